@@ -1,0 +1,30 @@
+import type { Tensor } from "../tensor/tensor.js";
+
+/**
+ * The compute backend: the hot matrix kernels over every weight format. Models call only
+ * this interface for weight-touching work, so the same model code runs on the plain-TS
+ * reference kernels (the executable spec) and on the WebAssembly SIMD kernels.
+ *
+ * Numerics follow ggml's CPU backend so results match llama.cpp: activations are converted
+ * to the weight's "vec_dot type" before the dot product (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for
+ * Q4_1/Q5_1, Q8_K for the k-quants, F16 for F16, BF16 for BF16, F32 for F32).
+ */
+export interface Backend {
+  readonly name: string;
+  /** worker threads used by the kernels (1 for the reference backend) */
+  readonly threads: number;
+  /**
+   * Memory for weights, 64-byte aligned, placed where this backend's kernels read it in
+   * place (the loader reads tensor bytes from the file straight into it: no second copy).
+   */
+  allocWeights(byteLength: number): Uint8Array;
+  /**
+   * out[t * rows + r] = sum_c W[r, c] * x[t * cols + c] for every token t < nTokens.
+   * W has dims [cols, rows] (ggml order); x holds nTokens rows of `cols` floats.
+   */
+  matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void;
+  /** out[i * cols ...] = W row ids[i], dequantized to f32 (embedding lookup) */
+  getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void;
+  /** releases workers and memory; the backend is unusable afterwards */
+  dispose(): void;
+}

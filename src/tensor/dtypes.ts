@@ -1,0 +1,89 @@
+/**
+ * ggml tensor types: ids as stored in GGUF files and their block layouts.
+ * A "block" is the smallest unit a quantized row is made of: `blockSize` weights stored in
+ * `typeSize` bytes. Row lengths must be a multiple of the block size.
+ */
+export enum GGMLType {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  BF16 = 30,
+}
+
+export interface TypeInfo {
+  readonly name: string;
+  /** weights per block */
+  readonly blockSize: number;
+  /** bytes per block */
+  readonly typeSize: number;
+}
+
+/** super-block size of the k-quants */
+export const QK_K = 256;
+
+const TYPES: ReadonlyMap<number, TypeInfo> = new Map<number, TypeInfo>([
+  [GGMLType.F32, { name: "F32", blockSize: 1, typeSize: 4 }],
+  [GGMLType.F16, { name: "F16", blockSize: 1, typeSize: 2 }],
+  [GGMLType.BF16, { name: "BF16", blockSize: 1, typeSize: 2 }],
+  [GGMLType.Q4_0, { name: "Q4_0", blockSize: 32, typeSize: 2 + 16 }],
+  [GGMLType.Q4_1, { name: "Q4_1", blockSize: 32, typeSize: 2 + 2 + 16 }],
+  [GGMLType.Q5_0, { name: "Q5_0", blockSize: 32, typeSize: 2 + 4 + 16 }],
+  [GGMLType.Q5_1, { name: "Q5_1", blockSize: 32, typeSize: 2 + 2 + 4 + 16 }],
+  [GGMLType.Q8_0, { name: "Q8_0", blockSize: 32, typeSize: 2 + 32 }],
+  [GGMLType.Q8_1, { name: "Q8_1", blockSize: 32, typeSize: 4 + 32 }],
+  [GGMLType.Q2_K, { name: "Q2_K", blockSize: QK_K, typeSize: QK_K / 16 + QK_K / 4 + 2 + 2 }],
+  [GGMLType.Q3_K, { name: "Q3_K", blockSize: QK_K, typeSize: QK_K / 8 + QK_K / 4 + 12 + 2 }],
+  [GGMLType.Q4_K, { name: "Q4_K", blockSize: QK_K, typeSize: 2 + 2 + 12 + QK_K / 2 }],
+  [GGMLType.Q5_K, { name: "Q5_K", blockSize: QK_K, typeSize: 2 + 2 + 12 + QK_K / 8 + QK_K / 2 }],
+  [GGMLType.Q6_K, { name: "Q6_K", blockSize: QK_K, typeSize: QK_K / 2 + QK_K / 4 + QK_K / 16 + 2 }],
+  [GGMLType.Q8_K, { name: "Q8_K", blockSize: QK_K, typeSize: 4 + QK_K + (QK_K / 16) * 2 }],
+  [GGMLType.I8, { name: "I8", blockSize: 1, typeSize: 1 }],
+  [GGMLType.I16, { name: "I16", blockSize: 1, typeSize: 2 }],
+  [GGMLType.I32, { name: "I32", blockSize: 1, typeSize: 4 }],
+  [GGMLType.I64, { name: "I64", blockSize: 1, typeSize: 8 }],
+  [GGMLType.F64, { name: "F64", blockSize: 1, typeSize: 8 }],
+]);
+
+export function isKnownType(type: number): type is GGMLType {
+  return TYPES.has(type);
+}
+
+export function typeInfo(type: GGMLType): TypeInfo {
+  const info = TYPES.get(type);
+  if (!info) throw new Error(`unknown ggml tensor type id ${type}`);
+  return info;
+}
+
+export function typeName(type: number): string {
+  return TYPES.get(type)?.name ?? `unknown(${type})`;
+}
+
+export function typeFromName(name: string): GGMLType | undefined {
+  for (const [id, info] of TYPES) if (info.name.toLowerCase() === name.toLowerCase()) return id;
+  return undefined;
+}
+
+/**
+ * Bytes needed by one row of `n` weights. Throws when `n` is not a whole number of blocks.
+ */
+export function rowByteLength(type: GGMLType, n: number): number {
+  const { blockSize, typeSize, name } = typeInfo(type);
+  if (n % blockSize !== 0) throw new Error(`row length ${n} is not a multiple of the ${name} block size ${blockSize}`);
+  return (n / blockSize) * typeSize;
+}
