@@ -1,0 +1,4 @@
+/** Public surface of src/tensor: ggml dtypes, the Tensor type, and the quant block formats. */
+export * from "./dtypes.js";
+export * from "./tensor.js";
+export * from "./quant/index.js";
