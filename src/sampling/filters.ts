@@ -1,0 +1,135 @@
+import {
+  bestIndex,
+  type Candidates,
+  expCandidates,
+  maxLogit,
+  normalizeCandidates,
+  selectBest,
+} from "./candidates.js";
+import type { UniformSource } from "./rng.js";
+
+/**
+ * Candidate filters with llama.cpp's semantics (src/llama-sampling.cpp). Each works in place
+ * on a `Candidates` set and keeps no state. Probabilities mentioned below are the softmax of
+ * the alive candidates' current logits.
+ */
+
+/** keeps the k best candidates, best first; k <= 0 disables */
+export function topK(c: Candidates, k: number): void {
+  if (k <= 0) return;
+  k = Math.min(k, c.size);
+  if (!c.sorted) selectBest(c, k);
+  c.size = k;
+  c.sorted = true;
+}
+
+/** above this many candidates top-p first tries the best 256 only, as llama.cpp does */
+const TOP_P_FULL_SORT_LIMIT = 1024;
+const TOP_P_FIRST_GUESS = 256;
+
+/**
+ * Nucleus sampling: keeps the smallest best-first prefix whose cumulative probability is
+ * >= p (and at least `minKeep` tokens); p >= 1 disables. Leaves the set sorted.
+ */
+export function topP(c: Candidates, p: number, minKeep = 1): void {
+  if (p >= 1) return;
+  const sum = expCandidates(c); // probs[] now hold unnormalized exps, in the current order
+  const max = maxLogit(c);
+  // sorting permutes logits but not probs, so the scan recomputes each exp from the logit
+  let sortedUpTo = c.size;
+  if (!c.sorted) {
+    sortedUpTo = c.size > TOP_P_FULL_SORT_LIMIT ? TOP_P_FIRST_GUESS : c.size;
+    selectBest(c, sortedUpTo);
+  }
+  const logits = c.logits;
+  let cum = 0;
+  let keep = c.size;
+  for (let i = 0; i < c.size; i++) {
+    if (i === sortedUpTo) {
+      // the best 256 were not enough: sort the rest too (the sorted prefix stays put)
+      selectBest(c, c.size);
+      sortedUpTo = c.size;
+    }
+    cum += Math.fround(Math.exp(logits[i]! - max)) / sum;
+    if (cum >= p && i + 1 >= minKeep) {
+      keep = i + 1;
+      break;
+    }
+  }
+  c.size = keep;
+  c.sorted = true;
+}
+
+/**
+ * Keeps candidates whose probability is >= p times the best one's, i.e. whose logit is
+ * >= max + ln(p); the best is always kept, and at least `minKeep`. p <= 0 disables.
+ * Keeps the relative order of the survivors.
+ */
+export function minP(c: Candidates, p: number, minKeep = 1): void {
+  if (p <= 0 || c.size === 0) return;
+  const threshold = maxLogit(c) + Math.log(p);
+  const logits = c.logits;
+  let count = 0;
+  for (let i = 0; i < c.size; i++) if (logits[i]! >= threshold) count++;
+  if (count < minKeep) {
+    topK(c, minKeep);
+    return;
+  }
+  if (c.sorted) {
+    c.size = count; // survivors are exactly the sorted prefix
+    return;
+  }
+  const ids = c.ids;
+  let w = 0;
+  for (let i = 0; i < c.size; i++) {
+    if (logits[i]! >= threshold) {
+      ids[w] = ids[i]!;
+      logits[w] = logits[i]!;
+      w++;
+    }
+  }
+  c.size = w;
+}
+
+/**
+ * Divides logits by t. t <= 0 means greedy: only the best candidate survives (the lowest id
+ * among equal maxima).
+ */
+export function applyTemperature(c: Candidates, t: number): void {
+  if (t <= 0) {
+    const b = bestIndex(c);
+    c.ids[0] = c.ids[b]!;
+    c.logits[0] = c.logits[b]!;
+    c.size = 1;
+    c.sorted = true;
+    return;
+  }
+  const logits = c.logits;
+  for (let i = 0; i < c.size; i++) logits[i] = logits[i]! / t;
+}
+
+/**
+ * Draws one token from the softmax of the alive candidates, as llama.cpp's dist sampler
+ * does: u from `rng`, then the first candidate (in the current order) whose running sum of
+ * unnormalized probabilities reaches u * total. A single candidate is returned without
+ * consuming a random number. Leaves normalized probabilities in `c.probs`.
+ */
+export function drawCandidate(c: Candidates, rng: UniformSource): number {
+  const sum = expCandidates(c);
+  let chosen = 0;
+  if (c.size > 1) {
+    const target = sum * rng.nextDouble();
+    const probs = c.probs;
+    let run = 0;
+    chosen = c.size - 1; // only reachable through rounding, as in llama.cpp
+    for (let i = 0; i < c.size; i++) {
+      run += probs[i]!;
+      if (run >= target) {
+        chosen = i;
+        break;
+      }
+    }
+  }
+  normalizeCandidates(c, sum);
+  return c.ids[chosen]!;
+}

@@ -1,0 +1,29 @@
+export { createSampler, type Sampler, type TokenProbabilities } from "./sampler.js";
+export {
+  DEFAULT_SAMPLING,
+  resolveSamplingOptions,
+  type ResolvedSamplingOptions,
+  type SamplingOptions,
+} from "./options.js";
+export { Mt19937, randomSeed, type UniformSource } from "./rng.js";
+export {
+  applyLogitBias,
+  applyPenalties,
+  argmax,
+  penaltiesActive,
+  type LogitBias,
+  type PenaltyOptions,
+} from "./logit-processors.js";
+export {
+  bestIndex,
+  createCandidates,
+  expCandidates,
+  loadCandidates,
+  maxLogit,
+  normalizeCandidates,
+  selectBest,
+  softmaxCandidates,
+  sortCandidates,
+  type Candidates,
+} from "./candidates.js";
+export { applyTemperature, drawCandidate, minP, topK, topP } from "./filters.js";

@@ -1,0 +1,119 @@
+import type { LogitBias } from "./logit-processors.js";
+import { randomSeed } from "./rng.js";
+
+export interface SamplingOptions {
+  /** default 0.8 as llama.cpp; 0 = greedy (argmax, the lowest id wins ties) */
+  temperature?: number;
+  /** default 40; 0 = disabled */
+  topK?: number;
+  /** default 0.95; 1 = disabled */
+  topP?: number;
+  /** default 0.05; 0 = disabled */
+  minP?: number;
+  /** default 1 (off); logit > 0 ? logit / p : logit * p for tokens in the last repeatLastN */
+  repeatPenalty?: number;
+  /** default 64; -1 = the whole history; 0 = no penalties */
+  repeatLastN?: number;
+  /** default 0; subtracted once per occurrence in the last repeatLastN tokens */
+  frequencyPenalty?: number;
+  /** default 0; subtracted once from every token occurring in the last repeatLastN tokens */
+  presencePenalty?: number;
+  /** token id -> added to its logit; -Infinity bans the token */
+  logitBias?: ReadonlyMap<number, number> | Readonly<Record<number, number>>;
+  /** any safe integer, used modulo 2^32; default: random. The same seed gives the same tokens. */
+  seed?: number;
+}
+
+export interface ResolvedSamplingOptions {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repeatPenalty: number;
+  repeatLastN: number;
+  frequencyPenalty: number;
+  presencePenalty: number;
+  logitBias: LogitBias;
+  /** the 32-bit seed in use (a random one when none was given) */
+  seed: number;
+}
+
+/** llama.cpp's common_params_sampling defaults */
+export const DEFAULT_SAMPLING = {
+  temperature: 0.8,
+  topK: 40,
+  topP: 0.95,
+  minP: 0.05,
+  repeatPenalty: 1,
+  repeatLastN: 64,
+  frequencyPenalty: 0,
+  presencePenalty: 0,
+} as const;
+
+const KNOWN = new Set<string>([...Object.keys(DEFAULT_SAMPLING), "logitBias", "seed"]);
+
+function fail(name: string, expected: string, value: unknown): never {
+  const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
+  throw new RangeError(`sampling option ${name} = ${shown}: expected ${expected}`);
+}
+
+function num(
+  name: string,
+  value: unknown,
+  fallback: number,
+  ok: (x: number) => boolean,
+  expected: string,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || Number.isNaN(value) || !ok(value)) fail(name, expected, value);
+  return value;
+}
+
+function resolveLogitBias(bias: SamplingOptions["logitBias"]): LogitBias {
+  const out = new Map<number, number>();
+  if (bias === undefined) return out;
+  if (typeof bias !== "object" || bias === null) {
+    fail("logitBias", "a Map or an object from token id to bias", bias);
+  }
+  const entries: Iterable<[unknown, unknown]> =
+    bias instanceof Map ? bias.entries() : Object.entries(bias);
+  for (const [key, value] of entries) {
+    // object keys arrive as strings: accept only the canonical decimal form of an id
+    const id = typeof key === "string" && /^(0|[1-9]\d*)$/.test(key) ? Number(key) : key;
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) {
+      fail(`logitBias key`, "a token id (an integer >= 0)", key);
+    }
+    if (typeof value !== "number" || Number.isNaN(value) || value === Infinity) {
+      fail(`logitBias[${id}]`, "a finite number, or -Infinity to ban the token", value);
+    }
+    out.set(id, (out.get(id) ?? 0) + value);
+  }
+  return out;
+}
+
+/** validates options, fills in the defaults and picks a seed; throws a RangeError naming the option */
+export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedSamplingOptions {
+  if (typeof options !== "object" || options === null) fail("options", "an object", options);
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) {
+      throw new RangeError(
+        `unknown sampling option ${JSON.stringify(key)}; expected one of ${[...KNOWN].join(", ")}`,
+      );
+    }
+  }
+  const d = DEFAULT_SAMPLING;
+  const finite = (x: number) => Number.isFinite(x);
+  const seed = num("seed", options.seed, NaN, Number.isSafeInteger, "a safe integer");
+  return {
+    temperature: num("temperature", options.temperature, d.temperature, (x) => x >= 0 && finite(x), "a finite number >= 0 (0 = greedy)"),
+    topK: num("topK", options.topK, d.topK, (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0 (0 = disabled)"),
+    topP: num("topP", options.topP, d.topP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
+    minP: num("minP", options.minP, d.minP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (0 = disabled)"),
+    repeatPenalty: num("repeatPenalty", options.repeatPenalty, d.repeatPenalty, (x) => x > 0 && finite(x), "a finite number > 0 (1 = disabled)"),
+    repeatLastN: num("repeatLastN", options.repeatLastN, d.repeatLastN, (x) => Number.isSafeInteger(x) && x >= -1, "an integer >= -1 (-1 = whole history, 0 = disabled)"),
+    frequencyPenalty: num("frequencyPenalty", options.frequencyPenalty, d.frequencyPenalty, finite, "a finite number (0 = disabled)"),
+    presencePenalty: num("presencePenalty", options.presencePenalty, d.presencePenalty, finite, "a finite number (0 = disabled)"),
+    logitBias: resolveLogitBias(options.logitBias),
+    seed: Number.isNaN(seed) ? randomSeed() : seed >>> 0,
+  };
+}

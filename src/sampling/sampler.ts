@@ -1,0 +1,76 @@
+import { createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
+import { applyTemperature, drawCandidate, minP, topK, topP } from "./filters.js";
+import { applyLogitBias, applyPenalties } from "./logit-processors.js";
+import { resolveSamplingOptions, type ResolvedSamplingOptions, type SamplingOptions } from "./options.js";
+import { Mt19937 } from "./rng.js";
+
+/** views into the sampler's buffers, valid until its next sample() call */
+export interface TokenProbabilities {
+  /** token ids, best first (higher probability, then lower id) */
+  ids: Int32Array;
+  /** their probabilities (summing to 1) */
+  probs: Float32Array;
+}
+
+export interface Sampler {
+  /** the validated options with defaults filled in, including the seed in use */
+  readonly options: Readonly<ResolvedSamplingOptions>;
+  /**
+   * Picks the next token from a whole-vocabulary logits row; `history` holds the tokens so
+   * far (prompt and generated), which the penalties look at. Does not modify `logits`.
+   */
+  sample(logits: Float32Array, history: ArrayLike<number>): number;
+  /**
+   * The candidates that survived the last sample() call and the probabilities they were
+   * drawn with (after temperature), for logprobs. Greedy sampling leaves one candidate, p = 1.
+   */
+  lastProbabilities(): TokenProbabilities;
+}
+
+/**
+ * A sampler with llama.cpp's default chain: logit bias -> penalties -> top-k -> top-p ->
+ * min-p -> temperature -> softmax -> draw (mt19937, so a seed gives the same stream of
+ * random numbers as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler
+ * per sequence.
+ */
+export function createSampler(options: SamplingOptions = {}): Sampler {
+  const o = resolveSamplingOptions(options);
+  const rng = new Mt19937(o.seed);
+  const c = createCandidates(0);
+  let sampled = false;
+
+  return {
+    options: o,
+    sample(logits: Float32Array, history: ArrayLike<number>): number {
+      sampled = false;
+      loadCandidates(c, logits);
+      // candidates are in id order here, so c.logits is indexable by token id
+      const row = c.logits;
+      if (o.logitBias.size > 0) applyLogitBias(row, o.logitBias);
+      applyPenalties(row, history, o);
+      let token: number;
+      if (o.temperature <= 0) {
+        applyTemperature(c, 0);
+        softmaxCandidates(c);
+        token = c.ids[0]!;
+      } else {
+        topK(c, o.topK);
+        topP(c, o.topP);
+        minP(c, o.minP);
+        applyTemperature(c, o.temperature);
+        token = drawCandidate(c, rng);
+      }
+      sampled = true;
+      return token;
+    },
+    lastProbabilities(): TokenProbabilities {
+      if (!sampled) throw new Error("lastProbabilities(): sample() has not completed yet");
+      if (!c.sorted) {
+        // sorting permutes ids and logits only; recomputing from the logits gives the same probs
+        sortCandidates(c);
+        softmaxCandidates(c);
+      }
+      return { ids: c.ids.subarray(0, c.size), probs: c.probs.subarray(0, c.size) };
+    },
+  };
+}
