@@ -1,0 +1,51 @@
+import { parseArgs, type ParseArgsConfig } from "node:util";
+
+/** A usage error: printed as one line, exit code 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+export type OptionSpec = NonNullable<ParseArgsConfig["options"]>;
+
+export type ParsedValues = Record<string, string | boolean | string[] | undefined>;
+
+/** Parses `argv` strictly (unknown options are usage errors); `--help`/`-h` is always accepted. */
+export function parse(argv: string[], options: OptionSpec): ParsedValues {
+  try {
+    const { values } = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
+    return values as ParsedValues;
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+export function requireString(values: ParsedValues, name: string): string {
+  const v = values[name];
+  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+export function optionalString(values: ParsedValues, name: string): string | undefined {
+  const v = values[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+export function flag(values: ParsedValues, name: string): boolean {
+  return values[name] === true;
+}
+
+export function strings(values: ParsedValues, name: string): string[] | undefined {
+  const v = values[name];
+  return Array.isArray(v) ? v : undefined;
+}
+
+export function optionalNumber(values: ParsedValues, name: string, check?: { integer?: boolean; min?: number; max?: number }): number | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n)) throw new UsageError(`--${name} expects a number, got "${String(v)}"`);
+  if (check?.integer && !Number.isInteger(n)) throw new UsageError(`--${name} expects an integer, got ${v}`);
+  if (check?.min !== undefined && n < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${v}`);
+  if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);
+  return n;
+}

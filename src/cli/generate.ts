@@ -1,0 +1,87 @@
+import { formatTimings } from "../generation/timings.js";
+import type { GenerateOptions } from "../generation/generate.js";
+import { loadModel } from "../llm.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+
+export const generateHelp = `Usage: tsllm generate --model FILE.gguf --prompt TEXT [options]
+
+Streams a completion to stdout and the timings to stderr.
+
+Options:
+  --model FILE          GGUF model file (required)
+  --prompt TEXT         prompt text (required); BOS is added when the model's metadata says so
+  --max-tokens N        most tokens to generate (default 256)
+  --temperature T       0 = greedy (default 0.8)
+  --top-k K             keep the K most likely tokens; 0 = off (default 40)
+  --top-p P             nucleus sampling; 1 = off (default 0.95)
+  --min-p P             drop tokens below P x the top probability; 0 = off (default 0.05)
+  --repeat-penalty R    penalize the last 64 tokens; 1 = off (default 1)
+  --seed S              random seed (same seed, same text)
+  --stop STR            stop at this text (repeatable)
+  --threads N           compute threads (default: all cores)
+  --backend NAME        wasm (default) or reference
+  --ctx-size N          KV cache size in tokens
+  --ignore-eos          keep going past end-of-generation tokens
+  --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
+  -h, --help            show this help
+`;
+
+export async function runGenerate(argv: string[]): Promise<void> {
+  const values = parse(argv, {
+    model: { type: "string" },
+    prompt: { type: "string" },
+    "max-tokens": { type: "string" },
+    temperature: { type: "string" },
+    "top-k": { type: "string" },
+    "top-p": { type: "string" },
+    "min-p": { type: "string" },
+    "repeat-penalty": { type: "string" },
+    seed: { type: "string" },
+    stop: { type: "string", multiple: true },
+    threads: { type: "string" },
+    backend: { type: "string" },
+    "ctx-size": { type: "string" },
+    "ignore-eos": { type: "boolean" },
+    json: { type: "boolean" },
+  });
+  if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
+  const modelPath = requireString(values, "model");
+  const prompt = optionalString(values, "prompt");
+  if (prompt === undefined) throw new UsageError("--prompt is required");
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const options: GenerateOptions = {
+    maxTokens: optionalNumber(values, "max-tokens", { integer: true, min: 0 }),
+    temperature: optionalNumber(values, "temperature", { min: 0 }),
+    topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
+    topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
+    minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
+    repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
+    seed: optionalNumber(values, "seed", { integer: true }),
+    stop: strings(values, "stop"),
+    ignoreEos: flag(values, "ignore-eos"),
+  };
+  const model = await loadModel(modelPath, {
+    backend,
+    threads: optionalNumber(values, "threads", { integer: true, min: 1 }),
+    contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
+  });
+  try {
+    const it = model.stream(prompt, options);
+    let result;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) { result = r.value; break; }
+      if (!flag(values, "json")) process.stdout.write(r.value.text);
+    }
+    if (flag(values, "json")) {
+      const { prompt, promptTokens, completion, completionTokens, finishReason, timings } = result;
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings }) + "\n");
+    } else {
+      process.stdout.write("\n");
+      process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+    }
+  } finally {
+    model.dispose();
+  }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env node
+import { UsageError } from "./args.js";
+import { generateHelp, runGenerate } from "./generate.js";
+import { inspectHelp, runInspect } from "./inspect.js";
+import { runTokenize, tokenizeHelp } from "./tokenize.js";
+
+const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
+  generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a GGUF model" },
+  tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
+  inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
+};
+
+const usage = `Usage: tsllm <command> [options]
+
+Commands:
+${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`).join("\n")}
+
+Run "tsllm <command> --help" for a command's options.
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(usage);
+    return command === undefined ? 2 : 0;
+  }
+  const cmd = COMMANDS[command];
+  if (!cmd) throw new UsageError(`unknown command "${command}" (commands: ${Object.keys(COMMANDS).join(", ")})`);
+  await cmd.run(rest);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`tsllm: error: ${message}\n`);
+    process.exitCode = err instanceof UsageError ? 2 : 1;
+  },
+);

@@ -1,0 +1,54 @@
+/** What the engine did and how long it took, reported with every generation. */
+export interface Timings {
+  /** model load time (ms), as measured by loadModel */
+  loadMs: number;
+  /** tokens in the prompt (after templating and special tokens) */
+  promptTokens: number;
+  /** tokens generated */
+  completionTokens: number;
+  /** prefill: the whole prompt in one batched pass (ms) */
+  prefillMs: number;
+  /** time to first token: prefill + sampling the first token (ms) */
+  ttftMs: number;
+  /** time per output token after the first: decode ms / (completionTokens - 1) */
+  tpotMs: number;
+  /** total decode time after the first token (ms) */
+  decodeMs: number;
+  /** prompt tokens per second during prefill */
+  prefillTokensPerSecond: number;
+  /** generated tokens per second after the first */
+  decodeTokensPerSecond: number;
+  /** wall time of the whole generation (ms) */
+  totalMs: number;
+}
+
+export function computeTimings(loadMs: number, promptTokens: number, completionTokens: number, t0: number, tPrefill: number, tFirst: number, tEnd: number): Timings {
+  const decodeSteps = Math.max(0, completionTokens - 1);
+  const decodeMs = completionTokens > 0 ? tEnd - tFirst : 0;
+  const prefillMs = tPrefill - t0;
+  return {
+    loadMs: round(loadMs),
+    promptTokens,
+    completionTokens,
+    prefillMs: round(prefillMs),
+    ttftMs: round(completionTokens > 0 ? tFirst - t0 : tEnd - t0),
+    tpotMs: round(decodeSteps > 0 ? decodeMs / decodeSteps : 0),
+    decodeMs: round(decodeMs),
+    prefillTokensPerSecond: round(prefillMs > 0 ? (promptTokens * 1000) / prefillMs : 0),
+    decodeTokensPerSecond: round(decodeSteps > 0 && decodeMs > 0 ? (decodeSteps * 1000) / decodeMs : 0),
+    totalMs: round(tEnd - t0),
+  };
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+export function formatTimings(t: Timings): string {
+  return [
+    `load ${t.loadMs.toFixed(1)} ms`,
+    `prompt ${t.promptTokens} tok, prefill ${t.prefillMs.toFixed(1)} ms (${t.prefillTokensPerSecond.toFixed(1)} tok/s)`,
+    `TTFT ${t.ttftMs.toFixed(1)} ms`,
+    `completion ${t.completionTokens} tok, TPOT ${t.tpotMs.toFixed(2)} ms (${t.decodeTokensPerSecond.toFixed(1)} tok/s)`,
+  ].join(" | ");
+}

@@ -1,0 +1,52 @@
+/**
+ * Rotary position embeddings, in place on `x` = nTokens rows of nHeads * headDim floats.
+ *
+ * Two layouts: "norm" rotates adjacent pairs (2i, 2i+1) — llama.cpp's GGUF Llama weights are
+ * permuted for it; "neox" rotates (i, i + ropeDim/2) — the Hugging Face layout, used by
+ * Qwen2/Qwen3 GGUFs too. The angle for pair i at position p is
+ * p * freqScale * base^(-2i/ropeDim) / freqFactor[i]; like ggml we step theta by a float32
+ * factor, so angles match llama.cpp to the last bit.
+ */
+export interface RopeParams {
+  readonly headDim: number;
+  /** number of leading dims of each head that are rotated (<= headDim) */
+  readonly ropeDim: number;
+  readonly base: number;
+  /** 1 / linear scaling factor */
+  readonly freqScale: number;
+  readonly style: "norm" | "neox";
+  /** per-pair divisors (llama3 scaling, `rope_freqs.weight`) */
+  readonly freqFactors?: Float32Array;
+}
+
+/** cos/sin for one position: cache[2i] = cos, cache[2i+1] = sin */
+export function ropeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
+  const thetaScale = Math.fround(Math.pow(p.base, -2 / p.ropeDim));
+  let theta = Math.fround(pos);
+  for (let i = 0; i < p.ropeDim / 2; i++) {
+    const ff = p.freqFactors ? p.freqFactors[i]! : 1;
+    const t = Math.fround(p.freqScale * Math.fround(theta / ff));
+    cache[2 * i] = Math.cos(t);
+    cache[2 * i + 1] = Math.sin(t);
+    theta = Math.fround(theta * thetaScale);
+  }
+}
+
+export function applyRope(x: Float32Array, nTokens: number, nHeads: number, positions: ArrayLike<number>, p: RopeParams, scratch: Float32Array): void {
+  const { headDim, ropeDim } = p;
+  const half = ropeDim / 2;
+  for (let t = 0; t < nTokens; t++) {
+    ropeAngles(scratch, positions[t]!, p);
+    for (let h = 0; h < nHeads; h++) {
+      const o = (t * nHeads + h) * headDim;
+      for (let i = 0; i < half; i++) {
+        const c = scratch[2 * i]!, s = scratch[2 * i + 1]!;
+        const a = p.style === "norm" ? o + 2 * i : o + i;
+        const b = p.style === "norm" ? a + 1 : a + half;
+        const x0 = x[a]!, x1 = x[b]!;
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}

@@ -1,0 +1,138 @@
+import { KVCache } from "../cache/kv-cache.js";
+import type { GGUFMetadata } from "../formats/gguf-reader.js";
+import type { Backend } from "../kernels/backend.js";
+import { addBias, addInPlace, attention, gelu, layerNorm } from "../kernels/ops/index.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { elementCount } from "../tensor/tensor.js";
+import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
+import type { WeightStore } from "./weights.js";
+
+/**
+ * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
+ * GELU MLP, no RoPE.
+ *   h = x + Wo · attention(split(Wqkv · ln1(x) + b)) + bo
+ *   y = h + Wdown · gelu(Wup · ln2(h) + bup) + bdown
+ */
+interface Gpt2Config extends ModelInfo {
+  readonly normEps: number;
+}
+
+interface Layer {
+  ln1w: Float32Array; ln1b: Float32Array;
+  qkv: Tensor; qkvBias: Float32Array;
+  wo: Tensor; woBias: Float32Array;
+  ln2w: Float32Array; ln2b: Float32Array;
+  up: Tensor; upBias: Float32Array;
+  down: Tensor; downBias: Float32Array;
+}
+
+export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
+  const embeddingLength = meta.requireNumber("gpt2.embedding_length");
+  const headCount = meta.requireNumber("gpt2.attention.head_count");
+  return {
+    architecture: "gpt2",
+    vocabSize: store.info("token_embd.weight").dims[1]!,
+    embeddingLength,
+    blockCount: meta.requireNumber("gpt2.block_count"),
+    headCount,
+    headCountKv: headCount,
+    headDim: embeddingLength / headCount,
+    feedForwardLength: meta.requireNumber("gpt2.feed_forward_length"),
+    contextLength: meta.requireNumber("gpt2.context_length"),
+    parameterCount: store.header.tensors.reduce((s, t) => s + elementCount(t.dims), 0),
+    normEps: meta.number("gpt2.attention.layer_norm_epsilon") ?? 1e-5,
+  };
+}
+
+export class Gpt2Model implements LanguageModel {
+  private readonly layers: Layer[] = [];
+  private readonly tokenEmbedding: Tensor;
+  private readonly positionEmbedding: Tensor;
+  private readonly outNormW: Float32Array;
+  private readonly outNormB: Float32Array;
+  private readonly output: Tensor;
+  private readonly scratch = new Scratch();
+
+  constructor(
+    readonly info: Gpt2Config,
+    private readonly backend: Backend,
+    store: WeightStore,
+  ) {
+    const d = info.embeddingLength, ff = info.feedForwardLength;
+    this.tokenEmbedding = store.get("token_embd.weight", [d, info.vocabSize]);
+    this.positionEmbedding = store.get("position_embd.weight", [d, store.info("position_embd.weight").dims[1]!]);
+    this.outNormW = store.vector("output_norm.weight", d);
+    this.outNormB = store.vector("output_norm.bias", d);
+    this.output = store.optional("output.weight", [d, info.vocabSize]) ?? this.tokenEmbedding;
+    for (let l = 0; l < info.blockCount; l++) {
+      const p = `blk.${l}.`;
+      this.layers.push({
+        ln1w: store.vector(p + "attn_norm.weight", d), ln1b: store.vector(p + "attn_norm.bias", d),
+        qkv: store.get(p + "attn_qkv.weight", [d, 3 * d]), qkvBias: store.vector(p + "attn_qkv.bias", 3 * d),
+        wo: store.get(p + "attn_output.weight", [d, d]), woBias: store.vector(p + "attn_output.bias", d),
+        ln2w: store.vector(p + "ffn_norm.weight", d), ln2b: store.vector(p + "ffn_norm.bias", d),
+        up: store.get(p + "ffn_up.weight", [d, ff]), upBias: store.vector(p + "ffn_up.bias", ff),
+        down: store.get(p + "ffn_down.weight", [ff, d]), downBias: store.vector(p + "ffn_down.bias", d),
+      });
+    }
+  }
+
+  createCache(contextSize: number): KVCache {
+    return new KVCache(this.info.blockCount, this.info.headCount, this.info.headDim, contextSize);
+  }
+
+  forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
+    const c = this.info, be = this.backend, s = this.scratch;
+    const n = tokens.length, d = c.embeddingLength, ff = c.feedForwardLength;
+    if (n === 0) throw new Error("forward: no tokens");
+    cache.ensureRoom(n);
+    const maxPos = this.positionEmbedding.dims[1]!;
+    if (cache.length + n > maxPos) throw new Error(`GPT-2 has learned positions for ${maxPos} tokens; ${cache.length + n} requested`);
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new Error(`token id ${t} is outside the vocabulary [0, ${c.vocabSize})`);
+    }
+    const startPos = cache.length;
+    const x = s.get("x", n * d), pos = s.get("pos", n * d), xn = s.get("xn", n * d);
+    be.getRows(x, this.tokenEmbedding, tokens);
+    be.getRows(pos, this.positionEmbedding, Array.from({ length: n }, (_, i) => startPos + i));
+    addInPlace(x, pos);
+    const qkv = s.get("qkv", n * 3 * d);
+    const q = s.get("q", n * d), k = s.get("k", n * d), v = s.get("v", n * d);
+    const attnOut = s.get("attn", n * d), proj = s.get("proj", n * d), hidden = s.get("hidden", n * ff), act = s.get("act", n * ff);
+    const scores = s.get("scores", 256);
+    const scale = 1 / Math.sqrt(c.headDim);
+
+    for (let l = 0; l < c.blockCount; l++) {
+      const L = this.layers[l]!;
+      layerNorm(xn, x, L.ln1w, L.ln1b, d, n, c.normEps);
+      be.matmul(qkv, L.qkv, xn, n);
+      addBias(qkv, L.qkvBias, n);
+      for (let t = 0; t < n; t++) {
+        q.set(qkv.subarray(t * 3 * d, t * 3 * d + d), t * d);
+        k.set(qkv.subarray(t * 3 * d + d, t * 3 * d + 2 * d), t * d);
+        v.set(qkv.subarray(t * 3 * d + 2 * d, t * 3 * d + 3 * d), t * d);
+      }
+      cache.store(l, startPos, k, v, n);
+      attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCount, c.headDim, scale, scores);
+      be.matmul(proj, L.wo, attnOut, n);
+      addBias(proj, L.woBias, n);
+      addInPlace(x, proj);
+
+      layerNorm(xn, x, L.ln2w, L.ln2b, d, n, c.normEps);
+      be.matmul(hidden, L.up, xn, n);
+      addBias(hidden, L.upBias, n);
+      gelu(act, hidden, n * ff);
+      be.matmul(proj, L.down, act, n);
+      addBias(proj, L.downBias, n);
+      addInPlace(x, proj);
+    }
+    cache.length = startPos + n;
+
+    const outRows = options.allLogits ? n : 1;
+    const lastNorm = xn.subarray(0, outRows * d);
+    layerNorm(lastNorm, x.subarray((n - outRows) * d, n * d), this.outNormW, this.outNormB, d, outRows, c.normEps);
+    const logits = new Float32Array(outRows * c.vocabSize);
+    be.matmul(logits, this.output, lastNorm, outRows);
+    return logits;
+  }
+}

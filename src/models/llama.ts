@@ -1,0 +1,190 @@
+import { KVCache } from "../cache/kv-cache.js";
+import type { GGUFMetadata } from "../formats/gguf-reader.js";
+import { GGUFError } from "../formats/gguf-reader.js";
+import type { Backend } from "../kernels/backend.js";
+import { addBias, addInPlace, applyRope, attention, rmsNorm, swiglu, type RopeParams } from "../kernels/ops/index.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { elementCount } from "../tensor/tensor.js";
+import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
+import type { WeightStore } from "./weights.js";
+
+/**
+ * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
+ * biases) and Qwen3 (per-head RMSNorm on Q and K). Pre-norm decoder blocks:
+ *   h = x + Wo · attention(rope(Wq · rms(x)), rope(Wk · rms(x)), Wv · rms(x))
+ *   y = h + Wdown · (silu(Wgate · rms(h)) * (Wup · rms(h)))
+ */
+export interface LlamaConfig extends ModelInfo {
+  readonly normEps: number;
+  readonly rope: RopeParams;
+}
+
+interface Layer {
+  attnNorm: Float32Array;
+  /** fused [q; k; v] rows, or separate matrices when their types differ */
+  qkv: Tensor | Tensor[];
+  qBias?: Float32Array; kBias?: Float32Array; vBias?: Float32Array;
+  qNorm?: Float32Array; kNorm?: Float32Array;
+  wo: Tensor;
+  ffnNorm: Float32Array;
+  gateUp: Tensor | Tensor[];
+  down: Tensor;
+}
+
+export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightStore): LlamaConfig {
+  const key = (k: string) => `${arch}.${k}`;
+  const embeddingLength = meta.requireNumber(key("embedding_length"));
+  const headCount = meta.requireNumber(key("attention.head_count"));
+  const headCountKv = meta.number(key("attention.head_count_kv")) ?? headCount;
+  const headDim = meta.number(key("attention.key_length")) ?? embeddingLength / headCount;
+  if (!Number.isInteger(headDim) || headCount % headCountKv !== 0) {
+    throw new GGUFError(meta.path, key("attention.head_count_kv"), `${headCount} heads cannot be grouped over ${headCountKv} KV heads of size ${headDim}`);
+  }
+  const vocabSize = store.info("token_embd.weight").dims[1]!;
+  const scalingType = meta.string(key("rope.scaling.type")) ?? "none";
+  const scalingFactor = meta.number(key("rope.scaling.factor")) ?? 1;
+  if (scalingType !== "none" && scalingType !== "linear") {
+    throw new GGUFError(meta.path, key("rope.scaling.type"), `unsupported RoPE scaling "${scalingType}" (supported: none, linear; llama3 scaling comes as rope_freqs.weight)`);
+  }
+  const ropeDim = meta.number(key("rope.dimension_count")) ?? headDim;
+  return {
+    architecture: arch,
+    vocabSize,
+    embeddingLength,
+    blockCount: meta.requireNumber(key("block_count")),
+    headCount,
+    headCountKv,
+    headDim,
+    feedForwardLength: meta.requireNumber(key("feed_forward_length")),
+    contextLength: meta.number(key("context_length")) ?? 2048,
+    parameterCount: store.header.tensors.reduce((s, t) => s + elementCount(t.dims), 0),
+    normEps: meta.number(key("attention.layer_norm_rms_epsilon")) ?? 1e-5,
+    rope: {
+      headDim,
+      ropeDim,
+      base: meta.number(key("rope.freq_base")) ?? 10000,
+      freqScale: scalingType === "linear" && scalingFactor > 0 ? 1 / scalingFactor : 1,
+      // llama.cpp's converter permutes Llama Q/K rows for adjacent-pair rotation; Qwen keeps
+      // the Hugging Face half-split layout
+      style: arch === "llama" ? "norm" : "neox",
+      // llama3-style scaling arrives precomputed as per-frequency divisors
+      freqFactors: store.optionalVector("rope_freqs.weight", ropeDim / 2),
+    },
+  };
+}
+
+export class LlamaModel implements LanguageModel {
+  private readonly layers: Layer[] = [];
+  private readonly tokenEmbedding: Tensor;
+  private readonly outputNorm: Float32Array;
+  private readonly output: Tensor;
+  private readonly scratch = new Scratch();
+
+  constructor(
+    readonly info: LlamaConfig,
+    private readonly backend: Backend,
+    store: WeightStore,
+  ) {
+    const c = info;
+    const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
+    this.tokenEmbedding = store.get("token_embd.weight", [d, c.vocabSize]);
+    this.outputNorm = store.vector("output_norm.weight", d);
+    this.output = store.optional("output.weight", [d, c.vocabSize]) ?? this.tokenEmbedding;
+    for (let l = 0; l < c.blockCount; l++) {
+      const p = `blk.${l}.`;
+      this.layers.push({
+        attnNorm: store.vector(p + "attn_norm.weight", d),
+        qkv: store.fused([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"], d, [qDim, kvDim, kvDim]),
+        qBias: store.optionalVector(p + "attn_q.bias", qDim),
+        kBias: store.optionalVector(p + "attn_k.bias", kvDim),
+        vBias: store.optionalVector(p + "attn_v.bias", kvDim),
+        qNorm: store.optionalVector(p + "attn_q_norm.weight", c.headDim),
+        kNorm: store.optionalVector(p + "attn_k_norm.weight", c.headDim),
+        wo: store.get(p + "attn_output.weight", [qDim, d]),
+        ffnNorm: store.vector(p + "ffn_norm.weight", d),
+        gateUp: store.fused([p + "ffn_gate.weight", p + "ffn_up.weight"], d, [ff, ff]),
+        down: store.get(p + "ffn_down.weight", [ff, d]),
+      });
+    }
+  }
+
+  createCache(contextSize: number): KVCache {
+    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize);
+  }
+
+  forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
+    const c = this.info, be = this.backend, s = this.scratch;
+    const n = tokens.length;
+    if (n === 0) throw new Error("forward: no tokens");
+    cache.ensureRoom(n);
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new Error(`token id ${t} is outside the vocabulary [0, ${c.vocabSize})`);
+    }
+    const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
+    const startPos = cache.length;
+    const positions = Array.from({ length: n }, (_, i) => startPos + i);
+
+    const x = s.get("x", n * d);
+    be.getRows(x, this.tokenEmbedding, tokens);
+    const xn = s.get("xn", n * d);
+    const q = s.get("q", n * qDim), k = s.get("k", n * kvDim), v = s.get("v", n * kvDim);
+    const qkvOut = s.get("qkv", n * (qDim + 2 * kvDim));
+    const attnOut = s.get("attn", n * qDim);
+    const proj = s.get("proj", n * d);
+    const gateUp = s.get("gateUp", n * 2 * ff);
+    const gate = s.get("gate", n * ff), up = s.get("up", n * ff);
+    const hidden = s.get("hidden", n * ff);
+    const ropeScratch = s.get("rope", c.rope.ropeDim);
+    const scores = s.get("scores", 256);
+    const scale = 1 / Math.sqrt(c.headDim);
+
+    for (let l = 0; l < c.blockCount; l++) {
+      const L = this.layers[l]!;
+      rmsNorm(xn, x, L.attnNorm, d, n, c.normEps);
+      this.project(L.qkv, xn, n, [q, k, v], [qDim, kvDim, kvDim], qkvOut);
+      if (L.qBias) addBias(q, L.qBias, n);
+      if (L.kBias) addBias(k, L.kBias, n);
+      if (L.vBias) addBias(v, L.vBias, n);
+      if (L.qNorm) rmsNorm(q, q, L.qNorm, c.headDim, n * c.headCount, c.normEps);
+      if (L.kNorm) rmsNorm(k, k, L.kNorm, c.headDim, n * c.headCountKv, c.normEps);
+      applyRope(q, n, c.headCount, positions, c.rope, ropeScratch);
+      applyRope(k, n, c.headCountKv, positions, c.rope, ropeScratch);
+      cache.store(l, startPos, k, v, n);
+      attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCountKv, c.headDim, scale, scores);
+      be.matmul(proj, L.wo, attnOut, n);
+      addInPlace(x, proj);
+
+      rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
+      this.project(L.gateUp, xn, n, [gate, up], [ff, ff], gateUp);
+      swiglu(hidden, gate, up, n * ff);
+      be.matmul(proj, L.down, hidden, n);
+      addInPlace(x, proj);
+    }
+    cache.length = startPos + n;
+
+    const outRows = options.allLogits ? n : 1;
+    const last = x.subarray((n - outRows) * d, n * d);
+    const lastNorm = xn.subarray(0, outRows * d);
+    rmsNorm(lastNorm, last, this.outputNorm, d, outRows, c.normEps);
+    const logits = new Float32Array(outRows * c.vocabSize);
+    be.matmul(logits, this.output, lastNorm, outRows);
+    return logits;
+  }
+
+  /** runs a fused (or separate) projection and splits its rows into the destinations */
+  private project(w: Tensor | Tensor[], x: Float32Array, n: number, dests: Float32Array[], sizes: number[], fusedOut: Float32Array): void {
+    if (Array.isArray(w)) {
+      w.forEach((t, i) => this.backend.matmul(dests[i]!, t, x, n));
+      return;
+    }
+    this.backend.matmul(fusedOut, w, x, n);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    for (let t = 0; t < n; t++) {
+      let off = t * total;
+      for (let i = 0; i < dests.length; i++) {
+        dests[i]!.set(fusedOut.subarray(off, off + sizes[i]!), t * sizes[i]!);
+        off += sizes[i]!;
+      }
+    }
+  }
+}

@@ -1,0 +1,45 @@
+import type { KVCache } from "../cache/kv-cache.js";
+
+/** What every architecture exposes to generation. */
+export interface ModelInfo {
+  readonly architecture: string;
+  readonly vocabSize: number;
+  readonly embeddingLength: number;
+  readonly blockCount: number;
+  readonly headCount: number;
+  readonly headCountKv: number;
+  readonly headDim: number;
+  readonly feedForwardLength: number;
+  /** context length the model was trained with */
+  readonly contextLength: number;
+  readonly parameterCount: number;
+}
+
+export interface ForwardOptions {
+  /** return logits for every input token (nTokens * vocab) instead of only the last one */
+  readonly allLogits?: boolean;
+}
+
+export interface LanguageModel {
+  readonly info: ModelInfo;
+  createCache(contextSize: number): KVCache;
+  /**
+   * Runs `tokens` at positions cache.length, cache.length + 1, ... through every layer in one
+   * batched pass, appends their K/V to the cache and returns the logits of the last token
+   * (or of all tokens with `allLogits`).
+   */
+  forward(tokens: readonly number[], cache: KVCache, options?: ForwardOptions): Float32Array;
+}
+
+/** Reusable activation buffers, grown on demand and kept across decode steps. */
+export class Scratch {
+  private readonly buffers = new Map<string, Float32Array>();
+  get(name: string, size: number): Float32Array {
+    let b = this.buffers.get(name);
+    if (!b || b.length < size) {
+      b = new Float32Array(Math.max(size, (b?.length ?? 0) * 2));
+      this.buffers.set(name, b);
+    }
+    return b.subarray(0, size);
+  }
+}

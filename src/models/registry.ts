@@ -1,0 +1,40 @@
+import { GGUFError, GGUFMetadata } from "../formats/gguf-reader.js";
+import type { GGUFHeader } from "../formats/gguf-types.js";
+import type { Backend } from "../kernels/backend.js";
+import { Gpt2Model, readGpt2Config } from "./gpt2.js";
+import { LlamaModel, readLlamaConfig } from "./llama.js";
+import type { LanguageModel } from "./model.js";
+import { WeightStore } from "./weights.js";
+
+type Builder = (arch: string, meta: GGUFMetadata, store: WeightStore, backend: Backend) => LanguageModel;
+
+const llamaFamily: Builder = (arch, meta, store, backend) => new LlamaModel(readLlamaConfig(arch, meta, store), backend, store);
+
+/** general.architecture -> model. Mistral, SmolLM and TinyLlama GGUFs use "llama". */
+const ARCHITECTURES: Record<string, Builder> = {
+  llama: llamaFamily,
+  qwen2: llamaFamily,
+  qwen3: llamaFamily,
+  gpt2: (_arch, meta, store, backend) => new Gpt2Model(readGpt2Config(meta, store), backend, store),
+};
+
+export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES);
+
+/** Builds the model a GGUF header describes, reading its weights into the backend's memory. */
+export function buildModel(header: GGUFHeader, backend: Backend): LanguageModel {
+  const meta = new GGUFMetadata(header.path, header.metadata);
+  const arch = meta.string("general.architecture");
+  if (arch === undefined) throw new GGUFError(header.path, "general.architecture", "missing: cannot tell which model this is");
+  const build = ARCHITECTURES[arch];
+  if (!build) {
+    throw new GGUFError(header.path, "general.architecture", `unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
+  }
+  const store = new WeightStore(header, backend);
+  try {
+    const model = build(arch, meta, store, backend);
+    store.finish();
+    return model;
+  } finally {
+    store.close();
+  }
+}
