@@ -1,0 +1,80 @@
+import type { Backend } from "../backend.js";
+import { rowByteLength, typeName } from "../../tensor/dtypes.js";
+import { dequantizeRow, quantizeRow } from "../../tensor/quant/index.js";
+import { rowCount, type Tensor } from "../../tensor/tensor.js";
+import { VEC_DOT } from "./vec-dot.js";
+
+/**
+ * The plain-TypeScript backend: the executable spec the WebAssembly kernels are tested against.
+ * One thread, no caching: every matmul converts each activation row once to the weight's
+ * vec_dot type (as ggml does), then takes its dot product with every weight row.
+ */
+
+const ALIGN = 64;
+
+function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
+  const cols = w.dims[0];
+  if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
+  const rows = rowCount(w);
+  const rowBytes = rowByteLength(w.type, cols);
+  if (w.data.length < rows * rowBytes) {
+    throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
+  }
+  return { cols, rows, rowBytes };
+}
+
+export function createReferenceBackend(): Backend {
+  let disposed = false;
+  const alive = (op: string): void => {
+    if (disposed) throw new Error(`reference backend: ${op} called after dispose()`);
+  };
+
+  return {
+    name: "reference",
+    threads: 1,
+
+    allocWeights(byteLength: number): Uint8Array {
+      alive("allocWeights");
+      if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+        throw new Error(`allocWeights: byteLength must be a non-negative integer, got ${byteLength}`);
+      }
+      // a fresh ArrayBuffer starts the view at offset 0, so offset 0 is 64-byte aligned
+      // relative to the buffer; round the length up so consumers may read whole 64-byte lines
+      const buffer = new ArrayBuffer(Math.ceil(byteLength / ALIGN) * ALIGN);
+      return new Uint8Array(buffer, 0, byteLength);
+    },
+
+    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
+      alive("matmul");
+      const vd = VEC_DOT.get(w.type);
+      if (!vd) throw new Error(`matmul: tensor ${w.name} has type ${typeName(w.type)}, which the reference backend cannot multiply`);
+      const { cols, rows, rowBytes } = matrixShape("matmul", w);
+      if (!Number.isInteger(nTokens) || nTokens < 0) throw new Error(`matmul: nTokens must be a non-negative integer, got ${nTokens}`);
+      if (x.length < nTokens * cols) throw new Error(`matmul ${w.name}: x holds ${x.length} floats, expected ${nTokens} x ${cols}`);
+      if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
+      const xq = new Uint8Array(rowByteLength(vd.vecDotType, cols));
+      for (let t = 0; t < nTokens; t++) {
+        quantizeRow(vd.vecDotType, x.subarray(t * cols, (t + 1) * cols), xq, cols);
+        for (let r = 0; r < rows; r++) out[t * rows + r] = vd.dot(w.data, r * rowBytes, xq, 0, cols);
+      }
+    },
+
+    getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void {
+      alive("getRows");
+      const { cols, rows, rowBytes } = matrixShape("getRows", w);
+      if (out.length < ids.length * cols) throw new Error(`getRows ${w.name}: out holds ${out.length} floats, expected ${ids.length} x ${cols}`);
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        if (!Number.isInteger(id) || id < 0 || id >= rows) throw new Error(`getRows ${w.name}: row id ${id} at index ${i} is outside 0..${rows - 1}`);
+      }
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        dequantizeRow(w.type, w.data.subarray(id * rowBytes, (id + 1) * rowBytes), out.subarray(i * cols, (i + 1) * cols), cols);
+      }
+    },
+
+    dispose(): void {
+      disposed = true;
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { GGMLType } from "../../tensor/dtypes.js";
+import { dotBF16, dotF16, dotF32 } from "./dot-float.js";
+import { dotQ2_K } from "./dot-q2_k.js";
+import { dotQ3_K } from "./dot-q3_k.js";
+import { dotQ4_0 } from "./dot-q4_0.js";
+import { dotQ4_1 } from "./dot-q4_1.js";
+import { dotQ4_K } from "./dot-q4_k.js";
+import { dotQ5_0 } from "./dot-q5_0.js";
+import { dotQ5_1 } from "./dot-q5_1.js";
+import { dotQ5_K } from "./dot-q5_k.js";
+import { dotQ6_K } from "./dot-q6_k.js";
+import { dotQ8_0 } from "./dot-q8_0.js";
+
+/**
+ * A dot product of one weight row (bytes at w[wOffset], `n` values in the weight type) with one
+ * activation row already converted to the weight type's vec_dot type (bytes at x[xOffset]).
+ */
+export type DotKernel = (w: Uint8Array, wOffset: number, x: Uint8Array, xOffset: number, n: number) => number;
+
+export interface VecDot {
+  /** the type ggml converts activations to before the dot product */
+  readonly vecDotType: GGMLType;
+  readonly dot: DotKernel;
+}
+
+/** ggml-cpu's type_traits_cpu: weight type -> (vec_dot_type, vec_dot) */
+export const VEC_DOT: ReadonlyMap<GGMLType, VecDot> = new Map<GGMLType, VecDot>([
+  [GGMLType.F32, { vecDotType: GGMLType.F32, dot: dotF32 }],
+  [GGMLType.F16, { vecDotType: GGMLType.F16, dot: dotF16 }],
+  [GGMLType.BF16, { vecDotType: GGMLType.BF16, dot: dotBF16 }],
+  [GGMLType.Q4_0, { vecDotType: GGMLType.Q8_0, dot: dotQ4_0 }],
+  [GGMLType.Q4_1, { vecDotType: GGMLType.Q8_1, dot: dotQ4_1 }],
+  [GGMLType.Q5_0, { vecDotType: GGMLType.Q8_0, dot: dotQ5_0 }],
+  [GGMLType.Q5_1, { vecDotType: GGMLType.Q8_1, dot: dotQ5_1 }],
+  [GGMLType.Q8_0, { vecDotType: GGMLType.Q8_0, dot: dotQ8_0 }],
+  [GGMLType.Q2_K, { vecDotType: GGMLType.Q8_K, dot: dotQ2_K }],
+  [GGMLType.Q3_K, { vecDotType: GGMLType.Q8_K, dot: dotQ3_K }],
+  [GGMLType.Q4_K, { vecDotType: GGMLType.Q8_K, dot: dotQ4_K }],
+  [GGMLType.Q5_K, { vecDotType: GGMLType.Q8_K, dot: dotQ5_K }],
+  [GGMLType.Q6_K, { vecDotType: GGMLType.Q8_K, dot: dotQ6_K }],
+]);
