@@ -88,12 +88,17 @@ function siftDown(ids: Int32Array, logits: Float32Array, i: number, size: number
 /**
  * Partial selection: moves the best `k` of the first `c.size` entries to the front, best
  * first; the order of the rest is unspecified. A k-sized heap costs O(n log k), so top-k over
- * a 150k vocabulary never sorts the whole vocabulary. Does not change `size` or `sorted`.
+ * a 150k vocabulary never sorts the whole vocabulary; large k uses a native full sort.
+ * Does not change `size` or `sorted`.
  */
 export function selectBest(c: Candidates, k: number): void {
   const n = c.size;
   k = Math.min(k, n);
   if (k <= 0) return;
+  if (k > HEAP_LIMIT && idsFitKeys(c)) {
+    sortByKeys(c);
+    return;
+  }
   const { ids, logits } = c;
   // a heap with the worst of the current best k at its root: most entries lose to it at once
   for (let i = (k >> 1) - 1; i >= 0; i--) siftDown(ids, logits, i, k);
@@ -107,6 +112,51 @@ export function selectBest(c: Candidates, k: number): void {
   for (let end = k - 1; end > 0; end--) {
     swap(ids, logits, 0, end);
     siftDown(ids, logits, 0, end);
+  }
+}
+
+/** above this k a full native sort beats the heap (measured: 150k entries, ~2x) */
+const HEAP_LIMIT = 2048;
+/** ids must fit in the 21 bits below a 32-bit logit key in a float64's 53-bit mantissa */
+const ID_BITS = 2 ** 21;
+
+function idsFitKeys(c: Candidates): boolean {
+  const ids = c.ids;
+  for (let i = 0; i < c.size; i++) if (ids[i]! < 0 || ids[i]! >= ID_BITS) return false;
+  return true;
+}
+
+let keyScratch = new Float64Array(0);
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/**
+ * Sorts all alive entries best first with Float64Array.prototype.sort (native, no comparator
+ * calls): each entry becomes the exact integer key (descending-order bits of its float32
+ * logit) * 2^21 + id, so ascending keys mean "better" first, the same total order as
+ * better(); the ids and logits are read back from the sorted keys.
+ */
+function sortByKeys(c: Candidates): void {
+  const n = c.size;
+  if (keyScratch.length < n) keyScratch = new Float64Array(n);
+  const keys = keyScratch.subarray(0, n);
+  const { ids, logits } = c;
+  for (let i = 0; i < n; i++) {
+    f32[0] = logits[i]!;
+    let b = u32[0]!;
+    if (b === 0x80000000) b = 0; // -0 ties with +0, as in better()
+    // IEEE bits -> unsigned integers in ascending numeric order, then reversed
+    const asc = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
+    keys[i] = (0xffffffff - asc) * ID_BITS + ids[i]!;
+  }
+  keys.sort();
+  for (let i = 0; i < n; i++) {
+    const key = keys[i]!;
+    const id = key % ID_BITS;
+    const asc = 0xffffffff - (key - id) / ID_BITS;
+    u32[0] = asc & 0x80000000 ? asc & 0x7fffffff : ~asc >>> 0;
+    ids[i] = id;
+    logits[i] = f32[0]!;
   }
 }
 
