@@ -1,0 +1,139 @@
+import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
+import { parseMergeLines } from "./bpe.js";
+import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
+import { TokenType, type Tokenizer } from "./types.js";
+import { VocabTokenizer } from "./vocab-tokenizer.js";
+
+type Model = "llama" | "gpt2" | "bert";
+
+/** llama.cpp's default special ids per tokenizer model, used when the metadata has no key. */
+const DEFAULT_IDS: Record<Model, { bos?: number; eos?: number; unk?: number; sep?: number; pad?: number; mask?: number }> = {
+  llama: { bos: 1, eos: 2, unk: 0 },
+  bert: { bos: 101, unk: 100, sep: 102, pad: 0, mask: 103 },
+  gpt2: { bos: 11, eos: 11 },
+};
+
+// token texts llama.cpp recognises when the metadata names no such token
+const EOT_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>"];
+const EOM_TEXTS = ["<|eom_id|>"];
+const FIM_PAD_TEXTS = ["<|fim_pad|>", "<fim-pad>", "<PAD>"];
+const FIM_REP_TEXTS = ["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"];
+const FIM_SEP_TEXTS = ["<|file_sep|>"];
+// every token with one of these texts ends generation
+const EOG_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"];
+
+/** Pre-tokenizers for which llama.cpp turns on add_bos / ignore_merges regardless of defaults. */
+const ADD_BOS_PRE = new Set(["llama3", "llama-v3", "llama-bpe", "falcon3", "tekken", "chameleon"]);
+const IGNORE_MERGES_PRE = new Set(["llama3", "llama-v3", "llama-bpe", "falcon3", "tekken"]);
+
+/**
+ * Builds a tokenizer from a GGUF file's `tokenizer.ggml.*` metadata, applying llama.cpp's rules:
+ * default special ids per model, add_bos/add_eos defaults, the pre-tokenizer chosen by
+ * `tokenizer.ggml.pre`, end-of-generation tokens recognised by their text.
+ */
+export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
+  const modelName = meta.string("tokenizer.ggml.model");
+  if (modelName === undefined) throw new GGUFError(meta.path, "tokenizer.ggml.model", "required metadata key is missing (the file has no tokenizer)");
+  if (modelName !== "llama" && modelName !== "gpt2" && modelName !== "bert") {
+    throw new GGUFError(meta.path, "tokenizer.ggml.model", `expected "llama", "gpt2" or "bert", found ${JSON.stringify(modelName)} (not supported)`);
+  }
+  const model: Model = modelName;
+  const pre = meta.string("tokenizer.ggml.pre");
+
+  const rawTokens = meta.strings("tokenizer.ggml.tokens");
+  if (!rawTokens || rawTokens.length === 0) throw new GGUFError(meta.path, "tokenizer.ggml.tokens", "required non-empty array of strings is missing");
+  const n = rawTokens.length;
+  const tokens = rawTokens.map((t, i) => (t === "" ? `[EMPTY_${i}]` : t)); // as llama.cpp names empty entries
+
+  const scores = meta.numbers("tokenizer.ggml.scores");
+  if (scores && scores.length !== n) throw new GGUFError(meta.path, "tokenizer.ggml.scores", `expected ${n} scores (one per token), found ${scores.length}`);
+  const rawTypes = meta.numbers("tokenizer.ggml.token_type");
+  if (rawTypes && rawTypes.length !== n) throw new GGUFError(meta.path, "tokenizer.ggml.token_type", `expected ${n} token types (one per token), found ${rawTypes.length}`);
+  const types = rawTypes ? Int32Array.from(rawTypes) : new Int32Array(n).fill(TokenType.Normal);
+
+  let merges: Array<[string, string]> | undefined;
+  let prePatterns: RegExp[] | undefined;
+  if (model === "gpt2") {
+    const lines = meta.strings("tokenizer.ggml.merges");
+    if (!lines) throw new GGUFError(meta.path, "tokenizer.ggml.merges", "required for a gpt2 (BPE) tokenizer but missing");
+    merges = parseMergeLines(lines, `${meta.path}: tokenizer.ggml.merges`);
+    prePatterns = preTokenizerPatterns(pre ?? "default");
+    if (!prePatterns) {
+      throw new GGUFError(meta.path, "tokenizer.ggml.pre", `unknown pre-tokenizer ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);
+    }
+  }
+
+  const specialId = (key: string, fallback: number | undefined): number | undefined => {
+    const full = `tokenizer.ggml.${key}`;
+    const v = meta.number(full);
+    // llama.cpp ignores ids outside the vocabulary (converters write 0xFFFFFFFF for "none") and keeps the default
+    return v !== undefined && Number.isInteger(v) && v >= 0 && v < n ? v : fallback;
+  };
+  const defaults = DEFAULT_IDS[model];
+  const bosId = pre === "chatglm-bpe" ? specialId("bos_token_id", undefined) : specialId("bos_token_id", defaults.bos);
+  const eosId = specialId("eos_token_id", defaults.eos);
+  const unkId = specialId("unknown_token_id", defaults.unk);
+  const sepId = specialId("seperator_token_id", defaults.sep); // sic: the GGUF key is spelled this way
+  const padId = specialId("padding_token_id", defaults.pad);
+  const maskId = specialId("mask_token_id", defaults.mask);
+  const clsId = specialId("cls_token_id", model === "bert" ? bosId : undefined);
+
+  let addBos = model !== "gpt2" || ADD_BOS_PRE.has(pre ?? "");
+  let addEos = false;
+  addBos = meta.bool("tokenizer.ggml.add_bos_token") ?? addBos;
+  addEos = meta.bool("tokenizer.ggml.add_eos_token") ?? addEos;
+  const addSpacePrefix = meta.bool("tokenizer.ggml.add_space_prefix") ?? model === "llama";
+
+  // end of generation: explicit ids, else tokens found by text (forced to control type, as llama.cpp does)
+  const byText = new Map<string, number>();
+  tokens.forEach((t, i) => byText.set(t, i));
+  const findText = (texts: readonly string[]): number | undefined => {
+    let best: number | undefined;
+    for (const t of texts) {
+      const id = byText.get(t);
+      if (id !== undefined && (best === undefined || id < best)) best = id;
+    }
+    if (best !== undefined) types[best] = TokenType.Control;
+    return best;
+  };
+  const eotId = specialId("eot_token_id", undefined) ?? findText(EOT_TEXTS);
+  const eomId = specialId("eom_token_id", undefined) ?? findText(EOM_TEXTS);
+  const fimPad = specialId("fim_pad_token_id", undefined) ?? findText(FIM_PAD_TEXTS);
+  const fimRep = specialId("fim_rep_token_id", undefined) ?? findText(FIM_REP_TEXTS);
+  const fimSep = specialId("fim_sep_token_id", undefined) ?? findText(FIM_SEP_TEXTS);
+  const eog = new Set<number>();
+  for (const id of [fimPad, fimRep, fimSep, eosId, eotId, eomId]) if (id !== undefined) eog.add(id);
+  for (const t of EOG_TEXTS) {
+    const id = byText.get(t);
+    if (id !== undefined) { eog.add(id); types[id] = TokenType.Control; }
+  }
+
+  // per-model whitespace stripping around special tokens (llama.cpp sets these by model name)
+  const lstripIds = new Set<number>();
+  const rstripIds = new Set<number>();
+  const name = (meta.raw("general.name") as string | undefined)?.toString().toLowerCase() ?? "";
+  if (/jina-v2-(de|es|code)/.test(pre ?? "")) {
+    const mask = byText.get("<mask>");
+    if (mask !== undefined) lstripIds.add(mask);
+  } else if (name.includes("phi-3") || name.includes("phi3")) {
+    for (let id = 0; id < n; id++) {
+      const t = types[id];
+      if (t === TokenType.Control || t === TokenType.UserDefined || t === TokenType.Unknown) rstripIds.add(id);
+    }
+    const eosText = byText.get("</s>");
+    if (eosText !== undefined) rstripIds.add(eosText);
+    for (const t of ["<unk>", "<s>", "<|endoftext|>"]) { const id = byText.get(t); if (id !== undefined) rstripIds.delete(id); }
+  }
+
+  return new VocabTokenizer({
+    model, pre, tokens, types, scores, merges, prePatterns,
+    ignoreMerges: model === "gpt2" && IGNORE_MERGES_PRE.has(pre ?? ""),
+    bosId, eosId, unkId, padId, sepId, clsId, maskId,
+    eogIds: eog, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
+  });
+}
+
+/** Reads only the GGUF header of `path` and builds its tokenizer. */
+export function loadGGUFTokenizer(path: string): Tokenizer {
+  return tokenizerFromGGUF(new GGUFMetadata(path, readGGUFHeader(path).metadata));
+}

@@ -1,0 +1,10 @@
+export { tokenizerFromGGUF, loadGGUFTokenizer } from "./gguf.js";
+export { VocabTokenizer, type VocabSpec } from "./vocab-tokenizer.js";
+export { TokenType, type Tokenizer, type EncodeOptions, type DecodeOptions, type StreamDecoder } from "./types.js";
+export { BPE, parseMergeLines, type BPEOptions } from "./bpe.js";
+export { spmEncode } from "./spm.js";
+export { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
+export { bertNormalize, bertSplit, isChineseChar, type BertNormalizeOptions } from "./bert-pre.js";
+export { byteLevelEncode, byteLevelDecode } from "./byte-level.js";
+export { preTokenizerPatterns, regexSplit, KNOWN_PRE_TOKENIZERS } from "./pre-tokenizers.js";
+export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-split.js";

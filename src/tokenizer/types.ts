@@ -1,0 +1,56 @@
+/** llama.cpp's token-type enum, stored per token in GGUF `tokenizer.ggml.token_type`. */
+export enum TokenType {
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+}
+
+export interface EncodeOptions {
+  /** add BOS/EOS (CLS/SEP for bert) as the vocabulary says; default true */
+  addSpecialTokens?: boolean;
+  /** let the text of control/unknown tokens in the input become those tokens; default true (user-defined tokens always match) */
+  parseSpecial?: boolean;
+}
+
+export interface DecodeOptions {
+  /** drop control and unknown-type tokens (BOS, EOS, <|im_end|>, [CLS], ...); default false */
+  skipSpecialTokens?: boolean;
+}
+
+export interface StreamDecoder {
+  /** text completed by this token; an incomplete UTF-8 sequence is held back until its last byte arrives */
+  push(id: number): string;
+  /** whatever is still held back (an unfinished sequence becomes U+FFFD) */
+  flush(): string;
+}
+
+export interface Tokenizer {
+  /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = byte-level BPE, bert = WordPiece */
+  readonly type: "llama" | "gpt2" | "bert";
+  /** tokenizer.ggml.pre */
+  readonly pre?: string;
+  readonly vocabSize: number;
+  readonly bosId?: number;
+  readonly eosId?: number;
+  readonly unkId?: number;
+  readonly padId?: number;
+  readonly sepId?: number;
+  readonly clsId?: number;
+  readonly maskId?: number;
+  /** ids that end generation: eos, eot (<|eot_id|>, <|im_end|>, <|end|>...), eom, per llama.cpp's rules */
+  readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  encode(text: string, options?: EncodeOptions): number[];
+  decode(ids: ArrayLike<number>, options?: DecodeOptions): string;
+  /** the piece exactly as stored in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>") */
+  piece(id: number): string;
+  /** control or user-defined tokens */
+  isSpecial(id: number): boolean;
+  /** incremental decoder for streaming; concatenating every push() and flush() equals decode() */
+  createStreamDecoder(options?: DecodeOptions): StreamDecoder;
+}

@@ -1,0 +1,253 @@
+import { BPE } from "./bpe.js";
+import { bertNormalize, bertSplit } from "./bert-pre.js";
+import { byteLevelDecode, byteLevelEncode } from "./byte-level.js";
+import { regexSplit } from "./pre-tokenizers.js";
+import { SpecialMatcher, type SpecialToken } from "./special-split.js";
+import { spmEncode } from "./spm.js";
+import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type Tokenizer } from "./types.js";
+import { wordPieceEncode } from "./wordpiece.js";
+
+/**
+ * Everything a vocabulary-driven tokenizer needs, independent of the file it came from. The GGUF
+ * loader fills it with llama.cpp's defaults already applied.
+ */
+export interface VocabSpec {
+  readonly model: "llama" | "gpt2" | "bert";
+  readonly pre?: string;
+  readonly tokens: readonly string[];
+  /** TokenType per token */
+  readonly types: ArrayLike<number>;
+  /** SentencePiece piece scores (llama) */
+  readonly scores?: ArrayLike<number>;
+  /** ordered merges (gpt2) */
+  readonly merges?: ReadonlyArray<readonly [string, string]>;
+  /** split patterns (gpt2) */
+  readonly prePatterns?: readonly RegExp[];
+  readonly ignoreMerges?: boolean;
+  readonly bosId?: number;
+  readonly eosId?: number;
+  readonly unkId?: number;
+  readonly padId?: number;
+  readonly sepId?: number;
+  readonly clsId?: number;
+  readonly maskId?: number;
+  readonly eogIds: ReadonlySet<number>;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  /** llama: prefix a space to text at the start and after special tokens */
+  readonly addSpacePrefix: boolean;
+  readonly lstripIds?: ReadonlySet<number>;
+  readonly rstripIds?: ReadonlySet<number>;
+}
+
+const utf8 = new TextEncoder();
+const EMPTY = new Uint8Array(0);
+const ESCAPED_SPACE = "\u2581"; // "▁"
+
+/** HF's decoder clean-up, applied per WordPiece token as HF's WordPiece decoder does. */
+function wordPieceCleanup(s: string): string {
+  return s.replaceAll(" .", ".").replaceAll(" ?", "?").replaceAll(" !", "!").replaceAll(" ,", ",")
+    .replaceAll(" ' ", "'").replaceAll(" n't", "n't").replaceAll(" 'm", "'m").replaceAll(" do not", " don't")
+    .replaceAll(" 's", "'s").replaceAll(" 've", "'ve").replaceAll(" 're", "'re");
+}
+
+export class VocabTokenizer implements Tokenizer {
+  readonly type: "llama" | "gpt2" | "bert";
+  readonly pre?: string;
+  readonly vocabSize: number;
+  readonly bosId?: number;
+  readonly eosId?: number;
+  readonly unkId?: number;
+  readonly padId?: number;
+  readonly sepId?: number;
+  readonly clsId?: number;
+  readonly maskId?: number;
+  readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+
+  private readonly tokens: readonly string[];
+  private readonly types: ArrayLike<number>;
+  private readonly textToId = new Map<string, number>();
+  private readonly allSpecial: SpecialMatcher;
+  private readonly userDefinedOnly: SpecialMatcher;
+  private readonly bytesCache: (Uint8Array | undefined)[];
+  private readonly bpe?: BPE;
+  private readonly maxTokenLength: number;
+
+  constructor(private readonly spec: VocabSpec) {
+    this.type = spec.model;
+    this.pre = spec.pre;
+    this.tokens = spec.tokens;
+    this.types = spec.types;
+    this.vocabSize = spec.tokens.length;
+    this.bosId = spec.bosId; this.eosId = spec.eosId; this.unkId = spec.unkId; this.padId = spec.padId;
+    this.sepId = spec.sepId; this.clsId = spec.clsId; this.maskId = spec.maskId;
+    this.endOfGenerationIds = spec.eogIds;
+    this.addBos = spec.addBos;
+    this.addEos = spec.addEos;
+    this.bytesCache = new Array(this.vocabSize);
+
+    let maxLen = 0;
+    // a later duplicate wins, as in llama.cpp's token_to_id map
+    spec.tokens.forEach((t, i) => { this.textToId.set(t, i); if (t.length > maxLen) maxLen = t.length; });
+    this.maxTokenLength = maxLen;
+
+    const specials: SpecialToken[] = [];
+    const userDefined: SpecialToken[] = [];
+    for (let id = 0; id < this.vocabSize; id++) {
+      const t = spec.types[id];
+      if (t !== TokenType.Control && t !== TokenType.UserDefined && t !== TokenType.Unknown) continue;
+      const st: SpecialToken = { text: spec.tokens[id]!, id, lstrip: spec.lstripIds?.has(id), rstrip: spec.rstripIds?.has(id) };
+      specials.push(st);
+      if (t === TokenType.UserDefined) userDefined.push(st);
+    }
+    this.allSpecial = new SpecialMatcher(specials);
+    this.userDefinedOnly = new SpecialMatcher(userDefined);
+
+    if (spec.model === "gpt2") {
+      if (!spec.merges) throw new Error("gpt2 tokenizer: the merges list is missing");
+      this.bpe = new BPE(this.textToId, spec.merges, {
+        ignoreMerges: spec.ignoreMerges,
+        // a character with no token: its single-byte pieces where they exist (llama.cpp's fallback)
+        fallback: (symbol, out) => {
+          for (const b of utf8.encode(symbol)) {
+            const id = this.textToId.get(String.fromCharCode(b));
+            if (id !== undefined && b < 0x80) out.push(id);
+          }
+        },
+      });
+    }
+  }
+
+  piece(id: number): string {
+    this.checkId(id);
+    return this.tokens[id]!;
+  }
+
+  isSpecial(id: number): boolean {
+    const t = this.types[id];
+    return t === TokenType.Control || t === TokenType.UserDefined;
+  }
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    const addSpecial = options.addSpecialTokens ?? true;
+    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(text);
+    const out: number[] = [];
+    switch (this.type) {
+      case "llama": {
+        if (addSpecial && this.addBos) out.push(this.required(this.bosId, "BOS"));
+        let prevSpecial = true; // the start of the text counts as "after a special token"
+        for (const f of fragments) {
+          if (typeof f === "number") { out.push(f); prevSpecial = true; continue; }
+          const raw = (this.spec.addSpacePrefix && prevSpecial ? " " : "") + f;
+          spmEncode(raw.replaceAll(" ", ESCAPED_SPACE), this.textToId, this.spec.scores ?? [], (b, o) => o.push(this.byteToken(b)), out);
+          prevSpecial = false;
+        }
+        if (addSpecial && this.addEos) out.push(this.required(this.eosId, "EOS"));
+        break;
+      }
+      case "gpt2": {
+        if (addSpecial && this.addBos) out.push(this.required(this.bosId, "BOS"));
+        for (const f of fragments) {
+          if (typeof f === "number") { out.push(f); continue; }
+          for (const word of regexSplit(f, this.spec.prePatterns ?? [])) this.bpe!.encodeWord(byteLevelEncode(word), out);
+        }
+        if (addSpecial && this.addEos) out.push(this.required(this.eosId, "EOS"));
+        break;
+      }
+      case "bert": {
+        if (addSpecial) out.push(this.required(this.clsId ?? this.bosId, "CLS"));
+        const wp = {
+          wordPrefix: ESCAPED_SPACE, continuingPrefix: "", unkId: this.required(this.unkId, "UNK"),
+          maxInputChars: 100, maxTokenLength: this.maxTokenLength,
+        };
+        for (const f of fragments) {
+          if (typeof f === "number") { out.push(f); continue; }
+          const words = bertSplit(bertNormalize(f, { lowercase: true, stripAccents: true, chineseChars: true }));
+          for (const w of words) wordPieceEncode(w, this.textToId, wp, out);
+        }
+        if (addSpecial) out.push(this.required(this.sepId, "SEP"));
+        break;
+      }
+    }
+    return out;
+  }
+
+  decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    const d = this.createStreamDecoder(options);
+    let s = "";
+    for (let i = 0; i < ids.length; i++) s += d.push(ids[i]!);
+    return s + d.flush();
+  }
+
+  createStreamDecoder(options: DecodeOptions = {}): StreamDecoder {
+    const skip = options.skipSpecialTokens ?? false;
+    const td = new TextDecoder("utf-8");
+    // SentencePiece and WordPiece mark word starts with a space; the text's first one is dropped
+    let stripPending = this.type === "bert" || (this.type === "llama" && this.spec.addSpacePrefix);
+    return {
+      push: (id: number): string => {
+        this.checkId(id);
+        const t = this.types[id];
+        if (skip && (t === TokenType.Control || t === TokenType.Unknown)) return "";
+        let bytes = this.tokenBytes(id);
+        if (bytes.length === 0) return "";
+        if (stripPending) {
+          stripPending = false;
+          if (bytes[0] === 0x20 && !this.isSpecial(id)) bytes = bytes.subarray(1);
+        }
+        return td.decode(bytes, { stream: true });
+      },
+      flush: (): string => td.decode(),
+    };
+  }
+
+  /** The bytes a token contributes to decoded text (cached per id). */
+  private tokenBytes(id: number): Uint8Array {
+    const cached = this.bytesCache[id];
+    if (cached) return cached;
+    const text = this.tokens[id]!;
+    let bytes: Uint8Array;
+    switch (this.types[id]) {
+      case TokenType.Control:
+      case TokenType.Unknown:
+      case TokenType.UserDefined:
+        bytes = utf8.encode(text);
+        break;
+      case TokenType.Byte: {
+        const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(text);
+        bytes = m ? Uint8Array.of(parseInt(m[1]!, 16)) : utf8.encode(text);
+        break;
+      }
+      case TokenType.Normal:
+        if (this.type === "gpt2") bytes = byteLevelDecode(text);
+        else if (this.type === "bert") bytes = utf8.encode(wordPieceCleanup(text.replaceAll(ESCAPED_SPACE, " ")));
+        else bytes = utf8.encode(text.replaceAll(ESCAPED_SPACE, " "));
+        break;
+      default:
+        bytes = EMPTY; // unused / undefined tokens render as nothing, as in llama.cpp
+    }
+    this.bytesCache[id] = bytes;
+    return bytes;
+  }
+
+  /** The <0xNN> token for a byte, else the byte as a one-character token (llama.cpp's byte_to_token). */
+  private byteToken(byte: number): number {
+    const hex = byte.toString(16).toUpperCase().padStart(2, "0");
+    const id = this.textToId.get(`<0x${hex}>`) ?? (byte < 0x80 ? this.textToId.get(String.fromCharCode(byte)) : undefined) ?? this.unkId;
+    if (id === undefined) throw new Error(`llama tokenizer: byte 0x${hex} has no <0x${hex}> token and the vocabulary has no unknown token`);
+    return id;
+  }
+
+  private required(id: number | undefined, what: string): number {
+    if (id === undefined) throw new Error(`${this.type} tokenizer: adding special tokens needs a ${what} token id, but the vocabulary defines none`);
+    return id;
+  }
+
+  private checkId(id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+      throw new RangeError(`token id ${id} is outside the vocabulary (expected an integer in [0, ${this.vocabSize}))`);
+    }
+  }
+}
