@@ -24,7 +24,7 @@ function isHighSurrogate(code: number): boolean {
  * Streams text while watching for stop strings. Text is emitted as soon as it cannot be
  * part of a stop string; the longest tail that is a prefix of some stop string is held back.
  * When a stop string completes, the text before it is emitted and the matcher is stopped
- * (the earliest-starting complete match wins; further pushes emit nothing). Matching is on
+ * (further pushes emit nothing); the outcome does not depend on the chunking. Matching is on
  * exact UTF-16 code units; a trailing unpaired high surrogate is also held back so a chunk
  * never ends in half a character.
  */
@@ -61,13 +61,18 @@ export function createStopMatcher(stops: readonly string[]): StopMatcher {
       if (typeof text !== "string") throw new TypeError(`push(): expected a string, got ${typeof text}`);
       if (stopped) return { emit: "", stopped: true };
       const buf = held + text;
-      // earlier pushes found no complete match, so any match here ends inside `text`
+      // earlier pushes found no complete match, so any match here ends inside `text`.
+      // The stop that completes first wins, as if text arrived one character at a time,
+      // so the result never depends on how the text was chunked; on a tie (one stop is a
+      // suffix of the other) the one starting earlier wins.
       let at = -1;
+      let end = Infinity;
       let matched = "";
       for (const s of list) {
         const i = buf.indexOf(s, Math.max(0, held.length - s.length + 1));
-        if (i >= 0 && (at < 0 || i < at)) {
+        if (i >= 0 && (i + s.length < end || (i + s.length === end && i < at))) {
           at = i;
+          end = i + s.length;
           matched = s;
         }
       }
