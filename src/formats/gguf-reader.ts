@@ -212,7 +212,7 @@ function parseHeader(fd: number, path: string): GGUFHeader {
   const alignEntry = metadata.get("general.alignment");
   if (alignEntry) {
     const a = alignEntry.value;
-    if (typeof a !== "number" || a <= 0 || (a & (a - 1)) !== 0 || a > 1 << 20) {
+    if (typeof a !== "number" || !Number.isInteger(a) || a <= 0 || (a & (a - 1)) !== 0 || a > 1 << 20) {
       throw new GGUFError(path, "general.alignment", `expected a power of two, found ${String(a)}`);
     }
     alignment = a;

@@ -1,0 +1,211 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { GGUFError, readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { GGUFValueType } from "../src/formats/gguf-types.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
+import { Rng } from "../src/testing/rng.js";
+
+/*
+ * Hostile GGUF files, built byte by byte from the GGUF v3 spec (not with our writer, so a
+ * writer bug cannot hide a reader bug). Each must fail at once with a GGUFError naming the
+ * file and the field; a reader that trusted a length would hang or allocate instead.
+ */
+
+const dir = mkdtempSync(join(tmpdir(), "tsllm-gguf-bad-"));
+test.after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** little-endian byte builder */
+class B {
+  private parts: Buffer[] = [];
+  raw(b: Uint8Array | string): this { this.parts.push(typeof b === "string" ? Buffer.from(b, "latin1") : Buffer.from(b)); return this; }
+  u32(v: number): this { const b = Buffer.alloc(4); b.writeUInt32LE(v); return this.raw(b); }
+  u64(v: number | bigint): this { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return this.raw(b); }
+  f32(v: number): this { const b = Buffer.alloc(4); b.writeFloatLE(v); return this.raw(b); }
+  str(s: string, len?: number | bigint): this { const b = Buffer.from(s, "utf8"); return this.u64(len ?? b.length).raw(b); }
+  get length(): number { return this.parts.reduce((n, p) => n + p.length, 0); }
+  pad(align: number): this { return this.raw(new Uint8Array((align - (this.length % align)) % align)); }
+  bytes(): Buffer { return Buffer.concat(this.parts); }
+}
+
+const header = (tensors: number | bigint, kvs: number | bigint) => new B().raw("GGUF").u32(3).u64(tensors).u64(kvs);
+const kvU32 = (b: B, key: string, v: number) => b.str(key).u32(GGUFValueType.UINT32).u32(v);
+const kvStr = (b: B, key: string, v: string) => b.str(key).u32(GGUFValueType.STRING).str(v);
+const tensorInfo = (b: B, name: string, dims: (number | bigint)[], type: number, offset: number | bigint) => {
+  b.str(name).u32(dims.length);
+  for (const d of dims) b.u64(d);
+  return b.u32(type).u64(offset);
+};
+
+/**
+ * A small valid file: a string, a u32 and a string array of metadata, two F32 tensors. The
+ * last tensor's data ends the file (no trailing padding), so every shorter prefix is invalid.
+ */
+function validFile(): Buffer {
+  const b = header(2, 3);
+  kvStr(b, "general.architecture", "llama");
+  kvU32(b, "llama.block_count", 1);
+  b.str("tokenizer.ggml.tokens").u32(GGUFValueType.ARRAY).u32(GGUFValueType.STRING).u64(3).str("a").str("b").str("▁c");
+  tensorInfo(b, "x", [4, 2], GGMLType.F32, 0);
+  tensorInfo(b, "y", [3], GGMLType.F32, 32);
+  b.pad(32);
+  b.raw(new Uint8Array(new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]).buffer)); // 32 bytes
+  b.raw(new Uint8Array(new Float32Array([9, 10, 11]).buffer));
+  return b.bytes();
+}
+
+let fileNo = 0;
+function write(bytes: Uint8Array): string {
+  const p = join(dir, `f${fileNo++}.gguf`);
+  writeFileSync(p, bytes);
+  return p;
+}
+
+function expectGGUFError(bytes: Uint8Array, field: RegExp, what: string): void {
+  const p = write(bytes);
+  assert.throws(() => readGGUFHeader(p), (e: unknown) => {
+    assert.ok(e instanceof GGUFError, `${what}: expected a GGUFError, got ${String(e)}`);
+    assert.ok(e.message.startsWith(`${p}: `), `${what}: message names the file: ${e.message}`);
+    assert.match(e.message, field, `${what}: message names the field`);
+    return true;
+  }, what);
+}
+
+test("the hand-built valid file parses (the baseline for the hostile variants)", () => {
+  const h = readGGUFHeader(write(validFile()));
+  assert.deepEqual(h.tensors.map((t) => [t.name, t.dims, t.byteLength]), [["x", [4, 2], 32], ["y", [3], 12]]);
+  assert.deepEqual(h.metadata.get("tokenizer.ggml.tokens")?.value, ["a", "b", "▁c"]);
+});
+
+test("every truncated prefix of a valid file throws GGUFError", () => {
+  const full = validFile();
+  for (let n = 0; n < full.length; n++) {
+    const p = write(full.subarray(0, n));
+    assert.throws(() => readGGUFHeader(p), (e: unknown) => e instanceof GGUFError && e.message.startsWith(`${p}: `), `prefix of ${n} bytes`);
+  }
+});
+
+test("bad magic", () => {
+  const b = validFile();
+  b.write("GGML", 0, "latin1");
+  expectGGUFError(b, /magic: expected "GGUF", found "GGML"/, "bad magic");
+});
+
+test("string length larger than the file", () => {
+  const b = header(0, 1).str("general.name", 1_000_000).raw("xyz").bytes();
+  expectGGUFError(b, /metadata key #0: string length 1000000 is larger than the rest of the file/, "key length");
+  const v = header(0, 1).str("general.name").u32(GGUFValueType.STRING).u64(2n ** 62n).bytes();
+  expectGGUFError(v, /metadata "general.name"/, "value length 2^62");
+});
+
+test("array length larger than the file", () => {
+  const b = header(0, 1).str("a").u32(GGUFValueType.ARRAY).u32(GGUFValueType.FLOAT32).u64(2n ** 61n).f32(1).bytes();
+  expectGGUFError(b, /metadata "a": array length 2305843009213693952 does not fit/, "f32 array");
+  const s = header(0, 1).str("a").u32(GGUFValueType.ARRAY).u32(GGUFValueType.STRING).u64(1_000_000).str("x").bytes();
+  expectGGUFError(s, /metadata "a": array length 1000000 does not fit/, "string array");
+});
+
+test("tensor count of 2^40", () => {
+  expectGGUFError(header(2n ** 40n, 0).bytes(), /tensor_count: 1099511627776 exceeds/, "tensor count");
+});
+
+test("n_dims = 5", () => {
+  const b = header(1, 0);
+  tensorInfo(b, "w", [1, 1, 1, 1, 1], GGMLType.F32, 0);
+  expectGGUFError(b.pad(32).raw(new Uint8Array(4)).bytes(), /tensor "w" n_dims: expected 1\.\.4, found 5/, "n_dims");
+});
+
+test("unknown tensor type", () => {
+  for (const type of [4, 5, 99, 0xffffffff]) {
+    const b = header(1, 0);
+    tensorInfo(b, "w", [32], type, 0);
+    expectGGUFError(b.pad(32).raw(new Uint8Array(128)).bytes(), new RegExp(`tensor "w" type: unknown tensor type id ${type}`), `type ${type}`);
+  }
+});
+
+test("tensor offset past the end of the file", () => {
+  const b = header(1, 0);
+  tensorInfo(b, "w", [8], GGMLType.F32, 1024);
+  expectGGUFError(b.pad(32).raw(new Uint8Array(32)).bytes(), /tensor "w" offset: data .* lies past the end of the file/, "offset");
+  const huge = header(1, 0);
+  tensorInfo(huge, "w", [8], GGMLType.F32, 2n ** 64n - 32n);
+  expectGGUFError(huge.pad(32).raw(new Uint8Array(32)).bytes(), /tensor "w" offset/, "offset near 2^64");
+});
+
+test("dims whose product overflows", () => {
+  const b = header(1, 0);
+  tensorInfo(b, "w", [2n ** 32n, 2n ** 32n, 2n ** 32n], GGMLType.F32, 0);
+  expectGGUFError(b.pad(32).bytes(), /tensor "w" dims: element count overflows/, "dims product");
+  const z = header(1, 0);
+  tensorInfo(z, "w", [0, 4], GGMLType.F32, 0);
+  expectGGUFError(z.pad(32).bytes(), /tensor "w" dims\[0\]: invalid dimension 0/, "zero dim");
+  const big = header(1, 0);
+  tensorInfo(big, "w", [2n ** 63n], GGMLType.I8, 0);
+  expectGGUFError(big.pad(32).bytes(), /tensor "w" dims\[0\]: invalid dimension/, "dim 2^63");
+});
+
+test("an alignment that is not a power of two", () => {
+  for (const a of [0, 3, 48]) {
+    const b = header(0, 1);
+    kvU32(b, "general.alignment", a);
+    expectGGUFError(b.bytes(), new RegExp(`general.alignment: expected a power of two, found ${a}`), `alignment ${a}`);
+  }
+  // stored as a float, 0.5 passes a bit test (0 & -0.5 === 0) but is no alignment (it used
+  // to reach BigInt(0.5) and throw a RangeError)
+  const f = header(1, 1).str("general.alignment").u32(GGUFValueType.FLOAT32).f32(0.5);
+  tensorInfo(f, "w", [1], GGMLType.F32, 0);
+  expectGGUFError(f.raw(new Uint8Array(8)).bytes(), /general.alignment: expected a power of two, found 0.5/, "alignment 0.5");
+});
+
+test("duplicate metadata keys and tensor names", () => {
+  const k = header(0, 2);
+  kvU32(k, "llama.block_count", 1);
+  kvU32(k, "llama.block_count", 2);
+  expectGGUFError(k.bytes(), /metadata "llama.block_count": duplicate key/, "duplicate key");
+  const t = header(2, 0);
+  tensorInfo(t, "w", [8], GGMLType.F32, 0);
+  tensorInfo(t, "w", [8], GGMLType.F32, 32);
+  expectGGUFError(t.pad(32).raw(new Uint8Array(64)).bytes(), /tensor "w": duplicate tensor name/, "duplicate tensor");
+});
+
+test("a tensor offset that is not a multiple of the alignment", () => {
+  const b = header(1, 0);
+  tensorInfo(b, "w", [8], GGMLType.F32, 4);
+  expectGGUFError(b.pad(32).raw(new Uint8Array(64)).bytes(), /tensor "w" offset: 4 is not a multiple of the alignment 32/, "misaligned");
+});
+
+test("overlapping tensors", () => {
+  const b = header(2, 0);
+  tensorInfo(b, "a", [16], GGMLType.F32, 0);
+  tensorInfo(b, "b", [8], GGMLType.F32, 32);
+  expectGGUFError(b.pad(32).raw(new Uint8Array(96)).bytes(), /tensor "b" offset: overlaps tensor "a"/, "overlap");
+});
+
+test("fuzz: 300 seeded mutations of a valid file either parse or throw GGUFError", () => {
+  const base = validFile();
+  // the header (metadata + tensor infos) is where mutations matter; the data section is 44 bytes
+  const headerEnd = base.length - 44;
+  const rng = new Rng(20240601);
+  let parsed = 0;
+  for (let i = 0; i < 300; i++) {
+    const b = Buffer.from(base);
+    const edits = 1 + (rng.u32() % 4);
+    for (let e = 0; e < edits; e++) {
+      const pos = rng.uniform() < 0.9 ? rng.u32() % headerEnd : rng.u32() % b.length;
+      // mostly single-byte noise; sometimes an extreme byte so lengths and counts blow up
+      const r = rng.u32() % 4;
+      b[pos] = r === 0 ? 0xff : r === 1 ? 0 : rng.u32() & 0xff;
+    }
+    const p = write(b);
+    try {
+      readGGUFHeader(p);
+      parsed++;
+    } catch (err) {
+      assert.ok(err instanceof GGUFError, `mutation #${i}: expected GGUFError, got ${(err as Error).stack}`);
+    }
+  }
+  // some mutations only touch string contents or data and must still parse
+  assert.ok(parsed > 0, "no mutation parsed");
+});
