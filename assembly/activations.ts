@@ -1,0 +1,88 @@
+// Activation conversion to the weight's vec_dot type, as ggml does before every dot product
+// (and exactly as src/tensor/quant quantizes: same f32 operations, same roundings).
+import { f16, f32ToF16Bits, roundBF16 } from "./half";
+
+/** x rounded through f16 and back, in place (the vec_dot type of F16 weights) */
+export function roundRowsF16(x: usize, n: i32): void {
+  for (let i = 0; i < n; i++) {
+    const p = x + (<usize>i << 2);
+    store<f32>(p, f16(f32ToF16Bits(load<f32>(p))));
+  }
+}
+
+/** x rounded through bf16 and back, in place (the vec_dot type of BF16 weights) */
+export function roundRowsBF16(x: usize, n: i32): void {
+  for (let i = 0; i < n; i++) {
+    const p = x + (<usize>i << 2);
+    store<f32>(p, roundBF16(load<f32>(p)));
+  }
+}
+
+// C's roundf: to nearest, ties away from zero (v - trunc(v) is exact in f32)
+// @ts-ignore: decorator
+@inline function roundAway(v: f32): i32 {
+  const t = trunc<f32>(v);
+  const r = v - t;
+  let q = <i32>t;
+  if (r >= 0.5) q++;
+  else if (r <= -0.5) q--;
+  return q;
+}
+
+/**
+ * ggml's quantize_row_q8_0_ref for one row of n floats: per 32 values d = max|x| / 127,
+ * q = roundf(x / d). Stored split for the kernels: n int8 at qs, n/32 scales at sc as the
+ * f32 value of the f16 that ggml stores.
+ */
+export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
+  for (let b = 0; b < n >> 5; b++) {
+    const xb = x + (<usize>b << 7);
+    let amax: f32 = 0;
+    for (let j = 0; j < 32; j++) amax = max<f32>(amax, abs<f32>(load<f32>(xb + (<usize>j << 2))));
+    const d: f32 = amax / 127;
+    const id: f32 = d != 0 ? <f32>1 / d : 0;
+    store<f32>(sc + (<usize>b << 2), f16(f32ToF16Bits(d)));
+    const qb = qs + (<usize>b << 5);
+    for (let j = 0; j < 32; j++) store<i8>(qb + j, <i8>roundAway(load<f32>(xb + (<usize>j << 2)) * id));
+  }
+}
+
+/**
+ * ggml's quantize_row_q8_K_ref for one row of n floats: per 256 values scale -127 / (the value
+ * of largest magnitude), q rounded ties to even and capped at 127. Stored split: n int8 at qs,
+ * n/256 f32 scales d at sc, n/16 int32 group sums ("bsums") at bs.
+ */
+export function quantizeRowQ8_K(x: usize, qs: usize, sc: usize, bs: usize, n: i32): void {
+  for (let b = 0; b < n >> 8; b++) {
+    const xb = x + (<usize>b << 10);
+    const qb = qs + (<usize>b << 8);
+    const bb = bs + (<usize>b << 6);
+    let amax: f32 = 0;
+    let mx: f32 = 0;
+    for (let j = 0; j < 256; j++) {
+      const v = load<f32>(xb + (<usize>j << 2));
+      if (abs<f32>(v) > amax) {
+        amax = abs<f32>(v);
+        mx = v;
+      }
+    }
+    if (amax == 0) {
+      memory.fill(qb, 0, 256);
+      memory.fill(bb, 0, 64);
+      store<f32>(sc + (<usize>b << 2), 0);
+      continue;
+    }
+    const iscale: f32 = <f32>-127 / mx;
+    for (let g = 0; g < 16; g++) {
+      let sum = 0;
+      for (let i = 0; i < 16; i++) {
+        const j = (g << 4) + i;
+        const q = min<i32>(127, <i32>nearest<f32>(iscale * load<f32>(xb + (<usize>j << 2))));
+        store<i8>(qb + j, <i8>q);
+        sum += q;
+      }
+      store<i32>(bb + (<usize>g << 2), sum);
+    }
+    store<f32>(sc + (<usize>b << 2), <f32>1 / iscale);
+  }
+}

@@ -1,0 +1,60 @@
+// f16 / bf16 conversions inside the kernels, with ggml's rounding (round to nearest, ties to
+// even), so activations converted here equal those of src/tensor/quant/half.ts bit for bit.
+
+// address of a 65536-entry f32 table of every f16 value: one load converts a weight scale
+let f16Table: usize = 0;
+
+/** points this instance at the shared table (each worker instance has its own globals) */
+export function useF16Table(table: usize): void {
+  f16Table = table;
+}
+
+/** fills the shared table; done once by the main thread before any kernel runs */
+export function fillF16Table(table: usize): void {
+  for (let h: u32 = 0; h < 65536; h++) store<f32>(table + (<usize>h << 2), decodeF16(h));
+}
+
+function decodeF16(h: u32): f32 {
+  const sign: u32 = (h & 0x8000) << 16;
+  const exp = (h >> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp == 0) {
+    // subnormal: mant * 2^-24 is exact in f32
+    const v = <f32>mant * reinterpret<f32>(0x33800000);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return reinterpret<f32>(sign | 0x7f800000 | (mant << 13));
+  return reinterpret<f32>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+/** the value of f16 bits `h` */
+// @ts-ignore: decorator
+@inline export function f16(h: u32): f32 {
+  return load<f32>(f16Table + (<usize>h << 2));
+}
+
+/** f16 bits of `x`: ties to even, >= 65520 -> inf, NaN -> quiet NaN with the input's sign */
+export function f32ToF16Bits(x: f32): u32 {
+  const w = reinterpret<u32>(x);
+  const sign = (w >> 16) & 0x8000;
+  const abs = w & 0x7fffffff;
+  if (abs > 0x7f800000) return sign | 0x7e00;
+  if (abs >= 0x477ff000) return sign | 0x7c00;
+  if (abs >= 0x38800000) {
+    // rebias the exponent and drop 13 mantissa bits; a rounding carry bumps the exponent
+    let h = (abs - 0x38000000) >> 13;
+    const rest = abs & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1) != 0)) h++;
+    return sign | h;
+  }
+  // subnormal f16: count units of 2^-24 (the scaling is exact), round ties to even
+  return sign | <u32>nearest<f32>(reinterpret<f32>(abs) * 16777216.0);
+}
+
+/** x rounded to the nearest bf16, as an f32 (NaN keeps its top bits, quiet bit forced) */
+// @ts-ignore: decorator
+@inline export function roundBF16(x: f32): f32 {
+  const u = reinterpret<u32>(x);
+  const h: u32 = (u & 0x7fffffff) > 0x7f800000 ? (u >> 16) | 64 : (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+  return reinterpret<f32>(h << 16);
+}

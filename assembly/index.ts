@@ -1,0 +1,61 @@
+// Entry point of the kernels module. Every thread (the main thread and each worker) holds its
+// own instance of this module over one shared memory; the host writes a job into the control
+// block and every instance calls work(), which takes row chunks off a shared counter until
+// none are left. Layout of the control block (byte offsets) is mirrored in
+// src/kernels/wasm/control.ts.
+export { useF16Table, fillF16Table } from "./half";
+export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
+import { matF32, matF16, matBF16 } from "./float";
+import { matQ8_0, matQ4_0 } from "./q8";
+import { matQ4_K, matQ6_K } from "./kquant";
+
+const NEXT: usize = 128;
+const KIND: usize = 192;
+const W: usize = 196;
+const ROW_BYTES: usize = 200;
+const ROWS: usize = 204;
+const COLS: usize = 208;
+const N_TOK: usize = 212;
+const XQ: usize = 216;
+const XS: usize = 220;
+const XB: usize = 224;
+const OUT: usize = 228;
+const CHUNK_ROWS: usize = 232;
+const N_CHUNKS: usize = 236;
+
+/** first byte the host may use: everything below belongs to this module's static data */
+export function heapBase(): usize {
+  return __heap_base;
+}
+
+/** runs the current job's row chunks until the shared chunk counter runs out */
+export function work(ctrl: usize): void {
+  const kind = load<i32>(ctrl + KIND);
+  const w = load<usize>(ctrl + W);
+  const rowBytes = load<usize>(ctrl + ROW_BYTES);
+  const rows = load<i32>(ctrl + ROWS);
+  const cols = load<i32>(ctrl + COLS);
+  const nTok = load<i32>(ctrl + N_TOK);
+  const xq = load<usize>(ctrl + XQ);
+  const xs = load<usize>(ctrl + XS);
+  const xb = load<usize>(ctrl + XB);
+  const out = load<usize>(ctrl + OUT);
+  const chunkRows = load<i32>(ctrl + CHUNK_ROWS);
+  const nChunks = load<i32>(ctrl + N_CHUNKS);
+  while (true) {
+    const c = atomic.add<i32>(ctrl + NEXT, 1);
+    if (c >= nChunks) break;
+    const r0 = c * chunkRows;
+    const r1 = min<i32>(rows, r0 + chunkRows);
+    switch (kind) {
+      case 0: matF32(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+      case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+      case 2: matBF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+      case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+      case 6: matQ6_K(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      default: unreachable();
+    }
+  }
+}

@@ -1,0 +1,40 @@
+// Small SIMD helpers shared by the kernels; all inlined.
+
+/** sum of the four f32 lanes, in a fixed order so every thread gets the same bits */
+// @ts-ignore: decorator
+@inline export function hsumF32(v: v128): f32 {
+  return (f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1)) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
+}
+
+/** sum of the four i32 lanes (exact) */
+// @ts-ignore: decorator
+@inline export function hsumI32(v: v128): i32 {
+  return i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);
+}
+
+/** acc + f32(partial) * d: one block's integer dot folded into float lanes */
+// @ts-ignore: decorator
+@inline export function scaleAdd(acc: v128, partial: v128, d: f32): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(partial), f32x4.splat(d)));
+}
+
+/**
+ * Integer dot of 16 int8 weights (one i8x16 register) with 16 int8 activations at x:
+ * widen both to i16 and multiply-add pairs into four i32 lanes.
+ */
+// @ts-ignore: decorator
+@inline export function dot16(q: v128, x: usize): v128 {
+  return i32x4.add(
+    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(q), v128.load8x8_s(x)),
+    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(q), v128.load8x8_s(x, 8)),
+  );
+}
+
+/** same for 16 unsigned (0..255) weights */
+// @ts-ignore: decorator
+@inline export function dot16u(q: v128, x: usize): v128 {
+  return i32x4.add(
+    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(q), v128.load8x8_s(x)),
+    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(q), v128.load8x8_s(x, 8)),
+  );
+}

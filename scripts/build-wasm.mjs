@@ -1,0 +1,64 @@
+// Compiles the AssemblyScript kernels (assembly/) to dist/kernels/wasm/kernels.wasm.
+// Run by `npm run build` (and so by `npm ci` through `prepare`); tests call ensureWasm() to
+// rebuild when the sources are newer than the binary. The loader
+// (src/kernels/wasm/module.ts) finds the file next to itself in dist/, or in dist/ when it
+// runs from src/ through tsx.
+import { mkdirSync, readdirSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const sourceDir = path.join(root, "assembly");
+export const wasmPath = path.join(root, "dist", "kernels", "wasm", "kernels.wasm");
+
+const ASC_ARGS = [
+  path.join(sourceDir, "index.ts"),
+  "--outFile", wasmPath,
+  "-O3",
+  // no allocator, no GC: the host owns all memory; no abort messages (no static data, so
+  // instantiating the module in every worker writes nothing into the shared memory)
+  "--runtime", "stub",
+  "--noAssert",
+  "--use", "abort=",
+  // one memory, created by the host, shared by all threads; 65536 pages = the 4 GiB wasm32 limit
+  "--importMemory",
+  "--sharedMemory",
+  "--initialMemory", "1",
+  "--maximumMemory", "65536",
+  "--enable", "simd",
+  "--enable", "threads",
+];
+
+function newestSource() {
+  let newest = 0;
+  for (const f of readdirSync(sourceDir)) newest = Math.max(newest, statSync(path.join(sourceDir, f)).mtimeMs);
+  return newest;
+}
+
+/** true when the binary is missing or older than a source file */
+export function wasmIsStale() {
+  try {
+    return statSync(wasmPath).mtimeMs < newestSource();
+  } catch {
+    return true;
+  }
+}
+
+export async function buildWasm() {
+  mkdirSync(path.dirname(wasmPath), { recursive: true });
+  const asc = (await import("assemblyscript/asc")).default;
+  const { error, stderr } = await asc.main(ASC_ARGS);
+  if (error) throw new Error(`AssemblyScript build of ${sourceDir} failed: ${error.message}\n${stderr.toString()}`);
+  return wasmPath;
+}
+
+/** builds the kernels if the binary is missing or stale; returns its path */
+export async function ensureWasm() {
+  if (wasmIsStale()) await buildWasm();
+  return wasmPath;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  await buildWasm();
+  console.log(`built ${path.relative(root, wasmPath)}`);
+}

@@ -1,0 +1,208 @@
+import { availableParallelism } from "node:os";
+import type { Backend } from "../backend.js";
+import { createReferenceBackend } from "../reference/index.js";
+import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
+import { rowCount, type Tensor } from "../../tensor/tensor.js";
+import * as C from "./control.js";
+import { SharedArena } from "./memory.js";
+import { instantiateKernels, kernelsModule, type KernelExports } from "./module.js";
+import { createThreadPool, type ThreadPool } from "./pool.js";
+
+/**
+ * The WebAssembly SIMD backend: AssemblyScript kernels (assembly/) on worker threads over one
+ * shared memory that also holds the weights. A matmul copies the activations into scratch,
+ * converts them to the weight's vec_dot type on the main thread (as ggml does), then every
+ * thread takes chunks of weight rows and computes them for all tokens.
+ *
+ * Weight types without a wasm kernel (Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q5_K) run on the
+ * reference kernels, which read the same bytes in place.
+ */
+export interface WasmBackendOptions {
+  /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
+  threads?: number;
+}
+
+const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
+  [GGMLType.F32, C.Kind.F32],
+  [GGMLType.F16, C.Kind.F16],
+  [GGMLType.BF16, C.Kind.BF16],
+  [GGMLType.Q8_0, C.Kind.Q8_0],
+  [GGMLType.Q4_0, C.Kind.Q4_0],
+  [GGMLType.Q4_K, C.Kind.Q4_K],
+  [GGMLType.Q6_K, C.Kind.Q6_K],
+]);
+
+const F16_TABLE_BYTES = 65536 * 4;
+const INITIAL_SCRATCH = 8 << 20;
+/** activations + outputs of one pass; longer batches are cut into passes of fewer tokens */
+const MAX_SCRATCH = 64 << 20;
+const align64 = (n: number): number => Math.ceil(n / 64) * 64;
+
+/** scratch bytes of one token of a matmul: f32 x, int8 q, scales, group sums, f32 out */
+function bytesPerToken(cols: number, rows: number): number {
+  return align64(cols * 4) + align64(cols) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
+}
+
+export async function createWasmBackend(options: WasmBackendOptions = {}): Promise<Backend> {
+  const threads = options.threads ?? availableParallelism();
+  if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
+
+  const module = kernelsModule();
+  // the module has no static data; keep the first KiB for it anyway
+  const arena = new SharedArena(1 << 20, 1024);
+  const kernels = instantiateKernels(module, arena.memory);
+  const ctrl = arena.alloc(C.CONTROL_BYTES, "the control block");
+  const f16Table = arena.alloc(F16_TABLE_BYTES, "the f16 table");
+  kernels.fillF16Table(f16Table);
+  kernels.useF16Table(f16Table);
+  let scratch = arena.alloc(INITIAL_SCRATCH, "scratch");
+  let scratchBytes = INITIAL_SCRATCH;
+
+  const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, arena.memory, kernels, ctrl, f16Table, threads) : undefined;
+  const reference = createReferenceBackend();
+  /** weights that were not allocated here, copied in once (weights are immutable) */
+  const copied = new WeakMap<Uint8Array, number>();
+  let disposed = false;
+
+  const alive = (op: string): void => {
+    if (disposed) throw new Error(`wasm backend: ${op} called after dispose()`);
+  };
+
+  function weightOffset(w: Tensor): number {
+    const inside = arena.offsetOf(w.data);
+    if (inside !== undefined) return inside;
+    let ptr = copied.get(w.data);
+    if (ptr === undefined) {
+      ptr = arena.alloc(w.data.length, `a copy of tensor ${w.name}`);
+      new Uint8Array(arena.buffer, ptr, w.data.length).set(w.data);
+      copied.set(w.data, ptr);
+    }
+    return ptr;
+  }
+
+  function ensureScratch(bytes: number): void {
+    if (bytes <= scratchBytes) return;
+    // the old area is abandoned: scratch only grows a few times, by doubling
+    scratchBytes = Math.max(bytes, 2 * scratchBytes);
+    scratch = arena.alloc(scratchBytes, "matmul scratch");
+  }
+
+  function runJob(): void {
+    if (pool) pool.run();
+    else {
+      Atomics.store(new Int32Array(arena.buffer, ctrl, 64), C.NEXT, 0);
+      kernels.work(ctrl);
+    }
+  }
+
+  /** one pass: nTok tokens of x (f32, already in scratch at xf) through weight w */
+  function pass(kind: C.Kind, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
+    const xf = scratch;
+    const xq = xf + align64(nTok * cols * 4);
+    const xs = xq + align64(nTok * cols);
+    const xb = xs + align64((nTok * cols / 32) * 4);
+    const o = xb + align64((nTok * cols / 16) * 4);
+    const buffer = arena.buffer;
+    new Float32Array(buffer, xf, nTok * cols).set(x);
+    let xPtr = xf;
+    if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
+    else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
+      for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols, xs + (t * cols / 32) * 4, cols);
+      xPtr = xq;
+    } else if (kind === C.Kind.Q4_K || kind === C.Kind.Q6_K) {
+      for (let t = 0; t < nTok; t++) {
+        kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
+      }
+      xPtr = xq;
+    }
+    // chunks of whole 4-row groups: each row's arithmetic is then the same whatever thread
+    // takes it, so results do not depend on the thread count
+    const chunkRows = Math.max(4, Math.ceil(rows / (threads * 4) / 4) * 4);
+    const control = new Int32Array(buffer, ctrl, 64);
+    control[C.KIND] = kind;
+    control[C.W] = wPtr;
+    control[C.ROW_BYTES] = rowBytes;
+    control[C.ROWS] = rows;
+    control[C.COLS] = cols;
+    control[C.N_TOK] = nTok;
+    control[C.XQ] = xPtr;
+    control[C.XS] = xs;
+    control[C.XB] = xb;
+    control[C.OUT] = o;
+    control[C.CHUNK_ROWS] = chunkRows;
+    control[C.N_CHUNKS] = Math.ceil(rows / chunkRows);
+    runJob();
+    out.set(new Float32Array(buffer, o, nTok * rows));
+  }
+
+  const backend: Backend = {
+    name: "wasm",
+    threads,
+
+    allocWeights(byteLength: number): Uint8Array {
+      alive("allocWeights");
+      if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+        throw new Error(`allocWeights: byteLength must be a non-negative integer, got ${byteLength}`);
+      }
+      const ptr = arena.alloc(byteLength, "weights");
+      return new Uint8Array(arena.buffer, ptr, byteLength);
+    },
+
+    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
+      alive("matmul");
+      const kind = KIND_OF.get(w.type);
+      if (kind === undefined) return reference.matmul(out, w, x, nTokens);
+      const cols = w.dims[0];
+      if (cols === undefined) throw new Error(`matmul: tensor ${w.name} has no dimensions`);
+      const rows = rowCount(w);
+      const rowBytes = rowByteLength(w.type, cols);
+      if (w.data.length < rows * rowBytes) {
+        throw new Error(`matmul: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
+      }
+      if (!Number.isInteger(nTokens) || nTokens < 0) throw new Error(`matmul ${w.name}: nTokens must be a non-negative integer, got ${nTokens}`);
+      if (x.length < nTokens * cols) throw new Error(`matmul ${w.name}: x holds ${x.length} floats, expected ${nTokens} x ${cols}`);
+      if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
+      if (nTokens === 0 || rows === 0) return;
+      const wPtr = weightOffset(w);
+      const perToken = bytesPerToken(cols, rows);
+      const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
+      ensureScratch(step * perToken);
+      for (let t = 0; t < nTokens; t += step) {
+        const n = Math.min(step, nTokens - t);
+        pass(kind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
+      }
+    },
+
+    getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void {
+      alive("getRows");
+      // a row lookup is cheap: dequantize in TS straight from the weight bytes
+      reference.getRows(out, w, ids);
+    },
+
+    dispose(): void {
+      if (disposed) return;
+      disposed = true;
+      pool?.close();
+      reference.dispose();
+    },
+  };
+  warmUp(backend);
+  return backend;
+}
+
+/** runs every kernel once (one token and several) so none is compiled during the first request */
+function warmUp(backend: Backend): void {
+  const cols = 512;
+  const rows = 16;
+  const x = new Float32Array(cols * 3).map((_, i) => Math.sin(i));
+  const out = new Float32Array(rows * 3);
+  for (const type of KIND_OF.keys()) {
+    const data = backend.allocWeights(rowByteLength(type, cols) * rows);
+    const w: Tensor = { name: `warm-up ${typeName(type)}`, type, dims: [cols, rows], data };
+    backend.matmul(out, w, x, 1);
+    backend.matmul(out, w, x, 3);
+  }
+}
+
+export type { KernelExports };

@@ -1,0 +1,54 @@
+/**
+ * The control block in shared memory through which the main thread hands a job to the
+ * workers. Int32 word indices; the job words (from KIND on) are read by work() in
+ * assembly/index.ts at the byte offsets 4 * index, so the two files must agree. Counters
+ * that different threads hammer sit on separate 64-byte cache lines.
+ */
+export const CONTROL_BYTES = 256;
+
+/** bumped by the main thread to start a job; workers wait for it to change */
+export const GEN = 0;
+/** workers currently blocked in Atomics.wait on GEN (the main thread notifies only if > 0) */
+export const SLEEPERS = 1;
+/** set once by dispose(): workers leave their loop at the next GEN change */
+export const STOP = 2;
+/** set by a worker whose kernel threw; the error message follows on its port */
+export const FAILED = 3;
+/** threads (main included) that finished the current job */
+export const DONE = 16;
+/** 1 while the main thread is blocked in Atomics.wait on DONE */
+export const MAIN_WAITING = 17;
+/** next row chunk to take (atomic.add in work()) */
+export const NEXT = 32;
+
+// the job, read by work()
+export const KIND = 48;
+export const W = 49;
+export const ROW_BYTES = 50;
+export const ROWS = 51;
+export const COLS = 52;
+export const N_TOK = 53;
+export const XQ = 54;
+export const XS = 55;
+export const XB = 56;
+export const OUT = 57;
+export const CHUNK_ROWS = 58;
+export const N_CHUNKS = 59;
+
+/** work() kinds: which kernel runs */
+export enum Kind {
+  F32 = 0,
+  F16 = 1,
+  BF16 = 2,
+  Q8_0 = 3,
+  Q4_0 = 4,
+  Q4_K = 5,
+  Q6_K = 6,
+}
+
+/**
+ * Iterations a waiting thread polls before it blocks in Atomics.wait: polling answers in
+ * ~1.5 us, wait/notify in ~8 us, but a thread that only polls starves the others on a loaded
+ * machine, so the poll is kept to some tens of microseconds.
+ */
+export const SPIN_ITERATIONS = 20000;

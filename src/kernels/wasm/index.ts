@@ -1,0 +1,2 @@
+/** Public surface of the WebAssembly SIMD backend. */
+export { createWasmBackend, type WasmBackendOptions } from "./backend.js";

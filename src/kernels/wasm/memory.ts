@@ -1,0 +1,57 @@
+/**
+ * The one shared WebAssembly.Memory of a wasm backend, carved up by a bump allocator. Views
+ * handed out stay valid when the memory grows: a shared memory's buffer is never detached,
+ * growing only returns a new, longer SharedArrayBuffer over the same bytes.
+ */
+const PAGE = 65536;
+/** wasm32 addresses 4 GiB at most */
+export const MAX_PAGES = 65536;
+const ALIGN = 64;
+
+export class SharedArena {
+  readonly memory: WebAssembly.Memory;
+  private top: number;
+  /** every SharedArrayBuffer object this memory has shown, to recognise views into it */
+  private readonly buffers = new WeakSet<ArrayBufferLike>();
+
+  constructor(initialBytes: number, base: number) {
+    this.memory = new WebAssembly.Memory({ initial: Math.ceil(initialBytes / PAGE), maximum: MAX_PAGES, shared: true });
+    this.top = base;
+    this.buffers.add(this.memory.buffer);
+  }
+
+  /** the current buffer (re-read after every allocation: growing replaces it) */
+  get buffer(): ArrayBufferLike {
+    return this.memory.buffer;
+  }
+
+  /** bytes handed out so far */
+  get used(): number {
+    return this.top;
+  }
+
+  /** reserves `byteLength` bytes, 64-byte aligned, growing the memory; returns the offset */
+  alloc(byteLength: number, what: string): number {
+    const ptr = Math.ceil(this.top / ALIGN) * ALIGN;
+    const end = ptr + byteLength;
+    const have = this.memory.buffer.byteLength;
+    if (end > have) {
+      const pages = Math.ceil((end - have) / PAGE);
+      if (have / PAGE + pages > MAX_PAGES) {
+        throw new Error(
+          `wasm backend: cannot allocate ${byteLength} bytes for ${what}: ${ptr} bytes are already in use and a ` +
+            `wasm32 memory holds at most 4 GiB; use a smaller or more quantized model file (e.g. Q8_0 or Q4_K instead of F16/F32)`,
+        );
+      }
+      this.memory.grow(pages);
+      this.buffers.add(this.memory.buffer);
+    }
+    this.top = end;
+    return ptr;
+  }
+
+  /** the offset of `view` in this memory, or undefined if it is not a view into it */
+  offsetOf(view: ArrayBufferView): number | undefined {
+    return this.buffers.has(view.buffer) ? view.byteOffset : undefined;
+  }
+}
