@@ -176,6 +176,17 @@ test("temperature divides logits; 0 keeps only the best (lowest id on ties)", ()
   assert.deepEqual(alive(d), [1]);
 });
 
+test("a tiny temperature keeps the softmax finite: ties share the mass", () => {
+  // 2 / 1e-40 overflows float32; the limit of softmax([1, 2, 2] / T) as T -> 0 is [0, 1/2, 1/2]
+  const s = createSampler({ ...PLAIN, temperature: 1e-40, seed: 4 });
+  const seen = new Set<number>();
+  for (let i = 0; i < 50; i++) seen.add(s.sample(f32([1, 2, 2]), []));
+  assert.deepEqual([...seen].sort(), [1, 2]);
+  const { ids, probs } = s.lastProbabilities();
+  assert.deepEqual([...ids], [1, 2, 0]); // no filter ran, so token 0 is still listed, at p = 0
+  assert.deepEqual([...probs], [0.5, 0.5, 0]);
+});
+
 test("sampler temperature: probabilities are softmax(logits / T)", () => {
   // logits [0, ln 4] at T = 2 -> softmax([0, ln 2]) = [1/3, 2/3]
   const s = createSampler({ ...PLAIN, temperature: 2, seed: 3 });
@@ -267,10 +278,23 @@ test("drawCandidate picks the first candidate whose running sum reaches u * tota
   const c = candidatesOf(l);
   topK(c, 4);
   assert.equal(drawCandidate(c, fixed(0.05)), 3);
-  // a single candidate is returned without consuming a random number
+  // a single candidate still consumes exactly one random number
   const one = candidatesOf(f32([1, 5]));
   topK(one, 1);
-  assert.equal(drawCandidate(one, fixed()), 1);
+  const source = fixed(0.5, 0.25);
+  assert.equal(drawCandidate(one, source), 1);
+  assert.equal(source.nextDouble(), 0.25);
+});
+
+test("the random stream does not depend on how many candidates survived (llama.cpp's singleton test)", () => {
+  // llama.cpp tests/test-sampling.cpp test_dist_singleton_rng: seed 4242, one draw over {0}
+  // versus one over {0, 0}, then four draws over 256 equal logits must agree
+  const singleton = createSampler({ ...PLAIN, seed: 4242 });
+  const control = createSampler({ ...PLAIN, seed: 4242 });
+  singleton.sample(f32([0]), []);
+  control.sample(f32([0, 0]), []);
+  const flat = new Float32Array(256);
+  for (let i = 0; i < 4; i++) assert.equal(singleton.sample(flat, []), control.sample(flat, []));
 });
 
 test("20000 seeded draws match the softmax probabilities within 4 standard errors", () => {

@@ -92,7 +92,8 @@ export function minP(c: Candidates, p: number, minKeep = 1): void {
 }
 
 /**
- * Divides logits by t. t <= 0 means greedy: only the best candidate survives (the lowest id
+ * Divides logits by t (after subtracting the max when that is needed to stay finite: the
+ * softmax is unchanged). t <= 0 means greedy: only the best candidate survives (the lowest id
  * among equal maxima).
  */
 export function applyTemperature(c: Candidates, t: number): void {
@@ -105,29 +106,32 @@ export function applyTemperature(c: Candidates, t: number): void {
     return;
   }
   const logits = c.logits;
-  for (let i = 0; i < c.size; i++) logits[i] = logits[i]! / t;
+  // a tiny t can push max / t past the float32 range, and Infinity - Infinity is NaN in the
+  // softmax; subtracting the max first gives the same softmax with the top at 0
+  const max = maxLogit(c);
+  const shift = max > -Infinity && !Number.isFinite(Math.fround(max / t)) ? max : 0;
+  for (let i = 0; i < c.size; i++) logits[i] = (logits[i]! - shift) / t;
 }
 
 /**
  * Draws one token from the softmax of the alive candidates, as llama.cpp's dist sampler
  * does: u from `rng`, then the first candidate (in the current order) whose running sum of
- * unnormalized probabilities reaches u * total. A single candidate is returned without
- * consuming a random number. Leaves normalized probabilities in `c.probs`.
+ * unnormalized probabilities reaches u * total. Exactly one number is drawn per call, even
+ * for a single candidate (as llama.cpp does since it aligned CPU and backend sampling), so
+ * the random stream does not depend on how many candidates survived. Leaves normalized
+ * probabilities in `c.probs`.
  */
 export function drawCandidate(c: Candidates, rng: UniformSource): number {
   const sum = expCandidates(c);
-  let chosen = 0;
-  if (c.size > 1) {
-    const target = sum * rng.nextDouble();
-    const probs = c.probs;
-    let run = 0;
-    chosen = c.size - 1; // only reachable through rounding, as in llama.cpp
-    for (let i = 0; i < c.size; i++) {
-      run += probs[i]!;
-      if (run >= target) {
-        chosen = i;
-        break;
-      }
+  const target = sum * rng.nextDouble();
+  const probs = c.probs;
+  let chosen = c.size - 1; // only reachable through rounding, as in llama.cpp
+  let run = 0;
+  for (let i = 0; i < c.size; i++) {
+    run += probs[i]!;
+    if (run >= target) {
+      chosen = i;
+      break;
     }
   }
   normalizeCandidates(c, sum);
