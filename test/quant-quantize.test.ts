@@ -142,8 +142,9 @@ for (const [type, block, bound] of BOUNDS) {
 
 // The k-quants search their scales, so the bound is on the RMS error relative to the data's
 // standard deviation: a 4-bit grid over a group of 32 normals (range about +-2.1 sigma) has
-// step ~0.28 sigma, RMS ~0.08 sigma; 6 bits over groups of 16: step ~0.06 sigma, RMS ~0.02.
-for (const [type, limit] of [[GGMLType.Q4_K, 0.1], [GGMLType.Q6_K, 0.025]] as const) {
+// step ~0.28 sigma, RMS ~0.08 sigma; 5 bits: RMS ~0.04 sigma; 6 bits over groups of 16: step
+// ~0.06 sigma, RMS ~0.02.
+for (const [type, limit] of [[GGMLType.Q4_K, 0.1], [GGMLType.Q5_K, 0.05], [GGMLType.Q6_K, 0.025]] as const) {
   test(`${typeName(type)} round trip RMS error is that of its bit width`, () => {
     for (const [seed, scale, shift] of [[5, 0.02, 0], [6, 1, 0.5], [7, 10, 0]] as const) {
       const x = gaussians(256 * 8, seed, scale, shift);

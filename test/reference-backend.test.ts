@@ -31,7 +31,6 @@ function normals(n: number, r: () => number, scale: number): Float32Array {
 const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
   [GGMLType.Q2_K]: [80, 82],
   [GGMLType.Q3_K]: [108],
-  [GGMLType.Q5_K]: [0, 2],
 };
 
 /** a weight tensor whose data starts at an odd byte offset of its buffer */

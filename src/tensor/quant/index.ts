@@ -7,7 +7,7 @@ import { dequantizeQ4_1, quantizeQ4_1 } from "./q4_1.js";
 import { dequantizeQ4_K, quantizeQ4_K } from "./q4_k.js";
 import { dequantizeQ5_0, quantizeQ5_0 } from "./q5_0.js";
 import { dequantizeQ5_1, quantizeQ5_1 } from "./q5_1.js";
-import { dequantizeQ5_K } from "./q5_k.js";
+import { dequantizeQ5_K, quantizeQ5_K } from "./q5_k.js";
 import { dequantizeQ6_K, quantizeQ6_K } from "./q6_k.js";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./q8_0.js";
 import { dequantizeQ8_1, quantizeQ8_1 } from "./q8_1.js";
@@ -57,6 +57,7 @@ const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer
   [GGMLType.Q8_1, quantizeQ8_1],
   [GGMLType.Q8_K, quantizeQ8_K],
   [GGMLType.Q4_K, quantizeQ4_K],
+  [GGMLType.Q5_K, quantizeQ5_K],
   [GGMLType.Q6_K, quantizeQ6_K],
 ]);
 

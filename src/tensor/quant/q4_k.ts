@@ -33,52 +33,61 @@ export function dequantizeQ4_K(dst: Float32Array, src: Uint8Array, n: number): v
 /** ggml's quantize_row_q4_K_ref */
 export function quantizeQ4_K(dst: Uint8Array, src: Float32Array, n: number): void {
   const L = new Uint8Array(256);
+  for (let b = 0, o = 0; b < n; b += 256, o += Q4_K_BYTES) {
+    quantizeScalesK4(dst, o, src.subarray(b, b + 256), L, 15, -1, 20);
+    for (let c = 0; c < 4; c++) {
+      for (let l = 0; l < 32; l++) dst[o + 16 + 32 * c + l] = L[64 * c + l]! | (L[64 * c + 32 + l]! << 4);
+    }
+  }
+}
+
+/**
+ * The shared first half of quantize_row_q4_K_ref / quantize_row_q5_K_ref for one super-block
+ * x[0..256): searches each group's (scale, min) with make_qkx2_quants (weights |x| + rms(x)),
+ * quantizes them to 6 bits against f16 d and dmin (written at dst[o], dst[o + 2], the packed
+ * pairs at dst[o + 4]), then requantizes every weight against its rounded scale into
+ * L[0..256) (0..nmax).
+ */
+export function quantizeScalesK4(dst: Uint8Array, o: number, x: Float32Array, L: Uint8Array, nmax: number, rmin: number, nstep: number): void {
   const Laux = new Uint8Array(32);
   const weights = new Float32Array(32);
   const scales = new Float32Array(8);
   const mins = new Float32Array(8);
   const ls = new Uint8Array(8);
   const lm = new Uint8Array(8);
-  for (let b = 0, o = 0; b < n; b += 256, o += Q4_K_BYTES) {
-    let maxScale = 0;
-    let maxMin = 0;
-    for (let j = 0; j < 8; j++) {
-      const x = src.subarray(b + 32 * j, b + 32 * j + 32);
-      let sumX2 = 0;
-      for (let l = 0; l < 32; l++) sumX2 = f(sumX2 + f(x[l]! * x[l]!));
-      const avX = f(Math.sqrt(f(sumX2 / 32)));
-      for (let l = 0; l < 32; l++) weights[l] = avX + Math.abs(x[l]!);
-      const [scale, min] = makeQkx2Quants(32, 15, x, weights, L.subarray(32 * j), Laux, -1, f(0.1), 20, false);
-      scales[j] = scale;
-      mins[j] = min;
-      if (scale > maxScale) maxScale = scale;
-      if (min > maxMin) maxMin = min;
-    }
-    maxScale = f(maxScale);
-    maxMin = f(maxMin);
-    const invScale = maxScale > 0 ? f(63 / maxScale) : 0;
-    const invMin = maxMin > 0 ? f(63 / maxMin) : 0;
-    for (let j = 0; j < 8; j++) {
-      ls[j] = Math.min(63, nearestInt(f(invScale * scales[j]!)) & 0xff);
-      lm[j] = Math.min(63, nearestInt(f(invMin * mins[j]!)) & 0xff);
-    }
-    packScaleMinK4(dst, o + 4, ls, lm);
-    writeF16(dst, o, f(maxScale / 63));
-    writeF16(dst, o + 2, f(maxMin / 63));
-    const dAll = readF16(dst, o);
-    const dMinAll = readF16(dst, o + 2);
-    for (let j = 0; j < 8; j++) {
-      const p = scaleMinK4(j, dst, o + 4);
-      const d = f(dAll * (p & 0xff));
-      if (d === 0) continue;
-      const dm = f(dMinAll * (p >>> 8));
-      for (let i = 0; i < 32; i++) {
-        const l = nearestInt(f(f(src[b + 32 * j + i]! + dm) / d));
-        L[32 * j + i] = Math.max(0, Math.min(15, l));
-      }
-    }
-    for (let c = 0; c < 4; c++) {
-      for (let l = 0; l < 32; l++) dst[o + 16 + 32 * c + l] = L[64 * c + l]! | (L[64 * c + 32 + l]! << 4);
+  let maxScale = 0;
+  let maxMin = 0;
+  for (let j = 0; j < 8; j++) {
+    const g = x.subarray(32 * j, 32 * j + 32);
+    let sumX2 = 0;
+    for (let l = 0; l < 32; l++) sumX2 = f(sumX2 + f(g[l]! * g[l]!));
+    const avX = f(Math.sqrt(f(sumX2 / 32)));
+    for (let l = 0; l < 32; l++) weights[l] = avX + Math.abs(g[l]!);
+    const [scale, min] = makeQkx2Quants(32, nmax, g, weights, L.subarray(32 * j), Laux, rmin, f(0.1), nstep, false);
+    scales[j] = scale;
+    mins[j] = min;
+    if (scale > maxScale) maxScale = scale;
+    if (min > maxMin) maxMin = min;
+  }
+  const invScale = maxScale > 0 ? f(63 / maxScale) : 0;
+  const invMin = maxMin > 0 ? f(63 / maxMin) : 0;
+  for (let j = 0; j < 8; j++) {
+    ls[j] = Math.min(63, nearestInt(f(invScale * scales[j]!)) & 0xff);
+    lm[j] = Math.min(63, nearestInt(f(invMin * mins[j]!)) & 0xff);
+  }
+  packScaleMinK4(dst, o + 4, ls, lm);
+  writeF16(dst, o, f(maxScale / 63));
+  writeF16(dst, o + 2, f(maxMin / 63));
+  const dAll = readF16(dst, o);
+  const dMinAll = readF16(dst, o + 2);
+  for (let j = 0; j < 8; j++) {
+    const p = scaleMinK4(j, dst, o + 4);
+    const d = f(dAll * (p & 0xff));
+    if (d === 0) continue;
+    const dm = f(dMinAll * (p >>> 8));
+    for (let i = 0; i < 32; i++) {
+      const l = nearestInt(f(f(x[32 * j + i]! + dm) / d));
+      L[32 * j + i] = Math.max(0, Math.min(nmax, l));
     }
   }
 }
