@@ -1,6 +1,7 @@
 import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
 import { parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
+import { detectEndOfGeneration } from "./gguf-eog.js";
 import { TokenType, type Tokenizer } from "./types.js";
 import { VocabTokenizer } from "./vocab-tokenizer.js";
 
@@ -12,15 +13,6 @@ const DEFAULT_IDS: Record<Model, { bos?: number; eos?: number; unk?: number; sep
   bert: { bos: 101, unk: 100, sep: 102, pad: 0, mask: 103 },
   gpt2: { bos: 11, eos: 11 },
 };
-
-// token texts llama.cpp recognises when the metadata names no such token
-const EOT_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>"];
-const EOM_TEXTS = ["<|eom_id|>"];
-const FIM_PAD_TEXTS = ["<|fim_pad|>", "<fim-pad>", "<PAD>"];
-const FIM_REP_TEXTS = ["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"];
-const FIM_SEP_TEXTS = ["<|file_sep|>"];
-// every token with one of these texts ends generation
-const EOG_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"];
 
 /** Pre-tokenizers for which llama.cpp turns on add_bos / ignore_merges regardless of defaults. */
 const ADD_BOS_PRE = new Set(["llama3", "llama-v3", "llama-bpe", "falcon3", "tekken", "chameleon"]);
@@ -67,7 +59,10 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     const full = `tokenizer.ggml.${key}`;
     const v = meta.number(full);
     // llama.cpp ignores ids outside the vocabulary (converters write 0xFFFFFFFF for "none") and keeps the default
-    return v !== undefined && Number.isInteger(v) && v >= 0 && v < n ? v : fallback;
+    const inVocab = (id: number | undefined) => id !== undefined && Number.isInteger(id) && id >= 0 && id < n;
+    if (inVocab(v)) return v;
+    // a default that does not exist in this vocabulary (gpt2's 11 in a tiny one) means "none"
+    return inVocab(fallback) ? fallback : undefined;
   };
   const defaults = DEFAULT_IDS[model];
   const bosId = pre === "chatglm-bpe" ? specialId("bos_token_id", undefined) : specialId("bos_token_id", defaults.bos);
@@ -84,29 +79,19 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
   addEos = meta.bool("tokenizer.ggml.add_eos_token") ?? addEos;
   const addSpacePrefix = meta.bool("tokenizer.ggml.add_space_prefix") ?? model === "llama";
 
-  // end of generation: explicit ids, else tokens found by text (forced to control type, as llama.cpp does)
+  const eog = detectEndOfGeneration(tokens, types, {
+    eos: eosId,
+    eot: specialId("eot_token_id", undefined),
+    eom: specialId("eom_token_id", undefined),
+    fimPre: specialId("fim_pre_token_id", undefined) ?? specialId("prefix_token_id", undefined),
+    fimSuf: specialId("fim_suf_token_id", undefined) ?? specialId("suffix_token_id", undefined),
+    fimMid: specialId("fim_mid_token_id", undefined) ?? specialId("middle_token_id", undefined),
+    fimPad: specialId("fim_pad_token_id", undefined),
+    fimRep: specialId("fim_rep_token_id", undefined),
+    fimSep: specialId("fim_sep_token_id", undefined),
+  });
   const byText = new Map<string, number>();
   tokens.forEach((t, i) => byText.set(t, i));
-  const findText = (texts: readonly string[]): number | undefined => {
-    let best: number | undefined;
-    for (const t of texts) {
-      const id = byText.get(t);
-      if (id !== undefined && (best === undefined || id < best)) best = id;
-    }
-    if (best !== undefined) types[best] = TokenType.Control;
-    return best;
-  };
-  const eotId = specialId("eot_token_id", undefined) ?? findText(EOT_TEXTS);
-  const eomId = specialId("eom_token_id", undefined) ?? findText(EOM_TEXTS);
-  const fimPad = specialId("fim_pad_token_id", undefined) ?? findText(FIM_PAD_TEXTS);
-  const fimRep = specialId("fim_rep_token_id", undefined) ?? findText(FIM_REP_TEXTS);
-  const fimSep = specialId("fim_sep_token_id", undefined) ?? findText(FIM_SEP_TEXTS);
-  const eog = new Set<number>();
-  for (const id of [fimPad, fimRep, fimSep, eosId, eotId, eomId]) if (id !== undefined) eog.add(id);
-  for (const t of EOG_TEXTS) {
-    const id = byText.get(t);
-    if (id !== undefined) { eog.add(id); types[id] = TokenType.Control; }
-  }
 
   // per-model whitespace stripping around special tokens (llama.cpp sets these by model name)
   const lstripIds = new Set<number>();

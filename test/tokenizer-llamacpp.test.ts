@@ -1,0 +1,55 @@
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+
+/**
+ * llama.cpp itself (node-llama-cpp's prebuilt binary, vocab-only load) as the oracle for what
+ * the HF vectors do not cover: special tokens inside the text (with phi-3's whitespace
+ * stripping), BOS/EOS/EOG ids, add_bos, and decoding with special tokens rendered.
+ */
+const require = createRequire(import.meta.url);
+let oracleMissing: string | false = false;
+try { if (!existsSync(require.resolve("node-llama-cpp"))) oracleMissing = "node-llama-cpp is not installed"; } catch { oracleMissing = "node-llama-cpp is not installed"; }
+
+after(disposeSharedLlama);
+
+const CASES: Record<string, string[]> = {
+  "llama-spm": ["<s>Hi</s> there", "a <unk> b", "</s>\n\nx", "Hello\n<s>  world"],
+  "phi-3": ["<|user|>\nHello<|end|>\n<|assistant|>", "<s>Hi</s> there", "a <|end|> b", "x<unk>y", "<|endoftext|>  z", "<|system|> sys<|end|><|user|>q"],
+  "gpt-2": ["Hi<|endoftext|>there", " <|endoftext|> x", "<|endoftext|><|endoftext|>"],
+  "starcoder": ["<fim_prefix>def f():<fim_suffix>\n<fim_middle>", "<|endoftext|>x", "<filename>a.py\n<gh_stars>10"],
+  "deepseek-llm": ["<｜begin▁of▁sentence｜>Hi<｜end▁of▁sentence｜>", "Führer øø", "User: 你好<｜end▁of▁sentence｜>"],
+  "bert-bge": ["[CLS] hello [SEP] world [MASK]!", "Hello [UNK] there"],
+};
+
+for (const [vocab, texts] of Object.entries(CASES)) {
+  const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
+  test(`${vocab}: special tokens, ids and rendering agree with llama.cpp`, { skip: oracleMissing || skipWithoutShared(rel) }, async () => {
+    const path = sharedFile(rel)!;
+    const tok = loadGGUFTokenizer(path);
+    const llama = await sharedLlama();
+    const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+    try {
+      assert.equal(tok.bosId ?? null, model.tokens.bos, "BOS id");
+      assert.equal(tok.eosId ?? null, model.tokens.eos, "EOS id");
+      assert.equal(tok.addBos, model.tokens.shouldPrependBosToken, "add_bos");
+      assert.equal(tok.addEos, model.tokens.shouldAppendEosToken, "add_eos");
+      for (let id = 0; id < tok.vocabSize; id++) {
+        if (model.isEogToken(id) !== tok.endOfGenerationIds.has(id)) assert.fail(`token ${id} ${JSON.stringify(tok.piece(id))}: end-of-generation should be ${model.isEogToken(id)}`);
+      }
+      for (const text of texts) {
+        const ids = model.tokenize(text, true).map(Number);
+        assert.deepEqual(tok.encode(text, { addSpecialTokens: false }), ids, `encoding ${JSON.stringify(text)}`);
+        const rendered = model.detokenize(ids as never, true);
+        // llama.cpp keeps WordPiece's leading word-start space; we drop it as HF does
+        assert.equal(tok.decode(ids), vocab === "bert-bge" ? rendered.replace(/^ /, "") : rendered, `decoding ${JSON.stringify(text)}`);
+      }
+    } finally {
+      await model.dispose();
+    }
+  });
+}
