@@ -71,7 +71,9 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   if (promptTokens.length >= cache.capacity) {
     throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${cache.capacity}; use a larger contextSize or a shorter prompt`);
   }
-  const sampler = createSampler(options);
+  // everything that is not a generation option is a sampling option (unknown keys are rejected there)
+  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, ...samplingOptions } = options;
+  const sampler = createSampler(samplingOptions);
   const maxTokens = options.maxTokens ?? 256;
   const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop];
   const stopMatcher = createStopMatcher(stops);
@@ -92,7 +94,8 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   let completion = "";
   let finishReason: FinishReason = "length";
   let tFirst = tPrefill;
-  while (completionTokens.length < maxTokens) {
+  // the next token sits at position cache.length: it must fit in the context
+  while (completionTokens.length < maxTokens && cache.length < cache.capacity) {
     if (options.signal?.aborted) { finishReason = "abort"; break; }
     const token = sampler.sample(logits, history);
     if (completionTokens.length === 0) tFirst = performance.now();
@@ -103,8 +106,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     completion += emit;
     yield { token, text: emit };
     if (stopped) { finishReason = "stop"; break; }
-    if (completionTokens.length >= maxTokens) break;
-    if (cache.length + 1 > cache.capacity) { finishReason = "length"; break; }
+    if (completionTokens.length >= maxTokens || cache.length + 1 >= cache.capacity) break;
     logits = model.forward([token], cache);
     ctx.cachedTokens.push(token);
     await yieldToEventLoop();

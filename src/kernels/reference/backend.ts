@@ -1,6 +1,6 @@
 import type { Backend } from "../backend.js";
 import { rowByteLength, typeName } from "../../tensor/dtypes.js";
-import { dequantizeRow, quantizeRow } from "../../tensor/quant/index.js";
+import { dequantizeRow } from "../../tensor/quant/index.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import { VEC_DOT } from "./vec-dot.js";
 
@@ -54,7 +54,7 @@ export function createReferenceBackend(): Backend {
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       const xq = new Uint8Array(rowByteLength(vd.vecDotType, cols));
       for (let t = 0; t < nTokens; t++) {
-        quantizeRow(vd.vecDotType, x.subarray(t * cols, (t + 1) * cols), xq, cols);
+        vd.convert(x.subarray(t * cols, (t + 1) * cols), xq, cols);
         for (let r = 0; r < rows; r++) out[t * rows + r] = vd.dot(w.data, r * rowBytes, xq, 0, cols);
       }
     },

@@ -10,6 +10,8 @@ import { dotQ5_1 } from "./dot-q5_1.js";
 import { dotQ5_K } from "./dot-q5_k.js";
 import { dotQ6_K } from "./dot-q6_k.js";
 import { dotQ8_0 } from "./dot-q8_0.js";
+import { quantizeActivationsQ8_0, quantizeActivationsQ8_1 } from "./activation-quant.js";
+import { quantizeRow } from "../../tensor/quant/index.js";
 
 /**
  * A dot product of one weight row (bytes at w[wOffset], `n` values in the weight type) with one
@@ -21,21 +23,28 @@ export interface VecDot {
   /** the type ggml converts activations to before the dot product */
   readonly vecDotType: GGMLType;
   readonly dot: DotKernel;
+  /** converts an activation row to vecDotType exactly as llama.cpp's CPU backend does */
+  readonly convert: (src: Float32Array, dst: Uint8Array, n: number) => void;
 }
+
+const viaQuantizeRow = (type: GGMLType) => (src: Float32Array, dst: Uint8Array, n: number) => quantizeRow(type, src, dst, n);
+const toF32 = viaQuantizeRow(GGMLType.F32), toF16 = viaQuantizeRow(GGMLType.F16), toBF16 = viaQuantizeRow(GGMLType.BF16), toQ8_K = viaQuantizeRow(GGMLType.Q8_K);
+const toQ8_0 = (src: Float32Array, dst: Uint8Array, n: number) => quantizeActivationsQ8_0(dst, src, n);
+const toQ8_1 = (src: Float32Array, dst: Uint8Array, n: number) => quantizeActivationsQ8_1(dst, src, n);
 
 /** ggml-cpu's type_traits_cpu: weight type -> (vec_dot_type, vec_dot) */
 export const VEC_DOT: ReadonlyMap<GGMLType, VecDot> = new Map<GGMLType, VecDot>([
-  [GGMLType.F32, { vecDotType: GGMLType.F32, dot: dotF32 }],
-  [GGMLType.F16, { vecDotType: GGMLType.F16, dot: dotF16 }],
-  [GGMLType.BF16, { vecDotType: GGMLType.BF16, dot: dotBF16 }],
-  [GGMLType.Q4_0, { vecDotType: GGMLType.Q8_0, dot: dotQ4_0 }],
-  [GGMLType.Q4_1, { vecDotType: GGMLType.Q8_1, dot: dotQ4_1 }],
-  [GGMLType.Q5_0, { vecDotType: GGMLType.Q8_0, dot: dotQ5_0 }],
-  [GGMLType.Q5_1, { vecDotType: GGMLType.Q8_1, dot: dotQ5_1 }],
-  [GGMLType.Q8_0, { vecDotType: GGMLType.Q8_0, dot: dotQ8_0 }],
-  [GGMLType.Q2_K, { vecDotType: GGMLType.Q8_K, dot: dotQ2_K }],
-  [GGMLType.Q3_K, { vecDotType: GGMLType.Q8_K, dot: dotQ3_K }],
-  [GGMLType.Q4_K, { vecDotType: GGMLType.Q8_K, dot: dotQ4_K }],
-  [GGMLType.Q5_K, { vecDotType: GGMLType.Q8_K, dot: dotQ5_K }],
-  [GGMLType.Q6_K, { vecDotType: GGMLType.Q8_K, dot: dotQ6_K }],
+  [GGMLType.F32, { vecDotType: GGMLType.F32, dot: dotF32 , convert: toF32 }],
+  [GGMLType.F16, { vecDotType: GGMLType.F16, dot: dotF16 , convert: toF16 }],
+  [GGMLType.BF16, { vecDotType: GGMLType.BF16, dot: dotBF16 , convert: toBF16 }],
+  [GGMLType.Q4_0, { vecDotType: GGMLType.Q8_0, dot: dotQ4_0 , convert: toQ8_0 }],
+  [GGMLType.Q4_1, { vecDotType: GGMLType.Q8_1, dot: dotQ4_1 , convert: toQ8_1 }],
+  [GGMLType.Q5_0, { vecDotType: GGMLType.Q8_0, dot: dotQ5_0 , convert: toQ8_0 }],
+  [GGMLType.Q5_1, { vecDotType: GGMLType.Q8_1, dot: dotQ5_1 , convert: toQ8_1 }],
+  [GGMLType.Q8_0, { vecDotType: GGMLType.Q8_0, dot: dotQ8_0 , convert: toQ8_0 }],
+  [GGMLType.Q2_K, { vecDotType: GGMLType.Q8_K, dot: dotQ2_K , convert: toQ8_K }],
+  [GGMLType.Q3_K, { vecDotType: GGMLType.Q8_K, dot: dotQ3_K , convert: toQ8_K }],
+  [GGMLType.Q4_K, { vecDotType: GGMLType.Q8_K, dot: dotQ4_K , convert: toQ8_K }],
+  [GGMLType.Q5_K, { vecDotType: GGMLType.Q8_K, dot: dotQ5_K , convert: toQ8_K }],
+  [GGMLType.Q6_K, { vecDotType: GGMLType.Q8_K, dot: dotQ6_K , convert: toQ8_K }],
 ]);
