@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const skip = skipWithoutShared(MODEL);
+const dir = mkdtempSync(join(tmpdir(), "tsllm-cli-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function tsllm(...args: string[]) {
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test("--help works for the program and every command", () => {
+  const top = tsllm("--help");
+  assert.equal(top.code, 0);
+  for (const cmd of ["generate", "tokenize", "inspect"]) {
+    assert.match(top.stdout, new RegExp(`\\b${cmd}\\b`));
+    const r = tsllm(cmd, "--help");
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^Usage: tsllm ${cmd}`));
+  }
+});
+
+test("usage errors print one line and exit 2", () => {
+  for (const args of [["frobnicate"], ["generate", "--prompt", "hi"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "hot"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--top-p", "1.5"], ["tokenize", "--model", "x.gguf", "--bogus"]]) {
+    const r = tsllm(...args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, /^tsllm: error: /);
+    assert.equal(r.stdout, "");
+  }
+});
+
+test("a missing or corrupt model file is one clear error line naming the file", () => {
+  const missing = tsllm("generate", "--model", join(dir, "nope.gguf"), "--prompt", "hi");
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /model file not found: .*nope\.gguf/);
+  const bad = join(dir, "bad.gguf");
+  writeFileSync(bad, Buffer.from("GGML this is not a gguf file"));
+  for (const cmd of ["generate", "inspect", "tokenize"]) {
+    const r = tsllm(cmd, "--model", bad, ...(cmd === "generate" ? ["--prompt", "hi"] : cmd === "tokenize" ? ["--text", "hi"] : []));
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, /bad\.gguf: magic: expected "GGUF"/);
+  }
+});
+
+test("a truncated model fails at load with the file and field named", { skip }, () => {
+  const truncated = join(dir, "truncated.gguf");
+  writeFileSync(truncated, readFileSync(sharedFile(MODEL)!).subarray(0, 200_000));
+  const r = tsllm("generate", "--model", truncated, "--prompt", "hi");
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /truncated\.gguf: tensor "[^"]+" offset: data .* lies past the end of the file/);
+});
+
+test("tokenize prints the table and JSON with llama.cpp's ids", { skip }, () => {
+  // "Once upon a time" -> [1, 403, 407, 261, 378] is llama.cpp's tokenization (stories260K.expected.json)
+  const expected = JSON.parse(readFileSync(sharedFile("models/stories260K.expected.json")!, "utf8")).cases[0];
+  const json = tsllm("tokenize", "--model", sharedFile(MODEL)!, "--text", expected.prompt, "--json");
+  assert.equal(json.code, 0, json.stderr);
+  const parsed = JSON.parse(json.stdout);
+  assert.deepEqual(parsed.ids, expected.promptTokens.slice(1));
+  assert.equal(parsed.pieces.join("").replaceAll("\u2581", " "), " " + expected.prompt);
+  const withSpecial = JSON.parse(tsllm("tokenize", "--model", sharedFile(MODEL)!, "--text", expected.prompt, "--json", "--add-special").stdout);
+  assert.deepEqual(withSpecial.ids, expected.promptTokens);
+  const table = tsllm("tokenize", "--model", sharedFile(MODEL)!, "--text", expected.prompt);
+  const lines = table.stdout.trimEnd().split("\n");
+  assert.match(lines[0]!, /Token ID \| Token Text/);
+  assert.equal(lines.length, 2 + parsed.ids.length);
+  assert.match(lines[2]!, new RegExp(`^\\s*${parsed.ids[0]} \\| ${parsed.pieces[0]}$`));
+});
+
+test("inspect describes the model without loading it", { skip }, () => {
+  const r = tsllm("inspect", "--model", sharedFile(MODEL)!);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /architecture:\s+llama/);
+  assert.match(r.stdout, /context length:\s+2048/);
+  assert.match(r.stdout, /vocabulary:\s+512 tokens, llama/);
+  assert.match(r.stdout, /tensor types:\s+F32 x48/);
+  assert.match(r.stdout, /BOS 1 "<s>", EOS 2 "<\/s>"/);
+  assert.match(r.stdout, /chat template:\s+no/);
+  const json = JSON.parse(tsllm("inspect", "--model", sharedFile(MODEL)!, "--json").stdout);
+  assert.equal(json.architecture, "llama");
+  assert.equal(json.blockCount, 5);
+  assert.equal(json.headCountKv, 4);
+});
+
+test("generate streams text to stdout and timings to stderr; stop strings and seeds work", { skip }, () => {
+  const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "64");
+  assert.equal(r.code, 0, r.stderr);
+  const expected = JSON.parse(readFileSync(sharedFile("models/stories260K.expected.json")!, "utf8")).cases[0];
+  assert.equal(r.stdout, expected.completion + "\n");
+  assert.match(r.stderr, /TTFT [\d.]+ ms/);
+  assert.match(r.stderr, /TPOT [\d.]+ ms/);
+  const stopped = JSON.parse(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Once upon a time", "--temperature", "0", "--stop", "Lily", "--json").stdout);
+  assert.equal(stopped.finishReason, "stop");
+  assert.equal(stopped.completion, expected.completion.slice(0, expected.completion.indexOf("Lily")));
+  const seeded = (seed: string) => JSON.parse(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--seed", seed, "--max-tokens", "24", "--temperature", "1", "--json").stdout).completionTokens;
+  assert.deepEqual(seeded("42"), seeded("42"));
+  assert.notDeepEqual(seeded("42"), seeded("43"));
+});
