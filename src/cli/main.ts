@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { UsageError } from "./args.js";
+import { benchHelp, runBench } from "./bench.js";
 import { generateHelp, runGenerate } from "./generate.js";
 import { inspectHelp, runInspect } from "./inspect.js";
 import { runTokenize, tokenizeHelp } from "./tokenize.js";
@@ -8,6 +9,7 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a GGUF model" },
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
+  bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
 };
 
 const usage = `Usage: tsllm <command> [options]

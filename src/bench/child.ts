@@ -1,0 +1,45 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { EngineSample, WorkerJob } from "./types.js";
+
+/** the line prefix a worker prints its result after */
+export const RESULT_PREFIX = "BENCH_RESULT ";
+
+/**
+ * How to start worker.ts/worker.js: next to this module, so it works from src/ (through tsx,
+ * resolved from here, not from the caller's working directory) and from dist/ alike.
+ */
+export function workerCommand(): { command: string; args: string[] } {
+  const here = import.meta.url;
+  if (here.endsWith(".ts")) {
+    const script = fileURLToPath(new URL("./worker.ts", here));
+    return { command: process.execPath, args: ["--import", import.meta.resolve("tsx"), script] };
+  }
+  const script = fileURLToPath(new URL("./worker.js", here));
+  if (!existsSync(script)) throw new Error(`bench worker script not found: ${script}`);
+  return { command: process.execPath, args: [script] };
+}
+
+/** Runs one job in a fresh child process and returns its sample. */
+export function runWorker(job: WorkerJob): Promise<EngineSample> {
+  const { command, args } = workerCommand();
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, [...args, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.on("error", (e) => reject(new Error(`${job.engine} bench worker could not start: ${e.message}`)));
+    child.on("close", (code, signal) => {
+      const line = stdout.split("\n").find((l) => l.startsWith(RESULT_PREFIX));
+      if (code !== 0 || line === undefined) {
+        const why = signal ? `was killed by ${signal}` : `exited with code ${String(code)}`;
+        const tail = stderr.trim().split("\n").slice(-5).join("\n");
+        reject(new Error(`${job.engine} bench worker on ${job.modelPath} ${why}${tail ? `: ${tail}` : " and printed no result"}`));
+        return;
+      }
+      resolve(JSON.parse(line.slice(RESULT_PREFIX.length)) as EngineSample);
+    });
+  });
+}

@@ -1,0 +1,19 @@
+import { loadTokenizer } from "../llm.js";
+import { Rng } from "../testing/rng.js";
+
+/**
+ * `n` prompt token ids for `modelPath`: BOS first when the model adds one, then ids drawn
+ * (seeded, so every run and both engines see the same prompt) from the non-special tokens.
+ */
+export async function randomPromptTokens(modelPath: string, n: number, seed = 1): Promise<number[]> {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`prompt tokens must be a positive integer, got ${n}`);
+  const tok = await loadTokenizer(modelPath);
+  const out: number[] = [];
+  if (tok.addBos && tok.bosId !== undefined) out.push(tok.bosId);
+  const rng = new Rng(seed);
+  while (out.length < n) {
+    const id = rng.u32() % tok.vocabSize;
+    if (!tok.isSpecial(id)) out.push(id);
+  }
+  return out;
+}

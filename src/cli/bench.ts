@@ -1,0 +1,51 @@
+import { availableParallelism } from "node:os";
+import { formatReport, runBenchmark } from "../bench/index.js";
+import { flag, optionalNumber, optionalString, parse, requireString, UsageError } from "./args.js";
+
+export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
+
+Measures load time, prefill tokens/s (the prompt in one batched forward), decode tokens/s
+(greedy single-token steps through the KV cache) and peak RSS. Every run is a fresh child
+process, so the RSS is that engine's own; the table shows medians.
+
+Options:
+  --model FILE          GGUF model file (required)
+  --threads N           compute threads (default: all cores)
+  --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
+  --gen-tokens N        decode steps (default 128)
+  --repetitions N       runs per engine (default 3)
+  --backend NAME        tsllm backend: wasm (default) or reference
+  --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
+  --json                print one JSON object (medians, ratios and every sample) and nothing else
+  -h, --help            show this help
+`;
+
+export async function runBench(argv: string[]): Promise<void> {
+  const values = parse(argv, {
+    model: { type: "string" },
+    threads: { type: "string" },
+    "prompt-tokens": { type: "string" },
+    "gen-tokens": { type: "string" },
+    repetitions: { type: "string" },
+    backend: { type: "string" },
+    "vs-llama-cpp": { type: "boolean" },
+    json: { type: "boolean" },
+  });
+  if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
+  const modelPath = requireString(values, "model");
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const json = flag(values, "json");
+  const report = await runBenchmark({
+    modelPath,
+    backend,
+    threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? availableParallelism(),
+    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
+    genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
+    repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
+    vsLlamaCpp: flag(values, "vs-llama-cpp"),
+    onSample: json ? undefined : (engine, r, s) =>
+      process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
+  });
+  process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
+}
