@@ -29,8 +29,9 @@ export function renderTable(header: readonly string[], rows: readonly (readonly 
 /** One model's report: medians per metric for each engine and the ratio tsllm / llama.cpp. */
 export function formatReport(r: BenchReport): string {
   const head = `${r.model}\n${r.threads} threads, ${r.promptTokens} prompt tokens, ${r.genTokens} decode steps, context ${r.contextSize}, ` +
-    `median of ${r.repetitions} run${r.repetitions === 1 ? "" : "s"} (one process each)\n\n`;
-  const header = ["metric", `tsllm (${r.tsllm.detail})`];
+    `median of ${r.repetitions} run${r.repetitions === 1 ? "" : "s"} (one process each)\n` +
+    `tsllm: ${r.tsllm.detail}${r.llamaCpp ? `; llama.cpp: ${r.llamaCpp.detail}` : ""}\n\n`;
+  const header = ["metric", "tsllm"];
   if (r.llamaCpp) header.push("llama.cpp", "tsllm/llama.cpp");
   const rows = METRICS.map((m) => {
     const row = [LABELS[m], displayValue(m, r.tsllm.medians[m])];
@@ -53,5 +54,7 @@ export function formatSummary(entries: readonly { name: string; type: string; re
     }
     return row;
   });
-  return renderTable(header, rows);
+  const ran = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => x !== undefined))].join(" / ");
+  const lc = ran(entries.map((e) => e.report.llamaCpp?.detail));
+  return renderTable(header, rows) + `tsllm: ${ran(entries.map((e) => e.report.tsllm.detail))}${lc ? `; llama.cpp: ${lc}` : ""}\n`;
 }

@@ -59,9 +59,10 @@ export async function runLlamaCpp(job: WorkerJob): Promise<Omit<EngineSample, "p
     const decodeMs = performance.now() - t2;
     if (tokens.length !== job.genTokens + 1) throw new Error(`llama.cpp stopped after ${tokens.length - 1} of ${job.genTokens} decode steps`);
 
+    const detail = `node-llama-cpp CPU, ${context.currentThreads} threads`;
     await context.dispose();
     await model.dispose();
-    return { loadMs, prefillMs, decodeMs, ...rates(prompt.length, prefillMs, job.genTokens, decodeMs), tokens };
+    return { detail, loadMs, prefillMs, decodeMs, ...rates(prompt.length, prefillMs, job.genTokens, decodeMs), tokens };
   } finally {
     await llama.dispose();
   }

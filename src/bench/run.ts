@@ -42,7 +42,7 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
       o.onSample?.("llama.cpp", r, l);
     }
   }
-  const tsllm = { engine: "tsllm" as const, detail: o.backend ?? "default backend", medians: medians(ts), samples: ts };
+  const tsllm = { engine: "tsllm" as const, detail: ts[0]!.detail, medians: medians(ts), samples: ts };
   const report: BenchReport = {
     model: o.modelPath,
     threads: o.threads,
@@ -53,6 +53,6 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
     tsllm,
   };
   if (!o.vsLlamaCpp) return report;
-  const llamaCpp = { engine: "llama.cpp" as const, detail: "node-llama-cpp CPU", medians: medians(lc), samples: lc };
+  const llamaCpp = { engine: "llama.cpp" as const, detail: lc[0]!.detail, medians: medians(lc), samples: lc };
   return { ...report, llamaCpp, ratio: ratios(tsllm.medians, llamaCpp.medians) };
 }

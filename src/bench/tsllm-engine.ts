@@ -28,7 +28,8 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
       tokens.push(tok);
     }
     const decodeMs = performance.now() - t2;
-    return { loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens };
+    const detail = `${model.backend.name}, ${model.backend.threads} thread${model.backend.threads === 1 ? "" : "s"}`;
+    return { detail, loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens };
   } finally {
     model.dispose();
   }

@@ -28,6 +28,8 @@ export interface EngineSample {
   readonly decodeTokensPerSecond: number;
   /** the child's peak resident set size (bytes), from process.resourceUsage().maxRSS */
   readonly peakRssBytes: number;
+  /** what actually ran, e.g. "wasm, 2 threads" (a backend may fall back) */
+  readonly detail: string;
   /** greedy tokens produced (first from prefill, then one per decode step); not compared, just reported */
   readonly tokens: readonly number[];
 }
@@ -40,7 +42,7 @@ export type MetricMedians = Record<Metric, number>;
 
 export interface EngineReport {
   readonly engine: EngineName;
-  /** e.g. "wasm" / "reference" for tsllm, the binding for llama.cpp */
+  /** what ran (from the first sample), e.g. "wasm, 2 threads" */
   readonly detail: string;
   readonly medians: MetricMedians;
   readonly samples: readonly EngineSample[];
