@@ -15,7 +15,7 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED);
 interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[]; completion: string }
 const cases = (): GoldenCase[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases;
 
-for (const backend of ["reference"] as const) {
+for (const backend of ["reference", "wasm"] as const) {
   test(`stories260K greedy tokens equal llama.cpp's through the library (${backend} backend)`, { skip }, async () => {
     const model = await loadModel(sharedFile(MODEL)!, { backend });
     try {

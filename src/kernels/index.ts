@@ -1,10 +1,17 @@
 import type { Backend } from "./backend.js";
 import { createReferenceBackend } from "./reference/index.js";
+import { createWasmBackend } from "./wasm/index.js";
 
 export type { Backend } from "./backend.js";
 export type BackendName = "wasm" | "reference";
 
-/** Creates the named backend; by default the WebAssembly one, falling back to the reference kernels if it cannot start. */
+let warnedFallback = false;
+
+/**
+ * Creates the named backend. By default the WebAssembly one; if it cannot start (e.g. the
+ * .wasm was not built) the reference kernels are used instead, with a warning. An explicitly
+ * requested backend that cannot start is an error.
+ */
 export async function createBackend(name: BackendName | undefined, options: { threads?: number } = {}): Promise<Backend> {
   if (name !== undefined && name !== "wasm" && name !== "reference") {
     throw new Error(`unknown backend "${String(name)}" (expected "wasm" or "reference")`);
@@ -12,5 +19,15 @@ export async function createBackend(name: BackendName | undefined, options: { th
   if (options.threads !== undefined && (!Number.isInteger(options.threads) || options.threads < 1)) {
     throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
   }
-  return createReferenceBackend();
+  if (name === "reference") return createReferenceBackend();
+  try {
+    return await createWasmBackend({ threads: options.threads });
+  } catch (e) {
+    if (name === "wasm") throw e;
+    if (!warnedFallback) {
+      warnedFallback = true;
+      process.emitWarning(`WebAssembly backend unavailable (${(e as Error).message}); using the slow reference kernels`);
+    }
+    return createReferenceBackend();
+  }
 }

@@ -25,6 +25,9 @@ const { memory, ctrl, threads, port } = init;
 const kernels = instantiateKernels(init.module, memory);
 kernels.useF16Table(init.f16Table);
 const control = new Int32Array(memory.buffer, ctrl, 64);
+// read the generation before saying ready: the main thread may start the first job the moment
+// it hears from us, and a worker that read GEN after that bump would wait for the next one
+let gen = Atomics.load(control, GEN);
 port.postMessage({ ready: true });
 
 /** polls GEN, then sleeps on it; returns the new generation */
@@ -41,7 +44,6 @@ function nextJob(seen: number): number {
   }
 }
 
-let gen = Atomics.load(control, GEN);
 for (;;) {
   gen = nextJob(gen);
   if (Atomics.load(control, STOP) !== 0) break;
