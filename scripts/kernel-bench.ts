@@ -1,0 +1,65 @@
+/**
+ * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels").
+ * Not a test: run by hand on a quiet machine:
+ *   node --import tsx scripts/kernel-bench.ts [repeats]
+ */
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { quantizeRow } from "../src/tensor/quant/index.js";
+import type { Backend } from "../src/kernels/backend.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+
+const repeats = Number(process.argv[2] ?? 30);
+
+function randomWeights(backend: Backend, type: GGMLType, cols: number, rows: number): Tensor {
+  const rowBytes = rowByteLength(type, cols);
+  const data = backend.allocWeights(rowBytes * rows);
+  const f = new Float32Array(cols);
+  for (let r = 0; r < rows; r++) {
+    for (let i = 0; i < cols; i++) f[i] = Math.random() * 2 - 1;
+    quantizeRow(type, f, data.subarray(r * rowBytes, (r + 1) * rowBytes), cols);
+  }
+  return { name: `${typeName(type)} ${cols}x${rows}`, type, dims: [cols, rows], data };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1]!;
+}
+
+const cases: { type: GGMLType; cols: number; rows: number; tokens: number }[] = [
+  { type: GGMLType.F32, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.Q8_0, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.Q4_0, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.Q4_K, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.Q6_K, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.F16, cols: 4096, rows: 4096, tokens: 1 },
+  { type: GGMLType.Q8_0, cols: 576, rows: 1536, tokens: 128 },
+  { type: GGMLType.Q4_0, cols: 576, rows: 1536, tokens: 128 },
+  { type: GGMLType.F32, cols: 576, rows: 1536, tokens: 128 },
+];
+
+for (const threads of [1, 2]) {
+  const backend = await createWasmBackend({ threads });
+  for (const c of cases) {
+    const w = randomWeights(backend, c.type, c.cols, c.rows);
+    const x = new Float32Array(c.cols * c.tokens).map(() => Math.random() * 2 - 1);
+    const out = new Float32Array(c.rows * c.tokens);
+    for (let i = 0; i < 5; i++) backend.matmul(out, w, x, c.tokens);
+    const times: number[] = [];
+    for (let i = 0; i < repeats; i++) {
+      const t0 = performance.now();
+      backend.matmul(out, w, x, c.tokens);
+      times.push(performance.now() - t0);
+    }
+    const ms = median(times);
+    const gbs = w.data.length / (ms * 1e6);
+    const gflops = (2 * c.cols * c.rows * c.tokens) / (ms * 1e6);
+    const what = c.tokens === 1 ? `matvec ${c.rows}x${c.cols}` : `matmul ${c.tokens}x${c.cols} . ${c.cols}x${c.rows}`;
+    console.log(
+      `${threads} thread${threads > 1 ? "s" : " "}  ${typeName(c.type).padEnd(5)} ${what.padEnd(28)} ${ms.toFixed(3).padStart(8)} ms  ` +
+        (c.tokens === 1 ? `${gbs.toFixed(1)} GB/s` : `${gflops.toFixed(1)} GFLOP/s`),
+    );
+  }
+  backend.dispose();
+}

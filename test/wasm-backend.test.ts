@@ -1,0 +1,241 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
+import { canQuantize, f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
+import type { Backend } from "../src/kernels/backend.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+// @ts-expect-error: a plain .mjs build script without type declarations
+import { ensureWasm } from "../scripts/build-wasm.mjs";
+
+// The wasm kernels against the reference backend (the executable spec, which follows ggml:
+// activations converted to the weight's vec_dot type, exact integer block dots, float64 sums).
+// The wasm kernels sum in f32 in a different order, so they agree to rounding: within
+// 1e-5 * (largest |output| of the matrix). Activation conversion is checked bit for bit in
+// wasm-activations.test.ts.
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+before(async () => {
+  await ensureWasm();
+});
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s / 2 ** 32;
+  };
+}
+
+function uniform(n: number, r: () => number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = r() * 2 - 1;
+  return out;
+}
+
+/** byte offsets of the f16 scale fields in a block, for types without a quantizer (random blocks) */
+const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
+  [GGMLType.Q2_K]: [80, 82],
+  [GGMLType.Q3_K]: [108],
+  [GGMLType.Q5_K]: [0, 2],
+};
+
+function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: number, r: () => number): void {
+  const rb = rowByteLength(type, cols);
+  if (canQuantize(type)) {
+    for (let row = 0; row < rows; row++) quantizeRow(type, uniform(cols, r), data.subarray(row * rb, (row + 1) * rb), cols);
+    return;
+  }
+  for (let i = 0; i < data.length; i++) data[i] = Math.floor(r() * 256);
+  const { typeSize } = typeInfo(type);
+  for (let o = 0; o < data.length; o += typeSize) {
+    for (const f of SCALE_FIELDS[type]!) {
+      const h = f32ToF16Bits((r() + 0.1) * 0.01);
+      data[o + f] = h & 0xff;
+      data[o + f + 1] = h >>> 8;
+    }
+  }
+}
+
+function weights(backend: Backend, type: GGMLType, cols: number, rows: number, seed: number): Tensor {
+  const data = backend.allocWeights(rowByteLength(type, cols) * rows);
+  fillWeights(type, data, cols, rows, rng(seed));
+  return { name: `w.${typeName(type)}`, type, dims: [cols, rows], data };
+}
+
+function assertClose(actual: Float32Array, expected: Float32Array, what: string): void {
+  let scale = 0;
+  for (const v of expected) scale = Math.max(scale, Math.abs(v));
+  const tol = 1e-5 * scale;
+  for (let i = 0; i < expected.length; i++) {
+    if (!(Math.abs(actual[i]! - expected[i]!) <= tol)) {
+      assert.fail(`${what}: out[${i}] = ${actual[i]}, reference ${expected[i]} (tolerance ${tol})`);
+    }
+  }
+}
+
+// wasm kernels first, then the types that fall back to the reference kernels
+const TYPES = [
+  GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
+  GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+];
+
+/** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
+function colsFor(type: GGMLType): number[] {
+  const { blockSize } = typeInfo(type);
+  if (blockSize === 1) return [96, 131];
+  return blockSize === 32 ? [160] : [512];
+}
+
+test("every weight format matches the reference backend (rows 67, tokens 1/3/13, threads 1 and 2, identical bits)", async () => {
+  const reference = createReferenceBackend();
+  const one = await createWasmBackend({ threads: 1 });
+  const two = await createWasmBackend({ threads: 2 });
+  try {
+    let seed = 1;
+    for (const type of TYPES) {
+      for (const cols of colsFor(type)) {
+        const rows = 67;
+        const w1 = weights(one, type, cols, rows, seed);
+        const w2: Tensor = { ...w1, data: two.allocWeights(w1.data.length) };
+        w2.data.set(w1.data);
+        for (const nTokens of [1, 3, 13]) {
+          const x = uniform(nTokens * cols, rng(++seed));
+          const expected = new Float32Array(nTokens * rows);
+          const a = new Float32Array(nTokens * rows);
+          const b = new Float32Array(nTokens * rows);
+          reference.matmul(expected, w1, x, nTokens);
+          one.matmul(a, w1, x, nTokens);
+          two.matmul(b, w2, x, nTokens);
+          const what = `${typeName(type)} ${cols}x${rows}, ${nTokens} tokens`;
+          assertClose(a, expected, what);
+          assert.deepEqual(b, a, `${what}: 2 threads differ from 1 thread`);
+        }
+        seed++;
+      }
+    }
+  } finally {
+    one.dispose();
+    two.dispose();
+  }
+});
+
+test("weights outside the backend's memory are copied in; views stay valid while the memory grows", async () => {
+  const backend = await createWasmBackend({ threads: 2 });
+  const reference = createReferenceBackend();
+  try {
+    const cols = 64;
+    const rows = 9;
+    const first = weights(backend, GGMLType.Q8_0, cols, rows, 7);
+    const firstBytes = first.data.slice();
+    backend.allocWeights(64 << 20); // grows the memory
+    assert.deepEqual(first.data, firstBytes);
+    const plain: Tensor = { ...first, name: "plain", data: first.data.slice() };
+    const x = uniform(2 * cols, rng(8));
+    const expected = new Float32Array(2 * rows);
+    const a = new Float32Array(2 * rows);
+    const b = new Float32Array(2 * rows);
+    reference.matmul(expected, first, x, 2);
+    backend.matmul(a, first, x, 2);
+    backend.matmul(b, plain, x, 2);
+    assertClose(a, expected, "weights allocated before growing");
+    assert.deepEqual(b, a);
+    const ids = [3, 0, 8];
+    const rowsOut = new Float32Array(ids.length * cols);
+    const rowsRef = new Float32Array(ids.length * cols);
+    backend.getRows(rowsOut, first, ids);
+    reference.getRows(rowsRef, first, ids);
+    assert.deepEqual(rowsOut, rowsRef);
+  } finally {
+    backend.dispose();
+  }
+});
+
+test("a model larger than a wasm32 memory fails in allocWeights with an error suggesting a quantized format", async () => {
+  const backend = await createWasmBackend({ threads: 1 });
+  try {
+    assert.throws(() => backend.allocWeights(5 * 2 ** 30), /4 GiB.*Q8_0 or Q4_K/);
+    assert.throws(() => backend.allocWeights(-1), /byteLength/);
+  } finally {
+    backend.dispose();
+  }
+  assert.throws(() => backend.matmul(new Float32Array(1), { name: "w", type: GGMLType.F32, dims: [1, 1], data: new Uint8Array(4) }, new Float32Array(1), 1), /after dispose/);
+});
+
+test("bad shapes are rejected naming the tensor", async () => {
+  const backend = await createWasmBackend({ threads: 1 });
+  try {
+    const w = weights(backend, GGMLType.Q4_0, 64, 4, 1);
+    assert.throws(() => backend.matmul(new Float32Array(4), w, new Float32Array(63), 1), /w\.Q4_0: x holds 63 floats, expected 1 x 64/);
+    assert.throws(() => backend.matmul(new Float32Array(3), w, new Float32Array(64), 1), /w\.Q4_0: out holds 3 floats/);
+    const short: Tensor = { ...w, data: w.data.subarray(0, 10) };
+    assert.throws(() => backend.matmul(new Float32Array(4), short, new Float32Array(64), 1), /w\.Q4_0 .* needs 144 bytes, has 10/);
+  } finally {
+    backend.dispose();
+  }
+});
+
+test("a matmul completes while another process keeps a core busy", async () => {
+  const busy = spawn(process.execPath, ["-e", "const end = Date.now() + 1500; while (Date.now() < end);"], { stdio: "ignore" });
+  const exited = new Promise((resolve) => busy.once("exit", resolve));
+  const backend = await createWasmBackend({ threads: 2 });
+  const reference = createReferenceBackend();
+  try {
+    const w = weights(backend, GGMLType.Q8_0, 1024, 256, 3);
+    const x = uniform(4 * 1024, rng(4));
+    const expected = new Float32Array(4 * 256);
+    reference.matmul(expected, w, x, 4);
+    const out = new Float32Array(4 * 256);
+    const end = Date.now() + 1000;
+    let runs = 0;
+    while (Date.now() < end || runs < 3) {
+      backend.matmul(out, w, x, 4);
+      runs++;
+    }
+    assertClose(out, expected, "under load");
+  } finally {
+    backend.dispose();
+    await exited;
+  }
+});
+
+/** runs a script in a fresh Node process (through tsx, from the project root); resolves with its exit code */
+function runChild(code: string, timeoutMs: number): Promise<{ code: number | null; stderr: string; timedOut: boolean }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: root, stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, timeoutMs);
+    child.once("exit", (exitCode) => {
+      clearTimeout(timer);
+      resolve({ code: exitCode, stderr, timedOut });
+    });
+  });
+}
+
+test("the process exits by itself after dispose(), and also when dispose() is never called", async () => {
+  const body = (dispose: boolean): string => `
+    import { createWasmBackend } from "./src/kernels/wasm/index.ts";
+    const b = await createWasmBackend({ threads: 2 });
+    const w = { name: "w", type: 0, dims: [8, 8], data: b.allocWeights(256) };
+    b.matmul(new Float32Array(8), w, new Float32Array(8), 1);
+    ${dispose ? "b.dispose();" : ""}`;
+  for (const dispose of [true, false]) {
+    const r = await runChild(body(dispose), 30000);
+    assert.equal(r.timedOut, false, `process with dispose=${dispose} did not exit: ${r.stderr}`);
+    assert.equal(r.code, 0, r.stderr);
+  }
+});
