@@ -31,7 +31,8 @@ export function roundRowsBF16(x: usize, n: i32): void {
 
 /**
  * ggml's quantize_row_q8_0_ref for one row of n floats: per 32 values d = max|x| / 127,
- * q = roundf(x / d). Stored split for the kernels: n int8 at qs, n/32 scales at sc as the
+ * q = roundf(x / d). Stored split for the kernels: n quants at qs
+ * as int16 (pre-widened: the kernels load them straight into dot_i16x8_s), n/32 scales at sc as the
  * f32 value of the f16 that ggml stores.
  */
 export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
@@ -42,20 +43,20 @@ export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
     const d: f32 = amax / 127;
     const id: f32 = d != 0 ? <f32>1 / d : 0;
     store<f32>(sc + (<usize>b << 2), f16(f32ToF16Bits(d)));
-    const qb = qs + (<usize>b << 5);
-    for (let j = 0; j < 32; j++) store<i8>(qb + j, <i8>roundAway(load<f32>(xb + (<usize>j << 2)) * id));
+    const qb = qs + (<usize>b << 6);
+    for (let j = 0; j < 32; j++) store<i16>(qb + (<usize>j << 1), <i16>roundAway(load<f32>(xb + (<usize>j << 2)) * id));
   }
 }
 
 /**
  * ggml's quantize_row_q8_K_ref for one row of n floats: per 256 values scale -127 / (the value
- * of largest magnitude), q rounded ties to even and capped at 127. Stored split: n int8 at qs,
+ * of largest magnitude), q rounded ties to even and capped at 127. Stored split: n quants at qs as int16,
  * n/256 f32 scales d at sc, n/16 int32 group sums ("bsums") at bs.
  */
 export function quantizeRowQ8_K(x: usize, qs: usize, sc: usize, bs: usize, n: i32): void {
   for (let b = 0; b < n >> 8; b++) {
     const xb = x + (<usize>b << 10);
-    const qb = qs + (<usize>b << 8);
+    const qb = qs + (<usize>b << 9);
     const bb = bs + (<usize>b << 6);
     let amax: f32 = 0;
     let mx: f32 = 0;
@@ -67,7 +68,7 @@ export function quantizeRowQ8_K(x: usize, qs: usize, sc: usize, bs: usize, n: i3
       }
     }
     if (amax == 0) {
-      memory.fill(qb, 0, 256);
+      memory.fill(qb, 0, 512);
       memory.fill(bb, 0, 64);
       store<f32>(sc + (<usize>b << 2), 0);
       continue;
@@ -78,7 +79,7 @@ export function quantizeRowQ8_K(x: usize, qs: usize, sc: usize, bs: usize, n: i3
       for (let i = 0; i < 16; i++) {
         const j = (g << 4) + i;
         const q = min<i32>(127, <i32>nearest<f32>(iscale * load<f32>(xb + (<usize>j << 2))));
-        store<i8>(qb + j, <i8>q);
+        store<i16>(qb + (<usize>j << 1), <i16>q);
         sum += q;
       }
       store<i32>(bb + (<usize>g << 2), sum);

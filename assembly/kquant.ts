@@ -28,9 +28,9 @@ import { dot16, dot16u, hsumI32 } from "./simd";
     const q = p + 16 + (<usize>j << 5);
     const v0 = v128.load(q);
     const v1 = v128.load(q, 16);
-    const x = qx + (<usize>j << 6);
-    const pa = i32x4.add(dot16u(v128.and(v0, mask), x), dot16u(v128.and(v1, mask), x + 16));
-    const pb = i32x4.add(dot16u(i8x16.shr_u(v0, 4), x + 32), dot16u(i8x16.shr_u(v1, 4), x + 48));
+    const x = qx + (<usize>j << 7);
+    const pa = i32x4.add(dot16u(v128.and(v0, mask), x), dot16u(v128.and(v1, mask), x + 32));
+    const pb = i32x4.add(dot16u(i8x16.shr_u(v0, 4), x + 64), dot16u(i8x16.shr_u(v1, 4), x + 96));
     const s0 = scaleMinK4(sc, 2 * j, 0);
     const s1 = scaleMinK4(sc, 2 * j + 1, 0);
     isum = i32x4.add(isum, i32x4.add(i32x4.mul(pa, i32x4.splat(s0)), i32x4.mul(pb, i32x4.splat(s1))));
@@ -59,9 +59,10 @@ import { dot16, dot16u, hsumI32 } from "./simd";
     const ql = p + (<usize>n << 6);
     const qh = p + 128 + (<usize>n << 5);
     const sc = p + 192 + (<usize>n << 3);
-    const x = qx + (<usize>n << 7);
+    const x = qx + (<usize>n << 8);
     for (let c = 0; c < 2; c++) {
       const o = <usize>c << 4;
+      const xo = x + (o << 1);
       const l0 = v128.load(ql + o);
       const l1 = v128.load(ql + o, 32);
       const h = v128.load(qh + o);
@@ -70,10 +71,10 @@ import { dot16, dot16u, hsumI32 } from "./simd";
       const q2 = i8x16.sub(v128.or(v128.and(l1, m4), i8x16.shl(v128.and(i8x16.shr_u(h, 2), m2), 4)), k32);
       const q3 = i8x16.sub(v128.or(i8x16.shr_u(l0, 4), i8x16.shl(v128.and(i8x16.shr_u(h, 4), m2), 4)), k32);
       const q4 = i8x16.sub(v128.or(i8x16.shr_u(l1, 4), i8x16.shl(i8x16.shr_u(h, 6), 4)), k32);
-      isum = i32x4.add(isum, i32x4.mul(dot16(q1, x + o), i32x4.splat(<i32>load<i8>(sc + c))));
-      isum = i32x4.add(isum, i32x4.mul(dot16(q2, x + o + 32), i32x4.splat(<i32>load<i8>(sc + c + 2))));
-      isum = i32x4.add(isum, i32x4.mul(dot16(q3, x + o + 64), i32x4.splat(<i32>load<i8>(sc + c + 4))));
-      isum = i32x4.add(isum, i32x4.mul(dot16(q4, x + o + 96), i32x4.splat(<i32>load<i8>(sc + c + 6))));
+      isum = i32x4.add(isum, i32x4.mul(dot16(q1, xo), i32x4.splat(<i32>load<i8>(sc + c))));
+      isum = i32x4.add(isum, i32x4.mul(dot16(q2, xo + 64), i32x4.splat(<i32>load<i8>(sc + c + 2))));
+      isum = i32x4.add(isum, i32x4.mul(dot16(q3, xo + 128), i32x4.splat(<i32>load<i8>(sc + c + 4))));
+      isum = i32x4.add(isum, i32x4.mul(dot16(q4, xo + 192), i32x4.splat(<i32>load<i8>(sc + c + 6))));
     }
   }
   return (f16(load<u16>(p, 208)) * dx) * <f32>hsumI32(isum);
@@ -88,7 +89,7 @@ export function matQ4_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
       let sum: f32 = 0;
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
-        sum += superQ4_K(wr + <usize>b * 144, xq + (i << 8), load<f32>(xd + (i << 2)), xb + (i << 6));
+        sum += superQ4_K(wr + <usize>b * 144, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
     }
@@ -104,7 +105,7 @@ export function matQ6_K(w: usize, rowBytes: usize, xq: usize, xd: usize, out: us
       let sum: f32 = 0;
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
-        sum += superQ6_K(wr + <usize>b * 210, xq + (i << 8), load<f32>(xd + (i << 2)));
+        sum += superQ6_K(wr + <usize>b * 210, xq + (i << 9), load<f32>(xd + (i << 2)));
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
     }

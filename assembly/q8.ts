@@ -1,7 +1,8 @@
 // Q8_0 and Q4_0 weights against Q8_0 activations (ggml's vec_dot_q8_0_q8_0 / q4_0_q8_0):
 // per block of 32 an exact integer dot (widen int8 to int16, i32x4.dot_i16x8_s), scaled by
 // weight scale * activation scale into four float lanes per row. Four rows share each block
-// of activations loaded into registers.
+// of activations loaded into registers; for batches, 4x4 tiles of rows x tokens decode each
+// weight block once per four tokens.
 import { f16 } from "./half";
 import { hsumF32, scaleAdd } from "./simd";
 
@@ -38,26 +39,26 @@ import { hsumF32, scaleAdd } from "./simd";
 }
 
 // @ts-ignore: decorator
-@inline function rows4(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r: i32): void {
+@inline function rows4(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32): void {
   const bb = blockBytes(kind);
   const nb = cols >> 5;
   const w0 = w + <usize>r * rowBytes;
   const w1 = w0 + rowBytes;
   const w2 = w1 + rowBytes;
   const w3 = w2 + rowBytes;
-  for (let t = 0; t < nTok; t++) {
-    const qx = xq + <usize>t * <usize>cols;
+  for (let t = tStart; t < nTok; t++) {
+    const qx = xq + ((<usize>t * <usize>cols) << 1);
     const sx = xs + ((<usize>t * <usize>nb) << 2);
     let a0 = f32x4.splat(0);
     let a1 = f32x4.splat(0);
     let a2 = f32x4.splat(0);
     let a3 = f32x4.splat(0);
     for (let b = 0; b < nb; b++) {
-      const px = qx + (<usize>b << 5);
-      const x0 = v128.load8x8_s(px);
-      const x1 = v128.load8x8_s(px, 8);
-      const x2 = v128.load8x8_s(px, 16);
-      const x3 = v128.load8x8_s(px, 24);
+      const px = qx + (<usize>b << 6);
+      const x0 = v128.load(px);
+      const x1 = v128.load(px, 16);
+      const x2 = v128.load(px, 32);
+      const x3 = v128.load(px, 48);
       const dx = load<f32>(sx + (<usize>b << 2));
       const o = <usize>b * bb;
       a0 = scaleAdd(a0, blockDot(kind, w0 + o, x0, x1, x2, x3), f16(load<u16>(w0 + o)) * dx);
@@ -79,27 +80,120 @@ import { hsumF32, scaleAdd } from "./simd";
   const nb = cols >> 5;
   const w0 = w + <usize>r * rowBytes;
   for (let t = 0; t < nTok; t++) {
-    const qx = xq + <usize>t * <usize>cols;
+    const qx = xq + ((<usize>t * <usize>cols) << 1);
     const sx = xs + ((<usize>t * <usize>nb) << 2);
     let a0 = f32x4.splat(0);
     for (let b = 0; b < nb; b++) {
-      const px = qx + (<usize>b << 5);
+      const px = qx + (<usize>b << 6);
       const o = <usize>b * bb;
-      const s = blockDot(kind, w0 + o, v128.load8x8_s(px), v128.load8x8_s(px, 8), v128.load8x8_s(px, 16), v128.load8x8_s(px, 24));
+      const s = blockDot(kind, w0 + o, v128.load(px), v128.load(px, 16), v128.load(px, 32), v128.load(px, 48));
       a0 = scaleAdd(a0, s, f16(load<u16>(w0 + o)) * load<f32>(sx + (<usize>b << 2)));
     }
     store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
   }
 }
 
-export function matQ8_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+
+/** [sum(a), sum(b), sum(c), sum(d)]: four integer dots reduced into one vector's lanes */
+// @ts-ignore: decorator
+@inline function lanesSum(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = i32x4.add(i32x4.shuffle(a, b, 0, 4, 1, 5), i32x4.shuffle(a, b, 2, 6, 3, 7));
+  const cd = i32x4.add(i32x4.shuffle(c, d, 0, 4, 1, 5), i32x4.shuffle(c, d, 2, 6, 3, 7));
+  return i32x4.add(i32x4.shuffle(ab, cd, 0, 1, 4, 5), i32x4.shuffle(ab, cd, 2, 3, 6, 7));
+}
+
+// @ts-ignore: decorator
+@inline function dotX(w0: v128, w1: v128, w2: v128, w3: v128, q: usize): v128 {
+  let s = i32x4.dot_i16x8_s(w0, v128.load(q));
+  s = i32x4.add(s, i32x4.dot_i16x8_s(w1, v128.load(q, 16)));
+  s = i32x4.add(s, i32x4.dot_i16x8_s(w2, v128.load(q, 32)));
+  return i32x4.add(s, i32x4.dot_i16x8_s(w3, v128.load(q, 48)));
+}
+
+/**
+ * One weight block (at p) against the same block of four tokens (int16 at q, q + 2 * cols, ...): the
+ * block is loaded and widened once for the four tokens; acc lanes are the four tokens.
+ */
+// @ts-ignore: decorator
+@inline function tileBlock(kind: i32, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
+  let w0: v128, w1: v128, w2: v128, w3: v128;
+  if (kind == 0) {
+    w0 = v128.load8x8_s(p, 2);
+    w1 = v128.load8x8_s(p, 10);
+    w2 = v128.load8x8_s(p, 18);
+    w3 = v128.load8x8_s(p, 26);
+  } else {
+    const v = v128.load(p, 2);
+    const lo = i8x16.sub(v128.and(v, i8x16.splat(0x0f)), i8x16.splat(8));
+    const hi = i8x16.sub(i8x16.shr_u(v, 4), i8x16.splat(8));
+    w0 = i16x8.extend_low_i8x16_s(lo);
+    w1 = i16x8.extend_high_i8x16_s(lo);
+    w2 = i16x8.extend_low_i8x16_s(hi);
+    w3 = i16x8.extend_high_i8x16_s(hi);
+  }
+  const s = lanesSum(dotX(w0, w1, w2, w3, q), dotX(w0, w1, w2, w3, q + 2 * cols), dotX(w0, w1, w2, w3, q + 4 * cols), dotX(w0, w1, w2, w3, q + 6 * cols));
+  return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(s), f32x4.mul(dx, f32x4.splat(f16(load<u16>(p))))));
+}
+
+// @ts-ignore: decorator
+@inline function storeLanes(out: usize, rows: usize, v: v128): void {
+  store<f32>(out, f32x4.extract_lane(v, 0));
+  store<f32>(out + (rows << 2), f32x4.extract_lane(v, 1));
+  store<f32>(out + (rows << 3), f32x4.extract_lane(v, 2));
+  store<f32>(out + rows * 12, f32x4.extract_lane(v, 3));
+}
+
+/** four rows x four tokens (t .. t+3): each weight block is decoded once per four tokens (prefill) */
+// @ts-ignore: decorator
+@inline function tile4x4(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+  const bb = blockBytes(kind);
+  const nb = cols >> 5;
+  const w0 = w + <usize>r * rowBytes;
+  const w1 = w0 + rowBytes;
+  const w2 = w1 + rowBytes;
+  const w3 = w2 + rowBytes;
+  const qx = xq + ((<usize>t * <usize>cols) << 1);
+  const sx = xs + ((<usize>t * <usize>nb) << 2);
+  const sStride = <usize>nb << 2;
+  let a0 = f32x4.splat(0);
+  let a1 = f32x4.splat(0);
+  let a2 = f32x4.splat(0);
+  let a3 = f32x4.splat(0);
+  for (let b = 0; b < nb; b++) {
+    const sb = sx + (<usize>b << 2);
+    let dx = f32x4.splat(load<f32>(sb));
+    dx = f32x4.replace_lane(dx, 1, load<f32>(sb + sStride));
+    dx = f32x4.replace_lane(dx, 2, load<f32>(sb + 2 * sStride));
+    dx = f32x4.replace_lane(dx, 3, load<f32>(sb + 3 * sStride));
+    const q = qx + (<usize>b << 6);
+    const o = <usize>b * bb;
+    a0 = tileBlock(kind, w0 + o, q, cols, dx, a0);
+    a1 = tileBlock(kind, w1 + o, q, cols, dx, a1);
+    a2 = tileBlock(kind, w2 + o, q, cols, dx, a2);
+    a3 = tileBlock(kind, w3 + o, q, cols, dx, a3);
+  }
+  const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
+  storeLanes(ot, rows, a0);
+  storeLanes(ot + 4, rows, a1);
+  storeLanes(ot + 8, rows, a2);
+  storeLanes(ot + 12, rows, a3);
+}
+
+// @ts-ignore: decorator
+@inline function matQ(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   let r = r0;
-  for (; r + 4 <= r1; r += 4) rows4(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
-  for (; r < r1; r++) rows1(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+  for (; r + 4 <= r1; r += 4) {
+    let t = 0;
+    for (; t + 4 <= nTok; t += 4) tile4x4(kind, w, rowBytes, xq, xs, out, rows, cols, t, r);
+    rows4(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r);
+  }
+  for (; r < r1; r++) rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+}
+
+export function matQ8_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ4_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  let r = r0;
-  for (; r + 4 <= r1; r += 4) rows4(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
-  for (; r < r1; r++) rows1(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+  matQ(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

@@ -19,14 +19,14 @@
 }
 
 /**
- * Integer dot of 16 int8 weights (one i8x16 register) with 16 int8 activations at x:
- * widen both to i16 and multiply-add pairs into four i32 lanes.
+ * Integer dot of 16 int8 weights (one i8x16 register) with 16 activations at x (int8
+ * values stored as int16): widen the weights to i16 and multiply-add pairs into four i32 lanes.
  */
 // @ts-ignore: decorator
 @inline export function dot16(q: v128, x: usize): v128 {
   return i32x4.add(
-    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(q), v128.load8x8_s(x)),
-    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(q), v128.load8x8_s(x, 8)),
+    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(q), v128.load(x)),
+    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(q), v128.load(x, 16)),
   );
 }
 
@@ -34,7 +34,7 @@
 // @ts-ignore: decorator
 @inline export function dot16u(q: v128, x: usize): v128 {
   return i32x4.add(
-    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(q), v128.load8x8_s(x)),
-    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(q), v128.load8x8_s(x, 8)),
+    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(q), v128.load(x)),
+    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(q), v128.load(x, 16)),
   );
 }

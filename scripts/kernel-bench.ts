@@ -1,7 +1,7 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels").
  * Not a test: run by hand on a quiet machine:
- *   node --import tsx scripts/kernel-bench.ts [repeats]
+ *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2]
  */
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
@@ -10,6 +10,8 @@ import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 
 const repeats = Number(process.argv[2] ?? 30);
+/** thread counts to measure, e.g. "1,2" (default) */
+const threadCounts = (process.argv[3] ?? "1,2").split(",").map(Number);
 
 function randomWeights(backend: Backend, type: GGMLType, cols: number, rows: number): Tensor {
   const rowBytes = rowByteLength(type, cols);
@@ -39,7 +41,7 @@ const cases: { type: GGMLType; cols: number; rows: number; tokens: number }[] = 
   { type: GGMLType.F32, cols: 576, rows: 1536, tokens: 128 },
 ];
 
-for (const threads of [1, 2]) {
+for (const threads of threadCounts) {
   const backend = await createWasmBackend({ threads });
   for (const c of cases) {
     const w = randomWeights(backend, c.type, c.cols, c.rows);

@@ -65,7 +65,7 @@ test("Q8_0 and Q8_K activation quantization equals quantizeRow byte for byte", (
   x.fill(0, 512, 768);
   x[600] = -3;
   const xp = arena.alloc(n * 4, "x");
-  const qs = arena.alloc(n, "qs");
+  const qs = arena.alloc(n * 2, "qs (int16)");
   const sc = arena.alloc(n, "scales");
   const bs = arena.alloc(n * 4, "bsums");
   new Float32Array(arena.buffer, xp, n).set(x);
@@ -73,7 +73,7 @@ test("Q8_0 and Q8_K activation quantization equals quantizeRow byte for byte", (
   kernels.quantizeRowQ8_0(xp, qs, sc, n);
   const q8_0 = new Uint8Array(rowByteLength(GGMLType.Q8_0, n));
   quantizeRow(GGMLType.Q8_0, x, q8_0, n);
-  const wq = new Int8Array(arena.buffer, qs, n);
+  const wq = new Int16Array(arena.buffer, qs, n);
   const ws = new Float32Array(arena.buffer, sc, n / 32);
   for (let b = 0; b < n / 32; b++) {
     const o = b * 34;

@@ -38,9 +38,9 @@ const INITIAL_SCRATCH = 8 << 20;
 const MAX_SCRATCH = 64 << 20;
 const align64 = (n: number): number => Math.ceil(n / 64) * 64;
 
-/** scratch bytes of one token of a matmul: f32 x, int8 q, scales, group sums, f32 out */
+/** scratch bytes of one token of a matmul: f32 x, int16 q, scales, group sums, f32 out */
 function bytesPerToken(cols: number, rows: number): number {
-  return align64(cols * 4) + align64(cols) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
+  return align64(cols * 4) + align64(cols * 2) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
 }
 
 export async function createWasmBackend(options: WasmBackendOptions = {}): Promise<Backend> {
@@ -99,7 +99,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   function pass(kind: C.Kind, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
     const xf = scratch;
     const xq = xf + align64(nTok * cols * 4);
-    const xs = xq + align64(nTok * cols);
+    const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
     const o = xb + align64((nTok * cols / 16) * 4);
     const buffer = arena.buffer;
@@ -108,11 +108,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
-      for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols, xs + (t * cols / 32) * 4, cols);
+      for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
     } else if (kind === C.Kind.Q4_K || kind === C.Kind.Q6_K) {
       for (let t = 0; t < nTok; t++) {
-        kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
+        kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
       }
       xPtr = xq;
     }

@@ -51,4 +51,4 @@ export enum Kind {
  * ~1.5 us, wait/notify in ~8 us, but a thread that only polls starves the others on a loaded
  * machine, so the poll is kept to some tens of microseconds.
  */
-export const SPIN_ITERATIONS = 20000;
+export const SPIN_ITERATIONS = 5000;
