@@ -1,5 +1,5 @@
 // Activation conversion to the weight's vec_dot type, as ggml does before every dot product
-// (and exactly as src/tensor/quant quantizes: same f32 operations, same roundings).
+// (exactly as the reference backend converts them: same f32 operations, same roundings).
 import { f16, f32ToF16Bits, roundBF16 } from "./half";
 
 /** x rounded through f16 and back, in place (the vec_dot type of F16 weights) */
@@ -18,22 +18,13 @@ export function roundRowsBF16(x: usize, n: i32): void {
   }
 }
 
-// C's roundf: to nearest, ties away from zero (v - trunc(v) is exact in f32)
-// @ts-ignore: decorator
-@inline function roundAway(v: f32): i32 {
-  const t = trunc<f32>(v);
-  const r = v - t;
-  let q = <i32>t;
-  if (r >= 0.5) q++;
-  else if (r <= -0.5) q--;
-  return q;
-}
-
 /**
- * ggml's quantize_row_q8_0_ref for one row of n floats: per 32 values d = max|x| / 127,
- * q = roundf(x / d). Stored split for the kernels: n quants at qs
- * as int16 (pre-widened: the kernels load them straight into dot_i16x8_s), n/32 scales at sc as the
- * f32 value of the f16 that ggml stores.
+ * Q8_0 activations as llama.cpp's x86 CPU backend quantizes them (ggml-cpu's SIMD
+ * quantize_row_q8_0, which differs from the reference quantizer used for weights): per 32
+ * values d = max|x| / 127 and q = round-to-nearest-even(x * (127 / max|x|)). Must agree with
+ * src/kernels/reference/activation-quant.ts. Stored split for the kernels: n quants at qs as
+ * int16 (pre-widened: the kernels load them straight into dot_i16x8_s), n/32 scales at sc as
+ * the f32 value of the f16 that ggml stores.
  */
 export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
   for (let b = 0; b < n >> 5; b++) {
@@ -41,10 +32,10 @@ export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
     let amax: f32 = 0;
     for (let j = 0; j < 32; j++) amax = max<f32>(amax, abs<f32>(load<f32>(xb + (<usize>j << 2))));
     const d: f32 = amax / 127;
-    const id: f32 = d != 0 ? <f32>1 / d : 0;
+    const id: f32 = amax != 0 ? <f32>127 / amax : 0;
     store<f32>(sc + (<usize>b << 2), f16(f32ToF16Bits(d)));
     const qb = qs + (<usize>b << 6);
-    for (let j = 0; j < 32; j++) store<i16>(qb + (<usize>j << 1), <i16>roundAway(load<f32>(xb + (<usize>j << 2)) * id));
+    for (let j = 0; j < 32; j++) store<i16>(qb + (<usize>j << 1), <i16><i32>nearest<f32>(load<f32>(xb + (<usize>j << 2)) * id));
   }
 }
 

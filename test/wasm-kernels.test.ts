@@ -1,3 +1,4 @@
+import { quantizeActivationsQ8_0 } from "../src/kernels/reference/activation-quant.js";
 import assert from "node:assert/strict";
 import { before, test } from "node:test";
 import { GGMLType, rowByteLength } from "../src/tensor/dtypes.js";
@@ -56,7 +57,7 @@ test("activations rounded through f16 and bf16 equal the TS conversions bit for 
   }
 });
 
-test("Q8_0 and Q8_K activation quantization equals quantizeRow byte for byte", () => {
+test("Q8_0 and Q8_K activation quantization equals the reference backend's byte for byte", () => {
   const { arena, kernels } = setup();
   const n = 2048;
   const x = inputs(n, 2);
@@ -72,7 +73,7 @@ test("Q8_0 and Q8_K activation quantization equals quantizeRow byte for byte", (
 
   kernels.quantizeRowQ8_0(xp, qs, sc, n);
   const q8_0 = new Uint8Array(rowByteLength(GGMLType.Q8_0, n));
-  quantizeRow(GGMLType.Q8_0, x, q8_0, n);
+  quantizeActivationsQ8_0(q8_0, x, n);
   const wq = new Int16Array(arena.buffer, qs, n);
   const ws = new Float32Array(arena.buffer, sc, n / 32);
   for (let b = 0; b < n / 32; b++) {
