@@ -4,12 +4,17 @@
  * $TSLLM_CACHE or ~/.cache/tsllm/models), one summary table at the end.
  *
  *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128]
- *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp] [--json]
+ *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp]
+ *                    [--timeout S] [--json]
+ *
+ * A model whose runs fail (or hang past --timeout, default 600 s per run) is reported and
+ * skipped; the exit code is then 1.
  *
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
 import { formatReport, formatSummary, runBenchmark, type BenchReport } from "../src/bench/index.js";
+import { seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, SMOLLM_135M, TINYLLAMA_1_1B, type RandomModelSpec } from "../src/testing/index.js";
@@ -33,10 +38,11 @@ async function main(argv: string[]): Promise<void> {
     repetitions: { type: "string" },
     backend: { type: "string" },
     "no-llama-cpp": { type: "boolean" },
+    timeout: { type: "string" },
     json: { type: "boolean" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--json]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n`);
     return;
   }
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
@@ -50,6 +56,7 @@ async function main(argv: string[]): Promise<void> {
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
   const results: { name: string; type: string; report: BenchReport }[] = [];
+  const failures: { name: string; error: string }[] = [];
   for (const e of selected) {
     log(`${e.name}: preparing the model (generated once, then cached)...\n`);
     const modelPath = await ensureRandomModel(e.spec);
@@ -62,14 +69,22 @@ async function main(argv: string[]): Promise<void> {
       genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
       repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
       vsLlamaCpp: !flag(values, "no-llama-cpp"),
+      timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
       onSample: (engine, r, s) =>
         log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
+    }).catch((err: unknown) => {
+      const error = err instanceof Error ? err.message : String(err);
+      failures.push({ name: e.name, error });
+      log(`${e.name}: FAILED: ${error}\n\n`);
+      return undefined;
     });
+    if (!report) continue;
     log(formatReport(report) + "\n");
     results.push({ name: e.name, type: typeName(e.spec.weightType), report });
   }
-  if (json) process.stdout.write(JSON.stringify(results) + "\n");
-  else process.stdout.write(formatSummary(results));
+  if (json) process.stdout.write(JSON.stringify({ results, failures }) + "\n");
+  else process.stdout.write(formatSummary(results) + failures.map((f) => `${f.name}: FAILED: ${f.error}\n`).join(""));
+  if (failures.length > 0) process.exitCode = 1;
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -21,20 +21,29 @@ export function workerCommand(): { command: string; args: string[] } {
   return { command: process.execPath, args: [script] };
 }
 
-/** Runs one job in a fresh child process and returns its sample. */
-export function runWorker(job: WorkerJob): Promise<EngineSample> {
+/** default limit for one child run: a hung engine (e.g. a deadlocked thread pool) must not stall a whole benchmark */
+export const DEFAULT_WORKER_TIMEOUT_MS = 10 * 60 * 1000;
+
+/** Runs one job in a fresh child process and returns its sample; the child is killed after `timeoutMs`. */
+export function runWorker(job: WorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS): Promise<EngineSample> {
   const { command, args } = workerCommand();
   return new Promise((resolve, reject) => {
     const child = spawn(command, [...args, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, timeoutMs);
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     child.on("error", (e) => reject(new Error(`${job.engine} bench worker could not start: ${e.message}`)));
     child.on("close", (code, signal) => {
+      clearTimeout(timer);
       const line = stdout.split("\n").find((l) => l.startsWith(RESULT_PREFIX));
       if (code !== 0 || line === undefined) {
-        const why = signal ? `was killed by ${signal}` : `exited with code ${String(code)}`;
+        const why = timedOut ? `did not finish within ${(timeoutMs / 1000).toFixed(0)} s (killed)` : signal ? `was killed by ${signal}` : `exited with code ${String(code)}`;
         const tail = stderr.trim().split("\n").slice(-5).join("\n");
         reject(new Error(`${job.engine} bench worker on ${job.modelPath} ${why}${tail ? `: ${tail}` : " and printed no result"}`));
         return;

@@ -11,6 +11,8 @@ export interface BenchOptions {
   readonly repetitions: number;
   readonly backend?: "wasm" | "reference";
   readonly vsLlamaCpp?: boolean;
+  /** limit for each child run (default DEFAULT_WORKER_TIMEOUT_MS, 10 minutes) */
+  readonly timeoutMs?: number;
   /** called after each child finishes (progress output) */
   readonly onSample?: (engine: string, repetition: number, sample: EngineSample) => void;
 }
@@ -33,11 +35,11 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
   const ts: EngineSample[] = [];
   const lc: EngineSample[] = [];
   for (let r = 0; r < o.repetitions; r++) {
-    const s = await runWorker(tsJob);
+    const s = await runWorker(tsJob, o.timeoutMs);
     ts.push(s);
     o.onSample?.("tsllm", r, s);
     if (o.vsLlamaCpp) {
-      const l = await runWorker(lcJob);
+      const l = await runWorker(lcJob, o.timeoutMs);
       lc.push(l);
       o.onSample?.("llama.cpp", r, l);
     }

@@ -16,6 +16,7 @@ Options:
   --repetitions N       runs per engine (default 3)
   --backend NAME        tsllm backend: wasm (default) or reference
   --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
+  --timeout S           kill a run that takes longer than S seconds (default 600)
   --json                print one JSON object (medians, ratios and every sample) and nothing else
   -h, --help            show this help
 `;
@@ -29,6 +30,7 @@ export async function runBench(argv: string[]): Promise<void> {
     repetitions: { type: "string" },
     backend: { type: "string" },
     "vs-llama-cpp": { type: "boolean" },
+    timeout: { type: "string" },
     json: { type: "boolean" },
   });
   if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
@@ -44,8 +46,13 @@ export async function runBench(argv: string[]): Promise<void> {
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: flag(values, "vs-llama-cpp"),
+    timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
     onSample: json ? undefined : (engine, r, s) =>
       process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
   });
   process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
+}
+
+export function seconds(s: number | undefined): number | undefined {
+  return s === undefined ? undefined : s * 1000;
 }
