@@ -1,12 +1,11 @@
-import { statSync } from "node:fs";
-import { readGGUFHeader } from "./formats/gguf-reader.js";
-import { GGUFMetadata } from "./formats/gguf-reader.js";
+import type { GGUFMetadata } from "./formats/gguf-reader.js";
 import { generateSteps, type GenerateOptions, type GenerationContext, type GenerationResult, type GenerationStep } from "./generation/generate.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
 import type { LanguageModel, ModelInfo } from "./models/model.js";
-import { buildModel } from "./models/registry.js";
-import { tokenizerFromGGUF, type Tokenizer } from "./tokenizer/index.js";
+import { openModel } from "./models/open.js";
+import { resolveModelReference } from "./hub/resolve.js";
+import { openTokenizer, type Tokenizer } from "./tokenizer/index.js";
 
 export interface LoadModelOptions {
   /** compute backend: "wasm" (SIMD + worker threads, the default when available) or "reference" (plain TypeScript) */
@@ -83,16 +82,14 @@ export class Model {
   }
 }
 
-/** Loads a GGUF model file: header, tokenizer, weights (straight into the backend's memory). */
-export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<Model> {
+/** Loads a model (a .gguf file): header, tokenizer, weights (straight into the backend's memory). */
+export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now();
-  assertFile(path);
-  const header = readGGUFHeader(path);
-  const metadata = new GGUFMetadata(path, header.metadata);
-  const tokenizer = tokenizerFromGGUF(metadata);
+  const opened = openModel(await resolveModelReference(ref));
+  const { path, tokenizer, metadata } = opened;
   const backend = await createBackend(options.backend, { threads: options.threads });
   try {
-    const model = buildModel(header, backend);
+    const model = opened.build(backend);
     if (tokenizer.vocabSize > model.info.vocabSize) {
       throw new Error(`${path}: the tokenizer has ${tokenizer.vocabSize} tokens but the model's embedding has ${model.info.vocabSize} rows`);
     }
@@ -106,19 +103,7 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   }
 }
 
-/** Loads just the tokenizer of a GGUF file (vocab-only files work too). */
-export async function loadTokenizer(path: string): Promise<Tokenizer> {
-  assertFile(path);
-  const header = readGGUFHeader(path);
-  return tokenizerFromGGUF(new GGUFMetadata(path, header.metadata));
-}
-
-function assertFile(path: string): void {
-  let st;
-  try {
-    st = statSync(path);
-  } catch {
-    throw new Error(`model file not found: ${path}`);
-  }
-  if (!st.isFile()) throw new Error(`${path} is not a file (expected a .gguf model file)`);
+/** Loads just the tokenizer of a model (vocab-only GGUF files work too). */
+export async function loadTokenizer(ref: string): Promise<Tokenizer> {
+  return openTokenizer(await resolveModelReference(ref));
 }

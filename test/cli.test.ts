@@ -40,7 +40,7 @@ test("usage errors print one line and exit 2", () => {
 test("a missing or corrupt model file is one clear error line naming the file", () => {
   const missing = tsllm("generate", "--model", join(dir, "nope.gguf"), "--prompt", "hi");
   assert.equal(missing.code, 1);
-  assert.match(missing.stderr, /model file not found: .*nope\.gguf/);
+  assert.match(missing.stderr, /model not found: .*nope\.gguf/);
   const bad = join(dir, "bad.gguf");
   writeFileSync(bad, Buffer.from("GGML this is not a gguf file"));
   for (const cmd of ["generate", "inspect", "tokenize"]) {

@@ -8,3 +8,4 @@ export { bertNormalize, bertSplit, isChineseChar, type BertNormalizeOptions } fr
 export { byteLevelEncode, byteLevelDecode } from "./byte-level.js";
 export { preTokenizerPatterns, regexSplit, KNOWN_PRE_TOKENIZERS } from "./pre-tokenizers.js";
 export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-split.js";
+export { openTokenizer } from "./open.js";
