@@ -13,7 +13,7 @@
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
-import { formatReport, formatSummary, runBenchmark, type BenchReport } from "../src/bench/index.js";
+import { formatReport, formatSummary, runBenchmark, type BenchOptions, type BenchReport, type EngineSample } from "../src/bench/index.js";
 import { seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
@@ -55,24 +55,29 @@ async function main(argv: string[]): Promise<void> {
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
-  const results: { name: string; type: string; report: BenchReport }[] = [];
-  const failures: { name: string; error: string }[] = [];
-  for (const e of selected) {
+  const settings: Omit<BenchOptions, "modelPath"> = {
+    backend,
+    threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
+    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
+    genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
+    repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
+    vsLlamaCpp: !flag(values, "no-llama-cpp"),
+    timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
+    onSample: (engine: string, r: number, s: EngineSample) =>
+      log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
+  };
+  const benchOne = async (e: Entry): Promise<BenchReport> => {
     log(`${e.name}: preparing the model (generated once, then cached)...\n`);
     const modelPath = await ensureRandomModel(e.spec);
     log(`${e.name}: ${basename(modelPath)}\n`);
-    const report = await runBenchmark({
-      modelPath,
-      backend,
-      threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
-      promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
-      genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
-      repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
-      vsLlamaCpp: !flag(values, "no-llama-cpp"),
-      timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
-      onSample: (engine, r, s) =>
-        log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
-    }).catch((err: unknown) => {
+    return runBenchmark({ ...settings, modelPath });
+  };
+
+  const results: { name: string; type: string; report: BenchReport }[] = [];
+  const failures: { name: string; error: string }[] = [];
+  for (const e of selected) {
+    // one model failing (a generator limit, a crashed or hung engine) does not stop the others
+    const report = await benchOne(e).catch((err: unknown) => {
       const error = err instanceof Error ? err.message : String(err);
       failures.push({ name: e.name, error });
       log(`${e.name}: FAILED: ${error}\n\n`);
