@@ -54,5 +54,5 @@ test("tsllm bench rejects bad options with a usage error naming the option", () 
   assert.match(r.stderr, /--gen-tokens must be >= 0/);
   const missing = bench(["--model", join(dir, "absent.gguf"), "--repetitions", "1"]);
   assert.equal(missing.status, 1);
-  assert.match(missing.stderr, /model file not found: .*absent\.gguf/);
+  assert.match(missing.stderr, /not found: .*absent\.gguf/);
 });
