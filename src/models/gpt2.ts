@@ -3,7 +3,6 @@ import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
 import { addBias, addInPlace, attention, gelu, layerNorm } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { elementCount } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 
@@ -39,7 +38,7 @@ export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Conf
     headDim: embeddingLength / headCount,
     feedForwardLength: meta.requireNumber("gpt2.feed_forward_length"),
     contextLength: meta.requireNumber("gpt2.context_length"),
-    parameterCount: store.header.tensors.reduce((s, t) => s + elementCount(t.dims), 0),
+    parameterCount: store.parameterCount(),
     normEps: meta.number("gpt2.attention.layer_norm_epsilon") ?? 1e-5,
   };
 }

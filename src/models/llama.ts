@@ -4,7 +4,6 @@ import { GGUFError } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
 import { addBias, addInPlace, applyRope, attention, rmsNorm, swiglu, type RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { elementCount } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 
@@ -26,6 +25,8 @@ interface Layer {
   qBias?: Float32Array; kBias?: Float32Array; vBias?: Float32Array;
   qNorm?: Float32Array; kNorm?: Float32Array;
   wo: Tensor;
+  /** Llama with attention_bias (HF) has an output projection bias too */
+  woBias?: Float32Array;
   ffnNorm: Float32Array;
   gateUp: Tensor | Tensor[];
   down: Tensor;
@@ -57,7 +58,7 @@ export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightS
     headDim,
     feedForwardLength: meta.requireNumber(key("feed_forward_length")),
     contextLength: meta.number(key("context_length")) ?? 2048,
-    parameterCount: store.header.tensors.reduce((s, t) => s + elementCount(t.dims), 0),
+    parameterCount: store.parameterCount(),
     normEps: meta.number(key("attention.layer_norm_rms_epsilon")) ?? 1e-5,
     rope: {
       headDim,
@@ -101,6 +102,7 @@ export class LlamaModel implements LanguageModel {
         qNorm: store.optionalVector(p + "attn_q_norm.weight", c.headDim),
         kNorm: store.optionalVector(p + "attn_k_norm.weight", c.headDim),
         wo: store.get(p + "attn_output.weight", [qDim, d]),
+        woBias: store.optionalVector(p + "attn_output.bias", d),
         ffnNorm: store.vector(p + "ffn_norm.weight", d),
         gateUp: store.fused([p + "ffn_gate.weight", p + "ffn_up.weight"], d, [ff, ff]),
         down: store.get(p + "ffn_down.weight", [ff, d]),
@@ -152,6 +154,7 @@ export class LlamaModel implements LanguageModel {
       cache.store(l, startPos, k, v, n);
       attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCountKv, c.headDim, scale, scores);
       be.matmul(proj, L.wo, attnOut, n);
+      if (L.woBias) addBias(proj, L.woBias, n);
       addInPlace(x, proj);
 
       rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);

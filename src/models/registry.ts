@@ -4,7 +4,7 @@ import type { Backend } from "../kernels/backend.js";
 import { Gpt2Model, readGpt2Config } from "./gpt2.js";
 import { LlamaModel, readLlamaConfig } from "./llama.js";
 import type { LanguageModel } from "./model.js";
-import { WeightStore } from "./weights.js";
+import { GGUFTensorSource, WeightStore, type TensorSource, type WeightStoreOptions } from "./weights.js";
 
 type Builder = (arch: string, meta: GGUFMetadata, store: WeightStore, backend: Backend) => LanguageModel;
 
@@ -21,15 +21,25 @@ const ARCHITECTURES: Record<string, Builder> = {
 export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES);
 
 /** Builds the model a GGUF header describes, reading its weights into the backend's memory. */
-export function buildModel(header: GGUFHeader, backend: Backend): LanguageModel {
-  const meta = new GGUFMetadata(header.path, header.metadata);
+export function buildModel(header: GGUFHeader, backend: Backend, options: WeightStoreOptions = {}): LanguageModel {
+  return buildModelFrom(new GGUFMetadata(header.path, header.metadata), new GGUFTensorSource(header), backend, options);
+}
+
+/**
+ * Builds the model that llama.cpp-style metadata describes from any tensor source (a GGUF
+ * file, or a Hugging Face folder mapped to GGUF names and metadata). Takes ownership of
+ * `source` and closes it.
+ */
+export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend: Backend, options: WeightStoreOptions = {}): LanguageModel {
+  const fail = (msg: string) => {
+    source.close();
+    return new GGUFError(meta.path, "general.architecture", msg);
+  };
   const arch = meta.string("general.architecture");
-  if (arch === undefined) throw new GGUFError(header.path, "general.architecture", "missing: cannot tell which model this is");
+  if (arch === undefined) throw fail("missing: cannot tell which model this is");
   const build = ARCHITECTURES[arch];
-  if (!build) {
-    throw new GGUFError(header.path, "general.architecture", `unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
-  }
-  const store = new WeightStore(header, backend);
+  if (!build) throw fail(`unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
+  const store = new WeightStore(source, backend, options);
   try {
     const model = build(arch, meta, store, backend);
     store.finish();

@@ -1,51 +1,137 @@
-import { closeSync, openSync } from "node:fs";
-import { readTensorInto, GGUFError } from "../formats/gguf-reader.js";
+import { closeSync, openSync, readSync } from "node:fs";
+import { GGUFError } from "../formats/gguf-reader.js";
 import type { GGUFHeader, GGUFTensorInfo } from "../formats/gguf-types.js";
 import type { Backend } from "../kernels/backend.js";
-import { typeName } from "../tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeName } from "../tensor/dtypes.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { dequantizeRow } from "../tensor/quant/index.js";
+import { elementCount } from "../tensor/tensor.js";
+import { dequantizeRow, quantizeRow } from "../tensor/quant/index.js";
+
+/** A tensor as a model builder sees it: llama.cpp's name, ggml type and ggml-order dims. */
+export interface SourceTensorInfo {
+  readonly name: string;
+  readonly type: GGMLType;
+  /** ggml order: dims[0] is the contiguous row length */
+  readonly dims: readonly number[];
+  readonly byteLength: number;
+}
 
 /**
- * Hands a model builder the tensors it asks for, reading each one from the file straight into
- * the backend's weight memory (no second copy). Tensors that are always used together (Q/K/V,
- * gate/up) can be placed back to back and returned as one fused matrix, so one kernel call
- * (one thread synchronisation) computes all of them. At the end `finish()` rejects a file
- * with tensors nobody asked for — a sign that the architecture was misread.
+ * Where weights come from: a GGUF file, or a Hugging Face folder whose safetensors are mapped
+ * to llama.cpp's names and layout (see src/convert/hf-tensors.ts). Rows are contiguous in
+ * every source, so a byte range is a row range.
  */
-export class WeightStore {
-  private readonly infos = new Map<string, GGUFTensorInfo>();
-  private readonly used = new Set<string>();
-  private fd: number;
-  bytesLoaded = 0;
+export interface TensorSource {
+  /** the file or folder, for error messages */
+  readonly path: string;
+  readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
+  /** reads `into.length` bytes of tensor `name` (in its stored type) starting `byteOffset` bytes into it */
+  read(name: string, into: Uint8Array, byteOffset: number): void;
+  /** tensors in the files that a model may leave unused without that being an error (e.g. HF's rotary inv_freq buffers) */
+  readonly ignorable?: ReadonlySet<string>;
+  close(): void;
+}
 
-  constructor(
-    readonly header: GGUFHeader,
-    private readonly backend: Backend,
-  ) {
-    for (const t of header.tensors) this.infos.set(t.name, t);
+/** The tensors of a GGUF file, read with positioned reads from one descriptor. */
+export class GGUFTensorSource implements TensorSource {
+  readonly path: string;
+  readonly tensors: ReadonlyMap<string, GGUFTensorInfo>;
+  private fd: number | undefined;
+
+  constructor(header: GGUFHeader) {
+    this.path = header.path;
+    this.tensors = new Map(header.tensors.map((t) => [t.name, t]));
     this.fd = openSync(header.path, "r");
   }
 
-  has(name: string): boolean {
-    return this.infos.has(name);
+  read(name: string, into: Uint8Array, byteOffset: number): void {
+    const info = this.tensors.get(name);
+    if (!info) throw new GGUFError(this.path, `tensor "${name}"`, "not in this file");
+    if (this.fd === undefined) throw new Error(`${this.path}: read of tensor "${name}" after close`);
+    if (byteOffset + into.length > info.byteLength) throw new Error(`tensor "${name}": read of ${into.length} bytes at ${byteOffset} is outside its ${info.byteLength} bytes`);
+    let got = 0;
+    while (got < into.length) {
+      const n = readSync(this.fd, into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
+      if (n === 0) throw new Error(`tensor "${name}": unexpected end of file`);
+      got += n;
+    }
   }
 
-  info(name: string): GGUFTensorInfo {
-    const info = this.infos.get(name);
-    if (!info) throw new GGUFError(this.header.path, `tensor "${name}"`, "required tensor is missing");
+  close(): void {
+    if (this.fd === undefined) return;
+    try { closeSync(this.fd); } catch { /* already closed */ }
+    this.fd = undefined;
+  }
+}
+
+/** weight formats a model can be quantized to while loading */
+export type LoadQuantization = "q8_0" | "q4_0";
+
+export interface WeightStoreOptions {
+  /**
+   * Quantize F32/F16/BF16 matrices to this format while reading them: row chunks are read,
+   * widened to f32 and quantized straight into backend memory, so no full-precision copy of
+   * the tensor is ever held. Vectors (norms, biases), GPT-2's position table and matrices
+   * whose rows are not whole blocks keep their stored type, as llama.cpp's quantize does.
+   */
+  readonly quantize?: LoadQuantization;
+}
+
+const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q4_0: GGMLType.Q4_0 };
+const FLOAT_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16]);
+/** read this many source bytes per chunk when converting */
+const CHUNK_BYTES = 4 << 20;
+
+/**
+ * Hands a model builder the tensors it asks for, reading each one from its source straight
+ * into the backend's weight memory (no second copy). Tensors that are always used together
+ * (Q/K/V, gate/up) can be placed back to back and returned as one fused matrix, so one kernel
+ * call (one thread synchronisation) computes all of them. At the end `finish()` rejects a
+ * model with tensors nobody asked for — a sign that the architecture was misread.
+ */
+export class WeightStore {
+  private readonly used = new Set<string>();
+  private readonly quantType: GGMLType | undefined;
+  bytesLoaded = 0;
+
+  constructor(
+    readonly source: TensorSource,
+    private readonly backend: Backend,
+    options: WeightStoreOptions = {},
+  ) {
+    this.quantType = options.quantize === undefined ? undefined : QUANT_TYPES[options.quantize];
+    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(`quantize: expected "q8_0" or "q4_0", found ${JSON.stringify(options.quantize)}`);
+  }
+
+  get path(): string {
+    return this.source.path;
+  }
+
+  /** total weights in the source (for ModelInfo.parameterCount) */
+  parameterCount(): number {
+    let n = 0;
+    for (const t of this.source.tensors.values()) n += elementCount(t.dims);
+    return n;
+  }
+
+  has(name: string): boolean {
+    return this.source.tensors.has(name);
+  }
+
+  info(name: string): SourceTensorInfo {
+    const info = this.source.tensors.get(name);
+    if (!info) throw new GGUFError(this.source.path, `tensor "${name}"`, "required tensor is missing");
     return info;
   }
 
-  /** a weight matrix or vector, in its stored format; checks its shape when `dims` is given */
+  /** a weight matrix or vector, in its stored format (or the load quantization); checks its shape when `dims` is given */
   get(name: string, dims?: readonly number[]): Tensor {
     const info = this.info(name);
     this.checkDims(info, dims);
-    this.used.add(name);
-    const data = this.backend.allocWeights(info.byteLength);
-    readTensorInto(this.fd, info, data);
-    this.bytesLoaded += info.byteLength;
-    return { name, type: info.type, dims: info.dims, data };
+    const type = this.targetType(info);
+    const data = this.backend.allocWeights(this.byteLengthAs(info, type));
+    this.readInto(info, type, data);
+    return { name, type, dims: info.dims, data };
   }
 
   optional(name: string, dims?: readonly number[]): Tensor | undefined {
@@ -54,9 +140,12 @@ export class WeightStore {
 
   /** a small vector (norm weight, bias) as f32, whatever its stored type */
   vector(name: string, length: number): Float32Array {
-    const t = this.get(name, [length]);
+    const info = this.info(name);
+    this.checkDims(info, [length]);
+    const bytes = new Uint8Array(info.byteLength);
+    this.readInto(info, info.type, bytes);
     const out = new Float32Array(length);
-    dequantizeRow(t.type, t.data, out, length);
+    dequantizeRow(info.type, bytes, out, length);
     return out;
   }
 
@@ -75,38 +164,80 @@ export class WeightStore {
       this.checkDims(info, [cols, rows[i]!]);
       return info;
     });
-    if (infos.some((i) => i.type !== infos[0]!.type)) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
-    const total = infos.reduce((s, i) => s + i.byteLength, 0);
-    const data = this.backend.allocWeights(total);
+    const types = infos.map((i) => this.targetType(i));
+    if (types.some((t) => t !== types[0])) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
+    const type = types[0]!;
+    const sizes = infos.map((i) => this.byteLengthAs(i, type));
+    const data = this.backend.allocWeights(sizes.reduce((s, b) => s + b, 0));
     let off = 0;
-    for (const info of infos) {
-      readTensorInto(this.fd, info, data.subarray(off, off + info.byteLength));
-      off += info.byteLength;
-      this.used.add(info.name);
-    }
-    this.bytesLoaded += total;
+    infos.forEach((info, i) => {
+      this.readInto(info, type, data.subarray(off, off + sizes[i]!));
+      off += sizes[i]!;
+    });
     const totalRows = rows.reduce((s, r) => s + r, 0);
-    return { name: names.join("+"), type: infos[0]!.type, dims: [cols, totalRows], data };
+    return { name: names.join("+"), type, dims: [cols, totalRows], data };
   }
 
-  private checkDims(info: GGUFTensorInfo, dims?: readonly number[]): void {
+  /** the type a matrix is kept in: its own, or the load quantization where that applies */
+  private targetType(info: SourceTensorInfo): GGMLType {
+    const q = this.quantType;
+    if (q === undefined || info.dims.length !== 2 || !FLOAT_TYPES.has(info.type)) return info.type;
+    if (info.name === "position_embd.weight") return info.type;
+    try {
+      rowByteLength(q, info.dims[0]!);
+    } catch {
+      return info.type; // rows are not whole blocks
+    }
+    return q;
+  }
+
+  private byteLengthAs(info: SourceTensorInfo, type: GGMLType): number {
+    return type === info.type ? info.byteLength : rowByteLength(type, info.dims[0]!) * (elementCount(info.dims) / info.dims[0]!);
+  }
+
+  /** reads `info` into `into` as `type`: a straight copy, or chunked widen-and-quantize */
+  private readInto(info: SourceTensorInfo, type: GGMLType, into: Uint8Array): void {
+    this.used.add(info.name);
+    this.bytesLoaded += into.length;
+    if (type === info.type) {
+      this.source.read(info.name, into, 0);
+      return;
+    }
+    const cols = info.dims[0]!;
+    const rows = elementCount(info.dims) / cols;
+    const srcRow = rowByteLength(info.type, cols), dstRow = rowByteLength(type, cols);
+    const chunkRows = Math.max(1, Math.min(rows, Math.floor(CHUNK_BYTES / srcRow)));
+    const chunk = new Uint8Array(chunkRows * srcRow);
+    const f32 = new Float32Array(cols);
+    for (let r0 = 0; r0 < rows; r0 += chunkRows) {
+      const n = Math.min(chunkRows, rows - r0);
+      const src = chunk.subarray(0, n * srcRow);
+      this.source.read(info.name, src, r0 * srcRow);
+      for (let r = 0; r < n; r++) {
+        dequantizeRow(info.type, src.subarray(r * srcRow, (r + 1) * srcRow), f32, cols);
+        quantizeRow(type, f32, into.subarray((r0 + r) * dstRow, (r0 + r + 1) * dstRow), cols);
+      }
+    }
+  }
+
+  private checkDims(info: SourceTensorInfo, dims?: readonly number[]): void {
     if (!dims) return;
     const same = info.dims.length === dims.length && dims.every((d, i) => info.dims[i] === d);
     if (!same) {
-      throw new GGUFError(this.header.path, `tensor "${info.name}"`, `expected shape [${dims.join(", ")}], found [${info.dims.join(", ")}] (${typeName(info.type)})`);
+      throw new GGUFError(this.source.path, `tensor "${info.name}"`, `expected shape [${dims.join(", ")}], found [${info.dims.join(", ")}] (${typeName(info.type)})`);
     }
   }
 
-  /** closes the file; throws if the file has tensors the model did not use */
+  /** closes the source; throws if it has tensors the model did not use */
   finish(): void {
-    closeSync(this.fd);
-    const unused = [...this.infos.keys()].filter((n) => !this.used.has(n));
+    this.source.close();
+    const unused = [...this.source.tensors.keys()].filter((n) => !this.used.has(n) && !this.source.ignorable?.has(n));
     if (unused.length > 0) {
-      throw new GGUFError(this.header.path, "tensors", `${unused.length} tensor(s) not used by the architecture: ${unused.slice(0, 10).join(", ")}${unused.length > 10 ? ", ..." : ""}`);
+      throw new GGUFError(this.source.path, "tensors", `${unused.length} tensor(s) not used by the architecture: ${unused.slice(0, 10).join(", ")}${unused.length > 10 ? ", ..." : ""}`);
     }
   }
 
   close(): void {
-    try { closeSync(this.fd); } catch { /* already closed */ }
+    this.source.close();
   }
 }
