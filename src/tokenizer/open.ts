@@ -1,11 +1,21 @@
 import { statSync } from "node:fs";
+import { basename, dirname } from "node:path";
 import { GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
 import { tokenizerFromGGUF } from "./gguf.js";
+import { tokenizerFromFolder } from "./hf/folder.js";
 import type { Tokenizer } from "./types.js";
 
-/** Opens the tokenizer of a local model: a .gguf file (vocab-only files too). */
+/** Files that stand for the folder they are in. */
+const HF_FILES = new Set(["tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt"]);
+
+/**
+ * Opens the tokenizer of a local model: a .gguf file (vocab-only files too), or a Hugging Face
+ * folder (or one of its tokenizer files) with tokenizer.json, vocab.json + merges.txt, or vocab.txt.
+ */
 export function openTokenizer(path: string): Tokenizer {
   const st = statSync(path);
-  if (!st.isFile()) throw new Error(`${path} is not a file (expected a .gguf file)`);
+  if (st.isDirectory()) return tokenizerFromFolder(path);
+  if (!st.isFile()) throw new Error(`${path} is neither a file nor a folder (expected a .gguf file or a model folder)`);
+  if (HF_FILES.has(basename(path))) return tokenizerFromFolder(dirname(path));
   return tokenizerFromGGUF(new GGUFMetadata(path, readGGUFHeader(path).metadata));
 }

@@ -1,0 +1,70 @@
+import { existsSync, readFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { HFTokenizer } from "./hf-tokenizer.js";
+import { readJsonObject, tokenText, type JsonObject } from "./json-files.js";
+import { BERT_CONFIG, bertTokenizerJson, GPT2_CONFIG, gpt2TokenizerJson } from "./legacy.js";
+
+const SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"];
+
+/** tokenizer_config.json, with special tokens that only special_tokens_map.json names filled in (older repos). */
+function readConfig(dir: string): JsonObject {
+  const configPath = join(dir, "tokenizer_config.json");
+  const config = existsSync(configPath) ? readJsonObject(configPath) : {};
+  const mapPath = join(dir, "special_tokens_map.json");
+  if (existsSync(mapPath)) {
+    const map = readJsonObject(mapPath);
+    for (const k of SPECIAL_KEYS) if (tokenText(config[k]) === undefined && tokenText(map[k]) !== undefined) config[k] = map[k];
+  }
+  // newer repos keep the template beside the config
+  const jinjaPath = join(dir, "chat_template.jinja");
+  if (config.chat_template === undefined && existsSync(jinjaPath)) config.chat_template = readFileSync(jinjaPath, "utf8");
+  return config;
+}
+
+/** generation_config.json's eos_token_id (a number or a list), which also ends generation. */
+function readExtraEos(dir: string): number[] {
+  const p = join(dir, "generation_config.json");
+  if (!existsSync(p)) return [];
+  const eos = readJsonObject(p).eos_token_id;
+  const list = Array.isArray(eos) ? eos : [eos];
+  return list.filter((x): x is number => typeof x === "number" && Number.isInteger(x));
+}
+
+/** Which tokenizer files a folder holds, in order of preference. */
+export function tokenizerFilesIn(dir: string): "tokenizer.json" | "gpt2" | "bert" | undefined {
+  if (existsSync(join(dir, "tokenizer.json"))) return "tokenizer.json";
+  if (existsSync(join(dir, "vocab.json")) && existsSync(join(dir, "merges.txt"))) return "gpt2";
+  if (existsSync(join(dir, "vocab.txt"))) return "bert";
+  return undefined;
+}
+
+/**
+ * The tokenizer of a Hugging Face model folder: tokenizer.json (+ tokenizer_config.json), or the
+ * legacy GPT-2 pair vocab.json + merges.txt, or BERT's vocab.txt.
+ */
+export function tokenizerFromFolder(dir: string): HFTokenizer {
+  const kind = tokenizerFilesIn(dir);
+  const config = readConfig(dir);
+  const extraEosIds = readExtraEos(dir);
+  switch (kind) {
+    case "tokenizer.json": {
+      const where = join(dir, "tokenizer.json");
+      return new HFTokenizer({ where, tokenizerJson: readJsonObject(where), config, extraEosIds });
+    }
+    case "gpt2": {
+      const where = join(dir, "vocab.json");
+      const tokenizerJson = gpt2TokenizerJson(readJsonObject(where), readFileSync(join(dir, "merges.txt"), "utf8"), dir);
+      return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds });
+    }
+    case "bert": {
+      const where = join(dir, "vocab.txt");
+      // transformers' BertTokenizer lowercases unless told otherwise; a "-cased" folder name says otherwise
+      const lower = typeof config.do_lower_case === "boolean" ? config.do_lower_case : !/(^|[^n])cased/i.test(basename(dir));
+      const tokenizerJson = bertTokenizerJson(readFileSync(where, "utf8"), lower, where);
+      return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds });
+    }
+    default:
+      throw new Error(`${dir}: no tokenizer files found (expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)`);
+  }
+}
+

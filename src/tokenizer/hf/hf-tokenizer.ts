@@ -1,0 +1,232 @@
+import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
+import { detectEndOfGeneration } from "../gguf-eog.js";
+import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type Tokenizer } from "../types.js";
+import { isObject, tokenText, type JsonObject } from "./json-files.js";
+import { windowedStreamDecoder } from "./stream.js";
+
+/**
+ * The part of @huggingface/tokenizers' Tokenizer we use, typed here: its bundled .d.ts files import
+ * each other without extensions, which NodeNext resolution cannot follow.
+ */
+interface HFLibTokenizer {
+  encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
+  decode(ids: number[], options: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
+  id_to_token(id: number): string | undefined;
+  get_vocab(withAddedTokens: boolean): Map<string, number>;
+}
+const HFLib = LibTokenizerClass as unknown as new (tokenizerJson: object, config: object) => HFLibTokenizer;
+
+/** ids past this are refused: a hostile tokenizer.json must not make us allocate a giant vocabulary */
+const MAX_TOKEN_ID = 1 << 24;
+
+export interface HFTokenizerSource {
+  /** file or folder named in errors */
+  readonly where: string;
+  /** parsed tokenizer.json (or one built from legacy vocabulary files) */
+  readonly tokenizerJson: JsonObject;
+  /** parsed tokenizer_config.json (special tokens, add_bos_token, chat_template), if any */
+  readonly config?: JsonObject;
+  /** more ids that end generation (generation_config.json's eos_token_id) */
+  readonly extraEosIds?: readonly number[];
+}
+
+/** Checks the parts of tokenizer.json the library would otherwise crash on or turn into huge allocations. */
+function validate(where: string, tj: JsonObject): void {
+  const model = tj.model;
+  if (!isObject(model)) throw new Error(`${where}: "model": required section is missing (expected an object with "type" and "vocab")`);
+  if (model.vocab === undefined || model.vocab === null || typeof model.vocab !== "object") {
+    throw new Error(`${where}: "model.vocab": required vocabulary is missing (expected an object or array)`);
+  }
+  if (model.type === "BPE" && !Array.isArray(model.merges)) throw new Error(`${where}: "model.merges": a BPE model needs its merges array`);
+  const checkId = (id: unknown, field: string) => {
+    if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= MAX_TOKEN_ID) {
+      throw new Error(`${where}: ${field}: expected a token id in [0, ${MAX_TOKEN_ID}), found ${JSON.stringify(id)}`);
+    }
+  };
+  if (!Array.isArray(model.vocab)) for (const [t, id] of Object.entries(model.vocab)) checkId(id, `"model.vocab[${JSON.stringify(t)}]"`);
+  else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
+  if (tj.added_tokens !== undefined && tj.added_tokens !== null) {
+    if (!Array.isArray(tj.added_tokens)) throw new Error(`${where}: "added_tokens": expected an array`);
+    tj.added_tokens.forEach((t, i) => {
+      if (!isObject(t) || typeof t.content !== "string") throw new Error(`${where}: "added_tokens[${i}]": expected {"id", "content"}`);
+      checkId(t.id, `"added_tokens[${i}].id"`);
+    });
+  }
+}
+
+/** tokenizer_config.json with special-token entries flattened to strings, as the library expects. */
+function libraryConfig(config: JsonObject): JsonObject {
+  const out: JsonObject = { ...config, clean_up_tokenization_spaces: false };
+  for (const k of ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"]) {
+    const t = tokenText(config[k]);
+    if (t === undefined) delete out[k];
+    else out[k] = t;
+  }
+  delete out.chat_template; // we render templates ourselves
+  return out;
+}
+
+/**
+ * A tokenizer from Hugging Face files: @huggingface/tokenizers does the tokenizer.json pipeline
+ * (normalizer, pre-tokenizer, BPE / WordPiece / Unigram model, decoder); this class adds what the
+ * engine needs on top: special ids from tokenizer_config.json, BOS/EOS as the post-processor and
+ * `add_bos_token` say, end-of-generation ids, and streaming decode.
+ */
+export class HFTokenizer implements Tokenizer {
+  readonly type: "llama" | "gpt2" | "bert";
+  readonly pre = undefined;
+  readonly vocabSize: number;
+  readonly bosId?: number;
+  readonly eosId?: number;
+  readonly unkId?: number;
+  readonly padId?: number;
+  readonly sepId?: number;
+  readonly clsId?: number;
+  readonly maskId?: number;
+  readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  /** tokenizer_config.json's chat_template (a named "default" template when it is a list) */
+  readonly chatTemplate?: string;
+  /** the special-token strings templates get as variables */
+  readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
+
+  private readonly lib: HFLibTokenizer;
+  private literalLib?: HFLibTokenizer;
+  private readonly addedIds = new Set<number>();
+  private readonly specialIds = new Set<number>();
+  private readonly prefix: number[];
+  private readonly suffix: number[];
+
+  constructor(private readonly source: HFTokenizerSource) {
+    const { where, tokenizerJson: tj } = source;
+    const config = source.config ?? {};
+    validate(where, tj);
+    this.lib = this.build(tj.added_tokens as JsonObject[] | undefined, config);
+    const model = tj.model as JsonObject;
+
+    const vocab = this.lib.get_vocab(true);
+    let maxId = -1;
+    for (const id of vocab.values()) if (id > maxId) maxId = id;
+    this.vocabSize = maxId + 1;
+    for (const t of (tj.added_tokens as JsonObject[] | undefined) ?? []) {
+      this.addedIds.add(t.id as number);
+      if (t.special === true) this.specialIds.add(t.id as number);
+    }
+
+    const byteLevel = JSON.stringify([tj.pre_tokenizer, tj.decoder]).includes('"ByteLevel"');
+    this.type = model.type === "WordPiece" ? "bert" : model.type === "BPE" && byteLevel ? "gpt2" : "llama";
+
+    const idOf = (key: string, fallbacks: string[] = []): number | undefined => {
+      for (const text of [tokenText(config[key]), ...fallbacks]) {
+        if (text === undefined) continue;
+        const id = vocab.get(text);
+        if (id !== undefined) return id;
+      }
+      return undefined;
+    };
+    const isBert = this.type === "bert";
+    this.bosId = idOf("bos_token", isBert ? ["[CLS]"] : []);
+    this.eosId = idOf("eos_token", isBert ? ["[SEP]"] : []);
+    this.unkId = idOf("unk_token", typeof model.unk_token === "string" ? [model.unk_token] : typeof model.unk_id === "number" ? [this.lib.id_to_token(model.unk_id) ?? ""] : []);
+    this.padId = idOf("pad_token", isBert ? ["[PAD]"] : []);
+    this.sepId = idOf("sep_token", isBert ? ["[SEP]"] : []);
+    this.clsId = idOf("cls_token", isBert ? ["[CLS]"] : []);
+    this.maskId = idOf("mask_token", isBert ? ["[MASK]"] : []);
+    this.specialTokenTexts = {
+      bos: tokenText(config.bos_token), eos: tokenText(config.eos_token), unk: tokenText(config.unk_token), pad: tokenText(config.pad_token),
+    };
+
+    // what the post-processor adds around a single sequence, then tokenizer_config's add_*_token on top
+    const probe = "a";
+    const plain = this.lib.encode(probe, { add_special_tokens: false }).ids;
+    const full = this.lib.encode(probe, { add_special_tokens: true }).ids;
+    let at = 0;
+    while (at + plain.length <= full.length && plain.some((id, i) => full[at + i] !== id)) at++;
+    this.prefix = full.slice(0, at);
+    this.suffix = full.slice(at + plain.length);
+    const adjust = (list: number[], id: number | undefined, want: unknown, front: boolean) => {
+      if (id === undefined || typeof want !== "boolean") return;
+      const has = list.includes(id);
+      if (want && !has) { if (front) list.unshift(id); else list.push(id); }
+      if (!want && has) list.splice(list.indexOf(id), 1);
+    };
+    adjust(this.prefix, this.bosId, config.add_bos_token, true);
+    adjust(this.suffix, this.eosId, config.add_eos_token, false);
+    this.addBos = this.bosId !== undefined && this.prefix.includes(this.bosId);
+    this.addEos = this.eosId !== undefined && this.suffix.includes(this.eosId);
+
+    // end of generation: eos, generation_config's ids, and llama.cpp's end-of-turn texts among the added tokens
+    const texts: string[] = new Array(this.vocabSize).fill("");
+    for (const id of this.addedIds) texts[id] = this.lib.id_to_token(id) ?? "";
+    const eog = detectEndOfGeneration(texts, new Int32Array(this.vocabSize), { eos: this.eosId });
+    for (const id of source.extraEosIds ?? []) if (Number.isInteger(id) && id >= 0 && id < this.vocabSize) eog.add(id);
+    this.endOfGenerationIds = eog;
+
+    const tmpl = config.chat_template;
+    if (typeof tmpl === "string") this.chatTemplate = tmpl;
+    else if (Array.isArray(tmpl)) {
+      // a list of {name, template}: the "default" one is what apply_chat_template uses
+      const named = tmpl.find((t) => isObject(t) && t.name === "default") as JsonObject | undefined;
+      if (typeof named?.template === "string") this.chatTemplate = named.template;
+    }
+  }
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    const lib = options.parseSpecial ?? true ? this.lib : this.literal();
+    const ids = lib.encode(text, { add_special_tokens: false }).ids;
+    for (const id of ids) {
+      if (id === undefined) throw new Error(`${this.source.where}: text ${JSON.stringify(text.slice(0, 40))} has a piece outside the vocabulary and the tokenizer has no unknown token`);
+    }
+    return options.addSpecialTokens ?? true ? [...this.prefix, ...ids, ...this.suffix] : ids;
+  }
+
+  decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    const list = Array.from(ids);
+    for (const id of list) this.checkId(id);
+    return this.decodeChecked(list, options);
+  }
+
+  createStreamDecoder(options: DecodeOptions = {}): StreamDecoder {
+    return windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id));
+  }
+
+  piece(id: number): string {
+    this.checkId(id);
+    return this.lib.id_to_token(id) ?? "";
+  }
+
+  isSpecial(id: number): boolean {
+    return this.addedIds.has(id);
+  }
+
+  private decodeChecked(ids: number[], options: DecodeOptions): string {
+    if (options.skipSpecialTokens) ids = ids.filter((id) => !this.specialIds.has(id));
+    if (ids.length === 0) return "";
+    return this.lib.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+  }
+
+  private build(addedTokens: JsonObject[] | undefined, config: JsonObject): HFLibTokenizer {
+    try {
+      return new HFLib({ ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
+    } catch (e) {
+      throw new Error(`${this.source.where}: cannot build the tokenizer: ${(e as Error).message}`);
+    }
+  }
+
+  /** The same tokenizer with only non-special added tokens matched (EncodeOptions.parseSpecial = false). */
+  private literal(): HFLibTokenizer {
+    this.literalLib ??= this.build(
+      ((this.source.tokenizerJson.added_tokens as JsonObject[] | undefined) ?? []).filter((t) => t.special !== true),
+      this.source.config ?? {},
+    );
+    return this.literalLib;
+  }
+
+  private checkId(id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+      throw new RangeError(`token id ${id} is outside the vocabulary (expected an integer in [0, ${this.vocabSize}))`);
+    }
+  }
+}
+
