@@ -1,0 +1,104 @@
+import { readFileSync } from "node:fs";
+import { loadModel, type Model } from "../llm.js";
+import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
+import { flag, optionalNumber, optionalString, parse, requireString, UsageError } from "./args.js";
+
+export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
+
+Perplexity as llama.cpp's perplexity tool computes it: the text is tokenized once (BOS first),
+cut into non-overlapping windows of --ctx tokens, each window starts with BOS and only its
+second half is scored. Prints the running estimate after each window, then the final value
+with its standard error.
+
+Options:
+  --model FILE          GGUF model file (required)
+  --file TEXT           text file to evaluate (required)
+  --ctx N               window size in tokens (default 512)
+  --batch N             tokens per forward pass (default: the whole window)
+  --chunks N            evaluate at most N windows
+  --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement
+  --base FILE           the full-precision base model for --kl-divergence
+  --threads N           compute threads (default: all cores)
+  --backend NAME        wasm (default) or reference
+  --json                print one JSON object instead of the progress lines
+  -h, --help            show this help
+`;
+
+export async function runPerplexity(argv: string[]): Promise<void> {
+  const values = parse(argv, {
+    model: { type: "string" },
+    file: { type: "string" },
+    ctx: { type: "string" },
+    batch: { type: "string" },
+    chunks: { type: "string" },
+    "kl-divergence": { type: "boolean" },
+    base: { type: "string" },
+    threads: { type: "string" },
+    backend: { type: "string" },
+    json: { type: "boolean" },
+  });
+  if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
+  const modelPath = requireString(values, "model");
+  const file = requireString(values, "file");
+  const ctx = optionalNumber(values, "ctx", { integer: true, min: 4 }) ?? 512;
+  const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
+  const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
+  const kl = flag(values, "kl-divergence");
+  const basePath = optionalString(values, "base");
+  if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model)");
+  if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const json = flag(values, "json");
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new Error(`--file ${file}: ${(e as Error).message}`);
+  }
+  const loadOptions = { backend, threads: optionalNumber(values, "threads", { integer: true, min: 1 }), contextSize: ctx } as const;
+  const models: Model[] = [];
+  try {
+    const model = await loadModel(modelPath, loadOptions);
+    models.push(model);
+    const tok = model.tokenizer;
+    // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
+    const tokens = tok.encode(text, { addSpecialTokens: true, parseSpecial: false });
+    const bosId = tok.addBos ? tok.bosId : undefined;
+    const common = { ctx, batch, chunks, bosId };
+    if (!json) process.stderr.write(`${file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
+    if (kl) {
+      const base = await loadModel(basePath!, loadOptions);
+      models.push(base);
+      if (base.tokenizer.vocabSize !== tok.vocabSize) throw new Error(`--base ${basePath}: its vocabulary has ${base.tokenizer.vocabSize} tokens, the model's ${tok.vocabSize}`);
+      const r = await computeKlDivergence(model.languageModel, base.languageModel, tokens, {
+        ...common,
+        onChunk: json ? undefined : (p) => process.stdout.write(`[${p.chunk}] PPL ${p.perplexity.toFixed(4)} KL ${p.meanKl.toFixed(6)} same top ${(100 * p.sameTop).toFixed(3)}%\n`),
+      });
+      if (json) {
+        process.stdout.write(JSON.stringify({ model: modelPath, base: basePath, file, textTokens: tokens.length, ...r }) + "\n");
+      } else {
+        process.stdout.write([
+          `Mean PPL(Q)    : ${r.perplexity.value.toFixed(6)} +/- ${r.perplexity.standardError.toFixed(6)}`,
+          `Mean PPL(base) : ${r.basePerplexity.value.toFixed(6)} +/- ${r.basePerplexity.standardError.toFixed(6)}`,
+          `Mean KLD       : ${r.meanKl.value.toFixed(6)} +/- ${r.meanKl.standardError.toFixed(6)}`,
+          `Maximum KLD    : ${r.maxKl.toFixed(6)}`,
+          `Same top p     : ${(100 * r.sameTop.value).toFixed(3)} +/- ${(100 * r.sameTop.standardError).toFixed(3)} %`,
+          `(${r.tokens} tokens in ${r.chunks} windows of ${r.ctx})`,
+        ].join("\n") + "\n");
+      }
+      return;
+    }
+    const r = await computePerplexity(model.languageModel, tokens, {
+      ...common,
+      onChunk: json ? undefined : (p) => process.stdout.write(`[${p.chunk}]${p.perplexity.toFixed(4)},`),
+    });
+    if (json) {
+      process.stdout.write(JSON.stringify({ model: modelPath, file, textTokens: tokens.length, ...r }) + "\n");
+    } else {
+      process.stdout.write(`\nFinal estimate: PPL = ${r.perplexity.toFixed(4)} +/- ${r.standardError.toFixed(5)} (${r.tokens} tokens in ${r.chunks} windows of ${r.ctx})\n`);
+    }
+  } finally {
+    for (const m of models) m.dispose();
+  }
+}

@@ -1,0 +1,181 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { after, test } from "node:test";
+import { promisify } from "node:util";
+import { KVCache } from "../src/cache/kv-cache.js";
+import type { ForwardOptions, LanguageModel, ModelInfo } from "../src/models/model.js";
+import { computeKlDivergence, computePerplexity, planWindows } from "../src/perplexity/index.js";
+import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/**
+ * A stand-in LanguageModel: every position gets the same logits row, and each forward call is
+ * recorded (tokens, the cache position it started at, whether all logits were asked for).
+ */
+// logits are float32, so ln 3 is off by ~1e-8 relative: hand-computed values are checked to 1e-6
+const close = (a: number, b: number) => Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(b));
+
+function fixedModel(row: number[]) {
+  const calls: { tokens: number[]; pos: number; allLogits: boolean }[] = [];
+  const info: ModelInfo = {
+    architecture: "fixed", vocabSize: row.length, embeddingLength: 1, blockCount: 1, headCount: 1,
+    headCountKv: 1, headDim: 1, feedForwardLength: 1, contextLength: 1 << 20, parameterCount: 0,
+  };
+  const model: LanguageModel = {
+    info,
+    createCache: (n: number) => new KVCache(1, 1, 1, n),
+    forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
+      cache.ensureRoom(tokens.length);
+      calls.push({ tokens: [...tokens], pos: cache.length, allLogits: options.allLogits === true });
+      cache.length += tokens.length;
+      const rows = options.allLogits ? tokens.length : 1;
+      const out = new Float32Array(rows * row.length);
+      for (let r = 0; r < rows; r++) out.set(row, r * row.length);
+      return out;
+    },
+  };
+  return { model, calls };
+}
+
+test("windows: floor(n / ctx) windows, the second half scored, at least 2 x ctx tokens needed", () => {
+  assert.deepEqual(planWindows(20, 8), { ctx: 8, chunks: 2, first: 4, scoredPerChunk: 3 });
+  assert.deepEqual(planWindows(1000, 256), { ctx: 256, chunks: 3, first: 128, scoredPerChunk: 127 });
+  assert.deepEqual(planWindows(1000, 7, 2), { ctx: 7, chunks: 2, first: 3, scoredPerChunk: 3 });
+  assert.throws(() => planWindows(15, 8), /needs at least 16 tokens; the text tokenizes to only 15/);
+  assert.throws(() => planWindows(100, 2), /ctx must be an integer >= 4/);
+  assert.throws(() => planWindows(100, 8, 0), /chunks must be a positive integer/);
+});
+
+test("perplexity: hand-computed value, standard error, windows with BOS and batches", async () => {
+  // logits [0, ln 3, 0, 0]: p(1) = 3/6 = 1/2, p(0) = p(2) = p(3) = 1/6
+  const { model, calls } = fixedModel([0, Math.log(3), 0, 0]);
+  // 20 tokens, ctx 8: windows [0,8) and [8,16); scored targets are positions 5,6,7 of each
+  const tokens = [9, 0, 0, 0, 0, 1, 1, 0, 9, 0, 0, 0, 0, 1, 0, 0, 2, 2, 2, 2].map((t) => t % 4);
+  const r = await computePerplexity(model, tokens, { ctx: 8, bosId: 3, batch: 3 });
+  // targets 1,1,0,1,0,0: three at -ln(1/2), three at -ln(1/6) -> ppl = exp((ln 2 + ln 6) / 2) = sqrt(12)
+  assert.equal(r.tokens, 6);
+  assert.equal(r.chunks, 2);
+  assert.ok(close(r.perplexity, Math.sqrt(12)), `${r.perplexity}`);
+  // per-token NLLs are ln 2 or ln 6 in equal numbers: variance (ln 3 / 2)^2, SE of the mean (ln 3 / 2) / sqrt(5)
+  const se = Math.sqrt(12) * (Math.log(3) / 2) / Math.sqrt(5);
+  assert.ok(close(r.standardError, se), `${r.standardError} vs ${se}`);
+  assert.ok(close(r.runningPerplexity[0]!, Math.exp((2 * Math.log(2) + Math.log(6)) / 3)));
+  // each window starts from an empty cache with BOS (3) over its first token; batches of 3;
+  // only passes reaching the scored half (positions >= 4) ask for all logits
+  assert.deepEqual(calls, [
+    { tokens: [3, 0, 0], pos: 0, allLogits: false },
+    { tokens: [0, 0, 1], pos: 3, allLogits: true },
+    { tokens: [1, 0], pos: 6, allLogits: true },
+    { tokens: [3, 0, 0], pos: 0, allLogits: false },
+    { tokens: [0, 0, 1], pos: 3, allLogits: true },
+    { tokens: [0, 0], pos: 6, allLogits: true },
+  ]);
+});
+
+test("perplexity of uniform logits is the vocabulary size; no BOS leaves the window as is", async () => {
+  const { model, calls } = fixedModel(new Array(10).fill(0.5));
+  const r = await computePerplexity(model, Array.from({ length: 50 }, (_, i) => i % 10), { ctx: 16 });
+  assert.ok(close(r.perplexity, 10));
+  assert.ok(close(r.standardError, 0), "every token has the same NLL");
+  assert.equal(r.tokens, 3 * 7);
+  assert.equal(calls[1]!.tokens[0], 6, "the second window starts with the text's token 16 % 10, not BOS");
+});
+
+test("KL divergence: hand-computed against a base, zero against itself", async () => {
+  const base = fixedModel([0, Math.log(3), 0, 0]).model; // p_base = [1/6, 1/2, 1/6, 1/6]
+  const uniform = fixedModel([0, 0, 0, 0]).model; // p = 1/4 each; argmax 0 (lowest id on ties)
+  const tokens = Array.from({ length: 40 }, (_, i) => i % 4);
+  const r = await computeKlDivergence(uniform, base, tokens, { ctx: 8, bosId: 1 });
+  // KL = 3 (1/6) ln((1/6)/(1/4)) + (1/2) ln((1/2)/(1/4)) = (1/2) ln(2/3) + (1/2) ln 2 = (1/2) ln(4/3)
+  assert.ok(close(r.meanKl.value, 0.5 * Math.log(4 / 3)), `${r.meanKl.value}`);
+  assert.equal(r.sameTop.value, 0);
+  assert.ok(close(r.perplexity.value, 4));
+  assert.equal(r.tokens, 5 * 3);
+  const self = await computeKlDivergence(base, base, tokens, { ctx: 8 });
+  assert.ok(Math.abs(self.meanKl.value) < 1e-15);
+  assert.equal(self.sameTop.value, 1);
+  assert.equal(self.perplexity.value, self.basePerplexity.value);
+  await assert.rejects(computeKlDivergence(fixedModel([0, 0]).model, base, tokens, { ctx: 8 }), /vocabulary has 2 tokens but the base model's has 4/);
+});
+
+const MODEL = "models/stories260K.gguf";
+const TEXT = "text/tinystories-valid-30k.txt";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(TEXT);
+after(disposeSharedLlama);
+
+/**
+ * llama.cpp's perplexity from its own next-token probabilities: the same windows (BOS over
+ * the first token, each from an empty cache), the probability of the true next token at every
+ * scored position, exp of the mean negative log.
+ */
+async function llamaCppPerplexity(modelPath: string, tokens: number[], ctx: number, bosId: number): Promise<{ perplexity: number; count: number }> {
+  const llama = await sharedLlama();
+  const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+  try {
+    const context = await model.createContext({
+      contextSize: ctx, batchSize: ctx, sequences: 1, threads: 2,
+      flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+    });
+    try {
+      const sequence = context.getSequence();
+      const next = { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } as const;
+      const first = Math.floor(ctx / 2);
+      let sum = 0;
+      let count = 0;
+      for (let i = 0; i < Math.floor(tokens.length / ctx); i++) {
+        await sequence.clearHistory();
+        const w = tokens.slice(i * ctx, (i + 1) * ctx);
+        w[0] = bosId;
+        const input = w.map((t, j) => (j >= first && j <= ctx - 2 ? ([t, { generateNext: next }] as const) : t));
+        const res = await sequence.controlledEvaluate(input as Parameters<typeof sequence.controlledEvaluate>[0]);
+        for (let j = first; j <= ctx - 2; j++) {
+          const target = tokens[i * ctx + j + 1]!;
+          const p = res[j]?.next?.probabilities?.get(target);
+          assert.ok(p !== undefined && p > 0, `llama.cpp gave no probability for token ${target} at window ${i} position ${j}`);
+          sum -= Math.log(p);
+          count++;
+        }
+      }
+      return { perplexity: Math.exp(sum / count), count };
+    } finally {
+      await context.dispose();
+    }
+  } finally {
+    await model.dispose();
+  }
+}
+
+test("stories260K perplexity (tsllm perplexity --ctx 256 --json) equals llama.cpp's within 0.5%", { skip, timeout: 300_000 }, async (t) => {
+  const modelPath = sharedFile(MODEL)!;
+  const textPath = sharedFile(TEXT)!;
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    "--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity",
+    "--model", modelPath, "--file", textPath, "--ctx", "256", "--json",
+  ], { cwd: PROJECT_ROOT, maxBuffer: 1 << 24 });
+  const ours = JSON.parse(stdout);
+  assert.equal(ours.ctx, 256);
+  assert.equal(ours.chunks, Math.floor(ours.textTokens / 256));
+  assert.equal(ours.tokens, ours.chunks * 127);
+
+  // llama.cpp tokenizes the same text to the same ids (its tokenize() leaves BOS out)
+  const llama = await sharedLlama();
+  const lm = await llama.loadModel({ modelPath, gpuLayers: 0 });
+  const theirTokens = [1, ...lm.tokenize(readFileSync(textPath, "utf8"), false)] as number[];
+  await lm.dispose();
+  assert.equal(theirTokens.length, ours.textTokens);
+
+  const ref = await llamaCppPerplexity(modelPath, theirTokens, 256, 1);
+  assert.equal(ref.count, ours.tokens);
+  t.diagnostic(`perplexity: tsllm ${ours.perplexity} +/- ${ours.standardError}, llama.cpp ${ref.perplexity} (${ours.tokens} tokens, ${ours.chunks} windows)`);
+  const rel = Math.abs(ours.perplexity - ref.perplexity) / ref.perplexity;
+  assert.ok(rel < 0.005, `tsllm ${ours.perplexity} vs llama.cpp ${ref.perplexity}: ${(100 * rel).toFixed(4)}% apart`);
+});
+
+test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
+  const run = (args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", ...args], { cwd: PROJECT_ROOT });
+  await assert.rejects(run(["--model", sharedFile(MODEL)!]), (e: { stderr: string; code: number }) => /--file is required/.test(e.stderr) && e.code === 2);
+  await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--kl-divergence"]), (e: { stderr: string }) => /--kl-divergence needs --base/.test(e.stderr));
+  await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
+});
