@@ -1,3 +1,4 @@
+import { chatFormatterFor, normalizePrompt, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
 import type { GGUFMetadata } from "./formats/gguf-reader.js";
 import { generateSteps, type GenerateOptions, type GenerationContext, type GenerationResult, type GenerationStep } from "./generation/generate.js";
 import type { Backend } from "./kernels/backend.js";
@@ -14,6 +15,15 @@ export interface LoadModelOptions {
   threads?: number;
   /** tokens the KV cache holds (default: the trained context length, at most 4096) */
   contextSize?: number;
+  /** quantize F32/F16/BF16 weight matrices to this format while loading (no full-precision copy is kept) */
+  quantize?: "q8_0" | "q4_0";
+}
+
+export interface ChatOptions extends GenerateOptions {
+  /** system prompt, placed first (replacing a system message already there) */
+  system?: string;
+  /** template source to use instead of the model's own chat template */
+  chatTemplate?: string;
 }
 
 /** A loaded model: tokenizer, weights, one KV cache; generate or stream text from it. */
@@ -70,6 +80,28 @@ export class Model {
     })();
   }
 
+  /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
+  chatFormatter(chatTemplate?: string): ChatFormatter {
+    return chatFormatterFor(this.tokenizer, this.metadata, chatTemplate === undefined ? undefined : { source: chatTemplate, where: "chatTemplate option" });
+  }
+
+  /** Renders the conversation with the chat template and generates the assistant's reply. */
+  async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<GenerationResult> {
+    const it = this.streamChat(messages, options);
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return r.value;
+    }
+  }
+
+  /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
+  streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<GenerationStep, GenerationResult> {
+    const { system, chatTemplate, ...rest } = options;
+    const formatter = this.chatFormatter(chatTemplate);
+    const conversation = withSystem(messages, system).map((m) => ({ ...m, content: normalizePrompt(m.content, rest.normalize) }));
+    return this.stream(formatter.encode(conversation), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
+  }
+
   /** Stops the workers and frees the weights; the model cannot be used afterwards. */
   dispose(): void {
     if (this.disposed) return;
@@ -89,7 +121,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const { path, tokenizer, metadata } = opened;
   const backend = await createBackend(options.backend, { threads: options.threads });
   try {
-    const model = opened.build(backend);
+    const model = opened.build(backend, { quantize: options.quantize });
     if (tokenizer.vocabSize > model.info.vocabSize) {
       throw new Error(`${path}: the tokenizer has ${tokenizer.vocabSize} tokens but the model's embedding has ${model.info.vocabSize} rows`);
     }

@@ -1,0 +1,231 @@
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { GenerateOptions } from "../generation/generate.js";
+
+/**
+ * Hugging Face `config.json` (and `generation_config.json`) read into the few numbers the
+ * supported architectures need. Every size is checked before anything is allocated from it:
+ * positive integers under generous limits, heads dividing the hidden size, KV heads dividing
+ * the heads — a hostile or broken config fails here with the field named.
+ */
+
+export type HFArch = "llama" | "qwen2" | "qwen3" | "gpt2";
+
+/** config.json "architectures"[0] -> llama.cpp architecture name */
+export const HF_ARCHITECTURES: Readonly<Record<string, HFArch>> = {
+  LlamaForCausalLM: "llama",
+  MistralForCausalLM: "llama",
+  Qwen2ForCausalLM: "qwen2",
+  Qwen3ForCausalLM: "qwen3",
+  GPT2LMHeadModel: "gpt2",
+};
+
+export type HFRopeScaling =
+  | { readonly type: "linear"; readonly factor: number }
+  | { readonly type: "llama3"; readonly factor: number; readonly lowFreqFactor: number; readonly highFreqFactor: number; readonly originalContextLength: number };
+
+export interface HFModelConfig {
+  /** the config.json file */
+  readonly path: string;
+  readonly hfArchitecture: string;
+  readonly arch: HFArch;
+  readonly vocabSize: number;
+  readonly hiddenSize: number;
+  readonly blockCount: number;
+  readonly headCount: number;
+  readonly headCountKv: number;
+  readonly headDim: number;
+  readonly feedForwardLength: number;
+  readonly contextLength: number;
+  /** RMSNorm (Llama family) or LayerNorm (GPT-2) epsilon */
+  readonly normEps: number;
+  /** not used by gpt2 */
+  readonly ropeTheta: number;
+  readonly ropeScaling?: HFRopeScaling;
+  readonly tieWordEmbeddings: boolean;
+  /** Llama's attention_bias: q/k/v/o biases (Qwen2 always has q/k/v biases) */
+  readonly attentionBias: boolean;
+  readonly bosTokenId?: number;
+  readonly eosTokenIds: readonly number[];
+}
+
+export class HFConfigError extends Error {
+  constructor(path: string, field: string, message: string) {
+    super(`${path}: ${field}: ${message}`);
+    this.name = "HFConfigError";
+  }
+}
+
+const MAX_JSON_BYTES = 16 << 20;
+/** generous upper bounds: far above any released model, far below an allocation that could hurt */
+const LIMITS = {
+  vocab: 1 << 22,
+  hidden: 1 << 17,
+  layers: 1 << 12,
+  heads: 1 << 12,
+  ffn: 1 << 20,
+  context: 1 << 24,
+};
+
+/** reads a JSON object file, bounded in size; errors name the file */
+export function readJsonObject(path: string): Record<string, unknown> {
+  const size = statSync(path).size;
+  if (size > MAX_JSON_BYTES) throw new HFConfigError(path, "file", `${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a JSON config`);
+  let v: unknown;
+  try {
+    v = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new HFConfigError(path, "file", `invalid JSON: ${(e as Error).message}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HFConfigError(path, "file", "expected a JSON object");
+  return v as Record<string, unknown>;
+}
+
+class Fields {
+  constructor(readonly path: string, readonly o: Record<string, unknown>) {}
+  private err(k: string, msg: string): HFConfigError {
+    return new HFConfigError(this.path, k, msg);
+  }
+  has(k: string): boolean {
+    return this.o[k] !== undefined && this.o[k] !== null;
+  }
+  int(k: string, max: number, fallback?: number): number {
+    const v = this.has(k) ? this.o[k] : fallback;
+    if (v === undefined) throw this.err(k, "required field is missing");
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > max) throw this.err(k, `expected an integer in [1, ${max}], found ${JSON.stringify(v)}`);
+    return v;
+  }
+  num(k: string, fallback: number, min = 0, max = Infinity): number {
+    const v = this.has(k) ? this.o[k] : fallback;
+    if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw this.err(k, `expected a number in [${min}, ${max}], found ${JSON.stringify(v)}`);
+    return v;
+  }
+  bool(k: string, fallback: boolean): boolean {
+    const v = this.has(k) ? this.o[k] : fallback;
+    if (typeof v !== "boolean") throw this.err(k, `expected true or false, found ${JSON.stringify(v)}`);
+    return v;
+  }
+  /** a token id or a list of them */
+  ids(k: string): number[] {
+    if (!this.has(k)) return [];
+    const v = this.o[k];
+    const list = Array.isArray(v) ? v : [v];
+    for (const id of list) if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw this.err(k, `expected a token id or a list of them, found ${JSON.stringify(v)?.slice(0, 60)}`);
+    return list as number[];
+  }
+}
+
+function ropeScaling(f: Fields, contextLength: number): HFRopeScaling | undefined {
+  const v = f.o["rope_scaling"];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "object" || Array.isArray(v)) throw new HFConfigError(f.path, "rope_scaling", `expected an object, found ${JSON.stringify(v)?.slice(0, 60)}`);
+  const s = new Fields(f.path, v as Record<string, unknown>);
+  const type = s.o["rope_type"] ?? s.o["type"];
+  const factor = s.num("factor", NaN, Number.MIN_VALUE, 1e6);
+  if (type === "linear") return { type, factor };
+  if (type === "llama3") {
+    const lowFreqFactor = s.num("low_freq_factor", NaN, Number.MIN_VALUE, 1e6);
+    const highFreqFactor = s.num("high_freq_factor", NaN, Number.MIN_VALUE, 1e6);
+    if (!(highFreqFactor > lowFreqFactor)) throw new HFConfigError(f.path, "rope_scaling.high_freq_factor", `must be greater than low_freq_factor (${lowFreqFactor}), found ${highFreqFactor}`);
+    const originalContextLength = s.int("original_max_position_embeddings", LIMITS.context, contextLength);
+    return { type, factor, lowFreqFactor, highFreqFactor, originalContextLength };
+  }
+  if (type === "default") return undefined;
+  throw new HFConfigError(f.path, "rope_scaling.rope_type", `unsupported RoPE scaling ${JSON.stringify(type)} (supported: linear, llama3)`);
+}
+
+/** Reads `folder/config.json`. */
+export function readHFConfig(folder: string): HFModelConfig {
+  const path = join(folder, "config.json");
+  if (!existsSync(path)) throw new HFConfigError(path, "file", "not found (a Hugging Face model folder needs config.json)");
+  const f = new Fields(path, readJsonObject(path));
+  const archs = f.o["architectures"];
+  const hfArchitecture = Array.isArray(archs) && typeof archs[0] === "string" ? archs[0] : undefined;
+  if (hfArchitecture === undefined) throw new HFConfigError(path, "architectures", `expected a list like ["LlamaForCausalLM"], found ${JSON.stringify(archs)?.slice(0, 60)}`);
+  const arch = HF_ARCHITECTURES[hfArchitecture];
+  if (!arch) throw new HFConfigError(path, "architectures", `unsupported architecture "${hfArchitecture}" (supported: ${Object.keys(HF_ARCHITECTURES).join(", ")})`);
+  const eosTokenIds = f.ids("eos_token_id");
+  const bos = f.ids("bos_token_id");
+  const bosTokenId = bos[0];
+
+  if (arch === "gpt2") {
+    const hiddenSize = f.int("n_embd", LIMITS.hidden);
+    const headCount = f.int("n_head", LIMITS.heads);
+    if (hiddenSize % headCount !== 0) throw new HFConfigError(path, "n_head", `${headCount} heads do not divide n_embd ${hiddenSize}`);
+    const headDim = hiddenSize / headCount;
+    return {
+      path, hfArchitecture, arch,
+      vocabSize: f.int("vocab_size", LIMITS.vocab),
+      hiddenSize,
+      blockCount: f.int("n_layer", LIMITS.layers),
+      headCount,
+      headCountKv: headCount,
+      headDim,
+      feedForwardLength: f.int("n_inner", LIMITS.ffn, 4 * hiddenSize),
+      contextLength: f.int("n_positions", LIMITS.context, f.has("n_ctx") ? (f.o["n_ctx"] as number) : 1024),
+      normEps: f.num("layer_norm_epsilon", 1e-5, 0, 1),
+      ropeTheta: 10000,
+      tieWordEmbeddings: f.bool("tie_word_embeddings", true),
+      attentionBias: true,
+      bosTokenId,
+      eosTokenIds,
+    };
+  }
+
+  const hiddenSize = f.int("hidden_size", LIMITS.hidden);
+  const headCount = f.int("num_attention_heads", LIMITS.heads);
+  const headCountKv = f.int("num_key_value_heads", LIMITS.heads, headCount);
+  if (headCount % headCountKv !== 0) throw new HFConfigError(path, "num_key_value_heads", `${headCountKv} KV heads do not divide ${headCount} attention heads`);
+  if (!f.has("head_dim") && hiddenSize % headCount !== 0) throw new HFConfigError(path, "num_attention_heads", `${headCount} heads do not divide hidden_size ${hiddenSize} (and no head_dim is given)`);
+  const headDim = f.int("head_dim", LIMITS.hidden, hiddenSize / headCount);
+  if (headDim % 2 !== 0) throw new HFConfigError(path, "head_dim", `RoPE needs an even head size, found ${headDim}`);
+  const contextLength = f.int("max_position_embeddings", LIMITS.context, 2048);
+  return {
+    path, hfArchitecture, arch,
+    vocabSize: f.int("vocab_size", LIMITS.vocab),
+    hiddenSize,
+    blockCount: f.int("num_hidden_layers", LIMITS.layers),
+    headCount,
+    headCountKv,
+    headDim,
+    feedForwardLength: f.int("intermediate_size", LIMITS.ffn),
+    contextLength,
+    normEps: f.num("rms_norm_eps", 1e-6, 0, 1),
+    ropeTheta: f.num("rope_theta", 10000, Number.MIN_VALUE),
+    ropeScaling: ropeScaling(f, contextLength),
+    // PretrainedConfig defaults to tied, but these model classes default to untied
+    tieWordEmbeddings: f.bool("tie_word_embeddings", false),
+    attentionBias: arch === "qwen2" ? true : f.bool("attention_bias", false),
+    bosTokenId,
+    eosTokenIds,
+  };
+}
+
+export interface HFGenerationConfig {
+  /** sampling defaults as `generate` options (only what the file sets, plus HF's defaults where do_sample implies them) */
+  readonly defaults: GenerateOptions;
+  readonly bosTokenId?: number;
+  readonly eosTokenIds: readonly number[];
+}
+
+/** Reads `folder/generation_config.json`; an absent file gives empty defaults. */
+export function readGenerationConfig(folder: string): HFGenerationConfig {
+  const path = join(folder, "generation_config.json");
+  if (!existsSync(path)) return { defaults: {}, eosTokenIds: [] };
+  const f = new Fields(path, readJsonObject(path));
+  const defaults: GenerateOptions = {};
+  const doSample = f.has("do_sample") ? f.bool("do_sample", false) : undefined;
+  if (doSample === false) {
+    defaults.temperature = 0;
+  } else {
+    // with do_sample, transformers fills in temperature 1, top_k 50, top_p 1 for keys the file leaves out
+    const sample = doSample === true;
+    if (f.has("temperature") || sample) defaults.temperature = f.num("temperature", 1, 0, 100);
+    if (f.has("top_k") || sample) defaults.topK = f.has("top_k") && f.o["top_k"] === 0 ? 0 : f.int("top_k", 1 << 30, 50);
+    if (f.has("top_p") || sample) defaults.topP = f.num("top_p", 1, 0, 1);
+    if (f.has("min_p") || sample) defaults.minP = f.num("min_p", 0, 0, 1);
+  }
+  if (f.has("repetition_penalty")) defaults.repeatPenalty = f.num("repetition_penalty", 1, Number.MIN_VALUE, 100);
+  if (f.has("max_new_tokens")) defaults.maxTokens = f.int("max_new_tokens", 1 << 30);
+  return { defaults, bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
+}
