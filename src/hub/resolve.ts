@@ -1,11 +1,26 @@
 import { existsSync } from "node:fs";
+import { downloadModel, type DownloadOptions } from "./download.js";
+import { progressReporter } from "./progress.js";
+import { looksLikeHubReference } from "./reference.js";
+
+export type ResolveOptions = Omit<DownloadOptions, "refresh"> & {
+  /** no progress output (default: progress on stderr) */
+  quiet?: boolean;
+};
 
 /**
- * Turns what a user passed as --model (a local .gguf file, a local folder, or — once the Hub
- * client lands — a Hugging Face reference like `org/name`, `org/name@rev`, `org/name:Q4_K_M`)
- * into a local path. Today only local paths are accepted.
+ * Turns what a user passed as --model into a local path: an existing file or folder as is;
+ * otherwise a hub reference (`org/name`, `org/name@revision`, `org/name:Q4_K_M`,
+ * `modelscope:org/name`) is fetched into the Hugging Face cache — or found there without any
+ * request once it is complete — and the path of its GGUF (or snapshot folder) returned.
  */
-export async function resolveModelReference(ref: string): Promise<string> {
+export async function resolveModelReference(ref: string, options: ResolveOptions = {}): Promise<string> {
   if (existsSync(ref)) return ref;
-  throw new Error(`model not found: ${ref} (expected a local .gguf file or model folder)`);
+  if (!looksLikeHubReference(ref)) {
+    throw new Error(`model not found: ${ref} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
+  }
+  const { quiet, ...download } = options;
+  const onProgress = download.onProgress ?? (quiet ? undefined : progressReporter(process.stderr));
+  const result = await downloadModel(ref, { ...download, onProgress });
+  return result.path;
 }

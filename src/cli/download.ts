@@ -1,0 +1,64 @@
+import { parseArgs } from "node:util";
+import { downloadModel } from "../hub/download.js";
+import { progressReporter } from "../hub/progress.js";
+import type { HubSourceName } from "../hub/reference.js";
+import { UsageError } from "./args.js";
+
+export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
+                      [--token T] [--source hf|modelscope] [--offline] [--quiet] [--json]
+
+Downloads a model into the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
+~/.cache/huggingface/hub — the one Python's huggingface_hub uses) and prints the snapshot folder.
+
+REF is org/name, org/name@revision, org/name:QUANT (one GGUF, e.g. :Q4_K_M, split sets
+included) or modelscope:org/name. Without --include only what a model needs is fetched: the
+GGUF, or config + tokenizer files + one weight format.
+
+  --revision R     branch, tag or commit (default main; master on ModelScope)
+  --include GLOB   fetch the files matching GLOB instead (repeatable)
+  --exclude GLOB   skip files matching GLOB (repeatable)
+  --token T        access token (default $HF_TOKEN); sent only to the hub's own host
+  --source S       hf (default; $HF_ENDPOINT selects a mirror) or modelscope
+  --offline        use the cache only (also HF_HUB_OFFLINE=1)
+  --quiet          no progress on stderr
+  --json           print {repo, revision, commit, snapshot, path, files, fromCache}
+`;
+
+export async function runDownload(argv: string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        revision: { type: "string" }, include: { type: "string", multiple: true }, exclude: { type: "string", multiple: true },
+        token: { type: "string" }, source: { type: "string" }, offline: { type: "boolean" }, quiet: { type: "boolean" },
+        json: { type: "boolean" }, help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) { process.stdout.write(downloadHelp); return; }
+  if (positionals.length !== 1) throw new UsageError(`download expects one model reference (org/name), got ${positionals.length}`);
+  const source = values.source ?? "hf";
+  if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
+  const result = await downloadModel(positionals[0]!, {
+    source: source as HubSourceName,
+    revision: values.revision,
+    include: values.include,
+    exclude: values.exclude,
+    token: values.token,
+    offline: values.offline ? true : undefined,
+    refresh: true,
+    onProgress: values.quiet ? undefined : progressReporter(process.stderr),
+  });
+  if (values.json) {
+    const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
+    process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");
+  } else {
+    process.stdout.write(`${result.snapshotDir}\n`);
+  }
+}

@@ -1,0 +1,157 @@
+import { existsSync, lstatSync, readFileSync, readdirSync, realpathSync } from "node:fs";
+import { mkdir, rename, rm, symlink, writeFile, copyFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { dirname, join, relative, sep } from "node:path";
+import { checkCacheName, checkRelativePath, checkRevision, type HubSourceName } from "./reference.js";
+
+/*
+ * The cache layout of Python's huggingface_hub, so either tool finds what the other downloaded:
+ *   <root>/models--org--name/blobs/<etag>                   file contents, named by ETag
+ *   <root>/models--org--name/snapshots/<commit>/<path>      relative symlink to ../../blobs/<etag>
+ *   <root>/models--org--name/refs/<revision>                the commit a branch/tag pointed to (no newline)
+ *   <root>/.locks/models--org--name/<etag>.lock             (Python's lock; ours is <etag>.tsllm.lock)
+ */
+
+const truthy = (v: string | undefined) => v !== undefined && ["1", "on", "yes", "true"].includes(v.trim().toLowerCase());
+
+/** HF_HUB_OFFLINE=1 (or ON/YES/TRUE), as huggingface_hub reads it */
+export function hubOfflineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return truthy(env.HF_HUB_OFFLINE);
+}
+
+/** $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */
+export function hfHome(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.HF_HOME) return env.HF_HOME;
+  return join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "huggingface");
+}
+
+/** $HF_HUB_CACHE, else the legacy $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub */
+export function hfHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.HF_HUB_CACHE || env.HUGGINGFACE_HUB_CACHE || join(hfHome(env), "hub");
+}
+
+/**
+ * ModelScope downloads use the same blobs/snapshots layout (so resume, locking and checks are
+ * shared) under their own root, $MODELSCOPE_CACHE or ~/.cache/modelscope/hub, in a folder named
+ * the huggingface_hub way. It is not the modelscope Python package's own layout.
+ */
+export function modelScopeCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.MODELSCOPE_CACHE || join(homedir(), ".cache", "modelscope", "hub");
+}
+
+export function defaultCacheDir(source: HubSourceName, env: NodeJS.ProcessEnv = process.env): string {
+  return source === "modelscope" ? modelScopeCacheDir(env) : hfHubCacheDir(env);
+}
+
+/** `org/name` -> `models--org--name` */
+export function repoFolderName(repo: string): string {
+  return `models--${repo.split("/").join("--")}`;
+}
+
+/** Paths of one repo in a cache root. */
+export class RepoCache {
+  readonly dir: string;
+  constructor(readonly root: string, readonly repo: string) {
+    this.dir = join(root, repoFolderName(repo));
+  }
+
+  blobPath(etag: string): string {
+    checkCacheName(etag, `ETag of a file in ${this.repo}`);
+    return join(this.dir, "blobs", etag);
+  }
+
+  lockPath(etag: string): string {
+    checkCacheName(etag, `ETag of a file in ${this.repo}`);
+    return join(this.root, ".locks", repoFolderName(this.repo), `${etag}.tsllm.lock`);
+  }
+
+  snapshotDir(commit: string): string {
+    checkCacheName(commit, `commit of ${this.repo}`);
+    return join(this.dir, "snapshots", commit);
+  }
+
+  snapshotPath(commit: string, file: string): string {
+    checkRelativePath(file, `file name in ${this.repo}`);
+    return join(this.snapshotDir(commit), ...file.split("/"));
+  }
+
+  refPath(revision: string): string {
+    checkRevision(revision, this.repo);
+    return join(this.dir, "refs", ...revision.split("/"));
+  }
+
+  /**
+   * The commit a revision resolves to in the cache: refs/<revision>, else the revision itself
+   * when a snapshot has that name (a commit id; ModelScope snapshots are named by revision).
+   */
+  cachedCommit(revision: string): string | undefined {
+    const ref = this.refPath(revision);
+    if (existsSync(ref)) {
+      const commit = readFileSync(ref, "utf8").trim();
+      checkCacheName(commit, ref);
+      if (existsSync(this.snapshotDir(commit))) return commit;
+    }
+    if (!revision.includes("/") && existsSync(this.snapshotDir(revision))) return revision;
+    return undefined;
+  }
+
+  /** writes refs/<revision> = commit (no trailing newline, as Python writes it), atomically */
+  async writeRef(revision: string, commit: string): Promise<void> {
+    if (revision === commit) return;
+    const ref = this.refPath(revision);
+    if (existsSync(ref) && readFileSync(ref, "utf8") === commit) return;
+    await mkdir(dirname(ref), { recursive: true });
+    const tmp = `${ref}.${process.pid}.tmp`;
+    await writeFile(tmp, commit);
+    await rename(tmp, ref);
+  }
+
+  /** points snapshots/<commit>/<file> at blobs/<etag> with a relative symlink (a copy where symlinks are refused) */
+  async linkSnapshot(commit: string, file: string, etag: string): Promise<string> {
+    const link = this.snapshotPath(commit, file);
+    const blob = this.blobPath(etag);
+    await mkdir(dirname(link), { recursive: true });
+    const target = relative(dirname(link), blob);
+    const tmp = `${link}.${process.pid}.tmp`;
+    await rm(tmp, { force: true });
+    try {
+      await symlink(target, tmp);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EPERM") throw e;
+      await copyFile(blob, tmp); // e.g. Windows without developer mode
+    }
+    await rename(tmp, link); // replaces an older link atomically
+    return link;
+  }
+
+  /**
+   * Every regular file of a cached snapshot (repo-relative, '/'-separated). A symlink whose
+   * target leaves the repo folder, or dangles, is not listed: it is not ours to serve.
+   */
+  listSnapshot(commit: string): string[] {
+    const root = this.snapshotDir(commit);
+    const repoReal = realpathSync(this.dir);
+    const out: string[] = [];
+    const walk = (dir: string, prefix: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        if (entry.name.endsWith(".tmp")) continue;
+        const full = join(dir, entry.name);
+        const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+        if (entry.isDirectory()) { walk(full, rel); continue; }
+        if (entry.isSymbolicLink()) {
+          let real: string;
+          try { real = realpathSync(full); } catch { continue; }
+          if (!real.startsWith(repoReal + sep) || !lstatSync(real).isFile()) continue;
+        } else if (!entry.isFile()) continue;
+        out.push(rel);
+      }
+    };
+    if (existsSync(root)) walk(root, "");
+    return out.sort();
+  }
+}
+
+/** a cache root must exist for realpath checks; callers create it before writing */
+export async function ensureDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+}

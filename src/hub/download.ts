@@ -1,0 +1,186 @@
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
+import { HubError } from "./errors.js";
+import { fetchBlob } from "./fetch-blob.js";
+import { huggingFaceSource } from "./hf.js";
+import { withFileLock } from "./lock.js";
+import { modelScopeSource } from "./modelscope.js";
+import type { ProgressListener } from "./progress.js";
+import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
+import { selectFiles, type FileSelection } from "./select.js";
+import type { HubSource } from "./source.js";
+
+export interface DownloadOptions {
+  /** the hub for references without a `hf:`/`modelscope:` prefix (default "hf") */
+  source?: HubSourceName;
+  /** overrides the reference's @revision */
+  revision?: string;
+  /** base URL of the hub (default HF_ENDPOINT / MODELSCOPE_ENDPOINT, then the public hub) */
+  endpoint?: string;
+  /** default HF_TOKEN (or the login token file) / MODELSCOPE_API_TOKEN; sent to the endpoint's origin only */
+  token?: string;
+  include?: readonly string[];
+  exclude?: readonly string[];
+  /** cache root (default HF_HUB_CACHE / HF_HOME/hub / ~/.cache/huggingface/hub; MODELSCOPE_CACHE) */
+  cacheDir?: string;
+  /** cache only, no request (default HF_HUB_OFFLINE) */
+  offline?: boolean;
+  /**
+   * true: always ask the hub which commit the revision is now (as huggingface_hub does);
+   * false (default): a complete cached snapshot of the revision is used without any request
+   */
+  refresh?: boolean;
+  /** files transferred at once (default 4) */
+  concurrency?: number;
+  /** retries per file on network failures / 5xx (default 5), first backoff (default 500 ms, doubling) */
+  retries?: number;
+  retryDelayMs?: number;
+  onProgress?: ProgressListener;
+  signal?: AbortSignal;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface DownloadResult {
+  readonly source: HubSourceName;
+  readonly repo: string;
+  readonly revision: string;
+  readonly commit: string;
+  /** <cache>/models--org--name/snapshots/<commit> */
+  readonly snapshotDir: string;
+  /** repo-relative files of the selection */
+  readonly files: readonly string[];
+  /** what a loader opens: the selected GGUF (first part of a split set), else the snapshot folder */
+  readonly path: string;
+  /** true when no request was made */
+  readonly fromCache: boolean;
+}
+
+export function createSource(name: HubSourceName, options: Pick<DownloadOptions, "endpoint" | "token" | "env"> = {}): HubSource {
+  return name === "modelscope" ? modelScopeSource(options) : huggingFaceSource(options);
+}
+
+/** weights present for every file an index names (a half-fetched snapshot is not complete) */
+function snapshotComplete(snapshotDir: string, selection: FileSelection, explicit: boolean): boolean {
+  if (selection.primary || explicit) return true;
+  const files = new Set(selection.files);
+  const weights = selection.files.filter((f) => /\.(safetensors|bin)$/.test(f));
+  if (weights.length === 0 || !files.has("config.json")) return false;
+  for (const index of ["model.safetensors.index.json", "pytorch_model.bin.index.json"]) {
+    if (!files.has(index)) continue;
+    try {
+      const map = (JSON.parse(readFileSync(join(snapshotDir, index), "utf8")) as { weight_map?: Record<string, string> }).weight_map ?? {};
+      if (!Object.values(map).every((f) => files.has(f))) return false;
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
+
+function fromCache(cache: RepoCache, ref: HubReference, revision: string, options: DownloadOptions): DownloadResult | undefined {
+  if (!existsSync(cache.dir)) return undefined;
+  const commit = cache.cachedCommit(revision);
+  if (!commit) return undefined;
+  const snapshotDir = cache.snapshotDir(commit);
+  let selection: FileSelection;
+  try {
+    selection = selectFiles(cache.listSnapshot(commit), { selector: ref.selector, include: options.include, exclude: options.exclude }, `${formatReference(ref, revision)} (cached)`);
+  } catch (e) {
+    if (e instanceof HubError && e.code === "no-match") return undefined;
+    throw e;
+  }
+  if (!snapshotComplete(snapshotDir, selection, (options.include?.length ?? 0) > 0)) return undefined;
+  return {
+    source: ref.source, repo: ref.repo, revision, commit, snapshotDir, files: selection.files,
+    path: selection.primary ? cache.snapshotPath(commit, selection.primary) : snapshotDir,
+    fromCache: true,
+  };
+}
+
+async function pool<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const item = items[next++]!;
+      try { await fn(item); } catch (e) { failed = true; throw e; }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+}
+
+/**
+ * Downloads (or finds in the cache) what a hub reference needs and returns where it is.
+ * The cache is huggingface_hub's, so a model fetched by either tool serves the other.
+ */
+export async function downloadModel(reference: string | HubReference, options: DownloadOptions = {}): Promise<DownloadResult> {
+  const env = options.env ?? process.env;
+  const ref = typeof reference === "string" ? parseHubReference(reference, options.source) : reference;
+  const source = createSource(ref.source, { endpoint: options.endpoint, token: options.token, env });
+  const revision = options.revision ?? ref.revision ?? source.defaultRevision;
+  checkRevision(revision, formatReference(ref));
+  const context = formatReference(ref, revision);
+  const cache = new RepoCache(options.cacheDir ?? defaultCacheDir(ref.source, env), ref.repo);
+  const offline = options.offline ?? hubOfflineFromEnv(env);
+
+  if (offline || !options.refresh) {
+    const cached = fromCache(cache, ref, revision, options);
+    if (cached) return cached;
+    if (offline) {
+      throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
+    }
+  }
+
+  let listing;
+  try {
+    listing = await source.list(ref.repo, revision, options.signal);
+  } catch (e) {
+    // as huggingface_hub does: when the hub cannot be reached, a cached snapshot still serves
+    if (e instanceof HubError && e.code === "network") {
+      const cached = fromCache(cache, ref, revision, options);
+      if (cached) return cached;
+    }
+    throw e;
+  }
+  const selection = selectFiles(listing.files.map((f) => f.path), { selector: ref.selector, include: options.include, exclude: options.exclude }, context);
+  // every name that becomes a path is checked before anything is written
+  for (const f of selection.files) checkRelativePath(f, `file name listed by ${context}`);
+  cache.snapshotDir(listing.commit);
+  const byPath = new Map(listing.files.map((f) => [f.path, f]));
+
+  await ensureDir(cache.dir);
+  await pool(selection.files, options.concurrency ?? 4, async (file) => {
+    const location = await source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal);
+    const blob = cache.blobPath(location.etag);
+    const what = `${file} of ${formatReference({ ...ref, selector: undefined }, revision)}`;
+    const have = () => existsSync(blob) && statSync(blob).size === location.size;
+    const report = (phase: "start" | "bytes" | "done" | "cached", downloaded: number) =>
+      options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size });
+    if (have()) {
+      report("cached", location.size);
+    } else {
+      await withFileLock(cache.lockPath(location.etag), async () => {
+        if (have()) { report("cached", location.size); return; } // another download finished it meanwhile
+        await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
+        const partial = `${blob}.incomplete`;
+        report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
+        await fetchBlob({
+          location, auth: source.auth, blobPath: blob, what,
+          retries: options.retries ?? 5, retryDelayMs: options.retryDelayMs ?? 500,
+          onBytes: (n) => report("bytes", n), signal: options.signal,
+        });
+        report("done", location.size);
+      }, options.signal);
+    }
+    await cache.linkSnapshot(listing.commit, file, location.etag);
+  });
+  await cache.writeRef(revision, listing.commit);
+  return {
+    source: ref.source, repo: ref.repo, revision, commit: listing.commit,
+    snapshotDir: cache.snapshotDir(listing.commit), files: selection.files,
+    path: selection.primary ? cache.snapshotPath(listing.commit, selection.primary) : cache.snapshotDir(listing.commit),
+    fromCache: false,
+  };
+}

@@ -1,0 +1,19 @@
+/** Why a Hub operation failed, so callers (and tests) can tell the cases apart without parsing messages. */
+export type HubErrorCode =
+  | "bad-reference" // the reference or a name from the server is malformed or would escape the cache
+  | "repo-not-found"
+  | "revision-not-found"
+  | "file-not-found"
+  | "unauthorized" // 401/403, gated or private repo
+  | "offline-miss" // HF_HUB_OFFLINE=1 and the cache does not hold what was asked
+  | "checksum" // size or sha256 of a downloaded file does not match the server's
+  | "no-match" // :QUANT / include globs selected nothing (or too much)
+  | "network" // connection failures and 5xx after the retries
+  | "protocol"; // the server answered something we cannot use
+
+export class HubError extends Error {
+  override name = "HubError";
+  constructor(readonly code: HubErrorCode, message: string) {
+    super(message);
+  }
+}

@@ -1,0 +1,124 @@
+import { createHash, type Hash } from "node:crypto";
+import { createReadStream, existsSync, statSync } from "node:fs";
+import { mkdir, open, rename, rm } from "node:fs/promises";
+import { dirname } from "node:path";
+import { HubError } from "./errors.js";
+import { hubRequest, isRetryableStatus, redact, sleep, type HubAuth } from "./http.js";
+import type { FileLocation } from "./source.js";
+
+export interface FetchBlobOptions {
+  readonly location: FileLocation;
+  readonly auth: HubAuth;
+  /** final path (blobs/<etag>); bytes go to `<blob>.incomplete` first */
+  readonly blobPath: string;
+  /** "file F of repo@rev", for messages */
+  readonly what: string;
+  /** attempts after the first on network failures and 5xx/429 */
+  readonly retries: number;
+  /** first backoff; doubles each time */
+  readonly retryDelayMs: number;
+  readonly onBytes?: (downloaded: number) => void;
+  readonly signal?: AbortSignal;
+}
+
+async function hashPrefix(hash: Hash, path: string): Promise<void> {
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+}
+
+/** thrown inside an attempt when another attempt may fix it */
+class Transient extends Error {}
+
+/**
+ * Downloads one file into the cache: appends to `<blob>.incomplete` (resuming with `Range` what
+ * an earlier attempt or process left), checks the size and, for LFS files, the sha256, then
+ * renames it to the blob name. Only a verified file ever carries the blob name, so a killed
+ * process or a full disk leaves at most an `.incomplete`. A checksum mismatch deletes the
+ * partial file (it cannot be resumed from) and fails.
+ */
+export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
+  const { location, blobPath } = o;
+  const partial = `${blobPath}.incomplete`;
+  await mkdir(dirname(blobPath), { recursive: true });
+  let lastError = "";
+  for (let attempt = 0; attempt <= o.retries; attempt++) {
+    if (attempt > 0) await sleep(o.retryDelayMs * 2 ** (attempt - 1), o.signal);
+    try {
+      await attemptFetch(o, partial);
+      await rename(partial, blobPath);
+      return;
+    } catch (e) {
+      if (!(e instanceof Transient)) throw e;
+      lastError = e.message;
+    }
+  }
+  throw new HubError("network", `downloading ${o.what} failed after ${o.retries + 1} attempts: ${lastError} (the partial file ${partial} is kept; run again to resume)`);
+}
+
+async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void> {
+  const { location } = o;
+  let start = existsSync(partial) ? statSync(partial).size : 0;
+  if (start > location.size) { await rm(partial, { force: true }); start = 0; }
+  let response: Response | undefined;
+  if (start < location.size) {
+    const headers: Record<string, string> = { "accept-encoding": "identity" };
+    if (start > 0) headers.range = `bytes=${start}-`;
+    let r;
+    try {
+      r = await hubRequest(location.url, { auth: o.auth, redirects: "all", headers, signal: o.signal });
+    } catch (e) {
+      if (e instanceof HubError && e.code === "network") throw new Transient(e.message);
+      throw e;
+    }
+    response = r.response;
+    if (response.status === 416) { await response.body?.cancel(); await rm(partial, { force: true }); throw new Transient(`${redact(r.url)} refused the range bytes=${start}-`); }
+    if (!response.ok) {
+      await response.body?.cancel();
+      const msg = `${redact(r.url)} answered ${response.status}`;
+      if (isRetryableStatus(response.status)) throw new Transient(msg);
+      const code = response.status === 401 || response.status === 403 ? "unauthorized" : response.status === 404 ? "file-not-found" : "protocol";
+      throw new HubError(code, `downloading ${o.what}: ${msg}`);
+    }
+    // a server that ignores Range (200) or answers another range starts the file over
+    const range = response.headers.get("content-range");
+    if (start > 0 && (response.status !== 206 || !range?.startsWith(`bytes ${start}-`))) start = 0;
+  }
+  const hash = location.sha256 ? createHash("sha256") : undefined;
+  if (hash && start > 0) await hashPrefix(hash, partial);
+  const fh = await open(partial, start > 0 ? "a" : "w");
+  let written = start;
+  o.onBytes?.(written);
+  try {
+    if (response?.body) {
+      try {
+        for await (const chunk of response.body) {
+          const bytes = chunk as Uint8Array;
+          if (written + bytes.length > location.size) {
+            throw new HubError("checksum", `${o.what}: the server sent more than the ${location.size} bytes it announced`);
+          }
+          await fh.write(bytes);
+          hash?.update(bytes);
+          written += bytes.length;
+          o.onBytes?.(written);
+        }
+      } catch (e) {
+        if (e instanceof HubError) throw e;
+        if (o.signal?.aborted) throw e;
+        throw new Transient(`the connection broke after ${written} of ${location.size} bytes (${(e as Error).message})`);
+      }
+    }
+    await fh.sync();
+  } catch (e) {
+    await fh.close();
+    if (e instanceof HubError) await rm(partial, { force: true });
+    throw e;
+  }
+  await fh.close();
+  if (written !== location.size) throw new Transient(`the transfer ended after ${written} of ${location.size} bytes`);
+  if (hash) {
+    const got = hash.digest("hex");
+    if (got !== location.sha256) {
+      await rm(partial, { force: true });
+      throw new HubError("checksum", `${o.what}: sha256 mismatch (expected ${location.sha256}, got ${got}); the corrupt download was deleted`);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/** What the downloader reports, per file. */
+export interface DownloadProgress {
+  readonly file: string;
+  readonly repo: string;
+  /** start: about to transfer; bytes: `downloaded` changed; done: verified and in the cache; cached: already there */
+  readonly phase: "start" | "bytes" | "done" | "cached";
+  readonly downloaded: number;
+  readonly total: number;
+}
+
+export type ProgressListener = (p: DownloadProgress) => void;
+
+export function formatBytes(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
+  return `${n} B`;
+}
+
+function formatSeconds(s: number): string {
+  if (!Number.isFinite(s)) return "--";
+  if (s >= 3600) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  if (s >= 60) return `${Math.floor(s / 60)}m${String(Math.floor(s % 60)).padStart(2, "0")}s`;
+  return `${Math.ceil(s)}s`;
+}
+
+interface Active { file: string; downloaded: number; total: number; startedAt: number; startBytes: number }
+
+/**
+ * A progress display on a stream (stderr): on a TTY one redrawn bar per file being transferred
+ * (bytes, speed, ETA); otherwise plain lines when a file starts and ends. `now` is injectable
+ * for tests.
+ */
+export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: boolean; now?: () => number } = {}): ProgressListener {
+  const tty = options.tty ?? stream.isTTY === true;
+  const now = options.now ?? (() => performance.now());
+  const active = new Map<string, Active>();
+  let drawn = 0;
+  let lastDraw = 0;
+
+  const bar = (a: Active): string => {
+    const frac = a.total > 0 ? Math.min(1, a.downloaded / a.total) : 1;
+    const width = 24;
+    const filled = Math.round(frac * width);
+    const secs = (now() - a.startedAt) / 1000;
+    const speed = secs > 0 ? (a.downloaded - a.startBytes) / secs : 0;
+    const eta = speed > 0 ? (a.total - a.downloaded) / speed : Infinity;
+    const name = a.file.length > 32 ? `…${a.file.slice(-31)}` : a.file.padEnd(32);
+    return `${name} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${(frac * 100).toFixed(0).padStart(3)}% ${formatBytes(a.downloaded)}/${formatBytes(a.total)} ${formatBytes(speed)}/s ETA ${formatSeconds(eta)}`;
+  };
+  /** rewrites the bar lines (the last `drawn` lines above the cursor), with `permanent` lines first */
+  const paint = (permanent: string[]) => {
+    lastDraw = now();
+    const lines = [...permanent, ...[...active.values()].map(bar)];
+    let out = drawn > 0 ? `\x1b[${drawn}A` : "";
+    for (const l of lines) out += `\x1b[2K${l}\n`;
+    const extra = drawn - lines.length;
+    if (extra > 0) out += `${"\x1b[2K\n".repeat(extra)}\x1b[${extra}A`;
+    drawn = active.size;
+    stream.write(out);
+  };
+  const println = (line: string) => {
+    if (tty) paint([line]);
+    else stream.write(`${line}\n`);
+  };
+
+  return (p) => {
+    const key = `${p.repo}/${p.file}`;
+    switch (p.phase) {
+      case "start":
+        active.set(key, { file: p.file, downloaded: p.downloaded, total: p.total, startedAt: now(), startBytes: p.downloaded });
+        if (tty) paint([]);
+        else stream.write(`downloading ${p.repo}/${p.file} (${formatBytes(p.total)}${p.downloaded > 0 ? `, resuming at ${formatBytes(p.downloaded)}` : ""})\n`);
+        break;
+      case "bytes": {
+        const a = active.get(key);
+        if (a) { a.downloaded = p.downloaded; if (tty && now() - lastDraw >= 100) paint([]); }
+        break;
+      }
+      case "done": {
+        const a = active.get(key);
+        active.delete(key);
+        const secs = a ? (now() - a.startedAt) / 1000 : 0;
+        const speed = a && secs > 0 ? ` at ${formatBytes((p.total - a.startBytes) / secs)}/s` : "";
+        println(`downloaded ${p.repo}/${p.file} (${formatBytes(p.total)} in ${secs.toFixed(1)}s${speed})`);
+        break;
+      }
+      case "cached":
+        break;
+    }
+  };
+}

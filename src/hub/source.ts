@@ -1,0 +1,49 @@
+import type { HubAuth } from "./http.js";
+import type { HubSourceName } from "./reference.js";
+
+/** A file the repo listing names, with what the listing already tells about it. */
+export interface RemoteFile {
+  readonly path: string;
+  readonly size?: number;
+  readonly sha256?: string;
+}
+
+export interface RepoListing {
+  /** the commit the revision resolved to; names the snapshot folder */
+  readonly commit: string;
+  readonly files: readonly RemoteFile[];
+}
+
+/** Where and what one file is: its blob name in the cache, its size, how to fetch it. */
+export interface FileLocation {
+  readonly etag: string;
+  readonly size: number;
+  /** the expected sha256 (LFS files); absent when the server gives none */
+  readonly sha256?: string;
+  readonly url: string;
+}
+
+/** A model hub: Hugging Face (or a mirror of it) or ModelScope. */
+export interface HubSource {
+  readonly name: HubSourceName;
+  readonly endpoint: string;
+  readonly auth: HubAuth;
+  readonly defaultRevision: string;
+  list(repo: string, revision: string, signal?: AbortSignal): Promise<RepoListing>;
+  locate(repo: string, commit: string, file: RemoteFile, signal?: AbortSignal): Promise<FileLocation>;
+}
+
+export interface SourceOptions {
+  /** base URL; default from the environment (HF_ENDPOINT, MODELSCOPE_ENDPOINT / MODELSCOPE_DOMAIN) */
+  endpoint?: string;
+  /** default from the environment (HF_TOKEN / the token file; MODELSCOPE_API_TOKEN) */
+  token?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export function trimEndpoint(url: string, what: string): string {
+  let u: URL;
+  try { u = new URL(url); } catch { throw new Error(`${what}: "${url}" is not a URL (expected e.g. https://huggingface.co)`); }
+  if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error(`${what}: "${url}" must be http(s)`);
+  return url.replace(/\/+$/, "");
+}

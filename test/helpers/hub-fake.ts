@@ -1,0 +1,195 @@
+/**
+ * A fake Hugging Face Hub (and ModelScope) on 127.0.0.1 with real HTTP semantics, for the hub
+ * tests: model info with siblings, HEAD/GET resolve with X-Repo-Commit / ETag / X-Linked-Etag /
+ * X-Linked-Size / X-Error-Code, LFS files redirected to a second "CDN" server, byte ranges, and
+ * injectable faults (a connection cut mid-file, corrupted bytes of the right size).
+ */
+import { createHash } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface FakeFile {
+  readonly path: string;
+  readonly content: Buffer;
+  /** stored in LFS: served from the CDN, named by sha256 (default: names ending .gguf/.safetensors/.bin) */
+  readonly lfs?: boolean;
+}
+
+export interface FakeRepo {
+  readonly repo: string;
+  readonly commit: string;
+  /** branch and tag names pointing at `commit` (default ["main"]) */
+  readonly refs?: readonly string[];
+  readonly files: readonly FakeFile[];
+  /** downloads need this token */
+  readonly gatedToken?: string;
+}
+
+export interface RecordedRequest {
+  readonly server: "hub" | "cdn";
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingMessage["headers"];
+}
+
+export const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+/** a git blob id, the ETag the Hub gives non-LFS files */
+export const gitBlobSha1 = (b: Buffer) => createHash("sha1").update(`blob ${b.length}\0`).update(b).digest("hex");
+export const isLfs = (f: FakeFile) => f.lfs ?? /\.(gguf|safetensors|bin)$/.test(f.path);
+/** the name huggingface_hub gives the blob of a file */
+export const blobName = (f: FakeFile) => (isLfs(f) ? sha256(f.content) : gitBlobSha1(f.content));
+
+export class FakeHub {
+  readonly repos = new Map<string, FakeRepo>();
+  readonly requests: RecordedRequest[] = [];
+  /** blobs (sha256) whose next full GET is cut after half the bytes; the count is how many times */
+  readonly dropMidway = new Map<string, number>();
+  /** blobs served with one byte flipped */
+  readonly corrupt = new Set<string>();
+  /** extra siblings the listing names that the hub does not serve (traversal names) */
+  readonly extraSiblings = new Map<string, string[]>();
+  hubUrl = "";
+  cdnUrl = "";
+  private hub?: Server;
+  private cdn?: Server;
+
+  add(repo: FakeRepo): this {
+    this.repos.set(repo.repo, repo);
+    return this;
+  }
+
+  async start(): Promise<this> {
+    const listen = (s: Server) => new Promise<string>((r) => s.listen(0, "127.0.0.1", () => r(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)));
+    this.hub = createServer((req, res) => this.onHub(req, res));
+    this.cdn = createServer((req, res) => this.onCdn(req, res));
+    this.hubUrl = await listen(this.hub);
+    this.cdnUrl = await listen(this.cdn);
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const s of [this.hub, this.cdn]) {
+      if (!s) continue;
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  }
+
+  count(server?: "hub" | "cdn", method?: string): number {
+    return this.requests.filter((r) => (!server || r.server === server) && (!method || r.method === method)).length;
+  }
+
+  private record(server: "hub" | "cdn", req: IncomingMessage): void {
+    this.requests.push({ server, method: req.method ?? "", url: req.url ?? "", headers: req.headers });
+  }
+
+  private findBlob(name: string): Buffer | undefined {
+    for (const r of this.repos.values()) for (const f of r.files) if (sha256(f.content) === name) return f.content;
+    return undefined;
+  }
+
+  private onHub(req: IncomingMessage, res: ServerResponse): void {
+    this.record("hub", req);
+    const url = new URL(req.url ?? "/", this.hubUrl);
+    const path = decodeURIComponent(url.pathname);
+    let m: RegExpExecArray | null;
+    const error = (status: number, code?: string, body?: unknown) => {
+      if (code) res.setHeader("X-Error-Code", code);
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body ?? { error: code }));
+    };
+    // ModelScope
+    if ((m = /^\/api\/v1\/models\/([^/]+\/[^/]+)\/repo\/files$/.exec(path))) {
+      const repo = this.repos.get(m[1]!);
+      const rev = url.searchParams.get("Revision") ?? "master";
+      if (!repo || !(repo.refs ?? ["master"]).includes(rev)) return error(404, undefined, { Code: 10010205, Message: `model ${m[1]} not found` });
+      const Files = repo.files.map((f) => ({ Name: f.path.split("/").pop(), Path: f.path, Type: "blob", Size: f.content.length, Sha256: sha256(f.content), Revision: repo.commit }));
+      return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ Code: 200, Data: { Files }, Success: true }));
+    }
+    if ((m = /^\/api\/v1\/models\/([^/]+\/[^/]+)\/repo$/.exec(path))) {
+      const repo = this.repos.get(m[1]!);
+      const file = repo?.files.find((f) => f.path === url.searchParams.get("FilePath"));
+      if (!file) return error(404, undefined, { Code: 10010205, Message: "file not found" });
+      return this.serveBytes(req, res, sha256(file.content), file.content, {});
+    }
+    // Hugging Face
+    if ((m = /^\/api\/models\/([^/]+\/[^/]+)\/revision\/(.+)$/.exec(path))) {
+      const repo = this.repos.get(m[1]!);
+      if (!repo) return error(401, "RepoNotFound");
+      if (!this.hasRevision(repo, m[2]!)) return error(404, "RevisionNotFound");
+      const siblings = [...repo.files.map((f) => ({ rfilename: f.path })), ...(this.extraSiblings.get(repo.repo) ?? []).map((rfilename) => ({ rfilename }))];
+      return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id: repo.repo, sha: repo.commit, siblings }));
+    }
+    if ((m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname))) {
+      const repo = this.repos.get(decodeURIComponent(m[1]!));
+      if (!repo) return error(401, "RepoNotFound");
+      if (!this.hasRevision(repo, decodeURIComponent(m[2]!))) return error(404, "RevisionNotFound");
+      if (repo.gatedToken && req.headers.authorization !== `Bearer ${repo.gatedToken}`) return error(401, "GatedRepo");
+      const file = repo.files.find((f) => f.path === decodeURIComponent(m![3]!));
+      if (!file) return error(404, "EntryNotFound");
+      res.setHeader("X-Repo-Commit", repo.commit);
+      if (isLfs(file)) {
+        const sha = sha256(file.content);
+        res.writeHead(302, {
+          location: `${this.cdnUrl}/blobs/${sha}?X-Amz-Signature=abc`,
+          "x-linked-etag": `"${sha}"`,
+          "x-linked-size": String(file.content.length),
+          etag: `"${gitBlobSha1(Buffer.from(`version https://git-lfs.github.com/spec/v1\noid sha256:${sha}\n`))}"`,
+          "content-length": "0",
+        });
+        return void res.end();
+      }
+      return this.serveBytes(req, res, gitBlobSha1(file.content), file.content, { etag: `"${gitBlobSha1(file.content)}"` });
+    }
+    error(404, undefined, { error: `no route ${path}` });
+  }
+
+  private hasRevision(repo: FakeRepo, rev: string): boolean {
+    return rev === repo.commit || (repo.refs ?? ["main"]).includes(rev);
+  }
+
+  private onCdn(req: IncomingMessage, res: ServerResponse): void {
+    this.record("cdn", req);
+    const url = new URL(req.url ?? "/", this.cdnUrl);
+    const name = /^\/blobs\/([0-9a-f]{64})$/.exec(url.pathname)?.[1];
+    const content = name ? this.findBlob(name) : undefined;
+    if (!name || !content) return void res.writeHead(404).end("no such blob");
+    this.serveBytes(req, res, name, content, { etag: `"${name}"` });
+  }
+
+  /** 200 or 206 for `Range: bytes=a-[b]`, 416 beyond the end; faults applied to GETs */
+  private serveBytes(req: IncomingMessage, res: ServerResponse, name: string, full: Buffer, headers: Record<string, string>): void {
+    let content = full;
+    if (this.corrupt.has(name)) {
+      content = Buffer.from(full);
+      content[content.length >> 1]! ^= 0xff;
+    }
+    let start = 0;
+    let end = content.length - 1;
+    const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
+    if (range) {
+      start = Number(range[1]);
+      if (range[2]) end = Math.min(end, Number(range[2]));
+      if (start >= content.length) return void res.writeHead(416, { "content-range": `bytes */${content.length}` }).end();
+      headers = { ...headers, "content-range": `bytes ${start}-${end}/${content.length}` };
+    }
+    res.writeHead(range ? 206 : 200, { ...headers, "content-length": String(end - start + 1), "accept-ranges": "bytes", "content-type": "application/octet-stream" });
+    if (req.method === "HEAD") return void res.end();
+    const drops = this.dropMidway.get(name) ?? 0;
+    if (drops > 0 && start === 0) {
+      this.dropMidway.set(name, drops - 1);
+      res.write(content.subarray(0, content.length >> 1), () => res.destroy());
+      return;
+    }
+    res.end(content.subarray(start, end + 1));
+  }
+}
+
+export function randomBytes(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    b[i] = x & 0xff;
+  }
+  return b;
+}

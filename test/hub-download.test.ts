@@ -1,0 +1,329 @@
+import assert from "node:assert/strict";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { downloadModel, HubError, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
+import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
+
+const COMMIT = "0123456789abcdef0123456789abcdef01234567";
+const GGUF_COMMIT = "fedcba9876543210fedcba9876543210fedcba98";
+
+const ggufFiles: FakeFile[] = [
+  { path: "README.md", content: Buffer.from("# tiny\n") },
+  { path: "tiny-Q8_0.gguf", content: randomBytes(300_000, 1) },
+  { path: "tiny-Q4_K_M-00001-of-00002.gguf", content: randomBytes(70_000, 2) },
+  { path: "tiny-Q4_K_M-00002-of-00002.gguf", content: randomBytes(50_000, 3) },
+  { path: "tiny-Q4_K_S.gguf", content: randomBytes(1000, 4) },
+  { path: "mmproj-tiny-f16.gguf", content: randomBytes(1000, 5) },
+];
+const hfFiles: FakeFile[] = [
+  { path: "README.md", content: Buffer.from("# model card\n") },
+  { path: "config.json", content: Buffer.from('{"model_type":"llama"}') },
+  { path: "tokenizer.json", content: Buffer.from('{"model":{}}') },
+  { path: "tokenizer_config.json", content: Buffer.from("{}") },
+  { path: "model.safetensors", content: randomBytes(20_000, 6) },
+  { path: "pytorch_model.bin", content: randomBytes(20_000, 7) },
+  { path: "onnx/model.onnx", content: randomBytes(500, 8) },
+  { path: "nested/deeper/notes.json", content: Buffer.from("[1,2,3]") },
+];
+
+let hub: FakeHub;
+const roots: string[] = [];
+function tmp(): string {
+  const d = mkdtempSync(join(tmpdir(), "tsllm-hub-"));
+  roots.push(d);
+  return d;
+}
+
+before(async () => {
+  hub = await new FakeHub()
+    .add({ repo: "acme/tiny-GGUF", commit: GGUF_COMMIT, files: ggufFiles })
+    .add({ repo: "acme/tiny", commit: COMMIT, refs: ["main", "v1"], files: hfFiles })
+    .add({ repo: "acme/gated", commit: COMMIT, files: hfFiles, gatedToken: "hf_secret" })
+    .add({ repo: "acme/ms-model", commit: COMMIT, refs: ["master"], files: hfFiles })
+    .start();
+});
+after(async () => {
+  await hub.close();
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+/** options that point everything at the fake hub and a fresh cache; no environment is read */
+function opts(cacheDir: string, more: DownloadOptions = {}): DownloadOptions {
+  return { cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, ...more };
+}
+
+function file(files: FakeFile[], path: string): FakeFile {
+  return files.find((f) => f.path === path)!;
+}
+
+/** every path under a folder, '/'-separated, symlinks not followed */
+function tree(dir: string, prefix = ""): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    return e.isDirectory() ? tree(join(dir, e.name), rel) : [rel];
+  }).sort();
+}
+
+describe("cache layout", () => {
+  test("is huggingface_hub's: blobs by ETag, relative snapshot symlinks, refs/main holding the commit", async () => {
+    const cache = tmp();
+    const r = await downloadModel("acme/tiny", opts(cache, { include: ["*.json", "model.safetensors"] }));
+    const repoDir = join(cache, "models--acme--tiny");
+    assert.equal(r.commit, COMMIT);
+    assert.equal(r.snapshotDir, join(repoDir, "snapshots", COMMIT));
+    assert.equal(r.path, r.snapshotDir);
+    assert.equal(readFileSync(join(repoDir, "refs", "main"), "utf8"), COMMIT); // no trailing newline, as Python writes it
+    const expected = ["config.json", "model.safetensors", "nested/deeper/notes.json", "tokenizer.json", "tokenizer_config.json"];
+    assert.deepEqual([...r.files].sort(), expected);
+    assert.deepEqual(tree(join(repoDir, "snapshots", COMMIT)), expected);
+    for (const p of expected) {
+      const f = file(hfFiles, p);
+      const link = join(repoDir, "snapshots", COMMIT, ...p.split("/"));
+      assert.ok(lstatSync(link).isSymbolicLink(), `${p} is a symlink`);
+      // os.path.relpath(blob, dirname(link)): one ../ per folder level below the repo folder
+      const ups = "../".repeat(2 + p.split("/").length - 1);
+      assert.equal(readlinkSync(link), `${ups}blobs/${blobName(f)}`, p);
+      assert.deepEqual(readFileSync(link), f.content, p);
+    }
+    // LFS files are named by sha256, git files by their git blob sha1
+    assert.deepEqual(tree(join(repoDir, "blobs")), expected.map((p) => blobName(file(hfFiles, p))).sort());
+    assert.equal(blobName(file(hfFiles, "model.safetensors")), sha256(file(hfFiles, "model.safetensors").content));
+    assert.deepEqual(tree(repoDir).filter((p) => p.startsWith("refs/")), ["refs/main"]);
+  });
+
+  test("a tag writes refs/<tag>; a commit id writes no ref", async () => {
+    const cache = tmp();
+    await downloadModel("acme/tiny@v1", opts(cache, { include: ["config.json"] }));
+    await downloadModel(`acme/tiny@${COMMIT}`, opts(cache, { include: ["config.json"], refresh: true }));
+    const repoDir = join(cache, "models--acme--tiny");
+    assert.deepEqual(tree(join(repoDir, "refs")), ["v1"]);
+    assert.equal(readFileSync(join(repoDir, "refs", "v1"), "utf8"), COMMIT);
+  });
+
+  test("a second run is served from the cache with no request, online (cache first) and offline", async () => {
+    const cache = tmp();
+    const first = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.equal(first.fromCache, false);
+    const before = hub.requests.length;
+    const again = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    const offline = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { env: { HF_HUB_OFFLINE: "1" } }));
+    assert.equal(hub.requests.length, before, "no request");
+    for (const r of [again, offline]) {
+      assert.equal(r.fromCache, true);
+      assert.equal(r.path, first.path);
+      assert.equal(r.commit, GGUF_COMMIT);
+    }
+  });
+
+  test("refresh asks the hub again but transfers nothing already cached", async () => {
+    const cache = tmp();
+    await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    const cdnBefore = hub.count("cdn");
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { refresh: true }));
+    assert.equal(r.fromCache, false);
+    assert.equal(hub.count("cdn"), cdnBefore);
+  });
+});
+
+describe("offline mode", () => {
+  test("HF_HUB_OFFLINE=1 with nothing cached is a clear error and makes no request", async () => {
+    const cache = tmp();
+    const before = hub.requests.length;
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { env: { HF_HUB_OFFLINE: "1" } })), (e: HubError) => {
+      assert.equal(e.code, "offline-miss");
+      assert.match(e.message, /acme\/tiny-GGUF@main:Q8_0 is not in the cache/);
+      assert.match(e.message, /HF_HUB_OFFLINE=1/);
+      return true;
+    });
+    assert.equal(hub.requests.length, before);
+  });
+
+  test("a cached Q8_0 does not satisfy an offline request for Q4_K_M", async () => {
+    const cache = tmp();
+    await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q4_K_M", opts(cache, { offline: true })), { code: "offline-miss" });
+  });
+});
+
+describe("integrity", () => {
+  test("a connection cut halfway is resumed with a Range request and the sha256 verified", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    hub.dropMidway.set(sha256(f.content), 1);
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.deepEqual(readFileSync(r.path), f.content);
+    const gets = hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET");
+    assert.equal(gets.length, 2);
+    assert.equal(gets[0]!.headers.range, undefined);
+    const resumedAt = Number(/^bytes=(\d+)-$/.exec(String(gets[1]!.headers.range))?.[1]);
+    assert.ok(resumedAt > 0 && resumedAt < f.content.length, `resumed at ${gets[1]!.headers.range}`);
+    assert.ok(!existsSync(join(cache, "models--acme--tiny-GGUF", "blobs", `${sha256(f.content)}.incomplete`)));
+  });
+
+  test("an .incomplete left by a killed process is resumed from where it stopped", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    const blobs = join(cache, "models--acme--tiny-GGUF", "blobs");
+    mkdirSync(blobs, { recursive: true });
+    writeFileSync(join(blobs, `${sha256(f.content)}.incomplete`), f.content.subarray(0, 123_457));
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.deepEqual(readFileSync(r.path), f.content);
+    const gets = hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET");
+    assert.deepEqual(gets.map((g) => g.headers.range), ["bytes=123457-"]);
+  });
+
+  test("corrupted bytes of the right size are rejected and nothing is left in the cache", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    hub.corrupt.add(sha256(f.content));
+    try {
+      await assert.rejects(downloadModel("acme/tiny-GGUF:Q8_0", opts(cache)), (e: HubError) => {
+        assert.equal(e.code, "checksum");
+        assert.match(e.message, /tiny-Q8_0\.gguf of acme\/tiny-GGUF@main: sha256 mismatch/);
+        return true;
+      });
+    } finally {
+      hub.corrupt.delete(sha256(f.content));
+    }
+    const repoDir = join(cache, "models--acme--tiny-GGUF");
+    assert.deepEqual(tree(join(repoDir, "blobs")), []);
+    assert.deepEqual(tree(join(repoDir, "snapshots")), []);
+    assert.ok(!existsSync(join(repoDir, "refs")));
+    // and a later download is clean
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.deepEqual(readFileSync(r.path), f.content);
+  });
+
+  test("two concurrent downloads of the same file end with one correct file, transferred once", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    const start = hub.requests.length;
+    const [a, b] = await Promise.all([
+      downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { refresh: true })),
+      downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { refresh: true })),
+    ]);
+    assert.equal(a.path, b.path);
+    assert.deepEqual(readFileSync(a.path), f.content);
+    assert.deepEqual(tree(join(cache, "models--acme--tiny-GGUF", "blobs")), [sha256(f.content)]);
+    assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET").length, 1);
+    assert.deepEqual(tree(join(cache, ".locks")), []);
+  });
+});
+
+describe("endpoint and token", () => {
+  test("HF_ENDPOINT is honoured and the token reaches the hub but never the CDN", async () => {
+    const cache = tmp();
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/gated", { cacheDir: cache, env: { HF_ENDPOINT: hub.hubUrl, HF_TOKEN: "hf_secret" }, include: ["*.safetensors", "config.json"] });
+    assert.deepEqual(readFileSync(join(r.snapshotDir, "model.safetensors")), file(hfFiles, "model.safetensors").content);
+    const seen = hub.requests.slice(start);
+    const hubReqs = seen.filter((q) => q.server === "hub");
+    const cdnReqs = seen.filter((q) => q.server === "cdn");
+    assert.ok(hubReqs.length >= 3 && cdnReqs.length === 1, `${hubReqs.length} hub, ${cdnReqs.length} cdn requests`);
+    for (const q of hubReqs) assert.equal(q.headers.authorization, "Bearer hf_secret", q.url);
+    for (const q of cdnReqs) assert.equal(q.headers.authorization, undefined, q.url);
+  });
+
+  test("a gated repo without a token says to set HF_TOKEN", async () => {
+    await assert.rejects(downloadModel("acme/gated", opts(tmp())), (e: HubError) => {
+      assert.equal(e.code, "unauthorized");
+      assert.match(e.message, /acme\/gated.*gated or private.*HF_TOKEN/);
+      return true;
+    });
+  });
+
+  test("404s name the repo, the revision or the file", async () => {
+    await assert.rejects(downloadModel("acme/nope", opts(tmp())), (e: HubError) => e.code === "repo-not-found" && /repository acme\/nope not found/.test(e.message));
+    await assert.rejects(downloadModel("acme/tiny@v9", opts(tmp())), (e: HubError) => e.code === "revision-not-found" && /revision "v9" not found in acme\/tiny/.test(e.message));
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q2_K", opts(tmp())), (e: HubError) => e.code === "no-match" && /no GGUF file matches "Q2_K".*tiny-Q8_0\.gguf/.test(e.message));
+  });
+});
+
+describe("file selection", () => {
+  test(":QUANT picks the matching GGUF, a split set whole, never a neighbour quant or mmproj", async () => {
+    const cache = tmp();
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/tiny-GGUF:Q4_K_M", opts(cache));
+    assert.deepEqual(r.files, ["tiny-Q4_K_M-00001-of-00002.gguf", "tiny-Q4_K_M-00002-of-00002.gguf"]);
+    assert.equal(r.path, join(r.snapshotDir, "tiny-Q4_K_M-00001-of-00002.gguf"));
+    for (const p of r.files) assert.deepEqual(readFileSync(join(r.snapshotDir, p)), file(ggufFiles, p).content);
+    const heads = hub.requests.slice(start).filter((q) => q.method === "HEAD").map((q) => q.url.split("/").pop());
+    assert.deepEqual(heads.sort(), r.files);
+    // the default for a repo with several GGUFs is Q4_K_M (llama.cpp's -hf default)
+    assert.deepEqual((await downloadModel("acme/tiny-GGUF", opts(tmp()))).files, r.files);
+    assert.deepEqual((await downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp()))).files, ["tiny-Q4_K_S.gguf"]);
+    assert.deepEqual((await downloadModel("acme/tiny-GGUF:tiny-Q8_0.gguf", opts(tmp()))).files, ["tiny-Q8_0.gguf"]);
+  });
+
+  test("a repo without GGUF gets config, tokenizer and one weight format; --include/--exclude override", async () => {
+    const r = await downloadModel("acme/tiny", opts(tmp()));
+    assert.deepEqual([...r.files].sort(), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    const inc = await downloadModel("acme/tiny", opts(tmp(), { include: ["*.json"], exclude: ["tokenizer*", "nested/"] }));
+    assert.deepEqual([...inc.files].sort(), ["config.json"]);
+    const onnx = await downloadModel("acme/tiny", opts(tmp(), { include: ["onnx/*"] }));
+    assert.deepEqual(onnx.files, ["onnx/model.onnx"]);
+    await assert.rejects(downloadModel("acme/tiny", opts(tmp(), { include: ["*.xyz"] })), { code: "no-match" });
+  });
+});
+
+describe("safety", () => {
+  test("references that would escape the cache are refused", () => {
+    for (const ref of ["../x", "/etc/passwd", "a\\..\\b", "acme/..", "acme/x@../../", "acme/x@..", "acme/x@/abs", "acme/x:../../evil.gguf", "acme/x@a\\b"]) {
+      assert.throws(() => parseHubReference(ref), (e: HubError) => e.code === "bad-reference", ref);
+    }
+    assert.deepEqual(parseHubReference("acme/x@refs/pr/1:Q4_K_M"), { source: "hf", repo: "acme/x", revision: "refs/pr/1", selector: "Q4_K_M" });
+    assert.deepEqual(parseHubReference("modelscope:qwen/Qwen2-0.5B"), { source: "modelscope", repo: "qwen/Qwen2-0.5B", revision: undefined, selector: undefined });
+  });
+
+  test("a revision of ../../ is refused before any request or write", async () => {
+    const cache = tmp();
+    const before = hub.requests.length;
+    await assert.rejects(downloadModel("acme/tiny", opts(cache, { revision: "../../" })), { code: "bad-reference" });
+    assert.equal(hub.requests.length, before);
+    assert.deepEqual(tree(cache), []);
+  });
+
+  test("traversal names in the hub's file list are refused before any file is written", async () => {
+    for (const evil of ["../x.json", "/etc/passwd", "a\\..\\b.json", "ok/../../x.json"]) {
+      hub.extraSiblings.set("acme/tiny", [evil]);
+      const cache = tmp();
+      try {
+        await assert.rejects(downloadModel("acme/tiny", opts(cache, { include: ["*"] })), (e: HubError) => e.code === "bad-reference" && e.message.includes(evil), evil);
+      } finally {
+        hub.extraSiblings.delete("acme/tiny");
+      }
+      assert.deepEqual(tree(cache), [], evil);
+    }
+  });
+});
+
+describe("ModelScope", () => {
+  test("modelscope:org/name lists with the v1 API, verifies sha256 and caches in the same layout", async () => {
+    const cache = tmp();
+    const start = hub.requests.length;
+    const r = await downloadModel("modelscope:acme/ms-model", { cacheDir: cache, env: { MODELSCOPE_ENDPOINT: hub.hubUrl }, retryDelayMs: 1 });
+    assert.equal(r.source, "modelscope");
+    assert.equal(r.revision, "master");
+    assert.deepEqual([...r.files].sort(), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    for (const p of r.files) {
+      const f = file(hfFiles, p);
+      const link = join(r.snapshotDir, p);
+      assert.equal(readlinkSync(link), `../../blobs/${sha256(f.content)}`);
+      assert.deepEqual(readFileSync(link), f.content);
+    }
+    const urls = hub.requests.slice(start).map((q) => q.url);
+    assert.ok(urls[0]!.startsWith("/api/v1/models/acme/ms-model/repo/files?Revision=master&Recursive=true"), urls[0]);
+    assert.ok(urls.slice(1).every((u) => u.startsWith("/api/v1/models/acme/ms-model/repo?Revision=master&FilePath=")), urls.join("\n"));
+    // the source option does the same as the prefix; and the second time nothing is requested
+    const n = hub.requests.length;
+    const again = await downloadModel("acme/ms-model", { source: "modelscope", cacheDir: cache, env: { MODELSCOPE_ENDPOINT: hub.hubUrl } });
+    assert.equal(again.fromCache, true);
+    assert.equal(hub.requests.length, n);
+    await assert.rejects(downloadModel("modelscope:acme/missing", { cacheDir: tmp(), env: { MODELSCOPE_ENDPOINT: hub.hubUrl } }), (e: HubError) => e.code === "repo-not-found" && /modelscope:acme\/missing@master not found/.test(e.message));
+  });
+});
