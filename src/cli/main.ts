@@ -2,7 +2,6 @@
 import { UsageError } from "./args.js";
 import { benchHelp, runBench } from "./bench.js";
 import { downloadHelp, runDownload } from "./download.js";
-import { downloadHelp, runDownload } from "./download.js";
 import { generateHelp, runGenerate } from "./generate.js";
 import { inspectHelp, runInspect } from "./inspect.js";
 import { perplexityHelp, runPerplexity } from "./perplexity.js";
@@ -13,7 +12,6 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
   perplexity: { run: runPerplexity, help: perplexityHelp, summary: "perplexity of a text (llama.cpp's method), or KL divergence vs a base model" },
-  download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
   download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
   bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
 };
