@@ -22,6 +22,8 @@ Options:
   --backend NAME        wasm (default) or reference
   --ctx-size N          KV cache size in tokens
   --ignore-eos          keep going past end-of-generation tokens
+  --logprobs K          report each token's log-probability and the top K alternatives (in --json)
+  --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
   -h, --help            show this help
 `;
@@ -42,6 +44,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
     backend: { type: "string" },
     "ctx-size": { type: "string" },
     "ignore-eos": { type: "boolean" },
+    logprobs: { type: "string" },
+    "logit-bias": { type: "string", multiple: true },
     json: { type: "boolean" },
   });
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
@@ -60,6 +64,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
     seed: optionalNumber(values, "seed", { integer: true }),
     stop: strings(values, "stop"),
     ignoreEos: flag(values, "ignore-eos"),
+    logprobs: optionalNumber(values, "logprobs", { integer: true, min: 0 }),
+    logitBias: parseLogitBias(strings(values, "logit-bias")),
   };
   const model = await loadModel(modelPath, {
     backend,
@@ -75,8 +81,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
       if (!flag(values, "json")) process.stdout.write(r.value.text);
     }
     if (flag(values, "json")) {
-      const { prompt, promptTokens, completion, completionTokens, finishReason, timings } = result;
-      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings }) + "\n");
+      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs } = result;
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}) }) + "\n");
     } else {
       process.stdout.write("\n");
       process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
@@ -84,4 +90,19 @@ export async function runGenerate(argv: string[]): Promise<void> {
   } finally {
     model.dispose();
   }
+}
+
+/** --logit-bias ID=BIAS (repeatable): BIAS is a number, or -inf to ban the token */
+function parseLogitBias(specs: string[] | undefined): Record<number, number> | undefined {
+  if (specs === undefined) return undefined;
+  const bias: Record<number, number> = {};
+  for (const spec of specs) {
+    const m = /^(\d+)=(.+)$/.exec(spec.trim());
+    const value = m ? (/^-inf(inity)?$/i.test(m[2]!) ? -Infinity : Number(m[2])) : NaN;
+    if (!m || Number.isNaN(value) || value === Infinity || m[2]!.trim() === "") {
+      throw new UsageError(`--logit-bias expects ID=BIAS (a token id and a number, or -inf), got "${spec}"`);
+    }
+    bias[Number(m[1])] = (bias[Number(m[1])] ?? 0) + value;
+  }
+  return bias;
 }

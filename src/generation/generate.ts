@@ -1,7 +1,9 @@
 import type { KVCache } from "../cache/kv-cache.js";
 import type { LanguageModel } from "../models/model.js";
+import { normalizePrompt, type PromptNormalization } from "../chat/normalize.js";
 import { createSampler, type SamplingOptions } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
+import { tokenLogprobs, validateLogprobs, type TokenLogprob } from "./logprobs.js";
 import { createStopMatcher } from "./stop-strings.js";
 import { computeTimings, type Timings } from "./timings.js";
 
@@ -16,6 +18,12 @@ export interface GenerateOptions extends SamplingOptions {
   ignoreEos?: boolean;
   /** abort the generation; the result so far is returned with finishReason "abort" */
   signal?: AbortSignal;
+  /** more token ids that end the generation like end-of-generation tokens (a chat template's end of turn) */
+  stopTokens?: readonly number[];
+  /** Unicode normalization of a text prompt before tokenizing: "nfkc" folds full-width forms (default "none") */
+  normalize?: PromptNormalization;
+  /** report each generated token's log-probability and the top `logprobs` alternatives (see logprobs.ts) */
+  logprobs?: number;
 }
 
 /**
@@ -25,6 +33,8 @@ export interface GenerateOptions extends SamplingOptions {
 export interface GenerationStep {
   token: number | undefined;
   text: string;
+  /** with the `logprobs` option: the token's log-probability and the top alternatives */
+  logprob?: TokenLogprob;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -37,6 +47,8 @@ export interface GenerationResult {
   /** "stop": an end-of-generation token or a stop string; "length": maxTokens or the context is full */
   finishReason: FinishReason;
   timings: Timings;
+  /** with the `logprobs` option: one entry per completion token */
+  logprobs?: TokenLogprob[];
 }
 
 /** The model, its tokenizer and one KV cache, reused across calls (the longest common prompt prefix is not recomputed). */
@@ -66,18 +78,21 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   validate(options);
   const t0 = performance.now();
   const { model, tokenizer, cache } = ctx;
-  const promptTokens = typeof prompt === "string" ? tokenizer.encode(prompt, { addSpecialTokens: options.addSpecialTokens ?? true }) : [...prompt];
+  const promptTokens = typeof prompt === "string" ? tokenizer.encode(normalizePrompt(prompt, options.normalize), { addSpecialTokens: options.addSpecialTokens ?? true }) : [...prompt];
   if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
   if (promptTokens.length >= cache.capacity) {
     throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${cache.capacity}; use a larger contextSize or a shorter prompt`);
   }
   // everything that is not a generation option is a sampling option (unknown keys are rejected there)
-  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, ...samplingOptions } = options;
+  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l, ...samplingOptions } = options;
+  const topLogprobs = validateLogprobs(options.logprobs);
+  const logprobs: TokenLogprob[] | undefined = topLogprobs === undefined ? undefined : [];
   const sampler = createSampler(samplingOptions);
   const maxTokens = options.maxTokens ?? 256;
   const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop];
   const stopMatcher = createStopMatcher(stops);
   const decoder = tokenizer.createStreamDecoder({ skipSpecialTokens: true });
+  const endIds = options.stopTokens?.length ? new Set([...tokenizer.endOfGenerationIds, ...options.stopTokens]) : tokenizer.endOfGenerationIds;
 
   // reuse the cached prefix; at least the last prompt token is recomputed to get its logits
   let common = 0;
@@ -99,12 +114,18 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     if (options.signal?.aborted) { finishReason = "abort"; break; }
     const token = sampler.sample(logits, history);
     if (completionTokens.length === 0) tFirst = performance.now();
-    if (!options.ignoreEos && tokenizer.endOfGenerationIds.has(token)) { finishReason = "stop"; break; }
+    if (!options.ignoreEos && endIds.has(token)) { finishReason = "stop"; break; }
     completionTokens.push(token);
     history.push(token);
     const { emit, stopped } = stopMatcher.push(decoder.push(token));
     completion += emit;
-    yield { token, text: emit };
+    if (logprobs) {
+      const lp = tokenLogprobs(logits, token, topLogprobs!);
+      logprobs.push(lp);
+      yield { token, text: emit, logprob: lp };
+    } else {
+      yield { token, text: emit };
+    }
     if (stopped) { finishReason = "stop"; break; }
     if (completionTokens.length >= maxTokens || cache.length + 1 >= cache.capacity) break;
     logits = model.forward([token], cache);
@@ -127,5 +148,6 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     completionTokens,
     finishReason,
     timings: computeTimings(ctx.loadMs, promptTokens.length, completionTokens.length, t0, tPrefill, tFirst, tEnd),
+    ...(logprobs ? { logprobs } : {}),
   };
 }
