@@ -1,0 +1,149 @@
+import * as jinja from "@huggingface/jinja";
+
+/*
+ * The parts of @huggingface/jinja used here, typed locally: its .d.ts files import each other
+ * without extensions, which NodeNext resolution cannot follow.
+ */
+interface RuntimeValue { value: unknown }
+interface JinjaEnvironment { set(name: string, value: unknown): void }
+interface JinjaInterpreter { run(program: unknown): RuntimeValue; evaluate(node: unknown, env: unknown): RuntimeValue }
+const Environment = jinja.Environment as unknown as new () => JinjaEnvironment;
+const Interpreter = jinja.Interpreter as unknown as new (env: JinjaEnvironment) => JinjaInterpreter;
+const Template = jinja.Template as unknown as new (source: string) => { parsed: unknown };
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant" | (string & {});
+  content: string;
+}
+
+export interface RenderOptions {
+  /** end with the header that starts the assistant's reply (default true) */
+  addGenerationPrompt?: boolean;
+  /** the special-token strings templates refer to */
+  bosToken?: string;
+  eosToken?: string;
+  unkToken?: string;
+  padToken?: string;
+  /** more template variables (tools, enable_thinking, date_string, ...) */
+  variables?: Record<string, unknown>;
+}
+
+export interface TemplateLimits {
+  /** longest template source accepted, in characters */
+  maxSourceChars: number;
+  /** wall-clock budget for one render */
+  maxRenderMs: number;
+  /** longest string any expression may produce (bounds the output and runaway concatenation) */
+  maxOutputChars: number;
+  /** most elements range() may produce */
+  maxRange: number;
+}
+
+export const DEFAULT_LIMITS: TemplateLimits = { maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 1_000_000 };
+
+export class ChatTemplateError extends Error {
+  override name = "ChatTemplateError";
+}
+
+/**
+ * Evaluates like the library's interpreter, but every node checks the clock (the library has no
+ * step or time limit) and the size of the strings it produced, so a runaway template stops with an
+ * error instead of hanging or exhausting memory.
+ */
+class BoundedInterpreter extends Interpreter {
+  private steps = 0;
+
+  constructor(env: JinjaEnvironment, private readonly deadline: number, private readonly maxChars: number, private readonly where: string) {
+    super(env);
+  }
+
+  override evaluate(node: unknown, env: unknown): RuntimeValue {
+    if ((++this.steps & 1023) === 0 && performance.now() > this.deadline) {
+      throw new ChatTemplateError(`${this.where}: rendering took too long (stopped after ${this.steps} steps); the template may loop without end`);
+    }
+    const value = super.evaluate(node, env);
+    if (typeof value?.value === "string" && value.value.length > this.maxChars) {
+      throw new ChatTemplateError(`${this.where}: rendering produced more than ${this.maxChars} characters; the template may be runaway`);
+    }
+    return value;
+  }
+}
+
+const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+
+/** Python's strftime for the codes chat templates use (Llama 3.1+ put today's date in the system prompt). */
+export function strftime(date: Date, format: string): string {
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return format.replace(/%[YmdbBHMS%]/g, (c) => {
+    switch (c) {
+      case "%Y": return String(date.getFullYear());
+      case "%m": return pad(date.getMonth() + 1);
+      case "%d": return pad(date.getDate());
+      case "%b": return MONTHS[date.getMonth()]!.slice(0, 3);
+      case "%B": return MONTHS[date.getMonth()]!;
+      case "%H": return pad(date.getHours());
+      case "%M": return pad(date.getMinutes());
+      case "%S": return pad(date.getSeconds());
+      default: return "%";
+    }
+  });
+}
+
+/**
+ * A model's chat template, parsed once, rendered with @huggingface/jinja under size and time
+ * limits. `where` names the template's origin in errors (e.g. "tokenizer_config.json: chat_template").
+ */
+export class ChatTemplate {
+  private readonly parsed: { parsed: unknown };
+
+  constructor(readonly source: string, readonly where: string, private readonly limits: TemplateLimits = DEFAULT_LIMITS) {
+    if (source.length > limits.maxSourceChars) {
+      throw new ChatTemplateError(`${where}: the template has ${source.length} characters, more than the ${limits.maxSourceChars} allowed`);
+    }
+    try {
+      this.parsed = new Template(source);
+    } catch (e) {
+      throw new ChatTemplateError(`${where}: the template does not parse: ${(e as Error).message}`);
+    }
+  }
+
+  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    messages.forEach((m, i) => {
+      if (typeof m?.role !== "string" || typeof m.content !== "string") {
+        throw new TypeError(`messages[${i}]: expected {role: string, content: string}`);
+      }
+    });
+    const env = new Environment();
+    // the globals the library's own render() sets up
+    for (const [k, v] of [["true", true], ["false", false], ["none", null], ["True", true], ["False", false], ["None", null]] as const) env.set(k, v);
+    env.set("raise_exception", (message: unknown) => { throw new ChatTemplateError(`${this.where}: the template raised an error: ${String(message)}`); });
+    env.set("range", (...a: number[]) => this.range(a));
+    env.set("strftime_now", (format: string) => strftime(new Date(), String(format)));
+    const vars: Record<string, unknown> = {
+      bos_token: options.bosToken ?? "", eos_token: options.eosToken ?? "", unk_token: options.unkToken ?? "", pad_token: options.padToken ?? "",
+      ...options.variables,
+      messages: messages.map((m) => ({ ...m })),
+      add_generation_prompt: options.addGenerationPrompt ?? true,
+    };
+    for (const [k, v] of Object.entries(vars)) env.set(k, v);
+    const interpreter = new BoundedInterpreter(env, performance.now() + this.limits.maxRenderMs, this.limits.maxOutputChars, this.where);
+    try {
+      const out = interpreter.run(this.parsed.parsed).value;
+      if (typeof out !== "string") throw new ChatTemplateError(`${this.where}: the template rendered no text`);
+      return out;
+    } catch (e) {
+      if (e instanceof ChatTemplateError) throw e;
+      if (e instanceof RangeError) throw new ChatTemplateError(`${this.where}: rendering failed: ${e.message} (runaway recursion?)`);
+      throw new ChatTemplateError(`${this.where}: rendering failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** Python's range(), refusing to build huge lists. */
+  private range(a: number[]): number[] {
+    const [start, stop, step] = a.length === 1 ? [0, a[0]!, 1] : [a[0]!, a[1]!, a[2] ?? 1];
+    if (![start, stop, step].every(Number.isInteger) || step === 0) throw new ChatTemplateError(`${this.where}: range() needs integer arguments and a non-zero step`);
+    const n = Math.max(0, Math.ceil((stop - start) / step));
+    if (n > this.limits.maxRange) throw new ChatTemplateError(`${this.where}: range() of ${n} elements is more than the ${this.limits.maxRange} allowed`);
+    return Array.from({ length: n }, (_, i) => start + i * step);
+  }
+}
