@@ -207,8 +207,10 @@ export class SafetensorsModel {
     const tensors = new Map<string, SafetensorsTensorInfo>();
     const dir = dirname(indexPath);
     for (const [file, names] of byFile) {
+      if (!existsSync(join(dir, file))) throw new SafetensorsError(indexPath, `weight_map`, `shard ${file} (holding ${[...names][0]}) does not exist`);
+    }
+    for (const [file, names] of byFile) {
       const shard = join(dir, file);
-      if (!existsSync(shard)) throw new SafetensorsError(indexPath, `weight_map`, `shard ${file} (holding ${[...names][0]}) does not exist`);
       const h = readSafetensorsHeader(shard);
       for (const t of h.tensors) {
         if (!names.has(t.name)) throw new SafetensorsError(shard, `tensor "${t.name}"`, `is not listed for this shard in ${basename(indexPath)}`);
