@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -244,6 +244,27 @@ describe("endpoint and token", () => {
   });
 });
 
+describe("network failures", () => {
+  test("a 503 from the hub is retried with backoff", async () => {
+    hub.unavailable = 2;
+    const r = await downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp()));
+    assert.deepEqual(r.files, ["tiny-Q4_K_S.gguf"]);
+    assert.equal(hub.unavailable, 0);
+  });
+
+  test("an unreachable hub is reported with what failed, after the retries", async () => {
+    const dead = new FakeHub();
+    await dead.start();
+    const url = dead.hubUrl;
+    await dead.close();
+    await assert.rejects(downloadModel("acme/tiny", { cacheDir: tmp(), endpoint: url, env: {}, retries: 2, retryDelayMs: 1 }), (e: HubError) => {
+      assert.equal(e.code, "network");
+      assert.match(e.message, new RegExp(`GET ${url}/api/models/acme/tiny/revision/main failed: .*ECONNREFUSED.*after 3 attempts`));
+      return true;
+    });
+  });
+});
+
 describe("file selection", () => {
   test(":QUANT picks the matching GGUF, a split set whole, never a neighbour quant or mmproj", async () => {
     const cache = tmp();
@@ -300,6 +321,18 @@ describe("safety", () => {
       assert.deepEqual(tree(cache), [], evil);
     }
   });
+});
+
+test("a cached snapshot file linking outside the repo folder is not served", async () => {
+  const cache = tmp();
+  const outside = join(cache, "outside.gguf");
+  writeFileSync(outside, "not a blob");
+  const repoDir = join(cache, "models--acme--evil-GGUF");
+  mkdirSync(join(repoDir, "snapshots", COMMIT), { recursive: true });
+  mkdirSync(join(repoDir, "refs"));
+  writeFileSync(join(repoDir, "refs", "main"), COMMIT);
+  symlinkSync("../../../outside.gguf", join(repoDir, "snapshots", COMMIT, "evil-Q8_0.gguf"));
+  await assert.rejects(downloadModel("acme/evil-GGUF:Q8_0", opts(cache, { offline: true })), { code: "offline-miss" });
 });
 
 describe("ModelScope", () => {

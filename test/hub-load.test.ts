@@ -86,7 +86,7 @@ function tsllm(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number |
 
 test("tsllm download prints the snapshot (or JSON); errors are one line naming the repo", { skip }, async () => {
   const cache = join(dir, "cache-cli");
-  const env = { ...savedEnv, HF_ENDPOINT: hub.hubUrl, HF_HUB_CACHE: cache, HF_TOKEN: "hf_cli_secret" };
+  const env: NodeJS.ProcessEnv = { ...savedEnv, HF_ENDPOINT: hub.hubUrl, HF_HUB_CACHE: cache, HF_TOKEN: "hf_cli_secret" };
   delete env.HF_HUB_OFFLINE;
   const r = await tsllm(["download", `${REPO}:Q8_0`, "--json"], env);
   assert.equal(r.code, 0, r.stderr);

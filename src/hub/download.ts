@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
 import { HubError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
+import { sleep } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
 import { withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
@@ -99,6 +100,22 @@ function fromCache(cache: RepoCache, ref: HubReference, revision: string, option
   };
 }
 
+/** retries a metadata request on network failures and 5xx, with doubling backoff */
+async function withRetries<T>(what: () => Promise<T>, options: DownloadOptions): Promise<T> {
+  const retries = options.retries ?? 5;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await what();
+    } catch (e) {
+      if (!(e instanceof HubError) || e.code !== "network" || attempt >= retries || options.signal?.aborted) {
+        if (e instanceof HubError && e.code === "network" && attempt > 0) e.message += ` (after ${attempt + 1} attempts)`;
+        throw e;
+      }
+      await sleep((options.retryDelayMs ?? 500) * 2 ** attempt, options.signal);
+    }
+  }
+}
+
 async function pool<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   let failed = false;
@@ -135,7 +152,7 @@ export async function downloadModel(reference: string | HubReference, options: D
 
   let listing;
   try {
-    listing = await source.list(ref.repo, revision, options.signal);
+    listing = await withRetries(() => source.list(ref.repo, revision, options.signal), options);
   } catch (e) {
     // as huggingface_hub does: when the hub cannot be reached, a cached snapshot still serves
     if (e instanceof HubError && e.code === "network") {
@@ -152,7 +169,7 @@ export async function downloadModel(reference: string | HubReference, options: D
 
   await ensureDir(cache.dir);
   await pool(selection.files, options.concurrency ?? 4, async (file) => {
-    const location = await source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal);
+    const location = await withRetries(() => source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal), options);
     const blob = cache.blobPath(location.etag);
     const what = `${file} of ${formatReference({ ...ref, selector: undefined }, revision)}`;
     const have = () => existsSync(blob) && statSync(blob).size === location.size;

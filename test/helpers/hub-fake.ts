@@ -48,6 +48,8 @@ export class FakeHub {
   readonly corrupt = new Set<string>();
   /** extra siblings the listing names that the hub does not serve (traversal names) */
   readonly extraSiblings = new Map<string, string[]>();
+  /** the next N hub requests answer 503 */
+  unavailable = 0;
   hubUrl = "";
   cdnUrl = "";
   private hub?: Server;
@@ -90,6 +92,10 @@ export class FakeHub {
 
   private onHub(req: IncomingMessage, res: ServerResponse): void {
     this.record("hub", req);
+    if (this.unavailable > 0) {
+      this.unavailable--;
+      return void res.writeHead(503).end("busy");
+    }
     const url = new URL(req.url ?? "/", this.hubUrl);
     const path = decodeURIComponent(url.pathname);
     let m: RegExpExecArray | null;
