@@ -1,7 +1,9 @@
+import { readFileSync } from "node:fs";
 import { formatTimings } from "../generation/timings.js";
 import type { GenerateOptions } from "../generation/generate.js";
-import { loadModel } from "../llm.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../chat/normalize.js";
+import { loadModel, type LoadModelOptions } from "../llm.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model FILE.gguf --prompt TEXT [options]
 
@@ -22,58 +24,54 @@ Options:
   --backend NAME        wasm (default) or reference
   --ctx-size N          KV cache size in tokens
   --ignore-eos          keep going past end-of-generation tokens
+  --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
+  --system TEXT         system prompt (with --chat)
+  --chat-template FILE  Jinja chat template to use instead of the model's own (with --chat)
+  --normalize FORM      Unicode-normalize the prompt first: none (default), nfc, or nfkc (full-width -> half-width)
   --logprobs K          report each token's log-probability and the top K alternatives (in --json)
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
   -h, --help            show this help
 `;
 
+/** The options of `generate`; `chat` takes the same ones except --prompt, --json and --logprobs. */
+export const GENERATE_ARGS: OptionSpec = {
+  model: { type: "string" },
+  prompt: { type: "string" },
+  "max-tokens": { type: "string" },
+  temperature: { type: "string" },
+  "top-k": { type: "string" },
+  "top-p": { type: "string" },
+  "min-p": { type: "string" },
+  "repeat-penalty": { type: "string" },
+  seed: { type: "string" },
+  stop: { type: "string", multiple: true },
+  threads: { type: "string" },
+  backend: { type: "string" },
+  "ctx-size": { type: "string" },
+  "ignore-eos": { type: "boolean" },
+  logprobs: { type: "string" },
+  "logit-bias": { type: "string", multiple: true },
+  json: { type: "boolean" },
+  chat: { type: "boolean" },
+  system: { type: "string" },
+  "chat-template": { type: "string" },
+  normalize: { type: "string" },
+};
+
 export async function runGenerate(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    model: { type: "string" },
-    prompt: { type: "string" },
-    "max-tokens": { type: "string" },
-    temperature: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    "min-p": { type: "string" },
-    "repeat-penalty": { type: "string" },
-    seed: { type: "string" },
-    stop: { type: "string", multiple: true },
-    threads: { type: "string" },
-    backend: { type: "string" },
-    "ctx-size": { type: "string" },
-    "ignore-eos": { type: "boolean" },
-    logprobs: { type: "string" },
-    "logit-bias": { type: "string", multiple: true },
-    json: { type: "boolean" },
-  });
+  const values = parse(argv, GENERATE_ARGS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model");
   const prompt = optionalString(values, "prompt");
   if (prompt === undefined) throw new UsageError("--prompt is required");
-  const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
-  const options: GenerateOptions = {
-    maxTokens: optionalNumber(values, "max-tokens", { integer: true, min: 0 }),
-    temperature: optionalNumber(values, "temperature", { min: 0 }),
-    topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
-    topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
-    minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
-    repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
-    seed: optionalNumber(values, "seed", { integer: true }),
-    stop: strings(values, "stop"),
-    ignoreEos: flag(values, "ignore-eos"),
-    logprobs: optionalNumber(values, "logprobs", { integer: true, min: 0 }),
-    logitBias: parseLogitBias(strings(values, "logit-bias")),
-  };
-  const model = await loadModel(modelPath, {
-    backend,
-    threads: optionalNumber(values, "threads", { integer: true, min: 1 }),
-    contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
-  });
+  if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
+  const options = generateOptionsFrom(values);
+  const model = await loadModel(modelPath, loadOptionsFrom(values));
   try {
-    const it = model.stream(prompt, options);
+    const it = flag(values, "chat")
+      ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
+      : model.stream(prompt, options);
     let result;
     for (;;) {
       const r = await it.next();
@@ -105,4 +103,48 @@ function parseLogitBias(specs: string[] | undefined): Record<number, number> | u
     bias[Number(m[1])] = (bias[Number(m[1])] ?? 0) + value;
   }
   return bias;
+}
+
+/** Sampling and stopping options shared by generate and chat. */
+export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
+  const normalize = optionalString(values, "normalize");
+  if (normalize !== undefined && !(PROMPT_NORMALIZATIONS as readonly string[]).includes(normalize)) {
+    throw new UsageError(`--normalize must be one of ${PROMPT_NORMALIZATIONS.join(", ")}, got "${normalize}"`);
+  }
+  return {
+    maxTokens: optionalNumber(values, "max-tokens", { integer: true, min: 0 }),
+    temperature: optionalNumber(values, "temperature", { min: 0 }),
+    topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
+    topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
+    minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
+    repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
+    seed: optionalNumber(values, "seed", { integer: true }),
+    stop: strings(values, "stop"),
+    ignoreEos: flag(values, "ignore-eos"),
+    logprobs: optionalNumber(values, "logprobs", { integer: true, min: 0 }),
+    logitBias: parseLogitBias(strings(values, "logit-bias")),
+    normalize: normalize as PromptNormalization | undefined,
+  };
+}
+
+/** Backend, threads and context size, shared by generate and chat. */
+export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  return {
+    backend,
+    threads: optionalNumber(values, "threads", { integer: true, min: 1 }),
+    contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
+  };
+}
+
+/** The --chat-template file's text, if given. */
+export function chatTemplateFrom(values: ParsedValues): string | undefined {
+  const file = optionalString(values, "chat-template");
+  if (file === undefined) return undefined;
+  try {
+    return readFileSync(file, "utf8");
+  } catch (e) {
+    throw new Error(`--chat-template ${file}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { UsageError } from "./args.js";
 import { benchHelp, runBench } from "./bench.js";
+import { convertHelp, runConvert } from "./convert.js";
+import { chatHelp, runChat } from "./chat.js";
 import { downloadHelp, runDownload } from "./download.js";
 import { generateHelp, runGenerate } from "./generate.js";
 import { inspectHelp, runInspect } from "./inspect.js";
@@ -9,11 +11,13 @@ import { runTokenize, tokenizeHelp } from "./tokenize.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
   generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a GGUF model" },
+  chat: { run: runChat, help: chatHelp, summary: "talk with a model through its chat template (keeps the conversation)" },
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
   perplexity: { run: runPerplexity, help: perplexityHelp, summary: "perplexity of a text (llama.cpp's method), or KL divergence vs a base model" },
   download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
   bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
+  convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder to GGUF" },
 };
 
 const usage = `Usage: tsllm <command> [options]
