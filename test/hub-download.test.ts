@@ -229,6 +229,21 @@ describe("endpoint and token", () => {
     for (const q of cdnReqs) assert.equal(q.headers.authorization, undefined, q.url);
   });
 
+  test("a renamed repo's relative redirects are followed, keeping the token on the same host", async () => {
+    hub.renamed.set("acme/old-gated", "acme/gated");
+    try {
+      const start = hub.requests.length;
+      const r = await downloadModel("acme/old-gated", opts(tmp(), { token: "hf_secret", include: ["config.json"] }));
+      assert.ok(r.snapshotDir.includes("models--acme--old-gated"), "cached under the name asked for, as huggingface_hub does");
+      assert.deepEqual(readFileSync(join(r.snapshotDir, "config.json")), file(hfFiles, "config.json").content);
+      const seen = hub.requests.slice(start);
+      assert.ok(seen.some((q) => q.url.startsWith("/acme/old-gated/resolve/")) && seen.some((q) => q.url.startsWith("/acme/gated/resolve/")));
+      for (const q of seen) assert.equal(q.headers.authorization, "Bearer hf_secret", q.url);
+    } finally {
+      hub.renamed.delete("acme/old-gated");
+    }
+  });
+
   test("a gated repo without a token says to set HF_TOKEN", async () => {
     await assert.rejects(downloadModel("acme/gated", opts(tmp())), (e: HubError) => {
       assert.equal(e.code, "unauthorized");

@@ -48,6 +48,8 @@ export class FakeHub {
   readonly corrupt = new Set<string>();
   /** extra siblings the listing names that the hub does not serve (traversal names) */
   readonly extraSiblings = new Map<string, string[]>();
+  /** renamed repos: old name -> new name, answered with a relative 307 as the Hub does */
+  readonly renamed = new Map<string, string>();
   /** the next N hub requests answer 503 */
   unavailable = 0;
   hubUrl = "";
@@ -97,6 +99,14 @@ export class FakeHub {
       return void res.writeHead(503).end("busy");
     }
     const url = new URL(req.url ?? "/", this.hubUrl);
+    for (const [from, to] of this.renamed) {
+      for (const prefix of [`/${from}/`, `/api/models/${from}/`]) {
+        if (url.pathname.startsWith(prefix)) {
+          const moved = prefix.replace(from, to) + url.pathname.slice(prefix.length) + url.search;
+          return void res.writeHead(307, { location: moved }).end();
+        }
+      }
+    }
     const path = decodeURIComponent(url.pathname);
     let m: RegExpExecArray | null;
     const error = (status: number, code?: string, body?: unknown) => {
