@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { downloadModel, HubError, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
+import { downloadModel, HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -312,6 +312,8 @@ describe("safety", () => {
     for (const ref of ["../x", "/etc/passwd", "a\\..\\b", "acme/..", "acme/x@../../", "acme/x@..", "acme/x@/abs", "acme/x:../../evil.gguf", "acme/x@a\\b"]) {
       assert.throws(() => parseHubReference(ref), (e: HubError) => e.code === "bad-reference", ref);
     }
+    for (const local of ["models/x.gguf", "./a/b", "a/b/c", "x.gguf"]) assert.equal(looksLikeHubReference(local), false, local);
+    for (const hubRef of ["a/b", "a/b@v1", "a/b:Q8_0", "modelscope:a/b", "a/b:x.gguf"]) assert.equal(looksLikeHubReference(hubRef), true, hubRef);
     assert.deepEqual(parseHubReference("acme/x@refs/pr/1:Q4_K_M"), { source: "hf", repo: "acme/x", revision: "refs/pr/1", selector: "Q4_K_M" });
     assert.deepEqual(parseHubReference("modelscope:qwen/Qwen2-0.5B"), { source: "modelscope", repo: "qwen/Qwen2-0.5B", revision: undefined, selector: undefined });
   });

@@ -19,6 +19,7 @@ const SOURCE_PREFIX = /^(hf|huggingface|modelscope|ms):(?!\/\/)/i;
 /** true for names that could be a hub reference (`org/name...`), as opposed to a local path */
 export function looksLikeHubReference(ref: string): boolean {
   if (SOURCE_PREFIX.test(ref)) return true;
+  if (/\.gguf$/i.test(ref) && !ref.includes(":")) return false; // a missing local file, not a repo named *.gguf
   return /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*(@[^:]+)?(:.+)?$/.test(ref);
 }
 
