@@ -83,6 +83,20 @@ const FLOAT_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16]);
 const CHUNK_BYTES = 4 << 20;
 
 /**
+ * Re-encodes whole rows of `cols` values from `srcType` to `dstType` (widen to f32, then
+ * quantize as ggml's reference quantizers do). `scratch` holds at least `cols` floats.
+ */
+export function convertRows(srcType: GGMLType, src: Uint8Array, dstType: GGMLType, dst: Uint8Array, cols: number, scratch = new Float32Array(cols)): void {
+  const srcRow = rowByteLength(srcType, cols), dstRow = rowByteLength(dstType, cols);
+  const rows = src.length / srcRow;
+  if (!Number.isInteger(rows) || dst.length !== rows * dstRow) throw new Error(`convertRows: ${src.length} bytes of ${typeName(srcType)} rows of ${cols} do not fill ${dst.length} bytes of ${typeName(dstType)}`);
+  for (let r = 0; r < rows; r++) {
+    dequantizeRow(srcType, src.subarray(r * srcRow, (r + 1) * srcRow), scratch, cols);
+    quantizeRow(dstType, scratch, dst.subarray(r * dstRow, (r + 1) * dstRow), cols);
+  }
+}
+
+/**
  * Hands a model builder the tensors it asks for, reading each one from its source straight
  * into the backend's weight memory (no second copy). Tensors that are always used together
  * (Q/K/V, gate/up) can be placed back to back and returned as one fused matrix, so one kernel
@@ -213,10 +227,7 @@ export class WeightStore {
       const n = Math.min(chunkRows, rows - r0);
       const src = chunk.subarray(0, n * srcRow);
       this.source.read(info.name, src, r0 * srcRow);
-      for (let r = 0; r < n; r++) {
-        dequantizeRow(info.type, src.subarray(r * srcRow, (r + 1) * srcRow), f32, cols);
-        quantizeRow(type, f32, into.subarray((r0 + r) * dstRow, (r0 + r + 1) * dstRow), cols);
-      }
+      convertRows(info.type, src, type, into.subarray(r0 * dstRow, (r0 + n) * dstRow), cols, f32);
     }
   }
 

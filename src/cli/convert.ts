@@ -1,0 +1,30 @@
+import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/convert.js";
+import { optionalString, parse, requireString, flag, UsageError } from "./args.js";
+
+export const convertHelp = `Usage: tsllm convert --model HF_FOLDER --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
+
+Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
+
+Options:
+  --model FOLDER        Hugging Face model folder (required)
+  --out FILE            GGUF file to write (required)
+  --type T              weight format of the matrices (default f16); norms and biases stay f32
+  --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer)
+  -h, --help            show this help
+`;
+
+export async function runConvert(argv: string[]): Promise<void> {
+  const values = parse(argv, {
+    model: { type: "string" },
+    out: { type: "string" },
+    type: { type: "string" },
+    vocab: { type: "string" },
+  });
+  if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
+  const model = requireString(values, "model");
+  const out = requireString(values, "out");
+  const type = optionalString(values, "type") ?? "f16";
+  if (!Object.prototype.hasOwnProperty.call(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
+  const r = await convertHFToGGUF(model, out, { type: type as ConvertType, vocab: optionalString(values, "vocab") });
+  process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
+}

@@ -1,0 +1,141 @@
+import { existsSync } from "node:fs";
+import { basename, join } from "node:path";
+import { readGGUFHeader } from "../formats/gguf-reader.js";
+import type { GGUFEntry } from "../formats/gguf-types.js";
+import { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "../formats/gguf-writer.js";
+import { readHFConfig, readJsonObject } from "../formats/hf-config.js";
+import { SafetensorsModel } from "../formats/safetensors.js";
+import { convertRows, type SourceTensorInfo } from "../models/weights.js";
+import { GGMLType, rowByteLength } from "../tensor/dtypes.js";
+import { elementCount } from "../tensor/tensor.js";
+import { hfModelMetadata } from "./hf-metadata.js";
+import { HFTensorSource } from "./hf-tensors.js";
+
+/**
+ * Hugging Face folder -> GGUF that llama.cpp loads: the hyperparameters as llama.cpp's keys,
+ * the tensors under llama.cpp's names and layouts (the same mapping the loader uses), the
+ * tokenizer keys, and the chat template. Tensors are converted and written one at a time.
+ */
+
+export type ConvertType = "f32" | "f16" | "bf16" | "q8_0" | "q4_0";
+
+export const CONVERT_TYPES: Readonly<Record<ConvertType, { type: GGMLType; fileType: number }>> = {
+  // general.file_type values (llama_ftype): ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32
+  f32: { type: GGMLType.F32, fileType: 0 },
+  f16: { type: GGMLType.F16, fileType: 1 },
+  bf16: { type: GGMLType.BF16, fileType: 32 },
+  q8_0: { type: GGMLType.Q8_0, fileType: 7 },
+  q4_0: { type: GGMLType.Q4_0, fileType: 2 },
+};
+
+export interface ConvertOptions {
+  /** weight format of the matrices (default f16); vectors stay F32 */
+  readonly type?: ConvertType;
+  /**
+   * a GGUF whose tokenizer.* keys are copied (e.g. a vocab-only GGUF of the same tokenizer),
+   * for folders whose tokenizer files cannot be turned into GGUF keys here
+   */
+  readonly vocab?: string;
+}
+
+export interface ConvertResult {
+  readonly architecture: string;
+  readonly tensors: number;
+  readonly type: ConvertType;
+}
+
+/** the type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks, else F16 */
+function outputType(info: SourceTensorInfo, want: GGMLType): GGMLType {
+  if (info.dims.length < 2) return GGMLType.F32;
+  if (want === GGMLType.Q8_0 || want === GGMLType.Q4_0) {
+    // GPT-2's position table stays unquantized, as quantize-on-load leaves it
+    if (info.name === "position_embd.weight") return GGMLType.F16;
+    try {
+      rowByteLength(want, info.dims[0]!);
+    } catch {
+      return GGMLType.F16;
+    }
+  }
+  return want;
+}
+
+/** tokenizer.* keys of a GGUF, padded to the model's embedding rows as llama.cpp's converter pads a short vocabulary */
+function vocabEntries(path: string, rows: number): [string, GGUFWriteEntry][] {
+  const h = readGGUFHeader(path);
+  const entries = [...h.metadata].filter(([k]) => k.startsWith("tokenizer."));
+  const tokens = h.metadata.get("tokenizer.ggml.tokens")?.value;
+  if (!Array.isArray(tokens)) throw new Error(`${path}: tokenizer.ggml.tokens: expected an array of strings (--vocab must be a GGUF with a vocabulary)`);
+  if (tokens.length > rows) throw new Error(`${path}: tokenizer.ggml.tokens: ${tokens.length} tokens, but the model's embedding has only ${rows} rows`);
+  if (tokens.length === rows) return entries;
+  const pad = rows - tokens.length;
+  return entries.map(([k, e]): [string, GGUFWriteEntry] => {
+    if (k === "tokenizer.ggml.tokens") return [k, ggufEntry.strings([...(tokens as string[]), ...Array.from({ length: pad }, (_, i) => `[PAD${tokens.length + i}]`)])];
+    if (k === "tokenizer.ggml.scores" && e.value instanceof Float32Array) return [k, ggufEntry.f32s([...e.value, ...new Array<number>(pad).fill(0)])];
+    // token type 5 = unused
+    if (k === "tokenizer.ggml.token_type" && e.value instanceof Int32Array) return [k, ggufEntry.i32s([...e.value, ...new Array<number>(pad).fill(5)])];
+    return [k, e];
+  });
+}
+
+/** tokenizer_config.json's chat template ("default" when it lists several) */
+function chatTemplate(folder: string): string | undefined {
+  const p = join(folder, "tokenizer_config.json");
+  if (!existsSync(p)) return undefined;
+  const t = readJsonObject(p)["chat_template"];
+  if (typeof t === "string") return t;
+  if (Array.isArray(t)) {
+    const d = t.find((x: unknown) => typeof x === "object" && x !== null && (x as { name?: unknown }).name === "default") as { template?: unknown } | undefined;
+    if (typeof d?.template === "string") return d.template;
+  }
+  return undefined;
+}
+
+function tokenizerEntries(folder: string, rows: number, options: ConvertOptions): [string, GGUFWriteEntry][] {
+  if (options.vocab === undefined) {
+    throw new Error(`${folder}: converting the folder's own tokenizer files to GGUF keys is not supported yet; pass --vocab FILE.gguf (a GGUF with the same tokenizer) to copy its tokenizer.* keys`);
+  }
+  const entries = vocabEntries(options.vocab, rows);
+  const template = chatTemplate(folder);
+  const out = entries.filter(([k]) => !(template !== undefined && k === "tokenizer.chat_template"));
+  if (template !== undefined) out.push(["tokenizer.chat_template", ggufEntry.string(template)]);
+  return out;
+}
+
+/** Converts the Hugging Face model in `folder` to the GGUF file `out`. */
+export async function convertHFToGGUF(folder: string, out: string, options: ConvertOptions = {}): Promise<ConvertResult> {
+  const typeKey = options.type ?? "f16";
+  const target = CONVERT_TYPES[typeKey];
+  if (!target) throw new Error(`convert: --type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${String(options.type)}"`);
+  const cfg = readHFConfig(folder);
+  const source = new HFTensorSource(SafetensorsModel.open(folder), cfg);
+  try {
+    const embd = source.tensors.get("token_embd.weight")!;
+    const metadata: [string, GGUFWriteEntry][] = [
+      ...(hfModelMetadata(cfg, basename(folder)) as [string, GGUFEntry][]),
+      ["general.file_type", ggufEntry.u32(target.fileType)],
+      ["general.quantization_version", ggufEntry.u32(2)],
+      ...tokenizerEntries(folder, embd.dims[1]!, options),
+    ];
+    const tensors: GGUFTensorSpec[] = [...source.tensors.values()].map((info) => {
+      const type = outputType(info, target.type);
+      return {
+        name: info.name,
+        type,
+        dims: info.dims,
+        data: () => {
+          const raw = new Uint8Array(info.byteLength);
+          source.read(info.name, raw, 0);
+          if (type === info.type) return raw;
+          const cols = info.dims[0]!;
+          const dst = new Uint8Array(rowByteLength(type, cols) * (elementCount(info.dims) / cols));
+          convertRows(info.type, raw, type, dst, cols);
+          return dst;
+        },
+      };
+    });
+    await writeGGUF(out, { metadata, tensors });
+    return { architecture: cfg.arch, tensors: tensors.length, type: typeKey };
+  } finally {
+    source.close();
+  }
+}
