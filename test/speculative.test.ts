@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { lookupDraft, speculativeGreedy } from "../src/generation/speculative.js";
+import { loadModel, type Model } from "../src/index.js";
+import { createSampler } from "../src/sampling/index.js";
+import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED);
+interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[] }
+const cases = (): GoldenCase[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases;
+
+test("prompt lookup proposes what followed the latest earlier match of the longest tail n-gram", () => {
+  assert.deepEqual(lookupDraft([1, 2, 3, 4, 5, 1, 2, 3], 3, 2), [4, 5]);
+  assert.deepEqual(lookupDraft([7, 2, 3, 9, 2, 3, 8, 1, 2, 3], 2, 5), [8, 1, 2, 3]); // the latest "2 3" wins
+  assert.deepEqual(lookupDraft([5, 6, 7, 6], 3, 4), [7, 6]); // falls back to a 1-gram
+  assert.deepEqual(lookupDraft([1, 2, 3], 3, 4), []);
+});
+
+/** greedy speculative decoding with the target's own greedy sampler as the chooser */
+function speculative(target: Model, prompt: number[], maxTokens: number, draft?: Model, draftTokens?: number) {
+  const sampler = createSampler({ temperature: 0 });
+  return speculativeGreedy(target.languageModel, prompt, {
+    maxTokens, draft: draft?.languageModel, draftTokens,
+    choose: (logits, history) => sampler.sample(logits, history),
+    endIds: target.tokenizer.endOfGenerationIds,
+  });
+}
+
+test("stories260K: greedy speculative (Q4_0 draft, prompt lookup) = llama.cpp's greedy tokens for every golden case", { skip }, async (t) => {
+  const target = await loadModel(sharedFile(MODEL)!, { backend: "reference" });
+  const draft = await loadModel(sharedFile(MODEL)!, { backend: "reference", quantize: "q4_0" });
+  try {
+    for (const c of cases()) {
+      for (const [name, d, k] of [["q4_0 draft k=4", draft, 4], ["q4_0 draft k=8", draft, 8], ["prompt lookup", undefined, undefined]] as const) {
+        const r = speculative(target, c.promptTokens, c.completionTokens.length, d, k);
+        assert.deepEqual(r.tokens, c.completionTokens, `${name}: ${c.prompt}`);
+        t.diagnostic(`${name}: acceptance ${(100 * r.stats.acceptanceRate).toFixed(1)}%, ${r.stats.tokensPerTargetPass.toFixed(2)} tokens per target pass`);
+      }
+    }
+  } finally {
+    target.dispose();
+    draft.dispose();
+  }
+});
+
+test("random-weight model: greedy speculative = plain greedy generate", async () => {
+  const path = await ensureRandomModel(tinyLlama);
+  const target = await loadModel(path, { backend: "reference" });
+  const draft = await loadModel(path, { backend: "reference", quantize: "q4_0" });
+  try {
+    for (const prompt of [[1, 5, 9], [1, 300, 301, 302, 300, 301]]) {
+      const plain = await target.generate(prompt, { temperature: 0, maxTokens: 40, ignoreEos: false });
+      const expected = plain.completionTokens;
+      assert.deepEqual(speculative(target, prompt, 40, draft, 5).tokens, expected);
+      assert.deepEqual(speculative(target, prompt, 40).tokens, expected);
+    }
+  } finally {
+    target.dispose();
+    draft.dispose();
+  }
+});
