@@ -208,7 +208,9 @@ export class HFTokenizer implements Tokenizer {
 
   private build(addedTokens: JsonObject[] | undefined, config: JsonObject): HFLibTokenizer {
     try {
-      return new HFLib({ ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
+      // absent sections mean "none" in tokenizer.json; the library wants them spelled out
+      const sections = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
+      return new HFLib({ ...sections, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
     } catch (e) {
       throw new Error(`${this.source.where}: cannot build the tokenizer: ${(e as Error).message}`);
     }
