@@ -23,6 +23,7 @@ Options:
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
   --ctx-size N          KV cache size in tokens
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0 or q4_0
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
@@ -49,6 +50,7 @@ export const GENERATE_ARGS: OptionSpec = {
   threads: { type: "string" },
   backend: { type: "string" },
   "ctx-size": { type: "string" },
+  quantize: { type: "string" },
   "ignore-eos": { type: "boolean" },
   logprobs: { type: "string" },
   "logit-bias": { type: "string", multiple: true },
@@ -135,7 +137,14 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     backend,
     threads: optionalNumber(values, "threads", { integer: true, min: 1 }),
     contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
+    quantize: quantizeFrom(values),
   };
+}
+
+function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
+  const q = optionalString(values, "quantize");
+  if (q !== undefined && q !== "q8_0" && q !== "q4_0") throw new UsageError(`--quantize must be q8_0 or q4_0, got "${q}"`);
+  return q;
 }
 
 /** The --chat-template file's text, if given. */
