@@ -105,3 +105,20 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
     model.dispose();
   }
 });
+
+test("stories260K through generate(): numBeams returns the beams, the best as the completion", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "reference" });
+  try {
+    const c = cases()[0]!;
+    const greedy = await model.generate(c.prompt, { numBeams: 1, maxTokens: 20 });
+    assert.deepEqual(greedy.completionTokens, c.completionTokens.slice(0, 20));
+    const r = await model.generate(c.prompt, { numBeams: 4, numReturnSequences: 3, maxTokens: 16 });
+    const ref = naiveBeamSearch(model.languageModel, c.promptTokens, 4, 16, new Set(model.tokenizer.endOfGenerationIds));
+    assert.equal(r.beams!.length, 3);
+    assert.deepEqual(r.beams!.map((b) => b.tokens), ref.slice(0, 3).map((b) => b.tokens));
+    assert.deepEqual(r.completionTokens, ref[0]!.tokens);
+    assert.equal(r.completion, r.beams![0]!.text);
+  } finally {
+    model.dispose();
+  }
+});

@@ -63,3 +63,22 @@ test("random-weight model: greedy speculative = plain greedy generate", async ()
     draft.dispose();
   }
 });
+
+test("stories260K through generate(): draftModel / promptLookup give llama.cpp's greedy completion and report acceptance", { skip }, async () => {
+  const target = await loadModel(sharedFile(MODEL)!, { backend: "reference" });
+  const draft = await loadModel(sharedFile(MODEL)!, { backend: "reference", quantize: "q4_0" });
+  try {
+    const c = cases()[0]!;
+    const n = c.completionTokens.length;
+    const viaDraft = await target.generate(c.prompt, { temperature: 0, maxTokens: n, draftModel: draft, draftTokens: 4 });
+    assert.deepEqual(viaDraft.completionTokens, c.completionTokens);
+    assert.equal(viaDraft.finishReason, "length");
+    assert.ok(viaDraft.speculative!.drafted > 0 && viaDraft.speculative!.accepted <= viaDraft.speculative!.drafted);
+    const viaLookup = await target.generate(c.prompt, { temperature: 0, maxTokens: n, promptLookup: true });
+    assert.deepEqual(viaLookup.completionTokens, c.completionTokens);
+    await assert.rejects(target.generate(c.prompt, { temperature: 0.8, draftModel: draft }), /needs temperature 0/);
+  } finally {
+    target.dispose();
+    draft.dispose();
+  }
+});

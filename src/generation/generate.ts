@@ -3,7 +3,9 @@ import type { LanguageModel } from "../models/model.js";
 import { normalizePrompt, type PromptNormalization } from "../chat/normalize.js";
 import { createSampler, type SamplingOptions } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
+import { beamSearch, type BeamSequence } from "./beam.js";
 import { tokenLogprobs, validateLogprobs, type TokenLogprob } from "./logprobs.js";
+import { speculativeGreedy, type SpeculativeStats } from "./speculative.js";
 import { createStopMatcher } from "./stop-strings.js";
 import { computeTimings, type Timings } from "./timings.js";
 
@@ -24,6 +26,22 @@ export interface GenerateOptions extends SamplingOptions {
   normalize?: PromptNormalization;
   /** report each generated token's log-probability and the top `logprobs` alternatives (see logprobs.ts) */
   logprobs?: number;
+  /** beam search with this many beams (Hugging Face semantics, see beam.ts); sampling options are ignored */
+  numBeams?: number;
+  /** beam search: score = sum of logprobs / length^lengthPenalty (default 1) */
+  lengthPenalty?: number;
+  /** beam search: stop once numBeams hypotheses are done (true), by the score bound (false, default) or "never" */
+  earlyStopping?: boolean | "never";
+  /** beam search: sequences returned in `beams` (default 1) */
+  numReturnSequences?: number;
+  /** beam search: never repeat an n-gram of this size */
+  noRepeatNgramSize?: number;
+  /** speculative decoding (greedy only): a loaded draft model with the target's vocabulary */
+  draftModel?: { readonly languageModel: LanguageModel };
+  /** speculative decoding: tokens proposed per round */
+  draftTokens?: number;
+  /** speculative decoding without a draft model: propose from earlier n-grams (true = up to 3-grams) */
+  promptLookup?: boolean | number;
 }
 
 /**
@@ -49,6 +67,10 @@ export interface GenerationResult {
   timings: Timings;
   /** with the `logprobs` option: one entry per completion token */
   logprobs?: TokenLogprob[];
+  /** beam search: the returned sequences, best first (completionTokens is the first) */
+  beams?: { tokens: number[]; text: string; score: number; sumLogprobs: number; finished: boolean }[];
+  /** speculative decoding: how many proposed tokens the target accepted */
+  speculative?: SpeculativeStats;
 }
 
 /** The model, its tokenizer and one KV cache, reused across calls (the longest common prompt prefix is not recomputed). */
@@ -84,7 +106,9 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${cache.capacity}; use a larger contextSize or a shorter prompt`);
   }
   // everything that is not a generation option is a sampling option (unknown keys are rejected there)
-  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l, ...samplingOptions } = options;
+  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
+    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl,
+    ...samplingOptions } = options;
   const topLogprobs = validateLogprobs(options.logprobs);
   const logprobs: TokenLogprob[] | undefined = topLogprobs === undefined ? undefined : [];
   const sampler = createSampler(samplingOptions);
@@ -94,15 +118,22 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   const decoder = tokenizer.createStreamDecoder({ skipSpecialTokens: true });
   const endIds = options.stopTokens?.length ? new Set([...tokenizer.endOfGenerationIds, ...options.stopTokens]) : tokenizer.endOfGenerationIds;
 
-  // reuse the cached prefix; at least the last prompt token is recomputed to get its logits
-  let common = 0;
-  const limit = Math.min(ctx.cachedTokens.length, promptTokens.length - 1);
-  while (common < limit && ctx.cachedTokens[common] === promptTokens[common]) common++;
-  cache.truncate(common);
-  ctx.cachedTokens = promptTokens.slice(0, common);
-  let logits = model.forward(promptTokens.slice(common), cache);
-  ctx.cachedTokens = [...promptTokens];
-  const tPrefill = performance.now();
+  // beam search and speculative decoding run first (on their own caches); the loop below then
+  // emits their tokens through the same stop-string and streaming path
+  const alt = alternativeDecoding(model, tokenizer, promptTokens, options, endIds, Math.min(maxTokens, cache.capacity - promptTokens.length), sampler);
+  if (alt && logprobs) throw new RangeError("logprobs are not available with beam search or speculative decoding");
+  let logits: Float32Array = new Float32Array(0);
+  if (!alt) {
+    // reuse the cached prefix; at least the last prompt token is recomputed to get its logits
+    let common = 0;
+    const limit = Math.min(ctx.cachedTokens.length, promptTokens.length - 1);
+    while (common < limit && ctx.cachedTokens[common] === promptTokens[common]) common++;
+    cache.truncate(common);
+    ctx.cachedTokens = promptTokens.slice(0, common);
+    logits = model.forward(promptTokens.slice(common), cache);
+    ctx.cachedTokens = [...promptTokens];
+  }
+  const tPrefill = alt?.firstTokenAt ?? performance.now();
 
   const history = [...promptTokens];
   const completionTokens: number[] = [];
@@ -110,10 +141,11 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   let finishReason: FinishReason = "length";
   let tFirst = tPrefill;
   // the next token sits at position cache.length: it must fit in the context
-  while (completionTokens.length < maxTokens && cache.length < cache.capacity) {
+  while (completionTokens.length < maxTokens && (alt || cache.length < cache.capacity)) {
     if (options.signal?.aborted) { finishReason = "abort"; break; }
-    const token = sampler.sample(logits, history);
-    if (completionTokens.length === 0) tFirst = performance.now();
+    const token = alt ? alt.tokens[completionTokens.length] : sampler.sample(logits, history);
+    if (token === undefined) { finishReason = alt!.finishReason; break; }
+    if (completionTokens.length === 0) tFirst = alt ? alt.firstTokenAt : performance.now();
     if (!options.ignoreEos && endIds.has(token)) { finishReason = "stop"; break; }
     completionTokens.push(token);
     history.push(token);
@@ -127,6 +159,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
       yield { token, text: emit };
     }
     if (stopped) { finishReason = "stop"; break; }
+    if (alt) continue;
     if (completionTokens.length >= maxTokens || cache.length + 1 >= cache.capacity) break;
     logits = model.forward([token], cache);
     ctx.cachedTokens.push(token);
@@ -140,7 +173,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     completion += tail;
     if (tail) yield { token: undefined, text: tail };
   }
-  const tEnd = performance.now();
+  const tEnd = alt?.endAt ?? performance.now();
   return {
     prompt: typeof prompt === "string" ? prompt : tokenizer.decode(promptTokens),
     completion,
@@ -149,5 +182,49 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     finishReason,
     timings: computeTimings(ctx.loadMs, promptTokens.length, completionTokens.length, t0, tPrefill, tFirst, tEnd),
     ...(logprobs ? { logprobs } : {}),
+    ...(alt?.extra ?? {}),
   };
+}
+
+interface AlternativeDecoding {
+  /** the tokens to emit, without the end token */
+  tokens: number[];
+  finishReason: FinishReason;
+  firstTokenAt: number;
+  endAt: number;
+  extra: Pick<GenerationResult, "beams" | "speculative">;
+}
+
+/** beam search or greedy speculative decoding when the options ask for it; undefined otherwise */
+function alternativeDecoding(
+  model: LanguageModel, tokenizer: Tokenizer, promptTokens: readonly number[], options: GenerateOptions,
+  endIds: ReadonlySet<number>, maxTokens: number, sampler: ReturnType<typeof createSampler>,
+): AlternativeDecoding | undefined {
+  const ends = options.ignoreEos ? new Set<number>() : endIds;
+  if (options.numBeams !== undefined) {
+    const { sequences } = beamSearch(model, promptTokens, {
+      numBeams: options.numBeams, maxTokens, endIds: ends, lengthPenalty: options.lengthPenalty,
+      earlyStopping: options.earlyStopping, numReturnSequences: options.numReturnSequences, noRepeatNgramSize: options.noRepeatNgramSize,
+    });
+    const now = performance.now();
+    const best = sequences[0];
+    return {
+      tokens: best?.tokens ?? [], finishReason: best?.finished ? "stop" : "length", firstTokenAt: now, endAt: now,
+      extra: { beams: sequences.map((b: BeamSequence) => ({ ...b, text: tokenizer.decode(b.tokens, { skipSpecialTokens: true }) })) },
+    };
+  }
+  if (options.draftModel === undefined && !options.promptLookup) return undefined;
+  if (sampler.options.temperature > 0) {
+    throw new RangeError("speculative decoding (draftModel / promptLookup) needs temperature 0: only greedy verification is implemented");
+  }
+  let firstTokenAt = 0;
+  const r = speculativeGreedy(model, promptTokens, {
+    maxTokens, draft: options.draftModel?.languageModel, draftTokens: options.draftTokens,
+    promptLookup: typeof options.promptLookup === "number" ? options.promptLookup : undefined,
+    choose: (logits, history) => sampler.sample(logits, history),
+    endIds: ends,
+    onToken: () => { firstTokenAt ||= performance.now(); return false; },
+  });
+  const endAt = performance.now();
+  return { tokens: r.tokens, finishReason: r.finishReason, firstTokenAt: firstTokenAt || endAt, endAt, extra: { speculative: r.stats } };
 }
