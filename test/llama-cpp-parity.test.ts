@@ -74,7 +74,7 @@ interface Bounds {
 }
 
 async function checkParity(name: string, spec: RandomModelSpec, backend: "reference" | "wasm", greedySteps = GREEDY_STEPS, bounds?: Bounds): Promise<void> {
-  const path = join(dir, `${name}-${typeName(spec.weightType)}.gguf`);
+  const path = join(dir, `${name}-${typeName(spec.weightType)}-${backend}.gguf`);
   await writeRandomModel(path, spec);
   const model = await loadModel(path, { backend, contextSize: PROMPT_TOKENS + greedySteps + 1 });
   try {
@@ -120,19 +120,23 @@ const skipGpt2 = skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
  */
 const SMOLLM_Q8_0_BOUNDS: Bounds = { tolerance: 5e-2, maxFlipped: 0, ceiling: 5e-2 };
 
-for (const type of [GGMLType.F32, GGMLType.Q8_0]) {
-  test(`SmolLM-135M-shaped Llama (GQA 9/3, tied) ${typeName(type)} matches llama.cpp`, { skip: skipStarcoder }, async () => {
-    await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, "reference", GREEDY_STEPS, type === GGMLType.Q8_0 ? SMOLLM_Q8_0_BOUNDS : undefined);
-  });
-  test(`tiny Qwen2 (QKV bias) ${typeName(type)} matches llama.cpp`, { skip: skipStarcoder }, async () => {
-    await checkParity("qwen2", { ...tinyQwen2, weightType: type, std: STD, seed: 12 }, "reference");
-  });
-  test(`tiny GPT-2 ${typeName(type)} matches llama.cpp`, { skip: skipGpt2 }, async () => {
-    await checkParity("gpt2", { ...tinyGpt2, weightType: type, std: STD, seed: 13 }, "reference");
-  });
-  test(`tiny Qwen3 (Q/K norm, head_dim != dim/heads) ${typeName(type)} matches llama.cpp`, { skip: skipStories }, async () => {
-    await checkParity("qwen3", { ...tinyQwen3, weightType: type, std: STD, seed: 14 }, "reference");
-  });
+// the reference kernels (the spec) and the WebAssembly SIMD kernels (the default) alike
+for (const backend of ["reference", "wasm"] as const) {
+  for (const type of [GGMLType.F32, GGMLType.Q8_0]) {
+    const t = typeName(type);
+    test(`SmolLM-135M-shaped Llama (GQA 9/3, tied) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder }, async () => {
+      await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, backend, GREEDY_STEPS, type === GGMLType.Q8_0 ? SMOLLM_Q8_0_BOUNDS : undefined);
+    });
+    test(`tiny Qwen2 (QKV bias) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder }, async () => {
+      await checkParity("qwen2", { ...tinyQwen2, weightType: type, std: STD, seed: 12 }, backend);
+    });
+    test(`tiny GPT-2 ${t} matches llama.cpp (${backend})`, { skip: skipGpt2 }, async () => {
+      await checkParity("gpt2", { ...tinyGpt2, weightType: type, std: STD, seed: 13 }, backend);
+    });
+    test(`tiny Qwen3 (Q/K norm, head_dim != dim/heads) ${t} matches llama.cpp (${backend})`, { skip: skipStories }, async () => {
+      await checkParity("qwen3", { ...tinyQwen3, weightType: type, std: STD, seed: 14 }, backend);
+    });
+  }
 }
 
 /*
@@ -143,7 +147,9 @@ for (const type of [GGMLType.F32, GGMLType.Q8_0]) {
  */
 const OTHER_FORMAT_TOLERANCE = 1.5e-2;
 for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
-  test(`tiny Llama with ${typeName(type)} weights matches llama.cpp`, { skip: skipStories }, async () => {
-    await checkParity("llama", { ...tinyLlama, weightType: type, std: STD, seed: 15 }, "reference", 8, { tolerance: OTHER_FORMAT_TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
-  });
+  for (const backend of ["reference", "wasm"] as const) {
+    test(`tiny Llama with ${typeName(type)} weights matches llama.cpp (${backend})`, { skip: skipStories }, async () => {
+      await checkParity("llama", { ...tinyLlama, weightType: type, std: STD, seed: 15 }, backend, 8, { tolerance: OTHER_FORMAT_TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
+    });
+  }
 }
