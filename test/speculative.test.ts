@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { test } from "node:test";
+import { promisify } from "node:util";
 import { lookupDraft, speculativeGreedy } from "../src/generation/speculative.js";
 import { loadModel, type Model } from "../src/index.js";
 import { createSampler } from "../src/sampling/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
-import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
@@ -80,5 +83,17 @@ test("stories260K through generate(): draftModel / promptLookup give llama.cpp's
   } finally {
     target.dispose();
     draft.dispose();
+  }
+});
+
+test("tsllm generate --draft-model --draft-quantize q4_0 / --prompt-lookup / --num-beams 1 --json equal llama.cpp's greedy tokens", { skip }, async () => {
+  const c = cases()[0]!;
+  const base = ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "generate", "--model", sharedFile(MODEL)!, "--prompt", c.prompt, "--max-tokens", "32", "--json"];
+  for (const extra of [["--temperature", "0", "--draft-model", sharedFile(MODEL)!, "--draft-quantize", "q4_0", "--draft-tokens", "4"], ["--temperature", "0", "--prompt-lookup"], ["--num-beams", "1"]]) {
+    const { stdout } = await promisify(execFile)(process.execPath, [...base, ...extra], { cwd: PROJECT_ROOT });
+    const out = JSON.parse(stdout);
+    assert.deepEqual(out.completionTokens, c.completionTokens.slice(0, 32), extra.join(" "));
+    if (extra.includes("--num-beams")) assert.equal(out.beams.length, 1);
+    else assert.ok(out.speculative.drafted >= out.speculative.accepted);
   }
 });

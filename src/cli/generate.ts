@@ -31,9 +31,24 @@ Options:
   --normalize FORM      Unicode-normalize the prompt first: none (default), nfc, or nfkc (full-width -> half-width)
   --logprobs K          report each token's log-probability and the top K alternatives (in --json)
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
+  --num-beams N         beam search with N beams (Hugging Face semantics; sampling options are ignored)
+  --draft-model FILE    speculative decoding with this draft model (same vocabulary; needs --temperature 0)
+  --draft-quantize Q    quantize the draft model while loading: q8_0 or q4_0 (e.g. a Q4_0 copy of --model)
+  --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
+  --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text (needs --temperature 0)
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
+                        (+ logprobs, beams, speculative when asked for)
   -h, --help            show this help
 `;
+
+/** generate-only options: beam search and speculative decoding */
+const SEARCH_ARGS: OptionSpec = {
+  "num-beams": { type: "string" },
+  "draft-model": { type: "string" },
+  "draft-quantize": { type: "string" },
+  "draft-tokens": { type: "string" },
+  "prompt-lookup": { type: "boolean" },
+};
 
 /** The options of `generate`; `chat` takes the same ones except --prompt, --json and --logprobs. */
 export const GENERATE_ARGS: OptionSpec = {
@@ -62,14 +77,27 @@ export const GENERATE_ARGS: OptionSpec = {
 };
 
 export async function runGenerate(argv: string[]): Promise<void> {
-  const values = parse(argv, GENERATE_ARGS);
+  const values = parse(argv, { ...GENERATE_ARGS, ...SEARCH_ARGS });
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model");
   const prompt = optionalString(values, "prompt");
   if (prompt === undefined) throw new UsageError("--prompt is required");
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
-  const options = generateOptionsFrom(values);
+  const draftPath = optionalString(values, "draft-model");
+  const draftQuantize = optionalString(values, "draft-quantize");
+  if (draftQuantize !== undefined && draftQuantize !== "q8_0" && draftQuantize !== "q4_0") throw new UsageError(`--draft-quantize must be q8_0 or q4_0, got "${draftQuantize}"`);
+  if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
+    throw new UsageError("--draft-quantize and --draft-tokens need --draft-model (or --prompt-lookup for --draft-tokens)");
+  }
+  const options: GenerateOptions = {
+    ...generateOptionsFrom(values),
+    numBeams: optionalNumber(values, "num-beams", { integer: true, min: 1 }),
+    draftTokens: optionalNumber(values, "draft-tokens", { integer: true, min: 1 }),
+    promptLookup: flag(values, "prompt-lookup") || undefined,
+  };
   const model = await loadModel(modelPath, loadOptionsFrom(values));
+  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as "q8_0" | "q4_0" | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
+  if (draft) options.draftModel = draft;
   try {
     const it = flag(values, "chat")
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
@@ -81,14 +109,17 @@ export async function runGenerate(argv: string[]): Promise<void> {
       if (!flag(values, "json")) process.stdout.write(r.value.text);
     }
     if (flag(values, "json")) {
-      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs } = result;
-      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}) }) + "\n");
+      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs, beams, speculative } = result;
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}) }) + "\n");
     } else {
       process.stdout.write("\n");
       process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+      const sp = result.speculative;
+      if (sp) process.stderr.write(`speculative: ${sp.accepted}/${sp.drafted} drafted tokens accepted (${(100 * sp.acceptanceRate).toFixed(1)}%), ${sp.tokensPerTargetPass.toFixed(2)} tokens per target pass\n`);
     }
   } finally {
     model.dispose();
+    draft?.dispose();
   }
 }
 
