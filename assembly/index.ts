@@ -8,6 +8,7 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0 } from "./q8";
 import { matQ4_K, matQ6_K } from "./kquant";
+import { attend } from "./attention";
 
 const NEXT: usize = 128;
 const KIND: usize = 192;
@@ -22,6 +23,11 @@ const XB: usize = 224;
 const OUT: usize = 228;
 const CHUNK_ROWS: usize = 232;
 const N_CHUNKS: usize = 236;
+// attention jobs only
+const START_POS: usize = 240;
+const N_HEADS: usize = 244;
+const N_KV_HEADS: usize = 248;
+const SCALE: usize = 252;
 
 /** first byte the host may use: everything below belongs to this module's static data */
 export function heapBase(): usize {
@@ -55,6 +61,8 @@ export function work(ctrl: usize): void {
       case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       case 6: matQ6_K(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // attention: W = keys, XS = values, XQ = queries, ROWS = items (tokens x heads), COLS = head size
+      case 7: attend(xq, w, xs, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
       default: unreachable();
     }
   }

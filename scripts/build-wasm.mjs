@@ -15,8 +15,9 @@ const ASC_ARGS = [
   path.join(sourceDir, "index.ts"),
   "--outFile", wasmPath,
   "-O3",
-  // no allocator, no GC: the host owns all memory; no abort messages (no static data, so
-  // instantiating the module in every worker writes nothing into the shared memory)
+  // no allocator, no GC: the host owns all memory above the module's heap base; no abort
+  // messages. The only static data are math tables (Mathf.exp): every worker's instantiation
+  // writes the same bytes there again, which is harmless
   "--runtime", "stub",
   "--noAssert",
   "--use", "abort=",

@@ -15,14 +15,16 @@ export class KVCache {
     readonly nKvHeads: number,
     readonly headDim: number,
     readonly capacity: number,
+    /** where the rows live: the backend's memory, so attention kernels read them in place */
+    alloc: (length: number) => Float32Array = (n) => new Float32Array(n),
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error(`contextSize must be a positive integer, got ${capacity}`);
     this.rowSize = nKvHeads * headDim;
     const bytes = nLayers * 2 * capacity * this.rowSize * 4;
     if (bytes > 8 * 2 ** 30) throw new Error(`KV cache for contextSize ${capacity} needs ${(bytes / 2 ** 30).toFixed(1)} GiB; choose a smaller contextSize`);
     for (let l = 0; l < nLayers; l++) {
-      this.keys.push(new Float32Array(capacity * this.rowSize));
-      this.values.push(new Float32Array(capacity * this.rowSize));
+      this.keys.push(alloc(capacity * this.rowSize));
+      this.values.push(alloc(capacity * this.rowSize));
     }
   }
 

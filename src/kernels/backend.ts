@@ -25,6 +25,16 @@ export interface Backend {
   matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void;
   /** out[i * cols ...] = W row ids[i], dequantized to f32 (embedding lookup) */
   getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void;
+  /**
+   * Float memory the kernels read in place (the KV cache). It is recycled once the returned
+   * array is garbage-collected, so keep the array itself (not only subarrays of it) alive.
+   */
+  allocActivations(length: number): Float32Array;
+  /**
+   * Causal attention of nTokens queries (at positions startPos...) against cached keys and
+   * values, as defined by kernels/ops/attention.ts. keys/values come from allocActivations.
+   */
+  attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void;
   /** releases workers and memory; the backend is unusable afterwards */
   dispose(): void;
 }

@@ -1,7 +1,7 @@
 import { KVCache } from "../cache/kv-cache.js";
 import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
-import { addBias, addInPlace, attention, gelu, layerNorm } from "../kernels/ops/index.js";
+import { addBias, addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
@@ -77,7 +77,7 @@ export class Gpt2Model implements LanguageModel {
   }
 
   createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCount, this.info.headDim, contextSize);
+    return new KVCache(this.info.blockCount, this.info.headCount, this.info.headDim, contextSize, (n) => this.backend.allocActivations(n));
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
@@ -98,7 +98,6 @@ export class Gpt2Model implements LanguageModel {
     const qkv = s.get("qkv", n * 3 * d);
     const q = s.get("q", n * d), k = s.get("k", n * d), v = s.get("v", n * d);
     const attnOut = s.get("attn", n * d), proj = s.get("proj", n * d), hidden = s.get("hidden", n * ff), act = s.get("act", n * ff);
-    const scores = s.get("scores", 256);
     const scale = 1 / Math.sqrt(c.headDim);
 
     for (let l = 0; l < c.blockCount; l++) {
@@ -112,7 +111,7 @@ export class Gpt2Model implements LanguageModel {
         v.set(qkv.subarray(t * 3 * d + 2 * d, t * 3 * d + 3 * d), t * d);
       }
       cache.store(l, startPos, k, v, n);
-      attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCount, c.headDim, scale, scores);
+      be.attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCount, c.headDim, scale);
       be.matmul(proj, L.wo, attnOut, n);
       addBias(proj, L.woBias, n);
       addInPlace(x, proj);

@@ -2,7 +2,7 @@ import { KVCache } from "../cache/kv-cache.js";
 import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import { GGUFError } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
-import { addBias, addInPlace, applyRope, attention, rmsNorm, swiglu, type RopeParams } from "../kernels/ops/index.js";
+import { addBias, addInPlace, applyRope, rmsNorm, swiglu, type RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
@@ -111,7 +111,7 @@ export class LlamaModel implements LanguageModel {
   }
 
   createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize);
+    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, (n) => this.backend.allocActivations(n));
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
@@ -137,7 +137,6 @@ export class LlamaModel implements LanguageModel {
     const gate = s.get("gate", n * ff), up = s.get("up", n * ff);
     const hidden = s.get("hidden", n * ff);
     const ropeScratch = s.get("rope", c.rope.ropeDim);
-    const scores = s.get("scores", 256);
     const scale = 1 / Math.sqrt(c.headDim);
 
     for (let l = 0; l < c.blockCount; l++) {
@@ -152,7 +151,7 @@ export class LlamaModel implements LanguageModel {
       applyRope(q, n, c.headCount, positions, c.rope, ropeScratch);
       applyRope(k, n, c.headCountKv, positions, c.rope, ropeScratch);
       cache.store(l, startPos, k, v, n);
-      attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCountKv, c.headDim, scale, scores);
+      be.attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCountKv, c.headDim, scale);
       be.matmul(proj, L.wo, attnOut, n);
       if (L.woBias) addBias(proj, L.woBias, n);
       addInPlace(x, proj);

@@ -22,7 +22,7 @@ export function attention(
   nKvHeads: number,
   headDim: number,
   scale: number,
-  scores: Float32Array,
+  scores: Float32Array = new Float32Array(TILE),
 ): void {
   const group = nHeads / nKvHeads;
   const kvStride = nKvHeads * headDim;

@@ -3,6 +3,7 @@ import { rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import { VEC_DOT } from "./vec-dot.js";
+import { attention } from "../ops/attention.js";
 
 /**
  * The plain-TypeScript backend: the executable spec the WebAssembly kernels are tested against.
@@ -71,6 +72,16 @@ export function createReferenceBackend(): Backend {
         const id = ids[i]!;
         dequantizeRow(w.type, w.data.subarray(id * rowBytes, (id + 1) * rowBytes), out.subarray(i * cols, (i + 1) * cols), cols);
       }
+    },
+
+    allocActivations(length: number): Float32Array {
+      alive("allocActivations");
+      return new Float32Array(length);
+    },
+
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale): void {
+      alive("attention");
+      attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
     dispose(): void {

@@ -48,9 +48,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
 
   const module = kernelsModule();
-  // the module has no static data; keep the first KiB for it anyway
-  const arena = new SharedArena(1 << 20, 1024);
+  const arena = new SharedArena(1 << 20, 0);
   const kernels = instantiateKernels(module, arena.memory);
+  // the module's static data (e.g. the tables of Mathf.exp) sits below its heap base: the
+  // arena starts above it, or the first allocations would overwrite those tables
+  arena.reserve(kernels.heapBase());
   const ctrl = arena.alloc(C.CONTROL_BYTES, "the control block");
   const f16Table = arena.alloc(F16_TABLE_BYTES, "the f16 table");
   kernels.fillF16Table(f16Table);
@@ -136,6 +138,48 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     out.set(new Float32Array(buffer, o, nTok * rows));
   }
 
+  /*
+   * Activation memory (KV caches) is recycled: a block returns to its size's free list when
+   * the Float32Array handed out is garbage-collected, so caches made and dropped (beam search,
+   * perplexity, repeated loads of a session) do not grow the arena without bound.
+   */
+  const freeBlocks = new Map<number, number[]>();
+  const recycle = new FinalizationRegistry<{ ptr: number; bytes: number }>(({ ptr, bytes }) => {
+    if (disposed) return;
+    const list = freeBlocks.get(bytes) ?? [];
+    list.push(ptr);
+    freeBlocks.set(bytes, list);
+  });
+
+  /** one attention pass: every (token, head) item is one unit of work, taken whole by one thread */
+  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+    const items = nTokens * nHeads;
+    const floats = items * headDim;
+    ensureScratch(2 * align64(floats * 4));
+    const qPtr = scratch;
+    const oPtr = scratch + align64(floats * 4);
+    const buffer = arena.buffer;
+    new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
+    const control = new Int32Array(buffer, ctrl, 64);
+    const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
+    control[C.KIND] = C.Kind.ATTENTION;
+    control[C.W] = kPtr;
+    control[C.XS] = vPtr;
+    control[C.XQ] = qPtr;
+    control[C.OUT] = oPtr;
+    control[C.ROWS] = items;
+    control[C.COLS] = headDim;
+    control[C.N_TOK] = nTokens;
+    control[C.START_POS] = startPos;
+    control[C.N_HEADS] = nHeads;
+    control[C.N_KV_HEADS] = nKvHeads;
+    new Float32Array(buffer, ctrl, 64)[C.SCALE] = scale;
+    control[C.CHUNK_ROWS] = chunk;
+    control[C.N_CHUNKS] = Math.ceil(items / chunk);
+    runJob();
+    out.set(new Float32Array(buffer, oPtr, floats));
+  }
+
   const backend: Backend = {
     name: "wasm",
     threads,
@@ -178,6 +222,28 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       alive("getRows");
       // a row lookup is cheap: dequantize in TS straight from the weight bytes
       reference.getRows(out, w, ids);
+    },
+
+    allocActivations(length: number): Float32Array {
+      alive("allocActivations");
+      if (!Number.isSafeInteger(length) || length < 0) throw new Error(`allocActivations: length must be a non-negative integer, got ${length}`);
+      const bytes = align64(Math.max(1, length) * 4);
+      const ptr = freeBlocks.get(bytes)?.pop() ?? arena.alloc(bytes, "activations (KV cache)");
+      const view = new Float32Array(arena.buffer, ptr, length);
+      recycle.register(view, { ptr, bytes });
+      return view;
+    },
+
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale): void {
+      alive("attention");
+      const kPtr = arena.offsetOf(keys);
+      const vPtr = arena.offsetOf(values);
+      const rows = (startPos + nTokens) * nKvHeads * headDim;
+      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || keys.length < rows || values.length < rows) {
+        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      }
+      if (nTokens === 0) return;
+      attentionPass(out, q, kPtr, vPtr, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
     dispose(): void {

@@ -34,6 +34,12 @@ export const XB = 56;
 export const OUT = 57;
 export const CHUNK_ROWS = 58;
 export const N_CHUNKS = 59;
+// attention jobs only
+export const START_POS = 60;
+export const N_HEADS = 61;
+export const N_KV_HEADS = 62;
+/** f32 bits */
+export const SCALE = 63;
 
 /** work() kinds: which kernel runs */
 export enum Kind {
@@ -44,6 +50,7 @@ export enum Kind {
   Q4_0 = 4,
   Q4_K = 5,
   Q6_K = 6,
+  ATTENTION = 7,
 }
 
 /**

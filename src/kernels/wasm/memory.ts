@@ -30,6 +30,12 @@ export class SharedArena {
     return this.top;
   }
 
+  /** keeps everything below `end` out of the allocator's reach (the module's static data) */
+  reserve(end: number): void {
+    if (end > this.memory.buffer.byteLength) throw new Error(`wasm backend: the kernels' static data (${end} bytes) does not fit in the initial memory`);
+    this.top = Math.max(this.top, end);
+  }
+
   /** reserves `byteLength` bytes, 64-byte aligned, growing the memory; returns the offset */
   alloc(byteLength: number, what: string): number {
     const ptr = Math.ceil(this.top / ALIGN) * ALIGN;
