@@ -38,6 +38,8 @@ export class Model {
     readonly metadata: GGUFMetadata,
     readonly backend: Backend,
     private readonly ctx: GenerationContext,
+    /** sampling defaults the model ships (generation_config.json); the caller's options win */
+    readonly generationDefaults: GenerateOptions = {},
   ) {}
 
   get loadMs(): number {
@@ -70,10 +72,11 @@ export class Model {
     let release!: () => void;
     this.queue = new Promise<void>((r) => (release = r));
     const ctx = this.ctx;
+    const merged = withDefaults(this.generationDefaults, options);
     return (async function* () {
       await previous.catch(() => undefined);
       try {
-        return yield* generateSteps(ctx, prompt, options);
+        return yield* generateSteps(ctx, prompt, merged);
       } finally {
         release();
       }
@@ -114,7 +117,18 @@ export class Model {
   }
 }
 
-/** Loads a model (a .gguf file): header, tokenizer, weights (straight into the backend's memory). */
+/** `options` over `defaults`, where an option explicitly set to undefined does not erase a default */
+function withDefaults(defaults: GenerateOptions, options: GenerateOptions): GenerateOptions {
+  const merged: Record<string, unknown> = { ...defaults };
+  for (const [k, v] of Object.entries(options)) if (v !== undefined) merged[k] = v;
+  return merged as GenerateOptions;
+}
+
+/**
+ * Loads a model — a .gguf file, a Hugging Face folder (config.json + safetensors + tokenizer
+ * files) or a Hub reference (`org/name`, `org/name@rev`, `org/name:Q4_K_M`) — with its
+ * tokenizer, reading the weights straight into the backend's memory.
+ */
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now();
   const opened = openModel(await resolveModelReference(ref));
@@ -128,7 +142,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     const contextSize = options.contextSize ?? Math.min(model.info.contextLength, 4096);
     const cache = model.createCache(contextSize);
     const loadMs = performance.now() - t0;
-    return new Model(path, model.info, tokenizer, metadata, backend, { model, tokenizer, cache, cachedTokens: [], loadMs });
+    return new Model(path, model.info, tokenizer, metadata, backend, { model, tokenizer, cache, cachedTokens: [], loadMs }, opened.generationDefaults);
   } catch (e) {
     backend.dispose();
     throw e;

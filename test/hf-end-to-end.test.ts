@@ -25,7 +25,7 @@ const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf") || (exis
 test("GPT-2 folder with real tokenizer files: loadModel and `tsllm generate` equal the GGUF", { skip }, async () => {
   const spec = { ...tinyGpt2, std: 0.05, seed: 51 };
   const folder = join(dir, "gpt2");
-  await writeRandomHFModel(folder, spec, { dtype: "BF16", vectorDtype: "F32", config: { eos_token_id: 50256, bos_token_id: 50256 }, generationConfig: { do_sample: false } });
+  await writeRandomHFModel(folder, spec, { dtype: "BF16", vectorDtype: "F32", config: { eos_token_id: 50256, bos_token_id: 50256 }, generationConfig: { do_sample: false, max_new_tokens: 5 } });
   // BF16 folder vs BF16 GGUF: the same weights bit for bit
   const ggufBF16 = join(dir, "gpt2-bf16.gguf");
   await writeRandomModel(ggufBF16, { ...spec, weightType: GGMLType.BF16 });
@@ -43,6 +43,9 @@ test("GPT-2 folder with real tokenizer files: loadModel and `tsllm generate` equ
     assert.deepEqual(rb.completionTokens, ra.completionTokens);
     assert.equal(rb.completion, ra.completion);
     assert.ok(b.tokenizer.endOfGenerationIds.has(50256));
+    // generation_config.json's defaults apply when the caller does not choose (greedy, 5 tokens)
+    const rd = await b.generate(prompt, { ignoreEos: true, temperature: undefined });
+    assert.deepEqual(rd.completionTokens, ra.completionTokens.slice(0, 5));
   } finally {
     a.dispose();
     b.dispose();
