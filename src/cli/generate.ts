@@ -5,12 +5,12 @@ import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../chat/normali
 import { loadModel, type LoadModelOptions } from "../llm.js";
 import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
-export const generateHelp = `Usage: tsllm generate --model FILE.gguf --prompt TEXT [options]
+export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
 
 Streams a completion to stdout and the timings to stderr.
 
 Options:
-  --model FILE          GGUF model file (required)
+  --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
   --prompt TEXT         prompt text (required); BOS is added when the model's metadata says so
   --max-tokens N        most tokens to generate (default 256)
   --temperature T       0 = greedy (default 0.8)

@@ -10,7 +10,7 @@ import { perplexityHelp, runPerplexity } from "./perplexity.js";
 import { runTokenize, tokenizeHelp } from "./tokenize.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
-  generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a GGUF model" },
+  generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a model (GGUF file, HF folder or Hub id)" },
   chat: { run: runChat, help: chatHelp, summary: "talk with a model through its chat template (keeps the conversation)" },
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },

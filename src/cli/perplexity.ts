@@ -11,7 +11,7 @@ second half is scored. Prints the running estimate after each window, then the f
 with its standard error.
 
 Options:
-  --model FILE          GGUF model file (required)
+  --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
   --file TEXT           text file to evaluate (required)
   --ctx N               window size in tokens (default 512)
   --batch N             tokens per forward pass (default: the whole window)
