@@ -95,7 +95,8 @@ async function checkParity(name: string, spec: RandomModelSpec, backend: "refere
       ours.push(argmax(logits));
       if (i < COMPARED_STEPS) diffs.push(maxAbsDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
     }
-    const label = `${name} ${typeName(spec.weightType)}: per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
+    const label = `${name} ${typeName(spec.weightType)} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
+    console.log(label);
     const { tolerance, maxFlipped, ceiling = FLIP_TOLERANCE } = bounds ?? (spec.weightType === GGMLType.F32 ? { tolerance: TOLERANCE, maxFlipped: 0 } : { tolerance: TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
     const flipped = diffs.filter((d) => d >= tolerance).length;
     assert.ok(flipped <= maxFlipped, `${label}: ${flipped} steps above ${tolerance}`);
