@@ -17,6 +17,7 @@ Options:
   --top-k K             keep the K most likely tokens; 0 = off (default 40)
   --top-p P             nucleus sampling; 1 = off (default 0.95)
   --min-p P             drop tokens below P x the top probability; 0 = off (default 0.05)
+  --typical-p P         locally typical sampling; 1 = off (default 1)
   --repeat-penalty R    penalize the last 64 tokens; 1 = off (default 1)
   --seed S              random seed (same seed, same text)
   --stop STR            stop at this text (repeatable)
@@ -59,6 +60,7 @@ export const GENERATE_ARGS: OptionSpec = {
   "top-k": { type: "string" },
   "top-p": { type: "string" },
   "min-p": { type: "string" },
+  "typical-p": { type: "string" },
   "repeat-penalty": { type: "string" },
   seed: { type: "string" },
   stop: { type: "string", multiple: true },
@@ -150,6 +152,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
     topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
     minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
+    typicalP: optionalNumber(values, "typical-p", { min: 0, max: 1 }),
     repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
     seed: optionalNumber(values, "seed", { integer: true }),
     stop: strings(values, "stop"),

@@ -5,6 +5,8 @@ import {
   maxLogit,
   normalizeCandidates,
   selectBest,
+  softmaxCandidates,
+  sortCandidates,
 } from "./candidates.js";
 import type { UniformSource } from "./rng.js";
 
@@ -58,6 +60,71 @@ export function topP(c: Candidates, p: number, minKeep = 1): void {
   }
   c.size = keep;
   c.sorted = true;
+}
+
+let typicalOrder = new Int32Array(0);
+let typicalScore = new Float64Array(0);
+
+/**
+ * Locally typical sampling (Meister et al. 2022), as llama.cpp's typical sampler: with H the
+ * entropy of the softmax, candidates are ranked by |-ln p - H| (closest to the expected
+ * surprise first) and the shortest such prefix whose probability mass exceeds p (strictly)
+ * is kept, at least `minKeep` entries. p >= 1 disables. Leaves the survivors in that
+ * typicality order (not sorted), as llama.cpp does, so a following draw walks them in it.
+ *
+ * Differences from llama.cpp, both at degenerate inputs: a candidate with probability 0
+ * contributes 0 to H (llama.cpp computes 0 * -inf = NaN, which poisons every comparison),
+ * and ties in |-ln p - H| keep the best-first order (llama.cpp's std::sort leaves them
+ * unspecified). llama.cpp's common defaults pass min_keep = 0, which its unsigned
+ * `i >= min_keep - 1` wraps to "never cut"; here minKeep <= 1 both mean "at least one".
+ */
+export function typicalP(c: Candidates, p: number, minKeep = 1): void {
+  if (p >= 1 || c.size === 0) return;
+  sortCandidates(c);
+  softmaxCandidates(c);
+  const n = c.size;
+  const { ids, logits, probs } = c;
+  let entropy = 0;
+  for (let i = 0; i < n; i++) {
+    const q = probs[i]!;
+    if (q > 0) entropy -= q * Math.log(q);
+  }
+  if (typicalOrder.length < n) {
+    typicalOrder = new Int32Array(n);
+    typicalScore = new Float64Array(n);
+  }
+  const order = typicalOrder.subarray(0, n);
+  const score = typicalScore;
+  for (let i = 0; i < n; i++) {
+    order[i] = i;
+    score[i] = Math.abs(-Math.log(probs[i]!) - entropy);
+  }
+  // stable on ties because the index breaks them: equal scores stay best first
+  order.sort((a, b) => score[a]! - score[b]! || a - b);
+  let keep = n;
+  let cum = 0;
+  for (let i = 0; i < n; i++) {
+    cum += probs[order[i]!]!;
+    if (cum > p && i + 1 >= minKeep) {
+      keep = i + 1;
+      break;
+    }
+  }
+  // gather the survivors in typicality order; sources are read before the in-place overwrite
+  const keptIds = new Int32Array(keep);
+  const keptLogits = new Float32Array(keep);
+  const keptProbs = new Float32Array(keep);
+  for (let i = 0; i < keep; i++) {
+    const j = order[i]!;
+    keptIds[i] = ids[j]!;
+    keptLogits[i] = logits[j]!;
+    keptProbs[i] = probs[j]!;
+  }
+  ids.set(keptIds);
+  logits.set(keptLogits);
+  probs.set(keptProbs);
+  c.size = keep;
+  c.sorted = false;
 }
 
 /**

@@ -26,4 +26,4 @@ export {
   sortCandidates,
   type Candidates,
 } from "./candidates.js";
-export { applyTemperature, drawCandidate, minP, topK, topP } from "./filters.js";
+export { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";

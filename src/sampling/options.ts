@@ -10,6 +10,8 @@ export interface SamplingOptions {
   topP?: number;
   /** default 0.05; 0 = disabled */
   minP?: number;
+  /** locally typical sampling; default 1 = disabled (applied after top-k, before top-p, as llama.cpp) */
+  typicalP?: number;
   /** default 1 (off); logit > 0 ? logit / p : logit * p for tokens in the last repeatLastN */
   repeatPenalty?: number;
   /** default 64; -1 = the whole history; 0 = no penalties */
@@ -29,6 +31,7 @@ export interface ResolvedSamplingOptions {
   topK: number;
   topP: number;
   minP: number;
+  typicalP: number;
   repeatPenalty: number;
   repeatLastN: number;
   frequencyPenalty: number;
@@ -44,6 +47,7 @@ export const DEFAULT_SAMPLING = {
   topK: 40,
   topP: 0.95,
   minP: 0.05,
+  typicalP: 1,
   repeatPenalty: 1,
   repeatLastN: 64,
   frequencyPenalty: 0,
@@ -109,6 +113,7 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     topK: num("topK", options.topK, d.topK, (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0 (0 = disabled)"),
     topP: num("topP", options.topP, d.topP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
     minP: num("minP", options.minP, d.minP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (0 = disabled)"),
+    typicalP: num("typicalP", options.typicalP, d.typicalP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
     repeatPenalty: num("repeatPenalty", options.repeatPenalty, d.repeatPenalty, (x) => x > 0 && finite(x), "a finite number > 0 (1 = disabled)"),
     repeatLastN: num("repeatLastN", options.repeatLastN, d.repeatLastN, (x) => Number.isSafeInteger(x) && x >= -1, "an integer >= -1 (-1 = whole history, 0 = disabled)"),
     frequencyPenalty: num("frequencyPenalty", options.frequencyPenalty, d.frequencyPenalty, finite, "a finite number (0 = disabled)"),

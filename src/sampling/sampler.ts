@@ -1,5 +1,5 @@
 import { createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
-import { applyTemperature, drawCandidate, minP, topK, topP } from "./filters.js";
+import { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
 import { applyLogitBias, applyPenalties } from "./logit-processors.js";
 import { resolveSamplingOptions, type ResolvedSamplingOptions, type SamplingOptions } from "./options.js";
 import { Mt19937 } from "./rng.js";
@@ -28,7 +28,7 @@ export interface Sampler {
 }
 
 /**
- * A sampler with llama.cpp's default chain: logit bias -> penalties -> top-k -> top-p ->
+ * A sampler with llama.cpp's default chain: logit bias -> penalties -> top-k -> typical-p -> top-p ->
  * min-p -> temperature -> softmax -> draw (mt19937, so a seed gives the same stream of
  * random numbers as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler
  * per sequence.
@@ -55,6 +55,7 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
         token = c.ids[0]!;
       } else {
         topK(c, o.topK);
+        typicalP(c, o.typicalP);
         topP(c, o.topP);
         minP(c, o.minP);
         applyTemperature(c, o.temperature);
