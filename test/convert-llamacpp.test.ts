@@ -13,6 +13,7 @@ import { Rng, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, type RandomModelSpec } 
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
+import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
 
 /*
  * `tsllm convert` is judged by llama.cpp: the GGUF it writes from a Hugging Face folder,
@@ -29,21 +30,6 @@ after(async () => {
 const run = promisify(execFile);
 const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
 const STEPS = 4;
-
-function logSoftmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(logits, (v) => v - lse);
-}
-
-function maxAbsDiff(ours: Float64Array, theirs: Float64Array): number {
-  let m = 0;
-  for (let i = 0; i < ours.length; i++) if (Number.isFinite(theirs[i]!)) m = Math.max(m, Math.abs(ours[i]! - theirs[i]!));
-  return m;
-}
 
 function argmax(x: ArrayLike<number>): number {
   let b = 0;
@@ -78,12 +64,12 @@ async function check(c: Case): Promise<void> {
     const ref = await llamaCppRun(out, prompt, { decodeSteps: STEPS });
     const cache = lm.createCache(prompt.length + STEPS + 1);
     let logits = lm.forward(prompt, cache);
-    const diffs = [maxAbsDiff(logSoftmax(logits), ref.promptLogprobs)];
+    const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
     const ours = [argmax(logits)];
     for (let i = 0; i + 1 < STEPS; i++) {
       logits = lm.forward([ref.greedyTokens[i]!], cache);
       ours.push(argmax(logits));
-      diffs.push(maxAbsDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
+      diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
     }
     const label = `${c.name}: per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     assert.ok(diffs.filter((d) => d >= c.tolerance).length <= c.maxFlipped, label);

@@ -9,6 +9,7 @@ import { GGMLType } from "../src/tensor/dtypes.js";
 import { Rng, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { writeRandomHFModel, type RandomHFOptions } from "../src/testing/random-hf-model.js";
 import { skipWithoutShared } from "./helpers/shared.js";
+import { logSoftmax } from "./helpers/logprobs.js";
 
 /*
  * A Hugging Face folder and a GGUF holding the same random weights must be the same model:
@@ -21,15 +22,6 @@ import { skipWithoutShared } from "./helpers/shared.js";
 const TOLERANCE = 1e-4;
 const dir = mkdtempSync(join(tmpdir(), "tsllm-hf-parity-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-function logSoftmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(logits, (v) => v - lse);
-}
 
 function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   assert.equal(a.length, b.length);

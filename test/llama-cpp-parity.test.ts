@@ -8,6 +8,7 @@ import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { Rng, SMOLLM_135M, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
 import { skipWithoutShared } from "./helpers/shared.js";
+import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
 
 /*
  * Numerical parity with llama.cpp (node-llama-cpp 3.21.1, CPU, F32 KV cache, no flash
@@ -39,25 +40,7 @@ after(async () => {
 // the default std: larger weights make the random network chaotic, amplifying rounding flips
 const STD = 0.02;
 
-function logSoftmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(logits, (v) => v - lse);
-}
-
 /** max |a - b| over tokens whose llama.cpp probability did not underflow */
-function maxAbsDiff(ours: Float64Array, theirs: Float64Array): number {
-  assert.equal(ours.length, theirs.length, "vocabulary sizes differ");
-  let m = 0;
-  for (let i = 0; i < ours.length; i++) {
-    if (Number.isFinite(theirs[i]!)) m = Math.max(m, Math.abs(ours[i]! - theirs[i]!));
-  }
-  return m;
-}
-
 function argmax(x: ArrayLike<number>): number {
   let best = 0;
   for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
@@ -87,13 +70,13 @@ async function checkParity(name: string, spec: RandomModelSpec, backend: "refere
     const lm = model.languageModel;
     const cache = lm.createCache(PROMPT_TOKENS + greedySteps + 1);
     let logits = lm.forward(prompt, cache);
-    const diffs: number[] = [maxAbsDiff(logSoftmax(logits), ref.promptLogprobs)];
+    const diffs: number[] = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
     const ours: number[] = [argmax(logits)];
     for (let i = 0; i + 1 < greedySteps; i++) {
       // feed llama.cpp's token so both sides stay on the same sequence even after a mismatch
       logits = lm.forward([ref.greedyTokens[i]!], cache);
       ours.push(argmax(logits));
-      if (i < COMPARED_STEPS) diffs.push(maxAbsDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
+      if (i < COMPARED_STEPS) diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
     }
     const label = `${name} ${typeName(spec.weightType)} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
