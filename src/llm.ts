@@ -1,6 +1,7 @@
 import { chatFormatterFor, normalizePrompt, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
 import type { GGUFMetadata } from "./formats/gguf-reader.js";
-import { generateSteps, type GenerateOptions, type GenerationContext, type GenerationResult, type GenerationStep } from "./generation/generate.js";
+import { generateChoices, type ChoiceStep } from "./generation/choices.js";
+import type { GenerateOptions, GenerationContext, GenerationResult } from "./generation/generate.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
 import type { LanguageModel, ModelInfo } from "./models/model.js";
@@ -64,8 +65,8 @@ export class Model {
     }
   }
 
-  /** Streams `{ token, text }` steps; the iterator's return value is the full result. */
-  stream(prompt: string | readonly number[], options: GenerateOptions = {}): AsyncGenerator<GenerationStep, GenerationResult> {
+  /** Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with `choice`); the iterator's return value is the full result. */
+  stream(prompt: string | readonly number[], options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     this.assertUsable();
     // generations share the KV cache, so they run one after another
     const previous = this.queue;
@@ -76,7 +77,7 @@ export class Model {
     return (async function* () {
       await previous.catch(() => undefined);
       try {
-        return yield* generateSteps(ctx, prompt, merged);
+        return yield* generateChoices(ctx, prompt, merged);
       } finally {
         release();
       }
@@ -98,7 +99,7 @@ export class Model {
   }
 
   /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
-  streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<GenerationStep, GenerationResult> {
+  streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     const { system, chatTemplate, ...rest } = options;
     const formatter = this.chatFormatter(chatTemplate);
     const conversation = withSystem(messages, system).map((m) => ({ ...m, content: normalizePrompt(m.content, rest.normalize) }));

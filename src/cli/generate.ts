@@ -37,8 +37,9 @@ Options:
   --draft-quantize Q    quantize the draft model while loading: q8_0 or q4_0 (e.g. a Q4_0 copy of --model)
   --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
   --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text (needs --temperature 0)
+  --n N                 N independent completions sharing one prefill; completion i uses seed S + i
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
-                        (+ logprobs, beams, speculative when asked for)
+                        (+ logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
   -h, --help            show this help
 `;
 
@@ -49,6 +50,7 @@ const SEARCH_ARGS: OptionSpec = {
   "draft-quantize": { type: "string" },
   "draft-tokens": { type: "string" },
   "prompt-lookup": { type: "boolean" },
+  n: { type: "string" },
 };
 
 /** The options of `generate`; `chat` takes the same ones except --prompt, --json and --logprobs. */
@@ -96,6 +98,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
     numBeams: optionalNumber(values, "num-beams", { integer: true, min: 1 }),
     draftTokens: optionalNumber(values, "draft-tokens", { integer: true, min: 1 }),
     promptLookup: flag(values, "prompt-lookup") || undefined,
+    n: optionalNumber(values, "n", { integer: true, min: 1 }),
   };
   const model = await loadModel(modelPath, loadOptionsFrom(values));
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as "q8_0" | "q4_0" | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
@@ -105,14 +108,22 @@ export async function runGenerate(argv: string[]): Promise<void> {
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
       : model.stream(prompt, options);
     let result;
+    let header = -1;
     for (;;) {
       const r = await it.next();
       if (r.done) { result = r.value; break; }
-      if (!flag(values, "json")) process.stdout.write(r.value.text);
+      if (flag(values, "json")) continue;
+      // with --n the choices stream one after another: a header line before each
+      const choice = r.value.choice;
+      if (choice !== undefined && choice !== header) {
+        process.stdout.write(`${header >= 0 ? "\n" : ""}[choice ${choice}]\n`);
+        header = choice;
+      }
+      process.stdout.write(r.value.text);
     }
     if (flag(values, "json")) {
-      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs, beams, speculative } = result;
-      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}) }) + "\n");
+      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs, beams, speculative, choices } = result;
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}), ...(choices ? { choices } : {}) }) + "\n");
     } else {
       process.stdout.write("\n");
       process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);

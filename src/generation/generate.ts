@@ -42,6 +42,8 @@ export interface GenerateOptions extends SamplingOptions {
   draftTokens?: number;
   /** speculative decoding without a draft model: propose from earlier n-grams (true = up to 3-grams) */
   promptLookup?: boolean | number;
+  /** independent completions sharing one prefill (default 1); choice i samples with seed + i (see choices.ts) */
+  n?: number;
 }
 
 /**
@@ -71,6 +73,16 @@ export interface GenerationResult {
   beams?: { tokens: number[]; text: string; score: number; sumLogprobs: number; finished: boolean }[];
   /** speculative decoding: how many proposed tokens the target accepted */
   speculative?: SpeculativeStats;
+  /** with `n`: every completion, choice 0 first (the top-level completion is choice 0) */
+  choices?: Choice[];
+}
+
+/** one of the `n` completions of a prompt */
+export interface Choice {
+  completion: string;
+  completionTokens: number[];
+  finishReason: FinishReason;
+  logprobs?: TokenLogprob[];
 }
 
 /** The model, its tokenizer and one KV cache, reused across calls (the longest common prompt prefix is not recomputed). */
@@ -81,6 +93,12 @@ export interface GenerationContext {
   /** tokens whose K/V are in the cache, in order */
   cachedTokens: number[];
   readonly loadMs: number;
+  /**
+   * The last prefill's prompt and a copy of its last-position logits: a later generation of
+   * the same prompt whose K/V rows are still cached starts from these instead of recomputing
+   * the last prompt token, so `n` choices (and repeated calls) share one prefill bit for bit.
+   */
+  prefill?: { tokens: number[]; logits: Float32Array };
 }
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -107,7 +125,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   }
   // everything that is not a generation option is a sampling option (unknown keys are rejected there)
   const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
-    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl,
+    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc,
     ...samplingOptions } = options;
   const topLogprobs = validateLogprobs(options.logprobs);
   const logprobs: TokenLogprob[] | undefined = topLogprobs === undefined ? undefined : [];
@@ -123,7 +141,11 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   const alt = alternativeDecoding(model, tokenizer, promptTokens, options, endIds, Math.min(maxTokens, cache.capacity - promptTokens.length), sampler);
   if (alt && logprobs) throw new RangeError("logprobs are not available with beam search or speculative decoding");
   let logits: Float32Array = new Float32Array(0);
-  if (!alt) {
+  if (!alt && isPrimed(ctx, promptTokens)) {
+    cache.truncate(promptTokens.length);
+    ctx.cachedTokens = [...promptTokens];
+    logits = ctx.prefill!.logits;
+  } else if (!alt) {
     // reuse the cached prefix; at least the last prompt token is recomputed to get its logits
     let common = 0;
     const limit = Math.min(ctx.cachedTokens.length, promptTokens.length - 1);
@@ -132,6 +154,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     ctx.cachedTokens = promptTokens.slice(0, common);
     logits = model.forward(promptTokens.slice(common), cache);
     ctx.cachedTokens = [...promptTokens];
+    ctx.prefill = { tokens: [...promptTokens], logits: logits.slice() };
   }
   const tPrefill = alt?.firstTokenAt ?? performance.now();
 
@@ -184,6 +207,16 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     ...(logprobs ? { logprobs } : {}),
     ...(alt?.extra ?? {}),
   };
+}
+
+/** the cache still holds exactly this prompt's rows and ctx.prefill has its last logits */
+function isPrimed(ctx: GenerationContext, promptTokens: readonly number[]): boolean {
+  const p = ctx.prefill;
+  if (!p || p.tokens.length !== promptTokens.length || ctx.cachedTokens.length < promptTokens.length) return false;
+  for (let i = 0; i < promptTokens.length; i++) {
+    if (p.tokens[i] !== promptTokens[i] || ctx.cachedTokens[i] !== promptTokens[i]) return false;
+  }
+  return true;
 }
 
 interface AlternativeDecoding {
