@@ -33,10 +33,10 @@ Options:
   --logprobs K          report each token's log-probability and the top K alternatives (in --json)
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
   --num-beams N         beam search with N beams (Hugging Face semantics; sampling options are ignored)
-  --draft-model FILE    speculative decoding with this draft model (same vocabulary; needs --temperature 0)
+  --draft-model FILE    speculative decoding with this draft model (same vocabulary; sampling uses the rejection rule)
   --draft-quantize Q    quantize the draft model while loading: q8_0 or q4_0 (e.g. a Q4_0 copy of --model)
   --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
-  --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text (needs --temperature 0)
+  --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text
   --n N                 N independent completions sharing one prefill; completion i uses seed S + i
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
                         (+ logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])

@@ -1,7 +1,7 @@
 import type { KVCache } from "../cache/kv-cache.js";
 import type { LanguageModel } from "../models/model.js";
 import { normalizePrompt, type PromptNormalization } from "../chat/normalize.js";
-import { createSampler, type SamplingOptions } from "../sampling/index.js";
+import { createSampler, Mt19937, type SamplingOptions } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { beamSearch, type BeamSequence } from "./beam.js";
 import { tokenLogprobs, validateLogprobs, type TokenLogprob } from "./logprobs.js";
@@ -36,7 +36,7 @@ export interface GenerateOptions extends SamplingOptions {
   numReturnSequences?: number;
   /** beam search: never repeat an n-gram of this size */
   noRepeatNgramSize?: number;
-  /** speculative decoding (greedy only): a loaded draft model with the target's vocabulary */
+  /** speculative decoding: a loaded draft model with the target's vocabulary (temperature > 0: speculative sampling) */
   draftModel?: { readonly languageModel: LanguageModel };
   /** speculative decoding: tokens proposed per round */
   draftTokens?: number;
@@ -247,14 +247,17 @@ function alternativeDecoding(
     };
   }
   if (options.draftModel === undefined && !options.promptLookup) return undefined;
-  if (sampler.options.temperature > 0) {
-    throw new RangeError("speculative decoding (draftModel / promptLookup) needs temperature 0: only greedy verification is implemented");
-  }
+  // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
+  // distributions, the draft with the same processors, all draws from one stream seeded like the sampler
+  const sampling = sampler.options.temperature > 0 ? {
+    target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
+  } : undefined;
   let firstTokenAt = 0;
   const r = speculativeGreedy(model, promptTokens, {
     maxTokens, draft: options.draftModel?.languageModel, draftTokens: options.draftTokens,
     promptLookup: typeof options.promptLookup === "number" ? options.promptLookup : undefined,
     choose: (logits, history) => sampler.sample(logits, history),
+    sampling,
     endIds: ends,
     onToken: () => { firstTokenAt ||= performance.now(); return false; },
   });

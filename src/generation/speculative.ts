@@ -12,6 +12,15 @@
  * searched for earlier in prompt + output and the tokens that followed that occurrence are
  * proposed.
  *
+ * Speculative sampling (Leviathan et al. 2023, Chen et al. 2023) when `sampling` is given: the
+ * draft samples each proposed token x from its distribution q (after the sampler's processors),
+ * the target accepts it with probability min(1, p(x) / q(x)), p being the target's processed
+ * distribution at that position; at the first rejection the token is drawn from
+ * norm(max(0, p - q)) and the round ends; when all are accepted one more token is drawn from
+ * the target's next distribution. Every emitted token is then distributed exactly as the
+ * target's sampler would draw it. Prompt lookup proposes deterministically: q is one-hot.
+ * One seeded random source drives all draws, so a seed repeats a run exactly.
+ *
  * Cache bookkeeping: `seq` is prompt + accepted output; `cur` is the newest token, chosen but
  * not yet run through the target. The target cache always holds seq minus cur; rejected draft
  * rows are dropped with truncate(). The draft cache holds some prefix of seq and catches up
@@ -19,6 +28,19 @@
  */
 import type { KVCache } from "../cache/kv-cache.js";
 import type { LanguageModel } from "../models/model.js";
+import type { TokenProbabilities, UniformSource } from "../sampling/index.js";
+
+/** the processed next-token distribution of a sampler for a logits row and history */
+export type DistributionFn = (logits: Float32Array, history: readonly number[]) => TokenProbabilities;
+
+export interface SpeculativeSampling {
+  /** the target sampler's distribution (what it would draw from) */
+  target: DistributionFn;
+  /** the draft model's distribution, with the same processors; unused with prompt lookup */
+  draft: DistributionFn;
+  /** drives every draw: draft proposals, acceptance tests, residual and bonus tokens */
+  rng: UniformSource;
+}
 
 export interface SpeculativeOptions {
   maxTokens: number;
@@ -30,6 +52,8 @@ export interface SpeculativeOptions {
   promptLookup?: number;
   /** the target's greedy choice for a logits row given the history (prompt + output so far) */
   choose: (logits: Float32Array, history: readonly number[]) => number;
+  /** sample instead of decoding greedily (`choose` is then unused) */
+  sampling?: SpeculativeSampling;
   /** tokens that end the generation (not emitted) */
   endIds: ReadonlySet<number>;
   /** called with each accepted token as soon as it is final; return true to stop */
@@ -59,6 +83,69 @@ function argmax(row: Float32Array): number {
   let best = 0;
   for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
   return best;
+}
+
+/** a sparse distribution as a dense vocabulary-sized vector */
+export function denseDistribution(d: TokenProbabilities, vocabSize: number): Float64Array {
+  const out = new Float64Array(vocabSize);
+  for (let i = 0; i < d.ids.length; i++) out[d.ids[i]!] = d.probs[i]!;
+  return out;
+}
+
+/** the probability of accepting draft token x drawn from q: min(1, p(x) / q(x)) */
+export function acceptanceProbability(p: ArrayLike<number>, q: ArrayLike<number>, x: number): number {
+  const qx = q[x]!;
+  if (!(qx > 0)) throw new RangeError(`speculative sampling: draft token ${x} has probability ${qx} under the draft distribution`);
+  return Math.min(1, p[x]! / qx);
+}
+
+/**
+ * norm(max(0, p - q)): what a rejection draws from. When p <= q everywhere (p = q, up to
+ * rounding) a rejection cannot happen in exact arithmetic; p itself is returned then.
+ */
+export function residualDistribution(p: ArrayLike<number>, q: ArrayLike<number>): Float64Array {
+  const r = new Float64Array(p.length);
+  let sum = 0;
+  for (let i = 0; i < p.length; i++) {
+    const d = p[i]! - q[i]!;
+    if (d > 0) { r[i] = d; sum += d; }
+  }
+  if (sum === 0) return Float64Array.from(p);
+  for (let i = 0; i < r.length; i++) r[i] = r[i]! / sum;
+  return r;
+}
+
+/** the first index whose running sum exceeds u * total (u in [0, 1)); zero entries are never chosen */
+export function drawIndex(dist: ArrayLike<number>, u: number): number {
+  let total = 0;
+  for (let i = 0; i < dist.length; i++) total += dist[i]!;
+  const target = u * total;
+  let run = 0;
+  let last = -1;
+  for (let i = 0; i < dist.length; i++) {
+    if (!(dist[i]! > 0)) continue;
+    run += dist[i]!;
+    last = i;
+    if (run > target) return i;
+  }
+  if (last < 0) throw new RangeError("speculative sampling: the distribution has no positive entry");
+  return last; // only reachable through rounding
+}
+
+/**
+ * One verification step of speculative sampling: draft token x (drawn from q) is kept with
+ * probability min(1, p(x) / q(x)); otherwise the replacement is drawn from norm(max(0, p - q)).
+ * The returned token is distributed exactly as p when x ~ q.
+ */
+export function rejectionStep(p: ArrayLike<number>, q: ArrayLike<number>, x: number, rng: UniformSource): { accepted: boolean; token: number } {
+  if (rng.nextDouble() < acceptanceProbability(p, q, x)) return { accepted: true, token: x };
+  return { accepted: false, token: drawIndex(residualDistribution(p, q), rng.nextDouble()) };
+}
+
+function oneHot(x: number, n: number): Float64Array {
+  const v = new Float64Array(n);
+  v[x] = 1;
+  return v;
 }
 
 /** prompt lookup: the tokens that followed the latest earlier occurrence of seq's last n tokens */
@@ -109,18 +196,29 @@ export function speculativeGreedy(target: LanguageModel, promptTokens: readonly 
     return out.length < o.maxTokens;
   };
 
+  const sp = o.sampling;
   let logits = target.forward(promptTokens, tCache);
-  if (!accept(o.choose(logits, seq))) return done();
+  const first = sp ? drawIndex(denseDistribution(sp.target(logits, seq), V), sp.rng.nextDouble()) : o.choose(logits, seq);
+  if (!accept(first)) return done();
   for (;;) {
     const cur = seq[seq.length - 1]!;
     // propose
     let proposal: number[];
     const room = Math.min(k, o.maxTokens - out.length);
+    // with sampling, qs[i] is the draft distribution proposal[i] was drawn from (undefined: one-hot)
+    const qs: (Float64Array | undefined)[] = [];
     if (o.draft && dCache) {
       proposal = [];
       let dl = o.draft.forward(seq.slice(dCache.length), dCache);
       for (let i = 0; i < room; i++) {
-        const t = argmax(dl);
+        let t: number;
+        if (sp) {
+          const q = denseDistribution(sp.draft(dl, [...seq, ...proposal]), V);
+          t = drawIndex(q, sp.rng.nextDouble());
+          qs.push(q);
+        } else {
+          t = argmax(dl);
+        }
         proposal.push(t);
         if (i + 1 < room) dl = o.draft.forward([t], dCache);
       }
@@ -134,11 +232,24 @@ export function speculativeGreedy(target: LanguageModel, promptTokens: readonly 
     stats.drafted += proposal.length;
     let m = 0;
     const history = [...seq];
-    let next = o.choose(rows.subarray(0, V), history);
-    while (m < proposal.length && next === proposal[m]) {
-      m++;
-      history.push(next);
-      next = o.choose(rows.subarray(m * V, (m + 1) * V), history);
+    let next: number;
+    if (sp) {
+      for (;;) {
+        const p = denseDistribution(sp.target(rows.subarray(m * V, (m + 1) * V), history), V);
+        if (m === proposal.length) { next = drawIndex(p, sp.rng.nextDouble()); break; }
+        const x = proposal[m]!;
+        const step = rejectionStep(p, qs[m] ?? oneHot(x, V), x, sp.rng);
+        if (!step.accepted) { next = step.token; break; }
+        m++;
+        history.push(x);
+      }
+    } else {
+      next = o.choose(rows.subarray(0, V), history);
+      while (m < proposal.length && next === proposal[m]) {
+        m++;
+        history.push(next);
+        next = o.choose(rows.subarray(m * V, (m + 1) * V), history);
+      }
     }
     stats.accepted += m;
     // keep cur and the accepted tokens' K/V; the rest of the proposal is forgotten

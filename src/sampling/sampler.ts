@@ -25,6 +25,13 @@ export interface Sampler {
    * drawn with (after temperature), for logprobs. Greedy sampling leaves one candidate, p = 1.
    */
   lastProbabilities(): TokenProbabilities;
+  /**
+   * The distribution sample() would draw from, without drawing (no random number is used):
+   * the candidates that survive the processors and their probabilities after temperature,
+   * in the chain's order (not necessarily sorted). Greedy gives one candidate with p = 1.
+   * Speculative sampling compares these for the draft and the target. Views as above.
+   */
+  distribution(logits: Float32Array, history: ArrayLike<number>): TokenProbabilities;
 }
 
 /**
@@ -39,30 +46,40 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
   const c = createCandidates(0);
   let sampled = false;
 
+  /** every processor of the chain, leaving the survivors in `c` (greedy: the argmax, p = 1) */
+  function process(logits: Float32Array, history: ArrayLike<number>): void {
+    loadCandidates(c, logits);
+    // candidates are in id order here, so c.logits is indexable by token id
+    const row = c.logits;
+    if (o.logitBias.size > 0) applyLogitBias(row, o.logitBias);
+    applyPenalties(row, history, o);
+    if (o.temperature <= 0) {
+      applyTemperature(c, 0);
+      softmaxCandidates(c);
+      return;
+    }
+    topK(c, o.topK);
+    typicalP(c, o.typicalP);
+    topP(c, o.topP);
+    minP(c, o.minP);
+    applyTemperature(c, o.temperature);
+  }
+
   return {
     options: o,
     sample(logits: Float32Array, history: ArrayLike<number>): number {
       sampled = false;
-      loadCandidates(c, logits);
-      // candidates are in id order here, so c.logits is indexable by token id
-      const row = c.logits;
-      if (o.logitBias.size > 0) applyLogitBias(row, o.logitBias);
-      applyPenalties(row, history, o);
-      let token: number;
-      if (o.temperature <= 0) {
-        applyTemperature(c, 0);
-        softmaxCandidates(c);
-        token = c.ids[0]!;
-      } else {
-        topK(c, o.topK);
-        typicalP(c, o.typicalP);
-        topP(c, o.topP);
-        minP(c, o.minP);
-        applyTemperature(c, o.temperature);
-        token = drawCandidate(c, rng);
-      }
+      process(logits, history);
+      const token = o.temperature <= 0 ? c.ids[0]! : drawCandidate(c, rng);
       sampled = true;
       return token;
+    },
+    distribution(logits: Float32Array, history: ArrayLike<number>): TokenProbabilities {
+      sampled = false;
+      process(logits, history);
+      if (o.temperature > 0) softmaxCandidates(c);
+      sampled = true;
+      return { ids: c.ids.subarray(0, c.size), probs: c.probs.subarray(0, c.size) };
     },
     lastProbabilities(): TokenProbabilities {
       if (!sampled) throw new Error("lastProbabilities(): sample() has not completed yet");
