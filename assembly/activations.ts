@@ -27,15 +27,22 @@ export function roundRowsBF16(x: usize, n: i32): void {
  * the f32 value of the f16 that ggml stores.
  */
 export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
+  // SIMD, lane for lane the same f32 operations as the scalar definition above (max is exact
+  // in any order; mul, nearest and the integer conversion are per lane), so the same bits
   for (let b = 0; b < n >> 5; b++) {
     const xb = x + (<usize>b << 7);
-    let amax: f32 = 0;
-    for (let j = 0; j < 32; j++) amax = max<f32>(amax, abs<f32>(load<f32>(xb + (<usize>j << 2))));
+    let m = f32x4.abs(v128.load(xb));
+    for (let j = 16; j < 128; j += 16) m = f32x4.max(m, f32x4.abs(v128.load(xb + <usize>j)));
+    const amax: f32 = max<f32>(max<f32>(f32x4.extract_lane(m, 0), f32x4.extract_lane(m, 1)), max<f32>(f32x4.extract_lane(m, 2), f32x4.extract_lane(m, 3)));
     const d: f32 = amax / 127;
-    const id: f32 = amax != 0 ? <f32>127 / amax : 0;
+    const id = f32x4.splat(amax != 0 ? <f32>127 / amax : 0);
     store<f32>(sc + (<usize>b << 2), f16(f32ToF16Bits(d)));
     const qb = qs + (<usize>b << 6);
-    for (let j = 0; j < 32; j++) store<i16>(qb + (<usize>j << 1), <i16><i32>nearest<f32>(load<f32>(xb + (<usize>j << 2)) * id));
+    for (let j = 0; j < 8; j += 2) {
+      const lo = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>j << 4)), id)));
+      const hi = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>j << 4), 16), id)));
+      v128.store(qb + (<usize>j << 3), i16x8.narrow_i32x4_s(lo, hi));
+    }
   }
 }
 
