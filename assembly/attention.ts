@@ -29,6 +29,27 @@
   return hsum(acc);
 }
 
+/** running sum of the current item's softmax (a global: update() returns the new max) */
+let runningSum: f32 = 0;
+
+/** folds key score s with values at vp into the output at op (online softmax); returns the new max */
+// @ts-ignore: decorator
+@inline function update(op: usize, vp: usize, rowBytes: usize, s: f32, m: f32): f32 {
+  if (s > m) {
+    // a new maximum: rescale what was accumulated against the old one
+    const c = expNeg(m - s);
+    runningSum *= c;
+    const cv = f32x4.splat(c);
+    for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), cv));
+    m = s;
+  }
+  const p = expNeg(s - m);
+  runningSum += p;
+  const pv = f32x4.splat(p);
+  for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.add(v128.load(op + d), f32x4.mul(pv, v128.load(vp + d))));
+  return m;
+}
+
 /**
  * Items [i0, i1) of the job: item = t * nHeads + h. q and out hold nTok rows of nHeads * headDim
  * floats; k and v hold rows of nKvHeads * headDim floats for positions 0 .. startPos + nTok - 1.
@@ -48,25 +69,59 @@ export function attend(q: usize, k: usize, v: usize, out: usize, nHeads: i32, nK
     // the first key starts the running max, sum and output
     const v0 = v + kvOff;
     let m: f32 = score(qp, k + kvOff, rowBytes) * scale;
-    let sum: f32 = 1;
+    runningSum = 1;
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, v128.load(v0 + d));
-    for (let j = 1; j < nKeys; j++) {
-      const s = score(qp, k + (<usize>j) * kvStride + kvOff, rowBytes) * scale;
-      if (s > m) {
-        // a new maximum: rescale what was accumulated against the old one
-        const c = expNeg(m - s);
-        sum *= c;
-        const cv = f32x4.splat(c);
-        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), cv));
-        m = s;
+    let j = 1;
+    // four keys' scores at a time: each score is summed exactly as score() sums it, but the
+    // four dependency chains overlap (one chain alone waits on every add's latency); the
+    // softmax update then takes them one by one, in order, as before
+    for (; j + 4 <= nKeys; j += 4) {
+      const k0 = k + (<usize>j) * kvStride + kvOff;
+      let c0 = f32x4.splat(0);
+      let c1 = f32x4.splat(0);
+      let c2 = f32x4.splat(0);
+      let c3 = f32x4.splat(0);
+      for (let d: usize = 0; d < rowBytes; d += 16) {
+        const qv = v128.load(qp + d);
+        c0 = f32x4.add(c0, f32x4.mul(qv, v128.load(k0 + d)));
+        c1 = f32x4.add(c1, f32x4.mul(qv, v128.load(k0 + kvStride + d)));
+        c2 = f32x4.add(c2, f32x4.mul(qv, v128.load(k0 + 2 * kvStride + d)));
+        c3 = f32x4.add(c3, f32x4.mul(qv, v128.load(k0 + 3 * kvStride + d)));
       }
-      const p = expNeg(s - m);
-      sum += p;
-      const vp = v + (<usize>j) * kvStride + kvOff;
-      const pv = f32x4.splat(p);
-      for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.add(v128.load(op + d), f32x4.mul(pv, v128.load(vp + d))));
+      const s0 = hsum(c0) * scale;
+      const s1 = hsum(c1) * scale;
+      const s2 = hsum(c2) * scale;
+      const s3 = hsum(c3) * scale;
+      const v0j = v + (<usize>j) * kvStride + kvOff;
+      if (max<f32>(max<f32>(s0, s1), max<f32>(s2, s3)) > m) {
+        m = update(op, v0j, rowBytes, s0, m);
+        m = update(op, v0j + kvStride, rowBytes, s1, m);
+        m = update(op, v0j + 2 * kvStride, rowBytes, s2, m);
+        m = update(op, v0j + 3 * kvStride, rowBytes, s3, m);
+      } else {
+        // no new maximum (the usual case): the four updates in one pass over the output, each
+        // element still summed in key order, so the same bits as four update() calls
+        const p0 = expNeg(s0 - m);
+        const p1 = expNeg(s1 - m);
+        const p2 = expNeg(s2 - m);
+        const p3 = expNeg(s3 - m);
+        runningSum = (((runningSum + p0) + p1) + p2) + p3;
+        const pv0 = f32x4.splat(p0);
+        const pv1 = f32x4.splat(p1);
+        const pv2 = f32x4.splat(p2);
+        const pv3 = f32x4.splat(p3);
+        for (let d: usize = 0; d < rowBytes; d += 16) {
+          let o = f32x4.add(v128.load(op + d), f32x4.mul(pv0, v128.load(v0j + d)));
+          o = f32x4.add(o, f32x4.mul(pv1, v128.load(v0j + kvStride + d)));
+          o = f32x4.add(o, f32x4.mul(pv2, v128.load(v0j + 2 * kvStride + d)));
+          v128.store(op + d, f32x4.add(o, f32x4.mul(pv3, v128.load(v0j + 3 * kvStride + d))));
+        }
+      }
     }
-    const inv = f32x4.splat(<f32>1 / sum);
+    for (; j < nKeys; j++) {
+      m = update(op, v + (<usize>j) * kvStride + kvOff, rowBytes, score(qp, k + (<usize>j) * kvStride + kvOff, rowBytes) * scale, m);
+    }
+    const inv = f32x4.splat(<f32>1 / runningSum);
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
   }
 }
