@@ -79,7 +79,6 @@ test("stories260K through generate(): draftModel / promptLookup give llama.cpp's
     assert.ok(viaDraft.speculative!.drafted > 0 && viaDraft.speculative!.accepted <= viaDraft.speculative!.drafted);
     const viaLookup = await target.generate(c.prompt, { temperature: 0, maxTokens: n, promptLookup: true });
     assert.deepEqual(viaLookup.completionTokens, c.completionTokens);
-    await assert.rejects(target.generate(c.prompt, { temperature: 0.8, draftModel: draft }), /needs temperature 0/);
   } finally {
     target.dispose();
     draft.dispose();
