@@ -37,6 +37,8 @@ const INITIAL_SCRATCH = 8 << 20;
 /** activations + outputs of one pass; longer batches are cut into passes of fewer tokens */
 const MAX_SCRATCH = 64 << 20;
 const align64 = (n: number): number => Math.ceil(n / 64) * 64;
+/** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
+const PARALLEL_QUANTIZE_TOKENS = 8;
 
 /** scratch bytes of one token of a matmul: f32 x, int16 q, scales, group sums, f32 out */
 function bytesPerToken(cols: number, rows: number): number {
@@ -97,6 +99,25 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     }
   }
 
+  /**
+   * Quantizes nTok activation rows on every thread (a batch's rows would otherwise be done by
+   * the main thread alone while the workers wait); the same function per row, so the same bits.
+   */
+  function quantizeJob(kind: C.Kind, xf: number, xq: number, xs: number, xb: number, cols: number, nTok: number): void {
+    const control = new Int32Array(arena.buffer, ctrl, 64);
+    const chunk = Math.max(1, Math.ceil(nTok / (threads * 4)));
+    control[C.KIND] = kind;
+    control[C.W] = xf;
+    control[C.XQ] = xq;
+    control[C.XS] = xs;
+    control[C.XB] = xb;
+    control[C.ROWS] = nTok;
+    control[C.COLS] = cols;
+    control[C.CHUNK_ROWS] = chunk;
+    control[C.N_CHUNKS] = Math.ceil(nTok / chunk);
+    runJob();
+  }
+
   /** one pass: nTok tokens of x (f32, already in scratch at xf) through weight w */
   function pass(kind: C.Kind, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
     const xf = scratch;
@@ -110,11 +131,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
-      for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
+      else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
     } else if (kind === C.Kind.Q4_K || kind === C.Kind.Q6_K) {
-      for (let t = 0; t < nTok; t++) {
-        kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
+      else {
+        for (let t = 0; t < nTok; t++) {
+          kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
+        }
       }
       xPtr = xq;
     }

@@ -51,6 +51,10 @@ export enum Kind {
   Q4_K = 5,
   Q6_K = 6,
   ATTENTION = 7,
+  /** activation rows to Q8_0 (W = f32 rows, ROWS = row count), split over the threads */
+  QUANTIZE_Q8_0 = 8,
+  /** activation rows to Q8_K, likewise */
+  QUANTIZE_Q8_K = 9,
 }
 
 /**
