@@ -3,6 +3,7 @@ import type { GGUFMetadata } from "./formats/gguf-reader.js";
 import { generateChoices, type ChoiceStep } from "./generation/choices.js";
 import type { GenerateOptions, GenerationContext, GenerationResult } from "./generation/generate.js";
 import type { Backend } from "./kernels/backend.js";
+import { generateBatch } from "./generation/batch.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
 import type { LanguageModel, ModelInfo } from "./models/model.js";
 import { openModel } from "./models/open.js";
@@ -57,11 +58,32 @@ export class Model {
   }
 
   /** Generates a completion; the prompt gets BOS when the model's metadata says so. */
-  async generate(prompt: string | readonly number[], options: GenerateOptions = {}): Promise<GenerationResult> {
-    const it = this.stream(prompt, options);
+  generate(prompt: string | readonly number[], options?: GenerateOptions): Promise<GenerationResult>;
+  /** A batch: the prompts run together (one forward pass per step for all of them); each result equals generating it alone. */
+  generate(prompts: readonly (string | readonly number[])[], options?: GenerateOptions): Promise<GenerationResult[]>;
+  async generate(prompt: string | readonly number[] | readonly (string | readonly number[])[], options: GenerateOptions = {}): Promise<GenerationResult | GenerationResult[]> {
+    if (Array.isArray(prompt) && (prompt.length === 0 || prompt.some((p) => typeof p !== "number"))) {
+      return this.generateBatch(prompt as readonly (string | readonly number[])[], options);
+    }
+    const it = this.stream(prompt as string | readonly number[], options);
     for (;;) {
       const r = await it.next();
       if (r.done) return r.value;
+    }
+  }
+
+  private async generateBatch(prompts: readonly (string | readonly number[])[], options: GenerateOptions): Promise<GenerationResult[]> {
+    this.assertUsable();
+    // the batch has caches of its own but shares the model's scratch buffers: wait for our turn
+    const previous = this.queue;
+    let release!: () => void;
+    this.queue = new Promise<void>((r) => (release = r));
+    await previous.catch(() => undefined);
+    try {
+      const { model, tokenizer, cache, loadMs } = this.ctx;
+      return await generateBatch({ model, tokenizer, contextSize: cache.capacity, loadMs }, prompts, withDefaults(this.generationDefaults, options));
+    } finally {
+      release();
     }
   }
 

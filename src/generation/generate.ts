@@ -123,10 +123,7 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
   if (promptTokens.length >= cache.capacity) {
     throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${cache.capacity}; use a larger contextSize or a shorter prompt`);
   }
-  // everything that is not a generation option is a sampling option (unknown keys are rejected there)
-  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
-    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc,
-    ...samplingOptions } = options;
+  const samplingOptions = samplingOptionsOf(options);
   const topLogprobs = validateLogprobs(options.logprobs);
   const logprobs: TokenLogprob[] | undefined = topLogprobs === undefined ? undefined : [];
   const sampler = createSampler(samplingOptions);
@@ -207,6 +204,14 @@ export async function* generateSteps(ctx: GenerationContext, prompt: string | re
     ...(logprobs ? { logprobs } : {}),
     ...(alt?.extra ?? {}),
   };
+}
+
+/** everything that is not a generation option is a sampling option (unknown keys are rejected by the sampler) */
+export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
+  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
+    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc,
+    ...samplingOptions } = options;
+  return samplingOptions;
 }
 
 /** the cache still holds exactly this prompt's rows and ctx.prefill has its last logits */

@@ -5,6 +5,7 @@ import { addBias, addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
+import { gatherRows, layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
 
 /**
  * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
@@ -81,19 +82,34 @@ export class Gpt2Model implements LanguageModel {
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
-    const c = this.info, be = this.backend, s = this.scratch;
-    const n = tokens.length, d = c.embeddingLength, ff = c.feedForwardLength;
-    if (n === 0) throw new Error("forward: no tokens");
-    cache.ensureRoom(n);
+    const layout = this.layout([{ tokens, cache }]);
+    return this.run(layout, outputRows(layout, options.allLogits ?? false));
+  }
+
+  forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
+    const layout = this.layout(seqs);
+    const logits = this.run(layout, outputRows(layout, false));
+    const V = this.info.vocabSize;
+    return layout.segments.map((_, i) => logits.slice(i * V, (i + 1) * V));
+  }
+
+  private layout(seqs: readonly SequenceInput[]): BatchLayout {
+    const layout = layoutBatch(seqs, this.info.vocabSize);
     const maxPos = this.positionEmbedding.dims[1]!;
-    if (cache.length + n > maxPos) throw new Error(`GPT-2 has learned positions for ${maxPos} tokens; ${cache.length + n} requested`);
-    for (const t of tokens) {
-      if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new Error(`token id ${t} is outside the vocabulary [0, ${c.vocabSize})`);
+    for (const g of layout.segments) {
+      if (g.startPos + g.count > maxPos) throw new Error(`GPT-2 has learned positions for ${maxPos} tokens; ${g.startPos + g.count} requested`);
     }
-    const startPos = cache.length;
+    return layout;
+  }
+
+  /** the decoder over every row of the batch; logits for `rows` (back to back) */
+  private run(layout: BatchLayout, rows: readonly number[]): Float32Array {
+    const c = this.info, be = this.backend, s = this.scratch;
+    const { n, segments } = layout;
+    const d = c.embeddingLength, ff = c.feedForwardLength;
     const x = s.get("x", n * d), pos = s.get("pos", n * d), xn = s.get("xn", n * d);
-    be.getRows(x, this.tokenEmbedding, tokens);
-    be.getRows(pos, this.positionEmbedding, Array.from({ length: n }, (_, i) => startPos + i));
+    be.getRows(x, this.tokenEmbedding, layout.tokens);
+    be.getRows(pos, this.positionEmbedding, layout.positions);
     addInPlace(x, pos);
     const qkv = s.get("qkv", n * 3 * d);
     const q = s.get("q", n * d), k = s.get("k", n * d), v = s.get("v", n * d);
@@ -110,8 +126,10 @@ export class Gpt2Model implements LanguageModel {
         k.set(qkv.subarray(t * 3 * d + d, t * 3 * d + 2 * d), t * d);
         v.set(qkv.subarray(t * 3 * d + 2 * d, t * 3 * d + 3 * d), t * d);
       }
-      cache.store(l, startPos, k, v, n);
-      be.attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCount, c.headDim, scale);
+      for (const g of segments) {
+        g.cache.store(l, g.startPos, k.subarray(g.offset * d), v.subarray(g.offset * d), g.count);
+        be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale);
+      }
       be.matmul(proj, L.wo, attnOut, n);
       addBias(proj, L.woBias, n);
       addInPlace(x, proj);
@@ -124,13 +142,13 @@ export class Gpt2Model implements LanguageModel {
       addBias(proj, L.downBias, n);
       addInPlace(x, proj);
     }
-    cache.length = startPos + n;
+    for (const g of segments) g.cache.length = g.startPos + g.count;
 
-    const outRows = options.allLogits ? n : 1;
-    const lastNorm = xn.subarray(0, outRows * d);
-    layerNorm(lastNorm, x.subarray((n - outRows) * d, n * d), this.outNormW, this.outNormB, d, outRows, c.normEps);
-    const logits = new Float32Array(outRows * c.vocabSize);
-    be.matmul(logits, this.output, lastNorm, outRows);
+    const picked = gatherRows(s.get("picked", rows.length * d), x, rows, d);
+    const normed = xn.subarray(0, rows.length * d);
+    layerNorm(normed, picked, this.outNormW, this.outNormB, d, rows.length, c.normEps);
+    const logits = new Float32Array(rows.length * c.vocabSize);
+    be.matmul(logits, this.output, normed, rows.length);
     return logits;
   }
 }

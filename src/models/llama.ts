@@ -6,6 +6,7 @@ import { addBias, addInPlace, applyRope, rmsNorm, swiglu, type RopeParams } from
 import type { Tensor } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
+import { gatherRows, layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
 
 /**
  * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
@@ -115,19 +116,25 @@ export class LlamaModel implements LanguageModel {
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
+    const layout = layoutBatch([{ tokens, cache }], this.info.vocabSize);
+    return this.run(layout, outputRows(layout, options.allLogits ?? false));
+  }
+
+  forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
+    const layout = layoutBatch(seqs, this.info.vocabSize);
+    const logits = this.run(layout, outputRows(layout, false));
+    const V = this.info.vocabSize;
+    return layout.segments.map((_, i) => logits.slice(i * V, (i + 1) * V));
+  }
+
+  /** the decoder over every row of the batch; logits for `rows` (back to back) */
+  private run(layout: BatchLayout, rows: readonly number[]): Float32Array {
     const c = this.info, be = this.backend, s = this.scratch;
-    const n = tokens.length;
-    if (n === 0) throw new Error("forward: no tokens");
-    cache.ensureRoom(n);
-    for (const t of tokens) {
-      if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new Error(`token id ${t} is outside the vocabulary [0, ${c.vocabSize})`);
-    }
+    const { n, positions, segments } = layout;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
-    const startPos = cache.length;
-    const positions = Array.from({ length: n }, (_, i) => startPos + i);
 
     const x = s.get("x", n * d);
-    be.getRows(x, this.tokenEmbedding, tokens);
+    be.getRows(x, this.tokenEmbedding, layout.tokens);
     const xn = s.get("xn", n * d);
     const q = s.get("q", n * qDim), k = s.get("k", n * kvDim), v = s.get("v", n * kvDim);
     const qkvOut = s.get("qkv", n * (qDim + 2 * kvDim));
@@ -150,8 +157,10 @@ export class LlamaModel implements LanguageModel {
       if (L.kNorm) rmsNorm(k, k, L.kNorm, c.headDim, n * c.headCountKv, c.normEps);
       applyRope(q, n, c.headCount, positions, c.rope, ropeScratch);
       applyRope(k, n, c.headCountKv, positions, c.rope, ropeScratch);
-      cache.store(l, startPos, k, v, n);
-      be.attention(attnOut, q, cache.keys[l]!, cache.values[l]!, n, startPos, c.headCount, c.headCountKv, c.headDim, scale);
+      for (const g of segments) {
+        g.cache.store(l, g.startPos, k.subarray(g.offset * kvDim), v.subarray(g.offset * kvDim), g.count);
+        be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale);
+      }
       be.matmul(proj, L.wo, attnOut, n);
       if (L.woBias) addBias(proj, L.woBias, n);
       addInPlace(x, proj);
@@ -162,14 +171,13 @@ export class LlamaModel implements LanguageModel {
       be.matmul(proj, L.down, hidden, n);
       addInPlace(x, proj);
     }
-    cache.length = startPos + n;
+    for (const g of segments) g.cache.length = g.startPos + g.count;
 
-    const outRows = options.allLogits ? n : 1;
-    const last = x.subarray((n - outRows) * d, n * d);
-    const lastNorm = xn.subarray(0, outRows * d);
-    rmsNorm(lastNorm, last, this.outputNorm, d, outRows, c.normEps);
-    const logits = new Float32Array(outRows * c.vocabSize);
-    be.matmul(logits, this.output, lastNorm, outRows);
+    const picked = gatherRows(s.get("picked", rows.length * d), x, rows, d);
+    const normed = xn.subarray(0, rows.length * d);
+    rmsNorm(normed, picked, this.outputNorm, d, rows.length, c.normEps);
+    const logits = new Float32Array(rows.length * c.vocabSize);
+    be.matmul(logits, this.output, normed, rows.length);
     return logits;
   }
 

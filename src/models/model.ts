@@ -1,4 +1,5 @@
 import type { KVCache } from "../cache/kv-cache.js";
+import type { SequenceInput } from "./batch.js";
 
 /** What every architecture exposes to generation. */
 export interface ModelInfo {
@@ -29,6 +30,11 @@ export interface LanguageModel {
    * (or of all tokens with `allLogits`).
    */
   forward(tokens: readonly number[], cache: KVCache, options?: ForwardOptions): Float32Array;
+  /**
+   * Several sequences (each with its own cache, ragged lengths) in one pass: every weight
+   * matrix is applied once to all their rows. Returns each sequence's last-token logits.
+   */
+  forwardBatch(seqs: readonly SequenceInput[]): Float32Array[];
 }
 
 /** Reusable activation buffers, grown on demand and kept across decode steps. */
