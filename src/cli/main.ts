@@ -6,7 +6,9 @@ import { chatHelp, runChat } from "./chat.js";
 import { downloadHelp, runDownload } from "./download.js";
 import { generateHelp, runGenerate } from "./generate.js";
 import { inspectHelp, runInspect } from "./inspect.js";
+import { lsHelp, runLs } from "./ls.js";
 import { perplexityHelp, runPerplexity } from "./perplexity.js";
+import { rmHelp, runRm } from "./rm.js";
 import { runTokenize, tokenizeHelp } from "./tokenize.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
@@ -16,6 +18,8 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
   perplexity: { run: runPerplexity, help: perplexityHelp, summary: "perplexity of a text (llama.cpp's method), or KL divergence vs a base model" },
   download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
+  ls: { run: runLs, help: lsHelp, summary: "list the models in the Hugging Face cache, with their sizes" },
+  rm: { run: runRm, help: rmHelp, summary: "remove a model (or one revision of it) from the cache" },
   bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
   convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder to GGUF" },
 };

@@ -1,0 +1,55 @@
+import { defaultCacheDir } from "../hub/cache.js";
+import { listCachedRepos } from "../hub/cache-admin.js";
+import { formatBytes } from "../hub/progress.js";
+import type { HubSourceName } from "../hub/reference.js";
+import { flag, optionalString, parse, UsageError } from "./args.js";
+
+export const lsHelp = `Usage: tsllm ls [--json] [--source hf|modelscope] [--cache DIR]
+
+Lists the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
+~/.cache/huggingface/hub): repo, cached revisions (refs and commits), snapshot count and
+size on disk (each blob counted once, however many snapshots share it).
+
+  --json          print [{repo, dir, sizeOnDisk, snapshots, refs, revisions: [...]}]
+  --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
+  --cache DIR     another cache root
+`;
+
+/** the cache root the CLI's --source / --cache options name */
+export function cacheRootFromOptions(values: ReturnType<typeof parse>): string {
+  const source = optionalString(values, "source") ?? "hf";
+  if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
+  return optionalString(values, "cache") ?? defaultCacheDir(source as HubSourceName);
+}
+
+export async function runLs(argv: string[]): Promise<void> {
+  const values = parse(argv, { json: { type: "boolean" }, source: { type: "string" }, cache: { type: "string" } });
+  if (flag(values, "help")) { process.stdout.write(lsHelp); return; }
+  const root = cacheRootFromOptions(values);
+  const repos = listCachedRepos(root);
+  if (flag(values, "json")) {
+    const out = repos.map((r) => ({
+      repo: r.repo, dir: r.dir, sizeOnDisk: r.sizeOnDisk, snapshots: r.revisions.length, refs: r.refs,
+      revisions: r.revisions.map((v) => ({ commit: v.commit, refs: v.refs, files: v.files, sizeOnDisk: v.sizeOnDisk })),
+      unreferencedBytes: r.unreferencedBytes,
+    }));
+    process.stdout.write(JSON.stringify(out, null, 2) + "\n");
+    return;
+  }
+  if (repos.length === 0) {
+    process.stdout.write(`no models in ${root}\n`);
+    return;
+  }
+  const rows = repos.map((r) => [
+    r.repo,
+    r.revisions.map((v) => (v.refs.length ? `${v.refs.join(",")} (${v.commit.slice(0, 8)})` : v.commit.slice(0, 8))).join(" ") || "-",
+    String(r.revisions.length),
+    formatBytes(r.sizeOnDisk),
+  ]);
+  const header = ["REPO", "REVISIONS", "SNAPSHOTS", "SIZE"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd() + "\n";
+  process.stdout.write(line(header) + rows.map(line).join(""));
+  const total = repos.reduce((s, r) => s + r.sizeOnDisk, 0);
+  process.stdout.write(`${repos.length} model(s), ${formatBytes(total)} in ${root}\n`);
+}

@@ -1,0 +1,189 @@
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join, sep } from "node:path";
+import { RepoCache, repoFolderName } from "./cache.js";
+import { HubError } from "./errors.js";
+import { checkCacheName, checkRevision, parseHubReference } from "./reference.js";
+
+/**
+ * Listing and removing cached models, as huggingface_hub's scan_cache_dir / delete_revisions
+ * see the cache: a repo's size is the size of the blobs its snapshots point at, each blob
+ * counted once however many snapshots share it.
+ */
+
+export interface CachedRevision {
+  readonly commit: string;
+  /** refs (branches, tags) pointing at this commit */
+  readonly refs: string[];
+  /** repo-relative files of the snapshot */
+  readonly files: string[];
+  /** bytes of the distinct blobs this snapshot points at */
+  readonly sizeOnDisk: number;
+}
+
+export interface CachedRepo {
+  /** `org/name` */
+  readonly repo: string;
+  /** <root>/models--org--name */
+  readonly dir: string;
+  readonly revisions: CachedRevision[];
+  /** ref name -> commit, for every refs/ file (a ref whose snapshot is gone is kept here) */
+  readonly refs: Record<string, string>;
+  /** bytes of the distinct blobs all snapshots point at */
+  readonly sizeOnDisk: number;
+  /** files in blobs/ that no snapshot points at (e.g. `.incomplete` downloads), and their bytes */
+  readonly unreferencedBlobs: number;
+  readonly unreferencedBytes: number;
+}
+
+export interface RemoveResult {
+  readonly repo: string;
+  /** the commit removed, or undefined when the whole repo was */
+  readonly commit?: string;
+  /** paths deleted (repo folder, or snapshot folder, refs and blobs) */
+  readonly removed: string[];
+  readonly freedBytes: number;
+}
+
+const REPO_PREFIX = "models--";
+
+/** `models--org--name` -> `org/name` (undefined for other folders: datasets, spaces, .locks) */
+function repoFromFolder(name: string): string | undefined {
+  if (!name.startsWith(REPO_PREFIX)) return undefined;
+  const parts = name.slice(REPO_PREFIX.length).split("--");
+  return parts.length === 2 && parts.every((p) => p !== "") ? parts.join("/") : undefined;
+}
+
+/** every ref file under refs/, as name -> commit */
+function readRefs(refsDir: string): Record<string, string> {
+  const refs: Record<string, string> = {};
+  const walk = (dir: string, prefix: string) => {
+    if (!existsSync(dir)) return;
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const rel = prefix ? `${prefix}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(join(dir, e.name), rel);
+      else if (e.isFile() && !e.name.endsWith(".tmp")) refs[rel] = readFileSync(join(dir, e.name), "utf8").trim();
+    }
+  };
+  walk(refsDir, "");
+  return refs;
+}
+
+/** the real path of each snapshot file (a blob, or the file itself when symlinks were refused) */
+function snapshotTargets(cache: RepoCache, commit: string): { files: string[]; targets: Map<string, number> } {
+  const files = cache.listSnapshot(commit);
+  const targets = new Map<string, number>();
+  for (const f of files) {
+    const real = realpathSync(cache.snapshotPath(commit, f));
+    targets.set(real, statSync(real).size);
+  }
+  return { files, targets };
+}
+
+const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 0);
+
+/** the repo folder's scan; `undefined` when it is not a real folder inside the cache */
+function scanRepo(root: string, repo: string): CachedRepo | undefined {
+  const cache = new RepoCache(root, repo);
+  if (!existsSync(cache.dir) || !lstatSync(cache.dir).isDirectory()) return undefined;
+  const refs = readRefs(join(cache.dir, "refs"));
+  const snapshotsDir = join(cache.dir, "snapshots");
+  const commits = existsSync(snapshotsDir) ? readdirSync(snapshotsDir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort() : [];
+  const all = new Map<string, number>();
+  const revisions: CachedRevision[] = [];
+  for (const commit of commits) {
+    try { checkCacheName(commit, `snapshot of ${repo}`); } catch { continue; }
+    const { files, targets } = snapshotTargets(cache, commit);
+    for (const [k, v] of targets) all.set(k, v);
+    revisions.push({ commit, refs: Object.keys(refs).filter((r) => refs[r] === commit).sort(), files, sizeOnDisk: sum(targets) });
+  }
+  const blobsDir = join(cache.dir, "blobs");
+  let unreferencedBlobs = 0, unreferencedBytes = 0;
+  if (existsSync(blobsDir)) {
+    for (const e of readdirSync(blobsDir, { withFileTypes: true })) {
+      const p = join(blobsDir, e.name);
+      if (!e.isFile() || all.has(realpathSync(p))) continue;
+      unreferencedBlobs++;
+      unreferencedBytes += statSync(p).size;
+    }
+  }
+  return { repo, dir: cache.dir, revisions, refs, sizeOnDisk: sum(all), unreferencedBlobs, unreferencedBytes };
+}
+
+/** Every model repo in a cache root (none when the root does not exist), sorted by name. */
+export function listCachedRepos(root: string): CachedRepo[] {
+  if (!existsSync(root)) return [];
+  const out: CachedRepo[] = [];
+  for (const e of readdirSync(root, { withFileTypes: true })) {
+    const repo = e.isDirectory() ? repoFromFolder(e.name) : undefined;
+    if (!repo) continue;
+    const scanned = scanRepo(root, repo);
+    if (scanned) out.push(scanned);
+  }
+  return out.sort((a, b) => a.repo.localeCompare(b.repo));
+}
+
+/** refuses a repo folder that is a symlink or resolves outside the cache root */
+function assertInside(root: string, dir: string, what: string): void {
+  const link = lstatSync(dir).isSymbolicLink();
+  if (link || !realpathSync(dir).startsWith(realpathSync(root) + sep)) {
+    throw new HubError("bad-reference", `${what} (${dir}) ${link ? "is a symlink" : "resolves outside the cache"} ${root}; refusing to remove it`);
+  }
+}
+
+/**
+ * Removes a repo from the cache: its whole folder (and its lock folder), or, with `revision`
+ * (a ref or a commit), that snapshot, the refs pointing at it and the blobs no other snapshot
+ * uses. Removing the last snapshot removes the repo. `reference` is `org/name` or `org/name@revision`.
+ */
+export async function removeCachedRepo(root: string, reference: string, revision?: string): Promise<RemoveResult> {
+  const ref = parseHubReference(reference);
+  if (ref.selector) throw new HubError("bad-reference", `rm "${reference}": expected org/name or org/name@revision, not a file or quantization`);
+  revision ??= ref.revision;
+  const repo = ref.repo;
+  if (revision !== undefined) checkRevision(revision, repo); // before anything is looked at
+  const dir = join(root, repoFolderName(repo));
+  if (existsSync(dir)) assertInside(root, dir, `cache folder of ${repo}`);
+  const scanned = scanRepo(root, repo);
+  if (!scanned) {
+    const cached = listCachedRepos(root).map((r) => r.repo);
+    throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
+  }
+  const cache = new RepoCache(root, repo);
+  const removeRepo = async (): Promise<RemoveResult> => {
+    const bytes = scanned.sizeOnDisk + scanned.unreferencedBytes;
+    await rm(scanned.dir, { recursive: true, force: true });
+    const locks = join(root, ".locks", repoFolderName(repo));
+    if (existsSync(locks) && !lstatSync(locks).isSymbolicLink()) await rm(locks, { recursive: true, force: true });
+    return { repo, removed: [scanned.dir], freedBytes: bytes };
+  };
+  if (revision === undefined) return removeRepo();
+
+  const commit = cache.cachedCommit(revision);
+  const target = scanned.revisions.find((r) => r.commit === commit);
+  if (!commit || !target) {
+    const known = scanned.revisions.map((r) => [...r.refs, r.commit.slice(0, 12)].join("/"));
+    throw new HubError("revision-not-found", `${repo}@${revision} is not in the cache ${root} (cached revisions: ${known.join(", ") || "none"})`);
+  }
+  if (scanned.revisions.length === 1) return { ...(await removeRepo()), commit };
+
+  // blobs that some other snapshot still points at stay
+  const kept = new Set<string>();
+  for (const r of scanned.revisions) if (r.commit !== commit) for (const [p] of snapshotTargets(cache, r.commit).targets) kept.add(p);
+  const blobsReal = realpathSync(join(cache.dir, "blobs"));
+  const freed = [...snapshotTargets(cache, commit).targets].filter(([p]) => !kept.has(p) && p.startsWith(blobsReal + sep));
+  const removed: string[] = [];
+  const snapshot = cache.snapshotDir(commit);
+  await rm(snapshot, { recursive: true, force: true });
+  removed.push(snapshot);
+  for (const name of target.refs) {
+    const p = cache.refPath(name);
+    await rm(p, { force: true });
+    removed.push(p);
+  }
+  for (const [p] of freed) {
+    await rm(p, { force: true });
+    removed.push(p);
+  }
+  return { repo, commit, removed, freedBytes: sum(new Map(freed)) };
+}

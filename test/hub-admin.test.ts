@@ -1,0 +1,144 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, test } from "node:test";
+import { listCachedRepos, removeCachedRepo } from "../src/hub/cache-admin.js";
+import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
+import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
+
+const C1 = "1111111111111111111111111111111111111111";
+const C2 = "2222222222222222222222222222222222222222";
+const C3 = "3333333333333333333333333333333333333333";
+const shared: FakeFile = { path: "model-Q8_0.gguf", content: randomBytes(40_000, 1) };
+const readme1: FakeFile = { path: "README.md", content: Buffer.from("v1\n") };
+const readme2: FakeFile = { path: "README.md", content: Buffer.from("version two\n") };
+const other: FakeFile = { path: "model-Q8_0.gguf", content: randomBytes(7_000, 2) };
+
+let hub: FakeHub;
+const dir = mkdtempSync(join(tmpdir(), "tsllm-hub-admin-"));
+after(async () => {
+  await hub.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+before(async () => {
+  hub = await new FakeHub().start();
+});
+
+const opts = (cacheDir: string): DownloadOptions => ({ cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, refresh: true, include: ["*"] });
+
+/**
+ * A cache as downloads leave it: acme/a at C1 (README v1 + the GGUF), then main moved to C2
+ * (README v2 + the same GGUF, so one shared blob) and a tag v1 on C1; acme/b at C3.
+ */
+async function fillCache(cache: string): Promise<void> {
+  hub.add({ repo: "acme/a", commit: C1, refs: ["main", "v1"], files: [readme1, shared] });
+  await downloadModel("acme/a", opts(cache));
+  await downloadModel("acme/a@v1", opts(cache));
+  hub.add({ repo: "acme/a", commit: C2, refs: ["main"], files: [readme2, shared] });
+  await downloadModel("acme/a", opts(cache));
+  hub.add({ repo: "acme/b", commit: C3, files: [other] });
+  await downloadModel("acme/b", opts(cache));
+}
+
+test("listCachedRepos: revisions, refs and size on disk with shared blobs counted once", async () => {
+  assert.deepEqual(listCachedRepos(join(dir, "missing")), []);
+  const cache = join(dir, "list");
+  await fillCache(cache);
+  mkdirSync(join(cache, "datasets--acme--data"), { recursive: true }); // not a model: not listed
+  const repos = listCachedRepos(cache);
+  assert.deepEqual(repos.map((r) => r.repo), ["acme/a", "acme/b"]);
+  const [a, b] = repos as [typeof repos[0], typeof repos[0]];
+  assert.equal(a.dir, join(cache, "models--acme--a"));
+  assert.deepEqual(a.refs, { main: C2, v1: C1 });
+  assert.deepEqual(a.revisions.map((r) => [r.commit, r.refs, r.files]), [
+    [C1, ["v1"], ["README.md", "model-Q8_0.gguf"]],
+    [C2, ["main"], ["README.md", "model-Q8_0.gguf"]],
+  ]);
+  assert.equal(a.revisions[0]!.sizeOnDisk, 40_000 + 3);
+  assert.equal(a.revisions[1]!.sizeOnDisk, 40_000 + 12);
+  assert.equal(a.sizeOnDisk, 40_000 + 3 + 12, "the GGUF blob both snapshots share counts once");
+  assert.equal(b.sizeOnDisk, 7_000);
+  assert.equal(b.unreferencedBlobs, 0);
+  writeFileSync(join(b.dir, "blobs", "deadbeef.incomplete"), Buffer.alloc(10));
+  const b2 = listCachedRepos(cache)[1]!;
+  assert.equal(b2.sizeOnDisk, 7_000);
+  assert.deepEqual([b2.unreferencedBlobs, b2.unreferencedBytes], [1, 10]);
+});
+
+test("removeCachedRepo: one revision keeps shared blobs; the last one or the whole repo removes the folder", async () => {
+  const cache = join(dir, "rm");
+  await fillCache(cache);
+  const blobs = join(cache, "models--acme--a", "blobs");
+  const r1 = await removeCachedRepo(cache, "acme/a", "v1");
+  assert.equal(r1.commit, C1);
+  assert.equal(r1.freedBytes, 3, "only README v1's blob was C1's alone");
+  assert.deepEqual(readdirSync(blobs).sort(), [blobName(readme2), blobName(shared)].sort());
+  assert.ok(!existsSync(join(cache, "models--acme--a", "snapshots", C1)));
+  assert.ok(!existsSync(join(cache, "models--acme--a", "refs", "v1")));
+  const a = listCachedRepos(cache)[0]!;
+  assert.deepEqual([a.revisions.length, a.refs], [1, { main: C2 }]);
+  assert.equal(a.sizeOnDisk, 40_012);
+
+  await assert.rejects(removeCachedRepo(cache, "acme/a@v9"), (e: unknown) => e instanceof HubError && e.code === "revision-not-found" && /acme\/a@v9 is not in the cache/.test(e.message));
+  const last = await removeCachedRepo(cache, "acme/a@main");
+  assert.equal(last.freedBytes, 40_012);
+  assert.ok(!existsSync(join(cache, "models--acme--a")), "removing the last snapshot removes the repo");
+
+  const whole = await removeCachedRepo(cache, "acme/b");
+  assert.equal(whole.freedBytes, 7_000);
+  assert.ok(!existsSync(join(cache, "models--acme--b")));
+  assert.ok(!existsSync(join(cache, ".locks", "models--acme--b")));
+  await assert.rejects(removeCachedRepo(cache, "acme/b"), (e: unknown) => e instanceof HubError && e.code === "repo-not-found" && /acme\/b is not in the cache .* \(cached: none\)/.test(e.message));
+});
+
+test("removeCachedRepo refuses names and folders that would escape the cache", async () => {
+  const cache = join(dir, "escape");
+  mkdirSync(cache, { recursive: true });
+  const outside = join(dir, "precious");
+  mkdirSync(join(outside, "snapshots", C1), { recursive: true });
+  writeFileSync(join(outside, "keep.txt"), "x");
+  symlinkSync(outside, join(cache, "models--acme--linked"));
+  for (const bad of ["../x", "/etc/passwd", "acme/../../x", "a\\..\\b", "acme/a:Q8_0"]) {
+    await assert.rejects(removeCachedRepo(cache, bad), (e: unknown) => e instanceof HubError && e.code === "bad-reference", bad);
+  }
+  await assert.rejects(removeCachedRepo(cache, "acme/a", "../../"), (e: unknown) => e instanceof HubError && e.code === "bad-reference");
+  await assert.rejects(removeCachedRepo(cache, "acme/linked"), /is a symlink .*refusing to remove it/);
+  assert.ok(existsSync(join(outside, "keep.txt")));
+  assert.deepEqual(listCachedRepos(cache), [], "a symlinked repo folder is not listed");
+});
+
+function tsllm(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, env });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (code) => done({ code, stdout, stderr }));
+  });
+}
+
+test("tsllm ls / rm on HF_HUB_CACHE", async () => {
+  const cache = join(dir, "cli");
+  await fillCache(cache);
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache };
+  const json = await tsllm(["ls", "--json"], env);
+  assert.equal(json.code, 0, json.stderr);
+  const listed = JSON.parse(json.stdout) as { repo: string; snapshots: number; sizeOnDisk: number; refs: Record<string, string> }[];
+  assert.deepEqual(listed.map((r) => [r.repo, r.snapshots, r.sizeOnDisk, r.refs]), [["acme/a", 2, 40_015, { main: C2, v1: C1 }], ["acme/b", 1, 7_000, { main: C3 }]]);
+  const table = await tsllm(["ls"], env);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /^REPO +REVISIONS +SNAPSHOTS +SIZE\n/);
+  assert.match(table.stdout, /\nacme\/a +v1 \(11111111\) main \(22222222\) +2 +40\.0 kB\n/);
+  assert.match(table.stdout, /\n2 model\(s\), 47\.0 kB in /);
+  const rm = await tsllm(["rm", "acme/b"], env);
+  assert.equal(rm.code, 0, rm.stderr);
+  assert.equal(rm.stdout, "removed acme/b (7.0 kB freed)\n");
+  const again = await tsllm(["rm", "acme/b"], env);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /^tsllm: error: acme\/b is not in the cache .*\(cached: acme\/a\)\n$/);
+  const usage = await tsllm(["rm"], env);
+  assert.equal(usage.code, 2);
+});
