@@ -9,7 +9,9 @@ Options:
   --model FOLDER        Hugging Face model folder (required)
   --out FILE            GGUF file to write (required)
   --type T              weight format of the matrices (default f16); norms and biases stay f32
-  --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer)
+  --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
+                        without it the folder's tokenizer files are converted (byte-level BPE such as
+                        GPT-2 / Llama 3 / Qwen, or SentencePiece-style BPE tokenizer.json such as Llama 2)
   -h, --help            show this help
 `;
 

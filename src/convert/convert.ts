@@ -10,6 +10,7 @@ import { GGMLType, rowByteLength } from "../tensor/dtypes.js";
 import { elementCount } from "../tensor/tensor.js";
 import { hfModelMetadata } from "./hf-metadata.js";
 import { HFTensorSource } from "./hf-tensors.js";
+import { folderTokenizerEntries } from "./tokenizer-keys.js";
 
 /**
  * Hugging Face folder -> GGUF that llama.cpp loads: the hyperparameters as llama.cpp's keys,
@@ -33,7 +34,8 @@ export interface ConvertOptions {
   readonly type?: ConvertType;
   /**
    * a GGUF whose tokenizer.* keys are copied (e.g. a vocab-only GGUF of the same tokenizer),
-   * for folders whose tokenizer files cannot be turned into GGUF keys here
+   * for folders whose tokenizer files cannot be turned into GGUF keys here; without it the
+   * folder's own tokenizer files are converted (byte-level BPE, SentencePiece-style BPE)
    */
   readonly vocab?: string;
 }
@@ -91,9 +93,7 @@ function chatTemplate(folder: string): string | undefined {
 }
 
 function tokenizerEntries(folder: string, rows: number, options: ConvertOptions): [string, GGUFWriteEntry][] {
-  if (options.vocab === undefined) {
-    throw new Error(`${folder}: converting the folder's own tokenizer files to GGUF keys is not supported yet; pass --vocab FILE.gguf (a GGUF with the same tokenizer) to copy its tokenizer.* keys`);
-  }
+  if (options.vocab === undefined) return folderTokenizerEntries(folder, rows);
   const entries = vocabEntries(options.vocab, rows);
   const template = chatTemplate(folder);
   const out = entries.filter(([k]) => !(template !== undefined && k === "tokenizer.chat_template"));
