@@ -2,6 +2,7 @@ import { statSync } from "node:fs";
 import { HFTensorSource } from "../convert/hf-tensors.js";
 import { hfModelMetadata } from "../convert/hf-metadata.js";
 import { GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
+import { GGUFSplitTensorSource, readGGUFSplit, splitCount } from "../formats/gguf-split.js";
 import { readGenerationConfig, readHFConfig } from "../formats/hf-config.js";
 import { SafetensorsModel } from "../formats/safetensors.js";
 import type { GenerateOptions } from "../generation/generate.js";
@@ -37,13 +38,15 @@ export function openModel(path: string, options: OpenModelOptions = {}): OpenedM
   if (!st.isFile()) throw new Error(`${path} is neither a file nor a folder (expected a .gguf model file or a Hugging Face model folder)`);
   const header = readGGUFHeader(path);
   const metadata = new GGUFMetadata(path, header.metadata);
+  // a split set (llama.cpp's gguf-split): metadata from this first part, tensors from all parts
+  const split = splitCount(header) > 1 ? readGGUFSplit(header) : undefined;
   return {
     path,
     format: "gguf",
     metadata,
     tokenizer: options.tokenizer ?? tokenizerFromGGUF(metadata),
     generationDefaults: {},
-    build: (backend, opts) => buildModel(header, backend, opts),
+    build: (backend, opts) => (split ? buildModelFrom(metadata, new GGUFSplitTensorSource(split), backend, opts) : buildModel(header, backend, opts)),
   };
 }
 
