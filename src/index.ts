@@ -7,7 +7,7 @@ export type { Tokenizer } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/model.js";
 export { ChatTemplate, type ChatMessage } from "./chat/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
-export { downloadModel, resolveModelReference, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
+export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
 export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/convert.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";

@@ -7,3 +7,4 @@ export { HubError, type HubErrorCode } from "./errors.js";
 export { progressReporter, formatBytes, type DownloadProgress, type ProgressListener } from "./progress.js";
 export { selectFiles, selectGguf, globToRegExp } from "./select.js";
 export { hfTokenFromEnv } from "./hf.js";
+export { listCachedRepos, removeCachedRepo, type CachedRepo, type CachedRevision, type RemoveResult } from "./cache-admin.js";
