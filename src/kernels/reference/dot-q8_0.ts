@@ -1,18 +1,29 @@
 import { readF16 } from "../../tensor/quant/index.js";
 import { i8 } from "./int8.js";
 
+const f = Math.fround;
+
 /**
- * Q8_0 weights x Q8_0 activations (ggml_vec_dot_q8_0_q8_0): per block of 32 the exact integer
- * sum of q_w * q_x, scaled by d_w * d_x. The scales are f16 data; products and the sum over
- * blocks are float64 (the value ggml's f32 SIMD paths approximate to ~1e-7 relative, in
- * whatever order they add).
+ * Q8_0 weights x Q8_0 activations, summed in the order of ggml's x86 kernels
+ * (ggml_vec_dot_q8_0_q8_0 with AVX2/AVX-512 and llamafile's tinyBLAS_Q0_AVX): eight f32 lanes,
+ * lane k holding the integer sum of products 4k..4k+3 of each block, accumulated with a fused
+ * multiply-add by the f32 product of the two scales, then the lanes added pairwise
+ * (k + k+4, then 0+2 / 1+3, then the two halves). Bit-exact f32 results matter here: an ulp
+ * in a layer's output can flip the rounding of the next layer's quantized activations.
+ * (d * lane + acc is exact in f64 before the single f32 rounding, as a hardware FMA.)
  */
 export function dotQ8_0(w: Uint8Array, wOffset: number, x: Uint8Array, xOffset: number, n: number): number {
-  let sum = 0;
+  let a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
   for (let b = 0, wo = wOffset, xo = xOffset; b < n; b += 32, wo += 34, xo += 34) {
-    let sumi = 0;
-    for (let j = 0; j < 32; j++) sumi += i8(w[wo + 2 + j]!) * i8(x[xo + 2 + j]!);
-    sum += sumi * readF16(w, wo) * readF16(x, xo);
+    const d = f(readF16(w, wo) * readF16(x, xo));
+    const lane = (k: number): number => {
+      let s = 0;
+      for (let j = 4 * k; j < 4 * k + 4; j++) s += i8(w[wo + 2 + j]!) * i8(x[xo + 2 + j]!);
+      return s;
+    };
+    a0 = f(d * lane(0) + a0); a1 = f(d * lane(1) + a1); a2 = f(d * lane(2) + a2); a3 = f(d * lane(3) + a3);
+    a4 = f(d * lane(4) + a4); a5 = f(d * lane(5) + a5); a6 = f(d * lane(6) + a6); a7 = f(d * lane(7) + a7);
   }
-  return sum;
+  const r0 = f(a4 + a0), r1 = f(a5 + a1), r2 = f(a6 + a2), r3 = f(a7 + a3);
+  return f(f(r0 + r2) + f(r1 + r3));
 }
