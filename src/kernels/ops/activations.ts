@@ -1,10 +1,29 @@
 import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
 
-/** SwiGLU: out = silu(gate) * up, with silu(x) = x / (1 + e^-x) */
+const f = Math.fround;
+/** f32 fused multiply-add: the f64 product of two f32 values is exact, so one rounding remains */
+const fma = (a: number, b: number, c: number): number => f(a * b + c);
+
+/**
+ * e^x as ggml's vectorised ggml_v_expf computes it on x86 (ARM's optimized-routines algorithm:
+ * x = n ln2 + b, a degree-5 polynomial in b, scaled by 2^n), in f32 steps. llama.cpp's SiLU and
+ * softmax use it, and its last-ulp results decide how the next layer's activations round.
+ */
+export function expfGgml(x: number): number {
+  const z = fma(x, 1.4426950216293335, 12582912); // x / ln2 + 1.5 * 2^23: rounds n to an integer
+  const n = f(z - 12582912);
+  if (Math.abs(n) > 192) return n > 0 ? Infinity : 0;
+  const b = fma(-n, 1.428606765330187e-6, fma(-n, 0.693145751953125, x));
+  const u = f(b * b);
+  const j = fma(fma(fma(0.008247390389442444, b, 0.04189976677298546), u, fma(0.16668395698070526, b, 0.4999912679195404)), u, fma(0.9999994039535522, b, 1));
+  return f(j * 2 ** n);
+}
+
+/** SwiGLU: out = silu(gate) * up, silu(x) = x / (1 + e^-x), in ggml's f32 steps */
 export function swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) {
     const g = gate[i]!;
-    out[i] = (g / (1 + Math.exp(-g))) * up[i]!;
+    out[i] = f(g / f(1 + expfGgml(-g))) * up[i]!;
   }
 }
 

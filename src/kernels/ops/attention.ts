@@ -1,3 +1,5 @@
+import { expfGgml } from "./activations.js";
+
 /**
  * Causal scaled-dot-product attention for a batch of query tokens against the KV cache.
  *
@@ -6,10 +8,46 @@
  * positions <= its own. Grouped-query attention: head h reads kv head floor(h / group)
  * directly from the cache — nothing is copied per head.
  *
- * The softmax streams over the keys with a running max and sum (online softmax), so the
- * memory used is one score tile, not context x context.
+ * This is the plain-TS spec, and it adds in the order llama.cpp's x86 CPU backend does (no
+ * flash attention, F32 cache): q.k as ggml_vec_dot_f32 (four 16-lane FMA accumulators per 64
+ * elements, then a tree sum), softmax with ggml_v_expf and 16-lane partial sums, and the
+ * weighted sum of values as llamafile's tinyBLAS for a batch of >= 2 query tokens (one 16-lane
+ * FMA accumulator) or ggml_vec_dot_f32 for a single token. An ulp here can flip the rounding
+ * of the next layer's quantized activations, so matching the order is what makes Q8_0 models
+ * agree with llama.cpp to the last bit rather than to ~1e-2.
  */
-const TILE = 256;
+const f = Math.fround;
+const LANES = 16;
+
+/** _mm512_reduce_add_ps as GCC implements it: halves added down to one lane */
+function reduce16(v: Float64Array | Float32Array): number {
+  const a = new Array<number>(8);
+  for (let i = 0; i < 8; i++) a[i] = f(v[8 + i]! + v[i]!);
+  const b = [f(a[4]! + a[0]!), f(a[5]! + a[1]!), f(a[6]! + a[2]!), f(a[7]! + a[3]!)];
+  return f(f(b[0]! + b[2]!) + f(b[1]! + b[3]!));
+}
+
+/** ggml_vec_dot_f32 (AVX-512): x[xo + i * xs] . y[yo + i * ys] for i < n */
+function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Array, yo: number, ys: number, n: number, acc: Float32Array): number {
+  const np = n & ~63;
+  acc.fill(0);
+  for (let i = 0; i < np; i += 64) {
+    for (let j = 0; j < 4; j++) {
+      for (let l = 0; l < LANES; l++) {
+        const e = i + j * LANES + l;
+        acc[j * LANES + l] = f(x[xo + e * xs]! * y[yo + e * ys]! + acc[j * LANES + l]!);
+      }
+    }
+  }
+  for (let l = 0; l < LANES; l++) {
+    acc[l] = f(acc[l]! + acc[2 * LANES + l]!);
+    acc[LANES + l] = f(acc[LANES + l]! + acc[3 * LANES + l]!);
+  }
+  for (let l = 0; l < LANES; l++) acc[l] = f(acc[l]! + acc[LANES + l]!);
+  let sum = np > 0 ? reduce16(acc.subarray(0, LANES)) : 0;
+  for (let i = np; i < n; i++) sum = f(sum + f(x[xo + i * xs]! * y[yo + i * ys]!));
+  return sum;
+}
 
 export function attention(
   out: Float32Array,
@@ -22,44 +60,59 @@ export function attention(
   nKvHeads: number,
   headDim: number,
   scale: number,
-  scores: Float32Array = new Float32Array(TILE),
 ): void {
   const group = nHeads / nKvHeads;
   const kvStride = nKvHeads * headDim;
-  const acc = new Float64Array(headDim);
+  const nAll = startPos + nTokens;
+  // llama.cpp pads the keys it attends over; padded keys weigh exactly 0, so padding to the
+  // next multiple of 64 reproduces its lane layout
+  const padded = Math.ceil(nAll / 64) * 64;
+  const p = new Float32Array(padded);
+  const column = new Float32Array(padded);
+  const acc = new Float32Array(4 * LANES);
+  const s = f(scale);
   for (let t = 0; t < nTokens; t++) {
     const nKeys = startPos + t + 1;
     for (let h = 0; h < nHeads; h++) {
       const qo = (t * nHeads + h) * headDim;
       const kvOff = Math.floor(h / group) * headDim;
-      let runningMax = -Infinity;
-      let runningSum = 0;
-      acc.fill(0);
-      for (let tileStart = 0; tileStart < nKeys; tileStart += TILE) {
-        const tileEnd = Math.min(nKeys, tileStart + TILE);
-        let tileMax = -Infinity;
-        for (let j = tileStart; j < tileEnd; j++) {
-          const ko = j * kvStride + kvOff;
-          let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += q[qo + d]! * kCache[ko + d]!;
-          const s = Math.fround(Math.fround(dot) * scale);
-          scores[j - tileStart] = s;
-          if (s > tileMax) tileMax = s;
-        }
-        const newMax = Math.max(runningMax, tileMax);
-        const correction = runningMax === -Infinity ? 0 : Math.exp(runningMax - newMax);
-        runningSum *= correction;
-        for (let d = 0; d < headDim; d++) acc[d]! *= correction;
-        for (let j = tileStart; j < tileEnd; j++) {
-          const p = Math.exp(scores[j - tileStart]! - newMax);
-          runningSum += p;
-          const vo = j * kvStride + kvOff;
-          for (let d = 0; d < headDim; d++) acc[d]! += p * vCache[vo + d]!;
-        }
-        runningMax = newMax;
+      // scores, scaled; masked positions are -inf
+      let max = -Infinity;
+      p.fill(-Infinity);
+      for (let j = 0; j < nKeys; j++) {
+        const w = f(vecDotF32(kCache, j * kvStride + kvOff, 1, q, qo, 1, headDim, acc) * s);
+        p[j] = w;
+        if (w > max) max = w;
       }
-      const inv = 1 / runningSum;
-      for (let d = 0; d < headDim; d++) out[qo + d] = acc[d]! * inv;
+      // softmax: exp in 16-lane chunks, each chunk's sum added in f64
+      let sum = 0;
+      for (let c = 0; c < padded; c += LANES) {
+        for (let l = 0; l < LANES; l++) p[c + l] = expfGgml(f(p[c + l]! - max));
+        sum += reduce16(p.subarray(c, c + LANES));
+      }
+      const inv = f(1 / sum);
+      for (let j = 0; j < padded; j++) p[j] = f(p[j]! * inv);
+      // weighted sum of the values, per output dimension d
+      for (let d = 0; d < headDim; d++) {
+        const vo = kvOff + d;
+        let r: number;
+        if (nTokens >= 2 && headDim % 4 === 0) {
+          // tinyBLAS: one 16-lane accumulator over the positions, then the tree sum
+          acc.fill(0, 0, LANES);
+          for (let c = 0; c < padded; c += LANES) {
+            for (let l = 0; l < LANES; l++) {
+              const j = c + l;
+              const v = j < nAll ? vCache[j * kvStride + vo]! : 0;
+              acc[l] = f(v * p[j]! + acc[l]!);
+            }
+          }
+          r = reduce16(acc.subarray(0, LANES));
+        } else {
+          for (let j = 0; j < padded; j++) column[j] = j < nAll ? vCache[j * kvStride + vo]! : 0;
+          r = vecDotF32(column, 0, 1, p, 0, 1, padded, acc);
+        }
+        out[qo + d] = r;
+      }
     }
   }
 }

@@ -44,8 +44,8 @@ export function applyRope(x: Float32Array, nTokens: number, nHeads: number, posi
         const a = p.style === "norm" ? o + 2 * i : o + i;
         const b = p.style === "norm" ? a + 1 : a + half;
         const x0 = x[a]!, x1 = x[b]!;
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        x[a] = Math.fround(x0 * c - Math.fround(x1 * s));
+        x[b] = Math.fround(x0 * s + Math.fround(x1 * c));
       }
     }
   }
