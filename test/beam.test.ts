@@ -81,7 +81,9 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
       assert.equal(ours.sequences.length, ref.length);
       ours.sequences.forEach((s, i) => {
         assert.deepEqual(s.tokens, ref[i]!.tokens, `beam ${i}`);
-        assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-9, `beam ${i} score ${s.score} vs ${ref[i]!.score}`);
+        // 1e-6, not bits: like llama.cpp, a single-token step and a batched pass add the
+        // attention's weighted values in different orders (an ulp or so per logit)
+        assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-6, `beam ${i} score ${s.score} vs ${ref[i]!.score}`);
         assert.equal(s.finished, ref[i]!.finished);
       });
       t.diagnostic(`beams ${JSON.stringify(ours.sequences.map((s) => [s.tokens.length, +s.score.toFixed(4)]))}, ${ours.stats.decodeSteps} decode steps, ${ours.stats.copiedRows} KV rows copied`);
@@ -96,7 +98,7 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
         const ours = beamSearch(model.languageModel, prompt, { numBeams: 4, numReturnSequences: 4, maxTokens: 16, endIds: withPeriod, lengthPenalty });
         const ref = naiveBeamSearch(model.languageModel, prompt, 4, 16, withPeriod, lengthPenalty);
         assert.deepEqual(ours.sequences.map((s) => s.tokens), ref.map((s) => s.tokens));
-        ours.sequences.forEach((s, i) => assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-9));
+        ours.sequences.forEach((s, i) => assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-6));
         closed += ours.sequences.filter((s) => s.finished).length;
       }
     }
