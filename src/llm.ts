@@ -75,10 +75,8 @@ export class Model {
   private async generateBatch(prompts: readonly (string | readonly number[])[], options: GenerateOptions): Promise<GenerationResult[]> {
     this.assertUsable();
     // the batch has caches of its own but shares the model's scratch buffers: wait for our turn
-    const previous = this.queue;
-    let release!: () => void;
-    this.queue = new Promise<void>((r) => (release = r));
-    await previous.catch(() => undefined);
+    const { previous, release } = this.takeTurn();
+    await previous;
     try {
       const { model, tokenizer, cache, loadMs } = this.ctx;
       return await generateBatch({ model, tokenizer, contextSize: cache.capacity, loadMs }, prompts, withDefaults(this.generationDefaults, options));
@@ -91,19 +89,25 @@ export class Model {
   stream(prompt: string | readonly number[], options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     this.assertUsable();
     // generations share the KV cache, so they run one after another
-    const previous = this.queue;
-    let release!: () => void;
-    this.queue = new Promise<void>((r) => (release = r));
+    const { previous, release } = this.takeTurn();
     const ctx = this.ctx;
     const merged = withDefaults(this.generationDefaults, options);
     return (async function* () {
-      await previous.catch(() => undefined);
+      await previous;
       try {
         return yield* generateChoices(ctx, prompt, merged);
       } finally {
         release();
       }
     })();
+  }
+
+  /** a place in the line of generations: `previous` settles when the one before ends; call `release` when done */
+  private takeTurn(): { previous: Promise<unknown>; release: () => void } {
+    const previous = this.queue.catch(() => undefined);
+    let release!: () => void;
+    this.queue = new Promise<void>((r) => (release = r));
+    return { previous, release };
   }
 
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */

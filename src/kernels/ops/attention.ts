@@ -21,10 +21,10 @@ const LANES = 16;
 
 /** _mm512_reduce_add_ps as GCC implements it: halves added down to one lane */
 function reduce16(v: Float64Array | Float32Array): number {
-  const a = new Array<number>(8);
-  for (let i = 0; i < 8; i++) a[i] = f(v[8 + i]! + v[i]!);
-  const b = [f(a[4]! + a[0]!), f(a[5]! + a[1]!), f(a[6]! + a[2]!), f(a[7]! + a[3]!)];
-  return f(f(b[0]! + b[2]!) + f(b[1]! + b[3]!));
+  const a0 = f(v[8]! + v[0]!), a1 = f(v[9]! + v[1]!), a2 = f(v[10]! + v[2]!), a3 = f(v[11]! + v[3]!);
+  const a4 = f(v[12]! + v[4]!), a5 = f(v[13]! + v[5]!), a6 = f(v[14]! + v[6]!), a7 = f(v[15]! + v[7]!);
+  const b0 = f(a4 + a0), b1 = f(a5 + a1), b2 = f(a6 + a2), b3 = f(a7 + a3);
+  return f(f(b0 + b2) + f(b1 + b3));
 }
 
 /** ggml_vec_dot_f32 (AVX-512): x[xo + i * xs] . y[yo + i * ys] for i < n */
