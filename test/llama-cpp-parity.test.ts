@@ -18,12 +18,13 @@ import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
  */
 const TOLERANCE = 1e-3;
 /*
- * Quantized activations (Q8_0/Q8_1/Q8_K) make a rare discrete difference unavoidable: when a
- * value lands within float32 rounding of a quantization boundary, a different summation order
- * (llama.cpp's SIMD kernels vs ours) can round it to the neighbouring int8. Measured: such a
- * step moves every log-probability by ~1e-2 while the other steps agree to ~1e-6. So for
- * quantized weights at most MAX_FLIPPED_STEPS of the 9 compared distributions may exceed
- * TOLERANCE, and none may exceed FLIP_TOLERANCE; F32 weights get no such allowance.
+ * The reference kernels (the spec) add exactly as ggml's x86 kernels do, so for F32 and Q8_0
+ * weights every compared step must be within TOLERANCE. The WebAssembly kernels add in their
+ * own f32 SIMD order; with quantized activations (Q8_0/Q8_1/Q8_K) that makes a discrete
+ * difference possible: a value within float32 rounding of a quantization boundary rounds to the
+ * neighbouring int8, and the step moves every log-probability by ~1e-2 while the others agree
+ * to ~1e-6. So for quantized weights on wasm at most MAX_FLIPPED_STEPS of the 9 compared
+ * distributions may exceed TOLERANCE, and none may exceed FLIP_TOLERANCE.
  */
 const MAX_FLIPPED_STEPS = 2;
 const FLIP_TOLERANCE = 3e-2;
@@ -80,7 +81,8 @@ async function checkParity(name: string, spec: RandomModelSpec, backend: "refere
     }
     const label = `${name} ${typeName(spec.weightType)} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
-    const { tolerance, maxFlipped, ceiling = FLIP_TOLERANCE } = bounds ?? (spec.weightType === GGMLType.F32 ? { tolerance: TOLERANCE, maxFlipped: 0 } : { tolerance: TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
+    const exact = spec.weightType === GGMLType.F32 || backend === "reference";
+    const { tolerance, maxFlipped, ceiling = FLIP_TOLERANCE } = bounds ?? (exact ? { tolerance: TOLERANCE, maxFlipped: 0 } : { tolerance: TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
     const flipped = diffs.filter((d) => d >= tolerance).length;
     assert.ok(flipped <= maxFlipped, `${label}: ${flipped} steps above ${tolerance}`);
     assert.ok(Math.max(...diffs) < ceiling, label);
@@ -95,21 +97,21 @@ const skipStories = skipWithoutShared("models/stories260K.gguf");
 const skipGpt2 = skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
 
 /*
- * KNOWN GAP (open): the SmolLM-135M shape in Q8_0 matches llama.cpp to ~2e-6 after the
- * 16-token prefill (every op of the prefill now adds in ggml's x86 order: dumps of llama.cpp's
- * layer tensors are bit-identical), but the decode steps still differ by ~2e-2; a 2-layer model
- * of the same shape is bit-identical on decode too, so the remaining difference lies in an op
- * not yet compared on the 30-layer decode path. Until found the bound for this one case is 5e-2,
- * and the greedy tokens must still agree.
+ * The SmolLM-135M shape in Q8_0 is the hardest case: its 30 layers of random weights amplify a
+ * single flipped activation rounding to ~3e-2. The reference kernels match llama.cpp on it to
+ * ~1e-5 (down to glibc's not-correctly-rounded sinf/cosf for the RoPE angles: see
+ * kernels/ops/sincosf.ts). The WebAssembly Q8_0 kernel adds its block sums in another f32
+ * order, which flips such roundings on every step here, so on wasm this one case is bounded at
+ * 5e-2 (the greedy tokens must still agree).
  */
-const SMOLLM_Q8_0_BOUNDS: Bounds = { tolerance: 5e-2, maxFlipped: 0, ceiling: 5e-2 };
+const SMOLLM_Q8_0_WASM_BOUNDS: Bounds = { tolerance: 5e-2, maxFlipped: 0, ceiling: 5e-2 };
 
 // the reference kernels (the spec) and the WebAssembly SIMD kernels (the default) alike
 for (const backend of ["reference", "wasm"] as const) {
   for (const type of [GGMLType.F32, GGMLType.Q8_0]) {
     const t = typeName(type);
     test(`SmolLM-135M-shaped Llama (GQA 9/3, tied) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder }, async () => {
-      await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, backend, GREEDY_STEPS, type === GGMLType.Q8_0 ? SMOLLM_Q8_0_BOUNDS : undefined);
+      await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, backend, GREEDY_STEPS, type === GGMLType.Q8_0 && backend === "wasm" ? SMOLLM_Q8_0_WASM_BOUNDS : undefined);
     });
     test(`tiny Qwen2 (QKV bias) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder }, async () => {
       await checkParity("qwen2", { ...tinyQwen2, weightType: type, std: STD, seed: 12 }, backend);

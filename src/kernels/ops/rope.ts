@@ -7,6 +7,8 @@
  * p * freqScale * base^(-2i/ropeDim) / freqFactor[i]; like ggml we step theta by a float32
  * factor, so angles match llama.cpp to the last bit.
  */
+import { cosfGlibc, sinfGlibc } from "./sincosf.js";
+
 export interface RopeParams {
   readonly headDim: number;
   /** number of leading dims of each head that are rotated (<= headDim) */
@@ -19,15 +21,37 @@ export interface RopeParams {
   readonly freqFactors?: Float32Array;
 }
 
-/** cos/sin for one position: cache[2i] = cos, cache[2i+1] = sin */
+/** cos/sin of every position computed so far, per parameter set: cache[pos * ropeDim + 2i] = cos */
+const angleTables = new WeakMap<RopeParams, { cache: Float32Array; positions: number }>();
+
+/**
+ * cos/sin for one position: cache[2i] = cos, cache[2i+1] = sin. Computed as llama.cpp does —
+ * theta stepped by a float32 factor, glibc's sinf/cosf — and kept per parameter set, since
+ * every layer and every later call rotates by the same angles.
+ */
 export function ropeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
-  const thetaScale = Math.fround(Math.pow(p.base, -2 / p.ropeDim));
+  if (!Number.isInteger(pos) || pos < 0) throw new Error(`RoPE position must be a non-negative integer, got ${pos}`);
+  let table = angleTables.get(p);
+  if (!table || pos >= table.positions) {
+    const positions = Math.max(pos + 1, 2 * (table?.positions ?? 32));
+    const grown = new Float32Array(positions * p.ropeDim);
+    const known = table?.positions ?? 0;
+    if (table) grown.set(table.cache);
+    for (let q = known; q < positions; q++) computeAngles(grown.subarray(q * p.ropeDim, (q + 1) * p.ropeDim), q, p);
+    table = { cache: grown, positions };
+    angleTables.set(p, table);
+  }
+  cache.set(table.cache.subarray(pos * p.ropeDim, (pos + 1) * p.ropeDim));
+}
+
+function computeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
+  const thetaScale = Math.fround(Math.pow(p.base, Math.fround(-2 / p.ropeDim))); // ggml: powf(base, -2.0f / n_dims)
   let theta = Math.fround(pos);
   for (let i = 0; i < p.ropeDim / 2; i++) {
     const ff = p.freqFactors ? p.freqFactors[i]! : 1;
     const t = Math.fround(p.freqScale * Math.fround(theta / ff));
-    cache[2 * i] = Math.cos(t);
-    cache[2 * i + 1] = Math.sin(t);
+    cache[2 * i] = cosfGlibc(t);
+    cache[2 * i + 1] = sinfGlibc(t);
     theta = Math.fround(theta * thetaScale);
   }
 }
