@@ -12,7 +12,8 @@ export type RandomModelArch = "llama" | "qwen2" | "qwen3" | "gpt2";
  * Shape and weight format of a random-weight model in llama.cpp's GGUF layout.
  *
  * Weight formats: every 2-D matrix, token_embd and (untied) output included, is stored in
- * `weightType`, as llama.cpp's quantize does for a pure Q8_0 model. 1-D tensors (norms,
+ * `weightType`, as llama.cpp's quantize does for a pure Q8_0 model (a k-quant matrix whose
+ * rows are not a multiple of 256 gets llama.cpp's fallback type, see `storageType`). 1-D tensors (norms,
  * biases, Qwen3's q/k norms) and GPT-2's position_embd stay F32. A type `quantizeRow` supports
  * is quantized from the same seeded normals the F32 model holds, so an F32 and a Q8_0 model
  * from the same spec and seed carry the same weights up to quantization; a block type without
@@ -74,7 +75,7 @@ export function planRandomModel(s: RandomModelSpec, vocabSize: number): RandomTe
   const q = s.headCount * hd, kv = s.headCountKv * hd;
   const W = s.weightType;
   const out: RandomTensorPlan[] = [];
-  const mat = (name: string, cols: number, rows: number) => out.push({ name, type: W, dims: [cols, rows], init: "normal" });
+  const mat = (name: string, cols: number, rows: number) => out.push({ name, type: storageType(W, cols, name), dims: [cols, rows], init: "normal" });
   const vec = (name: string, n: number, init: "normal" | "norm") => out.push({ name, type: GGMLType.F32, dims: [n], init });
 
   mat("token_embd.weight", E, V);
@@ -128,6 +129,26 @@ export function planRandomModel(s: RandomModelSpec, vocabSize: number): RandomTe
   }
   return out;
 }
+
+/**
+ * The type a matrix of `cols`-long rows is stored in: `type`, or — for a k-quant whose
+ * 256-wide super-blocks do not divide the rows (SmolLM-135M's 576) — the replacement
+ * llama.cpp's quantize picks for such tensors (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+ */
+function storageType(type: GGMLType, cols: number, name: string): GGMLType {
+  const fallback = K_QUANT_FALLBACK.get(type);
+  if (fallback === undefined || cols % 256 === 0) return type;
+  if (fallback === null) throw new Error(`random model spec: tensor "${name}" has rows of ${cols}, not a multiple of 256, so it cannot be ${typeName(type)}; llama.cpp would store it as IQ4_NL, which tsllm does not write — choose Q4_K, Q5_K, Q6_K or a non-k-quant type`);
+  return fallback;
+}
+
+const K_QUANT_FALLBACK = new Map<GGMLType, GGMLType | null>([
+  [GGMLType.Q2_K, null],
+  [GGMLType.Q3_K, null],
+  [GGMLType.Q4_K, GGMLType.Q5_0],
+  [GGMLType.Q5_K, GGMLType.Q5_1],
+  [GGMLType.Q6_K, GGMLType.Q8_0],
+]);
 
 /** the llama.cpp hyperparameter keys for `s` */
 export function randomModelMetadata(s: RandomModelSpec, vocabSize: number): [string, GGUFWriteEntry][] {
