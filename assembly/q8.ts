@@ -1,4 +1,4 @@
-// Q8_0 and Q4_0 weights against Q8_0 activations (ggml's vec_dot_q8_0_q8_0 / q4_0_q8_0):
+// Q8_0, Q4_0 and Q5_0 weights against Q8_0 activations (ggml's vec_dot_q8_0_q8_0 / q4_0_q8_0 / q5_0_q8_0):
 // per block of 32 an exact integer dot (widen int8 to int16, i32x4.dot_i16x8_s), scaled by
 // weight scale * activation scale into four float lanes per row. Four rows share each block
 // of activations loaded into registers; for batches, 4x4 tiles of rows x tokens decode each
@@ -28,14 +28,46 @@ import { hsumF32, scaleAdd } from "./simd";
   return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
 }
 
+// Q5_0 blocks (22 bytes): f16 scale, 32 high bits (bit j belongs to weight j), then 16 bytes of
+// low nibbles laid out as Q4_0's; weights are stored + 16.
+const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128]);
+
+/** 0x10 in byte j (0..15) where bit j of the 16-bit `bits` is set, else 0 */
+// @ts-ignore: decorator
+@inline function fifthBits(bits: i32): v128 {
+  // byte j of the splat holds bits >> 8 * (j & 1); the swizzle picks byte 0 for j < 8, byte 1 above
+  const spread = i8x16.swizzle(i16x8.splat(<i16>bits), v128(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const select = v128.load(BIT_OF_BYTE);
+  return v128.and(i8x16.eq(v128.and(spread, select), select), i8x16.splat(0x10));
+}
+
+/** weights 0..15 (high = false) or 16..31 (high = true) of the Q5_0 block at p, as int8 */
+// @ts-ignore: decorator
+@inline function q5Weights(p: usize, high: bool): v128 {
+  const v = v128.load(p, 6);
+  const qh = load<u32>(p, 2);
+  const nibbles = high ? i8x16.shr_u(v, 4) : v128.and(v, i8x16.splat(0x0f));
+  return i8x16.sub(v128.or(nibbles, fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff))), i8x16.splat(16));
+}
+
+// @ts-ignore: decorator
+@inline function dotQ5_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
+  const lo = q5Weights(p, false);
+  const hi = q5Weights(p, true);
+  let s = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), x0);
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), x1));
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), x2));
+  return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
+}
+
 // @ts-ignore: decorator
 @inline function blockDot(kind: i32, p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
-  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : dotQ4_0(p, x0, x1, x2, x3);
+  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : kind == 1 ? dotQ4_0(p, x0, x1, x2, x3) : dotQ5_0(p, x0, x1, x2, x3);
 }
 
 // @ts-ignore: decorator
 @inline function blockBytes(kind: i32): usize {
-  return kind == 0 ? 34 : 18;
+  return kind == 0 ? 34 : kind == 1 ? 18 : 22;
 }
 
 // @ts-ignore: decorator
@@ -123,9 +155,15 @@ import { hsumF32, scaleAdd } from "./simd";
     w2 = v128.load8x8_s(p, 18);
     w3 = v128.load8x8_s(p, 26);
   } else {
-    const v = v128.load(p, 2);
-    const lo = i8x16.sub(v128.and(v, i8x16.splat(0x0f)), i8x16.splat(8));
-    const hi = i8x16.sub(i8x16.shr_u(v, 4), i8x16.splat(8));
+    let lo: v128, hi: v128;
+    if (kind == 1) {
+      const v = v128.load(p, 2);
+      lo = i8x16.sub(v128.and(v, i8x16.splat(0x0f)), i8x16.splat(8));
+      hi = i8x16.sub(i8x16.shr_u(v, 4), i8x16.splat(8));
+    } else {
+      lo = q5Weights(p, false);
+      hi = q5Weights(p, true);
+    }
     w0 = i16x8.extend_low_i8x16_s(lo);
     w1 = i16x8.extend_high_i8x16_s(lo);
     w2 = i16x8.extend_low_i8x16_s(hi);
@@ -204,4 +242,8 @@ export function matQ8_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: us
 
 export function matQ4_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matQ(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(2, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

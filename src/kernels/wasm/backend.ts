@@ -14,7 +14,7 @@ import { createThreadPool, type ThreadPool } from "./pool.js";
  * converts them to the weight's vec_dot type on the main thread (as ggml does), then every
  * thread takes chunks of weight rows and computes them for all tokens.
  *
- * Weight types without a wasm kernel (Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q5_K) run on the
+ * Weight types without a wasm kernel (Q4_1, Q5_1, Q8_1, Q2_K, Q3_K, Q5_K) run on the
  * reference kernels, which read the same bytes in place.
  */
 export interface WasmBackendOptions {
@@ -28,6 +28,7 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.BF16, C.Kind.BF16],
   [GGMLType.Q8_0, C.Kind.Q8_0],
   [GGMLType.Q4_0, C.Kind.Q4_0],
+  [GGMLType.Q5_0, C.Kind.Q5_0],
   [GGMLType.Q4_K, C.Kind.Q4_K],
   [GGMLType.Q6_K, C.Kind.Q6_K],
 ]);
@@ -130,7 +131,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;

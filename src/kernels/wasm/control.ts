@@ -55,6 +55,7 @@ export enum Kind {
   QUANTIZE_Q8_0 = 8,
   /** activation rows to Q8_K, likewise */
   QUANTIZE_Q8_K = 9,
+  Q5_0 = 10,
 }
 
 /**
