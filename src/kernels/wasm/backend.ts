@@ -176,20 +176,33 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     freeBlocks.set(bytes, list);
   });
 
-  /** one attention pass: every (token, head) item is one unit of work, taken whole by one thread */
-  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+  /**
+   * One attention pass: every (token, head) item is one unit of work, taken whole by one
+   * thread. The kernel reads K/V rows in place through the row index, copied into scratch
+   * with each row checked against the cache (a wrong row would read other memory silently).
+   */
+  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
     const items = nTokens * nHeads;
     const floats = items * headDim;
-    ensureScratch(2 * align64(floats * 4));
+    const nAll = startPos + nTokens;
+    ensureScratch(2 * align64(floats * 4) + align64(nAll * 4));
     const qPtr = scratch;
     const oPtr = scratch + align64(floats * 4);
+    const rPtr = oPtr + align64(floats * 4);
     const buffer = arena.buffer;
     new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
+    const rowIndex = new Int32Array(buffer, rPtr, nAll);
+    for (let j = 0; j < nAll; j++) {
+      const r = rows ? rows[j]! : j;
+      if (!(r >= 0 && r < cacheRows)) throw new Error(`attention: position ${j} maps to row ${r}, outside the cache's ${cacheRows} rows`);
+      rowIndex[j] = r;
+    }
     const control = new Int32Array(buffer, ctrl, 64);
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = C.Kind.ATTENTION;
     control[C.W] = kPtr;
     control[C.XS] = vPtr;
+    control[C.XB] = rPtr;
     control[C.XQ] = qPtr;
     control[C.OUT] = oPtr;
     control[C.ROWS] = items;
@@ -259,16 +272,18 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       return view;
     },
 
-    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale): void {
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
       const kPtr = arena.offsetOf(keys);
       const vPtr = arena.offsetOf(values);
-      const rows = (startPos + nTokens) * nKvHeads * headDim;
-      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || keys.length < rows || values.length < rows) {
-        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      const nAll = startPos + nTokens;
+      const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
+      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
+        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
       }
+      if (rows !== undefined && rows.length < nAll) throw new Error(`attention: the row index holds ${rows.length} positions, ${nAll} are attended`);
       if (nTokens === 0) return;
-      attentionPass(out, q, kPtr, vPtr, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      attentionPass(out, q, kPtr, vPtr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
     dispose(): void {
