@@ -13,8 +13,10 @@
  * sequence therefore reads its parent's rows where they are, the prompt's partially filled last
  * block included, and the pool copies no rows at all.
  */
+import { formatBytes } from "../hub/progress.js";
+
 export const DEFAULT_BLOCK_SIZE = 16;
-/** the most floats of K and V the pool may hold, all layers together */
+/** the most bytes of K and V a pool may hold by default, all layers together */
 const MAX_BYTES = 8 * 2 ** 30;
 
 export type Alloc = (length: number) => Float32Array;
@@ -26,8 +28,10 @@ export interface KVPoolStats {
   readonly blocksInUse: number;
   /** the most blocks in use at once */
   readonly peakBlocksInUse: number;
-  /** rows handed out to sequences (each written once, for all layers) */
+  /** rows handed out to sequences */
   readonly rowsAssigned: number;
+  /** rows written (layer 0 counted; every layer writes the same rows): the only way K/V gets into the pool */
+  readonly rowsWritten: number;
   /** times the storage was reallocated to hold more blocks */
   readonly grows: number;
 }
@@ -46,6 +50,8 @@ export class KVBlockPool {
   private peak = 0;
   private assigned = 0;
   private grows = 0;
+  /** updated by KVCache.store */
+  rowsWritten = 0;
 
   constructor(
     readonly nLayers: number,
@@ -54,6 +60,8 @@ export class KVBlockPool {
     initialBlocks: number,
     private readonly alloc: Alloc = (n) => new Float32Array(n),
     readonly blockSize: number = DEFAULT_BLOCK_SIZE,
+    /** the most bytes of K and V the pool may grow to, all layers together */
+    readonly maxBytes: number = MAX_BYTES,
   ) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`KV block size must be a positive integer, got ${blockSize}`);
     if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
@@ -62,6 +70,7 @@ export class KVBlockPool {
       this.keys.push(new Float32Array(0));
       this.values.push(new Float32Array(0));
     }
+    if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(maxBytes)} limit`);
     this.resize(initialBlocks);
   }
 
@@ -74,12 +83,12 @@ export class KVBlockPool {
   }
 
   get stats(): KVPoolStats {
-    return { capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, grows: this.grows };
+    return { capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows };
   }
 
   /** the most blocks whose K and V fit in the pool's memory limit */
   get maxBlocks(): number {
-    return Math.floor(MAX_BYTES / this.bytesFor(1));
+    return Math.floor(this.maxBytes / this.bytesFor(1));
   }
 
   /** a fresh block holding one reference; grows the storage (doubling) when none is free */
@@ -87,7 +96,7 @@ export class KVBlockPool {
     if (this.free.length === 0) {
       const have = this.refs.length;
       if (have >= this.maxBlocks) {
-        throw new Error(`KV cache pool is full: ${have} blocks of ${this.blockSize} positions (${gib(this.byteLength)} GiB) are in use and the limit is ${gib(MAX_BYTES)} GiB; use fewer sequences or beams, or a smaller contextSize`);
+        throw new Error(`KV cache pool is full: ${have} blocks of ${this.blockSize} positions (${formatBytes(this.byteLength)}) are in use and the limit is ${formatBytes(this.maxBytes)}; use fewer sequences or beams, or a smaller contextSize`);
       }
       this.resize(Math.min(this.maxBlocks, 2 * have));
       this.grows++;
@@ -168,4 +177,3 @@ export class KVBlockPool {
   }
 }
 
-const gib = (bytes: number): string => (bytes / 2 ** 30).toFixed(1);

@@ -103,6 +103,7 @@ export class KVCache {
     if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
     const rs = this.pool.rowSize, keys = this.pool.keys[layer]!, values = this.pool.values[layer]!;
     const rows = this.rows;
+    if (layer === 0) this.pool.rowsWritten += nTokens;
     // runs of consecutive rows (a whole prompt, for a lone sequence) in one copy each
     for (let t = 0; t < nTokens;) {
       const r = rows[pos + t]!;
