@@ -91,6 +91,18 @@ export class KVBlockPool {
     return Math.floor(this.maxBytes / this.bytesFor(1));
   }
 
+  /**
+   * Grows the storage to `blocks` blocks now (capped at the memory limit) when it holds fewer:
+   * a caller that knows how many sequences will share the pool avoids regrowing it mid-way.
+   */
+  reserve(blocks: number): void {
+    const n = Math.min(Math.ceil(blocks), this.maxBlocks);
+    if (n > this.refs.length) {
+      this.resize(n);
+      this.grows++;
+    }
+  }
+
   /** a fresh block holding one reference; grows the storage (doubling) when none is free */
   take(): number {
     if (this.free.length === 0) {

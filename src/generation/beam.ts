@@ -140,6 +140,10 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
   const norm = (sum: number, len: number) => sum / Math.pow(len, lengthPenalty);
   if (maxTokens === 0) return { sequences: [], stats };
 
+  // room for B beams that each extend the shared prompt by maxTokens positions (a fork
+  // starts a fresh block, hence one more block per beam); the pool still grows if forks fragment it
+  const bs = root.pool.blockSize;
+  root.pool.reserve(Math.ceil(P / bs) + B * (Math.ceil(maxTokens / bs) + 1));
   let logits = [model.forward(promptTokens, root)];
   // live beams: generated tokens, score, and the cache holding their K/V
   let beams: { tokens: number[]; score: number; cache: KVCache }[] = [{ tokens: [], score: 0, cache: root }];
