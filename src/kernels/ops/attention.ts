@@ -50,6 +50,15 @@ function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Array, yo:
   return sum;
 }
 
+/** throws unless positions [0, nAll) all have a row (rows[p], or p) among the cache's cacheRows */
+export function checkRows(rows: Int32Array | undefined, nAll: number, cacheRows: number): void {
+  if (rows && rows.length < nAll) throw new Error(`attention: the row index holds ${rows.length} positions, ${nAll} are attended`);
+  for (let j = 0; j < nAll; j++) {
+    const r = rows ? rows[j]! : j;
+    if (!(r >= 0 && r < cacheRows)) throw new Error(`attention: position ${j} maps to row ${r}, outside the cache's ${cacheRows} rows`);
+  }
+}
+
 export function attention(
   out: Float32Array,
   q: Float32Array,
@@ -68,6 +77,7 @@ export function attention(
   const nAll = startPos + nTokens;
   // first float of each position's row
   const base = new Float64Array(nAll);
+  checkRows(rows, nAll, Math.floor(Math.min(kCache.length, vCache.length) / kvStride));
   for (let j = 0; j < nAll; j++) base[j] = (rows ? rows[j]! : j) * kvStride;
   // llama.cpp pads the keys it attends over; padded keys weigh exactly 0, so padding to the
   // next multiple of 64 reproduces its lane layout

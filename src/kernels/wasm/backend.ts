@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import type { Backend } from "../backend.js";
+import { checkRows } from "../ops/attention.js";
 import { createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
@@ -179,7 +180,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   /**
    * One attention pass: every (token, head) item is one unit of work, taken whole by one
    * thread. The kernel reads K/V rows in place through the row index, copied into scratch
-   * with each row checked against the cache (a wrong row would read other memory silently).
+   * once every row is checked against the cache (a wrong row would read other memory silently).
    */
   function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
     const items = nTokens * nHeads;
@@ -191,12 +192,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const rPtr = oPtr + align64(floats * 4);
     const buffer = arena.buffer;
     new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
+    checkRows(rows, nAll, cacheRows);
     const rowIndex = new Int32Array(buffer, rPtr, nAll);
-    for (let j = 0; j < nAll; j++) {
-      const r = rows ? rows[j]! : j;
-      if (!(r >= 0 && r < cacheRows)) throw new Error(`attention: position ${j} maps to row ${r}, outside the cache's ${cacheRows} rows`);
-      rowIndex[j] = r;
-    }
+    if (rows) rowIndex.set(rows.subarray(0, nAll));
+    else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = new Int32Array(buffer, ctrl, 64);
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = C.Kind.ATTENTION;
@@ -281,7 +280,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
         return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
       }
-      if (rows !== undefined && rows.length < nAll) throw new Error(`attention: the row index holds ${rows.length} positions, ${nAll} are attended`);
       if (nTokens === 0) return;
       attentionPass(out, q, kPtr, vPtr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
