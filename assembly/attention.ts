@@ -50,12 +50,19 @@ let runningSum: f32 = 0;
   return m;
 }
 
+/** byte offset of position j's row: rows holds the paged cache's row index (i32 per position) */
+// @ts-ignore: decorator
+@inline function rowAt(rows: usize, j: i32, kvStride: usize): usize {
+  return (<usize>load<i32>(rows + ((<usize>j) << 2))) * kvStride;
+}
+
 /**
  * Items [i0, i1) of the job: item = t * nHeads + h. q and out hold nTok rows of nHeads * headDim
- * floats; k and v hold rows of nKvHeads * headDim floats for positions 0 .. startPos + nTok - 1.
- * Token t sits at position startPos + t and sees positions <= its own.
+ * floats; k and v hold rows of nKvHeads * headDim floats, position j (j < startPos + nTok) in
+ * row rows[j]. Token t sits at position startPos + t and sees positions <= its own. Positions
+ * are visited in order wherever their rows lie, so the arithmetic does not depend on the layout.
  */
-export function attend(q: usize, k: usize, v: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32): void {
+export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32): void {
   const group = nHeads / nKvHeads;
   const kvStride = (<usize>(nKvHeads * headDim)) << 2;
   const rowBytes = (<usize>headDim) << 2;
@@ -67,8 +74,9 @@ export function attend(q: usize, k: usize, v: usize, out: usize, nHeads: i32, nK
     const kvOff = (<usize>(h / group)) * rowBytes;
     const nKeys = startPos + t + 1;
     // the first key starts the running max, sum and output
-    const v0 = v + kvOff;
-    let m: f32 = score(qp, k + kvOff, rowBytes) * scale;
+    const r0 = rowAt(rows, 0, kvStride) + kvOff;
+    const v0 = v + r0;
+    let m: f32 = score(qp, k + r0, rowBytes) * scale;
     runningSum = 1;
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, v128.load(v0 + d));
     let j = 1;
@@ -76,28 +84,29 @@ export function attend(q: usize, k: usize, v: usize, out: usize, nHeads: i32, nK
     // four dependency chains overlap (one chain alone waits on every add's latency); the
     // softmax update then takes them one by one, in order, as before
     for (; j + 4 <= nKeys; j += 4) {
-      const k0 = k + (<usize>j) * kvStride + kvOff;
+      const o0 = rowAt(rows, j, kvStride) + kvOff, o1 = rowAt(rows, j + 1, kvStride) + kvOff;
+      const o2 = rowAt(rows, j + 2, kvStride) + kvOff, o3 = rowAt(rows, j + 3, kvStride) + kvOff;
       let c0 = f32x4.splat(0);
       let c1 = f32x4.splat(0);
       let c2 = f32x4.splat(0);
       let c3 = f32x4.splat(0);
       for (let d: usize = 0; d < rowBytes; d += 16) {
         const qv = v128.load(qp + d);
-        c0 = f32x4.add(c0, f32x4.mul(qv, v128.load(k0 + d)));
-        c1 = f32x4.add(c1, f32x4.mul(qv, v128.load(k0 + kvStride + d)));
-        c2 = f32x4.add(c2, f32x4.mul(qv, v128.load(k0 + 2 * kvStride + d)));
-        c3 = f32x4.add(c3, f32x4.mul(qv, v128.load(k0 + 3 * kvStride + d)));
+        c0 = f32x4.add(c0, f32x4.mul(qv, v128.load(k + o0 + d)));
+        c1 = f32x4.add(c1, f32x4.mul(qv, v128.load(k + o1 + d)));
+        c2 = f32x4.add(c2, f32x4.mul(qv, v128.load(k + o2 + d)));
+        c3 = f32x4.add(c3, f32x4.mul(qv, v128.load(k + o3 + d)));
       }
       const s0 = hsum(c0) * scale;
       const s1 = hsum(c1) * scale;
       const s2 = hsum(c2) * scale;
       const s3 = hsum(c3) * scale;
-      const v0j = v + (<usize>j) * kvStride + kvOff;
+      const va = v + o0, vb = v + o1, vc = v + o2, vd = v + o3;
       if (max<f32>(max<f32>(s0, s1), max<f32>(s2, s3)) > m) {
-        m = update(op, v0j, rowBytes, s0, m);
-        m = update(op, v0j + kvStride, rowBytes, s1, m);
-        m = update(op, v0j + 2 * kvStride, rowBytes, s2, m);
-        m = update(op, v0j + 3 * kvStride, rowBytes, s3, m);
+        m = update(op, va, rowBytes, s0, m);
+        m = update(op, vb, rowBytes, s1, m);
+        m = update(op, vc, rowBytes, s2, m);
+        m = update(op, vd, rowBytes, s3, m);
       } else {
         // no new maximum (the usual case): the four updates in one pass over the output, each
         // element still summed in key order, so the same bits as four update() calls
@@ -111,15 +120,16 @@ export function attend(q: usize, k: usize, v: usize, out: usize, nHeads: i32, nK
         const pv2 = f32x4.splat(p2);
         const pv3 = f32x4.splat(p3);
         for (let d: usize = 0; d < rowBytes; d += 16) {
-          let o = f32x4.add(v128.load(op + d), f32x4.mul(pv0, v128.load(v0j + d)));
-          o = f32x4.add(o, f32x4.mul(pv1, v128.load(v0j + kvStride + d)));
-          o = f32x4.add(o, f32x4.mul(pv2, v128.load(v0j + 2 * kvStride + d)));
-          v128.store(op + d, f32x4.add(o, f32x4.mul(pv3, v128.load(v0j + 3 * kvStride + d))));
+          let o = f32x4.add(v128.load(op + d), f32x4.mul(pv0, v128.load(va + d)));
+          o = f32x4.add(o, f32x4.mul(pv1, v128.load(vb + d)));
+          o = f32x4.add(o, f32x4.mul(pv2, v128.load(vc + d)));
+          v128.store(op + d, f32x4.add(o, f32x4.mul(pv3, v128.load(vd + d))));
         }
       }
     }
     for (; j < nKeys; j++) {
-      m = update(op, v + (<usize>j) * kvStride + kvOff, rowBytes, score(qp, k + (<usize>j) * kvStride + kvOff, rowBytes) * scale, m);
+      const oj = rowAt(rows, j, kvStride) + kvOff;
+      m = update(op, v + oj, rowBytes, score(qp, k + oj, rowBytes) * scale, m);
     }
     const inv = f32x4.splat(<f32>1 / runningSum);
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));

@@ -62,8 +62,9 @@ export function work(ctrl: usize): void {
       case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       case 6: matQ6_K(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      // attention: W = keys, XS = values, XQ = queries, ROWS = items (tokens x heads), COLS = head size
-      case 7: attend(xq, w, xs, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
+      // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
+      // ROWS = items (tokens x heads), COLS = head size
+      case 7: attend(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
       // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
       case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
       case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;

@@ -86,7 +86,7 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
         assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-6, `beam ${i} score ${s.score} vs ${ref[i]!.score}`);
         assert.equal(s.finished, ref[i]!.finished);
       });
-      t.diagnostic(`beams ${JSON.stringify(ours.sequences.map((s) => [s.tokens.length, +s.score.toFixed(4)]))}, ${ours.stats.decodeSteps} decode steps, ${ours.stats.copiedRows} KV rows copied`);
+      t.diagnostic(`beams ${JSON.stringify(ours.sequences.map((s) => [s.tokens.length, +s.score.toFixed(4)]))}, ${ours.stats.decodeSteps} beam-tokens in ${ours.stats.decodePasses} passes, ${ours.stats.forks} forks, peak ${ours.stats.kv.peakBlocksInUse} KV blocks`);
     }
     // stories rarely end within 16 tokens: let "." end a hypothesis too, so closing, evicting
     // and the stopping rule are exercised

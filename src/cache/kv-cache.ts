@@ -1,54 +1,149 @@
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, type Alloc } from "./block-pool.js";
+
 /**
- * Contiguous per-layer KV cache. Layer l keeps K and V as `capacity` rows of
- * nKvHeads * headDim floats (row = position), so attention for any head reads its slice of
- * every row in place. Decode appends one row per layer and never recomputes the past.
+ * The KV cache of one sequence: its positions' rows in a paged block pool (block-pool.ts).
+ * `rows[p]` is the pool row that holds position p — the one place row addresses come from:
+ * models store through it and attention kernels read K/V through it, in position order, so
+ * the arithmetic is the same wherever the rows lie. A lone sequence on a fresh pool gets rows
+ * 0, 1, 2, ... (row = position, contiguous as before). `fork()` makes a sequence that shares
+ * every row written so far (a prompt prefilled once for several beams or completions): blocks
+ * are reference-counted and nothing is copied.
  */
 export class KVCache {
-  readonly keys: Float32Array[] = [];
-  readonly values: Float32Array[] = [];
-  readonly rowSize: number;
-  /** number of positions filled (the next token's position) */
-  length = 0;
+  readonly pool: KVBlockPool;
+  /** rows[p]: the pool row holding position p, for p < the positions reserved */
+  readonly rows: Int32Array;
+  /** blocks this sequence holds a reference to, in position order, and the first position in each */
+  private readonly blocks: number[] = [];
+  private readonly blockStarts: number[] = [];
+  private len = 0;
+  /** positions that have rows (>= length; ensureRoom reserves them before a pass writes them) */
+  private reserved = 0;
 
   constructor(
     readonly nLayers: number,
     readonly nKvHeads: number,
     readonly headDim: number,
+    /** the most positions this sequence may hold (the context size) */
     readonly capacity: number,
-    /** where the rows live: the backend's memory, so attention kernels read them in place */
-    alloc: (length: number) => Float32Array = (n) => new Float32Array(n),
+    /** where a new pool's rows live (the backend's memory, so attention reads them in place), or a pool to share */
+    storage: Alloc | KVBlockPool = (n) => new Float32Array(n),
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error(`contextSize must be a positive integer, got ${capacity}`);
-    this.rowSize = nKvHeads * headDim;
-    const bytes = nLayers * 2 * capacity * this.rowSize * 4;
-    if (bytes > 8 * 2 ** 30) throw new Error(`KV cache for contextSize ${capacity} needs ${(bytes / 2 ** 30).toFixed(1)} GiB; choose a smaller contextSize`);
-    for (let l = 0; l < nLayers; l++) {
-      this.keys.push(alloc(capacity * this.rowSize));
-      this.values.push(alloc(capacity * this.rowSize));
+    if (storage instanceof KVBlockPool) this.pool = storage;
+    else {
+      const blocks = Math.ceil(capacity / DEFAULT_BLOCK_SIZE);
+      const bytes = nLayers * 2 * blocks * DEFAULT_BLOCK_SIZE * nKvHeads * headDim * 4;
+      if (bytes > 8 * 2 ** 30) throw new Error(`KV cache for contextSize ${capacity} needs ${(bytes / 2 ** 30).toFixed(1)} GiB; choose a smaller contextSize`);
+      // room for this sequence's whole context up front: a lone sequence never grows the pool
+      this.pool = new KVBlockPool(nLayers, nKvHeads, headDim, blocks, storage);
     }
+    this.rows = new Int32Array(capacity);
   }
 
+  /** per layer, K of every row of the pool (address position p through rows[p]) */
+  get keys(): readonly Float32Array[] {
+    return this.pool.keys;
+  }
+
+  get values(): readonly Float32Array[] {
+    return this.pool.values;
+  }
+
+  get rowSize(): number {
+    return this.pool.rowSize;
+  }
+
+  /** bytes of the pool this sequence lives in (shared with its forks) */
   get byteLength(): number {
-    return this.nLayers * 2 * this.capacity * this.rowSize * 4;
+    return this.pool.byteLength;
   }
 
-  /** throws before any work is done when `n` more tokens would not fit */
+  /** number of positions filled (the next token's position) */
+  get length(): number {
+    return this.len;
+  }
+
+  /** set by a forward pass once it has stored the rows ensureRoom reserved */
+  set length(n: number) {
+    if (!Number.isInteger(n) || n < 0 || n > this.reserved) throw new Error(`KV cache length ${n} is outside the ${this.reserved} positions that have rows (call ensureRoom first)`);
+    this.len = n;
+  }
+
+  /** blocks this sequence references (shared ones included) */
+  get blockCount(): number {
+    return this.blocks.length;
+  }
+
+  /**
+   * Throws before any work is done when `n` more tokens would not fit; otherwise gives
+   * positions [length, length + n) their rows: the next free slot of the block holding the
+   * last row when nobody has taken it, else the first slot of a fresh block.
+   */
   ensureRoom(n: number): void {
-    if (this.length + n > this.capacity) {
-      throw new Error(`context is full: ${this.length} tokens cached + ${n} new > contextSize ${this.capacity}`);
+    if (this.len + n > this.capacity) {
+      throw new Error(`context is full: ${this.len} tokens cached + ${n} new > contextSize ${this.capacity}`);
+    }
+    const pool = this.pool;
+    for (let p = this.reserved; p < this.len + n; p++) {
+      let r = p > 0 ? pool.claimAfter(this.rows[p - 1]!) : -1;
+      if (r < 0) {
+        const b = pool.take();
+        this.blocks.push(b);
+        this.blockStarts.push(p);
+        r = pool.firstRow(b);
+      }
+      this.rows[p] = r;
+      this.reserved = p + 1;
     }
   }
 
-  /** writes rows for positions [pos, pos + nTokens) of layer `layer` */
+  /** writes rows for positions [pos, pos + nTokens) of layer `layer` (reserved by ensureRoom) */
   store(layer: number, pos: number, k: Float32Array, v: Float32Array, nTokens: number): void {
-    const n = nTokens * this.rowSize;
-    this.keys[layer]!.set(k.subarray(0, n), pos * this.rowSize);
-    this.values[layer]!.set(v.subarray(0, n), pos * this.rowSize);
+    if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
+    const rs = this.pool.rowSize, keys = this.pool.keys[layer]!, values = this.pool.values[layer]!;
+    const rows = this.rows;
+    if (layer === 0) this.pool.rowsWritten += nTokens;
+    // runs of consecutive rows (a whole prompt, for a lone sequence) in one copy each
+    for (let t = 0; t < nTokens;) {
+      const r = rows[pos + t]!;
+      let n = 1;
+      while (t + n < nTokens && rows[pos + t + n] === r + n) n++;
+      keys.set(k.subarray(t * rs, (t + n) * rs), r * rs);
+      values.set(v.subarray(t * rs, (t + n) * rs), r * rs);
+      t += n;
+    }
   }
 
-  /** forget everything from position `pos` on (e.g. to reuse a shared prompt prefix) */
+  /** forget everything from position `pos` on (e.g. to reuse a shared prompt prefix); blocks no longer used go back to the pool */
   truncate(pos: number): void {
-    if (pos < 0 || pos > this.length) throw new Error(`cannot truncate the KV cache to ${pos}: it holds ${this.length} positions`);
-    this.length = pos;
+    if (!Number.isInteger(pos) || pos < 0 || pos > this.len) throw new Error(`cannot truncate the KV cache to ${pos}: it holds ${this.len} positions`);
+    while (this.blocks.length > 0 && this.blockStarts.at(-1)! >= pos) {
+      this.pool.release(this.blocks.pop()!);
+      this.blockStarts.pop();
+    }
+    if (pos > 0) this.pool.unclaimAfter(this.rows[pos - 1]!);
+    this.len = this.reserved = pos;
+  }
+
+  /**
+   * A new sequence holding this one's positions: it shares their rows (one more reference to
+   * each block, nothing copied) and from then on both extend independently.
+   */
+  fork(): KVCache {
+    const c = new KVCache(this.nLayers, this.nKvHeads, this.headDim, this.capacity, this.pool);
+    c.rows.set(this.rows.subarray(0, this.len));
+    for (let i = 0; i < this.blocks.length && this.blockStarts[i]! < this.len; i++) {
+      this.pool.retain(this.blocks[i]!);
+      c.blocks.push(this.blocks[i]!);
+      c.blockStarts.push(this.blockStarts[i]!);
+    }
+    c.len = c.reserved = this.len;
+    return c;
+  }
+
+  /** drops every position and its block references (the cache stays usable, empty) */
+  free(): void {
+    this.truncate(0);
   }
 }

@@ -18,11 +18,13 @@
  * - The result is the closed hypotheses by score, best first (numReturnSequences of them);
  *   the end token is not part of the returned tokens.
  *
- * KV caches: the prompt is prefilled once and its rows copied into each beam's cache; after
- * each step a beam that keeps its parent's cache reuses it in place, and only beams that fork
- * a parent already taken copy the parent's generated rows (never the prompt's) into a free cache.
+ * KV caches: the prompt is prefilled once into one paged cache (cache/). After each step the
+ * first child of a beam continues its parent's cache in place, further children fork it (they
+ * share every row so far, prompt included; nothing is copied) and beams no child continues are
+ * freed. All live beams then decode their next token in one batched pass.
  */
-import { KVCache } from "../cache/kv-cache.js";
+import type { KVCache } from "../cache/kv-cache.js";
+import type { KVPoolStats } from "../cache/block-pool.js";
 import type { LanguageModel } from "../models/model.js";
 
 export interface BeamSearchOptions {
@@ -52,10 +54,14 @@ export interface BeamSequence {
 }
 
 export interface BeamSearchStats {
-  /** forward passes of one token */
+  /** beam-tokens decoded (one K/V row each) */
   decodeSteps: number;
-  /** KV rows copied between beam caches (per layer, K and V counted once) */
-  copiedRows: number;
+  /** batched forward passes after the prefill (one per step) */
+  decodePasses: number;
+  /** caches forked from a parent that several children continue */
+  forks: number;
+  /** the KV pool at the end: every row handed out is written once (prompt + decodeSteps rows), none copied */
+  kv: KVPoolStats;
 }
 
 export function validateBeamOptions(o: Omit<BeamSearchOptions, "endIds" | "maxTokens">): void {
@@ -95,17 +101,6 @@ export function bannedNgramTokens(seq: readonly number[], n: number): Set<number
   return banned;
 }
 
-/** copies K/V rows [from, to) of every layer */
-function copyRows(dst: KVCache, src: KVCache, from: number, to: number): void {
-  const a = from * src.rowSize;
-  const b = to * src.rowSize;
-  for (let l = 0; l < src.nLayers; l++) {
-    dst.keys[l]!.set(src.keys[l]!.subarray(a, b), a);
-    dst.values[l]!.set(src.values[l]!.subarray(a, b), a);
-  }
-  dst.length = src.length;
-}
-
 interface Hypotheses {
   items: BeamSequence[];
   worst: number;
@@ -126,8 +121,9 @@ function addHypothesis(h: Hypotheses, seq: BeamSequence, numBeams: number): void
 }
 
 /**
- * Runs beam search after `promptTokens` (which must not be empty); the model gets fresh caches
- * of promptTokens.length + maxTokens rows. Returns the sequences best first and the work done.
+ * Runs beam search after `promptTokens` (which must not be empty); the beams live in one fresh
+ * paged cache of promptTokens.length + maxTokens positions per beam. Returns the sequences best
+ * first and the work done.
  */
 export function beamSearch(model: LanguageModel, promptTokens: readonly number[], options: BeamSearchOptions): { sequences: BeamSequence[]; stats: BeamSearchStats } {
   validateBeamOptions(options);
@@ -138,20 +134,19 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
   const P = promptTokens.length;
   const maxTokens = options.maxTokens;
   const V = model.info.vocabSize;
-  const stats: BeamSearchStats = { decodeSteps: 0, copiedRows: 0 };
+  const root = model.createCache(P + maxTokens);
+  const stats: BeamSearchStats = { decodeSteps: 0, decodePasses: 0, forks: 0, kv: root.pool.stats };
   const hyps: Hypotheses = { items: [], worst: 1e9 };
   const norm = (sum: number, len: number) => sum / Math.pow(len, lengthPenalty);
   if (maxTokens === 0) return { sequences: [], stats };
 
-  const caches = [model.createCache(P + maxTokens)];
-  let logits = [model.forward(promptTokens, caches[0]!)];
-  for (let b = 1; b < B; b++) {
-    const c = model.createCache(P + maxTokens);
-    copyRows(c, caches[0]!, 0, P);
-    caches.push(c);
-  }
-  // live beams: generated tokens, score, and which cache holds their K/V
-  let beams: { tokens: number[]; score: number; cache: number }[] = [{ tokens: [], score: 0, cache: 0 }];
+  // room for B beams that each extend the shared prompt by maxTokens positions (a fork
+  // starts a fresh block, hence one more block per beam); the pool still grows if forks fragment it
+  const bs = root.pool.blockSize;
+  root.pool.reserve(Math.ceil(P / bs) + B * (Math.ceil(maxTokens / bs) + 1));
+  let logits = [model.forward(promptTokens, root)];
+  // live beams: generated tokens, score, and the cache holding their K/V
+  let beams: { tokens: number[]; score: number; cache: KVCache }[] = [{ tokens: [], score: 0, cache: root }];
   let done = false;
 
   for (let step = 0; step < maxTokens && !done; step++) {
@@ -194,30 +189,26 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
       if (!done) for (const n of next) addHypothesis(hyps, { tokens: n.tokens, sumLogprobs: n.score, score: norm(n.score, n.tokens.length), finished: false }, B);
       break;
     }
-    // hand out caches: the first child of a parent takes its cache in place, other children copy it
-    const taken = new Set<number>();
-    const owner = next.map((n) => {
+    // hand out caches: the first child of a parent continues its cache, further children fork
+    // it (all forks before any pass writes), and parents no child continues are freed
+    const continued = new Set<KVCache>();
+    const caches = next.map((n) => {
       const c = beams[n.parent]!.cache;
-      if (taken.has(c)) return -1;
-      taken.add(c);
-      return c;
+      if (!continued.has(c)) {
+        continued.add(c);
+        return c;
+      }
+      stats.forks++;
+      return c.fork();
     });
-    const free = caches.map((_, i) => i).filter((i) => !taken.has(i));
-    owner.forEach((c, i) => {
-      if (c >= 0) return;
-      const dst = free.shift()!;
-      const src = caches[beams[next[i]!.parent]!.cache]!;
-      copyRows(caches[dst]!, src, P, src.length);
-      stats.copiedRows += src.length - P;
-      owner[i] = dst;
-    });
-    logits = next.map((n, i) => {
-      stats.decodeSteps++;
-      // forward returns a view into scratch buffers shared between calls: copy it
-      return model.forward([n.token], caches[owner[i]!]!).slice(0, V);
-    });
-    beams = next.map((n, i) => ({ tokens: n.tokens, score: n.score, cache: owner[i]! }));
+    for (const b of beams) if (!continued.has(b.cache)) b.cache.free();
+    // every beam's next token in one pass (the same logits as one pass per beam)
+    logits = model.forwardBatch(next.map((n, i) => ({ tokens: [n.token], cache: caches[i]! })));
+    stats.decodeSteps += next.length;
+    stats.decodePasses++;
+    beams = next.map((n, i) => ({ tokens: n.tokens, score: n.score, cache: caches[i]! }));
   }
+  stats.kv = root.pool.stats;
   const sorted = [...hyps.items].sort((a, b) => b.score - a.score);
   return { sequences: sorted.slice(0, options.numReturnSequences ?? 1), stats };
 }

@@ -32,9 +32,10 @@ export interface Backend {
   allocActivations(length: number): Float32Array;
   /**
    * Causal attention of nTokens queries (at positions startPos...) against cached keys and
-   * values, as defined by kernels/ops/attention.ts. keys/values come from allocActivations.
+   * values, as defined by kernels/ops/attention.ts. keys/values come from allocActivations;
+   * position p is their row rows[p] (the paged KV cache's row index), or row p without `rows`.
    */
-  attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void;
+  attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void;
   /** releases workers and memory; the backend is unusable afterwards */
   dispose(): void;
 }

@@ -128,7 +128,7 @@ export class Gpt2Model implements LanguageModel {
       }
       for (const g of segments) {
         g.cache.store(l, g.startPos, k.subarray(g.offset * d), v.subarray(g.offset * d), g.count);
-        be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale);
+        be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
       }
       be.matmul(proj, L.wo, attnOut, n);
       addBias(proj, L.woBias, n);

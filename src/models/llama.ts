@@ -159,7 +159,7 @@ export class LlamaModel implements LanguageModel {
       applyRope(k, n, c.headCountKv, positions, c.rope, ropeScratch);
       for (const g of segments) {
         g.cache.store(l, g.startPos, k.subarray(g.offset * kvDim), v.subarray(g.offset * kvDim), g.count);
-        be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale);
+        be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);
       }
       be.matmul(proj, L.wo, attnOut, n);
       if (L.woBias) addBias(proj, L.woBias, n);

@@ -3,10 +3,11 @@ import { expfGgml } from "./activations.js";
 /**
  * Causal scaled-dot-product attention for a batch of query tokens against the KV cache.
  *
- * q: nTokens rows of nHeads * headDim. The cache holds rows of nKvHeads * headDim for
- * positions [0, startPos + nTokens). Query token t sits at position startPos + t and sees
- * positions <= its own. Grouped-query attention: head h reads kv head floor(h / group)
- * directly from the cache — nothing is copied per head.
+ * q: nTokens rows of nHeads * headDim. The cache holds rows of nKvHeads * headDim; position p
+ * (p < startPos + nTokens) is row rows[p] (the paged cache's row index; without it row p).
+ * Query token t sits at position startPos + t and sees positions <= its own. Grouped-query
+ * attention: head h reads kv head floor(h / group) directly from the cache — nothing is copied
+ * per head. Where the rows lie changes no arithmetic: positions are visited in order.
  *
  * This is the plain-TS spec, and it adds in the order llama.cpp's x86 CPU backend does (no
  * flash attention, F32 cache): q.k as ggml_vec_dot_f32 (four 16-lane FMA accumulators per 64
@@ -49,6 +50,15 @@ function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Array, yo:
   return sum;
 }
 
+/** throws unless positions [0, nAll) all have a row (rows[p], or p) among the cache's cacheRows */
+export function checkRows(rows: Int32Array | undefined, nAll: number, cacheRows: number): void {
+  if (rows && rows.length < nAll) throw new Error(`attention: the row index holds ${rows.length} positions, ${nAll} are attended`);
+  for (let j = 0; j < nAll; j++) {
+    const r = rows ? rows[j]! : j;
+    if (!(r >= 0 && r < cacheRows)) throw new Error(`attention: position ${j} maps to row ${r}, outside the cache's ${cacheRows} rows`);
+  }
+}
+
 export function attention(
   out: Float32Array,
   q: Float32Array,
@@ -60,10 +70,15 @@ export function attention(
   nKvHeads: number,
   headDim: number,
   scale: number,
+  rows?: Int32Array,
 ): void {
   const group = nHeads / nKvHeads;
   const kvStride = nKvHeads * headDim;
   const nAll = startPos + nTokens;
+  // first float of each position's row
+  const base = new Float64Array(nAll);
+  checkRows(rows, nAll, Math.floor(Math.min(kCache.length, vCache.length) / kvStride));
+  for (let j = 0; j < nAll; j++) base[j] = (rows ? rows[j]! : j) * kvStride;
   // llama.cpp pads the keys it attends over; padded keys weigh exactly 0, so padding to the
   // next multiple of 64 reproduces its lane layout
   const padded = Math.ceil(nAll / 64) * 64;
@@ -80,7 +95,7 @@ export function attention(
       let max = -Infinity;
       p.fill(-Infinity);
       for (let j = 0; j < nKeys; j++) {
-        const w = f(vecDotF32(kCache, j * kvStride + kvOff, 1, q, qo, 1, headDim, acc) * s);
+        const w = f(vecDotF32(kCache, base[j]! + kvOff, 1, q, qo, 1, headDim, acc) * s);
         p[j] = w;
         if (w > max) max = w;
       }
@@ -102,13 +117,13 @@ export function attention(
           for (let c = 0; c < padded; c += LANES) {
             for (let l = 0; l < LANES; l++) {
               const j = c + l;
-              const v = j < nAll ? vCache[j * kvStride + vo]! : 0;
+              const v = j < nAll ? vCache[base[j]! + vo]! : 0;
               acc[l] = f(v * p[j]! + acc[l]!);
             }
           }
           r = reduce16(acc.subarray(0, LANES));
         } else {
-          for (let j = 0; j < padded; j++) column[j] = j < nAll ? vCache[j * kvStride + vo]! : 0;
+          for (let j = 0; j < padded; j++) column[j] = j < nAll ? vCache[base[j]! + vo]! : 0;
           r = vecDotF32(column, 0, 1, p, 0, 1, padded, acc);
         }
         out[qo + d] = r;

@@ -79,9 +79,9 @@ export function createReferenceBackend(): Backend {
       return new Float32Array(length);
     },
 
-    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale): void {
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
-      attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     },
 
     dispose(): void {

@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import type { Backend } from "../backend.js";
+import { checkRows } from "../ops/attention.js";
 import { createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
@@ -177,20 +178,31 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     freeBlocks.set(bytes, list);
   });
 
-  /** one attention pass: every (token, head) item is one unit of work, taken whole by one thread */
-  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+  /**
+   * One attention pass: every (token, head) item is one unit of work, taken whole by one
+   * thread. The kernel reads K/V rows in place through the row index, copied into scratch
+   * once every row is checked against the cache (a wrong row would read other memory silently).
+   */
+  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
     const items = nTokens * nHeads;
     const floats = items * headDim;
-    ensureScratch(2 * align64(floats * 4));
+    const nAll = startPos + nTokens;
+    ensureScratch(2 * align64(floats * 4) + align64(nAll * 4));
     const qPtr = scratch;
     const oPtr = scratch + align64(floats * 4);
+    const rPtr = oPtr + align64(floats * 4);
     const buffer = arena.buffer;
     new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
+    checkRows(rows, nAll, cacheRows);
+    const rowIndex = new Int32Array(buffer, rPtr, nAll);
+    if (rows) rowIndex.set(rows.subarray(0, nAll));
+    else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = new Int32Array(buffer, ctrl, 64);
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = C.Kind.ATTENTION;
     control[C.W] = kPtr;
     control[C.XS] = vPtr;
+    control[C.XB] = rPtr;
     control[C.XQ] = qPtr;
     control[C.OUT] = oPtr;
     control[C.ROWS] = items;
@@ -260,16 +272,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       return view;
     },
 
-    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale): void {
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
       const kPtr = arena.offsetOf(keys);
       const vPtr = arena.offsetOf(values);
-      const rows = (startPos + nTokens) * nKvHeads * headDim;
-      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || keys.length < rows || values.length < rows) {
-        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      const nAll = startPos + nTokens;
+      const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
+      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
+        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
       }
       if (nTokens === 0) return;
-      attentionPass(out, q, kPtr, vPtr, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      attentionPass(out, q, kPtr, vPtr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
     dispose(): void {

@@ -30,6 +30,7 @@ export const COLS = 52;
 export const N_TOK = 53;
 export const XQ = 54;
 export const XS = 55;
+/** Q8_K block sums; for attention jobs, the row index (i32 per position) */
 export const XB = 56;
 export const OUT = 57;
 export const CHUNK_ROWS = 58;

@@ -20,9 +20,16 @@ export class SharedArena {
     this.buffers.add(this.memory.buffer);
   }
 
-  /** the current buffer (re-read after every allocation: growing replaces it) */
+  /**
+   * The current buffer (re-read after every allocation: growing replaces it). V8 also hands out
+   * a new buffer object for this memory when *another* shared memory of the process grows (a
+   * second backend), so every object seen here is remembered: views made from any of them are
+   * recognised by offsetOf (before, such views silently fell back to the reference kernels).
+   */
   get buffer(): ArrayBufferLike {
-    return this.memory.buffer;
+    const b = this.memory.buffer;
+    this.buffers.add(b);
+    return b;
   }
 
   /** bytes handed out so far */

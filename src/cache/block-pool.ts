@@ -1,0 +1,191 @@
+/**
+ * Paged storage for the K/V rows of any number of sequences (vLLM-style blocks). Per layer one
+ * array of `blocks x blockSize` rows of nKvHeads * headDim floats, allocated where the backend's
+ * attention reads it in place. A row is named by its index in that array: row r of layer l is
+ * keys[l][r * rowSize ...]. Blocks are the unit of allocation and sharing: each sequence holds
+ * one reference to every block its rows sit in, and a block returns to the free list when its
+ * last reference is dropped.
+ *
+ * Sharing needs no copy-on-write of rows: a K/V row never changes once written, so the only
+ * thing two sequences sharing a block could fight over is its free tail. `filled` marks how far
+ * a block has been handed out; a sequence extends in place only when its last row is the last
+ * handed out (nobody else took the next slot), and otherwise starts a fresh block. A forked
+ * sequence therefore reads its parent's rows where they are, the prompt's partially filled last
+ * block included, and the pool copies no rows at all.
+ */
+import { formatBytes } from "../hub/progress.js";
+
+export const DEFAULT_BLOCK_SIZE = 16;
+/** the most bytes of K and V a pool may hold by default, all layers together */
+const MAX_BYTES = 8 * 2 ** 30;
+
+export type Alloc = (length: number) => Float32Array;
+
+export interface KVPoolStats {
+  /** blocks the pool has room for */
+  readonly capacityBlocks: number;
+  /** blocks referenced by at least one sequence */
+  readonly blocksInUse: number;
+  /** the most blocks in use at once */
+  readonly peakBlocksInUse: number;
+  /** rows handed out to sequences */
+  readonly rowsAssigned: number;
+  /** rows written (layer 0 counted; every layer writes the same rows): the only way K/V gets into the pool */
+  readonly rowsWritten: number;
+  /** times the storage was reallocated to hold more blocks */
+  readonly grows: number;
+}
+
+export class KVBlockPool {
+  /** per layer: blocks x blockSize rows of K (values: of V) */
+  readonly keys: Float32Array[] = [];
+  readonly values: Float32Array[] = [];
+  readonly rowSize: number;
+  private readonly refs: number[] = [];
+  /** slots of each block handed out (rows [0, filled) hold some sequence's positions) */
+  private readonly filled: number[] = [];
+  /** free block ids, lowest on top, so a lone sequence gets rows 0, 1, 2, ... (row = position) */
+  private free: number[] = [];
+  private inUse = 0;
+  private peak = 0;
+  private assigned = 0;
+  private grows = 0;
+  /** updated by KVCache.store */
+  rowsWritten = 0;
+
+  constructor(
+    readonly nLayers: number,
+    nKvHeads: number,
+    headDim: number,
+    initialBlocks: number,
+    private readonly alloc: Alloc = (n) => new Float32Array(n),
+    readonly blockSize: number = DEFAULT_BLOCK_SIZE,
+    /** the most bytes of K and V the pool may grow to, all layers together */
+    readonly maxBytes: number = MAX_BYTES,
+  ) {
+    if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`KV block size must be a positive integer, got ${blockSize}`);
+    if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
+    this.rowSize = nKvHeads * headDim;
+    for (let l = 0; l < nLayers; l++) {
+      this.keys.push(new Float32Array(0));
+      this.values.push(new Float32Array(0));
+    }
+    if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(maxBytes)} limit`);
+    this.resize(initialBlocks);
+  }
+
+  get blockCount(): number {
+    return this.refs.length;
+  }
+
+  get byteLength(): number {
+    return this.bytesFor(this.refs.length);
+  }
+
+  get stats(): KVPoolStats {
+    return { capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows };
+  }
+
+  /** the most blocks whose K and V fit in the pool's memory limit */
+  get maxBlocks(): number {
+    return Math.floor(this.maxBytes / this.bytesFor(1));
+  }
+
+  /**
+   * Grows the storage to `blocks` blocks now (capped at the memory limit) when it holds fewer:
+   * a caller that knows how many sequences will share the pool avoids regrowing it mid-way.
+   */
+  reserve(blocks: number): void {
+    const n = Math.min(Math.ceil(blocks), this.maxBlocks);
+    if (n > this.refs.length) {
+      this.resize(n);
+      this.grows++;
+    }
+  }
+
+  /** a fresh block holding one reference; grows the storage (doubling) when none is free */
+  take(): number {
+    if (this.free.length === 0) {
+      const have = this.refs.length;
+      if (have >= this.maxBlocks) {
+        throw new Error(`KV cache pool is full: ${have} blocks of ${this.blockSize} positions (${formatBytes(this.byteLength)}) are in use and the limit is ${formatBytes(this.maxBytes)}; use fewer sequences or beams, or a smaller contextSize`);
+      }
+      this.resize(Math.min(this.maxBlocks, 2 * have));
+      this.grows++;
+    }
+    const b = this.free.pop()!;
+    this.refs[b] = 1;
+    this.filled[b] = 0;
+    this.peak = Math.max(this.peak, ++this.inUse);
+    return b;
+  }
+
+  retain(block: number): void {
+    if (!(this.refs[block]! > 0)) throw new Error(`KV block ${block} is not in use`);
+    this.refs[block]!++;
+  }
+
+  release(block: number): void {
+    if (!(this.refs[block]! > 0)) throw new Error(`KV block ${block} is not in use`);
+    if (--this.refs[block]! === 0) {
+      this.free.push(block);
+      this.inUse--;
+    }
+  }
+
+  references(block: number): number {
+    return this.refs[block] ?? 0;
+  }
+
+  /** hands out the first slot of `block` (just taken) */
+  firstRow(block: number): number {
+    this.filled[block] = 1;
+    this.assigned++;
+    return block * this.blockSize;
+  }
+
+  /** the row after `row` when it is free in the same block (hands it out), else -1 */
+  claimAfter(row: number): number {
+    const b = Math.floor(row / this.blockSize), slot = row - b * this.blockSize;
+    if (slot + 1 >= this.blockSize || this.filled[b] !== slot + 1) return -1;
+    this.filled[b] = slot + 2;
+    this.assigned++;
+    return row + 1;
+  }
+
+  /**
+   * Gives back the slots after `row` in its block; only the sole holder of a block may (a
+   * sharer may be reading them). Lets a truncated sequence extend in place again.
+   */
+  unclaimAfter(row: number): void {
+    const b = Math.floor(row / this.blockSize);
+    if (this.refs[b] === 1) this.filled[b] = row - b * this.blockSize + 1;
+  }
+
+  private bytesFor(blocks: number): number {
+    return this.nLayers * 2 * blocks * this.blockSize * this.rowSize * 4;
+  }
+
+  /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far */
+  private resize(blocks: number): void {
+    const have = this.refs.length;
+    const floats = blocks * this.blockSize * this.rowSize;
+    for (let l = 0; l < this.nLayers; l++) {
+      const k = this.alloc(floats), v = this.alloc(floats);
+      k.set(this.keys[l]!);
+      v.set(this.values[l]!);
+      this.keys[l] = k;
+      this.values[l] = v;
+    }
+    // the new ids go under the existing free ones (all lower), lowest on top
+    const added: number[] = [];
+    for (let b = have; b < blocks; b++) {
+      this.refs.push(0);
+      this.filled.push(0);
+      added.push(b);
+    }
+    added.reverse();
+    this.free = added.concat(this.free);
+  }
+}
+

@@ -1,0 +1,249 @@
+import assert from "node:assert/strict";
+import { before, test } from "node:test";
+import { KVBlockPool } from "../src/cache/block-pool.js";
+import { KVCache } from "../src/cache/kv-cache.js";
+import { beamSearch } from "../src/generation/beam.js";
+import { loadModel } from "../src/index.js";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+// @ts-expect-error: plain JS build script
+import { ensureWasm } from "../scripts/build-wasm.mjs";
+
+before(() => ensureWasm());
+
+const MODEL = "models/stories260K.gguf";
+const BS = 16;
+
+/** K and V rows whose every float names its position, layer and kind, so a misplaced row shows */
+function rowsFor(pos: number, n: number, rowSize: number, layer: number, kind: 0 | 1): Float32Array {
+  return Float32Array.from({ length: n * rowSize }, (_, i) => (pos + Math.floor(i / rowSize)) * 1000 + layer * 10 + kind + (i % rowSize) / 100);
+}
+
+/** appends n positions to a cache the way a forward pass does: reserve, store every layer, advance */
+function append(c: KVCache, n: number): void {
+  c.ensureRoom(n);
+  for (let l = 0; l < c.nLayers; l++) c.store(l, c.length, rowsFor(c.length, n, c.rowSize, l, 0), rowsFor(c.length, n, c.rowSize, l, 1), n);
+  c.length += n;
+}
+
+/** every position of the cache reads back the row written for it (through the row index) */
+function assertReadsBack(c: KVCache, what: string): void {
+  for (let l = 0; l < c.nLayers; l++) {
+    for (let p = 0; p < c.length; p++) {
+      const r = c.rows[p]! * c.rowSize;
+      assert.deepEqual(c.keys[l]!.subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 0), `${what}: K of position ${p}, layer ${l}`);
+      assert.deepEqual(c.values[l]!.subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 1), `${what}: V of position ${p}, layer ${l}`);
+    }
+  }
+}
+
+test("a lone sequence gets rows 0, 1, 2, ... (contiguous, as before paging) and never grows its pool", () => {
+  const c = new KVCache(2, 2, 4, 100);
+  append(c, 37);
+  for (let i = 0; i < 20; i++) append(c, 1);
+  assert.deepEqual(Array.from(c.rows.subarray(0, c.length)), Array.from({ length: 57 }, (_, i) => i));
+  assert.equal(c.pool.blockCount, Math.ceil(100 / BS));
+  assert.equal(c.pool.stats.grows, 0);
+  assertReadsBack(c, "lone");
+});
+
+test("fork shares every row (blocks referenced twice, nothing written); each side then appends into its own rows", () => {
+  const parent = new KVCache(3, 1, 8, 64);
+  append(parent, 40); // 2.5 blocks: the third is partially filled
+  const before = parent.pool.stats;
+  const child = parent.fork();
+  assert.equal(child.length, 40);
+  assert.deepEqual(child.rows.subarray(0, 40), parent.rows.subarray(0, 40));
+  for (let b = 0; b < 3; b++) assert.equal(parent.pool.references(b), 2, `block ${b}`);
+  assert.equal(parent.pool.stats.blocksInUse, before.blocksInUse);
+  assert.equal(parent.pool.stats.rowsWritten, 40);
+
+  // the parent extends in place into the shared partial block; the child cannot take the
+  // same slot and starts a fresh block; the 40 shared rows stay where they are
+  append(parent, 1);
+  append(child, 1);
+  assert.equal(parent.rows[40], 40);
+  assert.equal(child.rows[40], 3 * BS);
+  assert.deepEqual(child.rows.subarray(0, 40), parent.rows.subarray(0, 40));
+  // different tokens: overwrite position 40 of the child with its own values
+  for (let l = 0; l < 3; l++) child.store(l, 40, new Float32Array(8).fill(-l - 1), new Float32Array(8).fill(l + 1), 1);
+  assert.equal(parent.keys[0]![40 * 8], 40000, "the parent's row 40 is untouched by the child's write");
+  assert.equal(child.keys[0]![3 * BS * 8], -1);
+  // one row per appended position, for either side: no row was copied
+  assert.equal(parent.pool.stats.rowsWritten, 40 + 1 + 1 + 1);
+  assert.equal(parent.pool.stats.rowsAssigned, 42);
+  assertReadsBack(parent, "parent");
+});
+
+test("the child's later appends fill its fresh block in place; the grandchild of a fork shares both generations", () => {
+  const a = new KVCache(1, 1, 4, 200);
+  append(a, 20);
+  const b = a.fork();
+  append(a, 5);
+  append(b, 5);
+  const c = b.fork();
+  append(b, 30);
+  append(c, 3);
+  for (const [s, name] of [[a, "a"], [b, "b"], [c, "c"]] as const) assertReadsBack(s, name);
+  assert.deepEqual(c.rows.subarray(0, 25), b.rows.subarray(0, 25));
+  assert.deepEqual(b.rows.subarray(0, 20), a.rows.subarray(0, 20));
+  // b's 5 + 30 new positions run on in consecutive rows across its own blocks' slots
+  assert.equal(b.rows[21]! - b.rows[20]!, 1);
+  assert.equal(a.pool.stats.rowsWritten, 20 + 5 + 5 + 30 + 3);
+});
+
+test("free and truncate drop references; a block returns to the pool with its last reference", () => {
+  const a = new KVCache(1, 2, 2, 128);
+  const pool = a.pool;
+  append(a, 40);
+  const b = a.fork();
+  append(b, 10); // b: 3 shared blocks + 1 own
+  assert.equal(pool.stats.blocksInUse, 4);
+  assert.equal(b.blockCount, 4);
+  a.free();
+  assert.equal(a.length, 0);
+  assert.equal(pool.stats.blocksInUse, 4, "b still holds the shared blocks");
+  for (let blk = 0; blk < 3; blk++) assert.equal(pool.references(blk), 1);
+  assertReadsBack(b, "b after a is freed");
+  b.truncate(33); // keeps blocks 0..2 (position 32 is in block 2), drops its own
+  assert.equal(pool.stats.blocksInUse, 3);
+  // now the sole holder of block 2, it extends in place again
+  append(b, 1);
+  assert.equal(b.rows[33], 33);
+  b.free();
+  assert.equal(pool.stats.blocksInUse, 0);
+  // the cache is usable again, and a freed block is handed out again, lowest first
+  append(b, 3);
+  assert.deepEqual(Array.from(b.rows.subarray(0, 3)), [0, 1, 2]);
+  assertReadsBack(b, "reused");
+});
+
+test("a shared pool grows (doubling) when forks need more blocks, keeping every row", () => {
+  const a = new KVCache(2, 1, 4, 16); // one block
+  append(a, 10);
+  const forks = [a.fork(), a.fork(), a.fork()];
+  forks.forEach((f) => append(f, 6));
+  append(a, 6);
+  assert.ok(a.pool.stats.grows >= 2, `grew ${a.pool.stats.grows} times`);
+  assert.equal(a.pool.blockCount, 4);
+  for (const s of [a, ...forks]) assertReadsBack(s, "after growth");
+});
+
+test("errors: full context, rows not reserved, truncating past the end, a pool at its memory limit", () => {
+  const c = new KVCache(1, 1, 4, 20);
+  append(c, 18);
+  assert.throws(() => c.ensureRoom(3), /context is full: 18 tokens cached \+ 3 new > contextSize 20/);
+  assert.throws(() => (c.length = 19), /KV cache length 19 is outside the 18 positions that have rows \(call ensureRoom first\)/);
+  assert.throws(() => c.store(0, 18, new Float32Array(4), new Float32Array(4), 1), /positions \[18, 19\) have no rows/);
+  assert.throws(() => c.truncate(19), /cannot truncate the KV cache to 19: it holds 18 positions/);
+  assert.throws(() => new KVCache(1, 1, 4, 0), /contextSize must be a positive integer, got 0/);
+  assert.throws(() => new KVCache(64, 64, 128, 2 ** 22), /KV cache for contextSize 4194304 needs 16384\.0 GiB; choose a smaller contextSize/);
+  // a pool allowed two blocks: the third one is refused with the sizes involved
+  const blockBytes = 1 * 2 * BS * 4 * 4;
+  const pool = new KVBlockPool(1, 1, 4, 1, undefined, BS, 2 * blockBytes);
+  const s = new KVCache(1, 1, 4, 100, pool);
+  append(s, 32);
+  assert.throws(() => append(s, 1), /KV cache pool is full: 2 blocks of 16 positions \(1\.0 kB\) are in use and the limit is 1\.0 kB; use fewer sequences or beams, or a smaller contextSize/);
+  assert.equal(s.length, 32);
+  assert.throws(() => new KVBlockPool(1, 1, 4, 3, undefined, BS, 2 * blockBytes), /KV block pool: 3 blocks need 1\.5 kB, over the 1\.0 kB limit/);
+});
+
+/** deterministic pseudo-random floats in [-2, 2) */
+function filled(n: number, seed: number): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32) * 4 - 2;
+  });
+}
+
+test("attention through a scattered row index gives the same bits as the contiguous rows (reference and wasm)", async () => {
+  const backends = [createReferenceBackend(), await createWasmBackend({ threads: 1 }), await createWasmBackend({ threads: 2 })];
+  try {
+    for (const c of [{ nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 37, nTokens: 1 }, { nHeads: 4, nKvHeads: 2, headDim: 8, startPos: 11, nTokens: 6 }, { nHeads: 4, nKvHeads: 4, headDim: 32, startPos: 70, nTokens: 1 }]) {
+      const nAll = c.startPos + c.nTokens, rowSize = c.nKvHeads * c.headDim, poolRows = 3 * nAll;
+      const k = filled(nAll * rowSize, 2), v = filled(nAll * rowSize, 3), q = filled(c.nTokens * c.nHeads * c.headDim, 1);
+      // position p goes to row (p * 7 + 5) mod poolRows: scattered, in no order (poolRows is not a multiple of 7)
+      const rows = Int32Array.from({ length: nAll }, (_, p) => (p * 7 + 5) % poolRows);
+      assert.equal(new Set(rows).size, nAll);
+      for (const be of backends) {
+        const kc = be.allocActivations(nAll * rowSize), vc = be.allocActivations(nAll * rowSize);
+        kc.set(k);
+        vc.set(v);
+        const ks = be.allocActivations(poolRows * rowSize).fill(NaN), vs = be.allocActivations(poolRows * rowSize).fill(NaN);
+        rows.forEach((r, p) => {
+          ks.set(k.subarray(p * rowSize, (p + 1) * rowSize), r * rowSize);
+          vs.set(v.subarray(p * rowSize, (p + 1) * rowSize), r * rowSize);
+        });
+        const scale = 1 / Math.sqrt(c.headDim);
+        const contiguous = new Float32Array(q.length), scattered = new Float32Array(q.length);
+        be.attention(contiguous, q, kc, vc, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale);
+        be.attention(scattered, q, ks, vs, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
+        assert.ok(contiguous.every(Number.isFinite));
+        assert.deepEqual(scattered, contiguous, `${be.name} (${be.threads} threads) ${JSON.stringify(c)}`);
+        const bad = rows.slice();
+        bad[3] = poolRows;
+        assert.throws(() => be.attention(scattered, q, ks, vs, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, bad), new RegExp(`position 3 maps to row ${poolRows}, outside the cache's ${poolRows} rows`));
+        assert.throws(() => be.attention(scattered, q, ks, vs, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows.subarray(0, nAll - 1)), /the row index holds \d+ positions, \d+ are attended/);
+      }
+    }
+  } finally {
+    for (const be of backends) be.dispose();
+  }
+});
+
+const skip = skipWithoutShared(MODEL);
+
+for (const backend of ["reference", "wasm"] as const) {
+  test(`stories260K (${backend}): sequences forked from one prefilled prompt decode exactly as solo sequences`, { skip }, async () => {
+    const model = await loadModel(sharedFile(MODEL)!, { backend });
+    try {
+      const lm = model.languageModel;
+      const prompt = Array.from({ length: 40 }, (_, i) => (i === 0 ? 1 : 260 + ((i * 37) % 200)));
+      const continuations = [[300, 301, 302, 303], [300, 410, 411, 412], [417, 418, 300, 301]];
+      const root = lm.createCache(64);
+      lm.forward(prompt, root);
+      const caches = continuations.map((_, i) => (i === 0 ? root : root.fork()));
+      const forked: Float32Array[][] = continuations.map(() => []);
+      // one token of every sequence per batched pass, as beam search decodes
+      for (let s = 0; s < 4; s++) {
+        const logits = lm.forwardBatch(continuations.map((toks, i) => ({ tokens: [toks[s]!], cache: caches[i]! })));
+        logits.forEach((l, i) => forked[i]!.push(l));
+      }
+      assert.equal(root.pool.stats.rowsWritten, 40 + 3 * 4, "one row per computed token: the prompt once, nothing copied");
+      continuations.forEach((toks, i) => {
+        const solo = lm.createCache(64);
+        lm.forward(prompt, solo);
+        toks.forEach((t, s) => assert.deepEqual(Array.from(lm.forward([t], solo)), Array.from(forked[i]![s]!), `sequence ${i}, step ${s}`));
+      });
+    } finally {
+      model.dispose();
+    }
+  });
+}
+
+test("stories260K: 4 beams over a 40-token prompt write the prompt's rows once and copy none", { skip }, async (t) => {
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "reference" });
+  try {
+    const lm = model.languageModel;
+    const prompt = model.tokenizer.encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her little dog. One day, they found a big red ball", { addSpecialTokens: true });
+    const P = 40;
+    assert.ok(prompt.length >= P, `the prompt has ${prompt.length} tokens`);
+    const r = beamSearch(lm, prompt.slice(0, P), { numBeams: 4, maxTokens: 12, endIds: new Set() });
+    const { kv, decodeSteps, decodePasses, forks } = r.stats;
+    // structural expectation: the prompt's 40 rows once, then one row per beam-token decoded.
+    // 12 steps: each of the first 11 ends with one pass decoding the 4 new beams' tokens; the
+    // last step's candidates close the search without a pass
+    assert.equal(decodePasses, 11);
+    assert.equal(decodeSteps, 4 * 11);
+    assert.equal(kv.rowsWritten, P + decodeSteps);
+    assert.equal(kv.rowsAssigned, P + decodeSteps);
+    assert.ok(forks >= 3, `${forks} forks`);
+    // copying each beam's prompt (as before paging) would need 4 x 4 blocks for 52 positions
+    assert.ok(kv.peakBlocksInUse < 4 * Math.ceil((P + 12) / BS), `peak ${kv.peakBlocksInUse} blocks`);
+    t.diagnostic(`${forks} forks, ${kv.rowsWritten} rows written, peak ${kv.peakBlocksInUse} blocks of ${BS} (copying each beam's cache: ${4 * Math.ceil((P + 12) / BS)})`);
+  } finally {
+    model.dispose();
+  }
+});
