@@ -10,6 +10,8 @@ import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0 } from "./q8";
 import { matQ4_K, matQ6_K } from "./kquant";
 import { attend } from "./attention";
+import { attendGgml } from "./attention-ggml";
+export { attendGgmlScratchBytes, maddIsFused } from "./attention-ggml";
 
 const NEXT: usize = 128;
 const KIND: usize = 192;
@@ -29,6 +31,11 @@ const START_POS: usize = 240;
 const N_HEADS: usize = 244;
 const N_KV_HEADS: usize = 248;
 const SCALE: usize = 252;
+// per-thread scratch for jobs that need their own (exact attention): a slot index taken once
+// per job, the slots' base and the bytes of one slot
+const SLOT: usize = 132;
+const SLOT_BASE: usize = 136;
+const SLOT_BYTES: usize = 140;
 
 /** first byte the host may use: everything below belongs to this module's static data */
 export function heapBase(): usize {
@@ -49,6 +56,8 @@ export function work(ctrl: usize): void {
   const out = load<usize>(ctrl + OUT);
   const chunkRows = load<i32>(ctrl + CHUNK_ROWS);
   const nChunks = load<i32>(ctrl + N_CHUNKS);
+  // the exact attention keeps a score row and accumulators per thread: scratch slot of its own
+  const scratch = kind == 11 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
   while (true) {
     const c = atomic.add<i32>(ctrl + NEXT, 1);
     if (c >= nChunks) break;
@@ -69,6 +78,8 @@ export function work(ctrl: usize): void {
       case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
       case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
       case 10: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
+      case 11: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
       default: unreachable();
     }
   }

@@ -20,6 +20,12 @@ export const DONE = 16;
 export const MAIN_WAITING = 17;
 /** next row chunk to take (atomic.add in work()) */
 export const NEXT = 32;
+/** next per-thread scratch slot (atomic.add once per job in work(), exact attention only) */
+export const SLOT = 33;
+/** byte address of slot 0 */
+export const SLOT_BASE = 34;
+/** bytes per slot */
+export const SLOT_BYTES = 35;
 
 // the job, read by work()
 export const KIND = 48;
@@ -57,6 +63,8 @@ export enum Kind {
   /** activation rows to Q8_K, likewise */
   QUANTIZE_Q8_K = 9,
   Q5_0 = 10,
+  /** attention in llama.cpp's order (relaxed build only): ATTENTION's words + N_TOK, SLOT_* */
+  ATTENTION_EXACT = 11,
 }
 
 /**

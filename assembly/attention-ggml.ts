@@ -1,0 +1,207 @@
+// Causal attention in llama.cpp's order (x86 CPU backend, no flash attention, F32 cache), bit
+// for bit as the reference (src/kernels/ops/attention.ts): q.k as ggml_vec_dot_f32 (four
+// 16-lane fused multiply-add accumulators per 64 elements, then a tree sum), softmax with
+// ggml_v_expf over 16-lane chunks whose sums add in f64, and the weighted values as tinyBLAS
+// (batches: one 16-lane accumulator over the positions) or ggml_vec_dot_f32 (one token). Its
+// fused multiply-adds are Relaxed SIMD's f32x4.relaxed_madd, fused on x86 CPUs with FMA: so this
+// kernel exists only in the relaxed build, and the host uses it only where the runtime fuses.
+// Unlike attention.ts (online softmax) it keeps one row of scores per item, O(context) floats
+// of per-thread scratch. headDim must be a multiple of 4 (the host checks).
+
+// @ts-ignore: decorator
+@inline function fma(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+  unreachable();
+  return a;
+}
+
+/** the reference's reduce16 (_mm512_reduce_add_ps): lanes 0..15 held as four vectors */
+// @ts-ignore: decorator
+@inline function reduce16(a0: v128, a1: v128, a2: v128, a3: v128): f32 {
+  const b = f32x4.add(f32x4.add(a3, a1), f32x4.add(a2, a0));
+  return (f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3));
+}
+
+/** ggml_vec_dot_f32 of n floats at x and y */
+// @ts-ignore: decorator
+@inline function vecDot(x: usize, y: usize, n: i32): f32 {
+  const np = n & ~63;
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
+  let c0 = z, c1 = z, c2 = z, c3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
+  for (let o: usize = 0; o < (<usize>np << 2); o += 256) {
+    const xp = x + o, yp = y + o;
+    a0 = fma(v128.load(xp), v128.load(yp), a0);
+    a1 = fma(v128.load(xp, 16), v128.load(yp, 16), a1);
+    a2 = fma(v128.load(xp, 32), v128.load(yp, 32), a2);
+    a3 = fma(v128.load(xp, 48), v128.load(yp, 48), a3);
+    b0 = fma(v128.load(xp, 64), v128.load(yp, 64), b0);
+    b1 = fma(v128.load(xp, 80), v128.load(yp, 80), b1);
+    b2 = fma(v128.load(xp, 96), v128.load(yp, 96), b2);
+    b3 = fma(v128.load(xp, 112), v128.load(yp, 112), b3);
+    c0 = fma(v128.load(xp, 128), v128.load(yp, 128), c0);
+    c1 = fma(v128.load(xp, 144), v128.load(yp, 144), c1);
+    c2 = fma(v128.load(xp, 160), v128.load(yp, 160), c2);
+    c3 = fma(v128.load(xp, 176), v128.load(yp, 176), c3);
+    d0 = fma(v128.load(xp, 192), v128.load(yp, 192), d0);
+    d1 = fma(v128.load(xp, 208), v128.load(yp, 208), d1);
+    d2 = fma(v128.load(xp, 224), v128.load(yp, 224), d2);
+    d3 = fma(v128.load(xp, 240), v128.load(yp, 240), d3);
+  }
+  let sum: f32 = 0;
+  if (np > 0) {
+    // accumulator 0 += 2, 1 += 3, then 0 += 1
+    a0 = f32x4.add(f32x4.add(a0, c0), f32x4.add(b0, d0));
+    a1 = f32x4.add(f32x4.add(a1, c1), f32x4.add(b1, d1));
+    a2 = f32x4.add(f32x4.add(a2, c2), f32x4.add(b2, d2));
+    a3 = f32x4.add(f32x4.add(a3, c3), f32x4.add(b3, d3));
+    sum = reduce16(a0, a1, a2, a3);
+  }
+  for (let i = np; i < n; i++) sum += load<f32>(x + (<usize>i << 2)) * load<f32>(y + (<usize>i << 2));
+  return sum;
+}
+
+/** ggml_v_expf on four lanes, as expfGgml in src/kernels/ops/activations.ts */
+// @ts-ignore: decorator
+@inline function expGgml(x: v128): v128 {
+  const z = fma(x, f32x4.splat(<f32>1.4426950216293335), f32x4.splat(<f32>12582912));
+  const n = f32x4.sub(z, f32x4.splat(<f32>12582912));
+  const negN = f32x4.neg(n);
+  const b = fma(negN, f32x4.splat(<f32>1.428606765330187e-6), fma(negN, f32x4.splat(<f32>0.693145751953125), x));
+  const u = f32x4.mul(b, b);
+  const j = fma(
+    fma(fma(f32x4.splat(<f32>0.008247390389442444), b, f32x4.splat(<f32>0.04189976677298546)), u, fma(f32x4.splat(<f32>0.16668395698070526), b, f32x4.splat(<f32>0.4999912679195404))),
+    u,
+    fma(f32x4.splat(<f32>0.9999994039535522), b, f32x4.splat(<f32>1)),
+  );
+  const ni = i32x4.trunc_sat_f32x4_s(n);
+  if (i32x4.all_true(v128.and(i32x4.ge_s(ni, i32x4.splat(-126)), i32x4.le_s(ni, i32x4.splat(127))))) {
+    // 2^n is a normal float: one exact scaling, rounded once like the f64 product
+    return f32x4.mul(j, i32x4.shl(i32x4.add(ni, i32x4.splat(127)), 23));
+  }
+  let r = f32x4.splat(0);
+  r = f32x4.replace_lane(r, 0, scale2(f32x4.extract_lane(j, 0), f32x4.extract_lane(n, 0)));
+  r = f32x4.replace_lane(r, 1, scale2(f32x4.extract_lane(j, 1), f32x4.extract_lane(n, 1)));
+  r = f32x4.replace_lane(r, 2, scale2(f32x4.extract_lane(j, 2), f32x4.extract_lane(n, 2)));
+  return f32x4.replace_lane(r, 3, scale2(f32x4.extract_lane(j, 3), f32x4.extract_lane(n, 3)));
+}
+
+/** j * 2^n rounded once to f32, for any n (results that underflow or overflow f32) */
+function scale2(j: f32, n: f32): f32 {
+  if (Mathf.abs(n) > 192) return n > 0 ? Infinity : 0;
+  const n64 = <i64>n;
+  return <f32>(<f64>j * reinterpret<f64>((n64 + 1023) << 52));
+}
+
+/** byte offset of position j's row (rows: the paged cache's row index, i32 per position) */
+// @ts-ignore: decorator
+@inline function rowAt(rows: usize, j: i32, kvStride: usize): usize {
+  return (<usize>load<i32>(rows + ((<usize>j) << 2))) * kvStride;
+}
+
+/** per-thread scratch bytes: the score row and the value accumulators */
+export function attendGgmlScratchBytes(nAll: i32, headDim: i32): usize {
+  const padded = (nAll + 63) & ~63;
+  return ((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2);
+}
+
+/**
+ * Items [i0, i1) of the job (item = t * nHeads + h), as attend() in attention.ts, for a batch of
+ * nTok query tokens; `scratch` holds attendGgmlScratchBytes(startPos + nTok, headDim) bytes of
+ * this thread's own.
+ */
+export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize): void {
+  const group = nHeads / nKvHeads;
+  const kvStride = (<usize>(nKvHeads * headDim)) << 2;
+  const rowBytes = (<usize>headDim) << 2;
+  const nAll = startPos + nTok;
+  const padded = (nAll + 63) & ~63;
+  const p = scratch;
+  const acc = scratch + ((<usize>padded) << 2);
+  const batch = nTok >= 2;
+  const nAcc: usize = batch ? 16 : 64;
+  const zero = f32x4.splat(0);
+  for (let item = i0; item < i1; item++) {
+    const t = item / nHeads;
+    const h = item % nHeads;
+    const qp = q + (<usize>item) * rowBytes;
+    const op = out + (<usize>item) * rowBytes;
+    const kvOff = (<usize>(h / group)) * rowBytes;
+    const nKeys = startPos + t + 1;
+    // scores, scaled; masked and padded positions -inf
+    let m: f32 = -Infinity;
+    for (let j = 0; j < nKeys; j++) {
+      const s = vecDot(k + rowAt(rows, j, kvStride) + kvOff, qp, headDim) * scale;
+      store<f32>(p + ((<usize>j) << 2), s);
+      m = max<f32>(m, s);
+    }
+    for (let j = nKeys; j < padded; j++) store<f32>(p + ((<usize>j) << 2), -Infinity);
+    // softmax: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64
+    const mv = f32x4.splat(m);
+    let sum: f64 = 0;
+    // chunks wholly past the last unmasked key are e^-inf = 0 and add 0 to the sum
+    const live = (<usize>((nKeys + 15) & ~15)) << 2;
+    for (let c: usize = live; c < (<usize>padded << 2); c += 16) v128.store(p + c, zero);
+    for (let c: usize = 0; c < live; c += 64) {
+      const e0 = expGgml(f32x4.sub(v128.load(p + c), mv));
+      const e1 = expGgml(f32x4.sub(v128.load(p + c, 16), mv));
+      const e2 = expGgml(f32x4.sub(v128.load(p + c, 32), mv));
+      const e3 = expGgml(f32x4.sub(v128.load(p + c, 48), mv));
+      v128.store(p + c, e0);
+      v128.store(p + c, e1, 16);
+      v128.store(p + c, e2, 32);
+      v128.store(p + c, e3, 48);
+      sum += <f64>reduce16(e0, e1, e2, e3);
+    }
+    const inv = f32x4.splat(<f32>(1 / sum));
+    for (let c: usize = 0; c < (<usize>padded << 2); c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
+    // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
+    // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
+    // vec_dot's four accumulators); positions past the cache add 0 * 0 as the reference does
+    memory.fill(acc, 0, nAcc * rowBytes);
+    for (let j = 0; j < padded; j++) {
+      const pj = v128.load32_splat(p + ((<usize>j) << 2));
+      const a = acc + ((<usize>j) & (nAcc - 1)) * rowBytes;
+      if (j < nAll) {
+        const vp = v + rowAt(rows, j, kvStride) + kvOff;
+        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(a + d, fma(v128.load(vp + d), pj, v128.load(a + d)));
+      } else {
+        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(a + d, fma(zero, pj, v128.load(a + d)));
+      }
+    }
+    if (!batch) {
+      // vec_dot's accumulators: 0 += 2, 1 += 3, then 0 += 1, leaving 16 lanes
+      for (let l: usize = 0; l < 16; l++) {
+        const a0 = acc + l * rowBytes, a1 = a0 + 16 * rowBytes, a2 = a0 + 32 * rowBytes, a3 = a0 + 48 * rowBytes;
+        for (let d: usize = 0; d < rowBytes; d += 16) {
+          v128.store(a0 + d, f32x4.add(f32x4.add(v128.load(a0 + d), v128.load(a2 + d)), f32x4.add(v128.load(a1 + d), v128.load(a3 + d))));
+        }
+      }
+    }
+    // the 16 lanes' tree sum, per dimension
+    for (let d: usize = 0; d < rowBytes; d += 16) {
+      const l = acc + d;
+      const r0 = f32x4.add(v128.load(l + 8 * rowBytes), v128.load(l));
+      const r1 = f32x4.add(v128.load(l + 9 * rowBytes), v128.load(l + rowBytes));
+      const r2 = f32x4.add(v128.load(l + 10 * rowBytes), v128.load(l + 2 * rowBytes));
+      const r3 = f32x4.add(v128.load(l + 11 * rowBytes), v128.load(l + 3 * rowBytes));
+      const r4 = f32x4.add(v128.load(l + 12 * rowBytes), v128.load(l + 4 * rowBytes));
+      const r5 = f32x4.add(v128.load(l + 13 * rowBytes), v128.load(l + 5 * rowBytes));
+      const r6 = f32x4.add(v128.load(l + 14 * rowBytes), v128.load(l + 6 * rowBytes));
+      const r7 = f32x4.add(v128.load(l + 15 * rowBytes), v128.load(l + 7 * rowBytes));
+      const s0 = f32x4.add(r4, r0), s1 = f32x4.add(r5, r1), s2 = f32x4.add(r6, r2), s3 = f32x4.add(r7, r3);
+      v128.store(op + d, f32x4.add(f32x4.add(s0, s2), f32x4.add(s1, s3)));
+    }
+  }
+}
+
+/**
+ * 1 where f32x4.relaxed_madd rounds once (a hardware FMA), so the kernels above reproduce
+ * llama.cpp's bits; 0 where the runtime multiplies and adds separately.
+ */
+export function maddIsFused(): i32 {
+  if (!ASC_FEATURE_RELAXED_SIMD) return 0;
+  // (1 + 2^-12)^2 - (1 + 2^-11) = 2^-24 exactly, but 0 after rounding the product to f32
+  const a = f32x4.splat(<f32>1.000244140625);
+  return f32x4.extract_lane(fma(a, a, f32x4.splat(<f32>-1.00048828125)), 0) != 0 ? 1 : 0;
+}

@@ -1,0 +1,129 @@
+// Q8_0 weights x Q8_0 activations in llama.cpp's x86 order (ggml_vec_dot_q8_0_q8_0 with
+// AVX2/AVX-512, tinyBLAS_Q0_AVX for batches), bit for bit as the reference dotQ8_0
+// (src/kernels/reference/dot-q8_0.ts): per block, eight int32 lanes each holding the products of
+// four neighbouring weights, each lane accumulated in f32 with a fused multiply-add by the
+// product of the two scales, then the lanes added pairwise. Relaxed SIMD gives both pieces:
+// i16x8.relaxed_dot_i8x16_i7x16_s and a pairwise add sum exactly those four products per lane
+// (exact for a 7-bit second operand), f32x4.relaxed_madd fuses on x86 CPUs with FMA — so this kernel exists
+// only in the relaxed build, used only where the runtime fuses.
+//
+// Activations are packed once per matmul (packQ8_0Exact) as |a| (7 bits: quantizeRowQ8_0 never
+// writes -128) and the sign mask m of a, both in natural order; a weight w then enters as
+// (w ^ m) - m = w * sign(a), exact unless w = -128 (the host keeps such tensors off this kernel).
+// Packed block (64 bytes, in place of the 32 int16 activations): |a| 0..15, |a| 16..31,
+// mask 0..15, mask 16..31.
+import { f16 } from "./half";
+
+// @ts-ignore: decorator
+@inline function fma(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+  unreachable();
+  return a;
+}
+
+/** exact int32 lanes: lane i = sum of w[4i..4i+3] * x[4i..4i+3] (x in 0..127) */
+// @ts-ignore: decorator
+@inline function dot4(w: v128, x: v128): v128 {
+  // (not i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator: Node 20's V8 returned
+  // twice the dot for it in some register assignments; pairs of products fit int16 exactly)
+  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.extadd_pairwise_i16x8_s(i16x8.relaxed_dot_i8x16_i7x16_s(w, x));
+  unreachable();
+  return w;
+}
+
+/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into the packed layout above */
+export function packQ8_0Exact(q: usize, nBlocks: i32): void {
+  for (let b = 0; b < nBlocks; b++) {
+    const p = q + (<usize>b << 6);
+    const lo = i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16));
+    const hi = i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48));
+    v128.store(p, i8x16.abs(lo));
+    v128.store(p, i8x16.abs(hi), 16);
+    v128.store(p, i8x16.shr_s(lo, 7), 32);
+    v128.store(p, i8x16.shr_s(hi, 7), 48);
+  }
+}
+
+/** the eight lanes' sum, as ggml's hsum_float_8: (k + k+4), then (0 + 2, 1 + 3), then the two */
+// @ts-ignore: decorator
+@inline function hsum8(lo: v128, hi: v128): f32 {
+  const r = f32x4.add(hi, lo);
+  return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
+}
+
+/** weights (lo: 0..15, hi: 16..31) of one block against one token's packed block at x */
+// @ts-ignore: decorator
+@inline function lanesLo(wlo: v128, x: usize): v128 {
+  const m = v128.load(x, 32);
+  return f32x4.convert_i32x4_s(dot4(i8x16.sub(v128.xor(wlo, m), m), v128.load(x)));
+}
+// @ts-ignore: decorator
+@inline function lanesHi(whi: v128, x: usize): v128 {
+  const m = v128.load(x, 48);
+  return f32x4.convert_i32x4_s(dot4(i8x16.sub(v128.xor(whi, m), m), v128.load(x, 16)));
+}
+
+/** one row against four tokens (t .. t+3): each weight block is loaded once for the four */
+// @ts-ignore: decorator
+@inline function row4(p0: usize, nb: i32, x: usize, xStride: usize, s: usize, sStride: usize, out: usize, outStride: usize): void {
+  const z = f32x4.splat(0);
+  let l0 = z, h0 = z, l1 = z, h1 = z, l2 = z, h2 = z, l3 = z, h3 = z;
+  let p = p0, xb = x, sb = s;
+  for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
+    const wlo = v128.load(p, 2);
+    const whi = v128.load(p, 18);
+    const dw = f16(load<u16>(p));
+    let d = f32x4.splat(dw * load<f32>(sb));
+    l0 = fma(lanesLo(wlo, xb), d, l0);
+    h0 = fma(lanesHi(whi, xb), d, h0);
+    d = f32x4.splat(dw * load<f32>(sb + sStride));
+    l1 = fma(lanesLo(wlo, xb + xStride), d, l1);
+    h1 = fma(lanesHi(whi, xb + xStride), d, h1);
+    d = f32x4.splat(dw * load<f32>(sb + 2 * sStride));
+    l2 = fma(lanesLo(wlo, xb + 2 * xStride), d, l2);
+    h2 = fma(lanesHi(whi, xb + 2 * xStride), d, h2);
+    d = f32x4.splat(dw * load<f32>(sb + 3 * sStride));
+    l3 = fma(lanesLo(wlo, xb + 3 * xStride), d, l3);
+    h3 = fma(lanesHi(whi, xb + 3 * xStride), d, h3);
+  }
+  store<f32>(out, hsum8(l0, h0));
+  store<f32>(out + outStride, hsum8(l1, h1));
+  store<f32>(out + 2 * outStride, hsum8(l2, h2));
+  store<f32>(out + 3 * outStride, hsum8(l3, h3));
+}
+
+/** one row against one token */
+// @ts-ignore: decorator
+@inline function row1(p0: usize, nb: i32, x: usize, s: usize): f32 {
+  let lo = f32x4.splat(0), hi = f32x4.splat(0);
+  let p = p0, xb = x, sb = s;
+  for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
+    const d = f32x4.splat(f16(load<u16>(p)) * load<f32>(sb));
+    lo = fma(lanesLo(v128.load(p, 2), xb), d, lo);
+    hi = fma(lanesHi(v128.load(p, 18), xb), d, hi);
+  }
+  return hsum8(lo, hi);
+}
+
+/**
+ * Rows [r0, r1) of out[t * rows + r] for every token t. Tokens go four at a time over all the
+ * chunk's rows (those rows stay in cache while four tokens' activations sit in L1); decode
+ * (one token) streams the rows one after another.
+ */
+export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  const nb = cols >> 5;
+  const xStride = (<usize>cols) << 1;
+  const sStride = (<usize>nb) << 2;
+  const outStride = (<usize>rows) << 2;
+  let t = 0;
+  for (; t + 4 <= nTok; t += 4) {
+    for (let r = r0; r < r1; r++) {
+      row4(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xStride, xs + <usize>t * sStride, sStride, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
+    }
+  }
+  for (; t < nTok; t++) {
+    for (let r = r0; r < r1; r++) {
+      store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride));
+    }
+  }
+}
