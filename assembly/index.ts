@@ -8,6 +8,8 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0 } from "./q8";
+import { matQ8_0Relaxed, matQ4_0Relaxed } from "./relaxed";
+export { packQ8_0, packQ4_0, hasQ8_0Min } from "./relaxed";
 import { matQ4_K, matQ6_K } from "./kquant";
 import { attend } from "./attention";
 
@@ -67,6 +69,9 @@ export function work(ctrl: usize): void {
       // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
       case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
       case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
+      // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
+      case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       default: unreachable();
     }
   }

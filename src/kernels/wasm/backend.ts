@@ -5,7 +5,7 @@ import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import * as C from "./control.js";
 import { SharedArena } from "./memory.js";
-import { instantiateKernels, kernelsModule, type KernelExports } from "./module.js";
+import { instantiateKernels, kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
 import { createThreadPool, type ThreadPool } from "./pool.js";
 
 /**
@@ -20,6 +20,20 @@ import { createThreadPool, type ThreadPool } from "./pool.js";
 export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
+  /**
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0 / Q4_0 decode; an error if
+   * the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the runtime
+   * has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the default. Both
+   * give the same bits.
+   */
+  simd?: "auto" | KernelsVariant;
+}
+
+function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
+  const choice = option ?? process.env["TSLLM_WASM_SIMD"] ?? "auto";
+  if (choice === "plain" || choice === "relaxed") return choice;
+  if (choice !== "auto") throw new Error(`createWasmBackend: simd (or TSLLM_WASM_SIMD) must be "auto", "plain" or "relaxed", got ${JSON.stringify(choice)}`);
+  return relaxedSimdSupported() ? "relaxed" : "plain";
 }
 
 const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
@@ -49,7 +63,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const threads = options.threads ?? availableParallelism();
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
 
-  const module = kernelsModule();
+  const variant = chooseVariant(options.simd);
+  const module = kernelsModule(variant);
   const arena = new SharedArena(1 << 20, 0);
   const kernels = instantiateKernels(module, arena.memory);
   // the module's static data (e.g. the tables of Mathf.exp) sits below its heap base: the
@@ -66,6 +81,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const reference = createReferenceBackend();
   /** weights that were not allocated here, copied in once (weights are immutable) */
   const copied = new WeakMap<Uint8Array, number>();
+  /** Q8_0 weights checked for the byte -128, which the relaxed kernel cannot take (see assembly/relaxed.ts) */
+  const hasMin = new WeakMap<Uint8Array, boolean>();
   let disposed = false;
 
   const alive = (op: string): void => {
@@ -82,6 +99,23 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       copied.set(w.data, ptr);
     }
     return ptr;
+  }
+
+  /**
+   * The relaxed build's decode kernel for a weight, or undefined for the SIMD128 one. Only
+   * single tokens: batches keep q8.ts's tiles, which decode each weight block once per four tokens.
+   */
+  function relaxedKernel(w: Tensor, kind: C.Kind, wPtr: number, rows: number, cols: number): C.Kind | undefined {
+    if (variant !== "relaxed") return undefined;
+    if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
+    if (kind !== C.Kind.Q8_0) return undefined;
+    let min = hasMin.get(w.data);
+    if (min === undefined) {
+      // one pass over the tensor, the first time it is used
+      min = kernels.hasQ8_0Min(wPtr, (rows * cols) / 32) !== 0;
+      hasMin.set(w.data, min);
+    }
+    return min ? undefined : C.Kind.Q8_0_RELAXED;
   }
 
   function ensureScratch(bytes: number): void {
@@ -118,8 +152,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     runJob();
   }
 
-  /** one pass: nTok tokens of x (f32, already in scratch at xf) through weight w */
-  function pass(kind: C.Kind, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
+  /** one pass: nTok tokens of x through weight w (relaxedKind: the relaxed build's kernel for it, if any) */
+  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
     const xf = scratch;
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
@@ -128,7 +162,14 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const buffer = arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
-    if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
+    if (relaxedKind !== undefined) {
+      // decode on the relaxed build: one token's activations quantized, then repacked for the int8 dot
+      kernels.quantizeRowQ8_0(xf, xq, xs, cols);
+      if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, cols / 32);
+      else kernels.packQ4_0(xq, cols / 32);
+      kind = relaxedKind;
+      xPtr = xq;
+    } else if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
@@ -234,12 +275,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
       const wPtr = weightOffset(w);
+      const relaxedKind = nTokens === 1 ? relaxedKernel(w, kind, wPtr, rows, cols) : undefined;
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       ensureScratch(step * perToken);
       for (let t = 0; t < nTokens; t += step) {
         const n = Math.min(step, nTokens - t);
-        pass(kind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
+        pass(kind, relaxedKind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
       }
     },
 

@@ -55,6 +55,9 @@ export enum Kind {
   QUANTIZE_Q8_0 = 8,
   /** activation rows to Q8_K, likewise */
   QUANTIZE_Q8_K = 9,
+  /** Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed build only, assembly/relaxed.ts) */
+  Q8_0_RELAXED = 10,
+  Q4_0_RELAXED = 11,
 }
 
 /**

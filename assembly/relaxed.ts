@@ -1,0 +1,129 @@
+// Q8_0 / Q4_0 decode kernels on Relaxed SIMD's int8 dot (i16x8.relaxed_dot_i8x16_i7x16_s:
+// signed int8 x 7-bit unsigned, pairs added into int16; pmaddubsw on x86). They multiply int8
+// directly where the SIMD128 kernels (q8.ts) widen both sides to int16 first.
+//
+// The activations are repacked once per matvec (packQ8_0 / packQ4_0, shared by all rows and
+// threads) so that each weight block costs a shuffle and a few byte ops:
+// - Q8_0 x Q8_0: w * a = (w * sign(a)) * |a|; |a| (0..127) is the 7-bit operand and the sign is
+//   moved onto the weight, w' = (w ^ m) - m with m = the sign mask of a. Exact unless w = -128
+//   (its negation wraps): such tensors are sent to the SIMD128 kernel (hasQ8_0Min).
+// - Q4_0: the stored nibble n = w + 8 (0..15) is the 7-bit operand, a the signed one, and
+//   sum (n - 8) a = sum n a - 8 sum a with the last term precomputed per lane.
+// Integer results per f32 lane must equal q8.ts's exactly, so that the float accumulation (the
+// same scaleAdd in the same order) gives the same bits: q8.ts's lane i holds the products of
+// weights 2i, 2i+1, 8+2i, 9+2i (and the same 16 further on), while the int8 dot sums four
+// neighbouring bytes into lane i; the weight bytes are shuffled into that order (one pshufb)
+// and the activations are stored in it.
+//
+// Packed activation block (64 bytes, in place of the 32 int16 quantizeRowQ8_0 writes):
+//   Q8_0: |a| of weights 0..15 (shuffled), |a| of 16..31, sign mask 0..15, sign mask 16..31
+//   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
+import { f16 } from "./half";
+import { hsumF32, scaleAdd } from "./simd";
+
+// @ts-ignore: decorator
+@inline function order(v: v128): v128 {
+  return i8x16.shuffle(v, v, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+}
+
+/** 32 int16 activations at q -> the 32 int8 values of one half (lo: 0..15, hi: 16..31), in lane order */
+// @ts-ignore: decorator
+@inline function narrowed(q: usize, half: usize): v128 {
+  return order(i8x16.narrow_i16x8_s(v128.load(q + (half << 5)), v128.load(q + (half << 5), 16)));
+}
+
+/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into the packed Q8_0 layout above */
+export function packQ8_0(q: usize, nBlocks: i32): void {
+  for (let b = 0; b < nBlocks; b++) {
+    const p = q + (<usize>b << 6);
+    // activations never hold -128 (quantizeRowQ8_0 rounds into -127..127), so |a| fits 7 bits
+    const lo = narrowed(p, 0);
+    const hi = narrowed(p, 1);
+    v128.store(p, i8x16.abs(lo));
+    v128.store(p, i8x16.abs(hi), 16);
+    v128.store(p, i8x16.shr_s(lo, 7), 32);
+    v128.store(p, i8x16.shr_s(hi, 7), 48);
+  }
+}
+
+/** the same for Q4_0 weights: int8 activations and per-lane sums times 8 */
+export function packQ4_0(q: usize, nBlocks: i32): void {
+  for (let b = 0; b < nBlocks; b++) {
+    const p = q + (<usize>b << 6);
+    const lo = narrowed(p, 0);
+    const hi = narrowed(p, 1);
+    const pairs = i16x8.add(i16x8.extadd_pairwise_i8x16_s(lo), i16x8.extadd_pairwise_i8x16_s(hi));
+    v128.store(p, lo);
+    v128.store(p, hi, 16);
+    v128.store(p, i32x4.shl(i32x4.extadd_pairwise_i16x8_s(pairs), 3), 32);
+  }
+}
+
+/** 1 if any of the nBlocks Q8_0 blocks at w holds the weight -128 (the relaxed kernel would negate it wrongly) */
+export function hasQ8_0Min(w: usize, nBlocks: i32): i32 {
+  const min = i8x16.splat(-128);
+  let found = i8x16.splat(0);
+  for (let b = 0; b < nBlocks; b++) {
+    const p = w + <usize>b * 34;
+    found = v128.or(found, v128.or(i8x16.eq(v128.load(p, 2), min), i8x16.eq(v128.load(p, 18), min)));
+  }
+  return v128.any_true(found) ? 1 : 0;
+}
+
+// @ts-ignore: decorator
+@inline function dot(a: v128, b: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.relaxed_dot_i8x16_i7x16_s(a, b);
+  // never called: the host loads the relaxed build before dispatching these kernels
+  unreachable();
+  return a;
+}
+
+// @ts-ignore: decorator
+@inline function blockQ8_0(p: usize, x: usize): v128 {
+  const ma = v128.load(x, 32);
+  const mb = v128.load(x, 48);
+  const wa = i8x16.sub(v128.xor(order(v128.load(p, 2)), ma), ma);
+  const wb = i8x16.sub(v128.xor(order(v128.load(p, 18)), mb), mb);
+  // each int16 lane is at most 2 * 127 * 127 in size: the two halves are added as int32
+  return i32x4.add(i32x4.extadd_pairwise_i16x8_s(dot(wa, v128.load(x))), i32x4.extadd_pairwise_i16x8_s(dot(wb, v128.load(x, 16))));
+}
+
+// @ts-ignore: decorator
+@inline function blockQ4_0(p: usize, x: usize): v128 {
+  const v = order(v128.load(p, 2));
+  const lo = v128.and(v, i8x16.splat(0x0f));
+  const hi = i8x16.shr_u(v, 4);
+  // int16 lanes stay within 4 * 15 * 127
+  const d = i16x8.add(dot(v128.load(x), lo), dot(v128.load(x, 16), hi));
+  return i32x4.sub(i32x4.extadd_pairwise_i16x8_s(d), v128.load(x, 32));
+}
+
+// @ts-ignore: decorator
+@inline function matRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  const bb: usize = kind == 0 ? 34 : 18;
+  const nb = cols >> 5;
+  // one row after another, as q8.ts's decode path (a sequential stream for the prefetcher)
+  for (let r = r0; r < r1; r++) {
+    const w0 = w + <usize>r * rowBytes;
+    for (let t = 0; t < nTok; t++) {
+      const qx = xq + ((<usize>t * <usize>cols) << 1);
+      const sx = xs + ((<usize>t * <usize>nb) << 2);
+      let a0 = f32x4.splat(0);
+      for (let b = 0; b < nb; b++) {
+        const p = w0 + <usize>b * bb;
+        const x = qx + (<usize>b << 6);
+        const s = kind == 0 ? blockQ8_0(p, x) : blockQ4_0(p, x);
+        a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx + (<usize>b << 2)));
+      }
+      store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
+    }
+  }
+}
+
+export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matRelaxed(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matRelaxed(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
