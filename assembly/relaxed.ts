@@ -70,29 +70,42 @@ export function hasQ8_0Min(w: usize, nBlocks: i32): i32 {
   return v128.any_true(found) ? 1 : 0;
 }
 
+// never called in the SIMD128 build: the host dispatches these kernels on the relaxed build only
+
 // @ts-ignore: decorator
 @inline function dot(a: v128, b: v128): v128 {
   if (ASC_FEATURE_RELAXED_SIMD) return i16x8.relaxed_dot_i8x16_i7x16_s(a, b);
-  // never called: the host loads the relaxed build before dispatching these kernels
   unreachable();
   return a;
 }
 
+/** order(v) as one pshufb: V8 rebuilds a shuffle's constant mask inside the loop (4 instructions), a mask in a local stays in a register */
 // @ts-ignore: decorator
-@inline function blockQ8_0(p: usize, x: usize): v128 {
+@inline function ordered(v: v128, mask: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i8x16.relaxed_swizzle(v, mask);
+  unreachable();
+  return v;
+}
+
+const ORDER = memory.data<u8>([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]);
+
+// @ts-ignore: decorator
+@inline function blockQ8_0(p: usize, x: usize, mask: v128): v128 {
   const ma = v128.load(x, 32);
   const mb = v128.load(x, 48);
-  const wa = i8x16.sub(v128.xor(order(v128.load(p, 2)), ma), ma);
-  const wb = i8x16.sub(v128.xor(order(v128.load(p, 18)), mb), mb);
+  const wa = i8x16.sub(v128.xor(ordered(v128.load(p, 2), mask), ma), ma);
+  const wb = i8x16.sub(v128.xor(ordered(v128.load(p, 18), mask), mb), mb);
   // each int16 lane is at most 2 * 127 * 127 in size: the two halves are added as int32
   return i32x4.add(i32x4.extadd_pairwise_i16x8_s(dot(wa, v128.load(x))), i32x4.extadd_pairwise_i16x8_s(dot(wb, v128.load(x, 16))));
 }
 
 // @ts-ignore: decorator
-@inline function blockQ4_0(p: usize, x: usize): v128 {
-  const v = order(v128.load(p, 2));
-  const lo = v128.and(v, i8x16.splat(0x0f));
-  const hi = i8x16.shr_u(v, 4);
+@inline function blockQ4_0(p: usize, x: usize, mask: v128): v128 {
+  const v = ordered(v128.load(p, 2), mask);
+  const low4 = i8x16.splat(0x0f);
+  const lo = v128.and(v, low4);
+  // a 16-bit shift and the same mask: V8 builds i8x16.shr_u's own mask inside the loop
+  const hi = v128.and(i16x8.shr_u(v, 4), low4);
   // int16 lanes stay within 4 * 15 * 127
   const d = i16x8.add(dot(v128.load(x), lo), dot(v128.load(x, 16), hi));
   return i32x4.sub(i32x4.extadd_pairwise_i16x8_s(d), v128.load(x, 32));
@@ -102,18 +115,18 @@ export function hasQ8_0Min(w: usize, nBlocks: i32): i32 {
 @inline function matRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   const bb: usize = kind == 0 ? 34 : 18;
   const nb = cols >> 5;
+  const mask = v128.load(ORDER);
   // one row after another, as q8.ts's decode path (a sequential stream for the prefetcher)
   for (let r = r0; r < r1; r++) {
     const w0 = w + <usize>r * rowBytes;
+    const end = w0 + <usize>nb * bb;
     for (let t = 0; t < nTok; t++) {
-      const qx = xq + ((<usize>t * <usize>cols) << 1);
-      const sx = xs + ((<usize>t * <usize>nb) << 2);
+      let x = xq + ((<usize>t * <usize>cols) << 1);
+      let sx = xs + ((<usize>t * <usize>nb) << 2);
       let a0 = f32x4.splat(0);
-      for (let b = 0; b < nb; b++) {
-        const p = w0 + <usize>b * bb;
-        const x = qx + (<usize>b << 6);
-        const s = kind == 0 ? blockQ8_0(p, x) : blockQ4_0(p, x);
-        a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx + (<usize>b << 2)));
+      for (let p = w0; p < end; p += bb, x += 64, sx += 4) {
+        const s = kind == 0 ? blockQ8_0(p, x, mask) : blockQ4_0(p, x, mask);
+        a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx));
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
     }
