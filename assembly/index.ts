@@ -8,8 +8,8 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0 } from "./q8";
-import { matQ8_0Relaxed, matQ4_0Relaxed } from "./relaxed";
-export { packQ8_0, packQ4_0, hasQ8_0Min } from "./relaxed";
+import { matQ8_0Relaxed, matQ4_0Relaxed, matQ4_KRelaxed, matQ6_KRelaxed } from "./relaxed";
+export { packQ8_0, packQ4_0, packQ8_K, hasQ8_0Min } from "./relaxed";
 import { matQ4_K, matQ6_K } from "./kquant";
 import { attend } from "./attention";
 
@@ -72,6 +72,9 @@ export function work(ctrl: usize): void {
       // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
       case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
+      case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+      case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       default: unreachable();
     }
   }

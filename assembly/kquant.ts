@@ -7,7 +7,7 @@ import { dot16, dot16u, hsumI32 } from "./simd";
 
 // Q4_K's packed 6-bit scale (which = 0) or min (which = 1) of sub-block j (ggml get_scale_min_k4)
 // @ts-ignore: decorator
-@inline function scaleMinK4(q: usize, j: i32, which: i32): i32 {
+@inline export function scaleMinK4(q: usize, j: i32, which: i32): i32 {
   if (j < 4) return which == 0 ? load<u8>(q + j) & 63 : load<u8>(q + j + 4) & 63;
   if (which == 0) return (load<u8>(q + j + 4) & 0xf) | ((load<u8>(q + j - 4) >> 6) << 4);
   return (load<u8>(q + j + 4) >> 4) | ((load<u8>(q + j) >> 6) << 4);

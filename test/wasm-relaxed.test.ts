@@ -3,16 +3,16 @@ import { after, before, test } from "node:test";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { relaxedSimdSupported } from "../src/kernels/wasm/module.js";
-import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
 import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 
-// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 / Q4_0 decode) against the
-// SIMD128 build: the integer block sums are exact and land in the same f32 lanes, so every
-// output must be the same bits; and both against the reference backend (ggml's definition) to
+// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 / Q4_0 decode, Q4_K / Q6_K)
+// against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
+// (K-quants: are reduced to one integer first), so every output must be the same bits; and both against the reference backend (ggml's definition) to
 // rounding, 1e-5 * the largest |output|.
 
 let supported = false;
@@ -104,6 +104,33 @@ test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1
         x.fill(0, 0, 32);
         if (cols >= 64) x.fill(0, 32, 64).fill(-5, 40, 41);
         checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows}, ${nTokens} tokens`);
+      }
+    }
+  }
+});
+
+test("relaxed build: Q4_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 13 tokens)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  let seed = 40;
+  for (const type of [GGMLType.Q4_K, GGMLType.Q6_K]) {
+    for (const [cols, rows] of [[256, 1], [512, 67], [2816, 9]] as const) {
+      const r = rng(++seed);
+      // random bytes reach every code (Q6_K: q = -32 and scales -128 included); the f16 scales are kept finite
+      const random = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
+      const { typeSize } = typeInfo(type);
+      for (let o = 0; o < random.length; o += typeSize) {
+        for (const f of type === GGMLType.Q4_K ? [0, 2] : [208]) {
+          const h = f32ToF16Bits((r() + 0.1) * 0.01);
+          random[o + f] = h & 0xff;
+          random[o + f + 1] = h >>> 8;
+        }
+      }
+      for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
+        for (const nTokens of [1, 3, 13]) {
+          const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
+          x.fill(0, 0, 256);
+          checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows} ${what}, ${nTokens} tokens`);
+        }
       }
     }
   }

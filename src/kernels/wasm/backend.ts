@@ -102,11 +102,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
-   * The relaxed build's decode kernel for a weight, or undefined for the SIMD128 one. Only
-   * single tokens: batches keep q8.ts's tiles, which decode each weight block once per four tokens.
+   * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0 and
+   * Q4_0 only for single tokens: batches keep q8.ts's tiles, which decode each weight block
+   * once per four tokens.
    */
-  function relaxedKernel(w: Tensor, kind: C.Kind, wPtr: number, rows: number, cols: number): C.Kind | undefined {
+  function relaxedKernel(w: Tensor, kind: C.Kind, wPtr: number, rows: number, cols: number, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
+    if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
+    if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
+    if (nTok !== 1) return undefined;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
     if (kind !== C.Kind.Q8_0) return undefined;
     let min = hasMin.get(w.data);
@@ -162,14 +166,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const buffer = arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
-    if (relaxedKind !== undefined) {
-      // decode on the relaxed build: one token's activations quantized, then repacked for the int8 dot
-      kernels.quantizeRowQ8_0(xf, xq, xs, cols);
-      if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, cols / 32);
-      else kernels.packQ4_0(xq, cols / 32);
-      kind = relaxedKind;
-      xPtr = xq;
-    } else if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
+    if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
@@ -183,6 +180,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         }
       }
       xPtr = xq;
+    }
+    if (relaxedKind !== undefined) {
+      // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
+      if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q4_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32);
+      else kernels.packQ8_K(xq, (nTok * cols) / 256);
+      kind = relaxedKind;
     }
     // chunks of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
@@ -275,7 +279,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
       const wPtr = weightOffset(w);
-      const relaxedKind = nTokens === 1 ? relaxedKernel(w, kind, wPtr, rows, cols) : undefined;
+      const relaxedKind = relaxedKernel(w, kind, wPtr, rows, cols, nTokens);
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       ensureScratch(step * perToken);

@@ -58,6 +58,9 @@ export enum Kind {
   /** Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed build only, assembly/relaxed.ts) */
   Q8_0_RELAXED = 10,
   Q4_0_RELAXED = 11,
+  /** Q4_K / Q6_K over activations packed by packQ8_K (relaxed build only) */
+  Q4_K_RELAXED = 12,
+  Q6_K_RELAXED = 13,
 }
 
 /**

@@ -14,6 +14,7 @@ export interface KernelExports {
   quantizeRowQ8_K(x: number, qs: number, sc: number, bs: number, n: number): void;
   packQ8_0(q: number, nBlocks: number): void;
   packQ4_0(q: number, nBlocks: number): void;
+  packQ8_K(q: number, nBlocks: number): void;
   hasQ8_0Min(w: number, nBlocks: number): number;
 }
 
