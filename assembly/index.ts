@@ -8,9 +8,10 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0 } from "./q8";
-import { matQ8_0Relaxed, matQ4_0Relaxed, matQ4_KRelaxed, matQ6_KRelaxed } from "./relaxed";
-export { packQ8_0, packQ4_0, packQ8_K, hasQ8_0Min } from "./relaxed";
-import { matQ4_K, matQ6_K } from "./kquant";
+import { matQ8_0Relaxed, matQ4_0Relaxed } from "./relaxed";
+export { packQ8_0, packQ4_0, hasQ8_0Min } from "./relaxed";
+export { packQ8_K } from "./kquant";
+import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 
 const NEXT: usize = 128;
@@ -63,7 +64,7 @@ export function work(ctrl: usize): void {
       case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      case 6: matQ6_K(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       // attention: W = keys, XS = values, XQ = queries, ROWS = items (tokens x heads), COLS = head size
       case 7: attend(xq, w, xs, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
       // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats

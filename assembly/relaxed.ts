@@ -19,8 +19,7 @@
 //   Q8_0: |a| of weights 0..15 (shuffled), |a| of 16..31, sign mask 0..15, sign mask 16..31
 //   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
 import { f16 } from "./half";
-import { hsumF32, hsumI32, scaleAdd } from "./simd";
-import { scaleMinK4 } from "./kquant";
+import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
 
 // @ts-ignore: decorator
 @inline function order(v: v128): v128 {
@@ -72,13 +71,6 @@ export function hasQ8_0Min(w: usize, nBlocks: i32): i32 {
 }
 
 // never called in the SIMD128 build: the host dispatches these kernels on the relaxed build only
-
-// @ts-ignore: decorator
-@inline function dot(a: v128, b: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.relaxed_dot_i8x16_i7x16_s(a, b);
-  unreachable();
-  return a;
-}
 
 /** order(v) as one pshufb: V8 rebuilds a shuffle's constant mask inside the loop (4 instructions), a mask in a local stays in a register */
 // @ts-ignore: decorator
@@ -140,107 +132,4 @@ export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, 
 
 export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matRelaxed(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
-}
-
-// ---- Q4_K and Q6_K against Q8_K activations (ggml's vec_dot_q4_K_q8_K / q6_K_q8_K) ----
-// Their integer sums are exact and reduced to one number per super-block before any float
-// operation (kquant.ts), so no lane order needs keeping here. The unsigned quants are the
-// 7-bit operand as they are stored (Q4_K nibbles 0..15; Q6_K q + 32 in 0..63, the 32 taken
-// back through the activation group sums), the activations the signed one. int16 products are
-// multiplied by the sub-block scales with one i32x4.dot_i16x8_s.
-
-/** rewrites nBlocks int16 Q8_K super-blocks at q (512 bytes each) to int8, each in the first 256 of its bytes */
-export function packQ8_K(q: usize, nBlocks: i32): void {
-  for (let b = 0; b < nBlocks; b++) {
-    const p = q + (<usize>b << 9);
-    // ascending: a write never reaches bytes still to be read
-    for (let j: usize = 0; j < 256; j += 16) v128.store(p + j, i8x16.narrow_i16x8_s(v128.load(p + (j << 1)), v128.load(p + (j << 1), 16)));
-  }
-}
-
-// @ts-ignore: decorator
-@inline function superQ4_KRelaxed(p: usize, qx: usize, dx: f32, bs: usize): f32 {
-  const sc = p + 4;
-  const mask = i8x16.splat(0x0f);
-  let isum = i32x4.splat(0);
-  let msum = 0;
-  for (let j = 0; j < 4; j++) {
-    const q = p + 16 + (<usize>j << 5);
-    const v0 = v128.load(q);
-    const v1 = v128.load(q, 16);
-    const x = qx + (<usize>j << 6);
-    // int16 lanes: at most 4 * 15 * 127
-    const pa = i16x8.add(dot(v128.load(x), v128.and(v0, mask)), dot(v128.load(x, 16), v128.and(v1, mask)));
-    const pb = i16x8.add(dot(v128.load(x, 32), v128.and(i16x8.shr_u(v0, 4), mask)), dot(v128.load(x, 48), v128.and(i16x8.shr_u(v1, 4), mask)));
-    const s0 = scaleMinK4(sc, 2 * j, 0);
-    const s1 = scaleMinK4(sc, 2 * j + 1, 0);
-    isum = i32x4.add(isum, i32x4.add(i32x4.dot_i16x8_s(pa, i16x8.splat(<i16>s0)), i32x4.dot_i16x8_s(pb, i16x8.splat(<i16>s1))));
-    const b = bs + (<usize>j << 4);
-    msum += scaleMinK4(sc, 2 * j, 1) * (load<i32>(b) + load<i32>(b, 4));
-    msum += scaleMinK4(sc, 2 * j + 1, 1) * (load<i32>(b, 8) + load<i32>(b, 12));
-  }
-  const d = f16(load<u16>(p)) * dx;
-  const dmin = f16(load<u16>(p, 2)) * dx;
-  return d * <f32>hsumI32(isum) - dmin * <f32>msum;
-}
-
-// @ts-ignore: decorator
-@inline function superQ6_KRelaxed(p: usize, qx: usize, dx: f32, bs: usize): f32 {
-  const m4 = i8x16.splat(0x0f);
-  const m2 = i8x16.splat(3);
-  let isum = i32x4.splat(0);
-  for (let n = 0; n < 2; n++) {
-    const ql = p + (<usize>n << 6);
-    const qh = p + 128 + (<usize>n << 5);
-    const sc = p + 192 + (<usize>n << 3);
-    const x = qx + (<usize>n << 7);
-    for (let c = 0; c < 2; c++) {
-      const o = <usize>c << 4;
-      const xo = x + o;
-      const l0 = v128.load(ql + o);
-      const l1 = v128.load(ql + o, 32);
-      const h = v128.load(qh + o);
-      // q + 32 of weights l, l+32, l+64, l+96; 16-bit shifts, as no bit that crosses a byte survives the masks
-      const u1 = v128.or(v128.and(l0, m4), i16x8.shl(v128.and(h, m2), 4));
-      const u2 = v128.or(v128.and(l1, m4), i16x8.shl(v128.and(i16x8.shr_u(h, 2), m2), 4));
-      const u3 = v128.or(v128.and(i16x8.shr_u(l0, 4), m4), i16x8.shl(v128.and(i16x8.shr_u(h, 4), m2), 4));
-      const u4 = v128.or(v128.and(i16x8.shr_u(l1, 4), m4), i16x8.shl(v128.and(i16x8.shr_u(h, 6), m2), 4));
-      // int16 lanes: at most 2 * 63 * 127
-      isum = i32x4.add(isum, i32x4.dot_i16x8_s(dot(v128.load(xo), u1), i16x8.splat(<i16>load<i8>(sc + c))));
-      isum = i32x4.add(isum, i32x4.dot_i16x8_s(dot(v128.load(xo, 32), u2), i16x8.splat(<i16>load<i8>(sc + c + 2))));
-      isum = i32x4.add(isum, i32x4.dot_i16x8_s(dot(v128.load(xo, 64), u3), i16x8.splat(<i16>load<i8>(sc + c + 4))));
-      isum = i32x4.add(isum, i32x4.dot_i16x8_s(dot(v128.load(xo, 96), u4), i16x8.splat(<i16>load<i8>(sc + c + 6))));
-    }
-  }
-  // the + 32 back out: scale g covers weights 16 g .. 16 g + 15, whose activation sum is group sum g
-  let offset = 0;
-  for (let g = 0; g < 16; g++) offset += <i32>load<i8>(p + 192 + <usize>g) * load<i32>(bs + (<usize>g << 2));
-  return (f16(load<u16>(p, 208)) * dx) * <f32>(hsumI32(isum) - (offset << 5));
-}
-
-// @ts-ignore: decorator
-@inline function matKRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  const nb = cols >> 8;
-  const bb: usize = kind == 0 ? 144 : 210;
-  for (let r = r0; r < r1; r++) {
-    const wr = w + <usize>r * rowBytes;
-    for (let t = 0; t < nTok; t++) {
-      const tb = <usize>t * <usize>nb;
-      let sum: f32 = 0;
-      for (let b = 0; b < nb; b++) {
-        const i = tb + <usize>b;
-        const p = wr + <usize>b * bb;
-        sum += kind == 0 ? superQ4_KRelaxed(p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6)) : superQ6_KRelaxed(p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
-      }
-      store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
-    }
-  }
-}
-
-export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matKRelaxed(0, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
-}
-
-export function matQ6_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matKRelaxed(1, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }

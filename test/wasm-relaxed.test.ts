@@ -9,6 +9,7 @@ import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { rng } from "./helpers/rng.js";
 
 // The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 / Q4_0 decode, Q4_K / Q6_K)
 // against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
@@ -37,18 +38,6 @@ after(() => {
 });
 
 const SKIP = "this runtime has no WebAssembly Relaxed SIMD";
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
 
 /** the same bytes in each backend's memory */
 function tensorIn(backend: Backend, type: GGMLType, cols: number, rows: number, bytes: Uint8Array): Tensor {
