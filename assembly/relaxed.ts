@@ -92,44 +92,46 @@ const ORDER = memory.data<u8>([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14,
   return i32x4.add(i32x4.extadd_pairwise_i16x8_s(dot(wa, v128.load(x))), i32x4.extadd_pairwise_i16x8_s(dot(wb, v128.load(x, 16))));
 }
 
+/** the 32 nibbles of the Q4_0 block at p, low (weights 0..15) and high (16..31), in lane order */
 // @ts-ignore: decorator
-@inline function blockQ4_0(p: usize, x: usize, mask: v128): v128 {
+@inline export function nibblesQ4_0(p: usize, mask: v128, high: bool): v128 {
   const v = ordered(v128.load(p, 2), mask);
-  const low4 = i8x16.splat(0x0f);
-  const lo = v128.and(v, low4);
   // a 16-bit shift and the same mask: V8 builds i8x16.shr_u's own mask inside the loop
-  const hi = v128.and(i16x8.shr_u(v, 4), low4);
+  return v128.and(high ? i16x8.shr_u(v, 4) : v, i8x16.splat(0x0f));
+}
+
+/** Q4_0 nibbles (nibblesQ4_0) against a packed activation block at x: q8.ts's int32 lanes */
+// @ts-ignore: decorator
+@inline export function dotQ4_0Packed(lo: v128, hi: v128, x: usize): v128 {
   // int16 lanes stay within 4 * 15 * 127
   const d = i16x8.add(dot(v128.load(x), lo), dot(v128.load(x, 16), hi));
   return i32x4.sub(i32x4.extadd_pairwise_i16x8_s(d), v128.load(x, 32));
 }
 
+/** the relaxed kernels' shuffle mask, loaded once per call so that it stays in a register */
 // @ts-ignore: decorator
-@inline function matRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+@inline export function orderMask(): v128 {
+  return v128.load(ORDER);
+}
+
+/**
+ * Row r for tokens tStart .. nTok - 1 (Q8_0: kind 0, Q4_0: 1) over packed activations: the
+ * per-row arithmetic of q8.ts's rows1 / rows4, so the same bits.
+ */
+// @ts-ignore: decorator
+@inline export function rowRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32, mask: v128): void {
   const bb: usize = kind == 0 ? 34 : 18;
   const nb = cols >> 5;
-  const mask = v128.load(ORDER);
-  // one row after another, as q8.ts's decode path (a sequential stream for the prefetcher)
-  for (let r = r0; r < r1; r++) {
-    const w0 = w + <usize>r * rowBytes;
-    const end = w0 + <usize>nb * bb;
-    for (let t = 0; t < nTok; t++) {
-      let x = xq + ((<usize>t * <usize>cols) << 1);
-      let sx = xs + ((<usize>t * <usize>nb) << 2);
-      let a0 = f32x4.splat(0);
-      for (let p = w0; p < end; p += bb, x += 64, sx += 4) {
-        const s = kind == 0 ? blockQ8_0(p, x, mask) : blockQ4_0(p, x, mask);
-        a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx));
-      }
-      store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
+  const w0 = w + <usize>r * rowBytes;
+  const end = w0 + <usize>nb * bb;
+  for (let t = tStart; t < nTok; t++) {
+    let x = xq + ((<usize>t * <usize>cols) << 1);
+    let sx = xs + ((<usize>t * <usize>nb) << 2);
+    let a0 = f32x4.splat(0);
+    for (let p = w0; p < end; p += bb, x += 64, sx += 4) {
+      const s = kind == 0 ? blockQ8_0(p, x, mask) : dotQ4_0Packed(nibblesQ4_0(p, mask, false), nibblesQ4_0(p, mask, true), x);
+      a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx));
     }
+    store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
   }
-}
-
-export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matRelaxed(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
-}
-
-export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matRelaxed(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

@@ -11,7 +11,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { rng } from "./helpers/rng.js";
 
-// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 / Q4_0 decode, Q4_K / Q6_K)
+// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K)
 // against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
 // (K-quants: are reduced to one integer first), so every output must be the same bits; and both against the reference backend (ggml's definition) to
 // rounding, 1e-5 * the largest |output|.
@@ -80,14 +80,15 @@ function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array,
   assert.deepEqual(outs[2], outs[0], `${what}: relaxed build (2 threads) differs from the plain build`);
 }
 
-test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1 and 2 threads, 1 and 3 tokens)", (t) => {
+test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1 and 2 threads, 1 / 3 / 4 / 13 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 10;
   for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
     for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
       const r = rng(++seed);
       const bytes = quantized(type, cols, rows, r);
-      for (const nTokens of [1, 3]) {
+      // 1: the decode kernels; 3: rows; 4, 13: Q4_0's tiles of four tokens, then rows
+      for (const nTokens of [1, 3, 4, 13]) {
         const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
         // a block of zeros (scale 0) and a block holding a single value
         x.fill(0, 0, 32);

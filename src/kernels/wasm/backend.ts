@@ -102,17 +102,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
-   * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0 and
-   * Q4_0 only for single tokens: batches keep q8.ts's tiles, which decode each weight block
-   * once per four tokens.
+   * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0
+   * only for single tokens: its batches keep q8.ts's SIMD128 tiles (see matQ there).
    */
   function relaxedKernel(w: Tensor, kind: C.Kind, wPtr: number, rows: number, cols: number, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
-    if (nTok !== 1) return undefined;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
-    if (kind !== C.Kind.Q8_0) return undefined;
+    if (kind !== C.Kind.Q8_0 || nTok !== 1) return undefined;
     let min = hasMin.get(w.data);
     if (min === undefined) {
       // one pass over the tensor, the first time it is used
