@@ -8,7 +8,7 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ8_0Relaxed, matQ4_0Relaxed } from "./q8";
-export { packQ8_0, packQ4_0, hasQ8_0Min } from "./relaxed";
+export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
 import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";

@@ -4,9 +4,10 @@
 //
 // The activations are repacked once per matvec (packQ8_0 / packQ4_0, shared by all rows and
 // threads) so that each weight block costs a shuffle and a few byte ops:
-// - Q8_0 x Q8_0: w * a = (w * sign(a)) * |a|; |a| (0..127) is the 7-bit operand and the sign is
-//   moved onto the weight, w' = (w ^ m) - m with m = the sign mask of a. Exact unless w = -128
-//   (its negation wraps): such tensors are sent to the SIMD128 kernel (hasQ8_0Min).
+// - Q8_0 x Q8_0: a = a+ - a- with a+ = max(a, 0) and a- = max(-a, 0), both 0..127 (the
+//   quantizer never writes -128), so w * a = w * a+ - w * a-: two int8 dots on the weights as
+//   stored, subtracted in int16 (one of each pair of terms is 0: at most 2 * 128 * 127, so
+//   every weight byte, -128 included, is exact).
 // - Q4_0: the stored nibble n = w + 8 (0..15) is the 7-bit operand, a the signed one, and
 //   sum (n - 8) a = sum n a - 8 sum a with the last term precomputed per lane.
 // Integer results per f32 lane must equal q8.ts's exactly, so that the float accumulation (the
@@ -16,7 +17,7 @@
 // and the activations are stored in it.
 //
 // Packed activation block (64 bytes, in place of the 32 int16 quantizeRowQ8_0 writes):
-//   Q8_0: |a| of weights 0..15 (shuffled), |a| of 16..31, sign mask 0..15, sign mask 16..31
+//   Q8_0: a+ of weights 0..15 (shuffled), a+ of 16..31, a- of 0..15, a- of 16..31
 //   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
 import { f16 } from "./half";
 import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
@@ -36,13 +37,14 @@ import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
 export function packQ8_0(q: usize, nBlocks: i32): void {
   for (let b = 0; b < nBlocks; b++) {
     const p = q + (<usize>b << 6);
-    // activations never hold -128 (quantizeRowQ8_0 rounds into -127..127), so |a| fits 7 bits
+    // activations never hold -128 (quantizeRowQ8_0 rounds into -127..127), so -a fits 7 bits
     const lo = narrowed(p, 0);
     const hi = narrowed(p, 1);
-    v128.store(p, i8x16.abs(lo));
-    v128.store(p, i8x16.abs(hi), 16);
-    v128.store(p, i8x16.shr_s(lo, 7), 32);
-    v128.store(p, i8x16.shr_s(hi, 7), 48);
+    const zero = i8x16.splat(0);
+    v128.store(p, i8x16.max_s(lo, zero));
+    v128.store(p, i8x16.max_s(hi, zero), 16);
+    v128.store(p, i8x16.max_s(i8x16.neg(lo), zero), 32);
+    v128.store(p, i8x16.max_s(i8x16.neg(hi), zero), 48);
   }
 }
 
@@ -59,17 +61,6 @@ export function packQ4_0(q: usize, nBlocks: i32): void {
   }
 }
 
-/** 1 if any of the nBlocks Q8_0 blocks at w holds the weight -128 (the relaxed kernel would negate it wrongly) */
-export function hasQ8_0Min(w: usize, nBlocks: i32): i32 {
-  const min = i8x16.splat(-128);
-  let found = i8x16.splat(0);
-  for (let b = 0; b < nBlocks; b++) {
-    const p = w + <usize>b * 34;
-    found = v128.or(found, v128.or(i8x16.eq(v128.load(p, 2), min), i8x16.eq(v128.load(p, 18), min)));
-  }
-  return v128.any_true(found) ? 1 : 0;
-}
-
 // never called in the SIMD128 build: the host dispatches these kernels on the relaxed build only
 
 /** order(v) as one pshufb: V8 rebuilds a shuffle's constant mask inside the loop (4 instructions), a mask in a local stays in a register */
@@ -84,12 +75,12 @@ const ORDER = memory.data<u8>([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14,
 
 // @ts-ignore: decorator
 @inline function blockQ8_0(p: usize, x: usize, mask: v128): v128 {
-  const ma = v128.load(x, 32);
-  const mb = v128.load(x, 48);
-  const wa = i8x16.sub(v128.xor(ordered(v128.load(p, 2), mask), ma), ma);
-  const wb = i8x16.sub(v128.xor(ordered(v128.load(p, 18), mask), mb), mb);
-  // each int16 lane is at most 2 * 127 * 127 in size: the two halves are added as int32
-  return i32x4.add(i32x4.extadd_pairwise_i16x8_s(dot(wa, v128.load(x))), i32x4.extadd_pairwise_i16x8_s(dot(wb, v128.load(x, 16))));
+  const wa = ordered(v128.load(p, 2), mask);
+  const wb = ordered(v128.load(p, 18), mask);
+  const da = i16x8.sub(dot(wa, v128.load(x)), dot(wa, v128.load(x, 32)));
+  const db = i16x8.sub(dot(wb, v128.load(x, 16)), dot(wb, v128.load(x, 48)));
+  // each int16 lane is up to 2 * 128 * 127 in size: the two halves are added as int32
+  return i32x4.add(i32x4.extadd_pairwise_i16x8_s(da), i32x4.extadd_pairwise_i16x8_s(db));
 }
 
 /** the 32 nibbles of the Q4_0 block at p, low (weights 0..15) and high (16..31), in lane order */

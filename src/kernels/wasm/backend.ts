@@ -81,8 +81,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const reference = createReferenceBackend();
   /** weights that were not allocated here, copied in once (weights are immutable) */
   const copied = new WeakMap<Uint8Array, number>();
-  /** Q8_0 weights checked for the byte -128, which the relaxed kernel cannot take (see assembly/relaxed.ts) */
-  const hasMin = new WeakMap<Uint8Array, boolean>();
   let disposed = false;
 
   const alive = (op: string): void => {
@@ -105,19 +103,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0
    * only for single tokens: its batches keep q8.ts's SIMD128 tiles (see matQ there).
    */
-  function relaxedKernel(w: Tensor, kind: C.Kind, wPtr: number, rows: number, cols: number, nTok: number): C.Kind | undefined {
+  function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
-    if (kind !== C.Kind.Q8_0 || nTok !== 1) return undefined;
-    let min = hasMin.get(w.data);
-    if (min === undefined) {
-      // one pass over the tensor, the first time it is used
-      min = kernels.hasQ8_0Min(wPtr, (rows * cols) / 32) !== 0;
-      hasMin.set(w.data, min);
-    }
-    return min ? undefined : C.Kind.Q8_0_RELAXED;
+    return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
   function ensureScratch(bytes: number): void {
@@ -277,7 +268,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
       const wPtr = weightOffset(w);
-      const relaxedKind = relaxedKernel(w, kind, wPtr, rows, cols, nTokens);
+      const relaxedKind = relaxedKernel(kind, nTokens);
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       ensureScratch(step * perToken);

@@ -15,7 +15,6 @@ export interface KernelExports {
   packQ8_0(q: number, nBlocks: number): void;
   packQ4_0(q: number, nBlocks: number): void;
   packQ8_K(q: number, nBlocks: number): void;
-  hasQ8_0Min(w: number, nBlocks: number): number;
 }
 
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (int8 dot for Q8_0 / Q4_0 decode) */
