@@ -7,8 +7,10 @@ export { useF16Table, fillF16Table } from "./half";
 export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
-import { matQ8_0, matQ4_0, matQ5_0 } from "./q8";
-import { matQ4_K, matQ6_K } from "./kquant";
+import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed } from "./q8";
+export { packQ8_0, packQ4_0 } from "./relaxed";
+export { packQ8_K } from "./kquant";
+import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 export { attendGgmlScratchBytes, maddIsFused } from "./attention-ggml";
@@ -57,7 +59,7 @@ export function work(ctrl: usize): void {
   const chunkRows = load<i32>(ctrl + CHUNK_ROWS);
   const nChunks = load<i32>(ctrl + N_CHUNKS);
   // the exact attention keeps a score row and accumulators per thread: scratch slot of its own
-  const scratch = kind == 11 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
+  const scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
   while (true) {
     const c = atomic.add<i32>(ctrl + NEXT, 1);
     if (c >= nChunks) break;
@@ -70,16 +72,22 @@ export function work(ctrl: usize): void {
       case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      case 6: matQ6_K(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
       // ROWS = items (tokens x heads), COLS = head size
       case 7: attend(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
       // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
       case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
       case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
-      case 10: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
+      case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
+      case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+      case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+      case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
-      case 11: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
+      case 15: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
       default: unreachable();
     }
   }

@@ -5,6 +5,7 @@
 // weight block once per four tokens.
 import { f16 } from "./half";
 import { hsumF32, scaleAdd } from "./simd";
+import { dotQ4_0Packed, nibblesQ4_0, orderMask, rowRelaxed } from "./relaxed";
 
 // @ts-ignore: decorator
 @inline function dotQ8_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
@@ -147,7 +148,14 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
  * block is loaded and widened once for the four tokens; acc lanes are the four tokens.
  */
 // @ts-ignore: decorator
-@inline function tileBlock(kind: i32, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
+@inline function tileBlock(kind: i32, relaxed: bool, mask: v128, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
+  if (relaxed) {
+    // Q4_0 on the relaxed build (packed activations, assembly/relaxed.ts): the same exact integer sums
+    const lo = nibblesQ4_0(p, mask, false);
+    const hi = nibblesQ4_0(p, mask, true);
+    const s = lanesSum(dotQ4_0Packed(lo, hi, q), dotQ4_0Packed(lo, hi, q + 2 * cols), dotQ4_0Packed(lo, hi, q + 4 * cols), dotQ4_0Packed(lo, hi, q + 6 * cols));
+    return scaleTile(acc, s, dx, p);
+  }
   let w0: v128, w1: v128, w2: v128, w3: v128;
   if (kind == 0) {
     w0 = v128.load8x8_s(p, 2);
@@ -170,6 +178,12 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     w3 = i16x8.extend_high_i8x16_s(hi);
   }
   const s = lanesSum(dotX(w0, w1, w2, w3, q), dotX(w0, w1, w2, w3, q + 2 * cols), dotX(w0, w1, w2, w3, q + 4 * cols), dotX(w0, w1, w2, w3, q + 6 * cols));
+  return scaleTile(acc, s, dx, p);
+}
+
+/** acc + the four tokens' block sums s times their activation scales dx times the weight scale at p */
+// @ts-ignore: decorator
+@inline function scaleTile(acc: v128, s: v128, dx: v128, p: usize): v128 {
   return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(s), f32x4.mul(dx, f32x4.splat(f16(load<u16>(p))))));
 }
 
@@ -183,7 +197,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
 
 /** four rows x four tokens (t .. t+3): each weight block is decoded once per four tokens (prefill) */
 // @ts-ignore: decorator
-@inline function tile4x4(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+@inline function tile4x4(kind: i32, relaxed: bool, mask: v128, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
   const bb = blockBytes(kind);
   const nb = cols >> 5;
   const w0 = w + <usize>r * rowBytes;
@@ -205,10 +219,10 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     dx = f32x4.replace_lane(dx, 3, load<f32>(sb + 3 * sStride));
     const q = qx + (<usize>b << 6);
     const o = <usize>b * bb;
-    a0 = tileBlock(kind, w0 + o, q, cols, dx, a0);
-    a1 = tileBlock(kind, w1 + o, q, cols, dx, a1);
-    a2 = tileBlock(kind, w2 + o, q, cols, dx, a2);
-    a3 = tileBlock(kind, w3 + o, q, cols, dx, a3);
+    a0 = tileBlock(kind, relaxed, mask, w0 + o, q, cols, dx, a0);
+    a1 = tileBlock(kind, relaxed, mask, w1 + o, q, cols, dx, a1);
+    a2 = tileBlock(kind, relaxed, mask, w2 + o, q, cols, dx, a2);
+    a3 = tileBlock(kind, relaxed, mask, w3 + o, q, cols, dx, a3);
   }
   const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
   storeLanes(ot, rows, a0);
@@ -217,33 +231,56 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   storeLanes(ot + 12, rows, a3);
 }
 
+/**
+ * relaxed: the relaxed build's kernels over packed activations (assembly/relaxed.ts), Q8_0 for
+ * single tokens only (its tiles stay on SIMD128: the sign moved onto each weight would cost
+ * more per token than widening once per four tokens)
+ */
 // @ts-ignore: decorator
-@inline function matQ(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+@inline function matQ(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  const mask = relaxed ? orderMask() : v128.splat<i32>(0);
   let r = r0;
+  if (relaxed && kind == 0 && nTok > 1) unreachable();
   if (nTok == 1) {
     // decode streams weights that are not in any cache: one row after another is one
     // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
     // hundred bytes each were not (3x slower on the 30 MB logits matrix). Same per-row
     // arithmetic as rows4, so the results are bit for bit the same.
-    for (; r < r1; r++) rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+    for (; r < r1; r++) {
+      if (relaxed) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r, mask);
+      else rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+    }
     return;
   }
   for (; r + 4 <= r1; r += 4) {
     let t = 0;
-    for (; t + 4 <= nTok; t += 4) tile4x4(kind, w, rowBytes, xq, xs, out, rows, cols, t, r);
-    rows4(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r);
+    for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, mask, w, rowBytes, xq, xs, out, rows, cols, t, r);
+    if (relaxed) for (let i = 0; i < 4; i++) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i, mask);
+    else rows4(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r);
   }
-  for (; r < r1; r++) rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+  for (; r < r1; r++) {
+    if (relaxed) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r, mask);
+    else rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
+  }
 }
 
 export function matQ8_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(0, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(0, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ4_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(1, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(1, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** relaxed build only: over activations packed by packQ8_0 (single tokens) / packQ4_0 */
+export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(0, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(1, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(2, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(2, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

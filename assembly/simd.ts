@@ -38,3 +38,14 @@
     i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(q), v128.load(x, 16)),
   );
 }
+
+/**
+ * Relaxed SIMD's int8 dot: signed int8 a times 7-bit b (0..127), pairs added into int16
+ * (pmaddubsw on x86). Only in the relaxed build; the host never runs its callers on the other.
+ */
+// @ts-ignore: decorator
+@inline export function dotI8I7(a: v128, b: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.relaxed_dot_i8x16_i7x16_s(a, b);
+  unreachable();
+  return a;
+}

@@ -10,10 +10,12 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const sourceDir = path.join(root, "assembly");
 export const wasmPath = path.join(root, "dist", "kernels", "wasm", "kernels.wasm");
+/** the same kernels with Relaxed SIMD enabled (assembly/relaxed.ts uses its int8 dot), loaded where the runtime has it */
+export const relaxedWasmPath = path.join(root, "dist", "kernels", "wasm", "kernels-relaxed.wasm");
 
-const ASC_ARGS = [
+const ascArgs = (outFile, features) => [
   path.join(sourceDir, "index.ts"),
-  "--outFile", wasmPath,
+  "--outFile", outFile,
   "-O3",
   // no allocator, no GC: the host owns all memory above the module's heap base; no abort
   // messages. The only static data are math tables (Mathf.exp): every worker's instantiation
@@ -28,6 +30,7 @@ const ASC_ARGS = [
   "--maximumMemory", "65536",
   "--enable", "simd",
   "--enable", "threads",
+  ...features.flatMap((f) => ["--enable", f]),
 ];
 
 function newestSource() {
@@ -39,7 +42,8 @@ function newestSource() {
 /** true when the binary is missing or older than a source file */
 export function wasmIsStale() {
   try {
-    return statSync(wasmPath).mtimeMs < newestSource();
+    const newest = newestSource();
+    return statSync(wasmPath).mtimeMs < newest || statSync(relaxedWasmPath).mtimeMs < newest;
   } catch {
     return true;
   }
@@ -48,8 +52,10 @@ export function wasmIsStale() {
 export async function buildWasm() {
   mkdirSync(path.dirname(wasmPath), { recursive: true });
   const asc = (await import("assemblyscript/asc")).default;
-  const { error, stderr } = await asc.main(ASC_ARGS);
-  if (error) throw new Error(`AssemblyScript build of ${sourceDir} failed: ${error.message}\n${stderr.toString()}`);
+  for (const [outFile, features] of [[wasmPath, []], [relaxedWasmPath, ["relaxed-simd"]]]) {
+    const { error, stderr } = await asc.main(ascArgs(outFile, features));
+    if (error) throw new Error(`AssemblyScript build of ${sourceDir} (${path.basename(outFile)}) failed: ${error.message}\n${stderr.toString()}`);
+  }
   return wasmPath;
 }
 
@@ -61,5 +67,5 @@ export async function ensureWasm() {
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   await buildWasm();
-  console.log(`built ${path.relative(root, wasmPath)}`);
+  console.log(`built ${path.relative(root, wasmPath)} and ${path.relative(root, relaxedWasmPath)}`);
 }

@@ -4,22 +4,11 @@ import { createReferenceBackend, VEC_DOT } from "../src/kernels/reference/index.
 import { GGMLType, QK_K, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { canQuantize, dequantizeRow, f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
+import { rng } from "./helpers/rng.js";
 
 // The reference backend's matmul must equal, up to rounding, the float64 dot product of the
 // dequantized weights with the dequantized converted activations: that is ggml's definition of
 // a matmul (activations first converted to the weight type's vec_dot type).
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
 
 function normals(n: number, r: () => number, scale: number): Float32Array {
   const out = new Float32Array(n);

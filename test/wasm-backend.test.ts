@@ -11,6 +11,7 @@ import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { rng } from "./helpers/rng.js";
 
 // The wasm kernels against the reference backend (the executable spec, which follows ggml:
 // activations converted to the weight's vec_dot type, exact integer block dots, float64 sums).
@@ -23,18 +24,6 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 before(async () => {
   await ensureWasm();
 });
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
 
 function uniform(n: number, r: () => number): Float32Array {
   const out = new Float32Array(n);

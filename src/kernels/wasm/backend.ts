@@ -6,7 +6,7 @@ import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import * as C from "./control.js";
 import { SharedArena } from "./memory.js";
-import { instantiateKernels, kernelsModule, type KernelExports } from "./module.js";
+import { instantiateKernels, kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
 import { createThreadPool, type ThreadPool } from "./pool.js";
 
 /**
@@ -21,6 +21,20 @@ import { createThreadPool, type ThreadPool } from "./pool.js";
 export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
+  /**
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0 / Q4_0 decode; an error if
+   * the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the runtime
+   * has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the default. Both
+   * give the same bits.
+   */
+  simd?: "auto" | KernelsVariant;
+}
+
+function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
+  const choice = option ?? process.env["TSLLM_WASM_SIMD"] ?? "auto";
+  if (choice === "plain" || choice === "relaxed") return choice;
+  if (choice !== "auto") throw new Error(`createWasmBackend: simd (or TSLLM_WASM_SIMD) must be "auto", "plain" or "relaxed", got ${JSON.stringify(choice)}`);
+  return relaxedSimdSupported() ? "relaxed" : "plain";
 }
 
 const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
@@ -51,7 +65,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const threads = options.threads ?? availableParallelism();
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
 
-  const module = kernelsModule();
+  const variant = chooseVariant(options.simd);
+  const module = kernelsModule(variant);
   const arena = new SharedArena(1 << 20, 0);
   const kernels = instantiateKernels(module, arena.memory);
   // the module's static data (e.g. the tables of Mathf.exp) sits below its heap base: the
@@ -84,6 +99,18 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       copied.set(w.data, ptr);
     }
     return ptr;
+  }
+
+  /**
+   * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0
+   * only for single tokens: its batches keep q8.ts's SIMD128 tiles (see matQ there).
+   */
+  function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
+    if (variant !== "relaxed") return undefined;
+    if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
+    if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
+    if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
+    return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
   function ensureScratch(bytes: number): void {
@@ -120,8 +147,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     runJob();
   }
 
-  /** one pass: nTok tokens of x (f32, already in scratch at xf) through weight w */
-  function pass(kind: C.Kind, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
+  /** one pass: nTok tokens of x through weight w (relaxedKind: the relaxed build's kernel for it, if any) */
+  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
     const xf = scratch;
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
@@ -144,6 +171,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         }
       }
       xPtr = xq;
+    }
+    if (relaxedKind !== undefined) {
+      // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
+      if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q4_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32);
+      else kernels.packQ8_K(xq, (nTok * cols) / 256);
+      kind = relaxedKind;
     }
     // chunks of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
@@ -247,12 +281,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
       const wPtr = weightOffset(w);
+      const relaxedKind = relaxedKernel(kind, nTokens);
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       ensureScratch(step * perToken);
       for (let t = 0; t < nTokens; t += step) {
         const n = Math.min(step, nTokens - t);
-        pass(kind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
+        pass(kind, relaxedKind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
       }
     },
 

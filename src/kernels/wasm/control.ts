@@ -62,9 +62,15 @@ export enum Kind {
   QUANTIZE_Q8_0 = 8,
   /** activation rows to Q8_K, likewise */
   QUANTIZE_Q8_K = 9,
-  Q5_0 = 10,
+  /** Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed build only, assembly/relaxed.ts) */
+  Q8_0_RELAXED = 10,
+  Q4_0_RELAXED = 11,
+  /** Q4_K / Q6_K over activations packed by packQ8_K (relaxed build only) */
+  Q4_K_RELAXED = 12,
+  Q6_K_RELAXED = 13,
+  Q5_0 = 14,
   /** attention in llama.cpp's order (relaxed build only): ATTENTION's words + N_TOK, SLOT_* */
-  ATTENTION_EXACT = 11,
+  ATTENTION_EXACT = 15,
 }
 
 /**

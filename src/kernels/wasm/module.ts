@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
 
 /** The functions assembly/index.ts exports (pointers are byte offsets into the shared memory). */
 export interface KernelExports {
@@ -11,31 +12,71 @@ export interface KernelExports {
   roundRowsBF16(x: number, n: number): void;
   quantizeRowQ8_0(x: number, qs: number, sc: number, n: number): void;
   quantizeRowQ8_K(x: number, qs: number, sc: number, bs: number, n: number): void;
+  packQ8_0(q: number, nBlocks: number): void;
+  packQ4_0(q: number, nBlocks: number): void;
+  packQ8_K(q: number, nBlocks: number): void;
 }
+
+/** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (int8 dot for Q8_0 / Q4_0 decode) */
+export type KernelsVariant = "plain" | "relaxed";
 
 /**
  * Where the compiled kernels live: next to this file once built (dist/kernels/wasm/), or in
  * dist/ when this file runs from src/ through tsx. `npm run build` (scripts/build-wasm.mjs)
  * produces it.
  */
-const CANDIDATES = [new URL("./kernels.wasm", import.meta.url), new URL("../../../dist/kernels/wasm/kernels.wasm", import.meta.url)];
+const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
+const candidates = (file: string): string[] => [new URL(`./${file}`, import.meta.url), new URL(`../../../dist/kernels/wasm/${file}`, import.meta.url)].map((u) => fileURLToPath(u));
 
-let compiled: WebAssembly.Module | undefined;
+function readKernels(variant: KernelsVariant): { path: string; bytes: Uint8Array } {
+  const paths = candidates(FILES[variant]);
+  const found = paths.find((p) => existsSync(p));
+  if (!found) throw new Error(`wasm backend: ${FILES[variant]} not found (looked at ${paths.join(", ")}); run "npm run build"`);
+  return { path: found, bytes: readFileSync(found) };
+}
 
-/** the compiled kernels module (compiled once per process, shared with the workers) */
-export function kernelsModule(): WebAssembly.Module {
-  if (compiled) return compiled;
-  const found = CANDIDATES.map((u) => fileURLToPath(u)).find((p) => existsSync(p));
-  if (!found) {
-    throw new Error(`wasm backend: kernels.wasm not found (looked at ${CANDIDATES.map((u) => fileURLToPath(u)).join(", ")}); run "npm run build"`);
-  }
-  const bytes = readFileSync(found);
+let relaxedSupported: boolean | undefined;
+
+/**
+ * Whether this runtime runs the relaxed build. Node 20's V8 (11.3) has Relaxed SIMD behind
+ * --experimental-wasm-relaxed-simd: if the build does not validate as is, the flag is switched
+ * on (process-wide, so worker threads see it too; it only adds instructions to what
+ * WebAssembly accepts) and the build validated again.
+ */
+export function relaxedSimdSupported(): boolean {
+  if (relaxedSupported !== undefined) return relaxedSupported;
+  let bytes: Uint8Array;
   try {
-    compiled = new WebAssembly.Module(bytes);
-  } catch (e) {
-    throw new Error(`wasm backend: ${found} does not compile on this runtime (needs WebAssembly SIMD128 and threads): ${(e as Error).message}`);
+    bytes = readKernels("relaxed").bytes;
+  } catch {
+    return (relaxedSupported = false);
   }
-  return compiled;
+  if (!WebAssembly.validate(bytes)) {
+    try {
+      setFlagsFromString("--experimental-wasm-relaxed-simd");
+    } catch {
+      // not V8, or flags locked: stay on the SIMD128 build
+    }
+  }
+  return (relaxedSupported = WebAssembly.validate(bytes));
+}
+
+const compiled = new Map<KernelsVariant, WebAssembly.Module>();
+
+/** the compiled kernels module of a variant (compiled once per process, shared with the workers) */
+export function kernelsModule(variant: KernelsVariant = "plain"): WebAssembly.Module {
+  const cached = compiled.get(variant);
+  if (cached) return cached;
+  if (variant === "relaxed" && !relaxedSimdSupported()) throw new Error("wasm backend: this runtime does not support WebAssembly Relaxed SIMD (the relaxed kernels build)");
+  const { path, bytes } = readKernels(variant);
+  let module: WebAssembly.Module;
+  try {
+    module = new WebAssembly.Module(bytes);
+  } catch (e) {
+    throw new Error(`wasm backend: ${path} does not compile on this runtime (needs WebAssembly SIMD128 and threads): ${(e as Error).message}`);
+  }
+  compiled.set(variant, module);
+  return module;
 }
 
 /** an instance of the kernels over `memory` */

@@ -1,0 +1,165 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { relaxedSimdSupported } from "../src/kernels/wasm/module.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
+import { f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
+import type { Backend } from "../src/kernels/backend.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+// @ts-expect-error: a plain .mjs build script without type declarations
+import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { rng } from "./helpers/rng.js";
+
+// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K)
+// against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
+// (K-quants: are reduced to one integer first), so every output must be the same bits; and both against the reference backend (ggml's definition) to
+// rounding, 1e-5 * the largest |output|.
+
+let supported = false;
+const backends: Backend[] = [];
+let plain: Backend;
+let relaxed1: Backend;
+let relaxed2: Backend;
+const reference = createReferenceBackend();
+
+before(async () => {
+  await ensureWasm();
+  supported = relaxedSimdSupported();
+  if (!supported) return;
+  plain = await createWasmBackend({ threads: 1, simd: "plain" });
+  relaxed1 = await createWasmBackend({ threads: 1, simd: "relaxed" });
+  relaxed2 = await createWasmBackend({ threads: 2, simd: "relaxed" });
+  backends.push(plain, relaxed1, relaxed2);
+});
+
+after(() => {
+  for (const b of backends) b.dispose();
+});
+
+const SKIP = "this runtime has no WebAssembly Relaxed SIMD";
+
+/** the same bytes in each backend's memory */
+function tensorIn(backend: Backend, type: GGMLType, cols: number, rows: number, bytes: Uint8Array): Tensor {
+  const data = backend.allocWeights(bytes.length);
+  data.set(bytes);
+  return { name: `w.${typeName(type)}`, type, dims: [cols, rows], data };
+}
+
+function quantized(type: GGMLType, cols: number, rows: number, r: () => number, value: () => number = () => r() * 2 - 1): Uint8Array {
+  const rb = rowByteLength(type, cols);
+  const bytes = new Uint8Array(rb * rows);
+  const f = new Float32Array(cols);
+  for (let row = 0; row < rows; row++) {
+    for (let i = 0; i < cols; i++) f[i] = value();
+    quantizeRow(type, f, bytes.subarray(row * rb, (row + 1) * rb), cols);
+  }
+  return bytes;
+}
+
+function assertClose(actual: Float32Array, expected: Float32Array, what: string): void {
+  let scale = 0;
+  for (const v of expected) scale = Math.max(scale, Math.abs(v));
+  const tol = 1e-5 * scale;
+  for (let i = 0; i < expected.length; i++) {
+    if (!(Math.abs(actual[i]! - expected[i]!) <= tol)) assert.fail(`${what}: out[${i}] = ${actual[i]}, reference ${expected[i]} (tolerance ${tol})`);
+  }
+}
+
+/** plain, relaxed on 1 and 2 threads: identical bits; and close to the reference */
+function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array, x: Float32Array, nTokens: number, what: string): void {
+  const outs = [plain, relaxed1, relaxed2].map((b) => {
+    const out = new Float32Array(nTokens * rows);
+    b.matmul(out, tensorIn(b, type, cols, rows, bytes), x, nTokens);
+    return out;
+  });
+  const expected = new Float32Array(nTokens * rows);
+  reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, x, nTokens);
+  assertClose(outs[0]!, expected, `${what}, plain build`);
+  assert.deepEqual(outs[1], outs[0], `${what}: relaxed build (1 thread) differs from the plain build`);
+  assert.deepEqual(outs[2], outs[0], `${what}: relaxed build (2 threads) differs from the plain build`);
+}
+
+test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1 and 2 threads, 1 / 3 / 4 / 13 tokens)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  let seed = 10;
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+    for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
+      const r = rng(++seed);
+      const bytes = quantized(type, cols, rows, r);
+      // 1: the decode kernels; 3: rows; 4, 13: Q4_0's tiles of four tokens, then rows
+      for (const nTokens of [1, 3, 4, 13]) {
+        const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
+        // a block of zeros (scale 0) and a block holding a single value
+        x.fill(0, 0, 32);
+        if (cols >= 64) x.fill(0, 32, 64).fill(-5, 40, 41);
+        checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows}, ${nTokens} tokens`);
+      }
+    }
+  }
+});
+
+test("relaxed build: Q4_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 13 tokens)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  let seed = 40;
+  for (const type of [GGMLType.Q4_K, GGMLType.Q6_K]) {
+    for (const [cols, rows] of [[256, 1], [512, 67], [2816, 9]] as const) {
+      const r = rng(++seed);
+      // random bytes reach every code (Q6_K: q = -32 and scales -128 included); the f16 scales are kept finite
+      const random = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
+      const { typeSize } = typeInfo(type);
+      for (let o = 0; o < random.length; o += typeSize) {
+        for (const f of type === GGMLType.Q4_K ? [0, 2] : [208]) {
+          const h = f32ToF16Bits((r() + 0.1) * 0.01);
+          random[o + f] = h & 0xff;
+          random[o + f + 1] = h >>> 8;
+        }
+      }
+      for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
+        for (const nTokens of [1, 3, 13]) {
+          const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
+          x.fill(0, 0, 256);
+          checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows} ${what}, ${nTokens} tokens`);
+        }
+      }
+    }
+  }
+});
+
+test("relaxed build: extreme quants (|w| = 127 or nibbles 0 / 15, |a| = 127) stay exact", (t) => {
+  if (!supported) return t.skip(SKIP);
+  const cols = 256;
+  const rows = 8;
+  const r = rng(99);
+  // +-1 everywhere: every weight and activation quantizes to +-127 (Q4_0: to nibble 0 or 15,
+  // the block maximum being negative, or 1..15); the int16 pair sums reach their largest size
+  const sign = (): number => (r() < 0.5 ? -1 : 1);
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+    const bytes = quantized(type, cols, rows, r, sign);
+    for (const x of [new Float32Array(cols).map(sign), new Float32Array(cols).fill(1), new Float32Array(cols).fill(-1)]) {
+      checkAll(type, cols, rows, bytes, x, 1, `${typeName(type)} with +-1 weights`);
+    }
+  }
+});
+
+test("relaxed build: Q8_0 weights holding -128 (no quantizer writes it; a hand-made file may) are exact", (t) => {
+  if (!supported) return t.skip(SKIP);
+  const cols = 96;
+  const rows = 5;
+  const r = rng(7);
+  const bytes = new Uint8Array(rowByteLength(GGMLType.Q8_0, cols) * rows);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(r() * 256);
+  for (let o = 0; o < bytes.length; o += 34) {
+    const h = f32ToF16Bits(0.01 + r() * 0.01);
+    bytes[o] = h & 0xff;
+    bytes[o + 1] = h >>> 8;
+  }
+  // random bytes hold -128 here and there; a whole block of them too
+  bytes.fill(0x80, 34 + 2, 34 + 34);
+  const x = new Float32Array(cols).map(() => r() * 2 - 1);
+  checkAll(GGMLType.Q8_0, cols, rows, bytes, x, 1, "Q8_0 with a -128 weight");
+});
+
+test("the simd option rejects unknown builds", async () => {
+  await assert.rejects(createWasmBackend({ threads: 1, simd: "avx" as "plain" }), /simd .*"auto", "plain" or "relaxed".*"avx"/);
+});
