@@ -4,15 +4,19 @@
 // four neighbouring weights, each lane accumulated in f32 with a fused multiply-add by the
 // product of the two scales, then the lanes added pairwise. Relaxed SIMD gives both pieces:
 // i16x8.relaxed_dot_i8x16_i7x16_s and a pairwise add sum exactly those four products per lane
-// (exact for a 7-bit second operand), f32x4.relaxed_madd fuses on x86 CPUs with FMA — so this kernel exists
-// only in the relaxed build, used only where the runtime fuses.
+// (exact for a 7-bit second operand), and f32x4.relaxed_madd fuses on x86 CPUs with FMA — so this
+// kernel exists only in the relaxed build, used only where the runtime fuses. (The one-step
+// i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator returned twice the dot in Node 20's
+// V8 for one of these loops, so it is not used.)
 //
-// Activations are packed once per matmul (packQ8_0Exact) as |a| (7 bits: quantizeRowQ8_0 never
-// writes -128) and the sign mask m of a, both in natural order; a weight w then enters as
-// (w ^ m) - m = w * sign(a), exact unless w = -128 (the host keeps such tensors off this kernel).
-// Packed block (64 bytes, in place of the 32 int16 activations): |a| 0..15, |a| 16..31,
-// mask 0..15, mask 16..31.
+// Activations are packed once per matmul (packQ8_0Exact) as a+ = max(a, 0) and a- = max(-a, 0),
+// both 7-bit (quantizeRowQ8_0 never writes -128), in natural order: w * a = w * a+ - w * a-, two
+// int8 dots on the weights as stored, subtracted in int16 where one term of each pair is 0 — so
+// every weight byte, -128 included, is exact (assembly/relaxed.ts does the same in its order).
+// Packed block (64 bytes, in place of the 32 int16 activations): a+ 0..15, a+ 16..31,
+// a- 0..15, a- 16..31.
 import { f16 } from "./half";
+import { dotI8I7 } from "./simd";
 
 // @ts-ignore: decorator
 @inline function fma(a: v128, b: v128, c: v128): v128 {
@@ -21,26 +25,23 @@ import { f16 } from "./half";
   return a;
 }
 
-/** exact int32 lanes: lane i = sum of w[4i..4i+3] * x[4i..4i+3] (x in 0..127) */
+/** exact int32 lanes: lane i = sum of w[4i..4i+3] * a[4i..4i+3], a given as a+ (at x) and a- (at x + 32) */
 // @ts-ignore: decorator
-@inline function dot4(w: v128, x: v128): v128 {
-  // (not i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator: Node 20's V8 returned
-  // twice the dot for it in some register assignments; pairs of products fit int16 exactly)
-  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.extadd_pairwise_i16x8_s(i16x8.relaxed_dot_i8x16_i7x16_s(w, x));
-  unreachable();
-  return w;
+@inline function dot4(w: v128, x: usize, offset: usize): v128 {
+  return i32x4.extadd_pairwise_i16x8_s(i16x8.sub(dotI8I7(w, v128.load(x + offset)), dotI8I7(w, v128.load(x + offset, 32))));
 }
 
 /** rewrites nBlocks int16 activation blocks at q (64 bytes each) into the packed layout above */
 export function packQ8_0Exact(q: usize, nBlocks: i32): void {
+  const zero = i8x16.splat(0);
   for (let b = 0; b < nBlocks; b++) {
     const p = q + (<usize>b << 6);
     const lo = i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16));
     const hi = i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48));
-    v128.store(p, i8x16.abs(lo));
-    v128.store(p, i8x16.abs(hi), 16);
-    v128.store(p, i8x16.shr_s(lo, 7), 32);
-    v128.store(p, i8x16.shr_s(hi, 7), 48);
+    v128.store(p, i8x16.max_s(lo, zero));
+    v128.store(p, i8x16.max_s(hi, zero), 16);
+    v128.store(p, i8x16.max_s(i8x16.neg(lo), zero), 32);
+    v128.store(p, i8x16.max_s(i8x16.neg(hi), zero), 48);
   }
 }
 
@@ -51,16 +52,14 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/** weights (lo: 0..15, hi: 16..31) of one block against one token's packed block at x */
+/** the f32 lanes of one block's weights 0..15 (lanesLo) or 16..31 (lanesHi) against one token's packed block at x */
 // @ts-ignore: decorator
 @inline function lanesLo(wlo: v128, x: usize): v128 {
-  const m = v128.load(x, 32);
-  return f32x4.convert_i32x4_s(dot4(i8x16.sub(v128.xor(wlo, m), m), v128.load(x)));
+  return f32x4.convert_i32x4_s(dot4(wlo, x, 0));
 }
 // @ts-ignore: decorator
 @inline function lanesHi(whi: v128, x: usize): v128 {
-  const m = v128.load(x, 48);
-  return f32x4.convert_i32x4_s(dot4(i8x16.sub(v128.xor(whi, m), m), v128.load(x, 16)));
+  return f32x4.convert_i32x4_s(dot4(whi, x, 16));
 }
 
 /** one row against four tokens (t .. t+3): each weight block is loaded once for the four */

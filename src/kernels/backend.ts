@@ -11,6 +11,12 @@ import type { Tensor } from "../tensor/tensor.js";
  */
 export interface Backend {
   readonly name: string;
+  /**
+   * Which kernels add in llama.cpp's x86 order, bit for bit as the reference kernels: "all" (the
+   * reference backend); "q8_0+attention" (the wasm backend where Relaxed SIMD's multiply-add is
+   * fused: the kernels whose last-ulp differences flip quantized activations); "none".
+   */
+  readonly llamaCppOrder: "all" | "q8_0+attention" | "none";
   /** worker threads used by the kernels (1 for the reference backend) */
   readonly threads: number;
   /**

@@ -32,6 +32,7 @@ export function createReferenceBackend(): Backend {
 
   return {
     name: "reference",
+    llamaCppOrder: "all",
     threads: 1,
 
     allocWeights(byteLength: number): Uint8Array {

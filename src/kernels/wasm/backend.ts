@@ -76,6 +76,14 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const f16Table = arena.alloc(F16_TABLE_BYTES, "the f16 table");
   kernels.fillF16Table(f16Table);
   kernels.useF16Table(f16Table);
+  /*
+   * Where the relaxed build's f32x4.relaxed_madd is a fused multiply-add (x86 with FMA, ARM),
+   * Q8_0 matmuls and attention run the kernels that add in llama.cpp's exact order
+   * (q8-ggml.ts, attention-ggml.ts): the same bits as the reference kernels, so quantized models
+   * agree with llama.cpp to the last ulp rather than to a flipped int8 rounding. Elsewhere the
+   * online-softmax attention and the SIMD128-order Q8_0 kernels run.
+   */
+  const exact = variant === "relaxed" && kernels.maddIsFused() === 1;
   let scratch = arena.alloc(INITIAL_SCRATCH, "scratch");
   let scratchBytes = INITIAL_SCRATCH;
 
@@ -107,6 +115,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
+    if (exact && kind === C.Kind.Q8_0) return C.Kind.Q8_0_EXACT;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
@@ -175,6 +184,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q8_0_EXACT) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32);
       else kernels.packQ8_K(xq, (nTok * cols) / 256);
       kind = relaxedKind;
@@ -221,7 +231,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const items = nTokens * nHeads;
     const floats = items * headDim;
     const nAll = startPos + nTokens;
-    ensureScratch(2 * align64(floats * 4) + align64(nAll * 4));
+    // the exact kernel's score row and accumulators: one slot per thread
+    const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim)) : 0;
+    ensureScratch(2 * align64(floats * 4) + align64(nAll * 4) + threads * slotBytes);
     const qPtr = scratch;
     const oPtr = scratch + align64(floats * 4);
     const rPtr = oPtr + align64(floats * 4);
@@ -233,7 +245,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = new Int32Array(buffer, ctrl, 64);
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
-    control[C.KIND] = C.Kind.ATTENTION;
+    control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
+    control[C.SLOT] = 0;
+    control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
+    control[C.SLOT_BYTES] = slotBytes;
     control[C.W] = kPtr;
     control[C.XS] = vPtr;
     control[C.XB] = rPtr;
@@ -254,6 +269,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
 
   const backend: Backend = {
     name: "wasm",
+    llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
 
     allocWeights(byteLength: number): Uint8Array {

@@ -71,6 +71,8 @@ export enum Kind {
   Q5_0 = 14,
   /** attention in llama.cpp's order (relaxed build only): ATTENTION's words + N_TOK, SLOT_* */
   ATTENTION_EXACT = 15,
+  /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only) */
+  Q8_0_EXACT = 16,
 }
 
 /**

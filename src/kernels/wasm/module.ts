@@ -15,6 +15,10 @@ export interface KernelExports {
   packQ8_0(q: number, nBlocks: number): void;
   packQ4_0(q: number, nBlocks: number): void;
   packQ8_K(q: number, nBlocks: number): void;
+  packQ8_0Exact(q: number, nBlocks: number): void;
+  /** 1 where f32x4.relaxed_madd is fused (always 0 in the SIMD128 build) */
+  maddIsFused(): number;
+  attendGgmlScratchBytes(nAll: number, headDim: number): number;
 }
 
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (int8 dot for Q8_0 / Q4_0 decode) */

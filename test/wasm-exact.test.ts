@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
+import { quantizeRow } from "../src/tensor/quant/index.js";
+import type { Backend } from "../src/kernels/backend.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+import { rng } from "./helpers/rng.js";
+// @ts-expect-error: plain JS build script
+import { ensureWasm } from "../scripts/build-wasm.mjs";
+
+// Where Relaxed SIMD's multiply-add is fused (x86 with FMA), the wasm backend's Q8_0 matmul and
+// attention add in llama.cpp's order: bit for bit the reference kernels, which are checked
+// against llama.cpp itself in llama-cpp-parity.test.ts. Every output here must be the same f32.
+
+let backends: Backend[] = [];
+let skip: string | false = false;
+
+before(async () => {
+  await ensureWasm();
+  backends = [await createWasmBackend({ threads: 1 }), await createWasmBackend({ threads: 2 })];
+  assert.equal(backends[1]!.llamaCppOrder, backends[0]!.llamaCppOrder);
+  if (backends[0]!.llamaCppOrder === "none") skip = "the wasm backend runs its SIMD128-order kernels here (no Relaxed SIMD, a multiply-add that is not fused, or TSLLM_WASM_SIMD=plain); wasm-backend.test.ts checks those";
+});
+
+after(() => {
+  for (const be of backends) be.dispose();
+});
+
+const filled = (n: number, r: () => number, scale = 2): Float32Array => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+
+function firstDifference(a: Float32Array, b: Float32Array): string | undefined {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return `element ${i}: wasm ${a[i]} reference ${b[i]}`;
+  return undefined;
+}
+
+test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, awkward shapes, 1 and 2 threads)", async (t) => {
+  if (skip) return t.skip(skip);
+  const reference = createReferenceBackend();
+  const r = rng(17);
+  for (const [rows, cols] of [[67, 160], [130, 576], [5, 2048]] as const) {
+    const rowBytes = (cols / 32) * 34;
+    const data = new Uint8Array(rows * rowBytes);
+    for (let row = 0; row < rows; row++) quantizeRow(GGMLType.Q8_0, filled(cols, r, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
+    // a weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
+    data[2] = 0x80;
+    for (const nTokens of [1, 3, 4, 13]) {
+      const x = filled(nTokens * cols, r, 3);
+      const expected = new Float32Array(nTokens * rows);
+      reference.matmul(expected, { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data }, x, nTokens);
+      for (const be of backends) {
+        const w: Tensor = { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data: be.allocWeights(data.length) };
+        w.data.set(data);
+        const out = new Float32Array(nTokens * rows);
+        be.matmul(out, w, x, nTokens);
+        assert.equal(firstDifference(out, expected), undefined, `${rows}x${cols}, ${nTokens} tokens, ${be.threads} threads`);
+      }
+    }
+  }
+});
+
+test("attention equals the reference kernel bit for bit (GQA, head sizes with leftovers, batches across 64-key padding, scattered rows)", async (t) => {
+  if (skip) return t.skip(skip);
+  const reference = createReferenceBackend();
+  const r = rng(29);
+  const cases = [
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 0, nTokens: 1 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 37, nTokens: 1 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 3, nTokens: 16 },
+    { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 63, nTokens: 1 },
+    { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 60, nTokens: 9 },
+    { nHeads: 6, nKvHeads: 2, headDim: 80, startPos: 5, nTokens: 70 },
+    { nHeads: 8, nKvHeads: 1, headDim: 12, startPos: 0, nTokens: 3 },
+  ];
+  for (const c of cases) {
+    const nAll = c.startPos + c.nTokens;
+    const rowFloats = c.nKvHeads * c.headDim;
+    // positions stored in reverse order of rows: the row index must be followed
+    const rows = Int32Array.from({ length: nAll }, (_, j) => nAll - 1 - j);
+    const k = filled(nAll * rowFloats, r, 3), v = filled(nAll * rowFloats, r);
+    const q = filled(c.nTokens * c.nHeads * c.headDim, r);
+    const scale = 1 / Math.sqrt(c.headDim);
+    const expected = new Float32Array(q.length);
+    reference.attention(expected, q, k, v, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
+    for (const be of backends) {
+      const kw = be.allocActivations(k.length), vw = be.allocActivations(v.length);
+      kw.set(k);
+      vw.set(v);
+      const out = new Float32Array(q.length);
+      be.attention(out, q, kw, vw, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
+      assert.equal(firstDifference(out, expected), undefined, `${JSON.stringify(c)}, ${be.threads} threads`);
+    }
+  }
+});
