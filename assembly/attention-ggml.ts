@@ -157,16 +157,43 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     for (let c: usize = 0; c < (<usize>padded << 2); c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
     // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
     // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
-    // vec_dot's four accumulators); positions past the cache add 0 * 0 as the reference does
-    memory.fill(acc, 0, nAcc * rowBytes);
-    for (let j = 0; j < padded; j++) {
-      const pj = v128.load32_splat(p + ((<usize>j) << 2));
-      const a = acc + ((<usize>j) & (nAcc - 1)) * rowBytes;
-      if (j < nAll) {
-        const vp = v + rowAt(rows, j, kvStride) + kvOff;
-        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(a + d, fma(v128.load(vp + d), pj, v128.load(a + d)));
-      } else {
-        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(a + d, fma(zero, pj, v128.load(a + d)));
+    // vec_dot's four accumulators). Each accumulator sees only its own positions, in order, so
+    // it is run to the end over positions l, l + nAcc, ... in registers, 32 dimensions at a
+    // time. The reference also adds v * 0 for every masked or padded position: that leaves an
+    // accumulator unchanged (it starts at +0 and a sum is -0 only if both terms are; finite v),
+    // so those positions are skipped here
+    for (let l: usize = 0; l < nAcc; l++) {
+      const a = acc + l * rowBytes;
+      let d: usize = 0;
+      for (; d + 128 <= rowBytes; d += 128) {
+        let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+        let j = <i32>l;
+        for (; j < nKeys; j += <i32>nAcc) {
+          const pj = v128.load32_splat(p + ((<usize>j) << 2));
+          const vp = v + rowAt(rows, j, kvStride) + kvOff + d;
+          a0 = fma(v128.load(vp), pj, a0);
+          a1 = fma(v128.load(vp, 16), pj, a1);
+          a2 = fma(v128.load(vp, 32), pj, a2);
+          a3 = fma(v128.load(vp, 48), pj, a3);
+          a4 = fma(v128.load(vp, 64), pj, a4);
+          a5 = fma(v128.load(vp, 80), pj, a5);
+          a6 = fma(v128.load(vp, 96), pj, a6);
+          a7 = fma(v128.load(vp, 112), pj, a7);
+        }
+        v128.store(a + d, a0);
+        v128.store(a + d, a1, 16);
+        v128.store(a + d, a2, 32);
+        v128.store(a + d, a3, 48);
+        v128.store(a + d, a4, 64);
+        v128.store(a + d, a5, 80);
+        v128.store(a + d, a6, 96);
+        v128.store(a + d, a7, 112);
+      }
+      for (; d < rowBytes; d += 16) {
+        let a0 = zero;
+        let j = <i32>l;
+        for (; j < nKeys; j += <i32>nAcc) a0 = fma(v128.load(v + rowAt(rows, j, kvStride) + kvOff + d), v128.load32_splat(p + ((<usize>j) << 2)), a0);
+        v128.store(a + d, a0);
       }
     }
     if (!batch) {
