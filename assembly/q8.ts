@@ -233,8 +233,8 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
 
 /**
  * relaxed: the relaxed build's kernels over packed activations (assembly/relaxed.ts), Q8_0 for
- * single tokens only (its tiles stay on SIMD128: the sign moved onto each weight would cost
- * more per token than widening once per four tokens)
+ * single tokens only (its tiles stay on SIMD128: two int8 dots per token, for a+ and a-, gain
+ * nothing over a block widened once for four tokens)
  */
 // @ts-ignore: decorator
 @inline function matQ(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {

@@ -1,13 +1,15 @@
-// Q8_0 / Q4_0 decode kernels on Relaxed SIMD's int8 dot (i16x8.relaxed_dot_i8x16_i7x16_s:
-// signed int8 x 7-bit unsigned, pairs added into int16; pmaddubsw on x86). They multiply int8
-// directly where the SIMD128 kernels (q8.ts) widen both sides to int16 first.
+// Q8_0 / Q4_0 block dots on Relaxed SIMD's int8 dot (i16x8.relaxed_dot_i8x16_i7x16_s: signed
+// int8 x 7-bit unsigned, pairs added into int16; pmaddubsw on x86), used by q8.ts's relaxed
+// variants (Q8_0 decode; Q4_0 decode and tiles). They multiply int8 directly where the SIMD128
+// kernels widen both sides to int16 first.
 //
-// The activations are repacked once per matvec (packQ8_0 / packQ4_0, shared by all rows and
+// The activations are repacked once per matmul (packQ8_0 / packQ4_0, shared by all rows and
 // threads) so that each weight block costs a shuffle and a few byte ops:
 // - Q8_0 x Q8_0: a = a+ - a- with a+ = max(a, 0) and a- = max(-a, 0), both 0..127 (the
 //   quantizer never writes -128), so w * a = w * a+ - w * a-: two int8 dots on the weights as
-//   stored, subtracted in int16 (one of each pair of terms is 0: at most 2 * 128 * 127, so
-//   every weight byte, -128 included, is exact).
+//   stored, subtracted in int16 (at each position one of a+, a- is 0, so every int16 is a sum
+//   of two products w * a, at most 2 * 128 * 127 in size: exact for every weight byte, -128
+//   included).
 // - Q4_0: the stored nibble n = w + 8 (0..15) is the 7-bit operand, a the signed one, and
 //   sum (n - 8) a = sum n a - 8 sum a with the last term precomputed per lane.
 // Integer results per f32 lane must equal q8.ts's exactly, so that the float accumulation (the

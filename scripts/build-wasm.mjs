@@ -1,4 +1,5 @@
-// Compiles the AssemblyScript kernels (assembly/) to dist/kernels/wasm/kernels.wasm.
+// Compiles the AssemblyScript kernels (assembly/) to dist/kernels/wasm/kernels.wasm, and with
+// Relaxed SIMD enabled to kernels-relaxed.wasm.
 // Run by `npm run build` (and so by `npm ci` through `prepare`); tests call ensureWasm() to
 // rebuild when the sources are newer than the binary. The loader
 // (src/kernels/wasm/module.ts) finds the file next to itself in dist/, or in dist/ when it
@@ -10,7 +11,7 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const sourceDir = path.join(root, "assembly");
 export const wasmPath = path.join(root, "dist", "kernels", "wasm", "kernels.wasm");
-/** the same kernels with Relaxed SIMD enabled (assembly/relaxed.ts uses its int8 dot), loaded where the runtime has it */
+/** the same kernels with Relaxed SIMD enabled (its int8 dot: assembly/relaxed.ts, kquant.ts), loaded where the runtime has it */
 export const relaxedWasmPath = path.join(root, "dist", "kernels", "wasm", "kernels-relaxed.wasm");
 
 const ascArgs = (outFile, features) => [

@@ -2,6 +2,7 @@
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels").
  * Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2]
+ * TSLLM_WASM_SIMD=plain or relaxed picks the kernels build (default: relaxed where the runtime has it).
  */
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
@@ -29,13 +30,19 @@ function median(xs: number[]): number {
   return s[s.length >> 1]!;
 }
 
-const cases: { type: GGMLType; cols: number; rows: number; tokens: number }[] = [
+/** copies: distinct matrices cycled through, so that the working set exceeds the caches (decode streams from memory) */
+const cases: { type: GGMLType; cols: number; rows: number; tokens: number; copies?: number }[] = [
   { type: GGMLType.F32, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.Q8_0, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.Q4_0, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.Q4_K, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.Q6_K, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.F16, cols: 4096, rows: 4096, tokens: 1 },
+  // TinyLlama-1.1B's FFN matrices, 6 copies: 74 MB of Q8_0
+  { type: GGMLType.Q8_0, cols: 2048, rows: 5632, tokens: 1, copies: 6 },
+  { type: GGMLType.Q4_0, cols: 2048, rows: 5632, tokens: 1, copies: 6 },
+  { type: GGMLType.Q8_0, cols: 5632, rows: 2048, tokens: 1, copies: 6 },
+  { type: GGMLType.Q4_0, cols: 5632, rows: 2048, tokens: 1, copies: 6 },
   { type: GGMLType.Q8_0, cols: 576, rows: 1536, tokens: 128 },
   { type: GGMLType.Q4_0, cols: 576, rows: 1536, tokens: 128 },
   { type: GGMLType.F32, cols: 576, rows: 1536, tokens: 128 },
@@ -44,15 +51,18 @@ const cases: { type: GGMLType; cols: number; rows: number; tokens: number }[] = 
 for (const threads of threadCounts) {
   const backend = await createWasmBackend({ threads });
   for (const c of cases) {
-    const w = randomWeights(backend, c.type, c.cols, c.rows);
+    const ws = Array.from({ length: c.copies ?? 1 }, () => randomWeights(backend, c.type, c.cols, c.rows));
+    const w = ws[0]!;
     const x = new Float32Array(c.cols * c.tokens).map(() => Math.random() * 2 - 1);
     const out = new Float32Array(c.rows * c.tokens);
-    for (let i = 0; i < 5; i++) backend.matmul(out, w, x, c.tokens);
+    for (let i = 0; i < 5; i++) for (const wi of ws) backend.matmul(out, wi, x, c.tokens);
     const times: number[] = [];
     for (let i = 0; i < repeats; i++) {
-      const t0 = performance.now();
-      backend.matmul(out, w, x, c.tokens);
-      times.push(performance.now() - t0);
+      for (const wi of ws) {
+        const t0 = performance.now();
+        backend.matmul(out, wi, x, c.tokens);
+        times.push(performance.now() - t0);
+      }
     }
     const ms = median(times);
     const gbs = w.data.length / (ms * 1e6);

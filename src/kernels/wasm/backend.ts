@@ -22,8 +22,8 @@ export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
   /**
-   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0 / Q4_0 decode; an error if
-   * the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the runtime
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0 decode, Q4_0, Q4_K and
+   * Q6_K; an error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the runtime
    * has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the default. Both
    * give the same bits.
    */
@@ -110,7 +110,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
-   * The relaxed build's kernel for a weight and batch, or undefined for the SIMD128 one. Q8_0
+   * The relaxed build's kernel for a weight type and batch, or undefined for the SIMD128 one. Q8_0
    * only for single tokens: its batches keep q8.ts's SIMD128 tiles (see matQ there).
    */
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {

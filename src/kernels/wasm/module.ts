@@ -21,13 +21,13 @@ export interface KernelExports {
   attendGgmlScratchBytes(nAll: number, headDim: number): number;
 }
 
-/** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (int8 dot for Q8_0 / Q4_0 decode) */
+/** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
 export type KernelsVariant = "plain" | "relaxed";
 
 /**
  * Where the compiled kernels live: next to this file once built (dist/kernels/wasm/), or in
  * dist/ when this file runs from src/ through tsx. `npm run build` (scripts/build-wasm.mjs)
- * produces it.
+ * produces both files.
  */
 const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
 const candidates = (file: string): string[] => [new URL(`./${file}`, import.meta.url), new URL(`../../../dist/kernels/wasm/${file}`, import.meta.url)].map((u) => fileURLToPath(u));
