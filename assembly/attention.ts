@@ -52,7 +52,7 @@ let runningSum: f32 = 0;
 
 /** byte offset of position j's row: rows holds the paged cache's row index (i32 per position) */
 // @ts-ignore: decorator
-@inline function rowAt(rows: usize, j: i32, kvStride: usize): usize {
+@inline export function rowAt(rows: usize, j: i32, kvStride: usize): usize {
   return (<usize>load<i32>(rows + ((<usize>j) << 2))) * kvStride;
 }
 

@@ -16,6 +16,7 @@ import { attendGgml } from "./attention-ggml";
 export { attendGgmlScratchBytes, maddIsFused } from "./attention-ggml";
 import { matQ8_0Exact } from "./q8-ggml";
 export { packQ8_0Exact } from "./q8-ggml";
+export { swigluGgml } from "./swiglu-ggml";
 
 const NEXT: usize = 128;
 const KIND: usize = 192;

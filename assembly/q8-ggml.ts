@@ -17,13 +17,7 @@
 // a- 0..15, a- 16..31.
 import { f16 } from "./half";
 import { dotI8I7 } from "./simd";
-
-// @ts-ignore: decorator
-@inline function fma(a: v128, b: v128, c: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
-  unreachable();
-  return a;
-}
+import { fma } from "./ggml-math";
 
 /** exact int32 lanes: lane i = sum of w[4i..4i+3] * a[4i..4i+3], a given as a+ (at x) and a- (at x + 32) */
 // @ts-ignore: decorator

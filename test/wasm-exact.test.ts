@@ -93,3 +93,21 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     }
   }
 });
+
+test("SwiGLU equals the plain-TS op bit for bit (ggml's exp: normal, denormal and overflowing arguments; odd lengths)", (t) => {
+  if (skip) return t.skip(skip);
+  const reference = createReferenceBackend();
+  const r = rng(41);
+  for (const n of [1, 7, 1536, 5633]) {
+    // mostly ordinary values, some far out where e^-g underflows, goes denormal or overflows
+    const gate = Float32Array.from({ length: n }, (_, i) => (i % 97 === 0 ? (r() * 2 - 1) * 200 : i % 89 === 0 ? -88 - r() * 20 : (r() * 2 - 1) * 8));
+    const up = filled(n, r);
+    const expected = new Float32Array(n);
+    reference.swiglu(expected, gate, up, n);
+    for (const be of backends) {
+      const out = new Float32Array(n);
+      be.swiglu(out, gate, up, n);
+      assert.equal(firstDifference(out, expected), undefined, `n = ${n}, ${be.threads} threads`);
+    }
+  }
+});

@@ -42,6 +42,8 @@ export interface Backend {
    * position p is their row rows[p] (the paged KV cache's row index), or row p without `rows`.
    */
   attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void;
+  /** out[i] = silu(gate[i]) * up[i] for i < n, as kernels/ops/activations.ts's swiglu (same bits) */
+  swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   /** releases workers and memory; the backend is unusable afterwards */
   dispose(): void;
 }

@@ -2,7 +2,7 @@ import { KVCache } from "../cache/kv-cache.js";
 import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import { GGUFError } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
-import { addBias, addInPlace, applyRope, rmsNorm, swiglu, type RopeParams } from "../kernels/ops/index.js";
+import { addBias, addInPlace, applyRope, rmsNorm, type RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
@@ -167,7 +167,7 @@ export class LlamaModel implements LanguageModel {
 
       rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
       this.project(L.gateUp, xn, n, [gate, up], [ff, ff], gateUp);
-      swiglu(hidden, gate, up, n * ff);
+      be.swiglu(hidden, gate, up, n * ff);
       be.matmul(proj, L.down, hidden, n);
       addInPlace(x, proj);
     }

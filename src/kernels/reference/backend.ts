@@ -4,6 +4,7 @@ import { dequantizeRow } from "../../tensor/quant/index.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
+import { swiglu } from "../ops/activations.js";
 
 /**
  * The plain-TypeScript backend: the executable spec the WebAssembly kernels are tested against.
@@ -44,6 +45,11 @@ export function createReferenceBackend(): Backend {
       // relative to the buffer; round the length up so consumers may read whole 64-byte lines
       const buffer = new ArrayBuffer(Math.ceil(byteLength / ALIGN) * ALIGN);
       return new Uint8Array(buffer, 0, byteLength);
+    },
+
+    swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+      alive("swiglu");
+      swiglu(out, gate, up, n);
     },
 
     matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {

@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import type { Backend } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
+import { swiglu } from "../ops/activations.js";
 import { createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
@@ -267,6 +268,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     out.set(new Float32Array(buffer, oPtr, floats));
   }
 
+  /** the exact SwiGLU kernel on the main thread: a few thousand elements, less than a job's sync */
+  function swigluExact(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+    const bytes = align64(n * 4);
+    ensureScratch(3 * bytes);
+    const buffer = arena.buffer;
+    new Float32Array(buffer, scratch, n).set(gate.subarray(0, n));
+    new Float32Array(buffer, scratch + bytes, n).set(up.subarray(0, n));
+    kernels.swigluGgml(scratch + 2 * bytes, scratch, scratch + bytes, n);
+    out.set(new Float32Array(buffer, scratch + 2 * bytes, n));
+  }
+
   const backend: Backend = {
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
@@ -279,6 +291,14 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
       const ptr = arena.alloc(byteLength, "weights");
       return new Uint8Array(arena.buffer, ptr, byteLength);
+    },
+
+    swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+      alive("swiglu");
+      if (!(gate.length >= n && up.length >= n && out.length >= n)) throw new Error(`swiglu: ${n} elements asked, arrays hold ${gate.length} / ${up.length} / ${out.length}`);
+      // ggml's exp needs the fused multiply-add; without it the plain-TS op gives the same bits
+      if (exact) swigluExact(out, gate, up, n);
+      else swiglu(out, gate, up, n);
     },
 
     matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {

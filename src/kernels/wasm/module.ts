@@ -19,6 +19,7 @@ export interface KernelExports {
   /** 1 where f32x4.relaxed_madd is fused (always 0 in the SIMD128 build) */
   maddIsFused(): number;
   attendGgmlScratchBytes(nAll: number, headDim: number): number;
+  swigluGgml(out: number, gate: number, up: number, n: number): void;
 }
 
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
