@@ -181,12 +181,11 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
 }
 
 /**
- * 1 where f32x4.relaxed_madd rounds once (a hardware FMA), so the kernels above reproduce
- * llama.cpp's bits; 0 where the runtime multiplies and adds separately.
+ * Lane 0 of f32x4.relaxed_madd(a, a, c), a probe for the host: 2^-24 for a = 1 + 2^-12,
+ * c = -(1 + 2^-11) where it rounds once (a hardware FMA), 0 where it multiplies and adds
+ * separately. (Arguments, not constants, so the optimizer cannot fold the probe.)
  */
-export function maddIsFused(): i32 {
+export function probeMadd(a: f32, c: f32): f32 {
   if (!ASC_FEATURE_RELAXED_SIMD) return 0;
-  // (1 + 2^-12)^2 - (1 + 2^-11) = 2^-24 exactly, but 0 after rounding the product to f32
-  const a = f32x4.splat(<f32>1.000244140625);
-  return f32x4.extract_lane(fma(a, a, f32x4.splat(<f32>-1.00048828125)), 0) != 0 ? 1 : 0;
+  return f32x4.extract_lane(fma(f32x4.splat(a), f32x4.splat(a), f32x4.splat(c)), 0);
 }

@@ -13,9 +13,9 @@ export { packQ8_K } from "./kquant";
 import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
-export { attendGgmlScratchBytes, maddIsFused } from "./attention-ggml";
+export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact } from "./q8-ggml";
-export { packQ8_0Exact } from "./q8-ggml";
+export { packQ8_0Exact, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 
 const NEXT: usize = 128;

@@ -9,33 +9,31 @@
 // i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator returned twice the dot in Node 20's
 // V8 for one of these loops, so it is not used.)
 //
-// Activations are packed once per matmul (packQ8_0Exact) as a+ = max(a, 0) and a- = max(-a, 0),
-// both 7-bit (quantizeRowQ8_0 never writes -128), in natural order: w * a = w * a+ - w * a-, two
-// int8 dots on the weights as stored, subtracted in int16 where one term of each pair is 0 — so
-// every weight byte, -128 included, is exact (assembly/relaxed.ts does the same in its order).
-// Packed block (64 bytes, in place of the 32 int16 activations): a+ 0..15, a+ 16..31,
-// a- 0..15, a- 16..31.
+// Activations are packed once per matmul (packQ8_0Exact) as int8 in natural order. Each weight
+// half-block enters as |w| (the dot's unsigned operand) and its sign moves onto the activations,
+// a * sign(w) = (a ^ m) - m with m = (w < 0): |a| <= 127, so that never wraps. |w| = 128 (a
+// weight of -128, legal in a file though ggml's quantizer never writes it) is exact where the dot
+// treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot() probes that,
+// and the host uses this kernel only where it holds.
 import { f16 } from "./half";
 import { dotI8I7 } from "./simd";
 import { fma } from "./ggml-math";
 
-/** exact int32 lanes: lane i = sum of w[4i..4i+3] * a[4i..4i+3], a given as a+ (at x) and a- (at x + 32) */
+/**
+ * exact int32 lanes: lane i = sum of w[4i..4i+3] * a[4i..4i+3] for 16 weights given as |w|
+ * (the unsigned operand) and their sign mask m: a enters as (a ^ m) - m = a * sign(w)
+ */
 // @ts-ignore: decorator
-@inline function dot4(w: v128, x: usize, offset: usize): v128 {
-  return i32x4.extadd_pairwise_i16x8_s(i16x8.sub(dotI8I7(w, v128.load(x + offset)), dotI8I7(w, v128.load(x + offset, 32))));
+@inline function dot4(absW: v128, m: v128, a: v128): v128 {
+  return i32x4.extadd_pairwise_i16x8_s(dotI8I7(i8x16.sub(v128.xor(a, m), m), absW));
 }
 
-/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into the packed layout above */
+/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into int8, in place, natural order (the first 32 bytes) */
 export function packQ8_0Exact(q: usize, nBlocks: i32): void {
-  const zero = i8x16.splat(0);
   for (let b = 0; b < nBlocks; b++) {
     const p = q + (<usize>b << 6);
-    const lo = i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16));
-    const hi = i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48));
-    v128.store(p, i8x16.max_s(lo, zero));
-    v128.store(p, i8x16.max_s(hi, zero), 16);
-    v128.store(p, i8x16.max_s(i8x16.neg(lo), zero), 32);
-    v128.store(p, i8x16.max_s(i8x16.neg(hi), zero), 48);
+    v128.store(p, i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16)));
+    v128.store(p, i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48)), 16);
   }
 }
 
@@ -46,14 +44,10 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/** the f32 lanes of one block's weights 0..15 (lanesLo) or 16..31 (lanesHi) against one token's packed block at x */
+/** one token's f32 lanes of a half block (16 weights as |w| and sign mask m) against its 16 int8 activations at x */
 // @ts-ignore: decorator
-@inline function lanesLo(wlo: v128, x: usize): v128 {
-  return f32x4.convert_i32x4_s(dot4(wlo, x, 0));
-}
-// @ts-ignore: decorator
-@inline function lanesHi(whi: v128, x: usize): v128 {
-  return f32x4.convert_i32x4_s(dot4(whi, x, 16));
+@inline function lanes(absW: v128, m: v128, x: usize): v128 {
+  return f32x4.convert_i32x4_s(dot4(absW, m, v128.load(x)));
 }
 
 /** one row against four tokens (t .. t+3): each weight block is loaded once for the four */
@@ -65,19 +59,21 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
     const wlo = v128.load(p, 2);
     const whi = v128.load(p, 18);
+    const alo = i8x16.abs(wlo), mlo = i8x16.lt_s(wlo, i8x16.splat(0));
+    const ahi = i8x16.abs(whi), mhi = i8x16.lt_s(whi, i8x16.splat(0));
     const dw = f16(load<u16>(p));
     let d = f32x4.splat(dw * load<f32>(sb));
-    l0 = fma(lanesLo(wlo, xb), d, l0);
-    h0 = fma(lanesHi(whi, xb), d, h0);
+    l0 = fma(lanes(alo, mlo, xb), d, l0);
+    h0 = fma(lanes(ahi, mhi, xb + 16), d, h0);
     d = f32x4.splat(dw * load<f32>(sb + sStride));
-    l1 = fma(lanesLo(wlo, xb + xStride), d, l1);
-    h1 = fma(lanesHi(whi, xb + xStride), d, h1);
+    l1 = fma(lanes(alo, mlo, xb + xStride), d, l1);
+    h1 = fma(lanes(ahi, mhi, xb + xStride + 16), d, h1);
     d = f32x4.splat(dw * load<f32>(sb + 2 * sStride));
-    l2 = fma(lanesLo(wlo, xb + 2 * xStride), d, l2);
-    h2 = fma(lanesHi(whi, xb + 2 * xStride), d, h2);
+    l2 = fma(lanes(alo, mlo, xb + 2 * xStride), d, l2);
+    h2 = fma(lanes(ahi, mhi, xb + 2 * xStride + 16), d, h2);
     d = f32x4.splat(dw * load<f32>(sb + 3 * sStride));
-    l3 = fma(lanesLo(wlo, xb + 3 * xStride), d, l3);
-    h3 = fma(lanesHi(whi, xb + 3 * xStride), d, h3);
+    l3 = fma(lanes(alo, mlo, xb + 3 * xStride), d, l3);
+    h3 = fma(lanes(ahi, mhi, xb + 3 * xStride + 16), d, h3);
   }
   store<f32>(out, hsum8(l0, h0));
   store<f32>(out + outStride, hsum8(l1, h1));
@@ -92,8 +88,10 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   let p = p0, xb = x, sb = s;
   for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
     const d = f32x4.splat(f16(load<u16>(p)) * load<f32>(sb));
-    lo = fma(lanesLo(v128.load(p, 2), xb), d, lo);
-    hi = fma(lanesHi(v128.load(p, 18), xb), d, hi);
+    const wlo = v128.load(p, 2);
+    const whi = v128.load(p, 18);
+    lo = fma(lanes(i8x16.abs(wlo), i8x16.lt_s(wlo, i8x16.splat(0)), xb), d, lo);
+    hi = fma(lanes(i8x16.abs(whi), i8x16.lt_s(whi, i8x16.splat(0)), xb + 16), d, hi);
   }
   return hsum8(lo, hi);
 }
@@ -119,4 +117,14 @@ export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, ou
       store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride));
     }
   }
+}
+
+/**
+ * Lane 0 of the relaxed int8 dot of splat(a) with splat(b), a probe for the host: -256 for
+ * (-1, -128) where the second operand is read as unsigned bytes. (Arguments, not constants, so
+ * the optimizer cannot fold the probe with its own idea of the instruction.)
+ */
+export function probeDot(a: i32, b: i32): i32 {
+  if (!ASC_FEATURE_RELAXED_SIMD) return 0;
+  return i16x8.extract_lane_s(dotI8I7(i8x16.splat(<i8>a), i8x16.splat(<i8>b)), 0);
 }

@@ -78,13 +78,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   kernels.fillF16Table(f16Table);
   kernels.useF16Table(f16Table);
   /*
-   * Where the relaxed build's f32x4.relaxed_madd is a fused multiply-add (x86 with FMA, ARM),
+   * Where the relaxed build's f32x4.relaxed_madd is a fused multiply-add and its int8 dot reads
+   * unsigned bytes (x86 with FMA; both probed),
    * Q8_0 matmuls and attention run the kernels that add in llama.cpp's exact order
    * (q8-ggml.ts, attention-ggml.ts): the same bits as the reference kernels, so quantized models
    * agree with llama.cpp to the last ulp rather than to a flipped int8 rounding. Elsewhere the
    * online-softmax attention and the SIMD128-order Q8_0 kernels run.
    */
-  const exact = variant === "relaxed" && kernels.maddIsFused() === 1;
+  const maddFused = kernels.probeMadd(1 + 2 ** -12, -(1 + 2 ** -11)) === 2 ** -24;
+  const exact = variant === "relaxed" && maddFused && kernels.probeDot(-1, -128) === -256;
   let scratch = arena.alloc(INITIAL_SCRATCH, "scratch");
   let scratchBytes = INITIAL_SCRATCH;
 

@@ -16,10 +16,12 @@ export interface KernelExports {
   packQ4_0(q: number, nBlocks: number): void;
   packQ8_K(q: number, nBlocks: number): void;
   packQ8_0Exact(q: number, nBlocks: number): void;
-  /** 1 where f32x4.relaxed_madd is fused (always 0 in the SIMD128 build) */
-  maddIsFused(): number;
+  /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
+  probeMadd(a: number, c: number): number;
   attendGgmlScratchBytes(nAll: number, headDim: number): number;
   swigluGgml(out: number, gate: number, up: number, n: number): void;
+  /** lane 0 of the relaxed int8 dot of splat(a), splat(b) (0 in the SIMD128 build) */
+  probeDot(a: number, b: number): number;
 }
 
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
