@@ -105,10 +105,10 @@ test("Llama Q/K permutation: half-split RoPE on HF rows = adjacent-pair RoPE on 
   const x = rng.fillNormal(new Float32Array(heads * hd), 1);
   const base: Omit<RopeParams, "style"> = { headDim: hd, ropeDim: hd, base: 10000, freqScale: 1 };
   const neox = Float32Array.from(x);
-  applyRope(neox, 1, heads, [7], { ...base, style: "neox" }, new Float32Array(hd));
+  applyRope(neox, 1, heads, [7], { ...base, style: "neox" });
   // one row per value: permuting rows of a [rows, 1] matrix permutes the vector
   const perm = new Float32Array(permuteHeadRows(new Uint8Array(x.buffer), heads * hd, 4, heads).buffer);
-  applyRope(perm, 1, heads, [7], { ...base, style: "norm" }, new Float32Array(hd));
+  applyRope(perm, 1, heads, [7], { ...base, style: "norm" });
   const neoxPerm = new Float32Array(permuteHeadRows(new Uint8Array(neox.buffer), heads * hd, 4, heads).buffer);
   assert.deepEqual(perm, neoxPerm);
   const back = permuteHeadRows(permuteHeadRows(new Uint8Array(x.buffer), heads * hd, 4, heads), heads * hd, 4, heads, true);

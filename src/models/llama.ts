@@ -143,7 +143,6 @@ export class LlamaModel implements LanguageModel {
     const gateUp = s.get("gateUp", n * 2 * ff);
     const gate = s.get("gate", n * ff), up = s.get("up", n * ff);
     const hidden = s.get("hidden", n * ff);
-    const ropeScratch = s.get("rope", c.rope.ropeDim);
     const scale = 1 / Math.sqrt(c.headDim);
 
     for (let l = 0; l < c.blockCount; l++) {
@@ -155,8 +154,8 @@ export class LlamaModel implements LanguageModel {
       if (L.vBias) addBias(v, L.vBias, n);
       if (L.qNorm) rmsNorm(q, q, L.qNorm, c.headDim, n * c.headCount, c.normEps);
       if (L.kNorm) rmsNorm(k, k, L.kNorm, c.headDim, n * c.headCountKv, c.normEps);
-      applyRope(q, n, c.headCount, positions, c.rope, ropeScratch);
-      applyRope(k, n, c.headCountKv, positions, c.rope, ropeScratch);
+      applyRope(q, n, c.headCount, positions, c.rope);
+      applyRope(k, n, c.headCountKv, positions, c.rope);
       for (const g of segments) {
         g.cache.store(l, g.startPos, k.subarray(g.offset * kvDim), v.subarray(g.offset * kvDim), g.count);
         be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);

@@ -25,11 +25,11 @@ export interface RopeParams {
 const angleTables = new WeakMap<RopeParams, { cache: Float32Array; positions: number }>();
 
 /**
- * cos/sin for one position: cache[2i] = cos, cache[2i+1] = sin. Computed as llama.cpp does —
- * theta stepped by a float32 factor, glibc's sinf/cosf — and kept per parameter set, since
- * every layer and every later call rotates by the same angles.
+ * cos/sin for one position, a view into the table: [2i] = cos, [2i+1] = sin. Computed as
+ * llama.cpp does — theta stepped by a float32 factor, glibc's sinf/cosf — and kept per parameter
+ * set, since every layer and every later call rotates by the same angles.
  */
-export function ropeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
+export function ropeAngles(pos: number, p: RopeParams): Float32Array {
   if (!Number.isInteger(pos) || pos < 0) throw new Error(`RoPE position must be a non-negative integer, got ${pos}`);
   let table = angleTables.get(p);
   if (!table || pos >= table.positions) {
@@ -37,15 +37,15 @@ export function ropeAngles(cache: Float32Array, pos: number, p: RopeParams): voi
     const grown = new Float32Array(positions * p.ropeDim);
     const known = table?.positions ?? 0;
     if (table) grown.set(table.cache);
-    for (let q = known; q < positions; q++) computeAngles(grown.subarray(q * p.ropeDim, (q + 1) * p.ropeDim), q, p);
+    const thetaScale = Math.fround(Math.pow(p.base, Math.fround(-2 / p.ropeDim))); // ggml: powf(base, -2.0f / n_dims)
+    for (let q = known; q < positions; q++) computeAngles(grown.subarray(q * p.ropeDim, (q + 1) * p.ropeDim), q, thetaScale, p);
     table = { cache: grown, positions };
     angleTables.set(p, table);
   }
-  cache.set(table.cache.subarray(pos * p.ropeDim, (pos + 1) * p.ropeDim));
+  return table.cache.subarray(pos * p.ropeDim, (pos + 1) * p.ropeDim);
 }
 
-function computeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
-  const thetaScale = Math.fround(Math.pow(p.base, Math.fround(-2 / p.ropeDim))); // ggml: powf(base, -2.0f / n_dims)
+function computeAngles(cache: Float32Array, pos: number, thetaScale: number, p: RopeParams): void {
   let theta = Math.fround(pos);
   for (let i = 0; i < p.ropeDim / 2; i++) {
     const ff = p.freqFactors ? p.freqFactors[i]! : 1;
@@ -56,15 +56,15 @@ function computeAngles(cache: Float32Array, pos: number, p: RopeParams): void {
   }
 }
 
-export function applyRope(x: Float32Array, nTokens: number, nHeads: number, positions: ArrayLike<number>, p: RopeParams, scratch: Float32Array): void {
+export function applyRope(x: Float32Array, nTokens: number, nHeads: number, positions: ArrayLike<number>, p: RopeParams): void {
   const { headDim, ropeDim } = p;
   const half = ropeDim / 2;
   for (let t = 0; t < nTokens; t++) {
-    ropeAngles(scratch, positions[t]!, p);
+    const angles = ropeAngles(positions[t]!, p);
     for (let h = 0; h < nHeads; h++) {
       const o = (t * nHeads + h) * headDim;
       for (let i = 0; i < half; i++) {
-        const c = scratch[2 * i]!, s = scratch[2 * i + 1]!;
+        const c = angles[2 * i]!, s = angles[2 * i + 1]!;
         const a = p.style === "norm" ? o + 2 * i : o + i;
         const b = p.style === "norm" ? a + 1 : a + half;
         const x0 = x[a]!, x1 = x[b]!;
