@@ -86,20 +86,20 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     const op = out + (<usize>item) * rowBytes;
     const kvOff = (<usize>(h / group)) * rowBytes;
     const nKeys = startPos + t + 1;
-    // scores, scaled; masked and padded positions -inf
+    // scores, scaled
     let m: f32 = -Infinity;
     for (let j = 0; j < nKeys; j++) {
       const s = vecDot(k + rowAt(rows, j, kvStride) + kvOff, qp, headDim) * scale;
       store<f32>(p + ((<usize>j) << 2), s);
       m = max<f32>(m, s);
     }
-    for (let j = nKeys; j < padded; j++) store<f32>(p + ((<usize>j) << 2), -Infinity);
-    // softmax: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64
+    // softmax: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks wholly
+    // past the last unmasked key are e^-inf = 0, add 0 to the sum and are never read: skipped;
+    // the masked tail of the last live chunk is -inf
+    const live = (<usize>((nKeys + 15) & ~15)) << 2;
+    for (let c = (<usize>nKeys) << 2; c < live; c += 4) store<f32>(p + c, -Infinity);
     const mv = f32x4.splat(m);
     let sum: f64 = 0;
-    // chunks wholly past the last unmasked key are e^-inf = 0 and add 0 to the sum
-    const live = (<usize>((nKeys + 15) & ~15)) << 2;
-    for (let c: usize = live; c < (<usize>padded << 2); c += 16) v128.store(p + c, zero);
     for (let c: usize = 0; c < live; c += 64) {
       const e0 = expGgml(f32x4.sub(v128.load(p + c), mv));
       const e1 = expGgml(f32x4.sub(v128.load(p + c, 16), mv));
@@ -112,7 +112,7 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
       sum += <f64>reduce16(e0, e1, e2, e3);
     }
     const inv = f32x4.splat(<f32>(1 / sum));
-    for (let c: usize = 0; c < (<usize>padded << 2); c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
+    for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
     // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
     // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
     // vec_dot's four accumulators). Each accumulator sees only its own positions, in order, so

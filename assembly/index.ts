@@ -90,9 +90,9 @@ export function work(ctrl: usize): void {
       case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
       case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
+      case 15: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
       // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only)
       case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      case 15: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
       default: unreachable();
     }
   }

@@ -84,7 +84,7 @@ async function checkParity(name: string, spec: RandomModelSpec, backend: "refere
     const label = `${name} ${typeName(spec.weightType)} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
     const exact = spec.weightType === GGMLType.F32 || model.backend.llamaCppOrder !== "none";
-    const { tolerance, maxFlipped, ceiling = FLIP_TOLERANCE } = bounds ?? (exact ? undefined : inexactBounds) ?? (exact ? { tolerance: TOLERANCE, maxFlipped: 0 } : { tolerance: TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
+    const { tolerance, maxFlipped, ceiling = FLIP_TOLERANCE } = bounds ?? (exact ? { tolerance: TOLERANCE, maxFlipped: 0 } : inexactBounds ?? { tolerance: TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
     const flipped = diffs.filter((d) => d >= tolerance).length;
     assert.ok(flipped <= maxFlipped, `${label}: ${flipped} steps above ${tolerance}`);
     assert.ok(Math.max(...diffs) < ceiling, label);

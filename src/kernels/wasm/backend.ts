@@ -23,10 +23,11 @@ export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
   /**
-   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0 decode, Q4_0, Q4_K and
-   * Q6_K; an error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the runtime
-   * has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the default. Both
-   * give the same bits.
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0, Q4_K and Q6_K; an
+   * error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the
+   * runtime has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the
+   * default. Both give the same bits, except where the relaxed build runs the exact kernels
+   * (see `exact` below): Q8_0 and attention then give the reference kernels' bits.
    */
   simd?: "auto" | KernelsVariant;
 }
@@ -79,9 +80,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   kernels.useF16Table(f16Table);
   /*
    * Where the relaxed build's f32x4.relaxed_madd is a fused multiply-add and its int8 dot reads
-   * unsigned bytes (x86 with FMA; both probed),
-   * Q8_0 matmuls and attention run the kernels that add in llama.cpp's exact order
-   * (q8-ggml.ts, attention-ggml.ts): the same bits as the reference kernels, so quantized models
+   * unsigned bytes (x86 with FMA; both probed), Q8_0 matmuls, attention and SwiGLU run the
+   * kernels that add in llama.cpp's exact order (q8-ggml.ts, attention-ggml.ts,
+   * swiglu-ggml.ts): the same bits as the reference kernels, so quantized models
    * agree with llama.cpp to the last ulp rather than to a flipped int8 rounding. Elsewhere the
    * online-softmax attention and the SIMD128-order Q8_0 kernels run.
    */
@@ -113,8 +114,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
-   * The relaxed build's kernel for a weight type and batch, or undefined for the SIMD128 one. Q8_0
-   * only for single tokens: its batches keep q8.ts's SIMD128 tiles (see matQ there).
+   * The relaxed build's kernel for a weight type and batch, or undefined for the SIMD128 one.
+   * Q8_0: the exact kernel (every batch size) where it runs, else the int8 dot for single tokens
+   * only (its batches keep q8.ts's SIMD128 tiles, see matQ there).
    */
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
