@@ -9,6 +9,11 @@ export function useF16Table(table: usize): void {
   f16Table = table;
 }
 
+/** the table's address, for kernels that keep it in a local (a global is re-read every use) */
+export function f16TableAddress(): usize {
+  return f16Table;
+}
+
 /** fills the shared table; done once by the main thread before any kernel runs */
 export function fillF16Table(table: usize): void {
   for (let h: u32 = 0; h < 65536; h++) store<f32>(table + (<usize>h << 2), decodeF16(h));

@@ -15,7 +15,7 @@ import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact } from "./q8-ggml";
-export { packQ8_0Exact, probeDot } from "./q8-ggml";
+export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 
 const NEXT: usize = 128;

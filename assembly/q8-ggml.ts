@@ -9,31 +9,38 @@
 // i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator returned twice the dot in Node 20's
 // V8 for one of these loops, so it is not used.)
 //
-// Activations are packed once per matmul (packQ8_0Exact) as int8 in natural order. Each weight
-// half-block enters as |w| (the dot's unsigned operand) and its sign moves onto the activations,
-// a * sign(w) = (a ^ m) - m with m = (w < 0): |a| <= 127, so that never wraps. |w| = 128 (a
-// weight of -128, legal in a file though ggml's quantizer never writes it) is exact where the dot
-// treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot() probes that,
-// and the host uses this kernel only where it holds.
-import { f16 } from "./half";
+// Activations are packed once per matmul (packQ8_0Exact) as int8 in natural order, followed by
+// their negations. Each weight half-block enters as |w| (the dot's unsigned operand) and its sign
+// moves onto the activations: in decode a * sign(w) is picked from a and -a by one byte blend
+// whose mask is w itself (x86's pblendvb reads only each mask byte's top bit, i.e. w's sign;
+// probed by probeBlend, and the host uses this kernel only where it holds); the four-token tiles
+// use (a ^ m) - m with m = (w < 0). |a| <= 127, so neither ever wraps.
+// |w| = 128 (a weight of -128, legal in a file though ggml's quantizer never writes it) is exact
+// where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
+// probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
+// register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
+import { f16, f16TableAddress } from "./half";
 import { dotI8I7 } from "./simd";
 import { fma } from "./ggml-math";
 
-/**
- * exact int32 lanes: lane i = sum of w[4i..4i+3] * a[4i..4i+3] for 16 weights given as |w|
- * (the unsigned operand) and their sign mask m: a enters as (a ^ m) - m = a * sign(w)
- */
+/** relaxed laneselect: a where m's lane is set; bytes with a non-canonical mask follow the host (probed) */
 // @ts-ignore: decorator
-@inline function dot4(absW: v128, m: v128, a: v128): v128 {
-  return i32x4.extadd_pairwise_i16x8_s(dotI8I7(i8x16.sub(v128.xor(a, m), m), absW));
+@inline function blend(a: v128, b: v128, m: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i8x16.relaxed_laneselect(a, b, m);
+  unreachable();
+  return a;
 }
 
-/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into int8, in place, natural order (the first 32 bytes) */
+/** rewrites nBlocks int16 activation blocks at q (64 bytes each) into int8 a (32 bytes) then -a (32 bytes), in place */
 export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   for (let b = 0; b < nBlocks; b++) {
     const p = q + (<usize>b << 6);
-    v128.store(p, i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16)));
-    v128.store(p, i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48)), 16);
+    const lo = i8x16.narrow_i16x8_s(v128.load(p), v128.load(p, 16));
+    const hi = i8x16.narrow_i16x8_s(v128.load(p, 32), v128.load(p, 48));
+    v128.store(p, lo);
+    v128.store(p, hi, 16);
+    v128.store(p, i8x16.neg(lo), 32);
+    v128.store(p, i8x16.neg(hi), 48);
   }
 }
 
@@ -44,10 +51,16 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/** one token's f32 lanes of a half block (16 weights as |w| and sign mask m) against its 16 int8 activations at x */
+/**
+ * f32 lanes of one half block in the four-token tiles: 16 weights as |w| and sign mask m
+ * (shared by the four tokens) against 16 int8 activations at x; lane i = the exact sum of
+ * w[4i..4i+3] * a[4i..4i+3]. Here the sign moves by (a ^ m) - m: the decode loop's blend reads
+ * a second vector (-a) per token, which cost these tiles 18%.
+ */
 // @ts-ignore: decorator
-@inline function lanes(absW: v128, m: v128, x: usize): v128 {
-  return f32x4.convert_i32x4_s(dot4(absW, m, v128.load(x)));
+@inline function lanesTile(absW: v128, m: v128, x: usize): v128 {
+  const signed = i8x16.sub(v128.xor(v128.load(x), m), m);
+  return f32x4.convert_i32x4_s(i32x4.extadd_pairwise_i16x8_s(dotI8I7(signed, absW)));
 }
 
 /** one row against four tokens (t .. t+3): each weight block is loaded once for the four */
@@ -63,17 +76,17 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
     const ahi = i8x16.abs(whi), mhi = i8x16.lt_s(whi, i8x16.splat(0));
     const dw = f16(load<u16>(p));
     let d = f32x4.splat(dw * load<f32>(sb));
-    l0 = fma(lanes(alo, mlo, xb), d, l0);
-    h0 = fma(lanes(ahi, mhi, xb + 16), d, h0);
+    l0 = fma(lanesTile(alo, mlo, xb), d, l0);
+    h0 = fma(lanesTile(ahi, mhi, xb + 16), d, h0);
     d = f32x4.splat(dw * load<f32>(sb + sStride));
-    l1 = fma(lanes(alo, mlo, xb + xStride), d, l1);
-    h1 = fma(lanes(ahi, mhi, xb + xStride + 16), d, h1);
+    l1 = fma(lanesTile(alo, mlo, xb + xStride), d, l1);
+    h1 = fma(lanesTile(ahi, mhi, xb + xStride + 16), d, h1);
     d = f32x4.splat(dw * load<f32>(sb + 2 * sStride));
-    l2 = fma(lanes(alo, mlo, xb + 2 * xStride), d, l2);
-    h2 = fma(lanes(ahi, mhi, xb + 2 * xStride + 16), d, h2);
+    l2 = fma(lanesTile(alo, mlo, xb + 2 * xStride), d, l2);
+    h2 = fma(lanesTile(ahi, mhi, xb + 2 * xStride + 16), d, h2);
     d = f32x4.splat(dw * load<f32>(sb + 3 * sStride));
-    l3 = fma(lanes(alo, mlo, xb + 3 * xStride), d, l3);
-    h3 = fma(lanes(ahi, mhi, xb + 3 * xStride + 16), d, h3);
+    l3 = fma(lanesTile(alo, mlo, xb + 3 * xStride), d, l3);
+    h3 = fma(lanesTile(ahi, mhi, xb + 3 * xStride + 16), d, h3);
   }
   store<f32>(out, hsum8(l0, h0));
   store<f32>(out + outStride, hsum8(l1, h1));
@@ -81,17 +94,25 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   store<f32>(out + 3 * outStride, hsum8(l3, h3));
 }
 
-/** one row against one token */
+/**
+ * one row against one token (decode): rows one after another are one sequential stream the
+ * prefetcher follows (two rows interleaved ran 2.5x slower from memory); the loads use constant
+ * offsets from three pointers and the f16 table's address sits in a local, which saves V8's
+ * address arithmetic and a global read per block
+ */
 // @ts-ignore: decorator
-@inline function row1(p0: usize, nb: i32, x: usize, s: usize): f32 {
-  let lo = f32x4.splat(0), hi = f32x4.splat(0);
+@inline function row1(p0: usize, nb: i32, x: usize, s: usize, ones: v128, table: usize): f32 {
+  let lo = f32x4.splat(0), hi = lo;
   let p = p0, xb = x, sb = s;
-  for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
-    const d = f32x4.splat(f16(load<u16>(p)) * load<f32>(sb));
+  const end = p0 + <usize>nb * 34;
+  for (; p < end; p += 34, xb += 64, sb += 4) {
+    const d = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)) * load<f32>(sb));
     const wlo = v128.load(p, 2);
     const whi = v128.load(p, 18);
-    lo = fma(lanes(i8x16.abs(wlo), i8x16.lt_s(wlo, i8x16.splat(0)), xb), d, lo);
-    hi = fma(lanes(i8x16.abs(whi), i8x16.lt_s(whi, i8x16.splat(0)), xb + 16), d, hi);
+    const slo = blend(v128.load(xb, 32), v128.load(xb), wlo);
+    const shi = blend(v128.load(xb, 48), v128.load(xb, 16), whi);
+    lo = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(slo, i8x16.abs(wlo)), ones)), d, lo);
+    hi = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(shi, i8x16.abs(whi)), ones)), d, hi);
   }
   return hsum8(lo, hi);
 }
@@ -106,15 +127,17 @@ export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, ou
   const xStride = (<usize>cols) << 1;
   const sStride = (<usize>nb) << 2;
   const outStride = (<usize>rows) << 2;
+  const ones = i16x8.splat(1);
   let t = 0;
   for (; t + 4 <= nTok; t += 4) {
     for (let r = r0; r < r1; r++) {
       row4(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xStride, xs + <usize>t * sStride, sStride, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
     }
   }
+  const table = f16TableAddress();
   for (; t < nTok; t++) {
     for (let r = r0; r < r1; r++) {
-      store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride));
+      store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride, ones, table));
     }
   }
 }
@@ -127,4 +150,13 @@ export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, ou
 export function probeDot(a: i32, b: i32): i32 {
   if (!ASC_FEATURE_RELAXED_SIMD) return 0;
   return i16x8.extract_lane_s(dotI8I7(i8x16.splat(<i8>a), i8x16.splat(<i8>b)), 0);
+}
+
+/**
+ * Lane 0 of the relaxed byte blend of splat(a) and splat(b) under the mask splat(m), a probe
+ * for the host: a for m = -128 and b for m = 127 where the blend reads each mask byte's top bit.
+ */
+export function probeBlend(a: i32, b: i32, m: i32): i32 {
+  if (!ASC_FEATURE_RELAXED_SIMD) return 0;
+  return i8x16.extract_lane_s(blend(i8x16.splat(<i8>a), i8x16.splat(<i8>b), i8x16.splat(<i8>m)), 0);
 }

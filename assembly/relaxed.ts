@@ -21,7 +21,7 @@
 // Packed activation block (64 bytes, in place of the 32 int16 quantizeRowQ8_0 writes):
 //   Q8_0: a+ of weights 0..15 (shuffled), a+ of 16..31, a- of 0..15, a- of 16..31
 //   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
-import { f16 } from "./half";
+import { f16, f16TableAddress } from "./half";
 import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
 
 // @ts-ignore: decorator
@@ -74,6 +74,8 @@ export function packQ4_0(q: usize, nBlocks: i32): void {
 }
 
 const ORDER = memory.data<u8>([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]);
+const LOW_NIBBLES = memory.data<u8>([15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15]);
+const ONES_I16 = memory.data<u16>([1, 1, 1, 1, 1, 1, 1, 1]);
 
 // @ts-ignore: decorator
 @inline function blockQ8_0(p: usize, x: usize, mask: v128): v128 {
@@ -126,5 +128,31 @@ const ORDER = memory.data<u8>([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14,
       a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx));
     }
     store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
+  }
+}
+
+/**
+ * One token through Q4_0 rows [r0, r1): rowRelaxed's arithmetic (the same int32 lanes, the
+ * same scaleAdd order, so the same bits), written for the decode stream: each block loaded and
+ * shuffled once for both nibble halves, the pairwise int16 -> int32 add as a dot with ones, and
+ * the constants, the f16 table's address and the loop bound kept in registers (V8 re-reads
+ * globals and rebuilds shift masks inside a loop).
+ */
+export function decodeQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r0: i32, r1: i32): void {
+  const nb = cols >> 5;
+  const mask = v128.load(ORDER);
+  const low = v128.load(LOW_NIBBLES);
+  const ones = v128.load(ONES_I16);
+  const table = f16TableAddress();
+  for (let r = r0; r < r1; r++) {
+    let acc = f32x4.splat(0);
+    let p = w + <usize>r * rowBytes, x = xq, sx = xs;
+    for (const end = p + <usize>nb * 18; p < end; p += 18, x += 64, sx += 4) {
+      const v = ordered(v128.load(p, 2), mask);
+      const d16 = i16x8.add(dot(v128.load(x), v128.and(v, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v, 4), low)));
+      const lanes = i32x4.sub(i32x4.dot_i16x8_s(d16, ones), v128.load(x, 32));
+      acc = scaleAdd(acc, lanes, load<f32>(table + (<usize>load<u16>(p) << 2)) * load<f32>(sx));
+    }
+    store<f32>(out + ((<usize>r) << 2), hsumF32(acc));
   }
 }

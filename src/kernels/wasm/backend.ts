@@ -87,7 +87,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * online-softmax attention and the SIMD128-order Q8_0 kernels run.
    */
   const maddFused = kernels.probeMadd(1 + 2 ** -12, -(1 + 2 ** -11)) === 2 ** -24;
-  const exact = variant === "relaxed" && maddFused && kernels.probeDot(-1, -128) === -256;
+  const dotUnsigned = kernels.probeDot(-1, -128) === -256;
+  // the exact Q8_0 kernel picks a or -a by the weight byte's sign bit alone (pblendvb)
+  const blendBySignBit = kernels.probeBlend(1, 2, -128) === 1 && kernels.probeBlend(1, 2, 127) === 2;
+  const exact = variant === "relaxed" && maddFused && dotUnsigned && blendBySignBit;
   let scratch = arena.alloc(INITIAL_SCRATCH, "scratch");
   let scratchBytes = INITIAL_SCRATCH;
 

@@ -22,6 +22,8 @@ export interface KernelExports {
   swigluGgml(out: number, gate: number, up: number, n: number): void;
   /** lane 0 of the relaxed int8 dot of splat(a), splat(b) (0 in the SIMD128 build) */
   probeDot(a: number, b: number): number;
+  /** lane 0 of the relaxed byte blend of splat(a), splat(b) under mask splat(m) (0 in the SIMD128 build) */
+  probeBlend(a: number, b: number, m: number): number;
 }
 
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
