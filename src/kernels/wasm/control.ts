@@ -76,8 +76,13 @@ export enum Kind {
 }
 
 /**
- * Iterations a waiting thread polls before it blocks in Atomics.wait: polling answers in
- * ~1.5 us, wait/notify in ~8 us, but a thread that only polls starves the others on a loaded
- * machine, so the poll is kept to some tens of microseconds.
+ * How long a waiting thread polls before it blocks in Atomics.wait, in milliseconds. Waking a
+ * blocked thread is expensive here: in this VM an Atomics.notify that finds a sleeper took ~0.3 ms
+ * of the main thread per job (10% of a TinyLlama decode's main-thread time when workers slept
+ * between jobs after a poll of some microseconds). The gaps between the jobs of one forward pass
+ * (norms, RoPE, sampling) are well under this, so during generation nobody sleeps; after it the
+ * workers poll this long and then block, so an idle or loaded machine is left alone.
  */
-export const SPIN_ITERATIONS = 5000;
+export const SPIN_MS = 2;
+/** polls between two clock reads (a clock read costs more than a poll) */
+export const POLLS_PER_CLOCK_READ = 256;

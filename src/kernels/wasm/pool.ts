@@ -1,5 +1,5 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, MAIN_WAITING, NEXT, SLEEPERS, SPIN_ITERATIONS, STOP } from "./control.js";
+import { DONE, FAILED, GEN, MAIN_WAITING, NEXT, POLLS_PER_CLOCK_READ, SLEEPERS, SPIN_MS, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
 import type { WorkerInit } from "./worker.js";
 
@@ -86,14 +86,15 @@ export async function createThreadPool(
   }
 
   function waitAllDone(): void {
-    for (let spins = 0; ; spins++) {
+    let deadline = performance.now() + SPIN_MS;
+    for (let polls = 1; ; polls++) {
       const done = Atomics.load(control, DONE);
       if (done === threads) return;
-      if (spins >= SPIN_ITERATIONS) {
+      if (polls % POLLS_PER_CLOCK_READ === 0 && performance.now() > deadline) {
         Atomics.store(control, MAIN_WAITING, 1);
         Atomics.wait(control, DONE, done);
         Atomics.store(control, MAIN_WAITING, 0);
-        spins = 0;
+        deadline = performance.now() + SPIN_MS;
       }
     }
   }

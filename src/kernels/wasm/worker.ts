@@ -5,7 +5,7 @@
  * the worker still counts itself done, so the main thread never hangs on it.
  */
 import { workerData, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, MAIN_WAITING, SLEEPERS, SPIN_ITERATIONS, STOP } from "./control.js";
+import { DONE, FAILED, GEN, MAIN_WAITING, POLLS_PER_CLOCK_READ, SLEEPERS, SPIN_MS, STOP } from "./control.js";
 import { instantiateKernels } from "./module.js";
 
 export interface WorkerInit {
@@ -30,16 +30,17 @@ const control = new Int32Array(memory.buffer, ctrl, 64);
 let gen = Atomics.load(control, GEN);
 port.postMessage({ ready: true });
 
-/** polls GEN, then sleeps on it; returns the new generation */
+/** polls GEN for SPIN_MS, then sleeps on it; returns the new generation */
 function nextJob(seen: number): number {
-  for (let spins = 0; ; spins++) {
+  let deadline = performance.now() + SPIN_MS;
+  for (let polls = 1; ; polls++) {
     const gen = Atomics.load(control, GEN);
     if (gen !== seen) return gen;
-    if (spins >= SPIN_ITERATIONS) {
+    if (polls % POLLS_PER_CLOCK_READ === 0 && performance.now() > deadline) {
       Atomics.add(control, SLEEPERS, 1);
       Atomics.wait(control, GEN, seen);
       Atomics.sub(control, SLEEPERS, 1);
-      spins = 0;
+      deadline = performance.now() + SPIN_MS;
     }
   }
 }
