@@ -99,7 +99,7 @@ test("Q8_0 and Q8_K activation quantization equals the reference backend's byte 
 test("a kernel that traps on a worker thread surfaces as an exception, and the pool keeps working", async () => {
   const { arena, kernels, table } = setup();
   const ctrl = arena.alloc(C.CONTROL_BYTES, "control");
-  const pool = await createThreadPool(kernelsModule(), arena.memory, kernels, ctrl, table, 2);
+  const pool = await createThreadPool(kernelsModule(), { memory: arena.memory, kernels, ctrl, f16Table: table }, 2);
   try {
     const control = new Int32Array(arena.buffer, ctrl, 64);
     control[C.KIND] = 99; // no such kernel: work() reaches `unreachable`
