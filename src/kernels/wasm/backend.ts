@@ -10,7 +10,6 @@ import { Memories, type Placement } from "./memories.js";
 import { MAX_BYTES } from "./memory.js";
 import { kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
 import { createThreadPool, type ThreadPool } from "./pool.js";
-import type { KernelSpace } from "./space.js";
 
 /**
  * The WebAssembly SIMD backend: AssemblyScript kernels (assembly/) on worker threads over
