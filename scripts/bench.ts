@@ -24,7 +24,7 @@ interface Entry { name: string; spec: RandomModelSpec; onlyWithAll?: boolean }
 const ENTRIES: Entry[] = [
   ...[GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t } })),
   ...[GGMLType.Q8_0, GGMLType.Q4_0].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t } })),
-  // the F32 TinyLlama file is 4.4 GB
+  // the F32 TinyLlama file is 4.4 GB (generated only with --all or --only; the wasm backend loads it across two memories)
   ...[GGMLType.F32, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
 ];
 

@@ -18,7 +18,7 @@ test("loading a 170 MB model keeps peak RSS within file size x 1.2 + KV cache + 
   await writeRandomModel(path, { ...tinyLlama, embeddingLength: 768, blockCount: 6, headCount: 12, headCountKv: 4, feedForwardLength: 2048, weightType: GGMLType.F32, seed: 3 });
   const fileBytes = statSync(path).size;
   assert.ok(fileBytes > 150e6, `test model is only ${fileBytes} bytes`);
-  for (const backend of ["reference"]) {
+  for (const backend of ["reference", "wasm"]) {
     const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "test/helpers/load-and-report-rss.ts"), path, backend], { cwd: PROJECT_ROOT, encoding: "utf8" });
     assert.equal(r.status, 0, r.stderr);
     const { maxRssBytes, kvBytes } = JSON.parse(r.stdout);

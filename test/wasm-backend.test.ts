@@ -1,8 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { before, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
@@ -11,6 +9,7 @@ import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { runChild } from "./helpers/child.js";
 import { rng } from "./helpers/rng.js";
 
 // The wasm kernels against the reference backend (the executable spec, which follows ggml:
@@ -18,8 +17,6 @@ import { rng } from "./helpers/rng.js";
 // The wasm kernels sum in f32 in a different order, so they agree to rounding: within
 // 1e-5 * (largest |output| of the matrix). Activation conversion is checked bit for bit in
 // wasm-activations.test.ts.
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 before(async () => {
   await ensureWasm();
@@ -149,10 +146,10 @@ test("weights outside the backend's memory are copied in; views stay valid while
   }
 });
 
-test("a model larger than a wasm32 memory fails in allocWeights with an error suggesting a quantized format", async () => {
+test("a tensor larger than a wasm32 memory fails in allocWeights with an error naming it and suggesting a quantized format", async () => {
   const backend = await createWasmBackend({ threads: 1 });
   try {
-    assert.throws(() => backend.allocWeights(5 * 2 ** 30), /4 GiB.*Q8_0 or Q4_K/);
+    assert.throws(() => backend.allocWeights(5 * 2 ** 30, "output.weight"), /tensor output\.weight needs 5368709120 bytes, more than one WebAssembly memory holds for weights \(3758096384 of its 4 GiB.*Q8_0 or Q4_K/);
     assert.throws(() => backend.allocWeights(-1), /byteLength/);
   } finally {
     backend.dispose();
@@ -196,24 +193,6 @@ test("a matmul completes while another process keeps a core busy", async () => {
     await exited;
   }
 });
-
-/** runs a script in a fresh Node process (through tsx, from the project root); resolves with its exit code */
-function runChild(code: string, timeoutMs: number): Promise<{ code: number | null; stderr: string; timedOut: boolean }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: root, stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.once("exit", (exitCode) => {
-      clearTimeout(timer);
-      resolve({ code: exitCode, stderr, timedOut });
-    });
-  });
-}
 
 test("the process exits by itself after dispose(), and also when dispose() is never called", async () => {
   const body = (dispose: boolean): string => `

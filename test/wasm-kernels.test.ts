@@ -99,7 +99,7 @@ test("Q8_0 and Q8_K activation quantization equals the reference backend's byte 
 test("a kernel that traps on a worker thread surfaces as an exception, and the pool keeps working", async () => {
   const { arena, kernels, table } = setup();
   const ctrl = arena.alloc(C.CONTROL_BYTES, "control");
-  const pool = await createThreadPool(kernelsModule(), arena.memory, kernels, ctrl, table, 2);
+  const pool = await createThreadPool(kernelsModule(), { memory: arena.memory, kernels, ctrl, f16Table: table }, 2);
   try {
     const control = new Int32Array(arena.buffer, ctrl, 64);
     control[C.KIND] = 99; // no such kernel: work() reaches `unreachable`
@@ -109,6 +109,20 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
     assert.throws(() => pool.run(), /worker thread: worker 1: RuntimeError: unreachable/);
     control[C.N_CHUNKS] = 0; // an empty job: nothing to do, nothing fails
     pool.run();
+    assert.throws(() => pool.run(1), /no memory 1 \(the pool knows 1\)/);
+    // a second memory: the worker takes it from its port and runs the job in it (the trap proves it ran there)
+    const second = setup();
+    const ctrl2 = second.arena.alloc(C.CONTROL_BYTES, "control");
+    pool.addSpace({ memory: second.arena.memory, kernels: second.kernels, ctrl: ctrl2, f16Table: second.table });
+    const control2 = new Int32Array(second.arena.buffer, ctrl2, 64);
+    control2[C.KIND] = 99;
+    control2[C.ROWS] = 64;
+    control2[C.CHUNK_ROWS] = 4;
+    control2[C.N_CHUNKS] = 16;
+    assert.throws(() => pool.run(1), /worker thread: worker 1: RuntimeError: unreachable/);
+    control2[C.N_CHUNKS] = 0;
+    pool.run(1);
+    pool.run(0);
   } finally {
     pool.close();
   }

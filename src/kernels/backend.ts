@@ -22,8 +22,9 @@ export interface Backend {
   /**
    * Memory for weights, 64-byte aligned, placed where this backend's kernels read it in
    * place (the loader reads tensor bytes from the file straight into it: no second copy).
+   * `name` (the tensor's) is for errors, e.g. a tensor too large for the backend's memory.
    */
-  allocWeights(byteLength: number): Uint8Array;
+  allocWeights(byteLength: number, name?: string): Uint8Array;
   /**
    * out[t * rows + r] = sum_c W[r, c] * x[t * cols + c] for every token t < nTokens.
    * W has dims [cols, rows] (ggml order); x holds nTokens rows of `cols` floats.

@@ -143,7 +143,7 @@ export class WeightStore {
     const info = this.info(name);
     this.checkDims(info, dims);
     const type = this.targetType(info);
-    const data = this.backend.allocWeights(this.byteLengthAs(info, type));
+    const data = this.backend.allocWeights(this.byteLengthAs(info, type), name);
     this.readInto(info, type, data);
     return { name, type, dims: info.dims, data };
   }
@@ -182,7 +182,7 @@ export class WeightStore {
     if (types.some((t) => t !== types[0])) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
     const type = types[0]!;
     const sizes = infos.map((i) => this.byteLengthAs(i, type));
-    const data = this.backend.allocWeights(sizes.reduce((s, b) => s + b, 0));
+    const data = this.backend.allocWeights(sizes.reduce((s, b) => s + b, 0), names.join("+"));
     let off = 0;
     infos.forEach((info, i) => {
       this.readInto(info, type, data.subarray(off, off + sizes[i]!));

@@ -6,15 +6,21 @@ import { createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../../tensor/dtypes.js";
 import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import * as C from "./control.js";
-import { SharedArena } from "./memory.js";
-import { instantiateKernels, kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
+import { Memories, type Placement } from "./memories.js";
+import { MAX_BYTES } from "./memory.js";
+import { kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
 import { createThreadPool, type ThreadPool } from "./pool.js";
 
 /**
- * The WebAssembly SIMD backend: AssemblyScript kernels (assembly/) on worker threads over one
- * shared memory that also holds the weights. A matmul copies the activations into scratch,
+ * The WebAssembly SIMD backend: AssemblyScript kernels (assembly/) on worker threads over
+ * shared memories that also hold the weights. A matmul copies the activations into scratch,
  * converts them to the weight's vec_dot type on the main thread (as ggml does), then every
  * thread takes chunks of weight rows and computes them for all tokens.
+ *
+ * A wasm32 memory holds at most 4 GiB, so weights that outgrow memory 0 go into further
+ * memories (memories.ts); every thread has an instance of the kernels per memory, and a matmul
+ * runs in the memory of its weight, its activations copied into that memory's scratch: the
+ * same kernels on the same bytes, so the same results wherever a weight lies.
  *
  * Weight types without a wasm kernel (Q4_1, Q5_1, Q8_1, Q2_K, Q3_K, Q5_K) run on the
  * reference kernels, which read the same bytes in place.
@@ -30,7 +36,22 @@ export interface WasmBackendOptions {
    * (see `exact` below): Q8_0 and attention then give the reference kernels' bits.
    */
   simd?: "auto" | KernelsVariant;
+  /**
+   * Bytes one WebAssembly memory may hold (default and maximum: 4 GiB, what wasm32 addresses;
+   * at least MIN_MEMORY_LIMIT). For tests: a small limit makes a small model span several
+   * memories, as a model over 4 GiB does.
+   */
+  memoryLimitBytes?: number;
 }
+
+/** the wasm backend's extra: how many memories hold its weights and activations */
+export interface WasmBackend extends Backend {
+  /** shared WebAssembly memories in use: 1, or more once the weights outgrow one */
+  readonly memoryCount: number;
+}
+
+/** the smallest memoryLimitBytes: memory 0's control block, f16 table and initial scratch, and room for weights */
+export const MIN_MEMORY_LIMIT = 4 << 20;
 
 function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
   const choice = option ?? process.env["TSLLM_WASM_SIMD"] ?? "auto";
@@ -50,7 +71,6 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q6_K, C.Kind.Q6_K],
 ]);
 
-const F16_TABLE_BYTES = 65536 * 4;
 const INITIAL_SCRATCH = 8 << 20;
 /** activations + outputs of one pass; longer batches are cut into passes of fewer tokens */
 const MAX_SCRATCH = 64 << 20;
@@ -63,21 +83,25 @@ function bytesPerToken(cols: number, rows: number): number {
   return align64(cols * 4) + align64(cols * 2) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
 }
 
-export async function createWasmBackend(options: WasmBackendOptions = {}): Promise<Backend> {
+function memoryLimit(option: number | undefined): number {
+  const limit = option ?? MAX_BYTES;
+  if (!Number.isSafeInteger(limit) || limit < MIN_MEMORY_LIMIT || limit > MAX_BYTES) {
+    throw new RangeError(`createWasmBackend: memoryLimitBytes must be an integer from ${MIN_MEMORY_LIMIT} to ${MAX_BYTES} (4 GiB, the wasm32 limit), got ${option}`);
+  }
+  return limit;
+}
+
+export async function createWasmBackend(options: WasmBackendOptions = {}): Promise<WasmBackend> {
   const threads = options.threads ?? availableParallelism();
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
+  const limit = memoryLimit(options.memoryLimitBytes);
 
   const variant = chooseVariant(options.simd);
   const module = kernelsModule(variant);
-  const arena = new SharedArena(1 << 20, 0);
-  const kernels = instantiateKernels(module, arena.memory);
-  // the module's static data (e.g. the tables of Mathf.exp) sits below its heap base: the
-  // arena starts above it, or the first allocations would overwrite those tables
-  arena.reserve(kernels.heapBase());
-  const ctrl = arena.alloc(C.CONTROL_BYTES, "the control block");
-  const f16Table = arena.alloc(F16_TABLE_BYTES, "the f16 table");
-  kernels.fillF16Table(f16Table);
-  kernels.useF16Table(f16Table);
+  // a small limit (tests) gets a smaller first scratch, leaving memory 0 room for weights
+  const memories = new Memories(module, limit, Math.min(INITIAL_SCRATCH, limit / 4));
+  const first = memories.first;
+  const kernels = first.kernels;
   /*
    * Where the relaxed build's f32x4.relaxed_madd is a fused multiply-add and its int8 dot reads
    * unsigned bytes (x86 with FMA; both probed), Q8_0 matmuls, attention and SwiGLU run the
@@ -91,29 +115,30 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   // the exact Q8_0 kernel picks a or -a by the weight byte's sign bit alone (pblendvb)
   const blendBySignBit = kernels.probeBlend(1, 2, -128) === 1 && kernels.probeBlend(1, 2, 127) === 2;
   const exact = variant === "relaxed" && maddFused && dotUnsigned && blendBySignBit;
-  let scratch = arena.alloc(INITIAL_SCRATCH, "scratch");
-  let scratchBytes = INITIAL_SCRATCH;
 
-  const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, arena.memory, kernels, ctrl, f16Table, threads) : undefined;
+  const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, first, threads) : undefined;
+  // a memory opened for weights is known to every worker before anything runs in it
+  memories.onOpen = (space) => pool?.addSpace(space);
   const reference = createReferenceBackend();
   /** weights that were not allocated here, copied in once (weights are immutable) */
-  const copied = new WeakMap<Uint8Array, number>();
+  const copied = new WeakMap<Uint8Array, Placement>();
   let disposed = false;
 
   const alive = (op: string): void => {
     if (disposed) throw new Error(`wasm backend: ${op} called after dispose()`);
   };
 
-  function weightOffset(w: Tensor): number {
-    const inside = arena.offsetOf(w.data);
+  /** the memory and offset of a weight's bytes; bytes from elsewhere are copied into whichever memory has room */
+  function weightPlace(w: Tensor): Placement {
+    const inside = memories.locate(w.data);
     if (inside !== undefined) return inside;
-    let ptr = copied.get(w.data);
-    if (ptr === undefined) {
-      ptr = arena.alloc(w.data.length, `a copy of tensor ${w.name}`);
-      new Uint8Array(arena.buffer, ptr, w.data.length).set(w.data);
-      copied.set(w.data, ptr);
+    let p = copied.get(w.data);
+    if (p === undefined) {
+      p = memories.placeWeights(w.data.length, `a copy of tensor ${w.name}`);
+      new Uint8Array(memories.spaces[p.space]!.arena.buffer, p.ptr, w.data.length).set(w.data);
+      copied.set(w.data, p);
     }
-    return ptr;
+    return p;
   }
 
   /**
@@ -130,18 +155,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
-  function ensureScratch(bytes: number): void {
-    if (bytes <= scratchBytes) return;
-    // the old area is abandoned: scratch only grows a few times, by doubling
-    scratchBytes = Math.max(bytes, 2 * scratchBytes);
-    scratch = arena.alloc(scratchBytes, "matmul scratch");
-  }
-
-  function runJob(): void {
-    if (pool) pool.run();
+  /** runs the job written into memory `index`'s control block */
+  function runJob(index: number): void {
+    if (pool) pool.run(index);
     else {
-      Atomics.store(new Int32Array(arena.buffer, ctrl, 64), C.NEXT, 0);
-      kernels.work(ctrl);
+      const space = memories.spaces[index]!;
+      Atomics.store(space.control(), C.NEXT, 0);
+      space.kernels.work(space.ctrl);
     }
   }
 
@@ -149,8 +169,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * Quantizes nTok activation rows on every thread (a batch's rows would otherwise be done by
    * the main thread alone while the workers wait); the same function per row, so the same bits.
    */
-  function quantizeJob(kind: C.Kind, xf: number, xq: number, xs: number, xb: number, cols: number, nTok: number): void {
-    const control = new Int32Array(arena.buffer, ctrl, 64);
+  function quantizeJob(index: number, kind: C.Kind, xf: number, xq: number, xs: number, xb: number, cols: number, nTok: number): void {
+    const control = memories.spaces[index]!.control();
     const chunk = Math.max(1, Math.ceil(nTok / (threads * 4)));
     control[C.KIND] = kind;
     control[C.W] = xf;
@@ -161,27 +181,29 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.COLS] = cols;
     control[C.CHUNK_ROWS] = chunk;
     control[C.N_CHUNKS] = Math.ceil(nTok / chunk);
-    runJob();
+    runJob(index);
   }
 
-  /** one pass: nTok tokens of x through weight w (relaxedKind: the relaxed build's kernel for it, if any) */
-  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, wPtr: number, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
-    const xf = scratch;
+  /** one pass: nTok tokens of x through weight w, at `w` in its memory (relaxedKind: the relaxed build's kernel for it, if any) */
+  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, w: Placement, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
+    const space = memories.spaces[w.space]!;
+    const kernels = space.kernels;
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows));
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
     const o = xb + align64((nTok * cols / 16) * 4);
-    const buffer = arena.buffer;
+    const buffer = space.arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0) {
-      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
     } else if (kind === C.Kind.Q4_K || kind === C.Kind.Q6_K) {
-      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {
           kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
@@ -200,9 +222,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // chunks of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
     const chunkRows = Math.max(4, Math.ceil(rows / (threads * 4) / 4) * 4);
-    const control = new Int32Array(buffer, ctrl, 64);
+    const control = space.control();
     control[C.KIND] = kind;
-    control[C.W] = wPtr;
+    control[C.W] = w.ptr;
     control[C.ROW_BYTES] = rowBytes;
     control[C.ROWS] = rows;
     control[C.COLS] = cols;
@@ -213,7 +235,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.OUT] = o;
     control[C.CHUNK_ROWS] = chunkRows;
     control[C.N_CHUNKS] = Math.ceil(rows / chunkRows);
-    runJob();
+    runJob(w.space);
     out.set(new Float32Array(buffer, o, nTok * rows));
   }
 
@@ -222,11 +244,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * the Float32Array handed out is garbage-collected, so caches made and dropped (beam search,
    * perplexity, repeated loads of a session) do not grow the arena without bound.
    */
-  const freeBlocks = new Map<number, number[]>();
-  const recycle = new FinalizationRegistry<{ ptr: number; bytes: number }>(({ ptr, bytes }) => {
+  const freeBlocks = new Map<number, Placement[]>();
+  const recycle = new FinalizationRegistry<{ place: Placement; bytes: number }>(({ place, bytes }) => {
     if (disposed) return;
     const list = freeBlocks.get(bytes) ?? [];
-    list.push(ptr);
+    list.push(place);
     freeBlocks.set(bytes, list);
   });
 
@@ -234,24 +256,25 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * One attention pass: every (token, head) item is one unit of work, taken whole by one
    * thread. The kernel reads K/V rows in place through the row index, copied into scratch
    * once every row is checked against the cache (a wrong row would read other memory silently).
+   * It runs in the memory `index` that holds the keys and values.
    */
-  function attentionPass(out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+  function attentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
     const items = nTokens * nHeads;
     const floats = items * headDim;
     const nAll = startPos + nTokens;
     // the exact kernel's score row and accumulators: one slot per thread
     const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim)) : 0;
-    ensureScratch(2 * align64(floats * 4) + align64(nAll * 4) + threads * slotBytes);
-    const qPtr = scratch;
-    const oPtr = scratch + align64(floats * 4);
+    const space = memories.spaces[index]!;
+    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + threads * slotBytes);
+    const oPtr = qPtr + align64(floats * 4);
     const rPtr = oPtr + align64(floats * 4);
-    const buffer = arena.buffer;
+    const buffer = space.arena.buffer;
     new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
     checkRows(rows, nAll, cacheRows);
     const rowIndex = new Int32Array(buffer, rPtr, nAll);
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
-    const control = new Int32Array(buffer, ctrl, 64);
+    const control = space.control();
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
     control[C.SLOT] = 0;
@@ -268,36 +291,39 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.START_POS] = startPos;
     control[C.N_HEADS] = nHeads;
     control[C.N_KV_HEADS] = nKvHeads;
-    new Float32Array(buffer, ctrl, 64)[C.SCALE] = scale;
+    new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
     control[C.CHUNK_ROWS] = chunk;
     control[C.N_CHUNKS] = Math.ceil(items / chunk);
-    runJob();
+    runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
   }
 
   /** the exact SwiGLU kernel on the main thread: a few thousand elements, less than a job's sync */
   function swigluExact(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
     const bytes = align64(n * 4);
-    ensureScratch(3 * bytes);
-    const buffer = arena.buffer;
+    const scratch = first.scratch(3 * bytes);
+    const buffer = first.arena.buffer;
     new Float32Array(buffer, scratch, n).set(gate.subarray(0, n));
     new Float32Array(buffer, scratch + bytes, n).set(up.subarray(0, n));
     kernels.swigluGgml(scratch + 2 * bytes, scratch, scratch + bytes, n);
     out.set(new Float32Array(buffer, scratch + 2 * bytes, n));
   }
 
-  const backend: Backend = {
+  const backend: WasmBackend = {
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
+    get memoryCount(): number {
+      return memories.spaces.length;
+    },
 
-    allocWeights(byteLength: number): Uint8Array {
+    allocWeights(byteLength: number, name?: string): Uint8Array {
       alive("allocWeights");
       if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
         throw new Error(`allocWeights: byteLength must be a non-negative integer, got ${byteLength}`);
       }
-      const ptr = arena.alloc(byteLength, "weights");
-      return new Uint8Array(arena.buffer, ptr, byteLength);
+      const p = memories.placeWeights(byteLength, name === undefined ? "a weight allocation" : `tensor ${name}`);
+      return new Uint8Array(memories.spaces[p.space]!.arena.buffer, p.ptr, byteLength);
     },
 
     swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
@@ -323,14 +349,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (x.length < nTokens * cols) throw new Error(`matmul ${w.name}: x holds ${x.length} floats, expected ${nTokens} x ${cols}`);
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
-      const wPtr = weightOffset(w);
+      const place = weightPlace(w);
       const relaxedKind = relaxedKernel(kind, nTokens);
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
-      ensureScratch(step * perToken);
       for (let t = 0; t < nTokens; t += step) {
         const n = Math.min(step, nTokens - t);
-        pass(kind, relaxedKind, wPtr, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
+        pass(kind, relaxedKind, place, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
       }
     },
 
@@ -344,23 +369,24 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       alive("allocActivations");
       if (!Number.isSafeInteger(length) || length < 0) throw new Error(`allocActivations: length must be a non-negative integer, got ${length}`);
       const bytes = align64(Math.max(1, length) * 4);
-      const ptr = freeBlocks.get(bytes)?.pop() ?? arena.alloc(bytes, "activations (KV cache)");
-      const view = new Float32Array(arena.buffer, ptr, length);
-      recycle.register(view, { ptr, bytes });
+      const place = freeBlocks.get(bytes)?.pop() ?? memories.placeActivations(bytes, "activations (KV cache)");
+      const view = new Float32Array(memories.spaces[place.space]!.arena.buffer, place.ptr, length);
+      recycle.register(view, { place, bytes });
       return view;
     },
 
     attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
-      const kPtr = arena.offsetOf(keys);
-      const vPtr = arena.offsetOf(values);
+      const k = memories.locate(keys);
+      const v = memories.locate(values);
       const nAll = startPos + nTokens;
       const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
-      if (kPtr === undefined || vPtr === undefined || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
+      // keys and values in different memories (a memory filled up between the two allocations) take the reference kernel
+      if (k === undefined || v === undefined || k.space !== v.space || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
         return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
       }
       if (nTokens === 0) return;
-      attentionPass(out, q, kPtr, vPtr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
     dispose(): void {

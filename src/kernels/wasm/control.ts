@@ -1,8 +1,12 @@
 /**
  * The control block in shared memory through which the main thread hands a job to the
- * workers. Int32 word indices; the job words (from KIND on) are read by work() in
+ * workers. Int32 word indices; the job words (from NEXT on) are read by work() in
  * assembly/index.ts at the byte offsets 4 * index, so the two files must agree. Counters
  * that different threads hammer sit on separate 64-byte cache lines.
+ *
+ * Every memory of a backend has a control block (space.ts), but only memory 0's synchronises
+ * the threads (GEN ... MAIN_WAITING); a job's words, from NEXT on, are written into the block of
+ * the memory it runs in, which SPACE names.
  */
 export const CONTROL_BYTES = 256;
 
@@ -14,6 +18,8 @@ export const SLEEPERS = 1;
 export const STOP = 2;
 /** set by a worker whose kernel threw; the error message follows on its port */
 export const FAILED = 3;
+/** which memory the job runs in (index into the backend's memories): its instance runs work() on that memory's control block */
+export const SPACE = 4;
 /** threads (main included) that finished the current job */
 export const DONE = 16;
 /** 1 while the main thread is blocked in Atomics.wait on DONE */

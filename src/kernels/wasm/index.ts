@@ -1,2 +1,2 @@
 /** Public surface of the WebAssembly SIMD backend. */
-export { createWasmBackend, type WasmBackendOptions } from "./backend.js";
+export { createWasmBackend, MIN_MEMORY_LIMIT, type WasmBackend, type WasmBackendOptions } from "./backend.js";

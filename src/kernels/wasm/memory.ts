@@ -1,21 +1,28 @@
 /**
- * The one shared WebAssembly.Memory of a wasm backend, carved up by a bump allocator. Views
+ * One shared WebAssembly.Memory of a wasm backend, carved up by a bump allocator. Views
  * handed out stay valid when the memory grows: a shared memory's buffer is never detached,
  * growing only returns a new, longer SharedArrayBuffer over the same bytes.
  */
-const PAGE = 65536;
+export const PAGE = 65536;
 /** wasm32 addresses 4 GiB at most */
 export const MAX_PAGES = 65536;
+export const MAX_BYTES = MAX_PAGES * PAGE;
 const ALIGN = 64;
 
 export class SharedArena {
   readonly memory: WebAssembly.Memory;
+  /** bytes this memory may grow to (whole pages, at most 4 GiB) */
+  readonly limit: number;
   private top: number;
   /** every SharedArrayBuffer object this memory has shown, to recognise views into it */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
 
-  constructor(initialBytes: number, base: number) {
-    this.memory = new WebAssembly.Memory({ initial: Math.ceil(initialBytes / PAGE), maximum: MAX_PAGES, shared: true });
+  constructor(initialBytes: number, base: number, limitBytes = MAX_BYTES) {
+    const maximum = Math.min(MAX_PAGES, Math.floor(limitBytes / PAGE));
+    const initial = Math.ceil(initialBytes / PAGE);
+    if (!(maximum >= initial)) throw new Error(`wasm backend: a memory limit of ${limitBytes} bytes is below the ${initial * PAGE} bytes a memory starts with`);
+    this.memory = new WebAssembly.Memory({ initial, maximum, shared: true });
+    this.limit = maximum * PAGE;
     this.top = base;
     this.buffers.add(this.memory.buffer);
   }
@@ -23,8 +30,9 @@ export class SharedArena {
   /**
    * The current buffer (re-read after every allocation: growing replaces it). V8 also hands out
    * a new buffer object for this memory when *another* shared memory of the process grows (a
-   * second backend), so every object seen here is remembered: views made from any of them are
-   * recognised by offsetOf (before, such views silently fell back to the reference kernels).
+   * second backend, or the next memory of this one), so every object seen here is remembered:
+   * views made from any of them are recognised by offsetOf (before, such views silently fell
+   * back to the reference kernels).
    */
   get buffer(): ArrayBufferLike {
     const b = this.memory.buffer;
@@ -43,20 +51,21 @@ export class SharedArena {
     this.top = Math.max(this.top, end);
   }
 
+  /** whether `byteLength` more bytes (64-byte aligned) keep the used bytes at or below `cap` (default: the limit) */
+  fits(byteLength: number, cap = this.limit): boolean {
+    return Math.ceil(this.top / ALIGN) * ALIGN + byteLength <= Math.min(cap, this.limit);
+  }
+
   /** reserves `byteLength` bytes, 64-byte aligned, growing the memory; returns the offset */
   alloc(byteLength: number, what: string): number {
     const ptr = Math.ceil(this.top / ALIGN) * ALIGN;
     const end = ptr + byteLength;
+    if (end > this.limit) {
+      throw new Error(`wasm backend: cannot allocate ${byteLength} bytes for ${what}: ${ptr} bytes of this memory are in use and it holds at most ${this.limit}`);
+    }
     const have = this.memory.buffer.byteLength;
     if (end > have) {
-      const pages = Math.ceil((end - have) / PAGE);
-      if (have / PAGE + pages > MAX_PAGES) {
-        throw new Error(
-          `wasm backend: cannot allocate ${byteLength} bytes for ${what}: ${ptr} bytes are already in use and a ` +
-            `wasm32 memory holds at most 4 GiB; use a smaller or more quantized model file (e.g. Q8_0 or Q4_K instead of F16/F32)`,
-        );
-      }
-      this.memory.grow(pages);
+      this.memory.grow(Math.ceil((end - have) / PAGE));
       this.buffers.add(this.memory.buffer);
     }
     this.top = end;

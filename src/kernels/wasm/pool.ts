@@ -1,16 +1,32 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, MAIN_WAITING, NEXT, POLLS_PER_CLOCK_READ, SLEEPERS, SPIN_MS, STOP } from "./control.js";
+import { CONTROL_BYTES, DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, N_CHUNKS, POLLS_PER_CLOCK_READ, SLEEPERS, SPACE, SPIN_MS, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
-import type { WorkerInit } from "./worker.js";
+import type { SpaceAnnouncement, WorkerInit } from "./worker.js";
+
+/** a memory as the pool sees it: the calling thread's kernels instance over it, its control block and f16 table */
+export interface PoolSpace {
+  readonly memory: WebAssembly.Memory;
+  readonly kernels: KernelExports;
+  readonly ctrl: number;
+  readonly f16Table: number;
+}
 
 /**
  * The worker threads of one wasm backend and the barrier that runs a job on all of them.
  * The main thread takes part in every job (it runs work() too), so `threads` counts it.
+ * Jobs run in one of the backend's memories (`space`, 0 = the first); every thread holds an
+ * instance of the kernels per memory. The barrier's words are always memory 0's.
  */
 export interface ThreadPool {
   readonly threads: number;
-  /** runs the job already written into the control block on every thread; throws if any kernel threw */
-  run(): void;
+  /** runs the job already written into memory `space`'s control block on every thread; throws if any kernel threw */
+  run(space?: number): void;
+  /**
+   * Makes a further memory (index = the next free one) known to the workers: each is sent it
+   * on its port, and an empty job in it makes every worker take it and instantiate the kernels
+   * over it now, not while a real job waits for it.
+   */
+  addSpace(space: PoolSpace): void;
   /** stops and releases the workers */
   close(): void;
 }
@@ -39,15 +55,13 @@ function started(worker: Worker, port: MessagePort, index: number): Promise<void
   });
 }
 
-export async function createThreadPool(
-  module: WebAssembly.Module,
-  memory: WebAssembly.Memory,
-  kernels: KernelExports,
-  ctrl: number,
-  f16Table: number,
-  threads: number,
-): Promise<ThreadPool> {
-  const control = new Int32Array(memory.buffer, ctrl, 64);
+/** the control block's words; it lies in the memory's first page, so this view never goes stale */
+const controlOf = (s: PoolSpace): Int32Array => new Int32Array(s.memory.buffer, s.ctrl, CONTROL_BYTES / 4);
+
+export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number): Promise<ThreadPool> {
+  const { memory, ctrl, f16Table } = first;
+  const control = controlOf(first);
+  const spaces: { space: PoolSpace; control: Int32Array }[] = [{ space: first, control }];
   const workers: Worker[] = [];
   const ports: MessagePort[] = [];
   const close = (): void => {
@@ -110,27 +124,45 @@ export async function createThreadPool(
     return errors;
   }
 
+  function run(index = 0): void {
+    const job = spaces[index];
+    if (!job) throw new Error(`wasm backend: no memory ${index} (the pool knows ${spaces.length})`);
+    Atomics.store(job.control, NEXT, 0);
+    Atomics.store(control, SPACE, index);
+    Atomics.store(control, DONE, 0);
+    // the bump of GEN (sequentially consistent) publishes the job words of any memory
+    Atomics.add(control, GEN, 1);
+    if (Atomics.load(control, SLEEPERS) > 0) Atomics.notify(control, GEN);
+    let mainError: unknown;
+    try {
+      job.space.kernels.work(job.space.ctrl);
+    } catch (e) {
+      mainError = e;
+    }
+    Atomics.add(control, DONE, 1);
+    // even when our share failed, wait: the workers are still reading the job's memory
+    waitAllDone();
+    if (Atomics.load(control, FAILED) !== 0) {
+      Atomics.store(control, FAILED, 0);
+      throw new Error(`wasm kernel failed on a worker thread: ${workerErrors().join("; ") || "no message"}`);
+    }
+    if (mainError !== undefined) throw mainError;
+  }
+
   return {
     threads,
-    run(): void {
-      Atomics.store(control, DONE, 0);
-      Atomics.store(control, NEXT, 0);
-      Atomics.add(control, GEN, 1);
-      if (Atomics.load(control, SLEEPERS) > 0) Atomics.notify(control, GEN);
-      let mainError: unknown;
-      try {
-        kernels.work(ctrl);
-      } catch (e) {
-        mainError = e;
-      }
-      Atomics.add(control, DONE, 1);
-      // even when our share failed, wait: the workers are still reading the job's memory
-      waitAllDone();
-      if (Atomics.load(control, FAILED) !== 0) {
-        Atomics.store(control, FAILED, 0);
-        throw new Error(`wasm kernel failed on a worker thread: ${workerErrors().join("; ") || "no message"}`);
-      }
-      if (mainError !== undefined) throw mainError;
+    run,
+    addSpace(space: PoolSpace): void {
+      const index = spaces.length;
+      const announcement: SpaceAnnouncement = { space: index, memory: space.memory, ctrl: space.ctrl, f16Table: space.f16Table };
+      // postMessage queues the message on the worker's port before it returns, and the GEN bump
+      // of the job below comes after: a worker that sees the job finds the message there
+      for (const p of ports) p.postMessage(announcement);
+      const c = controlOf(space);
+      spaces.push({ space, control: c });
+      c[KIND] = 0;
+      c[N_CHUNKS] = 0;
+      run(index);
     },
     close,
   };
