@@ -1,11 +1,8 @@
 // F32, F16 and BF16 weights against f32 activations (already rounded to the weight's vec_dot
 // type by the caller). Rows are done four at a time so each activation vector loaded from
 // memory serves four weight rows; each row keeps its own four-lane accumulator.
-import { f16 } from "./half";
+import { f16, F16_REBIAS } from "./half";
 import { hsumF32 } from "./simd";
-
-// 2^112 moves an f16 exponent placed in an f32's exponent field to its true value
-const F16_REBIAS: f32 = 5.192296858534828e33;
 
 /**
  * four f16 weights at p as f32x4: sign-extend to i32, shift the 15 payload bits to the f32

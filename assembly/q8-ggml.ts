@@ -19,7 +19,7 @@
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
 // register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
-import { f16, f16TableAddress } from "./half";
+import { f16, f16At, f16TableAddress } from "./half";
 import { dotI8I7 } from "./simd";
 import { fma } from "./ggml-math";
 
@@ -106,7 +106,7 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   let p = p0, xb = x, sb = s;
   const end = p0 + <usize>nb * 34;
   for (; p < end; p += 34, xb += 64, sb += 4) {
-    const d = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)) * load<f32>(sb));
+    const d = f32x4.splat(f16At(p, table) * load<f32>(sb));
     const wlo = v128.load(p, 2);
     const whi = v128.load(p, 18);
     const slo = blend(v128.load(xb, 32), v128.load(xb), wlo);

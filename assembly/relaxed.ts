@@ -21,7 +21,7 @@
 // Packed activation block (64 bytes, in place of the 32 int16 quantizeRowQ8_0 writes):
 //   Q8_0: a+ of weights 0..15 (shuffled), a+ of 16..31, a- of 0..15, a- of 16..31
 //   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
-import { f16, f16TableAddress } from "./half";
+import { f16, f16At, f16TableAddress } from "./half";
 import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
 
 // @ts-ignore: decorator
@@ -151,7 +151,7 @@ export function decodeQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usiz
       const v = ordered(v128.load(p, 2), mask);
       const d16 = i16x8.add(dot(v128.load(x), v128.and(v, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v, 4), low)));
       const lanes = i32x4.sub(i32x4.dot_i16x8_s(d16, ones), v128.load(x, 32));
-      acc = scaleAdd(acc, lanes, load<f32>(table + (<usize>load<u16>(p) << 2)) * load<f32>(sx));
+      acc = scaleAdd(acc, lanes, f16At(p, table) * load<f32>(sx));
     }
     store<f32>(out + ((<usize>r) << 2), hsumF32(acc));
   }

@@ -164,6 +164,55 @@ test("relaxed build: Q8_0 weights holding -128 (no quantizer writes it; a hand-m
   checkAll(GGMLType.Q8_0, cols, rows, bytes, x, 1, "Q8_0 with a -128 weight");
 });
 
+test("block scales of every f16 class (zeros, subnormals, the largest, Inf, NaN) give the same values in every build", (t) => {
+  if (!supported) return t.skip(SKIP);
+  // the decode kernels compute a block's f16 scale from its bits instead of reading the table
+  // (assembly/half.ts f16At); any f16 must give the value the table (and the reference) gives
+  const scales = [0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xb555, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe01];
+  const cols = 32 * scales.length;
+  const rows = 6;
+  const r = rng(41);
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+    const bytes = quantized(type, cols, rows, r);
+    const blockBytes = type === GGMLType.Q8_0 ? 34 : 18;
+    // rows 0..2 see every finite scale, rows 3..5 every scale, at a different block per row
+    const finite = scales.filter((h) => (h & 0x7c00) !== 0x7c00);
+    for (let row = 0; row < rows; row++) {
+      for (let b = 0; b < scales.length; b++) {
+        const h = row < 3 ? finite[(b + row) % finite.length]! : scales[(b + row) % scales.length]!;
+        const o = row * rowByteLength(type, cols) + b * blockBytes;
+        bytes[o] = h & 0xff;
+        bytes[o + 1] = h >>> 8;
+      }
+    }
+    for (const nTokens of [1, 4]) {
+      const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
+      const outs = [plain, relaxed1, relaxed2].map((b) => {
+        const out = new Float32Array(nTokens * rows);
+        b.matmul(out, tensorIn(b, type, cols, rows, bytes), x, nTokens);
+        return out;
+      });
+      const expected = new Float32Array(nTokens * rows);
+      reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, x, nTokens);
+      const exact = type === GGMLType.Q8_0 && relaxed1.llamaCppOrder !== "none";
+      const want = exact ? expected : outs[0]!;
+      // the relaxed build on 1 and 2 threads: exactly `want`
+      for (const [i, out] of outs.slice(1).entries()) {
+        const differs = out.findIndex((v, k) => !Object.is(v, want[k]));
+        assert.equal(differs, -1, `${typeName(type)}, ${nTokens} tokens, relaxed build on ${i + 1} thread(s): out[${differs}] = ${out[differs]}, expected ${want[differs]}`);
+      }
+      // the plain build (SIMD128 order): NaN / Inf exactly where the reference has them, close elsewhere
+      const finiteExpected = expected.filter((v) => Number.isFinite(v));
+      assert.ok(finiteExpected.length > 0 && finiteExpected.length < expected.length, "the scales make some outputs NaN or Inf and leave others finite");
+      const tol = 1e-5 * Math.max(...finiteExpected.map(Math.abs));
+      outs[0]!.forEach((v, k) => {
+        const e = expected[k]!;
+        assert.ok(Number.isFinite(e) ? Math.abs(v - e) <= tol : Object.is(v, e), `${typeName(type)}, ${nTokens} tokens, plain build: out[${k}] = ${v}, reference ${e}`);
+      });
+    }
+  }
+});
+
 test("the simd option rejects unknown builds", async () => {
   await assert.rejects(createWasmBackend({ threads: 1, simd: "avx" as "plain" }), /simd .*"auto", "plain" or "relaxed".*"avx"/);
 });
