@@ -66,8 +66,13 @@ function assertClose(actual: Float32Array, expected: Float32Array, what: string)
   }
 }
 
-/** plain, relaxed on 1 and 2 threads: identical bits (or the reference's, see below); and close to the reference */
-function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array, x: Float32Array, nTokens: number, what: string): void {
+/**
+ * The same matmul on the plain build and the relaxed build on 1 and 2 threads, and on the
+ * reference; `want` is what the relaxed build must give bit for bit: the reference's result
+ * where the relaxed build's multiply-add is fused (Q8_0 then runs in llama.cpp's order), else
+ * the plain build's
+ */
+function matmulEverywhere(type: GGMLType, cols: number, rows: number, bytes: Uint8Array, x: Float32Array, nTokens: number) {
   const outs = [plain, relaxed1, relaxed2].map((b) => {
     const out = new Float32Array(nTokens * rows);
     b.matmul(out, tensorIn(b, type, cols, rows, bytes), x, nTokens);
@@ -75,10 +80,14 @@ function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array,
   });
   const expected = new Float32Array(nTokens * rows);
   reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, x, nTokens);
-  assertClose(outs[0]!, expected, `${what}, plain build`);
-  // where the relaxed build's multiply-add is fused, Q8_0 runs in llama.cpp's order: the reference's bits
   const exact = type === GGMLType.Q8_0 && relaxed1.llamaCppOrder !== "none";
-  const want = exact ? expected : outs[0];
+  return { outs, expected, exact, want: exact ? expected : outs[0]! };
+}
+
+/** plain, relaxed on 1 and 2 threads: identical bits (or the reference's, see above); and close to the reference */
+function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array, x: Float32Array, nTokens: number, what: string): void {
+  const { outs, expected, exact, want } = matmulEverywhere(type, cols, rows, bytes, x, nTokens);
+  assertClose(outs[0]!, expected, `${what}, plain build`);
   const wanted = exact ? "the reference (llama.cpp's order)" : "the plain build";
   assert.deepEqual(outs[1], want, `${what}: relaxed build (1 thread) differs from ${wanted}`);
   assert.deepEqual(outs[2], want, `${what}: relaxed build (2 threads) differs from ${wanted}`);
@@ -174,7 +183,7 @@ test("block scales of every f16 class (zeros, subnormals, the largest, Inf, NaN)
   const r = rng(41);
   for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
     const bytes = quantized(type, cols, rows, r);
-    const blockBytes = type === GGMLType.Q8_0 ? 34 : 18;
+    const blockBytes = rowByteLength(type, 32);
     // rows 0..2 see every finite scale, rows 3..5 every scale, at a different block per row
     const finite = scales.filter((h) => (h & 0x7c00) !== 0x7c00);
     for (let row = 0; row < rows; row++) {
@@ -187,15 +196,7 @@ test("block scales of every f16 class (zeros, subnormals, the largest, Inf, NaN)
     }
     for (const nTokens of [1, 4]) {
       const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
-      const outs = [plain, relaxed1, relaxed2].map((b) => {
-        const out = new Float32Array(nTokens * rows);
-        b.matmul(out, tensorIn(b, type, cols, rows, bytes), x, nTokens);
-        return out;
-      });
-      const expected = new Float32Array(nTokens * rows);
-      reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, x, nTokens);
-      const exact = type === GGMLType.Q8_0 && relaxed1.llamaCppOrder !== "none";
-      const want = exact ? expected : outs[0]!;
+      const { outs, expected, want } = matmulEverywhere(type, cols, rows, bytes, x, nTokens);
       // the relaxed build on 1 and 2 threads: exactly `want`
       for (const [i, out] of outs.slice(1).entries()) {
         const differs = out.findIndex((v, k) => !Object.is(v, want[k]));
