@@ -5,7 +5,7 @@
 // weight block once per four tokens.
 import { f16 } from "./half";
 import { hsumF32, scaleAdd } from "./simd";
-import { decodeQ4_0Relaxed, dotQ4_0Packed, nibblesQ4_0, orderMask, rowRelaxed } from "./relaxed";
+import { dotQ4_0Packed, nibblesQ4_0, orderMask, rowRelaxed } from "./relaxed";
 
 // @ts-ignore: decorator
 @inline function dotQ8_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
@@ -246,7 +246,6 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
     // hundred bytes each were not (3x slower on the 30 MB logits matrix). Same per-row
     // arithmetic as rows4, so the results are bit for bit the same.
-    if (relaxed && kind == 1) return decodeQ4_0Relaxed(w, rowBytes, xq, xs, out, cols, r0, r1);
     for (; r < r1; r++) {
       if (relaxed) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r, mask);
       else rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);

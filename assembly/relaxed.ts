@@ -21,7 +21,7 @@
 // Packed activation block (64 bytes, in place of the 32 int16 quantizeRowQ8_0 writes):
 //   Q8_0: a+ of weights 0..15 (shuffled), a+ of 16..31, a- of 0..15, a- of 16..31
 //   Q4_0: a of 0..15 (shuffled), a of 16..31, i32x4 8 * (sum of a per lane), 16 unused bytes
-import { f16, f16At, f16TableAddress } from "./half";
+import { f16At, f16TableAddress } from "./half";
 import { dotI8I7 as dot, hsumF32, scaleAdd } from "./simd";
 
 // @ts-ignore: decorator
@@ -110,8 +110,22 @@ const ONES_I16 = memory.data<u16>([1, 1, 1, 1, 1, 1, 1, 1]);
 }
 
 /**
+ * The Q4_0 block at p against a packed activation block at x: dotQ4_0Packed(nibblesQ4_0(..)),
+ * the same int32 lanes, with the block loaded and shuffled once for both nibble halves and the
+ * pairwise int16 -> int32 add as a dot with `ones` (V8 rebuilds extadd_pairwise's constant and
+ * shift masks inside a loop; constants loaded once stay in registers)
+ */
+// @ts-ignore: decorator
+@inline function blockQ4_0(p: usize, x: usize, mask: v128, low: v128, ones: v128): v128 {
+  const v = ordered(v128.load(p, 2), mask);
+  const d = i16x8.add(dot(v128.load(x), v128.and(v, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v, 4), low)));
+  return i32x4.sub(i32x4.dot_i16x8_s(d, ones), v128.load(x, 32));
+}
+
+/**
  * Row r for tokens tStart .. nTok - 1 (Q8_0: kind 0, Q4_0: 1) over packed activations: the
- * per-row arithmetic of q8.ts's rows1 / rows4, so the same bits.
+ * per-row arithmetic of q8.ts's rows1 / rows4, so the same bits. Block scales are computed
+ * from their bits (f16At: the weight stream evicts the f16 table from L2).
  */
 // @ts-ignore: decorator
 @inline export function rowRelaxed(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32, mask: v128): void {
@@ -119,40 +133,17 @@ const ONES_I16 = memory.data<u16>([1, 1, 1, 1, 1, 1, 1, 1]);
   const nb = cols >> 5;
   const w0 = w + <usize>r * rowBytes;
   const end = w0 + <usize>nb * bb;
+  const low = v128.load(LOW_NIBBLES);
+  const ones = v128.load(ONES_I16);
+  const table = f16TableAddress();
   for (let t = tStart; t < nTok; t++) {
     let x = xq + ((<usize>t * <usize>cols) << 1);
     let sx = xs + ((<usize>t * <usize>nb) << 2);
     let a0 = f32x4.splat(0);
     for (let p = w0; p < end; p += bb, x += 64, sx += 4) {
-      const s = kind == 0 ? blockQ8_0(p, x, mask) : dotQ4_0Packed(nibblesQ4_0(p, mask, false), nibblesQ4_0(p, mask, true), x);
-      a0 = scaleAdd(a0, s, f16(load<u16>(p)) * load<f32>(sx));
+      const s = kind == 0 ? blockQ8_0(p, x, mask) : blockQ4_0(p, x, mask, low, ones);
+      a0 = scaleAdd(a0, s, f16At(p, table) * load<f32>(sx));
     }
     store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
-  }
-}
-
-/**
- * One token through Q4_0 rows [r0, r1): rowRelaxed's arithmetic (the same int32 lanes, the
- * same scaleAdd order, so the same bits), written for the decode stream: each block loaded and
- * shuffled once for both nibble halves, the pairwise int16 -> int32 add as a dot with ones, and
- * the constants, the f16 table's address and the loop bound kept in registers (V8 re-reads
- * globals and rebuilds shift masks inside a loop).
- */
-export function decodeQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r0: i32, r1: i32): void {
-  const nb = cols >> 5;
-  const mask = v128.load(ORDER);
-  const low = v128.load(LOW_NIBBLES);
-  const ones = v128.load(ONES_I16);
-  const table = f16TableAddress();
-  for (let r = r0; r < r1; r++) {
-    let acc = f32x4.splat(0);
-    let p = w + <usize>r * rowBytes, x = xq, sx = xs;
-    for (const end = p + <usize>nb * 18; p < end; p += 18, x += 64, sx += 4) {
-      const v = ordered(v128.load(p, 2), mask);
-      const d16 = i16x8.add(dot(v128.load(x), v128.and(v, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v, 4), low)));
-      const lanes = i32x4.sub(i32x4.dot_i16x8_s(d16, ones), v128.load(x, 32));
-      acc = scaleAdd(acc, lanes, f16At(p, table) * load<f32>(sx));
-    }
-    store<f32>(out + ((<usize>r) << 2), hsumF32(acc));
   }
 }
