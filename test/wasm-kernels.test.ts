@@ -99,9 +99,9 @@ test("Q8_0 and Q8_K activation quantization equals the reference backend's byte 
 test("a kernel that traps on a worker thread surfaces as an exception, and the pool keeps working", async () => {
   const { arena, kernels, table } = setup();
   const ctrl = arena.alloc(C.CONTROL_BYTES, "control");
-  const pool = await createThreadPool(kernelsModule(), { memory: arena.memory, kernels, ctrl, f16Table: table }, 2);
+  const control = new Int32Array(arena.buffer, ctrl, C.CONTROL_BYTES / 4);
+  const pool = await createThreadPool(kernelsModule(), { memory: arena.memory, kernels, ctrl, control, f16Table: table }, 2);
   try {
-    const control = new Int32Array(arena.buffer, ctrl, 64);
     control[C.KIND] = 99; // no such kernel: work() reaches `unreachable`
     control[C.ROWS] = 64;
     control[C.CHUNK_ROWS] = 4;
@@ -113,8 +113,8 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
     // a second memory: the worker takes it from its port and runs the job in it (the trap proves it ran there)
     const second = setup();
     const ctrl2 = second.arena.alloc(C.CONTROL_BYTES, "control");
-    pool.addSpace({ memory: second.arena.memory, kernels: second.kernels, ctrl: ctrl2, f16Table: second.table });
-    const control2 = new Int32Array(second.arena.buffer, ctrl2, 64);
+    const control2 = new Int32Array(second.arena.buffer, ctrl2, C.CONTROL_BYTES / 4);
+    pool.addSpace({ memory: second.arena.memory, kernels: second.kernels, ctrl: ctrl2, control: control2, f16Table: second.table });
     control2[C.KIND] = 99;
     control2[C.ROWS] = 64;
     control2[C.CHUNK_ROWS] = 4;

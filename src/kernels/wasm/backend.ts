@@ -165,7 +165,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (pool) pool.run(index);
     else {
       const space = memories.spaces[index]!;
-      Atomics.store(space.control(), C.NEXT, 0);
+      Atomics.store(space.control, C.NEXT, 0);
       space.kernels.work(space.ctrl);
     }
   }
@@ -175,7 +175,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * the main thread alone while the workers wait); the same function per row, so the same bits.
    */
   function quantizeJob(index: number, kind: C.Kind, xf: number, xq: number, xs: number, xb: number, cols: number, nTok: number): void {
-    const control = memories.spaces[index]!.control();
+    const control = memories.spaces[index]!.control;
     const chunk = Math.max(1, Math.ceil(nTok / (threads * 4)));
     control[C.KIND] = kind;
     control[C.W] = xf;
@@ -228,7 +228,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // takes it, so results do not depend on the thread count. CHUNKS_PER_THREAD chunks per
     // thread keep the last chunk short, so no thread idles long waiting for the others
     const chunkRows = Math.max(4, Math.ceil(rows / (threads * CHUNKS_PER_THREAD) / 4) * 4);
-    const control = space.control();
+    const control = space.control;
     control[C.KIND] = kind;
     control[C.W] = w.ptr;
     control[C.ROW_BYTES] = rowBytes;
@@ -280,7 +280,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const rowIndex = new Int32Array(buffer, rPtr, nAll);
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
-    const control = space.control();
+    const control = space.control;
     const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
     control[C.SLOT] = 0;

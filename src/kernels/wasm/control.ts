@@ -91,4 +91,17 @@ export enum Kind {
  */
 export const SPIN_MS = 2;
 /** polls between two clock reads (a clock read costs more than a poll) */
-export const POLLS_PER_CLOCK_READ = 256;
+const POLLS_PER_CLOCK_READ = 256;
+
+/**
+ * Polls control[word] for SPIN_MS: the first value `ready` accepts, or undefined when the time
+ * runs out (the caller then blocks in Atomics.wait).
+ */
+export function pollFor(control: Int32Array, word: number, ready: (value: number) => boolean): number | undefined {
+  const deadline = performance.now() + SPIN_MS;
+  for (let polls = 1; ; polls++) {
+    const value = Atomics.load(control, word);
+    if (ready(value)) return value;
+    if (polls % POLLS_PER_CLOCK_READ === 0 && performance.now() > deadline) return undefined;
+  }
+}

@@ -1,5 +1,5 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { CONTROL_BYTES, DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, N_CHUNKS, POLLS_PER_CLOCK_READ, SLEEPERS, SPACE, SPIN_MS, STOP } from "./control.js";
+import { DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, N_CHUNKS, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
 import type { SpaceAnnouncement, WorkerInit } from "./worker.js";
 
@@ -8,6 +8,8 @@ export interface PoolSpace {
   readonly memory: WebAssembly.Memory;
   readonly kernels: KernelExports;
   readonly ctrl: number;
+  /** the control block's words */
+  readonly control: Int32Array;
   readonly f16Table: number;
 }
 
@@ -55,13 +57,10 @@ function started(worker: Worker, port: MessagePort, index: number): Promise<void
   });
 }
 
-/** the control block's words; it lies in the memory's first page, so this view never goes stale */
-const controlOf = (s: PoolSpace): Int32Array => new Int32Array(s.memory.buffer, s.ctrl, CONTROL_BYTES / 4);
-
 export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number): Promise<ThreadPool> {
   const { memory, ctrl, f16Table } = first;
-  const control = controlOf(first);
-  const spaces: { space: PoolSpace; control: Int32Array }[] = [{ space: first, control }];
+  const control = first.control;
+  const spaces: PoolSpace[] = [first];
   const workers: Worker[] = [];
   const ports: MessagePort[] = [];
   const close = (): void => {
@@ -99,17 +98,14 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     p.unref();
   }
 
+  /** polls DONE for SPIN_MS, then sleeps on it until every thread is done */
   function waitAllDone(): void {
-    let deadline = performance.now() + SPIN_MS;
-    for (let polls = 1; ; polls++) {
+    while (pollFor(control, DONE, (done) => done === threads) === undefined) {
       const done = Atomics.load(control, DONE);
       if (done === threads) return;
-      if (polls % POLLS_PER_CLOCK_READ === 0 && performance.now() > deadline) {
-        Atomics.store(control, MAIN_WAITING, 1);
-        Atomics.wait(control, DONE, done);
-        Atomics.store(control, MAIN_WAITING, 0);
-        deadline = performance.now() + SPIN_MS;
-      }
+      Atomics.store(control, MAIN_WAITING, 1);
+      Atomics.wait(control, DONE, done);
+      Atomics.store(control, MAIN_WAITING, 0);
     }
   }
 
@@ -135,7 +131,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     if (Atomics.load(control, SLEEPERS) > 0) Atomics.notify(control, GEN);
     let mainError: unknown;
     try {
-      job.space.kernels.work(job.space.ctrl);
+      job.kernels.work(job.ctrl);
     } catch (e) {
       mainError = e;
     }
@@ -158,10 +154,9 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
       // postMessage queues the message on the worker's port before it returns, and the GEN bump
       // of the job below comes after: a worker that sees the job finds the message there
       for (const p of ports) p.postMessage(announcement);
-      const c = controlOf(space);
-      spaces.push({ space, control: c });
-      c[KIND] = 0;
-      c[N_CHUNKS] = 0;
+      spaces.push(space);
+      space.control[KIND] = 0;
+      space.control[N_CHUNKS] = 0;
       run(index);
     },
     close,

@@ -17,6 +17,11 @@ export class KernelSpace {
   readonly kernels: KernelExports;
   /** byte offset of this memory's control block */
   readonly ctrl: number;
+  /**
+   * the control block's words: it lies in the memory's first page, and a shared memory's old
+   * buffers stay valid when it grows, so this one view serves for good
+   */
+  readonly control: Int32Array;
   /** byte offset of this memory's f16 table (each instance reads its own memory's table) */
   readonly f16Table: number;
   /** bytes in use before any scratch, weight or activation: what a memory costs the allocator */
@@ -36,6 +41,7 @@ export class KernelSpace {
     // arena starts above it, or the first allocations would overwrite those tables
     this.arena.reserve(this.kernels.heapBase());
     this.ctrl = this.arena.alloc(CONTROL_BYTES, "the control block");
+    this.control = new Int32Array(this.arena.buffer, this.ctrl, CONTROL_BYTES / 4);
     this.f16Table = this.arena.alloc(F16_TABLE_BYTES, "the f16 table");
     this.kernels.fillF16Table(this.f16Table);
     this.kernels.useF16Table(this.f16Table);
@@ -45,11 +51,6 @@ export class KernelSpace {
 
   get memory(): WebAssembly.Memory {
     return this.arena.memory;
-  }
-
-  /** the control block's words (a new view each time: growing the memory replaces its buffer) */
-  control(): Int32Array {
-    return new Int32Array(this.arena.buffer, this.ctrl, CONTROL_BYTES / 4);
   }
 
   /** the scratch area, at least `bytes` long */

@@ -6,7 +6,7 @@
  * never hangs on it.
  */
 import { receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, MAIN_WAITING, POLLS_PER_CLOCK_READ, SLEEPERS, SPACE, SPIN_MS, STOP } from "./control.js";
+import { DONE, FAILED, GEN, MAIN_WAITING, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
 
 export interface WorkerInit {
@@ -68,16 +68,12 @@ function space(index: number): Space {
 
 /** polls GEN for SPIN_MS, then sleeps on it; returns the new generation */
 function nextJob(seen: number): number {
-  let deadline = performance.now() + SPIN_MS;
-  for (let polls = 1; ; polls++) {
-    const gen = Atomics.load(control, GEN);
-    if (gen !== seen) return gen;
-    if (polls % POLLS_PER_CLOCK_READ === 0 && performance.now() > deadline) {
-      Atomics.add(control, SLEEPERS, 1);
-      Atomics.wait(control, GEN, seen);
-      Atomics.sub(control, SLEEPERS, 1);
-      deadline = performance.now() + SPIN_MS;
-    }
+  for (;;) {
+    const gen = pollFor(control, GEN, (g) => g !== seen);
+    if (gen !== undefined) return gen;
+    Atomics.add(control, SLEEPERS, 1);
+    Atomics.wait(control, GEN, seen);
+    Atomics.sub(control, SLEEPERS, 1);
   }
 }
 
