@@ -1,6 +1,6 @@
 // Entry point of the kernels module. Every thread (the main thread and each worker) holds its
 // own instance of this module over one shared memory; the host writes a job into the control
-// block and every instance calls work(), which takes row chunks off a shared counter until
+// block and every instance calls work(), which claims rows off a shared counter until
 // none are left. Layout of the control block (byte offsets) is mirrored in
 // src/kernels/wasm/control.ts.
 export { useF16Table, fillF16Table } from "./half";
@@ -29,8 +29,8 @@ const XQ: usize = 216;
 const XS: usize = 220;
 const XB: usize = 224;
 const OUT: usize = 228;
-const CHUNK_ROWS: usize = 232;
-const N_CHUNKS: usize = 236;
+const GRANULE: usize = 232;
+const SHARES: usize = 236;
 // attention jobs only
 const START_POS: usize = 240;
 const N_HEADS: usize = 244;
@@ -47,7 +47,31 @@ export function heapBase(): usize {
   return __heap_base;
 }
 
-/** runs the current job's row chunks until the shared chunk counter runs out */
+/**
+ * Claims the next rows of the job off the shared counter NEXT: ceil(remaining / SHARES) rows
+ * rounded up to whole granules (guided scheduling: large claims while much is left, which
+ * stream the weights in long runs, then smaller ones, down to one granule, so the threads
+ * finish within a few rows of each other). Returns the first row (the end is in claimEnd),
+ * or -1 when no rows are left. Claims start on granule boundaries, so a row's arithmetic is
+ * the same whichever thread takes it.
+ */
+let claimEnd: i32 = 0;
+function claim(ctrl: usize, rows: i32, granule: i32, shares: i32): i32 {
+  let r0 = atomic.load<i32>(ctrl + NEXT);
+  while (r0 < rows) {
+    const want = (rows - r0 + shares - 1) / shares;
+    const r1 = min<i32>(rows, r0 + (want + granule - 1) / granule * granule);
+    const seen = atomic.cmpxchg<i32>(ctrl + NEXT, r0, r1);
+    if (seen == r0) {
+      claimEnd = r1;
+      return r0;
+    }
+    r0 = seen;
+  }
+  return -1;
+}
+
+/** runs the current job: claims rows until none are left */
 export function work(ctrl: usize): void {
   const kind = load<i32>(ctrl + KIND);
   const w = load<usize>(ctrl + W);
@@ -59,15 +83,14 @@ export function work(ctrl: usize): void {
   const xs = load<usize>(ctrl + XS);
   const xb = load<usize>(ctrl + XB);
   const out = load<usize>(ctrl + OUT);
-  const chunkRows = load<i32>(ctrl + CHUNK_ROWS);
-  const nChunks = load<i32>(ctrl + N_CHUNKS);
+  const granule = load<i32>(ctrl + GRANULE);
+  const shares = load<i32>(ctrl + SHARES);
   // the exact attention keeps a score row and accumulators per thread: scratch slot of its own
   const scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
   while (true) {
-    const c = atomic.add<i32>(ctrl + NEXT, 1);
-    if (c >= nChunks) break;
-    const r0 = c * chunkRows;
-    const r1 = min<i32>(rows, r0 + chunkRows);
+    const r0 = claim(ctrl, rows, granule, shares);
+    if (r0 < 0) break;
+    const r1 = claimEnd;
     switch (kind) {
       case 0: matF32(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
       case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;

@@ -104,10 +104,10 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
   try {
     control[C.KIND] = 99; // no such kernel: work() reaches `unreachable`
     control[C.ROWS] = 64;
-    control[C.CHUNK_ROWS] = 4;
-    control[C.N_CHUNKS] = 16;
+    control[C.GRANULE] = 4;
+    control[C.SHARES] = 16;
     assert.throws(() => pool.run(), /worker thread: worker 1: RuntimeError: unreachable/);
-    control[C.N_CHUNKS] = 0; // an empty job: nothing to do, nothing fails
+    control[C.ROWS] = 0; // an empty job: nothing to do, nothing fails
     pool.run();
     assert.throws(() => pool.run(1), /no memory 1 \(the pool knows 1\)/);
     // a second memory: the worker takes it from its port and runs the job in it (the trap proves it ran there)
@@ -117,10 +117,10 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
     pool.addSpace({ memory: second.arena.memory, kernels: second.kernels, ctrl: ctrl2, control: control2, f16Table: second.table });
     control2[C.KIND] = 99;
     control2[C.ROWS] = 64;
-    control2[C.CHUNK_ROWS] = 4;
-    control2[C.N_CHUNKS] = 16;
+    control2[C.GRANULE] = 4;
+    control2[C.SHARES] = 16;
     assert.throws(() => pool.run(1), /worker thread: worker 1: RuntimeError: unreachable/);
-    control2[C.N_CHUNKS] = 0;
+    control2[C.ROWS] = 0;
     pool.run(1);
     pool.run(0);
   } finally {

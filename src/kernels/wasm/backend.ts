@@ -76,10 +76,12 @@ const INITIAL_SCRATCH = 8 << 20;
 const MAX_SCRATCH = 64 << 20;
 const align64 = (n: number): number => Math.ceil(n / 64) * 64;
 /**
- * Row chunks per thread in a matmul job: with 4, the main thread waited ~4.5 ms per TinyLlama
- * Q8_0 decode token for a worker finishing its last chunk; with 16, ~1.8 ms
+ * Claims per thread, in the guided schedule of work() (assembly/index.ts): a claim takes
+ * 1 / (threads * CLAIM_SHARES_PER_THREAD) of the rows still unclaimed. Fixed chunks of 1/16 of
+ * a thread's rows left the main thread waiting ~1.7 ms per TinyLlama Q8_0 decode token for a
+ * worker's last chunk (~16 µs a job); shrinking claims end the threads rows apart, not chunks.
  */
-const CHUNKS_PER_THREAD = 16;
+const CLAIM_SHARES_PER_THREAD = 2;
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
 const PARALLEL_QUANTIZE_TOKENS = 8;
 
@@ -176,7 +178,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function quantizeJob(index: number, kind: C.Kind, xf: number, xq: number, xs: number, xb: number, cols: number, nTok: number): void {
     const control = memories.spaces[index]!.control;
-    const chunk = Math.max(1, Math.ceil(nTok / (threads * 4)));
     control[C.KIND] = kind;
     control[C.W] = xf;
     control[C.XQ] = xq;
@@ -184,8 +185,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XB] = xb;
     control[C.ROWS] = nTok;
     control[C.COLS] = cols;
-    control[C.CHUNK_ROWS] = chunk;
-    control[C.N_CHUNKS] = Math.ceil(nTok / chunk);
+    control[C.GRANULE] = 1;
+    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
     runJob(index);
   }
 
@@ -224,10 +225,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       else kernels.packQ8_K(xq, (nTok * cols) / 256);
       kind = relaxedKind;
     }
-    // chunks of whole 4-row groups: each row's arithmetic is then the same whatever thread
-    // takes it, so results do not depend on the thread count. CHUNKS_PER_THREAD chunks per
-    // thread keep the last chunk short, so no thread idles long waiting for the others
-    const chunkRows = Math.max(4, Math.ceil(rows / (threads * CHUNKS_PER_THREAD) / 4) * 4);
     const control = space.control;
     control[C.KIND] = kind;
     control[C.W] = w.ptr;
@@ -239,8 +236,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XS] = xs;
     control[C.XB] = xb;
     control[C.OUT] = o;
-    control[C.CHUNK_ROWS] = chunkRows;
-    control[C.N_CHUNKS] = Math.ceil(rows / chunkRows);
+    // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
+    // takes it, so results do not depend on the thread count
+    control[C.GRANULE] = 4;
+    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
     runJob(w.space);
     out.set(new Float32Array(buffer, o, nTok * rows));
   }
@@ -281,7 +280,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = space.control;
-    const chunk = Math.max(1, Math.ceil(items / (threads * 8)));
     control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
     control[C.SLOT] = 0;
     control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
@@ -298,8 +296,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.N_HEADS] = nHeads;
     control[C.N_KV_HEADS] = nKvHeads;
     new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
-    control[C.CHUNK_ROWS] = chunk;
-    control[C.N_CHUNKS] = Math.ceil(items / chunk);
+    control[C.GRANULE] = 1;
+    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
   }

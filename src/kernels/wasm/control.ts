@@ -24,7 +24,7 @@ export const SPACE = 4;
 export const DONE = 16;
 /** 1 while the main thread is blocked in Atomics.wait on DONE */
 export const MAIN_WAITING = 17;
-/** next row chunk to take (atomic.add in work()) */
+/** first row (or item) not yet claimed (claim() in assembly/index.ts moves it on by compare-and-swap) */
 export const NEXT = 32;
 /** next per-thread scratch slot (atomic.add once per job in work(), exact attention only) */
 export const SLOT = 33;
@@ -45,8 +45,10 @@ export const XS = 55;
 /** Q8_K block sums; for attention jobs, the row index (i32 per position) */
 export const XB = 56;
 export const OUT = 57;
-export const CHUNK_ROWS = 58;
-export const N_CHUNKS = 59;
+/** claims start on multiples of this many rows and take whole multiples (the last one excepted) */
+export const GRANULE = 58;
+/** a claim takes ceil(unclaimed rows / SHARES), rounded up to whole granules */
+export const SHARES = 59;
 // attention jobs only
 export const START_POS = 60;
 export const N_HEADS = 61;

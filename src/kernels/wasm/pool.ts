@@ -1,5 +1,5 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, N_CHUNKS, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
+import { DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, pollFor, ROWS, SLEEPERS, SPACE, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
 import type { SpaceAnnouncement, WorkerInit } from "./worker.js";
 
@@ -156,7 +156,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
       for (const p of ports) p.postMessage(announcement);
       spaces.push(space);
       space.control[KIND] = 0;
-      space.control[N_CHUNKS] = 0;
+      space.control[ROWS] = 0;
       run(index);
     },
     close,
