@@ -49,6 +49,45 @@ export const F16_REBIAS: f32 = 5.192296858534828e33;
   return reinterpret<f32>((h << 13) & 0x8fffe000) * F16_REBIAS;
 }
 
+const F16X4_BITS = memory.data<u32>([0x8fffe000, 0x0f800000, 0x70000000, 0]);
+
+/**
+ * The values of four f16 as f32 lanes, each as f16At computes it (so the same values), Inf/NaN
+ * included without the table. `h` holds the f16 bits in the top half of each i32 lane (i16
+ * lanes 1, 3, 5, 7): an arithmetic shift by 3 leaves them sign-extended and shifted by 13, and
+ * an exponent of all ones becomes the f32's (mantissa kept).
+ */
+// @ts-ignore: decorator
+@inline export function f16x4(h: v128): v128 {
+  const bits = v128.and(i32x4.shr_s(h, 3), v128.load32_splat(F16X4_BITS));
+  const exponentAllOnes = v128.load32_splat(F16X4_BITS, 4);
+  const special = i32x4.eq(v128.and(bits, exponentAllOnes), exponentAllOnes);
+  return v128.bitselect(v128.or(bits, v128.load32_splat(F16X4_BITS, 8)), f32x4.mul(bits, f32x4.splat(F16_REBIAS)), special);
+}
+
+/** f16x4 for bits known to hold no Inf/NaN (the caller checks the exponents): fewer instructions */
+// @ts-ignore: decorator
+@inline export function f16x4Finite(h: v128): v128 {
+  return f32x4.mul(v128.and(i32x4.shr_s(h, 3), v128.load32_splat(F16X4_BITS)), f32x4.splat(F16_REBIAS));
+}
+
+/** 1 if none of the `count` f16 at p, p + stride, p + 2 stride, ... is Inf or NaN, else 0 */
+export function f16sFinite(p: usize, stride: usize, count: i32): i32 {
+  for (let i = 0; i < count; i++, p += stride) if ((load<u16>(p) & 0x7c00) == 0x7c00) return 0;
+  return 1;
+}
+
+/** f16x4 of the f16 at p, p + stride, p + 2 stride, p + 3 stride */
+// @ts-ignore: decorator
+@inline export function f16x4At(p: usize, stride: usize): v128 {
+  let h = i16x8.splat(0);
+  h = v128.load16_lane(p, h, 1);
+  h = v128.load16_lane(p + stride, h, 3);
+  h = v128.load16_lane(p + 2 * stride, h, 5);
+  h = v128.load16_lane(p + 3 * stride, h, 7);
+  return f16x4(h);
+}
+
 /** the value of f16 bits `h` */
 // @ts-ignore: decorator
 @inline export function f16(h: u32): f32 {

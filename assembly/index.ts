@@ -3,11 +3,11 @@
 // block and every instance calls work(), which claims rows off a shared counter until
 // none are left. Layout of the control block (byte offsets) is mirrored in
 // src/kernels/wasm/control.ts.
-export { useF16Table, fillF16Table } from "./half";
+export { useF16Table, fillF16Table, f16sFinite } from "./half";
 export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
-import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed } from "./q8";
+import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite } from "./q8";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
 import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
@@ -116,6 +116,8 @@ export function work(ctrl: usize): void {
       case 15: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
       // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only)
       case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+      // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
+      case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
       default: unreachable();
     }
   }

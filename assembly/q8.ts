@@ -1,11 +1,12 @@
 // Q8_0, Q4_0 and Q5_0 weights against Q8_0 activations (ggml's vec_dot_q8_0_q8_0 / q4_0_q8_0 / q5_0_q8_0):
-// per block of 32 an exact integer dot (widen int8 to int16, i32x4.dot_i16x8_s), scaled by
-// weight scale * activation scale into four float lanes per row. Four rows share each block
-// of activations loaded into registers; for batches, 4x4 tiles of rows x tokens decode each
-// weight block once per four tokens.
-import { f16 } from "./half";
-import { hsumF32, scaleAdd } from "./simd";
-import { dotQ4_0Packed, nibblesQ4_0, orderMask, rowRelaxed } from "./relaxed";
+// per block of 32 an exact integer dot (widen int8 to int16, i32x4.dot_i16x8_s; the relaxed
+// build's int8 dot, relaxed.ts), scaled by weight scale * activation scale. A row for one
+// token takes four blocks at a time: their four totals in one vector's lanes, one conversion,
+// one multiply by the four scales; for batches, 4x4 tiles of rows x tokens decode each weight
+// block once per four tokens, the four tokens' totals in the lanes.
+import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4Finite } from "./half";
+import { hsumF32, lanesSum, scaleAdd4 } from "./simd";
+import { blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, scaleBitsQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
 
 // @ts-ignore: decorator
 @inline function dotQ8_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
@@ -71,68 +72,63 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   return kind == 0 ? 34 : kind == 1 ? 18 : 22;
 }
 
+/** block b of a row (weights at p, activations at x): lanes adding up to its exact integer dot */
 // @ts-ignore: decorator
-@inline function rows4(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32): void {
+@inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128): v128 {
+  if (relaxed) return kind == 0 ? blockQ8_0(p, x, ones) : blockQ4_0(p, x, low, ones);
+  return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48));
+}
+
+/**
+ * Row r for tokens tStart .. nTok - 1: four blocks at a time, their totals (lanesSum) scaled
+ * into lane k of the accumulator for blocks k, k + 4, ...; the last 1-3 blocks the same way
+ * with zero in the missing lanes. Block scales are computed from their bits (f16x4At / f16At:
+ * the weight stream evicts the f16 table from L2); `finite`: the host checked that no scale of
+ * the weight is Inf or NaN, and the relaxed Q4_0 path converts them without handling those.
+ * Every build adds the same floats in the same order, so the same bits.
+ */
+// @ts-ignore: decorator
+@inline function row(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32): void {
   const bb = blockBytes(kind);
   const nb = cols >> 5;
+  const rest = nb & 3;
   const w0 = w + <usize>r * rowBytes;
-  const w1 = w0 + rowBytes;
-  const w2 = w1 + rowBytes;
-  const w3 = w2 + rowBytes;
+  const end4 = w0 + <usize>(nb - rest) * bb;
+  const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
+  const ones = relaxed ? onesI16() : v128.splat<i32>(0);
+  const zero = i32x4.splat(0);
   for (let t = tStart; t < nTok; t++) {
-    const qx = xq + ((<usize>t * <usize>cols) << 1);
-    const sx = xs + ((<usize>t * <usize>nb) << 2);
-    let a0 = f32x4.splat(0);
-    let a1 = f32x4.splat(0);
-    let a2 = f32x4.splat(0);
-    let a3 = f32x4.splat(0);
-    for (let b = 0; b < nb; b++) {
-      const px = qx + (<usize>b << 6);
-      const x0 = v128.load(px);
-      const x1 = v128.load(px, 16);
-      const x2 = v128.load(px, 32);
-      const x3 = v128.load(px, 48);
-      const dx = load<f32>(sx + (<usize>b << 2));
-      const o = <usize>b * bb;
-      a0 = scaleAdd(a0, blockDot(kind, w0 + o, x0, x1, x2, x3), f16(load<u16>(w0 + o)) * dx);
-      a1 = scaleAdd(a1, blockDot(kind, w1 + o, x0, x1, x2, x3), f16(load<u16>(w1 + o)) * dx);
-      a2 = scaleAdd(a2, blockDot(kind, w2 + o, x0, x1, x2, x3), f16(load<u16>(w2 + o)) * dx);
-      a3 = scaleAdd(a3, blockDot(kind, w3 + o, x0, x1, x2, x3), f16(load<u16>(w3 + o)) * dx);
+    let x = xq + ((<usize>t * <usize>cols) << 1);
+    let sx = xs + ((<usize>t * <usize>nb) << 2);
+    let acc = f32x4.splat(0);
+    let p = w0;
+    for (; p < end4; p += 4 * bb, x += 256, sx += 16) {
+      if (relaxed && kind == 1) {
+        const h = scaleBitsQ4_0(p);
+        acc = scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
+        continue;
+      }
+      const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones), blockInts(kind, relaxed, p + bb, x + 64, low, ones), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones));
+      acc = scaleAdd4(acc, s, f16x4At(p, bb), v128.load(sx));
     }
-    const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
-    store<f32>(ot, hsumF32(a0));
-    store<f32>(ot, hsumF32(a1), 4);
-    store<f32>(ot, hsumF32(a2), 8);
-    store<f32>(ot, hsumF32(a3), 12);
-  }
-}
-
-// @ts-ignore: decorator
-@inline function rows1(kind: i32, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r: i32): void {
-  const bb = blockBytes(kind);
-  const nb = cols >> 5;
-  const w0 = w + <usize>r * rowBytes;
-  for (let t = 0; t < nTok; t++) {
-    const qx = xq + ((<usize>t * <usize>cols) << 1);
-    const sx = xs + ((<usize>t * <usize>nb) << 2);
-    let a0 = f32x4.splat(0);
-    for (let b = 0; b < nb; b++) {
-      const px = qx + (<usize>b << 6);
-      const o = <usize>b * bb;
-      const s = blockDot(kind, w0 + o, v128.load(px), v128.load(px, 16), v128.load(px, 32), v128.load(px, 48));
-      a0 = scaleAdd(a0, s, f16(load<u16>(w0 + o)) * load<f32>(sx + (<usize>b << 2)));
+    if (rest != 0) {
+      const table = f16TableAddress();
+      let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, table));
+      let dx = f32x4.replace_lane(f32x4.splat(0), 0, load<f32>(sx));
+      if (rest > 1) {
+        dw = f32x4.replace_lane(dw, 1, f16At(p + bb, table));
+        dx = f32x4.replace_lane(dx, 1, load<f32>(sx, 4));
+      }
+      if (rest > 2) {
+        dw = f32x4.replace_lane(dw, 2, f16At(p + 2 * bb, table));
+        dx = f32x4.replace_lane(dx, 2, load<f32>(sx, 8));
+      }
+      const s1 = rest > 1 ? blockInts(kind, relaxed, p + bb, x + 64, low, ones) : zero;
+      const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones) : zero;
+      acc = scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones), s1, s2, zero), dw, dx);
     }
-    store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(a0));
+    store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(acc));
   }
-}
-
-
-/** [sum(a), sum(b), sum(c), sum(d)]: four integer dots reduced into one vector's lanes */
-// @ts-ignore: decorator
-@inline function lanesSum(a: v128, b: v128, c: v128, d: v128): v128 {
-  const ab = i32x4.add(i32x4.shuffle(a, b, 0, 4, 1, 5), i32x4.shuffle(a, b, 2, 6, 3, 7));
-  const cd = i32x4.add(i32x4.shuffle(c, d, 0, 4, 1, 5), i32x4.shuffle(c, d, 2, 6, 3, 7));
-  return i32x4.add(i32x4.shuffle(ab, cd, 0, 1, 4, 5), i32x4.shuffle(ab, cd, 2, 3, 6, 7));
 }
 
 // @ts-ignore: decorator
@@ -148,12 +144,12 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
  * block is loaded and widened once for the four tokens; acc lanes are the four tokens.
  */
 // @ts-ignore: decorator
-@inline function tileBlock(kind: i32, relaxed: bool, mask: v128, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
+@inline function tileBlock(kind: i32, relaxed: bool, low: v128, ones: v128, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
   if (relaxed) {
     // Q4_0 on the relaxed build (packed activations, assembly/relaxed.ts): the same exact integer sums
-    const lo = nibblesQ4_0(p, mask, false);
-    const hi = nibblesQ4_0(p, mask, true);
-    const s = lanesSum(dotQ4_0Packed(lo, hi, q), dotQ4_0Packed(lo, hi, q + 2 * cols), dotQ4_0Packed(lo, hi, q + 4 * cols), dotQ4_0Packed(lo, hi, q + 6 * cols));
+    const lo = nibblesQ4_0(p, low, false);
+    const hi = nibblesQ4_0(p, low, true);
+    const s = lanesSum(dotQ4_0Packed(lo, hi, q, ones), dotQ4_0Packed(lo, hi, q + 2 * cols, ones), dotQ4_0Packed(lo, hi, q + 4 * cols, ones), dotQ4_0Packed(lo, hi, q + 6 * cols, ones));
     return scaleTile(acc, s, dx, p);
   }
   let w0: v128, w1: v128, w2: v128, w3: v128;
@@ -197,7 +193,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
 
 /** four rows x four tokens (t .. t+3): each weight block is decoded once per four tokens (prefill) */
 // @ts-ignore: decorator
-@inline function tile4x4(kind: i32, relaxed: bool, mask: v128, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+@inline function tile4x4(kind: i32, relaxed: bool, low: v128, ones: v128, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
   const bb = blockBytes(kind);
   const nb = cols >> 5;
   const w0 = w + <usize>r * rowBytes;
@@ -219,10 +215,10 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     dx = f32x4.replace_lane(dx, 3, load<f32>(sb + 3 * sStride));
     const q = qx + (<usize>b << 6);
     const o = <usize>b * bb;
-    a0 = tileBlock(kind, relaxed, mask, w0 + o, q, cols, dx, a0);
-    a1 = tileBlock(kind, relaxed, mask, w1 + o, q, cols, dx, a1);
-    a2 = tileBlock(kind, relaxed, mask, w2 + o, q, cols, dx, a2);
-    a3 = tileBlock(kind, relaxed, mask, w3 + o, q, cols, dx, a3);
+    a0 = tileBlock(kind, relaxed, low, ones, w0 + o, q, cols, dx, a0);
+    a1 = tileBlock(kind, relaxed, low, ones, w1 + o, q, cols, dx, a1);
+    a2 = tileBlock(kind, relaxed, low, ones, w2 + o, q, cols, dx, a2);
+    a3 = tileBlock(kind, relaxed, low, ones, w3 + o, q, cols, dx, a3);
   }
   const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
   storeLanes(ot, rows, a0);
@@ -237,50 +233,48 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
  * nothing over a block widened once for four tokens)
  */
 // @ts-ignore: decorator
-@inline function matQ(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  const mask = relaxed ? orderMask() : v128.splat<i32>(0);
+@inline function matQ(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
+  const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   let r = r0;
   if (relaxed && kind == 0 && nTok > 1) unreachable();
   if (nTok == 1) {
     // decode streams weights that are not in any cache: one row after another is one
     // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
-    // hundred bytes each were not (3x slower on the 30 MB logits matrix). Same per-row
-    // arithmetic as rows4, so the results are bit for bit the same.
-    for (; r < r1; r++) {
-      if (relaxed) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r, mask);
-      else rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
-    }
+    // hundred bytes each were not (3x slower on the 30 MB logits matrix)
+    for (; r < r1; r++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r);
     return;
   }
   for (; r + 4 <= r1; r += 4) {
     let t = 0;
-    for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, mask, w, rowBytes, xq, xs, out, rows, cols, t, r);
-    if (relaxed) for (let i = 0; i < 4; i++) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i, mask);
-    else rows4(kind, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r);
+    for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);
+    for (let i = 0; i < 4; i++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i);
   }
-  for (; r < r1; r++) {
-    if (relaxed) rowRelaxed(kind, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r, mask);
-    else rows1(kind, w, rowBytes, xq, xs, out, rows, cols, nTok, r);
-  }
+  for (; r < r1; r++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r);
 }
 
 export function matQ8_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(0, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(0, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ4_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(1, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(1, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 /** relaxed build only: over activations packed by packQ8_0 (single tokens) / packQ4_0 */
 export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(0, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(0, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(1, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(1, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** matQ4_0Relaxed for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
+export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(1, true, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(2, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

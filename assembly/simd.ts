@@ -18,6 +18,25 @@
   return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(partial), f32x4.splat(d)));
 }
 
+/** [sum(a), sum(b), sum(c), sum(d)]: four integer dots reduced into one vector's lanes (exact) */
+// @ts-ignore: decorator
+@inline export function lanesSum(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = i32x4.add(i32x4.shuffle(a, b, 0, 4, 1, 5), i32x4.shuffle(a, b, 2, 6, 3, 7));
+  const cd = i32x4.add(i32x4.shuffle(c, d, 0, 4, 1, 5), i32x4.shuffle(c, d, 2, 6, 3, 7));
+  return i32x4.add(i32x4.shuffle(ab, cd, 0, 1, 4, 5), i32x4.shuffle(ab, cd, 2, 3, 6, 7));
+}
+
+/**
+ * acc + f32(sums) * (dw * dx): four blocks' exact integer totals, each scaled by its weight
+ * scale times its activation scale, added into the lanes of a row's accumulator (lane k holds
+ * blocks k, k + 4, k + 8, ...). The single-token row kernels of every build accumulate so, one
+ * conversion and one multiply-add per four blocks.
+ */
+// @ts-ignore: decorator
+@inline export function scaleAdd4(acc: v128, sums: v128, dw: v128, dx: v128): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(sums), f32x4.mul(dw, dx)));
+}
+
 /**
  * Integer dot of 16 int8 weights (one i8x16 register) with 16 activations at x (int8
  * values stored as int16): widen the weights to i16 and multiply-add pairs into four i32 lanes.

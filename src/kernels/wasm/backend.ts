@@ -162,6 +162,24 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
+  /** Q4_0 weights whose block scales hold no Inf/NaN (weights are immutable: checked once) */
+  const finiteScales = new WeakMap<Uint8Array, boolean>();
+
+  /**
+   * Q4_0_RELAXED_FINITE where none of the weight's block scales is Inf or NaN (the usual case:
+   * the single-token kernel then converts four scales in three instructions), else the kernel
+   * as given
+   */
+  function withFiniteScales(kind: C.Kind | undefined, w: Tensor, place: Placement, rows: number, cols: number): C.Kind | undefined {
+    if (kind !== C.Kind.Q4_0_RELAXED) return kind;
+    let finite = finiteScales.get(w.data);
+    if (finite === undefined) {
+      finite = memories.spaces[place.space]!.kernels.f16sFinite(place.ptr, rowByteLength(GGMLType.Q4_0, 32), rows * (cols / 32)) === 1;
+      finiteScales.set(w.data, finite);
+    }
+    return finite ? C.Kind.Q4_0_RELAXED_FINITE : kind;
+  }
+
   /** runs the job written into memory `index`'s control block */
   function runJob(index: number): void {
     if (pool) pool.run(index);
@@ -221,7 +239,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q8_0_EXACT) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
-      else if (relaxedKind === C.Kind.Q4_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else kernels.packQ8_K(xq, (nTok * cols) / 256);
       kind = relaxedKind;
     }
@@ -354,7 +372,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
       if (nTokens === 0 || rows === 0) return;
       const place = weightPlace(w);
-      const relaxedKind = relaxedKernel(kind, nTokens);
+      const relaxedKind = withFiniteScales(relaxedKernel(kind, nTokens), w, place, rows, cols);
       const perToken = bytesPerToken(cols, rows);
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       for (let t = 0; t < nTokens; t += step) {

@@ -81,6 +81,8 @@ export enum Kind {
   ATTENTION_EXACT = 15,
   /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only) */
   Q8_0_EXACT = 16,
+  /** Q4_0_RELAXED for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion */
+  Q4_0_RELAXED_FINITE = 17,
 }
 
 /**

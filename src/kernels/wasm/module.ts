@@ -7,13 +7,14 @@ export interface KernelExports {
   heapBase(): number;
   work(ctrl: number): void;
   useF16Table(table: number): void;
+  f16sFinite(p: number, stride: number, count: number): number;
   fillF16Table(table: number): void;
   roundRowsF16(x: number, n: number): void;
   roundRowsBF16(x: number, n: number): void;
   quantizeRowQ8_0(x: number, qs: number, sc: number, n: number): void;
   quantizeRowQ8_K(x: number, qs: number, sc: number, bs: number, n: number): void;
   packQ8_0(q: number, nBlocks: number): void;
-  packQ4_0(q: number, nBlocks: number): void;
+  packQ4_0(q: number, nBlocks: number, blocksPerRow: number): void;
   packQ8_K(q: number, nBlocks: number): void;
   packQ8_0Exact(q: number, nBlocks: number): void;
   /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
