@@ -57,6 +57,29 @@ import { rowAt } from "./attention";
   return sum;
 }
 
+/**
+ * ggml_vec_dot_f32 of 64 floats at x and y, before reduce16's last step: each quarter k (lanes
+ * 4k..4k+3) of the four accumulators as (acc0 + acc2) + (acc1 + acc3), then (q3 + q1) + (q2 + q0)
+ * — vecDot's arithmetic for n = 64, a quarter at a time so that few registers are live
+ */
+// @ts-ignore: decorator
+@inline function dot64Lanes(x: usize, y: usize): v128 {
+  const z = f32x4.splat(0);
+  const q0 = f32x4.add(f32x4.add(fma(v128.load(x), v128.load(y), z), fma(v128.load(x, 128), v128.load(y, 128), z)), f32x4.add(fma(v128.load(x, 64), v128.load(y, 64), z), fma(v128.load(x, 192), v128.load(y, 192), z)));
+  const q1 = f32x4.add(f32x4.add(fma(v128.load(x, 16), v128.load(y, 16), z), fma(v128.load(x, 144), v128.load(y, 144), z)), f32x4.add(fma(v128.load(x, 80), v128.load(y, 80), z), fma(v128.load(x, 208), v128.load(y, 208), z)));
+  const q2 = f32x4.add(f32x4.add(fma(v128.load(x, 32), v128.load(y, 32), z), fma(v128.load(x, 160), v128.load(y, 160), z)), f32x4.add(fma(v128.load(x, 96), v128.load(y, 96), z), fma(v128.load(x, 224), v128.load(y, 224), z)));
+  const q3 = f32x4.add(f32x4.add(fma(v128.load(x, 48), v128.load(y, 48), z), fma(v128.load(x, 176), v128.load(y, 176), z)), f32x4.add(fma(v128.load(x, 112), v128.load(y, 112), z), fma(v128.load(x, 240), v128.load(y, 240), z)));
+  return f32x4.add(f32x4.add(q3, q1), f32x4.add(q2, q0));
+}
+
+/** reduce16's last step for four dots at once: lane p = (b_p[0] + b_p[2]) + (b_p[1] + b_p[3]) */
+// @ts-ignore: decorator
+@inline function lastStep4(b0: v128, b1: v128, b2: v128, b3: v128): v128 {
+  const s01 = f32x4.add(i32x4.shuffle(b0, b1, 0, 1, 4, 5), i32x4.shuffle(b0, b1, 2, 3, 6, 7));
+  const s23 = f32x4.add(i32x4.shuffle(b2, b3, 0, 1, 4, 5), i32x4.shuffle(b2, b3, 2, 3, 6, 7));
+  return f32x4.add(i32x4.shuffle(s01, s23, 0, 2, 4, 6), i32x4.shuffle(s01, s23, 1, 3, 5, 7));
+}
+
 /** per-thread scratch bytes: the score row and the value accumulators */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32): usize {
   const padded = (nAll + 63) & ~63;
@@ -88,7 +111,21 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     const nKeys = startPos + t + 1;
     // scores, scaled
     let m: f32 = -Infinity;
-    for (let j = 0; j < nKeys; j++) {
+    let j = 0;
+    if (headDim == 64) {
+      // four keys at a time: their dots' last reduction step in one vector
+      const scaleV = f32x4.splat(scale);
+      let mv = f32x4.splat(-Infinity);
+      for (; j + 4 <= nKeys; j += 4) {
+        const k0 = k + kvOff;
+        const s4 = lastStep4(dot64Lanes(k0 + rowAt(rows, j, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 1, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 2, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 3, kvStride), qp));
+        const scaled = f32x4.mul(s4, scaleV);
+        v128.store(p + ((<usize>j) << 2), scaled);
+        mv = f32x4.max(mv, scaled);
+      }
+      m = max<f32>(max<f32>(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max<f32>(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    }
+    for (; j < nKeys; j++) {
       const s = vecDot(k + rowAt(rows, j, kvStride) + kvOff, qp, headDim) * scale;
       store<f32>(p + ((<usize>j) << 2), s);
       m = max<f32>(m, s);
