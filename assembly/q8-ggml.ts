@@ -19,8 +19,9 @@
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
 // register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
-import { f16, f16At, f16TableAddress } from "./half";
+import { f16, f16At, f16TableAddress, f16x4 } from "./half";
 import { dotI8I7 } from "./simd";
+import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
 
 /** relaxed laneselect: a where m's lane is set; bytes with a non-canonical mask follow the host (probed) */
@@ -97,14 +98,37 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
 /**
  * one row against one token (decode): rows one after another are one sequential stream the
  * prefetcher follows (two rows interleaved ran 2.5x slower from memory); the loads use constant
- * offsets from three pointers and the f16 table's address sits in a local, which saves V8's
- * address arithmetic and a global read per block
+ * offsets from three pointers. Four blocks' scales are converted together (f16x4) and
+ * multiplied by their activation scales in one vector, which each block of the inner loop
+ * takes lane by lane: the same products as f16At times the scale per block, in fewer
+ * instructions (~5% faster hot). The inner loop is a loop, not four written-out blocks: V8
+ * hoists all loads of an unrolled body and spills (that ran 25% slower).
  */
 // @ts-ignore: decorator
 @inline function row1(p0: usize, nb: i32, x: usize, s: usize, ones: v128, table: usize): f32 {
   let lo = f32x4.splat(0), hi = lo;
   let p = p0, xb = x, sb = s;
+  const end4 = p0 + <usize>(nb & ~3) * 34;
   const end = p0 + <usize>nb * 34;
+  while (p < end4) {
+    let h = i16x8.splat(0);
+    h = v128.load16_lane(p, h, 1);
+    h = v128.load16_lane(p, h, 3, 34);
+    h = v128.load16_lane(p, h, 5, 68);
+    h = v128.load16_lane(p, h, 7, 102);
+    let d4 = f32x4.mul(f16x4(h), v128.load(sb));
+    sb += 16;
+    for (let k = 0; k < 4; k++, p += 34, xb += 64) {
+      const d = i32x4.shuffle(d4, d4, 0, 0, 0, 0);
+      d4 = i32x4.shuffle(d4, d4, 1, 2, 3, 0);
+      const wlo = v128.load(p, 2);
+      const whi = v128.load(p, 18);
+      const slo = blend(v128.load(xb, 32), v128.load(xb), wlo);
+      const shi = blend(v128.load(xb, 48), v128.load(xb, 16), whi);
+      lo = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(slo, i8x16.abs(wlo)), ones)), d, lo);
+      hi = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(shi, i8x16.abs(whi)), ones)), d, hi);
+    }
+  }
   for (; p < end; p += 34, xb += 64, sb += 4) {
     const d = f32x4.splat(f16At(p, table) * load<f32>(sb));
     const wlo = v128.load(p, 2);
@@ -127,7 +151,7 @@ export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, ou
   const xStride = (<usize>cols) << 1;
   const sStride = (<usize>nb) << 2;
   const outStride = (<usize>rows) << 2;
-  const ones = i16x8.splat(1);
+  const ones = onesI16();
   let t = 0;
   for (; t + 4 <= nTok; t += 4) {
     for (let r = r0; r < r1; r++) {
