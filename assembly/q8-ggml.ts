@@ -95,6 +95,15 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   store<f32>(out + 3 * outStride, hsum8(l3, h3));
 }
 
+/** one half block (weights 0..15 or 16..31 at p) against packed activations at xb, into acc with the scale product d */
+// @ts-ignore: decorator
+@inline function halfBlock(p: usize, xb: usize, d: v128, ones: v128, acc: v128, high: bool): v128 {
+  const w = high ? v128.load(p, 18) : v128.load(p, 2);
+  // a * sign(w): -a where the weight byte's top bit is set (the blend reads only that bit)
+  const signed = high ? blend(v128.load(xb, 48), v128.load(xb, 16), w) : blend(v128.load(xb, 32), v128.load(xb), w);
+  return fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(signed, i8x16.abs(w)), ones)), d, acc);
+}
+
 /**
  * one row against one token (decode): rows one after another are one sequential stream the
  * prefetcher follows (two rows interleaved ran 2.5x slower from memory); the loads use constant
@@ -121,22 +130,14 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
     for (let k = 0; k < 4; k++, p += 34, xb += 64) {
       const d = i32x4.shuffle(d4, d4, 0, 0, 0, 0);
       d4 = i32x4.shuffle(d4, d4, 1, 2, 3, 0);
-      const wlo = v128.load(p, 2);
-      const whi = v128.load(p, 18);
-      const slo = blend(v128.load(xb, 32), v128.load(xb), wlo);
-      const shi = blend(v128.load(xb, 48), v128.load(xb, 16), whi);
-      lo = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(slo, i8x16.abs(wlo)), ones)), d, lo);
-      hi = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(shi, i8x16.abs(whi)), ones)), d, hi);
+      lo = halfBlock(p, xb, d, ones, lo, false);
+      hi = halfBlock(p, xb, d, ones, hi, true);
     }
   }
   for (; p < end; p += 34, xb += 64, sb += 4) {
     const d = f32x4.splat(f16At(p, table) * load<f32>(sb));
-    const wlo = v128.load(p, 2);
-    const whi = v128.load(p, 18);
-    const slo = blend(v128.load(xb, 32), v128.load(xb), wlo);
-    const shi = blend(v128.load(xb, 48), v128.load(xb, 16), whi);
-    lo = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(slo, i8x16.abs(wlo)), ones)), d, lo);
-    hi = fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(shi, i8x16.abs(whi)), ones)), d, hi);
+    lo = halfBlock(p, xb, d, ones, lo, false);
+    hi = halfBlock(p, xb, d, ones, hi, true);
   }
   return hsum8(lo, hi);
 }
