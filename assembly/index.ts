@@ -41,6 +41,7 @@ const SCALE: usize = 252;
 const SLOT: usize = 132;
 const SLOT_BASE: usize = 136;
 const SLOT_BYTES: usize = 140;
+const MAX_CLAIM: usize = 144;
 
 /** first byte the host may use: everything below belongs to this module's static data */
 export function heapBase(): usize {
@@ -49,17 +50,17 @@ export function heapBase(): usize {
 
 /**
  * Claims the next rows of the job off the shared counter NEXT: ceil(remaining / SHARES) rows
- * rounded up to whole granules (guided scheduling: large claims while much is left, which
- * stream the weights in long runs, then smaller ones, down to one granule, so the threads
- * finish within a few rows of each other). Returns the first row (the end is in claimEnd),
+ * rounded up to whole granules, at most MAX_CLAIM (guided scheduling: claims shrink as the
+ * rows run out, down to one granule, so the threads finish within a few rows of each other;
+ * the cap bounds what a thread holds when the OS stops it in the middle of a claim). Returns the first row (the end is in claimEnd),
  * or -1 when no rows are left. Claims start on granule boundaries, so a row's arithmetic is
  * the same whichever thread takes it.
  */
 let claimEnd: i32 = 0;
-function claim(ctrl: usize, rows: i32, granule: i32, shares: i32): i32 {
+function claim(ctrl: usize, rows: i32, granule: i32, shares: i32, maxClaim: i32): i32 {
   let r0 = atomic.load<i32>(ctrl + NEXT);
   while (r0 < rows) {
-    const want = (rows - r0 + shares - 1) / shares;
+    const want = min<i32>(maxClaim, (rows - r0 + shares - 1) / shares);
     const r1 = min<i32>(rows, r0 + (want + granule - 1) / granule * granule);
     const seen = atomic.cmpxchg<i32>(ctrl + NEXT, r0, r1);
     if (seen == r0) {
@@ -85,10 +86,11 @@ export function work(ctrl: usize): void {
   const out = load<usize>(ctrl + OUT);
   const granule = load<i32>(ctrl + GRANULE);
   const shares = load<i32>(ctrl + SHARES);
+  const maxClaim = load<i32>(ctrl + MAX_CLAIM);
   // the exact attention keeps a score row and accumulators per thread: scratch slot of its own
   const scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
   while (true) {
-    const r0 = claim(ctrl, rows, granule, shares);
+    const r0 = claim(ctrl, rows, granule, shares, maxClaim);
     if (r0 < 0) break;
     const r1 = claimEnd;
     switch (kind) {

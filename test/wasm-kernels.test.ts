@@ -106,6 +106,7 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
     control[C.ROWS] = 64;
     control[C.GRANULE] = 4;
     control[C.SHARES] = 16;
+    control[C.MAX_CLAIM] = 4;
     assert.throws(() => pool.run(), /worker thread: worker 1: RuntimeError: unreachable/);
     control[C.ROWS] = 0; // an empty job: nothing to do, nothing fails
     pool.run();
@@ -119,6 +120,7 @@ test("a kernel that traps on a worker thread surfaces as an exception, and the p
     control2[C.ROWS] = 64;
     control2[C.GRANULE] = 4;
     control2[C.SHARES] = 16;
+    control2[C.MAX_CLAIM] = 4;
     assert.throws(() => pool.run(1), /worker thread: worker 1: RuntimeError: unreachable/);
     control2[C.ROWS] = 0;
     pool.run(1);

@@ -82,6 +82,19 @@ const align64 = (n: number): number => Math.ceil(n / 64) * 64;
  * worker's last chunk (~16 µs a job); shrinking claims end the threads rows apart, not chunks.
  */
 const CLAIM_SHARES_PER_THREAD = 2;
+/**
+ * No claim is larger than 1 / (threads * CLAIM_CAP_PER_THREAD) of a job: a worker that the OS
+ * stops in the middle of a claim (this shared VM does, for milliseconds) leaves the others
+ * waiting for at most that much of the job
+ */
+const CLAIM_CAP_PER_THREAD = 8;
+
+/** writes how a job's rows (or items) are claimed: whole granules, guided, capped */
+function setClaims(control: Int32Array, rows: number, granule: number, threads: number): void {
+  control[C.GRANULE] = granule;
+  control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
+  control[C.MAX_CLAIM] = Math.max(1, Math.ceil(rows / (threads * CLAIM_CAP_PER_THREAD) / granule)) * granule;
+}
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
 const PARALLEL_QUANTIZE_TOKENS = 8;
 
@@ -203,8 +216,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XB] = xb;
     control[C.ROWS] = nTok;
     control[C.COLS] = cols;
-    control[C.GRANULE] = 1;
-    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
+    setClaims(control, nTok, 1, threads);
     runJob(index);
   }
 
@@ -256,8 +268,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.OUT] = o;
     // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
-    control[C.GRANULE] = 4;
-    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
+    setClaims(control, rows, 4, threads);
     runJob(w.space);
     out.set(new Float32Array(buffer, o, nTok * rows));
   }
@@ -314,8 +325,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.N_HEADS] = nHeads;
     control[C.N_KV_HEADS] = nKvHeads;
     new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
-    control[C.GRANULE] = 1;
-    control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
+    setClaims(control, items, 1, threads);
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
   }

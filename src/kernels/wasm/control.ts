@@ -32,6 +32,8 @@ export const SLOT = 33;
 export const SLOT_BASE = 34;
 /** bytes per slot */
 export const SLOT_BYTES = 35;
+/** the most rows one claim takes (a multiple of GRANULE), read once per job by work() */
+export const MAX_CLAIM = 36;
 
 // the job, read by work()
 export const KIND = 48;
