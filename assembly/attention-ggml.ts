@@ -58,18 +58,17 @@ import { rowAt } from "./attention";
 }
 
 /**
- * ggml_vec_dot_f32 of 64 floats at x and y, before reduce16's last step: each quarter k (lanes
- * 4k..4k+3) of the four accumulators as (acc0 + acc2) + (acc1 + acc3), then (q3 + q1) + (q2 + q0)
- * — vecDot's arithmetic for n = 64, a quarter at a time so that few registers are live
+ * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
+ * accumulators for n = 64 floats at x and y, each quarter as (acc0 + acc2) + (acc1 + acc3),
+ * returned as quarter k+2 + quarter k: the halves of reduce16's (q3 + q1) + (q2 + q0)
  */
 // @ts-ignore: decorator
-@inline function dot64Lanes(x: usize, y: usize): v128 {
+@inline function quarters64(x: usize, y: usize, k: usize): v128 {
   const z = f32x4.splat(0);
-  const q0 = f32x4.add(f32x4.add(fma(v128.load(x), v128.load(y), z), fma(v128.load(x, 128), v128.load(y, 128), z)), f32x4.add(fma(v128.load(x, 64), v128.load(y, 64), z), fma(v128.load(x, 192), v128.load(y, 192), z)));
-  const q1 = f32x4.add(f32x4.add(fma(v128.load(x, 16), v128.load(y, 16), z), fma(v128.load(x, 144), v128.load(y, 144), z)), f32x4.add(fma(v128.load(x, 80), v128.load(y, 80), z), fma(v128.load(x, 208), v128.load(y, 208), z)));
-  const q2 = f32x4.add(f32x4.add(fma(v128.load(x, 32), v128.load(y, 32), z), fma(v128.load(x, 160), v128.load(y, 160), z)), f32x4.add(fma(v128.load(x, 96), v128.load(y, 96), z), fma(v128.load(x, 224), v128.load(y, 224), z)));
-  const q3 = f32x4.add(f32x4.add(fma(v128.load(x, 48), v128.load(y, 48), z), fma(v128.load(x, 176), v128.load(y, 176), z)), f32x4.add(fma(v128.load(x, 112), v128.load(y, 112), z), fma(v128.load(x, 240), v128.load(y, 240), z)));
-  return f32x4.add(f32x4.add(q3, q1), f32x4.add(q2, q0));
+  const a = x + (k << 4), b = y + (k << 4);
+  const lo = f32x4.add(f32x4.add(fma(v128.load(a), v128.load(b), z), fma(v128.load(a, 128), v128.load(b, 128), z)), f32x4.add(fma(v128.load(a, 64), v128.load(b, 64), z), fma(v128.load(a, 192), v128.load(b, 192), z)));
+  const hi = f32x4.add(f32x4.add(fma(v128.load(a, 32), v128.load(b, 32), z), fma(v128.load(a, 160), v128.load(b, 160), z)), f32x4.add(fma(v128.load(a, 96), v128.load(b, 96), z), fma(v128.load(a, 224), v128.load(b, 224), z)));
+  return f32x4.add(hi, lo);
 }
 
 /** reduce16's last step for four dots at once: lane p = (b_p[0] + b_p[2]) + (b_p[1] + b_p[3]) */
@@ -83,7 +82,8 @@ import { rowAt } from "./attention";
 /** per-thread scratch bytes: the score row and the value accumulators */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32): usize {
   const padded = (nAll + 63) & ~63;
-  return ((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2);
+  // scores, value accumulators, and (head size 64) one vector per key of the dots' partial sums
+  return ((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2) + ((<usize>padded) << 4);
 }
 
 /**
@@ -99,6 +99,7 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
   const padded = (nAll + 63) & ~63;
   const p = scratch;
   const acc = scratch + ((<usize>padded) << 2);
+  const partial = acc + ((<usize>(64 * headDim)) << 2);
   const batch = nTok >= 2;
   const nAcc: usize = batch ? 16 : 64;
   const zero = f32x4.splat(0);
@@ -113,17 +114,33 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     let m: f32 = -Infinity;
     let j = 0;
     if (headDim == 64) {
-      // four keys at a time: their dots' last reduction step in one vector
+      // In passes over the keys, each a loop whose body holds few values (V8 hoists every load
+      // of a straight-line body and spills; so it did with four whole dots in one body): quarters
+      // 0 and 2 of every key's dot, then 1 and 3 added to them, then reduce16's last step for
+      // four keys at a time in one vector, scaled, stored, and their max taken.
+      const kBase = k + kvOff;
+      for (let i = 0; i < nKeys; i++) {
+        v128.store(partial + ((<usize>i) << 4), quarters64(kBase + rowAt(rows, i, kvStride), qp, 0));
+      }
+      for (let i = 0; i < nKeys; i++) {
+        const at = partial + ((<usize>i) << 4);
+        v128.store(at, f32x4.add(quarters64(kBase + rowAt(rows, i, kvStride), qp, 1), v128.load(at)));
+      }
       const scaleV = f32x4.splat(scale);
       let mv = f32x4.splat(-Infinity);
       for (; j + 4 <= nKeys; j += 4) {
-        const k0 = k + kvOff;
-        const s4 = lastStep4(dot64Lanes(k0 + rowAt(rows, j, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 1, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 2, kvStride), qp), dot64Lanes(k0 + rowAt(rows, j + 3, kvStride), qp));
-        const scaled = f32x4.mul(s4, scaleV);
+        const at = partial + ((<usize>j) << 4);
+        const scaled = f32x4.mul(lastStep4(v128.load(at), v128.load(at, 16), v128.load(at, 32), v128.load(at, 48)), scaleV);
         v128.store(p + ((<usize>j) << 2), scaled);
         mv = f32x4.max(mv, scaled);
       }
       m = max<f32>(max<f32>(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max<f32>(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+      for (; j < nKeys; j++) {
+        const b = v128.load(partial + ((<usize>j) << 4));
+        const s = ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale;
+        store<f32>(p + ((<usize>j) << 2), s);
+        m = max<f32>(m, s);
+      }
     }
     for (; j < nKeys; j++) {
       const s = vecDot(k + rowAt(rows, j, kvStride) + kvOff, qp, headDim) * scale;
