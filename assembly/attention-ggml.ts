@@ -60,7 +60,8 @@ import { rowAt } from "./attention";
 /**
  * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
  * accumulators for n = 64 floats at x and y, each quarter as (acc0 + acc2) + (acc1 + acc3),
- * returned as quarter k+2 + quarter k: the halves of reduce16's (q3 + q1) + (q2 + q0)
+ * returned as quarter k+2 + quarter k (the halves of reduce16's (q3 + q1) + (q2 + q0)):
+ * `quarters` for one chunk, written out (the loop's accumulators cost head size 64 ~30%)
  */
 // @ts-ignore: decorator
 @inline function quarters64(x: usize, y: usize, k: usize): v128 {
@@ -69,6 +70,30 @@ import { rowAt } from "./attention";
   const lo = f32x4.add(f32x4.add(fma(v128.load(a), v128.load(b), z), fma(v128.load(a, 128), v128.load(b, 128), z)), f32x4.add(fma(v128.load(a, 64), v128.load(b, 64), z), fma(v128.load(a, 192), v128.load(b, 192), z)));
   const hi = f32x4.add(f32x4.add(fma(v128.load(a, 32), v128.load(b, 32), z), fma(v128.load(a, 160), v128.load(b, 160), z)), f32x4.add(fma(v128.load(a, 96), v128.load(b, 96), z), fma(v128.load(a, 224), v128.load(b, 224), z)));
   return f32x4.add(hi, lo);
+}
+
+/**
+ * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
+ * accumulators over n = 64 * chunks floats at x and y, each quarter as (acc0 + acc2) +
+ * (acc1 + acc3), returned as quarter k+2 + quarter k: the halves of reduce16's
+ * (q3 + q1) + (q2 + q0)
+ */
+// @ts-ignore: decorator
+@inline function quarters(x: usize, y: usize, k: usize, chunks: i32): v128 {
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z;
+  let a = x + (k << 4), b = y + (k << 4);
+  for (let c = 0; c < chunks; c++, a += 256, b += 256) {
+    a0 = fma(v128.load(a), v128.load(b), a0);
+    a1 = fma(v128.load(a, 64), v128.load(b, 64), a1);
+    a2 = fma(v128.load(a, 128), v128.load(b, 128), a2);
+    a3 = fma(v128.load(a, 192), v128.load(b, 192), a3);
+    c0 = fma(v128.load(a, 32), v128.load(b, 32), c0);
+    c1 = fma(v128.load(a, 96), v128.load(b, 96), c1);
+    c2 = fma(v128.load(a, 160), v128.load(b, 160), c2);
+    c3 = fma(v128.load(a, 224), v128.load(b, 224), c3);
+  }
+  return f32x4.add(f32x4.add(f32x4.add(c0, c2), f32x4.add(c1, c3)), f32x4.add(f32x4.add(a0, a2), f32x4.add(a1, a3)));
 }
 
 /** reduce16's last step for four dots at once: lane p = (b_p[0] + b_p[2]) + (b_p[1] + b_p[3]) */
@@ -82,7 +107,7 @@ import { rowAt } from "./attention";
 /** per-thread scratch bytes: the score row and the value accumulators */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32): usize {
   const padded = (nAll + 63) & ~63;
-  // scores, value accumulators, and (head size 64) one vector per key of the dots' partial sums
+  // scores, value accumulators, and (head sizes of 64k) one vector per key of the dots' partial sums
   return ((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2) + ((<usize>padded) << 4);
 }
 
@@ -113,18 +138,20 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     // scores, scaled
     let m: f32 = -Infinity;
     let j = 0;
-    if (headDim == 64) {
-      // In passes over the keys, each a loop whose body holds few values (V8 hoists every load
-      // of a straight-line body and spills; so it did with four whole dots in one body): quarters
-      // 0 and 2 of every key's dot, then 1 and 3 added to them, then reduce16's last step for
-      // four keys at a time in one vector, scaled, stored, and their max taken.
+    if ((headDim & 63) == 0) {
+      // Head sizes of 64k: in passes over the keys, each a loop whose body holds few values (V8
+      // hoists every load of a straight-line body and spills; so it did with four whole dots in
+      // one body, ~75 spill moves a key): quarters 0 and 2 of every key's dot, then 1 and 3
+      // added to them, then reduce16's last step for four keys at a time in one vector, scaled,
+      // stored, and their max taken.
       const kBase = k + kvOff;
+      const chunks = headDim >> 6;
       for (let i = 0; i < nKeys; i++) {
-        v128.store(partial + ((<usize>i) << 4), quarters64(kBase + rowAt(rows, i, kvStride), qp, 0));
+        v128.store(partial + ((<usize>i) << 4), (chunks == 1 ? quarters64(kBase + rowAt(rows, i, kvStride), qp, 0) : quarters(kBase + rowAt(rows, i, kvStride), qp, 0, chunks)));
       }
       for (let i = 0; i < nKeys; i++) {
         const at = partial + ((<usize>i) << 4);
-        v128.store(at, f32x4.add(quarters64(kBase + rowAt(rows, i, kvStride), qp, 1), v128.load(at)));
+        v128.store(at, f32x4.add((chunks == 1 ? quarters64(kBase + rowAt(rows, i, kvStride), qp, 1) : quarters(kBase + rowAt(rows, i, kvStride), qp, 1, chunks)), v128.load(at)));
       }
       const scaleV = f32x4.splat(scale);
       let mv = f32x4.splat(-Infinity);
