@@ -83,11 +83,12 @@ const align64 = (n: number): number => Math.ceil(n / 64) * 64;
  */
 const CLAIM_SHARES_PER_THREAD = 2;
 /**
- * No claim is larger than 1 / (threads * CLAIM_CAP_PER_THREAD) of a job: a worker that the OS
- * stops in the middle of a claim (this shared VM does, for milliseconds) leaves the others
- * waiting for at most that much of the job
+ * No claim is larger than 1 / (threads * CLAIM_CAP_PER_THREAD) of a job. A worker whose vCPU is
+ * stopped mid-claim (this shared VM does, for milliseconds) leaves the main thread waiting for
+ * the stall plus what is left of its claim; a smaller cap shortens the second part but adds
+ * claims, each a compare-and-swap on a line the other core holds (16 gave ~48 claims a job)
  */
-const CLAIM_CAP_PER_THREAD = 16;
+const CLAIM_CAP_PER_THREAD = 8;
 
 /** writes how a job's rows (or items) are claimed: whole granules, guided, capped */
 function setClaims(control: Int32Array, rows: number, granule: number, threads: number): void {
