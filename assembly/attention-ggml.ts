@@ -18,45 +18,6 @@ import { rowAt } from "./attention";
   return (f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3));
 }
 
-/** ggml_vec_dot_f32 of n floats at x and y */
-// @ts-ignore: decorator
-@inline function vecDot(x: usize, y: usize, n: i32): f32 {
-  const np = n & ~63;
-  const z = f32x4.splat(0);
-  let a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
-  let c0 = z, c1 = z, c2 = z, c3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
-  for (let o: usize = 0; o < (<usize>np << 2); o += 256) {
-    const xp = x + o, yp = y + o;
-    a0 = fma(v128.load(xp), v128.load(yp), a0);
-    a1 = fma(v128.load(xp, 16), v128.load(yp, 16), a1);
-    a2 = fma(v128.load(xp, 32), v128.load(yp, 32), a2);
-    a3 = fma(v128.load(xp, 48), v128.load(yp, 48), a3);
-    b0 = fma(v128.load(xp, 64), v128.load(yp, 64), b0);
-    b1 = fma(v128.load(xp, 80), v128.load(yp, 80), b1);
-    b2 = fma(v128.load(xp, 96), v128.load(yp, 96), b2);
-    b3 = fma(v128.load(xp, 112), v128.load(yp, 112), b3);
-    c0 = fma(v128.load(xp, 128), v128.load(yp, 128), c0);
-    c1 = fma(v128.load(xp, 144), v128.load(yp, 144), c1);
-    c2 = fma(v128.load(xp, 160), v128.load(yp, 160), c2);
-    c3 = fma(v128.load(xp, 176), v128.load(yp, 176), c3);
-    d0 = fma(v128.load(xp, 192), v128.load(yp, 192), d0);
-    d1 = fma(v128.load(xp, 208), v128.load(yp, 208), d1);
-    d2 = fma(v128.load(xp, 224), v128.load(yp, 224), d2);
-    d3 = fma(v128.load(xp, 240), v128.load(yp, 240), d3);
-  }
-  let sum: f32 = 0;
-  if (np > 0) {
-    // accumulator 0 += 2, 1 += 3, then 0 += 1
-    a0 = f32x4.add(f32x4.add(a0, c0), f32x4.add(b0, d0));
-    a1 = f32x4.add(f32x4.add(a1, c1), f32x4.add(b1, d1));
-    a2 = f32x4.add(f32x4.add(a2, c2), f32x4.add(b2, d2));
-    a3 = f32x4.add(f32x4.add(a3, c3), f32x4.add(b3, d3));
-    sum = reduce16(a0, a1, a2, a3);
-  }
-  for (let i = np; i < n; i++) sum += load<f32>(x + (<usize>i << 2)) * load<f32>(y + (<usize>i << 2));
-  return sum;
-}
-
 /**
  * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
  * accumulators for n = 64 floats at x and y, each quarter as (acc0 + acc2) + (acc1 + acc3),
@@ -94,6 +55,22 @@ import { rowAt } from "./attention";
     c3 = fma(v128.load(a, 224), v128.load(b, 224), c3);
   }
   return f32x4.add(f32x4.add(f32x4.add(c0, c2), f32x4.add(c1, c3)), f32x4.add(f32x4.add(a0, a2), f32x4.add(a1, a3)));
+}
+
+/**
+ * ggml_vec_dot_f32 of n floats at x and y: the 64-float chunks through `quarters` (reduce16's
+ * (q3 + q1) + (q2 + q0), then its last step), the rest added one by one
+ */
+// @ts-ignore: decorator
+@inline function vecDot(x: usize, y: usize, n: i32): f32 {
+  const np = n & ~63;
+  let sum: f32 = 0;
+  if (np > 0) {
+    const b = f32x4.add(quarters(x, y, 1, np >> 6), quarters(x, y, 0, np >> 6));
+    sum = (f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3));
+  }
+  for (let i = np; i < n; i++) sum += load<f32>(x + (<usize>i << 2)) * load<f32>(y + (<usize>i << 2));
+  return sum;
 }
 
 /** reduce16's last step for four dots at once: lane p = (b_p[0] + b_p[2]) + (b_p[1] + b_p[3]) */
