@@ -77,15 +77,20 @@ export function f16sFinite(p: usize, stride: usize, count: i32): i32 {
   return 1;
 }
 
-/** f16x4 of the f16 at p, p + stride, p + 2 stride, p + 3 stride */
+/** the bits of the f16 at p, p + stride, p + 2 stride, p + 3 stride in the top halves of four i32 lanes (f16x4's input) */
 // @ts-ignore: decorator
-@inline export function f16x4At(p: usize, stride: usize): v128 {
+@inline export function f16x4BitsAt(p: usize, stride: usize): v128 {
   let h = i16x8.splat(0);
   h = v128.load16_lane(p, h, 1);
   h = v128.load16_lane(p + stride, h, 3);
   h = v128.load16_lane(p + 2 * stride, h, 5);
-  h = v128.load16_lane(p + 3 * stride, h, 7);
-  return f16x4(h);
+  return v128.load16_lane(p + 3 * stride, h, 7);
+}
+
+/** f16x4 of the f16 at p, p + stride, p + 2 stride, p + 3 stride */
+// @ts-ignore: decorator
+@inline export function f16x4At(p: usize, stride: usize): v128 {
+  return f16x4(f16x4BitsAt(p, stride));
 }
 
 /** the value of f16 bits `h` */

@@ -52,8 +52,8 @@ export function heapBase(): usize {
  * Claims the next rows of the job off the shared counter NEXT: ceil(remaining / SHARES) rows
  * rounded up to whole granules, at most MAX_CLAIM (guided scheduling: claims shrink as the
  * rows run out, down to one granule, so the threads finish within a few rows of each other;
- * the cap bounds what a thread holds when the OS stops it in the middle of a claim). Returns the first row (the end is in claimEnd),
- * or -1 when no rows are left. Claims start on granule boundaries, so a row's arithmetic is
+ * the cap bounds what a thread holds when the OS stops it in the middle of a claim). Returns
+ * the first row (the end is in claimEnd), or -1 when no rows are left. Claims start on granule boundaries, so a row's arithmetic is
  * the same whichever thread takes it.
  */
 let claimEnd: i32 = 0;

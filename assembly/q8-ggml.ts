@@ -19,7 +19,7 @@
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
 // register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
-import { f16, f16At, f16TableAddress, f16x4 } from "./half";
+import { f16, f16At, f16TableAddress, f16x4At } from "./half";
 import { dotI8I7 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
@@ -120,12 +120,7 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   const end4 = p0 + <usize>(nb & ~3) * 34;
   const end = p0 + <usize>nb * 34;
   while (p < end4) {
-    let h = i16x8.splat(0);
-    h = v128.load16_lane(p, h, 1);
-    h = v128.load16_lane(p, h, 3, 34);
-    h = v128.load16_lane(p, h, 5, 68);
-    h = v128.load16_lane(p, h, 7, 102);
-    let d4 = f32x4.mul(f16x4(h), v128.load(sb));
+    let d4 = f32x4.mul(f16x4At(p, 34), v128.load(sb));
     sb += 16;
     for (let k = 0; k < 4; k++, p += 34, xb += 64) {
       const d = i32x4.shuffle(d4, d4, 0, 0, 0, 0);

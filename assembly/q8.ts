@@ -4,9 +4,9 @@
 // token takes four blocks at a time: their four totals in one vector's lanes, one conversion,
 // one multiply by the four scales; for batches, 4x4 tiles of rows x tokens decode each weight
 // block once per four tokens, the four tokens' totals in the lanes.
-import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4Finite } from "./half";
+import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4BitsAt, f16x4Finite } from "./half";
 import { hsumF32, lanesSum, scaleAdd4 } from "./simd";
-import { blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, scaleBitsQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
+import { blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
 
 // @ts-ignore: decorator
 @inline function dotQ8_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
@@ -104,7 +104,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     let p = w0;
     for (; p < end4; p += 4 * bb, x += 256, sx += 16) {
       if (relaxed && kind == 1) {
-        const h = scaleBitsQ4_0(p);
+        const h = f16x4BitsAt(p, bb);
         acc = scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
         continue;
       }

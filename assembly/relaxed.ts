@@ -109,38 +109,25 @@ const ONES_I16 = memory.data<u16>([1, 1, 1, 1, 1, 1, 1, 1]);
   return i32x4.sub(i32x4.dot_i16x8_s(d, ones), v128.load(x, 32));
 }
 
+/** one Q4_0 block at p against a packed activation block at x: lanes adding up to sum n a (the exact dot plus 8 sum a) */
+// @ts-ignore: decorator
+@inline function biasedQ4_0(p: usize, x: usize, low: v128, ones: v128): v128 {
+  const v = v128.load(p, 2);
+  return i32x4.dot_i16x8_s(i16x8.add(dot(v128.load(x), v128.and(v, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v, 4), low))), ones);
+}
+
 /**
  * Four Q4_0 blocks at p (18 bytes each) against four packed activation blocks at x: their
- * exact dots in the lanes (packQ4_0's group sums subtracted at once). Offsets are written out
- * as load immediates: an address computed as p + 18 costs V8 an instruction of its own.
+ * exact dots in the lanes (packQ4_0's group sums subtracted at once)
  */
 // @ts-ignore: decorator
 @inline export function groupQ4_0(p: usize, x: usize, low: v128, ones: v128): v128 {
-  const v0 = v128.load(p, 2);
-  const d0 = i16x8.add(dot(v128.load(x), v128.and(v0, low)), dot(v128.load(x, 16), v128.and(i16x8.shr_u(v0, 4), low)));
-  const v1 = v128.load(p, 20);
-  const d1 = i16x8.add(dot(v128.load(x, 64), v128.and(v1, low)), dot(v128.load(x, 80), v128.and(i16x8.shr_u(v1, 4), low)));
-  const v2 = v128.load(p, 38);
-  const d2 = i16x8.add(dot(v128.load(x, 128), v128.and(v2, low)), dot(v128.load(x, 144), v128.and(i16x8.shr_u(v2, 4), low)));
-  const v3 = v128.load(p, 56);
-  const d3 = i16x8.add(dot(v128.load(x, 192), v128.and(v3, low)), dot(v128.load(x, 208), v128.and(i16x8.shr_u(v3, 4), low)));
-  const s = lanesSum(i32x4.dot_i16x8_s(d0, ones), i32x4.dot_i16x8_s(d1, ones), i32x4.dot_i16x8_s(d2, ones), i32x4.dot_i16x8_s(d3, ones));
+  const s = lanesSum(biasedQ4_0(p, x, low, ones), biasedQ4_0(p + 18, x + 64, low, ones), biasedQ4_0(p + 36, x + 128, low, ones), biasedQ4_0(p + 54, x + 192, low, ones));
   return i32x4.sub(s, v128.load(x, 48));
-}
-
-/** the bits of groupQ4_0's four block scales, in the top halves of the i32 lanes (for f16x4) */
-// @ts-ignore: decorator
-@inline export function scaleBitsQ4_0(p: usize): v128 {
-  let h = i16x8.splat(0);
-  h = v128.load16_lane(p, h, 1);
-  h = v128.load16_lane(p, h, 3, 18);
-  h = v128.load16_lane(p, h, 5, 36);
-  return v128.load16_lane(p, h, 7, 54);
 }
 
 /** one Q4_0 block at p against a packed activation block at x, its bytes loaded once for both halves: lanes adding up to the exact dot */
 // @ts-ignore: decorator
 @inline export function blockQ4_0(p: usize, x: usize, low: v128, ones: v128): v128 {
-  const v = v128.load(p, 2);
-  return dotQ4_0Packed(v128.and(v, low), v128.and(i16x8.shr_u(v, 4), low), x, ones);
+  return i32x4.sub(biasedQ4_0(p, x, low, ones), v128.load(x, 32));
 }

@@ -12,12 +12,6 @@
   return i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);
 }
 
-/** acc + f32(partial) * d: one block's integer dot folded into float lanes */
-// @ts-ignore: decorator
-@inline export function scaleAdd(acc: v128, partial: v128, d: f32): v128 {
-  return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(partial), f32x4.splat(d)));
-}
-
 /** [sum(a), sum(b), sum(c), sum(d)]: four integer dots reduced into one vector's lanes (exact) */
 // @ts-ignore: decorator
 @inline export function lanesSum(a: v128, b: v128, c: v128, d: v128): v128 {

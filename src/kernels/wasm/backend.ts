@@ -15,7 +15,7 @@ import { createThreadPool, type ThreadPool } from "./pool.js";
  * The WebAssembly SIMD backend: AssemblyScript kernels (assembly/) on worker threads over
  * shared memories that also hold the weights. A matmul copies the activations into scratch,
  * converts them to the weight's vec_dot type on the main thread (as ggml does), then every
- * thread takes chunks of weight rows and computes them for all tokens.
+ * thread claims weight rows (work() in assembly/index.ts) and computes them for all tokens.
  *
  * A wasm32 memory holds at most 4 GiB, so weights that outgrow memory 0 go into further
  * memories (memories.ts); every thread has an instance of the kernels per memory, and a matmul
