@@ -18,7 +18,12 @@ import { matQ8_0Exact } from "./q8-ggml";
 export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 
+// NEXT is 64 bits: the first unclaimed row (low word) and the job's tag (high word), so that
+// a thread still busy with an old job can never claim rows of a newer one
 const NEXT: usize = 128;
+const MAIN_WAITING: usize = 68;
+/** rows (items) of the job finished, published or recomputed by the main thread */
+const COMPLETED: usize = 72;
 const KIND: usize = 192;
 const W: usize = 196;
 const ROW_BYTES: usize = 200;
@@ -36,12 +41,25 @@ const START_POS: usize = 240;
 const N_HEADS: usize = 244;
 const N_KV_HEADS: usize = 248;
 const SCALE: usize = 252;
-// per-thread scratch for jobs that need their own (exact attention): a slot index taken once
-// per job, the slots' base and the bytes of one slot
-const SLOT: usize = 132;
+// per-thread scratch for jobs that need their own (exact attention): slot = the thread's index
 const SLOT_BASE: usize = 136;
 const SLOT_BYTES: usize = 140;
 const MAX_CLAIM: usize = 144;
+/** 1: the workers compute into their private output and publish each claim (see work()) */
+const STEALABLE: usize = 148;
+/** per-thread records (64 bytes each): claim state, first row, end row */
+const RECORDS: usize = 152;
+/** per-thread private output: base and bytes per thread */
+const PRIVATE_BASE: usize = 156;
+const PRIVATE_BYTES: usize = 160;
+/** test hook: a worker that claims rows of a stealable job while this is > 0 stops this many ms once */
+const STALL_MS: usize = 164;
+const STALL_WORD: usize = 168;
+
+// claim states in a worker's record: (tag << 2) | state
+const COMPUTING = 1;
+const PUBLISHING = 2;
+const STOLEN = 3;
 
 /** first byte the host may use: everything below belongs to this module's static data */
 export function heapBase(): usize {
@@ -49,78 +67,153 @@ export function heapBase(): usize {
 }
 
 /**
- * Claims the next rows of the job off the shared counter NEXT: ceil(remaining / SHARES) rows
+ * Claims the next rows of job `tag` off the shared counter NEXT: ceil(remaining / SHARES) rows
  * rounded up to whole granules, at most MAX_CLAIM (guided scheduling: claims shrink as the
  * rows run out, down to one granule, so the threads finish within a few rows of each other;
  * the cap bounds what a thread holds when the OS stops it in the middle of a claim). Returns
- * the first row (the end is in claimEnd), or -1 when no rows are left. Claims start on granule boundaries, so a row's arithmetic is
- * the same whichever thread takes it.
+ * the first row (the end is in claimEnd), or -1 when no rows are left or NEXT belongs to
+ * another job. Claims start on granule boundaries, so a row's arithmetic is the same whichever
+ * thread takes it.
  */
 let claimEnd: i32 = 0;
-function claim(ctrl: usize, rows: i32, granule: i32, shares: i32, maxClaim: i32): i32 {
-  let r0 = atomic.load<i32>(ctrl + NEXT);
-  while (r0 < rows) {
+function claim(ctrl: usize, tag: u32, rows: i32, granule: i32, shares: i32, maxClaim: i32): i32 {
+  const high = (<u64>tag) << 32;
+  let seen = atomic.load<u64>(ctrl + NEXT);
+  while ((seen & 0xffffffff00000000) == high && <i32>seen < rows) {
+    const r0 = <i32>seen;
     const want = min<i32>(maxClaim, (rows - r0 + shares - 1) / shares);
     const r1 = min<i32>(rows, r0 + (want + granule - 1) / granule * granule);
-    const seen = atomic.cmpxchg<i32>(ctrl + NEXT, r0, r1);
-    if (seen == r0) {
+    const before = atomic.cmpxchg<u64>(ctrl + NEXT, seen, high | <u64><u32>r1);
+    if (before == seen) {
       claimEnd = r1;
       return r0;
     }
-    r0 = seen;
+    seen = before;
   }
   return -1;
 }
 
-/** runs the current job: claims rows until none are left */
-export function work(ctrl: usize): void {
-  const kind = load<i32>(ctrl + KIND);
-  const w = load<usize>(ctrl + W);
-  const rowBytes = load<usize>(ctrl + ROW_BYTES);
-  const rows = load<i32>(ctrl + ROWS);
-  const cols = load<i32>(ctrl + COLS);
-  const nTok = load<i32>(ctrl + N_TOK);
-  const xq = load<usize>(ctrl + XQ);
-  const xs = load<usize>(ctrl + XS);
-  const xb = load<usize>(ctrl + XB);
-  const out = load<usize>(ctrl + OUT);
+/** counts n rows of the job finished; the thread that finishes the last one wakes a sleeping main thread */
+function complete(ctrl: usize, rows: i32, n: i32): void {
+  if (atomic.add<i32>(ctrl + COMPLETED, n) + n == rows && atomic.load<i32>(ctrl + MAIN_WAITING) != 0) {
+    atomic.notify(ctrl + COMPLETED, 1);
+  }
+}
+
+/**
+ * Runs job `tag` on thread `thread` (0 = the main thread): claims rows until none are left.
+ * Rows go straight to OUT, except a worker's rows of a stealable job (decode): those are
+ * computed into the thread's private output and copied to OUT only if the claim is still the
+ * worker's (its record moves COMPUTING -> PUBLISHING by compare-and-swap). A main thread that
+ * finds a claim still COMPUTING long after the other rows were done takes it (-> STOLEN,
+ * workRows) and moves on: a worker the OS stopped mid-claim then holds nothing up, and what it
+ * computes on resuming (maybe from inputs the next job has overwritten) stays in its private
+ * output.
+ */
+export function work(ctrl: usize, tag: u32, thread: i32): void {
+  loadJob(ctrl, thread);
   const granule = load<i32>(ctrl + GRANULE);
   const shares = load<i32>(ctrl + SHARES);
   const maxClaim = load<i32>(ctrl + MAX_CLAIM);
-  // the exact attention keeps a score row and accumulators per thread: scratch slot of its own
-  const scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>atomic.add<i32>(ctrl + SLOT, 1) * load<usize>(ctrl + SLOT_BYTES) : 0;
+  const privately = thread != 0 && load<i32>(ctrl + STEALABLE) != 0;
+  const record = load<usize>(ctrl + RECORDS) + (<usize>thread << 6);
+  const priv = load<usize>(ctrl + PRIVATE_BASE) + <usize>thread * load<usize>(ctrl + PRIVATE_BYTES);
+  const computing = (tag << 2) | COMPUTING;
   while (true) {
-    const r0 = claim(ctrl, rows, granule, shares, maxClaim);
+    const r0 = claim(ctrl, tag, rows, granule, shares, maxClaim);
     if (r0 < 0) break;
     const r1 = claimEnd;
-    switch (kind) {
-      case 0: matF32(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
-      case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
-      case 2: matBF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
-      case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
-      // ROWS = items (tokens x heads), COLS = head size
-      case 7: attend(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), load<f32>(ctrl + SCALE), r0, r1); break;
-      // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
-      case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
-      case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
-      // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
-      case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-      case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-      case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
-      case 15: attendGgml(xq, w, xs, xb, out, load<i32>(ctrl + N_HEADS), load<i32>(ctrl + N_KV_HEADS), cols, load<i32>(ctrl + START_POS), nTok, load<f32>(ctrl + SCALE), r0, r1, scratch); break;
-      // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only)
-      case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
-      case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-      default: unreachable();
+    if (!privately) {
+      compute(out, r0, r1);
+      complete(ctrl, rows, r1 - r0);
+      continue;
     }
+    store<i32>(record, r0, 4);
+    store<i32>(record, r1, 8);
+    atomic.store<u32>(record, computing);
+    stallForTest(ctrl);
+    // a stealable job has one token: row r's result is the f32 at 4 r
+    compute(priv, r0, r1);
+    if (atomic.cmpxchg<u32>(record, computing, (tag << 2) | PUBLISHING) == computing) {
+      memory.copy(out + (<usize>r0 << 2), priv + (<usize>r0 << 2), <usize>(r1 - r0) << 2);
+      atomic.store<u32>(record, tag << 2);
+      complete(ctrl, rows, r1 - r0);
+    }
+  }
+}
+
+/**
+ * The main thread's takeover of a worker's claim: rows [r0, r1) of the current job straight
+ * to OUT (the same kernel on the same rows, so the same bits as the worker's), counted done.
+ */
+export function workRows(ctrl: usize, r0: i32, r1: i32): void {
+  loadJob(ctrl, 0);
+  compute(out, r0, r1);
+  complete(ctrl, rows, r1 - r0);
+}
+
+/** the test hook STALL_MS: stops this worker once, as the OS stops a thread mid-claim */
+function stallForTest(ctrl: usize): void {
+  const ms = atomic.load<i32>(ctrl + STALL_MS);
+  if (ms > 0 && atomic.cmpxchg<i32>(ctrl + STALL_MS, ms, 0) == ms) atomic.wait<i32>(ctrl + STALL_WORD, 0, <i64>ms * 1000000);
+}
+
+// the job's words, read once by loadJob at the start of work(): a thread's claims succeed only
+// while NEXT carries the job's tag, and the main thread writes the next job's words only after
+// every row of this one is done, so words read before a successful claim are this job's
+// (module globals are per thread: every thread has its own instance)
+let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
+let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0;
+let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0;
+
+function loadJob(ctrl: usize, thread: i32): void {
+  kind = load<i32>(ctrl + KIND);
+  w = load<usize>(ctrl + W);
+  rowBytes = load<usize>(ctrl + ROW_BYTES);
+  rows = load<i32>(ctrl + ROWS);
+  cols = load<i32>(ctrl + COLS);
+  nTok = load<i32>(ctrl + N_TOK);
+  xq = load<usize>(ctrl + XQ);
+  xs = load<usize>(ctrl + XS);
+  xb = load<usize>(ctrl + XB);
+  out = load<usize>(ctrl + OUT);
+  nHeads = load<i32>(ctrl + N_HEADS);
+  nKvHeads = load<i32>(ctrl + N_KV_HEADS);
+  startPos = load<i32>(ctrl + START_POS);
+  scale = load<f32>(ctrl + SCALE);
+  // the exact attention keeps a score row and accumulators per thread: the slot of its index
+  scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * load<usize>(ctrl + SLOT_BYTES) : 0;
+}
+
+/** rows [r0, r1) of the loaded job's kernel, results into out */
+function compute(out: usize, r0: i32, r1: i32): void {
+  switch (kind) {
+    case 0: matF32(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    case 2: matBF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
+    // ROWS = items (tokens x heads), COLS = head size
+    case 7: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1); break;
+    // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
+    case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
+    case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
+    // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
+    case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
+    case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch); break;
+    // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only)
+    case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
+    case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    default: unreachable();
   }
 }

@@ -194,6 +194,41 @@ test("a matmul completes while another process keeps a core busy", async () => {
   }
 });
 
+test("a worker stopped mid-claim holds nothing up: the main thread takes its rows over, results keep their bits, the late rows are dropped", async () => {
+  const one = await createWasmBackend({ threads: 1 });
+  const two = await createWasmBackend({ threads: 2 });
+  try {
+    const cols = 2048, rows = 512;
+    const w1 = weights(one, GGMLType.Q8_0, cols, rows, 21);
+    const w2: Tensor = { ...w1, data: two.allocWeights(w1.data.length) };
+    w2.data.set(w1.data);
+    // single-token inputs (stealable matmuls) and a three-token one (not stealable)
+    const inputs = [1, 1, 1, 1, 3, 1, 1].map((n, i) => ({ n, x: uniform(n * cols, rng(100 + i)) }));
+    const expected = inputs.map(({ n, x }) => {
+      const out = new Float32Array(n * rows);
+      one.matmul(out, w1, x, n);
+      return out;
+    });
+    const runAll = (when: string): void => {
+      inputs.forEach(({ n, x }, i) => {
+        const out = new Float32Array(n * rows);
+        two.matmul(out, w2, x, n);
+        assert.deepEqual(out, expected[i], `${when}: input ${i} (${n} tokens) differs from 1 thread`);
+      });
+    };
+    two.stallWorkerOnce(200);
+    // the worker stops in its first claim and the jobs go on without it; when it resumes (in
+    // the middle of later jobs) it finds its claim taken and must drop its rows, computed from
+    // inputs overwritten since, rather than write them into the memory those jobs use
+    const end = Date.now() + 500;
+    for (let round = 0; Date.now() < end || round < 3; round++) runAll(`round ${round}`);
+    assert.ok(two.stolenClaims >= 1, `the main thread took no claim over (${two.stolenClaims})`);
+  } finally {
+    one.dispose();
+    two.dispose();
+  }
+});
+
 test("the process exits by itself after dispose(), and also when dispose() is never called", async () => {
   const body = (dispose: boolean): string => `
     import { createWasmBackend } from "./src/kernels/wasm/index.ts";

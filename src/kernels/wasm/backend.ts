@@ -48,6 +48,13 @@ export interface WasmBackendOptions {
 export interface WasmBackend extends Backend {
   /** shared WebAssembly memories in use: 1, or more once the weights outgrow one */
   readonly memoryCount: number;
+  /** worker claims the main thread took over because the worker had stopped mid-claim (see pool.ts) */
+  readonly stolenClaims: number;
+  /**
+   * Test hook: the next worker to claim rows of a single-token matmul stops for `ms`
+   * milliseconds in the middle of its claim, as the OS stops a thread.
+   */
+  stallWorkerOnce(ms: number): void;
 }
 
 /** the smallest memoryLimitBytes: memory 0's control block, f16 table and initial scratch, and room for weights */
@@ -194,13 +201,21 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return finite ? C.Kind.Q4_0_RELAXED_FINITE : kind;
   }
 
-  /** runs the job written into memory `index`'s control block */
-  function runJob(index: number): void {
+  /**
+   * Runs the job written into memory `index`'s control block. `outBytes` > 0 makes it stealable
+   * (single-token matmuls: an output of that many bytes): a worker stopped mid-claim does not
+   * hold up the main thread, which takes the claim over (pool.ts).
+   */
+  function runJob(index: number, outBytes = 0): void {
+    const space = memories.spaces[index]!;
+    const control = space.control;
+    if (pool && outBytes > 0) space.prepareStealing(threads, outBytes);
+    control[C.STEALABLE] = pool && outBytes > 0 ? 1 : 0;
     if (pool) pool.run(index);
     else {
-      const space = memories.spaces[index]!;
-      Atomics.store(space.control, C.NEXT, 0);
-      space.kernels.work(space.ctrl);
+      control[C.NEXT] = 0;
+      control[C.NEXT_TAG] = 0;
+      space.kernels.work(space.ctrl, 0, 0);
     }
   }
 
@@ -270,7 +285,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
     setClaims(control, rows, 4, threads);
-    runJob(w.space);
+    runJob(w.space, nTok === 1 ? rows * 4 : 0);
     out.set(new Float32Array(buffer, o, nTok * rows));
   }
 
@@ -311,7 +326,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = space.control;
     control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
-    control[C.SLOT] = 0;
     control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
     control[C.SLOT_BYTES] = slotBytes;
     control[C.W] = kPtr;
@@ -346,6 +360,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
+    get stolenClaims(): number {
+      return pool?.stolenClaims ?? 0;
+    },
+    stallWorkerOnce(ms: number): void {
+      for (const space of memories.spaces) Atomics.store(space.control, C.STALL_MS, ms);
+    },
     get memoryCount(): number {
       return memories.spaces.length;
     },

@@ -20,20 +20,47 @@ export const STOP = 2;
 export const FAILED = 3;
 /** which memory the job runs in (index into the backend's memories): its instance runs work() on that memory's control block */
 export const SPACE = 4;
-/** threads (main included) that finished the current job */
-export const DONE = 16;
-/** 1 while the main thread is blocked in Atomics.wait on DONE */
+/** 1 while the main thread is blocked in Atomics.wait on COMPLETED (in the job's memory) */
 export const MAIN_WAITING = 17;
-/** first row (or item) not yet claimed (claim() in assembly/index.ts moves it on by compare-and-swap) */
+/** rows (items) of the job done: added by whoever finishes or publishes them (complete() in assembly/index.ts) */
+export const COMPLETED = 18;
+/**
+ * NEXT and NEXT_TAG are one 64-bit word: the first row (or item) not yet claimed and the
+ * job's tag (the GEN it runs under). claim() in assembly/index.ts moves the row on by
+ * compare-and-swap only while the tag is its job's, so a thread late from an old job never
+ * takes rows of a newer one.
+ */
 export const NEXT = 32;
-/** next per-thread scratch slot (atomic.add once per job in work(), exact attention only) */
-export const SLOT = 33;
-/** byte address of slot 0 */
+export const NEXT_TAG = 33;
+/** byte address of the exact attention's per-thread scratch slot 0 (slot i: thread i) */
 export const SLOT_BASE = 34;
 /** bytes per slot */
 export const SLOT_BYTES = 35;
 /** the most rows one claim takes (a multiple of GRANULE), read once per job by work() */
 export const MAX_CLAIM = 36;
+/**
+ * 1 for a job the main thread may take claims of (single-token matmuls): workers compute into
+ * their private output and publish a claim only if the main thread has not taken it
+ */
+export const STEALABLE = 37;
+/** byte address of the per-thread claim records (RECORD_BYTES each, thread 0 = the main thread) */
+export const RECORDS = 38;
+/** byte address of thread 0's private output, and the bytes of each thread's */
+export const PRIVATE_BASE = 39;
+export const PRIVATE_BYTES = 40;
+/** test hook: the next worker to claim rows of a stealable job stops this many milliseconds */
+export const STALL_MS = 41;
+/** the word that worker waits on (never notified) */
+export const STALL_WORD = 42;
+
+/** a thread's claim record: its state word ((tag << 2) | one of ClaimState), then first and end row */
+export const RECORD_BYTES = 64;
+export enum ClaimState {
+  IDLE = 0,
+  COMPUTING = 1,
+  PUBLISHING = 2,
+  STOLEN = 3,
+}
 
 // the job, read by work()
 export const KIND = 48;

@@ -5,7 +5,10 @@ import { setFlagsFromString } from "node:v8";
 /** The functions assembly/index.ts exports (pointers are byte offsets into the shared memory). */
 export interface KernelExports {
   heapBase(): number;
-  work(ctrl: number): void;
+  /** runs the job in the control block at ctrl as thread `thread` (0 = main) under tag `tag` */
+  work(ctrl: number, tag: number, thread: number): void;
+  /** the main thread's takeover of a worker's claim: rows [r0, r1) of the current job */
+  workRows(ctrl: number, r0: number, r1: number): void;
   useF16Table(table: number): void;
   f16sFinite(p: number, stride: number, count: number): number;
   fillF16Table(table: number): void;

@@ -1,5 +1,5 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, KIND, MAIN_WAITING, NEXT, pollFor, ROWS, SLEEPERS, SPACE, STOP } from "./control.js";
+import { ClaimState, COMPLETED, FAILED, GEN, KIND, MAIN_WAITING, NEXT, RECORD_BYTES, RECORDS, ROWS, SLEEPERS, SPACE, SPIN_MS, STEALABLE, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
 import type { SpaceAnnouncement, WorkerInit } from "./worker.js";
 
@@ -23,6 +23,8 @@ export interface ThreadPool {
   readonly threads: number;
   /** runs the job already written into memory `space`'s control block on every thread; throws if any kernel threw */
   run(space?: number): void;
+  /** claims of workers the main thread took over (a worker stopped mid-claim in a stealable job) */
+  readonly stolenClaims: number;
   /**
    * Makes a further memory (index = the next free one) known to the workers: each is sent it
    * on its port, and an empty job in it makes every worker take it and instantiate the kernels
@@ -57,10 +59,33 @@ function started(worker: Worker, port: MessagePort, index: number): Promise<void
   });
 }
 
+/** main thread: polls between two looks at the clock and at FAILED */
+const POLLS_PER_CHECK = 64;
+/**
+ * How long the main thread, out of rows, waits for a stealable job's last claims before it
+ * takes them over, in milliseconds. Threads normally finish within a microsecond or two of each
+ * other (claims shrink to 4 rows at the end); on this VM a worker's vCPU now and then stops for
+ * 3-8 ms mid-claim, ~1 ms a token of TinyLlama decode, which the main thread then spends
+ * computing the claim (tens of microseconds) instead of waiting.
+ */
+const STEAL_AFTER_MS = 0.03;
+/** a sleeping main thread looks at FAILED this often, in milliseconds */
+const SLEEP_CHECK_MS = 5;
+
+function nextWord(space: PoolSpace): BigInt64Array {
+  return new BigInt64Array(space.memory.buffer, space.ctrl + NEXT * 4, 1);
+}
+
 export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number): Promise<ThreadPool> {
   const { memory, ctrl, f16Table } = first;
   const control = first.control;
   const spaces: PoolSpace[] = [first];
+  /** per space: NEXT and NEXT_TAG as the one 64-bit word claim() compares and swaps */
+  const nextWords: BigInt64Array[] = [nextWord(first)];
+  /** the GEN of each worker's last finished work() (16 words apart: a cache line each) */
+  const left = new Int32Array(new SharedArrayBuffer(threads * 64));
+  let gen = Atomics.load(control, GEN);
+  let stolenClaims = 0;
   const workers: Worker[] = [];
   const ports: MessagePort[] = [];
   const close = (): void => {
@@ -74,7 +99,8 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     const starting: Promise<void>[] = [];
     for (let i = 1; i < threads; i++) {
       const { port1, port2 } = new MessageChannel();
-      const worker = spawnWorker({ module, memory, ctrl, f16Table, threads, port: port2 });
+      left[i * 16] = gen;
+      const worker = spawnWorker({ module, memory, ctrl, f16Table, thread: i, left: left.buffer as SharedArrayBuffer, port: port2 });
       workers.push(worker);
       ports.push(port1);
       starting.push(started(worker, port1, i));
@@ -98,14 +124,58 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     p.unref();
   }
 
-  /** polls DONE for SPIN_MS, then sleeps on it until every thread is done */
-  function waitAllDone(): void {
-    while (pollFor(control, DONE, (done) => done === threads) === undefined) {
-      const done = Atomics.load(control, DONE);
-      if (done === threads) return;
-      Atomics.store(control, MAIN_WAITING, 1);
-      Atomics.wait(control, DONE, done);
-      Atomics.store(control, MAIN_WAITING, 0);
+  /** after a failure: waits until every worker has left job `tag` (they may still be writing its memory) */
+  function waitAllLeft(tag: number): void {
+    for (let t = 1; t < threads; t++) {
+      while (Atomics.load(left, t * 16) !== tag) Atomics.wait(left, t * 16, Atomics.load(left, t * 16), 1);
+    }
+  }
+
+  /**
+   * Takes over every claim of a stealable job that a worker is still computing: the claim's
+   * record moves COMPUTING -> STOLEN (the worker's own move to PUBLISHING then fails, and it
+   * drops its rows) and the main thread computes the rows itself.
+   */
+  function stealClaims(job: PoolSpace, tag: number): void {
+    const records = new Int32Array(job.memory.buffer, job.control[RECORDS]!, (threads * RECORD_BYTES) / 4);
+    const computing = (tag << 2) | ClaimState.COMPUTING;
+    for (let t = 1; t < threads; t++) {
+      const i = (t * RECORD_BYTES) / 4;
+      if (Atomics.compareExchange(records, i, computing, (tag << 2) | ClaimState.STOLEN) !== computing) continue;
+      job.kernels.workRows(job.ctrl, records[i + 1]!, records[i + 2]!);
+      stolenClaims++;
+    }
+  }
+
+  /**
+   * Waits until every row of job `tag` is done. A stealable job's claims still being computed
+   * STEAL_AFTER_MS after the main thread ran out of rows are taken over (a worker whose vCPU
+   * the host stopped would hold the job up for milliseconds); other jobs poll for SPIN_MS, then
+   * sleep on COMPLETED. A worker's failure ends the wait with its error.
+   */
+  function waitCompleted(job: PoolSpace, rows: number, tag: number): void {
+    const jc = job.control;
+    const stealable = jc[STEALABLE] === 1;
+    let since = -1;
+    for (let polls = 1; ; polls++) {
+      const done = Atomics.load(jc, COMPLETED);
+      if (done === rows) return;
+      if (polls % POLLS_PER_CHECK !== 0) continue;
+      if (Atomics.load(control, FAILED) !== 0) {
+        waitAllLeft(tag);
+        throwIfWorkerFailed();
+      }
+      const now = performance.now();
+      if (since < 0) since = now;
+      else if (stealable && now - since > STEAL_AFTER_MS) {
+        stealClaims(job, tag);
+        since = now;
+      } else if (!stealable && now - since > SPIN_MS) {
+        Atomics.store(jc, MAIN_WAITING, 1);
+        // a timeout, so that a worker's failure (which completes no rows) is seen
+        Atomics.wait(jc, COMPLETED, done, SLEEP_CHECK_MS);
+        Atomics.store(jc, MAIN_WAITING, 0);
+      }
     }
   }
 
@@ -123,31 +193,38 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   function run(index = 0): void {
     const job = spaces[index];
     if (!job) throw new Error(`wasm backend: no memory ${index} (the pool knows ${spaces.length})`);
-    Atomics.store(job.control, NEXT, 0);
+    gen = (gen + 1) | 0;
+    const rows = job.control[ROWS]!;
+    Atomics.store(job.control, COMPLETED, 0);
+    Atomics.store(nextWords[index]!, 0, BigInt.asIntN(64, BigInt(gen >>> 0) << 32n));
     Atomics.store(control, SPACE, index);
-    Atomics.store(control, DONE, 0);
-    // the bump of GEN (sequentially consistent) publishes the job words of any memory
-    Atomics.add(control, GEN, 1);
+    // the store of GEN (sequentially consistent) publishes the job words of any memory
+    Atomics.store(control, GEN, gen);
     if (Atomics.load(control, SLEEPERS) > 0) Atomics.notify(control, GEN);
-    let mainError: unknown;
     try {
-      job.kernels.work(job.ctrl);
+      job.kernels.work(job.ctrl, gen, 0);
     } catch (e) {
-      mainError = e;
+      // the workers may still be writing this job's memory: let them leave it first
+      waitAllLeft(gen);
+      throwIfWorkerFailed();
+      throw e;
     }
-    Atomics.add(control, DONE, 1);
-    // even when our share failed, wait: the workers are still reading the job's memory
-    waitAllDone();
-    if (Atomics.load(control, FAILED) !== 0) {
-      Atomics.store(control, FAILED, 0);
-      throw new Error(`wasm kernel failed on a worker thread: ${workerErrors().join("; ") || "no message"}`);
-    }
-    if (mainError !== undefined) throw mainError;
+    waitCompleted(job, rows, gen);
+  }
+
+  /** a worker's kernel error, as an exception (FAILED cleared for the next job) */
+  function throwIfWorkerFailed(): void {
+    if (Atomics.load(control, FAILED) === 0) return;
+    Atomics.store(control, FAILED, 0);
+    throw new Error(`wasm kernel failed on a worker thread: ${workerErrors().join("; ") || "no message"}`);
   }
 
   return {
     threads,
     run,
+    get stolenClaims() {
+      return stolenClaims;
+    },
     addSpace(space: PoolSpace): void {
       const index = spaces.length;
       const announcement: SpaceAnnouncement = { space: index, memory: space.memory, ctrl: space.ctrl, f16Table: space.f16Table };
@@ -155,9 +232,13 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
       // of the job below comes after: a worker that sees the job finds the message there
       for (const p of ports) p.postMessage(announcement);
       spaces.push(space);
+      nextWords.push(nextWord(space));
       space.control[KIND] = 0;
       space.control[ROWS] = 0;
       run(index);
+      // every worker instantiates the kernels over the memory before it grows (a job that
+      // needs no rows ends at once: wait for the workers to have taken it)
+      waitAllLeft(gen);
     },
     close,
   };

@@ -1,4 +1,4 @@
-import { CONTROL_BYTES } from "./control.js";
+import { CONTROL_BYTES, PRIVATE_BASE, PRIVATE_BYTES, RECORD_BYTES, RECORDS } from "./control.js";
 import { SharedArena } from "./memory.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
 
@@ -28,6 +28,7 @@ export class KernelSpace {
   readonly baseBytes: number;
   private scratchPtr = 0;
   private scratchBytes = 0;
+  private privateBytes = 0;
 
   constructor(
     module: WebAssembly.Module,
@@ -51,6 +52,26 @@ export class KernelSpace {
 
   get memory(): WebAssembly.Memory {
     return this.arena.memory;
+  }
+
+  /**
+   * Claim records and private outputs of `bytes` per thread for a stealable job, their
+   * addresses written into the control block. Outgrown private outputs are abandoned, not
+   * reused: a worker late from an old job may still write into its own.
+   */
+  prepareStealing(threads: number, bytes: number): void {
+    const control = this.control;
+    if (control[RECORDS] === 0) {
+      const records = this.arena.alloc(threads * RECORD_BYTES, "claim records");
+      new Uint8Array(this.arena.buffer, records, threads * RECORD_BYTES).fill(0);
+      control[RECORDS] = records;
+    }
+    if (bytes > this.privateBytes) {
+      const size = Math.ceil(Math.max(bytes, 2 * this.privateBytes) / 64) * 64;
+      control[PRIVATE_BASE] = this.arena.alloc(threads * size, "private outputs");
+      control[PRIVATE_BYTES] = size;
+      this.privateBytes = size;
+    }
   }
 
   /** the scratch area, at least `bytes` long */

@@ -1,12 +1,13 @@
 /**
  * A kernel worker: its own instance of the kernels over each of the backend's shared memories,
  * looping forever: wait for the main thread to bump GEN, run work() in the memory the job names
- * (take row chunks until none are left), count itself DONE. A kernel that throws is reported on
- * the port and flagged in FAILED, and the worker still counts itself done, so the main thread
- * never hangs on it.
+ * (take row chunks until none are left; the kernels count the rows done), note the job left. A
+ * worker the OS stopped may come back after the main thread finished its job without it (see
+ * pool.ts): it then joins whatever job is current. A kernel that throws is reported on the port
+ * and flagged in FAILED, so the main thread never hangs on it.
  */
 import { receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
-import { DONE, FAILED, GEN, MAIN_WAITING, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
+import { FAILED, GEN, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
 
 export interface WorkerInit {
@@ -17,8 +18,10 @@ export interface WorkerInit {
   ctrl: number;
   /** byte offset of memory 0's f16 table */
   f16Table: number;
-  /** threads taking part in a job, the main thread included */
-  threads: number;
+  /** this worker's index among the threads of a job (the main thread is 0) */
+  thread: number;
+  /** Int32 words, 16 apart: the GEN of each thread's last finished work() (the main thread waits on them after a failure) */
+  left: SharedArrayBuffer;
   port: MessagePort;
 }
 
@@ -36,7 +39,8 @@ interface Space {
 }
 
 const init = workerData as WorkerInit;
-const { memory, ctrl, threads, port } = init;
+const { memory, ctrl, thread, port } = init;
+const left = new Int32Array(init.left);
 
 function instantiate(m: WebAssembly.Memory, f16Table: number): KernelExports {
   const kernels = instantiateKernels(init.module, m);
@@ -82,13 +86,11 @@ for (;;) {
   if (Atomics.load(control, STOP) !== 0) break;
   try {
     const job = space(Atomics.load(control, SPACE));
-    job.kernels.work(job.ctrl);
+    job.kernels.work(job.ctrl, gen, thread);
   } catch (e) {
     port.postMessage({ error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
     Atomics.store(control, FAILED, 1);
   }
-  if (Atomics.add(control, DONE, 1) + 1 === threads && Atomics.load(control, MAIN_WAITING) !== 0) {
-    Atomics.notify(control, DONE);
-  }
+  Atomics.store(left, thread * 16, gen);
 }
 port.close();
