@@ -229,6 +229,45 @@ test("a worker stopped mid-claim holds nothing up: the main thread takes its row
   }
 });
 
+test("thousands of tiny jobs of different sizes under a busy core keep their bits and never hang (a late worker never claims rows of the next job)", async () => {
+  const busy = spawn(process.execPath, ["-e", "const end = Date.now() + 2500; while (Date.now() < end);"], { stdio: "ignore" });
+  const exited = new Promise((resolve) => busy.once("exit", resolve));
+  // jobs of a few microseconds, each with a different ROWS than the one before: a worker that
+  // wakes up late could read the next job's words under the old job's tag
+  const r = await runChild(`
+    import { createWasmBackend } from "./src/kernels/wasm/index.ts";
+    const one = await createWasmBackend({ threads: 1 });
+    const two = await createWasmBackend({ threads: 2 });
+    const cols = 64;
+    const shapes = [8, 128, 64, 344, 4].map((rows, i) => {
+      const data = new Uint8Array(rows * cols * 4);
+      const f = new Float32Array(data.buffer);
+      for (let j = 0; j < f.length; j++) f[j] = Math.sin(j * 0.37 + i);
+      const w1 = { name: "w" + i, type: 0, dims: [cols, rows], data: one.allocWeights(data.length) };
+      w1.data.set(data);
+      const w2 = { ...w1, data: two.allocWeights(data.length) };
+      w2.data.set(data);
+      return { rows, w1, w2 };
+    });
+    const end = Date.now() + 2000;
+    let jobs = 0;
+    for (let k = 0; Date.now() < end || jobs < 1000; k++) {
+      const { rows, w1, w2 } = shapes[k % shapes.length];
+      const n = k % 7 === 0 ? 3 : 1;
+      const x = new Float32Array(n * cols).map((_, j) => Math.cos(j + k));
+      const a = new Float32Array(n * rows), b = new Float32Array(n * rows);
+      one.matmul(a, w1, x, n);
+      two.matmul(b, w2, x, n);
+      for (let j = 0; j < a.length; j++) if (!Object.is(a[j], b[j])) throw new Error("job " + k + " (" + rows + " rows, " + n + " tokens): row " + j + " differs");
+      jobs++;
+    }
+    one.dispose();
+    two.dispose();`, 60000);
+  await exited;
+  assert.equal(r.timedOut, false, `the jobs did not finish within 60 s (a hang): ${r.stderr}`);
+  assert.equal(r.code, 0, r.stderr);
+});
+
 test("the process exits by itself after dispose(), and also when dispose() is never called", async () => {
   const body = (dispose: boolean): string => `
     import { createWasmBackend } from "./src/kernels/wasm/index.ts";

@@ -72,6 +72,11 @@ const STEAL_AFTER_MS = 0.03;
 /** a sleeping main thread looks at FAILED this often, in milliseconds */
 const SLEEP_CHECK_MS = 5;
 
+/** NEXT's 64-bit value: the tag in the high word, the row in the low one */
+function tagged(tag: number, row: number): bigint {
+  return BigInt.asIntN(64, (BigInt(tag >>> 0) << 32n) | BigInt(row));
+}
+
 function nextWord(space: PoolSpace): BigInt64Array {
   return new BigInt64Array(space.memory.buffer, space.ctrl + NEXT * 4, 1);
 }
@@ -196,7 +201,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     gen = (gen + 1) | 0;
     const rows = job.control[ROWS]!;
     Atomics.store(job.control, COMPLETED, 0);
-    Atomics.store(nextWords[index]!, 0, BigInt.asIntN(64, BigInt(gen >>> 0) << 32n));
+    Atomics.store(nextWords[index]!, 0, tagged(gen, 0));
     Atomics.store(control, SPACE, index);
     // the store of GEN (sequentially consistent) publishes the job words of any memory
     Atomics.store(control, GEN, gen);
@@ -208,6 +213,11 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
       waitAllLeft(gen);
       throwIfWorkerFailed();
       throw e;
+    } finally {
+      // no row of this job is left to claim from now on, whatever ROWS the next job's words
+      // (written before its tag replaces this one) say: a late worker reading those words
+      // under this tag would otherwise claim rows of the next job with them
+      Atomics.store(nextWords[index]!, 0, tagged(gen, 0x7fffffff));
     }
     waitCompleted(job, rows, gen);
   }
