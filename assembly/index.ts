@@ -159,9 +159,10 @@ function stallForTest(ctrl: usize): void {
 }
 
 // the job's words, read once by loadJob at the start of work(): a thread's claims succeed only
-// while NEXT carries the job's tag, and the main thread writes the next job's words only after
-// every row of this one is done, so words read before a successful claim are this job's
-// (module globals are per thread: every thread has its own instance)
+// while NEXT carries the job's tag with rows left, and the main thread marks NEXT exhausted
+// under that tag (pool.ts run()) before it writes the next job's words, so words read before
+// a successful claim are this job's (module globals are per thread: every thread has its own
+// instance)
 let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
 let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0;
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0;
