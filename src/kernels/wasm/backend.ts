@@ -209,8 +209,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   function runJob(index: number, outBytes = 0): void {
     const space = memories.spaces[index]!;
     const control = space.control;
-    if (pool && outBytes > 0) space.prepareStealing(threads, outBytes);
-    control[C.STEALABLE] = pool && outBytes > 0 ? 1 : 0;
+    const stealable = pool !== undefined && outBytes > 0;
+    if (stealable) space.prepareStealing(threads, outBytes);
+    control[C.STEALABLE] = stealable ? 1 : 0;
     if (pool) pool.run(index);
     else {
       control[C.NEXT] = 0;

@@ -91,6 +91,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   const left = new Int32Array(new SharedArrayBuffer(threads * 64));
   let gen = Atomics.load(control, GEN);
   let stolenClaims = 0;
+  const recordViews = new Map<PoolSpace, Int32Array>();
   const workers: Worker[] = [];
   const ports: MessagePort[] = [];
   const close = (): void => {
@@ -142,7 +143,12 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
    * drops its rows) and the main thread computes the rows itself.
    */
   function stealClaims(job: PoolSpace, tag: number): void {
-    const records = new Int32Array(job.memory.buffer, job.control[RECORDS]!, (threads * RECORD_BYTES) / 4);
+    // the records never move once allocated (space.ts prepareStealing): one view per memory
+    let records = recordViews.get(job);
+    if (!records) {
+      records = new Int32Array(job.memory.buffer, job.control[RECORDS]!, (threads * RECORD_BYTES) / 4);
+      recordViews.set(job, records);
+    }
     const computing = (tag << 2) | ClaimState.COMPUTING;
     for (let t = 1; t < threads; t++) {
       const i = (t * RECORD_BYTES) / 4;
