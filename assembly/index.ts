@@ -14,7 +14,7 @@ import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
-import { matQ8_0Exact } from "./q8-ggml";
+import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 
@@ -215,6 +215,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
     case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
+    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

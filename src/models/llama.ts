@@ -136,19 +136,17 @@ export class LlamaModel implements LanguageModel {
     const x = s.get("x", n * d);
     be.getRows(x, this.tokenEmbedding, layout.tokens);
     const xn = s.get("xn", n * d);
-    const q = s.get("q", n * qDim), k = s.get("k", n * kvDim), v = s.get("v", n * kvDim);
     const qkvOut = s.get("qkv", n * (qDim + 2 * kvDim));
     const attnOut = s.get("attn", n * qDim);
     const proj = s.get("proj", n * d);
     const gateUp = s.get("gateUp", n * 2 * ff);
-    const gate = s.get("gate", n * ff), up = s.get("up", n * ff);
     const hidden = s.get("hidden", n * ff);
     const scale = 1 / Math.sqrt(c.headDim);
 
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
       rmsNorm(xn, x, L.attnNorm, d, n, c.normEps);
-      this.project(L.qkv, xn, n, [q, k, v], [qDim, kvDim, kvDim], qkvOut);
+      const [q, k, v] = this.project(L.qkv, xn, n, ["q", "k", "v"], [qDim, kvDim, kvDim], qkvOut) as [Float32Array, Float32Array, Float32Array];
       if (L.qBias) addBias(q, L.qBias, n);
       if (L.kBias) addBias(k, L.kBias, n);
       if (L.vBias) addBias(v, L.vBias, n);
@@ -165,7 +163,7 @@ export class LlamaModel implements LanguageModel {
       addInPlace(x, proj);
 
       rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
-      this.project(L.gateUp, xn, n, [gate, up], [ff, ff], gateUp);
+      const [gate, up] = this.project(L.gateUp, xn, n, ["gate", "up"], [ff, ff], gateUp) as [Float32Array, Float32Array];
       be.swiglu(hidden, gate, up, n * ff);
       be.matmul(proj, L.down, hidden, n);
       addInPlace(x, proj);
@@ -180,20 +178,27 @@ export class LlamaModel implements LanguageModel {
     return logits;
   }
 
-  /** runs a fused (or separate) projection and splits its rows into the destinations */
-  private project(w: Tensor | Tensor[], x: Float32Array, n: number, dests: Float32Array[], sizes: number[], fusedOut: Float32Array): void {
+  /**
+   * Runs a fused (or separate) projection; returns its parts (scratch buffers `names`, of
+   * n * sizes[i] floats each). A single token's fused output is already its parts back to back:
+   * they are views into it, not copies.
+   */
+  private project(w: Tensor | Tensor[], x: Float32Array, n: number, names: string[], sizes: number[], fusedOut: Float32Array): Float32Array[] {
     if (Array.isArray(w)) {
-      w.forEach((t, i) => this.backend.matmul(dests[i]!, t, x, n));
-      return;
+      return w.map((t, i) => {
+        const dest = this.scratch.get(names[i]!, n * sizes[i]!);
+        this.backend.matmul(dest, t, x, n);
+        return dest;
+      });
     }
     this.backend.matmul(fusedOut, w, x, n);
+    const offsets = sizes.map((_, i) => sizes.slice(0, i).reduce((a, b) => a + b, 0));
+    if (n === 1) return sizes.map((size, i) => fusedOut.subarray(offsets[i]!, offsets[i]! + size));
     const total = sizes.reduce((a, b) => a + b, 0);
+    const dests = names.map((name, i) => this.scratch.get(name, n * sizes[i]!));
     for (let t = 0; t < n; t++) {
-      let off = t * total;
-      for (let i = 0; i < dests.length; i++) {
-        dests[i]!.set(fusedOut.subarray(off, off + sizes[i]!), t * sizes[i]!);
-        off += sizes[i]!;
-      }
+      for (let i = 0; i < dests.length; i++) dests[i]!.set(fusedOut.subarray(t * total + offsets[i]!, t * total + offsets[i]! + sizes[i]!), t * sizes[i]!);
     }
+    return dests;
   }
 }

@@ -183,22 +183,28 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
-  /** Q4_0 weights whose block scales hold no Inf/NaN (weights are immutable: checked once) */
+  /** Q4_0 / Q8_0 weights whose block scales hold no Inf/NaN (weights are immutable: checked once) */
   const finiteScales = new WeakMap<Uint8Array, boolean>();
+  /** the kernels with a variant for finite block scales: that variant and the weight's block type */
+  const finiteVariants = new Map<C.Kind, [C.Kind, GGMLType]>([
+    [C.Kind.Q4_0_RELAXED, [C.Kind.Q4_0_RELAXED_FINITE, GGMLType.Q4_0]],
+    [C.Kind.Q8_0_EXACT, [C.Kind.Q8_0_EXACT_FINITE, GGMLType.Q8_0]],
+  ]);
 
   /**
-   * Q4_0_RELAXED_FINITE where none of the weight's block scales is Inf or NaN (the usual case:
-   * the single-token kernel then converts four scales in three instructions), else the kernel
-   * as given
+   * The kernel's finite-scales variant where none of the weight's block scales is Inf or NaN
+   * (the usual case: the single-token kernels then convert four scales in three instructions
+   * instead of eight), else the kernel as given
    */
   function withFiniteScales(kind: C.Kind | undefined, w: Tensor, place: Placement, rows: number, cols: number): C.Kind | undefined {
-    if (kind !== C.Kind.Q4_0_RELAXED) return kind;
+    const variant = kind === undefined ? undefined : finiteVariants.get(kind);
+    if (!variant) return kind;
     let finite = finiteScales.get(w.data);
     if (finite === undefined) {
-      finite = memories.spaces[place.space]!.kernels.f16sFinite(place.ptr, rowByteLength(GGMLType.Q4_0, 32), rows * (cols / 32)) === 1;
+      finite = memories.spaces[place.space]!.kernels.f16sFinite(place.ptr, rowByteLength(variant[1], 32), rows * (cols / 32)) === 1;
       finiteScales.set(w.data, finite);
     }
-    return finite ? C.Kind.Q4_0_RELAXED_FINITE : kind;
+    return finite ? variant[0] : kind;
   }
 
   /**
@@ -267,7 +273,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
-      else if (relaxedKind === C.Kind.Q8_0_EXACT) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else kernels.packQ8_K(xq, (nTok * cols) / 256);
       kind = relaxedKind;

@@ -112,6 +112,8 @@ export enum Kind {
   Q8_0_EXACT = 16,
   /** Q4_0_RELAXED for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion */
   Q4_0_RELAXED_FINITE = 17,
+  /** Q8_0_EXACT for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion in decode */
+  Q8_0_EXACT_FINITE = 18,
 }
 
 /**
