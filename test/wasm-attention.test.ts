@@ -22,6 +22,8 @@ const CASES = [
   { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 3, nTokens: 13 },
   { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 300, nTokens: 2 },
   { nHeads: 8, nKvHeads: 1, headDim: 12, startPos: 0, nTokens: 1 },
+  // TinyLlama's decode: enough groups of heads that threads claim whole groups
+  { nHeads: 32, nKvHeads: 4, headDim: 64, startPos: 150, nTokens: 1 },
 ];
 
 for (const c of CASES) {
