@@ -1,6 +1,6 @@
 // Activation conversion to the weight's vec_dot type, as ggml does before every dot product
 // (exactly as the reference backend converts them: same f32 operations, same roundings).
-import { f16, f32ToF16Bits, roundBF16 } from "./half";
+import { f16, f16Value, f32ToF16Bits, roundBF16 } from "./half";
 
 /** x rounded through f16 and back, in place (the vec_dot type of F16 weights) */
 export function roundRowsF16(x: usize, n: i32): void {
@@ -36,7 +36,7 @@ export function quantizeRowQ8_0(x: usize, qs: usize, sc: usize, n: i32): void {
     const amax: f32 = max<f32>(max<f32>(f32x4.extract_lane(m, 0), f32x4.extract_lane(m, 1)), max<f32>(f32x4.extract_lane(m, 2), f32x4.extract_lane(m, 3)));
     const d: f32 = amax / 127;
     const id = f32x4.splat(amax != 0 ? <f32>127 / amax : 0);
-    store<f32>(sc + (<usize>b << 2), f16(f32ToF16Bits(d)));
+    store<f32>(sc + (<usize>b << 2), f16Value(f32ToF16Bits(d)));
     const qb = qs + (<usize>b << 6);
     for (let j = 0; j < 8; j += 2) {
       const lo = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>j << 4)), id)));
