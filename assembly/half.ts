@@ -46,6 +46,12 @@ export const F16_REBIAS: f32 = 5.192296858534828e33;
 @inline export function f16At(p: usize, table: usize): f32 {
   const h = <i32>load<i16>(p);
   if ((h & 0x7c00) == 0x7c00) return load<f32>(table + (<usize>(h & 0xffff) << 2));
+  return finiteF16(h);
+}
+
+/** the value of sign-extended f16 bits `h` that are not Inf/NaN (f16At's computation) */
+// @ts-ignore: decorator
+@inline function finiteF16(h: i32): f32 {
   return reinterpret<f32>((h << 13) & 0x8fffe000) * F16_REBIAS;
 }
 
@@ -57,7 +63,7 @@ export const F16_REBIAS: f32 = 5.192296858534828e33;
 // @ts-ignore: decorator
 @inline export function f16Value(h: u32): f32 {
   if ((h & 0x7c00) == 0x7c00) return f16(h);
-  return reinterpret<f32>((<i32><i16>h << 13) & 0x8fffe000) * F16_REBIAS;
+  return finiteF16(<i32><i16>h);
 }
 
 const F16X4_BITS = memory.data<u32>([0x8fffe000, 0x0f800000, 0x70000000, 0]);

@@ -192,9 +192,9 @@ export class LlamaModel implements LanguageModel {
       });
     }
     this.backend.matmul(fusedOut, w, x, n);
-    const offsets = sizes.map((_, i) => sizes.slice(0, i).reduce((a, b) => a + b, 0));
+    let total = 0;
+    const offsets = sizes.map((size) => (total += size) - size);
     if (n === 1) return sizes.map((size, i) => fusedOut.subarray(offsets[i]!, offsets[i]! + size));
-    const total = sizes.reduce((a, b) => a + b, 0);
     const dests = names.map((name, i) => this.scratch.get(name, n * sizes[i]!));
     for (let t = 0; t < n; t++) {
       for (let i = 0; i < dests.length; i++) dests[i]!.set(fusedOut.subarray(t * total + offsets[i]!, t * total + offsets[i]! + sizes[i]!), t * sizes[i]!);
