@@ -13,7 +13,7 @@
  * sequence therefore reads its parent's rows where they are, the prompt's partially filled last
  * block included, and the pool copies no rows at all.
  */
-import { formatBytes } from "../hub/progress.js";
+import { formatBytes } from "../units/index.js";
 
 export const DEFAULT_BLOCK_SIZE = 16;
 /** the most bytes of K and V a pool may hold by default, all layers together */

@@ -1,7 +1,5 @@
-import { defaultCacheDir } from "../hub/cache.js";
-import { listCachedRepos } from "../hub/cache-admin.js";
-import { formatBytes } from "../hub/progress.js";
-import type { HubSourceName } from "../hub/reference.js";
+import { defaultCacheDir, listCachedRepos, type HubSourceName } from "../hub/index.js";
+import { formatBytes } from "../units/index.js";
 import { flag, optionalString, parse, UsageError } from "./args.js";
 
 export const lsHelp = `Usage: tsllm ls [--json] [--source hf|modelscope] [--cache DIR]

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
-import { removeCachedRepo } from "../hub/cache-admin.js";
-import { formatBytes } from "../hub/progress.js";
+import { removeCachedRepo } from "../hub/index.js";
+import { formatBytes } from "../units/index.js";
 import { UsageError } from "./args.js";
 import { cacheRootFromOptions } from "./ls.js";
 

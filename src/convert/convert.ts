@@ -1,13 +1,8 @@
 import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
-import { readGGUFHeader } from "../formats/gguf-reader.js";
-import type { GGUFEntry } from "../formats/gguf-types.js";
-import { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "../formats/gguf-writer.js";
-import { readHFConfig, readJsonObject } from "../formats/hf-config.js";
-import { SafetensorsModel } from "../formats/safetensors.js";
-import { convertRows, type SourceTensorInfo } from "../models/weights.js";
-import { GGMLType, rowByteLength } from "../tensor/dtypes.js";
-import { elementCount } from "../tensor/tensor.js";
+import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
+import { convertRows } from "../models/weights.js";
+import { elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
 import { hfModelMetadata } from "./hf-metadata.js";
 import { HFTensorSource } from "./hf-tensors.js";
 import { folderTokenizerEntries } from "./tokenizer-keys.js";

@@ -1,7 +1,5 @@
-import { SafetensorsError, type SafetensorsDType, type SafetensorsModel, type SafetensorsTensorInfo } from "../formats/safetensors.js";
-import type { HFModelConfig } from "../formats/hf-config.js";
-import type { SourceTensorInfo, TensorSource } from "../models/weights.js";
-import { GGMLType } from "../tensor/dtypes.js";
+import { SafetensorsError, type HFModelConfig, type SafetensorsDType, type SafetensorsModel, type SafetensorsTensorInfo, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
+import { GGMLType } from "../tensor/index.js";
 
 /**
  * Hugging Face checkpoint tensors seen as llama.cpp's: renamed to GGUF names, with shapes in

@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { basename } from "node:path";
-import { GGUFTensorSource, type TensorSource } from "../models/weights.js";
 import { GGUFError, GGUFMetadata, readGGUFHeader } from "./gguf-reader.js";
 import type { GGUFHeader, GGUFTensorInfo } from "./gguf-types.js";
+import { GGUFTensorSource, type TensorSource } from "./tensor-source.js";
 
 /**
  * Split GGUF sets, as llama.cpp's gguf-split writes them and its model loader reads them:

@@ -1,6 +1,5 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { GenerateOptions } from "../generation/generate.js";
 
 /**
  * Hugging Face `config.json` (and `generation_config.json`) read into the few numbers the
@@ -201,9 +200,22 @@ export function readHFConfig(folder: string): HFModelConfig {
   };
 }
 
+/**
+ * The generation_config.json settings that `generate` has options for, under those options'
+ * names, so a model's defaults can be passed to `generate` as they are.
+ */
+export interface GenerationDefaults {
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repeatPenalty?: number;
+  maxTokens?: number;
+}
+
 export interface HFGenerationConfig {
-  /** sampling defaults as `generate` options (only what the file sets, plus HF's defaults where do_sample implies them) */
-  readonly defaults: GenerateOptions;
+  /** only what the file sets, plus HF's defaults where do_sample implies them */
+  readonly defaults: GenerationDefaults;
   readonly bosTokenId?: number;
   readonly eosTokenIds: readonly number[];
 }
@@ -213,7 +225,7 @@ export function readGenerationConfig(folder: string): HFGenerationConfig {
   const path = join(folder, "generation_config.json");
   if (!existsSync(path)) return { defaults: {}, eosTokenIds: [] };
   const f = new Fields(path, readJsonObject(path));
-  const defaults: GenerateOptions = {};
+  const defaults: GenerationDefaults = {};
   const doSample = f.has("do_sample") ? f.bool("do_sample", false) : undefined;
   if (doSample === false) {
     defaults.temperature = 0;

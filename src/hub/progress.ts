@@ -1,3 +1,5 @@
+import { formatBytes } from "../units/index.js";
+
 /** What the downloader reports, per file. */
 export interface DownloadProgress {
   readonly file: string;
@@ -9,13 +11,6 @@ export interface DownloadProgress {
 }
 
 export type ProgressListener = (p: DownloadProgress) => void;
-
-export function formatBytes(n: number): string {
-  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
-  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
-  return `${n} B`;
-}
 
 function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return "--";

@@ -1,12 +1,8 @@
 import { statSync } from "node:fs";
 import { HFTensorSource } from "../convert/hf-tensors.js";
 import { hfModelMetadata } from "../convert/hf-metadata.js";
-import { GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
-import { GGUFSplitTensorSource, readGGUFSplit, splitCount } from "../formats/gguf-split.js";
-import { readGenerationConfig, readHFConfig } from "../formats/hf-config.js";
-import { SafetensorsModel } from "../formats/safetensors.js";
-import type { GenerateOptions } from "../generation/generate.js";
-import type { Backend } from "../kernels/backend.js";
+import { GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults } from "../formats/index.js";
+import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import type { LanguageModel } from "./model.js";
 import { buildModel, buildModelFrom } from "./registry.js";
@@ -21,7 +17,7 @@ export interface OpenedModel {
   readonly metadata: GGUFMetadata;
   readonly tokenizer: Tokenizer;
   /** default generation options the model ships (generation_config.json); empty for GGUF */
-  readonly generationDefaults: GenerateOptions;
+  readonly generationDefaults: GenerationDefaults;
   /** reads the weights into the backend's memory (optionally quantizing them) and returns the runnable model */
   build(backend: Backend, options?: WeightStoreOptions): LanguageModel;
 }

@@ -1,10 +1,9 @@
-import { GGUFError, GGUFMetadata } from "../formats/gguf-reader.js";
-import type { GGUFHeader } from "../formats/gguf-types.js";
-import type { Backend } from "../kernels/backend.js";
+import { GGUFError, GGUFMetadata, GGUFTensorSource, type GGUFHeader, type TensorSource } from "../formats/index.js";
+import type { Backend } from "../kernels/index.js";
 import { Gpt2Model, readGpt2Config } from "./gpt2.js";
 import { LlamaModel, readLlamaConfig } from "./llama.js";
 import type { LanguageModel } from "./model.js";
-import { GGUFTensorSource, WeightStore, type TensorSource, type WeightStoreOptions } from "./weights.js";
+import { WeightStore, type WeightStoreOptions } from "./weights.js";
 
 type Builder = (arch: string, meta: GGUFMetadata, store: WeightStore, backend: Backend) => LanguageModel;
 

@@ -1,0 +1,9 @@
+/** Model files: GGUF and safetensors readers and writers, Hugging Face config files, tensor sources. */
+export { GGUFError, GGUFMetadata, readGGUFHeader } from "./gguf-reader.js";
+export { GGUFValueType, type GGUFEntry, type GGUFHeader, type GGUFTensorInfo } from "./gguf-types.js";
+export { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "./gguf-writer.js";
+export { GGUFSplitTensorSource, readGGUFSplit, splitCount } from "./gguf-split.js";
+export { HF_ARCHITECTURES, readGenerationConfig, readHFConfig, readJsonObject, type GenerationDefaults, type HFModelConfig } from "./hf-config.js";
+export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
+export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";
+export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";

@@ -1,0 +1,61 @@
+import { closeSync, openSync, readSync } from "node:fs";
+import type { GGMLType } from "../tensor/index.js";
+import { GGUFError } from "./gguf-reader.js";
+import type { GGUFHeader, GGUFTensorInfo } from "./gguf-types.js";
+
+/** A tensor as a model builder sees it: llama.cpp's name, ggml type and ggml-order dims. */
+export interface SourceTensorInfo {
+  readonly name: string;
+  readonly type: GGMLType;
+  /** ggml order: dims[0] is the contiguous row length */
+  readonly dims: readonly number[];
+  readonly byteLength: number;
+}
+
+/**
+ * Where weights come from: a GGUF file, or a Hugging Face folder whose safetensors are mapped
+ * to llama.cpp's names and layout (see src/convert/hf-tensors.ts). Rows are contiguous in
+ * every source, so a byte range is a row range.
+ */
+export interface TensorSource {
+  /** the file or folder, for error messages */
+  readonly path: string;
+  readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
+  /** reads `into.length` bytes of tensor `name` (in its stored type) starting `byteOffset` bytes into it */
+  read(name: string, into: Uint8Array, byteOffset: number): void;
+  /** tensors in the files that a model may leave unused without that being an error (e.g. HF's rotary inv_freq buffers) */
+  readonly ignorable?: ReadonlySet<string>;
+  close(): void;
+}
+
+/** The tensors of a GGUF file, read with positioned reads from one descriptor. */
+export class GGUFTensorSource implements TensorSource {
+  readonly path: string;
+  readonly tensors: ReadonlyMap<string, GGUFTensorInfo>;
+  private fd: number | undefined;
+
+  constructor(header: GGUFHeader) {
+    this.path = header.path;
+    this.tensors = new Map(header.tensors.map((t) => [t.name, t]));
+    this.fd = openSync(header.path, "r");
+  }
+
+  read(name: string, into: Uint8Array, byteOffset: number): void {
+    const info = this.tensors.get(name);
+    if (!info) throw new GGUFError(this.path, `tensor "${name}"`, "not in this file");
+    if (this.fd === undefined) throw new Error(`${this.path}: read of tensor "${name}" after close`);
+    if (byteOffset + into.length > info.byteLength) throw new Error(`tensor "${name}": read of ${into.length} bytes at ${byteOffset} is outside its ${info.byteLength} bytes`);
+    let got = 0;
+    while (got < into.length) {
+      const n = readSync(this.fd, into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
+      if (n === 0) throw new Error(`tensor "${name}": unexpected end of file`);
+      got += n;
+    }
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    try { closeSync(this.fd); } catch { /* already closed */ }
+    this.fd = undefined;
+  }
+}
