@@ -1,14 +1,21 @@
-import { chatFormatterFor, normalizePrompt, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
-import type { GGUFMetadata } from "./formats/gguf-reader.js";
-import { generateChoices, type ChoiceStep } from "./generation/choices.js";
-import type { GenerateOptions, GenerationContext, GenerationResult } from "./generation/generate.js";
+import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
+import { Engine, type EngineRequest, type RequestOutcome } from "./engine/index.js";
+import type { GGUFMetadata } from "./formats/index.js";
+import {
+  alternativeDecoding, computeTimings, createStopMatcher, samplingOptionsOf, Sequence, usesStrategy, validateChoices, validateLogprobs,
+  type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+} from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
-import { generateBatch } from "./generation/batch.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
-import type { LanguageModel, ModelInfo } from "./models/model.js";
-import { openModel } from "./models/open.js";
+import { openModel, type LanguageModel, type ModelInfo } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
-import { openTokenizer, type Tokenizer } from "./tokenizer/index.js";
+import { createSampler, randomSeed } from "./sampling/index.js";
+import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
+
+/** a streamed step; with n > 1 it names the choice it belongs to */
+export type ChoiceStep = GenerationStep & { choice?: number };
+
+type Prompt = string | readonly number[];
 
 export interface LoadModelOptions {
   /** compute backend: "wasm" (SIMD + worker threads, the default when available) or "reference" (plain TypeScript) */
@@ -19,6 +26,15 @@ export interface LoadModelOptions {
   contextSize?: number;
   /** quantize F32/F16/BF16 weight matrices to this format while loading (no full-precision copy is kept) */
   quantize?: "q8_0" | "q4_0";
+  /**
+   * bytes of KV cache shared by all running generations, allocated once at the first one
+   * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)
+   */
+  kvCacheBytes?: number;
+  /** generations decoded together at most; more wait their turn (default 16; n choices count n) */
+  maxSequences?: number;
+  /** tokens one engine step computes at most, decodes plus prompt chunks (default 256) */
+  maxBatchTokens?: number;
 }
 
 export interface ChatOptions extends GenerateOptions {
@@ -28,9 +44,12 @@ export interface ChatOptions extends GenerateOptions {
   chatTemplate?: string;
 }
 
-/** A loaded model: tokenizer, weights, one KV cache; generate or stream text from it. */
+/**
+ * A loaded model: tokenizer, weights and the engine that runs its generations. Concurrent
+ * calls are batched automatically: each becomes a request of the engine, which decodes every
+ * running request in one forward pass per step over one shared, prefix-cached KV pool.
+ */
 export class Model {
-  private queue: Promise<unknown> = Promise.resolve();
   private disposed = false;
 
   constructor(
@@ -39,75 +58,152 @@ export class Model {
     readonly tokenizer: Tokenizer,
     readonly metadata: GGUFMetadata,
     readonly backend: Backend,
-    private readonly ctx: GenerationContext,
+    /** the raw forward pass for advanced use (logit inspection, parity tests); it refuses to start while an engine pass is paused mid-way */
+    readonly languageModel: LanguageModel,
+    readonly engine: Engine,
+    readonly loadMs: number,
     /** sampling defaults the model ships (generation_config.json); the caller's options win */
     readonly generationDefaults: GenerateOptions = {},
   ) {}
 
-  get loadMs(): number {
-    return this.ctx.loadMs;
-  }
-
+  /** positions one sequence may hold (prompt + completion) */
   get contextSize(): number {
-    return this.ctx.cache.capacity;
-  }
-
-  /** the raw forward pass for advanced use (logit inspection, parity tests) */
-  get languageModel(): LanguageModel {
-    return this.ctx.model;
+    return this.engine.contextSize;
   }
 
   /** Generates a completion; the prompt gets BOS when the model's metadata says so. */
-  generate(prompt: string | readonly number[], options?: GenerateOptions): Promise<GenerationResult>;
+  generate(prompt: Prompt, options?: GenerateOptions): Promise<GenerationResult>;
   /** A batch: the prompts run together (one forward pass per step for all of them); each result equals generating it alone. */
-  generate(prompts: readonly (string | readonly number[])[], options?: GenerateOptions): Promise<GenerationResult[]>;
-  async generate(prompt: string | readonly number[] | readonly (string | readonly number[])[], options: GenerateOptions = {}): Promise<GenerationResult | GenerationResult[]> {
+  generate(prompts: readonly Prompt[], options?: GenerateOptions): Promise<GenerationResult[]>;
+  async generate(prompt: Prompt | readonly Prompt[], options: GenerateOptions = {}): Promise<GenerationResult | GenerationResult[]> {
     if (Array.isArray(prompt) && (prompt.length === 0 || prompt.some((p) => typeof p !== "number"))) {
-      return this.generateBatch(prompt as readonly (string | readonly number[])[], options);
+      return this.generateBatch(prompt as readonly Prompt[], options);
     }
-    const it = this.stream(prompt as string | readonly number[], options);
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return r.value;
-    }
+    return drain(this.stream(prompt as Prompt, options));
   }
 
-  private async generateBatch(prompts: readonly (string | readonly number[])[], options: GenerateOptions): Promise<GenerationResult[]> {
-    this.assertUsable();
-    // the batch has caches of its own but shares the model's scratch buffers: wait for our turn
-    const { previous, release } = this.takeTurn();
-    await previous;
+  private async generateBatch(prompts: readonly Prompt[], options: GenerateOptions): Promise<GenerationResult[]> {
+    if (prompts.length === 0) throw new RangeError("generate: the batch of prompts is empty");
+    for (const key of ["numBeams", "draftModel", "promptLookup"] as const) {
+      if (options[key] !== undefined && options[key] !== false) throw new RangeError(`generate: ${key} is not available for a batch of prompts`);
+    }
+    if (options.n !== undefined && options.n !== 1) throw new RangeError("generate: n > 1 is not available for a batch of prompts");
+    // every prompt is validated and queued before any runs, so a bad one fails the batch with nothing computed
+    const controller = new AbortController();
+    const unlink = link(options.signal, controller);
     try {
-      const { model, tokenizer, cache, loadMs } = this.ctx;
-      return await generateBatch({ model, tokenizer, contextSize: cache.capacity, loadMs }, prompts, withDefaults(this.generationDefaults, options));
+      const runs = prompts.map((p) => this.start(p, { ...options, signal: controller.signal }));
+      return await Promise.all(runs.map((r) => r.result()));
+    } catch (e) {
+      controller.abort();
+      throw e;
     } finally {
-      release();
+      unlink();
     }
   }
 
   /** Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with `choice`); the iterator's return value is the full result. */
-  stream(prompt: string | readonly number[], options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
-    this.assertUsable();
-    // generations share the KV cache, so they run one after another
-    const { previous, release } = this.takeTurn();
-    const ctx = this.ctx;
+  async *stream(prompt: Prompt, options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     const merged = withDefaults(this.generationDefaults, options);
-    return (async function* () {
-      await previous;
-      try {
-        return yield* generateChoices(ctx, prompt, merged);
-      } finally {
-        release();
-      }
-    })();
+    if (usesStrategy(merged)) {
+      validateChoices(merged);
+      return yield* this.streamStrategy(prompt, merged);
+    }
+    // the caller leaving the loop early cancels the request
+    const controller = new AbortController();
+    const unlink = link(merged.signal, controller);
+    try {
+      const run = this.start(prompt, { ...merged, signal: controller.signal });
+      yield* run.steps();
+      return await run.result();
+    } finally {
+      unlink();
+      controller.abort();
+    }
   }
 
-  /** a place in the line of generations: `previous` settles when the one before ends; call `release` when done */
-  private takeTurn(): { previous: Promise<unknown>; release: () => void } {
-    const previous = this.queue.catch(() => undefined);
-    let release!: () => void;
-    this.queue = new Promise<void>((r) => (release = r));
-    return { previous, release };
+  /**
+   * Queues one generation on the engine (validated now); `steps` streams its steps in the
+   * documented order (choice 0's live, later choices' after it), `result` gives the result.
+   */
+  private start(prompt: Prompt, options: GenerateOptions): { steps(): AsyncGenerator<ChoiceStep, void>; result(): Promise<GenerationResult> } {
+    this.assertUsable();
+    const t0 = performance.now();
+    const n = validateChoices(options);
+    const promptTokens = this.encode(prompt, options);
+    const sampling = samplingOptionsOf(options);
+    const request = this.engine.submit({
+      promptTokens, n, sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
+      stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
+      stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: validateLogprobs(options.logprobs), signal: options.signal,
+    });
+    return {
+      steps: () => orderedSteps(request),
+      result: async () => this.resultOf(prompt, await request.outcome, t0),
+    };
+  }
+
+  private encode(prompt: Prompt, options: GenerateOptions): number[] {
+    return typeof prompt === "string" ? this.tokenizer.encode(normalizePrompt(prompt, options.normalize), { addSpecialTokens: options.addSpecialTokens ?? true }) : [...prompt];
+  }
+
+  private resultOf(prompt: Prompt, o: RequestOutcome, t0: number): GenerationResult {
+    const first = o.choices[0]!;
+    const tokens = o.choices.reduce((sum, c) => sum + c.completionTokens.length, 0);
+    const tPrefill = o.prefilledAt || o.endedAt;
+    const tEnd = Math.max(...o.choices.map((c) => c.endedAt));
+    const timings = computeTimings(this.loadMs, o.promptTokens.length, tokens, t0, tPrefill, first.firstTokenAt || tPrefill, tEnd, {
+      queueMs: o.scheduledAt - o.submittedAt, cachedPromptTokens: o.cachedPromptTokens,
+    });
+    const choiceOf = (c: (typeof o.choices)[number]): Choice => ({
+      completion: c.completion, completionTokens: c.completionTokens, finishReason: c.finishReason, ...(c.logprobs ? { logprobs: c.logprobs } : {}),
+    });
+    return {
+      prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(o.promptTokens),
+      ...choiceOf(first),
+      promptTokens: o.promptTokens,
+      timings,
+      ...(o.choices.length > 1 ? { choices: o.choices.map(choiceOf) } : {}),
+    };
+  }
+
+  /**
+   * Beam search and speculative decoding: the search runs between two engine steps (on caches
+   * of its own), then its tokens go through a Sequence like sampled ones — stop strings,
+   * streaming detokenization, maxTokens.
+   */
+  private async *streamStrategy(prompt: Prompt, options: GenerateOptions): AsyncGenerator<ChoiceStep, GenerationResult> {
+    this.assertUsable();
+    const t0 = performance.now();
+    const promptTokens = this.encode(prompt, options);
+    if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
+    if (promptTokens.length >= this.contextSize) {
+      throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`);
+    }
+    if (options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
+    const maxTokens = options.maxTokens ?? 256;
+    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${maxTokens}`);
+    const sampler = createSampler(samplingOptionsOf(options));
+    const endIds = options.stopTokens?.length ? new Set([...this.tokenizer.endOfGenerationIds, ...options.stopTokens]) : this.tokenizer.endOfGenerationIds;
+    const alt = await this.engine.exclusive(() =>
+      alternativeDecoding(this.languageModel, this.tokenizer, promptTokens, options, endIds, Math.min(maxTokens, this.contextSize - promptTokens.length), sampler));
+    const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop];
+    const seq = new Sequence(promptTokens, sampler, createStopMatcher(stops), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true }), {
+      maxTokens, contextSize: this.contextSize, endIds, ignoreEos: options.ignoreEos ?? false, topLogprobs: undefined,
+    });
+    for (const token of alt.tokens) {
+      if (options.signal?.aborted) { yield* seq.finish("abort"); break; }
+      yield* seq.accept(token);
+      if (seq.done) break;
+    }
+    if (!seq.done) yield* seq.finish(alt.finishReason);
+    const tFirst = seq.completionTokens.length > 0 ? alt.firstTokenAt : alt.endAt;
+    return {
+      prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(promptTokens),
+      completion: seq.completion, promptTokens, completionTokens: seq.completionTokens, finishReason: seq.finishReason!,
+      timings: computeTimings(this.loadMs, promptTokens.length, seq.completionTokens.length, t0, alt.firstTokenAt, tFirst, alt.endAt),
+      ...alt.extra,
+    };
   }
 
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
@@ -117,11 +213,7 @@ export class Model {
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<GenerationResult> {
-    const it = this.streamChat(messages, options);
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return r.value;
-    }
+    return drain(this.streamChat(messages, options));
   }
 
   /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
@@ -132,15 +224,51 @@ export class Model {
     return this.stream(formatter.encode(conversation), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
   }
 
-  /** Stops the workers and frees the weights; the model cannot be used afterwards. */
+  /** Stops the workers and frees the weights; requests still running fail; the model cannot be used afterwards. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.engine.close();
     this.backend.dispose();
   }
 
   private assertUsable(): void {
     if (this.disposed) throw new Error(`model ${this.path} has been disposed`);
+  }
+}
+
+/** a request's steps, choice 0's as they happen and each later choice's once the ones before it have ended */
+async function* orderedSteps(request: EngineRequest): AsyncGenerator<ChoiceStep, void> {
+  const n = request.params.n;
+  const held: ChoiceStep[][] = Array.from({ length: n }, () => []);
+  const ended = new Array<boolean>(n).fill(false);
+  let current = 0;
+  for await (const e of request) {
+    if (e.step && n === 1) yield e.step;
+    else if (e.step) held[e.choice]!.push({ ...e.step, choice: e.choice });
+    else ended[e.choice] = true;
+    while (current < n) {
+      yield* held[current]!;
+      held[current] = [];
+      if (!ended[current]) break;
+      current++;
+    }
+  }
+}
+
+/** aborts `controller` when `signal` does; returns the unlinking */
+function link(signal: AbortSignal | undefined, controller: AbortController): () => void {
+  if (!signal) return () => undefined;
+  if (signal.aborted) controller.abort();
+  const onAbort = () => controller.abort();
+  signal.addEventListener("abort", onAbort, { once: true });
+  return () => signal.removeEventListener("abort", onAbort);
+}
+
+async function drain<T>(it: AsyncGenerator<unknown, T>): Promise<T> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
   }
 }
 
@@ -167,9 +295,13 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
       throw new Error(`${path}: the tokenizer has ${tokenizer.vocabSize} tokens but the model's embedding has ${model.info.vocabSize} rows`);
     }
     const contextSize = options.contextSize ?? Math.min(model.info.contextLength, 4096);
-    const cache = model.createCache(contextSize);
+    if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
+    const engine = new Engine(model, tokenizer, {
+      contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
+      alloc: (n) => backend.allocActivations(n),
+    });
     const loadMs = performance.now() - t0;
-    return new Model(path, model.info, tokenizer, metadata, backend, { model, tokenizer, cache, cachedTokens: [], loadMs }, opened.generationDefaults);
+    return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
   } catch (e) {
     backend.dispose();
     throw e;

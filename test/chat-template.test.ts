@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { resolve } from "node:path";
-import { ChatTemplate, ChatTemplateError, chatFormatterFor, normalizePrompt, withSystem, type ChatMessage } from "../src/chat/index.js";
+import { ChatTemplate, ChatTemplateError, chatFormatterFor, withSystem, type ChatMessage } from "../src/chat/index.js";
+import { normalizePrompt } from "../src/tokenizer/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
 

@@ -12,6 +12,14 @@
  * handed out (nobody else took the next slot), and otherwise starts a fresh block. A forked
  * sequence therefore reads its parent's rows where they are, the prompt's partially filled last
  * block included, and the pool copies no rows at all.
+ *
+ * Prefix caching (vLLM's automatic prefix caching): a block whose rows are all written and that
+ * holds positions [i * blockSize, (i + 1) * blockSize) of its sequence can be registered under a
+ * key naming its tokens and all tokens before them (the id of the block registered before it,
+ * plus its own tokens: exact, no hash collisions). A registered block whose last reference is
+ * dropped keeps its rows and waits, least recently released first, until a sequence whose tokens
+ * start the same way takes it up again (`lookup`, `revive`) or `take` needs room and evicts it.
+ * Registration ids are never reused, so a key built on an evicted block matches nothing.
  */
 import { formatBytes } from "../units/index.js";
 
@@ -34,6 +42,18 @@ export interface KVPoolStats {
   readonly rowsWritten: number;
   /** times the storage was reallocated to hold more blocks */
   readonly grows: number;
+  /** blocks holding registered prefixes that no sequence references (reusable, evicted when room is needed) */
+  readonly cachedBlocks: number;
+  /** blocks taken up again by a sequence through a prefix lookup */
+  readonly prefixHits: number;
+  /** registered blocks evicted to make room */
+  readonly evictions: number;
+}
+
+/** the registration of a cached prefix block: `id` names it in the keys of the blocks after it */
+interface Registration {
+  readonly key: string;
+  readonly id: number;
 }
 
 export class KVBlockPool {
@@ -52,6 +72,14 @@ export class KVBlockPool {
   private grows = 0;
   /** updated by KVCache.store */
   rowsWritten = 0;
+  /** key -> the block registered under it */
+  private readonly byKey = new Map<string, number>();
+  private readonly registrations = new Map<number, Registration>();
+  /** registered blocks nobody references, least recently released first (Map keeps insertion order) */
+  private readonly idle = new Map<number, true>();
+  private nextRegistration = 1;
+  private hits = 0;
+  private evictions = 0;
 
   constructor(
     readonly nLayers: number,
@@ -83,7 +111,15 @@ export class KVBlockPool {
   }
 
   get stats(): KVPoolStats {
-    return { capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows };
+    return {
+      capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows,
+      cachedBlocks: this.idle.size, prefixHits: this.hits, evictions: this.evictions,
+    };
+  }
+
+  /** blocks `take` can hand out without growing: free ones and idle cached prefixes */
+  get availableBlocks(): number {
+    return this.free.length + this.idle.size;
   }
 
   /** the most blocks whose K and V fit in the pool's memory limit */
@@ -103,8 +139,9 @@ export class KVBlockPool {
     }
   }
 
-  /** a fresh block holding one reference; grows the storage (doubling) when none is free */
+  /** a fresh block holding one reference; evicts the least recently used cached prefix, or grows the storage (doubling), when none is free */
   take(): number {
+    if (this.free.length === 0 && this.idle.size > 0) this.evictOldest();
     if (this.free.length === 0) {
       const have = this.refs.length;
       if (have >= this.maxBlocks) {
@@ -128,9 +165,63 @@ export class KVBlockPool {
   release(block: number): void {
     if (!(this.refs[block]! > 0)) throw new Error(`KV block ${block} is not in use`);
     if (--this.refs[block]! === 0) {
-      this.free.push(block);
       this.inUse--;
+      if (this.registrations.has(block)) this.idle.set(block, true);
+      else this.free.push(block);
     }
+  }
+
+  /** the key of the block after the one registered as `previous` (0: the first block of a sequence) holding `tokens` */
+  static prefixKey(previous: number, tokens: readonly number[]): string {
+    return `${previous}:${tokens.join(",")}`;
+  }
+
+  /**
+   * Registers a block (in use, every row written) under `key` and returns its registration id;
+   * when another block already holds that key, that block's id is returned and `block` stays
+   * unregistered (the same rows are cached once).
+   */
+  register(block: number, key: string): number {
+    if (!(this.refs[block]! > 0)) throw new Error(`KV block ${block} is not in use`);
+    const holder = this.byKey.get(key);
+    if (holder !== undefined) return this.registrations.get(holder)!.id;
+    const known = this.registrations.get(block);
+    if (known) return known.id;
+    const id = this.nextRegistration++;
+    this.byKey.set(key, block);
+    this.registrations.set(block, { key, id });
+    return id;
+  }
+
+  /** the block registered under `key` and its id, if any (in use or idle) */
+  lookup(key: string): { block: number; id: number } | undefined {
+    const block = this.byKey.get(key);
+    return block === undefined ? undefined : { block, id: this.registrations.get(block)!.id };
+  }
+
+  /** one more reference to a registered block, taking it out of the idle list when nobody held it */
+  revive(block: number): void {
+    if (!this.registrations.has(block)) throw new Error(`KV block ${block} holds no cached prefix`);
+    if (this.refs[block] === 0) {
+      this.idle.delete(block);
+      this.peak = Math.max(this.peak, ++this.inUse);
+    }
+    this.refs[block]!++;
+    this.hits++;
+  }
+
+  /** whether a registered block is idle (reviving it uses up one available block) */
+  isIdle(block: number): boolean {
+    return this.idle.has(block);
+  }
+
+  private evictOldest(): void {
+    const block = this.idle.keys().next().value!;
+    this.idle.delete(block);
+    this.byKey.delete(this.registrations.get(block)!.key);
+    this.registrations.delete(block);
+    this.free.push(block);
+    this.evictions++;
   }
 
   references(block: number): number {

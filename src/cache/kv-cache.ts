@@ -142,6 +142,36 @@ export class KVCache {
     return c;
   }
 
+  /**
+   * The block that holds exactly this sequence's positions [index * blockSize, (index + 1) *
+   * blockSize), all written, or undefined: a fork shares its parent's last block only up to the
+   * fork, and its own blocks then start mid-way, so such blocks hold other positions too.
+   */
+  alignedBlock(index: number): number | undefined {
+    const bs = this.pool.blockSize;
+    const start = index * bs, end = start + bs;
+    if (this.blockStarts[index] !== start || this.len < end) return undefined;
+    return (this.blockStarts[index + 1] ?? end) === end ? this.blocks[index] : undefined;
+  }
+
+  /**
+   * Starts an empty sequence on cached prefix blocks (block i holding positions [i * blockSize,
+   * (i + 1) * blockSize), all rows written): it references them (nothing is computed or copied)
+   * and its length becomes their positions.
+   */
+  adoptPrefix(blocks: readonly number[]): void {
+    if (this.len !== 0 || this.blocks.length !== 0) throw new Error("adoptPrefix: the sequence is not empty");
+    const bs = this.pool.blockSize;
+    if (blocks.length * bs > this.capacity) throw new Error(`adoptPrefix: ${blocks.length} blocks of ${bs} positions exceed contextSize ${this.capacity}`);
+    blocks.forEach((b, i) => {
+      this.pool.revive(b);
+      this.blocks.push(b);
+      this.blockStarts.push(i * bs);
+      for (let s = 0; s < bs; s++) this.rows[i * bs + s] = b * bs + s;
+    });
+    this.len = this.reserved = blocks.length * bs;
+  }
+
   /** drops every position and its block references (the cache stays usable, empty) */
   free(): void {
     this.truncate(0);

@@ -1,3 +1,2 @@
 export { ChatTemplate, ChatTemplateError, DEFAULT_LIMITS, strftime, type ChatMessage, type RenderOptions, type TemplateLimits } from "./template.js";
 export { ChatFormatter, chatFormatterFor, findChatTemplate, withSystem, type StringMetadata } from "./formatter.js";
-export { normalizePrompt, PROMPT_NORMALIZATIONS, type PromptNormalization } from "./normalize.js";

@@ -20,9 +20,16 @@ export interface Timings {
   decodeTokensPerSecond: number;
   /** wall time of the whole generation (ms) */
   totalMs: number;
+  /** time the request waited for room in the engine before its prefill began (ms; part of TTFT) */
+  queueMs: number;
+  /** prompt tokens whose K/V came from the prefix cache (not computed; prefill tokens/s counts the whole prompt) */
+  cachedPromptTokens: number;
 }
 
-export function computeTimings(loadMs: number, promptTokens: number, completionTokens: number, t0: number, tPrefill: number, tFirst: number, tEnd: number): Timings {
+export function computeTimings(
+  loadMs: number, promptTokens: number, completionTokens: number, t0: number, tPrefill: number, tFirst: number, tEnd: number,
+  engine: { queueMs: number; cachedPromptTokens: number } = { queueMs: 0, cachedPromptTokens: 0 },
+): Timings {
   const decodeSteps = Math.max(0, completionTokens - 1);
   const decodeMs = completionTokens > 0 ? tEnd - tFirst : 0;
   const prefillMs = tPrefill - t0;
@@ -37,6 +44,8 @@ export function computeTimings(loadMs: number, promptTokens: number, completionT
     prefillTokensPerSecond: round(prefillMs > 0 ? (promptTokens * 1000) / prefillMs : 0),
     decodeTokensPerSecond: round(decodeSteps > 0 && decodeMs > 0 ? (decodeSteps * 1000) / decodeMs : 0),
     totalMs: round(tEnd - t0),
+    queueMs: round(engine.queueMs),
+    cachedPromptTokens: engine.cachedPromptTokens,
   };
 }
 

@@ -4,6 +4,8 @@ import type { KVCache } from "../cache/kv-cache.js";
 export interface SequenceInput {
   readonly tokens: readonly number[];
   readonly cache: KVCache;
+  /** compute the last token's logits (default true); false for a prompt chunk that more chunks follow */
+  readonly logits?: boolean;
 }
 
 export interface Segment {
@@ -13,6 +15,8 @@ export interface Segment {
   readonly cache: KVCache;
   /** position of its first new token (the cache length before the pass) */
   readonly startPos: number;
+  /** whether the pass computes this sequence's last-token logits */
+  readonly logits: boolean;
 }
 
 /** Several sequences laid out back to back: matmuls see one matrix of rows, attention and the cache see segments. */
@@ -30,7 +34,7 @@ export function layoutBatch(seqs: readonly SequenceInput[], vocabSize: number): 
   const positions: number[] = [];
   const segments: Segment[] = [];
   const seen = new Set<KVCache>();
-  for (const [i, { tokens: ids, cache }] of seqs.entries()) {
+  for (const [i, { tokens: ids, cache, logits = true }] of seqs.entries()) {
     if (ids.length === 0) throw new Error(`forward: sequence ${i} has no tokens`);
     if (seen.has(cache)) throw new Error(`forward: sequence ${i} uses a KV cache that another sequence of the batch uses`);
     seen.add(cache);
@@ -38,7 +42,7 @@ export function layoutBatch(seqs: readonly SequenceInput[], vocabSize: number): 
     for (const t of ids) {
       if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new Error(`token id ${t} is outside the vocabulary [0, ${vocabSize})`);
     }
-    segments.push({ offset: tokens.length, count: ids.length, cache, startPos: cache.length });
+    segments.push({ offset: tokens.length, count: ids.length, cache, startPos: cache.length, logits });
     for (let j = 0; j < ids.length; j++) {
       tokens.push(ids[j]!);
       positions.push(cache.length + j);
@@ -47,9 +51,9 @@ export function layoutBatch(seqs: readonly SequenceInput[], vocabSize: number): 
   return { n: tokens.length, tokens, positions, segments };
 }
 
-/** rows whose logits are wanted: the last of each segment, or every row */
+/** rows whose logits are wanted: the last of each segment that wants logits, or every row */
 export function outputRows(layout: BatchLayout, all: boolean): number[] {
-  return all ? layout.tokens.map((_, i) => i) : layout.segments.map((s) => s.offset + s.count - 1);
+  return all ? layout.tokens.map((_, i) => i) : layout.segments.filter((s) => s.logits).map((s) => s.offset + s.count - 1);
 }
 
 /** copies the chosen rows of x (rows of `width` floats) into consecutive rows of dst */

@@ -1,11 +1,11 @@
-import { KVCache } from "../cache/kv-cache.js";
 import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
 import { addBias, addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
+import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
-import { gatherRows, layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
+import { gatherRows, type BatchLayout, type SequenceInput } from "./batch.js";
+import { DecoderModel } from "./decoder.js";
 
 /**
  * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
@@ -44,20 +44,20 @@ export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Conf
   };
 }
 
-export class Gpt2Model implements LanguageModel {
+export class Gpt2Model extends DecoderModel {
   private readonly layers: Layer[] = [];
   private readonly tokenEmbedding: Tensor;
   private readonly positionEmbedding: Tensor;
   private readonly outNormW: Float32Array;
   private readonly outNormB: Float32Array;
   private readonly output: Tensor;
-  private readonly scratch = new Scratch();
 
   constructor(
     readonly info: Gpt2Config,
-    private readonly backend: Backend,
+    backend: Backend,
     store: WeightStore,
   ) {
+    super(backend);
     const d = info.embeddingLength, ff = info.feedForwardLength;
     this.tokenEmbedding = store.get("token_embd.weight", [d, info.vocabSize]);
     this.positionEmbedding = store.get("position_embd.weight", [d, store.info("position_embd.weight").dims[1]!]);
@@ -77,24 +77,8 @@ export class Gpt2Model implements LanguageModel {
     }
   }
 
-  createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCount, this.info.headDim, contextSize, (n) => this.backend.allocActivations(n));
-  }
-
-  forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
-    const layout = this.layout([{ tokens, cache }]);
-    return this.run(layout, outputRows(layout, options.allLogits ?? false));
-  }
-
-  forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
-    const layout = this.layout(seqs);
-    const logits = this.run(layout, outputRows(layout, false));
-    const V = this.info.vocabSize;
-    return layout.segments.map((_, i) => logits.slice(i * V, (i + 1) * V));
-  }
-
-  private layout(seqs: readonly SequenceInput[]): BatchLayout {
-    const layout = layoutBatch(seqs, this.info.vocabSize);
+  protected override layout(seqs: readonly SequenceInput[]): BatchLayout {
+    const layout = super.layout(seqs);
     const maxPos = this.positionEmbedding.dims[1]!;
     for (const g of layout.segments) {
       if (g.startPos + g.count > maxPos) throw new Error(`GPT-2 has learned positions for ${maxPos} tokens; ${g.startPos + g.count} requested`);
@@ -102,8 +86,7 @@ export class Gpt2Model implements LanguageModel {
     return layout;
   }
 
-  /** the decoder over every row of the batch; logits for `rows` (back to back) */
-  private run(layout: BatchLayout, rows: readonly number[]): Float32Array {
+  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<void, Float32Array> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, segments } = layout;
     const d = c.embeddingLength, ff = c.feedForwardLength;
@@ -115,6 +98,7 @@ export class Gpt2Model implements LanguageModel {
     const q = s.get("q", n * d), k = s.get("k", n * d), v = s.get("v", n * d);
     const attnOut = s.get("attn", n * d), proj = s.get("proj", n * d), hidden = s.get("hidden", n * ff), act = s.get("act", n * ff);
     const scale = 1 / Math.sqrt(c.headDim);
+    yield;
 
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
@@ -130,6 +114,7 @@ export class Gpt2Model implements LanguageModel {
         g.cache.store(l, g.startPos, k.subarray(g.offset * d), v.subarray(g.offset * d), g.count);
         be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
       }
+      yield;
       be.matmul(proj, L.wo, attnOut, n);
       addBias(proj, L.woBias, n);
       addInPlace(x, proj);
@@ -141,6 +126,7 @@ export class Gpt2Model implements LanguageModel {
       be.matmul(proj, L.down, act, n);
       addBias(proj, L.downBias, n);
       addInPlace(x, proj);
+      yield;
     }
     for (const g of segments) g.cache.length = g.startPos + g.count;
 

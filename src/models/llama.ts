@@ -1,12 +1,12 @@
-import { KVCache } from "../cache/kv-cache.js";
 import type { GGUFMetadata } from "../formats/gguf-reader.js";
 import { GGUFError } from "../formats/gguf-reader.js";
 import type { Backend } from "../kernels/backend.js";
 import { addBias, addInPlace, applyRope, rmsNorm, type RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
+import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
-import { gatherRows, layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
+import { gatherRows, type BatchLayout } from "./batch.js";
+import { DecoderModel } from "./decoder.js";
 
 /**
  * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
@@ -75,18 +75,18 @@ export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightS
   };
 }
 
-export class LlamaModel implements LanguageModel {
+export class LlamaModel extends DecoderModel {
   private readonly layers: Layer[] = [];
   private readonly tokenEmbedding: Tensor;
   private readonly outputNorm: Float32Array;
   private readonly output: Tensor;
-  private readonly scratch = new Scratch();
 
   constructor(
     readonly info: LlamaConfig,
-    private readonly backend: Backend,
+    backend: Backend,
     store: WeightStore,
   ) {
+    super(backend);
     const c = info;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
     this.tokenEmbedding = store.get("token_embd.weight", [d, c.vocabSize]);
@@ -111,24 +111,7 @@ export class LlamaModel implements LanguageModel {
     }
   }
 
-  createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, (n) => this.backend.allocActivations(n));
-  }
-
-  forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
-    const layout = layoutBatch([{ tokens, cache }], this.info.vocabSize);
-    return this.run(layout, outputRows(layout, options.allLogits ?? false));
-  }
-
-  forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
-    const layout = layoutBatch(seqs, this.info.vocabSize);
-    const logits = this.run(layout, outputRows(layout, false));
-    const V = this.info.vocabSize;
-    return layout.segments.map((_, i) => logits.slice(i * V, (i + 1) * V));
-  }
-
-  /** the decoder over every row of the batch; logits for `rows` (back to back) */
-  private run(layout: BatchLayout, rows: readonly number[]): Float32Array {
+  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<void, Float32Array> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, positions, segments } = layout;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
@@ -142,6 +125,7 @@ export class LlamaModel implements LanguageModel {
     const gateUp = s.get("gateUp", n * 2 * ff);
     const hidden = s.get("hidden", n * ff);
     const scale = 1 / Math.sqrt(c.headDim);
+    yield;
 
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
@@ -158,6 +142,7 @@ export class LlamaModel implements LanguageModel {
         g.cache.store(l, g.startPos, k.subarray(g.offset * kvDim), v.subarray(g.offset * kvDim), g.count);
         be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);
       }
+      yield;
       be.matmul(proj, L.wo, attnOut, n);
       if (L.woBias) addBias(proj, L.woBias, n);
       addInPlace(x, proj);
@@ -167,6 +152,7 @@ export class LlamaModel implements LanguageModel {
       be.swiglu(hidden, gate, up, n * ff);
       be.matmul(proj, L.down, hidden, n);
       addInPlace(x, proj);
+      yield;
     }
     for (const g of segments) g.cache.length = g.startPos + g.count;
 

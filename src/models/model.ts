@@ -35,6 +35,14 @@ export interface LanguageModel {
    * matrix is applied once to all their rows. Returns each sequence's last-token logits.
    */
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[];
+  /**
+   * forwardBatch as a pass that pauses (yields) between its stages — after the embedding, after
+   * each layer's attention and after each layer — so that a caller driving it can give its event
+   * loop a turn mid-pass. Its result is each sequence's last-token logits, or undefined for a
+   * sequence whose `logits` is false (a prompt chunk that does not end the prompt). While a pass
+   * is paused the model's other passes refuse to start: they would overwrite its activations.
+   */
+  passBatch(seqs: readonly SequenceInput[]): Generator<void, (Float32Array | undefined)[]>;
 }
 
 /** Reusable activation buffers, grown on demand and kept across decode steps. */

@@ -9,3 +9,4 @@ export { byteLevelEncode, byteLevelDecode } from "./byte-level.js";
 export { preTokenizerPatterns, regexSplit, KNOWN_PRE_TOKENIZERS } from "./pre-tokenizers.js";
 export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-split.js";
 export { openTokenizer } from "./open.js";
+export { normalizePrompt, PROMPT_NORMALIZATIONS, type PromptNormalization } from "./normalize.js";

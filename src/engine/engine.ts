@@ -1,0 +1,283 @@
+import { totalmem } from "node:os";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, type Alloc, type KVPoolStats } from "../cache/index.js";
+import { createStopMatcher, Sequence, validateLogprobs, type StopRules } from "../generation/index.js";
+import type { LanguageModel } from "../models/index.js";
+import { createSampler } from "../sampling/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
+import { EngineRequest, type RequestParams } from "./request.js";
+import { executeStep, TimeSlicer } from "./runner.js";
+import { Scheduler, type StepPlan } from "./scheduler.js";
+
+export interface EngineOptions {
+  /** positions one sequence may hold (prompt + completion) */
+  readonly contextSize: number;
+  /**
+   * bytes of K/V for all sequences together, allocated once (default: room for maxSequences
+   * full contexts, capped at 1/8 of the machine's RAM and 2 GiB, but at least one full context)
+   */
+  readonly kvCacheBytes?: number;
+  /** sequences decoded together at most (default 16; a request with n choices counts n) */
+  readonly maxSequences?: number;
+  /** tokens one step computes at most: decodes plus prompt chunks (default 256) */
+  readonly maxBatchTokens?: number;
+  /** compute time after which a pass gives the event loop a turn (default 10 ms) */
+  readonly sliceMs?: number;
+  /** where the KV pool's rows live (the backend's memory, so attention reads them in place) */
+  readonly alloc?: Alloc;
+}
+
+export interface EngineStats {
+  readonly waiting: number;
+  readonly running: number;
+  /** steps run (one forward pass each) */
+  readonly steps: number;
+  /** token rows the forward passes computed (prompt chunks and decodes) */
+  readonly rowsComputed: number;
+  /** the most sequences one step has run together */
+  readonly peakStepSequences: number;
+  /** prompt tokens taken from the prefix cache instead of being computed */
+  readonly cachedPromptTokens: number;
+  /** the KV pool; undefined until the first request allocates it */
+  readonly kv: KVPoolStats | undefined;
+  /** tokens the KV pool holds */
+  readonly kvCapacityTokens: number;
+}
+
+interface ExclusiveTask {
+  run(): void;
+}
+
+const GiB = 2 ** 30;
+
+/**
+ * The engine: requests in, steps out. Every step the scheduler picks the rows to compute (the
+ * sampled token of every running sequence, chunks of prompts), the runner computes them in ONE
+ * forward pass over all of them, and the update samples, applies stops and emits each request's
+ * steps (schedule -> execute -> update, plain data between them). All sequences live in one
+ * paged KV pool with prefix caching; a request that does not fit waits; an aborted one leaves at
+ * the next step. Passes pause between layers once a time slice is used, so the thread that owns
+ * the model keeps serving its event loop.
+ */
+export class Engine {
+  private pool: KVBlockPool | undefined;
+  private scheduler: Scheduler | undefined;
+  private readonly slicer: TimeSlicer;
+  private readonly exclusives: ExclusiveTask[] = [];
+  private looping = false;
+  private closed = false;
+  private nextId = 1;
+  private steps = 0;
+  private rowsComputed = 0;
+  private peakStepSequences = 0;
+  private cachedPromptTokens = 0;
+  /** resolves the loop's wait for work (a new request, an abort) */
+  private wakeLoop: (() => void) | undefined;
+  readonly maxSequences: number;
+  readonly maxBatchTokens: number;
+
+  constructor(
+    readonly model: LanguageModel,
+    readonly tokenizer: Tokenizer,
+    private readonly options: EngineOptions,
+  ) {
+    const int = (name: string, v: number | undefined, fallback: number, min: number) => {
+      if (v === undefined) return fallback;
+      if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
+      return v;
+    };
+    this.maxSequences = int("maxSequences", options.maxSequences, 16, 1);
+    this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 256, 1);
+    if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
+      throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
+    }
+    this.slicer = new TimeSlicer(options.sliceMs ?? 10);
+    // validates the budget now, so a bad kvCacheBytes fails at load, not at the first request
+    this.capacityBlocks();
+  }
+
+  get contextSize(): number {
+    return this.options.contextSize;
+  }
+
+  /** bytes of K and V one token takes, all layers together */
+  get bytesPerToken(): number {
+    const i = this.model.info;
+    return i.blockCount * 2 * i.headCountKv * i.headDim * 4;
+  }
+
+  get stats(): EngineStats {
+    return {
+      waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
+      cachedPromptTokens: this.cachedPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+    };
+  }
+
+  /**
+   * Queues a request; its events and outcome arrive on the returned request. Throws at once
+   * (nothing queued) for a request that is invalid or could never fit in the KV cache.
+   */
+  submit(params: RequestParams): EngineRequest {
+    if (this.closed) throw new Error("the engine has been closed (model disposed)");
+    const { promptTokens, n, maxTokens } = params;
+    if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
+    if (promptTokens.length >= this.contextSize) {
+      throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`);
+    }
+    const vocab = this.model.info.vocabSize;
+    for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`token id ${t} is outside the vocabulary [0, ${vocab})`);
+    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${maxTokens}`);
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${n}`);
+    if (n > this.maxSequences) throw new RangeError(`n = ${n} completions exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`);
+    validateLogprobs(params.topLogprobs);
+    createSampler(params.sampling); // throws a RangeError naming a bad sampling option
+    const scheduler = this.ensureScheduler();
+    const request = new EngineRequest(this.nextId++, params);
+    scheduler.admissible(request);
+    scheduler.waiting.push(request);
+    params.signal?.addEventListener("abort", () => this.wake(), { once: true });
+    this.kick();
+    return request;
+  }
+
+  /**
+   * Runs `fn` between two steps, when no pass is under way (it may use the model's raw forward
+   * pass and caches of its own); the running requests wait for it.
+   */
+  exclusive<T>(fn: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the engine has been closed (model disposed)"));
+    return new Promise<T>((resolve, reject) => {
+      this.exclusives.push({ run: () => { try { resolve(fn()); } catch (e) { reject(e); } } });
+      this.kick();
+    });
+  }
+
+  /** fails every request still queued or running; the engine takes no more */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const s = this.scheduler;
+    if (s) for (const r of [...s.running, ...s.waiting]) this.end(r, new Error("the model was disposed while the request was running"));
+    this.wake();
+  }
+
+  private kick(): void {
+    this.wake();
+    if (this.looping) return;
+    this.looping = true;
+    void this.loop().finally(() => (this.looping = false));
+  }
+
+  private wake(): void {
+    const w = this.wakeLoop;
+    this.wakeLoop = undefined;
+    w?.();
+  }
+
+  private async loop(): Promise<void> {
+    for (;;) {
+      while (this.exclusives.length > 0) this.exclusives.shift()!.run();
+      if (this.closed) return;
+      const s = this.scheduler;
+      if (!s) return;
+      this.sweepAborted(s);
+      if (s.running.length === 0 && s.waiting.length === 0 && this.exclusives.length === 0) return;
+      const plan = s.schedule();
+      if (plan.chunks.length === 0) {
+        // nothing can run until something changes (a new request, an abort, an exclusive task)
+        await new Promise<void>((resolve) => (this.wakeLoop = resolve));
+        continue;
+      }
+      let logits: (Float32Array | undefined)[];
+      try {
+        logits = await executeStep(this.model, plan, this.slicer);
+      } catch (e) {
+        // the pass validated nothing it could not compute: fail the step's requests, keep the others
+        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, e);
+        continue;
+      }
+      this.steps++;
+      for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
+      this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
+      if (this.closed) return;
+      this.update(s, plan, logits);
+      await this.slicer.turn();
+    }
+  }
+
+  /** samples, applies the stops and emits the steps of every sequence that got logits */
+  private update(s: Scheduler, plan: StepPlan, logits: readonly (Float32Array | undefined)[]): void {
+    const touched = new Set<EngineRequest>();
+    plan.chunks.forEach((chunk, i) => {
+      const { request, sequence } = chunk;
+      touched.add(request);
+      const row = logits[i];
+      if (!row) return;
+      if (!request.prefilled) {
+        request.prefilledAt = performance.now();
+        this.cachedPromptTokens += request.cachedPromptTokens;
+        // every choice starts from the prompt's last logits
+        s.fork(request);
+        for (const seq of request.sequences) request.emit(seq, seq.sequence.advance(row));
+      } else {
+        request.emit(sequence, sequence.sequence.advance(row));
+      }
+    });
+    for (const request of touched) {
+      for (const seq of request.sequences) {
+        if (seq.done) s.retire(seq);
+        else s.cacheFullBlocks(seq);
+      }
+      if (request.prefilled && request.sequences.every((seq) => seq.done)) this.end(request);
+    }
+  }
+
+  private sweepAborted(s: Scheduler): void {
+    for (const request of [...s.waiting, ...s.running]) {
+      if (!request.aborted) continue;
+      for (const seq of request.sequences) request.emit(seq, seq.sequence.finish("abort"));
+      this.end(request);
+    }
+  }
+
+  /** the request leaves the scheduler (its blocks back to the pool) and settles */
+  private end(request: EngineRequest, error?: unknown): void {
+    this.scheduler!.remove(request);
+    if (error === undefined) request.complete();
+    else request.fail(error);
+  }
+
+  private ensureScheduler(): Scheduler {
+    if (this.scheduler) return this.scheduler;
+    const i = this.model.info;
+    const blocks = this.capacityBlocks();
+    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.alloc, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
+    const pool = this.pool;
+    this.scheduler = new Scheduler(
+      pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize },
+      () => new KVCache(i.blockCount, i.headCountKv, i.headDim, this.contextSize, pool),
+      (request, choice) => this.newSequence(request, choice),
+    );
+    return this.scheduler;
+  }
+
+  private newSequence(request: EngineRequest, choice: number): Sequence {
+    const p = request.params;
+    const ends = p.stopTokens.length > 0 ? new Set([...this.tokenizer.endOfGenerationIds, ...p.stopTokens]) : this.tokenizer.endOfGenerationIds;
+    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: ends, ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
+    const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true }), rules);
+  }
+
+  /** blocks of the KV pool: the budget (or the default), whole blocks */
+  private capacityBlocks(): number {
+    const perBlock = DEFAULT_BLOCK_SIZE * this.bytesPerToken;
+    const oneContext = Math.ceil(this.contextSize / DEFAULT_BLOCK_SIZE);
+    if (this.options.kvCacheBytes !== undefined) {
+      const blocks = Math.floor(this.options.kvCacheBytes / perBlock);
+      if (blocks < 1) throw new RangeError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`);
+      return blocks;
+    }
+    const cap = Math.min(totalmem() / 8, 2 * GiB);
+    return Math.max(oneContext, Math.min(this.maxSequences * oneContext, Math.floor(cap / perBlock)));
+  }
+}

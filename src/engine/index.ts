@@ -1,0 +1,2 @@
+export { Engine, type EngineOptions, type EngineStats } from "./engine.js";
+export { EngineRequest, RunningSequence, type ChoiceOutcome, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";

@@ -1,0 +1,102 @@
+import type { Sampler } from "../sampling/index.js";
+import type { StreamDecoder } from "../tokenizer/index.js";
+import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
+import type { StopMatcher } from "./stop-strings.js";
+import type { FinishReason, GenerationStep } from "./generate.js";
+
+/** What ends a sequence, shared by every sequence of a request. */
+export interface StopRules {
+  readonly maxTokens: number;
+  /** positions the sequence may hold, prompt included (the context size) */
+  readonly contextSize: number;
+  /** token ids that end the generation (end of generation, a chat template's end of turn); ignored with ignoreEos */
+  readonly endIds: ReadonlySet<number>;
+  readonly ignoreEos: boolean;
+  /** report the top `topLogprobs` alternatives of each token (undefined: no logprobs) */
+  readonly topLogprobs: number | undefined;
+}
+
+/**
+ * One sequence's life: its tokens (prompt, then generated), its sampler, stop strings and
+ * streaming detokenizer. Whoever computes it (the engine, over a KV cache) calls `advance` with
+ * the logits after its last token: it samples the next token and applies the stops. A strategy
+ * that chooses tokens itself (beam search, speculative decoding) hands them to `accept`. Every
+ * way of generating runs its sequences through these same steps, so a token's fate does not
+ * depend on which path asked for it.
+ */
+export class Sequence {
+  /** prompt and generated tokens: the history the penalties see, and what the cache must hold */
+  readonly tokens: number[];
+  readonly completionTokens: number[] = [];
+  readonly logprobs: TokenLogprob[] | undefined;
+  completion = "";
+  finishReason: FinishReason | undefined;
+  /** when the first token was sampled and when the sequence ended (performance.now()) */
+  firstTokenAt = 0;
+  endedAt = 0;
+
+  constructor(
+    promptTokens: readonly number[],
+    readonly sampler: Sampler,
+    private readonly stopMatcher: StopMatcher,
+    private readonly decoder: StreamDecoder,
+    private readonly rules: StopRules,
+  ) {
+    this.tokens = [...promptTokens];
+    this.logprobs = rules.topLogprobs === undefined ? undefined : [];
+  }
+
+  get done(): boolean {
+    return this.finishReason !== undefined;
+  }
+
+  /**
+   * With the logits after the last token (the cache holds every token): samples the next one
+   * and applies the stops. Returns the steps to emit (a token's step, and the held-back text once
+   * the sequence ends); after it, either the new token is pending or the sequence is done.
+   */
+  advance(logits: Float32Array): GenerationStep[] {
+    if (this.full) return this.finish("length");
+    return this.accept(this.sampler.sample(logits, this.tokens), logits);
+  }
+
+  /** whether no further token may be generated (maxTokens reached, or the next one's position outside the context) */
+  get full(): boolean {
+    return this.completionTokens.length >= this.rules.maxTokens || this.tokens.length >= this.rules.contextSize;
+  }
+
+  /** takes `token` as the next one (chosen by the sampler or a strategy) and applies the stops; `logits` are needed for logprobs */
+  accept(token: number, logits?: Float32Array): GenerationStep[] {
+    const { endIds, ignoreEos, topLogprobs } = this.rules;
+    if (this.completionTokens.length === 0) this.firstTokenAt = performance.now();
+    if (!ignoreEos && endIds.has(token)) return this.finish("stop");
+    this.completionTokens.push(token);
+    this.tokens.push(token);
+    const { emit, stopped } = this.stopMatcher.push(this.decoder.push(token));
+    this.completion += emit;
+    const step: GenerationStep = { token, text: emit };
+    if (this.logprobs) {
+      if (!logits) throw new Error("logprobs need the logits the token was chosen from");
+      step.logprob = tokenLogprobs(logits, token, topLogprobs!);
+      this.logprobs.push(step.logprob);
+    }
+    if (stopped) return [step, ...this.finish("stop")];
+    if (this.full) return [step, ...this.finish("length")];
+    return [step];
+  }
+
+  /** ends the sequence (abort, or a sibling's decision); returns the held-back text's step, if any */
+  finish(reason: FinishReason): GenerationStep[] {
+    if (this.done) return [];
+    this.finishReason = reason;
+    this.endedAt = performance.now();
+    if (reason === "stop") return [];
+    // the decoder's pending bytes and a partial stop-string match are released at the end
+    const { emit, stopped } = this.stopMatcher.push(this.decoder.flush());
+    let tail = emit;
+    if (stopped) this.finishReason = "stop";
+    else tail += this.stopMatcher.flush();
+    this.completion += tail;
+    return tail ? [{ token: undefined, text: tail }] : [];
+  }
+}

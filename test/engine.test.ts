@@ -1,0 +1,187 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { loadModel, type GenerateOptions, type GenerationResult, type Model } from "../src/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared("models/stories260K.expected.json");
+const golden = () => JSON.parse(readFileSync(sharedFile("models/stories260K.expected.json")!, "utf8")).cases as { prompt: string; completionTokens: number[] }[];
+
+/** the results of generating each job alone, one after another, on a fresh model */
+async function soloResults(backend: "wasm" | "reference", jobs: readonly { prompt: string | number[]; options: GenerateOptions }[]): Promise<GenerationResult[]> {
+  const model = await loadModel(sharedFile(MODEL)!, { backend, contextSize: 512 });
+  try {
+    const out: GenerationResult[] = [];
+    for (const j of jobs) out.push(await model.generate(j.prompt, j.options));
+    return out;
+  } finally {
+    model.dispose();
+  }
+}
+
+/** resolves once the stream has produced `k` tokens (the stream is consumed to its end in the background) */
+function consume(model: Model, prompt: string | number[], options: GenerateOptions, onToken?: (count: number) => void): Promise<GenerationResult> {
+  return (async () => {
+    const it = model.stream(prompt, options);
+    let count = 0;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return r.value;
+      if (r.value.token !== undefined) onToken?.(++count);
+    }
+  })();
+}
+
+for (const backend of ["reference", "wasm"] as const) {
+  test(`stories260K (${backend}): concurrent requests arriving at different times each get exactly their solo tokens`, { skip }, async () => {
+    const cases = golden();
+    const jobs: { prompt: string | number[]; options: GenerateOptions }[] = [
+      { prompt: cases[0]!.prompt, options: { temperature: 0, maxTokens: 64 } },
+      { prompt: "Lily", options: { temperature: 0.9, topK: 20, seed: 1234, maxTokens: 40 } },
+      { prompt: cases[1]!.prompt, options: { temperature: 0, maxTokens: 64 } },
+      { prompt: "The little dog ran to the park and saw a big", options: { temperature: 0, maxTokens: 50, stop: ["Lily"] } },
+      { prompt: [1, 403, 407, 261, 378], options: { temperature: 0.7, topP: 0.9, seed: 7, maxTokens: 30, repeatPenalty: 1.2 } },
+      { prompt: "Once upon a time", options: { temperature: 1.1, seed: 99, maxTokens: 60 } },
+    ];
+    const solo = await soloResults(backend, jobs);
+    // the golden cases alone are llama.cpp's greedy tokens
+    assert.deepEqual(solo[0]!.completionTokens, cases[0]!.completionTokens);
+    assert.deepEqual(solo[2]!.completionTokens, cases[1]!.completionTokens);
+
+    const model = await loadModel(sharedFile(MODEL)!, { backend, contextSize: 512 });
+    try {
+      const results: Promise<GenerationResult>[] = [];
+      const aborter = new AbortController();
+      let abortedAt = 0;
+      // job i + 1 arrives once job i has produced 3 tokens; job 5 is aborted after 6 of its tokens
+      const start = (i: number): void => {
+        const j = jobs[i]!;
+        const last = i === jobs.length - 1;
+        results[i] = consume(model, j.prompt, last ? { ...j.options, signal: aborter.signal } : j.options, (count) => {
+          if (count === 3 && i + 1 < jobs.length) start(i + 1);
+          if (last && count === 6) { abortedAt = count; aborter.abort(); }
+        });
+      };
+      start(0);
+      await new Promise<void>((resolve) => { const wait = () => (results.length === jobs.length ? resolve() : setTimeout(wait, 1)); wait(); });
+      const got = await Promise.all(results);
+      for (let i = 0; i < jobs.length - 1; i++) {
+        assert.deepEqual(got[i]!.completionTokens, solo[i]!.completionTokens, `job ${i} (${JSON.stringify(jobs[i]!.options)})`);
+        assert.equal(got[i]!.completion, solo[i]!.completion, `job ${i} text`);
+        assert.equal(got[i]!.finishReason, solo[i]!.finishReason, `job ${i} finish`);
+      }
+      const aborted = got.at(-1)!;
+      assert.equal(abortedAt, 6);
+      assert.equal(aborted.finishReason, "abort");
+      assert.ok(aborted.completionTokens.length >= 6 && aborted.completionTokens.length < solo.at(-1)!.completionTokens.length, `${aborted.completionTokens.length} tokens`);
+      assert.deepEqual(aborted.completionTokens, solo.at(-1)!.completionTokens.slice(0, aborted.completionTokens.length), "the aborted job's tokens so far are its solo prefix");
+      // they really ran together: some step decoded several requests' rows in one pass
+      const stats = model.engine.stats;
+      assert.ok(stats.peakStepSequences >= 3, `at most ${stats.peakStepSequences} sequences in one step`);
+      assert.ok(stats.steps < stats.rowsComputed, `${stats.steps} steps for ${stats.rowsComputed} rows`);
+      assert.equal(stats.kv!.blocksInUse, 0, "every block is back in the pool (or idle in the prefix cache)");
+    } finally {
+      model.dispose();
+    }
+  });
+}
+
+test("stories260K: a second request sharing a 256-token prefix computes only its new tokens, with the same output as without the cache", { skip }, async () => {
+  const prefix = [1, ...Array.from({ length: 255 }, (_, i) => 260 + ((i * 37) % 240))];
+  const first = [...prefix, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309];
+  const second = [...prefix, 410, 411, 412, 413, 414, 415, 416, 417, 418, 419, 420, 421];
+  const options = { temperature: 0, maxTokens: 12, ignoreEos: true };
+  const [uncached] = await soloResults("wasm", [{ prompt: second, options }]);
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    await model.generate(first, options);
+    const before = model.engine.stats.rowsComputed;
+    const r = await model.generate(second, options);
+    const computed = model.engine.stats.rowsComputed - before;
+    assert.equal(r.timings.cachedPromptTokens, 256);
+    assert.equal(computed, second.length - 256 + r.completionTokens.length - 1, "the 12 new prompt tokens, then one row per decoded token");
+    assert.deepEqual(r.completionTokens, uncached!.completionTokens);
+    assert.equal(r.completion, uncached!.completion);
+    // the same prompt again: everything but its last, partial block comes from the cache
+    const again = await model.generate(second, options);
+    assert.equal(again.timings.cachedPromptTokens, 256 + 0);
+    assert.deepEqual(again.completionTokens, uncached!.completionTokens);
+    assert.ok(model.engine.stats.kv!.prefixHits >= 32, `${model.engine.stats.kv!.prefixHits} cached blocks reused`);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: a full KV pool queues requests instead of failing them; one that can never fit fails at once naming both numbers", { skip }, async () => {
+  const probe = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  const perToken = probe.engine.bytesPerToken;
+  probe.dispose();
+  // 10 blocks of 16 tokens; each request below may need 5 (12 prompt + 60 new = 72 tokens)
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512, kvCacheBytes: 10 * 16 * perToken });
+  try {
+    assert.equal(model.engine.stats.kvCapacityTokens, 160);
+    const prompts = ["The little dog ran to the park and saw a big", "Once upon a time, there was a", "Lily and Ben went to the"];
+    const options = { temperature: 0, maxTokens: 60, ignoreEos: true };
+    const solo = await soloResults("wasm", prompts.map((prompt) => ({ prompt, options })));
+    const waitingSeen: number[] = [];
+    const runs = prompts.map((p) => consume(model, p, options, () => waitingSeen.push(model.engine.stats.waiting)));
+    const got = await Promise.all(runs);
+    got.forEach((r, i) => assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `request ${i}`));
+    assert.ok(waitingSeen.some((w) => w === 1), "the third request waited while the first two ran");
+    assert.ok(got[2]!.timings.queueMs > 0);
+    const kv = model.engine.stats.kv!;
+    assert.ok(kv.peakBlocksInUse <= 10, `peak ${kv.peakBlocksInUse} blocks`);
+    assert.equal(kv.grows, 0, "the pool is never resized");
+    await assert.rejects(model.generate("Once upon a time", { maxTokens: 200 }), /needs room for up to 208 tokens of KV cache \(prompt 5 \+ maxTokens 200\) but the KV cache holds 160 tokens/);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: an aborted request leaves at the next step and frees its blocks; the others continue untouched", { skip }, async () => {
+  const options = { temperature: 0, maxTokens: 200, ignoreEos: true };
+  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    const aborter = new AbortController();
+    let stepsAtAbort = 0;
+    let blocksAtAbort = 0;
+    const victim = consume(model, "Once upon a time", { ...options, signal: aborter.signal }, (count) => {
+      if (count === 10) {
+        stepsAtAbort = model.engine.stats.steps;
+        blocksAtAbort = model.engine.stats.kv!.blocksInUse;
+        aborter.abort();
+      }
+    });
+    const survivor = model.generate("Lily and Ben", options);
+    const v = await victim;
+    const stepsAtEnd = model.engine.stats.steps;
+    assert.equal(v.finishReason, "abort");
+    assert.ok(stepsAtEnd - stepsAtAbort <= 1, `the aborted request left after ${stepsAtEnd - stepsAtAbort} steps`);
+    assert.ok(model.engine.stats.kv!.blocksInUse < blocksAtAbort, "its blocks went back to the pool");
+    const s = await survivor;
+    assert.deepEqual(s.completionTokens, solo!.completionTokens);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    // a request aborted before it starts computes nothing
+    const before = model.engine.stats.rowsComputed;
+    const early = await model.generate("Lily", { signal: AbortSignal.abort() });
+    assert.equal(early.finishReason, "abort");
+    assert.equal(early.completionTokens.length, 0);
+    assert.equal(model.engine.stats.rowsComputed, before);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: leaving a stream early cancels its request; dispose fails the requests still running", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  const it = model.stream("Once upon a time", { temperature: 0, maxTokens: 300, ignoreEos: true });
+  for (let i = 0; i < 5; i++) await it.next();
+  await it.return(undefined as never);
+  const running = model.generate("Lily", { temperature: 0, maxTokens: 300, ignoreEos: true });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(model.engine.stats.running, 1, "only the second request runs");
+  model.dispose();
+  await assert.rejects(running, /disposed while the request was running/);
+});
