@@ -7,19 +7,25 @@
  *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp]
  *                    [--timeout S] [--json]
  *
+ * With --parallel 1,4,8,16 it measures concurrent requests instead: for each number N, N
+ * different prompts (default 32 tokens, 64 generated) started at once on each engine; the
+ * table gives aggregate decode tok/s, TTFT, TPOT and each engine's scaling from 1 request.
+ * Its default models are smollm-q8_0 and tinyllama-q8_0.
+ *
  * A model whose runs fail (or hang past --timeout, default 600 s per run) is reported and
  * skipped; the exit code is then 1.
  *
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
-import { formatReport, formatSummary, runBenchmark, type BenchOptions, type BenchReport, type EngineSample } from "../src/bench/index.js";
+import { formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchOptions, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, SMOLLM_135M, TINYLLAMA_1_1B, type RandomModelSpec } from "../src/testing/index.js";
 
 interface Entry { name: string; spec: RandomModelSpec; onlyWithAll?: boolean }
+type Result<R> = { name: string; type: string; report: R };
 
 const ENTRIES: Entry[] = [
   ...[GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t } })),
@@ -27,6 +33,8 @@ const ENTRIES: Entry[] = [
   // the F32 TinyLlama file is 4.4 GB (generated only with --all or --only; the wasm backend loads it across two memories)
   ...[GGMLType.F32, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
 ];
+/** the concurrent-requests benchmark's models unless --only or --all says otherwise */
+const PARALLEL_DEFAULT_MODELS = ["smollm-q8_0", "tinyllama-q8_0"];
 
 async function main(argv: string[]): Promise<void> {
   const values = parse(argv, {
@@ -40,56 +48,81 @@ async function main(argv: string[]): Promise<void> {
     "no-llama-cpp": { type: "boolean" },
     timeout: { type: "string" },
     json: { type: "boolean" },
+    parallel: { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
     return;
   }
+  const concurrency = concurrencyList(optionalString(values, "parallel"));
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
   for (const name of only ?? []) {
     if (!ENTRIES.some((e) => e.name === name)) throw new UsageError(`--only: unknown model "${name}" (known: ${ENTRIES.map((e) => e.name).join(", ")})`);
   }
-  const selected = ENTRIES.filter((e) => (only ? only.includes(e.name) : !e.onlyWithAll || flag(values, "all")));
+  const byDefault = (e: Entry) => (concurrency ? PARALLEL_DEFAULT_MODELS.includes(e.name) : !e.onlyWithAll);
+  const selected = ENTRIES.filter((e) => (only ? only.includes(e.name) : byDefault(e) || flag(values, "all")));
   const backend = optionalString(values, "backend");
   if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
-  const settings: Omit<BenchOptions, "modelPath"> = {
+  const settings: Omit<BenchOptions, "modelPath" | "onSample"> = {
     backend,
     threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
-    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
-    genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
+    // a concurrent run's requests are short, like a server's; the time per output token needs two tokens
+    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? (concurrency ? 32 : 128),
+    genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: concurrency ? 2 : 0 }) ?? (concurrency ? 64 : 128),
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: !flag(values, "no-llama-cpp"),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
-    onSample: (engine: string, r: number, s: EngineSample) =>
-      log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
-  };
-  const benchOne = async (e: Entry): Promise<BenchReport> => {
-    log(`${e.name}: preparing the model (generated once, then cached)...\n`);
-    const modelPath = await ensureRandomModel(e.spec);
-    log(`${e.name}: ${basename(modelPath)}\n`);
-    return runBenchmark({ ...settings, modelPath });
   };
 
-  const results: { name: string; type: string; report: BenchReport }[] = [];
-  const failures: { name: string; error: string }[] = [];
-  for (const e of selected) {
-    // one model failing (a generator limit, a crashed or hung engine) does not stop the others
-    const report = await benchOne(e).catch((err: unknown) => {
-      const error = err instanceof Error ? err.message : String(err);
-      failures.push({ name: e.name, error });
-      log(`${e.name}: FAILED: ${error}\n\n`);
-      return undefined;
-    });
-    if (!report) continue;
-    log(formatReport(report) + "\n");
-    results.push({ name: e.name, type: typeName(e.spec.weightType), report });
+  /** each selected model's report; one model failing (a generator limit, a crashed or hung engine) does not stop the others */
+  async function benchEach<R>(bench: (modelPath: string) => Promise<R>, report?: (r: R) => string): Promise<{ results: Result<R>[]; failures: { name: string; error: string }[] }> {
+    const results: Result<R>[] = [];
+    const failures: { name: string; error: string }[] = [];
+    for (const e of selected) {
+      try {
+        log(`${e.name}: preparing the model (generated once, then cached)...\n`);
+        const modelPath = await ensureRandomModel(e.spec);
+        log(`${e.name}: ${basename(modelPath)}\n`);
+        const r = await bench(modelPath);
+        if (report) log(report(r));
+        results.push({ name: e.name, type: typeName(e.spec.weightType), report: r });
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        failures.push({ name: e.name, error });
+        log(`${e.name}: FAILED: ${error}\n\n`);
+      }
+    }
+    return { results, failures };
   }
-  if (json) process.stdout.write(JSON.stringify({ results, failures }) + "\n");
-  else process.stdout.write(formatSummary(results) + failures.map((f) => `${f.name}: FAILED: ${f.error}\n`).join(""));
-  if (failures.length > 0) process.exitCode = 1;
+  const finish = <R>(out: { results: Result<R>[]; failures: { name: string; error: string }[] }, summary: (results: Result<R>[]) => string) => {
+    if (json) process.stdout.write(JSON.stringify(out) + "\n");
+    else process.stdout.write(summary(out.results) + out.failures.map((f) => `${f.name}: FAILED: ${f.error}\n`).join(""));
+    if (out.failures.length > 0) process.exitCode = 1;
+  };
+
+  if (concurrency) {
+    const onSample = (engine: string, n: number, r: number, s: ParallelSample) =>
+      log(`  ${n} request${n === 1 ? "" : "s"}, run ${r + 1} ${engine}: ${s.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate, TTFT ${s.ttftMs.toFixed(0)} ms, TPOT ${s.tpotMs.toFixed(1)} ms, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`);
+    // the summary table at the end is the report; per model only the progress lines
+    finish(await benchEach((modelPath) => runParallelBenchmark({ ...settings, modelPath, concurrency, onSample })), formatParallelSummary);
+    return;
+  }
+  const onSample = (engine: string, r: number, s: EngineSample) =>
+    log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`);
+  finish(await benchEach((modelPath) => runBenchmark({ ...settings, modelPath, onSample }), (r) => formatReport(r) + "\n"), formatSummary);
+}
+
+/** "1,4,8" as distinct request counts in the order given; undefined without --parallel */
+function concurrencyList(list: string | undefined): number[] | undefined {
+  if (list === undefined) return undefined;
+  const counts = list.split(",").map((s) => s.trim());
+  for (const c of counts) {
+    if (!/^[1-9][0-9]*$/.test(c)) throw new UsageError(`--parallel expects request counts >= 1 separated by commas, e.g. 1,4,8,16; got "${list}"`);
+  }
+  return [...new Set(counts.map(Number))];
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -4,6 +4,8 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { formatParallelSummary, runParallelBenchmark } from "../src/bench/index.js";
+import { PARALLEL_METRICS } from "../src/bench/types.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
@@ -55,4 +57,34 @@ test("tsllm bench rejects bad options with a usage error naming the option", () 
   const missing = bench(["--model", join(dir, "absent.gguf"), "--repetitions", "1"]);
   assert.equal(missing.status, 1);
   assert.match(missing.stderr, /not found: .*absent\.gguf/);
+});
+
+test("the concurrent-requests bench runs every request to its 64 tokens on both engines at 1 and 2 requests", { skip }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  const report = await runParallelBenchmark({ modelPath: model, threads: 1, promptTokens: 32, genTokens: 64, repetitions: 1, concurrency: [1, 2], backend: "reference", vsLlamaCpp: true });
+  assert.deepEqual(report.levels.map((l) => l.concurrency), [1, 2]);
+  for (const level of report.levels) {
+    for (const e of [level.tsllm, level.llamaCpp!]) {
+      const what = `${e.engine} at ${level.concurrency}`;
+      for (const m of PARALLEL_METRICS) assert.ok(e.medians[m] > 0, `${what}: ${m} is a positive number: ${e.medians[m]}`);
+      assert.equal(e.samples.length, 1, `${what}: one sample per repetition`);
+      for (const s of e.samples) {
+        assert.equal(s.requests.length, level.concurrency, `${what}: one entry per request`);
+        for (const r of s.requests) assert.equal(r.tokens.length, 64, `${what}: tokens generated`);
+      }
+    }
+    assert.ok(level.ratio!.aggregateTokensPerSecond > 0, "aggregate ratio");
+    assert.ok(level.scaling.tsllm! > 0 && level.scaling.llamaCpp! > 0, "scaling from 1 request");
+  }
+  assert.deepEqual(report.levels[0]!.scaling, { tsllm: 1, llamaCpp: 1 });
+  const lines = formatParallelSummary([{ name: "tiny", type: "F32", report }]).split("\n");
+  assert.match(lines[0]!, /^model\s+type\s+requests\s+aggregate tok\/s tsllm/);
+  assert.match(lines[2]!, /^tiny\s+F32\s+1\s/);
+  assert.match(lines[3]!, /^tiny\s+F32\s+2\s/);
+});
+
+test("npm run bench -- --parallel rejects a list that is not request counts >= 1", () => {
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench.ts"), "--parallel", "1,0"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /--parallel expects request counts >= 1/);
 });

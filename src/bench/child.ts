@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { EngineSample, WorkerJob } from "./types.js";
+import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /** the line prefix a worker prints its result after */
 export const RESULT_PREFIX = "BENCH_RESULT ";
@@ -25,7 +25,9 @@ export function workerCommand(): { command: string; args: string[] } {
 export const DEFAULT_WORKER_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** Runs one job in a fresh child process and returns its sample; the child is killed after `timeoutMs`. */
-export function runWorker(job: WorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS): Promise<EngineSample> {
+export function runWorker(job: WorkerJob, timeoutMs?: number): Promise<EngineSample>;
+export function runWorker(job: ParallelWorkerJob, timeoutMs?: number): Promise<ParallelSample>;
+export function runWorker(job: WorkerJob | ParallelWorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS): Promise<EngineSample | ParallelSample> {
   const { command, args } = workerCommand();
   return new Promise((resolve, reject) => {
     const child = spawn(command, [...args, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
@@ -48,7 +50,7 @@ export function runWorker(job: WorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS)
         reject(new Error(`${job.engine} bench worker on ${job.modelPath} ${why}${tail ? `: ${tail}` : " and printed no result"}`));
         return;
       }
-      resolve(JSON.parse(line.slice(RESULT_PREFIX.length)) as EngineSample);
+      resolve(JSON.parse(line.slice(RESULT_PREFIX.length)) as EngineSample | ParallelSample);
     });
   });
 }

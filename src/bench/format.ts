@@ -1,4 +1,4 @@
-import { METRICS, type BenchReport, type Metric } from "./types.js";
+import { METRICS, type BenchReport, type Metric, type ParallelBenchReport } from "./types.js";
 
 const LABELS: Record<Metric, string> = {
   loadMs: "load (ms)",
@@ -11,6 +11,12 @@ const LABELS: Record<Metric, string> = {
 export function displayValue(m: Metric, v: number): string {
   if (!Number.isFinite(v)) return "-";
   if (m === "peakRssBytes") return (v / 2 ** 20).toFixed(0);
+  return displayNumber(v);
+}
+
+/** three significant digits or so, no decimals from 100 up */
+function displayNumber(v: number | undefined): string {
+  if (v === undefined || !Number.isFinite(v)) return "-";
   return v >= 100 ? v.toFixed(0) : v.toFixed(1);
 }
 
@@ -54,7 +60,43 @@ export function formatSummary(entries: readonly { name: string; type: string; re
     }
     return row;
   });
+  return renderTable(header, rows) + engineDetails(entries.map((e) => e.report));
+}
+
+/**
+ * One row per model and number of concurrent requests: aggregate decode tok/s of both engines
+ * and their ratio, median TTFT and TPOT, and each engine's aggregate relative to its own at one
+ * request (scaling).
+ */
+export function formatParallelSummary(entries: readonly { name: string; type: string; report: ParallelBenchReport }[]): string {
+  const header = ["model", "type", "requests", "aggregate tok/s tsllm", "llama.cpp", "ratio", "TTFT ms tsllm", "llama.cpp", "TPOT ms tsllm", "llama.cpp", "scaling tsllm", "llama.cpp"];
+  const rows = entries.flatMap(({ name, type, report }) =>
+    report.levels.map((l) => [
+      name,
+      type,
+      String(l.concurrency),
+      displayNumber(l.tsllm.medians.aggregateTokensPerSecond),
+      displayNumber(l.llamaCpp?.medians.aggregateTokensPerSecond),
+      displayRatio(l.ratio?.aggregateTokensPerSecond),
+      displayNumber(l.tsllm.medians.ttftMs),
+      displayNumber(l.llamaCpp?.medians.ttftMs),
+      displayNumber(l.tsllm.medians.tpotMs),
+      displayNumber(l.llamaCpp?.medians.tpotMs),
+      displayRatio(l.scaling.tsllm),
+      displayRatio(l.scaling.llamaCpp),
+    ]),
+  );
+  const first = entries[0]?.report;
+  const setup = first
+    ? `${first.threads} threads; each request ${first.promptTokens} prompt tokens, ${first.genTokens} generated; median of ${first.repetitions} run${first.repetitions === 1 ? "" : "s"} (one process each), ` +
+      "TTFT and TPOT the medians of each run's requests; scaling: aggregate / the same engine's at 1 request\n"
+    : "";
+  return renderTable(header, rows) + setup + engineDetails(entries.flatMap((e) => e.report.levels));
+}
+
+/** "tsllm: wasm, 2 threads; llama.cpp: ..." over every report, each distinct detail once */
+function engineDetails(reports: readonly { tsllm: { detail: string }; llamaCpp?: { detail: string } }[]): string {
   const ran = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => x !== undefined))].join(" / ");
-  const lc = ran(entries.map((e) => e.report.llamaCpp?.detail));
-  return renderTable(header, rows) + `tsllm: ${ran(entries.map((e) => e.report.tsllm.detail))}${lc ? `; llama.cpp: ${lc}` : ""}\n`;
+  const lc = ran(reports.map((r) => r.llamaCpp?.detail));
+  return `tsllm: ${ran(reports.map((r) => r.tsllm.detail))}${lc ? `; llama.cpp: ${lc}` : ""}\n`;
 }

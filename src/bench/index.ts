@@ -1,6 +1,21 @@
-/** Side-by-side benchmark: tsllm vs llama.cpp (node-llama-cpp), one child process per engine run. */
-export { runBenchmark, type BenchOptions } from "./run.js";
-export { formatReport, formatSummary, renderTable } from "./format.js";
-export { randomPromptTokens } from "./prompt.js";
+/** Side-by-side benchmarks (one stream, concurrent requests): tsllm vs llama.cpp (node-llama-cpp), one child process per engine run. */
+export { runBenchmark, runParallelBenchmark, type BenchOptions, type ParallelBenchOptions } from "./run.js";
+export { formatParallelSummary, formatReport, formatSummary, renderTable } from "./format.js";
+export { randomPrompts, randomPromptTokens } from "./prompt.js";
 export { median } from "./stats.js";
-export type { BenchReport, EngineReport, EngineSample, EngineName, Metric, MetricMedians, WorkerJob } from "./types.js";
+export type {
+  BenchReport,
+  EngineReport,
+  EngineSample,
+  EngineName,
+  Metric,
+  MetricMedians,
+  ParallelBenchReport,
+  ParallelEngineReport,
+  ParallelLevelReport,
+  ParallelMetric,
+  ParallelSample,
+  ParallelWorkerJob,
+  RequestSample,
+  WorkerJob,
+} from "./types.js";

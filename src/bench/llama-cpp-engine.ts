@@ -1,5 +1,7 @@
+import type { LlamaContext, LlamaContextOptions, Token } from "node-llama-cpp";
+import { timeConcurrentRequests } from "./concurrent.js";
 import { rates } from "./stats.js";
-import type { EngineSample, WorkerJob } from "./types.js";
+import type { EngineJob, EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /**
  * llama.cpp's side, through node-llama-cpp's prebuilt CPU binary (a devDependency, imported
@@ -17,26 +19,10 @@ import type { EngineSample, WorkerJob } from "./types.js";
  * counted, like Node's own start-up on the tsllm side.
  */
 export async function runLlamaCpp(job: WorkerJob): Promise<Omit<EngineSample, "peakRssBytes">> {
-  let mod: typeof import("node-llama-cpp");
-  try {
-    mod = await import("node-llama-cpp");
-  } catch (e) {
-    throw new Error(`--vs-llama-cpp needs the node-llama-cpp package (npm i -D -E node-llama-cpp@3.21.1): ${(e as Error).message}`);
-  }
-  const llama = await mod.getLlama({ gpu: false, build: "never", logLevel: mod.LlamaLogLevel.error, progressLogs: false, maxThreads: job.threads });
-  try {
-    const t0 = performance.now();
-    const model = await llama.loadModel({ modelPath: job.modelPath, gpuLayers: 0 });
-    const context = await model.createContext({
-      contextSize: job.contextSize,
-      batchSize: job.promptTokens.length,
-      sequences: 1,
-      threads: { ideal: job.threads, min: job.threads },
-      flashAttention: false,
-    });
-    const loadMs = performance.now() - t0;
+  const contextOptions = { contextSize: job.contextSize, batchSize: job.promptTokens.length, sequences: 1 };
+  return withLlamaContext(job, contextOptions, async (context, loadMs, detail) => {
     const sequence = context.getSequence();
-    const prompt = [...job.promptTokens] as import("node-llama-cpp").Token[];
+    const prompt = [...job.promptTokens] as Token[];
     const tokens: number[] = [];
 
     const t1 = performance.now();
@@ -58,11 +44,60 @@ export async function runLlamaCpp(job: WorkerJob): Promise<Omit<EngineSample, "p
     }
     const decodeMs = performance.now() - t2;
     if (tokens.length !== job.genTokens + 1) throw new Error(`llama.cpp stopped after ${tokens.length - 1} of ${job.genTokens} decode steps`);
+    return { detail, loadMs, prefillMs, decodeMs, ...rates(prompt.length, prefillMs, job.genTokens, decodeMs), tokens };
+  });
+}
 
-    const detail = `node-llama-cpp CPU, ${context.currentThreads} threads`;
+/**
+ * Concurrent requests on llama.cpp: one context with a sequence per request, every prompt fitting
+ * one batch. Each request is a `sequence.evaluate` generator over its whole prompt; started in
+ * the same tick, node-llama-cpp puts what all sequences have pending into one decode: the
+ * prompts together, then one token of every request a step.
+ */
+export async function runLlamaCppParallel(job: ParallelWorkerJob): Promise<Omit<ParallelSample, "peakRssBytes">> {
+  const n = job.prompts.length;
+  const contextOptions = { contextSize: job.sequenceContextSize, batchSize: job.prompts.reduce((s, p) => s + p.length, 0), sequences: n };
+  return withLlamaContext(job, contextOptions, async (context, loadMs, detail) => {
+    const sequences = job.prompts.map(() => context.getSequence());
+    const times = await timeConcurrentRequests(
+      job.prompts.map((prompt, i) => () => firstTokens(sequences[i]!.evaluate([...prompt] as Token[], { temperature: 0, yieldEogToken: true }), job.genTokens)),
+      job.genTokens,
+    );
+    return { detail, loadMs, ...times };
+  });
+}
+
+/** the first `n` tokens of an endless generator (ending it then frees its sequence) */
+async function* firstTokens(gen: AsyncGenerator<Token, unknown>, n: number): AsyncGenerator<number> {
+  let count = 0;
+  for await (const token of gen) {
+    yield token;
+    if (++count === n) return;
+  }
+}
+
+/** Loads the model into a CPU context of `job.threads` threads, runs `body` on it and frees everything. */
+async function withLlamaContext<T>(
+  job: EngineJob,
+  contextOptions: Pick<LlamaContextOptions, "contextSize" | "batchSize" | "sequences">,
+  body: (context: LlamaContext, loadMs: number, detail: string) => Promise<T>,
+): Promise<T> {
+  let mod: typeof import("node-llama-cpp");
+  try {
+    mod = await import("node-llama-cpp");
+  } catch (e) {
+    throw new Error(`--vs-llama-cpp needs the node-llama-cpp package (npm i -D -E node-llama-cpp@3.21.1): ${(e as Error).message}`);
+  }
+  const llama = await mod.getLlama({ gpu: false, build: "never", logLevel: mod.LlamaLogLevel.error, progressLogs: false, maxThreads: job.threads });
+  try {
+    const t0 = performance.now();
+    const model = await llama.loadModel({ modelPath: job.modelPath, gpuLayers: 0 });
+    const context = await model.createContext({ ...contextOptions, threads: { ideal: job.threads, min: job.threads }, flashAttention: false });
+    const loadMs = performance.now() - t0;
+    const result = await body(context, loadMs, `node-llama-cpp CPU, ${context.currentThreads} threads`);
     await context.dispose();
     await model.dispose();
-    return { detail, loadMs, prefillMs, decodeMs, ...rates(prompt.length, prefillMs, job.genTokens, decodeMs), tokens };
+    return result;
   } finally {
     await llama.dispose();
   }

@@ -1,13 +1,23 @@
 import { loadTokenizer } from "../llm.js";
 import { Rng } from "../testing/rng.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 
 /**
  * `n` prompt token ids for `modelPath`: BOS first when the model adds one, then ids drawn
  * (seeded, so every run and both engines see the same prompt) from the non-special tokens.
  */
 export async function randomPromptTokens(modelPath: string, n: number, seed = 1): Promise<number[]> {
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`prompt tokens must be a positive integer, got ${n}`);
+  return drawPrompt(await loadTokenizer(modelPath), n, seed);
+}
+
+/** `count` different prompts of `n` tokens each, as randomPromptTokens draws them (seeds 1, 2, ...: the first is its prompt) */
+export async function randomPrompts(modelPath: string, n: number, count: number): Promise<number[][]> {
   const tok = await loadTokenizer(modelPath);
+  return Array.from({ length: count }, (_, i) => drawPrompt(tok, n, i + 1));
+}
+
+function drawPrompt(tok: Tokenizer, n: number, seed: number): number[] {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`prompt tokens must be a positive integer, got ${n}`);
   const out: number[] = [];
   if (tok.addBos && tok.bosId !== undefined) out.push(tok.bosId);
   const rng = new Rng(seed);

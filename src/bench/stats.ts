@@ -1,5 +1,3 @@
-import { METRICS, type EngineSample, type MetricMedians } from "./types.js";
-
 /** median of a non-empty list (mean of the two middle values for an even count) */
 export function median(values: readonly number[]): number {
   if (values.length === 0) throw new Error("median of an empty list");
@@ -8,16 +6,17 @@ export function median(values: readonly number[]): number {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
-export function medians(samples: readonly EngineSample[]): MetricMedians {
-  const out = {} as MetricMedians;
-  for (const m of METRICS) out[m] = median(samples.map((s) => s[m]));
+/** the median of each of `metrics` over the samples */
+export function medians<M extends string>(samples: readonly Readonly<Record<M, number>>[], metrics: readonly M[]): Record<M, number> {
+  const out = {} as Record<M, number>;
+  for (const m of metrics) out[m] = median(samples.map((s) => s[m]));
   return out;
 }
 
 /** a / b per metric (NaN where b is 0) */
-export function ratios(a: MetricMedians, b: MetricMedians): MetricMedians {
-  const out = {} as MetricMedians;
-  for (const m of METRICS) out[m] = b[m] === 0 ? NaN : a[m] / b[m];
+export function ratios<M extends string>(a: Readonly<Record<M, number>>, b: Readonly<Record<M, number>>, metrics: readonly M[]): Record<M, number> {
+  const out = {} as Record<M, number>;
+  for (const m of metrics) out[m] = b[m] === 0 ? NaN : a[m] / b[m];
   return out;
 }
 

@@ -1,6 +1,7 @@
-import { loadModel } from "../llm.js";
+import { loadModel, type Model } from "../llm.js";
+import { timeConcurrentRequests } from "./concurrent.js";
 import { argmax, rates } from "./stats.js";
-import type { EngineSample, WorkerJob } from "./types.js";
+import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /**
  * tsllm's side: the raw forward pass (no sampler, no detokenizer), so both engines do the same
@@ -28,9 +29,38 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
       tokens.push(tok);
     }
     const decodeMs = performance.now() - t2;
-    const detail = `${model.backend.name}, ${model.backend.threads} thread${model.backend.threads === 1 ? "" : "s"}`;
-    return { detail, loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens };
+    return { detail: backendDetail(model), loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens };
   } finally {
     model.dispose();
   }
+}
+
+/**
+ * tsllm serving concurrent requests through the public API only (`Model.stream`, which times
+ * each token; `generate` is the same loop without the steps), so the benchmark measures
+ * whatever scheduling the Model does with calls that overlap — one after another, or batched.
+ * Unlike the single-stream run this includes sampling and detokenizing, as a server's requests do.
+ */
+export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<ParallelSample, "peakRssBytes">> {
+  const t0 = performance.now();
+  // one KV cache for the Model, room for every request at once
+  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.prompts.length * job.sequenceContextSize });
+  try {
+    const loadMs = performance.now() - t0;
+    const options = { maxTokens: job.genTokens, temperature: 0, ignoreEos: true };
+    const times = await timeConcurrentRequests(job.prompts.map((prompt) => () => generatedTokens(model, prompt, options)), job.genTokens);
+    return { detail: backendDetail(model), loadMs, ...times };
+  } finally {
+    model.dispose();
+  }
+}
+
+/** the token ids of a streamed generation (its last step may carry only held-back text) */
+async function* generatedTokens(model: Model, prompt: readonly number[], options: Parameters<Model["stream"]>[1]): AsyncGenerator<number> {
+  for await (const step of model.stream(prompt, options)) if (step.token !== undefined) yield step.token;
+}
+
+/** what actually ran, e.g. "wasm, 2 threads" (a backend may fall back) */
+function backendDetail(model: Model): string {
+  return `${model.backend.name}, ${model.backend.threads} thread${model.backend.threads === 1 ? "" : "s"}`;
 }

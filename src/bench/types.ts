@@ -2,18 +2,37 @@
 
 export type EngineName = "tsllm" | "llama.cpp";
 
-/** One child run: load the model, prefill the prompt once, decode `genTokens` greedy steps. */
-export interface WorkerJob {
+/** What every child run is told, whatever it measures. */
+export interface EngineJob {
   readonly engine: EngineName;
   readonly modelPath: string;
   readonly threads: number;
-  /** the prompt as token ids (BOS included when the model uses one); the same for both engines */
-  readonly promptTokens: readonly number[];
   readonly genTokens: number;
-  /** KV cache size in tokens, the same for both engines */
-  readonly contextSize: number;
   /** tsllm only: compute backend */
   readonly backend?: "wasm" | "reference";
+}
+
+/** One child run: load the model, prefill the prompt once, decode `genTokens` greedy steps. */
+export interface WorkerJob extends EngineJob {
+  /** the prompt as token ids (BOS included when the model uses one); the same for both engines */
+  readonly promptTokens: readonly number[];
+  /** KV cache size in tokens, the same for both engines */
+  readonly contextSize: number;
+}
+
+/**
+ * One concurrent-requests child run: load the model, then start one greedy request per prompt
+ * all at once, each generating `genTokens` tokens (end-of-generation tokens included).
+ */
+export interface ParallelWorkerJob extends EngineJob {
+  /** one prompt (token ids) per request, all different; the same for both engines */
+  readonly prompts: readonly (readonly number[])[];
+  /**
+   * KV cells one request needs (prompt + generated tokens + slack): tsllm's one cache gets
+   * prompts.length times this, llama.cpp's context this per sequence (node-llama-cpp's
+   * contextSize is per sequence)
+   */
+  readonly sequenceContextSize: number;
 }
 
 /** One engine's measurements from one child process. */
@@ -32,6 +51,32 @@ export interface EngineSample {
   readonly detail: string;
   /** greedy tokens produced (first from prefill, then one per decode step); not compared, just reported */
   readonly tokens: readonly number[];
+}
+
+/** One request of a concurrent run. */
+export interface RequestSample {
+  /** from the request's start to its first token (ms): its prefill plus any wait for the other requests */
+  readonly ttftMs: number;
+  /** mean time between its later tokens (ms) */
+  readonly tpotMs: number;
+  /** the tokens it generated */
+  readonly tokens: readonly number[];
+}
+
+/** One engine's measurements from one concurrent-requests child process. */
+export interface ParallelSample {
+  /** model load + KV cache/context creation (ms) */
+  readonly loadMs: number;
+  /** from starting all requests to the last one finishing (ms) */
+  readonly wallMs: number;
+  /** every request's generated tokens / wallMs */
+  readonly aggregateTokensPerSecond: number;
+  /** the request medians of ttftMs and tpotMs */
+  readonly ttftMs: number;
+  readonly tpotMs: number;
+  readonly peakRssBytes: number;
+  readonly detail: string;
+  readonly requests: readonly RequestSample[];
 }
 
 /** The metrics a report summarizes, in table order. */
@@ -59,4 +104,36 @@ export interface BenchReport {
   readonly llamaCpp?: EngineReport;
   /** tsllm / llama.cpp for every metric (only with llama.cpp) */
   readonly ratio?: MetricMedians;
+}
+
+export const PARALLEL_METRICS = ["aggregateTokensPerSecond", "ttftMs", "tpotMs", "loadMs", "peakRssBytes"] as const;
+export type ParallelMetric = (typeof PARALLEL_METRICS)[number];
+
+export interface ParallelEngineReport {
+  readonly engine: EngineName;
+  readonly detail: string;
+  /** medians over the repetitions (of each run's request medians, for ttftMs and tpotMs) */
+  readonly medians: Record<ParallelMetric, number>;
+  readonly samples: readonly ParallelSample[];
+}
+
+/** Both engines at one number of concurrent requests. */
+export interface ParallelLevelReport {
+  readonly concurrency: number;
+  readonly tsllm: ParallelEngineReport;
+  readonly llamaCpp?: ParallelEngineReport;
+  /** tsllm / llama.cpp for every metric (only with llama.cpp) */
+  readonly ratio?: Record<ParallelMetric, number>;
+  /** each engine's median aggregate tok/s here / at one request (only when 1 was among the levels) */
+  readonly scaling: { readonly tsllm?: number; readonly llamaCpp?: number };
+}
+
+export interface ParallelBenchReport {
+  readonly model: string;
+  readonly threads: number;
+  readonly promptTokens: number;
+  readonly genTokens: number;
+  readonly repetitions: number;
+  readonly sequenceContextSize: number;
+  readonly levels: readonly ParallelLevelReport[];
 }
