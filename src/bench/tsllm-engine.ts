@@ -43,8 +43,10 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
  */
 export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<ParallelSample, "peakRssBytes">> {
   const t0 = performance.now();
-  // one KV cache for the Model, room for every request at once
-  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.prompts.length * job.sequenceContextSize });
+  // each request's context as llama.cpp's sequences get; the engine's KV pool holds them all at once
+  const model = await loadModel(job.modelPath, {
+    backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: Math.max(16, job.prompts.length),
+  });
   try {
     const loadMs = performance.now() - t0;
     const options = { maxTokens: job.genTokens, temperature: 0, ignoreEos: true };
