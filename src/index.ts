@@ -1,10 +1,10 @@
 // The public surface of tsllm.
-export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions } from "./llm.js";
-export type { GenerateOptions, GenerationResult, GenerationStep, FinishReason } from "./generation/generate.js";
-export type { Timings } from "./generation/timings.js";
+export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions, type ChoiceStep, type GenerationRun } from "./llm.js";
+export type { GenerateOptions, GenerationResult, GenerationStep, FinishReason, Timings } from "./generation/index.js";
+export type { Engine, EngineStats, RequestEvent } from "./engine/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer } from "./tokenizer/index.js";
-export type { ModelInfo, LanguageModel } from "./models/model.js";
+export type { ModelInfo, LanguageModel } from "./models/index.js";
 export { ChatTemplate, type ChatMessage } from "./chat/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";

@@ -1,5 +1,5 @@
 import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
-import { Engine, type EngineRequest, type RequestOutcome } from "./engine/index.js";
+import { Engine, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   alternativeDecoding, computeTimings, createStopMatcher, samplingOptionsOf, Sequence, usesStrategy, validateChoices, validateLogprobs,
@@ -16,6 +16,16 @@ import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/inde
 export type ChoiceStep = GenerationStep & { choice?: number };
 
 type Prompt = string | readonly number[];
+
+/** A generation queued on the engine (Model.submit). */
+export interface GenerationRun {
+  /** every choice's steps as they happen, interleaved, and each choice's end */
+  events(): AsyncGenerator<RequestEvent, void>;
+  /** the steps in stream()'s order: choice 0's, then choice 1's, ... */
+  steps(): AsyncGenerator<ChoiceStep, void>;
+  /** the result once the request has ended (rejects if the engine failed it) */
+  result(): Promise<GenerationResult>;
+}
 
 export interface LoadModelOptions {
   /** compute backend: "wasm" (SIMD + worker threads, the default when available) or "reference" (plain TypeScript) */
@@ -92,7 +102,7 @@ export class Model {
     const controller = new AbortController();
     const unlink = link(options.signal, controller);
     try {
-      const runs = prompts.map((p) => this.start(p, { ...options, signal: controller.signal }));
+      const runs = prompts.map((p) => this.submit(p, { ...options, signal: controller.signal }));
       return await Promise.all(runs.map((r) => r.result()));
     } catch (e) {
       controller.abort();
@@ -113,7 +123,7 @@ export class Model {
     const controller = new AbortController();
     const unlink = link(merged.signal, controller);
     try {
-      const run = this.start(prompt, { ...merged, signal: controller.signal });
+      const run = this.submit(prompt, { ...merged, signal: controller.signal });
       yield* run.steps();
       return await run.result();
     } finally {
@@ -123,11 +133,16 @@ export class Model {
   }
 
   /**
-   * Queues one generation on the engine (validated now); `steps` streams its steps in the
-   * documented order (choice 0's live, later choices' after it), `result` gives the result.
+   * Queues one generation on the engine and returns at once (validation errors throw here,
+   * nothing queued). For servers and other callers that interleave many: `events` yields every
+   * choice's steps as they happen, each choice's end as an event of its own; `steps` yields them
+   * in stream()'s order (choice 0's, then choice 1's, ...); read one of the two. Abort with
+   * `options.signal`. Sampling decoding only: beam search and speculative decoding go through
+   * stream() / generate(). The model's generation defaults are not applied here.
    */
-  private start(prompt: Prompt, options: GenerateOptions): { steps(): AsyncGenerator<ChoiceStep, void>; result(): Promise<GenerationResult> } {
+  submit(prompt: Prompt, options: GenerateOptions = {}): GenerationRun {
     this.assertUsable();
+    if (usesStrategy(options)) throw new RangeError("submit: beam search and speculative decoding run through stream() or generate()");
     const t0 = performance.now();
     const n = validateChoices(options);
     const promptTokens = this.encode(prompt, options);
@@ -138,6 +153,7 @@ export class Model {
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: validateLogprobs(options.logprobs), signal: options.signal,
     });
     return {
+      events: () => request[Symbol.asyncIterator](),
       steps: () => orderedSteps(request),
       result: async () => this.resultOf(prompt, await request.outcome, t0),
     };
