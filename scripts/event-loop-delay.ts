@@ -5,7 +5,7 @@
  * turn between layers once a time slice is used) and, for comparison, through the raw
  * synchronous forward pass.
  *
- *   node --import tsx scripts/event-loop-delay.ts [--threads 2] [--prompt-tokens 512] [--runs 3]
+ *   node --import tsx scripts/event-loop-delay.ts [--threads 2] [--prompt-tokens 512] [--runs 3] [--max-batch-tokens N]
  *
  * Not a test: a benchmark of a shared machine; quote the medians.
  */
@@ -15,14 +15,15 @@ import { loadModel } from "../src/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, SMOLLM_135M } from "../src/testing/index.js";
 
-const { values } = parseArgs({ options: { threads: { type: "string" }, "prompt-tokens": { type: "string" }, runs: { type: "string" } } });
+const { values } = parseArgs({ options: { threads: { type: "string" }, "prompt-tokens": { type: "string" }, runs: { type: "string" }, "max-batch-tokens": { type: "string" } } });
 const threads = Number(values.threads ?? 2), promptTokens = Number(values["prompt-tokens"] ?? 512), runs = Number(values.runs ?? 3);
-for (const [name, v] of [["--threads", threads], ["--prompt-tokens", promptTokens], ["--runs", runs]] as const) {
+const maxBatchTokens = values["max-batch-tokens"] === undefined ? undefined : Number(values["max-batch-tokens"]);
+for (const [name, v] of [["--threads", threads], ["--prompt-tokens", promptTokens], ["--runs", runs], ["--max-batch-tokens", maxBatchTokens ?? 1]] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer, got ${v}`);
 }
 
 const path = await ensureRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q8_0 });
-const model = await loadModel(path, { threads, contextSize: promptTokens + 16 });
+const model = await loadModel(path, { threads, contextSize: promptTokens + 16, maxBatchTokens });
 const prompt = Array.from({ length: promptTokens }, (_, i) => 1 + ((i * 7919) % (model.info.vocabSize - 1)));
 const ms = (ns: number) => (ns / 1e6).toFixed(1);
 
@@ -54,7 +55,7 @@ try {
       await new Promise((r) => setTimeout(r, 2));
     }));
   }
-  process.stdout.write(`event-loop delay during a ${promptTokens}-token prefill, SmolLM-135M shape Q8_0, ${threads} threads, median of ${runs} runs\n`);
+  process.stdout.write(`event-loop delay during a ${promptTokens}-token prefill, SmolLM-135M shape Q8_0, ${threads} threads, engine steps of ${model.engine.maxBatchTokens} tokens, median of ${runs} runs\n`);
   for (const [label, r] of Object.entries(rows)) {
     process.stdout.write(`${label.padEnd(28)} p50 ${ms(median(r.p50)).padStart(7)} ms  p99 ${ms(median(r.p99)).padStart(7)} ms  max ${ms(median(r.max)).padStart(7)} ms  prefill wall ${median(r.wall).toFixed(0)} ms\n`);
   }

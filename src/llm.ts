@@ -1,15 +1,14 @@
 import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
-import { Engine, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  alternativeDecoding, computeTimings, createStopMatcher, samplingOptionsOf, Sequence, usesStrategy, validateChoices, validateLogprobs,
-  type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  computeTimings, samplingOptionsOf, usesStrategy, validateChoices, validateLogprobs, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
 import { openModel, type LanguageModel, type ModelInfo } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
-import { createSampler, randomSeed } from "./sampling/index.js";
+import { randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
@@ -43,7 +42,7 @@ export interface LoadModelOptions {
   kvCacheBytes?: number;
   /** generations decoded together at most; more wait their turn (default 16; n choices count n) */
   maxSequences?: number;
-  /** tokens one engine step computes at most, decodes plus prompt chunks (default 256) */
+  /** tokens one engine step computes at most, decodes plus prompt chunks (default 64) */
   maxBatchTokens?: number;
 }
 
@@ -115,10 +114,6 @@ export class Model {
   /** Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with `choice`); the iterator's return value is the full result. */
   async *stream(prompt: Prompt, options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     const merged = withDefaults(this.generationDefaults, options);
-    if (usesStrategy(merged)) {
-      validateChoices(merged);
-      return yield* this.streamStrategy(prompt, merged);
-    }
     // the caller leaving the loop early cancels the request
     const controller = new AbortController();
     const unlink = link(merged.signal, controller);
@@ -137,18 +132,17 @@ export class Model {
    * nothing queued). For servers and other callers that interleave many: `events` yields every
    * choice's steps as they happen, each choice's end as an event of its own; `steps` yields them
    * in stream()'s order (choice 0's, then choice 1's, ...); read one of the two. Abort with
-   * `options.signal`. Sampling decoding only: beam search and speculative decoding go through
-   * stream() / generate(). The model's generation defaults are not applied here.
+   * `options.signal`. The model's generation defaults are not applied here.
    */
   submit(prompt: Prompt, options: GenerateOptions = {}): GenerationRun {
     this.assertUsable();
-    if (usesStrategy(options)) throw new RangeError("submit: beam search and speculative decoding run through stream() or generate()");
     const t0 = performance.now();
     const n = validateChoices(options);
+    if (usesStrategy(options) && options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
     const promptTokens = this.encode(prompt, options);
     const sampling = samplingOptionsOf(options);
     const request = this.engine.submit({
-      promptTokens, n, sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
+      promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: validateLogprobs(options.logprobs), signal: options.signal,
     });
@@ -180,45 +174,7 @@ export class Model {
       promptTokens: o.promptTokens,
       timings,
       ...(o.choices.length > 1 ? { choices: o.choices.map(choiceOf) } : {}),
-    };
-  }
-
-  /**
-   * Beam search and speculative decoding: the search runs between two engine steps (on caches
-   * of its own), then its tokens go through a Sequence like sampled ones — stop strings,
-   * streaming detokenization, maxTokens.
-   */
-  private async *streamStrategy(prompt: Prompt, options: GenerateOptions): AsyncGenerator<ChoiceStep, GenerationResult> {
-    this.assertUsable();
-    const t0 = performance.now();
-    const promptTokens = this.encode(prompt, options);
-    if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
-    if (promptTokens.length >= this.contextSize) {
-      throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`);
-    }
-    if (options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
-    const maxTokens = options.maxTokens ?? 256;
-    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${maxTokens}`);
-    const sampler = createSampler(samplingOptionsOf(options));
-    const endIds = options.stopTokens?.length ? new Set([...this.tokenizer.endOfGenerationIds, ...options.stopTokens]) : this.tokenizer.endOfGenerationIds;
-    const alt = await this.engine.exclusive(() =>
-      alternativeDecoding(this.languageModel, this.tokenizer, promptTokens, options, endIds, Math.min(maxTokens, this.contextSize - promptTokens.length), sampler));
-    const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop];
-    const seq = new Sequence(promptTokens, sampler, createStopMatcher(stops), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true }), {
-      maxTokens, contextSize: this.contextSize, endIds, ignoreEos: options.ignoreEos ?? false, topLogprobs: undefined,
-    });
-    for (const token of alt.tokens) {
-      if (options.signal?.aborted) { yield* seq.finish("abort"); break; }
-      yield* seq.accept(token);
-      if (seq.done) break;
-    }
-    if (!seq.done) yield* seq.finish(alt.finishReason);
-    const tFirst = seq.completionTokens.length > 0 ? alt.firstTokenAt : alt.endAt;
-    return {
-      prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(promptTokens),
-      completion: seq.completion, promptTokens, completionTokens: seq.completionTokens, finishReason: seq.finishReason!,
-      timings: computeTimings(this.loadMs, promptTokens.length, seq.completionTokens.length, t0, alt.firstTokenAt, tFirst, alt.endAt),
-      ...alt.extra,
+      ...o.extra,
     };
   }
 
@@ -255,7 +211,8 @@ export class Model {
 
 /** a request's steps, choice 0's as they happen and each later choice's once the ones before it have ended */
 async function* orderedSteps(request: EngineRequest): AsyncGenerator<ChoiceStep, void> {
-  const n = request.params.n;
+  const d = request.params.decoding;
+  const n = d.kind === "sample" ? d.n : 1;
   const held: ChoiceStep[][] = Array.from({ length: n }, () => []);
   const ended = new Array<boolean>(n).fill(false);
   let current = 0;
@@ -270,6 +227,17 @@ async function* orderedSteps(request: EngineRequest): AsyncGenerator<ChoiceStep,
       current++;
     }
   }
+}
+
+/** how the options ask for tokens to be chosen */
+function decodingOf(o: GenerateOptions, n: number): Decoding {
+  if (o.numBeams !== undefined) {
+    return { kind: "beam", numBeams: o.numBeams, lengthPenalty: o.lengthPenalty, earlyStopping: o.earlyStopping, numReturnSequences: o.numReturnSequences, noRepeatNgramSize: o.noRepeatNgramSize };
+  }
+  if (o.draftModel !== undefined || o.promptLookup) {
+    return { kind: "speculative", draft: o.draftModel?.languageModel, draftTokens: o.draftTokens, promptLookup: typeof o.promptLookup === "number" ? o.promptLookup : undefined };
+  }
+  return { kind: "sample", n };
 }
 
 /** aborts `controller` when `signal` does; returns the unlinking */

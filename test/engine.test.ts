@@ -185,3 +185,35 @@ test("stories260K: leaving a stream early cancels its request; dispose fails the
   model.dispose();
   await assert.rejects(running, /disposed while the request was running/);
 });
+
+test("stories260K: beam search and speculative decoding run as engine strategies beside sampled requests, each as it runs alone", { skip }, async () => {
+  const draftModel = await loadModel(sharedFile(MODEL)!, { quantize: "q4_0" });
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: "Once upon a time", options: { numBeams: 4, numReturnSequences: 2, maxTokens: 24 } },
+    { prompt: "Lily and Ben", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 4 } },
+    { prompt: "The little dog", options: { temperature: 0, maxTokens: 40, promptLookup: true } },
+    { prompt: "One day", options: { temperature: 0.8, seed: 5, maxTokens: 40, draftModel, draftTokens: 3 } },
+    { prompt: "Lily", options: { temperature: 0.9, seed: 3, maxTokens: 40 } },
+  ];
+  try {
+    const solo = await soloResults("wasm", jobs);
+    const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+    try {
+      const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
+      got.forEach((r, i) => {
+        assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i} (${Object.keys(jobs[i]!.options).join(", ")})`);
+        assert.equal(r.completion, solo[i]!.completion);
+      });
+      assert.deepEqual(got[0]!.beams!.map((b) => b.tokens), solo[0]!.beams!.map((b) => b.tokens));
+      assert.deepEqual(got[1]!.speculative, solo[1]!.speculative);
+      // the strategies' first token is decided after the first step, not at the end of the run
+      for (const r of got.slice(0, 4)) assert.ok(r.timings.ttftMs < r.timings.totalMs && r.timings.tpotMs > 0, JSON.stringify(r.timings));
+      assert.ok(model.engine.stats.peakStepSequences >= 6, `${model.engine.stats.peakStepSequences} sequences in one step (4 beams and the others)`);
+      assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    draftModel.dispose();
+  }
+});

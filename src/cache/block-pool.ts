@@ -42,6 +42,8 @@ export interface KVPoolStats {
   readonly rowsWritten: number;
   /** times the storage was reallocated to hold more blocks */
   readonly grows: number;
+  /** rows copied when a sequence forked mid-block with forkCopy */
+  readonly rowsCopied: number;
   /** blocks holding registered prefixes that no sequence references (reusable, evicted when room is needed) */
   readonly cachedBlocks: number;
   /** blocks taken up again by a sequence through a prefix lookup */
@@ -72,6 +74,8 @@ export class KVBlockPool {
   private grows = 0;
   /** updated by KVCache.store */
   rowsWritten = 0;
+  /** rows copied by KVCache.forkCopy (a partial block's rows, once per fork) */
+  rowsCopied = 0;
   /** key -> the block registered under it */
   private readonly byKey = new Map<string, number>();
   private readonly registrations = new Map<number, Registration>();
@@ -112,7 +116,7 @@ export class KVBlockPool {
 
   get stats(): KVPoolStats {
     return {
-      capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows,
+      capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows, rowsCopied: this.rowsCopied,
       cachedBlocks: this.idle.size, prefixHits: this.hits, evictions: this.evictions,
     };
   }

@@ -172,6 +172,49 @@ export class KVCache {
     this.len = this.reserved = blocks.length * bs;
   }
 
+  /**
+   * A fork whose blocks all start where this sequence's do: it shares every block but a
+   * partially filled last one, whose rows it copies into a fresh block of its own (at most
+   * blockSize - 1 rows per layer). Unlike fork() the two never share a block that either still
+   * extends, so a tree of such forks holds at most one partial block per sequence — what lets
+   * a fixed pool bound a beam search's blocks in advance.
+   */
+  forkCopy(): KVCache {
+    const c = new KVCache(this.nLayers, this.nKvHeads, this.headDim, this.capacity, this.pool);
+    c.rows.set(this.rows.subarray(0, this.len));
+    const last = this.blocks.length - 1;
+    const partial = last >= 0 && this.blockStarts[last]! < this.len && this.len - this.blockStarts[last]! < this.pool.blockSize;
+    for (let i = 0; i < this.blocks.length && this.blockStarts[i]! < this.len; i++) {
+      if (partial && i === last) break;
+      this.pool.retain(this.blocks[i]!);
+      c.blocks.push(this.blocks[i]!);
+      c.blockStarts.push(this.blockStarts[i]!);
+    }
+    if (partial) {
+      const start = this.blockStarts[last]!, n = this.len - start;
+      const b = this.pool.take();
+      const first = this.pool.firstRow(b);
+      for (let s = 1; s < n; s++) this.pool.claimAfter(first + s - 1);
+      const rs = this.pool.rowSize, from = this.rows[start]!;
+      for (let l = 0; l < this.nLayers; l++) {
+        const k = this.pool.keys[l]!, v = this.pool.values[l]!;
+        k.copyWithin(first * rs, from * rs, (from + n) * rs);
+        v.copyWithin(first * rs, from * rs, (from + n) * rs);
+      }
+      this.pool.rowsCopied += n;
+      c.blocks.push(b);
+      c.blockStarts.push(start);
+      for (let s = 0; s < n; s++) c.rows[start + s] = first + s;
+    }
+    c.len = c.reserved = this.len;
+    return c;
+  }
+
+  /** the pool blocks this sequence references, in position order */
+  get blockIds(): readonly number[] {
+    return this.blocks;
+  }
+
   /** drops every position and its block references (the cache stays usable, empty) */
   free(): void {
     this.truncate(0);

@@ -1,12 +1,16 @@
 import { totalmem } from "node:os";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, type Alloc, type KVPoolStats } from "../cache/index.js";
-import { createStopMatcher, Sequence, validateLogprobs, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
-import { createSampler } from "../sampling/index.js";
+import { createSampler, Mt19937 } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, TimeSlicer } from "./runner.js";
 import { Scheduler, type StepPlan } from "./scheduler.js";
+import type { SequenceLogits, Strategy } from "./strategy.js";
+import { BeamStrategy } from "./strategies/beam.js";
+import { SamplingStrategy } from "./strategies/sampling.js";
+import { SpeculativeStrategy } from "./strategies/speculative.js";
 
 export interface EngineOptions {
   /** positions one sequence may hold (prompt + completion) */
@@ -18,9 +22,13 @@ export interface EngineOptions {
   readonly kvCacheBytes?: number;
   /** sequences decoded together at most (default 16; a request with n choices counts n) */
   readonly maxSequences?: number;
-  /** tokens one step computes at most: decodes plus prompt chunks (default 256) */
+  /**
+   * tokens one step computes at most: decodes plus prompt chunks (default 64: a stage of a
+   * 64-token chunk of the SmolLM-135M shape takes ~5-10 ms here, while prefill throughput is the
+   * same as one 512-token pass)
+   */
   readonly maxBatchTokens?: number;
-  /** compute time after which a pass gives the event loop a turn (default 10 ms) */
+  /** compute time after which a pass gives the event loop a turn (default 5 ms) */
   readonly sliceMs?: number;
   /** where the KV pool's rows live (the backend's memory, so attention reads them in place) */
   readonly alloc?: Alloc;
@@ -86,11 +94,11 @@ export class Engine {
       return v;
     };
     this.maxSequences = int("maxSequences", options.maxSequences, 16, 1);
-    this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 256, 1);
+    this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 64, 1);
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
       throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
     }
-    this.slicer = new TimeSlicer(options.sliceMs ?? 10);
+    this.slicer = new TimeSlicer(options.sliceMs ?? 5);
     // validates the budget now, so a bad kvCacheBytes fails at load, not at the first request
     this.capacityBlocks();
   }
@@ -118,7 +126,7 @@ export class Engine {
    */
   submit(params: RequestParams): EngineRequest {
     if (this.closed) throw new Error("the engine has been closed (model disposed)");
-    const { promptTokens, n, maxTokens } = params;
+    const { promptTokens, maxTokens } = params;
     if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
     if (promptTokens.length >= this.contextSize) {
       throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`);
@@ -126,12 +134,14 @@ export class Engine {
     const vocab = this.model.info.vocabSize;
     for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`token id ${t} is outside the vocabulary [0, ${vocab})`);
     if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${maxTokens}`);
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${n}`);
-    if (n > this.maxSequences) throw new RangeError(`n = ${n} completions exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`);
     validateLogprobs(params.topLogprobs);
     createSampler(params.sampling); // throws a RangeError naming a bad sampling option
+    const strategy = this.strategyFor(params);
+    if (strategy.width > this.maxSequences) {
+      throw new RangeError(`${strategy.width} ${params.decoding.kind === "beam" ? "beams" : "completions"} exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`);
+    }
     const scheduler = this.ensureScheduler();
-    const request = new EngineRequest(this.nextId++, params);
+    const request = new EngineRequest(this.nextId++, params, strategy);
     scheduler.admissible(request);
     scheduler.waiting.push(request);
     params.signal?.addEventListener("abort", () => this.wake(), { once: true });
@@ -204,39 +214,76 @@ export class Engine {
     }
   }
 
-  /** samples, applies the stops and emits the steps of every sequence that got logits */
+  /** hands each request's logits to its strategy (which samples, applies stops and emits), registers full blocks, ends finished requests */
   private update(s: Scheduler, plan: StepPlan, logits: readonly (Float32Array | undefined)[]): void {
-    const touched = new Set<EngineRequest>();
+    const results = new Map<EngineRequest, SequenceLogits[]>();
     plan.chunks.forEach((chunk, i) => {
-      const { request, sequence } = chunk;
-      touched.add(request);
+      let list = results.get(chunk.request);
+      if (!list) results.set(chunk.request, (list = []));
       const row = logits[i];
-      if (!row) return;
-      if (!request.prefilled) {
-        request.prefilledAt = performance.now();
-        this.cachedPromptTokens += request.cachedPromptTokens;
-        // every choice starts from the prompt's last logits
-        s.fork(request);
-        for (const seq of request.sequences) request.emit(seq, seq.sequence.advance(row));
-      } else {
-        request.emit(sequence, sequence.sequence.advance(row));
-      }
+      if (row) list.push({ seq: chunk.sequence, logits: row });
     });
-    for (const request of touched) {
-      for (const seq of request.sequences) {
-        if (seq.done) s.retire(seq);
-        else s.cacheFullBlocks(seq);
+    for (const [request, got] of results) {
+      if (got.length > 0) {
+        if (!request.prefilled) {
+          request.prefilledAt = performance.now();
+          this.cachedPromptTokens += request.cachedPromptTokens;
+          request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
+        } else {
+          request.strategy.step(request, got, s);
+        }
       }
-      if (request.prefilled && request.sequences.every((seq) => seq.done)) this.end(request);
+      for (const seq of request.sequences) s.cacheFullBlocks(seq);
+      if (request.strategy.done) this.end(request);
     }
   }
 
   private sweepAborted(s: Scheduler): void {
     for (const request of [...s.waiting, ...s.running]) {
       if (!request.aborted) continue;
-      for (const seq of request.sequences) request.emit(seq, seq.sequence.finish("abort"));
+      request.strategy.abort(request);
       this.end(request);
     }
+  }
+
+  /** the strategy that decodes the request (validates its options) */
+  private strategyFor(params: RequestParams): Strategy {
+    const d = params.decoding;
+    const makeSequence = (choice: number) => this.newSequence(params, choice);
+    const room = Math.min(params.maxTokens, this.contextSize - params.promptTokens.length);
+    const endIds = params.ignoreEos ? new Set<number>() : this.endIds(params);
+    const vocab = this.model.info.vocabSize;
+    switch (d.kind) {
+      case "sample":
+        if (!Number.isInteger(d.n) || d.n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${d.n}`);
+        return new SamplingStrategy(d.n, params.maxTokens, makeSequence, params.topLogprobs !== undefined);
+      case "beam": {
+        const options = { ...d, maxTokens: room, endIds };
+        validateBeamOptions(options);
+        return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => this.tokenizer.decode(t, { skipSpecialTokens: true }));
+      }
+      case "speculative": {
+        validateSpeculative(d);
+        if (d.draft && d.draft.info.vocabSize !== vocab) throw new RangeError(`draft model: its vocabulary has ${d.draft.info.vocabSize} tokens, the target's ${vocab}`);
+        const draftTokens = d.draftTokens ?? (d.draft ? 8 : 10);
+        return new SpeculativeStrategy(vocab, params.promptTokens, (out) => {
+          const sampler = out.sampler;
+          // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
+          // distributions, the draft with the same processors, all draws from one stream seeded like the sampler
+          const sampling = sampler.options.temperature > 0 ? {
+            target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
+          } : undefined;
+          return {
+            maxTokens: room, draft: d.draft, draftTokens, promptLookup: d.promptLookup, endIds,
+            choose: (logits, history) => sampler.sample(logits, history), sampling,
+          };
+        }, draftTokens, makeSequence);
+      }
+    }
+  }
+
+  private endIds(p: RequestParams): ReadonlySet<number> {
+    return p.stopTokens.length > 0 ? new Set([...this.tokenizer.endOfGenerationIds, ...p.stopTokens]) : this.tokenizer.endOfGenerationIds;
   }
 
   /** the request leaves the scheduler (its blocks back to the pool) and settles */
@@ -255,15 +302,13 @@ export class Engine {
     this.scheduler = new Scheduler(
       pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize },
       () => new KVCache(i.blockCount, i.headCountKv, i.headDim, this.contextSize, pool),
-      (request, choice) => this.newSequence(request, choice),
     );
     return this.scheduler;
   }
 
-  private newSequence(request: EngineRequest, choice: number): Sequence {
-    const p = request.params;
-    const ends = p.stopTokens.length > 0 ? new Set([...this.tokenizer.endOfGenerationIds, ...p.stopTokens]) : this.tokenizer.endOfGenerationIds;
-    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: ends, ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
+  /** the output sequence of a choice: its sampler (seed + choice), stop strings, streaming decoder */
+  private newSequence(p: RequestParams, choice: number): Sequence {
+    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
     return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true }), rules);
   }

@@ -1,2 +1,2 @@
 export { Engine, type EngineOptions, type EngineStats } from "./engine.js";
-export { EngineRequest, RunningSequence, type ChoiceOutcome, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";
+export { EngineRequest, RunningSequence, type ChoiceOutcome, type Decoding, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";

@@ -1,35 +1,42 @@
 import type { KVCache } from "../cache/index.js";
-import type { FinishReason, GenerationStep, Sequence, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
+import type { Strategy } from "./strategy.js";
 
-/** A sequence the engine runs: its lifecycle and the KV cache (in the engine's pool) its tokens are computed into. */
+/** A sequence the engine runs: the tokens its cache must hold and the KV cache (in the engine's pool) they are computed into. */
 export class RunningSequence {
+  /** set by its strategy when it takes no more steps */
+  finished = false;
+  /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
+  allLogits = false;
+
   constructor(
-    readonly sequence: Sequence,
+    /** prompt and chosen tokens; those past cache.length are pending (the next step computes them) */
+    public tokens: number[],
     readonly cache: KVCache,
-    /** which of the request's choices it is */
-    readonly choice: number,
   ) {}
-
-  /** its end has been queued as an event */
-  reported = false;
-
-  get done(): boolean {
-    return this.sequence.done;
-  }
 
   /** tokens whose K/V the cache does not hold yet */
   get pending(): number {
-    return this.sequence.tokens.length - this.cache.length;
+    return this.tokens.length - this.cache.length;
   }
 }
 
-/** What a caller asks the engine for: token ids in, `n` completions out. */
+/** how a request chooses its tokens */
+export type Decoding =
+  | { readonly kind: "sample"; readonly n: number }
+  | {
+      readonly kind: "beam"; readonly numBeams: number; readonly lengthPenalty?: number; readonly earlyStopping?: boolean | "never";
+      readonly numReturnSequences?: number; readonly noRepeatNgramSize?: number;
+    }
+  | { readonly kind: "speculative"; readonly draft?: LanguageModel; readonly draftTokens?: number; readonly promptLookup?: number };
+
+/** What a caller asks the engine for: token ids in, completions out. */
 export interface RequestParams {
   readonly promptTokens: readonly number[];
-  /** completions sharing the prompt's prefill; choice i samples with seed + i */
-  readonly n: number;
-  /** sampling options with the seed resolved (choice 0's) */
+  readonly decoding: Decoding;
+  /** sampling options with the seed resolved (choice 0's; choice i of n samples with seed + i) */
   readonly sampling: SamplingOptions & { seed: number };
   readonly maxTokens: number;
   readonly stop: readonly string[];
@@ -59,6 +66,8 @@ export interface ChoiceOutcome {
 export interface RequestOutcome {
   readonly promptTokens: number[];
   readonly choices: ChoiceOutcome[];
+  /** what a strategy reports besides its choices (beam search's beams, speculative decoding's acceptance) */
+  readonly extra: Pick<GenerationResult, "beams" | "speculative">;
   readonly submittedAt: number;
   /** when the scheduler first gave it room (its queue time ends) */
   readonly scheduledAt: number;
@@ -73,18 +82,20 @@ type Phase = "waiting" | "running" | "finished";
 
 /**
  * A request inside the engine: its parameters, where it is in its life (waiting for room,
- * running, finished), its sequences (one while the prompt is prefilled; `n` after) and the
- * stream of events it emits. Events and the outcome are buffered, so a consumer may start
- * reading late and still sees every step.
+ * running, finished), the sequences its strategy runs and the stream of events it emits.
+ * Events and the outcome are buffered, so a consumer may start reading late and still sees
+ * every step.
  */
 export class EngineRequest implements AsyncIterable<RequestEvent> {
   phase: Phase = "waiting";
-  /** the prompt's sequence first; the other choices join when the prompt is prefilled */
+  /** the prompt's sequence first; the strategy adds and retires others */
   readonly sequences: RunningSequence[] = [];
   readonly submittedAt = performance.now();
   scheduledAt = 0;
   prefilledAt = 0;
   cachedPromptTokens = 0;
+  /** KV blocks it may hold at once beyond its cached prefix (its worst case, reserved at admission) */
+  reservedBlocks = 0;
   private readonly events: RequestEvent[] = [];
   private waiter: (() => void) | undefined;
   private outcomeValue: RequestOutcome | undefined;
@@ -95,7 +106,7 @@ export class EngineRequest implements AsyncIterable<RequestEvent> {
   private resolveOutcome!: (o: RequestOutcome) => void;
   private rejectOutcome!: (e: unknown) => void;
 
-  constructor(readonly id: number, readonly params: RequestParams) {
+  constructor(readonly id: number, readonly params: RequestParams, readonly strategy: Strategy) {
     this.outcome = new Promise((resolve, reject) => {
       this.resolveOutcome = resolve;
       this.rejectOutcome = reject;
@@ -108,37 +119,27 @@ export class EngineRequest implements AsyncIterable<RequestEvent> {
     return this.params.signal?.aborted === true;
   }
 
-  /** whether the prompt has been computed and every choice has its sequence */
+  /** whether the prompt has been computed (the strategy has started) */
   get prefilled(): boolean {
     return this.prefilledAt > 0;
   }
 
-  /** queues a sequence's steps, and its end once it is done (reported once) */
-  emit(seq: RunningSequence, steps: readonly GenerationStep[]): void {
-    for (const step of steps) this.events.push({ choice: seq.choice, step });
-    if (seq.done && !seq.reported) {
-      seq.reported = true;
-      this.events.push({ choice: seq.choice, finishReason: seq.sequence.finishReason! });
-    }
+  /** queues a choice's steps, and its end when `finished` says it ended */
+  emit(choice: number, steps: readonly GenerationStep[], finished?: FinishReason): void {
+    for (const step of steps) this.events.push({ choice, step });
+    if (finished !== undefined) this.events.push({ choice, finishReason: finished });
     this.wake();
   }
 
-  /** ends the request with its sequences' results */
+  /** ends the request with its strategy's results */
   complete(): void {
     if (this.settled) return;
     this.settled = true;
     this.phase = "finished";
     const now = performance.now();
-    const choices: ChoiceOutcome[] = [];
-    for (let i = 0; i < this.params.n; i++) {
-      const s = this.sequences[i]?.sequence;
-      choices.push(s ? {
-        completion: s.completion, completionTokens: s.completionTokens, finishReason: s.finishReason ?? "abort",
-        ...(s.logprobs ? { logprobs: s.logprobs } : {}), firstTokenAt: s.firstTokenAt, endedAt: s.endedAt || now,
-      } : { completion: "", completionTokens: [], finishReason: "abort", ...(this.params.topLogprobs === undefined ? {} : { logprobs: [] }), firstTokenAt: 0, endedAt: now });
-    }
+    const { choices, extra } = this.strategy.outcome(now);
     this.outcomeValue = {
-      promptTokens: [...this.params.promptTokens], choices, submittedAt: this.submittedAt, scheduledAt: this.scheduledAt || now,
+      promptTokens: [...this.params.promptTokens], choices, extra, submittedAt: this.submittedAt, scheduledAt: this.scheduledAt || now,
       prefilledAt: this.prefilledAt, endedAt: now, cachedPromptTokens: this.cachedPromptTokens,
     };
     this.resolveOutcome(this.outcomeValue);

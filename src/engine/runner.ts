@@ -30,7 +30,7 @@ export class TimeSlicer {
  * Returns each chunk's last-token logits, or undefined where the chunk wanted none.
  */
 export async function executeStep(model: LanguageModel, plan: StepPlan, slicer: TimeSlicer): Promise<(Float32Array | undefined)[]> {
-  const pass = model.passBatch(plan.chunks.map((c) => ({ tokens: c.tokens, cache: c.sequence.cache, logits: c.wantsLogits })));
+  const pass = model.passBatch(plan.chunks.map((c) => ({ tokens: c.tokens, cache: c.sequence.cache, logits: c.logits })));
   for (;;) {
     const r = pass.next();
     if (r.done) return r.value;

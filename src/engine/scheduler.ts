@@ -1,6 +1,6 @@
 import { KVBlockPool, type KVCache } from "../cache/index.js";
-import type { Sequence } from "../generation/index.js";
 import { RunningSequence, type EngineRequest } from "./request.js";
+import type { StrategyHost } from "./strategy.js";
 
 /** One sequence's share of a step: the tokens the pass computes for it. */
 export interface ScheduledChunk {
@@ -8,8 +8,8 @@ export interface ScheduledChunk {
   readonly sequence: RunningSequence;
   /** tokens [cache.length, cache.length + tokens.length) of the sequence */
   readonly tokens: readonly number[];
-  /** the chunk ends the sequence's pending tokens, so its last logits choose the next token */
-  readonly wantsLogits: boolean;
+  /** which logits its strategy gets: none (more prompt chunks follow), the last token's, or every token's */
+  readonly logits: boolean | "all";
 }
 
 /** What one step runs: plain data from the scheduler to the runner and the update. */
@@ -22,28 +22,28 @@ export interface StepPlan {
 export interface SchedulerLimits {
   /** tokens one step computes at most, decodes included (chunked prefill fills what the decodes leave) */
   readonly maxBatchTokens: number;
-  /** sequences running at once (a request with n choices counts n) */
+  /** sequences running at once (a request counts its strategy's width) */
   readonly maxSequences: number;
   /** positions one sequence may hold */
   readonly contextSize: number;
 }
 
 /**
- * Each step: every running sequence that has sampled a token decodes it (one row each); the
- * token budget they leave goes to prompts still being prefilled, oldest first, in chunks; then
- * waiting requests are admitted in arrival order while sequences, budget and KV blocks allow.
+ * Each step: every running sequence with chosen tokens decodes them (one row each; a
+ * speculative round's proposal as one chunk); the token budget they leave goes to prompts still
+ * being prefilled, oldest first, in chunks; then waiting requests are admitted in arrival order
+ * while sequences, budget and KV blocks allow.
  *
- * KV admission is worst-case: a request is admitted only when the blocks it may still need
- * (its prompt, maxTokens for every choice, a spare block for a fork's unaligned start) fit
- * beside what the running requests may still need, counting cached prefix blocks as room. So
- * a running request never finds the pool empty and nothing is ever preempted; a request that
- * does not fit waits for others to finish.
+ * KV admission is worst-case: a request is admitted only when the blocks it may hold at once
+ * (its prompt and maxTokens, plus what its strategy adds: other choices, beams, a proposal) fit
+ * beside what the running requests may still take, cached prefix blocks counting as room. So a
+ * running request never finds the pool empty and nothing is ever preempted; a request that does
+ * not fit waits for others to finish. It is also the StrategyHost: strategies fork and retire
+ * their sequences through it.
  */
-export class Scheduler {
+export class Scheduler implements StrategyHost {
   readonly waiting: EngineRequest[] = [];
   readonly running: EngineRequest[] = [];
-  /** blocks each sequence may still take: its worst case and its block count when it started */
-  private readonly budgets = new Map<RunningSequence, { worst: number; base: number }>();
   /** how many of each sequence's leading blocks are registered as cached prefixes, and the last one's id */
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
 
@@ -52,17 +52,17 @@ export class Scheduler {
     readonly limits: SchedulerLimits,
     /** an empty KV cache of one sequence in the pool */
     private readonly newCache: () => KVCache,
-    private readonly newSequence: (request: EngineRequest, choice: number) => Sequence,
   ) {}
 
-  /** the most blocks a request can ever need (no prefix cached); throws when that exceeds the whole pool */
+  /** throws when the request's worst case exceeds the whole pool (it could never run) */
   admissible(request: EngineRequest): void {
-    const need = this.worstBlocks(request, 0) + this.forkBlocks(request);
+    const need = this.worstBlocks(request, 0);
     if (need > this.pool.blockCount) {
-      const { promptTokens, maxTokens, n } = request.params;
-      const bs = this.pool.blockSize;
+      const { promptTokens, maxTokens } = request.params;
+      const bs = this.pool.blockSize, width = request.strategy.width;
+      const what = request.params.decoding.kind === "beam" ? `, ${width} beams` : width > 1 ? `, ${width} choices` : request.params.decoding.kind === "speculative" ? ", a speculative proposal" : "";
       throw new RangeError(
-        `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${promptTokens.length} + maxTokens ${maxTokens}${n > 1 ? `, ${n} choices` : ""}) ` +
+        `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${promptTokens.length} + maxTokens ${maxTokens}${what}) ` +
           `but the KV cache holds ${this.pool.blockCount * bs} tokens (${this.pool.byteLength} bytes); lower maxTokens or raise kvCacheBytes`,
       );
     }
@@ -70,18 +70,18 @@ export class Scheduler {
 
   get runningSequences(): number {
     let n = 0;
-    for (const r of this.running) n += r.prefilled ? r.sequences.filter((s) => !s.done).length : r.params.n;
+    for (const r of this.running) n += r.strategy.width;
     return n;
   }
 
   schedule(): StepPlan {
     const chunks: ScheduledChunk[] = [];
     let budget = this.limits.maxBatchTokens;
-    // decodes first: each running sequence's sampled token
+    // decodes first: each running sequence's chosen tokens, whole
     for (const request of this.running) {
       if (!request.prefilled) continue;
       for (const sequence of request.sequences) {
-        if (sequence.done || sequence.pending === 0) continue;
+        if (sequence.finished || sequence.pending === 0) continue;
         chunks.push(chunkOf(request, sequence, sequence.pending));
         budget -= sequence.pending;
       }
@@ -99,7 +99,7 @@ export class Scheduler {
     const admitted: EngineRequest[] = [];
     while (this.waiting.length > 0 && budget > 0) {
       const request = this.waiting[0]!;
-      if (this.runningSequences + request.params.n > this.limits.maxSequences) break;
+      if (this.runningSequences + request.strategy.width > this.limits.maxSequences) break;
       const sequence = this.admit(request);
       if (!sequence) break;
       this.waiting.shift();
@@ -111,19 +111,20 @@ export class Scheduler {
     return { chunks, admitted };
   }
 
-  /**
-   * The prompt's prefill is done: choices 1..n-1 fork the prompt's cache (sharing its rows,
-   * nothing copied) and become sequences of their own.
-   */
-  fork(request: EngineRequest): void {
-    const first = request.sequences[0]!;
-    for (let choice = 1; choice < request.params.n; choice++) {
-      const cache = first.cache.fork();
-      const sequence = new RunningSequence(this.newSequence(request, choice), cache, choice);
-      this.budgets.set(sequence, { worst: this.childBlocks(request), base: cache.blockCount });
-      this.registered.set(sequence, { ...this.registered.get(first)! });
-      request.sequences.push(sequence);
-    }
+  fork(request: EngineRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence {
+    const seq = new RunningSequence(tokens, how === "share" ? parent.cache.fork() : parent.cache.forkCopy());
+    const state = this.registered.get(parent);
+    if (state) this.registered.set(seq, { ...state });
+    request.sequences.push(seq);
+    return seq;
+  }
+
+  retire(request: EngineRequest, seq: RunningSequence): void {
+    const i = request.sequences.indexOf(seq);
+    if (i >= 0) request.sequences.splice(i, 1);
+    // its cached prefixes stay, idle, for later requests
+    seq.cache.free();
+    this.registered.delete(seq);
   }
 
   /** takes a request out of the scheduler and returns its sequences' blocks to the pool */
@@ -132,14 +133,7 @@ export class Scheduler {
     if (w >= 0) this.waiting.splice(w, 1);
     const r = this.running.indexOf(request);
     if (r >= 0) this.running.splice(r, 1);
-    for (const s of request.sequences) this.retire(s);
-  }
-
-  /** a finished sequence keeps no blocks while its siblings run on (its cached prefixes stay, idle, for later requests) */
-  retire(sequence: RunningSequence): void {
-    sequence.cache.free();
-    this.budgets.delete(sequence);
-    this.registered.delete(sequence);
+    for (const s of [...request.sequences]) this.retire(request, s);
   }
 
   /**
@@ -153,11 +147,11 @@ export class Scheduler {
     while ((state.blocks + 1) * bs <= sequence.cache.length) {
       const block = sequence.cache.alignedBlock(state.blocks);
       if (block === undefined) {
-        // a fork's own rows start mid-block: nothing after this is block-aligned
+        // a shared fork's own rows start mid-block: nothing after this is block-aligned
         this.registered.delete(sequence);
         return;
       }
-      state.id = this.pool.register(block, KVBlockPool.prefixKey(state.id, sequence.sequence.tokens.slice(state.blocks * bs, (state.blocks + 1) * bs)));
+      state.id = this.pool.register(block, KVBlockPool.prefixKey(state.id, sequence.tokens.slice(state.blocks * bs, (state.blocks + 1) * bs)));
       state.blocks++;
     }
   }
@@ -176,48 +170,43 @@ export class Scheduler {
       previous = found.id;
     }
     const revived = hits.filter((b) => this.pool.isIdle(b)).length;
-    const need = this.worstBlocks(request, hits.length) + this.forkBlocks(request);
+    const need = this.worstBlocks(request, hits.length);
     if (need + revived > this.pool.availableBlocks - this.outstanding()) return undefined;
 
     const cache = this.newCache();
     cache.adoptPrefix(hits);
-    const sequence = new RunningSequence(this.newSequence(request, 0), cache, 0);
-    this.budgets.set(sequence, { worst: this.worstBlocks(request, hits.length), base: cache.blockCount });
+    const sequence = new RunningSequence([...promptTokens], cache);
     this.registered.set(sequence, { blocks: hits.length, id: previous });
     request.sequences.push(sequence);
     request.cachedPromptTokens = hits.length * bs;
+    request.reservedBlocks = need + hits.length;
     request.phase = "running";
     request.scheduledAt = performance.now();
     this.running.push(request);
     return sequence;
   }
 
-  /** blocks the running sequences may still take */
+  /** blocks the running requests may still take: each one's reservation less the blocks its sequences hold now */
   private outstanding(): number {
     let sum = 0;
-    for (const [s, { worst, base }] of this.budgets) sum += Math.max(0, worst - (s.cache.blockCount - base));
-    for (const r of this.running) if (!r.prefilled) sum += this.forkBlocks(r);
+    for (const r of this.running) {
+      const held = new Set<number>();
+      for (const s of r.sequences) for (const b of s.cache.blockIds) held.add(b);
+      sum += Math.max(0, r.reservedBlocks - held.size);
+    }
     return sum;
   }
 
-  /** new blocks the prompt's sequence may take: its whole length less the cached prefix (+1: a sibling may take its next slot) */
+  /** new blocks the request may hold at once: its first sequence's whole length less the cached prefix, plus its strategy's */
   private worstBlocks(request: EngineRequest, cachedBlocks: number): number {
-    const { promptTokens, maxTokens, n } = request.params;
+    const { promptTokens, maxTokens } = request.params;
     const length = Math.min(promptTokens.length + maxTokens, this.limits.contextSize);
-    return Math.ceil(length / this.pool.blockSize) - cachedBlocks + (n > 1 ? 1 : 0);
-  }
-
-  /** blocks the forked choices may take (they share the prompt's) */
-  private forkBlocks(request: EngineRequest): number {
-    return (request.params.n - 1) * this.childBlocks(request);
-  }
-
-  private childBlocks(request: EngineRequest): number {
-    return Math.ceil(request.params.maxTokens / this.pool.blockSize) + 1;
+    return Math.ceil(length / this.pool.blockSize) - cachedBlocks + request.strategy.extraBlocks(this.pool.blockSize);
   }
 }
 
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {
   const start = sequence.cache.length;
-  return { request, sequence, tokens: sequence.sequence.tokens.slice(start, start + k), wantsLogits: k === sequence.pending };
+  const complete = k === sequence.pending;
+  return { request, sequence, tokens: sequence.tokens.slice(start, start + k), logits: !complete ? false : sequence.allLogits ? "all" : true };
 }

@@ -120,43 +120,56 @@ function addHypothesis(h: Hypotheses, seq: BeamSequence, numBeams: number): void
   }
 }
 
+/** one beam of the next step: the live beam it extends (its index) and the token it appends */
+export interface BeamExtension {
+  readonly parent: number;
+  readonly token: number;
+}
+
 /**
- * Runs beam search after `promptTokens` (which must not be empty); the beams live in one fresh
- * paged cache of promptTokens.length + maxTokens positions per beam. Returns the sequences best
- * first and the work done.
+ * The search itself, one step at a time, apart from where the logits come from: `step` takes
+ * the live beams' next-token logits (the prompt's alone at first) and returns the next live beams
+ * as extensions of the current ones, or undefined once the search has ended; `result` then gives
+ * the hypotheses. beamSearch() below drives it over caches of its own, the engine over its pool.
  */
-export function beamSearch(model: LanguageModel, promptTokens: readonly number[], options: BeamSearchOptions): { sequences: BeamSequence[]; stats: BeamSearchStats } {
-  validateBeamOptions(options);
-  const B = options.numBeams;
-  const lengthPenalty = options.lengthPenalty ?? 1;
-  const early = options.earlyStopping ?? false;
-  const ngram = options.noRepeatNgramSize ?? 0;
-  const P = promptTokens.length;
-  const maxTokens = options.maxTokens;
-  const V = model.info.vocabSize;
-  const root = model.createCache(P + maxTokens);
-  const stats: BeamSearchStats = { decodeSteps: 0, decodePasses: 0, forks: 0, kv: root.pool.stats };
-  const hyps: Hypotheses = { items: [], worst: 1e9 };
-  const norm = (sum: number, len: number) => sum / Math.pow(len, lengthPenalty);
-  if (maxTokens === 0) return { sequences: [], stats };
+export class BeamSearch {
+  /** live beams: generated tokens and their score */
+  private beams: { tokens: number[]; score: number }[] = [{ tokens: [], score: 0 }];
+  private readonly hyps: Hypotheses = { items: [], worst: 1e9 };
+  private steps = 0;
+  private ended: boolean;
+  private readonly lengthPenalty: number;
 
-  // room for B beams that each extend the shared prompt by maxTokens positions (a fork
-  // starts a fresh block, hence one more block per beam); the pool still grows if forks fragment it
-  const bs = root.pool.blockSize;
-  root.pool.reserve(Math.ceil(P / bs) + B * (Math.ceil(maxTokens / bs) + 1));
-  let logits = [model.forward(promptTokens, root)];
-  // live beams: generated tokens, score, and the cache holding their K/V
-  let beams: { tokens: number[]; score: number; cache: KVCache }[] = [{ tokens: [], score: 0, cache: root }];
-  let done = false;
+  constructor(private readonly promptTokens: readonly number[], private readonly options: BeamSearchOptions, private readonly vocabSize: number) {
+    validateBeamOptions(options);
+    this.lengthPenalty = options.lengthPenalty ?? 1;
+    this.ended = options.maxTokens === 0;
+  }
 
-  for (let step = 0; step < maxTokens && !done; step++) {
+  get done(): boolean {
+    return this.ended;
+  }
+
+  /** live beams (the next step wants their logits in this order) */
+  get width(): number {
+    return this.beams.length;
+  }
+
+  /** ranks every extension of the live beams (logits[i] is beam i's) and returns the next beams, or undefined when the search is over */
+  step(logits: readonly Float32Array[]): BeamExtension[] | undefined {
+    if (this.ended) return undefined;
+    const { numBeams: B, endIds, maxTokens } = this.options;
+    const early = this.options.earlyStopping ?? false;
+    const ngram = this.options.noRepeatNgramSize ?? 0;
+    const norm = (sum: number, len: number) => sum / Math.pow(len, this.lengthPenalty);
+    const step = this.steps++;
     // rank every (beam, token) extension; keep the best 2B
     const candidates: { beam: number; token: number; score: number }[] = [];
     const keep = 2 * B;
-    beams.forEach((beam, bi) => {
+    this.beams.forEach((beam, bi) => {
       const lp = logSoftmax(logits[bi]!);
-      if (ngram > 0) for (const t of bannedNgramTokens([...promptTokens, ...beam.tokens], ngram)) lp[t] = -Infinity;
-      for (let v = 0; v < V; v++) {
+      if (ngram > 0) for (const t of bannedNgramTokens([...this.promptTokens, ...beam.tokens], ngram)) lp[t] = -Infinity;
+      for (let v = 0; v < this.vocabSize; v++) {
         const s = beam.score + lp[v]!;
         if (candidates.length === keep && !(s > candidates[keep - 1]!.score)) continue;
         if (candidates.length === keep) candidates.pop();
@@ -168,32 +181,67 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
     const next: { tokens: number[]; score: number; parent: number; token: number }[] = [];
     for (let rank = 0; rank < candidates.length && next.length < B; rank++) {
       const c = candidates[rank]!;
-      const parent = beams[c.beam]!;
-      if (options.endIds.has(c.token)) {
+      const parent = this.beams[c.beam]!;
+      if (endIds.has(c.token)) {
         if (rank >= B) continue;
-        addHypothesis(hyps, { tokens: [...parent.tokens], sumLogprobs: c.score, score: norm(c.score, step + 1), finished: true }, B);
+        addHypothesis(this.hyps, { tokens: [...parent.tokens], sumLogprobs: c.score, score: norm(c.score, step + 1), finished: true }, B);
       } else {
         next.push({ tokens: [...parent.tokens, c.token], score: c.score, parent: c.beam, token: c.token });
       }
     }
     // are we done? (transformers' BeamHypotheses.is_done with the best candidate score)
-    if (hyps.items.length >= B) {
+    let done = false;
+    if (this.hyps.items.length >= B) {
       if (early === true) done = true;
       else {
         const best = candidates[0]!.score;
-        const len = early === "never" && lengthPenalty > 0 ? maxTokens : step + 1;
-        done = hyps.worst >= norm(best, len);
+        const len = early === "never" && this.lengthPenalty > 0 ? maxTokens : step + 1;
+        done = this.hyps.worst >= norm(best, len);
       }
     }
     if (done || step === maxTokens - 1 || next.length === 0) {
-      if (!done) for (const n of next) addHypothesis(hyps, { tokens: n.tokens, sumLogprobs: n.score, score: norm(n.score, n.tokens.length), finished: false }, B);
-      break;
+      if (!done) for (const n of next) addHypothesis(this.hyps, { tokens: n.tokens, sumLogprobs: n.score, score: norm(n.score, n.tokens.length), finished: false }, B);
+      this.ended = true;
+      return undefined;
     }
+    this.beams = next.map((n) => ({ tokens: n.tokens, score: n.score }));
+    return next.map((n) => ({ parent: n.parent, token: n.token }));
+  }
+
+  /** the closed hypotheses by score, best first (numReturnSequences of them) */
+  result(): BeamSequence[] {
+    const sorted = [...this.hyps.items].sort((a, b) => b.score - a.score);
+    return sorted.slice(0, this.options.numReturnSequences ?? 1);
+  }
+}
+
+/**
+ * Runs beam search after `promptTokens` (which must not be empty); the beams live in one fresh
+ * paged cache of promptTokens.length + maxTokens positions per beam. Returns the sequences best
+ * first and the work done.
+ */
+export function beamSearch(model: LanguageModel, promptTokens: readonly number[], options: BeamSearchOptions): { sequences: BeamSequence[]; stats: BeamSearchStats } {
+  const search = new BeamSearch(promptTokens, options, model.info.vocabSize);
+  const B = options.numBeams;
+  const P = promptTokens.length;
+  const maxTokens = options.maxTokens;
+  const root = model.createCache(P + maxTokens);
+  const stats: BeamSearchStats = { decodeSteps: 0, decodePasses: 0, forks: 0, kv: root.pool.stats };
+  if (search.done) return { sequences: [], stats };
+
+  // room for B beams that each extend the shared prompt by maxTokens positions (a fork
+  // starts a fresh block, hence one more block per beam); the pool still grows if forks fragment it
+  const bs = root.pool.blockSize;
+  root.pool.reserve(Math.ceil(P / bs) + B * (Math.ceil(maxTokens / bs) + 1));
+  let logits = [model.forward(promptTokens, root)];
+  // the cache holding each live beam's K/V
+  let caches: KVCache[] = [root];
+  for (let next = search.step(logits); next; next = search.step(logits)) {
     // hand out caches: the first child of a parent continues its cache, further children fork
     // it (all forks before any pass writes), and parents no child continues are freed
     const continued = new Set<KVCache>();
-    const caches = next.map((n) => {
-      const c = beams[n.parent]!.cache;
+    const childCaches = next.map((n) => {
+      const c = caches[n.parent]!;
       if (!continued.has(c)) {
         continued.add(c);
         return c;
@@ -201,14 +249,13 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
       stats.forks++;
       return c.fork();
     });
-    for (const b of beams) if (!continued.has(b.cache)) b.cache.free();
+    for (const c of caches) if (!continued.has(c)) c.free();
     // every beam's next token in one pass (the same logits as one pass per beam)
-    logits = model.forwardBatch(next.map((n, i) => ({ tokens: [n.token], cache: caches[i]! })));
+    logits = model.forwardBatch(next.map((n, i) => ({ tokens: [n.token], cache: childCaches[i]! })));
     stats.decodeSteps += next.length;
     stats.decodePasses++;
-    beams = next.map((n, i) => ({ tokens: n.tokens, score: n.score, cache: caches[i]! }));
+    caches = childCaches;
   }
   stats.kv = root.pool.stats;
-  const sorted = [...hyps.items].sort((a, b) => b.score - a.score);
-  return { sequences: sorted.slice(0, options.numReturnSequences ?? 1), stats };
+  return { sequences: search.result(), stats };
 }

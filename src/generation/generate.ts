@@ -1,9 +1,8 @@
 import type { LanguageModel } from "../models/index.js";
-import { createSampler, Mt19937, type Sampler, type SamplingOptions } from "../sampling/index.js";
-import type { PromptNormalization, Tokenizer } from "../tokenizer/index.js";
-import { beamSearch, type BeamSequence } from "./beam.js";
+import type { SamplingOptions } from "../sampling/index.js";
+import type { PromptNormalization } from "../tokenizer/index.js";
 import type { TokenLogprob } from "./logprobs.js";
-import { speculativeGreedy, type SpeculativeStats } from "./speculative.js";
+import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
 
 export interface GenerateOptions extends SamplingOptions {
@@ -103,52 +102,4 @@ export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
     numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc,
     ...samplingOptions } = options;
   return samplingOptions;
-}
-
-export interface AlternativeDecoding {
-  /** the tokens to emit, without the end token */
-  tokens: number[];
-  finishReason: FinishReason;
-  firstTokenAt: number;
-  endAt: number;
-  extra: Pick<GenerationResult, "beams" | "speculative">;
-}
-
-/**
- * Beam search or speculative decoding, as the options ask (usesStrategy): the whole run at once,
- * on caches of its own; the caller then emits the tokens through a Sequence (`accept`).
- */
-export function alternativeDecoding(
-  model: LanguageModel, tokenizer: Tokenizer, promptTokens: readonly number[], options: GenerateOptions,
-  endIds: ReadonlySet<number>, maxTokens: number, sampler: Sampler,
-): AlternativeDecoding {
-  const ends = options.ignoreEos ? new Set<number>() : endIds;
-  if (options.numBeams !== undefined) {
-    const { sequences } = beamSearch(model, promptTokens, {
-      numBeams: options.numBeams, maxTokens, endIds: ends, lengthPenalty: options.lengthPenalty,
-      earlyStopping: options.earlyStopping, numReturnSequences: options.numReturnSequences, noRepeatNgramSize: options.noRepeatNgramSize,
-    });
-    const now = performance.now();
-    const best = sequences[0];
-    return {
-      tokens: best?.tokens ?? [], finishReason: best?.finished ? "stop" : "length", firstTokenAt: now, endAt: now,
-      extra: { beams: sequences.map((b: BeamSequence) => ({ ...b, text: tokenizer.decode(b.tokens, { skipSpecialTokens: true }) })) },
-    };
-  }
-  // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
-  // distributions, the draft with the same processors, all draws from one stream seeded like the sampler
-  const sampling = sampler.options.temperature > 0 ? {
-    target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
-  } : undefined;
-  let firstTokenAt = 0;
-  const r = speculativeGreedy(model, promptTokens, {
-    maxTokens, draft: options.draftModel?.languageModel, draftTokens: options.draftTokens,
-    promptLookup: typeof options.promptLookup === "number" ? options.promptLookup : undefined,
-    choose: (logits, history) => sampler.sample(logits, history),
-    sampling,
-    endIds: ends,
-    onToken: () => { firstTokenAt ||= performance.now(); return false; },
-  });
-  const endAt = performance.now();
-  return { tokens: r.tokens, finishReason: r.finishReason, firstTokenAt: firstTokenAt || endAt, endAt, extra: { speculative: r.stats } };
 }

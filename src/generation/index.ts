@@ -1,7 +1,9 @@
 export {
-  alternativeDecoding, samplingOptionsOf, usesStrategy, validateChoices, type AlternativeDecoding, type Choice, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep,
+  samplingOptionsOf, usesStrategy, validateChoices, type Choice, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generate.js";
 export { Sequence, type StopRules } from "./sequence.js";
 export { tokenLogprobs, validateLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
 export { createStopMatcher, type StopMatcher } from "./stop-strings.js";
 export { computeTimings, formatTimings, type Timings } from "./timings.js";
+export { BeamSearch, beamSearch, validateBeamOptions, type BeamExtension, type BeamSearchOptions, type BeamSequence } from "./beam.js";
+export { SpeculativeDecoder, speculativeGreedy, validateSpeculative, type SpeculativeOptions, type SpeculativeSampling, type SpeculativeStats } from "./speculative.js";

@@ -167,97 +167,165 @@ export function validateSpeculative(o: { draftTokens?: number; promptLookup?: nu
   }
 }
 
-export function speculativeGreedy(target: LanguageModel, promptTokens: readonly number[], o: SpeculativeOptions): SpeculativeResult {
-  validateSpeculative(o);
-  const k = o.draftTokens ?? (o.draft ? 8 : 10);
-  const ngram = o.promptLookup ?? 3;
-  if (o.draft && o.draft.info.vocabSize !== target.info.vocabSize) {
-    throw new RangeError(`draft model: its vocabulary has ${o.draft.info.vocabSize} tokens, the target's ${target.info.vocabSize}`);
-  }
-  const V = target.info.vocabSize;
-  const capacity = promptTokens.length + o.maxTokens + k + 1;
-  const tCache = target.createCache(capacity);
-  const dCache: KVCache | undefined = o.draft?.createCache(capacity);
-  const stats = { rounds: 0, drafted: 0, accepted: 0 };
-  const seq = [...promptTokens];
-  const out: number[] = [];
-  let finishReason: "stop" | "length" = "length";
-  const done = () => {
-    const s = stats.drafted > 0 ? stats.accepted / stats.drafted : 0;
-    return { tokens: out, finishReason, stats: { ...stats, acceptanceRate: s, tokensPerTargetPass: stats.rounds > 0 ? out.length / stats.rounds : 0 } };
-  };
-  if (o.maxTokens === 0) return done();
-  // emits an accepted token; false when generation must stop
-  const accept = (t: number): boolean => {
-    if (o.endIds.has(t)) { finishReason = "stop"; return false; }
-    out.push(t);
-    seq.push(t);
-    if (o.onToken?.(t)) { finishReason = "stop"; return false; }
-    return out.length < o.maxTokens;
-  };
+/**
+ * The decoder's rounds, apart from who runs the target: `first` takes the prompt's last logits;
+ * each round `propose` drafts (running the draft model on its own cache), the caller computes
+ * the target's logits for `verifyTokens()` (cur + proposal, every position) in one pass, and
+ * `verify` keeps the accepted prefix and the target's own next token. After `verify` the
+ * target cache must hold `keptPositions()` positions (truncate it to that). speculativeGreedy()
+ * below drives it over a cache of its own, the engine over its pool.
+ */
+export class SpeculativeDecoder {
+  /** prompt + accepted output; its last token (`cur`) is chosen but not yet run through the target */
+  readonly seq: number[];
+  readonly out: number[] = [];
+  finishReason: "stop" | "length" = "length";
+  ended = false;
+  private readonly k: number;
+  private readonly ngram: number;
+  private readonly stats = { rounds: 0, drafted: 0, accepted: 0 };
+  private readonly dCache: KVCache | undefined;
+  private proposal: number[] = [];
+  /** with sampling, qs[i] is the draft distribution proposal[i] was drawn from (undefined: one-hot) */
+  private qs: (Float64Array | undefined)[] = [];
+  private kept = 0;
 
-  const sp = o.sampling;
-  let logits = target.forward(promptTokens, tCache);
-  const first = sp ? drawIndex(denseDistribution(sp.target(logits, seq), V), sp.rng.nextDouble()) : o.choose(logits, seq);
-  if (!accept(first)) return done();
-  for (;;) {
-    const cur = seq[seq.length - 1]!;
-    // propose
-    let proposal: number[];
-    const room = Math.min(k, o.maxTokens - out.length);
-    // with sampling, qs[i] is the draft distribution proposal[i] was drawn from (undefined: one-hot)
-    const qs: (Float64Array | undefined)[] = [];
-    if (o.draft && dCache) {
-      proposal = [];
-      let dl = o.draft.forward(seq.slice(dCache.length), dCache);
+  constructor(private readonly vocabSize: number, promptTokens: readonly number[], private readonly o: SpeculativeOptions) {
+    validateSpeculative(o);
+    this.k = o.draftTokens ?? (o.draft ? 8 : 10);
+    this.ngram = o.promptLookup ?? 3;
+    if (o.draft && o.draft.info.vocabSize !== vocabSize) {
+      throw new RangeError(`draft model: its vocabulary has ${o.draft.info.vocabSize} tokens, the target's ${vocabSize}`);
+    }
+    this.seq = [...promptTokens];
+    this.dCache = o.draft?.createCache(this.capacity);
+    this.ended = o.maxTokens === 0;
+  }
+
+  /** positions the target (and draft) cache may need: prompt, output and one round's proposal */
+  get capacity(): number {
+    return this.seq.length - this.out.length + this.o.maxTokens + this.k + 1;
+  }
+
+  /** tokens proposed per round at most */
+  get draftTokens(): number {
+    return this.k;
+  }
+
+  /** the first token, from the prompt's last logits */
+  first(logits: Float32Array): void {
+    if (this.ended) return;
+    const sp = this.o.sampling;
+    this.accept(sp ? drawIndex(denseDistribution(sp.target(logits, this.seq), this.vocabSize), sp.rng.nextDouble()) : this.o.choose(logits, this.seq));
+  }
+
+  /** drafts this round's proposal */
+  propose(): void {
+    const sp = this.o.sampling, V = this.vocabSize, seq = this.seq;
+    const room = Math.min(this.k, this.o.maxTokens - this.out.length);
+    this.qs = [];
+    if (this.o.draft && this.dCache) {
+      const proposal: number[] = [];
+      let dl = this.o.draft.forward(seq.slice(this.dCache.length), this.dCache);
       for (let i = 0; i < room; i++) {
         let t: number;
         if (sp) {
           const q = denseDistribution(sp.draft(dl, [...seq, ...proposal]), V);
           t = drawIndex(q, sp.rng.nextDouble());
-          qs.push(q);
+          this.qs.push(q);
         } else {
           t = argmax(dl);
         }
         proposal.push(t);
-        if (i + 1 < room) dl = o.draft.forward([t], dCache);
+        if (i + 1 < room) dl = this.o.draft.forward([t], this.dCache);
       }
+      this.proposal = proposal;
     } else {
-      proposal = lookupDraft(seq, ngram, room);
+      this.proposal = lookupDraft(seq, this.ngram, room);
     }
-    // verify: one pass over cur + proposal, logits at every position
-    const base = tCache.length;
-    const rows = target.forward([cur, ...proposal], tCache, { allLogits: true });
-    stats.rounds++;
-    stats.drafted += proposal.length;
+  }
+
+  /** what the target computes this round, every position's logits wanted: cur and the proposal */
+  verifyTokens(): number[] {
+    return [this.seq[this.seq.length - 1]!, ...this.proposal];
+  }
+
+  /** with the target's logits for verifyTokens() (rows back to back): keeps the accepted tokens and the target's next one */
+  verify(rows: Float32Array): void {
+    const sp = this.o.sampling, V = this.vocabSize, proposal = this.proposal;
+    this.stats.rounds++;
+    this.stats.drafted += proposal.length;
     let m = 0;
-    const history = [...seq];
+    const history = [...this.seq];
     let next: number;
     if (sp) {
       for (;;) {
         const p = denseDistribution(sp.target(rows.subarray(m * V, (m + 1) * V), history), V);
         if (m === proposal.length) { next = drawIndex(p, sp.rng.nextDouble()); break; }
         const x = proposal[m]!;
-        const step = rejectionStep(p, qs[m] ?? oneHot(x, V), x, sp.rng);
+        const step = rejectionStep(p, this.qs[m] ?? oneHot(x, V), x, sp.rng);
         if (!step.accepted) { next = step.token; break; }
         m++;
         history.push(x);
       }
     } else {
-      next = o.choose(rows.subarray(0, V), history);
+      next = this.o.choose(rows.subarray(0, V), history);
       while (m < proposal.length && next === proposal[m]) {
         m++;
         history.push(next);
-        next = o.choose(rows.subarray(m * V, (m + 1) * V), history);
+        next = this.o.choose(rows.subarray(m * V, (m + 1) * V), history);
       }
     }
-    stats.accepted += m;
-    // keep cur and the accepted tokens' K/V; the rest of the proposal is forgotten
-    tCache.truncate(base + 1 + m);
+    this.stats.accepted += m;
+    // the target keeps cur and the accepted tokens' K/V; the rest of the proposal is forgotten
+    this.kept = this.seq.length + m;
     let go = true;
-    for (let i = 0; i < m && go; i++) go = accept(proposal[i]!);
-    if (go) go = accept(next);
-    if (dCache && dCache.length > seq.length - 1) dCache.truncate(seq.length - 1);
-    if (!go) return done();
+    for (let i = 0; i < m && go; i++) go = this.accept(proposal[i]!);
+    if (go) this.accept(next);
+    if (this.dCache && this.dCache.length > this.seq.length - 1) this.dCache.truncate(this.seq.length - 1);
   }
+
+  /** positions the target cache keeps after the last verify */
+  keptPositions(): number {
+    return this.kept;
+  }
+
+  /** ends the run early (a stop string, an abort) */
+  stop(): void {
+    if (!this.ended) { this.ended = true; this.finishReason = "stop"; }
+  }
+
+  result(): SpeculativeResult {
+    const s = this.stats;
+    return {
+      tokens: this.out, finishReason: this.finishReason,
+      stats: { ...s, acceptanceRate: s.drafted > 0 ? s.accepted / s.drafted : 0, tokensPerTargetPass: s.rounds > 0 ? this.out.length / s.rounds : 0 },
+    };
+  }
+
+  /** emits an accepted token; false (and ended) when generation must stop */
+  private accept(t: number): boolean {
+    if (this.ended) return false;
+    if (this.o.endIds.has(t)) { this.finishReason = "stop"; this.ended = true; return false; }
+    this.out.push(t);
+    this.seq.push(t);
+    if (this.o.onToken?.(t)) { this.finishReason = "stop"; this.ended = true; return false; }
+    if (this.out.length >= this.o.maxTokens) { this.ended = true; return false; }
+    return true;
+  }
+}
+
+export function speculativeGreedy(target: LanguageModel, promptTokens: readonly number[], o: SpeculativeOptions): SpeculativeResult {
+  const decoder = new SpeculativeDecoder(target.info.vocabSize, promptTokens, o);
+  if (decoder.ended) return decoder.result();
+  const tCache = target.createCache(decoder.capacity);
+  decoder.first(target.forward(promptTokens, tCache));
+  while (!decoder.ended) {
+    decoder.propose();
+    // verify: one pass over cur + proposal, logits at every position
+    const rows = target.forward(decoder.verifyTokens(), tCache, { allLogits: true });
+    decoder.verify(rows);
+    tCache.truncate(decoder.keptPositions());
+  }
+  return decoder.result();
 }

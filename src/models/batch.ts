@@ -4,8 +4,8 @@ import type { KVCache } from "../cache/kv-cache.js";
 export interface SequenceInput {
   readonly tokens: readonly number[];
   readonly cache: KVCache;
-  /** compute the last token's logits (default true); false for a prompt chunk that more chunks follow */
-  readonly logits?: boolean;
+  /** the last token's logits (true, the default), every token's ("all": speculative verification), or none (a prompt chunk that more chunks follow) */
+  readonly logits?: boolean | "all";
 }
 
 export interface Segment {
@@ -15,8 +15,8 @@ export interface Segment {
   readonly cache: KVCache;
   /** position of its first new token (the cache length before the pass) */
   readonly startPos: number;
-  /** whether the pass computes this sequence's last-token logits */
-  readonly logits: boolean;
+  /** which of this sequence's logits the pass computes */
+  readonly logits: boolean | "all";
 }
 
 /** Several sequences laid out back to back: matmuls see one matrix of rows, attention and the cache see segments. */
@@ -51,9 +51,13 @@ export function layoutBatch(seqs: readonly SequenceInput[], vocabSize: number): 
   return { n: tokens.length, tokens, positions, segments };
 }
 
-/** rows whose logits are wanted: the last of each segment that wants logits, or every row */
+/** rows whose logits are wanted: every row (all), or each segment's last row or all its rows, as it asks */
 export function outputRows(layout: BatchLayout, all: boolean): number[] {
-  return all ? layout.tokens.map((_, i) => i) : layout.segments.filter((s) => s.logits).map((s) => s.offset + s.count - 1);
+  if (all) return layout.tokens.map((_, i) => i);
+  return layout.segments.flatMap((s) => {
+    if (s.logits === "all") return Array.from({ length: s.count }, (_, j) => s.offset + j);
+    return s.logits ? [s.offset + s.count - 1] : [];
+  });
 }
 
 /** copies the chosen rows of x (rows of `width` floats) into consecutive rows of dst */

@@ -25,7 +25,7 @@ export abstract class DecoderModel implements LanguageModel {
   }
 
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
-    const all = seqs.map((s) => ({ ...s, logits: true }));
+    const all = seqs.map((s) => ({ ...s, logits: true as const }));
     return this.split(all, drain(this.guarded(all, false))) as Float32Array[];
   }
 
@@ -52,11 +52,15 @@ export abstract class DecoderModel implements LanguageModel {
     }
   }
 
-  /** each sequence's row of the logits (undefined where it asked for none) */
+  /** each sequence's rows of the logits (undefined where it asked for none) */
   private split(seqs: readonly SequenceInput[], logits: Float32Array): (Float32Array | undefined)[] {
     const V = this.info.vocabSize;
     let row = 0;
-    return seqs.map((s) => (s.logits === false ? undefined : logits.slice(row * V, ++row * V)));
+    return seqs.map((s) => {
+      if (s.logits === false) return undefined;
+      const n = s.logits === "all" ? s.tokens.length : 1;
+      return logits.slice(row * V, (row += n) * V);
+    });
   }
 }
 

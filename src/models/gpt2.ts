@@ -123,6 +123,7 @@ export class Gpt2Model extends DecoderModel {
       be.matmul(hidden, L.up, xn, n);
       addBias(hidden, L.upBias, n);
       gelu(act, hidden, n * ff);
+      yield;
       be.matmul(proj, L.down, act, n);
       addBias(proj, L.downBias, n);
       addInPlace(x, proj);

@@ -149,6 +149,7 @@ export class LlamaModel extends DecoderModel {
 
       rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
       const [gate, up] = this.project(L.gateUp, xn, n, ["gate", "up"], [ff, ff], gateUp) as [Float32Array, Float32Array];
+      yield;
       be.swiglu(hidden, gate, up, n * ff);
       be.matmul(proj, L.down, hidden, n);
       addInPlace(x, proj);

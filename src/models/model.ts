@@ -37,9 +37,10 @@ export interface LanguageModel {
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[];
   /**
    * forwardBatch as a pass that pauses (yields) between its stages — after the embedding, after
-   * each layer's attention and after each layer — so that a caller driving it can give its event
-   * loop a turn mid-pass. Its result is each sequence's last-token logits, or undefined for a
-   * sequence whose `logits` is false (a prompt chunk that does not end the prompt). While a pass
+   * each layer's attention, after its feed-forward up-projection and after each layer — so that a caller driving it can give its event
+   * loop a turn mid-pass. Its result is each sequence's last-token logits (every token's, back to
+   * back, for `logits: "all"`), or undefined for a sequence whose `logits` is false (a prompt
+   * chunk that does not end the prompt). While a pass
    * is paused the model's other passes refuse to start: they would overwrite its activations.
    */
   passBatch(seqs: readonly SequenceInput[]): Generator<void, (Float32Array | undefined)[]>;

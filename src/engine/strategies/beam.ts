@@ -1,0 +1,99 @@
+import { BeamSearch, type BeamSearchOptions, type GenerationResult, type Sequence } from "../../generation/index.js";
+import type { EngineRequest, RunningSequence } from "../request.js";
+import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+import { choiceOutcome } from "./sampling.js";
+
+/**
+ * Beam search on the engine: every live beam is a sequence of the request, all decoded in the
+ * same step (with every other request's rows). After each step the search ranks the extensions
+ * (generation/beam.ts); the first child of a beam continues its sequence, further children fork
+ * it with forkCopy (every block shared but a partial last one, which is copied), so the beams
+ * never hold more than one partial block each and the request's blocks are bounded in advance.
+ * The best hypothesis is emitted once the search ends; TTFT is when the first step ranked the
+ * prompt's extensions, TPOT the time per step after it.
+ */
+export class BeamStrategy implements Strategy {
+  private readonly search: BeamSearch;
+  private live: RunningSequence[] = [];
+  private output: Sequence | undefined;
+  private firstStepAt = 0;
+  private beams: GenerationResult["beams"];
+  readonly width: number;
+
+  constructor(
+    promptTokens: readonly number[],
+    private readonly options: BeamSearchOptions,
+    vocabSize: number,
+    private readonly makeSequence: (choice: number) => Sequence,
+    private readonly decode: (tokens: readonly number[]) => string,
+  ) {
+    this.search = new BeamSearch(promptTokens, options, vocabSize);
+    this.width = options.numBeams;
+  }
+
+  extraBlocks(blockSize: number): number {
+    return this.options.numBeams * (Math.ceil(this.options.maxTokens / blockSize) + 1);
+  }
+
+  get done(): boolean {
+    return this.output?.done ?? false;
+  }
+
+  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+    this.firstStepAt = performance.now();
+    this.live = [first];
+    this.advance(request, [logits], host);
+  }
+
+  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+    const byBeam = new Map(results.map((r) => [r.seq, r.logits]));
+    this.advance(request, this.live.map((b) => byBeam.get(b)!), host);
+  }
+
+  abort(request: EngineRequest): void {
+    if (this.done) return;
+    this.output ??= this.makeSequence(0);
+    request.emit(0, this.output.finish("abort"), this.output.finishReason);
+  }
+
+  outcome(now: number): ReturnType<Strategy["outcome"]> {
+    return { choices: [choiceOutcome(this.output, now, false)], extra: this.beams ? { beams: this.beams } : {} };
+  }
+
+  private advance(request: EngineRequest, logits: readonly Float32Array[], host: StrategyHost): void {
+    const next = this.search.step(logits);
+    if (!next) {
+      for (const b of this.live) host.retire(request, b);
+      this.live = [];
+      this.finish(request);
+      return;
+    }
+    const before = this.live.map((b) => b.tokens.slice());
+    const continued = new Set<number>();
+    const children = next.map((ext) => {
+      const parent = this.live[ext.parent]!;
+      if (continued.has(ext.parent)) return host.fork(request, parent, [...before[ext.parent]!, ext.token], "copy");
+      continued.add(ext.parent);
+      parent.tokens.push(ext.token);
+      return parent;
+    });
+    this.live.forEach((b, i) => { if (!continued.has(i)) host.retire(request, b); });
+    this.live = children;
+  }
+
+  /** the best hypothesis goes out through a Sequence: stop strings, streaming text, maxTokens */
+  private finish(request: EngineRequest): void {
+    const sequences = this.search.result();
+    this.beams = sequences.map((b) => ({ ...b, text: this.decode(b.tokens) }));
+    const best = sequences[0];
+    const out = (this.output = this.makeSequence(0));
+    const steps = [];
+    for (const token of best?.tokens ?? []) {
+      steps.push(...out.accept(token));
+      if (out.done) break;
+    }
+    if (!out.done) steps.push(...out.finish(best?.finished ? "stop" : "length"));
+    if (out.completionTokens.length > 0) out.firstTokenAt = this.firstStepAt;
+    request.emit(0, steps, out.finishReason);
+  }
+}

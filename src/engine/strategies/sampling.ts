@@ -1,0 +1,76 @@
+import type { Sequence } from "../../generation/index.js";
+import type { ChoiceOutcome, EngineRequest, RunningSequence } from "../request.js";
+import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+
+/** a choice's outcome from its sequence (or an empty, aborted one when it never started) */
+export function choiceOutcome(out: Sequence | undefined, now: number, withLogprobs: boolean): ChoiceOutcome {
+  if (!out) return { completion: "", completionTokens: [], finishReason: "abort", ...(withLogprobs ? { logprobs: [] } : {}), firstTokenAt: 0, endedAt: now };
+  return {
+    completion: out.completion, completionTokens: out.completionTokens, finishReason: out.finishReason ?? "abort",
+    ...(out.logprobs ? { logprobs: out.logprobs } : {}), firstTokenAt: out.firstTokenAt, endedAt: out.endedAt || now,
+  };
+}
+
+/**
+ * Sampling, one or `n` choices: the prompt is computed once; choices 1..n-1 then fork its cache
+ * (sharing its rows, nothing copied), every choice samples its first token from the prompt's
+ * last logits with its own sampler (seed + i) and from then on decodes as a sequence of its own.
+ */
+export class SamplingStrategy implements Strategy {
+  private readonly outputs: Sequence[] = [];
+  private readonly choiceOf = new Map<RunningSequence, number>();
+
+  constructor(
+    readonly width: number,
+    private readonly maxTokens: number,
+    private readonly makeSequence: (choice: number) => Sequence,
+    private readonly withLogprobs: boolean,
+  ) {}
+
+  extraBlocks(blockSize: number): number {
+    // each further choice extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first
+    return this.width > 1 ? 1 + (this.width - 1) * (Math.ceil(this.maxTokens / blockSize) + 1) : 0;
+  }
+
+  get done(): boolean {
+    return this.outputs.length === this.width && this.outputs.every((o) => o.done);
+  }
+
+  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+    for (let choice = 0; choice < this.width; choice++) {
+      const out = this.makeSequence(choice);
+      this.outputs.push(out);
+      if (choice === 0) {
+        first.tokens = out.tokens;
+        this.choiceOf.set(first, 0);
+      } else {
+        this.choiceOf.set(host.fork(request, first, out.tokens, "share"), choice);
+      }
+    }
+    for (const [seq, choice] of [...this.choiceOf]) this.advance(request, seq, choice, logits, host);
+  }
+
+  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+    for (const { seq, logits } of results) this.advance(request, seq, this.choiceOf.get(seq)!, logits, host);
+  }
+
+  abort(request: EngineRequest): void {
+    this.outputs.forEach((out, choice) => {
+      if (!out.done) request.emit(choice, out.finish("abort"), out.finishReason);
+    });
+  }
+
+  outcome(now: number): ReturnType<Strategy["outcome"]> {
+    return { choices: Array.from({ length: this.width }, (_, i) => choiceOutcome(this.outputs[i], now, this.withLogprobs)), extra: {} };
+  }
+
+  private advance(request: EngineRequest, seq: RunningSequence, choice: number, logits: Float32Array, host: StrategyHost): void {
+    const out = this.outputs[choice]!;
+    request.emit(choice, out.advance(logits), out.finishReason);
+    if (out.done) {
+      seq.finished = true;
+      this.choiceOf.delete(seq);
+      host.retire(request, seq);
+    }
+  }
+}

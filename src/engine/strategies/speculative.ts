@@ -1,0 +1,85 @@
+import { SpeculativeDecoder, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
+import type { EngineRequest, RunningSequence } from "../request.js";
+import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+import { choiceOutcome } from "./sampling.js";
+
+/**
+ * Speculative decoding on the engine: each round the decoder drafts (a draft model on its own
+ * cache, or prompt lookup), the engine computes cur + the proposal as one chunk of the
+ * request's sequence, with every position's logits, in the step's shared pass; the decoder
+ * keeps the accepted tokens (the cache is truncated to them) and the target's own next token.
+ * Accepted tokens are emitted as soon as they are final.
+ */
+export class SpeculativeStrategy implements Strategy {
+  readonly width = 1;
+  private decoder: SpeculativeDecoder | undefined;
+  private output: Sequence | undefined;
+  private seq: RunningSequence | undefined;
+  private pending: GenerationStep[] = [];
+
+  constructor(
+    private readonly vocabSize: number,
+    private readonly promptTokens: readonly number[],
+    /** the decoder's options but the chooser and sampling, which come from the output sequence's sampler */
+    private readonly options: (out: Sequence) => SpeculativeOptions,
+    private readonly draftTokens: number,
+    private readonly makeSequence: (choice: number) => Sequence,
+  ) {}
+
+  extraBlocks(blockSize: number): number {
+    // one round's proposal beyond the accepted tokens, possibly over a block boundary
+    return Math.ceil((this.draftTokens + 1) / blockSize) + 1;
+  }
+
+  get done(): boolean {
+    return this.output?.done ?? false;
+  }
+
+  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+    const out = (this.output = this.makeSequence(0));
+    this.seq = first;
+    this.decoder = new SpeculativeDecoder(this.vocabSize, this.promptTokens, {
+      ...this.options(out),
+      // each accepted token goes out at once; a stop string (or maxTokens) ends the decoding
+      onToken: (t) => {
+        this.pending.push(...out.accept(t));
+        return out.done;
+      },
+    });
+    this.decoder.first(logits);
+    this.round(request, host);
+  }
+
+  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+    const decoder = this.decoder!, seq = this.seq!;
+    decoder.verify(results[0]!.logits);
+    seq.cache.truncate(decoder.keptPositions());
+    this.round(request, host);
+  }
+
+  abort(request: EngineRequest): void {
+    if (this.done) return;
+    this.output ??= this.makeSequence(0);
+    request.emit(0, this.output.finish("abort"), this.output.finishReason);
+  }
+
+  outcome(now: number): ReturnType<Strategy["outcome"]> {
+    return { choices: [choiceOutcome(this.output, now, false)], extra: this.decoder ? { speculative: this.decoder.result().stats } : {} };
+  }
+
+  /** emits what the last round accepted; ends, or drafts the next round for the engine to verify */
+  private round(request: EngineRequest, host: StrategyHost): void {
+    const decoder = this.decoder!, out = this.output!, seq = this.seq!;
+    if (decoder.ended && !out.done) this.pending.push(...out.finish(decoder.finishReason));
+    request.emit(0, this.pending, out.finishReason);
+    this.pending = [];
+    if (out.done) {
+      seq.finished = true;
+      host.retire(request, seq);
+      return;
+    }
+    decoder.propose();
+    seq.tokens = [...decoder.seq.slice(0, -1), ...decoder.verifyTokens()];
+    seq.allLogits = true;
+  }
+}

@@ -1,0 +1,42 @@
+import type { GenerationResult } from "../generation/index.js";
+import type { ChoiceOutcome, EngineRequest, RunningSequence } from "./request.js";
+
+/** What a strategy may ask of the scheduler that runs its request's sequences. */
+export interface StrategyHost {
+  /**
+   * A new sequence of the request holding `parent`'s computed positions and then `tokens`
+   * (parent's computed ones first): "share" references the parent's blocks, its partial last
+   * one included (nothing copied); "copy" copies a partial last block (see KVCache.forkCopy).
+   */
+  fork(request: EngineRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence;
+  /** the sequence leaves the request; its blocks go back to the pool */
+  retire(request: EngineRequest, seq: RunningSequence): void;
+}
+
+/** one sequence's logits from a step: its last token's row, or every computed token's rows (allLogits) back to back */
+export interface SequenceLogits {
+  readonly seq: RunningSequence;
+  readonly logits: Float32Array;
+}
+
+/**
+ * How a request turns logits into tokens: sampling (one or `n` choices), beam search,
+ * speculative decoding. The engine computes the request's pending tokens; the strategy
+ * chooses what comes next, emits the request's events as they happen and says when it is done.
+ */
+export interface Strategy {
+  /** sequences it runs at once at most (for the scheduler's limit) */
+  readonly width: number;
+  /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
+  extraBlocks(blockSize: number): number;
+  /** the prompt is computed (`first` holds it): its last logits */
+  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void;
+  /** this step's logits for every sequence of the request that had pending tokens */
+  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void;
+  /** the request was aborted: end every choice, emitting what is held back */
+  abort(request: EngineRequest): void;
+  /** every choice has ended */
+  readonly done: boolean;
+  /** the choices (choice 0 first) and the strategy's extras, for the outcome */
+  outcome(now: number): { choices: ChoiceOutcome[]; extra: Pick<GenerationResult, "beams" | "speculative"> };
+}
