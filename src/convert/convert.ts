@@ -1,8 +1,7 @@
 import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
 import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
-import { convertRows } from "../models/weights.js";
-import { elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
+import { convertRows, elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
 import { hfModelMetadata } from "./hf-metadata.js";
 import { HFTensorSource } from "./hf-tensors.js";
 import { folderTokenizerEntries } from "./tokenizer-keys.js";

@@ -1,27 +1,8 @@
-import type { KVCache } from "../cache/index.js";
-import type { FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
-import type { Strategy } from "./strategy.js";
-
-/** A sequence the engine runs: the tokens its cache must hold and the KV cache (in the engine's pool) they are computed into. */
-export class RunningSequence {
-  /** set by its strategy when it takes no more steps */
-  finished = false;
-  /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
-  allLogits = false;
-
-  constructor(
-    /** prompt and chosen tokens; those past cache.length are pending (the next step computes them) */
-    public tokens: number[],
-    readonly cache: KVCache,
-  ) {}
-
-  /** tokens whose K/V the cache does not hold yet */
-  get pending(): number {
-    return this.tokens.length - this.cache.length;
-  }
-}
+import type { RunningSequence } from "./running-sequence.js";
+import type { ChoiceOutcome, Strategy, StrategyRequest } from "./strategy.js";
 
 /** how a request chooses its tokens */
 export type Decoding =
@@ -52,16 +33,6 @@ export type RequestEvent =
   | { readonly choice: number; readonly step: GenerationStep; readonly finishReason?: undefined }
   | { readonly choice: number; readonly step?: undefined; readonly finishReason: FinishReason };
 
-export interface ChoiceOutcome {
-  readonly completion: string;
-  readonly completionTokens: number[];
-  readonly finishReason: FinishReason;
-  readonly logprobs?: TokenLogprob[];
-  /** performance.now() of its first token (0: none) and of its end */
-  readonly firstTokenAt: number;
-  readonly endedAt: number;
-}
-
 /** A finished request: every choice and when things happened (performance.now() times). */
 export interface RequestOutcome {
   readonly promptTokens: number[];
@@ -86,7 +57,7 @@ type Phase = "waiting" | "running" | "finished";
  * Events and the outcome are buffered, so a consumer may start reading late and still sees
  * every step.
  */
-export class EngineRequest implements AsyncIterable<RequestEvent> {
+export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyRequest {
   phase: Phase = "waiting";
   /** the prompt's sequence first; the strategy adds and retires others */
   readonly sequences: RunningSequence[] = [];

@@ -1,6 +1,7 @@
 import { KVBlockPool, type KVCache } from "../cache/index.js";
-import { RunningSequence, type EngineRequest } from "./request.js";
-import type { StrategyHost } from "./strategy.js";
+import type { EngineRequest } from "./request.js";
+import { RunningSequence } from "./running-sequence.js";
+import type { StrategyHost, StrategyRequest } from "./strategy.js";
 
 /** One sequence's share of a step: the tokens the pass computes for it. */
 export interface ScheduledChunk {
@@ -111,7 +112,7 @@ export class Scheduler implements StrategyHost {
     return { chunks, admitted };
   }
 
-  fork(request: EngineRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence {
+  fork(request: StrategyRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence {
     const seq = new RunningSequence(tokens, how === "share" ? parent.cache.fork() : parent.cache.forkCopy());
     const state = this.registered.get(parent);
     if (state) this.registered.set(seq, { ...state });
@@ -119,7 +120,7 @@ export class Scheduler implements StrategyHost {
     return seq;
   }
 
-  retire(request: EngineRequest, seq: RunningSequence): void {
+  retire(request: StrategyRequest, seq: RunningSequence): void {
     const i = request.sequences.indexOf(seq);
     if (i >= 0) request.sequences.splice(i, 1);
     // its cached prefixes stay, idle, for later requests

@@ -1,5 +1,23 @@
-import type { GenerationResult } from "../generation/index.js";
-import type { ChoiceOutcome, EngineRequest, RunningSequence } from "./request.js";
+import type { FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { RunningSequence } from "./running-sequence.js";
+
+export interface ChoiceOutcome {
+  readonly completion: string;
+  readonly completionTokens: number[];
+  readonly finishReason: FinishReason;
+  readonly logprobs?: TokenLogprob[];
+  /** performance.now() of its first token (0: none) and of its end */
+  readonly firstTokenAt: number;
+  readonly endedAt: number;
+}
+
+/** What a strategy sees of its request: the sequences it runs and where its events go. */
+export interface StrategyRequest {
+  /** the prompt's sequence first; forks join, retired ones leave */
+  readonly sequences: RunningSequence[];
+  /** queues a choice's steps, and its end when `finished` says it ended */
+  emit(choice: number, steps: readonly GenerationStep[], finished?: FinishReason): void;
+}
 
 /** What a strategy may ask of the scheduler that runs its request's sequences. */
 export interface StrategyHost {
@@ -8,9 +26,9 @@ export interface StrategyHost {
    * (parent's computed ones first): "share" references the parent's blocks, its partial last
    * one included (nothing copied); "copy" copies a partial last block (see KVCache.forkCopy).
    */
-  fork(request: EngineRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence;
+  fork(request: StrategyRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence;
   /** the sequence leaves the request; its blocks go back to the pool */
-  retire(request: EngineRequest, seq: RunningSequence): void;
+  retire(request: StrategyRequest, seq: RunningSequence): void;
 }
 
 /** one sequence's logits from a step: its last token's row, or every computed token's rows (allLogits) back to back */
@@ -30,11 +48,11 @@ export interface Strategy {
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
   extraBlocks(blockSize: number): number;
   /** the prompt is computed (`first` holds it): its last logits */
-  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void;
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void;
   /** this step's logits for every sequence of the request that had pending tokens */
-  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void;
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void;
   /** the request was aborted: end every choice, emitting what is held back */
-  abort(request: EngineRequest): void;
+  abort(request: StrategyRequest): void;
   /** every choice has ended */
   readonly done: boolean;
   /** the choices (choice 0 first) and the strategy's extras, for the outcome */

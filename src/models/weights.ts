@@ -1,6 +1,6 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
-import { dequantizeRow, elementCount, GGMLType, quantizeRow, rowByteLength, typeName, type Tensor } from "../tensor/index.js";
+import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeName, type Tensor } from "../tensor/index.js";
 
 /** weight formats a model can be quantized to while loading */
 export type LoadQuantization = "q8_0" | "q4_0";
@@ -19,20 +19,6 @@ const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q
 const FLOAT_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16]);
 /** read this many source bytes per chunk when converting */
 const CHUNK_BYTES = 4 << 20;
-
-/**
- * Re-encodes whole rows of `cols` values from `srcType` to `dstType` (widen to f32, then
- * quantize as ggml's reference quantizers do). `scratch` holds at least `cols` floats.
- */
-export function convertRows(srcType: GGMLType, src: Uint8Array, dstType: GGMLType, dst: Uint8Array, cols: number, scratch = new Float32Array(cols)): void {
-  const srcRow = rowByteLength(srcType, cols), dstRow = rowByteLength(dstType, cols);
-  const rows = src.length / srcRow;
-  if (!Number.isInteger(rows) || dst.length !== rows * dstRow) throw new Error(`convertRows: ${src.length} bytes of ${typeName(srcType)} rows of ${cols} do not fill ${dst.length} bytes of ${typeName(dstType)}`);
-  for (let r = 0; r < rows; r++) {
-    dequantizeRow(srcType, src.subarray(r * srcRow, (r + 1) * srcRow), scratch, cols);
-    quantizeRow(dstType, scratch, dst.subarray(r * dstRow, (r + 1) * dstRow), cols);
-  }
-}
 
 /**
  * Hands a model builder the tensors it asks for, reading each one from its source straight

@@ -1,6 +1,6 @@
 import { BeamSearch, type BeamSearchOptions, type GenerationResult, type Sequence } from "../../generation/index.js";
-import type { EngineRequest, RunningSequence } from "../request.js";
-import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+import type { RunningSequence } from "../running-sequence.js";
+import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
 
 /**
@@ -39,18 +39,18 @@ export class BeamStrategy implements Strategy {
     return this.output?.done ?? false;
   }
 
-  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
     this.firstStepAt = performance.now();
     this.live = [first];
     this.advance(request, [logits], host);
   }
 
-  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
     const byBeam = new Map(results.map((r) => [r.seq, r.logits]));
     this.advance(request, this.live.map((b) => byBeam.get(b)!), host);
   }
 
-  abort(request: EngineRequest): void {
+  abort(request: StrategyRequest): void {
     if (this.done) return;
     this.output ??= this.makeSequence(0);
     request.emit(0, this.output.finish("abort"), this.output.finishReason);
@@ -60,7 +60,7 @@ export class BeamStrategy implements Strategy {
     return { choices: [choiceOutcome(this.output, now, false)], extra: this.beams ? { beams: this.beams } : {} };
   }
 
-  private advance(request: EngineRequest, logits: readonly Float32Array[], host: StrategyHost): void {
+  private advance(request: StrategyRequest, logits: readonly Float32Array[], host: StrategyHost): void {
     const next = this.search.step(logits);
     if (!next) {
       for (const b of this.live) host.retire(request, b);
@@ -82,7 +82,7 @@ export class BeamStrategy implements Strategy {
   }
 
   /** the best hypothesis goes out through a Sequence: stop strings, streaming text, maxTokens */
-  private finish(request: EngineRequest): void {
+  private finish(request: StrategyRequest): void {
     const sequences = this.search.result();
     this.beams = sequences.map((b) => ({ ...b, text: this.decode(b.tokens) }));
     const best = sequences[0];

@@ -1,6 +1,6 @@
 import type { Sequence } from "../../generation/index.js";
-import type { ChoiceOutcome, EngineRequest, RunningSequence } from "../request.js";
-import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+import type { RunningSequence } from "../running-sequence.js";
+import type { ChoiceOutcome, SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 
 /** a choice's outcome from its sequence (or an empty, aborted one when it never started) */
 export function choiceOutcome(out: Sequence | undefined, now: number, withLogprobs: boolean): ChoiceOutcome {
@@ -36,7 +36,7 @@ export class SamplingStrategy implements Strategy {
     return this.outputs.length === this.width && this.outputs.every((o) => o.done);
   }
 
-  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
     for (let choice = 0; choice < this.width; choice++) {
       const out = this.makeSequence(choice);
       this.outputs.push(out);
@@ -50,11 +50,11 @@ export class SamplingStrategy implements Strategy {
     for (const [seq, choice] of [...this.choiceOf]) this.advance(request, seq, choice, logits, host);
   }
 
-  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
     for (const { seq, logits } of results) this.advance(request, seq, this.choiceOf.get(seq)!, logits, host);
   }
 
-  abort(request: EngineRequest): void {
+  abort(request: StrategyRequest): void {
     this.outputs.forEach((out, choice) => {
       if (!out.done) request.emit(choice, out.finish("abort"), out.finishReason);
     });
@@ -64,7 +64,7 @@ export class SamplingStrategy implements Strategy {
     return { choices: Array.from({ length: this.width }, (_, i) => choiceOutcome(this.outputs[i], now, this.withLogprobs)), extra: {} };
   }
 
-  private advance(request: EngineRequest, seq: RunningSequence, choice: number, logits: Float32Array, host: StrategyHost): void {
+  private advance(request: StrategyRequest, seq: RunningSequence, choice: number, logits: Float32Array, host: StrategyHost): void {
     const out = this.outputs[choice]!;
     request.emit(choice, out.advance(logits), out.finishReason);
     if (out.done) {

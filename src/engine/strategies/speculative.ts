@@ -1,6 +1,6 @@
 import { SpeculativeDecoder, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
-import type { EngineRequest, RunningSequence } from "../request.js";
-import type { SequenceLogits, Strategy, StrategyHost } from "../strategy.js";
+import type { RunningSequence } from "../running-sequence.js";
+import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
 
 /**
@@ -35,7 +35,7 @@ export class SpeculativeStrategy implements Strategy {
     return this.output?.done ?? false;
   }
 
-  start(request: EngineRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
     const out = (this.output = this.makeSequence(0));
     this.seq = first;
     this.decoder = new SpeculativeDecoder(this.vocabSize, this.promptTokens, {
@@ -50,14 +50,14 @@ export class SpeculativeStrategy implements Strategy {
     this.round(request, host);
   }
 
-  step(request: EngineRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
     const decoder = this.decoder!, seq = this.seq!;
     decoder.verify(results[0]!.logits);
     seq.cache.truncate(decoder.keptPositions());
     this.round(request, host);
   }
 
-  abort(request: EngineRequest): void {
+  abort(request: StrategyRequest): void {
     if (this.done) return;
     this.output ??= this.makeSequence(0);
     request.emit(0, this.output.finish("abort"), this.output.finishReason);
@@ -68,7 +68,7 @@ export class SpeculativeStrategy implements Strategy {
   }
 
   /** emits what the last round accepted; ends, or drafts the next round for the engine to verify */
-  private round(request: EngineRequest, host: StrategyHost): void {
+  private round(request: StrategyRequest, host: StrategyHost): void {
     const decoder = this.decoder!, out = this.output!, seq = this.seq!;
     if (decoder.ended && !out.done) this.pending.push(...out.finish(decoder.finishReason));
     request.emit(0, this.pending, out.finishReason);

@@ -1,0 +1,20 @@
+import type { KVCache } from "../cache/index.js";
+
+/** A sequence the engine runs: the tokens its cache must hold and the KV cache (in the engine's pool) they are computed into. */
+export class RunningSequence {
+  /** set by its strategy when it takes no more steps */
+  finished = false;
+  /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
+  allLogits = false;
+
+  constructor(
+    /** prompt and chosen tokens; those past cache.length are pending (the next step computes them) */
+    public tokens: number[],
+    readonly cache: KVCache,
+  ) {}
+
+  /** tokens whose K/V the cache does not hold yet */
+  get pending(): number {
+    return this.tokens.length - this.cache.length;
+  }
+}
