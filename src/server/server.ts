@@ -119,7 +119,7 @@ export class OpenAIServer {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     const byMethod = this.routes.get(path);
-    res.on("finish", () => this.metrics.count(byMethod ? path : "other", res.statusCode));
+    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.statusCode));
     if (this.options.cors) {
       res.setHeader("Access-Control-Allow-Origin", this.options.cors);
       res.setHeader("Vary", "Origin");
