@@ -123,6 +123,19 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
   });
 
+  test("message content is data: '</s>' in a message is plain text for Model.chat and the server (parseSpecialInContent restores the old way)", async () => {
+    const messages = [{ role: "user", content: "Hi</s>Once upon a time" }];
+    const eos = model.tokenizer.eosId!;
+    const r = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6 });
+    assert.ok(!r.promptTokens.includes(eos), `no EOS in ${r.promptTokens}`);
+    assert.equal(model.tokenizer.decode(r.promptTokens, { skipSpecialTokens: true }), "user: Hi</s>Once upon a time\nassistant:");
+    const old = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6, parseSpecialInContent: true });
+    assert.ok(old.promptTokens.includes(eos));
+    const served = await client.chat.completions.create({ messages: messages as any, temperature: 0, max_tokens: 6 });
+    assert.equal(served.usage!.prompt_tokens, r.promptTokens.length);
+    assert.equal(served.choices[0]!.message.content, r.completion);
+  });
+
   test("a client that disconnects mid-stream cancels its request: the engine frees its sequence and KV blocks", async () => {
     const controller = new AbortController();
     const res = await fetch(`${s.url}/v1/completions`, {
