@@ -131,7 +131,8 @@ export class OpenAIServer {
         return;
       }
       if (!byMethod) throw new ApiError(404, `no route for ${req.method} ${path}`, "invalid_request_error", null, "not_found");
-      const handler = byMethod.get(req.method ?? "");
+      // HEAD is GET without the body (node:http drops it)
+      const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${path} (allowed: ${[...byMethod.keys()].join(", ")})`, "invalid_request_error", null, "method_not_allowed", { Allow: [...byMethod.keys()].join(", ") });
       if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/tokenize" || path === "/detokenize") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
