@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { CHAT_TEMPLATE, post, skipStories as skip, STORIES } from "./helpers/serve.js";
+import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
 
 const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
@@ -12,22 +12,7 @@ const dir = mkdtempSync(join(tmpdir(), "tsllm-serve-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const template = join(dir, "t.jinja");
 writeFileSync(template, CHAT_TEMPLATE);
-
-/** `tsllm serve` as a child process; resolves with its URL once the model is loaded */
-export async function spawnServe(args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--model", sharedFile(STORIES)!, "--port", "0", "--threads", "1", "--chat-template", template, ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    child.stderr!.on("data", (d: Buffer) => {
-      stderr += d.toString();
-      const m = /listening on (\S+)/.exec(stderr);
-      if (m && stderr.includes("ready:")) resolveUrl(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`tsllm serve exited with ${code}: ${stderr}`)));
-  });
-  return { child, url, stderr: () => stderr, exited };
-}
+const serve = (args: string[]) => spawnServe([...args, "--chat-template", template]);
 
 /** reads an SSE response to its end: the texts and whether [DONE] came */
 async function readStream(res: Response, onFirst?: () => void): Promise<{ text: string; finish: string | undefined; done: boolean }> {
@@ -52,7 +37,7 @@ async function readStream(res: Response, onFirst?: () => void): Promise<{ text: 
 }
 
 test("tsllm serve: greedy text equals tsllm generate's; SIGTERM drains the request in flight, refuses new ones and exits 0", { skip }, async () => {
-  const s = await spawnServe(["--grace-ms", "30000"]);
+  const s = await serve(["--grace-ms", "30000"]);
   try {
     const gen = spawnSync(process.execPath, ["--import", "tsx", CLI, "generate", "--model", sharedFile(STORIES)!, "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "40", "--threads", "1", "--json"], { cwd: PROJECT_ROOT, encoding: "utf8" });
     assert.equal(gen.status, 0, gen.stderr);
@@ -77,7 +62,7 @@ test("tsllm serve: greedy text equals tsllm generate's; SIGTERM drains the reque
 });
 
 test("tsllm serve: past --grace-ms the requests in flight are cancelled and the process exits 0; usage errors exit 2", { skip }, async () => {
-  const s = await spawnServe(["--grace-ms", "50"]);
+  const s = await serve(["--grace-ms", "50"]);
   try {
     const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 2000, ignore_eos: true, stream: true }) });
     const out = await readStream(res, () => s.child.kill("SIGINT"));
