@@ -6,6 +6,7 @@ export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";
 export { ChatTemplate, type ChatMessage } from "./chat/index.js";
+export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
 export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/convert.js";

@@ -51,6 +51,8 @@ export interface ChatOptions extends GenerateOptions {
   system?: string;
   /** template source to use instead of the model's own chat template */
   chatTemplate?: string;
+  /** let special-token text inside messages become special tokens (by default message content is plain text) */
+  parseSpecialInContent?: boolean;
 }
 
 /**
@@ -190,10 +192,10 @@ export class Model {
 
   /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
   streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
-    const { system, chatTemplate, ...rest } = options;
+    const { system, chatTemplate, parseSpecialInContent, ...rest } = options;
     const formatter = this.chatFormatter(chatTemplate);
     const conversation = withSystem(messages, system).map((m) => ({ ...m, content: normalizePrompt(m.content, rest.normalize) }));
-    return this.stream(formatter.encode(conversation), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
+    return this.stream(formatter.encode(conversation, undefined, { parseSpecialInContent }), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
   }
 
   /** Stops the workers and frees the weights; requests still running fail; the model cannot be used afterwards. */

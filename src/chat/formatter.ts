@@ -22,6 +22,11 @@ export function withSystem(messages: readonly ChatMessage[], system: string | un
   return [{ role: "system", content: system }, ...rest];
 }
 
+export interface EncodeChatOptions {
+  /** let special-token text inside message contents become special tokens (the behaviour before content was data); default false */
+  parseSpecialInContent?: boolean;
+}
+
 const MARK = "\u0001tsllm-reply\u0001";
 
 /**
@@ -34,6 +39,7 @@ export class ChatFormatter {
   /** tokens that end the assistant's turn in this template (<|eot_id|>, <|im_end|>, <end_of_turn>, </s>...) */
   readonly endOfTurnIds: readonly number[];
   private readonly renderOptions: RenderOptions;
+  private specialsByFirst: Map<string, string[]> | undefined;
 
   constructor(private readonly tokenizer: Tokenizer, source: string, where: string) {
     this.template = new ChatTemplate(source, where);
@@ -52,12 +58,74 @@ export class ChatFormatter {
     return this.template.render(messages, { ...this.renderOptions, addGenerationPrompt, variables });
   }
 
-  /** Token ids of the rendered conversation, ready to generate the assistant's reply. */
-  encode(messages: readonly ChatMessage[], variables?: Record<string, unknown>): number[] {
-    const ids = this.tokenizer.encode(this.render(messages, true, variables), { addSpecialTokens: false, parseSpecial: true });
+  /**
+   * Token ids of the rendered conversation, ready to generate the assistant's reply. The
+   * template's own markup becomes special tokens; special-token text inside a message's content
+   * stays plain text (a user cannot forge a turn with "<|im_end|>"), unless
+   * `parseSpecialInContent` asks for the old behaviour.
+   */
+  encode(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): number[] {
+    const text = this.render(messages, true, variables);
+    const forged = options.parseSpecialInContent ? [] : this.forgedSpecials(messages, text, variables);
+    const ids = this.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true, literalRanges: forged });
     const bos = this.tokenizer.bosId;
     if (this.tokenizer.addBos && bos !== undefined && ids[0] !== bos) ids.unshift(bos);
     return ids;
+  }
+
+  /** the texts that tokenize as one special token (control, user-defined, unknown), longest first per first character */
+  private specialTexts(): Map<string, string[]> {
+    if (this.specialsByFirst) return this.specialsByFirst;
+    const byFirst = new Map<string, string[]>();
+    const t = this.tokenizer;
+    for (let id = 0; id < t.vocabSize; id++) {
+      if (!t.isSpecial(id) && id !== t.unkId) continue;
+      const text = t.piece(id);
+      if (!text || t.encode(text, { addSpecialTokens: false, parseSpecial: true }).length !== 1) continue;
+      const list = byFirst.get(text[0]!) ?? [];
+      list.push(text);
+      byFirst.set(text[0]!, list);
+    }
+    for (const list of byFirst.values()) list.sort((a, b) => b.length - a.length);
+    this.specialsByFirst = byFirst;
+    return byFirst;
+  }
+
+  /** [start, end) of every special-token text inside a message's content in the rendered `text` */
+  private forgedSpecials(messages: readonly ChatMessage[], text: string, variables?: Record<string, unknown>): [number, number][] {
+    const specials = this.specialTexts();
+    const find = (s: string, from = 0, to = s.length, out: [number, number][] = [], offset = 0) => {
+      for (let i = from; i < to; i++) {
+        const hit = specials.get(s[i]!)?.find((sp) => s.startsWith(sp, i) && i + sp.length <= to);
+        if (hit) { out.push([offset + i, offset + i + hit.length]); i += hit.length - 1; }
+      }
+      return out;
+    };
+    if (!messages.some((m) => find(m.content).length > 0)) return [];
+    // where each content sits: render with markers in its place (templates that copy content verbatim),
+    // or else find the contents in order (templates that trim or rewrite them around it)
+    const markers = messages.map((_, i) => `\uE000${i}\uE001`);
+    const marked = this.render(messages.map((m, i) => ({ ...m, content: markers[i]! })), true, variables);
+    const out: [number, number][] = [];
+    const parts = marked.split(/\uE000(\d+)\uE001/);
+    if (parts.map((p, j) => (j % 2 === 1 ? messages[Number(p)]!.content : p)).join("") === text) {
+      let pos = 0;
+      parts.forEach((p, j) => {
+        if (j % 2 === 1) find(messages[Number(p)]!.content, 0, messages[Number(p)]!.content.length, out, pos);
+        pos += j % 2 === 1 ? messages[Number(p)]!.content.length : p.length;
+      });
+      return out;
+    }
+    let cursor = 0;
+    messages.forEach((m, i) => {
+      if (find(m.content).length === 0) return;
+      const content = text.indexOf(m.content, cursor) >= 0 ? m.content : m.content.trim();
+      const start = text.indexOf(content, cursor);
+      if (start < 0) throw new ChatTemplateError(`messages[${i}]: its content holds special-token text and the template rewrites the content, so it cannot be kept as plain text; remove the special-token text or allow it explicitly (parseSpecialInContent)`);
+      find(text, start, start + content.length, out);
+      cursor = start + content.length;
+    });
+    return out;
   }
 
   /**

@@ -9,6 +9,7 @@ import { inspectHelp, runInspect } from "./inspect.js";
 import { lsHelp, runLs } from "./ls.js";
 import { perplexityHelp, runPerplexity } from "./perplexity.js";
 import { rmHelp, runRm } from "./rm.js";
+import { runServe, serveHelp } from "./serve.js";
 import { runTokenize, tokenizeHelp } from "./tokenize.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
@@ -20,6 +21,7 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
   ls: { run: runLs, help: lsHelp, summary: "list the models in the Hugging Face cache, with their sizes" },
   rm: { run: runRm, help: rmHelp, summary: "remove a model (or one revision of it) from the cache" },
+  serve: { run: runServe, help: serveHelp, summary: "OpenAI-compatible HTTP server (streaming, metrics, a chat page) on the batching engine" },
   bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
   convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder to GGUF" },
 };

@@ -40,8 +40,10 @@ export class SpecialMatcher {
     this.size = n;
   }
 
-  split(text: string): Fragment[] {
+  /** the text around the special tokens found in it, except inside `literal` ranges ([start, end), ascending) */
+  split(text: string, literal: readonly (readonly [number, number])[] = []): Fragment[] {
     if (this.size === 0) return text ? [text] : [];
+    let r = 0;
     const out: Fragment[] = [];
     let rawStart = 0;
     let i = 0;
@@ -54,6 +56,8 @@ export class SpecialMatcher {
         if (j >= text.length) break;
         node = node.children.get(text.charCodeAt(j));
       }
+      while (r < literal.length && literal[r]![1] <= i) r++;
+      if (match && r < literal.length && literal[r]![0] < matchEnd && i < literal[r]![1]) match = undefined;
       if (!match) { i++; continue; }
       let rawEnd = i;
       if (match.lstrip) while (rawEnd > rawStart && isSpace(text.charCodeAt(rawEnd - 1))) rawEnd--;

@@ -14,6 +14,8 @@ export interface EncodeOptions {
   addSpecialTokens?: boolean;
   /** let the text of control/unknown tokens in the input become those tokens; default true (user-defined tokens always match) */
   parseSpecial?: boolean;
+  /** [start, end) character ranges of the text where special-token text stays plain text (chat message contents) */
+  literalRanges?: readonly (readonly [number, number])[];
 }
 
 export interface DecodeOptions {

@@ -132,7 +132,7 @@ export class VocabTokenizer implements Tokenizer {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     const addSpecial = options.addSpecialTokens ?? true;
-    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(text);
+    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(text, options.literalRanges);
     const out: number[] = [];
     switch (this.type) {
       case "llama": {

@@ -174,7 +174,16 @@ export class HFTokenizer implements Tokenizer {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     const lib = options.parseSpecial ?? true ? this.lib : this.literal();
-    const ids = lib.encode(text, { add_special_tokens: false }).ids;
+    // literal ranges: the library matches added tokens everywhere, so those pieces go through the literal tokenizer
+    const pieces: [string, HFLibTokenizer][] = [];
+    let at = 0;
+    for (const [start, end] of options.literalRanges ?? []) {
+      if (start > at) pieces.push([text.slice(at, start), lib]);
+      pieces.push([text.slice(Math.max(start, at), end), this.literal()]);
+      at = Math.max(at, end);
+    }
+    if (at < text.length || pieces.length === 0) pieces.push([text.slice(at), lib]);
+    const ids = pieces.flatMap(([t, l]) => (t === "" ? [] : l.encode(t, { add_special_tokens: false }).ids));
     for (const id of ids) {
       if (id === undefined) throw new Error(`${this.source.where}: text ${JSON.stringify(text.slice(0, 40))} has a piece outside the vocabulary and the tokenizer has no unknown token`);
     }

@@ -1,0 +1,83 @@
+import { loadModel } from "../llm.js";
+import { startServer } from "../server/index.js";
+import { loadOptionsFrom, chatTemplateFrom } from "./generate.js";
+import { optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+
+export const serveHelp = `Usage: tsllm serve --model MODEL [options]
+
+An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (streaming or not),
+GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize, and a chat page at /.
+Concurrent requests are batched by the engine. SIGTERM / SIGINT drain the requests in flight, then exit 0.
+
+Options:
+  --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
+  --host HOST           address to listen on (default 127.0.0.1)
+  --port N              port (default 8080; 0 picks a free one)
+  --parallel N          sequences decoded together at most (default 16; n choices count n)
+  --ctx-size N          tokens one sequence may hold (default: the trained context, at most 4096)
+  --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
+  --max-queue N         requests that may wait for room; more get 429 at once (default 256)
+  --api-key KEY         require "Authorization: Bearer KEY" on /v1/*, /tokenize, /detokenize (also read from TSLLM_API_KEY)
+  --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
+  --alias NAME          the model id in /v1/models (default: the model file's name)
+  --chat-template FILE  Jinja chat template to use instead of the model's own
+  --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
+  --threads N           compute threads (default: all cores)
+  --backend NAME        wasm (default) or reference
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0 or q4_0
+  -h, --help            show this help
+`;
+
+const SERVE_ARGS: OptionSpec = {
+  model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
+  "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
+  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+};
+
+export async function runServe(argv: string[]): Promise<void> {
+  const values = parse(argv, SERVE_ARGS);
+  if (values.help === true) { process.stdout.write(serveHelp); return; }
+  const modelRef = requireString(values, "model");
+  const kvMemory = optionalString(values, "kv-memory");
+  const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory);
+  const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
+  const load = loadModel(modelRef, { ...loadOptionsFrom(values), kvCacheBytes, maxSequences: optionalNumber(values, "parallel", { integer: true, min: 1 }) });
+  const server = await startServer(load, {
+    host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
+    apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
+    maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
+  });
+  process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
+  let model;
+  try {
+    model = await load;
+  } catch (e) {
+    await server.close(0);
+    throw e;
+  }
+  process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens (load ${model.loadMs.toFixed(0)} ms)\n`);
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) { process.stderr.write(`tsllm serve: ${signal} again: exiting now\n`); process.exit(1); }
+      stopping = true;
+      process.stderr.write(`tsllm serve: ${signal}: draining the requests in flight (up to ${graceMs} ms)\n`);
+      void server.close(graceMs).then(resolve);
+    };
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
+  });
+  model.dispose();
+  process.stderr.write("tsllm serve: stopped\n");
+}
+
+/** 512MiB, 2G, 1048576 ... */
+function parseBytes(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(text.trim());
+  if (!m) throw new UsageError(`--kv-memory expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
+  const power = { "": 0, k: 1, m: 2, g: 3, t: 4 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g" | "t"];
+  const base = m[3]!.toLowerCase().startsWith("i") || m[2] !== "" ? 1024 : 1;
+  const bytes = Math.floor(Number(m[1]) * base ** power);
+  if (!(bytes > 0)) throw new UsageError(`--kv-memory must be positive, got "${text}"`);
+  return bytes;
+}

@@ -1,0 +1,202 @@
+import { randomUUID } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import type { GenerateOptions, GenerationResult } from "../generation/index.js";
+import type { GenerationRun } from "../llm.js";
+import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
+import { sendJson } from "./http.js";
+import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
+import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
+import { messagesOf, promptsOf } from "./requests.js";
+import type { ServeContext } from "./context.js";
+
+type Kind = "chat" | "text";
+
+/** A validated completion request: token-id prompts and the library's options. */
+interface Job {
+  kind: Kind;
+  prompts: number[][];
+  options: GenerateOptions;
+  n: number;
+  stream: boolean;
+  includeUsage: boolean;
+  /** top alternatives to report per token, when logprobs are asked for */
+  logprobs: number | undefined;
+  model: string;
+}
+
+const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
+
+/** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
+export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
+  const job = jobOf(ctx, kind, body);
+  ctx.admit(job.prompts.length);
+  const controller = new AbortController();
+  // a client that goes away cancels its generation (the engine drops it at the next step)
+  const onClose = () => controller.abort();
+  res.on("close", onClose);
+  const release = ctx.track(controller);
+  try {
+    const runs = submitAll(ctx, job, controller);
+    if (job.stream) await stream(ctx, job, runs, res);
+    else await respond(ctx, job, runs, res);
+  } finally {
+    release();
+    res.off("close", onClose);
+  }
+}
+
+function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
+  const { model } = ctx;
+  const name = optString(body, "model");
+  if (name !== undefined && !ctx.modelNames.has(name)) {
+    throw new ApiError(404, `the model '${name}' does not exist: this server serves '${ctx.modelId}'`, "invalid_request_error", "model", "model_not_found");
+  }
+  const options = generationOptionsOf(body, model.info.vocabSize);
+  const { stream, includeUsage } = streamOf(body);
+  let logprobs: number | undefined;
+  let prompts: number[][];
+  if (kind === "chat") {
+    const top = optNumber(body, "top_logprobs", { integer: true, min: 0, max: 20 });
+    const want = optBoolean(body, "logprobs") ?? false;
+    if (top !== undefined && !want) throw invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    logprobs = want ? top ?? 0 : undefined;
+    const messages = messagesOf(body);
+    const formatter = ctx.formatter();
+    prompts = [formatter.encode(messages)];
+    options.stopTokens = [...formatter.endOfTurnIds];
+  } else {
+    logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
+    if (optBoolean(body, "echo")) throw invalid("echo", "'echo' is not supported by this server", "unsupported_parameter");
+    prompts = promptsOf(body, model.info.vocabSize).map((p) => (typeof p === "string" ? model.tokenizer.encode(p, { addSpecialTokens: true }) : p));
+  }
+  if (logprobs !== undefined) options.logprobs = logprobs;
+  const n = options.n ?? 1;
+  const context = model.contextSize;
+  const room = Math.min(context, model.engine.stats.kvCapacityTokens);
+  for (const p of prompts) {
+    if (options.maxTokens !== undefined && p.length + options.maxTokens > context) {
+      throw new ApiError(400, `This model's maximum context length is ${context} tokens. However, you requested ${p.length + options.maxTokens} tokens ` +
+        `(${p.length} in the ${PROMPT_PARAM[kind]}, ${options.maxTokens} in the completion). Please reduce the length of the ${PROMPT_PARAM[kind]} or completion.`,
+      "invalid_request_error", PROMPT_PARAM[kind], "context_length_exceeded");
+    }
+  }
+  if (options.maxTokens === undefined) {
+    // as vLLM: up to the end of the context (and what the KV cache can hold for n choices)
+    const longest = Math.max(...prompts.map((p) => p.length));
+    options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
+  }
+  return { kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId };
+}
+
+/** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */
+function submitAll(ctx: ServeContext, job: Job, controller: AbortController): GenerationRun[] {
+  const runs: GenerationRun[] = [];
+  try {
+    for (const p of job.prompts) runs.push(ctx.model.submit(p, { ...job.options, signal: controller.signal }));
+  } catch (e) {
+    controller.abort();
+    throw fromSubmitError(e, PROMPT_PARAM[job.kind]);
+  }
+  return runs;
+}
+
+async function results(ctx: ServeContext, runs: readonly GenerationRun[]): Promise<GenerationResult[]> {
+  const out = await Promise.all(runs.map((r) => r.result()));
+  for (const r of out) {
+    const t = r.timings;
+    ctx.metrics.observe({ ttftMs: t.ttftMs, tpotMs: t.tpotMs, totalMs: t.totalMs, queueMs: t.queueMs, promptTokens: t.promptTokens, completionTokens: t.completionTokens });
+  }
+  return out;
+}
+
+function header(job: Job): { id: string; object: string; created: number; model: string; system_fingerprint: string } {
+  return {
+    id: `${job.kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`,
+    object: job.kind === "chat" ? "chat.completion" : "text_completion",
+    created: Math.floor(Date.now() / 1000), model: job.model, system_fingerprint: "tsllm",
+  };
+}
+
+async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse): Promise<void> {
+  let all: GenerationResult[];
+  try {
+    all = await results(ctx, runs);
+  } catch (e) {
+    throw internal(e);
+  }
+  if (res.destroyed) return;
+  const choices = all.flatMap((r, i) => (r.choices ?? [r]).map((c, j) => {
+    const index = i * job.n + j;
+    const finish_reason = finishReasonOf(c.finishReason);
+    if (job.kind === "chat") {
+      const logprobs = c.logprobs ? { content: c.logprobs.map((lp) => ctx.texts.chatEntry(lp)), refusal: null } : null;
+      return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
+    }
+    return { index, text: c.completion, logprobs: c.logprobs ? ctx.texts.completionLogprobs(c.logprobs) : null, finish_reason };
+  }));
+  sendJson(res, 200, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
+}
+
+/** each run's events, tagged with the run's index, as they come */
+async function* merged(runs: readonly GenerationRun[]) {
+  const its = runs.map((r) => r.events());
+  const next = (i: number) => its[i]!.next().then((r) => ({ i, r }));
+  const pending = new Map(its.map((_, i) => [i, next(i)] as const));
+  while (pending.size > 0) {
+    const { i, r } = await Promise.race(pending.values());
+    if (r.done) { pending.delete(i); continue; }
+    pending.set(i, next(i));
+    yield { run: i, event: r.value };
+  }
+}
+
+async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse): Promise<void> {
+  const sse = ctx.sse(res);
+  const head = header(job);
+  head.object = job.kind === "chat" ? "chat.completion.chunk" : "text_completion";
+  const extra = job.includeUsage ? { usage: null } : {};
+  const total = runs.length * job.n;
+  const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | null, logprobs: unknown = null) => job.kind === "chat"
+    ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra }
+    : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra };
+  try {
+    if (job.kind === "chat") {
+      for (let index = 0; index < total; index++) {
+        await sse.send({ ...head, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], ...extra });
+      }
+    }
+    let ended = 0;
+    const offsets = new Array<number>(total).fill(0);
+    for await (const { run, event } of merged(runs)) {
+      if (sse.gone) break;
+      const index = run * job.n + event.choice;
+      if (event.step) {
+        const { text, logprob } = event.step;
+        if (text === "" && !logprob) continue;
+        const lp = logprob === undefined ? null
+          : job.kind === "chat" ? { content: [ctx.texts.chatEntry(logprob)], refusal: null } : ctx.texts.completionLogprobs([logprob], offsets[index]);
+        offsets[index]! += text.length;
+        if (!(await sse.send(chunk(index, text, null, lp)))) break;
+        continue;
+      }
+      if (event.finishReason === "abort") break;
+      const last = ++ended === total;
+      const finish = chunk(index, undefined, finishReasonOf(event.finishReason));
+      if (last) {
+        const all = await results(ctx, runs);
+        await sse.send({ ...finish, timings: timingsOf(all[0]!) });
+        if (job.includeUsage) await sse.send({ ...head, choices: [], usage: usageOf(all) });
+        await sse.send("[DONE]");
+      } else {
+        await sse.send(finish);
+      }
+    }
+  } catch (e) {
+    // the status line is sent: the failure goes in the stream, in OpenAI's error shape
+    const err = e instanceof ApiError ? e : internal(e);
+    ctx.failed(err);
+    await sse.send(err.body);
+  } finally {
+    sse.end();
+  }
+}

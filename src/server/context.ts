@@ -1,0 +1,28 @@
+import type { ServerResponse } from "node:http";
+import type { ChatFormatter } from "../chat/index.js";
+import type { Model } from "../llm.js";
+import type { ApiError } from "./errors.js";
+import type { Metrics } from "./metrics.js";
+import type { TokenTexts } from "./openai.js";
+import type { SseWriter } from "./sse.js";
+
+/** What a request handler needs from the running server. */
+export interface ServeContext {
+  readonly model: Model;
+  /** the id /v1/models lists */
+  readonly modelId: string;
+  /** names a request's `model` may give */
+  readonly modelNames: ReadonlySet<string>;
+  readonly metrics: Metrics;
+  readonly texts: TokenTexts;
+  /** the chat template (throws a 400 when the model has none) */
+  formatter(): ChatFormatter;
+  /** throws a 429 (queue full) or 503 (draining) when `prompts` more generations may not queue */
+  admit(prompts: number): void;
+  /** registers an in-flight request (aborted when a shutdown's grace period ends); returns its release */
+  track(controller: AbortController): () => void;
+  /** an SSE writer on the response (with the server's CORS headers) */
+  sse(res: ServerResponse): SseWriter;
+  /** a failure reported inside a stream already answered 200 */
+  failed(e: ApiError): void;
+}

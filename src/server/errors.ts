@@ -1,0 +1,56 @@
+/** An error answered in OpenAI's shape: `{error: {message, type, param, code}}` with an HTTP status. */
+export class ApiError extends Error {
+  override name = "ApiError";
+
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: string = status >= 500 ? "server_error" : "invalid_request_error",
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+
+  get body(): { error: { message: string; type: string; param: string | null; code: string | null } } {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** a 400 naming the request parameter at fault */
+export function invalid(param: string, message: string, code: string | null = "invalid_value"): ApiError {
+  return new ApiError(400, message, "invalid_request_error", param, code);
+}
+
+/** the library's sampling option names -> the request parameters that set them */
+const PARAM_OF: Record<string, string> = {
+  temperature: "temperature", topK: "top_k", topP: "top_p", minP: "min_p", typicalP: "typical_p", repeatPenalty: "repetition_penalty",
+  repeatLastN: "repeat_last_n", frequencyPenalty: "frequency_penalty", presencePenalty: "presence_penalty", logitBias: "logit_bias", seed: "seed",
+};
+
+/**
+ * What Model.submit's synchronous validation errors mean for the client: the library's
+ * RangeErrors become 400s naming the parameter (the prompt parameter is `promptParam`);
+ * anything else is the server's fault.
+ */
+export function fromSubmitError(e: unknown, promptParam: string): ApiError {
+  if (e instanceof ApiError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  if (/^the request needs room for up to \d+ tokens of KV cache/.test(message)) return new ApiError(400, message, "invalid_request_error", "max_tokens", "context_length_exceeded");
+  if (/^the prompt has \d+ tokens but the context holds/.test(message)) return new ApiError(400, message, "invalid_request_error", promptParam, "context_length_exceeded");
+  if (/^the prompt is empty/.test(message) || /^token id .* is outside the vocabulary/.test(message)) return invalid(promptParam, message);
+  const sampling = /^sampling option (\w+)/.exec(message);
+  if (sampling) return invalid(PARAM_OF[sampling[1]!] ?? sampling[1]!, message);
+  if (/^n = \d+ completions exceed|^n must be/.test(message)) return invalid("n", message);
+  if (/^maxTokens/.test(message)) return invalid("max_tokens", message);
+  if (/^logprobs/.test(message)) return invalid("logprobs", message);
+  if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
+  return internal(e);
+}
+
+/** a 500 for an error inside the server or the engine */
+export function internal(e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  return new ApiError(500, `the request failed inside the server: ${e instanceof Error ? e.message : String(e)}`, "server_error", null, "internal_error");
+}

@@ -1,0 +1,3 @@
+// The public surface of the server: an OpenAI-compatible HTTP server on a Model.
+export { OpenAIServer, startServer, type ServeOptions } from "./server.js";
+export { ApiError } from "./errors.js";

@@ -1,0 +1,116 @@
+import type { GenerateOptions } from "../generation/index.js";
+import { invalid } from "./errors.js";
+
+/** A parsed JSON request body. */
+export type Body = Readonly<Record<string, unknown>>;
+
+const describe = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "string" ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v) : String(v));
+
+export function optNumber(body: Body, name: string, check: { min?: number; max?: number; integer?: boolean } = {}): number | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  const range = `${check.min ?? "-inf"}..${check.max ?? "inf"}`;
+  const kind = check.integer ? "an integer" : "a number";
+  if (typeof v !== "number" || !Number.isFinite(v) || (check.integer && !Number.isInteger(v))) throw invalid(name, `'${name}' must be ${kind} in ${range}, got ${describe(v)}`, "invalid_type");
+  if ((check.min !== undefined && v < check.min) || (check.max !== undefined && v > check.max)) throw invalid(name, `'${name}' must be ${kind} in ${range}, got ${v}`);
+  return v;
+}
+
+export function optBoolean(body: Body, name: string): boolean | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean") throw invalid(name, `'${name}' must be a boolean, got ${describe(v)}`, "invalid_type");
+  return v;
+}
+
+export function optString(body: Body, name: string): string | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") throw invalid(name, `'${name}' must be a string, got ${describe(v)}`, "invalid_type");
+  return v;
+}
+
+function optObject(body: Body, name: string): Body | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "object" || Array.isArray(v)) throw invalid(name, `'${name}' must be an object, got ${describe(v)}`, "invalid_type");
+  return v as Body;
+}
+
+/** `stop`: a string or up to 16 strings */
+function stopOf(body: Body): string[] | undefined {
+  const v = body.stop;
+  if (v === undefined || v === null) return undefined;
+  const list = typeof v === "string" ? [v] : v;
+  if (!Array.isArray(list) || list.some((s) => typeof s !== "string")) throw invalid("stop", `'stop' must be a string or an array of strings, got ${describe(v)}`, "invalid_type");
+  if (list.length > 16) throw invalid("stop", `'stop' may hold at most 16 strings, got ${list.length}`);
+  if (list.some((s) => s === "")) throw invalid("stop", "'stop' strings must not be empty");
+  return list as string[];
+}
+
+/** `logit_bias`: {"token id": bias in -100..100} */
+function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | undefined {
+  const v = optObject(body, "logit_bias");
+  if (v === undefined) return undefined;
+  const out: Record<number, number> = {};
+  for (const [k, bias] of Object.entries(v)) {
+    const id = Number(k);
+    if (!/^\d+$/.test(k) || id >= vocabSize) throw invalid("logit_bias", `'logit_bias' keys must be token ids in [0, ${vocabSize}), got ${JSON.stringify(k)}`);
+    if (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100) throw invalid("logit_bias", `'logit_bias' values must be numbers in -100..100, got ${describe(bias)} for token ${k}`);
+    out[id] = bias;
+  }
+  return out;
+}
+
+const UNSUPPORTED = ["tools", "functions", "response_format", "suffix", "audio", "prediction"] as const;
+
+/**
+ * The generation options every completion request shares (sampling, stopping, n, seed), in the
+ * library's terms. Only parameters the request sets appear, so the model's defaults and then the
+ * library's fill the rest, exactly as Model.generate does.
+ */
+export function generationOptionsOf(body: Body, vocabSize: number): GenerateOptions {
+  for (const name of UNSUPPORTED) {
+    const v = body[name];
+    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(name === "response_format" && (v as Body).type === "text")) {
+      throw invalid(name, `'${name}' is not supported by this server`, "unsupported_parameter");
+    }
+  }
+  optString(body, "user");
+  const maxTokens = optNumber(body, "max_completion_tokens", { integer: true, min: 1 }) ?? optNumber(body, "max_tokens", { integer: true, min: 1 });
+  const topK = optNumber(body, "top_k", { integer: true, min: -1 });
+  const seed = optNumber(body, "seed", { integer: true, min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
+  const options: GenerateOptions = {
+    maxTokens,
+    temperature: optNumber(body, "temperature", { min: 0, max: 2 }),
+    topP: optNumber(body, "top_p", { min: 0, max: 1 }),
+    topK: topK === -1 ? 0 : topK,
+    minP: optNumber(body, "min_p", { min: 0, max: 1 }),
+    typicalP: optNumber(body, "typical_p", { min: 0, max: 1 }),
+    presencePenalty: optNumber(body, "presence_penalty", { min: -2, max: 2 }),
+    frequencyPenalty: optNumber(body, "frequency_penalty", { min: -2, max: 2 }),
+    repeatPenalty: optNumber(body, "repetition_penalty", { min: Number.MIN_VALUE, max: 10 }) ?? optNumber(body, "repeat_penalty", { min: Number.MIN_VALUE, max: 10 }),
+    repeatLastN: optNumber(body, "repeat_last_n", { integer: true, min: -1 }),
+    logitBias: logitBiasOf(body, vocabSize),
+    seed,
+    stop: stopOf(body),
+    n: optNumber(body, "n", { integer: true, min: 1, max: 128 }),
+    ignoreEos: optBoolean(body, "ignore_eos"),
+  };
+  const bestOf = optNumber(body, "best_of", { integer: true, min: 1 });
+  if (bestOf !== undefined && bestOf !== (options.n ?? 1)) throw invalid("best_of", "'best_of' other than n is not supported by this server", "unsupported_parameter");
+  return defined(options);
+}
+
+/** `stream` and `stream_options.include_usage` */
+export function streamOf(body: Body): { stream: boolean; includeUsage: boolean } {
+  const stream = optBoolean(body, "stream") ?? false;
+  const so = optObject(body, "stream_options");
+  if (so && !stream) throw invalid("stream_options", "'stream_options' is only allowed with 'stream': true");
+  return { stream, includeUsage: (so && optBoolean(so, "include_usage")) ?? false };
+}
+
+/** the object without its undefined entries (so they cannot erase a default) */
+export function defined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}

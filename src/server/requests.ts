@@ -1,0 +1,50 @@
+import type { ChatMessage } from "../chat/index.js";
+import { invalid } from "./errors.js";
+import type { Body } from "./params.js";
+
+const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
+
+/** `messages`: [{role, content}] where content is a string, null (assistant) or text parts; "developer" is a system message */
+export function messagesOf(body: Body): ChatMessage[] {
+  const v = body.messages;
+  if (!Array.isArray(v) || v.length === 0) throw invalid("messages", "'messages' must be a non-empty array of {role, content} objects", v === undefined ? "missing_required_parameter" : "invalid_type");
+  return v.map((m: unknown, i): ChatMessage => {
+    const where = `messages[${i}]`;
+    if (typeof m !== "object" || m === null || Array.isArray(m)) throw invalid(where, `'${where}' must be an object {role, content}`, "invalid_type");
+    const { role, content } = m as Body;
+    if (typeof role !== "string" || !ROLES.has(role)) throw invalid(`${where}.role`, `'${where}.role' must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`);
+    return { role: role === "developer" ? "system" : role, content: contentOf(content, `${where}.content`, role) };
+  });
+}
+
+function contentOf(content: unknown, where: string, role: string): string {
+  if (typeof content === "string") return content;
+  if (content === null || content === undefined) {
+    if (role === "assistant") return "";
+    throw invalid(where, `'${where}' is required for a ${role} message`, "missing_required_parameter");
+  }
+  if (!Array.isArray(content)) throw invalid(where, `'${where}' must be a string or an array of text parts`, "invalid_type");
+  return content.map((part: unknown, j) => {
+    const p = part as Body | null;
+    if (typeof p !== "object" || p === null || p.type !== "text" || typeof p.text !== "string") {
+      throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "text", text: string}: this model reads text only${p && typeof p.type === "string" ? ` (got a part of type ${JSON.stringify(p.type)})` : ""}`);
+    }
+    return p.text;
+  }).join("");
+}
+
+/** `prompt` of a text completion: a string, strings, token ids, or arrays of token ids */
+export function promptsOf(body: Body, vocabSize: number): (string | number[])[] {
+  const v = body.prompt;
+  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids", v === undefined ? "missing_required_parameter" : "invalid_type");
+  if (typeof v === "string") return [v];
+  if (!Array.isArray(v) || v.length === 0) throw bad();
+  const ids = (a: unknown[]): number[] => {
+    for (const t of a) if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize) throw invalid("prompt", `'prompt' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
+    return a as number[];
+  };
+  if (v.every((p) => typeof p === "string")) return v as string[];
+  if (v.every((p) => typeof p === "number")) return [ids(v)];
+  if (v.every((p) => Array.isArray(p) && p.length > 0)) return (v as unknown[][]).map(ids);
+  throw bad();
+}

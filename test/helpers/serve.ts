@@ -1,0 +1,52 @@
+import { loadModel, type Model } from "../../src/index.js";
+import { startServer, type OpenAIServer, type ServeOptions } from "../../src/server/index.js";
+import { spawn, type ChildProcess } from "node:child_process";
+import { resolve } from "node:path";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./shared.js";
+
+export const STORIES = "models/stories260K.gguf";
+export const skipStories = skipWithoutShared(STORIES);
+/** stories260K has no chat template: a plain one */
+export const CHAT_TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+/** stories260K loaded with a small engine, and a server on a free loopback port */
+export async function serveStories(load: Parameters<typeof loadModel>[1] = {}, options: ServeOptions = {}): Promise<{ model: Model; server: OpenAIServer; url: string; close(): Promise<void> }> {
+  const model = await loadModel(sharedFile(STORIES)!, { threads: 1, contextSize: 512, ...load });
+  const server = await startServer(model, { port: 0, chatTemplate: CHAT_TEMPLATE, ...options });
+  return { model, server, url: server.url, close: async () => { await server.close(1000); model.dispose(); } };
+}
+
+/** POST JSON, the parsed answer and its status */
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
+  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let json: unknown;
+  try { json = JSON.parse(text); } catch { json = text; }
+  return { status: res.status, json, headers: res.headers };
+}
+
+/** resolves once `check` holds (polling), or rejects after `ms` */
+export async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** `tsllm serve` as a child process; resolves with its URL once the model is loaded */
+export async function spawnServe(args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", sharedFile(STORIES)!, "--port", "0", "--threads", "1", ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    child.stderr!.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      const m = /listening on (\S+)/.exec(stderr);
+      if (m && stderr.includes("ready:")) resolveUrl(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`tsllm serve exited with ${code}: ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr, exited };
+}
+

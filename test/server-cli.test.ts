@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES } from "./helpers/serve.js";
+import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
+
+const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
+const dir = mkdtempSync(join(tmpdir(), "tsllm-serve-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const template = join(dir, "t.jinja");
+writeFileSync(template, CHAT_TEMPLATE);
+const serve = (args: string[]) => spawnServe([...args, "--chat-template", template]);
+
+/** reads an SSE response to its end: the texts and whether [DONE] came */
+async function readStream(res: Response, onFirst?: () => void): Promise<{ text: string; finish: string | undefined; done: boolean }> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "", text = "", finish: string | undefined, done = false, first = true;
+  for (;;) {
+    const r = await reader.read();
+    if (r.done) break;
+    buf += r.value;
+    let at;
+    while ((at = buf.indexOf("\n\n")) >= 0) {
+      const line = buf.slice(0, at).replace(/^data: /, "");
+      buf = buf.slice(at + 2);
+      if (line === "[DONE]") { done = true; continue; }
+      const c = JSON.parse(line);
+      text += c.choices[0]?.text ?? "";
+      finish = c.choices[0]?.finish_reason ?? finish;
+      if (first) { first = false; onFirst?.(); }
+    }
+  }
+  return { text, finish, done };
+}
+
+test("tsllm serve: greedy text equals tsllm generate's; SIGTERM drains the request in flight, refuses new ones and exits 0", { skip }, async () => {
+  const s = await serve(["--grace-ms", "30000"]);
+  try {
+    const gen = spawnSync(process.execPath, ["--import", "tsx", CLI, "generate", "--model", sharedFile(STORIES)!, "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "40", "--threads", "1", "--json"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+    assert.equal(gen.status, 0, gen.stderr);
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", temperature: 0, max_tokens: 40 });
+    assert.equal(r.json.choices[0].text, JSON.parse(gen.stdout).completion);
+    const chatGen = spawnSync(process.execPath, ["--import", "tsx", CLI, "generate", "--model", sharedFile(STORIES)!, "--chat", "--chat-template", template, "--system", "Be kind.", "--prompt", "Lily and Ben", "--temperature", "0", "--max-tokens", "30", "--threads", "1", "--json"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+    assert.equal(chatGen.status, 0, chatGen.stderr);
+    const c = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "system", content: "Be kind." }, { role: "user", content: "Lily and Ben" }], temperature: 0, max_tokens: 30 });
+    assert.equal(c.json.choices[0].message.content, JSON.parse(chatGen.stdout).completion);
+
+    const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, temperature: 0, stream: true }) });
+    const streamed = readStream(res, () => s.child.kill("SIGTERM"));
+    const out = await streamed;
+    assert.equal(out.done, true, "the stream in flight ran to its end");
+    assert.equal(out.finish, "length");
+    await assert.rejects(fetch(`${s.url}/health`), "no new connections after SIGTERM");
+    assert.equal(await s.exited, 0, s.stderr());
+    assert.match(s.stderr(), /SIGTERM: draining/);
+  } finally {
+    s.child.kill("SIGKILL");
+  }
+});
+
+test("tsllm serve: past --grace-ms the requests in flight are cancelled and the process exits 0; usage errors exit 2", { skip }, async () => {
+  const s = await serve(["--grace-ms", "50"]);
+  try {
+    const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 2000, ignore_eos: true, stream: true }) });
+    const out = await readStream(res, () => s.child.kill("SIGINT"));
+    assert.equal(out.done, false, "cut off");
+    assert.equal(await s.exited, 0, s.stderr());
+  } finally {
+    s.child.kill("SIGKILL");
+  }
+  const bad = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--model", "x.gguf", "--kv-memory", "lots"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--kv-memory expects a size/);
+  const help = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--help"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /^Usage: tsllm serve/);
+});

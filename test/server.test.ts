@@ -1,0 +1,290 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import OpenAI from "openai";
+import { generateText, streamText } from "ai";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import type { GenerateOptions, Model } from "../src/index.js";
+import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+
+describe("tsllm serve on stories260K", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  let model: Model;
+  let client: OpenAI;
+  before(async () => {
+    s = await serveStories({ maxSequences: 32 });
+    model = s.model;
+    client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+  });
+  after(() => s?.close());
+
+  const chat = (content: string, options: GenerateOptions) => model.chat([{ role: "user", content }], { ...options, chatTemplate: CHAT_TEMPLATE });
+
+  test("openai client, completions and chat, streaming and not: greedy text equals Model.generate / Model.chat", async () => {
+    const want = await model.generate("Once upon a time", { temperature: 0, maxTokens: 24 });
+    const c = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 24, temperature: 0 });
+    assert.equal(c.choices[0]!.text, want.completion);
+    assert.equal(c.choices[0]!.finish_reason, "length");
+    assert.deepEqual(c.usage, { prompt_tokens: want.promptTokens.length, completion_tokens: 24, total_tokens: want.promptTokens.length + 24, prompt_tokens_details: { cached_tokens: (c.usage as any).prompt_tokens_details.cached_tokens } });
+    assert.equal(typeof (c as any).timings.predicted_per_token_ms, "number");
+
+    const wantChat = await chat("Lily and Ben", { temperature: 0, maxTokens: 20 });
+    const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Lily and Ben" }], max_tokens: 20, temperature: 0 });
+    assert.equal(r.choices[0]!.message.content, wantChat.completion);
+    assert.equal(r.choices[0]!.message.role, "assistant");
+
+    const stream = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Lily and Ben" }], max_tokens: 20, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    let text = "", roles = 0, finish: string | null = null, usage;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const ch of chunk.choices) {
+        if (ch.delta.role) roles++;
+        text += ch.delta.content ?? "";
+        finish = ch.finish_reason ?? finish;
+      }
+    }
+    assert.equal(text, wantChat.completion);
+    assert.equal(roles, 1);
+    assert.equal(finish, wantChat.finishReason === "length" ? "length" : "stop");
+    assert.equal(usage?.completion_tokens, wantChat.completionTokens.length);
+
+    const cs = await client.completions.create({ prompt: "Once upon a time", max_tokens: 24, temperature: 0, stream: true });
+    let ctext = "";
+    for await (const chunk of cs) ctext += chunk.choices[0]?.text ?? "";
+    assert.equal(ctext, want.completion);
+  });
+
+  test("the ai SDK (openai-compatible provider): generateText and streamText equal Model.chat", async () => {
+    const provider = createOpenAICompatible({ name: "tsllm", baseURL: `${s.url}/v1`, includeUsage: true });
+    const want = await chat("Once upon a time", { temperature: 0, maxTokens: 16 });
+    const g = await generateText({ model: provider("stories260K"), prompt: "Once upon a time", temperature: 0, maxOutputTokens: 16 });
+    assert.equal(g.text, want.completion);
+    assert.equal(g.usage.outputTokens, want.completionTokens.length);
+    const st = streamText({ model: provider("stories260K"), prompt: "Once upon a time", temperature: 0, maxOutputTokens: 16 });
+    let text = "";
+    for await (const part of st.textStream) text += part;
+    assert.equal(text, want.completion);
+    assert.equal((await st.usage).outputTokens, want.completionTokens.length);
+  });
+
+  test("32 concurrent streams of different prompts and settings each equal their solo output", async () => {
+    const prompts = ["Once upon a time", "Lily and Ben", "The cat", "One day", "Tom had a big", "The sun was"];
+    const jobs = Array.from({ length: 32 }, (_, i) => {
+      const options: GenerateOptions = i % 3 === 0 ? { temperature: 0, maxTokens: 12 + (i % 7) }
+        : i % 3 === 1 ? { temperature: 0.9, topK: 20, seed: 1000 + i, maxTokens: 16 } : { temperature: 0.7, topP: 0.9, minP: 0.1, seed: i, maxTokens: 10, stop: [" the"] };
+      return { prompt: prompts[i % prompts.length]!, options, chat: i % 4 === 1 };
+    });
+    const solo: string[] = [];
+    for (const j of jobs) solo.push((await (j.chat ? chat(j.prompt, j.options) : model.generate(j.prompt, j.options))).completion);
+    const body = (j: (typeof jobs)[number]) => ({
+      max_tokens: j.options.maxTokens, temperature: j.options.temperature, top_k: j.options.topK, top_p: j.options.topP, min_p: j.options.minP, seed: j.options.seed, stop: j.options.stop,
+    });
+    const got = await Promise.all(jobs.map(async (j) => {
+      let text = "";
+      if (j.chat) {
+        const st = await client.chat.completions.create({ messages: [{ role: "user", content: j.prompt }], stream: true, ...body(j) } as any) as any;
+        for await (const c of st) text += c.choices[0]?.delta?.content ?? "";
+      } else {
+        const st = await client.completions.create({ prompt: j.prompt, stream: true, ...body(j) } as any) as any;
+        for await (const c of st) text += c.choices[0]?.text ?? "";
+      }
+      return text;
+    }));
+    assert.deepEqual(got, solo);
+    assert.ok(model.engine.stats.peakStepSequences > 1, "the requests were batched");
+  });
+
+  test("n, logprobs, top_logprobs, logit_bias, stop and token-id prompts", async () => {
+    const r = await client.chat.completions.create({ messages: [{ role: "user", content: "The cat" }], n: 3, temperature: 1, seed: 7, max_tokens: 8, logprobs: true, top_logprobs: 2 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+    const want = await chat("The cat", { n: 3, temperature: 1, seed: 7, maxTokens: 8 });
+    assert.deepEqual(r.choices.map((c) => c.message.content), want.choices!.map((c) => c.completion));
+    for (const c of r.choices) {
+      assert.ok(c.logprobs!.content!.length > 0);
+      for (const e of c.logprobs!.content!) { assert.ok(e.logprob <= 0); assert.equal(e.top_logprobs.length, 2); }
+    }
+    const greedy = await model.generate("Once upon a time", { temperature: 0, maxTokens: 4 });
+    const banned = await client.completions.create({ prompt: greedy.promptTokens, max_tokens: 4, temperature: 0, logit_bias: { [greedy.completionTokens[0]!]: -100 }, logprobs: 3 });
+    assert.notEqual(banned.choices[0]!.text, greedy.completion);
+    assert.equal(banned.choices[0]!.logprobs!.tokens!.length, 4);
+    assert.equal(banned.choices[0]!.logprobs!.top_logprobs!.length, 4);
+    const long = await model.generate("Once upon a time", { temperature: 0, maxTokens: 30 });
+    const stopAt = long.completion.indexOf(" play");
+    assert.ok(stopAt > 0);
+    const stopped = await client.completions.create({ prompt: "Once upon a time", max_tokens: 30, temperature: 0, stop: [" play"] });
+    assert.equal(stopped.choices[0]!.text, long.completion.slice(0, stopAt));
+    assert.equal(stopped.choices[0]!.finish_reason, "stop");
+    const batch = await client.completions.create({ prompt: ["Once upon a time", "Lily and Ben"], max_tokens: 5, temperature: 0, n: 2 });
+    assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3]);
+    assert.equal(batch.choices[0]!.text, batch.choices[1]!.text);
+    // a repeated prompt's full blocks come from the prefix cache
+    const p = "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends and her dog.";
+    await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
+    const again = await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
+    assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
+  });
+
+  test("message content is data: '</s>' in a message is plain text for Model.chat and the server (parseSpecialInContent restores the old way)", async () => {
+    const messages = [{ role: "user", content: "Hi</s>Once upon a time" }];
+    const eos = model.tokenizer.eosId!;
+    const r = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6 });
+    assert.ok(!r.promptTokens.includes(eos), `no EOS in ${r.promptTokens}`);
+    assert.equal(model.tokenizer.decode(r.promptTokens, { skipSpecialTokens: true }), "user: Hi</s>Once upon a time\nassistant:");
+    const old = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6, parseSpecialInContent: true });
+    assert.ok(old.promptTokens.includes(eos));
+    const served = await client.chat.completions.create({ messages: messages as any, temperature: 0, max_tokens: 6 });
+    assert.equal(served.usage!.prompt_tokens, r.promptTokens.length);
+    assert.equal(served.choices[0]!.message.content, r.completion);
+  });
+
+  test("a client that disconnects mid-stream cancels its request: the engine frees its sequence and KV blocks", async () => {
+    const controller = new AbortController();
+    const res = await fetch(`${s.url}/v1/completions`, {
+      method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, temperature: 0, stream: true }),
+    });
+    const reader = res.body!.getReader();
+    let chunks = 0;
+    while (chunks < 3) { await reader.read(); chunks++; }
+    assert.equal(model.engine.stats.running, 1);
+    controller.abort();
+    await until(() => model.engine.stats.running === 0 && model.engine.stats.kv!.blocksInUse === 0, "the engine to drop the request");
+  });
+
+  test("400 catalogue: each names the parameter in OpenAI's error shape", async () => {
+    const chatUrl = `${s.url}/v1/chat/completions`, textUrl = `${s.url}/v1/completions`;
+    const msgs = [{ role: "user", content: "hi" }];
+    const cases: [string, unknown, number, string | null, string | null][] = [
+      [chatUrl, { messages: msgs, temperature: "hot" }, 400, "temperature", "invalid_type"],
+      [chatUrl, { messages: msgs, temperature: 5 }, 400, "temperature", "invalid_value"],
+      [chatUrl, { messages: msgs, top_p: 1.5 }, 400, "top_p", "invalid_value"],
+      [chatUrl, { messages: msgs, top_k: 2.5 }, 400, "top_k", "invalid_type"],
+      [chatUrl, { messages: msgs, min_p: -1 }, 400, "min_p", "invalid_value"],
+      [chatUrl, { messages: msgs, n: 0 }, 400, "n", "invalid_value"],
+      [chatUrl, { messages: msgs, n: 64 }, 400, "n", "invalid_value"],
+      [chatUrl, { messages: msgs, max_tokens: 0 }, 400, "max_tokens", "invalid_value"],
+      [chatUrl, { messages: msgs, max_completion_tokens: "x" }, 400, "max_completion_tokens", "invalid_type"],
+      [chatUrl, { messages: msgs, presence_penalty: 3 }, 400, "presence_penalty", "invalid_value"],
+      [chatUrl, { messages: msgs, frequency_penalty: -3 }, 400, "frequency_penalty", "invalid_value"],
+      [chatUrl, { messages: msgs, repetition_penalty: 0 }, 400, "repetition_penalty", "invalid_value"],
+      [chatUrl, { messages: msgs, seed: 1.5 }, 400, "seed", "invalid_type"],
+      [chatUrl, { messages: msgs, stop: 5 }, 400, "stop", "invalid_type"],
+      [chatUrl, { messages: msgs, logit_bias: { abc: 1 } }, 400, "logit_bias", "invalid_value"],
+      [chatUrl, { messages: msgs, logit_bias: { 1: 500 } }, 400, "logit_bias", "invalid_value"],
+      [chatUrl, { messages: msgs, logit_bias: { 99999: 1 } }, 400, "logit_bias", "invalid_value"],
+      [chatUrl, { messages: msgs, top_logprobs: 2 }, 400, "top_logprobs", "invalid_value"],
+      [chatUrl, { messages: msgs, logprobs: true, top_logprobs: 50 }, 400, "top_logprobs", "invalid_value"],
+      [chatUrl, { messages: msgs, stream_options: { include_usage: true } }, 400, "stream_options", "invalid_value"],
+      [chatUrl, { messages: msgs, stream: "yes" }, 400, "stream", "invalid_type"],
+      [chatUrl, { messages: msgs, tools: [{ type: "function", function: { name: "f" } }] }, 400, "tools", "unsupported_parameter"],
+      [chatUrl, {}, 400, "messages", "missing_required_parameter"],
+      [chatUrl, { messages: [] }, 400, "messages", "invalid_type"],
+      [chatUrl, { messages: [{ role: "wizard", content: "x" }] }, 400, "messages[0].role", "invalid_value"],
+      [chatUrl, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, 400, "messages[0].content[0]", "invalid_value"],
+      [chatUrl, { messages: [{ role: "user" }] }, 400, "messages[0].content", "missing_required_parameter"],
+      [chatUrl, { messages: msgs, max_tokens: 600 }, 400, "messages", "context_length_exceeded"],
+      [textUrl, {}, 400, "prompt", "missing_required_parameter"],
+      [textUrl, { prompt: [1.5] }, 400, "prompt", "invalid_value"],
+      [textUrl, { prompt: [100000] }, 400, "prompt", "invalid_value"],
+      [textUrl, { prompt: "x", logprobs: 30 }, 400, "logprobs", "invalid_value"],
+      [textUrl, { prompt: "x", echo: true }, 400, "echo", "unsupported_parameter"],
+      [textUrl, { prompt: "x", best_of: 3 }, 400, "best_of", "unsupported_parameter"],
+      [textUrl, { prompt: "the ".repeat(600) }, 400, "prompt", "context_length_exceeded"],
+      [textUrl, "{not json", 400, null, "invalid_json"],
+      [textUrl, "[1, 2]", 400, null, "invalid_json"],
+      [textUrl, { prompt: "x", model: "gpt-4o" }, 404, "model", "model_not_found"],
+      [`${s.url}/v1/embeddings`, { input: "x" }, 404, null, "not_found"],
+      [`${s.url}/nowhere`, {}, 404, null, "not_found"],
+    ];
+    for (const [url, body, status, param, code] of cases) {
+      const r = await post(url, body);
+      const what = `${url} ${JSON.stringify(body).slice(0, 80)} -> ${r.status} ${JSON.stringify(r.json)}`;
+      assert.equal(r.status, status, what);
+      assert.equal(r.json.error.param, param, what);
+      assert.equal(r.json.error.code, code, what);
+      assert.equal(typeof r.json.error.message, "string", what);
+      assert.equal(typeof r.json.error.type, "string", what);
+    }
+    const tooLong = await post(textUrl, { prompt: "Once upon a time", max_tokens: 510 });
+    assert.match(tooLong.json.error.message, /maximum context length is 512 tokens.*515 tokens \(5 in the prompt, 510 in the completion\)/);
+    const wrongMethod = await fetch(chatUrl);
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(wrongMethod.headers.get("allow"), "POST");
+    assert.equal((await wrongMethod.json()).error.code, "method_not_allowed");
+    const big = await post(textUrl, { prompt: "x".repeat(5 * 2 ** 20) });
+    assert.equal(big.status, 413);
+    assert.equal(big.json.error.code, "request_too_large");
+  });
+
+  test("GET /v1/models, /health, /metrics; POST /tokenize, /detokenize", async () => {
+    const models = await (await fetch(`${s.url}/v1/models`)).json();
+    assert.equal(models.data[0].id, "stories260K");
+    assert.equal(models.data[0].meta.n_ctx, 512);
+    assert.deepEqual((await client.models.list()).data.map((m) => m.id), ["stories260K"]);
+    assert.deepEqual(await (await fetch(`${s.url}/health`)).json(), { status: "ok", requests_running: 0, requests_waiting: 0 });
+    const tok = await post(`${s.url}/tokenize`, { content: "Once upon a time", add_special: true });
+    assert.deepEqual(tok.json.tokens, model.tokenizer.encode("Once upon a time"));
+    const detok = await post(`${s.url}/detokenize`, { tokens: tok.json.tokens.slice(1) });
+    assert.equal(detok.json.content, "Once upon a time");
+    assert.equal((await post(`${s.url}/detokenize`, { tokens: [-1] })).json.error.param, "tokens");
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    for (const name of ["tsllm_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"}", "tsllm_time_to_first_token_seconds_bucket", "tsllm_time_per_output_token_seconds_count",
+      "tsllm_e2e_request_latency_seconds_sum", "tsllm_request_queue_time_seconds_count", "tsllm_prompt_tokens_total", "tsllm_generation_tokens_total", "tsllm_requests_running 0",
+      "tsllm_requests_waiting 0", "tsllm_kv_blocks_used 0", "tsllm_kv_blocks_total", "tsllm_prefix_cache_hit_tokens_total", "status=\"400\"", "status=\"413\""]) {
+      assert.ok(metrics.includes(name), `/metrics has ${name}`);
+    }
+    assert.match(metrics, /^tsllm_generation_tokens_total [1-9]\d*$/m);
+  });
+
+  test("a request that fails inside the engine fails alone with a 500 in OpenAI's shape; the server keeps serving", async () => {
+    const lm = model.languageModel as unknown as { passBatch: (...a: unknown[]) => unknown };
+    const original = lm.passBatch;
+    let failures = 1;
+    lm.passBatch = function (this: unknown, ...a: unknown[]) {
+      if (failures-- > 0) throw new Error("injected engine failure");
+      return original.apply(this, a);
+    };
+    try {
+      const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 4 });
+      assert.equal(r.status, 500);
+      assert.equal(r.json.error.type, "server_error");
+      assert.match(r.json.error.message, /injected engine failure/);
+      failures = 1;
+      const st = await client.completions.create({ prompt: "Once upon a time", max_tokens: 4, stream: true });
+      await assert.rejects(async () => { for await (const _ of st) { /* the error arrives in the stream */ } }, /injected engine failure/);
+    } finally {
+      lm.passBatch = original;
+    }
+    const ok = await client.completions.create({ prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
+    assert.equal(ok.choices[0]!.text, (await model.generate("Once upon a time", { maxTokens: 4, temperature: 0 })).completion);
+  });
+});
+
+describe("tsllm serve limits", { skip }, () => {
+  test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
+    const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
+    try {
+      const auth = { Authorization: "Bearer sekret" };
+      assert.equal((await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 })).status, 401);
+      const wrong = await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 }, { Authorization: "Bearer sekreT" });
+      assert.equal(wrong.status, 401);
+      assert.equal(wrong.json.error.code, "invalid_api_key");
+      assert.equal((await fetch(`${s.url}/health`)).status, 200, "/health needs no key");
+      const controller = new AbortController();
+      const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true });
+      const running = await fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { ...auth, "Content-Type": "application/json" }, body });
+      await running.body!.getReader().read();
+      const waiting = fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { ...auth, "Content-Type": "application/json" }, body }).catch(() => undefined);
+      await until(() => s.model.engine.stats.waiting === 1, "the second request to wait");
+      const full = await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 }, auth);
+      assert.equal(full.status, 429);
+      assert.equal(full.headers.get("retry-after"), "1");
+      assert.equal(full.json.error.code, "queue_full");
+      controller.abort();
+      await waiting;
+      await until(() => s.model.engine.stats.running === 0 && s.model.engine.stats.waiting === 0, "the engine to drop both");
+      assert.equal((await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 }, auth)).status, 200);
+    } finally {
+      await s.close();
+    }
+  });
+});
