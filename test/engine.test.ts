@@ -217,3 +217,25 @@ test("stories260K: beam search and speculative decoding run as engine strategies
     draftModel.dispose();
   }
 });
+
+test("stories260K: a reader that stops reading holds its request back (bounded backlog); reading again resumes it, tokens unchanged", { skip }, async () => {
+  const options = { temperature: 0, maxTokens: 400, ignoreEos: true };
+  const [solo] = await soloResults("wasm", [{ prompt: "Once upon a time", options }]);
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    const run = model.submit("Once upon a time", options);
+    const events = run.events();
+    await events.next();
+    const before = model.engine.stats.rowsComputed;
+    await new Promise((r) => setTimeout(r, 400));
+    const during = model.engine.stats.rowsComputed - before;
+    assert.ok(during <= 70, `${during} rows computed while nobody read (the backlog limit is 64 events)`);
+    const tokens: number[] = [];
+    for await (const e of events) if (e.step?.token !== undefined) tokens.push(e.step.token);
+    const r = await run.result();
+    assert.deepEqual(r.completionTokens, solo!.completionTokens);
+    assert.equal(tokens.length, r.completionTokens.length - 1, "every event after the first arrived");
+  } finally {
+    model.dispose();
+  }
+});

@@ -4,6 +4,7 @@ import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, val
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937 } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
+import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, TimeSlicer } from "./runner.js";
 import { Scheduler, type StepPlan } from "./scheduler.js";
@@ -127,18 +128,23 @@ export class Engine {
   submit(params: RequestParams): EngineRequest {
     if (this.closed) throw new Error("the engine has been closed (model disposed)");
     const { promptTokens, maxTokens } = params;
-    if (promptTokens.length === 0) throw new Error("the prompt is empty (no tokens): give some text or enable addSpecialTokens");
+    if (promptTokens.length === 0) throw new RequestError("the prompt is empty (no tokens): give some text or enable addSpecialTokens", "prompt");
     if (promptTokens.length >= this.contextSize) {
-      throw new RangeError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`);
+      throw new RequestError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`, "prompt", "context_length_exceeded");
     }
     const vocab = this.model.info.vocabSize;
-    for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`token id ${t} is outside the vocabulary [0, ${vocab})`);
-    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${maxTokens}`);
-    validateLogprobs(params.topLogprobs);
+    for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`token id ${t} is outside the vocabulary [0, ${vocab})`, "prompt");
+    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RequestError(`maxTokens must be a non-negative integer, got ${maxTokens}`, "maxTokens");
+    try {
+      validateLogprobs(params.topLogprobs);
+    } catch (e) {
+      throw new RequestError((e as Error).message, "logprobs");
+    }
     createSampler(params.sampling); // throws a RangeError naming a bad sampling option
     const strategy = this.strategyFor(params);
     if (strategy.width > this.maxSequences) {
-      throw new RangeError(`${strategy.width} ${params.decoding.kind === "beam" ? "beams" : "completions"} exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`);
+      const beams = params.decoding.kind === "beam";
+      throw new RequestError(`${beams ? "numBeams" : "n"} = ${strategy.width} ${beams ? "beams" : "completions"} exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`, beams ? "numBeams" : "n");
     }
     const scheduler = this.ensureScheduler();
     const request = new EngineRequest(this.nextId++, params, strategy);
@@ -193,8 +199,11 @@ export class Engine {
       if (s.running.length === 0 && s.waiting.length === 0 && this.exclusives.length === 0) return;
       const plan = s.schedule();
       if (plan.chunks.length === 0) {
-        // nothing can run until something changes (a new request, an abort, an exclusive task)
-        await new Promise<void>((resolve) => (this.wakeLoop = resolve));
+        // nothing can run until something changes (a new request, an abort, an exclusive task, a reader catching up)
+        await new Promise<void>((resolve) => {
+          this.wakeLoop = resolve;
+          if (s.running.some((r) => r.backlog > 0)) setTimeout(resolve, 1);
+        });
         continue;
       }
       let logits: (Float32Array | undefined)[];
@@ -255,7 +264,7 @@ export class Engine {
     const vocab = this.model.info.vocabSize;
     switch (d.kind) {
       case "sample":
-        if (!Number.isInteger(d.n) || d.n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${d.n}`);
+        if (!Number.isInteger(d.n) || d.n < 1) throw new RequestError(`n must be an integer >= 1 (the number of completions), got ${d.n}`, "n");
         return new SamplingStrategy(d.n, params.maxTokens, makeSequence, params.topLogprobs !== undefined);
       case "beam": {
         const options = { ...d, maxTokens: room, endIds };
@@ -264,7 +273,7 @@ export class Engine {
       }
       case "speculative": {
         validateSpeculative(d);
-        if (d.draft && d.draft.info.vocabSize !== vocab) throw new RangeError(`draft model: its vocabulary has ${d.draft.info.vocabSize} tokens, the target's ${vocab}`);
+        if (d.draft && d.draft.info.vocabSize !== vocab) throw new RequestError(`draft model: its vocabulary has ${d.draft.info.vocabSize} tokens, the target's ${vocab}`, "draftModel");
         const draftTokens = d.draftTokens ?? (d.draft ? 8 : 10);
         return new SpeculativeStrategy(vocab, params.promptTokens, (out) => {
           const sampler = out.sampler;

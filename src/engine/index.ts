@@ -2,3 +2,4 @@ export { Engine, type EngineOptions, type EngineStats } from "./engine.js";
 export { EngineRequest, type Decoding, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";
 export { RunningSequence } from "./running-sequence.js";
 export type { ChoiceOutcome, Strategy, StrategyHost, StrategyRequest } from "./strategy.js";
+export { RequestError } from "./errors.js";

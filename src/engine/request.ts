@@ -68,6 +68,8 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   /** KV blocks it may hold at once beyond its cached prefix (its worst case, reserved at admission) */
   reservedBlocks = 0;
   private readonly events: RequestEvent[] = [];
+  /** events the reader has taken; undefined while nobody reads them (a caller awaiting only the outcome) */
+  private read: number | undefined;
   private waiter: (() => void) | undefined;
   private outcomeValue: RequestOutcome | undefined;
   private failure: unknown;
@@ -127,10 +129,19 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
     this.wake();
   }
 
+  /**
+   * The reader is this many events behind: the scheduler pauses the request past a limit, so a
+   * slow consumer (a client reading its stream slowly) holds the request back instead of making
+   * its events pile up without bound.
+   */
+  get backlog(): number {
+    return this.read === undefined ? 0 : this.events.length - this.read;
+  }
+
   async *[Symbol.asyncIterator](): AsyncGenerator<RequestEvent, void> {
-    let read = 0;
+    this.read = 0;
     for (;;) {
-      while (read < this.events.length) yield this.events[read++]!;
+      while (this.read < this.events.length) yield this.events[this.read++]!;
       if (this.settled) {
         if (this.outcomeValue === undefined) throw this.failure;
         return;

@@ -1,7 +1,11 @@
 import { KVBlockPool, type KVCache } from "../cache/index.js";
+import { RequestError } from "./errors.js";
 import type { EngineRequest } from "./request.js";
 import { RunningSequence } from "./running-sequence.js";
 import type { StrategyHost, StrategyRequest } from "./strategy.js";
+
+/** events a request's reader may fall behind before the request stops decoding until it catches up */
+const MAX_BACKLOG = 64;
 
 /** One sequence's share of a step: the tokens the pass computes for it. */
 export interface ScheduledChunk {
@@ -62,9 +66,10 @@ export class Scheduler implements StrategyHost {
       const { promptTokens, maxTokens } = request.params;
       const bs = this.pool.blockSize, width = request.strategy.width;
       const what = request.params.decoding.kind === "beam" ? `, ${width} beams` : width > 1 ? `, ${width} choices` : request.params.decoding.kind === "speculative" ? ", a speculative proposal" : "";
-      throw new RangeError(
+      throw new RequestError(
         `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${promptTokens.length} + maxTokens ${maxTokens}${what}) ` +
           `but the KV cache holds ${this.pool.blockCount * bs} tokens (${this.pool.byteLength} bytes); lower maxTokens or raise kvCacheBytes`,
+        "maxTokens", "context_length_exceeded",
       );
     }
   }
@@ -78,9 +83,9 @@ export class Scheduler implements StrategyHost {
   schedule(): StepPlan {
     const chunks: ScheduledChunk[] = [];
     let budget = this.limits.maxBatchTokens;
-    // decodes first: each running sequence's chosen tokens, whole
+    // decodes first: each running sequence's chosen tokens, whole (a request whose reader lags far behind waits)
     for (const request of this.running) {
-      if (!request.prefilled) continue;
+      if (!request.prefilled || request.backlog > MAX_BACKLOG) continue;
       for (const sequence of request.sequences) {
         if (sequence.finished || sequence.pending === 0) continue;
         chunks.push(chunkOf(request, sequence, sequence.pending));

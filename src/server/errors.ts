@@ -1,3 +1,5 @@
+import { RequestError } from "../engine/index.js";
+
 /** An error answered in OpenAI's shape: `{error: {message, type, param, code}}` with an HTTP status. */
 export class ApiError extends Error {
   override name = "ApiError";
@@ -29,6 +31,9 @@ const PARAM_OF: Record<string, string> = {
   repeatLastN: "repeat_last_n", frequencyPenalty: "frequency_penalty", presencePenalty: "presence_penalty", logitBias: "logit_bias", seed: "seed",
 };
 
+/** the engine's option names (RequestError.option) -> the request parameters that set them */
+const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n" };
+
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's
  * RangeErrors become 400s naming the parameter (the prompt parameter is `promptParam`);
@@ -37,13 +42,13 @@ const PARAM_OF: Record<string, string> = {
 export function fromSubmitError(e: unknown, promptParam: string): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
-  if (/^the request needs room for up to \d+ tokens of KV cache/.test(message)) return new ApiError(400, message, "invalid_request_error", "max_tokens", "context_length_exceeded");
-  if (/^the prompt has \d+ tokens but the context holds/.test(message)) return new ApiError(400, message, "invalid_request_error", promptParam, "context_length_exceeded");
-  if (/^the prompt is empty/.test(message) || /^token id .* is outside the vocabulary/.test(message)) return invalid(promptParam, message);
+  if (e instanceof RequestError) {
+    const param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? e.option);
+    return new ApiError(400, message, "invalid_request_error", param, e.code ?? "invalid_value");
+  }
   const sampling = /^sampling option (\w+)/.exec(message);
   if (sampling) return invalid(PARAM_OF[sampling[1]!] ?? sampling[1]!, message);
-  if (/^n = \d+ completions exceed|^n must be/.test(message)) return invalid("n", message);
-  if (/^maxTokens/.test(message)) return invalid("max_tokens", message);
+  if (/^n must be/.test(message)) return invalid("n", message);
   if (/^logprobs/.test(message)) return invalid("logprobs", message);
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
   return internal(e);
