@@ -9,6 +9,6 @@ export { ChatTemplate, type ChatMessage } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
-export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/convert.js";
+export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/index.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";

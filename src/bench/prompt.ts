@@ -1,5 +1,5 @@
 import { loadTokenizer } from "../llm.js";
-import { Rng } from "../testing/rng.js";
+import { Rng } from "../testing/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 
 /**

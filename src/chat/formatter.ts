@@ -1,4 +1,4 @@
-import type { Tokenizer } from "../tokenizer/types.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions } from "./template.js";
 
 /** Something with GGUF-style string metadata (GGUFMetadata). */

@@ -1,6 +1,6 @@
 import { createInterface } from "node:readline";
 import type { ChatMessage } from "../chat/index.js";
-import { formatTimings } from "../generation/timings.js";
+import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom } from "./generate.js";

@@ -1,4 +1,4 @@
-import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/convert.js";
+import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { optionalString, parse, requireString, flag, UsageError } from "./args.js";
 
 export const convertHelp = `Usage: tsllm convert --model HF_FOLDER --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]

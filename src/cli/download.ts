@@ -1,7 +1,6 @@
 import { parseArgs } from "node:util";
-import { downloadModel } from "../hub/download.js";
-import { progressReporter } from "../hub/progress.js";
-import type { HubSourceName } from "../hub/reference.js";
+import { downloadModel, progressReporter } from "../hub/index.js";
+import type { HubSourceName } from "../hub/index.js";
 import { UsageError } from "./args.js";
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import { formatTimings } from "../generation/timings.js";
-import type { GenerateOptions } from "../generation/generate.js";
+import { formatTimings } from "../generation/index.js";
+import type { GenerateOptions } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
 import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec, type ParsedValues } from "./args.js";

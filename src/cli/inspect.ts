@@ -1,6 +1,5 @@
-import { GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
-import { typeName } from "../tensor/dtypes.js";
-import { elementCount } from "../tensor/tensor.js";
+import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
+import { typeName, elementCount } from "../tensor/index.js";
 import { tokenizerFromGGUF } from "../tokenizer/index.js";
 import { flag, parse, requireString } from "./args.js";
 

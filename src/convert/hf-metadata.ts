@@ -1,6 +1,5 @@
-import type { HFModelConfig } from "../formats/hf-config.js";
-import type { GGUFEntry } from "../formats/gguf-types.js";
-import { ggufEntry } from "../formats/gguf-writer.js";
+import type { HFModelConfig, GGUFEntry } from "../formats/index.js";
+import { ggufEntry } from "../formats/index.js";
 
 /**
  * config.json as llama.cpp's hyperparameter keys (`general.architecture`, `llama.block_count`,

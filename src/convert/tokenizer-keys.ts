@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ggufEntry, type GGUFWriteEntry } from "../formats/gguf-writer.js";
+import { ggufEntry, type GGUFWriteEntry } from "../formats/index.js";
 import { tokenizerFilesIn, tokenizerFromFolder } from "../tokenizer/hf/folder.js";
 import { isObject, readJsonObject, type JsonObject } from "../tokenizer/hf/json-files.js";
 import { gpt2TokenizerJson } from "../tokenizer/hf/legacy.js";
-import { TokenType } from "../tokenizer/types.js";
+import { TokenType } from "../tokenizer/index.js";
 
 /**
  * A Hugging Face folder's own tokenizer files as GGUF `tokenizer.ggml.*` keys, following what

@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { isKnownType, rowByteLength, typeName, type GGMLType } from "../tensor/dtypes.js";
+import { isKnownType, rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
 import {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,

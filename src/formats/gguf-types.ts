@@ -1,4 +1,4 @@
-import type { GGMLType } from "../tensor/dtypes.js";
+import type { GGMLType } from "../tensor/index.js";
 
 /** GGUF metadata value type ids (gguf.h) */
 export enum GGUFValueType {

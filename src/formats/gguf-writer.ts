@@ -1,5 +1,5 @@
 import { open } from "node:fs/promises";
-import { rowByteLength, typeName, type GGMLType } from "../tensor/dtypes.js";
+import { rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType, type GGUFEntry, type GGUFValue } from "./gguf-types.js";
 
 /**

@@ -23,9 +23,8 @@
  * share every row so far, prompt included; nothing is copied) and beams no child continues are
  * freed. All live beams then decode their next token in one batched pass.
  */
-import type { KVCache } from "../cache/kv-cache.js";
-import type { KVPoolStats } from "../cache/block-pool.js";
-import type { LanguageModel } from "../models/model.js";
+import type { KVCache, KVPoolStats } from "../cache/index.js";
+import type { LanguageModel } from "../models/index.js";
 
 export interface BeamSearchOptions {
   numBeams: number;

@@ -26,8 +26,8 @@
  * rows are dropped with truncate(). The draft cache holds some prefix of seq and catches up
  * before drafting.
  */
-import type { KVCache } from "../cache/kv-cache.js";
-import type { LanguageModel } from "../models/model.js";
+import type { KVCache } from "../cache/index.js";
+import type { LanguageModel } from "../models/index.js";
 import type { TokenProbabilities, UniformSource } from "../sampling/index.js";
 
 /** the processed next-token distribution of a sampler for a logits row and history */

@@ -1,4 +1,4 @@
-import type { Tensor } from "../tensor/tensor.js";
+import type { Tensor } from "../tensor/index.js";
 
 /**
  * The compute backend: the hot matrix kernels over every weight format. Models call only

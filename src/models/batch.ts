@@ -1,4 +1,4 @@
-import type { KVCache } from "../cache/kv-cache.js";
+import type { KVCache } from "../cache/index.js";
 
 /** One sequence of a batched forward pass: its new tokens and the KV cache they extend. */
 export interface SequenceInput {

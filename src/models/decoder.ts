@@ -1,5 +1,5 @@
-import { KVCache } from "../cache/kv-cache.js";
-import type { Backend } from "../kernels/backend.js";
+import { KVCache } from "../cache/index.js";
+import type { Backend } from "../kernels/index.js";
 import { layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
 import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
 
@@ -52,14 +52,14 @@ export abstract class DecoderModel implements LanguageModel {
     }
   }
 
-  /** each sequence's rows of the logits (undefined where it asked for none) */
+  /** each sequence's rows of the logits, views of the pass's fresh output (undefined where it asked for none) */
   private split(seqs: readonly SequenceInput[], logits: Float32Array): (Float32Array | undefined)[] {
     const V = this.info.vocabSize;
     let row = 0;
     return seqs.map((s) => {
       if (s.logits === false) return undefined;
       const n = s.logits === "all" ? s.tokens.length : 1;
-      return logits.slice(row * V, (row += n) * V);
+      return logits.subarray(row * V, (row += n) * V);
     });
   }
 }

@@ -1,7 +1,7 @@
-import type { GGUFMetadata } from "../formats/gguf-reader.js";
-import type { Backend } from "../kernels/backend.js";
+import type { GGUFMetadata } from "../formats/index.js";
+import type { Backend } from "../kernels/index.js";
 import { addBias, addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
-import type { Tensor } from "../tensor/tensor.js";
+import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import { gatherRows, type BatchLayout, type SequenceInput } from "./batch.js";

@@ -1,4 +1,4 @@
-import type { KVCache } from "../cache/kv-cache.js";
+import type { KVCache } from "../cache/index.js";
 import type { SequenceInput } from "./batch.js";
 
 /** What every architecture exposes to generation. */

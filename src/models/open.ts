@@ -1,6 +1,5 @@
 import { statSync } from "node:fs";
-import { HFTensorSource } from "../convert/hf-tensors.js";
-import { hfModelMetadata } from "../convert/hf-metadata.js";
+import { HFTensorSource, hfModelMetadata } from "../convert/index.js";
 import { GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";

@@ -1,5 +1,5 @@
-import type { KVCache } from "../cache/kv-cache.js";
-import type { LanguageModel } from "../models/model.js";
+import type { KVCache } from "../cache/index.js";
+import type { LanguageModel } from "../models/index.js";
 import type { WindowPlan } from "./windows.js";
 
 /**

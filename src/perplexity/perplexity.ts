@@ -1,4 +1,4 @@
-import type { LanguageModel } from "../models/model.js";
+import type { LanguageModel } from "../models/index.js";
 import { effectiveBatch, scoredLogits } from "./evaluate.js";
 import { tokenNll } from "./log-softmax.js";
 import { MeanAccumulator } from "./stats.js";

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { typeName } from "../tensor/dtypes.js";
+import { typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { writeRandomModel, type RandomModelSpec } from "./random-model.js";
 

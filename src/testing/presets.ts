@@ -1,6 +1,6 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { GGMLType } from "../tensor/dtypes.js";
+import { GGMLType } from "../tensor/index.js";
 import type { RandomModelSpec } from "./random-model.js";
 
 /**

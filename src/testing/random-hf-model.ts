@@ -1,10 +1,9 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { hfNameMap, permuteHeadRows, transposeBytes } from "../convert/hf-tensors.js";
-import { HF_ARCHITECTURES, type HFModelConfig } from "../formats/hf-config.js";
-import type { SafetensorsDType } from "../formats/safetensors.js";
-import { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "../formats/safetensors-writer.js";
-import { GGMLType } from "../tensor/dtypes.js";
+import { hfNameMap, permuteHeadRows, transposeBytes } from "../convert/index.js";
+import { HF_ARCHITECTURES, type HFModelConfig, writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "../formats/index.js";
+import type { SafetensorsDType } from "../formats/index.js";
+import { GGMLType } from "../tensor/index.js";
 import { quantizeRow } from "../tensor/quant/index.js";
 import { planRandomModel, readTokenizerEntries, type RandomModelSpec, type RandomTensorPlan } from "./random-model.js";
 import { deriveSeed, Rng } from "./rng.js";

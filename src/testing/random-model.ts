@@ -1,8 +1,6 @@
-import { GGMLType, rowByteLength, typeName } from "../tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeName } from "../tensor/index.js";
 import { canQuantize, quantizeRow } from "../tensor/quant/index.js";
-import { readGGUFHeader } from "../formats/gguf-reader.js";
-import { GGUFValueType } from "../formats/gguf-types.js";
-import { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "../formats/gguf-writer.js";
+import { readGGUFHeader, GGUFValueType, ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "../formats/index.js";
 import { canRandomQuantize, randomQuantizedRow } from "./random-quant.js";
 import { deriveSeed, Rng } from "./rng.js";
 

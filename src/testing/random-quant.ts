@@ -1,4 +1,4 @@
-import { GGMLType, rowByteLength, typeInfo, typeName } from "../tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../tensor/index.js";
 import { writeF16, writeF32 } from "../tensor/quant/index.js";
 import type { Rng } from "./rng.js";
 

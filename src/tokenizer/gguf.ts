@@ -1,4 +1,4 @@
-import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
+import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
 import { detectEndOfGeneration } from "./gguf-eog.js";

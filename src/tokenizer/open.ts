@@ -1,6 +1,6 @@
 import { statSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { GGUFMetadata, readGGUFHeader } from "../formats/gguf-reader.js";
+import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { tokenizerFromGGUF } from "./gguf.js";
 import { tokenizerFromFolder } from "./hf/folder.js";
 import type { Tokenizer } from "./types.js";

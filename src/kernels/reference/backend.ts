@@ -1,7 +1,6 @@
 import type { Backend } from "../backend.js";
-import { rowByteLength, typeName } from "../../tensor/dtypes.js";
+import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow } from "../../tensor/quant/index.js";
-import { rowCount, type Tensor } from "../../tensor/tensor.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";

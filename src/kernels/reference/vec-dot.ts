@@ -1,4 +1,4 @@
-import { GGMLType } from "../../tensor/dtypes.js";
+import { GGMLType } from "../../tensor/index.js";
 import { dotBF16, dotF16, dotF32 } from "./dot-float.js";
 import { dotQ2_K } from "./dot-q2_k.js";
 import { dotQ3_K } from "./dot-q3_k.js";

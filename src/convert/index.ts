@@ -1,0 +1,3 @@
+export { convertHFToGGUF, CONVERT_TYPES, type ConvertOptions, type ConvertResult, type ConvertType } from "./convert.js";
+export { HFTensorSource, hfNameMap, permuteHeadRows, transposeBytes } from "./hf-tensors.js";
+export { hfModelMetadata } from "./hf-metadata.js";
