@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
 import { convertRows, elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
@@ -127,7 +127,9 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
         },
       };
     });
-    await writeGGUF(out, { metadata, tensors });
+    // the folder's files (weights, config, tokenizer) and the vocabulary file are read while writing: out must be none of them
+    const inputs = [...readdirSync(folder).map((f) => join(folder, f)), ...(options.vocab ? [options.vocab] : [])];
+    await writeGGUF(out, { metadata, tensors }, inputs);
     return { architecture: cfg.arch, tensors: tensors.length, type: typeKey };
   } finally {
     source.close();

@@ -1,4 +1,4 @@
-import { open } from "node:fs/promises";
+import { writeOutputFile } from "./output-file.js";
 import { rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType, type GGUFEntry, type GGUFValue } from "./gguf-types.js";
 
@@ -217,8 +217,11 @@ function isPowerOfTwo(a: number): boolean {
   return Number.isInteger(a) && a > 0 && (a & (a - 1)) === 0;
 }
 
-/** Writes `spec` as a GGUF v3 file at `path` (overwriting it). */
-export async function writeGGUF(path: string, spec: GGUFWriteSpec): Promise<void> {
+/**
+ * Writes `spec` as a GGUF v3 file at `path`, replacing it only once the new file is complete
+ * (output-file.ts); `inputs` are files the tensors are read from, which `path` must not be.
+ */
+export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: readonly string[] = []): Promise<void> {
   const metadata = new Map<string, GGUFWriteEntry>();
   for (const [k, e] of spec.metadata) {
     if (metadata.has(k)) throw new GGUFWriteError(path, `metadata "${k}"`, "duplicate key");
@@ -285,8 +288,7 @@ export async function writeGGUF(path: string, spec: GGUFWriteSpec): Promise<void
   // byte-identical when rewritten
   if (spec.tensors.length > 0) s.zeros(pad(s.length));
 
-  const fh = await open(path, "w");
-  try {
+  await writeOutputFile(path, async (fh) => {
     await writeAll(fh, s.result());
     const zeros = new Uint8Array(alignment);
     for (let i = 0; i < spec.tensors.length; i++) {
@@ -299,9 +301,7 @@ export async function writeGGUF(path: string, spec: GGUFWriteSpec): Promise<void
       const p = pad(bytes.length);
       if (p > 0) await writeAll(fh, zeros.subarray(0, p));
     }
-  } finally {
-    await fh.close();
-  }
+  }, inputs);
 }
 
 async function writeAll(fh: import("node:fs/promises").FileHandle, b: Uint8Array): Promise<void> {

@@ -7,3 +7,4 @@ export { HF_ARCHITECTURES, readGenerationConfig, readHFConfig, readJsonObject, t
 export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";
 export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";
+export { assertNotAnInput, writeOutputFile } from "./output-file.js";

@@ -1,5 +1,5 @@
-import { open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeOutputFile } from "./output-file.js";
 import { SAFETENSORS_DTYPE_SIZE, SAFETENSORS_INDEX, type SafetensorsDType } from "./safetensors.js";
 
 /**
@@ -26,8 +26,11 @@ function byteLength(t: SafetensorsTensorSpec): number {
   return n;
 }
 
-/** Writes one .safetensors file with the tensors in the given order. */
-export async function writeSafetensors(path: string, tensors: readonly SafetensorsTensorSpec[], metadata?: Readonly<Record<string, string>>): Promise<void> {
+/**
+ * Writes one .safetensors file with the tensors in the given order, replacing `path` only once
+ * the new file is complete (output-file.ts); `inputs` are files the tensors come from.
+ */
+export async function writeSafetensors(path: string, tensors: readonly SafetensorsTensorSpec[], metadata?: Readonly<Record<string, string>>, inputs: readonly string[] = []): Promise<void> {
   const header: Record<string, unknown> = {};
   if (metadata && Object.keys(metadata).length > 0) header["__metadata__"] = metadata;
   let offset = 0;
@@ -41,8 +44,7 @@ export async function writeSafetensors(path: string, tensors: readonly Safetenso
   // pad with spaces to a multiple of 8 so the data section is 8-byte aligned (as the reference writer does)
   const pad = (8 - (json.length % 8)) % 8;
   if (pad) json = Buffer.concat([json, Buffer.alloc(pad, 0x20)]);
-  const fh = await open(path, "w");
-  try {
+  await writeOutputFile(path, async (fh) => {
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(json.length));
     let pos = 0;
@@ -62,9 +64,7 @@ export async function writeSafetensors(path: string, tensors: readonly Safetenso
       if (data.length !== n) throw new Error(`safetensors writer: ${path}: tensor "${t.name}" has ${data.length} bytes, shape [${t.shape.join(", ")}] of ${t.dtype} needs ${n}`);
       await write(data);
     }
-  } finally {
-    await fh.close();
-  }
+  }, inputs);
 }
 
 /**
@@ -94,6 +94,7 @@ export async function writeSafetensorsSharded(folder: string, tensors: readonly 
       totalSize += byteLength(t);
     }
   }
-  await writeFile(join(folder, SAFETENSORS_INDEX), JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n");
+  const index = Buffer.from(JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n", "utf8");
+  await writeOutputFile(join(folder, SAFETENSORS_INDEX), (fh) => fh.writeFile(index));
   return names;
 }

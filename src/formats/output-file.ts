@@ -1,0 +1,50 @@
+import { statSync } from "node:fs";
+import { open, rename, rm, type FileHandle } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
+/**
+ * Throws when `output` is the same file as one of `inputs` (the same inode: a hard link or a
+ * symlink to it counts), before anything is written: writing it would destroy what is being read.
+ */
+export function assertNotAnInput(output: string, inputs: readonly string[]): void {
+  const out = statOrUndefined(output);
+  if (!out) return;
+  for (const input of inputs) {
+    const s = statOrUndefined(input);
+    if (s && s.dev === out.dev && s.ino === out.ino) {
+      throw new Error(`${output}: the output is one of the input files (${input}); write it to another path`);
+    }
+  }
+}
+
+/**
+ * Writes a file so that nothing at `path` is touched until the new content is complete: the
+ * bytes go to a temporary file in the same folder, which is renamed over `path` only after
+ * `write` has finished (a failure removes it and leaves `path` as it was). Refuses a `path` that
+ * is one of `inputs`.
+ */
+export async function writeOutputFile(path: string, write: (fh: FileHandle) => Promise<void>, inputs: readonly string[] = []): Promise<void> {
+  assertNotAnInput(path, inputs);
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
+  const fh = await open(tmp, "wx");
+  let closed = false;
+  try {
+    await write(fh);
+    await fh.close();
+    closed = true;
+    await rename(tmp, path);
+  } catch (e) {
+    if (!closed) await fh.close().catch(() => undefined);
+    await rm(tmp, { force: true });
+    throw e;
+  }
+}
+
+function statOrUndefined(path: string): { dev: number; ino: number } | undefined {
+  try {
+    const s = statSync(path);
+    return s.isFile() ? { dev: s.dev, ino: s.ino } : undefined;
+  } catch {
+    return undefined;
+  }
+}
