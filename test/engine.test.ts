@@ -239,3 +239,26 @@ test("stories260K: a reader that stops reading holds its request back (bounded b
     model.dispose();
   }
 });
+
+test("stories260K: a request whose rows fail the forward pass fails alone; the requests batched with it go on untouched", { skip }, async () => {
+  const options = { temperature: 0, maxTokens: 30, ignoreEos: true };
+  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    // a fault injected into the real pass: any batch holding token 499 throws
+    const lm = model.languageModel;
+    const passBatch = lm.passBatch.bind(lm);
+    lm.passBatch = (seqs) => {
+      if (seqs.some((s) => s.tokens.includes(499))) throw new Error("injected fault in the pass");
+      return passBatch(seqs);
+    };
+    const good = model.generate("Lily and Ben", options);
+    const bad = model.generate([1, 300, 499, 301], options);
+    await assert.rejects(bad, /injected fault in the pass/);
+    const g = await good;
+    assert.deepEqual(g.completionTokens, solo!.completionTokens);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+  } finally {
+    model.dispose();
+  }
+});

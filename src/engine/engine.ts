@@ -197,7 +197,7 @@ export class Engine {
       if (!s) return;
       this.sweepAborted(s);
       if (s.running.length === 0 && s.waiting.length === 0 && this.exclusives.length === 0) return;
-      const plan = s.schedule();
+      let plan = s.schedule();
       if (plan.chunks.length === 0) {
         // nothing can run until something changes (a new request, an abort, an exclusive task, a reader catching up)
         await new Promise<void>((resolve) => {
@@ -210,9 +210,11 @@ export class Engine {
       try {
         logits = await executeStep(this.model, plan, this.slicer);
       } catch (e) {
-        // the pass validated nothing it could not compute: fail the step's requests, keep the others
-        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, e);
-        continue;
+        // one request's rows may be what failed the pass: run each request alone, so the one at
+        // fault fails alone and the others go on (their rows are rewritten in place: a failed pass
+        // never advances a cache's length)
+        ({ plan, logits } = await this.isolate(plan, e));
+        if (plan.chunks.length === 0) continue;
       }
       this.steps++;
       for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
@@ -221,6 +223,24 @@ export class Engine {
       this.update(s, plan, logits);
       await this.slicer.turn();
     }
+  }
+
+  /** re-runs a failed step one request at a time; fails the requests whose pass fails again, returns what the others computed */
+  private async isolate(plan: StepPlan, error: unknown): Promise<{ plan: StepPlan; logits: (Float32Array | undefined)[] }> {
+    const requests = [...new Set(plan.chunks.map((c) => c.request))];
+    const chunks: StepPlan["chunks"][number][] = [];
+    const logits: (Float32Array | undefined)[] = [];
+    for (const request of requests) {
+      const own = plan.chunks.filter((c) => c.request === request);
+      try {
+        const got = requests.length === 1 ? Promise.reject(error) : executeStep(this.model, { chunks: own, admitted: [] }, this.slicer);
+        logits.push(...(await got));
+        chunks.push(...own);
+      } catch (e) {
+        this.end(request, e);
+      }
+    }
+    return { plan: { chunks, admitted: plan.admitted.filter((r) => requests.includes(r) && r.phase !== "finished") }, logits };
   }
 
   /** hands each request's logits to its strategy (which samples, applies stops and emits), registers full blocks, ends finished requests */
