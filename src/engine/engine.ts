@@ -339,7 +339,7 @@ export class Engine {
   private newSequence(p: RequestParams, choice: number): Sequence {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
-    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true }), rules);
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens }), rules);
   }
 
   /** blocks of the KV pool: the budget (or the default), whole blocks */

@@ -23,6 +23,15 @@ export interface DecodeOptions {
   skipSpecialTokens?: boolean;
 }
 
+export interface StreamDecoderOptions extends DecodeOptions {
+  /**
+   * Tokens that come before the streamed ones (the prompt): the stream then yields exactly the
+   * text that decode(context + streamed) adds to decode(context) — a completion's first word keeps
+   * its leading space, which decoding it alone would drop as the start of a text.
+   */
+  context?: readonly number[];
+}
+
 export interface StreamDecoder {
   /** text completed by this token; an incomplete UTF-8 sequence is held back until its last byte arrives */
   push(id: number): string;
@@ -54,5 +63,5 @@ export interface Tokenizer {
   /** control or user-defined tokens */
   isSpecial(id: number): boolean;
   /** incremental decoder for streaming; concatenating every push() and flush() equals decode() */
-  createStreamDecoder(options?: DecodeOptions): StreamDecoder;
+  createStreamDecoder(options?: StreamDecoderOptions): StreamDecoder;
 }

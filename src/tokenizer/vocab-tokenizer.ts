@@ -4,7 +4,7 @@ import { byteLevelDecode, byteLevelEncode } from "./byte-level.js";
 import { regexSplit } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { spmEncode } from "./spm.js";
-import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type Tokenizer } from "./types.js";
+import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode } from "./wordpiece.js";
 
 /**
@@ -181,12 +181,12 @@ export class VocabTokenizer implements Tokenizer {
     return s + d.flush();
   }
 
-  createStreamDecoder(options: DecodeOptions = {}): StreamDecoder {
+  createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
     const skip = options.skipSpecialTokens ?? false;
     const td = new TextDecoder("utf-8");
     // SentencePiece and WordPiece mark word starts with a space; the text's first one is dropped
     let stripPending = this.type === "bert" || (this.type === "llama" && this.spec.addSpacePrefix);
-    return {
+    const decoder: StreamDecoder = {
       push: (id: number): string => {
         this.checkId(id);
         const t = this.types[id];
@@ -201,6 +201,9 @@ export class VocabTokenizer implements Tokenizer {
       },
       flush: (): string => td.decode(),
     };
+    // the context's text is not streamed, but it decides the strip and any UTF-8 sequence it leaves open
+    for (const id of options.context ?? []) decoder.push(id);
+    return decoder;
   }
 
   /** The bytes a token contributes to decoded text (cached per id). */

@@ -1,6 +1,6 @@
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { detectEndOfGeneration } from "../gguf-eog.js";
-import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type Tokenizer } from "../types.js";
+import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
 
@@ -196,8 +196,8 @@ export class HFTokenizer implements Tokenizer {
     return this.decodeChecked(list, options);
   }
 
-  createStreamDecoder(options: DecodeOptions = {}): StreamDecoder {
-    return windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id));
+  createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
+    return windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id), options.context);
   }
 
   piece(id: number): string {

@@ -1,5 +1,8 @@
 import type { StreamDecoder } from "../types.js";
 
+/** context tokens kept ahead of a stream: enough for a space decision and an open UTF-8 sequence of byte tokens */
+const CONTEXT_TOKENS = 8;
+
 /**
  * Streaming detokenization for decoders that only work on whole token sequences (tokenizer.json
  * decoders strip, fuse and byte-combine across tokens). It decodes a small window twice per token:
@@ -8,10 +11,13 @@ import type { StreamDecoder } from "../types.js";
  * until more tokens or flush() arrive. The window restarts after each emission, so each push costs
  * a few tokens' worth of decoding, not the whole history.
  */
-export function windowedStreamDecoder(decode: (ids: number[]) => string, check: (id: number) => void): StreamDecoder {
-  const ids: number[] = [];
+export function windowedStreamDecoder(decode: (ids: number[]) => string, check: (id: number) => void, context: readonly number[] = []): StreamDecoder {
+  // the context's last tokens open the window, so the first streamed text is decoded after them
+  // (a decoder's start-of-text rules then do not apply to it)
+  const ids: number[] = context.slice(-CONTEXT_TOKENS);
+  for (const id of ids) check(id);
   let prefixStart = 0; // first token of the context window
-  let readEnd = 0; // tokens before this index have been emitted
+  let readEnd = ids.length; // tokens before this index have been emitted
   const step = (final: boolean): string => {
     const prefixText = readEnd > prefixStart ? decode(ids.slice(prefixStart, readEnd)) : "";
     const text = ids.length > prefixStart ? decode(ids.slice(prefixStart)) : "";
