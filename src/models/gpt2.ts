@@ -6,6 +6,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import { gatherRows, type BatchLayout, type SequenceInput } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
+import { checkDecoderShape } from "./hyperparameters.js";
 
 /**
  * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
@@ -29,20 +30,22 @@ interface Layer {
 export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
   const embeddingLength = meta.requireNumber("gpt2.embedding_length");
   const headCount = meta.requireNumber("gpt2.attention.head_count");
-  return {
-    architecture: "gpt2",
-    vocabSize: store.info("token_embd.weight").dims[1]!,
-    embeddingLength,
+  const shape = {
+    embeddingLength, headCount, headCountKv: headCount, headDim: embeddingLength / headCount,
     blockCount: meta.requireNumber("gpt2.block_count"),
-    headCount,
-    headCountKv: headCount,
-    headDim: embeddingLength / headCount,
     feedForwardLength: meta.requireNumber("gpt2.feed_forward_length"),
     contextLength: meta.requireNumber("gpt2.context_length"),
-    parameterCount: store.parameterCount(),
     normEps: meta.number("gpt2.attention.layer_norm_epsilon") ?? 1e-5,
   };
+  checkDecoderShape(meta, shape, (field) => `gpt2.${GPT2_KEYS[field as keyof typeof GPT2_KEYS] ?? "attention.head_count"}`);
+  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...shape, parameterCount: store.parameterCount() };
 }
+
+/** where each shape field comes from in llama.cpp's GPT-2 metadata (the head size from the width and the head count) */
+const GPT2_KEYS = {
+  embeddingLength: "embedding_length", blockCount: "block_count", headCount: "attention.head_count", headCountKv: "attention.head_count",
+  headDim: "attention.head_count", feedForwardLength: "feed_forward_length", contextLength: "context_length", normEps: "attention.layer_norm_epsilon",
+} as const;
 
 export class Gpt2Model extends DecoderModel {
   private readonly layers: Layer[] = [];

@@ -7,6 +7,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import { gatherRows, type BatchLayout } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
+import { checkDecoderShape } from "./hyperparameters.js";
 
 /**
  * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
@@ -33,15 +34,19 @@ interface Layer {
   down: Tensor;
 }
 
+/** where each shape field comes from in llama.cpp's metadata (after the architecture prefix) */
+const LLAMA_KEYS = {
+  embeddingLength: "embedding_length", blockCount: "block_count", headCount: "attention.head_count", headCountKv: "attention.head_count_kv",
+  headDim: "attention.key_length", feedForwardLength: "feed_forward_length", contextLength: "context_length",
+  normEps: "attention.layer_norm_rms_epsilon", rope: "rope.dimension_count", ropeDim: "rope.dimension_count", ropeBase: "rope.freq_base",
+} as const;
+
 export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightStore): LlamaConfig {
   const key = (k: string) => `${arch}.${k}`;
   const embeddingLength = meta.requireNumber(key("embedding_length"));
   const headCount = meta.requireNumber(key("attention.head_count"));
   const headCountKv = meta.number(key("attention.head_count_kv")) ?? headCount;
   const headDim = meta.number(key("attention.key_length")) ?? embeddingLength / headCount;
-  if (!Number.isInteger(headDim) || headCount % headCountKv !== 0) {
-    throw new GGUFError(meta.path, key("attention.head_count_kv"), `${headCount} heads cannot be grouped over ${headCountKv} KV heads of size ${headDim}`);
-  }
   const vocabSize = store.info("token_embd.weight").dims[1]!;
   const scalingType = meta.string(key("rope.scaling.type")) ?? "none";
   const scalingFactor = meta.number(key("rope.scaling.factor")) ?? 1;
@@ -49,22 +54,24 @@ export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightS
     throw new GGUFError(meta.path, key("rope.scaling.type"), `unsupported RoPE scaling "${scalingType}" (supported: none, linear; llama3 scaling comes as rope_freqs.weight)`);
   }
   const ropeDim = meta.number(key("rope.dimension_count")) ?? headDim;
+  const shape = {
+    embeddingLength, headCount, headCountKv, headDim,
+    blockCount: meta.requireNumber(key("block_count")),
+    feedForwardLength: meta.requireNumber(key("feed_forward_length")),
+    contextLength: meta.number(key("context_length")) ?? 2048,
+    normEps: meta.number(key("attention.layer_norm_rms_epsilon")) ?? 1e-5,
+    rope: { ropeDim, base: meta.number(key("rope.freq_base")) ?? 10000 },
+  };
+  checkDecoderShape(meta, shape, (field) => key(LLAMA_KEYS[field]));
   return {
     architecture: arch,
     vocabSize,
-    embeddingLength,
-    blockCount: meta.requireNumber(key("block_count")),
-    headCount,
-    headCountKv,
-    headDim,
-    feedForwardLength: meta.requireNumber(key("feed_forward_length")),
-    contextLength: meta.number(key("context_length")) ?? 2048,
+    ...shape,
     parameterCount: store.parameterCount(),
-    normEps: meta.number(key("attention.layer_norm_rms_epsilon")) ?? 1e-5,
     rope: {
       headDim,
       ropeDim,
-      base: meta.number(key("rope.freq_base")) ?? 10000,
+      base: shape.rope.base,
       freqScale: scalingType === "linear" && scalingFactor > 0 ? 1 / scalingFactor : 1,
       // llama.cpp's converter permutes Llama Q/K rows for adjacent-pair rotation; Qwen keeps
       // the Hugging Face half-split layout

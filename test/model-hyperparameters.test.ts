@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { loadModel } from "../src/index.js";
+import { ggufEntry, writeGGUF, type GGUFWriteEntry } from "../src/formats/index.js";
+import { elementCount, rowByteLength } from "../src/tensor/index.js";
+import { planRandomModel, randomModelMetadata, readTokenizerEntries, tinyGpt2, tinyLlama, type RandomModelSpec } from "../src/testing/index.js";
+import { skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * Hyper-parameters that contradict each other or their range fail at load with the file and the
+ * key named, before any weight is read: zero or negative head counts (which used to spin in
+ * attention), head counts that do not divide, unbounded or odd RoPE dimensions (an invalid typed
+ * array length, a 9 s prefill), a non-positive epsilon or RoPE base (NaN logits at sampling).
+ */
+const dir = mkdtempSync(join(tmpdir(), "tsllm-hparams-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf") || skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
+
+/** a model file of `spec`'s tensors (zeros) whose metadata has `overrides` replacing or adding keys */
+async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>): Promise<string> {
+  const { entries, vocabSize } = readTokenizerEntries(spec.tokenizerFrom);
+  const metadata = new Map([...randomModelMetadata(spec, vocabSize), ...entries]);
+  for (const [k, v] of Object.entries(overrides)) metadata.set(k, v);
+  const tensors = planRandomModel(spec, vocabSize).map((t) => ({
+    name: t.name, type: t.type, dims: t.dims, data: new Uint8Array(rowByteLength(t.type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!)),
+  }));
+  const path = join(dir, `${name}.gguf`);
+  await writeGGUF(path, { metadata: [...metadata], tensors });
+  return path;
+}
+
+const i32 = (v: number) => ggufEntry.i32(v);
+const f32 = (v: number) => ggufEntry.f32(v);
+
+test("contradictory or out-of-range hyper-parameters fail at load naming the file and the key", { skip }, async () => {
+  const cases: [RandomModelSpec, string, Record<string, GGUFWriteEntry>, RegExp][] = [
+    [tinyLlama, "negative-heads", { "llama.attention.head_count": i32(-8) }, /llama\.attention\.head_count.*expected an integer in \[1, 4096\], found -8/],
+    [tinyLlama, "zero-kv-heads", { "llama.attention.head_count_kv": i32(0) }, /llama\.attention\.head_count_kv.*found 0/],
+    [tinyLlama, "kv-not-dividing", { "llama.attention.head_count_kv": i32(3) }, /llama\.attention\.head_count_kv.*4 heads cannot be grouped over 3 KV heads/],
+    [tinyLlama, "huge-rope-dims", { "llama.rope.dimension_count": i32(2 ** 30) }, /llama\.rope\.dimension_count.*even number of rotated dimensions in \[2, head size 64\], found 1073741824/],
+    [tinyLlama, "odd-rope-dims", { "llama.rope.dimension_count": i32(33) }, /llama\.rope\.dimension_count.*found 33/],
+    [tinyLlama, "zero-rope-base", { "llama.rope.freq_base": f32(0) }, /llama\.rope\.freq_base.*positive RoPE frequency base, found 0/],
+    [tinyLlama, "negative-eps", { "llama.attention.layer_norm_rms_epsilon": f32(-1e-5) }, /llama\.attention\.layer_norm_rms_epsilon.*norm epsilon in \(0, 1\)/],
+    [tinyLlama, "zero-layers", { "llama.block_count": i32(0) }, /llama\.block_count.*found 0/],
+    [tinyLlama, "fractional-head-size", { "llama.attention.head_count": i32(3), "llama.attention.head_count_kv": i32(3) }, /llama\.attention\.key_length.*head size 85\.33/],
+    [tinyGpt2, "gpt2-zero-heads", { "gpt2.attention.head_count": i32(0) }, /gpt2\.attention\.head_count.*found 0/],
+    [tinyGpt2, "gpt2-negative-eps", { "gpt2.attention.layer_norm_epsilon": f32(0) }, /gpt2\.attention\.layer_norm_epsilon/],
+  ];
+  for (const [spec, name, overrides, message] of cases) {
+    const path = await modelWith(spec, name, overrides);
+    await assert.rejects(loadModel(path, { backend: "reference" }), (e: Error) => {
+      assert.match(e.message, message, name);
+      assert.ok(e.message.includes(path), `${name}: the message names the file`);
+      return true;
+    });
+  }
+  // the untouched files load
+  for (const spec of [tinyLlama, tinyGpt2]) (await loadModel(await modelWith(spec, `ok-${spec.arch}`, {}), { backend: "reference" })).dispose();
+});
