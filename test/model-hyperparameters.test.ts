@@ -60,3 +60,22 @@ test("contradictory or out-of-range hyper-parameters fail at load naming the fil
   // the untouched files load
   for (const spec of [tinyLlama, tinyGpt2]) (await loadModel(await modelWith(spec, `ok-${spec.arch}`, {}), { backend: "reference" })).dispose();
 });
+
+test("names from a file that are Object.prototype members are unknown names, not crashes", { skip }, async () => {
+  const str = (v: string) => ggufEntry.string(v);
+  for (const arch of ["__proto__", "constructor", "toString", "hasOwnProperty"]) {
+    const path = await modelWith(tinyLlama, `arch-${arch}`, { "general.architecture": str(arch) });
+    await assert.rejects(loadModel(path, { backend: "reference" }), new RegExp(`general\\.architecture.*unsupported architecture "${arch}"`), arch);
+  }
+  for (const pre of ["constructor", "__proto__", "valueOf"]) {
+    const path = await modelWith(tinyGpt2, `pre-${pre}`, { "tokenizer.ggml.pre": str(pre) });
+    await assert.rejects(loadModel(path, { backend: "reference" }), new RegExp(`tokenizer\\.ggml\\.pre.*unknown pre-tokenizer "${pre}"`), pre);
+  }
+  const { writeRandomHFModel } = await import("../src/testing/random-hf-model.js");
+  const { readFileSync, writeFileSync } = await import("node:fs");
+  const folder = join(dir, "hf-constructor");
+  await writeRandomHFModel(folder, tinyLlama, { dtype: "F32" });
+  const config = JSON.parse(readFileSync(join(folder, "config.json"), "utf8"));
+  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...config, architectures: ["constructor"] }));
+  await assert.rejects(loadModel(folder, { backend: "reference" }), /architectures.*unsupported architecture "constructor"/);
+});

@@ -141,7 +141,8 @@ export function readHFConfig(folder: string): HFModelConfig {
   const archs = f.o["architectures"];
   const hfArchitecture = Array.isArray(archs) && typeof archs[0] === "string" ? archs[0] : undefined;
   if (hfArchitecture === undefined) throw new HFConfigError(path, "architectures", `expected a list like ["LlamaForCausalLM"], found ${JSON.stringify(archs)?.slice(0, 60)}`);
-  const arch = HF_ARCHITECTURES[hfArchitecture];
+  // a name from the file: only the table's own entries count ("constructor" is not an architecture)
+  const arch = Object.hasOwn(HF_ARCHITECTURES, hfArchitecture) ? HF_ARCHITECTURES[hfArchitecture] : undefined;
   if (!arch) throw new HFConfigError(path, "architectures", `unsupported architecture "${hfArchitecture}" (supported: ${Object.keys(HF_ARCHITECTURES).join(", ")})`);
   const eosTokenIds = f.ids("eos_token_id");
   const bos = f.ids("bos_token_id");

@@ -36,7 +36,8 @@ export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend
   };
   const arch = meta.string("general.architecture");
   if (arch === undefined) throw fail("missing: cannot tell which model this is");
-  const build = ARCHITECTURES[arch];
+  // a name from the file: only the table's own entries count ("__proto__" is not an architecture)
+  const build = Object.hasOwn(ARCHITECTURES, arch) ? ARCHITECTURES[arch] : undefined;
   if (!build) throw fail(`unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
   const store = new WeightStore(source, backend, options);
   try {

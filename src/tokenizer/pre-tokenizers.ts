@@ -59,7 +59,8 @@ export const KNOWN_PRE_TOKENIZERS: readonly string[] = Object.keys(PRE_FAMILY);
 
 /** The compiled split patterns for a `tokenizer.ggml.pre` value, or undefined when it is unknown. */
 export function preTokenizerPatterns(pre: string): RegExp[] | undefined {
-  const family = PRE_FAMILY[pre];
+  // a name from the file: only the table's own entries count ("constructor" is not a pre-tokenizer)
+  const family = Object.hasOwn(PRE_FAMILY, pre) ? PRE_FAMILY[pre] : undefined;
   return family === undefined ? undefined : PATTERNS[family]!.map((p) => new RegExp(p, "gu"));
 }
 
