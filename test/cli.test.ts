@@ -37,6 +37,23 @@ test("usage errors print one line and exit 2", () => {
   }
 });
 
+test("a negative number given to an option is checked like any value, in one line; --version; a command named like an Object member is unknown", () => {
+  for (const [args, message] of [
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-tokens", "-1"], /^tsllm: error: --max-tokens must be >= 0, got -1$/],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "-0.5"], /^tsllm: error: --temperature must be >= 0, got -0.5$/],
+    [["generate", "--model"], /^tsllm: error: Option '--model <value>' argument missing$/],
+    [["constructor"], /^tsllm: error: unknown command "constructor"/],
+    [["__proto__"], /^tsllm: error: unknown command "__proto__"/],
+  ] as const) {
+    const r = tsllm(...args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr.trim(), message);
+  }
+  const v = tsllm("--version");
+  assert.equal(v.code, 0);
+  assert.equal(v.stdout, `tsllm ${JSON.parse(readFileSync(join(PROJECT_ROOT, "package.json"), "utf8")).version}\n`);
+});
+
 test("a missing or corrupt model file is one clear error line naming the file", () => {
   const missing = tsllm("generate", "--model", join(dir, "nope.gguf"), "--prompt", "hi");
   assert.equal(missing.code, 1);

@@ -9,13 +9,28 @@ export type OptionSpec = NonNullable<ParseArgsConfig["options"]>;
 
 export type ParsedValues = Record<string, string | boolean | string[] | undefined>;
 
-/** Parses `argv` strictly (unknown options are usage errors); `--help`/`-h` is always accepted. */
+/**
+ * Parses `argv` strictly (unknown options are usage errors); `--help`/`-h` is always accepted.
+ * A negative number after an option that takes a value is that value (`--max-tokens -1`), so the
+ * option's own check can say what is wrong with it; parseArgs' multi-line advice becomes one line.
+ */
 export function parse(argv: string[], options: OptionSpec): ParsedValues {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!, next = argv[i + 1];
+    const name = a.startsWith("--") && !a.includes("=") ? a.slice(2) : undefined;
+    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next !== undefined && /^-(\d|\.\d)/.test(next)) {
+      args.push(`${a}=${next}`);
+      i++;
+    } else {
+      args.push(a);
+    }
+  }
   try {
-    const { values } = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
+    const { values } = parseArgs({ args, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
     return values as ParsedValues;
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError((e as Error).message.split("\n")[0]!);
   }
 }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from "node:fs";
 import { UsageError } from "./args.js";
 import { benchHelp, runBench } from "./bench.js";
 import { convertHelp, runConvert } from "./convert.js";
@@ -26,7 +27,7 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder to GGUF" },
 };
 
-const usage = `Usage: tsllm <command> [options]
+const usage = `Usage: tsllm <command> [options]   (tsllm --version)
 
 Commands:
 ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`).join("\n")}
@@ -40,7 +41,13 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return command === undefined ? 2 : 0;
   }
-  const cmd = COMMANDS[command];
+  if (command === "--version" || command === "-V") {
+    // package.json is two folders up from both src/cli/ and dist/cli/
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+    process.stdout.write(`tsllm ${pkg.version}\n`);
+    return 0;
+  }
+  const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!cmd) throw new UsageError(`unknown command "${command}" (commands: ${Object.keys(COMMANDS).join(", ")})`);
   await cmd.run(rest);
   return 0;
