@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -121,4 +121,10 @@ test("generate streams text to stdout and timings to stderr; stop strings and se
   const seeded = (seed: string) => JSON.parse(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--seed", seed, "--max-tokens", "24", "--temperature", "1", "--json").stdout).completionTokens;
   assert.deepEqual(seeded("42"), seeded("42"));
   assert.notDeepEqual(seeded("42"), seeded("43"));
+});
+
+test("--threads above the machine's cores is capped with a one-line warning", { skip }, () => {
+  const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "3", "--temperature", "0", "--threads", "1000");
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, new RegExp(`^tsllm: warning: --threads 1000 is more than the ${availableParallelism()} cores of this machine; using ${availableParallelism()}$`, "m"));
 });

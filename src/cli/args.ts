@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
 /** A usage error: printed as one line, exit code 2. */
@@ -63,4 +64,16 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
   if (check?.min !== undefined && n < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${v}`);
   if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);
   return n;
+}
+
+/**
+ * --threads: at most the machine's cores (more only oversubscribe them: a worker per thread, each
+ * polling), with a warning on stderr when capped.
+ */
+export function threadsOption(values: ParsedValues): number | undefined {
+  const n = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const cores = availableParallelism();
+  if (n === undefined || n <= cores) return n;
+  process.stderr.write(`tsllm: warning: --threads ${n} is more than the ${cores} cores of this machine; using ${cores}\n`);
+  return cores;
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { formatReport, runBenchmark } from "../bench/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError } from "./args.js";
 
 export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
 
@@ -41,7 +41,7 @@ export async function runBench(argv: string[]): Promise<void> {
   const report = await runBenchmark({
     modelPath,
     backend,
-    threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? availableParallelism(),
+    threads: threadsOption(values) ?? availableParallelism(),
     promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,

@@ -3,7 +3,7 @@ import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
 
@@ -180,7 +180,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
   return {
     backend,
-    threads: optionalNumber(values, "threads", { integer: true, min: 1 }),
+    threads: threadsOption(values),
     contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
     quantize: quantizeFrom(values),
   };

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError } from "./args.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
 
@@ -56,7 +56,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   } catch (e) {
     throw new Error(`--file ${file}: ${(e as Error).message}`);
   }
-  const loadOptions = { backend, threads: optionalNumber(values, "threads", { integer: true, min: 1 }), contextSize: ctx } as const;
+  const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx } as const;
   const models: Model[] = [];
   try {
     const model = await loadModel(modelPath, loadOptions);
