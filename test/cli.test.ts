@@ -128,3 +128,36 @@ test("--threads above the machine's cores is capped with a one-line warning", { 
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, new RegExp(`^tsllm: warning: --threads 1000 is more than the ${availableParallelism()} cores of this machine; using ${availableParallelism()}$`, "m"));
 });
+
+test("generate refuses option combinations that would be silently ignored, naming the flags", () => {
+  const base = ["generate", "--model", "x.gguf", "--prompt", "hi"];
+  for (const [extra, message] of [
+    [["--logprobs", "2"], /--logprobs needs --json/],
+    [["--num-beams", "2", "--prompt-lookup"], /--num-beams cannot be combined with --draft-model or --prompt-lookup/],
+    [["--num-beams", "2", "--draft-model", "y.gguf"], /--num-beams cannot be combined with --draft-model or --prompt-lookup/],
+    [["--n", "2", "--num-beams", "2"], /--n cannot be combined with --num-beams, --draft-model or --prompt-lookup/],
+    [["--draft-model", "y.gguf", "--prompt-lookup"], /two ways of drafting/],
+    [["--repeat-last-n", "-3"], /--repeat-last-n must be >= 0, got -3/],
+  ] as const) {
+    const r = tsllm(...base, ...extra);
+    assert.equal(r.code, 2, `${extra.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, message);
+  }
+});
+
+test("--frequency-penalty, --presence-penalty and --repeat-last-n reach the sampler (the same tokens as the library's)", { skip }, async () => {
+  const { loadModel } = await import("../src/index.js");
+  const model = await loadModel(sharedFile(MODEL)!);
+  try {
+    const options = { temperature: 0, maxTokens: 24, frequencyPenalty: 1.5, presencePenalty: 0.5, repeatLastN: 16 };
+    const lib = await model.generate("Lily", options);
+    const plain = await model.generate("Lily", { temperature: 0, maxTokens: 24 });
+    assert.notDeepEqual(lib.completionTokens, plain.completionTokens, "the penalties change the greedy text");
+    const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--temperature", "0", "--max-tokens", "24", "--frequency-penalty", "1.5", "--presence-penalty", "0.5", "--repeat-last-n", "16", "--json");
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout).completionTokens, lib.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});

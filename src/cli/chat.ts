@@ -21,7 +21,8 @@ Options:
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
   --max-tokens N        most tokens per reply (default 256)
-  --temperature T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR,
+  --temperature T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,
+  --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N: as in generate
   --timings             print each reply's timings to stderr
   -h, --help            show this help

@@ -18,7 +18,10 @@ Options:
   --top-p P             nucleus sampling; 1 = off (default 0.95)
   --min-p P             drop tokens below P x the top probability; 0 = off (default 0.05)
   --typical-p P         locally typical sampling; 1 = off (default 1)
-  --repeat-penalty R    penalize the last 64 tokens; 1 = off (default 1)
+  --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off (default 1)
+  --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none)
+  --frequency-penalty F subtract F x a token's count in that window (default 0)
+  --presence-penalty P  subtract P from every token in that window (default 0)
   --seed S              random seed (same seed, same text)
   --stop STR            stop at this text (repeatable)
   --threads N           compute threads (default: all cores)
@@ -30,7 +33,7 @@ Options:
   --system TEXT         system prompt (with --chat)
   --chat-template FILE  Jinja chat template to use instead of the model's own (with --chat)
   --normalize FORM      Unicode-normalize the prompt first: none (default), nfc, or nfkc (full-width -> half-width)
-  --logprobs K          report each token's log-probability and the top K alternatives (in --json)
+  --logprobs K          report each token's log-probability and the top K alternatives (needs --json)
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
   --num-beams N         beam search with N beams (Hugging Face semantics; sampling options are ignored)
   --draft-model FILE    speculative decoding with this draft model (same vocabulary; sampling uses the rejection rule)
@@ -64,6 +67,9 @@ export const GENERATE_ARGS: OptionSpec = {
   "min-p": { type: "string" },
   "typical-p": { type: "string" },
   "repeat-penalty": { type: "string" },
+  "repeat-last-n": { type: "string" },
+  "frequency-penalty": { type: "string" },
+  "presence-penalty": { type: "string" },
   seed: { type: "string" },
   stop: { type: "string", multiple: true },
   threads: { type: "string" },
@@ -93,12 +99,19 @@ export async function runGenerate(argv: string[]): Promise<void> {
   if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
     throw new UsageError("--draft-quantize and --draft-tokens need --draft-model (or --prompt-lookup for --draft-tokens)");
   }
+  if (values["num-beams"] !== undefined && (draftPath !== undefined || flag(values, "prompt-lookup"))) throw new UsageError("--num-beams cannot be combined with --draft-model or --prompt-lookup");
+  if (draftPath !== undefined && flag(values, "prompt-lookup")) throw new UsageError("--draft-model and --prompt-lookup are two ways of drafting: choose one");
+  const nChoices = optionalNumber(values, "n", { integer: true, min: 1 });
+  if (nChoices !== undefined && nChoices > 1 && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) {
+    throw new UsageError("--n cannot be combined with --num-beams, --draft-model or --prompt-lookup");
+  }
+  if (values.logprobs !== undefined && !flag(values, "json")) throw new UsageError("--logprobs needs --json (the log-probabilities are part of its result)");
   const options: GenerateOptions = {
     ...generateOptionsFrom(values),
     numBeams: optionalNumber(values, "num-beams", { integer: true, min: 1 }),
     draftTokens: optionalNumber(values, "draft-tokens", { integer: true, min: 1 }),
     promptLookup: flag(values, "prompt-lookup") || undefined,
-    n: optionalNumber(values, "n", { integer: true, min: 1 }),
+    n: nChoices,
   };
   const model = await loadModel(modelPath, loadOptionsFrom(values));
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as "q8_0" | "q4_0" | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
@@ -165,6 +178,9 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
     typicalP: optionalNumber(values, "typical-p", { min: 0, max: 1 }),
     repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
+    repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: 0 }),
+    frequencyPenalty: optionalNumber(values, "frequency-penalty"),
+    presencePenalty: optionalNumber(values, "presence-penalty"),
     seed: optionalNumber(values, "seed", { integer: true }),
     stop: strings(values, "stop"),
     ignoreEos: flag(values, "ignore-eos"),

@@ -88,6 +88,10 @@ export function validateChoices(options: GenerateOptions): number {
   if (n > 1 && usesStrategy(options)) {
     throw new RangeError("n > 1 cannot be combined with beam search (use numReturnSequences) or speculative decoding");
   }
+  if (options.numBeams !== undefined && (options.draftModel !== undefined || options.promptLookup)) {
+    throw new RangeError("numBeams cannot be combined with speculative decoding (draftModel, promptLookup)");
+  }
+  if (options.draftModel !== undefined && options.promptLookup) throw new RangeError("draftModel and promptLookup are two ways of drafting: choose one");
   return n;
 }
 
