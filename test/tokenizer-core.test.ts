@@ -184,3 +184,38 @@ test("GGUF: bad tokenizer metadata is rejected with the key named", () => {
   assert.throws(() => tok.piece(-1), RangeError);
   assert.equal(TokenType.Byte, 6);
 });
+
+test("SpecialMatcher: leftmost-longest like a character trie, in memory proportional to the tokens (an 8 MB control token)", async () => {
+  const { SpecialMatcher } = await import("../src/tokenizer/index.js");
+  // a character trie spelled out as the reference: at each position the longest token starting there
+  const reference = (tokens: { text: string; id: number }[], text: string): (string | number)[] => {
+    const out: (string | number)[] = [];
+    let raw = "";
+    for (let i = 0; i < text.length;) {
+      let best: { text: string; id: number } | undefined;
+      for (const t of tokens) if (text.startsWith(t.text, i) && (!best || t.text.length > best.text.length)) best = t;
+      if (!best) { raw += text[i]; i++; continue; }
+      if (raw) out.push(raw);
+      raw = "";
+      out.push(best.id);
+      i += best.text.length;
+    }
+    if (raw) out.push(raw);
+    return out;
+  };
+  const tokens = ["<", "<|", "<|im_start|>", "<|im_end|>", "<s>", "</s>", "ab", "abc", "a", "\u2581\u2581", "<|im"].map((text, id) => ({ text, id }));
+  const m = new SpecialMatcher(tokens);
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const alphabet = ["<", "|", "im_start", "im_end", ">", "/", "s", "a", "b", "c", "\u2581", " ", "x"];
+  for (let k = 0; k < 300; k++) {
+    const text = Array.from({ length: 1 + Math.floor(rand() * 20) }, () => alphabet[Math.floor(rand() * alphabet.length)]).join("");
+    assert.deepEqual(m.split(text), reference(tokens, text), JSON.stringify(text));
+  }
+  const before = process.memoryUsage().heapUsed + process.memoryUsage().external;
+  const huge = "<" + "x".repeat(8 * 2 ** 20) + ">";
+  const big = new SpecialMatcher([{ text: huge, id: 1 }, { text: "<s>", id: 2 }]);
+  const grown = process.memoryUsage().heapUsed + process.memoryUsage().external - before;
+  assert.ok(grown < 100 * 2 ** 20, `the matcher grew the heap by ${(grown / 2 ** 20).toFixed(0)} MB`);
+  assert.deepEqual(big.split(`a<s>b${huge}c`), ["a", 2, "b", 1, "c"]);
+});
