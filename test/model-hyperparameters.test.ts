@@ -79,3 +79,18 @@ test("names from a file that are Object.prototype members are unknown names, not
   writeFileSync(join(folder, "config.json"), JSON.stringify({ ...config, architectures: ["constructor"] }));
   await assert.rejects(loadModel(folder, { backend: "reference" }), /architectures.*unsupported architecture "constructor"/);
 });
+
+test("control characters from a file are escaped in error messages (no terminal injection)", { skip }, async () => {
+  const evil = "\x1b[2J\x1b[31mowned\x07\x9b";
+  const path = await modelWith(tinyLlama, "control-chars", { "general.architecture": ggufEntry.string(evil) });
+  await assert.rejects(loadModel(path, { backend: "reference" }), (e: Error) => {
+    assert.doesNotMatch(e.message, /[\x00-\x08\x0b-\x1f\x7f-\x9f]/, "no control character left");
+    assert.ok(e.message.includes("\\x1b[2J\\x1b[31mowned\\x07\\x9b"), e.message);
+    return true;
+  });
+  const { spawnSync } = await import("node:child_process");
+  const { resolve } = await import("node:path");
+  const { PROJECT_ROOT } = await import("./helpers/shared.js");
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "inspect", "--model", path], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.doesNotMatch(r.stdout + r.stderr, /\x1b/, "the CLI prints no escape sequence");
+});

@@ -1,6 +1,7 @@
 import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { typeName, elementCount } from "../tensor/index.js";
 import { tokenizerFromGGUF } from "../tokenizer/index.js";
+import { printable } from "../units/index.js";
 import { flag, parse, requireString } from "./args.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model FILE.gguf [--json]
@@ -60,5 +61,6 @@ export async function runInspect(argv: string[]): Promise<void> {
     `end of turn:     ${report.specialTokens?.endOfGeneration.map(tok).join(", ") || "-"}`,
     `chat template:   ${report.chatTemplate ? "yes" : "no"}`,
   ];
-  process.stdout.write(lines.join("\n") + "\n");
+  // names and values come from the file: no control character reaches the terminal
+  process.stdout.write(printable(lines.join("\n")) + "\n");
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
+import { printable } from "../units/index.js";
 import { UsageError } from "./args.js";
 import { benchHelp, runBench } from "./bench.js";
 import { convertHelp, runConvert } from "./convert.js";
@@ -57,7 +58,7 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`tsllm: error: ${message}\n`);
+    process.stderr.write(`tsllm: error: ${printable(message)}\n`);
     process.exitCode = err instanceof UsageError ? 2 : 1;
   },
 );

@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { isKnownType, rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
+import { FileFieldError } from "./errors.js";
 import {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
@@ -17,9 +18,9 @@ const MAX_KV_COUNT = 1 << 20;
 const MAX_TENSOR_COUNT = 1 << 20;
 const CHUNK = 1 << 20;
 
-export class GGUFError extends Error {
+export class GGUFError extends FileFieldError {
   constructor(path: string, field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+    super(path, field, message);
     this.name = "GGUFError";
   }
 }

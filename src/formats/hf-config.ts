@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { FileFieldError } from "./errors.js";
 
 /**
  * Hugging Face `config.json` (and `generation_config.json`) read into the few numbers the
@@ -48,9 +49,9 @@ export interface HFModelConfig {
   readonly eosTokenIds: readonly number[];
 }
 
-export class HFConfigError extends Error {
+export class HFConfigError extends FileFieldError {
   constructor(path: string, field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+    super(path, field, message);
     this.name = "HFConfigError";
   }
 }

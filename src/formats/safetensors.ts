@@ -1,6 +1,7 @@
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { isJsonObject, JsonSyntaxError, parseStrictJson, type JsonValue } from "./safetensors-json.js";
+import { FileFieldError } from "./errors.js";
 
 /**
  * safetensors: an 8-byte little-endian header length N, N bytes of UTF-8 JSON
@@ -26,9 +27,9 @@ export const SAFETENSORS_DTYPE_SIZE: Readonly<Record<SafetensorsDType, number>> 
   F64: 8, I64: 8, U64: 8,
 };
 
-export class SafetensorsError extends Error {
+export class SafetensorsError extends FileFieldError {
   constructor(path: string, field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+    super(path, field, message);
     this.name = "SafetensorsError";
   }
 }

@@ -1,2 +1,3 @@
-/** Formatting of quantities for messages; imports nothing, so every layer may use it. */
+/** Formatting for messages (sizes, text safe for a terminal); imports nothing, so every layer may use it. */
 export { formatBytes } from "./bytes.js";
+export { printable } from "./printable.js";
