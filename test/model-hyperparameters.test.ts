@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { loadModel } from "../src/index.js";
 import { ggufEntry, writeGGUF, type GGUFWriteEntry } from "../src/formats/index.js";
-import { elementCount, rowByteLength } from "../src/tensor/index.js";
+import { elementCount, GGMLType, rowByteLength } from "../src/tensor/index.js";
 import { planRandomModel, randomModelMetadata, readTokenizerEntries, tinyGpt2, tinyLlama, type RandomModelSpec } from "../src/testing/index.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
@@ -20,13 +20,14 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf") || skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
 
 /** a model file of `spec`'s tensors (zeros) whose metadata has `overrides` replacing or adding keys */
-async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>): Promise<string> {
+async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>, retype: Record<string, GGMLType> = {}): Promise<string> {
   const { entries, vocabSize } = readTokenizerEntries(spec.tokenizerFrom);
   const metadata = new Map([...randomModelMetadata(spec, vocabSize), ...entries]);
   for (const [k, v] of Object.entries(overrides)) metadata.set(k, v);
-  const tensors = planRandomModel(spec, vocabSize).map((t) => ({
-    name: t.name, type: t.type, dims: t.dims, data: new Uint8Array(rowByteLength(t.type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!)),
-  }));
+  const tensors = planRandomModel(spec, vocabSize).map((t) => {
+    const type = retype[t.name] ?? t.type;
+    return { name: t.name, type, dims: t.dims, data: new Uint8Array(rowByteLength(type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!)) };
+  });
   const path = join(dir, `${name}.gguf`);
   await writeGGUF(path, { metadata: [...metadata], tensors });
   return path;
@@ -93,4 +94,11 @@ test("control characters from a file are escaped in error messages (no terminal 
   const { PROJECT_ROOT } = await import("./helpers/shared.js");
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "inspect", "--model", path], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.doesNotMatch(r.stdout + r.stderr, /\x1b/, "the CLI prints no escape sequence");
+});
+
+test("a weight in an activation-only format (Q8_1) is refused at load naming the tensor, not at the first matmul", { skip }, async () => {
+  const path = await modelWith(tinyLlama, "q8_1-weight", {}, { "blk.0.ffn_down.weight": GGMLType.Q8_1 });
+  for (const backend of ["reference", "wasm"] as const) {
+    await assert.rejects(loadModel(path, { backend }), /tensor "blk\.0\.ffn_down\.weight": type Q8_1 is an activation format/, backend);
+  }
 });

@@ -1,8 +1,14 @@
 import type { Backend } from "./backend.js";
-import { createReferenceBackend } from "./reference/index.js";
+import type { GGMLType } from "../tensor/index.js";
+import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
 
 export type { Backend } from "./backend.js";
+
+/** whether the backends can multiply by a matrix of this type (ggml's CPU vec_dot table; Q8_1 and Q8_K are activation-only formats) */
+export function canMatmul(type: GGMLType): boolean {
+  return VEC_DOT.has(type);
+}
 export type BackendName = "wasm" | "reference";
 
 let warnedFallback = false;

@@ -1,5 +1,5 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
-import type { Backend } from "../kernels/index.js";
+import { canMatmul, type Backend } from "../kernels/index.js";
 import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeName, type Tensor } from "../tensor/index.js";
 
 /** weight formats a model can be quantized to while loading */
@@ -67,6 +67,9 @@ export class WeightStore {
     const info = this.info(name);
     this.checkDims(info, dims);
     const type = this.targetType(info);
+    if (!canMatmul(type)) {
+      throw new GGUFError(this.source.path, `tensor "${name}"`, `type ${typeName(type)} is an activation format that no kernel multiplies weights in; convert the model to Q8_0 or another weight type`);
+    }
     const data = this.backend.allocWeights(this.byteLengthAs(info, type), name);
     this.readInto(info, type, data);
     return { name, type, dims: info.dims, data };
