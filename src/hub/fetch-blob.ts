@@ -36,7 +36,7 @@ class Transient extends Error {}
  * partial file (it cannot be resumed from) and fails.
  */
 export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
-  const { location, blobPath } = o;
+  const { blobPath } = o;
   const partial = `${blobPath}.incomplete`;
   await mkdir(dirname(blobPath), { recursive: true });
   let lastError = "";
