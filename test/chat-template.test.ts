@@ -90,6 +90,25 @@ test("runaway and oversized templates stop with a clear error", () => {
   assert.throws(() => new ChatTemplate("{{ 1 }}", "t").render([{ role: "user" } as ChatMessage]), /messages\[0\]: expected \{role: string, content: string\}/);
 });
 
+test("hostile templates (list doubling, nested empty loops, split and list filters on huge values) stop at their bound with the default limits", () => {
+  const msgs: ChatMessage[] = [{ role: "user", content: "hi" }];
+  const cases: [string, RegExp][] = [
+    ["{% set ns = namespace(a=[1, 2]) %}{% for i in range(40) %}{% set ns.a = ns.a + ns.a %}{% endfor %}{{ ns.a|length }}", /a list of \d+ items, more than the 100000 allowed/],
+    ["{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}", /range\(\) of 1000000 elements is more than the 100000 allowed/],
+    ["{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", /rendering took too long|range\(\) calls produced \d+ elements in one render/],
+    ["{{ messages[0].content.split('x') }}", /a list of 2000001 items, more than the 100000 allowed/],
+    ["{% for i in range(100) %}{% set r = range(1000000)|reverse|list %}{% endfor %}", /range\(\) of 1000000 elements is more than the 100000 allowed/],
+    ["{% for i in range(1000) %}{% set r = range(100000)|reverse|list %}{% endfor %}", /rendering took too long|range\(\) calls produced \d+ elements in one render/],
+  ];
+  // a 2M-character message makes split('x') a list of 2M + 1 empty strings
+  const long: ChatMessage[] = [{ role: "user", content: "x".repeat(2_000_000) }];
+  for (const [source, message] of cases) {
+    const before = process.memoryUsage().rss;
+    assert.throws(() => new ChatTemplate(source, "hostile").render(source.includes("split") ? long : msgs), message, source);
+    assert.ok(process.memoryUsage().rss - before < 1024 * 2 ** 20, `${source}: RSS grew by ${((process.memoryUsage().rss - before) / 2 ** 20).toFixed(0)} MB`);
+  }
+});
+
 test("a model without a chat template says so and how to give one", () => {
   assert.throws(() => chatFormatterFor(openTokenizer(lenmlDir("llama2"))), /no chat template .*--chat-template FILE/);
   const f = chatFormatterFor(openTokenizer(lenmlDir("llama2")), undefined, { source: "{{ bos_token }}[INST] {{ messages[-1].content }} [/INST]", where: "custom" });

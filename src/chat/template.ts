@@ -35,11 +35,17 @@ export interface TemplateLimits {
   maxRenderMs: number;
   /** longest string any expression may produce (bounds the output and runaway concatenation) */
   maxOutputChars: number;
-  /** most elements range() may produce */
+  /** most elements one range() may produce */
   maxRange: number;
+  /** most elements all range() calls of one render may produce together (a loop nested in a loop calls it again and again) */
+  maxRangeTotal?: number;
+  /** longest list any expression may produce (bounds `a + a` doubling, split, list filters) */
+  maxItems?: number;
 }
 
-export const DEFAULT_LIMITS: TemplateLimits = { maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 1_000_000 };
+export const DEFAULT_LIMITS: Required<TemplateLimits> = {
+  maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 100_000, maxRangeTotal: 20_000_000, maxItems: 100_000,
+};
 
 export class ChatTemplateError extends Error {
   override name = "ChatTemplateError";
@@ -47,23 +53,30 @@ export class ChatTemplateError extends Error {
 
 /**
  * Evaluates like the library's interpreter, but every node checks the clock (the library has no
- * step or time limit) and the size of the strings it produced, so a runaway template stops with an
- * error instead of hanging or exhausting memory.
+ * step or time limit) and the size of the string or list it produced, so a runaway template stops
+ * with an error instead of hanging or exhausting memory. A loop whose body evaluates nothing
+ * cannot spin unseen: its list comes from range() (a per-render budget) or from an expression
+ * evaluated here.
  */
 class BoundedInterpreter extends Interpreter {
   private steps = 0;
 
-  constructor(env: JinjaEnvironment, private readonly deadline: number, private readonly maxChars: number, private readonly where: string) {
+  constructor(env: JinjaEnvironment, private readonly deadline: number, private readonly limits: Required<TemplateLimits>, private readonly where: string) {
     super(env);
   }
 
   override evaluate(node: unknown, env: unknown): RuntimeValue {
-    if ((++this.steps & 1023) === 0 && performance.now() > this.deadline) {
+    this.steps++;
+    if (performance.now() > this.deadline) {
       throw new ChatTemplateError(`${this.where}: rendering took too long (stopped after ${this.steps} steps); the template may loop without end`);
     }
     const value = super.evaluate(node, env);
-    if (typeof value?.value === "string" && value.value.length > this.maxChars) {
-      throw new ChatTemplateError(`${this.where}: rendering produced more than ${this.maxChars} characters; the template may be runaway`);
+    const v = value?.value;
+    if (typeof v === "string" && v.length > this.limits.maxOutputChars) {
+      throw new ChatTemplateError(`${this.where}: rendering produced more than ${this.limits.maxOutputChars} characters; the template may be runaway`);
+    }
+    if (Array.isArray(v) && v.length > this.limits.maxItems) {
+      throw new ChatTemplateError(`${this.where}: rendering produced a list of ${v.length} items, more than the ${this.limits.maxItems} allowed; the template may be runaway`);
     }
     return value;
   }
@@ -95,9 +108,11 @@ export function strftime(date: Date, format: string): string {
  */
 export class ChatTemplate {
   private readonly parsed: { parsed: unknown };
+  private readonly limits: Required<TemplateLimits>;
 
-  constructor(readonly source: string, readonly where: string, private readonly limits: TemplateLimits = DEFAULT_LIMITS) {
-    if (source.length > limits.maxSourceChars) {
+  constructor(readonly source: string, readonly where: string, limits: TemplateLimits = DEFAULT_LIMITS) {
+    this.limits = { ...DEFAULT_LIMITS, ...limits };
+    if (source.length > this.limits.maxSourceChars) {
       throw new ChatTemplateError(`${where}: the template has ${source.length} characters, more than the ${limits.maxSourceChars} allowed`);
     }
     try {
@@ -117,7 +132,8 @@ export class ChatTemplate {
     // the globals the library's own render() sets up
     for (const [k, v] of [["true", true], ["false", false], ["none", null], ["True", true], ["False", false], ["None", null]] as const) env.set(k, v);
     env.set("raise_exception", (message: unknown) => { throw new ChatTemplateError(`${this.where}: the template raised an error: ${String(message)}`); });
-    env.set("range", (...a: number[]) => this.range(a));
+    const ranged = { elements: 0 };
+    env.set("range", (...a: number[]) => this.range(a, ranged));
     env.set("strftime_now", (format: string) => strftime(new Date(), String(format)));
     const vars: Record<string, unknown> = {
       bos_token: options.bosToken ?? "", eos_token: options.eosToken ?? "", unk_token: options.unkToken ?? "", pad_token: options.padToken ?? "",
@@ -126,7 +142,7 @@ export class ChatTemplate {
       add_generation_prompt: options.addGenerationPrompt ?? true,
     };
     for (const [k, v] of Object.entries(vars)) env.set(k, v);
-    const interpreter = new BoundedInterpreter(env, performance.now() + this.limits.maxRenderMs, this.limits.maxOutputChars, this.where);
+    const interpreter = new BoundedInterpreter(env, performance.now() + this.limits.maxRenderMs, this.limits, this.where);
     try {
       const out = interpreter.run(this.parsed.parsed).value;
       if (typeof out !== "string") throw new ChatTemplateError(`${this.where}: the template rendered no text`);
@@ -138,12 +154,16 @@ export class ChatTemplate {
     }
   }
 
-  /** Python's range(), refusing to build huge lists. */
-  private range(a: number[]): number[] {
+  /** Python's range(), refusing to build more than maxRange elements in one render (`ranged` counts them) */
+  private range(a: number[], ranged: { elements: number }): number[] {
     const [start, stop, step] = a.length === 1 ? [0, a[0]!, 1] : [a[0]!, a[1]!, a[2] ?? 1];
     if (![start, stop, step].every(Number.isInteger) || step === 0) throw new ChatTemplateError(`${this.where}: range() needs integer arguments and a non-zero step`);
     const n = Math.max(0, Math.ceil((stop - start) / step));
     if (n > this.limits.maxRange) throw new ChatTemplateError(`${this.where}: range() of ${n} elements is more than the ${this.limits.maxRange} allowed`);
+    ranged.elements += n;
+    if (ranged.elements > this.limits.maxRangeTotal) {
+      throw new ChatTemplateError(`${this.where}: range() calls produced ${ranged.elements} elements in one render, more than the ${this.limits.maxRangeTotal} allowed (a loop nested in a loop?)`);
+    }
     return Array.from({ length: n }, (_, i) => start + i * step);
   }
 }
