@@ -196,3 +196,35 @@ test("a hand-made Unigram tokenizer.json: Viterbi picks the highest-scoring segm
   assert.deepEqual(tok.encode("hello world"), [1, 9, 10]);
   assert.equal(tok.decode([1, 9, 10]), "hello world");
 });
+
+test("a malformed or hostile tokenizer.json fails at load naming the file and the section (no library TypeError, no hang, no blow-up)", async () => {
+  const { mkdtempSync, writeFileSync, readFileSync: read, copyFileSync, rmSync: rm } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const base = JSON.parse(read(join(lenmlDir("llama2"), "tokenizer.json"), "utf8"));
+  const root = mkdtempSync(join(tmpdir(), "tsllm-bad-tokenizer-"));
+  try {
+    const cases: [string, (tj: Record<string, any>) => void, RegExp][] = [
+      ["merges-as-numbers", (tj) => { tj.model.merges = [1, 2, 3]; }, /"model\.merges\[0\]": expected "a b" or \["a", "b"\], found 1/],
+      ["unigram-bad-vocab", (tj) => { tj.model = { type: "Unigram", vocab: [["a", 0], 7] }; }, /"model\.vocab\[1\]": expected \[piece, score\], found 7/],
+      ["huge-added-token", (tj) => { tj.added_tokens = [...tj.added_tokens, { id: 32000, content: "x".repeat(1 << 20), special: true }]; }, /"added_tokens\[\d+\]\.content": 1048576 characters, more than the 4096/],
+      ["catastrophic-split", (tj) => { tj.pre_tokenizer = { type: "Split", pattern: { Regex: "(a+)+$" }, behavior: "Isolated", invert: false }; }, /"pre_tokenizer\.pattern\.Regex": "\(a\+\)\+\$" repeats a group that repeats itself/],
+      ["catastrophic-replace", (tj) => { tj.normalizer.normalizers.push({ type: "Replace", pattern: { Regex: "(\\s*)*x" }, content: "" }); }, /"normalizer\.normalizers\[2\]\.pattern\.Regex".*catastrophic backtracking/],
+    ];
+    for (const [name, mutate, message] of cases) {
+      const folder = join(root, name);
+      const { mkdirSync } = await import("node:fs");
+      mkdirSync(folder);
+      const tj = structuredClone(base);
+      mutate(tj);
+      writeFileSync(join(folder, "tokenizer.json"), JSON.stringify(tj));
+      copyFileSync(join(lenmlDir("llama2"), "tokenizer_config.json"), join(folder, "tokenizer_config.json"));
+      assert.throws(() => openTokenizer(folder), (e: Error) => {
+        assert.match(e.message, message, name);
+        assert.ok(e.message.includes(join(folder, "tokenizer.json")), `${name}: names the file`);
+        return true;
+      });
+    }
+  } finally {
+    rm(root, { recursive: true, force: true });
+  }
+});

@@ -45,14 +45,51 @@ function validate(where: string, tj: JsonObject): void {
   };
   if (!Array.isArray(model.vocab)) for (const [t, id] of Object.entries(model.vocab)) checkId(id, `"model.vocab[${JSON.stringify(t)}]"`);
   else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
+  if (model.type === "BPE") {
+    (model.merges as unknown[]).forEach((m, i) => {
+      if (!(typeof m === "string" || (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string")))) {
+        throw new Error(`${where}: "model.merges[${i}]": expected "a b" or ["a", "b"], found ${JSON.stringify(m)?.slice(0, 60)}`);
+      }
+    });
+  }
+  if (model.type === "Unigram") {
+    if (!Array.isArray(model.vocab)) throw new Error(`${where}: "model.vocab": a Unigram model needs a list of [piece, score]`);
+    model.vocab.forEach((e, i) => {
+      if (!(Array.isArray(e) && typeof e[0] === "string" && typeof e[1] === "number")) throw new Error(`${where}: "model.vocab[${i}]": expected [piece, score], found ${JSON.stringify(e)?.slice(0, 60)}`);
+    });
+  }
   if (tj.added_tokens !== undefined && tj.added_tokens !== null) {
     if (!Array.isArray(tj.added_tokens)) throw new Error(`${where}: "added_tokens": expected an array`);
     tj.added_tokens.forEach((t, i) => {
       if (!isObject(t) || typeof t.content !== "string") throw new Error(`${where}: "added_tokens[${i}]": expected {"id", "content"}`);
+      if (t.content.length > MAX_ADDED_TOKEN_CHARS) throw new Error(`${where}: "added_tokens[${i}].content": ${t.content.length} characters, more than the ${MAX_ADDED_TOKEN_CHARS} a token may have`);
       checkId(t.id, `"added_tokens[${i}].id"`);
     });
   }
+  for (const section of ["normalizer", "pre_tokenizer"] as const) checkRegexes(where, section, tj[section]);
 }
+
+/** longest added token accepted (real ones are a few dozen characters; the library's matcher spends memory per character) */
+const MAX_ADDED_TOKEN_CHARS = 4096;
+
+/**
+ * Refuses Split / Replace regexes with a quantified group that itself ends in a quantifier —
+ * `(a+)+`, `(x*)*`, `(\s+)*` — the shape of catastrophic backtracking, which would hang the
+ * library's constructor (it tokenizes a probe) or any later call. Real tokenizers' patterns have
+ * no such nesting.
+ */
+function checkRegexes(where: string, path: string, node: unknown): void {
+  if (Array.isArray(node)) return node.forEach((n, i) => checkRegexes(where, `${path}[${i}]`, n));
+  if (!isObject(node)) return;
+  const pattern = isObject(node.pattern) ? node.pattern.Regex : undefined;
+  if (typeof pattern === "string" && NESTED_QUANTIFIER.test(pattern)) {
+    throw new Error(`${where}: "${path}.pattern.Regex": ${JSON.stringify(pattern.slice(0, 60))} repeats a group that repeats itself (catastrophic backtracking); refusing it`);
+  }
+  for (const [k, v] of Object.entries(node)) if (k !== "pattern" && (Array.isArray(v) || isObject(v))) checkRegexes(where, `${path}.${k}`, v);
+}
+
+/** a group whose body ends in + * or {n,} (its last atom repeats), itself followed by + * or {n,} */
+const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\d*\})\)(?:[+*]|\{\d+,\d*\})/;
 
 /** tokenizer_config.json with special-token entries flattened to strings, as the library expects. */
 function libraryConfig(config: JsonObject): JsonObject {
