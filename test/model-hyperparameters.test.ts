@@ -20,13 +20,15 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf") || skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
 
 /** a model file of `spec`'s tensors (zeros) whose metadata has `overrides` replacing or adding keys */
-async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>, retype: Record<string, GGMLType> = {}): Promise<string> {
+async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>, retype: Record<string, GGMLType> = {}, fill: Record<string, number> = {}): Promise<string> {
   const { entries, vocabSize } = readTokenizerEntries(spec.tokenizerFrom);
   const metadata = new Map([...randomModelMetadata(spec, vocabSize), ...entries]);
   for (const [k, v] of Object.entries(overrides)) metadata.set(k, v);
   const tensors = planRandomModel(spec, vocabSize).map((t) => {
     const type = retype[t.name] ?? t.type;
-    return { name: t.name, type, dims: t.dims, data: new Uint8Array(rowByteLength(type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!)) };
+    const data = new Uint8Array(rowByteLength(type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!));
+    if (fill[t.name] !== undefined) new Float32Array(data.buffer).fill(fill[t.name]!);
+    return { name: t.name, type, dims: t.dims, data };
   });
   const path = join(dir, `${name}.gguf`);
   await writeGGUF(path, { metadata: [...metadata], tensors });
@@ -100,5 +102,12 @@ test("a weight in an activation-only format (Q8_1) is refused at load naming the
   const path = await modelWith(tinyLlama, "q8_1-weight", {}, { "blk.0.ffn_down.weight": GGMLType.Q8_1 });
   for (const backend of ["reference", "wasm"] as const) {
     await assert.rejects(loadModel(path, { backend }), /tensor "blk\.0\.ffn_down\.weight": type Q8_1 is an activation format/, backend);
+  }
+});
+
+test("a NaN or Inf in a norm weight or bias is refused at load naming the tensor (not NaN logits at sampling)", { skip }, async () => {
+  for (const [name, value] of [["output_norm.weight", NaN], ["blk.1.attn_norm.weight", Infinity]] as const) {
+    const path = await modelWith(tinyLlama, `nonfinite-${name}`, {}, {}, { [name]: value });
+    await assert.rejects(loadModel(path, { backend: "reference" }), new RegExp(`tensor "${name.replaceAll(".", "\\.")}": element 0 is ${value}; the weights are damaged`), name);
   }
 });

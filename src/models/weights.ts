@@ -87,6 +87,9 @@ export class WeightStore {
     this.readInto(info, info.type, bytes);
     const out = new Float32Array(length);
     dequantizeRow(info.type, bytes, out, length);
+    // a norm weight or bias is read whole anyway: a NaN or Inf in it would only surface as NaN logits at sampling
+    const bad = out.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw new GGUFError(this.source.path, `tensor "${name}"`, `element ${bad} is ${out[bad]}; the weights are damaged`);
     return out;
   }
 
