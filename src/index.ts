@@ -12,3 +12,8 @@ export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo
 export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/convert.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";
+export {
+  pipeline, embed, loadEmbeddingModel, DEFAULT_MODELS,
+  type PipelineTask, type PipelineOptions, type EmbeddingModel, type EmbedOptions, type TextClassificationOptions, type TokenClassificationOptions,
+  type FillMaskOptions, type TextGenerationOptions, type AggregationStrategy,
+} from "./pipelines/index.js";

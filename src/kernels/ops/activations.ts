@@ -56,3 +56,27 @@ function buildGeluTable(): Float32Array {
   for (let h = 0; h < 65536; h++) t[h] = f16BitsToF32(f32ToF16Bits(Math.fround(geluExact(f16BitsToF32(h)))));
   return t;
 }
+
+/**
+ * erf(x) in float64 (Numerical Recipes' Chebyshev fit of erfc, relative error < 1.2e-7
+ * everywhere): below float32's precision, so GELU from it rounds like torch's erf form.
+ */
+export function erf(x: number): number {
+  const z = Math.abs(x);
+  const t = 1 / (1 + 0.5 * z);
+  const erfc = t * Math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0 ? 1 - erfc : erfc - 1;
+}
+
+/** GELU in its exact form, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): torch's nn.GELU() and HF's "gelu" */
+export function geluErf(out: Float32Array, x: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const v = x[i]!;
+    out[i] = 0.5 * v * (1 + erf(v * Math.SQRT1_2));
+  }
+}
+
+/** ReLU: out = max(x, 0) */
+export function relu(out: Float32Array, x: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] = x[i]! > 0 ? x[i]! : 0;
+}
