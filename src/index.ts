@@ -15,5 +15,6 @@ export { writeGGUF } from "./formats/gguf-writer.js";
 export {
   pipeline, embed, loadEmbeddingModel, DEFAULT_MODELS,
   type PipelineTask, type PipelineOptions, type EmbeddingModel, type EmbedOptions, type TextClassificationOptions, type TokenClassificationOptions,
-  type FillMaskOptions, type TextGenerationOptions, type AggregationStrategy,
+  type FillMaskOptions, type TextGenerationOptions, type AggregationStrategy, type TextClassificationPipeline, type TokenClassificationPipeline,
+  type FillMaskPipeline, type FeatureExtractionPipeline, type TextGenerationPipeline,
 } from "./pipelines/index.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { embed, loadEmbeddingModel, pipeline, type EmbeddingModel } from "../src/index.js";
+import { embed, loadEmbeddingModel, pipeline, type EmbeddingModel, type FeatureExtractionPipeline, type FillMaskPipeline, type TextClassificationPipeline, type TokenClassificationPipeline } from "../src/index.js";
 import { EncoderRunner } from "../src/pipelines/encoder-runner.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -52,7 +52,7 @@ const TOL = 1e-4;
 for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
   describe(`${name}: sequence classification`, { skip: skipFor(name) }, () => {
     let runner: EncoderRunner;
-    let clf: Awaited<ReturnType<typeof pipeline<"sentiment-analysis">>>;
+    let clf: TextClassificationPipeline;
     const exp = skipFor(name) ? undefined : expected(name);
     before(async () => {
       runner = await EncoderRunner.open(folder(name), { threads: 1 });
@@ -96,7 +96,7 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
 
 describe("bert-ner: token classification, every aggregation strategy", { skip: skipFor("bert-ner") }, () => {
   let runner: EncoderRunner;
-  let ner: Awaited<ReturnType<typeof pipeline<"ner">>>;
+  let ner: TokenClassificationPipeline;
   const exp = skipFor("bert-ner") ? undefined : expected("bert-ner");
   before(async () => {
     runner = await EncoderRunner.open(folder("bert-ner"), { threads: 1 });
@@ -137,7 +137,7 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
 
 describe("bert-uncased-mlm: fill-mask", { skip: skipFor("bert-uncased-mlm") }, () => {
   let runner: EncoderRunner;
-  let fill: Awaited<ReturnType<typeof pipeline<"fill-mask">>>;
+  let fill: FillMaskPipeline;
   const exp = skipFor("bert-uncased-mlm") ? undefined : expected("bert-uncased-mlm");
   before(async () => {
     runner = await EncoderRunner.open(folder("bert-uncased-mlm"), { threads: 1 });
@@ -167,7 +167,7 @@ describe("bert-uncased-mlm: fill-mask", { skip: skipFor("bert-uncased-mlm") }, (
 
 describe("bert-chinese-base: BertModel on Chinese text", { skip: skipFor("bert-chinese-base") }, () => {
   let runner: EncoderRunner;
-  let fe: Awaited<ReturnType<typeof pipeline<"feature-extraction">>>;
+  let fe: FeatureExtractionPipeline;
   const exp = skipFor("bert-chinese-base") ? undefined : expected("bert-chinese-base");
   before(async () => {
     runner = await EncoderRunner.open(folder("bert-chinese-base"), { threads: 1 });

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { DEFAULT_MODELS, pipeline } from "../src/index.js";
+import { DEFAULT_MODELS, pipeline, type TextGenerationPipeline } from "../src/index.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
@@ -13,7 +13,7 @@ const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
 describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
   const exp = skip ? undefined : JSON.parse(readFileSync(`${SHARED}/hf-oracle/gpt2-tiny.expected.json`, "utf8"));
   const folder = `${SHARED}/hf-oracle/gpt2-tiny`;
-  let gen: Awaited<ReturnType<typeof pipeline<"text-generation">>> | undefined;
+  let gen: TextGenerationPipeline | undefined;
   after(() => gen?.dispose());
 
   test("the seed's generate(max_length=50) procedure, greedy: ids and text", async () => {
