@@ -9,6 +9,8 @@ import { textClassification, type TextClassificationInput, type TextClassificati
 import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
 import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
 import type { ChatMessage } from "../chat/index.js";
+import type { EncoderInfo } from "../models/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 
 export type PipelineTask =
   | "text-classification" | "sentiment-analysis"
@@ -107,6 +109,9 @@ export async function pipeline(task: PipelineTask, model?: string, options: Pipe
 /** A loaded embedding model (a sentence-transformers folder, or any encoder: mean pooling by default). */
 export interface EmbeddingModel {
   readonly path: string;
+  readonly tokenizer: Tokenizer;
+  /** hidden size, layers, ... of the encoder */
+  readonly info: EncoderInfo;
   readonly dimensions: number;
   /** tokens one input keeps (max_seq_length, or the model's maximum) */
   readonly maxTokens: number;
@@ -123,6 +128,8 @@ export async function loadEmbeddingModel(model?: string, options: EncoderLoadOpt
   const maxTokens = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
   return {
     path,
+    tokenizer: runner.tokenizer,
+    info: runner.model.info,
     dimensions: runner.model.info.hiddenSize,
     maxTokens,
     countTokens: (texts) => texts.map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxTokens).ids.length),
