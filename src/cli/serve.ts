@@ -1,4 +1,4 @@
-import { isEncoderFolder } from "../formats/index.js";
+import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/resolve.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
@@ -49,7 +49,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
-    isEncoderFolder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
+    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
   const server = await startServer(load, {
     host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),

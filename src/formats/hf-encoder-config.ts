@@ -1,4 +1,5 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
+import { readGGUFHeader } from "./gguf-reader.js";
 import { join } from "node:path";
 import { HFConfigError, LIMITS, openConfigJson, readJsonObject, type Fields } from "./hf-config.js";
 
@@ -65,8 +66,18 @@ export interface HFEncoderConfig {
   readonly tieWordEmbeddings: boolean;
 }
 
-/** true when folder/config.json names an encoder architecture (or model_type) this module reads */
-export function isEncoderFolder(folder: string): boolean {
+/**
+ * true for a folder whose config.json names an encoder architecture (or model_type) this module
+ * reads, and for a GGUF file of llama.cpp's `bert` architecture
+ */
+export function isEncoderModel(folder: string): boolean {
+  if (existsSync(folder) && statSync(folder).isFile()) {
+    try {
+      return readGGUFHeader(folder).metadata.get("general.architecture")?.value === "bert";
+    } catch {
+      return false;
+    }
+  }
   const path = join(folder, "config.json");
   if (!existsSync(path)) return false;
   try {

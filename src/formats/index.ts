@@ -7,5 +7,5 @@ export { HF_ARCHITECTURES, readGenerationConfig, readHFConfig, readJsonObject, t
 export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";
 export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";
-export { HF_ENCODER_ARCHITECTURES, isEncoderFolder, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
+export { HF_ENCODER_ARCHITECTURES, isEncoderModel, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
 export { readSentenceTransformerConfig, type Pooling, type SentenceTransformerConfig } from "./sentence-transformers.js";

@@ -1,4 +1,4 @@
-import { isEncoderFolder } from "../formats/index.js";
+import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/resolve.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { embedWith, type EmbedOptions } from "./embed.js";
@@ -81,7 +81,7 @@ export async function pipeline(task: PipelineTask, model?: string, options: Pipe
   if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
-    if (isEncoderFolder(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
+    if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize });
     return attach(textGeneration(m), { task, path, model: m, dispose: () => m.dispose() });
   }
