@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { after, test } from "node:test";
+import { readHFEncoderConfig } from "../src/formats/hf-encoder-config.js";
+import { readSentenceTransformerConfig } from "../src/formats/sentence-transformers.js";
+import { openEncoder } from "../src/models/index.js";
+import { embed } from "../src/index.js";
+import { encodeModelInput, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
+import { writeRandomBertFolder } from "../src/testing/random-bert.js";
+import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+
+/* Encoder configs, sentence-transformers files, pair truncation and offsets: the edges. */
+
+const dir = mkdtempSync(join(tmpdir(), "tsllm-enc-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+const folderWith = (files: Record<string, unknown>) => {
+  const f = join(dir, `f${n++}`);
+  for (const [name, v] of Object.entries(files)) {
+    const p = join(f, name);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, typeof v === "string" ? v : JSON.stringify(v));
+  }
+  return f;
+};
+const BERT = { architectures: ["BertForSequenceClassification"], hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 128, vocab_size: 100 };
+
+test("encoder config.json: fields, defaults, RoBERTa's position offset; absurd values name the field", () => {
+  const c = readHFEncoderConfig(folderWith({ "config.json": BERT }));
+  assert.deepEqual([c.family, c.head, c.positionOffset, c.typeVocabSize, c.normEps, c.labels], ["bert", "sequence-classification", 0, 2, 1e-12, ["LABEL_0", "LABEL_1"]]);
+  const r = readHFEncoderConfig(folderWith({ "config.json": { ...BERT, architectures: ["XLMRobertaForTokenClassification"], pad_token_id: 1, num_labels: 3, id2label: { 0: "O", 2: "B-X" } } }));
+  assert.deepEqual([r.family, r.head, r.positionOffset, r.labels], ["roberta", "token-classification", 2, ["O", "LABEL_1", "B-X"]]);
+  const d = readHFEncoderConfig(folderWith({ "config.json": { architectures: ["DistilBertModel"], dim: 64, n_layers: 1, n_heads: 4, hidden_dim: 128, vocab_size: 10, activation: "relu" } }));
+  assert.deepEqual([d.family, d.typeVocabSize, d.activation], ["distilbert", 0, "relu"]);
+  const bare = readHFEncoderConfig(folderWith({ "config.json": { model_type: "bert", hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, vocab_size: 10 } }));
+  assert.equal(bare.hfArchitecture, "BertModel");
+  for (const [patch, re] of [
+    [{ num_attention_heads: 5 }, /num_attention_heads: 5 heads do not divide the hidden size 64/],
+    [{ hidden_act: "silu" }, /hidden_act: unsupported activation "silu"/],
+    [{ position_embedding_type: "relative_key" }, /position_embedding_type: unsupported "relative_key"/],
+    [{ id2label: { 0: "A", x: "B" } }, /id2label\["x"\]/],
+    [{ problem_type: "ranking" }, /problem_type: expected/],
+    [{ architectures: ["T5EncoderModel"] }, /unsupported encoder architecture "T5EncoderModel"/],
+    [{ vocab_size: -1 }, /vocab_size: expected an integer/],
+  ] as const) {
+    assert.throws(() => readHFEncoderConfig(folderWith({ "config.json": { ...BERT, ...patch } })), (e: Error) => e.message.includes("config.json") && re.test(e.message), JSON.stringify(patch));
+  }
+});
+
+test("sentence-transformers files: pooling modes, Normalize, max_seq_length; bad ones rejected", () => {
+  const modules = (extra: object[] = []) => [{ type: "sentence_transformers.models.Transformer", path: "" }, { type: "sentence_transformers.models.Pooling", path: "1_Pooling" }, ...extra];
+  const f = folderWith({ "modules.json": modules([{ type: "sentence_transformers.models.Normalize", path: "2_Normalize" }]), "1_Pooling/config.json": { pooling_mode_cls_token: true }, "sentence_bert_config.json": { max_seq_length: 128 } });
+  assert.deepEqual(readSentenceTransformerConfig(f), { pooling: "cls", normalize: true, maxSeqLength: 128, doLowerCase: false });
+  assert.equal(readSentenceTransformerConfig(folderWith({ "config.json": BERT })), undefined);
+  assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": modules(), "1_Pooling/config.json": { pooling_mode_cls_token: true, pooling_mode_mean_tokens: true } })), /expected exactly one pooling mode switched on, found cls \+ mean/);
+  assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": modules([{ type: "sentence_transformers.models.Dense", path: "2_Dense" }]), "1_Pooling/config.json": { pooling_mode_mean_tokens: true } })), /unsupported module "sentence_transformers.models.Dense"/);
+  assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": { a: 1 } })), /expected a list of modules/);
+});
+
+const skip = skipWithoutShared("hf-oracle/bert-uncased-sst/tokenizer.json");
+
+test("a checkpoint missing a tensor, or with one too many, fails at open naming it", { skip }, async () => {
+  const f = join(dir, "rb");
+  await writeRandomBertFolder(f, { hidden: 16, layers: 1, heads: 2, ffn: 32, vocab: 30522, seed: 3 }, `${SHARED}/hf-oracle/bert-uncased-sst`);
+  openEncoder(f);
+  writeFileSync(join(f, "config.json"), JSON.stringify({ ...JSON.parse(JSON.stringify(readHFEncoderConfig(f))), architectures: ["BertModel"], hidden_size: 16, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 32, vocab_size: 30522 }));
+  assert.throws(() => openEncoder(f), /tensor\(s\) that BertModel needs are missing: encoder\.layer\.1\./);
+});
+
+test("CLS pooling and normalize on a random BERT; mean differs", { skip }, async () => {
+  const f = join(dir, "cls");
+  await writeRandomBertFolder(f, { hidden: 32, layers: 1, heads: 4, ffn: 64, vocab: 30522, seed: 5 }, `${SHARED}/hf-oracle/bert-uncased-sst`, "cls");
+  const [cls] = await embed(f, ["hello world"], { threads: 1 });
+  const [mean] = await embed(f, ["hello world"], { threads: 1, pooling: "mean" });
+  const [normed] = await embed(f, ["hello world"], { threads: 1, normalize: true });
+  const norm = Math.hypot(...cls!);
+  normed!.forEach((x, i) => assert.ok(Math.abs(x - cls![i]! / norm) < 1e-6));
+  assert.ok(Math.abs(Math.hypot(...normed!) - 1) < 1e-6);
+  assert.ok(cls!.some((x, i) => Math.abs(x - mean![i]!) > 1e-3));
+});
+
+test("pairs: longest-first truncation keeps the template; RoBERTa's </s></s>", { skip }, () => {
+  const bert = openTokenizer(`${SHARED}/hf-oracle/bert-uncased-sst`);
+  const a = "one two three four five six seven eight", b = "alpha beta";
+  const full = encodeModelInput(bert, a, { pair: b });
+  const cut = encodeModelInput(bert, a, { pair: b, maxLength: 9 });
+  assert.equal(cut.ids.length, 9);
+  // [CLS] 4 of a [SEP] 2 of b [SEP]: the longer text gave up its tokens first
+  assert.deepEqual(cut.ids, [...full.ids.slice(0, 5), 102, ...full.ids.slice(10, 12), 102]);
+  assert.deepEqual(cut.typeIds, [0, 0, 0, 0, 0, 0, 1, 1, 1]);
+  assert.deepEqual(cut.sequenceIds, [null, 0, 0, 0, 0, null, 1, 1, null]);
+  assert.throws(() => encodeModelInput(bert, a, { pair: b, maxLength: 2 }), /leaves no room for the 3 special tokens/);
+  const roberta = openTokenizer(`${SHARED}/hf-oracle/roberta-sst`);
+  const r = encodeModelInput(roberta, "Hi", { pair: "there" });
+  assert.deepEqual([r.ids[0], r.ids.at(-1), r.specialMask.filter(Boolean).length], [0, 2, 4]);
+  assert.deepEqual(r.offsets, [[0, 0], [0, 2], [0, 0], [0, 0], [0, 5], [0, 0]]);
+});
+
+test("WordPiece offsets: accents, CJK, [UNK], code points beyond the BMP", () => {
+  const o = { lowercase: true, stripAccents: true, chineseChars: true, prefix: "##", unkPiece: "[UNK]" };
+  assert.deepEqual(wordPieceOffsets("Élysée 自然", ["elysee", "自", "然"], o), [[0, 6], [7, 8], [8, 9]]);
+  assert.deepEqual(wordPieceOffsets("a 😀b c", ["a", "[UNK]", "c"], o), [[0, 1], [2, 4], [5, 6]]);
+  assert.deepEqual(wordPieceOffsets("merkel", ["mer", "##kel"], o), [[0, 3], [3, 6]]);
+});
