@@ -104,3 +104,12 @@ test("WordPiece offsets: accents, CJK, [UNK], code points beyond the BMP", () =>
   assert.deepEqual(wordPieceOffsets("a 😀b c", ["a", "[UNK]", "c"], o), [[0, 1], [2, 4], [5, 6]]);
   assert.deepEqual(wordPieceOffsets("merkel", ["mer", "##kel"], o), [[0, 3], [3, 6]]);
 });
+
+test("attention on the backend's kernels (sequences of 24+ tokens, any length) = the reference kernels", { skip }, async () => {
+  const f = join(dir, "att");
+  await writeRandomBertFolder(f, { hidden: 32, layers: 2, heads: 4, ffn: 64, vocab: 30522, seed: 9, std: 0.1 }, `${SHARED}/hf-oracle/bert-uncased-sst`);
+  const texts = [20, 23, 25, 27, 30, 33, 64].map((n) => Array.from({ length: n - 2 }, (_, i) => ["the", "of", "city", "new"][(i * 3) % 4]).join(" "));
+  const wasm = await embed(f, texts, { threads: 2 });
+  const ref = await embed(f, texts, { backend: "reference" });
+  wasm.forEach((v, i) => v.forEach((x, j) => assert.ok(Math.abs(x - ref[i]![j]!) <= 1e-5, `length ${texts[i]!.split(" ").length + 2}: ${x} vs ${ref[i]![j]}`)));
+});
