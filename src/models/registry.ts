@@ -37,6 +37,7 @@ export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend
   const arch = meta.string("general.architecture");
   if (arch === undefined) throw fail("missing: cannot tell which model this is");
   const build = ARCHITECTURES[arch];
+  if (arch === "bert") throw fail(`"bert" is an encoder, not a text generator: use embed() / pipeline("feature-extraction") (tsllm embed)`);
   if (!build) throw fail(`unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
   const store = new WeightStore(source, backend, options);
   try {
