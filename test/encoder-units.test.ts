@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, test } from "node:test";
 import { readHFEncoderConfig } from "../src/formats/hf-encoder-config.js";
+import { erf, geluErf } from "../src/kernels/ops/index.js";
 import { readSentenceTransformerConfig } from "../src/formats/sentence-transformers.js";
 import { openEncoder } from "../src/models/index.js";
 import { embed } from "../src/index.js";
@@ -112,4 +113,17 @@ test("attention on the backend's kernels (sequences of 24+ tokens, any length) =
   const wasm = await embed(f, texts, { threads: 2 });
   const ref = await embed(f, texts, { backend: "reference" });
   wasm.forEach((v, i) => v.forEach((x, j) => assert.ok(Math.abs(x - ref[i]![j]!) <= 1e-5, `length ${texts[i]!.split(" ").length + 2}: ${x} vs ${ref[i]![j]}`)));
+});
+
+test("geluErf (erf by table + cubic Hermite) = 0.5 x (1 + erf(x / sqrt 2)) to float32 rounding", () => {
+  const n = 200_001, x = Float32Array.from({ length: n }, (_, i) => -12 + (24 * i) / (n - 1)), out = new Float32Array(n);
+  geluErf(out, x, n);
+  for (let i = 0; i < n; i++) {
+    const v = x[i]!, want = 0.5 * v * (1 + erf(v * Math.SQRT1_2));
+    assert.ok(Math.abs(out[i]! - want) <= Math.max(3e-7, 1.2e-7 * Math.abs(want)), `gelu(${v}) = ${out[i]} vs ${want}`);
+  }
+  // torch: gelu(1) = 0.8413447, gelu(-1) = -0.1586553
+  const two = new Float32Array(2);
+  geluErf(two, Float32Array.of(1, -1), 2);
+  assert.ok(Math.abs(two[0]! - 0.8413447) < 1e-6 && Math.abs(two[1]! + 0.1586553) < 1e-6, `${two}`);
 });

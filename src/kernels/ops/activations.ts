@@ -68,11 +68,41 @@ export function erf(x: number): number {
   return x >= 0 ? 1 - erfc : erfc - 1;
 }
 
+/** erf and its derivative at z = k / ERF_STEPS for k <= ERF_MAX * ERF_STEPS: cubic Hermite pieces between them */
+const ERF_STEPS = 256, ERF_MAX = 4;
+let erfTable: Float64Array | null = null;
+
+function buildErfTable(): Float64Array {
+  const n = ERF_MAX * ERF_STEPS + 1, t = new Float64Array(2 * n);
+  for (let k = 0; k < n; k++) {
+    const z = k / ERF_STEPS;
+    t[2 * k] = erf(z);
+    t[2 * k + 1] = (2 / Math.sqrt(Math.PI)) * Math.exp(-z * z) / ERF_STEPS; // derivative per step
+  }
+  return t;
+}
+
+/**
+ * erf through the table (no exp per call; interpolation error ~1e-11, far below erf()'s own
+ * 1.2e-7), beyond 4 through erf() itself.
+ */
+function erfFast(x: number, table: Float64Array): number {
+  const z = x < 0 ? -x : x;
+  if (z >= ERF_MAX) return erf(x);
+  const u = z * ERF_STEPS, k = u | 0, s = u - k;
+  const y0 = table[2 * k]!, d0 = table[2 * k + 1]!, y1 = table[2 * k + 2]!, d1 = table[2 * k + 3]!;
+  // cubic Hermite on [0, 1]
+  const s2 = s * s, s3 = s2 * s;
+  const y = (2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * d0 + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * d1;
+  return x < 0 ? -y : y;
+}
+
 /** GELU in its exact form, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): torch's nn.GELU() and HF's "gelu" */
 export function geluErf(out: Float32Array, x: Float32Array, n: number): void {
+  const table = (erfTable ??= buildErfTable());
   for (let i = 0; i < n; i++) {
     const v = x[i]!;
-    out[i] = 0.5 * v * (1 + erf(v * Math.SQRT1_2));
+    out[i] = 0.5 * v * (1 + erfFast(v * Math.SQRT1_2, table));
   }
 }
 
