@@ -39,6 +39,24 @@ describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
   });
 });
 
+test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
+  const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
+  try {
+    const template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+    const messages = [{ role: "user" as const, content: "What color is the sky?" }];
+    const [out] = (await gen(messages, { maxNewTokens: 6, chatTemplate: template })) as { generated_text: { role: string; content: string }[] }[];
+    assert.deepEqual(out!.generated_text.slice(0, 1), messages);
+    const reply = out!.generated_text[1]!;
+    assert.equal(reply.role, "assistant");
+    // greedy: the same as the model continuing the rendered prompt
+    const plain = (await gen("user: What color is the sky?\nassistant:", { maxNewTokens: 6, returnFullText: false })) as { generated_text: string }[];
+    assert.equal(reply.content, plain[0]!.generated_text);
+    await assert.rejects(gen(messages), /no chat template/);
+  } finally {
+    gen.dispose();
+  }
+});
+
 test("pipeline(): a task without a model, offline, names the default id and the download command", async () => {
   const cache = mkdtempSync(join(tmpdir(), "tsllm-pipe-"));
   const saved = { off: process.env.HF_HUB_OFFLINE, cache: process.env.HF_HUB_CACHE };

@@ -16,6 +16,8 @@ export interface TextGenerationOptions {
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
+  /** chat: a Jinja template to use instead of the model's own */
+  readonly chatTemplate?: string;
 }
 
 const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -50,10 +52,10 @@ export function textGeneration(model: Model) {
       const completion = maxTokens === 0 ? "" : (await model.generate(input, generateOptions(maxTokens, o))).completion;
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
-    const formatter = model.chatFormatter();
+    const formatter = model.chatFormatter(o.chatTemplate);
     const promptTokens = formatter.encode([...input]).length;
     const maxTokens = budget(promptTokens, o);
-    const reply = maxTokens === 0 ? "" : (await model.chat(input, generateOptions(maxTokens, o))).completion;
+    const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o), chatTemplate: o.chatTemplate })).completion;
     const assistant: ChatMessage = { role: "assistant", content: reply };
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
