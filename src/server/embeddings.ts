@@ -4,6 +4,9 @@ import { ApiError, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
 import { optNumber, optString, type Body } from "./params.js";
 
+/** inputs per forward pass of a request */
+const EMBED_CHUNK = 16;
+
 /**
  * POST /v1/embeddings in OpenAI's shape on an embedding model (sentence-transformers
  * semantics: inputs longer than max_seq_length are truncated, as encode() does):
@@ -11,7 +14,7 @@ import { optNumber, optString, type Body } from "./params.js";
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
  * base64 is the little-endian float32 bytes, what the openai client asks for by default.
  */
-export function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse): void {
+export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse): Promise<void> {
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
   const input = body.input;
@@ -28,7 +31,13 @@ export function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNa
   if (dimensions !== undefined && dimensions !== model.dimensions) throw invalid("dimensions", `this model's embeddings have ${model.dimensions} dimensions; 'dimensions' ${dimensions} is not available`);
   optString(body, "user");
   const tokens = model.countTokens(texts).reduce((a, b) => a + b, 0);
-  const vectors = model.embed(texts);
+  // a chunk of inputs per forward pass, the event loop getting a turn between chunks (health checks, other requests)
+  const vectors: Float32Array[] = [];
+  for (let i = 0; i < texts.length; i += EMBED_CHUNK) {
+    if (i > 0) await new Promise((r) => setImmediate(r));
+    if (res.destroyed) return;
+    vectors.push(...model.embed(texts.slice(i, i + EMBED_CHUNK)));
+  }
   const data = vectors.map((v, index) => ({
     object: "embedding",
     index,

@@ -202,14 +202,14 @@ export class OpenAIServer {
     return this.options.modelName ?? basename(m.path);
   }
 
-  private embeddings(body: Body, res: ServerResponse): void {
+  private async embeddings(body: Body, res: ServerResponse): Promise<void> {
     const m = this.embedder;
     if (!m) {
       this.ready(); // 503 while loading, 500 if loading failed
       throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
     }
     const id = this.embedderId(m);
-    handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res);
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res);
   }
 
   private modelId(model: Model): string {
