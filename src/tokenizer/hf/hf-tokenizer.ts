@@ -3,7 +3,7 @@ import { detectEndOfGeneration } from "../gguf-eog.js";
 import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
-import { byteLevelOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
+import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
 import type { InputTemplate, TemplateToken } from "../model-input.js";
 
 /**
@@ -265,7 +265,7 @@ export class HFTokenizer implements Tokenizer {
 
   /**
    * Character offsets of the tokens of `encode(text, { addSpecialTokens: false })` in `text`
-   * (Hugging Face's offset mapping); undefined for a tokenizer kind we cannot map (SentencePiece).
+   * (Hugging Face's offset mapping).
    */
   tokenOffsets(text: string, ids: readonly number[]): Offset[] | undefined {
     const tj = this.source.tokenizerJson;
@@ -283,7 +283,8 @@ export class HFTokenizer implements Tokenizer {
       const pp = isObject(tj.post_processor) ? tj.post_processor : isObject(tj.pre_tokenizer) ? tj.pre_tokenizer : {};
       return byteLevelOffsets(text, pieces, pp.trim_offsets !== false);
     }
-    return undefined;
+    // SentencePiece-style (XLM-RoBERTa, Llama 2, ...)
+    return metaspaceOffsets(text, pieces);
   }
 
   /** the WordPiece continuing-subword prefix ("##"); undefined for other models */
