@@ -8,6 +8,7 @@ import { erf, geluErf } from "../src/kernels/ops/index.js";
 import { readSentenceTransformerConfig } from "../src/formats/sentence-transformers.js";
 import { openEncoder } from "../src/models/index.js";
 import { embed } from "../src/index.js";
+import { selectFiles } from "../src/hub/select.js";
 import { encodeModelInput, metaspaceOffsets, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
@@ -141,4 +142,16 @@ test("Llama 2's SentencePiece tokenizer.json: offsets of real pieces", { skip: e
   const offs = (tok as unknown as { tokenOffsets(t: string, ids: number[]): [number, number][] }).tokenOffsets(text, ids);
   const cps = [...text];
   offs.forEach(([s, e], i) => assert.equal(cps.slice(s, e).join(""), tok.piece(ids[i]!).replace(/\u2581/g, "").trim(), `piece ${i}`));
+});
+
+test("a sentence-transformers repo downloads its module configs (1_Pooling/config.json, modules.json), not onnx/ or openvino/", () => {
+  const repo = [
+    ".gitattributes", "1_Pooling/config.json", "README.md", "config.json", "config_sentence_transformers.json", "data_config.json", "model.safetensors",
+    "modules.json", "onnx/model.onnx", "openvino/openvino_model.xml", "pytorch_model.bin", "rust_model.ot", "sentence_bert_config.json",
+    "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "train_script.py", "vocab.txt",
+  ];
+  assert.deepEqual(selectFiles(repo, {}, "sentence-transformers/all-MiniLM-L6-v2").files.sort(), [
+    "1_Pooling/config.json", "config.json", "config_sentence_transformers.json", "model.safetensors", "modules.json", "sentence_bert_config.json",
+    "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+  ]);
 });
