@@ -155,3 +155,11 @@ test("a sentence-transformers repo downloads its module configs (1_Pooling/confi
     "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
   ]);
 });
+
+test("old checkpoints' LayerNorm.gamma / beta names load as weight / bias", { skip }, async () => {
+  const spec = { hidden: 16, layers: 1, heads: 2, ffn: 32, vocab: 30522, seed: 21 };
+  const a = join(dir, "ln-new"), b = join(dir, "ln-old");
+  await writeRandomBertFolder(a, spec, `${SHARED}/hf-oracle/bert-uncased-sst`);
+  await writeRandomBertFolder(b, spec, `${SHARED}/hf-oracle/bert-uncased-sst`, "mean", { legacyLayerNormNames: true });
+  assert.deepEqual(await embed(b, ["hello world"], { threads: 1 }), await embed(a, ["hello world"], { threads: 1 }));
+});

@@ -23,19 +23,21 @@ function trunkPrefix(cfg: HFEncoderConfig, hfNames: ReadonlySet<string>): string
   return "";
 }
 
-function pair(m: Map_, gguf: string, hf: string): void {
-  m.set(`${gguf}.weight`, { hf: `${hf}.weight` });
-  m.set(`${gguf}.bias`, { hf: `${hf}.bias` });
-}
 
 export function encoderLayout(cfg: HFEncoderConfig, hfNames: ReadonlySet<string>): HFTensorLayout {
   const m: Map_ = new Map();
+  // older checkpoints (bert-base-uncased's own) name LayerNorm parameters gamma / beta; transformers renames them on load
+  const pair = (gguf: string, hf: string) => {
+    const old = !hfNames.has(`${hf}.weight`) && hfNames.has(`${hf}.gamma`);
+    m.set(`${gguf}.weight`, { hf: `${hf}.${old ? "gamma" : "weight"}` });
+    m.set(`${gguf}.bias`, { hf: `${hf}.${old ? "beta" : "bias"}` });
+  };
   const p = trunkPrefix(cfg, hfNames);
   const required: string[] = ["token_embd.weight", "position_embd.weight", "token_embd_norm.weight", "token_embd_norm.bias"];
   const distil = cfg.family === "distilbert";
   m.set("token_embd.weight", { hf: `${p}embeddings.word_embeddings.weight` });
   m.set("position_embd.weight", { hf: `${p}embeddings.position_embeddings.weight` });
-  pair(m, "token_embd_norm", `${p}embeddings.LayerNorm`);
+  pair("token_embd_norm", `${p}embeddings.LayerNorm`);
   if (!distil) {
     m.set("token_types.weight", { hf: `${p}embeddings.token_type_embeddings.weight` });
     required.push("token_types.weight");
@@ -49,12 +51,12 @@ export function encoderLayout(cfg: HFEncoderConfig, hfNames: ReadonlySet<string>
         ["attn_output_norm", "attention.output.LayerNorm"], ["ffn_up", "intermediate.dense"], ["ffn_down", "output.dense"], ["layer_output_norm", "output.LayerNorm"]];
     const h = distil ? `${p}transformer.layer.${l}.` : `${p}encoder.layer.${l}.`;
     for (const [g, hf] of names) {
-      pair(m, b + g, h + hf);
+      pair(b + g, h + hf);
       required.push(`${b}${g}.weight`, `${b}${g}.bias`);
     }
   }
   const head = (gguf: string, hf: string, need = true) => {
-    pair(m, gguf, hf);
+    pair(gguf, hf);
     if (need) required.push(`${gguf}.weight`, `${gguf}.bias`);
   };
   let tiedDecoder: string | undefined;

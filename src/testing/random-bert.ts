@@ -24,9 +24,10 @@ export const BERT_BASE: Omit<RandomBertSpec, "seed"> = { hidden: 768, layers: 12
  * Writes a random-weight BertModel folder with the project's own safetensors writer: config.json,
  * model.safetensors (F32, transformers' names and shapes), the tokenizer files copied from
  * `tokenizerFolder` (a folder with a WordPiece vocabulary of `spec.vocab` tokens), and a
- * sentence-transformers Pooling module (mean, unless `pooling` says otherwise).
+ * sentence-transformers Pooling module (mean, unless `pooling` says otherwise). With
+ * legacyLayerNormNames the LayerNorms are stored as gamma / beta, as old BERT checkpoints are.
  */
-export async function writeRandomBertFolder(folder: string, spec: RandomBertSpec, tokenizerFolder: string, pooling: "mean" | "cls" = "mean"): Promise<void> {
+export async function writeRandomBertFolder(folder: string, spec: RandomBertSpec, tokenizerFolder: string, pooling: "mean" | "cls" = "mean", options: { legacyLayerNormNames?: boolean } = {}): Promise<void> {
   mkdirSync(join(folder, "1_Pooling"), { recursive: true });
   const { hidden: d, ffn, vocab } = spec;
   const maxPos = spec.maxPositions ?? 512, std = spec.std ?? 0.05;
@@ -35,7 +36,9 @@ export async function writeRandomBertFolder(folder: string, spec: RandomBertSpec
     const n = shape.reduce((a, b) => a * b, 1);
     const rng = new Rng(deriveSeed(spec.seed, name));
     const v = rng.fillNormal(new Float32Array(n), kind === "w" ? std : 0.02, kind === "gain" ? 1 : 0);
-    tensors.push({ name, dtype: "F32", shape, data: new Uint8Array(v.buffer) });
+    // the same values under the old gamma / beta names when asked
+    const stored = options.legacyLayerNormNames ? name.replace(/LayerNorm\.weight$/, "LayerNorm.gamma").replace(/LayerNorm\.bias$/, "LayerNorm.beta") : name;
+    tensors.push({ name: stored, dtype: "F32", shape, data: new Uint8Array(v.buffer) });
   };
   const norm = (p: string) => { add(`${p}.weight`, [d], "gain"); add(`${p}.bias`, [d], "bias"); };
   const linear = (p: string, out: number, inp: number) => { add(`${p}.weight`, [out, inp]); add(`${p}.bias`, [out], "bias"); };
