@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, test } from "node:test";
@@ -7,7 +7,7 @@ import { readHFEncoderConfig } from "../src/formats/hf-encoder-config.js";
 import { erf, geluErf } from "../src/kernels/ops/index.js";
 import { readSentenceTransformerConfig } from "../src/formats/sentence-transformers.js";
 import { openEncoder } from "../src/models/index.js";
-import { embed } from "../src/index.js";
+import { embed, pipeline } from "../src/index.js";
 import { selectFiles } from "../src/hub/select.js";
 import { encodeModelInput, metaspaceOffsets, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
@@ -162,4 +162,29 @@ test("old checkpoints' LayerNorm.gamma / beta names load as weight / bias", { sk
   await writeRandomBertFolder(a, spec, `${SHARED}/hf-oracle/bert-uncased-sst`);
   await writeRandomBertFolder(b, spec, `${SHARED}/hf-oracle/bert-uncased-sst`, "mean", { legacyLayerNormNames: true });
   assert.deepEqual(await embed(b, ["hello world"], { threads: 1 }), await embed(a, ["hello world"], { threads: 1 }));
+});
+
+test("text-classification: sigmoid for multi-label models, functionToApply, topK shapes", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst.expected.json") }, async () => {
+  const src = `${SHARED}/hf-oracle/bert-uncased-sst`, f = join(dir, "multi");
+  mkdirSync(f);
+  for (const name of ["model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]) symlinkSync(join(src, name), join(f, name));
+  const cfg = JSON.parse(readFileSync(join(src, "config.json"), "utf8"));
+  writeFileSync(join(f, "config.json"), JSON.stringify({ ...cfg, problem_type: "multi_label_classification" }));
+  const c = JSON.parse(readFileSync(`${src}.expected.json`, "utf8")).cases[0];
+  const sig = (x: number) => 1 / (1 + Math.exp(-x));
+  const clf = await pipeline("text-classification", f, { threads: 1 });
+  try {
+    const all = (await clf(c.text, { topK: null })) as { label: string; score: number }[];
+    const want = c.logits.map((l: number, i: number) => ({ label: cfg.id2label[i], score: sig(l) })).sort((a: { score: number }, b: { score: number }) => b.score - a.score);
+    all.forEach((x, i) => { assert.equal(x.label, want[i].label); assert.ok(Math.abs(x.score - want[i].score) < 1e-4); });
+    const soft = (await clf(c.text, { functionToApply: "softmax" })) as { label: string; score: number }[];
+    assert.ok(Math.abs(soft[0]!.score - c.pipeline[0].score) < 1e-4);
+    const raw = (await clf(c.text, { functionToApply: "none", topK: 1 })) as { score: number }[];
+    assert.ok(Math.abs(raw[0]!.score - Math.max(...c.logits)) < 1e-4);
+    const two = (await clf([c.text, c.text], { topK: 2 })) as unknown[][];
+    assert.deepEqual(two.map((r) => r.length), [2, 2]);
+    await assert.rejects(clf(c.text, { topK: 0 }), /topK must be a positive integer or null/);
+  } finally {
+    clf.dispose();
+  }
 });
