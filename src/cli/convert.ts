@@ -4,6 +4,9 @@ import { optionalString, parse, requireString, flag, UsageError } from "./args.j
 export const convertHelp = `Usage: tsllm convert --model HF_FOLDER --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
 
 Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
+A BERT folder (BertModel, a sentence-transformers folder, or a BERT with a head) becomes
+llama.cpp's "bert" architecture: the encoder without its head, pooling_type from the folder's
+Pooling module (default mean), the WordPiece vocabulary as llama.cpp's bert keys.
 
 Options:
   --model FOLDER        Hugging Face model folder (required)
@@ -11,7 +14,8 @@ Options:
   --type T              weight format of the matrices (default f16); norms and biases stay f32
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
                         without it the folder's tokenizer files are converted (byte-level BPE such as
-                        GPT-2 / Llama 3 / Qwen, or SentencePiece-style BPE tokenizer.json such as Llama 2)
+                        GPT-2 / Llama 3 / Qwen, SentencePiece-style BPE tokenizer.json such as Llama 2,
+                        or BERT's WordPiece)
   -h, --help            show this help
 `;
 

@@ -6,10 +6,12 @@ import { benchHelp, runBench } from "./bench.js";
 import { convertHelp, runConvert } from "./convert.js";
 import { chatHelp, runChat } from "./chat.js";
 import { downloadHelp, runDownload } from "./download.js";
+import { embedHelp, runEmbed } from "./embed.js";
 import { generateHelp, runGenerate } from "./generate.js";
 import { inspectHelp, runInspect } from "./inspect.js";
 import { lsHelp, runLs } from "./ls.js";
 import { perplexityHelp, runPerplexity } from "./perplexity.js";
+import { pipelineHelp, runPipeline } from "./pipeline.js";
 import { rmHelp, runRm } from "./rm.js";
 import { runServe, serveHelp } from "./serve.js";
 import { runTokenize, tokenizeHelp } from "./tokenize.js";
@@ -17,6 +19,8 @@ import { runTokenize, tokenizeHelp } from "./tokenize.js";
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: string; summary: string }> = {
   generate: { run: runGenerate, help: generateHelp, summary: "stream a completion from a model (GGUF file, HF folder or Hub id)" },
   chat: { run: runChat, help: chatHelp, summary: "talk with a model through its chat template (keeps the conversation)" },
+  pipeline: { run: runPipeline, help: pipelineHelp, summary: "Hugging Face-style pipelines: sentiment, NER, fill-mask, features, text generation" },
+  embed: { run: runEmbed, help: embedHelp, summary: "sentence embeddings (sentence-transformers semantics)" },
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
   inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
   perplexity: { run: runPerplexity, help: perplexityHelp, summary: "perplexity of a text (llama.cpp's method), or KL divergence vs a base model" },

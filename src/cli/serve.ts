@@ -1,4 +1,7 @@
-import { loadModel } from "../llm.js";
+import { isEncoderModel } from "../formats/index.js";
+import { resolveModelReference } from "../hub/resolve.js";
+import { loadModel, type Model } from "../llm.js";
+import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { startServer } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom } from "./generate.js";
 import { optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
@@ -7,6 +10,8 @@ export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
 An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (streaming or not),
 GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize, and a chat page at /.
+With an embedding model (a sentence-transformers folder, or any BERT / RoBERTa / DistilBERT folder):
+POST /v1/embeddings (OpenAI's shape, encoding_format float or base64) instead of completions.
 Concurrent requests are batched by the engine. SIGTERM / SIGINT drain the requests in flight, then exit 0.
 
 Options:
@@ -41,7 +46,10 @@ export async function runServe(argv: string[]): Promise<void> {
   const kvMemory = optionalString(values, "kv-memory");
   const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory);
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
-  const load = loadModel(modelRef, { ...loadOptionsFrom(values), kvCacheBytes, maxSequences: optionalNumber(values, "parallel", { integer: true, min: 1 }) });
+  const options = loadOptionsFrom(values);
+  const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
+  const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
+    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
   const server = await startServer(load, {
     host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
@@ -55,7 +63,8 @@ export async function runServe(argv: string[]): Promise<void> {
     await server.close(0);
     throw e;
   }
-  process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens (load ${model.loadMs.toFixed(0)} ms)\n`);
+  if ("embed" in model) process.stderr.write(`tsllm serve: ready: embeddings from ${model.info.hfArchitecture}, ${model.dimensions} dimensions, up to ${model.maxTokens} tokens an input\n`);
+  else process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens (load ${model.loadMs.toFixed(0)} ms)\n`);
   await new Promise<void>((resolve) => {
     let stopping = false;
     const stop = (signal: string) => {

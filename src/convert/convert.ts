@@ -1,10 +1,12 @@
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
+import { isEncoderModel, readHFEncoderConfig, readSentenceTransformerConfig } from "../formats/index.js";
 import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
 import { convertRows, elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
-import { hfModelMetadata } from "./hf-metadata.js";
+import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
+import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
-import { folderTokenizerEntries } from "./tokenizer-keys.js";
+import { folderTokenizerEntries, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
 
 /**
  * Hugging Face folder -> GGUF that llama.cpp loads: the hyperparameters as llama.cpp's keys,
@@ -100,38 +102,76 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
   const typeKey = options.type ?? "f16";
   const target = CONVERT_TYPES[typeKey];
   if (!target) throw new Error(`convert: --type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${String(options.type)}"`);
+  if (isEncoderModel(folder)) return convertEncoder(folder, out, typeKey, options);
   const cfg = readHFConfig(folder);
   const source = new HFTensorSource(SafetensorsModel.open(folder), cfg);
   try {
     const embd = source.tensors.get("token_embd.weight")!;
     const metadata: [string, GGUFWriteEntry][] = [
       ...(hfModelMetadata(cfg, basename(folder)) as [string, GGUFEntry][]),
-      ["general.file_type", ggufEntry.u32(target.fileType)],
-      ["general.quantization_version", ggufEntry.u32(2)],
+      ...fileTypeEntries(target.fileType),
       ...tokenizerEntries(folder, embd.dims[1]!, options),
     ];
-    const tensors: GGUFTensorSpec[] = [...source.tensors.values()].map((info) => {
-      const type = outputType(info, target.type);
-      return {
-        name: info.name,
-        type,
-        dims: info.dims,
-        data: () => {
-          const raw = new Uint8Array(info.byteLength);
-          source.read(info.name, raw, 0);
-          if (type === info.type) return raw;
-          const cols = info.dims[0]!;
-          const dst = new Uint8Array(rowByteLength(type, cols) * (elementCount(info.dims) / cols));
-          convertRows(info.type, raw, type, dst, cols);
-          return dst;
-        },
-      };
-    });
-    // the folder's files (weights, config, tokenizer) and the vocabulary file are read while writing: out must be none of them
-    const inputs = [...readdirSync(folder).map((f) => join(folder, f)), ...(options.vocab ? [options.vocab] : [])];
-    await writeGGUF(out, { metadata, tensors }, inputs);
-    return { architecture: cfg.arch, tensors: tensors.length, type: typeKey };
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, [...source.tensors.values()], target.type) }, inputsOf(folder, options));
+    return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey };
   } finally {
     source.close();
   }
+}
+
+/** the files a conversion reads while it writes (the folder's weights, config and tokenizer, and --vocab): the output must be none of them */
+function inputsOf(folder: string, options: ConvertOptions): string[] {
+  return [...readdirSync(folder).map((f) => join(folder, f)), ...(options.vocab ? [options.vocab] : [])];
+}
+
+function fileTypeEntries(fileType: number): [string, GGUFWriteEntry][] {
+  return [["general.file_type", ggufEntry.u32(fileType)], ["general.quantization_version", ggufEntry.u32(2)]];
+}
+
+/**
+ * A BERT encoder folder -> llama.cpp's `bert` architecture: the encoder's tensors (heads, whose
+ * weights llama.cpp's embedding graph does not use, are left out, as its converter does), the
+ * pooling of the folder's sentence-transformers config (default mean) as bert.pooling_type, and
+ * the WordPiece vocabulary (or --vocab's keys).
+ */
+async function convertEncoder(folder: string, out: string, typeKey: ConvertType, options: ConvertOptions): Promise<ConvertResult> {
+  const cfg = readHFEncoderConfig(folder);
+  if (cfg.family !== "bert") throw new Error(`${folder}: ${cfg.hfArchitecture}: only BERT encoders convert to GGUF (llama.cpp's "bert" architecture)`);
+  const pooling = readSentenceTransformerConfig(folder)?.pooling ?? "mean";
+  if (pooling !== "mean" && pooling !== "cls" && pooling !== "lasttoken") throw new Error(`${folder}: pooling "${pooling}" has no llama.cpp pooling_type (mean, cls, lasttoken)`);
+  const source = new HFTensorSource(SafetensorsModel.open(folder), (names) => encoderLayout(cfg, names));
+  try {
+    const infos = [...source.tensors.values()].filter((t) => /^(token_embd|token_types|position_embd|token_embd_norm)\.|^blk\./.test(t.name));
+    const rows = source.tensors.get("token_embd.weight")!.dims[1]!;
+    const metadata: [string, GGUFWriteEntry][] = [
+      ...(hfEncoderMetadata(cfg, pooling, basename(folder)) as [string, GGUFEntry][]),
+      ...fileTypeEntries(CONVERT_TYPES[typeKey].fileType),
+      ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
+    ];
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, CONVERT_TYPES[typeKey].type) }, inputsOf(folder, options));
+    return { architecture: "bert", tensors: infos.length, type: typeKey };
+  } finally {
+    source.close();
+  }
+}
+
+/** the tensors to write, each read and converted when the writer gets to it */
+function tensorSpecs(source: HFTensorSource, infos: readonly SourceTensorInfo[], want: GGMLType): GGUFTensorSpec[] {
+  return infos.map((info) => {
+    const type = outputType(info, want);
+    return {
+      name: info.name,
+      type,
+      dims: info.dims,
+      data: () => {
+        const raw = new Uint8Array(info.byteLength);
+        source.read(info.name, raw, 0);
+        if (type === info.type) return raw;
+        const cols = info.dims[0]!;
+        const dst = new Uint8Array(rowByteLength(type, cols) * (elementCount(info.dims) / cols));
+        convertRows(info.type, raw, type, dst, cols);
+        return dst;
+      },
+    };
+  });
 }

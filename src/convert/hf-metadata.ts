@@ -1,4 +1,4 @@
-import type { HFModelConfig, GGUFEntry } from "../formats/index.js";
+import type { GGUFEntry, HFEncoderConfig, HFModelConfig } from "../formats/index.js";
 import { ggufEntry } from "../formats/index.js";
 
 /**
@@ -38,4 +38,25 @@ export function hfModelMetadata(cfg: HFModelConfig, name?: string): [string, GGU
     m.push([`${a}.rope.scaling.type`, ggufEntry.string("linear")], [`${a}.rope.scaling.factor`, f32(cfg.ropeScaling.factor)]);
   }
   return m;
+}
+
+/** llama.cpp's pooling_type values (LLAMA_POOLING_TYPE_*) */
+export const GGUF_POOLING: Readonly<Record<string, number>> = { none: 0, mean: 1, cls: 2, lasttoken: 3 };
+
+/** a BERT encoder's config.json as llama.cpp's `bert` keys (what its converter writes) */
+export function hfEncoderMetadata(cfg: HFEncoderConfig, pooling: "mean" | "cls" | "lasttoken", name?: string): [string, GGUFEntry][] {
+  const a = "bert";
+  return [
+    ["general.architecture", ggufEntry.string(a)],
+    ["general.name", ggufEntry.string(name ?? cfg.hfArchitecture)],
+    [`${a}.context_length`, ggufEntry.u32(cfg.maxPositions)],
+    [`${a}.embedding_length`, ggufEntry.u32(cfg.hiddenSize)],
+    [`${a}.feed_forward_length`, ggufEntry.u32(cfg.feedForwardLength)],
+    [`${a}.block_count`, ggufEntry.u32(cfg.blockCount)],
+    [`${a}.attention.head_count`, ggufEntry.u32(cfg.headCount)],
+    [`${a}.attention.layer_norm_epsilon`, f32(cfg.normEps)],
+    [`${a}.attention.causal`, ggufEntry.bool(false)],
+    [`${a}.pooling_type`, ggufEntry.u32(GGUF_POOLING[pooling]!)],
+    ["tokenizer.ggml.token_type_count", ggufEntry.u32(cfg.typeVocabSize)],
+  ];
 }

@@ -170,8 +170,39 @@ export function transposeBytes(src: Uint8Array, rows: number, cols: number, elem
 }
 
 /**
- * Checks that the checkpoint has exactly the tensors the config's architecture uses (listing
- * every unknown and every missing one) and presents them under GGUF names.
+ * How a checkpoint's tensors become GGUF-named ones: the name map (GGUF -> HF name and
+ * re-layout), the GGUF tensors that must be there, and the HF tensors that carry no weights.
+ * Decoders get theirs from `decoderLayout`; encoders (src/convert/hf-encoder-tensors.ts) have their own.
+ */
+export interface HFTensorLayout {
+  /** config.json's architecture, for errors */
+  readonly hfArchitecture: string;
+  readonly map: ReadonlyMap<string, { hf: string; transform?: Transform }>;
+  readonly required: readonly string[];
+  isIgnorable(hfName: string): boolean;
+  /** tensors computed from the config (llama3's rope_freqs), with their bytes */
+  readonly generated?: readonly { readonly name: string; readonly origin: string; readonly data: Float32Array }[];
+}
+
+/** the layout of a decoder checkpoint (Llama family, GPT-2) */
+export function decoderLayout(cfg: HFModelConfig, hfNames: ReadonlySet<string>): HFTensorLayout {
+  const map = hfNameMap(cfg, hfNames);
+  // a tied LM head is the embedding; a saved lm_head.weight is then only its duplicate
+  if (cfg.tieWordEmbeddings) map.delete("output.weight");
+  const factors = llama3RopeFactors(cfg);
+  return {
+    hfArchitecture: cfg.hfArchitecture,
+    map,
+    required: requiredTensors(cfg),
+    isIgnorable: (n) => isIgnorable(n, cfg),
+    generated: factors ? [{ name: "rope_freqs.weight", origin: "config.json rope_scaling", data: factors }] : [],
+  };
+}
+
+/**
+ * Checks that the checkpoint has exactly the tensors the architecture uses (listing every
+ * unknown and every missing one) and presents them under GGUF names. `spec` is a decoder's
+ * config.json or any layout (encoders).
  */
 export class HFTensorSource implements TensorSource {
   readonly path: string;
@@ -181,12 +212,11 @@ export class HFTensorSource implements TensorSource {
   /** the last transformed tensor, kept while its row chunks are read */
   private cached: { name: string; bytes: Uint8Array } | undefined;
 
-  constructor(readonly st: SafetensorsModel, readonly cfg: HFModelConfig) {
+  constructor(readonly st: SafetensorsModel, spec: HFModelConfig | ((hfNames: ReadonlySet<string>) => HFTensorLayout)) {
     this.path = st.path;
     const hfNames = new Set(st.tensors.keys());
-    const map = hfNameMap(cfg, hfNames);
-    // a tied LM head is the embedding; a saved lm_head.weight is then only its duplicate
-    if (cfg.tieWordEmbeddings) map.delete("output.weight");
+    const layout = typeof spec === "function" ? spec(hfNames) : decoderLayout(spec, hfNames);
+    const map = layout.map;
     const claimed = new Set<string>();
     for (const [gguf, { hf, transform }] of map) {
       const t = st.info(hf);
@@ -194,19 +224,18 @@ export class HFTensorSource implements TensorSource {
       claimed.add(hf);
       this.mapped.set(gguf, { info: this.describe(gguf, t, transform), hf: t, transform });
     }
-    const unknown = [...hfNames].filter((n) => !claimed.has(n) && !isIgnorable(n, cfg));
+    const unknown = [...hfNames].filter((n) => !claimed.has(n) && !layout.isIgnorable(n));
     if (unknown.length > 0) {
-      throw new SafetensorsError(st.path, "tensors", `${unknown.length} tensor(s) not used by ${cfg.hfArchitecture}: ${unknown.slice(0, 10).join(", ")}${unknown.length > 10 ? ", ..." : ""}`);
+      throw new SafetensorsError(st.path, "tensors", `${unknown.length} tensor(s) not used by ${layout.hfArchitecture}: ${unknown.slice(0, 10).join(", ")}${unknown.length > 10 ? ", ..." : ""}`);
     }
     const reverse = new Map([...map].map(([g, { hf }]) => [g, hf]));
-    const missing = requiredTensors(cfg).filter((g) => !this.mapped.has(g)).map((g) => reverse.get(g) ?? g);
+    const missing = layout.required.filter((g) => !this.mapped.has(g)).map((g) => reverse.get(g) ?? g);
     if (missing.length > 0) {
-      throw new SafetensorsError(st.path, "tensors", `${missing.length} tensor(s) that ${cfg.hfArchitecture} needs are missing: ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`);
+      throw new SafetensorsError(st.path, "tensors", `${missing.length} tensor(s) that ${layout.hfArchitecture} needs are missing: ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`);
     }
-    const factors = llama3RopeFactors(cfg);
-    if (factors) {
-      const bytes = new Uint8Array(factors.buffer);
-      this.mapped.set("rope_freqs.weight", { info: { name: "rope_freqs.weight", origin: "config.json rope_scaling", type: GGMLType.F32, dims: [factors.length], byteLength: bytes.length }, bytes });
+    for (const g of layout.generated ?? []) {
+      const bytes = new Uint8Array(g.data.buffer, g.data.byteOffset, g.data.byteLength);
+      this.mapped.set(g.name, { info: { name: g.name, origin: g.origin, type: GGMLType.F32, dims: [g.data.length], byteLength: bytes.length }, bytes });
     }
     this.tensors = new Map([...this.mapped].map(([k, v]) => [k, v.info]));
     this.ignorable = new Set([...hfNames].filter((n) => !claimed.has(n)));

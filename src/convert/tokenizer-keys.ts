@@ -199,3 +199,35 @@ export function folderTokenizerEntries(folder: string, rows: number): [string, G
   if (hf.chatTemplate !== undefined) out.push(["tokenizer.chat_template", ggufEntry.string(hf.chatTemplate)]);
   return out;
 }
+
+/**
+ * A WordPiece (BERT) tokenizer as llama.cpp's `bert` keys, the way convert_hf_to_gguf.py writes
+ * them: a word-initial piece gets the phantom space "▁" ("the" -> "▁the"), a continuation loses
+ * its "##" ("##s" -> "s"), bracketed specials stay as they are; special added tokens are control
+ * tokens; the CLS / SEP / PAD / UNK / MASK ids.
+ */
+export function wordPieceTokenizerEntries(folder: string, rows: number): [string, GGUFWriteEntry][] {
+  const hf = tokenizerFromFolder(folder);
+  if (hf.type !== "bert") throw new Error(`${folder}: expected a WordPiece tokenizer (BERT), found ${hf.type}; ${SUGGEST}`);
+  if (hf.vocabSize > rows) throw new Error(`${folder}: the tokenizer has ${hf.vocabSize} tokens, but the model's embedding has only ${rows} rows`);
+  const prefix = hf.continuingSubwordPrefix ?? "##";
+  const tokens: string[] = [], types = new Int32Array(rows).fill(TokenType.Normal);
+  for (let id = 0; id < rows; id++) {
+    if (id >= hf.vocabSize) { tokens.push(`[PAD${id}]`); types[id] = TokenType.Unused; continue; }
+    const t = hf.piece(id);
+    if (hf.isSpecial(id) || (t.startsWith("[") && t.endsWith("]"))) {
+      tokens.push(t);
+      if (hf.isSpecial(id)) types[id] = TokenType.Control;
+    } else tokens.push(t.startsWith(prefix) ? t.slice(prefix.length) : `\u2581${t}`);
+  }
+  const out: [string, GGUFWriteEntry][] = [
+    ["tokenizer.ggml.model", ggufEntry.string("bert")],
+    ["tokenizer.ggml.tokens", ggufEntry.strings(tokens)],
+    ["tokenizer.ggml.token_type", ggufEntry.i32s([...types])],
+  ];
+  const ids: [string, number | undefined][] = [
+    ["unknown_token_id", hf.unkId], ["seperator_token_id", hf.sepId], ["padding_token_id", hf.padId], ["cls_token_id", hf.clsId], ["mask_token_id", hf.maskId],
+  ];
+  for (const [k, v] of ids) if (v !== undefined) out.push([`tokenizer.ggml.${k}`, ggufEntry.u32(v)]);
+  return out;
+}

@@ -58,7 +58,7 @@ export class HFConfigError extends FileFieldError {
 
 const MAX_JSON_BYTES = 16 << 20;
 /** generous upper bounds: far above any released model, far below an allocation that could hurt */
-const LIMITS = {
+export const LIMITS = {
   vocab: 1 << 22,
   hidden: 1 << 17,
   layers: 1 << 12,
@@ -81,7 +81,8 @@ export function readJsonObject(path: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-class Fields {
+/** typed, bounded access to a config.json object's fields; errors name the file and field */
+export class Fields {
   constructor(readonly path: string, readonly o: Record<string, unknown>) {}
   private err(k: string, msg: string): HFConfigError {
     return new HFConfigError(this.path, k, msg);
@@ -134,13 +135,25 @@ function ropeScaling(f: Fields, contextLength: number): HFRopeScaling | undefine
   throw new HFConfigError(f.path, "rope_scaling.rope_type", `unsupported RoPE scaling ${JSON.stringify(type)} (supported: linear, llama3)`);
 }
 
-/** Reads `folder/config.json`. */
-export function readHFConfig(folder: string): HFModelConfig {
+/** `folder/config.json` opened: its fields and its "architectures"[0], if any */
+export function openConfigJson(folder: string): { path: string; f: Fields; hfArchitecture?: string } {
   const path = join(folder, "config.json");
   if (!existsSync(path)) throw new HFConfigError(path, "file", "not found (a Hugging Face model folder needs config.json)");
   const f = new Fields(path, readJsonObject(path));
   const archs = f.o["architectures"];
-  const hfArchitecture = Array.isArray(archs) && typeof archs[0] === "string" ? archs[0] : undefined;
+  return { path, f, hfArchitecture: Array.isArray(archs) && typeof archs[0] === "string" ? archs[0] : undefined };
+}
+
+/** architectures that are encoders (src/formats/hf-encoder-config.ts reads them), for a pointing error */
+const ENCODER_ARCHITECTURE = /^(Bert|Roberta|XLMRoberta|DistilBert)(Model|For)/;
+
+/** Reads `folder/config.json`. */
+export function readHFConfig(folder: string): HFModelConfig {
+  const { path, f, hfArchitecture } = openConfigJson(folder);
+  const archs = f.o["architectures"];
+  if (hfArchitecture !== undefined && ENCODER_ARCHITECTURE.test(hfArchitecture)) {
+    throw new HFConfigError(path, "architectures", `"${hfArchitecture}" is an encoder, not a text generator: use pipeline() / embed() (tsllm pipeline, tsllm embed)`);
+  }
   if (hfArchitecture === undefined) throw new HFConfigError(path, "architectures", `expected a list like ["LlamaForCausalLM"], found ${JSON.stringify(archs)?.slice(0, 60)}`);
   // a name from the file: only the table's own entries count ("constructor" is not an architecture)
   const arch = Object.hasOwn(HF_ARCHITECTURES, hfArchitecture) ? HF_ARCHITECTURES[hfArchitecture] : undefined;

@@ -180,7 +180,9 @@ export class SafetensorsModel {
       if (existsSync(index)) return SafetensorsModel.openIndex(index);
       const single = join(path, SAFETENSORS_SINGLE);
       if (existsSync(single)) return SafetensorsModel.open(single);
-      throw new Error(`${path}: no ${SAFETENSORS_SINGLE} or ${SAFETENSORS_INDEX} in this folder`);
+      // PyTorch pickles are not read (unpickling is code execution in Python, and a format of its own)
+      const bin = existsSync(join(path, "pytorch_model.bin")) || existsSync(join(path, "pytorch_model.bin.index.json"));
+      throw new Error(`${path}: no ${SAFETENSORS_SINGLE} or ${SAFETENSORS_INDEX} in this folder${bin ? " (its pytorch_model.bin is not read: use a revision with safetensors weights, e.g. org/name@refs/pr/N where the Hub's conversion bot added them)" : ""}`);
     }
     if (basename(path).endsWith(".index.json")) return SafetensorsModel.openIndex(path);
     const h = readSafetensorsHeader(path);

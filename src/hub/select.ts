@@ -96,14 +96,19 @@ const CONFIG_FILES = new Set([
   "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
   "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
   "chat_template.json", "chat_template.jinja",
+  // sentence-transformers: the module list and its settings
+  "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
 ]);
 
-/** config + tokenizer files and one weight format (safetensors, else PyTorch .bin), top level only */
+/** sentence-transformers modules' own configs, one folder down (1_Pooling/config.json, 2_Dense/config.json) */
+const MODULE_CONFIG = /^\d+_[A-Za-z]+\/config\.json$/;
+
+/** config + tokenizer files (and sentence-transformers' module configs) and one weight format (safetensors, else PyTorch .bin), top level only */
 function defaultNonGgufFiles(paths: readonly string[]): string[] {
   const top = paths.filter((p) => !p.includes("/"));
   const safetensors = top.filter((p) => p.endsWith(".safetensors") || p === "model.safetensors.index.json");
   const bins = top.filter((p) => /^pytorch_model.*\.bin$/.test(p) || p === "pytorch_model.bin.index.json");
-  return [...top.filter((p) => CONFIG_FILES.has(p)), ...(safetensors.some((p) => p.endsWith(".safetensors")) ? safetensors : bins)];
+  return [...top.filter((p) => CONFIG_FILES.has(p)), ...paths.filter((p) => MODULE_CONFIG.test(p)), ...(safetensors.some((p) => p.endsWith(".safetensors")) ? safetensors : bins)];
 }
 
 export interface FileSelection {

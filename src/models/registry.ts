@@ -38,6 +38,7 @@ export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend
   if (arch === undefined) throw fail("missing: cannot tell which model this is");
   // a name from the file: only the table's own entries count ("__proto__" is not an architecture)
   const build = Object.hasOwn(ARCHITECTURES, arch) ? ARCHITECTURES[arch] : undefined;
+  if (arch === "bert") throw fail(`"bert" is an encoder, not a text generator: use embed() / pipeline("feature-extraction") (tsllm embed)`);
   if (!build) throw fail(`unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
   const store = new WeightStore(source, backend, options);
   try {

@@ -3,7 +3,9 @@ import type { AddressInfo } from "node:net";
 import { basename } from "node:path";
 import { ChatTemplateError, type ChatFormatter } from "../chat/index.js";
 import type { Model } from "../llm.js";
+import type { EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
+import { handleEmbeddings } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
@@ -41,6 +43,8 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | vo
  */
 export class OpenAIServer {
   private model: Model | undefined;
+  /** set instead of `model` when the server serves an embedding model (POST /v1/embeddings) */
+  private embedder: EmbeddingModel | undefined;
   private loadError: Error | undefined;
   private readonly http: Server;
   private readonly metrics = new Metrics();
@@ -50,17 +54,18 @@ export class OpenAIServer {
   private draining = false;
   private idle: (() => void) | undefined;
 
-  constructor(model: Model | Promise<Model>, private readonly options: ServeOptions = {}) {
+  constructor(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, private readonly options: ServeOptions = {}) {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
-    Promise.resolve(model).then((m) => { this.model = m; }, (e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
+    Promise.resolve(model).then((m) => {
+      if ("embed" in m) this.embedder = m;
+      else this.model = m;
+    }, (e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
     this.http = createHttpServer((req, res) => void this.dispatch(req, res));
     const post = (path: string, h: Handler) => this.route("POST", path, h);
     const get = (path: string, h: Handler) => this.route("GET", path, h);
     post("/v1/chat/completions", async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
     post("/v1/completions", async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res));
-    post("/v1/embeddings", () => {
-      throw new ApiError(404, "embeddings are not available yet: tsllm serves generative models only (the encoder issue adds /v1/embeddings)", "invalid_request_error", null, "not_found");
-    });
+    post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res));
     get("/v1/models", (_req, res) => this.listModels(res));
     get("/health", (_req, res) => this.health(res));
     get("/metrics", (_req, res) => this.renderMetrics(res));
@@ -156,6 +161,9 @@ export class OpenAIServer {
   /** the handlers' view of the server; 503 while the model loads */
   private ready(): ServeContext {
     const model = this.model;
+    if (!model && this.embedder) {
+      throw new ApiError(404, `this server serves the embedding model '${this.embedderId(this.embedder)}': use POST /v1/embeddings`, "invalid_request_error", null, "not_found");
+    }
     if (!model) throw this.loadError ? internal(this.loadError) : new ApiError(503, "the model is still loading", "server_error", null, "model_loading", { "Retry-After": "1" });
     if (this.context) return this.context;
     const id = this.modelId(model);
@@ -190,11 +198,34 @@ export class OpenAIServer {
     return this.context;
   }
 
+  private embedderId(m: EmbeddingModel): string {
+    return this.options.modelName ?? basename(m.path);
+  }
+
+  private async embeddings(body: Body, res: ServerResponse): Promise<void> {
+    const m = this.embedder;
+    if (!m) {
+      this.ready(); // 503 while loading, 500 if loading failed
+      throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
+    }
+    const id = this.embedderId(m);
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res);
+  }
+
   private modelId(model: Model): string {
     return this.options.modelName ?? basename(model.path).replace(/\.gguf$/i, "");
   }
 
   private listModels(res: ServerResponse): void {
+    const e = this.embedder;
+    if (e) {
+      const i = e.info;
+      sendJson(res, 200, {
+        object: "list",
+        data: [{ id: this.embedderId(e), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "tsllm", meta: { architecture: i.hfArchitecture, n_params: i.parameterCount, n_vocab: i.vocabSize, n_ctx_train: e.maxTokens, n_embd: e.dimensions, n_layer: i.blockCount } }],
+      });
+      return;
+    }
     const model = this.ready().model;
     const i = model.info;
     sendJson(res, 200, {
@@ -211,8 +242,9 @@ export class OpenAIServer {
 
   private health(res: ServerResponse): void {
     if (this.loadError) sendJson(res, 500, { status: "error", error: this.loadError.message });
-    else if (!this.model) sendJson(res, 503, { status: "loading" });
+    else if (!this.model && !this.embedder) sendJson(res, 503, { status: "loading" });
     else if (this.draining) sendJson(res, 503, { status: "draining" }, { Connection: "close" });
+    else if (!this.model) sendJson(res, 200, { status: "ok" });
     else {
       const s = this.model.engine.stats;
       sendJson(res, 200, { status: "ok", requests_running: s.running, requests_waiting: s.waiting });
@@ -226,7 +258,7 @@ export class OpenAIServer {
 
   /** llama-server's /tokenize: {content, add_special?, with_pieces?} -> {tokens} */
   private tokenize(body: Body, res: ServerResponse): void {
-    const { tokenizer } = this.ready().model;
+    const tokenizer = this.embedder?.tokenizer ?? this.ready().model.tokenizer;
     const content = optString(body, "content");
     if (content === undefined) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
     const ids = tokenizer.encode(content, { addSpecialTokens: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
@@ -235,16 +267,20 @@ export class OpenAIServer {
 
   /** llama-server's /detokenize: {tokens} -> {content} */
   private detokenize(body: Body, res: ServerResponse): void {
-    const { tokenizer, info } = this.ready().model;
+    const tokenizer = this.embedder?.tokenizer ?? this.ready().model.tokenizer;
+    const vocabSize = this.embedder?.info.vocabSize ?? this.ready().model.info.vocabSize;
     const tokens = body.tokens;
-    if (!Array.isArray(tokens) || tokens.some((t) => typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= info.vocabSize)) {
-      throw invalid("tokens", `'tokens' must be an array of token ids in [0, ${info.vocabSize})`);
+    if (!Array.isArray(tokens) || tokens.some((t) => typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) {
+      throw invalid("tokens", `'tokens' must be an array of token ids in [0, ${vocabSize})`);
     }
     sendJson(res, 200, { content: tokenizer.decode(tokens as number[]) });
   }
 }
 
-/** Starts an OpenAI-compatible server on a model (or a model still loading: /health says so meanwhile). */
-export function startServer(model: Model | Promise<Model>, options: ServeOptions = {}): Promise<OpenAIServer> {
+/**
+ * Starts an OpenAI-compatible server on a model (or a model still loading: /health says so
+ * meanwhile): a generative Model (completions, chat), or an EmbeddingModel (POST /v1/embeddings).
+ */
+export function startServer(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, options: ServeOptions = {}): Promise<OpenAIServer> {
   return new OpenAIServer(model, options).listen();
 }

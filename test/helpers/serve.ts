@@ -36,7 +36,9 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
 
 /** `tsllm serve` as a child process; resolves with its URL once the model is loaded */
 export async function spawnServe(args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", sharedFile(STORIES)!, "--port", "0", "--threads", "1", ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  // stories260K unless the arguments name a model
+  const model = args.includes("--model") ? [] : ["--model", sharedFile(STORIES)!];
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", ...model, "--port", "0", "--threads", "1", ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
   const url = await new Promise<string>((resolveUrl, reject) => {

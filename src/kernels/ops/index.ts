@@ -1,5 +1,6 @@
 export { rmsNorm, layerNorm } from "./norm.js";
-export { swiglu, gelu } from "./activations.js";
+export { swiglu, gelu, geluErf, erf, relu } from "./activations.js";
+export { bidirectionalAttention } from "./bidirectional-attention.js";
 export { applyRope, ropeAngles, type RopeParams } from "./rope.js";
 export { attention } from "./attention.js";
 export { addBias, addInPlace } from "./elementwise.js";

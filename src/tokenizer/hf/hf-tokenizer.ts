@@ -3,13 +3,15 @@ import { detectEndOfGeneration } from "../gguf-eog.js";
 import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
+import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
+import type { InputTemplate, TemplateToken } from "../model-input.js";
 
 /**
  * The part of @huggingface/tokenizers' Tokenizer we use, typed here: its bundled .d.ts files import
  * each other without extensions, which NodeNext resolution cannot follow.
  */
 interface HFLibTokenizer {
-  encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
+  encode(text: string, options: { add_special_tokens: boolean; text_pair?: string; return_token_type_ids?: boolean }): { ids: number[]; token_type_ids?: number[] };
   decode(ids: number[], options: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
   id_to_token(id: number): string | undefined;
   get_vocab(withAddedTokens: boolean): Map<string, number>;
@@ -269,6 +271,77 @@ export class HFTokenizer implements Tokenizer {
       this.source.config ?? {},
     );
     return this.literalLib;
+  }
+
+  /** the special tokens the post-processor puts around one text and around a pair, with their type ids */
+  get inputTemplate(): InputTemplate {
+    return (this.template ??= this.probeTemplate());
+  }
+  private template?: InputTemplate;
+
+  private probeTemplate(): InputTemplate {
+    const a = this.lib.encode("a", { add_special_tokens: false }).ids, b = this.lib.encode("b", { add_special_tokens: false }).ids;
+    const full = this.lib.encode("a", { add_special_tokens: true, text_pair: "b", return_token_type_ids: true });
+    // tokenizers whose model takes no segment ids (model_input_names without token_type_ids: RoBERTa) give zeros
+    const names = this.source.config?.model_input_names;
+    const typed = !Array.isArray(names) || names.includes("token_type_ids");
+    const types = typed && full.token_type_ids ? full.token_type_ids : full.ids.map(() => 0);
+    const find = (what: number[], from: number) => {
+      for (let i = from; i + what.length <= full.ids.length; i++) if (what.every((id, k) => full.ids[i + k] === id)) return i;
+      return -1;
+    };
+    const ia = find(a, 0), ib = ia < 0 ? -1 : find(b, ia + a.length);
+    const span = (s: number, e: number): TemplateToken[] => full.ids.slice(s, e).map((id, k) => ({ id, typeId: types[s + k]! }));
+    const single = { prefix: this.prefix.map((id) => ({ id, typeId: 0 })), suffix: this.suffix.map((id) => ({ id, typeId: 0 })) };
+    if (ia < 0 || ib < 0) return { single, pair: { prefix: single.prefix, middle: [], suffix: single.suffix, typeA: 0, typeB: 0 } };
+    return {
+      single,
+      pair: { prefix: span(0, ia), middle: span(ia + a.length, ib), suffix: span(ib + b.length, full.ids.length), typeA: types[ia] ?? 0, typeB: types[ib] ?? 0 },
+    };
+  }
+
+  /**
+   * Character offsets of the tokens of `encode(text, { addSpecialTokens: false })` in `text`
+   * (Hugging Face's offset mapping).
+   */
+  tokenOffsets(text: string, ids: readonly number[]): Offset[] | undefined {
+    const tj = this.source.tokenizerJson;
+    const pieces = ids.map((id) => this.lib.id_to_token(id) ?? "");
+    const model = tj.model as JsonObject;
+    if (model.type === "WordPiece") {
+      const norm = isObject(tj.normalizer) && tj.normalizer.type === "BertNormalizer" ? tj.normalizer : undefined;
+      const lowercase = norm?.lowercase === true;
+      return wordPieceOffsets(text, pieces, {
+        lowercase, stripAccents: typeof norm?.strip_accents === "boolean" ? norm.strip_accents : lowercase, chineseChars: norm?.handle_chinese_chars !== false,
+        prefix: typeof model.continuing_subword_prefix === "string" ? model.continuing_subword_prefix : "##", unkPiece: typeof model.unk_token === "string" ? model.unk_token : undefined,
+      });
+    }
+    if (this.type === "gpt2") {
+      const pp = isObject(tj.post_processor) ? tj.post_processor : isObject(tj.pre_tokenizer) ? tj.pre_tokenizer : {};
+      return byteLevelOffsets(text, pieces, pp.trim_offsets !== false);
+    }
+    // SentencePiece-style (XLM-RoBERTa, Llama 2, ...)
+    return metaspaceOffsets(text, pieces);
+  }
+
+  /** the WordPiece continuing-subword prefix ("##"); undefined for other models */
+  get continuingSubwordPrefix(): string | undefined {
+    const model = this.source.tokenizerJson.model as JsonObject;
+    const p = model.continuing_subword_prefix;
+    return typeof p === "string" && p !== "" ? p : undefined;
+  }
+
+  /** tokenizer_config.json's model_max_length (absent or HF's "very large" sentinel: undefined) */
+  get modelMaxLength(): number | undefined {
+    const m = this.source.config?.model_max_length;
+    return typeof m === "number" && Number.isSafeInteger(m) && m > 0 && m < 1e12 ? m : undefined;
+  }
+
+  /** tokens -> text as the tokenizer's decoder joins them (convert_tokens_to_string) */
+  tokensToString(tokens: readonly string[]): string {
+    const dec = (this.lib as unknown as { decoder?: { decode?: (t: string[]) => string } }).decoder;
+    if (dec?.decode) return dec.decode([...tokens]);
+    return tokens.join("");
   }
 
   private checkId(id: number): void {

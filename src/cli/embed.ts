@@ -1,0 +1,39 @@
+import { loadEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
+import type { Pooling } from "../formats/index.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+
+export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize] [--pooling P] [--json]
+
+Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
+max_seq_length truncation); any BERT/RoBERTa/DistilBERT folder works (mean pooling).
+
+Options:
+  --model MODEL     sentence-transformers folder or Hub id (default: sentence-transformers/all-MiniLM-L6-v2)
+  --input TEXT      a text (repeatable; required)
+  --normalize       L2-normalize the vectors (always on when the model has a Normalize module)
+  --pooling P       mean, cls, max, mean_sqrt_len, lasttoken (default: the model's)
+  --threads N       worker threads
+  --json            print one JSON array of vectors
+  -h, --help        show this help
+`;
+
+const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
+
+export async function runEmbed(argv: string[]): Promise<void> {
+  const values = parse(argv, { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, pooling: { type: "string" }, threads: { type: "string" }, json: { type: "boolean" } });
+  if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
+  const inputs = strings(values, "input");
+  if (!inputs || inputs.length === 0) throw new UsageError("--input is required");
+  const pooling = optionalString(values, "pooling");
+  if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new UsageError(`--pooling must be one of ${POOLINGS.join(", ")}, got "${pooling}"`);
+  const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const m = await loadEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads });
+  try {
+    const options: EmbedOptions = { normalize: flag(values, "normalize"), ...(pooling ? { pooling: pooling as Pooling } : {}) };
+    const vectors = m.embed(inputs, options).map((v) => Array.from(v));
+    if (flag(values, "json")) process.stdout.write(JSON.stringify(vectors) + "\n");
+    else process.stdout.write(vectors.map((v) => v.join(" ")).join("\n") + "\n");
+  } finally {
+    m.dispose();
+  }
+}

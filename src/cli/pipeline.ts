@@ -1,0 +1,102 @@
+import {
+  PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
+  type TextGenerationPipeline, type TokenClassificationPipeline,
+} from "../pipelines/index.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+
+export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
+                      [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N] [--json]
+
+Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
+
+Options:
+  --model MODEL                 HF folder or Hub id (default: transformers' default model for TASK)
+  --input TEXT                  an input (repeatable; required)
+  --pair TEXT                   text-classification: the second text of the input at the same place (repeatable)
+  --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5)
+  --aggregation-strategy S      token-classification: none (default), simple, first, average, max
+  --max-new-tokens N            text-generation: new tokens at most (default 256)
+  --max-length N                text-generation: tokens in all, the prompt's included
+  --threads N                   worker threads
+  --json                        one JSON array, one element per input: what transformers' pipeline returns for it
+  -h, --help                    show this help
+`;
+
+const STRATEGIES = ["none", "simple", "first", "average", "max"];
+
+export async function runPipeline(argv: string[]): Promise<void> {
+  const task = argv[0] !== undefined && !argv[0].startsWith("-") ? argv[0] : undefined;
+  const values = parse(task === undefined ? argv : argv.slice(1), {
+    model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
+    "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, json: { type: "boolean" },
+  });
+  if (flag(values, "help")) { process.stdout.write(pipelineHelp); return; }
+  if (task === undefined) throw new UsageError(`a TASK is required (${PIPELINE_TASKS.join(", ")})`);
+  if (!PIPELINE_TASKS.includes(task as PipelineTask)) throw new UsageError(`unknown task "${task}" (tasks: ${PIPELINE_TASKS.join(", ")})`);
+  const inputs = strings(values, "input");
+  if (!inputs || inputs.length === 0) throw new UsageError("--input is required");
+  const pairs = strings(values, "pair") ?? [];
+  if (pairs.length > inputs.length) throw new UsageError(`${pairs.length} --pair for ${inputs.length} --input`);
+  const topKText = optionalString(values, "top-k");
+  const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 1 });
+  const strategy = optionalString(values, "aggregation-strategy");
+  if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
+  const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
+  const maxLength = optionalNumber(values, "max-length", { integer: true, min: 1 });
+  const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const model = values.model === undefined ? undefined : requireString(values, "model");
+
+  const p = await pipeline(task as PipelineTask, model, { threads });
+  try {
+    const results: unknown[] = [];
+    for (const [i, text] of inputs.entries()) {
+      switch (p.task) {
+        case "text-classification":
+        case "sentiment-analysis": {
+          const input = pairs[i] !== undefined ? { text, text_pair: pairs[i] } : text;
+          results.push(await (p as TextClassificationPipeline)(input, topK === undefined ? {} : { topK }));
+          break;
+        }
+        case "token-classification":
+        case "ner":
+          results.push(await (p as TokenClassificationPipeline)(text, { aggregationStrategy: (strategy ?? "none") as AggregationStrategy }));
+          break;
+        case "fill-mask":
+          results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5 }));
+          break;
+        case "feature-extraction":
+          results.push(await (p as FeatureExtractionPipeline)(text));
+          break;
+        case "text-generation":
+          results.push(await (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength }));
+          break;
+      }
+    }
+    if (flag(values, "json")) {
+      process.stdout.write(JSON.stringify(results) + "\n");
+      return;
+    }
+    process.stdout.write(results.map((r, i) => table(p.task, inputs[i]!, r)).join("\n") + "\n");
+  } finally {
+    p.dispose();
+  }
+}
+
+const num = (x: unknown) => (typeof x === "number" ? x.toFixed(4) : String(x));
+
+/** a readable rendering of one input's result */
+function table(task: PipelineTask, input: string, result: unknown): string {
+  const head = `> ${input}`;
+  if (task === "feature-extraction") {
+    const r = result as number[][][];
+    return `${head}\n  [1][${r[0]!.length}][${r[0]![0]?.length ?? 0}] first token: ${r[0]![0]!.slice(0, 4).map(num).join(" ")} ...`;
+  }
+  if (task === "text-generation") return `${head}\n${(result as { generated_text: string }[])[0]!.generated_text}`;
+  const rows = (Array.isArray(result) ? result : [result]).flat() as Record<string, unknown>[];
+  if (rows.length === 0) return `${head}\n  (nothing)`;
+  const keys = Object.keys(rows[0]!);
+  const cells = rows.map((r) => keys.map((k) => (k === "score" ? num(r[k]) : String(r[k]))));
+  const widths = keys.map((k, j) => Math.max(k.length, ...cells.map((c) => c[j]!.length)));
+  const line = (c: string[]) => "  " + c.map((x, j) => x.padEnd(widths[j]!)).join("  ").trimEnd();
+  return [head, line(keys), ...cells.map(line)].join("\n");
+}

@@ -1,0 +1,87 @@
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { HFConfigError, readJsonObject } from "./hf-config.js";
+
+/**
+ * A sentence-transformers folder: modules.json lists Transformer -> Pooling (-> Normalize), the
+ * pooling folder's config.json says how token vectors become one, sentence_bert_config.json
+ * caps the tokens (max_seq_length). What SentenceTransformer(folder).encode() does, as data.
+ */
+
+export type Pooling = "mean" | "cls" | "max" | "mean_sqrt_len" | "lasttoken";
+
+export interface SentenceTransformerConfig {
+  readonly pooling: Pooling;
+  /** a Normalize module follows the pooling */
+  readonly normalize: boolean;
+  /** sentence_bert_config.json's max_seq_length (truncation), if set */
+  readonly maxSeqLength?: number;
+  /** sentence_bert_config.json's do_lower_case: lowercase the text before tokenizing */
+  readonly doLowerCase: boolean;
+}
+
+const MODULE = "sentence_transformers.models.";
+
+/** Reads the folder's sentence-transformers files; undefined when it has no modules.json. */
+export function readSentenceTransformerConfig(folder: string): SentenceTransformerConfig | undefined {
+  const modulesPath = join(folder, "modules.json");
+  if (!existsSync(modulesPath)) return undefined;
+  let modules: unknown;
+  try {
+    modules = readSmallJson(modulesPath);
+  } catch (e) {
+    throw new HFConfigError(modulesPath, "file", `invalid JSON: ${(e as Error).message}`);
+  }
+  if (!Array.isArray(modules)) throw new HFConfigError(modulesPath, "file", "expected a list of modules");
+  let pooling: Pooling = "mean", normalize = false, sawPooling = false;
+  for (const [i, m] of modules.entries()) {
+    const type = typeof m === "object" && m !== null ? (m as Record<string, unknown>).type : undefined;
+    const path = typeof m === "object" && m !== null ? (m as Record<string, unknown>).path : undefined;
+    if (typeof type !== "string") throw new HFConfigError(modulesPath, `[${i}].type`, "expected a module type string");
+    const name = type.startsWith(MODULE) ? type.slice(MODULE.length) : type;
+    if (name === "Transformer") continue;
+    if (name === "Normalize") { normalize = true; continue; }
+    if (name === "Pooling") {
+      sawPooling = true;
+      pooling = readPooling(join(folder, typeof path === "string" ? path : "1_Pooling", "config.json"));
+      continue;
+    }
+    throw new HFConfigError(modulesPath, `[${i}].type`, `unsupported module ${JSON.stringify(type)} (supported: Transformer, Pooling, Normalize)`);
+  }
+  if (!sawPooling) throw new HFConfigError(modulesPath, "file", "no Pooling module: cannot tell how token vectors become one");
+  let maxSeqLength: number | undefined, doLowerCase = false;
+  const sbPath = join(folder, "sentence_bert_config.json");
+  if (existsSync(sbPath)) {
+    const sb = readJsonObject(sbPath);
+    const m = sb.max_seq_length;
+    if (m !== undefined && m !== null) {
+      if (typeof m !== "number" || !Number.isSafeInteger(m) || m < 1) throw new HFConfigError(sbPath, "max_seq_length", `expected a positive integer, found ${JSON.stringify(m)}`);
+      maxSeqLength = m;
+    }
+    doLowerCase = sb.do_lower_case === true;
+  }
+  return { pooling, normalize, maxSeqLength, doLowerCase };
+}
+
+/** a small JSON file of any shape (modules.json is a list, which readJsonObject refuses) */
+function readSmallJson(path: string): unknown {
+  if (statSync(path).size > 1 << 20) throw new HFConfigError(path, "file", "larger than 1 MiB");
+  return JSON.parse(readFileSync(path, "utf8"));
+}
+
+function readPooling(path: string): Pooling {
+  if (!existsSync(path)) throw new HFConfigError(path, "file", "not found (the Pooling module's config)");
+  const o = readJsonObject(path);
+  const modes: [string, Pooling][] = [
+    ["pooling_mode_cls_token", "cls"], ["pooling_mode_mean_tokens", "mean"], ["pooling_mode_max_tokens", "max"],
+    ["pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"], ["pooling_mode_lasttoken", "lasttoken"],
+  ];
+  const on = modes.filter(([k]) => o[k] === true).map(([, v]) => v);
+  if (typeof o.pooling_mode === "string") {
+    const m = o.pooling_mode === "mean_sqrt_len_tokens" ? "mean_sqrt_len" : o.pooling_mode;
+    if (!modes.some(([, v]) => v === m)) throw new HFConfigError(path, "pooling_mode", `unsupported ${JSON.stringify(o.pooling_mode)}`);
+    return m as Pooling;
+  }
+  if (on.length !== 1) throw new HFConfigError(path, "pooling_mode_*", `expected exactly one pooling mode switched on, found ${on.length === 0 ? "none" : on.join(" + ")}`);
+  return on[0]!;
+}

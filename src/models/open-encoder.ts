@@ -1,0 +1,102 @@
+import { encoderLayout } from "../convert/hf-encoder-tensors.js";
+import { HFTensorSource } from "../convert/hf-tensors.js";
+import { statSync } from "node:fs";
+import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource } from "../formats/index.js";
+import { readSentenceTransformerConfig, type SentenceTransformerConfig } from "../formats/sentence-transformers.js";
+import type { Backend } from "../kernels/index.js";
+import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
+import { BertModel } from "./bert.js";
+import { DistilBertModel } from "./distilbert.js";
+import { encoderConfig, type EncoderModel } from "./encoder.js";
+import { WeightStore, type WeightStoreOptions } from "./weights.js";
+
+/** An encoder folder, opened: config, tokenizer, sentence-transformers modules, and how to build it. */
+export interface OpenedEncoder {
+  readonly path: string;
+  readonly config: HFEncoderConfig;
+  readonly tokenizer: Tokenizer;
+  /** modules.json & co., when the folder is a sentence-transformers model */
+  readonly sentenceTransformers?: SentenceTransformerConfig;
+  build(backend: Backend, options?: WeightStoreOptions): EncoderModel;
+}
+
+/**
+ * Opens a Hugging Face encoder folder (BERT, RoBERTa / XLM-RoBERTa, DistilBERT; config.json,
+ * safetensors, tokenizer files; sentence-transformers files if present). The checkpoint's
+ * tensors are checked against the architecture here, before any weight is read.
+ */
+export function openEncoder(folder: string): OpenedEncoder {
+  if (statSync(folder).isFile()) return openGGUFEncoder(folder);
+  const config = readHFEncoderConfig(folder);
+  const weights = SafetensorsModel.open(folder);
+  const layout = (names: ReadonlySet<string>) => encoderLayout(config, names);
+  new HFTensorSource(weights, layout).close();
+  let tokenizer: Tokenizer;
+  try {
+    tokenizer = openTokenizer(folder);
+  } catch (e) {
+    throw new Error(`${folder}: cannot load the model's tokenizer: ${(e as Error).message}`);
+  }
+  const sentenceTransformers = readSentenceTransformerConfig(folder);
+  return {
+    path: folder,
+    config,
+    tokenizer,
+    ...(sentenceTransformers ? { sentenceTransformers } : {}),
+    build: (backend, options) => buildEncoder(config, new HFTensorSource(weights, layout), backend, options),
+  };
+}
+
+function buildEncoder(config: HFEncoderConfig, source: TensorSource, backend: Backend, options?: WeightStoreOptions): EncoderModel {
+  const store = new WeightStore(source, backend, options);
+  try {
+    const info = encoderConfig(config, store.parameterCount());
+    const model = config.family === "distilbert" ? new DistilBertModel(info, backend, store) : new BertModel(info, backend, store);
+    store.finish();
+    return model;
+  } finally {
+    store.close();
+  }
+}
+
+/** llama.cpp's pooling_type -> sentence-transformers' pooling (0 "none" and unknown: mean) */
+const POOLING_OF: Record<number, "mean" | "cls" | "lasttoken"> = { 1: "mean", 2: "cls", 3: "lasttoken" };
+
+/**
+ * A GGUF of llama.cpp's `bert` architecture (what its converter and `tsllm convert` write): the
+ * base encoder (no heads), its WordPiece vocabulary, and bert.pooling_type as the embedding's pooling.
+ */
+function openGGUFEncoder(path: string): OpenedEncoder {
+  const header = readGGUFHeader(path);
+  const meta = new GGUFMetadata(path, header.metadata);
+  const arch = meta.string("general.architecture");
+  if (arch !== "bert") throw new GGUFError(path, "general.architecture", `expected "bert" for an encoder, found ${JSON.stringify(arch)}`);
+  const tensors = new Map(header.tensors.map((t) => [t.name, t]));
+  const rows = (name: string) => {
+    const t = tensors.get(name);
+    if (!t) throw new GGUFError(path, `tensor "${name}"`, "required tensor is missing");
+    return t.dims[1]!;
+  };
+  const config: HFEncoderConfig = {
+    path, hfArchitecture: "BertModel", family: "bert", head: "base",
+    vocabSize: rows("token_embd.weight"),
+    hiddenSize: meta.requireNumber("bert.embedding_length"),
+    blockCount: meta.requireNumber("bert.block_count"),
+    headCount: meta.requireNumber("bert.attention.head_count"),
+    feedForwardLength: meta.requireNumber("bert.feed_forward_length"),
+    maxPositions: rows("position_embd.weight"),
+    positionOffset: 0,
+    typeVocabSize: rows("token_types.weight"),
+    normEps: meta.number("bert.attention.layer_norm_epsilon") ?? 1e-12,
+    activation: "gelu",
+    labels: [],
+    tieWordEmbeddings: true,
+  };
+  if (config.hiddenSize % config.headCount !== 0) throw new GGUFError(path, "bert.attention.head_count", `${config.headCount} heads do not divide the hidden size ${config.hiddenSize}`);
+  const pooling = POOLING_OF[meta.number("bert.pooling_type") ?? 1] ?? "mean";
+  return {
+    path, config, tokenizer: tokenizerFromGGUF(meta),
+    sentenceTransformers: { pooling, normalize: false, doLowerCase: false },
+    build: (backend, options) => buildEncoder(config, new GGUFTensorSource(header), backend, options),
+  };
+}

@@ -1,0 +1,84 @@
+import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
+import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
+import { encodeModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+
+/** Options every encoder pipeline takes when it is created. */
+export interface EncoderLoadOptions {
+  /** compute backend (default "wasm") */
+  readonly backend?: BackendName;
+  /** worker threads of the wasm backend */
+  readonly threads?: number;
+  /** sequences per forward pass (default 32): a list of inputs runs in batches of this many */
+  readonly batchSize?: number;
+  /** cap on tokens per input, special tokens included (default: the model's and tokenizer's maximum); longer inputs are truncated */
+  readonly maxLength?: number;
+}
+
+interface TokenizerLimits {
+  readonly modelMaxLength?: number;
+}
+
+/**
+ * A loaded encoder with its tokenizer: tokenizes (pairs, truncation) and runs lists of inputs
+ * in batches of ragged sequences. Shared by the encoder pipelines and embed().
+ */
+export class EncoderRunner {
+  readonly maxLength: number;
+  private disposed = false;
+
+  private constructor(
+    readonly opened: OpenedEncoder,
+    readonly model: EncoderModel,
+    readonly backend: Backend,
+    readonly batchSize: number,
+    maxLength: number | undefined,
+  ) {
+    const limits = [model.info.maxTokens, (opened.tokenizer as Tokenizer & TokenizerLimits).modelMaxLength, maxLength].filter((x): x is number => x !== undefined);
+    this.maxLength = Math.min(...limits);
+  }
+
+  static async open(folder: string, options: EncoderLoadOptions = {}): Promise<EncoderRunner> {
+    const batchSize = options.batchSize ?? 32;
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+    if (options.maxLength !== undefined && (!Number.isInteger(options.maxLength) || options.maxLength < 2)) throw new RangeError(`maxLength must be an integer >= 2, got ${options.maxLength}`);
+    const opened = openEncoder(folder);
+    const backend = await createBackend(options.backend, { threads: options.threads });
+    try {
+      const model = opened.build(backend);
+      return new EncoderRunner(opened, model, backend, batchSize, options.maxLength);
+    } catch (e) {
+      backend.dispose();
+      throw e;
+    }
+  }
+
+  get tokenizer(): Tokenizer {
+    return this.opened.tokenizer;
+  }
+
+  /** tokenizer(text, pair, truncation=True, max_length=maxLength) */
+  tokenize(text: string, pair?: string, maxLength = this.maxLength): ModelInput {
+    if (typeof text !== "string") throw new TypeError(`expected a string input, got ${typeof text}`);
+    return encodeModelInput(this.tokenizer, text, { pair, maxLength });
+  }
+
+  /** runs the inputs in batches of batchSize; outputs in input order */
+  run(inputs: readonly ModelInput[], positions?: readonly (readonly number[])[]): EncoderOutput {
+    if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);
+    const hidden: Float32Array[] = [], pooled: Float32Array[] = [], logits: Float32Array[] = [];
+    for (let i = 0; i < inputs.length; i += this.batchSize) {
+      const chunk = inputs.slice(i, i + this.batchSize);
+      const out = this.model.encode(chunk.map((x) => ({ ids: x.ids, typeIds: x.typeIds })), { positions: positions?.slice(i, i + this.batchSize) });
+      hidden.push(...out.hidden);
+      if (out.pooled) pooled.push(...out.pooled);
+      if (out.logits) logits.push(...out.logits);
+    }
+    return { hidden, ...(pooled.length ? { pooled } : {}), ...(logits.length ? { logits } : {}) };
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.backend.dispose();
+  }
+}

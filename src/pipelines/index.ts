@@ -1,0 +1,12 @@
+/** Hugging Face-style pipelines and sentence embeddings. */
+export {
+  pipeline, embed, loadEmbeddingModel, DEFAULT_MODELS, PIPELINE_TASKS,
+  type PipelineTask, type PipelineOptions, type AnyPipeline, type EmbeddingModel,
+  type TextClassificationPipeline, type TokenClassificationPipeline, type FillMaskPipeline, type FeatureExtractionPipeline, type TextGenerationPipeline,
+} from "./pipeline.js";
+export type { TextClassificationInput, TextClassificationOptions, LabelScore } from "./text-classification.js";
+export type { AggregationStrategy, TokenClassificationOptions, TokenEntity, EntityGroup } from "./token-classification.js";
+export type { FillMaskOptions, FillMaskProposal } from "./fill-mask.js";
+export type { TextGenerationOptions } from "./text-generation.js";
+export type { EmbedOptions } from "./embed.js";
+export type { EncoderLoadOptions } from "./encoder-runner.js";

@@ -1,0 +1,158 @@
+import { isEncoderModel } from "../formats/index.js";
+import { resolveModelReference } from "../hub/resolve.js";
+import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
+import { embedWith, type EmbedOptions } from "./embed.js";
+import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
+import { featureExtraction } from "./feature-extraction.js";
+import { fillMask, type FillMaskOptions } from "./fill-mask.js";
+import { textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
+import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
+import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
+import type { ChatMessage } from "../chat/index.js";
+import type { EncoderInfo } from "../models/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
+
+export type PipelineTask =
+  | "text-classification" | "sentiment-analysis"
+  | "token-classification" | "ner"
+  | "fill-mask"
+  | "feature-extraction"
+  | "text-generation";
+
+/** transformers' default model for each task (used when pipeline() is given none) */
+export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string>> = {
+  "text-classification": "distilbert/distilbert-base-uncased-finetuned-sst-2-english",
+  "sentiment-analysis": "distilbert/distilbert-base-uncased-finetuned-sst-2-english",
+  "token-classification": "dbmdz/bert-large-cased-finetuned-conll03-english",
+  ner: "dbmdz/bert-large-cased-finetuned-conll03-english",
+  "fill-mask": "distilbert/distilroberta-base",
+  "feature-extraction": "distilbert/distilbert-base-cased",
+  "text-generation": "openai-community/gpt2",
+  embeddings: "sentence-transformers/all-MiniLM-L6-v2",
+};
+
+export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
+
+export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize">;
+
+interface PipelineBase {
+  readonly task: PipelineTask;
+  /** the model's local path */
+  readonly path: string;
+  /** stops the worker threads and frees the weights */
+  dispose(): void;
+}
+
+export type TextClassificationPipeline = PipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
+export type TokenClassificationPipeline = PipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
+export type FillMaskPipeline = PipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
+export type FeatureExtractionPipeline = PipelineBase & ((input: string | readonly string[]) => Promise<number[][][] | number[][][][]>);
+export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessage[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
+
+export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
+
+/** The local path of `model`, or of the task's default model (with a clear error when it cannot be had). */
+async function resolveFor(task: string, model: string | undefined): Promise<string> {
+  if (model !== undefined) return resolveModelReference(model);
+  const id = DEFAULT_MODELS[task as PipelineTask];
+  try {
+    return await resolveModelReference(id, { quiet: true });
+  } catch (e) {
+    throw new Error(`pipeline("${task}"): no model given, and transformers' default for this task, ${id}, is not available (${(e as Error).message}); download it with: tsllm download ${id}`);
+  }
+}
+
+function attach<F extends (...a: never[]) => unknown, E extends object>(fn: F, extra: E): F & E {
+  return Object.assign(fn, extra);
+}
+
+export async function pipeline(task: "text-classification" | "sentiment-analysis", model?: string, options?: PipelineOptions): Promise<TextClassificationPipeline>;
+export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions): Promise<TokenClassificationPipeline>;
+export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions): Promise<FillMaskPipeline>;
+export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions): Promise<FeatureExtractionPipeline>;
+export async function pipeline(task: "text-generation", model?: string, options?: PipelineOptions): Promise<TextGenerationPipeline>;
+export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions): Promise<AnyPipeline>;
+/**
+ * A Hugging Face-style pipeline: `await pipeline("sentiment-analysis", "folder")` returns a
+ * function that takes inputs and returns what transformers' pipeline returns for them. Without
+ * a model, transformers' default for the task (from the local Hub cache, or downloaded).
+ */
+export async function pipeline(task: PipelineTask, model?: string, options: PipelineOptions = {}): Promise<AnyPipeline> {
+  if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
+  const path = await resolveFor(task, model);
+  if (task === "text-generation") {
+    if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
+    const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize });
+    return attach(textGeneration(m), { task, path, model: m, dispose: () => m.dispose() });
+  }
+  const runner = await EncoderRunner.open(path, options);
+  try {
+    const base = { task, path, runner, dispose: () => runner.dispose() };
+    switch (task) {
+      case "text-classification":
+      case "sentiment-analysis":
+        return attach(textClassification(runner), base);
+      case "token-classification":
+      case "ner":
+        return attach(tokenClassification(runner), base);
+      case "fill-mask":
+        return attach(fillMask(runner), base);
+      case "feature-extraction":
+        return attach(featureExtraction(runner), base);
+    }
+  } catch (e) {
+    runner.dispose();
+    throw e;
+  }
+}
+
+/** A loaded embedding model (a sentence-transformers folder, or any encoder: mean pooling by default). */
+export interface EmbeddingModel {
+  readonly path: string;
+  readonly tokenizer: Tokenizer;
+  /** hidden size, layers, ... of the encoder */
+  readonly info: EncoderInfo;
+  readonly dimensions: number;
+  /** tokens one input keeps (max_seq_length, or the model's maximum) */
+  readonly maxTokens: number;
+  /** token counts of the texts as they would be embedded (after truncation) */
+  countTokens(texts: readonly string[]): number[];
+  embed(texts: readonly string[], options?: EmbedOptions): Float32Array[];
+  dispose(): void;
+}
+
+export async function loadEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel> {
+  const path = await resolveFor("embeddings", model);
+  const runner = await EncoderRunner.open(path, options);
+  const st = runner.opened.sentenceTransformers;
+  const maxTokens = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
+  return {
+    path,
+    tokenizer: runner.tokenizer,
+    info: runner.model.info,
+    dimensions: runner.model.info.hiddenSize,
+    maxTokens,
+    countTokens: (texts) => texts.map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxTokens).ids.length),
+    embed: (texts, o) => embedWith(runner, texts, o),
+    dispose: () => runner.dispose(),
+  };
+}
+
+/**
+ * Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
+ * max_seq_length): one vector per text (a single text: one vector). `model` is a path or hub
+ * reference (loaded and freed by this call) or a model from loadEmbeddingModel.
+ */
+export async function embed(model: string | EmbeddingModel | undefined, texts: string, options?: EmbedOptions & EncoderLoadOptions): Promise<number[]>;
+export async function embed(model: string | EmbeddingModel | undefined, texts: readonly string[], options?: EmbedOptions & EncoderLoadOptions): Promise<number[][]>;
+export async function embed(model: string | EmbeddingModel | undefined, texts: string | readonly string[], options: EmbedOptions & EncoderLoadOptions = {}): Promise<number[] | number[][]> {
+  const list = typeof texts === "string" ? [texts] : [...texts];
+  const owned = typeof model !== "object";
+  const m = typeof model === "object" ? model : await loadEmbeddingModel(model, options);
+  try {
+    const out = m.embed(list, options).map((v) => Array.from(v));
+    return typeof texts === "string" ? out[0]! : out;
+  } finally {
+    if (owned) m.dispose();
+  }
+}

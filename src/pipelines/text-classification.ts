@@ -1,0 +1,51 @@
+import type { EncoderRunner } from "./encoder-runner.js";
+import { sigmoid, softmax } from "./math.js";
+
+/** one input: a text, or a pair as transformers takes it */
+export type TextClassificationInput = string | { readonly text: string; readonly text_pair?: string };
+
+export interface TextClassificationOptions {
+  /**
+   * labels per input, best first. Left out: transformers' legacy shape (the best label; a single
+   * string input gets a one-element list). A number k: the k best as a list. null: every label.
+   */
+  readonly topK?: number | null;
+  /** "softmax", "sigmoid" or "none"; default as transformers: sigmoid for multi-label or single-logit models, softmax otherwise, none for regression */
+  readonly functionToApply?: "softmax" | "sigmoid" | "none";
+}
+
+export interface LabelScore {
+  label: string;
+  score: number;
+}
+
+/**
+ * text-classification / sentiment-analysis, shaped as transformers' TextClassificationPipeline:
+ * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
+ * every label sorted; clf({text, text_pair}) -> {label, score}.
+ */
+export function textClassification(runner: EncoderRunner) {
+  const info = runner.model.info;
+  if (info.head !== "sequence-classification") throw new Error(`${runner.opened.path}: text-classification needs a sequence classifier (…ForSequenceClassification), found ${info.hfArchitecture}`);
+  const defaultFn = info.problemType === "multi_label_classification" || info.labels.length === 1 ? "sigmoid" : info.problemType === "regression" ? "none" : "softmax";
+
+  const classify = (inputs: readonly TextClassificationInput[], options: TextClassificationOptions): LabelScore[][] => {
+    const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
+    const fn = options.functionToApply ?? defaultFn;
+    if (fn !== "softmax" && fn !== "sigmoid" && fn !== "none") throw new RangeError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(fn)}`);
+    return runner.run(enc).logits!.map((row) => {
+      const scores = fn === "softmax" ? softmax(row) : fn === "sigmoid" ? sigmoid(row) : Array.from(row);
+      return scores.map((score, i) => ({ label: info.labels[i]!, score })).sort((a, b) => b.score - a.score);
+    });
+  };
+
+  return async (input: TextClassificationInput | readonly TextClassificationInput[], options: TextClassificationOptions = {}): Promise<unknown> => {
+    const { topK } = options;
+    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 1)) throw new RangeError(`topK must be a positive integer or null, got ${topK}`);
+    const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
+    const results = classify(list, options).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
+    if (Array.isArray(input)) return results;
+    // transformers: a single string without top_k comes back as a one-element list
+    return typeof input === "string" && topK === undefined ? [results[0]] : results[0];
+  };
+}

@@ -1,0 +1,67 @@
+import type { ChatMessage } from "../chat/index.js";
+import type { GenerateOptions } from "../generation/index.js";
+import type { Model } from "../llm.js";
+
+export interface TextGenerationOptions {
+  /** new tokens at most (transformers 5's pipeline default: 256) */
+  readonly maxNewTokens?: number;
+  /** tokens in all, the prompt's included, as generate(max_length=...) counts them; maxNewTokens wins when both are given */
+  readonly maxLength?: number;
+  /** sample instead of greedy decoding (default false, transformers' default) */
+  readonly doSample?: boolean;
+  readonly temperature?: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly repetitionPenalty?: number;
+  readonly seed?: number;
+  /** prompt + completion (default true) or the completion alone */
+  readonly returnFullText?: boolean;
+  /** chat: a Jinja template to use instead of the model's own */
+  readonly chatTemplate?: string;
+}
+
+const DEFAULT_MAX_NEW_TOKENS = 256;
+
+/**
+ * text-generation (and chat: a list of messages in, the conversation with the assistant's reply
+ * out), as transformers' TextGenerationPipeline returns it: [{generated_text}]. Greedy unless
+ * doSample (transformers ignores temperature then, and so do we).
+ */
+export function textGeneration(model: Model) {
+  const budget = (promptTokens: number, o: TextGenerationOptions): number => {
+    if (o.maxNewTokens !== undefined) return o.maxNewTokens;
+    if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
+    return DEFAULT_MAX_NEW_TOKENS;
+  };
+  const generateOptions = (maxTokens: number, o: TextGenerationOptions): GenerateOptions => ({
+    maxTokens,
+    ...(o.doSample
+      ? { temperature: o.temperature ?? 1, topK: o.topK ?? 50, topP: o.topP ?? 1, minP: 0, seed: o.seed }
+      : { temperature: 0 }),
+    repeatPenalty: o.repetitionPenalty ?? 1,
+  });
+
+  const one = async (input: string | readonly ChatMessage[], o: TextGenerationOptions): Promise<{ generated_text: string | ChatMessage[] }[]> => {
+    for (const k of ["maxNewTokens", "maxLength"] as const) {
+      const v = o[k];
+      if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
+    }
+    if (typeof input === "string") {
+      const promptTokens = model.tokenizer.encode(input).length;
+      const maxTokens = budget(promptTokens, o);
+      const completion = maxTokens === 0 ? "" : (await model.generate(input, generateOptions(maxTokens, o))).completion;
+      return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
+    }
+    const formatter = model.chatFormatter(o.chatTemplate);
+    const promptTokens = formatter.encode([...input]).length;
+    const maxTokens = budget(promptTokens, o);
+    const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o), chatTemplate: o.chatTemplate })).completion;
+    const assistant: ChatMessage = { role: "assistant", content: reply };
+    return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
+  };
+
+  return async (input: string | readonly ChatMessage[] | readonly string[], options: TextGenerationOptions = {}): Promise<unknown> => {
+    if (Array.isArray(input) && input.every((x) => typeof x === "string")) return Promise.all((input as string[]).map((p) => one(p, options)));
+    return one(input as string | readonly ChatMessage[], options);
+  };
+}

@@ -1,0 +1,99 @@
+import type { Offset } from "./offsets.js";
+import type { Tokenizer } from "./types.js";
+
+/**
+ * Encoder inputs as transformers' tokenizer(text, text_pair, truncation=True, max_length=...)
+ * builds them: the post-processor's special tokens around one text ([CLS] a [SEP]; <s> a </s>) or
+ * a pair ([CLS] a [SEP] b [SEP]; <s> a </s></s> b </s>), token type ids, the special-tokens
+ * mask, and character offsets; texts too long for `maxLength` are truncated (longest first).
+ */
+
+export interface TemplateToken {
+  readonly id: number;
+  readonly typeId: number;
+}
+
+export interface InputTemplate {
+  readonly single: { readonly prefix: readonly TemplateToken[]; readonly suffix: readonly TemplateToken[] };
+  readonly pair: { readonly prefix: readonly TemplateToken[]; readonly middle: readonly TemplateToken[]; readonly suffix: readonly TemplateToken[]; readonly typeA: number; readonly typeB: number };
+}
+
+export interface ModelInput {
+  readonly ids: number[];
+  readonly typeIds: number[];
+  /** true for the tokens the template added */
+  readonly specialMask: boolean[];
+  /** [start, end) in code points of the text the token came from ([0, 0] for added tokens); undefined when the tokenizer cannot say */
+  readonly offsets?: Offset[];
+  /** which text each token came from: 0 (text), 1 (pair), null (added) — transformers' sequence_ids() */
+  readonly sequenceIds: (0 | 1 | null)[];
+}
+
+export interface ModelInputOptions {
+  readonly pair?: string;
+  /** at most this many tokens in all (special tokens included); longer texts are truncated */
+  readonly maxLength?: number;
+  readonly addSpecialTokens?: boolean;
+}
+
+/** Tokenizers that know their template and offsets (HFTokenizer); others get BERT's or RoBERTa's by their type. */
+interface InputAware {
+  readonly inputTemplate?: InputTemplate;
+  tokenOffsets?(text: string, ids: readonly number[]): Offset[] | undefined;
+}
+
+export function inputTemplateOf(tok: Tokenizer): InputTemplate {
+  const own = (tok as Tokenizer & InputAware).inputTemplate;
+  if (own) return own;
+  const cls = tok.clsId ?? tok.bosId, sep = tok.sepId ?? tok.eosId;
+  if (cls === undefined || sep === undefined) return { single: { prefix: [], suffix: [] }, pair: { prefix: [], middle: [], suffix: [], typeA: 0, typeB: 0 } };
+  const t = (id: number, typeId = 0): TemplateToken => ({ id, typeId });
+  if (tok.type === "bert") return { single: { prefix: [t(cls)], suffix: [t(sep)] }, pair: { prefix: [t(cls)], middle: [t(sep)], suffix: [t(sep, 1)], typeA: 0, typeB: 1 } };
+  return { single: { prefix: [t(cls)], suffix: [t(sep)] }, pair: { prefix: [t(cls)], middle: [t(sep), t(sep)], suffix: [t(sep)], typeA: 0, typeB: 0 } };
+}
+
+/** Tokenizes one input (a text or a pair) for an encoder. */
+export function encodeModelInput(tok: Tokenizer, text: string, options: ModelInputOptions = {}): ModelInput {
+  const aware = tok as Tokenizer & InputAware;
+  const addSpecial = options.addSpecialTokens ?? true;
+  const tpl = inputTemplateOf(tok);
+  let a = tok.encode(text, { addSpecialTokens: false });
+  let b = options.pair === undefined ? undefined : tok.encode(options.pair, { addSpecialTokens: false });
+  let offA = aware.tokenOffsets?.(text, a);
+  let offB = b === undefined || options.pair === undefined ? undefined : aware.tokenOffsets?.(options.pair, b);
+  const added = !addSpecial ? 0 : b === undefined ? tpl.single.prefix.length + tpl.single.suffix.length : tpl.pair.prefix.length + tpl.pair.middle.length + tpl.pair.suffix.length;
+  if (options.maxLength !== undefined) {
+    const room = options.maxLength - added;
+    if (room < 0) throw new RangeError(`maxLength ${options.maxLength} leaves no room for the ${added} special tokens`);
+    // longest first: one token at a time from the longer text (the pair on a tie)
+    let na = a.length, nb = b?.length ?? 0;
+    while (na + nb > room) {
+      if (b !== undefined && nb >= na) nb--;
+      else na--;
+    }
+    a = a.slice(0, na);
+    offA = offA?.slice(0, na);
+    if (b !== undefined) { b = b.slice(0, nb); offB = offB?.slice(0, nb); }
+  }
+  const ids: number[] = [], typeIds: number[] = [], specialMask: boolean[] = [], sequenceIds: (0 | 1 | null)[] = [];
+  const offsets: Offset[] | undefined = offA && (b === undefined || offB) ? [] : undefined;
+  const special = (ts: readonly TemplateToken[]) => {
+    if (!addSpecial) return;
+    for (const t of ts) { ids.push(t.id); typeIds.push(t.typeId); specialMask.push(true); sequenceIds.push(null); offsets?.push([0, 0]); }
+  };
+  const content = (xs: number[], type: number, seq: 0 | 1, offs: Offset[] | undefined) => {
+    xs.forEach((id, i) => { ids.push(id); typeIds.push(type); specialMask.push(false); sequenceIds.push(seq); if (offsets) offsets.push(offs![i]!); });
+  };
+  if (b === undefined) {
+    special(tpl.single.prefix);
+    content(a, 0, 0, offA);
+    special(tpl.single.suffix);
+  } else {
+    special(tpl.pair.prefix);
+    content(a, tpl.pair.typeA, 0, offA);
+    special(tpl.pair.middle);
+    content(b, tpl.pair.typeB, 1, offB);
+    special(tpl.pair.suffix);
+  }
+  return { ids, typeIds, specialMask, sequenceIds, ...(offsets ? { offsets } : {}) };
+}

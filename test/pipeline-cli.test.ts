@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { test } from "node:test";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
+
+/* `tsllm pipeline` and `tsllm embed` against the transformers oracles; usage errors exit 2. */
+
+function tsllm(...args: string[]) {
+  return spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+}
+const O = `${SHARED}/hf-oracle`;
+const exp = (name: string) => JSON.parse(readFileSync(`${O}/${name}.expected.json`, "utf8"));
+const close = (a: number[], b: number[], tol: number) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]!) <= tol);
+
+test("tsllm pipeline sentiment-analysis --json: one element per input, as transformers returns it", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst.expected.json") }, () => {
+  const e = exp("bert-uncased-sst");
+  const texts: string[] = e.cases.slice(0, 3).map((c: { text: string }) => c.text);
+  const r = tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, ...texts.flatMap((t) => ["--input", t]), "--json", "--threads", "1");
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { label: string; score: number }[][];
+  assert.equal(out.length, 3);
+  out.forEach((res, i) => {
+    assert.deepEqual(res.map((x) => x.label), e.cases[i].pipeline.map((x: { label: string }) => x.label));
+    assert.ok(close(res.map((x) => x.score), e.cases[i].pipeline.map((x: { score: number }) => x.score), 1e-4));
+  });
+  const all = JSON.parse(tsllm("pipeline", "text-classification", "--model", `${O}/bert-uncased-sst`, "--input", texts[0]!, "--top-k", "all", "--json", "--threads", "1").stdout);
+  assert.deepEqual(all[0].map((x: { label: string }) => x.label), e.cases[0].pipeline_top_k_None.map((x: { label: string }) => x.label));
+  const pair = e.pairs[0];
+  const p = JSON.parse(tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", pair.text, "--pair", pair.text_pair, "--json", "--threads", "1").stdout);
+  assert.equal(p[0].label, pair.pipeline.label);
+  const table = tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", texts[0]!, "--threads", "1");
+  assert.match(table.stdout, new RegExp(`> ${texts[0]}\\n\\s+label\\s+score\\n\\s+${e.cases[0].pipeline[0].label}\\s+0\\.\\d{4}`));
+});
+
+test("tsllm pipeline ner --aggregation-strategy and fill-mask --top-k", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const e = exp("bert-ner"), c = e.cases[3];
+  const r = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--aggregation-strategy", "first", "--json", "--threads", "1");
+  assert.equal(r.status, 0, r.stderr);
+  const groups = JSON.parse(r.stdout)[0];
+  assert.deepEqual(groups.map((g: Record<string, unknown>) => [g.entity_group, g.word, g.start, g.end]), c.pipeline_first.map((g: Record<string, unknown>) => [g.entity_group, g.word, g.start, g.end]));
+  const m = exp("bert-uncased-mlm").cases[5];
+  const f = JSON.parse(tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", m.text, "--top-k", "3", "--json", "--threads", "1").stdout);
+  assert.deepEqual(f[0].map((row: { token: number }[]) => row.map((x) => x.token)), m.pipeline_fill_mask_top_k_5.map((row: { token: number }[]) => row.slice(0, 3).map((x) => x.token)));
+});
+
+test("tsllm embed --normalize --json equals sentence-transformers' encode", { skip: skipWithoutShared("hf-oracle/minilm-embed.expected.json") }, () => {
+  const e = exp("minilm-embed");
+  const r = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--input", e.cases[1].text, "--normalize", "--json", "--threads", "1");
+  assert.equal(r.status, 0, r.stderr);
+  const v = JSON.parse(r.stdout) as number[][];
+  assert.ok(close(v[0]!, e.cases[0].embedding, 1e-4) && close(v[1]!, e.cases[1].embedding, 1e-4));
+  const plain = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--threads", "1").stdout.trim().split(" ").map(Number);
+  assert.ok(close(plain, e.cases[0].embedding_unnormalized, 1e-4));
+});
+
+test("usage errors: one line, exit 2", () => {
+  for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "0"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
+    const r = tsllm(...args);
+    assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, /^tsllm: error: /);
+  }
+  for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
+});

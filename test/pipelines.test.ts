@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
+import { DEFAULT_MODELS, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+
+/* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
+
+const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
+
+describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
+  const exp = skip ? undefined : JSON.parse(readFileSync(`${SHARED}/hf-oracle/gpt2-tiny.expected.json`, "utf8"));
+  const folder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  let gen: TextGenerationPipeline | undefined;
+  after(() => gen?.dispose());
+
+  test("the seed's generate(max_length=50) procedure, greedy: ids and text", async () => {
+    gen = await pipeline("text-generation", folder, { threads: 1 });
+    const tok = gen.model.tokenizer;
+    for (const p of [exp.seed_procedure, ...exp.extra_prompts]) {
+      assert.deepEqual(tok.encode(p.prompt), p.input_ids);
+      const [out] = (await gen(p.prompt, { maxLength: 50 })) as { generated_text: string }[];
+      assert.equal(out!.generated_text, p.decoded, p.prompt);
+    }
+  });
+
+  test("the pipeline on 今天天气很好，: max_length=50 counts the prompt; max_new_tokens 256 (transformers 5's default)", async () => {
+    const t = exp.pipeline_text_generation;
+    const tok = gen!.model.tokenizer;
+    assert.deepEqual(tok.encode(t.prompt), t.input_ids);
+    const short = (await gen!(t.prompt, { maxLength: 50 })) as { generated_text: string }[];
+    assert.equal(short[0]!.generated_text, tok.decode(t.max_length_50.ids, { skipSpecialTokens: true }));
+    const long = (await gen!(t.prompt)) as { generated_text: string }[];
+    assert.deepEqual(long, t.output);
+    const tail = (await gen!(t.prompt, { maxNewTokens: 5, returnFullText: false })) as { generated_text: string }[];
+    assert.equal(tail[0]!.generated_text, tok.decode(t.output_ids.slice(t.input_ids.length, t.input_ids.length + 5), { skipSpecialTokens: true }));
+  });
+});
+
+test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
+  const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
+  try {
+    const template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+    const messages = [{ role: "user" as const, content: "What color is the sky?" }];
+    const [out] = (await gen(messages, { maxNewTokens: 6, chatTemplate: template })) as { generated_text: { role: string; content: string }[] }[];
+    assert.deepEqual(out!.generated_text.slice(0, 1), messages);
+    const reply = out!.generated_text[1]!;
+    assert.equal(reply.role, "assistant");
+    // greedy: the same as the model continuing the rendered prompt
+    const plain = (await gen("user: What color is the sky?\nassistant:", { maxNewTokens: 6, returnFullText: false })) as { generated_text: string }[];
+    assert.equal(reply.content, plain[0]!.generated_text);
+    await assert.rejects(gen(messages), /no chat template/);
+  } finally {
+    gen.dispose();
+  }
+});
+
+test("pipeline(): a task without a model, offline, names the default id and the download command", async () => {
+  const cache = mkdtempSync(join(tmpdir(), "tsllm-pipe-"));
+  const saved = { off: process.env.HF_HUB_OFFLINE, cache: process.env.HF_HUB_CACHE };
+  process.env.HF_HUB_OFFLINE = "1";
+  process.env.HF_HUB_CACHE = cache;
+  try {
+    const id = DEFAULT_MODELS["sentiment-analysis"];
+    await assert.rejects(pipeline("sentiment-analysis"), (e: Error) => e.message.includes(id) && e.message.includes(`tsllm download ${id}`));
+    await assert.rejects(pipeline("summarization" as "ner", "x"), /unknown pipeline task "summarization"/);
+  } finally {
+    for (const [k, v] of [["HF_HUB_OFFLINE", saved.off], ["HF_HUB_CACHE", saved.cache]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+test("pipeline(): the wrong head for the task is a clear error", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  await assert.rejects(pipeline("fill-mask", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /fill-mask needs a masked-LM head .*BertForTokenClassification/);
+  await assert.rejects(pipeline("text-generation", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /text-generation needs a decoder/);
+});
