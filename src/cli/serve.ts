@@ -1,5 +1,5 @@
 import { isEncoderModel } from "../formats/index.js";
-import { resolveModelReference } from "../hub/resolve.js";
+import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { startServer } from "../server/index.js";

@@ -1,4 +1,4 @@
-import type { HFEncoderConfig } from "../formats/hf-encoder-config.js";
+import type { HFEncoderConfig } from "../formats/index.js";
 import type { HFTensorLayout } from "./hf-tensors.js";
 
 /**

@@ -1,3 +1,4 @@
 export { convertHFToGGUF, CONVERT_TYPES, type ConvertOptions, type ConvertResult, type ConvertType } from "./convert.js";
 export { HFTensorSource, hfNameMap, permuteHeadRows, transposeBytes } from "./hf-tensors.js";
 export { hfModelMetadata } from "./hf-metadata.js";
+export { encoderLayout } from "./hf-encoder-tensors.js";

@@ -1,6 +1,6 @@
-import type { Backend } from "../kernels/backend.js";
+import type { Backend } from "../kernels/index.js";
 import { addInPlace } from "../kernels/ops/index.js";
-import type { Tensor } from "../tensor/tensor.js";
+import type { Tensor } from "../tensor/index.js";
 import { EncoderModel, type EncoderConfig, type EncoderInput } from "./encoder.js";
 import type { WeightStore } from "./weights.js";
 

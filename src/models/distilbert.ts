@@ -1,4 +1,4 @@
-import type { Backend } from "../kernels/backend.js";
+import type { Backend } from "../kernels/index.js";
 import { EncoderModel, type EncoderConfig } from "./encoder.js";
 import type { WeightStore } from "./weights.js";
 

@@ -1,8 +1,8 @@
-import type { EncoderFamily, HFEncoderConfig } from "../formats/hf-encoder-config.js";
-import type { Backend } from "../kernels/backend.js";
+import type { EncoderFamily, HFEncoderConfig } from "../formats/index.js";
+import type { Backend } from "../kernels/index.js";
 import { addBias, addInPlace, bidirectionalAttention, geluErf, layerNorm, relu } from "../kernels/ops/index.js";
-import { GGMLType } from "../tensor/dtypes.js";
-import type { Tensor } from "../tensor/tensor.js";
+import { GGMLType } from "../tensor/index.js";
+import type { Tensor } from "../tensor/index.js";
 import type { WeightStore } from "./weights.js";
 
 /**

@@ -1,8 +1,6 @@
-import { encoderLayout } from "../convert/hf-encoder-tensors.js";
-import { HFTensorSource } from "../convert/hf-tensors.js";
+import { encoderLayout, HFTensorSource } from "../convert/index.js";
 import { statSync } from "node:fs";
-import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource } from "../formats/index.js";
-import { readSentenceTransformerConfig, type SentenceTransformerConfig } from "../formats/sentence-transformers.js";
+import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, type SentenceTransformerConfig } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { BertModel } from "./bert.js";

@@ -1,5 +1,5 @@
 import { isEncoderModel } from "../formats/index.js";
-import { resolveModelReference } from "../hub/resolve.js";
+import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { embedWith, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
