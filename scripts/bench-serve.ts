@@ -5,7 +5,7 @@
  *   npm run bench:serve -- [--only smollm-q8_0 | --model FILE.gguf] [--concurrency 1,8,32]
  *                          [--requests N] [--threads 2] [--prompt-tokens 32] [--max-tokens 64]
  *                          [--llama-server PATH | --no-llama-server] [--backend wasm|reference]
- *                          [--timeout S] [--json]
+ *                          [--timeout S] [--json] [--json-out FILE]
  *
  * For each concurrency level C: a fresh server with C parallel slots, one warm-up request,
  * then C clients sending streaming POST /v1/completions back to back (--requests in all,
@@ -13,7 +13,7 @@
  * ids, max_tokens --max-tokens with ignore_eos, temperature 0); then the same on llama-server.
  * Per request the client notes TTFT (first chunk with text) and TPOT; per level the
  * throughput (generated tokens / wall time). The table gives p50 / p99 and the ratios
- * tsllm / llama-server.
+ * tsllm / llama-server (--json prints the report as JSON instead; --json-out FILE writes it too).
  *
  * The default model is the SmolLM-135M shape with random Q8_0 weights (generated once into
  * $TSLLM_CACHE or ~/.cache/tsllm/models). llama-server is built on first use from the
@@ -22,7 +22,7 @@
  *
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import {
   BENCH_MODELS,
@@ -53,11 +53,12 @@ async function main(argv: string[]): Promise<void> {
     backend: { type: "string" },
     timeout: { type: "string" },
     json: { type: "boolean" },
+    "json-out": { type: "string" },
   });
   if (flag(values, "help")) {
     process.stdout.write(
       "Usage: npm run bench:serve -- [--only NAME | --model FILE.gguf] [--concurrency 1,8,32] [--requests N] [--threads N] [--prompt-tokens N] [--max-tokens N]\n" +
-      "                              [--llama-server PATH | --no-llama-server] [--backend wasm|reference] [--timeout S] [--json]\n" +
+      "                              [--llama-server PATH | --no-llama-server] [--backend wasm|reference] [--timeout S] [--json] [--json-out FILE]\n" +
       `Models: ${BENCH_MODELS.map((e) => e.name).join(", ")} (default ${DEFAULT_MODEL})\n`,
     );
     return;
@@ -118,6 +119,8 @@ async function main(argv: string[]): Promise<void> {
     onLevel,
   });
   process.stdout.write(json ? `${JSON.stringify(report)}\n` : `\n${formatServeReport(report)}`);
+  const jsonOut = optionalString(values, "json-out");
+  if (jsonOut !== undefined) writeFileSync(jsonOut, `${JSON.stringify(report)}\n`);
 }
 
 /** "1,8,32" as distinct client counts in the order given */

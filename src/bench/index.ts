@@ -6,7 +6,7 @@ export { runServeBenchmark, defaultRequests, type ServeBenchOptions } from "./se
 export { completionBody, runLoad, streamCompletion, summarizeLoad, type CompletionRequest, type LoadResult } from "./load.js";
 export { startLlamaServer, startTsllmServe, type ServerProcess, type ServerSettings } from "./servers.js";
 export { defaultLlamaServerBuildDir, ensureLlamaServer, shippedLlamaCpp } from "./llama-server.js";
-export { randomPrompts, randomPromptTokens } from "./prompt.js";
+export { partialTextTokens, randomPrompts, randomPromptTokens } from "./prompt.js";
 export { median, percentile } from "./stats.js";
 export type {
   BenchReport,

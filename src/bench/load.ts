@@ -7,6 +7,8 @@ export interface CompletionRequest {
   /** the prompt as token ids (sent as-is, so both servers see the same tokens) */
   readonly prompt: readonly number[];
   readonly maxTokens: number;
+  /** `logit_bias`: token id -> bias (both servers take an object of id strings) */
+  readonly logitBias?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -14,7 +16,10 @@ export interface CompletionRequest {
  * llama-server both accept it), usage in the stream so the client knows how many tokens came.
  */
 export function completionBody(r: CompletionRequest): Record<string, unknown> {
-  return { prompt: r.prompt, max_tokens: r.maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } };
+  return {
+    prompt: r.prompt, max_tokens: r.maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true },
+    ...(r.logitBias ? { logit_bias: r.logitBias } : {}),
+  };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import { runLoad, summarizeLoad, type CompletionRequest } from "./load.js";
-import { randomPrompts } from "./prompt.js";
+import { partialTextTokens, randomPrompts } from "./prompt.js";
 import { startLlamaServer, startTsllmServe, type ServerProcess, type ServerSettings } from "./servers.js";
 import { ratios } from "./stats.js";
 import { SERVE_METRICS, type ServeBenchReport, type ServeLevelReport, type ServeLevelSample, type ServerName } from "./types.js";
@@ -40,7 +40,7 @@ export function defaultRequests(concurrency: number): number {
  * then (when given) a fresh llama-server, each with C parallel slots and the same threads, get
  * one warm-up request and then the same load: C clients sending streaming completions back to
  * back (each a different prompt of `promptTokens` token ids, `maxTokens` generated with
- * ignore_eos) until the level's requests are sent. Every figure is taken by the client over
+ * ignore_eos, tokens that are not whole text banned) until the level's requests are sent. Every figure is taken by the client over
  * loopback HTTP, the same code for both servers.
  */
 export async function runServeBenchmark(o: ServeBenchOptions): Promise<ServeBenchReport> {
@@ -50,6 +50,8 @@ export async function runServeBenchmark(o: ServeBenchOptions): Promise<ServeBenc
   if (o.concurrency.length === 0 || o.concurrency.some((c) => !Number.isInteger(c) || c < 1)) throw new RangeError(`bench:serve: concurrency must be integers >= 1, got ${o.concurrency.join(",")}`);
   const count = o.requests ?? defaultRequests;
   const slotContextSize = o.promptTokens + o.maxTokens + SLOT_SLACK;
+  // tokens that are not whole text are banned (see partialTextTokens), so both servers stream one chunk per token
+  const logitBias = Object.fromEntries((await partialTextTokens(o.modelPath)).map((id) => [String(id), -100]));
   const levels: ServeLevelReport[] = [];
   for (const c of o.concurrency) {
     const n = count(c);
@@ -58,12 +60,12 @@ export async function runServeBenchmark(o: ServeBenchOptions): Promise<ServeBenc
     // the warm-up prompt (seed n + 1) is none of them
     const prompts = await randomPrompts(o.modelPath, o.promptTokens, n + 1);
     const warmup = prompts.pop()!;
-    const requests: CompletionRequest[] = prompts.map((prompt) => ({ prompt, maxTokens: o.maxTokens }));
+    const requests: CompletionRequest[] = prompts.map((prompt) => ({ prompt, maxTokens: o.maxTokens, logitBias }));
     const settings: ServerSettings = { modelPath: o.modelPath, threads: o.threads, parallel: c, slotContextSize };
     const measure = async (name: ServerName, start: () => Promise<ServerProcess>): Promise<ServeLevelSample> => {
       const server = await start();
       try {
-        await runLoad(server.url, [{ prompt: warmup, maxTokens: Math.min(8, o.maxTokens) }], 1, o.requestTimeoutMs);
+        await runLoad(server.url, [{ prompt: warmup, maxTokens: Math.min(8, o.maxTokens), logitBias }], 1, o.requestTimeoutMs);
         const load = await runLoad(server.url, requests, c, o.requestTimeoutMs);
         const sample: ServeLevelSample = { server: name, command: server.command, wallMs: load.wallMs, ...summarizeLoad(load), requests: load.requests };
         o.onLevel?.(sample, c);
