@@ -18,21 +18,16 @@
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
-import { formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchOptions, type EngineSample, type ParallelSample } from "../src/bench/index.js";
+import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
-import { GGMLType, typeName } from "../src/tensor/dtypes.js";
-import { ensureRandomModel, SMOLLM_135M, TINYLLAMA_1_1B, type RandomModelSpec } from "../src/testing/index.js";
+import { typeName } from "../src/tensor/dtypes.js";
+import { ensureRandomModel } from "../src/testing/index.js";
 
-interface Entry { name: string; spec: RandomModelSpec; onlyWithAll?: boolean }
+type Entry = BenchModel;
 type Result<R> = { name: string; type: string; report: R };
 
-const ENTRIES: Entry[] = [
-  ...[GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t } })),
-  ...[GGMLType.Q8_0, GGMLType.Q4_0].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t } })),
-  // the F32 TinyLlama file is 4.4 GB (generated only with --all or --only; the wasm backend loads it across two memories)
-  ...[GGMLType.F32, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
-];
+const ENTRIES = BENCH_MODELS;
 /** the concurrent-requests benchmark's models unless --only or --all says otherwise */
 const PARALLEL_DEFAULT_MODELS = ["smollm-q8_0", "tinyllama-q8_0"];
 

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { formatParallelSummary, runParallelBenchmark } from "../src/bench/index.js";
+import { formatParallelSummary, formatServeReport, runParallelBenchmark, runServeBenchmark, SERVE_METRICS } from "../src/bench/index.js";
 import { PARALLEL_METRICS } from "../src/bench/types.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
@@ -87,4 +87,39 @@ test("npm run bench -- --parallel rejects a list that is not request counts >= 1
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench.ts"), "--parallel", "1,0"], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /--parallel expects request counts >= 1/);
+});
+
+test("the serve load generator streams every request to its 64 tokens from a real tsllm serve at 1 and 2 clients", { skip }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  const report = await runServeBenchmark({ modelPath: model, threads: 1, concurrency: [1, 2], promptTokens: 32, maxTokens: 64, requests: (c) => 2 * c });
+  assert.equal(report.slotContextSize, 32 + 64 + 32);
+  assert.equal(report.llamaServerDetail, undefined);
+  assert.deepEqual(report.levels.map((l) => [l.concurrency, l.requests]), [[1, 2], [2, 4]]);
+  for (const level of report.levels) {
+    const s = level.tsllm;
+    const what = `tsllm at ${level.concurrency} clients`;
+    assert.equal(s.server, "tsllm");
+    assert.match(s.command, new RegExp(`^tsllm serve --threads 1 --parallel ${level.concurrency} --ctx-size 128`));
+    assert.equal(level.llamaServer, undefined);
+    assert.equal(level.ratio, undefined);
+    for (const m of SERVE_METRICS) assert.ok(Number.isFinite(s[m]) && s[m] > 0, `${what}: ${m} is a positive number: ${s[m]}`);
+    assert.ok(s.ttftP99Ms >= s.ttftP50Ms && s.tpotP99Ms >= s.tpotP50Ms, `${what}: p99 >= p50`);
+    assert.equal(s.requests.length, level.requests, `${what}: one sample per request`);
+    for (const r of s.requests) {
+      assert.equal(r.completionTokens, 64, `${what}: tokens generated`);
+      assert.ok(r.textChunks >= 1 && r.textChunks <= 64, `${what}: text chunks ${r.textChunks}`);
+      assert.ok(r.ttftMs > 0 && r.totalMs >= r.ttftMs, `${what}: ttft within the request`);
+    }
+  }
+  const lines = formatServeReport(report).split("\n");
+  const header = lines.findIndex((l) => /^clients\s+requests\s+metric\s+tsllm$/.test(l));
+  assert.ok(header > 0, `a table header: ${lines.join("\n")}`);
+  assert.match(lines[header + 2]!, /^1\s+2\s+throughput \(tok\/s\)\s+\d/);
+  assert.match(lines[header + 2 + SERVE_METRICS.length]!, /^2\s+4\s+throughput/);
+});
+
+test("npm run bench:serve rejects a --concurrency list that is not client counts >= 1", () => {
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench-serve.ts"), "--concurrency", "1,x", "--no-llama-server"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /--concurrency expects client counts >= 1/);
 });

@@ -7,17 +7,18 @@ import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from 
 export const RESULT_PREFIX = "BENCH_RESULT ";
 
 /**
- * How to start worker.ts/worker.js: next to this module, so it works from src/ (through tsx,
- * resolved from here, not from the caller's working directory) and from dist/ alike.
+ * How to start the Node script `relative` (without its extension, relative to this module:
+ * "./worker", "../cli/main"): next to this module, so it works from src/ (through tsx, resolved
+ * from here, not from the caller's working directory) and from dist/ alike.
  */
-export function workerCommand(): { command: string; args: string[] } {
+export function nodeScriptCommand(relative: string): { command: string; args: string[] } {
   const here = import.meta.url;
   if (here.endsWith(".ts")) {
-    const script = fileURLToPath(new URL("./worker.ts", here));
+    const script = fileURLToPath(new URL(`${relative}.ts`, here));
     return { command: process.execPath, args: ["--import", import.meta.resolve("tsx"), script] };
   }
-  const script = fileURLToPath(new URL("./worker.js", here));
-  if (!existsSync(script)) throw new Error(`bench worker script not found: ${script}`);
+  const script = fileURLToPath(new URL(`${relative}.js`, here));
+  if (!existsSync(script)) throw new Error(`script not found: ${script}`);
   return { command: process.execPath, args: [script] };
 }
 
@@ -28,7 +29,7 @@ export const DEFAULT_WORKER_TIMEOUT_MS = 10 * 60 * 1000;
 export function runWorker(job: WorkerJob, timeoutMs?: number): Promise<EngineSample>;
 export function runWorker(job: ParallelWorkerJob, timeoutMs?: number): Promise<ParallelSample>;
 export function runWorker(job: WorkerJob | ParallelWorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS): Promise<EngineSample | ParallelSample> {
-  const { command, args } = workerCommand();
+  const { command, args } = nodeScriptCommand("./worker");
   return new Promise((resolve, reject) => {
     const child = spawn(command, [...args, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
     let timedOut = false;

@@ -1,4 +1,4 @@
-import { METRICS, type BenchReport, type Metric, type ParallelBenchReport } from "./types.js";
+import { METRICS, SERVE_METRICS, type BenchReport, type Metric, type ParallelBenchReport, type ServeBenchReport, type ServeMetric } from "./types.js";
 
 const LABELS: Record<Metric, string> = {
   loadMs: "load (ms)",
@@ -15,7 +15,7 @@ export function displayValue(m: Metric, v: number): string {
 }
 
 /** three significant digits or so, no decimals from 100 up */
-function displayNumber(v: number | undefined): string {
+export function displayNumber(v: number | undefined): string {
   if (v === undefined || !Number.isFinite(v)) return "-";
   return v >= 100 ? v.toFixed(0) : v.toFixed(1);
 }
@@ -24,11 +24,11 @@ export function displayRatio(r: number | undefined): string {
   return r === undefined || !Number.isFinite(r) ? "-" : `${r.toFixed(2)}x`;
 }
 
-/** Renders rows as a text table: first column left-aligned, the others right-aligned. */
-export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/** Renders rows as a text table: the first `leftColumns` columns (default 1) left-aligned, the others right-aligned. */
+export function renderTable(header: readonly string[], rows: readonly (readonly string[])[], leftColumns = 1): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: readonly string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+    cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n") + "\n";
 }
 
@@ -99,4 +99,33 @@ function engineDetails(reports: readonly { tsllm: { detail: string }; llamaCpp?:
   const ran = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => x !== undefined))].join(" / ");
   const lc = ran(reports.map((r) => r.llamaCpp?.detail));
   return `tsllm: ${ran(reports.map((r) => r.tsllm.detail))}${lc ? `; llama.cpp: ${lc}` : ""}\n`;
+}
+
+const SERVE_LABELS: Record<ServeMetric, string> = {
+  tokensPerSecond: "throughput (tok/s)",
+  ttftP50Ms: "TTFT p50 (ms)",
+  ttftP99Ms: "TTFT p99 (ms)",
+  tpotP50Ms: "TPOT p50 (ms)",
+  tpotP99Ms: "TPOT p99 (ms)",
+};
+
+/**
+ * `npm run bench:serve`'s table: per concurrency level, throughput and the TTFT / TPOT
+ * percentiles of both servers and the ratio tsllm / llama-server (for throughput higher is
+ * better, for the times lower).
+ */
+export function formatServeReport(r: ServeBenchReport): string {
+  const peer = r.levels.some((l) => l.llamaServer);
+  const header = ["clients", "requests", "metric", "tsllm"];
+  if (peer) header.push("llama-server", "tsllm/llama-server");
+  const rows = r.levels.flatMap((l) => SERVE_METRICS.map((m) => {
+    const row = [String(l.concurrency), String(l.requests), SERVE_LABELS[m], displayNumber(l.tsllm[m])];
+    if (peer) row.push(displayNumber(l.llamaServer?.[m]), displayRatio(l.ratio?.[m]));
+    return row;
+  }));
+  const commands = [...new Set(r.levels.flatMap((l) => [l.tsllm.command, l.llamaServer?.command].filter((c): c is string => c !== undefined)))];
+  const head = `${r.model}: streaming POST /v1/completions, ${r.promptTokens} prompt tokens (ids), max_tokens ${r.maxTokens} with ignore_eos, temperature 0; ` +
+    `C clients back to back, timed by the client over loopback HTTP; ${r.threads} threads, ${r.slotContextSize} KV cells per slot\n` +
+    `${r.llamaServerDetail ? `peer: ${r.llamaServerDetail}\n` : ""}${r.llamaServerSkipped ? `llama-server not run: ${r.llamaServerSkipped}\n` : ""}\n`;
+  return head + renderTable(header, rows, 3) + `servers: ${commands.join("; ")}\n`;
 }

@@ -1,8 +1,13 @@
 /** Side-by-side benchmarks (one stream, concurrent requests): tsllm vs llama.cpp (node-llama-cpp), one child process per engine run. */
 export { runBenchmark, runParallelBenchmark, type BenchOptions, type ParallelBenchOptions } from "./run.js";
-export { formatParallelSummary, formatReport, formatSummary, renderTable } from "./format.js";
-export { randomPrompts, randomPromptTokens } from "./prompt.js";
-export { median } from "./stats.js";
+export { formatParallelSummary, formatReport, formatServeReport, formatSummary, renderTable } from "./format.js";
+export { BENCH_MODELS, type BenchModel } from "./models.js";
+export { runServeBenchmark, defaultRequests, type ServeBenchOptions } from "./serve.js";
+export { completionBody, runLoad, streamCompletion, summarizeLoad, type CompletionRequest, type LoadResult } from "./load.js";
+export { startLlamaServer, startTsllmServe, type ServerProcess, type ServerSettings } from "./servers.js";
+export { defaultLlamaServerBuildDir, ensureLlamaServer, shippedLlamaCpp } from "./llama-server.js";
+export { partialTextTokens, randomPrompts, randomPromptTokens } from "./prompt.js";
+export { median, percentile } from "./stats.js";
 export type {
   BenchReport,
   EngineReport,
@@ -17,5 +22,12 @@ export type {
   ParallelSample,
   ParallelWorkerJob,
   RequestSample,
+  ServeBenchReport,
+  ServeLevelReport,
+  ServeLevelSample,
+  ServeMetric,
+  ServeRequestSample,
+  ServerName,
   WorkerJob,
 } from "./types.js";
+export { PARALLEL_METRICS, SERVE_METRICS } from "./types.js";

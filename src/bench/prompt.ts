@@ -27,3 +27,21 @@ function drawPrompt(tok: Tokenizer, n: number, seed: number): number[] {
   }
   return out;
 }
+
+/**
+ * The token ids that are not a whole piece of text on their own: special tokens, tokens that
+ * decode to nothing, and byte tokens that are part of a UTF-8 character. A server holds such a
+ * token's text back (llama-server until the character is complete, tsllm serve sends nothing for
+ * empty text), so a random-weight model that keeps sampling one never streams a chunk per token;
+ * `npm run bench:serve` bans them with logit_bias on both servers.
+ */
+export async function partialTextTokens(modelPath: string): Promise<number[]> {
+  const tok = await loadTokenizer(modelPath);
+  const out: number[] = [];
+  for (let id = 0; id < tok.vocabSize; id++) {
+    if (tok.isSpecial(id)) { out.push(id); continue; }
+    const text = tok.decode([id]);
+    if (text === "" || text.includes("\uFFFD")) out.push(id);
+  }
+  return out;
+}

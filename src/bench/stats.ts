@@ -6,6 +6,20 @@ export function median(values: readonly number[]): number {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/**
+ * The p-th percentile (0..100) of a non-empty list, linearly interpolated between the two
+ * nearest ranks (numpy's default), so percentile(xs, 50) is the median.
+ */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) throw new Error("percentile of an empty list");
+  if (!(p >= 0 && p <= 100)) throw new RangeError(`percentile must be in 0..100, got ${p}`);
+  const s = [...values].sort((a, b) => a - b);
+  const at = ((s.length - 1) * p) / 100;
+  const lo = Math.floor(at);
+  const hi = Math.min(lo + 1, s.length - 1);
+  return s[lo]! + (s[hi]! - s[lo]!) * (at - lo);
+}
+
 /** the median of each of `metrics` over the samples */
 export function medians<M extends string>(samples: readonly Readonly<Record<M, number>>[], metrics: readonly M[]): Record<M, number> {
   const out = {} as Record<M, number>;

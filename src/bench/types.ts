@@ -137,3 +137,61 @@ export interface ParallelBenchReport {
   readonly sequenceContextSize: number;
   readonly levels: readonly ParallelLevelReport[];
 }
+
+/** The two OpenAI-compatible servers `npm run bench:serve` loads. */
+export type ServerName = "tsllm" | "llama-server";
+
+/** One streamed completion, timed by the client over loopback HTTP. */
+export interface ServeRequestSample {
+  /** from sending the request to the first chunk with text (ms) */
+  readonly ttftMs: number;
+  /** (last text chunk - first text chunk) / (completion tokens - 1) (ms) */
+  readonly tpotMs: number;
+  /** from sending the request to the end of the response (ms) */
+  readonly totalMs: number;
+  /** generated tokens, as the server's usage (or timings) reports them */
+  readonly completionTokens: number;
+  /** SSE chunks that carried text (a token whose text is empty or an unfinished UTF-8 character sends none) */
+  readonly textChunks: number;
+}
+
+/** The figures one server's level is summarized by, in table order. */
+export const SERVE_METRICS = ["tokensPerSecond", "ttftP50Ms", "ttftP99Ms", "tpotP50Ms", "tpotP99Ms"] as const;
+export type ServeMetric = (typeof SERVE_METRICS)[number];
+
+/** One server at one concurrency level: C clients sending requests back to back. */
+export interface ServeLevelSample extends Readonly<Record<ServeMetric, number>> {
+  readonly server: ServerName;
+  /** how the server was started, e.g. "tsllm serve --threads 2 --parallel 8 --ctx-size 128" */
+  readonly command: string;
+  /** from the first request sent to the last response ended (ms) */
+  readonly wallMs: number;
+  /** every request's completion tokens / wallMs (tok/s) */
+  readonly tokensPerSecond: number;
+  readonly requests: readonly ServeRequestSample[];
+}
+
+export interface ServeLevelReport {
+  /** clients sending at once */
+  readonly concurrency: number;
+  /** requests sent in the level (by all clients together) */
+  readonly requests: number;
+  readonly tsllm: ServeLevelSample;
+  readonly llamaServer?: ServeLevelSample;
+  /** tsllm / llama-server for every metric (only with llama-server) */
+  readonly ratio?: Record<ServeMetric, number>;
+}
+
+export interface ServeBenchReport {
+  readonly model: string;
+  readonly threads: number;
+  readonly promptTokens: number;
+  readonly maxTokens: number;
+  /** KV cells each server gets per parallel slot */
+  readonly slotContextSize: number;
+  /** what ran on the peer's side, e.g. "llama-server (llama.cpp b1234 from node-llama-cpp 3.21.1)" */
+  readonly llamaServerDetail?: string;
+  /** why the peer did not run (build failed, --no-llama-server) */
+  readonly llamaServerSkipped?: string;
+  readonly levels: readonly ServeLevelReport[];
+}

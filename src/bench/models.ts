@@ -1,0 +1,18 @@
+import { GGMLType, typeName } from "../tensor/index.js";
+import { SMOLLM_135M, TINYLLAMA_1_1B, type RandomModelSpec } from "../testing/index.js";
+
+/** A random-weight model the benchmark scripts know by name (generated once into the model cache). */
+export interface BenchModel {
+  readonly name: string;
+  readonly spec: RandomModelSpec;
+  /** generated only with --all or --only (a big file) */
+  readonly onlyWithAll?: boolean;
+}
+
+/** `npm run bench`'s and `npm run bench:serve`'s models: the SmolLM-135M and TinyLlama-1.1B shapes in several weight types */
+export const BENCH_MODELS: readonly BenchModel[] = [
+  ...[GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t } })),
+  ...[GGMLType.Q8_0, GGMLType.Q4_0].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t } })),
+  // the F32 TinyLlama file is 4.4 GB (generated only with --all or --only; the wasm backend loads it across two memories)
+  ...[GGMLType.F32, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
+];
