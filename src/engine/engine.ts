@@ -52,10 +52,6 @@ export interface EngineStats {
   readonly kvCapacityTokens: number;
 }
 
-interface ExclusiveTask {
-  run(): void;
-}
-
 const GiB = 2 ** 30;
 
 /**
@@ -71,7 +67,6 @@ export class Engine {
   private pool: KVBlockPool | undefined;
   private scheduler: Scheduler | undefined;
   private readonly slicer: TimeSlicer;
-  private readonly exclusives: ExclusiveTask[] = [];
   private looping = false;
   private closed = false;
   private nextId = 1;
@@ -155,18 +150,6 @@ export class Engine {
     return request;
   }
 
-  /**
-   * Runs `fn` between two steps, when no pass is under way (it may use the model's raw forward
-   * pass and caches of its own); the running requests wait for it.
-   */
-  exclusive<T>(fn: () => T): Promise<T> {
-    if (this.closed) return Promise.reject(new Error("the engine has been closed (model disposed)"));
-    return new Promise<T>((resolve, reject) => {
-      this.exclusives.push({ run: () => { try { resolve(fn()); } catch (e) { reject(e); } } });
-      this.kick();
-    });
-  }
-
   /** fails every request still queued or running; the engine takes no more */
   close(): void {
     if (this.closed) return;
@@ -180,7 +163,7 @@ export class Engine {
     this.wake();
     if (this.looping) return;
     this.looping = true;
-    void this.loop().finally(() => (this.looping = false));
+    void this.loop();
   }
 
   private wake(): void {
@@ -189,17 +172,19 @@ export class Engine {
     w?.();
   }
 
+  /**
+   * Steps until no request is left. `looping` is cleared in the same synchronous stretch as the
+   * check that found nothing to do, so a request submitted right after always starts a new loop.
+   */
   private async loop(): Promise<void> {
     for (;;) {
-      while (this.exclusives.length > 0) this.exclusives.shift()!.run();
-      if (this.closed) return;
       const s = this.scheduler;
-      if (!s) return;
+      if (this.closed || !s) return void (this.looping = false);
       this.sweepAborted(s);
-      if (s.running.length === 0 && s.waiting.length === 0 && this.exclusives.length === 0) return;
+      if (s.running.length === 0 && s.waiting.length === 0) return void (this.looping = false);
       let plan = s.schedule();
       if (plan.chunks.length === 0) {
-        // nothing can run until something changes (a new request, an abort, an exclusive task, a reader catching up)
+        // nothing can run until something changes (a new request, an abort, a reader catching up)
         await new Promise<void>((resolve) => {
           this.wakeLoop = resolve;
           if (s.running.some((r) => r.backlog > 0)) setTimeout(resolve, 1);
@@ -219,8 +204,13 @@ export class Engine {
       this.steps++;
       for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
       this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
-      if (this.closed) return;
-      this.update(s, plan, logits);
+      if (this.closed) return void (this.looping = false);
+      try {
+        this.update(s, plan, logits);
+      } catch (e) {
+        // a strategy that throws fails its step's requests, not the engine
+        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, e);
+      }
       await this.slicer.turn();
     }
   }
