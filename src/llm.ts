@@ -2,7 +2,7 @@ import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } fr
 import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  computeTimings, samplingOptionsOf, usesStrategy, validateChoices, validateLogprobs, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  computeTimings, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
@@ -146,7 +146,7 @@ export class Model {
     const request = this.engine.submit({
       promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
-      stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: validateLogprobs(options.logprobs), signal: options.signal,
+      stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
     });
     return {
       events: () => request[Symbol.asyncIterator](),

@@ -2,7 +2,7 @@ import { totalmem } from "node:os";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, type Alloc, type KVPoolStats } from "../cache/index.js";
 import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
-import { createSampler, Mt19937 } from "../sampling/index.js";
+import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
@@ -135,7 +135,7 @@ export class Engine {
     } catch (e) {
       throw new RequestError((e as Error).message, "logprobs");
     }
-    createSampler(params.sampling); // throws a RangeError naming a bad sampling option
+    resolveSamplingOptions(params.sampling); // throws a RangeError naming a bad sampling option (no sampler buffers built just to check)
     const strategy = this.strategyFor(params);
     if (strategy.width > this.maxSequences) {
       const beams = params.decoding.kind === "beam";
