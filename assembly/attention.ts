@@ -59,10 +59,11 @@ let runningSum: f32 = 0;
 /**
  * Items [i0, i1) of the job: item = t * nHeads + h. q and out hold nTok rows of nHeads * headDim
  * floats; k and v hold rows of nKvHeads * headDim floats, position j (j < startPos + nTok) in
- * row rows[j]. Token t sits at position startPos + t and sees positions <= its own. Positions
- * are visited in order wherever their rows lie, so the arithmetic does not depend on the layout.
+ * row rows[j]. Causal: token t sits at position startPos + t and sees positions <= its own;
+ * otherwise (encoders) every token sees the startPos positions 0 .. startPos - 1. Positions are
+ * visited in order wherever their rows lie, so the arithmetic does not depend on the layout.
  */
-export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32): void {
+export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, causal: bool): void {
   const group = nHeads / nKvHeads;
   const kvStride = (<usize>(nKvHeads * headDim)) << 2;
   const rowBytes = (<usize>headDim) << 2;
@@ -72,7 +73,7 @@ export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nH
     const qp = q + (<usize>item) * rowBytes;
     const op = out + (<usize>item) * rowBytes;
     const kvOff = (<usize>(h / group)) * rowBytes;
-    const nKeys = startPos + t + 1;
+    const nKeys = causal ? startPos + t + 1 : startPos;
     // the first key starts the running max, sum and output
     const r0 = rowAt(rows, 0, kvStride) + kvOff;
     const v0 = v + r0;

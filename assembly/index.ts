@@ -17,6 +17,7 @@ export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
+import { geluErfRange } from "./gelu";
 
 // NEXT is 64 bits: the first unclaimed row (low word) and the job's tag (high word), so that
 // a thread still busy with an old job can never claim rows of a newer one
@@ -198,7 +199,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
     // ROWS = items (tokens x heads), COLS = head size
-    case 7: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1); break;
+    case 7: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, true); break;
     // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
     case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
     case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
@@ -217,6 +218,10 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
     case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // bidirectional attention (encoders): the words of case 7, every query sees the START_POS keys
+    case 19: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, false); break;
+    // GELU (erf form) of elements in chunks of COLS: W = x, OUT = out, N_TOK = element count
+    case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     default: unreachable();
   }
 }

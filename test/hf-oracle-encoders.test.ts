@@ -48,6 +48,8 @@ function assertClose(got: unknown, want: unknown, tol: number, path = "$"): void
 }
 
 const TOL = 1e-4;
+/** bert-ner's logits: the float64-exact computation's own distance from torch's (1.47e-4 relative), with a margin */
+const AMPLIFIED_TOL = 2.5e-4;
 
 for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
   describe(`${name}: sequence classification`, { skip: skipFor(name) }, () => {
@@ -111,9 +113,10 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
       assert.deepEqual(enc.offsets, c.offsets, `offsets of ${c.text}`);
       const logits = runner.run([enc]).logits![0]!;
       const want: number[] = c.logits.flat();
-      // this model (initializer_range 0.6) amplifies float32 rounding: the float64-exact logits are
-      // 1.7e-4 from torch's; compare them relative to their size (they reach 13.5)
-      want.forEach((w, i) => assert.ok(Math.abs(logits[i]! - w) <= TOL * Math.max(1, Math.abs(w)), `${c.text}: logit ${i} ${logits[i]} vs ${w}`));
+      // this model (initializer_range 0.6) amplifies float32 rounding: the float64-exact logits (the
+      // reference backend) are up to 1.5e-4 of their size from torch's, so any float32 order lands
+      // about that far; compare relative to their size (they reach 13.5) within AMPLIFIED_TOL
+      want.forEach((w, i) => assert.ok(Math.abs(logits[i]! - w) <= AMPLIFIED_TOL * Math.max(1, Math.abs(w)), `${c.text}: logit ${i} ${logits[i]} vs ${w}`));
       const labels = Array.from({ length: enc.ids.length }, (_, t) => {
         const row = Array.from(logits.subarray(t * 7, t * 7 + 7));
         return exp.config.id2label[row.indexOf(Math.max(...row))];

@@ -115,6 +115,38 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
   }
 });
 
+/*
+ * A request's tokens must not depend on what else the engine batches with it: a row computed
+ * for one token (decode) and inside a batch (prefill tiles, leftovers of odd batches) takes the
+ * same arithmetic, so the same bits. Float weights in both builds; Q8_0 where the kernels add in
+ * llama.cpp's order.
+ */
+test("a token's outputs have the same bits alone and in batches of every size (float weights; Q8_0 in llama.cpp's order)", async () => {
+  for (const simd of ["plain", "relaxed"] as const) {
+    const backend = await createWasmBackend({ threads: 2, simd });
+    try {
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16];
+      if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
+      let seed = 40;
+      for (const type of types) {
+        const cols = type === GGMLType.Q8_0 ? 96 : 131;
+        const rows = 23;
+        const w = weights(backend, type, cols, rows, ++seed);
+        const x = uniform(13 * cols, rng(++seed));
+        const alone = new Float32Array(13 * rows);
+        for (let t = 0; t < 13; t++) backend.matmul(alone.subarray(t * rows), w, x.subarray(t * cols), 1);
+        for (const n of [2, 3, 4, 5, 13]) {
+          const batch = new Float32Array(n * rows);
+          backend.matmul(batch, w, x, n);
+          assert.deepEqual(batch, alone.subarray(0, n * rows), `${simd} build, ${typeName(type)}: a batch of ${n} differs from its tokens alone`);
+        }
+      }
+    } finally {
+      backend.dispose();
+    }
+  }
+});
+
 test("weights outside the backend's memory are copied in; views stay valid while the memory grows", async () => {
   const backend = await createWasmBackend({ threads: 2 });
   const reference = createReferenceBackend();

@@ -43,6 +43,15 @@ export interface Backend {
    * position p is their row rows[p] (the paged KV cache's row index), or row p without `rows`.
    */
   attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void;
+  /**
+   * Bidirectional attention of one sequence's n tokens among themselves (encoders), as defined by
+   * kernels/ops/bidirectional-attention.ts: q, k and v hold n rows `stride` floats apart (head h
+   * in columns h * headDim ..., so they may be column blocks of one fused projection); out gets n
+   * rows of nHeads * headDim.
+   */
+  bidirectionalAttention(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, n: number, nHeads: number, headDim: number, scale: number, stride?: number): void;
+  /** out[i] = gelu(x[i]) in the erf form for i < n (out may be x), as kernels/ops/activations.ts's geluErf to f32 rounding (the wasm kernel: within 5e-7) */
+  geluErf(out: Float32Array, x: Float32Array, n: number): void;
   /** out[i] = silu(gate[i]) * up[i] for i < n, as kernels/ops/activations.ts's swiglu (same bits) */
   swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   /** releases workers and memory; the backend is unusable afterwards */

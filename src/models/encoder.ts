@@ -1,7 +1,6 @@
 import type { EncoderFamily, HFEncoderConfig } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
-import { addBias, addInPlace, bidirectionalAttention, geluErf, layerNorm, relu } from "../kernels/ops/index.js";
-import { GGMLType } from "../tensor/index.js";
+import { addBias, addInPlace, layerNorm, relu } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { WeightStore } from "./weights.js";
 
@@ -72,9 +71,6 @@ function concat(parts: Float32Array[]): Float32Array {
   return out;
 }
 
-/** sequences at least this long run attention's products on the backend (shorter ones: in TS, where a kernel call costs more than it saves) */
-const ATTENTION_ON_BACKEND = 24;
-
 export abstract class EncoderModel {
   protected readonly tokenEmbedding: Tensor;
   protected readonly positionEmbedding: Tensor;
@@ -85,18 +81,12 @@ export abstract class EncoderModel {
   private readonly clsDense?: Dense;
   private readonly clsOut?: Dense;
   private readonly mlm?: { dense: Dense; normW: Float32Array; normB: Float32Array; out: Tensor; bias: Float32Array };
-  /** backend memory for one head's keys and transposed values: attention's two products run on the backend's kernels */
-  private readonly attnK: Uint8Array;
-  private readonly attnV: Uint8Array;
   /** the activation after the classification head's first dense layer */
   protected abstract readonly clsActivation: "tanh" | "relu";
 
   constructor(readonly info: EncoderConfig, protected readonly backend: Backend, store: WeightStore) {
     const d = info.hiddenSize, ff = info.feedForwardLength, nl = info.labels.length;
     this.tokenEmbedding = store.get("token_embd.weight", [d, info.vocabSize]);
-    const headDim = d / info.headCount;
-    this.attnK = backend.allocWeights(info.maxTokens * headDim * 4, "attention keys (scratch)");
-    this.attnV = backend.allocWeights(info.maxTokens * headDim * 4, "attention values (scratch)");
     this.positionEmbedding = store.get("position_embd.weight", [d, store.info("position_embd.weight").dims[1]!]);
     this.embNormW = store.vector("token_embd_norm.weight", d);
     this.embNormB = store.vector("token_embd_norm.bias", d);
@@ -168,8 +158,7 @@ export abstract class EncoderModel {
       for (const [i, s] of inputs.entries()) {
         const o = offsets[i]!, m = s.ids.length;
         const base = qkv.subarray(o * stride);
-        if (m < ATTENTION_ON_BACKEND) bidirectionalAttention(att.subarray(o * d, (o + m) * d), base, base.subarray(d), base.subarray(2 * d), m, c.headCount, d / c.headCount, scale, stride);
-        else this.attention(att.subarray(o * d, (o + m) * d), base, m, scale);
+        be.bidirectionalAttention(att.subarray(o * d, (o + m) * d), base, base.subarray(d), base.subarray(2 * d), m, c.headCount, d / c.headCount, scale, stride);
       }
       be.matmul(proj, L.wo, att, n);
       addBias(proj, L.woBias, n);
@@ -177,7 +166,7 @@ export abstract class EncoderModel {
       layerNorm(x, proj, L.ln1w, L.ln1b, d, n, c.normEps);
       be.matmul(hidden, L.up, x, n);
       addBias(hidden, L.upBias, n);
-      if (c.activation === "gelu") geluErf(act, hidden, n * ff);
+      if (c.activation === "gelu") be.geluErf(act, hidden, n * ff);
       else relu(act, hidden, n * ff);
       be.matmul(proj, L.down, act, n);
       addBias(proj, L.downBias, n);
@@ -188,47 +177,6 @@ export abstract class EncoderModel {
     const first = () => concat(rows.map((r) => r.subarray(0, d)));
     const pooled = this.pooler ? this.split(this.dense(first(), this.pooler, inputs.length, "tanh"), d) : undefined;
     return { hidden: rows, ...(pooled ? { pooled } : {}), ...this.head(x, rows, first, offsets, options) };
-  }
-
-  /**
-   * Attention of one sequence of n tokens as two matrix products per head on the backend:
-   * scores = (scale q) . K^T, softmax per row (float64), out = P . V. The head's K and V^T are
-   * copied into backend memory (scratch that the products read in place).
-   */
-  private attention(out: Float32Array, qkv: Float32Array, n: number, scale: number): void {
-    const d = this.info.hiddenSize, hd = d / this.info.headCount, stride = 3 * d;
-    const k = new Float32Array(this.attnK.buffer, this.attnK.byteOffset, n * hd);
-    const vt = new Float32Array(this.attnV.buffer, this.attnV.byteOffset, n * hd);
-    const kT: Tensor = { name: "attention keys", type: GGMLType.F32, dims: [hd, n], data: this.attnK.subarray(0, n * hd * 4) };
-    const vT: Tensor = { name: "attention values", type: GGMLType.F32, dims: [n, hd], data: this.attnV.subarray(0, n * hd * 4) };
-    const q = new Float32Array(n * hd), scores = new Float32Array(n * n), o = new Float32Array(n * hd), w = new Float64Array(n);
-    for (let h = 0; h < this.info.headCount; h++) {
-      const c = h * hd;
-      for (let j = 0; j < n; j++) {
-        const r = j * stride + c;
-        for (let e = 0; e < hd; e++) {
-          q[j * hd + e] = qkv[r + e]! * scale;
-          k[j * hd + e] = qkv[r + d + e]!;
-          vt[e * n + j] = qkv[r + 2 * d + e]!;
-        }
-      }
-      this.backend.matmul(scores, kT, q, n);
-      for (let i = 0; i < n; i++) {
-        const row = i * n;
-        let max = -Infinity;
-        for (let j = 0; j < n; j++) if (scores[row + j]! > max) max = scores[row + j]!;
-        let sum = 0;
-        for (let j = 0; j < n; j++) {
-          const e = Math.exp(scores[row + j]! - max);
-          w[j] = e;
-          sum += e;
-        }
-        const inv = 1 / sum;
-        for (let j = 0; j < n; j++) scores[row + j] = w[j]! * inv;
-      }
-      this.backend.matmul(o, vT, scores, n);
-      for (let i = 0; i < n; i++) out.set(o.subarray(i * hd, (i + 1) * hd), i * d + c);
-    }
   }
 
   private head(x: Float32Array, rows: Float32Array[], first: () => Float32Array, offsets: number[], options: EncodeOptions): { logits?: Float32Array[] } {
@@ -252,7 +200,7 @@ export abstract class EncoderModel {
       const k = sel.length / d;
       if (k === 0) return { logits: picks.map(() => new Float32Array(0)) };
       const t = this.dense(sel, m.dense, k);
-      geluErf(t, t, t.length);
+      this.backend.geluErf(t, t, t.length);
       layerNorm(t, t, m.normW, m.normB, d, k, c.normEps);
       const logits = new Float32Array(k * c.vocabSize);
       this.backend.matmul(logits, m.out, t, k);

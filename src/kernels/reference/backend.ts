@@ -3,7 +3,8 @@ import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/ind
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
-import { swiglu } from "../ops/activations.js";
+import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
+import { geluErf, swiglu } from "../ops/activations.js";
 
 /**
  * The plain-TypeScript backend: the executable spec the WebAssembly kernels are tested against.
@@ -51,6 +52,11 @@ export function createReferenceBackend(): Backend {
       swiglu(out, gate, up, n);
     },
 
+    geluErf(out: Float32Array, x: Float32Array, n: number): void {
+      alive("geluErf");
+      geluErf(out, x, n);
+    },
+
     matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
       alive("matmul");
       const vd = VEC_DOT.get(w.type);
@@ -88,6 +94,11 @@ export function createReferenceBackend(): Backend {
     attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
       attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    },
+
+    bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride): void {
+      alive("bidirectionalAttention");
+      bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride);
     },
 
     dispose(): void {

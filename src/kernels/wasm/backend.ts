@@ -1,7 +1,7 @@
 import { availableParallelism } from "node:os";
 import type { Backend } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
-import { swiglu } from "../ops/activations.js";
+import { geluErf, swiglu } from "../ops/activations.js";
 import { createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
@@ -102,6 +102,28 @@ function setClaims(control: Int32Array, rows: number, granule: number, threads: 
   control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
   control[C.MAX_CLAIM] = Math.max(1, Math.ceil(rows / (threads * CLAIM_CAP_PER_THREAD) / granule)) * granule;
 }
+/**
+ * The words of an attention job: queries, keys, values, row index and output (pointers in the
+ * job's memory), nTok * nHeads (token, head) items of headDim floats
+ */
+function writeAttentionJob(control: Int32Array, kind: C.Kind, at: { q: number; k: number; v: number; rows: number; out: number }, nTok: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+  control[C.KIND] = kind;
+  control[C.W] = at.k;
+  control[C.XS] = at.v;
+  control[C.XB] = at.rows;
+  control[C.XQ] = at.q;
+  control[C.OUT] = at.out;
+  control[C.ROWS] = nTok * nHeads;
+  control[C.COLS] = headDim;
+  control[C.N_TOK] = nTok;
+  control[C.START_POS] = startPos;
+  control[C.N_HEADS] = nHeads;
+  control[C.N_KV_HEADS] = nKvHeads;
+  new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
+}
+
+/** floats of one item of a GELU job */
+const GELU_ITEM = 4096;
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
 const PARALLEL_QUANTIZE_TOKENS = 8;
 
@@ -331,21 +353,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = space.control;
-    control[C.KIND] = exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION;
+    writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
     control[C.SLOT_BYTES] = slotBytes;
-    control[C.W] = kPtr;
-    control[C.XS] = vPtr;
-    control[C.XB] = rPtr;
-    control[C.XQ] = qPtr;
-    control[C.OUT] = oPtr;
-    control[C.ROWS] = items;
-    control[C.COLS] = headDim;
-    control[C.N_TOK] = nTokens;
-    control[C.START_POS] = startPos;
-    control[C.N_HEADS] = nHeads;
-    control[C.N_KV_HEADS] = nKvHeads;
-    new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
     // a claim takes whole groups of heads that share a KV head where there are enough groups to
     // go round (two claims a thread at least): a thread then reads each of its KV heads' cached
     // rows once, not every thread all of them (TinyLlama decode: 0.35 ms less attention a token)
@@ -353,6 +363,53 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
+  }
+
+  /**
+   * Bidirectional attention of one sequence (encoders) as one job over its (token, head) items:
+   * the online-softmax kernel of causal attention with the mask off. Q, K and V are gathered from
+   * their strided rows into memory 0's scratch, K and V as a cache of n rows in order.
+   */
+  function bidirectionalPass(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, n: number, nHeads: number, headDim: number, scale: number, stride: number): void {
+    const d = nHeads * headDim;
+    const bytes = align64(n * d * 4);
+    const qPtr = first.scratch(4 * bytes + align64(n * 4));
+    const kPtr = qPtr + bytes, vPtr = kPtr + bytes, oPtr = vPtr + bytes, rPtr = oPtr + bytes;
+    const buffer = first.arena.buffer;
+    const qs = new Float32Array(buffer, qPtr, n * d), ks = new Float32Array(buffer, kPtr, n * d), vs = new Float32Array(buffer, vPtr, n * d);
+    for (let t = 0; t < n; t++) {
+      qs.set(q.subarray(t * stride, t * stride + d), t * d);
+      ks.set(k.subarray(t * stride, t * stride + d), t * d);
+      vs.set(v.subarray(t * stride, t * stride + d), t * d);
+    }
+    const rowIndex = new Int32Array(buffer, rPtr, n);
+    for (let j = 0; j < n; j++) rowIndex[j] = j;
+    const control = first.control;
+    // every query sees the n keys: START_POS holds the key count
+    writeAttentionJob(control, C.Kind.ATTENTION_BIDIRECTIONAL, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, n, n, nHeads, nHeads, headDim, scale);
+    setClaims(control, n * nHeads, 1, threads);
+    runJob(0);
+    out.set(new Float32Array(buffer, oPtr, n * d));
+  }
+
+  /** GELU over n floats on every thread, in items of GELU_ITEM floats */
+  function geluPass(out: Float32Array, x: Float32Array, n: number): void {
+    const bytes = align64(n * 4);
+    const xPtr = first.scratch(2 * bytes);
+    const oPtr = xPtr + bytes;
+    const buffer = first.arena.buffer;
+    new Float32Array(buffer, xPtr, n).set(x.subarray(0, n));
+    const control = first.control;
+    const items = Math.ceil(n / GELU_ITEM);
+    control[C.KIND] = C.Kind.GELU_ERF;
+    control[C.W] = xPtr;
+    control[C.OUT] = oPtr;
+    control[C.ROWS] = items;
+    control[C.COLS] = GELU_ITEM;
+    control[C.N_TOK] = n;
+    setClaims(control, items, 1, threads);
+    runJob(0);
+    out.set(new Float32Array(buffer, oPtr, n));
   }
 
   /** the exact SwiGLU kernel on the main thread: a few thousand elements, less than a job's sync */
@@ -395,6 +452,14 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       // ggml's exp needs the fused multiply-add; without it the plain-TS op gives the same bits
       if (exact) swigluExact(out, gate, up, n);
       else swiglu(out, gate, up, n);
+    },
+
+    geluErf(out: Float32Array, x: Float32Array, n: number): void {
+      alive("geluErf");
+      if (!Number.isInteger(n) || n < 0 || x.length < n || out.length < n) throw new Error(`geluErf: ${n} elements asked, arrays hold ${x.length} / ${out.length}`);
+      // a few thousand elements cost less in TS than a job's sync
+      if (n < GELU_ITEM * 4) return geluErf(out, x, n);
+      geluPass(out, x, n);
     },
 
     matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
@@ -450,6 +515,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
       if (nTokens === 0) return;
       attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+    },
+
+    bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride = nHeads * headDim): void {
+      alive("bidirectionalAttention");
+      const d = nHeads * headDim;
+      if (!Number.isInteger(n) || n < 0 || stride < d) throw new Error(`bidirectionalAttention: n must be a non-negative integer and stride at least ${d}, got n ${n}, stride ${stride}`);
+      const need = n === 0 ? 0 : (n - 1) * stride + d;
+      if (q.length < need || k.length < need || v.length < need || out.length < n * d) throw new Error(`bidirectionalAttention: ${n} rows of ${d} floats (stride ${stride}) asked, q/k/v/out hold ${q.length} / ${k.length} / ${v.length} / ${out.length}`);
+      if (n === 0) return;
+      if (headDim % 4 !== 0) return reference.bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride);
+      bidirectionalPass(out, q, k, v, n, nHeads, headDim, scale, stride);
     },
 
     dispose(): void {

@@ -114,6 +114,10 @@ export enum Kind {
   Q4_0_RELAXED_FINITE = 17,
   /** Q8_0_EXACT for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion in decode */
   Q8_0_EXACT_FINITE = 18,
+  /** ATTENTION without the causal mask (encoders): every query sees the START_POS keys */
+  ATTENTION_BIDIRECTIONAL = 19,
+  /** GELU in its erf form over N_TOK floats at W into OUT, in items of COLS floats */
+  GELU_ERF = 20,
 }
 
 /**
