@@ -21,6 +21,25 @@
   return p * reinterpret<f32>((<i32>k + 127) << 23);
 }
 
+/**
+ * e^x for x <= 0 on four lanes: x = k ln2 + r with |r| <= ln2 / 2 and a degree-6 Taylor
+ * polynomial: lane for lane the same operations as expNeg, so the same bits; arguments below -87 give 0
+ */
+// @ts-ignore: decorator
+@inline export function expNeg4(x: v128): v128 {
+  const k = f32x4.nearest(f32x4.mul(x, f32x4.splat(<f32>1.4426950408889634)));
+  const r = f32x4.sub(f32x4.sub(x, f32x4.mul(k, f32x4.splat(<f32>0.693145751953125))), f32x4.mul(k, f32x4.splat(<f32>1.4286068203094173e-6)));
+  let p = f32x4.add(f32x4.splat(<f32>0.008333333333333333), f32x4.mul(r, f32x4.splat(<f32>0.001388888888888889)));
+  p = f32x4.add(f32x4.splat(<f32>0.041666666666666664), f32x4.mul(r, p));
+  p = f32x4.add(f32x4.splat(<f32>0.16666666666666666), f32x4.mul(r, p));
+  p = f32x4.add(f32x4.splat(<f32>0.5), f32x4.mul(r, p));
+  p = f32x4.add(f32x4.splat(1), f32x4.mul(r, p));
+  p = f32x4.add(f32x4.splat(1), f32x4.mul(r, p));
+  // 2^k for k >= -126 (the lanes below -87 are zeroed after)
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(f32x4.max(k, f32x4.splat(-126))), i32x4.splat(127)), 23);
+  return v128.and(f32x4.mul(p, scale), f32x4.ge(x, f32x4.splat(-87)));
+}
+
 /** q . k over one head */
 // @ts-ignore: decorator
 @inline function score(qp: usize, kp: usize, rowBytes: usize): f32 {
@@ -59,11 +78,10 @@ let runningSum: f32 = 0;
 /**
  * Items [i0, i1) of the job: item = t * nHeads + h. q and out hold nTok rows of nHeads * headDim
  * floats; k and v hold rows of nKvHeads * headDim floats, position j (j < startPos + nTok) in
- * row rows[j]. Causal: token t sits at position startPos + t and sees positions <= its own;
- * otherwise (encoders) every token sees the startPos positions 0 .. startPos - 1. Positions are
- * visited in order wherever their rows lie, so the arithmetic does not depend on the layout.
+ * row rows[j]. Token t sits at position startPos + t and sees positions <= its own. Positions
+ * are visited in order wherever their rows lie, so the arithmetic does not depend on the layout.
  */
-export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, causal: bool): void {
+export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32): void {
   const group = nHeads / nKvHeads;
   const kvStride = (<usize>(nKvHeads * headDim)) << 2;
   const rowBytes = (<usize>headDim) << 2;
@@ -73,7 +91,7 @@ export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nH
     const qp = q + (<usize>item) * rowBytes;
     const op = out + (<usize>item) * rowBytes;
     const kvOff = (<usize>(h / group)) * rowBytes;
-    const nKeys = causal ? startPos + t + 1 : startPos;
+    const nKeys = startPos + t + 1;
     // the first key starts the running max, sum and output
     const r0 = rowAt(rows, 0, kvStride) + kvOff;
     const v0 = v + r0;
@@ -111,10 +129,12 @@ export function attend(q: usize, k: usize, v: usize, rows: usize, out: usize, nH
       } else {
         // no new maximum (the usual case): the four updates in one pass over the output, each
         // element still summed in key order, so the same bits as four update() calls
-        const p0 = expNeg(s0 - m);
-        const p1 = expNeg(s1 - m);
-        const p2 = expNeg(s2 - m);
-        const p3 = expNeg(s3 - m);
+        // the four exps at once (expNeg4: the bits of four expNeg calls)
+        const ps = expNeg4(f32x4.sub(f32x4.replace_lane(f32x4.replace_lane(f32x4.replace_lane(f32x4.splat(s0), 1, s1), 2, s2), 3, s3), f32x4.splat(m)));
+        const p0 = f32x4.extract_lane(ps, 0);
+        const p1 = f32x4.extract_lane(ps, 1);
+        const p2 = f32x4.extract_lane(ps, 2);
+        const p3 = f32x4.extract_lane(ps, 3);
         runningSum = (((runningSum + p0) + p1) + p2) + p3;
         const pv0 = f32x4.splat(p0);
         const pv1 = f32x4.splat(p1);

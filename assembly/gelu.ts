@@ -5,25 +5,7 @@
 //   gelu(x) = x - 0.5 x erfc(z) for x >= 0, 0.5 x erfc(z) below, z = |x| / sqrt 2.
 // The TS op sums the fit in float64; here it is f32 with a Cody-Waite exp: within 4e-7 relative
 // of the TS op for x >= 0 and 3.5e-6 in the negative tail (values below 1e-2), never 5e-7 apart.
-
-/**
- * e^x for x <= 0 on four lanes: x = k ln2 + r with |r| <= ln2 / 2 and a degree-6 Taylor
- * polynomial (the scalar expNeg of attention.ts, lane-wise); arguments below -87 give 0
- */
-// @ts-ignore: decorator
-@inline function expNeg4(x: v128): v128 {
-  const k = f32x4.nearest(f32x4.mul(x, f32x4.splat(<f32>1.4426950408889634)));
-  const r = f32x4.sub(f32x4.sub(x, f32x4.mul(k, f32x4.splat(<f32>0.693145751953125))), f32x4.mul(k, f32x4.splat(<f32>1.4286068203094173e-6)));
-  let p = f32x4.add(f32x4.splat(<f32>0.008333333333333333), f32x4.mul(r, f32x4.splat(<f32>0.001388888888888889)));
-  p = f32x4.add(f32x4.splat(<f32>0.041666666666666664), f32x4.mul(r, p));
-  p = f32x4.add(f32x4.splat(<f32>0.16666666666666666), f32x4.mul(r, p));
-  p = f32x4.add(f32x4.splat(<f32>0.5), f32x4.mul(r, p));
-  p = f32x4.add(f32x4.splat(1), f32x4.mul(r, p));
-  p = f32x4.add(f32x4.splat(1), f32x4.mul(r, p));
-  // 2^k for k >= -126 (the lanes below -87 are zeroed after)
-  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(f32x4.max(k, f32x4.splat(-126))), i32x4.splat(127)), 23);
-  return v128.and(f32x4.mul(p, scale), f32x4.ge(x, f32x4.splat(-87)));
-}
+import { expNeg4 } from "./attention";
 
 // @ts-ignore: decorator
 @inline function gelu4(x: v128): v128 {

@@ -13,6 +13,8 @@ export { packQ8_K } from "./kquant";
 import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
+import { attendFull } from "./attention-full";
+export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
@@ -56,6 +58,10 @@ const PRIVATE_BYTES: usize = 160;
 /** test hook: a worker that claims rows of a stealable job while this is > 0 stops this many ms once */
 const STALL_MS: usize = 164;
 const STALL_WORD: usize = 168;
+/** matmul jobs: f32 bias per row added to every token's output (0: none) */
+const BIAS: usize = 172;
+/** matmul jobs: 1 applies GELU (erf form) after the bias */
+const ACTIVATION: usize = 176;
 
 // claim states in a worker's record: (tag << 2) | state
 const COMPUTING = 1;
@@ -125,7 +131,7 @@ export function work(ctrl: usize, tag: u32, thread: i32): void {
     if (r0 < 0) break;
     const r1 = claimEnd;
     if (!privately) {
-      compute(out, r0, r1);
+      computeRows(out, r0, r1);
       complete(ctrl, rows, r1 - r0);
       continue;
     }
@@ -134,7 +140,7 @@ export function work(ctrl: usize, tag: u32, thread: i32): void {
     atomic.store<u32>(record, computing);
     stallForTest(ctrl);
     // a stealable job has one token: row r's result is the f32 at 4 r
-    compute(priv, r0, r1);
+    computeRows(priv, r0, r1);
     if (atomic.cmpxchg<u32>(record, computing, (tag << 2) | PUBLISHING) == computing) {
       memory.copy(out + (<usize>r0 << 2), priv + (<usize>r0 << 2), <usize>(r1 - r0) << 2);
       atomic.store<u32>(record, tag << 2);
@@ -149,7 +155,7 @@ export function work(ctrl: usize, tag: u32, thread: i32): void {
  */
 export function workRows(ctrl: usize, r0: i32, r1: i32): void {
   loadJob(ctrl, 0);
-  compute(out, r0, r1);
+  computeRows(out, r0, r1);
   complete(ctrl, rows, r1 - r0);
 }
 
@@ -166,7 +172,13 @@ function stallForTest(ctrl: usize): void {
 // instance)
 let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
 let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0;
-let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0;
+let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
+
+/** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
+// @ts-ignore: decorator
+@inline function isMatmul(kind: i32): bool {
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18);
+}
 
 function loadJob(ctrl: usize, thread: i32): void {
   kind = load<i32>(ctrl + KIND);
@@ -183,8 +195,30 @@ function loadJob(ctrl: usize, thread: i32): void {
   nKvHeads = load<i32>(ctrl + N_KV_HEADS);
   startPos = load<i32>(ctrl + START_POS);
   scale = load<f32>(ctrl + SCALE);
-  // the exact attention keeps a score row and accumulators per thread: the slot of its index
-  scratch = kind == 15 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * load<usize>(ctrl + SLOT_BYTES) : 0;
+  bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
+  activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
+  // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
+  // head's scores and gathered rows: the slot of its index
+  scratch = kind == 15 || kind == 19 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * load<usize>(ctrl + SLOT_BYTES) : 0;
+}
+
+/**
+ * rows [r0, r1) of the loaded job into out, then its epilogue on them for every token: the bias
+ * (one f32 add per output: the same bits as adding it afterwards), the activation
+ */
+function computeRows(out: usize, r0: i32, r1: i32): void {
+  compute(out, r0, r1);
+  if (bias == 0 && activation == 0) return;
+  const n = nTok;
+  for (let t = 0; t < n; t++) {
+    const o = out + ((<usize>t * <usize>rows) << 2);
+    if (bias != 0) {
+      let r = r0;
+      for (; r + 4 <= r1; r += 4) v128.store(o + (<usize>r << 2), f32x4.add(v128.load(o + (<usize>r << 2)), v128.load(bias + (<usize>r << 2))));
+      for (; r < r1; r++) store<f32>(o + (<usize>r << 2), load<f32>(o + (<usize>r << 2)) + load<f32>(bias + (<usize>r << 2)));
+    }
+    if (activation == 1) geluErfRange(o, o, r0, r1);
+  }
 }
 
 /** rows [r0, r1) of the loaded job's kernel, results into out */
@@ -199,7 +233,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 6: matQ6_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     // attention: W = keys, XS = values, XB = row index per position (i32), XQ = queries,
     // ROWS = items (tokens x heads), COLS = head size
-    case 7: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, true); break;
+    case 7: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1); break;
     // quantization of activation rows r0 .. r1 - 1: W = f32 rows of COLS floats
     case 8: for (let t = r0; t < r1; t++) quantizeRowQ8_0(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols); break;
     case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
@@ -218,8 +252,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
     case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-    // bidirectional attention (encoders): the words of case 7, every query sees the START_POS keys
-    case 19: attend(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, false); break;
+    // bidirectional attention (encoders), items = heads: XQ = the sequence's rows of queries, keys
+    // and values (ROW_BYTES apart: Q, K, V as column blocks), N_TOK = tokens, COLS = head size
+    case 19: attendFull(xq, rowBytes, out, nHeads, cols, nTok, scale, r0, r1, scratch); break;
     // GELU (erf form) of elements in chunks of COLS: W = x, OUT = out, N_TOK = element count
     case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     default: unreachable();

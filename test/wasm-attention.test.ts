@@ -83,6 +83,11 @@ for (const c of [
         return out;
       });
       const [expected, a, b] = outs as [Float32Array, Float32Array, Float32Array];
+      // Q, K and V as three separate arrays give the same bits
+      const part = (j: number) => Float32Array.from({ length: c.n * d }, (_, i) => qkv[Math.floor(i / d) * stride + j * d + (i % d)]!);
+      const separate = new Float32Array(c.n * d);
+      two.bidirectionalAttention(separate, part(0), part(1), part(2), c.n, c.nHeads, c.headDim, scale);
+      assert.deepEqual(separate, b, "separate Q/K/V arrays differ from the fused layout");
       for (let i = 0; i < expected.length; i++) assert.ok(Math.abs(a[i]! - expected[i]!) <= 2e-6 * Math.max(1, Math.abs(expected[i]!)), `out[${i}] ${a[i]} vs ${expected[i]}`);
       assert.deepEqual(b, a, "2 threads differ from 1");
     } finally {

@@ -115,6 +115,48 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
   }
 });
 
+test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (every format, both backends, decode and batches); bad epilogues name the tensor", async () => {
+  const reference = createReferenceBackend();
+  const wasm = await createWasmBackend({ threads: 2 });
+  try {
+    let seed = 70;
+    for (const type of TYPES) {
+      const cols = colsFor(type)[0]!;
+      const rows = 37;
+      const w = weights(wasm, type, cols, rows, ++seed);
+      const bias = uniform(rows, rng(++seed));
+      for (const backend of [reference, wasm]) {
+        for (const n of [1, 3, 13]) {
+          const x = uniform(n * cols, rng(++seed));
+          const plain = new Float32Array(n * rows), withBias = new Float32Array(n * rows), withGelu = new Float32Array(n * rows);
+          backend.matmul(plain, w, x, n);
+          for (let t = 0; t < n; t++) for (let r = 0; r < rows; r++) plain[t * rows + r] = plain[t * rows + r]! + bias[r]!;
+          backend.matmul(withBias, w, x, n, { bias });
+          assert.deepEqual(withBias, plain, `${backend.name} ${typeName(type)}, ${n} tokens: bias`);
+          backend.matmul(withGelu, w, x, n, { bias, activation: "gelu-erf" });
+          // the TS op over the biased result: the reference backend's bits, the wasm kernel's within 5e-7
+          const viaOp = new Float32Array(n * rows);
+          reference.geluErf(viaOp, plain, plain.length);
+          if (backend === reference) assert.deepEqual(withGelu, viaOp, `reference ${typeName(type)}, ${n} tokens: bias + GELU`);
+          for (let i = 0; i < viaOp.length; i++) assert.ok(Math.abs(withGelu[i]! - viaOp[i]!) <= 1e-6 * Math.max(1, Math.abs(viaOp[i]!)), `${backend.name} ${typeName(type)}: GELU ${withGelu[i]} vs ${viaOp[i]}`);
+        }
+        assert.throws(() => backend.matmul(new Float32Array(rows), w, uniform(cols, rng(1)), 1, { bias: new Float32Array(rows - 1) }), /matmul w\.\w+: bias holds 36 floats, expected 37/);
+        assert.throws(() => backend.matmul(new Float32Array(rows), w, uniform(cols, rng(1)), 1, { activation: "tanh" as "gelu-erf" }), /matmul w\.\w+: unknown activation "tanh"/);
+      }
+      // a job after one with an epilogue carries none
+      const x = uniform(cols, rng(++seed));
+      const a = new Float32Array(rows), b = new Float32Array(rows);
+      wasm.matmul(a, w, x, 1);
+      wasm.matmul(b, w, x, 1, { bias, activation: "gelu-erf" });
+      wasm.matmul(b, w, x, 1);
+      assert.deepEqual(b, a, `${typeName(type)}: the epilogue of the previous matmul leaked into the next`);
+    }
+  } finally {
+    reference.dispose();
+    wasm.dispose();
+  }
+});
+
 /*
  * A request's tokens must not depend on what else the engine batches with it: a row computed
  * for one token (decode) and inside a batch (prefill tiles, leftovers of odd batches) takes the

@@ -9,6 +9,17 @@ import type { Tensor } from "../tensor/index.js";
  * to the weight's "vec_dot type" before the dot product (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for
  * Q4_1/Q5_1, Q8_K for the k-quants, F16 for F16, BF16 for BF16, F32 for F32).
  */
+/**
+ * What a matmul applies to its results while they are still in the kernel's hands (no second
+ * pass over the output): `bias` (one float per output row) added as one f32 addition each, the
+ * same bits as adding it afterwards; then `activation` ("gelu-erf": geluErf below, the same
+ * values as calling it afterwards).
+ */
+export interface MatmulEpilogue {
+  bias?: Float32Array;
+  activation?: "gelu-erf";
+}
+
 export interface Backend {
   readonly name: string;
   /**
@@ -26,10 +37,10 @@ export interface Backend {
    */
   allocWeights(byteLength: number, name?: string): Uint8Array;
   /**
-   * out[t * rows + r] = sum_c W[r, c] * x[t * cols + c] for every token t < nTokens.
-   * W has dims [cols, rows] (ggml order); x holds nTokens rows of `cols` floats.
+   * out[t * rows + r] = sum_c W[r, c] * x[t * cols + c] for every token t < nTokens, then the
+   * epilogue. W has dims [cols, rows] (ggml order); x holds nTokens rows of `cols` floats.
    */
-  matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void;
+  matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number, epilogue?: MatmulEpilogue): void;
   /** out[i * cols ...] = W row ids[i], dequantized to f32 (embedding lookup) */
   getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void;
   /**

@@ -3,7 +3,7 @@ import type { GGMLType } from "../tensor/index.js";
 import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
 
-export type { Backend } from "./backend.js";
+export type { Backend, MatmulEpilogue } from "./backend.js";
 
 /** whether the backends can multiply by a matrix of this type (ggml's CPU vec_dot table; Q8_1 and Q8_K are activation-only formats) */
 export function canMatmul(type: GGMLType): boolean {

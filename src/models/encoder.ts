@@ -153,23 +153,22 @@ export abstract class EncoderModel {
           be.matmul(part, w, x, n);
           for (let t = 0; t < n; t++) qkv.set(part.subarray(t * d, (t + 1) * d), t * 3 * d + j * d);
         });
-      } else be.matmul(qkv, L.qkv, x, n);
-      addBias(qkv, L.qkvBias, n);
+        addBias(qkv, L.qkvBias, n);
+      } else be.matmul(qkv, L.qkv, x, n, { bias: L.qkvBias });
       for (const [i, s] of inputs.entries()) {
         const o = offsets[i]!, m = s.ids.length;
         const base = qkv.subarray(o * stride);
         be.bidirectionalAttention(att.subarray(o * d, (o + m) * d), base, base.subarray(d), base.subarray(2 * d), m, c.headCount, d / c.headCount, scale, stride);
       }
-      be.matmul(proj, L.wo, att, n);
-      addBias(proj, L.woBias, n);
+      be.matmul(proj, L.wo, att, n, { bias: L.woBias });
       addInPlace(proj, x);
       layerNorm(x, proj, L.ln1w, L.ln1b, d, n, c.normEps);
-      be.matmul(hidden, L.up, x, n);
-      addBias(hidden, L.upBias, n);
-      if (c.activation === "gelu") be.geluErf(act, hidden, n * ff);
-      else relu(act, hidden, n * ff);
-      be.matmul(proj, L.down, act, n);
-      addBias(proj, L.downBias, n);
+      if (c.activation === "gelu") be.matmul(act, L.up, x, n, { bias: L.upBias, activation: "gelu-erf" });
+      else {
+        be.matmul(hidden, L.up, x, n, { bias: L.upBias });
+        relu(act, hidden, n * ff);
+      }
+      be.matmul(proj, L.down, act, n, { bias: L.downBias });
       addInPlace(proj, x);
       layerNorm(x, proj, L.ln2w, L.ln2b, d, n, c.normEps);
     }
@@ -203,8 +202,7 @@ export abstract class EncoderModel {
       this.backend.geluErf(t, t, t.length);
       layerNorm(t, t, m.normW, m.normB, d, k, c.normEps);
       const logits = new Float32Array(k * c.vocabSize);
-      this.backend.matmul(logits, m.out, t, k);
-      addBias(logits, m.bias, k);
+      this.backend.matmul(logits, m.out, t, k, { bias: m.bias });
       let at = 0;
       return { logits: picks.map((ps) => logits.slice(at * c.vocabSize, (at += ps.length) * c.vocabSize)) };
     }
@@ -214,8 +212,7 @@ export abstract class EncoderModel {
   private dense(x: Float32Array, layer: Dense, n: number, act?: "tanh" | "relu"): Float32Array {
     const rows = layer.b.length;
     const out = new Float32Array(n * rows);
-    this.backend.matmul(out, layer.w, x, n);
-    addBias(out, layer.b, n);
+    this.backend.matmul(out, layer.w, x, n, { bias: layer.b });
     if (act === "tanh") for (let i = 0; i < out.length; i++) out[i] = Math.tanh(out[i]!);
     if (act === "relu") relu(out, out, out.length);
     return out;

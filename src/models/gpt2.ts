@@ -1,6 +1,6 @@
 import type { GGUFMetadata } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
-import { addBias, addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
+import { addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
@@ -106,8 +106,7 @@ export class Gpt2Model extends DecoderModel {
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
       layerNorm(xn, x, L.ln1w, L.ln1b, d, n, c.normEps);
-      be.matmul(qkv, L.qkv, xn, n);
-      addBias(qkv, L.qkvBias, n);
+      be.matmul(qkv, L.qkv, xn, n, { bias: L.qkvBias });
       for (let t = 0; t < n; t++) {
         q.set(qkv.subarray(t * 3 * d, t * 3 * d + d), t * d);
         k.set(qkv.subarray(t * 3 * d + d, t * 3 * d + 2 * d), t * d);
@@ -118,17 +117,14 @@ export class Gpt2Model extends DecoderModel {
         be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
       }
       yield;
-      be.matmul(proj, L.wo, attnOut, n);
-      addBias(proj, L.woBias, n);
+      be.matmul(proj, L.wo, attnOut, n, { bias: L.woBias });
       addInPlace(x, proj);
 
       layerNorm(xn, x, L.ln2w, L.ln2b, d, n, c.normEps);
-      be.matmul(hidden, L.up, xn, n);
-      addBias(hidden, L.upBias, n);
+      be.matmul(hidden, L.up, xn, n, { bias: L.upBias });
       gelu(act, hidden, n * ff);
       yield;
-      be.matmul(proj, L.down, act, n);
-      addBias(proj, L.downBias, n);
+      be.matmul(proj, L.down, act, n, { bias: L.downBias });
       addInPlace(x, proj);
       yield;
     }

@@ -1,9 +1,10 @@
-import type { Backend } from "../backend.js";
+import type { Backend, MatmulEpilogue } from "../backend.js";
 import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
 import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
+import { addBias } from "../ops/elementwise.js";
 import { geluErf, swiglu } from "../ops/activations.js";
 
 /**
@@ -23,6 +24,14 @@ function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBy
     throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
   }
   return { cols, rows, rowBytes };
+}
+
+/** a matmul's epilogue: a bias of one float per output row, a known activation */
+export function checkEpilogue(w: Tensor, rows: number, epilogue: MatmulEpilogue | undefined): void {
+  const bias = epilogue?.bias;
+  if (bias && bias.length !== rows) throw new Error(`matmul ${w.name}: bias holds ${bias.length} floats, expected ${rows} (one per output row)`);
+  const activation = epilogue?.activation;
+  if (activation !== undefined && activation !== "gelu-erf") throw new Error(`matmul ${w.name}: unknown activation ${JSON.stringify(activation)} (expected "gelu-erf")`);
 }
 
 export function createReferenceBackend(): Backend {
@@ -57,11 +66,12 @@ export function createReferenceBackend(): Backend {
       geluErf(out, x, n);
     },
 
-    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
+    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number, epilogue?: MatmulEpilogue): void {
       alive("matmul");
       const vd = VEC_DOT.get(w.type);
       if (!vd) throw new Error(`matmul: tensor ${w.name} has type ${typeName(w.type)}, which the reference backend cannot multiply`);
       const { cols, rows, rowBytes } = matrixShape("matmul", w);
+      checkEpilogue(w, rows, epilogue);
       if (!Number.isInteger(nTokens) || nTokens < 0) throw new Error(`matmul: nTokens must be a non-negative integer, got ${nTokens}`);
       if (x.length < nTokens * cols) throw new Error(`matmul ${w.name}: x holds ${x.length} floats, expected ${nTokens} x ${cols}`);
       if (out.length < nTokens * rows) throw new Error(`matmul ${w.name}: out holds ${out.length} floats, expected ${nTokens} x ${rows}`);
@@ -70,6 +80,9 @@ export function createReferenceBackend(): Backend {
         vd.convert(x.subarray(t * cols, (t + 1) * cols), xq, cols);
         for (let r = 0; r < rows; r++) out[t * rows + r] = vd.dot(w.data, r * rowBytes, xq, 0, cols);
       }
+      const result = out.subarray(0, nTokens * rows);
+      if (epilogue?.bias) addBias(result, epilogue.bias, nTokens);
+      if (epilogue?.activation === "gelu-erf") geluErf(result, result, result.length);
     },
 
     getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void {

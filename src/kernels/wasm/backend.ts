@@ -1,8 +1,8 @@
 import { availableParallelism } from "node:os";
-import type { Backend } from "../backend.js";
+import type { Backend, MatmulEpilogue } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
 import { geluErf, swiglu } from "../ops/activations.js";
-import { createReferenceBackend } from "../reference/index.js";
+import { checkEpilogue, createReferenceBackend } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -265,10 +265,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /** one pass: nTok tokens of x through weight w, at `w` in its memory (relaxedKind: the relaxed build's kernel for it, if any) */
-  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, w: Placement, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array): void {
+  function pass(kind: C.Kind, relaxedKind: C.Kind | undefined, w: Placement, rowBytes: number, rows: number, cols: number, nTok: number, out: Float32Array, x: Float32Array, epilogue: MatmulEpilogue | undefined): void {
     const space = memories.spaces[w.space]!;
+    const bias = epilogue?.bias;
     const kernels = space.kernels;
-    const xf = space.scratch(nTok * bytesPerToken(cols, rows));
+    const biasBytes = bias ? align64(rows * 4) : 0;
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
@@ -310,6 +312,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XS] = xs;
     control[C.XB] = xb;
     control[C.OUT] = o;
+    // the bias after the outputs (the scratch was asked for its bytes too)
+    const b = o + align64(nTok * rows * 4);
+    if (bias) new Float32Array(buffer, b, rows).set(bias);
+    control[C.BIAS] = bias ? b : 0;
+    control[C.ACTIVATION] = epilogue?.activation === "gelu-erf" ? C.Activation.GELU_ERF : C.Activation.NONE;
     // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
     setClaims(control, rows, 4, threads);
@@ -366,28 +373,32 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
-   * Bidirectional attention of one sequence (encoders) as one job over its (token, head) items:
-   * the online-softmax kernel of causal attention with the mask off. Q, K and V are gathered from
-   * their strided rows into memory 0's scratch, K and V as a cache of n rows in order.
+   * Bidirectional attention of one sequence (encoders) as one job over its heads (attention-full.ts:
+   * two products on the F32 tiles and a softmax between, per head, in each thread's scratch slot).
+   * The sequence's rows (Q, K and V as column blocks, `stride` floats apart) go to memory 0's
+   * scratch in one copy.
    */
-  function bidirectionalPass(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, n: number, nHeads: number, headDim: number, scale: number, stride: number): void {
+  function bidirectionalPass(out: Float32Array, qkv: Float32Array, n: number, nHeads: number, headDim: number, scale: number, stride: number): void {
     const d = nHeads * headDim;
-    const bytes = align64(n * d * 4);
-    const qPtr = first.scratch(4 * bytes + align64(n * 4));
-    const kPtr = qPtr + bytes, vPtr = kPtr + bytes, oPtr = vPtr + bytes, rPtr = oPtr + bytes;
+    const inBytes = align64(((n - 1) * stride + 3 * d) * 4);
+    const slotBytes = align64(kernels.attendFullScratchBytes(n, headDim));
+    const xPtr = first.scratch(inBytes + align64(n * d * 4) + threads * slotBytes);
+    const oPtr = xPtr + inBytes;
     const buffer = first.arena.buffer;
-    const qs = new Float32Array(buffer, qPtr, n * d), ks = new Float32Array(buffer, kPtr, n * d), vs = new Float32Array(buffer, vPtr, n * d);
-    for (let t = 0; t < n; t++) {
-      qs.set(q.subarray(t * stride, t * stride + d), t * d);
-      ks.set(k.subarray(t * stride, t * stride + d), t * d);
-      vs.set(v.subarray(t * stride, t * stride + d), t * d);
-    }
-    const rowIndex = new Int32Array(buffer, rPtr, n);
-    for (let j = 0; j < n; j++) rowIndex[j] = j;
+    new Float32Array(buffer, xPtr, (n - 1) * stride + 3 * d).set(qkv.subarray(0, (n - 1) * stride + 3 * d));
     const control = first.control;
-    // every query sees the n keys: START_POS holds the key count
-    writeAttentionJob(control, C.Kind.ATTENTION_BIDIRECTIONAL, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, n, n, nHeads, nHeads, headDim, scale);
-    setClaims(control, n * nHeads, 1, threads);
+    control[C.KIND] = C.Kind.ATTENTION_BIDIRECTIONAL;
+    control[C.XQ] = xPtr;
+    control[C.ROW_BYTES] = stride * 4;
+    control[C.OUT] = oPtr;
+    control[C.ROWS] = nHeads;
+    control[C.COLS] = headDim;
+    control[C.N_TOK] = n;
+    control[C.N_HEADS] = nHeads;
+    control[C.SLOT_BASE] = oPtr + align64(n * d * 4);
+    control[C.SLOT_BYTES] = slotBytes;
+    new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
+    setClaims(control, nHeads, 1, threads);
     runJob(0);
     out.set(new Float32Array(buffer, oPtr, n * d));
   }
@@ -462,14 +473,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       geluPass(out, x, n);
     },
 
-    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number): void {
+    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number, epilogue?: MatmulEpilogue): void {
       alive("matmul");
       const kind = KIND_OF.get(w.type);
-      if (kind === undefined) return reference.matmul(out, w, x, nTokens);
+      if (kind === undefined) return reference.matmul(out, w, x, nTokens, epilogue);
       const cols = w.dims[0];
       if (cols === undefined) throw new Error(`matmul: tensor ${w.name} has no dimensions`);
       const rows = rowCount(w);
       const rowBytes = rowByteLength(w.type, cols);
+      checkEpilogue(w, rows, epilogue);
       if (w.data.length < rows * rowBytes) {
         throw new Error(`matmul: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
       }
@@ -483,7 +495,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const step = Math.max(1, Math.min(nTokens, Math.floor(MAX_SCRATCH / perToken)));
       for (let t = 0; t < nTokens; t += step) {
         const n = Math.min(step, nTokens - t);
-        pass(kind, relaxedKind, place, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols));
+        pass(kind, relaxedKind, place, rowBytes, rows, cols, n, out.subarray(t * rows, (t + n) * rows), x.subarray(t * cols, (t + n) * cols), epilogue);
       }
     },
 
@@ -525,7 +537,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (q.length < need || k.length < need || v.length < need || out.length < n * d) throw new Error(`bidirectionalAttention: ${n} rows of ${d} floats (stride ${stride}) asked, q/k/v/out hold ${q.length} / ${k.length} / ${v.length} / ${out.length}`);
       if (n === 0) return;
       if (headDim % 4 !== 0) return reference.bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride);
-      bidirectionalPass(out, q, k, v, n, nHeads, headDim, scale, stride);
+      // the kernel takes Q, K and V as the column blocks of one fused projection (the encoders'
+      // layout); separate arrays are interleaved so first
+      const fused = k.buffer === q.buffer && v.buffer === q.buffer && k.byteOffset === q.byteOffset + d * 4 && v.byteOffset === k.byteOffset + d * 4 && stride >= 3 * d;
+      if (fused) return bidirectionalPass(out, q, n, nHeads, headDim, scale, stride);
+      const qkv = new Float32Array(n * 3 * d);
+      for (let t = 0; t < n; t++) {
+        qkv.set(q.subarray(t * stride, t * stride + d), t * 3 * d);
+        qkv.set(k.subarray(t * stride, t * stride + d), t * 3 * d + d);
+        qkv.set(v.subarray(t * stride, t * stride + d), t * 3 * d + 2 * d);
+      }
+      bidirectionalPass(out, qkv, n, nHeads, headDim, scale, 3 * d);
     },
 
     dispose(): void {

@@ -52,6 +52,15 @@ export const PRIVATE_BYTES = 40;
 export const STALL_MS = 41;
 /** the word that worker waits on (never notified) */
 export const STALL_WORD = 42;
+/** matmul jobs: byte address of an f32 bias per row added to every token's output, 0 for none */
+export const BIAS = 43;
+/** matmul jobs: the activation applied after the bias (Activation) */
+export const ACTIVATION = 44;
+export enum Activation {
+  NONE = 0,
+  /** assembly/gelu.ts */
+  GELU_ERF = 1,
+}
 
 /** a thread's claim record: its state word ((tag << 2) | one of ClaimState), then first and end row */
 export const RECORD_BYTES = 64;
