@@ -3,7 +3,7 @@
  * SmolLM-135M and TinyLlama-1.1B (generated once into the model cache, outside the repo:
  * $TSLLM_CACHE or ~/.cache/tsllm/models), one summary table at the end.
  *
- *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128]
+ *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128[,1536,...]]
  *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp]
  *                    [--timeout S] [--json]
  *
@@ -18,7 +18,7 @@
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
-import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type EngineSample, type ParallelSample } from "../src/bench/index.js";
+import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
@@ -46,10 +46,12 @@ async function main(argv: string[]): Promise<void> {
     parallel: { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
+  const promptLengths = countList("--prompt-tokens", optionalString(values, "prompt-tokens")) ?? [];
+  if (concurrency && promptLengths.length > 1) throw new UsageError("--prompt-tokens takes one length with --parallel");
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
   for (const name of only ?? []) {
     if (!ENTRIES.some((e) => e.name === name)) throw new UsageError(`--only: unknown model "${name}" (known: ${ENTRIES.map((e) => e.name).join(", ")})`);
@@ -65,7 +67,7 @@ async function main(argv: string[]): Promise<void> {
     backend,
     threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
     // a concurrent run's requests are short, like a server's; the time per output token needs two tokens
-    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? (concurrency ? 32 : 128),
+    promptTokens: promptLengths[0] ?? (concurrency ? 32 : 128),
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: concurrency ? 2 : 0 }) ?? (concurrency ? 64 : 128),
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: !flag(values, "no-llama-cpp"),
@@ -107,15 +109,30 @@ async function main(argv: string[]): Promise<void> {
   }
   const onSample = (engine: string, r: number, s: EngineSample) =>
     log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`);
-  finish(await benchEach((modelPath) => runBenchmark({ ...settings, modelPath, onSample }), (r) => formatReport(r) + "\n"), formatSummary);
+  // each model at each prompt length (decode after a long prompt: "decode at depth" in the summary)
+  const lengths = promptLengths.length > 0 ? promptLengths : [settings.promptTokens];
+  const runs: { results: Result<BenchReport>[]; failures: { name: string; error: string }[] } = { results: [], failures: [] };
+  for (const promptTokens of lengths) {
+    const r = await benchEach((modelPath) => runBenchmark({ ...settings, promptTokens, modelPath, onSample }), (rep) => formatReport(rep) + "\n");
+    runs.results.push(...r.results);
+    runs.failures.push(...r.failures);
+  }
+  // rows grouped by model, shortest prompt first
+  runs.results.sort((a, b) => selected.findIndex((e) => e.name === a.name) - selected.findIndex((e) => e.name === b.name) || a.report.promptTokens - b.report.promptTokens);
+  finish(runs, formatSummary);
 }
 
 /** "1,4,8" as distinct request counts in the order given; undefined without --parallel */
 function concurrencyList(list: string | undefined): number[] | undefined {
+  return countList("--parallel", list, "request counts");
+}
+
+/** "128,1536" as distinct positive integers in the order given; undefined when the option is absent */
+function countList(option: string, list: string | undefined, what = "token counts"): number[] | undefined {
   if (list === undefined) return undefined;
   const counts = list.split(",").map((s) => s.trim());
   for (const c of counts) {
-    if (!/^[1-9][0-9]*$/.test(c)) throw new UsageError(`--parallel expects request counts >= 1 separated by commas, e.g. 1,4,8,16; got "${list}"`);
+    if (!/^[1-9][0-9]*$/.test(c)) throw new UsageError(`${option} expects ${what} >= 1 separated by commas, e.g. ${option === "--parallel" ? "1,4,8,16" : "128,1536"}; got "${list}"`);
   }
   return [...new Set(counts.map(Number))];
 }

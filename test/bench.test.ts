@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { formatParallelSummary, formatServeReport, runParallelBenchmark, runServeBenchmark, SERVE_METRICS } from "../src/bench/index.js";
+import { formatParallelSummary, formatServeReport, formatSummary, runParallelBenchmark, runServeBenchmark, SERVE_METRICS } from "../src/bench/index.js";
 import { PARALLEL_METRICS } from "../src/bench/types.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
@@ -122,4 +122,23 @@ test("npm run bench:serve rejects a --concurrency list that is not client counts
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench-serve.ts"), "--concurrency", "1,x", "--no-llama-server"], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /--concurrency expects client counts >= 1/);
+});
+
+test("the summary of runs at several prompt lengths has a prompt column and each engine's decode rate relative to the model's shortest prompt", () => {
+  const engine = (decode: number) => ({ engine: "tsllm" as const, detail: "", medians: { loadMs: 1, prefillTokensPerSecond: 100, decodeTokensPerSecond: decode, peakRssBytes: 2 ** 20 }, samples: [] });
+  const report = (promptTokens: number, ours: number, theirs: number) => ({
+    model: "m.gguf", threads: 2, promptTokens, genTokens: 8, repetitions: 1, contextSize: promptTokens + 9,
+    tsllm: engine(ours), llamaCpp: { ...engine(theirs), engine: "llama.cpp" as const },
+    ratio: { loadMs: 1, prefillTokensPerSecond: 1, decodeTokensPerSecond: ours / theirs, peakRssBytes: 1 },
+  });
+  const text = formatSummary([
+    { name: "smollm-q8_0", type: "Q8_0", report: report(128, 100, 80) },
+    { name: "smollm-q8_0", type: "Q8_0", report: report(1536, 60, 72) },
+  ]);
+  const [header, , first, second] = text.split("\n");
+  assert.match(header!, /prompt .* decode at depth tsllm\s+llama\.cpp$/);
+  assert.match(first!, /\s128\s.*\s1\.00x\s+1\.00x$/);
+  assert.match(second!, /\s1536\s.*\s0\.60x\s+0\.90x$/);
+  // one prompt length: no such columns
+  assert.doesNotMatch(formatSummary([{ name: "smollm-q8_0", type: "Q8_0", report: report(128, 100, 80) }]), /depth|prompt/);
 });

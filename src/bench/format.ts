@@ -47,21 +47,41 @@ export function formatReport(r: BenchReport): string {
   return head + renderTable(header, rows);
 }
 
-/** One row per model: prefill, decode and peak RSS for both engines with their ratios. */
+/**
+ * One row per model (and prompt length): prefill, decode and peak RSS for both engines with their
+ * ratios. Where a model was run at several prompt lengths (--prompt-tokens 128,1536), a "prompt"
+ * column and "decode at depth": each engine's decode rate after that prompt relative to its rate
+ * after the model's shortest one (1.00x in that row).
+ */
 export function formatSummary(entries: readonly { name: string; type: string; report: BenchReport }[]): string {
   const shown: Metric[] = ["prefillTokensPerSecond", "decodeTokensPerSecond", "peakRssBytes"];
   const short: Record<string, string> = { prefillTokensPerSecond: "prefill tok/s", decodeTokensPerSecond: "decode tok/s", peakRssBytes: "RSS MiB" };
-  const header = ["model", "type"];
+  const depths = new Set(entries.map((e) => e.report.promptTokens)).size > 1;
+  const shortest = new Map<string, BenchReport>();
+  for (const e of entries) {
+    const s = shortest.get(e.name);
+    if (!s || e.report.promptTokens < s.promptTokens) shortest.set(e.name, e.report);
+  }
+  const header = depths ? ["model", "type", "prompt"] : ["model", "type"];
   for (const m of shown) header.push(`${short[m]} tsllm`, "llama.cpp", "ratio");
+  if (depths) header.push("decode at depth tsllm", "llama.cpp");
+  const decode = (r: EngineReportLike | undefined) => r?.medians.decodeTokensPerSecond;
   const rows = entries.map(({ name, type, report }) => {
-    const row = [name, type];
+    const row = depths ? [name, type, String(report.promptTokens)] : [name, type];
     for (const m of shown) {
       row.push(displayValue(m, report.tsllm.medians[m]), report.llamaCpp ? displayValue(m, report.llamaCpp.medians[m]) : "-", displayRatio(report.ratio?.[m]));
+    }
+    if (depths) {
+      const base = shortest.get(name)!;
+      const rel = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a / b);
+      row.push(displayRatio(rel(decode(report.tsllm), decode(base.tsllm))), displayRatio(rel(decode(report.llamaCpp), decode(base.llamaCpp))));
     }
     return row;
   });
   return renderTable(header, rows) + engineDetails(entries.map((e) => e.report));
 }
+
+type EngineReportLike = { medians: Record<Metric, number> };
 
 /**
  * One row per model and number of concurrent requests: aggregate decode tok/s of both engines

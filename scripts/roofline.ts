@@ -1,0 +1,117 @@
+/**
+ * The WebAssembly arithmetic roofline of this runtime and machine, and the prefill kernels as a
+ * fraction of it. Register-only loops (assembly/roofline.ts: eight independent accumulators, no
+ * memory traffic) give the most each kind of SIMD instruction can do on 1 and 2 threads:
+ *   - int8: Relaxed SIMD's i32x4.relaxed_dot_i8x16_i7x16_add_s (16 multiply-adds each), the ceiling
+ *     of the quantized kernels where the runtime has Relaxed SIMD;
+ *   - int16: SIMD128's i32x4.dot_i16x8_s + add (8 each), the ceiling without it;
+ *   - f32: f32x4.relaxed_madd (fused where the CPU has FMA) or mul + add.
+ * Then every weight format's matmul of a 128-token chunk on SmolLM-135M's FFN down projection (1536 -> 576)
+ * through the wasm backend, in GOPS (2 ops per multiply-add) and as a fraction of its roofline.
+ *
+ *   node --import tsx scripts/roofline.ts [--threads 1,2] [--seconds 0.5] [--json]
+ *
+ * TSLLM_WASM_SIMD=plain measures the SIMD128 build. Not a test: run it on a quiet machine.
+ */
+import { Worker } from "node:worker_threads";
+import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { kernelsModule, relaxedSimdSupported } from "../src/kernels/wasm/module.js";
+import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { quantizeRow } from "../src/tensor/quant/index.js";
+
+const args = parse(process.argv.slice(2), { threads: { type: "string" }, seconds: { type: "string" }, json: { type: "boolean" } });
+const threadCounts = (optionalString(args, "threads") ?? "1,2").split(",").map(Number);
+const seconds = optionalNumber(args, "seconds") ?? 0.5;
+const asJson = flag(args, "json");
+const variant = process.env["TSLLM_WASM_SIMD"] === "plain" || !relaxedSimdSupported() ? "plain" : "relaxed";
+const module = kernelsModule(variant);
+
+/** loop name -> operations per iteration (2 per multiply-add) */
+const LOOPS = { int8: ["rooflineDotI8", 8 * 16 * 2], int16: ["rooflineDotI16", 8 * 8 * 2], f32: ["rooflineF32", 8 * 4 * 2] } as const;
+type Loop = keyof typeof LOOPS;
+
+/** giga-operations per second of one loop on `threads` threads started together */
+async function rate(loop: Loop, threads: number): Promise<number> {
+  const [name, opsPerIteration] = LOOPS[loop];
+  // calibrate on one thread: iterations for about `seconds`
+  const probe = await runThreads(name, 1, 2_000_000);
+  const iterations = Math.max(1_000_000, Math.round((2_000_000 * seconds * 1000) / Math.max(probe[0]!, 0.01)));
+  const times = await runThreads(name, threads, iterations);
+  // the slowest thread bounds the aggregate
+  return (threads * iterations * opsPerIteration) / (Math.max(...times) * 1e6);
+}
+
+async function runThreads(name: string, threads: number, iterations: number): Promise<number[]> {
+  const start = new SharedArrayBuffer(8);
+  const flags = new Int32Array(start);
+  const workers = Array.from({ length: threads }, () => new Worker(new URL("./roofline-worker.mjs", import.meta.url), { workerData: { module, name, iterations, start } }));
+  const done = workers.map((w) => new Promise<number>((resolve, reject) => {
+    w.once("message", (m: { ms: number }) => resolve(m.ms));
+    w.once("error", reject);
+  }));
+  while (Atomics.load(flags, 1) < threads) await new Promise((r) => setTimeout(r, 5));
+  Atomics.store(flags, 0, 1);
+  Atomics.notify(flags, 0);
+  const ms = await Promise.all(done);
+  await Promise.all(workers.map((w) => w.terminate()));
+  return ms;
+}
+
+/** the roofline each weight format's kernel is held to: int8 where the relaxed build runs its int8 dot, else int16; f32 for the float formats */
+function ceilingOf(type: GGMLType): Loop {
+  if (type === GGMLType.F32 || type === GGMLType.F16 || type === GGMLType.BF16) return "f32";
+  return variant === "relaxed" ? "int8" : "int16";
+}
+
+async function kernelRate(type: GGMLType, threads: number): Promise<number> {
+  const cols = 1536, rows = 576, tokens = 128;
+  const backend = await createWasmBackend({ threads, simd: variant });
+  try {
+    const rowBytes = rowByteLength(type, cols);
+    const data = backend.allocWeights(rowBytes * rows);
+    const f = new Float32Array(cols);
+    for (let r = 0; r < rows; r++) {
+      for (let i = 0; i < cols; i++) f[i] = Math.sin(r * 31 + i * 7);
+      quantizeRow(type, f, data.subarray(r * rowBytes, (r + 1) * rowBytes), cols);
+    }
+    const w = { name: `${typeName(type)} ${cols}x${rows}`, type, dims: [cols, rows], data };
+    const x = Float32Array.from({ length: cols * tokens }, (_, i) => Math.cos(i));
+    const out = new Float32Array(rows * tokens);
+    for (let i = 0; i < 3; i++) backend.matmul(out, w, x, tokens);
+    const times: number[] = [];
+    const until = performance.now() + seconds * 1000;
+    while (times.length < 5 || performance.now() < until) {
+      const t0 = performance.now();
+      backend.matmul(out, w, x, tokens);
+      times.push(performance.now() - t0);
+    }
+    times.sort((a, b) => a - b);
+    return (2 * cols * rows * tokens) / (times[times.length >> 1]! * 1e6);
+  } finally {
+    backend.dispose();
+  }
+}
+
+const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K];
+const report: { threads: number; roofline: Record<Loop, number>; kernels: { type: string; gops: number; ceiling: Loop; fraction: number }[] }[] = [];
+for (const threads of threadCounts) {
+  const roofline = { int8: variant === "relaxed" ? await rate("int8", threads) : 0, int16: await rate("int16", threads), f32: await rate("f32", threads) };
+  const kernels = [];
+  for (const type of TYPES) {
+    const gops = await kernelRate(type, threads);
+    const ceiling = ceilingOf(type);
+    kernels.push({ type: typeName(type), gops, ceiling, fraction: gops / roofline[ceiling] });
+  }
+  report.push({ threads, roofline, kernels });
+}
+
+if (asJson) console.log(JSON.stringify({ node: process.version, build: variant, report }, null, 2));
+else {
+  console.log(`Node ${process.version}, ${variant} build`);
+  for (const { threads, roofline, kernels } of report) {
+    console.log(`\n${threads} thread${threads > 1 ? "s" : ""}: roofline int8 ${roofline.int8.toFixed(0)} GOPS, int16 ${roofline.int16.toFixed(0)} GOPS, f32 ${roofline.f32.toFixed(0)} GFLOP/s`);
+    console.log("matmul 128 x 1536 . 1536 x 576  GOPS   of roofline");
+    for (const k of kernels) console.log(`  ${k.type.padEnd(6)}${k.gops.toFixed(1).padStart(25)}   ${(100 * k.fraction).toFixed(0).padStart(3)}% of ${k.ceiling}`);
+  }
+}
