@@ -68,9 +68,8 @@ import { hsumF32 } from "./simd";
  * accumulators keep the multiply-add units busy (a single row's chain waits on its own latency).
  */
 // @ts-ignore: decorator
-@inline function tile4x2(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+@inline function tile4x2(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
   const sh = shift(kind);
-  const w0 = w + <usize>r * rowBytes;
   const w1 = w0 + rowBytes;
   const w2 = w1 + rowBytes;
   const w3 = w2 + rowBytes;
@@ -110,9 +109,8 @@ import { hsumF32 } from "./simd";
 
 /** four rows x one token (decode, and a batch's last odd token) */
 // @ts-ignore: decorator
-@inline function tile4x1(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+@inline function tile4x1(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
   const sh = shift(kind);
-  const w0 = w + <usize>r * rowBytes;
   const w1 = w0 + rowBytes;
   const w2 = w1 + rowBytes;
   const w3 = w2 + rowBytes;
@@ -156,17 +154,47 @@ import { hsumF32 } from "./simd";
  */
 const TOKEN_BLOCK_BYTES: i32 = 256 << 10;
 
-/** rows [r0, r1) for every token: tiles of four rows x two tokens, the leftovers by the same per-row arithmetic */
+/** rows [r0, r0 + 4) of an F16/BF16 weight converted to f32 at panel (cols floats a row): the values loadW gives, so the same bits */
 // @ts-ignore: decorator
-@inline function matFloat(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+@inline function convertRows(kind: i32, w0: usize, rowBytes: usize, cols: i32, panel: usize): void {
+  const sh = shift(kind);
+  const vec = cols & ~3;
+  const stride = (<usize>cols) << 2;
+  for (let k: usize = 0; k < 4; k++) {
+    const src = w0 + k * rowBytes, dst = panel + k * stride;
+    let i = 0;
+    for (; i < vec; i += 4) v128.store(dst + (<usize>i << 2), loadW(kind, src + (<usize>i << sh)));
+    for (; i < cols; i++) store<f32>(dst + (<usize>i << 2), scalarW(kind, src + (<usize>i << sh)));
+  }
+}
+
+/** token blocks at least this long convert an F16/BF16 row group once into the panel (fewer tokens: in the tiles) */
+const PANEL_TOKENS: i32 = 4;
+
+/**
+ * rows [r0, r1) for every token: tiles of four rows x two tokens, the leftovers by the same
+ * per-row arithmetic. panel (F16/BF16; 0 for none): this thread's 16 * cols bytes, where each
+ * group of four rows is converted to f32 once per token block and the F32 tiles run on it (the
+ * tiles converted each weight vector again for every pair of tokens: F16 ran at a third of F32).
+ */
+// @ts-ignore: decorator
+@inline function matFloat(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
   const blockTokens = max<i32>(2, (TOKEN_BLOCK_BYTES / (cols << 2)) & ~1);
   for (let t0 = 0; t0 < nTok; t0 += blockTokens) {
     const t1 = min<i32>(nTok, t0 + blockTokens);
+    const converted = kind != 0 && panel != 0 && t1 - t0 >= PANEL_TOKENS;
     let r = r0;
     for (; r + 4 <= r1; r += 4) {
+      const w0 = w + <usize>r * rowBytes;
       let t = t0;
-      for (; t + 2 <= t1; t += 2) tile4x2(kind, w, rowBytes, x, out, rows, cols, t, r);
-      if (t < t1) tile4x1(kind, w, rowBytes, x, out, rows, cols, t, r);
+      if (converted) {
+        convertRows(kind, w0, rowBytes, cols, panel);
+        for (; t + 2 <= t1; t += 2) tile4x2(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
+        if (t < t1) tile4x1(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
+        continue;
+      }
+      for (; t + 2 <= t1; t += 2) tile4x2(kind, w0, rowBytes, x, out, rows, cols, t, r);
+      if (t < t1) tile4x1(kind, w0, rowBytes, x, out, rows, cols, t, r);
     }
     for (; r < r1; r++) rows1(kind, w, rowBytes, x, out, rows, cols, t0, t1, r);
   }
@@ -176,13 +204,14 @@ const TOKEN_BLOCK_BYTES: i32 = 256 << 10;
 // loadW fold away).
 
 export function matF32(w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matFloat(0, w, rowBytes, x, out, rows, cols, nTok, r0, r1);
+  matFloat(0, w, rowBytes, x, out, rows, cols, nTok, r0, r1, 0);
 }
 
-export function matF16(w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matFloat(1, w, rowBytes, x, out, rows, cols, nTok, r0, r1);
+/** panel: this thread's 16 * cols bytes of scratch for batches (0: none) */
+export function matF16(w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
+  matFloat(1, w, rowBytes, x, out, rows, cols, nTok, r0, r1, panel);
 }
 
-export function matBF16(w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matFloat(2, w, rowBytes, x, out, rows, cols, nTok, r0, r1);
+export function matBF16(w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
+  matFloat(2, w, rowBytes, x, out, rows, cols, nTok, r0, r1, panel);
 }

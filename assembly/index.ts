@@ -198,8 +198,9 @@ function loadJob(ctrl: usize, thread: i32): void {
   bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
-  // head's scores and gathered rows: the slot of its index
-  scratch = kind == 15 || kind == 19 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * load<usize>(ctrl + SLOT_BYTES) : 0;
+  // head's scores and gathered rows, F16/BF16 batches a converted row group: the slot of its index
+  const slotBytes = load<usize>(ctrl + SLOT_BYTES);
+  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
 }
 
 /**
@@ -225,8 +226,9 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
 function compute(out: usize, r0: i32, r1: i32): void {
   switch (kind) {
     case 0: matF32(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
-    case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
-    case 2: matBF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    // F16 / BF16: SLOT_* = per-thread panels for batches (SLOT_BYTES 0: none)
+    case 1: matF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1, scratch); break;
+    case 2: matBF16(w, rowBytes, xq, out, rows, cols, nTok, r0, r1, scratch); break;
     case 3: matQ8_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 4: matQ4_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 5: matQ4_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;

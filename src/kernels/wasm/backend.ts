@@ -122,6 +122,8 @@ function writeAttentionJob(control: Int32Array, kind: C.Kind, at: { q: number; k
   new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
 }
 
+/** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
+const PANEL_TOKENS = 4;
 /** floats of one item of a GELU job */
 const GELU_ITEM = 4096;
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
@@ -270,7 +272,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const bias = epilogue?.bias;
     const kernels = space.kernels;
     const biasBytes = bias ? align64(rows * 4) : 0;
-    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes);
+    // F16/BF16 batches: each thread's panel of four rows converted to f32 (float.ts)
+    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : 0;
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
@@ -316,6 +320,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const b = o + align64(nTok * rows * 4);
     if (bias) new Float32Array(buffer, b, rows).set(bias);
     control[C.BIAS] = bias ? b : 0;
+    control[C.SLOT_BASE] = b + biasBytes;
+    control[C.SLOT_BYTES] = panelBytes;
     control[C.ACTIVATION] = epilogue?.activation === "gelu-erf" ? C.Activation.GELU_ERF : C.Activation.NONE;
     // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
     // takes it, so results do not depend on the thread count
