@@ -123,13 +123,134 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   return (f16(load<u16>(p, 208)) * dx) * <f32>total;
 }
 
+/**
+ * Q4_K: one super-block at p against four tokens' activations (super-block i of tokens t..t+3:
+ * qx, dx and group sums bs tokenStride bytes / 4 / 64 apart), each token's value added to its
+ * sum: the nibbles are unpacked and the scales and mins decoded once for the four, and each
+ * token's arithmetic is superQ4_K's, so the same bits.
+ */
+// @ts-ignore: decorator
+@inline function superQ4_K4(relaxed: bool, p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, bs: usize, bStride: usize): v128 {
+  const sc = p + 4;
+  const mask = i8x16.splat(0x0f);
+  const z = i32x4.splat(0);
+  let i0 = z, i1 = z, i2 = z, i3 = z;
+  const half: usize = relaxed ? 32 : 64;
+  for (let j = 0; j < 4; j++) {
+    const q = p + 16 + (<usize>j << 5);
+    const v0 = v128.load(q);
+    const v1 = v128.load(q, 16);
+    const la = v128.and(v0, mask), lb = v128.and(v1, mask);
+    const ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
+    const sa = scaleMinK4(sc, 2 * j, 0), sb = scaleMinK4(sc, 2 * j + 1, 0);
+    const x = qx + (<usize>j << (relaxed ? 6 : 7));
+    i0 = i32x4.add(i0, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + half), sb)));
+    i1 = i32x4.add(i1, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x + qStride), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + qStride + half), sb)));
+    i2 = i32x4.add(i2, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x + 2 * qStride), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + 2 * qStride + half), sb)));
+    i3 = i32x4.add(i3, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x + 3 * qStride), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + 3 * qStride + half), sb)));
+  }
+  let m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+  for (let j = 0; j < 8; j++) {
+    const m = scaleMinK4(sc, j, 1);
+    const g = bs + (<usize>j << 3);
+    m0 += m * (load<i32>(g) + load<i32>(g, 4));
+    m1 += m * (load<i32>(g + bStride) + load<i32>(g + bStride, 4));
+    m2 += m * (load<i32>(g + 2 * bStride) + load<i32>(g + 2 * bStride, 4));
+    m3 += m * (load<i32>(g + 3 * bStride) + load<i32>(g + 3 * bStride, 4));
+  }
+  const wd = f16(load<u16>(p)), wm = f16(load<u16>(p, 2));
+  let v = f32x4.splat(valueQ4_K(wd, wm, load<f32>(xd), i0, m0));
+  v = f32x4.replace_lane(v, 1, valueQ4_K(wd, wm, load<f32>(xd + dStride), i1, m1));
+  v = f32x4.replace_lane(v, 2, valueQ4_K(wd, wm, load<f32>(xd + 2 * dStride), i2, m2));
+  return f32x4.replace_lane(v, 3, valueQ4_K(wd, wm, load<f32>(xd + 3 * dStride), i3, m3));
+}
+
+/** a token's super-block value d * isum - dmin * msum, as superQ4_K computes it */
+// @ts-ignore: decorator
+@inline function valueQ4_K(wd: f32, wm: f32, dx: f32, isum: v128, msum: i32): f32 {
+  const d = wd * dx;
+  const dmin = wm * dx;
+  return d * <f32>hsumI32(isum) - dmin * <f32>msum;
+}
+
+/** Q6_K: one super-block against four tokens, as superQ4_K4 (the same bits as superQ6_K per token) */
+// @ts-ignore: decorator
+@inline function superQ6_K4(relaxed: bool, p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, bs: usize, bStride: usize): v128 {
+  const e: usize = relaxed ? 0 : 1;
+  const z = i32x4.splat(0);
+  let i0 = z, i1 = z, i2 = z, i3 = z;
+  for (let n = 0; n < 2; n++) {
+    const ql = p + (<usize>n << 6);
+    const qh = p + 128 + (<usize>n << 5);
+    const sc = p + 192 + (<usize>n << 3);
+    const x = qx + ((<usize>n << 7) << e);
+    for (let c = 0; c < 2; c++) {
+      const o = <usize>c << 4;
+      const xo = x + (o << e);
+      const l0 = v128.load(ql + o);
+      const l1 = v128.load(ql + o, 32);
+      const h = v128.load(qh + o);
+      // one unpacked vector at a time against the four tokens (all four held at once spilled)
+      for (let k = 0; k < 4; k++) {
+        const u = q6((k & 1) != 0 ? l1 : l0, h, (k >> 1) << 2, k << 1);
+        const sk = <i32>load<i8>(sc + c + (<usize>k << 1));
+        const xk = xo + ((<usize>k << 5) << e);
+        i0 = i32x4.add(i0, scaled(relaxed, dotQ6(relaxed, u, xk), sk));
+        i1 = i32x4.add(i1, scaled(relaxed, dotQ6(relaxed, u, xk + qStride), sk));
+        i2 = i32x4.add(i2, scaled(relaxed, dotQ6(relaxed, u, xk + 2 * qStride), sk));
+        i3 = i32x4.add(i3, scaled(relaxed, dotQ6(relaxed, u, xk + 3 * qStride), sk));
+      }
+    }
+  }
+  const wd = f16(load<u16>(p, 208));
+  let v = f32x4.splat(valueQ6_K(relaxed, p, wd, load<f32>(xd), i0, bs));
+  v = f32x4.replace_lane(v, 1, valueQ6_K(relaxed, p, wd, load<f32>(xd + dStride), i1, bs + bStride));
+  v = f32x4.replace_lane(v, 2, valueQ6_K(relaxed, p, wd, load<f32>(xd + 2 * dStride), i2, bs + 2 * bStride));
+  return f32x4.replace_lane(v, 3, valueQ6_K(relaxed, p, wd, load<f32>(xd + 3 * dStride), i3, bs + 3 * bStride));
+}
+
+/** a token's super-block value from its integer lanes, as superQ6_K computes it */
+// @ts-ignore: decorator
+@inline function valueQ6_K(relaxed: bool, p: usize, wd: f32, dx: f32, isum: v128, bs: usize): f32 {
+  let total = hsumI32(isum);
+  if (relaxed) {
+    let offset = 0;
+    for (let g = 0; g < 16; g++) offset += <i32>load<i8>(p + 192 + <usize>g) * load<i32>(bs + (<usize>g << 2));
+    total -= offset << 5;
+  }
+  return (wd * dx) * <f32>total;
+}
+
+/**
+ * Rows [r0, r1) for every token. Batches go four tokens at a time through each row (superQ*_K4:
+ * a super-block's unpacking and scales shared by the four; the four running sums in one vector's
+ * lanes, each lane's f32 adds those of the one-token loop); the last 1-3 tokens and decode one at
+ * a time.
+ */
 // @ts-ignore: decorator
 @inline function matK(q4: bool, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   const nb = cols >> 8;
   const bb: usize = q4 ? 144 : 210;
+  const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
-    for (let t = 0; t < nTok; t++) {
+    let t = 0;
+    for (; t + 4 <= nTok; t += 4) {
+      let acc = f32x4.splat(0);
+      const tb = <usize>t * <usize>nb;
+      for (let b = 0; b < nb; b++) {
+        const i = tb + <usize>b;
+        const p = wr + <usize>b * bb;
+        acc = f32x4.add(acc, q4 ? superQ4_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride));
+      }
+      const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
+      const os = (<usize>rows) << 2;
+      store<f32>(o, f32x4.extract_lane(acc, 0));
+      store<f32>(o + os, f32x4.extract_lane(acc, 1));
+      store<f32>(o + 2 * os, f32x4.extract_lane(acc, 2));
+      store<f32>(o + 3 * os, f32x4.extract_lane(acc, 3));
+    }
+    for (; t < nTok; t++) {
       const tb = <usize>t * <usize>nb;
       let sum: f32 = 0;
       for (let b = 0; b < nb; b++) {
