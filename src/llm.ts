@@ -265,6 +265,11 @@ function withDefaults(defaults: GenerateOptions, options: GenerateOptions): Gene
   return merged as GenerateOptions;
 }
 
+/** the KV cache size loadModel uses when none is given: the trained context, at most 4096 tokens */
+export function defaultContextSize(trainedContextLength: number): number {
+  return Math.min(trainedContextLength, 4096);
+}
+
 /**
  * Loads a model — a .gguf file, a Hugging Face folder (config.json + safetensors + tokenizer
  * files) or a Hub reference (`org/name`, `org/name@rev`, `org/name:Q4_K_M`) — with its
@@ -280,7 +285,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     if (tokenizer.vocabSize > model.info.vocabSize) {
       throw new Error(`${path}: the tokenizer has ${tokenizer.vocabSize} tokens but the model's embedding has ${model.info.vocabSize} rows`);
     }
-    const contextSize = options.contextSize ?? Math.min(model.info.contextLength, 4096);
+    const contextSize = options.contextSize ?? defaultContextSize(model.info.contextLength);
     if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,

@@ -10,7 +10,7 @@ import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { loadModel } from "../src/llm.js";
 import { openModel } from "../src/models/open.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
-import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { splitGGUF, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { FakeHub } from "./helpers/hub-fake.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
@@ -20,38 +20,6 @@ const dir = mkdtempSync(join(tmpdir(), "tsllm-gguf-split-"));
 const whole = join(dir, "tiny-Q8_0.gguf");
 const prefix = join(dir, "split", "tiny-Q8_0");
 const savedEnv = { ...process.env };
-
-/**
- * Splits a GGUF the way llama.cpp's gguf-split --split-max-tensors does: part i holds
- * tensors [i*n, (i+1)*n) with their infos and offsets in its own data section; every part
- * carries split.no (u16), split.count (u16), split.tensors.count (i32); only the first part
- * carries the model's metadata (first, as gguf_set_kv copies it before the split keys).
- */
-async function splitGGUF(input: string, outPrefix: string, count: number, edit: (i: number, meta: [string, GGUFWriteEntry][]) => void = () => {}, noTensorFirstSplit = false): Promise<string[]> {
-  const h = readGGUFHeader(input);
-  const skipFirst = noTensorFirstSplit ? 1 : 0; // gguf-split --no-tensor-first-split: part 1 is metadata only
-  const per = Math.ceil(h.tensors.length / (count - skipFirst));
-  const fd = openSync(input, "r");
-  const paths: string[] = [];
-  try {
-    for (let i = 0; i < count; i++) {
-      const meta: [string, GGUFWriteEntry][] = i === 0 ? [...h.metadata] : [];
-      meta.push(["split.no", ggufEntry.u16(i)], ["split.count", ggufEntry.u16(count)], ["split.tensors.count", ggufEntry.i32(h.tensors.length)]);
-      edit(i, meta);
-      const j = i - skipFirst;
-      const tensors = (j < 0 ? [] : h.tensors.slice(j * per, (j + 1) * per)).map((t) => ({
-        name: t.name, type: t.type, dims: t.dims,
-        data: () => { const b = new Uint8Array(t.byteLength); readTensorInto(fd, t, b); return b; },
-      }));
-      const path = splitPartPath(outPrefix, i, count);
-      await writeGGUF(path, { metadata: meta, tensors });
-      paths.push(path);
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return paths;
-}
 
 let parts: string[] = [];
 before(async () => {

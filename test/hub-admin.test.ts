@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo } from "../src/hub/cache-admin.js";
 import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
-import { PROJECT_ROOT } from "./helpers/shared.js";
+import { runTsllm } from "./helpers/child.js";
 
 const C1 = "1111111111111111111111111111111111111111";
 const C2 = "2222222222222222222222222222222222222222";
@@ -110,15 +109,7 @@ test("removeCachedRepo refuses names and folders that would escape the cache", a
   assert.deepEqual(listCachedRepos(cache), [], "a symlinked repo folder is not listed");
 });
 
-function tsllm(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, env });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("close", (code) => done({ code, stdout, stderr }));
-  });
-}
+const tsllm = runTsllm;
 
 test("tsllm ls / rm on HF_HUB_CACHE", async () => {
   const cache = join(dir, "cli");

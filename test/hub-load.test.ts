@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { loadModel, loadTokenizer } from "../src/llm.js";
 import { progressReporter } from "../src/hub/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { FakeHub } from "./helpers/hub-fake.js";
-import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
+import { skipWithoutShared } from "./helpers/shared.js";
+import { runTsllm } from "./helpers/child.js";
 
 // tinyLlama borrows stories260K's vocabulary
 const skip = skipWithoutShared("models/stories260K.gguf");
@@ -74,15 +74,7 @@ test("loadModel('org/name:Q8_0') downloads through HF_ENDPOINT, generates, and l
   await assert.rejects(loadModel(`${REPO}:Q4_K_M`), /not in the cache .*HF_HUB_OFFLINE=1/);
 });
 
-function tsllm(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, env });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("close", (code) => done({ code, stdout, stderr }));
-  });
-}
+const tsllm = runTsllm;
 
 test("tsllm download prints the snapshot (or JSON); errors are one line naming the repo", { skip }, async () => {
   const cache = join(dir, "cache-cli");

@@ -29,6 +29,23 @@ const MAX_BYTES = 8 * 2 ** 30;
 
 export type Alloc = (length: number) => Float32Array;
 
+/** the sizes K/V storage depends on */
+export interface KVShape {
+  readonly blockCount: number;
+  readonly headCountKv: number;
+  readonly headDim: number;
+}
+
+/** bytes of K and V one token takes, all layers together: an f32 K row and V row of headCountKv x headDim per layer */
+export function kvBytesPerToken(shape: KVShape): number {
+  return shape.blockCount * 2 * shape.headCountKv * shape.headDim * 4;
+}
+
+/** bytes of K and V a sequence of `contextSize` positions holds at most: whole blocks of DEFAULT_BLOCK_SIZE positions */
+export function kvBytesForContext(shape: KVShape, contextSize: number): number {
+  return Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE * kvBytesPerToken(shape);
+}
+
 export interface KVPoolStats {
   /** blocks the pool has room for */
   readonly capacityBlocks: number;

@@ -1,7 +1,9 @@
+import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
+import { parseHubReference, resolveModelReference } from "../hub/index.js";
 import { optionalString, parse, requireString, flag, UsageError } from "./args.js";
 
-export const convertHelp = `Usage: tsllm convert --model HF_FOLDER --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
+export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
 
 Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
 A BERT folder (BertModel, a sentence-transformers folder, or a BERT with a head) becomes
@@ -9,8 +11,11 @@ llama.cpp's "bert" architecture: the encoder without its head, pooling_type from
 Pooling module (default mean), the WordPiece vocabulary as llama.cpp's bert keys.
 
 Options:
-  --model FOLDER        Hugging Face model folder (required)
-  --out FILE            GGUF file to write (required)
+  --model MODEL         Hugging Face model folder, or a Hub reference org/name[@rev] of a repo holding
+                        one (config.json + tokenizer files + safetensors are downloaded into the cache,
+                        as generate does; general.name is then the repo's name) (required)
+  --out FILE            GGUF file to write (required): written to a temporary file beside it and renamed
+                        when complete; never one of the files read
   --type T              weight format of the matrices (default f16); norms and biases stay f32
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
                         without it the folder's tokenizer files are converted (byte-level BPE such as
@@ -31,6 +36,14 @@ export async function runConvert(argv: string[]): Promise<void> {
   const out = requireString(values, "out");
   const type = optionalString(values, "type") ?? "f16";
   if (!Object.prototype.hasOwnProperty.call(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
-  const r = await convertHFToGGUF(model, out, { type: type as ConvertType, vocab: optionalString(values, "vocab") });
+  const fromHub = !existsSync(model);
+  const folder = await resolveModelReference(model);
+  if (!statSync(folder).isDirectory()) {
+    throw new Error(fromHub
+      ? `${model}: the Hub reference resolves to the GGUF file ${folder}; convert takes a repo holding a Hugging Face model folder (config.json + safetensors), not a GGUF`
+      : `${model}: is a file; convert takes a Hugging Face model folder (config.json + safetensors)`);
+  }
+  const name = fromHub ? parseHubReference(model).repo.split("/")[1] : undefined;
+  const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab: optionalString(values, "vocab"), ...(name !== undefined ? { name } : {}) });
   process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
 }

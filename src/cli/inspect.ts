@@ -1,66 +1,238 @@
-import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
-import { typeName, elementCount } from "../tensor/index.js";
-import { tokenizerFromGGUF } from "../tokenizer/index.js";
-import { printable } from "../units/index.js";
-import { flag, parse, requireString } from "./args.js";
+import { existsSync, statSync } from "node:fs";
+import { kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
+import { findChatTemplate } from "../chat/index.js";
+import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, splitCount, type SourceTensorInfo } from "../formats/index.js";
+import { resolveModelReference } from "../hub/index.js";
+import { defaultContextSize } from "../llm.js";
+import { decoderShape, openEncoder, openModel } from "../models/index.js";
+import { elementCount, typeName } from "../tensor/index.js";
+import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
+import { formatBytes, printable } from "../units/index.js";
+import { flag, optionalNumber, parse, requireString } from "./args.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model FILE.gguf [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N] [--json]
 
-Prints the architecture, parameter count, tensor types, context length, vocabulary and
-special tokens of a GGUF file without loading its weights.
+Describes a model without loading its weights: architecture, parameter count, tensor types
+(count and bytes per type), trained context length, layers and heads, vocabulary size and
+tokenizer kind, special tokens, whether it has a chat template, and the memory it needs at a
+context size: its weights as stored plus the KV cache of one sequence of that many tokens
+(f32 K and V per layer, KV heads x head size each, in whole blocks of 16 positions, as the
+engine allocates it; encoders keep no KV cache).
+
+Options:
+  --model MODEL         a .gguf file (any part of a split set describes the whole set; a vocab-only
+                        GGUF too), a Hugging Face folder (config.json + safetensors: a decoder, or an
+                        encoder such as BERT), or a Hub reference org/name[@rev][:QUANT] (downloaded
+                        into the cache, as generate does) (required)
+  --ctx-size N          context size for the memory estimate (default: the trained context, at most
+                        4096, as generate uses)
+  --json                print the facts as one JSON object
+  -h, --help            show this help
 `;
 
+/** what kind of model the files hold */
+type Kind = "decoder" | "encoder" | "vocab-only" | "unsupported";
+
+/** the sizes that decide a model's compute and its KV cache */
+interface Shape {
+  readonly blockCount: number;
+  readonly embeddingLength: number;
+  readonly headCount: number;
+  /** decoders only */
+  readonly headCountKv?: number;
+  readonly headDim?: number;
+  readonly feedForwardLength: number;
+  /** trained context (an encoder's position table) */
+  readonly contextLength: number;
+}
+
+/** a model's files, opened by the project's loaders (nothing read but headers and configs) */
+interface Opened {
+  readonly path: string;
+  readonly format: "gguf" | "gguf-split" | "hf-folder";
+  /** the files of a split set, in order */
+  readonly parts?: readonly string[];
+  readonly ggufVersion?: number;
+  readonly name?: string;
+  readonly architecture: string;
+  /** a folder's config.json architecture (BertModel, LlamaForCausalLM, ...) */
+  readonly hfArchitecture?: string;
+  readonly kind: Kind;
+  readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
+  readonly shape?: Shape;
+  readonly tokenizer?: Tokenizer;
+  /** why a tokenizer the file declares could not be read */
+  readonly tokenizerError?: string;
+  readonly metadata?: GGUFMetadata;
+}
+
 export async function runInspect(argv: string[]): Promise<void> {
-  const values = parse(argv, { model: { type: "string" }, json: { type: "boolean" } });
+  const values = parse(argv, { model: { type: "string" }, "ctx-size": { type: "string" }, json: { type: "boolean" } });
   if (flag(values, "help")) { process.stdout.write(inspectHelp); return; }
-  const path = requireString(values, "model");
-  const header = readGGUFHeader(path);
-  const meta = new GGUFMetadata(path, header.metadata);
+  const model = requireString(values, "model");
+  const ctxSize = optionalNumber(values, "ctx-size", { integer: true, min: 1 });
+  const path = await resolveModelReference(model);
+  const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
+  const report = describe(model, opened, ctxSize);
+  const trained = opened.shape?.contextLength;
+  if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
+    process.stderr.write(`tsllm: warning: --ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens\n`);
+  }
+  if (flag(values, "json")) { process.stdout.write(JSON.stringify(report, null, 2) + "\n"); return; }
+  // names and values come from the files: no control character reaches the terminal
+  process.stdout.write(printable(formatReport(report).join("\n")) + "\n");
+}
+
+/** A GGUF file, a split set (from any of its parts) or a vocab-only GGUF. */
+function openGGUF(given: string): Opened {
+  let header = readGGUFHeader(given);
+  const first = firstSplitPart(header);
+  if (first !== undefined) {
+    if (!existsSync(first)) throw new GGUFError(given, "split.no", `a later part of a split GGUF, and its first part ${first} is missing`);
+    header = readGGUFHeader(first);
+  }
+  // a later part named otherwise, a missing part, mixed-up sets: readGGUFSplit says which
+  const split = splitCount(header) > 1 ? readGGUFSplit(header) : undefined;
+  const tensors: ReadonlyMap<string, SourceTensorInfo> = split ? split.tensors : new Map(header.tensors.map((t) => [t.name, t]));
+  const meta = new GGUFMetadata(header.path, header.metadata);
   const arch = meta.string("general.architecture") ?? "(none)";
-  const types = new Map<string, { tensors: number; parameters: number }>();
-  let parameters = 0;
-  for (const t of header.tensors) {
+  let tokenizer: Tokenizer | undefined, tokenizerError: string | undefined;
+  if (meta.has("tokenizer.ggml.model")) {
+    try {
+      tokenizer = tokenizerFromGGUF(meta);
+    } catch (e) {
+      if (!(e instanceof GGUFError)) throw e;
+      tokenizerError = e.message;
+    }
+  }
+  let kind: Kind, shape: Shape | undefined;
+  if (tensors.size === 0) {
+    kind = "vocab-only";
+  } else if (arch === "bert") {
+    kind = "encoder";
+    shape = {
+      blockCount: meta.requireNumber("bert.block_count"), embeddingLength: meta.requireNumber("bert.embedding_length"),
+      headCount: meta.requireNumber("bert.attention.head_count"), feedForwardLength: meta.requireNumber("bert.feed_forward_length"),
+      contextLength: meta.number("bert.context_length") ?? tensors.get("position_embd.weight")?.dims[1] ?? 512,
+    };
+  } else {
+    shape = decoderShape(meta);
+    kind = shape ? "decoder" : "unsupported";
+  }
+  return {
+    path: header.path, format: split ? "gguf-split" : "gguf", ...(split ? { parts: split.parts.map((p) => p.path) } : {}),
+    ggufVersion: header.version, name: meta.string("general.name"), architecture: arch, kind, tensors, shape, tokenizer, tokenizerError, metadata: meta,
+  };
+}
+
+/** A Hugging Face folder: an encoder (BERT, RoBERTa, DistilBERT) or a decoder, through the loaders generate and embed use. */
+function openFolder(folder: string): Opened {
+  if (isEncoderModel(folder)) {
+    const e = openEncoder(folder);
+    const c = e.config;
+    return {
+      path: folder, format: "hf-folder", architecture: c.family, hfArchitecture: c.hfArchitecture, kind: "encoder", tensors: e.tensors, tokenizer: e.tokenizer,
+      shape: { blockCount: c.blockCount, embeddingLength: c.hiddenSize, headCount: c.headCount, feedForwardLength: c.feedForwardLength, contextLength: c.maxPositions },
+    };
+  }
+  const m = openModel(folder);
+  return {
+    path: folder, format: "hf-folder", architecture: m.metadata.string("general.architecture")!, hfArchitecture: m.metadata.string("general.name"),
+    kind: "decoder", tensors: m.tensors, tokenizer: m.tokenizer, shape: decoderShape(m.metadata), metadata: m.metadata,
+  };
+}
+
+interface TypeStats { tensors: number; parameters: number; bytes: number }
+
+function describe(model: string, o: Opened, ctxSize: number | undefined) {
+  const types = new Map<string, TypeStats>();
+  let parameters = 0, weightBytes = 0;
+  for (const t of o.tensors.values()) {
     const n = elementCount(t.dims);
     parameters += n;
-    const e = types.get(typeName(t.type)) ?? { tensors: 0, parameters: 0 };
-    e.tensors++; e.parameters += n;
-    types.set(typeName(t.type), e);
+    weightBytes += t.byteLength;
+    const name = typeName(t.type);
+    const e = types.get(name) ?? { tensors: 0, parameters: 0, bytes: 0 };
+    e.tensors++; e.parameters += n; e.bytes += t.byteLength;
+    types.set(name, e);
   }
-  const tokenizer = meta.has("tokenizer.ggml.model") ? tokenizerFromGGUF(meta) : undefined;
-  const special = (id: number | undefined) => (id === undefined ? undefined : { id, piece: tokenizer!.piece(id) });
-  const report = {
-    file: path,
-    ggufVersion: header.version,
-    name: meta.string("general.name"),
-    architecture: arch,
+  const tok = o.tokenizer;
+  const special = (id: number | undefined) => (id === undefined || !tok ? undefined : { id, piece: tok.piece(id) });
+  const template = tok ? findChatTemplate(tok, o.metadata) : o.metadata?.has("tokenizer.chat_template") ? { where: "GGUF tokenizer.chat_template" } : undefined;
+  const s = o.shape;
+  return {
+    model,
+    file: o.path,
+    format: o.format,
+    ...(o.parts ? { parts: o.parts } : {}),
+    ...(o.ggufVersion !== undefined ? { ggufVersion: o.ggufVersion } : {}),
+    name: o.name,
+    architecture: o.architecture,
+    ...(o.hfArchitecture !== undefined ? { hfArchitecture: o.hfArchitecture } : {}),
+    kind: o.kind,
     parameters,
-    tensorCount: header.tensors.length,
+    tensorCount: o.tensors.size,
     tensorTypes: Object.fromEntries(types),
-    contextLength: meta.number(`${arch}.context_length`),
-    embeddingLength: meta.number(`${arch}.embedding_length`),
-    blockCount: meta.number(`${arch}.block_count`),
-    headCount: meta.number(`${arch}.attention.head_count`),
-    headCountKv: meta.number(`${arch}.attention.head_count_kv`),
-    vocabulary: tokenizer ? { type: tokenizer.type, pre: tokenizer.pre, size: tokenizer.vocabSize, addBos: tokenizer.addBos, addEos: tokenizer.addEos } : undefined,
-    specialTokens: tokenizer ? { bos: special(tokenizer.bosId), eos: special(tokenizer.eosId), unk: special(tokenizer.unkId), pad: special(tokenizer.padId), endOfGeneration: [...tokenizer.endOfGenerationIds].map(special) } : undefined,
-    chatTemplate: meta.has("tokenizer.chat_template"),
+    weightBytes,
+    contextLength: s?.contextLength ?? o.metadata?.number(`${o.architecture}.context_length`),
+    embeddingLength: s?.embeddingLength,
+    blockCount: s?.blockCount,
+    headCount: s?.headCount,
+    headCountKv: s?.headCountKv,
+    headDim: s?.headDim,
+    feedForwardLength: s?.feedForwardLength,
+    vocabulary: tok ? { type: tok.type, pre: tok.pre, size: tok.vocabSize, addBos: tok.addBos, addEos: tok.addEos } : o.tokenizerError ? { error: o.tokenizerError } : undefined,
+    specialTokens: tok ? { bos: special(tok.bosId), eos: special(tok.eosId), unk: special(tok.unkId), pad: special(tok.padId), endOfGeneration: [...tok.endOfGenerationIds].map(special) } : undefined,
+    chatTemplate: template !== undefined,
+    ...(template ? { chatTemplateSource: template.where } : {}),
+    memory: memoryOf(o, weightBytes, ctxSize),
   };
-  if (flag(values, "json")) { process.stdout.write(JSON.stringify(report, null, 2) + "\n"); return; }
+}
+
+type Report = ReturnType<typeof describe>;
+
+/** weights as stored + the KV cache of one sequence of the context size, as the engine lays it out */
+function memoryOf(o: Opened, weightBytes: number, ctxSize: number | undefined) {
+  const s = o.shape;
+  if (o.kind === "vocab-only" || s === undefined) return undefined;
+  const contextSize = ctxSize ?? defaultContextSize(s.contextLength);
+  if (o.kind !== "decoder" || s.headCountKv === undefined || s.headDim === undefined) {
+    return { contextSize, weightBytes, kvCacheBytes: 0, kvBytesPerToken: 0, totalBytes: weightBytes };
+  }
+  const kv = { blockCount: s.blockCount, headCountKv: s.headCountKv, headDim: s.headDim };
+  const kvCacheBytes = kvBytesForContext(kv, contextSize);
+  return { contextSize, weightBytes, kvCacheBytes, kvBytesPerToken: kvBytesPerToken(kv), totalBytes: weightBytes + kvCacheBytes };
+}
+
+function formatReport(r: Report): string[] {
   const fmt = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}K` : String(n));
   const tok = (s: { id: number; piece: string } | undefined) => (s ? `${s.id} ${JSON.stringify(s.piece)}` : "-");
+  const where = r.format === "gguf-split" ? `split GGUF v${r.ggufVersion}, ${r.parts!.length} parts: ${r.parts!.join(", ")}`
+    : r.format === "gguf" ? `GGUF v${r.ggufVersion}` : "Hugging Face folder";
+  const kind = r.kind === "vocab-only" ? "vocab only, no tensors" : r.kind === "unsupported" ? "not a model tsllm runs" : r.kind;
+  const v = r.vocabulary;
+  const vocabulary = !v ? "none" : "error" in v ? `unreadable: ${v.error}` : `${v.size} tokens, ${v.type}${v.pre ? ` (pre: ${v.pre})` : ""}, add BOS ${v.addBos}`;
   const lines = [
-    `file:            ${path} (GGUF v${header.version})`,
-    `name:            ${report.name ?? "-"}`,
-    `architecture:    ${arch}`,
-    `parameters:      ${fmt(parameters)} (${parameters}) in ${header.tensors.length} tensors`,
-    `tensor types:    ${[...types].map(([t, e]) => `${t} x${e.tensors}`).join(", ")}`,
-    `context length:  ${report.contextLength ?? "-"}`,
-    `layers:          ${report.blockCount ?? "-"}, embedding ${report.embeddingLength ?? "-"}, heads ${report.headCount ?? "-"} / kv ${report.headCountKv ?? report.headCount ?? "-"}`,
-    `vocabulary:      ${tokenizer ? `${tokenizer.vocabSize} tokens, ${tokenizer.type}${tokenizer.pre ? ` (pre: ${tokenizer.pre})` : ""}, add BOS ${tokenizer.addBos}` : "none"}`,
-    `special tokens:  BOS ${tok(report.specialTokens?.bos)}, EOS ${tok(report.specialTokens?.eos)}, UNK ${tok(report.specialTokens?.unk)}`,
-    `end of turn:     ${report.specialTokens?.endOfGeneration.map(tok).join(", ") || "-"}`,
-    `chat template:   ${report.chatTemplate ? "yes" : "no"}`,
+    `model:           ${r.file} (${where})`,
+    `name:            ${r.name ?? "-"}`,
+    `architecture:    ${r.architecture}${r.hfArchitecture ? ` (${r.hfArchitecture})` : ""}, ${kind}`,
+    `parameters:      ${fmt(r.parameters)} (${r.parameters}) in ${r.tensorCount} tensors, ${formatBytes(r.weightBytes)}`,
+    `tensor types:    ${Object.entries(r.tensorTypes).map(([t, e]) => `${t} x${e.tensors} (${formatBytes(e.bytes)})`).join(", ") || "-"}`,
+    `context length:  ${r.contextLength ?? "-"}${r.contextLength !== undefined ? " (trained)" : ""}`,
+    `layers:          ${r.blockCount ?? "-"}, embedding ${r.embeddingLength ?? "-"}, heads ${r.headCount ?? "-"}${r.headCountKv !== undefined ? ` / kv ${r.headCountKv}, head size ${r.headDim}` : ""}`,
+    `vocabulary:      ${vocabulary}`,
+    `special tokens:  BOS ${tok(r.specialTokens?.bos)}, EOS ${tok(r.specialTokens?.eos)}, UNK ${tok(r.specialTokens?.unk)}`,
+    `end of turn:     ${r.specialTokens?.endOfGeneration.map(tok).join(", ") || "-"}`,
+    `chat template:   ${r.chatTemplate ? `yes (${r.chatTemplateSource})` : "no"}`,
   ];
-  // names and values come from the file: no control character reaches the terminal
-  process.stdout.write(printable(lines.join("\n")) + "\n");
+  const m = r.memory;
+  if (!m) {
+    lines.push(`memory:          -`);
+  } else if (r.kind !== "decoder") {
+    lines.push(`memory:          ${formatBytes(m.totalBytes)} at --ctx-size ${m.contextSize}: weights ${formatBytes(m.weightBytes)}${r.kind === "encoder" ? " (an encoder keeps no KV cache)" : ", KV cache unknown for this architecture"}`);
+  } else {
+    lines.push(`memory:          ${formatBytes(m.totalBytes)} at --ctx-size ${m.contextSize}: weights ${formatBytes(m.weightBytes)} + KV cache ${formatBytes(m.kvCacheBytes)}`
+      + ` (f32 K and V: ${r.blockCount} layers x ${r.headCountKv} KV heads x ${r.headDim} dims x ${m.kvCacheBytes / m.kvBytesPerToken} positions)`);
+  }
+  return lines;
 }

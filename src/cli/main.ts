@@ -22,14 +22,14 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; help: s
   pipeline: { run: runPipeline, help: pipelineHelp, summary: "Hugging Face-style pipelines: sentiment, NER, fill-mask, features, text generation" },
   embed: { run: runEmbed, help: embedHelp, summary: "sentence embeddings (sentence-transformers semantics)" },
   tokenize: { run: runTokenize, help: tokenizeHelp, summary: "show how a text is tokenized" },
-  inspect: { run: runInspect, help: inspectHelp, summary: "describe a GGUF file without loading its weights" },
+  inspect: { run: runInspect, help: inspectHelp, summary: "describe a model (GGUF, split GGUF, HF folder or Hub id) without loading its weights" },
   perplexity: { run: runPerplexity, help: perplexityHelp, summary: "perplexity of a text (llama.cpp's method), or KL divergence vs a base model" },
   download: { run: runDownload, help: downloadHelp, summary: "fetch a model from the Hugging Face Hub (or ModelScope) into the cache" },
   ls: { run: runLs, help: lsHelp, summary: "list the models in the Hugging Face cache, with their sizes" },
   rm: { run: runRm, help: rmHelp, summary: "remove a model (or one revision of it) from the cache" },
   serve: { run: runServe, help: serveHelp, summary: "OpenAI-compatible HTTP server (streaming, metrics, a chat page) on the batching engine" },
   bench: { run: runBench, help: benchHelp, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
-  convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder to GGUF" },
+  convert: { run: runConvert, help: convertHelp, summary: "convert a Hugging Face model folder (or a Hub repo holding one) to GGUF" },
 };
 
 const usage = `Usage: tsllm <command> [options]   (tsllm --version)

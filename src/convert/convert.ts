@@ -34,6 +34,8 @@ export interface ConvertOptions {
    * folder's own tokenizer files are converted (byte-level BPE, SentencePiece-style BPE)
    */
   readonly vocab?: string;
+  /** general.name of the output (default: the folder's name) */
+  readonly name?: string;
 }
 
 export interface ConvertResult {
@@ -108,7 +110,7 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
   try {
     const embd = source.tensors.get("token_embd.weight")!;
     const metadata: [string, GGUFWriteEntry][] = [
-      ...(hfModelMetadata(cfg, basename(folder)) as [string, GGUFEntry][]),
+      ...(hfModelMetadata(cfg, options.name ?? basename(folder)) as [string, GGUFEntry][]),
       ...fileTypeEntries(target.fileType),
       ...tokenizerEntries(folder, embd.dims[1]!, options),
     ];
@@ -144,7 +146,7 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
     const infos = [...source.tensors.values()].filter((t) => /^(token_embd|token_types|position_embd|token_embd_norm)\.|^blk\./.test(t.name));
     const rows = source.tensors.get("token_embd.weight")!.dims[1]!;
     const metadata: [string, GGUFWriteEntry][] = [
-      ...(hfEncoderMetadata(cfg, pooling, basename(folder)) as [string, GGUFEntry][]),
+      ...(hfEncoderMetadata(cfg, pooling, options.name ?? basename(folder)) as [string, GGUFEntry][]),
       ...fileTypeEntries(CONVERT_TYPES[typeKey].fileType),
       ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
     ];

@@ -1,5 +1,5 @@
 import { totalmem } from "node:os";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, type Alloc, type KVPoolStats } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type Alloc, type KVPoolStats } from "../cache/index.js";
 import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
@@ -105,8 +105,7 @@ export class Engine {
 
   /** bytes of K and V one token takes, all layers together */
   get bytesPerToken(): number {
-    const i = this.model.info;
-    return i.blockCount * 2 * i.headCountKv * i.headDim * 4;
+    return kvBytesPerToken(this.model.info);
   }
 
   get stats(): EngineStats {

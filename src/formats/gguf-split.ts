@@ -48,6 +48,18 @@ export function splitCount(header: GGUFHeader): number {
 }
 
 /**
+ * The first part of the set a later part belongs to (`x-00002-of-00003.gguf` -> `x-00001-of-00003.gguf`),
+ * undefined for a first part, an ordinary file, or a part not named as llama.cpp names them.
+ */
+export function firstSplitPart(header: GGUFHeader): string | undefined {
+  const meta = new GGUFMetadata(header.path, header.metadata);
+  const no = meta.number(SPLIT_NO), count = meta.number(SPLIT_COUNT);
+  if (no === undefined || count === undefined || !Number.isInteger(no) || !Number.isInteger(count) || no < 1 || no >= count) return undefined;
+  const prefix = splitPrefix(header.path, no, count);
+  return prefix === undefined ? undefined : splitPartPath(prefix, 0, count);
+}
+
+/**
  * Reads the headers of every part of the set whose first part is `first` (a parsed header),
  * checking what llama.cpp checks: the first part is split 0, every part exists and carries
  * its own index, no tensor appears twice, and the tensor count matches `split.tensors.count`.

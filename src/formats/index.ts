@@ -2,7 +2,7 @@
 export { GGUFError, GGUFMetadata, readGGUFHeader } from "./gguf-reader.js";
 export { GGUFValueType, type GGUFEntry, type GGUFHeader, type GGUFTensorInfo } from "./gguf-types.js";
 export { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "./gguf-writer.js";
-export { GGUFSplitTensorSource, readGGUFSplit, splitCount } from "./gguf-split.js";
+export { firstSplitPart, GGUFSplitTensorSource, readGGUFSplit, splitCount } from "./gguf-split.js";
 export { HF_ARCHITECTURES, readGenerationConfig, readHFConfig, readJsonObject, type GenerationDefaults, type HFModelConfig } from "./hf-config.js";
 export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";

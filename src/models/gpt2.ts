@@ -6,7 +6,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import { gatherRows, type BatchLayout, type SequenceInput } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
-import { checkDecoderShape } from "./hyperparameters.js";
+import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
 /**
  * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
@@ -27,7 +27,8 @@ interface Layer {
   down: Tensor; downBias: Float32Array;
 }
 
-export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
+/** GPT-2's shape (checked against itself), read from its metadata alone: no weight is touched. */
+export function readGpt2Shape(meta: GGUFMetadata): DecoderShape {
   const embeddingLength = meta.requireNumber("gpt2.embedding_length");
   const headCount = meta.requireNumber("gpt2.attention.head_count");
   const shape = {
@@ -38,7 +39,11 @@ export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Conf
     normEps: meta.number("gpt2.attention.layer_norm_epsilon") ?? 1e-5,
   };
   checkDecoderShape(meta, shape, (field) => `gpt2.${GPT2_KEYS[field as keyof typeof GPT2_KEYS] ?? "attention.head_count"}`);
-  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...shape, parameterCount: store.parameterCount() };
+  return shape;
+}
+
+export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
+  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...readGpt2Shape(meta), parameterCount: store.parameterCount() };
 }
 
 /** where each shape field comes from in llama.cpp's GPT-2 metadata (the head size from the width and the head count) */

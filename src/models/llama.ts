@@ -7,7 +7,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import { gatherRows, type BatchLayout } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
-import { checkDecoderShape } from "./hyperparameters.js";
+import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
 /**
  * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
@@ -41,28 +41,35 @@ const LLAMA_KEYS = {
   normEps: "attention.layer_norm_rms_epsilon", rope: "rope.dimension_count", ropeDim: "rope.dimension_count", ropeBase: "rope.freq_base",
 } as const;
 
-export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightStore): LlamaConfig {
+/** The shape of a Llama-family model (checked against itself), read from its metadata alone: no weight is touched. */
+export function readLlamaShape(arch: string, meta: GGUFMetadata): DecoderShape & { readonly rope: { readonly ropeDim: number; readonly base: number } } {
   const key = (k: string) => `${arch}.${k}`;
   const embeddingLength = meta.requireNumber(key("embedding_length"));
   const headCount = meta.requireNumber(key("attention.head_count"));
   const headCountKv = meta.number(key("attention.head_count_kv")) ?? headCount;
   const headDim = meta.number(key("attention.key_length")) ?? embeddingLength / headCount;
-  const vocabSize = store.info("token_embd.weight").dims[1]!;
-  const scalingType = meta.string(key("rope.scaling.type")) ?? "none";
-  const scalingFactor = meta.number(key("rope.scaling.factor")) ?? 1;
-  if (scalingType !== "none" && scalingType !== "linear") {
-    throw new GGUFError(meta.path, key("rope.scaling.type"), `unsupported RoPE scaling "${scalingType}" (supported: none, linear; llama3 scaling comes as rope_freqs.weight)`);
-  }
-  const ropeDim = meta.number(key("rope.dimension_count")) ?? headDim;
   const shape = {
     embeddingLength, headCount, headCountKv, headDim,
     blockCount: meta.requireNumber(key("block_count")),
     feedForwardLength: meta.requireNumber(key("feed_forward_length")),
     contextLength: meta.number(key("context_length")) ?? 2048,
     normEps: meta.number(key("attention.layer_norm_rms_epsilon")) ?? 1e-5,
-    rope: { ropeDim, base: meta.number(key("rope.freq_base")) ?? 10000 },
+    rope: { ropeDim: meta.number(key("rope.dimension_count")) ?? headDim, base: meta.number(key("rope.freq_base")) ?? 10000 },
   };
   checkDecoderShape(meta, shape, (field) => key(LLAMA_KEYS[field]));
+  return shape;
+}
+
+export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightStore): LlamaConfig {
+  const key = (k: string) => `${arch}.${k}`;
+  const shape = readLlamaShape(arch, meta);
+  const scalingType = meta.string(key("rope.scaling.type")) ?? "none";
+  const scalingFactor = meta.number(key("rope.scaling.factor")) ?? 1;
+  if (scalingType !== "none" && scalingType !== "linear") {
+    throw new GGUFError(meta.path, key("rope.scaling.type"), `unsupported RoPE scaling "${scalingType}" (supported: none, linear; llama3 scaling comes as rope_freqs.weight)`);
+  }
+  const { headDim } = shape, { ropeDim } = shape.rope;
+  const vocabSize = store.info("token_embd.weight").dims[1]!;
   return {
     architecture: arch,
     vocabSize,

@@ -1,6 +1,6 @@
 import { encoderLayout, HFTensorSource } from "../convert/index.js";
 import { statSync } from "node:fs";
-import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, type SentenceTransformerConfig } from "../formats/index.js";
+import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, type SentenceTransformerConfig, type SourceTensorInfo } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { BertModel } from "./bert.js";
@@ -15,6 +15,8 @@ export interface OpenedEncoder {
   readonly tokenizer: Tokenizer;
   /** modules.json & co., when the folder is a sentence-transformers model */
   readonly sentenceTransformers?: SentenceTransformerConfig;
+  /** the weights as the encoder sees them (llama.cpp's bert names, stored type and size), none read yet */
+  readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
   build(backend: Backend, options?: WeightStoreOptions): EncoderModel;
 }
 
@@ -28,7 +30,8 @@ export function openEncoder(folder: string): OpenedEncoder {
   const config = readHFEncoderConfig(folder);
   const weights = SafetensorsModel.open(folder);
   const layout = (names: ReadonlySet<string>) => encoderLayout(config, names);
-  new HFTensorSource(weights, layout).close();
+  const probe = new HFTensorSource(weights, layout);
+  probe.close();
   let tokenizer: Tokenizer;
   try {
     tokenizer = openTokenizer(folder);
@@ -41,6 +44,7 @@ export function openEncoder(folder: string): OpenedEncoder {
     config,
     tokenizer,
     ...(sentenceTransformers ? { sentenceTransformers } : {}),
+    tensors: probe.tensors,
     build: (backend, options) => buildEncoder(config, new HFTensorSource(weights, layout), backend, options),
   };
 }
@@ -95,6 +99,7 @@ function openGGUFEncoder(path: string): OpenedEncoder {
   return {
     path, config, tokenizer: tokenizerFromGGUF(meta),
     sentenceTransformers: { pooling, normalize: false, doLowerCase: false },
+    tensors,
     build: (backend, options) => buildEncoder(config, new GGUFTensorSource(header), backend, options),
   };
 }

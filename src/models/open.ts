@@ -1,6 +1,6 @@
 import { statSync } from "node:fs";
 import { HFTensorSource, hfModelMetadata } from "../convert/index.js";
-import { GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults } from "../formats/index.js";
+import { GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults, type SourceTensorInfo } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import type { LanguageModel } from "./model.js";
@@ -17,6 +17,8 @@ export interface OpenedModel {
   readonly tokenizer: Tokenizer;
   /** default generation options the model ships (generation_config.json); empty for GGUF */
   readonly generationDefaults: GenerationDefaults;
+  /** the weights as the model builder sees them (llama.cpp's names, stored type and size; a folder's mapped from its safetensors), none read yet */
+  readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
   /** reads the weights into the backend's memory (optionally quantizing them) and returns the runnable model */
   build(backend: Backend, options?: WeightStoreOptions): LanguageModel;
 }
@@ -41,6 +43,7 @@ export function openModel(path: string, options: OpenModelOptions = {}): OpenedM
     metadata,
     tokenizer: options.tokenizer ?? tokenizerFromGGUF(metadata),
     generationDefaults: {},
+    tensors: split ? split.tensors : new Map(header.tensors.map((t) => [t.name, t])),
     build: (backend, opts) => (split ? buildModelFrom(metadata, new GGUFSplitTensorSource(split), backend, opts) : buildModel(header, backend, opts)),
   };
 }
@@ -55,7 +58,8 @@ function openHFFolder(folder: string, options: OpenModelOptions): OpenedModel {
   const gen = readGenerationConfig(folder);
   const weights = SafetensorsModel.open(folder);
   // validates names and shapes now; the source is rebuilt for each build (it owns open files)
-  new HFTensorSource(weights, cfg).close();
+  const probe = new HFTensorSource(weights, cfg);
+  probe.close();
   const metadata = new GGUFMetadata(folder, new Map(hfModelMetadata(cfg)));
   const tokenizer = withEndOfGeneration(options.tokenizer ?? openFolderTokenizer(folder), [...cfg.eosTokenIds, ...gen.eosTokenIds]);
   return {
@@ -64,6 +68,7 @@ function openHFFolder(folder: string, options: OpenModelOptions): OpenedModel {
     metadata,
     tokenizer,
     generationDefaults: gen.defaults,
+    tensors: probe.tensors,
     build: (backend, opts) => buildModelFrom(metadata, new HFTensorSource(weights, cfg), backend, opts),
   };
 }

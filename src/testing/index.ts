@@ -12,3 +12,4 @@ export {
 } from "./random-model.js";
 export { SHARED_DIR, SMOLLM_135M, TINYLLAMA_1_1B, tinyLlama, tinyQwen2, tinyQwen3, tinyGpt2 } from "./presets.js";
 export { ensureRandomModel, randomModelKey, defaultModelCacheDir } from "./model-cache.js";
+export { splitGGUF } from "./split-gguf.js";

