@@ -3,7 +3,7 @@
  * GGUF — `tsllm serve` and llama.cpp's own `llama-server` — with the same load, one run.
  *
  *   npm run bench:serve -- [--only smollm-q8_0 | --model FILE.gguf] [--concurrency 1,8,32]
- *                          [--requests N] [--threads 2] [--prompt-tokens 32] [--max-tokens 64]
+ *                          [--requests N] [--repetitions 1] [--threads 2] [--prompt-tokens 32] [--max-tokens 64]
  *                          [--llama-server PATH | --no-llama-server] [--backend wasm|reference]
  *                          [--timeout S] [--json] [--json-out FILE]
  *
@@ -45,6 +45,7 @@ async function main(argv: string[]): Promise<void> {
     model: { type: "string" },
     concurrency: { type: "string" },
     requests: { type: "string" },
+    repetitions: { type: "string" },
     threads: { type: "string" },
     "prompt-tokens": { type: "string" },
     "max-tokens": { type: "string" },
@@ -57,7 +58,7 @@ async function main(argv: string[]): Promise<void> {
   });
   if (flag(values, "help")) {
     process.stdout.write(
-      "Usage: npm run bench:serve -- [--only NAME | --model FILE.gguf] [--concurrency 1,8,32] [--requests N] [--threads N] [--prompt-tokens N] [--max-tokens N]\n" +
+      "Usage: npm run bench:serve -- [--only NAME | --model FILE.gguf] [--concurrency 1,8,32] [--requests N] [--repetitions N] [--threads N] [--prompt-tokens N] [--max-tokens N]\n" +
       "                              [--llama-server PATH | --no-llama-server] [--backend wasm|reference] [--timeout S] [--json] [--json-out FILE]\n" +
       `Models: ${BENCH_MODELS.map((e) => e.name).join(", ")} (default ${DEFAULT_MODEL})\n`,
     );
@@ -111,6 +112,7 @@ async function main(argv: string[]): Promise<void> {
     promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 32,
     maxTokens: optionalNumber(values, "max-tokens", { integer: true, min: 2 }) ?? 64,
     requests: requests === undefined ? defaultRequests : () => requests,
+    repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 1,
     llamaServer: llamaServerSkipped === undefined ? llamaServer : undefined,
     llamaServerDetail,
     llamaServerSkipped,

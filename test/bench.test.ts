@@ -124,6 +124,19 @@ test("npm run bench:serve rejects a --concurrency list that is not client counts
   assert.match(r.stderr, /--concurrency expects client counts >= 1/);
 });
 
+test("the serve load generator's repetitions: each run kept, the level's figures their medians", { skip }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  const report = await runServeBenchmark({ modelPath: model, threads: 1, concurrency: [1], promptTokens: 8, maxTokens: 8, requests: () => 2, repetitions: 2 });
+  const level = report.levels[0]!;
+  assert.equal(level.repetitions, 2);
+  const runs = level.runs!.tsllm;
+  assert.equal(runs.length, 2);
+  for (const m of SERVE_METRICS) assert.equal(level.tsllm[m], (runs[0]![m] + runs[1]![m]) / 2, `${m}: the median of two runs`);
+  assert.equal(level.tsllm.requests.length, 4, "every run's requests");
+  assert.match(formatServeReport(report), /median of 2 runs per server/);
+  await assert.rejects(runServeBenchmark({ modelPath: model, threads: 1, concurrency: [1], promptTokens: 8, maxTokens: 8, repetitions: 0 }), /repetitions must be an integer >= 1, got 0/);
+});
+
 test("the summary of runs at several prompt lengths has a prompt column and each engine's decode rate relative to the model's shortest prompt", () => {
   const engine = (decode: number) => ({ engine: "tsllm" as const, detail: "", medians: { loadMs: 1, prefillTokensPerSecond: 100, decodeTokensPerSecond: decode, peakRssBytes: 2 ** 20 }, samples: [] });
   const report = (promptTokens: number, ours: number, theirs: number) => ({

@@ -144,7 +144,9 @@ export function formatServeReport(r: ServeBenchReport): string {
     return row;
   }));
   const commands = [...new Set(r.levels.flatMap((l) => [l.tsllm.command, l.llamaServer?.command].filter((c): c is string => c !== undefined)))];
+  const reps = Math.max(...r.levels.map((l) => l.repetitions));
   const head = `${r.model}: streaming POST /v1/completions, ${r.promptTokens} prompt tokens (ids), max_tokens ${r.maxTokens} with ignore_eos, temperature 0; ` +
+    (reps > 1 ? `median of ${reps} runs per server, the servers alternating; ` : "") +
     `C clients back to back, timed by the client over loopback HTTP; ${r.threads} threads, ${r.slotContextSize} KV cells per slot\n` +
     `${r.llamaServerDetail ? `peer: ${r.llamaServerDetail}\n` : ""}${r.llamaServerSkipped ? `llama-server not run: ${r.llamaServerSkipped}\n` : ""}\n`;
   return head + renderTable(header, rows, 3) + `servers: ${commands.join("; ")}\n`;

@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import { runLoad, summarizeLoad, type CompletionRequest } from "./load.js";
 import { partialTextTokens, randomPrompts } from "./prompt.js";
 import { startLlamaServer, startTsllmServe, type ServerProcess, type ServerSettings } from "./servers.js";
-import { ratios } from "./stats.js";
+import { median, medians, ratios } from "./stats.js";
 import { SERVE_METRICS, type ServeBenchReport, type ServeLevelReport, type ServeLevelSample, type ServerName } from "./types.js";
 
 export interface ServeBenchOptions {
@@ -23,12 +23,20 @@ export interface ServeBenchOptions {
   readonly backend?: "wasm" | "reference";
   /** limit for one request (default 120 s) */
   readonly requestTimeoutMs?: number;
+  /** runs of each level per server, tsllm and llama-server alternating (default 1); the report gives their medians */
+  readonly repetitions?: number;
   /** progress: called after each server's level */
   readonly onLevel?: (sample: ServeLevelSample, concurrency: number) => void;
 }
 
 /** KV cells a slot gets beyond its prompt and generated tokens (tsllm stops one short of a full cache) */
 const SLOT_SLACK = 32;
+
+/** one server's runs of a level as one sample: every metric's median, every run's requests */
+function medianSample(runs: readonly ServeLevelSample[]): ServeLevelSample {
+  if (runs.length === 1) return runs[0]!;
+  return { server: runs[0]!.server, command: runs[0]!.command, wallMs: median(runs.map((r) => r.wallMs)), ...medians(runs, SERVE_METRICS), requests: runs.flatMap((r) => r.requests) };
+}
 
 /** default requests per level: 4 per client, at least 16 (so p99 at one client is over more than a handful) */
 export function defaultRequests(concurrency: number): number {
@@ -49,6 +57,8 @@ export async function runServeBenchmark(o: ServeBenchOptions): Promise<ServeBenc
   }
   if (o.concurrency.length === 0 || o.concurrency.some((c) => !Number.isInteger(c) || c < 1)) throw new RangeError(`bench:serve: concurrency must be integers >= 1, got ${o.concurrency.join(",")}`);
   const count = o.requests ?? defaultRequests;
+  const repetitions = o.repetitions ?? 1;
+  if (!Number.isInteger(repetitions) || repetitions < 1) throw new RangeError(`bench:serve: repetitions must be an integer >= 1, got ${repetitions}`);
   const slotContextSize = o.promptTokens + o.maxTokens + SLOT_SLACK;
   // tokens that are not whole text are banned (see partialTextTokens), so both servers stream one chunk per token
   const logitBias = Object.fromEntries((await partialTextTokens(o.modelPath)).map((id) => [String(id), -100]));
@@ -74,14 +84,21 @@ export async function runServeBenchmark(o: ServeBenchOptions): Promise<ServeBenc
         await server.stop();
       }
     };
-    const tsllm = await measure("tsllm", () => startTsllmServe({ ...settings, backend: o.backend }));
-    if (o.llamaServer === undefined) {
-      levels.push({ concurrency: c, requests: n, tsllm });
+    // the servers alternate run by run, so a change in the host's load falls on both
+    const binary = o.llamaServer;
+    const ours: ServeLevelSample[] = [], theirs: ServeLevelSample[] = [];
+    for (let r = 0; r < repetitions; r++) {
+      ours.push(await measure("tsllm", () => startTsllmServe({ ...settings, backend: o.backend })));
+      if (binary !== undefined) theirs.push(await measure("llama-server", () => startLlamaServer(binary, settings)));
+    }
+    const tsllm = medianSample(ours);
+    const runs = repetitions > 1 ? { runs: { tsllm: ours, ...(theirs.length > 0 ? { llamaServer: theirs } : {}) } } : {};
+    if (binary === undefined) {
+      levels.push({ concurrency: c, requests: n, repetitions, tsllm, ...runs });
       continue;
     }
-    const binary = o.llamaServer;
-    const llamaServer = await measure("llama-server", () => startLlamaServer(binary, settings));
-    levels.push({ concurrency: c, requests: n, tsllm, llamaServer, ratio: ratios(tsllm, llamaServer, SERVE_METRICS) });
+    const llamaServer = medianSample(theirs);
+    levels.push({ concurrency: c, requests: n, repetitions, tsllm, llamaServer, ratio: ratios(tsllm, llamaServer, SERVE_METRICS), ...runs });
   }
   return {
     model: basename(o.modelPath), threads: o.threads, promptTokens: o.promptTokens, maxTokens: o.maxTokens, slotContextSize,

@@ -176,10 +176,14 @@ export interface ServeLevelReport {
   readonly concurrency: number;
   /** requests sent in the level (by all clients together) */
   readonly requests: number;
+  /** runs per server (alternating); with more than one, tsllm and llamaServer hold each metric's median and every run's requests */
+  readonly repetitions: number;
   readonly tsllm: ServeLevelSample;
   readonly llamaServer?: ServeLevelSample;
   /** tsllm / llama-server for every metric (only with llama-server) */
   readonly ratio?: Record<ServeMetric, number>;
+  /** each run's sample, with more than one repetition */
+  readonly runs?: { readonly tsllm: readonly ServeLevelSample[]; readonly llamaServer?: readonly ServeLevelSample[] };
 }
 
 export interface ServeBenchReport {
