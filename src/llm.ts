@@ -1,4 +1,4 @@
-import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
+import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, type ChatTemplateSource } from "./chat/index.js";
 import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
@@ -49,8 +49,8 @@ export interface LoadModelOptions {
 export interface ChatOptions extends GenerateOptions {
   /** system prompt, placed first (replacing a system message already there) */
   system?: string;
-  /** template source to use instead of the model's own chat template */
-  chatTemplate?: string;
+  /** template source to use instead of the model's own chat template (with `where`, what its errors name) */
+  chatTemplate?: string | ChatTemplateSource;
   /** let special-token text inside messages become special tokens (by default message content is plain text) */
   parseSpecialInContent?: boolean;
 }
@@ -181,8 +181,9 @@ export class Model {
   }
 
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
-  chatFormatter(chatTemplate?: string): ChatFormatter {
-    return chatFormatterFor(this.tokenizer, this.metadata, chatTemplate === undefined ? undefined : { source: chatTemplate, where: "chatTemplate option" });
+  chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
+    const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
+    return chatFormatterFor(this.tokenizer, this.metadata, override);
   }
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type { ChatTemplateSource } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
@@ -208,12 +209,12 @@ function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   return q;
 }
 
-/** The --chat-template file's text, if given. */
-export function chatTemplateFrom(values: ParsedValues): string | undefined {
+/** The --chat-template file's text, if given, named by the flag in errors. */
+export function chatTemplateFrom(values: ParsedValues): ChatTemplateSource | undefined {
   const file = optionalString(values, "chat-template");
   if (file === undefined) return undefined;
   try {
-    return readFileSync(file, "utf8");
+    return { source: readFileSync(file, "utf8"), where: `--chat-template ${file}` };
   } catch (e) {
     throw new Error(`--chat-template ${file}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }

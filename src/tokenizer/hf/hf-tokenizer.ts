@@ -1,3 +1,4 @@
+import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { detectEndOfGeneration } from "../gguf-eog.js";
 import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
@@ -127,6 +128,8 @@ export class HFTokenizer implements Tokenizer {
   readonly addEos: boolean;
   /** tokenizer_config.json's chat_template (a named "default" template when it is a list) */
   readonly chatTemplate?: string;
+  /** where chatTemplate comes from, for errors: "<folder>/tokenizer_config.json: chat template (chat_template)" */
+  readonly chatTemplateWhere: string;
   /** the special-token strings templates get as variables */
   readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
 
@@ -203,6 +206,7 @@ export class HFTokenizer implements Tokenizer {
     this.endOfGenerationIds = eog;
 
     const tmpl = config.chat_template;
+    this.chatTemplateWhere = `${join(dirname(source.where), "tokenizer_config.json")}: chat template (chat_template)`;
     if (typeof tmpl === "string") this.chatTemplate = tmpl;
     else if (Array.isArray(tmpl)) {
       // a list of {name, template}: the "default" one is what apply_chat_template uses
