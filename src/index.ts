@@ -1,6 +1,6 @@
 // The public surface of tsllm.
 export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions, type ChoiceStep, type GenerationRun } from "./llm.js";
-export type { GenerateOptions, GenerationResult, GenerationStep, FinishReason, Timings } from "./generation/index.js";
+export type { GenerateOptions, GenerationResult, GenerationStep, FinishDetail, FinishReason, Timings } from "./generation/index.js";
 export type { Engine, EngineStats, RequestEvent } from "./engine/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer } from "./tokenizer/index.js";

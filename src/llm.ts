@@ -1,4 +1,4 @@
-import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage } from "./chat/index.js";
+import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, type ChatTemplateSource } from "./chat/index.js";
 import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
@@ -44,13 +44,15 @@ export interface LoadModelOptions {
   maxSequences?: number;
   /** tokens one engine step computes at most, decodes plus prompt chunks (default 64) */
   maxBatchTokens?: number;
+  /** where load-time warnings go, one line each (default: process.emitWarning) */
+  onWarning?: (message: string) => void;
 }
 
 export interface ChatOptions extends GenerateOptions {
   /** system prompt, placed first (replacing a system message already there) */
   system?: string;
-  /** template source to use instead of the model's own chat template */
-  chatTemplate?: string;
+  /** template source to use instead of the model's own chat template (with `where`, what its errors name) */
+  chatTemplate?: string | ChatTemplateSource;
   /** let special-token text inside messages become special tokens (by default message content is plain text) */
   parseSpecialInContent?: boolean;
 }
@@ -168,7 +170,8 @@ export class Model {
       queueMs: o.scheduledAt - o.submittedAt, cachedPromptTokens: o.cachedPromptTokens,
     });
     const choiceOf = (c: (typeof o.choices)[number]): Choice => ({
-      completion: c.completion, completionTokens: c.completionTokens, finishReason: c.finishReason, ...(c.logprobs ? { logprobs: c.logprobs } : {}),
+      completion: c.completion, completionTokens: c.completionTokens, finishReason: c.finishReason, ...(c.finishDetail ? { finishDetail: c.finishDetail } : {}),
+      ...(c.logprobs ? { logprobs: c.logprobs } : {}),
     });
     return {
       prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(o.promptTokens),
@@ -181,8 +184,9 @@ export class Model {
   }
 
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
-  chatFormatter(chatTemplate?: string): ChatFormatter {
-    return chatFormatterFor(this.tokenizer, this.metadata, chatTemplate === undefined ? undefined : { source: chatTemplate, where: "chatTemplate option" });
+  chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
+    const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
+    return chatFormatterFor(this.tokenizer, this.metadata, override);
   }
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */
@@ -282,11 +286,11 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const backend = await createBackend(options.backend, { threads: options.threads });
   try {
     const model = opened.build(backend, { quantize: options.quantize });
-    if (tokenizer.vocabSize > model.info.vocabSize) {
-      throw new Error(`${path}: the tokenizer has ${tokenizer.vocabSize} tokens but the model's embedding has ${model.info.vocabSize} rows`);
-    }
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
+    checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = options.contextSize ?? defaultContextSize(model.info.contextLength);
     if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
+    checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
       alloc: (n) => backend.allocActivations(n),
@@ -296,6 +300,31 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   } catch (e) {
     backend.dispose();
     throw e;
+  }
+}
+
+/**
+ * The tokenizer against the embedding. More tokens than rows: ids the tokenizer produces have no
+ * row, refused (llama.cpp refuses any mismatch: its tensors are shaped by the token count). Fewer
+ * tokens than rows is how Hugging Face checkpoints pad their embeddings (Qwen2.5: 151665 tokens,
+ * 151936 rows); the engine never samples the padding rows. A tokenizer that covers less than 90%
+ * of the rows is more likely the wrong one: a warning.
+ */
+function checkVocabulary(path: string, tokens: number, rows: number, warn: (message: string) => void): void {
+  if (tokens > rows) {
+    throw new Error(`${path}: the tokenizer has ${tokens} tokens but the model's embedding (token_embd) has only ${rows} rows; every token id needs a row (wrong tokenizer for this model?)`);
+  }
+  if (tokens < 0.9 * rows) warn(`${path}: the tokenizer has ${tokens} tokens but the model's embedding has ${rows} rows; the ${rows - tokens} ids past the tokenizer are never sampled (wrong tokenizer for this model?)`);
+}
+
+/** the context size against what the model can compute (an error) and what it was trained with (a warning) */
+function checkContextSize(path: string, contextSize: number, info: ModelInfo, warn: (message: string) => void): void {
+  if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
+  if (info.maxPositions !== undefined && contextSize > info.maxPositions) {
+    throw new RangeError(`${path}: context size ${contextSize} is more than the ${info.maxPositions} positions the model has embeddings for (position_embd); use at most ${info.maxPositions}`);
+  }
+  if (contextSize > info.contextLength) {
+    warn(`${path}: context size ${contextSize} is more than the ${info.contextLength} tokens the model was trained with; text past ${info.contextLength} tokens may degrade`);
   }
 }
 

@@ -65,3 +65,13 @@ test("generate --normalize nfkc: a full-width prompt tokenizes like its half-wid
   assert.deepEqual(run("Ｏｎｃｅ　ｕｐｏｎ　ａ　ｔｉｍｅ", "--normalize", "nfkc").promptTokens, half.promptTokens);
   assert.notDeepEqual(run("Ｏｎｃｅ　ｕｐｏｎ　ａ　ｔｉｍｅ").promptTokens, half.promptTokens);
 });
+
+test("tsllm chat / generate --chat: a --chat-template that does not parse is one line naming the flag, the file and what is wrong", { skip }, () => {
+  const broken = join(dir, "broken.jinja");
+  writeFileSync(broken, "{% for m in messages %}\n{{ m.content }}\n");
+  for (const args of [["chat", "--model", sharedFile(MODEL)!, "--chat-template", broken], ["generate", "--model", sharedFile(MODEL)!, "--chat", "--chat-template", broken, "--prompt", "hi"]]) {
+    const r = tsllm(args, "hi\n");
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: --chat-template ${broken}: the template does not parse: unterminated for loop: {% for m in messages %} (line 1) has no {% endfor %}\n`);
+  }
+});

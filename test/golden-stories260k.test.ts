@@ -85,7 +85,9 @@ test("stories260K through `tsllm generate --json` equals llama.cpp's tokens", { 
       "--max-tokens", String(c.completionTokens.length), "--json",
     ], { cwd: PROJECT_ROOT });
     const out = JSON.parse(stdout);
-    assert.deepEqual(Object.keys(out).sort(), ["completion", "completionTokens", "finishReason", "prompt", "promptTokens", "timings"]);
+    const cut = out.finishReason === "length";
+    assert.deepEqual(Object.keys(out).sort(), ["completion", "completionTokens", ...(cut ? ["finishDetail"] : []), "finishReason", "prompt", "promptTokens", "timings"]);
+    if (cut) assert.equal(out.finishDetail, `maxTokens (${c.completionTokens.length}) reached`);
     assert.deepEqual(out.promptTokens, c.promptTokens);
     assert.deepEqual(out.completionTokens, c.completionTokens);
     assert.equal(out.completion, await streamedText(c));

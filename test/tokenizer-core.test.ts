@@ -1,10 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ggufEntry, writeGGUF } from "../src/formats/index.js";
 import { GGUFMetadata } from "../src/formats/gguf-reader.js";
 import { GGUFValueType, type GGUFEntry } from "../src/formats/gguf-types.js";
 import {
   BPE, SpecialMatcher, TokenType, bertNormalize, bertSplit, byteLevelDecode, byteLevelEncode,
-  preTokenizerPatterns, regexSplit, spmEncode, tokenizerFromGGUF, wordPieceEncode,
+  loadGGUFTokenizer, preTokenizerPatterns, regexSplit, spmEncode, tokenizerFromGGUF, wordPieceEncode,
 } from "../src/tokenizer/index.js";
 
 const vocabOf = (tokens: string[]) => new Map(tokens.map((t, i) => [t, i]));
@@ -218,4 +222,35 @@ test("SpecialMatcher: leftmost-longest like a character trie, in memory proporti
   const grown = process.memoryUsage().heapUsed + process.memoryUsage().external - before;
   assert.ok(grown < 100 * 2 ** 20, `the matcher grew the heap by ${(grown / 2 ** 20).toFixed(0)} MB`);
   assert.deepEqual(big.split(`a<s>b${huge}c`), ["a", 2, "b", 1, "c"]);
+});
+
+test("GGUF: a BPE merge whose parts or result are not tokens is refused at load, naming the file, the merge index and the missing token", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-merges-"));
+  try {
+    const write = async (name: string, tokens: string[], merges: string[]) => {
+      const path = join(dir, name);
+      await writeGGUF(path, {
+        metadata: [["tokenizer.ggml.model", ggufEntry.string("gpt2")], ["tokenizer.ggml.pre", ggufEntry.string("gpt-2")],
+          ["tokenizer.ggml.tokens", ggufEntry.strings(tokens)], ["tokenizer.ggml.merges", ggufEntry.strings(merges)]],
+        tensors: [],
+      });
+      return path;
+    };
+    const good = loadGGUFTokenizer(await write("good.gguf", ["a", "b", "c", "ab", "abc"], ["a b", "ab c"]));
+    assert.deepEqual(good.encode("abc", { addSpecialTokens: false }), [4]);
+    for (const [name, tokens, merges, message] of [
+      ["result.gguf", ["a", "b", "c", "ab"], ["a b", "ab c"], /tokenizer\.ggml\.merges\[1\]: the merge "ab c" needs the merged token "abc", which is not in the vocabulary$/],
+      ["left.gguf", ["a", "b", "ab"], ["a b", "x b"], /tokenizer\.ggml\.merges\[1\]: the merge "x b" needs its left part "x", which is not in the vocabulary$/],
+      ["right.gguf", ["a", "b", "ab"], ["a y"], /tokenizer\.ggml\.merges\[0\]: the merge "a y" needs its right part "y", which is not in the vocabulary$/],
+    ] as const) {
+      const path = await write(name, [...tokens], [...merges]);
+      assert.throws(() => loadGGUFTokenizer(path), (e: Error) => {
+        assert.ok(e.message.startsWith(`${path}: `), e.message);
+        assert.match(e.message, message);
+        return true;
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

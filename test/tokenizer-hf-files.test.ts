@@ -228,3 +228,30 @@ test("a malformed or hostile tokenizer.json fails at load naming the file and th
     rm(root, { recursive: true, force: true });
   }
 });
+
+test("tokenizer.json: a BPE merge whose parts or result are not in model.vocab is refused at load (the library would drop the text), naming the file, the merge and the token", () => {
+  const write = (name: string, model: Record<string, unknown>) => {
+    const d = join(dir, name);
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, "tokenizer.json"), JSON.stringify({ model: { type: "BPE", ...model }, added_tokens: [] }));
+    return d;
+  };
+  const good = openTokenizer(write("merges-good", { vocab: { a: 0, b: 1, c: 2, ab: 3, abc: 4 }, merges: [["a", "b"], ["ab", "c"]] }));
+  assert.deepEqual(good.encode("abc", { addSpecialTokens: false }), [4]);
+  // a continuing-subword prefix is not part of the merged token, as in Hugging Face's tokenizers
+  const prefixed = openTokenizer(write("merges-prefix", { vocab: { a: 0, "##b": 1, ab: 2 }, merges: ["a ##b"], continuing_subword_prefix: "##" }));
+  assert.equal(prefixed.vocabSize, 3);
+  for (const [name, model, message] of [
+    ["merges-result", { vocab: { a: 0, b: 1, c: 2, ab: 3 }, merges: ["a b", "ab c"] }, /"model\.merges\[1\]": the merge "ab c" needs the merged token "abc", which is not in the vocabulary$/],
+    ["merges-result-pair", { vocab: { a: 0, b: 1 }, merges: [["a", "b"]] }, /"model\.merges\[0\]": the merge "a b" needs the merged token "ab"/],
+    ["merges-part", { vocab: { a: 0, b: 1, ab: 2 }, merges: ["a b", "q b"] }, /"model\.merges\[1\]": the merge "q b" needs its left part "q"/],
+    ["merges-prefix-missing", { vocab: { a: 0, "##b": 1 }, merges: ["a ##b"], continuing_subword_prefix: "##" }, /the merge "a ##b" needs the merged token "ab"/],
+  ] as const) {
+    const folder = write(name, model);
+    assert.throws(() => openTokenizer(folder), (e: Error) => {
+      assert.ok(e.message.startsWith(`${join(folder, "tokenizer.json")}: `), e.message);
+      assert.match(e.message, message);
+      return true;
+    });
+  }
+});

@@ -1,17 +1,29 @@
 import type { Tokenizer } from "../tokenizer/index.js";
 import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions } from "./template.js";
 
-/** Something with GGUF-style string metadata (GGUFMetadata). */
+/** Something with GGUF-style string metadata (GGUFMetadata), and the file it was read from. */
 export interface StringMetadata {
+  readonly path?: string;
   string(key: string): string | undefined;
 }
 
-/** Where a model's chat template comes from: tokenizer_config.json (HF folders) or GGUF metadata. */
-export function findChatTemplate(tokenizer: Tokenizer, metadata?: StringMetadata): { source: string; where: string } | undefined {
-  const fromTokenizer = (tokenizer as { chatTemplate?: unknown }).chatTemplate;
-  if (typeof fromTokenizer === "string") return { source: fromTokenizer, where: "tokenizer_config.json: chat_template" };
+/** a template's text and its origin as errors name it ("--chat-template FILE", "model.gguf: chat template (tokenizer.chat_template)") */
+export interface ChatTemplateSource {
+  readonly source: string;
+  readonly where: string;
+}
+
+/**
+ * Where a model's chat template comes from: tokenizer_config.json (HF folders) or GGUF metadata.
+ * `where` names the file and the field, so a template that fails says whose it is.
+ */
+export function findChatTemplate(tokenizer: Tokenizer, metadata?: StringMetadata): ChatTemplateSource | undefined {
+  const hf = tokenizer as { chatTemplate?: unknown; chatTemplateWhere?: unknown };
+  if (typeof hf.chatTemplate === "string") {
+    return { source: hf.chatTemplate, where: typeof hf.chatTemplateWhere === "string" ? hf.chatTemplateWhere : "tokenizer_config.json: chat template (chat_template)" };
+  }
   const fromGGUF = metadata?.string("tokenizer.chat_template");
-  if (fromGGUF !== undefined) return { source: fromGGUF, where: "GGUF tokenizer.chat_template" };
+  if (fromGGUF !== undefined) return { source: fromGGUF, where: `${metadata?.path ?? "GGUF"}: chat template (tokenizer.chat_template)` };
   return undefined;
 }
 
@@ -161,7 +173,7 @@ const cache = new WeakMap<Tokenizer, Map<string, ChatFormatter>>();
  * The chat formatter of a model, parsed once per tokenizer and template. `override` replaces the
  * model's own template (e.g. a --chat-template file). Throws when the model has none.
  */
-export function chatFormatterFor(tokenizer: Tokenizer, metadata?: StringMetadata, override?: { source: string; where: string }): ChatFormatter {
+export function chatFormatterFor(tokenizer: Tokenizer, metadata?: StringMetadata, override?: ChatTemplateSource): ChatFormatter {
   const found = override ?? findChatTemplate(tokenizer, metadata);
   if (!found) throw new ChatTemplateError("the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json); give one with --chat-template FILE");
   let byTemplate = cache.get(tokenizer);

@@ -1,4 +1,5 @@
 import * as jinja from "@huggingface/jinja";
+import { checkTemplateTokens, checkTreeDepth, type TemplateToken } from "./template-check.js";
 
 /*
  * The parts of @huggingface/jinja used here, typed locally: its .d.ts files import each other
@@ -9,7 +10,8 @@ interface JinjaEnvironment { set(name: string, value: unknown): void }
 interface JinjaInterpreter { run(program: unknown): RuntimeValue; evaluate(node: unknown, env: unknown): RuntimeValue }
 const Environment = jinja.Environment as unknown as new () => JinjaEnvironment;
 const Interpreter = jinja.Interpreter as unknown as new (env: JinjaEnvironment) => JinjaInterpreter;
-const Template = jinja.Template as unknown as new (source: string) => { parsed: unknown };
+const tokenize = jinja.tokenize as unknown as (source: string, options: { lstrip_blocks: boolean; trim_blocks: boolean }) => TemplateToken[];
+const parse = jinja.parse as unknown as (tokens: readonly TemplateToken[]) => unknown;
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
@@ -41,10 +43,12 @@ export interface TemplateLimits {
   maxRangeTotal?: number;
   /** longest list any expression may produce (bounds `a + a` doubling, split, list filters) */
   maxItems?: number;
+  /** deepest nesting of blocks, of brackets, and of the parse tree (the library's parser and interpreter recurse once per level) */
+  maxDepth?: number;
 }
 
 export const DEFAULT_LIMITS: Required<TemplateLimits> = {
-  maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 100_000, maxRangeTotal: 20_000_000, maxItems: 100_000,
+  maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 100_000, maxRangeTotal: 20_000_000, maxItems: 100_000, maxDepth: 256,
 };
 
 export class ChatTemplateError extends Error {
@@ -107,7 +111,7 @@ export function strftime(date: Date, format: string): string {
  * limits. `where` names the template's origin in errors (e.g. "tokenizer_config.json: chat_template").
  */
 export class ChatTemplate {
-  private readonly parsed: { parsed: unknown };
+  private readonly program: unknown;
   private readonly limits: Required<TemplateLimits>;
 
   constructor(readonly source: string, readonly where: string, limits: TemplateLimits = DEFAULT_LIMITS) {
@@ -115,11 +119,21 @@ export class ChatTemplate {
     if (source.length > this.limits.maxSourceChars) {
       throw new ChatTemplateError(`${where}: the template has ${source.length} characters, more than the ${limits.maxSourceChars} allowed`);
     }
+    const fail = (message: string): never => { throw new ChatTemplateError(`${where}: the template does not parse: ${message}`); };
+    let tokens: TemplateToken[];
     try {
-      this.parsed = new Template(source);
+      // the options the library's own Template uses
+      tokens = tokenize(source, { lstrip_blocks: true, trim_blocks: true });
     } catch (e) {
-      throw new ChatTemplateError(`${where}: the template does not parse: ${(e as Error).message}`);
+      fail((e as Error).message);
     }
+    checkTemplateTokens(source, tokens!, this.limits.maxDepth, fail);
+    try {
+      this.program = parse(tokens!);
+    } catch (e) {
+      fail(e instanceof RangeError ? `it nests too deeply (${e.message})` : (e as Error).message);
+    }
+    checkTreeDepth(this.program, this.limits.maxDepth, fail);
   }
 
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
@@ -144,7 +158,7 @@ export class ChatTemplate {
     for (const [k, v] of Object.entries(vars)) env.set(k, v);
     const interpreter = new BoundedInterpreter(env, performance.now() + this.limits.maxRenderMs, this.limits, this.where);
     try {
-      const out = interpreter.run(this.parsed.parsed).value;
+      const out = interpreter.run(this.program).value;
       if (typeof out !== "string") throw new ChatTemplateError(`${this.where}: the template rendered no text`);
       return out;
     } catch (e) {

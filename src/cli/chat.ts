@@ -3,7 +3,7 @@ import type { ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom } from "./generate.js";
+import { chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -71,6 +71,7 @@ export async function runChat(argv: string[]): Promise<void> {
       process.stdout.write("\n");
       history.push({ role: "assistant", content: result.completion });
       if (flag(values, "timings")) process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+      writeContextFullNote(result);
       prompt();
     }
   } finally {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
+import type { ChatTemplateSource } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
-import type { GenerateOptions } from "../generation/index.js";
+import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
 import { flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
@@ -42,7 +43,8 @@ Options:
   --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text
   --n N                 N independent completions sharing one prefill; completion i uses seed S + i
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
-                        (+ logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
+                        (+ finishDetail when finishReason is "length": "maxTokens (N) reached" or "context full (N tokens)";
+                        logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
   -h, --help            show this help
 `;
 
@@ -135,11 +137,12 @@ export async function runGenerate(argv: string[]): Promise<void> {
       process.stdout.write(r.value.text);
     }
     if (flag(values, "json")) {
-      const { prompt, promptTokens, completion, completionTokens, finishReason, timings, logprobs, beams, speculative, choices } = result;
-      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}), ...(choices ? { choices } : {}) }) + "\n");
+      const { prompt, promptTokens, completion, completionTokens, finishReason, finishDetail, timings, logprobs, beams, speculative, choices } = result;
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, ...(finishDetail ? { finishDetail } : {}), timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}), ...(choices ? { choices } : {}) }) + "\n");
     } else {
       process.stdout.write("\n");
       process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+      writeContextFullNote(result);
       const sp = result.speculative;
       if (sp) process.stderr.write(`speculative: ${sp.accepted}/${sp.drafted} drafted tokens accepted (${(100 * sp.acceptanceRate).toFixed(1)}%), ${sp.tokensPerTargetPass.toFixed(2)} tokens per target pass\n`);
     }
@@ -147,6 +150,12 @@ export async function runGenerate(argv: string[]): Promise<void> {
     model.dispose();
     draft?.dispose();
   }
+}
+
+/** a one-line note on stderr when a completion (any of its choices) stopped because the context was full: the text is cut, not finished */
+export function writeContextFullNote(result: GenerationResult): void {
+  const full = [result, ...(result.choices ?? [])].find((c) => c.finishDetail?.startsWith("context full"));
+  if (full) process.stderr.write(`tsllm: note: generation stopped: ${full.finishDetail}; a larger --ctx-size gives the completion more room\n`);
 }
 
 /** --logit-bias ID=BIAS (repeatable): BIAS is a number, or -inf to ban the token */
@@ -199,6 +208,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     threads: threadsOption(values),
     contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
     quantize: quantizeFrom(values),
+    onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
   };
 }
 
@@ -208,12 +218,12 @@ function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   return q;
 }
 
-/** The --chat-template file's text, if given. */
-export function chatTemplateFrom(values: ParsedValues): string | undefined {
+/** The --chat-template file's text, if given, named by the flag in errors. */
+export function chatTemplateFrom(values: ParsedValues): ChatTemplateSource | undefined {
   const file = optionalString(values, "chat-template");
   if (file === undefined) return undefined;
   try {
-    return readFileSync(file, "utf8");
+    return { source: readFileSync(file, "utf8"), where: `--chat-template ${file}` };
   } catch (e) {
     throw new Error(`--chat-template ${file}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }

@@ -103,6 +103,15 @@ export class Engine {
     return this.options.contextSize;
   }
 
+  /**
+   * ids that are tokens: those of both the tokenizer and the embedding. An embedding padded past
+   * the tokenizer (Hugging Face checkpoints round it up) has rows no text decodes to; those ids are
+   * never sampled and refused in prompts.
+   */
+  get tokenIds(): number {
+    return Math.min(this.model.info.vocabSize, this.tokenizer.vocabSize);
+  }
+
   /** bytes of K and V one token takes, all layers together */
   get bytesPerToken(): number {
     return kvBytesPerToken(this.model.info);
@@ -126,7 +135,7 @@ export class Engine {
     if (promptTokens.length >= this.contextSize) {
       throw new RequestError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`, "prompt", "context_length_exceeded");
     }
-    const vocab = this.model.info.vocabSize;
+    const vocab = this.tokenIds;
     for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`token id ${t} is outside the vocabulary [0, ${vocab})`, "prompt");
     if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RequestError(`maxTokens must be a non-negative integer, got ${maxTokens}`, "maxTokens");
     try {
@@ -239,7 +248,7 @@ export class Engine {
       let list = results.get(chunk.request);
       if (!list) results.set(chunk.request, (list = []));
       const row = logits[i];
-      if (row) list.push({ seq: chunk.sequence, logits: row });
+      if (row) list.push({ seq: chunk.sequence, logits: this.maskPadding(row) });
     });
     for (const [request, got] of results) {
       if (got.length > 0) {
@@ -254,6 +263,13 @@ export class Engine {
       for (const seq of request.sequences) s.cacheFullBlocks(seq);
       if (request.strategy.done) this.end(request);
     }
+  }
+
+  /** -inf for the padding ids of every row (one or, for a strategy that asked for all, several rows back to back) */
+  private maskPadding(logits: Float32Array): Float32Array {
+    const rows = this.model.info.vocabSize, tokens = this.tokenIds;
+    if (tokens < rows) for (let r = 0; r < logits.length; r += rows) logits.fill(-Infinity, r + tokens, r + rows);
+    return logits;
   }
 
   private sweepAborted(s: Scheduler): void {

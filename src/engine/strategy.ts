@@ -1,10 +1,11 @@
-import type { FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { FinishDetail, FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
 import type { RunningSequence } from "./running-sequence.js";
 
 export interface ChoiceOutcome {
   readonly completion: string;
   readonly completionTokens: number[];
   readonly finishReason: FinishReason;
+  readonly finishDetail?: FinishDetail;
   readonly logprobs?: TokenLogprob[];
   /** performance.now() of its first token (0: none) and of its end */
   readonly firstTokenAt: number;

@@ -55,6 +55,9 @@ export interface GenerationStep {
 
 export type FinishReason = "stop" | "length" | "abort";
 
+/** which limit a "length" finish hit: the completion's maxTokens, or the context (the KV cache holds no more positions) */
+export type FinishDetail = `maxTokens (${number}) reached` | `context full (${number} tokens)`;
+
 export interface GenerationResult {
   prompt: string;
   completion: string;
@@ -62,6 +65,8 @@ export interface GenerationResult {
   completionTokens: number[];
   /** "stop": an end-of-generation token or a stop string; "length": maxTokens or the context is full */
   finishReason: FinishReason;
+  /** with finishReason "length": which limit it hit */
+  finishDetail?: FinishDetail;
   timings: Timings;
   /** with the `logprobs` option: one entry per completion token */
   logprobs?: TokenLogprob[];
@@ -78,6 +83,7 @@ export interface Choice {
   completion: string;
   completionTokens: number[];
   finishReason: FinishReason;
+  finishDetail?: FinishDetail;
   logprobs?: TokenLogprob[];
 }
 

@@ -2,7 +2,7 @@ import type { Sampler } from "../sampling/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
 import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
-import type { FinishReason, GenerationStep } from "./generate.js";
+import type { FinishDetail, FinishReason, GenerationStep } from "./generate.js";
 
 /** What ends a sequence, shared by every sequence of a request. */
 export interface StopRules {
@@ -31,6 +31,8 @@ export class Sequence {
   readonly logprobs: TokenLogprob[] | undefined;
   completion = "";
   finishReason: FinishReason | undefined;
+  /** with finishReason "length": the limit it hit */
+  finishDetail: FinishDetail | undefined;
   /** when the first token was sampled and when the sequence ended (performance.now()) */
   firstTokenAt = 0;
   endedAt = 0;
@@ -91,10 +93,14 @@ export class Sequence {
     this.finishReason = reason;
     this.endedAt = performance.now();
     if (reason === "stop") return [];
+    if (reason === "length") {
+      const { contextSize, maxTokens } = this.rules;
+      this.finishDetail = this.tokens.length >= contextSize ? `context full (${contextSize} tokens)` : `maxTokens (${maxTokens}) reached`;
+    }
     // the decoder's pending bytes and a partial stop-string match are released at the end
     const { emit, stopped } = this.stopMatcher.push(this.decoder.flush());
     let tail = emit;
-    if (stopped) this.finishReason = "stop";
+    if (stopped) { this.finishReason = "stop"; this.finishDetail = undefined; }
     else tail += this.stopMatcher.flush();
     this.completion += tail;
     return tail ? [{ token: undefined, text: tail }] : [];

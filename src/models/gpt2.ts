@@ -43,7 +43,7 @@ export function readGpt2Shape(meta: GGUFMetadata): DecoderShape {
 }
 
 export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
-  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...readGpt2Shape(meta), parameterCount: store.parameterCount() };
+  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...readGpt2Shape(meta), maxPositions: store.info("position_embd.weight").dims[1]!, parameterCount: store.parameterCount() };
 }
 
 /** where each shape field comes from in llama.cpp's GPT-2 metadata (the head size from the width and the head count) */
@@ -87,7 +87,7 @@ export class Gpt2Model extends DecoderModel {
 
   protected override layout(seqs: readonly SequenceInput[]): BatchLayout {
     const layout = super.layout(seqs);
-    const maxPos = this.positionEmbedding.dims[1]!;
+    const maxPos = this.info.maxPositions!;
     for (const g of layout.segments) {
       if (g.startPos + g.count > maxPos) throw new Error(`GPT-2 has learned positions for ${maxPos} tokens; ${g.startPos + g.count} requested`);
     }

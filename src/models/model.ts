@@ -13,6 +13,8 @@ export interface ModelInfo {
   readonly feedForwardLength: number;
   /** context length the model was trained with */
   readonly contextLength: number;
+  /** positions the model can compute at all (learned position embeddings: GPT-2's position_embd rows); undefined: no such limit (RoPE) */
+  readonly maxPositions?: number;
   readonly parameterCount: number;
 }
 

@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename } from "node:path";
-import { ChatTemplateError, type ChatFormatter } from "../chat/index.js";
+import { ChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
 import type { Model } from "../llm.js";
 import type { EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
@@ -30,8 +30,8 @@ export interface ServeOptions {
   bodyLimit?: number;
   /** the model id /v1/models lists (default: the model file's name) */
   modelName?: string;
-  /** a Jinja chat template to use instead of the model's own */
-  chatTemplate?: string;
+  /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
+  chatTemplate?: string | ChatTemplateSource;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;

@@ -39,6 +39,11 @@ export interface RandomModelSpec {
   readonly seed: number;
   /** a GGUF whose tokenizer.* keys are copied; the model's vocabulary size is its token count */
   readonly tokenizerFrom: string;
+  /**
+   * rows of token_embd (and output) instead of the token count: more is a padded embedding (as
+   * Hugging Face checkpoints have), fewer a tokenizer with ids that have no row (llama.cpp refuses both)
+   */
+  readonly vocabSize?: number;
 }
 
 export interface RandomTensorPlan {
@@ -218,7 +223,8 @@ function tensorBytes(t: RandomTensorPlan, s: RandomModelSpec): Uint8Array {
  * while the file is written, so at most one tensor is in memory.
  */
 export async function writeRandomModel(path: string, spec: RandomModelSpec): Promise<void> {
-  const { entries, vocabSize } = readTokenizerEntries(spec.tokenizerFrom);
+  const { entries, vocabSize: tokens } = readTokenizerEntries(spec.tokenizerFrom);
+  const vocabSize = spec.vocabSize ?? tokens;
   const plan = planRandomModel(spec, vocabSize);
   const tensors: GGUFTensorSpec[] = plan.map((t) => ({ name: t.name, type: t.type, dims: t.dims, data: () => tensorBytes(t, spec) }));
   await writeGGUF(path, { metadata: [...randomModelMetadata(spec, vocabSize), ...entries], tensors });

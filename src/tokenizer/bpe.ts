@@ -36,7 +36,7 @@ export class BPE {
     this.mergedId = new Int32Array(merges.length).fill(-1);
     merges.forEach(([a, b], rank) => {
       const ia = vocab.get(a), ib = vocab.get(b), im = vocab.get(a + b);
-      // a merge whose parts or result are not tokens can never fire usefully; skip it
+      // the loaders refuse such merges (checkMerges); one reaching here can never fire usefully
       if (ia === undefined || ib === undefined || im === undefined) return;
       const key = ia * this.stride + ib;
       if (this.pairRank.has(key)) return; // first (lowest) rank wins
@@ -116,4 +116,20 @@ export function parseMergeLines(lines: readonly string[], where: string): Array<
     if (pos < 0) throw new Error(`${where}[${i}]: expected "left right", found ${JSON.stringify(line)}`);
     return [line.slice(0, pos), line.slice(pos + 1)];
   });
+}
+
+/**
+ * Refuses a merge whose parts or result are not tokens, naming it (`field(i)`: the file and the
+ * merge's index). Such a merge is a broken vocabulary: the library encoder turns its result into
+ * no id at all, silently dropping text, and Hugging Face's Rust tokenizers refuse the file
+ * (MergeTokenOutOfVocabulary). With a `continuingPrefix` (e.g. "##") the right part's prefix is not
+ * part of the result, as in those tokenizers.
+ */
+export function checkMerges(has: (token: string) => boolean, merges: ReadonlyArray<readonly [string, string]>, field: (index: number) => string, continuingPrefix = ""): void {
+  for (let i = 0; i < merges.length; i++) {
+    const [a, b] = merges[i]!;
+    const merged = a + (continuingPrefix !== "" && b.startsWith(continuingPrefix) ? b.slice(continuingPrefix.length) : b);
+    const missing = !has(a) ? `its left part ${JSON.stringify(a)}` : !has(b) ? `its right part ${JSON.stringify(b)}` : !has(merged) ? `the merged token ${JSON.stringify(merged)}` : undefined;
+    if (missing) throw new Error(`${field(i)}: the merge ${JSON.stringify(`${a} ${b}`)} needs ${missing}, which is not in the vocabulary`);
+  }
 }

@@ -1,5 +1,5 @@
 import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/index.js";
-import { parseMergeLines } from "./bpe.js";
+import { checkMerges, parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
 import { detectEndOfGeneration } from "./gguf-eog.js";
 import { TokenType, type Tokenizer } from "./types.js";
@@ -49,6 +49,8 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     const lines = meta.strings("tokenizer.ggml.merges");
     if (!lines) throw new GGUFError(meta.path, "tokenizer.ggml.merges", "required for a gpt2 (BPE) tokenizer but missing");
     merges = parseMergeLines(lines, `${meta.path}: tokenizer.ggml.merges`);
+    const known = new Set(tokens);
+    checkMerges((t) => known.has(t), merges, (i) => `${meta.path}: tokenizer.ggml.merges[${i}]`);
     prePatterns = preTokenizerPatterns(pre ?? "default");
     if (!prePatterns) {
       throw new GGUFError(meta.path, "tokenizer.ggml.pre", `unknown pre-tokenizer ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);

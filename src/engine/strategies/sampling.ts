@@ -6,7 +6,7 @@ import type { ChoiceOutcome, SequenceLogits, Strategy, StrategyHost, StrategyReq
 export function choiceOutcome(out: Sequence | undefined, now: number, withLogprobs: boolean): ChoiceOutcome {
   if (!out) return { completion: "", completionTokens: [], finishReason: "abort", ...(withLogprobs ? { logprobs: [] } : {}), firstTokenAt: 0, endedAt: now };
   return {
-    completion: out.completion, completionTokens: out.completionTokens, finishReason: out.finishReason ?? "abort",
+    completion: out.completion, completionTokens: out.completionTokens, finishReason: out.finishReason ?? "abort", ...(out.finishDetail ? { finishDetail: out.finishDetail } : {}),
     ...(out.logprobs ? { logprobs: out.logprobs } : {}), firstTokenAt: out.firstTokenAt, endedAt: out.endedAt || now,
   };
 }

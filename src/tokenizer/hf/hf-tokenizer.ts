@@ -1,4 +1,6 @@
+import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
+import { checkMerges } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
 import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
@@ -48,11 +50,16 @@ function validate(where: string, tj: JsonObject): void {
   if (!Array.isArray(model.vocab)) for (const [t, id] of Object.entries(model.vocab)) checkId(id, `"model.vocab[${JSON.stringify(t)}]"`);
   else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
   if (model.type === "BPE") {
-    (model.merges as unknown[]).forEach((m, i) => {
-      if (!(typeof m === "string" || (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string")))) {
-        throw new Error(`${where}: "model.merges[${i}]": expected "a b" or ["a", "b"], found ${JSON.stringify(m)?.slice(0, 60)}`);
-      }
+    const pairs = (model.merges as unknown[]).map((m, i): [string, string] => {
+      // "a b" splits at the first space after position 0, as GGUF's merges and merges.txt do
+      const space = typeof m === "string" ? m.indexOf(" ", 1) : -1;
+      if (typeof m === "string" && space > 0) return [m.slice(0, space), m.slice(space + 1)];
+      if (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string")) return m as [string, string];
+      throw new Error(`${where}: "model.merges[${i}]": expected "a b" or ["a", "b"], found ${JSON.stringify(m)?.slice(0, 60)}`);
     });
+    const vocab = model.vocab as Record<string, unknown>;
+    const prefix = typeof model.continuing_subword_prefix === "string" ? model.continuing_subword_prefix : "";
+    checkMerges((t) => Object.hasOwn(vocab, t), pairs, (i) => `${where}: "model.merges[${i}]"`, prefix);
   }
   if (model.type === "Unigram") {
     if (!Array.isArray(model.vocab)) throw new Error(`${where}: "model.vocab": a Unigram model needs a list of [piece, score]`);
@@ -127,6 +134,8 @@ export class HFTokenizer implements Tokenizer {
   readonly addEos: boolean;
   /** tokenizer_config.json's chat_template (a named "default" template when it is a list) */
   readonly chatTemplate?: string;
+  /** where chatTemplate comes from, for errors: "<folder>/tokenizer_config.json: chat template (chat_template)" */
+  readonly chatTemplateWhere: string;
   /** the special-token strings templates get as variables */
   readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
 
@@ -203,6 +212,7 @@ export class HFTokenizer implements Tokenizer {
     this.endOfGenerationIds = eog;
 
     const tmpl = config.chat_template;
+    this.chatTemplateWhere = `${join(dirname(source.where), "tokenizer_config.json")}: chat template (chat_template)`;
     if (typeof tmpl === "string") this.chatTemplate = tmpl;
     else if (Array.isArray(tmpl)) {
       // a list of {name, template}: the "default" one is what apply_chat_template uses
