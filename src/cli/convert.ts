@@ -30,7 +30,7 @@ export async function runConvert(argv: string[]): Promise<void> {
   const model = requireString(values, "model");
   const out = requireString(values, "out");
   const type = optionalString(values, "type") ?? "f16";
-  if (!Object.prototype.hasOwnProperty.call(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
+  if (!Object.hasOwn(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
   const r = await convertHFToGGUF(model, out, { type: type as ConvertType, vocab: optionalString(values, "vocab") });
   process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
 }

@@ -1,6 +1,6 @@
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { detectEndOfGeneration } from "../gguf-eog.js";
-import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
+import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
 import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
