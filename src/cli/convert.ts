@@ -1,5 +1,5 @@
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
-import { optionalString, parse, requireString, flag, UsageError } from "./args.js";
+import { optionalString, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
 
 export const convertHelp = `Usage: tsllm convert --model HF_FOLDER --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
 
@@ -19,13 +19,15 @@ Options:
   -h, --help            show this help
 `;
 
+export const CONVERT_ARGS: OptionSpec = {
+  model: { type: "string" },
+  out: { type: "string" },
+  type: { type: "string" },
+  vocab: { type: "string" },
+};
+
 export async function runConvert(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    model: { type: "string" },
-    out: { type: "string" },
-    type: { type: "string" },
-    vocab: { type: "string" },
-  });
+  const values = parse(argv, CONVERT_ARGS);
   if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
   const model = requireString(values, "model");
   const out = requireString(values, "out");

@@ -2,7 +2,7 @@ import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { typeName, elementCount } from "../tensor/index.js";
 import { tokenizerFromGGUF } from "../tokenizer/index.js";
 import { printable } from "../units/index.js";
-import { flag, parse, requireString } from "./args.js";
+import { flag, parse, requireString, type OptionSpec } from "./args.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model FILE.gguf [--json]
 
@@ -10,8 +10,10 @@ Prints the architecture, parameter count, tensor types, context length, vocabula
 special tokens of a GGUF file without loading its weights.
 `;
 
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, json: { type: "boolean" } };
+
 export async function runInspect(argv: string[]): Promise<void> {
-  const values = parse(argv, { model: { type: "string" }, json: { type: "boolean" } });
+  const values = parse(argv, INSPECT_ARGS);
   if (flag(values, "help")) { process.stdout.write(inspectHelp); return; }
   const path = requireString(values, "model");
   const header = readGGUFHeader(path);
