@@ -294,6 +294,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
       alloc: (n) => backend.allocActivations(n),
+      source: path,
     });
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);

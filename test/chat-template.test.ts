@@ -214,7 +214,7 @@ test("a model's broken chat template names the model file and the field: GGUF to
     const { entries } = readTokenizerEntries(sharedFile("models/stories260K.gguf")!);
     await writeGGUF(gguf, { metadata: [["general.architecture", ggufEntry.string("llama")], ...entries, ["tokenizer.chat_template", ggufEntry.string("{% for m in messages %}{{ m.content }}")]], tensors: [] });
     const meta = new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata);
-    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta), failsWith(new RegExp(`^${escape(gguf)}: chat template \\(tokenizer\\.chat_template\\): the template does not parse: unterminated for loop: \\{% for m in messages %\\} \\(line 1\\) has no \\{% endfor %\\}$`)));
+    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta), failsWith(new RegExp(`^${escapeRegExp(gguf)}: chat template \\(tokenizer\\.chat_template\\): the template does not parse: unterminated for loop: \\{% for m in messages %\\} \\(line 1\\) has no \\{% endfor %\\}$`)));
 
     const folder = join(dir, "hf");
     const { mkdirSync } = await import("node:fs");
@@ -222,7 +222,7 @@ test("a model's broken chat template names the model file and the field: GGUF to
     copyFileSync(join(lenmlDir("qwen3"), "tokenizer.json"), join(folder, "tokenizer.json"));
     writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify({ chat_template: "{% if messages %}{{ messages[0].content }}" }));
     assert.throws(() => chatFormatterFor(openTokenizer(folder)),
-      failsWith(new RegExp(`^${escape(join(folder, "tokenizer_config.json"))}: chat template \\(chat_template\\): the template does not parse: unterminated if block`)));
+      failsWith(new RegExp(`^${escapeRegExp(join(folder, "tokenizer_config.json"))}: chat template \\(chat_template\\): the template does not parse: unterminated if block`)));
     // a template given instead of the model's is named by where it came from
     assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta, { source: "{% endif %}", where: "--chat-template mine.jinja" }),
       failsWith(/^--chat-template mine\.jinja: the template does not parse: \{% endif %\} closes no if block$/));
@@ -237,4 +237,4 @@ const failsWith = (re: RegExp) => (e: unknown) => {
   assert.match(e.message, re);
   return true;
 };
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

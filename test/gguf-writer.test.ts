@@ -137,7 +137,7 @@ test("writeGGUF aligns tensor data (custom alignment, lazy producers) and readTe
     metadata: [["general.architecture", ggufEntry.string("llama")]],
     alignment: 64,
     tensors: [
-      { name: "q", type: GGMLType.Q8_0, dims: [64, 1], data: () => (produced++, q8) },
+      { name: "q", type: GGMLType.Q8_0, dims: [64, 1], data: () => { produced++; return q8; } },
       { name: "h", type: GGMLType.F16, dims: [3, 5], data: f16 },
       { name: "x", type: GGMLType.I8, dims: [1, 1, 1, 3], data: new Uint8Array([1, 2, 3]) },
     ],

@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { downloadModel, HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
+import { downloadModel, type HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";

@@ -103,7 +103,7 @@ test("tsllm download prints the snapshot (or JSON); errors are one line naming t
 test("progress: plain lines off a TTY, redrawn bars with speed and ETA on one", () => {
   const lines: string[] = [];
   let t = 0;
-  const sink = (tty: boolean) => ({ isTTY: tty, write: (s: string) => (lines.push(s), true) }) as unknown as NodeJS.WriteStream;
+  const sink = (tty: boolean) => ({ isTTY: tty, write: (s: string) => { lines.push(s); return true; } }) as unknown as NodeJS.WriteStream;
   const plain = progressReporter(sink(false), { now: () => t });
   plain({ repo: "a/b", file: "m.gguf", phase: "start", downloaded: 0, total: 2_000_000 });
   plain({ repo: "a/b", file: "m.gguf", phase: "bytes", downloaded: 1_000_000, total: 2_000_000 });
@@ -116,5 +116,5 @@ test("progress: plain lines off a TTY, redrawn bars with speed and ETA on one", 
   bar({ repo: "a/b", file: "m.gguf", phase: "start", downloaded: 0, total: 4_000_000 });
   t = 1000;
   bar({ repo: "a/b", file: "m.gguf", phase: "bytes", downloaded: 1_000_000, total: 4_000_000 });
-  assert.match(lines.at(-1)!, /^\x1b\[1A\x1b\[2Km\.gguf +\[######-+\]  25% 1\.0 MB\/4\.0 MB 1\.0 MB\/s ETA 3s\n$/);
+  assert.match(lines.at(-1)!, /^\x1b\[1A\x1b\[2Km\.gguf +\[######-+\] {2}25% 1\.0 MB\/4\.0 MB 1\.0 MB\/s ETA 3s\n$/);
 });

@@ -20,14 +20,17 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf") || skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
 
 /** a model file of `spec`'s tensors (zeros) whose metadata has `overrides` replacing or adding keys */
-async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>, retype: Record<string, GGMLType> = {}, fill: Record<string, number> = {}): Promise<string> {
+/** fill: a value for every element of a tensor, or for its rows from `fromRow` on (the others stay 0) */
+async function modelWith(spec: RandomModelSpec, name: string, overrides: Record<string, GGUFWriteEntry>, retype: Record<string, GGMLType> = {}, fill: Record<string, number | { value: number; fromRow: number }> = {}): Promise<string> {
   const { entries, vocabSize } = readTokenizerEntries(spec.tokenizerFrom);
   const metadata = new Map([...randomModelMetadata(spec, vocabSize), ...entries]);
   for (const [k, v] of Object.entries(overrides)) metadata.set(k, v);
   const tensors = planRandomModel(spec, vocabSize).map((t) => {
     const type = retype[t.name] ?? t.type;
     const data = new Uint8Array(rowByteLength(type, t.dims[0]!) * (elementCount(t.dims) / t.dims[0]!));
-    if (fill[t.name] !== undefined) new Float32Array(data.buffer).fill(fill[t.name]!);
+    const f = fill[t.name];
+    if (typeof f === "number") new Float32Array(data.buffer).fill(f);
+    else if (f) new Float32Array(data.buffer).fill(f.value, f.fromRow * t.dims[0]!);
     return { name: t.name, type, dims: t.dims, data };
   });
   const path = join(dir, `${name}.gguf`);
@@ -102,6 +105,22 @@ test("a weight in an activation-only format (Q8_1) is refused at load naming the
   const path = await modelWith(tinyLlama, "q8_1-weight", {}, { "blk.0.ffn_down.weight": GGMLType.Q8_1 });
   for (const backend of ["reference", "wasm"] as const) {
     await assert.rejects(loadModel(path, { backend }), /tensor "blk\.0\.ffn_down\.weight": type Q8_1 is an activation format/, backend);
+  }
+});
+
+test("NaN weights past the rows checked at load fail the request with one line naming the file, not a sampler's RangeError", { skip }, async () => {
+  // the output matrix's rows from 2 on are NaN: load passes (first rows finite), the logits are NaN
+  const path = await modelWith(tinyLlama, "nan-rows", {}, {}, { "output.weight": { value: NaN, fromRow: 2 } });
+  const model = await loadModel(path, { backend: "reference", contextSize: 16 });
+  try {
+    await assert.rejects(model.generate([1, 2, 3], { maxTokens: 2 }), (e: Error) => {
+      assert.equal(e.constructor, Error);
+      assert.match(e.message, new RegExp(`^${path.replaceAll(".", "\\.")}: the model computed NaN for the logit of token \\d+: its weights \\(or what they compute\\) are not finite`));
+      assert.ok(!e.message.includes("\n"));
+      return true;
+    });
+  } finally {
+    model.dispose();
   }
 });
 

@@ -86,6 +86,13 @@ class BoundedInterpreter extends Interpreter {
   }
 }
 
+/** the library's runtime messages that name its own classes, said in the template's terms */
+function explainRenderError(message: string): string {
+  const call = /^Cannot call something that is not a function: got (\w+?)(?:Value)?$/.exec(message);
+  if (call) return `it calls a value that cannot be called (${call[1]!.toLowerCase()}): a name the template never defines, or a macro calling itself (this renderer gives a macro no access to its own name)`;
+  return message;
+}
+
 const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
 
 /** Python's strftime for the codes chat templates use (Llama 3.1+ put today's date in the system prompt). */
@@ -164,7 +171,7 @@ export class ChatTemplate {
     } catch (e) {
       if (e instanceof ChatTemplateError) throw e;
       if (e instanceof RangeError) throw new ChatTemplateError(`${this.where}: rendering failed: ${e.message} (runaway recursion?)`);
-      throw new ChatTemplateError(`${this.where}: rendering failed: ${(e as Error).message}`);
+      throw new ChatTemplateError(`${this.where}: rendering failed: ${explainRenderError((e as Error).message)}`);
     }
   }
 

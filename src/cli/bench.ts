@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { formatReport, runBenchmark } from "../bench/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
 
@@ -21,18 +21,20 @@ Options:
   -h, --help            show this help
 `;
 
+export const BENCH_ARGS: OptionSpec = {
+  model: { type: "string" },
+  threads: { type: "string" },
+  "prompt-tokens": { type: "string" },
+  "gen-tokens": { type: "string" },
+  repetitions: { type: "string" },
+  backend: { type: "string" },
+  "vs-llama-cpp": { type: "boolean" },
+  timeout: { type: "string" },
+  json: { type: "boolean" },
+};
+
 export async function runBench(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    model: { type: "string" },
-    threads: { type: "string" },
-    "prompt-tokens": { type: "string" },
-    "gen-tokens": { type: "string" },
-    repetitions: { type: "string" },
-    backend: { type: "string" },
-    "vs-llama-cpp": { type: "boolean" },
-    timeout: { type: "string" },
-    json: { type: "boolean" },
-  });
+  const values = parse(argv, BENCH_ARGS);
   if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
   const modelPath = requireString(values, "model");
   const backend = optionalString(values, "backend");

@@ -21,9 +21,10 @@ Options:
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
   --max-tokens N        most tokens per reply (default 256)
-  --temperature T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,
-  --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
-  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N: as in generate
+  --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
+  --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
+  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N,
+  --quantize Q: as in generate
   --timings             print each reply's timings to stderr
   -h, --help            show this help
 `;
@@ -33,8 +34,11 @@ const CHAT_ARGS: OptionSpec = Object.fromEntries(
   Object.entries(GENERATE_ARGS).filter(([k]) => !["prompt", "json", "logprobs", "chat"].includes(k)),
 );
 
+/** chat's options: generate's conversation-worthy ones and --timings */
+export const CHAT_OPTIONS: OptionSpec = { ...CHAT_ARGS, timings: { type: "boolean" } };
+
 export async function runChat(argv: string[]): Promise<void> {
-  const values = parse(argv, { ...CHAT_ARGS, timings: { type: "boolean" } });
+  const values = parse(argv, CHAT_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(chatHelp); return; }
   const modelPath = requireString(values, "model");
   const options = generateOptionsFrom(values);

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
-import { optionalString, parse, requireString, flag, UsageError } from "./args.js";
+import { optionalString, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
 
@@ -24,18 +24,20 @@ Options:
   -h, --help            show this help
 `;
 
+export const CONVERT_ARGS: OptionSpec = {
+  model: { type: "string" },
+  out: { type: "string" },
+  type: { type: "string" },
+  vocab: { type: "string" },
+};
+
 export async function runConvert(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    model: { type: "string" },
-    out: { type: "string" },
-    type: { type: "string" },
-    vocab: { type: "string" },
-  });
+  const values = parse(argv, CONVERT_ARGS);
   if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
   const model = requireString(values, "model");
   const out = requireString(values, "out");
   const type = optionalString(values, "type") ?? "f16";
-  if (!Object.prototype.hasOwnProperty.call(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
+  if (!Object.hasOwn(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
   const fromHub = !existsSync(model);
   const folder = await resolveModelReference(model);
   if (!statSync(folder).isDirectory()) {

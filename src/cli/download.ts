@@ -23,6 +23,12 @@ GGUF, or config + tokenizer files + one weight format.
   --json           print {repo, revision, commit, snapshot, path, files, fromCache}
 `;
 
+export const DOWNLOAD_ARGS = {
+  revision: { type: "string" }, include: { type: "string", multiple: true }, exclude: { type: "string", multiple: true },
+  token: { type: "string" }, source: { type: "string" }, offline: { type: "boolean" }, quiet: { type: "boolean" },
+  json: { type: "boolean" },
+} as const;
+
 export async function runDownload(argv: string[]): Promise<void> {
   let parsed;
   try {
@@ -30,11 +36,7 @@ export async function runDownload(argv: string[]): Promise<void> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: {
-        revision: { type: "string" }, include: { type: "string", multiple: true }, exclude: { type: "string", multiple: true },
-        token: { type: "string" }, source: { type: "string" }, offline: { type: "boolean" }, quiet: { type: "boolean" },
-        json: { type: "boolean" }, help: { type: "boolean", short: "h" },
-      },
+      options: { ...DOWNLOAD_ARGS, help: { type: "boolean", short: "h" } },
     });
   } catch (e) {
     throw new UsageError((e as Error).message);

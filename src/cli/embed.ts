@@ -1,6 +1,6 @@
 import { loadEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize] [--pooling P] [--json]
 
@@ -19,8 +19,10 @@ Options:
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
 
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, pooling: { type: "string" }, threads: { type: "string" }, json: { type: "boolean" } };
+
 export async function runEmbed(argv: string[]): Promise<void> {
-  const values = parse(argv, { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, pooling: { type: "string" }, threads: { type: "string" }, json: { type: "boolean" } });
+  const values = parse(argv, EMBED_ARGS);
   if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
   const inputs = strings(values, "input");
   if (!inputs || inputs.length === 0) throw new UsageError("--input is required");

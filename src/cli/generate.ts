@@ -88,8 +88,11 @@ export const GENERATE_ARGS: OptionSpec = {
   normalize: { type: "string" },
 };
 
+/** generate's options: GENERATE_ARGS and the search ones */
+export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, ...SEARCH_ARGS };
+
 export async function runGenerate(argv: string[]): Promise<void> {
-  const values = parse(argv, { ...GENERATE_ARGS, ...SEARCH_ARGS });
+  const values = parse(argv, GENERATE_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model");
   const prompt = optionalString(values, "prompt");

@@ -8,7 +8,7 @@ import { decoderShape, openEncoder, openModel } from "../models/index.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
-import { flag, optionalNumber, parse, requireString } from "./args.js";
+import { flag, optionalNumber, parse, requireString, type OptionSpec } from "./args.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N] [--json]
 
@@ -66,8 +66,10 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, json: { type: "boolean" } };
+
 export async function runInspect(argv: string[]): Promise<void> {
-  const values = parse(argv, { model: { type: "string" }, "ctx-size": { type: "string" }, json: { type: "boolean" } });
+  const values = parse(argv, INSPECT_ARGS);
   if (flag(values, "help")) { process.stdout.write(inspectHelp); return; }
   const model = requireString(values, "model");
   const ctxSize = optionalNumber(values, "ctx-size", { integer: true, min: 1 });

@@ -1,6 +1,6 @@
 import { defaultCacheDir, listCachedRepos, type HubSourceName } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
-import { flag, optionalString, parse, UsageError } from "./args.js";
+import { flag, optionalString, parse, UsageError, type OptionSpec } from "./args.js";
 
 export const lsHelp = `Usage: tsllm ls [--json] [--source hf|modelscope] [--cache DIR]
 
@@ -20,8 +20,10 @@ export function cacheRootFromOptions(values: ReturnType<typeof parse>): string {
   return optionalString(values, "cache") ?? defaultCacheDir(source as HubSourceName);
 }
 
+export const LS_ARGS: OptionSpec = { json: { type: "boolean" }, source: { type: "string" }, cache: { type: "string" } };
+
 export async function runLs(argv: string[]): Promise<void> {
-  const values = parse(argv, { json: { type: "boolean" }, source: { type: "string" }, cache: { type: "string" } });
+  const values = parse(argv, LS_ARGS);
   if (flag(values, "help")) { process.stdout.write(lsHelp); return; }
   const root = cacheRootFromOptions(values);
   const repos = listCachedRepos(root);

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
 
@@ -24,19 +24,21 @@ Options:
   -h, --help            show this help
 `;
 
+export const PERPLEXITY_ARGS: OptionSpec = {
+  model: { type: "string" },
+  file: { type: "string" },
+  ctx: { type: "string" },
+  batch: { type: "string" },
+  chunks: { type: "string" },
+  "kl-divergence": { type: "boolean" },
+  base: { type: "string" },
+  threads: { type: "string" },
+  backend: { type: "string" },
+  json: { type: "boolean" },
+};
+
 export async function runPerplexity(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    model: { type: "string" },
-    file: { type: "string" },
-    ctx: { type: "string" },
-    batch: { type: "string" },
-    chunks: { type: "string" },
-    "kl-divergence": { type: "boolean" },
-    base: { type: "string" },
-    threads: { type: "string" },
-    backend: { type: "string" },
-    json: { type: "boolean" },
-  });
+  const values = parse(argv, PERPLEXITY_ARGS);
   if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
   const modelPath = requireString(values, "model");
   const file = requireString(values, "file");

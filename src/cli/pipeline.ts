@@ -2,7 +2,7 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError } from "./args.js";
+import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N] [--json]
@@ -24,12 +24,14 @@ Options:
 
 const STRATEGIES = ["none", "simple", "first", "average", "max"];
 
+export const PIPELINE_ARGS: OptionSpec = {
+  model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
+  "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, json: { type: "boolean" },
+};
+
 export async function runPipeline(argv: string[]): Promise<void> {
   const task = argv[0] !== undefined && !argv[0].startsWith("-") ? argv[0] : undefined;
-  const values = parse(task === undefined ? argv : argv.slice(1), {
-    model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
-    "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, json: { type: "boolean" },
-  });
+  const values = parse(task === undefined ? argv : argv.slice(1), PIPELINE_ARGS);
   if (flag(values, "help")) { process.stdout.write(pipelineHelp); return; }
   if (task === undefined) throw new UsageError(`a TASK is required (${PIPELINE_TASKS.join(", ")})`);
   if (!PIPELINE_TASKS.includes(task as PipelineTask)) throw new UsageError(`unknown task "${task}" (tasks: ${PIPELINE_TASKS.join(", ")})`);

@@ -14,12 +14,14 @@ REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot us
   --cache DIR     another cache root
 `;
 
+export const RM_ARGS = { revision: { type: "string" }, source: { type: "string" }, cache: { type: "string" } } as const;
+
 export async function runRm(argv: string[]): Promise<void> {
   let parsed;
   try {
     parsed = parseArgs({
       args: argv, allowPositionals: true, strict: true,
-      options: { revision: { type: "string" }, source: { type: "string" }, cache: { type: "string" }, help: { type: "boolean", short: "h" } },
+      options: { ...RM_ARGS, help: { type: "boolean", short: "h" } },
     });
   } catch (e) {
     throw new UsageError((e as Error).message);

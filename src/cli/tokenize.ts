@@ -1,5 +1,5 @@
 import { loadTokenizer } from "../llm.js";
-import { flag, optionalString, parse, requireString, UsageError } from "./args.js";
+import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 
 export const tokenizeHelp = `Usage: tsllm tokenize --model FILE.gguf --text TEXT [--add-special] [--json]
 
@@ -13,8 +13,10 @@ Options:
   -h, --help        show this help
 `;
 
+export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" } };
+
 export async function runTokenize(argv: string[]): Promise<void> {
-  const values = parse(argv, { model: { type: "string" }, text: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" } });
+  const values = parse(argv, TOKENIZE_ARGS);
   if (flag(values, "help")) { process.stdout.write(tokenizeHelp); return; }
   const path = requireString(values, "model");
   const text = optionalString(values, "text");

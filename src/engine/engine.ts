@@ -33,6 +33,8 @@ export interface EngineOptions {
   readonly sliceMs?: number;
   /** where the KV pool's rows live (the backend's memory, so attention reads them in place) */
   readonly alloc?: Alloc;
+  /** the model's file or folder, named when the model computes something impossible (NaN logits) */
+  readonly source?: string;
 }
 
 export interface EngineStats {
@@ -217,7 +219,8 @@ export class Engine {
         this.update(s, plan, logits);
       } catch (e) {
         // a strategy that throws fails its step's requests, not the engine
-        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, e);
+        const error = explainStepError(e, this.options.source);
+        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, error);
       }
       await this.slicer.turn();
     }
@@ -359,4 +362,15 @@ export class Engine {
     const cap = Math.min(totalmem() / 8, 2 * GiB);
     return Math.max(oneContext, Math.min(this.maxSequences * oneContext, Math.floor(cap / perBlock)));
   }
+}
+
+/**
+ * A sampler's refusal of a non-finite logit, said as what it is: the model computed NaN or +Inf,
+ * which a finite model never does (its weights hold NaN/Inf past the rows checked at load, or
+ * they overflow): the model's file is to blame, not the request.
+ */
+function explainStepError(e: unknown, source: string | undefined): unknown {
+  const m = e instanceof RangeError ? /^logits\[(\d+)\] = (NaN|Infinity)/.exec(e.message) : null;
+  if (!m) return e;
+  return new Error(`${source ?? "the model"}: the model computed ${m[2]} for the logit of token ${m[1]}: its weights (or what they compute) are not finite; the file is damaged or was converted badly`);
 }

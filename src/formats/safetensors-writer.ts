@@ -35,7 +35,7 @@ export async function writeSafetensors(path: string, tensors: readonly Safetenso
   if (metadata && Object.keys(metadata).length > 0) header["__metadata__"] = metadata;
   let offset = 0;
   for (const t of tensors) {
-    if (t.name === "__metadata__" || Object.prototype.hasOwnProperty.call(header, t.name)) throw new Error(`safetensors writer: ${path}: duplicate or reserved tensor name "${t.name}"`);
+    if (t.name === "__metadata__" || Object.hasOwn(header, t.name)) throw new Error(`safetensors writer: ${path}: duplicate or reserved tensor name "${t.name}"`);
     const n = byteLength(t);
     header[t.name] = { dtype: t.dtype, shape: [...t.shape], data_offsets: [offset, offset + n] };
     offset += n;

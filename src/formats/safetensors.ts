@@ -65,7 +65,7 @@ function readExactly(fd: number, into: Uint8Array, position: number, path: strin
 }
 
 function isDType(s: string): s is SafetensorsDType {
-  return Object.prototype.hasOwnProperty.call(SAFETENSORS_DTYPE_SIZE, s);
+  return Object.hasOwn(SAFETENSORS_DTYPE_SIZE, s);
 }
 
 /** Parses and validates a safetensors file's header; reads no tensor data. */

@@ -1,6 +1,7 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { canMatmul, type Backend } from "../kernels/index.js";
 import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeName, type Tensor } from "../tensor/index.js";
+import { canDequantize } from "../tensor/quant/index.js";
 
 /** weight formats a model can be quantized to while loading */
 export type LoadQuantization = "q8_0" | "q4_0";
@@ -72,6 +73,7 @@ export class WeightStore {
     }
     const data = this.backend.allocWeights(this.byteLengthAs(info, type), name);
     this.readInto(info, type, data);
+    this.checkFirstRow(info, type, data);
     return { name, type, dims: info.dims, data };
   }
 
@@ -116,6 +118,7 @@ export class WeightStore {
     let off = 0;
     infos.forEach((info, i) => {
       this.readInto(info, type, data.subarray(off, off + sizes[i]!));
+      this.checkFirstRow(info, type, data.subarray(off, off + sizes[i]!));
       off += sizes[i]!;
     });
     const totalRows = rows.reduce((s, r) => s + r, 0);
@@ -159,6 +162,19 @@ export class WeightStore {
       this.source.read(info.name, src, r0 * srcRow);
       convertRows(info.type, src, type, into.subarray(r0 * dstRow, (r0 + n) * dstRow), cols, f32);
     }
+  }
+
+  /**
+   * A NaN or Inf in the weights only shows as NaN logits at sampling time; the first row of every
+   * matrix is checked at load (cheap: one row), as vector() checks norms and biases whole.
+   */
+  private checkFirstRow(info: SourceTensorInfo, type: GGMLType, data: Uint8Array): void {
+    const cols = info.dims[0]!;
+    if (!canDequantize(type) || data.length < rowByteLength(type, cols)) return;
+    const row = new Float32Array(cols);
+    dequantizeRow(type, data.subarray(0, rowByteLength(type, cols)), row, cols);
+    const bad = row.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw new GGUFError(this.source.path, `tensor "${info.name}"`, `element ${bad} of its first row is ${row[bad]}; the weights are damaged`);
   }
 
   private checkDims(info: SourceTensorInfo, dims?: readonly number[]): void {

@@ -38,7 +38,7 @@ export function tokenClassification(runner: EncoderRunner) {
   if (info.head !== "token-classification") throw new Error(`${runner.opened.path}: token-classification needs a token classifier (…ForTokenClassification), found ${info.hfArchitecture}`);
   const tok = runner.tokenizer as HFTokenizer;
   const wordAware = typeof tok.continuingSubwordPrefix === "string";
-  const toString = (tokens: string[]) => (typeof tok.tokensToString === "function" ? tok.tokensToString(tokens) : tokens.join(" "));
+  const joinTokens = (tokens: string[]) => (typeof tok.tokensToString === "function" ? tok.tokensToString(tokens) : tokens.join(" "));
 
   const gather = (text: string, enc: ModelInput, logits: Float32Array): PreEntity[] => {
     const n = info.labels.length, cps = [...text];
@@ -64,7 +64,7 @@ export function tokenClassification(runner: EncoderRunner) {
     else if (strategy === "max") scores = group.reduce((best, e) => (Math.max(...e.scores) > Math.max(...best.scores) ? e : best)).scores;
     else scores = group[0]!.scores.map((_, j) => group.reduce((s, e) => s + e.scores[j]!, 0) / group.length);
     const i = argmax(scores);
-    return { entity: info.labels[i]!, score: scores[i]!, word: toString(group.map((e) => e.word)), start: group[0]!.start, end: group[group.length - 1]!.end };
+    return { entity: info.labels[i]!, score: scores[i]!, word: joinTokens(group.map((e) => e.word)), start: group[0]!.start, end: group[group.length - 1]!.end };
   };
 
   const tag = (name: string): [string, string] => (name.startsWith("B-") ? ["B", name.slice(2)] : name.startsWith("I-") ? ["I", name.slice(2)] : ["I", name]);
@@ -75,7 +75,7 @@ export function tokenClassification(runner: EncoderRunner) {
     const flush = () => {
       if (cur.length === 0) return;
       const name = cur[0]!.entity.includes("-") ? cur[0]!.entity.slice(cur[0]!.entity.indexOf("-") + 1) : cur[0]!.entity;
-      groups.push({ entity_group: name, score: cur.reduce((s, e) => s + e.score, 0) / cur.length, word: toString(cur.map((e) => e.word)), start: cur[0]!.start, end: cur[cur.length - 1]!.end });
+      groups.push({ entity_group: name, score: cur.reduce((s, e) => s + e.score, 0) / cur.length, word: joinTokens(cur.map((e) => e.word)), start: cur[0]!.start, end: cur[cur.length - 1]!.end });
     };
     for (const e of entities) {
       if (cur.length > 0) {

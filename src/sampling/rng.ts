@@ -60,7 +60,7 @@ export class Mt19937 implements UniformSource {
   nextDouble(): number {
     const lo = this.nextUint32();
     const hi = this.nextUint32();
-    const r = (lo + hi * 4294967296) / 18446744073709551616;
+    const r = (lo + hi * 4294967296) / 2 ** 64;
     // the rounded sum can reach 2^64 exactly; the largest double below 1 replaces it
     return r >= 1 ? 1 - 2 ** -53 : r;
   }

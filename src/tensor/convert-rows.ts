@@ -1,4 +1,4 @@
-import { GGMLType, rowByteLength, typeName } from "./dtypes.js";
+import { type GGMLType, rowByteLength, typeName } from "./dtypes.js";
 import { dequantizeRow, quantizeRow } from "./quant/index.js";
 
 /**

@@ -1,4 +1,4 @@
-import { GGMLType, rowByteLength } from "./dtypes.js";
+import { type GGMLType, rowByteLength } from "./dtypes.js";
 
 /**
  * A named tensor in any ggml format. `dims` are in ggml order: dims[0] is the contiguous

@@ -195,7 +195,7 @@ export function readTokenizerEntries(path: string): { entries: [string, GGUFWrit
 }
 
 /** bytes of one planned tensor, drawn row by row from its own seeded stream */
-function tensorBytes(t: RandomTensorPlan, s: RandomModelSpec): Uint8Array {
+export function tensorBytes(t: RandomTensorPlan, s: RandomModelSpec): Uint8Array {
   const rng = new Rng(deriveSeed(s.seed, t.name));
   const std = s.std ?? 0.02;
   const n = t.dims[0]!;

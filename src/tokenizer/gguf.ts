@@ -7,6 +7,9 @@ import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 type Model = "llama" | "gpt2" | "bert";
 
+/** the longest control or user-defined token accepted (real ones are a few dozen characters) */
+const MAX_SPECIAL_TOKEN_CHARS = 4096;
+
 /** llama.cpp's default special ids per tokenizer model, used when the metadata has no key. */
 const DEFAULT_IDS: Record<Model, { bos?: number; eos?: number; unk?: number; sep?: number; pad?: number; mask?: number }> = {
   llama: { bos: 1, eos: 2, unk: 0 },
@@ -42,6 +45,12 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
   const rawTypes = meta.numbers("tokenizer.ggml.token_type");
   if (rawTypes && rawTypes.length !== n) throw new GGUFError(meta.path, "tokenizer.ggml.token_type", `expected ${n} token types (one per token), found ${rawTypes.length}`);
   const types = rawTypes ? Int32Array.from(rawTypes) : new Int32Array(n).fill(TokenType.Normal);
+  // special tokens are matched as text before tokenizing (a trie over them): bound their length as tokenizer.json's added tokens are
+  for (let i = 0; i < n; i++) {
+    if ((types[i] === TokenType.Control || types[i] === TokenType.UserDefined) && tokens[i]!.length > MAX_SPECIAL_TOKEN_CHARS) {
+      throw new GGUFError(meta.path, `tokenizer.ggml.tokens[${i}]`, `a special token of ${tokens[i]!.length} characters, more than the ${MAX_SPECIAL_TOKEN_CHARS} a token may have`);
+    }
+  }
 
   let merges: Array<[string, string]> | undefined;
   let prePatterns: RegExp[] | undefined;

@@ -2,7 +2,7 @@ import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { checkMerges } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
-import { type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
+import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
 import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
@@ -40,6 +40,10 @@ function validate(where: string, tj: JsonObject): void {
   if (!isObject(model)) throw new Error(`${where}: "model": required section is missing (expected an object with "type" and "vocab")`);
   if (model.vocab === undefined || model.vocab === null || typeof model.vocab !== "object") {
     throw new Error(`${where}: "model.vocab": required vocabulary is missing (expected an object or array)`);
+  }
+  // the library guesses the model from its shape when the type is not one it knows: an unknown type is an error here
+  if (model.type !== undefined && !(typeof model.type === "string" && MODEL_TYPES.includes(model.type))) {
+    throw new Error(`${where}: "model.type": expected one of ${MODEL_TYPES.join(", ")}, found ${JSON.stringify(model.type)?.slice(0, 60)}`);
   }
   if (model.type === "BPE" && !Array.isArray(model.merges)) throw new Error(`${where}: "model.merges": a BPE model needs its merges array`);
   const checkId = (id: unknown, field: string) => {
@@ -80,6 +84,9 @@ function validate(where: string, tj: JsonObject): void {
 
 /** longest added token accepted (real ones are a few dozen characters; the library's matcher spends memory per character) */
 const MAX_ADDED_TOKEN_CHARS = 4096;
+const MODEL_TYPES = ["BPE", "WordPiece", "Unigram", "WordLevel"];
+/** the tokenizer.json sections the library builds from; a failure is blamed on the first whose removal cures it */
+const SECTIONS = ["normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"] as const;
 
 /**
  * Refuses Split / Replace regexes with a quantified group that itself ends in a quantifier —
@@ -270,8 +277,23 @@ export class HFTokenizer implements Tokenizer {
       const sections = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
       return new HFLib({ ...sections, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
     } catch (e) {
-      throw new Error(`${this.source.where}: cannot build the tokenizer: ${(e as Error).message}`);
+      const message = String((e as Error).message).split("\n")[0];
+      throw new Error(`${this.source.where}: ${this.culprit(addedTokens, config)}: cannot build the tokenizer: ${message}`);
     }
+  }
+
+  /** which section the library failed on: the first one without which it builds ("model" when none) */
+  private culprit(addedTokens: JsonObject[] | undefined, config: JsonObject): string {
+    const json = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] };
+    for (const section of SECTIONS) {
+      try {
+        new HFLib({ ...json, [section]: section === "added_tokens" ? [] : null }, libraryConfig(config));
+        return `"${section}"`;
+      } catch {
+        // not this one
+      }
+    }
+    return `"model"`;
   }
 
   /** The same tokenizer with only non-special added tokens matched (EncodeOptions.parseSpecial = false). */
