@@ -10,7 +10,7 @@ import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite } from "./q8";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
-import { matQ4_K, matQ6_K, matQ4_KRelaxed, matQ6_KRelaxed } from "./kquant";
+import { matQ4_K, matQ5_K, matQ6_K, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendFull } from "./attention-full";
@@ -177,7 +177,7 @@ let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias:
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18);
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || kind == 21 || kind == 22;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -259,6 +259,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 19: attendFull(xq, rowBytes, out, nHeads, cols, nTok, scale, r0, r1, scratch); break;
     // GELU (erf form) of elements in chunks of COLS: W = x, OUT = out, N_TOK = element count
     case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
+    // Q5_K over Q8_K activations (21), packed by packQ8_K (22: relaxed build only)
+    case 21: matQ5_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

@@ -1,4 +1,4 @@
-// Q4_K and Q6_K weights against Q8_K activations (ggml's vec_dot_q4_K_q8_K / q6_K_q8_K):
+// Q4_K, Q5_K and Q6_K weights against Q8_K activations (ggml's vec_dot_q4_K_q8_K / q5_K / q6_K):
 // per super-block of 256 an exact integer sum of sub-block dots times their integer scales,
 // then one float multiply by weight scale * activation scale. Activations are split: q (xq),
 // one f32 d per super-block (xd), int32 sums of each 16 q (xb).
@@ -44,25 +44,52 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 }
 
 /**
- * one Q4_K super-block (144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
- * 128 bytes of nibbles) against one Q8_K super-block of activations
+ * bit b of each byte of h moved to bit 4 (0x10 or 0), Q5_K's fifth bit: 16-bit shifts and the mask
+ * (only bit 4 of each byte is kept, so nothing that crossed a byte survives)
  */
 // @ts-ignore: decorator
-@inline function superQ4_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
+@inline function fifthBit(h: v128, b: i32): v128 {
+  return v128.and(b <= 4 ? i16x8.shl(h, 4 - b) : i16x8.shr_u(h, b - 4), i8x16.splat(0x10));
+}
+
+/** where a Q4_K / Q5_K block's nibbles start: after d, dmin, the 12 scale bytes (and Q5_K's 32 bytes of fifth bits) */
+// @ts-ignore: decorator
+@inline function nibblesAt(q5: bool): usize {
+  return q5 ? 48 : 16;
+}
+
+/**
+ * one Q4_K super-block (144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
+ * 128 bytes of nibbles) against one Q8_K super-block of activations; q5: a Q5_K block (176 bytes:
+ * the same with 32 bytes of fifth bits before the nibbles, bit 2j / 2j + 1 of byte l for weight l
+ * of sub-block 2j / 2j + 1: weights 0..31)
+ */
+// @ts-ignore: decorator
+@inline function superQ4_K(relaxed: bool, q5: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
   const sc = p + 4;
   const mask = i8x16.splat(0x0f);
   let isum = i32x4.splat(0);
+  const h0 = q5 ? v128.load(p, 16) : mask, h1 = q5 ? v128.load(p, 32) : mask;
   for (let j = 0; j < 4; j++) {
     // 32 bytes: low nibbles are sub-block 2j, high nibbles sub-block 2j + 1
-    const q = p + 16 + (<usize>j << 5);
+    const q = p + nibblesAt(q5) + (<usize>j << 5);
     const v0 = v128.load(q);
     const v1 = v128.load(q, 16);
     // 64 activations: int16 or int8
     const x = qx + (<usize>j << (relaxed ? 6 : 7));
     const half: usize = relaxed ? 32 : 64;
     // 16-bit shifts and the mask: i8x16.shr_u would build its own mask per use
-    const pa = dotU(relaxed, v128.and(v0, mask), v128.and(v1, mask), x);
-    const pb = dotU(relaxed, v128.and(i16x8.shr_u(v0, 4), mask), v128.and(i16x8.shr_u(v1, 4), mask), x + half);
+    let la = v128.and(v0, mask), lb = v128.and(v1, mask);
+    let ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
+    if (q5) {
+      // Q5_K: 0..31 (the unsigned operand of the dots: int16 lanes within 4 * 31 * 127)
+      la = v128.or(la, fifthBit(h0, 2 * j));
+      lb = v128.or(lb, fifthBit(h1, 2 * j));
+      ha = v128.or(ha, fifthBit(h0, 2 * j + 1));
+      hb = v128.or(hb, fifthBit(h1, 2 * j + 1));
+    }
+    const pa = dotU(relaxed, la, lb, x);
+    const pb = dotU(relaxed, ha, hb, x + half);
     isum = i32x4.add(isum, i32x4.add(scaled(relaxed, pa, scaleMinK4(sc, 2 * j, 0)), scaled(relaxed, pb, scaleMinK4(sc, 2 * j + 1, 0))));
   }
   // the min term: each sub-block's min times the sum of its activations (two group sums)
@@ -124,24 +151,31 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 }
 
 /**
- * Q4_K: one super-block at p against four tokens' activations (super-block i of tokens t..t+3:
+ * Q4_K (q5: Q5_K): one super-block at p against four tokens' activations (super-block i of tokens t..t+3:
  * qx, dx and group sums bs tokenStride bytes / 4 / 64 apart), each token's value added to its
  * sum: the nibbles are unpacked and the scales and mins decoded once for the four, and each
  * token's arithmetic is superQ4_K's, so the same bits.
  */
 // @ts-ignore: decorator
-@inline function superQ4_K4(relaxed: bool, p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, bs: usize, bStride: usize): v128 {
+@inline function superQ4_K4(relaxed: bool, q5: bool, p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, bs: usize, bStride: usize): v128 {
   const sc = p + 4;
   const mask = i8x16.splat(0x0f);
   const z = i32x4.splat(0);
   let i0 = z, i1 = z, i2 = z, i3 = z;
   const half: usize = relaxed ? 32 : 64;
+  const h0 = q5 ? v128.load(p, 16) : mask, h1 = q5 ? v128.load(p, 32) : mask;
   for (let j = 0; j < 4; j++) {
-    const q = p + 16 + (<usize>j << 5);
+    const q = p + nibblesAt(q5) + (<usize>j << 5);
     const v0 = v128.load(q);
     const v1 = v128.load(q, 16);
-    const la = v128.and(v0, mask), lb = v128.and(v1, mask);
-    const ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
+    let la = v128.and(v0, mask), lb = v128.and(v1, mask);
+    let ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
+    if (q5) {
+      la = v128.or(la, fifthBit(h0, 2 * j));
+      lb = v128.or(lb, fifthBit(h1, 2 * j));
+      ha = v128.or(ha, fifthBit(h0, 2 * j + 1));
+      hb = v128.or(hb, fifthBit(h1, 2 * j + 1));
+    }
     const sa = scaleMinK4(sc, 2 * j, 0), sb = scaleMinK4(sc, 2 * j + 1, 0);
     const x = qx + (<usize>j << (relaxed ? 6 : 7));
     i0 = i32x4.add(i0, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + half), sb)));
@@ -228,9 +262,10 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
  * a time.
  */
 // @ts-ignore: decorator
-@inline function matK(q4: bool, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+@inline function matK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   const nb = cols >> 8;
-  const bb: usize = q4 ? 144 : 210;
+  // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K
+  const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : 210;
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
@@ -241,7 +276,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
-        acc = f32x4.add(acc, q4 ? superQ4_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride));
+        acc = f32x4.add(acc, kind < 2 ? superQ4_K4(relaxed, kind == 1, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride));
       }
       const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
       const os = (<usize>rows) << 2;
@@ -256,7 +291,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
-        sum += q4 ? superQ4_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6)) : superQ6_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
+        sum += kind < 2 ? superQ4_K(relaxed, kind == 1, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6)) : superQ6_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
     }
@@ -264,18 +299,26 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 }
 
 export function matQ4_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(true, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+  matK(0, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ5_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(1, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ6_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(false, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+  matK(2, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
 /** relaxed build only, over activations packed by packQ8_K */
 export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(true, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+  matK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ5_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(1, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ6_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(false, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+  matK(2, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }

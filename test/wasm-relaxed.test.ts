@@ -112,17 +112,17 @@ test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1
   }
 });
 
-test("relaxed build: Q4_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 13 tokens)", (t) => {
+test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 13 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 40;
-  for (const type of [GGMLType.Q4_K, GGMLType.Q6_K]) {
+  for (const type of [GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
     for (const [cols, rows] of [[256, 1], [512, 67], [2816, 9]] as const) {
       const r = rng(++seed);
       // random bytes reach every code (Q6_K: q = -32 and scales -128 included); the f16 scales are kept finite
       const random = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
       const { typeSize } = typeInfo(type);
       for (let o = 0; o < random.length; o += typeSize) {
-        for (const f of type === GGMLType.Q4_K ? [0, 2] : [208]) {
+        for (const f of type === GGMLType.Q6_K ? [208] : [0, 2]) {
           const h = f32ToF16Bits((r() + 0.1) * 0.01);
           random[o + f] = h & 0xff;
           random[o + f + 1] = h >>> 8;

@@ -127,6 +127,9 @@ export enum Kind {
   ATTENTION_BIDIRECTIONAL = 19,
   /** GELU in its erf form over N_TOK floats at W into OUT, in items of COLS floats */
   GELU_ERF = 20,
+  /** Q5_K over Q8_K activations; Q5_K_RELAXED over activations packed by packQ8_K (relaxed build only) */
+  Q5_K = 21,
+  Q5_K_RELAXED = 22,
 }
 
 /**
