@@ -52,6 +52,17 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   return v128.and(b <= 4 ? i16x8.shl(h, 4 - b) : i16x8.shr_u(h, b - 4), i8x16.splat(0x10));
 }
 
+/**
+ * 16 unsigned weights of a Q4_K block (0..15: the low or high nibbles of v) or a Q5_K block (0..31:
+ * with the fifth bits of h at bit b). 16-bit shifts and the mask: i8x16.shr_u would build its own
+ * mask per use. Q5_K's int16 lanes of the dots stay within 4 * 31 * 127.
+ */
+// @ts-ignore: decorator
+@inline function weights(q5: bool, v: v128, h: v128, high: bool, b: i32, mask: v128): v128 {
+  const nibbles = v128.and(high ? i16x8.shr_u(v, 4) : v, mask);
+  return q5 ? v128.or(nibbles, fifthBit(h, b)) : nibbles;
+}
+
 /** where a Q4_K / Q5_K block's nibbles start: after d, dmin, the 12 scale bytes (and Q5_K's 32 bytes of fifth bits) */
 // @ts-ignore: decorator
 @inline function nibblesAt(q5: bool): usize {
@@ -78,16 +89,8 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
     // 64 activations: int16 or int8
     const x = qx + (<usize>j << (relaxed ? 6 : 7));
     const half: usize = relaxed ? 32 : 64;
-    // 16-bit shifts and the mask: i8x16.shr_u would build its own mask per use
-    let la = v128.and(v0, mask), lb = v128.and(v1, mask);
-    let ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
-    if (q5) {
-      // Q5_K: 0..31 (the unsigned operand of the dots: int16 lanes within 4 * 31 * 127)
-      la = v128.or(la, fifthBit(h0, 2 * j));
-      lb = v128.or(lb, fifthBit(h1, 2 * j));
-      ha = v128.or(ha, fifthBit(h0, 2 * j + 1));
-      hb = v128.or(hb, fifthBit(h1, 2 * j + 1));
-    }
+    const la = weights(q5, v0, h0, false, 2 * j, mask), lb = weights(q5, v1, h1, false, 2 * j, mask);
+    const ha = weights(q5, v0, h0, true, 2 * j + 1, mask), hb = weights(q5, v1, h1, true, 2 * j + 1, mask);
     const pa = dotU(relaxed, la, lb, x);
     const pb = dotU(relaxed, ha, hb, x + half);
     isum = i32x4.add(isum, i32x4.add(scaled(relaxed, pa, scaleMinK4(sc, 2 * j, 0)), scaled(relaxed, pb, scaleMinK4(sc, 2 * j + 1, 0))));
@@ -168,14 +171,8 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
     const q = p + nibblesAt(q5) + (<usize>j << 5);
     const v0 = v128.load(q);
     const v1 = v128.load(q, 16);
-    let la = v128.and(v0, mask), lb = v128.and(v1, mask);
-    let ha = v128.and(i16x8.shr_u(v0, 4), mask), hb = v128.and(i16x8.shr_u(v1, 4), mask);
-    if (q5) {
-      la = v128.or(la, fifthBit(h0, 2 * j));
-      lb = v128.or(lb, fifthBit(h1, 2 * j));
-      ha = v128.or(ha, fifthBit(h0, 2 * j + 1));
-      hb = v128.or(hb, fifthBit(h1, 2 * j + 1));
-    }
+    const la = weights(q5, v0, h0, false, 2 * j, mask), lb = weights(q5, v1, h1, false, 2 * j, mask);
+    const ha = weights(q5, v0, h0, true, 2 * j + 1, mask), hb = weights(q5, v1, h1, true, 2 * j + 1, mask);
     const sa = scaleMinK4(sc, 2 * j, 0), sb = scaleMinK4(sc, 2 * j + 1, 0);
     const x = qx + (<usize>j << (relaxed ? 6 : 7));
     i0 = i32x4.add(i0, i32x4.add(scaled(relaxed, dotU(relaxed, la, lb, x), sa), scaled(relaxed, dotU(relaxed, ha, hb, x + half), sb)));
