@@ -11,6 +11,7 @@ import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0Relax
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
 import { matQ4_K, matQ5_K, matQ6_K, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
+import { matQ2_K, matQ3_K, matQ2_KRelaxed, matQ3_KRelaxed } from "./kquant-low";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendFull } from "./attention-full";
@@ -177,7 +178,7 @@ let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias:
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || kind == 21 || kind == 22;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 26);
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -262,6 +263,11 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // Q5_K over Q8_K activations (21), packed by packQ8_K (22: relaxed build only)
     case 21: matQ5_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    // Q2_K / Q3_K over Q8_K activations (23 / 25), packed by packQ8_K (24 / 26: relaxed build only)
+    case 23: matQ2_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 24: matQ2_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 25: matQ3_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 26: matQ3_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

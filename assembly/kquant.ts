@@ -39,7 +39,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 
 /** a sub-block's dot (from dotU or the Q6_K dot) times its integer scale s, as int32 lanes */
 // @ts-ignore: decorator
-@inline function scaled(relaxed: bool, dot: v128, s: i32): v128 {
+@inline export function scaled(relaxed: bool, dot: v128, s: i32): v128 {
   return relaxed ? i32x4.dot_i16x8_s(dot, i16x8.splat(<i16>s)) : i32x4.mul(dot, i32x4.splat(s));
 }
 

@@ -160,14 +160,14 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
 /*
  * A request's tokens must not depend on what else the engine batches with it: a row computed
  * for one token (decode) and inside a batch (prefill tiles, leftovers of odd batches) takes the
- * same arithmetic, so the same bits. Float weights, Q4_K, Q5_K and Q6_K in both builds; Q8_0 where the
+ * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, Q4_K, Q5_K, Q6_K; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {

@@ -139,6 +139,29 @@ test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized 
   }
 });
 
+test("relaxed build: Q2_K and Q3_K give the plain build's bits (random blocks: every 2-bit / 3-bit code, scale and min; 1 / 3 / 13 tokens)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  let seed = 60;
+  for (const [type, scaleFields] of [[GGMLType.Q2_K, [80, 82]], [GGMLType.Q3_K, [108]]] as const) {
+    for (const [cols, rows] of [[256, 1], [512, 67]] as const) {
+      const r = rng(++seed);
+      const bytes = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
+      const { typeSize } = typeInfo(type);
+      for (let o = 0; o < bytes.length; o += typeSize) {
+        for (const f of scaleFields) {
+          const h = f32ToF16Bits((r() + 0.1) * 0.01);
+          bytes[o + f] = h & 0xff;
+          bytes[o + f + 1] = h >>> 8;
+        }
+      }
+      for (const nTokens of [1, 3, 13]) {
+        const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
+        checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows}, ${nTokens} tokens`);
+      }
+    }
+  }
+});
+
 test("relaxed build: extreme quants (|w| = 127 or nibbles 0 / 15, |a| = 127) stay exact", (t) => {
   if (!supported) return t.skip(SKIP);
   const cols = 256;

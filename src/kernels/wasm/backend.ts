@@ -21,14 +21,14 @@ import { createThreadPool, type ThreadPool } from "./pool.js";
  * runs in the memory of its weight, its activations copied into that memory's scratch: the
  * same kernels on the same bytes, so the same results wherever a weight lies.
  *
- * Weight types without a wasm kernel (Q4_1, Q5_1, Q8_1, Q2_K, Q3_K) run on the
+ * Weight types without a wasm kernel (Q4_1, Q5_1) run on the
  * reference kernels, which read the same bytes in place.
  */
 export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
   /**
-   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K; an
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0 and the k-quants; an
    * error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the
    * runtime has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the
    * default. Both give the same bits, except where the relaxed build runs the exact kernels
@@ -73,6 +73,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q8_0, C.Kind.Q8_0],
   [GGMLType.Q4_0, C.Kind.Q4_0],
   [GGMLType.Q5_0, C.Kind.Q5_0],
+  [GGMLType.Q2_K, C.Kind.Q2_K],
+  [GGMLType.Q3_K, C.Kind.Q3_K],
   [GGMLType.Q4_K, C.Kind.Q4_K],
   [GGMLType.Q5_K, C.Kind.Q5_K],
   [GGMLType.Q6_K, C.Kind.Q6_K],
@@ -201,6 +203,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
     if (exact && kind === C.Kind.Q8_0) return C.Kind.Q8_0_EXACT;
+    if (kind === C.Kind.Q2_K) return C.Kind.Q2_K_RELAXED;
+    if (kind === C.Kind.Q3_K) return C.Kind.Q3_K_RELAXED;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
     if (kind === C.Kind.Q5_K) return C.Kind.Q5_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
@@ -290,7 +294,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
-    } else if (kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K) {
+    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {

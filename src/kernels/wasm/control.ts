@@ -130,6 +130,11 @@ export enum Kind {
   /** Q5_K over Q8_K activations; Q5_K_RELAXED over activations packed by packQ8_K (relaxed build only) */
   Q5_K = 21,
   Q5_K_RELAXED = 22,
+  /** Q2_K / Q3_K over Q8_K activations; the _RELAXED kinds over activations packed by packQ8_K (relaxed build only) */
+  Q2_K = 23,
+  Q2_K_RELAXED = 24,
+  Q3_K = 25,
+  Q3_K_RELAXED = 26,
 }
 
 /**
