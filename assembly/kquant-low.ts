@@ -5,10 +5,9 @@
 // 0..3 with a per-group min taken off through the activations' group sums; Q3_K's are -4..3,
 // stored as 2 low bits plus a high bit that means "no -4", so they enter as low | (high << 2)
 // (0..7) and 4 x the group's activation sum comes off after. The integer sums are exact, so both
-// builds give the same bits.
+// builds give the same bits. The row loop is kquant.ts's matK.
 import { f16 } from "./half";
-import { dot16u, dotI8I7, hsumI32 } from "./simd";
-import { scaled } from "./kquant";
+import { dot16u, dotI8I7, hsumI32, scaled } from "./simd";
 
 /** 16 unsigned weights u against the 16 activations of a group at x: int16 pairs (relaxed, int8 activations) or int32 lanes (SIMD128, int16 activations) */
 // @ts-ignore: decorator
@@ -42,7 +41,7 @@ import { scaled } from "./kquant";
  * activations, dx its scale, bs its 16 group sums (int32)
  */
 // @ts-ignore: decorator
-@inline function superQ2_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
+@inline export function superQ2_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
   const e: usize = relaxed ? 0 : 1; // log2 of an activation's bytes
   let isum = i32x4.splat(0);
   for (let h = 0; h < 2; h++) {
@@ -66,7 +65,7 @@ import { scaled } from "./kquant";
  * 6-bit scales, f16 d) against one Q8_K super-block
  */
 // @ts-ignore: decorator
-@inline function superQ3_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
+@inline export function superQ3_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
   const e: usize = relaxed ? 0 : 1;
   const sc = p + 96;
   const h0 = v128.load(p), h1 = v128.load(p, 16);
@@ -86,41 +85,4 @@ import { scaled } from "./kquant";
   let offset = 0;
   for (let g = 0; g < 16; g++) offset += scaleQ3_K(sc, g) * load<i32>(bs + (<usize>g << 2));
   return f16(load<u16>(p, 108)) * dx * <f32>(hsumI32(isum) - (offset << 2));
-}
-
-/** rows [r0, r1) for every token, one super-block after another (kind 0: Q2_K, 1: Q3_K) */
-// @ts-ignore: decorator
-@inline function matLowK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  const nb = cols >> 8;
-  const bb: usize = kind == 0 ? 84 : 110;
-  for (let r = r0; r < r1; r++) {
-    const wr = w + <usize>r * rowBytes;
-    for (let t = 0; t < nTok; t++) {
-      const tb = <usize>t * <usize>nb;
-      let sum: f32 = 0;
-      for (let b = 0; b < nb; b++) {
-        const i = tb + <usize>b;
-        const p = wr + <usize>b * bb;
-        sum += kind == 0 ? superQ2_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6)) : superQ3_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
-      }
-      store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
-    }
-  }
-}
-
-export function matQ2_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matLowK(0, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
-}
-
-export function matQ3_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matLowK(1, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
-}
-
-/** relaxed build only, over activations packed by packQ8_K */
-export function matQ2_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matLowK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
-}
-
-export function matQ3_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matLowK(1, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }

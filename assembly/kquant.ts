@@ -10,7 +10,8 @@
 // dot and multiply the int16 results by the sub-block scales with one dot_i16x8_s. The sums
 // are exact, so both give the same bits.
 import { f16 } from "./half";
-import { dot16, dot16u, dotI8I7, hsumI32 } from "./simd";
+import { dot16, dot16u, dotI8I7, hsumI32, scaled } from "./simd";
+import { superQ2_K, superQ3_K } from "./kquant-low";
 
 // Q4_K's packed 6-bit scale (which = 0) or min (which = 1) of sub-block j (ggml get_scale_min_k4)
 // @ts-ignore: decorator
@@ -35,12 +36,6 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   // relaxed: int8 activations, int16 lanes at most 4 * 15 * 127
   if (relaxed) return i16x8.add(dotI8I7(v128.load(x), u0), dotI8I7(v128.load(x, 16), u1));
   return i32x4.add(dot16u(u0, x), dot16u(u1, x + 32));
-}
-
-/** a sub-block's dot (from dotU or the Q6_K dot) times its integer scale s, as int32 lanes */
-// @ts-ignore: decorator
-@inline export function scaled(relaxed: bool, dot: v128, s: i32): v128 {
-  return relaxed ? i32x4.dot_i16x8_s(dot, i16x8.splat(<i16>s)) : i32x4.mul(dot, i32x4.splat(s));
 }
 
 /**
@@ -261,13 +256,13 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 // @ts-ignore: decorator
 @inline function matK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   const nb = cols >> 8;
-  // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K
-  const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : 210;
+  // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q2_K, 4 Q3_K (the last two without four-token tiles)
+  const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : kind == 2 ? 210 : kind == 3 ? 84 : 110;
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
     let t = 0;
-    for (; t + 4 <= nTok; t += 4) {
+    for (; kind <= 2 && t + 4 <= nTok; t += 4) {
       let acc = f32x4.splat(0);
       const tb = <usize>t * <usize>nb;
       for (let b = 0; b < nb; b++) {
@@ -288,7 +283,8 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
-        sum += kind < 2 ? superQ4_K(relaxed, kind == 1, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6)) : superQ6_K(relaxed, p, xq + (i << 9), load<f32>(xd + (i << 2)), xb + (i << 6));
+        const qx = xq + (i << 9), dx = load<f32>(xd + (i << 2)), bs = xb + (i << 6);
+        sum += kind < 2 ? superQ4_K(relaxed, kind == 1, p, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, p, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, p, qx, dx, bs) : superQ3_K(relaxed, p, qx, dx, bs);
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
     }
@@ -307,6 +303,14 @@ export function matQ6_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
   matK(2, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
+export function matQ2_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(3, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ3_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(4, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
 /** relaxed build only, over activations packed by packQ8_K */
 export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
@@ -318,4 +322,12 @@ export function matQ5_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, 
 
 export function matQ6_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matK(2, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ2_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(3, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+export function matQ3_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(4, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }

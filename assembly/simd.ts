@@ -62,3 +62,9 @@
   unreachable();
   return a;
 }
+
+/** a k-quant sub-block's dot (int16 pairs from the relaxed int8 dot, or int32 lanes) times its integer scale s, as int32 lanes */
+// @ts-ignore: decorator
+@inline export function scaled(relaxed: bool, dot: v128, s: i32): v128 {
+  return relaxed ? i32x4.dot_i16x8_s(dot, i16x8.splat(<i16>s)) : i32x4.mul(dot, i32x4.splat(s));
+}
