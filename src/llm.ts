@@ -2,7 +2,7 @@ import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, typ
 import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  computeTimings, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
@@ -145,10 +145,12 @@ export class Model {
     if (usesStrategy(options) && options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
     const promptTokens = this.encode(prompt, options);
     const sampling = samplingOptionsOf(options);
+    const constraint = constraintOf(options);
     const request = this.engine.submit({
       promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
+      ...(constraint ? { constraint } : {}),
     });
     return {
       events: () => request[Symbol.asyncIterator](),

@@ -3,6 +3,7 @@ import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type Alloc, 
 import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
+import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
@@ -73,6 +74,8 @@ export class Engine {
   private closed = false;
   private nextId = 1;
   private steps = 0;
+  /** compiled constraint grammars by spec (a few, most recent last) */
+  private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
   private peakStepSequences = 0;
   private cachedPromptTokens = 0;
@@ -286,7 +289,9 @@ export class Engine {
   /** the strategy that decodes the request (validates its options) */
   private strategyFor(params: RequestParams): Strategy {
     const d = params.decoding;
-    const makeSequence = (choice: number) => this.newSequence(params, choice);
+    const grammar = params.constraint === undefined ? undefined : this.grammarOf(params.constraint);
+    if (grammar && d.kind !== "sample") throw new RequestError(`a constraint (grammar, JSON Schema, choice) works with sampling, not with ${d.kind === "beam" ? "beam search" : "speculative decoding"}`, d.kind === "beam" ? "numBeams" : "draftModel");
+    const makeSequence = (choice: number) => this.newSequence(params, choice, grammar);
     const room = Math.min(params.maxTokens, this.contextSize - params.promptTokens.length);
     const endIds = params.ignoreEos ? new Set<number>() : this.endIds(params);
     const vocab = this.model.info.vocabSize;
@@ -343,11 +348,29 @@ export class Engine {
     return this.scheduler;
   }
 
-  /** the output sequence of a choice: its sampler (seed + choice), stop strings, streaming decoder */
-  private newSequence(p: RequestParams, choice: number): Sequence {
+  /** the output sequence of a choice: its sampler (seed + choice), stop strings, streaming decoder, constraint */
+  private newSequence(p: RequestParams, choice: number, grammar: Grammar | undefined): Sequence {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
-    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens }), rules);
+    const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), p.ignoreEos ? new Set() : rules.endIds) : undefined;
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens }), rules, constraint);
+  }
+
+  /** a constraint's grammar, compiled once per distinct spec (the last few kept); a bad one is a RequestError naming where */
+  private grammarOf(spec: ConstraintSpec): Grammar {
+    const key = JSON.stringify(spec);
+    let g = this.grammars.get(key);
+    if (!g) {
+      try {
+        g = compileConstraint(spec);
+      } catch (e) {
+        const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "json";
+        throw new RequestError(`${option}: ${(e as Error).message}`, option);
+      }
+      if (this.grammars.size >= 32) this.grammars.delete(this.grammars.keys().next().value!);
+      this.grammars.set(key, g);
+    }
+    return g;
   }
 
   /** blocks of the KV pool: the budget (or the default), whole blocks */

@@ -1,3 +1,4 @@
+import type { ConstraintSpec } from "../sampling/constraints/index.js";
 import type { FinishReason, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
@@ -26,6 +27,8 @@ export interface RequestParams {
   readonly ignoreEos: boolean;
   readonly topLogprobs: number | undefined;
   readonly signal?: AbortSignal;
+  /** what the output must be (a grammar, a JSON Schema, JSON, a choice): only tokens that keep it so are sampled */
+  readonly constraint?: ConstraintSpec;
 }
 
 /** what happened to one choice: a step (a token and its text), or its end */

@@ -1,9 +1,24 @@
+import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
 import type { TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
+
+/** the constraint the options ask for (at most one of grammar, jsonSchema, json, choice) */
+export function constraintOf(options: GenerateOptions): ConstraintSpec | undefined {
+  const given = (["grammar", "jsonSchema", "json", "choice"] as const).filter((k) => options[k] !== undefined);
+  if (given.length > 1) throw new RangeError(`give one of grammar, jsonSchema, json and choice, not ${given.join(" and ")}`);
+  if (options.grammar !== undefined) return { grammar: options.grammar };
+  if (options.jsonSchema !== undefined) return { jsonSchema: options.jsonSchema };
+  if (options.json !== undefined) {
+    if (options.json !== "value" && options.json !== "object") throw new RangeError(`json must be "value" or "object", got ${JSON.stringify(options.json)}`);
+    return { json: options.json };
+  }
+  if (options.choice !== undefined) return { choice: options.choice };
+  return undefined;
+}
 
 export interface GenerateOptions extends SamplingOptions {
   /** most tokens to generate (default 256) */
@@ -38,6 +53,14 @@ export interface GenerateOptions extends SamplingOptions {
   draftTokens?: number;
   /** speculative decoding without a draft model: propose from earlier n-grams (true = up to 3-grams) */
   promptLookup?: boolean | number;
+  /** the completion follows this GBNF grammar (llama.cpp's syntax; start rule `root`) */
+  grammar?: string;
+  /** the completion is JSON valid under this JSON Schema (the subset src/sampling/constraints/json-schema.ts lists) */
+  jsonSchema?: JsonSchema;
+  /** the completion is a JSON value ("value") or object ("object", OpenAI's json_object) */
+  json?: "value" | "object";
+  /** the completion is one of these strings */
+  choice?: readonly string[];
   /** independent completions sharing one prefill (default 1); choice i samples with seed + i (see choices.ts) */
   n?: number;
 }
@@ -55,8 +78,13 @@ export interface GenerationStep {
 
 export type FinishReason = "stop" | "length" | "abort";
 
-/** which limit a "length" finish hit: the completion's maxTokens, or the context (the KV cache holds no more positions) */
-export type FinishDetail = `maxTokens (${number}) reached` | `context full (${number} tokens)`;
+/**
+ * Why a completion ended where the reason alone does not say: which limit a "length" finish hit
+ * (the completion's maxTokens, or the context: the KV cache holds no more positions), or, for a
+ * "stop" under a constraint, that no token could follow (the grammar complete and the end token
+ * not allowed, or no token of the vocabulary spells what the grammar needs)
+ */
+export type FinishDetail = `maxTokens (${number}) reached` | `context full (${number} tokens)` | "grammar complete" | "no token continues the grammar";
 
 export interface GenerationResult {
   prompt: string;
@@ -109,7 +137,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** everything that is not a generation option is a sampling option (unknown keys are rejected by the sampler) */
 export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
   const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
-    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc,
+    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc, grammar: _gr, jsonSchema: _js, json: _jo, choice: _ch,
     ...samplingOptions } = options;
   return samplingOptions;
 }

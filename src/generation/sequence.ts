@@ -1,4 +1,5 @@
 import type { Sampler } from "../sampling/index.js";
+import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
 import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
@@ -43,6 +44,8 @@ export class Sequence {
     private readonly stopMatcher: StopMatcher,
     private readonly decoder: StreamDecoder,
     private readonly rules: StopRules,
+    /** a grammar the completion must follow: only tokens it allows are sampled */
+    private readonly constraint?: TokenConstraint,
   ) {
     this.tokens = [...promptTokens];
     this.logprobs = rules.topLogprobs === undefined ? undefined : [];
@@ -59,7 +62,16 @@ export class Sequence {
    */
   advance(logits: Float32Array): GenerationStep[] {
     if (this.full) return this.finish("length");
-    return this.accept(this.sampler.sample(logits, this.tokens), logits);
+    if (!this.constraint) return this.accept(this.sampler.sample(logits, this.tokens), logits);
+    // the constraint masks `logits` (logprobs then describe the constrained distribution)
+    const token = this.constraint.choose(logits, this.sampler, this.tokens);
+    if (token < 0) {
+      // nothing may follow: the grammar is complete and generation cannot end with a token (ignoreEos), or no token spells what it needs
+      this.finishDetail = this.constraint.complete ? "grammar complete" : "no token continues the grammar";
+      return this.finish("stop");
+    }
+    this.constraint.accept(token);
+    return this.accept(token, logits);
   }
 
   /** whether no further token may be generated (maxTokens reached, or the next one's position outside the context) */

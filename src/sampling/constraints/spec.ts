@@ -1,0 +1,25 @@
+import { parseGbnf } from "./gbnf.js";
+import { GrammarError, type Grammar } from "./grammar.js";
+import { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, type JsonSchema } from "./json-schema.js";
+
+/**
+ * What a request's output must be: a GBNF grammar, a JSON Schema, any JSON value / object
+ * (`json: "object"` is OpenAI's json_object mode), or one of a list of strings.
+ */
+export type ConstraintSpec =
+  | { readonly grammar: string }
+  | { readonly jsonSchema: JsonSchema }
+  | { readonly json: "value" | "object" }
+  | { readonly choice: readonly string[] };
+
+/** the grammar a spec stands for; GrammarError (naming the position or schema path) when it is invalid */
+export function compileConstraint(spec: ConstraintSpec): Grammar {
+  if ("grammar" in spec) return parseGbnf(spec.grammar);
+  if ("jsonSchema" in spec) return parseGbnf(jsonSchemaToGbnf(spec.jsonSchema));
+  if ("json" in spec) return parseGbnf(anyJsonGbnf(spec.json));
+  if ("choice" in spec) {
+    if (!Array.isArray(spec.choice) || spec.choice.length === 0 || spec.choice.some((c) => typeof c !== "string")) throw new GrammarError("choice: expected a non-empty list of strings");
+    return parseGbnf(`root ::= ${spec.choice.map(gbnfLiteral).join(" | ")}`);
+  }
+  throw new GrammarError("expected one of grammar, jsonSchema, json or choice");
+}

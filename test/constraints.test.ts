@@ -1,0 +1,192 @@
+import assert from "node:assert/strict";
+import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import Ajv from "ajv";
+import { loadModel, type Model } from "../src/index.js";
+import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
+import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
+import { skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * Constrained decoding: the GBNF engine on llama.cpp's own example grammars, JSON Schema outputs
+ * checked by an independent validator (ajv), and greedy decoding under a grammar against a
+ * brute-force reference that tries every token of the vocabulary at every step.
+ */
+
+const GRAMMARS = new URL("../node_modules/node-llama-cpp/llama/grammars/", import.meta.url);
+const grammarFile = (name: string) => readFileSync(new URL(name, GRAMMARS), "utf8");
+
+/** the grammar's stacks after `text`, or undefined once a character is refused */
+function parseState(grammar: Grammar, text: string): ReturnType<GrammarMatcher["initial"]> | undefined {
+  const m = new GrammarMatcher(grammar);
+  let stacks = m.initial();
+  for (const ch of text) {
+    stacks = m.advance(stacks, ch.codePointAt(0)!);
+    if (stacks.length === 0) return undefined;
+  }
+  return stacks;
+}
+
+/** whether `text` is a whole sentence of the grammar */
+function accepts(grammar: Grammar, text: string): boolean {
+  const stacks = parseState(grammar, text);
+  return stacks !== undefined && GrammarMatcher.complete(stacks);
+}
+
+/** whether `text` can still be continued into a sentence of the grammar */
+const isPrefix = (grammar: Grammar, text: string): boolean => parseState(grammar, text) !== undefined;
+
+test("llama.cpp's example grammars parse, and accept and reject what their rules say", () => {
+  for (const f of ["arithmetic.gbnf", "c.gbnf", "chess.gbnf", "english.gbnf", "japanese.gbnf", "json.gbnf", "json_arr.gbnf", "list.gbnf"]) {
+    const g = parseGbnf(grammarFile(f));
+    assert.ok(g.rules.length > 1, f);
+  }
+  const cases: [string, string, boolean][] = [
+    ["json.gbnf", '{"a": [1, 2.5, "x\\n"], "b": {"c": null}}', true],
+    ["json.gbnf", "{}", true],
+    ["json.gbnf", '{"a": 1,}', false],
+    ["json.gbnf", "[1]", false], // its root is an object
+    ["json.gbnf", '{"a": tru}', false],
+    ["json_arr.gbnf", '[\n{"a": 1},\n{"b": [true]}]', true],
+    ["json_arr.gbnf", '[{"a": 1}]', false], // its root array opens with "[\n"
+
+    ["arithmetic.gbnf", "1+2=3\n", true],
+    ["arithmetic.gbnf", "(a+b)*c = x1\n", true],
+    ["arithmetic.gbnf", "1+=2\n", false],
+    ["chess.gbnf", "1. e4 e5\n2. Nf3 Nc6\n", true],
+    ["chess.gbnf", "1. e9 e5\n", false],
+    ["list.gbnf", "- milk\n- eggs\n", true],
+    ["list.gbnf", "-milk\n", false],
+  ];
+  for (const [f, text, want] of cases) assert.equal(accepts(parseGbnf(grammarFile(f)), text), want, `${f}: ${JSON.stringify(text)}`);
+});
+
+test("GBNF sugar: strings, classes, groups, . and every repetition form; errors name the line and column", () => {
+  const g = parseGbnf('root ::= "ab"{2} [x-z]+ ( "-" | "+" )? .{1,3} tail\ntail ::= [^a-c]*  # a comment\n');
+  for (const [text, want] of [["ababx-!", true], ["ababxyz+!!!", true], ["abx!", false], ["ababxx!!!!", true], ["ababx", false], ["ababxQ", true]] as const) {
+    assert.equal(accepts(g, text), want, text);
+  }
+  const bad: [string, RegExp][] = [
+    ["root ::= foo", /line 1, column 10: rule foo is used but never defined/],
+    ['root ::= "abc', /unterminated string/],
+    ["root ::= [a-", /unterminated character class|line 1/],
+    ["root ::= * a", /"\*" has nothing to repeat/],
+    ['root ::= "a"{3,1}', /the maximum is below the minimum/],
+    ['x ::= "a"', /no root rule/],
+    ['root ::= "a"\nroot ::= "b"', /line 2, column 1: rule root is defined twice/],
+    ['root ::= "\\q"', /unknown escape \\q/],
+  ];
+  for (const [src, re] of bad) assert.throws(() => parseGbnf(src), re, src);
+  assert.throws(() => new GrammarMatcher(parseGbnf('root ::= root "a" | "b"')).initial(), /left recursion/);
+});
+
+/** ajv with the one format the schemas use (ajv itself knows none) */
+const newAjv = () => new Ajv({ formats: { date: /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/ } });
+
+test("JSON Schema to GBNF: what validates is accepted and what does not is refused", () => {
+  const ajv = newAjv();
+  const schema = {
+    type: "object",
+    properties: { name: { type: "string", maxLength: 5 }, age: { type: "integer" }, tags: { type: "array", items: { enum: ["a", "b"] }, minItems: 1, maxItems: 2 }, day: { type: "string", format: "date" } },
+    required: ["name", "tags"],
+    additionalProperties: false,
+  };
+  const g = parseGbnf(jsonSchemaToGbnf(schema));
+  const validate = ajv.compile(schema);
+  for (const text of ['{"name": "bob", "tags": ["a"]}', '{"name": "bob", "age": -3, "tags": ["a", "b"]}', '{"name": "bob", "tags": ["a"], "day": "2026-12-01"}',
+    '{"name": "bobby!", "tags": ["a"]}', '{"name": "bob"}', '{"tags": ["a"]}', '{"name": "bob", "tags": []}', '{"name": "bob", "tags": ["a", "b", "a"]}', '{"name": "bob", "tags": ["c"]}',
+    '{"name": "bob", "tags": ["a"], "extra": 1}', '{"name": "bob", "age": 1.5, "tags": ["a"]}']) {
+    // the grammar fixes the property order to the schema's: every text here is in that order
+    assert.equal(accepts(g, text), validate(JSON.parse(text)) as boolean, text);
+  }
+  const defs = { $defs: { node: { type: "object", properties: { v: { type: "integer" }, next: { anyOf: [{ $ref: "#/$defs/node" }, { type: "null" }] } }, required: ["v", "next"] } }, $ref: "#/$defs/node" };
+  const rg = parseGbnf(jsonSchemaToGbnf(defs));
+  assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
+  assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
+  for (const [s, re] of [[{ type: "string", pattern: "a+" }, /#\/pattern: this schema keyword is not supported/], [{ type: "integer", minimum: 3 }, /#\/minimum: number ranges are not supported/],
+    [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not name a schema/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
+    assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
+  }
+});
+
+const dir = mkdtempSync(join(tmpdir(), "tsllm-constraints-"));
+let model: Model;
+const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-starcoder.gguf");
+before(async () => {
+  if (skip) return;
+  const path = join(dir, "qwen2.gguf");
+  // a random-weight model with a real 49k byte-level BPE vocabulary: unconstrained, it writes garbage
+  await writeRandomModel(path, { ...tinyQwen2, seed: 21, contextLength: 2048 });
+  model = await loadModel(path, { contextSize: 1100 });
+});
+after(() => {
+  model?.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("outputs under JSON Schemas parse and validate (ajv), greedy and sampled, on a random-weight model", { skip }, async () => {
+  const ajv = newAjv();
+  const schemas: JsonSchema[] = [
+    { type: "object", properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer" }, ok: { type: "boolean" } }, required: ["name", "age", "ok"] },
+    { type: "array", items: { type: "object", properties: { id: { type: "integer" }, kind: { enum: ["x", "y", null] } }, required: ["id", "kind"] }, minItems: 1, maxItems: 3 },
+    { anyOf: [{ type: "null" }, { type: "object", properties: { when: { type: "string", format: "date" } }, required: ["when"] }] },
+    { type: "object", properties: { tags: { type: "array", items: { type: "string", maxLength: 4 }, maxItems: 2 }, score: { type: "number" } }, required: ["tags"] },
+  ];
+  for (const [i, schema] of schemas.entries()) {
+    const validate = ajv.compile(schema as object);
+    for (const temperature of [0, 1]) {
+      // a random model takes every whitespace the grammar allows (a newline and 20 spaces at each token boundary): room for it
+      const r = await model.generate("Answer in JSON:", { jsonSchema: schema, maxTokens: 1000, temperature, seed: 40 + i });
+      assert.equal(r.finishReason, "stop", `schema ${i}, T=${temperature}: ${JSON.stringify(r.completion)}`);
+      const value = JSON.parse(r.completion);
+      assert.ok(validate(value), `schema ${i}, T=${temperature}: ${r.completion} ${JSON.stringify(validate.errors)}`);
+    }
+  }
+  const obj = await model.generate("x", { json: "object", maxTokens: 120, temperature: 0 });
+  if (obj.finishReason === "stop") assert.equal(typeof JSON.parse(obj.completion), "object");
+  else assert.ok(isPrefix(parseGbnf(jsonSchemaToGbnf({ type: "object" })), obj.completion), obj.completion);
+  const choice = await model.generate("x", { choice: ["red", "green", "blue"], maxTokens: 10, temperature: 1, seed: 2 });
+  assert.ok(["red", "green", "blue"].includes(choice.completion), choice.completion);
+});
+
+test("greedy decoding under a grammar equals a brute-force reference that tries every token at every step", { skip }, async () => {
+  const grammarText = 'root ::= "{\\"n\\": " [0-9]{1,3} ", \\"s\\": \\"" [a-z ]{0,12} "\\"}"';
+  const grammar = parseGbnf(grammarText);
+  const r = await model.generate("Data:", { grammar: grammarText, maxTokens: 40, temperature: 0 });
+  const tok = model.tokenizer;
+  const lm = model.languageModel;
+  const prompt = tok.encode("Data:");
+  const cache = lm.createCache(256);
+  let logits = lm.forward(prompt, cache);
+  const context = tok.encode("a", { addSpecialTokens: false }).slice(0, 1);
+  const pieces = Array.from({ length: tok.vocabSize }, (_, id) => {
+    if (tok.isSpecial(id)) return undefined;
+    const d = tok.createStreamDecoder({ context });
+    const t = d.push(id);
+    return t === "" || d.flush() !== "" || t.includes("\uFFFD") ? undefined : t;
+  });
+  const expected: number[] = [];
+  let text = "";
+  for (let step = 0; step < 40; step++) {
+    let best = -1;
+    for (let id = 0; id < logits.length; id++) {
+      const ok = tok.endOfGenerationIds.has(id) ? accepts(grammar, text) : pieces[id] !== undefined && isPrefix(grammar, text + pieces[id]);
+      if (ok && (best < 0 || logits[id]! > logits[best]!)) best = id;
+    }
+    if (best < 0 || tok.endOfGenerationIds.has(best)) break;
+    expected.push(best);
+    text += pieces[best]!;
+    logits = lm.forward([best], cache);
+  }
+  assert.deepEqual(r.completionTokens, expected);
+  assert.ok(accepts(grammar, r.completion), r.completion);
+});
+
+test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
+  await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
+  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", pattern: "x" } } } }), /jsonSchema: #\/properties\/a\/pattern/);
+  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json and choice, not grammar and choice/);
+  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', numBeams: 2 }), /a constraint .* works with sampling, not with beam search/);
+});
