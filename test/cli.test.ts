@@ -161,3 +161,30 @@ test("--frequency-penalty, --presence-penalty and --repeat-last-n reach the samp
     model.dispose();
   }
 });
+
+test("generate --json-schema / --grammar / --choice: the completion follows the constraint; conflicting or unreadable ones are one-line usage errors", { skip }, () => {
+  const model = sharedFile(MODEL)!;
+  const schema = { type: "object", properties: { n: { type: "integer" }, ok: { type: "boolean" } }, required: ["n", "ok"] };
+  const r = tsllm("generate", "--model", model, "--prompt", "Once", "--json-schema", JSON.stringify(schema), "--max-tokens", "80", "--temperature", "0", "--json");
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.finishReason, "stop", out.completion);
+  const value = JSON.parse(out.completion);
+  assert.deepEqual(Object.keys(value), ["n", "ok"]);
+  assert.ok(Number.isInteger(value.n) && typeof value.ok === "boolean", out.completion);
+  const file = join(dir, "yes-no.gbnf");
+  writeFileSync(file, 'root ::= ("yes" | "no") "!"\n');
+  const g = tsllm("generate", "--model", model, "--prompt", "Once", "--grammar", file, "--temperature", "0.9", "--seed", "4", "--json");
+  assert.equal(g.code, 0, g.stderr);
+  assert.match(JSON.parse(g.stdout).completion, /^(yes|no)!$/);
+  const c = tsllm("generate", "--model", model, "--prompt", "Once", "--choice", "red", "--choice", "blue", "--json");
+  assert.ok(["red", "blue"].includes(JSON.parse(c.stdout).completion), c.stdout);
+  for (const [args, re] of [[["--grammar", file, "--choice", "a"], /give one of --grammar, --json-schema, --json-object and --choice, not --grammar and --choice/],
+    [["--grammar", join(dir, "missing.gbnf")], /--grammar: cannot read .*missing\.gbnf: ENOENT/], [["--json-schema", "{nope"], /--json-schema: the argument is not JSON/],
+    [["--choice", "a", "--num-beams", "2"], /work with sampling, not with --num-beams/]] as const) {
+    const e = tsllm("generate", "--model", model, "--prompt", "Once", ...args);
+    assert.equal(e.code, 2, e.stderr);
+    assert.match(e.stderr, re);
+    assert.equal(e.stderr.trim().split("\n").length, 1);
+  }
+});

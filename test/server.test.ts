@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import Ajv from "ajv";
 import OpenAI from "openai";
 import { generateText, streamText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
@@ -121,6 +122,33 @@ describe("tsllm serve on stories260K", { skip }, () => {
     await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
     const again = await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
     assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
+  });
+
+  test("response_format json_schema / json_object and llama-server's grammar: the content follows them; a bad schema is a 400 naming response_format", async () => {
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, happy: { type: "boolean" } }, required: ["name", "happy"] };
+    const validate = new Ajv().compile(schema);
+    const r = await client.chat.completions.create({
+      model: "stories260K", messages: [{ role: "user", content: "Describe Lily" }], max_tokens: 200, temperature: 0.7, seed: 5,
+      response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
+    });
+    const content = r.choices[0]!.message.content!;
+    assert.equal(r.choices[0]!.finish_reason, "stop", content);
+    assert.ok(validate(JSON.parse(content)), content);
+    // the library's own answer for the same request: the server adds nothing and drops nothing
+    const want = await chat("Describe Lily", { maxTokens: 200, temperature: 0.7, seed: 5, jsonSchema: schema });
+    assert.equal(content, want.completion);
+    const o = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 200, temperature: 0, response_format: { type: "json_object" } } as never);
+    if ((o as { choices: { finish_reason: string }[] }).choices[0]!.finish_reason === "stop") assert.equal(typeof JSON.parse((o as { choices: { text: string }[] }).choices[0]!.text), "object");
+    const g = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 20, temperature: 0, grammar: 'root ::= "yes" | "no"' });
+    assert.equal(g.status, 200);
+    assert.ok(["yes", "no"].includes(g.json.choices[0].text), g.json.choices[0].text);
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "a+" } } } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "response_format");
+    assert.match(bad.json.error.message, /jsonSchema: #\/pattern: this schema keyword is not supported/);
+    const badType = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "xml" } });
+    assert.equal(badType.status, 400);
+    assert.match(badType.json.error.message, /'response_format.type' must be "text", "json_object" or "json_schema", got "xml"/);
   });
 
   test("message content is data: '</s>' in a message is plain text for Model.chat and the server (parseSpecialInContent restores the old way)", async () => {

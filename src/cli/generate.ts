@@ -42,6 +42,10 @@ Options:
   --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
   --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text
   --n N                 N independent completions sharing one prefill; completion i uses seed S + i
+  --grammar FILE        the completion follows this GBNF grammar (llama.cpp's syntax, start rule root)
+  --json-schema S       the completion is JSON valid under this JSON Schema (a file, or the JSON itself)
+  --json-object         the completion is a JSON object
+  --choice TEXT         the completion is one of these texts (repeatable)
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
                         (+ finishDetail when finishReason is "length": "maxTokens (N) reached" or "context full (N tokens)";
                         logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
@@ -88,8 +92,45 @@ export const GENERATE_ARGS: OptionSpec = {
   normalize: { type: "string" },
 };
 
-/** generate's options: GENERATE_ARGS and the search ones */
-export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, ...SEARCH_ARGS };
+/** generate-only options: what the completion must be */
+const CONSTRAINT_ARGS: OptionSpec = {
+  grammar: { type: "string" },
+  "json-schema": { type: "string" },
+  "json-object": { type: "boolean" },
+  choice: { type: "string", multiple: true },
+};
+
+/** generate's options: GENERATE_ARGS, the search ones and the constraints */
+export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, ...SEARCH_ARGS, ...CONSTRAINT_ARGS };
+
+/** --grammar FILE, --json-schema FILE|JSON, --json-object, --choice TEXT... as the library's constraint options */
+function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" | "jsonSchema" | "json" | "choice"> {
+  const given = ["grammar", "json-schema", "json-object", "choice"].filter((k) => values[k] !== undefined && values[k] !== false);
+  if (given.length > 1) throw new UsageError(`give one of --grammar, --json-schema, --json-object and --choice, not ${given.map((g) => `--${g}`).join(" and ")}`);
+  const grammar = optionalString(values, "grammar");
+  if (grammar !== undefined) return { grammar: readTextFile(grammar, "--grammar") };
+  const schema = optionalString(values, "json-schema");
+  if (schema !== undefined) {
+    // inline JSON, or a file holding it
+    const text = schema.trimStart().startsWith("{") ? schema : readTextFile(schema, "--json-schema");
+    try {
+      return { jsonSchema: JSON.parse(text) };
+    } catch (e) {
+      throw new UsageError(`--json-schema: ${schema === text ? "the argument" : schema} is not JSON: ${(e as Error).message}`);
+    }
+  }
+  if (flag(values, "json-object")) return { json: "object" };
+  const choice = strings(values, "choice");
+  return choice ? { choice } : {};
+}
+
+function readTextFile(path: string, option: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (e) {
+    throw new UsageError(`${option}: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
 
 export async function runGenerate(argv: string[]): Promise<void> {
   const values = parse(argv, GENERATE_OPTIONS);
@@ -111,8 +152,13 @@ export async function runGenerate(argv: string[]): Promise<void> {
     throw new UsageError("--n cannot be combined with --num-beams, --draft-model or --prompt-lookup");
   }
   if (values.logprobs !== undefined && !flag(values, "json")) throw new UsageError("--logprobs needs --json (the log-probabilities are part of its result)");
+  const constraint = constraintFrom(values);
+  if (Object.keys(constraint).length > 0 && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) {
+    throw new UsageError("--grammar, --json-schema, --json-object and --choice work with sampling, not with --num-beams, --draft-model or --prompt-lookup");
+  }
   const options: GenerateOptions = {
     ...generateOptionsFrom(values),
+    ...constraint,
     numBeams: optionalNumber(values, "num-beams", { integer: true, min: 1 }),
     draftTokens: optionalNumber(values, "draft-tokens", { integer: true, min: 1 }),
     promptLookup: flag(values, "prompt-lookup") || undefined,

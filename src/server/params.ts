@@ -62,7 +62,30 @@ function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | un
   return out;
 }
 
-const UNSUPPORTED = ["tools", "functions", "response_format", "suffix", "audio", "prediction"] as const;
+const UNSUPPORTED = ["tools", "functions", "suffix", "audio", "prediction"] as const;
+
+/**
+ * `response_format` ({type: "text"}, {type: "json_object"}, {type: "json_schema", json_schema:
+ * {name, schema, strict}}) and llama-server's `grammar` (GBNF text) as the library's constraint
+ * options; the output is then enforced token by token.
+ */
+function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" | "grammar"> {
+  const grammar = optString(body, "grammar");
+  const format = optObject(body, "response_format");
+  const type = format === undefined ? "text" : format["type"];
+  if (grammar !== undefined && type !== "text") throw invalid("grammar", "give 'grammar' or a JSON 'response_format', not both");
+  if (grammar !== undefined) return { grammar };
+  if (type === "text") return {};
+  if (type === "json_object") return { json: "object" };
+  if (type === "json_schema") {
+    const js = optObject(format!, "json_schema");
+    if (js === undefined) throw invalid("response_format", "'response_format' of type json_schema needs 'json_schema': {name, schema}");
+    const schema = js["schema"] ?? {};
+    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw invalid("response_format", `'response_format.json_schema.schema' must be a JSON Schema object, got ${describe(schema)}`);
+    return { jsonSchema: schema as Record<string, unknown> };
+  }
+  throw invalid("response_format", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);
+}
 
 /**
  * The generation options every completion request shares (sampling, stopping, n, seed), in the
@@ -72,7 +95,7 @@ const UNSUPPORTED = ["tools", "functions", "response_format", "suffix", "audio",
 export function generationOptionsOf(body: Body, vocabSize: number): GenerateOptions {
   for (const name of UNSUPPORTED) {
     const v = body[name];
-    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(name === "response_format" && (v as Body).type === "text")) {
+    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) {
       throw invalid(name, `'${name}' is not supported by this server`, "unsupported_parameter");
     }
   }
@@ -96,6 +119,7 @@ export function generationOptionsOf(body: Body, vocabSize: number): GenerateOpti
     stop: stopOf(body),
     n: optNumber(body, "n", { integer: true, min: 1, max: 128 }),
     ignoreEos: optBoolean(body, "ignore_eos"),
+    ...constraintOf(body),
   };
   const bestOf = optNumber(body, "best_of", { integer: true, min: 1 });
   if (bestOf !== undefined && bestOf !== (options.n ?? 1)) throw invalid("best_of", "'best_of' other than n is not supported by this server", "unsupported_parameter");
