@@ -188,3 +188,11 @@ test("generate --json-schema / --grammar / --choice: the completion follows the 
     assert.equal(e.stderr.trim().split("\n").length, 1);
   }
 });
+
+test("an unknown option is one short line for every command, positional ones (download, rm) included", () => {
+  for (const args of [["download", "--bogus", "org/name"], ["rm", "--bogus", "org/name"], ["generate", "--bogus"], ["serve", "--bogus"]]) {
+    const r = tsllm(...args);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr, "tsllm: error: unknown option --bogus (--help lists the options)\n");
+  }
+});

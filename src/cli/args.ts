@@ -16,6 +16,15 @@ export type ParsedValues = Record<string, string | boolean | string[] | undefine
  * option's own check can say what is wrong with it; parseArgs' multi-line advice becomes one line.
  */
 export function parse(argv: string[], options: OptionSpec): ParsedValues {
+  return parseStrict(argv, options, false).values;
+}
+
+/** parse() for commands that also take positional arguments (download REF, rm REPO) */
+export function parseWithPositionals(argv: string[], options: OptionSpec): { values: ParsedValues; positionals: string[] } {
+  return parseStrict(argv, options, true);
+}
+
+function parseStrict(argv: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!, next = argv[i + 1];
@@ -28,9 +37,12 @@ export function parse(argv: string[], options: OptionSpec): ParsedValues {
     }
   }
   try {
-    const { values } = parseArgs({ args, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
-    return values as ParsedValues;
+    const { values, positionals } = parseArgs({ args, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals, strict: true });
+    return { values: values as ParsedValues, positionals };
   } catch (e) {
+    // Node's own sentence for an unknown option goes on about positional arguments: the first clause says it
+    const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
+    if (unknown) throw new UsageError(`unknown option ${unknown[1]} (--help lists the options)`);
     throw new UsageError((e as Error).message.split("\n")[0]!);
   }
 }

@@ -1,7 +1,6 @@
-import { parseArgs } from "node:util";
 import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
-import { UsageError } from "./args.js";
+import { flag, optionalString, parseWithPositionals, strings, UsageError } from "./args.js";
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
                       [--token T] [--source hf|modelscope] [--offline] [--quiet] [--json]
@@ -30,33 +29,22 @@ export const DOWNLOAD_ARGS = {
 } as const;
 
 export async function runDownload(argv: string[]): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: { ...DOWNLOAD_ARGS, help: { type: "boolean", short: "h" } },
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const { values, positionals } = parsed;
-  if (values.help) { process.stdout.write(downloadHelp); return; }
+  const { values, positionals } = parseWithPositionals(argv, DOWNLOAD_ARGS);
+  if (flag(values, "help")) { process.stdout.write(downloadHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`download expects one model reference (org/name), got ${positionals.length}`);
-  const source = values.source ?? "hf";
+  const source = optionalString(values, "source") ?? "hf";
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
   const result = await downloadModel(positionals[0]!, {
     source: source as HubSourceName,
-    revision: values.revision,
-    include: values.include,
-    exclude: values.exclude,
-    token: values.token,
-    offline: values.offline ? true : undefined,
+    revision: optionalString(values, "revision"),
+    include: strings(values, "include"),
+    exclude: strings(values, "exclude"),
+    token: optionalString(values, "token"),
+    offline: flag(values, "offline") ? true : undefined,
     refresh: true,
-    onProgress: values.quiet ? undefined : progressReporter(process.stderr),
+    onProgress: flag(values, "quiet") ? undefined : progressReporter(process.stderr),
   });
-  if (values.json) {
+  if (flag(values, "json")) {
     const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
     process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");
   } else {

@@ -1,7 +1,6 @@
-import { parseArgs } from "node:util";
 import { removeCachedRepo } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
-import { UsageError } from "./args.js";
+import { flag, optionalString, parseWithPositionals, UsageError } from "./args.js";
 import { cacheRootFromOptions } from "./ls.js";
 
 export const rmHelp = `Usage: tsllm rm REPO [--revision R] [--source hf|modelscope] [--cache DIR]
@@ -17,19 +16,10 @@ REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot us
 export const RM_ARGS = { revision: { type: "string" }, source: { type: "string" }, cache: { type: "string" } } as const;
 
 export async function runRm(argv: string[]): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv, allowPositionals: true, strict: true,
-      options: { ...RM_ARGS, help: { type: "boolean", short: "h" } },
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const { values, positionals } = parsed;
-  if (values.help) { process.stdout.write(rmHelp); return; }
+  const { values, positionals } = parseWithPositionals(argv, RM_ARGS);
+  if (flag(values, "help")) { process.stdout.write(rmHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`rm expects one repo (org/name), got ${positionals.length}`);
   const root = cacheRootFromOptions(values);
-  const r = await removeCachedRepo(root, positionals[0]!, values.revision);
+  const r = await removeCachedRepo(root, positionals[0]!, optionalString(values, "revision"));
   process.stdout.write(`removed ${r.repo}${r.commit ? `@${r.commit}` : ""} (${formatBytes(r.freedBytes)} freed)\n`);
 }
