@@ -203,7 +203,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [chatUrl, { messages: msgs, logprobs: true, top_logprobs: 50 }, 400, "top_logprobs", "invalid_value"],
       [chatUrl, { messages: msgs, stream_options: { include_usage: true } }, 400, "stream_options", "invalid_value"],
       [chatUrl, { messages: msgs, stream: "yes" }, 400, "stream", "invalid_type"],
-      [chatUrl, { messages: msgs, tools: [{ type: "function", function: { name: "f" } }] }, 400, "tools", "unsupported_parameter"],
+      [chatUrl, { messages: msgs, functions: [{ name: "f" }] }, 400, "functions", "unsupported_parameter"],
       [chatUrl, {}, 400, "messages", "missing_required_parameter"],
       [chatUrl, { messages: [] }, 400, "messages", "invalid_type"],
       [chatUrl, { messages: [{ role: "wizard", content: "x" }] }, 400, "messages[0].role", "invalid_value"],

@@ -16,6 +16,12 @@ const parse = jinja.parse as unknown as (tokens: readonly TemplateToken[]) => un
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
   content: string;
+  /** an assistant turn's tool calls (arguments as an object, as chat templates expect) */
+  tool_calls?: readonly { readonly type: "function"; readonly function: { readonly name: string; readonly arguments: unknown } }[];
+  /** a tool turn: which call it answers */
+  tool_call_id?: string;
+  /** a tool turn: the function's name */
+  name?: string;
 }
 
 export interface RenderOptions {

@@ -7,6 +7,7 @@ import { sendJson } from "./http.js";
 import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf } from "./requests.js";
+import { parseToolCalls, toolCallGrammar, toolFormatOf, toolsOf, type ToolCall, type ToolFormat, type Tools } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
 type Kind = "chat" | "text";
@@ -22,6 +23,8 @@ interface Job {
   /** top alternatives to report per token, when logprobs are asked for */
   logprobs: number | undefined;
   model: string;
+  /** a chat request's tools and the format the template's model writes calls in */
+  tools?: { readonly tools: Tools; readonly format: ToolFormat };
 }
 
 const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
@@ -55,6 +58,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   const { stream, includeUsage } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
+  let toolsJob: Job["tools"];
   if (kind === "chat") {
     const top = optNumber(body, "top_logprobs", { integer: true, min: 0, max: 20 });
     const want = optBoolean(body, "logprobs") ?? false;
@@ -62,7 +66,16 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     logprobs = want ? top ?? 0 : undefined;
     const messages = messagesOf(body);
     const formatter = ctx.formatter();
-    prompts = [formatter.encode(messages)];
+    const tools = toolsOf(body);
+    if (tools && tools.choice !== "none") {
+      const format = toolFormatOf(formatter.template.source);
+      prompts = [formatter.encode(messages, { tools: tools.raw })];
+      toolsJob = { tools, format };
+      if (tools.choice !== "auto") {
+        if (options.grammar !== undefined || options.jsonSchema !== undefined || options.json !== undefined) throw invalid("tool_choice", "a required tool call and a 'response_format' or 'grammar' cannot both shape the reply");
+        options.grammar = toolCallGrammar(tools, format);
+      }
+    } else prompts = [formatter.encode(messages)];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
@@ -85,7 +98,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const longest = Math.max(...prompts.map((p) => p.length));
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
   }
-  return { kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId };
+  return { kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId, ...(toolsJob ? { tools: toolsJob } : {}) };
 }
 
 /** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */
@@ -130,11 +143,18 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     const finish_reason = finishReasonOf(c.finishReason);
     if (job.kind === "chat") {
       const logprobs = c.logprobs ? { content: c.logprobs.map((lp) => ctx.texts.chatEntry(lp)), refusal: null } : null;
+      const reply = replyOf(job, c.completion);
+      if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: "tool_calls" };
       return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
     }
     return { index, text: c.completion, logprobs: c.logprobs ? ctx.texts.completionLogprobs(c.logprobs) : null, finish_reason };
   }));
   sendJson(res, 200, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
+}
+
+/** a chat reply's text and tool calls (no calls without tools) */
+function replyOf(job: Job, text: string): { content: string; calls: ToolCall[] } {
+  return job.tools ? parseToolCalls(text, job.tools.format, job.tools.tools) : { content: text, calls: [] };
 }
 
 /** each run's events, tagged with the run's index, as they come */
@@ -167,9 +187,15 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     }
     let ended = 0;
     const offsets = new Array<number>(total).fill(0);
+    // with tools, a choice's text is held until its end: only then is it known to be calls or content
+    const held = job.tools ? new Array<string>(total).fill("") : undefined;
     for await (const { run, event } of merged(runs)) {
       if (sse.gone) break;
       const index = run * job.n + event.choice;
+      if (event.step && held) {
+        held[index] += event.step.text;
+        continue;
+      }
       if (event.step) {
         const { text, logprob } = event.step;
         if (text === "" && !logprob) continue;
@@ -181,7 +207,15 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       }
       if (event.finishReason === "abort") break;
       const last = ++ended === total;
-      const finish = chunk(index, undefined, finishReasonOf(event.finishReason));
+      let finish: Body = chunk(index, undefined, finishReasonOf(event.finishReason));
+      if (held) {
+        const reply = replyOf(job, held[index]!);
+        if (reply.calls.length > 0) {
+          const tool_calls = reply.calls.map((c, k) => ({ index: k, ...c }));
+          if (!(await sse.send({ ...head, choices: [{ index, delta: { ...(reply.content ? { content: reply.content } : {}), tool_calls }, logprobs: null, finish_reason: null }], ...extra }))) break;
+          finish = { ...head, choices: [{ index, delta: {}, logprobs: null, finish_reason: "tool_calls" }], ...extra };
+        } else if (held[index] !== "" && !(await sse.send(chunk(index, held[index], null)))) break;
+      }
       if (last) {
         const all = await results(ctx, runs);
         await sse.send({ ...finish, timings: timingsOf(all[0]!) });

@@ -62,7 +62,7 @@ function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | un
   return out;
 }
 
-const UNSUPPORTED = ["tools", "functions", "suffix", "audio", "prediction"] as const;
+const UNSUPPORTED = ["functions", "suffix", "audio", "prediction"] as const;
 
 /**
  * `response_format` ({type: "text"}, {type: "json_object"}, {type: "json_schema", json_schema:

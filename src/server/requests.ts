@@ -13,7 +13,34 @@ export function messagesOf(body: Body): ChatMessage[] {
     if (typeof m !== "object" || m === null || Array.isArray(m)) throw invalid(where, `'${where}' must be an object {role, content}`, "invalid_type");
     const { role, content } = m as Body;
     if (typeof role !== "string" || !ROLES.has(role)) throw invalid(`${where}.role`, `'${where}.role' must be one of ${[...ROLES].join(", ")}, got ${JSON.stringify(role)}`);
-    return { role: role === "developer" ? "system" : role, content: contentOf(content, `${where}.content`, role) };
+    const toolCalls = role === "assistant" ? toolCallsOf((m as Body)["tool_calls"], `${where}.tool_calls`) : undefined;
+    const out: ChatMessage = { role: role === "developer" ? "system" : role, content: contentOf(content, `${where}.content`, role) };
+    if (toolCalls) out.tool_calls = toolCalls;
+    if (role === "tool") {
+      const id = (m as Body)["tool_call_id"], name = (m as Body)["name"];
+      if (typeof id === "string") out.tool_call_id = id;
+      if (typeof name === "string") out.name = name;
+    }
+    return out;
+  });
+}
+
+/** an assistant message's `tool_calls` for the template: arguments (a JSON string in OpenAI's API) parsed into objects, as templates expect */
+function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw invalid(where, `'${where}' must be an array of {type: "function", function: {name, arguments}}`, "invalid_type");
+  return v.map((c: unknown, j) => {
+    const f = (c as Body | null)?.["function"] as Body | undefined;
+    if (typeof f !== "object" || f === null || typeof f["name"] !== "string") throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "function", function: {name, arguments}}`);
+    let args: unknown = f["arguments"] ?? {};
+    if (typeof args === "string") {
+      try {
+        args = JSON.parse(args);
+      } catch {
+        throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' must be a JSON object (as a string)`);
+      }
+    }
+    return { type: "function" as const, function: { name: f["name"], arguments: args } };
   });
 }
 
