@@ -5,8 +5,8 @@ import type { ConstraintVocabulary, TrieNode } from "./vocabulary.js";
 
 /** greedy requests try this many of the best tokens one by one before applying the whole mask */
 const LAZY_TRIES = 4;
-/** masks kept per grammar and vocabulary (bitsets: 6 KB each at a 49k vocabulary) */
-const MAX_MASKS = 4096;
+/** bytes of masks kept per grammar and vocabulary (bitsets: 6 KB each at a 49k vocabulary, 19 KB at 152k) */
+const MASK_BUDGET_BYTES = 16 << 20;
 
 /**
  * What is shared by every sequence under one grammar with one vocabulary: the matcher (its
@@ -17,9 +17,11 @@ const MAX_MASKS = 4096;
 class SharedGrammar {
   readonly matcher: GrammarMatcher;
   private readonly masks = new Map<number, Uint32Array>();
+  private readonly maxMasks: number;
 
   constructor(grammar: Grammar, private readonly vocab: ConstraintVocabulary) {
     this.matcher = new GrammarMatcher(grammar);
+    this.maxMasks = Math.max(64, Math.floor(MASK_BUDGET_BYTES / (4 * ((vocab.size + 31) >>> 5))));
   }
 
   private static cache = new WeakMap<Grammar, Map<ConstraintVocabulary, SharedGrammar>>();
@@ -50,7 +52,7 @@ class SharedGrammar {
       }
     };
     walk(this.vocab.root, set);
-    if (this.masks.size >= MAX_MASKS) this.masks.delete(this.masks.keys().next().value!);
+    if (this.masks.size >= this.maxMasks) this.masks.delete(this.masks.keys().next().value!);
     this.masks.set(set.id, bits);
     return bits;
   }
