@@ -177,9 +177,11 @@ test("generate --json-schema / --grammar / --choice: the completion follows the 
   const g = tsllm("generate", "--model", model, "--prompt", "Once", "--grammar", file, "--temperature", "0.9", "--seed", "4", "--json");
   assert.equal(g.code, 0, g.stderr);
   assert.match(JSON.parse(g.stdout).completion, /^(yes|no)!$/);
+  const x = tsllm("generate", "--model", model, "--prompt", "Once", "--regex", "[a-z]{3,6}[.!]", "--temperature", "0.9", "--seed", "2", "--json");
+  assert.match(JSON.parse(x.stdout).completion, /^[a-z]{3,6}[.!]$/);
   const c = tsllm("generate", "--model", model, "--prompt", "Once", "--choice", "red", "--choice", "blue", "--json");
   assert.ok(["red", "blue"].includes(JSON.parse(c.stdout).completion), c.stdout);
-  for (const [args, re] of [[["--grammar", file, "--choice", "a"], /give one of --grammar, --json-schema, --json-object and --choice, not --grammar and --choice/],
+  for (const [args, re] of [[["--grammar", file, "--choice", "a"], /give one of --grammar, --json-schema, --json-object, --choice and --regex, not --grammar and --choice/],
     [["--grammar", join(dir, "missing.gbnf")], /--grammar: cannot read .*missing\.gbnf: ENOENT/], [["--json-schema", "{nope"], /--json-schema: the argument is not JSON/],
     [["--choice", "a", "--num-beams", "2"], /work with sampling, not with --num-beams/]] as const) {
     const e = tsllm("generate", "--model", model, "--prompt", "Once", ...args);

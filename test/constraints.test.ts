@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import Ajv from "ajv";
 import { loadModel, type Model } from "../src/index.js";
-import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
+import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
@@ -105,9 +105,37 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "string", pattern: "a+" }, /#\/pattern: this schema keyword is not supported/], [{ type: "integer", minimum: 3 }, /#\/minimum: number ranges are not supported/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "integer", minimum: 3 }, /#\/minimum: number ranges are not supported/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not name a schema/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
+  }
+});
+
+test("a regular expression as a grammar accepts exactly what JavaScript's RegExp matches (whole strings), also inside JSON strings", () => {
+  const cases: [string, string[]][] = [
+    ["^\\d{3}-\\d{4}$", ["555-1234", "55-1234", "555-12345", "abc-defg"]],
+    ["(ab|cd)+x?", ["ab", "abcdx", "abc", "", "cdcdcd"]],
+    ["[A-Z][a-z]*( [A-Z][a-z]*)*", ["John Smith", "john", "John  Smith", "A B C"]],
+    ["[^aeiou]{2,3}", ["xyz", "xa", "x", "wxyz"]],
+    ["a.c", ["abc", "a\nc", "a c"]],
+    ["\\w+@\\w+\\.(com|org)", ["me@x.com", "me@x.org", "me@x.net", "@x.com"]],
+    ["[\\dA-F]{2}(:[\\dA-F]{2}){0,2}", ["0A", "0A:FF:10", "0A:FF:10:11", "0g"]],
+    ["x*?y+?", ["y", "xxyy", "x"]],
+  ];
+  for (const [re, texts] of cases) {
+    const g = parseGbnf(`root ::= ${regexToGbnf(re)}`);
+    const js = new RegExp(re.startsWith("^") ? re : `^(?:${re})$`);
+    for (const t of texts) assert.equal(accepts(g, t), js.test(t), `${re} on ${JSON.stringify(t)}`);
+  }
+  // a JSON Schema pattern: the string's characters as JSON writes them, the match anywhere unless anchored
+  const ajv = newAjv();
+  for (const schema of [{ type: "string", pattern: "^[a-z]+\"?$" }, { type: "string", pattern: "ab" }]) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = ajv.compile(schema);
+    for (const v of ["abc", 'abc"', "xaby", "ba", 'ab"', "a\\b"]) assert.equal(accepts(g, JSON.stringify(v)), validate(v) as boolean, `${schema.pattern} on ${JSON.stringify(v)}`);
+  }
+  for (const [re, msg] of [["a(b", /an unterminated group/], ["(?=a)b", /lookarounds/], ["(a)\\1", /back references/], ["*a", /nothing to repeat/], ["a^b", /only supported at the start/]] as const) {
+    assert.throws(() => regexToGbnf(re), msg, re);
   }
 });
 
@@ -147,6 +175,11 @@ test("outputs under JSON Schemas parse and validate (ajv), greedy and sampled, o
   const obj = await model.generate("x", { json: "object", maxTokens: 120, temperature: 0 });
   if (obj.finishReason === "stop") assert.equal(typeof JSON.parse(obj.completion), "object");
   else assert.ok(isPrefix(parseGbnf(jsonSchemaToGbnf({ type: "object" })), obj.completion), obj.completion);
+  const rx = await model.generate("x", { regex: "[A-Z][a-z]{2,8} [0-9]{1,3}", maxTokens: 40, temperature: 1, seed: 9 });
+  assert.match(rx.completion, /^[A-Z][a-z]{2,8} [0-9]{1,3}$/);
+  const patterned = { type: "object", properties: { code: { type: "string", pattern: "^[A-Z]{3}-\\d{2}$" } }, required: ["code"] };
+  const p = await model.generate("x", { jsonSchema: patterned, maxTokens: 300, temperature: 1, seed: 9 });
+  assert.ok(ajv.compile(patterned)(JSON.parse(p.completion)), p.completion);
   const choice = await model.generate("x", { choice: ["red", "green", "blue"], maxTokens: 10, temperature: 1, seed: 2 });
   assert.ok(["red", "green", "blue"].includes(choice.completion), choice.completion);
 });
@@ -186,7 +219,8 @@ test("greedy decoding under a grammar equals a brute-force reference that tries 
 
 test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
   await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
-  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", pattern: "x" } } } }), /jsonSchema: #\/properties\/a\/pattern/);
-  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json and choice, not grammar and choice/);
+  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", not: {} } } } }), /jsonSchema: #\/properties\/a\/not: this schema keyword is not supported/);
+  await assert.rejects(model.generate("x", { regex: "a(b" }), /regex: regex "a\(b", at 3: an unterminated group/);
+  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', numBeams: 2 }), /a constraint .* works with sampling, not with beam search/);
 });

@@ -142,10 +142,10 @@ describe("tsllm serve on stories260K", { skip }, () => {
     const g = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 20, temperature: 0, grammar: 'root ::= "yes" | "no"' });
     assert.equal(g.status, 200);
     assert.ok(["yes", "no"].includes(g.json.choices[0].text), g.json.choices[0].text);
-    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "a+" } } } });
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } });
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.param, "response_format");
-    assert.match(bad.json.error.message, /jsonSchema: #\/pattern: this schema keyword is not supported/);
+    assert.match(bad.json.error.message, /jsonSchema: #\/uniqueItems: this schema keyword is not supported/);
     const badType = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "xml" } });
     assert.equal(badType.status, 400);
     assert.match(badType.json.error.message, /'response_format.type' must be "text", "json_object" or "json_schema", got "xml"/);

@@ -46,6 +46,7 @@ Options:
   --json-schema S       the completion is JSON valid under this JSON Schema (a file, or the JSON itself)
   --json-object         the completion is a JSON object
   --choice TEXT         the completion is one of these texts (repeatable)
+  --regex RE            the whole completion matches this regular expression
   --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
                         (+ finishDetail when finishReason is "length": "maxTokens (N) reached" or "context full (N tokens)";
                         logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
@@ -98,15 +99,16 @@ const CONSTRAINT_ARGS: OptionSpec = {
   "json-schema": { type: "string" },
   "json-object": { type: "boolean" },
   choice: { type: "string", multiple: true },
+  regex: { type: "string" },
 };
 
 /** generate's options: GENERATE_ARGS, the search ones and the constraints */
 export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, ...SEARCH_ARGS, ...CONSTRAINT_ARGS };
 
-/** --grammar FILE, --json-schema FILE|JSON, --json-object, --choice TEXT... as the library's constraint options */
-function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" | "jsonSchema" | "json" | "choice"> {
-  const given = ["grammar", "json-schema", "json-object", "choice"].filter((k) => values[k] !== undefined && values[k] !== false);
-  if (given.length > 1) throw new UsageError(`give one of --grammar, --json-schema, --json-object and --choice, not ${given.map((g) => `--${g}`).join(" and ")}`);
+/** --grammar FILE, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
+function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" | "jsonSchema" | "json" | "choice" | "regex"> {
+  const given = ["grammar", "json-schema", "json-object", "choice", "regex"].filter((k) => values[k] !== undefined && values[k] !== false);
+  if (given.length > 1) throw new UsageError(`give one of --grammar, --json-schema, --json-object, --choice and --regex, not ${given.map((g) => `--${g}`).join(" and ")}`);
   const grammar = optionalString(values, "grammar");
   if (grammar !== undefined) return { grammar: readTextFile(grammar, "--grammar") };
   const schema = optionalString(values, "json-schema");
@@ -121,7 +123,9 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   }
   if (flag(values, "json-object")) return { json: "object" };
   const choice = strings(values, "choice");
-  return choice ? { choice } : {};
+  if (choice) return { choice };
+  const regex = optionalString(values, "regex");
+  return regex !== undefined ? { regex } : {};
 }
 
 function readTextFile(path: string, option: string): string {
@@ -154,7 +158,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   if (values.logprobs !== undefined && !flag(values, "json")) throw new UsageError("--logprobs needs --json (the log-probabilities are part of its result)");
   const constraint = constraintFrom(values);
   if (Object.keys(constraint).length > 0 && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) {
-    throw new UsageError("--grammar, --json-schema, --json-object and --choice work with sampling, not with --num-beams, --draft-model or --prompt-lookup");
+    throw new UsageError("--grammar, --json-schema, --json-object, --choice and --regex work with sampling, not with --num-beams, --draft-model or --prompt-lookup");
   }
   const options: GenerateOptions = {
     ...generateOptionsFrom(values),

@@ -364,7 +364,7 @@ export class Engine {
       try {
         g = compileConstraint(spec);
       } catch (e) {
-        const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "json";
+        const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "regex" in spec ? "regex" : "json";
         throw new RequestError(`${option}: ${(e as Error).message}`, option);
       }
       if (this.grammars.size >= 32) this.grammars.delete(this.grammars.keys().next().value!);

@@ -6,10 +6,10 @@ import type { TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
 
-/** the constraint the options ask for (at most one of grammar, jsonSchema, json, choice) */
+/** the constraint the options ask for (at most one of grammar, jsonSchema, json, choice, regex) */
 export function constraintOf(options: GenerateOptions): ConstraintSpec | undefined {
-  const given = (["grammar", "jsonSchema", "json", "choice"] as const).filter((k) => options[k] !== undefined);
-  if (given.length > 1) throw new RangeError(`give one of grammar, jsonSchema, json and choice, not ${given.join(" and ")}`);
+  const given = (["grammar", "jsonSchema", "json", "choice", "regex"] as const).filter((k) => options[k] !== undefined);
+  if (given.length > 1) throw new RangeError(`give one of grammar, jsonSchema, json, choice and regex, not ${given.join(" and ")}`);
   if (options.grammar !== undefined) return { grammar: options.grammar };
   if (options.jsonSchema !== undefined) return { jsonSchema: options.jsonSchema };
   if (options.json !== undefined) {
@@ -17,6 +17,7 @@ export function constraintOf(options: GenerateOptions): ConstraintSpec | undefin
     return { json: options.json };
   }
   if (options.choice !== undefined) return { choice: options.choice };
+  if (options.regex !== undefined) return { regex: options.regex };
   return undefined;
 }
 
@@ -61,6 +62,8 @@ export interface GenerateOptions extends SamplingOptions {
   json?: "value" | "object";
   /** the completion is one of these strings */
   choice?: readonly string[];
+  /** the whole completion matches this regular expression (ECMAScript syntax; see constraints/regex.ts) */
+  regex?: string;
   /** independent completions sharing one prefill (default 1); choice i samples with seed + i (see choices.ts) */
   n?: number;
 }
@@ -137,7 +140,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** everything that is not a generation option is a sampling option (unknown keys are rejected by the sampler) */
 export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
   const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
-    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc, grammar: _gr, jsonSchema: _js, json: _jo, choice: _ch,
+    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc, grammar: _gr, jsonSchema: _js, json: _jo, choice: _ch, regex: _rx,
     ...samplingOptions } = options;
   return samplingOptions;
 }

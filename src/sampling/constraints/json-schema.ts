@@ -1,15 +1,17 @@
 import { GrammarError } from "./grammar.js";
+import { regexToGbnf } from "./regex.js";
 
 /**
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
  * structured output: type (one or a list), properties / required / additionalProperties, enum,
  * const, items with minItems / maxItems, string minLength / maxLength and the formats date, time,
- * date-time and uuid, anyOf / oneOf, allOf of objects, $ref into $defs / definitions, and {} or
+ * date-time and uuid, pattern (a regular expression: regex.ts), anyOf / oneOf, allOf of objects,
+ * $ref into $defs / definitions, and {} or
  * no type for any JSON value. Objects list their properties in the schema's order (required ones
  * always, optional ones where the model chooses) and take no others unless additionalProperties
  * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (at most
  * one newline and 20 spaces or tabs), so a model cannot spin on it forever. What the grammar
- * cannot express (number ranges, patterns, uniqueItems, ...) is refused with the schema path.
+ * cannot express (number ranges, uniqueItems, ...) is refused with the schema path.
  */
 export type JsonSchema = boolean | { readonly [key: string]: unknown };
 
@@ -37,7 +39,7 @@ const FORMATS: Record<string, string> = {
 const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
-  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "strict", "name", "nullable",
+  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "strict", "name", "nullable", "pattern",
 ]);
 
 /** a GBNF literal for a string (the grammar's own escapes) */
@@ -181,6 +183,22 @@ class Converter {
   }
 
   private string(s: Record<string, unknown>, name: string, path: string): string {
+    const pattern = s["pattern"];
+    if (pattern !== undefined) {
+      if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
+      for (const k of ["format", "minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with pattern`);
+      // a JSON Schema pattern matches anywhere in the string unless anchored
+      const start = pattern.startsWith("^"), end = pattern.endsWith("$") && !pattern.endsWith("\\$");
+      const core = pattern.slice(start ? 1 : 0, end ? -1 : undefined);
+      let body: string;
+      try {
+        body = regexToGbnf(`${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`, true);
+      } catch (e) {
+        throw new GrammarError(`${path}/pattern: ${(e as Error).message}`);
+      }
+      this.space();
+      return this.add(name, `"\\"" ${body} "\\"" space`);
+    }
     const format = s["format"];
     if (format !== undefined) {
       const inner = format === "date-time" ? `${FORMATS["date"]} "T" ${FORMATS["time"]}` : typeof format === "string" && Object.hasOwn(FORMATS, format) ? FORMATS[format]! : undefined;

@@ -1,16 +1,19 @@
 import { parseGbnf } from "./gbnf.js";
 import { GrammarError, type Grammar } from "./grammar.js";
 import { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, type JsonSchema } from "./json-schema.js";
+import { regexToGbnf } from "./regex.js";
 
 /**
  * What a request's output must be: a GBNF grammar, a JSON Schema, any JSON value / object
- * (`json: "object"` is OpenAI's json_object mode), or one of a list of strings.
+ * (`json: "object"` is OpenAI's json_object mode), one of a list of strings, or a match of a
+ * regular expression (the whole output).
  */
 export type ConstraintSpec =
   | { readonly grammar: string }
   | { readonly jsonSchema: JsonSchema }
   | { readonly json: "value" | "object" }
-  | { readonly choice: readonly string[] };
+  | { readonly choice: readonly string[] }
+  | { readonly regex: string };
 
 /** the grammar a spec stands for; GrammarError (naming the position or schema path) when it is invalid */
 export function compileConstraint(spec: ConstraintSpec): Grammar {
@@ -21,5 +24,9 @@ export function compileConstraint(spec: ConstraintSpec): Grammar {
     if (!Array.isArray(spec.choice) || spec.choice.length === 0 || spec.choice.some((c) => typeof c !== "string")) throw new GrammarError("choice: expected a non-empty list of strings");
     return parseGbnf(`root ::= ${spec.choice.map(gbnfLiteral).join(" | ")}`);
   }
-  throw new GrammarError("expected one of grammar, jsonSchema, json or choice");
+  if ("regex" in spec) {
+    if (typeof spec.regex !== "string") throw new GrammarError("regex: expected a string");
+    return parseGbnf(`root ::= ${regexToGbnf(spec.regex)}`);
+  }
+  throw new GrammarError("expected one of grammar, jsonSchema, json, choice or regex");
 }
