@@ -105,7 +105,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "integer", minimum: 3 }, /#\/minimum: number ranges are not supported/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3 }, /#\/minimum: ranges of non-integer numbers are not supported/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not name a schema/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -139,6 +139,16 @@ test("a regular expression as a grammar accepts exactly what JavaScript's RegExp
   }
 });
 
+test("integer ranges (minimum, maximum, exclusive bounds) accept exactly the integers inside them, written as JSON writes them", () => {
+  for (const schema of [{ type: "integer", minimum: 7, maximum: 123 }, { type: "integer", minimum: -50, exclusiveMaximum: 51 }, { type: "integer", exclusiveMinimum: 99.5 },
+    { type: "integer", maximum: -3 }, { type: "integer", minimum: 0, maximum: 0 }]) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = newAjv().compile(schema);
+    for (let n = -200; n <= 300; n++) assert.equal(accepts(g, String(n)), validate(n) as boolean, `${JSON.stringify(schema)} on ${n}`);
+    assert.ok(!accepts(g, "007") && !accepts(g, "-0") && !accepts(g, "1.0"), JSON.stringify(schema));
+  }
+});
+
 const dir = mkdtempSync(join(tmpdir(), "tsllm-constraints-"));
 let model: Model;
 const skip = skipWithoutShared("tokenizer-tests/ggml-vocab-starcoder.gguf");
@@ -157,7 +167,7 @@ after(() => {
 test("outputs under JSON Schemas parse and validate (ajv), greedy and sampled, on a random-weight model", { skip }, async () => {
   const ajv = newAjv();
   const schemas: JsonSchema[] = [
-    { type: "object", properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer" }, ok: { type: "boolean" } }, required: ["name", "age", "ok"] },
+    { type: "object", properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer", minimum: 18, maximum: 99 }, ok: { type: "boolean" } }, required: ["name", "age", "ok"] },
     { type: "array", items: { type: "object", properties: { id: { type: "integer" }, kind: { enum: ["x", "y", null] } }, required: ["id", "kind"] }, minItems: 1, maxItems: 3 },
     { anyOf: [{ type: "null" }, { type: "object", properties: { when: { type: "string", format: "date" } }, required: ["when"] }] },
     { type: "object", properties: { tags: { type: "array", items: { type: "string", maxLength: 4 }, maxItems: 2 }, score: { type: "number" } }, required: ["tags"] },

@@ -1,4 +1,5 @@
 import { GrammarError } from "./grammar.js";
+import { integerRangeRegex } from "./int-range.js";
 import { regexToGbnf } from "./regex.js";
 
 /**
@@ -11,7 +12,8 @@ import { regexToGbnf } from "./regex.js";
  * always, optional ones where the model chooses) and take no others unless additionalProperties
  * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (at most
  * one newline and 20 spaces or tabs), so a model cannot spin on it forever. What the grammar
- * cannot express (number ranges, uniqueItems, ...) is refused with the schema path.
+ * cannot express (ranges of non-integer numbers, uniqueItems, ...) is refused with the schema path;
+ * integers take minimum / maximum (and the exclusive forms).
  */
 export type JsonSchema = boolean | { readonly [key: string]: unknown };
 
@@ -119,10 +121,11 @@ class Converter {
       case "object": return this.object(s, name, path, depth);
       case "array": return this.array(s, name, path, depth);
       case "string": return this.string(s, name, path);
-      case "number":
       case "integer":
+        return this.integer(s, name, path);
+      case "number":
         for (const k of ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) {
-          if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: number ranges are not supported in a grammar here`);
+          if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: ranges of non-integer numbers are not supported in a grammar (integers' are)`);
         }
         return this.primitive(type);
       case "boolean":
@@ -180,6 +183,24 @@ class Converter {
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
     return { type: "object", properties, required };
+  }
+
+  /** an integer, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (int-range.ts) */
+  private integer(s: Record<string, unknown>, name: string, path: string): string {
+    const bound = (k: string): number | undefined => {
+      const v = s[k];
+      if (v === undefined) return undefined;
+      if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) >= 1e15) throw new GrammarError(`${path}/${k}: expected a number below 1e15 in size, got ${JSON.stringify(v)}`);
+      return v;
+    };
+    const min = bound("minimum"), max = bound("maximum"), xmin = bound("exclusiveMinimum"), xmax = bound("exclusiveMaximum");
+    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
+    const lows = [min === undefined ? undefined : Math.ceil(min), xmin === undefined ? undefined : Math.floor(xmin) + 1].filter((v): v is number => v !== undefined);
+    const highs = [max === undefined ? undefined : Math.floor(max), xmax === undefined ? undefined : Math.ceil(xmax) - 1].filter((v): v is number => v !== undefined);
+    const lo = lows.length > 0 ? Math.max(...lows) : undefined, hi = highs.length > 0 ? Math.min(...highs) : undefined;
+    if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}: no integer lies between the bounds (${lo} > ${hi})`);
+    this.space();
+    return this.add(name, `${regexToGbnf(integerRangeRegex(lo, hi))} space`);
   }
 
   private string(s: Record<string, unknown>, name: string, path: string): string {
