@@ -135,10 +135,11 @@ test("KV cache blocks that land in a later memory run attention there: the one-m
     const be: WasmBackend = await createWasmBackend({ threads: 2, memoryLimitBytes: limit });
     try {
       const keep: Float32Array[] = [];
-      // fill memory 0 (and with the small limit open memory 1) with cache blocks
-      if (limit !== undefined) while (be.memoryCount < 2) keep.push(be.allocActivations(64 << 10));
+      // fill memory 0 with cache blocks of the size asked for below until one opens memory 1: memory 0
+      // then has no room left for such a block, whatever the backend placed in it before
+      if (limit !== undefined) while (be.memoryCount < 2) keep.push(be.allocActivations(kv));
       const kw = be.allocActivations(kv), vw = be.allocActivations(kv);
-      if (limit !== undefined) assert.ok(kw.buffer !== keep[0]!.buffer && vw.buffer === kw.buffer, "keys and values in the second memory");
+      if (limit !== undefined) assert.ok(kw.buffer !== keep[0]!.buffer && kw.buffer === keep[keep.length - 1]!.buffer && vw.buffer === kw.buffer, "keys and values in the second memory");
       kw.set(k);
       vw.set(v);
       const out = new Float32Array(q.length);
