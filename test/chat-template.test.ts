@@ -155,6 +155,8 @@ test("message content is data: special-token text in a message stays plain text;
 test("a template that does not parse says what is wrong and where: unterminated, mismatched and stray blocks, unbalanced brackets", () => {
   const cases: [string, RegExp][] = [
     ["{% for m in messages %}{{ m.content }}", /unterminated for loop: \{% for m in messages %\} \(line 1\) has no \{% endfor %\}$/],
+    // the template ends inside an expression (found by npm run fuzz: the library read past its last token)
+    ["{{ messages | length }}{{ f(3)", /unterminated expression \{\{ f\(3\): no \}\} follows$/],
     ["{% for m in messages %}\n{% if m.role == 'user' %}\n{{ m.content }}\n{% endfor %}", /\{% endfor %\} where \{% endif %\} was expected to close the if block \{% if m\.role == "user" %\} \(line 2\)$/],
     ["{# {% if %} in a comment #}\n\n{% if true %}x", /unterminated if block: \{% if true %\} \(line 3\) has no \{% endif %\}$/],
     ["{% macro greet(name) %}hi {{ name }}", /unterminated macro: \{% macro greet\(name\) %\} \(line 1\) has no \{% endmacro %\}$/],

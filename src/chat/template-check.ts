@@ -76,6 +76,8 @@ export function checkTemplateTokens(source: string, tokens: readonly TemplateTok
     }
     const text = tagText(tokens, i, j + 1);
     if (brackets.length > 0) fail(`unclosed "${BRACKET_TEXT[brackets.at(-1)!]}" in ${text}`);
+    // the template ended inside the tag
+    if (j >= tokens.length) fail(`unterminated ${t.type === "OpenStatement" ? "tag" : "expression"} ${text}: no ${t.type === "OpenStatement" ? "%}" : "}}"} follows`);
     if (t.type === "OpenExpression") { i = j; continue; }
     const keyword = tokens[i + 1]?.type === "Identifier" ? tokens[i + 1]!.value : "";
     const occurrence = at(keyword);
