@@ -1,5 +1,5 @@
 import { existsSync, lstatSync, readFileSync, readdirSync, realpathSync } from "node:fs";
-import { mkdir, rename, rm, symlink, writeFile, copyFile } from "node:fs/promises";
+import { mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { checkCacheName, checkRelativePath, checkRevision, type HubSourceName } from "./reference.js";
@@ -101,7 +101,7 @@ export class RepoCache {
     const ref = this.refPath(revision);
     if (existsSync(ref) && readFileSync(ref, "utf8") === commit) return;
     await mkdir(dirname(ref), { recursive: true });
-    const tmp = `${ref}.${process.pid}.tmp`;
+    const tmp = uniqueTmp(ref);
     await writeFile(tmp, commit);
     await rename(tmp, ref);
   }
@@ -112,8 +112,7 @@ export class RepoCache {
     const blob = this.blobPath(etag);
     await mkdir(dirname(link), { recursive: true });
     const target = relative(dirname(link), blob);
-    const tmp = `${link}.${process.pid}.tmp`;
-    await rm(tmp, { force: true });
+    const tmp = uniqueTmp(link);
     try {
       await symlink(target, tmp);
     } catch (e) {
@@ -154,4 +153,15 @@ export class RepoCache {
 /** a cache root must exist for realpath checks; callers create it before writing */
 export async function ensureDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
+}
+
+let tmpCounter = 0;
+
+/**
+ * A temporary name beside `path`, unique to this process and call: two downloads in one process
+ * linking the same snapshot file at once must not share one (the second symlink() met the first's
+ * and failed with EEXIST)
+ */
+function uniqueTmp(path: string): string {
+  return `${path}.${process.pid}.${++tmpCounter}.tmp`;
 }
