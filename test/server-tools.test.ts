@@ -3,7 +3,8 @@ import { after, before, describe, test } from "node:test";
 import Ajv from "ajv";
 import OpenAI from "openai";
 import { messagesOf } from "../src/server/requests.js";
-import { parseToolCalls, toolsOf } from "../src/server/tools.js";
+import { parseToolCalls, toolCallGrammar, toolFormatOf, toolsOf } from "../src/server/tools.js";
+import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
 /*
@@ -121,4 +122,17 @@ test("tool calls are found in Hermes blocks and Llama-style JSON replies; malfor
   const json = parseToolCalls('<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', "json", tools);
   assert.equal(json.calls[0]!.function.arguments, '{"city":"Oslo","unit":"f"}');
   assert.equal(parseToolCalls("It is sunny.", "json", tools).calls.length, 0);
+  const mistral = parseToolCalls('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "c"}}, {"name": "get_weather", "arguments": {"city": "Nice", "unit": "c"}}]', "mistral", tools);
+  assert.deepEqual(mistral.calls.map((c) => JSON.parse(c.function.arguments).city), ["Lyon", "Nice"]);
+  assert.equal(parseToolCalls("[TOOL_CALLS] [oops", "mistral", tools).calls.length, 0);
+  assert.deepEqual([toolFormatOf("{{ '<tool_call>' }}"), toolFormatOf("[TOOL_CALLS]"), toolFormatOf("{{ tools }}")], ["hermes", "mistral", "json"]);
+  // the required-call grammar of each format admits a call in it
+  for (const [format, text] of [["hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>'],
+    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}]'], ["json", '{"name": "get_weather", "parameters": {"city": "Rome", "unit": "c"}}']] as const) {
+    const g = parseGbnf(toolCallGrammar(toolsOf({ tools: [WEATHER], tool_choice: "required" })!, format));
+    const m = new GrammarMatcher(g);
+    let st = m.initial();
+    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+    assert.ok(GrammarMatcher.complete(st), `${format}: ${text}`);
+  }
 });

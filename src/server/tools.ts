@@ -10,8 +10,9 @@ import type { Body } from "./params.js";
  * reply to a call (a grammar over the functions' parameter schemas).
  *
  * Formats: "hermes" — `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one block
- * per call (Qwen2.5 / Qwen3 / Hermes templates, whose text mentions <tool_call>); "json" — the
- * reply is one JSON object {"name": ..., "parameters" | "arguments": {...}} (Llama 3.1+).
+ * per call (Qwen2.5 / Qwen3 / Hermes templates, whose text mentions <tool_call>); "mistral" —
+ * `[TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...]` (Mistral templates); "json" — the reply
+ * is one JSON object {"name": ..., "parameters" | "arguments": {...}} (Llama 3.1+).
  */
 export interface ToolFunction {
   readonly name: string;
@@ -28,7 +29,7 @@ export interface Tools {
   readonly raw: readonly unknown[];
 }
 
-export type ToolFormat = "hermes" | "json";
+export type ToolFormat = "hermes" | "mistral" | "json";
 
 export interface ToolCall {
   readonly id: string;
@@ -67,15 +68,16 @@ export function toolsOf(body: Body): Tools | undefined {
   return { functions, choice, raw: v };
 }
 
-/** the call format of a chat template: Hermes blocks where the template speaks of <tool_call>, else a JSON object */
+/** the call format of a chat template: Hermes blocks where it speaks of <tool_call>, Mistral's list after [TOOL_CALLS], else a JSON object */
 export function toolFormatOf(templateSource: string): ToolFormat {
-  return templateSource.includes("<tool_call>") ? "hermes" : "json";
+  if (templateSource.includes("<tool_call>")) return "hermes";
+  return templateSource.includes("[TOOL_CALLS]") ? "mistral" : "json";
 }
 
 /** a GBNF grammar that admits exactly one call of the allowed functions in the format */
 export function toolCallGrammar(tools: Tools, format: ToolFormat): string {
   const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
-  const argsKey = format === "hermes" ? "arguments" : "parameters";
+  const argsKey = format === "json" ? "parameters" : "arguments";
   const schema: JsonSchema = {
     anyOf: allowed.map((f) => ({ type: "object", properties: { name: { const: f.name }, [argsKey]: f.parameters }, required: ["name", argsKey] })),
   };
@@ -86,7 +88,9 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat): string {
     throw invalid("tools", `'tools': a function's parameters cannot be enforced: ${(e as Error).message}`);
   }
   if (format === "json") return gbnf;
-  return `${gbnf.replace(/^root ::=/m, "call ::=")}root ::= "<tool_call>\\n" call "\\n</tool_call>"\n`;
+  const calls = gbnf.replace(/^root ::=/m, "call ::=");
+  if (format === "mistral") return `${calls}root ::= "[TOOL_CALLS]" space "[" space call "]"\n`;
+  return `${calls}root ::= "<tool_call>\\n" call "\\n</tool_call>"\n`;
 }
 
 /** the calls in a reply (and the text around them), in the format; malformed blocks stay text */
@@ -107,6 +111,19 @@ export function parseToolCalls(text: string, format: ToolFormat, tools: Tools): 
   if (format === "json") {
     const c = call(text.replace(/^\s*<\|python_tag\|>/, "").trim());
     return c ? { content: "", calls: [c] } : { content: text, calls: [] };
+  }
+  if (format === "mistral") {
+    const at = text.indexOf("[TOOL_CALLS]");
+    if (at < 0) return { content: text, calls: [] };
+    let list: unknown;
+    try {
+      list = JSON.parse(text.slice(at + "[TOOL_CALLS]".length).trim());
+    } catch {
+      return { content: text, calls: [] };
+    }
+    const found = Array.isArray(list) ? list.map((c) => call(JSON.stringify(c))) : [];
+    if (found.length === 0 || found.some((c) => c === undefined)) return { content: text, calls: [] };
+    return { content: text.slice(0, at).trim(), calls: found as ToolCall[] };
   }
   const calls: ToolCall[] = [];
   const content = text.replace(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g, (whole, json: string) => {
