@@ -183,7 +183,7 @@ test("generate --json-schema / --grammar / --choice: the completion follows the 
   assert.ok(["red", "blue"].includes(JSON.parse(c.stdout).completion), c.stdout);
   for (const [args, re] of [[["--grammar", file, "--choice", "a"], /give one of --grammar, --json-schema, --json-object, --choice and --regex, not --grammar and --choice/],
     [["--grammar", join(dir, "missing.gbnf")], /--grammar: cannot read .*missing\.gbnf: ENOENT/], [["--json-schema", "{nope"], /--json-schema: the argument is not JSON/],
-    [["--choice", "a", "--num-beams", "2"], /work with sampling, not with --num-beams/]] as const) {
+    [["--choice", "a", "--prompt-lookup"], /work with sampling and --num-beams, not with --draft-model or --prompt-lookup/]] as const) {
     const e = tsllm("generate", "--model", model, "--prompt", "Once", ...args);
     assert.equal(e.code, 2, e.stderr);
     assert.match(e.stderr, re);

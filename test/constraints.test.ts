@@ -227,10 +227,23 @@ test("greedy decoding under a grammar equals a brute-force reference that tries 
   assert.ok(accepts(grammar, r.completion), r.completion);
 });
 
+test("beam search under a JSON Schema: every returned beam is valid JSON under it (each beam keeps its own parse)", { skip }, async () => {
+  const schema = { type: "object", properties: { id: { type: "integer", minimum: 1, maximum: 999 }, tag: { enum: ["a", "b", "c"] } }, required: ["id", "tag"] };
+  const validate = newAjv().compile(schema);
+  const r = await model.generate("Record:", { jsonSchema: schema, numBeams: 3, numReturnSequences: 3, maxTokens: 200 });
+  assert.equal(r.finishReason, "stop", r.completion);
+  assert.ok(validate(JSON.parse(r.completion)), r.completion);
+  assert.equal(r.beams!.length, 3);
+  for (const b of r.beams!) {
+    assert.ok(b.finished, b.text);
+    assert.ok(validate(JSON.parse(b.text)), b.text);
+  }
+});
+
 test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
   await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
   await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", not: {} } } } }), /jsonSchema: #\/properties\/a\/not: this schema keyword is not supported/);
   await assert.rejects(model.generate("x", { regex: "a(b" }), /regex: regex "a\(b", at 3: an unterminated group/);
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
-  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', numBeams: 2 }), /a constraint .* works with sampling, not with beam search/);
+  await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', promptLookup: true }), /a constraint .* works with sampling and beam search, not with speculative decoding/);
 });

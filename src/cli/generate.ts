@@ -157,8 +157,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
   }
   if (values.logprobs !== undefined && !flag(values, "json")) throw new UsageError("--logprobs needs --json (the log-probabilities are part of its result)");
   const constraint = constraintFrom(values);
-  if (Object.keys(constraint).length > 0 && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) {
-    throw new UsageError("--grammar, --json-schema, --json-object, --choice and --regex work with sampling, not with --num-beams, --draft-model or --prompt-lookup");
+  if (Object.keys(constraint).length > 0 && (draftPath !== undefined || flag(values, "prompt-lookup"))) {
+    throw new UsageError("--grammar, --json-schema, --json-object, --choice and --regex work with sampling and --num-beams, not with --draft-model or --prompt-lookup");
   }
   const options: GenerateOptions = {
     ...generateOptionsFrom(values),

@@ -290,7 +290,7 @@ export class Engine {
   private strategyFor(params: RequestParams): Strategy {
     const d = params.decoding;
     const grammar = params.constraint === undefined ? undefined : this.grammarOf(params.constraint);
-    if (grammar && d.kind !== "sample") throw new RequestError(`a constraint (grammar, JSON Schema, choice) works with sampling, not with ${d.kind === "beam" ? "beam search" : "speculative decoding"}`, d.kind === "beam" ? "numBeams" : "draftModel");
+    if (grammar && d.kind === "speculative") throw new RequestError("a constraint (grammar, JSON Schema, choice, regex) works with sampling and beam search, not with speculative decoding", "draftModel");
     const makeSequence = (choice: number) => this.newSequence(params, choice, grammar);
     const room = Math.min(params.maxTokens, this.contextSize - params.promptTokens.length);
     const endIds = params.ignoreEos ? new Set<number>() : this.endIds(params);
@@ -302,7 +302,8 @@ export class Engine {
       case "beam": {
         const options = { ...d, maxTokens: room, endIds };
         validateBeamOptions(options);
-        return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => this.tokenizer.decode(t, { skipSpecialTokens: true }));
+        const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), endIds) : undefined;
+        return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => this.tokenizer.decode(t, { skipSpecialTokens: true }), constraint);
       }
       case "speculative": {
         validateSpeculative(d);

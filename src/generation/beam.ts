@@ -154,8 +154,13 @@ export class BeamSearch {
     return this.beams.length;
   }
 
-  /** ranks every extension of the live beams (logits[i] is beam i's) and returns the next beams, or undefined when the search is over */
-  step(logits: readonly Float32Array[]): BeamExtension[] | undefined {
+  /**
+   * Ranks every extension of the live beams (logits[i] is beam i's) and returns the next beams, or
+   * undefined when the search is over. `constrain(i, logprobs)` may set beam i's disallowed tokens
+   * to -Infinity after the log-softmax (a grammar's mask, as transformers' prefix-constrained
+   * logits processor: the allowed tokens keep their unconstrained log-probabilities).
+   */
+  step(logits: readonly Float32Array[], constrain?: (beam: number, logprobs: Float64Array) => void): BeamExtension[] | undefined {
     if (this.ended) return undefined;
     const { numBeams: B, endIds, maxTokens } = this.options;
     const early = this.options.earlyStopping ?? false;
@@ -168,8 +173,11 @@ export class BeamSearch {
     this.beams.forEach((beam, bi) => {
       const lp = logSoftmax(logits[bi]!);
       if (ngram > 0) for (const t of bannedNgramTokens([...this.promptTokens, ...beam.tokens], ngram)) lp[t] = -Infinity;
+      constrain?.(bi, lp);
       for (let v = 0; v < this.vocabSize; v++) {
         const s = beam.score + lp[v]!;
+        // a banned or masked token is no extension at all (a beam with fewer allowed tokens than 2B keeps only those)
+        if (s === -Infinity) continue;
         if (candidates.length === keep && !(s > candidates[keep - 1]!.score)) continue;
         if (candidates.length === keep) candidates.pop();
         let j = candidates.length;

@@ -1,4 +1,5 @@
 import { BeamSearch, type BeamSearchOptions, type GenerationResult, type Sequence } from "../../generation/index.js";
+import type { TokenConstraint } from "../../sampling/constraints/index.js";
 import type { RunningSequence } from "../running-sequence.js";
 import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
@@ -26,10 +27,16 @@ export class BeamStrategy implements Strategy {
     vocabSize: number,
     private readonly makeSequence: (choice: number) => Sequence,
     private readonly decode: (tokens: readonly number[]) => string,
+    /** a grammar every beam follows: each beam keeps its own parse (forked with the beam) */
+    constraint?: TokenConstraint,
   ) {
     this.search = new BeamSearch(promptTokens, options, vocabSize);
     this.width = options.numBeams;
+    this.constraints = constraint ? [constraint] : undefined;
   }
+
+  /** each live beam's parse, in the order of `live` */
+  private constraints: TokenConstraint[] | undefined;
 
   extraBlocks(blockSize: number): number {
     return this.options.numBeams * (Math.ceil(this.options.maxTokens / blockSize) + 1);
@@ -61,7 +68,8 @@ export class BeamStrategy implements Strategy {
   }
 
   private advance(request: StrategyRequest, logits: readonly Float32Array[], host: StrategyHost): void {
-    const next = this.search.step(logits);
+    const parses = this.constraints;
+    const next = this.search.step(logits, parses && ((beam, lp) => void parses[beam]!.mask(lp)));
     if (!next) {
       for (const b of this.live) host.retire(request, b);
       this.live = [];
@@ -79,6 +87,13 @@ export class BeamStrategy implements Strategy {
     });
     this.live.forEach((b, i) => { if (!continued.has(i)) host.retire(request, b); });
     this.live = children;
+    if (parses) {
+      this.constraints = next.map((ext) => {
+        const c = parses[ext.parent]!.fork();
+        c.accept(ext.token);
+        return c;
+      });
+    }
   }
 
   /** the best hypothesis goes out through a Sequence: stop strings, streaming text, maxTokens */

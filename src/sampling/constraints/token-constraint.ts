@@ -72,7 +72,14 @@ export class TokenConstraint {
     this.state = this.shared.matcher.initialSet();
   }
 
-  /** whether the text so far is a whole sentence of the grammar */
+  /** a constraint at the same point of the parse that goes on by itself (a beam's child) */
+  fork(): TokenConstraint {
+    const f = Object.create(TokenConstraint.prototype) as TokenConstraint;
+    Object.assign(f, this);
+    return f;
+  }
+
+    /** whether the text so far is a whole sentence of the grammar */
   get complete(): boolean {
     return this.state.complete;
   }
@@ -93,7 +100,7 @@ export class TokenConstraint {
   }
 
   /** -Infinity for every token that may not come next; false when none may */
-  mask(logits: Float32Array): boolean {
+  mask(logits: Float32Array | Float64Array): boolean {
     const bits = this.shared.mask(this.state);
     let any = false;
     for (let i = 0; i < logits.length; i++) {
