@@ -240,3 +240,15 @@ const failsWith = (re: RegExp) => (e: unknown) => {
   return true;
 };
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+test("the renderer's own runtime messages are said in the template's terms, in one line naming where the template is from", () => {
+  const render = (src: string) => new ChatTemplate(src, "model.gguf: chat template (tokenizer.chat_template)").render([{ role: "user", content: "hi" }]);
+  assert.throws(() => render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+    /^ChatTemplateError: model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: it calls a value that cannot be called \(undefined\): .*macro calling itself/);
+  // (found by npm run fuzz: namespace() of an undefined name)
+  assert.throws(() => render("{% set ns = namespace(a) %}{{ ns }}"), (e: Error) => {
+    assert.match(e.message, /^model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: it loops over or unpacks a value that holds no items \(undefined\)/);
+    assert.doesNotMatch(e.message, /Value'|is not iterable|\n/);
+    return true;
+  });
+});

@@ -96,6 +96,8 @@ class BoundedInterpreter extends Interpreter {
 function explainRenderError(message: string): string {
   const call = /^Cannot call something that is not a function: got (\w+?)(?:Value)?$/.exec(message);
   if (call) return `it calls a value that cannot be called (${call[1]!.toLowerCase()}): a name the template never defines, or a macro calling itself (this renderer gives a macro no access to its own name)`;
+  const iterate = /^'(\w+?)Value' object is not iterable$/.exec(message);
+  if (iterate) return `it loops over or unpacks a value that holds no items (${iterate[1]!.toLowerCase()}): a list, a string or a mapping was expected (a name the template never defines?)`;
   return message;
 }
 
