@@ -295,7 +295,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
-      alloc: (n) => backend.allocActivations(n),
+      storage: backend,
       source: path,
     });
     const loadMs = performance.now() - t0;

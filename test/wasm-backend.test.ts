@@ -136,7 +136,7 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
           backend.matmul(withGelu, w, x, n, { bias, activation: "gelu-erf" });
           // the TS op over the biased result: the reference backend's bits, the wasm kernel's within 5e-7
           const viaOp = new Float32Array(n * rows);
-          reference.geluErf(viaOp, plain, plain.length);
+          reference.unary("gelu-erf", viaOp, plain, plain.length);
           if (backend === reference) assert.deepEqual(withGelu, viaOp, `reference ${typeName(type)}, ${n} tokens: bias + GELU`);
           for (let i = 0; i < viaOp.length; i++) assert.ok(Math.abs(withGelu[i]! - viaOp[i]!) <= 1e-6 * Math.max(1, Math.abs(viaOp[i]!)), `${backend.name} ${typeName(type)}: GELU ${withGelu[i]} vs ${viaOp[i]}`);
         }

@@ -21,13 +21,18 @@
  * start the same way takes it up again (`lookup`, `revive`) or `take` needs room and evicts it.
  * Registration ids are never reused, so a key built on an evicted block matches nothing.
  */
+import { hostMemory, type Backend, type DeviceArray } from "../kernels/index.js";
 import { formatBytes } from "../units/index.js";
 
 export const DEFAULT_BLOCK_SIZE = 16;
 /** the most bytes of K and V a pool may hold by default, all layers together */
 const MAX_BYTES = 8 * 2 ** 30;
 
-export type Alloc = (length: number) => Float32Array;
+/**
+ * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
+ * them in place) and its row copies. The default is host memory (a pool of plain arrays).
+ */
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -77,8 +82,8 @@ interface Registration {
 
 export class KVBlockPool {
   /** per layer: blocks x blockSize rows of K (values: of V) */
-  readonly keys: Float32Array[] = [];
-  readonly values: Float32Array[] = [];
+  readonly keys: DeviceArray[] = [];
+  readonly values: DeviceArray[] = [];
   readonly rowSize: number;
   private readonly refs: number[] = [];
   /** slots of each block handed out (rows [0, filled) hold some sequence's positions) */
@@ -107,7 +112,8 @@ export class KVBlockPool {
     nKvHeads: number,
     headDim: number,
     initialBlocks: number,
-    private readonly alloc: Alloc = (n) => new Float32Array(n),
+    /** the backend whose memory holds the rows */
+    readonly storage: KVStorage = hostMemory(),
     readonly blockSize: number = DEFAULT_BLOCK_SIZE,
     /** the most bytes of K and V the pool may grow to, all layers together */
     readonly maxBytes: number = MAX_BYTES,
@@ -116,8 +122,8 @@ export class KVBlockPool {
     if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
     this.rowSize = nKvHeads * headDim;
     for (let l = 0; l < nLayers; l++) {
-      this.keys.push(new Float32Array(0));
-      this.values.push(new Float32Array(0));
+      this.keys.push(this.storage.allocActivations(0));
+      this.values.push(this.storage.allocActivations(0));
     }
     if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(maxBytes)} limit`);
     this.resize(initialBlocks);
@@ -283,9 +289,10 @@ export class KVBlockPool {
     const have = this.refs.length;
     const floats = blocks * this.blockSize * this.rowSize;
     for (let l = 0; l < this.nLayers; l++) {
-      const k = this.alloc(floats), v = this.alloc(floats);
-      k.set(this.keys[l]!);
-      v.set(this.values[l]!);
+      const k = this.storage.allocActivations(floats), v = this.storage.allocActivations(floats);
+      const old = this.keys[l]!.length;
+      this.storage.copy2d(k, 0, old, this.keys[l]!, 0, old, 1, old);
+      this.storage.copy2d(v, 0, old, this.values[l]!, 0, old, 1, old);
       this.keys[l] = k;
       this.values[l] = v;
     }

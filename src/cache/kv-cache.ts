@@ -1,4 +1,5 @@
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, type Alloc } from "./block-pool.js";
+import type { DeviceArray } from "../kernels/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, type KVStorage } from "./block-pool.js";
 
 /**
  * The KV cache of one sequence: its positions' rows in a paged block pool (block-pool.ts).
@@ -26,8 +27,8 @@ export class KVCache {
     readonly headDim: number,
     /** the most positions this sequence may hold (the context size) */
     readonly capacity: number,
-    /** where a new pool's rows live (the backend's memory, so attention reads them in place), or a pool to share */
-    storage: Alloc | KVBlockPool = (n) => new Float32Array(n),
+    /** where a new pool's rows live (the backend, so attention reads them in place; default host memory), or a pool to share */
+    storage?: KVStorage | KVBlockPool,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error(`contextSize must be a positive integer, got ${capacity}`);
     if (storage instanceof KVBlockPool) this.pool = storage;
@@ -42,11 +43,11 @@ export class KVCache {
   }
 
   /** per layer, K of every row of the pool (address position p through rows[p]) */
-  get keys(): readonly Float32Array[] {
+  get keys(): readonly DeviceArray[] {
     return this.pool.keys;
   }
 
-  get values(): readonly Float32Array[] {
+  get values(): readonly DeviceArray[] {
     return this.pool.values;
   }
 
@@ -99,20 +100,12 @@ export class KVCache {
   }
 
   /** writes rows for positions [pos, pos + nTokens) of layer `layer` (reserved by ensureRoom) */
-  store(layer: number, pos: number, k: Float32Array, v: Float32Array, nTokens: number): void {
+  store(layer: number, pos: number, k: DeviceArray, v: DeviceArray, nTokens: number): void {
     if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
-    const rs = this.pool.rowSize, keys = this.pool.keys[layer]!, values = this.pool.values[layer]!;
-    const rows = this.rows;
-    if (layer === 0) this.pool.rowsWritten += nTokens;
-    // runs of consecutive rows (a whole prompt, for a lone sequence) in one copy each
-    for (let t = 0; t < nTokens;) {
-      const r = rows[pos + t]!;
-      let n = 1;
-      while (t + n < nTokens && rows[pos + t + n] === r + n) n++;
-      keys.set(k.subarray(t * rs, (t + n) * rs), r * rs);
-      values.set(v.subarray(t * rs, (t + n) * rs), r * rs);
-      t += n;
-    }
+    const pool = this.pool, rows = this.rows.subarray(pos, pos + nTokens);
+    if (layer === 0) pool.rowsWritten += nTokens;
+    pool.storage.scatterRows(pool.keys[layer]!, rows, k, pool.rowSize, nTokens);
+    pool.storage.scatterRows(pool.values[layer]!, rows, v, pool.rowSize, nTokens);
   }
 
   /** forget everything from position `pos` on (e.g. to reuse a shared prompt prefix); blocks no longer used go back to the pool */
@@ -195,11 +188,11 @@ export class KVCache {
       const b = this.pool.take();
       const first = this.pool.firstRow(b);
       for (let s = 1; s < n; s++) this.pool.claimAfter(first + s - 1);
-      const rs = this.pool.rowSize, from = this.rows[start]!;
+      const rs = this.pool.rowSize, from = this.rows[start]!, storage = this.pool.storage;
       for (let l = 0; l < this.nLayers; l++) {
         const k = this.pool.keys[l]!, v = this.pool.values[l]!;
-        k.copyWithin(first * rs, from * rs, (from + n) * rs);
-        v.copyWithin(first * rs, from * rs, (from + n) * rs);
+        storage.copy2d(k, first * rs, n * rs, k, from * rs, n * rs, 1, n * rs);
+        storage.copy2d(v, first * rs, n * rs, v, from * rs, n * rs, 1, n * rs);
       }
       this.pool.rowsCopied += n;
       c.blocks.push(b);

@@ -1,5 +1,5 @@
 import { totalmem } from "node:os";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type Alloc, type KVPoolStats } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
@@ -32,8 +32,8 @@ export interface EngineOptions {
   readonly maxBatchTokens?: number;
   /** compute time after which a pass gives the event loop a turn (default 5 ms) */
   readonly sliceMs?: number;
-  /** where the KV pool's rows live (the backend's memory, so attention reads them in place) */
-  readonly alloc?: Alloc;
+  /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
+  readonly storage?: KVStorage;
   /** the model's file or folder, named when the model computes something impossible (NaN logits) */
   readonly source?: string;
 }
@@ -340,7 +340,7 @@ export class Engine {
     if (this.scheduler) return this.scheduler;
     const i = this.model.info;
     const blocks = this.capacityBlocks();
-    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.alloc, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
+    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
     const pool = this.pool;
     this.scheduler = new Scheduler(
       pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize },

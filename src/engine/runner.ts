@@ -1,4 +1,4 @@
-import type { LanguageModel } from "../models/index.js";
+import { runPass, type LanguageModel } from "../models/index.js";
 import type { StepPlan } from "./scheduler.js";
 
 /**
@@ -30,10 +30,6 @@ export class TimeSlicer {
  */
 export async function executeStep(model: LanguageModel, plan: StepPlan, slicer: TimeSlicer): Promise<(Float32Array | undefined)[]> {
   const pass = model.passBatch(plan.chunks.map((c) => ({ tokens: c.tokens, cache: c.sequence.cache, logits: c.logits })));
-  for (;;) {
-    const r = pass.next();
-    if (r.done) return r.value;
-    // no await at all while the slice lasts: a pass has dozens of stages
-    if (slicer.due) await slicer.turn();
-  }
+  // no await at all while the slice lasts: a pass has dozens of stages
+  return runPass(pass, () => (slicer.due ? slicer.turn() : undefined));
 }

@@ -1,9 +1,11 @@
 import type { Backend } from "./backend.js";
 import type { GGMLType } from "../tensor/index.js";
 import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
+
+export { hostMemory } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
 
-export type { Backend, MatmulEpilogue } from "./backend.js";
+export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js";
 
 /** whether the backends can multiply by a matrix of this type (ggml's CPU vec_dot table; Q8_1 and Q8_K are activation-only formats) */
 export function canMatmul(type: GGMLType): boolean {

@@ -59,9 +59,3 @@ export function outputRows(layout: BatchLayout, all: boolean): number[] {
     return s.logits ? [s.offset + s.count - 1] : [];
   });
 }
-
-/** copies the chosen rows of x (rows of `width` floats) into consecutive rows of dst */
-export function gatherRows(dst: Float32Array, x: Float32Array, rows: readonly number[], width: number): Float32Array {
-  rows.forEach((r, i) => dst.set(x.subarray(r * width, (r + 1) * width), i * width));
-  return dst.subarray(0, rows.length * width);
-}

@@ -1,5 +1,4 @@
-import type { Backend } from "../kernels/index.js";
-import { addInPlace } from "../kernels/ops/index.js";
+import type { Backend, DeviceArray } from "../kernels/index.js";
 import type { Tensor } from "../tensor/index.js";
 import { EncoderModel, type EncoderConfig, type EncoderInput } from "./encoder.js";
 import type { WeightStore } from "./weights.js";
@@ -27,13 +26,13 @@ export class BertModel extends EncoderModel {
     return Array.from({ length: n }, (_, i) => this.positionOffset + i);
   }
 
-  protected addEmbeddings(x: Float32Array, inputs: readonly EncoderInput[]): void {
+  protected addEmbeddings(x: DeviceArray, inputs: readonly EncoderInput[]): void {
     const rows = this.tokenTypes.dims[1]!;
     // a model with one token type (RoBERTa) takes none: transformers does not pass a pair's segment ids to it
     const types = inputs.flatMap((s) => (rows > 1 && s.typeIds ? s.typeIds : new Array<number>(s.ids.length).fill(0)));
     for (const t of types) if (!Number.isInteger(t) || t < 0 || t >= rows) throw new RangeError(`encode: token type id ${t} is outside [0, ${rows})`);
-    const e = new Float32Array(x.length);
+    const e = this.backend.allocActivations(x.length);
     this.backend.getRows(e, this.tokenTypes, types);
-    addInPlace(x, e);
+    this.backend.add(x, e);
   }
 }

@@ -1,7 +1,8 @@
 import { KVCache } from "../cache/index.js";
 import type { Backend } from "../kernels/index.js";
 import { layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
-import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from "./model.js";
+import type { DeviceArray } from "../kernels/index.js";
+import { drainPass, readBack, Scratch, type ForwardOptions, type LanguageModel, type ModelInfo, type Pass } from "./model.js";
 
 /**
  * What every decoder architecture shares around its layers: the KV cache it needs, the batch
@@ -10,26 +11,28 @@ import { Scratch, type ForwardOptions, type LanguageModel, type ModelInfo } from
  */
 export abstract class DecoderModel implements LanguageModel {
   abstract readonly info: ModelInfo;
-  protected readonly scratch = new Scratch();
+  protected readonly scratch: Scratch;
   /** a pass has started and not ended (it may be paused at a yield, holding the scratch buffers) */
   private passing = false;
 
-  constructor(protected readonly backend: Backend) {}
+  constructor(protected readonly backend: Backend) {
+    this.scratch = new Scratch(backend);
+  }
 
   createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, (n) => this.backend.allocActivations(n));
+    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, this.backend);
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
-    return drain(this.guarded([{ tokens, cache }], options.allLogits ?? false));
+    return drainPass(this.guarded([{ tokens, cache }], options.allLogits ?? false), this.backend.name);
   }
 
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
     const all = seqs.map((s) => ({ ...s, logits: true as const }));
-    return this.split(all, drain(this.guarded(all, false))) as Float32Array[];
+    return this.split(all, drainPass(this.guarded(all, false), this.backend.name)) as Float32Array[];
   }
 
-  *passBatch(seqs: readonly SequenceInput[]): Generator<void, (Float32Array | undefined)[]> {
+  *passBatch(seqs: readonly SequenceInput[]): Pass<(Float32Array | undefined)[]> {
     return this.split(seqs, yield* this.guarded(seqs, false));
   }
 
@@ -38,15 +41,16 @@ export abstract class DecoderModel implements LanguageModel {
     return layoutBatch(seqs, this.info.vocabSize);
   }
 
-  /** the layers over every row of the batch, yielding between stages; returns the logits of `rows`, back to back */
-  protected abstract pass(layout: BatchLayout, rows: readonly number[]): Generator<void, Float32Array>;
+  /** the layers over every row of the batch, yielding between stages; returns the logits of `rows`, back to back, in the backend's memory */
+  protected abstract pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray>;
 
-  private *guarded(seqs: readonly SequenceInput[], allLogits: boolean): Generator<void, Float32Array> {
+  private *guarded(seqs: readonly SequenceInput[], allLogits: boolean): Pass<Float32Array> {
     if (this.passing) throw new Error("forward: another pass of this model is under way (paused mid-way by its caller); passes share the activation buffers, so run them one after another");
     this.passing = true;
     try {
       const layout = this.layout(seqs);
-      return yield* this.pass(layout, outputRows(layout, allLogits));
+      const logits = yield* this.pass(layout, outputRows(layout, allLogits));
+      return yield* readBack(this.backend, logits);
     } finally {
       this.passing = false;
     }
@@ -61,13 +65,5 @@ export abstract class DecoderModel implements LanguageModel {
       const n = s.logits === "all" ? s.tokens.length : 1;
       return logits.subarray(row * V, (row += n) * V);
     });
-  }
-}
-
-/** runs a pass to its end without pausing */
-function drain<T>(gen: Generator<void, T>): T {
-  for (;;) {
-    const r = gen.next();
-    if (r.done) return r.value;
   }
 }

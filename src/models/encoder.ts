@@ -1,6 +1,6 @@
 import type { EncoderFamily, HFEncoderConfig } from "../formats/index.js";
-import type { Backend } from "../kernels/index.js";
-import { addBias, addInPlace, layerNorm, relu } from "../kernels/ops/index.js";
+import type { Backend, DeviceArray } from "../kernels/index.js";
+import { drainPass, readBack, runPass, type Pass } from "./model.js";
 import type { Tensor } from "../tensor/index.js";
 import type { WeightStore } from "./weights.js";
 
@@ -119,10 +119,19 @@ export abstract class EncoderModel {
   /** the position ids of a sequence of n tokens */
   protected abstract positions(n: number): number[];
   /** adds what the family adds to word + position embeddings (BERT's token types) into x */
-  protected abstract addEmbeddings(x: Float32Array, inputs: readonly EncoderInput[]): void;
+  protected abstract addEmbeddings(x: DeviceArray, inputs: readonly EncoderInput[]): void;
 
-  /** Runs the sequences (ragged, any number) through the encoder and the model's head. */
+  /** Runs the sequences (ragged, any number) through the encoder and the model's head, on a backend that reads synchronously. */
   encode(inputs: readonly EncoderInput[], options: EncodeOptions = {}): EncoderOutput {
+    return drainPass(this.encodePass(inputs, options), this.backend.name);
+  }
+
+  /** encode on any backend: the results come back once the backend has read them */
+  encodeAsync(inputs: readonly EncoderInput[], options: EncodeOptions = {}): Promise<EncoderOutput> {
+    return runPass(this.encodePass(inputs, options));
+  }
+
+  private *encodePass(inputs: readonly EncoderInput[], options: EncodeOptions): Pass<EncoderOutput> {
     const c = this.info, be = this.backend, d = c.hiddenSize, ff = c.feedForwardLength;
     if (inputs.length === 0) return { hidden: [], logits: [] };
     for (const [i, s] of inputs.entries()) {
@@ -134,87 +143,97 @@ export abstract class EncoderModel {
     const offsets: number[] = [];
     let n = 0;
     for (const s of inputs) { offsets.push(n); n += s.ids.length; }
-    const x = new Float32Array(n * d), pos = new Float32Array(n * d);
+    const alloc = (length: number) => be.allocActivations(length);
+    const x = alloc(n * d), pos = alloc(n * d);
     be.getRows(x, this.tokenEmbedding, inputs.flatMap((s) => s.ids));
     be.getRows(pos, this.positionEmbedding, inputs.flatMap((s) => this.positions(s.ids.length)));
-    addInPlace(x, pos);
+    be.add(x, pos);
     this.addEmbeddings(x, inputs);
-    layerNorm(x, x, this.embNormW, this.embNormB, d, n, c.normEps);
+    be.layerNorm(x, x, this.embNormW, this.embNormB, d, n, c.normEps);
 
-    const qkv = new Float32Array(n * 3 * d), att = new Float32Array(n * d), proj = new Float32Array(n * d);
-    const hidden = new Float32Array(n * ff), act = new Float32Array(n * ff);
+    const qkv = alloc(n * 3 * d), att = alloc(n * d), proj = alloc(n * d), act = alloc(n * ff);
     const scale = 1 / Math.sqrt(d / c.headCount);
     for (const L of this.layers) {
       const stride = 3 * d;
       if (Array.isArray(L.qkv)) {
         // types differ: three products into the column blocks of one buffer
-        const part = new Float32Array(n * d);
+        const part = alloc(n * d);
         L.qkv.forEach((w, j) => {
           be.matmul(part, w, x, n);
-          for (let t = 0; t < n; t++) qkv.set(part.subarray(t * d, (t + 1) * d), t * 3 * d + j * d);
+          be.copy2d(qkv, j * d, stride, part, 0, d, n, d);
         });
-        addBias(qkv, L.qkvBias, n);
+        be.addBias(qkv, L.qkvBias, n);
       } else be.matmul(qkv, L.qkv, x, n, { bias: L.qkvBias });
       for (const [i, s] of inputs.entries()) {
         const o = offsets[i]!, m = s.ids.length;
-        const base = qkv.subarray(o * stride);
-        be.bidirectionalAttention(att.subarray(o * d, (o + m) * d), base, base.subarray(d), base.subarray(2 * d), m, c.headCount, d / c.headCount, scale, stride);
+        const base = be.view(qkv, o * stride);
+        be.bidirectionalAttention(be.view(att, o * d, m * d), base, be.view(base, d), be.view(base, 2 * d), m, c.headCount, d / c.headCount, scale, stride);
       }
       be.matmul(proj, L.wo, att, n, { bias: L.woBias });
-      addInPlace(proj, x);
-      layerNorm(x, proj, L.ln1w, L.ln1b, d, n, c.normEps);
+      be.add(proj, x);
+      be.layerNorm(x, proj, L.ln1w, L.ln1b, d, n, c.normEps);
       if (c.activation === "gelu") be.matmul(act, L.up, x, n, { bias: L.upBias, activation: "gelu-erf" });
       else {
-        be.matmul(hidden, L.up, x, n, { bias: L.upBias });
-        relu(act, hidden, n * ff);
+        be.matmul(act, L.up, x, n, { bias: L.upBias });
+        be.unary("relu", act, act, n * ff);
       }
       be.matmul(proj, L.down, act, n, { bias: L.downBias });
-      addInPlace(proj, x);
-      layerNorm(x, proj, L.ln2w, L.ln2b, d, n, c.normEps);
+      be.add(proj, x);
+      be.layerNorm(x, proj, L.ln2w, L.ln2b, d, n, c.normEps);
     }
-    const rows = inputs.map((s, i) => x.slice(offsets[i]! * d, (offsets[i]! + s.ids.length) * d));
-    const first = () => concat(rows.map((r) => r.subarray(0, d)));
-    const pooled = this.pooler ? this.split(this.dense(first(), this.pooler, inputs.length, "tanh"), d) : undefined;
-    return { hidden: rows, ...(pooled ? { pooled } : {}), ...this.head(x, rows, first, offsets, options) };
+    // each sequence's first token (the [CLS] the pooler and the sequence classifiers read)
+    const first = alloc(inputs.length * d);
+    be.gatherRows(first, x, offsets, d);
+    const pooled = this.pooler ? this.dense(first, this.pooler, inputs.length, "tanh") : undefined;
+    const logits = this.head(x, n, first, pooled, inputs, offsets, options);
+
+    const all = yield* readBack(be, x);
+    const hidden = inputs.map((s, i) => all.slice(offsets[i]! * d, (offsets[i]! + s.ids.length) * d));
+    const out: { hidden: Float32Array[]; pooled?: Float32Array[]; logits?: Float32Array[] } = { hidden };
+    if (pooled) out.pooled = this.split(yield* readBack(be, pooled), d);
+    if (logits) out.logits = logits.rows(yield* readBack(be, logits.values));
+    return out;
   }
 
-  private head(x: Float32Array, rows: Float32Array[], first: () => Float32Array, offsets: number[], options: EncodeOptions): { logits?: Float32Array[] } {
-    const c = this.info, d = c.hiddenSize, n = x.length / d, nl = c.labels.length;
+  /** the head's logits in the backend's memory and how they split into each sequence's rows (undefined: no head) */
+  private head(x: DeviceArray, n: number, first: DeviceArray, pooled: DeviceArray | undefined, inputs: readonly EncoderInput[], offsets: number[], options: EncodeOptions): { values: DeviceArray; rows: (all: Float32Array) => Float32Array[] } | undefined {
+    const c = this.info, be = this.backend, d = c.hiddenSize, nl = c.labels.length, count = inputs.length;
     if (c.head === "sequence-classification") {
       // BERT: classifier(pooler); RoBERTa: out_proj(tanh(dense(h0))); DistilBERT: classifier(relu(pre_classifier(h0)))
-      const inner = this.pooler ? this.dense(first(), this.pooler, rows.length, "tanh") : this.dense(first(), this.clsDense!, rows.length, this.clsActivation);
-      return { logits: this.split(this.dense(inner, this.clsOut!, rows.length), nl) };
+      const inner = pooled ?? this.dense(first, this.clsDense!, count, this.clsActivation);
+      return { values: this.dense(inner, this.clsOut!, count), rows: (all) => this.split(all, nl) };
     }
     if (c.head === "token-classification") {
-      const logits = this.dense(x, this.clsOut!, n);
-      return { logits: rows.map((r, i) => logits.slice(offsets[i]! * nl, (offsets[i]! + r.length / d) * nl)) };
+      return { values: this.dense(x, this.clsOut!, n), rows: (all) => inputs.map((s, i) => all.slice(offsets[i]! * nl, (offsets[i]! + s.ids.length) * nl)) };
     }
     if (c.head === "masked-lm") {
       const m = this.mlm!;
-      const picks = rows.map((r, i) => options.positions?.[i] ?? Array.from({ length: r.length / d }, (_, t) => t));
+      const picks = inputs.map((s, i) => options.positions?.[i] ?? Array.from({ length: s.ids.length }, (_, t) => t));
       picks.forEach((ps, i) => ps.forEach((p) => {
-        if (!Number.isInteger(p) || p < 0 || p >= rows[i]!.length / d) throw new RangeError(`encode: position ${p} is outside sequence ${i}`);
+        if (!Number.isInteger(p) || p < 0 || p >= inputs[i]!.ids.length) throw new RangeError(`encode: position ${p} is outside sequence ${i}`);
       }));
-      const sel = concat(picks.flatMap((ps, i) => ps.map((p) => rows[i]!.subarray(p * d, (p + 1) * d))));
-      const k = sel.length / d;
-      if (k === 0) return { logits: picks.map(() => new Float32Array(0)) };
-      const t = this.dense(sel, m.dense, k);
-      this.backend.geluErf(t, t, t.length);
-      layerNorm(t, t, m.normW, m.normB, d, k, c.normEps);
-      const logits = new Float32Array(k * c.vocabSize);
-      this.backend.matmul(logits, m.out, t, k, { bias: m.bias });
-      let at = 0;
-      return { logits: picks.map((ps) => logits.slice(at * c.vocabSize, (at += ps.length) * c.vocabSize)) };
+      const k = picks.reduce((sum, ps) => sum + ps.length, 0);
+      const split = (all: Float32Array): Float32Array[] => {
+        let at = 0;
+        return picks.map((ps) => all.slice(at * c.vocabSize, (at += ps.length) * c.vocabSize));
+      };
+      const logits = be.allocActivations(k * c.vocabSize);
+      if (k === 0) return { values: logits, rows: split };
+      const sel = be.allocActivations(k * d);
+      be.gatherRows(sel, x, picks.flatMap((ps, i) => ps.map((p) => offsets[i]! + p)), d);
+      const t = this.dense(sel, m.dense, k, "gelu-erf");
+      be.layerNorm(t, t, m.normW, m.normB, d, k, c.normEps);
+      be.matmul(logits, m.out, t, k, { bias: m.bias });
+      return { values: logits, rows: split };
     }
-    return {};
+    return undefined;
   }
 
-  private dense(x: Float32Array, layer: Dense, n: number, act?: "tanh" | "relu"): Float32Array {
-    const rows = layer.b.length;
-    const out = new Float32Array(n * rows);
-    this.backend.matmul(out, layer.w, x, n, { bias: layer.b });
-    if (act === "tanh") for (let i = 0; i < out.length; i++) out[i] = Math.tanh(out[i]!);
-    if (act === "relu") relu(out, out, out.length);
+  private dense(x: DeviceArray, layer: Dense, n: number, act?: "tanh" | "relu" | "gelu-erf"): DeviceArray {
+    const be = this.backend, rows = layer.b.length;
+    const out = be.allocActivations(n * rows);
+    be.matmul(out, layer.w, x, n, { bias: layer.b });
+    if (act) be.unary(act, out, out, n * rows);
     return out;
   }
 

@@ -1,10 +1,9 @@
 import type { GGUFMetadata } from "../formats/index.js";
-import type { Backend } from "../kernels/index.js";
-import { addInPlace, gelu, layerNorm } from "../kernels/ops/index.js";
+import type { Backend, DeviceArray } from "../kernels/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
-import { gatherRows, type BatchLayout, type SequenceInput } from "./batch.js";
+import type { BatchLayout, SequenceInput } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
 import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
@@ -94,14 +93,14 @@ export class Gpt2Model extends DecoderModel {
     return layout;
   }
 
-  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<void, Float32Array> {
+  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, segments } = layout;
     const d = c.embeddingLength, ff = c.feedForwardLength;
     const x = s.get("x", n * d), pos = s.get("pos", n * d), xn = s.get("xn", n * d);
     be.getRows(x, this.tokenEmbedding, layout.tokens);
     be.getRows(pos, this.positionEmbedding, layout.positions);
-    addInPlace(x, pos);
+    be.add(x, pos);
     const qkv = s.get("qkv", n * 3 * d);
     const q = s.get("q", n * d), k = s.get("k", n * d), v = s.get("v", n * d);
     const attnOut = s.get("attn", n * d), proj = s.get("proj", n * d), hidden = s.get("hidden", n * ff), act = s.get("act", n * ff);
@@ -110,35 +109,35 @@ export class Gpt2Model extends DecoderModel {
 
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
-      layerNorm(xn, x, L.ln1w, L.ln1b, d, n, c.normEps);
+      be.layerNorm(xn, x, L.ln1w, L.ln1b, d, n, c.normEps);
       be.matmul(qkv, L.qkv, xn, n, { bias: L.qkvBias });
-      for (let t = 0; t < n; t++) {
-        q.set(qkv.subarray(t * 3 * d, t * 3 * d + d), t * d);
-        k.set(qkv.subarray(t * 3 * d + d, t * 3 * d + 2 * d), t * d);
-        v.set(qkv.subarray(t * 3 * d + 2 * d, t * 3 * d + 3 * d), t * d);
-      }
+      be.copy2d(q, 0, d, qkv, 0, 3 * d, n, d);
+      be.copy2d(k, 0, d, qkv, d, 3 * d, n, d);
+      be.copy2d(v, 0, d, qkv, 2 * d, 3 * d, n, d);
       for (const g of segments) {
-        g.cache.store(l, g.startPos, k.subarray(g.offset * d), v.subarray(g.offset * d), g.count);
-        be.attention(attnOut.subarray(g.offset * d, (g.offset + g.count) * d), q.subarray(g.offset * d), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
+        const at = g.offset * d, len = g.count * d;
+        g.cache.store(l, g.startPos, be.view(k, at, len), be.view(v, at, len), g.count);
+        be.attention(be.view(attnOut, at, len), be.view(q, at, len), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
       }
       yield;
       be.matmul(proj, L.wo, attnOut, n, { bias: L.woBias });
-      addInPlace(x, proj);
+      be.add(x, proj);
 
-      layerNorm(xn, x, L.ln2w, L.ln2b, d, n, c.normEps);
+      be.layerNorm(xn, x, L.ln2w, L.ln2b, d, n, c.normEps);
       be.matmul(hidden, L.up, xn, n, { bias: L.upBias });
-      gelu(act, hidden, n * ff);
+      be.unary("gelu", act, hidden, n * ff);
       yield;
       be.matmul(proj, L.down, act, n, { bias: L.downBias });
-      addInPlace(x, proj);
+      be.add(x, proj);
       yield;
     }
     for (const g of segments) g.cache.length = g.startPos + g.count;
 
-    const picked = gatherRows(s.get("picked", rows.length * d), x, rows, d);
-    const normed = xn.subarray(0, rows.length * d);
-    layerNorm(normed, picked, this.outNormW, this.outNormB, d, rows.length, c.normEps);
-    const logits = new Float32Array(rows.length * c.vocabSize);
+    const picked = s.get("picked", rows.length * d);
+    be.gatherRows(picked, x, rows, d);
+    const normed = be.view(xn, 0, rows.length * d);
+    be.layerNorm(normed, picked, this.outNormW, this.outNormB, d, rows.length, c.normEps);
+    const logits = s.get("logits", rows.length * c.vocabSize);
     be.matmul(logits, this.output, normed, rows.length);
     return logits;
   }

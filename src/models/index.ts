@@ -1,4 +1,5 @@
-export type { ForwardOptions, LanguageModel, ModelInfo } from "./model.js";
+export type { ForwardOptions, LanguageModel, ModelInfo, Pass } from "./model.js";
+export { drainPass, runPass } from "./model.js";
 export type { SequenceInput } from "./batch.js";
 export { openModel, withEndOfGeneration, type OpenedModel, type OpenModelOptions } from "./open.js";
 export { buildModel, buildModelFrom, decoderShape, SUPPORTED_ARCHITECTURES } from "./registry.js";

@@ -1,11 +1,11 @@
 import type { GGUFMetadata } from "../formats/index.js";
 import { GGUFError } from "../formats/index.js";
-import type { Backend } from "../kernels/index.js";
-import { addBias, addInPlace, applyRope, rmsNorm, type RopeParams } from "../kernels/ops/index.js";
+import type { Backend, DeviceArray } from "../kernels/index.js";
+import type { RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
-import { gatherRows, type BatchLayout } from "./batch.js";
+import type { BatchLayout } from "./batch.js";
 import { DecoderModel } from "./decoder.js";
 import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
@@ -125,7 +125,7 @@ export class LlamaModel extends DecoderModel {
     }
   }
 
-  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<void, Float32Array> {
+  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, positions, segments } = layout;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
@@ -143,38 +143,38 @@ export class LlamaModel extends DecoderModel {
 
     for (let l = 0; l < c.blockCount; l++) {
       const L = this.layers[l]!;
-      rmsNorm(xn, x, L.attnNorm, d, n, c.normEps);
-      const [q, k, v] = this.project(L.qkv, xn, n, ["q", "k", "v"], [qDim, kvDim, kvDim], qkvOut) as [Float32Array, Float32Array, Float32Array];
-      if (L.qBias) addBias(q, L.qBias, n);
-      if (L.kBias) addBias(k, L.kBias, n);
-      if (L.vBias) addBias(v, L.vBias, n);
-      if (L.qNorm) rmsNorm(q, q, L.qNorm, c.headDim, n * c.headCount, c.normEps);
-      if (L.kNorm) rmsNorm(k, k, L.kNorm, c.headDim, n * c.headCountKv, c.normEps);
-      applyRope(q, n, c.headCount, positions, c.rope);
-      applyRope(k, n, c.headCountKv, positions, c.rope);
+      be.rmsNorm(xn, x, L.attnNorm, d, n, c.normEps);
+      const [q, k, v] = this.project(L.qkv, xn, n, ["q", "k", "v"], [qDim, kvDim, kvDim], qkvOut) as [DeviceArray, DeviceArray, DeviceArray];
+      if (L.qBias) be.addBias(q, L.qBias, n);
+      if (L.kBias) be.addBias(k, L.kBias, n);
+      if (L.vBias) be.addBias(v, L.vBias, n);
+      if (L.qNorm) be.rmsNorm(q, q, L.qNorm, c.headDim, n * c.headCount, c.normEps);
+      if (L.kNorm) be.rmsNorm(k, k, L.kNorm, c.headDim, n * c.headCountKv, c.normEps);
+      be.rope(q, n, c.headCount, positions, c.rope);
+      be.rope(k, n, c.headCountKv, positions, c.rope);
       for (const g of segments) {
-        g.cache.store(l, g.startPos, k.subarray(g.offset * kvDim), v.subarray(g.offset * kvDim), g.count);
-        be.attention(attnOut.subarray(g.offset * qDim, (g.offset + g.count) * qDim), q.subarray(g.offset * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);
+        g.cache.store(l, g.startPos, be.view(k, g.offset * kvDim, g.count * kvDim), be.view(v, g.offset * kvDim, g.count * kvDim), g.count);
+        be.attention(be.view(attnOut, g.offset * qDim, g.count * qDim), be.view(q, g.offset * qDim, g.count * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);
       }
       yield;
-      be.matmul(proj, L.wo, attnOut, n);
-      if (L.woBias) addBias(proj, L.woBias, n);
-      addInPlace(x, proj);
+      be.matmul(proj, L.wo, attnOut, n, L.woBias ? { bias: L.woBias } : undefined);
+      be.add(x, proj);
 
-      rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
-      const [gate, up] = this.project(L.gateUp, xn, n, ["gate", "up"], [ff, ff], gateUp) as [Float32Array, Float32Array];
+      be.rmsNorm(xn, x, L.ffnNorm, d, n, c.normEps);
+      const [gate, up] = this.project(L.gateUp, xn, n, ["gate", "up"], [ff, ff], gateUp) as [DeviceArray, DeviceArray];
       yield;
       be.swiglu(hidden, gate, up, n * ff);
       be.matmul(proj, L.down, hidden, n);
-      addInPlace(x, proj);
+      be.add(x, proj);
       yield;
     }
     for (const g of segments) g.cache.length = g.startPos + g.count;
 
-    const picked = gatherRows(s.get("picked", rows.length * d), x, rows, d);
-    const normed = xn.subarray(0, rows.length * d);
-    rmsNorm(normed, picked, this.outputNorm, d, rows.length, c.normEps);
-    const logits = new Float32Array(rows.length * c.vocabSize);
+    const picked = s.get("picked", rows.length * d);
+    be.gatherRows(picked, x, rows, d);
+    const normed = be.view(xn, 0, rows.length * d);
+    be.rmsNorm(normed, picked, this.outputNorm, d, rows.length, c.normEps);
+    const logits = s.get("logits", rows.length * c.vocabSize);
     be.matmul(logits, this.output, normed, rows.length);
     return logits;
   }
@@ -184,22 +184,23 @@ export class LlamaModel extends DecoderModel {
    * n * sizes[i] floats each). A single token's fused output is already its parts back to back:
    * they are views into it, not copies.
    */
-  private project(w: Tensor | Tensor[], x: Float32Array, n: number, names: string[], sizes: number[], fusedOut: Float32Array): Float32Array[] {
+  private project(w: Tensor | Tensor[], x: DeviceArray, n: number, names: string[], sizes: number[], fusedOut: DeviceArray): DeviceArray[] {
+    const be = this.backend;
     if (Array.isArray(w)) {
       return w.map((t, i) => {
         const dest = this.scratch.get(names[i]!, n * sizes[i]!);
-        this.backend.matmul(dest, t, x, n);
+        be.matmul(dest, t, x, n);
         return dest;
       });
     }
-    this.backend.matmul(fusedOut, w, x, n);
+    be.matmul(fusedOut, w, x, n);
     let total = 0;
     const offsets = sizes.map((size) => (total += size) - size);
-    if (n === 1) return sizes.map((size, i) => fusedOut.subarray(offsets[i]!, offsets[i]! + size));
-    const dests = names.map((name, i) => this.scratch.get(name, n * sizes[i]!));
-    for (let t = 0; t < n; t++) {
-      for (let i = 0; i < dests.length; i++) dests[i]!.set(fusedOut.subarray(t * total + offsets[i]!, t * total + offsets[i]! + sizes[i]!), t * sizes[i]!);
-    }
-    return dests;
+    if (n === 1) return sizes.map((size, i) => be.view(fusedOut, offsets[i]!, size));
+    return names.map((name, i) => {
+      const dest = this.scratch.get(name, n * sizes[i]!);
+      be.copy2d(dest, 0, sizes[i]!, fusedOut, offsets[i]!, total, n, sizes[i]!);
+      return dest;
+    });
   }
 }

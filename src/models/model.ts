@@ -1,4 +1,5 @@
 import type { KVCache } from "../cache/index.js";
+import type { Backend, DeviceArray } from "../kernels/index.js";
 import type { SequenceInput } from "./batch.js";
 
 /** What every architecture exposes to generation. */
@@ -45,18 +46,63 @@ export interface LanguageModel {
    * chunk that does not end the prompt). While a pass
    * is paused the model's other passes refuse to start: they would overwrite its activations.
    */
-  passBatch(seqs: readonly SequenceInput[]): Generator<void, (Float32Array | undefined)[]>;
+  passBatch(seqs: readonly SequenceInput[]): Pass<(Float32Array | undefined)[]>;
 }
 
-/** Reusable activation buffers, grown on demand and kept across decode steps. */
+/**
+ * A forward pass as a generator. It yields `undefined` between its stages (its driver may give
+ * the event loop a turn, then calls next()) and, where the backend reads results back
+ * asynchronously (a GPU), the promise of a read: the driver awaits it and passes the result to
+ * next(result). `runPass` drives one to its end; `drainPass` does so without awaiting, for
+ * backends that read synchronously.
+ */
+export type Pass<T> = Generator<Promise<Float32Array> | undefined, T, Float32Array | undefined>;
+
+/** the host copy of `a`: at once where the backend reads synchronously, else through the pass's driver */
+export function* readBack(backend: Backend, a: DeviceArray): Pass<Float32Array> {
+  if (backend.readSync) return backend.readSync(a);
+  const result = yield backend.read(a);
+  if (!result) throw new Error(`${backend.name} backend: a pass's read was resumed without its result (drive passes with runPass)`);
+  return result;
+}
+
+/** runs a pass to its end without pausing; a backend that reads asynchronously needs runPass */
+export function drainPass<T>(pass: Pass<T>, backendName: string): T {
+  for (;;) {
+    const r = pass.next();
+    if (r.done) return r.value;
+    if (r.value !== undefined) {
+      r.value.catch(() => {}); // nobody awaits it: the error below says why
+      throw new Error(`the ${backendName} backend reads its results asynchronously: this call cannot wait for them; use the asynchronous API (generate / stream / chat, the engine)`);
+    }
+  }
+}
+
+/** drives a pass to its end, awaiting its reads; `pause` is called at every stage boundary (it may give the event loop a turn) */
+export async function runPass<T>(pass: Pass<T>, pause: () => Promise<void> | undefined = () => undefined): Promise<T> {
+  let sent: Float32Array | undefined;
+  for (;;) {
+    const r = pass.next(sent);
+    sent = undefined;
+    if (r.done) return r.value;
+    if (r.value !== undefined) sent = await r.value;
+    else {
+      const p = pause();
+      if (p) await p;
+    }
+  }
+}
+
+/** Reusable activation buffers in the backend's memory, grown on demand and kept across decode steps. */
 export class Scratch {
-  private readonly buffers = new Map<string, Float32Array>();
-  get(name: string, size: number): Float32Array {
+  private readonly buffers = new Map<string, DeviceArray>();
+  constructor(private readonly backend: Backend) {}
+  get(name: string, size: number): DeviceArray {
     let b = this.buffers.get(name);
     if (!b || b.length < size) {
-      b = new Float32Array(Math.max(size, (b?.length ?? 0) * 2));
+      b = this.backend.allocActivations(Math.max(size, (b?.length ?? 0) * 2));
       this.buffers.set(name, b);
     }
-    return b.subarray(0, size);
+    return this.backend.view(b, 0, size);
   }
 }

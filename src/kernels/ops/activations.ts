@@ -110,3 +110,8 @@ export function geluErf(out: Float32Array, x: Float32Array, n: number): void {
 export function relu(out: Float32Array, x: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) out[i] = x[i]! > 0 ? x[i]! : 0;
 }
+
+/** tanh, rounded to f32 (BERT's pooler) */
+export function tanh(out: Float32Array, x: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] = Math.tanh(x[i]!);
+}

@@ -1,11 +1,12 @@
-import type { Backend, MatmulEpilogue } from "../backend.js";
+import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
 import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
 import { addBias } from "../ops/elementwise.js";
-import { geluErf, swiglu } from "../ops/activations.js";
+import { geluErf } from "../ops/activations.js";
+import { device, host, hostMemoryOps } from "./host-memory.js";
 
 /**
  * The plain-TypeScript backend: the executable spec the WebAssembly kernels are tested against.
@@ -44,6 +45,7 @@ export function createReferenceBackend(): Backend {
     name: "reference",
     llamaCppOrder: "all",
     threads: 1,
+    ...hostMemoryOps(alive),
 
     allocWeights(byteLength: number): Uint8Array {
       alive("allocWeights");
@@ -56,18 +58,9 @@ export function createReferenceBackend(): Backend {
       return new Uint8Array(buffer, 0, byteLength);
     },
 
-    swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
-      alive("swiglu");
-      swiglu(out, gate, up, n);
-    },
-
-    geluErf(out: Float32Array, x: Float32Array, n: number): void {
-      alive("geluErf");
-      geluErf(out, x, n);
-    },
-
-    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number, epilogue?: MatmulEpilogue): void {
+    matmul(outArray: DeviceArray, w: Tensor, xArray: DeviceArray, nTokens: number, epilogue?: MatmulEpilogue): void {
       alive("matmul");
+      const out = host(outArray), x = host(xArray);
       const vd = VEC_DOT.get(w.type);
       if (!vd) throw new Error(`matmul: tensor ${w.name} has type ${typeName(w.type)}, which the reference backend cannot multiply`);
       const { cols, rows, rowBytes } = matrixShape("matmul", w);
@@ -85,8 +78,9 @@ export function createReferenceBackend(): Backend {
       if (epilogue?.activation === "gelu-erf") geluErf(result, result, result.length);
     },
 
-    getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void {
+    getRows(outArray: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {
       alive("getRows");
+      const out = host(outArray);
       const { cols, rows, rowBytes } = matrixShape("getRows", w);
       if (out.length < ids.length * cols) throw new Error(`getRows ${w.name}: out holds ${out.length} floats, expected ${ids.length} x ${cols}`);
       for (let i = 0; i < ids.length; i++) {
@@ -99,19 +93,20 @@ export function createReferenceBackend(): Backend {
       }
     },
 
-    allocActivations(length: number): Float32Array {
+    allocActivations(length: number): DeviceArray {
       alive("allocActivations");
-      return new Float32Array(length);
+      if (!Number.isSafeInteger(length) || length < 0) throw new Error(`allocActivations: length must be a non-negative integer, got ${length}`);
+      return device(new Float32Array(length));
     },
 
     attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
-      attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+      attention(host(out), host(q), host(keys), host(values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     },
 
     bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride): void {
       alive("bidirectionalAttention");
-      bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride);
+      bidirectionalAttention(host(out), host(q), host(k), host(v), n, nHeads, headDim, scale, stride);
     },
 
     dispose(): void {

@@ -3,6 +3,7 @@
  * (pure functions, so other backends' kernels can be tested against them one by one).
  */
 export { checkEpilogue, createReferenceBackend } from "./backend.js";
+export { device, host, hostMemory, hostMemoryOps, type HostMemoryOps } from "./host-memory.js";
 export { VEC_DOT, type DotKernel, type VecDot } from "./vec-dot.js";
 export { dotBF16, dotF16, dotF32 } from "./dot-float.js";
 export { dotQ4_0 } from "./dot-q4_0.js";

@@ -1,8 +1,8 @@
 import { availableParallelism } from "node:os";
-import type { Backend, MatmulEpilogue } from "../backend.js";
+import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
-import { geluErf, swiglu } from "../ops/activations.js";
-import { checkEpilogue, createReferenceBackend } from "../reference/index.js";
+import { swiglu } from "../ops/activations.js";
+import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -446,6 +446,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     out.set(new Float32Array(buffer, scratch + 2 * bytes, n));
   }
 
+  const shared = hostMemoryOps(alive);
   const backend: WasmBackend = {
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
@@ -459,6 +460,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     get memoryCount(): number {
       return memories.spaces.length;
     },
+    ...shared,
 
     allocWeights(byteLength: number, name?: string): Uint8Array {
       alive("allocWeights");
@@ -469,26 +471,29 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       return new Uint8Array(memories.spaces[p.space]!.arena.buffer, p.ptr, byteLength);
     },
 
-    swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+    swiglu(outArray: DeviceArray, gateArray: DeviceArray, upArray: DeviceArray, n: number): void {
       alive("swiglu");
+      const out = host(outArray), gate = host(gateArray), up = host(upArray);
       if (!(gate.length >= n && up.length >= n && out.length >= n)) throw new Error(`swiglu: ${n} elements asked, arrays hold ${gate.length} / ${up.length} / ${out.length}`);
       // ggml's exp needs the fused multiply-add; without it the plain-TS op gives the same bits
       if (exact) swigluExact(out, gate, up, n);
       else swiglu(out, gate, up, n);
     },
 
-    geluErf(out: Float32Array, x: Float32Array, n: number): void {
-      alive("geluErf");
-      if (!Number.isInteger(n) || n < 0 || x.length < n || out.length < n) throw new Error(`geluErf: ${n} elements asked, arrays hold ${x.length} / ${out.length}`);
+    unary(op, outArray, xArray, n): void {
       // a few thousand elements cost less in TS than a job's sync
-      if (n < GELU_ITEM * 4) return geluErf(out, x, n);
+      if (op !== "gelu-erf" || n < GELU_ITEM * 4) return shared.unary(op, outArray, xArray, n);
+      alive("unary");
+      const out = host(outArray), x = host(xArray);
+      if (!Number.isInteger(n) || n < 0 || x.length < n || out.length < n) throw new Error(`unary gelu-erf: ${n} elements asked, arrays hold ${x.length} / ${out.length}`);
       geluPass(out, x, n);
     },
 
-    matmul(out: Float32Array, w: Tensor, x: Float32Array, nTokens: number, epilogue?: MatmulEpilogue): void {
+    matmul(outArray: DeviceArray, w: Tensor, xArray: DeviceArray, nTokens: number, epilogue?: MatmulEpilogue): void {
       alive("matmul");
+      const out = host(outArray), x = host(xArray);
       const kind = KIND_OF.get(w.type);
-      if (kind === undefined) return reference.matmul(out, w, x, nTokens, epilogue);
+      if (kind === undefined) return reference.matmul(outArray, w, xArray, nTokens, epilogue);
       const cols = w.dims[0];
       if (cols === undefined) throw new Error(`matmul: tensor ${w.name} has no dimensions`);
       const rows = rowCount(w);
@@ -511,44 +516,46 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
     },
 
-    getRows(out: Float32Array, w: Tensor, ids: ArrayLike<number>): void {
+    getRows(out: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {
       alive("getRows");
       // a row lookup is cheap: dequantize in TS straight from the weight bytes
       reference.getRows(out, w, ids);
     },
 
-    allocActivations(length: number): Float32Array {
+    allocActivations(length: number): DeviceArray {
       alive("allocActivations");
       if (!Number.isSafeInteger(length) || length < 0) throw new Error(`allocActivations: length must be a non-negative integer, got ${length}`);
       const bytes = align64(Math.max(1, length) * 4);
       const place = freeBlocks.get(bytes)?.pop() ?? memories.placeActivations(bytes, "activations (KV cache)");
       const view = new Float32Array(memories.spaces[place.space]!.arena.buffer, place.ptr, length);
       recycle.register(view, { place, bytes });
-      return view;
+      return device(view);
     },
 
-    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
+    attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
       alive("attention");
+      const out = host(outArray), q = host(qArray), keys = host(keysArray), values = host(valuesArray);
       const k = memories.locate(keys);
       const v = memories.locate(values);
       const nAll = startPos + nTokens;
       const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
       // keys and values in different memories (a memory filled up between the two allocations) take the reference kernel
       if (k === undefined || v === undefined || k.space !== v.space || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
-        return reference.attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+        return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
       }
       if (nTokens === 0) return;
       attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     },
 
-    bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride = nHeads * headDim): void {
+    bidirectionalAttention(outArray, qArray, kArray, vArray, n, nHeads, headDim, scale, stride = nHeads * headDim): void {
       alive("bidirectionalAttention");
+      const out = host(outArray), q = host(qArray), k = host(kArray), v = host(vArray);
       const d = nHeads * headDim;
       if (!Number.isInteger(n) || n < 0 || stride < d) throw new Error(`bidirectionalAttention: n must be a non-negative integer and stride at least ${d}, got n ${n}, stride ${stride}`);
       const need = n === 0 ? 0 : (n - 1) * stride + d;
       if (q.length < need || k.length < need || v.length < need || out.length < n * d) throw new Error(`bidirectionalAttention: ${n} rows of ${d} floats (stride ${stride}) asked, q/k/v/out hold ${q.length} / ${k.length} / ${v.length} / ${out.length}`);
       if (n === 0) return;
-      if (headDim % 4 !== 0) return reference.bidirectionalAttention(out, q, k, v, n, nHeads, headDim, scale, stride);
+      if (headDim % 4 !== 0) return reference.bidirectionalAttention(outArray, qArray, kArray, vArray, n, nHeads, headDim, scale, stride);
       // the kernel takes Q, K and V as the column blocks of one fused projection (the encoders'
       // layout); separate arrays are interleaved so first
       const fused = k.buffer === q.buffer && v.buffer === q.buffer && k.byteOffset === q.byteOffset + d * 4 && v.byteOffset === k.byteOffset + d * 4 && stride >= 3 * d;
@@ -577,8 +584,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
 function warmUp(backend: Backend): void {
   const cols = 512;
   const rows = 16;
-  const x = new Float32Array(cols * 3).map((_, i) => Math.sin(i));
-  const out = new Float32Array(rows * 3);
+  const x = device(new Float32Array(cols * 3).map((_, i) => Math.sin(i)));
+  const out = device(new Float32Array(rows * 3));
   for (const type of KIND_OF.keys()) {
     const data = backend.allocWeights(rowByteLength(type, cols) * rows);
     const w: Tensor = { name: `warm-up ${typeName(type)}`, type, dims: [cols, rows], data };
