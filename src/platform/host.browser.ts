@@ -35,3 +35,16 @@ export function cpuCount(): number {
 export function envVar(_name: string): string | undefined {
   return undefined;
 }
+
+/** a turn for the event loop: a message to ourselves (setTimeout(0) is clamped to 4 ms once nested) */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const { port1, port2 } = new MessageChannel();
+    // a Web MessagePort (Node's types describe Node's, which has no onmessage)
+    (port1 as unknown as { onmessage: (() => void) | null }).onmessage = () => {
+      port1.close();
+      resolve();
+    };
+    port2.postMessage(undefined);
+  });
+}

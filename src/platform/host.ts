@@ -45,3 +45,8 @@ export function cpuCount(): number {
 export function envVar(name: string): string | undefined {
   return process.env[name];
 }
+
+/** a turn for the event loop: timers and I/O run before the promise resolves */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
