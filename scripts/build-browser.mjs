@@ -56,16 +56,19 @@ export function browserBuildIsStale() {
   return inputs > built;
 }
 
-/** builds dist-browser/; returns the bundles' sizes in bytes */
-export async function buildBrowser({ minify = false } = {}) {
+/**
+ * Builds dist-browser/ (or `outdir`, from `entries`: name -> file, for tests); returns the
+ * files' sizes in bytes.
+ */
+export async function buildBrowser({ minify = false, outdir = browserDir, entries = ENTRIES } = {}) {
   await ensureWasm();
   const esbuild = await import("esbuild");
-  rmSync(browserDir, { recursive: true, force: true });
-  mkdirSync(browserDir, { recursive: true });
+  rmSync(outdir, { recursive: true, force: true });
+  mkdirSync(outdir, { recursive: true });
   const result = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: ENTRIES,
-    outdir: browserDir,
+    entryPoints: entries,
+    outdir,
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -88,13 +91,13 @@ export async function buildBrowser({ minify = false } = {}) {
     }
   }
   if (offenders.length > 0) {
-    rmSync(browserDir, { recursive: true, force: true });
+    rmSync(outdir, { recursive: true, force: true });
     throw new Error(`build:browser: node-only imports reached from the browser entries; put them behind a host.ts seam:\n  ${offenders.join("\n  ")}`);
   }
-  copyFileSync(wasmPath, path.join(browserDir, "kernels.wasm"));
-  copyFileSync(relaxedWasmPath, path.join(browserDir, "kernels-relaxed.wasm"));
+  copyFileSync(wasmPath, path.join(outdir, "kernels.wasm"));
+  copyFileSync(relaxedWasmPath, path.join(outdir, "kernels-relaxed.wasm"));
   const sizes = {};
-  for (const f of browserOutputs) sizes[f] = statSync(path.join(browserDir, f)).size;
+  for (const f of readdirSync(outdir).filter((f) => !f.endsWith(".map"))) sizes[f] = statSync(path.join(outdir, f)).size;
   return sizes;
 }
 

@@ -46,7 +46,7 @@ async function ensureLoaded() {
   const info = await engine.load(source, { backend });
   loaded = { source, backend, info };
   const i = info.info;
-  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads)` : ""} · loaded in ${fmt(info.loadMs)} ms`);
+  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD)` : ""} · loaded in ${fmt(info.loadMs)} ms`);
   return info;
 }
 
@@ -93,6 +93,7 @@ async function run() {
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
     $("error").textContent = message;
+    if (!loaded) status("no model loaded");
     $("result").textContent = JSON.stringify({ error: message });
   } finally {
     $("run").disabled = false;

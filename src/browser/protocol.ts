@@ -32,6 +32,8 @@ export interface LoadedModel {
   backend: string;
   /** threads of the wasm backend (1 for the others) */
   threads: number;
+  /** the wasm backend's kernels build: "relaxed" where the browser has Relaxed SIMD, else "plain" (SIMD128) */
+  simd?: "relaxed" | "plain";
   contextSize: number;
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
