@@ -1,9 +1,14 @@
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
+import { loadModel } from "../src/index.js";
+import { tinyLlama } from "../src/testing/presets.js";
+import { writeRandomModel } from "../src/testing/random-model.js";
+import { GGMLType } from "../src/tensor/index.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 // the browser example (examples/browser) driven through its fixed contract: the server's
@@ -18,13 +23,16 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
 interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[]; completion: string }
 const cases = (): GoldenCase[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases;
 
+/** the --models folder: stories260K (linked) and a random-weight Q8_0 model of ~14 MB */
+const modelsDir = mkdtempSync(join(tmpdir(), "tsllm-browser-models-"));
+const RANDOM = "random-q8_0.gguf";
 let server: ChildProcess | undefined;
 let base = "";
 let browser: Browser | undefined;
 
 /** starts `npm run example:browser -- --port 0 --models DIR` and waits for the URL it prints */
 async function startServer(): Promise<string> {
-  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", dirname(sharedFile(MODEL)!)], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", modelsDir], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   server = child;
   let output = "";
   return new Promise((resolve, reject) => {
@@ -48,6 +56,8 @@ async function startServer(): Promise<string> {
 
 before(async () => {
   if (skip) return;
+  symlinkSync(sharedFile(MODEL)!, join(modelsDir, "stories260K.gguf"));
+  await writeRandomModel(join(modelsDir, RANDOM), { ...tinyLlama, embeddingLength: 512, blockCount: 4, headCount: 8, headCountKv: 4, feedForwardLength: 1536, weightType: GGMLType.Q8_0, seed: 11 });
   base = await startServer();
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 });
@@ -55,6 +65,7 @@ after(async () => {
   await browser?.close();
   // npm runs the server in a shell: stop the whole process group it leads
   if (server?.pid !== undefined && server.exitCode === null) process.kill(-server.pid, "SIGTERM");
+  rmSync(modelsDir, { recursive: true, force: true });
 });
 
 /** opens the page with these query parameters and returns #result once it is written */
@@ -80,7 +91,7 @@ test("the example server: COOP/COEP on every response, /models/ with Range reque
     assert.equal(r.status, path === "/nothing-here" ? 404 : 200, path);
   }
   assert.equal((await fetch(`${base}/tsllm/kernels.wasm`)).headers.get("content-type"), "application/wasm");
-  assert.deepEqual(await (await fetch(`${base}/models/`)).json(), ["stories260K.gguf"].filter((f) => existsSync(sharedFile(`models/${f}`)!)));
+  assert.deepEqual(await (await fetch(`${base}/models/`)).json(), [RANDOM, "stories260K.gguf"]);
   const size = readFileSync(sharedFile(MODEL)!).length;
   const part = await fetch(`${base}/models/stories260K.gguf`, { headers: { Range: "bytes=0-3" } });
   assert.equal(part.status, 206);
@@ -126,4 +137,39 @@ test("a bad model URL answers {error} naming the URL", { skip }, async () => {
   assert.match(result.error, /\/models\/no-such-model\.gguf: HTTP 404/);
   const notGGUF = await runPage({ model: "/page.css", prompt: "x", maxTokens: "4", run: "1" });
   assert.match(notGGUF.result.error, /\/page\.css: magic: expected "GGUF"/);
+});
+
+test("a model spread over several wasm memories (Web Workers take each new memory by message) gives the one-memory tokens, and Node's", { skip }, async () => {
+  const query = { model: `/models/${RANDOM}`, prompt: "Once upon a time", maxTokens: "12", temperature: "0", run: "1" };
+  const one = (await runPage(query)).result;
+  const spread = (await runPage({ ...query, memoryLimitMiB: "4" })).result;
+  assert.equal(one.error, undefined);
+  assert.equal(spread.error, undefined);
+  assert.equal(one.wasm.memories, 1);
+  assert.ok(spread.wasm.memories >= 3, `memories: ${spread.wasm.memories}`);
+  assert.deepEqual(spread.completionTokens, one.completionTokens);
+  // the same kernels build (relaxed, where Node's V8 validates it too) on the same bytes: the same greedy tokens as in Node
+  const model = await loadModel(join(modelsDir, RANDOM), { backend: "wasm", threads: 2 });
+  try {
+    const r = await model.generate(query.prompt, { maxTokens: 12, temperature: 0 });
+    assert.deepEqual(one.completionTokens, r.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("Stop aborts a generation: the result says finishReason abort", { skip }, async () => {
+  const page = await browser!.newPage();
+  try {
+    await page.goto(`${base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: "Once upon a time", maxTokens: "1900", temperature: "0.8", seed: "1" })}`);
+    await page.click("#run");
+    await page.waitForFunction(() => (document.querySelector("#messages li")?.textContent ?? "").length > 40, null, { timeout: 60_000 });
+    await page.click("#stop");
+    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
+    const result = JSON.parse((await page.textContent("#result"))!);
+    assert.equal(result.finishReason, "abort");
+    assert.ok(result.completionTokens.length > 0 && result.completionTokens.length < 1900, `${result.completionTokens.length} tokens`);
+  } finally {
+    await page.close();
+  }
 });

@@ -1,6 +1,8 @@
 // The browser example's page: loads a GGUF into tsllm's engine worker and generates or chats.
 // Query parameters (for links, scripts and tests): ?model=URL&prompt=TEXT&maxTokens=N&
-// temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&run=1. When a
+// temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&wholeFile=1&run=1
+// (wholeFile=1: fetch the model in one request instead of Range reads; memoryLimitMiB=M: at
+// most M MiB per wasm memory, which spreads a small model over several, as one over 4 GiB is). When a
 // generation ends, #result holds {"completionTokens", "completion", "backend", "timings"}
 // as JSON, or {"error": "..."} when loading or generating failed.
 import { TsllmWorker } from "/tsllm/tsllm.js";
@@ -43,10 +45,13 @@ async function ensureLoaded() {
   if (loaded && loaded.source === source && loaded.backend === backend) return loaded.info;
   loaded = undefined;
   status(`loading ${file ? file.name : source} on ${backend}…`);
-  const info = await engine.load(source, { backend });
+  const memoryLimitMiB = params.get("memoryLimitMiB");
+  const info = await engine.load(source, {
+    backend, wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
+  });
   loaded = { source, backend, info };
   const i = info.info;
-  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD)` : ""} · loaded in ${fmt(info.loadMs)} ms`);
+  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · loaded in ${fmt(info.loadMs)} ms`);
   return info;
 }
 
@@ -89,7 +94,9 @@ async function run() {
     out.textContent = result.completion;
     const t = result.timings;
     $("stats").textContent = `${result.finishReason} · ${t.promptTokens} prompt + ${t.completionTokens} tokens · TTFT ${fmt(t.ttftMs)} ms · TPOT ${fmt(t.tpotMs)} ms · ${t.decodeTokensPerSecond.toFixed(1)} tok/s`;
-    $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens });
+    $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens,
+      ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories } } : {}),
+    });
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
     $("error").textContent = message;

@@ -18,6 +18,8 @@ export interface BrowserBackendOptions {
   threads?: number;
   /** wasm: "auto" (default: Relaxed SIMD where the browser has it), "plain" or "relaxed" */
   simd?: "auto" | "plain" | "relaxed";
+  /** wasm: bytes one WebAssembly memory may hold (default 4 GiB; a small limit spreads a small model over several memories, as one over 4 GiB is) */
+  memoryLimitBytes?: number;
   /** wasm: the folder with kernels.wasm, kernels-relaxed.wasm and kernel-worker.js (default: beside the engine worker's script) */
   assetsUrl?: string | URL;
 }
@@ -48,7 +50,7 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
       }
       const base = new URL(options.assetsUrl ?? assetsBase(), assetsBase());
       await preloadKernels({ baseUrl: base, workerUrl: new URL("kernel-worker.js", base) });
-      return createWasmBackend({ threads: options.threads ?? defaultWasmThreads(), simd: options.simd });
+      return createWasmBackend({ threads: options.threads ?? defaultWasmThreads(), simd: options.simd, memoryLimitBytes: options.memoryLimitBytes });
     }
     default:
       throw new Error(`unknown backend ${JSON.stringify(name)} (expected ${BROWSER_BACKENDS.join(", ")})`);

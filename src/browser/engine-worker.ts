@@ -4,6 +4,7 @@
  * (protocol.ts). One model at a time; a new `load` replaces the old one.
  */
 import type { ChoiceStep, Model } from "../llm.js";
+import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
 import { loadBrowserModel } from "./engine.js";
@@ -40,7 +41,7 @@ async function handle(req: Request): Promise<unknown> {
       const m = model;
       const info: LoadedModel = {
         source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
-        ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed" } : {}),
+        ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
         contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
       };
       return info;

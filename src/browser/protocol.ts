@@ -34,6 +34,8 @@ export interface LoadedModel {
   threads: number;
   /** the wasm backend's kernels build: "relaxed" where the browser has Relaxed SIMD, else "plain" (SIMD128) */
   simd?: "relaxed" | "plain";
+  /** the wasm backend's WebAssembly memories holding the weights (1 unless they outgrow one) */
+  memories?: number;
   contextSize: number;
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
