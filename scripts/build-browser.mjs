@@ -6,9 +6,10 @@
 // Run by `npm run build:browser`; examples/browser/server.ts calls ensureBrowserBuild() on start.
 //
 // The platform seams: an import of a `host.js` inside src/ resolves to the `host.browser.ts`
-// beside it (src/platform/, src/kernels/wasm/). Modules of src/ are side-effect free, so the
-// barrels (formats/index.ts, ...) drop what the browser path does not use. What is left must
-// not import node: — the build fails, naming the modules, if anything reached does.
+// beside it (src/platform/, src/kernels/wasm/). Modules of src/ are marked side-effect free,
+// so the barrels (formats/index.ts, ...) drop what the browser path does not use (no module of
+// src/ may rely on being imported for its side effects alone: none is, `import "./x.js"`). What
+// is left must not import node: — the build fails, naming the modules, if anything reached does.
 import { existsSync, mkdirSync, readdirSync, copyFileSync, statSync, rmSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

@@ -173,3 +173,37 @@ test("Stop aborts a generation: the result says finishReason abort", { skip }, a
     await page.close();
   }
 });
+
+test("TsllmWorker from a page's own script: tokenize, stream and chat (a template given as an option) as the Node library does", { skip }, async () => {
+  const { CHAT_TEMPLATE } = await import("./helpers/serve.js");
+  const c = cases()[0]!;
+  const page = await browser!.newPage();
+  try {
+    await page.goto(`${base}/`);
+    const got = await page.evaluate(async ({ prompt, template }) => {
+      const { TsllmWorker } = await import("/tsllm/tsllm.js" as string);
+      const engine = new TsllmWorker();
+      await engine.load("/models/stories260K.gguf");
+      const ids: number[] = await engine.tokenize(prompt);
+      const streamed: number[] = [];
+      const it = engine.stream(prompt, { maxTokens: 10, temperature: 0 });
+      let r;
+      while (!(r = await it.next()).done) if (r.value.token !== undefined) streamed.push(r.value.token);
+      const chat = await engine.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: prompt }], { chatTemplate: template, temperature: 0, maxTokens: 20 });
+      engine.terminate();
+      return { ids, streamed, result: r.value.completionTokens, chat: chat.completion };
+    }, { prompt: c.prompt, template: CHAT_TEMPLATE });
+    assert.deepEqual(got.ids, c.promptTokens);
+    assert.deepEqual(got.streamed, c.completionTokens.slice(0, 10));
+    assert.deepEqual(got.result, got.streamed);
+    const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 2 });
+    try {
+      const want = await model.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: c.prompt }], { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 20 });
+      assert.equal(got.chat, want.completion);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    await page.close();
+  }
+});
