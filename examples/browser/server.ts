@@ -95,7 +95,7 @@ function sendFile(req: IncomingMessage, res: ServerResponse, file: string | unde
   if (range) res.writeHead(206, { "Content-Range": `bytes ${start}-${end}/${size}`, "Content-Length": end - start + 1 });
   else res.writeHead(200, { "Content-Length": size });
   if (req.method === "HEAD" || size === 0) return void res.end();
-  createReadStream(file, { start, end }).pipe(res);
+  createReadStream(file, { start, end, highWaterMark: 1 << 20 }).pipe(res);
 }
 
 const server = createServer((req, res) => {

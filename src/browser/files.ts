@@ -44,6 +44,9 @@ function totalOf(contentRange: string | null): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** bytes one Range request reads at least (see openUrl) */
+const READ_AHEAD = 32 << 20;
+
 export interface UrlFileOptions {
   /** fetch the whole file into memory even where the server answers Range requests */
   wholeFile?: boolean;
@@ -52,7 +55,8 @@ export interface UrlFileOptions {
 /**
  * Opens a URL for positioned reads. A first request for byte 0 tells whether the server
  * answers Range requests (206 with Content-Range: the size) or not (200: the whole body is
- * read then and kept); errors name the URL.
+ * read then and kept). Reads are synchronous Range requests of at least READ_AHEAD bytes (one
+ * block kept), so that a run of small tensors costs one request; errors name the URL.
  */
 export async function openUrl(url: string, options: UrlFileOptions = {}): Promise<RandomAccessFile> {
   let response: Response;
@@ -69,22 +73,40 @@ export async function openUrl(url: string, options: UrlFileOptions = {}): Promis
   }
   await response.body?.cancel();
   const XMLHttpRequest = need("XMLHttpRequest", `reading ${url}`);
+  /** bytes [start, end) of the file, by one synchronous Range request */
+  const fetchRange = (start: number, end: number): Uint8Array => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("GET", url, false);
+    xhr.responseType = "arraybuffer";
+    xhr.setRequestHeader("Range", `bytes=${start}-${end - 1}`);
+    xhr.send();
+    if (xhr.status !== 206 || !xhr.response) throw new Error(`${url}: bytes ${start}-${end - 1}: HTTP ${xhr.status} ${xhr.statusText} (expected 206 Partial Content)`);
+    const bytes = new Uint8Array(xhr.response);
+    if (bytes.length !== end - start) throw new Error(`${url}: bytes ${start}-${end - 1}: got ${bytes.length} bytes`);
+    return bytes;
+  };
+  // reads shorter than READ_AHEAD come from one block of that size, fetched once: a GGUF's
+  // small tensors (norms, biases) then cost no request each
+  let block: Uint8Array = new Uint8Array(0);
+  let blockStart = 0;
   return {
     size,
     read(into, offset, length, position) {
       const end = Math.min(position + length, size);
       if (end <= position) return 0;
-      const xhr = new XMLHttpRequest();
-      xhr.open("GET", url, false);
-      xhr.responseType = "arraybuffer";
-      xhr.setRequestHeader("Range", `bytes=${position}-${end - 1}`);
-      xhr.send();
-      if (xhr.status !== 206 || !xhr.response) throw new Error(`${url}: bytes ${position}-${end - 1}: HTTP ${xhr.status} ${xhr.statusText} (expected 206 Partial Content)`);
-      const bytes = new Uint8Array(xhr.response);
-      if (bytes.length !== end - position) throw new Error(`${url}: bytes ${position}-${end - 1}: got ${bytes.length} bytes`);
-      into.set(bytes, offset);
-      return bytes.length;
+      if (position < blockStart || end > blockStart + block.length) {
+        if (end - position >= READ_AHEAD) {
+          into.set(fetchRange(position, end), offset);
+          return end - position;
+        }
+        blockStart = position;
+        block = fetchRange(position, Math.min(size, position + READ_AHEAD));
+      }
+      into.set(block.subarray(position - blockStart, end - blockStart), offset);
+      return end - position;
     },
-    close: () => undefined,
+    close: () => {
+      block = new Uint8Array(0);
+    },
   };
 }
