@@ -1,4 +1,4 @@
-import { totalmem } from "node:os";
+import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
@@ -383,7 +383,7 @@ export class Engine {
       if (blocks < 1) throw new RangeError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`);
       return blocks;
     }
-    const cap = Math.min(totalmem() / 8, 2 * GiB);
+    const cap = Math.min(totalMemoryBytes() / 8, 2 * GiB);
     return Math.max(oneContext, Math.min(this.maxSequences * oneContext, Math.floor(cap / perBlock)));
   }
 }

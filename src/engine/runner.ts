@@ -1,4 +1,5 @@
 import { runPass, type LanguageModel } from "../models/index.js";
+import { yieldToEventLoop } from "../platform/host.js";
 import type { StepPlan } from "./scheduler.js";
 
 /**
@@ -18,7 +19,7 @@ export class TimeSlicer {
 
   /** a turn for the event loop now (between steps) */
   async turn(): Promise<void> {
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await yieldToEventLoop();
     this.since = performance.now();
   }
 }

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { fileFromDescriptor, openFile, type RandomAccessFile } from "../platform/host.js";
 import { isKnownType, rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
 import { FileFieldError } from "./errors.js";
 import {
@@ -26,54 +26,62 @@ export class GGUFError extends FileFieldError {
 }
 
 /**
- * Sequential little-endian reader over a file descriptor with a sliding buffer. Every read is
- * checked against the file size first, so a length field can never make us allocate or wait
- * for more bytes than the file has.
+ * Sequential little-endian reader over a positioned-read file with a sliding buffer. Every
+ * read is checked against the file size first, so a length field can never make us allocate
+ * or wait for more bytes than the file has.
  */
 class FileCursor {
-  private buf = Buffer.alloc(0);
+  private buf = new Uint8Array(0);
+  private view = new DataView(this.buf.buffer);
   private bufStart = 0;
   pos = 0;
   constructor(
-    private readonly fd: number,
+    private readonly file: RandomAccessFile,
     readonly size: number,
     private readonly path: string,
   ) {}
 
-  private ensure(n: number, field: string): void {
+  private ensure(n: number, field: string): number {
     if (this.pos + n > this.size) {
       throw new GGUFError(this.path, field, `needs ${n} bytes at offset ${this.pos} but the file ends at ${this.size} (truncated or corrupt file)`);
     }
     const end = this.pos + n;
-    if (this.pos >= this.bufStart && end <= this.bufStart + this.buf.length) return;
-    const want = Math.min(Math.max(n, CHUNK), this.size - this.pos);
-    this.buf = Buffer.allocUnsafe(want);
-    let got = 0;
-    while (got < want) {
-      const r = readSync(this.fd, this.buf, got, want - got, this.pos + got);
-      if (r === 0) throw new GGUFError(this.path, field, `unexpected end of file at offset ${this.pos + got}`);
-      got += r;
+    if (!(this.pos >= this.bufStart && end <= this.bufStart + this.buf.length)) {
+      const want = Math.min(Math.max(n, CHUNK), this.size - this.pos);
+      this.buf = new Uint8Array(want);
+      this.view = new DataView(this.buf.buffer);
+      let got = 0;
+      while (got < want) {
+        const r = this.file.read(this.buf, got, want - got, this.pos + got);
+        if (r === 0) throw new GGUFError(this.path, field, `unexpected end of file at offset ${this.pos + got}`);
+        got += r;
+      }
+      this.bufStart = this.pos;
     }
-    this.bufStart = this.pos;
+    const at = this.pos - this.bufStart;
+    this.pos += n;
+    return at;
   }
 
-  bytes(n: number, field: string): Buffer {
-    this.ensure(n, field);
-    const off = this.pos - this.bufStart;
-    this.pos += n;
-    return this.buf.subarray(off, off + n);
+  // ensure() first: it may replace this.view
+  bytes(n: number, field: string): Uint8Array {
+    const at = this.ensure(n, field);
+    return this.buf.subarray(at, at + n);
   }
-  u8(f: string) { this.ensure(1, f); const v = this.buf.readUInt8(this.pos - this.bufStart); this.pos += 1; return v; }
-  i8(f: string) { this.ensure(1, f); const v = this.buf.readInt8(this.pos - this.bufStart); this.pos += 1; return v; }
-  u16(f: string) { this.ensure(2, f); const v = this.buf.readUInt16LE(this.pos - this.bufStart); this.pos += 2; return v; }
-  i16(f: string) { this.ensure(2, f); const v = this.buf.readInt16LE(this.pos - this.bufStart); this.pos += 2; return v; }
-  u32(f: string) { this.ensure(4, f); const v = this.buf.readUInt32LE(this.pos - this.bufStart); this.pos += 4; return v; }
-  i32(f: string) { this.ensure(4, f); const v = this.buf.readInt32LE(this.pos - this.bufStart); this.pos += 4; return v; }
-  f32(f: string) { this.ensure(4, f); const v = this.buf.readFloatLE(this.pos - this.bufStart); this.pos += 4; return v; }
-  f64(f: string) { this.ensure(8, f); const v = this.buf.readDoubleLE(this.pos - this.bufStart); this.pos += 8; return v; }
-  u64(f: string) { this.ensure(8, f); const v = this.buf.readBigUInt64LE(this.pos - this.bufStart); this.pos += 8; return v; }
-  i64(f: string) { this.ensure(8, f); const v = this.buf.readBigInt64LE(this.pos - this.bufStart); this.pos += 8; return v; }
+  u8(f: string) { const at = this.ensure(1, f); return this.view.getUint8(at); }
+  i8(f: string) { const at = this.ensure(1, f); return this.view.getInt8(at); }
+  u16(f: string) { const at = this.ensure(2, f); return this.view.getUint16(at, true); }
+  i16(f: string) { const at = this.ensure(2, f); return this.view.getInt16(at, true); }
+  u32(f: string) { const at = this.ensure(4, f); return this.view.getUint32(at, true); }
+  i32(f: string) { const at = this.ensure(4, f); return this.view.getInt32(at, true); }
+  f32(f: string) { const at = this.ensure(4, f); return this.view.getFloat32(at, true); }
+  f64(f: string) { const at = this.ensure(8, f); return this.view.getFloat64(at, true); }
+  u64(f: string) { const at = this.ensure(8, f); return this.view.getBigUint64(at, true); }
+  i64(f: string) { const at = this.ensure(8, f); return this.view.getBigInt64(at, true); }
 }
+
+/** UTF-8 as Buffer.toString decodes it: invalid bytes become U+FFFD, a leading BOM is kept */
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 function toSafeNumber(v: bigint): number | bigint {
   return v <= BigInt(Number.MAX_SAFE_INTEGER) && v >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(v) : v;
@@ -93,21 +101,25 @@ const SCALAR_SIZE: Partial<Record<GGUFValueType, number>> = {
  * inside the file.
  */
 export function readGGUFHeader(path: string): GGUFHeader {
-  const fd = openSync(path, "r");
+  const file = openFile(path);
   try {
-    return parseHeader(fd, path);
+    return parseGGUFHeader(file, path);
   } finally {
-    closeSync(fd);
+    file.close();
   }
 }
 
-function parseHeader(fd: number, path: string): GGUFHeader {
-  const fileSize = fstatSync(fd).size;
-  const c = new FileCursor(fd, fileSize, path);
+/**
+ * readGGUFHeader over any positioned-read file (a Blob or an HTTP resource in a browser);
+ * `path` names it in errors and becomes the header's path. The file stays open.
+ */
+export function parseGGUFHeader(file: RandomAccessFile, path: string): GGUFHeader {
+  const fileSize = file.size;
+  const c = new FileCursor(file, fileSize, path);
   const magic = c.u32("magic");
   if (magic !== GGUF_MAGIC) {
-    const got = Buffer.alloc(4); got.writeUInt32LE(magic);
-    throw new GGUFError(path, "magic", `expected "GGUF", found ${JSON.stringify(got.toString("latin1"))} (not a GGUF file)`);
+    const got = String.fromCharCode(magic & 0xff, (magic >>> 8) & 0xff, (magic >>> 16) & 0xff, magic >>> 24);
+    throw new GGUFError(path, "magic", `expected "GGUF", found ${JSON.stringify(got)} (not a GGUF file)`);
   }
   const version = c.u32("version");
   if (version !== 2 && version !== 3) {
@@ -123,7 +135,7 @@ function parseHeader(fd: number, path: string): GGUFHeader {
     const len = c.u64(`${field} (string length)`);
     if (len > BigInt(MAX_STRING_BYTES)) throw new GGUFError(path, field, `string length ${len} exceeds the limit of ${MAX_STRING_BYTES} bytes`);
     if (len > BigInt(fileSize - c.pos)) throw new GGUFError(path, field, `string length ${len} is larger than the rest of the file (${fileSize - c.pos} bytes)`);
-    return c.bytes(Number(len), field).toString("utf8");
+    return utf8.decode(c.bytes(Number(len), field));
   };
 
   const readScalar = (t: GGUFValueType, field: string): number | bigint | boolean | string => {
@@ -274,9 +286,10 @@ function parseHeader(fd: number, path: string): GGUFHeader {
 /** Reads one tensor's bytes from the file straight into `into` (e.g. a view of the weight arena). */
 export function readTensorInto(fd: number, info: GGUFTensorInfo, into: Uint8Array): void {
   if (into.length !== info.byteLength) throw new Error(`tensor "${info.name}": destination holds ${into.length} bytes, expected ${info.byteLength}`);
+  const file = fileFromDescriptor(fd);
   let got = 0;
   while (got < info.byteLength) {
-    const n = readSync(fd, into, got, Math.min(info.byteLength - got, 1 << 30), info.fileOffset + got);
+    const n = file.read(into, got, Math.min(info.byteLength - got, 1 << 30), info.fileOffset + got);
     if (n === 0) throw new Error(`tensor "${info.name}": unexpected end of file`);
     got += n;
   }

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from "node:fs";
+import { openFile, type RandomAccessFile } from "../platform/host.js";
 import type { GGMLType } from "../tensor/index.js";
 import { GGUFError } from "./gguf-reader.js";
 import type { GGUFHeader, GGUFTensorInfo } from "./gguf-types.js";
@@ -28,34 +28,38 @@ export interface TensorSource {
   close(): void;
 }
 
-/** The tensors of a GGUF file, read with positioned reads from one descriptor. */
+/**
+ * The tensors of a GGUF file, read with positioned reads from one open file: the header's
+ * path opened, or `file` (a Blob or URL in a browser, src/browser/files.ts), which the
+ * source then owns and closes.
+ */
 export class GGUFTensorSource implements TensorSource {
   readonly path: string;
   readonly tensors: ReadonlyMap<string, GGUFTensorInfo>;
-  private fd: number | undefined;
+  private file: RandomAccessFile | undefined;
 
-  constructor(header: GGUFHeader) {
+  constructor(header: GGUFHeader, file?: RandomAccessFile) {
     this.path = header.path;
     this.tensors = new Map(header.tensors.map((t) => [t.name, t]));
-    this.fd = openSync(header.path, "r");
+    this.file = file ?? openFile(header.path);
   }
 
   read(name: string, into: Uint8Array, byteOffset: number): void {
     const info = this.tensors.get(name);
     if (!info) throw new GGUFError(this.path, `tensor "${name}"`, "not in this file");
-    if (this.fd === undefined) throw new Error(`${this.path}: read of tensor "${name}" after close`);
+    if (this.file === undefined) throw new Error(`${this.path}: read of tensor "${name}" after close`);
     if (byteOffset + into.length > info.byteLength) throw new Error(`tensor "${name}": read of ${into.length} bytes at ${byteOffset} is outside its ${info.byteLength} bytes`);
     let got = 0;
     while (got < into.length) {
-      const n = readSync(this.fd, into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
+      const n = this.file.read(into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
       if (n === 0) throw new Error(`tensor "${name}": unexpected end of file`);
       got += n;
     }
   }
 
   close(): void {
-    if (this.fd === undefined) return;
-    try { closeSync(this.fd); } catch { /* already closed */ }
-    this.fd = undefined;
+    if (this.file === undefined) return;
+    try { this.file.close(); } catch { /* already closed */ }
+    this.file = undefined;
   }
 }

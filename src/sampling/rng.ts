@@ -1,5 +1,3 @@
-import { randomFillSync } from "node:crypto";
-
 /** Anything that yields uniform doubles in [0, 1): the draw step needs nothing more. */
 export interface UniformSource {
   nextDouble(): number;
@@ -66,7 +64,7 @@ export class Mt19937 implements UniformSource {
   }
 }
 
-/** a fresh 32-bit seed from the OS entropy source, for callers that gave none */
+/** a fresh 32-bit seed from the OS entropy source (Web Crypto: Node and browsers), for callers that gave none */
 export function randomSeed(): number {
-  return randomFillSync(new Uint32Array(1))[0]!;
+  return globalThis.crypto.getRandomValues(new Uint32Array(1))[0]!;
 }

@@ -1,4 +1,4 @@
-import { availableParallelism } from "node:os";
+import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
@@ -60,7 +60,7 @@ export interface WasmBackend extends Backend {
 export const MIN_MEMORY_LIMIT = 4 << 20;
 
 function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
-  const choice = option ?? process.env["TSLLM_WASM_SIMD"] ?? "auto";
+  const choice = option ?? envVar("TSLLM_WASM_SIMD") ?? "auto";
   if (choice === "plain" || choice === "relaxed") return choice;
   if (choice !== "auto") throw new Error(`createWasmBackend: simd (or TSLLM_WASM_SIMD) must be "auto", "plain" or "relaxed", got ${JSON.stringify(choice)}`);
   return relaxedSimdSupported() ? "relaxed" : "plain";
@@ -146,7 +146,7 @@ function memoryLimit(option: number | undefined): number {
 }
 
 export async function createWasmBackend(options: WasmBackendOptions = {}): Promise<WasmBackend> {
-  const threads = options.threads ?? availableParallelism();
+  const threads = options.threads ?? cpuCount();
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
   const limit = memoryLimit(options.memoryLimitBytes);
 

@@ -1,6 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { setFlagsFromString } from "node:v8";
+import { compileKernels, hostRunsRelaxedSimd } from "./host.js";
 
 /** The functions assembly/index.ts exports (pointers are byte offsets into the shared memory). */
 export interface KernelExports {
@@ -34,45 +32,15 @@ export interface KernelExports {
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
 export type KernelsVariant = "plain" | "relaxed";
 
-/**
- * Where the compiled kernels live: next to this file once built (dist/kernels/wasm/), or in
- * dist/ when this file runs from src/ through tsx. `npm run build` (scripts/build-wasm.mjs)
- * produces both files.
- */
-const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
-const candidates = (file: string): string[] => [new URL(`./${file}`, import.meta.url), new URL(`../../../dist/kernels/wasm/${file}`, import.meta.url)].map((u) => fileURLToPath(u));
-
-function readKernels(variant: KernelsVariant): { path: string; bytes: Uint8Array } {
-  const paths = candidates(FILES[variant]);
-  const found = paths.find((p) => existsSync(p));
-  if (!found) throw new Error(`wasm backend: ${FILES[variant]} not found (looked at ${paths.join(", ")}); run "npm run build"`);
-  return { path: found, bytes: readFileSync(found) };
-}
-
 let relaxedSupported: boolean | undefined;
 
 /**
- * Whether this runtime runs the relaxed build. Node 20's V8 (11.3) has Relaxed SIMD behind
- * --experimental-wasm-relaxed-simd: if the build does not validate as is, the flag is switched
- * on (process-wide, so worker threads see it too; it only adds instructions to what
- * WebAssembly accepts) and the build validated again.
+ * Whether this runtime runs the relaxed build (asked of the host once: Node may switch on a
+ * V8 flag for it, see host.ts; a browser compiled it or not, see host.browser.ts).
  */
 export function relaxedSimdSupported(): boolean {
-  if (relaxedSupported !== undefined) return relaxedSupported;
-  let bytes: Uint8Array;
-  try {
-    bytes = readKernels("relaxed").bytes;
-  } catch {
-    return (relaxedSupported = false);
-  }
-  if (!WebAssembly.validate(bytes)) {
-    try {
-      setFlagsFromString("--experimental-wasm-relaxed-simd");
-    } catch {
-      // not V8, or flags locked: stay on the SIMD128 build
-    }
-  }
-  return (relaxedSupported = WebAssembly.validate(bytes));
+  if (relaxedSupported === undefined) relaxedSupported = hostRunsRelaxedSimd();
+  return relaxedSupported;
 }
 
 const compiled = new Map<KernelsVariant, WebAssembly.Module>();
@@ -82,13 +50,7 @@ export function kernelsModule(variant: KernelsVariant = "plain"): WebAssembly.Mo
   const cached = compiled.get(variant);
   if (cached) return cached;
   if (variant === "relaxed" && !relaxedSimdSupported()) throw new Error("wasm backend: this runtime does not support WebAssembly Relaxed SIMD (the relaxed kernels build)");
-  const { path, bytes } = readKernels(variant);
-  let module: WebAssembly.Module;
-  try {
-    module = new WebAssembly.Module(bytes);
-  } catch (e) {
-    throw new Error(`wasm backend: ${path} does not compile on this runtime (needs WebAssembly SIMD128 and threads): ${(e as Error).message}`);
-  }
+  const module = compileKernels(variant);
   compiled.set(variant, module);
   return module;
 }

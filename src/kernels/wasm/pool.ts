@@ -1,7 +1,7 @@
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
 import { ClaimState, COMPLETED, FAILED, GEN, KIND, MAIN_WAITING, NEXT, RECORD_BYTES, RECORDS, ROWS, SLEEPERS, SPACE, SPIN_MS, STEALABLE, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
-import type { SpaceAnnouncement, WorkerInit } from "./worker.js";
+import { spawnKernelWorker, type KernelThread } from "./host.js";
+import type { SpaceAnnouncement } from "./worker-loop.js";
 
 /** a memory as the pool sees it: the calling thread's kernels instance over it, its control block and f16 table */
 export interface PoolSpace {
@@ -27,7 +27,7 @@ export interface ThreadPool {
   readonly stolenClaims: number;
   /**
    * Makes a further memory (index = the next free one) known to the workers: each is sent it
-   * on its port, and an empty job in it makes every worker take it and instantiate the kernels
+   * (KernelThread.announce), and an empty job in it makes every worker take it and instantiate the kernels
    * over it now, not while a real job waits for it.
    */
   addSpace(space: PoolSpace): void;
@@ -35,27 +35,10 @@ export interface ThreadPool {
   close(): void;
 }
 
-/**
- * Under tsx (this file is .ts) the worker is TypeScript: Node 20 does not pass --import hooks
- * on to workers, so a small bootstrap registers tsx in the worker before importing it.
- */
-function spawnWorker(init: WorkerInit): Worker {
-  const options = { workerData: init, transferList: [init.port] };
-  if (import.meta.url.endsWith(".ts")) {
-    const url = new URL("./worker.ts", import.meta.url).href;
-    const boot = `import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`;
-    return new Worker(boot, { ...options, eval: true });
-  }
-  return new Worker(new URL("./worker.js", import.meta.url), options);
-}
-
 /** first message of a worker: ready, or the error that stopped it from starting */
-function started(worker: Worker, port: MessagePort, index: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const fail = (why: string): void => reject(new Error(`wasm backend: worker ${index} failed to start: ${why}`));
-    port.once("message", (m: { ready?: boolean; error?: string }) => (m.ready ? resolve() : fail(String(m.error))));
-    worker.once("error", (e) => fail(e.message));
-    worker.once("exit", (code) => fail(`exited with code ${code}`));
+function started(thread: KernelThread, index: number): Promise<void> {
+  return thread.started.catch((e: Error) => {
+    throw new Error(`wasm backend: worker ${index} failed to start: ${e.message}`);
   });
 }
 
@@ -92,43 +75,29 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   let gen = Atomics.load(control, GEN);
   let stolenClaims = 0;
   const recordViews = new Map<PoolSpace, Int32Array>();
-  const workers: Worker[] = [];
-  const ports: MessagePort[] = [];
+  const workers: KernelThread[] = [];
   const close = (): void => {
     Atomics.store(control, STOP, 1);
     Atomics.add(control, GEN, 1);
     Atomics.notify(control, GEN);
-    for (const p of ports) p.close();
+    for (const w of workers) w.close();
     // the workers leave their loop and exit; unref'd, they never hold the process open
   };
   try {
     const starting: Promise<void>[] = [];
     for (let i = 1; i < threads; i++) {
-      const { port1, port2 } = new MessageChannel();
       left[i * 16] = gen;
-      const worker = spawnWorker({ module, memory, ctrl, f16Table, thread: i, left: left.buffer as SharedArrayBuffer, port: port2 });
+      const worker = spawnKernelWorker({ module, memory, ctrl, f16Table, thread: i, left: left.buffer as SharedArrayBuffer });
       workers.push(worker);
-      ports.push(port1);
-      starting.push(started(worker, port1, i));
+      starting.push(started(worker, i));
     }
     await Promise.all(starting);
   } catch (e) {
     close();
-    for (const w of workers) void w.terminate();
+    for (const w of workers) w.terminate();
     throw e;
   }
-  for (const w of workers) {
-    w.removeAllListeners("error");
-    w.removeAllListeners("exit");
-    // errors after start arrive through FAILED and the port; keep one listener so an
-    // unexpected worker crash is not an unhandled 'error' event
-    w.on("error", () => {});
-    w.unref();
-  }
-  for (const p of ports) {
-    p.removeAllListeners("message");
-    p.unref();
-  }
+  for (const w of workers) w.detach();
 
   /** after a failure: waits until every worker has left job `tag` (they may still be writing its memory) */
   function waitAllLeft(tag: number): void {
@@ -192,11 +161,8 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
 
   function workerErrors(): string[] {
     const errors: string[] = [];
-    ports.forEach((p, i) => {
-      for (let m = receiveMessageOnPort(p); m; m = receiveMessageOnPort(p)) {
-        const msg = m.message as { error?: string };
-        if (msg.error) errors.push(`worker ${i + 1}: ${msg.error}`);
-      }
+    workers.forEach((w, i) => {
+      for (const error of w.takeErrors()) errors.push(`worker ${i + 1}: ${error}`);
     });
     return errors;
   }
@@ -244,9 +210,9 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     addSpace(space: PoolSpace): void {
       const index = spaces.length;
       const announcement: SpaceAnnouncement = { space: index, memory: space.memory, ctrl: space.ctrl, f16Table: space.f16Table };
-      // postMessage queues the message on the worker's port before it returns, and the GEN bump
+      // announce() queues the message on the worker's channel before it returns, and the GEN bump
       // of the job below comes after: a worker that sees the job finds the message there
-      for (const p of ports) p.postMessage(announcement);
+      for (const w of workers) w.announce(announcement);
       spaces.push(space);
       nextWords.push(nextWord(space));
       space.control[KIND] = 0;

@@ -1,0 +1,133 @@
+// The browser example's page: loads a GGUF into tsllm's engine worker and generates or chats.
+// Query parameters (for links, scripts and tests): ?model=URL&prompt=TEXT&maxTokens=N&
+// temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&wholeFile=1&run=1
+// (wholeFile=1: fetch the model in one request instead of Range reads; memoryLimitMiB=M: at
+// most M MiB per wasm memory, which spreads a small model over several, as one over 4 GiB is). When a
+// generation ends, #result holds {"completionTokens", "completion", "backend", "timings"}
+// as JSON, or {"error": "..."} when loading or generating failed.
+import { TsllmWorker } from "/tsllm/tsllm.js";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+for (const [param, id] of [["model", "model"], ["prompt", "prompt"], ["maxTokens", "max-tokens"], ["temperature", "temperature"], ["backend", "backend"], ["seed", "seed"], ["mode", "mode"]]) {
+  const v = params.get(param);
+  if (v !== null) $(id).value = v;
+}
+
+const engine = new TsllmWorker("/tsllm/engine-worker.js");
+/** what is loaded: the source (URL string or File) and backend, and the worker's answer */
+let loaded;
+/** the chat so far (mode "chat") */
+let conversation = [];
+let controller;
+
+const status = (text) => ($("status").textContent = text);
+const fmt = (ms) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(1));
+
+status(crossOriginIsolated ? "ready" : "not cross-origin isolated: the wasm backend needs COOP/COEP headers (use the example server)");
+
+fetch("/models/").then((r) => (r.ok ? r.json() : [])).then((names) => {
+  for (const n of names) $("models").append(new Option(`/models/${n}`));
+}, () => undefined);
+
+function add(role, text) {
+  const li = document.createElement("li");
+  li.className = role;
+  li.textContent = text;
+  $("messages").append(li);
+  return li;
+}
+
+async function ensureLoaded() {
+  const file = $("file").files[0];
+  const source = file ?? $("model").value.trim();
+  const backend = $("backend").value;
+  if (loaded && loaded.source === source && loaded.backend === backend) return loaded.info;
+  loaded = undefined;
+  status(`loading ${file ? file.name : source} on ${backend}…`);
+  const memoryLimitMiB = params.get("memoryLimitMiB");
+  const info = await engine.load(source, {
+    backend, wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
+  });
+  loaded = { source, backend, info };
+  const i = info.info;
+  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · loaded in ${fmt(info.loadMs)} ms`);
+  return info;
+}
+
+function numberOf(id) {
+  const v = $(id).value.trim();
+  return v === "" ? undefined : Number(v);
+}
+
+async function run() {
+  $("error").textContent = "";
+  $("result").textContent = "";
+  $("stats").textContent = "";
+  $("run").disabled = true;
+  $("stop").disabled = false;
+  controller = new AbortController();
+  const prompt = $("prompt").value;
+  const mode = $("mode").value;
+  try {
+    const info = await ensureLoaded();
+    const options = { maxTokens: numberOf("max-tokens"), temperature: numberOf("temperature"), seed: numberOf("seed"), signal: controller.signal };
+    let out;
+    const onStep = (s) => (out.textContent += s.text);
+    let result;
+    if (mode === "chat") {
+      if (!info.hasChatTemplate) throw new Error(`${info.source} has no chat template: use mode "complete the prompt"`);
+      conversation.push({ role: "user", content: prompt });
+      add("user", prompt);
+      out = add("assistant", "");
+      result = await engine.chat(conversation, { ...options, onStep });
+      conversation.push({ role: "assistant", content: result.completion });
+    } else {
+      const li = add("assistant", "");
+      const p = document.createElement("span");
+      p.className = "prompt";
+      p.textContent = prompt;
+      out = document.createElement("span");
+      li.append(p, out);
+      result = await engine.generate(prompt, { ...options, onStep });
+    }
+    out.textContent = result.completion;
+    const t = result.timings;
+    $("stats").textContent = `${result.finishReason} · ${t.promptTokens} prompt + ${t.completionTokens} tokens · TTFT ${fmt(t.ttftMs)} ms · TPOT ${fmt(t.tpotMs)} ms · ${t.decodeTokensPerSecond.toFixed(1)} tok/s`;
+    $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens,
+      ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories } } : {}),
+    });
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    $("error").textContent = message;
+    if (!loaded) status("no model loaded");
+    $("result").textContent = JSON.stringify({ error: message });
+  } finally {
+    $("run").disabled = false;
+    $("stop").disabled = true;
+  }
+}
+
+$("composer").addEventListener("submit", (e) => {
+  e.preventDefault();
+  void run();
+});
+$("prompt").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey) {
+    e.preventDefault();
+    if (!$("run").disabled) void run();
+  }
+});
+$("stop").addEventListener("click", () => controller?.abort());
+$("clear").addEventListener("click", () => {
+  conversation = [];
+  $("messages").replaceChildren();
+  $("stats").textContent = "";
+});
+$("mode").addEventListener("change", () => ($("run").textContent = $("mode").value === "chat" ? "Send" : "Generate"));
+$("file").addEventListener("change", () => {
+  const f = $("file").files[0];
+  if (f) $("model").value = "";
+});
+
+if (params.get("run") === "1") void run();

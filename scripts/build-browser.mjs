@@ -1,0 +1,115 @@
+// Bundles the browser build (src/browser/) with esbuild into dist-browser/:
+//   tsllm.js          the page's module (TsllmWorker: talks to the engine worker)
+//   engine-worker.js  the dedicated Worker that loads and runs the model
+//   kernel-worker.js  one Web Worker per extra wasm kernel thread
+//   kernels.wasm, kernels-relaxed.wasm  the compiled kernels (from dist/kernels/wasm/)
+// Run by `npm run build:browser`; examples/browser/server.ts calls ensureBrowserBuild() on start.
+//
+// The platform seams: an import of a `host.js` inside src/ resolves to the `host.browser.ts`
+// beside it (src/platform/, src/kernels/wasm/). Modules of src/ are marked side-effect free,
+// so the barrels (formats/index.ts, ...) drop what the browser path does not use (no module of
+// src/ may rely on being imported for its side effects alone: none is, `import "./x.js"`). What
+// is left must not import node: — the build fails, naming the modules, if anything reached does.
+import { existsSync, mkdirSync, readdirSync, copyFileSync, statSync, rmSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { ensureWasm, relaxedWasmPath, wasmPath } from "./build-wasm.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const src = path.join(root, "src");
+export const browserDir = path.join(root, "dist-browser");
+const ENTRIES = { tsllm: "src/browser/index.ts", "engine-worker": "src/browser/engine-worker.ts", "kernel-worker": "src/browser/kernel-worker.ts" };
+/** every file the build writes (the stamp is written last) */
+export const browserOutputs = [...Object.keys(ENTRIES).map((n) => `${n}.js`), "kernels.wasm", "kernels-relaxed.wasm"];
+const STAMP = path.join(browserDir, "engine-worker.js");
+
+const seams = {
+  name: "tsllm-browser-seams",
+  setup(build) {
+    build.onResolve({ filter: /^\.\.?\// }, async (args) => {
+      if (args.pluginData?.tsllmInner) return undefined;
+      const inSrc = args.importer.startsWith(src + path.sep);
+      if (inSrc && /(^|\/)host\.js$/.test(args.path)) {
+        const swapped = path.resolve(args.resolveDir, args.path.replace(/host\.js$/, "host.browser.ts"));
+        if (existsSync(swapped)) return { path: swapped, sideEffects: false };
+      }
+      const r = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { tsllmInner: true } });
+      if (r.errors.length > 0) return { errors: r.errors };
+      return { ...r, sideEffects: r.path.startsWith(src + path.sep) ? false : r.sideEffects };
+    });
+  },
+};
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** whether dist-browser/ is missing a file or older than src/, the kernels or this script */
+export function browserBuildIsStale() {
+  if (browserOutputs.some((f) => !existsSync(path.join(browserDir, f)))) return true;
+  const built = statSync(STAMP).mtimeMs;
+  const inputs = Math.max(newestMtime(src), statSync(fileURLToPath(import.meta.url)).mtimeMs, ...[wasmPath, relaxedWasmPath].map((p) => statSync(p).mtimeMs), statSync(path.join(root, "package-lock.json")).mtimeMs);
+  return inputs > built;
+}
+
+/**
+ * Builds dist-browser/ (or `outdir`, from `entries`: name -> file, for tests); returns the
+ * files' sizes in bytes.
+ */
+export async function buildBrowser({ minify = false, outdir = browserDir, entries = ENTRIES } = {}) {
+  await ensureWasm();
+  const esbuild = await import("esbuild");
+  rmSync(outdir, { recursive: true, force: true });
+  mkdirSync(outdir, { recursive: true });
+  const result = await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: entries,
+    outdir,
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    sourcemap: true,
+    minify,
+    metafile: true,
+    // resolved so that the check below can name them; none may be left in the output
+    external: ["node:*"],
+    plugins: [seams],
+    logLevel: "warning",
+  });
+  const offenders = [];
+  for (const [out, o] of Object.entries(result.metafile.outputs)) {
+    if (!out.endsWith(".js")) continue;
+    for (const imp of o.imports) {
+      if (!imp.external) continue;
+      const by = Object.entries(result.metafile.inputs).filter(([file, i]) => (o.inputs[file]?.bytesInOutput ?? 0) > 0 && i.imports.some((x) => x.path === imp.path)).map(([file]) => file);
+      offenders.push(`${path.basename(out)} imports ${imp.path} (from ${by.join(", ") || "?"})`);
+    }
+  }
+  if (offenders.length > 0) {
+    rmSync(outdir, { recursive: true, force: true });
+    throw new Error(`build:browser: node-only imports reached from the browser entries; put them behind a host.ts seam:\n  ${offenders.join("\n  ")}`);
+  }
+  copyFileSync(wasmPath, path.join(outdir, "kernels.wasm"));
+  copyFileSync(relaxedWasmPath, path.join(outdir, "kernels-relaxed.wasm"));
+  const sizes = {};
+  for (const f of readdirSync(outdir).filter((f) => !f.endsWith(".map"))) sizes[f] = statSync(path.join(outdir, f)).size;
+  return sizes;
+}
+
+/** builds dist-browser/ when it is missing or stale; returns whether it built */
+export async function ensureBrowserBuild() {
+  if (!browserBuildIsStale()) return false;
+  await buildBrowser();
+  return true;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const sizes = await buildBrowser({ minify: process.argv.includes("--minify") });
+  for (const [f, n] of Object.entries(sizes)) console.log(`dist-browser/${f}  ${(n / 1024).toFixed(1)} KiB`);
+}

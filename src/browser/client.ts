@@ -1,0 +1,125 @@
+/**
+ * The page's side: a handle on an engine worker (engine-worker.ts). Each call is a message;
+ * generate/chat stream their steps to a callback or an async iterator, and an AbortSignal
+ * stops them. Runs on a page's main thread (nothing here blocks).
+ */
+import type { ChatMessage } from "../chat/index.js";
+import type { GenerationResult, GenerationStep } from "../generation/index.js";
+import type { BrowserLoadOptions } from "./engine.js";
+import type { LoadedModel, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
+import { baseHref, need, type WebWorker } from "./web.js";
+
+type Step = GenerationStep & { choice?: number };
+type Pending = { resolve(v: unknown): void; reject(e: Error): void; onStep?: (s: Step) => void };
+/** a request as the page sends it: the id is added here */
+type Outgoing = Request extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
+
+export interface StreamOptions {
+  /** ends the generation early (finishReason "abort") */
+  signal?: AbortSignal;
+  /** called with each step as it arrives */
+  onStep?: (step: Step) => void;
+}
+
+export class TsllmWorker {
+  private readonly worker: WebWorker;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+
+  /**
+   * Starts an engine worker. `workerUrl` is the build's engine-worker.js (default: beside this
+   * module's bundle, tsllm.js); the page must be cross-origin isolated for the wasm backend.
+   */
+  constructor(workerUrl: string | URL = new URL("./engine-worker.js", import.meta.url)) {
+    const Worker = need("Worker", "tsllm");
+    this.worker = new Worker(workerUrl, { type: "module", name: "tsllm engine" });
+    this.worker.onmessage = (e) => this.receive(e.data as Reply);
+    this.worker.onerror = (e) => {
+      const error = new Error(`tsllm engine worker: ${e.message || `${String(workerUrl)} failed to load`}`);
+      for (const p of this.pending.values()) p.reject(error);
+      this.pending.clear();
+    };
+  }
+
+  private receive(reply: Reply): void {
+    const p = this.pending.get(reply.id);
+    if (!p) return;
+    if (reply.kind === "step") p.onStep?.(reply.step);
+    else {
+      this.pending.delete(reply.id);
+      if (reply.kind === "result") p.resolve(reply.value);
+      else p.reject(new Error(reply.message));
+    }
+  }
+
+  private call<T>(request: Outgoing, onStep?: (s: Step) => void): { id: number; done: Promise<T> } {
+    const id = this.nextId++;
+    const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep }));
+    this.worker.postMessage({ ...request, id });
+    return { id, done };
+  }
+
+  private streamed<T>(request: Outgoing, options: StreamOptions): Promise<T> {
+    const { id, done } = this.call<T>(request, options.onStep);
+    const signal = options.signal;
+    if (!signal) return done;
+    const abort = () => this.call({ op: "abort", target: id });
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
+    return done.finally(() => signal.removeEventListener("abort", abort));
+  }
+
+  /** Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the model loaded before. */
+  load(source: string | URL | Blob, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
+    const s = typeof source === "string" || source instanceof URL ? new URL(source, baseHref()).href : source;
+    return this.call<LoadedModel>({ op: "load", source: s, options }).done;
+  }
+
+  tokenize(text: string, addSpecialTokens = true): Promise<number[]> {
+    return this.call<number[]>({ op: "tokenize", text, addSpecialTokens }).done;
+  }
+
+  detokenize(tokens: readonly number[]): Promise<string> {
+    return this.call<string>({ op: "detokenize", tokens: [...tokens] }).done;
+  }
+
+  /** Generates a completion of a text or token prompt, with the library's generation and sampling options. */
+  generate(prompt: string | readonly number[], options: WorkerGenerateOptions & StreamOptions = {}): Promise<GenerationResult> {
+    const { signal, onStep, ...rest } = options;
+    return this.streamed({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, { signal, onStep });
+  }
+
+  /** The assistant's reply to a conversation, through the model's chat template. */
+  chat(messages: readonly ChatMessage[], options: WorkerChatOptions & StreamOptions = {}): Promise<GenerationResult> {
+    const { signal, onStep, ...rest } = options;
+    return this.streamed({ op: "chat", messages: [...messages], options: rest }, { signal, onStep });
+  }
+
+  /** Streams the steps of a generation; the iterator's return value is the result. */
+  async *stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
+    const queue: Step[] = [];
+    let wake: (() => void) | undefined;
+    let finished = false;
+    const result = this.generate(prompt, { ...options, onStep: (s) => { queue.push(s); wake?.(); } }).finally(() => { finished = true; wake?.(); });
+    result.catch(() => undefined);
+    for (;;) {
+      while (queue.length > 0) yield queue.shift()!;
+      if (finished) return await result;
+      await new Promise<void>((r) => (wake = r));
+      wake = undefined;
+    }
+  }
+
+  /** Frees the model (the worker stays). */
+  unload(): Promise<void> {
+    return this.call<void>({ op: "unload" }).done;
+  }
+
+  /** Stops the worker; pending calls reject. */
+  terminate(): void {
+    this.worker.terminate();
+    const error = new Error("tsllm engine worker terminated");
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
+  }
+}

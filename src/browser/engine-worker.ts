@@ -1,0 +1,89 @@
+/**
+ * The engine worker: a dedicated module Worker that owns the model (a page's main thread may
+ * not Atomics.wait, which the wasm backend's thread pool does) and answers the page's requests
+ * (protocol.ts). One model at a time; a new `load` replaces the old one.
+ */
+import type { ChoiceStep, Model } from "../llm.js";
+import type { WasmBackend } from "../kernels/wasm/backend.js";
+import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
+import { defaultWasmThreads } from "./backends.js";
+import { loadBrowserModel } from "./engine.js";
+import type { LoadedModel, Reply, Request } from "./protocol.js";
+import type { WorkerScope } from "./web.js";
+
+const scope = globalThis as unknown as WorkerScope;
+let model: Model | undefined;
+let backendName = "wasm";
+const running = new Map<number, AbortController>();
+
+const send = (reply: Reply): void => scope.postMessage(reply);
+
+function loaded(): Model {
+  if (!model) throw new Error("no model is loaded (send load first)");
+  return model;
+}
+
+async function streamTo(id: number, it: AsyncGenerator<ChoiceStep, unknown>): Promise<unknown> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
+    send({ id, kind: "step", step: r.value });
+  }
+}
+
+async function handle(req: Request): Promise<unknown> {
+  switch (req.op) {
+    case "load": {
+      model?.dispose();
+      model = undefined;
+      backendName = req.options?.backend ?? "wasm";
+      model = await loadBrowserModel(req.source, req.options);
+      const m = model;
+      const info: LoadedModel = {
+        source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
+        ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
+        contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
+      };
+      return info;
+    }
+    case "tokenize":
+      return loaded().tokenizer.encode(req.text, { addSpecialTokens: req.addSpecialTokens ?? true });
+    case "detokenize":
+      return loaded().tokenizer.decode(req.tokens);
+    case "generate": {
+      const controller = new AbortController();
+      running.set(req.id, controller);
+      try {
+        return await streamTo(req.id, loaded().stream(req.prompt, { ...req.options, signal: controller.signal }));
+      } finally {
+        running.delete(req.id);
+      }
+    }
+    case "chat": {
+      const controller = new AbortController();
+      running.set(req.id, controller);
+      try {
+        return await streamTo(req.id, loaded().streamChat(req.messages, { ...req.options, signal: controller.signal }));
+      } finally {
+        running.delete(req.id);
+      }
+    }
+    case "abort":
+      running.get(req.target)?.abort();
+      return undefined;
+    case "unload":
+      model?.dispose();
+      model = undefined;
+      return undefined;
+    default:
+      throw new Error(`unknown request ${JSON.stringify((req as { op?: unknown }).op)}`);
+  }
+}
+
+scope.onmessage = (e) => {
+  const req = e.data as Request;
+  handle(req).then(
+    (value) => send({ id: req.id, kind: "result", value }),
+    (err: unknown) => send({ id: req.id, kind: "error", message: err instanceof Error ? err.message : String(err) }),
+  );
+};

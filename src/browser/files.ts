@@ -1,0 +1,112 @@
+/**
+ * Model files in a browser, as the synchronous positioned-read files the GGUF reader and
+ * tensor source take (src/platform/host.ts RandomAccessFile). Both run in a dedicated Worker,
+ * where synchronous reads are allowed: a Blob (a user-picked File) through FileReaderSync, a
+ * URL through synchronous XMLHttpRequest Range requests, or, when the server ignores Range,
+ * the whole body fetched once into memory.
+ */
+import type { RandomAccessFile } from "../platform/host.js";
+import { need } from "./web.js";
+
+/** a Blob (or File) read by position */
+export function blobFile(blob: Blob): RandomAccessFile {
+  const FileReaderSync = need("FileReaderSync", "reading a File");
+  const reader = new FileReaderSync();
+  return {
+    size: blob.size,
+    read(into, offset, length, position) {
+      const end = Math.min(position + length, blob.size);
+      if (end <= position) return 0;
+      const bytes = new Uint8Array(reader.readAsArrayBuffer(blob.slice(position, end)));
+      into.set(bytes, offset);
+      return bytes.length;
+    },
+    close: () => undefined,
+  };
+}
+
+/** bytes in memory read by position */
+export function memoryFile(bytes: Uint8Array): RandomAccessFile {
+  return {
+    size: bytes.length,
+    read(into, offset, length, position) {
+      const part = bytes.subarray(position, Math.min(position + length, bytes.length));
+      into.set(part, offset);
+      return part.length;
+    },
+    close: () => undefined,
+  };
+}
+
+/** the total size in a Content-Range header ("bytes 0-0/1185376"), or undefined */
+function totalOf(contentRange: string | null): number | undefined {
+  const m = /^bytes\s+\d+-\d+\/(\d+)$/i.exec(contentRange?.trim() ?? "");
+  return m ? Number(m[1]) : undefined;
+}
+
+/** bytes one Range request reads at least (see openUrl) */
+const READ_AHEAD = 32 << 20;
+
+export interface UrlFileOptions {
+  /** fetch the whole file into memory even where the server answers Range requests */
+  wholeFile?: boolean;
+}
+
+/**
+ * Opens a URL for positioned reads. A first request for byte 0 tells whether the server
+ * answers Range requests (206 with Content-Range: the size) or not (200: the whole body is
+ * read then and kept). Reads are synchronous Range requests of at least READ_AHEAD bytes (one
+ * block kept), so that a run of small tensors costs one request; errors name the URL.
+ */
+export async function openUrl(url: string, options: UrlFileOptions = {}): Promise<RandomAccessFile> {
+  let response: Response;
+  try {
+    response = await fetch(url, options.wholeFile ? {} : { headers: { Range: "bytes=0-0" } });
+  } catch (e) {
+    throw new Error(`${url}: cannot fetch: ${(e as Error).message}`);
+  }
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : undefined;
+  if (size === undefined) {
+    // no Range support (or asked for the whole file): this response is the whole file
+    return memoryFile(new Uint8Array(await response.arrayBuffer()));
+  }
+  await response.body?.cancel();
+  const XMLHttpRequest = need("XMLHttpRequest", `reading ${url}`);
+  /** bytes [start, end) of the file, by one synchronous Range request */
+  const fetchRange = (start: number, end: number): Uint8Array => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("GET", url, false);
+    xhr.responseType = "arraybuffer";
+    xhr.setRequestHeader("Range", `bytes=${start}-${end - 1}`);
+    xhr.send();
+    if (xhr.status !== 206 || !xhr.response) throw new Error(`${url}: bytes ${start}-${end - 1}: HTTP ${xhr.status} ${xhr.statusText} (expected 206 Partial Content)`);
+    const bytes = new Uint8Array(xhr.response);
+    if (bytes.length !== end - start) throw new Error(`${url}: bytes ${start}-${end - 1}: got ${bytes.length} bytes`);
+    return bytes;
+  };
+  // reads shorter than READ_AHEAD come from one block of that size, fetched once: a GGUF's
+  // small tensors (norms, biases) then cost no request each
+  let block: Uint8Array = new Uint8Array(0);
+  let blockStart = 0;
+  return {
+    size,
+    read(into, offset, length, position) {
+      const end = Math.min(position + length, size);
+      if (end <= position) return 0;
+      if (position < blockStart || end > blockStart + block.length) {
+        if (end - position >= READ_AHEAD) {
+          into.set(fetchRange(position, end), offset);
+          return end - position;
+        }
+        blockStart = position;
+        block = fetchRange(position, Math.min(size, position + READ_AHEAD));
+      }
+      into.set(block.subarray(position - blockStart, end - blockStart), offset);
+      return end - position;
+    },
+    close: () => {
+      block = new Uint8Array(0);
+    },
+  };
+}

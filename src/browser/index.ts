@@ -1,0 +1,15 @@
+/**
+ * tsllm in a web page: the browser build's entry for pages (bundled to dist-browser/tsllm.js
+ * by `npm run build:browser`). The engine runs in a dedicated Worker (engine-worker.js, built
+ * from engine-worker.ts); a page drives it with TsllmWorker: load a GGUF from a URL or a File,
+ * tokenize, generate / stream / chat with the library's options, timings in each result.
+ * Code that runs in a worker of its own imports loadBrowserModel from ./engine.ts instead,
+ * which returns the library's Model. See docs/browser.md.
+ */
+export { TsllmWorker, type StreamOptions } from "./client.js";
+export type { BrowserLoadOptions } from "./engine.js";
+export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
+export type { LoadedModel, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
+export type { GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";
+export type { SamplingOptions } from "../sampling/index.js";
+export type { ChatMessage } from "../chat/index.js";

@@ -1,0 +1,50 @@
+/**
+ * The messages between a page (client.ts) and the engine worker (engine-worker.ts). Every
+ * request carries an id; the worker answers it with one `result` or `error`, and a generation
+ * sends `step` messages before that. `abort` ends a generation early (its result then has
+ * finishReason "abort").
+ */
+import type { ChatMessage } from "../chat/index.js";
+import type { ChatOptions } from "../llm.js";
+import type { GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
+import type { ModelInfo } from "../models/index.js";
+import type { BrowserLoadOptions } from "./engine.js";
+
+/** generation options that survive postMessage: everything but the signal (abort instead) and a draft model */
+export type WorkerGenerateOptions = Omit<GenerateOptions, "signal" | "draftModel">;
+export type WorkerChatOptions = Omit<ChatOptions, "signal" | "draftModel">;
+
+export type Request =
+  | { id: number; op: "load"; source: string | Blob; options?: BrowserLoadOptions }
+  | { id: number; op: "tokenize"; text: string; addSpecialTokens?: boolean }
+  | { id: number; op: "detokenize"; tokens: number[] }
+  | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions }
+  | { id: number; op: "chat"; messages: ChatMessage[]; options?: WorkerChatOptions }
+  | { id: number; op: "abort"; target: number }
+  | { id: number; op: "unload" };
+
+/** what `load` answers */
+export interface LoadedModel {
+  /** the URL or the file's name */
+  source: string;
+  info: ModelInfo;
+  /** the backend that runs it */
+  backend: string;
+  /** threads of the wasm backend (1 for the others) */
+  threads: number;
+  /** the wasm backend's kernels build: "relaxed" where the browser has Relaxed SIMD, else "plain" (SIMD128) */
+  simd?: "relaxed" | "plain";
+  /** the wasm backend's WebAssembly memories holding the weights (1 unless they outgrow one) */
+  memories?: number;
+  contextSize: number;
+  loadMs: number;
+  /** whether the GGUF has a chat template (chat() needs one) */
+  hasChatTemplate: boolean;
+}
+
+export type Reply =
+  | { id: number; kind: "result"; value: unknown }
+  | { id: number; kind: "error"; message: string }
+  | { id: number; kind: "step"; step: GenerationStep & { choice?: number } };
+
+export type { GenerationResult };

@@ -1,0 +1,57 @@
+/**
+ * The few Web APIs the browser build uses that the project's compile (lib ES2022 + Node's
+ * types, no DOM) does not declare, looked up on globalThis so that nothing here is a global
+ * declaration that the Node code could see.
+ */
+
+export interface WebWorker {
+  postMessage(message: unknown, transfer?: unknown[]): void;
+  terminate(): void;
+  onmessage: ((e: { data: unknown }) => void) | null;
+  onerror: ((e: { message?: string; preventDefault?(): void }) => void) | null;
+}
+
+export type WorkerConstructor = new (url: string | URL, options?: { type?: "module" | "classic"; name?: string }) => WebWorker;
+
+/** the scope a (dedicated) worker's code runs in */
+export interface WorkerScope {
+  postMessage(message: unknown, transfer?: unknown[]): void;
+  onmessage: ((e: { data: unknown }) => void) | null;
+  close(): void;
+}
+
+export interface SyncXHR {
+  open(method: string, url: string, async: false): void;
+  setRequestHeader(name: string, value: string): void;
+  responseType: string;
+  send(): void;
+  readonly status: number;
+  readonly statusText: string;
+  readonly response: ArrayBuffer | null;
+}
+
+interface WebGlobals {
+  Worker?: WorkerConstructor;
+  XMLHttpRequest?: new () => SyncXHR;
+  FileReaderSync?: new () => { readAsArrayBuffer(blob: Blob): ArrayBuffer };
+  crossOriginIsolated?: boolean;
+  location?: { readonly href: string };
+}
+
+export const web = globalThis as unknown as WebGlobals;
+
+/** the Web API `name`, or an error saying that this context lacks it */
+export function need<K extends keyof WebGlobals>(name: K, why: string): NonNullable<WebGlobals[K]> {
+  const v = web[name];
+  if (v === undefined) throw new Error(`${why}: this context has no ${name} (run it in a dedicated Web Worker)`);
+  return v as NonNullable<WebGlobals[K]>;
+}
+
+/** WebAssembly.compileStreaming and compile, which the project's WebAssembly declarations leave out */
+export const wasmCompile = WebAssembly as unknown as {
+  compileStreaming?(response: Response | Promise<Response>): Promise<WebAssembly.Module>;
+  compile(bytes: ArrayBuffer): Promise<WebAssembly.Module>;
+};
+
+/** the URL relative URLs resolve against here (the page's or the worker script's) */
+export const baseHref = (): string => web.location?.href ?? "http://localhost/";

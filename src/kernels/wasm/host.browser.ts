@@ -1,0 +1,134 @@
+/**
+ * The wasm backend's platform seam, browser side (host.ts has the contract and the Node side).
+ * The kernels are fetched and compiled with WebAssembly.compileStreaming by preloadKernels(),
+ * which the browser entry awaits before it creates a backend (module.ts asks for them
+ * synchronously); kernel threads are module Web Workers (src/browser/kernel-worker.ts) sharing
+ * the backend's WebAssembly.Memory, which needs a cross-origin isolated page. A Web Worker
+ * cannot read its messages without returning to its event loop, so a kernel error travels back
+ * through a small shared mailbox that the main thread reads synchronously.
+ */
+import { baseHref, need, wasmCompile } from "../../browser/web.js";
+import type { KernelThread } from "./host.js";
+import type { KernelsVariant } from "./module.js";
+import type { SpaceAnnouncement, WorkerStart } from "./worker-loop.js";
+
+export type { KernelThread } from "./host.js";
+
+const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
+
+interface Loaded {
+  workerUrl: URL;
+  modules: Map<KernelsVariant, WebAssembly.Module>;
+}
+let loaded: Loaded | undefined;
+
+async function compileFrom(url: URL): Promise<WebAssembly.Module> {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`wasm backend: ${url.href}: HTTP ${response.status} ${response.statusText}`);
+  // compileStreaming needs Content-Type application/wasm; a server that sends another type still works, compiled from bytes
+  if (wasmCompile.compileStreaming && response.headers.get("content-type")?.split(";")[0]?.trim() === "application/wasm") {
+    return wasmCompile.compileStreaming(response);
+  }
+  return wasmCompile.compile(await response.arrayBuffer());
+}
+
+export interface PreloadKernelsOptions {
+  /** the folder holding kernels.wasm and kernels-relaxed.wasm */
+  baseUrl: string | URL;
+  /** the kernel worker's script (the build's kernel-worker.js) */
+  workerUrl: string | URL;
+}
+
+/**
+ * Fetches and compiles both kernel builds (once; later calls return the first result). The
+ * relaxed one is optional: a browser without Relaxed SIMD fails to compile it and runs the
+ * SIMD128 build. Returns whether the relaxed build runs here.
+ */
+export async function preloadKernels(options: PreloadKernelsOptions): Promise<{ relaxed: boolean }> {
+  if (loaded) return { relaxed: loaded.modules.has("relaxed") };
+  const base = new URL(options.baseUrl, baseHref());
+  const modules = new Map<KernelsVariant, WebAssembly.Module>();
+  const [plain, relaxed] = await Promise.allSettled([compileFrom(new URL(FILES.plain, base)), compileFrom(new URL(FILES.relaxed, base))]);
+  if (plain.status === "rejected") {
+    const e = plain.reason as Error;
+    throw e.message.startsWith("wasm backend") ? e : new Error(`wasm backend: ${FILES.plain} does not compile in this browser (needs WebAssembly SIMD128 and threads): ${e.message}`);
+  }
+  modules.set("plain", plain.value);
+  if (relaxed.status === "fulfilled") modules.set("relaxed", relaxed.value);
+  loaded = { workerUrl: new URL(options.workerUrl, baseHref()), modules };
+  return { relaxed: modules.has("relaxed") };
+}
+
+function ready(): Loaded {
+  if (!loaded) throw new Error("wasm backend: the kernels are not loaded yet (await preloadKernels() first)");
+  return loaded;
+}
+
+export function hostRunsRelaxedSimd(): boolean {
+  return ready().modules.has("relaxed");
+}
+
+export function compileKernels(variant: KernelsVariant): WebAssembly.Module {
+  const module = ready().modules.get(variant);
+  if (!module) throw new Error(`wasm backend: the ${variant} kernels did not compile in this browser`);
+  return module;
+}
+
+/** mailbox: Int32 byte count (0 = empty), then that many UTF-8 bytes of the worker's last kernel error */
+const MAILBOX_BYTES = 4096;
+
+/** the worker's side: leaves `message` in the mailbox */
+export function postToMailbox(mailbox: SharedArrayBuffer, message: string): void {
+  const bytes = new TextEncoder().encode(message).subarray(0, MAILBOX_BYTES - 4);
+  new Uint8Array(mailbox, 4).set(bytes);
+  Atomics.store(new Int32Array(mailbox, 0, 1), 0, bytes.length);
+}
+
+/** the main thread's side: the message in the mailbox, if any, which is emptied */
+function takeFromMailbox(mailbox: SharedArrayBuffer): string | undefined {
+  const n = Atomics.exchange(new Int32Array(mailbox, 0, 1), 0, 0);
+  if (n === 0) return undefined;
+  // TextDecoder does not read shared memory: copy first
+  return new TextDecoder().decode(new Uint8Array(mailbox, 4, n).slice());
+}
+
+/** what the kernel worker's first message holds */
+export interface KernelWorkerInit {
+  start: WorkerStart;
+  mailbox: SharedArrayBuffer;
+}
+
+export function spawnKernelWorker(start: WorkerStart): KernelThread {
+  const { workerUrl } = ready();
+  const Worker = need("Worker", "wasm backend threads");
+  const mailbox = new SharedArrayBuffer(MAILBOX_BYTES);
+  const worker = new Worker(workerUrl, { type: "module", name: `tsllm kernels ${start.thread}` });
+  const started = new Promise<void>((resolve, reject) => {
+    worker.onmessage = (e) => {
+      const m = e.data as { ready?: boolean; error?: string };
+      if (m.ready) resolve();
+      else reject(new Error(String(m.error)));
+    };
+    worker.onerror = (e) => {
+      e.preventDefault?.();
+      reject(new Error(e.message || `${workerUrl.href} failed to load`));
+    };
+  });
+  const init: KernelWorkerInit = { start, mailbox };
+  worker.postMessage(init);
+  return {
+    started,
+    announce: (a: SpaceAnnouncement) => worker.postMessage(a),
+    takeErrors: () => {
+      const m = takeFromMailbox(mailbox);
+      return m === undefined ? [] : [m];
+    },
+    detach: () => {
+      worker.onmessage = null;
+      worker.onerror = (e) => e.preventDefault?.();
+    },
+    // the worker leaves its loop on STOP and closes itself
+    close: () => undefined,
+    terminate: () => worker.terminate(),
+  };
+}

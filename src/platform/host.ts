@@ -1,0 +1,52 @@
+/**
+ * The platform seam: what the engine needs from its host that Node and a browser give in
+ * different ways (positioned file reads, memory and core counts, environment variables).
+ * This file is the Node implementation; the browser build (scripts/build-browser.mjs) resolves
+ * every import of a `host.js` to the `host.browser.ts` beside it, which has the same exports.
+ * Keep the two in step: test/browser-build.test.ts compares their export lists.
+ */
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { availableParallelism, totalmem } from "node:os";
+
+/** A file read by position, synchronously (a descriptor in Node; a Blob or an HTTP resource in a browser worker). */
+export interface RandomAccessFile {
+  /** bytes in the file */
+  readonly size: number;
+  /** reads up to `length` bytes at file position `position` into `into[offset..]`; returns how many were read (0 at the end) */
+  read(into: Uint8Array, offset: number, length: number, position: number): number;
+  close(): void;
+}
+
+/** an open file descriptor as a RandomAccessFile (close() closes it) */
+export function fileFromDescriptor(fd: number): RandomAccessFile {
+  return {
+    size: fstatSync(fd).size,
+    read: (into, offset, length, position) => readSync(fd, into, offset, length, position),
+    close: () => closeSync(fd),
+  };
+}
+
+/** opens a local file for positioned reads */
+export function openFile(path: string): RandomAccessFile {
+  return fileFromDescriptor(openSync(path, "r"));
+}
+
+/** bytes of RAM on this machine */
+export function totalMemoryBytes(): number {
+  return totalmem();
+}
+
+/** logical cores this process may use */
+export function cpuCount(): number {
+  return availableParallelism();
+}
+
+/** an environment variable (undefined where the host has none) */
+export function envVar(name: string): string | undefined {
+  return process.env[name];
+}
+
+/** a turn for the event loop: timers and I/O run before the promise resolves */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}

@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { parseGGUFHeader, readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { memoryFile } from "../src/browser/files.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+// @ts-expect-error: a plain .mjs build script
+import { buildBrowser } from "../scripts/build-browser.mjs";
+
+const tmp = mkdtempSync(join(tmpdir(), "tsllm-browser-build-"));
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+test("each host.ts seam has a browser side with (at least) the same exports", async () => {
+  for (const dir of ["../src/platform", "../src/kernels/wasm"]) {
+    const node = Object.keys(await import(`${dir}/host.ts`)).sort();
+    const browser = Object.keys(await import(`${dir}/host.browser.ts`));
+    assert.deepEqual(node.filter((name) => !browser.includes(name)), [], `${dir}/host.browser.ts lacks exports of host.ts`);
+  }
+});
+
+test("the browser bundles import nothing from node: and hold the kernels", async () => {
+  const out = join(tmp, "ok");
+  const sizes: Record<string, number> = await buildBrowser({ outdir: out });
+  assert.deepEqual(Object.keys(sizes).sort(), ["engine-worker.js", "kernel-worker.js", "kernels-relaxed.wasm", "kernels.wasm", "tsllm.js"]);
+  for (const f of readdirSync(out).filter((f) => f.endsWith(".js"))) {
+    const js = readFileSync(join(out, f), "utf8");
+    assert.doesNotMatch(js, /from\s*["']node:|import\(\s*["']node:|require\(/, f);
+    assert.doesNotMatch(js, /\bprocess\.(env|emitWarning)|setImmediate\(|\bBuffer\./, `${f} uses a Node global`);
+  }
+});
+
+test("the build fails, naming the module, when a node: import is left in a bundle", async () => {
+  const entry = join(tmp, "uses-fs.ts");
+  writeFileSync(entry, 'import { readFileSync } from "node:fs";\nexport const read = (p: string) => readFileSync(p);\n');
+  await assert.rejects(buildBrowser({ outdir: join(tmp, "bad"), entries: { bad: entry } }), /node-only imports reached.*\n.*bad\.js imports node:fs \(from .*uses-fs\.ts\)/);
+});
+
+test("the GGUF header parses the same from memory (a browser's whole-file fetch) as from the file", { skip: skipWithoutShared("models/stories260K.gguf") }, () => {
+  const path = sharedFile("models/stories260K.gguf")!;
+  const fromMemory = parseGGUFHeader(memoryFile(readFileSync(path)), path);
+  assert.deepEqual(fromMemory, readGGUFHeader(path));
+});

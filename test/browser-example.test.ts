@@ -1,0 +1,209 @@
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { loadModel } from "../src/index.js";
+import { tinyLlama } from "../src/testing/presets.js";
+import { writeRandomModel } from "../src/testing/random-model.js";
+import { GGMLType } from "../src/tensor/index.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+// the browser example (examples/browser) driven through its fixed contract: the server's
+// command line and the page's query parameters and #result; llama.cpp's greedy output of
+// stories260K (the golden file in ../shared) is the judge
+const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
+const CHROMIUM = "/usr/bin/chromium";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
+  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+
+interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[]; completion: string }
+const cases = (): GoldenCase[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases;
+
+/** the --models folder: stories260K (linked) and a random-weight Q8_0 model of ~14 MB */
+const modelsDir = mkdtempSync(join(tmpdir(), "tsllm-browser-models-"));
+const RANDOM = "random-q8_0.gguf";
+let server: ChildProcess | undefined;
+let base = "";
+let browser: Browser | undefined;
+
+/** starts `npm run example:browser -- --port 0 --models DIR` and waits for the URL it prints */
+async function startServer(): Promise<string> {
+  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", modelsDir], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  server = child;
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the example server printed no URL within 120 s:\n${output}`)), 120_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const m = /tsllm browser example: (http:\/\/127\.0\.0\.1:\d+)\//.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the example server exited (${code}) before listening:\n${output}`));
+    });
+  });
+}
+
+before(async () => {
+  if (skip) return;
+  symlinkSync(sharedFile(MODEL)!, join(modelsDir, "stories260K.gguf"));
+  await writeRandomModel(join(modelsDir, RANDOM), { ...tinyLlama, embeddingLength: 512, blockCount: 4, headCount: 8, headCountKv: 4, feedForwardLength: 1536, weightType: GGMLType.Q8_0, seed: 11 });
+  base = await startServer();
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+});
+after(async () => {
+  await browser?.close();
+  // npm runs the server in a shell: stop the whole process group it leads
+  if (server?.pid !== undefined && server.exitCode === null) process.kill(-server.pid, "SIGTERM");
+  rmSync(modelsDir, { recursive: true, force: true });
+});
+
+/** opens the page with these query parameters and returns #result once it is written */
+async function runPage(query: Record<string, string>, prepare?: (page: Page) => Promise<void>): Promise<{ result: any; errors: string[] }> {
+  const page = await browser!.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  try {
+    await page.goto(`${base}/?${new URLSearchParams(query)}`);
+    if (prepare) await prepare(page);
+    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
+    return { result: JSON.parse((await page.textContent("#result"))!), errors };
+  } finally {
+    await page.close();
+  }
+}
+
+test("the example server: COOP/COEP on every response, /models/ with Range requests", { skip }, async () => {
+  for (const path of ["/", "/page.js", "/tsllm/engine-worker.js", "/tsllm/kernels.wasm", "/models/", "/models/stories260K.gguf", "/nothing-here"]) {
+    const r = await fetch(`${base}${path}`, { method: path.endsWith(".gguf") ? "HEAD" : "GET" });
+    assert.equal(r.headers.get("cross-origin-opener-policy"), "same-origin", path);
+    assert.equal(r.headers.get("cross-origin-embedder-policy"), "require-corp", path);
+    assert.equal(r.status, path === "/nothing-here" ? 404 : 200, path);
+  }
+  assert.equal((await fetch(`${base}/tsllm/kernels.wasm`)).headers.get("content-type"), "application/wasm");
+  assert.deepEqual(await (await fetch(`${base}/models/`)).json(), [RANDOM, "stories260K.gguf"]);
+  const size = readFileSync(sharedFile(MODEL)!).length;
+  const part = await fetch(`${base}/models/stories260K.gguf`, { headers: { Range: "bytes=0-3" } });
+  assert.equal(part.status, 206);
+  assert.equal(part.headers.get("content-range"), `bytes 0-3/${size}`);
+  assert.equal(await part.text(), "GGUF");
+  const tail = await fetch(`${base}/models/stories260K.gguf`, { headers: { Range: "bytes=-10" } });
+  assert.equal(tail.headers.get("content-range"), `bytes ${size - 10}-${size - 1}/${size}`);
+  assert.equal((await tail.arrayBuffer()).byteLength, 10);
+  assert.equal((await fetch(`${base}/models/stories260K.gguf`, { headers: { Range: `bytes=${size}-` } })).status, 416);
+  assert.equal((await fetch(`${base}/models/..%2f..%2fpackage.json`)).status, 404);
+});
+
+test("stories260K greedy in headless Chromium (wasm backend, Web Worker threads) gives llama.cpp's golden tokens", { skip }, async () => {
+  for (const c of cases()) {
+    const { result, errors } = await runPage({ model: "/models/stories260K.gguf", prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0", run: "1" });
+    assert.equal(result.error, undefined, `no error for ${JSON.stringify(c.prompt)}`);
+    assert.equal(result.backend, "wasm");
+    assert.deepEqual(result.promptTokens, c.promptTokens, `prompt tokens for ${JSON.stringify(c.prompt)}`);
+    assert.deepEqual(result.completionTokens, c.completionTokens, `completion tokens for ${JSON.stringify(c.prompt)}`);
+    // the golden text is the completion detokenized alone, which drops a word's leading space
+    assert.equal(result.completion.trimStart(), c.completion.trimStart());
+    const t = result.timings;
+    assert.equal(t.promptTokens, c.promptTokens.length);
+    assert.equal(t.completionTokens, c.completionTokens.length);
+    assert.ok(t.ttftMs > 0 && t.tpotMs > 0 && t.decodeTokensPerSecond > 0 && t.loadMs > 0, JSON.stringify(t));
+    assert.deepEqual(errors, []);
+  }
+});
+
+test("a GGUF the user picks (a File, read with FileReaderSync) gives the same golden tokens", { skip }, async () => {
+  const c = cases()[1]!;
+  const { result } = await runPage({ prompt: c.prompt, maxTokens: "16", temperature: "0" }, async (page) => {
+    await page.setInputFiles("#file", sharedFile(MODEL)!);
+    await page.click("#run");
+  });
+  assert.equal(result.error, undefined);
+  assert.deepEqual(result.completionTokens, c.completionTokens.slice(0, 16));
+});
+
+test("a bad model URL answers {error} naming the URL", { skip }, async () => {
+  const { result } = await runPage({ model: "/models/no-such-model.gguf", prompt: "Once upon a time", maxTokens: "4", run: "1" });
+  assert.deepEqual(Object.keys(result), ["error"]);
+  assert.match(result.error, /\/models\/no-such-model\.gguf: HTTP 404/);
+  const notGGUF = await runPage({ model: "/page.css", prompt: "x", maxTokens: "4", run: "1" });
+  assert.match(notGGUF.result.error, /\/page\.css: magic: expected "GGUF"/);
+});
+
+test("a model spread over several wasm memories (Web Workers take each new memory by message) gives the one-memory tokens, and Node's", { skip }, async () => {
+  const query = { model: `/models/${RANDOM}`, prompt: "Once upon a time", maxTokens: "12", temperature: "0", run: "1" };
+  const one = (await runPage(query)).result;
+  const spread = (await runPage({ ...query, memoryLimitMiB: "4" })).result;
+  assert.equal(one.error, undefined);
+  assert.equal(spread.error, undefined);
+  assert.equal(one.wasm.memories, 1);
+  assert.ok(spread.wasm.memories >= 3, `memories: ${spread.wasm.memories}`);
+  assert.deepEqual(spread.completionTokens, one.completionTokens);
+  // the same kernels build (relaxed, where Node's V8 validates it too) on the same bytes: the same greedy tokens as in Node
+  const model = await loadModel(join(modelsDir, RANDOM), { backend: "wasm", threads: 2 });
+  try {
+    const r = await model.generate(query.prompt, { maxTokens: 12, temperature: 0 });
+    assert.deepEqual(one.completionTokens, r.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("Stop aborts a generation: the result says finishReason abort", { skip }, async () => {
+  const page = await browser!.newPage();
+  try {
+    await page.goto(`${base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: "Once upon a time", maxTokens: "1900", temperature: "0.8", seed: "1" })}`);
+    await page.click("#run");
+    await page.waitForFunction(() => (document.querySelector("#messages li")?.textContent ?? "").length > 40, null, { timeout: 60_000 });
+    await page.click("#stop");
+    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
+    const result = JSON.parse((await page.textContent("#result"))!);
+    assert.equal(result.finishReason, "abort");
+    assert.ok(result.completionTokens.length > 0 && result.completionTokens.length < 1900, `${result.completionTokens.length} tokens`);
+  } finally {
+    await page.close();
+  }
+});
+
+test("TsllmWorker from a page's own script: tokenize, stream and chat (a template given as an option) as the Node library does", { skip }, async () => {
+  const { CHAT_TEMPLATE } = await import("./helpers/serve.js");
+  const c = cases()[0]!;
+  const page = await browser!.newPage();
+  try {
+    await page.goto(`${base}/`);
+    const got = await page.evaluate(async ({ prompt, template }) => {
+      const { TsllmWorker } = await import("/tsllm/tsllm.js" as string);
+      const engine = new TsllmWorker();
+      await engine.load("/models/stories260K.gguf");
+      const ids: number[] = await engine.tokenize(prompt);
+      const streamed: number[] = [];
+      const it = engine.stream(prompt, { maxTokens: 10, temperature: 0 });
+      let r;
+      while (!(r = await it.next()).done) if (r.value.token !== undefined) streamed.push(r.value.token);
+      const chat = await engine.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: prompt }], { chatTemplate: template, temperature: 0, maxTokens: 20 });
+      engine.terminate();
+      return { ids, streamed, result: r.value.completionTokens, chat: chat.completion };
+    }, { prompt: c.prompt, template: CHAT_TEMPLATE });
+    assert.deepEqual(got.ids, c.promptTokens);
+    assert.deepEqual(got.streamed, c.completionTokens.slice(0, 10));
+    assert.deepEqual(got.result, got.streamed);
+    const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 2 });
+    try {
+      const want = await model.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: c.prompt }], { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 20 });
+      assert.equal(got.chat, want.completion);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    await page.close();
+  }
+});
