@@ -119,6 +119,20 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
+  test("matmul: 11 tokens (two token tiles of 8), F32 and F16 rows of 77 (not whole 32-weight units)", async () => {
+    const r = rng(20);
+    for (const [type, cols] of [[GGMLType.Q6_K, 512], [GGMLType.Q4_0, 96], [GGMLType.F32, 77], [GGMLType.F16, 77]] as const) {
+      const rows = 65, nTokens = 11;
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const expected = new Float32Array(nTokens * rows);
+      ref.matmul(expected, w, x, nTokens);
+      const out = b.allocActivations(nTokens * rows);
+      b.matmul(out, w, device(b, x), nTokens);
+      close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+    }
+  });
+
   for (const type of [GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_K]) {
     test(`matmul ${typeName(type)} with the epilogue: bias, then gelu-erf`, async () => {
       const r = rng(30 + type);

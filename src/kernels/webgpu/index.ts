@@ -10,7 +10,7 @@ import {
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
+  ADD, ADD_BIAS, ATTENTION, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
   buildShader, matmulDef, paramLayout, type KernelDef,
 } from "./shaders.js";
 
@@ -408,8 +408,8 @@ class WebGPUBackend implements Backend {
     this.alive("matmul");
     const o = this.arr(`matmul ${w.name}`, "out", out), xa = this.arr(`matmul ${w.name}`, "x", x);
     const type = typeName(w.type);
-    const quant = MATMUL_TYPES[type];
-    if (quant === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")})`);
+    const kind = MATMUL_TYPES[type];
+    if (kind === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")})`);
     const { cols, rows, rowBytes } = matrixShape("matmul", w);
     const bias = epilogue?.bias;
     if (bias && bias.length !== rows) throw new Error(`matmul ${w.name}: bias holds ${bias.length} floats, expected ${rows} (one per output row)`);
@@ -421,21 +421,22 @@ class WebGPUBackend implements Backend {
     if (nTokens === 0 || rows === 0) return;
     const wb = this.weightBuffer("matmul", w, rows * rowBytes);
     const n = nTokens * cols;
-    let nq = 0;
-    let xq: GPUBufferLike;
-    if (quant) {
-      const block = quant.name === "quantQ8_K" ? 256 : quant.name === "quantQ8_0" ? 32 : 1;
-      const nBlocks = n / block;
-      nq = n;
-      xq = this.scratchBuffer("xq", n + (block > 1 ? nBlocks : 0));
-      if (block === 1) this.dispatch(quant, [xa], [xq], [n], Math.ceil(n / 256));
-      else this.dispatch(quant, [xa], [xq], [nBlocks, nq], Math.ceil(nBlocks / 64));
-    } else {
-      xq = this.dummy;
+    let nqw = 0;
+    let xq = this.dummy;
+    if (kind.quant) {
+      if (kind.block === 1) {
+        xq = this.scratchBuffer("xq", n);
+        this.dispatch(kind.quant, [xa], [xq], [n], Math.ceil(n / 256));
+      } else {
+        const nBlocks = n / kind.block;
+        nqw = n / 4;
+        xq = this.scratchBuffer("xq", nqw + nBlocks);
+        this.dispatch(kind.quant, [xa], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
+      }
     }
-    const rowGroups = Math.ceil(rows / 64);
+    const tiles = Math.ceil(nTokens / MATMUL_TILE);
     this.dispatch(matmulDef(type), [o, xa], [wb, xq, bias ? this.constBuffer(bias) : this.dummy],
-      [rows, cols, rowBytes, nq, rowGroups, bias ? 1 : 0, activation ? 1 : 0], rowGroups * nTokens);
+      [rows, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], rows * tiles);
   }
 
   getRows(out: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {

@@ -301,15 +301,24 @@ export const ATTENTION: KernelDef = {
   }`,
 };
 
-// ---- matmul: activations quantized to the weight's vec_dot type, then one invocation per (row, token) ----
+// ---- matmul ----
+//
+// First the activations are converted to the weight's vec_dot type, as the reference backend does
+// (kernels/reference/vec-dot.ts): Q8_0 for Q8_0/Q4_0 weights, Q8_K for Q4_K/Q6_K, f16 values for
+// F16, nothing for F32. XQ (u32 words) holds the int8 values packed four to a word, then one scale
+// (f32 bits) per block. Then one workgroup of 64 per (output row, tile of up to 8 tokens): the row
+// is cut into units of 32 weights, invocation `lid` takes units lid, lid + 64, ... (neighbouring
+// invocations read neighbouring blocks), decodes each unit once into registers and takes its dot
+// product with every token of the tile (integer sums inside a unit, scaled in f32); the 64 partial
+// sums of each token are added in a tree, then the epilogue.
 
-/** Q8_0 activations: one invocation per block of 32; q in XQ[0, nq), the f16-rounded scales after them */
+/** Q8_0 activations: one invocation per block of 32 (d = amax / 127 rounded to f16, q = x * (127 / amax) ties to even) */
 export const QUANT_Q8_0: KernelDef = {
   name: "quantQ8_0",
   workgroupSize: 64,
   arrays: [{ name: "x", write: false }],
-  extras: [{ name: "XQ", type: "f32", write: true }],
-  params: [["nBlocks", "u32"], ["nq", "u32"]],
+  extras: [{ name: "XQ", type: "u32", write: true }],
+  params: [["nBlocks", "u32"], ["nqw", "u32"]],
   body: `  let b = wgi * 64u + lid;
   if (b >= P.nBlocks) { return; }
   let base = P.o_x + b * 32u;
@@ -318,17 +327,21 @@ export const QUANT_Q8_0: KernelDef = {
   let d = amax / 127.0;
   var id = 0.0;
   if (amax != 0.0) { id = 127.0 / amax; }
-  for (var j = 0u; j < 32u; j++) { XQ[b * 32u + j] = round($x[base + j] * id); }
-  XQ[P.nq + b] = f16_round(d);`,
+  for (var k = 0u; k < 8u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(round($x[base + 4u * k + c] * id))) & 0xffu) << (8u * c); }
+    XQ[b * 8u + k] = word;
+  }
+  XQ[P.nqw + b] = bitcast<u32>(f16_round(d));`,
 };
 
-/** Q8_K activations (quantize_row_q8_K_ref): one invocation per super-block of 256 */
+/** Q8_K activations (quantize_row_q8_K_ref): one invocation per super-block of 256, scale 1 / (-127 / the value of largest magnitude) */
 export const QUANT_Q8_K: KernelDef = {
   name: "quantQ8_K",
   workgroupSize: 64,
   arrays: [{ name: "x", write: false }],
-  extras: [{ name: "XQ", type: "f32", write: true }],
-  params: [["nBlocks", "u32"], ["nq", "u32"]],
+  extras: [{ name: "XQ", type: "u32", write: true }],
+  params: [["nBlocks", "u32"], ["nqw", "u32"]],
   body: `  let b = wgi * 64u + lid;
   if (b >= P.nBlocks) { return; }
   let base = P.o_x + b * 256u;
@@ -338,25 +351,42 @@ export const QUANT_Q8_K: KernelDef = {
     let v = $x[base + j];
     if (abs(v) > amax) { amax = abs(v); mx = v; }
   }
-  if (amax == 0.0) {
-    for (var j = 0u; j < 256u; j++) { XQ[b * 256u + j] = 0.0; }
-    XQ[P.nq + b] = 0.0;
-    return;
+  var iscale = 0.0;
+  if (amax != 0.0) { iscale = -127.0 / mx; }
+  for (var k = 0u; k < 64u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(min(127.0, round(iscale * $x[base + 4u * k + c])))) & 0xffu) << (8u * c); }
+    XQ[b * 64u + k] = word;
   }
-  let iscale = -127.0 / mx;
-  for (var j = 0u; j < 256u; j++) { XQ[b * 256u + j] = min(127.0, round(iscale * $x[base + j])); }
-  XQ[P.nq + b] = 1.0 / iscale;`,
+  var d = 0.0;
+  if (amax != 0.0) { d = 1.0 / iscale; }
+  XQ[P.nqw + b] = bitcast<u32>(d);`,
 };
 
-/** F16 activations: x rounded to f16 (kept as f32 values) */
+/** F16 activations: x rounded to f16 (kept as f32 bits) */
 export const QUANT_F16: KernelDef = elementwise("quantF16", [{ name: "x", write: false }], [],
-  `  XQ[i] = f16_round($x[P.o_x + i]);`, [{ name: "XQ", type: "f32", write: true }]);
+  `  XQ[i] = bitcast<u32>(f16_round($x[P.o_x + i]));`, [{ name: "XQ", type: "u32", write: true }]);
 
-const WEIGHT_BYTES = /* wgsl */ `
+const MATMUL_HELPERS = /* wgsl */ `
+var<workgroup> red: array<f32, 512>;
 fn wb(i: u32) -> u32 { return (W[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }
 fn wi8(i: u32) -> i32 { return (i32(wb(i)) << 24u) >> 24u; }
 fn wh(i: u32) -> f32 { return f16_val(wb(i) | (wb(i + 1u) << 8u)); }
-fn xi(i: u32) -> i32 { return i32(XQ[i]); }
+/** the 4 bytes at byte offset o, any alignment */
+fn w32(o: u32) -> u32 {
+  let i = o >> 2u;
+  let s = (o & 3u) << 3u;
+  if (s == 0u) { return W[i]; }
+  return (W[i] >> s) | (W[i + 1u] << (32u - s));
+}
+fn s8x4(w: u32) -> vec4<i32> {
+  let v = bitcast<i32>(w);
+  return vec4<i32>(extractBits(v, 0u, 8u), extractBits(v, 8u, 8u), extractBits(v, 16u, 8u), extractBits(v, 24u, 8u));
+}
+fn nib4(w: u32, s: u32) -> vec4<i32> {
+  return vec4<i32>(i32((w >> s) & 15u), i32((w >> (8u + s)) & 15u), i32((w >> (16u + s)) & 15u), i32((w >> (24u + s)) & 15u));
+}
+fn xscale(i: u32) -> f32 { return bitcast<f32>(XQ[i]); }
 fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
   if (j < 4u) { return vec2<i32>(i32(wb(o + j) & 63u), i32(wb(o + j + 4u) & 63u)); }
   let sc = (wb(o + j + 4u) & 15u) | ((wb(o + j - 4u) >> 6u) << 4u);
@@ -365,126 +395,160 @@ fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
 }
 `;
 
-/** the dot product of row r with token t's activations, per weight type; `acc` gets the f32 result */
-const DOTS: Readonly<Record<string, string>> = {
-  F32: `  let wo = r * P.cols;
-  let xo = P.o_x + t * P.cols;
-  for (var c = 0u; c < P.cols; c++) { acc += bitcast<f32>(W[wo + c]) * $x[xo + c]; }`,
-  F16: `  let wo = r * P.rowBytes;
-  let xo = t * P.cols;
-  for (var c = 0u; c < P.cols; c++) { acc += wh(wo + 2u * c) * XQ[xo + c]; }`,
-  Q8_0: `  let nb = P.cols / 32u;
-  for (var b = 0u; b < nb; b++) {
-    let wo = r * P.rowBytes + b * 34u;
-    let xo = t * P.cols + b * 32u;
-    var s = 0;
-    for (var j = 0u; j < 32u; j++) { s += wi8(wo + 2u + j) * xi(xo + j); }
-    acc += (wh(wo) * XQ[P.nq + t * nb + b]) * f32(s);
-  }`,
-  Q4_0: `  let nb = P.cols / 32u;
-  for (var b = 0u; b < nb; b++) {
-    let wo = r * P.rowBytes + b * 18u;
-    let xo = t * P.cols + b * 32u;
-    var s = 0;
-    for (var j = 0u; j < 16u; j++) {
-      let q = wb(wo + 2u + j);
-      s += (i32(q & 15u) - 8) * xi(xo + j) + (i32(q >> 4u) - 8) * xi(xo + 16u + j);
+interface MatmulCode {
+  /** decodes unit u of row r into registers (wv: 8 x vec4<i32>, or wf: 32 f32) */
+  readonly decode: string;
+  /** adds token t's dot product with the unit to acc[tt] */
+  readonly dot: string;
+}
+
+const INT_DOT = `var s = 0;
+      for (var k = 0u; k < 8u; k++) { s += dot(wv[k], s8x4(XQ[xw + k])); }`;
+
+const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
+  F32: {
+    decode: `let c0 = u * 32u;
+    let cnt = min(32u, P.cols - c0);
+    for (var i = 0u; i < cnt; i++) { wf[i] = bitcast<f32>(W[r * P.cols + c0 + i]); }`,
+    dot: `let xo = P.o_x + t * P.cols + c0;
+      var s = 0.0;
+      for (var i = 0u; i < cnt; i++) { s += wf[i] * $x[xo + i]; }
+      acc[tt] += s;`,
+  },
+  F16: {
+    decode: `let c0 = u * 32u;
+    let cnt = min(32u, P.cols - c0);
+    for (var i = 0u; i < cnt; i++) { wf[i] = wh(r * P.rowBytes + 2u * (c0 + i)); }`,
+    dot: `let xo = t * P.cols + c0;
+      var s = 0.0;
+      for (var i = 0u; i < cnt; i++) { s += wf[i] * bitcast<f32>(XQ[xo + i]); }
+      acc[tt] += s;`,
+  },
+  Q8_0: {
+    decode: `let bo = r * P.rowBytes + u * 34u;
+    let dw = wh(bo);
+    for (var k = 0u; k < 8u; k++) { wv[k] = s8x4(w32(bo + 2u + 4u * k)); }`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += (dw * xscale(P.nqw + t * (P.cols / 32u) + u)) * f32(s);`,
+  },
+  Q4_0: {
+    decode: `let bo = r * P.rowBytes + u * 18u;
+    let dw = wh(bo);
+    for (var k = 0u; k < 4u; k++) {
+      let w = w32(bo + 2u + 4u * k);
+      wv[k] = nib4(w, 0u) - vec4<i32>(8);
+      wv[k + 4u] = nib4(w, 4u) - vec4<i32>(8);
+    }`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += f32(s) * (dw * xscale(P.nqw + t * (P.cols / 32u) + u));`,
+  },
+  // unit j (0..7) of a super-block: the 32 nibbles of sub-block j (chunk j / 2, low or high half) with scale/min pair j
+  Q4_K: {
+    decode: `let b = u / 8u;
+    let j = u % 8u;
+    let bo = r * P.rowBytes + b * 144u;
+    let q = bo + 16u + 32u * (j >> 1u);
+    let sh = (j & 1u) * 4u;
+    for (var k = 0u; k < 8u; k++) { wv[k] = nib4(w32(q + 4u * k), sh); }
+    let sm = scale_min_k4(j, bo + 4u);
+    let dw = wh(bo);
+    let dmin = wh(bo + 2u);`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      var s = 0;
+      var bs = 0;
+      for (var k = 0u; k < 8u; k++) {
+        let xv = s8x4(XQ[xw + k]);
+        s += dot(wv[k], xv);
+        bs += xv.x + xv.y + xv.z + xv.w;
+      }
+      let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
+      acc[tt] += dw * dx * f32(sm.x * s) - dmin * dx * f32(sm.y * bs);`,
+  },
+  // unit j = 4h + k4 of a super-block: half h, quarter k4 (the weights l + 32 k4 of that half, l < 32), scales 2 k4 and 2 k4 + 1
+  Q6_K: {
+    decode: `let b = u / 8u;
+    let j = u % 8u;
+    let h = j / 4u;
+    let k4 = j % 4u;
+    let bo = r * P.rowBytes + b * 210u;
+    let ql = bo + 64u * h + 32u * (k4 & 1u);
+    let qh = bo + 128u + 32u * h;
+    let nsh = 4u * (k4 >> 1u);
+    let hsh = 2u * k4;
+    for (var k = 0u; k < 8u; k++) {
+      let lw = w32(ql + 4u * k);
+      let hw = w32(qh + 4u * k);
+      wv[k] = nib4(lw, nsh) + 16 * vec4<i32>(i32((hw >> hsh) & 3u), i32((hw >> (8u + hsh)) & 3u), i32((hw >> (16u + hsh)) & 3u), i32((hw >> (24u + hsh)) & 3u)) - vec4<i32>(32);
     }
-    acc += f32(s) * (wh(wo) * XQ[P.nq + t * nb + b]);
-  }`,
-  Q4_K: `  let nb = P.cols / 256u;
-  for (var b = 0u; b < nb; b++) {
-    let wo = r * P.rowBytes + b * 144u;
-    let xo = t * P.cols + b * 256u;
-    let dx = XQ[P.nq + t * nb + b];
-    var isum = 0;
-    var msum = 0;
-    for (var c = 0u; c < 4u; c++) {
-      let q4 = wo + 16u + 32u * c;
-      let p1 = scale_min_k4(2u * c, wo + 4u);
-      let p2 = scale_min_k4(2u * c + 1u, wo + 4u);
+    let sc0 = wi8(bo + 192u + 8u * h + 2u * k4);
+    let sc1 = wi8(bo + 192u + 8u * h + 2u * k4 + 1u);
+    let dw = wh(bo + 208u);`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      var s0 = 0;
       var s1 = 0;
-      var s2 = 0;
-      var b1 = 0;
-      var b2 = 0;
-      for (var l = 0u; l < 32u; l++) {
-        let q = wb(q4 + l);
-        let xa = xi(xo + 64u * c + l);
-        let xb = xi(xo + 64u * c + 32u + l);
-        s1 += i32(q & 15u) * xa;
-        s2 += i32(q >> 4u) * xb;
-        b1 += xa;
-        b2 += xb;
-      }
-      isum += p1.x * s1 + p2.x * s2;
-      msum += p1.y * b1 + p2.y * b2;
-    }
-    acc += wh(wo) * dx * f32(isum) - wh(wo + 2u) * dx * f32(msum);
-  }`,
-  Q6_K: `  let nb = P.cols / 256u;
-  for (var b = 0u; b < nb; b++) {
-    let wo = r * P.rowBytes + b * 210u;
-    let xo = t * P.cols + b * 256u;
-    var isum = 0;
-    for (var hh = 0u; hh < 2u; hh++) {
-      let ql = wo + 64u * hh;
-      let qh = wo + 128u + 32u * hh;
-      let sc = wo + 192u + 8u * hh;
-      let q8 = xo + 128u * hh;
-      for (var is = 0u; is < 2u; is++) {
-        var s1 = 0;
-        var s2 = 0;
-        var s3 = 0;
-        var s4 = 0;
-        for (var l = 16u * is; l < 16u * is + 16u; l++) {
-          let hb = wb(qh + l);
-          let a = wb(ql + l);
-          let c = wb(ql + l + 32u);
-          s1 += (i32((a & 15u) | ((hb & 3u) << 4u)) - 32) * xi(q8 + l);
-          s2 += (i32((c & 15u) | (((hb >> 2u) & 3u) << 4u)) - 32) * xi(q8 + l + 32u);
-          s3 += (i32((a >> 4u) | (((hb >> 4u) & 3u) << 4u)) - 32) * xi(q8 + l + 64u);
-          s4 += (i32((c >> 4u) | (((hb >> 6u) & 3u) << 4u)) - 32) * xi(q8 + l + 96u);
-        }
-        isum += wi8(sc + is) * s1 + wi8(sc + is + 2u) * s2 + wi8(sc + is + 4u) * s3 + wi8(sc + is + 6u) * s4;
-      }
-    }
-    acc += wh(wo + 208u) * XQ[P.nq + t * nb + b] * f32(isum);
-  }`,
+      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(XQ[xw + k])); }
+      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(XQ[xw + k])); }
+      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(sc0 * s0 + sc1 * s1);`,
+  },
 };
 
-/** the weight types matmul supports, with the activation quantizer each needs (null: f32 as is) */
-export const MATMUL_TYPES: Readonly<Record<string, KernelDef | null>> = {
-  F32: null,
-  F16: QUANT_F16,
-  Q8_0: QUANT_Q8_0,
-  Q4_0: QUANT_Q8_0,
-  Q4_K: QUANT_Q8_K,
-  Q6_K: QUANT_Q8_K,
+/** the weight types matmul supports, with the activation quantizer each needs (null: f32 as is) and its block */
+export const MATMUL_TYPES: Readonly<Record<string, { quant: KernelDef | null; block: number }>> = {
+  F32: { quant: null, block: 1 },
+  F16: { quant: QUANT_F16, block: 1 },
+  Q8_0: { quant: QUANT_Q8_0, block: 32 },
+  Q4_0: { quant: QUANT_Q8_0, block: 32 },
+  Q4_K: { quant: QUANT_Q8_K, block: 256 },
+  Q6_K: { quant: QUANT_Q8_K, block: 256 },
 };
+
+/** tokens per workgroup */
+export const MATMUL_TILE = 8;
 
 const matmulDefs = new Map<string, KernelDef>();
 
-/** one invocation per (output row, token): 64 rows per workgroup, tokens along the flat index */
 export function matmulDef(type: string): KernelDef {
   let def = matmulDefs.get(type);
-  if (!def) {
+  const code = MATMUL_CODE[type];
+  if (!def && code) {
     def = {
       name: `matmul-${type}`,
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "f32" }, { name: "BIAS", type: "f32" }],
-      params: [["rows", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nq", "u32"], ["rowGroups", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
-      helpers: WEIGHT_BYTES,
-      body: `  let t = wgi / P.rowGroups;
-  let r = (wgi - t * P.rowGroups) * 64u + lid;
-  if (r >= P.rows) { return; }
-  var acc = 0.0;
-${DOTS[type]}
-  if (P.hasBias != 0u) { acc = acc + BIAS[r]; }
-  if (P.gelu != 0u) { acc = gelu_erf(acc); }
-  $out[P.o_out + t * P.rows + r] = acc;`,
+      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
+      params: [["rows", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
+      helpers: MATMUL_HELPERS,
+      body: `  let r = wgi / P.tiles;
+  let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
+  let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
+  var acc: array<f32, ${MATMUL_TILE}>;
+  ${type === "F32" || type === "F16" ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
+  for (var u = lid; u < P.units; u += 64u) {
+    ${code.decode}
+    for (var tt = 0u; tt < nt; tt++) {
+      let t = t0 + tt;
+      ${code.dot}
+    }
+  }
+  for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] = acc[tt]; }
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) {
+      for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] += red[tt * 64u + lid + st]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid < nt) {
+    var v = red[lid * 64u];
+    if (P.hasBias != 0u) { v = v + BIAS[r]; }
+    if (P.gelu != 0u) { v = gelu_erf(v); }
+    $out[P.o_out + (t0 + lid) * P.rows + r] = v;
+  }`,
     };
     matmulDefs.set(type, def);
   }
+  if (!def) throw new Error(`webgpu backend: no matmul kernel for ${type}`);
   return def;
 }
