@@ -272,6 +272,31 @@ describe("webgpu backend conformance", { skip }, () => {
     close("bidirectionalAttention strided", await b.read(out), expected, 1e-5);
   });
 
+  test("attention and bidirectionalAttention in blocks of query tokens (a small scores scratch)", async () => {
+    const small = await createWebGPUBackend({ attentionScratchFloats: 40 });
+    try {
+      const r = rng(95);
+      const nHeads = 4, nKvHeads = 1, headDim = 32, nTokens = 5, startPos = 3;
+      const kv = nKvHeads * headDim, nAll = startPos + nTokens;
+      const keys = normals(nAll * kv, r), values = normals(nAll * kv, r), q = normals(nTokens * nHeads * headDim, r);
+      const expected = new Float32Array(q.length);
+      attention(expected, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, 0.2);
+      const out = small.allocActivations(q.length);
+      small.attention(out, device(small, q), device(small, keys), device(small, values), nTokens, startPos, nHeads, nKvHeads, headDim, 0.2);
+      close("attention in blocks of 1 query", await small.read(out), expected, 1e-5);
+      const n = 6, d = nHeads * headDim, stride = 3 * d;
+      const qkv = normals(n * stride, r);
+      const eb = new Float32Array(n * d);
+      bidirectionalAttention(eb, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.2, stride);
+      const a = device(small, qkv);
+      const ob = small.allocActivations(n * d);
+      small.bidirectionalAttention(ob, a, small.view(a, d), small.view(a, 2 * d), n, nHeads, headDim, 0.2, stride);
+      close("bidirectionalAttention in blocks of 1 query", await small.read(ob), eb, 1e-5);
+    } finally {
+      small.dispose();
+    }
+  });
+
   test("scatterRows, gatherRows, copy2d: exact", async () => {
     const r = rng(110);
     const width = 37, n = 4;

@@ -22,6 +22,8 @@ const CHROMIUM_SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json";
  * object is garbage-collected while one of its devices is still in use.
  */
 const dawnInstances: unknown[] = [];
+/** the Dawn instance that found an adapter, and how: later backends ask it first */
+let workingDawn: { gpu: GPULike; source: string } | null = null;
 
 export interface AdapterOptions {
   powerPreference?: "low-power" | "high-performance";
@@ -66,12 +68,18 @@ export async function findAdapter(options: AdapterOptions = {}): Promise<FoundAd
   } catch (e) {
     throw fail(`the optional package "webgpu" could not be loaded: ${(e as Error).message.split("\n")[0]}; install it with npm i -E webgpu@0.6.2`);
   }
-  const request = async (): Promise<GPUAdapterLike | null> => {
+  const request = async (source: string): Promise<GPUAdapterLike | null> => {
     const gpu = create([]);
     dawnInstances.push(gpu);
-    return gpu.requestAdapter({ powerPreference: options.powerPreference });
+    const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference });
+    if (adapter) workingDawn = { gpu, source };
+    return adapter;
   };
-  const first = await request();
+  if (workingDawn) {
+    const again = await workingDawn.gpu.requestAdapter({ powerPreference: options.powerPreference });
+    if (again) return { adapter: again, source: workingDawn.source };
+  }
+  const first = await request("dawn");
   if (first) return { adapter: first, source: "dawn" };
 
   const icd = await fallbackICD(options, proc);
@@ -91,8 +99,9 @@ export async function findAdapter(options: AdapterOptions = {}): Promise<FoundAd
     }
   }
   proc.env["VK_ICD_FILENAMES"] = icd;
-  const second = await request();
-  if (second) return { adapter: second, source: `dawn, Vulkan ICD ${icd}` };
+  const source = `dawn, Vulkan ICD ${icd}`;
+  const second = await request(source);
+  if (second) return { adapter: second, source };
   throw fail(`Dawn found none, also not with the Vulkan ICD ${icd}`);
 }
 

@@ -50,7 +50,13 @@ class GpuArray implements DeviceArray {
   ) {}
 }
 
-export interface WebGPUBackendOptions extends AdapterOptions {}
+export interface WebGPUBackendOptions extends AdapterOptions {
+  /**
+   * Attention scores kept at once, in floats (default 2^24 = 64 MiB): a prefill whose
+   * nTokens x nHeads x nKeys is larger runs as several dispatches over blocks of query tokens.
+   */
+  attentionScratchFloats?: number;
+}
 
 export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<Backend> {
   const { adapter, source } = await findAdapter(options);
@@ -62,7 +68,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source));
+  return new WebGPUBackend(device, adapterName(adapter.info, source), options.attentionScratchFloats ?? 1 << 24);
 }
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string): string {
@@ -103,10 +109,13 @@ class WebGPUBackend implements Backend {
   private errors: Promise<string | null>[] = [];
   private readonly finalizer: FinalizationRegistry<GPUBufferLike>;
 
-  constructor(private readonly device: GPUDeviceLike, name: string) {
+  private readonly scoresLimit: number;
+
+  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number) {
     this.name = name;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
+    this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
     this.uniformBuffer = this.createBuffer(SLOT * SLOTS, BufferUsage.UNIFORM | BufferUsage.COPY_DST);
     this.dataMirror = new Uint32Array(1 << 16);
     this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
@@ -564,10 +573,24 @@ class WebGPUBackend implements Backend {
     this.checkLength("attention", "out", o, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     if (nTokens === 0 || d === 0) return;
     checkRows(rows, nAll, Math.floor(Math.min(k.length, v.length) / kvStride));
-    const s = this.scratchBuffer("scores", nTokens * nHeads * nAll);
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
-    this.dispatch(ATTENTION, [o, qa, k, v], ["D", s],
-      [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos, rows ? 1 : 0, 0, nAll, scale], nTokens * nHeads, data);
+    const chunk = this.queryChunk(nHeads, nAll);
+    for (let t0 = 0; t0 < nTokens; t0 += chunk) {
+      const m = Math.min(chunk, nTokens - t0);
+      const s = this.scratchBuffer("scores", m * nHeads * nAll);
+      this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s],
+        [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale], m * nHeads, data);
+    }
+  }
+
+  /** queries per attention dispatch, so that their scores (nHeads x nKeys each) fit the scratch limit */
+  private queryChunk(nHeads: number, nKeys: number): number {
+    return Math.max(1, Math.floor(this.scoresLimit / (nHeads * nKeys)));
+  }
+
+  /** the floats of `a` from `offset` on */
+  private sub(a: GpuArray, offset: number): GpuArray {
+    return offset === 0 ? a : new GpuArray(a.buffer, a.offset + offset, a.length - offset, this.id, a.root ?? a);
   }
 
   bidirectionalAttention(out: DeviceArray, q: DeviceArray, k: DeviceArray, v: DeviceArray, n: number, nHeads: number, headDim: number, scale: number, stride?: number): void {
@@ -584,8 +607,12 @@ class WebGPUBackend implements Backend {
     this.checkLength("bidirectionalAttention", "k", ka, need, `${n} rows ${st} apart (${need})`);
     this.checkLength("bidirectionalAttention", "v", va, need, `${n} rows ${st} apart (${need})`);
     this.checkLength("bidirectionalAttention", "out", o, n * d, `${n} x ${d}`);
-    const s = this.scratchBuffer("scores", n * nHeads * n);
-    this.dispatch(ATTENTION, [o, qa, ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale], n * nHeads);
+    const chunk = this.queryChunk(nHeads, n);
+    for (let i0 = 0; i0 < n; i0 += chunk) {
+      const m = Math.min(chunk, n - i0);
+      const s = this.scratchBuffer("scores", m * nHeads * n);
+      this.dispatch(ATTENTION, [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
+    }
   }
 
   dispose(): void {
