@@ -327,6 +327,100 @@ describe("webgpu backend conformance", { skip }, () => {
     close("copy2d within one buffer", await b.read(same), es, 0);
   });
 
+  for (const [type, tol] of [[GGMLType.F16, 1e-5], [GGMLType.Q4_K, 1e-3]] as const) {
+    test(`a decoder layer on the device (${typeName(type)} weights): prefill 5 tokens, decode 1, one read per step`, async () => {
+      const r = rng(130 + type);
+      const d = 256, nHeads = 4, nKv = 2, hd = 64, kv = nKv * hd, ffn = 512, vocab = 300, eps = 1e-5;
+      const qkvRows = d + 2 * kv;
+      const emb = weights(type, d, vocab, r), wqkv = weights(type, d, qkvRows, r), wo = weights(type, d, d, r);
+      const wg = weights(type, d, ffn, r), wu = weights(type, d, ffn, r), wd = weights(type, ffn, d, r), wout = weights(type, d, vocab, r);
+      const n1 = normals(d, r), n2 = normals(d, r), n3 = normals(d, r);
+      const rope: RopeParams = { headDim: hd, ropeDim: hd, base: 10000, freqScale: 1, style: "neox" };
+      const rowIndex = Int32Array.from([5, 12, 0, 9, 3, 14]);
+      const scale = 1 / Math.sqrt(hd);
+      // host: the reference ops on Float32Arrays
+      const hk = new Float32Array(16 * kv), hv = new Float32Array(16 * kv);
+      const hostStep = (ids: number[], startPos: number): Float32Array => {
+        const m = ids.length;
+        const x = new Float32Array(m * d);
+        ref.getRows(x, emb, ids);
+        const h = new Float32Array(m * d);
+        rmsNorm(h, x, n1, d, m, eps);
+        const qkv = new Float32Array(m * qkvRows);
+        ref.matmul(qkv, wqkv, h, m);
+        const q = new Float32Array(m * d), k = new Float32Array(m * kv), v = new Float32Array(m * kv);
+        for (let t = 0; t < m; t++) {
+          q.set(qkv.subarray(t * qkvRows, t * qkvRows + d), t * d);
+          k.set(qkv.subarray(t * qkvRows + d, t * qkvRows + d + kv), t * kv);
+          v.set(qkv.subarray(t * qkvRows + d + kv, (t + 1) * qkvRows), t * kv);
+        }
+        const pos = ids.map((_, t) => startPos + t);
+        applyRope(q, m, nHeads, pos, rope);
+        applyRope(k, m, nKv, pos, rope);
+        for (let t = 0; t < m; t++) {
+          hk.set(k.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
+          hv.set(v.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
+        }
+        const att = new Float32Array(m * d);
+        attention(att, q, hk, hv, m, startPos, nHeads, nKv, hd, scale, rowIndex);
+        const o = new Float32Array(m * d);
+        ref.matmul(o, wo, att, m);
+        for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
+        rmsNorm(h, x, n2, d, m, eps);
+        const g = new Float32Array(m * ffn), u = new Float32Array(m * ffn);
+        ref.matmul(g, wg, h, m);
+        ref.matmul(u, wu, h, m);
+        swiglu(g, g, u, m * ffn);
+        ref.matmul(o, wd, g, m);
+        for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
+        const last = x.slice((m - 1) * d);
+        rmsNorm(last, last, n3, d, 1, eps);
+        const logits = new Float32Array(vocab);
+        ref.matmul(logits, wout, last, 1);
+        return logits;
+      };
+      // device: the same ops through the backend, nothing read back but the logits
+      const dk = b.allocActivations(16 * kv), dv = b.allocActivations(16 * kv);
+      const deviceStep = async (ids: number[], startPos: number): Promise<Float32Array> => {
+        const m = ids.length;
+        const x = b.allocActivations(m * d), h = b.allocActivations(m * d), qkv = b.allocActivations(m * qkvRows);
+        const q = b.allocActivations(m * d), k = b.allocActivations(m * kv), v = b.allocActivations(m * kv);
+        b.getRows(x, emb, ids);
+        b.rmsNorm(h, x, n1, d, m, eps);
+        b.matmul(qkv, wqkv, h, m);
+        b.copy2d(q, 0, d, qkv, 0, qkvRows, m, d);
+        b.copy2d(k, 0, kv, qkv, d, qkvRows, m, kv);
+        b.copy2d(v, 0, kv, qkv, d + kv, qkvRows, m, kv);
+        const pos = ids.map((_, t) => startPos + t);
+        b.rope(q, m, nHeads, pos, rope);
+        b.rope(k, m, nKv, pos, rope);
+        const dst = rowIndex.subarray(startPos, startPos + m);
+        b.scatterRows(dk, dst, k, kv, m);
+        b.scatterRows(dv, dst, v, kv, m);
+        const att = b.allocActivations(m * d), o = b.allocActivations(m * d);
+        b.attention(att, q, dk, dv, m, startPos, nHeads, nKv, hd, scale, rowIndex);
+        b.matmul(o, wo, att, m);
+        b.add(x, o);
+        b.rmsNorm(h, x, n2, d, m, eps);
+        const g = b.allocActivations(m * ffn), u = b.allocActivations(m * ffn);
+        b.matmul(g, wg, h, m);
+        b.matmul(u, wu, h, m);
+        b.swiglu(g, g, u, m * ffn);
+        b.matmul(o, wd, g, m);
+        b.add(x, o);
+        const last = b.allocActivations(d);
+        b.gatherRows(last, x, [m - 1], d);
+        b.rmsNorm(last, last, n3, d, 1, eps);
+        const logits = b.allocActivations(vocab);
+        b.matmul(logits, wout, last, 1);
+        return b.read(logits);
+      };
+      const prompt = [17, 3, 250, 3, 99];
+      close(`decoder layer ${typeName(type)} prefill`, await deviceStep(prompt, 0), hostStep(prompt, 0), tol);
+      close(`decoder layer ${typeName(type)} decode`, await deviceStep([42], 5), hostStep([42], 5), tol);
+    });
+  }
+
   test("errors name the op and the tensor", async () => {
     const r = rng(120);
     const q5 = { name: "blk.0.ffn_up.weight", type: GGMLType.Q5_K, dims: [256, 2], data: new Uint8Array(2 * 176) };
