@@ -150,6 +150,28 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
+  test("matmul of a tensor larger than one weight buffer: blocks of rows (bias and gelu-erf per block)", async () => {
+    const small = await createWebGPUBackend({ maxWeightBytes: 1000 });
+    try {
+      const r = rng(35);
+      for (const type of [GGMLType.Q8_0, GGMLType.Q6_K]) {
+        const cols = 256, rows = 29, nTokens = 9;
+        const w = weights(type, cols, rows, r);
+        const x = normals(nTokens * cols, r);
+        const epilogue = { bias: normals(rows, r), activation: "gelu-erf" as const };
+        const expected = new Float32Array(nTokens * rows);
+        ref.matmul(expected, w, x, nTokens, epilogue);
+        const out = small.allocActivations(nTokens * rows);
+        small.matmul(out, w, device(small, x), nTokens, epilogue);
+        close(`matmul ${typeName(type)} in blocks of ${Math.floor(1000 / rowByteLength(type, cols))} rows`, await small.read(out), expected, 1e-4);
+      }
+      const big = weights(GGMLType.F32, 256, 2, r);
+      assert.throws(() => small.matmul(small.allocActivations(2), big, small.allocActivations(256), 1), /matmul: tensor w\.F32 \(F32 \[256, 2\]\) has rows of 1024 bytes, more than this adapter's storage binding limit 1000/);
+    } finally {
+      small.dispose();
+    }
+  });
+
   test("getRows (Q4_K, Q8_0, F16): exact", async () => {
     const r = rng(40);
     for (const type of [GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16]) {

@@ -38,6 +38,13 @@ const MAX_GROUPS = 65535;
 
 let nextBackendId = 1;
 
+interface WeightBlock {
+  readonly buffer: GPUBufferLike;
+  /** the first row it holds, and how many */
+  readonly row: number;
+  readonly rows: number;
+}
+
 class GpuArray implements DeviceArray {
   constructor(
     readonly buffer: GPUBufferLike,
@@ -56,6 +63,8 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * nTokens x nHeads x nKeys is larger runs as several dispatches over blocks of query tokens.
    */
   attentionScratchFloats?: number;
+  /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
+  maxWeightBytes?: number;
 }
 
 export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<Backend> {
@@ -68,7 +77,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source), options.attentionScratchFloats ?? 1 << 24);
+  return new WebGPUBackend(device, adapterName(adapter.info, source), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes);
 }
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string): string {
@@ -103,7 +112,7 @@ class WebGPUBackend implements Backend {
   private deferredDestroy: GPUBufferLike[] = [];
   private readonly allBuffers = new Set<GPUBufferLike>();
   private readonly pipelines = new Map<string, GPUComputePipelineLike>();
-  private readonly weightBuffers = new WeakMap<object, Map<string, GPUBufferLike>>();
+  private readonly weightBuffers = new WeakMap<object, Map<string, readonly WeightBlock[]>>();
   private readonly constBuffers = new WeakMap<Float32Array, GPUBufferLike>();
   private geluTable: GPUBufferLike | null = null;
   private errors: Promise<string | null>[] = [];
@@ -111,11 +120,15 @@ class WebGPUBackend implements Backend {
 
   private readonly scoresLimit: number;
 
-  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number) {
+  private readonly maxWeightBytes: number;
+
+  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number, maxWeightBytes?: number) {
     this.name = name;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
     this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
+    const maxBuffer = device.limits["maxBufferSize"] ?? this.maxBinding;
+    this.maxWeightBytes = Math.floor(Math.min(maxWeightBytes ?? Infinity, this.maxBinding, maxBuffer) / 4) * 4;
     this.uniformBuffer = this.createBuffer(SLOT * SLOTS, BufferUsage.UNIFORM | BufferUsage.COPY_DST);
     this.dataMirror = new Uint32Array(1 << 16);
     this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
@@ -268,22 +281,38 @@ class WebGPUBackend implements Backend {
       b = this.createBuffer(a.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
       this.upload(b, 0, a);
       this.constBuffers.set(a, b);
+      this.finalizer.register(a, b);
     }
     return b;
   }
 
-  private weightBuffer(op: string, w: Tensor, bytes: number): GPUBufferLike {
-    const key = `${w.data.byteOffset}:${bytes}`;
+  /**
+   * the tensor's rows on the device, uploaded on first use as they are: one buffer, or blocks of
+   * whole rows when the tensor is larger than one storage binding may be (maxWeightBytes)
+   */
+  private weightBlocks(op: string, w: Tensor, rows: number, rowBytes: number): readonly WeightBlock[] {
+    const key = `${w.data.byteOffset}:${rows * rowBytes}`;
     let m = this.weightBuffers.get(w.data.buffer);
-    if (!m) this.weightBuffers.set(w.data.buffer, (m = new Map()));
-    let b = m.get(key);
-    if (!b) {
-      if (bytes > this.maxBinding) throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) is ${bytes} bytes, more than this adapter's maxStorageBufferBindingSize ${this.maxBinding}`);
-      b = this.createBuffer(bytes, BufferUsage.STORAGE | BufferUsage.COPY_DST);
-      this.upload(b, 0, w.data.subarray(0, bytes));
-      m.set(key, b);
+    if (!m) {
+      m = new Map();
+      this.weightBuffers.set(w.data.buffer, m);
     }
-    return b;
+    let blocks = m.get(key);
+    if (!blocks) {
+      const made: WeightBlock[] = [];
+      const perBlock = Math.floor(this.maxWeightBytes / rowBytes);
+      if (perBlock === 0) throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) has rows of ${rowBytes} bytes, more than this adapter's storage binding limit ${this.maxWeightBytes}`);
+      for (let r0 = 0; r0 < rows; r0 += perBlock) {
+        const n = Math.min(perBlock, rows - r0);
+        const buffer = this.createBuffer(n * rowBytes, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+        this.upload(buffer, 0, w.data.subarray(r0 * rowBytes, (r0 + n) * rowBytes));
+        this.finalizer.register(w.data.buffer, buffer);
+        made.push({ buffer, row: r0, rows: n });
+      }
+      m.set(key, made);
+      blocks = made;
+    }
+    return blocks;
   }
 
   /** queue.writeBuffer of whole 4-byte words from any typed array (a shared one is copied first) */
@@ -428,7 +457,7 @@ class WebGPUBackend implements Backend {
     this.checkLength(`matmul ${w.name}`, "x", xa, nTokens * cols, `${nTokens} x ${cols}`);
     this.checkLength(`matmul ${w.name}`, "out", o, nTokens * rows, `${nTokens} x ${rows}`);
     if (nTokens === 0 || rows === 0) return;
-    const wb = this.weightBuffer("matmul", w, rows * rowBytes);
+    const blocks = this.weightBlocks("matmul", w, rows, rowBytes);
     const n = nTokens * cols;
     let nqw = 0;
     let xq = this.dummy;
@@ -444,8 +473,11 @@ class WebGPUBackend implements Backend {
       }
     }
     const tiles = Math.ceil(nTokens / MATMUL_TILE);
-    this.dispatch(matmulDef(type), [o, xa], [wb, xq, bias ? this.constBuffer(bias) : this.dummy],
-      [rows, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], rows * tiles);
+    const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
+    for (const blk of blocks) {
+      this.dispatch(matmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer],
+        [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], blk.rows * tiles);
+    }
   }
 
   getRows(out: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {

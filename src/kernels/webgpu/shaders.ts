@@ -518,7 +518,7 @@ export function matmulDef(type: string): KernelDef {
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
       extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
-      params: [["rows", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
+      params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
       helpers: MATMUL_HELPERS,
       body: `  let r = wgi / P.tiles;
   let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
@@ -542,9 +542,9 @@ export function matmulDef(type: string): KernelDef {
   }
   if (lid < nt) {
     var v = red[lid * 64u];
-    if (P.hasBias != 0u) { v = v + BIAS[r]; }
+    if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
     if (P.gelu != 0u) { v = gelu_erf(v); }
-    $out[P.o_out + (t0 + lid) * P.rows + r] = v;
+    $out[P.o_out + (t0 + lid) * P.outStride + r] = v;
   }`,
     };
     matmulDefs.set(type, def);
