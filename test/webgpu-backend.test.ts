@@ -443,6 +443,54 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
+  test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {
+    const types = [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K];
+    let worst = 0, worstAttention = 0;
+    for (let seed = 0; seed < 10; seed++) {
+      const r = rng(1000 + seed);
+      const pick = (lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
+      const type = types[seed % types.length]!;
+      const block = type === GGMLType.Q4_K || type === GGMLType.Q6_K ? 256 : type === GGMLType.F32 || type === GGMLType.F16 ? 1 : 32;
+      const cols = block === 1 ? pick(1, 300) : block * pick(1, 3), rows = pick(1, 150), nTokens = pick(1, 20);
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const expected = new Float32Array(nTokens * rows);
+      ref.matmul(expected, w, x, nTokens);
+      const out = b.allocActivations(nTokens * rows);
+      b.matmul(out, w, device(b, x), nTokens);
+      const got = await b.read(out);
+      let err = 0, mx = 0;
+      for (let i = 0; i < got.length; i++) {
+        err = Math.max(err, Math.abs(got[i]! - expected[i]!));
+        mx = Math.max(mx, Math.abs(expected[i]!));
+      }
+      worst = Math.max(worst, err / mx);
+      assert.ok(err / mx <= 1e-4, `matmul ${typeName(type)} [${cols}, ${rows}] x ${nTokens} tokens: ${err / mx}`);
+      // attention with odd head sizes and a shuffled row index
+      const nKv = pick(1, 3), group = pick(1, 3), nHeads = nKv * group, hd = pick(1, 70), nT = pick(1, 6), start = pick(0, 9);
+      const nAll = start + nT, cacheRows = nAll + pick(0, 4);
+      const idx = Int32Array.from({ length: cacheRows }, (_, i) => i);
+      for (let i = cacheRows - 1; i > 0; i--) {
+        const j = Math.floor(r() * (i + 1));
+        [idx[i], idx[j]] = [idx[j]!, idx[i]!];
+      }
+      const kc = normals(cacheRows * nKv * hd, r), vc = normals(cacheRows * nKv * hd, r), q = normals(nT * nHeads * hd, r);
+      const ea = new Float32Array(q.length);
+      attention(ea, q, kc, vc, nT, start, nHeads, nKv, hd, 0.3, idx);
+      const oa = b.allocActivations(q.length);
+      b.attention(oa, device(b, q), device(b, kc), device(b, vc), nT, start, nHeads, nKv, hd, 0.3, idx);
+      const ga = await b.read(oa);
+      let ae = 0, am = 0;
+      for (let i = 0; i < ga.length; i++) {
+        ae = Math.max(ae, Math.abs(ga[i]! - ea[i]!));
+        am = Math.max(am, Math.abs(ea[i]!));
+      }
+      worstAttention = Math.max(worstAttention, ae / am);
+      assert.ok(ae / am <= 1e-5, `attention ${nHeads}/${nKv} heads of ${hd}, ${nT} tokens from ${start}: ${ae / am}`);
+    }
+    measured.push(["random matmul shapes (worst of 10)", worst, 1e-4], ["random attention shapes (worst of 10)", worstAttention, 1e-5]);
+  });
+
   test("errors name the op and the tensor", async () => {
     const r = rng(120);
     const q5 = { name: "blk.0.ffn_up.weight", type: GGMLType.Q5_K, dims: [256, 2], data: new Uint8Array(2 * 176) };
