@@ -150,12 +150,14 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
-  test("matmul of a tensor larger than one weight buffer: blocks of rows (bias and gelu-erf per block)", async () => {
-    const small = await createWebGPUBackend({ maxWeightBytes: 1000 });
+  test("matmul without subgroups (tree sums) of every type, and of tensors larger than one weight buffer (blocks of rows)", async () => {
+    const small = await createWebGPUBackend({ maxWeightBytes: 1000, subgroups: false });
+    // an F32 row of 256 weights is 1024 bytes, over the limit: F32 and F16 get rows of 200 (1 and 2 rows a block)
     try {
+      assert.doesNotMatch(small.name, /subgroups/);
       const r = rng(35);
-      for (const type of [GGMLType.Q8_0, GGMLType.Q6_K]) {
-        const cols = 256, rows = 29, nTokens = 9;
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
+        const cols = type === GGMLType.F32 || type === GGMLType.F16 ? 200 : 256, rows = 29, nTokens = 9;
         const w = weights(type, cols, rows, r);
         const x = normals(nTokens * cols, r);
         const epilogue = { bias: normals(rows, r), activation: "gelu-erf" as const };
@@ -163,7 +165,9 @@ describe("webgpu backend conformance", { skip }, () => {
         ref.matmul(expected, w, x, nTokens, epilogue);
         const out = small.allocActivations(nTokens * rows);
         small.matmul(out, w, device(small, x), nTokens, epilogue);
-        close(`matmul ${typeName(type)} in blocks of ${Math.floor(1000 / rowByteLength(type, cols))} rows`, await small.read(out), expected, 1e-4);
+        const perBlock = Math.floor(1000 / rowByteLength(type, cols));
+        assert.ok(perBlock < rows);
+        close(`matmul ${typeName(type)} no subgroups, ${perBlock} rows a block`, await small.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
       }
       const big = weights(GGMLType.F32, 256, 2, r);
       assert.throws(() => small.matmul(small.allocActivations(2), big, small.allocActivations(256), 1), /matmul: tensor w\.F32 \(F32 \[256, 2\]\) has rows of 1024 bytes, more than this adapter's storage binding limit 1000/);

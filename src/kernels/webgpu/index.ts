@@ -63,6 +63,8 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * nTokens x nHeads x nKeys is larger runs as several dispatches over blocks of query tokens.
    */
   attentionScratchFloats?: number;
+  /** reduce matmul sums with subgroup operations where the adapter has the "subgroups" feature (default true) */
+  subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
   maxWeightBytes?: number;
 }
@@ -70,19 +72,21 @@ export interface WebGPUBackendOptions extends AdapterOptions {
 export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<Backend> {
   const { adapter, source } = await findAdapter(options);
   const lim = adapter.limits;
+  const subgroups = options.subgroups !== false && adapter.features.has("subgroups");
   const device: GPUDeviceLike = await adapter.requestDevice({
+    requiredFeatures: subgroups ? ["subgroups"] : [],
     requiredLimits: {
       maxStorageBufferBindingSize: lim["maxStorageBufferBindingSize"]!,
       maxBufferSize: lim["maxBufferSize"]!,
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups);
 }
 
-function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string): string {
+function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
   const what = [info?.vendor, info?.architecture].filter((s) => s).join(" ") || info?.description || "unknown adapter";
-  return `webgpu (${what}; ${source})`;
+  return `webgpu (${what}${subgroups ? ", subgroups" : ""}; ${source})`;
 }
 
 class WebGPUBackend implements Backend {
@@ -122,7 +126,7 @@ class WebGPUBackend implements Backend {
 
   private readonly maxWeightBytes: number;
 
-  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number, maxWeightBytes?: number) {
+  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean) {
     this.name = name;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
@@ -475,7 +479,7 @@ class WebGPUBackend implements Backend {
     const tiles = Math.ceil(nTokens / MATMUL_TILE);
     const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
     for (const blk of blocks) {
-      this.dispatch(matmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer],
+      this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer],
         [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], blk.rows * tiles);
     }
   }

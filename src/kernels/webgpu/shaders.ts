@@ -27,6 +27,8 @@ export interface KernelDef {
   readonly body: string;
   /** module-scope declarations (workgroup memory, helper functions) */
   readonly helpers?: string;
+  /** uses subgroup operations: `enable subgroups;`, and main() also sees `sid` (subgroup_invocation_id) and `ssize` (subgroup_size) */
+  readonly subgroups?: boolean;
 }
 
 /** the uniform fields of a kernel, in the order the host writes them */
@@ -115,11 +117,12 @@ export function buildShader(def: KernelDef, slots: readonly number[]): string {
     body = body.replace(re, `buf${slots[i]}`);
     helpers = helpers.replace(re, `buf${slots[i]}`);
   });
-  return `${lines.join("\n")}
+  const sub = def.subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) ssize: u32" : "";
+  return `${def.subgroups ? "enable subgroups;\n" : ""}${lines.join("\n")}
 ${COMMON}
 ${helpers}
 @compute @workgroup_size(${def.workgroupSize})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32${sub}) {
   let wgi = wid.y * nwg.x + wid.x;
   if (wgi >= P.nwg) { return; }
 ${body}
@@ -509,12 +512,34 @@ export const MATMUL_TILE = 8;
 
 const matmulDefs = new Map<string, KernelDef>();
 
-export function matmulDef(type: string): KernelDef {
-  let def = matmulDefs.get(type);
+/** the 64 partial sums of each token of the tile added: a tree in workgroup memory */
+const TREE_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] = acc[tt]; }
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) {
+      for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] += red[tt * 64u + lid + st]; }
+    }
+    workgroupBarrier();
+  }
+  let parts = 1u;`;
+
+/** ... or subgroupAdd, then the subgroups' sums (64 / subgroup size of them) from workgroup memory */
+const SUBGROUP_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) {
+    let v = subgroupAdd(acc[tt]);
+    if (sid == 0u) { red[tt * 64u + lid / ssize] = v; }
+  }
+  workgroupBarrier();
+  let parts = (64u + ssize - 1u) / ssize;`;
+
+/** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature) */
+export function matmulDef(type: string, subgroups = false): KernelDef {
+  const key = `${type}${subgroups ? "-subgroups" : ""}`;
+  let def = matmulDefs.get(key);
   const code = MATMUL_CODE[type];
   if (!def && code) {
     def = {
-      name: `matmul-${type}`,
+      name: `matmul-${key}`,
+      subgroups,
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
       extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
@@ -532,22 +557,16 @@ export function matmulDef(type: string): KernelDef {
       ${code.dot}
     }
   }
-  for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] = acc[tt]; }
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) {
-      for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] += red[tt * 64u + lid + st]; }
-    }
-    workgroupBarrier();
-  }
+${subgroups ? SUBGROUP_REDUCTION : TREE_REDUCTION}
   if (lid < nt) {
     var v = red[lid * 64u];
+    for (var i = 1u; i < parts; i++) { v += red[lid * 64u + i]; }
     if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
     if (P.gelu != 0u) { v = gelu_erf(v); }
     $out[P.o_out + (t0 + lid) * P.outStride + r] = v;
   }`,
     };
-    matmulDefs.set(type, def);
+    matmulDefs.set(key, def);
   }
   if (!def) throw new Error(`webgpu backend: no matmul kernel for ${type}`);
   return def;
