@@ -510,5 +510,13 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.throws(() => b.add(x, out), /add: y holds 2 floats, expected 256/);
     assert.throws(() => b.view(x, 250, 10), /view: floats \[250, 260\) are outside the array's 256/);
     await assert.rejects(b.read(new Float32Array(3)), /read: the array is not an array of this webgpu backend/);
+    const rope: RopeParams = { headDim: 64, ropeDim: 64, base: 10000, freqScale: 1, style: "norm" };
+    assert.throws(() => b.rope(x, 3, 2, [0, 1, 2], rope), /rope: x holds 256 floats, expected 3 x 2 x 64/);
+    assert.throws(() => b.rope(x, 1, 2, [-1], rope), /rope: position -1 of token 0 is not a non-negative integer/);
+    assert.throws(() => b.unary("softplus" as UnaryOp, x, x, 4), /unary: unknown op "softplus"/);
+    const other = await createWebGPUBackend();
+    assert.throws(() => other.add(x, x), /add: x is not an array of this webgpu backend/);
+    other.dispose();
+    assert.throws(() => other.allocActivations(4), /webgpu backend: allocActivations called after dispose\(\)/);
   });
 });

@@ -535,6 +535,10 @@ class WebGPUBackend implements Backend {
     const { headDim, ropeDim } = p;
     if (!(Number.isInteger(ropeDim) && ropeDim % 2 === 0 && ropeDim > 0 && ropeDim <= headDim)) throw new Error(`rope: ropeDim ${ropeDim} must be even, positive and at most headDim ${headDim}`);
     if (positions.length < nTokens) throw new Error(`rope: positions holds ${positions.length} entries, expected ${nTokens}`);
+    for (let t = 0; t < nTokens; t++) {
+      const pos = positions[t]!;
+      if (!(Number.isInteger(pos) && pos >= 0)) throw new Error(`rope: position ${pos} of token ${t} is not a non-negative integer`);
+    }
     this.checkLength("rope", "x", xa, nTokens * nHeads * headDim, `${nTokens} x ${nHeads} x ${headDim}`);
     const half = ropeDim / 2;
     const n = nTokens * nHeads * half;
