@@ -1,0 +1,681 @@
+import type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./contract.js";
+import { rowByteLength, rowCount, typeName, type Tensor } from "../../tensor/index.js";
+import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
+import { ropeAngles, type RopeParams } from "../ops/rope.js";
+import { gelu } from "../ops/activations.js";
+import { checkRows } from "../ops/attention.js";
+import { findAdapter, type AdapterOptions } from "./adapter.js";
+import {
+  BufferUsage, MapMode,
+  type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
+} from "./gpu-types.js";
+import {
+  ADD, ADD_BIAS, ATTENTION, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
+  buildShader, matmulDef, paramLayout, type KernelDef,
+} from "./shaders.js";
+
+/**
+ * The WebGPU backend: activations, the KV cache and the weights live in GPU buffers; every op is
+ * a WGSL compute dispatch (shaders.ts) recorded into one command encoder, submitted at `read`,
+ * before a host `write`, or every MAX_BATCH dispatches. `read` is the only point that waits.
+ *
+ * Ordering: queue.writeBuffer is ordered with queue.submit, not with the commands of an encoder
+ * still being recorded, so each dispatch's parameters get their own 256-byte slice of one uniform
+ * buffer and its small host arrays (row indices, RoPE tables) their own range of one data buffer;
+ * both are uploaded with one writeBuffer each just before the batch is submitted. A host `write`
+ * first submits what is recorded, so it lands after every op recorded before it.
+ *
+ * Weights: allocWeights hands out host memory (the loader fills it); a matmul uploads a tensor's
+ * bytes once, as they are (quantized), and the shader dequantizes. Weights must not change after
+ * their first matmul. Small host arrays (norm weights, biases) are uploaded once each, too.
+ */
+
+const ALIGN = 64;
+const SLOT = 256;
+const SLOTS = 512;
+const MAX_BATCH = 256;
+const MAX_GROUPS = 65535;
+
+let nextBackendId = 1;
+
+interface WeightBlock {
+  readonly buffer: GPUBufferLike;
+  /** the first row it holds, and how many */
+  readonly row: number;
+  readonly rows: number;
+}
+
+class GpuArray implements DeviceArray {
+  constructor(
+    readonly buffer: GPUBufferLike,
+    /** float offset of the view in `buffer` */
+    readonly offset: number,
+    readonly length: number,
+    readonly owner: number,
+    /** the allocation a view comes from, kept alive by the view */
+    readonly root: GpuArray | null,
+  ) {}
+}
+
+export interface WebGPUBackendOptions extends AdapterOptions {
+  /**
+   * Attention scores kept at once, in floats (default 2^24 = 64 MiB): a prefill whose
+   * nTokens x nHeads x nKeys is larger runs as several dispatches over blocks of query tokens.
+   */
+  attentionScratchFloats?: number;
+  /** reduce matmul sums with subgroup operations where the adapter has the "subgroups" feature (default true) */
+  subgroups?: boolean;
+  /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
+  maxWeightBytes?: number;
+}
+
+export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<Backend> {
+  const { adapter, source } = await findAdapter(options);
+  const lim = adapter.limits;
+  const subgroups = options.subgroups !== false && adapter.features.has("subgroups");
+  const device: GPUDeviceLike = await adapter.requestDevice({
+    requiredFeatures: subgroups ? ["subgroups"] : [],
+    requiredLimits: {
+      maxStorageBufferBindingSize: lim["maxStorageBufferBindingSize"]!,
+      maxBufferSize: lim["maxBufferSize"]!,
+      maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
+    },
+  });
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups);
+}
+
+function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
+  const what = [info?.vendor, info?.architecture].filter((s) => s).join(" ") || info?.description || "unknown adapter";
+  return `webgpu (${what}${subgroups ? ", subgroups" : ""}; ${source})`;
+}
+
+class WebGPUBackend implements Backend {
+  readonly name: string;
+  readonly llamaCppOrder = "none" as const;
+  readonly threads = 1;
+
+  private readonly id = nextBackendId++;
+  private readonly queue: GPUQueueLike;
+  private readonly maxBinding: number;
+  private disposed = false;
+  private lostMessage: string | null = null;
+
+  private encoder: GPUCommandEncoderLike | null = null;
+  private dispatches = 0;
+  private readonly uniformBuffer: GPUBufferLike;
+  private readonly uniformMirror = new ArrayBuffer(SLOT * SLOTS);
+  private readonly uniformU32 = new Uint32Array(this.uniformMirror);
+  private readonly uniformF32 = new Float32Array(this.uniformMirror);
+  private readonly uniformI32 = new Int32Array(this.uniformMirror);
+  private slotsUsed = 0;
+  private dataBuffer: GPUBufferLike;
+  private dataMirror: Uint32Array;
+  private dataUsed = 0;
+  private readonly dummy: GPUBufferLike;
+  private readonly scratch = new Map<string, GPUBufferLike>();
+  private deferredDestroy: GPUBufferLike[] = [];
+  private readonly allBuffers = new Set<GPUBufferLike>();
+  private readonly pipelines = new Map<string, GPUComputePipelineLike>();
+  private readonly weightBuffers = new WeakMap<object, Map<string, readonly WeightBlock[]>>();
+  private readonly constBuffers = new WeakMap<Float32Array, GPUBufferLike>();
+  private geluTable: GPUBufferLike | null = null;
+  private errors: Promise<string | null>[] = [];
+  private readonly finalizer: FinalizationRegistry<GPUBufferLike>;
+
+  private readonly scoresLimit: number;
+
+  private readonly maxWeightBytes: number;
+
+  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean) {
+    this.name = name;
+    this.queue = device.queue;
+    this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
+    this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
+    const maxBuffer = device.limits["maxBufferSize"] ?? this.maxBinding;
+    this.maxWeightBytes = Math.floor(Math.min(maxWeightBytes ?? Infinity, this.maxBinding, maxBuffer) / 4) * 4;
+    this.uniformBuffer = this.createBuffer(SLOT * SLOTS, BufferUsage.UNIFORM | BufferUsage.COPY_DST);
+    this.dataMirror = new Uint32Array(1 << 16);
+    this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+    this.dummy = this.createBuffer(16, BufferUsage.STORAGE);
+    this.finalizer = new FinalizationRegistry((buffer) => {
+      // the buffer may still be used by recorded commands: destroy it after the next submit
+      if (this.allBuffers.delete(buffer)) this.deferredDestroy.push(buffer);
+    });
+    void device.lost.then((info) => {
+      this.lostMessage = info.message || info.reason || "device lost";
+    });
+  }
+
+  // ---- plumbing ----
+
+  private alive(op: string): void {
+    if (this.disposed) throw new Error(`webgpu backend: ${op} called after dispose()`);
+    if (this.lostMessage !== null) throw new Error(`webgpu backend: ${op}: the GPU device was lost (${this.lostMessage})`);
+  }
+
+  private createBuffer(size: number, usage: number): GPUBufferLike {
+    const buffer = this.device.createBuffer({ size: Math.max(16, Math.ceil(size / 16) * 16), usage });
+    this.allBuffers.add(buffer);
+    return buffer;
+  }
+
+  private arr(op: string, what: string, a: DeviceArray): GpuArray {
+    if (!(a instanceof GpuArray) || a.owner !== this.id) throw new Error(`${op}: ${what} is not an array of this webgpu backend (allocActivations / view)`);
+    return a;
+  }
+
+  private pipeline(def: KernelDef, slots: readonly number[]): GPUComputePipelineLike {
+    const key = `${def.name}|${slots.join(",")}`;
+    let p = this.pipelines.get(key);
+    if (!p) {
+      const code = buildShader(def, slots);
+      const module = this.device.createShaderModule({ code, label: def.name });
+      p = this.device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" }, label: def.name });
+      this.pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  /** a scratch buffer of at least `floats` floats, reused across dispatches (WebGPU orders dispatches that share it) */
+  private scratchBuffer(name: string, floats: number): GPUBufferLike {
+    const bytes = Math.max(16, floats * 4);
+    const old = this.scratch.get(name);
+    if (old && old.size >= bytes) return old;
+    if (bytes > this.maxBinding) throw new Error(`webgpu backend: scratch ${name} needs ${bytes} bytes, more than this adapter's maxStorageBufferBindingSize ${this.maxBinding}`);
+    if (old) {
+      this.allBuffers.delete(old);
+      this.deferredDestroy.push(old);
+    }
+    const b = this.createBuffer(Math.max(bytes, (old?.size ?? 0) * 2), BufferUsage.STORAGE);
+    this.scratch.set(name, b);
+    return b;
+  }
+
+  private beginBatch(): GPUCommandEncoderLike {
+    if (!this.encoder) {
+      this.device.pushErrorScope("validation");
+      this.encoder = this.device.createCommandEncoder();
+    }
+    return this.encoder;
+  }
+
+  /** submits what is recorded (uploading its parameters and data first) */
+  private flush(): void {
+    if (!this.encoder) return;
+    if (this.slotsUsed > 0) this.queue.writeBuffer(this.uniformBuffer, 0, this.uniformMirror, 0, this.slotsUsed * SLOT);
+    if (this.dataUsed > 0) this.queue.writeBuffer(this.dataBuffer, 0, this.dataMirror, 0, this.dataUsed);
+    this.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+    this.dispatches = 0;
+    this.slotsUsed = 0;
+    this.dataUsed = 0;
+    this.errors.push(this.device.popErrorScope().then((e) => (e ? e.message : null)));
+    for (const b of this.deferredDestroy) b.destroy();
+    this.deferredDestroy = [];
+  }
+
+  private async checkErrors(op: string): Promise<void> {
+    const pending = this.errors;
+    this.errors = [];
+    const messages = (await Promise.all(pending)).filter((m): m is string => m !== null);
+    if (messages.length > 0) throw new Error(`webgpu backend: ${op}: the GPU reported ${messages.length} error(s): ${messages[0]!.split("\n")[0]}`);
+  }
+
+  /**
+   * records one dispatch: `arrays` in the order of def.arrays (views of one buffer share a binding),
+   * `extras` in the order of def.extras ("D" gets the data buffer), `params` in def.params order,
+   * `data` (u32 words) copied into the data buffer, its word offset given as the param "o_d".
+   */
+  private dispatch(def: KernelDef, arrays: readonly GpuArray[], extras: readonly (GPUBufferLike | "D")[], params: readonly number[], groups: number, data?: Uint32Array): void {
+    if (groups <= 0) return;
+    const words = data ? Math.ceil(data.length / 4) * 4 : 0;
+    // room for this dispatch's uniform slice and data, else submit what is recorded first
+    if (this.slotsUsed >= SLOTS || this.dataUsed + words > this.dataMirror.length || this.dispatches >= MAX_BATCH) this.flush();
+    if (words > this.dataMirror.length) {
+      this.allBuffers.delete(this.dataBuffer);
+      this.dataBuffer.destroy();
+      this.dataMirror = new Uint32Array(Math.max(words, 2 * this.dataMirror.length));
+      this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+    }
+    const encoder = this.beginBatch();
+    const dataOffset = this.dataUsed;
+    if (data) {
+      this.dataMirror.set(data, dataOffset);
+      this.dataUsed += words;
+    }
+    // uniforms: nwg, the array offsets, then the params (o_d filled in here)
+    const layout = paramLayout(def);
+    const slot = this.slotsUsed++;
+    const base = (slot * SLOT) / 4;
+    const values = [groups, ...arrays.map((a) => a.offset), ...params];
+    layout.forEach(([name, type], i) => {
+      const v = name === "o_d" ? dataOffset : values[i]!;
+      if (type === "f32") this.uniformF32[base + i] = v;
+      else if (type === "i32") this.uniformI32[base + i] = v;
+      else {
+        if (!(Number.isInteger(v) && v >= 0 && v <= 0xffffffff)) throw new Error(`webgpu backend: ${def.name}: parameter ${name} = ${v} is not a u32`);
+        this.uniformU32[base + i] = v;
+      }
+    });
+    // bindings: one per distinct buffer
+    const distinct: GPUBufferLike[] = [];
+    const slots = arrays.map((a) => {
+      let s = distinct.indexOf(a.buffer);
+      if (s < 0) s = distinct.push(a.buffer) - 1;
+      return s;
+    });
+    const pipeline = this.pipeline(def, slots);
+    const entries: GPUBindGroupEntryLike[] = [{ binding: 0, resource: { buffer: this.uniformBuffer, offset: slot * SLOT, size: SLOT } }];
+    distinct.forEach((b, i) => entries.push({ binding: 1 + i, resource: { buffer: b } }));
+    extras.forEach((e, i) => entries.push({ binding: 1 + distinct.length + i, resource: { buffer: e === "D" ? this.dataBuffer : e } }));
+    const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    const pass: GPUComputePassLike = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    const x = Math.min(groups, MAX_GROUPS);
+    pass.dispatchWorkgroups(x, Math.ceil(groups / x));
+    pass.end();
+    this.dispatches++;
+  }
+
+  /** a GPU copy of a small host array that never changes (norm weights, biases) */
+  private constBuffer(a: Float32Array): GPUBufferLike {
+    let b = this.constBuffers.get(a);
+    if (!b) {
+      b = this.createBuffer(a.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+      this.upload(b, 0, a);
+      this.constBuffers.set(a, b);
+      this.finalizer.register(a, b);
+    }
+    return b;
+  }
+
+  /**
+   * the tensor's rows on the device, uploaded on first use as they are: one buffer, or blocks of
+   * whole rows when the tensor is larger than one storage binding may be (maxWeightBytes)
+   */
+  private weightBlocks(op: string, w: Tensor, rows: number, rowBytes: number): readonly WeightBlock[] {
+    const key = `${w.data.byteOffset}:${rows * rowBytes}`;
+    let m = this.weightBuffers.get(w.data.buffer);
+    if (!m) {
+      m = new Map();
+      this.weightBuffers.set(w.data.buffer, m);
+    }
+    let blocks = m.get(key);
+    if (!blocks) {
+      const made: WeightBlock[] = [];
+      const perBlock = Math.floor(this.maxWeightBytes / rowBytes);
+      if (perBlock === 0) throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) has rows of ${rowBytes} bytes, more than this adapter's storage binding limit ${this.maxWeightBytes}`);
+      for (let r0 = 0; r0 < rows; r0 += perBlock) {
+        const n = Math.min(perBlock, rows - r0);
+        const buffer = this.createBuffer(n * rowBytes, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+        this.upload(buffer, 0, w.data.subarray(r0 * rowBytes, (r0 + n) * rowBytes));
+        this.finalizer.register(w.data.buffer, buffer);
+        made.push({ buffer, row: r0, rows: n });
+      }
+      m.set(key, made);
+      blocks = made;
+    }
+    return blocks;
+  }
+
+  /** queue.writeBuffer of whole 4-byte words from any typed array (a shared one is copied first) */
+  private upload(buffer: GPUBufferLike, byteOffset: number, src: ArrayBufferView): void {
+    let bytes = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
+    if (!(bytes.buffer instanceof ArrayBuffer) || bytes.byteLength % 4 !== 0) {
+      const copy = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+      copy.set(bytes);
+      bytes = copy;
+    }
+    this.queue.writeBuffer(buffer, byteOffset, bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  private checkLength(op: string, what: string, a: GpuArray, need: number, detail: string): void {
+    if (a.length < need) throw new Error(`${op}: ${what} holds ${a.length} floats, expected ${detail}`);
+  }
+
+  private checkCount(op: string, what: string, v: number): void {
+    if (!Number.isInteger(v) || v < 0) throw new Error(`${op}: ${what} must be a non-negative integer, got ${v}`);
+  }
+
+  // ---- memory ----
+
+  allocWeights(byteLength: number): Uint8Array {
+    this.alive("allocWeights");
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new Error(`allocWeights: byteLength must be a non-negative integer, got ${byteLength}`);
+    return new Uint8Array(new ArrayBuffer(Math.ceil(byteLength / ALIGN) * ALIGN), 0, byteLength);
+  }
+
+  allocActivations(length: number): DeviceArray {
+    this.alive("allocActivations");
+    this.checkCount("allocActivations", "length", length);
+    if (length * 4 > this.maxBinding) throw new Error(`allocActivations: ${length} floats (${length * 4} bytes) are more than this adapter's maxStorageBufferBindingSize ${this.maxBinding}`);
+    const buffer = this.createBuffer(length * 4, BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST);
+    const a = new GpuArray(buffer, 0, length, this.id, null);
+    this.finalizer.register(a, buffer);
+    return a;
+  }
+
+  view(a: DeviceArray, offset: number, length?: number): DeviceArray {
+    const g = this.arr("view", "the array", a);
+    this.checkCount("view", "offset", offset);
+    const n = length ?? g.length - offset;
+    this.checkCount("view", "length", n);
+    if (offset + n > g.length) throw new Error(`view: floats [${offset}, ${offset + n}) are outside the array's ${g.length}`);
+    return new GpuArray(g.buffer, g.offset + offset, n, this.id, g.root ?? g);
+  }
+
+  write(dst: DeviceArray, src: ArrayLike<number>, offset = 0): void {
+    this.alive("write");
+    const d = this.arr("write", "dst", dst);
+    this.checkCount("write", "offset", offset);
+    if (offset + src.length > d.length) throw new Error(`write: ${src.length} floats at offset ${offset} do not fit in dst's ${d.length}`);
+    if (src.length === 0) return;
+    // ordered after every op recorded so far
+    this.flush();
+    const f = src instanceof Float32Array ? src : Float32Array.from(src);
+    this.upload(d.buffer, (d.offset + offset) * 4, f);
+  }
+
+  async read(a: DeviceArray): Promise<Float32Array> {
+    this.alive("read");
+    const g = this.arr("read", "the array", a);
+    if (g.length === 0) {
+      this.flush();
+      await this.checkErrors("read");
+      return new Float32Array(0);
+    }
+    const staging = this.device.createBuffer({ size: Math.ceil(g.length / 4) * 16, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
+    this.beginBatch().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
+    this.flush();
+    try {
+      await staging.mapAsync(MapMode.READ, 0, g.length * 4);
+      await this.checkErrors("read");
+      return new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number): void {
+    this.alive("scatterRows");
+    const d = this.arr("scatterRows", "dst", dst), s = this.arr("scatterRows", "src", src);
+    this.checkCount("scatterRows", "width", width);
+    this.checkCount("scatterRows", "n", n);
+    if (dstRows.length < n) throw new Error(`scatterRows: the row index holds ${dstRows.length} rows, ${n} are written`);
+    this.checkLength("scatterRows", "src", s, n * width, `${n} x ${width}`);
+    const cap = width > 0 ? Math.floor(d.length / width) : Infinity;
+    for (let i = 0; i < n; i++) {
+      const r = dstRows[i]!;
+      if (!(r >= 0 && r < cap)) throw new Error(`scatterRows: row ${i} goes to row ${r}, outside dst's ${cap} rows of ${width}`);
+    }
+    if (n * width === 0) return;
+    this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), new Uint32Array(dstRows.buffer, dstRows.byteOffset, n));
+  }
+
+  gatherRows(dst: DeviceArray, src: DeviceArray, srcRows: ArrayLike<number>, width: number): void {
+    this.alive("gatherRows");
+    const d = this.arr("gatherRows", "dst", dst), s = this.arr("gatherRows", "src", src);
+    this.checkCount("gatherRows", "width", width);
+    const n = srcRows.length;
+    this.checkLength("gatherRows", "dst", d, n * width, `${n} x ${width}`);
+    const cap = width > 0 ? Math.floor(s.length / width) : Infinity;
+    const rows = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = srcRows[i]!;
+      if (!(Number.isInteger(r) && r >= 0 && r < cap)) throw new Error(`gatherRows: row ${i} comes from row ${r}, outside src's ${cap} rows of ${width}`);
+      rows[i] = r;
+    }
+    if (n * width === 0) return;
+    this.dispatch(GATHER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), rows);
+  }
+
+  copy2d(dst: DeviceArray, dstOffset: number, dstStride: number, src: DeviceArray, srcOffset: number, srcStride: number, rows: number, width: number): void {
+    this.alive("copy2d");
+    const d = this.arr("copy2d", "dst", dst), s = this.arr("copy2d", "src", src);
+    for (const [k, v] of Object.entries({ dstOffset, dstStride, srcOffset, srcStride, rows, width })) this.checkCount("copy2d", k, v);
+    if (rows === 0 || width === 0) return;
+    const dEnd = (rows - 1) * dstStride + dstOffset + width, sEnd = (rows - 1) * srcStride + srcOffset + width;
+    if (dEnd > d.length) throw new Error(`copy2d: dst holds ${d.length} floats, the copy reaches ${dEnd}`);
+    if (sEnd > s.length) throw new Error(`copy2d: src holds ${s.length} floats, the copy reaches ${sEnd}`);
+    if (d.buffer === s.buffer && d.offset + dstOffset === s.offset + srcOffset && dstStride === srcStride) return; // the same floats
+    const dv = new GpuArray(d.buffer, d.offset + dstOffset, d.length - dstOffset, this.id, d.root ?? d);
+    const sv = new GpuArray(s.buffer, s.offset + srcOffset, s.length - srcOffset, this.id, s.root ?? s);
+    this.dispatch(COPY_2D, [dv, sv], [], [rows * width, width, dstStride, srcStride], Math.ceil((rows * width) / 256));
+  }
+
+  // ---- ops ----
+
+  matmul(out: DeviceArray, w: Tensor, x: DeviceArray, nTokens: number, epilogue?: MatmulEpilogue): void {
+    this.alive("matmul");
+    const o = this.arr(`matmul ${w.name}`, "out", out), xa = this.arr(`matmul ${w.name}`, "x", x);
+    const type = typeName(w.type);
+    const kind = MATMUL_TYPES[type];
+    if (kind === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")})`);
+    const { cols, rows, rowBytes } = matrixShape("matmul", w);
+    const bias = epilogue?.bias;
+    if (bias && bias.length !== rows) throw new Error(`matmul ${w.name}: bias holds ${bias.length} floats, expected ${rows} (one per output row)`);
+    const activation = epilogue?.activation;
+    if (activation !== undefined && activation !== "gelu-erf") throw new Error(`matmul ${w.name}: unknown activation ${JSON.stringify(activation)} (expected "gelu-erf")`);
+    this.checkCount("matmul", "nTokens", nTokens);
+    this.checkLength(`matmul ${w.name}`, "x", xa, nTokens * cols, `${nTokens} x ${cols}`);
+    this.checkLength(`matmul ${w.name}`, "out", o, nTokens * rows, `${nTokens} x ${rows}`);
+    if (nTokens === 0 || rows === 0) return;
+    const blocks = this.weightBlocks("matmul", w, rows, rowBytes);
+    const n = nTokens * cols;
+    let nqw = 0;
+    let xq = this.dummy;
+    if (kind.quant) {
+      if (kind.block === 1) {
+        xq = this.scratchBuffer("xq", n);
+        this.dispatch(kind.quant, [xa], [xq], [n], Math.ceil(n / 256));
+      } else {
+        const nBlocks = n / kind.block;
+        nqw = n / 4;
+        xq = this.scratchBuffer("xq", nqw + nBlocks);
+        this.dispatch(kind.quant, [xa], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
+      }
+    }
+    const tiles = Math.ceil(nTokens / MATMUL_TILE);
+    const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
+    for (const blk of blocks) {
+      this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer],
+        [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], blk.rows * tiles);
+    }
+  }
+
+  getRows(out: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {
+    this.alive("getRows");
+    const o = this.arr(`getRows ${w.name}`, "out", out);
+    const { cols, rows, rowBytes } = matrixShape("getRows", w);
+    this.checkLength(`getRows ${w.name}`, "out", o, ids.length * cols, `${ids.length} x ${cols}`);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (!Number.isInteger(id) || id < 0 || id >= rows) throw new Error(`getRows ${w.name}: row id ${id} at index ${i} is outside 0..${rows - 1}`);
+    }
+    // dequantized on the host (one small upload per forward), written in order after recorded ops
+    const host = new Float32Array(ids.length * cols);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      dequantizeRow(w.type, w.data.subarray(id * rowBytes, (id + 1) * rowBytes), host.subarray(i * cols, (i + 1) * cols), cols);
+    }
+    this.write(o, host);
+  }
+
+  rmsNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array | null, width: number, rows: number, eps: number): void {
+    this.alive("rmsNorm");
+    const o = this.arr("rmsNorm", "out", out), xa = this.arr("rmsNorm", "x", x);
+    this.checkCount("rmsNorm", "width", width);
+    this.checkCount("rmsNorm", "rows", rows);
+    this.checkLength("rmsNorm", "x", xa, width * rows, `${rows} x ${width}`);
+    this.checkLength("rmsNorm", "out", o, width * rows, `${rows} x ${width}`);
+    if (weight && weight.length < width) throw new Error(`rmsNorm: weight holds ${weight.length} floats, expected ${width}`);
+    if (width === 0) return;
+    this.dispatch(RMS_NORM, [o, xa], [weight ? this.constBuffer(weight) : this.dummy], [width, eps, weight ? 1 : 0], rows);
+  }
+
+  layerNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array, bias: Float32Array, width: number, rows: number, eps: number): void {
+    this.alive("layerNorm");
+    const o = this.arr("layerNorm", "out", out), xa = this.arr("layerNorm", "x", x);
+    this.checkCount("layerNorm", "width", width);
+    this.checkCount("layerNorm", "rows", rows);
+    this.checkLength("layerNorm", "x", xa, width * rows, `${rows} x ${width}`);
+    this.checkLength("layerNorm", "out", o, width * rows, `${rows} x ${width}`);
+    if (weight.length < width) throw new Error(`layerNorm: weight holds ${weight.length} floats, expected ${width}`);
+    if (bias.length < width) throw new Error(`layerNorm: bias holds ${bias.length} floats, expected ${width}`);
+    if (width === 0) return;
+    this.dispatch(LAYER_NORM, [o, xa], [this.constBuffer(weight), this.constBuffer(bias)], [width, eps], rows);
+  }
+
+  rope(x: DeviceArray, nTokens: number, nHeads: number, positions: ArrayLike<number>, p: RopeParams): void {
+    this.alive("rope");
+    const xa = this.arr("rope", "x", x);
+    this.checkCount("rope", "nTokens", nTokens);
+    this.checkCount("rope", "nHeads", nHeads);
+    const { headDim, ropeDim } = p;
+    if (!(Number.isInteger(ropeDim) && ropeDim % 2 === 0 && ropeDim > 0 && ropeDim <= headDim)) throw new Error(`rope: ropeDim ${ropeDim} must be even, positive and at most headDim ${headDim}`);
+    if (positions.length < nTokens) throw new Error(`rope: positions holds ${positions.length} entries, expected ${nTokens}`);
+    for (let t = 0; t < nTokens; t++) {
+      const pos = positions[t]!;
+      if (!(Number.isInteger(pos) && pos >= 0)) throw new Error(`rope: position ${pos} of token ${t} is not a non-negative integer`);
+    }
+    this.checkLength("rope", "x", xa, nTokens * nHeads * headDim, `${nTokens} x ${nHeads} x ${headDim}`);
+    const half = ropeDim / 2;
+    const n = nTokens * nHeads * half;
+    if (n === 0) return;
+    // the angles as llama.cpp computes them, on the host: nTokens rows of (cos, sin) pairs
+    const table = new Float32Array(nTokens * ropeDim);
+    for (let t = 0; t < nTokens; t++) table.set(ropeAngles(positions[t]!, p), t * ropeDim);
+    this.dispatch(ROPE, [xa], ["D"], [n, half, nHeads, headDim, ropeDim, p.style === "neox" ? 1 : 0, 0], Math.ceil(n / 256), new Uint32Array(table.buffer));
+  }
+
+  addBias(x: DeviceArray, bias: Float32Array, rows: number): void {
+    this.alive("addBias");
+    const xa = this.arr("addBias", "x", x);
+    this.checkCount("addBias", "rows", rows);
+    this.checkLength("addBias", "x", xa, rows * bias.length, `${rows} x ${bias.length}`);
+    const n = rows * bias.length;
+    if (n === 0) return;
+    this.dispatch(ADD_BIAS, [xa], [this.constBuffer(bias)], [n, bias.length], Math.ceil(n / 256));
+  }
+
+  add(x: DeviceArray, y: DeviceArray): void {
+    this.alive("add");
+    const xa = this.arr("add", "x", x), ya = this.arr("add", "y", y);
+    this.checkLength("add", "y", ya, xa.length, `${xa.length} (x's length)`);
+    if (xa.length === 0) return;
+    this.dispatch(ADD, [xa, ya], [], [xa.length], Math.ceil(xa.length / 256));
+  }
+
+  swiglu(out: DeviceArray, gate: DeviceArray, up: DeviceArray, n: number): void {
+    this.alive("swiglu");
+    const o = this.arr("swiglu", "out", out), g = this.arr("swiglu", "gate", gate), u = this.arr("swiglu", "up", up);
+    this.checkCount("swiglu", "n", n);
+    this.checkLength("swiglu", "out", o, n, `${n}`);
+    this.checkLength("swiglu", "gate", g, n, `${n}`);
+    this.checkLength("swiglu", "up", u, n, `${n}`);
+    if (n === 0) return;
+    this.dispatch(SWIGLU, [o, g, u], [], [n], Math.ceil(n / 256));
+  }
+
+  unary(op: UnaryOp, out: DeviceArray, x: DeviceArray, n: number): void {
+    this.alive("unary");
+    const def = UNARY[op];
+    if (!def) throw new Error(`unary: unknown op ${JSON.stringify(op)} (expected one of ${Object.keys(UNARY).join(", ")})`);
+    const o = this.arr(`unary ${op}`, "out", out), xa = this.arr(`unary ${op}`, "x", x);
+    this.checkCount(`unary ${op}`, "n", n);
+    this.checkLength(`unary ${op}`, "out", o, n, `${n}`);
+    this.checkLength(`unary ${op}`, "x", xa, n, `${n}`);
+    if (n === 0) return;
+    this.dispatch(def, [o, xa], op === "gelu" ? [this.geluTableBuffer()] : [], [n], Math.ceil(n / 256));
+  }
+
+  private geluTableBuffer(): GPUBufferLike {
+    if (!this.geluTable) {
+      // the reference's GGML_GELU_FP16 table: gelu at every f16 value, indexed by its bits
+      const xs = new Float32Array(65536);
+      for (let h = 0; h < 65536; h++) xs[h] = f16BitsToF32(h);
+      const table = new Float32Array(65536);
+      gelu(table, xs, 65536);
+      this.geluTable = this.constBuffer(table);
+    }
+    return this.geluTable;
+  }
+
+  attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void {
+    this.alive("attention");
+    const o = this.arr("attention", "out", out), qa = this.arr("attention", "q", q);
+    const k = this.arr("attention", "keys", keys), v = this.arr("attention", "values", values);
+    for (const [name, val] of Object.entries({ nTokens, startPos, nHeads, nKvHeads, headDim })) this.checkCount("attention", name, val);
+    if (nKvHeads === 0 || nHeads % nKvHeads !== 0) throw new Error(`attention: nHeads ${nHeads} is not a multiple of nKvHeads ${nKvHeads}`);
+    const d = nHeads * headDim, kvStride = nKvHeads * headDim, nAll = startPos + nTokens;
+    this.checkLength("attention", "q", qa, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
+    this.checkLength("attention", "out", o, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
+    if (nTokens === 0 || d === 0) return;
+    checkRows(rows, nAll, Math.floor(Math.min(k.length, v.length) / kvStride));
+    const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    const chunk = this.queryChunk(nHeads, nAll);
+    for (let t0 = 0; t0 < nTokens; t0 += chunk) {
+      const m = Math.min(chunk, nTokens - t0);
+      const s = this.scratchBuffer("scores", m * nHeads * nAll);
+      this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s],
+        [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale], m * nHeads, data);
+    }
+  }
+
+  /** queries per attention dispatch, so that their scores (nHeads x nKeys each) fit the scratch limit */
+  private queryChunk(nHeads: number, nKeys: number): number {
+    return Math.max(1, Math.floor(this.scoresLimit / (nHeads * nKeys)));
+  }
+
+  /** the floats of `a` from `offset` on */
+  private sub(a: GpuArray, offset: number): GpuArray {
+    return offset === 0 ? a : new GpuArray(a.buffer, a.offset + offset, a.length - offset, this.id, a.root ?? a);
+  }
+
+  bidirectionalAttention(out: DeviceArray, q: DeviceArray, k: DeviceArray, v: DeviceArray, n: number, nHeads: number, headDim: number, scale: number, stride?: number): void {
+    this.alive("bidirectionalAttention");
+    const o = this.arr("bidirectionalAttention", "out", out), qa = this.arr("bidirectionalAttention", "q", q);
+    const ka = this.arr("bidirectionalAttention", "k", k), va = this.arr("bidirectionalAttention", "v", v);
+    const d = nHeads * headDim;
+    const st = stride ?? d;
+    for (const [name, val] of Object.entries({ n, nHeads, headDim, stride: st })) this.checkCount("bidirectionalAttention", name, val);
+    if (st < d) throw new Error(`bidirectionalAttention: stride ${st} is less than nHeads x headDim = ${d}`);
+    if (n === 0 || d === 0) return;
+    const need = (n - 1) * st + d;
+    this.checkLength("bidirectionalAttention", "q", qa, need, `${n} rows ${st} apart (${need})`);
+    this.checkLength("bidirectionalAttention", "k", ka, need, `${n} rows ${st} apart (${need})`);
+    this.checkLength("bidirectionalAttention", "v", va, need, `${n} rows ${st} apart (${need})`);
+    this.checkLength("bidirectionalAttention", "out", o, n * d, `${n} x ${d}`);
+    const chunk = this.queryChunk(nHeads, n);
+    for (let i0 = 0; i0 < n; i0 += chunk) {
+      const m = Math.min(chunk, n - i0);
+      const s = this.scratchBuffer("scores", m * nHeads * n);
+      this.dispatch(ATTENTION, [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    try {
+      this.flush();
+    } catch {
+      // a device already lost has nothing to submit to
+    }
+    this.disposed = true;
+    for (const b of this.allBuffers) b.destroy();
+    this.allBuffers.clear();
+    this.device.destroy();
+  }
+}
+
+function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
+  const cols = w.dims[0];
+  if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
+  const rows = rowCount(w);
+  const rowBytes = rowByteLength(w.type, cols);
+  if (w.data.length < rows * rowBytes) {
+    throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
+  }
+  return { cols, rows, rowBytes };
+}

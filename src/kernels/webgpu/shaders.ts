@@ -1,0 +1,573 @@
+/**
+ * WGSL kernels of the WebGPU backend, as templates: `$name` is a float array (an activation,
+ * the KV cache) that the backend binds to one storage binding per distinct GPU buffer, so two
+ * views of one buffer (out = x, q/k/v column blocks of one projection) share a binding — WebGPU
+ * refuses one buffer bound twice in a dispatch when either binding is writable. `P.o_name` is the
+ * float offset of the view; `P.*` are the dispatch's parameters (one 256-byte uniform slice each).
+ * Every kernel runs over a flat workgroup index `wgi` (< P.nwg), laid out 2-D by the host since a
+ * dispatch dimension holds at most 65535 workgroups; `lid` is the local invocation index.
+ *
+ * Numerics are f32 and follow kernels/ops/ (the reference): the same activation quantization
+ * before a quantized dot product (Q8_0 / Q8_K, ties to even), integer sums inside blocks,
+ * ggml's expf for softmax and SiLU, the GELU f16 table, f16 rounding done on the bits.
+ */
+
+export type ParamType = "u32" | "i32" | "f32";
+
+export interface KernelDef {
+  readonly name: string;
+  readonly workgroupSize: number;
+  /** float arrays the host binds per view, in order; `write` when the kernel stores into it */
+  readonly arrays: readonly { readonly name: string; readonly write: boolean }[];
+  /** the backend's own buffers: W (weights, u32 words), D (per-dispatch data, u32), f32 constants and scratch */
+  readonly extras: readonly { readonly name: string; readonly type: "u32" | "f32"; readonly write?: boolean }[];
+  /** uniform parameters besides nwg and the array offsets, each 4 bytes */
+  readonly params: readonly (readonly [string, ParamType])[];
+  /** the body of main(), which sees wgi, lid, P and the arrays */
+  readonly body: string;
+  /** module-scope declarations (workgroup memory, helper functions) */
+  readonly helpers?: string;
+  /** uses subgroup operations: `enable subgroups;`, and main() also sees `sid` (subgroup_invocation_id) and `ssize` (subgroup_size) */
+  readonly subgroups?: boolean;
+}
+
+/** the uniform fields of a kernel, in the order the host writes them */
+export function paramLayout(def: KernelDef): (readonly [string, ParamType])[] {
+  return [["nwg", "u32"], ...def.arrays.map((a) => [`o_${a.name}`, "u32"] as const), ...def.params];
+}
+
+const COMMON = /* wgsl */ `
+fn f16_bits(x: f32) -> u32 {
+  let w = bitcast<u32>(x);
+  let sign = (w >> 16u) & 0x8000u;
+  let a = w & 0x7fffffffu;
+  if (a > 0x7f800000u) { return sign | 0x7e00u; }
+  if (a >= 0x477ff000u) { return sign | 0x7c00u; }
+  if (a >= 0x38800000u) {
+    var h = (a - 0x38000000u) >> 13u;
+    let rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) == 1u)) { h = h + 1u; }
+    return sign | h;
+  }
+  return sign | u32(round(bitcast<f32>(a) * 16777216.0));
+}
+fn f16_val(h: u32) -> f32 {
+  let e = (h >> 10u) & 0x1fu;
+  let m = h & 0x3ffu;
+  var v: f32;
+  if (e == 0u) {
+    v = f32(m) * 5.9604644775390625e-8;
+  } else if (e == 31u) {
+    v = bitcast<f32>(0x7f800000u | (m << 13u));
+  } else {
+    v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
+  }
+  if ((h & 0x8000u) != 0u) { v = -v; }
+  return v;
+}
+fn f16_round(x: f32) -> f32 { return f16_val(f16_bits(x)); }
+fn expf_ggml(x: f32) -> f32 {
+  let z = fma(x, 1.4426950216293335, 12582912.0);
+  let n = z - 12582912.0;
+  if (abs(n) > 192.0) {
+    // x * 3e38 overflows to +inf at run time (an inf constant is not valid WGSL)
+    if (n > 0.0) { return x * 3.0e38; }
+    return 0.0;
+  }
+  let b = fma(-n, 1.428606765330187e-6, fma(-n, 0.693145751953125, x));
+  let u = b * b;
+  let j = fma(fma(fma(0.008247390389442444, b, 0.04189976677298546), u, fma(0.16668395698070526, b, 0.4999912679195404)), u, fma(0.9999994039535522, b, 1.0));
+  let ni = i32(n);
+  if (ni > 127) { return ldexp(j, 127) * ldexp(1.0, ni - 127); }
+  if (ni < -126) { return ldexp(j, -126) * ldexp(1.0, ni + 126); }
+  return ldexp(j, ni);
+}
+fn erf_f(x: f32) -> f32 {
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let erfc = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(erfc - 1.0, 1.0 - erfc, x >= 0.0);
+}
+fn gelu_erf(v: f32) -> f32 { return 0.5 * v * (1.0 + erf_f(v * 0.7071067811865476)); }
+`;
+
+const REDUCE = /* wgsl */ `
+var<workgroup> red: array<f32, 256>;
+`;
+
+/** builds the module: the uniform struct, one binding per distinct buffer (`slots[i]` = binding of arrays[i]) */
+export function buildShader(def: KernelDef, slots: readonly number[]): string {
+  const fields = paramLayout(def).map(([n, t]) => `  ${n}: ${t},`);
+  while (fields.length % 4 !== 0) fields.push(`  _pad${fields.length}: u32,`);
+  const lines: string[] = [`struct Params {\n${fields.join("\n")}\n}`, `@group(0) @binding(0) var<uniform> P: Params;`];
+  const nSlots = slots.length === 0 ? 0 : Math.max(...slots) + 1;
+  for (let s = 0; s < nSlots; s++) {
+    const written = def.arrays.some((a, i) => slots[i] === s && a.write);
+    lines.push(`@group(0) @binding(${1 + s}) var<storage, ${written ? "read_write" : "read"}> buf${s}: array<f32>;`);
+  }
+  def.extras.forEach((e, i) => {
+    lines.push(`@group(0) @binding(${1 + nSlots + i}) var<storage, ${e.write ? "read_write" : "read"}> ${e.name}: array<${e.type}>;`);
+  });
+  // every binding referenced, so layout "auto" keeps each one the host binds (F32's matmul leaves XQ unused)
+  const uses = [...Array.from({ length: nSlots }, (_, s) => `buf${s}`), ...def.extras.map((e) => e.name)].map((v) => `  _ = arrayLength(&${v});`);
+  let body = `${uses.join("\n")}\n${def.body}`;
+  let helpers = def.helpers ?? "";
+  def.arrays.forEach((a, i) => {
+    const re = new RegExp(`\\$${a.name}\\b`, "g");
+    body = body.replace(re, `buf${slots[i]}`);
+    helpers = helpers.replace(re, `buf${slots[i]}`);
+  });
+  const sub = def.subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) ssize: u32" : "";
+  return `${def.subgroups ? "enable subgroups;\n" : ""}${lines.join("\n")}
+${COMMON}
+${helpers}
+@compute @workgroup_size(${def.workgroupSize})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32${sub}) {
+  let wgi = wid.y * nwg.x + wid.x;
+  if (wgi >= P.nwg) { return; }
+${body}
+}
+`;
+}
+
+// ---- element-wise ----
+
+const elementwise = (name: string, arrays: KernelDef["arrays"], params: KernelDef["params"], stmt: string, extras: KernelDef["extras"] = []): KernelDef => ({
+  name,
+  workgroupSize: 256,
+  arrays,
+  extras,
+  params: [["n", "u32"], ...params],
+  body: `  let i = wgi * 256u + lid;\n  if (i >= P.n) { return; }\n${stmt}`,
+});
+
+export const ADD = elementwise("add", [{ name: "x", write: true }, { name: "y", write: false }], [],
+  `  $x[P.o_x + i] = $x[P.o_x + i] + $y[P.o_y + i];`);
+
+export const ADD_BIAS = elementwise("addBias", [{ name: "x", write: true }], [["width", "u32"]],
+  `  $x[P.o_x + i] = $x[P.o_x + i] + BIAS[i % P.width];`, [{ name: "BIAS", type: "f32" }]);
+
+export const SWIGLU = elementwise("swiglu", [{ name: "out", write: true }, { name: "g", write: false }, { name: "u", write: false }], [],
+  `  let g = $g[P.o_g + i];\n  $out[P.o_out + i] = (g / (1.0 + expf_ggml(-g))) * $u[P.o_u + i];`);
+
+const unaryDef = (name: string, expr: string, extras: KernelDef["extras"] = []): KernelDef =>
+  elementwise(`unary-${name}`, [{ name: "out", write: true }, { name: "x", write: false }], [], `  let v = $x[P.o_x + i];\n${expr}`, extras);
+
+export const UNARY: Readonly<Record<string, KernelDef>> = {
+  // GGML_GELU_FP16: the table of gelu at every f16 input, indexed by the input's f16 bits
+  gelu: unaryDef("gelu", `  var r: f32;\n  if (v <= -10.0) { r = 0.0; } else if (v >= 10.0) { r = v; } else { r = TBL[f16_bits(v)]; }\n  $out[P.o_out + i] = r;`, [{ name: "TBL", type: "f32" }]),
+  "gelu-erf": unaryDef("gelu-erf", `  $out[P.o_out + i] = gelu_erf(v);`),
+  relu: unaryDef("relu", `  $out[P.o_out + i] = select(0.0, v, v > 0.0);`),
+  tanh: unaryDef("tanh", `  $out[P.o_out + i] = tanh(clamp(v, -10.0, 10.0));`),
+};
+
+export const SCATTER_ROWS = elementwise("scatterRows", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["o_d", "u32"]],
+  `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + D[P.o_d + r] * P.width + j] = $src[P.o_src + i];`, [{ name: "D", type: "u32" }]);
+
+export const GATHER_ROWS = elementwise("gatherRows", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["o_d", "u32"]],
+  `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + i] = $src[P.o_src + D[P.o_d + r] * P.width + j];`, [{ name: "D", type: "u32" }]);
+
+export const COPY_2D = elementwise("copy2d", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["dstStride", "u32"], ["srcStride", "u32"]],
+  `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + r * P.dstStride + j] = $src[P.o_src + r * P.srcStride + j];`);
+
+export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
+  `  let k = i % P.half;
+  let th = i / P.half;
+  let h = th % P.nHeads;
+  let t = th / P.nHeads;
+  let o = P.o_x + (t * P.nHeads + h) * P.headDim;
+  var a = o + 2u * k;
+  var b = a + 1u;
+  if (P.neox != 0u) { a = o + k; b = a + P.half; }
+  let c = bitcast<f32>(D[P.o_d + t * P.ropeDim + 2u * k]);
+  let s = bitcast<f32>(D[P.o_d + t * P.ropeDim + 2u * k + 1u]);
+  let x0 = $x[a];
+  let x1 = $x[b];
+  $x[a] = x0 * c - x1 * s;
+  $x[b] = x0 * s + x1 * c;`, [{ name: "D", type: "u32" }]);
+
+// ---- norms: one workgroup of 256 per row ----
+
+const TREE_SUM = `  workgroupBarrier();
+  for (var st = 128u; st > 0u; st = st >> 1u) {
+    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
+    workgroupBarrier();
+  }`;
+
+export const RMS_NORM: KernelDef = {
+  name: "rmsNorm",
+  workgroupSize: 256,
+  arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+  extras: [{ name: "NW", type: "f32" }],
+  params: [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
+  helpers: REDUCE,
+  body: `  let base = P.o_x + wgi * P.width;
+  let ob = P.o_out + wgi * P.width;
+  var s = 0.0;
+  for (var i = lid; i < P.width; i += 256u) { let v = $x[base + i]; s += v * v; }
+  red[lid] = s;
+${TREE_SUM}
+  let scale = 1.0 / sqrt(red[0] / f32(P.width) + P.eps);
+  for (var i = lid; i < P.width; i += 256u) {
+    var v = $x[base + i] * scale;
+    if (P.hasWeight != 0u) { v = v * NW[i]; }
+    $out[ob + i] = v;
+  }`,
+};
+
+export const LAYER_NORM: KernelDef = {
+  name: "layerNorm",
+  workgroupSize: 256,
+  arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+  extras: [{ name: "NW", type: "f32" }, { name: "NB", type: "f32" }],
+  params: [["width", "u32"], ["eps", "f32"]],
+  helpers: REDUCE,
+  body: `  let base = P.o_x + wgi * P.width;
+  let ob = P.o_out + wgi * P.width;
+  var s = 0.0;
+  for (var i = lid; i < P.width; i += 256u) { s += $x[base + i]; }
+  red[lid] = s;
+${TREE_SUM}
+  let mean = red[0] / f32(P.width);
+  workgroupBarrier();
+  var s2 = 0.0;
+  for (var i = lid; i < P.width; i += 256u) { let d = $x[base + i] - mean; s2 += d * d; }
+  red[lid] = s2;
+${TREE_SUM}
+  let scale = 1.0 / sqrt(red[0] / f32(P.width) + P.eps);
+  for (var i = lid; i < P.width; i += 256u) {
+    $out[ob + i] = ($x[base + i] - mean) * scale * NW[i] + NB[i];
+  }`,
+};
+
+// ---- attention: one workgroup of 64 per (query token, head) ----
+
+export const ATTENTION: KernelDef = {
+  name: "attention",
+  workgroupSize: 64,
+  arrays: [{ name: "out", write: true }, { name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }],
+  params: [
+    ["nHeads", "u32"], ["group", "u32"], ["headDim", "u32"], ["qStride", "u32"], ["kvStride", "u32"], ["outStride", "u32"],
+    ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
+  ],
+  helpers: `var<workgroup> red: array<f32, 64>;`,
+  body: `  let h = wgi % P.nHeads;
+  let t = wgi / P.nHeads;
+  var nKeys = P.n;
+  if (P.causal != 0u) { nKeys = P.n + t + 1u; }
+  let qo = P.o_q + t * P.qStride + h * P.headDim;
+  let kvo = (h / P.group) * P.headDim;
+  let so = wgi * P.nAll;
+  var mx = -3.4028234663852886e38;
+  for (var j = lid; j < nKeys; j += 64u) {
+    var row = j;
+    if (P.useRows != 0u) { row = D[P.o_d + j]; }
+    let ko = P.o_k + row * P.kvStride + kvo;
+    var s = 0.0;
+    for (var e = 0u; e < P.headDim; e++) { s += $q[qo + e] * $k[ko + e]; }
+    s = s * P.scale;
+    S[so + j] = s;
+    mx = max(mx, s);
+  }
+  red[lid] = mx;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) { red[lid] = max(red[lid], red[lid + st]); }
+    workgroupBarrier();
+  }
+  let m = red[0];
+  workgroupBarrier();
+  var sum = 0.0;
+  for (var j = lid; j < nKeys; j += 64u) {
+    let p = expf_ggml(S[so + j] - m);
+    S[so + j] = p;
+    sum += p;
+  }
+  red[lid] = sum;
+  storageBarrier();
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
+    workgroupBarrier();
+  }
+  let inv = 1.0 / red[0];
+  let oo = P.o_out + t * P.outStride + h * P.headDim;
+  for (var d = lid; d < P.headDim; d += 64u) {
+    var acc = 0.0;
+    for (var j = 0u; j < nKeys; j++) {
+      var row = j;
+      if (P.useRows != 0u) { row = D[P.o_d + j]; }
+      acc += S[so + j] * $v[P.o_v + row * P.kvStride + kvo + d];
+    }
+    $out[oo + d] = acc * inv;
+  }`,
+};
+
+// ---- matmul ----
+//
+// First the activations are converted to the weight's vec_dot type, as the reference backend does
+// (kernels/reference/vec-dot.ts): Q8_0 for Q8_0/Q4_0 weights, Q8_K for Q4_K/Q6_K, f16 values for
+// F16, nothing for F32. XQ (u32 words) holds the int8 values packed four to a word, then one scale
+// (f32 bits) per block. Then one workgroup of 64 per (output row, tile of up to 8 tokens): the row
+// is cut into units of 32 weights, invocation `lid` takes units lid, lid + 64, ... (neighbouring
+// invocations read neighbouring blocks), decodes each unit once into registers and takes its dot
+// product with every token of the tile (integer sums inside a unit, scaled in f32); the 64 partial
+// sums of each token are added in a tree, then the epilogue.
+
+/** Q8_0 activations: one invocation per block of 32 (d = amax / 127 rounded to f16, q = x * (127 / amax) ties to even) */
+export const QUANT_Q8_0: KernelDef = {
+  name: "quantQ8_0",
+  workgroupSize: 64,
+  arrays: [{ name: "x", write: false }],
+  extras: [{ name: "XQ", type: "u32", write: true }],
+  params: [["nBlocks", "u32"], ["nqw", "u32"]],
+  body: `  let b = wgi * 64u + lid;
+  if (b >= P.nBlocks) { return; }
+  let base = P.o_x + b * 32u;
+  var amax = 0.0;
+  for (var j = 0u; j < 32u; j++) { amax = max(amax, abs($x[base + j])); }
+  let d = amax / 127.0;
+  var id = 0.0;
+  if (amax != 0.0) { id = 127.0 / amax; }
+  for (var k = 0u; k < 8u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(round($x[base + 4u * k + c] * id))) & 0xffu) << (8u * c); }
+    XQ[b * 8u + k] = word;
+  }
+  XQ[P.nqw + b] = bitcast<u32>(f16_round(d));`,
+};
+
+/** Q8_K activations (quantize_row_q8_K_ref): one invocation per super-block of 256, scale 1 / (-127 / the value of largest magnitude) */
+export const QUANT_Q8_K: KernelDef = {
+  name: "quantQ8_K",
+  workgroupSize: 64,
+  arrays: [{ name: "x", write: false }],
+  extras: [{ name: "XQ", type: "u32", write: true }],
+  params: [["nBlocks", "u32"], ["nqw", "u32"]],
+  body: `  let b = wgi * 64u + lid;
+  if (b >= P.nBlocks) { return; }
+  let base = P.o_x + b * 256u;
+  var amax = 0.0;
+  var mx = 0.0;
+  for (var j = 0u; j < 256u; j++) {
+    let v = $x[base + j];
+    if (abs(v) > amax) { amax = abs(v); mx = v; }
+  }
+  var iscale = 0.0;
+  if (amax != 0.0) { iscale = -127.0 / mx; }
+  for (var k = 0u; k < 64u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(min(127.0, round(iscale * $x[base + 4u * k + c])))) & 0xffu) << (8u * c); }
+    XQ[b * 64u + k] = word;
+  }
+  var d = 0.0;
+  if (amax != 0.0) { d = 1.0 / iscale; }
+  XQ[P.nqw + b] = bitcast<u32>(d);`,
+};
+
+/** F16 activations: x rounded to f16 (kept as f32 bits) */
+export const QUANT_F16: KernelDef = elementwise("quantF16", [{ name: "x", write: false }], [],
+  `  XQ[i] = bitcast<u32>(f16_round($x[P.o_x + i]));`, [{ name: "XQ", type: "u32", write: true }]);
+
+const MATMUL_HELPERS = /* wgsl */ `
+var<workgroup> red: array<f32, 512>;
+fn wb(i: u32) -> u32 { return (W[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }
+fn wi8(i: u32) -> i32 { return (i32(wb(i)) << 24u) >> 24u; }
+fn wh(i: u32) -> f32 { return f16_val(wb(i) | (wb(i + 1u) << 8u)); }
+/** the 4 bytes at byte offset o, any alignment */
+fn w32(o: u32) -> u32 {
+  let i = o >> 2u;
+  let s = (o & 3u) << 3u;
+  if (s == 0u) { return W[i]; }
+  return (W[i] >> s) | (W[i + 1u] << (32u - s));
+}
+fn s8x4(w: u32) -> vec4<i32> {
+  let v = bitcast<i32>(w);
+  return vec4<i32>(extractBits(v, 0u, 8u), extractBits(v, 8u, 8u), extractBits(v, 16u, 8u), extractBits(v, 24u, 8u));
+}
+fn nib4(w: u32, s: u32) -> vec4<i32> {
+  return vec4<i32>(i32((w >> s) & 15u), i32((w >> (8u + s)) & 15u), i32((w >> (16u + s)) & 15u), i32((w >> (24u + s)) & 15u));
+}
+fn xscale(i: u32) -> f32 { return bitcast<f32>(XQ[i]); }
+fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
+  if (j < 4u) { return vec2<i32>(i32(wb(o + j) & 63u), i32(wb(o + j + 4u) & 63u)); }
+  let sc = (wb(o + j + 4u) & 15u) | ((wb(o + j - 4u) >> 6u) << 4u);
+  let m = (wb(o + j + 4u) >> 4u) | ((wb(o + j) >> 6u) << 4u);
+  return vec2<i32>(i32(sc), i32(m));
+}
+`;
+
+interface MatmulCode {
+  /** decodes unit u of row r into registers (wv: 8 x vec4<i32>, or wf: 32 f32) */
+  readonly decode: string;
+  /** adds token t's dot product with the unit to acc[tt] */
+  readonly dot: string;
+}
+
+const INT_DOT = `var s = 0;
+      for (var k = 0u; k < 8u; k++) { s += dot(wv[k], s8x4(XQ[xw + k])); }`;
+
+const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
+  F32: {
+    decode: `let c0 = u * 32u;
+    let cnt = min(32u, P.cols - c0);
+    for (var i = 0u; i < cnt; i++) { wf[i] = bitcast<f32>(W[r * P.cols + c0 + i]); }`,
+    dot: `let xo = P.o_x + t * P.cols + c0;
+      var s = 0.0;
+      for (var i = 0u; i < cnt; i++) { s += wf[i] * $x[xo + i]; }
+      acc[tt] += s;`,
+  },
+  F16: {
+    decode: `let c0 = u * 32u;
+    let cnt = min(32u, P.cols - c0);
+    for (var i = 0u; i < cnt; i++) { wf[i] = wh(r * P.rowBytes + 2u * (c0 + i)); }`,
+    dot: `let xo = t * P.cols + c0;
+      var s = 0.0;
+      for (var i = 0u; i < cnt; i++) { s += wf[i] * bitcast<f32>(XQ[xo + i]); }
+      acc[tt] += s;`,
+  },
+  Q8_0: {
+    decode: `let bo = r * P.rowBytes + u * 34u;
+    let dw = wh(bo);
+    for (var k = 0u; k < 8u; k++) { wv[k] = s8x4(w32(bo + 2u + 4u * k)); }`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += (dw * xscale(P.nqw + t * (P.cols / 32u) + u)) * f32(s);`,
+  },
+  Q4_0: {
+    decode: `let bo = r * P.rowBytes + u * 18u;
+    let dw = wh(bo);
+    for (var k = 0u; k < 4u; k++) {
+      let w = w32(bo + 2u + 4u * k);
+      wv[k] = nib4(w, 0u) - vec4<i32>(8);
+      wv[k + 4u] = nib4(w, 4u) - vec4<i32>(8);
+    }`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += f32(s) * (dw * xscale(P.nqw + t * (P.cols / 32u) + u));`,
+  },
+  // unit j (0..7) of a super-block: the 32 nibbles of sub-block j (chunk j / 2, low or high half) with scale/min pair j
+  Q4_K: {
+    decode: `let b = u / 8u;
+    let j = u % 8u;
+    let bo = r * P.rowBytes + b * 144u;
+    let q = bo + 16u + 32u * (j >> 1u);
+    let sh = (j & 1u) * 4u;
+    for (var k = 0u; k < 8u; k++) { wv[k] = nib4(w32(q + 4u * k), sh); }
+    let sm = scale_min_k4(j, bo + 4u);
+    let dw = wh(bo);
+    let dmin = wh(bo + 2u);`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      var s = 0;
+      var bs = 0;
+      for (var k = 0u; k < 8u; k++) {
+        let xv = s8x4(XQ[xw + k]);
+        s += dot(wv[k], xv);
+        bs += xv.x + xv.y + xv.z + xv.w;
+      }
+      let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
+      acc[tt] += dw * dx * f32(sm.x * s) - dmin * dx * f32(sm.y * bs);`,
+  },
+  // unit j = 4h + k4 of a super-block: half h, quarter k4 (the weights l + 32 k4 of that half, l < 32), scales 2 k4 and 2 k4 + 1
+  Q6_K: {
+    decode: `let b = u / 8u;
+    let j = u % 8u;
+    let h = j / 4u;
+    let k4 = j % 4u;
+    let bo = r * P.rowBytes + b * 210u;
+    let ql = bo + 64u * h + 32u * (k4 & 1u);
+    let qh = bo + 128u + 32u * h;
+    let nsh = 4u * (k4 >> 1u);
+    let hsh = 2u * k4;
+    for (var k = 0u; k < 8u; k++) {
+      let lw = w32(ql + 4u * k);
+      let hw = w32(qh + 4u * k);
+      wv[k] = nib4(lw, nsh) + 16 * vec4<i32>(i32((hw >> hsh) & 3u), i32((hw >> (8u + hsh)) & 3u), i32((hw >> (16u + hsh)) & 3u), i32((hw >> (24u + hsh)) & 3u)) - vec4<i32>(32);
+    }
+    let sc0 = wi8(bo + 192u + 8u * h + 2u * k4);
+    let sc1 = wi8(bo + 192u + 8u * h + 2u * k4 + 1u);
+    let dw = wh(bo + 208u);`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      var s0 = 0;
+      var s1 = 0;
+      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(XQ[xw + k])); }
+      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(XQ[xw + k])); }
+      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(sc0 * s0 + sc1 * s1);`,
+  },
+};
+
+/** the weight types matmul supports, with the activation quantizer each needs (null: f32 as is) and its block */
+export const MATMUL_TYPES: Readonly<Record<string, { quant: KernelDef | null; block: number }>> = {
+  F32: { quant: null, block: 1 },
+  F16: { quant: QUANT_F16, block: 1 },
+  Q8_0: { quant: QUANT_Q8_0, block: 32 },
+  Q4_0: { quant: QUANT_Q8_0, block: 32 },
+  Q4_K: { quant: QUANT_Q8_K, block: 256 },
+  Q6_K: { quant: QUANT_Q8_K, block: 256 },
+};
+
+/** tokens per workgroup */
+export const MATMUL_TILE = 8;
+
+const matmulDefs = new Map<string, KernelDef>();
+
+/** the 64 partial sums of each token of the tile added: a tree in workgroup memory */
+const TREE_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] = acc[tt]; }
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) {
+      for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] += red[tt * 64u + lid + st]; }
+    }
+    workgroupBarrier();
+  }
+  let parts = 1u;`;
+
+/** ... or subgroupAdd, then the subgroups' sums (64 / subgroup size of them) from workgroup memory */
+const SUBGROUP_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) {
+    let v = subgroupAdd(acc[tt]);
+    if (sid == 0u) { red[tt * 64u + lid / ssize] = v; }
+  }
+  workgroupBarrier();
+  let parts = (64u + ssize - 1u) / ssize;`;
+
+/** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature) */
+export function matmulDef(type: string, subgroups = false): KernelDef {
+  const key = `${type}${subgroups ? "-subgroups" : ""}`;
+  let def = matmulDefs.get(key);
+  const code = MATMUL_CODE[type];
+  if (!def && code) {
+    def = {
+      name: `matmul-${key}`,
+      subgroups,
+      workgroupSize: 64,
+      arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
+      params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
+      helpers: MATMUL_HELPERS,
+      body: `  let r = wgi / P.tiles;
+  let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
+  let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
+  var acc: array<f32, ${MATMUL_TILE}>;
+  ${type === "F32" || type === "F16" ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
+  for (var u = lid; u < P.units; u += 64u) {
+    ${code.decode}
+    for (var tt = 0u; tt < nt; tt++) {
+      let t = t0 + tt;
+      ${code.dot}
+    }
+  }
+${subgroups ? SUBGROUP_REDUCTION : TREE_REDUCTION}
+  if (lid < nt) {
+    var v = red[lid * 64u];
+    for (var i = 1u; i < parts; i++) { v += red[lid * 64u + i]; }
+    if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
+    if (P.gelu != 0u) { v = gelu_erf(v); }
+    $out[P.o_out + (t0 + lid) * P.outStride + r] = v;
+  }`,
+    };
+    matmulDefs.set(key, def);
+  }
+  if (!def) throw new Error(`webgpu backend: no matmul kernel for ${type}`);
+  return def;
+}

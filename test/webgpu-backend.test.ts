@@ -1,0 +1,522 @@
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { applyRope, attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsNorm, swiglu, type RopeParams } from "../src/kernels/ops/index.js";
+import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
+import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/webgpu/contract.js";
+import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { quantizeRow } from "../src/tensor/quant/index.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+import { rng } from "./helpers/rng.js";
+
+// Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
+// test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
+// and the reference backend's matmul/getRows on host arrays, actual values computed on the device
+// and read back. The error is max |actual - expected| / max |expected| over the op's output.
+//
+// The adapter: createWebGPUBackend finds chromium's SwiftShader by itself on a machine without a
+// GPU driver (see docs/webgpu.md); without any adapter every test here is skipped.
+
+let backend: Backend | null = null;
+let skip: string | false = false;
+try {
+  backend = await createWebGPUBackend();
+} catch (e) {
+  const message = (e as Error).message;
+  if (!message.includes("no WebGPU adapter found")) throw e;
+  skip = `no WebGPU adapter: ${message}`;
+}
+
+const ref = createReferenceBackend();
+const measured: [string, number, number][] = [];
+
+function normals(n: number, r: () => number, scale = 1): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = scale * Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
+  return out;
+}
+
+function close(op: string, actual: Float32Array, expected: Float32Array, tol: number): void {
+  assert.equal(actual.length, expected.length, `${op}: length`);
+  let maxErr = 0, maxRef = 0, at = -1;
+  for (let i = 0; i < expected.length; i++) {
+    const e = Math.abs(actual[i]! - expected[i]!);
+    if (!(e <= maxErr)) {
+      maxErr = e;
+      at = i;
+    }
+    maxRef = Math.max(maxRef, Math.abs(expected[i]!));
+  }
+  const rel = maxRef > 0 ? maxErr / maxRef : maxErr;
+  measured.push([op, rel, tol]);
+  assert.ok(rel <= tol, `${op}: max error ${rel.toExponential(2)} (relative to max |expected| ${maxRef.toExponential(2)}) above ${tol} at ${at}: ${actual[at]} vs ${expected[at]}`);
+}
+
+function device(b: Backend, host: Float32Array): DeviceArray {
+  const a = b.allocActivations(host.length);
+  b.write(a, host);
+  return a;
+}
+
+/** a weight tensor of random normals in `type`, its bytes at an odd offset of their buffer */
+function weights(type: GGMLType, cols: number, rows: number, r: () => number): Tensor {
+  const rb = rowByteLength(type, cols);
+  const data = new Uint8Array(rows * rb + 5).subarray(3, 3 + rows * rb);
+  for (let row = 0; row < rows; row++) quantizeRow(type, normals(cols, r, 0.5), data.subarray(row * rb), cols);
+  return { name: `w.${typeName(type)}`, type, dims: [cols, rows], data };
+}
+
+describe("webgpu backend conformance", { skip }, () => {
+  const b = backend!;
+  after(() => {
+    const table = measured.map(([op, err, tol]) => `${op.padEnd(44)} ${err.toExponential(2)}  (tol ${tol})`).join("\n");
+    console.log(`${b.name}\nop, max error relative to max |expected|, tolerance\n${table}`);
+    b.dispose();
+  });
+
+  test("write / view / read round trip, and many batched dispatches", async () => {
+    const r = rng(1);
+    const host = normals(1000, r);
+    const a = device(b, host);
+    assert.deepEqual(await b.read(a), host);
+    const v = b.view(a, 10, 20);
+    b.write(v, [1, 2, 3], 5);
+    const back = await b.read(v);
+    assert.deepEqual(Array.from(back.subarray(4, 9)), [host[14]!, 1, 2, 3, host[18]!]);
+    assert.equal((await b.read(a))[16], 2);
+    // 700 dispatches over several submits (uniform slices, data ring) then one read
+    const x = device(b, new Float32Array(777)), y = device(b, new Float32Array(777).fill(0.5));
+    for (let i = 0; i < 700; i++) b.add(x, y);
+    const sum = await b.read(x);
+    assert.ok(sum.every((s) => s === 350), "700 adds of 0.5");
+    // a write lands after the ops recorded before it
+    b.add(x, y);
+    b.write(x, [7], 3);
+    b.add(x, y);
+    const w = await b.read(x);
+    assert.equal(w[3], 7.5);
+    assert.equal(w[4], 351);
+  });
+
+  for (const [type, tol] of [[GGMLType.F32, 1e-5], [GGMLType.F16, 1e-5], [GGMLType.Q8_0, 1e-4], [GGMLType.Q4_0, 1e-4], [GGMLType.Q4_K, 1e-4], [GGMLType.Q6_K, 1e-4]] as const) {
+    test(`matmul ${typeName(type)}: 77 rows x 512 cols, 3 tokens, views at offsets`, async () => {
+      const r = rng(10 + type);
+      const cols = 512, rows = 77, nTokens = 3;
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const expected = new Float32Array(nTokens * rows);
+      ref.matmul(expected, w, x, nTokens);
+      // x and out as views into one buffer: one binding for both
+      const buf = b.allocActivations(5 + nTokens * cols + 3 + nTokens * rows);
+      const xv = b.view(buf, 5, nTokens * cols), ov = b.view(buf, 5 + nTokens * cols + 3);
+      b.write(xv, x);
+      b.matmul(ov, w, xv, nTokens);
+      close(`matmul ${typeName(type)}`, await b.read(b.view(ov, 0, nTokens * rows)), expected, tol);
+      // one token (decode), separate buffers
+      const out1 = b.allocActivations(rows);
+      b.matmul(out1, w, device(b, x.subarray(cols, 2 * cols)), 1);
+      close(`matmul ${typeName(type)} 1 token`, await b.read(out1), expected.subarray(rows, 2 * rows), tol);
+    });
+  }
+
+  test("matmul: 11 tokens (two token tiles of 8), F32 and F16 rows of 77 (not whole 32-weight units)", async () => {
+    const r = rng(20);
+    for (const [type, cols] of [[GGMLType.Q6_K, 512], [GGMLType.Q4_0, 96], [GGMLType.F32, 77], [GGMLType.F16, 77]] as const) {
+      const rows = 65, nTokens = 11;
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const expected = new Float32Array(nTokens * rows);
+      ref.matmul(expected, w, x, nTokens);
+      const out = b.allocActivations(nTokens * rows);
+      b.matmul(out, w, device(b, x), nTokens);
+      close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+    }
+  });
+
+  for (const type of [GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_K]) {
+    test(`matmul ${typeName(type)} with the epilogue: bias, then gelu-erf`, async () => {
+      const r = rng(30 + type);
+      const cols = 256, rows = 130, nTokens = 5;
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const bias = normals(rows, r);
+      for (const epilogue of [{ bias }, { bias, activation: "gelu-erf" as const }, { activation: "gelu-erf" as const }]) {
+        const expected = new Float32Array(nTokens * rows);
+        ref.matmul(expected, w, x, nTokens, epilogue);
+        const out = b.allocActivations(nTokens * rows);
+        b.matmul(out, w, device(b, x), nTokens, epilogue);
+        close(`matmul ${typeName(type)} ${epilogue.bias ? "bias" : ""}${epilogue.activation ? "+gelu-erf" : ""}`, await b.read(out), expected, type === GGMLType.F32 ? 1e-5 : 1e-4);
+      }
+    });
+  }
+
+  test("matmul without subgroups (tree sums) of every type, and of tensors larger than one weight buffer (blocks of rows)", async () => {
+    const small = await createWebGPUBackend({ maxWeightBytes: 1000, subgroups: false });
+    // an F32 row of 256 weights is 1024 bytes, over the limit: F32 and F16 get rows of 200 (1 and 2 rows a block)
+    try {
+      assert.doesNotMatch(small.name, /subgroups/);
+      const r = rng(35);
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
+        const cols = type === GGMLType.F32 || type === GGMLType.F16 ? 200 : 256, rows = 29, nTokens = 9;
+        const w = weights(type, cols, rows, r);
+        const x = normals(nTokens * cols, r);
+        const epilogue = { bias: normals(rows, r), activation: "gelu-erf" as const };
+        const expected = new Float32Array(nTokens * rows);
+        ref.matmul(expected, w, x, nTokens, epilogue);
+        const out = small.allocActivations(nTokens * rows);
+        small.matmul(out, w, device(small, x), nTokens, epilogue);
+        const perBlock = Math.floor(1000 / rowByteLength(type, cols));
+        assert.ok(perBlock < rows);
+        close(`matmul ${typeName(type)} no subgroups, ${perBlock} rows a block`, await small.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+      }
+      const big = weights(GGMLType.F32, 256, 2, r);
+      assert.throws(() => small.matmul(small.allocActivations(2), big, small.allocActivations(256), 1), /matmul: tensor w\.F32 \(F32 \[256, 2\]\) has rows of 1024 bytes, more than this adapter's storage binding limit 1000/);
+    } finally {
+      small.dispose();
+    }
+  });
+
+  test("getRows (Q4_K, Q8_0, F16): exact", async () => {
+    const r = rng(40);
+    for (const type of [GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16]) {
+      const w = weights(type, 256, 9, r);
+      const ids = [3, 0, 3, 8];
+      const expected = new Float32Array(ids.length * 256);
+      ref.getRows(expected, w, ids);
+      const out = b.allocActivations(ids.length * 256 + 7);
+      b.getRows(b.view(out, 7), w, ids);
+      close(`getRows ${typeName(type)}`, (await b.read(out)).subarray(7), expected, 0);
+    }
+  });
+
+  test("rmsNorm (with and without weight, in place) and layerNorm: 5 rows of 300", async () => {
+    const r = rng(50);
+    const width = 300, rows = 5, eps = 1e-5;
+    const x = normals(width * rows, r, 3);
+    const weight = normals(width, r), bias = normals(width, r);
+    for (const wt of [weight, null]) {
+      const expected = new Float32Array(x.length);
+      rmsNorm(expected, x, wt, width, rows, eps);
+      const a = device(b, x);
+      b.rmsNorm(a, a, wt, width, rows, eps);
+      close(`rmsNorm ${wt ? "weight" : "no weight"} in place`, await b.read(a), expected, 1e-5);
+    }
+    const expected = new Float32Array(x.length);
+    layerNorm(expected, x, weight, bias, width, rows, eps);
+    const out = b.allocActivations(x.length);
+    b.layerNorm(out, device(b, x), weight, bias, width, rows, eps);
+    close("layerNorm", await b.read(out), expected, 1e-5);
+  });
+
+  test("rope: norm and neox, partial rotation, freq factors, positions from 7", async () => {
+    const r = rng(60);
+    const nTokens = 3, nHeads = 4, headDim = 64;
+    const positions = [7, 8, 1000];
+    const params: RopeParams[] = [
+      { headDim, ropeDim: 64, base: 10000, freqScale: 1, style: "norm" },
+      { headDim, ropeDim: 32, base: 1e6, freqScale: 0.25, style: "neox" },
+      { headDim, ropeDim: 64, base: 500000, freqScale: 1, style: "neox", freqFactors: Float32Array.from({ length: 32 }, (_, i) => 1 + i / 8) },
+    ];
+    for (const p of params) {
+      const x = normals(nTokens * nHeads * headDim, r);
+      const expected = x.slice();
+      applyRope(expected, nTokens, nHeads, positions, p);
+      const a = device(b, x);
+      b.rope(a, nTokens, nHeads, positions, p);
+      close(`rope ${p.style} ropeDim ${p.ropeDim}${p.freqFactors ? " freqFactors" : ""}`, await b.read(a), expected, 1e-5);
+    }
+  });
+
+  test("addBias, add, swiglu", async () => {
+    const r = rng(70);
+    const n = 3 * 333;
+    const x = normals(n, r), y = normals(n, r, 4), bias = normals(333, r);
+    const a = device(b, x);
+    b.addBias(a, bias, 3);
+    const eb = x.map((v, i) => v + bias[i % 333]!);
+    close("addBias", await b.read(a), eb, 0);
+    b.add(a, device(b, y));
+    close("add", await b.read(a), eb.map((v, i) => v + y[i]!), 0);
+    const expected = new Float32Array(n);
+    swiglu(expected, x, y, n);
+    const out = b.allocActivations(n);
+    b.swiglu(out, device(b, x), device(b, y), n);
+    close("swiglu", await b.read(out), expected, 1e-6);
+  });
+
+  test("unary: gelu (f16 table), gelu-erf, relu, tanh", async () => {
+    const r = rng(80);
+    const n = 4099;
+    const x = normals(n, r, 4);
+    x[0] = -12; x[1] = 11; x[2] = 0; x[3] = -0.5;
+    const host: Record<UnaryOp, (out: Float32Array, x: Float32Array, n: number) => void> = {
+      gelu, "gelu-erf": geluErf, relu,
+      tanh: (out, v, m) => { for (let i = 0; i < m; i++) out[i] = Math.tanh(v[i]!); },
+    };
+    const tol: Record<UnaryOp, number> = { gelu: 0, "gelu-erf": 1e-5, relu: 0, tanh: 1e-5 };
+    for (const op of ["gelu", "gelu-erf", "relu", "tanh"] as const) {
+      const expected = new Float32Array(n);
+      host[op](expected, x, n);
+      const a = device(b, x);
+      b.unary(op, a, a, n);
+      close(`unary ${op} in place`, await b.read(a), expected, tol[op]);
+    }
+  });
+
+  test("attention: GQA 4/2 heads, 3 tokens from startPos 5 through a paged row index; decode without one", async () => {
+    const r = rng(90);
+    const nHeads = 4, nKvHeads = 2, headDim = 64, nTokens = 3, startPos = 5, cacheRows = 16;
+    const rows = Int32Array.from([9, 2, 14, 0, 7, 11, 3, 5]);
+    const kv = nKvHeads * headDim;
+    const keys = normals(cacheRows * kv, r), values = normals(cacheRows * kv, r);
+    const q = normals(nTokens * nHeads * headDim, r);
+    const scale = 1 / Math.sqrt(headDim);
+    const expected = new Float32Array(q.length);
+    attention(expected, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    const k = device(b, keys), v = device(b, values);
+    const out = b.allocActivations(q.length);
+    b.attention(out, device(b, q), k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    close("attention paged GQA", await b.read(out), expected, 1e-5);
+    // decode: one token at position 11, rows 0..11
+    const q1 = normals(nHeads * headDim, r);
+    const e1 = new Float32Array(q1.length);
+    attention(e1, q1, keys, values, 1, 11, nHeads, nKvHeads, headDim, scale);
+    const o1 = b.allocActivations(q1.length);
+    b.attention(o1, device(b, q1), k, v, 1, 11, nHeads, nKvHeads, headDim, scale);
+    close("attention decode", await b.read(o1), e1, 1e-5);
+  });
+
+  test("bidirectionalAttention: q, k, v column blocks of one fused projection (strided)", async () => {
+    const r = rng(100);
+    const n = 7, nHeads = 3, headDim = 16, d = nHeads * headDim, stride = 3 * d;
+    const qkv = normals(n * stride, r, 2);
+    const expected = new Float32Array(n * d);
+    bidirectionalAttention(expected, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.25, stride);
+    const a = device(b, qkv);
+    const out = b.allocActivations(n * d);
+    b.bidirectionalAttention(out, a, b.view(a, d), b.view(a, 2 * d), n, nHeads, headDim, 0.25, stride);
+    close("bidirectionalAttention strided", await b.read(out), expected, 1e-5);
+  });
+
+  test("attention and bidirectionalAttention in blocks of query tokens (a small scores scratch)", async () => {
+    const small = await createWebGPUBackend({ attentionScratchFloats: 40 });
+    try {
+      const r = rng(95);
+      const nHeads = 4, nKvHeads = 1, headDim = 32, nTokens = 5, startPos = 3;
+      const kv = nKvHeads * headDim, nAll = startPos + nTokens;
+      const keys = normals(nAll * kv, r), values = normals(nAll * kv, r), q = normals(nTokens * nHeads * headDim, r);
+      const expected = new Float32Array(q.length);
+      attention(expected, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, 0.2);
+      const out = small.allocActivations(q.length);
+      small.attention(out, device(small, q), device(small, keys), device(small, values), nTokens, startPos, nHeads, nKvHeads, headDim, 0.2);
+      close("attention in blocks of 1 query", await small.read(out), expected, 1e-5);
+      const n = 6, d = nHeads * headDim, stride = 3 * d;
+      const qkv = normals(n * stride, r);
+      const eb = new Float32Array(n * d);
+      bidirectionalAttention(eb, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.2, stride);
+      const a = device(small, qkv);
+      const ob = small.allocActivations(n * d);
+      small.bidirectionalAttention(ob, a, small.view(a, d), small.view(a, 2 * d), n, nHeads, headDim, 0.2, stride);
+      close("bidirectionalAttention in blocks of 1 query", await small.read(ob), eb, 1e-5);
+    } finally {
+      small.dispose();
+    }
+  });
+
+  test("scatterRows, gatherRows, copy2d: exact", async () => {
+    const r = rng(110);
+    const width = 37, n = 4;
+    const src = normals(n * width, r);
+    const cache = device(b, new Float32Array(10 * width));
+    const dstRows = Int32Array.from([7, 1, 9, 4]);
+    b.scatterRows(cache, dstRows, device(b, src), width, n);
+    const expected = new Float32Array(10 * width);
+    for (let i = 0; i < n; i++) expected.set(src.subarray(i * width, (i + 1) * width), dstRows[i]! * width);
+    close("scatterRows", await b.read(cache), expected, 0);
+    const gathered = b.allocActivations(3 * width);
+    b.gatherRows(gathered, cache, [9, 7, 9], width);
+    const eg = new Float32Array(3 * width);
+    [9, 7, 9].forEach((row, i) => eg.set(expected.subarray(row * width, (row + 1) * width), i * width));
+    close("gatherRows", await b.read(gathered), eg, 0);
+    // copy the middle block of columns of a [5 x 30] matrix into columns 2.. of a [5 x 12]
+    const m = normals(5 * 30, r);
+    const dst = device(b, new Float32Array(5 * 12));
+    b.copy2d(dst, 2, 12, device(b, m), 10, 30, 5, 9);
+    const ec = new Float32Array(5 * 12);
+    for (let row = 0; row < 5; row++) for (let j = 0; j < 9; j++) ec[row * 12 + 2 + j] = m[row * 30 + 10 + j]!;
+    close("copy2d", await b.read(dst), ec, 0);
+    // within one buffer: rows 0..1 copied onto rows 3..4
+    const same = device(b, m);
+    b.copy2d(same, 90, 30, same, 0, 30, 2, 30);
+    const es = m.slice();
+    es.copyWithin(90, 0, 60);
+    close("copy2d within one buffer", await b.read(same), es, 0);
+  });
+
+  for (const [type, tol] of [[GGMLType.F16, 1e-5], [GGMLType.Q4_K, 1e-3]] as const) {
+    test(`a decoder layer on the device (${typeName(type)} weights): prefill 5 tokens, decode 1, one read per step`, async () => {
+      const r = rng(130 + type);
+      const d = 256, nHeads = 4, nKv = 2, hd = 64, kv = nKv * hd, ffn = 512, vocab = 300, eps = 1e-5;
+      const qkvRows = d + 2 * kv;
+      const emb = weights(type, d, vocab, r), wqkv = weights(type, d, qkvRows, r), wo = weights(type, d, d, r);
+      const wg = weights(type, d, ffn, r), wu = weights(type, d, ffn, r), wd = weights(type, ffn, d, r), wout = weights(type, d, vocab, r);
+      const n1 = normals(d, r), n2 = normals(d, r), n3 = normals(d, r);
+      const rope: RopeParams = { headDim: hd, ropeDim: hd, base: 10000, freqScale: 1, style: "neox" };
+      const rowIndex = Int32Array.from([5, 12, 0, 9, 3, 14]);
+      const scale = 1 / Math.sqrt(hd);
+      // host: the reference ops on Float32Arrays
+      const hk = new Float32Array(16 * kv), hv = new Float32Array(16 * kv);
+      const hostStep = (ids: number[], startPos: number): Float32Array => {
+        const m = ids.length;
+        const x = new Float32Array(m * d);
+        ref.getRows(x, emb, ids);
+        const h = new Float32Array(m * d);
+        rmsNorm(h, x, n1, d, m, eps);
+        const qkv = new Float32Array(m * qkvRows);
+        ref.matmul(qkv, wqkv, h, m);
+        const q = new Float32Array(m * d), k = new Float32Array(m * kv), v = new Float32Array(m * kv);
+        for (let t = 0; t < m; t++) {
+          q.set(qkv.subarray(t * qkvRows, t * qkvRows + d), t * d);
+          k.set(qkv.subarray(t * qkvRows + d, t * qkvRows + d + kv), t * kv);
+          v.set(qkv.subarray(t * qkvRows + d + kv, (t + 1) * qkvRows), t * kv);
+        }
+        const pos = ids.map((_, t) => startPos + t);
+        applyRope(q, m, nHeads, pos, rope);
+        applyRope(k, m, nKv, pos, rope);
+        for (let t = 0; t < m; t++) {
+          hk.set(k.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
+          hv.set(v.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
+        }
+        const att = new Float32Array(m * d);
+        attention(att, q, hk, hv, m, startPos, nHeads, nKv, hd, scale, rowIndex);
+        const o = new Float32Array(m * d);
+        ref.matmul(o, wo, att, m);
+        for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
+        rmsNorm(h, x, n2, d, m, eps);
+        const g = new Float32Array(m * ffn), u = new Float32Array(m * ffn);
+        ref.matmul(g, wg, h, m);
+        ref.matmul(u, wu, h, m);
+        swiglu(g, g, u, m * ffn);
+        ref.matmul(o, wd, g, m);
+        for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
+        const last = x.slice((m - 1) * d);
+        rmsNorm(last, last, n3, d, 1, eps);
+        const logits = new Float32Array(vocab);
+        ref.matmul(logits, wout, last, 1);
+        return logits;
+      };
+      // device: the same ops through the backend, nothing read back but the logits
+      const dk = b.allocActivations(16 * kv), dv = b.allocActivations(16 * kv);
+      const deviceStep = async (ids: number[], startPos: number): Promise<Float32Array> => {
+        const m = ids.length;
+        const x = b.allocActivations(m * d), h = b.allocActivations(m * d), qkv = b.allocActivations(m * qkvRows);
+        const q = b.allocActivations(m * d), k = b.allocActivations(m * kv), v = b.allocActivations(m * kv);
+        b.getRows(x, emb, ids);
+        b.rmsNorm(h, x, n1, d, m, eps);
+        b.matmul(qkv, wqkv, h, m);
+        b.copy2d(q, 0, d, qkv, 0, qkvRows, m, d);
+        b.copy2d(k, 0, kv, qkv, d, qkvRows, m, kv);
+        b.copy2d(v, 0, kv, qkv, d + kv, qkvRows, m, kv);
+        const pos = ids.map((_, t) => startPos + t);
+        b.rope(q, m, nHeads, pos, rope);
+        b.rope(k, m, nKv, pos, rope);
+        const dst = rowIndex.subarray(startPos, startPos + m);
+        b.scatterRows(dk, dst, k, kv, m);
+        b.scatterRows(dv, dst, v, kv, m);
+        const att = b.allocActivations(m * d), o = b.allocActivations(m * d);
+        b.attention(att, q, dk, dv, m, startPos, nHeads, nKv, hd, scale, rowIndex);
+        b.matmul(o, wo, att, m);
+        b.add(x, o);
+        b.rmsNorm(h, x, n2, d, m, eps);
+        const g = b.allocActivations(m * ffn), u = b.allocActivations(m * ffn);
+        b.matmul(g, wg, h, m);
+        b.matmul(u, wu, h, m);
+        b.swiglu(g, g, u, m * ffn);
+        b.matmul(o, wd, g, m);
+        b.add(x, o);
+        const last = b.allocActivations(d);
+        b.gatherRows(last, x, [m - 1], d);
+        b.rmsNorm(last, last, n3, d, 1, eps);
+        const logits = b.allocActivations(vocab);
+        b.matmul(logits, wout, last, 1);
+        return b.read(logits);
+      };
+      const prompt = [17, 3, 250, 3, 99];
+      close(`decoder layer ${typeName(type)} prefill`, await deviceStep(prompt, 0), hostStep(prompt, 0), tol);
+      close(`decoder layer ${typeName(type)} decode`, await deviceStep([42], 5), hostStep([42], 5), tol);
+    });
+  }
+
+  test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {
+    const types = [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K];
+    let worst = 0, worstAttention = 0;
+    for (let seed = 0; seed < 10; seed++) {
+      const r = rng(1000 + seed);
+      const pick = (lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
+      const type = types[seed % types.length]!;
+      const block = type === GGMLType.Q4_K || type === GGMLType.Q6_K ? 256 : type === GGMLType.F32 || type === GGMLType.F16 ? 1 : 32;
+      const cols = block === 1 ? pick(1, 300) : block * pick(1, 3), rows = pick(1, 150), nTokens = pick(1, 20);
+      const w = weights(type, cols, rows, r);
+      const x = normals(nTokens * cols, r);
+      const expected = new Float32Array(nTokens * rows);
+      ref.matmul(expected, w, x, nTokens);
+      const out = b.allocActivations(nTokens * rows);
+      b.matmul(out, w, device(b, x), nTokens);
+      const got = await b.read(out);
+      let err = 0, mx = 0;
+      for (let i = 0; i < got.length; i++) {
+        err = Math.max(err, Math.abs(got[i]! - expected[i]!));
+        mx = Math.max(mx, Math.abs(expected[i]!));
+      }
+      worst = Math.max(worst, err / mx);
+      assert.ok(err / mx <= 1e-4, `matmul ${typeName(type)} [${cols}, ${rows}] x ${nTokens} tokens: ${err / mx}`);
+      // attention with odd head sizes and a shuffled row index
+      const nKv = pick(1, 3), group = pick(1, 3), nHeads = nKv * group, hd = pick(1, 70), nT = pick(1, 6), start = pick(0, 9);
+      const nAll = start + nT, cacheRows = nAll + pick(0, 4);
+      const idx = Int32Array.from({ length: cacheRows }, (_, i) => i);
+      for (let i = cacheRows - 1; i > 0; i--) {
+        const j = Math.floor(r() * (i + 1));
+        [idx[i], idx[j]] = [idx[j]!, idx[i]!];
+      }
+      const kc = normals(cacheRows * nKv * hd, r), vc = normals(cacheRows * nKv * hd, r), q = normals(nT * nHeads * hd, r);
+      const ea = new Float32Array(q.length);
+      attention(ea, q, kc, vc, nT, start, nHeads, nKv, hd, 0.3, idx);
+      const oa = b.allocActivations(q.length);
+      b.attention(oa, device(b, q), device(b, kc), device(b, vc), nT, start, nHeads, nKv, hd, 0.3, idx);
+      const ga = await b.read(oa);
+      let ae = 0, am = 0;
+      for (let i = 0; i < ga.length; i++) {
+        ae = Math.max(ae, Math.abs(ga[i]! - ea[i]!));
+        am = Math.max(am, Math.abs(ea[i]!));
+      }
+      worstAttention = Math.max(worstAttention, ae / am);
+      assert.ok(ae / am <= 1e-5, `attention ${nHeads}/${nKv} heads of ${hd}, ${nT} tokens from ${start}: ${ae / am}`);
+    }
+    measured.push(["random matmul shapes (worst of 10)", worst, 1e-4], ["random attention shapes (worst of 10)", worstAttention, 1e-5]);
+  });
+
+  test("errors name the op and the tensor", async () => {
+    const r = rng(120);
+    const q5 = { name: "blk.0.ffn_up.weight", type: GGMLType.Q5_K, dims: [256, 2], data: new Uint8Array(2 * 176) };
+    const x = b.allocActivations(256), out = b.allocActivations(2);
+    assert.throws(() => b.matmul(out, q5, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type Q5_K, which the webgpu backend cannot multiply/);
+    const w = weights(GGMLType.Q8_0, 256, 4, r);
+    assert.throws(() => b.matmul(out, w, x, 1), /matmul w\.Q8_0: out holds 2 floats, expected 1 x 4/);
+    assert.throws(() => b.matmul(b.allocActivations(8), w, x, 2), /matmul w\.Q8_0: x holds 256 floats, expected 2 x 256/);
+    assert.throws(() => b.matmul(out, { ...w, data: w.data.subarray(0, 10) }, x, 1), /matmul: tensor w\.Q8_0 \(Q8_0 \[256, 4\]\) needs 1088 bytes, has 10/);
+    assert.throws(() => b.getRows(out, w, [4]), /getRows w\.Q8_0: out holds 2 floats, expected 1 x 256/);
+    assert.throws(() => b.getRows(b.allocActivations(256), w, [4]), /getRows w\.Q8_0: row id 4 at index 0 is outside 0\.\.3/);
+    assert.throws(() => b.attention(x, x, x, x, 1, 40, 2, 2, 64, 1), /attention: position 0 maps to row 0, outside the cache's 2 rows|attention:/);
+    assert.throws(() => b.add(x, out), /add: y holds 2 floats, expected 256/);
+    assert.throws(() => b.view(x, 250, 10), /view: floats \[250, 260\) are outside the array's 256/);
+    await assert.rejects(b.read(new Float32Array(3)), /read: the array is not an array of this webgpu backend/);
+    const rope: RopeParams = { headDim: 64, ropeDim: 64, base: 10000, freqScale: 1, style: "norm" };
+    assert.throws(() => b.rope(x, 3, 2, [0, 1, 2], rope), /rope: x holds 256 floats, expected 3 x 2 x 64/);
+    assert.throws(() => b.rope(x, 1, 2, [-1], rope), /rope: position -1 of token 0 is not a non-negative integer/);
+    assert.throws(() => b.unary("softplus" as UnaryOp, x, x, 4), /unary: unknown op "softplus"/);
+    const other = await createWebGPUBackend();
+    assert.throws(() => other.add(x, x), /add: x is not an array of this webgpu backend/);
+    other.dispose();
+    assert.throws(() => other.allocActivations(4), /webgpu backend: allocActivations called after dispose\(\)/);
+  });
+});
