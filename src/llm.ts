@@ -27,7 +27,7 @@ export interface GenerationRun {
 }
 
 export interface LoadModelOptions {
-  /** compute backend: "wasm" (SIMD + worker threads, the default when available) or "reference" (plain TypeScript) */
+  /** compute backend: "wasm" (SIMD + worker threads, the default when available), "reference" (plain TypeScript) or "webgpu" (a GPU through WebGPU: Dawn from the optional `webgpu` package in Node) */
   backend?: BackendName;
   /** worker threads for the wasm backend (default: available cores) */
   threads?: number;

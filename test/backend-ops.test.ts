@@ -5,6 +5,7 @@ import { attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsN
 import { applyRope, type RopeParams } from "../src/kernels/ops/rope.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { dequantizeRow, quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
@@ -34,7 +35,16 @@ before(async () => {
   backends.push({ name: "reference", backend: createReferenceBackend() });
   backends.push({ name: "wasm (2 threads)", backend: await createWasmBackend({ threads: 2 }) });
   backends.push({ name: "wasm (1 thread)", backend: await createWasmBackend({ threads: 1 }) });
+  // the GPU backend where an adapter exists (a software one here: see docs/webgpu.md)
+  try {
+    backends.push({ name: "webgpu", backend: await createWebGPUBackend() });
+  } catch (e) {
+    if (!(e as Error).message.includes("no WebGPU adapter found")) throw e;
+    console.log(`# webgpu left out of the table: ${(e as Error).message}`);
+  }
 });
+/** the weight types the webgpu backend multiplies (its matmul refuses the others by name) */
+const WEBGPU_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]);
 after(() => {
   for (const b of backends) b.backend.dispose();
 });
@@ -212,6 +222,10 @@ describe("matmul and embedding lookup over weight types", () => {
     const reference = createReferenceBackend();
     try {
       for (const type of TYPES) {
+        if (be.name === "webgpu" && !WEBGPU_TYPES.has(type)) {
+          assert.throws(() => be.matmul(be.allocActivations(rows), tensor(be, type, 1), be.allocActivations(cols), 1), new RegExp(typeName(type)), `${bn}: refuses ${typeName(type)} by name`);
+          continue;
+        }
         const w = tensor(be, type, 16 + type);
         const bias = random(rows, 17);
         for (const nTokens of [1, 5]) {

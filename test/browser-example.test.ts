@@ -59,7 +59,8 @@ before(async () => {
   symlinkSync(sharedFile(MODEL)!, join(modelsDir, "stories260K.gguf"));
   await writeRandomModel(join(modelsDir, RANDOM), { ...tinyLlama, embeddingLength: 512, blockCount: 4, headCount: 8, headCountKv: 4, feedForwardLength: 1536, weightType: GGMLType.Q8_0, seed: 11 });
   base = await startServer();
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  // --enable-unsafe-webgpu: headless chromium's WebGPU (SwiftShader here) for backend=webgpu
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--enable-unsafe-webgpu"] });
 });
 after(async () => {
   await browser?.close();
@@ -117,6 +118,17 @@ test("stories260K greedy in headless Chromium (wasm backend, Web Worker threads)
     assert.equal(t.promptTokens, c.promptTokens.length);
     assert.equal(t.completionTokens, c.completionTokens.length);
     assert.ok(t.ttftMs > 0 && t.tpotMs > 0 && t.decodeTokensPerSecond > 0 && t.loadMs > 0, JSON.stringify(t));
+    assert.deepEqual(errors, []);
+  }
+});
+
+test("stories260K greedy in headless Chromium on the WebGPU backend (navigator.gpu) gives llama.cpp's golden tokens", { skip }, async () => {
+  for (const c of cases()) {
+    const { result, errors } = await runPage({ model: "/models/stories260K.gguf", prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0", backend: "webgpu", run: "1" });
+    assert.equal(result.error, undefined, `no error for ${JSON.stringify(c.prompt)}: ${result.error}`);
+    assert.equal(result.backend, "webgpu");
+    assert.deepEqual(result.completionTokens, c.completionTokens, `completion tokens for ${JSON.stringify(c.prompt)}`);
+    assert.ok(result.timings.ttftMs > 0 && result.timings.tpotMs > 0, JSON.stringify(result.timings));
     assert.deepEqual(errors, []);
   }
 });

@@ -3,7 +3,7 @@ import { after, describe, test } from "node:test";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { applyRope, attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsNorm, swiglu, type RopeParams } from "../src/kernels/ops/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
-import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/webgpu/contract.js";
+import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/backend.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
@@ -154,7 +154,7 @@ describe("webgpu backend conformance", { skip }, () => {
     const small = await createWebGPUBackend({ maxWeightBytes: 1000, subgroups: false });
     // an F32 row of 256 weights is 1024 bytes, over the limit: F32 and F16 get rows of 200 (1 and 2 rows a block)
     try {
-      assert.doesNotMatch(small.name, /subgroups/);
+      assert.doesNotMatch(small.adapter, /subgroups/);
       const r = rng(35);
       for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
         const cols = type === GGMLType.F32 || type === GGMLType.F16 ? 200 : 256, rows = 29, nTokens = 9;

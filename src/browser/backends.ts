@@ -6,6 +6,7 @@
 import type { Backend } from "../kernels/backend.js";
 import { createReferenceBackend } from "../kernels/reference/index.js";
 import { createWasmBackend } from "../kernels/wasm/backend.js";
+import { createWebGPUBackend } from "../kernels/webgpu/index.js";
 import { preloadKernels } from "../kernels/wasm/host.browser.js";
 import { cpuCount } from "../platform/host.js";
 import { web } from "./web.js";
@@ -24,13 +25,6 @@ export interface BrowserBackendOptions {
   assetsUrl?: string | URL;
 }
 
-/**
- * THE WEBGPU SEAM: the WebGPU backend's factory goes here (e.g. `createWebGPUBackend` from
- * src/kernels/webgpu/, imported at the top of this file); until then backend "webgpu" answers
- * "webgpu backend: not available in this build".
- */
-const createWebGPUBackend: ((options: BrowserBackendOptions) => Promise<Backend>) | undefined = undefined;
-
 /** the wasm backend's threads when none are asked for: the browser's cores, at most 8 */
 export const defaultWasmThreads = (): number => Math.min(8, cpuCount());
 
@@ -42,8 +36,8 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
     case "reference":
       return createReferenceBackend();
     case "webgpu":
-      if (!createWebGPUBackend) throw new Error("webgpu backend: not available in this build");
-      return createWebGPUBackend(options);
+      // navigator.gpu; an error naming what is missing where the browser has none
+      return createWebGPUBackend();
     case "wasm": {
       if (web.crossOriginIsolated === false) {
         throw new Error("wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp");

@@ -255,7 +255,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
 /** Backend, threads and context size, shared by generate and chat. */
 export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference" && backend !== "webgpu") throw new UsageError(`--backend must be wasm, reference or webgpu, got "${backend}"`);
   return {
     backend,
     threads: threadsOption(values),

@@ -11,7 +11,7 @@ export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js
 export function canMatmul(type: GGMLType): boolean {
   return VEC_DOT.has(type);
 }
-export type BackendName = "wasm" | "reference";
+export type BackendName = "wasm" | "reference" | "webgpu";
 
 let warnedFallback = false;
 
@@ -21,13 +21,15 @@ let warnedFallback = false;
  * requested backend that cannot start is an error.
  */
 export async function createBackend(name: BackendName | undefined, options: { threads?: number } = {}): Promise<Backend> {
-  if (name !== undefined && name !== "wasm" && name !== "reference") {
-    throw new Error(`unknown backend "${String(name)}" (expected "wasm" or "reference")`);
+  if (name !== undefined && name !== "wasm" && name !== "reference" && name !== "webgpu") {
+    throw new Error(`unknown backend "${String(name)}" (expected "wasm", "reference" or "webgpu")`);
   }
   if (options.threads !== undefined && (!Number.isInteger(options.threads) || options.threads < 1)) {
     throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
   }
   if (name === "reference") return createReferenceBackend();
+  // loaded only when asked for: it loads the optional "webgpu" package (Dawn) in Node
+  if (name === "webgpu") return (await import("./webgpu/index.js")).createWebGPUBackend();
   try {
     return await createWasmBackend({ threads: options.threads });
   } catch (e) {

@@ -1,4 +1,4 @@
-import type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./contract.js";
+import type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "../backend.js";
 import { rowByteLength, rowCount, typeName, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
@@ -45,7 +45,8 @@ interface WeightBlock {
   readonly rows: number;
 }
 
-class GpuArray implements DeviceArray {
+/** a device array of this backend: a range of floats of one GPU buffer (handed out as DeviceArray, see `device`) */
+class GpuArray {
   constructor(
     readonly buffer: GPUBufferLike,
     /** float offset of the view in `buffer` */
@@ -55,6 +56,11 @@ class GpuArray implements DeviceArray {
     /** the allocation a view comes from, kept alive by the view */
     readonly root: GpuArray | null,
   ) {}
+}
+
+/** a GpuArray as the contract's opaque device array (the same object; `arr` checks it back) */
+function device(a: GpuArray): DeviceArray {
+  return a as unknown as DeviceArray;
 }
 
 export interface WebGPUBackendOptions extends AdapterOptions {
@@ -69,7 +75,13 @@ export interface WebGPUBackendOptions extends AdapterOptions {
   maxWeightBytes?: number;
 }
 
-export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<Backend> {
+/** the webgpu backend's extra: which adapter it runs on */
+export interface WebGPUBackendInfo extends Backend {
+  /** the adapter, its features and where it came from, e.g. "google swiftshader, subgroups; dawn, Vulkan ICD ..." */
+  readonly adapter: string;
+}
+
+export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<WebGPUBackendInfo> {
   const { adapter, source } = await findAdapter(options);
   const lim = adapter.limits;
   const subgroups = options.subgroups !== false && adapter.features.has("subgroups");
@@ -86,11 +98,12 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
   const what = [info?.vendor, info?.architecture].filter((s) => s).join(" ") || info?.description || "unknown adapter";
-  return `webgpu (${what}${subgroups ? ", subgroups" : ""}; ${source})`;
+  return `${what}${subgroups ? ", subgroups" : ""}; ${source}`;
 }
 
-class WebGPUBackend implements Backend {
-  readonly name: string;
+class WebGPUBackend implements WebGPUBackendInfo {
+  readonly name = "webgpu";
+  readonly adapter: string;
   readonly llamaCppOrder = "none" as const;
   readonly threads = 1;
 
@@ -126,8 +139,8 @@ class WebGPUBackend implements Backend {
 
   private readonly maxWeightBytes: number;
 
-  constructor(private readonly device: GPUDeviceLike, name: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean) {
-    this.name = name;
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean) {
+    this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
     this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
@@ -353,7 +366,7 @@ class WebGPUBackend implements Backend {
     const buffer = this.createBuffer(length * 4, BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST);
     const a = new GpuArray(buffer, 0, length, this.id, null);
     this.finalizer.register(a, buffer);
-    return a;
+    return device(a);
   }
 
   view(a: DeviceArray, offset: number, length?: number): DeviceArray {
@@ -362,7 +375,7 @@ class WebGPUBackend implements Backend {
     const n = length ?? g.length - offset;
     this.checkCount("view", "length", n);
     if (offset + n > g.length) throw new Error(`view: floats [${offset}, ${offset + n}) are outside the array's ${g.length}`);
-    return new GpuArray(g.buffer, g.offset + offset, n, this.id, g.root ?? g);
+    return device(new GpuArray(g.buffer, g.offset + offset, n, this.id, g.root ?? g));
   }
 
   write(dst: DeviceArray, src: ArrayLike<number>, offset = 0): void {
@@ -499,7 +512,7 @@ class WebGPUBackend implements Backend {
       const id = ids[i]!;
       dequantizeRow(w.type, w.data.subarray(id * rowBytes, (id + 1) * rowBytes), host.subarray(i * cols, (i + 1) * cols), cols);
     }
-    this.write(o, host);
+    this.write(device(o), host);
   }
 
   rmsNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array | null, width: number, rows: number, eps: number): void {
