@@ -134,7 +134,7 @@ for (const backend of ["reference", "wasm"] as const) {
  * code we follow), so these get a looser bound; the greedy tokens must still agree.
  */
 const OTHER_FORMAT_TOLERANCE = 1.5e-2;
-for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
+for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS]) {
   for (const backend of ["reference", "wasm"] as const) {
     test(`tiny Llama with ${typeName(type)} weights matches llama.cpp (${backend})`, { skip: skipStories }, async () => {
       await checkParity("llama", { ...tinyLlama, weightType: type, std: STD, seed: 15 }, backend, 8, { tolerance: OTHER_FORMAT_TOLERANCE, maxFlipped: MAX_FLIPPED_STEPS });
