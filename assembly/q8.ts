@@ -62,14 +62,38 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
 }
 
+/** kvalues_iq4nl (ggml-common.h): the 16 int8 levels an IQ4_NL / IQ4_XS index picks */
+// @ts-ignore: decorator
+@inline export function iq4Values(): v128 {
+  return i8x16(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+}
+
+/** weights 0..15 (high = false) or 16..31 (high = true) of the IQ4_NL block at p (18 bytes: f16 scale, 16 bytes of indices laid out as Q4_0's), as int8 */
+// @ts-ignore: decorator
+@inline function iq4nlWeights(p: usize, high: bool): v128 {
+  const v = v128.load(p, 2);
+  return i8x16.swizzle(iq4Values(), high ? i8x16.shr_u(v, 4) : v128.and(v, i8x16.splat(0x0f)));
+}
+
+// @ts-ignore: decorator
+@inline function dotIQ4_NL(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
+  const lo = iq4nlWeights(p, false);
+  const hi = iq4nlWeights(p, true);
+  let s = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), x0);
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), x1));
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), x2));
+  return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
+}
+
+// kind: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL
 // @ts-ignore: decorator
 @inline function blockDot(kind: i32, p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
-  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : kind == 1 ? dotQ4_0(p, x0, x1, x2, x3) : dotQ5_0(p, x0, x1, x2, x3);
+  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : kind == 1 ? dotQ4_0(p, x0, x1, x2, x3) : kind == 2 ? dotQ5_0(p, x0, x1, x2, x3) : dotIQ4_NL(p, x0, x1, x2, x3);
 }
 
 // @ts-ignore: decorator
 @inline function blockBytes(kind: i32): usize {
-  return kind == 0 ? 34 : kind == 1 ? 18 : 22;
+  return kind == 0 ? 34 : kind == 1 ? 18 : kind == 2 ? 22 : 18;
 }
 
 /** block b of a row (weights at p, activations at x): lanes adding up to its exact integer dot */
@@ -164,9 +188,12 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
       const v = v128.load(p, 2);
       lo = i8x16.sub(v128.and(v, i8x16.splat(0x0f)), i8x16.splat(8));
       hi = i8x16.sub(i8x16.shr_u(v, 4), i8x16.splat(8));
-    } else {
+    } else if (kind == 2) {
       lo = q5Weights(p, false);
       hi = q5Weights(p, true);
+    } else {
+      lo = iq4nlWeights(p, false);
+      hi = iq4nlWeights(p, true);
     }
     w0 = i16x8.extend_low_i8x16_s(lo);
     w1 = i16x8.extend_high_i8x16_s(lo);
@@ -277,4 +304,9 @@ export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: u
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** IQ4_NL against Q8_0 activations: Q4_0's kernel with the indices looked up in kvalues_iq4nl (one swizzle per 16 weights) */
+export function matIQ4_NL(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(3, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

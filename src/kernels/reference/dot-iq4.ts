@@ -57,35 +57,33 @@ export function dotIQ4_NL(w: Uint8Array, wOffset: number, x: Uint8Array, xOffset
 }
 
 /**
- * IQ4_XS weights x Q8_K activations, in the order of ggml_vec_dot_iq4_xs_q8_K's AVX2 path
- * (llama.cpp's x86 build runs it for prompts and decode alike: IQ4_XS is neither repacked nor in
- * llamafile's sgemm): eight i32 lanes, lane k holding sum over the 8 sub-blocks of
- * (scale - 32) * the products 4k..4k+3 of the sub-block (exact integers); per super-block
- * lane k += f32(lane) * (d_w * d_x) with a fused multiply-add; then the lanes added as
- * hsum_float_8 does (k + k+4, then 0+2 / 1+3, then the two halves).
+ * IQ4_XS weights x Q8_K activations, in the order of llama.cpp's x86 (AVX2) IQ panel gemm
+ * (ggml-cpu iqp.cpp, which runs every IQ4_XS matmul of at least 8 tokens over rows % 8 == 0, i.e.
+ * every prompt here): per super-block the exact integer sum of (scale - 32) * the products of
+ * its 8 sub-blocks, added with one fused multiply-add per super-block:
+ * acc = fma(f32(sum), d_w * d_x, acc). Decode (fewer than 8 tokens) runs
+ * ggml_vec_dot_iq4_xs_q8_K's AVX2 path instead, which spreads the products over 8 f32 lanes and
+ * differs from this in the last bits only. A first version that followed the lanes
+ * (bit-identical to that function compiled here) left the prompt of the seed-15 tiny Llama one
+ * flipped activation rounding away from llama.cpp (1.4e-2 in every log-probability); this
+ * order agrees to 1e-6.
  */
 export function dotIQ4_XS(w: Uint8Array, wOffset: number, x: Uint8Array, xOffset: number, n: number): number {
   const kv = KVALUES_IQ4NL;
-  const acc = [0, 0, 0, 0, 0, 0, 0, 0];
-  const lanes = [0, 0, 0, 0, 0, 0, 0, 0];
+  let acc = 0;
   for (let b = 0, wo = wOffset, xo = xOffset; b < n; b += 256, wo += 136, xo += 292) {
-    lanes.fill(0);
+    let sumi = 0;
     for (let ib = 0; ib < 8; ib++) {
-      const ls = iq4xsScale(w, wo, ib) - 32;
       const qs = wo + 8 + 16 * ib;
       const q8 = xo + 4 + 32 * ib;
-      for (let k = 0; k < 8; k++) {
-        let s = 0;
-        for (let e = 4 * k; e < 4 * k + 4; e++) {
-          const byte = w[qs + (e & 15)]!;
-          s += kv[e < 16 ? byte & 0x0f : byte >>> 4]! * i8(x[q8 + e]!);
-        }
-        lanes[k]! += ls * s;
+      let s = 0;
+      for (let j = 0; j < 16; j++) {
+        const q = w[qs + j]!;
+        s += kv[q & 0x0f]! * i8(x[q8 + j]!) + kv[q >>> 4]! * i8(x[q8 + 16 + j]!);
       }
+      sumi += (iq4xsScale(w, wo, ib) - 32) * s;
     }
-    const d = f(readF16(w, wo) * readF32(x, xo));
-    for (let k = 0; k < 8; k++) acc[k] = fma32(d, f(lanes[k]!), acc[k]!);
+    acc = fma32(f(sumi), f(readF16(w, wo) * readF32(x, xo)), acc);
   }
-  const r0 = f(acc[4]! + acc[0]!), r1 = f(acc[5]! + acc[1]!), r2 = f(acc[6]! + acc[2]!), r3 = f(acc[7]! + acc[3]!);
-  return f(f(r0 + r2) + f(r1 + r3));
+  return acc;
 }

@@ -78,6 +78,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q4_K, C.Kind.Q4_K],
   [GGMLType.Q5_K, C.Kind.Q5_K],
   [GGMLType.Q6_K, C.Kind.Q6_K],
+  [GGMLType.IQ4_NL, C.Kind.IQ4_NL],
+  [GGMLType.IQ4_XS, C.Kind.IQ4_XS],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;
@@ -290,11 +292,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
-    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K) {
+    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {
