@@ -5,7 +5,7 @@
 // int16 q quantizeRowQ8_K stores (xq), one f32 d per super-block (xd). IQ4_NL (blocks of 32
 // against Q8_0) is Q4_0's kernel with that lookup (q8.ts).
 import { f16 } from "./half";
-import { dot16, hsumI32 } from "./simd";
+import { dot16, hsumI32, lookup16 } from "./simd";
 import { iq4Values } from "./q8";
 
 /** the 6-bit scale - 32 of sub-block ib of the IQ4_XS block at p (f16 d, u16 scales_h, 4 bytes scales_l) */
@@ -19,12 +19,12 @@ import { iq4Values } from "./q8";
 /** sub-block ib's 32 weights as int8 (lo: weights 0..15, hi: 16..31) */
 // @ts-ignore: decorator
 @inline function lowWeights(p: usize, ib: i32, table: v128): v128 {
-  return i8x16.swizzle(table, v128.and(v128.load(p + 8 + (<usize>ib << 4)), i8x16.splat(0x0f)));
+  return lookup16(table, v128.and(v128.load(p + 8 + (<usize>ib << 4)), i8x16.splat(0x0f)));
 }
 
 // @ts-ignore: decorator
 @inline function highWeights(p: usize, ib: i32, table: v128): v128 {
-  return i8x16.swizzle(table, i8x16.shr_u(v128.load(p + 8 + (<usize>ib << 4)), 4));
+  return lookup16(table, v128.and(i16x8.shr_u(v128.load(p + 8 + (<usize>ib << 4)), 4), i8x16.splat(0x0f)));
 }
 
 /** one IQ4_XS super-block (136 bytes) against one Q8_K super-block of int16 activations at qx with scale dx */
