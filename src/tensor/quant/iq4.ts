@@ -51,18 +51,28 @@ export function dequantizeIQ4_XS(dst: Float32Array, src: Uint8Array, n: number):
   }
 }
 
-/** ggml's best_index_int8 over kvalues_iq4nl: the index of the value nearest x (ties to the lower) */
+/*
+ * ggml's best_index_int8 over kvalues_iq4nl: the index of the value nearest x, a tie going to the
+ * upper one (`x - v[mu-1] < v[mu] - x ? mu-1 : mu` in f32; near a midpoint both differences are
+ * exact in f32, so this is "the number of midpoints <= x"). The scale search calls it ~500 times
+ * per block, so it is a table lookup: the midpoints are at least 5.5 apart, so each unit interval
+ * [k, k + 1) of x holds at most one; BELOW[k] counts the midpoints under k, AT[k] is the one in
+ * [k, k + 1) (or +Infinity).
+ */
+const MIDPOINTS = KVALUES_IQ4NL.slice(1).map((v, i) => (KVALUES_IQ4NL[i]! + v) / 2);
+const BELOW = new Uint8Array(256);
+const AT = new Float64Array(256).fill(Infinity);
+for (let k = -128; k < 128; k++) {
+  BELOW[k + 128] = MIDPOINTS.filter((m) => m < k).length;
+  const m = MIDPOINTS.find((m) => m >= k && m < k + 1);
+  if (m !== undefined) AT[k + 128] = m;
+}
+
 function bestIndex(x: number): number {
-  const v = KVALUES_IQ4NL;
-  if (x <= v[0]!) return 0;
-  if (x >= v[15]!) return 15;
-  let ml = 0, mu = 15;
-  while (mu - ml > 1) {
-    const mav = (ml + mu) >> 1;
-    if (x < v[mav]!) mu = mav;
-    else ml = mav;
-  }
-  return f(x - v[mu - 1]!) < f(v[mu]! - x) ? mu - 1 : mu;
+  if (x >= 127 || x !== x) return 15; // NaN: every C comparison is false, the search ends at 15
+  if (x < -128) return 0;
+  const k = Math.floor(x) + 128;
+  return BELOW[k]! + (x >= AT[k]! ? 1 : 0);
 }
 
 const GROUP_MAX_EPS = f(1e-15);
