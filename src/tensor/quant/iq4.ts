@@ -69,7 +69,7 @@ for (let k = -128; k < 128; k++) {
 }
 
 function bestIndex(x: number): number {
-  if (x >= 127 || x !== x) return 15; // NaN: every C comparison is false, the search ends at 15
+  if (x >= 127 || Number.isNaN(x)) return 15; // NaN: every C comparison is false, the search ends at 15
   if (x < -128) return 0;
   const k = Math.floor(x) + 128;
   return BELOW[k]! + (x >= AT[k]! ? 1 : 0);
