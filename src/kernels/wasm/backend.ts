@@ -28,7 +28,7 @@ export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
   /**
-   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0 and the k-quants; an
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0, IQ4_NL and the k-quants; an
    * error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the
    * runtime has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the
    * default. Both give the same bits, except where the relaxed build runs the exact kernels
