@@ -7,7 +7,8 @@ export { useF16Table, fillF16Table, f16sFinite } from "./half";
 export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
-import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite } from "./q8";
+import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
+import { matIQ4_XS } from "./iq4";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
@@ -177,7 +178,7 @@ let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias:
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 26);
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 29);
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -267,6 +268,11 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 24: matQ2_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 25: matQ3_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 26: matQ3_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    // IQ4_NL over Q8_0 activations (27), IQ4_XS over Q8_K activations (28; the group sums unused)
+    case 27: matIQ4_NL(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 28: matIQ4_XS(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // IQ4_NL for single tokens over activations packed by packQ8_0 (relaxed build only)
+    case 29: matIQ4_NLRelaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

@@ -5,8 +5,8 @@
 // one multiply by the four scales; for batches, 4x4 tiles of rows x tokens decode each weight
 // block once per four tokens, the four tokens' totals in the lanes.
 import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4BitsAt, f16x4Finite } from "./half";
-import { hsumF32, lanesSum, scaleAdd4 } from "./simd";
-import { blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
+import { hsumF32, lanesSum, lookup16, scaleAdd4 } from "./simd";
+import { blockIQ4_NL, blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
 
 // @ts-ignore: decorator
 @inline function dotQ8_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
@@ -62,21 +62,50 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
 }
 
+const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]);
+
+/**
+ * kvalues_iq4nl (ggml-common.h): the 16 int8 levels an IQ4_NL / IQ4_XS index picks, loaded once
+ * per call and passed down so that it stays in a register (as relaxed.ts's constants)
+ */
 // @ts-ignore: decorator
-@inline function blockDot(kind: i32, p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
-  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : kind == 1 ? dotQ4_0(p, x0, x1, x2, x3) : dotQ5_0(p, x0, x1, x2, x3);
+@inline export function iq4Values(): v128 {
+  return v128.load(KVALUES_IQ4NL);
+}
+
+/** weights 0..15 (high = false) or 16..31 (high = true) of the IQ4_NL block at p (18 bytes: f16 scale, 16 bytes of indices laid out as Q4_0's), as int8 */
+// @ts-ignore: decorator
+@inline function iq4nlWeights(p: usize, high: bool, table: v128): v128 {
+  const v = v128.load(p, 2);
+  return lookup16(table, v128.and(high ? i16x8.shr_u(v, 4) : v, i8x16.splat(0x0f)));
+}
+
+// @ts-ignore: decorator
+@inline function dotIQ4_NL(p: usize, x0: v128, x1: v128, x2: v128, x3: v128, table: v128): v128 {
+  const lo = iq4nlWeights(p, false, table);
+  const hi = iq4nlWeights(p, true, table);
+  let s = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), x0);
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), x1));
+  s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), x2));
+  return i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), x3));
+}
+
+// kind: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL
+// @ts-ignore: decorator
+@inline function blockDot(kind: i32, p: usize, x0: v128, x1: v128, x2: v128, x3: v128, table: v128): v128 {
+  return kind == 0 ? dotQ8_0(p, x0, x1, x2, x3) : kind == 1 ? dotQ4_0(p, x0, x1, x2, x3) : kind == 2 ? dotQ5_0(p, x0, x1, x2, x3) : dotIQ4_NL(p, x0, x1, x2, x3, table);
 }
 
 // @ts-ignore: decorator
 @inline function blockBytes(kind: i32): usize {
-  return kind == 0 ? 34 : kind == 1 ? 18 : 22;
+  return kind == 0 ? 34 : kind == 1 ? 18 : kind == 2 ? 22 : 18;
 }
 
 /** block b of a row (weights at p, activations at x): lanes adding up to its exact integer dot */
 // @ts-ignore: decorator
-@inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128): v128 {
-  if (relaxed) return kind == 0 ? blockQ8_0(p, x, ones) : blockQ4_0(p, x, low, ones);
-  return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48));
+@inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128, table: v128): v128 {
+  if (relaxed) return kind == 0 ? blockQ8_0(p, x, ones) : kind == 3 ? blockIQ4_NL(p, x, low, ones, table) : blockQ4_0(p, x, low, ones);
+  return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48), table);
 }
 
 /**
@@ -96,6 +125,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   const end4 = w0 + <usize>(nb - rest) * bb;
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
+  const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
   const zero = i32x4.splat(0);
   for (let t = tStart; t < nTok; t++) {
     let x = xq + ((<usize>t * <usize>cols) << 1);
@@ -108,24 +138,24 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
         acc = scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
         continue;
       }
-      const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones), blockInts(kind, relaxed, p + bb, x + 64, low, ones), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones));
+      const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
       acc = scaleAdd4(acc, s, f16x4At(p, bb), v128.load(sx));
     }
     if (rest != 0) {
-      const table = f16TableAddress();
-      let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, table));
+      const f16s = f16TableAddress();
+      let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, f16s));
       let dx = f32x4.replace_lane(f32x4.splat(0), 0, load<f32>(sx));
       if (rest > 1) {
-        dw = f32x4.replace_lane(dw, 1, f16At(p + bb, table));
+        dw = f32x4.replace_lane(dw, 1, f16At(p + bb, f16s));
         dx = f32x4.replace_lane(dx, 1, load<f32>(sx, 4));
       }
       if (rest > 2) {
-        dw = f32x4.replace_lane(dw, 2, f16At(p + 2 * bb, table));
+        dw = f32x4.replace_lane(dw, 2, f16At(p + 2 * bb, f16s));
         dx = f32x4.replace_lane(dx, 2, load<f32>(sx, 8));
       }
-      const s1 = rest > 1 ? blockInts(kind, relaxed, p + bb, x + 64, low, ones) : zero;
-      const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones) : zero;
-      acc = scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones), s1, s2, zero), dw, dx);
+      const s1 = rest > 1 ? blockInts(kind, relaxed, p + bb, x + 64, low, ones, table) : zero;
+      const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table) : zero;
+      acc = scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), s1, s2, zero), dw, dx);
     }
     store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(acc));
   }
@@ -144,7 +174,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
  * block is loaded and widened once for the four tokens; acc lanes are the four tokens.
  */
 // @ts-ignore: decorator
-@inline function tileBlock(kind: i32, relaxed: bool, low: v128, ones: v128, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
+@inline function tileBlock(kind: i32, relaxed: bool, low: v128, ones: v128, table: v128, p: usize, q: usize, cols: usize, dx: v128, acc: v128): v128 {
   if (relaxed) {
     // Q4_0 on the relaxed build (packed activations, assembly/relaxed.ts): the same exact integer sums
     const lo = nibblesQ4_0(p, low, false);
@@ -164,9 +194,12 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
       const v = v128.load(p, 2);
       lo = i8x16.sub(v128.and(v, i8x16.splat(0x0f)), i8x16.splat(8));
       hi = i8x16.sub(i8x16.shr_u(v, 4), i8x16.splat(8));
-    } else {
+    } else if (kind == 2) {
       lo = q5Weights(p, false);
       hi = q5Weights(p, true);
+    } else {
+      lo = iq4nlWeights(p, false, table);
+      hi = iq4nlWeights(p, true, table);
     }
     w0 = i16x8.extend_low_i8x16_s(lo);
     w1 = i16x8.extend_high_i8x16_s(lo);
@@ -203,6 +236,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   const qx = xq + ((<usize>t * <usize>cols) << 1);
   const sx = xs + ((<usize>t * <usize>nb) << 2);
   const sStride = <usize>nb << 2;
+  const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
   let a0 = f32x4.splat(0);
   let a1 = f32x4.splat(0);
   let a2 = f32x4.splat(0);
@@ -215,10 +249,10 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
     dx = f32x4.replace_lane(dx, 3, load<f32>(sb + 3 * sStride));
     const q = qx + (<usize>b << 6);
     const o = <usize>b * bb;
-    a0 = tileBlock(kind, relaxed, low, ones, w0 + o, q, cols, dx, a0);
-    a1 = tileBlock(kind, relaxed, low, ones, w1 + o, q, cols, dx, a1);
-    a2 = tileBlock(kind, relaxed, low, ones, w2 + o, q, cols, dx, a2);
-    a3 = tileBlock(kind, relaxed, low, ones, w3 + o, q, cols, dx, a3);
+    a0 = tileBlock(kind, relaxed, low, ones, table, w0 + o, q, cols, dx, a0);
+    a1 = tileBlock(kind, relaxed, low, ones, table, w1 + o, q, cols, dx, a1);
+    a2 = tileBlock(kind, relaxed, low, ones, table, w2 + o, q, cols, dx, a2);
+    a3 = tileBlock(kind, relaxed, low, ones, table, w3 + o, q, cols, dx, a3);
   }
   const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
   storeLanes(ot, rows, a0);
@@ -237,7 +271,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   let r = r0;
-  if (relaxed && kind == 0 && nTok > 1) unreachable();
+  if (relaxed && (kind == 0 || kind == 3) && nTok > 1) unreachable();
   if (nTok == 1) {
     // decode streams weights that are not in any cache: one row after another is one
     // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
@@ -277,4 +311,14 @@ export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: u
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** IQ4_NL against Q8_0 activations: Q4_0's kernel with the indices looked up in kvalues_iq4nl (one swizzle per 16 weights) */
+export function matIQ4_NL(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(3, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** relaxed build only, single tokens over activations packed by packQ8_0 (Q8_0's a+ / a- split): the same bits as matIQ4_NL */
+export function matIQ4_NLRelaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(3, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }

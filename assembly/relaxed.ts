@@ -22,7 +22,7 @@
 //   each group of four blocks of a row, i32x4 8 * (sum of a) of the group's blocks (the
 //   single-token kernel subtracts the four at once; a last group of 1-3 blocks takes the
 //   per-lane sums)
-import { dotI8I7 as dot, hsumI32, lanesSum } from "./simd";
+import { dotI8I7 as dot, hsumI32, lanesSum, lookup16 } from "./simd";
 
 /** 32 int16 activations at q -> the 32 int8 values of one half (lo: 0..15, hi: 16..31) */
 // @ts-ignore: decorator
@@ -90,6 +90,21 @@ const ONES_I16 = memory.data<u16>([1, 1, 1, 1, 1, 1, 1, 1]);
   const da = i16x8.sub(dot(wa, v128.load(x)), dot(wa, v128.load(x, 32)));
   const db = i16x8.sub(dot(wb, v128.load(x, 16)), dot(wb, v128.load(x, 48)));
   // each int16 lane is up to 2 * 128 * 127 in size: the two halves are added as int32
+  return i32x4.add(i32x4.dot_i16x8_s(da, ones), i32x4.dot_i16x8_s(db, ones));
+}
+
+/**
+ * The IQ4_NL block at p (f16 scale, 16 bytes of indices) against a packQ8_0 activation block at
+ * x, as blockQ8_0: its int8 weights (the indices looked up in `table`, kvalues_iq4nl, -127..113)
+ * are the signed operand of the int8 dot against a+ and a-; the lanes add up to the exact dot
+ */
+// @ts-ignore: decorator
+@inline export function blockIQ4_NL(p: usize, x: usize, low: v128, ones: v128, table: v128): v128 {
+  const v = v128.load(p, 2);
+  const wa = lookup16(table, v128.and(v, low));
+  const wb = lookup16(table, v128.and(i16x8.shr_u(v, 4), low));
+  const da = i16x8.sub(dot(wa, v128.load(x)), dot(wa, v128.load(x, 32)));
+  const db = i16x8.sub(dot(wb, v128.load(x, 16)), dot(wb, v128.load(x, 48)));
   return i32x4.add(i32x4.dot_i16x8_s(da, ones), i32x4.dot_i16x8_s(db, ones));
 }
 

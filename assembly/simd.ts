@@ -68,3 +68,14 @@
 @inline export function scaled(relaxed: bool, dot: v128, s: i32): v128 {
   return relaxed ? i32x4.dot_i16x8_s(dot, i16x8.splat(<i16>s)) : i32x4.mul(dot, i32x4.splat(s));
 }
+
+/**
+ * byte i of `table` at each lane's index (0..15): Relaxed SIMD's swizzle (pshufb alone) in the
+ * relaxed build, the SIMD128 one (which also zeroes indices above 15) otherwise; the same bytes
+ * for these indices
+ */
+// @ts-ignore: decorator
+@inline export function lookup16(table: v128, idx: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i8x16.relaxed_swizzle(table, idx);
+  return i8x16.swizzle(table, idx);
+}

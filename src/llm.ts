@@ -6,7 +6,7 @@ import {
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
-import { openModel, type LanguageModel, type ModelInfo } from "./models/index.js";
+import { openModel, type LanguageModel, type LoadQuantization, type ModelInfo } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
@@ -34,7 +34,7 @@ export interface LoadModelOptions {
   /** tokens the KV cache holds (default: the trained context length, at most 4096) */
   contextSize?: number;
   /** quantize F32/F16/BF16 weight matrices to this format while loading (no full-precision copy is kept) */
-  quantize?: "q8_0" | "q4_0";
+  quantize?: LoadQuantization;
   /**
    * bytes of KV cache shared by all running generations, allocated once at the first one
    * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)

@@ -37,7 +37,7 @@ function argmax(x: ArrayLike<number>): number {
   return b;
 }
 
-interface Case { name: string; spec: RandomModelSpec; type: "f32" | "q8_0"; tolerance: number; maxFlipped: number; chatTemplate?: string }
+interface Case { name: string; spec: RandomModelSpec; type: "f32" | "q8_0" | "iq4_xs"; tolerance: number; maxFlipped: number; chatTemplate?: string }
 
 async function check(c: Case): Promise<void> {
   const folder = join(dir, c.name);
@@ -49,7 +49,7 @@ async function check(c: Case): Promise<void> {
   const header = readGGUFHeader(out);
   const meta = new GGUFMetadata(out, header.metadata);
   if (c.chatTemplate) assert.equal(meta.string("tokenizer.chat_template"), c.chatTemplate);
-  const want = c.type === "f32" ? GGMLType.F32 : GGMLType.Q8_0;
+  const want = c.type === "f32" ? GGMLType.F32 : c.type === "q8_0" ? GGMLType.Q8_0 : GGMLType.IQ4_XS;
   assert.equal(header.tensors.find((t) => t.name === "token_embd.weight")?.type, want, `token_embd stored as ${typeName(want)}`);
 
   const vocabGGUF = openModel(c.spec.tokenizerFrom);
@@ -57,7 +57,7 @@ async function check(c: Case): Promise<void> {
   const be = createReferenceBackend();
   try {
     // tsllm on the folder, quantized on load like the conversion when the GGUF is Q8_0
-    const lm = opened.build(be, c.type === "q8_0" ? { quantize: "q8_0" } : {});
+    const lm = opened.build(be, c.type === "f32" ? {} : { quantize: c.type });
     const vocab = lm.info.vocabSize;
     const rng = new Rng(9);
     const prompt = [opened.tokenizer.bosId ?? 0, ...Array.from({ length: 11 }, () => rng.u32() % vocab)];
@@ -72,6 +72,7 @@ async function check(c: Case): Promise<void> {
       diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
     }
     const label = `${c.name}: per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
+    console.log(label);
     assert.ok(diffs.filter((d) => d >= c.tolerance).length <= c.maxFlipped, label);
     assert.ok(Math.max(...diffs) < 3e-2, label);
     assert.deepEqual(ours, ref.greedyTokens, `${c.name}: greedy tokens`);
@@ -104,4 +105,7 @@ test("convert Qwen3 (q/k norm, head_dim 128) F32: llama.cpp = tsllm on the folde
  */
 test("convert Llama --type q8_0: llama.cpp on the GGUF = tsllm on the folder with quantize q8_0", { skip: skipStories }, async () => {
   await check({ name: "llama-q8_0", spec: { ...tinyLlama, std: STD, seed: 35 }, type: "q8_0", tolerance: 1e-3, maxFlipped: 2 });
+});
+test("convert Llama --type iq4_xs: llama.cpp on the GGUF = tsllm on the folder with quantize iq4_xs", { skip: skipStories }, async () => {
+  await check({ name: "llama-iq4_xs", spec: { ...tinyLlama, std: STD, seed: 36 }, type: "iq4_xs", tolerance: 1e-3, maxFlipped: 2 });
 });

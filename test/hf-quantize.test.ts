@@ -7,13 +7,14 @@ import { loadModel } from "../src/index.js";
 import type { Backend } from "../src/kernels/backend.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { openModel } from "../src/models/open.js";
+import type { LoadQuantization } from "../src/models/index.js";
 import { GGMLType, rowByteLength } from "../src/tensor/dtypes.js";
 import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
- * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0 while they are read. Judged by
+ * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0/IQ4_NL/IQ4_XS while they are read. Judged by
  * the KL divergence of the next-token distribution from the unquantized model's, and by how
  * many of llama.cpp's greedy tokens for the trained stories260K survive.
  */
@@ -39,7 +40,7 @@ function counting(be: Backend): Backend & { allocated: number } {
   return c;
 }
 
-test("quantize on load: Q8_0 mean KL < 1e-3 vs F32 (GGUF and HF BF16 folder); Q4_0 reported; only quantized bytes allocated", { skip: skipWithoutShared("models/stories260K.gguf") }, async (t) => {
+test("quantize on load: Q8_0 mean KL < 1e-3 vs F32 (GGUF and HF BF16 folder); Q4_0, IQ4_NL, IQ4_XS reported (the IQ4s below Q4_0); only quantized bytes allocated", { skip: skipWithoutShared("models/stories260K.gguf") }, async (t) => {
   /*
    * std 0.05: the top token gets ~9x the uniform probability. Larger weights make a random
    * network chaotic, amplifying any rounding (measured Q8_0 KL: std 0.07 -> 8.5e-4,
@@ -53,7 +54,7 @@ test("quantize on load: Q8_0 mean KL < 1e-3 vs F32 (GGUF and HF BF16 folder); Q4
   const ref = openModel(gguf);
   const rng = new Rng(2);
   const tokens = Array.from({ length: 24 }, () => rng.u32() % 512);
-  const run = (opened: ReturnType<typeof openModel>, quantize?: "q8_0" | "q4_0") => {
+  const run = (opened: ReturnType<typeof openModel>, quantize?: LoadQuantization) => {
     const be = counting(createReferenceBackend());
     try {
       const lm = opened.build(be, { quantize });
@@ -77,26 +78,48 @@ test("quantize on load: Q8_0 mean KL < 1e-3 vs F32 (GGUF and HF BF16 folder); Q4
   for (let i = 0; i < tokens.length; i++) maxP += Math.max(...softmax(base.logits.subarray(i * V, (i + 1) * V))) / tokens.length;
   assert.ok(maxP > 5 / V, `distribution too flat to judge (mean top probability ${maxP})`);
 
-  const q8 = run(ref, "q8_0"), q4 = run(ref, "q4_0");
+  const q8 = run(ref, "q8_0"), q4 = run(ref, "q4_0"), nl = run(ref, "iq4_nl"), xs = run(ref, "iq4_xs");
   const hfq8 = run(openModel(folder, { tokenizer: ref.tokenizer }), "q8_0");
-  const klQ8 = kl(q8.logits), klQ4 = kl(q4.logits), klHF = kl(hfq8.logits);
-  t.diagnostic(`mean top-1 probability ${maxP.toFixed(3)}; mean KL vs F32: Q8_0 ${klQ8.toExponential(2)}, Q4_0 ${klQ4.toExponential(2)}, HF BF16 folder -> Q8_0 ${klHF.toExponential(2)}`);
+  const klQ8 = kl(q8.logits), klQ4 = kl(q4.logits), klHF = kl(hfq8.logits), klNL = kl(nl.logits), klXS = kl(xs.logits);
+  t.diagnostic(`mean top-1 probability ${maxP.toFixed(3)}; mean KL vs F32: Q8_0 ${klQ8.toExponential(2)}, Q4_0 ${klQ4.toExponential(2)}, IQ4_NL ${klNL.toExponential(2)}, IQ4_XS ${klXS.toExponential(2)}, HF BF16 folder -> Q8_0 ${klHF.toExponential(2)}`);
   assert.ok(klQ8 < 1e-3, `Q8_0 KL ${klQ8}`);
   assert.ok(klHF < 1e-3, `HF BF16 -> Q8_0 KL ${klHF}`);
   assert.ok(klQ4 > klQ8, "Q4_0 loses more than Q8_0");
+  // the 4-bit non-linear grids with searched scales lose less than Q4_0's linear one
+  assert.ok(klNL < klQ4 && klXS < klQ4, `IQ4_NL KL ${klNL}, IQ4_XS KL ${klXS}, Q4_0 KL ${klQ4}`);
 
   // weight memory: every matrix in its quantized size, nothing else (vectors live outside the arena)
   const header = (await import("../src/formats/gguf-reader.js")).readGGUFHeader(gguf);
   const expected = (type: GGMLType) => header.tensors.filter((x) => x.dims.length === 2).reduce((s, x) => s + rowByteLength(type, x.dims[0]!) * x.dims[1]!, 0);
   assert.equal(q8.allocated, expected(GGMLType.Q8_0));
   assert.equal(q4.allocated, expected(GGMLType.Q4_0));
+  assert.equal(nl.allocated, expected(GGMLType.IQ4_NL));
+  assert.equal(xs.allocated, expected(GGMLType.IQ4_XS));
   assert.equal(base.allocated, expected(GGMLType.F32));
+});
+
+test("quantize on load to iq4_xs: matrices whose rows are not a multiple of 256 become IQ4_NL, as llama.cpp's quantize does", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  // rows of 160 (token_embd, attention, gate/up, output) and 512 (ffn_down)
+  const gguf = join(dir, "m160.gguf");
+  await writeRandomModel(gguf, { ...tinyLlama, embeddingLength: 160, seed: 42 });
+  const be = counting(createReferenceBackend());
+  try {
+    openModel(gguf).build(be, { quantize: "iq4_xs" });
+    const header = (await import("../src/formats/gguf-reader.js")).readGGUFHeader(gguf);
+    const matrices = header.tensors.filter((x) => x.dims.length === 2);
+    assert.ok(matrices.some((x) => x.dims[0] === 512) && matrices.some((x) => x.dims[0] === 160));
+    const expected = matrices.reduce((s, x) => s + rowByteLength(x.dims[0]! % 256 === 0 ? GGMLType.IQ4_XS : GGMLType.IQ4_NL, x.dims[0]!) * x.dims[1]!, 0);
+    assert.equal(be.allocated, expected);
+  } finally {
+    be.dispose();
+  }
+  assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "q5_0" as LoadQuantization }), /quantize: expected "q8_0", "q4_0", "iq4_nl", "iq4_xs", found "q5_0"/);
 });
 
 const MODEL = "models/stories260K.gguf", EXPECTED = "models/stories260K.expected.json";
 test("stories260K quantized on load: how many of llama.cpp's 64 greedy tokens survive (reported)", { skip: skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED) }, async (t) => {
   const cases = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases;
-  for (const quantize of ["q8_0", "q4_0"] as const) {
+  for (const quantize of ["q8_0", "q4_0", "iq4_nl", "iq4_xs"] as const) {
     const model = await loadModel(sharedFile(MODEL)!, { backend: "reference", quantize });
     try {
       const report: string[] = [];

@@ -211,3 +211,34 @@ test("multi-block rows and argument errors", () => {
   assert.throws(() => dequantizeRow(GGMLType.Q8_0, new Uint8Array(34), new Float32Array(16), 32), /float buffer/);
   assert.throws(() => dequantizeRow(GGMLType.I32, new Uint8Array(4), new Float32Array(1), 1), /I32 is not supported/);
 });
+
+// kvalues_iq4nl (ggml-common.h)
+const IQ4NL = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+test("IQ4_NL: d * kvalues_iq4nl[index], byte j = weight j (low) and j + 16 (high)", () => {
+  const qs = range(16).map((j) => j | ((15 - j) << 4));
+  const y = dequant(GGMLType.IQ4_NL, [...f16(0x3800), ...qs], 32);
+  for (let j = 0; j < 16; j++) {
+    assert.equal(y[j], 0.5 * IQ4NL[j]!, `weight ${j}`);
+    assert.equal(y[j + 16], 0.5 * IQ4NL[15 - j]!, `weight ${j + 16}`);
+  }
+});
+
+test("IQ4_XS: d * (6-bit scale - 32) * kvalues_iq4nl[index] over 8 sub-blocks of 32", () => {
+  // sub-block ib's scale: low 4 bits = nibble ib of scales_l, high 2 bits = bits 2ib, 2ib + 1 of scales_h
+  const ls = [0, 31, 32, 33, 63, 40, 17, 50];
+  let sh = 0;
+  const sl = [0, 0, 0, 0];
+  ls.forEach((l, ib) => {
+    sl[ib >> 1] |= (l & 15) << (4 * (ib & 1));
+    sh |= (l >> 4) << (2 * ib);
+  });
+  const qs = range(128).map((k) => (k * 7 + 3) & 0xff);
+  const y = dequant(GGMLType.IQ4_XS, [...f16(0x3400), ...f16(sh), ...sl, ...qs], 256);
+  for (let i = 0; i < 256; i++) {
+    const ib = i >> 5, j = i & 31;
+    const byte = qs[16 * ib + (j & 15)]!;
+    const idx = j < 16 ? byte & 15 : byte >> 4;
+    assert.equal(y[i], 0.25 * (ls[ib]! - 32) * IQ4NL[idx]!, `weight ${i}`);
+  }
+});

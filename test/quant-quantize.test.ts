@@ -160,6 +160,36 @@ for (const [type, limit] of [[GGMLType.Q4_K, 0.1], [GGMLType.Q5_K, 0.05], [GGMLT
   });
 }
 
+// IQ4_NL / IQ4_XS: 16 non-linear levels (kvalues_iq4nl) per block of 32, the scale searched
+// (ggml's quantize_iq4_nl / quantize_iq4_xs); IQ4_XS also rounds each block's scale to 6 bits
+// of a super-block scale. Their RMS error is about Q4_K's.
+for (const [type, limit] of [[GGMLType.IQ4_NL, 0.1], [GGMLType.IQ4_XS, 0.1]] as const) {
+  test(`${typeName(type)} round trip RMS error is that of 4 bits, every index and scale field valid`, () => {
+    for (const [seed, scale, shift] of [[5, 0.02, 0], [6, 1, 0.5], [7, 10, 0]] as const) {
+      const x = gaussians(256 * 8, seed, scale, shift);
+      const { bytes, y } = roundTrip(type, x);
+      let se = 0;
+      for (let i = 0; i < x.length; i++) se += (y[i]! - x[i]!) ** 2;
+      const rel = Math.sqrt(se / x.length) / scale;
+      assert.ok(rel < limit, `${typeName(type)} seed ${seed}: RMS error ${rel} sigma >= ${limit}`);
+      // a finite f16 scale in every block
+      const blockBytes = type === GGMLType.IQ4_NL ? 18 : 136;
+      for (let o = 0; o < bytes.length; o += blockBytes) assert.ok(((bytes[o]! | (bytes[o + 1]! << 8)) & 0x7c00) !== 0x7c00, `block at ${o}: f16 scale is Inf/NaN`);
+    }
+    // an all-zero block stays exactly zero; so does a zero block among others
+    assert.ok(roundTrip(type, new Float32Array(256)).y.every((v) => v === 0));
+    const mixed = gaussians(256, 9);
+    mixed.fill(0, 32, 64);
+    const m = roundTrip(type, mixed).y;
+    assert.ok(m.subarray(32, 64).every((v) => v === 0));
+    // the scale search keeps the value of largest magnitude close (4-bit steps at the ends are ~0.15 of it)
+    const one = new Float32Array(32).fill(0.01);
+    one[5] = -3;
+    const r = roundTrip(GGMLType.IQ4_NL, one).y;
+    assert.ok(Math.abs(r[5]! + 3) < 0.05, `largest value ${r[5]}`);
+  });
+}
+
 test("quantizeRow rejects bad arguments with the parameter named", () => {
   assert.throws(() => quantizeRow(GGMLType.Q8_0, new Float32Array(40), new Uint8Array(100), 40), /n = 40 is not a multiple of the Q8_0 block size 32/);
   assert.throws(() => quantizeRow(GGMLType.Q8_0, new Float32Array(32), new Uint8Array(10), 32), /needs 34 bytes/);

@@ -7,7 +7,8 @@ import { SMOLLM_135M, TINYLLAMA_1_1B } from "../src/testing/presets.js";
 const typesByName = (plan: ReturnType<typeof planRandomModel>) => new Map(plan.map((t) => [t.name, typeName(t.type)]));
 
 // llama.cpp's quantize (llama-quant.cpp) stores a k-quant tensor whose rows are not a multiple
-// of 256 in a fallback type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (Q2_K/Q3_K -> IQ4_NL)
+// of 256 in a fallback type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL (Q2_K/Q3_K:
+// Q4_0 now, IQ4_NL in older releases; not written here)
 test("k-quant random models store 576-wide rows in llama.cpp's fallback types", () => {
   const smol = typesByName(planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q4_K }, 49152));
   assert.equal(smol.get("token_embd.weight"), "Q5_0");
@@ -17,6 +18,9 @@ test("k-quant random models store 576-wide rows in llama.cpp's fallback types", 
   assert.equal(smol.get("blk.0.attn_norm.weight"), "F32");
   assert.equal(typesByName(planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q6_K }, 49152)).get("blk.3.attn_v.weight"), "Q8_0");
   assert.equal(typesByName(planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q5_K }, 49152)).get("blk.3.attn_v.weight"), "Q5_1");
+  const iq = typesByName(planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.IQ4_XS }, 49152));
+  assert.equal(iq.get("blk.3.attn_v.weight"), "IQ4_NL");
+  assert.equal(iq.get("blk.0.ffn_down.weight"), "IQ4_XS");
   const tiny = typesByName(planRandomModel({ ...TINYLLAMA_1_1B, weightType: GGMLType.Q4_K }, 32000));
   assert.deepEqual(new Set([...tiny].filter(([n]) => !n.includes("norm")).map(([, t]) => t)), new Set(["Q4_K"]));
   assert.throws(() => planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q3_K }, 49152), /tensor "token_embd.weight" has rows of 576, not a multiple of 256.*IQ4_NL/);

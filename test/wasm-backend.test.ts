@@ -72,7 +72,7 @@ function assertClose(actual: Float32Array, expected: Float32Array, what: string)
 // wasm kernels first, then the types that fall back to the reference kernels
 const TYPES = [
   GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
-  GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
 /** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
@@ -163,11 +163,11 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {

@@ -11,7 +11,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { rng } from "./helpers/rng.js";
 
-// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K)
+// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 and IQ4_NL decode, Q4_0, Q4_K, Q6_K)
 // against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
 // (K-quants: are reduced to one integer first), so every output must be the same bits; and both against the reference backend (ggml's definition) to
 // rounding, 1e-5 * the largest |output|.
@@ -93,10 +93,10 @@ function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array,
   assert.deepEqual(outs[2], want, `${what}: relaxed build (2 threads) differs from ${wanted}`);
 }
 
-test("relaxed build: Q8_0 and Q4_0 give the plain build's bits (awkward sizes, 1 and 2 threads, 1 / 3 / 4 / 13 tokens)", (t) => {
+test("relaxed build: Q8_0, Q4_0 and IQ4_NL give the plain build's bits (awkward sizes, 1 and 2 threads, 1 / 3 / 4 / 13 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 10;
-  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.IQ4_NL]) {
     for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
       const r = rng(++seed);
       const bytes = quantized(type, cols, rows, r);
@@ -162,6 +162,15 @@ test("relaxed build: Q2_K and Q3_K give the plain build's bits (random blocks: e
   }
 });
 
+test("relaxed build: IQ4_XS (Relaxed SIMD's swizzle for the kvalues_iq4nl lookup) gives the plain build's bits (1 / 3 / 4 / 13 tokens)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  const r = rng(77);
+  for (const [cols, rows] of [[256, 5], [1536, 19]] as const) {
+    const bytes = quantized(GGMLType.IQ4_XS, cols, rows, r);
+    for (const nTokens of [1, 3, 4, 13]) checkAll(GGMLType.IQ4_XS, cols, rows, bytes, new Float32Array(nTokens * cols).map(() => r() * 2 - 1), nTokens, `IQ4_XS ${cols}x${rows}, ${nTokens} tokens`);
+  }
+});
+
 test("relaxed build: extreme quants (|w| = 127 or nibbles 0 / 15, |a| = 127) stay exact", (t) => {
   if (!supported) return t.skip(SKIP);
   const cols = 256;
@@ -170,7 +179,7 @@ test("relaxed build: extreme quants (|w| = 127 or nibbles 0 / 15, |a| = 127) sta
   // +-1 everywhere: every weight and activation quantizes to +-127 (Q4_0: to nibble 0 or 15,
   // the block maximum being negative, or 1..15); the int16 pair sums reach their largest size
   const sign = (): number => (r() < 0.5 ? -1 : 1);
-  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.IQ4_NL]) {
     const bytes = quantized(type, cols, rows, r, sign);
     for (const x of [new Float32Array(cols).map(sign), new Float32Array(cols).fill(1), new Float32Array(cols).fill(-1)]) {
       checkAll(type, cols, rows, bytes, x, 1, `${typeName(type)} with +-1 weights`);

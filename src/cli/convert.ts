@@ -3,7 +3,7 @@ import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/ind
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
 import { optionalString, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
 
-export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0] [--vocab FILE.gguf]
+export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
 
 Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
 A BERT folder (BertModel, a sentence-transformers folder, or a BERT with a head) becomes

@@ -4,6 +4,7 @@ import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
+import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
 import { flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
@@ -28,7 +29,7 @@ Options:
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
   --ctx-size N          KV cache size in tokens
-  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0 or q4_0
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
@@ -38,7 +39,7 @@ Options:
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
   --num-beams N         beam search with N beams (Hugging Face semantics; sampling options are ignored)
   --draft-model FILE    speculative decoding with this draft model (same vocabulary; sampling uses the rejection rule)
-  --draft-quantize Q    quantize the draft model while loading: q8_0 or q4_0 (e.g. a Q4_0 copy of --model)
+  --draft-quantize Q    quantize the draft model while loading, as --quantize (e.g. a Q4_0 copy of --model)
   --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
   --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text
   --n N                 N independent completions sharing one prefill; completion i uses seed S + i
@@ -145,7 +146,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
   const draftPath = optionalString(values, "draft-model");
   const draftQuantize = optionalString(values, "draft-quantize");
-  if (draftQuantize !== undefined && draftQuantize !== "q8_0" && draftQuantize !== "q4_0") throw new UsageError(`--draft-quantize must be q8_0 or q4_0, got "${draftQuantize}"`);
+  if (draftQuantize !== undefined && !isLoadQuantization(draftQuantize)) throw new UsageError(`--draft-quantize must be ${QUANTIZE_CHOICES}, got "${draftQuantize}"`);
   if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
     throw new UsageError("--draft-quantize and --draft-tokens need --draft-model (or --prompt-lookup for --draft-tokens)");
   }
@@ -169,7 +170,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
     n: nChoices,
   };
   const model = await loadModel(modelPath, loadOptionsFrom(values));
-  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as "q8_0" | "q4_0" | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
+  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   try {
     const it = flag(values, "chat")
@@ -265,9 +266,12 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   };
 }
 
+const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;
+const isLoadQuantization = (q: string): q is LoadQuantization => (LOAD_QUANTIZATIONS as readonly string[]).includes(q);
+
 function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   const q = optionalString(values, "quantize");
-  if (q !== undefined && q !== "q8_0" && q !== "q4_0") throw new UsageError(`--quantize must be q8_0 or q4_0, got "${q}"`);
+  if (q !== undefined && !isLoadQuantization(q)) throw new UsageError(`--quantize must be ${QUANTIZE_CHOICES}, got "${q}"`);
   return q;
 }
 

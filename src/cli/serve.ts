@@ -29,7 +29,7 @@ Options:
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
-  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0 or q4_0
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
   -h, --help            show this help
 `;
 

@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { isEncoderModel, readHFEncoderConfig, readSentenceTransformerConfig } from "../formats/index.js";
 import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
-import { convertRows, elementCount, GGMLType, rowByteLength } from "../tensor/index.js";
+import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo } from "../tensor/index.js";
 import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
@@ -14,16 +14,22 @@ import { folderTokenizerEntries, wordPieceTokenizerEntries } from "./tokenizer-k
  * tokenizer keys, and the chat template. Tensors are converted and written one at a time.
  */
 
-export type ConvertType = "f32" | "f16" | "bf16" | "q8_0" | "q4_0";
+export type ConvertType = "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "iq4_nl" | "iq4_xs";
 
 export const CONVERT_TYPES: Readonly<Record<ConvertType, { type: GGMLType; fileType: number }>> = {
-  // general.file_type values (llama_ftype): ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32
+  // general.file_type values (llama_ftype): ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7,
+  // MOSTLY_IQ4_NL 25, MOSTLY_IQ4_XS 30, MOSTLY_BF16 32
   f32: { type: GGMLType.F32, fileType: 0 },
   f16: { type: GGMLType.F16, fileType: 1 },
   bf16: { type: GGMLType.BF16, fileType: 32 },
   q8_0: { type: GGMLType.Q8_0, fileType: 7 },
   q4_0: { type: GGMLType.Q4_0, fileType: 2 },
+  iq4_nl: { type: GGMLType.IQ4_NL, fileType: 25 },
+  iq4_xs: { type: GGMLType.IQ4_XS, fileType: 30 },
 };
+
+/** llama-quant.cpp's replacement for a type whose blocks do not divide a matrix's rows (then F16 if that does not either) */
+const ROW_FALLBACK = new Map<GGMLType, GGMLType>([[GGMLType.IQ4_XS, GGMLType.IQ4_NL]]);
 
 export interface ConvertOptions {
   /** weight format of the matrices (default f16); vectors stay F32 */
@@ -44,19 +50,16 @@ export interface ConvertResult {
   readonly type: ConvertType;
 }
 
-/** the type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks, else F16 */
+/** the type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks (or its fallback's), else F16 */
 function outputType(info: SourceTensorInfo, want: GGMLType): GGMLType {
   if (info.dims.length < 2) return GGMLType.F32;
-  if (want === GGMLType.Q8_0 || want === GGMLType.Q4_0) {
-    // GPT-2's position table stays unquantized, as quantize-on-load leaves it
-    if (info.name === "position_embd.weight") return GGMLType.F16;
-    try {
-      rowByteLength(want, info.dims[0]!);
-    } catch {
-      return GGMLType.F16;
-    }
+  if (typeInfo(want).blockSize === 1) return want;
+  // GPT-2's position table stays unquantized, as quantize-on-load leaves it
+  if (info.name === "position_embd.weight") return GGMLType.F16;
+  for (let type: GGMLType | undefined = want; type !== undefined; type = ROW_FALLBACK.get(type)) {
+    if (info.dims[0]! % typeInfo(type).blockSize === 0) return type;
   }
-  return want;
+  return GGMLType.F16;
 }
 
 /** tokenizer.* keys of a GGUF, padded to the model's embedding rows as llama.cpp's converter pads a short vocabulary */

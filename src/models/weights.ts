@@ -1,22 +1,26 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { canMatmul, type Backend } from "../kernels/index.js";
-import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeName, type Tensor } from "../tensor/index.js";
+import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeInfo, typeName, type Tensor } from "../tensor/index.js";
 import { canDequantize } from "../tensor/quant/index.js";
 
 /** weight formats a model can be quantized to while loading */
-export type LoadQuantization = "q8_0" | "q4_0";
+export const LOAD_QUANTIZATIONS = ["q8_0", "q4_0", "iq4_nl", "iq4_xs"] as const;
+export type LoadQuantization = (typeof LOAD_QUANTIZATIONS)[number];
 
 export interface WeightStoreOptions {
   /**
    * Quantize F32/F16/BF16 matrices to this format while reading them: row chunks are read,
    * widened to f32 and quantized straight into backend memory, so no full-precision copy of
    * the tensor is ever held. Vectors (norms, biases), GPT-2's position table and matrices
-   * whose rows are not whole blocks keep their stored type, as llama.cpp's quantize does.
+   * whose rows are not whole blocks keep their stored type, as llama.cpp's quantize does
+   * (and as it does, "iq4_xs" stores matrices whose rows are not a multiple of 256 as IQ4_NL).
    */
   readonly quantize?: LoadQuantization;
 }
 
-const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q4_0: GGMLType.Q4_0 };
+const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q4_0: GGMLType.Q4_0, iq4_nl: GGMLType.IQ4_NL, iq4_xs: GGMLType.IQ4_XS };
+/** llama-quant.cpp's replacement for a type whose blocks do not divide a matrix's rows */
+const ROW_FALLBACK = new Map<GGMLType, GGMLType>([[GGMLType.IQ4_XS, GGMLType.IQ4_NL]]);
 const FLOAT_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16]);
 /** read this many source bytes per chunk when converting */
 const CHUNK_BYTES = 4 << 20;
@@ -38,8 +42,8 @@ export class WeightStore {
     private readonly backend: Backend,
     options: WeightStoreOptions = {},
   ) {
-    this.quantType = options.quantize === undefined ? undefined : QUANT_TYPES[options.quantize];
-    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(`quantize: expected "q8_0" or "q4_0", found ${JSON.stringify(options.quantize)}`);
+    this.quantType = options.quantize === undefined || !Object.hasOwn(QUANT_TYPES, options.quantize) ? undefined : QUANT_TYPES[options.quantize];
+    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(`quantize: expected ${LOAD_QUANTIZATIONS.map((q) => JSON.stringify(q)).join(", ")}, found ${JSON.stringify(options.quantize)}`);
   }
 
   get path(): string {
@@ -130,12 +134,10 @@ export class WeightStore {
     const q = this.quantType;
     if (q === undefined || info.dims.length !== 2 || !FLOAT_TYPES.has(info.type)) return info.type;
     if (info.name === "position_embd.weight") return info.type;
-    try {
-      rowByteLength(q, info.dims[0]!);
-    } catch {
-      return info.type; // rows are not whole blocks
+    for (let type: GGMLType | undefined = q; type !== undefined; type = ROW_FALLBACK.get(type)) {
+      if (info.dims[0]! % typeInfo(type).blockSize === 0) return type;
     }
-    return q;
+    return info.type; // rows are not whole blocks
   }
 
   private byteLengthAs(info: SourceTensorInfo, type: GGMLType): number {

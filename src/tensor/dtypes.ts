@@ -18,6 +18,8 @@ export enum GGMLType {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -53,6 +55,10 @@ const TYPES: ReadonlyMap<number, TypeInfo> = new Map<number, TypeInfo>([
   [GGMLType.Q5_K, { name: "Q5_K", blockSize: QK_K, typeSize: 2 + 2 + 12 + QK_K / 8 + QK_K / 2 }],
   [GGMLType.Q6_K, { name: "Q6_K", blockSize: QK_K, typeSize: QK_K / 2 + QK_K / 4 + QK_K / 16 + 2 }],
   [GGMLType.Q8_K, { name: "Q8_K", blockSize: QK_K, typeSize: 4 + QK_K + (QK_K / 16) * 2 }],
+  // ggml-common.h block_iq4_nl: f16 d, 16 bytes of 4-bit indices into kvalues_iq4nl
+  [GGMLType.IQ4_NL, { name: "IQ4_NL", blockSize: 32, typeSize: 2 + 16 }],
+  // block_iq4_xs: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of indices
+  [GGMLType.IQ4_XS, { name: "IQ4_XS", blockSize: QK_K, typeSize: 2 + 2 + QK_K / 64 + QK_K / 2 }],
   [GGMLType.I8, { name: "I8", blockSize: 1, typeSize: 1 }],
   [GGMLType.I16, { name: "I16", blockSize: 1, typeSize: 2 }],
   [GGMLType.I32, { name: "I32", blockSize: 1, typeSize: 4 }],

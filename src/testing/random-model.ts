@@ -136,12 +136,13 @@ export function planRandomModel(s: RandomModelSpec, vocabSize: number): RandomTe
 /**
  * The type a matrix of `cols`-long rows is stored in: `type`, or — for a k-quant whose
  * 256-wide super-blocks do not divide the rows (SmolLM-135M's 576) — the replacement
- * llama.cpp's quantize picks for such tensors (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+ * llama.cpp's quantize picks for such tensors (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * IQ4_XS -> IQ4_NL).
  */
 function storageType(type: GGMLType, cols: number, name: string): GGMLType {
   const fallback = K_QUANT_FALLBACK.get(type);
   if (fallback === undefined || cols % 256 === 0) return type;
-  if (fallback === null) throw new Error(`random model spec: tensor "${name}" has rows of ${cols}, not a multiple of 256, so it cannot be ${typeName(type)}; llama.cpp would store it as IQ4_NL, which tsllm does not write — choose Q4_K, Q5_K, Q6_K or a non-k-quant type`);
+  if (fallback === null) throw new Error(`random model spec: tensor "${name}" has rows of ${cols}, not a multiple of 256, so it cannot be ${typeName(type)}; llama.cpp's quantize stores such a tensor in another type (Q4_0 in current releases, IQ4_NL in older ones) — choose Q4_K, Q5_K, Q6_K, IQ4_XS or a non-k-quant type`);
   return fallback;
 }
 
@@ -151,6 +152,7 @@ const K_QUANT_FALLBACK = new Map<GGMLType, GGMLType | null>([
   [GGMLType.Q4_K, GGMLType.Q5_0],
   [GGMLType.Q5_K, GGMLType.Q5_1],
   [GGMLType.Q6_K, GGMLType.Q8_0],
+  [GGMLType.IQ4_XS, GGMLType.IQ4_NL],
 ]);
 
 /** the llama.cpp hyperparameter keys for `s` */

@@ -16,3 +16,4 @@ export { dotQ3_K } from "./dot-q3_k.js";
 export { dotQ4_K } from "./dot-q4_k.js";
 export { dotQ5_K } from "./dot-q5_k.js";
 export { dotQ6_K } from "./dot-q6_k.js";
+export { dotIQ4_NL, dotIQ4_XS } from "./dot-iq4.js";

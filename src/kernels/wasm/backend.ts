@@ -28,7 +28,7 @@ export interface WasmBackendOptions {
   /** threads computing each matmul, the calling thread included (default: os.availableParallelism()) */
   threads?: number;
   /**
-   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0 and the k-quants; an
+   * Which kernels build: "relaxed" (Relaxed SIMD's int8 dot for Q8_0, Q4_0, IQ4_NL and the k-quants; an
    * error if the runtime lacks it), "plain" (SIMD128 only), or "auto" (default: relaxed where the
    * runtime has it). The environment variable TSLLM_WASM_SIMD=plain|relaxed|auto sets the
    * default. Both give the same bits, except where the relaxed build runs the exact kernels
@@ -78,6 +78,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q4_K, C.Kind.Q4_K],
   [GGMLType.Q5_K, C.Kind.Q5_K],
   [GGMLType.Q6_K, C.Kind.Q6_K],
+  [GGMLType.IQ4_NL, C.Kind.IQ4_NL],
+  [GGMLType.IQ4_XS, C.Kind.IQ4_XS],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;
@@ -209,6 +211,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (kind === C.Kind.Q5_K) return C.Kind.Q5_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
+    if (kind === C.Kind.IQ4_NL) return nTok === 1 ? C.Kind.IQ4_NL_RELAXED : undefined;
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
@@ -290,11 +293,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
-    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K) {
+    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {
@@ -305,7 +308,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     }
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
-      if (relaxedKind === C.Kind.Q8_0_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
+      if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else kernels.packQ8_K(xq, (nTok * cols) / 256);

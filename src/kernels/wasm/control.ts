@@ -135,6 +135,11 @@ export enum Kind {
   Q2_K_RELAXED = 24,
   Q3_K = 25,
   Q3_K_RELAXED = 26,
+  /** IQ4_NL over Q8_0 activations, IQ4_XS over Q8_K activations */
+  IQ4_NL = 27,
+  IQ4_XS = 28,
+  /** IQ4_NL for single tokens over activations packed by packQ8_0 (relaxed build only) */
+  IQ4_NL_RELAXED = 29,
 }
 
 /**

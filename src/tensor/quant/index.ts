@@ -12,6 +12,7 @@ import { dequantizeQ6_K, quantizeQ6_K } from "./q6_k.js";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./q8_0.js";
 import { dequantizeQ8_1, quantizeQ8_1 } from "./q8_1.js";
 import { dequantizeQ8_K, quantizeQ8_K } from "./q8_k.js";
+import { dequantizeIQ4_NL, dequantizeIQ4_XS, quantizeIQ4_NL, quantizeIQ4_XS } from "./iq4.js";
 
 /**
  * Row-level (de)quantization over every supported ggml type. A "row" is `n` values; for block
@@ -23,6 +24,7 @@ export { bf16BitsToF32, f16BitsToF32, f32ToBF16Bits, f32ToF16Bits, readF16, read
 export { nearestInt, roundAway } from "./round.js";
 export { scaleMinK4, scaleQ3K } from "./kquant-scales.js";
 export { q8kBsum } from "./q8_k.js";
+export { KVALUES_IQ4NL, iq4xsScale } from "./iq4.js";
 
 type Dequantizer = (dst: Float32Array, src: Uint8Array, n: number) => void;
 type Quantizer = (dst: Uint8Array, src: Float32Array, n: number) => void;
@@ -43,6 +45,8 @@ const DEQUANTIZERS: ReadonlyMap<GGMLType, Dequantizer> = new Map<GGMLType, Dequa
   [GGMLType.Q5_K, dequantizeQ5_K],
   [GGMLType.Q6_K, dequantizeQ6_K],
   [GGMLType.Q8_K, dequantizeQ8_K],
+  [GGMLType.IQ4_NL, dequantizeIQ4_NL],
+  [GGMLType.IQ4_XS, dequantizeIQ4_XS],
 ]);
 
 const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer>([
@@ -59,6 +63,8 @@ const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer
   [GGMLType.Q4_K, quantizeQ4_K],
   [GGMLType.Q5_K, quantizeQ5_K],
   [GGMLType.Q6_K, quantizeQ6_K],
+  [GGMLType.IQ4_NL, quantizeIQ4_NL],
+  [GGMLType.IQ4_XS, quantizeIQ4_XS],
 ]);
 
 /** whether dequantizeRow supports `type` */
