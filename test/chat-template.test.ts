@@ -168,6 +168,10 @@ test("a template that does not parse says what is wrong and where: unterminated,
     ["{{ messages[0].content.strip( }}", /unclosed "\(" in \{\{ messages\[0\]\.content\.strip\( \}\}$/],
     ["{{ f(x] }}", /unbalanced "\]" in \{\{ f\(x\]/],
     ["{{ 'abc }}", /the template does not parse: /],
+    // the library's lexer stops at the end of the text ("Unexpected end of input"): which tag, where
+    ["{% if x %}a{% endif %}\n{% if x", /unterminated tag "\{% if x" \(line 2\): no %\} follows$/],
+    ["hello {{ name", /unterminated expression "\{\{ name" \(line 1\): no \}\} follows$/],
+    ["a\nb\n{# a comment", /unterminated comment "\{# a comment" \(line 3\): no #\} follows$/],
   ];
   for (const [source, message] of cases) {
     assert.throws(() => new ChatTemplate(source, "model.gguf: chat template (tokenizer.chat_template)"), (e: unknown) => {

@@ -125,6 +125,30 @@ export function strftime(date: Date, format: string): string {
  * A model's chat template, parsed once, rendered with @huggingface/jinja under size and time
  * limits. `where` names the template's origin in errors (e.g. "tokenizer_config.json: chat_template").
  */
+/**
+ * The lexer's "Unexpected end of input" (the template ends inside a {% tag %} or {{ expression }})
+ * and "Missing end of comment tag", said in the template's terms: which tag, where it starts.
+ */
+function explainLexError(source: string, message: string): string {
+  const opener = message === "Unexpected end of input" ? lastUnclosed(source, ["{%", "{{"]) : message === "Missing end of comment tag" ? lastUnclosed(source, ["{#"]) : undefined;
+  if (!opener) return message;
+  const closer = { "{%": "%}", "{{": "}}", "{#": "#}" }[opener.open]!;
+  const what = { "{%": "tag", "{{": "expression", "{#": "comment" }[opener.open]!;
+  const text = source.slice(opener.at, opener.at + 40).split("\n")[0]!;
+  return `unterminated ${what} ${JSON.stringify(text)} (line ${source.slice(0, opener.at).split("\n").length}): no ${closer} follows`;
+}
+
+/** the last of these openers with no closer after it, and where it is */
+function lastUnclosed(source: string, opens: readonly string[]): { open: string; at: number } | undefined {
+  let best: { open: string; at: number } | undefined;
+  for (const open of opens) {
+    const at = source.lastIndexOf(open);
+    const closer = { "{%": "%}", "{{": "}}", "{#": "#}" }[open]!;
+    if (at >= 0 && source.indexOf(closer, at + 2) < 0 && (!best || at > best.at)) best = { open, at };
+  }
+  return best;
+}
+
 export class ChatTemplate {
   private readonly program: unknown;
   private readonly limits: Required<TemplateLimits>;
@@ -140,7 +164,7 @@ export class ChatTemplate {
       // the options the library's own Template uses
       tokens = tokenize(source, { lstrip_blocks: true, trim_blocks: true });
     } catch (e) {
-      fail((e as Error).message);
+      fail(explainLexError(source, (e as Error).message));
     }
     checkTemplateTokens(source, tokens!, this.limits.maxDepth, fail);
     try {
