@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import Ajv from "ajv";
 import OpenAI from "openai";
 import { messagesOf } from "../src/server/requests.js";
-import { parseToolCalls, toolCallGrammar, toolFormatOf, toolsOf } from "../src/server/tools.js";
+import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ToolFormat } from "../src/server/tools.js";
 import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
@@ -61,21 +61,44 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     else assert.equal(typeof args.zone, "string");
   });
 
-  test("a named function, streamed: one tool_calls delta, then finish_reason tool_calls", async () => {
-    const stream = await client.chat.completions.create({
-      model: "stories260K", messages: [{ role: "user", content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function", function: { name: "get_weather" } },
-      max_tokens: 150, temperature: 0, stream: true,
-    });
-    const deltas: { name?: string; arguments?: string }[] = [];
+  test("a named function, streamed as OpenAI streams calls: id and name first, then the arguments piece by piece; the same call as unstreamed", async () => {
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } },
+      max_tokens: 150, temperature: 0,
+    };
+    const stream = await client.chat.completions.create({ ...request, stream: true });
+    const deltas: { index: number; id?: string; name?: string; arguments?: string }[] = [];
     let finish: string | null = null;
     for await (const chunk of stream) {
-      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) deltas.push(d.function ?? {});
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) deltas.push({ index: d.index, id: d.id, ...d.function });
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
     assert.equal(finish, "tool_calls");
-    assert.equal(deltas.length, 1);
+    assert.ok(deltas.length >= 3, `the arguments come in pieces: ${JSON.stringify(deltas)}`);
     assert.equal(deltas[0]!.name, "get_weather");
-    assert.ok(validate(JSON.parse(deltas[0]!.arguments!)), deltas[0]!.arguments);
+    assert.match(deltas[0]!.id!, /^call_/);
+    assert.ok(deltas.slice(1).every((d) => d.index === 0 && d.id === undefined && d.name === undefined));
+    const args = deltas.map((d) => d.arguments ?? "").join("");
+    assert.ok(validate(JSON.parse(args)), args);
+    const whole = await client.chat.completions.create(request);
+    const call = whole.choices[0]!.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+    assert.equal(call.function.name, "get_weather");
+    assert.deepEqual(JSON.parse(args), JSON.parse(call.function.arguments));
+  });
+
+  test("with tools offered but no call made (auto), the text streams as it is generated", async () => {
+    const stream = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Tell a story" }], tools: [WEATHER], max_tokens: 40, temperature: 0, stream: true });
+    const pieces: string[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content) pieces.push(chunk.choices[0].delta.content);
+      assert.equal(chunk.choices[0]?.delta.tool_calls, undefined);
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(finish, "length");
+    assert.ok(pieces.length > 10, `streamed in ${pieces.length} pieces`);
+    const whole = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Tell a story" }], tools: [WEATHER], max_tokens: 40, temperature: 0 });
+    assert.equal(pieces.join(""), whole.choices[0]!.message.content);
   });
 
   test("the call and the tool's answer go back through the template; tool_choice none renders no tools", async () => {
@@ -110,6 +133,38 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
       assert.match(r.json.error.message, re);
     }
   });
+});
+
+test("the streaming parser, fed a reply in pieces of any size, finds the calls and content parseToolCalls finds in the whole reply", () => {
+  const tools = toolsOf({ tools: [WEATHER, TIME] })!;
+  const replies: [ToolFormat, string][] = [
+    ["hermes", 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Ro}me", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"arguments": {"zone": "UTC"}, "name": "get_time"}\n</tool_call>'],
+    ["hermes", "No calls here, just < and <tool and text."],
+    ["hermes", '<tool_call>{"name": "unknown", "arguments": {}}</tool_call> then text'],
+    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon \\"x\\"", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'],
+    ["json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}'],
+    ["json", "It is sunny."],
+  ];
+  for (const [format, text] of replies) {
+    const expected = parseToolCalls(text, format, tools);
+    for (const size of [1, 2, 3, 7, 1000]) {
+      const parser = new ToolCallStream(format, tools);
+      const deltas = [];
+      for (let i = 0; i < text.length; i += size) deltas.push(...parser.push(text.slice(i, i + size)));
+      deltas.push(...parser.end());
+      const content = deltas.flatMap((d) => ("content" in d ? [d.content] : [])).join("");
+      const calls: { name: string; args: string }[] = [];
+      for (const d of deltas) {
+        if (!("call" in d)) continue;
+        if (d.call.function.name !== undefined) calls[d.call.index] = { name: d.call.function.name, args: "" };
+        calls[d.call.index]!.args += d.call.function.arguments;
+      }
+      const what = `${format} in pieces of ${size}: ${text}`;
+      assert.equal(content.trim(), expected.content.trim(), what);
+      assert.deepEqual(calls.map((c) => [c.name, JSON.parse(c.args)]), expected.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), what);
+      assert.equal(parser.callCount, expected.calls.length, what);
+    }
+  }
 });
 
 test("tool calls are found in Hermes blocks and Llama-style JSON replies; malformed ones stay text", () => {

@@ -7,7 +7,7 @@ import { sendJson } from "./http.js";
 import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf } from "./requests.js";
-import { parseToolCalls, toolCallGrammar, toolFormatOf, toolsOf, type ToolCall, type ToolFormat, type Tools } from "./tools.js";
+import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ReplyDelta, type ToolCall, type ToolFormat, type Tools } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
 type Kind = "chat" | "text";
@@ -187,13 +187,21 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     }
     let ended = 0;
     const offsets = new Array<number>(total).fill(0);
-    // with tools, a choice's text is held until its end: only then is it known to be calls or content
-    const held = job.tools ? new Array<string>(total).fill("") : undefined;
+    // with tools, each choice's text goes through a parser that streams content and calls apart
+    const tools = job.tools;
+    const parsers = tools ? Array.from({ length: total }, () => new ToolCallStream(tools.format, tools.tools)) : undefined;
+    const sendDeltas = async (index: number, deltas: readonly ReplyDelta[]): Promise<boolean> => {
+      for (const d of deltas) {
+        const delta = "content" in d ? { content: d.content } : { tool_calls: [d.call] };
+        if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: null, finish_reason: null }], ...extra }))) return false;
+      }
+      return true;
+    };
     for await (const { run, event } of merged(runs)) {
       if (sse.gone) break;
       const index = run * job.n + event.choice;
-      if (event.step && held) {
-        held[index] += event.step.text;
+      if (event.step && parsers) {
+        if (!(await sendDeltas(index, parsers[index]!.push(event.step.text)))) break;
         continue;
       }
       if (event.step) {
@@ -208,13 +216,10 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       if (event.finishReason === "abort") break;
       const last = ++ended === total;
       let finish: Body = chunk(index, undefined, finishReasonOf(event.finishReason));
-      if (held) {
-        const reply = replyOf(job, held[index]!);
-        if (reply.calls.length > 0) {
-          const tool_calls = reply.calls.map((c, k) => ({ index: k, ...c }));
-          if (!(await sse.send({ ...head, choices: [{ index, delta: { ...(reply.content ? { content: reply.content } : {}), tool_calls }, logprobs: null, finish_reason: null }], ...extra }))) break;
-          finish = { ...head, choices: [{ index, delta: {}, logprobs: null, finish_reason: "tool_calls" }], ...extra };
-        } else if (held[index] !== "" && !(await sse.send(chunk(index, held[index], null)))) break;
+      if (parsers) {
+        const parser = parsers[index]!;
+        if (!(await sendDeltas(index, parser.end()))) break;
+        if (parser.callCount > 0) finish = { ...head, choices: [{ index, delta: {}, logprobs: null, finish_reason: "tool_calls" }], ...extra };
       }
       if (last) {
         const all = await results(ctx, runs);

@@ -134,3 +134,191 @@ export function parseToolCalls(text: string, format: ToolFormat, tools: Tools): 
   });
   return { content: calls.length > 0 ? content.trim() : text, calls };
 }
+
+/** one piece of a streamed chat reply: text, or a tool call's start (id, name) or a piece of its arguments */
+export type ReplyDelta =
+  | { readonly content: string }
+  | { readonly call: { readonly index: number; readonly id?: string; readonly type?: "function"; readonly function: { readonly name?: string; readonly arguments: string } } };
+
+/** where a call's object stands after scanning it: its name, where its arguments' value starts and ends, where the object ends */
+interface ScannedCall {
+  name?: string;
+  argsStart?: number;
+  argsEnd?: number;
+  end?: number;
+}
+
+/**
+ * Scans the text of one call object ({"name": ..., "arguments": {...}}) as far as it goes: JSON
+ * strings and nesting are tracked so braces inside strings do not count. Keys are read at depth 1.
+ */
+function scanCall(s: string): ScannedCall {
+  const out: ScannedCall = {};
+  let depth = 0, inString = false, escaped = false, stringStart = -1;
+  let lastString: string | undefined, key: string | undefined, expectValue = false, valueKey: string | undefined;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i]!;
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch === "\\") escaped = true;
+      else if (ch === "\"") {
+        inString = false;
+        if (depth === 1) {
+          try {
+            lastString = JSON.parse(s.slice(stringStart, i + 1)) as string;
+          } catch {
+            lastString = undefined;
+          }
+          if (valueKey === "name" && out.name === undefined) out.name = lastString;
+          if (valueKey === "arguments" || valueKey === "parameters") out.argsEnd = i + 1;
+        }
+      }
+      continue;
+    }
+    if (/\s/.test(ch)) continue;
+    if (expectValue) {
+      // the first character of a depth-1 value
+      expectValue = false;
+      valueKey = key;
+      if ((key === "arguments" || key === "parameters") && out.argsStart === undefined) out.argsStart = i;
+    }
+    if (ch === "\"") {
+      inString = true;
+      stringStart = i;
+    } else if (ch === "{" || ch === "[") depth++;
+    else if (ch === "}" || ch === "]") {
+      depth--;
+      if (depth === 1 && (valueKey === "arguments" || valueKey === "parameters") && out.argsEnd === undefined) out.argsEnd = i + 1;
+      if (depth === 0) {
+        out.end = i + 1;
+        return out;
+      }
+    } else if (ch === ":" && depth === 1) {
+      key = lastString;
+      expectValue = true;
+    } else if (ch === "," && depth === 1) valueKey = undefined;
+  }
+  return out;
+}
+
+/**
+ * A chat reply with tools, as it is generated: text streams as content until a call begins (the
+ * format's marker: "<tool_call>" blocks, "[TOOL_CALLS]" lists, or a reply that is one JSON
+ * object); each call then streams as OpenAI's do — a first delta with its id and name once the
+ * name is known (and is one of the tools), then the text of its arguments as it comes. A call
+ * whose name is no tool, or that never closes, is sent as content at the end, as parseToolCalls
+ * leaves malformed calls as text.
+ */
+export class ToolCallStream {
+  private text = "";
+  /** chars of text handled: sent as content, or part of a call block */
+  private done = 0;
+  /** the call being read: where its object starts in text, its index, what of it was sent */
+  private call: { start: number; index: number; id?: string; argsSent: number; dead: boolean } | undefined;
+  /** inside the calls part (after a marker) but between call objects */
+  private inCalls = false;
+  private calls = 0;
+  private readonly known: Set<string>;
+  private readonly marker: string | undefined;
+
+  constructor(private readonly format: ToolFormat, tools: Tools) {
+    this.known = new Set(tools.functions.map((f) => f.name));
+    this.marker = format === "hermes" ? "<tool_call>" : format === "mistral" ? "[TOOL_CALLS]" : undefined;
+  }
+
+  /** calls started so far (their name was a tool's) */
+  get callCount(): number {
+    return this.calls;
+  }
+
+  push(delta: string): ReplyDelta[] {
+    this.text += delta;
+    return this.advance(false);
+  }
+
+  /** what is left once the reply has ended */
+  end(): ReplyDelta[] {
+    return this.advance(true);
+  }
+
+  private advance(final: boolean): ReplyDelta[] {
+    const out: ReplyDelta[] = [];
+    for (;;) {
+      if (this.call) {
+        if (!this.readCall(out, final)) break;
+        continue;
+      }
+      if (this.inCalls) {
+        // between call objects: a separator, a closer, or the next object
+        const rest = this.text.slice(this.done);
+        const m = /^[\s,]*(<\/tool_call>)?[\s,]*/.exec(rest)!;
+        const after = rest.slice(m[0].length);
+        if (after.startsWith("{")) { this.done += m[0].length; this.startCall(); continue; }
+        if (this.format === "mistral" && after.startsWith("[")) { this.done += m[0].length + 1; continue; }
+        if (this.format === "mistral" && after.startsWith("]")) { this.done += m[0].length + 1; this.inCalls = false; continue; }
+        if (this.format === "hermes" && m[1]) { this.done += m[0].length; this.inCalls = false; continue; }
+        // more may come: nothing yet, or the start of </tool_call>
+        if (!final && (after === "" || (this.format === "hermes" && "</tool_call>".startsWith(after)))) break;
+        this.inCalls = false;
+        continue;
+      }
+      // content: up to a marker, holding back what may be its beginning
+      const rest = this.text.slice(this.done);
+      if (this.format === "json") {
+        const lead = rest.replace(/^\s*(<\|python_tag\|>)?\s*/, "");
+        if (this.done === 0 && lead.startsWith("{")) { this.done = this.text.length - lead.length; this.startCall(); continue; }
+        if (this.done === 0 && !final && (lead === "" || "<|python_tag|>".startsWith(lead))) break;
+        if (rest) out.push({ content: rest });
+        this.done = this.text.length;
+        break;
+      }
+      const at = rest.indexOf(this.marker!);
+      if (at >= 0) {
+        if (at > 0) out.push({ content: rest.slice(0, at) });
+        this.done += at + this.marker!.length;
+        this.inCalls = true;
+        continue;
+      }
+      let keep = final ? 0 : Math.min(rest.length, this.marker!.length - 1);
+      while (keep > 0 && !this.marker!.startsWith(rest.slice(rest.length - keep))) keep--;
+      if (rest.length > keep) out.push({ content: rest.slice(0, rest.length - keep) });
+      this.done += rest.length - keep;
+      break;
+    }
+    // once calls have begun, whitespace between and after them is no content (parseToolCalls trims it)
+    return out.filter((d) => !("content" in d) || (this.calls > 0 ? d.content.trim() !== "" : d.content !== ""));
+  }
+
+  private startCall(): void {
+    this.call = { start: this.done, index: this.calls, argsSent: 0, dead: false };
+  }
+
+  /** sends what is new of the current call; whether the call is over (read on) */
+  private readCall(out: ReplyDelta[], final: boolean): boolean {
+    const c = this.call!;
+    const body = this.text.slice(c.start);
+    const s = scanCall(body);
+    if (!c.id && !c.dead && s.name !== undefined) {
+      if (this.known.has(s.name)) {
+        c.id = `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
+        this.calls++;
+        out.push({ call: { index: c.index, id: c.id, type: "function", function: { name: s.name, arguments: "" } } });
+      } else c.dead = true;
+    }
+    if (c.id && s.argsStart !== undefined) {
+      const upTo = s.argsEnd ?? body.length;
+      if (upTo > s.argsStart + c.argsSent) {
+        out.push({ call: { index: c.index, function: { arguments: body.slice(s.argsStart + c.argsSent, upTo) } } });
+        c.argsSent = upTo - s.argsStart;
+      }
+    }
+    if (s.end === undefined && !final) return false;
+    // not a call after all: its text, marker included, is content (as parseToolCalls leaves it)
+    if (c.dead || !c.id) out.push({ content: (this.marker && c.index === this.calls ? this.marker : "") + (s.end === undefined ? body : body.slice(0, s.end)) });
+    this.done = s.end === undefined ? this.text.length : c.start + s.end;
+    this.call = undefined;
+    // after a dead call its closer is text too
+    this.inCalls = this.format !== "json" && c.id !== undefined;
+    return true;
+  }
+}
