@@ -290,7 +290,6 @@ export class Engine {
   private strategyFor(params: RequestParams): Strategy {
     const d = params.decoding;
     const grammar = params.constraint === undefined ? undefined : this.grammarOf(params.constraint);
-    if (grammar && d.kind === "speculative") throw new RequestError("a constraint (grammar, JSON Schema, choice, regex) works with sampling and beam search, not with speculative decoding", "draftModel");
     const makeSequence = (choice: number) => this.newSequence(params, choice, grammar);
     const room = Math.min(params.maxTokens, this.contextSize - params.promptTokens.length);
     const endIds = params.ignoreEos ? new Set<number>() : this.endIds(params);
@@ -316,9 +315,11 @@ export class Engine {
           const sampling = sampler.options.temperature > 0 ? {
             target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
           } : undefined;
+          // a constraint: the decoder keeps its own parse (the output sequence's is not used)
+          const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
             maxTokens: room, draft: d.draft, draftTokens, promptLookup: d.promptLookup, endIds,
-            choose: (logits, history) => sampler.sample(logits, history), sampling,
+            choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
         }, draftTokens, makeSequence);
       }

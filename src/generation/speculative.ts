@@ -42,6 +42,18 @@ export interface SpeculativeSampling {
   rng: UniformSource;
 }
 
+/**
+ * A grammar every chosen token must keep (the engine's TokenConstraint): it masks a logits row
+ * to the tokens that may come next (false: none may), follows chosen tokens, and forks, so a
+ * proposal and its verification can walk ahead of the accepted output.
+ */
+export interface TokenMask {
+  mask(logits: Float32Array): boolean;
+  allows(token: number): boolean;
+  accept(token: number): void;
+  fork(): TokenMask;
+}
+
 export interface SpeculativeOptions {
   maxTokens: number;
   /** tokens proposed per round (default 8 with a draft model, 10 with prompt lookup) */
@@ -58,6 +70,13 @@ export interface SpeculativeOptions {
   endIds: ReadonlySet<number>;
   /** called with each accepted token as soon as it is final; return true to stop */
   onToken?: (token: number) => boolean;
+  /**
+   * What the output must keep to (a grammar): the target's and the draft's rows are masked
+   * before every choice, so greedy output is the best allowed token at each step, as without
+   * speculation, and sampling draws from the masked distributions on both sides of the
+   * acceptance test. The decoder advances it with each accepted token.
+   */
+  constraint?: TokenMask;
 }
 
 export interface SpeculativeStats {
@@ -216,6 +235,7 @@ export class SpeculativeDecoder {
   first(logits: Float32Array): void {
     if (this.ended) return;
     const sp = this.o.sampling;
+    if (this.o.constraint && !this.o.constraint.mask(logits)) return this.endHere();
     this.accept(sp ? drawIndex(denseDistribution(sp.target(logits, this.seq), this.vocabSize), sp.rng.nextDouble()) : this.o.choose(logits, this.seq));
   }
 
@@ -224,10 +244,13 @@ export class SpeculativeDecoder {
     const sp = this.o.sampling, V = this.vocabSize, seq = this.seq;
     const room = Math.min(this.k, this.o.maxTokens - this.out.length);
     this.qs = [];
+    // the proposal keeps to the constraint too: a fork of the parse walks ahead with it
+    const parse = this.o.constraint?.fork();
     if (this.o.draft && this.dCache) {
       const proposal: number[] = [];
       let dl = this.o.draft.forward(seq.slice(this.dCache.length), this.dCache);
       for (let i = 0; i < room; i++) {
+        if (parse && !parse.mask(dl)) break;
         let t: number;
         if (sp) {
           const q = denseDistribution(sp.draft(dl, [...seq, ...proposal]), V);
@@ -237,11 +260,17 @@ export class SpeculativeDecoder {
           t = argmax(dl);
         }
         proposal.push(t);
+        // past an end token nothing more is worth proposing
+        if (this.o.endIds.has(t)) break;
+        parse?.accept(t);
         if (i + 1 < room) dl = this.o.draft.forward([t], this.dCache);
       }
       this.proposal = proposal;
     } else {
-      this.proposal = lookupDraft(seq, this.ngram, room);
+      const looked = lookupDraft(seq, this.ngram, room);
+      let n = 0;
+      while (n < looked.length && (!parse || parse.allows(looked[n]!)) && !this.o.endIds.has(looked[n]!)) parse?.accept(looked[n++]!);
+      this.proposal = looked.slice(0, n);
     }
   }
 
@@ -257,23 +286,37 @@ export class SpeculativeDecoder {
     this.stats.drafted += proposal.length;
     let m = 0;
     const history = [...this.seq];
+    // the target's rows masked by the parse after cur and the proposal's first m tokens (-1: no token may come)
+    const parse = this.o.constraint?.fork();
+    const row = (i: number): Float32Array | undefined => {
+      const r = rows.subarray(i * V, (i + 1) * V);
+      return !parse || parse.mask(r) ? r : undefined;
+    };
     let next: number;
     if (sp) {
       for (;;) {
-        const p = denseDistribution(sp.target(rows.subarray(m * V, (m + 1) * V), history), V);
+        const r = row(m);
+        if (!r) { next = -1; break; }
+        const p = denseDistribution(sp.target(r, history), V);
         if (m === proposal.length) { next = drawIndex(p, sp.rng.nextDouble()); break; }
         const x = proposal[m]!;
         const step = rejectionStep(p, this.qs[m] ?? oneHot(x, V), x, sp.rng);
         if (!step.accepted) { next = step.token; break; }
         m++;
         history.push(x);
+        parse?.accept(x);
       }
     } else {
-      next = this.o.choose(rows.subarray(0, V), history);
+      const choose = (i: number): number => {
+        const r = row(i);
+        return r ? this.o.choose(r, history) : -1;
+      };
+      next = choose(0);
       while (m < proposal.length && next === proposal[m]) {
         m++;
         history.push(next);
-        next = this.o.choose(rows.subarray(m * V, (m + 1) * V), history);
+        parse?.accept(next);
+        next = choose(m);
       }
     }
     this.stats.accepted += m;
@@ -281,7 +324,10 @@ export class SpeculativeDecoder {
     this.kept = this.seq.length + m;
     let go = true;
     for (let i = 0; i < m && go; i++) go = this.accept(proposal[i]!);
-    if (go) this.accept(next);
+    if (go) {
+      if (next < 0) this.endHere();
+      else this.accept(next);
+    }
     if (this.dCache && this.dCache.length > this.seq.length - 1) this.dCache.truncate(this.seq.length - 1);
   }
 
@@ -303,10 +349,17 @@ export class SpeculativeDecoder {
     };
   }
 
+  /** no token may come next under the constraint (its grammar is complete, or nothing spells what it needs): the output ends */
+  private endHere(): void {
+    this.finishReason = "stop";
+    this.ended = true;
+  }
+
   /** emits an accepted token; false (and ended) when generation must stop */
   private accept(t: number): boolean {
     if (this.ended) return false;
     if (this.o.endIds.has(t)) { this.finishReason = "stop"; this.ended = true; return false; }
+    this.o.constraint?.accept(t);
     this.out.push(t);
     this.seq.push(t);
     if (this.o.onToken?.(t)) { this.finishReason = "stop"; this.ended = true; return false; }
