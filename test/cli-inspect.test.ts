@@ -368,13 +368,31 @@ test("--modules on every hf-oracle folder: the tree's parameters are the safeten
   assert.deepEqual(Object.fromEntries(gpt2), { "lm_head.weight": "transformer.wte.weight" });
 });
 
-test("--modules where no tree is known: a GGUF, an architecture the tree has no builder for", { skip }, async () => {
+test("--modules on a Llama folder (tied lm_head, GQA, head size from config.json); a GGUF has no tree", { skip }, async () => {
+  const stored = safetensorsShapes(join(hfFolder, "model.safetensors"));
+  const j = await inspectJson(hfFolder, ["--modules"]);
+  const m = j.modules;
+  assert.equal(m.parameters, j.parameters);
+  assert.equal(m.parameters, [...stored.values()].reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0));
+  const { own, tied } = treeParameters(m.root);
+  assert.deepEqual(new Map([...own].sort()), new Map([...stored].sort()));
+  assert.deepEqual(Object.fromEntries(tied), { "lm_head.weight": "model.embed_tokens.weight" });
+  const q = hfSpec.headCount * hfSpec.headDim!, kv = hfSpec.headCountKv * hfSpec.headDim!, E = hfSpec.embeddingLength, F = hfSpec.feedForwardLength;
+  const lines = (m.repr as string).split("\n").map((l) => l.trim());
+  for (const want of [
+    "LlamaForCausalLM(", "(embed_tokens): Embedding(32000, 64)", `(0-${hfSpec.blockCount - 1}): ${hfSpec.blockCount} x LlamaDecoderLayer(`,
+    `(q_proj): Linear(in_features=${E}, out_features=${q}, bias=False)`, `(k_proj): Linear(in_features=${E}, out_features=${kv}, bias=False)`,
+    `(o_proj): Linear(in_features=${q}, out_features=${E}, bias=False)`, `(gate_proj): Linear(in_features=${E}, out_features=${F}, bias=False)`,
+    "(act_fn): SiLUActivation()", `(input_layernorm): LlamaRMSNorm((${E},), eps=1e-05)`, "(rotary_emb): LlamaRotaryEmbedding()",
+    "(lm_head): Linear(in_features=64, out_features=32000, bias=False)",
+  ]) assert.ok(lines.includes(want), `no ${JSON.stringify(want)} in\n${m.repr}`);
+
   const g = await inspectJson(ggufPath, ["--modules"]);
   assert.equal(g.modules, undefined);
   assert.match(g.modulesError, /needs a Hugging Face folder/);
-  const text = await tsllm(["inspect", "--model", hfFolder, "--modules"]);
+  const text = await tsllm(["inspect", "--model", ggufPath, "--modules"]);
   assert.equal(text.code, 0, text.stderr);
-  assert.match(text.stdout, /^modules: +- \(.*config\.json: architectures: no module tree for "LlamaForCausalLM"/m);
+  assert.match(text.stdout, /^modules: +- \(a module tree needs a Hugging Face folder \(config\.json\), not a GGUF\)$/m);
   // without --modules nothing changes
   assert.equal((await inspectJson(hfFolder)).modules, undefined);
 });

@@ -99,6 +99,27 @@ test("GPT2LMHeadModel of gpt2: the lines of a published print(model), Conv1D as 
   assert.equal(tree.parameters, 124_439_808);
 });
 
+test("decoders: Llama-2-7b and Qwen2.5-0.5B configs give their known parameter totals (untied and tied lm_head, GQA, q/k/v biases)", () => {
+  const llama = hfModuleTree(folder("llama-2-7b", {
+    architectures: ["LlamaForCausalLM"], model_type: "llama", vocab_size: 32000, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32,
+    num_attention_heads: 32, num_key_value_heads: 32, rms_norm_eps: 1e-5, hidden_act: "silu", tie_word_embeddings: false, pad_token_id: 0,
+  }));
+  assert.equal(llama.parameters, 6_738_415_616);
+  const repr = moduleRepr(llama.root);
+  hasLine(repr, 2, "(embed_tokens): Embedding(32000, 4096, padding_idx=0)");
+  hasLine(repr, 3, "(0-31): 32 x LlamaDecoderLayer(");
+  hasLine(repr, 4, "(input_layernorm): LlamaRMSNorm((4096,), eps=1e-05)");
+  const qwen = hfModuleTree(folder("qwen2.5-0.5b", {
+    architectures: ["Qwen2ForCausalLM"], model_type: "qwen2", vocab_size: 151936, hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24,
+    num_attention_heads: 14, num_key_value_heads: 2, rms_norm_eps: 1e-6, hidden_act: "silu", tie_word_embeddings: true,
+  }));
+  assert.equal(qwen.parameters, 494_032_768);
+  const q = moduleRepr(qwen.root);
+  hasLine(q, 5, "(k_proj): Linear(in_features=896, out_features=128, bias=True)");
+  hasLine(q, 5, "(o_proj): Linear(in_features=896, out_features=896, bias=False)");
+  hasLine(q, 4, "(post_attention_layernorm): Qwen2RMSNorm((896,), eps=1e-06)");
+});
+
 test("torch's repr: a leaf with one extra_repr line inline, an empty module as Class(), runs of equal ModuleList items collapsed, others listed", () => {
   const leaf = (args: string): ModuleNode => ({ type: "Linear", args });
   const block = (n: number): ModuleNode => ({ type: "Block", children: [["fc", leaf(`n=${n}`)], ["act", { type: "ReLU" }]] });
@@ -132,7 +153,7 @@ test("floats as Python's repr writes them in extra_repr", () => {
 });
 
 test("config.json the tree cannot follow: the field is named", () => {
-  assert.throws(() => hfModuleTree(folder("llama", { architectures: ["LlamaForCausalLM"] })), /config\.json: architectures: no module tree for "LlamaForCausalLM"/);
+  assert.throws(() => hfModuleTree(folder("phi", { architectures: ["PhiForCausalLM"] })), /config\.json: architectures: no module tree for "PhiForCausalLM"/);
   assert.throws(() => hfModuleTree(folder("act", { ...BERT_BASE, hidden_act: "gelu_10" })), /config\.json: hidden_act: activation "gelu_10" has no known module/);
   assert.throws(() => hfModuleTree(folder("rel", { ...BERT_BASE, position_embedding_type: "relative_key" })), /position_embedding_type/);
   // no architectures: model_type's base model

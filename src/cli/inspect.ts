@@ -29,7 +29,8 @@ Options:
   --ctx-size N          context size for the memory estimate (default: the trained context, at most
                         4096, as generate uses)
   --modules             a Hugging Face folder: also the module tree print(model) shows in PyTorch for
-                        its config.json architecture (class names as transformers 5.x has them,
+                        its config.json architecture (BERT, RoBERTa, DistilBERT, GPT-2, Llama,
+                        Mistral, Qwen2, Qwen3; class names as transformers 5.18.0 has them,
                         repeated layers as "(0-11): 12 x BertLayer(") and its total and trainable
                         parameters, checked against the safetensors (in --json: "modules")
   --json                print the facts as one JSON object

@@ -8,21 +8,23 @@ import { HFConfigError, readJsonObject } from "../formats/hf-config.js";
  * and ModuleList's repr (a run of identical reprs written once as `(i-j): n x Child(`).
  *
  * The class and attribute names follow transformers 5.18.0 (the version the project's oracle
- * folders in shared/hf-oracle were saved with): the facts were read from that release's own files
- * (the transformers-5.18.0 wheel, as pip fetches it; the search corpus held only 4.x copies of
- * them): modeling_bert.py,
- * modeling_roberta.py, modeling_distilbert.py, modeling_gpt2.py, activations.py (ACT2CLS) and
- * pytorch_utils.py (Conv1D's repr), i.e. which submodules each class's __init__ registers and in
- * which order, with torch's extra_repr of Linear / Embedding / LayerNorm / Dropout. What differs
- * from the 4.x prints found on the web:
+ * folders in shared/hf-oracle were saved with). The facts were read from that release's own files
+ * (the transformers-5.18.0 wheel as pip fetches it; the search corpus held 4.x copies only):
+ * modeling_{bert,roberta,distilbert,gpt2,llama,mistral,qwen2,qwen3}.py, activations.py (ACT2CLS)
+ * and pytorch_utils.py (Conv1D's repr), i.e. which submodules each class's __init__ registers and
+ * in which order, their RMSNorm extra_repr, and torch's extra_repr of Linear / Embedding /
+ * LayerNorm / Dropout and ModuleList's repr (pytorch/pytorch torch/nn/modules/container.py). What
+ * differs from the 4.x prints found on the web:
  *  - BERT / RoBERTa: one attention class per kind, BertSelfAttention (or BertCrossAttention when
- *    cross-attention is added) under BertAttention's `self`; 4.41-4.4x printed
- *    BertSdpaSelfAttention when SDPA was the default.
+ *    cross-attention is added) under BertAttention's `self` (some 4.x releases printed
+ *    BertSdpaSelfAttention, SDPA being their default).
  *  - RoBERTa: RobertaEmbeddings registers position_embeddings (with padding_idx) last, after
  *    dropout (4.x had it second, as BERT does).
  *  - DistilBERT: DistilBertSelfAttention (4.x: MultiHeadSelfAttention / DistilBertSdpaAttention),
  *    q_lin, k_lin, v_lin, out_lin, then dropout.
  *  - GPT-2: Conv1D prints `Conv1D(nf=out, nx=in)` (older releases printed `Conv1D()`).
+ *  - Llama family: ACT2FN["silu"] is transformers' SiLUActivation in 5.18.0 (other releases mapped it to
+ *    torch's SiLU).
  * A folder saved by another version gets the same names (`namesFollow` says which).
  *
  * Parameters are the module's own tensors (name and shape, derived from config.json); a parameter
@@ -304,6 +306,41 @@ function gpt2Tree(arch: string, c: Config): ModuleNode {
   return node(arch, [["transformer", model], ["score", linear(d, c.numLabels(), false)]]);
 }
 
+// ---- Llama, Mistral, Qwen2, Qwen3 (the decoders tsllm runs from a folder) ----
+
+/** RMSNorm's extra_repr: the weight's shape as a tuple, then eps */
+function rmsNorm(type: string, d: number, eps: number): ModuleNode {
+  return { type, args: `(${d},), eps=${pyFloat(eps)}`, parameters: [{ name: "weight", shape: [d] }] };
+}
+
+function llamaLikeTree(arch: string, p: "Llama" | "Mistral" | "Qwen2" | "Qwen3", c: Config): ModuleNode {
+  const vocab = c.int("vocab_size", p === "Llama" || p === "Mistral" ? 32000 : 151936), d = c.int("hidden_size", 4096), layers = c.int("num_hidden_layers", 32);
+  const heads = c.int("num_attention_heads", 32), kvHeads = c.id("num_key_value_heads", p === "Mistral" ? 8 : undefined) ?? heads;
+  const ffn = c.int("intermediate_size", p === "Llama" ? 11008 : p === "Mistral" ? 14336 : 22016);
+  const headDim = c.id("head_dim", p === "Qwen3" ? 128 : undefined) ?? Math.floor(d / heads);
+  const eps = c.num("rms_norm_eps", 1e-6), act = c.activation("hidden_act", "silu");
+  // q/k/v biases: Llama and Qwen3 from attention_bias, Qwen2 always, Mistral never; o_proj as Llama's attention_bias
+  const attentionBias = p === "Mistral" ? false : c.bool("attention_bias", false);
+  const qkvBias = p === "Qwen2" ? true : attentionBias, oBias = p === "Qwen2" ? false : attentionBias;
+  const mlpBias = p === "Llama" ? c.bool("mlp_bias", false) : false;
+  const layer = () => node(`${p}DecoderLayer`, [
+    ["self_attn", node(`${p}Attention`, [
+      ["q_proj", linear(d, heads * headDim, qkvBias)], ["k_proj", linear(d, kvHeads * headDim, qkvBias)], ["v_proj", linear(d, kvHeads * headDim, qkvBias)],
+      ["o_proj", linear(heads * headDim, d, oBias)],
+      ...(p === "Qwen3" ? [["q_norm", rmsNorm(`${p}RMSNorm`, headDim, eps)] as const, ["k_norm", rmsNorm(`${p}RMSNorm`, headDim, eps)] as const] : []),
+    ])],
+    ["mlp", node(`${p}MLP`, [["gate_proj", linear(d, ffn, mlpBias)], ["up_proj", linear(d, ffn, mlpBias)], ["down_proj", linear(ffn, d, mlpBias)], ["act_fn", node(act, [])]])],
+    ["input_layernorm", rmsNorm(`${p}RMSNorm`, d, eps)], ["post_attention_layernorm", rmsNorm(`${p}RMSNorm`, d, eps)],
+  ]);
+  const model = node(`${p}Model`, [
+    ["embed_tokens", embedding(vocab, d, c.id("pad_token_id"))], ["layers", moduleList(Array.from({ length: layers }, layer))],
+    ["norm", rmsNorm(`${p}RMSNorm`, d, eps)], ["rotary_emb", node(`${p}RotaryEmbedding`, [])],
+  ]);
+  if (arch === `${p}Model`) return model;
+  const tie = c.bool("tie_word_embeddings", false) ? "model.embed_tokens.weight" : undefined;
+  return node(arch, [["model", model], ["lm_head", linear(d, vocab, false, { weight: tie })]]);
+}
+
 /** architectures[0] -> its tree */
 const BUILDERS: Readonly<Record<string, (arch: string, c: Config) => ModuleNode>> = (() => {
   const out: Record<string, (arch: string, c: Config) => ModuleNode> = {};
@@ -315,6 +352,7 @@ const BUILDERS: Readonly<Record<string, (arch: string, c: Config) => ModuleNode>
     out[`DistilBert${h}`] = (a, c) => distilBertTree(a, h, c);
   }
   for (const a of ["GPT2Model", "GPT2LMHeadModel", "GPT2ForSequenceClassification"]) out[a] = gpt2Tree;
+  for (const p of ["Llama", "Mistral", "Qwen2", "Qwen3"] as const) for (const a of [`${p}Model`, `${p}ForCausalLM`]) out[a] = (arch, c) => llamaLikeTree(arch, p, c);
   return out;
 })();
 
@@ -328,7 +366,10 @@ export function hfModuleTree(folder: string): ModuleTree {
   const path = join(folder, "config.json");
   const c = new Config(path, readJsonObject(path));
   const archs = c.o["architectures"];
-  const baseOf: Record<string, string> = { bert: "BertModel", roberta: "RobertaModel", "xlm-roberta": "XLMRobertaModel", distilbert: "DistilBertModel", gpt2: "GPT2Model" };
+  const baseOf: Record<string, string> = {
+    bert: "BertModel", roberta: "RobertaModel", "xlm-roberta": "XLMRobertaModel", distilbert: "DistilBertModel", gpt2: "GPT2Model",
+    llama: "LlamaModel", mistral: "MistralModel", qwen2: "Qwen2Model", qwen3: "Qwen3Model",
+  };
   const arch = Array.isArray(archs) && typeof archs[0] === "string" ? archs[0] : typeof c.o["model_type"] === "string" ? baseOf[c.o["model_type"]] : undefined;
   const build = arch === undefined ? undefined : BUILDERS[arch];
   if (arch === undefined || build === undefined) {
