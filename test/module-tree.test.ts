@@ -146,6 +146,19 @@ test("torch's repr: a leaf with one extra_repr line inline, an empty module as C
   assert.equal(moduleRepr({ type: "ModuleList", children: [] }), "ModuleList()");
 });
 
+test("XLM-RoBERTa heads come before the encoder, RoBERTa's after it; RoBERTa's position table after dropout", () => {
+  const cfg = { ...BERT_BASE, model_type: "xlm-roberta", vocab_size: 250002, max_position_embeddings: 514, type_vocab_size: 1, pad_token_id: 1, layer_norm_eps: 1e-5, num_labels: 3 };
+  const top = (arch: string) => hfModuleTree(folder(arch, { ...cfg, architectures: [arch] })).root.children!.map(([n]) => n);
+  assert.deepEqual(top("XLMRobertaForSequenceClassification"), ["classifier", "roberta"]);
+  assert.deepEqual(top("XLMRobertaForTokenClassification"), ["dropout", "classifier", "roberta"]);
+  assert.deepEqual(top("XLMRobertaForMaskedLM"), ["lm_head", "roberta"]);
+  assert.deepEqual(top("RobertaForSequenceClassification"), ["roberta", "classifier"]);
+  assert.deepEqual(top("RobertaForMaskedLM"), ["roberta", "lm_head"]);
+  const embeddings = hfModuleTree(folder("RobertaModel", { ...cfg, architectures: ["RobertaModel"] })).root.children![0]![1];
+  assert.deepEqual(embeddings.children!.map(([n]) => n), ["word_embeddings", "token_type_embeddings", "LayerNorm", "dropout", "position_embeddings"]);
+  assert.equal(embeddings.children![4]![1].args, "514, 768, padding_idx=1");
+});
+
 test("floats as Python's repr writes them in extra_repr", () => {
   for (const [x, s] of [[1e-12, "1e-12"], [1e-5, "1e-05"], [1e-4, "0.0001"], [0.1, "0.1"], [0.2, "0.2"], [0, "0.0"], [1, "1.0"], [2.5e-7, "2.5e-07"], [1e16, "1e+16"], [123.5, "123.5"]] as const) {
     assert.equal(pyFloat(x), s, String(x));

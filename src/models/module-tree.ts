@@ -18,8 +18,9 @@ import { HFConfigError, readJsonObject } from "../formats/hf-config.js";
  *  - BERT / RoBERTa: one attention class per kind, BertSelfAttention (or BertCrossAttention when
  *    cross-attention is added) under BertAttention's `self` (some 4.x releases printed
  *    BertSdpaSelfAttention, SDPA being their default).
- *  - RoBERTa: RobertaEmbeddings registers position_embeddings (with padding_idx) last, after
- *    dropout (4.x had it second, as BERT does).
+ *  - RoBERTa / XLM-RoBERTa: the embeddings register position_embeddings (with padding_idx) last,
+ *    after dropout (4.x had it second, as BERT does); XLM-RoBERTa's heads register their own
+ *    modules before `roberta`.
  *  - DistilBERT: DistilBertSelfAttention (4.x: MultiHeadSelfAttention / DistilBertSdpaAttention),
  *    q_lin, k_lin, v_lin, out_lin, then dropout.
  *  - GPT-2: Conv1D prints `Conv1D(nf=out, nx=in)` (older releases printed `Conv1D()`).
@@ -217,27 +218,29 @@ function bertTree(arch: string, head: string, c: Config, p: string, roberta: boo
   const b = bertLike(c, p, roberta);
   const base = roberta ? "roberta" : "bert";
   const wordEmbeddings = `${base}.embeddings.word_embeddings.weight`;
+  // the heads of 5.18.0's XLM-RoBERTa register their own modules first, then `roberta`
+  const model = (encoder: ModuleNode, ...head: (readonly [string, ModuleNode])[]) => node(arch, p === "XLMRoberta" ? [...head, [base, encoder]] : [[base, encoder], ...head]);
   switch (head) {
     case "Model": return bertModel(b, true);
     case "ForSequenceClassification": {
       const labels = c.numLabels();
       if (roberta) {
         const cls = node(`${p}ClassificationHead`, [["dense", linear(b.d, b.d)], ["dropout", dropout(b.classifierDrop)], ["out_proj", linear(b.d, labels)]]);
-        return node(arch, [[base, bertModel(b, false)], ["classifier", cls]]);
+        return model(bertModel(b, false), ["classifier", cls]);
       }
-      return node(arch, [[base, bertModel(b, true)], ["dropout", dropout(b.classifierDrop)], ["classifier", linear(b.d, labels)]]);
+      return model(bertModel(b, true), ["dropout", dropout(b.classifierDrop)], ["classifier", linear(b.d, labels)]);
     }
     case "ForTokenClassification":
-      return node(arch, [[base, bertModel(b, false)], ["dropout", dropout(b.classifierDrop)], ["classifier", linear(b.d, c.numLabels())]]);
+      return model(bertModel(b, false), ["dropout", dropout(b.classifierDrop)], ["classifier", linear(b.d, c.numLabels())]);
     case "ForMaskedLM": {
       const tie = c.bool("tie_word_embeddings", true) ? wordEmbeddings : undefined;
       if (roberta) {
         const lm = node(`${p}LMHead`, [["dense", linear(b.d, b.d)], ["layer_norm", layerNorm(b.d, b.eps)], ["decoder", linear(b.d, b.vocab, true, { weight: tie, bias: "lm_head.bias" })]], [{ name: "bias", shape: [b.vocab] }]);
-        return node(arch, [[base, bertModel(b, false)], ["lm_head", lm]]);
+        return model(bertModel(b, false), ["lm_head", lm]);
       }
       const transform = node(`${p}PredictionHeadTransform`, [["dense", linear(b.d, b.d)], ["transform_act_fn", node(b.act, [])], ["LayerNorm", layerNorm(b.d, b.eps)]]);
       const predictions = node(`${p}LMPredictionHead`, [["transform", transform], ["decoder", linear(b.d, b.vocab, true, { weight: tie, bias: "cls.predictions.bias" })]], [{ name: "bias", shape: [b.vocab] }]);
-      return node(arch, [[base, bertModel(b, false)], ["cls", node(`${p}OnlyMLMHead`, [["predictions", predictions]])]]);
+      return model(bertModel(b, false), ["cls", node(`${p}OnlyMLMHead`, [["predictions", predictions]])]);
     }
   }
   throw new Error(`unreachable: ${arch}`);
