@@ -396,3 +396,19 @@ test("--modules on a Llama folder (tied lm_head, GQA, head size from config.json
   // without --modules nothing changes
   assert.equal((await inspectJson(hfFolder)).modules, undefined);
 });
+
+test("--modules when config.json implies modules the safetensors lack: both totals printed, the disagreement said", { skip: skipOracle }, async () => {
+  const folder = join(dir, "cross");
+  mkdirSync(folder);
+  for (const f of ["model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]) copyFileSync(join(ORACLE, "bert-uncased-sst", f), join(folder, f));
+  const config = JSON.parse(readFileSync(join(ORACLE, "bert-uncased-sst", "config.json"), "utf8"));
+  // a decoder BERT with cross-attention: transformers would add a BertAttention per layer, which these weights do not have
+  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...config, is_decoder: true, add_cross_attention: true }));
+  const stored = [...safetensorsShapes(join(folder, "model.safetensors")).values()].reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0);
+  const d = config.hidden_size, cross = config.num_hidden_layers * (4 * (d * d + d) + 2 * d);
+  const r = await tsllm(["inspect", "--model", folder, "--modules"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^ {10}\(crossattention\): BertAttention\($/m);
+  assert.match(r.stdout, /^ {12}\(self\): BertCrossAttention\($/m);
+  assert.ok(r.stdout.includes(`\nTotal parameters: ${stored + cross} (but the safetensors hold ${stored} in 41 tensors: config.json and the weights disagree)\n`), r.stdout);
+});
