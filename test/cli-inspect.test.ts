@@ -273,3 +273,142 @@ test("Hub references: inspect describes what the cache holds; convert writes wha
   assert.equal(file.code, 1);
   assert.match(file.stderr, /^tsllm: error: .*tiny-llama-Q8_0\.gguf: is a file; convert takes a Hugging Face model folder \(config\.json \+ safetensors\)\n$/);
 });
+
+// ---- --modules: the nn.Module tree print(model) shows, for every folder of shared/hf-oracle ----
+
+const ORACLE = join(SHARED, "hf-oracle");
+const ORACLE_FOLDERS = ["bert-chinese-base", "bert-ner", "bert-uncased-mlm", "bert-uncased-sst", "distilbert-sst", "gpt2-tiny", "minilm-embed", "roberta-sst"];
+const skipOracle = ORACLE_FOLDERS.map((f) => skipWithoutShared(`hf-oracle/${f}/model.safetensors`)).find((s) => s !== false) ?? false;
+
+/** the safetensors header read here (8-byte length, then JSON): tensor name -> shape */
+function safetensorsShapes(file: string): Map<string, number[]> {
+  const bytes = readFileSync(file);
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8")) as Record<string, { shape: number[] }>;
+  return new Map(Object.entries(header).filter(([k]) => k !== "__metadata__").map(([k, v]) => [k, v.shape]));
+}
+
+interface JsonModule { name?: string; type: string; args?: string; parameters?: { name: string; shape: number[]; tiedTo?: string }[]; children?: JsonModule[] }
+
+/** the tree's own (untied) parameters by full name, and the tied ones */
+function treeParameters(m: JsonModule, prefix = "", own = new Map<string, number[]>(), tied = new Map<string, string>()) {
+  for (const p of m.parameters ?? []) {
+    if (p.tiedTo === undefined) own.set(prefix + p.name, p.shape);
+    else tied.set(prefix + p.name, p.tiedTo);
+  }
+  for (const c of m.children ?? []) treeParameters(c, `${prefix}${c.name}.`, own, tied);
+  return { own, tied };
+}
+
+/** what config.json implies for the printed tree: a few lines that must appear, by architecture */
+function impliedLines(config: Record<string, number & string & unknown[] & Record<string, string>>): string[] {
+  const arch = (config.architectures as unknown as string[])[0]!;
+  const labels = config.id2label ? Object.keys(config.id2label).length : 2;
+  const collapsed = (n: number, cls: string) => `(0-${n - 1}): ${n} x ${cls}(`;
+  const lin = (i: number, o: number, bias = true) => `Linear(in_features=${i}, out_features=${o}, bias=${bias ? "True" : "False"})`;
+  if (config.model_type === "gpt2") {
+    const d = config.n_embd;
+    return [`${arch}(`, `(wte): Embedding(${config.vocab_size}, ${d})`, `(wpe): Embedding(${config.n_positions}, ${d})`, collapsed(config.n_layer, "GPT2Block"),
+      `(c_attn): Conv1D(nf=${3 * d}, nx=${d})`, `(c_fc): Conv1D(nf=${4 * d}, nx=${d})`, `(ln_f): LayerNorm((${d},), eps=1e-05, elementwise_affine=True)`,
+      `(act): NewGELUActivation()`, `(lm_head): ${lin(d, config.vocab_size, false)}`];
+  }
+  if (config.model_type === "distilbert") {
+    const d = config.dim;
+    return [`${arch}(`, `(word_embeddings): Embedding(${config.vocab_size}, ${d}, padding_idx=${config.pad_token_id})`, `(position_embeddings): Embedding(${config.max_position_embeddings}, ${d})`,
+      collapsed(config.n_layers, "TransformerBlock"), "(attention): DistilBertSelfAttention(", `(q_lin): ${lin(d, d)}`, `(lin1): ${lin(d, config.hidden_dim)}`, `(lin2): ${lin(config.hidden_dim, d)}`,
+      `(pre_classifier): ${lin(d, d)}`, `(classifier): ${lin(d, labels)}`, `(dropout): Dropout(p=${config.seq_classif_dropout}, inplace=False)`];
+  }
+  const p = config.model_type === "roberta" ? "Roberta" : "Bert", d = config.hidden_size;
+  const lines = [`${arch}(`, `(word_embeddings): Embedding(${config.vocab_size}, ${d}, padding_idx=${config.pad_token_id})`,
+    `(position_embeddings): Embedding(${config.max_position_embeddings}, ${d}${p === "Roberta" ? `, padding_idx=${config.pad_token_id}` : ""})`,
+    `(token_type_embeddings): Embedding(${config.type_vocab_size}, ${d})`, collapsed(config.num_hidden_layers, `${p}Layer`),
+    `(self): ${p}SelfAttention(`, `(query): ${lin(d, d)}`, `(dense): ${lin(d, config.intermediate_size)}`, `(dense): ${lin(config.intermediate_size, d)}`,
+    `(LayerNorm): LayerNorm((${d},), eps=${config.layer_norm_eps === 1e-5 ? "1e-05" : "1e-12"}, elementwise_affine=True)`, "(intermediate_act_fn): GELUActivation()"];
+  if (arch.endsWith("ForSequenceClassification")) lines.push(p === "Roberta" ? `(out_proj): ${lin(d, labels)}` : `(classifier): ${lin(d, labels)}`);
+  if (arch.endsWith("ForTokenClassification")) lines.push(`(classifier): ${lin(d, labels)}`);
+  if (arch.endsWith("ForMaskedLM")) lines.push(`(decoder): ${lin(d, config.vocab_size)}`, "(transform_act_fn): GELUActivation()");
+  return lines;
+}
+
+test("--modules on every hf-oracle folder: the tree's parameters are the safetensors tensors (tied ones once), its lines what config.json implies", { skip: skipOracle }, async () => {
+  for (const name of ORACLE_FOLDERS) {
+    const folder = join(ORACLE, name);
+    const config = JSON.parse(readFileSync(join(folder, "config.json"), "utf8"));
+    const stored = safetensorsShapes(join(folder, "model.safetensors"));
+    const total = [...stored.values()].reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0);
+    const j = await inspectJson(folder, ["--modules"]);
+    const m = j.modules;
+    assert.ok(m, `${name}: ${j.modulesError}`);
+    assert.deepEqual([m.architecture, m.savedWith, m.namesFollow], [config.architectures[0], config.transformers_version, "5.18.0"], name);
+    assert.equal(m.parameters, total, name);
+    assert.equal(m.trainableParameters, total, name);
+    assert.deepEqual([m.storedParameters, m.storedTensors], [total, stored.size], name);
+    // every parameter the tree owns is a stored tensor of that name and shape, and nothing else is stored
+    const { own, tied } = treeParameters(m.root);
+    assert.deepEqual(new Map([...own].sort()), new Map([...stored].sort()), name);
+    for (const [p, to] of tied) assert.ok(stored.has(to), `${name}: ${p} is tied to ${to}, which the safetensors hold`);
+    assert.equal(m.root.type, config.architectures[0]);
+
+    const lines = (m.repr as string).split("\n");
+    for (const want of impliedLines(config)) assert.ok(lines.some((l) => l.trim() === want), `${name}: no line ${JSON.stringify(want)} in\n${m.repr}`);
+    // one ModuleList, collapsed: no "(1): " line of a second copy
+    assert.equal(lines.filter((l) => /^\s*\(1\): /.test(l)).length, 0, name);
+    assert.equal(lines.at(-1), ")");
+
+    const text = await tsllm(["inspect", "--model", folder, "--modules"]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.ok(text.stdout.includes(`\n${m.repr}\n`), `${name}: the text output prints the tree`);
+    assert.match(text.stdout, new RegExp(`^Total parameters: ${total} \\(the sizes of the ${stored.size} safetensors tensors add up to the same\\)$`, "m"));
+    assert.match(text.stdout, new RegExp(`^Trainable parameters: ${total}$`, "m"));
+  }
+  // the MLM decoder and GPT-2's lm_head share the embedding: printed, counted once
+  const mlm = treeParameters((await inspectJson(join(ORACLE, "bert-uncased-mlm"), ["--modules"])).modules.root).tied;
+  assert.deepEqual(Object.fromEntries(mlm), { "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.bias": "cls.predictions.bias" });
+  const gpt2 = treeParameters((await inspectJson(join(ORACLE, "gpt2-tiny"), ["--modules"])).modules.root).tied;
+  assert.deepEqual(Object.fromEntries(gpt2), { "lm_head.weight": "transformer.wte.weight" });
+});
+
+test("--modules on a Llama folder (tied lm_head, GQA, head size from config.json); a GGUF has no tree", { skip }, async () => {
+  const stored = safetensorsShapes(join(hfFolder, "model.safetensors"));
+  const j = await inspectJson(hfFolder, ["--modules"]);
+  const m = j.modules;
+  assert.equal(m.parameters, j.parameters);
+  assert.equal(m.parameters, [...stored.values()].reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0));
+  const { own, tied } = treeParameters(m.root);
+  assert.deepEqual(new Map([...own].sort()), new Map([...stored].sort()));
+  assert.deepEqual(Object.fromEntries(tied), { "lm_head.weight": "model.embed_tokens.weight" });
+  const q = hfSpec.headCount * hfSpec.headDim!, kv = hfSpec.headCountKv * hfSpec.headDim!, E = hfSpec.embeddingLength, F = hfSpec.feedForwardLength;
+  const lines = (m.repr as string).split("\n").map((l) => l.trim());
+  for (const want of [
+    "LlamaForCausalLM(", "(embed_tokens): Embedding(32000, 64)", `(0-${hfSpec.blockCount - 1}): ${hfSpec.blockCount} x LlamaDecoderLayer(`,
+    `(q_proj): Linear(in_features=${E}, out_features=${q}, bias=False)`, `(k_proj): Linear(in_features=${E}, out_features=${kv}, bias=False)`,
+    `(o_proj): Linear(in_features=${q}, out_features=${E}, bias=False)`, `(gate_proj): Linear(in_features=${E}, out_features=${F}, bias=False)`,
+    "(act_fn): SiLUActivation()", `(input_layernorm): LlamaRMSNorm((${E},), eps=1e-05)`, "(rotary_emb): LlamaRotaryEmbedding()",
+    "(lm_head): Linear(in_features=64, out_features=32000, bias=False)",
+  ]) assert.ok(lines.includes(want), `no ${JSON.stringify(want)} in\n${m.repr}`);
+
+  const g = await inspectJson(ggufPath, ["--modules"]);
+  assert.equal(g.modules, undefined);
+  assert.match(g.modulesError, /needs a Hugging Face folder/);
+  const text = await tsllm(["inspect", "--model", ggufPath, "--modules"]);
+  assert.equal(text.code, 0, text.stderr);
+  assert.match(text.stdout, /^modules: +- \(a module tree needs a Hugging Face folder \(config\.json\), not a GGUF\)$/m);
+  // without --modules nothing changes
+  assert.equal((await inspectJson(hfFolder)).modules, undefined);
+});
+
+test("--modules when config.json implies modules the safetensors lack: both totals printed, the disagreement said", { skip: skipOracle }, async () => {
+  const folder = join(dir, "cross");
+  mkdirSync(folder);
+  for (const f of ["model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]) copyFileSync(join(ORACLE, "bert-uncased-sst", f), join(folder, f));
+  const config = JSON.parse(readFileSync(join(ORACLE, "bert-uncased-sst", "config.json"), "utf8"));
+  // a decoder BERT with cross-attention: transformers would add a BertAttention per layer, which these weights do not have
+  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...config, is_decoder: true, add_cross_attention: true }));
+  const stored = [...safetensorsShapes(join(folder, "model.safetensors")).values()].reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0);
+  const d = config.hidden_size, cross = config.num_hidden_layers * (4 * (d * d + d) + 2 * d);
+  const r = await tsllm(["inspect", "--model", folder, "--modules"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^ {10}\(crossattention\): BertAttention\($/m);
+  assert.match(r.stdout, /^ {12}\(self\): BertCrossAttention\($/m);
+  assert.ok(r.stdout.includes(`\nTotal parameters: ${stored + cross} (but the safetensors hold ${stored} in 41 tensors: config.json and the weights disagree)\n`), r.stdout);
+});

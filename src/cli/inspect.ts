@@ -1,16 +1,18 @@
 import { existsSync, statSync } from "node:fs";
 import { kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
 import { findChatTemplate } from "../chat/index.js";
-import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, splitCount, type SourceTensorInfo } from "../formats/index.js";
+import { FileFieldError } from "../formats/errors.js";
+import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { defaultContextSize } from "../llm.js";
 import { decoderShape, openEncoder, openModel } from "../models/index.js";
+import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../models/module-tree.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
 import { flag, optionalNumber, parse, requireString, type OptionSpec } from "./args.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
@@ -26,6 +28,11 @@ Options:
                         into the cache, as generate does) (required)
   --ctx-size N          context size for the memory estimate (default: the trained context, at most
                         4096, as generate uses)
+  --modules             a Hugging Face folder: also the module tree print(model) shows in PyTorch for
+                        its config.json architecture (BERT, RoBERTa, DistilBERT, GPT-2, Llama,
+                        Mistral, Qwen2, Qwen3; class names as transformers 5.18.0 has them,
+                        repeated layers as "(0-11): 12 x BertLayer(") and its total and trainable
+                        parameters, checked against the safetensors (in --json: "modules")
   --json                print the facts as one JSON object
   -h, --help            show this help
 `;
@@ -66,7 +73,7 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
-export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, json: { type: "boolean" } };
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
 
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
@@ -75,14 +82,59 @@ export async function runInspect(argv: string[]): Promise<void> {
   const ctxSize = optionalNumber(values, "ctx-size", { integer: true, min: 1 });
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
-  const report = describe(model, opened, ctxSize);
+  const report = { ...describe(model, opened, ctxSize), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
     process.stderr.write(`tsllm: warning: --ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens\n`);
   }
   if (flag(values, "json")) { process.stdout.write(JSON.stringify(report, null, 2) + "\n"); return; }
   // names and values come from the files: no control character reaches the terminal
-  process.stdout.write(printable(formatReport(report).join("\n")) + "\n");
+  const lines = formatReport(report);
+  if (flag(values, "modules")) lines.push(...formatModules(report));
+  process.stdout.write(printable(lines.join("\n")) + "\n");
+}
+
+/** the module tree of a folder's config.json, beside the parameters its safetensors hold */
+function modulesOf(o: Opened): { modules?: ReturnType<typeof modulesJson>; modulesError?: string } {
+  if (o.format !== "hf-folder") return { modulesError: "a module tree needs a Hugging Face folder (config.json), not a GGUF" };
+  let tree: ModuleTree;
+  try {
+    tree = hfModuleTree(o.path);
+  } catch (e) {
+    if (!(e instanceof FileFieldError)) throw e;
+    return { modulesError: e.message };
+  }
+  const weights = SafetensorsModel.open(o.path);
+  let stored = 0;
+  for (const t of weights.tensors.values()) stored += t.shape.reduce((a, x) => a * x, 1);
+  return { modules: modulesJson(tree, stored, weights.tensors.size) };
+}
+
+function modulesJson(tree: ModuleTree, storedParameters: number, storedTensors: number) {
+  const toJson = (m: ModuleNode, name?: string): Record<string, unknown> => ({
+    ...(name !== undefined ? { name } : {}), type: m.type, ...(m.args ? { args: m.args } : {}),
+    ...(m.parameters?.length ? { parameters: m.parameters } : {}),
+    ...(m.children?.length ? { children: m.children.map(([n, c]) => toJson(c, n)) } : {}),
+  });
+  return {
+    architecture: tree.architecture, ...(tree.savedWith ? { savedWith: tree.savedWith } : {}), namesFollow: tree.namesFollow,
+    parameters: tree.parameters, trainableParameters: tree.trainableParameters, storedParameters, storedTensors,
+    repr: moduleRepr(tree.root), root: toJson(tree.root),
+  };
+}
+
+function formatModules(r: { modules?: ReturnType<typeof modulesJson>; modulesError?: string }): string[] {
+  const m = r.modules;
+  if (!m) return [`modules:         - (${r.modulesError})`];
+  const saved = m.savedWith ? `; the folder was saved by transformers ${m.savedWith}` : "";
+  const check = m.parameters === m.storedParameters ? `the sizes of the ${m.storedTensors} safetensors tensors add up to the same`
+    : `but the safetensors hold ${m.storedParameters} in ${m.storedTensors} tensors: config.json and the weights disagree`;
+  return [
+    `modules:         print(model) of ${m.architecture}, class names as transformers ${m.namesFollow} has them${saved}`,
+    m.repr,
+    `Total parameters: ${m.parameters} (${check})`,
+    `Trainable parameters: ${m.trainableParameters}`,
+  ];
 }
 
 /** A GGUF file, a split set (from any of its parts) or a vocab-only GGUF. */
