@@ -105,7 +105,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3 }, /#\/minimum: ranges of non-integer numbers are not supported/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not name a schema/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -136,6 +136,23 @@ test("a regular expression as a grammar accepts exactly what JavaScript's RegExp
   }
   for (const [re, msg] of [["a(b", /an unterminated group/], ["(?=a)b", /lookarounds/], ["(a)\\1", /back references/], ["*a", /nothing to repeat/], ["a^b", /only supported at the start/]] as const) {
     assert.throws(() => regexToGbnf(re), msg, re);
+  }
+});
+
+test("number ranges (minimum, maximum, exclusive bounds, fractions, negatives) accept exactly the numbers inside them, in every spelling without an exponent", () => {
+  for (const schema of [{ type: "number", minimum: 0, maximum: 1 }, { type: "number", minimum: 0.25, exclusiveMaximum: 3.5 }, { type: "number", exclusiveMinimum: -2.5, maximum: 1.75 },
+    { type: "number", minimum: -10, maximum: -0.125 }, { type: "number", exclusiveMinimum: 0.5 }, { type: "number", maximum: 2.05 }, { type: "number", minimum: 1.2, maximum: 1.25 },
+    { type: "number", exclusiveMinimum: 0, maximum: 0.3 }, { type: "number", minimum: 3, maximum: 3 }, { type: "number", minimum: -0.5, exclusiveMaximum: 0 },
+    { type: "number", minimum: 7, exclusiveMinimum: 7, maximum: 12.5, exclusiveMaximum: 12 }]) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = newAjv().compile(schema);
+    // every decimal with up to 2 fraction digits in [-15, 15], as JavaScript prints it and with trailing zeros
+    for (let k = -1500; k <= 1500; k++) {
+      const x = k / 100;
+      const spellings = new Set([String(x), x.toFixed(2), x.toFixed(3)]);
+      for (const text of spellings) if (text !== "-0" && !text.startsWith("-0.00")) assert.equal(accepts(g, text), validate(x) as boolean, `${JSON.stringify(schema)} on ${text}`);
+    }
+    assert.ok(!accepts(g, "1.") && !accepts(g, "01.5") && !accepts(g, ".5") && !accepts(g, "1e0"), JSON.stringify(schema));
   }
 });
 
@@ -171,6 +188,7 @@ test("outputs under JSON Schemas parse and validate (ajv), greedy and sampled, o
     { type: "array", items: { type: "object", properties: { id: { type: "integer" }, kind: { enum: ["x", "y", null] } }, required: ["id", "kind"] }, minItems: 1, maxItems: 3 },
     { anyOf: [{ type: "null" }, { type: "object", properties: { when: { type: "string", format: "date" } }, required: ["when"] }] },
     { type: "object", properties: { tags: { type: "array", items: { type: "string", maxLength: 4 }, maxItems: 2 }, score: { type: "number" } }, required: ["tags"] },
+    { type: "object", properties: { p: { type: "number", minimum: 0, maximum: 1 }, t: { type: "number", exclusiveMinimum: -40.5, maximum: 60 } }, required: ["p", "t"] },
   ];
   for (const [i, schema] of schemas.entries()) {
     const validate = ajv.compile(schema as object);

@@ -1,4 +1,5 @@
 import { GrammarError } from "./grammar.js";
+import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
 import { regexToGbnf } from "./regex.js";
 
@@ -56,6 +57,16 @@ export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = 
 /** "any JSON value" and "any JSON object" (response_format json_object) grammars */
 export function anyJsonGbnf(topLevel: "value" | "object" = "value"): string {
   return jsonSchemaToGbnf(topLevel === "object" ? { type: "object" } : {});
+}
+
+const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
+
+/** a numeric bound of a schema, checked: finite and below 1e15 in size */
+function rangeBound(s: Record<string, unknown>, k: string, path: string): number | undefined {
+  const v = s[k];
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) >= 1e15) throw new GrammarError(`${path}/${k}: expected a number below 1e15 in size, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 class Converter {
@@ -124,10 +135,7 @@ class Converter {
       case "integer":
         return this.integer(s, name, path);
       case "number":
-        for (const k of ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) {
-          if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: ranges of non-integer numbers are not supported in a grammar (integers' are)`);
-        }
-        return this.primitive(type);
+        return this.number(s, name, path);
       case "boolean":
       case "null":
         return this.primitive(type);
@@ -185,15 +193,26 @@ class Converter {
     return { type: "object", properties, required };
   }
 
+  /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
+  private number(s: Record<string, unknown>, name: string, path: string): string {
+    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path));
+    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("number");
+    // the tighter of each side's bounds (an exclusive one wins a tie)
+    const lower = min === undefined ? (xmin === undefined ? undefined : { value: xmin, inclusive: false }) : xmin !== undefined && xmin >= min ? { value: xmin, inclusive: false } : { value: min, inclusive: true };
+    const upper = max === undefined ? (xmax === undefined ? undefined : { value: xmax, inclusive: false }) : xmax !== undefined && xmax <= max ? { value: xmax, inclusive: false } : { value: max, inclusive: true };
+    let re: string;
+    try {
+      re = decimalRangeRegex(lower, upper);
+    } catch (e) {
+      throw new GrammarError(`${path}: ${(e as Error).message}`);
+    }
+    this.space();
+    return this.add(name, `${regexToGbnf(re)} space`);
+  }
+
   /** an integer, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (int-range.ts) */
   private integer(s: Record<string, unknown>, name: string, path: string): string {
-    const bound = (k: string): number | undefined => {
-      const v = s[k];
-      if (v === undefined) return undefined;
-      if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) >= 1e15) throw new GrammarError(`${path}/${k}: expected a number below 1e15 in size, got ${JSON.stringify(v)}`);
-      return v;
-    };
-    const min = bound("minimum"), max = bound("maximum"), xmin = bound("exclusiveMinimum"), xmax = bound("exclusiveMaximum");
+    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
     const lows = [min === undefined ? undefined : Math.ceil(min), xmin === undefined ? undefined : Math.floor(xmin) + 1].filter((v): v is number => v !== undefined);
     const highs = [max === undefined ? undefined : Math.floor(max), xmax === undefined ? undefined : Math.ceil(xmax) - 1].filter((v): v is number => v !== undefined);
