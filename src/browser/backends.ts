@@ -9,7 +9,7 @@ import { createWasmBackend } from "../kernels/wasm/backend.js";
 import { createWebGPUBackend } from "../kernels/webgpu/index.js";
 import { preloadKernels } from "../kernels/wasm/host.browser.js";
 import { cpuCount } from "../platform/host.js";
-import { web } from "./web.js";
+import { web } from "../platform/web.js";
 
 export type BrowserBackendName = "wasm" | "webgpu" | "reference";
 export const BROWSER_BACKENDS: readonly BrowserBackendName[] = ["wasm", "webgpu", "reference"];

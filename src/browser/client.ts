@@ -7,7 +7,7 @@ import type { ChatMessage } from "../chat/index.js";
 import type { GenerationResult, GenerationStep } from "../generation/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
 import type { LoadedModel, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
-import { baseHref, need, type WebWorker } from "./web.js";
+import { baseHref, need, type WebWorker } from "../platform/web.js";
 
 type Step = GenerationStep & { choice?: number };
 type Pending = { resolve(v: unknown): void; reject(e: Error): void; onStep?: (s: Step) => void };

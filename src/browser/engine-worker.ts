@@ -9,7 +9,7 @@ import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
 import { loadBrowserModel } from "./engine.js";
 import type { LoadedModel, Reply, Request } from "./protocol.js";
-import type { WorkerScope } from "./web.js";
+import type { WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;
 let model: Model | undefined;

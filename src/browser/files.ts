@@ -6,7 +6,7 @@
  * the whole body fetched once into memory.
  */
 import type { RandomAccessFile } from "../platform/host.js";
-import { need } from "./web.js";
+import { need } from "../platform/web.js";
 
 /** a Blob (or File) read by position */
 export function blobFile(blob: Blob): RandomAccessFile {

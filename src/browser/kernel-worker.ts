@@ -6,7 +6,7 @@
  */
 import { postToMailbox, type KernelWorkerInit } from "../kernels/wasm/host.browser.js";
 import { runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
-import type { WorkerScope } from "./web.js";
+import type { WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;
 const announced: SpaceAnnouncement[] = [];

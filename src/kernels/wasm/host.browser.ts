@@ -7,12 +7,10 @@
  * cannot read its messages without returning to its event loop, so a kernel error travels back
  * through a small shared mailbox that the main thread reads synchronously.
  */
-import { baseHref, need, wasmCompile } from "../../browser/web.js";
-import type { KernelThread } from "./host.js";
-import type { KernelsVariant } from "./module.js";
-import type { SpaceAnnouncement, WorkerStart } from "./worker-loop.js";
+import { baseHref, need, wasmCompile } from "../../platform/web.js";
+import type { KernelThread, KernelsVariant, SpaceAnnouncement, WorkerStart } from "./protocol.js";
 
-export type { KernelThread } from "./host.js";
+export type { KernelThread } from "./protocol.js";
 
 const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
 

@@ -8,25 +8,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import type { KernelsVariant } from "./module.js";
-import type { WorkerInit } from "./worker.js";
-import type { SpaceAnnouncement, WorkerStart } from "./worker-loop.js";
+import type { KernelThread, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
 
-/** the main thread's handle on one kernel worker */
-export interface KernelThread {
-  /** resolves once the worker has its kernels instantiated; rejects with why it could not start */
-  readonly started: Promise<void>;
-  /** sends a further memory (pool.ts addSpace); the worker takes it before the job that runs in it */
-  announce(a: SpaceAnnouncement): void;
-  /** the kernel errors the worker reported, read synchronously (the main thread is blocked in a job when it needs them) */
-  takeErrors(): string[];
-  /** once started: the thread no longer keeps the process alive, and later errors arrive only through takeErrors */
-  detach(): void;
-  /** closes the main thread's end of the channel (the worker leaves its loop on STOP) */
-  close(): void;
-  /** stops the worker now (a failed start) */
-  terminate(): void;
-}
+export type { KernelThread } from "./protocol.js";
+
 
 /**
  * Where the compiled kernels live: next to this file once built (dist/kernels/wasm/), or in

@@ -1,4 +1,7 @@
 import { compileKernels, hostRunsRelaxedSimd } from "./host.js";
+import type { KernelsVariant } from "./protocol.js";
+
+export type { KernelsVariant } from "./protocol.js";
 
 /** The functions assembly/index.ts exports (pointers are byte offsets into the shared memory). */
 export interface KernelExports {
@@ -29,8 +32,6 @@ export interface KernelExports {
   probeBlend(a: number, b: number, m: number): number;
 }
 
-/** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
-export type KernelsVariant = "plain" | "relaxed";
 
 let relaxedSupported: boolean | undefined;
 

@@ -10,29 +10,11 @@
  */
 import { FAILED, GEN, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
+import type { SpaceAnnouncement, WorkerStart } from "./protocol.js";
 
-/** what a kernel worker is started with */
-export interface WorkerStart {
-  module: WebAssembly.Module;
-  /** memory 0: its control block synchronises the threads */
-  memory: WebAssembly.Memory;
-  /** byte offset of memory 0's control block */
-  ctrl: number;
-  /** byte offset of memory 0's f16 table */
-  f16Table: number;
-  /** this worker's index among the threads of a job (the main thread is 0) */
-  thread: number;
-  /** Int32 words, 16 apart: the GEN of each thread's last finished work() (the main thread waits on them after a failure) */
-  left: SharedArrayBuffer;
-}
+export type { SpaceAnnouncement, WorkerStart } from "./protocol.js";
 
-/** a further memory of the backend, sent before its first job (pool.ts addSpace) */
-export interface SpaceAnnouncement {
-  space: number;
-  memory: WebAssembly.Memory;
-  ctrl: number;
-  f16Table: number;
-}
+
 
 /** a worker's channel to the main thread, as its host provides it */
 export interface WorkerLink {

@@ -2,14 +2,10 @@
  * A kernel worker on Node's worker_threads: the loop of worker-loop.ts, linked to the main
  * thread by the MessagePort in workerData (host.ts spawns it).
  */
-import { receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
-import { runKernelWorker, type SpaceAnnouncement, type WorkerStart } from "./worker-loop.js";
+import { receiveMessageOnPort, workerData } from "node:worker_threads";
+import type { SpaceAnnouncement, WorkerInit } from "./protocol.js";
+import { runKernelWorker } from "./worker-loop.js";
 
-export type { SpaceAnnouncement } from "./worker-loop.js";
-
-export interface WorkerInit extends WorkerStart {
-  port: MessagePort;
-}
 
 const init = workerData as WorkerInit;
 const { port } = init;

@@ -1,4 +1,6 @@
-import type { GPUAdapterLike, GPULike } from "./gpu-types.js";
+import type { AdapterOptions, FoundAdapter, GPULike } from "./gpu-types.js";
+
+export type { AdapterOptions, FoundAdapter } from "./gpu-types.js";
 import { findDawnAdapter } from "./host.js";
 
 /**
@@ -16,21 +18,7 @@ import { findDawnAdapter } from "./host.js";
  * Measured here: Dawn's first instance keeps its failed Vulkan probe, a second one finds SwiftShader.
  */
 
-export interface AdapterOptions {
-  powerPreference?: "low-power" | "high-performance";
-  /**
-   * Node only: a Vulkan ICD manifest (e.g. SwiftShader's vk_swiftshader_icd.json) to fall back to
-   * when Dawn finds no adapter; its directory's libvulkan.so.1 is preloaded if present. `false`:
-   * no fallback. Default: env TSLLM_WEBGPU_VULKAN_ICD, else chromium's SwiftShader when installed.
-   */
-  vulkanICD?: string | false;
-}
 
-export interface FoundAdapter {
-  adapter: GPUAdapterLike;
-  /** how it was found, for messages and the backend's name */
-  source: string;
-}
 
 export const fail = (why: string): Error => new Error(`webgpu backend: no WebGPU adapter found (${why})`);
 

@@ -89,3 +89,19 @@ export interface GPULike {
 /** GPUBufferUsage and GPUMapMode flags (fixed by the spec; the globals are absent in Node) */
 export const BufferUsage = { MAP_READ: 0x0001, COPY_SRC: 0x0004, COPY_DST: 0x0008, UNIFORM: 0x0040, STORAGE: 0x0080 } as const;
 export const MapMode = { READ: 0x0001 } as const;
+
+export interface AdapterOptions {
+  powerPreference?: "low-power" | "high-performance";
+  /**
+   * Node only: a Vulkan ICD manifest (e.g. SwiftShader's vk_swiftshader_icd.json) to fall back to
+   * when Dawn finds no adapter; its directory's libvulkan.so.1 is preloaded if present. `false`:
+   * no fallback. Default: env TSLLM_WEBGPU_VULKAN_ICD, else chromium's SwiftShader when installed.
+   */
+  vulkanICD?: string | false;
+}
+
+export interface FoundAdapter {
+  adapter: GPUAdapterLike;
+  /** how it was found, for messages and the backend's name */
+  source: string;
+}

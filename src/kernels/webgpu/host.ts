@@ -1,5 +1,4 @@
-import type { AdapterOptions, FoundAdapter } from "./adapter.js";
-import type { GPUAdapterLike, GPULike } from "./gpu-types.js";
+import type { AdapterOptions, FoundAdapter, GPUAdapterLike, GPULike } from "./gpu-types.js";
 
 /** Node's side of finding an adapter (adapter.ts explains the software-adapter fallback); host.browser.ts replaces it in the browser build */
 
