@@ -20,7 +20,7 @@ interface NodeProcess {
 
 export async function findDawnAdapter(options: AdapterOptions, fail: (why: string) => Error): Promise<FoundAdapter> {
   const g = globalThis as { process?: NodeProcess };
-  const proc = g.process;
+  const proc = g.process as (NodeProcess & { platform?: string }) | undefined;
   if (!proc?.versions?.node) throw fail("this runtime has no navigator.gpu");
 
   // a variable specifier: bundlers and tsc leave the optional package alone
@@ -42,10 +42,14 @@ export async function findDawnAdapter(options: AdapterOptions, fail: (why: strin
     const again = await workingDawn.gpu.requestAdapter({ powerPreference: options.powerPreference });
     if (again) return { adapter: again, source: workingDawn.source };
   }
-  const first = await request("dawn");
-  if (first) return { adapter: first, source: "dawn" };
-
+  // on Linux without a Vulkan loader Dawn's own probe can only fail (and says so on stderr):
+  // where a software ICD is at hand, go to it first
   const icd = await fallbackICD(options, proc, fail);
+  const noLoader = icd !== null && (await lacksVulkanLoader(proc));
+  if (!noLoader) {
+    const first = await request("dawn");
+    if (first) return { adapter: first, source: "dawn" };
+  }
   if (!icd) {
     throw fail("Dawn found no Vulkan/Metal/D3D12 adapter; for a software adapter on Linux install chromium (SwiftShader) or set TSLLM_WEBGPU_VULKAN_ICD to a Vulkan ICD json");
   }
@@ -66,6 +70,15 @@ export async function findDawnAdapter(options: AdapterOptions, fail: (why: strin
   const second = await request(source);
   if (second) return { adapter: second, source };
   throw fail(`Dawn found none, also not with the Vulkan ICD ${icd}`);
+}
+
+/** Linux with no libvulkan.so.1 where the dynamic linker looks (LD_LIBRARY_PATH and the usual library folders) */
+async function lacksVulkanLoader(proc: NodeProcess & { platform?: string }): Promise<boolean> {
+  if (proc.platform !== "linux") return false;
+  const { existsSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const dirs = [...(proc.env["LD_LIBRARY_PATH"] ?? "").split(":").filter((d) => d !== ""), "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib", "/lib/x86_64-linux-gnu", "/lib64"];
+  return !dirs.some((d) => existsSync(join(d, "libvulkan.so.1")));
 }
 
 async function fallbackICD(options: AdapterOptions, proc: NodeProcess, fail: (why: string) => Error): Promise<string | null> {
