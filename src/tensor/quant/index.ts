@@ -1,7 +1,7 @@
 import { GGMLType, rowByteLength, typeInfo, typeName } from "../dtypes.js";
 import { dequantizeBF16, dequantizeF16, dequantizeF32, quantizeBF16, quantizeF16, quantizeF32 } from "./float.js";
-import { dequantizeQ2_K } from "./q2_k.js";
-import { dequantizeQ3_K } from "./q3_k.js";
+import { dequantizeQ2_K, quantizeQ2_K } from "./q2_k.js";
+import { dequantizeQ3_K, quantizeQ3_K } from "./q3_k.js";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./q4_0.js";
 import { dequantizeQ4_1, quantizeQ4_1 } from "./q4_1.js";
 import { dequantizeQ4_K, quantizeQ4_K } from "./q4_k.js";
@@ -60,6 +60,8 @@ const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer
   [GGMLType.Q8_0, quantizeQ8_0],
   [GGMLType.Q8_1, quantizeQ8_1],
   [GGMLType.Q8_K, quantizeQ8_K],
+  [GGMLType.Q2_K, quantizeQ2_K],
+  [GGMLType.Q3_K, quantizeQ3_K],
   [GGMLType.Q4_K, quantizeQ4_K],
   [GGMLType.Q5_K, quantizeQ5_K],
   [GGMLType.Q6_K, quantizeQ6_K],
