@@ -217,3 +217,25 @@ test("the k-quant quantizers write the bytes of ggml's quantize_row_*_K_ref", ()
     assert.equal(createHash("sha256").update(bytes).digest("hex"), sha, typeName(type));
   }
 });
+
+test("NF4 / INT8 (in-memory formats): code-book values round-trip exactly, RMS error of 4 / 8 bits, no GGUF id", async () => {
+  const { NF4_CODE } = await import("../src/tensor/quant/index.js");
+  const { isKnownType, isMemoryOnlyType } = await import("../src/tensor/dtypes.js");
+  // a block whose values are the code book times 3 (absmax 3, exact in f16) comes back exactly
+  const x = new Float32Array(64);
+  for (let i = 0; i < 64; i++) x[i] = Math.fround(NF4_CODE[i % 16]! * 3);
+  assert.deepEqual([...roundTrip(GGMLType.NF4, x).y], [...x]);
+  for (const [type, limit] of [[GGMLType.NF4, 0.12], [GGMLType.INT8, 0.02]] as const) {
+    const g = gaussians(256 * 4, 21, 0.5, 0.1);
+    const { y } = roundTrip(type, g);
+    let se = 0;
+    for (let i = 0; i < g.length; i++) se += (y[i]! - g[i]!) ** 2;
+    assert.ok(Math.sqrt(se / g.length) / 0.5 < limit, `${typeName(type)} RMS ${Math.sqrt(se / g.length) / 0.5}`);
+    assert.ok(roundTrip(type, new Float32Array(256)).y.every((v) => v === 0));
+    assert.ok(isMemoryOnlyType(type) && !isKnownType(type), "no file can name it");
+  }
+  assert.equal(rowByteLength(GGMLType.INT8, 100), 104);
+  assert.equal(rowByteLength(GGMLType.NF4, 128), 68);
+  const { writeGGUF } = await import("../src/formats/gguf-writer.js");
+  await assert.rejects(writeGGUF("/nonexistent-dir/x.gguf", { metadata: [], tensors: [{ name: "w", type: GGMLType.NF4, dims: [64, 1], data: new Uint8Array(34) }] }), /NF4 is an in-memory format/);
+});

@@ -29,7 +29,8 @@ Options:
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
   --ctx-size N          KV cache size in tokens
-  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
+                        q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
