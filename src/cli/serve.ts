@@ -19,7 +19,8 @@ Options:
   --host HOST           address to listen on (default 127.0.0.1)
   --port N              port (default 8080; 0 picks a free one)
   --parallel N          sequences decoded together at most (default 16; n choices count n)
-  --ctx-size N          tokens one sequence may hold (default: the trained context, at most 4096)
+  --ctx-size N|auto     tokens one sequence may hold (default: the trained context, at most 4096;
+                        auto: the largest that fits in free memory)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
   --max-queue N         requests that may wait for room; more get 429 at once (default 256)
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/*, /tokenize, /detokenize (also read from TSLLM_API_KEY)
