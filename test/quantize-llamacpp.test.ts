@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
 import { quantizeModel } from "../src/convert/index.js";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { openModel } from "../src/models/open.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
@@ -116,5 +117,16 @@ test("tsllm quantize refuses OUT == IN (the file untouched), bad types and argum
   assert.match(await cli([copy, "--type", "q4_k"]), /expected IN and OUT.gguf/);
   assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q4_k", "--tensor-type", "attn"]), /NAME=TYPE/);
   assert.ok(!existsSync(join(dir, "x.gguf")) && !existsSync(join(dir, "y.gguf")));
+  // a failure after the first tensors were written (an I16 matrix cannot be dequantized): the
+  // existing OUT is left as it was, and no temporary file remains
+  const broken = join(dir, "broken.gguf");
+  await writeGGUF(broken, { metadata: [["general.architecture", ggufEntry.string("llama")]], tensors: [
+    { name: "a.weight", type: GGMLType.F32, dims: [256, 4], data: new Uint8Array(4096) },
+    { name: "b.weight", type: GGMLType.I16, dims: [256, 4], data: new Uint8Array(2048) },
+  ] });
+  const keep = join(dir, "keep.gguf");
+  writeFileSync(keep, "keep me");
+  await assert.rejects(quantizeModel(broken, keep, { type: "q4_k" }), /I16/);
+  assert.equal(readFileSync(keep, "utf8"), "keep me");
   assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".tmp")), []);
 });
