@@ -130,3 +130,21 @@ test("tsllm quantize refuses OUT == IN (the file untouched), bad types and argum
   assert.equal(readFileSync(keep, "utf8"), "keep me");
   assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".tmp")), []);
 });
+
+test("tsllm quantize interrupted (SIGINT while writing): no OUT and no temporary file remain", { skip: SKIP }, async () => {
+  const { spawn } = await import("node:child_process");
+  const sub = mkdtempSync(join(dir, "int-"));
+  const big = join(sub, "big.gguf");
+  // ~34M weights: Q2_K's scale search takes seconds here
+  await writeRandomModel(big, { ...tinyLlama, embeddingLength: 1024, feedForwardLength: 2816, blockCount: 4, headCount: 8, headCountKv: 8, seed: 54 });
+  const out = join(sub, "out.gguf");
+  const child = spawn(process.execPath, ["--import", "tsx", CLI, "quantize", big, out, "--type", "q2_k"], { cwd: PROJECT_ROOT, stdio: "ignore" });
+  const exited = new Promise<string | null>((res) => child.on("exit", (_code, signal) => res(signal)));
+  const tmpNow = () => readdirSync(sub).filter((f) => f.endsWith(".tmp"));
+  const t0 = Date.now();
+  while (tmpNow().length === 0 && Date.now() - t0 < 60_000) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(tmpNow().length, 1, "the temporary file appeared");
+  child.kill("SIGINT");
+  assert.equal(await exited, "SIGINT");
+  assert.deepEqual(readdirSync(sub).sort(), ["big.gguf"]);
+});
