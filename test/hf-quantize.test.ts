@@ -200,3 +200,21 @@ test("quantize on load: rows that are not whole blocks fall back as llama-quant.
     }
   }
 });
+
+test("quantize on load to a type the backend has no matmul kernel for (webgpu's few) is refused at load, naming the type and the backend", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const gguf = join(dir, "limited.gguf");
+  await writeRandomModel(gguf, { ...tinyLlama, seed: 45 });
+  const be = createReferenceBackend();
+  const limited = Object.create(be) as Backend & { canMultiply: (t: GGMLType) => boolean };
+  Object.defineProperty(limited, "name", { value: "limited" });
+  Object.defineProperty(limited, "canMultiply", { value: (t: GGMLType) => t === GGMLType.F32 || t === GGMLType.Q8_0 });
+  try {
+    assert.throws(() => openModel(gguf).build(limited, { quantize: "nf4" }), /type NF4 \(from quantize "nf4"\) has no limited matmul kernel; use the wasm backend/);
+    const lm = openModel(gguf).build(limited, { quantize: "q8_0" });
+    assert.ok(lm.forward([1, 2], lm.createCache(2)).every(Number.isFinite));
+    // stored types are left to the backend
+    openModel(gguf).build(limited);
+  } finally {
+    be.dispose();
+  }
+});

@@ -96,6 +96,7 @@ export class WeightStore {
     if (!canMatmul(type)) {
       throw new GGUFError(this.source.path, `tensor "${name}"`, `type ${typeName(type)} is an activation format that no kernel multiplies weights in; convert the model to Q8_0 or another weight type`);
     }
+    if (type !== info.type) this.checkBackendType(name, type);
     const data = this.backend.allocWeights(this.byteLengthAs(info, type), name);
     this.readInto(info, type, data);
     this.checkFirstRow(info, type, data);
@@ -138,6 +139,7 @@ export class WeightStore {
     const types = infos.map((i) => this.targetType(i));
     if (types.some((t) => t !== types[0])) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
     const type = types[0]!;
+    if (infos.some((i) => i.type !== type) && this.backend.canMultiply?.(type) === false) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
     const sizes = infos.map((i) => this.byteLengthAs(i, type));
     const data = this.backend.allocWeights(sizes.reduce((s, b) => s + b, 0), names.join("+"));
     let off = 0;
@@ -148,6 +150,17 @@ export class WeightStore {
     });
     const totalRows = rows.reduce((s, r) => s + r, 0);
     return { name: names.join("+"), type, dims: [cols, totalRows], data };
+  }
+
+  /**
+   * A load quantization to a type the backend does not multiply (webgpu has fewer kernels than
+   * the reference ones) is refused here, at load, not at the first matmul. (Stored types are
+   * left to the backend: a table only looked up by getRows needs no matmul kernel.)
+   */
+  private checkBackendType(name: string, type: GGMLType): void {
+    if (this.backend.canMultiply?.(type) !== false) return;
+    const q = this.quantType === undefined ? "" : ` (from quantize ${JSON.stringify(typeName(this.quantType).toLowerCase())})`;
+    throw new GGUFError(this.source.path, `tensor "${name}"`, `type ${typeName(type)}${q} has no ${this.backend.name} matmul kernel; use the wasm backend, or a type the ${this.backend.name} backend multiplies`);
   }
 
   /** the type a matrix is kept in: its own, or the load quantization where that applies */
