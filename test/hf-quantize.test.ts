@@ -14,7 +14,7 @@ import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
- * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0/IQ4_NL/IQ4_XS while they are read. Judged by
+ * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0/IQ4_NL/IQ4_XS, the k-quants, NF4 or INT8 while they are read. Judged by
  * the KL divergence of the next-token distribution from the unquantized model's, and by how
  * many of llama.cpp's greedy tokens for the trained stories260K survive.
  */
