@@ -9,7 +9,10 @@ export { ChatTemplate, type ChatMessage } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
-export { convertHFToGGUF, type ConvertOptions, type ConvertResult } from "./convert/index.js";
+export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult, type QuantizeOptions, type QuantizeResult } from "./convert/index.js";
+export { planMemory, checkMemoryPlan, availableMemoryBytes, type MemoryPlan, type PlanRequest } from "./engine/index.js";
+export { loadPlanRequest } from "./llm.js";
+export { QUANTIZATIONS, type Quantization } from "./tensor/index.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";
 export {

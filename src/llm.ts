@@ -1,12 +1,12 @@
 import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, type ChatTemplateSource } from "./chat/index.js";
-import { Engine, type Decoding, type EngineRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { availableMemoryBytes, checkMemoryPlan, Engine, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName } from "./kernels/index.js";
-import { openModel, type LanguageModel, type LoadQuantization, type ModelInfo } from "./models/index.js";
+import { decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
@@ -31,10 +31,25 @@ export interface LoadModelOptions {
   backend?: BackendName;
   /** worker threads for the wasm backend (default: available cores) */
   threads?: number;
-  /** tokens the KV cache holds (default: the trained context length, at most 4096) */
-  contextSize?: number;
-  /** quantize F32/F16/BF16 weight matrices to this format while loading (no full-precision copy is kept) */
+  /**
+   * tokens the KV cache holds (default: the trained context length, at most 4096); "auto": the
+   * largest context whose KV cache fits in the free memory beside the weights (at most the
+   * trained context)
+   */
+  contextSize?: number | "auto";
+  /**
+   * quantize F32/F16/BF16 weight matrices to this format while loading (no full-precision copy is
+   * kept): q8_0, q6_k, q5_k, q4_k, q3_k, q2_k, q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or tsllm's
+   * in-memory nf4 (QLoRA NormalFloat-4, like load_in_4bit) and int8 (per-row absmax, like load_in_8bit)
+   */
   quantize?: LoadQuantization;
+  /**
+   * the free memory the load plan is checked against, in bytes (default: the environment
+   * variable TSLLM_AVAILABLE_MEMORY, else the host's free memory). For tests and experiments:
+   * before reading any weight, loadModel refuses a model whose weights + KV cache + scratch do
+   * not fit, in one line that proposes a quantization or context size that does.
+   */
+  availableMemory?: number;
   /**
    * bytes of KV cache shared by all running generations, allocated once at the first one
    * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)
@@ -285,16 +300,17 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const t0 = performance.now();
   const opened = openModel(await resolveModelReference(ref));
   const { path, tokenizer, metadata } = opened;
+  const planned = planContextSize(opened, options);
   const backend = await createBackend(options.backend, { threads: options.threads });
   try {
     const model = opened.build(backend, { quantize: options.quantize });
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
-    const contextSize = options.contextSize ?? defaultContextSize(model.info.contextLength);
+    const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
     if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
     checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
-      contextSize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
+      contextSize, kvCacheBytes: options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize), maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
       storage: backend,
       source: path,
     });
@@ -304,6 +320,53 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     backend.dispose();
     throw e;
   }
+}
+
+/** the load plan of `opened` with `options` (undefined for a model whose shape the planner does not know) */
+export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata">, options: LoadModelOptions, contextSize: number): PlanRequest | undefined {
+  const shape = decoderShape(opened.metadata);
+  const embd = opened.tensors.get("token_embd.weight");
+  if (!shape || shape.headCountKv === undefined || shape.headDim === undefined || !embd) return undefined;
+  return {
+    tensors: [...opened.tensors.values()], contextSize, quantize: options.quantize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
+    wasm: options.backend === undefined || options.backend === "wasm",
+    shape: { ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim, vocabSize: embd.dims[1] ?? 0 },
+  };
+}
+
+/**
+ * Checks that the weights (after quantization) + the KV pool at the context size + scratch fit
+ * in the free memory, before anything is read; with contextSize "auto" returns the largest
+ * context that fits (at most the trained one), else undefined (the given or default context).
+ */
+function planContextSize(opened: OpenedModel, options: LoadModelOptions): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number } {
+  const c = options.contextSize;
+  const auto = c === "auto";
+  if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new RangeError(`contextSize must be a positive integer or "auto", got ${String(c)}`);
+  const available = options.availableMemory ?? availableMemoryBytes();
+  const shape = decoderShape(opened.metadata);
+  const trained = shape?.contextLength ?? 4096;
+  const asked = c === undefined || c === "auto" ? (auto ? trained : defaultContextSize(trained)) : c;
+  const r = loadPlanRequest(opened, options, asked);
+  if (!r) {
+    if (auto) throw new Error(`${opened.path}: contextSize "auto" needs a decoder whose KV cache shape tsllm knows`);
+    return {};
+  }
+  // the default KV pool shrinks to what is free (at least one context)
+  const pool = (contextSize: number) => {
+    const at = { ...r, contextSize };
+    return kvPoolBytes(at, planMemory(at), available);
+  };
+  if (auto) {
+    const maxPositions = opened.tensors.get("position_embd.weight")?.dims[1];
+    const ctx = largestFittingContext(r, available, Math.min(trained, maxPositions ?? trained));
+    if (ctx !== undefined) return { contextSize: ctx, kvCacheBytes: pool };
+    const min = { ...r, contextSize: Math.min(trained, 16) };
+    checkMemoryPlan(opened.path, min, planMemory(min), available);
+    throw new Error(`${opened.path}: contextSize "auto": no context fits in ${available} bytes`);
+  }
+  checkMemoryPlan(opened.path, r, planMemory(r), available);
+  return { kvCacheBytes: pool };
 }
 
 /**

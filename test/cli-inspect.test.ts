@@ -31,7 +31,8 @@ const hfFolder = join(dir, "tiny-hf");
 const bertFolder = join(dir, "bert");
 let parts: string[] = [];
 let hub: FakeHub;
-const savedEnv = { ...process.env };
+// a fixed free memory: the load plan in --json (plan.availableBytes) is then the same from run to run
+const savedEnv = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(8e9) };
 
 const ggufSpec: RandomModelSpec = { ...tinyLlama, weightType: GGMLType.Q8_0, seed: 5 };
 /** a Llama whose head size (32) is not embedding / heads (16): the KV cache must use the head size */

@@ -14,7 +14,7 @@ import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
- * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0/IQ4_NL/IQ4_XS while they are read. Judged by
+ * Quantize on load: F32/F16/BF16 matrices become Q8_0/Q4_0/IQ4_NL/IQ4_XS, the k-quants, NF4 or INT8 while they are read. Judged by
  * the KL divergence of the next-token distribution from the unquantized model's, and by how
  * many of llama.cpp's greedy tokens for the trained stories260K survive.
  */
@@ -113,7 +113,7 @@ test("quantize on load to iq4_xs: matrices whose rows are not a multiple of 256 
   } finally {
     be.dispose();
   }
-  assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "q5_0" as LoadQuantization }), /quantize: expected "q8_0", "q4_0", "iq4_nl", "iq4_xs", found "q5_0"/);
+  assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "q7_0" as LoadQuantization }), /quantize: expected one of q8_0, q6_k, .*nf4, int8, found "q7_0"/);
 });
 
 const MODEL = "models/stories260K.gguf", EXPECTED = "models/stories260K.expected.json";
@@ -133,5 +133,88 @@ test("stories260K quantized on load: how many of llama.cpp's 64 greedy tokens su
     } finally {
       model.dispose();
     }
+  }
+});
+
+test("quantize on load to every k-quant, nf4 and int8: KL vs F32 grows as the bits shrink; only quantized bytes allocated", { skip: skipWithoutShared("models/stories260K.gguf") }, async (t) => {
+  const spec = { ...tinyLlama, std: 0.05, seed: 43 };
+  const gguf = join(dir, "k.gguf");
+  await writeRandomModel(gguf, spec);
+  const opened = openModel(gguf);
+  const rng = new Rng(3);
+  const tokens = Array.from({ length: 16 }, () => rng.u32() % 512);
+  const run = (quantize?: LoadQuantization) => {
+    const be = counting(createReferenceBackend());
+    try {
+      const lm = opened.build(be, { quantize });
+      return { logits: lm.forward(tokens, lm.createCache(tokens.length), { allLogits: true }), allocated: be.allocated, vocab: lm.info.vocabSize };
+    } finally {
+      be.dispose();
+    }
+  };
+  const base = run();
+  const V = base.vocab;
+  const kl = (other: Float32Array) => {
+    let sum = 0;
+    for (let i = 0; i < tokens.length; i++) {
+      const p = softmax(base.logits.subarray(i * V, (i + 1) * V)), q = softmax(other.subarray(i * V, (i + 1) * V));
+      for (let j = 0; j < V; j++) if (p[j]! > 0) sum += p[j]! * Math.log(p[j]! / q[j]!);
+    }
+    return sum / tokens.length;
+  };
+  const header = (await import("../src/formats/gguf-reader.js")).readGGUFHeader(gguf);
+  const expected = (type: GGMLType) => header.tensors.filter((x) => x.dims.length === 2).reduce((s, x) => s + rowByteLength(type, x.dims[0]!) * x.dims[1]!, 0);
+  const types = { q6_k: GGMLType.Q6_K, q5_k: GGMLType.Q5_K, q4_k: GGMLType.Q4_K, q3_k: GGMLType.Q3_K, q2_k: GGMLType.Q2_K, int8: GGMLType.INT8, nf4: GGMLType.NF4 } as const;
+  const kls: Record<string, number> = {};
+  for (const [q, type] of Object.entries(types) as [keyof typeof types, GGMLType][]) {
+    const r = run(q);
+    kls[q] = kl(r.logits);
+    assert.equal(r.allocated, expected(type), q);
+  }
+  t.diagnostic(`mean KL vs F32: ${Object.entries(kls).map(([q, v]) => `${q} ${v.toExponential(2)}`).join(", ")}`);
+  assert.ok(kls.q6_k! < kls.q5_k! && kls.q5_k! < kls.q4_k! && kls.q4_k! < kls.q3_k! && kls.q3_k! < kls.q2_k!, JSON.stringify(kls));
+  assert.ok(kls.int8! < 1e-3, `int8 KL ${kls.int8}`);
+  assert.ok(kls.nf4! < kls.q3_k! && kls.nf4! > kls.q6_k!, `nf4 KL ${kls.nf4}`);
+});
+
+test("quantize on load: rows that are not whole blocks fall back as llama-quant.cpp does (q2_k/q3_k -> Q4_0, q4_k -> Q5_0, q5_k -> Q5_1, q6_k -> Q8_0; nf4 -> INT8)", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  // rows of 160 (token_embd, attention, gate/up, output: not a multiple of 256 or 64) and 512 (ffn_down)
+  const gguf = join(dir, "k160.gguf");
+  await writeRandomModel(gguf, { ...tinyLlama, embeddingLength: 160, seed: 44 });
+  const header = (await import("../src/formats/gguf-reader.js")).readGGUFHeader(gguf);
+  const matrices = header.tensors.filter((x) => x.dims.length === 2);
+  const cases: [LoadQuantization, GGMLType, GGMLType][] = [
+    ["q2_k", GGMLType.Q2_K, GGMLType.Q4_0], ["q3_k", GGMLType.Q3_K, GGMLType.Q4_0], ["q4_k", GGMLType.Q4_K, GGMLType.Q5_0],
+    ["q5_k", GGMLType.Q5_K, GGMLType.Q5_1], ["q6_k", GGMLType.Q6_K, GGMLType.Q8_0], ["nf4", GGMLType.NF4, GGMLType.INT8],
+  ];
+  for (const [q, type, fallback] of cases) {
+    const be = counting(createReferenceBackend());
+    try {
+      const lm = openModel(gguf).build(be, { quantize: q });
+      const logits = lm.forward([1, 2, 3], lm.createCache(3));
+      assert.ok(logits.every(Number.isFinite), q);
+      const want = matrices.reduce((s, x) => s + rowByteLength(x.dims[0]! % 256 === 0 ? type : fallback, x.dims[0]!) * x.dims[1]!, 0);
+      assert.equal(be.allocated, want, q);
+    } finally {
+      be.dispose();
+    }
+  }
+});
+
+test("quantize on load to a type the backend has no matmul kernel for (webgpu's few) is refused at load, naming the type and the backend", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const gguf = join(dir, "limited.gguf");
+  await writeRandomModel(gguf, { ...tinyLlama, seed: 45 });
+  const be = createReferenceBackend();
+  const limited = Object.create(be) as Backend & { canMultiply: (t: GGMLType) => boolean };
+  Object.defineProperty(limited, "name", { value: "limited" });
+  Object.defineProperty(limited, "canMultiply", { value: (t: GGMLType) => t === GGMLType.F32 || t === GGMLType.Q8_0 });
+  try {
+    assert.throws(() => openModel(gguf).build(limited, { quantize: "nf4" }), /type NF4 \(from quantize "nf4"\) has no limited matmul kernel; use the wasm backend/);
+    const lm = openModel(gguf).build(limited, { quantize: "q8_0" });
+    assert.ok(lm.forward([1, 2], lm.createCache(2)).every(Number.isFinite));
+    // stored types are left to the backend
+    openModel(gguf).build(limited);
+  } finally {
+    be.dispose();
   }
 });

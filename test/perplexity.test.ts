@@ -173,6 +173,38 @@ test("stories260K perplexity (tsllm perplexity --ctx 256 --json) equals llama.cp
   assert.ok(rel < 0.005, `tsllm ${ours.perplexity} vs llama.cpp ${ref.perplexity}: ${(100 * rel).toFixed(4)}% apart`);
 });
 
+test("quality of a quantization: tsllm quantize's q4_k file has llama.cpp's perplexity; perplexity --quantize q4_k --kl-divergence (no --base) gives the same PPL(Q) and the KL vs the F32 model", { skip, timeout: 300_000 }, async (t) => {
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-ppl-q-"));
+  try {
+    const cli = (args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, maxBuffer: 1 << 24 });
+    const modelPath = sharedFile(MODEL)!, textPath = sharedFile(TEXT)!;
+    const q4 = join(dir, "q4_k.gguf");
+    await cli(["quantize", modelPath, q4, "--type", "q4_k"]);
+    const common = ["--file", textPath, "--ctx", "256", "--chunks", "8", "--backend", "reference", "--json"];
+    const file = JSON.parse((await cli(["perplexity", "--model", q4, ...common])).stdout);
+    const kl = JSON.parse((await cli(["perplexity", "--model", modelPath, "--quantize", "q4_k", "--kl-divergence", ...common])).stdout);
+    const f32 = JSON.parse((await cli(["perplexity", "--model", modelPath, ...common])).stdout);
+    const llama = await sharedLlama();
+    const lm = await llama.loadModel({ modelPath: q4, gpuLayers: 0 });
+    const tokens = [1, ...lm.tokenize(readFileSync(textPath, "utf8"), false)] as number[];
+    await lm.dispose();
+    const ref = await llamaCppPerplexity(q4, tokens.slice(0, 256 * 8), 256, 1);
+    t.diagnostic(`stories260K q4_k (rows of 64 -> Q5_0, of 172 -> F16): PPL tsllm ${file.perplexity.toFixed(4)}, llama.cpp ${ref.perplexity.toFixed(4)}; --quantize q4_k: PPL(Q) ${kl.perplexity.value.toFixed(4)}, PPL(F32) ${kl.basePerplexity.value.toFixed(4)}, mean KL ${kl.meanKl.value.toExponential(3)}, same top ${(100 * kl.sameTop.value).toFixed(2)}%`);
+    assert.equal(kl.base, modelPath);
+    assert.ok(Math.abs(file.perplexity - ref.perplexity) / ref.perplexity < 0.005, `${file.perplexity} vs llama.cpp ${ref.perplexity}`);
+    // the same quantizer on load, except the matrices whose rows (172) are no multiple of 32: F16 in
+    // the file (llama.cpp's rule), their stored F32 on load
+    assert.ok(Math.abs(kl.perplexity.value - file.perplexity) / file.perplexity < 1e-3, `${kl.perplexity.value} vs ${file.perplexity}`);
+    assert.ok(close(kl.basePerplexity.value, f32.perplexity), `${kl.basePerplexity.value} vs ${f32.perplexity}`);
+    assert.ok(kl.meanKl.value > 0 && kl.meanKl.value < 0.5, String(kl.meanKl.value));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   const run = (args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", ...args], { cwd: PROJECT_ROOT });
   await assert.rejects(run(["--model", sharedFile(MODEL)!]), (e: { stderr: string; code: number }) => /--file is required/.test(e.stderr) && e.code === 2);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { dequantizeRow, quantizeRow } from "../src/tensor/quant/index.js";
@@ -144,7 +145,7 @@ for (const [type, block, bound] of BOUNDS) {
 // standard deviation: a 4-bit grid over a group of 32 normals (range about +-2.1 sigma) has
 // step ~0.28 sigma, RMS ~0.08 sigma; 5 bits: RMS ~0.04 sigma; 6 bits over groups of 16: step
 // ~0.06 sigma, RMS ~0.02.
-for (const [type, limit] of [[GGMLType.Q4_K, 0.1], [GGMLType.Q5_K, 0.05], [GGMLType.Q6_K, 0.025]] as const) {
+for (const [type, limit] of [[GGMLType.Q2_K, 0.45], [GGMLType.Q3_K, 0.22], [GGMLType.Q4_K, 0.1], [GGMLType.Q5_K, 0.05], [GGMLType.Q6_K, 0.025]] as const) {
   test(`${typeName(type)} round trip RMS error is that of its bit width`, () => {
     for (const [seed, scale, shift] of [[5, 0.02, 0], [6, 1, 0.5], [7, 10, 0]] as const) {
       const x = gaussians(256 * 8, seed, scale, shift);
@@ -193,5 +194,48 @@ for (const [type, limit] of [[GGMLType.IQ4_NL, 0.1], [GGMLType.IQ4_XS, 0.1]] as 
 test("quantizeRow rejects bad arguments with the parameter named", () => {
   assert.throws(() => quantizeRow(GGMLType.Q8_0, new Float32Array(40), new Uint8Array(100), 40), /n = 40 is not a multiple of the Q8_0 block size 32/);
   assert.throws(() => quantizeRow(GGMLType.Q8_0, new Float32Array(32), new Uint8Array(10), 32), /needs 34 bytes/);
-  assert.throws(() => quantizeRow(GGMLType.Q3_K, new Float32Array(256), new Uint8Array(110), 256), /Q3_K is not supported/);
+  assert.throws(() => quantizeRow(GGMLType.I32, new Float32Array(256), new Uint8Array(1024), 256), /I32 is not supported/);
+});
+
+// sha256 of the bytes ggml's quantize_row_{q2..q6}_K_ref (a libggml-base.so built from llama.cpp,
+// called through Python's ctypes) wrote for this input: 12 super-blocks of normals at four scales and shifts,
+// super-block 1 all zero
+test("the k-quant quantizers write the bytes of ggml's quantize_row_*_K_ref", () => {
+  const x = new Float32Array(256 * 12);
+  const parts = [[11, 0.02, 0], [12, 1, 0.5], [13, 10, 0], [14, 1e-3, -0.2]] as const;
+  parts.forEach(([seed, scale, shift], i) => x.set(gaussians(256 * 3, seed, scale, shift), 256 * 3 * i));
+  x.fill(0, 256, 512);
+  const expected: [GGMLType, string][] = [
+    [GGMLType.Q2_K, "ae09c681c3a0bb3cad6f149b32c4dfb10a76f60b0e12e5372c42e998bf19e91d"],
+    [GGMLType.Q3_K, "65f666c4e8bf9a398d14a4035635ed94b66ed70c92d3e31758c0336eede899a8"],
+    [GGMLType.Q4_K, "cf46619e7c2da9b073a38d40631f4887ec969bc92d503b459889f597806da9fc"],
+    [GGMLType.Q5_K, "7988d891269178e5b6251372b1c7b3a6368eaf22af89427ccc6eff2e693085c0"],
+    [GGMLType.Q6_K, "ef5da5350beb6a7034d9730139ec1a6db7f7eca233ef355b6bb0ad504a4e94da"],
+  ];
+  for (const [type, sha] of expected) {
+    const { bytes } = roundTrip(type, x);
+    assert.equal(createHash("sha256").update(bytes).digest("hex"), sha, typeName(type));
+  }
+});
+
+test("NF4 / INT8 (in-memory formats): code-book values round-trip exactly, RMS error of 4 / 8 bits, no GGUF id", async () => {
+  const { NF4_CODE } = await import("../src/tensor/quant/index.js");
+  const { isKnownType, isMemoryOnlyType } = await import("../src/tensor/dtypes.js");
+  // a block whose values are the code book times 3 (absmax 3, exact in f16) comes back exactly
+  const x = new Float32Array(64);
+  for (let i = 0; i < 64; i++) x[i] = Math.fround(NF4_CODE[i % 16]! * 3);
+  assert.deepEqual([...roundTrip(GGMLType.NF4, x).y], [...x]);
+  for (const [type, limit] of [[GGMLType.NF4, 0.12], [GGMLType.INT8, 0.02]] as const) {
+    const g = gaussians(256 * 4, 21, 0.5, 0.1);
+    const { y } = roundTrip(type, g);
+    let se = 0;
+    for (let i = 0; i < g.length; i++) se += (y[i]! - g[i]!) ** 2;
+    assert.ok(Math.sqrt(se / g.length) / 0.5 < limit, `${typeName(type)} RMS ${Math.sqrt(se / g.length) / 0.5}`);
+    assert.ok(roundTrip(type, new Float32Array(256)).y.every((v) => v === 0));
+    assert.ok(isMemoryOnlyType(type) && !isKnownType(type), "no file can name it");
+  }
+  assert.equal(rowByteLength(GGMLType.INT8, 100), 104);
+  assert.equal(rowByteLength(GGMLType.NF4, 128), 68);
+  const { writeGGUF } = await import("../src/formats/gguf-writer.js");
+  await assert.rejects(writeGGUF("/nonexistent-dir/x.gguf", { metadata: [], tensors: [{ name: "w", type: GGMLType.NF4, dims: [64, 1], data: new Uint8Array(34) }] }), /NF4 is an in-memory format/);
 });

@@ -23,7 +23,7 @@ Options:
   --max-tokens N        most tokens per reply (default 256)
   --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
-  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N,
+  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto,
   --quantize Q: as in generate
   --timings             print each reply's timings to stderr
   -h, --help            show this help

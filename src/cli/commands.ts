@@ -9,6 +9,7 @@ import { INSPECT_ARGS, inspectHelp, runInspect } from "./inspect.js";
 import { LS_ARGS, lsHelp, runLs } from "./ls.js";
 import { PERPLEXITY_ARGS, perplexityHelp, runPerplexity } from "./perplexity.js";
 import { PIPELINE_ARGS, pipelineHelp, runPipeline } from "./pipeline.js";
+import { QUANTIZE_ARGS, quantizeHelp, runQuantize } from "./quantize.js";
 import { RM_ARGS, rmHelp, runRm } from "./rm.js";
 import { runServe, SERVE_ARGS, serveHelp } from "./serve.js";
 import { runTokenize, TOKENIZE_ARGS, tokenizeHelp } from "./tokenize.js";
@@ -37,5 +38,6 @@ export const COMMANDS: Record<string, Command> = {
   serve: { run: runServe, help: serveHelp, options: SERVE_ARGS, summary: "OpenAI-compatible HTTP server (streaming, metrics, a chat page) on the batching engine" },
   bench: { run: runBench, help: benchHelp, options: BENCH_ARGS, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
   convert: { run: runConvert, help: convertHelp, options: CONVERT_ARGS, summary: "convert a Hugging Face model folder (or a Hub repo holding one) to GGUF" },
+  quantize: { run: runQuantize, help: quantizeHelp, options: QUANTIZE_ARGS, summary: "quantize a GGUF or Hugging Face folder to a GGUF of one type (q4_k, q8_0, ...)" },
 };
 

@@ -28,8 +28,11 @@ Options:
   --stop STR            stop at this text (repeatable)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
-  --ctx-size N          KV cache size in tokens
-  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
+  --ctx-size N|auto     KV cache size in tokens; auto: the largest that fits in free memory (at most
+                        the trained context). Before loading, a model whose weights + KV cache +
+                        scratch do not fit in free memory is refused with what would fit
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
+                        q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
@@ -260,10 +263,15 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   return {
     backend,
     threads: threadsOption(values),
-    contextSize: optionalNumber(values, "ctx-size", { integer: true, min: 1 }),
+    contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),
     onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
   };
+}
+
+/** --ctx-size N or "auto" (the largest context that fits in free memory, at most the trained one) */
+export function ctxSizeFrom(values: ParsedValues): number | "auto" | undefined {
+  return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 1 });
 }
 
 const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;

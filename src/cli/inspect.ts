@@ -4,30 +4,37 @@ import { findChatTemplate } from "../chat/index.js";
 import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
-import { defaultContextSize } from "../llm.js";
+import { defaultContextSize, loadPlanRequest, type LoadModelOptions } from "../llm.js";
 import { decoderShape, openEncoder, openModel } from "../models/index.js";
 import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../models/module-tree.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
-import { flag, optionalNumber, parse, requireString, type OptionSpec } from "./args.js";
+import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory } from "../engine/index.js";
+import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
+import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+import { ctxSizeFrom } from "./generate.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N] [--modules] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto] [--quantize Q] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
 tokenizer kind, special tokens, whether it has a chat template, and the memory it needs at a
 context size: its weights as stored plus the KV cache of one sequence of that many tokens
 (f32 K and V per layer, KV heads x head size each, in whole blocks of 16 positions, as the
-engine allocates it; encoders keep no KV cache).
+engine allocates it; encoders keep no KV cache). For a decoder it also prints the load plan
+generate and serve check before loading: weights after --quantize + KV cache + a scratch
+estimate against the free memory (TSLLM_AVAILABLE_MEMORY=BYTES overrides it, for tests), and
+what would fit when it does not.
 
 Options:
   --model MODEL         a .gguf file (any part of a split set describes the whole set; a vocab-only
                         GGUF too), a Hugging Face folder (config.json + safetensors: a decoder, or an
                         encoder such as BERT), or a Hub reference org/name[@rev][:QUANT] (downloaded
                         into the cache, as generate does) (required)
-  --ctx-size N          context size for the memory estimate (default: the trained context, at most
-                        4096, as generate uses)
+  --ctx-size N|auto     context size for the memory estimate (default: the trained context, at most
+                        4096, as generate uses; auto: the largest that fits in free memory)
+  --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
   --modules             a Hugging Face folder: also the module tree print(model) shows in PyTorch for
                         its config.json architecture (BERT, RoBERTa, DistilBERT, GPT-2, Llama,
                         Mistral, Qwen2, Qwen3; class names as transformers 5.18.0 has them,
@@ -73,16 +80,26 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
-export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
 
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
   if (flag(values, "help")) { process.stdout.write(inspectHelp); return; }
   const model = requireString(values, "model");
-  const ctxSize = optionalNumber(values, "ctx-size", { integer: true, min: 1 });
+  const ctxArg = ctxSizeFrom(values);
+  const quantize = optionalString(values, "quantize");
+  if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
-  const report = { ...describe(model, opened, ctxSize), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
+  const available = availableMemoryBytes();
+  const planOptions = { quantize: quantize as Quantization | undefined };
+  let ctxSize = ctxArg === "auto" ? undefined : ctxArg;
+  if (ctxArg === "auto") {
+    const trained = opened.shape?.contextLength ?? 4096;
+    const r = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;
+    ctxSize = r ? largestFittingContext(r, available, trained) ?? 16 : undefined;
+  }
+  const report = { ...describe(model, opened, ctxSize), plan: planOf(opened, planOptions, ctxSize, available), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
     process.stderr.write(`tsllm: warning: --ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens\n`);
@@ -243,7 +260,22 @@ function describe(model: string, o: Opened, ctxSize: number | undefined) {
   };
 }
 
-type Report = ReturnType<typeof describe>;
+type Report = ReturnType<typeof describe> & { plan?: ReturnType<typeof planOf> };
+
+/** the plan loadModel checks before reading weights: weights after quantization + KV + scratch vs free memory */
+function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefined, available: number) {
+  if (o.kind !== "decoder" || !o.metadata || !o.shape) return undefined;
+  const r = loadPlanRequest({ tensors: o.tensors, metadata: o.metadata }, options, ctxSize ?? defaultContextSize(o.shape.contextLength));
+  if (!r) return undefined;
+  const p = planMemory(r);
+  let refusal: string | undefined;
+  try {
+    checkMemoryPlan(o.path, r, p, available);
+  } catch (e) {
+    refusal = (e as Error).message;
+  }
+  return { ...p, quantize: options.quantize, availableBytes: available, fits: refusal === undefined, ...(refusal ? { refusal } : {}) };
+}
 
 /** weights as stored + the KV cache of one sequence of the context size, as the engine lays it out */
 function memoryOf(o: Opened, weightBytes: number, ctxSize: number | undefined) {
@@ -287,6 +319,11 @@ function formatReport(r: Report): string[] {
   } else {
     lines.push(`memory:          ${formatBytes(m.totalBytes)} at --ctx-size ${m.contextSize}: weights ${formatBytes(m.weightBytes)} + KV cache ${formatBytes(m.kvCacheBytes)}`
       + ` (f32 K and V: ${r.blockCount} layers x ${r.headCountKv} KV heads x ${r.headDim} dims x ${m.kvCacheBytes / m.kvBytesPerToken} positions)`);
+  }
+  const p = r.plan;
+  if (p) {
+    lines.push(`load plan:       ${formatBytes(p.totalBytes)} = weights ${formatBytes(p.weightBytes)} ${p.weightType}${p.quantize ? ` (--quantize ${p.quantize})` : ""} + KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens + scratch ${formatBytes(p.scratchBytes)} (estimate); ${formatBytes(p.availableBytes)} free: ${p.fits ? "fits" : "does not fit"}`);
+    if (p.refusal) lines.push(`                 ${p.refusal.slice(p.refusal.indexOf(": ") + 2)}`);
   }
   return lines;
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
+import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
@@ -16,7 +17,9 @@ Options:
   --ctx N               window size in tokens (default 512)
   --batch N             tokens per forward pass (default: the whole window)
   --chunks N            evaluate at most N windows
-  --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement
+  --quantize Q          quantize --model while loading (as generate --quantize), to measure that quantization
+  --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement; with
+                        --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
@@ -30,6 +33,7 @@ export const PERPLEXITY_ARGS: OptionSpec = {
   ctx: { type: "string" },
   batch: { type: "string" },
   chunks: { type: "string" },
+  quantize: { type: "string" },
   "kl-divergence": { type: "boolean" },
   base: { type: "string" },
   threads: { type: "string" },
@@ -46,8 +50,11 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
   const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
   const kl = flag(values, "kl-divergence");
-  const basePath = optionalString(values, "base");
-  if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model)");
+  const quantize = optionalString(values, "quantize");
+  if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
+  // --quantize without --base: the base is the same model, unquantized
+  const basePath = optionalString(values, "base") ?? (kl && quantize !== undefined ? modelPath : undefined);
+  if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model), or --quantize Q to compare --model quantized against itself");
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
   const backend = optionalString(values, "backend");
   if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
@@ -61,7 +68,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx } as const;
   const models: Model[] = [];
   try {
-    const model = await loadModel(modelPath, loadOptions);
+    const model = await loadModel(modelPath, { ...loadOptions, ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) });
     models.push(model);
     const tok = model.tokenizer;
     // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
@@ -78,7 +85,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
         onChunk: json ? undefined : (p) => process.stdout.write(`[${p.chunk}] PPL ${p.perplexity.toFixed(4)} KL ${p.meanKl.toFixed(6)} same top ${(100 * p.sameTop).toFixed(3)}%\n`),
       });
       if (json) {
-        process.stdout.write(JSON.stringify({ model: modelPath, base: basePath, file, textTokens: tokens.length, ...r }) + "\n");
+        process.stdout.write(JSON.stringify({ model: modelPath, ...(quantize !== undefined ? { quantize } : {}), base: basePath, file, textTokens: tokens.length, ...r }) + "\n");
       } else {
         process.stdout.write([
           `Mean PPL(Q)    : ${r.perplexity.value.toFixed(6)} +/- ${r.perplexity.standardError.toFixed(6)}`,
@@ -96,7 +103,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
       onChunk: json ? undefined : (p) => process.stdout.write(`[${p.chunk}]${p.perplexity.toFixed(4)},`),
     });
     if (json) {
-      process.stdout.write(JSON.stringify({ model: modelPath, file, textTokens: tokens.length, ...r }) + "\n");
+      process.stdout.write(JSON.stringify({ model: modelPath, ...(quantize !== undefined ? { quantize } : {}), file, textTokens: tokens.length, ...r }) + "\n");
     } else {
       process.stdout.write(`\nFinal estimate: PPL = ${r.perplexity.toFixed(4)} +/- ${r.standardError.toFixed(5)} (${r.tokens} tokens in ${r.chunks} windows of ${r.ctx})\n`);
     }

@@ -19,7 +19,8 @@ Options:
   --host HOST           address to listen on (default 127.0.0.1)
   --port N              port (default 8080; 0 picks a free one)
   --parallel N          sequences decoded together at most (default 16; n choices count n)
-  --ctx-size N          tokens one sequence may hold (default: the trained context, at most 4096)
+  --ctx-size N|auto     tokens one sequence may hold (default: the trained context, at most 4096;
+                        auto: the largest that fits in free memory)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
   --max-queue N         requests that may wait for room; more get 429 at once (default 256)
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/*, /tokenize, /detokenize (also read from TSLLM_API_KEY)
@@ -29,7 +30,8 @@ Options:
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default) or reference
-  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
+  --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
+                        q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   -h, --help            show this help
 `;
 

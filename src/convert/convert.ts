@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { isEncoderModel, readHFEncoderConfig, readSentenceTransformerConfig } from "../formats/index.js";
-import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
+import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo } from "../tensor/index.js";
 import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
@@ -42,6 +42,9 @@ export interface ConvertOptions {
   readonly vocab?: string;
   /** general.name of the output (default: the folder's name) */
   readonly name?: string;
+  /** per-tensor type instead of `type`'s rule (tsllm quantize); with `fileType` for general.file_type */
+  readonly tensorType?: (info: SourceTensorInfo) => GGMLType;
+  readonly fileType?: number;
 }
 
 export interface ConvertResult {
@@ -114,10 +117,10 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
     const embd = source.tensors.get("token_embd.weight")!;
     const metadata: [string, GGUFWriteEntry][] = [
       ...(hfModelMetadata(cfg, options.name ?? basename(folder)) as [string, GGUFEntry][]),
-      ...fileTypeEntries(target.fileType),
+      ...fileTypeEntries(options.fileType ?? target.fileType),
       ...tokenizerEntries(folder, embd.dims[1]!, options),
     ];
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, [...source.tensors.values()], target.type) }, inputsOf(folder, options));
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, [...source.tensors.values()], options.tensorType ?? ((info) => outputType(info, target.type))) }, inputsOf(folder, options));
     return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey };
   } finally {
     source.close();
@@ -150,10 +153,10 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
     const rows = source.tensors.get("token_embd.weight")!.dims[1]!;
     const metadata: [string, GGUFWriteEntry][] = [
       ...(hfEncoderMetadata(cfg, pooling, options.name ?? basename(folder)) as [string, GGUFEntry][]),
-      ...fileTypeEntries(CONVERT_TYPES[typeKey].fileType),
+      ...fileTypeEntries(options.fileType ?? CONVERT_TYPES[typeKey].fileType),
       ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
     ];
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, CONVERT_TYPES[typeKey].type) }, inputsOf(folder, options));
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, options.tensorType ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type))) }, inputsOf(folder, options));
     return { architecture: "bert", tensors: infos.length, type: typeKey };
   } finally {
     source.close();
@@ -161,9 +164,9 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
 }
 
 /** the tensors to write, each read and converted when the writer gets to it */
-function tensorSpecs(source: HFTensorSource, infos: readonly SourceTensorInfo[], want: GGMLType): GGUFTensorSpec[] {
+export function tensorSpecs(source: TensorSource, infos: readonly SourceTensorInfo[], typeOf: (info: SourceTensorInfo) => GGMLType): GGUFTensorSpec[] {
   return infos.map((info) => {
-    const type = outputType(info, want);
+    const type = typeOf(info);
     return {
       name: info.name,
       type,

@@ -378,15 +378,21 @@ export class Engine {
   /** blocks of the KV pool: the budget (or the default), whole blocks */
   private capacityBlocks(): number {
     const perBlock = DEFAULT_BLOCK_SIZE * this.bytesPerToken;
-    const oneContext = Math.ceil(this.contextSize / DEFAULT_BLOCK_SIZE);
     if (this.options.kvCacheBytes !== undefined) {
       const blocks = Math.floor(this.options.kvCacheBytes / perBlock);
       if (blocks < 1) throw new RangeError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`);
       return blocks;
     }
-    const cap = Math.min(totalMemoryBytes() / 8, 2 * GiB);
-    return Math.max(oneContext, Math.min(this.maxSequences * oneContext, Math.floor(cap / perBlock)));
+    return defaultKvBlocks(this.contextSize, this.bytesPerToken, this.maxSequences);
   }
+}
+
+/** blocks of the default KV pool: room for `maxSequences` full contexts, capped at 1/8 of RAM and 2 GiB, but at least one full context */
+export function defaultKvBlocks(contextSize: number, bytesPerToken: number, maxSequences: number): number {
+  const perBlock = DEFAULT_BLOCK_SIZE * bytesPerToken;
+  const oneContext = Math.ceil(contextSize / DEFAULT_BLOCK_SIZE);
+  const cap = Math.min(totalMemoryBytes() / 8, 2 * GiB);
+  return Math.max(oneContext, Math.min(maxSequences * oneContext, Math.floor(cap / perBlock)));
 }
 
 /**

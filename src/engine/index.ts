@@ -3,3 +3,4 @@ export { EngineRequest, type Decoding, type RequestEvent, type RequestOutcome, t
 export { RunningSequence } from "./running-sequence.js";
 export type { ChoiceOutcome, Strategy, StrategyHost, StrategyRequest } from "./strategy.js";
 export { RequestError } from "./errors.js";
+export { AVAILABLE_MEMORY_ENV, availableMemoryBytes, checkMemoryPlan, kvPoolBytes, largestFittingContext, planMemory, WASM_MEMORY_BYTES, type MemoryPlan, type PlanRequest, type PlanShape } from "./memory-plan.js";

@@ -1,5 +1,5 @@
 import { writeOutputFile } from "./output-file.js";
-import { rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
+import { isMemoryOnlyType, rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType, type GGUFEntry, type GGUFValue } from "./gguf-types.js";
 
 /**
@@ -252,6 +252,7 @@ export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: reado
     let rows = 1;
     for (const d of t.dims.slice(1)) rows *= d;
     for (const d of t.dims) if (!Number.isSafeInteger(d) || d < 1) throw new GGUFWriteError(path, `${field} dims`, `invalid dimension ${d}`);
+    if (isMemoryOnlyType(t.type)) throw new GGUFWriteError(path, `${field} type`, `${typeName(t.type)} is an in-memory format of tsllm, not a GGUF type; quantize to a GGUF type (q4_k, q8_0, ...) to write a file`);
     let size: number;
     try {
       size = rowByteLength(t.type, t.dims[0]!) * rows;

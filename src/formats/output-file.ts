@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { rmSync, statSync } from "node:fs";
 import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
@@ -28,6 +28,7 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
   const fh = await open(tmp, "wx");
   let closed = false;
+  const stopCleanup = removeOnSignal(tmp);
   try {
     await write(fh);
     await fh.close();
@@ -37,7 +38,30 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
     if (!closed) await fh.close().catch(() => undefined);
     await rm(tmp, { force: true });
     throw e;
+  } finally {
+    stopCleanup();
   }
+}
+
+/**
+ * While a temporary file is being written, SIGINT / SIGTERM (Ctrl-C, a killed job) remove it
+ * first, then take their usual course (the process exits) unless someone else listens for them.
+ */
+function removeOnSignal(tmp: string): () => void {
+  const signals = ["SIGINT", "SIGTERM"] as const;
+  const handlers = signals.map((sig) => {
+    const h = (): void => {
+      rmSync(tmp, { force: true });
+      stop();
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+    };
+    process.once(sig, h);
+    return [sig, h] as const;
+  });
+  const stop = (): void => {
+    for (const [sig, h] of handlers) process.removeListener(sig, h);
+  };
+  return stop;
 }
 
 function statOrUndefined(path: string): { dev: number; ino: number } | undefined {

@@ -1,4 +1,4 @@
-import type { Tensor } from "../tensor/index.js";
+import type { GGMLType, Tensor } from "../tensor/index.js";
 import type { RopeParams } from "./ops/rope.js";
 
 /**
@@ -54,6 +54,8 @@ export interface Backend {
   readonly llamaCppOrder: "all" | "q8_0+attention" | "none";
   /** worker threads used by the kernels (1 for the reference backend) */
   readonly threads: number;
+  /** whether matmul takes weights of this type, for backends that do not take every type the reference kernels do (absent: all of them); the loader asks before reading a tensor */
+  readonly canMultiply?: (type: GGMLType) => boolean;
 
   // ---- memory ----
 

@@ -5,6 +5,6 @@ export { openModel, withEndOfGeneration, type OpenedModel, type OpenModelOptions
 export { buildModel, buildModelFrom, decoderShape, SUPPORTED_ARCHITECTURES } from "./registry.js";
 export type { DecoderShape } from "./hyperparameters.js";
 export type { LoadQuantization, WeightStoreOptions } from "./weights.js";
-export { LOAD_QUANTIZATIONS } from "./weights.js";
+export { byteLengthAs, LOAD_QUANTIZATIONS, loadedType, loadedWeightBytes } from "./weights.js";
 export { EncoderModel, type EncoderInfo, type EncoderInput, type EncoderOutput, type EncodeOptions as EncoderEncodeOptions } from "./encoder.js";
 export { openEncoder, type OpenedEncoder } from "./open-encoder.js";

@@ -1,11 +1,11 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { canMatmul, type Backend } from "../kernels/index.js";
-import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeInfo, typeName, type Tensor } from "../tensor/index.js";
+import { convertRows, dequantizeRow, elementCount, GGMLType, quantizationType, QUANTIZATIONS, rowByteLength, typeForRows, typeName, type Quantization, type Tensor } from "../tensor/index.js";
 import { canDequantize } from "../tensor/quant/index.js";
 
-/** weight formats a model can be quantized to while loading */
-export const LOAD_QUANTIZATIONS = ["q8_0", "q4_0", "iq4_nl", "iq4_xs"] as const;
-export type LoadQuantization = (typeof LOAD_QUANTIZATIONS)[number];
+/** weight formats a model can be quantized to while loading: every GGUF quantization tsllm writes, and the in-memory nf4 / int8 */
+export const LOAD_QUANTIZATIONS: readonly Quantization[] = QUANTIZATIONS;
+export type LoadQuantization = Quantization;
 
 export interface WeightStoreOptions {
   /**
@@ -13,15 +13,37 @@ export interface WeightStoreOptions {
    * widened to f32 and quantized straight into backend memory, so no full-precision copy of
    * the tensor is ever held. Vectors (norms, biases), GPT-2's position table and matrices
    * whose rows are not whole blocks keep their stored type, as llama.cpp's quantize does
-   * (and as it does, "iq4_xs" stores matrices whose rows are not a multiple of 256 as IQ4_NL).
+   * (and as it does, a type whose blocks do not divide a matrix's rows falls back: iq4_xs ->
+   * IQ4_NL, q2_k / q3_k -> Q4_0, q4_k -> Q5_0, q5_k -> Q5_1, q6_k -> Q8_0; nf4 -> INT8).
    */
   readonly quantize?: LoadQuantization;
 }
 
-const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q4_0: GGMLType.Q4_0, iq4_nl: GGMLType.IQ4_NL, iq4_xs: GGMLType.IQ4_XS };
-/** llama-quant.cpp's replacement for a type whose blocks do not divide a matrix's rows */
-const ROW_FALLBACK = new Map<GGMLType, GGMLType>([[GGMLType.IQ4_XS, GGMLType.IQ4_NL]]);
 const FLOAT_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16]);
+/**
+ * The type a tensor is kept in when loaded with quantization `q`: its own, or `q` (or llama.cpp's
+ * fallback for it) for F32/F16/BF16 matrices; vectors, GPT-2's position table and matrices whose
+ * rows are not whole blocks of either keep their stored type.
+ */
+export function loadedType(info: Pick<SourceTensorInfo, "name" | "type" | "dims">, q: GGMLType | undefined): GGMLType {
+  if (q === undefined || info.dims.length !== 2 || !FLOAT_TYPES.has(info.type)) return info.type;
+  if (info.name === "position_embd.weight") return info.type;
+  return typeForRows(q, info.dims[0]!) ?? info.type;
+}
+
+/** the bytes of tensor `info` stored as `type` */
+export function byteLengthAs(info: Pick<SourceTensorInfo, "type" | "dims" | "byteLength">, type: GGMLType): number {
+  return type === info.type ? info.byteLength : rowByteLength(type, info.dims[0]!) * (elementCount(info.dims) / info.dims[0]!);
+}
+
+/** bytes of the weights of `tensors` once loaded with quantization `q` (undefined: as stored) */
+export function loadedWeightBytes(tensors: Iterable<SourceTensorInfo>, q: Quantization | undefined): number {
+  const type = q === undefined ? undefined : quantizationType(q);
+  let n = 0;
+  for (const t of tensors) n += byteLengthAs(t, loadedType(t, type));
+  return n;
+}
+
 /** read this many source bytes per chunk when converting */
 const CHUNK_BYTES = 4 << 20;
 
@@ -42,8 +64,7 @@ export class WeightStore {
     private readonly backend: Backend,
     options: WeightStoreOptions = {},
   ) {
-    this.quantType = options.quantize === undefined || !Object.hasOwn(QUANT_TYPES, options.quantize) ? undefined : QUANT_TYPES[options.quantize];
-    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(`quantize: expected ${LOAD_QUANTIZATIONS.map((q) => JSON.stringify(q)).join(", ")}, found ${JSON.stringify(options.quantize)}`);
+    this.quantType = options.quantize === undefined ? undefined : quantizationType(options.quantize);
   }
 
   get path(): string {
@@ -75,6 +96,7 @@ export class WeightStore {
     if (!canMatmul(type)) {
       throw new GGUFError(this.source.path, `tensor "${name}"`, `type ${typeName(type)} is an activation format that no kernel multiplies weights in; convert the model to Q8_0 or another weight type`);
     }
+    if (type !== info.type) this.checkBackendType(name, type);
     const data = this.backend.allocWeights(this.byteLengthAs(info, type), name);
     this.readInto(info, type, data);
     this.checkFirstRow(info, type, data);
@@ -117,6 +139,7 @@ export class WeightStore {
     const types = infos.map((i) => this.targetType(i));
     if (types.some((t) => t !== types[0])) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
     const type = types[0]!;
+    if (infos.some((i) => i.type !== type) && this.backend.canMultiply?.(type) === false) return names.map((n, i) => this.get(n, [cols, rows[i]!]));
     const sizes = infos.map((i) => this.byteLengthAs(i, type));
     const data = this.backend.allocWeights(sizes.reduce((s, b) => s + b, 0), names.join("+"));
     let off = 0;
@@ -129,19 +152,24 @@ export class WeightStore {
     return { name: names.join("+"), type, dims: [cols, totalRows], data };
   }
 
+  /**
+   * A load quantization to a type the backend does not multiply (webgpu has fewer kernels than
+   * the reference ones) is refused here, at load, not at the first matmul. (Stored types are
+   * left to the backend: a table only looked up by getRows needs no matmul kernel.)
+   */
+  private checkBackendType(name: string, type: GGMLType): void {
+    if (this.backend.canMultiply?.(type) !== false) return;
+    const q = this.quantType === undefined ? "" : ` (from quantize ${JSON.stringify(typeName(this.quantType).toLowerCase())})`;
+    throw new GGUFError(this.source.path, `tensor "${name}"`, `type ${typeName(type)}${q} has no ${this.backend.name} matmul kernel; use the wasm backend, or a type the ${this.backend.name} backend multiplies`);
+  }
+
   /** the type a matrix is kept in: its own, or the load quantization where that applies */
   private targetType(info: SourceTensorInfo): GGMLType {
-    const q = this.quantType;
-    if (q === undefined || info.dims.length !== 2 || !FLOAT_TYPES.has(info.type)) return info.type;
-    if (info.name === "position_embd.weight") return info.type;
-    for (let type: GGMLType | undefined = q; type !== undefined; type = ROW_FALLBACK.get(type)) {
-      if (info.dims[0]! % typeInfo(type).blockSize === 0) return type;
-    }
-    return info.type; // rows are not whole blocks
+    return loadedType(info, this.quantType);
   }
 
   private byteLengthAs(info: SourceTensorInfo, type: GGMLType): number {
-    return type === info.type ? info.byteLength : rowByteLength(type, info.dims[0]!) * (elementCount(info.dims) / info.dims[0]!);
+    return byteLengthAs(info, type);
   }
 
   /** reads `info` into `into` as `type`: a straight copy, or chunked widen-and-quantize */

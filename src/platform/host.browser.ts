@@ -28,6 +28,11 @@ export function totalMemoryBytes(): number {
   return (nav?.deviceMemory ?? 4) * 2 ** 30;
 }
 
+/** the browser says nothing of free memory: its total as totalMemoryBytes() guesses it */
+export function freeMemoryBytes(): number {
+  return totalMemoryBytes();
+}
+
 export function cpuCount(): number {
   return Math.max(1, nav?.hardwareConcurrency ?? 1);
 }

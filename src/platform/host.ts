@@ -6,7 +6,7 @@
  * Keep the two in step: test/browser-build.test.ts compares their export lists.
  */
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { availableParallelism, totalmem } from "node:os";
+import { availableParallelism, freemem, totalmem } from "node:os";
 
 /** A file read by position, synchronously (a descriptor in Node; a Blob or an HTTP resource in a browser worker). */
 export interface RandomAccessFile {
@@ -34,6 +34,13 @@ export function openFile(path: string): RandomAccessFile {
 /** bytes of RAM on this machine */
 export function totalMemoryBytes(): number {
   return totalmem();
+}
+
+/** bytes of RAM free for a new allocation now (the kernel's MemAvailable on Linux), within this process's cgroup limit where it has one */
+export function freeMemoryBytes(): number {
+  const limit = process.constrainedMemory?.() ?? 0;
+  const free = freemem();
+  return limit > 0 ? Math.min(free, Math.max(0, limit - process.memoryUsage.rss())) : free;
 }
 
 /** logical cores this process may use */

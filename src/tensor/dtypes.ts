@@ -26,6 +26,14 @@ export enum GGMLType {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  /**
+   * In-memory-only formats (not GGUF types): negative ids, which a GGUF file's u32 type field
+   * can never hold, so no file can name them; isKnownType() (the reader's check) refuses them and
+   * the GGUF writer refuses to write them. NF4: QLoRA's NormalFloat-4 code book, blocks of 64
+   * with an f16 absmax. INT8: one f32 absmax / 127 scale per row, then the row's int8 values.
+   */
+  NF4 = -1,
+  INT8 = -2,
 }
 
 export interface TypeInfo {
@@ -34,6 +42,8 @@ export interface TypeInfo {
   readonly blockSize: number;
   /** bytes per block */
   readonly typeSize: number;
+  /** bytes every row carries besides its blocks (a per-row scale), in front of them */
+  readonly rowHeader?: number;
 }
 
 /** super-block size of the k-quants */
@@ -64,10 +74,18 @@ const TYPES: ReadonlyMap<number, TypeInfo> = new Map<number, TypeInfo>([
   [GGMLType.I32, { name: "I32", blockSize: 1, typeSize: 4 }],
   [GGMLType.I64, { name: "I64", blockSize: 1, typeSize: 8 }],
   [GGMLType.F64, { name: "F64", blockSize: 1, typeSize: 8 }],
+  [GGMLType.NF4, { name: "NF4", blockSize: 64, typeSize: 2 + 32 }],
+  [GGMLType.INT8, { name: "INT8", blockSize: 1, typeSize: 1, rowHeader: 4 }],
 ]);
 
+/** formats that live only in memory (load-time quantization), never in a file */
+export function isMemoryOnlyType(type: number): boolean {
+  return type < 0 && TYPES.has(type);
+}
+
+/** a type id a GGUF file may hold */
 export function isKnownType(type: number): type is GGMLType {
-  return TYPES.has(type);
+  return type >= 0 && TYPES.has(type);
 }
 
 export function typeInfo(type: GGMLType): TypeInfo {
@@ -89,7 +107,7 @@ export function typeFromName(name: string): GGMLType | undefined {
  * Bytes needed by one row of `n` weights. Throws when `n` is not a whole number of blocks.
  */
 export function rowByteLength(type: GGMLType, n: number): number {
-  const { blockSize, typeSize, name } = typeInfo(type);
+  const { blockSize, typeSize, name, rowHeader = 0 } = typeInfo(type);
   if (n % blockSize !== 0) throw new Error(`row length ${n} is not a multiple of the ${name} block size ${blockSize}`);
-  return (n / blockSize) * typeSize;
+  return rowHeader + (n / blockSize) * typeSize;
 }

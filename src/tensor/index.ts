@@ -3,3 +3,4 @@ export * from "./dtypes.js";
 export * from "./tensor.js";
 export * from "./quant/index.js";
 export { convertRows } from "./convert-rows.js";
+export * from "./quantization.js";

@@ -11,6 +11,7 @@ import { dotQ5_K } from "./dot-q5_k.js";
 import { dotQ6_K } from "./dot-q6_k.js";
 import { dotQ8_0 } from "./dot-q8_0.js";
 import { dotIQ4_NL, dotIQ4_XS } from "./dot-iq4.js";
+import { dotINT8, dotNF4 } from "./dot-memory-only.js";
 import { quantizeActivationsQ8_0, quantizeActivationsQ8_1 } from "./activation-quant.js";
 import { quantizeRow } from "../../tensor/quant/index.js";
 
@@ -50,4 +51,7 @@ export const VEC_DOT: ReadonlyMap<GGMLType, VecDot> = new Map<GGMLType, VecDot>(
   [GGMLType.Q6_K, { vecDotType: GGMLType.Q8_K, dot: dotQ6_K, convert: toQ8_K }],
   [GGMLType.IQ4_NL, { vecDotType: GGMLType.Q8_0, dot: dotIQ4_NL, convert: toQ8_0 }],
   [GGMLType.IQ4_XS, { vecDotType: GGMLType.Q8_K, dot: dotIQ4_XS, convert: toQ8_K }],
+  // tsllm's in-memory formats (no ggml counterpart): f32 activations
+  [GGMLType.NF4, { vecDotType: GGMLType.F32, dot: dotNF4, convert: toF32 }],
+  [GGMLType.INT8, { vecDotType: GGMLType.F32, dot: dotINT8, convert: toF32 }],
 ]);

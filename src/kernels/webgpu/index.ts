@@ -1,5 +1,5 @@
 import type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "../backend.js";
-import { rowByteLength, rowCount, typeName, type Tensor } from "../../tensor/index.js";
+import { rowByteLength, rowCount, typeName, type GGMLType, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
@@ -103,6 +103,7 @@ function adapterName(info: { vendor?: string; architecture?: string; description
 
 class WebGPUBackend implements WebGPUBackendInfo {
   readonly name = "webgpu";
+  readonly canMultiply = (type: GGMLType): boolean => MATMUL_TYPES[typeName(type)] !== undefined;
   readonly adapter: string;
   readonly llamaCppOrder = "none" as const;
   readonly threads = 1;

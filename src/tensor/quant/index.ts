@@ -1,7 +1,7 @@
 import { GGMLType, rowByteLength, typeInfo, typeName } from "../dtypes.js";
 import { dequantizeBF16, dequantizeF16, dequantizeF32, quantizeBF16, quantizeF16, quantizeF32 } from "./float.js";
-import { dequantizeQ2_K } from "./q2_k.js";
-import { dequantizeQ3_K } from "./q3_k.js";
+import { dequantizeQ2_K, quantizeQ2_K } from "./q2_k.js";
+import { dequantizeQ3_K, quantizeQ3_K } from "./q3_k.js";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./q4_0.js";
 import { dequantizeQ4_1, quantizeQ4_1 } from "./q4_1.js";
 import { dequantizeQ4_K, quantizeQ4_K } from "./q4_k.js";
@@ -13,6 +13,8 @@ import { dequantizeQ8_0, quantizeQ8_0 } from "./q8_0.js";
 import { dequantizeQ8_1, quantizeQ8_1 } from "./q8_1.js";
 import { dequantizeQ8_K, quantizeQ8_K } from "./q8_k.js";
 import { dequantizeIQ4_NL, dequantizeIQ4_XS, quantizeIQ4_NL, quantizeIQ4_XS } from "./iq4.js";
+import { dequantizeINT8, quantizeINT8 } from "./int8-row.js";
+import { dequantizeNF4, quantizeNF4 } from "./nf4.js";
 
 /**
  * Row-level (de)quantization over every supported ggml type. A "row" is `n` values; for block
@@ -25,6 +27,7 @@ export { nearestInt, roundAway } from "./round.js";
 export { scaleMinK4, scaleQ3K } from "./kquant-scales.js";
 export { q8kBsum } from "./q8_k.js";
 export { KVALUES_IQ4NL, iq4xsScale } from "./iq4.js";
+export { NF4_CODE } from "./nf4.js";
 
 type Dequantizer = (dst: Float32Array, src: Uint8Array, n: number) => void;
 type Quantizer = (dst: Uint8Array, src: Float32Array, n: number) => void;
@@ -47,6 +50,8 @@ const DEQUANTIZERS: ReadonlyMap<GGMLType, Dequantizer> = new Map<GGMLType, Dequa
   [GGMLType.Q8_K, dequantizeQ8_K],
   [GGMLType.IQ4_NL, dequantizeIQ4_NL],
   [GGMLType.IQ4_XS, dequantizeIQ4_XS],
+  [GGMLType.NF4, dequantizeNF4],
+  [GGMLType.INT8, dequantizeINT8],
 ]);
 
 const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer>([
@@ -60,11 +65,15 @@ const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer
   [GGMLType.Q8_0, quantizeQ8_0],
   [GGMLType.Q8_1, quantizeQ8_1],
   [GGMLType.Q8_K, quantizeQ8_K],
+  [GGMLType.Q2_K, quantizeQ2_K],
+  [GGMLType.Q3_K, quantizeQ3_K],
   [GGMLType.Q4_K, quantizeQ4_K],
   [GGMLType.Q5_K, quantizeQ5_K],
   [GGMLType.Q6_K, quantizeQ6_K],
   [GGMLType.IQ4_NL, quantizeIQ4_NL],
   [GGMLType.IQ4_XS, quantizeIQ4_XS],
+  [GGMLType.NF4, quantizeNF4],
+  [GGMLType.INT8, quantizeINT8],
 ]);
 
 /** whether dequantizeRow supports `type` */

@@ -141,3 +141,59 @@ export function makeQxQuantsRmse1(n: number, nmax: number, x: Float32Array, L: U
   }
   return scale;
 }
+
+/**
+ * make_q3_quants with do_rmse (what quantize_row_q3_K_ref uses): a symmetric scale for
+ * x[0..n) with quants in -nmax..nmax-1, refined by up to 5 rounds of per-weight coordinate
+ * descent weighted by x^2. Writes L (stored + nmax); returns the scale.
+ */
+export function makeQ3Quants(n: number, nmax: number, x: Float32Array, L: Int8Array): number {
+  let max = 0;
+  let amax = 0;
+  for (let i = 0; i < n; i++) {
+    const ax = Math.abs(x[i]!);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i]!;
+    }
+  }
+  if (amax < GROUP_MAX_EPS) {
+    L.fill(0, 0, n);
+    return 0;
+  }
+  const clamp = (l: number): number => Math.max(-nmax, Math.min(nmax - 1, l));
+  const iscale = f(-nmax / max);
+  let sumlx = 0;
+  let suml2 = 0;
+  for (let i = 0; i < n; i++) {
+    const l = clamp(nearestInt(f(iscale * x[i]!)));
+    L[i] = l;
+    const w = f(x[i]! * x[i]!);
+    sumlx = f(sumlx + f(f(w * x[i]!) * l));
+    suml2 = f(suml2 + f(f(w * l) * l));
+  }
+  for (let itry = 0; itry < 5; itry++) {
+    let changed = 0;
+    for (let i = 0; i < n; i++) {
+      const w = f(x[i]! * x[i]!);
+      let slx = f(sumlx - f(f(w * x[i]!) * L[i]!));
+      if (slx > 0) {
+        let sl2 = f(suml2 - f(f(w * L[i]!) * L[i]!));
+        const newL = clamp(nearestInt(f(f(x[i]! * sl2) / slx)));
+        if (newL !== L[i]) {
+          slx = f(slx + f(f(w * x[i]!) * newL));
+          sl2 = f(sl2 + f(f(w * newL) * newL));
+          if (sl2 > 0 && f(f(slx * slx) * suml2) > f(f(sumlx * sumlx) * sl2)) {
+            L[i] = newL;
+            sumlx = slx;
+            suml2 = sl2;
+            changed++;
+          }
+        }
+      }
+    }
+    if (changed === 0) break;
+  }
+  for (let i = 0; i < n; i++) L[i] = L[i]! + nmax;
+  return suml2 > 0 ? f(sumlx / suml2) : 0;
+}

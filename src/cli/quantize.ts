@@ -1,0 +1,52 @@
+import { existsSync } from "node:fs";
+import { quantizeModel, QUANTIZE_TYPES } from "../convert/index.js";
+import { formatBytes } from "../units/index.js";
+import { flag, optionalString, parseWithPositionals, strings, UsageError, type OptionSpec } from "./args.js";
+
+export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--leave-output-tensor] [--tensor-type NAME=T]...
+                      [--vocab FILE.gguf]
+
+Writes a GGUF whose weight matrices are quantized to T, as llama-quantize does for one type
+(every matrix T; no Q4_K_M-style mixture). IN is a GGUF file or a Hugging Face model folder.
+Vectors (norms, biases) stay F32; a matrix whose rows are not whole blocks of T falls back as
+llama.cpp's does (q2_k/q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl,
+then f16). Quantized inputs are dequantized and requantized. OUT is written to a temporary file
+beside it and renamed when complete (an interrupted run leaves no partial file); OUT may not be IN.
+
+Options:
+  --type T              ${QUANTIZE_TYPES.join(", ")} (required)
+  --leave-output-tensor keep output.weight in its stored type
+  --tensor-type NAME=T  tensors whose name matches the regular expression NAME get type T
+                        (repeatable; the first match wins), e.g. --tensor-type attn_v=q8_0
+  --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
+  -h, --help            show this help
+`;
+
+export const QUANTIZE_ARGS: OptionSpec = {
+  type: { type: "string" },
+  "leave-output-tensor": { type: "boolean" },
+  "tensor-type": { type: "string", multiple: true },
+  vocab: { type: "string" },
+};
+
+export async function runQuantize(argv: string[]): Promise<void> {
+  const { values, positionals } = parseWithPositionals(argv, QUANTIZE_ARGS);
+  if (flag(values, "help")) { process.stdout.write(quantizeHelp); return; }
+  if (positionals.length !== 2) throw new UsageError(`expected IN and OUT.gguf, got ${positionals.length} argument(s) (--help shows the usage)`);
+  const [input, out] = positionals as [string, string];
+  const type = optionalString(values, "type");
+  if (type === undefined) throw new UsageError("--type is required");
+  if (!QUANTIZE_TYPES.includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got "${type}"`);
+  const tensorTypes = (strings(values, "tensor-type") ?? []).map((s) => {
+    const eq = s.lastIndexOf("=");
+    if (eq <= 0) throw new UsageError(`--tensor-type expects NAME=TYPE, got "${s}"`);
+    const t = s.slice(eq + 1);
+    if (!QUANTIZE_TYPES.includes(t)) throw new UsageError(`--tensor-type ${s}: the type must be one of ${QUANTIZE_TYPES.join(", ")}`);
+    return [s.slice(0, eq), t] as const;
+  });
+  if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
+  const r = await quantizeModel(input, out, { type, leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
+  for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f}\n`);
+  const types = Object.entries(r.types).map(([t, n]) => `${t} x${n}`).join(", ");
+  process.stderr.write(`wrote ${out}: ${r.tensors} tensors (${types}), ${formatBytes(r.bytes)}\n`);
+}

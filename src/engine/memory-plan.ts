@@ -1,0 +1,174 @@
+import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
+import type { SourceTensorInfo } from "../formats/index.js";
+import { byteLengthAs, loadedType } from "../models/index.js";
+import { envVar, freeMemoryBytes } from "../platform/host.js";
+import { quantizationType, typeName, type Quantization } from "../tensor/index.js";
+import { formatBytes } from "../units/index.js";
+import { defaultKvBlocks } from "./engine.js";
+
+/**
+ * Memory planning before a model is loaded: its weights as they will be kept (after the load
+ * quantization), the KV pool the engine will allocate at the context size, and a scratch
+ * estimate, against the memory free now. A plan that does not fit is refused in one line that
+ * says what it needs, what is free, and what would fit.
+ */
+
+/** the sizes of a decoder that decide its KV cache and activations */
+export interface PlanShape {
+  readonly blockCount: number;
+  readonly headCountKv: number;
+  readonly headDim: number;
+  readonly headCount: number;
+  readonly embeddingLength: number;
+  readonly feedForwardLength: number;
+  /** the trained context */
+  readonly contextLength: number;
+  readonly vocabSize: number;
+}
+
+export interface PlanRequest {
+  readonly tensors: readonly SourceTensorInfo[];
+  readonly shape: PlanShape;
+  readonly quantize?: Quantization;
+  readonly contextSize: number;
+  readonly kvCacheBytes?: number;
+  readonly maxSequences?: number;
+  readonly maxBatchTokens?: number;
+  /** one wasm32 memory holds at most 4 GiB: no single tensor may be larger (the wasm backend) */
+  readonly wasm?: boolean;
+}
+
+export interface MemoryPlan {
+  readonly contextSize: number;
+  readonly weightBytes: number;
+  /** the main weight type after quantization (the most bytes) */
+  readonly weightType: string;
+  readonly kvCacheBytes: number;
+  /** tokens the KV pool holds (all sequences together) */
+  readonly kvTokens: number;
+  readonly scratchBytes: number;
+  readonly totalBytes: number;
+  /** the largest single tensor, which one wasm memory must hold */
+  readonly largestTensor: { readonly name: string; readonly bytes: number };
+}
+
+/** one wasm32 memory: 65536 pages of 64 KiB */
+export const WASM_MEMORY_BYTES = 4 * 2 ** 30;
+/** workers, the wasm module and its stacks, the tokenizer, the JS heap: a fixed allowance */
+const RUNTIME_BYTES = 32 * 2 ** 20;
+
+/**
+ * The environment variable that overrides the free memory the planner sees, in bytes (for tests
+ * and for experiments: "what would it propose on a machine with 6 GB free").
+ */
+export const AVAILABLE_MEMORY_ENV = "TSLLM_AVAILABLE_MEMORY";
+
+/** the free memory the planner compares against: TSLLM_AVAILABLE_MEMORY when set, else the host's free memory */
+export function availableMemoryBytes(): number {
+  const v = envVar(AVAILABLE_MEMORY_ENV);
+  if (v === undefined || v === "") return freeMemoryBytes();
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${AVAILABLE_MEMORY_ENV} must be a number of bytes, got "${v}"`);
+  return n;
+}
+
+export function planMemory(r: PlanRequest): MemoryPlan {
+  const want = r.quantize === undefined ? undefined : quantizationType(r.quantize);
+  let weightBytes = 0;
+  const byType = new Map<string, number>();
+  let largestTensor = { name: "", bytes: 0 };
+  for (const t of r.tensors) {
+    const type = loadedType(t, want);
+    const bytes = byteLengthAs(t, type);
+    weightBytes += bytes;
+    byType.set(typeName(type), (byType.get(typeName(type)) ?? 0) + bytes);
+    if (bytes > largestTensor.bytes) largestTensor = { name: t.name, bytes };
+  }
+  const weightType = [...byType].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "-";
+  const s = r.shape;
+  const perToken = kvBytesPerToken(s);
+  // without a budget the engine's pool is room for maxSequences contexts but shrinks to what is free
+  // (kvPoolBytes), down to one context: the plan needs one
+  const kvBlocks = r.kvCacheBytes !== undefined ? Math.floor(r.kvCacheBytes / (DEFAULT_BLOCK_SIZE * perToken)) : Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
+  const kvCacheBytes = kvBlocks * DEFAULT_BLOCK_SIZE * perToken;
+  // per batch token: residual, norm, Q/K/V, attention out (~6 x embedding), gate/up/act (3 x ffn),
+  // logits (vocab), attention scores over the context (heads x context); f32
+  const batch = Math.min(r.maxBatchTokens ?? 64, r.contextSize);
+  const scratchBytes = RUNTIME_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
+  return {
+    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, scratchBytes,
+    totalBytes: weightBytes + kvCacheBytes + scratchBytes, largestTensor,
+  };
+}
+
+/**
+ * The KV pool to allocate when no budget was given: the engine's default (room for maxSequences
+ * contexts, at most 1/8 of RAM and 2 GiB), but no more than what is free beside the weights and
+ * scratch, and at least one context.
+ */
+export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): number {
+  const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape);
+  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape), r.maxSequences ?? 16);
+  const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
+  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free)) * perBlock;
+}
+
+/** quantizations proposed when the weights do not fit, best quality first */
+const PROPOSALS: readonly Quantization[] = ["q8_0", "q6_k", "q5_k", "q4_k", "q3_k", "q2_k"];
+
+function fits(p: MemoryPlan, available: number, wasm: boolean): boolean {
+  return p.totalBytes <= available && (!wasm || p.largestTensor.bytes <= WASM_MEMORY_BYTES);
+}
+
+/** the largest context (whole KV blocks, at most `max`) for which `r` fits, or undefined */
+export function largestFittingContext(r: PlanRequest, available: number, max: number): number | undefined {
+  const at = (ctx: number) => fits(planMemory({ ...r, contextSize: ctx }), available, r.wasm ?? false);
+  if (!at(Math.min(max, DEFAULT_BLOCK_SIZE))) return undefined;
+  if (at(max)) return max;
+  let lo = 1, hi = Math.floor(max / DEFAULT_BLOCK_SIZE); // lo blocks fit, hi do not
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >>> 1;
+    if (at(mid * DEFAULT_BLOCK_SIZE)) lo = mid;
+    else hi = mid;
+  }
+  return lo * DEFAULT_BLOCK_SIZE;
+}
+
+/** a friendlier number for a proposal: the largest power of two, or multiple of 1024, not above n */
+function roundContext(n: number): number {
+  if (n >= 4096) return Math.floor(n / 1024) * 1024;
+  let p = DEFAULT_BLOCK_SIZE;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+/**
+ * Throws (one line) when plan `p` for request `r` does not fit in `available` bytes, with what
+ * would: a quantization that fits at the asked context, and the context that fits as asked.
+ */
+export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, available: number): void {
+  const wasm = r.wasm ?? false;
+  if (fits(p, available, wasm)) return;
+  const smaller = PROPOSALS.filter((q) => planMemory({ ...r, quantize: q }).weightBytes < p.weightBytes);
+  const byQuant = smaller.map((q) => [q, planMemory({ ...r, quantize: q })] as const).find(([, qp]) => fits(qp, available, wasm));
+  const ctx = largestFittingContext(r, available, p.contextSize);
+  const tries: string[] = [];
+  if (byQuant) tries.push(`--quantize ${byQuant[0]} (${formatBytes(byQuant[1].totalBytes)})`);
+  if (ctx !== undefined && ctx < p.contextSize) tries.push(`--ctx-size ${roundContext(ctx)}`);
+  if (tries.length === 0) {
+    // neither alone: the smallest quantization with the context that then fits
+    for (const q of [...smaller].reverse().slice(0, 1)) {
+      const c = largestFittingContext({ ...r, quantize: q }, available, p.contextSize);
+      if (c !== undefined) tries.push(`--quantize ${q} --ctx-size ${roundContext(c)}`);
+    }
+  }
+  const kv = p.kvTokens === roundUp(p.contextSize) ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes)`;
+  const needs = `needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + ${kv} + scratch ${formatBytes(p.scratchBytes)})`;
+  const tooBig = wasm && p.largestTensor.bytes > WASM_MEMORY_BYTES ? `; tensor ${p.largestTensor.name} is ${formatBytes(p.largestTensor.bytes)}, more than the 4 GiB one wasm memory holds` : "";
+  const advice = tries.length > 0 ? `: try ${tries.join(" or ")}` : ": no quantization or context size tsllm offers fits";
+  throw new Error(`${path}: ${needs}, ${formatBytes(available)} free${tooBig}${advice}`);
+}
+
+function roundUp(ctx: number): number {
+  return Math.ceil(ctx / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
+}

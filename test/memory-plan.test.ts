@@ -1,0 +1,104 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { promisify } from "node:util";
+import { checkMemoryPlan, largestFittingContext, planMemory, type PlanRequest } from "../src/engine/index.js";
+import { loadModel, loadPlanRequest } from "../src/llm.js";
+import { openModel } from "../src/models/index.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
+import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * Memory planning before loading: weights (after quantization) + KV cache at the context +
+ * scratch against the free memory, which tests inject (the availableMemory option, or the
+ * TSLLM_AVAILABLE_MEMORY environment variable) so a small random model shows the refusal and
+ * the proposal a big model would get on a small machine.
+ */
+const dir = mkdtempSync(join(tmpdir(), "tsllm-plan-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const SKIP = skipWithoutShared("models/stories260K.gguf");
+const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
+const run = promisify(execFile);
+const FILE = join(dir, "m.gguf");
+// a large vocabulary makes the weights (token_embd + output) the bulk, as in a real model
+const ready = SKIP ? Promise.resolve() : writeRandomModel(FILE, { ...tinyLlama, embeddingLength: 512, feedForwardLength: 1024, contextLength: 8192, seed: 61 });
+
+function request(ctx: number, quantize?: "q4_k" | "q8_0"): PlanRequest {
+  return loadPlanRequest(openModel(FILE), { backend: "reference", ...(quantize ? { quantize } : {}) }, ctx)!;
+}
+
+test("loadModel refuses, before reading weights, a plan that does not fit: one line with what it needs, what is free and what fits", { skip: SKIP }, async () => {
+  await ready;
+  const f32 = planMemory(request(2048)), q4 = planMemory(request(2048, "q4_k"));
+  assert.ok(f32.weightBytes > 5 * q4.weightBytes, `${f32.weightBytes} vs ${q4.weightBytes}`);
+  // room for the q4_k plan at 2048 tokens, not for F32's
+  const available = q4.totalBytes + 1000;
+  await assert.rejects(loadModel(FILE, { backend: "reference", contextSize: 2048, availableMemory: available }), (e: Error) => {
+    assert.doesNotMatch(e.message, /\n/);
+    assert.match(e.message, /^.*m\.gguf: needs [\d.]+ MB \(weights [\d.]+ MB F32 \+ KV [\d.]+ MB at 2048 tokens \+ scratch [\d.]+ MB\), [\d.]+ MB free: try --quantize (q8_0|q6_k|q5_k|q4_k) \([\d.]+ MB\)( or --ctx-size \d+)?$/);
+    return true;
+  });
+  // the proposal loads
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 2048, availableMemory: available, quantize: "q4_k" });
+  assert.equal(m.contextSize, 2048);
+  m.dispose();
+  // only the context too large: the proposal is a context that fits
+  const ctxOnly = planMemory(request(512)).totalBytes + 1000;
+  await assert.rejects(loadModel(FILE, { backend: "reference", contextSize: 8192, availableMemory: ctxOnly }), /free: try (--quantize \S+ \([\d.]+ MB\) or )?--ctx-size (\d+)$/);
+  const proposed = Number(/--ctx-size (\d+)$/.exec(await loadModel(FILE, { backend: "reference", contextSize: 8192, availableMemory: ctxOnly }).then(() => "", (e: Error) => e.message))![1]);
+  assert.ok(proposed >= 512 && proposed < 8192, String(proposed));
+  (await loadModel(FILE, { backend: "reference", contextSize: proposed, availableMemory: ctxOnly })).dispose();
+  // nothing fits
+  await assert.rejects(loadModel(FILE, { backend: "reference", availableMemory: 999 }), /999 B free: no quantization or context size tsllm offers fits$/);
+});
+
+test('contextSize "auto" picks the largest context that fits (at most the trained one); the default KV pool shrinks to what is free', { skip: SKIP }, async () => {
+  await ready;
+  const available = planMemory(request(3000)).totalBytes;
+  const m = await loadModel(FILE, { backend: "reference", contextSize: "auto", availableMemory: available });
+  try {
+    assert.equal(m.contextSize, largestFittingContext(request(8192), available, 8192));
+    assert.ok(m.contextSize <= 3000 && m.contextSize > 2900, String(m.contextSize));
+    assert.ok(planMemory(request(m.contextSize + 16)).totalBytes > available);
+    // 16 contexts would not fit: the pool holds what is free, at least one context
+    assert.ok(m.engine.stats.kvCapacityTokens >= m.contextSize && m.engine.stats.kvCapacityTokens < 2 * m.contextSize, String(m.engine.stats.kvCapacityTokens));
+  } finally {
+    m.dispose();
+  }
+  const big = await loadModel(FILE, { backend: "reference", contextSize: "auto", availableMemory: 1e12 });
+  assert.equal(big.contextSize, 8192);
+  big.dispose();
+});
+
+test("the wasm backend's 4 GiB per memory: a tensor larger than one memory is refused with a quantization that fits", () => {
+  // a 7B-like embedding: 4096 x 600000 F16 = 4.9 GB in one tensor
+  const shape = { blockCount: 32, headCountKv: 8, headDim: 128, headCount: 32, embeddingLength: 4096, feedForwardLength: 14336, contextLength: 8192, vocabSize: 600000 };
+  const tensors = [{ name: "token_embd.weight", type: GGMLType.F16, dims: [4096, 600000], byteLength: 4096 * 600000 * 2 }];
+  const r: PlanRequest = { tensors, shape, contextSize: 4096, wasm: true };
+  const p = planMemory(r);
+  assert.throws(() => checkMemoryPlan("big.gguf", r, p, 64e9), /^Error: big\.gguf: needs [\d.]+ GB \(weights 4\.92 GB F16 .*64\.00 GB free; tensor token_embd\.weight is 4\.92 GB, more than the 4 GiB one wasm memory holds: try --quantize q8_0 \([\d.]+ GB\)$/);
+  checkMemoryPlan("big.gguf", { ...r, wasm: false }, p, 64e9);
+});
+
+test("TSLLM_AVAILABLE_MEMORY: generate refuses in one line (exit 1); inspect --ctx-size N prints the plan and the proposal, --json has it", { skip: SKIP }, async () => {
+  await ready;
+  const q4 = planMemory(request(2048, "q4_k"));
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(q4.totalBytes + 1000) };
+  const cli = (args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  const g = await cli(["generate", "--model", FILE, "--prompt", "hi", "--ctx-size", "2048", "--backend", "reference", "--max-tokens", "1"]);
+  assert.equal(g.code, 1);
+  assert.equal(g.stderr.trim().split("\n").length, 1, g.stderr);
+  assert.match(g.stderr, /needs .* free: try --quantize/);
+  const ok = await cli(["generate", "--model", FILE, "--prompt", "hi", "--ctx-size", "2048", "--backend", "reference", "--max-tokens", "1", "--quantize", "q4_k"]);
+  assert.equal(ok.code, 0, ok.stderr);
+  const i = await cli(["inspect", "--model", FILE, "--ctx-size", "2048"]);
+  assert.match(i.stdout, /load plan: +[\d.]+ MB = weights [\d.]+ MB F32 \+ KV [\d.]+ MB at 2048 tokens \+ scratch [\d.]+ MB \(estimate\); [\d.]+ MB free: does not fit\n +needs .*: try --quantize/);
+  const j = JSON.parse((await cli(["inspect", "--model", FILE, "--ctx-size", "auto", "--quantize", "q4_k", "--json"])).stdout) as { plan: { fits: boolean; contextSize: number; weightType: string } };
+  assert.equal(j.plan.fits, true);
+  assert.equal(j.plan.weightType, "Q4_K");
+  assert.ok(j.plan.contextSize >= 2048, String(j.plan.contextSize));
+});

@@ -1,0 +1,150 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { promisify } from "node:util";
+import { quantizeModel } from "../src/convert/index.js";
+import { readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { openModel } from "../src/models/open.js";
+import { GGMLType, typeName } from "../src/tensor/dtypes.js";
+import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
+import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
+import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * `tsllm quantize` is judged by llama.cpp (node-llama-cpp 3.21.1): the GGUF it writes loads
+ * there, and llama.cpp's next-token log-probabilities over the whole vocabulary match tsllm's on
+ * the same file, after a 12-token prompt and 3 greedy steps.
+ */
+const dir = mkdtempSync(join(tmpdir(), "tsllm-quantize-"));
+after(async () => {
+  await disposeSharedLlama();
+  rmSync(dir, { recursive: true, force: true });
+});
+const run = promisify(execFile);
+const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
+const SKIP = skipWithoutShared("models/stories260K.gguf");
+
+function argmax(x: ArrayLike<number>): number {
+  let b = 0;
+  for (let i = 1; i < x.length; i++) if (x[i]! > x[b]!) b = i;
+  return b;
+}
+
+/** max |Δ logprob| per step between tsllm (reference backend) and llama.cpp on `file` */
+async function compare(file: string): Promise<number[]> {
+  const opened = openModel(file);
+  const be = createReferenceBackend();
+  try {
+    const lm = opened.build(be);
+    const rng = new Rng(5);
+    const prompt = [1, ...Array.from({ length: 11 }, () => rng.u32() % lm.info.vocabSize)];
+    const ref = await llamaCppRun(file, prompt, { decodeSteps: 3 });
+    const cache = lm.createCache(prompt.length + 4);
+    let logits = lm.forward(prompt, cache);
+    const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
+    assert.equal(argmax(logits), ref.greedyTokens[0]);
+    for (let i = 0; i + 1 < 3; i++) {
+      logits = lm.forward([ref.greedyTokens[i]!], cache);
+      diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
+    }
+    return diffs;
+  } finally {
+    be.dispose();
+  }
+}
+
+const F32 = join(dir, "f32.gguf");
+const ready = SKIP ? Promise.resolve() : writeRandomModel(F32, { ...tinyLlama, std: 0.05, seed: 51 });
+
+for (const [type, ggml] of [["q2_k", GGMLType.Q2_K], ["q3_k", GGMLType.Q3_K], ["q4_k", GGMLType.Q4_K], ["q5_k", GGMLType.Q5_K], ["q6_k", GGMLType.Q6_K]] as const) {
+  test(`tsllm quantize --type ${type}: llama.cpp loads the GGUF and its logprobs match tsllm's on it`, { skip: SKIP }, async (t) => {
+    await ready;
+    const out = join(dir, `${type}.gguf`);
+    await run(process.execPath, ["--import", "tsx", CLI, "quantize", F32, out, "--type", type], { cwd: PROJECT_ROOT });
+    const h = readGGUFHeader(out);
+    for (const x of h.tensors) assert.equal(x.type, x.dims.length === 2 ? ggml : GGMLType.F32, `${x.name} ${typeName(x.type)}`);
+    const diffs = await compare(out);
+    t.diagnostic(`${type}: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
+    assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
+  });
+}
+
+test("tsllm quantize from a Hugging Face folder; --tensor-type and --leave-output-tensor; fallback to llama.cpp's types and F16; llama.cpp loads it", { skip: SKIP }, async (t) => {
+  // rows of 160 (not whole 256-blocks: q4_k -> Q5_0) and 512 (ffn_down: Q4_K)
+  const spec = { ...tinyLlama, embeddingLength: 160, std: 0.05, seed: 52 };
+  const folder = join(dir, "hf");
+  await writeRandomHFModel(folder, spec, { dtype: "F32" });
+  const out = join(dir, "hf-q4_k.gguf");
+  const r = await quantizeModel(folder, out, { type: "q4_k", leaveOutputTensor: true, tensorTypes: [["attn_v", "q8_0"]], vocab: spec.tokenizerFrom });
+  assert.ok(r.fallbacks.some((f) => /Q4_K -> Q5_0/.test(f)), r.fallbacks.join("; "));
+  const types = new Map(readGGUFHeader(out).tensors.map((x) => [x.name, x.type]));
+  assert.equal(types.get("blk.0.attn_v.weight"), GGMLType.Q8_0);
+  assert.equal(types.get("output.weight"), GGMLType.F32);
+  assert.equal(types.get("blk.0.ffn_down.weight"), GGMLType.Q4_K);
+  assert.equal(types.get("blk.0.attn_q.weight"), GGMLType.Q5_0);
+  assert.equal(types.get("blk.0.attn_norm.weight"), GGMLType.F32);
+  const diffs = await compare(out);
+  t.diagnostic(`HF folder -> q4_k (+ fallbacks): per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
+  assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
+  // rows of 48 are no multiple of 32: q2_k -> Q4_0 does not fit either, F16 (llama.cpp's "must use F16")
+  const odd = join(dir, "odd.gguf");
+  await writeRandomModel(odd, { ...tinyLlama, embeddingLength: 48, headCount: 2, headCountKv: 1, feedForwardLength: 96, seed: 53 });
+  const r2 = await quantizeModel(odd, join(dir, "odd-q2.gguf"), { type: "q2_k" });
+  const matrices = readGGUFHeader(join(dir, "odd-q2.gguf")).tensors.filter((x) => x.dims.length === 2);
+  assert.ok(matrices.every((x) => x.type === (x.dims[0]! % 32 === 0 ? GGMLType.Q4_0 : GGMLType.F16)), JSON.stringify(r2.types));
+  assert.ok(r2.types.F16! > 0 && r2.types.Q4_0! > 0, JSON.stringify(r2.types));
+});
+
+test("tsllm quantize refuses OUT == IN (the file untouched), bad types and arguments; a failed run leaves no file behind", { skip: SKIP }, async () => {
+  await ready;
+  const copy = join(dir, "in.gguf");
+  copyFileSync(F32, copy);
+  const size = readGGUFHeader(copy).tensors.length;
+  await assert.rejects(quantizeModel(copy, copy, { type: "q4_k" }), /the output is the input/);
+  assert.equal(readGGUFHeader(copy).tensors.length, size);
+  await assert.rejects(quantizeModel(copy, join(dir, "x.gguf"), { type: "nf4" }), /--type: expected one of/);
+  await assert.rejects(quantizeModel(copy, join(dir, "x.gguf"), { type: "q4_k", tensorTypes: [["(", "q8_0"]] }), /--tensor-type \(=q8_0/);
+  const cli = (args: string[]) => run(process.execPath, ["--import", "tsx", CLI, "quantize", ...args], { cwd: PROJECT_ROOT }).then(() => "", (e: { stderr: string }) => e.stderr);
+  assert.match(await cli([copy, copy, "--type", "q4_k"]), /the output is the input/);
+  assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q9_k"]), /--type must be one of/);
+  assert.match(await cli([copy, "--type", "q4_k"]), /expected IN and OUT.gguf/);
+  assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q4_k", "--tensor-type", "attn"]), /NAME=TYPE/);
+  assert.ok(!existsSync(join(dir, "x.gguf")) && !existsSync(join(dir, "y.gguf")));
+  // a failure after the first tensors were written (an I16 matrix cannot be dequantized): the
+  // existing OUT is left as it was, and no temporary file remains
+  const broken = join(dir, "broken.gguf");
+  await writeGGUF(broken, { metadata: [["general.architecture", ggufEntry.string("llama")]], tensors: [
+    { name: "a.weight", type: GGMLType.F32, dims: [256, 4], data: new Uint8Array(4096) },
+    { name: "b.weight", type: GGMLType.I16, dims: [256, 4], data: new Uint8Array(2048) },
+  ] });
+  const keep = join(dir, "keep.gguf");
+  writeFileSync(keep, "keep me");
+  await assert.rejects(quantizeModel(broken, keep, { type: "q4_k" }), /I16/);
+  assert.equal(readFileSync(keep, "utf8"), "keep me");
+  assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".tmp")), []);
+});
+
+test("tsllm quantize interrupted (SIGINT while writing): no OUT and no temporary file remain", { skip: SKIP }, async () => {
+  const { spawn } = await import("node:child_process");
+  const sub = mkdtempSync(join(dir, "int-"));
+  const big = join(sub, "big.gguf");
+  // ~34M weights: Q2_K's scale search takes seconds here
+  await writeRandomModel(big, { ...tinyLlama, embeddingLength: 1024, feedForwardLength: 2816, blockCount: 4, headCount: 8, headCountKv: 8, seed: 54 });
+  const out = join(sub, "out.gguf");
+  const child = spawn(process.execPath, ["--import", "tsx", CLI, "quantize", big, out, "--type", "q2_k"], { cwd: PROJECT_ROOT, stdio: "ignore" });
+  const exited = new Promise<string | null>((res) => child.on("exit", (_code, signal) => res(signal)));
+  const tmpNow = () => readdirSync(sub).filter((f) => f.endsWith(".tmp"));
+  const t0 = Date.now();
+  while (tmpNow().length === 0 && Date.now() - t0 < 60_000) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(tmpNow().length, 1, "the temporary file appeared");
+  child.kill("SIGINT");
+  assert.equal(await exited, "SIGINT");
+  assert.deepEqual(readdirSync(sub).sort(), ["big.gguf"]);
+});
