@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
 
@@ -19,7 +19,7 @@ Options:
   --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement
   --base FILE           the full-precision base model for --kl-divergence
   --threads N           compute threads (default: all cores)
-  --backend NAME        wasm (default) or reference
+  --backend NAME        wasm (default), reference or webgpu
   --json                print one JSON object instead of the progress lines
   -h, --help            show this help
 `;
@@ -49,8 +49,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const basePath = optionalString(values, "base");
   if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model)");
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
-  const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const backend = backendOption(values);
   const json = flag(values, "json");
   let text: string;
   try {

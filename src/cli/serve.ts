@@ -28,7 +28,7 @@ Options:
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --threads N           compute threads (default: all cores)
-  --backend NAME        wasm (default) or reference
+  --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q4_0, iq4_nl or iq4_xs
   -h, --help            show this help
 `;
