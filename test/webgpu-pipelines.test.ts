@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { embed, loadEmbeddingModel, loadModel, pipeline } from "../src/index.js";
+import { embed, loadEmbeddingModel, loadModel, pipeline, startServer } from "../src/index.js";
 import { beamSearch } from "../src/generation/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { PROJECT_ROOT, SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -146,4 +146,34 @@ test("tsllm pipeline ner --backend webgpu = transformers' aggregation_strategy=s
   const c = exp.cases[0];
   const { stdout } = await cli(["pipeline", "ner", "--model", oracle("bert-ner"), "--input", c.text, "--aggregation-strategy", "simple", "--backend", "webgpu", "--json"]);
   t.diagnostic(`bert-ner simple: max score error ${closeTo(JSON.parse(stdout)[0], c.pipeline_simple, TOL).toExponential(2)}`);
+});
+
+test("speculative decoding on the engine with a webgpu draft model (its passes awaited) gives the greedy tokens", { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+  const target = await loadModel(sharedFile(MODEL)!, { backend: "webgpu", contextSize: 64 });
+  const draft = await loadModel(sharedFile(MODEL)!, { backend: "webgpu", contextSize: 64, quantize: "q4_0" });
+  try {
+    const plain = await target.generate("Once upon a time", { temperature: 0, maxTokens: 10 });
+    const spec = await target.generate("Once upon a time", { temperature: 0, maxTokens: 10, draftModel: draft, draftTokens: 3 });
+    assert.deepEqual(spec.completionTokens, plain.completionTokens);
+    assert.ok(spec.speculative && spec.speculative.drafted > 0, JSON.stringify(spec.speculative));
+  } finally {
+    target.dispose();
+    draft.dispose();
+  }
+});
+
+test("POST /v1/embeddings on a webgpu embedding model = sentence-transformers", { skip: skipOracle("minilm-embed") }, async () => {
+  const exp = expected("minilm-embed");
+  const model = await loadEmbeddingModel(oracle("minilm-embed"), { backend: "webgpu" });
+  const server = await startServer(model, { port: 0 });
+  try {
+    const texts: string[] = exp.cases.slice(0, 3).map((c: Json) => c.text);
+    const r = await fetch(`${server.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: texts, encoding_format: "float" }) });
+    assert.equal(r.status, 200);
+    const body = (await r.json()) as { data: { index: number; embedding: number[] }[] };
+    body.data.forEach((d, i) => closeTo(d.embedding, exp.cases[i].embedding_unnormalized, TOL));
+  } finally {
+    await server.close(1000);
+    model.dispose();
+  }
 });
