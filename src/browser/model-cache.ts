@@ -81,6 +81,7 @@ export async function listCachedModels(): Promise<CachedModel[]> {
   if (!cache) return [];
   const out: CachedModel[] = [];
   for (const key of await cache.keys()) {
+    if (key.url.endsWith("tsllm-downloading")) continue;
     const r = await cache.match(key.url);
     if (r) out.push(describe(key.url, r));
   }
@@ -148,7 +149,8 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
     await cache.put(url, new Response(body, { headers: { ...headers, [H_SIZE]: String(total) } }));
   } else {
     // the size is known only once the body has arrived: stage the body, then store it with its size
-    const staged = `${url}#tsllm-downloading`;
+    // (a query, not a fragment: the Cache API ignores fragments when it matches)
+    const staged = `${url}${url.includes("?") ? "&" : "?"}tsllm-downloading`;
     await cache.put(staged, new Response(body, { headers }));
     const blob = await (await cache.match(staged))?.blob();
     await cache.delete(staged);
