@@ -63,9 +63,9 @@ async function main(): Promise<void> {
       for (const batch of list(optionalString(values, "batch"), "1,32").map(Number)) {
         const m = await loadEmbeddingModel(folder, { threads, batchSize: batch });
         try {
-          m.embed(texts.slice(0, Math.min(batch, 2))); // warm-up
+          await m.embed(texts.slice(0, Math.min(batch, 2))); // warm-up
           const t0 = performance.now();
-          for (let i = 0; i < texts.length; i += batch) m.embed(texts.slice(i, i + batch));
+          for (let i = 0; i < texts.length; i += batch) await m.embed(texts.slice(i, i + batch));
           rows.push({ model: name, tokens: n, batch, engine: "tsllm", sentencesPerSecond: texts.length / ((performance.now() - t0) / 1000) });
         } finally {
           m.dispose();

@@ -61,7 +61,7 @@ test("stories260K: numBeams=1 equals greedy (llama.cpp's tokens) for every golde
   const model = await loadModel(sharedFile(MODEL)!, { backend: "reference" });
   try {
     for (const c of cases()) {
-      const r = beamSearch(model.languageModel, c.promptTokens, { numBeams: 1, maxTokens: c.completionTokens.length, endIds: model.tokenizer.endOfGenerationIds });
+      const r = await beamSearch(model.languageModel, c.promptTokens, { numBeams: 1, maxTokens: c.completionTokens.length, endIds: model.tokenizer.endOfGenerationIds });
       assert.deepEqual(r.sequences[0]!.tokens, c.completionTokens, c.prompt);
     }
   } finally {
@@ -76,7 +76,7 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
     // a short horizon where a story can end (EOS closes hypotheses) and one where it cannot
     const prompts = cases().map((c) => c.promptTokens).slice(0, 3);
     for (const [prompt, lengthPenalty] of prompts.map((p, i) => [p, i === 1 ? 0.5 : 1] as const)) {
-      const ours = beamSearch(model.languageModel, prompt, { numBeams: 4, numReturnSequences: 4, maxTokens: 16, endIds, lengthPenalty });
+      const ours = await beamSearch(model.languageModel, prompt, { numBeams: 4, numReturnSequences: 4, maxTokens: 16, endIds, lengthPenalty });
       const ref = naiveBeamSearch(model.languageModel, prompt, 4, 16, endIds, lengthPenalty);
       assert.equal(ours.sequences.length, ref.length);
       ours.sequences.forEach((s, i) => {
@@ -95,7 +95,7 @@ test("stories260K: numBeams=4 equals a from-scratch reference for a 16-token hor
     let closed = 0;
     for (const prompt of prompts) {
       for (const lengthPenalty of [1, 2]) {
-        const ours = beamSearch(model.languageModel, prompt, { numBeams: 4, numReturnSequences: 4, maxTokens: 16, endIds: withPeriod, lengthPenalty });
+        const ours = await beamSearch(model.languageModel, prompt, { numBeams: 4, numReturnSequences: 4, maxTokens: 16, endIds: withPeriod, lengthPenalty });
         const ref = naiveBeamSearch(model.languageModel, prompt, 4, 16, withPeriod, lengthPenalty);
         assert.deepEqual(ours.sequences.map((s) => s.tokens), ref.map((s) => s.tokens));
         ours.sequences.forEach((s, i) => assert.ok(Math.abs(s.score - ref[i]!.score) < 1e-6));

@@ -43,7 +43,7 @@ test("convert a BERT folder to GGUF: tsllm (folder, GGUF) and llama.cpp embeddin
     } finally {
       folderModel.dispose();
     }
-    const fromGGUF = m.embed(TEXTS);
+    const fromGGUF = await m.embed(TEXTS);
     fromGGUF.forEach((v, i) => v.forEach((x, j) => assert.ok(Math.abs(x - fromFolder[i]![j]!) <= 1e-5)));
 
     const llama = await sharedLlama();

@@ -1,13 +1,15 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { after, test } from "node:test";
 import { parseGGUFHeader, readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { memoryFile } from "../src/browser/files.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 // @ts-expect-error: a plain .mjs build script
-import { buildBrowser } from "../scripts/build-browser.mjs";
+import { browserBuildIsStale, buildBrowser } from "../scripts/build-browser.mjs";
 
 const tmp = mkdtempSync(join(tmpdir(), "tsllm-browser-build-"));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -41,4 +43,26 @@ test("the GGUF header parses the same from memory (a browser's whole-file fetch)
   const path = sharedFile("models/stories260K.gguf")!;
   const fromMemory = parseGGUFHeader(memoryFile(readFileSync(path)), path);
   assert.deepEqual(fromMemory, readGGUFHeader(path));
+});
+
+test("package.json exports the browser build as tsllm/browser (Node entry unchanged) and npm pack ships it", async () => {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  assert.deepEqual(pkg.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js" });
+  assert.equal(pkg.main, "dist/index.js");
+  assert.deepEqual(pkg.exports["./browser"], { types: "./dist/browser/index.d.ts", browser: "./dist-browser/tsllm.js", import: "./dist-browser/tsllm.js" });
+  assert.equal(pkg.exports["./browser/*"], "./dist-browser/*");
+  assert.ok(pkg.files.includes("dist-browser") && pkg.files.includes("dist"));
+  assert.equal(pkg.scripts.prepack, "npm run build:browser");
+  // the package resolves its own name through exports
+  assert.equal(import.meta.resolve("tsllm/browser"), new URL("../dist-browser/tsllm.js", import.meta.url).href);
+  assert.equal(import.meta.resolve("tsllm/browser/engine-worker.js"), new URL("../dist-browser/engine-worker.js", import.meta.url).href);
+  assert.equal(import.meta.resolve("tsllm"), new URL("../dist/index.js", import.meta.url).href);
+  if (browserBuildIsStale()) await buildBrowser();
+  // what npm pack would put in the tarball (scripts skipped: the build is checked above)
+  const { stdout } = await promisify(execFile)("npm", ["pack", "--dry-run", "--ignore-scripts", "--json"], { cwd: new URL("..", import.meta.url).pathname, maxBuffer: 1 << 24 });
+  const files: string[] = JSON.parse(stdout)[0].files.map((f: { path: string }) => f.path);
+  assert.ok(files.includes("package.json"));
+  const built = readdirSync(new URL("../dist-browser", import.meta.url)).filter((f) => !f.endsWith(".map"));
+  for (const f of built) assert.ok(files.includes(`dist-browser/${f}`), `npm pack leaves out dist-browser/${f}`);
+  assert.ok(!files.some((f) => f.startsWith("src/") || f.startsWith("test/")), "the tarball holds the builds, not the sources");
 });

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { loadModel } from "../src/index.js";
 import { tinyLlama } from "../src/testing/presets.js";
 import { writeRandomModel } from "../src/testing/random-model.js";
@@ -28,17 +28,22 @@ const modelsDir = mkdtempSync(join(tmpdir(), "tsllm-browser-models-"));
 const RANDOM = "random-q8_0.gguf";
 let server: ChildProcess | undefined;
 let base = "";
+/** everything the server printed (with --log-requests, a line per request for a file under /models/) */
+let serverOutput = "";
+/** the server's log lines of requests for /models/NAME */
+const modelRequests = (name: string): string[] => serverOutput.split("\n").filter((l) => l.startsWith(`request: GET /models/${name} `));
 let browser: Browser | undefined;
 
 /** starts `npm run example:browser -- --port 0 --models DIR` and waits for the URL it prints */
 async function startServer(): Promise<string> {
-  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", modelsDir], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", modelsDir, "--log-requests"], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   server = child;
   let output = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the example server printed no URL within 120 s:\n${output}`)), 120_000);
     const onData = (d: Buffer) => {
       output += d.toString();
+      serverOutput += d.toString();
       const m = /tsllm browser example: (http:\/\/127\.0\.0\.1:\d+)\//.exec(output);
       if (m) {
         clearTimeout(timer);
@@ -70,8 +75,8 @@ after(async () => {
 });
 
 /** opens the page with these query parameters and returns #result once it is written */
-async function runPage(query: Record<string, string>, prepare?: (page: Page) => Promise<void>): Promise<{ result: any; errors: string[] }> {
-  const page = await browser!.newPage();
+async function runPage(query: Record<string, string>, prepare?: (page: Page) => Promise<void>, context?: BrowserContext): Promise<{ result: any; errors: string[] }> {
+  const page = await (context ?? browser!).newPage();
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
   try {
@@ -217,5 +222,81 @@ test("TsllmWorker from a page's own script: tokenize, stream and chat (a templat
     }
   } finally {
     await page.close();
+  }
+});
+
+test("a URL's model is kept in the Cache API: the second load (a reload) makes no request for it and gives the same golden tokens; list and delete", { skip }, async () => {
+  const c = cases()[0]!;
+  const name = "stories260K.gguf";
+  const query = { model: `/models/${name}`, prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0", run: "1" };
+  // one browser context: its pages share an origin's storage, as reloads of one tab do
+  const context = await browser!.newContext();
+  try {
+    const before = modelRequests(name).length;
+    const first = (await runPage(query, undefined, context)).result;
+    assert.equal(first.error, undefined);
+    assert.deepEqual(first.completionTokens, c.completionTokens);
+    assert.deepEqual(first.load, { fromCache: false, cached: true, size: readFileSync(sharedFile(MODEL)!).length });
+    const downloads = modelRequests(name).slice(before);
+    assert.deepEqual(downloads.map((l) => l.split(" ").at(-1)), ["whole"], "the first load downloads the file once, whole");
+
+    const afterFirst = modelRequests(name).length;
+    const second = (await runPage(query, undefined, context)).result;
+    assert.equal(second.error, undefined);
+    assert.deepEqual(second.completionTokens, c.completionTokens);
+    assert.equal(second.load.fromCache, true);
+    assert.deepEqual(modelRequests(name).slice(afterFirst), [], "the second load makes no request for the model file");
+
+    // cache=0: Range reads, nothing cached by this load
+    const afterSecond = modelRequests(name).length;
+    const uncached = (await runPage({ ...query, cache: "0" }, undefined, context)).result;
+    assert.deepEqual(uncached.completionTokens, c.completionTokens);
+    assert.deepEqual([uncached.load.fromCache, uncached.load.cached], [false, false]);
+    assert.ok(modelRequests(name).slice(afterSecond).every((l) => / bytes=\d+-\d+$/.test(l)), "cache: false reads by Range requests");
+
+    // the TsllmWorker API: progress events, list, revalidate (one Range probe, no download), delete
+    const page = await context.newPage();
+    try {
+      await page.goto(`${base}/`);
+      const afterThird = modelRequests(name).length;
+      const got = await page.evaluate(async (url) => {
+        const { TsllmWorker } = await import("/tsllm/tsllm.js" as string);
+        const engine = new TsllmWorker();
+        const progress: { phase: string; loaded: number; total: number; fromCache: boolean }[] = [];
+        // (no arrow functions as properties here: tsx's keepNames would wrap them in a __name the page lacks)
+        const onProgress = progress.push.bind(progress);
+        const again = await engine.load(url, { cache: "revalidate", onProgress });
+        const listed = await engine.cachedModels();
+        const deleted = await engine.deleteCachedModel(url);
+        const deletedAgain = await engine.deleteCachedModel(url);
+        const after = await engine.cachedModels();
+        const fresh = await engine.load(url, { onProgress });
+        const cleared = await engine.clearModelCache();
+        engine.terminate();
+        return { again: again.fromCache, listed, deleted, deletedAgain, after, fresh: fresh.fromCache, cleared, progress };
+      }, `/models/${name}`);
+      const size = readFileSync(sharedFile(MODEL)!).length;
+      assert.equal(got.again, true);
+      assert.equal(got.listed.length, 1);
+      assert.equal(got.listed[0].url, `${base}/models/${name}`);
+      assert.equal(got.listed[0].size, size);
+      assert.match(got.listed[0].etag, /^W\//);
+      assert.ok(got.listed[0].lastModified && got.listed[0].cachedAt);
+      assert.deepEqual([got.deleted, got.deletedAgain, got.after], [true, false, []]);
+      assert.equal(got.fresh, false);
+      assert.equal(got.cleared, 1);
+      // revalidate: one byte-0 probe; then the fresh load downloads the file whole
+      assert.deepEqual(modelRequests(name).slice(afterThird).map((l) => l.split(" ").at(-1)), ["bytes=0-0", "whole"]);
+      // progress: reads from the cache, then a download and its reads, each ending at the file's size
+      const phases = got.progress.map((p) => `${p.phase}${p.fromCache ? " (cache)" : ""}`);
+      assert.deepEqual([...new Set(phases)], ["read (cache)", "download", "read"]);
+      for (const p of got.progress) assert.ok(p.total === size && p.loaded > 0 && p.loaded <= size, JSON.stringify(p));
+      assert.ok(got.progress.some((p) => p.phase === "download" && p.loaded === size));
+      assert.equal(got.progress.at(-1)!.loaded, size);
+    } finally {
+      await page.close();
+    }
+  } finally {
+    await context.close();
   }
 });

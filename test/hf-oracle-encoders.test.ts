@@ -68,7 +68,7 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
         assert.deepEqual(enc.ids, c.input_ids, c.text);
         if (c.token_type_ids) assert.deepEqual(enc.typeIds, c.token_type_ids);
         assert.deepEqual(enc.ids.map((id) => runner.tokenizer.piece(id)), c.tokens);
-        const logits = runner.run([enc]).logits![0]!;
+        const logits = (await runner.run([enc])).logits![0]!;
         assert.ok(maxDiff(logits, c.logits) <= TOL, `${c.text}: logits differ by ${maxDiff(logits, c.logits)}`);
         assertClose(await clf(c.text), c.pipeline, TOL);
         assertClose(await clf(c.text, { topK: null }), c.pipeline_top_k_None, TOL);
@@ -77,8 +77,9 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
 
     test("padded batch = one by one; batch pipeline", async () => {
       const texts: string[] = exp.cases.map((c: Json) => c.text);
-      const one = texts.map((t) => runner.run([runner.tokenize(t)]).logits![0]!);
-      const all = runner.run(texts.map((t) => runner.tokenize(t))).logits!;
+      const one: Float32Array[] = [];
+      for (const t of texts) one.push((await runner.run([runner.tokenize(t)])).logits![0]!);
+      const all = (await runner.run(texts.map((t) => runner.tokenize(t)))).logits!;
       all.forEach((l, i) => assert.ok(maxDiff(l, one[i]) <= 1e-5, `batched vs alone: ${maxDiff(l, one[i])}`));
       all.forEach((l, i) => assert.ok(maxDiff(l, exp.batched.logits[i]) <= TOL));
       assertClose(await clf(texts), exp.batched.pipeline_batch_size_8, TOL);
@@ -89,7 +90,7 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
         const enc = runner.tokenize(p.text, p.text_pair);
         assert.deepEqual(enc.ids, p.input_ids);
         if (p.token_type_ids) assert.deepEqual(enc.typeIds, p.token_type_ids);
-        assert.ok(maxDiff(runner.run([enc]).logits![0]!, p.logits) <= TOL);
+        assert.ok(maxDiff((await runner.run([enc])).logits![0]!, p.logits) <= TOL);
         assertClose(await clf({ text: p.text, text_pair: p.text_pair }), p.pipeline, TOL);
       }
     });
@@ -106,12 +107,12 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
   });
   after(() => { runner?.dispose(); ner?.dispose(); });
 
-  test("ids, offsets, logits", () => {
+  test("ids, offsets, logits", async () => {
     for (const c of exp.cases) {
       const enc = runner.tokenize(c.text);
       assert.deepEqual(enc.ids, c.input_ids);
       assert.deepEqual(enc.offsets, c.offsets, `offsets of ${c.text}`);
-      const logits = runner.run([enc]).logits![0]!;
+      const logits = (await runner.run([enc])).logits![0]!;
       const want: number[] = c.logits.flat();
       // this model (initializer_range 0.6) amplifies float32 rounding: the float64-exact logits (the
       // reference backend) are up to 1.5e-4 of their size from torch's, so any float32 order lands
@@ -131,10 +132,10 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
     });
   }
 
-  test("padded batch = one by one", () => {
+  test("padded batch = one by one", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
-    const all = runner.run(texts.map((t) => runner.tokenize(t))).logits!;
-    texts.forEach((t, i) => assert.ok(maxDiff(all[i], runner.run([runner.tokenize(t)]).logits![0]!) <= 1e-5));
+    const all = (await runner.run(texts.map((t) => runner.tokenize(t)))).logits!;
+    for (const [i, t] of texts.entries()) assert.ok(maxDiff(all[i], (await runner.run([runner.tokenize(t)])).logits![0]!) <= 1e-5);
   });
 });
 
@@ -148,11 +149,11 @@ describe("bert-uncased-mlm: fill-mask", { skip: skipFor("bert-uncased-mlm") }, (
   });
   after(() => { runner?.dispose(); fill?.dispose(); });
 
-  test("logits at the masks: top 20 ids and values, softmax", () => {
+  test("logits at the masks: top 20 ids and values, softmax", async () => {
     for (const c of exp.cases) {
       const enc = runner.tokenize(c.text);
       assert.deepEqual(enc.ids, c.input_ids);
-      const logits = runner.run([enc], [c.mask_positions]).logits![0]!;
+      const logits = (await runner.run([enc], [c.mask_positions])).logits![0]!;
       const v = logits.length / c.mask_positions.length;
       c.masks.forEach((m: Json, k: number) => {
         const row = Array.from(logits.subarray(k * v, (k + 1) * v));
@@ -183,7 +184,7 @@ describe("bert-chinese-base: BertModel on Chinese text", { skip: skipFor("bert-c
       const enc = runner.tokenize(c.text);
       assert.deepEqual(enc.ids, c.input_ids);
       assert.deepEqual(enc.ids.map((id) => runner.tokenizer.piece(id)), c.tokens);
-      const out = runner.run([enc]);
+      const out = await runner.run([enc]);
       const d = 64, n = enc.ids.length, h = out.hidden[0]!;
       const rows = Array.from({ length: n }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)));
       assert.ok(maxDiff(rows, c.last_hidden_state) <= TOL, `hidden ${maxDiff(rows, c.last_hidden_state)}`);
@@ -194,15 +195,15 @@ describe("bert-chinese-base: BertModel on Chinese text", { skip: skipFor("bert-c
     }
   });
 
-  test("padded batch = one by one (hidden and pooler)", () => {
+  test("padded batch = one by one (hidden and pooler)", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
-    const all = runner.run(texts.map((t) => runner.tokenize(t)));
-    texts.forEach((t, i) => {
-      const one = runner.run([runner.tokenize(t)]);
+    const all = await runner.run(texts.map((t) => runner.tokenize(t)));
+    for (const [i, t] of texts.entries()) {
+      const one = await runner.run([runner.tokenize(t)]);
       assert.ok(maxDiff(all.hidden[i], one.hidden[0]) <= 1e-5);
       assert.ok(maxDiff(all.pooled![i], one.pooled![0]) <= 1e-5);
       assert.ok(maxDiff(all.pooled![i], exp.batched.pooler_output[i]) <= TOL);
-    });
+    }
   });
 });
 
@@ -223,7 +224,7 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
       assert.ok(maxDiff(raw[i], c.embedding_unnormalized) <= TOL, `${c.text.slice(0, 30)}: ${maxDiff(raw[i], c.embedding_unnormalized)}`);
     });
     // one by one = batched
-    texts.forEach((t, i) => assert.ok(maxDiff(model.embed([t])[0], raw[i]) <= 1e-5));
+    for (const [i, t] of texts.entries()) assert.ok(maxDiff((await model.embed([t]))[0], raw[i]) <= 1e-5);
     // cosine similarity of the normalized vectors
     const sim = normed.map((a) => normed.map((b) => a.reduce((s, x, j) => s + x * b[j]!, 0)));
     assert.ok(maxDiff(sim, exp.similarity) <= TOL);

@@ -230,7 +230,7 @@ test("stories260K: 4 beams over a 40-token prompt write the prompt's rows once a
     const prompt = model.tokenizer.encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her little dog. One day, they found a big red ball", { addSpecialTokens: true });
     const P = 40;
     assert.ok(prompt.length >= P, `the prompt has ${prompt.length} tokens`);
-    const r = beamSearch(lm, prompt.slice(0, P), { numBeams: 4, maxTokens: 12, endIds: new Set() });
+    const r = await beamSearch(lm, prompt.slice(0, P), { numBeams: 4, maxTokens: 12, endIds: new Set() });
     const { kv, decodeSteps, decodePasses, forks } = r.stats;
     // structural expectation: the prompt's 40 rows once, then one row per beam-token decoded.
     // 12 steps: each of the first 11 ends with one pass decoding the 4 new beams' tokens; the

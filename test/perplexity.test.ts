@@ -23,7 +23,7 @@ function fixedModel(row: number[]) {
     architecture: "fixed", vocabSize: row.length, embeddingLength: 1, blockCount: 1, headCount: 1,
     headCountKv: 1, headDim: 1, feedForwardLength: 1, contextLength: 1 << 20, parameterCount: 0,
   };
-  const model: LanguageModel = {
+  const model = {
     info,
     createCache: (n: number) => new KVCache(1, 1, 1, n),
     forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {
@@ -35,7 +35,10 @@ function fixedModel(row: number[]) {
       for (let r = 0; r < rows; r++) out.set(row, r * row.length);
       return out;
     },
-  };
+    forwardAsync(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Promise<Float32Array> {
+      return Promise.resolve(model.forward(tokens, cache, options));
+    },
+  } as LanguageModel;
   return { model, calls };
 }
 

@@ -108,7 +108,7 @@ test("stories260K: first-token distribution of speculative sampling matches the 
     let n = 0;
     for (let seed = 0; n < 1500 && seed < 20000; seed++) {
       const target0 = createSampler({ ...so, seed });
-      const r = speculativeGreedy(lm, prompt, {
+      const r = await speculativeGreedy(lm, prompt, {
         maxTokens: 2, draft: draft.languageModel, draftTokens: 2, choose: () => { throw new Error("unused"); }, endIds: new Set(),
         sampling: { target: target0.distribution, draft: createSampler({ ...so, seed }).distribution, rng: new Mt19937(seed) },
       });

@@ -39,7 +39,7 @@ test("stories260K: greedy speculative (Q4_0 draft, prompt lookup) = llama.cpp's 
   try {
     for (const c of cases()) {
       for (const [name, d, k] of [["q4_0 draft k=4", draft, 4], ["q4_0 draft k=8", draft, 8], ["prompt lookup", undefined, undefined]] as const) {
-        const r = speculative(target, c.promptTokens, c.completionTokens.length, d, k);
+        const r = await speculative(target, c.promptTokens, c.completionTokens.length, d, k);
         assert.deepEqual(r.tokens, c.completionTokens, `${name}: ${c.prompt}`);
         t.diagnostic(`${name}: acceptance ${(100 * r.stats.acceptanceRate).toFixed(1)}%, ${r.stats.tokensPerTargetPass.toFixed(2)} tokens per target pass`);
       }
@@ -58,8 +58,8 @@ test("random-weight model: greedy speculative = plain greedy generate", async ()
     for (const prompt of [[1, 5, 9], [1, 300, 301, 302, 300, 301]]) {
       const plain = await target.generate(prompt, { temperature: 0, maxTokens: 40, ignoreEos: false });
       const expected = plain.completionTokens;
-      assert.deepEqual(speculative(target, prompt, 40, draft, 5).tokens, expected);
-      assert.deepEqual(speculative(target, prompt, 40).tokens, expected);
+      assert.deepEqual((await speculative(target, prompt, 40, draft, 5)).tokens, expected);
+      assert.deepEqual((await speculative(target, prompt, 40)).tokens, expected);
     }
   } finally {
     target.dispose();

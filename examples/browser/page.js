@@ -1,10 +1,11 @@
 // The browser example's page: loads a GGUF into tsllm's engine worker and generates or chats.
 // Query parameters (for links, scripts and tests): ?model=URL&prompt=TEXT&maxTokens=N&
-// temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&wholeFile=1&run=1
-// (wholeFile=1: fetch the model in one request instead of Range reads; memoryLimitMiB=M: at
+// temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&cache=0&wholeFile=1&run=1
+// (a URL's model is kept in the Cache API and read from there on the next load; cache=0: no cache,
+// Range reads; wholeFile=1 with cache=0: fetch the model in one request; memoryLimitMiB=M: at
 // most M MiB per wasm memory, which spreads a small model over several, as one over 4 GiB is). When a
-// generation ends, #result holds {"completionTokens", "completion", "backend", "timings"}
-// as JSON, or {"error": "..."} when loading or generating failed.
+// generation ends, #result holds {"completionTokens", "completion", "backend", "timings",
+// "load": {"fromCache", "cached", "size"}} as JSON, or {"error": "..."} when loading or generating failed.
 import { TsllmWorker } from "/tsllm/tsllm.js";
 
 const $ = (id) => document.getElementById(id);
@@ -23,6 +24,7 @@ let controller;
 
 const status = (text) => ($("status").textContent = text);
 const fmt = (ms) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(1));
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 2 : 0)} MiB`;
 
 status(crossOriginIsolated ? "ready" : "not cross-origin isolated: the wasm backend needs COOP/COEP headers (use the example server)");
 
@@ -46,12 +48,23 @@ async function ensureLoaded() {
   loaded = undefined;
   status(`loading ${file ? file.name : source} on ${backend}…`);
   const memoryLimitMiB = params.get("memoryLimitMiB");
+  const name = file ? file.name : source;
   const info = await engine.load(source, {
-    backend, wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
+    backend, cache: params.get("cache") !== "0", wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
+    onProgress: (p) => {
+      const bar = $("progress");
+      bar.hidden = false;
+      bar.max = p.total;
+      bar.value = p.loaded;
+      const what = p.phase === "download" ? "downloading" : p.fromCache ? "reading from the cache" : "reading";
+      status(`${what} ${name}: ${mib(p.loaded)} / ${mib(p.total)} (${p.total ? Math.floor((100 * p.loaded) / p.total) : 0}%)…`);
+    },
   });
+  $("progress").hidden = true;
   loaded = { source, backend, info };
   const i = info.info;
-  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · loaded in ${fmt(info.loadMs)} ms`);
+  const from = file ? "from the file" : info.fromCache ? "from the cache (no download)" : info.cached ? "downloaded, now cached" : "downloaded (not cached)";
+  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · ${mib(info.size)} ${from} · loaded in ${fmt(info.loadMs)} ms`);
   return info;
 }
 
@@ -95,6 +108,7 @@ async function run() {
     const t = result.timings;
     $("stats").textContent = `${result.finishReason} · ${t.promptTokens} prompt + ${t.completionTokens} tokens · TTFT ${fmt(t.ttftMs)} ms · TPOT ${fmt(t.tpotMs)} ms · ${t.decodeTokensPerSecond.toFixed(1)} tok/s`;
     $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens,
+      load: { fromCache: info.fromCache, cached: info.cached, size: info.size },
       ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories } } : {}),
     });
   } catch (e) {
@@ -123,6 +137,10 @@ $("clear").addEventListener("click", () => {
   conversation = [];
   $("messages").replaceChildren();
   $("stats").textContent = "";
+});
+$("clear-cache").addEventListener("click", async () => {
+  const n = await engine.clearModelCache();
+  status(`removed ${n} cached model${n === 1 ? "" : "s"}`);
 });
 $("mode").addEventListener("change", () => ($("run").textContent = $("mode").value === "chat" ? "Send" : "Generate"));
 $("file").addEventListener("change", () => {

@@ -19,9 +19,9 @@ import { browserDir, ensureBrowserBuild } from "../../scripts/build-browser.mjs"
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
 
-const { values } = parseArgs({ options: { port: { type: "string", default: "8080" }, models: { type: "string" }, help: { type: "boolean", short: "h" } } });
+const { values } = parseArgs({ options: { port: { type: "string", default: "8080" }, models: { type: "string" }, "log-requests": { type: "boolean" }, help: { type: "boolean", short: "h" } } });
 if (values.help) {
-  console.log("usage: npm run example:browser -- [--port P] [--models DIR]\n  serves the tsllm browser example on http://127.0.0.1:P/ (default 8080; 0 = any free port)\n  --models DIR  served under /models/ (default ../shared/models when present)");
+  console.log("usage: npm run example:browser -- [--port P] [--models DIR] [--log-requests]\n  serves the tsllm browser example on http://127.0.0.1:P/ (default 8080; 0 = any free port)\n  --models DIR  served under /models/ (default ../shared/models when present)\n  --log-requests  print one line per request for a file under /models/ (\"request: GET /models/x.gguf bytes=0-0\")");
   process.exit(0);
 }
 const port = Number(values.port);
@@ -82,11 +82,14 @@ function rangeOf(header: string | undefined, size: number): [number, number] | "
 
 function sendFile(req: IncomingMessage, res: ServerResponse, file: string | undefined): void {
   if (!file || !existsSync(file) || !statSync(file).isFile()) return fail(res, 404, `not found: ${req.url}`);
-  const size = statSync(file).size;
+  const stat = statSync(file), size = stat.size;
   const type = TYPES[path.extname(file)] ?? "application/octet-stream";
   const range = rangeOf(req.headers.range, size);
   res.setHeader("Accept-Ranges", "bytes");
   res.setHeader("Content-Type", type);
+  // validators: what the page's model cache keys an entry by (cache: "revalidate" compares them)
+  res.setHeader("ETag", `W/"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`);
+  res.setHeader("Last-Modified", stat.mtime.toUTCString());
   if (range === "unsatisfiable") {
     res.writeHead(416, { "Content-Range": `bytes */${size}` });
     return void res.end();
@@ -112,6 +115,7 @@ const server = createServer((req, res) => {
     return void res.end(JSON.stringify(list));
   }
   if (p.startsWith("/models/")) {
+    if (values["log-requests"]) console.log(`request: ${req.method} ${p} ${req.headers.range ?? "whole"}`);
     if (!modelsDir) return fail(res, 404, `not found: ${p} (no models folder: start the server with --models DIR)`);
     return sendFile(req, res, inside(modelsDir, p.slice("/models/".length)));
   }

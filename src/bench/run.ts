@@ -21,7 +21,7 @@ export interface BenchOptions {
   readonly promptTokens: number;
   readonly genTokens: number;
   readonly repetitions: number;
-  readonly backend?: "wasm" | "reference";
+  readonly backend?: "wasm" | "reference" | "webgpu";
   readonly vsLlamaCpp?: boolean;
   /** limit for each child run (default DEFAULT_WORKER_TIMEOUT_MS, 10 minutes) */
   readonly timeoutMs?: number;

@@ -19,13 +19,13 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
     const tokens: number[] = [];
 
     const t1 = performance.now();
-    let tok = argmax(lm.forward(job.promptTokens, cache));
+    let tok = argmax(await lm.forwardAsync(job.promptTokens, cache));
     const prefillMs = performance.now() - t1;
     tokens.push(tok);
 
     const t2 = performance.now();
     for (let i = 0; i < job.genTokens; i++) {
-      tok = argmax(lm.forward([tok], cache));
+      tok = argmax(await lm.forwardAsync([tok], cache));
       tokens.push(tok);
     }
     const decodeMs = performance.now() - t2;

@@ -9,7 +9,7 @@ export interface EngineJob {
   readonly threads: number;
   readonly genTokens: number;
   /** tsllm only: compute backend */
-  readonly backend?: "wasm" | "reference";
+  readonly backend?: "wasm" | "reference" | "webgpu";
 }
 
 /** One child run: load the model, prefill the prompt once, decode `genTokens` greedy steps. */

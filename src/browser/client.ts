@@ -6,11 +6,11 @@
 import type { ChatMessage } from "../chat/index.js";
 import type { GenerationResult, GenerationStep } from "../generation/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
-import type { LoadedModel, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
+import type { CachedModel, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
 
 type Step = GenerationStep & { choice?: number };
-type Pending = { resolve(v: unknown): void; reject(e: Error): void; onStep?: (s: Step) => void };
+type Pending = { resolve(v: unknown): void; reject(e: Error): void; onStep?: (s: Step) => void; onProgress?: (p: LoadProgress) => void };
 /** a request as the page sends it: the id is added here */
 type Outgoing = Request extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
 
@@ -20,6 +20,9 @@ export interface StreamOptions {
   /** called with each step as it arrives */
   onStep?: (step: Step) => void;
 }
+
+/** a URL relative to the page, as the worker (and the cache) sees it */
+const absolute = (url: string | URL): string => new URL(url, baseHref()).href;
 
 export class TsllmWorker {
   private readonly worker: WebWorker;
@@ -45,6 +48,7 @@ export class TsllmWorker {
     const p = this.pending.get(reply.id);
     if (!p) return;
     if (reply.kind === "step") p.onStep?.(reply.step);
+    else if (reply.kind === "progress") p.onProgress?.(reply.progress);
     else {
       this.pending.delete(reply.id);
       if (reply.kind === "result") p.resolve(reply.value);
@@ -52,9 +56,9 @@ export class TsllmWorker {
     }
   }
 
-  private call<T>(request: Outgoing, onStep?: (s: Step) => void): { id: number; done: Promise<T> } {
+  private call<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
     const id = this.nextId++;
-    const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep }));
+    const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep, onProgress }));
     this.worker.postMessage({ ...request, id });
     return { id, done };
   }
@@ -69,10 +73,31 @@ export class TsllmWorker {
     return done.finally(() => signal.removeEventListener("abort", abort));
   }
 
-  /** Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the model loaded before. */
+  /**
+   * Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the
+   * model loaded before. A URL's file is kept in the model cache (the Cache API) and read from
+   * there next time, with no request (`cache: false`: no cache, Range reads; "revalidate": ask
+   * the server whether it changed). `onProgress` gets the bytes downloaded, then read.
+   */
   load(source: string | URL | Blob, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
-    const s = typeof source === "string" || source instanceof URL ? new URL(source, baseHref()).href : source;
-    return this.call<LoadedModel>({ op: "load", source: s, options }).done;
+    const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
+    const { onProgress, ...rest } = options;
+    return this.call<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, undefined, onProgress).done;
+  }
+
+  /** The models in the model cache (URL, size, validators, when stored). */
+  cachedModels(): Promise<CachedModel[]> {
+    return this.call<CachedModel[]>({ op: "cachedModels" }).done;
+  }
+
+  /** Removes a URL's model from the model cache (true when it was there). */
+  async deleteCachedModel(url: string | URL): Promise<boolean> {
+    return (await this.call<number>({ op: "deleteCachedModels", url: absolute(url) }).done) > 0;
+  }
+
+  /** Empties the model cache; returns how many models it held. */
+  clearModelCache(): Promise<number> {
+    return this.call<number>({ op: "deleteCachedModels" }).done;
   }
 
   tokenize(text: string, addSpecialTokens = true): Promise<number[]> {

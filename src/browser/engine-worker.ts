@@ -7,8 +7,9 @@ import type { ChoiceStep, Model } from "../llm.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
-import { loadBrowserModel } from "./engine.js";
-import type { LoadedModel, Reply, Request } from "./protocol.js";
+import { loadBrowserModelFrom } from "./engine.js";
+import { deleteCachedModels, listCachedModels } from "./model-cache.js";
+import type { LoadedModel, LoadProgress, Reply, Request } from "./protocol.js";
 import type { WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;
@@ -37,12 +38,15 @@ async function handle(req: Request): Promise<unknown> {
       model?.dispose();
       model = undefined;
       backendName = req.options?.backend ?? "wasm";
-      model = await loadBrowserModel(req.source, req.options);
+      const progress = req.progress ? (p: LoadProgress) => send({ id: req.id, kind: "progress", progress: p }) : undefined;
+      const load = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress });
+      model = load.model;
       const m = model;
       const info: LoadedModel = {
         source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
         ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
         contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
+        size: load.size, fromCache: load.fromCache, cached: load.cached,
       };
       return info;
     }
@@ -75,6 +79,10 @@ async function handle(req: Request): Promise<unknown> {
       model?.dispose();
       model = undefined;
       return undefined;
+    case "cachedModels":
+      return listCachedModels();
+    case "deleteCachedModels":
+      return deleteCachedModels(req.url);
     default:
       throw new Error(`unknown request ${JSON.stringify((req as { op?: unknown }).op)}`);
   }

@@ -12,7 +12,8 @@ import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
 import { tokenizerFromGGUF } from "../tokenizer/gguf.js";
 import { createBrowserBackend, type BrowserBackendName, type BrowserBackendOptions } from "./backends.js";
-import { blobFile, openUrl } from "./files.js";
+import { blobFile } from "./files.js";
+import { openModelUrl, type LoadProgress } from "./model-cache.js";
 
 export interface BrowserLoadOptions extends BrowserBackendOptions {
   /** compute backend (default "wasm") */
@@ -23,8 +24,27 @@ export interface BrowserLoadOptions extends BrowserBackendOptions {
   kvCacheBytes?: number;
   /** generations decoded together at most (default 4) */
   maxSequences?: number;
-  /** fetch a URL's whole file instead of reading it with Range requests */
+  /** without the cache: fetch a URL's whole file instead of reading it with Range requests */
   wholeFile?: boolean;
+  /**
+   * a URL's file is kept in the Cache API and read from there on the next load, with no request
+   * (default true); "revalidate": ask the server first (one Range request for byte 0) and download
+   * again when the ETag, Last-Modified or size changed; false: no cache, HTTP Range reads
+   */
+  cache?: boolean | "revalidate";
+  /** called as the file downloads (into the cache) and as the weights are read: bytes so far and in all */
+  onProgress?: (progress: LoadProgress) => void;
+}
+
+/** a loaded model and where its file came from */
+export interface BrowserLoad {
+  model: Model;
+  /** bytes of the GGUF file */
+  size: number;
+  /** read from the model cache: nothing was downloaded */
+  fromCache: boolean;
+  /** the file is in the model cache now */
+  cached: boolean;
 }
 
 /** the name a model source goes by in errors and Model.path */
@@ -34,11 +54,30 @@ export function sourceName(source: string | Blob): string {
   return typeof name === "string" && name !== "" ? name : `a Blob of ${source.size} bytes`;
 }
 
-/** Loads a GGUF model from a URL or a Blob (a File the user picked) onto a browser backend. */
+/** Loads a GGUF model from a URL (kept in the model cache, see `cache`) or a Blob (a File the user picked) onto a browser backend. */
 export async function loadBrowserModel(source: string | Blob, options: BrowserLoadOptions = {}): Promise<Model> {
+  return (await loadBrowserModelFrom(source, options)).model;
+}
+
+/** loadBrowserModel, saying where the file came from */
+export async function loadBrowserModelFrom(source: string | Blob, options: BrowserLoadOptions = {}): Promise<BrowserLoad> {
   const t0 = performance.now();
   const name = sourceName(source);
-  const file: RandomAccessFile = typeof source === "string" ? await openUrl(source, { wholeFile: options.wholeFile }) : blobFile(source);
+  const opened = typeof source === "string"
+    ? await openModelUrl(source, { cache: options.cache, wholeFile: options.wholeFile, onProgress: options.onProgress })
+    : { file: blobFile(source), size: source.size, fromCache: false, cached: false, discard: async () => undefined };
+  try {
+    const model = await buildFrom(name, opened.file, options, t0);
+    options.onProgress?.({ phase: "read", loaded: opened.size, total: opened.size, fromCache: opened.fromCache });
+    return { model, size: opened.size, fromCache: opened.fromCache, cached: opened.cached };
+  } catch (e) {
+    // a file this load put into the cache that is no model (or not one this build loads) leaves it again
+    await opened.discard();
+    throw e;
+  }
+}
+
+async function buildFrom(name: string, file: RandomAccessFile, options: BrowserLoadOptions, t0: number): Promise<Model> {
   let closeFile = true;
   try {
     const header = parseGGUFHeader(file, name);

@@ -44,6 +44,21 @@ function totalOf(contentRange: string | null): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** what a one-byte Range request tells about a URL's file: its size (undefined: the server ignores Range) and validators */
+export async function rangeProbe(url: string): Promise<{ size?: number; etag?: string; lastModified?: string }> {
+  let response: Response;
+  try {
+    response = await fetch(url, { headers: { Range: "bytes=0-0" }, cache: "no-store" } as RequestInit);
+  } catch (e) {
+    throw new Error(`${url}: cannot fetch: ${(e as Error).message}`);
+  }
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  await response.body?.cancel();
+  const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : Number(response.headers.get("content-length") ?? NaN);
+  const etag = response.headers.get("etag") ?? undefined, lastModified = response.headers.get("last-modified") ?? undefined;
+  return { ...(Number.isFinite(size) ? { size } : {}), ...(etag ? { etag } : {}), ...(lastModified ? { lastModified } : {}) };
+}
+
 /** bytes one Range request reads at least (see openUrl) */
 const READ_AHEAD = 32 << 20;
 

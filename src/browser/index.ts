@@ -9,7 +9,7 @@
 export { TsllmWorker, type StreamOptions } from "./client.js";
 export type { BrowserLoadOptions } from "./engine.js";
 export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
-export type { LoadedModel, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
+export type { CachedModel, LoadedModel, LoadProgress, WorkerChatOptions, WorkerGenerateOptions, WorkerLoadOptions } from "./protocol.js";
 export type { GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";
 export type { SamplingOptions } from "../sampling/index.js";
 export type { ChatMessage } from "../chat/index.js";

@@ -9,19 +9,25 @@ import type { ChatOptions } from "../llm.js";
 import type { GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { ModelInfo } from "../models/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
+import type { CachedModel, LoadProgress } from "./model-cache.js";
 
 /** generation options that survive postMessage: everything but the signal (abort instead) and a draft model */
 export type WorkerGenerateOptions = Omit<GenerateOptions, "signal" | "draftModel">;
 export type WorkerChatOptions = Omit<ChatOptions, "signal" | "draftModel">;
 
 export type Request =
-  | { id: number; op: "load"; source: string | Blob; options?: BrowserLoadOptions }
+  | { id: number; op: "load"; source: string | Blob; options?: WorkerLoadOptions; progress?: boolean }
   | { id: number; op: "tokenize"; text: string; addSpecialTokens?: boolean }
   | { id: number; op: "detokenize"; tokens: number[] }
   | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions }
   | { id: number; op: "chat"; messages: ChatMessage[]; options?: WorkerChatOptions }
   | { id: number; op: "abort"; target: number }
-  | { id: number; op: "unload" };
+  | { id: number; op: "unload" }
+  | { id: number; op: "cachedModels" }
+  | { id: number; op: "deleteCachedModels"; url?: string };
+
+/** load options that survive postMessage (progress comes back as messages) */
+export type WorkerLoadOptions = Omit<BrowserLoadOptions, "onProgress">;
 
 /** what `load` answers */
 export interface LoadedModel {
@@ -40,11 +46,18 @@ export interface LoadedModel {
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
   hasChatTemplate: boolean;
+  /** bytes of the GGUF file */
+  size: number;
+  /** the file came from the model cache: nothing was downloaded */
+  fromCache: boolean;
+  /** the file is in the model cache now (the next load of this URL makes no request) */
+  cached: boolean;
 }
 
 export type Reply =
   | { id: number; kind: "result"; value: unknown }
   | { id: number; kind: "error"; message: string }
-  | { id: number; kind: "step"; step: GenerationStep & { choice?: number } };
+  | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }
+  | { id: number; kind: "progress"; progress: LoadProgress };
 
-export type { GenerationResult };
+export type { CachedModel, GenerationResult, LoadProgress };

@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { BackendName } from "../kernels/index.js";
 
 /** A usage error: printed as one line, exit code 2. */
 export class UsageError extends Error {
@@ -88,4 +89,11 @@ export function threadsOption(values: ParsedValues): number | undefined {
   if (n === undefined || n <= cores) return n;
   process.stderr.write(`tsllm: warning: --threads ${n} is more than the ${cores} cores of this machine; using ${cores}\n`);
   return cores;
+}
+
+/** --backend: wasm, reference or webgpu (undefined: the default, wasm) */
+export function backendOption(values: ParsedValues): BackendName | undefined {
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference" && backend !== "webgpu") throw new UsageError(`--backend must be wasm, reference or webgpu, got "${backend}"`);
+  return backend;
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { formatReport, runBenchmark } from "../bench/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, parse, requireString, threadsOption, type OptionSpec } from "./args.js";
 
 export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
 
@@ -14,7 +14,7 @@ Options:
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
   --gen-tokens N        decode steps (default 128)
   --repetitions N       runs per engine (default 3)
-  --backend NAME        tsllm backend: wasm (default) or reference
+  --backend NAME        tsllm backend: wasm (default), reference or webgpu
   --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
   --timeout S           kill a run that takes longer than S seconds (default 600)
   --json                print one JSON object (medians, ratios and every sample) and nothing else
@@ -37,8 +37,7 @@ export async function runBench(argv: string[]): Promise<void> {
   const values = parse(argv, BENCH_ARGS);
   if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
   const modelPath = requireString(values, "model");
-  const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const backend = backendOption(values);
   const json = flag(values, "json");
   const report = await runBenchmark({
     modelPath,

@@ -1,8 +1,9 @@
 import { loadEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
 
-export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize] [--pooling P] [--json]
+export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize] [--pooling P]
+                   [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
 max_seq_length truncation); any BERT/RoBERTa/DistilBERT folder works (mean pooling).
@@ -13,13 +14,14 @@ Options:
   --normalize       L2-normalize the vectors (always on when the model has a Normalize module)
   --pooling P       mean, cls, max, mean_sqrt_len, lasttoken (default: the model's)
   --threads N       worker threads
+  --backend NAME    wasm (default), reference or webgpu
   --json            print one JSON array of vectors
   -h, --help        show this help
 `;
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
 
-export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, pooling: { type: "string" }, threads: { type: "string" }, json: { type: "boolean" } };
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, pooling: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
 
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
@@ -29,10 +31,10 @@ export async function runEmbed(argv: string[]): Promise<void> {
   const pooling = optionalString(values, "pooling");
   if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new UsageError(`--pooling must be one of ${POOLINGS.join(", ")}, got "${pooling}"`);
   const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
-  const m = await loadEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads });
+  const m = await loadEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values) });
   try {
     const options: EmbedOptions = { normalize: flag(values, "normalize"), ...(pooling ? { pooling: pooling as Pooling } : {}) };
-    const vectors = m.embed(inputs, options).map((v) => Array.from(v));
+    const vectors = (await m.embed(inputs, options)).map((v) => Array.from(v));
     if (flag(values, "json")) process.stdout.write(JSON.stringify(vectors) + "\n");
     else process.stdout.write(vectors.map((v) => v.join(" ")).join("\n") + "\n");
   } finally {

@@ -5,7 +5,7 @@ import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
 import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
 
@@ -27,7 +27,7 @@ Options:
   --seed S              random seed (same seed, same text)
   --stop STR            stop at this text (repeatable)
   --threads N           compute threads (default: all cores)
-  --backend NAME        wasm (default) or reference
+  --backend NAME        wasm (default), reference or webgpu
   --ctx-size N|auto     KV cache size in tokens; auto: the largest that fits in free memory (at most
                         the trained context). Before loading, a model whose weights + KV cache +
                         scratch do not fit in free memory is refused with what would fit
@@ -258,10 +258,8 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
 
 /** Backend, threads and context size, shared by generate and chat. */
 export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
-  const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference" && backend !== "webgpu") throw new UsageError(`--backend must be wasm, reference or webgpu, got "${backend}"`);
   return {
-    backend,
+    backend: backendOption(values),
     threads: threadsOption(values),
     contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
 
@@ -22,7 +22,7 @@ Options:
                         --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
   --threads N           compute threads (default: all cores)
-  --backend NAME        wasm (default) or reference
+  --backend NAME        wasm (default), reference or webgpu
   --json                print one JSON object instead of the progress lines
   -h, --help            show this help
 `;
@@ -56,8 +56,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const basePath = optionalString(values, "base") ?? (kl && quantize !== undefined ? modelPath : undefined);
   if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model), or --quantize Q to compare --model quantized against itself");
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
-  const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const backend = backendOption(values);
   const json = flag(values, "json");
   let text: string;
   try {

@@ -2,10 +2,11 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
-import { flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
-                      [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N] [--json]
+                      [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N]
+                      [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
 
@@ -18,6 +19,7 @@ Options:
   --max-new-tokens N            text-generation: new tokens at most (default 256)
   --max-length N                text-generation: tokens in all, the prompt's included
   --threads N                   worker threads
+  --backend NAME                wasm (default), reference or webgpu
   --json                        one JSON array, one element per input: what transformers' pipeline returns for it
   -h, --help                    show this help
 `;
@@ -26,7 +28,7 @@ const STRATEGIES = ["none", "simple", "first", "average", "max"];
 
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
-  "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, json: { type: "boolean" },
+  "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -46,9 +48,10 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: 1 });
   const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 
-  const p = await pipeline(task as PipelineTask, model, { threads });
+  const p = await pipeline(task as PipelineTask, model, { threads, backend });
   try {
     const results: unknown[] = [];
     for (const [i, text] of inputs.entries()) {

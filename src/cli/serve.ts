@@ -29,7 +29,7 @@ Options:
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --threads N           compute threads (default: all cores)
-  --backend NAME        wasm (default) or reference
+  --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   -h, --help            show this help

@@ -219,7 +219,7 @@ export class Engine {
       this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
       if (this.closed) return void (this.looping = false);
       try {
-        this.update(s, plan, logits);
+        await this.update(s, plan, logits);
       } catch (e) {
         // a strategy that throws fails its step's requests, not the engine
         const error = explainStepError(e, this.options.source);
@@ -248,7 +248,7 @@ export class Engine {
   }
 
   /** hands each request's logits to its strategy (which samples, applies stops and emits), registers full blocks, ends finished requests */
-  private update(s: Scheduler, plan: StepPlan, logits: readonly (Float32Array | undefined)[]): void {
+  private async update(s: Scheduler, plan: StepPlan, logits: readonly (Float32Array | undefined)[]): Promise<void> {
     const results = new Map<EngineRequest, SequenceLogits[]>();
     plan.chunks.forEach((chunk, i) => {
       let list = results.get(chunk.request);
@@ -258,13 +258,16 @@ export class Engine {
     });
     for (const [request, got] of results) {
       if (got.length > 0) {
+        let pending: void | Promise<void>;
         if (!request.prefilled) {
           request.prefilledAt = performance.now();
           this.cachedPromptTokens += request.cachedPromptTokens;
-          request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
+          pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
         } else {
-          request.strategy.step(request, got, s);
+          pending = request.strategy.step(request, got, s);
         }
+        // only a strategy that runs passes of its own (a draft model) returns a promise
+        if (pending) await pending;
       }
       for (const seq of request.sequences) s.cacheFullBlocks(seq);
       if (request.strategy.done) this.end(request);

@@ -48,10 +48,14 @@ export interface Strategy {
   readonly width: number;
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
   extraBlocks(blockSize: number): number;
-  /** the prompt is computed (`first` holds it): its last logits */
-  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void;
+  /**
+   * the prompt is computed (`first` holds it): its last logits. start and step may return a
+   * promise (speculative decoding awaits its draft model's passes, which a GPU reads
+   * asynchronously); the engine awaits it before it schedules the next step
+   */
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void | Promise<void>;
   /** this step's logits for every sequence of the request that had pending tokens */
-  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void;
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void | Promise<void>;
   /** the request was aborted: end every choice, emitting what is held back */
   abort(request: StrategyRequest): void;
   /** every choice has ended */

@@ -225,9 +225,9 @@ export class BeamSearch {
 /**
  * Runs beam search after `promptTokens` (which must not be empty); the beams live in one fresh
  * paged cache of promptTokens.length + maxTokens positions per beam. Returns the sequences best
- * first and the work done.
+ * first and the work done. Runs on any backend (the passes' reads are awaited).
  */
-export function beamSearch(model: LanguageModel, promptTokens: readonly number[], options: BeamSearchOptions): { sequences: BeamSequence[]; stats: BeamSearchStats } {
+export async function beamSearch(model: LanguageModel, promptTokens: readonly number[], options: BeamSearchOptions): Promise<{ sequences: BeamSequence[]; stats: BeamSearchStats }> {
   const search = new BeamSearch(promptTokens, options, model.info.vocabSize);
   const B = options.numBeams;
   const P = promptTokens.length;
@@ -240,7 +240,7 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
   // starts a fresh block, hence one more block per beam); the pool still grows if forks fragment it
   const bs = root.pool.blockSize;
   root.pool.reserve(Math.ceil(P / bs) + B * (Math.ceil(maxTokens / bs) + 1));
-  let logits = [model.forward(promptTokens, root)];
+  let logits = [await model.forwardAsync(promptTokens, root)];
   // the cache holding each live beam's K/V
   let caches: KVCache[] = [root];
   for (let next = search.step(logits); next; next = search.step(logits)) {
@@ -258,7 +258,7 @@ export function beamSearch(model: LanguageModel, promptTokens: readonly number[]
     });
     for (const c of caches) if (!continued.has(c)) c.free();
     // every beam's next token in one pass (the same logits as one pass per beam)
-    logits = model.forwardBatch(next.map((n, i) => ({ tokens: [n.token], cache: childCaches[i]! })));
+    logits = await model.forwardBatchAsync(next.map((n, i) => ({ tokens: [n.token], cache: childCaches[i]! })));
     stats.decodeSteps += next.length;
     stats.decodePasses++;
     caches = childCaches;

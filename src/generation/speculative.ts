@@ -239,8 +239,8 @@ export class SpeculativeDecoder {
     this.accept(sp ? drawIndex(denseDistribution(sp.target(logits, this.seq), this.vocabSize), sp.rng.nextDouble()) : this.o.choose(logits, this.seq));
   }
 
-  /** drafts this round's proposal */
-  propose(): void {
+  /** drafts this round's proposal (a draft model's passes are awaited: any backend) */
+  async propose(): Promise<void> {
     const sp = this.o.sampling, V = this.vocabSize, seq = this.seq;
     const room = Math.min(this.k, this.o.maxTokens - this.out.length);
     this.qs = [];
@@ -248,7 +248,7 @@ export class SpeculativeDecoder {
     const parse = this.o.constraint?.fork();
     if (this.o.draft && this.dCache) {
       const proposal: number[] = [];
-      let dl = this.o.draft.forward(seq.slice(this.dCache.length), this.dCache);
+      let dl = await this.o.draft.forwardAsync(seq.slice(this.dCache.length), this.dCache);
       for (let i = 0; i < room; i++) {
         if (parse && !parse.mask(dl)) break;
         let t: number;
@@ -263,7 +263,7 @@ export class SpeculativeDecoder {
         // past an end token nothing more is worth proposing
         if (this.o.endIds.has(t)) break;
         parse?.accept(t);
-        if (i + 1 < room) dl = this.o.draft.forward([t], this.dCache);
+        if (i + 1 < room) dl = await this.o.draft.forwardAsync([t], this.dCache);
       }
       this.proposal = proposal;
     } else {
@@ -368,15 +368,15 @@ export class SpeculativeDecoder {
   }
 }
 
-export function speculativeGreedy(target: LanguageModel, promptTokens: readonly number[], o: SpeculativeOptions): SpeculativeResult {
+export async function speculativeGreedy(target: LanguageModel, promptTokens: readonly number[], o: SpeculativeOptions): Promise<SpeculativeResult> {
   const decoder = new SpeculativeDecoder(target.info.vocabSize, promptTokens, o);
   if (decoder.ended) return decoder.result();
   const tCache = target.createCache(decoder.capacity);
-  decoder.first(target.forward(promptTokens, tCache));
+  decoder.first(await target.forwardAsync(promptTokens, tCache));
   while (!decoder.ended) {
-    decoder.propose();
+    await decoder.propose();
     // verify: one pass over cur + proposal, logits at every position
-    const rows = target.forward(decoder.verifyTokens(), tCache, { allLogits: true });
+    const rows = await target.forwardAsync(decoder.verifyTokens(), tCache, { allLogits: true });
     decoder.verify(rows);
     tCache.truncate(decoder.keptPositions());
   }

@@ -2,7 +2,7 @@ import { KVCache } from "../cache/index.js";
 import type { Backend } from "../kernels/index.js";
 import { layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
 import type { DeviceArray } from "../kernels/index.js";
-import { drainPass, readBack, Scratch, type ForwardOptions, type LanguageModel, type ModelInfo, type Pass } from "./model.js";
+import { drainPass, readBack, runPass, Scratch, type ForwardOptions, type LanguageModel, type ModelInfo, type Pass } from "./model.js";
 
 /**
  * What every decoder architecture shares around its layers: the KV cache it needs, the batch
@@ -30,6 +30,15 @@ export abstract class DecoderModel implements LanguageModel {
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[] {
     const all = seqs.map((s) => ({ ...s, logits: true as const }));
     return this.split(all, drainPass(this.guarded(all, false), this.backend.name)) as Float32Array[];
+  }
+
+  forwardAsync(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Promise<Float32Array> {
+    return runPass(this.guarded([{ tokens, cache }], options.allLogits ?? false));
+  }
+
+  async forwardBatchAsync(seqs: readonly SequenceInput[]): Promise<Float32Array[]> {
+    const all = seqs.map((s) => ({ ...s, logits: true as const }));
+    return this.split(all, await runPass(this.guarded(all, false))) as Float32Array[];
   }
 
   *passBatch(seqs: readonly SequenceInput[]): Pass<(Float32Array | undefined)[]> {

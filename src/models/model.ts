@@ -38,6 +38,10 @@ export interface LanguageModel {
    * matrix is applied once to all their rows. Returns each sequence's last-token logits.
    */
   forwardBatch(seqs: readonly SequenceInput[]): Float32Array[];
+  /** forward on any backend: the logits come back once the backend has read them (a GPU's read is asynchronous) */
+  forwardAsync(tokens: readonly number[], cache: KVCache, options?: ForwardOptions): Promise<Float32Array>;
+  /** forwardBatch on any backend */
+  forwardBatchAsync(seqs: readonly SequenceInput[]): Promise<Float32Array[]>;
   /**
    * forwardBatch as a pass that pauses (yields) between its stages — after the embedding, after
    * each layer's attention, after its feed-forward up-projection and after each layer — so that a caller driving it can give its event
@@ -73,7 +77,7 @@ export function drainPass<T>(pass: Pass<T>, backendName: string): T {
     if (r.done) return r.value;
     if (r.value !== undefined) {
       r.value.catch(() => {}); // nobody awaits it: the error below says why
-      throw new Error(`the ${backendName} backend reads its results asynchronously: this call cannot wait for them; use the asynchronous API (generate / stream / chat, the engine)`);
+      throw new Error(`the ${backendName} backend reads its results asynchronously: this call cannot wait for them; use the asynchronous API (forwardAsync, encodeAsync, generate / stream / chat)`);
     }
   }
 }
@@ -81,15 +85,21 @@ export function drainPass<T>(pass: Pass<T>, backendName: string): T {
 /** drives a pass to its end, awaiting its reads; `pause` is called at every stage boundary (it may give the event loop a turn) */
 export async function runPass<T>(pass: Pass<T>, pause: () => Promise<void> | undefined = () => undefined): Promise<T> {
   let sent: Float32Array | undefined;
-  for (;;) {
-    const r = pass.next(sent);
-    sent = undefined;
-    if (r.done) return r.value;
-    if (r.value !== undefined) sent = await r.value;
-    else {
-      const p = pause();
-      if (p) await p;
+  let done = false;
+  try {
+    for (;;) {
+      const r = pass.next(sent);
+      sent = undefined;
+      if (r.done) { done = true; return r.value; }
+      if (r.value !== undefined) sent = await r.value;
+      else {
+        const p = pause();
+        if (p) await p;
+      }
     }
+  } finally {
+    // a read or a pause that failed: end the pass, so its finally blocks run (a model's "pass under way" guard)
+    if (!done) pass.return(undefined as T);
   }
 }
 

@@ -4,11 +4,11 @@ import type { WindowPlan } from "./windows.js";
 
 /**
  * Runs one window through the model from an empty cache, `batch` tokens per forward pass, and
- * returns the logits rows of the scored positions (plan.scoredPerChunk rows of vocab floats,
+ * returns (on any backend: the reads are awaited) the logits rows of the scored positions (plan.scoredPerChunk rows of vocab floats,
  * row r belonging to position plan.first + r). Passes that end before the scored half ask
  * only for their last row, so their LM-head work is skipped.
  */
-export function scoredLogits(model: LanguageModel, cache: KVCache, window: readonly number[], plan: WindowPlan, batch: number): Float32Array {
+export async function scoredLogits(model: LanguageModel, cache: KVCache, window: readonly number[], plan: WindowPlan, batch: number): Promise<Float32Array> {
   const vocab = model.info.vocabSize;
   const lastScored = plan.ctx - 2;
   const out = new Float32Array(plan.scoredPerChunk * vocab);
@@ -17,7 +17,7 @@ export function scoredLogits(model: LanguageModel, cache: KVCache, window: reado
     const part = window.slice(start, start + batch);
     const end = start + part.length; // exclusive
     const overlaps = end > plan.first && start <= lastScored;
-    const logits = model.forward(part, cache, { allLogits: overlaps });
+    const logits = await model.forwardAsync(part, cache, { allLogits: overlaps });
     if (!overlaps) continue;
     // rows of this pass that fall in [first, lastScored]
     const from = Math.max(start, plan.first);

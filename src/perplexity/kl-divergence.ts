@@ -73,8 +73,8 @@ export async function computeKlDivergence(model: LanguageModel, base: LanguageMo
   for (let i = 0; i < plan.chunks; i++) {
     if (options.signal?.aborted) throw new Error("kl-divergence: aborted");
     const window = windowTokens(tokens, plan, i, options.bosId);
-    const rows = scoredLogits(model, cache, window, plan, batch);
-    const baseRows = scoredLogits(base, baseCache, window, plan, batch);
+    const rows = await scoredLogits(model, cache, window, plan, batch);
+    const baseRows = await scoredLogits(base, baseCache, window, plan, batch);
     for (let r = 0; r < plan.scoredPerChunk; r++) {
       const target = tokens[i * plan.ctx + plan.first + r + 1]!;
       logSoftmaxInto(lp, rows.subarray(r * vocab, (r + 1) * vocab));

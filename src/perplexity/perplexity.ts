@@ -59,7 +59,7 @@ export async function computePerplexity(model: LanguageModel, tokens: readonly n
   for (let i = 0; i < plan.chunks; i++) {
     if (options.signal?.aborted) throw new Error("perplexity: aborted");
     const window = windowTokens(tokens, plan, i, options.bosId);
-    const rows = scoredLogits(model, cache, window, plan, batch);
+    const rows = await scoredLogits(model, cache, window, plan, batch);
     for (let r = 0; r < plan.scoredPerChunk; r++) {
       // the original text token (not the BOS substitute) is the target
       const target = tokens[i * plan.ctx + plan.first + r + 1]!;

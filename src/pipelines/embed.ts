@@ -15,7 +15,7 @@ const POOLINGS: readonly Pooling[] = ["mean", "cls", "max", "mean_sqrt_len", "la
  * the last hidden state pooled over the sequence's tokens (special tokens included, padding never
  * present), then normalized when asked or when the model has a Normalize module.
  */
-export function embedWith(runner: EncoderRunner, texts: readonly string[], options: EmbedOptions = {}): Float32Array[] {
+export async function embedWith(runner: EncoderRunner, texts: readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
   const st = runner.opened.sentenceTransformers;
   const pooling = options.pooling ?? st?.pooling ?? "mean";
   if (!POOLINGS.includes(pooling)) throw new RangeError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`);
@@ -23,7 +23,7 @@ export function embedWith(runner: EncoderRunner, texts: readonly string[], optio
   const maxLength = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
   const d = runner.model.info.hiddenSize;
   const inputs = texts.map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxLength));
-  return runner.run(inputs).hidden.map((h) => {
+  return (await runner.run(inputs)).hidden.map((h) => {
     const n = h.length / d, v = new Float64Array(d);
     if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;
     else if (pooling === "lasttoken") for (let j = 0; j < d; j++) v[j] = h[(n - 1) * d + j]!;

@@ -62,13 +62,13 @@ export class EncoderRunner {
     return encodeModelInput(this.tokenizer, text, { pair, maxLength });
   }
 
-  /** runs the inputs in batches of batchSize; outputs in input order */
-  run(inputs: readonly ModelInput[], positions?: readonly (readonly number[])[]): EncoderOutput {
+  /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */
+  async run(inputs: readonly ModelInput[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
     if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);
     const hidden: Float32Array[] = [], pooled: Float32Array[] = [], logits: Float32Array[] = [];
     for (let i = 0; i < inputs.length; i += this.batchSize) {
       const chunk = inputs.slice(i, i + this.batchSize);
-      const out = this.model.encode(chunk.map((x) => ({ ids: x.ids, typeIds: x.typeIds })), { positions: positions?.slice(i, i + this.batchSize) });
+      const out = await this.model.encodeAsync(chunk.map((x) => ({ ids: x.ids, typeIds: x.typeIds })), { positions: positions?.slice(i, i + this.batchSize) });
       hidden.push(...out.hidden);
       if (out.pooled) pooled.push(...out.pooled);
       if (out.logits) logits.push(...out.logits);

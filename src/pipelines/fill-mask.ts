@@ -45,7 +45,7 @@ export function fillMask(runner: EncoderRunner) {
       if (ps.length === 0) throw new RangeError(`fill-mask: input ${i} has no mask token (${maskText}): ${JSON.stringify(texts[i]!.slice(0, 60))}`);
       return ps;
     });
-    const logits = runner.run(encs, positions).logits!;
+    const logits = (await runner.run(encs, positions)).logits!;
     const targets = options.targets ? targetIds(options.targets) : undefined;
     const results = encs.map((e, i) => {
       const ps = positions[i]!, v = info.vocabSize, single = ps.length === 1;

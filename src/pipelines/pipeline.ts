@@ -117,7 +117,8 @@ export interface EmbeddingModel {
   readonly maxTokens: number;
   /** token counts of the texts as they would be embedded (after truncation) */
   countTokens(texts: readonly string[]): number[];
-  embed(texts: readonly string[], options?: EmbedOptions): Float32Array[];
+  /** on any backend (a GPU's reads are awaited) */
+  embed(texts: readonly string[], options?: EmbedOptions): Promise<Float32Array[]>;
   dispose(): void;
 }
 
@@ -150,7 +151,7 @@ export async function embed(model: string | EmbeddingModel | undefined, texts: s
   const owned = typeof model !== "object";
   const m = typeof model === "object" ? model : await loadEmbeddingModel(model, options);
   try {
-    const out = m.embed(list, options).map((v) => Array.from(v));
+    const out = (await m.embed(list, options)).map((v) => Array.from(v));
     return typeof texts === "string" ? out[0]! : out;
   } finally {
     if (owned) m.dispose();

@@ -29,11 +29,11 @@ export function textClassification(runner: EncoderRunner) {
   if (info.head !== "sequence-classification") throw new Error(`${runner.opened.path}: text-classification needs a sequence classifier (…ForSequenceClassification), found ${info.hfArchitecture}`);
   const defaultFn = info.problemType === "multi_label_classification" || info.labels.length === 1 ? "sigmoid" : info.problemType === "regression" ? "none" : "softmax";
 
-  const classify = (inputs: readonly TextClassificationInput[], options: TextClassificationOptions): LabelScore[][] => {
+  const classify = async (inputs: readonly TextClassificationInput[], options: TextClassificationOptions): Promise<LabelScore[][]> => {
     const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
     const fn = options.functionToApply ?? defaultFn;
     if (fn !== "softmax" && fn !== "sigmoid" && fn !== "none") throw new RangeError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(fn)}`);
-    return runner.run(enc).logits!.map((row) => {
+    return (await runner.run(enc)).logits!.map((row) => {
       const scores = fn === "softmax" ? softmax(row) : fn === "sigmoid" ? sigmoid(row) : Array.from(row);
       return scores.map((score, i) => ({ label: info.labels[i]!, score })).sort((a, b) => b.score - a.score);
     });
@@ -43,7 +43,7 @@ export function textClassification(runner: EncoderRunner) {
     const { topK } = options;
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 1)) throw new RangeError(`topK must be a positive integer or null, got ${topK}`);
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
-    const results = classify(list, options).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
+    const results = (await classify(list, options)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers: a single string without top_k comes back as a one-element list
     return typeof input === "string" && topK === undefined ? [results[0]] : results[0];

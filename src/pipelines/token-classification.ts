@@ -119,7 +119,7 @@ export function tokenClassification(runner: EncoderRunner) {
   return async (input: string | readonly string[], options: TokenClassificationOptions = {}): Promise<unknown> => {
     const texts = typeof input === "string" ? [input] : [...input];
     const encs = texts.map((t) => runner.tokenize(t));
-    const logits = runner.run(encs).logits!;
+    const logits = (await runner.run(encs)).logits!;
     const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), options));
     return typeof input === "string" ? results[0] : results;
   };

@@ -30,8 +30,18 @@ export interface SyncXHR {
   readonly response: ArrayBuffer | null;
 }
 
+/** one cache of the Cache API (the part of it the model cache uses) */
+export interface WebCache {
+  match(url: string): Promise<Response | undefined>;
+  put(url: string, response: Response): Promise<void>;
+  delete(url: string): Promise<boolean>;
+  keys(): Promise<readonly { readonly url: string }[]>;
+}
+
 interface WebGlobals {
   Worker?: WorkerConstructor;
+  /** the Cache API (secure contexts only: https, localhost) */
+  caches?: { open(name: string): Promise<WebCache> };
   XMLHttpRequest?: new () => SyncXHR;
   FileReaderSync?: new () => { readAsArrayBuffer(blob: Blob): ArrayBuffer };
   crossOriginIsolated?: boolean;

@@ -36,7 +36,7 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
   for (let i = 0; i < texts.length; i += EMBED_CHUNK) {
     if (i > 0) await new Promise((r) => setImmediate(r));
     if (res.destroyed) return;
-    vectors.push(...model.embed(texts.slice(i, i + EMBED_CHUNK)));
+    vectors.push(...(await model.embed(texts.slice(i, i + EMBED_CHUNK))));
   }
   const data = vectors.map((v, index) => ({
     object: "embedding",

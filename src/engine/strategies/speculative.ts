@@ -35,7 +35,7 @@ export class SpeculativeStrategy implements Strategy {
     return this.output?.done ?? false;
   }
 
-  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
+  async start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): Promise<void> {
     const out = (this.output = this.makeSequence(0));
     this.seq = first;
     this.decoder = new SpeculativeDecoder(this.vocabSize, this.promptTokens, {
@@ -47,14 +47,14 @@ export class SpeculativeStrategy implements Strategy {
       },
     });
     this.decoder.first(logits);
-    this.round(request, host);
+    await this.round(request, host);
   }
 
-  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
+  async step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): Promise<void> {
     const decoder = this.decoder!, seq = this.seq!;
     decoder.verify(results[0]!.logits);
     seq.cache.truncate(decoder.keptPositions());
-    this.round(request, host);
+    await this.round(request, host);
   }
 
   abort(request: StrategyRequest): void {
@@ -68,7 +68,7 @@ export class SpeculativeStrategy implements Strategy {
   }
 
   /** emits what the last round accepted; ends, or drafts the next round for the engine to verify */
-  private round(request: StrategyRequest, host: StrategyHost): void {
+  private async round(request: StrategyRequest, host: StrategyHost): Promise<void> {
     const decoder = this.decoder!, out = this.output!, seq = this.seq!;
     if (decoder.ended && !out.done) this.pending.push(...out.finish(decoder.finishReason));
     request.emit(0, this.pending, out.finishReason);
@@ -78,7 +78,7 @@ export class SpeculativeStrategy implements Strategy {
       host.retire(request, seq);
       return;
     }
-    decoder.propose();
+    await decoder.propose();
     seq.tokens = [...decoder.seq.slice(0, -1), ...decoder.verifyTokens()];
     seq.allLogits = true;
   }
