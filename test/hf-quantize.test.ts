@@ -114,6 +114,8 @@ test("quantize on load to iq4_xs: matrices whose rows are not a multiple of 256 
     be.dispose();
   }
   assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "q5_0" as LoadQuantization }), /quantize: expected "q8_0", "q4_0", "iq4_nl", "iq4_xs", found "q5_0"/);
+  // a GGUF type without a quantizer: one line naming it and the choices
+  assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "iq2_xs" as LoadQuantization }), /^Error: quantize: cannot quantize to IQ2_XS \(no quantizer.*\); expected "q8_0", "q4_0", "iq4_nl", "iq4_xs", found "iq2_xs"$/);
 });
 
 const MODEL = "models/stories260K.gguf", EXPECTED = "models/stories260K.expected.json";

@@ -1,7 +1,7 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { canMatmul, type Backend } from "../kernels/index.js";
-import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeInfo, typeName, type Tensor } from "../tensor/index.js";
-import { canDequantize } from "../tensor/quant/index.js";
+import { convertRows, dequantizeRow, elementCount, GGMLType, rowByteLength, typeFromName, typeInfo, typeName, type Tensor } from "../tensor/index.js";
+import { canDequantize, canQuantize } from "../tensor/quant/index.js";
 
 /** weight formats a model can be quantized to while loading */
 export const LOAD_QUANTIZATIONS = ["q8_0", "q4_0", "iq4_nl", "iq4_xs"] as const;
@@ -16,6 +16,20 @@ export interface WeightStoreOptions {
    * (and as it does, "iq4_xs" stores matrices whose rows are not a multiple of 256 as IQ4_NL).
    */
   readonly quantize?: LoadQuantization;
+}
+
+/**
+ * The one-line error for a quantize option that is not a LOAD_QUANTIZATIONS value; for a GGUF type
+ * without a quantizer here (the grid i-quants, TQ1_0 / TQ2_0, MXFP4: files in them load as they
+ * are) it says so
+ */
+export function quantizeRefusal(q: unknown): string {
+  const choices = LOAD_QUANTIZATIONS.map((c) => JSON.stringify(c)).join(", ");
+  const type = typeof q === "string" ? typeFromName(q) : undefined;
+  if (type !== undefined && !canQuantize(type)) {
+    return `quantize: cannot quantize to ${typeName(type)} (no quantizer: ggml's needs an importance matrix or its own tool; ${typeName(type)} GGUF files load as they are); expected ${choices}, found ${JSON.stringify(q)}`;
+  }
+  return `quantize: expected ${choices}, found ${JSON.stringify(q)}`;
 }
 
 const QUANT_TYPES: Record<LoadQuantization, GGMLType> = { q8_0: GGMLType.Q8_0, q4_0: GGMLType.Q4_0, iq4_nl: GGMLType.IQ4_NL, iq4_xs: GGMLType.IQ4_XS };
@@ -43,7 +57,7 @@ export class WeightStore {
     options: WeightStoreOptions = {},
   ) {
     this.quantType = options.quantize === undefined || !Object.hasOwn(QUANT_TYPES, options.quantize) ? undefined : QUANT_TYPES[options.quantize];
-    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(`quantize: expected ${LOAD_QUANTIZATIONS.map((q) => JSON.stringify(q)).join(", ")}, found ${JSON.stringify(options.quantize)}`);
+    if (options.quantize !== undefined && this.quantType === undefined) throw new Error(quantizeRefusal(options.quantize));
   }
 
   get path(): string {
