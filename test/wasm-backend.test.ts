@@ -33,6 +33,10 @@ const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
   [GGMLType.Q2_K]: [80, 82],
   [GGMLType.Q3_K]: [108],
   [GGMLType.Q5_K]: [0, 2],
+  // the grid i-quants: every index / sign / scale bit pattern is valid; f16 d at 0
+  [GGMLType.IQ2_XS]: [0],
+  [GGMLType.IQ3_S]: [0],
+  [GGMLType.IQ2_XXS]: [0],
 };
 
 function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: number, r: () => number): void {
@@ -72,7 +76,7 @@ function assertClose(actual: Float32Array, expected: Float32Array, what: string)
 // wasm kernels first, then the types that fall back to the reference kernels
 const TYPES = [
   GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
-  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
 /** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
@@ -112,6 +116,34 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
   } finally {
     one.dispose();
     two.dispose();
+  }
+});
+
+/*
+ * IQ2_XS and IQ3_S: the kernels add in the reference's (llama.cpp's IQ panel) order, the
+ * super-block FMA done in f64, so they give the reference's bits except where that f64 sum lands
+ * on an f32 rounding midpoint (double rounding: one ulp, about 2^-29 of the sums)
+ */
+test("IQ2_XS and IQ3_S kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
+  const reference = createReferenceBackend();
+  for (const simd of ["plain", "relaxed"] as const) {
+    const wasm = await createWasmBackend({ threads: 2, simd });
+    try {
+      let seed = 300;
+      for (const type of [GGMLType.IQ2_XS, GGMLType.IQ3_S]) {
+        const cols = 2048, rows = 64;
+        const w = weights(wasm, type, cols, rows, ++seed);
+        for (const n of [1, 4, 7]) {
+          const x = uniform(n * cols, rng(++seed));
+          const expected = new Float32Array(n * rows), got = new Float32Array(n * rows);
+          reference.matmul(expected, w, x, n);
+          wasm.matmul(got, w, x, n);
+          assert.deepEqual(got, expected, `${simd} build, ${typeName(type)}, ${n} tokens`);
+        }
+      }
+    } finally {
+      wasm.dispose();
+    }
   }
 });
 
@@ -163,11 +195,11 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, IQ2_XS, IQ3_S; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {

@@ -80,6 +80,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q6_K, C.Kind.Q6_K],
   [GGMLType.IQ4_NL, C.Kind.IQ4_NL],
   [GGMLType.IQ4_XS, C.Kind.IQ4_XS],
+  [GGMLType.IQ2_XS, C.Kind.IQ2_XS],
+  [GGMLType.IQ3_S, C.Kind.IQ3_S],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;
@@ -297,7 +299,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
-    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS) {
+    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS || kind === C.Kind.IQ2_XS || kind === C.Kind.IQ3_S) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {

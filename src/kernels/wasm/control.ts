@@ -140,6 +140,9 @@ export enum Kind {
   IQ4_XS = 28,
   /** IQ4_NL for single tokens over activations packed by packQ8_0 (relaxed build only) */
   IQ4_NL_RELAXED = 29,
+  /** IQ2_XS and IQ3_S over Q8_K activations (assembly/iq-grid.ts) */
+  IQ2_XS = 30,
+  IQ3_S = 31,
 }
 
 /**
