@@ -1,17 +1,17 @@
-// IQ2_XS and IQ3_S weights against Q8_K activations, in the order of llama.cpp's x86 IQ panel gemm
+// The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K activations, in the order of llama.cpp's x86 IQ panel gemm
 // (ggml-cpu/iqp.cpp; src/kernels/reference/dot-iq-grid.ts is the spec): each super-block of 256
 // decoded 16 weights at a time into int8 (grid entries loaded by index, signs applied as
-// (g ^ m) - m with m the byte mask of the sign bits), the exact integer sum of the 16 sub-block
+// (g ^ m) - m with m the byte mask of the sign bits; IQ1: 8 * grid + delta), the exact integer sum of the 16 sub-block
 // dots times their integer scales, then acc = fma(f32(sum), dfac * d_x, acc), the fused
 // multiply-add done in f64 (the product of two f32 is exact there, so only the rare f64-then-f32
 // double rounding of the sum can differ from the hardware FMA). Activations are the int16 q
 // quantizeRowQ8_K stores (xq), one f32 d per super-block (xd).
 import { f16 } from "./half";
 import { dot16, hsumI32 } from "./simd";
-import { IQ2XS_GRID, IQ3S_GRID, KSIGNS_IQ2XS } from "./iq-grids";
+import { IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS } from "./iq-grids";
 
-const IQ2_XS_BYTES: usize = 74;
-const IQ3_S_BYTES: usize = 110;
+/** the kinds matGrid takes (compile-time constants after inlining) */
+const IQ2_XS = 0, IQ3_S = 1, IQ2_XXS = 2, IQ2_S = 3, IQ3_XXS = 4, IQ1_S = 5, IQ1_M = 6;
 
 /** 16 grid bytes with sign bits s (bit j: byte j negative) applied */
 // @ts-ignore: decorator
@@ -59,20 +59,144 @@ const IQ3_S_BYTES: usize = 110;
   return (((<i32>load<u8>(p + 106 + (h >> 2))) >> (<i32>((h >> 1) & 1) << 2)) & 0xf) * 2 + 1;
 }
 
-/** kind 0: IQ2_XS, 1: IQ3_S (constants after inlining) */
+/** two 8-byte grid entries a, b (byte offsets into grid) as one register */
+// @ts-ignore: decorator
+@inline function grid2(grid: usize, a: usize, b: usize): v128 {
+  return v128.load64_lane(grid + b, v128.load64_zero(grid + a), 1);
+}
+
+/** IQ2_XXS (f16 d, per 32 weights: 4 grid bytes, then a u32 of 4 x 7 sign bits and a 4-bit scale on top) */
+// @ts-ignore: decorator
+@inline function halfIQ2_XXS(p: usize, h: usize): v128 {
+  const q = p + 2 + ((h >> 1) << 3);
+  const l = (h & 1) << 1;
+  const aux = load<u32>(q, 4) >> (7 * <u32>l);
+  const g = grid2(IQ2XXS_GRID, <usize>load<u8>(q + l) << 3, <usize>load<u8>(q + l + 1) << 3);
+  return signed(g, <u32>load<u8>(KSIGNS_IQ2XS + <usize>(aux & 127)) | (<u32>load<u8>(KSIGNS_IQ2XS + <usize>((aux >> 7) & 127)) << 8));
+}
+
+// @ts-ignore: decorator
+@inline function scaleIQ2_XXS(p: usize, h: usize): i32 {
+  return <i32>(load<u32>(p + 6 + ((h >> 1) << 3)) >> 28) * 2 + 1;
+}
+
+/** IQ2_S (f16 d, qs[32] low index bytes, signs[32], qh[8]: 2 high bits per 8 weights, scales[8]) */
+// @ts-ignore: decorator
+@inline function halfIQ2_S(p: usize, h: usize): v128 {
+  const ib = h >> 1;
+  const l = (h & 1) << 1;
+  const qh = <usize>load<u8>(p + 66 + ib);
+  const a = <usize>load<u8>(p + 2 + (ib << 2) + l) | ((qh << (8 - (l << 1))) & 0x300);
+  const b = <usize>load<u8>(p + 3 + (ib << 2) + l) | ((qh << (6 - (l << 1))) & 0x300);
+  return signed(grid2(IQ2S_GRID, a << 3, b << 3), <u32>load<u16>(p + 34 + (h << 1)));
+}
+
+// @ts-ignore: decorator
+@inline function scaleIQ2_S(p: usize, h: usize): i32 {
+  return (((<i32>load<u8>(p + 74 + (h >> 1))) >> (<i32>(h & 1) << 2)) & 0xf) * 2 + 1;
+}
+
+/** IQ3_XXS (f16 d, qs[64] grid bytes (4 weights each), 8 u32 of 4 x 7 sign bits and a 4-bit scale) */
+// @ts-ignore: decorator
+@inline function halfIQ3_XXS(p: usize, h: usize): v128 {
+  const qs = p + 2 + (h << 2);
+  let g = v128.load32_zero(IQ3XXS_GRID + (<usize>load<u8>(qs) << 2));
+  g = v128.load32_lane(IQ3XXS_GRID + (<usize>load<u8>(qs, 1) << 2), g, 1);
+  g = v128.load32_lane(IQ3XXS_GRID + (<usize>load<u8>(qs, 2) << 2), g, 2);
+  g = v128.load32_lane(IQ3XXS_GRID + (<usize>load<u8>(qs, 3) << 2), g, 3);
+  const aux = load<u32>(p + 66 + ((h >> 1) << 2)) >> (14 * <u32>(h & 1));
+  return signed(g, <u32>load<u8>(KSIGNS_IQ2XS + <usize>(aux & 127)) | (<u32>load<u8>(KSIGNS_IQ2XS + <usize>((aux >> 7) & 127)) << 8));
+}
+
+// @ts-ignore: decorator
+@inline function scaleIQ3_XXS(p: usize, h: usize): i32 {
+  return <i32>(load<u32>(p + 66 + ((h >> 1) << 2)) >> 28) * 2 + 1;
+}
+
+/** 8 * (two int8 iq1s_grid entries in {-1, 0, 1}) + their deltas (+-1 per 8 weights) */
+// @ts-ignore: decorator
+@inline function iq1Values(a: usize, b: usize, negA: bool, negB: bool): v128 {
+  const g = i8x16.shl(grid2(IQ1S_GRID, a << 3, b << 3), 3);
+  const ones: i64 = 0x0101010101010101;
+  return i8x16.add(g, i64x2.replace_lane(i64x2.splat(negA ? -1 : ones), 1, negB ? -1 : ones));
+}
+
+/** IQ1_S (f16 d, qs[32] low index bytes, u16 qh[8]: per 32 weights 4 x 3 high index bits, a 3-bit scale, the delta's sign) */
+// @ts-ignore: decorator
+@inline function halfIQ1_S(p: usize, h: usize): v128 {
+  const ib = h >> 1;
+  const l = (h & 1) << 1;
+  const qh = <usize>load<u16>(p + 34 + (ib << 1));
+  const a = <usize>load<u8>(p + 2 + (ib << 2) + l) | (((qh >> (3 * l)) & 7) << 8);
+  const b = <usize>load<u8>(p + 3 + (ib << 2) + l) | (((qh >> (3 * l + 3)) & 7) << 8);
+  const neg = (qh & 0x8000) != 0;
+  return iq1Values(a, b, neg, neg);
+}
+
+// @ts-ignore: decorator
+@inline function scaleIQ1_S(p: usize, h: usize): i32 {
+  return ((<i32>load<u16>(p + 34 + ((h >> 1) << 1)) >> 12) & 7) * 2 + 1;
+}
+
+/** IQ1_M (qs[32], qh[16]: per 8 weights 3 high index bits and a delta sign bit, 4 u16 scale words with the f16 d in their top nibbles) */
+// @ts-ignore: decorator
+@inline function halfIQ1_M(p: usize, h: usize): v128 {
+  const qh = <usize>load<u8>(p + 32 + h);
+  const a = <usize>load<u8>(p + (h << 1)) | ((qh << 8) & 0x700);
+  const b = <usize>load<u8>(p + 1 + (h << 1)) | ((qh << 4) & 0x700);
+  return iq1Values(a, b, (qh & 0x08) != 0, (qh & 0x80) != 0);
+}
+
+// @ts-ignore: decorator
+@inline function scaleIQ1_M(p: usize, h: usize): i32 {
+  const sc = <i32>load<u16>(p + 48 + ((h >> 2) << 1));
+  return ((sc >> (6 * <i32>((h >> 1) & 1) + 3 * <i32>(h & 1))) & 7) * 2 + 1;
+}
+
 // @ts-ignore: decorator
 @inline function half(kind: i32, p: usize, h: usize): v128 {
-  return kind == 0 ? halfIQ2_XS(p, h) : halfIQ3_S(p, h);
+  if (kind == IQ2_XS) return halfIQ2_XS(p, h);
+  if (kind == IQ3_S) return halfIQ3_S(p, h);
+  if (kind == IQ2_XXS) return halfIQ2_XXS(p, h);
+  if (kind == IQ2_S) return halfIQ2_S(p, h);
+  if (kind == IQ3_XXS) return halfIQ3_XXS(p, h);
+  if (kind == IQ1_S) return halfIQ1_S(p, h);
+  return halfIQ1_M(p, h);
 }
 
 // @ts-ignore: decorator
 @inline function scale(kind: i32, p: usize, h: usize): i32 {
-  return kind == 0 ? scaleIQ2_XS(p, h) : scaleIQ3_S(p, h);
+  if (kind == IQ2_XS) return scaleIQ2_XS(p, h);
+  if (kind == IQ3_S) return scaleIQ3_S(p, h);
+  if (kind == IQ2_XXS) return scaleIQ2_XXS(p, h);
+  if (kind == IQ2_S) return scaleIQ2_S(p, h);
+  if (kind == IQ3_XXS) return scaleIQ3_XXS(p, h);
+  if (kind == IQ1_S) return scaleIQ1_S(p, h);
+  return scaleIQ1_M(p, h);
 }
 
+/** the super-block factor of iqp_decode_*: d, d / 4 or d / 8 (IQ1_M's d from its scale words' top nibbles) */
 // @ts-ignore: decorator
 @inline function dfac(kind: i32, p: usize): f32 {
-  return kind == 0 ? f16(load<u16>(p)) * 0.125 : f16(load<u16>(p));
+  if (kind == IQ3_S) return f16(load<u16>(p));
+  if (kind == IQ3_XXS) return f16(load<u16>(p)) * 0.25;
+  if (kind == IQ1_M) {
+    const b = <u32>load<u16>(p + 48) >> 12 | ((<u32>load<u16>(p + 50) >> 8) & 0x00f0) | ((<u32>load<u16>(p + 52) >> 4) & 0x0f00) | (<u32>load<u16>(p + 54) & 0xf000);
+    return f16(<u16>b) * 0.125;
+  }
+  return f16(load<u16>(p)) * 0.125;
+}
+
+/** block bytes per type */
+// @ts-ignore: decorator
+@inline function blockBytes(kind: i32): usize {
+  if (kind == IQ2_XS) return 74;
+  if (kind == IQ3_S) return 110;
+  if (kind == IQ2_XXS) return 66;
+  if (kind == IQ2_S) return 82;
+  if (kind == IQ3_XXS) return 98;
+  if (kind == IQ1_S) return 50;
+  return 56;
 }
 
 /** acc + f32(sumi) * (dw * dx) rounded once (see the top) */
@@ -85,7 +209,7 @@ const IQ3_S_BYTES: usize = 110;
 // @ts-ignore: decorator
 @inline function matGrid(kind: i32, w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   const nb = cols >> 8;
-  const bytes = kind == 0 ? IQ2_XS_BYTES : IQ3_S_BYTES;
+  const bytes = blockBytes(kind);
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2;
   const os = (<usize>rows) << 2;
   for (let r = r0; r < r1; r++) {
@@ -139,9 +263,29 @@ const IQ3_S_BYTES: usize = 110;
 }
 
 export function matIQ2_XS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matGrid(0, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+  matGrid(IQ2_XS, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
 }
 
 export function matIQ3_S(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matGrid(1, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+  matGrid(IQ3_S, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+}
+
+export function matIQ2_XXS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matGrid(IQ2_XXS, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+}
+
+export function matIQ2_S(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matGrid(IQ2_S, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+}
+
+export function matIQ3_XXS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matGrid(IQ3_XXS, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+}
+
+export function matIQ1_S(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matGrid(IQ1_S, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
+}
+
+export function matIQ1_M(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matGrid(IQ1_M, w, rowBytes, xq, xd, out, rows, cols, nTok, r0, r1);
 }
