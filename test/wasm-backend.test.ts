@@ -42,6 +42,8 @@ const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
   [GGMLType.IQ1_S]: [0],
   // IQ1_M has no d field: its f16 scale is the top nibbles of the scale words at 48..55 (set below)
   [GGMLType.IQ1_M]: [],
+  // MXFP4: an E8M0 exponent at 0 (set below)
+  [GGMLType.MXFP4]: [],
 };
 
 function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: number, r: () => number): void {
@@ -53,6 +55,7 @@ function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: numbe
   for (let i = 0; i < data.length; i++) data[i] = Math.floor(r() * 256);
   const { typeSize } = typeInfo(type);
   for (let o = 0; o < data.length; o += typeSize) {
+    if (type === GGMLType.MXFP4) data[o] = 118 + Math.floor(r() * 8);
     if (type === GGMLType.IQ1_M) {
       const h = f32ToF16Bits((r() + 0.1) * 0.01);
       for (let i = 0; i < 4; i++) data[o + 49 + 2 * i] = (data[o + 49 + 2 * i]! & 0x0f) | (((h >>> (4 * i)) & 0xf) << 4);
@@ -87,7 +90,7 @@ const GRID_TYPES = [GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.
 // wasm kernels first, then the types that fall back to the reference kernels
 const TYPES = [
   GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
-  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.MXFP4, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
 /** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
@@ -135,13 +138,13 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
  * super-block FMA done in f64, so they give the reference's bits except where that f64 sum lands
  * on an f32 rounding midpoint (double rounding: one ulp, about 2^-29 of the sums)
  */
-test("the grid i-quant kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
+test("the grid i-quant and MXFP4 kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
   const reference = createReferenceBackend();
   for (const simd of ["plain", "relaxed"] as const) {
     const wasm = await createWasmBackend({ threads: 2, simd });
     try {
       let seed = 300;
-      for (const type of GRID_TYPES) {
+      for (const type of [...GRID_TYPES, GGMLType.MXFP4]) {
         const cols = 2048, rows = 64;
         const w = weights(wasm, type, cols, rows, ++seed);
         for (const n of [1, 4, 7]) {
@@ -206,15 +209,15 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants, MXFP4; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...GRID_TYPES];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...GRID_TYPES, GGMLType.MXFP4];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {
-        const cols = type === GGMLType.Q8_0 ? 96 : typeInfo(type).blockSize === 256 ? 512 : 131;
+        const cols = type === GGMLType.Q8_0 || type === GGMLType.MXFP4 ? 96 : typeInfo(type).blockSize === 256 ? 512 : 131;
         const rows = 23;
         const w = weights(backend, type, cols, rows, ++seed);
         const x = uniform(13 * cols, rng(++seed));

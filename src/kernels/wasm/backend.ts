@@ -89,6 +89,7 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.IQ3_XXS, C.Kind.IQ3_XXS],
   [GGMLType.IQ1_S, C.Kind.IQ1_S],
   [GGMLType.IQ1_M, C.Kind.IQ1_M],
+  [GGMLType.MXFP4, C.Kind.MXFP4],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;
@@ -302,7 +303,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;

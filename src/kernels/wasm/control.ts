@@ -148,6 +148,8 @@ export enum Kind {
   IQ3_XXS = 34,
   IQ1_S = 35,
   IQ1_M = 36,
+  /** MXFP4 over Q8_0 activations (assembly/mxfp4.ts) */
+  MXFP4 = 37,
 }
 
 /**
