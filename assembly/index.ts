@@ -10,6 +10,7 @@ import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
 import { matIQ4_XS } from "./iq4";
 import { matMXFP4 } from "./mxfp4";
+import { matTQ1_0, matTQ2_0 } from "./tq";
 import { matIQ1_M, matIQ1_S, matIQ2_S, matIQ2_XS, matIQ2_XXS, matIQ3_S, matIQ3_XXS } from "./iq-grid";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
@@ -180,7 +181,7 @@ let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias:
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 37);
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39);
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -286,6 +287,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 36: matIQ1_M(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // MXFP4 over Q8_0 activations
     case 37: matMXFP4(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // TQ1_0 (38) and TQ2_0 (39) over Q8_K activations with their group sums
+    case 38: matTQ1_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 39: matTQ2_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

@@ -44,6 +44,8 @@ const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
   [GGMLType.IQ1_M]: [],
   // MXFP4: an E8M0 exponent at 0 (set below)
   [GGMLType.MXFP4]: [],
+  [GGMLType.TQ1_0]: [52],
+  [GGMLType.TQ2_0]: [64],
 };
 
 function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: number, r: () => number): void {
@@ -90,7 +92,7 @@ const GRID_TYPES = [GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.
 // wasm kernels first, then the types that fall back to the reference kernels
 const TYPES = [
   GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
-  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.MXFP4, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
 /** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
@@ -136,15 +138,16 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
 /*
  * The grid i-quants (IQ2_XS, IQ3_S, IQ2_XXS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M): the kernels add in the reference's (llama.cpp's IQ panel) order, the
  * super-block FMA done in f64, so they give the reference's bits except where that f64 sum lands
- * on an f32 rounding midpoint (double rounding: one ulp, about 2^-29 of the sums)
+ * on an f32 rounding midpoint (double rounding: one ulp, about 2^-29 of the sums); MXFP4 (the
+ * repacked gemv order) and TQ1_0 / TQ2_0 (the AVX2 vec_dot's 8 lanes) likewise
  */
-test("the grid i-quant and MXFP4 kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
+test("the grid i-quant, MXFP4 and TQ kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
   const reference = createReferenceBackend();
   for (const simd of ["plain", "relaxed"] as const) {
     const wasm = await createWasmBackend({ threads: 2, simd });
     try {
       let seed = 300;
-      for (const type of [...GRID_TYPES, GGMLType.MXFP4]) {
+      for (const type of [...GRID_TYPES, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0]) {
         const cols = 2048, rows = 64;
         const w = weights(wasm, type, cols, rows, ++seed);
         for (const n of [1, 4, 7]) {
@@ -209,11 +212,11 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants, MXFP4; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants, MXFP4, TQ1_0, TQ2_0; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...GRID_TYPES, GGMLType.MXFP4];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...GRID_TYPES, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {

@@ -66,8 +66,8 @@ function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
   return relaxedSimdSupported() ? "relaxed" : "plain";
 }
 
-/** the grid i-quants' kernels (assembly/iq-grid.ts): Q8_K activations */
-const GRID_KINDS: ReadonlySet<C.Kind> = new Set([C.Kind.IQ2_XS, C.Kind.IQ3_S, C.Kind.IQ2_XXS, C.Kind.IQ2_S, C.Kind.IQ3_XXS, C.Kind.IQ1_S, C.Kind.IQ1_M]);
+/** the grid i-quants' and the ternary types' kernels (assembly/iq-grid.ts, tq.ts): Q8_K activations */
+const GRID_KINDS: ReadonlySet<C.Kind> = new Set([C.Kind.IQ2_XS, C.Kind.IQ3_S, C.Kind.IQ2_XXS, C.Kind.IQ2_S, C.Kind.IQ3_XXS, C.Kind.IQ1_S, C.Kind.IQ1_M, C.Kind.TQ1_0, C.Kind.TQ2_0]);
 const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.F32, C.Kind.F32],
   [GGMLType.F16, C.Kind.F16],
@@ -90,6 +90,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.IQ1_S, C.Kind.IQ1_S],
   [GGMLType.IQ1_M, C.Kind.IQ1_M],
   [GGMLType.MXFP4, C.Kind.MXFP4],
+  [GGMLType.TQ1_0, C.Kind.TQ1_0],
+  [GGMLType.TQ2_0, C.Kind.TQ2_0],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;

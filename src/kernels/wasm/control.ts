@@ -150,6 +150,9 @@ export enum Kind {
   IQ1_M = 36,
   /** MXFP4 over Q8_0 activations (assembly/mxfp4.ts) */
   MXFP4 = 37,
+  /** TQ1_0 / TQ2_0 over Q8_K activations and their group sums (assembly/tq.ts) */
+  TQ1_0 = 38,
+  TQ2_0 = 39,
 }
 
 /**
