@@ -187,6 +187,12 @@ const IQ2_XS = 0, IQ3_S = 1, IQ2_XXS = 2, IQ2_S = 3, IQ3_XXS = 4, IQ1_S = 5, IQ1
   return f16(load<u16>(p)) * 0.125;
 }
 
+/** whether the two 16-weight halves of each 32-weight group share one scale (one multiply per 32) */
+// @ts-ignore: decorator
+@inline function pairScale(kind: i32): bool {
+  return kind == IQ3_S || kind == IQ2_XXS || kind == IQ3_XXS || kind == IQ1_S;
+}
+
 /** block bytes per type */
 // @ts-ignore: decorator
 @inline function blockBytes(kind: i32): usize {
@@ -224,14 +230,22 @@ const IQ2_XS = 0, IQ3_S = 1, IQ2_XXS = 2, IQ2_S = 3, IQ3_XXS = 4, IQ1_S = 5, IQ1
         const x = xq + (i << 9);
         const z = i32x4.splat(0);
         let i0 = z, i1 = z, i2 = z, i3 = z;
-        for (let h: usize = 0; h < 16; h++) {
-          const q = half(kind, p, h);
-          const s = i32x4.splat(scale(kind, p, h));
+        for (let h: usize = 0; h < 16; h += 2) {
+          const q = half(kind, p, h), q1 = half(kind, p, h + 1);
           const xh = x + (h << 5);
-          i0 = i32x4.add(i0, i32x4.mul(dot16(q, xh), s));
-          i1 = i32x4.add(i1, i32x4.mul(dot16(q, xh + qStride), s));
-          i2 = i32x4.add(i2, i32x4.mul(dot16(q, xh + 2 * qStride), s));
-          i3 = i32x4.add(i3, i32x4.mul(dot16(q, xh + 3 * qStride), s));
+          if (pairScale(kind)) {
+            const s = i32x4.splat(scale(kind, p, h));
+            i0 = i32x4.add(i0, i32x4.mul(i32x4.add(dot16(q, xh), dot16(q1, xh + 32)), s));
+            i1 = i32x4.add(i1, i32x4.mul(i32x4.add(dot16(q, xh + qStride), dot16(q1, xh + qStride + 32)), s));
+            i2 = i32x4.add(i2, i32x4.mul(i32x4.add(dot16(q, xh + 2 * qStride), dot16(q1, xh + 2 * qStride + 32)), s));
+            i3 = i32x4.add(i3, i32x4.mul(i32x4.add(dot16(q, xh + 3 * qStride), dot16(q1, xh + 3 * qStride + 32)), s));
+          } else {
+            const s = i32x4.splat(scale(kind, p, h)), s1 = i32x4.splat(scale(kind, p, h + 1));
+            i0 = i32x4.add(i0, i32x4.add(i32x4.mul(dot16(q, xh), s), i32x4.mul(dot16(q1, xh + 32), s1)));
+            i1 = i32x4.add(i1, i32x4.add(i32x4.mul(dot16(q, xh + qStride), s), i32x4.mul(dot16(q1, xh + qStride + 32), s1)));
+            i2 = i32x4.add(i2, i32x4.add(i32x4.mul(dot16(q, xh + 2 * qStride), s), i32x4.mul(dot16(q1, xh + 2 * qStride + 32), s1)));
+            i3 = i32x4.add(i3, i32x4.add(i32x4.mul(dot16(q, xh + 3 * qStride), s), i32x4.mul(dot16(q1, xh + 3 * qStride + 32), s1)));
+          }
         }
         const dw = dfac(kind, p);
         const d = xd + (i << 2);
@@ -254,7 +268,15 @@ const IQ2_XS = 0, IQ3_S = 1, IQ2_XXS = 2, IQ2_S = 3, IQ3_XXS = 4, IQ1_S = 5, IQ1
         const i = tb + <usize>b;
         const x = xq + (i << 9);
         let isum = i32x4.splat(0);
-        for (let h: usize = 0; h < 16; h++) isum = i32x4.add(isum, i32x4.mul(dot16(half(kind, p, h), x + (h << 5)), i32x4.splat(scale(kind, p, h))));
+        for (let h: usize = 0; h < 16; h += 2) {
+          const xh = x + (h << 5);
+          if (pairScale(kind)) {
+            isum = i32x4.add(isum, i32x4.mul(i32x4.add(dot16(half(kind, p, h), xh), dot16(half(kind, p, h + 1), xh + 32)), i32x4.splat(scale(kind, p, h))));
+          } else {
+            isum = i32x4.add(isum, i32x4.mul(dot16(half(kind, p, h), xh), i32x4.splat(scale(kind, p, h))));
+            isum = i32x4.add(isum, i32x4.mul(dot16(half(kind, p, h + 1), xh + 32), i32x4.splat(scale(kind, p, h + 1))));
+          }
+        }
         acc = fmaAcc(acc, hsumI32(isum), dfac(kind, p), load<f32>(xd + (i << 2)));
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), acc);
