@@ -9,6 +9,9 @@ import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
 import { matIQ4_XS } from "./iq4";
+import { matMXFP4 } from "./mxfp4";
+import { matTQ1_0, matTQ2_0 } from "./tq";
+import { matIQ1_M, matIQ1_S, matIQ2_S, matIQ2_XS, matIQ2_XXS, matIQ3_S, matIQ3_XXS } from "./iq-grid";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
@@ -178,7 +181,7 @@ let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias:
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 29);
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39);
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -273,6 +276,20 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 28: matIQ4_XS(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // IQ4_NL for single tokens over activations packed by packQ8_0 (relaxed build only)
     case 29: matIQ4_NLRelaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // the grid i-quants over Q8_K activations (the group sums unused): IQ2_XS (30), IQ3_S (31),
+    // IQ2_XXS (32), IQ2_S (33), IQ3_XXS (34), IQ1_S (35), IQ1_M (36)
+    case 30: matIQ2_XS(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 31: matIQ3_S(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 32: matIQ2_XXS(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 33: matIQ2_S(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 34: matIQ3_XXS(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 35: matIQ1_S(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 36: matIQ1_M(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // MXFP4 over Q8_0 activations
+    case 37: matMXFP4(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // TQ1_0 (38) and TQ2_0 (39) over Q8_K activations with their group sums
+    case 38: matTQ1_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 39: matTQ2_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     default: unreachable();
   }
 }

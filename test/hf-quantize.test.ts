@@ -114,6 +114,8 @@ test("quantize on load to iq4_xs: matrices whose rows are not a multiple of 256 
     be.dispose();
   }
   assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "q7_0" as LoadQuantization }), /quantize: expected one of q8_0, q6_k, .*nf4, int8, found "q7_0"/);
+  // a GGUF type without a quantizer: one line naming it
+  assert.throws(() => openModel(gguf).build(createReferenceBackend(), { quantize: "iq2_xs" as LoadQuantization }), /quantize: .*iq2_xs/);
 });
 
 const MODEL = "models/stories260K.gguf", EXPECTED = "models/stories260K.expected.json";

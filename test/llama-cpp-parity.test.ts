@@ -139,8 +139,16 @@ const OTHER_FORMAT_TOLERANCE = 1.5e-2;
  * repacked iq4_nl_8x8 gemv/gemm, the IQ panel gemm: see reference/dot-iq4.ts) and agree to
  * ~1e-6 on both backends, so they get the tight tolerance (with the usual allowance for flips)
  */
-const TIGHT_FORMATS = new Set([GGMLType.IQ4_NL, GGMLType.IQ4_XS]);
-for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS]) {
+/*
+ * The formats without a quantizer (random valid blocks: src/testing/random-quant.ts): the grid
+ * i-quants in the order of llama.cpp's IQ panel gemm, TQ1_0 / TQ2_0 in the lanes of its AVX2
+ * vec_dot, MXFP4 as its repacked 8x8 gemv / gemm (see reference/dot-iq-grid.ts); the wasm
+ * kernels give the reference's bits, and both agree with llama.cpp to ~1e-6 (dims 256 / 512:
+ * whole super-blocks, rows % 8 == 0, so llama.cpp takes those paths)
+ */
+const GRID_FORMATS = [GGMLType.IQ3_S, GGMLType.IQ2_XS, GGMLType.IQ3_XXS, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.MXFP4];
+const TIGHT_FORMATS = new Set([GGMLType.IQ4_NL, GGMLType.IQ4_XS, ...GRID_FORMATS]);
+for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS, ...GRID_FORMATS]) {
   for (const backend of ["reference", "wasm"] as const) {
     test(`tiny Llama with ${typeName(type)} weights matches llama.cpp (${backend})`, { skip: skipStories }, async () => {
       const tolerance = TIGHT_FORMATS.has(type) ? TOLERANCE : OTHER_FORMAT_TOLERANCE;

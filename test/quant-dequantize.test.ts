@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { GGMLType, rowByteLength } from "../src/tensor/dtypes.js";
-import { dequantizeRow } from "../src/tensor/quant/index.js";
+import { GGMLType, rowByteLength, typeInfo } from "../src/tensor/dtypes.js";
+import { dequantizeRow, iqGrid } from "../src/tensor/quant/index.js";
+import { Rng } from "../src/testing/rng.js";
 
 // Each test builds blocks byte by byte from ggml's block layouts (ggml-common.h) with chosen
 // scales and quants, and states the values the layout implies. f16 constants used below:
@@ -241,4 +242,63 @@ test("IQ4_XS: d * (6-bit scale - 32) * kvalues_iq4nl[index] over 8 sub-blocks of
     const idx = j < 16 ? byte & 15 : byte >> 4;
     assert.equal(y[i], 0.25 * (ls[ib]! - 32) * IQ4NL[idx]!, `weight ${i}`);
   }
+});
+
+/*
+ * The types without a quantizer (grid i-quants, ternary, MXFP4): rows of 2048 random bytes with
+ * bounded scales (so the values are finite), dequantized; the FNV-1a hash of the f32 bits must
+ * equal that of llama.cpp's own dequantization (ggml_get_type_traits(type)->to_float of
+ * node-llama-cpp 3.21.1's libggml-base.so, run on the same bytes when this test was written:
+ * bit-identical). Every field takes random values here, including TQ1_0 bytes >= 243.
+ */
+const LLAMA_CPP_DEQUANT_FNV: [GGMLType, number][] = [
+  [GGMLType.IQ2_XXS, 0xd205d459],
+  [GGMLType.IQ2_XS, 0x416dabb1],
+  [GGMLType.IQ2_S, 0x57d88f05],
+  [GGMLType.IQ3_XXS, 0xd7248d1d],
+  [GGMLType.IQ3_S, 0x6f4ff605],
+  [GGMLType.IQ1_S, 0xaa04ae85],
+  [GGMLType.IQ1_M, 0xac573dc5],
+  [GGMLType.TQ1_0, 0x577ffdc5],
+  [GGMLType.TQ2_0, 0x10089dc5],
+  [GGMLType.MXFP4, 0xf6863dc5],
+];
+
+function randomBytesRow(t: GGMLType, n: number): Uint8Array {
+  const b = new Uint8Array(rowByteLength(t, n));
+  new Rng(100 + t).fillBytes(b);
+  const { typeSize } = typeInfo(t);
+  for (let o = 0; o < b.length; o += typeSize) {
+    // MXFP4: exponents 100..131; IQ1_M: f16 scale 2^-7 in the top nibbles; others: the f16 d's exponent below 15
+    if (t === GGMLType.MXFP4) b[o] = 100 + (b[o]! & 31);
+    else if (t === GGMLType.IQ1_M) for (let i = 0; i < 4; i++) b[o + 49 + 2 * i] = (b[o + 49 + 2 * i]! & 0x0f) | (i === 3 ? 0x20 : 0);
+    else {
+      const d = t === GGMLType.TQ1_0 ? 52 : t === GGMLType.TQ2_0 ? 64 : 0;
+      b[o + d + 1] = b[o + d + 1]! & 0x3b;
+    }
+  }
+  return b;
+}
+
+for (const [type, want] of LLAMA_CPP_DEQUANT_FNV) {
+  test(`${typeInfo(type).name}: dequantization bit-identical to llama.cpp's on random blocks`, () => {
+    const y = dequant(type, randomBytesRow(type, 2048), 2048);
+    const u = new Uint32Array(y.buffer);
+    let h = 0x811c9dc5;
+    for (let j = 0; j < u.length; j++) h = Math.imul(h ^ u[j]!, 0x01000193) >>> 0;
+    assert.equal(h.toString(16), want.toString(16));
+  });
+}
+
+test("IQ3_S: d * (1 + 2 * scale) * iq3s_grid[9-bit index] * sign, one block by hand", () => {
+  // d = 1, scales 0 (x1), every index 0 except qs[0] = 1 with qh bit 0 set (index 257), sign bit 0 set
+  const b = new Uint8Array(110);
+  b.set(f16(0x3c00), 0);
+  b[2] = 1;
+  b[66] = 1;
+  b[74] = 1;
+  const y = dequant(GGMLType.IQ3_S, b, 256);
+  const g = iqGrid.IQ3S_GRID;
+  assert.deepEqual([...y.subarray(0, 4)], [-g[4 * 257]!, g[4 * 257 + 1]!, g[4 * 257 + 2]!, g[4 * 257 + 3]!]);
+  assert.deepEqual([...y.subarray(4, 8)], [g[0]!, g[1]!, g[2]!, g[3]!]);
 });

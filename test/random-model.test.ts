@@ -21,6 +21,12 @@ test("k-quant random models store 576-wide rows in llama.cpp's fallback types", 
   const iq = typesByName(planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.IQ4_XS }, 49152));
   assert.equal(iq.get("blk.3.attn_v.weight"), "IQ4_NL");
   assert.equal(iq.get("blk.0.ffn_down.weight"), "IQ4_XS");
+  // llama-quant.cpp's tensor_type_fallback: the grid i-quants -> IQ4_NL, TQ1_0 / TQ2_0 -> Q4_0
+  for (const [type, fallback] of [[GGMLType.IQ2_XS, "IQ4_NL"], [GGMLType.IQ3_S, "IQ4_NL"], [GGMLType.IQ1_M, "IQ4_NL"], [GGMLType.TQ1_0, "Q4_0"]] as const) {
+    const plan = typesByName(planRandomModel({ ...SMOLLM_135M, weightType: type }, 49152));
+    assert.equal(plan.get("blk.3.attn_v.weight"), fallback, typeName(type));
+    assert.equal(plan.get("blk.0.ffn_down.weight"), typeName(type));
+  }
   const tiny = typesByName(planRandomModel({ ...TINYLLAMA_1_1B, weightType: GGMLType.Q4_K }, 32000));
   assert.deepEqual(new Set([...tiny].filter(([n]) => !n.includes("norm")).map(([, t]) => t)), new Set(["Q4_K"]));
   assert.throws(() => planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q3_K }, 49152), /tensor "token_embd.weight" has rows of 576, not a multiple of 256.*IQ4_NL/);

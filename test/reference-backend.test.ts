@@ -5,6 +5,8 @@ import { GGMLType, QK_K, rowByteLength, typeInfo, typeName } from "../src/tensor
 import { canQuantize, dequantizeRow, f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { rng } from "./helpers/rng.js";
+import { Rng } from "../src/testing/rng.js";
+import { randomQuantizedRow } from "../src/testing/random-quant.js";
 
 // The reference backend's matmul must equal, up to rounding, the float64 dot product of the
 // dequantized weights with the dequantized converted activations: that is ggml's definition of
@@ -28,6 +30,10 @@ function makeWeights(type: GGMLType, cols: number, rows: number, r: () => number
   const data = new Uint8Array(rows * rb + 5).subarray(3, 3 + rows * rb);
   if (canQuantize(type)) {
     for (let row = 0; row < rows; row++) quantizeRow(type, normals(cols, r, 0.5), data.subarray(row * rb), cols);
+  } else if (SCALE_FIELDS[type] === undefined) {
+    // the types without a quantizer whose scales are not one f16 field per block (IQ1_M, MXFP4) and the other grid i-quants
+    const g = new Rng(type);
+    for (let row = 0; row < rows; row++) randomQuantizedRow(type, data.subarray(row * rb, (row + 1) * rb), g, 0.5, cols);
   } else {
     // no quantizer for this type here: random quants with sane f16 scales are valid blocks
     for (let i = 0; i < data.length; i++) data[i] = Math.floor(r() * 256);

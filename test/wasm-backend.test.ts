@@ -33,6 +33,19 @@ const SCALE_FIELDS: Partial<Record<GGMLType, number[]>> = {
   [GGMLType.Q2_K]: [80, 82],
   [GGMLType.Q3_K]: [108],
   [GGMLType.Q5_K]: [0, 2],
+  // the grid i-quants: every index / sign / scale bit pattern is valid; f16 d at 0
+  [GGMLType.IQ2_XS]: [0],
+  [GGMLType.IQ3_S]: [0],
+  [GGMLType.IQ2_XXS]: [0],
+  [GGMLType.IQ2_S]: [0],
+  [GGMLType.IQ3_XXS]: [0],
+  [GGMLType.IQ1_S]: [0],
+  // IQ1_M has no d field: its f16 scale is the top nibbles of the scale words at 48..55 (set below)
+  [GGMLType.IQ1_M]: [],
+  // MXFP4: an E8M0 exponent at 0 (set below)
+  [GGMLType.MXFP4]: [],
+  [GGMLType.TQ1_0]: [52],
+  [GGMLType.TQ2_0]: [64],
 };
 
 function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: number, r: () => number): void {
@@ -44,6 +57,11 @@ function fillWeights(type: GGMLType, data: Uint8Array, cols: number, rows: numbe
   for (let i = 0; i < data.length; i++) data[i] = Math.floor(r() * 256);
   const { typeSize } = typeInfo(type);
   for (let o = 0; o < data.length; o += typeSize) {
+    if (type === GGMLType.MXFP4) data[o] = 118 + Math.floor(r() * 8);
+    if (type === GGMLType.IQ1_M) {
+      const h = f32ToF16Bits((r() + 0.1) * 0.01);
+      for (let i = 0; i < 4; i++) data[o + 49 + 2 * i] = (data[o + 49 + 2 * i]! & 0x0f) | (((h >>> (4 * i)) & 0xf) << 4);
+    }
     for (const f of SCALE_FIELDS[type]!) {
       const h = f32ToF16Bits((r() + 0.1) * 0.01);
       data[o + f] = h & 0xff;
@@ -69,10 +87,12 @@ function assertClose(actual: Float32Array, expected: Float32Array, what: string)
   }
 }
 
+const GRID_TYPES = [GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M];
+
 // wasm kernels first, then the types that fall back to the reference kernels
 const TYPES = [
   GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K,
-  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
+  GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
 /** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
@@ -112,6 +132,35 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
   } finally {
     one.dispose();
     two.dispose();
+  }
+});
+
+/*
+ * The grid i-quants (IQ2_XS, IQ3_S, IQ2_XXS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M): the kernels add in the reference's (llama.cpp's IQ panel) order, the
+ * super-block FMA done in f64, so they give the reference's bits except where that f64 sum lands
+ * on an f32 rounding midpoint (double rounding: one ulp, about 2^-29 of the sums); MXFP4 (the
+ * repacked gemv order) and TQ1_0 / TQ2_0 (the AVX2 vec_dot's 8 lanes) likewise
+ */
+test("the grid i-quant, MXFP4 and TQ kernels give the reference dot's bits (both builds, 1/4/7 tokens, 2048 columns)", async () => {
+  const reference = createReferenceBackend();
+  for (const simd of ["plain", "relaxed"] as const) {
+    const wasm = await createWasmBackend({ threads: 2, simd });
+    try {
+      let seed = 300;
+      for (const type of [...GRID_TYPES, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0]) {
+        const cols = 2048, rows = 64;
+        const w = weights(wasm, type, cols, rows, ++seed);
+        for (const n of [1, 4, 7]) {
+          const x = uniform(n * cols, rng(++seed));
+          const expected = new Float32Array(n * rows), got = new Float32Array(n * rows);
+          reference.matmul(expected, w, x, n);
+          wasm.matmul(got, w, x, n);
+          assert.deepEqual(got, expected, `${simd} build, ${typeName(type)}, ${n} tokens`);
+        }
+      }
+    } finally {
+      wasm.dispose();
+    }
   }
 });
 
@@ -163,15 +212,15 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants, MXFP4, TQ1_0, TQ2_0; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
-      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS];
+      const types = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...GRID_TYPES, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0];
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {
-        const cols = type === GGMLType.Q8_0 ? 96 : typeInfo(type).blockSize === 256 ? 512 : 131;
+        const cols = type === GGMLType.Q8_0 || type === GGMLType.MXFP4 ? 96 : typeInfo(type).blockSize === 256 ? 512 : 131;
         const rows = 23;
         const w = weights(backend, type, cols, rows, ++seed);
         const x = uniform(13 * cols, rng(++seed));

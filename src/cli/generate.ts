@@ -5,6 +5,8 @@ import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
 import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
+import { typeFromName, typeName } from "../tensor/index.js";
+import { canQuantize } from "../tensor/quant/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
@@ -277,7 +279,11 @@ const isLoadQuantization = (q: string): q is LoadQuantization => (LOAD_QUANTIZAT
 
 function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   const q = optionalString(values, "quantize");
-  if (q !== undefined && !isLoadQuantization(q)) throw new UsageError(`--quantize must be ${QUANTIZE_CHOICES}, got "${q}"`);
+  if (q !== undefined && !isLoadQuantization(q)) {
+    const type = typeFromName(q);
+    const why = type !== undefined && !canQuantize(type) ? ` (${typeName(type)} has no quantizer here; ${typeName(type)} GGUF files load as they are)` : "";
+    throw new UsageError(`--quantize must be ${QUANTIZE_CHOICES}, got "${q}"${why}`);
+  }
   return q;
 }
 

@@ -18,14 +18,24 @@ export enum GGMLType {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
   IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
   IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
   I64 = 27,
   F64 = 28,
+  IQ1_M = 29,
   BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
   /**
    * In-memory-only formats (not GGUF types): negative ids, which a GGUF file's u32 type field
    * can never hold, so no file can name them; isKnownType() (the reader's check) refuses them and
@@ -69,6 +79,19 @@ const TYPES: ReadonlyMap<number, TypeInfo> = new Map<number, TypeInfo>([
   [GGMLType.IQ4_NL, { name: "IQ4_NL", blockSize: 32, typeSize: 2 + 16 }],
   // block_iq4_xs: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of indices
   [GGMLType.IQ4_XS, { name: "IQ4_XS", blockSize: QK_K, typeSize: 2 + 2 + QK_K / 64 + QK_K / 2 }],
+  // the grid i-quants (ggml-common.h block_iq*; see quant/iq-grid.ts for the fields)
+  [GGMLType.IQ2_XXS, { name: "IQ2_XXS", blockSize: QK_K, typeSize: 2 + QK_K / 4 }],
+  [GGMLType.IQ2_XS, { name: "IQ2_XS", blockSize: QK_K, typeSize: 2 + QK_K / 4 + QK_K / 32 }],
+  [GGMLType.IQ2_S, { name: "IQ2_S", blockSize: QK_K, typeSize: 2 + QK_K / 4 + QK_K / 16 }],
+  [GGMLType.IQ3_XXS, { name: "IQ3_XXS", blockSize: QK_K, typeSize: 2 + (3 * QK_K) / 8 }],
+  [GGMLType.IQ3_S, { name: "IQ3_S", blockSize: QK_K, typeSize: 2 + (13 * QK_K) / 32 + QK_K / 64 }],
+  [GGMLType.IQ1_S, { name: "IQ1_S", blockSize: QK_K, typeSize: 2 + QK_K / 8 + QK_K / 16 }],
+  [GGMLType.IQ1_M, { name: "IQ1_M", blockSize: QK_K, typeSize: QK_K / 8 + QK_K / 16 + QK_K / 32 }],
+  // ternary: block_tq1_0 (qs[48], qh[4], f16 d), block_tq2_0 (qs[64], f16 d)
+  [GGMLType.TQ1_0, { name: "TQ1_0", blockSize: QK_K, typeSize: 2 + QK_K / 64 + (QK_K - (4 * QK_K) / 64) / 5 }],
+  [GGMLType.TQ2_0, { name: "TQ2_0", blockSize: QK_K, typeSize: 2 + QK_K / 4 }],
+  // block_mxfp4: E8M0 exponent, 16 bytes of E2M1 nibbles
+  [GGMLType.MXFP4, { name: "MXFP4", blockSize: 32, typeSize: 1 + 16 }],
   [GGMLType.I8, { name: "I8", blockSize: 1, typeSize: 1 }],
   [GGMLType.I16, { name: "I16", blockSize: 1, typeSize: 2 }],
   [GGMLType.I32, { name: "I32", blockSize: 1, typeSize: 4 }],

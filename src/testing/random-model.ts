@@ -137,7 +137,7 @@ export function planRandomModel(s: RandomModelSpec, vocabSize: number): RandomTe
  * The type a matrix of `cols`-long rows is stored in: `type`, or — for a k-quant whose
  * 256-wide super-blocks do not divide the rows (SmolLM-135M's 576) — the replacement
  * llama.cpp's quantize picks for such tensors (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
- * IQ4_XS -> IQ4_NL).
+ * IQ4_XS and the grid i-quants -> IQ4_NL, TQ1_0 / TQ2_0 -> Q4_0).
  */
 function storageType(type: GGMLType, cols: number, name: string): GGMLType {
   const fallback = K_QUANT_FALLBACK.get(type);
@@ -153,6 +153,10 @@ const K_QUANT_FALLBACK = new Map<GGMLType, GGMLType | null>([
   [GGMLType.Q5_K, GGMLType.Q5_1],
   [GGMLType.Q6_K, GGMLType.Q8_0],
   [GGMLType.IQ4_XS, GGMLType.IQ4_NL],
+  // llama-quant.cpp's tensor_type_fallback for the grid i-quants and the ternary types
+  ...[GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M].map((t): [GGMLType, GGMLType] => [t, GGMLType.IQ4_NL]),
+  [GGMLType.TQ1_0, GGMLType.Q4_0],
+  [GGMLType.TQ2_0, GGMLType.Q4_0],
 ]);
 
 /** the llama.cpp hyperparameter keys for `s` */

@@ -1,5 +1,5 @@
 import { GGMLType, rowByteLength, typeInfo, typeName } from "../tensor/index.js";
-import { writeF16, writeF32 } from "../tensor/quant/index.js";
+import { f32ToF16Bits, writeF16, writeF32 } from "../tensor/quant/index.js";
 import type { Rng } from "./rng.js";
 
 /**
@@ -42,9 +42,63 @@ const LAYOUTS: Partial<Record<GGMLType, ScaleLayout>> = {
   [GGMLType.Q6_K]: { d: 208, range: 128 * 32 / 2 },
 };
 
+/*
+ * The types without a quantizer here (ggml's IQ2/IQ3/IQ1 quantizers need importance matrices and
+ * grid searches): every grid index, sign field and 4-bit (3-bit) scale is valid, so their blocks
+ * are random bytes with a finite f16 super-block scale d, chosen so the weights are about `scale`;
+ * `typical` is the typical |weight| / d (sub-block scale x grid value; see tensor/quant/iq-grid.ts).
+ * TQ1_0 / TQ2_0 get random trits (encoded as ggml's quantizer does) and MXFP4 a random E8M0
+ * exponent near the scale.
+ */
+const GRID_LAYOUTS: Partial<Record<GGMLType, { readonly d: number; readonly typical: number }>> = {
+  // d / 8 * (2 ls + 1) * grid (8, 25, 43)
+  [GGMLType.IQ2_XXS]: { d: 0, typical: 40 },
+  [GGMLType.IQ2_XS]: { d: 0, typical: 40 },
+  [GGMLType.IQ2_S]: { d: 0, typical: 40 },
+  // d / 4 * (2 ls + 1) * grid (4..62)
+  [GGMLType.IQ3_XXS]: { d: 0, typical: 80 },
+  // d * (2 ls + 1) * grid (1..15)
+  [GGMLType.IQ3_S]: { d: 0, typical: 100 },
+  // d / 8 * (2 ls + 1) * (8 grid +- 1), ls 3-bit
+  [GGMLType.IQ1_S]: { d: 0, typical: 6 },
+  [GGMLType.IQ1_M]: { d: -1, typical: 6 },
+  // d * (t - 1)
+  [GGMLType.TQ1_0]: { d: 52, typical: 1 },
+  [GGMLType.TQ2_0]: { d: 64, typical: 1 },
+};
+
 /** the block-quantized types `randomQuantizedRow` can fill */
 export function canRandomQuantize(type: GGMLType): boolean {
-  return LAYOUTS[type] !== undefined || type === GGMLType.Q8_K;
+  return LAYOUTS[type] !== undefined || GRID_LAYOUTS[type] !== undefined || type === GGMLType.Q8_K || type === GGMLType.MXFP4;
+}
+
+function randomGridRow(type: GGMLType, row: Uint8Array, rng: Rng, scale: number, typeSize: number): void {
+  const layout = GRID_LAYOUTS[type]!;
+  for (let o = 0; o < row.length; o += typeSize) {
+    const d = (scale / layout.typical) * (0.5 + rng.uniform());
+    if (type === GGMLType.TQ1_0) {
+      // 48 bytes of 5 trits (t in 0..242), 4 bytes of 4 trits (shifted up one trit): byte = ceil(t * 256 / 243)
+      for (let j = 0; j < 52; j++) {
+        const t = j < 48 ? rng.u32() % 243 : (rng.u32() % 81) * 3;
+        row[o + j] = Math.floor((t * 256 + 242) / 243);
+      }
+    } else if (type === GGMLType.TQ2_0) {
+      for (let j = 0; j < 64; j++) row[o + j] = (rng.u32() % 3) | ((rng.u32() % 3) << 2) | ((rng.u32() % 3) << 4) | ((rng.u32() % 3) << 6);
+    }
+    if (layout.d >= 0) {
+      writeF16(row, o + layout.d, d);
+      continue;
+    }
+    // IQ1_M: the f16 scale in the top nibbles of the 4 u16 scale words at 48..55
+    const h = f32ToF16Bits(d);
+    for (let i = 0; i < 4; i++) row[o + 49 + 2 * i] = (row[o + 49 + 2 * i]! & 0x0f) | (((h >>> (4 * i)) & 0xf) << 4);
+  }
+}
+
+/** MXFP4: an E8M0 exponent e with 2^(e - 128) * ~4 (the doubled E2M1 values' typical size) about `scale` */
+function randomMXFP4Row(row: Uint8Array, rng: Rng, scale: number): void {
+  const e0 = Math.round(Math.log2(scale / 4)) + 128;
+  for (let o = 0; o < row.length; o += 17) row[o] = e0 + (rng.u32() % 2);
 }
 
 /**
@@ -73,6 +127,8 @@ export function randomQuantizedRow(type: GGMLType, dst: Uint8Array, rng: Rng, sc
     }
     return;
   }
+  if (GRID_LAYOUTS[type] !== undefined) return randomGridRow(type, row, rng, scale, typeSize);
+  if (type === GGMLType.MXFP4) return randomMXFP4Row(row, rng, scale);
   const layout = LAYOUTS[type];
   if (!layout) throw new Error(`randomQuantizedRow: ${typeName(type)} is not a block-quantized type (use quantizeRow for float and integer types)`);
   for (let o = 0; o < bytes; o += typeSize) {

@@ -12,6 +12,7 @@ import { dotQ6_K } from "./dot-q6_k.js";
 import { dotQ8_0 } from "./dot-q8_0.js";
 import { dotIQ4_NL, dotIQ4_XS } from "./dot-iq4.js";
 import { dotINT8, dotNF4 } from "./dot-memory-only.js";
+import { dotIQ1_M, dotIQ1_S, dotIQ2_S, dotIQ2_XS, dotIQ2_XXS, dotIQ3_S, dotIQ3_XXS, dotMXFP4, dotTQ1_0, dotTQ2_0 } from "./dot-iq-grid.js";
 import { quantizeActivationsQ8_0, quantizeActivationsQ8_1 } from "./activation-quant.js";
 import { quantizeRow } from "../../tensor/quant/index.js";
 
@@ -54,4 +55,14 @@ export const VEC_DOT: ReadonlyMap<GGMLType, VecDot> = new Map<GGMLType, VecDot>(
   // tsllm's in-memory formats (no ggml counterpart): f32 activations
   [GGMLType.NF4, { vecDotType: GGMLType.F32, dot: dotNF4, convert: toF32 }],
   [GGMLType.INT8, { vecDotType: GGMLType.F32, dot: dotINT8, convert: toF32 }],
+  [GGMLType.IQ2_XXS, { vecDotType: GGMLType.Q8_K, dot: dotIQ2_XXS, convert: toQ8_K }],
+  [GGMLType.IQ2_XS, { vecDotType: GGMLType.Q8_K, dot: dotIQ2_XS, convert: toQ8_K }],
+  [GGMLType.IQ2_S, { vecDotType: GGMLType.Q8_K, dot: dotIQ2_S, convert: toQ8_K }],
+  [GGMLType.IQ3_XXS, { vecDotType: GGMLType.Q8_K, dot: dotIQ3_XXS, convert: toQ8_K }],
+  [GGMLType.IQ3_S, { vecDotType: GGMLType.Q8_K, dot: dotIQ3_S, convert: toQ8_K }],
+  [GGMLType.IQ1_S, { vecDotType: GGMLType.Q8_K, dot: dotIQ1_S, convert: toQ8_K }],
+  [GGMLType.IQ1_M, { vecDotType: GGMLType.Q8_K, dot: dotIQ1_M, convert: toQ8_K }],
+  [GGMLType.TQ1_0, { vecDotType: GGMLType.Q8_K, dot: dotTQ1_0, convert: toQ8_K }],
+  [GGMLType.TQ2_0, { vecDotType: GGMLType.Q8_K, dot: dotTQ2_0, convert: toQ8_K }],
+  [GGMLType.MXFP4, { vecDotType: GGMLType.Q8_0, dot: dotMXFP4, convert: toQ8_0 }],
 ]);

@@ -66,6 +66,8 @@ function chooseVariant(option: WasmBackendOptions["simd"]): KernelsVariant {
   return relaxedSimdSupported() ? "relaxed" : "plain";
 }
 
+/** the grid i-quants' and the ternary types' kernels (assembly/iq-grid.ts, tq.ts): Q8_K activations */
+const GRID_KINDS: ReadonlySet<C.Kind> = new Set([C.Kind.IQ2_XS, C.Kind.IQ3_S, C.Kind.IQ2_XXS, C.Kind.IQ2_S, C.Kind.IQ3_XXS, C.Kind.IQ1_S, C.Kind.IQ1_M, C.Kind.TQ1_0, C.Kind.TQ2_0]);
 const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.F32, C.Kind.F32],
   [GGMLType.F16, C.Kind.F16],
@@ -80,6 +82,16 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.Q6_K, C.Kind.Q6_K],
   [GGMLType.IQ4_NL, C.Kind.IQ4_NL],
   [GGMLType.IQ4_XS, C.Kind.IQ4_XS],
+  [GGMLType.IQ2_XS, C.Kind.IQ2_XS],
+  [GGMLType.IQ3_S, C.Kind.IQ3_S],
+  [GGMLType.IQ2_XXS, C.Kind.IQ2_XXS],
+  [GGMLType.IQ2_S, C.Kind.IQ2_S],
+  [GGMLType.IQ3_XXS, C.Kind.IQ3_XXS],
+  [GGMLType.IQ1_S, C.Kind.IQ1_S],
+  [GGMLType.IQ1_M, C.Kind.IQ1_M],
+  [GGMLType.MXFP4, C.Kind.MXFP4],
+  [GGMLType.TQ1_0, C.Kind.TQ1_0],
+  [GGMLType.TQ2_0, C.Kind.TQ2_0],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;
@@ -293,11 +305,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       xPtr = xq;
-    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS) {
+    } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS || GRID_KINDS.has(kind)) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {

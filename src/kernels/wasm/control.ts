@@ -140,6 +140,19 @@ export enum Kind {
   IQ4_XS = 28,
   /** IQ4_NL for single tokens over activations packed by packQ8_0 (relaxed build only) */
   IQ4_NL_RELAXED = 29,
+  /** the grid i-quants over Q8_K activations (assembly/iq-grid.ts) */
+  IQ2_XS = 30,
+  IQ3_S = 31,
+  IQ2_XXS = 32,
+  IQ2_S = 33,
+  IQ3_XXS = 34,
+  IQ1_S = 35,
+  IQ1_M = 36,
+  /** MXFP4 over Q8_0 activations (assembly/mxfp4.ts) */
+  MXFP4 = 37,
+  /** TQ1_0 / TQ2_0 over Q8_K activations and their group sums (assembly/tq.ts) */
+  TQ1_0 = 38,
+  TQ2_0 = 39,
 }
 
 /**

@@ -12,6 +12,7 @@ import { dequantizeQ6_K, quantizeQ6_K } from "./q6_k.js";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./q8_0.js";
 import { dequantizeQ8_1, quantizeQ8_1 } from "./q8_1.js";
 import { dequantizeQ8_K, quantizeQ8_K } from "./q8_k.js";
+import { dequantizeIQ1_M, dequantizeIQ1_S, dequantizeIQ2_S, dequantizeIQ2_XS, dequantizeIQ2_XXS, dequantizeIQ3_S, dequantizeIQ3_XXS, dequantizeMXFP4, dequantizeTQ1_0, dequantizeTQ2_0 } from "./iq-grid.js";
 import { dequantizeIQ4_NL, dequantizeIQ4_XS, quantizeIQ4_NL, quantizeIQ4_XS } from "./iq4.js";
 import { dequantizeINT8, quantizeINT8 } from "./int8-row.js";
 import { dequantizeNF4, quantizeNF4 } from "./nf4.js";
@@ -28,6 +29,7 @@ export { scaleMinK4, scaleQ3K } from "./kquant-scales.js";
 export { q8kBsum } from "./q8_k.js";
 export { KVALUES_IQ4NL, iq4xsScale } from "./iq4.js";
 export { NF4_CODE } from "./nf4.js";
+export * as iqGrid from "./iq-grid.js";
 
 type Dequantizer = (dst: Float32Array, src: Uint8Array, n: number) => void;
 type Quantizer = (dst: Uint8Array, src: Float32Array, n: number) => void;
@@ -52,6 +54,16 @@ const DEQUANTIZERS: ReadonlyMap<GGMLType, Dequantizer> = new Map<GGMLType, Dequa
   [GGMLType.IQ4_XS, dequantizeIQ4_XS],
   [GGMLType.NF4, dequantizeNF4],
   [GGMLType.INT8, dequantizeINT8],
+  [GGMLType.IQ2_XXS, dequantizeIQ2_XXS],
+  [GGMLType.IQ2_XS, dequantizeIQ2_XS],
+  [GGMLType.IQ2_S, dequantizeIQ2_S],
+  [GGMLType.IQ3_XXS, dequantizeIQ3_XXS],
+  [GGMLType.IQ3_S, dequantizeIQ3_S],
+  [GGMLType.IQ1_S, dequantizeIQ1_S],
+  [GGMLType.IQ1_M, dequantizeIQ1_M],
+  [GGMLType.TQ1_0, dequantizeTQ1_0],
+  [GGMLType.TQ2_0, dequantizeTQ2_0],
+  [GGMLType.MXFP4, dequantizeMXFP4],
 ]);
 
 const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer>([
