@@ -1,7 +1,7 @@
 import { iqGrid, readF16, readF32 } from "../../tensor/quant/index.js";
 import { fma32 } from "./dot-iq4.js";
 import { i8 } from "./int8.js";
-import type { DotKernel } from "./vec-dot.js";
+import type { DotKernel } from "./dot-kernel.js";
 
 const f = Math.fround;
 

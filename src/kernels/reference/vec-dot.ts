@@ -15,12 +15,9 @@ import { dotINT8, dotNF4 } from "./dot-memory-only.js";
 import { dotIQ1_M, dotIQ1_S, dotIQ2_S, dotIQ2_XS, dotIQ2_XXS, dotIQ3_S, dotIQ3_XXS, dotMXFP4, dotTQ1_0, dotTQ2_0 } from "./dot-iq-grid.js";
 import { quantizeActivationsQ8_0, quantizeActivationsQ8_1 } from "./activation-quant.js";
 import { quantizeRow } from "../../tensor/quant/index.js";
+import type { DotKernel } from "./dot-kernel.js";
 
-/**
- * A dot product of one weight row (bytes at w[wOffset], `n` values in the weight type) with one
- * activation row already converted to the weight type's vec_dot type (bytes at x[xOffset]).
- */
-export type DotKernel = (w: Uint8Array, wOffset: number, x: Uint8Array, xOffset: number, n: number) => number;
+export type { DotKernel } from "./dot-kernel.js";
 
 export interface VecDot {
   /** the type ggml converts activations to before the dot product */
