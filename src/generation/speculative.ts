@@ -269,7 +269,11 @@ export class SpeculativeDecoder {
     } else {
       const looked = lookupDraft(seq, this.ngram, room);
       let n = 0;
-      while (n < looked.length && (!parse || parse.allows(looked[n]!)) && !this.o.endIds.has(looked[n]!)) parse?.accept(looked[n++]!);
+      // (the index moves outside the optional call: parse?.accept(...) skips its arguments without a parse)
+      while (n < looked.length && (!parse || parse.allows(looked[n]!)) && !this.o.endIds.has(looked[n]!)) {
+        parse?.accept(looked[n]!);
+        n++;
+      }
       this.proposal = looked.slice(0, n);
     }
   }
