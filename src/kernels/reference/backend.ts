@@ -16,7 +16,8 @@ import { device, host, hostMemoryOps } from "./host-memory.js";
 
 const ALIGN = 64;
 
-function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
+/** a weight matrix's columns, rows and row bytes, checked against its data (every backend's matmul / getRows) */
+export function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
   const cols = w.dims[0];
   if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
   const rows = rowCount(w);

@@ -1,9 +1,10 @@
 import type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "../backend.js";
-import { rowByteLength, rowCount, typeName, type GGMLType, type Tensor } from "../../tensor/index.js";
+import { typeName, type GGMLType, type Tensor } from "../../tensor/index.js";
 import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
+import { matrixShape } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
   BufferUsage, MapMode,
@@ -683,13 +684,3 @@ class WebGPUBackend implements WebGPUBackendInfo {
   }
 }
 
-function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
-  const cols = w.dims[0];
-  if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
-  const rows = rowCount(w);
-  const rowBytes = rowByteLength(w.type, cols);
-  if (w.data.length < rows * rowBytes) {
-    throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
-  }
-  return { cols, rows, rowBytes };
-}
