@@ -13,6 +13,7 @@ export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult
 export { planMemory, checkMemoryPlan, availableMemoryBytes, type MemoryPlan, type PlanRequest } from "./engine/index.js";
 export { loadPlanRequest } from "./llm.js";
 export { QUANTIZATIONS, type Quantization } from "./tensor/index.js";
+export { KV_CACHE_TYPES, type KVCacheType } from "./kernels/index.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";
 export {

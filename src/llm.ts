@@ -5,8 +5,8 @@ import {
   computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
-import { createBackend, type BackendName } from "./kernels/index.js";
-import { decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
+import { createBackend, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
+import { checkCacheTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
@@ -43,6 +43,14 @@ export interface LoadModelOptions {
    * in-memory nf4 (QLoRA NormalFloat-4, like load_in_4bit) and int8 (per-row absmax, like load_in_8bit)
    */
   quantize?: LoadQuantization;
+  /**
+   * how the KV cache stores keys (llama.cpp's --cache-type-k): "f32" (default), "f16", "q8_0"
+   * (3.8x smaller), "q4_0" (7.1x). Any but f32/f32 computes attention as llama.cpp's flash
+   * attention does for such a cache (q8_0 and q4_0 need head dims that are multiples of 32).
+   */
+  cacheTypeK?: KVCacheType;
+  /** how the KV cache stores values (llama.cpp's --cache-type-v): as cacheTypeK */
+  cacheTypeV?: KVCacheType;
   /**
    * the free memory the load plan is checked against, in bytes (default: the environment
    * variable TSLLM_AVAILABLE_MEMORY, else the host's free memory). For tests and experiments:
@@ -300,10 +308,12 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const t0 = performance.now();
   const opened = openModel(await resolveModelReference(ref));
   const { path, tokenizer, metadata } = opened;
+  const headDim = decoderShape(metadata)?.headDim;
+  if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
   const planned = planContextSize(opened, options);
   const backend = await createBackend(options.backend, { threads: options.threads });
   try {
-    const model = opened.build(backend, { quantize: options.quantize });
+    const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
@@ -322,13 +332,18 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   }
 }
 
+/** the KV cache types the options ask for (f32 where unset) */
+export function kvCacheTypesOf(options: Pick<LoadModelOptions, "cacheTypeK" | "cacheTypeV">): KVCacheTypes {
+  return { k: options.cacheTypeK ?? "f32", v: options.cacheTypeV ?? "f32" };
+}
+
 /** the load plan of `opened` with `options` (undefined for a model whose shape the planner does not know) */
 export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata">, options: LoadModelOptions, contextSize: number): PlanRequest | undefined {
   const shape = decoderShape(opened.metadata);
   const embd = opened.tensors.get("token_embd.weight");
   if (!shape || shape.headCountKv === undefined || shape.headDim === undefined || !embd) return undefined;
   return {
-    tensors: [...opened.tensors.values()], contextSize, quantize: options.quantize, kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
+    tensors: [...opened.tensors.values()], contextSize, quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options), kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
     wasm: options.backend === undefined || options.backend === "wasm",
     shape: { ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim, vocabSize: embd.dims[1] ?? 0 },
   };

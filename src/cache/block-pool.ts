@@ -1,7 +1,8 @@
 /**
  * Paged storage for the K/V rows of any number of sequences (vLLM-style blocks). Per layer one
- * array of `blocks x blockSize` rows of nKvHeads * headDim floats, allocated where the backend's
- * attention reads it in place. A row is named by its index in that array: row r of layer l is
+ * array of `blocks x blockSize` rows of nKvHeads * headDim elements — f32, or encoded as
+ * `types` says (f16, q8_0, q4_0: kernels' kv-encoding) — allocated where the backend's attention
+ * reads it in place. A row is named by its index in that array: row r of layer l is
  * keys[l][r * rowSize ...]. Blocks are the unit of allocation and sharing: each sequence holds
  * one reference to every block its rows sit in, and a block returns to the free list when its
  * last reference is dropped.
@@ -21,7 +22,7 @@
  * start the same way takes it up again (`lookup`, `revive`) or `take` needs room and evicts it.
  * Registration ids are never reused, so a key built on an evicted block matches nothing.
  */
-import { hostMemory, type Backend, type DeviceArray } from "../kernels/index.js";
+import { F32_CACHE, hostMemory, kvCacheEncoding, kvRowFloats, type Backend, type DeviceArray, type KVCacheEncoding, type KVCacheTypes } from "../kernels/index.js";
 import { formatBytes } from "../units/index.js";
 
 export const DEFAULT_BLOCK_SIZE = 16;
@@ -41,14 +42,15 @@ export interface KVShape {
   readonly headDim: number;
 }
 
-/** bytes of K and V one token takes, all layers together: an f32 K row and V row of headCountKv x headDim per layer */
-export function kvBytesPerToken(shape: KVShape): number {
-  return shape.blockCount * 2 * shape.headCountKv * shape.headDim * 4;
+/** bytes of K and V one token takes, all layers together: a K row and a V row of headCountKv x headDim per layer, stored as `types` (default f32) */
+export function kvBytesPerToken(shape: KVShape, types: KVCacheTypes = F32_CACHE): number {
+  const width = shape.headCountKv * shape.headDim;
+  return shape.blockCount * (kvRowFloats(types.k, width) + kvRowFloats(types.v, width)) * 4;
 }
 
 /** bytes of K and V a sequence of `contextSize` positions holds at most: whole blocks of DEFAULT_BLOCK_SIZE positions */
-export function kvBytesForContext(shape: KVShape, contextSize: number): number {
-  return Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE * kvBytesPerToken(shape);
+export function kvBytesForContext(shape: KVShape, contextSize: number, types: KVCacheTypes = F32_CACHE): number {
+  return Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE * kvBytesPerToken(shape, types);
 }
 
 export interface KVPoolStats {
@@ -84,7 +86,13 @@ export class KVBlockPool {
   /** per layer: blocks x blockSize rows of K (values: of V) */
   readonly keys: DeviceArray[] = [];
   readonly values: DeviceArray[] = [];
+  /** elements of one K (or V) row: every KV head of a position, as the model writes it */
   readonly rowSize: number;
+  /** floats one stored K row occupies (rowSize for f32; less for an encoded cache) */
+  readonly keyRowFloats: number;
+  readonly valueRowFloats: number;
+  /** how rows are written and read: the types, and the rotation block formats get (kernels' kv-encoding) */
+  readonly encoding: KVCacheEncoding;
   private readonly refs: number[] = [];
   /** slots of each block handed out (rows [0, filled) hold some sequence's positions) */
   private readonly filled: number[] = [];
@@ -117,10 +125,15 @@ export class KVBlockPool {
     readonly blockSize: number = DEFAULT_BLOCK_SIZE,
     /** the most bytes of K and V the pool may grow to, all layers together */
     readonly maxBytes: number = MAX_BYTES,
+    /** how K and V rows are stored (the backend must take them: Backend.kvCacheTypes) */
+    readonly types: KVCacheTypes = F32_CACHE,
   ) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`KV block size must be a positive integer, got ${blockSize}`);
     if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
     this.rowSize = nKvHeads * headDim;
+    this.encoding = kvCacheEncoding(types, headDim);
+    this.keyRowFloats = kvRowFloats(types.k, this.rowSize);
+    this.valueRowFloats = kvRowFloats(types.v, this.rowSize);
     for (let l = 0; l < nLayers; l++) {
       this.keys.push(this.storage.allocActivations(0));
       this.values.push(this.storage.allocActivations(0));
@@ -281,18 +294,18 @@ export class KVBlockPool {
   }
 
   private bytesFor(blocks: number): number {
-    return this.nLayers * 2 * blocks * this.blockSize * this.rowSize * 4;
+    return this.nLayers * blocks * this.blockSize * (this.keyRowFloats + this.valueRowFloats) * 4;
   }
 
   /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far */
   private resize(blocks: number): void {
     const have = this.refs.length;
-    const floats = blocks * this.blockSize * this.rowSize;
+    const rows = blocks * this.blockSize;
     for (let l = 0; l < this.nLayers; l++) {
-      const k = this.storage.allocActivations(floats), v = this.storage.allocActivations(floats);
-      const old = this.keys[l]!.length;
-      this.storage.copy2d(k, 0, old, this.keys[l]!, 0, old, 1, old);
-      this.storage.copy2d(v, 0, old, this.values[l]!, 0, old, 1, old);
+      const k = this.storage.allocActivations(rows * this.keyRowFloats), v = this.storage.allocActivations(rows * this.valueRowFloats);
+      const oldK = this.keys[l]!.length, oldV = this.values[l]!.length;
+      this.storage.copy2d(k, 0, oldK, this.keys[l]!, 0, oldK, 1, oldK);
+      this.storage.copy2d(v, 0, oldV, this.values[l]!, 0, oldV, 1, oldV);
       this.keys[l] = k;
       this.values[l] = v;
     }

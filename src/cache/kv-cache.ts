@@ -1,5 +1,5 @@
-import type { DeviceArray } from "../kernels/index.js";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, type KVStorage } from "./block-pool.js";
+import { F32_CACHE, type DeviceArray, type KVCacheEncoding, type KVCacheTypes } from "../kernels/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, kvBytesForContext, type KVStorage } from "./block-pool.js";
 
 /**
  * The KV cache of one sequence: its positions' rows in a paged block pool (block-pool.ts).
@@ -29,15 +29,17 @@ export class KVCache {
     readonly capacity: number,
     /** where a new pool's rows live (the backend, so attention reads them in place; default host memory), or a pool to share */
     storage?: KVStorage | KVBlockPool,
+    /** how a new pool stores K and V (a shared pool has its own) */
+    types: KVCacheTypes = F32_CACHE,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error(`contextSize must be a positive integer, got ${capacity}`);
     if (storage instanceof KVBlockPool) this.pool = storage;
     else {
       const blocks = Math.ceil(capacity / DEFAULT_BLOCK_SIZE);
-      const bytes = nLayers * 2 * blocks * DEFAULT_BLOCK_SIZE * nKvHeads * headDim * 4;
+      const bytes = kvBytesForContext({ blockCount: nLayers, headCountKv: nKvHeads, headDim }, capacity, types);
       if (bytes > 8 * 2 ** 30) throw new Error(`KV cache for contextSize ${capacity} needs ${(bytes / 2 ** 30).toFixed(1)} GiB; choose a smaller contextSize`);
       // room for this sequence's whole context up front: a lone sequence never grows the pool
-      this.pool = new KVBlockPool(nLayers, nKvHeads, headDim, blocks, storage);
+      this.pool = new KVBlockPool(nLayers, nKvHeads, headDim, blocks, storage, DEFAULT_BLOCK_SIZE, undefined, types);
     }
     this.rows = new Int32Array(capacity);
   }
@@ -53,6 +55,16 @@ export class KVCache {
 
   get rowSize(): number {
     return this.pool.rowSize;
+  }
+
+  /** how K and V are stored */
+  get types(): KVCacheTypes {
+    return this.pool.types;
+  }
+
+  /** how rows are encoded (what attention needs to read them) */
+  get encoding(): KVCacheEncoding {
+    return this.pool.encoding;
   }
 
   /** bytes of the pool this sequence lives in (shared with its forks) */
@@ -104,8 +116,8 @@ export class KVCache {
     if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
     const pool = this.pool, rows = this.rows.subarray(pos, pos + nTokens);
     if (layer === 0) pool.rowsWritten += nTokens;
-    pool.storage.scatterRows(pool.keys[layer]!, rows, k, pool.rowSize, nTokens);
-    pool.storage.scatterRows(pool.values[layer]!, rows, v, pool.rowSize, nTokens);
+    pool.storage.scatterRows(pool.keys[layer]!, rows, k, pool.rowSize, nTokens, pool.encoding.k);
+    pool.storage.scatterRows(pool.values[layer]!, rows, v, pool.rowSize, nTokens, pool.encoding.v);
   }
 
   /** forget everything from position `pos` on (e.g. to reuse a shared prompt prefix); blocks no longer used go back to the pool */
@@ -188,11 +200,11 @@ export class KVCache {
       const b = this.pool.take();
       const first = this.pool.firstRow(b);
       for (let s = 1; s < n; s++) this.pool.claimAfter(first + s - 1);
-      const rs = this.pool.rowSize, from = this.rows[start]!, storage = this.pool.storage;
+      const ks = this.pool.keyRowFloats, vs = this.pool.valueRowFloats, from = this.rows[start]!, storage = this.pool.storage;
       for (let l = 0; l < this.nLayers; l++) {
         const k = this.pool.keys[l]!, v = this.pool.values[l]!;
-        storage.copy2d(k, first * rs, n * rs, k, from * rs, n * rs, 1, n * rs);
-        storage.copy2d(v, first * rs, n * rs, v, from * rs, n * rs, 1, n * rs);
+        storage.copy2d(k, first * ks, n * ks, k, from * ks, n * ks, 1, n * ks);
+        storage.copy2d(v, first * vs, n * vs, v, from * vs, n * vs, 1, n * vs);
       }
       this.pool.rowsCopied += n;
       c.blocks.push(b);

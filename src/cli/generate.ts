@@ -7,6 +7,7 @@ import { loadModel, type LoadModelOptions } from "../llm.js";
 import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
+import { parseKVCacheType } from "../kernels/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
@@ -35,6 +36,9 @@ Options:
                         scratch do not fit in free memory is refused with what would fit
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
+  --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
+                        as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
+  --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
@@ -89,6 +93,8 @@ export const GENERATE_ARGS: OptionSpec = {
   backend: { type: "string" },
   "ctx-size": { type: "string" },
   quantize: { type: "string" },
+  "cache-type-k": { type: "string" },
+  "cache-type-v": { type: "string" },
   "ignore-eos": { type: "boolean" },
   logprobs: { type: "string" },
   "logit-bias": { type: "string", multiple: true },
@@ -265,6 +271,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     threads: threadsOption(values),
     contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),
+    ...cacheTypesFrom(values),
     onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
   };
 }
@@ -272,6 +279,20 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
 /** --ctx-size N or "auto" (the largest context that fits in free memory, at most the trained one) */
 export function ctxSizeFrom(values: ParsedValues): number | "auto" | undefined {
   return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 1 });
+}
+
+/** --cache-type-k / --cache-type-v */
+export function cacheTypesFrom(values: ParsedValues): Pick<LoadModelOptions, "cacheTypeK" | "cacheTypeV"> {
+  const parse = (flagName: string) => {
+    const v = optionalString(values, flagName);
+    if (v === undefined) return undefined;
+    try {
+      return parseKVCacheType(v, `--${flagName}`);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  };
+  return { cacheTypeK: parse("cache-type-k"), cacheTypeV: parse("cache-type-v") };
 }
 
 const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;

@@ -3,6 +3,7 @@ import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { cacheTypesFrom } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
 
@@ -18,6 +19,8 @@ Options:
   --batch N             tokens per forward pass (default: the whole window)
   --chunks N            evaluate at most N windows
   --quantize Q          quantize --model while loading (as generate --quantize), to measure that quantization
+  --cache-type-k T      KV cache type of keys (f32, f16, q8_0, q4_0; as generate), to measure that cache
+  --cache-type-v T      KV cache type of values (as --cache-type-k)
   --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement; with
                         --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
@@ -34,6 +37,8 @@ export const PERPLEXITY_ARGS: OptionSpec = {
   batch: { type: "string" },
   chunks: { type: "string" },
   quantize: { type: "string" },
+  "cache-type-k": { type: "string" },
+  "cache-type-v": { type: "string" },
   "kl-divergence": { type: "boolean" },
   base: { type: "string" },
   threads: { type: "string" },
@@ -67,7 +72,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx } as const;
   const models: Model[] = [];
   try {
-    const model = await loadModel(modelPath, { ...loadOptions, ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) });
+    const model = await loadModel(modelPath, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) });
     models.push(model);
     const tok = model.tokenizer;
     // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text

@@ -32,6 +32,9 @@ Options:
   --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
+  --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
+                        as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
+  --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
   -h, --help            show this help
 `;
 
@@ -39,6 +42,7 @@ export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "grace-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {

@@ -119,7 +119,7 @@ export class Engine {
 
   /** bytes of K and V one token takes, all layers together */
   get bytesPerToken(): number {
-    return kvBytesPerToken(this.model.info);
+    return kvBytesPerToken(this.model.info, this.model.kvCacheTypes);
   }
 
   get stats(): EngineStats {
@@ -344,7 +344,7 @@ export class Engine {
     if (this.scheduler) return this.scheduler;
     const i = this.model.info;
     const blocks = this.capacityBlocks();
-    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
+    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken, this.model.kvCacheTypes);
     const pool = this.pool;
     this.scheduler = new Scheduler(
       pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize },

@@ -4,6 +4,7 @@ import { byteLengthAs, loadedType } from "../models/index.js";
 import { envVar, freeMemoryBytes } from "../platform/host.js";
 import { quantizationType, typeName, type Quantization } from "../tensor/index.js";
 import { formatBytes } from "../units/index.js";
+import type { KVCacheTypes } from "../kernels/index.js";
 import { defaultKvBlocks } from "./engine.js";
 
 /**
@@ -31,6 +32,8 @@ export interface PlanRequest {
   readonly shape: PlanShape;
   readonly quantize?: Quantization;
   readonly contextSize: number;
+  /** how the KV cache stores K and V (default f32 both) */
+  readonly kvCacheTypes?: KVCacheTypes;
   readonly kvCacheBytes?: number;
   readonly maxSequences?: number;
   readonly maxBatchTokens?: number;
@@ -86,7 +89,7 @@ export function planMemory(r: PlanRequest): MemoryPlan {
   }
   const weightType = [...byType].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "-";
   const s = r.shape;
-  const perToken = kvBytesPerToken(s);
+  const perToken = kvBytesPerToken(s, r.kvCacheTypes);
   // without a budget the engine's pool is room for maxSequences contexts but shrinks to what is free
   // (kvPoolBytes), down to one context: the plan needs one
   const kvBlocks = r.kvCacheBytes !== undefined ? Math.floor(r.kvCacheBytes / (DEFAULT_BLOCK_SIZE * perToken)) : Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
@@ -107,8 +110,8 @@ export function planMemory(r: PlanRequest): MemoryPlan {
  * scratch, and at least one context.
  */
 export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): number {
-  const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape);
-  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape), r.maxSequences ?? 16);
+  const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? 16);
   const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
   return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free)) * perBlock;
 }
@@ -154,6 +157,10 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
   const ctx = largestFittingContext(r, available, p.contextSize);
   const tries: string[] = [];
   if (byQuant) tries.push(`--quantize ${byQuant[0]} (${formatBytes(byQuant[1].totalBytes)})`);
+  // a q8_0 KV cache (3.8x smaller than f32) where K/V are what does not fit
+  const q8Cache = { k: "q8_0", v: "q8_0" } as const;
+  const byCache = r.shape.headDim % 32 === 0 && (r.kvCacheTypes?.k ?? "f32") !== "q8_0" ? planMemory({ ...r, kvCacheTypes: q8Cache }) : undefined;
+  if (byCache && r.kvCacheTypes?.k !== "q4_0" && fits(byCache, available, wasm)) tries.push(`--cache-type-k q8_0 --cache-type-v q8_0 (${formatBytes(byCache.totalBytes)})`);
   if (ctx !== undefined && ctx < p.contextSize) tries.push(`--ctx-size ${roundContext(ctx)}`);
   if (tries.length === 0) {
     // neither alone: the smallest quantization with the context that then fits

@@ -1,5 +1,6 @@
 import type { GGMLType, Tensor } from "../tensor/index.js";
 import type { RopeParams } from "./ops/rope.js";
+import type { KVCacheEncoding, KVCacheType, KVRowEncoding } from "./reference/kv-encoding.js";
 
 /**
  * The compute backend. A backend owns the memory it computes in — host memory (reference),
@@ -56,6 +57,8 @@ export interface Backend {
   readonly threads: number;
   /** whether matmul takes weights of this type, for backends that do not take every type the reference kernels do (absent: all of them); the loader asks before reading a tensor */
   readonly canMultiply?: (type: GGMLType) => boolean;
+  /** the KV cache element types scatterRows and attention take (absent: all of reference/kv-encoding.ts's) */
+  readonly kvCacheTypes?: readonly KVCacheType[];
 
   // ---- memory ----
 
@@ -78,8 +81,13 @@ export interface Backend {
   read(a: DeviceArray): Promise<Float32Array>;
   /** `read` without waiting, for backends whose memory the host addresses (reference, wasm); absent on a GPU */
   readonly readSync?: (a: DeviceArray) => Float32Array;
-  /** dst[dstRows[i] * width ...] = src[i * width ...] for i < n: the KV cache's writes through its row index */
-  scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number): void;
+  /**
+   * dst row dstRows[i] = src[i * width ...] for i < n: the KV cache's writes through its row
+   * index. With an `encoding` other than plain f32 each row is stored encoded
+   * (reference/kv-encoding.ts: rotated, then rows kvRowFloats(type, width) floats apart, as
+   * llama.cpp stores such a cache).
+   */
+  scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number, encoding?: KVRowEncoding): void;
   /** dst[i * width ...] = src[srcRows[i] * width ...] for every i (a batch's rows whose logits are wanted, say) */
   gatherRows(dst: DeviceArray, src: DeviceArray, srcRows: ArrayLike<number>, width: number): void;
   /**
@@ -116,8 +124,10 @@ export interface Backend {
    * Causal attention of nTokens queries (at positions startPos...) against cached keys and
    * values, as defined by kernels/ops/attention.ts. keys/values come from allocActivations;
    * position p is their row rows[p] (the paged KV cache's row index), or row p without `rows`.
+   * `encoding` (default f32 both): how the rows are stored; any other than f32/f32 is defined by
+   * reference/kv-attention.ts (llama.cpp's flash-attention numerics for such caches).
    */
-  attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void;
+  attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array, encoding?: KVCacheEncoding): void;
   /**
    * Bidirectional attention of one sequence's n tokens among themselves (encoders), as defined by
    * kernels/ops/bidirectional-attention.ts: q, k and v hold n rows `stride` floats apart (head h

@@ -1,5 +1,5 @@
 import { KVCache } from "../cache/index.js";
-import type { Backend } from "../kernels/index.js";
+import { F32_CACHE, type Backend, type KVCacheTypes } from "../kernels/index.js";
 import { layoutBatch, outputRows, type BatchLayout, type SequenceInput } from "./batch.js";
 import type { DeviceArray } from "../kernels/index.js";
 import { drainPass, readBack, runPass, Scratch, type ForwardOptions, type LanguageModel, type ModelInfo, type Pass } from "./model.js";
@@ -15,12 +15,16 @@ export abstract class DecoderModel implements LanguageModel {
   /** a pass has started and not ended (it may be paused at a yield, holding the scratch buffers) */
   private passing = false;
 
-  constructor(protected readonly backend: Backend) {
+  constructor(
+    protected readonly backend: Backend,
+    /** how this model's KV caches store K and V (checked against the backend and the head dim by the builder) */
+    readonly kvCacheTypes: KVCacheTypes = F32_CACHE,
+  ) {
     this.scratch = new Scratch(backend);
   }
 
   createCache(contextSize: number): KVCache {
-    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, this.backend);
+    return new KVCache(this.info.blockCount, this.info.headCountKv, this.info.headDim, contextSize, this.backend, this.kvCacheTypes);
   }
 
   forward(tokens: readonly number[], cache: KVCache, options: ForwardOptions = {}): Float32Array {

@@ -1,5 +1,5 @@
 import type { GGUFMetadata } from "../formats/index.js";
-import type { Backend, DeviceArray } from "../kernels/index.js";
+import type { Backend, DeviceArray, KVCacheTypes } from "../kernels/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
@@ -63,8 +63,9 @@ export class Gpt2Model extends DecoderModel {
     readonly info: Gpt2Config,
     backend: Backend,
     store: WeightStore,
+    kvCacheTypes?: KVCacheTypes,
   ) {
-    super(backend);
+    super(backend, kvCacheTypes);
     const d = info.embeddingLength, ff = info.feedForwardLength;
     this.tokenEmbedding = store.get("token_embd.weight", [d, info.vocabSize]);
     this.positionEmbedding = store.get("position_embd.weight", [d, store.info("position_embd.weight").dims[1]!]);
@@ -117,7 +118,7 @@ export class Gpt2Model extends DecoderModel {
       for (const g of segments) {
         const at = g.offset * d, len = g.count * d;
         g.cache.store(l, g.startPos, be.view(k, at, len), be.view(v, at, len), g.count);
-        be.attention(be.view(attnOut, at, len), be.view(q, at, len), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows);
+        be.attention(be.view(attnOut, at, len), be.view(q, at, len), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCount, c.headDim, scale, g.cache.rows, g.cache.encoding);
       }
       yield;
       be.matmul(proj, L.wo, attnOut, n, { bias: L.woBias });

@@ -2,7 +2,7 @@ export type { ForwardOptions, LanguageModel, ModelInfo, Pass } from "./model.js"
 export { drainPass, runPass } from "./model.js";
 export type { SequenceInput } from "./batch.js";
 export { openModel, withEndOfGeneration, type OpenedModel, type OpenModelOptions } from "./open.js";
-export { buildModel, buildModelFrom, decoderShape, SUPPORTED_ARCHITECTURES } from "./registry.js";
+export { buildModel, buildModelFrom, checkCacheTypes, decoderShape, SUPPORTED_ARCHITECTURES } from "./registry.js";
 export type { DecoderShape } from "./hyperparameters.js";
 export type { LoadQuantization, WeightStoreOptions } from "./weights.js";
 export { byteLengthAs, LOAD_QUANTIZATIONS, loadedType, loadedWeightBytes } from "./weights.js";

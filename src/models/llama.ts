@@ -1,6 +1,6 @@
 import type { GGUFMetadata } from "../formats/index.js";
 import { GGUFError } from "../formats/index.js";
-import type { Backend, DeviceArray } from "../kernels/index.js";
+import type { Backend, DeviceArray, KVCacheTypes } from "../kernels/index.js";
 import type { RopeParams } from "../kernels/ops/index.js";
 import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
@@ -99,8 +99,9 @@ export class LlamaModel extends DecoderModel {
     readonly info: LlamaConfig,
     backend: Backend,
     store: WeightStore,
+    kvCacheTypes?: KVCacheTypes,
   ) {
-    super(backend);
+    super(backend, kvCacheTypes);
     const c = info;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
     this.tokenEmbedding = store.get("token_embd.weight", [d, c.vocabSize]);
@@ -154,7 +155,7 @@ export class LlamaModel extends DecoderModel {
       be.rope(k, n, c.headCountKv, positions, c.rope);
       for (const g of segments) {
         g.cache.store(l, g.startPos, be.view(k, g.offset * kvDim, g.count * kvDim), be.view(v, g.offset * kvDim, g.count * kvDim), g.count);
-        be.attention(be.view(attnOut, g.offset * qDim, g.count * qDim), be.view(q, g.offset * qDim, g.count * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows);
+        be.attention(be.view(attnOut, g.offset * qDim, g.count * qDim), be.view(q, g.offset * qDim, g.count * qDim), g.cache.keys[l]!, g.cache.values[l]!, g.count, g.startPos, c.headCount, c.headCountKv, c.headDim, scale, g.cache.rows, g.cache.encoding);
       }
       yield;
       be.matmul(proj, L.wo, attnOut, n, L.woBias ? { bias: L.woBias } : undefined);

@@ -1,5 +1,5 @@
 import type { KVCache } from "../cache/index.js";
-import type { Backend, DeviceArray } from "../kernels/index.js";
+import type { Backend, DeviceArray, KVCacheTypes } from "../kernels/index.js";
 import type { SequenceInput } from "./batch.js";
 
 /** What every architecture exposes to generation. */
@@ -26,6 +26,8 @@ export interface ForwardOptions {
 
 export interface LanguageModel {
   readonly info: ModelInfo;
+  /** how the caches createCache makes store K and V */
+  readonly kvCacheTypes: KVCacheTypes;
   createCache(contextSize: number): KVCache;
   /**
    * Runs `tokens` at positions cache.length, cache.length + 1, ... through every layer in one

@@ -5,7 +5,7 @@ import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import type { LanguageModel } from "./model.js";
 import { buildModel, buildModelFrom } from "./registry.js";
-import type { WeightStoreOptions } from "./weights.js";
+import type { BuildOptions } from "./registry.js";
 
 /** A model on disk, opened: what it is, its tokenizer, and how to build it on a backend. */
 export interface OpenedModel {
@@ -20,7 +20,7 @@ export interface OpenedModel {
   /** the weights as the model builder sees them (llama.cpp's names, stored type and size; a folder's mapped from its safetensors), none read yet */
   readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
   /** reads the weights into the backend's memory (optionally quantizing them) and returns the runnable model */
-  build(backend: Backend, options?: WeightStoreOptions): LanguageModel;
+  build(backend: Backend, options?: BuildOptions): LanguageModel;
 }
 
 export interface OpenModelOptions {

@@ -1,12 +1,17 @@
 import { GGUFError, GGUFMetadata, GGUFTensorSource, type GGUFHeader, type TensorSource } from "../formats/index.js";
-import type { Backend } from "../kernels/index.js";
+import { checkKVCacheType, F32_CACHE, type Backend, type KVCacheTypes } from "../kernels/index.js";
 import { Gpt2Model, readGpt2Config, readGpt2Shape } from "./gpt2.js";
 import type { DecoderShape } from "./hyperparameters.js";
 import { LlamaModel, readLlamaConfig, readLlamaShape } from "./llama.js";
 import type { LanguageModel } from "./model.js";
 import { WeightStore, type WeightStoreOptions } from "./weights.js";
 
-type Builder = (arch: string, meta: GGUFMetadata, store: WeightStore, backend: Backend) => LanguageModel;
+type Builder = (arch: string, meta: GGUFMetadata, store: WeightStore, backend: Backend, kvCacheTypes: KVCacheTypes) => LanguageModel;
+
+export interface BuildOptions extends WeightStoreOptions {
+  /** how the model's KV caches store K and V (default f32 both) */
+  readonly kvCacheTypes?: KVCacheTypes;
+}
 
 interface Architecture {
   readonly build: Builder;
@@ -15,7 +20,7 @@ interface Architecture {
 }
 
 const llamaFamily: Architecture = {
-  build: (arch, meta, store, backend) => new LlamaModel(readLlamaConfig(arch, meta, store), backend, store),
+  build: (arch, meta, store, backend, types) => new LlamaModel(readLlamaConfig(arch, meta, store), backend, store, types),
   shape: readLlamaShape,
 };
 
@@ -24,7 +29,7 @@ const ARCHITECTURES: Record<string, Architecture> = {
   llama: llamaFamily,
   qwen2: llamaFamily,
   qwen3: llamaFamily,
-  gpt2: { build: (_arch, meta, store, backend) => new Gpt2Model(readGpt2Config(meta, store), backend, store), shape: (_arch, meta) => readGpt2Shape(meta) },
+  gpt2: { build: (_arch, meta, store, backend, types) => new Gpt2Model(readGpt2Config(meta, store), backend, store, types), shape: (_arch, meta) => readGpt2Shape(meta) },
 };
 
 /** the table's own entry for a name from a file ("__proto__" is not an architecture) */
@@ -35,7 +40,7 @@ function architectureOf(arch: string): Architecture | undefined {
 export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES);
 
 /** Builds the model a GGUF header describes, reading its weights into the backend's memory. */
-export function buildModel(header: GGUFHeader, backend: Backend, options: WeightStoreOptions = {}): LanguageModel {
+export function buildModel(header: GGUFHeader, backend: Backend, options: BuildOptions = {}): LanguageModel {
   return buildModelFrom(new GGUFMetadata(header.path, header.metadata), new GGUFTensorSource(header), backend, options);
 }
 
@@ -44,7 +49,7 @@ export function buildModel(header: GGUFHeader, backend: Backend, options: Weight
  * file, or a Hugging Face folder mapped to GGUF names and metadata). Takes ownership of
  * `source` and closes it.
  */
-export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend: Backend, options: WeightStoreOptions = {}): LanguageModel {
+export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend: Backend, options: BuildOptions = {}): LanguageModel {
   const fail = (msg: string) => {
     source.close();
     return new GGUFError(meta.path, "general.architecture", msg);
@@ -54,13 +59,28 @@ export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend
   const build = architectureOf(arch)?.build;
   if (arch === "bert") throw fail(`"bert" is an encoder, not a text generator: use embed() / pipeline("feature-extraction") (tsllm embed)`);
   if (!build) throw fail(`unsupported architecture "${arch}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`);
+  const kvCacheTypes = options.kvCacheTypes ?? F32_CACHE;
+  try {
+    checkCacheTypes(kvCacheTypes, architectureOf(arch)!.shape(arch, meta).headDim, backend);
+  } catch (e) {
+    source.close();
+    throw e;
+  }
   const store = new WeightStore(source, backend, options);
   try {
-    const model = build(arch, meta, store, backend);
+    const model = build(arch, meta, store, backend, kvCacheTypes);
     store.finish();
     return model;
   } finally {
     store.close();
+  }
+}
+
+/** throws unless the model's heads divide into the types' blocks and (when given) the backend stores both */
+export function checkCacheTypes(types: KVCacheTypes, headDim: number, backend?: Backend): void {
+  for (const [t, what] of [[types.k, "cacheTypeK"], [types.v, "cacheTypeV"]] as const) {
+    checkKVCacheType(t, headDim, what);
+    if (backend?.kvCacheTypes && !backend.kvCacheTypes.includes(t)) throw new RangeError(`${what} ${t}: the ${backend.name} backend stores a KV cache as ${backend.kvCacheTypes.join(", ")} only`);
   }
 }
 

@@ -28,6 +28,12 @@ export interface LlamaCppRunOptions {
   /** number of greedy tokens to generate (0: only promptLogprobs) */
   readonly decodeSteps: number;
   readonly threads?: number;
+  /**
+   * KV cache types (default F32 both, no flash attention); any other runs llama.cpp with flash
+   * attention on, the only way it takes a quantized V cache (and the numerics tsllm's encoded
+   * caches follow)
+   */
+  readonly cacheTypes?: { readonly k: "F32" | "F16" | "Q8_0" | "Q4_0"; readonly v: "F32" | "F16" | "Q8_0" | "Q4_0" };
 }
 
 let llamaPromise: Promise<Llama> | undefined;
@@ -80,9 +86,9 @@ export async function llamaCppRun(modelPath: string, promptTokens: number[], opt
       batchSize: Math.max(promptTokens.length, 1),
       sequences: 1,
       threads: opts.threads ?? 2,
-      flashAttention: false,
-      experimentalKvCacheKeyType: "F32",
-      experimentalKvCacheValueType: "F32",
+      flashAttention: opts.cacheTypes !== undefined && (opts.cacheTypes.k !== "F32" || opts.cacheTypes.v !== "F32"),
+      experimentalKvCacheKeyType: opts.cacheTypes?.k ?? "F32",
+      experimentalKvCacheValueType: opts.cacheTypes?.v ?? "F32",
     });
     try {
       const sequence = context.getSequence();

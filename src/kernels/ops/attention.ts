@@ -29,7 +29,7 @@ function reduce16(v: Float64Array | Float32Array): number {
 }
 
 /** ggml_vec_dot_f32 (AVX-512): x[xo + i * xs] . y[yo + i * ys] for i < n */
-function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Array, yo: number, ys: number, n: number, acc: Float32Array): number {
+export function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Array, yo: number, ys: number, n: number, acc: Float32Array): number {
   const np = n & ~63;
   acc.fill(0);
   for (let i = 0; i < np; i += 64) {

@@ -3,6 +3,8 @@ import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/ind
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
+import { attentionEncoded } from "./kv-attention.js";
+import { bytesOf, isPlainF32 } from "./kv-encoding.js";
 import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
 import { addBias } from "../ops/elementwise.js";
 import { geluErf } from "../ops/activations.js";
@@ -100,8 +102,9 @@ export function createReferenceBackend(): Backend {
       return device(new Float32Array(length));
     },
 
-    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
+    attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding): void {
       alive("attention");
+      if (encoding && !isPlainF32(encoding)) return attentionEncoded(host(out), host(q), bytesOf(host(keys)), bytesOf(host(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows);
       attention(host(out), host(q), host(keys), host(values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     },
 

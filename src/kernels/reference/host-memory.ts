@@ -3,6 +3,8 @@ import { gelu, geluErf, relu, swiglu, tanh } from "../ops/activations.js";
 import { addBias, addInPlace } from "../ops/elementwise.js";
 import { layerNorm, rmsNorm } from "../ops/norm.js";
 import { applyRope } from "../ops/rope.js";
+import { hadamardInPlace } from "../ops/hadamard.js";
+import { bytesOf, encodeKVRow, kvRowFloats, type KVRowEncoding } from "./kv-encoding.js";
 
 /**
  * The part of the contract every backend whose memory the host addresses shares (reference,
@@ -25,6 +27,19 @@ export function device(a: Float32Array): DeviceArray {
 }
 
 const UNARY: Record<UnaryOp, (out: Float32Array, x: Float32Array, n: number) => void> = { gelu, "gelu-erf": geluErf, relu, tanh };
+
+/** scatterRows for an encoded KV cache: each row rotated (a copy), then encoded into its slot of kvRowFloats floats */
+function scatterEncoded(d: Float32Array, dstRows: Int32Array, s: Float32Array, width: number, n: number, encoding: KVRowEncoding): void {
+  const rowFloats = kvRowFloats(encoding.type, width), bytes = bytesOf(d);
+  const row = new Float32Array(width);
+  for (let t = 0; t < n; t++) {
+    const r = dstRows[t]!;
+    if (r < 0 || (r + 1) * rowFloats > d.length) throw new Error(`scatterRows: row ${r} is outside the destination's ${Math.floor(d.length / rowFloats)} rows`);
+    row.set(s.subarray(t * width, (t + 1) * width));
+    if (encoding.rotation > 0) hadamardInPlace(row, 0, width, encoding.rotation);
+    encodeKVRow(encoding.type, bytes, 4 * r * rowFloats, row, 0, width);
+  }
+}
 
 function checkCount(op: string, n: number, ...arrays: DeviceArray[]): void {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${op}: element count must be a non-negative integer, got ${n}`);
@@ -54,10 +69,11 @@ export function hostMemoryOps(alive: (op: string) => void): HostMemoryOps {
       alive("read");
       return host(a).slice();
     },
-    scatterRows(dst, dstRows, src, width, n) {
+    scatterRows(dst, dstRows, src, width, n, encoding) {
       alive("scatterRows");
       const d = host(dst), s = host(src);
       if (s.length < n * width || dstRows.length < n) throw new Error(`scatterRows: ${n} rows of ${width} asked, source holds ${s.length} floats and the row index ${dstRows.length} rows`);
+      if (encoding && (encoding.type !== "f32" || encoding.rotation !== 0)) return scatterEncoded(d, dstRows, s, width, n, encoding);
       // runs of consecutive rows (a whole prompt, for a lone sequence) in one copy each
       for (let t = 0; t < n;) {
         const r = dstRows[t]!;

@@ -2,7 +2,7 @@ import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
-import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps } from "../reference/index.js";
+import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32 } from "../reference/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -547,8 +547,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       return device(view);
     },
 
-    attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows): void {
+    attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding): void {
       alive("attention");
+      if (encoding && !isPlainF32(encoding)) return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
       const out = host(outArray), q = host(qArray), keys = host(keysArray), values = host(valuesArray);
       const k = memories.locate(keys);
       const v = memories.locate(values);

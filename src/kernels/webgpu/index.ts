@@ -4,7 +4,7 @@ import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
-import { matrixShape } from "../reference/index.js";
+import { isPlainF32, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
   BufferUsage, MapMode,
@@ -107,6 +107,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   readonly canMultiply = (type: GGMLType): boolean => MATMUL_TYPES[typeName(type)] !== undefined;
   readonly adapter: string;
   readonly llamaCppOrder = "none" as const;
+  /** K/V rows are f32 only here (no encoded-cache kernels in WGSL yet) */
+  readonly kvCacheTypes: readonly KVCacheType[] = ["f32"];
   readonly threads = 1;
 
   private readonly id = nextBackendId++;
@@ -412,8 +414,9 @@ class WebGPUBackend implements WebGPUBackendInfo {
     }
   }
 
-  scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number): void {
+  scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number, encoding?: KVRowEncoding): void {
     this.alive("scatterRows");
+    if (encoding && (encoding.type !== "f32" || encoding.rotation !== 0)) throw new Error(`scatterRows: the webgpu backend stores K/V rows as f32 only, not ${encoding.type}`);
     const d = this.arr("scatterRows", "dst", dst), s = this.arr("scatterRows", "src", src);
     this.checkCount("scatterRows", "width", width);
     this.checkCount("scatterRows", "n", n);
@@ -617,8 +620,9 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return this.geluTable;
   }
 
-  attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array): void {
+  attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array, encoding?: KVCacheEncoding): void {
     this.alive("attention");
+    if (encoding && !isPlainF32(encoding)) throw new Error(`attention: the webgpu backend reads f32 K/V rows only, not ${encoding.k.type}/${encoding.v.type}`);
     const o = this.arr("attention", "out", out), qa = this.arr("attention", "q", q);
     const k = this.arr("attention", "keys", keys), v = this.arr("attention", "values", values);
     for (const [name, val] of Object.entries({ nTokens, startPos, nHeads, nKvHeads, headDim })) this.checkCount("attention", name, val);

@@ -1,0 +1,149 @@
+import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
+import { checkRows, vecDotF32 } from "../ops/attention.js";
+import { expfLibm } from "../ops/expf.js";
+import { quantizeActivationsQ8_0 } from "./activation-quant.js";
+import { dotQ4_0Lanes, dotQ8_0 } from "./dot-q8_0.js";
+import { hadamardInPlace } from "../ops/hadamard.js";
+import { decodeKV, kvBytes, kvRowFloats, type KVCacheEncoding, type KVCacheType } from "./kv-encoding.js";
+
+/**
+ * Causal attention over an encoded KV cache (f16, q8_0 or q4_0 keys and/or values), defined as
+ * llama.cpp's CPU flash-attention kernel computes it for one query row at a time
+ * (ggml_compute_forward_flash_attn_ext_f16_one_chunk — the path it takes for every quantized
+ * cache, and for F16 ones below 512 keys in decode): the query converted to the key type's
+ * vec_dot type (q8_0 for q8_0 / q4_0 keys, f16 for f16), each key's score by that type's dot,
+ * scaled, then an online softmax in key order — on a new maximum the accumulator is rescaled by
+ * expf(old - new), else the key weighs expf(s - max) — with values added as fused multiply-adds
+ * into an f32 accumulator (f16 values: into an f16 accumulator, rounded each step, as
+ * ggml_vec_mad_f16), and the sum S = S * ms + vs fused too; the result scaled by 1 / S.
+ *
+ * Block-format rows are stored rotated (reference/kv-encoding.ts): queries turn with the keys,
+ * the output turns back with the values, as llama.cpp's graph does around its attention.
+ * An f32 side of a mixed cache is computed as f16 (llama.cpp casts it to F16 for flash attention).
+ * An f32/f32 cache keeps kernels/ops/attention.ts (llama.cpp without flash attention), so the
+ * default numerics do not move. Layout: keys/values hold rows of kvRowFloats(type, nKvHeads *
+ * headDim) floats (bytes), position p in row rows[p]; head h's slice starts kvBytes(type, h *
+ * headDim) bytes into its row.
+ */
+const f = Math.fround;
+/** f32 fused multiply-add: the product of two f32 values is exact in f64, one rounding follows */
+const fma = (a: number, b: number, c: number): number => f(a * b + c);
+
+/** converts a query head (f32) to the key type's vec_dot type (f16 for f32 keys, cast to F16 as llama.cpp does); returns its bytes */
+function convertQuery(type: KVCacheType, q: Float32Array, headDim: number): Uint8Array {
+  switch (type) {
+    case "f32":
+    case "f16": {
+      const out = new Uint8Array(2 * headDim);
+      for (let i = 0; i < headDim; i++) {
+        const h = f32ToF16Bits(q[i]!);
+        out[2 * i] = h & 0xff;
+        out[2 * i + 1] = h >>> 8;
+      }
+      return out;
+    }
+    case "q8_0":
+    case "q4_0": {
+      const out = new Uint8Array(kvBytes("q8_0", headDim));
+      quantizeActivationsQ8_0(out, q, headDim);
+      return out;
+    }
+  }
+}
+
+/** n elements of the row at bytes[offset...] as f32, f32 rows rounded to f16 (llama.cpp casts an f32 side to F16 for flash attention) */
+function decodeAsHalves(type: KVCacheType, bytes: Uint8Array, offset: number, n: number, out: Float32Array): Float32Array {
+  decodeKV(type, bytes, offset, n, out);
+  if (type === "f32") for (let i = 0; i < n; i++) out[i] = roundF16(out[i]!);
+  return out;
+}
+
+/**
+ * ggml_vec_dot_f16 on x86 over decoded halves: whole steps of 64 in the 16-lane order of
+ * ggml_vec_dot_f32, the rest added in f64 (its ggml_float leftovers)
+ */
+function dotF16(k: Float32Array, q: Float32Array, headDim: number): number {
+  const np = headDim & ~63;
+  let sum = np > 0 ? vecDotF32(k, 0, 1, q, 0, 1, np, new Float32Array(64)) : 0;
+  for (let i = np; i < headDim; i++) sum += k[i]! * q[i]!;
+  return f(sum);
+}
+
+/** the key dot: the key slice of `type` at kBytes[ko...] against the converted query */
+function keyDot(type: KVCacheType, kBytes: Uint8Array, ko: number, query: Uint8Array, headDim: number, scratch: Float32Array): number {
+  switch (type) {
+    case "f32":
+    case "f16": {
+      const q = new Float32Array(headDim);
+      decodeKV("f16", query, 0, headDim, q);
+      return dotF16(decodeAsHalves(type, kBytes, ko, headDim, scratch), q, headDim);
+    }
+    case "q8_0": return dotQ8_0(kBytes, ko, query, 0, headDim);
+    case "q4_0": return dotQ4_0Lanes(kBytes, ko, query, 0, headDim);
+  }
+}
+
+export function attentionEncoded(
+  out: Float32Array,
+  q: Float32Array,
+  keys: Uint8Array,
+  values: Uint8Array,
+  nTokens: number,
+  startPos: number,
+  nHeads: number,
+  nKvHeads: number,
+  headDim: number,
+  scale: number,
+  encoding: KVCacheEncoding,
+  rows?: Int32Array,
+): void {
+  const types = { k: encoding.k.type, v: encoding.v.type };
+  const group = nHeads / nKvHeads;
+  const width = nKvHeads * headDim;
+  const kRow = 4 * kvRowFloats(types.k, width), vRow = 4 * kvRowFloats(types.v, width);
+  const nAll = startPos + nTokens;
+  checkRows(rows, nAll, Math.min(Math.floor(keys.length / kRow), Math.floor(values.length / vRow)));
+  // llama.cpp casts an f32 side to F16 before flash attention: f32 values accumulate as f16 ones
+  const halfValues = types.v === "f16" || types.v === "f32";
+  const s0 = f(scale);
+  const acc = new Float32Array(headDim), v32 = new Float32Array(headDim), k32 = new Float32Array(headDim);
+  for (let t = 0; t < nTokens; t++) {
+    const nKeys = startPos + t + 1;
+    for (let h = 0; h < nHeads; h++) {
+      const qo = (t * nHeads + h) * headDim;
+      const kvh = Math.floor(h / group);
+      const kOff = kvBytes(types.k, kvh * headDim), vOff = kvBytes(types.v, kvh * headDim);
+      const qHead = q.slice(qo, qo + headDim);
+      // the keys were stored rotated: the query turns with them (their dot is unchanged but for rounding)
+      if (encoding.k.rotation > 0) hadamardInPlace(qHead, 0, headDim, encoding.k.rotation);
+      const query = convertQuery(types.k, qHead, headDim);
+      acc.fill(0);
+      let S = 0, M = -Infinity;
+      for (let j = 0; j < nKeys; j++) {
+        const row = rows ? rows[j]! : j;
+        const s = f(keyDot(types.k, keys, row * kRow + kOff, query, headDim, k32) * s0);
+        let ms = 1, vs = 1;
+        if (s > M) {
+          ms = expfLibm(M - s);
+          M = s;
+          // the accumulator is f16 for f16 values: each scaled element rounds to f16 again
+          for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundF16(f(acc[d]! * ms)) : f(acc[d]! * ms);
+        } else {
+          vs = expfLibm(f(s - M));
+        }
+        decodeAsHalves(types.v, values, row * vRow + vOff, headDim, v32);
+        for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundF16(fma(v32[d]!, vs, acc[d]!)) : fma(v32[d]!, vs, acc[d]!);
+        S = fma(S, ms, vs);
+      }
+      const inv = S === 0 ? 0 : f(1 / S);
+      for (let d = 0; d < headDim; d++) out[qo + d] = f(acc[d]! * inv);
+      // values were stored rotated: the weighted sum turns back
+      if (encoding.v.rotation > 0) hadamardInPlace(out, qo, headDim, encoding.v.rotation);
+    }
+  }
+}
+
+/** x rounded to the nearest f16 value (the f16 accumulator's store) */
+function roundF16(x: number): number {
+  return f16BitsToF32(f32ToF16Bits(x));
+}

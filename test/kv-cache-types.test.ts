@@ -1,0 +1,154 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { KVBlockPool, KVCache, kvBytesPerToken } from "../src/cache/index.js";
+import { loadModel } from "../src/index.js";
+import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
+import { EXP2_TABLE, expfLibm } from "../src/kernels/ops/expf.js";
+import { kvCacheEncoding, type KVCacheType } from "../src/kernels/index.js";
+import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
+import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * Quantized and half-precision KV caches (--cache-type-k / --cache-type-v), judged by
+ * llama.cpp run with the same cache types (node-llama-cpp, flash attention on: the only way
+ * llama.cpp takes a quantized V cache). Block-format rows are Hadamard-rotated first, as
+ * llama.cpp does; tsllm reproduces its flash-attention kernel, so block-format caches agree to
+ * ~1e-6. With an f16 side llama.cpp's prompt pass runs its tiled kernel, whose order tsllm does
+ * not reproduce: those agree to ~3e-4.
+ */
+const dir = mkdtempSync(join(tmpdir(), "tsllm-kvtypes-"));
+after(async () => {
+  await disposeSharedLlama();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const skipStories = skipWithoutShared("models/stories260K.gguf");
+const PROMPT = 40, STEPS = 8;
+
+const CASES: readonly (readonly [KVCacheType, KVCacheType, number])[] = [
+  ["q8_0", "q8_0", 2e-5], ["q4_0", "q4_0", 2e-5], ["q8_0", "f32", 1e-3], ["f16", "f16", 1e-3], ["q4_0", "f16", 1e-3],
+];
+
+for (const backend of ["reference", "wasm"] as const) {
+  test(`KV cache types match llama.cpp's on a random Llama (${backend})`, { skip: skipStories }, async () => {
+    const path = join(dir, `tiny-${backend}.gguf`);
+    await writeRandomModel(path, { ...tinyLlama, std: 0.02, seed: 11 });
+    for (const [k, v, tolerance] of CASES) {
+      const model = await loadModel(path, { backend, contextSize: PROMPT + STEPS + 1, cacheTypeK: k, cacheTypeV: v });
+      try {
+        const rng = new Rng(7);
+        const prompt = [model.tokenizer.bosId ?? 0, ...Array.from({ length: PROMPT - 1 }, () => rng.u32() % model.info.vocabSize)];
+        const upper = (t: KVCacheType) => t.toUpperCase() as "F32" | "F16" | "Q8_0" | "Q4_0";
+        const ref = await llamaCppRun(path, prompt, { decodeSteps: STEPS, cacheTypes: { k: upper(k), v: upper(v) } });
+        const lm = model.languageModel;
+        const cache = lm.createCache(PROMPT + STEPS + 1);
+        assert.deepEqual(cache.types, { k, v });
+        let logits = lm.forward(prompt, cache);
+        const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
+        for (let i = 0; i + 1 < STEPS; i++) {
+          logits = lm.forward([ref.greedyTokens[i]!], cache);
+          diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
+        }
+        const label = `${k}/${v} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
+        console.log(label);
+        assert.ok(Math.max(...diffs) < tolerance, label);
+      } finally {
+        model.dispose();
+      }
+    }
+  });
+}
+
+test("an encoded cache's memory: q8_0 rows are 34/128 of f32 ones, q4_0 18/128, f16 half", () => {
+  const shape = { blockCount: 30, headCountKv: 3, headDim: 64 };
+  const f32 = kvBytesPerToken(shape);
+  assert.equal(f32, 30 * 2 * 192 * 4);
+  assert.equal(kvBytesPerToken(shape, { k: "q8_0", v: "q8_0" }), 30 * 2 * 6 * 34);
+  assert.equal(kvBytesPerToken(shape, { k: "q4_0", v: "q4_0" }), 30 * 2 * 6 * 18);
+  assert.equal(kvBytesPerToken(shape, { k: "f16", v: "q8_0" }), 30 * (192 * 2 + 6 * 34));
+  const pool = new KVBlockPool(2, 3, 64, 4, undefined, 16, undefined, { k: "q8_0", v: "q4_0" });
+  assert.equal(pool.byteLength, 2 * 4 * 16 * (6 * 34 + 6 * 18));
+  assert.equal(pool.keys[0]!.length, 4 * 16 * (6 * 34) / 4);
+});
+
+test("forkCopy copies encoded rows whole, so a copied sequence reads what its parent stored", () => {
+  const types = { k: "q8_0", v: "f16" } as const;
+  const c = new KVCache(1, 1, 64, 64, undefined, types);
+  const rng = new Rng(3);
+  const rows = (n: number) => Float32Array.from({ length: n * 64 }, () => rng.normal());
+  c.ensureRoom(5);
+  c.store(0, 0, rows(5) as never, rows(5) as never, 5);
+  c.length = 5;
+  const copy = c.forkCopy();
+  const rk = c.pool.keyRowFloats, rv = c.pool.valueRowFloats;
+  for (let p = 0; p < 5; p++) {
+    const a = c.rows[p]!, b = copy.rows[p]!;
+    assert.deepEqual((copy.keys[0] as unknown as Float32Array).subarray(b * rk, (b + 1) * rk), (c.keys[0] as unknown as Float32Array).subarray(a * rk, (a + 1) * rk));
+    assert.deepEqual((copy.values[0] as unknown as Float32Array).subarray(b * rv, (b + 1) * rv), (c.values[0] as unknown as Float32Array).subarray(a * rv, (a + 1) * rv));
+  }
+});
+
+test("the Walsh-Hadamard rotation is the Sylvester matrix / sqrt(n), and its own inverse", () => {
+  for (const n of [64, 128]) {
+    // H_1 = [1], H_2k = [[H, H], [H, -H]]
+    let h = [[1]];
+    while (h.length < n) h = [...h.map((r) => [...r, ...r]), ...h.map((r) => [...r, ...r.map((x) => -x)])];
+    const rng = new Rng(n);
+    const x = Float32Array.from({ length: 2 * n }, () => rng.normal());
+    const y = x.slice();
+    hadamardInPlace(y, 0, 2 * n, n);
+    for (let c = 0; c < 2; c++) {
+      for (let i = 0; i < n; i++) {
+        let s = 0;
+        for (let j = 0; j < n; j++) s += h[i]![j]! * x[c * n + j]!;
+        assert.ok(Math.abs(y[c * n + i]! - s / Math.sqrt(n)) < 1e-5, `n ${n}, element ${i}`);
+      }
+    }
+    hadamardInPlace(y, 0, 2 * n, n);
+    for (let i = 0; i < 2 * n; i++) assert.ok(Math.abs(y[i]! - x[i]!) < 1e-5);
+  }
+  assert.throws(() => hadamardInPlace(new Float32Array(96), 0, 96, 48), /chunk 48 must be a power of two dividing 96/);
+});
+
+test("llama.cpp's rotation choice: block formats at head dims that are multiples of 64; keys in the largest power-of-two chunk", () => {
+  assert.deepEqual(kvCacheEncoding({ k: "q8_0", v: "q4_0" }, 128), { k: { type: "q8_0", rotation: 128 }, v: { type: "q4_0", rotation: 64 } });
+  assert.deepEqual(kvCacheEncoding({ k: "q8_0", v: "f16" }, 192), { k: { type: "q8_0", rotation: 64 }, v: { type: "f16", rotation: 0 } });
+  assert.deepEqual(kvCacheEncoding({ k: "q8_0", v: "q8_0" }, 32), { k: { type: "q8_0", rotation: 0 }, v: { type: "q8_0", rotation: 0 } });
+});
+
+test("expf as glibc: its table of 2^(i/32) and results within half an ulp and a bit of e^x", () => {
+  // glibc's __exp2f_data.tab[i] = bits(2^(i/32)) - (i << 47): entries 1, 2 and 31 as glibc lists them
+  const bits = (x: number) => new BigUint64Array(new Float64Array([x]).buffer)[0]!;
+  assert.equal(bits(EXP2_TABLE[1]!) - (1n << 47n), 0x3fefd9b0d3158574n);
+  assert.equal(bits(EXP2_TABLE[2]!) - (2n << 47n), 0x3fefb5586cf9890fn);
+  assert.equal(bits(EXP2_TABLE[31]!) - (31n << 47n), 0x3fefd0765b6e4540n);
+  const rng = new Rng(5);
+  for (let i = 0; i < 20000; i++) {
+    const x = Math.fround(-rng.uniform() * 80);
+    const e = expfLibm(x), exact = Math.exp(x);
+    const ulp = 2 ** (Math.floor(Math.log2(exact)) - 23);
+    assert.ok(Math.abs(e - exact) <= 0.51 * ulp, `expf(${x}) = ${e}, e^x = ${exact}`);
+  }
+  assert.equal(expfLibm(-Infinity), 0);
+  assert.equal(expfLibm(0), 1);
+  assert.equal(expfLibm(-104), 0);
+});
+
+test("a cache type the model's heads cannot hold is refused in one line; f16 takes any head dim", { skip: skipStories }, async () => {
+  const path = join(dir, "odd-heads.gguf");
+  await writeRandomModel(path, { ...tinyLlama, embeddingLength: 96, seed: 2 });
+  await assert.rejects(loadModel(path, { backend: "reference", cacheTypeK: "q8_0" }), /cacheTypeK q8_0 needs a head dim that is a multiple of 32 \(each head is stored in whole blocks\); this model's is 24: use f16 or f32/);
+  await assert.rejects(loadModel(path, { backend: "reference", cacheTypeV: "q5_0" as KVCacheType }), /cacheTypeV must be one of f32, f16, q8_0, q4_0, got "q5_0"/);
+  const m = await loadModel(path, { backend: "reference", cacheTypeK: "f16", cacheTypeV: "f16" });
+  try {
+    const r = await m.generate("", { maxTokens: 4, temperature: 0 });
+    assert.equal(r.completionTokens.length, 4);
+  } finally {
+    m.dispose();
+  }
+});
