@@ -4,8 +4,9 @@ import { findChatTemplate } from "../chat/index.js";
 import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
-import { defaultContextSize, loadPlanRequest, type LoadModelOptions } from "../llm.js";
-import { decoderShape, openEncoder, openModel } from "../models/index.js";
+import { defaultContextSize, kvCacheTypesOf, loadPlanRequest, type LoadModelOptions } from "../llm.js";
+import type { KVCacheTypes } from "../kernels/index.js";
+import { checkCacheTypes, decoderShape, openEncoder, openModel } from "../models/index.js";
 import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../models/module-tree.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
@@ -13,15 +14,15 @@ import { formatBytes, printable } from "../units/index.js";
 import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
-import { ctxSizeFrom } from "./generate.js";
+import { cacheTypesFrom, ctxSizeFrom } from "./generate.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto] [--quantize Q] [--modules] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
 tokenizer kind, special tokens, whether it has a chat template, and the memory it needs at a
 context size: its weights as stored plus the KV cache of one sequence of that many tokens
-(f32 K and V per layer, KV heads x head size each, in whole blocks of 16 positions, as the
+(K and V per layer as --cache-type-k/-v store them, f32 by default, KV heads x head size each, in whole blocks of 16 positions, as the
 engine allocates it; encoders keep no KV cache). For a decoder it also prints the load plan
 generate and serve check before loading: weights after --quantize + KV cache + a scratch
 estimate against the free memory (TSLLM_AVAILABLE_MEMORY=BYTES overrides it, for tests), and
@@ -35,6 +36,8 @@ Options:
   --ctx-size N|auto     context size for the memory estimate (default: the trained context, at most
                         4096, as generate uses; auto: the largest that fits in free memory)
   --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
+  --cache-type-k T      plan the KV cache's keys as T: f32, f16, q8_0, q4_0 (as generate)
+  --cache-type-v T      plan the KV cache's values as T (as generate)
   --modules             a Hugging Face folder: also the module tree print(model) shows in PyTorch for
                         its config.json architecture (BERT, RoBERTa, DistilBERT, GPT-2, Llama,
                         Mistral, Qwen2, Qwen3; class names as transformers 5.18.0 has them,
@@ -80,7 +83,7 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
-export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
 
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
@@ -92,14 +95,15 @@ export async function runInspect(argv: string[]): Promise<void> {
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
   const available = availableMemoryBytes();
-  const planOptions = { quantize: quantize as Quantization | undefined };
+  const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values) };
+  if (opened.shape?.headDim !== undefined) checkCacheTypes(kvCacheTypesOf(planOptions), opened.shape.headDim);
   let ctxSize = ctxArg === "auto" ? undefined : ctxArg;
   if (ctxArg === "auto") {
     const trained = opened.shape?.contextLength ?? 4096;
     const r = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;
     ctxSize = r ? largestFittingContext(r, available, trained) ?? 16 : undefined;
   }
-  const report = { ...describe(model, opened, ctxSize), plan: planOf(opened, planOptions, ctxSize, available), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
+  const report = { ...describe(model, opened, ctxSize, kvCacheTypesOf(planOptions)), plan: planOf(opened, planOptions, ctxSize, available), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
     process.stderr.write(`tsllm: warning: --ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens\n`);
@@ -215,7 +219,7 @@ function openFolder(folder: string): Opened {
 
 interface TypeStats { tensors: number; parameters: number; bytes: number }
 
-function describe(model: string, o: Opened, ctxSize: number | undefined) {
+function describe(model: string, o: Opened, ctxSize: number | undefined, cacheTypes: KVCacheTypes) {
   const types = new Map<string, TypeStats>();
   let parameters = 0, weightBytes = 0;
   for (const t of o.tensors.values()) {
@@ -256,7 +260,7 @@ function describe(model: string, o: Opened, ctxSize: number | undefined) {
     specialTokens: tok ? { bos: special(tok.bosId), eos: special(tok.eosId), unk: special(tok.unkId), pad: special(tok.padId), endOfGeneration: [...tok.endOfGenerationIds].map(special) } : undefined,
     chatTemplate: template !== undefined,
     ...(template ? { chatTemplateSource: template.where } : {}),
-    memory: memoryOf(o, weightBytes, ctxSize),
+    memory: memoryOf(o, weightBytes, ctxSize, cacheTypes),
   };
 }
 
@@ -278,7 +282,7 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
 }
 
 /** weights as stored + the KV cache of one sequence of the context size, as the engine lays it out */
-function memoryOf(o: Opened, weightBytes: number, ctxSize: number | undefined) {
+function memoryOf(o: Opened, weightBytes: number, ctxSize: number | undefined, types: KVCacheTypes) {
   const s = o.shape;
   if (o.kind === "vocab-only" || s === undefined) return undefined;
   const contextSize = ctxSize ?? defaultContextSize(s.contextLength);
@@ -286,8 +290,10 @@ function memoryOf(o: Opened, weightBytes: number, ctxSize: number | undefined) {
     return { contextSize, weightBytes, kvCacheBytes: 0, kvBytesPerToken: 0, totalBytes: weightBytes };
   }
   const kv = { blockCount: s.blockCount, headCountKv: s.headCountKv, headDim: s.headDim };
-  const kvCacheBytes = kvBytesForContext(kv, contextSize);
-  return { contextSize, weightBytes, kvCacheBytes, kvBytesPerToken: kvBytesPerToken(kv), totalBytes: weightBytes + kvCacheBytes };
+  const kvCacheBytes = kvBytesForContext(kv, contextSize, types);
+  // the types are named only when not the default f32 K and V
+  const named = types.k !== "f32" || types.v !== "f32" ? { kvCacheTypes: types } : {};
+  return { contextSize, weightBytes, kvCacheBytes, kvBytesPerToken: kvBytesPerToken(kv, types), ...named, totalBytes: weightBytes + kvCacheBytes };
 }
 
 function formatReport(r: Report): string[] {
@@ -318,7 +324,7 @@ function formatReport(r: Report): string[] {
     lines.push(`memory:          ${formatBytes(m.totalBytes)} at --ctx-size ${m.contextSize}: weights ${formatBytes(m.weightBytes)}${r.kind === "encoder" ? " (an encoder keeps no KV cache)" : ", KV cache unknown for this architecture"}`);
   } else {
     lines.push(`memory:          ${formatBytes(m.totalBytes)} at --ctx-size ${m.contextSize}: weights ${formatBytes(m.weightBytes)} + KV cache ${formatBytes(m.kvCacheBytes)}`
-      + ` (f32 K and V: ${r.blockCount} layers x ${r.headCountKv} KV heads x ${r.headDim} dims x ${m.kvCacheBytes / m.kvBytesPerToken} positions)`);
+      + ` (${"kvCacheTypes" in m && m.kvCacheTypes ? `${m.kvCacheTypes.k} K, ${m.kvCacheTypes.v} V` : "f32 K and V"}: ${r.blockCount} layers x ${r.headCountKv} KV heads x ${r.headDim} dims x ${m.kvCacheBytes / m.kvBytesPerToken} positions)`);
   }
   const p = r.plan;
   if (p) {
