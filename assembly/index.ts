@@ -17,6 +17,7 @@ export { packQ8_K } from "./kquant";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
+import { attendEncoded } from "./attention-kv";
 import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
@@ -66,6 +67,10 @@ const STALL_WORD: usize = 168;
 const BIAS: usize = 172;
 /** matmul jobs: 1 applies GELU (erf form) after the bias */
 const ACTIVATION: usize = 176;
+// encoded-KV attention (kind 40): value row bytes, key | value type << 8, expf's table
+const KV_VALUE_ROW_BYTES: usize = 180;
+const KV_TYPES: usize = 184;
+const KV_EXP_TABLE: usize = 188;
 
 // claim states in a worker's record: (tag << 2) | state
 const COMPUTING = 1;
@@ -177,6 +182,7 @@ function stallForTest(ctrl: usize): void {
 let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
 let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0;
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
+let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
 
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
@@ -201,6 +207,11 @@ function loadJob(ctrl: usize, thread: i32): void {
   scale = load<f32>(ctrl + SCALE);
   bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
+  if (kind == 40) {
+    kvValueRowBytes = load<usize>(ctrl + KV_VALUE_ROW_BYTES);
+    kvTypes = load<i32>(ctrl + KV_TYPES);
+    kvExpTable = load<usize>(ctrl + KV_EXP_TABLE);
+  }
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
   // head's scores and gathered rows, F16/BF16 batches a converted row group: the slot of its index
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
@@ -290,6 +301,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // TQ1_0 (38) and TQ2_0 (39) over Q8_K activations with their group sums
     case 38: matTQ1_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 39: matTQ2_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    // attention over a q8_0 / q4_0 KV cache (relaxed build only): case 7's words with XQ = Q8_0
+    // queries, ROW_BYTES = a key row's bytes, and the KV_* words
+    case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable); break;
     default: unreachable();
   }
 }

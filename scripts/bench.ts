@@ -20,6 +20,7 @@
 import { basename } from "node:path";
 import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { seconds } from "../src/cli/bench.js";
+import { cacheTypesFrom } from "../src/cli/generate.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel } from "../src/testing/index.js";
@@ -44,9 +45,11 @@ async function main(argv: string[]): Promise<void> {
     timeout: { type: "string" },
     json: { type: "boolean" },
     parallel: { type: "string" },
+    "cache-type-k": { type: "string" },
+    "cache-type-v": { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
@@ -63,8 +66,11 @@ async function main(argv: string[]): Promise<void> {
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
+  const { cacheTypeK, cacheTypeV } = cacheTypesFrom(values);
   const settings: Omit<BenchOptions, "modelPath" | "onSample"> = {
     backend,
+    // either flag sets both engines' cache types (the other kind f32 for tsllm's default)
+    cacheTypes: cacheTypeK === undefined && cacheTypeV === undefined ? undefined : { k: cacheTypeK ?? "f32", v: cacheTypeV ?? "f32" },
     threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
     // a concurrent run's requests are short, like a server's; the time per output token needs two tokens
     promptTokens: promptLengths[0] ?? (concurrency ? 32 : 128),

@@ -152,3 +152,45 @@ test("a cache type the model's heads cannot hold is refused in one line; f16 tak
     m.dispose();
   }
 });
+
+test("the wasm kernel for block-format caches gives the reference kernel's bits (paged rows, GQA, prompt and decode)", async () => {
+  const { createBackend } = await import("../src/kernels/index.js");
+  const wasm = await createBackend("wasm", { threads: 2 });
+  const ref = await createBackend("reference");
+  try {
+    const rng = new Rng(21);
+    for (const [kt, vt] of [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"]] as const) {
+      for (const { nHeads, nKvHeads, headDim, startPos, nTokens } of [
+        { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 0, nTokens: 37 },
+        { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 300, nTokens: 1 },
+        { nHeads: 6, nKvHeads: 2, headDim: 32, startPos: 70, nTokens: 5 },
+      ]) {
+        const nAll = startPos + nTokens, width = nKvHeads * headDim;
+        // rows scattered over a pool of twice the positions, as a paged cache lays them out
+        const order = Int32Array.from({ length: 2 * nAll }, (_, i) => i).sort(() => rng.uniform() - 0.5).subarray(0, nAll);
+        const kRaw = Float32Array.from({ length: nAll * width }, () => rng.normal() * 2);
+        const vRaw = Float32Array.from({ length: nAll * width }, () => rng.normal());
+        const q = Float32Array.from({ length: nTokens * nHeads * headDim }, () => rng.normal());
+        const outs: Float32Array[] = [];
+        for (const be of [ref, wasm]) {
+          const pool = new KVBlockPool(1, nKvHeads, headDim, Math.ceil(2 * nAll / 16), be, 16, undefined, { k: kt, v: vt });
+          const kIn = be.allocActivations(kRaw.length), vIn = be.allocActivations(vRaw.length);
+          be.write(kIn, kRaw);
+          be.write(vIn, vRaw);
+          be.scatterRows(pool.keys[0]!, order, kIn, width, nAll, pool.encoding.k);
+          be.scatterRows(pool.values[0]!, order, vIn, width, nAll, pool.encoding.v);
+          const qIn = be.allocActivations(q.length), out = be.allocActivations(q.length);
+          be.write(qIn, q);
+          be.attention(out, qIn, pool.keys[0]!, pool.values[0]!, nTokens, startPos, nHeads, nKvHeads, headDim, 1 / Math.sqrt(headDim), order, pool.encoding);
+          outs.push(await be.read(out));
+        }
+        const label = `${kt}/${vt} heads ${nHeads}/${nKvHeads} x ${headDim}, ${nTokens} tokens after ${startPos}`;
+        if (wasm.llamaCppOrder === "none") assert.ok(outs[0]!.every((x, i) => Math.abs(x - outs[1]![i]!) < 1e-5), label);
+        else assert.deepEqual(outs[1], outs[0], label);
+      }
+    }
+  } finally {
+    wasm.dispose();
+    ref.dispose();
+  }
+});

@@ -1,4 +1,5 @@
 import type { LlamaContext, LlamaContextOptions, Token } from "node-llama-cpp";
+import type { KVCacheType } from "../kernels/index.js";
 import { timeConcurrentRequests } from "./concurrent.js";
 import { rates } from "./stats.js";
 import type { EngineJob, EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
@@ -77,6 +78,11 @@ async function* firstTokens(gen: AsyncGenerator<Token, unknown>, n: number): Asy
 }
 
 /** Loads the model into a CPU context of `job.threads` threads, runs `body` on it and frees everything. */
+/** node-llama-cpp's name of a KV cache type */
+function ggmlTypeName(t: KVCacheType): "F32" | "F16" | "Q8_0" | "Q4_0" {
+  return t.toUpperCase() as "F32" | "F16" | "Q8_0" | "Q4_0";
+}
+
 async function withLlamaContext<T>(
   job: EngineJob,
   contextOptions: Pick<LlamaContextOptions, "contextSize" | "batchSize" | "sequences">,
@@ -92,7 +98,10 @@ async function withLlamaContext<T>(
   try {
     const t0 = performance.now();
     const model = await llama.loadModel({ modelPath: job.modelPath, gpuLayers: 0 });
-    const context = await model.createContext({ ...contextOptions, threads: { ideal: job.threads, min: job.threads }, flashAttention: false });
+    const types = job.cacheTypes;
+    const blocks = types !== undefined && [types.k, types.v].some((t) => t === "q8_0" || t === "q4_0");
+    const cache = types === undefined ? {} : { experimentalKvCacheKeyType: ggmlTypeName(types.k), experimentalKvCacheValueType: ggmlTypeName(types.v) };
+    const context = await model.createContext({ ...contextOptions, threads: { ideal: job.threads, min: job.threads }, flashAttention: blocks, ...cache });
     const loadMs = performance.now() - t0;
     const result = await body(context, loadMs, `node-llama-cpp CPU, ${context.currentThreads} threads`);
     await context.dispose();

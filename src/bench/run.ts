@@ -1,3 +1,4 @@
+import type { KVCacheTypes } from "../kernels/index.js";
 import { runWorker } from "./child.js";
 import { randomPrompts, randomPromptTokens } from "./prompt.js";
 import { medians, ratios } from "./stats.js";
@@ -22,6 +23,8 @@ export interface BenchOptions {
   readonly genTokens: number;
   readonly repetitions: number;
   readonly backend?: "wasm" | "reference" | "webgpu";
+  /** KV cache types for both engines (EngineJob.cacheTypes) */
+  readonly cacheTypes?: KVCacheTypes;
   readonly vsLlamaCpp?: boolean;
   /** limit for each child run (default DEFAULT_WORKER_TIMEOUT_MS, 10 minutes) */
   readonly timeoutMs?: number;
@@ -35,7 +38,7 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
   const prompt = await randomPromptTokens(o.modelPath, o.promptTokens);
   // prompt + first token + decode steps, all in the cache
   const contextSize = o.promptTokens + o.genTokens + 1;
-  const base = { modelPath: o.modelPath, threads: o.threads, promptTokens: prompt, genTokens: o.genTokens, contextSize };
+  const base = { modelPath: o.modelPath, threads: o.threads, promptTokens: prompt, genTokens: o.genTokens, contextSize, cacheTypes: o.cacheTypes };
   const tsJob: WorkerJob = { ...base, engine: "tsllm", backend: o.backend };
   const lcJob: WorkerJob = { ...base, engine: "llama.cpp" };
 

@@ -11,7 +11,7 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
   const t0 = performance.now();
   // the Model's own cache is not used (generate() would add sampling and detokenizing), so it
   // gets one position and the benchmark's cache is made here, inside the load time
-  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: 1 });
+  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v });
   try {
     const lm = model.languageModel;
     const cache = lm.createCache(job.contextSize);

@@ -1,3 +1,5 @@
+import type { KVCacheTypes } from "../kernels/index.js";
+
 /** What one benchmark child is asked to do, and what it reports back. */
 
 export type EngineName = "tsllm" | "llama.cpp";
@@ -10,6 +12,11 @@ export interface EngineJob {
   readonly genTokens: number;
   /** tsllm only: compute backend */
   readonly backend?: "wasm" | "reference" | "webgpu";
+  /**
+   * KV cache types for both engines (absent: each engine's default, tsllm f32 and llama.cpp
+   * F16); llama.cpp runs with flash attention whenever one is a block format, as it must
+   */
+  readonly cacheTypes?: KVCacheTypes;
 }
 
 /** One child run: load the model, prefill the prompt once, decode `genTokens` greedy steps. */

@@ -2,7 +2,9 @@ import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
-import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32 } from "../reference/index.js";
+import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
+import { EXP2_TABLE } from "../ops/expf.js";
+import { hadamardInPlace } from "../ops/hadamard.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -138,6 +140,9 @@ function writeAttentionJob(control: Int32Array, kind: C.Kind, at: { q: number; k
   control[C.N_KV_HEADS] = nKvHeads;
   new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
 }
+
+/** the cache types assembly/attention-kv.ts reads, as its job word numbers them */
+const KV_KERNEL_TYPES = { q8_0: 2, q4_0: 3 } as const;
 
 /** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
 const PANEL_TOKENS = 4;
@@ -400,6 +405,40 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   }
 
   /**
+   * Attention over a q8_0 / q4_0 cache (assembly/attention-kv.ts): the queries rotated with the
+   * keys and quantized to Q8_0 here (once per item, as llama.cpp converts them), the rows checked
+   * by the caller and copied into scratch with expf's table, the output rotated back here.
+   */
+  function encodedAttentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, encoding: KVCacheEncoding, kRowBytes: number, vRowBytes: number): void {
+    const items = nTokens * nHeads, floats = items * headDim, nAll = startPos + nTokens;
+    const qBytes = items * (headDim / 32) * 34;
+    const space = memories.spaces[index]!;
+    const qqPtr = space.scratch(align64(qBytes) + align64(floats * 4) + align64(nAll * 4) + EXP2_TABLE.byteLength);
+    const oPtr = qqPtr + align64(qBytes), rPtr = oPtr + align64(floats * 4), tPtr = rPtr + align64(nAll * 4);
+    const buffer = space.arena.buffer;
+    const qq = new Uint8Array(buffer, qqPtr, qBytes);
+    const head = new Float32Array(headDim);
+    for (let i = 0; i < items; i++) {
+      head.set(q.subarray(i * headDim, (i + 1) * headDim));
+      if (encoding.k.rotation > 0) hadamardInPlace(head, 0, headDim, encoding.k.rotation);
+      quantizeActivationsQ8_0(qq.subarray(i * (headDim / 32) * 34), head, headDim);
+    }
+    new Int32Array(buffer, rPtr, nAll).set(rows.subarray(0, nAll));
+    new Float64Array(buffer, tPtr, EXP2_TABLE.length).set(EXP2_TABLE);
+    const control = space.control;
+    writeAttentionJob(control, C.Kind.ATTENTION_ENCODED, { q: qqPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+    control[C.ROW_BYTES] = kRowBytes;
+    control[C.KV_VALUE_ROW_BYTES] = vRowBytes;
+    control[C.KV_TYPES] = KV_KERNEL_TYPES[encoding.k.type as keyof typeof KV_KERNEL_TYPES] | (KV_KERNEL_TYPES[encoding.v.type as keyof typeof KV_KERNEL_TYPES] << 8);
+    control[C.KV_EXP_TABLE] = tPtr;
+    const group = nHeads / nKvHeads;
+    setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
+    runJob(index);
+    out.set(new Float32Array(buffer, oPtr, floats));
+    if (encoding.v.rotation > 0) hadamardInPlace(out, 0, floats, encoding.v.rotation);
+  }
+
+  /**
    * Bidirectional attention of one sequence (encoders) as one job over its heads (attention-full.ts:
    * two products on the F32 tiles and a softmax between, per head, in each thread's scratch slot).
    * The sequence's rows (Q, K and V as column blocks, `stride` floats apart) go to memory 0's
@@ -549,11 +588,21 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
 
     attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding): void {
       alive("attention");
-      if (encoding && !isPlainF32(encoding)) return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
       const out = host(outArray), q = host(qArray), keys = host(keysArray), values = host(valuesArray);
       const k = memories.locate(keys);
       const v = memories.locate(values);
       const nAll = startPos + nTokens;
+      if (encoding && !isPlainF32(encoding)) {
+        // block-format keys and values have a kernel (where the multiply-add fuses); other encodings take the reference one
+        const blocks = encoding.k.type in KV_KERNEL_TYPES && encoding.v.type in KV_KERNEL_TYPES && headDim % 32 === 0;
+        if (!exact || !blocks || k === undefined || v === undefined || k.space !== v.space || nHeads % nKvHeads !== 0 || rows === undefined) {
+          return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
+        }
+        if (nTokens === 0) return;
+        const width = nKvHeads * headDim, kRowBytes = 4 * kvRowFloats(encoding.k.type, width), vRowBytes = 4 * kvRowFloats(encoding.v.type, width);
+        checkRows(rows, nAll, Math.min(Math.floor(keys.byteLength / kRowBytes), Math.floor(values.byteLength / vRowBytes)));
+        return encodedAttentionPass(k.space, out, q, k.ptr, v.ptr, rows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, kRowBytes, vRowBytes);
+      }
       const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
       // keys and values in different memories (a memory filled up between the two allocations) take the reference kernel
       if (k === undefined || v === undefined || k.space !== v.space || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {

@@ -71,6 +71,11 @@ export enum ClaimState {
   STOLEN = 3,
 }
 
+/** encoded-KV attention jobs: bytes of a value row, the two types (key | value << 8: 2 = q8_0, 3 = q4_0), the address of expf's table */
+export const KV_VALUE_ROW_BYTES = 45;
+export const KV_TYPES = 46;
+export const KV_EXP_TABLE = 47;
+
 // the job, read by work()
 export const KIND = 48;
 export const W = 49;
@@ -153,6 +158,12 @@ export enum Kind {
   /** TQ1_0 / TQ2_0 over Q8_K activations and their group sums (assembly/tq.ts) */
   TQ1_0 = 38,
   TQ2_0 = 39,
+  /**
+   * attention over a q8_0 / q4_0 KV cache in llama.cpp's flash-attention order (relaxed build
+   * only, assembly/attention-kv.ts): ATTENTION's words with XQ = Q8_0 queries, ROW_BYTES = key
+   * row bytes, KV_* words
+   */
+  ATTENTION_ENCODED = 40,
 }
 
 /**

@@ -1,0 +1,147 @@
+// Attention over a block-format KV cache (q8_0 or q4_0 keys and values), bit for bit as
+// src/kernels/reference/kv-attention.ts — llama.cpp's CPU flash-attention kernel, one query row
+// at a time: each key's score as ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q4_0_q8_0 on x86 sums it
+// (eight int32 lanes of four products, each lane accumulated in f32 with a fused multiply-add by
+// the product of the scales, then the lanes added pairwise), scaled, then an online softmax in
+// key order with glibc's expf and fused multiply-adds of the dequantized values. The host hands
+// in the queries already rotated and quantized to Q8_0 (one conversion per item, as llama.cpp's
+// q_to_vec_dot), and rotates the output back; this kernel exists only in the relaxed build (its
+// fused multiply-adds), used only where the runtime fuses.
+import { f16At, f16TableAddress } from "./half";
+import { fma } from "./ggml-math";
+
+const Q8_0: i32 = 2;
+const Q4_0: i32 = 3;
+
+/** a fused multiply-add of doubles (f64x2.relaxed_madd: fused where f32x4's is, as glibc's FMA build) */
+// @ts-ignore: decorator
+@inline function fma64(a: f64, b: f64, c: f64): f64 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f64x2.extract_lane(f64x2.relaxed_madd(f64x2.splat(a), f64x2.splat(b), f64x2.splat(c)), 0);
+  unreachable();
+  return a;
+}
+
+/** glibc's expf (kernels/ops/expf.ts): `table` holds the 32 doubles 2^(j/32); x <= 0 here */
+// @ts-ignore: decorator
+@inline function expfLibm(x: f32, table: usize): f32 {
+  if (x < <f32>-103.97207641601562) return 0;
+  const z = <f64>46.16624130844683 * <f64>x;
+  const kd = z + 6755399441055744.0 - 6755399441055744.0;
+  const r = z - kd;
+  const k = <i32>kd;
+  const j = k & 31;
+  // 2^((k - j) / 32) from its exponent bits: exact, and in the normal range for every x here
+  const s = load<f64>(table + (<usize>j << 3)) * reinterpret<f64>(<i64>(((k - j) >> 5) + 1023) << 52);
+  const p = fma64(<f64>0.0000016938359250920212, r, <f64>0.00023459809789509004);
+  const y = fma64(p, r * r, fma64(<f64>0.021660849396613134, r, 1.0));
+  return <f32>(y * s);
+}
+
+/**
+ * lanes 0-3 (or 4-7) of a block's eight: the exact sums of products 4i..4i+3 of 16 int8 keys
+ * `kv` and 16 int8 queries `qv`
+ */
+// @ts-ignore: decorator
+@inline function laneSums(kv: v128, qv: v128): v128 {
+  const lo = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(kv), i16x8.extend_low_i8x16_s(qv));
+  const hi = i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(kv), i16x8.extend_high_i8x16_s(qv));
+  return i32x4.add(i32x4.shuffle(lo, hi, 0, 2, 4, 6), i32x4.shuffle(lo, hi, 1, 3, 5, 7));
+}
+
+/** one key's dot with the Q8_0 query at qp over nBlocks blocks (keys of type kType at kp) */
+// @ts-ignore: decorator
+@inline function keyDot(kType: i32, kp: usize, qp: usize, nBlocks: i32, table: usize): f32 {
+  let lo = f32x4.splat(0);
+  let hi = f32x4.splat(0);
+  const kBlock: usize = kType == Q8_0 ? 34 : 18;
+  for (let b = 0; b < nBlocks; b++) {
+    const kb = kp + <usize>b * kBlock, qb = qp + <usize>b * 34;
+    const d = f32x4.splat(f16At(kb, table) * f16At(qb, table));
+    let k0: v128, k1: v128;
+    if (kType == Q8_0) {
+      k0 = v128.load(kb, 2);
+      k1 = v128.load(kb, 18);
+    } else {
+      const nib = v128.load(kb, 2);
+      k0 = i8x16.sub(v128.and(nib, i8x16.splat(0x0f)), i8x16.splat(8));
+      k1 = i8x16.sub(i8x16.shr_u(nib, 4), i8x16.splat(8));
+    }
+    lo = fma(d, f32x4.convert_i32x4_s(laneSums(k0, v128.load(qb, 2))), lo);
+    hi = fma(d, f32x4.convert_i32x4_s(laneSums(k1, v128.load(qb, 18))), hi);
+  }
+  const r = f32x4.add(hi, lo);
+  return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
+}
+
+/** acc[0..32) += dequantized value block at vb * vs, one fused multiply-add per element */
+// @ts-ignore: decorator
+@inline function addValueBlock(vType: i32, vb: usize, acc: usize, vs: v128, table: usize): void {
+  const d = f32x4.splat(f16At(vb, table));
+  let b0: v128, b1: v128;
+  if (vType == Q8_0) {
+    b0 = v128.load(vb, 2);
+    b1 = v128.load(vb, 18);
+  } else {
+    const nib = v128.load(vb, 2);
+    b0 = i8x16.sub(v128.and(nib, i8x16.splat(0x0f)), i8x16.splat(8));
+    b1 = i8x16.sub(i8x16.shr_u(nib, 4), i8x16.splat(8));
+  }
+  const w0 = i16x8.extend_low_i8x16_s(b0), w1 = i16x8.extend_high_i8x16_s(b0);
+  const w2 = i16x8.extend_low_i8x16_s(b1), w3 = i16x8.extend_high_i8x16_s(b1);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w0)), d), vs, v128.load(acc)));
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w0)), d), vs, v128.load(acc, 16)), 16);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w1)), d), vs, v128.load(acc, 32)), 32);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w1)), d), vs, v128.load(acc, 48)), 48);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w2)), d), vs, v128.load(acc, 64)), 64);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w2)), d), vs, v128.load(acc, 80)), 80);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w3)), d), vs, v128.load(acc, 96)), 96);
+  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w3)), d), vs, v128.load(acc, 112)), 112);
+}
+
+/**
+ * Items [i0, i1) (item = t * nHeads + h): qq holds each item's query as Q8_0 blocks
+ * (headDim / 32 blocks of 34 bytes, item after item); k and v hold rows of kRowBytes / vRowBytes
+ * bytes, position j in row rows[j], head h's blocks starting (h / group) * headDim / 32 blocks in;
+ * types packs the key type (low byte) and value type (next byte): 2 = q8_0, 3 = q4_0; table is
+ * expf's 32 doubles. Results into out (nTok x nHeads x headDim f32), not yet rotated back.
+ */
+export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize): void {
+  const f16s = f16TableAddress();
+  const group = nHeads / nKvHeads;
+  const kType = types & 0xff, vType = (types >> 8) & 0xff;
+  const nBlocks = headDim >> 5;
+  const kHead: usize = <usize>nBlocks * (kType == Q8_0 ? 34 : 18);
+  const vHead: usize = <usize>nBlocks * (vType == Q8_0 ? 34 : 18);
+  const vBlock: usize = vType == Q8_0 ? 34 : 18;
+  const rowBytes = (<usize>headDim) << 2;
+  for (let item = i0; item < i1; item++) {
+    const t = item / nHeads;
+    const h = item % nHeads;
+    const kvh = <usize>(h / group);
+    const qp = qq + <usize>item * (<usize>nBlocks * 34);
+    const op = out + <usize>item * rowBytes;
+    for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.splat(0));
+    const nKeys = startPos + t + 1;
+    let m: f32 = -Infinity;
+    let sum: f32 = 0;
+    for (let j = 0; j < nKeys; j++) {
+      const row = <usize>load<i32>(rows + (<usize>j << 2));
+      const s = keyDot(kType, k + row * kRowBytes + kvh * kHead, qp, nBlocks, f16s) * scale;
+      let ms: f32 = 1, vs: f32 = 1;
+      if (s > m) {
+        ms = expfLibm(m - s, table);
+        m = s;
+        const msv = f32x4.splat(ms);
+        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
+      } else {
+        vs = expfLibm(s - m, table);
+      }
+      const vp = v + row * vRowBytes + kvh * vHead;
+      const vsv = f32x4.splat(vs);
+      for (let b = 0; b < nBlocks; b++) addValueBlock(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), vsv, f16s);
+      sum = f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0);
+    }
+    const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);
+    for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
+  }
+}
