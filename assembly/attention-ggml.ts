@@ -62,7 +62,7 @@ import { rowAt } from "./attention";
  * (q3 + q1) + (q2 + q0), then its last step), the rest added one by one
  */
 // @ts-ignore: decorator
-@inline function vecDot(x: usize, y: usize, n: i32): f32 {
+@inline export function vecDot(x: usize, y: usize, n: i32): f32 {
   const np = n & ~63;
   let sum: f32 = 0;
   if (np > 0) {

@@ -1,15 +1,20 @@
-// Attention over a block-format KV cache (q8_0 or q4_0 keys and values), bit for bit as
+// Attention over an encoded KV cache (f16, q8_0 or q4_0 keys and values), bit for bit as
 // src/kernels/reference/kv-attention.ts — llama.cpp's CPU flash-attention kernel, one query row
 // at a time: each key's score as ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q4_0_q8_0 on x86 sums it
 // (eight int32 lanes of four products, each lane accumulated in f32 with a fused multiply-add by
 // the product of the scales, then the lanes added pairwise), scaled, then an online softmax in
-// key order with glibc's expf and fused multiply-adds of the dequantized values. The host hands
-// in the queries already rotated and quantized to Q8_0 (one conversion per item, as llama.cpp's
-// q_to_vec_dot), and rotates the output back; this kernel exists only in the relaxed build (its
-// fused multiply-adds), used only where the runtime fuses.
-import { f16At, f16TableAddress } from "./half";
+// key order with glibc's expf and fused multiply-adds of the dequantized values (f16 values into
+// an accumulator rounded to f16 at every step, as ggml_vec_mad_f16). f16 keys are converted to
+// f32 in the thread's scratch and dotted in ggml_vec_dot_f16's order (that of ggml_vec_dot_f32
+// for head dims of 64k: attention-ggml.ts's vecDot). The host hands in the queries already
+// rotated and converted (Q8_0 blocks, or f16-rounded floats for f16 keys: one conversion per
+// item, as llama.cpp's q_to_vec_dot) and rotates the output back; this kernel exists only in the
+// relaxed build (its fused multiply-adds), used only where the runtime fuses.
+import { f16, f16At, f16TableAddress, f16x4, f32ToF16Bits } from "./half";
 import { fma } from "./ggml-math";
+import { vecDot } from "./attention-ggml";
 
+const F16: i32 = 1;
 const Q8_0: i32 = 2;
 const Q4_0: i32 = 3;
 
@@ -73,6 +78,32 @@ const Q4_0: i32 = 3;
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
+/**
+ * Four lanes rounded to the nearest f16 value (as f32): where every lane is zero or a normal f16
+ * below 65504, the mantissa rounded to 10 bits with ties to even in the integer lanes; otherwise
+ * lane by lane through the f16 bits (subnormals, overflow to infinity)
+ */
+// @ts-ignore: decorator
+@inline function roundF16x4(x: v128): v128 {
+  const abs = v128.and(x, i32x4.splat(0x7fffffff));
+  const normal = v128.or(i32x4.eq(abs, i32x4.splat(0)), v128.and(i32x4.ge_u(abs, i32x4.splat(0x38800000)), i32x4.lt_u(abs, i32x4.splat(0x477fe000))));
+  if (i32x4.all_true(normal)) {
+    const tie = v128.and(i32x4.shr_u(x, 13), i32x4.splat(1));
+    return v128.and(i32x4.add(x, i32x4.add(i32x4.splat(0x0fff), tie)), i32x4.splat(0xffffe000));
+  }
+  let r = f32x4.splat(0);
+  r = f32x4.replace_lane(r, 0, f16(f32ToF16Bits(f32x4.extract_lane(x, 0))));
+  r = f32x4.replace_lane(r, 1, f16(f32ToF16Bits(f32x4.extract_lane(x, 1))));
+  r = f32x4.replace_lane(r, 2, f16(f32ToF16Bits(f32x4.extract_lane(x, 2))));
+  return f32x4.replace_lane(r, 3, f16(f32ToF16Bits(f32x4.extract_lane(x, 3))));
+}
+
+/** four f16 at p as f32 lanes */
+// @ts-ignore: decorator
+@inline function halves4(p: usize): v128 {
+  return f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(v128.load64_zero(p)), 16));
+}
+
 /** acc[0..32) += dequantized value block at vb * vs, one fused multiply-add per element */
 // @ts-ignore: decorator
 @inline function addValueBlock(vType: i32, vb: usize, acc: usize, vs: v128, table: usize): void {
@@ -99,26 +130,28 @@ const Q4_0: i32 = 3;
 }
 
 /**
- * Items [i0, i1) (item = t * nHeads + h): qq holds each item's query as Q8_0 blocks
- * (headDim / 32 blocks of 34 bytes, item after item); k and v hold rows of kRowBytes / vRowBytes
- * bytes, position j in row rows[j], head h's blocks starting (h / group) * headDim / 32 blocks in;
- * types packs the key type (low byte) and value type (next byte): 2 = q8_0, 3 = q4_0; table is
- * expf's 32 doubles. Results into out (nTok x nHeads x headDim f32), not yet rotated back.
+ * Items [i0, i1) (item = t * nHeads + h): qq holds each item's converted query, item after item
+ * (Q8_0 blocks: headDim / 32 of 34 bytes; for f16 keys headDim f16-rounded floats); k and v hold
+ * rows of kRowBytes / vRowBytes bytes, position j in row rows[j], head h's part starting at its
+ * KV head's share of the row; types packs the key type (low byte) and value type (next byte): 1 =
+ * f16, 2 = q8_0, 3 = q4_0; table is expf's 32 doubles; scratch holds headDim floats of this
+ * thread's own (f16 keys). Results into out (nTok x nHeads x headDim f32), not yet rotated back.
  */
-export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize): void {
+export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize, scratch: usize): void {
   const f16s = f16TableAddress();
   const group = nHeads / nKvHeads;
   const kType = types & 0xff, vType = (types >> 8) & 0xff;
   const nBlocks = headDim >> 5;
-  const kHead: usize = <usize>nBlocks * (kType == Q8_0 ? 34 : 18);
-  const vHead: usize = <usize>nBlocks * (vType == Q8_0 ? 34 : 18);
+  const kHead: usize = kType == F16 ? <usize>headDim << 1 : <usize>nBlocks * (kType == Q8_0 ? 34 : 18);
+  const vHead: usize = vType == F16 ? <usize>headDim << 1 : <usize>nBlocks * (vType == Q8_0 ? 34 : 18);
   const vBlock: usize = vType == Q8_0 ? 34 : 18;
+  const qStride: usize = kType == F16 ? <usize>headDim << 2 : <usize>nBlocks * 34;
   const rowBytes = (<usize>headDim) << 2;
   for (let item = i0; item < i1; item++) {
     const t = item / nHeads;
     const h = item % nHeads;
     const kvh = <usize>(h / group);
-    const qp = qq + <usize>item * (<usize>nBlocks * 34);
+    const qp = qq + <usize>item * qStride;
     const op = out + <usize>item * rowBytes;
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.splat(0));
     const nKeys = startPos + t + 1;
@@ -126,19 +159,32 @@ export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: u
     let sum: f32 = 0;
     for (let j = 0; j < nKeys; j++) {
       const row = <usize>load<i32>(rows + (<usize>j << 2));
-      const s = keyDot(kType, k + row * kRowBytes + kvh * kHead, qp, nBlocks, f16s) * scale;
+      const kp = k + row * kRowBytes + kvh * kHead;
+      let s: f32;
+      if (kType == F16) {
+        for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(scratch + (d << 1), halves4(kp + d));
+        s = vecDot(scratch, qp, headDim) * scale;
+      } else {
+        s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
+      }
       let ms: f32 = 1, vs: f32 = 1;
       if (s > m) {
         ms = expfLibm(m - s, table);
         m = s;
         const msv = f32x4.splat(ms);
-        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
+        if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
+        else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
       } else {
         vs = expfLibm(s - m, table);
       }
       const vp = v + row * vRowBytes + kvh * vHead;
       const vsv = f32x4.splat(vs);
-      for (let b = 0; b < nBlocks; b++) addValueBlock(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), vsv, f16s);
+      if (vType == F16) {
+        // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16
+        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(fma(halves4(vp + (d >> 1)), vsv, v128.load(op + d))));
+      } else {
+        for (let b = 0; b < nBlocks; b++) addValueBlock(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), vsv, f16s);
+      }
       sum = f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0);
     }
     const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);

@@ -215,7 +215,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
   // head's scores and gathered rows, F16/BF16 batches a converted row group: the slot of its index
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
-  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
+  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
 }
 
 /**
@@ -303,7 +303,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 39: matTQ2_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     // attention over a q8_0 / q4_0 KV cache (relaxed build only): case 7's words with XQ = Q8_0
     // queries, ROW_BYTES = a key row's bytes, and the KV_* words
-    case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable); break;
+    case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }
 }

@@ -153,18 +153,19 @@ test("a cache type the model's heads cannot hold is refused in one line; f16 tak
   }
 });
 
-test("the wasm kernel for block-format caches gives the reference kernel's bits (paged rows, GQA, prompt and decode)", async () => {
+test("the wasm kernel for f16 and block-format caches gives the reference kernel's bits (paged rows, GQA, prompt and decode)", async () => {
   const { createBackend } = await import("../src/kernels/index.js");
   const wasm = await createBackend("wasm", { threads: 2 });
   const ref = await createBackend("reference");
   try {
     const rng = new Rng(21);
-    for (const [kt, vt] of [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"]] as const) {
+    for (const [kt, vt] of [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"], ["f16", "f16"], ["q8_0", "f16"], ["f16", "q4_0"]] as const) {
       for (const { nHeads, nKvHeads, headDim, startPos, nTokens } of [
         { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 0, nTokens: 37 },
         { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 300, nTokens: 1 },
         { nHeads: 6, nKvHeads: 2, headDim: 32, startPos: 70, nTokens: 5 },
       ]) {
+        // f16 keys at head dims of 64k only (the kernel's condition; others take the reference kernel, compared all the same)
         const nAll = startPos + nTokens, width = nKvHeads * headDim;
         // rows scattered over a pool of twice the positions, as a paged cache lays them out
         const order = Int32Array.from({ length: 2 * nAll }, (_, i) => i).sort(() => rng.uniform() - 0.5).subarray(0, nAll);

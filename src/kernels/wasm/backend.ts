@@ -5,6 +5,7 @@ import { swiglu } from "../ops/activations.js";
 import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
+import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -141,8 +142,8 @@ function writeAttentionJob(control: Int32Array, kind: C.Kind, at: { q: number; k
   new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
 }
 
-/** the cache types assembly/attention-kv.ts reads, as its job word numbers them */
-const KV_KERNEL_TYPES = { q8_0: 2, q4_0: 3 } as const;
+/** the cache types assembly/attention-kv.ts reads, as its job word numbers them (an f32 side of a mixed cache takes the reference kernel) */
+const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3 } as const;
 
 /** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
 const PANEL_TOKENS = 4;
@@ -411,17 +412,26 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function encodedAttentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, encoding: KVCacheEncoding, kRowBytes: number, vRowBytes: number): void {
     const items = nTokens * nHeads, floats = items * headDim, nAll = startPos + nTokens;
-    const qBytes = items * (headDim / 32) * 34;
+    const halfKeys = encoding.k.type === "f16";
+    const qBytes = halfKeys ? floats * 4 : items * (headDim / 32) * 34;
+    // f16 keys are converted into a slot of headDim floats per thread
+    const slotBytes = halfKeys ? align64(headDim * 4) : 0;
     const space = memories.spaces[index]!;
-    const qqPtr = space.scratch(align64(qBytes) + align64(floats * 4) + align64(nAll * 4) + EXP2_TABLE.byteLength);
+    const qqPtr = space.scratch(align64(qBytes) + align64(floats * 4) + align64(nAll * 4) + align64(EXP2_TABLE.byteLength) + threads * slotBytes);
     const oPtr = qqPtr + align64(qBytes), rPtr = oPtr + align64(floats * 4), tPtr = rPtr + align64(nAll * 4);
     const buffer = space.arena.buffer;
-    const qq = new Uint8Array(buffer, qqPtr, qBytes);
-    const head = new Float32Array(headDim);
-    for (let i = 0; i < items; i++) {
-      head.set(q.subarray(i * headDim, (i + 1) * headDim));
-      if (encoding.k.rotation > 0) hadamardInPlace(head, 0, headDim, encoding.k.rotation);
-      quantizeActivationsQ8_0(qq.subarray(i * (headDim / 32) * 34), head, headDim);
+    if (halfKeys) {
+      // the queries as llama.cpp's F16 conversion leaves them, as floats
+      const qf = new Float32Array(buffer, qqPtr, floats);
+      for (let i = 0; i < floats; i++) qf[i] = f16BitsToF32(f32ToF16Bits(q[i]!));
+    } else {
+      const qq = new Uint8Array(buffer, qqPtr, qBytes);
+      const head = new Float32Array(headDim);
+      for (let i = 0; i < items; i++) {
+        head.set(q.subarray(i * headDim, (i + 1) * headDim));
+        if (encoding.k.rotation > 0) hadamardInPlace(head, 0, headDim, encoding.k.rotation);
+        quantizeActivationsQ8_0(qq.subarray(i * (headDim / 32) * 34), head, headDim);
+      }
     }
     new Int32Array(buffer, rPtr, nAll).set(rows.subarray(0, nAll));
     new Float64Array(buffer, tPtr, EXP2_TABLE.length).set(EXP2_TABLE);
@@ -431,6 +441,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.KV_VALUE_ROW_BYTES] = vRowBytes;
     control[C.KV_TYPES] = KV_KERNEL_TYPES[encoding.k.type as keyof typeof KV_KERNEL_TYPES] | (KV_KERNEL_TYPES[encoding.v.type as keyof typeof KV_KERNEL_TYPES] << 8);
     control[C.KV_EXP_TABLE] = tPtr;
+    control[C.SLOT_BASE] = tPtr + align64(EXP2_TABLE.byteLength);
+    control[C.SLOT_BYTES] = slotBytes;
     const group = nHeads / nKvHeads;
     setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
     runJob(index);
@@ -593,8 +605,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const v = memories.locate(values);
       const nAll = startPos + nTokens;
       if (encoding && !isPlainF32(encoding)) {
-        // block-format keys and values have a kernel (where the multiply-add fuses); other encodings take the reference one
-        const blocks = encoding.k.type in KV_KERNEL_TYPES && encoding.v.type in KV_KERNEL_TYPES && headDim % 32 === 0;
+        // f16 and block-format keys and values have a kernel (where the multiply-add fuses; f16 keys
+        // at head dims of 64k, where ggml_vec_dot_f16 has no leftovers); the rest take the reference one
+        const blocks = encoding.k.type in KV_KERNEL_TYPES && encoding.v.type in KV_KERNEL_TYPES && headDim % (encoding.k.type === "f16" ? 64 : 32) === 0;
         if (!exact || !blocks || k === undefined || v === undefined || k.space !== v.space || nHeads % nKvHeads !== 0 || rows === undefined) {
           return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
         }
