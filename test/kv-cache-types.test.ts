@@ -195,3 +195,37 @@ test("the wasm kernel for f16 and block-format caches gives the reference kernel
     ref.dispose();
   }
 });
+
+test("the engine on a q8_0 cache: concurrent requests, n choices and a cached prefix give what each request alone gives", { skip: skipStories }, async () => {
+  const path = join(dir, "engine-q8.gguf");
+  await writeRandomModel(path, { ...tinyLlama, std: 0.08, seed: 5 });
+  const load = () => loadModel(path, { contextSize: 256, cacheTypeK: "q8_0", cacheTypeV: "q8_0" });
+  const prefix = [1, ...Array.from({ length: 47 }, (_, i) => 3 + ((i * 37) % 500))];
+  const prompts = [[...prefix, 7, 8, 9], [...prefix, 11, 12], [2, 3, 4, 5, 6]];
+  const options = { temperature: 0, maxTokens: 10, ignoreEos: true };
+  const solo: number[][] = [];
+  for (const p of prompts) {
+    const m = await load();
+    try {
+      solo.push((await m.generate(p, options)).completionTokens);
+    } finally {
+      m.dispose();
+    }
+  }
+  const model = await load();
+  try {
+    const together = await Promise.all(prompts.map((p) => model.generate(p, options)));
+    assert.deepEqual(together.map((r) => r.completionTokens), solo, "batched = solo");
+    // the first prompt again: its whole 48-token blocks come from the prefix cache, same tokens
+    const again = await model.generate(prompts[0]!, options);
+    assert.ok(again.timings.cachedPromptTokens >= 48, `${again.timings.cachedPromptTokens} cached prompt tokens`);
+    assert.deepEqual(again.completionTokens, solo[0]);
+    // two choices share one prefill (the second forks the cache's encoded rows); choice 1 samples with seed + 1
+    const sampled = await model.generate(prompts[1]!, { ...options, temperature: 0.8, seed: 3, n: 2 });
+    assert.equal(sampled.choices?.length, 2);
+    const alone = await model.generate(prompts[1]!, { ...options, temperature: 0.8, seed: 4 });
+    assert.deepEqual(sampled.choices![1]!.completionTokens, alone.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});
