@@ -18,6 +18,7 @@ import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRel
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendEncoded } from "./attention-kv";
+import { matINT8, matNF4 } from "./memory-only";
 import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
@@ -187,7 +188,7 @@ let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39);
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || kind == 41 || kind == 42;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -303,6 +304,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 39: matTQ2_0(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     // attention over a q8_0 / q4_0 KV cache (relaxed build only): case 7's words with XQ = Q8_0
     // queries, ROW_BYTES = a key row's bytes, and the KV_* words
+    // NF4 (41) and INT8 (42), tsllm's in-memory formats, over f32 activations
+    case 41: matNF4(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    case 42: matINT8(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

@@ -95,6 +95,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.MXFP4, C.Kind.MXFP4],
   [GGMLType.TQ1_0, C.Kind.TQ1_0],
   [GGMLType.TQ2_0, C.Kind.TQ2_0],
+  [GGMLType.NF4, C.Kind.NF4],
+  [GGMLType.INT8, C.Kind.INT8],
 ]);
 
 const INITIAL_SCRATCH = 8 << 20;

@@ -164,6 +164,9 @@ export enum Kind {
    * row bytes, KV_* words
    */
   ATTENTION_ENCODED = 40,
+  /** tsllm's in-memory NF4 / INT8 weights over f32 activations (assembly/memory-only.ts) */
+  NF4 = 41,
+  INT8 = 42,
 }
 
 /**
