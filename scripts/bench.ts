@@ -19,8 +19,7 @@
  */
 import { basename } from "node:path";
 import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
-import { seconds } from "../src/cli/bench.js";
-import { cacheTypesFrom } from "../src/cli/generate.js";
+import { benchCacheTypes, seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel } from "../src/testing/index.js";
@@ -66,11 +65,9 @@ async function main(argv: string[]): Promise<void> {
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
-  const { cacheTypeK, cacheTypeV } = cacheTypesFrom(values);
   const settings: Omit<BenchOptions, "modelPath" | "onSample"> = {
     backend,
-    // either flag sets both engines' cache types (the other kind f32 for tsllm's default)
-    cacheTypes: cacheTypeK === undefined && cacheTypeV === undefined ? undefined : { k: cacheTypeK ?? "f32", v: cacheTypeV ?? "f32" },
+    cacheTypes: benchCacheTypes(values),
     threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2,
     // a concurrent run's requests are short, like a server's; the time per output token needs two tokens
     promptTokens: promptLengths[0] ?? (concurrency ? 32 : 128),

@@ -1,6 +1,8 @@
 import { availableParallelism } from "node:os";
 import { formatReport, runBenchmark } from "../bench/index.js";
-import { backendOption, flag, optionalNumber, parse, requireString, threadsOption, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, parse, requireString, threadsOption, type OptionSpec, type ParsedValues } from "./args.js";
+import { cacheTypesFrom } from "./generate.js";
+import type { KVCacheTypes } from "../kernels/index.js";
 
 export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
 
@@ -15,6 +17,10 @@ Options:
   --gen-tokens N        decode steps (default 128)
   --repetitions N       runs per engine (default 3)
   --backend NAME        tsllm backend: wasm (default), reference or webgpu
+  --cache-type-k T      KV cache type of keys for both engines: f32, f16, q8_0, q4_0 (default: each
+                        engine's own, tsllm f32 and llama.cpp F16; llama.cpp gets flash attention
+                        when one is q8_0 or q4_0, as it needs)
+  --cache-type-v T      KV cache type of values for both engines (as --cache-type-k)
   --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
   --timeout S           kill a run that takes longer than S seconds (default 600)
   --json                print one JSON object (medians, ratios and every sample) and nothing else
@@ -28,6 +34,8 @@ export const BENCH_ARGS: OptionSpec = {
   "gen-tokens": { type: "string" },
   repetitions: { type: "string" },
   backend: { type: "string" },
+  "cache-type-k": { type: "string" },
+  "cache-type-v": { type: "string" },
   "vs-llama-cpp": { type: "boolean" },
   timeout: { type: "string" },
   json: { type: "boolean" },
@@ -42,6 +50,7 @@ export async function runBench(argv: string[]): Promise<void> {
   const report = await runBenchmark({
     modelPath,
     backend,
+    cacheTypes: benchCacheTypes(values),
     threads: threadsOption(values) ?? availableParallelism(),
     promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
@@ -52,6 +61,12 @@ export async function runBench(argv: string[]): Promise<void> {
       process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
   });
   process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
+}
+
+/** --cache-type-k / -v for a benchmark: either sets both engines' types (the other kind f32), neither leaves each engine's default */
+export function benchCacheTypes(values: ParsedValues): KVCacheTypes | undefined {
+  const { cacheTypeK, cacheTypeV } = cacheTypesFrom(values);
+  return cacheTypeK === undefined && cacheTypeV === undefined ? undefined : { k: cacheTypeK ?? "f32", v: cacheTypeV ?? "f32" };
 }
 
 export function seconds(s: number | undefined): number | undefined {
