@@ -19,6 +19,7 @@ import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendEncoded } from "./attention-kv";
 import { matINT8, matNF4 } from "./memory-only";
+import { matQ4_1, matQ5_1 } from "./q1";
 import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
@@ -188,7 +189,7 @@ let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || kind == 41 || kind == 42;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44);
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -307,6 +308,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // NF4 (41) and INT8 (42), tsllm's in-memory formats, over f32 activations
     case 41: matNF4(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
     case 42: matINT8(w, rowBytes, xq, out, rows, cols, nTok, r0, r1); break;
+    // Q4_1 (43) and Q5_1 (44) over Q8_0-quantized activations with the Q8_1 block sums at XB
+    case 43: matQ4_1(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 44: matQ5_1(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

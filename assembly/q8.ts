@@ -36,7 +36,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
 
 /** 0x10 in byte j (0..15) where bit j of the 16-bit `bits` is set, else 0 */
 // @ts-ignore: decorator
-@inline function fifthBits(bits: i32): v128 {
+@inline export function fifthBits(bits: i32): v128 {
   // byte j of the splat holds bits >> 8 * (j & 1); the swizzle picks byte 0 for j < 8, byte 1 above
   const spread = i8x16.swizzle(i16x8.splat(<i16>bits), v128(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
   const select = v128.load(BIT_OF_BYTE);

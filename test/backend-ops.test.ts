@@ -208,7 +208,7 @@ describe("attention", () => {
 });
 
 describe("matmul and embedding lookup over weight types", () => {
-  const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.NF4, GGMLType.INT8];
+  const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.Q4_1, GGMLType.Q5_1, GGMLType.NF4, GGMLType.INT8];
   const cols = 256, rows = 37;
 
   function tensor(be: Backend, type: GGMLType, seed: number): Tensor {

@@ -95,6 +95,8 @@ const KIND_OF: ReadonlyMap<GGMLType, C.Kind> = new Map([
   [GGMLType.MXFP4, C.Kind.MXFP4],
   [GGMLType.TQ1_0, C.Kind.TQ1_0],
   [GGMLType.TQ2_0, C.Kind.TQ2_0],
+  [GGMLType.Q4_1, C.Kind.Q4_1],
+  [GGMLType.Q5_1, C.Kind.Q5_1],
   [GGMLType.NF4, C.Kind.NF4],
   [GGMLType.INT8, C.Kind.INT8],
 ]);
@@ -142,6 +144,22 @@ function writeAttentionJob(control: Int32Array, kind: C.Kind, at: { q: number; k
   control[C.N_HEADS] = nHeads;
   control[C.N_KV_HEADS] = nKvHeads;
   new Float32Array(control.buffer, control.byteOffset, control.length)[C.SCALE] = scale;
+}
+
+/**
+ * Q8_1's s = d * sum(q) per block of 32 (f16-rounded, as the block carries it), with d the f32
+ * amax / 127 before its own f16 rounding (quantize_row_q8_1): from the f32 activations x and the
+ * Q8_0 kernel's int16 quants q (the same q as Q8_1's)
+ */
+function q8_1Sums(x: Float32Array, q: Int16Array, out: Float32Array): void {
+  for (let b = 0; b < out.length; b++) {
+    let amax = 0, sum = 0;
+    for (let j = 32 * b; j < 32 * b + 32; j++) {
+      amax = Math.max(amax, Math.abs(x[j]!));
+      sum += q[j]!;
+    }
+    out[b] = f16BitsToF32(f32ToF16Bits(Math.fround(Math.fround(amax / 127) * sum)));
+  }
 }
 
 /** the cache types assembly/attention-kv.ts reads, as its job word numbers them (an f32 side of a mixed cache takes the reference kernel) */
@@ -313,9 +331,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     let xPtr = xf;
     if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
-    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4) {
+    else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4 || kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
       else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
+      if (kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) q8_1Sums(x, new Int16Array(buffer, xq, nTok * cols), new Float32Array(buffer, xb, (nTok * cols) / 32));
       xPtr = xq;
     } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS || GRID_KINDS.has(kind)) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);

@@ -167,6 +167,9 @@ export enum Kind {
   /** tsllm's in-memory NF4 / INT8 weights over f32 activations (assembly/memory-only.ts) */
   NF4 = 41,
   INT8 = 42,
+  /** Q4_1 / Q5_1 over Q8_0-quantized activations, XB = each block's s_x (Q8_1's d * sum(q), f16-rounded, as f32) */
+  Q4_1 = 43,
+  Q5_1 = 44,
 }
 
 /**
