@@ -1,6 +1,6 @@
 import type { Sampler } from "../sampler.js";
 import type { Grammar } from "./grammar.js";
-import type { ParseState } from "./parse-states.js";
+import { REFUSED } from "./parse-states.js";
 import { TokenMasks } from "./token-masks.js";
 import type { ConstraintVocabulary } from "./vocabulary.js";
 
@@ -14,7 +14,7 @@ const LAZY_TRIES = 4;
  */
 export class TokenConstraint {
   private readonly masks: TokenMasks;
-  private state: ParseState;
+  private state: number;
 
   constructor(grammar: Grammar, vocab: ConstraintVocabulary, private readonly endIds: ReadonlySet<number>) {
     this.masks = TokenMasks.of(grammar, vocab);
@@ -30,13 +30,13 @@ export class TokenConstraint {
 
   /** whether the text so far is a whole sentence of the grammar */
   get complete(): boolean {
-    return this.state.set.complete;
+    return this.masks.states.complete(this.state);
   }
 
   /** whether token `id` may come next */
   allows(id: number): boolean {
     if (this.endIds.has(id)) return this.complete;
-    return this.masks.states.afterToken(this.state, id) !== null;
+    return this.masks.states.afterToken(this.state, id) !== REFUSED;
   }
 
   /** -Infinity for every token that may not come next; false when none may */
@@ -47,20 +47,21 @@ export class TokenConstraint {
     const ends = this.complete ? [...this.endIds].filter((id) => id < n).map((id) => [id, logits[id]!] as const) : [];
     let any = ends.length > 0;
     for (let w = 0, words = (n + 31) >>> 5; w < words; ) {
+      const base = w << 5;
       // bits past the logits (a model row shorter than the vocabulary) do not count
-      const word = (w < bits.length ? bits[w]! : 0) & ((w << 5) + 32 > n ? (1 << (n & 31)) - 1 : -1);
+      const valid = base + 32 > n ? (1 << (n & 31)) - 1 : -1;
+      const word = (w < bits.length ? bits[w]! : 0) & valid;
       if (word === 0) {
         // runs of refused words (most of the vocabulary outside a string) in one fill
         let e = w + 1;
         while (e < words && (e < bits.length ? bits[e]! : 0) === 0) e++;
-        logits.fill(-Infinity, w << 5, Math.min(e << 5, n));
+        logits.fill(-Infinity, base, Math.min(e << 5, n));
         w = e;
         continue;
       }
       any = true;
-      if (word !== -1) {
-        for (let i = w << 5, end = Math.min(i + 32, n); i < end; i++) if (!((word >>> (i & 31)) & 1)) logits[i] = -Infinity;
-      }
+      // the refused bits of a word that has allowed ones, lowest first (none in a full word)
+      for (let z = ~word & valid; z !== 0; z &= z - 1) logits[base + 31 - Math.clz32(z & -z)] = -Infinity;
       w++;
     }
     for (const [id, value] of ends) logits[id] = value;
@@ -90,7 +91,7 @@ export class TokenConstraint {
   accept(id: number): void {
     if (this.endIds.has(id)) return;
     const next = this.masks.states.afterToken(this.state, id);
-    if (!next) throw new Error(`token ${id} is not allowed by the grammar here`);
+    if (next === REFUSED) throw new Error(`token ${id} is not allowed by the grammar here`);
     this.state = next;
   }
 }

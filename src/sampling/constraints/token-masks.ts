@@ -1,5 +1,5 @@
 import type { Grammar } from "./grammar.js";
-import { ParseStates, type ParseState } from "./parse-states.js";
+import { ParseStates, REFUSED, UNKNOWN } from "./parse-states.js";
 import type { ConstraintVocabulary } from "./vocabulary.js";
 
 /** bytes of masks kept per grammar and vocabulary (bitsets: 6 KB each at a 49k vocabulary, 19 KB at 152k) */
@@ -16,64 +16,60 @@ export class TokenMasks {
   readonly states: ParseStates;
   private readonly words: number;
   private readonly maxMasks: number;
-  /** states holding a mask, oldest first (the budget drops from the front) */
-  private readonly masked: ParseState[] = [];
-  private maskedFrom = 0;
-  /** the walk's stack: the state and the subtree end at each depth */
-  private readonly stackState: ParseState[];
-  private readonly stackEnd: Int32Array;
+  private readonly masks = new Map<number, Uint32Array>();
+  /** the walk's state at each depth, as its row's start in the transition table */
+  private readonly rows: Int32Array;
 
   private constructor(grammar: Grammar, private readonly vocab: ConstraintVocabulary) {
     this.states = new ParseStates(grammar, vocab);
     this.words = (vocab.size + 31) >>> 5;
     this.maxMasks = Math.max(64, Math.floor(MASK_BUDGET_BYTES / (4 * this.words)));
-    this.stackState = new Array<ParseState>(vocab.maxLength + 1);
-    this.stackEnd = new Int32Array(vocab.maxLength + 1);
+    this.rows = new Int32Array(vocab.maxLength + 1);
   }
 
   private static cache = new WeakMap<Grammar, Map<ConstraintVocabulary, TokenMasks>>();
 
+  /** the masks of `grammar` over `vocab`, shared; a fresh set once the parse states fill up (sequences under way keep theirs) */
   static of(grammar: Grammar, vocab: ConstraintVocabulary): TokenMasks {
     let byVocab = TokenMasks.cache.get(grammar);
     if (!byVocab) TokenMasks.cache.set(grammar, (byVocab = new Map()));
     let masks = byVocab.get(vocab);
-    if (!masks) byVocab.set(vocab, (masks = new TokenMasks(grammar, vocab)));
+    if (!masks || masks.states.full) byVocab.set(vocab, (masks = new TokenMasks(grammar, vocab)));
     return masks;
   }
 
   /** the tokens allowed from `state` (bit i of the bitset: token i), end-of-generation tokens not included */
-  of(state: ParseState): Uint32Array {
-    if (state.mask) return state.mask;
-    const bits = this.walk(state);
-    if (this.masked.length - this.maskedFrom >= this.maxMasks) {
-      this.masked[this.maskedFrom++]!.mask = undefined;
-      // a queue without a shift per drop: the front is cut off now and then
-      if (this.maskedFrom > 1024) {
-        this.masked.splice(0, this.maskedFrom);
-        this.maskedFrom = 0;
-      }
-    }
-    this.masked.push(state);
-    return (state.mask = bits);
+  of(state: number): Uint32Array {
+    let bits = this.masks.get(state);
+    if (bits) return bits;
+    bits = this.walk(state);
+    if (this.masks.size >= this.maxMasks) this.masks.delete(this.masks.keys().next().value!);
+    this.masks.set(state, bits);
+    return bits;
   }
 
-  /** every token whose text the grammar allows from `state`: the trie in preorder, refused subtrees jumped over */
-  private walk(state: ParseState): Uint32Array {
+  /**
+   * Every token whose text the grammar allows from `state`: the trie in preorder, refused
+   * subtrees jumped over. A node's parent state is the one last written for the depth above it
+   * (preorder visits the parent after any other node of that depth), so the walk keeps no stack
+   * to pop: each node reads its depth's row and writes the row of the depth below.
+   */
+  private walk(state: number): Uint32Array {
     const bits = new Uint32Array(this.words);
-    const { nodeChar, nodeEnd, tokenStart, tokens } = this.vocab;
-    const classOf = this.states.partition.classOf;
-    const stackState = this.stackState, stackEnd = this.stackEnd;
+    const { nodeChar, nodeEnd, nodeDepth, tokenStart, tokens } = this.vocab;
+    const states = this.states, classOf = states.partition.classOf, classes = states.partition.size;
+    const rows = this.rows;
+    let table = states.transitions;
     const n = nodeChar.length;
-    let depth = 0;
-    stackState[0] = state;
-    stackEnd[0] = n;
+    rows[0] = state * classes;
     for (let i = 0; i < n; ) {
-      while (i >= stackEnd[depth]!) depth--;
-      const from = stackState[depth]!;
-      const k = classOf[nodeChar[i]!]!;
-      let to = from.next[k];
-      if (to === undefined) to = this.states.step(from, k);
-      if (to === null) {
+      const d = nodeDepth[i]!, k = classOf[nodeChar[i]!]!;
+      let to = table[rows[d]! + k]!;
+      if (to === UNKNOWN) {
+        to = states.step(rows[d]! / classes, k);
+        table = states.transitions;
+      }
+      if (to === REFUSED) {
         i = nodeEnd[i]!;
         continue;
       }
@@ -81,12 +77,8 @@ export class TokenMasks {
         const id = tokens[t]!;
         bits[id >>> 5]! |= 1 << (id & 31);
       }
-      const end = nodeEnd[i]!;
+      rows[d + 1] = to * classes;
       i++;
-      if (end > i) {
-        stackState[++depth] = to;
-        stackEnd[depth] = end;
-      }
     }
     return bits;
   }

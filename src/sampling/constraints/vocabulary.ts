@@ -24,6 +24,8 @@ export class ConstraintVocabulary {
   readonly nodeChar: Int32Array;
   /** per trie node: the index one past its subtree (the next node that is not below it) */
   readonly nodeEnd: Int32Array;
+  /** per trie node: its depth, 0 for the root's children (the length of its text, less one) */
+  readonly nodeDepth: Uint16Array;
   /** tokens whose text ends at node i: tokens[tokenStart[i] .. tokenStart[i + 1]) */
   readonly tokenStart: Int32Array;
   readonly tokens: Int32Array;
@@ -67,22 +69,24 @@ export class ConstraintVocabulary {
 
     this.nodeChar = new Int32Array(nodes);
     this.nodeEnd = new Int32Array(nodes);
+    this.nodeDepth = new Uint16Array(nodes);
     this.tokenStart = new Int32Array(nodes + 1);
     const tokens: number[] = [];
     let at = 0;
-    const flatten = (node: BuildNode): void => {
+    const flatten = (node: BuildNode, depth: number): void => {
       // children by code point: the layout does not depend on the order the tokens came in
       for (const c of [...node.children.keys()].sort((a, b) => a - b)) {
         const child = node.children.get(c)!;
         const i = at++;
         this.nodeChar[i] = number.get(c)!;
+        this.nodeDepth[i] = depth;
         this.tokenStart[i] = tokens.length;
         tokens.push(...child.tokens);
-        flatten(child);
+        flatten(child, depth + 1);
         this.nodeEnd[i] = at;
       }
     };
-    flatten(root);
+    flatten(root, 0);
     this.tokenStart[nodes] = tokens.length;
     this.tokens = Int32Array.from(tokens);
   }
