@@ -1,8 +1,9 @@
 /**
  * The cost of constrained decoding on a random-weight SmolLM-135M-shaped model (Q8_0), greedy and
  * sampled: time per output token without a JSON Schema (TPOT) and under one, and the constraint's
- * own time per token inside those requests — masks, token checks, the parse advanced, the
- * grammar's per-vocabulary tables set up, and its compilation — for a schema's first request
+ * own time per token inside those requests — masks, token checks (greedy's tries of refused
+ * tokens included, each a sampler call), the parse advanced, the grammar's per-vocabulary tables
+ * set up, and its compilation — for a schema's first request
  * (every cache cold) and for the same schema again. Each run takes a schema never seen before
  * (its description differs), so every run's first request is a first one; figures are medians
  * over the runs. Greedy decoding masks only when none of its best few tokens is allowed;
@@ -19,6 +20,7 @@ import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js"
 import { loadModel } from "../src/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { TokenMasks } from "../src/sampling/constraints/token-masks.js";
+import type { Sampler } from "../src/sampling/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, SHARED_DIR, SMOLLM_135M } from "../src/testing/index.js";
 
@@ -40,21 +42,57 @@ let t = performance.now();
 ConstraintVocabulary.of(model.tokenizer);
 const vocabMs = performance.now() - t;
 
-// the constraint's time inside requests, summed by wrapping what the engine calls of it
+// The constraint's time inside requests, summed by wrapping what the engine calls of it. choose()
+// counts whole but for one sampler call, the one unconstrained decoding makes too: greedy's
+// tries of refused tokens each cost a sampler call, which is the constraint's cost.
 let constraintMs = 0;
-function timed<T extends object, K extends keyof T>(owner: T, key: K): void {
-  const f = owner[key] as (...a: unknown[]) => unknown;
-  owner[key] = function (this: unknown, ...a: unknown[]) {
+let choosing = false;
+const proto = TokenConstraint.prototype;
+function timed<K extends "mask" | "allows" | "accept">(key: K): void {
+  const f = proto[key] as (...a: unknown[]) => unknown;
+  proto[key] = function (this: TokenConstraint, ...a: unknown[]) {
+    if (choosing) return f.apply(this, a);
     const start = performance.now();
     try {
       return f.apply(this, a);
     } finally {
       constraintMs += performance.now() - start;
     }
-  } as T[K];
+  } as TokenConstraint[K];
 }
-for (const key of ["mask", "allows", "accept"] as const) timed(TokenConstraint.prototype, key);
-timed(TokenMasks, "of");
+for (const key of ["mask", "allows", "accept"] as const) timed(key);
+const choose = proto.choose;
+proto.choose = function (this: TokenConstraint, logits, sampler, history) {
+  let lastSample = 0;
+  const timedSampler: Sampler = {
+    ...sampler,
+    sample(l, h) {
+      const start = performance.now();
+      try {
+        return sampler.sample(l, h);
+      } finally {
+        lastSample = performance.now() - start;
+      }
+    },
+  };
+  const start = performance.now();
+  choosing = true;
+  try {
+    return choose.call(this, logits, timedSampler, history);
+  } finally {
+    choosing = false;
+    constraintMs += performance.now() - start - lastSample;
+  }
+};
+const makeMasks = TokenMasks.of;
+TokenMasks.of = (grammar, vocabulary) => {
+  const start = performance.now();
+  try {
+    return makeMasks(grammar, vocabulary);
+  } finally {
+    constraintMs += performance.now() - start;
+  }
+};
 
 const report: Record<string, unknown>[] = [];
 let schemaRun = 0;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { loadTokenizer } from "../src/index.js";
+import { createSampler } from "../src/sampling/index.js";
 import { ConstraintVocabulary, compileConstraint, GrammarMatcher, parseGbnf, TokenConstraint, type ConstraintSpec, type Grammar } from "../src/sampling/constraints/index.js";
 import { constraintTexts } from "./helpers/constraint-texts.js";
 import { rng as seeded } from "./helpers/rng.js";
@@ -155,6 +156,35 @@ test("a mask after a grammar is complete lets exactly the end-of-generation toke
   const after = maskOf(c, MADE_UP.length);
   assert.ok(after.has(END) && c.complete);
   assert.deepEqual([...after].filter((id) => id !== END).map((id) => MADE_UP[id]), ["x"]);
+});
+
+test("greedy choose() takes the best token brute force allows, whether it tries tokens one by one (a state's first visit) or applies a mask made before", () => {
+  const vocab = ConstraintVocabulary.fromTexts(MADE_UP);
+  const endIds = new Set([END]);
+  const rng = seeded(5);
+  const sampler = createSampler({ temperature: 0 });
+  for (const spec of [SCHEMAS[0]!, SCHEMAS[5]!]) {
+    const grammar = compileConstraint(spec);
+    // the same walk twice: the second time every state's mask is made
+    for (let pass = 0; pass < 2; pass++) {
+      const c = new TokenConstraint(grammar, vocab, endIds);
+      const walk = seeded(9);
+      let text = "";
+      for (let step = 0; step < 30; step++) {
+        const logits = Float32Array.from(MADE_UP, () => rng());
+        const allowed = bruteForce(grammar, MADE_UP, endIds, text);
+        let best = -1;
+        for (const id of allowed) if (best < 0 || logits[id]! > logits[best]!) best = id;
+        assert.equal(c.choose(Float32Array.from(logits), sampler, []), best, `pass ${pass}, after ${JSON.stringify(text)}`);
+        // go on by a token of the walk's own, so both passes meet the same states
+        const ids = [...allowed].filter((id) => !endIds.has(id));
+        if (ids.length === 0) break;
+        const id = ids[Math.floor(walk() * ids.length)]!;
+        c.accept(id);
+        text += MADE_UP[id]!;
+      }
+    }
+  }
 });
 
 for (const name of ["starcoder", "llama-spm", "deepseek-llm"]) {

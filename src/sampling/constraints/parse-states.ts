@@ -5,6 +5,8 @@ import type { ConstraintVocabulary } from "./vocabulary.js";
 
 /** parse states one table holds before the grammar's masks start over in a new one (sequences under way keep theirs) */
 const MAX_STATES = 100_000;
+/** and bytes of transitions: a grammar that tells thousands of characters apart has rows that long */
+const TABLE_BUDGET_BYTES = 64 << 20;
 /** in the transition table: not asked yet (REFUSED: the class is refused there; otherwise the next state's number) */
 export const UNKNOWN = -2;
 export const REFUSED = -1;
@@ -35,7 +37,7 @@ export class ParseStates {
 
   /** whether the table is as large as one may grow: new sequences should start on a new one */
   get full(): boolean {
-    return this.sets.length >= MAX_STATES;
+    return this.sets.length >= Math.min(MAX_STATES, TABLE_BUDGET_BYTES / (4 * this.classes));
   }
 
   get size(): number {

@@ -4,8 +4,13 @@ import { REFUSED } from "./parse-states.js";
 import { TokenMasks } from "./token-masks.js";
 import type { ConstraintVocabulary } from "./vocabulary.js";
 
-/** greedy requests try this many of the best tokens one by one before applying the whole mask */
-const LAZY_TRIES = 4;
+/**
+ * Greedy requests try this many of the best tokens one by one before applying the whole mask.
+ * Each try is a sampler call over the whole row, dearer than most first masks outside a string:
+ * one try settles the steps where the model keeps to the format (and a string's, whose first mask
+ * is the dearest), and costs one call where it does not.
+ */
+const LAZY_TRIES = 1;
 
 /**
  * A grammar applied to one sequence's tokens: which tokens may come next, and the parse
@@ -70,12 +75,14 @@ export class TokenConstraint {
 
   /**
    * The next token: the sampler's choice among the allowed tokens (-1 when no token may come).
-   * Greedy sampling tries its best tokens first and masks only if none of a few is allowed (the
-   * best allowed token is the same either way); sampling with a temperature masks first, so the
+   * Greedy sampling tries its best token first and masks only if it is refused (the best
+   * allowed token is the same either way), unless the state's mask is made already, which
+   * is applied at once; sampling with a temperature masks first, so the
    * chain's filters see the constrained distribution. `logits` is modified.
    */
   choose(logits: Float32Array, sampler: Sampler, history: ArrayLike<number>): number {
-    if (sampler.options.temperature <= 0) {
+    // a mask made already is applied at once: cheaper than a try that fails (a sampler call over the row), about even with one that succeeds
+    if (sampler.options.temperature <= 0 && !this.masks.has(this.state)) {
       for (let k = 0; k < LAZY_TRIES; k++) {
         const t = sampler.sample(logits, history);
         if (logits[t] === -Infinity) return -1;

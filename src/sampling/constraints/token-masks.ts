@@ -38,6 +38,11 @@ export class TokenMasks {
     return masks;
   }
 
+  /** whether the mask of `state` is made (of() would not walk) */
+  has(state: number): boolean {
+    return this.masks.has(state);
+  }
+
   /** the tokens allowed from `state` (bit i of the bitset: token i), end-of-generation tokens not included */
   of(state: number): Uint32Array {
     let bits = this.masks.get(state);
