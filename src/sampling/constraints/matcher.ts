@@ -42,7 +42,6 @@ export class GrammarMatcher {
   private steps = new Map<number, readonly Stack[]>();
 
   private sets = new Map<string, StackSet>();
-  private setSteps = new Map<number, StackSet | null>();
   private nextSetId = 0;
 
   constructor(readonly grammar: Grammar) {}
@@ -59,17 +58,18 @@ export class GrammarMatcher {
     return this.intern(this.initial());
   }
 
-  /** the set after code point c (undefined: c is not allowed there), cached per (set, c) */
-  step(set: StackSet, c: number): StackSet | undefined {
-    const key = set.id * 0x110000 + c;
-    let next = this.setSteps.get(key);
-    if (next === undefined) {
-      const stacks = this.advance(set.stacks, c);
-      next = stacks.length === 0 ? null : this.intern(stacks);
-      if (this.setSteps.size > MAX_FRAMES) this.setSteps = new Map();
-      this.setSteps.set(key, next);
-    }
-    return next ?? undefined;
+  /**
+   * The set after code point c (undefined: c is not allowed there). Not cached by (set, c): the
+   * caller asks once per class of characters the grammar cannot tell apart (parse-states.ts).
+   */
+  next(set: StackSet, c: number): StackSet | undefined {
+    const stacks = this.advance(set.stacks, c);
+    return stacks.length === 0 ? undefined : this.intern(stacks);
+  }
+
+  /** the character class on top of stack `s` (undefined: the empty stack, which takes no character) */
+  top(s: Stack): CharClass | undefined {
+    return s === null ? undefined : (this.grammar.rules[s.rule]![s.alt]![s.index] as CharClass);
   }
 
   private intern(stacks: readonly Stack[]): StackSet {
@@ -101,9 +101,8 @@ export class GrammarMatcher {
     const key = s.id * 0x110000 + c;
     const cached = this.steps.get(key);
     if (cached) return cached;
-    const top = this.grammar.rules[s.rule]![s.alt]![s.index] as CharClass;
     let result: readonly Stack[] = [];
-    if (matchesChar(top, c)) {
+    if (matchesChar(this.top(s)!, c)) {
       const out = new Set<Stack>();
       this.expand(this.frame(s.rule, s.alt, s.index + 1, s.parent), out, 0);
       result = [...out];
