@@ -1,12 +1,16 @@
 // Activation conversion to the weight's vec_dot type, as ggml does before every dot product
 // (exactly as the reference backend converts them: same f32 operations, same roundings).
-import { f16, f16Value, f32ToF16Bits, roundBF16 } from "./half";
+import { f16, F16_REBIAS, f16Value, f32ToF16Bits, roundBF16 } from "./half";
 
-/** x rounded through f16 and back, in place (the vec_dot type of F16 weights) */
-export function roundRowsF16(x: usize, n: i32): void {
+/**
+ * x rounded through f16 and back (the vec_dot type of F16 weights), times 2^112, in place: the
+ * F16 kernels' activations (float.ts loadF16x4: their weights come times 2^-112). The scaling is
+ * exact: an f16 value is below 2^16 in magnitude.
+ */
+export function roundRowsF16Scaled(x: usize, n: i32): void {
   for (let i = 0; i < n; i++) {
     const p = x + (<usize>i << 2);
-    store<f32>(p, f16(f32ToF16Bits(load<f32>(p))));
+    store<f32>(p, f16(f32ToF16Bits(load<f32>(p))) * F16_REBIAS);
   }
 }
 

@@ -1,18 +1,27 @@
 // F32, F16 and BF16 weights against f32 activations (already rounded to the weight's vec_dot
-// type by the caller). Rows are done four at a time so each activation vector loaded from
-// memory serves four weight rows; each row keeps its own four-lane accumulator.
-import { f16, F16_REBIAS } from "./half";
+// type by the caller). A single token goes over rows of up to 4 KB one at a time, longer ones
+// four side by side; batches in tiles of four rows x two tokens, so each activation vector
+// loaded serves four weight rows. All add each row's products in the same order (SPAN_CHUNKS).
 import { hsumF32 } from "./simd";
 
 /**
- * four f16 weights at p as f32x4: sign-extend to i32, shift the 15 payload bits to the f32
- * exponent/mantissa position, keep the sign, rescale. Exact for normal and subnormal values;
- * Inf/NaN weights come out as large finite numbers (model weights are finite).
+ * four f16 weights at p as f32x4, each times 2^-112: sign-extend to i32, shift the 15 payload
+ * bits to the f32 exponent/mantissa position, keep the sign. Exact for normal and subnormal
+ * values (those become f32 subnormals); Inf/NaN weights come out as finite numbers (model
+ * weights are finite). The F16 kernels' activations come times 2^112 instead
+ * (roundRowsF16Scaled): both scalings are exact, so each product is the same number and rounds
+ * the same, and the multiply that rescaled every weight (a quarter of the decode loop's
+ * instructions) is gone.
  */
 // @ts-ignore: decorator
 @inline function loadF16x4(p: usize): v128 {
-  const bits = v128.and(i32x4.shl(v128.load16x4_s(p), 13), i32x4.splat(0x8fffe000));
-  return f32x4.mul(bits, f32x4.splat(F16_REBIAS));
+  return v128.and(i32x4.shl(v128.load16x4_s(p), 13), i32x4.splat(0x8fffe000));
+}
+
+/** the f16 weight at p times 2^-112, as loadF16x4 gives it */
+// @ts-ignore: decorator
+@inline function scalarF16(p: usize): f32 {
+  return reinterpret<f32>((<i32>load<i16>(p) << 13) & 0x8fffe000);
 }
 
 /** four bf16 weights at p as f32x4: bf16 is the top half of an f32 */
@@ -31,7 +40,7 @@ import { hsumF32 } from "./simd";
 // @ts-ignore: decorator
 @inline function scalarW(kind: i32, p: usize): f32 {
   if (kind == 0) return load<f32>(p);
-  if (kind == 1) return f16(load<u16>(p));
+  if (kind == 1) return scalarF16(p);
   return reinterpret<f32>(<u32>load<u16>(p) << 16);
 }
 
@@ -53,19 +62,76 @@ import { hsumF32 } from "./simd";
   return f32x4.add(f32x4.mul(w, x), acc);
 }
 
-/** a row's result: its four lanes added (hsumF32), then the last cols % 4 products one by one */
+/**
+ * The order a row's products are added in, the same in every path. The row's 4-float chunks go
+ * in spans of SPAN_CHUNKS; within a span, even chunks into one accumulator and odd ones into
+ * another; the row's sum is one chain over the spans, s = (s + sum(even)) + sum(odd) (each
+ * accumulator's lanes added by hsumF32), then the last cols % 4 products one by one.
+ *
+ * A single token thus streams short rows one at a time, each a single run of ascending addresses
+ * with two independent multiply-add chains: four such rows side by side are four short streams,
+ * which the hardware prefetcher follows badly (one core of this VM: 11 against 22 GB/s; four
+ * chains in a row stream no faster than two). Batches keep their tiles of four rows x two
+ * tokens and reach the same order in two strided passes per span, one per accumulator; a
+ * span of four rows and two tokens (12 KB of f32) stays in L1 across its passes. Two passes
+ * cost the tile ~5% against one sweep, four passes (four accumulators) ~15%.
+ */
+const SPAN_CHUNKS: i32 = 128;
+
+/** s plus the last cols % 4 products, one by one */
 // @ts-ignore: decorator
-@inline function finish(kind: i32, acc: v128, wRow: usize, xRow: usize, vec: i32, cols: i32): f32 {
+@inline function finish(kind: i32, s: f32, wRow: usize, xRow: usize, cols: i32): f32 {
   const sh = shift(kind);
-  let s = hsumF32(acc);
-  for (let i = vec; i < cols; i++) s += scalarW(kind, wRow + (<usize>i << sh)) * load<f32>(xRow + (<usize>i << 2));
+  for (let i = cols & ~3; i < cols; i++) s += scalarW(kind, wRow + (<usize>i << sh)) * load<f32>(xRow + (<usize>i << 2));
   return s;
+}
+
+/** chunk j of a row: its four weights (as f32) times the token's four activations, added to acc */
+// @ts-ignore: decorator
+@inline function chunk(kind: i32, wRow: usize, xRow: usize, j: i32, acc: v128): v128 {
+  return madd(loadW(kind, wRow + (<usize>(j << 2) << shift(kind))), v128.load(xRow + (<usize>j << 4)), acc);
+}
+
+/** one row against one token, in the order above */
+// @ts-ignore: decorator
+@inline function rowDot(kind: i32, wRow: usize, xRow: usize, cols: i32): f32 {
+  const chunks = cols >> 2;
+  const z = f32x4.splat(0);
+  let s: f32 = 0;
+  for (let b = 0; b < chunks; b += SPAN_CHUNKS) {
+    const end = min<i32>(chunks, b + SPAN_CHUNKS);
+    const whole = b + ((end - b) & ~3);
+    let even = z, odd = z;
+    let j = b;
+    for (; j < whole; j += 4) {
+      even = chunk(kind, wRow, xRow, j, even);
+      odd = chunk(kind, wRow, xRow, j + 1, odd);
+      even = chunk(kind, wRow, xRow, j + 2, even);
+      odd = chunk(kind, wRow, xRow, j + 3, odd);
+    }
+    // the last span's last (end - b) % 4 chunks
+    if (j < end) even = chunk(kind, wRow, xRow, j, even);
+    if (j + 1 < end) odd = chunk(kind, wRow, xRow, j + 1, odd);
+    if (j + 2 < end) even = chunk(kind, wRow, xRow, j + 2, even);
+    s = (s + hsumF32(even)) + hsumF32(odd);
+  }
+  return finish(kind, s, wRow, xRow, cols);
+}
+
+/** [hsumF32(a), hsumF32(b), hsumF32(c), hsumF32(d)] (the same additions, four rows at once) */
+// @ts-ignore: decorator
+@inline function sums4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = f32x4.add(i32x4.shuffle(a, b, 0, 4, 2, 6), i32x4.shuffle(a, b, 1, 5, 3, 7));
+  const cd = f32x4.add(i32x4.shuffle(c, d, 0, 4, 2, 6), i32x4.shuffle(c, d, 1, 5, 3, 7));
+  return f32x4.add(i32x4.shuffle(ab, cd, 0, 1, 4, 5), i32x4.shuffle(ab, cd, 2, 3, 6, 7));
 }
 
 /**
  * Four rows x two tokens (t, t + 1), prefill: each weight vector loaded (and converted, for
  * F16/BF16) once serves both tokens, each activation vector all four rows; eight independent
  * accumulators keep the multiply-add units busy (a single row's chain waits on its own latency).
+ * Pass k of a span takes its chunks k, k + 2, k + 4, ... (rowDot's even or odd accumulator) and
+ * adds their lane sums to the outputs, which hold the rows' running sums.
  */
 // @ts-ignore: decorator
 @inline function tile4x2(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
@@ -75,74 +141,115 @@ import { hsumF32 } from "./simd";
   const w3 = w2 + rowBytes;
   const x0 = x + ((<usize>t * <usize>cols) << 2);
   const x1 = x0 + ((<usize>cols) << 2);
-  const vec = cols & ~3;
-  const z = f32x4.splat(0);
-  let a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-  for (let i = 0; i < vec; i += 4) {
-    const xa = v128.load(x0 + (<usize>i << 2));
-    const xb = v128.load(x1 + (<usize>i << 2));
-    const o = <usize>i << sh;
-    const v0 = loadW(kind, w0 + o);
-    a00 = madd(v0, xa, a00);
-    a01 = madd(v0, xb, a01);
-    const v1 = loadW(kind, w1 + o);
-    a10 = madd(v1, xa, a10);
-    a11 = madd(v1, xb, a11);
-    const v2 = loadW(kind, w2 + o);
-    a20 = madd(v2, xa, a20);
-    a21 = madd(v2, xb, a21);
-    const v3 = loadW(kind, w3 + o);
-    a30 = madd(v3, xa, a30);
-    a31 = madd(v3, xb, a31);
-  }
+  const chunks = cols >> 2;
   const o0 = out + ((<usize>t * <usize>rows + <usize>r) << 2);
   const o1 = o0 + ((<usize>rows) << 2);
-  store<f32>(o0, finish(kind, a00, w0, x0, vec, cols));
-  store<f32>(o1, finish(kind, a01, w0, x1, vec, cols));
-  store<f32>(o0, finish(kind, a10, w1, x0, vec, cols), 4);
-  store<f32>(o1, finish(kind, a11, w1, x1, vec, cols), 4);
-  store<f32>(o0, finish(kind, a20, w2, x0, vec, cols), 8);
-  store<f32>(o1, finish(kind, a21, w2, x1, vec, cols), 8);
-  store<f32>(o0, finish(kind, a30, w3, x0, vec, cols), 12);
-  store<f32>(o1, finish(kind, a31, w3, x1, vec, cols), 12);
+  const z = f32x4.splat(0);
+  v128.store(o0, z);
+  v128.store(o1, z);
+  for (let b = 0; b < chunks; b += SPAN_CHUNKS) {
+    const end = min<i32>(chunks, b + SPAN_CHUNKS);
+    for (let k = 0; k < 2; k++) {
+      let a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+      for (let j = b + k; j < end; j += 2) {
+        const xa = v128.load(x0 + (<usize>j << 4));
+        const xb = v128.load(x1 + (<usize>j << 4));
+        const o = <usize>(j << 2) << sh;
+        const v0 = loadW(kind, w0 + o);
+        a00 = madd(v0, xa, a00);
+        a01 = madd(v0, xb, a01);
+        const v1 = loadW(kind, w1 + o);
+        a10 = madd(v1, xa, a10);
+        a11 = madd(v1, xb, a11);
+        const v2 = loadW(kind, w2 + o);
+        a20 = madd(v2, xa, a20);
+        a21 = madd(v2, xb, a21);
+        const v3 = loadW(kind, w3 + o);
+        a30 = madd(v3, xa, a30);
+        a31 = madd(v3, xb, a31);
+      }
+      v128.store(o0, f32x4.add(v128.load(o0), sums4(a00, a10, a20, a30)));
+      v128.store(o1, f32x4.add(v128.load(o1), sums4(a01, a11, a21, a31)));
+    }
+  }
+  if ((cols & 3) == 0) return;
+  for (let i: usize = 0; i < 4; i++) {
+    const wi = w0 + i * rowBytes;
+    store<f32>(o0 + (i << 2), finish(kind, load<f32>(o0 + (i << 2)), wi, x0, cols));
+    store<f32>(o1 + (i << 2), finish(kind, load<f32>(o1 + (i << 2)), wi, x1, cols));
+  }
 }
 
-/** four rows x one token (decode, and a batch's last odd token) */
+/**
+ * Four rows x one token side by side, in rowDot's order (two accumulators a row, eight in all):
+ * for rows longer than ROW_STREAM_BYTES, where one row at a time streams slower than four
+ * (lab, one core, 4096 rows of 2048-5632 floats: 9-11 against 11-14 GB/s; 1536 floats: even)
+ */
 // @ts-ignore: decorator
-@inline function tile4x1(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+@inline function tile4x1(kind: i32, w0: usize, rowBytes: usize, xt: usize, out: usize, cols: i32): void {
   const sh = shift(kind);
   const w1 = w0 + rowBytes;
   const w2 = w1 + rowBytes;
   const w3 = w2 + rowBytes;
-  const vec = cols & ~3;
-  const xt = x + ((<usize>t * <usize>cols) << 2);
-  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
-  for (let i = 0; i < vec; i += 4) {
-    const xv = v128.load(xt + (<usize>i << 2));
-    const o = <usize>i << sh;
-    a0 = madd(loadW(kind, w0 + o), xv, a0);
-    a1 = madd(loadW(kind, w1 + o), xv, a1);
-    a2 = madd(loadW(kind, w2 + o), xv, a2);
-    a3 = madd(loadW(kind, w3 + o), xv, a3);
+  const chunks = cols >> 2;
+  const z = f32x4.splat(0);
+  let s = z;
+  for (let b = 0; b < chunks; b += SPAN_CHUNKS) {
+    const end = min<i32>(chunks, b + SPAN_CHUNKS);
+    let e0 = z, e1 = z, e2 = z, e3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
+    let j = b;
+    for (; j + 2 <= end; j += 2) {
+      const o = <usize>(j << 2) << sh;
+      const xe = v128.load(xt + (<usize>j << 4));
+      const xd = v128.load(xt + (<usize>j << 4), 16);
+      e0 = madd(loadW(kind, w0 + o), xe, e0);
+      e1 = madd(loadW(kind, w1 + o), xe, e1);
+      e2 = madd(loadW(kind, w2 + o), xe, e2);
+      e3 = madd(loadW(kind, w3 + o), xe, e3);
+      d0 = madd(loadW(kind, w0 + o + (4 << sh)), xd, d0);
+      d1 = madd(loadW(kind, w1 + o + (4 << sh)), xd, d1);
+      d2 = madd(loadW(kind, w2 + o + (4 << sh)), xd, d2);
+      d3 = madd(loadW(kind, w3 + o + (4 << sh)), xd, d3);
+    }
+    if (j < end) {
+      const o = <usize>(j << 2) << sh;
+      const xe = v128.load(xt + (<usize>j << 4));
+      e0 = madd(loadW(kind, w0 + o), xe, e0);
+      e1 = madd(loadW(kind, w1 + o), xe, e1);
+      e2 = madd(loadW(kind, w2 + o), xe, e2);
+      e3 = madd(loadW(kind, w3 + o), xe, e3);
+    }
+    s = f32x4.add(f32x4.add(s, sums4(e0, e1, e2, e3)), sums4(d0, d1, d2, d3));
   }
-  const ot = out + ((<usize>t * <usize>rows + <usize>r) << 2);
-  store<f32>(ot, finish(kind, a0, w0, xt, vec, cols));
-  store<f32>(ot, finish(kind, a1, w1, xt, vec, cols), 4);
-  store<f32>(ot, finish(kind, a2, w2, xt, vec, cols), 8);
-  store<f32>(ot, finish(kind, a3, w3, xt, vec, cols), 12);
+  v128.store(out, s);
+  if ((cols & 3) == 0) return;
+  for (let i: usize = 0; i < 4; i++) store<f32>(out + (i << 2), finish(kind, load<f32>(out + (i << 2)), w0 + i * rowBytes, xt, cols));
 }
 
-/** one row x tokens [t0, t1) (the last rows % 4 rows of a claim) */
+/**
+ * Rows at most this long go one at a time for a single token (rowsEach): SmolLM-135M's 576-float
+ * rows (2.3 KB) stream at twice the rate of four side by side; longer ones take tile4x1.
+ */
+const ROW_STREAM_BYTES: usize = 4096;
+
+/** rows [r, r + 4) for token t: tile4x1 or rowsEach by the row length (the same bits) */
 // @ts-ignore: decorator
-@inline function rows1(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t0: i32, t1: i32, r: i32): void {
-  const sh = shift(kind);
-  const w0 = w + <usize>r * rowBytes;
-  const vec = cols & ~3;
+@inline function oneToken4(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
+  if (rowBytes <= ROW_STREAM_BYTES) rowsEach(kind, w0, rowBytes, x, out, rows, cols, t, t + 1, r, r + 4);
+  else tile4x1(kind, w0, rowBytes, x + ((<usize>t * <usize>cols) << 2), out + ((<usize>t * <usize>rows + <usize>r) << 2), cols);
+}
+
+/**
+ * rows [r0, r1) x tokens [t0, t1), one row and token at a time (decode, a batch's odd token, a
+ * claim's last rows % 4 rows); wr0: row r0's weights
+ */
+// @ts-ignore: decorator
+@inline function rowsEach(kind: i32, wr0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t0: i32, t1: i32, r0: i32, r1: i32): void {
   for (let t = t0; t < t1; t++) {
     const xt = x + ((<usize>t * <usize>cols) << 2);
-    let a0 = f32x4.splat(0);
-    for (let i = 0; i < vec; i += 4) a0 = madd(loadW(kind, w0 + (<usize>i << sh)), v128.load(xt + (<usize>i << 2)), a0);
-    store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), finish(kind, a0, w0, xt, vec, cols));
+    const ot = out + ((<usize>t * <usize>rows) << 2);
+    let wr = wr0;
+    for (let r = r0; r < r1; r++, wr += rowBytes) store<f32>(ot + (<usize>r << 2), rowDot(kind, wr, xt, cols));
   }
 }
 
@@ -190,13 +297,13 @@ const PANEL_TOKENS: i32 = 4;
       if (converted) {
         convertRows(kind, w0, rowBytes, cols, panel);
         for (; t + 2 <= t1; t += 2) tile4x2(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
-        if (t < t1) tile4x1(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
+        if (t < t1) oneToken4(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
         continue;
       }
       for (; t + 2 <= t1; t += 2) tile4x2(kind, w0, rowBytes, x, out, rows, cols, t, r);
-      if (t < t1) tile4x1(kind, w0, rowBytes, x, out, rows, cols, t, r);
+      if (t < t1) oneToken4(kind, w0, rowBytes, x, out, rows, cols, t, r);
     }
-    for (; r < r1; r++) rows1(kind, w, rowBytes, x, out, rows, cols, t0, t1, r);
+    rowsEach(kind, w + <usize>r * rowBytes, rowBytes, x, out, rows, cols, t0, t1, r, r1);
   }
 }
 

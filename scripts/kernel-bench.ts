@@ -43,6 +43,11 @@ const cases: { type: GGMLType; cols: number; rows: number; tokens: number; copie
   { type: GGMLType.Q4_0, cols: 2048, rows: 5632, tokens: 1, copies: 6 },
   { type: GGMLType.Q8_0, cols: 5632, rows: 2048, tokens: 1, copies: 6 },
   { type: GGMLType.Q4_0, cols: 5632, rows: 2048, tokens: 1, copies: 6 },
+  // SmolLM-135M's FFN gate+up (fused) and output matrices in F32 / F16, 30 copies (212 MB of
+  // F32): decode at the memory bandwidth (docs/kernels.md)
+  { type: GGMLType.F32, cols: 576, rows: 3072, tokens: 1, copies: 30 },
+  { type: GGMLType.F16, cols: 576, rows: 3072, tokens: 1, copies: 30 },
+  { type: GGMLType.F32, cols: 576, rows: 49152, tokens: 1 },
   { type: GGMLType.Q8_0, cols: 576, rows: 1536, tokens: 128 },
   { type: GGMLType.Q4_0, cols: 576, rows: 1536, tokens: 128 },
   { type: GGMLType.F32, cols: 576, rows: 1536, tokens: 128 },

@@ -95,10 +95,14 @@ const TYPES = [
   GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.IQ2_XXS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ1_S, GGMLType.IQ1_M, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q5_K,
 ];
 
-/** columns: whole blocks; for the float types also a length that is not a multiple of 4 */
+/**
+ * columns: whole blocks; for the float types also lengths that are not a multiple of 4 or of 16
+ * (float.ts's one-token loop takes a row's 4-float chunks four at a time: 90, 62 and 7 leave 2, 3 and 1)
+ * and one over several of float.ts's 512-float spans, the last one short, in rows over 4 KB (tile4x1)
+ */
 function colsFor(type: GGMLType): number[] {
   const { blockSize } = typeInfo(type);
-  if (blockSize === 1) return [96, 131];
+  if (blockSize === 1) return [96, 131, 90, 62, 7, 2102];
   return blockSize === 32 ? [160] : [512];
 }
 
@@ -220,16 +224,20 @@ test("a token's outputs have the same bits alone and in batches of every size (f
       if (backend.llamaCppOrder !== "none") types.push(GGMLType.Q8_0);
       let seed = 40;
       for (const type of types) {
-        const cols = type === GGMLType.Q8_0 || type === GGMLType.MXFP4 ? 96 : typeInfo(type).blockSize === 256 ? 512 : 131;
-        const rows = 23;
-        const w = weights(backend, type, cols, rows, ++seed);
-        const x = uniform(13 * cols, rng(++seed));
-        const alone = new Float32Array(13 * rows);
-        for (let t = 0; t < 13; t++) backend.matmul(alone.subarray(t * rows), w, x.subarray(t * cols), 1);
-        for (const n of [2, 3, 4, 5, 13]) {
-          const batch = new Float32Array(n * rows);
-          backend.matmul(batch, w, x, n);
-          assert.deepEqual(batch, alone.subarray(0, n * rows), `${simd} build, ${typeName(type)}: a batch of ${n} differs from its tokens alone`);
+        const { blockSize } = typeInfo(type);
+        // the float types: the lengths that are not a multiple of 4 or 16
+        const colsList = blockSize === 1 ? colsFor(type).slice(1) : blockSize === 256 ? [512] : [96];
+        for (const cols of colsList) {
+          const rows = 23;
+          const w = weights(backend, type, cols, rows, ++seed);
+          const x = uniform(13 * cols, rng(++seed));
+          const alone = new Float32Array(13 * rows);
+          for (let t = 0; t < 13; t++) backend.matmul(alone.subarray(t * rows), w, x.subarray(t * cols), 1);
+          for (const n of [2, 3, 4, 5, 13]) {
+            const batch = new Float32Array(n * rows);
+            backend.matmul(batch, w, x, n);
+            assert.deepEqual(batch, alone.subarray(0, n * rows), `${simd} build, ${typeName(type)} ${cols} columns: a batch of ${n} differs from its tokens alone`);
+          }
         }
       }
     } finally {

@@ -329,7 +329,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const buffer = space.arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
-    if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols);
+    if (kind === C.Kind.F16) kernels.roundRowsF16Scaled(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4 || kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
