@@ -8,7 +8,8 @@
  * (its description differs), so every run's first request is a first one; figures are medians
  * over the runs. Greedy decoding masks only when none of its best few tokens is allowed;
  * sampling masks every step. The model is written once into the model cache; `--vocab NAME`
- * takes another vocabulary from ../shared's tokenizer-tests (e.g. deepseek-llm: 102k tokens).
+ * takes another vocabulary from ../shared's tokenizer-tests (e.g. deepseek-llm: 102k tokens), or
+ * `--vocab llama3`: Llama 3's 128k vocabulary (src/testing/llama3-vocab.ts).
  *
  *   node --import tsx scripts/bench-constraints.ts [--vocab starcoder] [--runs 5] [--tokens 80] [--json]
  *
@@ -22,13 +23,14 @@ import { compileConstraint, ConstraintVocabulary, TokenConstraint, type JsonSche
 import { TokenMasks } from "../src/sampling/constraints/token-masks.js";
 import type { Sampler } from "../src/sampling/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
-import { ensureRandomModel, SHARED_DIR, SMOLLM_135M } from "../src/testing/index.js";
+import { ensureLlama3Vocab, ensureRandomModel, SHARED_DIR, SMOLLM_135M } from "../src/testing/index.js";
 
 const args = parse(process.argv.slice(2), { vocab: { type: "string" }, runs: { type: "string" }, tokens: { type: "string" }, json: { type: "boolean" } });
 const vocab = optionalString(args, "vocab") ?? "starcoder";
 const runs = optionalNumber(args, "runs", { integer: true, min: 1 }) ?? 5;
 const tokens = optionalNumber(args, "tokens", { integer: true, min: 8 }) ?? 80;
-const path = await ensureRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q8_0, seed: 3, tokenizerFrom: join(SHARED_DIR, "tokenizer-tests", `ggml-vocab-${vocab}.gguf`) });
+const tokenizerFrom = vocab === "llama3" ? await ensureLlama3Vocab() : join(SHARED_DIR, "tokenizer-tests", `ggml-vocab-${vocab}.gguf`);
+const path = await ensureRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q8_0, seed: 3, tokenizerFrom });
 const model = await loadModel(path, { threads: 2, contextSize: 512 });
 const schemaOf = (run: number): JsonSchema => ({
   description: `run ${run}`,

@@ -13,3 +13,4 @@ export {
 export { SHARED_DIR, SMOLLM_135M, TINYLLAMA_1_1B, tinyLlama, tinyQwen2, tinyQwen3, tinyGpt2 } from "./presets.js";
 export { ensureRandomModel, randomModelKey, defaultModelCacheDir } from "./model-cache.js";
 export { splitGGUF } from "./split-gguf.js";
+export { ensureLlama3Vocab } from "./llama3-vocab.js";
