@@ -1,4 +1,4 @@
-import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
+import { f16BitsToF32, f32ToF16Bits, roundToF16 } from "../../tensor/quant/half.js";
 
 const f = Math.fround;
 /** f32 fused multiply-add: the f64 product of two f32 values is exact, so one rounding remains */
@@ -53,7 +53,7 @@ export function gelu(out: Float32Array, x: Float32Array, n: number): void {
 
 function buildGeluTable(): Float32Array {
   const t = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) t[h] = f16BitsToF32(f32ToF16Bits(Math.fround(geluExact(f16BitsToF32(h)))));
+  for (let h = 0; h < 65536; h++) t[h] = roundToF16(Math.fround(geluExact(f16BitsToF32(h))));
   return t;
 }
 

@@ -1,10 +1,9 @@
-import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
+import { roundToF16 } from "../../tensor/quant/half.js";
 import { checkRows, vecDotF32 } from "../ops/attention.js";
 import { expfLibm } from "../ops/expf.js";
-import { quantizeActivationsQ8_0 } from "./activation-quant.js";
 import { dotQ4_0Lanes, dotQ8_0 } from "./dot-q8_0.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
-import { decodeKV, kvBytes, kvRowFloats, type KVCacheEncoding, type KVCacheType } from "./kv-encoding.js";
+import { decodeKV, encodeKVRow, kvBytes, kvRowFloats, type KVCacheEncoding, type KVCacheType } from "./kv-encoding.js";
 
 /**
  * Causal attention over an encoded KV cache (f16, q8_0 or q4_0 keys and/or values), defined as
@@ -29,34 +28,18 @@ const f = Math.fround;
 /** f32 fused multiply-add: the product of two f32 values is exact in f64, one rounding follows */
 const fma = (a: number, b: number, c: number): number => f(a * b + c);
 
-/** converts a query head (f32) to the key type's vec_dot type (f16 for f32 keys, cast to F16 as llama.cpp does); returns its bytes */
-function convertQuery(type: KVCacheType, q: Float32Array, headDim: number): Uint8Array {
-  switch (type) {
-    case "f32":
-    case "f16": {
-      const out = new Uint8Array(2 * headDim);
-      for (let i = 0; i < headDim; i++) {
-        const h = f32ToF16Bits(q[i]!);
-        out[2 * i] = h & 0xff;
-        out[2 * i + 1] = h >>> 8;
-      }
-      return out;
-    }
-    case "q8_0":
-    case "q4_0": {
-      const out = new Uint8Array(kvBytes("q8_0", headDim));
-      quantizeActivationsQ8_0(out, q, headDim);
-      return out;
-    }
-  }
-}
+/** the type llama.cpp converts a query head to for keys of `type` (its vec_dot type; f16 for f32 keys, which it casts to F16) */
+const queryType = (type: KVCacheType): KVCacheType => (type === "q8_0" || type === "q4_0" ? "q8_0" : "f16");
 
 /** n elements of the row at bytes[offset...] as f32, f32 rows rounded to f16 (llama.cpp casts an f32 side to F16 for flash attention) */
 function decodeAsHalves(type: KVCacheType, bytes: Uint8Array, offset: number, n: number, out: Float32Array): Float32Array {
   decodeKV(type, bytes, offset, n, out);
-  if (type === "f32") for (let i = 0; i < n; i++) out[i] = roundF16(out[i]!);
+  if (type === "f32") for (let i = 0; i < n; i++) out[i] = roundToF16(out[i]!);
   return out;
 }
+
+/** the accumulators of dotF16's 16-lane order */
+const lanes = new Float32Array(64);
 
 /**
  * ggml_vec_dot_f16 on x86 over decoded halves: whole steps of 64 in the 16-lane order of
@@ -64,20 +47,16 @@ function decodeAsHalves(type: KVCacheType, bytes: Uint8Array, offset: number, n:
  */
 function dotF16(k: Float32Array, q: Float32Array, headDim: number): number {
   const np = headDim & ~63;
-  let sum = np > 0 ? vecDotF32(k, 0, 1, q, 0, 1, np, new Float32Array(64)) : 0;
+  let sum = np > 0 ? vecDotF32(k, 0, 1, q, 0, 1, np, lanes) : 0;
   for (let i = np; i < headDim; i++) sum += k[i]! * q[i]!;
   return f(sum);
 }
 
-/** the key dot: the key slice of `type` at kBytes[ko...] against the converted query */
-function keyDot(type: KVCacheType, kBytes: Uint8Array, ko: number, query: Uint8Array, headDim: number, scratch: Float32Array): number {
+/** the key dot: the key slice of `type` at kBytes[ko...] against the converted query (its bytes, and as floats for f16/f32 keys) */
+function keyDot(type: KVCacheType, kBytes: Uint8Array, ko: number, query: Uint8Array, queryHalves: Float32Array, headDim: number, scratch: Float32Array): number {
   switch (type) {
     case "f32":
-    case "f16": {
-      const q = new Float32Array(headDim);
-      decodeKV("f16", query, 0, headDim, q);
-      return dotF16(decodeAsHalves(type, kBytes, ko, headDim, scratch), q, headDim);
-    }
+    case "f16": return dotF16(decodeAsHalves(type, kBytes, ko, headDim, scratch), queryHalves, headDim);
     case "q8_0": return dotQ8_0(kBytes, ko, query, 0, headDim);
     case "q4_0": return dotQ4_0Lanes(kBytes, ko, query, 0, headDim);
   }
@@ -106,7 +85,7 @@ export function attentionEncoded(
   // llama.cpp casts an f32 side to F16 before flash attention: f32 values accumulate as f16 ones
   const halfValues = types.v === "f16" || types.v === "f32";
   const s0 = f(scale);
-  const acc = new Float32Array(headDim), v32 = new Float32Array(headDim), k32 = new Float32Array(headDim);
+  const acc = new Float32Array(headDim), v32 = new Float32Array(headDim), k32 = new Float32Array(headDim), queryHalves = new Float32Array(headDim);
   for (let t = 0; t < nTokens; t++) {
     const nKeys = startPos + t + 1;
     for (let h = 0; h < nHeads; h++) {
@@ -116,23 +95,26 @@ export function attentionEncoded(
       const qHead = q.slice(qo, qo + headDim);
       // the keys were stored rotated: the query turns with them (their dot is unchanged but for rounding)
       if (encoding.k.rotation > 0) hadamardInPlace(qHead, 0, headDim, encoding.k.rotation);
-      const query = convertQuery(types.k, qHead, headDim);
+      const query = new Uint8Array(kvBytes(queryType(types.k), headDim));
+      encodeKVRow(queryType(types.k), query, 0, qHead, 0, headDim);
+      // f16 queries as floats, once per item
+      if (queryType(types.k) === "f16") decodeKV("f16", query, 0, headDim, queryHalves);
       acc.fill(0);
       let S = 0, M = -Infinity;
       for (let j = 0; j < nKeys; j++) {
         const row = rows ? rows[j]! : j;
-        const s = f(keyDot(types.k, keys, row * kRow + kOff, query, headDim, k32) * s0);
+        const s = f(keyDot(types.k, keys, row * kRow + kOff, query, queryHalves, headDim, k32) * s0);
         let ms = 1, vs = 1;
         if (s > M) {
           ms = expfLibm(M - s);
           M = s;
           // the accumulator is f16 for f16 values: each scaled element rounds to f16 again
-          for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundF16(f(acc[d]! * ms)) : f(acc[d]! * ms);
+          for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundToF16(f(acc[d]! * ms)) : f(acc[d]! * ms);
         } else {
           vs = expfLibm(f(s - M));
         }
         decodeAsHalves(types.v, values, row * vRow + vOff, headDim, v32);
-        for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundF16(fma(v32[d]!, vs, acc[d]!)) : fma(v32[d]!, vs, acc[d]!);
+        for (let d = 0; d < headDim; d++) acc[d] = halfValues ? roundToF16(fma(v32[d]!, vs, acc[d]!)) : fma(v32[d]!, vs, acc[d]!);
         S = fma(S, ms, vs);
       }
       const inv = S === 0 ? 0 : f(1 / S);
@@ -143,7 +125,3 @@ export function attentionEncoded(
   }
 }
 
-/** x rounded to the nearest f16 value (the f16 accumulator's store) */
-function roundF16(x: number): number {
-  return f16BitsToF32(f32ToF16Bits(x));
-}

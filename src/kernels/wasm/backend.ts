@@ -5,7 +5,7 @@ import { swiglu } from "../ops/activations.js";
 import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
-import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/index.js";
+import { roundToF16 } from "../../tensor/quant/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
@@ -158,7 +158,7 @@ function q8_1Sums(x: Float32Array, q: Int16Array, out: Float32Array): void {
       amax = Math.max(amax, Math.abs(x[j]!));
       sum += q[j]!;
     }
-    out[b] = f16BitsToF32(f32ToF16Bits(Math.fround(Math.fround(amax / 127) * sum)));
+    out[b] = roundToF16(Math.fround(Math.fround(amax / 127) * sum));
   }
 }
 
@@ -444,7 +444,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (halfKeys) {
       // the queries as llama.cpp's F16 conversion leaves them, as floats
       const qf = new Float32Array(buffer, qqPtr, floats);
-      for (let i = 0; i < floats; i++) qf[i] = f16BitsToF32(f32ToF16Bits(q[i]!));
+      for (let i = 0; i < floats; i++) qf[i] = roundToF16(q[i]!);
     } else {
       const qq = new Uint8Array(buffer, qqPtr, qBytes);
       const head = new Float32Array(headDim);

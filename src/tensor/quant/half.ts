@@ -74,6 +74,11 @@ export function f16BitsToF32(h: number): number {
   return F16_TABLE[h & 0xffff]!;
 }
 
+/** `x` rounded to the nearest f16 value (ties to even, as f32ToF16Bits), as a number */
+export function roundToF16(x: number): number {
+  return f16BitsToF32(f32ToF16Bits(x));
+}
+
 /** bf16 bits (0..65535) of `x`, first rounded to f32 */
 export function f32ToBF16Bits(x: number): number {
   const u = f32Bits(x);

@@ -23,7 +23,7 @@ import { dequantizeNF4, quantizeNF4 } from "./nf4.js";
  * first block, at any byteOffset (nothing here assumes alignment).
  */
 
-export { bf16BitsToF32, f16BitsToF32, f32ToBF16Bits, f32ToF16Bits, readF16, readF32, writeF16, writeF32 } from "./half.js";
+export { bf16BitsToF32, f16BitsToF32, f32ToBF16Bits, f32ToF16Bits, readF16, readF32, roundToF16, writeF16, writeF32 } from "./half.js";
 export { nearestInt, roundAway } from "./round.js";
 export { scaleMinK4, scaleQ3K } from "./kquant-scales.js";
 export { q8kBsum } from "./q8_k.js";
