@@ -1,6 +1,7 @@
 /**
- * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels").
- * Not a test: run by hand on a quiet machine:
+ * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
+ * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V arrays, after 128 and 1536
+ * cached positions: the decode-at-depth cost, docs/kernels.md). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2]
  * TSLLM_WASM_SIMD=plain or relaxed picks the kernels build (default: relaxed where the runtime has it).
  */
@@ -78,5 +79,41 @@ for (const threads of threadCounts) {
         (c.tokens === 1 ? `${gbs.toFixed(1)} GB/s` : `${gflops.toFixed(1)} GFLOP/s`),
     );
   }
+  benchDecodeAttention(backend, threads);
   backend.dispose();
+}
+
+/**
+ * One decode step's attention over every layer of a SmolLM-135M-shaped model (9 query heads on 3
+ * KV heads of 64, 30 layers, f32 cache): each layer its own K/V arrays, so that the step's rows
+ * (70 MB at 1536 positions) come from memory as in a real decode, not from the caches
+ */
+function benchDecodeAttention(backend: Backend, threads: number): void {
+  const nHeads = 9, nKvHeads = 3, headDim = 64, layers = 30, capacity = 1536;
+  const width = nKvHeads * headDim;
+  const random = (n: number) => new Float32Array(n).map(() => Math.random() - 0.5);
+  const keys = Array.from({ length: layers }, () => backend.allocActivations(capacity * width));
+  const values = Array.from({ length: layers }, () => backend.allocActivations(capacity * width));
+  for (let l = 0; l < layers; l++) {
+    backend.write(keys[l]!, random(capacity * width));
+    backend.write(values[l]!, random(capacity * width));
+  }
+  const q = backend.allocActivations(nHeads * headDim), out = backend.allocActivations(nHeads * headDim);
+  backend.write(q, random(nHeads * headDim));
+  const rows = Int32Array.from({ length: capacity }, (_, i) => i);
+  for (const depth of [128, capacity]) {
+    const step = () => {
+      for (let l = 0; l < layers; l++) backend.attention(out, q, keys[l]!, values[l]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows);
+    };
+    for (let i = 0; i < 5; i++) step();
+    const times: number[] = [];
+    for (let i = 0; i < repeats; i++) {
+      const t0 = performance.now();
+      step();
+      times.push(performance.now() - t0);
+    }
+    const ms = median(times);
+    const gbs = (2 * layers * depth * width * 4) / (ms * 1e6);
+    console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
+  }
 }
