@@ -104,9 +104,13 @@ const Q4_0: i32 = 3;
   return f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(v128.load64_zero(p)), 16));
 }
 
-/** acc[0..32) += dequantized value block at vb * vs, one fused multiply-add per element */
+/**
+ * For each of `count` heads r: acc_r[0..32) += the dequantized value block at vb * vs_r, one fused
+ * multiply-add per element; acc_r = acc + r * accStride, vs_r = f32 at vsAt + 4r. The block is
+ * dequantized once for all of them (the heads of a KV group share their value rows).
+ */
 // @ts-ignore: decorator
-@inline function addValueBlock(vType: i32, vb: usize, acc: usize, vs: v128, table: usize): void {
+@inline function addValueBlock(vType: i32, vb: usize, acc: usize, accStride: usize, vsAt: usize, count: i32, table: usize): void {
   const d = f32x4.splat(f16At(vb, table));
   let b0: v128, b1: v128;
   if (vType == Q8_0) {
@@ -119,14 +123,31 @@ const Q4_0: i32 = 3;
   }
   const w0 = i16x8.extend_low_i8x16_s(b0), w1 = i16x8.extend_high_i8x16_s(b0);
   const w2 = i16x8.extend_low_i8x16_s(b1), w3 = i16x8.extend_high_i8x16_s(b1);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w0)), d), vs, v128.load(acc)));
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w0)), d), vs, v128.load(acc, 16)), 16);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w1)), d), vs, v128.load(acc, 32)), 32);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w1)), d), vs, v128.load(acc, 48)), 48);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w2)), d), vs, v128.load(acc, 64)), 64);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w2)), d), vs, v128.load(acc, 80)), 80);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w3)), d), vs, v128.load(acc, 96)), 96);
-  v128.store(acc, fma(f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w3)), d), vs, v128.load(acc, 112)), 112);
+  const v0 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w0)), d);
+  const v1 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w0)), d);
+  const v2 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w1)), d);
+  const v3 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w1)), d);
+  const v4 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w2)), d);
+  const v5 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w2)), d);
+  const v6 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w3)), d);
+  const v7 = f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w3)), d);
+  for (let r = 0; r < count; r++) {
+    const a = acc + <usize>r * accStride;
+    const vs = v128.load32_splat(vsAt + (<usize>r << 2));
+    v128.store(a, fma(v0, vs, v128.load(a)));
+    v128.store(a, fma(v1, vs, v128.load(a, 16)), 16);
+    v128.store(a, fma(v2, vs, v128.load(a, 32)), 32);
+    v128.store(a, fma(v3, vs, v128.load(a, 48)), 48);
+    v128.store(a, fma(v4, vs, v128.load(a, 64)), 64);
+    v128.store(a, fma(v5, vs, v128.load(a, 80)), 80);
+    v128.store(a, fma(v6, vs, v128.load(a, 96)), 96);
+    v128.store(a, fma(v7, vs, v128.load(a, 112)), 112);
+  }
+}
+
+/** per-thread scratch bytes: headDim floats (f16 keys converted) and three floats per head of a KV group (max, sum, value weight) */
+export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
+  return ((<usize>headDim) << 2) + (<usize>(12 * group));
 }
 
 /**
@@ -134,12 +155,27 @@ const Q4_0: i32 = 3;
  * (Q8_0 blocks: headDim / 32 of 34 bytes; for f16 keys headDim f16-rounded floats); k and v hold
  * rows of kRowBytes / vRowBytes bytes, position j in row rows[j], head h's part starting at its
  * KV head's share of the row; types packs the key type (low byte) and value type (next byte): 1 =
- * f16, 2 = q8_0, 3 = q4_0; table is expf's 32 doubles; scratch holds headDim floats of this
- * thread's own (f16 keys). Results into out (nTok x nHeads x headDim f32), not yet rotated back.
+ * f16, 2 = q8_0, 3 = q4_0; table is expf's 32 doubles; scratch holds
+ * attendEncodedScratchBytes(headDim, nHeads / nKvHeads) bytes of this thread's own. Results into
+ * out (nTok x nHeads x headDim f32), not yet rotated back.
+ *
+ * Where a claim holds whole KV groups (the host claims in groups when there are enough of them:
+ * prompts), the group's heads go through the keys together: each key row is read and decoded (f16
+ * keys converted, value blocks dequantized) once for all of them. Every head's own arithmetic is
+ * that of one item alone, in the same order, so the bits do not depend on the grouping.
  */
 export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize, scratch: usize): void {
-  const f16s = f16TableAddress();
   const group = nHeads / nKvHeads;
+  for (let item = i0; item < i1;) {
+    const count = item % group == 0 && item + group <= i1 ? group : 1;
+    attendHeads(qq, k, v, rows, out, nHeads, group, headDim, startPos, scale, item, count, kRowBytes, vRowBytes, types, table, scratch);
+    item += count;
+  }
+}
+
+/** items [item0, item0 + count): heads of one token that share one KV head */
+function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, headDim: i32, startPos: i32, scale: f32, item0: i32, count: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize, scratch: usize): void {
+  const f16s = f16TableAddress();
   const kType = types & 0xff, vType = (types >> 8) & 0xff;
   const nBlocks = headDim >> 5;
   const kHead: usize = kType == F16 ? <usize>headDim << 1 : <usize>nBlocks * (kType == Q8_0 ? 34 : 18);
@@ -147,47 +183,60 @@ export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: u
   const vBlock: usize = vType == Q8_0 ? 34 : 18;
   const qStride: usize = kType == F16 ? <usize>headDim << 2 : <usize>nBlocks * 34;
   const rowBytes = (<usize>headDim) << 2;
-  for (let item = i0; item < i1; item++) {
-    const t = item / nHeads;
-    const h = item % nHeads;
-    const kvh = <usize>(h / group);
-    const qp = qq + <usize>item * qStride;
-    const op = out + <usize>item * rowBytes;
+  const t = item0 / nHeads;
+  const kvh = <usize>((item0 % nHeads) / group);
+  const q0 = qq + <usize>item0 * qStride;
+  const o0 = out + <usize>item0 * rowBytes;
+  // per head: the running max, the running sum and this key's value weight
+  const mAt = scratch + rowBytes, sumAt = mAt + (<usize>count << 2), vsAt = sumAt + (<usize>count << 2);
+  for (let r = 0; r < count; r++) {
+    store<f32>(mAt + (<usize>r << 2), -Infinity);
+    store<f32>(sumAt + (<usize>r << 2), 0);
+    const op = o0 + <usize>r * rowBytes;
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.splat(0));
-    const nKeys = startPos + t + 1;
-    let m: f32 = -Infinity;
-    let sum: f32 = 0;
-    for (let j = 0; j < nKeys; j++) {
-      const row = <usize>load<i32>(rows + (<usize>j << 2));
-      const kp = k + row * kRowBytes + kvh * kHead;
-      let s: f32;
-      if (kType == F16) {
-        for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(scratch + (d << 1), halves4(kp + d));
-        s = vecDot(scratch, qp, headDim) * scale;
-      } else {
-        s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
-      }
+  }
+  const nKeys = startPos + t + 1;
+  for (let j = 0; j < nKeys; j++) {
+    const row = <usize>load<i32>(rows + (<usize>j << 2));
+    const kp = k + row * kRowBytes + kvh * kHead;
+    if (kType == F16) for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(scratch + (d << 1), halves4(kp + d));
+    for (let r = 0; r < count; r++) {
+      const qp = q0 + <usize>r * qStride;
+      const op = o0 + <usize>r * rowBytes;
+      const s: f32 = (kType == F16 ? vecDot(scratch, qp, headDim) : keyDot(kType, kp, qp, nBlocks, f16s)) * scale;
+      const m = load<f32>(mAt + (<usize>r << 2));
       let ms: f32 = 1, vs: f32 = 1;
       if (s > m) {
         ms = expfLibm(m - s, table);
-        m = s;
+        store<f32>(mAt + (<usize>r << 2), s);
         const msv = f32x4.splat(ms);
         if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
         else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
       } else {
         vs = expfLibm(s - m, table);
       }
-      const vp = v + row * vRowBytes + kvh * vHead;
-      const vsv = f32x4.splat(vs);
-      if (vType == F16) {
-        // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16
-        for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(fma(halves4(vp + (d >> 1)), vsv, v128.load(op + d))));
-      } else {
-        for (let b = 0; b < nBlocks; b++) addValueBlock(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), vsv, f16s);
-      }
-      sum = f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0);
+      store<f32>(vsAt + (<usize>r << 2), vs);
+      const sum = load<f32>(sumAt + (<usize>r << 2));
+      store<f32>(sumAt + (<usize>r << 2), f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0));
     }
+    const vp = v + row * vRowBytes + kvh * vHead;
+    if (vType == F16) {
+      // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16
+      for (let d: usize = 0; d < rowBytes; d += 16) {
+        const hv = halves4(vp + (d >> 1));
+        for (let r = 0; r < count; r++) {
+          const op = o0 + <usize>r * rowBytes + d;
+          v128.store(op, roundF16x4(fma(hv, v128.load32_splat(vsAt + (<usize>r << 2)), v128.load(op))));
+        }
+      }
+    } else {
+      for (let b = 0; b < nBlocks; b++) addValueBlock(vType, vp + <usize>b * vBlock, o0 + (<usize>b << 7), rowBytes, vsAt, count, f16s);
+    }
+  }
+  for (let r = 0; r < count; r++) {
+    const sum = load<f32>(sumAt + (<usize>r << 2));
     const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);
+    const op = o0 + <usize>r * rowBytes;
     for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
   }
 }

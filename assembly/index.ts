@@ -18,6 +18,7 @@ import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRel
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendEncoded } from "./attention-kv";
+export { attendEncodedScratchBytes } from "./attention-kv";
 import { matINT8, matNF4 } from "./memory-only";
 import { matQ4_1, matQ5_1 } from "./q1";
 import { attendFull } from "./attention-full";

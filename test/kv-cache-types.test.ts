@@ -153,7 +153,7 @@ test("a cache type the model's heads cannot hold is refused in one line; f16 tak
   }
 });
 
-test("the wasm kernel for f16 and block-format caches gives the reference kernel's bits (paged rows, GQA, prompt and decode)", async () => {
+test("the wasm kernel for f16 and block-format caches gives the reference kernel's bits (paged rows, GQA heads alone and by group, prompt and decode)", async () => {
   const { createBackend } = await import("../src/kernels/index.js");
   const wasm = await createBackend("wasm", { threads: 2 });
   const ref = await createBackend("reference");
@@ -164,6 +164,8 @@ test("the wasm kernel for f16 and block-format caches gives the reference kernel
         { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 0, nTokens: 37 },
         { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 300, nTokens: 1 },
         { nHeads: 6, nKvHeads: 2, headDim: 32, startPos: 70, nTokens: 5 },
+        // decode with GQA: claims of single heads, or of a group where one claim holds it whole
+        { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 150, nTokens: 1 },
       ]) {
         // f16 keys at head dims of 64k only (the kernel's condition; others take the reference kernel, compared all the same)
         const nAll = startPos + nTokens, width = nKvHeads * headDim;

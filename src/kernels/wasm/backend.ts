@@ -435,8 +435,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const items = nTokens * nHeads, floats = items * headDim, nAll = startPos + nTokens;
     const halfKeys = encoding.k.type === "f16";
     const qBytes = halfKeys ? floats * 4 : items * (headDim / 32) * 34;
-    // f16 keys are converted into a slot of headDim floats per thread
-    const slotBytes = halfKeys ? align64(headDim * 4) : 0;
+    // a slot per thread: f16 keys converted, and each head's running max and sum
+    const group = nHeads / nKvHeads;
+    const slotBytes = align64(kernels.attendEncodedScratchBytes(headDim, group));
     const space = memories.spaces[index]!;
     const qqPtr = space.scratch(align64(qBytes) + align64(floats * 4) + align64(nAll * 4) + align64(EXP2_TABLE.byteLength) + threads * slotBytes);
     const oPtr = qqPtr + align64(qBytes), rPtr = oPtr + align64(floats * 4), tPtr = rPtr + align64(nAll * 4);
@@ -464,7 +465,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.KV_EXP_TABLE] = tPtr;
     control[C.SLOT_BASE] = tPtr + align64(EXP2_TABLE.byteLength);
     control[C.SLOT_BYTES] = slotBytes;
-    const group = nHeads / nKvHeads;
+    // claims of whole groups (prompts) let the kernel read each key and value row once per group
     setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));

@@ -25,6 +25,7 @@ export interface KernelExports {
   /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
   probeMadd(a: number, c: number): number;
   attendGgmlScratchBytes(nAll: number, headDim: number): number;
+  attendEncodedScratchBytes(headDim: number, group: number): number;
   attendFullScratchBytes(n: number, headDim: number): number;
   swigluGgml(out: number, gate: number, up: number, n: number): void;
   /** lane 0 of the relaxed int8 dot of splat(a), splat(b) (0 in the SIMD128 build) */
