@@ -447,6 +447,51 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
+  /** attention of random q/k/v through a shuffled paged row index on `be`, against the reference */
+  async function splitCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number): Promise<void> {
+    const r = rng(seed);
+    const nAll = startPos + nTokens, cacheRows = nAll + 5, kv = nKvHeads * headDim;
+    const rows = Int32Array.from({ length: cacheRows }, (_, i) => i);
+    for (let i = cacheRows - 1; i > 0; i--) {
+      const j = Math.floor(r() * (i + 1));
+      [rows[i], rows[j]] = [rows[j]!, rows[i]!];
+    }
+    const keys = normals(cacheRows * kv, r), values = normals(cacheRows * kv, r), q = normals(nTokens * nHeads * headDim, r, 2);
+    const scale = 1 / Math.sqrt(headDim);
+    const expected = new Float32Array(q.length);
+    attention(expected, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    const out = be.allocActivations(q.length);
+    be.attention(out, device(be, q), device(be, keys), device(be, values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    close(name, await be.read(out), expected, 1e-5);
+  }
+
+  test("attention split over keys: decode at 700 and 1500 (GQA 6/2, head sizes 64 and 40), 3 causal queries with empty and partial splits", async () => {
+    // 256 keys per split by default: 701 keys make 3 splits, 1501 make 6
+    await splitCase(b, "attention split decode 701 keys, hd 64", 300, 6, 2, 64, 1, 700);
+    await splitCase(b, "attention split decode 1501 keys, hd 40", 301, 6, 2, 40, 1, 1500);
+    await splitCase(b, "attention split decode 1501 keys, hd 64", 302, 6, 2, 64, 1, 1500);
+    // 514 keys in 3 splits of 172: queries see 512, 513, 514 keys, so the last split is partial for all of them
+    await splitCase(b, "attention split 3 causal queries from 511", 303, 6, 2, 40, 3, 511);
+    // a forced small split: 3 queries from 10 see 11..13 keys in splits of 4; the first query has no key in the last split
+    const tiny = await createWebGPUBackend({ attentionKeysPerSplit: 4 });
+    try {
+      await splitCase(tiny, "attention split 4 keys, 3 causal queries from 10", 304, 6, 2, 40, 3, 10);
+      await splitCase(tiny, "attention split 4 keys, decode, hd 1", 305, 3, 3, 1, 1, 9);
+      await splitCase(tiny, "attention split 4 keys, 5 queries, hd 70", 306, 4, 1, 70, 5, 0);
+    } finally {
+      tiny.dispose();
+    }
+    // forced splits together with query blocks of a small scratch: 400 floats hold the scores of 2
+    // queries (4 heads x 50 keys each), and the partials (8 items x 10 floats per split) of 5 splits
+    // of 10 keys, not the 17 of 3 keys asked for (10 splits of 5 for the last block, one query)
+    const both = await createWebGPUBackend({ attentionKeysPerSplit: 3, attentionScratchFloats: 400 });
+    try {
+      await splitCase(both, "attention split, capped by the scratch, in query blocks", 307, 4, 2, 8, 5, 45);
+    } finally {
+      both.dispose();
+    }
+  });
+
   test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {
     const types = [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K];
     let worst = 0, worstAttention = 0;

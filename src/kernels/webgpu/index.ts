@@ -11,7 +11,7 @@ import {
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
+  ADD, ADD_BIAS, ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
   buildShader, matmulDef, paramLayout, type KernelDef,
 } from "./shaders.js";
 
@@ -36,6 +36,8 @@ const SLOT = 256;
 const SLOTS = 512;
 const MAX_BATCH = 256;
 const MAX_GROUPS = 65535;
+/** workgroups of one split attention dispatch at most (a few thousand fill a large GPU) */
+const MAX_SPLIT_GROUPS = 4096;
 
 let nextBackendId = 1;
 
@@ -70,6 +72,12 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * nTokens x nHeads x nKeys is larger runs as several dispatches over blocks of query tokens.
    */
   attentionScratchFloats?: number;
+  /**
+   * Keys per workgroup when attention is split over keys (default 256): a query's keys are cut
+   * into ranges of this many when that leaves few enough workgroups (see `attention`). Small values
+   * force the split path in tests.
+   */
+  attentionKeysPerSplit?: number;
   /** reduce matmul sums with subgroup operations where the adapter has the "subgroups" feature (default true) */
   subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
@@ -94,7 +102,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256);
 }
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
@@ -141,13 +149,17 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   private readonly scoresLimit: number;
 
+  private readonly keysPerSplit: number;
+
   private readonly maxWeightBytes: number;
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean) {
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
     this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
+    if (!(Number.isInteger(keysPerSplit) && keysPerSplit >= 1)) throw new Error(`createWebGPUBackend: attentionKeysPerSplit ${keysPerSplit} is not a positive integer`);
+    this.keysPerSplit = keysPerSplit;
     const maxBuffer = device.limits["maxBufferSize"] ?? this.maxBinding;
     this.maxWeightBytes = Math.floor(Math.min(maxWeightBytes ?? Infinity, this.maxBinding, maxBuffer) / 4) * 4;
     this.uniformBuffer = this.createBuffer(SLOT * SLOTS, BufferUsage.UNIFORM | BufferUsage.COPY_DST);
@@ -637,9 +649,33 @@ class WebGPUBackend implements WebGPUBackendInfo {
     for (let t0 = 0; t0 < nTokens; t0 += chunk) {
       const m = Math.min(chunk, nTokens - t0);
       const s = this.scratchBuffer("scores", m * nHeads * nAll);
-      this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s],
-        [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale], m * nHeads, data);
+      const params = [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
+      const items = m * nHeads, nSplit = this.attentionSplits(items, nAll, headDim);
+      if (nSplit === 1) {
+        this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
+        continue;
+      }
+      const perSplit = Math.ceil(nAll / nSplit);
+      const partials = this.scratchBuffer("partials", items * nSplit * (headDim + 2));
+      this.dispatch(ATTENTION_SPLIT, [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
+      this.dispatch(ATTENTION_COMBINE, [this.sub(o, t0 * d)], [partials], [nHeads, headDim, d, nSplit], items);
     }
+  }
+
+  /**
+   * Key ranges per attention item (query token x head). The single-pass kernel gives each item one
+   * workgroup that walks all of its keys, so a decode step (one token) occupies only nHeads
+   * workgroups of a GPU that runs thousands at once, however long the context. Cutting the keys
+   * into ranges of about keysPerSplit, each its own workgroup, and combining their softmax partials
+   * in a second pass spreads a long decode over the GPU. The splits stop at MAX_SPLIT_GROUPS
+   * workgroups in all (beyond that the GPU is full anyway, so a prefill of more than
+   * MAX_SPLIT_GROUPS / 2 items stays single pass) and where the partials (headDim + 2 floats per
+   * split) would exceed the scratch limit; one split (short contexts, large prefills) keeps the
+   * single-pass kernel.
+   */
+  private attentionSplits(items: number, nKeys: number, headDim: number): number {
+    const n = Math.min(Math.ceil(nKeys / this.keysPerSplit), Math.floor(MAX_SPLIT_GROUPS / items), Math.floor(this.scoresLimit / (items * (headDim + 2))));
+    return Math.max(1, n);
   }
 
   /** queries per attention dispatch, so that their scores (nHeads x nKeys each) fit the scratch limit */

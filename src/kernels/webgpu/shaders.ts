@@ -240,65 +240,175 @@ ${TREE_SUM}
   }`,
 };
 
-// ---- attention: one workgroup of 64 per (query token, head) ----
+// ---- attention: one workgroup of 64 per (query token, head), or per (query token, head, key range) ----
+
+/** the parameters both attention kernels read, in this order (the split kernel adds its own after them) */
+const ATTENTION_PARAMS: readonly (readonly [string, ParamType])[] = [
+  ["nHeads", "u32"], ["group", "u32"], ["headDim", "u32"], ["qStride", "u32"], ["kvStride", "u32"], ["outStride", "u32"],
+  ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
+];
+
+/** workgroup reductions, a key's cache row (paged or not) and its scaled score, shared by both attention kernels */
+const ATTENTION_HELPERS = /* wgsl */ `
+var<workgroup> red: array<f32, 64>;
+fn red_max(x: f32, lid: u32) -> f32 {
+  red[lid] = x;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) { red[lid] = max(red[lid], red[lid + st]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn red_sum(x: f32, lid: u32) -> f32 {
+  red[lid] = x;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn kv_row(j: u32) -> u32 {
+  if (P.useRows != 0u) { return D[P.o_d + j]; }
+  return j;
+}
+fn score(qo: u32, kvo: u32, j: u32) -> f32 {
+  let ko = P.o_k + kv_row(j) * P.kvStride + kvo;
+  var s = 0.0;
+  for (var e = 0u; e < P.headDim; e++) { s += $q[qo + e] * $k[ko + e]; }
+  return s * P.scale;
+}
+`;
+
+/** WGSL: item `item` = token * nHeads + head: its head, token, key count (causal: the keys up to the token), q and K/V column offsets */
+function attentionItem(item: string): string {
+  return `  let h = ${item} % P.nHeads;
+  let t = ${item} / P.nHeads;
+  var nKeys = P.n;
+  if (P.causal != 0u) { nKeys = P.n + t + 1u; }
+  let qo = P.o_q + t * P.qStride + h * P.headDim;
+  let kvo = (h / P.group) * P.headDim;
+  let so = ${item} * P.nAll;`;
+}
+
+/** WGSL: keys [j0, j1) of the item: scores into S, then their max `m`, S[j] = exp(s_j - m) and the sum `l` (m stays -FLT_MAX and l 0 for no key) */
+function attentionSoftmax(j0: string, j1: string): string {
+  return `  var mx = -3.4028234663852886e38;
+  for (var j = ${j0} + lid; j < ${j1}; j += 64u) {
+    let s = score(qo, kvo, j);
+    S[so + j] = s;
+    mx = max(mx, s);
+  }
+  let m = red_max(mx, lid);
+  var sum = 0.0;
+  for (var j = ${j0} + lid; j < ${j1}; j += 64u) {
+    let p = expf_ggml(S[so + j] - m);
+    S[so + j] = p;
+    sum += p;
+  }
+  // the weighted sum below reads S written by other invocations
+  storageBarrier();
+  let l = red_sum(sum, lid);`;
+}
 
 export const ATTENTION: KernelDef = {
   name: "attention",
   workgroupSize: 64,
   arrays: [{ name: "out", write: true }, { name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
   extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }],
-  params: [
-    ["nHeads", "u32"], ["group", "u32"], ["headDim", "u32"], ["qStride", "u32"], ["kvStride", "u32"], ["outStride", "u32"],
-    ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
-  ],
-  helpers: `var<workgroup> red: array<f32, 64>;`,
-  body: `  let h = wgi % P.nHeads;
-  let t = wgi / P.nHeads;
-  var nKeys = P.n;
-  if (P.causal != 0u) { nKeys = P.n + t + 1u; }
-  let qo = P.o_q + t * P.qStride + h * P.headDim;
-  let kvo = (h / P.group) * P.headDim;
-  let so = wgi * P.nAll;
-  var mx = -3.4028234663852886e38;
-  for (var j = lid; j < nKeys; j += 64u) {
-    var row = j;
-    if (P.useRows != 0u) { row = D[P.o_d + j]; }
-    let ko = P.o_k + row * P.kvStride + kvo;
-    var s = 0.0;
-    for (var e = 0u; e < P.headDim; e++) { s += $q[qo + e] * $k[ko + e]; }
-    s = s * P.scale;
-    S[so + j] = s;
-    mx = max(mx, s);
-  }
-  red[lid] = mx;
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = max(red[lid], red[lid + st]); }
-    workgroupBarrier();
-  }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var j = lid; j < nKeys; j += 64u) {
-    let p = expf_ggml(S[so + j] - m);
-    S[so + j] = p;
-    sum += p;
-  }
-  red[lid] = sum;
-  storageBarrier();
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
-    workgroupBarrier();
-  }
-  let inv = 1.0 / red[0];
+  params: ATTENTION_PARAMS,
+  helpers: ATTENTION_HELPERS,
+  body: `${attentionItem("wgi")}
+${attentionSoftmax("0u", "nKeys")}
+  let inv = 1.0 / l;
   let oo = P.o_out + t * P.outStride + h * P.headDim;
   for (var d = lid; d < P.headDim; d += 64u) {
     var acc = 0.0;
     for (var j = 0u; j < nKeys; j++) {
-      var row = j;
-      if (P.useRows != 0u) { row = D[P.o_d + j]; }
-      acc += S[so + j] * $v[P.o_v + row * P.kvStride + kvo + d];
+      acc += S[so + j] * $v[P.o_v + kv_row(j) * P.kvStride + kvo + d];
+    }
+    $out[oo + d] = acc * inv;
+  }`,
+};
+
+/**
+ * Split over keys ("flash decoding"): one workgroup per (item, split), wgi = item * nSplit + split;
+ * split s takes the keys [s * perSplit, (s + 1) * perSplit) of its item, clipped to its nKeys (a
+ * split past a causal query's last key has none). It writes to PT, per (item, split), headDim + 2
+ * floats: its max m_s, its sum l_s = sum exp(s_j - m_s) and o_s[d] = sum exp(s_j - m_s) v_j[d]
+ * (not normalised); ATTENTION_COMBINE rescales and adds them. The weighted sum runs over 16
+ * consecutive dimensions (neighbouring invocations read neighbouring floats of a V row) times 4
+ * interleaved subsets of the keys, whose partial sums are added through workgroup memory.
+ */
+export const ATTENTION_SPLIT: KernelDef = {
+  name: "attentionSplit",
+  workgroupSize: 64,
+  arrays: [{ name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }, { name: "PT", type: "f32", write: true }],
+  params: [...ATTENTION_PARAMS, ["nSplit", "u32"], ["perSplit", "u32"]],
+  helpers: ATTENTION_HELPERS,
+  body: `  let item = wgi / P.nSplit;
+${attentionItem("item")}
+  let j0 = min((wgi % P.nSplit) * P.perSplit, nKeys);
+  let j1 = min(j0 + P.perSplit, nKeys);
+${attentionSoftmax("j0", "j1")}
+  let po = wgi * (P.headDim + 2u);
+  let dl = lid % 16u;
+  let kg = lid / 16u;
+  for (var d0 = 0u; d0 < P.headDim; d0 += 16u) {
+    let d = d0 + dl;
+    var acc = 0.0;
+    if (d < P.headDim) {
+      for (var j = j0 + kg; j < j1; j += 4u) {
+        acc += S[so + j] * $v[P.o_v + kv_row(j) * P.kvStride + kvo + d];
+      }
+    }
+    red[lid] = acc;
+    workgroupBarrier();
+    if (kg == 0u && d < P.headDim) { PT[po + 2u + d] = red[lid] + red[lid + 16u] + red[lid + 32u] + red[lid + 48u]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    PT[po] = m;
+    PT[po + 1u] = l;
+  }`,
+};
+
+/**
+ * One workgroup of 64 per item: m = max m_s, out[d] = sum o_s[d] exp(m_s - m) / sum l_s exp(m_s - m)
+ * over the item's splits. A split without keys (l_s = 0) is skipped, so its m_s = -FLT_MAX never
+ * enters an exp; every item has at least one key, so some split has l_s >= 1.
+ */
+export const ATTENTION_COMBINE: KernelDef = {
+  name: "attentionCombine",
+  workgroupSize: 64,
+  arrays: [{ name: "out", write: true }],
+  extras: [{ name: "PT", type: "f32" }],
+  params: [["nHeads", "u32"], ["headDim", "u32"], ["outStride", "u32"], ["nSplit", "u32"]],
+  body: `  let h = wgi % P.nHeads;
+  let t = wgi / P.nHeads;
+  let w = P.headDim + 2u;
+  let pb = wgi * P.nSplit * w;
+  var m = -3.4028234663852886e38;
+  for (var s = 0u; s < P.nSplit; s++) {
+    if (PT[pb + s * w + 1u] > 0.0) { m = max(m, PT[pb + s * w]); }
+  }
+  var l = 0.0;
+  for (var s = 0u; s < P.nSplit; s++) {
+    let ls = PT[pb + s * w + 1u];
+    if (ls > 0.0) { l += ls * expf_ggml(PT[pb + s * w] - m); }
+  }
+  let inv = 1.0 / l;
+  let oo = P.o_out + t * P.outStride + h * P.headDim;
+  for (var d = lid; d < P.headDim; d += 64u) {
+    var acc = 0.0;
+    for (var s = 0u; s < P.nSplit; s++) {
+      if (PT[pb + s * w + 1u] > 0.0) { acc += PT[pb + s * w + 2u + d] * expf_ggml(PT[pb + s * w] - m); }
     }
     $out[oo + d] = acc * inv;
   }`,
