@@ -132,12 +132,10 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
           v128.store(partial + ((<usize>i) << 4), f32x4.add(quarters64(kr, qp, 1), quarters64(kr, qp, 0)));
         }
       } else {
-      for (let i = 0; i < nKeys; i++) {
-          v128.store(partial + ((<usize>i) << 4), (chunks == 1 ? quarters64(kBase + rowAt(rows, i, kvStride), qp, 0) : quarters(kBase + rowAt(rows, i, kvStride), qp, 0, chunks)));
-        }
+        for (let i = 0; i < nKeys; i++) v128.store(partial + ((<usize>i) << 4), quarters(kBase + rowAt(rows, i, kvStride), qp, 0, chunks));
         for (let i = 0; i < nKeys; i++) {
           const at = partial + ((<usize>i) << 4);
-          v128.store(at, f32x4.add((chunks == 1 ? quarters64(kBase + rowAt(rows, i, kvStride), qp, 1) : quarters(kBase + rowAt(rows, i, kvStride), qp, 1, chunks)), v128.load(at)));
+          v128.store(at, f32x4.add(quarters(kBase + rowAt(rows, i, kvStride), qp, 1, chunks), v128.load(at)));
         }
       }
       const scaleV = f32x4.splat(scale);

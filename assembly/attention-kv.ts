@@ -157,6 +157,27 @@ const Q4_0: i32 = 3;
   return type == F16 ? <usize>headDim << 1 : <usize>(headDim >> 5) * blockBytes(type);
 }
 
+/** head dims of f16 keys at kp converted to floats at dst */
+// @ts-ignore: decorator
+@inline function convertKeyF16(kp: usize, dst: usize, headDim: i32): void {
+  for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(dst + (d << 1), halves4(kp + d));
+}
+
+/** an accumulator row times ms (a new running max), rounded to f16 again for f16 values */
+// @ts-ignore: decorator
+@inline function rescaleRow(op: usize, rowBytes: usize, ms: f32, vType: i32): void {
+  const msv = f32x4.splat(ms);
+  if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
+  else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
+}
+
+/** an accumulator row divided by its sum (0 for none) */
+// @ts-ignore: decorator
+@inline function normalizeRow(op: usize, rowBytes: usize, sum: f32): void {
+  const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);
+  for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
+}
+
 /** per-thread scratch bytes: headDim floats (f16 keys converted) and three floats per head of a KV group (max, sum, value weight) */
 export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
   return ((<usize>headDim) << 2) + (<usize>(12 * group));
@@ -215,7 +236,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   for (let j = 0; j < nKeys; j++) {
     const row = <usize>load<i32>(rows + (<usize>j << 2));
     const kp = k + row * kRowBytes + kvh * kHead;
-    if (kType == F16) for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(scratch + (d << 1), halves4(kp + d));
+    if (kType == F16) convertKeyF16(kp, scratch, headDim);
     for (let r = 0; r < count; r++) {
       const qp = q0 + <usize>r * qStride;
       const op = o0 + <usize>r * rowBytes;
@@ -225,9 +246,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
       if (s > m) {
         ms = expfLibm(m - s, table);
         store<f32>(mAt + (<usize>r << 2), s);
-        const msv = f32x4.splat(ms);
-        if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
-        else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
+        rescaleRow(op, rowBytes, ms, vType);
       } else {
         vs = expfLibm(s - m, table);
       }
@@ -250,10 +269,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
     }
   }
   for (let r = 0; r < count; r++) {
-    const sum = load<f32>(sumAt + (<usize>r << 2));
-    const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);
-    const op = o0 + <usize>r * rowBytes;
-    for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
+    normalizeRow(o0 + <usize>r * rowBytes, rowBytes, load<f32>(sumAt + (<usize>r << 2)));
   }
 }
 
@@ -279,7 +295,7 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     const kp = k + row * kRowBytes + kvh * kHead;
     let s: f32;
     if (kType == F16) {
-      for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(scratch + (d << 1), halves4(kp + d));
+      convertKeyF16(kp, scratch, headDim);
       s = vecDot(scratch, qp, headDim) * scale;
     } else {
       s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
@@ -288,9 +304,7 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     if (s > m) {
       ms = expfLibm(m - s, table);
       m = s;
-      const msv = f32x4.splat(ms);
-      if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
-      else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
+      rescaleRow(op, rowBytes, ms, vType);
     } else {
       vs = expfLibm(s - m, table);
     }
@@ -305,6 +319,5 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     }
     sum = f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0);
   }
-  const inv = f32x4.splat(sum == 0 ? <f32>0 : <f32>1 / sum);
-  for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
+  normalizeRow(op, rowBytes, sum);
 }

@@ -248,31 +248,30 @@ const ATTENTION_PARAMS: readonly (readonly [string, ParamType])[] = [
   ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
 ];
 
+/** WGSL: a tree reduction of one f32 per invocation over the workgroup's 64, through `red`, with the expression `op` of a and b */
+function workgroupReduction(name: string, op: string): string {
+  return `fn ${name}(x: f32, lid: u32) -> f32 {
+  red[lid] = x;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st = st >> 1u) {
+    if (lid < st) {
+      let a = red[lid];
+      let b = red[lid + st];
+      red[lid] = ${op};
+    }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}`;
+}
+
 /** workgroup reductions, a key's cache row (paged or not) and its scaled score, shared by both attention kernels */
 const ATTENTION_HELPERS = /* wgsl */ `
 var<workgroup> red: array<f32, 64>;
-fn red_max(x: f32, lid: u32) -> f32 {
-  red[lid] = x;
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = max(red[lid], red[lid + st]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-fn red_sum(x: f32, lid: u32) -> f32 {
-  red[lid] = x;
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
+${workgroupReduction("red_max", "max(a, b)")}
+${workgroupReduction("red_sum", "a + b")}
 fn kv_row(j: u32) -> u32 {
   if (P.useRows != 0u) { return D[P.o_d + j]; }
   return j;
