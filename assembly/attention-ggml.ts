@@ -19,18 +19,45 @@ import { rowAt } from "./attention";
 }
 
 /**
- * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
- * accumulators for n = 64 floats at x and y, each quarter as (acc0 + acc2) + (acc1 + acc3),
- * returned as quarter k+2 + quarter k (the halves of reduce16's (q3 + q1) + (q2 + q0)):
- * `quarters` for one chunk, written out (the loop's accumulators cost head size 64 ~30%)
+ * (acc0 + acc2) + (acc1 + acc3) of ggml_vec_dot_f32's four 16-lane accumulators, at lanes
+ * o/4..o/4+3, for n = 64 floats at x and y (o = 16, 48: quarter 1's low and high halves; 0, 32:
+ * quarter 0's). Stored before the next is computed: V8 hoists a straight-line body's loads
+ * above its arithmetic, and the 32 loads of a whole dot spilled half of them
  */
 // @ts-ignore: decorator
-@inline function quarters64(x: usize, y: usize, k: usize): v128 {
+@inline function eighth64(x: usize, y: usize, o: usize): v128 {
   const z = f32x4.splat(0);
-  const a = x + (k << 4), b = y + (k << 4);
-  const lo = f32x4.add(f32x4.add(fma(v128.load(a), v128.load(b), z), fma(v128.load(a, 128), v128.load(b, 128), z)), f32x4.add(fma(v128.load(a, 64), v128.load(b, 64), z), fma(v128.load(a, 192), v128.load(b, 192), z)));
-  const hi = f32x4.add(f32x4.add(fma(v128.load(a, 32), v128.load(b, 32), z), fma(v128.load(a, 160), v128.load(b, 160), z)), f32x4.add(fma(v128.load(a, 96), v128.load(b, 96), z), fma(v128.load(a, 224), v128.load(b, 224), z)));
-  return f32x4.add(hi, lo);
+  const a = x + o, b = y + o;
+  return f32x4.add(f32x4.add(fma(v128.load(a), v128.load(b), z), fma(v128.load(a, 128), v128.load(b, 128), z)), f32x4.add(fma(v128.load(a, 64), v128.load(b, 64), z), fma(v128.load(a, 192), v128.load(b, 192), z)));
+}
+
+/** eighth64 over n = 64 * chunks floats: each of its four accumulators run over the chunks */
+// @ts-ignore: decorator
+@inline function eighth(x: usize, y: usize, o: usize, chunks: i32): v128 {
+  if (chunks == 1) return eighth64(x, y, o);
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z;
+  let a = x + o, b = y + o;
+  for (let c = 0; c < chunks; c++, a += 256, b += 256) {
+    a0 = fma(v128.load(a), v128.load(b), a0);
+    a1 = fma(v128.load(a, 64), v128.load(b, 64), a1);
+    a2 = fma(v128.load(a, 128), v128.load(b, 128), a2);
+    a3 = fma(v128.load(a, 192), v128.load(b, 192), a3);
+  }
+  return f32x4.add(f32x4.add(a0, a2), f32x4.add(a1, a3));
+}
+
+/**
+ * One key's dot at x with the query at y before reduce16's last step, stored at `at`: quarters 1
+ * and 0 (lanes 4..7 + 12..15, 0..3 + 8..11: reduce16's (q3 + q1) and (q2 + q0)) added, each quarter
+ * its high half + its low half; `half` is scratch for one vector
+ */
+// @ts-ignore: decorator
+@inline function keyPartials(x: usize, y: usize, at: usize, half: usize, chunks: i32): void {
+  v128.store(at, eighth(x, y, 16, chunks));
+  v128.store(at, f32x4.add(eighth(x, y, 48, chunks), v128.load(at)));
+  v128.store(half, eighth(x, y, 0, chunks));
+  v128.store(at, f32x4.add(v128.load(at), f32x4.add(eighth(x, y, 32, chunks), v128.load(half))));
 }
 
 /**
@@ -81,96 +108,110 @@ import { rowAt } from "./attention";
   return f32x4.add(i32x4.shuffle(s01, s23, 0, 2, 4, 6), i32x4.shuffle(s01, s23, 1, 3, 5, 7));
 }
 
-/** per-thread scratch bytes: the score row and the value accumulators */
-export function attendGgmlScratchBytes(nAll: i32, headDim: i32): usize {
+/**
+ * The most heads of one KV group that go through its keys and values together: each cached row
+ * is then read from memory once per run and from L1 for the run's other heads
+ */
+const MAX_RUN: i32 = 8;
+/** keys per block of the score pass: a block's key rows (8 KB at head size 64) stay in L1 across the run's heads */
+const KEY_BLOCK: i32 = 32;
+
+// @ts-ignore: decorator
+@inline function runLength(group: i32): i32 {
+  return min<i32>(group, MAX_RUN);
+}
+
+/** per-thread scratch bytes: per head of a run its score row and value accumulators, and the block's partial dots */
+export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usize {
   const padded = (nAll + 63) & ~63;
-  // scores, value accumulators, and (head sizes of 64k) one vector per key of the dots' partial sums
-  return ((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2) + ((<usize>padded) << 4);
+  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 1) << 4);
 }
 
 /**
  * Items [i0, i1) of the job (item = t * nHeads + h), as attend() in attention.ts, for a batch of
- * nTok query tokens; `scratch` holds attendGgmlScratchBytes(startPos + nTok, headDim) bytes of
- * this thread's own.
+ * nTok query tokens; `scratch` holds attendGgmlScratchBytes(startPos + nTok, headDim, group) bytes
+ * of this thread's own. Consecutive items of one token whose heads share a KV head go as one run
+ * (same arithmetic per head as one at a time: only the order of independent sums changes)
  */
 export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize): void {
   const group = nHeads / nKvHeads;
+  let item = i0;
+  while (item < i1) {
+    const h = item % nHeads;
+    const n = min<i32>(i1 - item, min<i32>((h / group + 1) * group - h, runLength(group)));
+    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch);
+    item += n;
+  }
+}
+
+/** items [item, item + n) of one token, their heads sharing one KV head */
+function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize): void {
   const kvStride = (<usize>(nKvHeads * headDim)) << 2;
   const rowBytes = (<usize>headDim) << 2;
   const nAll = startPos + nTok;
   const padded = (nAll + 63) & ~63;
-  const p = scratch;
-  const acc = scratch + ((<usize>padded) << 2);
-  const partial = acc + ((<usize>(64 * headDim)) << 2);
+  const scoreBytes = (<usize>padded) << 2;
+  const accBytes = (<usize>(64 * headDim)) << 2;
+  // per head i of the run: its scores at p0 + i * scoreBytes, its accumulators at acc0 + i * accBytes
+  const p0 = scratch;
+  const acc0 = p0 + (<usize>n) * scoreBytes;
+  const partial = acc0 + (<usize>n) * accBytes;
+  const half = partial + ((<usize>KEY_BLOCK) << 4);
   const batch = nTok >= 2;
   const nAcc: usize = batch ? 16 : 64;
   const zero = f32x4.splat(0);
-  for (let item = i0; item < i1; item++) {
-    const t = item / nHeads;
-    const h = item % nHeads;
-    const qp = q + (<usize>item) * rowBytes;
-    const op = out + (<usize>item) * rowBytes;
-    const kvOff = (<usize>(h / group)) * rowBytes;
-    const nKeys = startPos + t + 1;
-    // scores, scaled
-    let m: f32 = -Infinity;
+  const t = item / nHeads;
+  const kvOff = (<usize>((item % nHeads) / group)) * rowBytes;
+  const kBase = k + kvOff;
+  const vBase = v + kvOff;
+  const nKeys = startPos + t + 1;
+  const chunks = headDim >> 6;
+  const scaleV = f32x4.splat(scale);
+  // scores, scaled, block by block of keys, every head of the run through a block before the next
+  for (let j0 = 0; j0 < nKeys; j0 += KEY_BLOCK) {
+    const j1 = min<i32>(nKeys, j0 + KEY_BLOCK);
+    for (let r = 0; r < n; r++) {
+      const qp = q + (<usize>(item + r)) * rowBytes;
+      const p = p0 + (<usize>r) * scoreBytes;
+      let j = j0;
+      if ((headDim & 63) == 0) {
+        // Head sizes of 64k: each key's dot in four pieces, each stored before the next is
+        // computed (see eighth64), then reduce16's last step for four keys at a time in one
+        // vector, scaled and stored. Head size 64 gets the pieces written out (the loop over
+        // chunks cost it ~30%)
+        if (chunks == 1) for (let i = j0; i < j1; i++) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
+        else for (let i = j0; i < j1; i++) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
+        for (; j + 4 <= j1; j += 4) {
+          const at = partial + ((<usize>(j - j0)) << 4);
+          v128.store(p + ((<usize>j) << 2), f32x4.mul(lastStep4(v128.load(at), v128.load(at, 16), v128.load(at, 32), v128.load(at, 48)), scaleV));
+        }
+        for (; j < j1; j++) {
+          const b = v128.load(partial + ((<usize>(j - j0)) << 4));
+          store<f32>(p + ((<usize>j) << 2), ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale);
+        }
+      }
+      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), vecDot(kBase + rowAt(rows, j, kvStride), qp, headDim) * scale);
+    }
+  }
+  // softmax, per head: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks
+  // wholly past the last unmasked key are e^-inf = 0, add 0 to the sum and are never read:
+  // skipped; the masked tail of the last live chunk is -inf
+  const live = (<usize>((nKeys + 15) & ~15)) << 2;
+  for (let r = 0; r < n; r++) {
+    const p = p0 + (<usize>r) * scoreBytes;
+    let mv = f32x4.splat(-Infinity);
     let j = 0;
-    if ((headDim & 63) == 0) {
-      // Head sizes of 64k: in passes over the keys, each a loop whose body holds few values (V8
-      // hoists every load of a straight-line body and spills; so it did with four whole dots in
-      // one body, ~75 spill moves a key): quarters 0 and 2 of every key's dot, then 1 and 3
-      // added to them, then reduce16's last step for four keys at a time in one vector, scaled,
-      // stored, and their max taken.
-      const kBase = k + kvOff;
-      const chunks = headDim >> 6;
-      if (chunks == 1) {
-        // head size 64: both passes in one loop, the row's second half read while its line is in
-        // L1 (the same sums: quarter 1's added to quarter 0's). Decode after 1536 keys spent ~9%
-        // less on attention than with two sweeps over the rows, which stream from memory there
-        for (let i = 0; i < nKeys; i++) {
-          const kr = kBase + rowAt(rows, i, kvStride);
-          v128.store(partial + ((<usize>i) << 4), f32x4.add(quarters64(kr, qp, 1), quarters64(kr, qp, 0)));
-        }
-      } else {
-        for (let i = 0; i < nKeys; i++) v128.store(partial + ((<usize>i) << 4), quarters(kBase + rowAt(rows, i, kvStride), qp, 0, chunks));
-        for (let i = 0; i < nKeys; i++) {
-          const at = partial + ((<usize>i) << 4);
-          v128.store(at, f32x4.add(quarters(kBase + rowAt(rows, i, kvStride), qp, 1, chunks), v128.load(at)));
-        }
-      }
-      const scaleV = f32x4.splat(scale);
-      let mv = f32x4.splat(-Infinity);
-      for (; j + 4 <= nKeys; j += 4) {
-        const at = partial + ((<usize>j) << 4);
-        const scaled = f32x4.mul(lastStep4(v128.load(at), v128.load(at, 16), v128.load(at, 32), v128.load(at, 48)), scaleV);
-        v128.store(p + ((<usize>j) << 2), scaled);
-        mv = f32x4.max(mv, scaled);
-      }
-      m = max<f32>(max<f32>(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max<f32>(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
-      for (; j < nKeys; j++) {
-        const b = v128.load(partial + ((<usize>j) << 4));
-        const s = ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale;
-        store<f32>(p + ((<usize>j) << 2), s);
-        m = max<f32>(m, s);
-      }
-    }
-    for (; j < nKeys; j++) {
-      const s = vecDot(k + rowAt(rows, j, kvStride) + kvOff, qp, headDim) * scale;
-      store<f32>(p + ((<usize>j) << 2), s);
-      m = max<f32>(m, s);
-    }
-    // softmax: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks wholly
-    // past the last unmasked key are e^-inf = 0, add 0 to the sum and are never read: skipped;
-    // the masked tail of the last live chunk is -inf
-    const live = (<usize>((nKeys + 15) & ~15)) << 2;
+    for (; j + 4 <= nKeys; j += 4) mv = f32x4.max(mv, v128.load(p + ((<usize>j) << 2)));
+    let m = max<f32>(max<f32>(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max<f32>(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    for (; j < nKeys; j++) m = max<f32>(m, load<f32>(p + ((<usize>j) << 2)));
     for (let c = (<usize>nKeys) << 2; c < live; c += 4) store<f32>(p + c, -Infinity);
-    const mv = f32x4.splat(m);
+    const mvs = f32x4.splat(m);
     let sum: f64 = 0;
     for (let c: usize = 0; c < live; c += 64) {
-      const e0 = expGgml(f32x4.sub(v128.load(p + c), mv));
-      const e1 = expGgml(f32x4.sub(v128.load(p + c, 16), mv));
-      const e2 = expGgml(f32x4.sub(v128.load(p + c, 32), mv));
-      const e3 = expGgml(f32x4.sub(v128.load(p + c, 48), mv));
+      const e0 = expGgml(f32x4.sub(v128.load(p + c), mvs));
+      const e1 = expGgml(f32x4.sub(v128.load(p + c, 16), mvs));
+      const e2 = expGgml(f32x4.sub(v128.load(p + c, 32), mvs));
+      const e3 = expGgml(f32x4.sub(v128.load(p + c, 48), mvs));
       v128.store(p + c, e0);
       v128.store(p + c, e1, 16);
       v128.store(p + c, e2, 32);
@@ -179,22 +220,24 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
     }
     const inv = f32x4.splat(<f32>(1 / sum));
     for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
-    // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
-    // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
-    // vec_dot's four accumulators). Each accumulator sees only its own positions, in order, so
-    // it is run to the end over positions l, l + nAcc, ... in registers, 32 dimensions at a
-    // time. The reference also adds v * 0 for every masked or padded position: that leaves an
-    // accumulator unchanged (it starts at +0 and a sum is -0 only if both terms are; finite v),
-    // so those positions are skipped here
-    for (let l: usize = 0; l < nAcc; l++) {
-      const a = acc + l * rowBytes;
-      let d: usize = 0;
-      for (; d + 128 <= rowBytes; d += 128) {
+  }
+  // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
+  // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
+  // vec_dot's four accumulators). Each accumulator sees only its own positions, in order, so
+  // it is run to the end over positions l, l + nAcc, ... in registers, 32 dimensions at a
+  // time, for each head of the run in turn (the rows' lines are then in L1). The reference also
+  // adds v * 0 for every masked or padded position: that leaves an accumulator unchanged (it
+  // starts at +0 and a sum is -0 only if both terms are; finite v), so those positions are skipped
+  for (let l: usize = 0; l < nAcc; l++) {
+    let d: usize = 0;
+    for (; d + 128 <= rowBytes; d += 128) {
+      for (let r = 0; r < n; r++) {
+        const p = p0 + (<usize>r) * scoreBytes;
+        const a = acc0 + (<usize>r) * accBytes + l * rowBytes + d;
         let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
-        let j = <i32>l;
-        for (; j < nKeys; j += <i32>nAcc) {
+        for (let j = <i32>l; j < nKeys; j += <i32>nAcc) {
           const pj = v128.load32_splat(p + ((<usize>j) << 2));
-          const vp = v + rowAt(rows, j, kvStride) + kvOff + d;
+          const vp = vBase + rowAt(rows, j, kvStride) + d;
           a0 = fma(v128.load(vp), pj, a0);
           a1 = fma(v128.load(vp, 16), pj, a1);
           a2 = fma(v128.load(vp, 32), pj, a2);
@@ -204,22 +247,28 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
           a6 = fma(v128.load(vp, 96), pj, a6);
           a7 = fma(v128.load(vp, 112), pj, a7);
         }
-        v128.store(a + d, a0);
-        v128.store(a + d, a1, 16);
-        v128.store(a + d, a2, 32);
-        v128.store(a + d, a3, 48);
-        v128.store(a + d, a4, 64);
-        v128.store(a + d, a5, 80);
-        v128.store(a + d, a6, 96);
-        v128.store(a + d, a7, 112);
-      }
-      for (; d < rowBytes; d += 16) {
-        let a0 = zero;
-        let j = <i32>l;
-        for (; j < nKeys; j += <i32>nAcc) a0 = fma(v128.load(v + rowAt(rows, j, kvStride) + kvOff + d), v128.load32_splat(p + ((<usize>j) << 2)), a0);
-        v128.store(a + d, a0);
+        v128.store(a, a0);
+        v128.store(a, a1, 16);
+        v128.store(a, a2, 32);
+        v128.store(a, a3, 48);
+        v128.store(a, a4, 64);
+        v128.store(a, a5, 80);
+        v128.store(a, a6, 96);
+        v128.store(a, a7, 112);
       }
     }
+    for (; d < rowBytes; d += 16) {
+      for (let r = 0; r < n; r++) {
+        const p = p0 + (<usize>r) * scoreBytes;
+        let a0 = zero;
+        for (let j = <i32>l; j < nKeys; j += <i32>nAcc) a0 = fma(v128.load(vBase + rowAt(rows, j, kvStride) + d), v128.load32_splat(p + ((<usize>j) << 2)), a0);
+        v128.store(acc0 + (<usize>r) * accBytes + l * rowBytes + d, a0);
+      }
+    }
+  }
+  for (let r = 0; r < n; r++) {
+    const acc = acc0 + (<usize>r) * accBytes;
+    const op = out + (<usize>(item + r)) * rowBytes;
     if (!batch) {
       // vec_dot's accumulators: 0 += 2, 1 += 3, then 0 += 1, leaving 16 lanes
       for (let l: usize = 0; l < 16; l++) {

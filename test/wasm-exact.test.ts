@@ -72,6 +72,11 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     { nHeads: 4, nKvHeads: 4, headDim: 128, startPos: 60, nTokens: 9 },
     { nHeads: 6, nKvHeads: 2, headDim: 80, startPos: 5, nTokens: 70 },
     { nHeads: 8, nKvHeads: 1, headDim: 12, startPos: 0, nTokens: 3 },
+    // groups of heads taken together over several key blocks: head size 128 (two chunks), a
+    // group split between the threads' runs, and a group longer than one run
+    { nHeads: 8, nKvHeads: 2, headDim: 128, startPos: 100, nTokens: 1 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 200, nTokens: 1 },
+    { nHeads: 32, nKvHeads: 2, headDim: 64, startPos: 150, nTokens: 1 },
   ];
   for (const c of cases) {
     const nAll = c.startPos + c.nTokens;

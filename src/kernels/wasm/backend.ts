@@ -402,7 +402,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const floats = items * headDim;
     const nAll = startPos + nTokens;
     // the exact kernel's score row and accumulators: one slot per thread
-    const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim)) : 0;
+    const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim, nHeads / nKvHeads)) : 0;
     const space = memories.spaces[index]!;
     const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + threads * slotBytes);
     const oPtr = qPtr + align64(floats * 4);
@@ -421,7 +421,15 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // go round (two claims a thread at least): a thread then reads each of its KV heads' cached
     // rows once, not every thread all of them (TinyLlama decode: 0.35 ms less attention a token)
     const group = nHeads / nKvHeads;
-    setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
+    const wholeGroups = items / group >= 2 * threads;
+    setClaims(control, items, wholeGroups ? group : 1, threads);
+    if (exact && !wholeGroups && group > 1) {
+      // too few groups to go round (SmolLM's decode: 3 on 2 threads): each thread one run of
+      // consecutive items, so the heads of a group within it still share each row read (the
+      // exact kernel takes such runs together). Decode after 1536 keys: ~0.9x the attention time
+      control[C.SHARES] = 1;
+      control[C.MAX_CLAIM] = Math.ceil(items / threads);
+    }
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
   }

@@ -24,7 +24,7 @@ export interface KernelExports {
   packQ8_0Exact(q: number, nBlocks: number): void;
   /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
   probeMadd(a: number, c: number): number;
-  attendGgmlScratchBytes(nAll: number, headDim: number): number;
+  attendGgmlScratchBytes(nAll: number, headDim: number, group: number): number;
   attendEncodedScratchBytes(headDim: number, group: number): number;
   attendFullScratchBytes(n: number, headDim: number): number;
   swigluGgml(out: number, gate: number, up: number, n: number): void;
