@@ -299,7 +299,8 @@ describe("webgpu backend conformance", { skip }, () => {
   });
 
   test("attention and bidirectionalAttention in blocks of query tokens (a small scores scratch)", async () => {
-    const small = await createWebGPUBackend({ attentionScratchFloats: 40 });
+    // the scores-buffer kernels (the tiled one, which needs no scratch, would take the encoder's 6 queries)
+    const small = await createWebGPUBackend({ attentionScratchFloats: 40, tiledAttention: false });
     try {
       const r = rng(95);
       const nHeads = 4, nKvHeads = 1, headDim = 32, nTokens = 5, startPos = 3;
@@ -490,6 +491,25 @@ describe("webgpu backend conformance", { skip }, () => {
     } finally {
       both.dispose();
     }
+  });
+
+  test("tiled attention: prompts of whole and partial query tiles, key tiles of 16 and 8, odd head sizes, paged GQA; an encoder's strided rows", async () => {
+    await splitCase(b, "attention tiled 8 queries from 0, hd 64", 320, 6, 2, 64, 8, 0);
+    await splitCase(b, "attention tiled 13 queries from 20, hd 40", 321, 6, 2, 40, 13, 20);
+    await splitCase(b, "attention tiled 37 queries from 300, hd 128", 322, 8, 2, 128, 37, 300);
+    await splitCase(b, "attention tiled 9 queries from 0, hd 70", 323, 4, 1, 70, 9, 0);
+    await splitCase(b, "attention tiled 10 queries from 3, hd 1", 324, 3, 3, 1, 10, 3);
+    // head sizes above TILE_MAX_HEAD_DIM keep the scores-buffer kernel
+    await splitCase(b, "attention hd 160 prompt (not tiled)", 325, 2, 1, 160, 9, 4);
+    const r = rng(326);
+    const n = 21, nHeads = 3, headDim = 64, d = nHeads * headDim, stride = 3 * d + 5;
+    const qkv = normals(n * stride, r);
+    const expected = new Float32Array(n * d);
+    bidirectionalAttention(expected, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.125, stride);
+    const a = device(b, qkv);
+    const out = b.allocActivations(n * d);
+    b.bidirectionalAttention(out, a, b.view(a, d), b.view(a, 2 * d), n, nHeads, headDim, 0.125, stride);
+    close("bidirectionalAttention tiled, strided", await b.read(out), expected, 1e-5);
   });
 
   test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {

@@ -11,8 +11,8 @@ import {
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
-  buildShader, matmulDef, paramLayout, type KernelDef,
+  ADD, ADD_BIAS, ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, ATTENTION_TILED, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
+  TILE_MAX_HEAD_DIM, TILE_QUERIES, buildShader, matmulDef, paramLayout, tileKeys, type KernelDef,
 } from "./shaders.js";
 
 /**
@@ -78,6 +78,12 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * force the split path in tests.
    */
   attentionKeysPerSplit?: number;
+  /**
+   * Prompts of at least TILE_QUERIES tokens (and encoders) through the tiled attention kernel
+   * where the head size is at most TILE_MAX_HEAD_DIM (default true); false keeps the scores-buffer
+   * kernels (tests of both paths)
+   */
+  tiledAttention?: boolean;
   /** reduce matmul sums with subgroup operations where the adapter has the "subgroups" feature (default true) */
   subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
@@ -102,7 +108,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false);
 }
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
@@ -153,7 +159,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   private readonly maxWeightBytes: number;
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number) {
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
@@ -645,6 +651,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (nTokens === 0 || d === 0) return;
     checkRows(rows, nAll, Math.floor(Math.min(k.length, v.length) / kvStride));
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    if (this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM) {
+      const params = [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos, rows ? 1 : 0, 0, nAll, scale, nTokens, tileKeys(headDim)];
+      this.dispatch(ATTENTION_TILED, [o, qa, k, v], ["D"], params, Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
+      return;
+    }
     const chunk = this.queryChunk(nHeads, nAll);
     for (let t0 = 0; t0 < nTokens; t0 += chunk) {
       const m = Math.min(chunk, nTokens - t0);
@@ -702,6 +713,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("bidirectionalAttention", "k", ka, need, `${n} rows ${st} apart (${need})`);
     this.checkLength("bidirectionalAttention", "v", va, need, `${n} rows ${st} apart (${need})`);
     this.checkLength("bidirectionalAttention", "out", o, n * d, `${n} x ${d}`);
+    if (this.tiled && headDim <= TILE_MAX_HEAD_DIM) {
+      this.dispatch(ATTENTION_TILED, [o, qa, ka, va], [this.dummy], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale, n, tileKeys(headDim)], Math.ceil(n / TILE_QUERIES) * nHeads);
+      return;
+    }
     const chunk = this.queryChunk(nHeads, n);
     for (let i0 = 0; i0 < n; i0 += chunk) {
       const m = Math.min(chunk, n - i0);

@@ -413,6 +413,122 @@ export const ATTENTION_COMBINE: KernelDef = {
   }`,
 };
 
+/** query tokens per workgroup of the tiled attention kernel; each gets TILE_LANES invocations */
+export const TILE_QUERIES = 8;
+const TILE_LANES = 8;
+/** the largest head size the tiled kernel takes: a lane holds headDim / TILE_LANES accumulators */
+export const TILE_MAX_HEAD_DIM = 128;
+/** floats of one K (or V) tile in workgroup memory: TILE_KEYS(headDim) keys of headDim floats */
+const TILE_FLOATS = 1024;
+/** keys per tile of the tiled attention kernel for a head size (16 up to head size 64, 8 at 128) */
+export function tileKeys(headDim: number): number {
+  return Math.min(16, Math.floor(TILE_FLOATS / headDim));
+}
+
+/**
+ * Tiled ("flash") attention for prompts: one workgroup of 64 per (tile of TILE_QUERIES query
+ * tokens, head), wgi = tile * nHeads + head. The tile's queries sit in workgroup memory; the keys
+ * go by tiles of nTile (tileKeys) rows of K and V loaded into workgroup memory once for all
+ * the tile's queries; each tile's scores (8 x nTile) are computed by the whole workgroup, then
+ * each query's 8 lanes fold them into an online softmax (running max, sum and weighted values,
+ * rescaled when the max grows; ggml's expf) over the lane's dimensions e, e + 8, ... No scores
+ * buffer: memory does not grow with context x context, and each K/V row is read once per tile of
+ * queries instead of once per query. P.n as in ATTENTION: keys before the first query (causal)
+ * or all the keys (bidirectional); nTok = the dispatch's query tokens.
+ */
+export const ATTENTION_TILED: KernelDef = {
+  name: "attentionTiled",
+  workgroupSize: 64,
+  arrays: [{ name: "out", write: true }, { name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  extras: [{ name: "D", type: "u32" }],
+  params: [...ATTENTION_PARAMS, ["nTok", "u32"], ["nTile", "u32"]],
+  helpers: /* wgsl */ `
+var<workgroup> Qs: array<f32, ${TILE_QUERIES * TILE_MAX_HEAD_DIM}>;
+var<workgroup> Ks: array<f32, ${TILE_FLOATS}>;
+var<workgroup> Vs: array<f32, ${TILE_FLOATS}>;
+var<workgroup> Ss: array<f32, ${TILE_QUERIES * 16}>;
+fn kv_row(j: u32) -> u32 {
+  if (P.useRows != 0u) { return D[P.o_d + j]; }
+  return j;
+}
+// the keys query token t sees
+fn key_limit(t: u32) -> u32 {
+  if (P.causal != 0u) { return P.n + t + 1u; }
+  return P.n;
+}`,
+  body: `  let h = wgi % P.nHeads;
+  let t0 = (wgi / P.nHeads) * ${TILE_QUERIES}u;
+  let hd = P.headDim;
+  let kvo = (h / P.group) * hd;
+  let qi = lid / ${TILE_LANES}u;
+  let e = lid % ${TILE_LANES}u;
+  let t = t0 + qi;
+  let last = min(t0 + ${TILE_QUERIES}u, P.nTok) - 1u;
+  // the keys the tile's last query sees: every tile of them is loaded (the same bound for all
+  // invocations, as the barriers need)
+  let keysEnd = key_limit(last);
+  let mine = select(0u, key_limit(t), t < P.nTok);
+  for (var i = lid; i < ${TILE_QUERIES}u * hd; i += 64u) {
+    let tq = t0 + i / hd;
+    var x = 0.0;
+    if (tq < P.nTok) { x = $q[P.o_q + tq * P.qStride + h * hd + i % hd]; }
+    Qs[i] = x;
+  }
+  var acc: array<f32, ${TILE_MAX_HEAD_DIM / TILE_LANES}>;
+  var m = -3.4028234663852886e38;
+  var l = 0.0;
+  let nt = P.nTile;
+  for (var j0 = 0u; j0 < keysEnd; j0 += nt) {
+    let n = min(nt, keysEnd - j0);
+    for (var i = lid; i < n * hd; i += 64u) {
+      let ro = P.o_k + kv_row(j0 + i / hd) * P.kvStride + kvo + i % hd;
+      Ks[i] = $k[ro];
+      Vs[i] = $v[ro - P.o_k + P.o_v];
+    }
+    workgroupBarrier();
+    // the tile's scores, 8 x n of them, shared out over the workgroup
+    for (var pi = lid; pi < ${TILE_QUERIES}u * nt; pi += 64u) {
+      let sq = pi / nt;
+      let sk = pi % nt;
+      var s = -3.4028234663852886e38;
+      if (sk < n && t0 + sq < P.nTok && j0 + sk < key_limit(t0 + sq)) {
+        var dot = 0.0;
+        for (var d = 0u; d < hd; d++) { dot += Qs[sq * hd + d] * Ks[sk * hd + d]; }
+        s = dot * P.scale;
+      }
+      Ss[sq * 16u + sk] = s;
+    }
+    workgroupBarrier();
+    // this query's online softmax over the tile's keys it sees
+    let seen = min(n, select(0u, mine - j0, mine > j0));
+    if (seen > 0u) {
+      var tm = m;
+      for (var sk = 0u; sk < seen; sk++) { tm = max(tm, Ss[qi * 16u + sk]); }
+      let c = expf_ggml(m - tm);
+      l = l * c;
+      for (var i = 0u; i < ${TILE_MAX_HEAD_DIM / TILE_LANES}u; i++) { acc[i] = acc[i] * c; }
+      for (var sk = 0u; sk < seen; sk++) {
+        let p = expf_ggml(Ss[qi * 16u + sk] - tm);
+        l += p;
+        for (var i = 0u; i < ${TILE_MAX_HEAD_DIM / TILE_LANES}u; i++) {
+          let d = e + i * ${TILE_LANES}u;
+          if (d < hd) { acc[i] += p * Vs[sk * hd + d]; }
+        }
+      }
+      m = tm;
+    }
+    workgroupBarrier();
+  }
+  if (t < P.nTok) {
+    let inv = 1.0 / l;
+    let oo = P.o_out + t * P.outStride + h * hd;
+    for (var i = 0u; i < ${TILE_MAX_HEAD_DIM / TILE_LANES}u; i++) {
+      let d = e + i * ${TILE_LANES}u;
+      if (d < hd) { $out[oo + d] = acc[i] * inv; }
+    }
+  }`,
+};
+
 // ---- matmul ----
 //
 // First the activations are converted to the weight's vec_dot type, as the reference backend does
