@@ -286,16 +286,20 @@ describe("webgpu backend conformance", { skip }, () => {
     close("attention decode", await b.read(o1), e1, 1e-5);
   });
 
-  test("bidirectionalAttention: q, k, v column blocks of one fused projection (strided)", async () => {
-    const r = rng(100);
-    const n = 7, nHeads = 3, headDim = 16, d = nHeads * headDim, stride = 3 * d;
-    const qkv = normals(n * stride, r, 2);
+  /** bidirectionalAttention on `be` of q, k, v column blocks of one fused projection, rows `stride` apart, against the reference */
+  async function bidirectionalCase(be: Backend, name: string, qkv: Float32Array, n: number, nHeads: number, headDim: number, scale: number, stride: number): Promise<void> {
+    const d = nHeads * headDim;
     const expected = new Float32Array(n * d);
-    bidirectionalAttention(expected, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.25, stride);
-    const a = device(b, qkv);
-    const out = b.allocActivations(n * d);
-    b.bidirectionalAttention(out, a, b.view(a, d), b.view(a, 2 * d), n, nHeads, headDim, 0.25, stride);
-    close("bidirectionalAttention strided", await b.read(out), expected, 1e-5);
+    bidirectionalAttention(expected, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, scale, stride);
+    const a = device(be, qkv);
+    const out = be.allocActivations(n * d);
+    be.bidirectionalAttention(out, a, be.view(a, d), be.view(a, 2 * d), n, nHeads, headDim, scale, stride);
+    close(name, await be.read(out), expected, 1e-5);
+  }
+
+  test("bidirectionalAttention: q, k, v column blocks of one fused projection (strided)", async () => {
+    const n = 7, nHeads = 3, headDim = 16, stride = 3 * nHeads * headDim;
+    await bidirectionalCase(b, "bidirectionalAttention strided", normals(n * stride, rng(100), 2), n, nHeads, headDim, 0.25, stride);
   });
 
   test("attention and bidirectionalAttention in blocks of query tokens (a small scores scratch)", async () => {
@@ -311,14 +315,8 @@ describe("webgpu backend conformance", { skip }, () => {
       const out = small.allocActivations(q.length);
       small.attention(out, device(small, q), device(small, keys), device(small, values), nTokens, startPos, nHeads, nKvHeads, headDim, 0.2);
       close("attention in blocks of 1 query", await small.read(out), expected, 1e-5);
-      const n = 6, d = nHeads * headDim, stride = 3 * d;
-      const qkv = normals(n * stride, r);
-      const eb = new Float32Array(n * d);
-      bidirectionalAttention(eb, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.2, stride);
-      const a = device(small, qkv);
-      const ob = small.allocActivations(n * d);
-      small.bidirectionalAttention(ob, a, small.view(a, d), small.view(a, 2 * d), n, nHeads, headDim, 0.2, stride);
-      close("bidirectionalAttention in blocks of 1 query", await small.read(ob), eb, 1e-5);
+      const n = 6, stride = 3 * nHeads * headDim;
+      await bidirectionalCase(small, "bidirectionalAttention in blocks of 1 query", normals(n * stride, r), n, nHeads, headDim, 0.2, stride);
     } finally {
       small.dispose();
     }
@@ -501,15 +499,8 @@ describe("webgpu backend conformance", { skip }, () => {
     await splitCase(b, "attention tiled 10 queries from 3, hd 1", 324, 3, 3, 1, 10, 3);
     // head sizes above TILE_MAX_HEAD_DIM keep the scores-buffer kernel
     await splitCase(b, "attention hd 160 prompt (not tiled)", 325, 2, 1, 160, 9, 4);
-    const r = rng(326);
-    const n = 21, nHeads = 3, headDim = 64, d = nHeads * headDim, stride = 3 * d + 5;
-    const qkv = normals(n * stride, r);
-    const expected = new Float32Array(n * d);
-    bidirectionalAttention(expected, qkv, qkv.subarray(d), qkv.subarray(2 * d), n, nHeads, headDim, 0.125, stride);
-    const a = device(b, qkv);
-    const out = b.allocActivations(n * d);
-    b.bidirectionalAttention(out, a, b.view(a, d), b.view(a, 2 * d), n, nHeads, headDim, 0.125, stride);
-    close("bidirectionalAttention tiled, strided", await b.read(out), expected, 1e-5);
+    const n = 21, nHeads = 3, headDim = 64, stride = 3 * nHeads * headDim + 5;
+    await bidirectionalCase(b, "bidirectionalAttention tiled, strided", normals(n * stride, rng(326)), n, nHeads, headDim, 0.125, stride);
   });
 
   test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {
