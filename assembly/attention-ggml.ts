@@ -61,39 +61,16 @@ import { rowAt } from "./attention";
 }
 
 /**
- * Quarters k and k + 2 (lanes 4k..4k+3 and 4k+8..4k+11) of ggml_vec_dot_f32's four 16-lane
- * accumulators over n = 64 * chunks floats at x and y, each quarter as (acc0 + acc2) +
- * (acc1 + acc3), returned as quarter k+2 + quarter k: the halves of reduce16's
- * (q3 + q1) + (q2 + q0)
+ * ggml_vec_dot_f32 of n floats at x and y: the 64-float chunks through keyPartials (reduce16's
+ * (q3 + q1) + (q2 + q0), then its last step), the rest added one by one; tmp is scratch for two vectors
  */
 // @ts-ignore: decorator
-@inline function quarters(x: usize, y: usize, k: usize, chunks: i32): v128 {
-  const z = f32x4.splat(0);
-  let a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z;
-  let a = x + (k << 4), b = y + (k << 4);
-  for (let c = 0; c < chunks; c++, a += 256, b += 256) {
-    a0 = fma(v128.load(a), v128.load(b), a0);
-    a1 = fma(v128.load(a, 64), v128.load(b, 64), a1);
-    a2 = fma(v128.load(a, 128), v128.load(b, 128), a2);
-    a3 = fma(v128.load(a, 192), v128.load(b, 192), a3);
-    c0 = fma(v128.load(a, 32), v128.load(b, 32), c0);
-    c1 = fma(v128.load(a, 96), v128.load(b, 96), c1);
-    c2 = fma(v128.load(a, 160), v128.load(b, 160), c2);
-    c3 = fma(v128.load(a, 224), v128.load(b, 224), c3);
-  }
-  return f32x4.add(f32x4.add(f32x4.add(c0, c2), f32x4.add(c1, c3)), f32x4.add(f32x4.add(a0, a2), f32x4.add(a1, a3)));
-}
-
-/**
- * ggml_vec_dot_f32 of n floats at x and y: the 64-float chunks through `quarters` (reduce16's
- * (q3 + q1) + (q2 + q0), then its last step), the rest added one by one
- */
-// @ts-ignore: decorator
-@inline export function vecDot(x: usize, y: usize, n: i32): f32 {
+@inline export function vecDot(x: usize, y: usize, n: i32, tmp: usize): f32 {
   const np = n & ~63;
   let sum: f32 = 0;
   if (np > 0) {
-    const b = f32x4.add(quarters(x, y, 1, np >> 6), quarters(x, y, 0, np >> 6));
+    keyPartials(x, y, tmp, tmp + 16, np >> 6);
+    const b = v128.load(tmp);
     sum = (f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3));
   }
   for (let i = np; i < n; i++) sum += load<f32>(x + (<usize>i << 2)) * load<f32>(y + (<usize>i << 2));
@@ -190,7 +167,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
           store<f32>(p + ((<usize>j) << 2), ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale);
         }
       }
-      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), vecDot(kBase + rowAt(rows, j, kvStride), qp, headDim) * scale);
+      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), vecDot(kBase + rowAt(rows, j, kvStride), qp, headDim, partial) * scale);
     }
   }
   // softmax, per head: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks

@@ -178,9 +178,12 @@ const Q4_0: i32 = 3;
   for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), inv));
 }
 
-/** per-thread scratch bytes: headDim floats (f16 keys converted) and three floats per head of a KV group (max, sum, value weight) */
+/**
+ * per-thread scratch bytes: headDim floats (f16 keys converted), three floats per head of a KV
+ * group (max, sum, value weight) and two vectors for vecDot
+ */
 export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
-  return ((<usize>headDim) << 2) + (<usize>(12 * group));
+  return ((<usize>headDim) << 2) + (<usize>(12 * group)) + 32;
 }
 
 /**
@@ -192,17 +195,20 @@ export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
  * attendEncodedScratchBytes(headDim, nHeads / nKvHeads) bytes of this thread's own. Results into
  * out (nTok x nHeads x headDim f32), not yet rotated back.
  *
- * Where a claim holds whole KV groups (the host claims in groups when there are enough of them:
- * prompts), the group's heads go through the keys together: each key row is read and decoded (f16
- * keys converted, value blocks dequantized) once for all of them. Every head's own arithmetic is
- * that of one item alone, in the same order, so the bits do not depend on the grouping.
+ * Consecutive items of a claim whose heads share a KV head (whole groups where the host claims in
+ * groups; a thread's run of items where there are too few groups to go round) go through the keys
+ * together: each key row is read and decoded (f16 keys and values converted, value blocks
+ * dequantized) once for all of them. Every head's own arithmetic is that of one item alone, in the
+ * same order, so the bits do not depend on the grouping.
  */
 export function attendEncoded(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, scale: f32, i0: i32, i1: i32, kRowBytes: usize, vRowBytes: usize, types: i32, table: usize, scratch: usize): void {
   const group = nHeads / nKvHeads;
   for (let item = i0; item < i1;) {
-    if (group > 1 && item % group == 0 && item + group <= i1) {
-      attendHeads(qq, k, v, rows, out, nHeads, group, headDim, startPos, scale, item, group, kRowBytes, vRowBytes, types, table, scratch);
-      item += group;
+    const h = item % nHeads;
+    const count = min<i32>(i1 - item, (h / group + 1) * group - h);
+    if (count >= 2) {
+      attendHeads(qq, k, v, rows, out, nHeads, group, headDim, startPos, scale, item, count, kRowBytes, vRowBytes, types, table, scratch);
+      item += count;
     } else {
       // one head alone (decode). Its own loop keeps the running max and sum in registers: the
       // group loop with one head ran decode's attention ~1.15x slower
@@ -226,6 +232,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   const o0 = out + <usize>item0 * rowBytes;
   // per head: the running max, the running sum and this key's value weight
   const mAt = scratch + rowBytes, sumAt = mAt + (<usize>count << 2), vsAt = sumAt + (<usize>count << 2);
+  const dotTmp = mAt + <usize>(12 * group);
   for (let r = 0; r < count; r++) {
     store<f32>(mAt + (<usize>r << 2), -Infinity);
     store<f32>(sumAt + (<usize>r << 2), 0);
@@ -240,7 +247,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
     for (let r = 0; r < count; r++) {
       const qp = q0 + <usize>r * qStride;
       const op = o0 + <usize>r * rowBytes;
-      const s: f32 = (kType == F16 ? vecDot(scratch, qp, headDim) : keyDot(kType, kp, qp, nBlocks, f16s)) * scale;
+      const s: f32 = (kType == F16 ? vecDot(scratch, qp, headDim, dotTmp) : keyDot(kType, kp, qp, nBlocks, f16s)) * scale;
       const m = load<f32>(mAt + (<usize>r << 2));
       let ms: f32 = 1, vs: f32 = 1;
       if (s > m) {
@@ -296,7 +303,7 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     let s: f32;
     if (kType == F16) {
       convertKeyF16(kp, scratch, headDim);
-      s = vecDot(scratch, qp, headDim) * scale;
+      s = vecDot(scratch, qp, headDim, scratch + rowBytes + <usize>(12 * group)) * scale;
     } else {
       s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
     }

@@ -1,19 +1,22 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
- * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V arrays, after 128 and 1536
- * cached positions: the decode-at-depth cost, docs/kernels.md). Not a test: run by hand on a quiet machine:
- *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2]
+ * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16 and q8_0 caches,
+ * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md). Not a test: run by hand on a quiet machine:
+ *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
+ * ("attention": the decode attention only).
  * TSLLM_WASM_SIMD=plain or relaxed picks the kernels build (default: relaxed where the runtime has it).
  */
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Backend } from "../src/kernels/backend.js";
+import { KVBlockPool, kvBytesPerToken } from "../src/cache/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 
 const repeats = Number(process.argv[2] ?? 30);
 /** thread counts to measure, e.g. "1,2" (default) */
 const threadCounts = (process.argv[3] ?? "1,2").split(",").map(Number);
+const attentionOnly = process.argv[4] === "attention";
 
 function randomWeights(backend: Backend, type: GGMLType, cols: number, rows: number): Tensor {
   const rowBytes = rowByteLength(type, cols);
@@ -56,7 +59,7 @@ const cases: { type: GGMLType; cols: number; rows: number; tokens: number; copie
 
 for (const threads of threadCounts) {
   const backend = await createWasmBackend({ threads });
-  for (const c of cases) {
+  for (const c of attentionOnly ? [] : cases) {
     const ws = Array.from({ length: c.copies ?? 1 }, () => randomWeights(backend, c.type, c.cols, c.rows));
     const w = ws[0]!;
     const x = new Float32Array(c.cols * c.tokens).map(() => Math.random() * 2 - 1);
@@ -85,35 +88,41 @@ for (const threads of threadCounts) {
 
 /**
  * One decode step's attention over every layer of a SmolLM-135M-shaped model (9 query heads on 3
- * KV heads of 64, 30 layers, f32 cache): each layer its own K/V arrays, so that the step's rows
- * (70 MB at 1536 positions) come from memory as in a real decode, not from the caches
+ * KV heads of 64, 30 layers) on each cache type: the rows in a paged pool as the engine keeps them,
+ * each layer its own, so that the step's rows (70 MB of f32 at 1536 positions) come from memory
+ * as in a real decode, not from the caches
  */
 function benchDecodeAttention(backend: Backend, threads: number): void {
   const nHeads = 9, nKvHeads = 3, headDim = 64, layers = 30, capacity = 1536;
   const width = nKvHeads * headDim;
   const random = (n: number) => new Float32Array(n).map(() => Math.random() - 0.5);
-  const keys = Array.from({ length: layers }, () => backend.allocActivations(capacity * width));
-  const values = Array.from({ length: layers }, () => backend.allocActivations(capacity * width));
-  for (let l = 0; l < layers; l++) {
-    backend.write(keys[l]!, random(capacity * width));
-    backend.write(values[l]!, random(capacity * width));
-  }
   const q = backend.allocActivations(nHeads * headDim), out = backend.allocActivations(nHeads * headDim);
   backend.write(q, random(nHeads * headDim));
   const rows = Int32Array.from({ length: capacity }, (_, i) => i);
-  for (const depth of [128, capacity]) {
-    const step = () => {
-      for (let l = 0; l < layers; l++) backend.attention(out, q, keys[l]!, values[l]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows);
-    };
-    for (let i = 0; i < 5; i++) step();
-    const times: number[] = [];
-    for (let i = 0; i < repeats; i++) {
-      const t0 = performance.now();
-      step();
-      times.push(performance.now() - t0);
+  for (const type of ["f32", "f16", "q8_0"] as const) {
+    const pool = new KVBlockPool(layers, nKvHeads, headDim, capacity / 16, backend, 16, undefined, { k: type, v: type });
+    const staged = backend.allocActivations(capacity * width);
+    for (let l = 0; l < layers; l++) {
+      backend.write(staged, random(capacity * width));
+      backend.scatterRows(pool.keys[l]!, rows, staged, width, capacity, pool.encoding.k);
+      backend.write(staged, random(capacity * width));
+      backend.scatterRows(pool.values[l]!, rows, staged, width, capacity, pool.encoding.v);
     }
-    const ms = median(times);
-    const gbs = (2 * layers * depth * width * 4) / (ms * 1e6);
-    console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
+    const bytesPerRow = kvBytesPerToken({ blockCount: 1, headCountKv: nKvHeads, headDim }, { k: type, v: type });
+    for (const depth of [128, capacity]) {
+      const step = () => {
+        for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
+      };
+      for (let i = 0; i < 3; i++) step();
+      const times: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        const t0 = performance.now();
+        step();
+        times.push(performance.now() - t0);
+      }
+      const ms = median(times);
+      const gbs = (layers * depth * bytesPerRow) / (ms * 1e6);
+      console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(4)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
+    }
   }
 }

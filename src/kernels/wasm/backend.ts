@@ -127,6 +127,23 @@ function setClaims(control: Int32Array, rows: number, granule: number, threads: 
   control[C.MAX_CLAIM] = Math.max(1, Math.ceil(rows / (threads * CLAIM_CAP_PER_THREAD) / granule)) * granule;
 }
 /**
+ * Claims of an attention job whose kernel takes consecutive items of one KV group together (the
+ * exact and the encoded-cache kernels): whole groups where there are enough to go round (two
+ * claims a thread at least), so a thread reads each of its KV heads' rows once (TinyLlama decode:
+ * 0.35 ms less attention a token); else, with groups of several heads (SmolLM's decode: 3 groups
+ * on 2 threads), one run of consecutive items per thread, whose heads of a group still share each
+ * row read (decode after 1536 keys: ~0.9x the attention time on the f32 cache)
+ */
+function setAttentionClaims(control: Int32Array, items: number, group: number, threads: number): void {
+  const wholeGroups = items / group >= 2 * threads;
+  setClaims(control, items, wholeGroups ? group : 1, threads);
+  if (!wholeGroups && group > 1) {
+    control[C.SHARES] = 1;
+    control[C.MAX_CLAIM] = Math.ceil(items / threads);
+  }
+}
+
+/**
  * The words of an attention job: queries, keys, values, row index and output (pointers in the
  * job's memory), nTok * nHeads (token, head) items of headDim floats
  */
@@ -417,19 +434,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
     control[C.SLOT_BYTES] = slotBytes;
-    // a claim takes whole groups of heads that share a KV head where there are enough groups to
-    // go round (two claims a thread at least): a thread then reads each of its KV heads' cached
-    // rows once, not every thread all of them (TinyLlama decode: 0.35 ms less attention a token)
+    // the online-softmax kernel takes one item at a time: claims of whole groups only help it
+    // where there are enough to go round
     const group = nHeads / nKvHeads;
-    const wholeGroups = items / group >= 2 * threads;
-    setClaims(control, items, wholeGroups ? group : 1, threads);
-    if (exact && !wholeGroups && group > 1) {
-      // too few groups to go round (SmolLM's decode: 3 on 2 threads): each thread one run of
-      // consecutive items, so the heads of a group within it still share each row read (the
-      // exact kernel takes such runs together). Decode after 1536 keys: ~0.9x the attention time
-      control[C.SHARES] = 1;
-      control[C.MAX_CLAIM] = Math.ceil(items / threads);
-    }
+    if (exact) setAttentionClaims(control, items, group, threads);
+    else setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
   }
@@ -473,8 +482,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.KV_EXP_TABLE] = tPtr;
     control[C.SLOT_BASE] = tPtr + align64(EXP2_TABLE.byteLength);
     control[C.SLOT_BYTES] = slotBytes;
-    // claims of whole groups (prompts) let the kernel read each key and value row once per group
-    setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
+    setAttentionClaims(control, items, group, threads);
     runJob(index);
     out.set(new Float32Array(buffer, oPtr, floats));
     if (encoding.v.rotation > 0) hadamardInPlace(out, 0, floats, encoding.v.rotation);
