@@ -80,10 +80,12 @@ test("F32: onnxruntime-web's logits on the export equal tsllm's, for the prompt 
  * MatMulNBits variant must get right is the repacking of the GGUF blocks: it has to equal the
  * float export of the same, dequantized, weights.
  */
-test("Q4_0: the MatMulNBits (4-bit) export equals the dequantized float export", { skip }, async () => {
-  const path = await model(GGMLType.Q4_0);
-  const nbits = await ortLogits(path, { weights: "nbits" });
-  const float = await ortLogits(path, { weights: "f32" });
-  assertClose(nbits.prefill, float.prefill, "prefill");
-  assertClose(nbits.step, float.step, "decode step");
-});
+for (const type of [GGMLType.Q4_0, GGMLType.Q8_0]) {
+  test(`${typeName(type)}: the MatMulNBits (${type === GGMLType.Q4_0 ? 4 : 8}-bit) export equals the dequantized float export`, { skip }, async () => {
+    const path = await model(type);
+    const nbits = await ortLogits(path, { weights: "nbits" });
+    const float = await ortLogits(path, { weights: "f32" });
+    assertClose(nbits.prefill, float.prefill, "prefill");
+    assertClose(nbits.step, float.step, "decode step");
+  });
+}
