@@ -1,8 +1,12 @@
 /**
  * `npm run bench:onnx`: tsllm (wasm backend) vs onnxruntime-web (its wasm execution provider)
  * on the same random-weight SmolLM-135M-shape models as `npm run bench` (smollm-f32, -q8_0,
- * -q4_0), each exported to ONNX by src/testing/onnx-export.ts: F32 as float MatMul, Q8_0 and
- * Q4_0 as com.microsoft MatMulNBits (8 / 4 bits, block 32) from the GGUF blocks themselves.
+ * -q4_0), each exported to ONNX by src/testing/onnx-export.ts. The cases (CASES):
+ *   smollm-f32          float MatMul
+ *   smollm-q8_0-int8    transformers.js's "q8" (its default on wasm): DynamicQuantizeLinear +
+ *                       MatMulInteger, int8 per column requantized from the Q8_0 values
+ *   smollm-q8_0-nbits   com.microsoft MatMulNBits, 8 bits, block 32: the Q8_0 blocks themselves
+ *   smollm-q4_0-nbits   MatMulNBits, 4 bits, block 32: the Q4_0 blocks (transformers.js's "q4")
  *
  *   npm run bench:onnx -- [--only smollm-f32,...] [--threads 2] [--prompt-tokens 128] [--gen-tokens 32]
  *                         [--repetitions 5] [--accuracy-level 0|4] [--json]
@@ -24,9 +28,14 @@ import { loadModel } from "../src/llm.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, exportLlamaOnnx, type OnnxExportOptions } from "../src/testing/index.js";
 
-const DEFAULT_MODELS = ["smollm-f32", "smollm-q8_0", "smollm-q4_0"];
-/** the GGUF weight types the export can keep quantized (MatMulNBits); every other type would be exported as float */
-const NBITS_TYPES: readonly GGMLType[] = [GGMLType.Q4_0, GGMLType.Q8_0];
+/** benchmark case -> the bench model and the export's weight variant */
+const CASES: ReadonlyMap<string, { model: string; weights: NonNullable<OnnxExportOptions["weights"]> }> = new Map([
+  ["smollm-f32", { model: "smollm-f32", weights: "f32" }],
+  ["smollm-q8_0-int8", { model: "smollm-q8_0", weights: "int8" }],
+  ["smollm-q8_0-nbits", { model: "smollm-q8_0", weights: "nbits" }],
+  ["smollm-q4_0-nbits", { model: "smollm-q4_0", weights: "nbits" }],
+]);
+const ONNX_WEIGHTS = { f32: "MatMul f32", int8: "MatMulInteger int8", nbits: "MatMulNBits" } as const;
 
 interface Turn { prefillTokensPerSecond: number; decodeTokensPerSecond: number; tokens: number[] }
 /** one engine as the loop drives it: a forward over new tokens (logits of the last one), and a fresh cache */
@@ -43,14 +52,14 @@ async function main(argv: string[]): Promise<void> {
     json: { type: "boolean" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench:onnx -- [--only NAME,...] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--accuracy-level 0|4] [--json]\nModels: ${DEFAULT_MODELS.join(", ")}\n`);
+    process.stdout.write(`Usage: npm run bench:onnx -- [--only NAME,...] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--accuracy-level 0|4] [--json]\nCases: ${[...CASES.keys()].join(", ")}\n`);
     return;
   }
-  const names = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "") ?? DEFAULT_MODELS;
-  const models = names.map((name) => {
-    const m = BENCH_MODELS.find((e) => e.name === name);
-    if (!m || !DEFAULT_MODELS.includes(name)) throw new UsageError(`--only: unknown model "${name}" (known: ${DEFAULT_MODELS.join(", ")})`);
-    return m;
+  const names = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "") ?? [...CASES.keys()];
+  const cases = names.map((name) => {
+    const c = CASES.get(name);
+    if (!c) throw new UsageError(`--only: unknown case "${name}" (known: ${[...CASES.keys()].join(", ")})`);
+    return { name, weights: c.weights, model: BENCH_MODELS.find((e) => e.name === c.model)! };
   });
   const threads = optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2;
   const promptTokens = optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128;
@@ -64,12 +73,12 @@ async function main(argv: string[]): Promise<void> {
   const ort = await loadOrt(threads);
   const rows: string[][] = [];
   const results: unknown[] = [];
-  for (const m of models) {
-    log(`${m.name}: preparing the model (generated once, then cached)...\n`);
+  for (const { name: caseName, weights, model: m } of cases) {
+    log(`${caseName}: preparing the model (generated once, then cached)...\n`);
     const path = await ensureRandomModel(m.spec);
     const prompt = await randomPromptTokens(path, promptTokens);
-    const exportOptions: OnnxExportOptions = { weights: NBITS_TYPES.includes(m.spec.weightType) ? "nbits" : "f32", accuracyLevel, lastTokenLogits: true, maxPositions: promptTokens + genTokens + 1 };
-    log(`${m.name}: exporting to ONNX (${exportOptions.weights})...\n`);
+    const exportOptions: OnnxExportOptions = { weights, accuracyLevel, lastTokenLogits: true, maxPositions: promptTokens + genTokens + 1 };
+    log(`${caseName}: exporting to ONNX (${weights})...\n`);
     const onnx = exportLlamaOnnx(path, exportOptions);
 
     const model = await loadModel(path, { backend: "wasm", threads, contextSize: 1 });
@@ -95,7 +104,7 @@ async function main(argv: string[]): Promise<void> {
       const med = (s: Turn[], k: "prefillTokensPerSecond" | "decodeTokensPerSecond") => median(s.map((t) => t[k]));
       const same = samples.tsllm[0]!.tokens.filter((t, i) => t === samples.ort[0]!.tokens[i]).length;
       const r = {
-        model: m.name, type: typeName(m.spec.weightType), onnxWeights: exportOptions.weights,
+        case: caseName, model: m.name, type: typeName(m.spec.weightType), onnxWeights: weights,
         tsllm: { prefill: med(samples.tsllm, "prefillTokensPerSecond"), decode: med(samples.tsllm, "decodeTokensPerSecond") },
         ort: { prefill: med(samples.ort, "prefillTokensPerSecond"), decode: med(samples.ort, "decodeTokensPerSecond") },
         sameGreedyTokens: `${same}/${genTokens + 1}`,
@@ -103,7 +112,7 @@ async function main(argv: string[]): Promise<void> {
       };
       results.push(r);
       rows.push([
-        m.name, r.onnxWeights === "nbits" ? `MatMulNBits ${m.spec.weightType === GGMLType.Q4_0 ? 4 : 8}-bit` : "MatMul f32",
+        caseName, weights === "nbits" ? `${ONNX_WEIGHTS.nbits} ${m.spec.weightType === GGMLType.Q4_0 ? 4 : 8}-bit` : ONNX_WEIGHTS[weights],
         r.tsllm.prefill.toFixed(1), r.ort.prefill.toFixed(1), `${(r.tsllm.prefill / r.ort.prefill).toFixed(2)}x`,
         r.tsllm.decode.toFixed(1), r.ort.decode.toFixed(1), `${(r.tsllm.decode / r.ort.decode).toFixed(2)}x`, r.sameGreedyTokens,
       ]);
@@ -117,7 +126,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   process.stdout.write(`\n${threads} threads, prefill ${promptTokens} tokens, ${genTokens} greedy decode steps; tok/s, median of ${repetitions} alternating turns in one process; onnxruntime-web wasm EP, MatMulNBits accuracy_level ${accuracyLevel}\n\n`);
-  process.stdout.write(renderTable(["model", "ONNX weights", "tsllm pp", "ort pp", "pp ratio", "tsllm tg", "ort tg", "tg ratio", "same greedy tokens"], rows, 2));
+  process.stdout.write(renderTable(["case", "ONNX weights", "tsllm pp", "ort pp", "pp ratio", "tsllm tg", "ort tg", "tg ratio", "same greedy tokens"], rows, 2));
 }
 
 /** a prefill from an empty cache, then `genTokens` greedy steps; tok/s of each phase */

@@ -22,9 +22,13 @@ export interface OnnxExportOptions {
   /**
    * "f32": every matrix as a float MatMul (quantized GGUF weights dequantized — the values tsllm
    * multiplies by); "nbits": Q4_0 and Q8_0 matrices as com.microsoft MatMulNBits (bits 4 / 8,
-   * block 32, the GGUF blocks' own scales and quants), other matrices float. Default "f32".
+   * block 32, the GGUF blocks' own scales and quants), other matrices float; "int8": transformers.js's
+   * "q8" (onnxruntime's quantize_dynamic): every matrix requantized from its float values to int8
+   * with one symmetric scale per output column, the activations by DynamicQuantizeLinear (one uint8
+   * scale and zero point per tensor), MatMulInteger — an approximation of the GGUF model, not its
+   * exact weights. Default "f32".
    */
-  readonly weights?: "f32" | "nbits";
+  readonly weights?: "f32" | "nbits" | "int8";
   /**
    * MatMulNBits' accuracy_level: 0 computes in float; 4 quantizes the activations to int8 per
    * block (as tsllm's and llama.cpp's quantized kernels do). Default 0.
@@ -205,13 +209,42 @@ class Weights {
       const s = this.g.init(`${name}.scales`, OnnxType.FLOAT, [N * blocks], scales);
       return this.g.op("MatMulNBits", [x, b, s], { K, N, bits, block_size: 32, accuracy_level: this.options.accuracyLevel ?? 0 }, output, "com.microsoft");
     }
+    const int8 = this.options.weights === "int8";
     // MatMul wants B as [K, N]: a transposed float copy, except for the tied head, whose table
     // the embedding Gather already holds (onnxruntime folds the Transpose once at load)
-    if (name === "token_embd.weight") return this.g.op("MatMul", [x, this.g.op("Transpose", [this.embedding()], { perm: [1, 0] })], undefined, output);
+    if (!int8 && name === "token_embd.weight") return this.g.op("MatMul", [x, this.g.op("Transpose", [this.embedding()], { perm: [1, 0] })], undefined, output);
     const rows = this.dequantized(name);
+    if (int8) return this.matmulInteger(x, name, rows, K, N, output);
     const t = new Float32Array(K * N);
     for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) t[k * N + n] = rows[n * K + k]!;
     return this.g.op("MatMul", [x, this.g.init(`${name}.t`, OnnxType.FLOAT, [K, N], t)], undefined, output);
+  }
+
+  /** one DynamicQuantizeLinear per activation, however many matrices read it (q/k/v, gate/up) */
+  private readonly quantizedInputs = new Map<string, [q: string, scale: string, zeroPoint: string]>();
+
+  /**
+   * x · Wᵀ as quantize_dynamic writes it: DynamicQuantizeLinear -> MatMulInteger -> Cast ->
+   * Mul by x's scale times each column's (onnxruntime fuses it into DynamicQuantizeMatMul).
+   */
+  private matmulInteger(x: string, name: string, rows: Float32Array, K: number, N: number, output?: string): string {
+    let qx = this.quantizedInputs.get(x);
+    if (qx === undefined) {
+      qx = this.g.multi("DynamicQuantizeLinear", [x], 3) as [string, string, string];
+      this.quantizedInputs.set(x, qx);
+    }
+    const w = new Int8Array(K * N), scales = new Float32Array(N);
+    for (let n = 0; n < N; n++) {
+      let max = 0;
+      for (let k = 0; k < K; k++) max = Math.max(max, Math.abs(rows[n * K + k]!));
+      const scale = max / 127 || 1;
+      scales[n] = scale;
+      for (let k = 0; k < K; k++) w[k * N + n] = Math.round(rows[n * K + k]! / scale);
+    }
+    const b = this.g.init(`${name}.int8`, OnnxType.INT8, [K, N], new Uint8Array(w.buffer));
+    const acc = this.g.op("Cast", [this.g.op("MatMulInteger", [qx[0], b, qx[2]])], { to: OnnxType.FLOAT });
+    const scale = this.g.op("Mul", [qx[1], this.g.init(`${name}.int8_scales`, OnnxType.FLOAT, [N], scales)]);
+    return this.g.op("Mul", [acc, scale], undefined, output);
   }
 
   private readonly floats = new Map<string, string>();
