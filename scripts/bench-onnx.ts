@@ -102,6 +102,11 @@ async function main(argv: string[]): Promise<void> {
         }
       }
       const med = (s: Turn[], k: "prefillTokensPerSecond" | "decodeTokensPerSecond") => median(s.map((t) => t[k]));
+      // each repetition's own ratio (its two turns ran back to back): the spread says how far the median can be trusted
+      const pairRange = (k: "prefillTokensPerSecond" | "decodeTokensPerSecond") => {
+        const rs = samples.tsllm.map((t, i) => t[k] / samples.ort[i]![k]);
+        return `${Math.min(...rs).toFixed(2)}-${Math.max(...rs).toFixed(2)}`;
+      };
       const same = samples.tsllm[0]!.tokens.filter((t, i) => t === samples.ort[0]!.tokens[i]).length;
       const r = {
         case: caseName, model: m.name, type: typeName(m.spec.weightType), onnxWeights: weights,
@@ -113,8 +118,8 @@ async function main(argv: string[]): Promise<void> {
       results.push(r);
       rows.push([
         caseName, weights === "nbits" ? `${ONNX_WEIGHTS.nbits} ${m.spec.weightType === GGMLType.Q4_0 ? 4 : 8}-bit` : ONNX_WEIGHTS[weights],
-        r.tsllm.prefill.toFixed(1), r.ort.prefill.toFixed(1), `${(r.tsllm.prefill / r.ort.prefill).toFixed(2)}x`,
-        r.tsllm.decode.toFixed(1), r.ort.decode.toFixed(1), `${(r.tsllm.decode / r.ort.decode).toFixed(2)}x`, r.sameGreedyTokens,
+        r.tsllm.prefill.toFixed(1), r.ort.prefill.toFixed(1), `${(r.tsllm.prefill / r.ort.prefill).toFixed(2)}x (${pairRange("prefillTokensPerSecond")})`,
+        r.tsllm.decode.toFixed(1), r.ort.decode.toFixed(1), `${(r.tsllm.decode / r.ort.decode).toFixed(2)}x (${pairRange("decodeTokensPerSecond")})`, r.sameGreedyTokens,
       ]);
     } finally {
       await decoder.release();
@@ -126,7 +131,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   process.stdout.write(`\n${threads} threads, prefill ${promptTokens} tokens, ${genTokens} greedy decode steps; tok/s, median of ${repetitions} alternating turns in one process; onnxruntime-web wasm EP, MatMulNBits accuracy_level ${accuracyLevel}\n\n`);
-  process.stdout.write(renderTable(["case", "ONNX weights", "tsllm pp", "ort pp", "pp ratio", "tsllm tg", "ort tg", "tg ratio", "same greedy tokens"], rows, 2));
+  process.stdout.write(renderTable(["case", "ONNX weights", "tsllm pp", "ort pp", "pp ratio (per run)", "tsllm tg", "ort tg", "tg ratio (per run)", "same greedy tokens"], rows, 2));
 }
 
 /** a prefill from an empty cache, then `genTokens` greedy steps; tok/s of each phase */
