@@ -14,3 +14,4 @@ export { SHARED_DIR, SMOLLM_135M, TINYLLAMA_1_1B, tinyLlama, tinyQwen2, tinyQwen
 export { ensureRandomModel, randomModelKey, defaultModelCacheDir } from "./model-cache.js";
 export { splitGGUF } from "./split-gguf.js";
 export { ensureLlama3Vocab } from "./llama3-vocab.js";
+export { exportLlamaOnnx, type OnnxExportOptions } from "./onnx-export.js";
