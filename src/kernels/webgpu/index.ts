@@ -651,16 +651,17 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (nTokens === 0 || d === 0) return;
     checkRows(rows, nAll, Math.floor(Math.min(k.length, v.length) / kvStride));
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    // ATTENTION_PARAMS for the queries from token t0 on
+    const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
     if (this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM) {
-      const params = [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos, rows ? 1 : 0, 0, nAll, scale, nTokens, tileKeys(headDim)];
-      this.dispatch(ATTENTION_TILED, [o, qa, k, v], ["D"], params, Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
+      this.dispatch(ATTENTION_TILED, [o, qa, k, v], ["D"], [...paramsFrom(0), nTokens, tileKeys(headDim)], Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
       return;
     }
     const chunk = this.queryChunk(nHeads, nAll);
     for (let t0 = 0; t0 < nTokens; t0 += chunk) {
       const m = Math.min(chunk, nTokens - t0);
       const s = this.scratchBuffer("scores", m * nHeads * nAll);
-      const params = [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
+      const params = paramsFrom(t0);
       const items = m * nHeads, nSplit = this.attentionSplits(items, nAll, headDim);
       if (nSplit === 1) {
         this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);

@@ -267,15 +267,23 @@ function workgroupReduction(name: string, op: string): string {
 }`;
 }
 
-/** workgroup reductions, a key's cache row (paged or not) and its scaled score, shared by both attention kernels */
-const ATTENTION_HELPERS = /* wgsl */ `
-var<workgroup> red: array<f32, 64>;
-${workgroupReduction("red_max", "max(a, b)")}
-${workgroupReduction("red_sum", "a + b")}
+/** WGSL: a key's cache row (paged or not), and the keys query token t sees (causal: those up to its own position) */
+const KV_ROWS = /* wgsl */ `
 fn kv_row(j: u32) -> u32 {
   if (P.useRows != 0u) { return D[P.o_d + j]; }
   return j;
 }
+fn key_limit(t: u32) -> u32 {
+  if (P.causal != 0u) { return P.n + t + 1u; }
+  return P.n;
+}`;
+
+/** workgroup reductions, KV_ROWS and a key's scaled score, shared by the single-pass and split attention kernels */
+const ATTENTION_HELPERS = /* wgsl */ `
+var<workgroup> red: array<f32, 64>;
+${workgroupReduction("red_max", "max(a, b)")}
+${workgroupReduction("red_sum", "a + b")}
+${KV_ROWS}
 fn score(qo: u32, kvo: u32, j: u32) -> f32 {
   let ko = P.o_k + kv_row(j) * P.kvStride + kvo;
   var s = 0.0;
@@ -288,8 +296,7 @@ fn score(qo: u32, kvo: u32, j: u32) -> f32 {
 function attentionItem(item: string): string {
   return `  let h = ${item} % P.nHeads;
   let t = ${item} / P.nHeads;
-  var nKeys = P.n;
-  if (P.causal != 0u) { nKeys = P.n + t + 1u; }
+  let nKeys = key_limit(t);
   let qo = P.o_q + t * P.qStride + h * P.headDim;
   let kvo = (h / P.group) * P.headDim;
   let so = ${item} * P.nAll;`;
@@ -447,15 +454,7 @@ var<workgroup> Qs: array<f32, ${TILE_QUERIES * TILE_MAX_HEAD_DIM}>;
 var<workgroup> Ks: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Vs: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Ss: array<f32, ${TILE_QUERIES * 16}>;
-fn kv_row(j: u32) -> u32 {
-  if (P.useRows != 0u) { return D[P.o_d + j]; }
-  return j;
-}
-// the keys query token t sees
-fn key_limit(t: u32) -> u32 {
-  if (P.causal != 0u) { return P.n + t + 1u; }
-  return P.n;
-}`,
+${KV_ROWS}`,
   body: `  let h = wgi % P.nHeads;
   let t0 = (wgi / P.nHeads) * ${TILE_QUERIES}u;
   let hd = P.headDim;
