@@ -37,6 +37,20 @@ export function paramLayout(def: KernelDef): (readonly [string, ParamType])[] {
 }
 
 const COMMON = /* wgsl */ `
+// Vulkan lets a / b be 2.5 ulp off and sqrt inherit 1 / inverseSqrt's error (Mesa's lavapipe is
+// off by that much), and the reference rounds both correctly: one fma correction (the remainder
+// a - q b is exact in an fma) gives the nearest f32 but in rare near-ties.
+fn div_rn(a: f32, b: f32) -> f32 {
+  let q = a / b;
+  // 0, inf and a divisor of inf (swiglu's 1 + exp(-g) for g < -88) are exact already
+  if (q == 0.0 || abs(q) > 3.0e38 || abs(b) > 3.0e38) { return q; }
+  return fma(fma(-q, b, a), 1.0 / b, q);
+}
+fn sqrt_rn(x: f32) -> f32 {
+  let r = sqrt(x);
+  if (r == 0.0 || r > 1.0e18) { return r; }
+  return fma(fma(-r, r, x), div_rn(0.5, r), r);
+}
 fn f16_bits(x: f32) -> u32 {
   let w = bitcast<u32>(x);
   let sign = (w >> 16u) & 0x8000u;
@@ -67,17 +81,21 @@ fn f16_val(h: u32) -> f32 {
 }
 fn f16_round(x: f32) -> f32 { return f16_val(f16_bits(x)); }
 fn expf_ggml(x: f32) -> f32 {
-  let z = fma(x, 1.4426950216293335, 12582912.0);
-  let n = z - 12582912.0;
-  if (abs(n) > 192.0) {
+  // |x| > 133 means |n| > 192: inf or 0 (no result in between is finite and nonzero either way)
+  if (abs(x) > 133.0) {
     // x * 3e38 overflows to +inf at run time (an inf constant is not valid WGSL)
-    if (n > 0.0) { return x * 3.0e38; }
+    if (x > 0.0) { return x * 3.0e38; }
     return 0.0;
   }
+  // n = x * log2(e) rounded to the nearest integer, ties to even, as ggml's fma with 1.5 * 2^23
+  // does; read from z's low mantissa bits, not as z - 1.5 * 2^23: Mesa's compiler (lavapipe)
+  // folds (a + c) - c to a, which dropped the rounding (exp(x) came out as 2^(x log2 e) scaled wrong)
+  let z = fma(x, 1.4426950216293335, 12582912.0);
+  let ni = bitcast<i32>(z) - 0x4b400000;
+  let n = f32(ni);
   let b = fma(-n, 1.428606765330187e-6, fma(-n, 0.693145751953125, x));
   let u = b * b;
   let j = fma(fma(fma(0.008247390389442444, b, 0.04189976677298546), u, fma(0.16668395698070526, b, 0.4999912679195404)), u, fma(0.9999994039535522, b, 1.0));
-  let ni = i32(n);
   if (ni > 127) { return ldexp(j, 127) * ldexp(1.0, ni - 127); }
   if (ni < -126) { return ldexp(j, -126) * ldexp(1.0, ni + 126); }
   return ldexp(j, ni);
@@ -148,7 +166,7 @@ export const ADD_BIAS = elementwise("addBias", [{ name: "x", write: true }], [["
   `  $x[P.o_x + i] = $x[P.o_x + i] + BIAS[i % P.width];`, [{ name: "BIAS", type: "f32" }]);
 
 export const SWIGLU = elementwise("swiglu", [{ name: "out", write: true }, { name: "g", write: false }, { name: "u", write: false }], [],
-  `  let g = $g[P.o_g + i];\n  $out[P.o_out + i] = (g / (1.0 + expf_ggml(-g))) * $u[P.o_u + i];`);
+  `  let g = $g[P.o_g + i];\n  $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];`);
 
 const unaryDef = (name: string, expr: string, extras: KernelDef["extras"] = []): KernelDef =>
   elementwise(`unary-${name}`, [{ name: "out", write: true }, { name: "x", write: false }], [], `  let v = $x[P.o_x + i];\n${expr}`, extras);
@@ -207,7 +225,7 @@ export const RMS_NORM: KernelDef = {
   for (var i = lid; i < P.width; i += 256u) { let v = $x[base + i]; s += v * v; }
   red[lid] = s;
 ${TREE_SUM}
-  let scale = 1.0 / sqrt(red[0] / f32(P.width) + P.eps);
+  let scale = div_rn(1.0, sqrt_rn(div_rn(red[0], f32(P.width)) + P.eps));
   for (var i = lid; i < P.width; i += 256u) {
     var v = $x[base + i] * scale;
     if (P.hasWeight != 0u) { v = v * NW[i]; }
@@ -228,13 +246,13 @@ export const LAYER_NORM: KernelDef = {
   for (var i = lid; i < P.width; i += 256u) { s += $x[base + i]; }
   red[lid] = s;
 ${TREE_SUM}
-  let mean = red[0] / f32(P.width);
+  let mean = div_rn(red[0], f32(P.width));
   workgroupBarrier();
   var s2 = 0.0;
   for (var i = lid; i < P.width; i += 256u) { let d = $x[base + i] - mean; s2 += d * d; }
   red[lid] = s2;
 ${TREE_SUM}
-  let scale = 1.0 / sqrt(red[0] / f32(P.width) + P.eps);
+  let scale = div_rn(1.0, sqrt_rn(div_rn(red[0], f32(P.width)) + P.eps));
   for (var i = lid; i < P.width; i += 256u) {
     $out[ob + i] = ($x[base + i] - mean) * scale * NW[i] + NB[i];
   }`,
@@ -331,7 +349,7 @@ export const ATTENTION: KernelDef = {
   helpers: ATTENTION_HELPERS,
   body: `${attentionItem("wgi")}
 ${attentionSoftmax("0u", "nKeys")}
-  let inv = 1.0 / l;
+  let inv = div_rn(1.0, l);
   let oo = P.o_out + t * P.outStride + h * P.headDim;
   for (var d = lid; d < P.headDim; d += 64u) {
     var acc = 0.0;
@@ -409,7 +427,7 @@ export const ATTENTION_COMBINE: KernelDef = {
     let ls = PT[pb + s * w + 1u];
     if (ls > 0.0) { l += ls * expf_ggml(PT[pb + s * w] - m); }
   }
-  let inv = 1.0 / l;
+  let inv = div_rn(1.0, l);
   let oo = P.o_out + t * P.outStride + h * P.headDim;
   for (var d = lid; d < P.headDim; d += 64u) {
     var acc = 0.0;
@@ -519,7 +537,7 @@ ${KV_ROWS}`,
     workgroupBarrier();
   }
   if (t < P.nTok) {
-    let inv = 1.0 / l;
+    let inv = div_rn(1.0, l);
     let oo = P.o_out + t * P.outStride + h * hd;
     for (var i = 0u; i < ${TILE_MAX_HEAD_DIM / TILE_LANES}u; i++) {
       let d = e + i * ${TILE_LANES}u;
@@ -551,9 +569,9 @@ export const QUANT_Q8_0: KernelDef = {
   let base = P.o_x + b * 32u;
   var amax = 0.0;
   for (var j = 0u; j < 32u; j++) { amax = max(amax, abs($x[base + j])); }
-  let d = amax / 127.0;
+  let d = div_rn(amax, 127.0);
   var id = 0.0;
-  if (amax != 0.0) { id = 127.0 / amax; }
+  if (amax != 0.0) { id = div_rn(127.0, amax); }
   for (var k = 0u; k < 8u; k++) {
     var word = 0u;
     for (var c = 0u; c < 4u; c++) { word |= (u32(i32(round($x[base + 4u * k + c] * id))) & 0xffu) << (8u * c); }
@@ -579,14 +597,14 @@ export const QUANT_Q8_K: KernelDef = {
     if (abs(v) > amax) { amax = abs(v); mx = v; }
   }
   var iscale = 0.0;
-  if (amax != 0.0) { iscale = -127.0 / mx; }
+  if (amax != 0.0) { iscale = div_rn(-127.0, mx); }
   for (var k = 0u; k < 64u; k++) {
     var word = 0u;
     for (var c = 0u; c < 4u; c++) { word |= (u32(i32(min(127.0, round(iscale * $x[base + 4u * k + c])))) & 0xffu) << (8u * c); }
     XQ[b * 64u + k] = word;
   }
   var d = 0.0;
-  if (amax != 0.0) { d = 1.0 / iscale; }
+  if (amax != 0.0) { d = div_rn(1.0, iscale); }
   XQ[P.nqw + b] = bitcast<u32>(d);`,
 };
 
