@@ -5,12 +5,17 @@
  *
  *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128[,1536,...]]
  *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp]
- *                    [--timeout S] [--json]
+ *                    [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH]
  *
  * With --parallel 1,4,8,16 it measures concurrent requests instead: for each number N, N
  * different prompts (default 32 tokens, 64 generated) started at once on each engine; the
  * table gives aggregate decode tok/s, TTFT, TPOT and each engine's scaling from 1 request.
  * Its default models are smollm-q8_0 and tinyllama-q8_0.
+ *
+ * --runtime chromium runs tsllm's side in headless Chromium (the browser build, the wasm backend
+ * in the engine worker, the model over HTTP from the browser example's server) instead of Node;
+ * llama.cpp stays native. Chromium's V8 may lower the relaxed SIMD dot products differently
+ * (to AVX-VNNI), which is what this measures.
  *
  * A model whose runs fail (or hang past --timeout, default 600 s per run) is reported and
  * skipped; the exit code is then 1.
@@ -46,9 +51,11 @@ async function main(argv: string[]): Promise<void> {
     parallel: { type: "string" },
     "cache-type-k": { type: "string" },
     "cache-type-v": { type: "string" },
+    runtime: { type: "string" },
+    chromium: { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
@@ -62,6 +69,11 @@ async function main(argv: string[]): Promise<void> {
   const selected = ENTRIES.filter((e) => (only ? only.includes(e.name) : byDefault(e) || flag(values, "all")));
   const backend = optionalString(values, "backend");
   if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  const runtime = optionalString(values, "runtime") ?? "node";
+  if (runtime !== "node" && runtime !== "chromium") throw new UsageError(`--runtime must be node or chromium, got "${runtime}"`);
+  if (runtime === "chromium" && (concurrency || backend !== undefined || optionalString(values, "cache-type-k") !== undefined || optionalString(values, "cache-type-v") !== undefined)) {
+    throw new UsageError("--runtime chromium measures the single-stream run on the wasm backend with an f32 KV cache: drop --parallel, --backend and --cache-type-k/-v");
+  }
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
@@ -74,6 +86,8 @@ async function main(argv: string[]): Promise<void> {
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: concurrency ? 2 : 0 }) ?? (concurrency ? 64 : 128),
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: !flag(values, "no-llama-cpp"),
+    runtime,
+    chromiumPath: optionalString(values, "chromium"),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
   };
 
@@ -111,7 +125,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const onSample = (engine: string, r: number, s: EngineSample) =>
-    log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`);
+    log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s${Number.isFinite(s.peakRssBytes) ? `, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB` : ""}\n`);
   // each model at each prompt length (decode after a long prompt: "decode at depth" in the summary)
   const lengths = promptLengths.length > 0 ? promptLengths : [settings.promptTokens];
   const runs: { results: Result<BenchReport>[]; failures: { name: string; error: string }[] } = { results: [], failures: [] };

@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
 import { loadModel } from "../src/index.js";
 import { tinyLlama } from "../src/testing/presets.js";
 import { writeRandomModel } from "../src/testing/random-model.js";
 import { GGMLType } from "../src/tensor/index.js";
-import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 // the browser example (examples/browser) driven through its fixed contract: the server's
 // command line and the page's query parameters and #result; llama.cpp's greedy output of
@@ -34,29 +35,11 @@ let serverOutput = "";
 const modelRequests = (name: string): string[] => serverOutput.split("\n").filter((l) => l.startsWith(`request: GET /models/${name} `));
 let browser: Browser | undefined;
 
-/** starts `npm run example:browser -- --port 0 --models DIR` and waits for the URL it prints */
+/** starts `npm run example:browser -- --port 0 --models DIR --log-requests` and waits for the URL it prints */
 async function startServer(): Promise<string> {
-  const child = spawn("npm", ["run", "--silent", "example:browser", "--", "--port", "0", "--models", modelsDir, "--log-requests"], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  server = child;
-  let output = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the example server printed no URL within 120 s:\n${output}`)), 120_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      serverOutput += d.toString();
-      const m = /tsllm browser example: (http:\/\/127\.0\.0\.1:\d+)\//.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the example server exited (${code}) before listening:\n${output}`));
-    });
-  });
+  const started = await startExampleServer(modelsDir, { logRequests: true, onOutput: (text) => (serverOutput += text) });
+  server = started.child;
+  return started.base;
 }
 
 before(async () => {
@@ -69,8 +52,7 @@ before(async () => {
 });
 after(async () => {
   await browser?.close();
-  // npm runs the server in a shell: stop the whole process group it leads
-  if (server?.pid !== undefined && server.exitCode === null) process.kill(-server.pid, "SIGTERM");
+  if (server) stopExampleServer(server);
   rmSync(modelsDir, { recursive: true, force: true });
 });
 

@@ -1,4 +1,6 @@
 import type { KVCacheTypes } from "../kernels/index.js";
+import { dirname } from "node:path";
+import { startChromiumRunner } from "./chromium-engine.js";
 import { runWorker } from "./child.js";
 import { randomPrompts, randomPromptTokens } from "./prompt.js";
 import { medians, ratios } from "./stats.js";
@@ -26,6 +28,13 @@ export interface BenchOptions {
   /** KV cache types for both engines (EngineJob.cacheTypes) */
   readonly cacheTypes?: KVCacheTypes;
   readonly vsLlamaCpp?: boolean;
+  /**
+   * where tsllm runs: "node" (default; a child process per run) or "chromium" (the browser build in
+   * headless Chromium, a fresh context per run; wasm backend, f32 KV cache; see chromium-engine.ts)
+   */
+  readonly runtime?: "node" | "chromium";
+  /** the Chromium executable for runtime "chromium" (default /usr/bin/chromium) */
+  readonly chromiumPath?: string;
   /** limit for each child run (default DEFAULT_WORKER_TIMEOUT_MS, 10 minutes) */
   readonly timeoutMs?: number;
   /** called after each child finishes (progress output) */
@@ -42,7 +51,14 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
   const tsJob: WorkerJob = { ...base, engine: "tsllm", backend: o.backend };
   const lcJob: WorkerJob = { ...base, engine: "llama.cpp" };
 
-  const runs = await alternate(o.repetitions, tsJob, o.vsLlamaCpp ? lcJob : undefined, (job) => runWorker(job, o.timeoutMs), o.onSample);
+  const browser = o.runtime === "chromium" ? await startChromiumRunner(dirname(o.modelPath), o.chromiumPath, o.timeoutMs) : undefined;
+  const run = (job: WorkerJob) => (browser && job.engine === "tsllm" ? browser.run(job) : runWorker(job, o.timeoutMs));
+  let runs: { tsllm: EngineSample[]; llamaCpp: EngineSample[] };
+  try {
+    runs = await alternate(o.repetitions, tsJob, o.vsLlamaCpp ? lcJob : undefined, run, o.onSample);
+  } finally {
+    await browser?.close();
+  }
   const tsllm = engineReport("tsllm", runs.tsllm, METRICS);
   const report: BenchReport = {
     model: o.modelPath,

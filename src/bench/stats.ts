@@ -34,13 +34,6 @@ export function ratios<M extends string>(a: Readonly<Record<M, number>>, b: Read
   return out;
 }
 
-/** index of the first largest value (lowest id wins ties, like llama.cpp's greedy sampler) */
-export function argmax(xs: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < xs.length; i++) if (xs[i]! > xs[best]!) best = i;
-  return best;
-}
-
 /** the sample fields derived from raw times */
 export function rates(promptTokens: number, prefillMs: number, genTokens: number, decodeMs: number): { prefillTokensPerSecond: number; decodeTokensPerSecond: number } {
   return {

@@ -1,6 +1,7 @@
 import { loadModel, type Model } from "../llm.js";
 import { timeConcurrentRequests } from "./concurrent.js";
-import { argmax, rates } from "./stats.js";
+import { timeGreedyForward } from "../generation/index.js";
+import { rates } from "./stats.js";
 import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /**
@@ -10,26 +11,12 @@ import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from 
 export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peakRssBytes">> {
   const t0 = performance.now();
   // the Model's own cache is not used (generate() would add sampling and detokenizing), so it
-  // gets one position and the benchmark's cache is made here, inside the load time
+  // gets one position; timeGreedyForward makes the benchmark's own before its clock starts
   const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v });
   try {
-    const lm = model.languageModel;
-    const cache = lm.createCache(job.contextSize);
     const loadMs = performance.now() - t0;
-    const tokens: number[] = [];
-
-    const t1 = performance.now();
-    let tok = argmax(await lm.forwardAsync(job.promptTokens, cache));
-    const prefillMs = performance.now() - t1;
-    tokens.push(tok);
-
-    const t2 = performance.now();
-    for (let i = 0; i < job.genTokens; i++) {
-      tok = argmax(await lm.forwardAsync([tok], cache));
-      tokens.push(tok);
-    }
-    const decodeMs = performance.now() - t2;
-    return { detail: backendDetail(model), loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens };
+    const { prefillMs, decodeMs, tokens } = await timeGreedyForward(model.languageModel, job.promptTokens, job.genTokens, job.contextSize);
+    return { detail: backendDetail(model), loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens: [...tokens] };
   } finally {
     model.dispose();
   }

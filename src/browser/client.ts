@@ -6,7 +6,7 @@
 import type { ChatMessage } from "../chat/index.js";
 import type { GenerationResult, GenerationStep } from "../generation/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
-import type { CachedModel, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
+import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
 
 type Step = GenerationStep & { choice?: number };
@@ -118,6 +118,15 @@ export class TsllmWorker {
   chat(messages: readonly ChatMessage[], options: WorkerChatOptions & StreamOptions = {}): Promise<GenerationResult> {
     const { signal, onStep, ...rest } = options;
     return this.streamed({ op: "chat", messages: [...messages], options: rest }, { signal, onStep });
+  }
+
+  /**
+   * Times the raw forward pass (what `npm run bench` measures): the prompt's tokens in one batched
+   * forward into a fresh KV cache of `contextSize` tokens (default: just enough), then `genTokens`
+   * greedy single-token steps; no sampler, detokenizer or scheduler.
+   */
+  timeForward(promptTokens: readonly number[], genTokens: number, contextSize = promptTokens.length + genTokens + 1): Promise<ForwardTiming> {
+    return this.call<ForwardTiming>({ op: "timeForward", promptTokens: [...promptTokens], genTokens, contextSize }).done;
   }
 
   /** Streams the steps of a generation; the iterator's return value is the result. */

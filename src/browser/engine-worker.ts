@@ -4,6 +4,7 @@
  * (protocol.ts). One model at a time; a new `load` replaces the old one.
  */
 import type { ChoiceStep, Model } from "../llm.js";
+import { timeGreedyForward } from "../generation/index.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
@@ -72,6 +73,8 @@ async function handle(req: Request): Promise<unknown> {
         running.delete(req.id);
       }
     }
+    case "timeForward":
+      return timeGreedyForward(loaded().languageModel, req.promptTokens, req.genTokens, req.contextSize);
     case "abort":
       running.get(req.target)?.abort();
       return undefined;

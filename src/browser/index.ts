@@ -10,6 +10,6 @@ export { TsllmWorker, type StreamOptions } from "./client.js";
 export type { BrowserLoadOptions } from "./engine.js";
 export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
 export type { CachedModel, LoadedModel, LoadProgress, WorkerChatOptions, WorkerGenerateOptions, WorkerLoadOptions } from "./protocol.js";
-export type { GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";
+export type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";
 export type { SamplingOptions } from "../sampling/index.js";
 export type { ChatMessage } from "../chat/index.js";

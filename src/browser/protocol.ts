@@ -6,7 +6,7 @@
  */
 import type { ChatMessage } from "../chat/index.js";
 import type { ChatOptions } from "../llm.js";
-import type { GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
+import type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { ModelInfo } from "../models/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
 import type { CachedModel, LoadProgress } from "./model-cache.js";
@@ -21,6 +21,7 @@ export type Request =
   | { id: number; op: "detokenize"; tokens: number[] }
   | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions }
   | { id: number; op: "chat"; messages: ChatMessage[]; options?: WorkerChatOptions }
+  | { id: number; op: "timeForward"; promptTokens: number[]; genTokens: number; contextSize: number }
   | { id: number; op: "abort"; target: number }
   | { id: number; op: "unload" }
   | { id: number; op: "cachedModels" }
@@ -60,4 +61,4 @@ export type Reply =
   | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }
   | { id: number; kind: "progress"; progress: LoadProgress };
 
-export type { CachedModel, GenerationResult, LoadProgress };
+export type { CachedModel, ForwardTiming, GenerationResult, LoadProgress };
