@@ -316,4 +316,4 @@ function compute(out: usize, r0: i32, r1: i32): void {
     default: unreachable();
   }
 }
-export { rooflineDotI8, rooflineDotI16, rooflineF32 } from "./roofline";
+export { probeDotAdd, rooflineDotI8, rooflineDotI16, rooflineF32 } from "./roofline";

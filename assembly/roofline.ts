@@ -65,3 +65,14 @@ export function rooflineF32(iterations: i32, seed: f32): f32 {
   }
   return f32x4.extract_lane(f32x4.add(f32x4.add(f32x4.add(c0, c1), f32x4.add(c2, c3)), f32x4.add(f32x4.add(c4, c5), f32x4.add(c6, c7))), 0);
 }
+
+/**
+ * Lane 0 of i32x4.relaxed_dot_i8x16_i7x16_add_s(splat(a), splat(b), splat(c)): with a = -128 and
+ * b = 255 (outside i7) it tells how the runtime lowers the dot: -130560 + c where the four
+ * products are added exactly (VNNI's vpdpbusd), -65536 + c where pairs saturate to int16 first
+ * (pmaddubsw + pmaddwd). 0 in the SIMD128 build.
+ */
+export function probeDotAdd(a: i32, b: i32, c: i32): i32 {
+  if (!ASC_FEATURE_RELAXED_SIMD) return 0;
+  return i32x4.extract_lane(i32x4.relaxed_dot_i8x16_i7x16_add_s(i8x16.splat(<i8>a), i8x16.splat(<i8>b), i32x4.splat(c)), 0);
+}

@@ -10,27 +10,55 @@
  * through the wasm backend, in GOPS (2 ops per multiply-add) and as a fraction of its roofline
  * (f32 for the float formats, the faster integer dot for the quantized ones).
  *
- *   node --import tsx scripts/roofline.ts [--threads 1,2] [--seconds 0.5] [--json]
+ *   node --import tsx scripts/roofline.ts [--threads 1,2] [--seconds 0.5] [--json] [--runtime chromium]
+ *
+ * Every run also says how the runtime lowers the relaxed int8 dot (probeDotAdd): exactly, as
+ * x86's VNNI vpdpbusd does, or through int16 pairs that saturate (pmaddubsw + pmaddwd) — the
+ * kernels' choice of dot depends on it. --runtime chromium runs the three loops (one thread) and
+ * the probe in headless Chromium (/usr/bin/chromium, or --chromium PATH) on the browser build's
+ * kernels, served by the browser example's server; no matmuls there (`npm run bench -- --runtime
+ * chromium` times the whole model).
  *
  * TSLLM_WASM_SIMD=plain measures the SIMD128 build. Not a test: run it on a quiet machine.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Worker } from "node:worker_threads";
+import { DEFAULT_CHROMIUM, startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
 import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { kernelsModule, relaxedSimdSupported } from "../src/kernels/wasm/module.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 
-const args = parse(process.argv.slice(2), { threads: { type: "string" }, seconds: { type: "string" }, json: { type: "boolean" } });
+const args = parse(process.argv.slice(2), { threads: { type: "string" }, seconds: { type: "string" }, json: { type: "boolean" }, runtime: { type: "string" }, chromium: { type: "string" } });
 const threadCounts = (optionalString(args, "threads") ?? "1,2").split(",").map(Number);
 const seconds = optionalNumber(args, "seconds") ?? 0.5;
 const asJson = flag(args, "json");
 const variant = process.env["TSLLM_WASM_SIMD"] === "plain" || !relaxedSimdSupported() ? "plain" : "relaxed";
 const module = kernelsModule(variant);
 
+/** how a relaxed int8 dot of four products -128 x 255 comes out: -130560 exact (VNNI), -65536 saturated in int16 pairs */
+function lowering(probe: number): string {
+  if (probe === -130560) return "exact (VNNI's vpdpbusd)";
+  if (probe === -65536) return "int16 pairs that saturate (pmaddubsw + pmaddwd)";
+  // Node 20's V8 (11.3) adds the zero accumulator wrongly: the kernels do not use this instruction
+  if (probe === -131072) return "int16 pairs that saturate, and twice the sum with a zero accumulator (V8 11's fault; no kernel uses it)";
+  return `unexpected (${probe})`;
+}
+
+
 /** loop name -> operations per iteration (2 per multiply-add) */
 const LOOPS = { int8: ["rooflineDotI8", 8 * 16 * 2], int16: ["rooflineDotI16", 8 * 8 * 2], f32: ["rooflineF32", 8 * 4 * 2] } as const;
 type Loop = keyof typeof LOOPS;
+
+const runtime = optionalString(args, "runtime") ?? "node";
+if (runtime !== "node" && runtime !== "chromium") throw new Error(`--runtime must be node or chromium, got "${runtime}"`);
+if (runtime === "chromium") {
+  await rooflineInChromium(optionalString(args, "chromium") ?? DEFAULT_CHROMIUM);
+  process.exit(0);
+}
 
 /** giga-operations per second of one loop on `threads` threads started together */
 async function rate(loop: Loop, threads: number): Promise<number> {
@@ -112,12 +140,65 @@ for (const threads of threadCounts) {
   report.push({ threads, roofline, kernels });
 }
 
-if (asJson) console.log(JSON.stringify({ node: process.version, build: variant, report }, null, 2));
+const probe = variant === "relaxed" ? (new WebAssembly.Instance(module, { env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true }) } }).exports.probeDotAdd as (a: number, b: number, c: number) => number)(-128, 255, 0) : undefined;
+if (asJson) console.log(JSON.stringify({ node: process.version, build: variant, relaxedDot: probe === undefined ? undefined : lowering(probe), report }, null, 2));
 else {
-  console.log(`Node ${process.version}, ${variant} build`);
+  console.log(`Node ${process.version}, ${variant} build${probe === undefined ? "" : `; the relaxed int8 dot is ${lowering(probe)}`}`);
   for (const { threads, roofline, kernels } of report) {
     console.log(`\n${threads} thread${threads > 1 ? "s" : ""}: roofline int8 ${roofline.int8.toFixed(0)} GOPS, int16 ${roofline.int16.toFixed(0)} GOPS, f32 ${roofline.f32.toFixed(0)} GFLOP/s`);
     console.log("matmul 128 x 1536 . 1536 x 576  GOPS   of roofline");
     for (const k of kernels) console.log(`  ${k.type.padEnd(6)}${k.gops.toFixed(1).padStart(25)}   ${(100 * k.fraction).toFixed(0).padStart(3)}% of ${k.ceiling}`);
   }
+}
+
+/** the loops and the probe on one thread of headless Chromium, on the browser build's relaxed kernels */
+async function rooflineInChromium(executablePath: string): Promise<void> {
+  const empty = mkdtempSync(join(tmpdir(), "tsllm-roofline-"));
+  const server = await startExampleServer(empty);
+  const pkg = "playwright-core";
+  const { chromium } = (await import(pkg)) as typeof import("playwright-core");
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${server.base}/`);
+    const r = await page.evaluate(inPage, { seconds, loops: LOOPS });
+    if (asJson) console.log(JSON.stringify({ chromium: browser.version(), build: "relaxed", relaxedDot: lowering(r.probe), roofline: r.rates }, null, 2));
+    else {
+      console.log(`Chromium ${browser.version()}, relaxed build; the relaxed int8 dot is ${lowering(r.probe)}`);
+      console.log(`\n1 thread: roofline int8 ${r.rates.int8!.toFixed(0)} GOPS, int16 ${r.rates.int16!.toFixed(0)} GOPS, f32 ${r.rates.f32!.toFixed(0)} GFLOP/s`);
+    }
+  } finally {
+    await browser.close();
+    stopExampleServer(server.child);
+    rmSync(empty, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Runs in the page (no named inner functions: tsx's keepNames would wrap them in a helper the
+ * page does not have): the kernels instantiated on a shared memory, each loop warmed up until
+ * V8's optimized code replaced its baseline code, then timed.
+ */
+async function inPage(a: { seconds: number; loops: Record<string, readonly [string, number]> }) {
+  const bytes = await (await fetch("/tsllm/kernels-relaxed.wasm")).arrayBuffer();
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
+  const k = (await WebAssembly.instantiate(bytes, { env: { memory } })).instance.exports as Record<string, (n: number, s: number, c?: number) => number>;
+  const rates: Record<string, number> = {};
+  for (const [loop, [name, ops]] of Object.entries(a.loops)) {
+    const f = k[name]!;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 20; i++) f(20_000, 7);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    let n = 1_000_000, ms = 0;
+    for (;;) {
+      const t0 = performance.now();
+      f(n, 7);
+      ms = performance.now() - t0;
+      if (ms > a.seconds * 1000) break;
+      n *= 2;
+    }
+    rates[loop] = (n * ops) / (ms * 1e6);
+  }
+  return { probe: k["probeDotAdd"]!(-128, 255, 0), rates };
 }
