@@ -5,7 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
+import { startChromiumRunner, startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
+import { randomPromptTokens } from "../src/bench/prompt.js";
+import { runTsllm } from "../src/bench/tsllm-engine.js";
 import { loadModel } from "../src/index.js";
 import { tinyLlama } from "../src/testing/presets.js";
 import { writeRandomModel } from "../src/testing/random-model.js";
@@ -152,6 +154,32 @@ test("a model spread over several wasm memories (Web Workers take each new memor
   try {
     const r = await model.generate(query.prompt, { maxTokens: 12, temperature: 0 });
     assert.deepEqual(one.completionTokens, r.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("the benchmark's Chromium runtime: the engine worker's timeForward gives the greedy tokens the Node benchmark run gives", { skip }, async () => {
+  const modelPath = join(modelsDir, RANDOM);
+  const promptTokens = await randomPromptTokens(modelPath, 24);
+  const job = { engine: "tsllm" as const, modelPath, threads: 2, genTokens: 10, promptTokens, contextSize: promptTokens.length + 11 };
+  const runner = await startChromiumRunner(modelsDir, CHROMIUM);
+  let inBrowser;
+  try {
+    inBrowser = await runner.run(job);
+  } finally {
+    await runner.close();
+  }
+  assert.match(inBrowser.detail, /^wasm, 2 threads, (relaxed|plain) SIMD, in Chromium \d+/);
+  assert.equal(inBrowser.tokens.length, 11);
+  assert.ok(inBrowser.prefillMs > 0 && inBrowser.decodeMs > 0 && inBrowser.prefillTokensPerSecond > 0, JSON.stringify(inBrowser));
+  const inNode = await runTsllm(job);
+  assert.deepEqual(inBrowser.tokens, inNode.tokens);
+  // and the forward pass is the engine's: the same tokens as a greedy generation of that prompt
+  const model = await loadModel(modelPath, { backend: "wasm", threads: 2 });
+  try {
+    const r = await model.generate(promptTokens, { maxTokens: 11, temperature: 0, ignoreEos: true });
+    assert.deepEqual(inNode.tokens, r.completionTokens);
   } finally {
     model.dispose();
   }
