@@ -9,7 +9,10 @@
  *   smollm-q4_0-nbits   MatMulNBits, 4 bits, block 32: the Q4_0 blocks (transformers.js's "q4")
  *
  *   npm run bench:onnx -- [--only smollm-f32,...] [--threads 2] [--prompt-tokens 128] [--gen-tokens 32]
- *                         [--repetitions 5] [--accuracy-level 0|4] [--json]
+ *                         [--repetitions 5] [--accuracy-level 0|4] [--ort web|node] [--json]
+ *
+ * --ort node runs onnxruntime-node's native CPU provider instead (transformers.js's backend in
+ * Node; not a devDependency: `npm i --no-save --ignore-scripts onnxruntime-node@1.23.2`).
  *
  * Both engines live in ONE process, loaded once per model, and take turns each repetition
  * (tsllm, then onnxruntime-web), so a shared machine's slow drifts hit both alike; one untimed
@@ -22,7 +25,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { BENCH_MODELS, median, randomPromptTokens, renderTable } from "../src/bench/index.js";
 import { loadOrt, OrtDecoder } from "../src/bench/ort-engine.js";
-import { argmax, rates } from "../src/bench/stats.js";
+import { rates } from "../src/bench/stats.js";
+import { argmax } from "../src/sampling/index.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { loadModel } from "../src/llm.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
@@ -49,10 +53,11 @@ async function main(argv: string[]): Promise<void> {
     "gen-tokens": { type: "string" },
     repetitions: { type: "string" },
     "accuracy-level": { type: "string" },
+    ort: { type: "string" },
     json: { type: "boolean" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench:onnx -- [--only NAME,...] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--accuracy-level 0|4] [--json]\nCases: ${[...CASES.keys()].join(", ")}\n`);
+    process.stdout.write(`Usage: npm run bench:onnx -- [--only NAME,...] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--accuracy-level 0|4] [--ort web|node] [--json]\nCases: ${[...CASES.keys()].join(", ")}\n`);
     return;
   }
   const names = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "") ?? [...CASES.keys()];
@@ -67,10 +72,13 @@ async function main(argv: string[]): Promise<void> {
   const repetitions = optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 5;
   const accuracyLevel = optionalNumber(values, "accuracy-level", { integer: true, min: 0, max: 4 }) ?? 0;
   if (accuracyLevel !== 0 && accuracyLevel !== 4) throw new UsageError(`--accuracy-level must be 0 or 4, got ${accuracyLevel}`);
+  const runtime = optionalString(values, "ort") ?? "web";
+  if (runtime !== "web" && runtime !== "node") throw new UsageError(`--ort must be web or node, got "${runtime}"`);
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
-  const ort = await loadOrt(threads);
+  const ort = await loadOrt(threads, runtime);
+  const peer = runtime === "web" ? "onnxruntime-web wasm EP" : "onnxruntime-node CPU EP (native)";
   const rows: string[][] = [];
   const results: unknown[] = [];
   for (const { name: caseName, weights, model: m } of cases) {
@@ -127,10 +135,10 @@ async function main(argv: string[]): Promise<void> {
     }
   }
   if (json) {
-    process.stdout.write(JSON.stringify({ threads, promptTokens, genTokens, repetitions, accuracyLevel, results }) + "\n");
+    process.stdout.write(JSON.stringify({ ort: runtime, threads, promptTokens, genTokens, repetitions, accuracyLevel, results }) + "\n");
     return;
   }
-  process.stdout.write(`\n${threads} threads, prefill ${promptTokens} tokens, ${genTokens} greedy decode steps; tok/s, median of ${repetitions} alternating turns in one process; onnxruntime-web wasm EP, MatMulNBits accuracy_level ${accuracyLevel}\n\n`);
+  process.stdout.write(`\n${threads} threads, prefill ${promptTokens} tokens, ${genTokens} greedy decode steps; tok/s, median of ${repetitions} alternating turns in one process; ${peer}, MatMulNBits accuracy_level ${accuracyLevel}\n\n`);
   process.stdout.write(renderTable(["case", "ONNX weights", "tsllm pp", "ort pp", "pp ratio (per run)", "tsllm tg", "ort tg", "tg ratio (per run)", "same greedy tokens"], rows, 2));
 }
 

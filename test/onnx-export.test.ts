@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { loadOrt, OrtDecoder, type OrtModule } from "../src/bench/ort-engine.js";
-import { argmax } from "../src/bench/stats.js";
+import { loadOrt, OrtDecoder, type OrtEngine } from "../src/bench/ort-engine.js";
+import { argmax } from "../src/sampling/index.js";
 import { loadModel } from "../src/index.js";
 import { GGMLType, typeName } from "../src/tensor/index.js";
 import { exportLlamaOnnx, tinyLlama, writeRandomModel, type OnnxExportOptions } from "../src/testing/index.js";
@@ -14,7 +14,7 @@ import { exportLlamaOnnx, tinyLlama, writeRandomModel, type OnnxExportOptions } 
  * onnxruntime-web's logits for a prompt and for one cached decode step against tsllm's
  * reference backend. Skipped only when onnxruntime-web (a devDependency) cannot load.
  */
-const ort: OrtModule | Error = await loadOrt(2).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+const ort: OrtEngine | Error = await loadOrt(2).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
 const skip = ort instanceof Error ? `onnxruntime-web cannot load: ${ort.message}` : false;
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-onnx-"));
@@ -37,7 +37,7 @@ async function model(type: GGMLType): Promise<string> {
 
 /** onnxruntime-web's logits for the prompt (every position, or the last with lastTokenLogits) and then NEXT through the cache */
 async function ortLogits(path: string, options: OnnxExportOptions = {}): Promise<{ prefill: Float32Array; step: Float32Array }> {
-  const dec = await OrtDecoder.create(ort as OrtModule, exportLlamaOnnx(path, options), { layers: spec.blockCount, kvHeads: spec.headCountKv, headDim: spec.embeddingLength / spec.headCount });
+  const dec = await OrtDecoder.create(ort as OrtEngine, exportLlamaOnnx(path, options), { layers: spec.blockCount, kvHeads: spec.headCountKv, headDim: spec.embeddingLength / spec.headCount });
   try {
     const prefill = await dec.forward(PROMPT);
     return { prefill, step: await dec.forward([NEXT]) };

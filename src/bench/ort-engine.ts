@@ -1,21 +1,48 @@
 import type * as Ort from "onnxruntime-web";
 
 /**
- * onnxruntime-web's side: its WebAssembly execution provider in Node, on an ONNX export of the
- * same model (src/testing/onnx-export.ts). onnxruntime-web is a devDependency, imported only
- * here, so tsllm itself never needs it.
+ * onnxruntime's side: onnxruntime-web's WebAssembly execution provider in Node, or onnxruntime-node's
+ * native CPU provider, on an ONNX export of the same model (src/testing/onnx-export.ts).
+ * onnxruntime-web is a devDependency, onnxruntime-node installed by hand; both are imported only
+ * here, so tsllm itself never needs them.
  */
 export type OrtModule = typeof Ort;
 
+/** which onnxruntime: "web" (its wasm execution provider, the WebAssembly peer) or "node" (onnxruntime-node's native CPU one) */
+export type OrtRuntime = "web" | "node";
+
+/** onnxruntime-node is not a devDependency (247 MB of native builds for every platform): how to get it */
+export const ORT_NODE_INSTALL = "npm i --no-save --ignore-scripts onnxruntime-node@1.23.2";
+
+/** a loaded onnxruntime and how its sessions run on `threads` threads */
+export interface OrtEngine {
+  readonly ort: OrtModule;
+  readonly runtime: OrtRuntime;
+  readonly sessionOptions: Ort.InferenceSession.SessionOptions;
+}
+
 /**
- * onnxruntime-web with `threads` wasm threads (its own worker pool; numThreads must be set
- * before the first session), or an Error saying why it cannot load.
+ * onnxruntime-web with `threads` wasm threads (its own worker pool; numThreads must be set before
+ * the first session) or onnxruntime-node with `threads` intra-op threads (the native build
+ * transformers.js uses in Node), or an Error saying why it cannot load.
  */
-export async function loadOrt(threads: number): Promise<OrtModule> {
+export async function loadOrt(threads: number, runtime: OrtRuntime = "web"): Promise<OrtEngine> {
+  if (runtime === "node") {
+    // a variable specifier: tsc and bundlers leave the optional package alone
+    const pkg = "onnxruntime-node";
+    let ort: OrtModule;
+    try {
+      ort = (await import(pkg)) as OrtModule;
+    } catch (e) {
+      throw new Error(`onnxruntime-node could not be loaded (${(e as Error).message.split("\n")[0]}): install it with ${ORT_NODE_INSTALL} (--ignore-scripts: its install script fetches GPU builds from nuget.org; the CPU build is in the package)`);
+    }
+    ort.env.logLevel = "error";
+    return { ort, runtime, sessionOptions: { executionProviders: ["cpu"], graphOptimizationLevel: "all", intraOpNumThreads: threads, interOpNumThreads: 1 } };
+  }
   const ort = (await import("onnxruntime-web")) as OrtModule;
   ort.env.wasm.numThreads = threads;
   ort.env.logLevel = "error";
-  return ort;
+  return { ort, runtime, sessionOptions: { executionProviders: ["wasm"], graphOptimizationLevel: "all" } };
 }
 
 /**
@@ -36,9 +63,9 @@ export class OrtDecoder {
     this.reset();
   }
 
-  static async create(ort: OrtModule, model: Uint8Array, shape: { layers: number; kvHeads: number; headDim: number }): Promise<OrtDecoder> {
-    const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
-    return new OrtDecoder(ort, session, shape.layers, shape.kvHeads, shape.headDim);
+  static async create(engine: OrtEngine, model: Uint8Array, shape: { layers: number; kvHeads: number; headDim: number }): Promise<OrtDecoder> {
+    const session = await engine.ort.InferenceSession.create(model, engine.sessionOptions);
+    return new OrtDecoder(engine.ort, session, shape.layers, shape.kvHeads, shape.headDim);
   }
 
   /** back to an empty cache */
