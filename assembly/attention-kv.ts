@@ -109,6 +109,65 @@ const Q4_0: i32 = 3;
   return f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(v128.load64_zero(p)), 16));
 }
 
+// f16 keys and values enter the arithmetic times 2^-112: an f16's bits moved into an f32's
+// exponent and mantissa fields unrebiased are exactly that (normals and subnormals alike), three
+// integer operations for four values where the rebias and its Inf/NaN select took seven. The
+// other factor takes the 2^112: the f16-rounded query (at most 65504, so below 2^128) and the
+// value weight (at most 1). Each product is then the same real number and each fused multiply-add
+// rounds it the same: the bits do not change.
+const F16_UNSCALE: f32 = 5.192296858534828e33; // 2^112
+const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
+
+/** eight f16 bits: none is Inf or NaN */
+// @ts-ignore: decorator
+@inline function finite8(h: v128): bool {
+  return !v128.any_true(i16x8.eq(v128.and(h, i16x8.splat(0x7c00)), i16x8.splat(0x7c00)));
+}
+
+/** f16 lanes 0-3 (`high`: 4-7) of h, finite, as f32 times 2^-112: sign-extended, shifted into place, the smeared sign bits cleared */
+// @ts-ignore: decorator
+@inline function scaledHalves(h: v128, high: bool): v128 {
+  const wide = high ? i32x4.extend_high_i16x8_s(h) : i32x4.extend_low_i16x8_s(h);
+  return v128.and(i32x4.shl(wide, 13), i32x4.splat(<i32>0x8fffe000));
+}
+
+/** four f16 at p, any value, as f32 times 2^-112 */
+// @ts-ignore: decorator
+@inline function scaledHalves4(p: usize): v128 {
+  return f32x4.mul(halves4(p), f32x4.splat(F16_SCALE));
+}
+
+/** headDim f32 at src times 2^112 to dst (a query against keys taken times 2^-112) */
+// @ts-ignore: decorator
+@inline function unscaleQuery(src: usize, dst: usize, headDim: i32): void {
+  const u = f32x4.splat(F16_UNSCALE);
+  for (let d: usize = 0; d < (<usize>headDim << 2); d += 16) v128.store(dst + d, f32x4.mul(v128.load(src + d), u));
+}
+
+/**
+ * acc[0..headDim) = f16(acc + value * ws) element by element (ggml_vec_mad_f16) for the f16 value
+ * row at vp, ws = the value weight times 2^112
+ */
+// @ts-ignore: decorator
+@inline function madF16Row(acc: usize, vp: usize, rowBytes: usize, ws: v128): void {
+  let d: usize = 0;
+  for (; d + 32 <= rowBytes; d += 32) {
+    const p = vp + (d >> 1);
+    const h = v128.load(p);
+    let lo: v128, hi: v128;
+    if (finite8(h)) {
+      lo = scaledHalves(h, false);
+      hi = scaledHalves(h, true);
+    } else {
+      lo = scaledHalves4(p);
+      hi = scaledHalves4(p + 8);
+    }
+    v128.store(acc + d, roundF16x4(fma(lo, ws, v128.load(acc + d))));
+    v128.store(acc + d, roundF16x4(fma(hi, ws, v128.load(acc + d, 16))), 16);
+  }
+  if (d < rowBytes) v128.store(acc + d, roundF16x4(fma(scaledHalves4(vp + (d >> 1)), ws, v128.load(acc + d))));
+}
+
 /**
  * For each of `count` heads r: acc_r[0..32) += the dequantized value block at vb * vs_r, one fused
  * multiply-add per element; acc_r = acc + r * accStride, vs_r = f32 at vsAt + 4r. The block is
@@ -162,10 +221,22 @@ const Q4_0: i32 = 3;
   return type == F16 ? <usize>headDim << 1 : <usize>(headDim >> 5) * blockBytes(type);
 }
 
-/** head dims of f16 keys at kp converted to floats at dst */
+/** head dims of f16 keys at kp converted to floats times 2^-112 at dst */
 // @ts-ignore: decorator
 @inline function convertKeyF16(kp: usize, dst: usize, headDim: i32): void {
-  for (let d: usize = 0; d < (<usize>headDim << 1); d += 8) v128.store(dst + (d << 1), halves4(kp + d));
+  const bytes = <usize>headDim << 1;
+  let d: usize = 0;
+  for (; d + 16 <= bytes; d += 16) {
+    const h = v128.load(kp + d);
+    if (finite8(h)) {
+      v128.store(dst + (d << 1), scaledHalves(h, false));
+      v128.store(dst + (d << 1), scaledHalves(h, true), 16);
+    } else {
+      v128.store(dst + (d << 1), scaledHalves4(kp + d));
+      v128.store(dst + (d << 1), scaledHalves4(kp + d + 8), 16);
+    }
+  }
+  if (d < bytes) v128.store(dst + (d << 1), scaledHalves4(kp + d));
 }
 
 /** an accumulator row times ms (a new running max), rounded to f16 again for f16 values */
@@ -185,10 +256,11 @@ const Q4_0: i32 = 3;
 
 /**
  * per-thread scratch bytes: headDim floats (f16 keys converted), three floats per head of a KV
- * group (max, sum, value weight) and two vectors for vecDot
+ * group (max, sum, value weight), two vectors for vecDot, then headDim floats per head of a group
+ * (the queries times 2^112, for f16 keys)
  */
 export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
-  return ((<usize>headDim) << 2) + (<usize>(12 * group)) + 32;
+  return ((<usize>headDim) << 2) + (<usize>(12 * group)) + 32 + <usize>group * ((<usize>headDim) << 2);
 }
 
 /**
@@ -238,7 +310,10 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   // per head: the running max, the running sum and this key's value weight
   const mAt = scratch + rowBytes, sumAt = mAt + (<usize>count << 2), vsAt = sumAt + (<usize>count << 2);
   const dotTmp = mAt + <usize>(12 * group);
+  // f16 keys: the queries times 2^112 (the keys are converted times 2^-112)
+  const qs = kType == F16 ? dotTmp + 32 : q0;
   for (let r = 0; r < count; r++) {
+    if (kType == F16) unscaleQuery(q0 + <usize>r * qStride, qs + <usize>r * rowBytes, headDim);
     store<f32>(mAt + (<usize>r << 2), -Infinity);
     store<f32>(sumAt + (<usize>r << 2), 0);
     const op = o0 + <usize>r * rowBytes;
@@ -250,9 +325,8 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
     const kp = k + row * kRowBytes + kvh * kHead;
     if (kType == F16) convertKeyF16(kp, scratch, headDim);
     for (let r = 0; r < count; r++) {
-      const qp = q0 + <usize>r * qStride;
       const op = o0 + <usize>r * rowBytes;
-      const s: f32 = (kType == F16 ? vecDot(scratch, qp, headDim, dotTmp) : keyDot(kType, kp, qp, nBlocks, f16s)) * scale;
+      const s: f32 = (kType == F16 ? vecDot(scratch, qs + <usize>r * rowBytes, headDim, dotTmp) : keyDot(kType, kp, q0 + <usize>r * qStride, nBlocks, f16s)) * scale;
       const m = load<f32>(mAt + (<usize>r << 2));
       let ms: f32 = 1, vs: f32 = 1;
       if (s > m) {
@@ -262,20 +336,16 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
       } else {
         vs = expfLibm(s - m, table);
       }
-      store<f32>(vsAt + (<usize>r << 2), vs);
+      // f16 values enter times 2^-112: their weight times 2^112
+      store<f32>(vsAt + (<usize>r << 2), vType == F16 ? vs * F16_UNSCALE : vs);
       const sum = load<f32>(sumAt + (<usize>r << 2));
       store<f32>(sumAt + (<usize>r << 2), f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0));
     }
     const vp = v + row * vRowBytes + kvh * vHead;
     if (vType == F16) {
-      // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16
-      for (let d: usize = 0; d < rowBytes; d += 16) {
-        const hv = halves4(vp + (d >> 1));
-        for (let r = 0; r < count; r++) {
-          const op = o0 + <usize>r * rowBytes + d;
-          v128.store(op, roundF16x4(fma(hv, v128.load32_splat(vsAt + (<usize>r << 2)), v128.load(op))));
-        }
-      }
+      // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16 (the value row is
+      // read from L1 for the run's later heads)
+      for (let r = 0; r < count; r++) madF16Row(o0 + <usize>r * rowBytes, vp, rowBytes, v128.load32_splat(vsAt + (<usize>r << 2)));
     } else {
       for (let b = 0; b < nBlocks; b++) addValueBlocks(vType, vp + <usize>b * vBlock, o0 + (<usize>b << 7), rowBytes, vsAt, count, f16s);
     }
@@ -299,6 +369,10 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
   const qp = qq + <usize>item * qStride;
   const op = out + <usize>item * rowBytes;
   for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.splat(0));
+  const dotTmp = scratch + rowBytes + <usize>(12 * group);
+  // f16 keys: the query times 2^112 (the keys are converted times 2^-112)
+  const qs = kType == F16 ? dotTmp + 32 : qp;
+  if (kType == F16) unscaleQuery(qp, qs, headDim);
   const nKeys = startPos + t + 1;
   let m: f32 = -Infinity;
   let sum: f32 = 0;
@@ -308,7 +382,7 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     let s: f32;
     if (kType == F16) {
       convertKeyF16(kp, scratch, headDim);
-      s = vecDot(scratch, qp, headDim, scratch + rowBytes + <usize>(12 * group)) * scale;
+      s = vecDot(scratch, qs, headDim, dotTmp) * scale;
     } else {
       s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
     }
@@ -321,10 +395,9 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
       vs = expfLibm(s - m, table);
     }
     const vp = v + row * vRowBytes + kvh * vHead;
-    const vsv = f32x4.splat(vs);
     if (vType == F16) {
-      // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16
-      for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(fma(halves4(vp + (d >> 1)), vsv, v128.load(op + d))));
+      // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16; the values enter times 2^-112, their weight times 2^112
+      madF16Row(op, vp, rowBytes, f32x4.splat(vs * F16_UNSCALE));
     } else {
       store<f32>(scratch + rowBytes, vs);
       for (let b = 0; b < nBlocks; b++) addValueBlocks(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), 0, scratch + rowBytes, 1, f16s);

@@ -173,6 +173,10 @@ test("the wasm kernel for f16 and block-format caches gives the reference kernel
         const order = Int32Array.from({ length: 2 * nAll }, (_, i) => i).sort(() => rng.uniform() - 0.5).subarray(0, nAll);
         const kRaw = Float32Array.from({ length: nAll * width }, () => rng.normal() * 2);
         const vRaw = Float32Array.from({ length: nAll * width }, () => rng.normal());
+        // f16's edges: subnormal values, and large ones whose sums pass 2^15 (the f16 rounding's lane-by-lane path)
+        for (let i = 0; i < kRaw.length; i += 7) kRaw[i] = rng.normal() * 3e-6;
+        for (let i = 3; i < vRaw.length; i += 11) vRaw[i] = rng.normal() * 4e-6;
+        for (let i = 5; i < vRaw.length; i += 97) vRaw[i] = 3e4 * Math.sign(rng.normal());
         const q = Float32Array.from({ length: nTokens * nHeads * headDim }, () => rng.normal());
         const outs: Float32Array[] = [];
         for (const be of [ref, wasm]) {
@@ -189,7 +193,7 @@ test("the wasm kernel for f16 and block-format caches gives the reference kernel
         }
         const label = `${kt}/${vt} heads ${nHeads}/${nKvHeads} x ${headDim}, ${nTokens} tokens after ${startPos}`;
         if (wasm.llamaCppOrder === "none") assert.ok(outs[0]!.every((x, i) => Math.abs(x - outs[1]![i]!) < 1e-5), label);
-        else assert.deepEqual(outs[1], outs[0], label);
+        else assert.deepStrictEqual(outs[1], outs[0], label);
       }
     }
   } finally {
