@@ -21,7 +21,7 @@
  *
  * TSLLM_WASM_SIMD=plain measures the SIMD128 build. Not a test: run it on a quiet machine.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
@@ -54,9 +54,17 @@ const LOOPS = { int8: ["rooflineDotI8", 8 * 16 * 2], int16: ["rooflineDotI16", 8
 type Loop = keyof typeof LOOPS;
 
 const runtime = optionalString(args, "runtime") ?? "node";
-if (runtime !== "node" && runtime !== "chromium") throw new Error(`--runtime must be node or chromium, got "${runtime}"`);
+if (runtime !== "node" && runtime !== "chromium") {
+  console.error(`roofline: --runtime must be node or chromium, got "${runtime}"`);
+  process.exit(2);
+}
 if (runtime === "chromium") {
-  await rooflineInChromium(optionalString(args, "chromium") ?? DEFAULT_CHROMIUM);
+  const executable = optionalString(args, "chromium") ?? DEFAULT_CHROMIUM;
+  if (!existsSync(executable)) {
+    console.error(`roofline: --runtime chromium: ${executable} not found (install Debian's chromium: apt-get install -y chromium, or give --chromium PATH)`);
+    process.exit(2);
+  }
+  await rooflineInChromium(executable);
   process.exit(0);
 }
 
