@@ -137,6 +137,12 @@ const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
   return f32x4.mul(halves4(p), f32x4.splat(F16_SCALE));
 }
 
+/** f16 0-3 (`high`: 4-7) of the eight at p, whose bits are h, as f32 times 2^-112: the integer move where all eight are finite (finite8(h)), else the rebias */
+// @ts-ignore: decorator
+@inline function scaledHalvesAt(p: usize, h: v128, finite: bool, high: bool): v128 {
+  return finite ? scaledHalves(h, high) : scaledHalves4(high ? p + 8 : p);
+}
+
 /** headDim f32 at src times 2^112 to dst (a query against keys taken times 2^-112) */
 // @ts-ignore: decorator
 @inline function unscaleQuery(src: usize, dst: usize, headDim: i32): void {
@@ -154,16 +160,9 @@ const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
   for (; d + 32 <= rowBytes; d += 32) {
     const p = vp + (d >> 1);
     const h = v128.load(p);
-    let lo: v128, hi: v128;
-    if (finite8(h)) {
-      lo = scaledHalves(h, false);
-      hi = scaledHalves(h, true);
-    } else {
-      lo = scaledHalves4(p);
-      hi = scaledHalves4(p + 8);
-    }
-    v128.store(acc + d, roundF16x4(fma(lo, ws, v128.load(acc + d))));
-    v128.store(acc + d, roundF16x4(fma(hi, ws, v128.load(acc + d, 16))), 16);
+    const finite = finite8(h);
+    v128.store(acc + d, roundF16x4(fma(scaledHalvesAt(p, h, finite, false), ws, v128.load(acc + d))));
+    v128.store(acc + d, roundF16x4(fma(scaledHalvesAt(p, h, finite, true), ws, v128.load(acc + d, 16))), 16);
   }
   if (d < rowBytes) v128.store(acc + d, roundF16x4(fma(scaledHalves4(vp + (d >> 1)), ws, v128.load(acc + d))));
 }
@@ -228,13 +227,9 @@ const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
   let d: usize = 0;
   for (; d + 16 <= bytes; d += 16) {
     const h = v128.load(kp + d);
-    if (finite8(h)) {
-      v128.store(dst + (d << 1), scaledHalves(h, false));
-      v128.store(dst + (d << 1), scaledHalves(h, true), 16);
-    } else {
-      v128.store(dst + (d << 1), scaledHalves4(kp + d));
-      v128.store(dst + (d << 1), scaledHalves4(kp + d + 8), 16);
-    }
+    const finite = finite8(h);
+    v128.store(dst + (d << 1), scaledHalvesAt(kp + d, h, finite, false));
+    v128.store(dst + (d << 1), scaledHalvesAt(kp + d, h, finite, true), 16);
   }
   if (d < bytes) v128.store(dst + (d << 1), scaledHalves4(kp + d));
 }

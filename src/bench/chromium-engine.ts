@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { rates } from "./stats.js";
 import type { EngineSample, WorkerJob } from "./types.js";
 
 /**
@@ -59,12 +60,10 @@ export async function startChromiumRunner(modelsDir: string, executablePath = DE
         await page.goto(`${server.base}/`);
         const run = page.evaluate(inPage, { url: `/models/${encodeURIComponent(basename(job.modelPath))}`, threads: job.threads, promptTokens: [...job.promptTokens], genTokens: job.genTokens, contextSize: job.contextSize });
         const r = await withTimeout(run, timeoutMs, `tsllm in Chromium on ${job.modelPath} did not finish within ${(timeoutMs / 1000).toFixed(0)} s`);
-        const n = job.promptTokens.length;
         return {
           detail: `wasm, ${r.threads} thread${r.threads === 1 ? "" : "s"}, ${r.simd} SIMD, in Chromium ${version}`,
           loadMs: r.loadMs, prefillMs: r.prefillMs, decodeMs: r.decodeMs,
-          prefillTokensPerSecond: r.prefillMs > 0 ? (n * 1000) / r.prefillMs : 0,
-          decodeTokensPerSecond: r.decodeMs > 0 ? (job.genTokens * 1000) / r.decodeMs : 0,
+          ...rates(job.promptTokens.length, r.prefillMs, job.genTokens, r.decodeMs),
           // the browser's processes are not one process whose peak a child can report
           peakRssBytes: Number.NaN,
           tokens: r.tokens,

@@ -17,7 +17,6 @@ export const ORT_NODE_INSTALL = "npm i --no-save --ignore-scripts onnxruntime-no
 /** a loaded onnxruntime and how its sessions run on `threads` threads */
 export interface OrtEngine {
   readonly ort: OrtModule;
-  readonly runtime: OrtRuntime;
   readonly sessionOptions: Ort.InferenceSession.SessionOptions;
 }
 
@@ -37,12 +36,12 @@ export async function loadOrt(threads: number, runtime: OrtRuntime = "web"): Pro
       throw new Error(`onnxruntime-node could not be loaded (${(e as Error).message.split("\n")[0]}): install it with ${ORT_NODE_INSTALL} (--ignore-scripts: its install script fetches GPU builds from nuget.org; the CPU build is in the package)`);
     }
     ort.env.logLevel = "error";
-    return { ort, runtime, sessionOptions: { executionProviders: ["cpu"], graphOptimizationLevel: "all", intraOpNumThreads: threads, interOpNumThreads: 1 } };
+    return { ort, sessionOptions: { executionProviders: ["cpu"], graphOptimizationLevel: "all", intraOpNumThreads: threads, interOpNumThreads: 1 } };
   }
   const ort = (await import("onnxruntime-web")) as OrtModule;
   ort.env.wasm.numThreads = threads;
   ort.env.logLevel = "error";
-  return { ort, runtime, sessionOptions: { executionProviders: ["wasm"], graphOptimizationLevel: "all" } };
+  return { ort, sessionOptions: { executionProviders: ["wasm"], graphOptimizationLevel: "all" } };
 }
 
 /**
