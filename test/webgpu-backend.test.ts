@@ -4,7 +4,7 @@ import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { applyRope, attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsNorm, swiglu, type RopeParams } from "../src/kernels/ops/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/backend.js";
-import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { rng } from "./helpers/rng.js";
@@ -28,6 +28,10 @@ try {
 }
 
 const ref = createReferenceBackend();
+/** every weight type the webgpu matmul has a kernel for */
+const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+/** float weights: activations kept (F32) or rounded to the weight's float type, so a tighter tolerance */
+const isFloat = (type: GGMLType): boolean => typeInfo(type).blockSize === 1;
 const measured: [string, number, number][] = [];
 
 function normals(n: number, r: () => number, scale = 1): Float32Array {
@@ -98,7 +102,8 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.equal(w[4], 351);
   });
 
-  for (const [type, tol] of [[GGMLType.F32, 1e-5], [GGMLType.F16, 1e-5], [GGMLType.Q8_0, 1e-4], [GGMLType.Q4_0, 1e-4], [GGMLType.Q4_K, 1e-4], [GGMLType.Q6_K, 1e-4]] as const) {
+  for (const type of MATMUL_TYPES) {
+    const tol = isFloat(type) ? 1e-5 : 1e-4;
     test(`matmul ${typeName(type)}: 77 rows x 512 cols, 3 tokens, views at offsets`, async () => {
       const r = rng(10 + type);
       const cols = 512, rows = 77, nTokens = 3;
@@ -156,8 +161,8 @@ describe("webgpu backend conformance", { skip }, () => {
     try {
       assert.doesNotMatch(small.adapter, /subgroups/);
       const r = rng(35);
-      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
-        const cols = type === GGMLType.F32 || type === GGMLType.F16 ? 200 : 256, rows = 29, nTokens = 9;
+      for (const type of MATMUL_TYPES) {
+        const cols = isFloat(type) ? 200 : 256, rows = 29, nTokens = 9;
         const w = weights(type, cols, rows, r);
         const x = normals(nTokens * cols, r);
         const epilogue = { bias: normals(rows, r), activation: "gelu-erf" as const };
@@ -167,7 +172,7 @@ describe("webgpu backend conformance", { skip }, () => {
         small.matmul(out, w, device(small, x), nTokens, epilogue);
         const perBlock = Math.floor(1000 / rowByteLength(type, cols));
         assert.ok(perBlock < rows);
-        close(`matmul ${typeName(type)} no subgroups, ${perBlock} rows a block`, await small.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+        close(`matmul ${typeName(type)} no subgroups, ${perBlock} rows a block`, await small.read(out), expected, isFloat(type) ? 1e-5 : 1e-4);
       }
       const big = weights(GGMLType.F32, 256, 2, r);
       assert.throws(() => small.matmul(small.allocActivations(2), big, small.allocActivations(256), 1), /matmul: tensor w\.F32 \(F32 \[256, 2\]\) has rows of 1024 bytes, more than this adapter's storage binding limit 1000/);
@@ -506,13 +511,12 @@ describe("webgpu backend conformance", { skip }, () => {
   });
 
   test("random shapes: matmul of every type, attention with odd head sizes (a sweep of 10 seeds)", async () => {
-    const types = [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K];
     let worst = 0, worstAttention = 0;
     for (let seed = 0; seed < 10; seed++) {
       const r = rng(1000 + seed);
       const pick = (lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
-      const type = types[seed % types.length]!;
-      const block = type === GGMLType.Q4_K || type === GGMLType.Q6_K ? 256 : type === GGMLType.F32 || type === GGMLType.F16 ? 1 : 32;
+      const type = MATMUL_TYPES[(seed * 7) % MATMUL_TYPES.length]!;
+      const block = typeInfo(type).blockSize;
       const cols = block === 1 ? pick(1, 300) : block * pick(1, 3), rows = pick(1, 150), nTokens = pick(1, 20);
       const w = weights(type, cols, rows, r);
       const x = normals(nTokens * cols, r);
@@ -555,9 +559,9 @@ describe("webgpu backend conformance", { skip }, () => {
 
   test("errors name the op and the tensor", async () => {
     const r = rng(120);
-    const q5 = { name: "blk.0.ffn_up.weight", type: GGMLType.Q5_K, dims: [256, 2], data: new Uint8Array(2 * 176) };
+    const iq4 = { name: "blk.0.ffn_up.weight", type: GGMLType.IQ4_NL, dims: [256, 2], data: new Uint8Array(2 * 144) };
     const x = b.allocActivations(256), out = b.allocActivations(2);
-    assert.throws(() => b.matmul(out, q5, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type Q5_K, which the webgpu backend cannot multiply/);
+    assert.throws(() => b.matmul(out, iq4, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type IQ4_NL, which the webgpu backend cannot multiply/);
     const w = weights(GGMLType.Q8_0, 256, 4, r);
     assert.throws(() => b.matmul(out, w, x, 1), /matmul w\.Q8_0: out holds 2 floats, expected 1 x 4/);
     assert.throws(() => b.matmul(b.allocActivations(8), w, x, 2), /matmul w\.Q8_0: x holds 256 floats, expected 2 x 256/);

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { loadModel } from "../src/index.js";
-import type { Backend } from "../src/kernels/backend.js";
+import type { Backend, DeviceArray, MatmulEpilogue } from "../src/kernels/backend.js";
+import type { Tensor } from "../src/tensor/tensor.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { openModel, runPass } from "../src/models/index.js";
@@ -82,27 +83,68 @@ async function logitsOn(path: string, backend: Backend, tokens: number[]): Promi
   return logits!;
 }
 
-const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K];
+/** the logits of every prompt token on the webgpu backend, and every matmul of the pass: its weight, and snapshots of its input and output */
+async function tracedLogitsOn(path: string, gpu: Backend, tokens: number[]): Promise<{ logits: Float32Array; matmuls: { w: Tensor; x: Float32Array; out: Float32Array; nTokens: number; epilogue?: MatmulEpilogue }[] }> {
+  const snapshot = (a: DeviceArray): DeviceArray => {
+    const c = gpu.allocActivations(a.length);
+    gpu.copy2d(c, 0, a.length, a, 0, a.length, 1, a.length);
+    return c;
+  };
+  const recorded: { w: Tensor; x: DeviceArray; out: DeviceArray; nTokens: number; epilogue?: MatmulEpilogue }[] = [];
+  const matmul = gpu.matmul.bind(gpu);
+  // the real kernel runs; the wrapper only copies its operands aside (copy2d is ordered with it)
+  gpu.matmul = (out, w, x, nTokens, epilogue) => {
+    const xs = snapshot(gpu.view(x, 0, nTokens * w.dims[0]!));
+    matmul(out, w, x, nTokens, epilogue);
+    recorded.push({ w, x: xs, out: snapshot(gpu.view(out, 0, nTokens * w.dims[1]!)), nTokens, epilogue });
+  };
+  const logits = await logitsOn(path, gpu, tokens);
+  const matmuls = [];
+  for (const r of recorded) matmuls.push({ ...r, x: await gpu.read(r.x), out: await gpu.read(r.out) });
+  return { logits, matmuls };
+}
+
+const maxRelative = (got: Float32Array, expected: Float32Array): number => {
+  let worst = 0, scale = 0;
+  for (let i = 0; i < got.length; i++) {
+    worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
+    scale = Math.max(scale, Math.abs(expected[i]!));
+  }
+  return worst / Math.max(scale, 1);
+};
+
+// A random model with rounded activations (F16, BF16 and the quantized types, whose activations go
+// to f16, bf16 or int8 before each matmul) turns the webgpu backend's f32 sums in another order
+// (1e-7 relative) into an occasional flipped rounding, which 2 random layers amplify: traced op by
+// op, the first divergence is always a jump at one matmul whose input agreed to 5e-7 (Q4_K 1.6e-3,
+// Q5_K 1e-3, Q2_K 1.3e-3, logits up to 1.6e-2 off). So every matmul of the pass is checked against
+// the reference kernel on the very input the GPU computed (1e-4: the per-op bound), and the logits
+// against the reference run within 1e-3 where nothing rounds (F32) and within 5e-2 elsewhere.
+const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
 const CASES = [
-  ...TYPES.map((weightType) => ({ name: `llama ${typeName(weightType)}`, spec: { ...tinyLlama, weightType, seed: 5 } })),
-  { name: "qwen3 F32 (per-head Q/K norms, neox RoPE)", spec: { ...tinyQwen3, seed: 6 } },
-  { name: "gpt2 F32 (LayerNorm, GELU, learned positions)", spec: { ...tinyGpt2, seed: 7 } },
+  ...TYPES.map((weightType) => ({ name: `llama ${typeName(weightType)}`, spec: { ...tinyLlama, weightType, seed: 5 }, logitsTolerance: weightType === GGMLType.F32 ? 1e-3 : 5e-2 })),
+  { name: "qwen3 F32 (per-head Q/K norms, neox RoPE)", spec: { ...tinyQwen3, seed: 6 }, logitsTolerance: 1e-3 },
+  { name: "gpt2 F32 (LayerNorm, GELU, learned positions)", spec: { ...tinyGpt2, seed: 7 }, logitsTolerance: 1e-3 },
 ];
 
-for (const { name, spec } of CASES) {
-  test(`random ${name}: every prompt token's logits on webgpu within 1e-3 of the reference backend's`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+for (const { name, spec, logitsTolerance } of CASES) {
+  test(`random ${name}: each matmul of the pass on webgpu equals the reference kernel on its input; the logits within ${logitsTolerance} of the reference backend's`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
     const path = await ensureRandomModel(spec, dir);
     const tokens = [1, 17, 250, 3, 99, 400, 12, 5, 77, 300, 2, 64];
     const reference = createReferenceBackend(), gpu = await createWebGPUBackend();
     try {
-      const expected = await logitsOn(path, reference, tokens), got = await logitsOn(path, gpu, tokens);
-      assert.equal(got.length, expected.length);
-      let worst = 0, scale = 1;
-      for (let i = 0; i < got.length; i++) {
-        worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
-        scale = Math.max(scale, Math.abs(expected[i]!));
+      const expected = await logitsOn(path, reference, tokens);
+      const { logits, matmuls } = await tracedLogitsOn(path, gpu, tokens);
+      assert.ok(matmuls.length >= 5, `${name}: ${matmuls.length} matmuls traced`);
+      for (const [i, m] of matmuls.entries()) {
+        const want = new Float32Array(m.out.length);
+        reference.matmul(want, m.w, m.x, m.nTokens, m.epilogue);
+        const err = maxRelative(m.out, want);
+        assert.ok(err <= 1e-4, `${name}: matmul ${i} (${m.w.name}, ${typeName(m.w.type)}) ${err} from the reference kernel on the same input`);
       }
-      assert.ok(worst <= 1e-3 * scale, `${name}: max |logit difference| ${worst} over 1e-3 x ${scale}`);
+      assert.equal(logits.length, expected.length);
+      const err = maxRelative(logits, expected);
+      assert.ok(err <= logitsTolerance, `${name}: max |logit difference| ${err} (relative to max(1, max |logit|)) over ${logitsTolerance}`);
     } finally {
       reference.dispose();
       gpu.dispose();

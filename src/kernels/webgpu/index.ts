@@ -508,7 +508,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
       } else {
         const nBlocks = n / kind.block;
         nqw = n / 4;
-        xq = this.scratchBuffer("xq", nqw + nBlocks);
+        xq = this.scratchBuffer("xq", nqw + nBlocks * kind.scaleWords);
         this.dispatch(kind.quant, [xa], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
       }
     }

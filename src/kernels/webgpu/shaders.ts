@@ -38,18 +38,77 @@ export function paramLayout(def: KernelDef): (readonly [string, ParamType])[] {
 
 const COMMON = /* wgsl */ `
 // Vulkan lets a / b be 2.5 ulp off and sqrt inherit 1 / inverseSqrt's error (Mesa's lavapipe is
-// off by that much), and the reference rounds both correctly: one fma correction (the remainder
-// a - q b is exact in an fma) gives the nearest f32 but in rare near-ties.
+// off by that much), and WGSL's fma need not be fused (lavapipe's is not: an fma-corrected quotient
+// came out 1 ulp off in a near-tie, and flipped a Q8_K activation's rounding), while the reference
+// rounds both correctly. So both are computed on the integer significands: long division and a
+// digit-by-digit square root, 25 bits and a sticky bit, rounded to nearest even.
+/** x's significand (implicit bit at 23, subnormals normalized) and unbiased exponent: |x| = m 2^(e - 23) */
+fn f32_parts(x: f32) -> vec2<i32> {
+  let u = bitcast<u32>(x);
+  let be = i32((u >> 23u) & 0xffu);
+  var m = u & 0x7fffffu;
+  if (be == 0) {
+    let z = i32(countLeadingZeros(m)) - 8;
+    return vec2<i32>(i32(m << u32(z)), -126 - z);
+  }
+  return vec2<i32>(i32(m | 0x800000u), be - 127);
+}
+/** a (25-bit) significand q of value q 2^(e - 24) plus a sticky bit, rounded to an f32 of sign s (normal or subnormal) */
+fn f32_round(q: u32, sticky: bool, e: i32, s: u32) -> f32 {
+  if (e > 127) { return bitcast<f32>(s | 0x7f800000u); }
+  var sh = 1u;
+  if (e < -126) { sh = u32(min(-125 - e, 26)); }
+  let m = q >> sh;
+  let rest = q & ((1u << sh) - 1u);
+  let half = 1u << (sh - 1u);
+  var r = m;
+  if (rest > half || (rest == half && (sticky || (m & 1u) == 1u))) { r = m + 1u; }
+  if (sh > 1u) { return bitcast<f32>(s | r); }
+  // normal: r holds the implicit bit; a round up to 2^24 carries into the exponent (to inf past 2^127)
+  return bitcast<f32>(s | ((u32(e + 127) << 23u) + (r - 0x800000u)));
+}
+/** zero, infinity or NaN (by the bits: a compiler may assume no NaN in x != x) */
+fn not_finite_nonzero(x: f32) -> bool {
+  let u = bitcast<u32>(x) & 0x7fffffffu;
+  return u == 0u || u >= 0x7f800000u;
+}
 fn div_rn(a: f32, b: f32) -> f32 {
-  let q = a / b;
-  // 0, inf and a divisor of inf (swiglu's 1 + exp(-g) for g < -88) are exact already
-  if (q == 0.0 || abs(q) > 3.0e38 || abs(b) > 3.0e38) { return q; }
-  return fma(fma(-q, b, a), 1.0 / b, q);
+  // zeros, infinities, NaN and a divisor of inf (swiglu's 1 + exp(-g) for g < -88): exact already
+  if (not_finite_nonzero(a) || not_finite_nonzero(b)) { return a / b; }
+  let pa = f32_parts(a);
+  let pb = f32_parts(b);
+  var r = u32(pa.x);
+  let d = u32(pb.x);
+  var e = pa.y - pb.y;
+  if (r < d) { r = r << 1u; e = e - 1; }
+  var qq = 0u;
+  for (var i = 0u; i < 25u; i++) {
+    qq = qq << 1u;
+    if (r >= d) { r = r - d; qq = qq | 1u; }
+    r = r << 1u;
+  }
+  return f32_round(qq, r != 0u, e, (bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u);
 }
 fn sqrt_rn(x: f32) -> f32 {
-  let r = sqrt(x);
-  if (r == 0.0 || r > 1.0e18) { return r; }
-  return fma(fma(-r, r, x), div_rn(0.5, r), r);
+  if (not_finite_nonzero(x) || (bitcast<u32>(x) & 0x80000000u) != 0u) { return sqrt(x); }
+  let p = f32_parts(x);
+  var m = u32(p.x);
+  var e = p.y - 23;
+  // x = m 2^e with e even; the radicand m 2^k lies in [2^48, 2^50), so its root has 25 bits
+  if ((e & 1) != 0) { m = m << 1u; e = e - 1; }
+  var k = 26u;
+  if (m >= 0x1000000u) { k = 24u; }
+  var root = 0u;
+  var rem = 0u;
+  for (var i = 0u; i < 25u; i++) {
+    let pos = 48u - 2u * i;
+    var two = 0u;
+    if (pos >= k) { two = (m >> (pos - k)) & 3u; }
+    rem = (rem << 2u) | two;
+    let trial = (root << 2u) | 1u;
+    if (rem >= trial) { rem = rem - trial; root = (root << 1u) | 1u; } else { root = root << 1u; }
+  }
+  return f32_round(root, rem != 0u, 24 + (e - i32(k)) / 2, 0u);
 }
 fn f16_bits(x: f32) -> u32 {
   let w = bitcast<u32>(x);
@@ -549,17 +608,21 @@ ${KV_ROWS}`,
 // ---- matmul ----
 //
 // First the activations are converted to the weight's vec_dot type, as the reference backend does
-// (kernels/reference/vec-dot.ts): Q8_0 for Q8_0/Q4_0 weights, Q8_K for Q4_K/Q6_K, f16 values for
-// F16, nothing for F32. XQ (u32 words) holds the int8 values packed four to a word, then one scale
-// (f32 bits) per block. Then one workgroup of 64 per (output row, tile of up to 8 tokens): the row
+// (kernels/reference/vec-dot.ts): Q8_0 for Q8_0/Q4_0/Q5_0 weights, Q8_1 for Q4_1/Q5_1, Q8_K for
+// the k-quants, f16 values for F16, bf16 for BF16, nothing for F32. XQ (u32 words) holds the int8
+// values packed four to a word, then each block's scale (f32 bits; Q8_1: scale and sum). Then one workgroup of 64 per (output row, tile of up to 8 tokens): the row
 // is cut into units of 32 weights, invocation `lid` takes units lid, lid + 64, ... (neighbouring
 // invocations read neighbouring blocks), decodes each unit once into registers and takes its dot
 // product with every token of the tile (integer sums inside a unit, scaled in f32); the 64 partial
 // sums of each token are added in a tree, then the epilogue.
 
-/** Q8_0 activations: one invocation per block of 32 (d = amax / 127 rounded to f16, q = x * (127 / amax) ties to even) */
-export const QUANT_Q8_0: KernelDef = {
-  name: "quantQ8_0",
+/**
+ * Q8_0 / Q8_1 activations (the reference's activation quantizers): one invocation per block of 32
+ * (d = amax / 127 rounded to f16, q = x * (127 / amax) ties to even); Q8_1 also keeps
+ * s = d * sum(q) rounded to f16, its two scales side by side
+ */
+const quantQ8Blocks = (name: string, withSum: boolean): KernelDef => ({
+  name,
   workgroupSize: 64,
   arrays: [{ name: "x", write: false }],
   extras: [{ name: "XQ", type: "u32", write: true }],
@@ -572,13 +635,24 @@ export const QUANT_Q8_0: KernelDef = {
   let d = div_rn(amax, 127.0);
   var id = 0.0;
   if (amax != 0.0) { id = div_rn(127.0, amax); }
+  var sum = 0;
   for (var k = 0u; k < 8u; k++) {
     var word = 0u;
-    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(round($x[base + 4u * k + c] * id))) & 0xffu) << (8u * c); }
+    for (var c = 0u; c < 4u; c++) {
+      let q = i32(round($x[base + 4u * k + c] * id));
+      sum += q;
+      word |= (u32(q) & 0xffu) << (8u * c);
+    }
     XQ[b * 8u + k] = word;
   }
-  XQ[P.nqw + b] = bitcast<u32>(f16_round(d));`,
-};
+${withSum
+    ? `  XQ[P.nqw + 2u * b] = bitcast<u32>(f16_round(d));
+  XQ[P.nqw + 2u * b + 1u] = bitcast<u32>(f16_round(d * f32(sum)));`
+    : `  XQ[P.nqw + b] = bitcast<u32>(f16_round(d));`}`,
+});
+
+export const QUANT_Q8_0 = quantQ8Blocks("quantQ8_0", false);
+export const QUANT_Q8_1 = quantQ8Blocks("quantQ8_1", true);
 
 /** Q8_K activations (quantize_row_q8_K_ref): one invocation per super-block of 256, scale 1 / (-127 / the value of largest magnitude) */
 export const QUANT_Q8_K: KernelDef = {
@@ -612,6 +686,12 @@ export const QUANT_Q8_K: KernelDef = {
 export const QUANT_F16: KernelDef = elementwise("quantF16", [{ name: "x", write: false }], [],
   `  XQ[i] = bitcast<u32>(f16_round($x[P.o_x + i]));`, [{ name: "XQ", type: "u32", write: true }]);
 
+/** BF16 activations: x rounded to bf16 as ggml does (ties to even, NaN kept quiet), kept as f32 bits */
+export const QUANT_BF16: KernelDef = elementwise("quantBF16", [{ name: "x", write: false }], [],
+  `  let u = bitcast<u32>($x[P.o_x + i]);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { XQ[i] = ((u >> 16u) | 64u) << 16u; } else { XQ[i] = ((u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u) << 16u; }`,
+  [{ name: "XQ", type: "u32", write: true }]);
+
 const MATMUL_HELPERS = /* wgsl */ `
 var<workgroup> red: array<f32, 512>;
 fn wb(i: u32) -> u32 { return (W[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }
@@ -628,15 +708,28 @@ fn s8x4(w: u32) -> vec4<i32> {
   let v = bitcast<i32>(w);
   return vec4<i32>(extractBits(v, 0u, 8u), extractBits(v, 8u, 8u), extractBits(v, 16u, 8u), extractBits(v, 24u, 8u));
 }
-fn nib4(w: u32, s: u32) -> vec4<i32> {
-  return vec4<i32>(i32((w >> s) & 15u), i32((w >> (8u + s)) & 15u), i32((w >> (16u + s)) & 15u), i32((w >> (24u + s)) & 15u));
+/** the bits (w >> s) & m of each of w's four bytes: nibbles (m = 15), 2-bit fields (3), single bits (1) */
+fn field4(w: u32, s: u32, m: u32) -> vec4<i32> {
+  return vec4<i32>(i32((w >> s) & m), i32((w >> (8u + s)) & m), i32((w >> (16u + s)) & m), i32((w >> (24u + s)) & m));
 }
+/** bits s .. s + 3 of h, one per lane (Q5_0 / Q5_1's fifth bits) */
+fn bit4(h: u32, s: u32) -> vec4<i32> {
+  return vec4<i32>(i32((h >> s) & 1u), i32((h >> (s + 1u)) & 1u), i32((h >> (s + 2u)) & 1u), i32((h >> (s + 3u)) & 1u));
+}
+fn wbf(i: u32) -> f32 { return bitcast<f32>((wb(i) | (wb(i + 1u) << 8u)) << 16u); }
 fn xscale(i: u32) -> f32 { return bitcast<f32>(XQ[i]); }
 fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
   if (j < 4u) { return vec2<i32>(i32(wb(o + j) & 63u), i32(wb(o + j + 4u) & 63u)); }
   let sc = (wb(o + j + 4u) & 15u) | ((wb(o + j - 4u) >> 6u) << 4u);
   let m = (wb(o + j + 4u) >> 4u) | ((wb(o + j) >> 6u) << 4u);
   return vec2<i32>(i32(sc), i32(m));
+}
+/** Q3_K's 6-bit scale j (0..15) of the 12 bytes at o, less 32 */
+fn scale_q3k(j: u32, o: u32) -> i32 {
+  var low = wb(o + j) & 15u;
+  if (j >= 8u) { low = wb(o + j - 8u) >> 4u; }
+  let high = (wb(o + 8u + (j & 3u)) >> (2u * (j >> 2u))) & 3u;
+  return i32(low | (high << 4u)) - 32;
 }
 `;
 
@@ -649,6 +742,88 @@ interface MatmulCode {
 
 const INT_DOT = `var s = 0;
       for (var k = 0u; k < 8u; k++) { s += dot(wv[k], s8x4(XQ[xw + k])); }`;
+
+/** a unit's dot with f16-rounded (F16) or bf16-rounded (BF16) activations, kept as f32 bits in XQ */
+const ROUNDED_FLOAT_DOT = `let xo = t * P.cols + c0;
+      var s = 0.0;
+      for (var i = 0u; i < cnt; i++) { s += wf[i] * bitcast<f32>(XQ[xo + i]); }
+      acc[tt] += s;`;
+
+/** a 32-weight block against Q8_0 activations: d_w d_x sum(q_w q_x) */
+const Q8_0_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += f32(s) * (dw * xscale(P.nqw + t * (P.cols / 32u) + u));`;
+
+/** a 32-weight block with a min against Q8_1 activations: d_w d_x sum(q_w q_x) + m_w s_x */
+const Q8_1_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      let xs = P.nqw + 2u * (t * (P.cols / 32u) + u);
+      acc[tt] += dw * xscale(xs) * f32(s) + mw * xscale(xs + 1u);`;
+
+/** a sub-block of 32 with a 6-bit scale and min (Q4_K, Q5_K) against Q8_K: d_x (d_w sc sum(q_w q_x) - dmin_w m sum(q_x)) */
+const SCALE_MIN_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+      var s = 0;
+      var bs = 0;
+      for (var k = 0u; k < 8u; k++) {
+        let xv = s8x4(XQ[xw + k]);
+        s += dot(wv[k], xv);
+        bs += xv.x + xv.y + xv.z + xv.w;
+      }
+      let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
+      acc[tt] += dw * dx * f32(sm.x * s) - dmin * dx * f32(sm.y * bs);`;
+
+/** two groups of 16 with their own scales sc0, sc1 (Q3_K, Q6_K) against Q8_K: d_w d_x (sc0 s0 + sc1 s1) */
+const TWO_SCALES_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+      var s0 = 0;
+      var s1 = 0;
+      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(XQ[xw + k])); }
+      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(XQ[xw + k])); }
+      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(sc0 * s0 + sc1 * s1);`;
+
+/**
+ * a 32-weight block of `bytes` whose 16 nibble bytes at `qs` hold weights i (low nibble) and
+ * i + 16 (high), each with a fifth bit (bit i of the 32-bit word at `qh`) where there is one, less `bias`
+ */
+function nibbleBlock(bytes: number, scales: string, qs: number, qh: number | null, bias: number, dot: string): MatmulCode {
+  const fifth = (bit: string): string => (qh === null ? "" : ` + 16 * bit4(qh, ${bit})`);
+  const less = bias === 0 ? "" : ` - vec4<i32>(${bias})`;
+  return {
+    decode: `let bo = r * P.rowBytes + u * ${bytes}u;
+    ${scales}${qh === null ? "" : `\n    let qh = w32(bo + ${qh}u);`}
+    for (var k = 0u; k < 4u; k++) {
+      let w = w32(bo + ${qs}u + 4u * k);
+      wv[k] = field4(w, 0u, 15u)${fifth("4u * k")}${less};
+      wv[k + 4u] = field4(w, 4u, 15u)${fifth("16u + 4u * k")}${less};
+    }`,
+    dot,
+  };
+}
+
+/** the super-block b of a k-quant unit u (the super-block's weights 32 j .. 32 j + 31) and where b starts */
+const superBlockUnit = (bytes: number): string => `let b = u / 8u;
+    let j = u % 8u;
+    let bo = r * P.rowBytes + b * ${bytes}u;`;
+
+/**
+ * Q4_K / Q5_K: sub-block j is the low (j even) or high nibbles of the 32 bytes of chunk j / 2 at
+ * `qs`, with scale/min pair j; Q5_K's fifth bits are bit j of the 32 bytes at `qh`
+ */
+function scaleMinSubBlock(bytes: number, qs: number, qh: number | null): MatmulCode {
+  const fifth = qh === null ? "" : ` + 16 * field4(w32(bo + ${qh}u + 4u * k), j, 1u)`;
+  return {
+    decode: `${superBlockUnit(bytes)}
+    let q = bo + ${qs}u + 32u * (j >> 1u);
+    let sh = (j & 1u) * 4u;
+    for (var k = 0u; k < 8u; k++) { wv[k] = field4(w32(q + 4u * k), sh, 15u)${fifth}; }
+    let sm = scale_min_k4(j, bo + 4u);
+    let dw = wh(bo);
+    let dmin = wh(bo + 2u);`,
+    dot: SCALE_MIN_DOT,
+  };
+}
+
+/** the f16 scale d and min m at the front of a Q4_1 / Q5_1 block */
+const SCALE_AND_MIN = "let dw = wh(bo);\n    let mw = wh(bo + 2u);";
 
 const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
   F32: {
@@ -664,89 +839,99 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
     decode: `let c0 = u * 32u;
     let cnt = min(32u, P.cols - c0);
     for (var i = 0u; i < cnt; i++) { wf[i] = wh(r * P.rowBytes + 2u * (c0 + i)); }`,
-    dot: `let xo = t * P.cols + c0;
-      var s = 0.0;
-      for (var i = 0u; i < cnt; i++) { s += wf[i] * bitcast<f32>(XQ[xo + i]); }
-      acc[tt] += s;`,
+    dot: ROUNDED_FLOAT_DOT,
+  },
+  BF16: {
+    decode: `let c0 = u * 32u;
+    let cnt = min(32u, P.cols - c0);
+    for (var i = 0u; i < cnt; i++) { wf[i] = wbf(r * P.rowBytes + 2u * (c0 + i)); }`,
+    dot: ROUNDED_FLOAT_DOT,
   },
   Q8_0: {
     decode: `let bo = r * P.rowBytes + u * 34u;
     let dw = wh(bo);
     for (var k = 0u; k < 8u; k++) { wv[k] = s8x4(w32(bo + 2u + 4u * k)); }`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
-      ${INT_DOT}
-      acc[tt] += (dw * xscale(P.nqw + t * (P.cols / 32u) + u)) * f32(s);`,
+    dot: Q8_0_DOT,
   },
-  Q4_0: {
-    decode: `let bo = r * P.rowBytes + u * 18u;
-    let dw = wh(bo);
-    for (var k = 0u; k < 4u; k++) {
-      let w = w32(bo + 2u + 4u * k);
-      wv[k] = nib4(w, 0u) - vec4<i32>(8);
-      wv[k + 4u] = nib4(w, 4u) - vec4<i32>(8);
-    }`,
+  Q4_0: nibbleBlock(18, "let dw = wh(bo);", 2, null, 8, Q8_0_DOT),
+  Q4_1: nibbleBlock(20, SCALE_AND_MIN, 4, null, 0, Q8_1_DOT),
+  Q5_0: nibbleBlock(22, "let dw = wh(bo);", 6, 2, 16, Q8_0_DOT),
+  Q5_1: nibbleBlock(24, SCALE_AND_MIN, 8, 4, 0, Q8_1_DOT),
+  // Q2_K: weight 128 h + 32 s + i (i < 32) is bits 2 s of byte 32 h + i; group 2 j + i / 16's scale (low nibble) and min (high)
+  Q2_K: {
+    decode: `${superBlockUnit(84)}
+    let q = bo + 16u + 32u * (j >> 2u);
+    let sh = 2u * (j & 3u);
+    for (var k = 0u; k < 8u; k++) { wv[k] = field4(w32(q + 4u * k), sh, 3u); }
+    let g0 = wb(bo + 2u * j);
+    let g1 = wb(bo + 2u * j + 1u);
+    let dw = wh(bo + 80u);
+    let dmin = wh(bo + 82u);`,
     dot: `let xw = (t * P.cols) / 4u + 8u * u;
-      ${INT_DOT}
-      acc[tt] += f32(s) * (dw * xscale(P.nqw + t * (P.cols / 32u) + u));`,
-  },
-  // unit j (0..7) of a super-block: the 32 nibbles of sub-block j (chunk j / 2, low or high half) with scale/min pair j
-  Q4_K: {
-    decode: `let b = u / 8u;
-    let j = u % 8u;
-    let bo = r * P.rowBytes + b * 144u;
-    let q = bo + 16u + 32u * (j >> 1u);
-    let sh = (j & 1u) * 4u;
-    for (var k = 0u; k < 8u; k++) { wv[k] = nib4(w32(q + 4u * k), sh); }
-    let sm = scale_min_k4(j, bo + 4u);
-    let dw = wh(bo);
-    let dmin = wh(bo + 2u);`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
-      var s = 0;
-      var bs = 0;
+      var s0 = 0;
+      var s1 = 0;
+      var bs0 = 0;
+      var bs1 = 0;
       for (var k = 0u; k < 8u; k++) {
         let xv = s8x4(XQ[xw + k]);
-        s += dot(wv[k], xv);
-        bs += xv.x + xv.y + xv.z + xv.w;
+        let p = dot(wv[k], xv);
+        let xs = xv.x + xv.y + xv.z + xv.w;
+        if (k < 4u) { s0 += p; bs0 += xs; } else { s1 += p; bs1 += xs; }
       }
       let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
-      acc[tt] += dw * dx * f32(sm.x * s) - dmin * dx * f32(sm.y * bs);`,
+      acc[tt] += dw * dx * f32(i32(g0 & 15u) * s0 + i32(g1 & 15u) * s1) - dmin * dx * f32(i32(g0 >> 4u) * bs0 + i32(g1 >> 4u) * bs1);`,
   },
-  // unit j = 4h + k4 of a super-block: half h, quarter k4 (the weights l + 32 k4 of that half, l < 32), scales 2 k4 and 2 k4 + 1
+  // Q3_K: as Q2_K's low bits (at byte 32 + 32 h + i), less 4 where bit 4 h + s of hmask byte i is clear
+  Q3_K: {
+    decode: `${superBlockUnit(110)}
+    let q = bo + 32u + 32u * (j >> 2u);
+    let sh = 2u * (j & 3u);
+    let hbit = 4u * (j >> 2u) + (j & 3u);
+    for (var k = 0u; k < 8u; k++) { wv[k] = field4(w32(q + 4u * k), sh, 3u) + 4 * field4(w32(bo + 4u * k), hbit, 1u) - vec4<i32>(4); }
+    let sc0 = scale_q3k(2u * j, bo + 96u);
+    let sc1 = scale_q3k(2u * j + 1u, bo + 96u);
+    let dw = wh(bo + 108u);`,
+    dot: TWO_SCALES_DOT,
+  },
+  Q4_K: scaleMinSubBlock(144, 16, null),
+  Q5_K: scaleMinSubBlock(176, 48, 16),
+  // Q6_K: unit j = 4h + k4 of a super-block: half h, quarter k4 (the weights l + 32 k4 of that half, l < 32), scales 2 k4 and 2 k4 + 1
   Q6_K: {
-    decode: `let b = u / 8u;
-    let j = u % 8u;
+    decode: `${superBlockUnit(210)}
     let h = j / 4u;
     let k4 = j % 4u;
-    let bo = r * P.rowBytes + b * 210u;
     let ql = bo + 64u * h + 32u * (k4 & 1u);
     let qh = bo + 128u + 32u * h;
     let nsh = 4u * (k4 >> 1u);
     let hsh = 2u * k4;
-    for (var k = 0u; k < 8u; k++) {
-      let lw = w32(ql + 4u * k);
-      let hw = w32(qh + 4u * k);
-      wv[k] = nib4(lw, nsh) + 16 * vec4<i32>(i32((hw >> hsh) & 3u), i32((hw >> (8u + hsh)) & 3u), i32((hw >> (16u + hsh)) & 3u), i32((hw >> (24u + hsh)) & 3u)) - vec4<i32>(32);
-    }
+    for (var k = 0u; k < 8u; k++) { wv[k] = field4(w32(ql + 4u * k), nsh, 15u) + 16 * field4(w32(qh + 4u * k), hsh, 3u) - vec4<i32>(32); }
     let sc0 = wi8(bo + 192u + 8u * h + 2u * k4);
     let sc1 = wi8(bo + 192u + 8u * h + 2u * k4 + 1u);
     let dw = wh(bo + 208u);`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
-      var s0 = 0;
-      var s1 = 0;
-      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(XQ[xw + k])); }
-      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(XQ[xw + k])); }
-      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(sc0 * s0 + sc1 * s1);`,
+    dot: TWO_SCALES_DOT,
   },
 };
 
-/** the weight types matmul supports, with the activation quantizer each needs (null: f32 as is) and its block */
-export const MATMUL_TYPES: Readonly<Record<string, { quant: KernelDef | null; block: number }>> = {
-  F32: { quant: null, block: 1 },
-  F16: { quant: QUANT_F16, block: 1 },
-  Q8_0: { quant: QUANT_Q8_0, block: 32 },
-  Q4_0: { quant: QUANT_Q8_0, block: 32 },
-  Q4_K: { quant: QUANT_Q8_K, block: 256 },
-  Q6_K: { quant: QUANT_Q8_K, block: 256 },
+interface ActivationType {
+  /** the quantizer (null: the f32 activations as they are) */
+  readonly quant: KernelDef | null;
+  /** activations per block */
+  readonly block: number;
+  /** scale words per block after the packed int8 values (Q8_1: scale and sum) */
+  readonly scaleWords: number;
+}
+const AS_F32: ActivationType = { quant: null, block: 1, scaleWords: 0 };
+const AS_F16: ActivationType = { quant: QUANT_F16, block: 1, scaleWords: 0 };
+const AS_BF16: ActivationType = { quant: QUANT_BF16, block: 1, scaleWords: 0 };
+const AS_Q8_0: ActivationType = { quant: QUANT_Q8_0, block: 32, scaleWords: 1 };
+const AS_Q8_1: ActivationType = { quant: QUANT_Q8_1, block: 32, scaleWords: 2 };
+const AS_Q8_K: ActivationType = { quant: QUANT_Q8_K, block: 256, scaleWords: 1 };
+
+/** the weight types matmul supports, with the activations' vec_dot type each needs */
+export const MATMUL_TYPES: Readonly<Record<string, ActivationType>> = {
+  F32: AS_F32, F16: AS_F16, BF16: AS_BF16,
+  Q8_0: AS_Q8_0, Q4_0: AS_Q8_0, Q5_0: AS_Q8_0, Q4_1: AS_Q8_1, Q5_1: AS_Q8_1,
+  Q2_K: AS_Q8_K, Q3_K: AS_Q8_K, Q4_K: AS_Q8_K, Q5_K: AS_Q8_K, Q6_K: AS_Q8_K,
 };
 
 /** tokens per workgroup */
@@ -791,7 +976,7 @@ export function matmulDef(type: string, subgroups = false): KernelDef {
   let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
   let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
   var acc: array<f32, ${MATMUL_TILE}>;
-  ${type === "F32" || type === "F16" ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
+  ${MATMUL_TYPES[type]?.block === 1 ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
   for (var u = lid; u < P.units; u += 64u) {
     ${code.decode}
     for (var tt = 0u; tt < nt; tt++) {
