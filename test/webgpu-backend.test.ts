@@ -8,6 +8,8 @@ import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtype
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { rng } from "./helpers/rng.js";
+import { kvCacheEncoding, kvRowFloats, type KVCacheType, type KVRowEncoding } from "../src/kernels/reference/index.js";
+import { roundToF16 } from "../src/tensor/quant/index.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
 // test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
@@ -454,14 +456,20 @@ describe("webgpu backend conformance", { skip }, () => {
   }
 
   /** attention of random q/k/v through a shuffled paged row index on `be`, against the reference */
-  async function splitCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number): Promise<void> {
-    const r = rng(seed);
-    const nAll = startPos + nTokens, cacheRows = nAll + 5, kv = nKvHeads * headDim;
-    const rows = Int32Array.from({ length: cacheRows }, (_, i) => i);
-    for (let i = cacheRows - 1; i > 0; i--) {
+  /** the cache rows 0 .. n - 1 in a random order: position p's row is rows[p] (a paged cache) */
+  function shuffledRows(n: number, r: () => number): Int32Array {
+    const rows = Int32Array.from({ length: n }, (_, i) => i);
+    for (let i = n - 1; i > 0; i--) {
       const j = Math.floor(r() * (i + 1));
       [rows[i], rows[j]] = [rows[j]!, rows[i]!];
     }
+    return rows;
+  }
+
+  async function splitCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number): Promise<void> {
+    const r = rng(seed);
+    const nAll = startPos + nTokens, cacheRows = nAll + 5, kv = nKvHeads * headDim;
+    const rows = shuffledRows(cacheRows, r);
     const keys = normals(cacheRows * kv, r), values = normals(cacheRows * kv, r), q = normals(nTokens * nHeads * headDim, r, 2);
     const scale = 1 / Math.sqrt(headDim);
     const expected = new Float32Array(q.length);
@@ -496,6 +504,70 @@ describe("webgpu backend conformance", { skip }, () => {
     } finally {
       both.dispose();
     }
+  });
+
+  /**
+   * An f16 (or mixed) KV cache: rows written by scatterRows with the encoding (to shuffled cache
+   * rows), then attention over them. Against kernels/ops' attention on the values the f16 path
+   * reads (query, keys and values rounded to f16, an f32 side of a mixed cache too): 1e-5; against
+   * the reference backend's flash-attention numerics, which also round its f16 value accumulator at
+   * every key: the returned error (the caller bounds it).
+   */
+  async function f16CacheCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number, k: KVCacheType, v: KVCacheType): Promise<number> {
+    const r = rng(seed);
+    const nAll = startPos + nTokens, cacheRows = nAll + 5, width = nKvHeads * headDim;
+    const rows = shuffledRows(cacheRows, r);
+    const keys = normals(nAll * width, r), values = normals(nAll * width, r), q = normals(nTokens * nHeads * headDim, r, 2);
+    const scale = 1 / Math.sqrt(headDim);
+    const encoding = kvCacheEncoding({ k, v }, headDim);
+    // what the f16 path reads: every value rounded to f16, in f32 rows at the cache rows
+    const half = (a: Float32Array): Float32Array => a.map(roundToF16);
+    const paged = (a: Float32Array): Float32Array => {
+      const out = new Float32Array(cacheRows * width);
+      for (let p = 0; p < nAll; p++) out.set(a.subarray(p * width, (p + 1) * width), rows[p]! * width);
+      return out;
+    };
+    const expected = new Float32Array(q.length);
+    attention(expected, half(q), paged(half(keys)), paged(half(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    const store = (on: Backend, host: Float32Array, e: KVRowEncoding): DeviceArray => {
+      const cache = on.allocActivations(cacheRows * kvRowFloats(e.type, width));
+      on.scatterRows(cache, rows, device(on, host), width, nAll, e);
+      return cache;
+    };
+    const out = be.allocActivations(q.length);
+    be.attention(out, device(be, q), store(be, keys, encoding.k), store(be, values, encoding.v), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
+    const got = await be.read(out);
+    close(name, got, expected, 1e-5);
+    const flash = new Float32Array(q.length);
+    ref.attention(flash, device(ref, q), store(ref, keys, encoding.k), store(ref, values, encoding.v), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
+    let err = 0, mx = 0;
+    for (let i = 0; i < got.length; i++) {
+      err = Math.max(err, Math.abs(got[i]! - flash[i]!));
+      mx = Math.max(mx, Math.abs(flash[i]!));
+    }
+    measured.push([`${name} vs flash f16`, err / mx, 5e-3]);
+    return err / mx;
+  }
+
+  test("an f16 KV cache (and mixed f16 / f32): written by scatterRows, read by every attention kernel", async () => {
+    let worst = 0;
+    const cases: [string, number, number, number, number, number, number, KVCacheType, KVCacheType][] = [
+      ["f16 decode 701 keys (split), hd 64", 340, 6, 2, 64, 1, 700, "f16", "f16"],
+      ["f16 decode 100 keys (one pass), hd 64", 341, 6, 2, 64, 1, 99, "f16", "f16"],
+      ["f16 prompt 13 queries from 20 (tiled), hd 40", 342, 6, 2, 40, 13, 20, "f16", "f16"],
+      ["f16 K / f32 V prompt 9 queries (tiled), hd 64", 343, 4, 2, 64, 9, 3, "f16", "f32"],
+      ["f32 K / f16 V decode 301 keys, hd 64", 344, 4, 4, 64, 1, 300, "f32", "f16"],
+      // 3 KV heads of 5: rows of 15 halves, padded to 8 floats
+      ["f16 odd rows (3 x 5 halves), 3 queries from 4", 345, 3, 3, 5, 3, 4, "f16", "f16"],
+      ["f16 prompt 5 queries, hd 160 (not tiled)", 346, 2, 1, 160, 5, 7, "f16", "f16"],
+    ];
+    for (const [name, seed, nHeads, nKvHeads, headDim, nTokens, startPos, k, v] of cases) {
+      worst = Math.max(worst, await f16CacheCase(b, name, seed, nHeads, nKvHeads, headDim, nTokens, startPos, k, v));
+    }
+    assert.ok(worst <= 5e-3, `f16 cache attention ${worst} from the reference's flash-attention numerics`);
+    // what it does not store: the block formats
+    const q8 = kvCacheEncoding({ k: "q8_0", v: "q8_0" }, 64);
+    assert.throws(() => b.scatterRows(b.allocActivations(64), Int32Array.of(0), b.allocActivations(64), 64, 1, q8.k), /scatterRows: the webgpu backend stores K\/V rows as f32 or f16, not q8_0 rotated in chunks of 64/);
   });
 
   test("tiled attention: prompts of whole and partial query tiles, key tiles of 16 and 8, odd head sizes, paged GQA; an encoder's strided rows", async () => {

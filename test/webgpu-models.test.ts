@@ -50,6 +50,22 @@ test("stories260K greedy tokens on webgpu equal llama.cpp's golden output", { sk
   }
 });
 
+test("stories260K with an f16 KV cache: greedy tokens on webgpu equal the wasm backend's with the same cache", { skip: skipGolden }, async () => {
+  const options = { cacheTypeK: "f16", cacheTypeV: "f16", contextSize: 128 } as const;
+  const gpu = await loadModel(sharedFile(MODEL)!, { ...options, backend: "webgpu" });
+  const cpu = await loadModel(sharedFile(MODEL)!, { ...options, backend: "wasm", threads: 1 });
+  try {
+    for (const c of golden()) {
+      const want = await cpu.generate(c.prompt, { temperature: 0, maxTokens: c.completionTokens.length });
+      const got = await gpu.generate(c.prompt, { temperature: 0, maxTokens: c.completionTokens.length });
+      assert.deepEqual(got.completionTokens, want.completionTokens, `completion tokens for ${JSON.stringify(c.prompt)}`);
+    }
+  } finally {
+    gpu.dispose();
+    cpu.dispose();
+  }
+});
+
 test("batched and concurrent requests on webgpu each equal their solo run; the synchronous forward says why it cannot run", { skip: skipGolden }, async () => {
   const model = await loadModel(sharedFile(MODEL)!, { backend: "webgpu", contextSize: 128 });
   try {

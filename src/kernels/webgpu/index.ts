@@ -4,15 +4,15 @@ import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
-import { isPlainF32, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
+import { kvRowFloats, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
   BufferUsage, MapMode,
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, ATTENTION_TILED, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SWIGLU, UNARY,
-  TILE_MAX_HEAD_DIM, TILE_QUERIES, buildShader, matmulDef, paramLayout, tileKeys, type KernelDef,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SCATTER_ROWS_F16, SWIGLU, UNARY,
+  TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef,
 } from "./shaders.js";
 
 /**
@@ -111,6 +111,13 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
   return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false);
 }
 
+/** the element type of one cache side; the webgpu backend has kernels for f32 and f16 rows, unrotated */
+function kvSide(op: string, e: KVRowEncoding | undefined): KVSide {
+  if (!e || (e.type === "f32" && e.rotation === 0)) return "f32";
+  if (e.type === "f16" && e.rotation === 0) return "f16";
+  throw new Error(`${op}: the webgpu backend stores K/V rows as f32 or f16, not ${e.type}${e.rotation ? ` rotated in chunks of ${e.rotation}` : ""} (use --cache-type-k / --cache-type-v f16 or f32, or the wasm backend)`);
+}
+
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
   const what = [info?.vendor, info?.architecture].filter((s) => s).join(" ") || info?.description || "unknown adapter";
   return `${what}${subgroups ? ", subgroups" : ""}; ${source}`;
@@ -121,8 +128,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   readonly canMultiply = (type: GGMLType): boolean => MATMUL_TYPES[typeName(type)] !== undefined;
   readonly adapter: string;
   readonly llamaCppOrder = "none" as const;
-  /** K/V rows are f32 only here (no encoded-cache kernels in WGSL yet) */
-  readonly kvCacheTypes: readonly KVCacheType[] = ["f32"];
+  /** K/V rows as f32 or f16 (two halves a float; the block formats q8_0 / q4_0 have no WGSL kernels) */
+  readonly kvCacheTypes: readonly KVCacheType[] = ["f32", "f16"];
   readonly threads = 1;
 
   private readonly id = nextBackendId++;
@@ -434,19 +441,22 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number, encoding?: KVRowEncoding): void {
     this.alive("scatterRows");
-    if (encoding && (encoding.type !== "f32" || encoding.rotation !== 0)) throw new Error(`scatterRows: the webgpu backend stores K/V rows as f32 only, not ${encoding.type}`);
+    const type = kvSide("scatterRows", encoding);
     const d = this.arr("scatterRows", "dst", dst), s = this.arr("scatterRows", "src", src);
     this.checkCount("scatterRows", "width", width);
     this.checkCount("scatterRows", "n", n);
     if (dstRows.length < n) throw new Error(`scatterRows: the row index holds ${dstRows.length} rows, ${n} are written`);
     this.checkLength("scatterRows", "src", s, n * width, `${n} x ${width}`);
-    const cap = width > 0 ? Math.floor(d.length / width) : Infinity;
+    const rowFloats = kvRowFloats(type, width);
+    const cap = width > 0 ? Math.floor(d.length / rowFloats) : Infinity;
     for (let i = 0; i < n; i++) {
       const r = dstRows[i]!;
-      if (!(r >= 0 && r < cap)) throw new Error(`scatterRows: row ${i} goes to row ${r}, outside dst's ${cap} rows of ${width}`);
+      if (!(r >= 0 && r < cap)) throw new Error(`scatterRows: row ${i} goes to row ${r}, outside dst's ${cap} rows of ${width} ${type} values`);
     }
     if (n * width === 0) return;
-    this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), new Uint32Array(dstRows.buffer, dstRows.byteOffset, n));
+    const rowIndex = new Uint32Array(dstRows.buffer, dstRows.byteOffset, n);
+    if (type === "f16") this.dispatch(SCATTER_ROWS_F16, [d, s], ["D"], [n * rowFloats, width, rowFloats, 0], Math.ceil((n * rowFloats) / 256), rowIndex);
+    else this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), rowIndex);
   }
 
   gatherRows(dst: DeviceArray, src: DeviceArray, srcRows: ArrayLike<number>, width: number): void {
@@ -640,21 +650,24 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   attention(out: DeviceArray, q: DeviceArray, keys: DeviceArray, values: DeviceArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, rows?: Int32Array, encoding?: KVCacheEncoding): void {
     this.alive("attention");
-    if (encoding && !isPlainF32(encoding)) throw new Error(`attention: the webgpu backend reads f32 K/V rows only, not ${encoding.k.type}/${encoding.v.type}`);
+    const kType = kvSide("attention", encoding?.k), vType = kvSide("attention", encoding?.v);
     const o = this.arr("attention", "out", out), qa = this.arr("attention", "q", q);
     const k = this.arr("attention", "keys", keys), v = this.arr("attention", "values", values);
     for (const [name, val] of Object.entries({ nTokens, startPos, nHeads, nKvHeads, headDim })) this.checkCount("attention", name, val);
     if (nKvHeads === 0 || nHeads % nKvHeads !== 0) throw new Error(`attention: nHeads ${nHeads} is not a multiple of nKvHeads ${nKvHeads}`);
-    const d = nHeads * headDim, kvStride = nKvHeads * headDim, nAll = startPos + nTokens;
+    const d = nHeads * headDim, width = nKvHeads * headDim, nAll = startPos + nTokens;
+    // row strides in elements (an f16 row is padded to whole floats)
+    const kFloats = kvRowFloats(kType, width), vFloats = kvRowFloats(vType, width);
+    const kStride = kType === "f16" ? 2 * kFloats : kFloats, vStride = vType === "f16" ? 2 * vFloats : vFloats;
     this.checkLength("attention", "q", qa, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     this.checkLength("attention", "out", o, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     if (nTokens === 0 || d === 0) return;
-    checkRows(rows, nAll, Math.floor(Math.min(k.length, v.length) / kvStride));
+    checkRows(rows, nAll, Math.floor(Math.min(k.length / kFloats, v.length / vFloats)));
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
     // ATTENTION_PARAMS for the queries from token t0 on
-    const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kvStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
+    const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kStride, vStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
     if (this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM) {
-      this.dispatch(ATTENTION_TILED, [o, qa, k, v], ["D"], [...paramsFrom(0), nTokens, tileKeys(headDim)], Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
+      this.dispatch(attentionKernel("tiled", kType, vType), [o, qa, k, v], ["D"], [...paramsFrom(0), nTokens, tileKeys(headDim)], Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
       return;
     }
     const chunk = this.queryChunk(nHeads, nAll);
@@ -664,12 +677,12 @@ class WebGPUBackend implements WebGPUBackendInfo {
       const params = paramsFrom(t0);
       const items = m * nHeads, nSplit = this.attentionSplits(items, nAll, headDim);
       if (nSplit === 1) {
-        this.dispatch(ATTENTION, [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
+        this.dispatch(attentionKernel("single", kType, vType), [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
         continue;
       }
       const perSplit = Math.ceil(nAll / nSplit);
       const partials = this.scratchBuffer("partials", items * nSplit * (headDim + 2));
-      this.dispatch(ATTENTION_SPLIT, [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
+      this.dispatch(attentionKernel("split", kType, vType), [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
       this.dispatch(ATTENTION_COMBINE, [this.sub(o, t0 * d)], [partials], [nHeads, headDim, d, nSplit], items);
     }
   }
@@ -715,14 +728,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("bidirectionalAttention", "v", va, need, `${n} rows ${st} apart (${need})`);
     this.checkLength("bidirectionalAttention", "out", o, n * d, `${n} x ${d}`);
     if (this.tiled && headDim <= TILE_MAX_HEAD_DIM) {
-      this.dispatch(ATTENTION_TILED, [o, qa, ka, va], [this.dummy], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale, n, tileKeys(headDim)], Math.ceil(n / TILE_QUERIES) * nHeads);
+      this.dispatch(attentionKernel("tiled", "f32", "f32"), [o, qa, ka, va], [this.dummy], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale, n, tileKeys(headDim)], Math.ceil(n / TILE_QUERIES) * nHeads);
       return;
     }
     const chunk = this.queryChunk(nHeads, n);
     for (let i0 = 0; i0 < n; i0 += chunk) {
       const m = Math.min(chunk, n - i0);
       const s = this.scratchBuffer("scores", m * nHeads * n);
-      this.dispatch(ATTENTION, [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
+      this.dispatch(attentionKernel("single", "f32", "f32"), [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
     }
   }
 

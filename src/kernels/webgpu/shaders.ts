@@ -17,8 +17,11 @@ export type ParamType = "u32" | "i32" | "f32";
 export interface KernelDef {
   readonly name: string;
   readonly workgroupSize: number;
-  /** float arrays the host binds per view, in order; `write` when the kernel stores into it */
-  readonly arrays: readonly { readonly name: string; readonly write: boolean }[];
+  /**
+   * arrays the host binds per view, in order; `write` when the kernel stores into it; `words`: read
+   * as u32 (an f16 KV cache's packed halves, and copies, which must move bits, not floats)
+   */
+  readonly arrays: readonly { readonly name: string; readonly write: boolean; readonly words?: boolean }[];
   /** the backend's own buffers: W (weights, u32 words), D (per-dispatch data, u32), f32 constants and scratch */
   readonly extras: readonly { readonly name: string; readonly type: "u32" | "f32"; readonly write?: boolean }[];
   /** uniform parameters besides nwg and the array offsets, each 4 bytes */
@@ -179,8 +182,11 @@ export function buildShader(def: KernelDef, slots: readonly number[]): string {
   const lines: string[] = [`struct Params {\n${fields.join("\n")}\n}`, `@group(0) @binding(0) var<uniform> P: Params;`];
   const nSlots = slots.length === 0 ? 0 : Math.max(...slots) + 1;
   for (let s = 0; s < nSlots; s++) {
-    const written = def.arrays.some((a, i) => slots[i] === s && a.write);
-    lines.push(`@group(0) @binding(${1 + s}) var<storage, ${written ? "read_write" : "read"}> buf${s}: array<f32>;`);
+    const inSlot = def.arrays.filter((_, i) => slots[i] === s);
+    const written = inSlot.some((a) => a.write);
+    const words = inSlot.some((a) => a.words);
+    if (words && inSlot.some((a) => !a.words)) throw new Error(`${def.name}: ${inSlot.map((a) => a.name).join(" and ")} are views of one buffer, but not all of them hold f32 values (an f16 KV cache must have its own buffer)`);
+    lines.push(`@group(0) @binding(${1 + s}) var<storage, ${written ? "read_write" : "read"}> buf${s}: array<${words ? "u32" : "f32"}>;`);
   }
   def.extras.forEach((e, i) => {
     lines.push(`@group(0) @binding(${1 + nSlots + i}) var<storage, ${e.write ? "read_write" : "read"}> ${e.name}: array<${e.type}>;`);
@@ -238,13 +244,22 @@ export const UNARY: Readonly<Record<string, KernelDef>> = {
   tanh: unaryDef("tanh", `  $out[P.o_out + i] = tanh(clamp(v, -10.0, 10.0));`),
 };
 
-export const SCATTER_ROWS = elementwise("scatterRows", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["o_d", "u32"]],
+export const SCATTER_ROWS = elementwise("scatterRows", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["o_d", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + D[P.o_d + r] * P.width + j] = $src[P.o_src + i];`, [{ name: "D", type: "u32" }]);
 
-export const GATHER_ROWS = elementwise("gatherRows", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["o_d", "u32"]],
+/** rows of `width` floats stored as f16 (rounded to nearest even, as the reference's encodeKVRow), two halves a word, rows `words` words apart */
+export const SCATTER_ROWS_F16 = elementwise("scatterRowsF16", [{ name: "dst", write: true, words: true }, { name: "src", write: false }], [["width", "u32"], ["words", "u32"], ["o_d", "u32"]],
+  `  let r = i / P.words;
+  let w = i - r * P.words;
+  let c = P.o_src + r * P.width + 2u * w;
+  var hi = 0u;
+  if (2u * w + 1u < P.width) { hi = f16_bits($src[c + 1u]); }
+  $dst[P.o_dst + D[P.o_d + r] * P.words + w] = f16_bits($src[c]) | (hi << 16u);`, [{ name: "D", type: "u32" }]);
+
+export const GATHER_ROWS = elementwise("gatherRows", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["o_d", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + i] = $src[P.o_src + D[P.o_d + r] * P.width + j];`, [{ name: "D", type: "u32" }]);
 
-export const COPY_2D = elementwise("copy2d", [{ name: "dst", write: true }, { name: "src", write: false }], [["width", "u32"], ["dstStride", "u32"], ["srcStride", "u32"]],
+export const COPY_2D = elementwise("copy2d", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["dstStride", "u32"], ["srcStride", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + r * P.dstStride + j] = $src[P.o_src + r * P.srcStride + j];`);
 
 export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
@@ -321,7 +336,7 @@ ${TREE_SUM}
 
 /** the parameters both attention kernels read, in this order (the split kernel adds its own after them) */
 const ATTENTION_PARAMS: readonly (readonly [string, ParamType])[] = [
-  ["nHeads", "u32"], ["group", "u32"], ["headDim", "u32"], ["qStride", "u32"], ["kvStride", "u32"], ["outStride", "u32"],
+  ["nHeads", "u32"], ["group", "u32"], ["headDim", "u32"], ["qStride", "u32"], ["kStride", "u32"], ["vStride", "u32"], ["outStride", "u32"],
   ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
 ];
 
@@ -355,16 +370,50 @@ fn key_limit(t: u32) -> u32 {
   return P.n;
 }`;
 
-/** workgroup reductions, KV_ROWS and a key's scaled score, shared by the single-pass and split attention kernels */
-const ATTENTION_HELPERS = /* wgsl */ `
+/** how the cache holds K and V: f32 rows, or f16 (two halves a word); "f16" when either side is f16 */
+type KVLayout = "f32" | "f16";
+
+/** the element type of a cache side: the webgpu backend stores f32 or f16 rows */
+export type KVSide = "f32" | "f16";
+
+const kvLayout = (k: KVSide, v: KVSide): KVLayout => (k === "f32" && v === "f32" ? "f32" : "f16");
+
+/**
+ * WGSL: element c of key (value) row j — `k_at(j, c)`, `v_at(j, c)` — and query element i, `q_at(i)`;
+ * rows kStride (vStride) elements apart. With an f16 side the cache is read as llama.cpp's
+ * flash attention does (reference/kv-attention.ts): the query rounded to f16, K and V as f16
+ * values (an f32 side of a mixed cache rounded to f16, as llama.cpp casts it); the arithmetic
+ * stays f32 (the reference also rounds its f16 value accumulator at every key).
+ */
+function kvAccess(kv: KVLayout, k: KVSide, v: KVSide): string {
+  const side = (name: string, type: KVSide): string => {
+    const at = `kv_row(j) * P.${name}Stride + c`;
+    if (type === "f16") return `fn ${name}_at(j: u32, c: u32) -> f32 {
+  let i = ${at};
+  return f16_val(($${name}[P.o_${name} + (i >> 1u)] >> ((i & 1u) << 4u)) & 0xffffu);
+}`;
+    return `fn ${name}_at(j: u32, c: u32) -> f32 { return ${kv === "f16" ? `f16_round($${name}[P.o_${name} + ${at}])` : `$${name}[P.o_${name} + ${at}]`}; }`;
+  };
+  return `${side("k", k)}
+${side("v", v)}
+fn q_at(i: u32) -> f32 { return ${kv === "f16" ? "f16_round($q[i])" : "$q[i]"}; }`;
+}
+
+/** the attention kernels' K/V arrays: `words` for an f16 side */
+function kvArrays(k: KVSide, v: KVSide): KernelDef["arrays"] {
+  return [{ name: "k", write: false, words: k === "f16" }, { name: "v", write: false, words: v === "f16" }];
+}
+
+/** workgroup reductions, KV_ROWS, K/V access and a key's scaled score, shared by the single-pass and split attention kernels */
+const attentionHelpers = (k: KVSide, v: KVSide): string => /* wgsl */ `
 var<workgroup> red: array<f32, 64>;
 ${workgroupReduction("red_max", "max(a, b)")}
 ${workgroupReduction("red_sum", "a + b")}
 ${KV_ROWS}
+${kvAccess(kvLayout(k, v), k, v)}
 fn score(qo: u32, kvo: u32, j: u32) -> f32 {
-  let ko = P.o_k + kv_row(j) * P.kvStride + kvo;
   var s = 0.0;
-  for (var e = 0u; e < P.headDim; e++) { s += $q[qo + e] * $k[ko + e]; }
+  for (var e = 0u; e < P.headDim; e++) { s += q_at(qo + e) * k_at(j, kvo + e); }
   return s * P.scale;
 }
 `;
@@ -399,13 +448,13 @@ function attentionSoftmax(j0: string, j1: string): string {
   let l = red_sum(sum, lid);`;
 }
 
-export const ATTENTION: KernelDef = {
-  name: "attention",
+const attentionDef = (k: KVSide, v: KVSide): KernelDef => ({
+  name: `attention-${k}-${v}`,
   workgroupSize: 64,
-  arrays: [{ name: "out", write: true }, { name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  arrays: [{ name: "out", write: true }, { name: "q", write: false }, ...kvArrays(k, v)],
   extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }],
   params: ATTENTION_PARAMS,
-  helpers: ATTENTION_HELPERS,
+  helpers: attentionHelpers(k, v),
   body: `${attentionItem("wgi")}
 ${attentionSoftmax("0u", "nKeys")}
   let inv = div_rn(1.0, l);
@@ -413,11 +462,11 @@ ${attentionSoftmax("0u", "nKeys")}
   for (var d = lid; d < P.headDim; d += 64u) {
     var acc = 0.0;
     for (var j = 0u; j < nKeys; j++) {
-      acc += S[so + j] * $v[P.o_v + kv_row(j) * P.kvStride + kvo + d];
+      acc += S[so + j] * v_at(j, kvo + d);
     }
     $out[oo + d] = acc * inv;
   }`,
-};
+});
 
 /**
  * Split over keys ("flash decoding"): one workgroup per (item, split), wgi = item * nSplit + split;
@@ -428,13 +477,13 @@ ${attentionSoftmax("0u", "nKeys")}
  * consecutive dimensions (neighbouring invocations read neighbouring floats of a V row) times 4
  * interleaved subsets of the keys, whose partial sums are added through workgroup memory.
  */
-export const ATTENTION_SPLIT: KernelDef = {
-  name: "attentionSplit",
+const attentionSplitDef = (k: KVSide, v: KVSide): KernelDef => ({
+  name: `attentionSplit-${k}-${v}`,
   workgroupSize: 64,
-  arrays: [{ name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  arrays: [{ name: "q", write: false }, ...kvArrays(k, v)],
   extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }, { name: "PT", type: "f32", write: true }],
   params: [...ATTENTION_PARAMS, ["nSplit", "u32"], ["perSplit", "u32"]],
-  helpers: ATTENTION_HELPERS,
+  helpers: attentionHelpers(k, v),
   body: `  let item = wgi / P.nSplit;
 ${attentionItem("item")}
   let j0 = min((wgi % P.nSplit) * P.perSplit, nKeys);
@@ -448,7 +497,7 @@ ${attentionSoftmax("j0", "j1")}
     var acc = 0.0;
     if (d < P.headDim) {
       for (var j = j0 + kg; j < j1; j += 4u) {
-        acc += S[so + j] * $v[P.o_v + kv_row(j) * P.kvStride + kvo + d];
+        acc += S[so + j] * v_at(j, kvo + d);
       }
     }
     red[lid] = acc;
@@ -460,7 +509,7 @@ ${attentionSoftmax("j0", "j1")}
     PT[po] = m;
     PT[po + 1u] = l;
   }`,
-};
+});
 
 /**
  * One workgroup of 64 per item: m = max m_s, out[d] = sum o_s[d] exp(m_s - m) / sum l_s exp(m_s - m)
@@ -520,10 +569,10 @@ export function tileKeys(headDim: number): number {
  * queries instead of once per query. P.n as in ATTENTION: keys before the first query (causal)
  * or all the keys (bidirectional); nTok = the dispatch's query tokens.
  */
-export const ATTENTION_TILED: KernelDef = {
-  name: "attentionTiled",
+const attentionTiledDef = (k: KVSide, v: KVSide): KernelDef => ({
+  name: `attentionTiled-${k}-${v}`,
   workgroupSize: 64,
-  arrays: [{ name: "out", write: true }, { name: "q", write: false }, { name: "k", write: false }, { name: "v", write: false }],
+  arrays: [{ name: "out", write: true }, { name: "q", write: false }, ...kvArrays(k, v)],
   extras: [{ name: "D", type: "u32" }],
   params: [...ATTENTION_PARAMS, ["nTok", "u32"], ["nTile", "u32"]],
   helpers: /* wgsl */ `
@@ -531,7 +580,8 @@ var<workgroup> Qs: array<f32, ${TILE_QUERIES * TILE_MAX_HEAD_DIM}>;
 var<workgroup> Ks: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Vs: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Ss: array<f32, ${TILE_QUERIES * 16}>;
-${KV_ROWS}`,
+${KV_ROWS}
+${kvAccess(kvLayout(k, v), k, v)}`,
   body: `  let h = wgi % P.nHeads;
   let t0 = (wgi / P.nHeads) * ${TILE_QUERIES}u;
   let hd = P.headDim;
@@ -547,7 +597,7 @@ ${KV_ROWS}`,
   for (var i = lid; i < ${TILE_QUERIES}u * hd; i += 64u) {
     let tq = t0 + i / hd;
     var x = 0.0;
-    if (tq < P.nTok) { x = $q[P.o_q + tq * P.qStride + h * hd + i % hd]; }
+    if (tq < P.nTok) { x = q_at(P.o_q + tq * P.qStride + h * hd + i % hd); }
     Qs[i] = x;
   }
   var acc: array<f32, ${TILE_MAX_HEAD_DIM / TILE_LANES}>;
@@ -557,9 +607,8 @@ ${KV_ROWS}`,
   for (var j0 = 0u; j0 < keysEnd; j0 += nt) {
     let n = min(nt, keysEnd - j0);
     for (var i = lid; i < n * hd; i += 64u) {
-      let ro = P.o_k + kv_row(j0 + i / hd) * P.kvStride + kvo + i % hd;
-      Ks[i] = $k[ro];
-      Vs[i] = $v[ro - P.o_k + P.o_v];
+      Ks[i] = k_at(j0 + i / hd, kvo + i % hd);
+      Vs[i] = v_at(j0 + i / hd, kvo + i % hd);
     }
     workgroupBarrier();
     // the tile's scores, 8 x n of them, shared out over the workgroup
@@ -603,7 +652,19 @@ ${KV_ROWS}`,
       if (d < hd) { $out[oo + d] = acc[i] * inv; }
     }
   }`,
-};
+});
+
+const attentionDefs = new Map<string, KernelDef>();
+/** an attention kernel for a cache layout, built once: the single-pass, split or tiled kernel */
+export function attentionKernel(kind: "single" | "split" | "tiled", k: KVSide, v: KVSide): KernelDef {
+  const key = `${kind}-${k}-${v}`;
+  let def = attentionDefs.get(key);
+  if (!def) {
+    def = (kind === "single" ? attentionDef : kind === "split" ? attentionSplitDef : attentionTiledDef)(k, v);
+    attentionDefs.set(key, def);
+  }
+  return def;
+}
 
 // ---- matmul ----
 //
