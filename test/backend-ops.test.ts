@@ -43,8 +43,8 @@ before(async () => {
     console.log(`# webgpu left out of the table: ${(e as Error).message}`);
   }
 });
-/** the weight types the webgpu backend multiplies: every ggml type the wasm backend has kernels for (its matmul refuses the others by name) */
-const WEBGPU_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]);
+/** the weight types the webgpu backend multiplies: the ggml types but the IQ grids of 1-3 bits (its matmul refuses the others by name) */
+const WEBGPU_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS]);
 after(() => {
   for (const b of backends) b.backend.dispose();
 });
@@ -208,7 +208,7 @@ describe("attention", () => {
 });
 
 describe("matmul and embedding lookup over weight types", () => {
-  const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.Q4_1, GGMLType.Q5_1, GGMLType.NF4, GGMLType.INT8];
+  const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.Q4_1, GGMLType.Q5_1, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.NF4, GGMLType.INT8];
   const cols = 256, rows = 37;
 
   function tensor(be: Backend, type: GGMLType, seed: number): Tensor {

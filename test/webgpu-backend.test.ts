@@ -31,7 +31,7 @@ try {
 
 const ref = createReferenceBackend();
 /** every weight type the webgpu matmul has a kernel for */
-const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
 /** float weights: activations kept (F32) or rounded to the weight's float type, so a tighter tolerance */
 const isFloat = (type: GGMLType): boolean => typeInfo(type).blockSize === 1;
 const measured: [string, number, number][] = [];
@@ -631,9 +631,9 @@ describe("webgpu backend conformance", { skip }, () => {
 
   test("errors name the op and the tensor", async () => {
     const r = rng(120);
-    const iq4 = { name: "blk.0.ffn_up.weight", type: GGMLType.IQ4_NL, dims: [256, 2], data: new Uint8Array(2 * 144) };
+    const iq2 = { name: "blk.0.ffn_up.weight", type: GGMLType.IQ2_XXS, dims: [256, 2], data: new Uint8Array(2 * 66) };
     const x = b.allocActivations(256), out = b.allocActivations(2);
-    assert.throws(() => b.matmul(out, iq4, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type IQ4_NL, which the webgpu backend cannot multiply/);
+    assert.throws(() => b.matmul(out, iq2, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type IQ2_XXS, which the webgpu backend cannot multiply/);
     const w = weights(GGMLType.Q8_0, 256, 4, r);
     assert.throws(() => b.matmul(out, w, x, 1), /matmul w\.Q8_0: out holds 2 floats, expected 1 x 4/);
     assert.throws(() => b.matmul(b.allocActivations(8), w, x, 2), /matmul w\.Q8_0: x holds 256 floats, expected 2 x 256/);

@@ -136,7 +136,7 @@ const maxRelative = (got: Float32Array, expected: Float32Array): number => {
 // Q5_K 1e-3, Q2_K 1.3e-3, logits up to 1.6e-2 off). So every matmul of the pass is checked against
 // the reference kernel on the very input the GPU computed (1e-4: the per-op bound), and the logits
 // against the reference run within 1e-3 where nothing rounds (F32) and within 5e-2 elsewhere.
-const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
 const CASES = [
   ...TYPES.map((weightType) => ({ name: `llama ${typeName(weightType)}`, spec: { ...tinyLlama, weightType, seed: 5 }, logitsTolerance: weightType === GGMLType.F32 ? 1e-3 : 5e-2 })),
   { name: "qwen3 F32 (per-head Q/K norms, neox RoPE)", spec: { ...tinyQwen3, seed: 6 }, logitsTolerance: 1e-3 },

@@ -1,3 +1,5 @@
+import { KVALUES_IQ4NL } from "../../tensor/quant/index.js";
+
 /**
  * WGSL kernels of the WebGPU backend, as templates: `$name` is a float array (an activation,
  * the KV cache) that the backend binds to one storage binding per distinct GPU buffer, so two
@@ -778,6 +780,9 @@ fn bit4(h: u32, s: u32) -> vec4<i32> {
   return vec4<i32>(i32((h >> s) & 1u), i32((h >> (s + 1u)) & 1u), i32((h >> (s + 2u)) & 1u), i32((h >> (s + 3u)) & 1u));
 }
 fn wbf(i: u32) -> f32 { return bitcast<f32>((wb(i) | (wb(i + 1u) << 8u)) << 16u); }
+/** IQ4_NL's grid (ggml's kvalues_iq4nl) at four nibbles */
+var<private> IQ4_VALUES: array<i32, 16> = array<i32, 16>(${KVALUES_IQ4NL.join(", ")});
+fn iq4(n: vec4<i32>) -> vec4<i32> { return vec4<i32>(IQ4_VALUES[n.x], IQ4_VALUES[n.y], IQ4_VALUES[n.z], IQ4_VALUES[n.w]); }
 fn xscale(i: u32) -> f32 { return bitcast<f32>(XQ[i]); }
 fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
   if (j < 4u) { return vec2<i32>(i32(wb(o + j) & 63u), i32(wb(o + j + 4u) & 63u)); }
@@ -851,14 +856,22 @@ function nibbleBlock(bytes: number, scales: string, qs: number, qh: number | nul
   return {
     decode: `let bo = r * P.rowBytes + u * ${bytes}u;
     ${scales}${qh === null ? "" : `\n    let qh = w32(bo + ${qh}u);`}
-    for (var k = 0u; k < 4u; k++) {
-      let w = w32(bo + ${qs}u + 4u * k);
-      wv[k] = field4(w, 0u, 15u)${fifth("4u * k")}${less};
-      wv[k + 4u] = field4(w, 4u, 15u)${fifth("16u + 4u * k")}${less};
-    }`,
+    ${nibbles(`bo + ${qs}u`, (n, bit) => `${n}${fifth(bit)}${less}`)}`,
     dot,
   };
 }
+
+/** WGSL: wv from the 16 nibble bytes at `at` (byte i: weights i and i + 16), each nibble vector n (weights from `bit`) through `weight` */
+function nibbles(at: string, weight: (n: string, bit: string) => string): string {
+  return `for (var k = 0u; k < 4u; k++) {
+      let w = w32(${at} + 4u * k);
+      wv[k] = ${weight("field4(w, 0u, 15u)", "4u * k")};
+      wv[k + 4u] = ${weight("field4(w, 4u, 15u)", "16u + 4u * k")};
+    }`;
+}
+
+/** IQ4_NL / IQ4_XS: a nibble indexes the non-linear grid */
+const IQ4_GRID = (n: string): string => `iq4(${n})`;
 
 /** the super-block b of a k-quant unit u (the super-block's weights 32 j .. 32 j + 31) and where b starts */
 const superBlockUnit = (bytes: number): string => `let b = u / 8u;
@@ -918,6 +931,23 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
   Q4_1: nibbleBlock(20, SCALE_AND_MIN, 4, null, 0, Q8_1_DOT),
   Q5_0: nibbleBlock(22, "let dw = wh(bo);", 6, 2, 16, Q8_0_DOT),
   Q5_1: nibbleBlock(24, SCALE_AND_MIN, 8, 4, 0, Q8_1_DOT),
+  IQ4_NL: {
+    decode: `let bo = r * P.rowBytes + u * 18u;
+    let dw = wh(bo);
+    ${nibbles("bo + 2u", IQ4_GRID)}`,
+    dot: Q8_0_DOT,
+  },
+  // IQ4_XS: sub-block j's 16 bytes at 8 + 16 j, its 6-bit scale (less 32) from the low nibbles at 4 and the 2-bit highs at 2
+  IQ4_XS: {
+    decode: `${superBlockUnit(136)}
+    ${nibbles("bo + 8u + 16u * j", IQ4_GRID)}
+    let sh = wb(bo + 2u) | (wb(bo + 3u) << 8u);
+    let ls = i32(((wb(bo + 4u + (j >> 1u)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4u)) - 32;
+    let dw = wh(bo);`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(ls * s);`,
+  },
   // Q2_K: weight 128 h + 32 s + i (i < 32) is bits 2 s of byte 32 h + i; group 2 j + i / 16's scale (low nibble) and min (high)
   Q2_K: {
     decode: `${superBlockUnit(84)}
@@ -993,6 +1023,7 @@ export const MATMUL_TYPES: Readonly<Record<string, ActivationType>> = {
   F32: AS_F32, F16: AS_F16, BF16: AS_BF16,
   Q8_0: AS_Q8_0, Q4_0: AS_Q8_0, Q5_0: AS_Q8_0, Q4_1: AS_Q8_1, Q5_1: AS_Q8_1,
   Q2_K: AS_Q8_K, Q3_K: AS_Q8_K, Q4_K: AS_Q8_K, Q5_K: AS_Q8_K, Q6_K: AS_Q8_K,
+  IQ4_NL: AS_Q8_0, IQ4_XS: AS_Q8_K,
 };
 
 /** tokens per workgroup */
