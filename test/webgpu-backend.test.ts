@@ -8,7 +8,8 @@ import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtype
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { rng } from "./helpers/rng.js";
-import { kvCacheEncoding, kvRowFloats, type KVCacheType, type KVRowEncoding } from "../src/kernels/reference/index.js";
+import { decodeKV, encodeKVRow, kvBytes, kvCacheEncoding, kvRowFloats, type KVCacheType, type KVRowEncoding } from "../src/kernels/reference/index.js";
+import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
 import { roundToF16 } from "../src/tensor/quant/index.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
@@ -507,28 +508,46 @@ describe("webgpu backend conformance", { skip }, () => {
   });
 
   /**
-   * An f16 (or mixed) KV cache: rows written by scatterRows with the encoding (to shuffled cache
-   * rows), then attention over them. Against kernels/ops' attention on the values the f16 path
-   * reads (query, keys and values rounded to f16, an f32 side of a mixed cache too): 1e-5; against
-   * the reference backend's flash-attention numerics, which also round its f16 value accumulator at
-   * every key: the returned error (the caller bounds it).
+   * An encoded KV cache (f16, q8_0, q4_0, mixed with f32): rows written by scatterRows with the
+   * encoding (to shuffled cache rows), then attention over them. Against kernels/ops' attention on
+   * the values the webgpu path reads — the rows as the reference encodes and decodes them (rotated
+   * first where the encoding says), an f32 side of such a cache rounded to f16, the query rounded
+   * to f16 or rotated and quantized to q8_0 for block keys, the output turned back for rotated
+   * values: 1e-5. Against the reference backend's flash-attention numerics, which add in another
+   * order and round an f16 value accumulator at every key: the returned error (bounded by the caller).
    */
-  async function f16CacheCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number, k: KVCacheType, v: KVCacheType): Promise<number> {
+  async function encodedCacheCase(be: Backend, name: string, seed: number, nHeads: number, nKvHeads: number, headDim: number, nTokens: number, startPos: number, k: KVCacheType, v: KVCacheType): Promise<number> {
     const r = rng(seed);
     const nAll = startPos + nTokens, cacheRows = nAll + 5, width = nKvHeads * headDim;
     const rows = shuffledRows(cacheRows, r);
     const keys = normals(nAll * width, r), values = normals(nAll * width, r), q = normals(nTokens * nHeads * headDim, r, 2);
     const scale = 1 / Math.sqrt(headDim);
     const encoding = kvCacheEncoding({ k, v }, headDim);
-    // what the f16 path reads: every value rounded to f16, in f32 rows at the cache rows
-    const half = (a: Float32Array): Float32Array => a.map(roundToF16);
-    const paged = (a: Float32Array): Float32Array => {
-      const out = new Float32Array(cacheRows * width);
-      for (let p = 0; p < nAll; p++) out.set(a.subarray(p * width, (p + 1) * width), rows[p]! * width);
+    const plain = k === "f32" && v === "f32";
+    /** what a side's rows read back as, at their cache rows */
+    const readBack = (a: Float32Array, e: KVRowEncoding): Float32Array => {
+      const out = new Float32Array(cacheRows * width), row = new Float32Array(width), bytes = new Uint8Array(4 * kvRowFloats(e.type, width));
+      for (let p = 0; p < nAll; p++) {
+        row.set(a.subarray(p * width, (p + 1) * width));
+        if (e.rotation > 0) hadamardInPlace(row, 0, width, e.rotation);
+        encodeKVRow(e.type, bytes, 0, row, 0, width);
+        decodeKV(e.type, bytes, 0, width, row);
+        out.set(plain || e.type !== "f32" ? row : row.map(roundToF16), rows[p]! * width);
+      }
       return out;
     };
+    const query = q.slice();
+    if (k === "q8_0" || k === "q4_0") {
+      if (encoding.k.rotation > 0) hadamardInPlace(query, 0, query.length, encoding.k.rotation);
+      const bytes = new Uint8Array(kvBytes("q8_0", query.length));
+      encodeKVRow("q8_0", bytes, 0, query, 0, query.length);
+      decodeKV("q8_0", bytes, 0, query.length, query);
+    } else if (!plain) {
+      for (let i = 0; i < query.length; i++) query[i] = roundToF16(query[i]!);
+    }
     const expected = new Float32Array(q.length);
-    attention(expected, half(q), paged(half(keys)), paged(half(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    attention(expected, query, readBack(keys, encoding.k), readBack(values, encoding.v), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+    if (encoding.v.rotation > 0) hadamardInPlace(expected, 0, expected.length, encoding.v.rotation);
     const store = (on: Backend, host: Float32Array, e: KVRowEncoding): DeviceArray => {
       const cache = on.allocActivations(cacheRows * kvRowFloats(e.type, width));
       on.scatterRows(cache, rows, device(on, host), width, nAll, e);
@@ -545,11 +564,11 @@ describe("webgpu backend conformance", { skip }, () => {
       err = Math.max(err, Math.abs(got[i]! - flash[i]!));
       mx = Math.max(mx, Math.abs(flash[i]!));
     }
-    measured.push([`${name} vs flash f16`, err / mx, 5e-3]);
+    measured.push([`${name} vs flash`, err / mx, 5e-3]);
     return err / mx;
   }
 
-  test("an f16 KV cache (and mixed f16 / f32): written by scatterRows, read by every attention kernel", async () => {
+  test("encoded KV caches (f16, q8_0, q4_0, mixed with f32): written by scatterRows, read by every attention kernel", async () => {
     let worst = 0;
     const cases: [string, number, number, number, number, number, number, KVCacheType, KVCacheType][] = [
       ["f16 decode 701 keys (split), hd 64", 340, 6, 2, 64, 1, 700, "f16", "f16"],
@@ -560,14 +579,22 @@ describe("webgpu backend conformance", { skip }, () => {
       // 3 KV heads of 5: rows of 15 halves, padded to 8 floats
       ["f16 odd rows (3 x 5 halves), 3 queries from 4", 345, 3, 3, 5, 3, 4, "f16", "f16"],
       ["f16 prompt 5 queries, hd 160 (not tiled)", 346, 2, 1, 160, 5, 7, "f16", "f16"],
+      // block formats: rotated in chunks of 64 (hd 64), 128 (hd 128), not at all (hd 32, 96)
+      ["q8_0 decode 701 keys (split), hd 64", 350, 6, 2, 64, 1, 700, "q8_0", "q8_0"],
+      ["q8_0 prompt 13 queries from 20 (tiled), hd 128", 351, 4, 2, 128, 13, 20, "q8_0", "q8_0"],
+      ["q4_0 decode 100 keys, hd 64", 352, 6, 3, 64, 1, 99, "q4_0", "q4_0"],
+      ["q4_0 prompt 9 queries (tiled), hd 96 (unrotated)", 353, 2, 1, 96, 9, 0, "q4_0", "q4_0"],
+      ["q8_0 K / f16 V decode 50 keys, hd 32", 354, 4, 2, 32, 1, 49, "q8_0", "f16"],
+      ["f32 K / q4_0 V prompt 3 queries, hd 64", 355, 4, 2, 64, 3, 10, "f32", "q4_0"],
+      ["q4_0 K / q8_0 V prompt 5 queries, hd 160 (not tiled; chunks of 32)", 356, 2, 1, 160, 5, 7, "q4_0", "q8_0"],
     ];
     for (const [name, seed, nHeads, nKvHeads, headDim, nTokens, startPos, k, v] of cases) {
-      worst = Math.max(worst, await f16CacheCase(b, name, seed, nHeads, nKvHeads, headDim, nTokens, startPos, k, v));
+      worst = Math.max(worst, await encodedCacheCase(b, name, seed, nHeads, nKvHeads, headDim, nTokens, startPos, k, v));
     }
-    assert.ok(worst <= 5e-3, `f16 cache attention ${worst} from the reference's flash-attention numerics`);
-    // what it does not store: the block formats
-    const q8 = kvCacheEncoding({ k: "q8_0", v: "q8_0" }, 64);
-    assert.throws(() => b.scatterRows(b.allocActivations(64), Int32Array.of(0), b.allocActivations(64), 64, 1, q8.k), /scatterRows: the webgpu backend stores K\/V rows as f32 or f16, not q8_0 rotated in chunks of 64/);
+    assert.ok(worst <= 5e-3, `encoded-cache attention ${worst} from the reference's flash-attention numerics`);
+    // a head dim whose rotation chunk exceeds the kernels' private array
+    const big = kvCacheEncoding({ k: "q8_0", v: "q8_0" }, 512);
+    assert.throws(() => b.scatterRows(b.allocActivations(512), Int32Array.of(0), b.allocActivations(512), 512, 1, big.k), /scatterRows: q8_0 rows rotated in chunks of 512: the webgpu backend rotates chunks of at most 256/);
   });
 
   test("tiled attention: prompts of whole and partial query tiles, key tiles of 16 and 8, odd head sizes, paged GQA; an encoder's strided rows", async () => {

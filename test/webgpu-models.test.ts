@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { loadModel } from "../src/index.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../src/kernels/backend.js";
+import type { KVCacheTypes } from "../src/kernels/reference/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
@@ -50,6 +51,15 @@ test("stories260K greedy tokens on webgpu equal llama.cpp's golden output", { sk
   }
 });
 
+const maxRelative = (got: Float32Array, expected: Float32Array): number => {
+  let worst = 0, scale = 0;
+  for (let i = 0; i < got.length; i++) {
+    worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
+    scale = Math.max(scale, Math.abs(expected[i]!));
+  }
+  return worst / Math.max(scale, 1);
+};
+
 test("stories260K with an f16 KV cache: greedy tokens on webgpu equal the wasm backend's with the same cache", { skip: skipGolden }, async () => {
   const options = { cacheTypeK: "f16", cacheTypeV: "f16", contextSize: 128 } as const;
   const gpu = await loadModel(sharedFile(MODEL)!, { ...options, backend: "webgpu" });
@@ -63,6 +73,21 @@ test("stories260K with an f16 KV cache: greedy tokens on webgpu equal the wasm b
   } finally {
     gpu.dispose();
     cpu.dispose();
+  }
+});
+
+test("a random Llama (F32, head dim 64) on every KV cache type: webgpu's logits within 1e-3 of the reference backend's with the same cache", { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+  const path = await ensureRandomModel({ ...tinyLlama, seed: 8 }, dir);
+  const tokens = [1, 17, 250, 3, 99, 400, 12, 5, 77, 300, 2, 64];
+  const reference = createReferenceBackend(), gpu = await createWebGPUBackend();
+  try {
+    for (const types of [{ k: "f16", v: "f16" }, { k: "q8_0", v: "q8_0" }, { k: "q4_0", v: "q4_0" }, { k: "q8_0", v: "f16" }, { k: "f32", v: "q4_0" }] as const) {
+      const err = maxRelative(await logitsOn(path, gpu, tokens, types), await logitsOn(path, reference, tokens, types));
+      assert.ok(err <= 1e-3, `cache ${types.k}/${types.v}: max |logit difference| ${err}`);
+    }
+  } finally {
+    reference.dispose();
+    gpu.dispose();
   }
 });
 
@@ -93,8 +118,8 @@ test("batched and concurrent requests on webgpu each equal their solo run; the s
 });
 
 /** the logits of every prompt token, computed by the model on `backend` */
-async function logitsOn(path: string, backend: Backend, tokens: number[]): Promise<Float32Array> {
-  const lm = openModel(path).build(backend);
+async function logitsOn(path: string, backend: Backend, tokens: number[], kvCacheTypes?: KVCacheTypes): Promise<Float32Array> {
+  const lm = openModel(path).build(backend, { kvCacheTypes });
   const [logits] = await runPass(lm.passBatch([{ tokens, cache: lm.createCache(64), logits: "all" }]));
   return logits!;
 }
@@ -120,14 +145,6 @@ async function tracedLogitsOn(path: string, gpu: Backend, tokens: number[]): Pro
   return { logits, matmuls };
 }
 
-const maxRelative = (got: Float32Array, expected: Float32Array): number => {
-  let worst = 0, scale = 0;
-  for (let i = 0; i < got.length; i++) {
-    worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
-    scale = Math.max(scale, Math.abs(expected[i]!));
-  }
-  return worst / Math.max(scale, 1);
-};
 
 // A random model with rounded activations (F16, BF16 and the quantized types, whose activations go
 // to f16, bf16 or int8 before each matmul) turns the webgpu backend's f32 sums in another order

@@ -4,15 +4,15 @@ import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
-import { kvRowFloats, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
+import { KV_CACHE_TYPES, kvRowFloats, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
   BufferUsage, MapMode,
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, RMS_NORM, ROPE, SCATTER_ROWS, SCATTER_ROWS_F16, SWIGLU, UNARY,
-  TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, QUERY_Q8_0, RMS_NORM, ROPE, ROTATE_CHUNKS,
+  SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef,
 } from "./shaders.js";
 
 /**
@@ -111,11 +111,17 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
   return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false);
 }
 
-/** the element type of one cache side; the webgpu backend has kernels for f32 and f16 rows, unrotated */
+/** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
 function kvSide(op: string, e: KVRowEncoding | undefined): KVSide {
-  if (!e || (e.type === "f32" && e.rotation === 0)) return "f32";
-  if (e.type === "f16" && e.rotation === 0) return "f16";
-  throw new Error(`${op}: the webgpu backend stores K/V rows as f32 or f16, not ${e.type}${e.rotation ? ` rotated in chunks of ${e.rotation}` : ""} (use --cache-type-k / --cache-type-v f16 or f32, or the wasm backend)`);
+  if (!e) return "f32";
+  if (e.rotation > MAX_ROTATION) throw new Error(`${op}: ${e.type} rows rotated in chunks of ${e.rotation}: the webgpu backend rotates chunks of at most ${MAX_ROTATION} (a head dim of ${e.rotation}; use --cache-type-k / --cache-type-v f16 or f32)`);
+  return e.type;
+}
+
+/** the row stride the attention kernels take for a side: elements (f32, f16) or bytes (the block formats) */
+function kvStride(type: KVSide, width: number): number {
+  const floats = kvRowFloats(type, width);
+  return type === "f32" ? floats : type === "f16" ? 2 * floats : 4 * floats;
 }
 
 function adapterName(info: { vendor?: string; architecture?: string; description?: string } | undefined, source: string, subgroups: boolean): string {
@@ -128,8 +134,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   readonly canMultiply = (type: GGMLType): boolean => MATMUL_TYPES[typeName(type)] !== undefined;
   readonly adapter: string;
   readonly llamaCppOrder = "none" as const;
-  /** K/V rows as f32 or f16 (two halves a float; the block formats q8_0 / q4_0 have no WGSL kernels) */
-  readonly kvCacheTypes: readonly KVCacheType[] = ["f32", "f16"];
+  /** K/V rows of every type: f32, f16 (two halves a float), q8_0 and q4_0 blocks (rotated as llama.cpp rotates them) */
+  readonly kvCacheTypes: readonly KVCacheType[] = KV_CACHE_TYPES;
   readonly threads = 1;
 
   private readonly id = nextBackendId++;
@@ -456,7 +462,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (n * width === 0) return;
     const rowIndex = new Uint32Array(dstRows.buffer, dstRows.byteOffset, n);
     if (type === "f16") this.dispatch(SCATTER_ROWS_F16, [d, s], ["D"], [n * rowFloats, width, rowFloats, 0], Math.ceil((n * rowFloats) / 256), rowIndex);
-    else this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), rowIndex);
+    else if (type === "f32") this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), rowIndex);
+    else {
+      if (width % 32 !== 0) throw new Error(`scatterRows: ${type} rows need a width that is a multiple of 32, got ${width}`);
+      this.dispatch(type === "q8_0" ? SCATTER_ROWS_Q8_0 : SCATTER_ROWS_Q4_0, [d, s], ["D"], [n, width, 4 * rowFloats, encoding?.rotation ?? 0, 0], Math.ceil(n / 64), rowIndex);
+    }
   }
 
   gatherRows(dst: DeviceArray, src: DeviceArray, srcRows: ArrayLike<number>, width: number): void {
@@ -656,16 +666,31 @@ class WebGPUBackend implements WebGPUBackendInfo {
     for (const [name, val] of Object.entries({ nTokens, startPos, nHeads, nKvHeads, headDim })) this.checkCount("attention", name, val);
     if (nKvHeads === 0 || nHeads % nKvHeads !== 0) throw new Error(`attention: nHeads ${nHeads} is not a multiple of nKvHeads ${nKvHeads}`);
     const d = nHeads * headDim, width = nKvHeads * headDim, nAll = startPos + nTokens;
-    // row strides in elements (an f16 row is padded to whole floats)
     const kFloats = kvRowFloats(kType, width), vFloats = kvRowFloats(vType, width);
-    const kStride = kType === "f16" ? 2 * kFloats : kFloats, vStride = vType === "f16" ? 2 * vFloats : vFloats;
     this.checkLength("attention", "q", qa, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     this.checkLength("attention", "out", o, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     if (nTokens === 0 || d === 0) return;
     checkRows(rows, nAll, Math.floor(Math.min(k.length / kFloats, v.length / vFloats)));
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    if (kType === "q8_0" || kType === "q4_0") {
+      // block keys: the query rotated with them and quantized to their vec_dot type (q8_0) first
+      const prepared = new GpuArray(this.scratchBuffer("query", nTokens * d), 0, nTokens * d, this.id, null);
+      this.dispatch(QUERY_Q8_0, [prepared, qa], [], [nTokens * nHeads, headDim, encoding?.k.rotation ?? 0], Math.ceil((nTokens * nHeads) / 64));
+      this.attendPrepared(o, prepared, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
+    } else {
+      this.attendPrepared(o, qa, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
+    }
+    // values stored rotated: the output turns back
+    const vRotation = encoding?.v.rotation ?? 0;
+    if (vRotation > 0) this.dispatch(ROTATE_CHUNKS, [o], [], [(nTokens * d) / vRotation, vRotation], Math.ceil((nTokens * d) / vRotation / 64));
+  }
+
+  /** the attention kernels proper, on a query ready for the cache's keys */
+  private attendPrepared(o: GpuArray, qa: GpuArray, k: GpuArray, v: GpuArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, kType: KVSide, vType: KVSide, data: Uint32Array | undefined): void {
+    const d = nHeads * headDim, width = nKvHeads * headDim, nAll = startPos + nTokens;
+    const kStride = kvStride(kType, width), vStride = kvStride(vType, width);
     // ATTENTION_PARAMS for the queries from token t0 on
-    const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kStride, vStride, d, 1, startPos + t0, rows ? 1 : 0, 0, nAll, scale];
+    const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kStride, vStride, d, 1, startPos + t0, data ? 1 : 0, 0, nAll, scale];
     if (this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM) {
       this.dispatch(attentionKernel("tiled", kType, vType), [o, qa, k, v], ["D"], [...paramsFrom(0), nTokens, tileKeys(headDim)], Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
       return;

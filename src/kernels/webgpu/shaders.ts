@@ -373,37 +373,48 @@ fn key_limit(t: u32) -> u32 {
 }`;
 
 /** how the cache holds K and V: f32 rows, or f16 (two halves a word); "f16" when either side is f16 */
-type KVLayout = "f32" | "f16";
-
-/** the element type of a cache side: the webgpu backend stores f32 or f16 rows */
-export type KVSide = "f32" | "f16";
-
-const kvLayout = (k: KVSide, v: KVSide): KVLayout => (k === "f32" && v === "f32" ? "f32" : "f16");
+/** the storage of a cache side: f32 or f16 elements, or q8_0 / q4_0 blocks of 32 (reference/kv-encoding.ts) */
+export type KVSide = "f32" | "f16" | "q8_0" | "q4_0";
 
 /**
- * WGSL: element c of key (value) row j — `k_at(j, c)`, `v_at(j, c)` — and query element i, `q_at(i)`;
- * rows kStride (vStride) elements apart. With an f16 side the cache is read as llama.cpp's
- * flash attention does (reference/kv-attention.ts): the query rounded to f16, K and V as f16
- * values (an f32 side of a mixed cache rounded to f16, as llama.cpp casts it); the arithmetic
- * stays f32 (the reference also rounds its f16 value accumulator at every key).
+ * WGSL: element c of key (value) row j — `k_at(j, c)`, `v_at(j, c)` — and query element i, `q_at(i)`.
+ * Rows are P.kStride (P.vStride) apart: elements for f32 and f16, bytes for the block formats.
+ * Any cache but f32/f32 is read as llama.cpp's flash attention reads it (reference/kv-attention.ts):
+ * an f32 side rounded to f16 (llama.cpp casts it), f16 keys meet a query rounded to f16, and block
+ * keys one already rotated and quantized to q8_0 by QUERY_Q8_0 (their vec_dot type); elements are
+ * dequantized on the fly; the arithmetic stays f32 (the reference also rounds an f16 value
+ * accumulator at every key).
  */
-function kvAccess(kv: KVLayout, k: KVSide, v: KVSide): string {
+function kvAccess(k: KVSide, v: KVSide): string {
+  const plain = k === "f32" && v === "f32";
   const side = (name: string, type: KVSide): string => {
     const at = `kv_row(j) * P.${name}Stride + c`;
-    if (type === "f16") return `fn ${name}_at(j: u32, c: u32) -> f32 {
+    const byte = `fn ${name}_byte(i: u32) -> u32 { return ($${name}[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }`;
+    const blockAt = (bytes: number, q: string): string => `${byte}
+fn ${name}_at(j: u32, c: u32) -> f32 {
+  let o = 4u * P.o_${name} + kv_row(j) * P.${name}Stride + (c >> 5u) * ${bytes}u;
+  let w = c & 31u;
+  return f16_val(${name}_byte(o) | (${name}_byte(o + 1u) << 8u)) * f32(${q});
+}`;
+    switch (type) {
+      case "f16": return `fn ${name}_at(j: u32, c: u32) -> f32 {
   let i = ${at};
   return f16_val(($${name}[P.o_${name} + (i >> 1u)] >> ((i & 1u) << 4u)) & 0xffffu);
 }`;
-    return `fn ${name}_at(j: u32, c: u32) -> f32 { return ${kv === "f16" ? `f16_round($${name}[P.o_${name} + ${at}])` : `$${name}[P.o_${name} + ${at}]`}; }`;
+      case "q8_0": return blockAt(34, `(i32(${name}_byte(o + 2u + w)) << 24u) >> 24u`);
+      case "q4_0": return blockAt(18, `i32((${name}_byte(o + 2u + (w & 15u)) >> ((w >> 4u) << 2u)) & 15u) - 8`);
+      case "f32": return `fn ${name}_at(j: u32, c: u32) -> f32 { return ${plain ? `$${name}[P.o_${name} + ${at}]` : `f16_round($${name}[P.o_${name} + ${at}])`}; }`;
+    }
   };
+  const halfQuery = k === "f16" || (k === "f32" && !plain);
   return `${side("k", k)}
 ${side("v", v)}
-fn q_at(i: u32) -> f32 { return ${kv === "f16" ? "f16_round($q[i])" : "$q[i]"}; }`;
+fn q_at(i: u32) -> f32 { return ${halfQuery ? "f16_round($q[i])" : "$q[i]"}; }`;
 }
 
-/** the attention kernels' K/V arrays: `words` for an f16 side */
+/** the attention kernels' K/V arrays: `words` for all but an f32 side */
 function kvArrays(k: KVSide, v: KVSide): KernelDef["arrays"] {
-  return [{ name: "k", write: false, words: k === "f16" }, { name: "v", write: false, words: v === "f16" }];
+  return [{ name: "k", write: false, words: k !== "f32" }, { name: "v", write: false, words: v !== "f32" }];
 }
 
 /** workgroup reductions, KV_ROWS, K/V access and a key's scaled score, shared by the single-pass and split attention kernels */
@@ -412,7 +423,7 @@ var<workgroup> red: array<f32, 64>;
 ${workgroupReduction("red_max", "max(a, b)")}
 ${workgroupReduction("red_sum", "a + b")}
 ${KV_ROWS}
-${kvAccess(kvLayout(k, v), k, v)}
+${kvAccess(k, v)}
 fn score(qo: u32, kvo: u32, j: u32) -> f32 {
   var s = 0.0;
   for (var e = 0u; e < P.headDim; e++) { s += q_at(qo + e) * k_at(j, kvo + e); }
@@ -583,7 +594,7 @@ var<workgroup> Ks: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Vs: array<f32, ${TILE_FLOATS}>;
 var<workgroup> Ss: array<f32, ${TILE_QUERIES * 16}>;
 ${KV_ROWS}
-${kvAccess(kvLayout(k, v), k, v)}`,
+${kvAccess(k, v)}`,
   body: `  let h = wgi % P.nHeads;
   let t0 = (wgi / P.nHeads) * ${TILE_QUERIES}u;
   let hd = P.headDim;
@@ -667,6 +678,150 @@ export function attentionKernel(kind: "single" | "split" | "tiled", k: KVSide, v
   }
   return def;
 }
+
+// ---- the block-format KV cache (q8_0 / q4_0) ----
+
+/** the longest Hadamard chunk the kernels rotate (a private array of floats per invocation) */
+export const MAX_ROTATION = 256;
+
+/** WGSL: hx, and ggml's orthonormal Walsh-Hadamard transform of hx[0, n) in f32 steps (kernels/ops/hadamard.ts): scaled by 1 / sqrtf(n), then the butterflies */
+const HADAMARD = /* wgsl */ `
+var<private> hx: array<f32, ${MAX_ROTATION}>;
+fn fwht(n: u32) {
+  let s = div_rn(1.0, sqrt_rn(f32(n)));
+  for (var i = 0u; i < n; i++) { hx[i] = hx[i] * s; }
+  for (var len = 1u; len < n; len = len << 1u) {
+    for (var i = 0u; i < n; i += 2u * len) {
+      for (var j = 0u; j < len; j++) {
+        let u = hx[i + j];
+        let v = hx[i + len + j];
+        hx[i + j] = u + v;
+        hx[i + len + j] = u - v;
+      }
+    }
+  }
+}
+/** the largest |hx[b + j]| of a block of 32, and the element that has it (the first of equals) */
+fn block_max(b: u32) -> vec2<f32> {
+  var amax = 0.0;
+  var mx = 0.0;
+  for (var j = 0u; j < 32u; j++) {
+    if (amax < abs(hx[b + j])) { amax = abs(hx[b + j]); mx = hx[b + j]; }
+  }
+  return vec2<f32>(amax, mx);
+}`;
+
+/** WGSL: rows of P.headDim from `$name` at float offset `from`, chunk by chunk into hx (rotated when P.rot > 0), `each` run per block of 32 at hx[b] */
+function chunksOf(name: string, from: string, length: string, each: string): string {
+  return `  let chunk = select(32u, P.rot, P.rot > 0u);
+  for (var c0 = 0u; c0 < ${length}; c0 += chunk) {
+    for (var e = 0u; e < chunk; e++) { hx[e] = $${name}[${from} + c0 + e]; }
+    if (P.rot > 0u) { fwht(chunk); }
+    for (var b = 0u; b < chunk; b += 32u) {
+${each}
+    }
+  }`;
+}
+
+/**
+ * The queries of a block-format key cache: each head rotated as the keys were (P.rot > 0), then
+ * quantized to q8_0 as the reference converts a query to its keys' vec_dot type (the activation
+ * quantizer: 127 / amax, ties to even) and written back dequantized, d q, for the attention
+ * kernels' f32 dot. One invocation per head of a token.
+ */
+export const QUERY_Q8_0: KernelDef = {
+  name: "queryQ8_0",
+  workgroupSize: 64,
+  arrays: [{ name: "out", write: true }, { name: "q", write: false }],
+  extras: [],
+  params: [["n", "u32"], ["headDim", "u32"], ["rot", "u32"]],
+  helpers: HADAMARD,
+  body: `  let i = wgi * 64u + lid;
+  if (i >= P.n) { return; }
+  let o = i * P.headDim;
+${chunksOf("q", "P.o_q + o", "P.headDim", `      let am = block_max(b).x;
+      let d = f16_round(div_rn(am, 127.0));
+      var id = 0.0;
+      if (am != 0.0) { id = div_rn(127.0, am); }
+      for (var j = 0u; j < 32u; j++) { $out[P.o_out + o + c0 + b + j] = d * round(hx[b + j] * id); }`)}`,
+};
+
+/** the attention output turned back (values stored rotated): every chunk of P.rot floats of x through the transform, one invocation per chunk */
+export const ROTATE_CHUNKS: KernelDef = {
+  name: "rotateChunks",
+  workgroupSize: 64,
+  arrays: [{ name: "x", write: true }],
+  extras: [],
+  params: [["n", "u32"], ["rot", "u32"]],
+  helpers: HADAMARD,
+  body: `  let i = wgi * 64u + lid;
+  if (i >= P.n) { return; }
+  let o = P.o_x + i * P.rot;
+  for (var e = 0u; e < P.rot; e++) { hx[e] = $x[o + e]; }
+  fwht(P.rot);
+  for (var e = 0u; e < P.rot; e++) { $x[o + e] = hx[e]; }`,
+};
+
+/**
+ * K/V rows stored as q8_0 or q4_0 blocks (reference/kv-encoding.ts's encodeKVRow: each head
+ * rotated in chunks of P.rot first where P.rot > 0, then q8_0 by the activation quantizer, q4_0 by
+ * quantize_row_q4_0_ref). One invocation per row (blocks of 34 or 18 bytes straddle words, so a
+ * row's bytes are assembled and stored by one invocation), into row D[i] of P.rowBytes.
+ */
+function scatterBlocksDef(type: "q8_0" | "q4_0"): KernelDef {
+  const q8 = `      let am = block_max(b).x;
+      let d = div_rn(am, 127.0);
+      var id = 0.0;
+      if (am != 0.0) { id = div_rn(127.0, am); }
+      emit_half(d);
+      for (var j = 0u; j < 32u; j++) { emit(u32(i32(round(hx[b + j] * id))) & 0xffu); }`;
+  const q4 = `      let d = div_rn(block_max(b).y, -8.0);
+      var id = 0.0;
+      if (d != 0.0) { id = div_rn(1.0, d); }
+      emit_half(d);
+      for (var j = 0u; j < 16u; j++) {
+        // (int8_t)(x * id + 8.5f): truncation toward zero, then at most 15
+        let x0 = min(15, i32(hx[b + j] * id + 8.5));
+        let x1 = min(15, i32(hx[b + 16u + j] * id + 8.5));
+        emit(u32(x0) | (u32(x1) << 4u));
+      }`;
+  return {
+    name: `scatterRows-${type}`,
+    workgroupSize: 64,
+    arrays: [{ name: "dst", write: true, words: true }, { name: "src", write: false }],
+    extras: [{ name: "D", type: "u32" }],
+    params: [["n", "u32"], ["width", "u32"], ["rowBytes", "u32"], ["rot", "u32"], ["o_d", "u32"]],
+    helpers: `${HADAMARD}
+var<private> word: u32;
+var<private> emitted: u32;
+var<private> wordAt: u32;
+/** appends a byte to the row: every fourth completes a word, stored */
+fn emit(b: u32) {
+  word = word | (b << ((emitted & 3u) << 3u));
+  emitted = emitted + 1u;
+  if ((emitted & 3u) == 0u) {
+    $dst[wordAt] = word;
+    wordAt = wordAt + 1u;
+    word = 0u;
+  }
+}
+fn emit_half(x: f32) {
+  let h = f16_bits(x);
+  emit(h & 0xffu);
+  emit(h >> 8u);
+}`,
+    body: `  let i = wgi * 64u + lid;
+  if (i >= P.n) { return; }
+  wordAt = P.o_dst + D[P.o_d + i] * (P.rowBytes >> 2u);
+  word = 0u;
+  emitted = 0u;
+${chunksOf("src", `P.o_src + i * P.width`, "P.width", type === "q8_0" ? q8 : q4)}
+  if ((emitted & 3u) != 0u) { $dst[wordAt] = word; }`,
+  };
+}
+
+export const SCATTER_ROWS_Q8_0 = scatterBlocksDef("q8_0");
+export const SCATTER_ROWS_Q4_0 = scatterBlocksDef("q4_0");
 
 // ---- matmul ----
 //
