@@ -23,7 +23,8 @@ import { roundToF16 } from "../src/tensor/quant/index.js";
 let backend: Backend | null = null;
 let skip: string | false = false;
 try {
-  backend = await createWebGPUBackend();
+  // the conformance tests compare with the reference on the same host weights after the GPU used them
+  backend = await createWebGPUBackend({ keepHostWeights: true });
 } catch (e) {
   const message = (e as Error).message;
   if (!message.includes("no WebGPU adapter found")) throw e;
@@ -159,7 +160,7 @@ describe("webgpu backend conformance", { skip }, () => {
   }
 
   test("matmul without subgroups (tree sums) of every type, and of tensors larger than one weight buffer (blocks of rows)", async () => {
-    const small = await createWebGPUBackend({ maxWeightBytes: 1000, subgroups: false });
+    const small = await createWebGPUBackend({ maxWeightBytes: 1000, subgroups: false, keepHostWeights: true });
     // an F32 row of 256 weights is 1024 bytes, over the limit: F32 and F16 get rows of 200 (1 and 2 rows a block)
     try {
       assert.doesNotMatch(small.adapter, /subgroups/);
@@ -654,6 +655,49 @@ describe("webgpu backend conformance", { skip }, () => {
       assert.ok(ae / am <= 1e-5, `attention ${nHeads}/${nKv} heads of ${hd}, ${nT} tokens from ${start}: ${ae / am}`);
     }
     measured.push(["random matmul shapes (worst of 10)", worst, 1e-4], ["random attention shapes (worst of 10)", worstAttention, 1e-5]);
+  });
+
+  test("weights' host bytes are released once on the GPU, but for tensors getRows reads; keepHostWeights keeps them", async () => {
+    const fresh = await createWebGPUBackend();
+    try {
+      const r = rng(130);
+      const cols = 256, rows = 40;
+      const w = weights(GGMLType.Q8_0, cols, rows, r), table = weights(GGMLType.Q4_K, cols, rows, r);
+      const x = normals(2 * cols, r);
+      const expected = new Float32Array(2 * rows), expectedTable = new Float32Array(2 * rows), rowsWanted = new Float32Array(2 * cols);
+      ref.matmul(expected, w, x, 2);
+      ref.matmul(expectedTable, table, x, 2);
+      ref.getRows(rowsWanted, table, [3, 39]);
+      const hostBytes = w.data.byteLength;
+      // a pass: the embedding lookup (getRows) first, then matmuls, then the read
+      const got = fresh.allocActivations(2 * cols), out = fresh.allocActivations(2 * rows), outTable = fresh.allocActivations(2 * rows);
+      fresh.getRows(got, table, [3, 39]);
+      fresh.matmul(out, w, device(fresh, x), 2);
+      fresh.matmul(outTable, table, device(fresh, x), 2);
+      close("getRows before the release", await fresh.read(got), rowsWanted, 0);
+      assert.equal(w.data.byteLength, 0, "the matmul-only weight's host bytes are gone after the read");
+      assert.equal(table.data.byteLength, rowByteLength(GGMLType.Q4_K, cols) * rows, "the getRows table stays on the host");
+      close("matmul of a released weight", await fresh.read(out), expected, 1e-4);
+      close("matmul of a kept table", await fresh.read(outTable), expectedTable, 1e-4);
+      // later passes use the device copy
+      const again = fresh.allocActivations(2 * rows);
+      fresh.matmul(again, w, device(fresh, x), 2);
+      close("matmul after the release", await fresh.read(again), expected, 1e-4);
+      assert.throws(() => fresh.getRows(fresh.allocActivations(cols), w, [0]), /getRows w\.Q8_0: its host bytes were released once it was on the GPU \(a matmul used it before any getRows did\); create the backend with keepHostWeights: true/);
+      assert.ok(hostBytes > 0);
+    } finally {
+      fresh.dispose();
+    }
+    const keeping = await createWebGPUBackend({ keepHostWeights: true });
+    try {
+      const w = weights(GGMLType.F32, 64, 3, rng(131));
+      const out = keeping.allocActivations(3);
+      keeping.matmul(out, w, device(keeping, normals(64, rng(132))), 1);
+      await keeping.read(out);
+      assert.equal(w.data.byteLength, 64 * 3 * 4);
+    } finally {
+      keeping.dispose();
+    }
   });
 
   test("errors name the op and the tensor", async () => {

@@ -20,14 +20,18 @@ const ALIGN = 64;
 
 /** a weight matrix's columns, rows and row bytes, checked against its data (every backend's matmul / getRows) */
 export function matrixShape(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
-  const cols = w.dims[0];
-  if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
-  const rows = rowCount(w);
-  const rowBytes = rowByteLength(w.type, cols);
+  const { cols, rows, rowBytes } = matrixDims(op, w);
   if (w.data.length < rows * rowBytes) {
     throw new Error(`${op}: tensor ${w.name} (${typeName(w.type)} [${w.dims.join(", ")}]) needs ${rows * rowBytes} bytes, has ${w.data.length}`);
   }
   return { cols, rows, rowBytes };
+}
+
+/** a matrix's columns, rows and row bytes from its dims and type alone (a backend whose device holds the bytes checks them at upload) */
+export function matrixDims(op: string, w: Tensor): { cols: number; rows: number; rowBytes: number } {
+  const cols = w.dims[0];
+  if (cols === undefined || w.dims.length < 1) throw new Error(`${op}: tensor ${w.name} has no dimensions`);
+  return { cols, rows: rowCount(w), rowBytes: rowByteLength(w.type, cols) };
 }
 
 /** a matmul's epilogue: a bias of one float per output row, a known activation */

@@ -2,7 +2,7 @@
  * Public surface of the reference backend: the backend itself and its per-format dot kernels
  * (pure functions, so other backends' kernels can be tested against them one by one).
  */
-export { checkEpilogue, createReferenceBackend, matrixShape } from "./backend.js";
+export { checkEpilogue, createReferenceBackend, matrixDims, matrixShape } from "./backend.js";
 export { device, host, hostMemory, hostMemoryOps, type HostMemoryOps } from "./host-memory.js";
 export { VEC_DOT, type DotKernel, type VecDot } from "./vec-dot.js";
 export { dotBF16, dotF16, dotF32 } from "./dot-float.js";

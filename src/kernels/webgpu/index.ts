@@ -4,7 +4,7 @@ import { dequantizeRow, f16BitsToF32 } from "../../tensor/quant/index.js";
 import { ropeAngles, type RopeParams } from "../ops/rope.js";
 import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
-import { KV_CACHE_TYPES, kvRowFloats, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
+import { KV_CACHE_TYPES, kvRowFloats, matrixDims, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
   BufferUsage, MapMode,
@@ -88,6 +88,12 @@ export interface WebGPUBackendOptions extends AdapterOptions {
   subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
   maxWeightBytes?: number;
+  /**
+   * keep every weight's host bytes after its upload (default false: once a tensor is on the GPU
+   * and a read has passed, its host ArrayBuffer is detached — the model's weights are then held
+   * once, on the device — except tensors getRows reads, which it dequantizes on the host)
+   */
+  keepHostWeights?: boolean;
 }
 
 /** the webgpu backend's extra: which adapter it runs on */
@@ -108,7 +114,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true);
 }
 
 /** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
@@ -172,7 +178,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   private readonly maxWeightBytes: number;
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean) {
+  /** host buffers of weights uploaded since the last read: their host bytes go at the next one (keepHostWeights aside) */
+  private uploadedSinceRead: ArrayBufferLike[] = [];
+  /** host buffers getRows reads: kept on the host, where it dequantizes their rows */
+  private readonly rowsOnHost = new WeakSet<ArrayBufferLike>();
+  /** the device copy of each weight whose host bytes were released (the detached buffer is the key) */
+  private readonly released = new WeakMap<ArrayBufferLike, readonly WeightBlock[]>();
+
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
@@ -343,6 +356,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
    * whole rows when the tensor is larger than one storage binding may be (maxWeightBytes)
    */
   private weightBlocks(op: string, w: Tensor, rows: number, rowBytes: number): readonly WeightBlock[] {
+    const gone = this.released.get(w.data.buffer);
+    if (gone) return gone;
     const key = `${w.data.byteOffset}:${rows * rowBytes}`;
     let m = this.weightBuffers.get(w.data.buffer);
     if (!m) {
@@ -363,8 +378,28 @@ class WebGPUBackend implements WebGPUBackendInfo {
       }
       m.set(key, made);
       blocks = made;
+      this.uploadedSinceRead.push(w.data.buffer);
     }
     return blocks;
+  }
+
+  /**
+   * The host bytes of the weights uploaded so far, detached (structuredClone's transfer moves the
+   * memory out and the clone is dropped): the device copy is then the only one. Done at a read, so
+   * that the first pass has marked the tensors getRows needs on the host (the token embedding,
+   * read before the output matmul that a tied embedding shares); a buffer holding several uploaded
+   * views is kept (its views could not be told apart once detached).
+   */
+  private releaseHostWeights(): void {
+    const pending = this.uploadedSinceRead;
+    this.uploadedSinceRead = [];
+    if (this.keepHostWeights) return;
+    for (const buffer of pending) {
+      const views = this.weightBuffers.get(buffer);
+      if (this.rowsOnHost.has(buffer) || this.released.has(buffer) || !views || views.size !== 1 || !(buffer instanceof ArrayBuffer)) continue;
+      this.released.set(buffer, [...views.values()][0]!);
+      structuredClone(buffer, { transfer: [buffer] });
+    }
   }
 
   /** queue.writeBuffer of whole 4-byte words from any typed array (a shared one is copied first) */
@@ -430,12 +465,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const g = this.arr("read", "the array", a);
     if (g.length === 0) {
       this.flush();
+      this.releaseHostWeights();
       await this.checkErrors("read");
       return new Float32Array(0);
     }
     const staging = this.device.createBuffer({ size: Math.ceil(g.length / 4) * 16, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
     this.beginBatch().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
     this.flush();
+    this.releaseHostWeights();
     try {
       await staging.mapAsync(MapMode.READ, 0, g.length * 4);
       await this.checkErrors("read");
@@ -508,7 +545,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const type = typeName(w.type);
     const kind = MATMUL_TYPES[type];
     if (kind === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")})`);
-    const { cols, rows, rowBytes } = matrixShape("matmul", w);
+    // a weight whose host bytes were released was checked when it was uploaded
+    const { cols, rows, rowBytes } = this.released.has(w.data.buffer) ? matrixDims("matmul", w) : matrixShape("matmul", w);
     const bias = epilogue?.bias;
     if (bias && bias.length !== rows) throw new Error(`matmul ${w.name}: bias holds ${bias.length} floats, expected ${rows} (one per output row)`);
     const activation = epilogue?.activation;
@@ -543,6 +581,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   getRows(out: DeviceArray, w: Tensor, ids: ArrayLike<number>): void {
     this.alive("getRows");
     const o = this.arr(`getRows ${w.name}`, "out", out);
+    if (this.released.has(w.data.buffer)) throw new Error(`getRows ${w.name}: its host bytes were released once it was on the GPU (a matmul used it before any getRows did); create the backend with keepHostWeights: true for such a model`);
+    this.rowsOnHost.add(w.data.buffer);
     const { cols, rows, rowBytes } = matrixShape("getRows", w);
     this.checkLength(`getRows ${w.name}`, "out", o, ids.length * cols, `${ids.length} x ${cols}`);
     for (let i = 0; i < ids.length; i++) {
