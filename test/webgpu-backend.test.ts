@@ -198,23 +198,37 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
-  test("rmsNorm (with and without weight, in place) and layerNorm: 5 rows of 300", async () => {
-    const r = rng(50);
-    const width = 300, rows = 5, eps = 1e-5;
-    const x = normals(width * rows, r, 3);
-    const weight = normals(width, r), bias = normals(width, r);
-    for (const wt of [weight, null]) {
-      const expected = new Float32Array(x.length);
-      rmsNorm(expected, x, wt, width, rows, eps);
-      const a = device(b, x);
-      b.rmsNorm(a, a, wt, width, rows, eps);
-      close(`rmsNorm ${wt ? "weight" : "no weight"} in place`, await b.read(a), expected, 1e-5);
+  test("rmsNorm (with and without weight, in place) and layerNorm: 5 rows of 300, 1 row of 3000; subgroup sums and tree sums", async () => {
+    const plain = await createWebGPUBackend({ subgroups: false });
+    try {
+      assert.doesNotMatch(plain.adapter, /subgroups/);
+      for (const [be, how] of [[b, b.adapter.includes("subgroups") ? "subgroups" : "tree"], [plain, "tree"]] as const) {
+        const r = rng(50);
+        for (const [width, rows] of [[300, 5], [3000, 1]] as const) {
+          const eps = 1e-5;
+          const x = normals(width * rows, r, 3);
+          const weight = normals(width, r), bias = normals(width, r);
+          for (const wt of [weight, null]) {
+            const expected = new Float32Array(x.length);
+            rmsNorm(expected, x, wt, width, rows, eps);
+            const a = device(be, x);
+            be.rmsNorm(a, a, wt, width, rows, eps);
+            close(`rmsNorm ${width} ${wt ? "weight" : "no weight"} in place, ${how}`, await be.read(a), expected, 1e-5);
+          }
+          const expected = new Float32Array(x.length);
+          layerNorm(expected, x, weight, bias, width, rows, eps);
+          const out = be.allocActivations(x.length);
+          be.layerNorm(out, device(be, x), weight, bias, width, rows, eps);
+          close(`layerNorm ${width}, ${how}`, await be.read(out), expected, 1e-5);
+        }
+      }
+      // the attention softmax's max and sum by tree (the kernels without subgroups): one pass and split
+      await splitCase(plain, "attention tree sums, decode 100 keys", 308, 6, 2, 64, 1, 99);
+      await splitCase(plain, "attention tree sums, split decode 701 keys", 309, 6, 2, 64, 1, 700);
+      await splitCase(plain, "attention tree sums, 3 queries (one pass)", 310, 4, 1, 40, 3, 30);
+    } finally {
+      plain.dispose();
     }
-    const expected = new Float32Array(x.length);
-    layerNorm(expected, x, weight, bias, width, rows, eps);
-    const out = b.allocActivations(x.length);
-    b.layerNorm(out, device(b, x), weight, bias, width, rows, eps);
-    close("layerNorm", await b.read(out), expected, 1e-5);
   });
 
   test("rope: norm and neox, partial rotation, freq factors, positions from 7", async () => {

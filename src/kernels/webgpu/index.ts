@@ -11,7 +11,7 @@ import {
   type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, LAYER_NORM, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, QUERY_Q8_0, RMS_NORM, ROPE, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, ROPE, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef,
 } from "./shaders.js";
 
@@ -84,7 +84,7 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * kernels (tests of both paths)
    */
   tiledAttention?: boolean;
-  /** reduce matmul sums with subgroup operations where the adapter has the "subgroups" feature (default true) */
+  /** reduce matmul sums, norm sums and the attention softmax's max and sum with subgroup operations where the adapter has the "subgroups" feature (default true; false: trees in workgroup memory) */
   subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
   maxWeightBytes?: number;
@@ -607,7 +607,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("rmsNorm", "out", o, width * rows, `${rows} x ${width}`);
     if (weight && weight.length < width) throw new Error(`rmsNorm: weight holds ${weight.length} floats, expected ${width}`);
     if (width === 0) return;
-    this.dispatch(RMS_NORM, [o, xa], [weight ? this.constBuffer(weight) : this.dummy], [width, eps, weight ? 1 : 0], rows);
+    this.dispatch(this.subgroups ? NORMS.rms.subgroups : NORMS.rms.plain, [o, xa], [weight ? this.constBuffer(weight) : this.dummy], [width, eps, weight ? 1 : 0], rows);
   }
 
   layerNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array, bias: Float32Array, width: number, rows: number, eps: number): void {
@@ -620,7 +620,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (weight.length < width) throw new Error(`layerNorm: weight holds ${weight.length} floats, expected ${width}`);
     if (bias.length < width) throw new Error(`layerNorm: bias holds ${bias.length} floats, expected ${width}`);
     if (width === 0) return;
-    this.dispatch(LAYER_NORM, [o, xa], [this.constBuffer(weight), this.constBuffer(bias)], [width, eps], rows);
+    this.dispatch(this.subgroups ? NORMS.layer.subgroups : NORMS.layer.plain, [o, xa], [this.constBuffer(weight), this.constBuffer(bias)], [width, eps], rows);
   }
 
   rope(x: DeviceArray, nTokens: number, nHeads: number, positions: ArrayLike<number>, p: RopeParams): void {
@@ -742,12 +742,12 @@ class WebGPUBackend implements WebGPUBackendInfo {
       const params = paramsFrom(t0);
       const items = m * nHeads, nSplit = this.attentionSplits(items, nAll, headDim);
       if (nSplit === 1) {
-        this.dispatch(attentionKernel("single", kType, vType), [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
+        this.dispatch(attentionKernel("single", kType, vType, this.subgroups), [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
         continue;
       }
       const perSplit = Math.ceil(nAll / nSplit);
       const partials = this.scratchBuffer("partials", items * nSplit * (headDim + 2));
-      this.dispatch(attentionKernel("split", kType, vType), [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
+      this.dispatch(attentionKernel("split", kType, vType, this.subgroups), [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
       this.dispatch(ATTENTION_COMBINE, [this.sub(o, t0 * d)], [partials], [nHeads, headDim, d, nSplit], items);
     }
   }
@@ -800,7 +800,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     for (let i0 = 0; i0 < n; i0 += chunk) {
       const m = Math.min(chunk, n - i0);
       const s = this.scratchBuffer("scores", m * nHeads * n);
-      this.dispatch(attentionKernel("single", "f32", "f32"), [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
+      this.dispatch(attentionKernel("single", "f32", "f32", this.subgroups), [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
     }
   }
 

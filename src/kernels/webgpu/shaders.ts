@@ -173,10 +173,6 @@ fn erf_f(x: f32) -> f32 {
 fn gelu_erf(v: f32) -> f32 { return 0.5 * v * (1.0 + erf_f(v * 0.7071067811865476)); }
 `;
 
-const REDUCE = /* wgsl */ `
-var<workgroup> red: array<f32, 256>;
-`;
-
 /** builds the module: the uniform struct, one binding per distinct buffer (`slots[i]` = binding of arrays[i]) */
 export function buildShader(def: KernelDef, slots: readonly number[]): string {
   const fields = paramLayout(def).map(([n, t]) => `  ${n}: ${t},`);
@@ -203,9 +199,12 @@ export function buildShader(def: KernelDef, slots: readonly number[]): string {
     helpers = helpers.replace(re, `buf${slots[i]}`);
   });
   const sub = def.subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) ssize: u32" : "";
+  // helpers see the subgroup builtins through these (workgroupReduction's subgroup form)
+  const subgroupVars = def.subgroups ? "var<private> sg_id: u32;\nvar<private> sg_size: u32;\n" : "";
+  if (def.subgroups) body = `  sg_id = sid;\n  sg_size = ssize;\n${body}`;
   return `${def.subgroups ? "enable subgroups;\n" : ""}${lines.join("\n")}
 ${COMMON}
-${helpers}
+${subgroupVars}${helpers}
 @compute @workgroup_size(${def.workgroupSize})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32${sub}) {
   let wgi = wid.y * nwg.x + wid.x;
@@ -282,57 +281,56 @@ export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", 
 
 // ---- norms: one workgroup of 256 per row ----
 
-const TREE_SUM = `  workgroupBarrier();
-  for (var st = 128u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
-    workgroupBarrier();
-  }`;
+const normHelpers = (subgroups: boolean): string => `
+var<workgroup> red: array<f32, 256>;
+${workgroupReduction("block_sum", "a + b", 256, subgroups ? "subgroupAdd" : null)}`;
 
-export const RMS_NORM: KernelDef = {
-  name: "rmsNorm",
+const rmsNormDef = (subgroups: boolean): KernelDef => ({
+  name: `rmsNorm${subgroups ? "-subgroups" : ""}`,
+  subgroups,
   workgroupSize: 256,
   arrays: [{ name: "out", write: true }, { name: "x", write: false }],
   extras: [{ name: "NW", type: "f32" }],
   params: [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
-  helpers: REDUCE,
+  helpers: normHelpers(subgroups),
   body: `  let base = P.o_x + wgi * P.width;
   let ob = P.o_out + wgi * P.width;
   var s = 0.0;
   for (var i = lid; i < P.width; i += 256u) { let v = $x[base + i]; s += v * v; }
-  red[lid] = s;
-${TREE_SUM}
-  let scale = div_rn(1.0, sqrt_rn(div_rn(red[0], f32(P.width)) + P.eps));
+  let scale = div_rn(1.0, sqrt_rn(div_rn(block_sum(s, lid), f32(P.width)) + P.eps));
   for (var i = lid; i < P.width; i += 256u) {
     var v = $x[base + i] * scale;
     if (P.hasWeight != 0u) { v = v * NW[i]; }
     $out[ob + i] = v;
   }`,
-};
+});
 
-export const LAYER_NORM: KernelDef = {
-  name: "layerNorm",
+const layerNormDef = (subgroups: boolean): KernelDef => ({
+  name: `layerNorm${subgroups ? "-subgroups" : ""}`,
+  subgroups,
   workgroupSize: 256,
   arrays: [{ name: "out", write: true }, { name: "x", write: false }],
   extras: [{ name: "NW", type: "f32" }, { name: "NB", type: "f32" }],
   params: [["width", "u32"], ["eps", "f32"]],
-  helpers: REDUCE,
+  helpers: normHelpers(subgroups),
   body: `  let base = P.o_x + wgi * P.width;
   let ob = P.o_out + wgi * P.width;
   var s = 0.0;
   for (var i = lid; i < P.width; i += 256u) { s += $x[base + i]; }
-  red[lid] = s;
-${TREE_SUM}
-  let mean = div_rn(red[0], f32(P.width));
-  workgroupBarrier();
+  let mean = div_rn(block_sum(s, lid), f32(P.width));
   var s2 = 0.0;
   for (var i = lid; i < P.width; i += 256u) { let d = $x[base + i] - mean; s2 += d * d; }
-  red[lid] = s2;
-${TREE_SUM}
-  let scale = div_rn(1.0, sqrt_rn(div_rn(red[0], f32(P.width)) + P.eps));
+  let scale = div_rn(1.0, sqrt_rn(div_rn(block_sum(s2, lid), f32(P.width)) + P.eps));
   for (var i = lid; i < P.width; i += 256u) {
     $out[ob + i] = ($x[base + i] - mean) * scale * NW[i] + NB[i];
   }`,
-};
+});
+
+/** the norm kernels, with subgroup sums or without */
+export const NORMS = {
+  rms: { plain: rmsNormDef(false), subgroups: rmsNormDef(true) },
+  layer: { plain: layerNormDef(false), subgroups: layerNormDef(true) },
+} as const;
 
 // ---- attention: one workgroup of 64 per (query token, head), or per (query token, head, key range) ----
 
@@ -342,12 +340,31 @@ const ATTENTION_PARAMS: readonly (readonly [string, ParamType])[] = [
   ["causal", "u32"], ["n", "u32"], ["useRows", "u32"], ["o_d", "u32"], ["nAll", "u32"], ["scale", "f32"],
 ];
 
-/** WGSL: a tree reduction of one f32 per invocation over the workgroup's 64, through `red`, with the expression `op` of a and b */
-function workgroupReduction(name: string, op: string): string {
+/**
+ * WGSL: `name(x, lid)`, the reduction of one f32 per invocation over a workgroup of `size` with
+ * the expression `op` of a and b, through `red`: a tree in workgroup memory, or with subgroups the
+ * subgroup operation `subgroupOp` first and then the subgroups' results (64 / subgroup size of
+ * them, laid out by local index as the matmul's reduction takes them) — log2(size) barriers
+ * become two. Every invocation gets the result.
+ */
+function workgroupReduction(name: string, op: string, size: number, subgroupOp: string | null): string {
+  if (subgroupOp) return `fn ${name}(x: f32, lid: u32) -> f32 {
+  let v = ${subgroupOp}(x);
+  if (sg_id == 0u) { red[lid / sg_size] = v; }
+  workgroupBarrier();
+  var r = red[0];
+  for (var i = 1u; i < (${size}u + sg_size - 1u) / sg_size; i++) {
+    let a = r;
+    let b = red[i];
+    r = ${op};
+  }
+  workgroupBarrier();
+  return r;
+}`;
   return `fn ${name}(x: f32, lid: u32) -> f32 {
   red[lid] = x;
   workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
+  for (var st = ${size / 2}u; st > 0u; st = st >> 1u) {
     if (lid < st) {
       let a = red[lid];
       let b = red[lid + st];
@@ -418,10 +435,10 @@ function kvArrays(k: KVSide, v: KVSide): KernelDef["arrays"] {
 }
 
 /** workgroup reductions, KV_ROWS, K/V access and a key's scaled score, shared by the single-pass and split attention kernels */
-const attentionHelpers = (k: KVSide, v: KVSide): string => /* wgsl */ `
+const attentionHelpers = (k: KVSide, v: KVSide, subgroups: boolean): string => /* wgsl */ `
 var<workgroup> red: array<f32, 64>;
-${workgroupReduction("red_max", "max(a, b)")}
-${workgroupReduction("red_sum", "a + b")}
+${workgroupReduction("red_max", "max(a, b)", 64, subgroups ? "subgroupMax" : null)}
+${workgroupReduction("red_sum", "a + b", 64, subgroups ? "subgroupAdd" : null)}
 ${KV_ROWS}
 ${kvAccess(k, v)}
 fn score(qo: u32, kvo: u32, j: u32) -> f32 {
@@ -461,13 +478,14 @@ function attentionSoftmax(j0: string, j1: string): string {
   let l = red_sum(sum, lid);`;
 }
 
-const attentionDef = (k: KVSide, v: KVSide): KernelDef => ({
-  name: `attention-${k}-${v}`,
+const attentionDef = (k: KVSide, v: KVSide, subgroups: boolean): KernelDef => ({
+  name: `attention-${k}-${v}${subgroups ? "-subgroups" : ""}`,
+  subgroups,
   workgroupSize: 64,
   arrays: [{ name: "out", write: true }, { name: "q", write: false }, ...kvArrays(k, v)],
   extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }],
   params: ATTENTION_PARAMS,
-  helpers: attentionHelpers(k, v),
+  helpers: attentionHelpers(k, v, subgroups),
   body: `${attentionItem("wgi")}
 ${attentionSoftmax("0u", "nKeys")}
   let inv = div_rn(1.0, l);
@@ -490,13 +508,14 @@ ${attentionSoftmax("0u", "nKeys")}
  * consecutive dimensions (neighbouring invocations read neighbouring floats of a V row) times 4
  * interleaved subsets of the keys, whose partial sums are added through workgroup memory.
  */
-const attentionSplitDef = (k: KVSide, v: KVSide): KernelDef => ({
-  name: `attentionSplit-${k}-${v}`,
+const attentionSplitDef = (k: KVSide, v: KVSide, subgroups: boolean): KernelDef => ({
+  name: `attentionSplit-${k}-${v}${subgroups ? "-subgroups" : ""}`,
+  subgroups,
   workgroupSize: 64,
   arrays: [{ name: "q", write: false }, ...kvArrays(k, v)],
   extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }, { name: "PT", type: "f32", write: true }],
   params: [...ATTENTION_PARAMS, ["nSplit", "u32"], ["perSplit", "u32"]],
-  helpers: attentionHelpers(k, v),
+  helpers: attentionHelpers(k, v, subgroups),
   body: `  let item = wgi / P.nSplit;
 ${attentionItem("item")}
   let j0 = min((wgi % P.nSplit) * P.perSplit, nKeys);
@@ -668,12 +687,12 @@ ${kvAccess(k, v)}`,
 });
 
 const attentionDefs = new Map<string, KernelDef>();
-/** an attention kernel for a cache layout, built once: the single-pass, split or tiled kernel */
-export function attentionKernel(kind: "single" | "split" | "tiled", k: KVSide, v: KVSide): KernelDef {
-  const key = `${kind}-${k}-${v}`;
+/** an attention kernel for a cache layout, built once: the single-pass, split or tiled kernel (the first two reduce with subgroup operations when `subgroups`) */
+export function attentionKernel(kind: "single" | "split" | "tiled", k: KVSide, v: KVSide, subgroups = false): KernelDef {
+  const key = `${kind}-${k}-${v}${subgroups && kind !== "tiled" ? "-subgroups" : ""}`;
   let def = attentionDefs.get(key);
   if (!def) {
-    def = (kind === "single" ? attentionDef : kind === "split" ? attentionSplitDef : attentionTiledDef)(k, v);
+    def = kind === "single" ? attentionDef(k, v, subgroups) : kind === "split" ? attentionSplitDef(k, v, subgroups) : attentionTiledDef(k, v);
     attentionDefs.set(key, def);
   }
   return def;
