@@ -3,9 +3,10 @@
  *
  *   node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]
  *
- * matmul of a size x size weight in F16, Q8_0, Q4_0, Q4_K, Q6_K for each token count (ms per
- * call; weight GB/s = the weight's bytes / time, what decode is bound by), then causal attention
- * of 32 heads (8 kv heads) of 128 over --keys cached positions. Each figure is the mean of
+ * matmul of a size x size weight of every type the backend multiplies for each token count (ms
+ * per call; weight GB/s = the weight's bytes / time, what decode is bound by), then causal
+ * attention of 32 heads (8 kv heads) of 128 over --keys cached positions for each KV cache type
+ * (f32, f16, q8_0, q4_0). Whole models: `npm run bench -- --backend webgpu`. Each figure is the mean of
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
  * call (pipeline compilation, weight upload).
  *
@@ -14,6 +15,7 @@
  */
 import { parseArgs } from "node:util";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
+import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 
@@ -36,7 +38,8 @@ async function time(run: () => void, sync: () => Promise<unknown>): Promise<numb
 }
 
 const row = Float32Array.from({ length: size }, (_, i) => Math.sin(i) * 0.5);
-for (const type of [GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
+const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+for (const type of TYPES) {
   const rb = rowByteLength(type, size);
   const data = new Uint8Array(size * rb);
   const one = new Uint8Array(rb);
@@ -51,14 +54,21 @@ for (const type of [GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, G
   }
 }
 
-const nHeads = 32, nKv = 8, hd = 128;
-const kc = b.allocActivations(keys * nKv * hd), vc = b.allocActivations(keys * nKv * hd);
-b.write(kc, Float32Array.from({ length: keys * nKv * hd }, (_, i) => Math.sin(i)));
-b.write(vc, Float32Array.from({ length: keys * nKv * hd }, (_, i) => Math.cos(i)));
-for (const n of tokenCounts) {
-  if (n > keys) continue;
-  const q = b.allocActivations(n * nHeads * hd), out = b.allocActivations(n * nHeads * hd);
-  const ms = await time(() => b.attention(out, q, kc, vc, n, keys - n, nHeads, nKv, hd, 1 / Math.sqrt(hd)), () => b.read(b.view(out, 0, 1)));
-  console.log(`attention ${nHeads}/${nKv} heads of ${hd}, ${keys} keys x ${String(n).padStart(4)} tokens: ${ms.toFixed(3)} ms`);
+const nHeads = 32, nKv = 8, hd = 128, width = nKv * hd;
+const positions = Int32Array.from({ length: keys }, (_, i) => i);
+const keyRows = b.allocActivations(keys * width), valueRows = b.allocActivations(keys * width);
+b.write(keyRows, Float32Array.from({ length: keys * width }, (_, i) => Math.sin(i)));
+b.write(valueRows, Float32Array.from({ length: keys * width }, (_, i) => Math.cos(i)));
+for (const type of KV_CACHE_TYPES) {
+  const encoding = kvCacheEncoding({ k: type, v: type }, hd);
+  const kc = b.allocActivations(keys * kvRowFloats(type, width)), vc = b.allocActivations(keys * kvRowFloats(type, width));
+  b.scatterRows(kc, positions, keyRows, width, keys, encoding.k);
+  b.scatterRows(vc, positions, valueRows, width, keys, encoding.v);
+  for (const n of tokenCounts) {
+    if (n > keys) continue;
+    const q = b.allocActivations(n * nHeads * hd), out = b.allocActivations(n * nHeads * hd);
+    const ms = await time(() => b.attention(out, q, kc, vc, n, keys - n, nHeads, nKv, hd, 1 / Math.sqrt(hd), positions, encoding), () => b.read(b.view(out, 0, 1)));
+    console.log(`attention ${type.padEnd(4)} cache, ${nHeads}/${nKv} heads of ${hd}, ${keys} keys x ${String(n).padStart(4)} tokens: ${ms.toFixed(3)} ms`);
+  }
 }
 b.dispose();

@@ -4,7 +4,7 @@
  * $TSLLM_CACHE or ~/.cache/tsllm/models), one summary table at the end.
  *
  *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128[,1536,...]]
- *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference] [--no-llama-cpp]
+ *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference|webgpu] [--no-llama-cpp]
  *                    [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH]
  *
  * With --parallel 1,4,8,16 it measures concurrent requests instead: for each number N, N
@@ -55,7 +55,7 @@ async function main(argv: string[]): Promise<void> {
     chromium: { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
@@ -68,7 +68,8 @@ async function main(argv: string[]): Promise<void> {
   const byDefault = (e: Entry) => (concurrency ? PARALLEL_DEFAULT_MODELS.includes(e.name) : !e.onlyWithAll);
   const selected = ENTRIES.filter((e) => (only ? only.includes(e.name) : byDefault(e) || flag(values, "all")));
   const backend = optionalString(values, "backend");
-  if (backend !== undefined && backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got "${backend}"`);
+  if (backend !== undefined && backend !== "wasm" && backend !== "reference" && backend !== "webgpu") throw new UsageError(`--backend must be wasm, reference or webgpu, got "${backend}"`);
+  if (backend === "webgpu" && concurrency) throw new UsageError("--parallel measures the server on the wasm or reference backend: drop --backend webgpu (or run tsllm bench --backend webgpu per model)");
   const runtime = optionalString(values, "runtime") ?? "node";
   if (runtime !== "node" && runtime !== "chromium") throw new UsageError(`--runtime must be node or chromium, got "${runtime}"`);
   if (runtime === "chromium" && (concurrency || backend !== undefined || optionalString(values, "cache-type-k") !== undefined || optionalString(values, "cache-type-v") !== undefined)) {
