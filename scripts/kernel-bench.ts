@@ -6,6 +6,7 @@
  * ("attention": the decode attention only).
  * TSLLM_WASM_SIMD=plain or relaxed picks the kernels build (default: relaxed where the runtime has it).
  */
+import { device } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
@@ -62,8 +63,9 @@ for (const threads of threadCounts) {
   for (const c of attentionOnly ? [] : cases) {
     const ws = Array.from({ length: c.copies ?? 1 }, () => randomWeights(backend, c.type, c.cols, c.rows));
     const w = ws[0]!;
-    const x = new Float32Array(c.cols * c.tokens).map(() => Math.random() * 2 - 1);
-    const out = new Float32Array(c.rows * c.tokens);
+    // host Float32Arrays, as the wasm backend takes them (kernels/reference/host-memory.ts)
+    const x = device(new Float32Array(c.cols * c.tokens).map(() => Math.random() * 2 - 1));
+    const out = device(new Float32Array(c.rows * c.tokens));
     for (let i = 0; i < 5; i++) for (const wi of ws) backend.matmul(out, wi, x, c.tokens);
     const times: number[] = [];
     for (let i = 0; i < repeats; i++) {

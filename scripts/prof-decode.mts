@@ -1,4 +1,4 @@
-import { loadModel } from "../src/index.ts";
+import { loadModel } from "../src/index.js";
 const path = process.argv[2]!;
 const m = await loadModel(path, { threads: 2, contextSize: 512 });
 const lm = m.languageModel;
@@ -9,7 +9,7 @@ let logits = lm.forward(prompt, cache);
 const prefillMs = performance.now() - t;
 t = performance.now();
 const N = 64;
-for (let i = 0; i < N; i++) { let best = 0; for (let j = 1; j < logits.length; j++) if (logits[j] > logits[best]) best = j; logits = lm.forward([best], cache); }
+for (let i = 0; i < N; i++) { let best = 0; for (let j = 1; j < logits.length; j++) if (logits[j]! > logits[best]!) best = j; logits = lm.forward([best], cache); }
 const decMs = performance.now() - t;
 console.log(`prefill ${(128000 / prefillMs).toFixed(1)} tok/s, decode ${(N * 1000 / decMs).toFixed(1)} tok/s`);
 m.dispose();

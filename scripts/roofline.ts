@@ -27,6 +27,7 @@ import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { DEFAULT_CHROMIUM, startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
 import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
+import { device } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { kernelsModule, relaxedSimdSupported } from "../src/kernels/wasm/module.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
@@ -118,8 +119,9 @@ async function kernelRate(type: GGMLType, threads: number): Promise<number> {
       quantizeRow(type, f, data.subarray(r * rowBytes, (r + 1) * rowBytes), cols);
     }
     const w = { name: `${typeName(type)} ${cols}x${rows}`, type, dims: [cols, rows], data };
-    const x = Float32Array.from({ length: cols * tokens }, (_, i) => Math.cos(i));
-    const out = new Float32Array(rows * tokens);
+    // host Float32Arrays, as the wasm backend takes them (kernels/reference/host-memory.ts)
+    const x = device(Float32Array.from({ length: cols * tokens }, (_, i) => Math.cos(i)));
+    const out = device(new Float32Array(rows * tokens));
     for (let i = 0; i < 3; i++) backend.matmul(out, w, x, tokens);
     const times: number[] = [];
     const until = performance.now() + seconds * 1000;
@@ -190,7 +192,9 @@ async function rooflineInChromium(executablePath: string): Promise<void> {
 async function inPage(a: { seconds: number; loops: Record<string, readonly [string, number]> }) {
   const bytes = await (await fetch("/tsllm/kernels-relaxed.wasm")).arrayBuffer();
   const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
-  const k = (await WebAssembly.instantiate(bytes, { env: { memory } })).instance.exports as Record<string, (n: number, s: number, c?: number) => number>;
+  // WebAssembly.instantiate, which the project's WebAssembly declarations (src/kernels/wasm/webassembly.d.ts) leave out
+  const wasm = WebAssembly as unknown as { instantiate(bytes: ArrayBuffer, imports: Record<string, Record<string, unknown>>): Promise<{ instance: WebAssembly.Instance }> };
+  const k = (await wasm.instantiate(bytes, { env: { memory } })).instance.exports as Record<string, (n: number, s: number, c?: number) => number>;
   const rates: Record<string, number> = {};
   for (const [loop, [name, ops]] of Object.entries(a.loops)) {
     const f = k[name]!;

@@ -12,7 +12,11 @@ import { loadModel } from "../src/index.js";
 import { tinyLlama } from "../src/testing/presets.js";
 import { writeRandomModel } from "../src/testing/random-model.js";
 import { GGMLType } from "../src/tensor/index.js";
+import type { PageButton, PageDocument } from "./helpers/page-document.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
+declare const document: PageDocument;
 
 // the browser example (examples/browser) driven through its fixed contract: the server's
 // command line and the page's query parameters and #result; llama.cpp's greedy output of
@@ -193,7 +197,7 @@ test("Stop aborts a generation: the result says finishReason abort", { skip }, a
     await page.waitForFunction(() => (document.querySelector("#messages li")?.textContent ?? "").length > 40, null, { timeout: 60_000 });
     // clicked in the page at once: playwright's click waits for the button to stop moving, and the
     // streaming text keeps moving it, so on a busy machine the story could end first (CI saw it)
-    assert.equal(await page.evaluate(() => { const stop = document.getElementById("stop") as HTMLButtonElement; const live = !stop.disabled; stop.click(); return live; }), true, "the generation was still running when Stop was clicked");
+    assert.equal(await page.evaluate(() => { const stop = document.getElementById("stop") as PageButton; const live = !stop.disabled; stop.click(); return live; }), true, "the generation was still running when Stop was clicked");
     await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
     const result = JSON.parse((await page.textContent("#result"))!);
     assert.equal(result.finishReason, "abort");

@@ -301,9 +301,16 @@ function treeParameters(m: JsonModule, prefix = "", own = new Map<string, number
   return { own, tied };
 }
 
+/** the fields of the oracle folders' config.json that impliedLines reads, by model_type */
+type OracleConfig = { architectures: string[]; id2label?: Record<string, string>; vocab_size: number } & (
+  | { model_type: "gpt2"; n_embd: number; n_positions: number; n_layer: number }
+  | { model_type: "distilbert"; dim: number; n_layers: number; hidden_dim: number; pad_token_id: number; max_position_embeddings: number; seq_classif_dropout: number }
+  | { model_type: "bert" | "roberta"; hidden_size: number; num_hidden_layers: number; intermediate_size: number; pad_token_id: number; max_position_embeddings: number; type_vocab_size: number; layer_norm_eps: number }
+);
+
 /** what config.json implies for the printed tree: a few lines that must appear, by architecture */
-function impliedLines(config: Record<string, number & string & unknown[] & Record<string, string>>): string[] {
-  const arch = (config.architectures as unknown as string[])[0]!;
+function impliedLines(config: OracleConfig): string[] {
+  const arch = config.architectures[0]!;
   const labels = config.id2label ? Object.keys(config.id2label).length : 2;
   const collapsed = (n: number, cls: string) => `(0-${n - 1}): ${n} x ${cls}(`;
   const lin = (i: number, o: number, bias = true) => `Linear(in_features=${i}, out_features=${o}, bias=${bias ? "True" : "False"})`;

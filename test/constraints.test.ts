@@ -3,7 +3,7 @@ import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import Ajv from "ajv";
+import { Ajv } from "ajv";
 import { loadModel, type Model } from "../src/index.js";
 import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";

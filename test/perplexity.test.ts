@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { KVCache } from "../src/cache/kv-cache.js";
 import type { ForwardOptions, LanguageModel, ModelInfo } from "../src/models/model.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../src/perplexity/index.js";
-import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { disposeSharedLlama, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /**
@@ -135,7 +135,7 @@ async function llamaCppPerplexity(modelPath: string, tokens: number[], ctx: numb
         const res = await sequence.controlledEvaluate(input as Parameters<typeof sequence.controlledEvaluate>[0]);
         for (let j = first; j <= ctx - 2; j++) {
           const target = tokens[i * ctx + j + 1]!;
-          const p = res[j]?.next?.probabilities?.get(target);
+          const p = res[j]?.next?.probabilities?.get(llamaToken(target));
           assert.ok(p !== undefined && p > 0, `llama.cpp gave no probability for token ${target} at window ${i} position ${j}`);
           sum -= Math.log(p);
           count++;

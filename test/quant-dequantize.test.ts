@@ -231,7 +231,7 @@ test("IQ4_XS: d * (6-bit scale - 32) * kvalues_iq4nl[index] over 8 sub-blocks of
   let sh = 0;
   const sl = [0, 0, 0, 0];
   ls.forEach((l, ib) => {
-    sl[ib >> 1] |= (l & 15) << (4 * (ib & 1));
+    sl[ib >> 1]! |= (l & 15) << (4 * (ib & 1));
     sh |= (l >> 4) << (2 * ib);
   });
   const qs = range(128).map((k) => (k * 7 + 3) & 0xff);

@@ -4,6 +4,7 @@ import { createReferenceBackend, VEC_DOT } from "../src/kernels/reference/index.
 import { GGMLType, QK_K, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { canQuantize, dequantizeRow, f32ToF16Bits, quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
+import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 import { Rng } from "../src/testing/rng.js";
 import { randomQuantizedRow } from "../src/testing/random-quant.js";
@@ -65,9 +66,9 @@ for (const [type, { vecDotType }] of VEC_DOT) {
     test(`matmul ${typeName(type)} (x as ${typeName(vecDotType)}), ${rows} rows x ${cols}, ${nTokens} token(s)`, () => {
       const r = rng(1000 * type + nTokens);
       const w = makeWeights(type, cols, rows, r);
-      const x = normals(cols * nTokens, r, 1);
+      const x = device(normals(cols * nTokens, r, 1));
       const backend = createReferenceBackend();
-      const out = new Float32Array(rows * nTokens + 1).fill(NaN);
+      const out = hostArray(rows * nTokens + 1).fill(NaN);
       backend.matmul(out, w, x, nTokens);
       assert.ok(Number.isNaN(out[rows * nTokens]!), "matmul wrote past nTokens * rows");
 
@@ -111,14 +112,14 @@ test("getRows dequantizes the requested rows, in order, repeats allowed", () => 
   const backend = createReferenceBackend();
   const cols = 64;
   const w = makeWeights(GGMLType.Q8_0, cols, 5, rng(7));
-  const out = new Float32Array(3 * cols);
+  const out = hostArray(3 * cols);
   backend.getRows(out, w, [4, 0, 4]);
   const all = dequantAll(GGMLType.Q8_0, w.data, cols, 5);
   assert.deepEqual([...out.subarray(0, cols)], [...all.subarray(4 * cols, 5 * cols)]);
   assert.deepEqual([...out.subarray(cols, 2 * cols)], [...all.subarray(0, cols)]);
   assert.deepEqual([...out.subarray(2 * cols)], [...all.subarray(4 * cols, 5 * cols)]);
   assert.throws(() => backend.getRows(out, w, [5]), /row id 5 at index 0 is outside 0\.\.4/);
-  assert.throws(() => backend.getRows(new Float32Array(10), w, [0]), /out holds 10 floats/);
+  assert.throws(() => backend.getRows(hostArray(10), w, [0]), /out holds 10 floats/);
 });
 
 test("allocWeights gives a zeroed view at a 64-byte-aligned offset", () => {
@@ -136,12 +137,12 @@ test("allocWeights gives a zeroed view at a 64-byte-aligned offset", () => {
 test("matmul validates its arguments and the backend refuses work after dispose", () => {
   const backend = createReferenceBackend();
   const w = makeWeights(GGMLType.F32, 8, 3, rng(3));
-  assert.throws(() => backend.matmul(new Float32Array(3), w, new Float32Array(7), 1), /x holds 7 floats, expected 1 x 8/);
-  assert.throws(() => backend.matmul(new Float32Array(2), w, new Float32Array(8), 1), /out holds 2 floats/);
+  assert.throws(() => backend.matmul(hostArray(3), w, hostArray(7), 1), /x holds 7 floats, expected 1 x 8/);
+  assert.throws(() => backend.matmul(hostArray(2), w, hostArray(8), 1), /out holds 2 floats/);
   const short: Tensor = { ...w, data: w.data.subarray(0, 10) };
-  assert.throws(() => backend.matmul(new Float32Array(3), short, new Float32Array(8), 1), /needs 96 bytes, has 10/);
+  assert.throws(() => backend.matmul(hostArray(3), short, hostArray(8), 1), /needs 96 bytes, has 10/);
   const q8k: Tensor = { name: "act", type: GGMLType.Q8_K, dims: [256, 1], data: new Uint8Array(292) };
-  assert.throws(() => backend.matmul(new Float32Array(1), q8k, new Float32Array(256), 1), /type Q8_K/);
+  assert.throws(() => backend.matmul(hostArray(1), q8k, hostArray(256), 1), /type Q8_K/);
   backend.dispose();
-  assert.throws(() => backend.matmul(new Float32Array(3), w, new Float32Array(8), 1), /after dispose/);
+  assert.throws(() => backend.matmul(hostArray(3), w, hostArray(8), 1), /after dispose/);
 });

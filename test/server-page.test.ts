@@ -2,7 +2,11 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { chromium, type Browser } from "playwright-core";
+import type { PageDocument } from "./helpers/page-document.js";
 import { serveStories, skipStories, until } from "./helpers/serve.js";
+
+/** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
+declare const document: PageDocument;
 
 const CHROMIUM = "/usr/bin/chromium";
 const skip = skipStories || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);

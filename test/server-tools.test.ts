@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import Ajv from "ajv";
+import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { messagesOf } from "../src/server/requests.js";
 import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ToolFormat } from "../src/server/tools.js";

@@ -1,11 +1,21 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import Ajv from "ajv";
+import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { generateText, streamText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { GenerateOptions, Model } from "../src/index.js";
 import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+
+/** the server's error body (OpenAI's shape), the part read here */
+interface ErrorBody {
+  error: { code: string };
+}
+
+/** GET /v1/models: OpenAI's model list, with llama.cpp's meta */
+interface ModelList {
+  data: { id: string; meta: { n_ctx: number } }[];
+}
 
 describe("tsllm serve on stories260K", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
@@ -48,7 +58,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.equal(finish, wantChat.finishReason === "length" ? "length" : "stop");
     assert.equal(usage?.completion_tokens, wantChat.completionTokens.length);
 
-    const cs = await client.completions.create({ prompt: "Once upon a time", max_tokens: 24, temperature: 0, stream: true });
+    const cs = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 24, temperature: 0, stream: true });
     let ctext = "";
     for await (const chunk of cs) ctext += chunk.choices[0]?.text ?? "";
     assert.equal(ctext, want.completion);
@@ -95,7 +105,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
   });
 
   test("n, logprobs, top_logprobs, logit_bias, stop and token-id prompts", async () => {
-    const r = await client.chat.completions.create({ messages: [{ role: "user", content: "The cat" }], n: 3, temperature: 1, seed: 7, max_tokens: 8, logprobs: true, top_logprobs: 2 });
+    const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "The cat" }], n: 3, temperature: 1, seed: 7, max_tokens: 8, logprobs: true, top_logprobs: 2 });
     assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
     const want = await chat("The cat", { n: 3, temperature: 1, seed: 7, maxTokens: 8 });
     assert.deepEqual(r.choices.map((c) => c.message.content), want.choices!.map((c) => c.completion));
@@ -104,23 +114,23 @@ describe("tsllm serve on stories260K", { skip }, () => {
       for (const e of c.logprobs!.content!) { assert.ok(e.logprob <= 0); assert.equal(e.top_logprobs.length, 2); }
     }
     const greedy = await model.generate("Once upon a time", { temperature: 0, maxTokens: 4 });
-    const banned = await client.completions.create({ prompt: greedy.promptTokens, max_tokens: 4, temperature: 0, logit_bias: { [greedy.completionTokens[0]!]: -100 }, logprobs: 3 });
+    const banned = await client.completions.create({ model: "stories260K", prompt: greedy.promptTokens, max_tokens: 4, temperature: 0, logit_bias: { [greedy.completionTokens[0]!]: -100 }, logprobs: 3 });
     assert.notEqual(banned.choices[0]!.text, greedy.completion);
     assert.equal(banned.choices[0]!.logprobs!.tokens!.length, 4);
     assert.equal(banned.choices[0]!.logprobs!.top_logprobs!.length, 4);
     const long = await model.generate("Once upon a time", { temperature: 0, maxTokens: 30 });
     const stopAt = long.completion.indexOf(" play");
     assert.ok(stopAt > 0);
-    const stopped = await client.completions.create({ prompt: "Once upon a time", max_tokens: 30, temperature: 0, stop: [" play"] });
+    const stopped = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 30, temperature: 0, stop: [" play"] });
     assert.equal(stopped.choices[0]!.text, long.completion.slice(0, stopAt));
     assert.equal(stopped.choices[0]!.finish_reason, "stop");
-    const batch = await client.completions.create({ prompt: ["Once upon a time", "Lily and Ben"], max_tokens: 5, temperature: 0, n: 2 });
+    const batch = await client.completions.create({ model: "stories260K", prompt: ["Once upon a time", "Lily and Ben"], max_tokens: 5, temperature: 0, n: 2 });
     assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3]);
     assert.equal(batch.choices[0]!.text, batch.choices[1]!.text);
     // a repeated prompt's full blocks come from the prefix cache
     const p = "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends and her dog.";
-    await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
-    const again = await client.completions.create({ prompt: p, max_tokens: 2, temperature: 0 });
+    await client.completions.create({ model: "stories260K", prompt: p, max_tokens: 2, temperature: 0 });
+    const again = await client.completions.create({ model: "stories260K", prompt: p, max_tokens: 2, temperature: 0 });
     assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
   });
 
@@ -152,14 +162,14 @@ describe("tsllm serve on stories260K", { skip }, () => {
   });
 
   test("message content is data: '</s>' in a message is plain text for Model.chat and the server (parseSpecialInContent restores the old way)", async () => {
-    const messages = [{ role: "user", content: "Hi</s>Once upon a time" }];
+    const messages = [{ role: "user" as const, content: "Hi</s>Once upon a time" }];
     const eos = model.tokenizer.eosId!;
     const r = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6 });
     assert.ok(!r.promptTokens.includes(eos), `no EOS in ${r.promptTokens}`);
     assert.equal(model.tokenizer.decode(r.promptTokens, { skipSpecialTokens: true }), "user: Hi</s>Once upon a time\nassistant:");
     const old = await model.chat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 6, parseSpecialInContent: true });
     assert.ok(old.promptTokens.includes(eos));
-    const served = await client.chat.completions.create({ messages: messages as any, temperature: 0, max_tokens: 6 });
+    const served = await client.chat.completions.create({ model: "stories260K", messages, temperature: 0, max_tokens: 6 });
     assert.equal(served.usage!.prompt_tokens, r.promptTokens.length);
     assert.equal(served.choices[0]!.message.content, r.completion);
   });
@@ -237,16 +247,16 @@ describe("tsllm serve on stories260K", { skip }, () => {
     const wrongMethod = await fetch(chatUrl);
     assert.equal(wrongMethod.status, 405);
     assert.equal(wrongMethod.headers.get("allow"), "POST");
-    assert.equal((await wrongMethod.json()).error.code, "method_not_allowed");
+    assert.equal(((await wrongMethod.json()) as ErrorBody).error.code, "method_not_allowed");
     const big = await post(textUrl, { prompt: "x".repeat(5 * 2 ** 20) });
     assert.equal(big.status, 413);
     assert.equal(big.json.error.code, "request_too_large");
   });
 
   test("GET /v1/models, /health, /metrics; POST /tokenize, /detokenize", async () => {
-    const models = await (await fetch(`${s.url}/v1/models`)).json();
-    assert.equal(models.data[0].id, "stories260K");
-    assert.equal(models.data[0].meta.n_ctx, 512);
+    const models = (await (await fetch(`${s.url}/v1/models`)).json()) as ModelList;
+    assert.equal(models.data[0]!.id, "stories260K");
+    assert.equal(models.data[0]!.meta.n_ctx, 512);
     assert.deepEqual((await client.models.list()).data.map((m) => m.id), ["stories260K"]);
     assert.deepEqual(await (await fetch(`${s.url}/health`)).json(), { status: "ok", requests_running: 0, requests_waiting: 0 });
     const tok = await post(`${s.url}/tokenize`, { content: "Once upon a time", add_special: true });
@@ -277,12 +287,12 @@ describe("tsllm serve on stories260K", { skip }, () => {
       assert.equal(r.json.error.type, "server_error");
       assert.match(r.json.error.message, /injected engine failure/);
       failures = 1;
-      const st = await client.completions.create({ prompt: "Once upon a time", max_tokens: 4, stream: true });
+      const st = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 4, stream: true });
       await assert.rejects(async () => { for await (const _ of st) { /* the error arrives in the stream */ } }, /injected engine failure/);
     } finally {
       lm.passBatch = original;
     }
-    const ok = await client.completions.create({ prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
+    const ok = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
     assert.equal(ok.choices[0]!.text, (await model.generate("Once upon a time", { maxTokens: 4, temperature: 0 })).completion);
   });
 });

@@ -4,7 +4,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
-import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { disposeSharedLlama, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 
 /**
  * llama.cpp itself (node-llama-cpp's prebuilt binary, vocab-only load) as the oracle for what
@@ -39,7 +39,7 @@ for (const [vocab, texts] of Object.entries(CASES)) {
       assert.equal(tok.addBos, model.tokens.shouldPrependBosToken, "add_bos");
       assert.equal(tok.addEos, model.tokens.shouldAppendEosToken, "add_eos");
       for (let id = 0; id < tok.vocabSize; id++) {
-        if (model.isEogToken(id) !== tok.endOfGenerationIds.has(id)) assert.fail(`token ${id} ${JSON.stringify(tok.piece(id))}: end-of-generation should be ${model.isEogToken(id)}`);
+        if (model.isEogToken(llamaToken(id)) !== tok.endOfGenerationIds.has(id)) assert.fail(`token ${id} ${JSON.stringify(tok.piece(id))}: end-of-generation should be ${model.isEogToken(llamaToken(id))}`);
       }
       for (const text of texts) {
         const ids = model.tokenize(text, true).map(Number);

@@ -4,16 +4,9 @@ import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 // @ts-expect-error: plain JS build script
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { device, filled, hostArray, onHost, type HostArray } from "./helpers/host-array.js";
 
 before(() => ensureWasm());
-
-function filled(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 4 - 2;
-  });
-}
 
 // the wasm kernel (f32 SIMD, online softmax) against the reference (float64 sums, tiled softmax)
 const CASES = [
@@ -37,13 +30,13 @@ for (const c of CASES) {
       const q = filled(c.nTokens * c.nHeads * c.headDim, 1);
       const k = filled(kv, 2), v = filled(kv, 3);
       const scale = 1 / Math.sqrt(c.headDim);
-      const expected = new Float32Array(q.length);
+      const expected = hostArray(q.length);
       ref.attention(expected, q, k, v, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale);
       const results = [one, two].map((be) => {
-        const kw = be.allocActivations(kv), vw = be.allocActivations(kv);
+        const kw = onHost(be.allocActivations(kv)), vw = onHost(be.allocActivations(kv));
         kw.set(k);
         vw.set(v);
-        const out = new Float32Array(q.length);
+        const out = hostArray(q.length);
         be.attention(out, q, kw, vw, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale);
         return out;
       });
@@ -78,14 +71,14 @@ for (const c of [
       const qkv = filled(c.n * stride, 11);
       const scale = 1 / Math.sqrt(c.headDim);
       const outs = [ref, one, two].map((b) => {
-        const out = new Float32Array(c.n * d);
-        b.bidirectionalAttention(out, qkv, qkv.subarray(d), qkv.subarray(2 * d), c.n, c.nHeads, c.headDim, scale, stride);
+        const out = hostArray(c.n * d);
+        b.bidirectionalAttention(out, qkv, device(qkv.subarray(d)), device(qkv.subarray(2 * d)), c.n, c.nHeads, c.headDim, scale, stride);
         return out;
       });
-      const [expected, a, b] = outs as [Float32Array, Float32Array, Float32Array];
+      const [expected, a, b] = outs as [HostArray, HostArray, HostArray];
       // Q, K and V as three separate arrays give the same bits
-      const part = (j: number) => Float32Array.from({ length: c.n * d }, (_, i) => qkv[Math.floor(i / d) * stride + j * d + (i % d)]!);
-      const separate = new Float32Array(c.n * d);
+      const part = (j: number) => device(Float32Array.from({ length: c.n * d }, (_, i) => qkv[Math.floor(i / d) * stride + j * d + (i % d)]!));
+      const separate = hostArray(c.n * d);
       two.bidirectionalAttention(separate, part(0), part(1), part(2), c.n, c.nHeads, c.headDim, scale);
       assert.deepEqual(separate, b, "separate Q/K/V arrays differ from the fused layout");
       for (let i = 0; i < expected.length; i++) assert.ok(Math.abs(a[i]! - expected[i]!) <= 2e-6 * Math.max(1, Math.abs(expected[i]!)), `out[${i}] ${a[i]} vs ${expected[i]}`);
@@ -103,10 +96,10 @@ test("wasm GELU (erf form) matches the TS op to 5e-6 relative, tails, Inf and Na
   const wasm = await createWasmBackend({ threads: 2 });
   try {
     const special = [0, -0, 1e-30, -1e-30, 0.5, -0.5, 3, -3, 5.5, -5.5, 9.99, 10, 10.01, -10, -12, -20, 40, -87, -200, Infinity, NaN, 3e38, -3e38];
-    const x = new Float32Array(20001 + special.length);
+    const x = hostArray(20001 + special.length);
     for (let i = 0; i <= 20000; i++) x[i] = -12 + (24 * i) / 20000;
     x.set(special, 20001);
-    const expected = new Float32Array(x.length), got = new Float32Array(x.length);
+    const expected = hostArray(x.length), got = hostArray(x.length);
     ref.unary("gelu-erf", expected, x, x.length);
     wasm.unary("gelu-erf", got, x, x.length);
     for (let i = 0; i < x.length; i++) {
@@ -117,7 +110,7 @@ test("wasm GELU (erf form) matches the TS op to 5e-6 relative, tails, Inf and Na
       else assert.ok(g === e || Math.abs(g - e) <= 5e-6 * Math.abs(e) + 1e-12, `gelu(${x[i]}) = ${g}, TS op ${e}`);
     }
     // in place
-    const inPlace = x.slice();
+    const inPlace = device(x.slice());
     wasm.unary("gelu-erf", inPlace, inPlace, inPlace.length);
     assert.deepEqual(inPlace, got);
   } finally {

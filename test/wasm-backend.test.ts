@@ -10,6 +10,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { runChild } from "./helpers/child.js";
+import { device, hostArray, type HostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 
 // The wasm kernels against the reference backend (the executable spec, which follows ggml:
@@ -22,8 +23,8 @@ before(async () => {
   await ensureWasm();
 });
 
-function uniform(n: number, r: () => number): Float32Array {
-  const out = new Float32Array(n);
+function uniform(n: number, r: () => number): HostArray {
+  const out = hostArray(n);
   for (let i = 0; i < n; i++) out[i] = r() * 2 - 1;
   return out;
 }
@@ -120,9 +121,9 @@ test("every weight format matches the reference backend (rows 67, tokens 1/3/13,
         w2.data.set(w1.data);
         for (const nTokens of [1, 3, 13]) {
           const x = uniform(nTokens * cols, rng(++seed));
-          const expected = new Float32Array(nTokens * rows);
-          const a = new Float32Array(nTokens * rows);
-          const b = new Float32Array(nTokens * rows);
+          const expected = hostArray(nTokens * rows);
+          const a = hostArray(nTokens * rows);
+          const b = hostArray(nTokens * rows);
           reference.matmul(expected, w1, x, nTokens);
           one.matmul(a, w1, x, nTokens);
           two.matmul(b, w2, x, nTokens);
@@ -156,7 +157,7 @@ test("the grid i-quant, MXFP4 and TQ kernels give the reference dot's bits (both
         const w = weights(wasm, type, cols, rows, ++seed);
         for (const n of [1, 4, 7]) {
           const x = uniform(n * cols, rng(++seed));
-          const expected = new Float32Array(n * rows), got = new Float32Array(n * rows);
+          const expected = hostArray(n * rows), got = hostArray(n * rows);
           reference.matmul(expected, w, x, n);
           wasm.matmul(got, w, x, n);
           assert.deepEqual(got, expected, `${simd} build, ${typeName(type)}, ${n} tokens`);
@@ -181,24 +182,24 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
       for (const backend of [reference, wasm]) {
         for (const n of [1, 3, 13]) {
           const x = uniform(n * cols, rng(++seed));
-          const plain = new Float32Array(n * rows), withBias = new Float32Array(n * rows), withGelu = new Float32Array(n * rows);
+          const plain = hostArray(n * rows), withBias = hostArray(n * rows), withGelu = hostArray(n * rows);
           backend.matmul(plain, w, x, n);
           for (let t = 0; t < n; t++) for (let r = 0; r < rows; r++) plain[t * rows + r] = plain[t * rows + r]! + bias[r]!;
           backend.matmul(withBias, w, x, n, { bias });
           assert.deepEqual(withBias, plain, `${backend.name} ${typeName(type)}, ${n} tokens: bias`);
           backend.matmul(withGelu, w, x, n, { bias, activation: "gelu-erf" });
           // the TS op over the biased result: the reference backend's bits, the wasm kernel's within 5e-7
-          const viaOp = new Float32Array(n * rows);
+          const viaOp = hostArray(n * rows);
           reference.unary("gelu-erf", viaOp, plain, plain.length);
           if (backend === reference) assert.deepEqual(withGelu, viaOp, `reference ${typeName(type)}, ${n} tokens: bias + GELU`);
           for (let i = 0; i < viaOp.length; i++) assert.ok(Math.abs(withGelu[i]! - viaOp[i]!) <= 1e-6 * Math.max(1, Math.abs(viaOp[i]!)), `${backend.name} ${typeName(type)}: GELU ${withGelu[i]} vs ${viaOp[i]}`);
         }
-        assert.throws(() => backend.matmul(new Float32Array(rows), w, uniform(cols, rng(1)), 1, { bias: new Float32Array(rows - 1) }), /matmul w\.\w+: bias holds 36 floats, expected 37/);
-        assert.throws(() => backend.matmul(new Float32Array(rows), w, uniform(cols, rng(1)), 1, { activation: "tanh" as "gelu-erf" }), /matmul w\.\w+: unknown activation "tanh"/);
+        assert.throws(() => backend.matmul(hostArray(rows), w, uniform(cols, rng(1)), 1, { bias: new Float32Array(rows - 1) }), /matmul w\.\w+: bias holds 36 floats, expected 37/);
+        assert.throws(() => backend.matmul(hostArray(rows), w, uniform(cols, rng(1)), 1, { activation: "tanh" as "gelu-erf" }), /matmul w\.\w+: unknown activation "tanh"/);
       }
       // a job after one with an epilogue carries none
       const x = uniform(cols, rng(++seed));
-      const a = new Float32Array(rows), b = new Float32Array(rows);
+      const a = hostArray(rows), b = hostArray(rows);
       wasm.matmul(a, w, x, 1);
       wasm.matmul(b, w, x, 1, { bias, activation: "gelu-erf" });
       wasm.matmul(b, w, x, 1);
@@ -231,10 +232,10 @@ test("a token's outputs have the same bits alone and in batches of every size (f
           const rows = 23;
           const w = weights(backend, type, cols, rows, ++seed);
           const x = uniform(13 * cols, rng(++seed));
-          const alone = new Float32Array(13 * rows);
-          for (let t = 0; t < 13; t++) backend.matmul(alone.subarray(t * rows), w, x.subarray(t * cols), 1);
+          const alone = hostArray(13 * rows);
+          for (let t = 0; t < 13; t++) backend.matmul(device(alone.subarray(t * rows)), w, device(x.subarray(t * cols)), 1);
           for (const n of [2, 3, 4, 5, 13]) {
-            const batch = new Float32Array(n * rows);
+            const batch = hostArray(n * rows);
             backend.matmul(batch, w, x, n);
             assert.deepEqual(batch, alone.subarray(0, n * rows), `${simd} build, ${typeName(type)} ${cols} columns: a batch of ${n} differs from its tokens alone`);
           }
@@ -258,17 +259,17 @@ test("weights outside the backend's memory are copied in; views stay valid while
     assert.deepEqual(first.data, firstBytes);
     const plain: Tensor = { ...first, name: "plain", data: first.data.slice() };
     const x = uniform(2 * cols, rng(8));
-    const expected = new Float32Array(2 * rows);
-    const a = new Float32Array(2 * rows);
-    const b = new Float32Array(2 * rows);
+    const expected = hostArray(2 * rows);
+    const a = hostArray(2 * rows);
+    const b = hostArray(2 * rows);
     reference.matmul(expected, first, x, 2);
     backend.matmul(a, first, x, 2);
     backend.matmul(b, plain, x, 2);
     assertClose(a, expected, "weights allocated before growing");
     assert.deepEqual(b, a);
     const ids = [3, 0, 8];
-    const rowsOut = new Float32Array(ids.length * cols);
-    const rowsRef = new Float32Array(ids.length * cols);
+    const rowsOut = hostArray(ids.length * cols);
+    const rowsRef = hostArray(ids.length * cols);
     backend.getRows(rowsOut, first, ids);
     reference.getRows(rowsRef, first, ids);
     assert.deepEqual(rowsOut, rowsRef);
@@ -285,17 +286,17 @@ test("a tensor larger than a wasm32 memory fails in allocWeights with an error n
   } finally {
     backend.dispose();
   }
-  assert.throws(() => backend.matmul(new Float32Array(1), { name: "w", type: GGMLType.F32, dims: [1, 1], data: new Uint8Array(4) }, new Float32Array(1), 1), /after dispose/);
+  assert.throws(() => backend.matmul(hostArray(1), { name: "w", type: GGMLType.F32, dims: [1, 1], data: new Uint8Array(4) }, hostArray(1), 1), /after dispose/);
 });
 
 test("bad shapes are rejected naming the tensor", async () => {
   const backend = await createWasmBackend({ threads: 1 });
   try {
     const w = weights(backend, GGMLType.Q4_0, 64, 4, 1);
-    assert.throws(() => backend.matmul(new Float32Array(4), w, new Float32Array(63), 1), /w\.Q4_0: x holds 63 floats, expected 1 x 64/);
-    assert.throws(() => backend.matmul(new Float32Array(3), w, new Float32Array(64), 1), /w\.Q4_0: out holds 3 floats/);
+    assert.throws(() => backend.matmul(hostArray(4), w, hostArray(63), 1), /w\.Q4_0: x holds 63 floats, expected 1 x 64/);
+    assert.throws(() => backend.matmul(hostArray(3), w, hostArray(64), 1), /w\.Q4_0: out holds 3 floats/);
     const short: Tensor = { ...w, data: w.data.subarray(0, 10) };
-    assert.throws(() => backend.matmul(new Float32Array(4), short, new Float32Array(64), 1), /w\.Q4_0 .* needs 144 bytes, has 10/);
+    assert.throws(() => backend.matmul(hostArray(4), short, hostArray(64), 1), /w\.Q4_0 .* needs 144 bytes, has 10/);
   } finally {
     backend.dispose();
   }
@@ -309,9 +310,9 @@ test("a matmul completes while another process keeps a core busy", async () => {
   try {
     const w = weights(backend, GGMLType.Q8_0, 1024, 256, 3);
     const x = uniform(4 * 1024, rng(4));
-    const expected = new Float32Array(4 * 256);
+    const expected = hostArray(4 * 256);
     reference.matmul(expected, w, x, 4);
-    const out = new Float32Array(4 * 256);
+    const out = hostArray(4 * 256);
     const end = Date.now() + 1000;
     let runs = 0;
     while (Date.now() < end || runs < 3) {
@@ -336,13 +337,13 @@ test("a worker stopped mid-claim holds nothing up: the main thread takes its row
     // single-token inputs (stealable matmuls) and a three-token one (not stealable)
     const inputs = [1, 1, 1, 1, 3, 1, 1].map((n, i) => ({ n, x: uniform(n * cols, rng(100 + i)) }));
     const expected = inputs.map(({ n, x }) => {
-      const out = new Float32Array(n * rows);
+      const out = hostArray(n * rows);
       one.matmul(out, w1, x, n);
       return out;
     });
     const runAll = (when: string): void => {
       inputs.forEach(({ n, x }, i) => {
-        const out = new Float32Array(n * rows);
+        const out = hostArray(n * rows);
         two.matmul(out, w2, x, n);
         assert.deepEqual(out, expected[i], `${when}: input ${i} (${n} tokens) differs from 1 thread`);
       });

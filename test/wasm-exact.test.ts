@@ -6,6 +6,7 @@ import { GGMLType } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
+import { device, hostArray, onHost, type HostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 // @ts-expect-error: plain JS build script
 import { ensureWasm } from "../scripts/build-wasm.mjs";
@@ -28,7 +29,7 @@ after(() => {
   for (const be of backends) be.dispose();
 });
 
-const filled = (n: number, r: () => number, scale = 2): Float32Array => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+const filled = (n: number, r: () => number, scale = 2): HostArray => device(Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale));
 
 function firstDifference(a: Float32Array, b: Float32Array): string | undefined {
   for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return `element ${i}: wasm ${a[i]} reference ${b[i]}`;
@@ -47,12 +48,12 @@ test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, a
     data[2] = 0x80;
     for (const nTokens of [1, 3, 4, 13]) {
       const x = filled(nTokens * cols, r, 3);
-      const expected = new Float32Array(nTokens * rows);
+      const expected = hostArray(nTokens * rows);
       reference.matmul(expected, { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data }, x, nTokens);
       for (const be of backends) {
         const w: Tensor = { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data: be.allocWeights(data.length) };
         w.data.set(data);
-        const out = new Float32Array(nTokens * rows);
+        const out = hostArray(nTokens * rows);
         be.matmul(out, w, x, nTokens);
         assert.equal(firstDifference(out, expected), undefined, `${rows}x${cols}, ${nTokens} tokens, ${be.threads} threads`);
       }
@@ -86,13 +87,13 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     const k = filled(nAll * rowFloats, r, 3), v = filled(nAll * rowFloats, r);
     const q = filled(c.nTokens * c.nHeads * c.headDim, r);
     const scale = 1 / Math.sqrt(c.headDim);
-    const expected = new Float32Array(q.length);
+    const expected = hostArray(q.length);
     reference.attention(expected, q, k, v, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
     for (const be of backends) {
-      const kw = be.allocActivations(k.length), vw = be.allocActivations(v.length);
+      const kw = onHost(be.allocActivations(k.length)), vw = onHost(be.allocActivations(v.length));
       kw.set(k);
       vw.set(v);
-      const out = new Float32Array(q.length);
+      const out = hostArray(q.length);
       be.attention(out, q, kw, vw, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
       assert.equal(firstDifference(out, expected), undefined, `${JSON.stringify(c)}, ${be.threads} threads`);
     }
@@ -105,12 +106,12 @@ test("SwiGLU equals the plain-TS op bit for bit (ggml's exp: normal, denormal an
   const r = rng(41);
   for (const n of [1, 7, 1536, 5633]) {
     // mostly ordinary values, some far out where e^-g underflows, goes denormal or overflows
-    const gate = Float32Array.from({ length: n }, (_, i) => (i % 97 === 0 ? (r() * 2 - 1) * 200 : i % 89 === 0 ? -88 - r() * 20 : (r() * 2 - 1) * 8));
+    const gate = device(Float32Array.from({ length: n }, (_, i) => (i % 97 === 0 ? (r() * 2 - 1) * 200 : i % 89 === 0 ? -88 - r() * 20 : (r() * 2 - 1) * 8)));
     const up = filled(n, r);
-    const expected = new Float32Array(n);
+    const expected = hostArray(n);
     reference.swiglu(expected, gate, up, n);
     for (const be of backends) {
-      const out = new Float32Array(n);
+      const out = hostArray(n);
       be.swiglu(out, gate, up, n);
       assert.equal(firstDifference(out, expected), undefined, `n = ${n}, ${be.threads} threads`);
     }

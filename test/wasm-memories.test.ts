@@ -14,6 +14,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { runChild } from "./helpers/child.js";
+import { device, hostArray, onHost } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
@@ -126,9 +127,9 @@ test("KV cache blocks that land in a later memory run attention there: the one-m
   const nHeads = 4, nKvHeads = 2, headDim = 64, startPos = 20, nTokens = 3;
   const kv = (startPos + nTokens) * nKvHeads * headDim;
   const r = rng(5);
-  const k = Float32Array.from({ length: kv }, () => r() * 2 - 1);
-  const v = Float32Array.from({ length: kv }, () => r() * 2 - 1);
-  const q = Float32Array.from({ length: nTokens * nHeads * headDim }, () => r() * 2 - 1);
+  const k = device(Float32Array.from({ length: kv }, () => r() * 2 - 1));
+  const v = device(Float32Array.from({ length: kv }, () => r() * 2 - 1));
+  const q = device(Float32Array.from({ length: nTokens * nHeads * headDim }, () => r() * 2 - 1));
   const scale = 1 / 8;
   const results: Float32Array[] = [];
   for (const limit of [undefined, MIN_MEMORY_LIMIT]) {
@@ -137,19 +138,19 @@ test("KV cache blocks that land in a later memory run attention there: the one-m
       const keep: Float32Array[] = [];
       // fill memory 0 with cache blocks of the size asked for below until one opens memory 1: memory 0
       // then has no room left for such a block, whatever the backend placed in it before
-      if (limit !== undefined) while (be.memoryCount < 2) keep.push(be.allocActivations(kv));
-      const kw = be.allocActivations(kv), vw = be.allocActivations(kv);
+      if (limit !== undefined) while (be.memoryCount < 2) keep.push(onHost(be.allocActivations(kv)));
+      const kw = onHost(be.allocActivations(kv)), vw = onHost(be.allocActivations(kv));
       if (limit !== undefined) assert.ok(kw.buffer !== keep[0]!.buffer && kw.buffer === keep[keep.length - 1]!.buffer && vw.buffer === kw.buffer, "keys and values in the second memory");
       kw.set(k);
       vw.set(v);
-      const out = new Float32Array(q.length);
+      const out = hostArray(q.length);
       be.attention(out, q, kw, vw, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
       results.push(out);
     } finally {
       be.dispose();
     }
   }
-  const expected = new Float32Array(q.length);
+  const expected = hostArray(q.length);
   createReferenceBackend().attention(expected, q, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
   for (let i = 0; i < q.length; i++) assert.ok(Math.abs(results[0]![i]! - expected[i]!) < 1e-5, `element ${i}: wasm ${results[0]![i]}, reference ${expected[i]}`);
   assert.deepEqual(results[1], results[0]);
@@ -167,9 +168,9 @@ test("weights at offsets past 2 GiB in two full-size memories (fillers left unto
     }
     assert.equal(be.memoryCount, 2);
     assert.ok(ws[0]!.data.byteOffset > 2 ** 31 && ws[1]!.data.byteOffset > 2 ** 31 && ws[0]!.data.buffer !== ws[1]!.data.buffer);
-    const x = Float32Array.from({ length: 2 * cols }, (_, i) => Math.sin(i));
+    const x = device(Float32Array.from({ length: 2 * cols }, (_, i) => Math.sin(i)));
     for (const w of ws) {
-      const expected = new Float32Array(2 * rows), out = new Float32Array(2 * rows);
+      const expected = hostArray(2 * rows), out = hostArray(2 * rows);
       reference.matmul(expected, w, x, 2);
       be.matmul(out, w, x, 2);
       for (let i = 0; i < out.length; i++) assert.ok(Math.abs(out[i]! - expected[i]!) < 1e-4, `${w.name} out[${i}]: ${out[i]} vs ${expected[i]}`);

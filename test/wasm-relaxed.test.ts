@@ -9,6 +9,7 @@ import type { Backend } from "../src/kernels/backend.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 
 // The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 and IQ4_NL decode, Q4_0, Q4_K, Q6_K)
@@ -74,12 +75,12 @@ function assertClose(actual: Float32Array, expected: Float32Array, what: string)
  */
 function matmulEverywhere(type: GGMLType, cols: number, rows: number, bytes: Uint8Array, x: Float32Array, nTokens: number) {
   const outs = [plain, relaxed1, relaxed2].map((b) => {
-    const out = new Float32Array(nTokens * rows);
-    b.matmul(out, tensorIn(b, type, cols, rows, bytes), x, nTokens);
+    const out = hostArray(nTokens * rows);
+    b.matmul(out, tensorIn(b, type, cols, rows, bytes), device(x), nTokens);
     return out;
   });
-  const expected = new Float32Array(nTokens * rows);
-  reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, x, nTokens);
+  const expected = hostArray(nTokens * rows);
+  reference.matmul(expected, { name: "w", type, dims: [cols, rows], data: bytes }, device(x), nTokens);
   const exact = type === GGMLType.Q8_0 && relaxed1.llamaCppOrder !== "none";
   return { outs, expected, exact, want: exact ? expected : outs[0]! };
 }

@@ -2,11 +2,12 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { applyRope, attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsNorm, swiglu, type RopeParams } from "../src/kernels/ops/index.js";
-import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
+import { createWebGPUBackend, type WebGPUBackendInfo } from "../src/kernels/webgpu/index.js";
 import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/backend.js";
 import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
+import { device as hostDevice, hostArray, type HostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 import { decodeKV, encodeKVRow, kvBytes, kvCacheEncoding, kvRowFloats, type KVCacheType, type KVRowEncoding } from "../src/kernels/reference/index.js";
 import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
@@ -20,7 +21,7 @@ import { roundToF16 } from "../src/tensor/quant/index.js";
 // The adapter: createWebGPUBackend finds chromium's SwiftShader by itself on a machine without a
 // GPU driver (see docs/webgpu.md); without any adapter every test here is skipped.
 
-let backend: Backend | null = null;
+let backend: WebGPUBackendInfo | null = null;
 let skip: string | false = false;
 try {
   // the conformance tests compare with the reference on the same host weights after the GPU used them
@@ -38,8 +39,8 @@ const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, 
 const isFloat = (type: GGMLType): boolean => typeInfo(type).blockSize === 1;
 const measured: [string, number, number][] = [];
 
-function normals(n: number, r: () => number, scale = 1): Float32Array {
-  const out = new Float32Array(n);
+function normals(n: number, r: () => number, scale = 1): HostArray {
+  const out = hostArray(n);
   for (let i = 0; i < n; i++) out[i] = scale * Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
   return out;
 }
@@ -113,7 +114,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const cols = 512, rows = 77, nTokens = 3;
       const w = weights(type, cols, rows, r);
       const x = normals(nTokens * cols, r);
-      const expected = new Float32Array(nTokens * rows);
+      const expected = hostArray(nTokens * rows);
       ref.matmul(expected, w, x, nTokens);
       // x and out as views into one buffer: one binding for both
       const buf = b.allocActivations(5 + nTokens * cols + 3 + nTokens * rows);
@@ -134,7 +135,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const rows = 65, nTokens = 11;
       const w = weights(type, cols, rows, r);
       const x = normals(nTokens * cols, r);
-      const expected = new Float32Array(nTokens * rows);
+      const expected = hostArray(nTokens * rows);
       ref.matmul(expected, w, x, nTokens);
       const out = b.allocActivations(nTokens * rows);
       b.matmul(out, w, device(b, x), nTokens);
@@ -150,7 +151,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const x = normals(nTokens * cols, r);
       const bias = normals(rows, r);
       for (const epilogue of [{ bias }, { bias, activation: "gelu-erf" as const }, { activation: "gelu-erf" as const }]) {
-        const expected = new Float32Array(nTokens * rows);
+        const expected = hostArray(nTokens * rows);
         ref.matmul(expected, w, x, nTokens, epilogue);
         const out = b.allocActivations(nTokens * rows);
         b.matmul(out, w, device(b, x), nTokens, epilogue);
@@ -170,7 +171,7 @@ describe("webgpu backend conformance", { skip }, () => {
         const w = weights(type, cols, rows, r);
         const x = normals(nTokens * cols, r);
         const epilogue = { bias: normals(rows, r), activation: "gelu-erf" as const };
-        const expected = new Float32Array(nTokens * rows);
+        const expected = hostArray(nTokens * rows);
         ref.matmul(expected, w, x, nTokens, epilogue);
         const out = small.allocActivations(nTokens * rows);
         small.matmul(out, w, device(small, x), nTokens, epilogue);
@@ -190,7 +191,7 @@ describe("webgpu backend conformance", { skip }, () => {
     for (const type of [GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16]) {
       const w = weights(type, 256, 9, r);
       const ids = [3, 0, 3, 8];
-      const expected = new Float32Array(ids.length * 256);
+      const expected = hostArray(ids.length * 256);
       ref.getRows(expected, w, ids);
       const out = b.allocActivations(ids.length * 256 + 7);
       b.getRows(b.view(out, 7), w, ids);
@@ -392,11 +393,11 @@ describe("webgpu backend conformance", { skip }, () => {
       const hk = new Float32Array(16 * kv), hv = new Float32Array(16 * kv);
       const hostStep = (ids: number[], startPos: number): Float32Array => {
         const m = ids.length;
-        const x = new Float32Array(m * d);
+        const x = hostArray(m * d);
         ref.getRows(x, emb, ids);
-        const h = new Float32Array(m * d);
+        const h = hostArray(m * d);
         rmsNorm(h, x, n1, d, m, eps);
-        const qkv = new Float32Array(m * qkvRows);
+        const qkv = hostArray(m * qkvRows);
         ref.matmul(qkv, wqkv, h, m);
         const q = new Float32Array(m * d), k = new Float32Array(m * kv), v = new Float32Array(m * kv);
         for (let t = 0; t < m; t++) {
@@ -411,21 +412,21 @@ describe("webgpu backend conformance", { skip }, () => {
           hk.set(k.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
           hv.set(v.subarray(t * kv, (t + 1) * kv), rowIndex[startPos + t]! * kv);
         }
-        const att = new Float32Array(m * d);
+        const att = hostArray(m * d);
         attention(att, q, hk, hv, m, startPos, nHeads, nKv, hd, scale, rowIndex);
-        const o = new Float32Array(m * d);
+        const o = hostArray(m * d);
         ref.matmul(o, wo, att, m);
         for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
         rmsNorm(h, x, n2, d, m, eps);
-        const g = new Float32Array(m * ffn), u = new Float32Array(m * ffn);
+        const g = hostArray(m * ffn), u = hostArray(m * ffn);
         ref.matmul(g, wg, h, m);
         ref.matmul(u, wu, h, m);
         swiglu(g, g, u, m * ffn);
         ref.matmul(o, wd, g, m);
         for (let i = 0; i < x.length; i++) x[i] = x[i]! + o[i]!;
-        const last = x.slice((m - 1) * d);
+        const last = hostDevice(x.slice((m - 1) * d));
         rmsNorm(last, last, n3, d, 1, eps);
-        const logits = new Float32Array(vocab);
+        const logits = hostArray(vocab);
         ref.matmul(logits, wout, last, 1);
         return logits;
       };
@@ -572,7 +573,7 @@ describe("webgpu backend conformance", { skip }, () => {
     be.attention(out, device(be, q), store(be, keys, encoding.k), store(be, values, encoding.v), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
     const got = await be.read(out);
     close(name, got, expected, 1e-5);
-    const flash = new Float32Array(q.length);
+    const flash = hostArray(q.length);
     ref.attention(flash, device(ref, q), store(ref, keys, encoding.k), store(ref, values, encoding.v), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
     let err = 0, mx = 0;
     for (let i = 0; i < got.length; i++) {
@@ -634,7 +635,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const cols = block === 1 ? pick(1, 300) : block * pick(1, 3), rows = pick(1, 150), nTokens = pick(1, 20);
       const w = weights(type, cols, rows, r);
       const x = normals(nTokens * cols, r);
-      const expected = new Float32Array(nTokens * rows);
+      const expected = hostArray(nTokens * rows);
       ref.matmul(expected, w, x, nTokens);
       const out = b.allocActivations(nTokens * rows);
       b.matmul(out, w, device(b, x), nTokens);
@@ -678,7 +679,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const cols = 256, rows = 40;
       const w = weights(GGMLType.Q8_0, cols, rows, r), table = weights(GGMLType.Q4_K, cols, rows, r);
       const x = normals(2 * cols, r);
-      const expected = new Float32Array(2 * rows), expectedTable = new Float32Array(2 * rows), rowsWanted = new Float32Array(2 * cols);
+      const expected = hostArray(2 * rows), expectedTable = hostArray(2 * rows), rowsWanted = hostArray(2 * cols);
       ref.matmul(expected, w, x, 2);
       ref.matmul(expectedTable, table, x, 2);
       ref.getRows(rowsWanted, table, [3, 39]);
@@ -728,6 +729,7 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.throws(() => b.attention(x, x, x, x, 1, 40, 2, 2, 64, 1), /attention: position 0 maps to row 0, outside the cache's 2 rows|attention:/);
     assert.throws(() => b.add(x, out), /add: y holds 2 floats, expected 256/);
     assert.throws(() => b.view(x, 250, 10), /view: floats \[250, 260\) are outside the array's 256/);
+    // @ts-expect-error: a host Float32Array, which this backend must refuse
     await assert.rejects(b.read(new Float32Array(3)), /read: the array is not an array of this webgpu backend/);
     const rope: RopeParams = { headDim: 64, ropeDim: 64, base: 10000, freqScale: 1, style: "norm" };
     assert.throws(() => b.rope(x, 3, 2, [0, 1, 2], rope), /rope: x holds 256 floats, expected 3 x 2 x 64/);

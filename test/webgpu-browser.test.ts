@@ -7,6 +7,7 @@ import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { applyRope, attention, rmsNorm, type RopeParams } from "../src/kernels/ops/index.js";
 import { GGMLType, rowByteLength } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
+import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 
 // The WebGPU backend in a browser: src/kernels/webgpu bundled for the browser (esbuild, which
@@ -112,7 +113,7 @@ describe("webgpu backend in headless chromium (navigator.gpu)", { skip }, () => 
 
     const args = { weights: weights.map((w) => ({ ...w, data: Array.from(w.data) })), x, normW, cols, rows, nTokens, q, keys, values, nHeads, nKv, hd, startPos, rowIndex, rope, positions };
     // a string, not a function: tsx's transform would add helpers (__name) the page lacks
-    const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as { name: string; mm: number[][]; norm: number[]; rope: number[]; att: number[] };
+    const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as { name: string; adapter: string; mm: number[][]; norm: number[]; rope: number[]; att: number[] };
 
     assert.equal(result.name, "webgpu");
     assert.match(result.adapter, /navigator\.gpu$/);
@@ -123,8 +124,8 @@ describe("webgpu backend in headless chromium (navigator.gpu)", { skip }, () => 
       assert.ok(e <= tol, `${what} in the browser: max error ${e} above ${tol}`);
     };
     weights.forEach((w, i) => {
-      const expected = new Float32Array(nTokens * rows);
-      ref.matmul(expected, w, Float32Array.from(x), nTokens);
+      const expected = hostArray(nTokens * rows);
+      ref.matmul(expected, w, device(Float32Array.from(x)), nTokens);
       check(`matmul ${w.type === GGMLType.Q4_K ? "Q4_K" : "Q8_0"}`, result.mm[i]!, expected, 1e-4);
     });
     const en = new Float32Array(x.length);

@@ -13,6 +13,7 @@ import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { openModel, runPass } from "../src/models/index.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, tinyGpt2, tinyLlama, tinyQwen3 } from "../src/testing/index.js";
+import { device, hostArray } from "./helpers/host-array.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 // Whole models on the WebGPU backend, through the same model code and engine as the CPU
@@ -171,8 +172,8 @@ for (const { name, spec, logitsTolerance } of CASES) {
       const { logits, matmuls } = await tracedLogitsOn(path, gpu, tokens);
       assert.ok(matmuls.length >= 5, `${name}: ${matmuls.length} matmuls traced`);
       for (const [i, m] of matmuls.entries()) {
-        const want = new Float32Array(m.out.length);
-        reference.matmul(want, m.w, m.x, m.nTokens, m.epilogue);
+        const want = hostArray(m.out.length);
+        reference.matmul(want, m.w, device(m.x), m.nTokens, m.epilogue);
         const err = maxRelative(m.out, want);
         assert.ok(err <= 1e-4, `${name}: matmul ${i} (${m.w.name}, ${typeName(m.w.type)}) ${err} from the reference kernel on the same input`);
       }

@@ -12,8 +12,11 @@
  * (p > 1.2e-38); a probability that underflowed to 0 comes back as -Infinity. Tokens
  * missing from the returned map are -Infinity too.
  */
-import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import { readGGUFHeader } from "../../src/formats/gguf-reader.js";
+
+/** a token id as node-llama-cpp takes it: its Token is a number with a type-level brand only */
+export const llamaToken = (id: number): Token => id as Token;
 
 export interface LlamaCppRunResult {
   /** log-probabilities over the whole vocabulary for the token after the prompt */

@@ -21,9 +21,9 @@ export function host(a: DeviceArray): Float32Array {
   return a;
 }
 
-/** a Float32Array of a host backend's memory as the contract's device array (the same object) */
-export function device(a: Float32Array): DeviceArray {
-  return a as unknown as DeviceArray;
+/** a Float32Array of a host backend's memory as the contract's device array (the same object, still typed as the Float32Array it is) */
+export function device<T extends Float32Array>(a: T): T & DeviceArray {
+  return a as T & DeviceArray;
 }
 
 const UNARY: Record<UnaryOp, (out: Float32Array, x: Float32Array, n: number) => void> = { gelu, "gelu-erf": geluErf, relu, tanh };
