@@ -31,6 +31,7 @@ import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/
 import { loadModel } from "../src/llm.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, exportLlamaOnnx, type OnnxExportOptions } from "../src/testing/index.js";
+import { PEER_BENCH_FLAGS } from "./peer-flags.js";
 
 /** benchmark case -> the bench model and the export's weight variant */
 const CASES: ReadonlyMap<string, { model: string; weights: NonNullable<OnnxExportOptions["weights"]> }> = new Map([
@@ -46,16 +47,7 @@ interface Turn { prefillTokensPerSecond: number; decodeTokensPerSecond: number; 
 interface Engine { forward(tokens: readonly number[]): Promise<Float32Array>; reset(): void }
 
 async function main(argv: string[]): Promise<void> {
-  const values = parse(argv, {
-    only: { type: "string" },
-    threads: { type: "string" },
-    "prompt-tokens": { type: "string" },
-    "gen-tokens": { type: "string" },
-    repetitions: { type: "string" },
-    "accuracy-level": { type: "string" },
-    ort: { type: "string" },
-    json: { type: "boolean" },
-  });
+  const values = parse(argv, { ...PEER_BENCH_FLAGS, "accuracy-level": { type: "string" }, ort: { type: "string" } });
   if (flag(values, "help")) {
     process.stdout.write(`Usage: npm run bench:onnx -- [--only NAME,...] [--threads N] [--prompt-tokens N] [--gen-tokens N] [--repetitions N] [--accuracy-level 0|4] [--ort web|node] [--json]\nCases: ${[...CASES.keys()].join(", ")}\n`);
     return;

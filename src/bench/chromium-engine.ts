@@ -22,32 +22,49 @@ export interface ChromiumRunner {
   close(): Promise<void>;
 }
 
-interface BrowserLike {
+/** the parts of playwright-core's Browser the benchmark runners use */
+export interface BrowserLike {
   version(): string;
-  newContext(): Promise<{ newPage(): Promise<PageLike>; close(): Promise<void> }>;
+  newContext(): Promise<ContextLike>;
   close(): Promise<void>;
 }
-interface PageLike {
+export interface ContextLike {
+  newPage(): Promise<PageLike>;
+  route(url: string, handler: (route: RouteLike) => unknown): Promise<void>;
+  close(): Promise<void>;
+}
+export interface RouteLike {
+  request(): { url(): string };
+  fulfill(response: { status: number; body: Buffer | string; headers?: Record<string, string> }): Promise<void>;
+}
+export interface PageLike {
   goto(url: string): Promise<unknown>;
   evaluate<R, A>(fn: (arg: A) => Promise<R>, arg: A): Promise<R>;
 }
 
 const projectRoot = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Starts Chromium (`executablePath`) and the example server over the folder of the models to run. */
-export async function startChromiumRunner(modelsDir: string, executablePath = DEFAULT_CHROMIUM, timeoutMs = 600_000): Promise<ChromiumRunner> {
-  if (!existsSync(executablePath)) throw new Error(`--runtime chromium: ${executablePath} not found (install Debian's chromium: apt-get install -y chromium)`);
-  if (!existsSync(`${projectRoot}/examples/browser/server.ts`)) throw new Error("--runtime chromium runs from the repository checkout (it needs examples/browser/server.ts)");
+/**
+ * Headless Chromium (`executablePath`) and the browser example's server over `modelsDir` (a
+ * cross-origin isolated page with the models under /models/); `what` names the caller in errors.
+ */
+export async function launchWithExampleServer(modelsDir: string, executablePath: string, what: string): Promise<{ browser: BrowserLike; server: { base: string; child: ChildProcess } }> {
+  if (!existsSync(executablePath)) throw new Error(`${what}: ${executablePath} not found (install Debian's chromium: apt-get install -y chromium)`);
+  if (!existsSync(`${projectRoot}/examples/browser/server.ts`)) throw new Error(`${what} runs from the repository checkout (it needs examples/browser/server.ts)`);
   const pkg = "playwright-core";
   const { chromium } = (await import(pkg)) as { chromium: { launch(o: { executablePath: string; args: string[] }): Promise<BrowserLike> } };
   const server = await startExampleServer(modelsDir);
-  let browser: BrowserLike;
   try {
-    browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+    return { browser: await chromium.launch({ executablePath, args: ["--no-sandbox"] }), server };
   } catch (e) {
     stopExampleServer(server.child);
     throw e;
   }
+}
+
+/** Starts Chromium (`executablePath`) and the example server over the folder of the models to run. */
+export async function startChromiumRunner(modelsDir: string, executablePath = DEFAULT_CHROMIUM, timeoutMs = 600_000): Promise<ChromiumRunner> {
+  const { browser, server } = await launchWithExampleServer(modelsDir, executablePath, "--runtime chromium");
   const version = browser.version();
   return {
     async run(job) {
@@ -133,7 +150,7 @@ export function stopExampleServer(child: ChildProcess): void {
   if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGTERM");
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const limit = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)));
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
