@@ -12,8 +12,24 @@
  * (p > 1.2e-38); a probability that underflowed to 0 comes back as -Infinity. Tokens
  * missing from the returned map are -Infinity too.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import { readGGUFHeader } from "../../src/formats/gguf-reader.js";
+
+/**
+ * The prebuilt binary carries one CPU backend per x86 generation and ggml loads the best the CPU
+ * takes. On a CPU with AMX that is the sapphirerapids variant, whose AMX int8 kernels multiply
+ * Q8_0 weights in another order than the AVX2 / AVX-512 one tsllm's kernels reproduce: measured on
+ * a Xeon with amx_int8, SmolLM-shape Q8_0 logprobs 2.8e-2 from tsllm's (one flipped activation
+ * rounding, amplified), ~1e-6 with that variant set aside. So the Q8_0 comparisons need it set
+ * aside (.ci/run renames it); where it would load, this says why in the skip message.
+ */
+const AMX_VARIANT = fileURLToPath(new URL("../../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-sapphirerapids.so", import.meta.url));
+const cpuHasAmx = existsSync("/proc/cpuinfo") && /\bamx_int8\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+export const llamaCppRunsAmx: string | false = cpuHasAmx && existsSync(AMX_VARIANT)
+  ? `llama.cpp would run its AMX int8 kernels on this CPU (${AMX_VARIANT}), which add Q8_0 products in another order than the AVX-512 one tsllm reproduces: rename that file (e.g. to *.amx-off, as .ci/run does) to compare Q8_0 with llama.cpp here`
+  : false;
 
 /** a token id as node-llama-cpp takes it: its Token is a number with a type-level brand only */
 export const llamaToken = (id: number): Token => id as Token;
