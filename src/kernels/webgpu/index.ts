@@ -712,14 +712,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (nTokens === 0 || d === 0) return;
     checkRows(rows, nAll, Math.floor(Math.min(k.length / kFloats, v.length / vFloats)));
     const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    let query = qa;
     if (kType === "q8_0" || kType === "q4_0") {
       // block keys: the query rotated with them and quantized to their vec_dot type (q8_0) first
-      const prepared = new GpuArray(this.scratchBuffer("query", nTokens * d), 0, nTokens * d, this.id, null);
-      this.dispatch(QUERY_Q8_0, [prepared, qa], [], [nTokens * nHeads, headDim, encoding?.k.rotation ?? 0], Math.ceil((nTokens * nHeads) / 64));
-      this.attendPrepared(o, prepared, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
-    } else {
-      this.attendPrepared(o, qa, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
+      query = new GpuArray(this.scratchBuffer("query", nTokens * d), 0, nTokens * d, this.id, null);
+      this.dispatch(QUERY_Q8_0, [query, qa], [], [nTokens * nHeads, headDim, encoding?.k.rotation ?? 0], Math.ceil((nTokens * nHeads) / 64));
     }
+    this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
     // values stored rotated: the output turns back
     const vRotation = encoding?.v.rotation ?? 0;
     if (vRotation > 0) this.dispatch(ROTATE_CHUNKS, [o], [], [(nTokens * d) / vRotation, vRotation], Math.ceil((nTokens * d) / vRotation / 64));

@@ -183,7 +183,7 @@ export function buildShader(def: KernelDef, slots: readonly number[]): string {
     const inSlot = def.arrays.filter((_, i) => slots[i] === s);
     const written = inSlot.some((a) => a.write);
     const words = inSlot.some((a) => a.words);
-    if (words && inSlot.some((a) => !a.words)) throw new Error(`${def.name}: ${inSlot.map((a) => a.name).join(" and ")} are views of one buffer, but not all of them hold f32 values (an f16 KV cache must have its own buffer)`);
+    if (words && inSlot.some((a) => !a.words)) throw new Error(`${def.name}: ${inSlot.map((a) => a.name).join(" and ")} are views of one buffer, but not all of them hold f32 values (an encoded KV cache must have its own buffer)`);
     lines.push(`@group(0) @binding(${1 + s}) var<storage, ${written ? "read_write" : "read"}> buf${s}: array<${words ? "u32" : "f32"}>;`);
   }
   def.extras.forEach((e, i) => {
