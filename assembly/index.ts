@@ -25,7 +25,7 @@ import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
-export { packQ8_0Exact, probeBlend, probeDot } from "./q8-ggml";
+export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
 
@@ -216,9 +216,10 @@ function loadJob(ctrl: usize, thread: i32): void {
     kvExpTable = load<usize>(ctrl + KV_EXP_TABLE);
   }
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
-  // head's scores and gathered rows, F16/BF16 batches a converted row group: the slot of its index
+  // head's scores and gathered rows, F16/BF16 batches a converted row group, Q8_0 batches a
+  // half pass's accumulators: the slot of its index
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
-  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
+  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40 || kind == 16 || kind == 18) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
 }
 
 /**
@@ -266,12 +267,13 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
     case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch); break;
-    // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only)
-    case 16: matQ8_0Exact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only);
+    // XB = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
+    case 16: matQ8_0Exact(w, rowBytes, xq, xs, xb, scratch, out, rows, cols, nTok, r0, r1); break;
     // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
     case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
-    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
+    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, xb, scratch, out, rows, cols, nTok, r0, r1); break;
     // bidirectional attention (encoders), items = heads: XQ = the sequence's rows of queries, keys
     // and values (ROW_BYTES apart: Q, K, V as column blocks), N_TOK = tokens, COLS = head size
     case 19: attendFull(xq, rowBytes, out, nHeads, cols, nTok, scale, r0, r1, scratch); break;

@@ -19,6 +19,12 @@
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
 // register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
+//
+// Batches of eight tokens and more go through row8 over a group stream (packQ8_0Groups): per
+// weight block, the eight tokens' activation scales and then their int8 blocks, so that every
+// load in the inner loop is a constant offset from one pointer, and one half block (eight
+// accumulators, no spills) per pass. Each (row, token) gets the same operations in the same
+// order as row1 and row4, so the same bits.
 import { f16, f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
 import { dotI8I7 } from "./simd";
 import { onesI16 } from "./relaxed";
@@ -62,6 +68,80 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
 @inline function lanesTile(absW: v128, m: v128, x: usize): v128 {
   const signed = i8x16.sub(v128.xor(v128.load(x), m), m);
   return f32x4.convert_i32x4_s(i32x4.extadd_pairwise_i16x8_s(dotI8I7(signed, absW)));
+}
+
+/** bytes of one block in a group stream: the eight tokens' activation scales (f32), then their 32 int8 each */
+const GROUP_BLOCK_BYTES: usize = 288;
+
+/**
+ * Writes the group streams of tokens [0, nTok & ~7) from the quantized activations (int16 at xq,
+ * scales at xs; before packQ8_0Exact rewrites them) to g: group k (tokens 8k .. 8k+7) at
+ * g + k * (cols / 32) * GROUP_BLOCK_BYTES, its block b at b * GROUP_BLOCK_BYTES within.
+ */
+export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
+  const nb = cols >> 5;
+  for (let t = 0; t + 8 <= nTok; t += 8) {
+    let o = g + <usize>(t >> 3) * <usize>nb * GROUP_BLOCK_BYTES;
+    for (let b = 0; b < nb; b++, o += GROUP_BLOCK_BYTES) {
+      for (let k = 0; k < 8; k++) {
+        const tok = <usize>(t + k);
+        store<f32>(o + (<usize>k << 2), load<f32>(xs + ((tok * <usize>nb + <usize>b) << 2)));
+        const q = xq + ((tok * <usize>cols + (<usize>b << 5)) << 1);
+        v128.store(o + 32 + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16)));
+        v128.store(o + 48 + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48)));
+      }
+    }
+  }
+}
+
+/** lanesTile on an activation vector already loaded */
+// @ts-ignore: decorator
+@inline function lanesOf(absW: v128, m: v128, x: v128, ones: v128): v128 {
+  const signed = i8x16.sub(v128.xor(x, m), m);
+  return f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(signed, absW), ones));
+}
+
+/**
+ * One half (half = 0: weights 0..15 of every block, 16: weights 16..31) of a row against the
+ * eight tokens of the group stream at g: their eight accumulators stored at acc (16 bytes each).
+ * Holding both halves' sixteen accumulators spilled; two passes over the row (in L1) do not.
+ */
+// @ts-ignore: decorator
+@inline function half8(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize): void {
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+  const end = g + <usize>nb * GROUP_BLOCK_BYTES + half;
+  for (let p = p0, x = g + half; x < end; p += 34, x += GROUP_BLOCK_BYTES) {
+    const w = v128.load(p + half, 2);
+    const absW = i8x16.abs(w), m = i8x16.lt_s(w, i8x16.splat(0));
+    const dw = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)));
+    let d = f32x4.mul(dw, v128.load(x - half));
+    a0 = fma(lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
+    a1 = fma(lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
+    a2 = fma(lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
+    a3 = fma(lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
+    d = f32x4.mul(dw, v128.load(x - half, 16));
+    a4 = fma(lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
+    a5 = fma(lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
+    a6 = fma(lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
+    a7 = fma(lanesOf(absW, m, v128.load(x, 256), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
+  }
+  v128.store(acc, a0);
+  v128.store(acc, a1, 16);
+  v128.store(acc, a2, 32);
+  v128.store(acc, a3, 48);
+  v128.store(acc, a4, 64);
+  v128.store(acc, a5, 80);
+  v128.store(acc, a6, 96);
+  v128.store(acc, a7, 112);
+}
+
+/** one row against the eight tokens of a group stream, acc: 256 bytes of the thread's own */
+// @ts-ignore: decorator
+@inline function row8(p: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, out: usize, outStride: usize): void {
+  half8(p, nb, g, acc, ones, table, 0);
+  half8(p, nb, g, acc + 128, ones, table, 16);
+  for (let k: usize = 0; k < 8; k++) store<f32>(out + k * outStride, hsum8(v128.load(acc + (k << 4)), v128.load(acc + (k << 4), 128)));
 }
 
 /** one row against four tokens (t .. t+3): each weight block is loaded once for the four */
@@ -140,33 +220,40 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
 }
 
 /**
- * Rows [r0, r1) of out[t * rows + r] for every token t. Tokens go four at a time over all the
- * chunk's rows (those rows stay in cache while four tokens' activations sit in L1); decode
- * (one token) streams the rows one after another.
+ * Rows [r0, r1) of out[t * rows + r] for every token t. With a group stream (groups != 0: the
+ * first nTok & ~7 tokens packed by packQ8_0Groups; acc: the thread's 256 bytes) tokens go eight
+ * at a time over all the chunk's rows, then four at a time (those rows stay in cache while the
+ * tokens' activations sit in L1); decode (one token) streams the rows one after another.
  */
-export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, false);
+export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false);
 }
 
 /** matQ8_0Exact for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
-export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, true);
+export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true);
 }
 
 // @ts-ignore: decorator
-@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool): void {
+@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool): void {
   const nb = cols >> 5;
   const xStride = (<usize>cols) << 1;
   const sStride = (<usize>nb) << 2;
   const outStride = (<usize>rows) << 2;
   const ones = onesI16();
+  const table = f16TableAddress();
   let t = 0;
+  if (groups != 0) {
+    for (; t + 8 <= nTok; t += 8) {
+      const g = groups + <usize>(t >> 3) * <usize>nb * GROUP_BLOCK_BYTES;
+      for (let r = r0; r < r1; r++) row8(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
+    }
+  }
   for (; t + 4 <= nTok; t += 4) {
     for (let r = r0; r < r1; r++) {
       row4(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xStride, xs + <usize>t * sStride, sStride, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
     }
   }
-  const table = f16TableAddress();
   for (; t < nTok; t++) {
     for (let r = r0; r < r1; r++) {
       store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride, ones, table, finite));

@@ -46,7 +46,7 @@ test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, a
     for (let row = 0; row < rows; row++) quantizeRow(GGMLType.Q8_0, filled(cols, r, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
     // a weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
     data[2] = 0x80;
-    for (const nTokens of [1, 3, 4, 13]) {
+    for (const nTokens of [1, 3, 4, 8, 13, 29]) {
       const x = filled(nTokens * cols, r, 3);
       const expected = hostArray(nTokens * rows);
       reference.matmul(expected, { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data }, x, nTokens);

@@ -194,6 +194,22 @@ function bytesPerToken(cols: number, rows: number): number {
   return align64(cols * 4) + align64(cols * 2) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
 }
 
+/** bytes of one Q8_0 group-stream block (assembly/q8-ggml.ts GROUP_BLOCK_BYTES): 8 scales, 8 x 32 int8 */
+const Q8_0_GROUP_BLOCK_BYTES = 288;
+/** each thread's slot for the Q8_0 group kernel: one half pass's eight accumulators, twice */
+const Q8_0_GROUP_SLOT_BYTES = 256;
+
+/** bytes of the Q8_0 group streams (every eight tokens) for a batch on the exact kernel, else 0 */
+function q8_0GroupBytes(relaxedKind: C.Kind | undefined, cols: number, nTok: number): number {
+  if (relaxedKind !== C.Kind.Q8_0_EXACT && relaxedKind !== C.Kind.Q8_0_EXACT_FINITE) return 0;
+  return align64(Math.floor(nTok / 8) * (cols / 32) * Q8_0_GROUP_BLOCK_BYTES);
+}
+
+/** where a pass's group streams start: after the outputs, the bias and the threads' slots */
+function groupsAt(o: number, nTok: number, rows: number, biasBytes: number, slots: number): number {
+  return o + align64(nTok * rows * 4) + biasBytes + slots;
+}
+
 function memoryLimit(option: number | undefined): number {
   const limit = option ?? MAX_BYTES;
   if (!Number.isSafeInteger(limit) || limit < MIN_MEMORY_LIMIT || limit > MAX_BYTES) {
@@ -336,13 +352,16 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const bias = epilogue?.bias;
     const kernels = space.kernels;
     const biasBytes = bias ? align64(rows * 4) : 0;
-    // F16/BF16 batches: each thread's panel of four rows converted to f32 (float.ts)
-    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : 0;
-    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
+    // per-thread slots: F16/BF16 batches' panel of four rows converted to f32 (float.ts), Q8_0
+    // batches' accumulators of a half pass (q8-ggml.ts); then the Q8_0 group streams
+    const groupBytes = q8_0GroupBytes(relaxedKind, cols, nTok);
+    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? Q8_0_GROUP_SLOT_BYTES : 0;
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes + groupBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
     const o = xb + align64((nTok * cols / 16) * 4);
+    const groups = groupBytes > 0 ? groupsAt(o, nTok, rows, biasBytes, threads * panelBytes) : 0;
     const buffer = space.arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
@@ -365,7 +384,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
-      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
+      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) {
+        // the group streams are read from the int16 activations, which packQ8_0Exact rewrites
+        if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok);
+        kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
+      }
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else kernels.packQ8_K(xq, (nTok * cols) / 256);
       kind = relaxedKind;
@@ -379,7 +402,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.N_TOK] = nTok;
     control[C.XQ] = xPtr;
     control[C.XS] = xs;
-    control[C.XB] = xb;
+    control[C.XB] = groups !== 0 ? groups : xb;
     control[C.OUT] = o;
     // the bias after the outputs (the scratch was asked for its bytes too)
     const b = o + align64(nTok * rows * 4);

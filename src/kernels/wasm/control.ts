@@ -122,7 +122,7 @@ export enum Kind {
   Q5_0 = 14,
   /** attention in llama.cpp's order (relaxed build only): ATTENTION's words + N_TOK, SLOT_* */
   ATTENTION_EXACT = 15,
-  /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only) */
+  /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only); XB: the group streams of batches (packQ8_0Groups) or 0, SLOT_*: their accumulators */
   Q8_0_EXACT = 16,
   /** Q4_0_RELAXED for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion */
   Q4_0_RELAXED_FINITE = 17,
