@@ -14,6 +14,8 @@ import { matTQ1_0, matTQ2_0 } from "./tq";
 import { matIQ1_M, matIQ1_S, matIQ2_S, matIQ2_XS, matIQ2_XXS, matIQ3_S, matIQ3_XXS } from "./iq-grid";
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ8_K } from "./kquant";
+export { packQ8_KGroups } from "./kquant-groups";
+import { matKGroups } from "./kquant-groups";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
@@ -35,6 +37,8 @@ const NEXT: usize = 128;
 const MAIN_WAITING: usize = 68;
 /** rows (items) of the job finished, published or recomputed by the main thread */
 const COMPLETED: usize = 72;
+/** matmul jobs: the batch's group streams (packQ8_0Groups / packQ8_KGroups), 0 for none */
+const GROUPS: usize = 76;
 const KIND: usize = 192;
 const W: usize = 196;
 const ROW_BYTES: usize = 200;
@@ -183,7 +187,7 @@ function stallForTest(ctrl: usize): void {
 // a successful claim are this job's (module globals are per thread: every thread has its own
 // instance)
 let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
-let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0;
+let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0, groups: usize = 0;
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
 let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
 
@@ -209,6 +213,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   startPos = load<i32>(ctrl + START_POS);
   scale = load<f32>(ctrl + SCALE);
   bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
+  groups = isMatmul(kind) ? load<usize>(ctrl + GROUPS) : 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
   if (kind == 40) {
     kvValueRowBytes = load<usize>(ctrl + KV_VALUE_ROW_BYTES);
@@ -217,9 +222,9 @@ function loadJob(ctrl: usize, thread: i32): void {
   }
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
   // head's scores and gathered rows, F16/BF16 batches a converted row group, Q8_0 batches a
-  // half pass's accumulators: the slot of its index
+  // half pass's accumulators, Q4_K/Q5_K/Q6_K batches their eight tokens' sums: the slot of its index
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
-  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40 || kind == 16 || kind == 18) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
+  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40 || kind == 16 || kind == 18 || kind == 12 || kind == 13 || kind == 22) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
 }
 
 /**
@@ -239,6 +244,14 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
     }
     if (activation == 1) geluErfRange(o, o, r0, r1);
   }
+}
+
+/**
+ * Q4_K (0) / Q5_K (1) / Q6_K (2) batches: the tokens of the job's group streams (GROUPS), eight at
+ * a time, into out; returns the first token left for the four-token tiles (0 without streams)
+ */
+function kGroups(k: i32, out: usize, r0: i32, r1: i32): i32 {
+  return groups != 0 ? matKGroups(k, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1) : 0;
 }
 
 /** rows [r0, r1) of the loaded job's kernel, results into out */
@@ -262,18 +275,18 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(0, out, r0, r1)); break;
+    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
     case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch); break;
     // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only);
-    // XB = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
-    case 16: matQ8_0Exact(w, rowBytes, xq, xs, xb, scratch, out, rows, cols, nTok, r0, r1); break;
+    // GROUPS = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
+    case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
     // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
     case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
-    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, xb, scratch, out, rows, cols, nTok, r0, r1); break;
+    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
     // bidirectional attention (encoders), items = heads: XQ = the sequence's rows of queries, keys
     // and values (ROW_BYTES apart: Q, K, V as column blocks), N_TOK = tokens, COLS = head size
     case 19: attendFull(xq, rowBytes, out, nHeads, cols, nTok, scale, r0, r1, scratch); break;
@@ -281,7 +294,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     // Q5_K over Q8_K activations (21), packed by packQ8_K (22: relaxed build only)
     case 21: matQ5_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(1, out, r0, r1)); break;
     // Q2_K / Q3_K over Q8_K activations (23 / 25), packed by packQ8_K (24 / 26: relaxed build only)
     case 23: matQ2_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 24: matQ2_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;

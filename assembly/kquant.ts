@@ -15,7 +15,7 @@ import { superQ2_K, superQ3_K } from "./kquant-low";
 
 // Q4_K's packed 6-bit scale (which = 0) or min (which = 1) of sub-block j (ggml get_scale_min_k4)
 // @ts-ignore: decorator
-@inline function scaleMinK4(q: usize, j: i32, which: i32): i32 {
+@inline export function scaleMinK4(q: usize, j: i32, which: i32): i32 {
   if (j < 4) return which == 0 ? load<u8>(q + j) & 63 : load<u8>(q + j + 4) & 63;
   if (which == 0) return (load<u8>(q + j + 4) & 0xf) | ((load<u8>(q + j - 4) >> 6) << 4);
   return (load<u8>(q + j + 4) >> 4) | ((load<u8>(q + j) >> 6) << 4);
@@ -53,14 +53,14 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
  * mask per use. Q5_K's int16 lanes of the dots stay within 4 * 31 * 127.
  */
 // @ts-ignore: decorator
-@inline function weights(q5: bool, v: v128, h: v128, high: bool, b: i32, mask: v128): v128 {
+@inline export function weights(q5: bool, v: v128, h: v128, high: bool, b: i32, mask: v128): v128 {
   const nibbles = v128.and(high ? i16x8.shr_u(v, 4) : v, mask);
   return q5 ? v128.or(nibbles, fifthBit(h, b)) : nibbles;
 }
 
 /** where a Q4_K / Q5_K block's nibbles start: after d, dmin, the 12 scale bytes (and Q5_K's 32 bytes of fifth bits) */
 // @ts-ignore: decorator
-@inline function nibblesAt(q5: bool): usize {
+@inline export function nibblesAt(q5: bool): usize {
   return q5 ? 48 : 16;
 }
 
@@ -100,7 +100,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 
 /** q + 32 (0..63) of 16 Q6_K weights: 4 bits of l from bit lowShift, 2 bits of h from bit highShift (16-bit shifts: the bits that cross a byte are masked off) */
 // @ts-ignore: decorator
-@inline function q6(l: v128, h: v128, lowShift: i32, highShift: i32): v128 {
+@inline export function q6(l: v128, h: v128, lowShift: i32, highShift: i32): v128 {
   return v128.or(v128.and(i16x8.shr_u(l, lowShift), i8x16.splat(0x0f)), i16x8.shl(v128.and(i16x8.shr_u(h, highShift), i8x16.splat(3)), 4));
 }
 
@@ -248,20 +248,21 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 }
 
 /**
- * Rows [r0, r1) for every token. Batches go four tokens at a time through each row (superQ*_K4:
+ * Rows [r0, r1) for tokens t0.. (the tokens before went eight at a time through
+ * kquant-groups.ts). Batches go four tokens at a time through each row (superQ*_K4:
  * a super-block's unpacking and scales shared by the four; the four running sums in one vector's
  * lanes, each lane's f32 adds those of the one-token loop); the last 1-3 tokens and decode one at
  * a time.
  */
 // @ts-ignore: decorator
-@inline function matK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+@inline function matK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32 = 0): void {
   const nb = cols >> 8;
   // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q2_K, 4 Q3_K (the last two without four-token tiles)
   const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : kind == 2 ? 210 : kind == 3 ? 84 : 110;
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
-    let t = 0;
+    let t = t0;
     for (; kind <= 2 && t + 4 <= nTok; t += 4) {
       let acc = f32x4.splat(0);
       const tb = <usize>t * <usize>nb;
@@ -311,17 +312,17 @@ export function matQ3_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
   matK(4, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
-/** relaxed build only, over activations packed by packQ8_K */
-export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+/** relaxed build only, over activations packed by packQ8_K, tokens t0.. (those before: kquant-groups.ts) */
+export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32): void {
+  matK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1, t0);
 }
 
-export function matQ5_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(1, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+export function matQ5_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32): void {
+  matK(1, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1, t0);
 }
 
-export function matQ6_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matK(2, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+export function matQ6_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32): void {
+  matK(2, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1, t0);
 }
 
 export function matQ2_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {

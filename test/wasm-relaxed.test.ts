@@ -113,7 +113,7 @@ test("relaxed build: Q8_0, Q4_0 and IQ4_NL give the plain build's bits (awkward 
   }
 });
 
-test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 13 tokens)", (t) => {
+test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized and random blocks, 1 / 3 / 8 / 13 / 29 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 40;
   for (const type of [GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
@@ -130,7 +130,8 @@ test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized 
         }
       }
       for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
-        for (const nTokens of [1, 3, 13]) {
+        // 8, 13, 29: groups of eight tokens (kquant-groups.ts), then four-token tiles, then rows
+        for (const nTokens of [1, 3, 8, 13, 29]) {
           const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
           x.fill(0, 0, 256);
           checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows} ${what}, ${nTokens} tokens`);

@@ -194,15 +194,25 @@ function bytesPerToken(cols: number, rows: number): number {
   return align64(cols * 4) + align64(cols * 2) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
 }
 
-/** bytes of one Q8_0 group-stream block (assembly/q8-ggml.ts GROUP_BLOCK_BYTES): 8 scales, 8 x 32 int8 */
-const Q8_0_GROUP_BLOCK_BYTES = 288;
-/** each thread's slot for the Q8_0 group kernel: one half pass's eight accumulators, twice */
-const Q8_0_GROUP_SLOT_BYTES = 256;
+/**
+ * The kernels that take batches eight tokens at a time over group streams (assembly/q8-ggml.ts,
+ * kquant-groups.ts): bytes of a stream per weight block of each (GROUP_BLOCK_BYTES: 8 scales, 8 x
+ * 32 int8; KGROUP_BYTES: 8 scales, 8 tokens' sums of 16 and of 32, 8 x 256 int8), the weights per
+ * block, and each thread's slot (Q8_0: a half pass's eight accumulators, twice; k-quants: the
+ * eight running sums)
+ */
+const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number }>([
+  [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
+  [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
+  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
+  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
+]);
 
-/** bytes of the Q8_0 group streams (every eight tokens) for a batch on the exact kernel, else 0 */
-function q8_0GroupBytes(relaxedKind: C.Kind | undefined, cols: number, nTok: number): number {
-  if (relaxedKind !== C.Kind.Q8_0_EXACT && relaxedKind !== C.Kind.Q8_0_EXACT_FINITE) return 0;
-  return align64(Math.floor(nTok / 8) * (cols / 32) * Q8_0_GROUP_BLOCK_BYTES);
+/** bytes of the group streams (every eight tokens) for a batch on a group kernel, else 0 */
+function groupStreamBytes(relaxedKind: C.Kind | undefined, cols: number, nTok: number): number {
+  const kernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
+  return kernel ? align64(Math.floor(nTok / 8) * (cols / kernel.blockWeights) * kernel.blockBytes) : 0;
 }
 
 /** where a pass's group streams start: after the outputs, the bias and the threads' slots */
@@ -352,10 +362,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const bias = epilogue?.bias;
     const kernels = space.kernels;
     const biasBytes = bias ? align64(rows * 4) : 0;
-    // per-thread slots: F16/BF16 batches' panel of four rows converted to f32 (float.ts), Q8_0
-    // batches' accumulators of a half pass (q8-ggml.ts); then the Q8_0 group streams
-    const groupBytes = q8_0GroupBytes(relaxedKind, cols, nTok);
-    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? Q8_0_GROUP_SLOT_BYTES : 0;
+    // per-thread slots: F16/BF16 batches' panel of four rows converted to f32 (float.ts), the
+    // group kernels' accumulators (GROUP_KERNELS); then the group streams
+    const groupBytes = groupStreamBytes(relaxedKind, cols, nTok);
+    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? GROUP_KERNELS.get(relaxedKind!)!.slotBytes : 0;
     const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes + groupBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
@@ -390,7 +400,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       }
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
-      else kernels.packQ8_K(xq, (nTok * cols) / 256);
+      else {
+        // as above: the group streams first, from the int16 activations packQ8_K narrows
+        if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
+        kernels.packQ8_K(xq, (nTok * cols) / 256);
+      }
       kind = relaxedKind;
     }
     const control = space.control;
@@ -402,7 +416,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.N_TOK] = nTok;
     control[C.XQ] = xPtr;
     control[C.XS] = xs;
-    control[C.XB] = groups !== 0 ? groups : xb;
+    control[C.XB] = xb;
+    control[C.GROUPS] = groups;
     control[C.OUT] = o;
     // the bias after the outputs (the scratch was asked for its bytes too)
     const b = o + align64(nTok * rows * 4);

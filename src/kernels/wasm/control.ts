@@ -25,6 +25,12 @@ export const MAIN_WAITING = 17;
 /** rows (items) of the job done: added by whoever finishes or publishes them (complete() in assembly/index.ts) */
 export const COMPLETED = 18;
 /**
+ * matmul jobs: byte address of the batch's group streams (eight tokens' activations interleaved
+ * per weight block: packQ8_0Groups / packQ8_KGroups), 0 for none. A job word read once by
+ * work(), outside the job words' range only for want of room there
+ */
+export const GROUPS = 19;
+/**
  * NEXT and NEXT_TAG are one 64-bit word: the first row (or item) not yet claimed and the
  * job's tag (the GEN it runs under). claim() in assembly/index.ts moves the row on by
  * compare-and-swap only while the tag is its job's, so a thread late from an old job never
@@ -122,7 +128,7 @@ export enum Kind {
   Q5_0 = 14,
   /** attention in llama.cpp's order (relaxed build only): ATTENTION's words + N_TOK, SLOT_* */
   ATTENTION_EXACT = 15,
-  /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only); XB: the group streams of batches (packQ8_0Groups) or 0, SLOT_*: their accumulators */
+  /** Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only); GROUPS, SLOT_*: batches' group streams and accumulators */
   Q8_0_EXACT = 16,
   /** Q4_0_RELAXED for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion */
   Q4_0_RELAXED_FINITE = 17,
