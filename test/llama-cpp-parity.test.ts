@@ -6,7 +6,7 @@ import { after, test } from "node:test";
 import { loadModel } from "../src/index.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { Rng, SMOLLM_135M, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
-import { disposeSharedLlama, llamaCppRun, llamaCppRunsAmx } from "./helpers/llama-cpp-oracle.js";
+import { disposeSharedLlama, FLIPPED_ROUNDING_BOUND, llamaCppRun, llamaCppRunsAmx, llamaCppRunsAvx2 } from "./helpers/llama-cpp-oracle.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
 
@@ -110,13 +110,24 @@ const skipGpt2 = skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf");
 const amxSkip = (type: GGMLType): string | false => (type === GGMLType.Q8_0 ? llamaCppRunsAmx : false);
 
 const SMOLLM_Q8_0_SIMD128_BOUNDS: Bounds = { tolerance: 5e-2, maxFlipped: 0, ceiling: 5e-2 };
+/**
+ * Where llama.cpp runs its AVX2 backend (llamaCppRunsAvx2) some of its kernels add in another
+ * order than the one tsllm reproduces, and the cases that amplify a flipped rounding land ~1e-2
+ * away on every tsllm backend: those get a flipped rounding's bound (the greedy tokens must still
+ * agree), saying so in the log
+ */
+const avx2Bounds = (what: string): Bounds | undefined => {
+  if (!llamaCppRunsAvx2) return undefined;
+  console.log(`${what} held to ${FLIPPED_ROUNDING_BOUND}: ${llamaCppRunsAvx2}`);
+  return { tolerance: FLIPPED_ROUNDING_BOUND, maxFlipped: 0, ceiling: FLIPPED_ROUNDING_BOUND };
+};
 
 // the reference kernels (the spec) and the WebAssembly SIMD kernels (the default) alike
 for (const backend of ["reference", "wasm"] as const) {
   for (const type of [GGMLType.F32, GGMLType.Q8_0]) {
     const t = typeName(type);
     test(`SmolLM-135M-shaped Llama (GQA 9/3, tied) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder || amxSkip(type) }, async () => {
-      await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, backend, GREEDY_STEPS, undefined, type === GGMLType.Q8_0 ? SMOLLM_Q8_0_SIMD128_BOUNDS : undefined);
+      await checkParity("smollm135m", { ...SMOLLM_135M, weightType: type, std: STD, seed: 11 }, backend, GREEDY_STEPS, type === GGMLType.Q8_0 ? avx2Bounds("SmolLM-shape Q8_0") : undefined, type === GGMLType.Q8_0 ? SMOLLM_Q8_0_SIMD128_BOUNDS : undefined);
     });
     test(`tiny Qwen2 (QKV bias) ${t} matches llama.cpp (${backend})`, { skip: skipStarcoder || amxSkip(type) }, async () => {
       await checkParity("qwen2", { ...tinyQwen2, weightType: type, std: STD, seed: 12 }, backend);
@@ -155,7 +166,8 @@ for (const type of [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, G
   for (const backend of ["reference", "wasm"] as const) {
     test(`tiny Llama with ${typeName(type)} weights matches llama.cpp (${backend})`, { skip: skipStories }, async () => {
       const tolerance = TIGHT_FORMATS.has(type) ? TOLERANCE : OTHER_FORMAT_TOLERANCE;
-      await checkParity("llama", { ...tinyLlama, weightType: type, std: STD, seed: 15 }, backend, 8, { tolerance, maxFlipped: MAX_FLIPPED_STEPS });
+      const bounds = (type === GGMLType.IQ4_XS ? avx2Bounds("tiny-Llama IQ4_XS") : undefined) ?? { tolerance, maxFlipped: MAX_FLIPPED_STEPS };
+      await checkParity("llama", { ...tinyLlama, weightType: type, std: STD, seed: 15 }, backend, 8, bounds);
     });
   }
 }

@@ -13,7 +13,7 @@ import { openModel } from "../src/models/open.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
-import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
+import { disposeSharedLlama, FLIPPED_ROUNDING_BOUND, llamaCppRun, llamaCppRunsAvx2 } from "./helpers/llama-cpp-oracle.js";
 import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
@@ -72,7 +72,10 @@ for (const [type, ggml] of [["q2_k", GGMLType.Q2_K], ["q3_k", GGMLType.Q3_K], ["
     for (const x of h.tensors) assert.equal(x.type, x.dims.length === 2 ? ggml : GGMLType.F32, `${x.name} ${typeName(x.type)}`);
     const diffs = await compare(out);
     t.diagnostic(`${type}: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
-    assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
+    // llama.cpp's AVX2 backend runs its own Q4_K gemm order (llamaCppRunsAvx2): one flipped rounding there
+    const bound = type === "q4_k" && llamaCppRunsAvx2 ? FLIPPED_ROUNDING_BOUND : 1e-2;
+    if (bound !== 1e-2) t.diagnostic(`${type} held to ${bound}: ${llamaCppRunsAvx2}`);
+    assert.ok(Math.max(...diffs) < bound, diffs.join(", "));
   });
 }
 

@@ -26,10 +26,28 @@ import { readGGUFHeader } from "../../src/formats/gguf-reader.js";
  * aside (.ci/run renames it); where it would load, this says why in the skip message.
  */
 const AMX_VARIANT = fileURLToPath(new URL("../../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-sapphirerapids.so", import.meta.url));
-const cpuHasAmx = existsSync("/proc/cpuinfo") && /\bamx_int8\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+const cpuInfo = existsSync("/proc/cpuinfo") ? readFileSync("/proc/cpuinfo", "utf8") : "";
+const cpuHasAmx = /\bamx_int8\b/.test(cpuInfo);
 export const llamaCppRunsAmx: string | false = cpuHasAmx && existsSync(AMX_VARIANT)
   ? `llama.cpp would run its AMX int8 kernels on this CPU (${AMX_VARIANT}), which add Q8_0 products in another order than the AVX-512 one tsllm reproduces: rename that file (e.g. to *.amx-off, as .ci/run does) to compare Q8_0 with llama.cpp here`
   : false;
+
+/**
+ * On an x86 CPU without AVX-512 ggml loads its AVX2 backend (haswell), and some of its kernels add
+ * in another order than the AVX-512 backends' that tsllm reproduces: the f32 dot products and
+ * softmax sums of the attention go 8 lanes at a time instead of 16, the repacked Q4_K gemm has
+ * its own AVX2 loop, and the IQ4_XS prompt products land elsewhere too. Each is the same number
+ * to an ulp or two, but a case whose random layers amplify one flipped activation rounding lands
+ * ~1e-2 away (measured on a Zen 3 EPYC: SmolLM-shape Q8_0 1.4e-2 .. 2.5e-2 per step, tiny-Llama
+ * IQ4_XS 1.0e-2 .. 1.4e-2, one step of a q4_k quantized model 3.5e-2; the same greedy tokens).
+ * Those comparisons take a flipped rounding's bound there (flipBound), and say why.
+ */
+export const llamaCppRunsAvx2: string | false = process.arch === "x64" && /\bavx2\b/.test(cpuInfo) && !/\bavx512f\b/.test(cpuInfo)
+  ? "llama.cpp runs its AVX2 backend on this CPU (no AVX-512), whose attention sums, Q4_K gemm and IQ4_XS prompt kernel add in another order than the AVX-512 one tsllm reproduces"
+  : false;
+
+/** the bound of one flipped activation rounding, amplified: for the comparisons llamaCppRunsAvx2 names */
+export const FLIPPED_ROUNDING_BOUND = 5e-2;
 
 /** a token id as node-llama-cpp takes it: its Token is a number with a type-level brand only */
 export const llamaToken = (id: number): Token => id as Token;

@@ -196,14 +196,16 @@ function bytesPerToken(cols: number, rows: number): number {
 
 /**
  * The kernels that take batches eight tokens at a time over group streams (assembly/q8-ggml.ts,
- * kquant-groups.ts): bytes of a stream per weight block of each (GROUP_BLOCK_BYTES: 8 scales, 8 x
- * 32 int8; KGROUP_BYTES: 8 scales, 8 tokens' sums of 16 and of 32, 8 x 256 int8), the weights per
- * block, and each thread's slot (Q8_0: a half pass's eight accumulators, twice; k-quants: the
- * eight running sums)
+ * q8.ts, kquant-groups.ts): bytes of a stream per weight block of each (GROUP_BLOCK_BYTES: 8 scales,
+ * 8 x 32 int8; Q4_GROUP_BLOCK_BYTES: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8
+ * tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot
+ * (Q8_0: a half pass's eight accumulators, twice; k-quants: the eight running sums)
  */
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
+  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
+  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
   [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
@@ -213,11 +215,6 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
 function groupStreamBytes(relaxedKind: C.Kind | undefined, cols: number, nTok: number): number {
   const kernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
   return kernel ? align64(Math.floor(nTok / 8) * (cols / kernel.blockWeights) * kernel.blockBytes) : 0;
-}
-
-/** where a pass's group streams start: after the outputs, the bias and the threads' slots */
-function groupsAt(o: number, nTok: number, rows: number, biasBytes: number, slots: number): number {
-  return o + align64(nTok * rows * 4) + biasBytes + slots;
 }
 
 function memoryLimit(option: number | undefined): number {
@@ -363,15 +360,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const kernels = space.kernels;
     const biasBytes = bias ? align64(rows * 4) : 0;
     // per-thread slots: F16/BF16 batches' panel of four rows converted to f32 (float.ts), the
-    // group kernels' accumulators (GROUP_KERNELS); then the group streams
+    // group kernels' accumulators (GROUP_KERNELS)
     const groupBytes = groupStreamBytes(relaxedKind, cols, nTok);
     const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? GROUP_KERNELS.get(relaxedKind!)!.slotBytes : 0;
-    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes + groupBytes);
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
     const o = xb + align64((nTok * cols / 16) * 4);
-    const groups = groupBytes > 0 ? groupsAt(o, nTok, rows, biasBytes, threads * panelBytes) : 0;
+    // the group streams (at most 1.25 bytes a weight column a token) go where the f32 activations
+    // were: those are dead once quantized, and the streams are packed after that
+    const groups = groupBytes > 0 ? xf : 0;
     const buffer = space.arena.buffer;
     new Float32Array(buffer, xf, nTok * cols).set(x);
     let xPtr = xf;
@@ -399,7 +398,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok);
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       }
-      else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
+      else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
+        kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
+      }
       else {
         // as above: the group streams first, from the int16 activations packQ8_K narrows
         if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
