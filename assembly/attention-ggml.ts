@@ -10,6 +10,7 @@
 
 import { expGgml, fma } from "./ggml-math";
 import { rowAt } from "./attention";
+import { store8 } from "./simd";
 
 /** the reference's reduce16 (_mm512_reduce_add_ps): lanes 0..15 held as four vectors */
 // @ts-ignore: decorator
@@ -224,14 +225,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
           a6 = fma(v128.load(vp, 96), pj, a6);
           a7 = fma(v128.load(vp, 112), pj, a7);
         }
-        v128.store(a, a0);
-        v128.store(a, a1, 16);
-        v128.store(a, a2, 32);
-        v128.store(a, a3, 48);
-        v128.store(a, a4, 64);
-        v128.store(a, a5, 80);
-        v128.store(a, a6, 96);
-        v128.store(a, a7, 112);
+        store8(a, a0, a1, a2, a3, a4, a5, a6, a7);
       }
     }
     for (; d < rowBytes; d += 16) {

@@ -38,7 +38,7 @@ const NEXT: usize = 128;
 const MAIN_WAITING: usize = 68;
 /** rows (items) of the job finished, published or recomputed by the main thread */
 const COMPLETED: usize = 72;
-/** matmul jobs: the batch's group streams (packQ8_0Groups / packQ8_KGroups), 0 for none */
+/** matmul jobs: the batch's group streams (packQ8_0Groups / packQ4_0Groups / packQ8_KGroups), 0 for none */
 const GROUPS: usize = 76;
 const KIND: usize = 192;
 const W: usize = 196;
@@ -223,9 +223,10 @@ function loadJob(ctrl: usize, thread: i32): void {
   }
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
   // head's scores and gathered rows, F16/BF16 batches a converted row group, Q8_0 batches a
-  // half pass's accumulators, Q4_K/Q5_K/Q6_K batches their eight tokens' sums: the slot of its index
+  // half pass's accumulators, Q4_K/Q5_K/Q6_K batches their eight tokens' sums: the slot of its
+  // index. Every job whose kernel reads a slot writes SLOT_*; the others ignore scratch
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
-  scratch = (kind == 15 || kind == 19 || kind == 1 || kind == 2 || kind == 40 || kind == 16 || kind == 18 || kind == 12 || kind == 13 || kind == 22) && slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
+  scratch = slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
 }
 
 /**

@@ -26,7 +26,7 @@
 // accumulators, no spills) per pass. Each (row, token) gets the same operations in the same
 // order as row1 and row4, so the same bits.
 import { f16, f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
-import { dotI8I7 } from "./simd";
+import { dotI8I7, store8 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
 
@@ -126,14 +126,7 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     a6 = fma(lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
     a7 = fma(lanesOf(absW, m, v128.load(x, 256), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
   }
-  v128.store(acc, a0);
-  v128.store(acc, a1, 16);
-  v128.store(acc, a2, 32);
-  v128.store(acc, a3, 48);
-  v128.store(acc, a4, 64);
-  v128.store(acc, a5, 80);
-  v128.store(acc, a6, 96);
-  v128.store(acc, a7, 112);
+  store8(acc, a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 /** one row against the eight tokens of a group stream, acc: 256 bytes of the thread's own */

@@ -7,6 +7,19 @@
 }
 
 /** sum of the four i32 lanes (exact) */
+/** eight vectors to at, at + 16, ..., at + 112 */
+// @ts-ignore: decorator
+@inline export function store8(at: usize, a0: v128, a1: v128, a2: v128, a3: v128, a4: v128, a5: v128, a6: v128, a7: v128): void {
+  v128.store(at, a0);
+  v128.store(at, a1, 16);
+  v128.store(at, a2, 32);
+  v128.store(at, a3, 48);
+  v128.store(at, a4, 64);
+  v128.store(at, a5, 80);
+  v128.store(at, a6, 96);
+  v128.store(at, a7, 112);
+}
+
 // @ts-ignore: decorator
 @inline export function hsumI32(v: v128): i32 {
   return i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);

@@ -40,7 +40,7 @@ export const llamaCppRunsAmx: string | false = cpuHasAmx && existsSync(AMX_VARIA
  * to an ulp or two, but a case whose random layers amplify one flipped activation rounding lands
  * ~1e-2 away (measured on a Zen 3 EPYC: SmolLM-shape Q8_0 1.4e-2 .. 2.5e-2 per step, tiny-Llama
  * IQ4_XS 1.0e-2 .. 1.4e-2, one step of a q4_k quantized model 3.5e-2; the same greedy tokens).
- * Those comparisons take a flipped rounding's bound there (flipBound), and say why.
+ * Those comparisons take a flipped rounding's bound there (FLIPPED_ROUNDING_BOUND), and say why.
  */
 export const llamaCppRunsAvx2: string | false = process.arch === "x64" && /\bavx2\b/.test(cpuInfo) && !/\bavx512f\b/.test(cpuInfo)
   ? "llama.cpp runs its AVX2 backend on this CPU (no AVX-512), whose attention sums, Q4_K gemm and IQ4_XS prompt kernel add in another order than the AVX-512 one tsllm reproduces"

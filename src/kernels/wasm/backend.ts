@@ -212,8 +212,7 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
 ]);
 
 /** bytes of the group streams (every eight tokens) for a batch on a group kernel, else 0 */
-function groupStreamBytes(relaxedKind: C.Kind | undefined, cols: number, nTok: number): number {
-  const kernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
+function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number } | undefined, cols: number, nTok: number): number {
   return kernel ? align64(Math.floor(nTok / 8) * (cols / kernel.blockWeights) * kernel.blockBytes) : 0;
 }
 
@@ -361,8 +360,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const biasBytes = bias ? align64(rows * 4) : 0;
     // per-thread slots: F16/BF16 batches' panel of four rows converted to f32 (float.ts), the
     // group kernels' accumulators (GROUP_KERNELS)
-    const groupBytes = groupStreamBytes(relaxedKind, cols, nTok);
-    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? GROUP_KERNELS.get(relaxedKind!)!.slotBytes : 0;
+    const groupKernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
+    const groupBytes = groupStreamBytes(groupKernel, cols, nTok);
+    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? groupKernel!.slotBytes : 0;
     const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
