@@ -31,6 +31,8 @@ import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
+import { addRange, rmsNormRows } from "./rows";
+import { swigluGgml } from "./swiglu-ggml";
 
 // NEXT is 64 bits: the first unclaimed row (low word) and the job's tag (high word), so that
 // a thread still busy with an old job can never claim rows of a newer one
@@ -40,6 +42,8 @@ const MAIN_WAITING: usize = 68;
 const COMPLETED: usize = 72;
 /** matmul jobs: the batch's group streams (packQ8_0Groups / packQ4_0Groups / packQ8_KGroups), 0 for none */
 const GROUPS: usize = 76;
+// row-op jobs: RMSNorm's epsilon (f64)
+const EPS: usize = 80;
 const KIND: usize = 192;
 const W: usize = 196;
 const ROW_BYTES: usize = 200;
@@ -191,6 +195,7 @@ let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 =
 let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0, groups: usize = 0;
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
 let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
+let eps: f64 = 0;
 
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
@@ -216,6 +221,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
   groups = isMatmul(kind) ? load<usize>(ctrl + GROUPS) : 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
+  if (kind == 45) eps = load<f64>(ctrl + EPS);
   if (kind == 40) {
     kvValueRowBytes = load<usize>(ctrl + KV_VALUE_ROW_BYTES);
     kvTypes = load<i32>(ctrl + KV_TYPES);
@@ -329,6 +335,12 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // Q4_1 (43) and Q5_1 (44) over Q8_0-quantized activations with the Q8_1 block sums at XB
     case 43: matQ4_1(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 44: matQ5_1(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
+    // RMSNorm of rows (ROWS of COLS floats) at W into OUT, XQ = the weight (0: none), EPS
+    case 45: rmsNormRows(w, xq, out, cols, eps, r0, r1); break;
+    // W += XQ over N_TOK floats, in items of COLS
+    case 46: addRange(w, xq, r0 * cols, min<i32>(nTok, r1 * cols)); break;
+    // OUT = silu(W) * XQ over N_TOK floats in llama.cpp's arithmetic (relaxed build only), in items of COLS
+    case 47: { const i0 = r0 * cols, n = min<i32>(nTok, r1 * cols) - i0; swigluGgml(out + ((<usize>i0) << 2), w + ((<usize>i0) << 2), xq + ((<usize>i0) << 2), n); break; }
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

@@ -10,7 +10,8 @@ import type { Tensor } from "../src/tensor/tensor.js";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { runChild } from "./helpers/child.js";
-import { device, hostArray, type HostArray } from "./helpers/host-array.js";
+import { device, hostArray, onHost, type HostArray } from "./helpers/host-array.js";
+import { addInPlace, rmsNorm, swiglu } from "../src/kernels/ops/index.js";
 import { rng } from "./helpers/rng.js";
 
 // The wasm kernels against the reference backend (the executable spec, which follows ggml:
@@ -243,6 +244,69 @@ test("a token's outputs have the same bits alone and in batches of every size (f
       }
     } finally {
       backend.dispose();
+    }
+  }
+});
+
+test("a batch's RMSNorm, residual additions and SwiGLU run as jobs in the backend's memory with the TS ops' bits; matmuls read and write such activations in place with the bits of host arrays", async () => {
+  for (const simd of ["plain", "relaxed"] as const) {
+    for (const threads of [1, 2]) {
+      const backend = await createWasmBackend({ threads, simd });
+      const what = `${simd} build, ${threads} thread(s)`;
+      const inMemory = (values: Float32Array): HostArray => {
+        const a = onHost(backend.allocActivations(values.length));
+        a.set(values);
+        return a;
+      };
+      try {
+        let seed = 700;
+        // widths with and without a tail of 1-3 floats; 1e-6 is no f32, so eps is added in f64
+        for (const [width, rows, eps, withWeight] of [[576, 40, Math.fround(1e-5), true], [131, 200, 1e-6, false], [67, 300, 1e-5, true]] as const) {
+          const x = uniform(width * rows, rng(++seed)), weight = withWeight ? uniform(width, rng(++seed)) : null;
+          const expected = new Float32Array(width * rows);
+          rmsNorm(expected, x, weight, width, rows, eps);
+          const out = inMemory(new Float32Array(width * rows));
+          backend.rmsNorm(out, inMemory(x), weight, width, rows, eps);
+          assert.deepEqual(out, expected, `${what}: rmsNorm ${rows} x ${width}`);
+          const inPlace = inMemory(x);
+          backend.rmsNorm(inPlace, inPlace, weight, width, rows, eps);
+          assert.deepEqual(inPlace, expected, `${what}: rmsNorm ${rows} x ${width} in place`);
+        }
+        for (const n of [16384, 20001]) {
+          const x = uniform(n, rng(++seed)), y = uniform(n, rng(++seed));
+          const sum = x.slice();
+          addInPlace(sum, y);
+          const xs = inMemory(x);
+          backend.add(xs, inMemory(y));
+          assert.deepEqual(xs, sum, `${what}: add of ${n}`);
+          const gate = uniform(n, rng(++seed)).map((v) => v * 8), up = uniform(n, rng(++seed));
+          const expected = new Float32Array(n);
+          swiglu(expected, gate, up, n);
+          const out = inMemory(new Float32Array(n));
+          backend.swiglu(out, inMemory(gate), inMemory(up), n);
+          assert.deepEqual(out, expected, `${what}: swiglu of ${n}`);
+        }
+        for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
+          const cols = 512, rows = 40, n = 13;
+          const w = weights(backend, type, cols, rows, ++seed);
+          const x = uniform(n * cols, rng(++seed));
+          const viaHost = hostArray(n * rows);
+          backend.matmul(viaHost, w, x, n);
+          const out = inMemory(new Float32Array(n * rows));
+          backend.matmul(out, w, inMemory(x), n);
+          assert.deepEqual(out, viaHost, `${what}: ${typeName(type)} matmul on activations in the backend's memory`);
+        }
+        // the output over its own input: read through a copy
+        const w = weights(backend, GGMLType.F32, 64, 64, ++seed);
+        const x = uniform(5 * 64, rng(++seed));
+        const viaHost = hostArray(5 * 64);
+        backend.matmul(viaHost, w, x, 5);
+        const same = inMemory(x);
+        backend.matmul(same, w, same, 5);
+        assert.deepEqual(same, viaHost, `${what}: F32 matmul whose output is its input`);
+      } finally {
+        backend.dispose();
+      }
     }
   }
 });

@@ -186,6 +186,14 @@ const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3 } as const;
 const PANEL_TOKENS = 4;
 /** floats of one item of a GELU job */
 const GELU_ITEM = 4096;
+/**
+ * Row and element-wise ops (RMSNorm, residual additions, SwiGLU) over at least this many floats run
+ * as jobs on every thread (assembly/rows.ts); a decode step's few thousand cost less in TS than a
+ * job's sync
+ */
+const ROW_JOB_FLOATS = 16384;
+/** floats of one item of an element-wise job */
+const ELEMENT_ITEM = 4096;
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
 const PARALLEL_QUANTIZE_TOKENS = 8;
 
@@ -372,20 +380,28 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // were: those are dead once quantized, and the streams are packed after that
     const groups = groupBytes > 0 ? xf : 0;
     const buffer = space.arena.buffer;
-    new Float32Array(buffer, xf, nTok * cols).set(x);
-    let xPtr = xf;
+    // activations already in the weight's memory are read where they are, and results written
+    // straight into `out` there (a prompt's copies in and out were ~2% of its pass), unless the
+    // kernel rewrites its input (F16/BF16 round it in place) or the two overlap
+    const xAt = memories.locate(x), outAt = memories.locate(out);
+    const overlap = xAt !== undefined && outAt !== undefined && xAt.space === outAt.space && xAt.ptr < outAt.ptr + out.byteLength && outAt.ptr < xAt.ptr + x.byteLength;
+    const readInPlace = xAt?.space === w.space && kind !== C.Kind.F16 && kind !== C.Kind.BF16 && !overlap;
+    const writeInPlace = outAt?.space === w.space;
+    if (!readInPlace) new Float32Array(buffer, xf, nTok * cols).set(x);
+    const xIn = readInPlace ? xAt.ptr : xf;
+    let xPtr = xIn;
     if (kind === C.Kind.F16) kernels.roundRowsF16Scaled(xf, nTok * cols);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4 || kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) {
-      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xf, xq, xs, xb, cols, nTok);
-      else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xIn, xq, xs, xb, cols, nTok);
+      else for (let t = 0; t < nTok; t++) kernels.quantizeRowQ8_0(xIn + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 32) * 4, cols);
       if (kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) q8_1Sums(x, new Int16Array(buffer, xq, nTok * cols), new Float32Array(buffer, xb, (nTok * cols) / 32));
       xPtr = xq;
     } else if (kind === C.Kind.Q2_K || kind === C.Kind.Q3_K || kind === C.Kind.Q4_K || kind === C.Kind.Q5_K || kind === C.Kind.Q6_K || kind === C.Kind.IQ4_XS || GRID_KINDS.has(kind)) {
-      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xf, xq, xs, xb, cols, nTok);
+      if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_K, xIn, xq, xs, xb, cols, nTok);
       else {
         for (let t = 0; t < nTok; t++) {
-          kernels.quantizeRowQ8_K(xf + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
+          kernels.quantizeRowQ8_K(xIn + t * cols * 4, xq + t * cols * 2, xs + (t * cols / 256) * 4, xb + (t * cols / 16) * 4, cols);
         }
       }
       xPtr = xq;
@@ -420,7 +436,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XS] = xs;
     control[C.XB] = xb;
     control[C.GROUPS] = groups;
-    control[C.OUT] = o;
+    control[C.OUT] = writeInPlace ? outAt.ptr : o;
     // the bias after the outputs (the scratch was asked for its bytes too)
     const b = o + align64(nTok * rows * 4);
     if (bias) new Float32Array(buffer, b, rows).set(bias);
@@ -432,7 +448,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // takes it, so results do not depend on the thread count
     setClaims(control, rows, 4, threads);
     runJob(w.space, nTok === 1 ? rows * 4 : 0);
-    out.set(new Float32Array(buffer, o, nTok * rows));
+    if (!writeInPlace) out.set(new Float32Array(buffer, o, nTok * rows));
   }
 
   /*
@@ -590,6 +606,34 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     out.set(new Float32Array(buffer, scratch + 2 * bytes, n));
   }
 
+  /** where arrays that all lie in one of this backend's memories start in it, else undefined */
+  function colocated(...arrays: Float32Array[]): { space: number; ptrs: number[] } | undefined {
+    let space = -1;
+    const ptrs: number[] = [];
+    for (const a of arrays) {
+      const at = memories.locate(a);
+      if (at === undefined || (space >= 0 && at.space !== space)) return undefined;
+      space = at.space;
+      ptrs.push(at.ptr);
+    }
+    return { space, ptrs };
+  }
+
+  /** an element-wise job (kind ADD / SWIGLU) over n floats in memory `space`, in items of ELEMENT_ITEM */
+  function elementJob(space: number, kind: C.Kind, w: number, xq: number, out: number, n: number): void {
+    const control = memories.spaces[space]!.control;
+    const items = Math.ceil(n / ELEMENT_ITEM);
+    control[C.KIND] = kind;
+    control[C.W] = w;
+    control[C.XQ] = xq;
+    control[C.OUT] = out;
+    control[C.ROWS] = items;
+    control[C.COLS] = ELEMENT_ITEM;
+    control[C.N_TOK] = n;
+    setClaims(control, items, 1, threads);
+    runJob(space);
+  }
+
   const shared = hostMemoryOps(alive);
   const backend: WasmBackend = {
     name: "wasm",
@@ -620,8 +664,42 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const out = host(outArray), gate = host(gateArray), up = host(upArray);
       if (!(gate.length >= n && up.length >= n && out.length >= n)) throw new Error(`swiglu: ${n} elements asked, arrays hold ${gate.length} / ${up.length} / ${out.length}`);
       // ggml's exp needs the fused multiply-add; without it the plain-TS op gives the same bits
-      if (exact) swigluExact(out, gate, up, n);
-      else swiglu(out, gate, up, n);
+      if (!exact) return swiglu(out, gate, up, n);
+      const at = n >= ROW_JOB_FLOATS ? colocated(gate, up, out) : undefined;
+      if (at) elementJob(at.space, C.Kind.SWIGLU, at.ptrs[0]!, at.ptrs[1]!, at.ptrs[2]!, n);
+      else swigluExact(out, gate, up, n);
+    },
+
+    rmsNorm(outArray, xArray, weight, width, rows, eps): void {
+      const out = host(outArray), x = host(xArray);
+      const at = width * rows >= ROW_JOB_FLOATS && Number.isInteger(width) && Number.isInteger(rows) && width > 0 && out.length >= width * rows && x.length >= width * rows && (weight === null || weight.length >= width) ? colocated(x, out) : undefined;
+      if (!at) return shared.rmsNorm(outArray, xArray, weight, width, rows, eps);
+      alive("rmsNorm");
+      const space = memories.spaces[at.space]!;
+      // the weight (a host vector) goes through the scratch: a few KB
+      let wPtr = 0;
+      if (weight) {
+        wPtr = space.scratch(width * 4);
+        new Float32Array(space.arena.buffer, wPtr, width).set(weight.subarray(0, width));
+      }
+      const control = space.control;
+      control[C.KIND] = C.Kind.RMS_NORM;
+      control[C.W] = at.ptrs[0]!;
+      control[C.XQ] = wPtr;
+      control[C.OUT] = at.ptrs[1]!;
+      control[C.ROWS] = rows;
+      control[C.COLS] = width;
+      new Float64Array(control.buffer, control.byteOffset, C.CONTROL_BYTES / 8)[C.EPS_F64] = eps;
+      setClaims(control, rows, 1, threads);
+      runJob(at.space);
+    },
+
+    add(xArray, yArray): void {
+      const x = host(xArray), y = host(yArray);
+      const at = x.length >= ROW_JOB_FLOATS && y.length >= x.length ? colocated(x, y) : undefined;
+      if (!at) return shared.add(xArray, yArray);
+      alive("add");
+      elementJob(at.space, C.Kind.ADD, at.ptrs[0]!, at.ptrs[1]!, 0, x.length);
     },
 
     unary(op, outArray, xArray, n): void {

@@ -30,6 +30,8 @@ export const COMPLETED = 18;
  * work(), outside the job words' range only for want of room there
  */
 export const GROUPS = 19;
+/** RMS_NORM jobs: epsilon, an f64 in words 20 and 21 (byte 80) */
+export const EPS_F64 = 10;
 /**
  * NEXT and NEXT_TAG are one 64-bit word: the first row (or item) not yet claimed and the
  * job's tag (the GEN it runs under). claim() in assembly/index.ts moves the row on by
@@ -176,6 +178,12 @@ export enum Kind {
   /** Q4_1 / Q5_1 over Q8_0-quantized activations, XB = each block's s_x (Q8_1's d * sum(q), f16-rounded, as f32) */
   Q4_1 = 43,
   Q5_1 = 44,
+  /** RMSNorm of ROWS rows of COLS floats at W into OUT (assembly/rows.ts), XQ = the weight (0: none), EPS_F64 */
+  RMS_NORM = 45,
+  /** W += XQ over N_TOK floats, in items (ROWS) of COLS floats */
+  ADD = 46,
+  /** OUT = silu(W) * XQ over N_TOK floats in llama.cpp's arithmetic (assembly/swiglu-ggml.ts; relaxed build only), in items of COLS floats */
+  SWIGLU = 47,
 }
 
 /**

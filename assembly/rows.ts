@@ -1,0 +1,40 @@
+// Row-wise and element-wise ops of a batch, split over the threads as jobs (a prompt's norms and
+// residual additions otherwise ran in TypeScript on the main thread while the workers waited).
+// Each gives the bits of its TypeScript op in src/kernels/ops/.
+
+/**
+ * RMSNorm of rows [r0, r1) of `width` floats at x into out (which may be x), as ops/norm.ts's
+ * rmsNorm: each square rounded to f32 and summed in f64 in order (ggml_float), the scale
+ * 1 / sqrt(mean + eps) in f32 (eps added in f64, then rounded, as the TS op does), then
+ * x * scale rounded before the weight's multiplication (weight 0: none)
+ */
+export function rmsNormRows(x: usize, weight: usize, out: usize, width: i32, eps: f64, r0: i32, r1: i32): void {
+  const rowBytes = (<usize>width) << 2;
+  for (let r = r0; r < r1; r++) {
+    const xr = x + <usize>r * rowBytes, o = out + <usize>r * rowBytes;
+    let sum: f64 = 0;
+    for (let i: usize = 0; i < rowBytes; i += 4) {
+      const v = load<f32>(xr + i);
+      sum += <f64>(v * v);
+    }
+    const mean = <f32>(sum / <f64>width);
+    const scale: f32 = <f32>1 / sqrt<f32>(<f32>(<f64>mean + eps));
+    const s = f32x4.splat(scale);
+    let i: usize = 0;
+    if (weight != 0) {
+      for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(f32x4.mul(v128.load(xr + i), s), v128.load(weight + i)));
+      for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale * load<f32>(weight + i));
+    } else {
+      for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(v128.load(xr + i), s));
+      for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale);
+    }
+  }
+}
+
+/** x[i] += y[i] for i in [i0, i1) (f32 additions: ops/elementwise.ts's addInPlace) */
+export function addRange(x: usize, y: usize, i0: i32, i1: i32): void {
+  let i = (<usize>i0) << 2;
+  const end = (<usize>i1) << 2;
+  for (; i + 16 <= end; i += 16) v128.store(x + i, f32x4.add(v128.load(x + i), v128.load(y + i)));
+  for (; i < end; i += 4) store<f32>(x + i, load<f32>(x + i) + load<f32>(y + i));
+}
