@@ -31,7 +31,7 @@ import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
-import { addRange, rmsNormRows } from "./rows";
+import { addRange, copyRows, rmsNormRows, ropeRows } from "./rows";
 import { swigluGgml } from "./swiglu-ggml";
 
 // NEXT is 64 bits: the first unclaimed row (low word) and the job's tag (high word), so that
@@ -341,6 +341,10 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 46: addRange(w, xq, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     // OUT = silu(W) * XQ over N_TOK floats in llama.cpp's arithmetic (relaxed build only), in items of COLS
     case 47: { const i0 = r0 * cols, n = min<i32>(nTok, r1 * cols) - i0; swigluGgml(out + ((<usize>i0) << 2), w + ((<usize>i0) << 2), xq + ((<usize>i0) << 2), n); break; }
+    // RoPE in place on ROWS rows (N_HEADS a token) of COLS floats at W, XQ = the tokens' angles (XS floats each), XB = 1 for neox
+    case 48: ropeRows(w, xq, cols, <i32>xs, nHeads, xb != 0, r0, r1); break;
+    // rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS apart)
+    case 49: copyRows(out, xs, w, rowBytes, <usize>cols, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

@@ -38,3 +38,30 @@ export function addRange(x: usize, y: usize, i0: i32, i1: i32): void {
   for (; i + 16 <= end; i += 16) v128.store(x + i, f32x4.add(v128.load(x + i), v128.load(y + i)));
   for (; i < end; i += 4) store<f32>(x + i, load<f32>(x + i) + load<f32>(y + i));
 }
+
+/**
+ * RoPE in place on rows [r0, r1) of x, row r being head r % nHeads of token r / nHeads (headDim
+ * floats), with each token's angles at `angles` (ropeDim floats: cos, sin of each pair, ops/rope.ts's
+ * table), as ops/rope.ts's applyRope: pairs (2i, 2i + 1), or (i, i + ropeDim / 2) for neox;
+ * x0 c - f32(x1 s) and x0 s + f32(x1 c) in f64, then rounded
+ */
+export function ropeRows(x: usize, angles: usize, headDim: i32, ropeDim: i32, nHeads: i32, neox: bool, r0: i32, r1: i32): void {
+  const half = <usize>(ropeDim >> 1);
+  for (let r = r0; r < r1; r++) {
+    const o = x + ((<usize>r * <usize>headDim) << 2);
+    const a = angles + ((<usize>(r / nHeads) * <usize>ropeDim) << 2);
+    for (let i: usize = 0; i < half; i++) {
+      const c = load<f32>(a + (i << 3)), s = load<f32>(a + (i << 3), 4);
+      const pa = neox ? o + (i << 2) : o + (i << 3);
+      const pb = neox ? pa + (half << 2) : pa + 4;
+      const x0 = load<f32>(pa), x1 = load<f32>(pb);
+      store<f32>(pa, <f32>(<f64>x0 * <f64>c - <f64>(x1 * s)));
+      store<f32>(pb, <f32>(<f64>x0 * <f64>s + <f64>(x1 * c)));
+    }
+  }
+}
+
+/** rows [r0, r1) of `bytes` each from src (srcStride bytes apart) to dst (dstStride apart) */
+export function copyRows(dst: usize, dstStride: usize, src: usize, srcStride: usize, bytes: usize, r0: i32, r1: i32): void {
+  for (let r = r0; r < r1; r++) memory.copy(dst + <usize>r * dstStride, src + <usize>r * srcStride, bytes);
+}

@@ -11,7 +11,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { runChild } from "./helpers/child.js";
 import { device, hostArray, onHost, type HostArray } from "./helpers/host-array.js";
-import { addInPlace, rmsNorm, swiglu } from "../src/kernels/ops/index.js";
+import { addInPlace, applyRope, rmsNorm, swiglu } from "../src/kernels/ops/index.js";
 import { rng } from "./helpers/rng.js";
 
 // The wasm kernels against the reference backend (the executable spec, which follows ggml:
@@ -248,7 +248,7 @@ test("a token's outputs have the same bits alone and in batches of every size (f
   }
 });
 
-test("a batch's RMSNorm, residual additions and SwiGLU run as jobs in the backend's memory with the TS ops' bits; matmuls read and write such activations in place with the bits of host arrays", async () => {
+test("a batch's RMSNorm, RoPE, residual additions, SwiGLU and row copies run as jobs in the backend's memory with the TS ops' bits; matmuls read and write such activations in place with the bits of host arrays", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     for (const threads of [1, 2]) {
       const backend = await createWasmBackend({ threads, simd });
@@ -285,6 +285,27 @@ test("a batch's RMSNorm, residual additions and SwiGLU run as jobs in the backen
           const out = inMemory(new Float32Array(n));
           backend.swiglu(out, inMemory(gate), inMemory(up), n);
           assert.deepEqual(out, expected, `${what}: swiglu of ${n}`);
+        }
+        // RoPE: both pair layouts, a partial rotation, positions out of order and repeated
+        for (const [style, headDim, ropeDim, nHeads] of [["norm", 64, 64, 9], ["neox", 128, 96, 4]] as const) {
+          const nTokens = 40, p = { headDim, ropeDim, base: 10000, freqScale: 1, style };
+          const positions = Array.from({ length: nTokens }, (_, t) => (t * 37) % 29 + (t >> 3) * 1000);
+          const x = uniform(nTokens * nHeads * headDim, rng(++seed));
+          const expected = x.slice();
+          applyRope(expected, nTokens, nHeads, positions, p);
+          const xs = inMemory(x);
+          backend.rope(xs, nTokens, nHeads, positions, p);
+          assert.deepEqual(xs, expected, `${what}: rope (${style}, ${ropeDim} of ${headDim})`);
+        }
+        // copy2d: strided rows out of a wider array, both ways
+        {
+          const rows = 64, width = 333, wide = uniform(rows * 1000, rng(++seed));
+          const src = inMemory(wide), dst = inMemory(new Float32Array(rows * width));
+          backend.copy2d(dst, 0, width, src, 7, 1000, rows, width);
+          for (let r = 0; r < rows; r++) assert.deepEqual(dst.subarray(r * width, (r + 1) * width), wide.subarray(7 + r * 1000, 7 + r * 1000 + width), `${what}: copy2d row ${r}`);
+          const back = inMemory(new Float32Array(rows * 1000));
+          backend.copy2d(back, 500, 1000, dst, 0, width, rows, width);
+          for (let r = 0; r < rows; r++) assert.deepEqual(back.subarray(500 + r * 1000, 500 + r * 1000 + width), dst.subarray(r * width, (r + 1) * width), `${what}: copy2d back, row ${r}`);
         }
         for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
           const cols = 512, rows = 40, n = 13;

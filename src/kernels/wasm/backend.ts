@@ -5,6 +5,7 @@ import { swiglu } from "../ops/activations.js";
 import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
+import { ropeAngles } from "../ops/rope.js";
 import { roundToF16 } from "../../tensor/quant/index.js";
 import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/index.js";
 import * as C from "./control.js";
@@ -692,6 +693,56 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       new Float64Array(control.buffer, control.byteOffset, C.CONTROL_BYTES / 8)[C.EPS_F64] = eps;
       setClaims(control, rows, 1, threads);
       runJob(at.space);
+    },
+
+    rope(xArray, nTokens, nHeads, positions, p): void {
+      const x = host(xArray);
+      const n = nTokens * nHeads * p.headDim;
+      const fits = Number.isInteger(n) && n >= ROW_JOB_FLOATS && x.length >= n && positions.length >= nTokens && Number.isInteger(p.ropeDim) && p.ropeDim % 2 === 0 && p.ropeDim > 0 && p.ropeDim <= p.headDim;
+      const at = fits ? colocated(x) : undefined;
+      if (!at) return shared.rope(xArray, nTokens, nHeads, positions, p);
+      alive("rope");
+      const space = memories.spaces[at.space]!;
+      // each token's angles from ops/rope.ts's table (glibc's sinf and cosf), through the scratch
+      const anglesPtr = space.scratch(nTokens * p.ropeDim * 4);
+      const angles = new Float32Array(space.arena.buffer, anglesPtr, nTokens * p.ropeDim);
+      for (let t = 0; t < nTokens; t++) angles.set(ropeAngles(positions[t]!, p), t * p.ropeDim);
+      const control = space.control;
+      control[C.KIND] = C.Kind.ROPE;
+      control[C.W] = at.ptrs[0]!;
+      control[C.XQ] = anglesPtr;
+      control[C.XS] = p.ropeDim;
+      control[C.XB] = p.style === "neox" ? 1 : 0;
+      control[C.ROWS] = nTokens * nHeads;
+      control[C.COLS] = p.headDim;
+      control[C.N_HEADS] = nHeads;
+      setClaims(control, nTokens * nHeads, 1, threads);
+      runJob(at.space);
+    },
+
+    copy2d(dstArray, dstOffset, dstStride, srcArray, srcOffset, srcStride, rows, width): void {
+      const dst = host(dstArray), src = host(srcArray);
+      const inBounds = rows > 0 && width > 0 && dstOffset >= 0 && srcOffset >= 0 && dstOffset + (rows - 1) * dstStride + width <= dst.length && srcOffset + (rows - 1) * srcStride + width <= src.length;
+      const at = inBounds && rows * width >= ROW_JOB_FLOATS ? colocated(dst, src) : undefined;
+      if (at) {
+        const d = at.ptrs[0]! + dstOffset * 4, s = at.ptrs[1]! + srcOffset * 4;
+        const dEnd = d + ((rows - 1) * dstStride + width) * 4, sEnd = s + ((rows - 1) * srcStride + width) * 4;
+        // rows copied in parallel must not overlap
+        if (dEnd <= s || sEnd <= d) {
+          alive("copy2d");
+          const control = memories.spaces[at.space]!.control;
+          control[C.KIND] = C.Kind.COPY_ROWS;
+          control[C.W] = s;
+          control[C.ROW_BYTES] = srcStride * 4;
+          control[C.OUT] = d;
+          control[C.XS] = dstStride * 4;
+          control[C.ROWS] = rows;
+          control[C.COLS] = width * 4;
+          setClaims(control, rows, 1, threads);
+          return runJob(at.space);
+        }
+      }
+      shared.copy2d(dstArray, dstOffset, dstStride, srcArray, srcOffset, srcStride, rows, width);
     },
 
     add(xArray, yArray): void {

@@ -184,6 +184,10 @@ export enum Kind {
   ADD = 46,
   /** OUT = silu(W) * XQ over N_TOK floats in llama.cpp's arithmetic (assembly/swiglu-ggml.ts; relaxed build only), in items of COLS floats */
   SWIGLU = 47,
+  /** RoPE in place on ROWS rows (N_HEADS a token) of COLS floats at W, XQ = each token's angles (XS floats: cos, sin per pair), XB = 1 for the neox pairs */
+  ROPE = 48,
+  /** ROWS rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS bytes apart) */
+  COPY_ROWS = 49,
 }
 
 /**
