@@ -10,7 +10,7 @@
 
 import { expGgml, fma } from "./ggml-math";
 import { rowAt } from "./attention";
-import { store8 } from "./simd";
+import { store4, store8 } from "./simd";
 
 /** the reference's reduce16 (_mm512_reduce_add_ps): lanes 0..15 held as four vectors */
 // @ts-ignore: decorator
@@ -209,24 +209,10 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   for (let l: usize = 0; l < nAcc; l++) {
     let d: usize = 0;
     for (; d + 128 <= rowBytes; d += 128) {
-      for (let r = 0; r < n; r++) {
-        const p = p0 + (<usize>r) * scoreBytes;
-        const a = acc0 + (<usize>r) * accBytes + l * rowBytes + d;
-        let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
-        for (let j = <i32>l; j < nKeys; j += <i32>nAcc) {
-          const pj = v128.load32_splat(p + ((<usize>j) << 2));
-          const vp = vBase + rowAt(rows, j, kvStride) + d;
-          a0 = fma(v128.load(vp), pj, a0);
-          a1 = fma(v128.load(vp, 16), pj, a1);
-          a2 = fma(v128.load(vp, 32), pj, a2);
-          a3 = fma(v128.load(vp, 48), pj, a3);
-          a4 = fma(v128.load(vp, 64), pj, a4);
-          a5 = fma(v128.load(vp, 80), pj, a5);
-          a6 = fma(v128.load(vp, 96), pj, a6);
-          a7 = fma(v128.load(vp, 112), pj, a7);
-        }
-        store8(a, a0, a1, a2, a3, a4, a5, a6, a7);
-      }
+      // the barrier pays where a sweep is long (prompts: nKeys / 16 positions; decode after
+      // 1536 keys: 24), and costs where it is short (decode after 128 keys: 2 positions a sweep)
+      if (<i32>nAcc * 8 <= nKeys) for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, kvStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, true);
+      else for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, kvStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, false);
     }
     for (; d < rowBytes; d += 16) {
       for (let r = 0; r < n; r++) {
@@ -264,6 +250,34 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       v128.store(op + d, f32x4.add(f32x4.add(s0, s2), f32x4.add(s1, s3)));
     }
   }
+}
+
+/**
+ * One accumulator lane's weighted values for 32 dimensions (v: the value rows at those
+ * dimensions): positions j0, j0 + step, ... below nKeys, each row times its probability at p,
+ * into eight accumulators stored at a. With `barrier`, the first four multiply-adds are stored
+ * to `spill` (64 bytes) mid-loop: that keeps V8 from hoisting the second four loads above them
+ * (eight loaded vectors live beside eight accumulators spilled one, whose round trip through
+ * memory then bounded the loop)
+ */
+// @ts-ignore: decorator
+@inline function valueSweep32(p: usize, v: usize, rows: usize, kvStride: usize, j0: i32, nKeys: i32, step: i32, a: usize, spill: usize, barrier: bool): void {
+  const zero = f32x4.splat(0);
+  let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+  for (let j = j0; j < nKeys; j += step) {
+    const pj = v128.load32_splat(p + ((<usize>j) << 2));
+    const vp = v + rowAt(rows, j, kvStride);
+    a0 = fma(v128.load(vp), pj, a0);
+    a1 = fma(v128.load(vp, 16), pj, a1);
+    a2 = fma(v128.load(vp, 32), pj, a2);
+    a3 = fma(v128.load(vp, 48), pj, a3);
+    if (barrier) store4(spill, a0, a1, a2, a3);
+    a4 = fma(v128.load(vp, 64), pj, a4);
+    a5 = fma(v128.load(vp, 80), pj, a5);
+    a6 = fma(v128.load(vp, 96), pj, a6);
+    a7 = fma(v128.load(vp, 112), pj, a7);
+  }
+  store8(a, a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 /**

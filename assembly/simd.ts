@@ -6,7 +6,15 @@
   return (f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1)) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
 }
 
-/** sum of the four i32 lanes (exact) */
+/** four vectors to at, at + 16, ... */
+// @ts-ignore: decorator
+@inline export function store4(at: usize, a0: v128, a1: v128, a2: v128, a3: v128): void {
+  v128.store(at, a0);
+  v128.store(at, a1, 16);
+  v128.store(at, a2, 32);
+  v128.store(at, a3, 48);
+}
+
 /** eight vectors to at, at + 16, ..., at + 112 */
 // @ts-ignore: decorator
 @inline export function store8(at: usize, a0: v128, a1: v128, a2: v128, a3: v128, a4: v128, a5: v128, a6: v128, a7: v128): void {
@@ -20,6 +28,7 @@
   v128.store(at, a7, 112);
 }
 
+/** sum of the four i32 lanes (exact) */
 // @ts-ignore: decorator
 @inline export function hsumI32(v: v128): i32 {
   return i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);

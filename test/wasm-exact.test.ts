@@ -78,6 +78,10 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     { nHeads: 8, nKvHeads: 2, headDim: 128, startPos: 100, nTokens: 1 },
     { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 200, nTokens: 1 },
     { nHeads: 32, nKvHeads: 2, headDim: 64, startPos: 150, nTokens: 1 },
+    // sweeps of eight positions and more take the value loop's barrier variant: a batch past 128
+    // keys, a decode step past 512
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 130, nTokens: 12 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 600, nTokens: 1 },
   ];
   for (const c of cases) {
     const nAll = c.startPos + c.nTokens;
