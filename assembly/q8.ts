@@ -309,6 +309,10 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     const dw = f32x4.splat(f16(load<u16>(p)));
     const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, s + 64, ones), biasedLanes(lo, hi, s + 96, ones), biasedLanes(lo, hi, s + 128, ones), biasedLanes(lo, hi, s + 160, ones)), v128.load(s, 32));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
+    // a store of the first four tokens' sums (into this row's own first output, written again
+    // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
+    // activation vectors live at once spilled half of them and both accumulators
+    store<f32>(out, f32x4.extract_lane(a03, 0));
     const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, s + 192, ones), biasedLanes(lo, hi, s + 224, ones), biasedLanes(lo, hi, s + 256, ones), biasedLanes(lo, hi, s + 288, ones)), v128.load(s, 48));
     a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
   }
