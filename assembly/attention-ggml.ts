@@ -62,6 +62,45 @@ import { store4, store8 } from "./simd";
 }
 
 /**
+ * eighth64 for two keys at xa and xb with one query at y (its four vectors loaded once for both),
+ * each result combined as keyPartials combines that piece: mode 0 stored at t, 1 added to what
+ * is at t (e + t), 2 stored at h, 3 added as t + (e + h)
+ */
+// @ts-ignore: decorator
+@inline function eighth64x2(xa: usize, xb: usize, y: usize, o: usize, ta: usize, tb: usize, ha: usize, hb: usize, mode: i32): void {
+  const z = f32x4.splat(0);
+  const b = y + o, a = xa + o, c = xb + o;
+  const q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
+  const ea = f32x4.add(f32x4.add(fma(v128.load(a), q0, z), fma(v128.load(a, 128), q2, z)), f32x4.add(fma(v128.load(a, 64), q1, z), fma(v128.load(a, 192), q3, z)));
+  const eb = f32x4.add(f32x4.add(fma(v128.load(c), q0, z), fma(v128.load(c, 128), q2, z)), f32x4.add(fma(v128.load(c, 64), q1, z), fma(v128.load(c, 192), q3, z)));
+  if (mode == 0) {
+    v128.store(ta, ea);
+    v128.store(tb, eb);
+  } else if (mode == 1) {
+    v128.store(ta, f32x4.add(ea, v128.load(ta)));
+    v128.store(tb, f32x4.add(eb, v128.load(tb)));
+  } else if (mode == 2) {
+    v128.store(ha, ea);
+    v128.store(hb, eb);
+  } else {
+    v128.store(ta, f32x4.add(v128.load(ta), f32x4.add(ea, v128.load(ha))));
+    v128.store(tb, f32x4.add(v128.load(tb), f32x4.add(eb, v128.load(hb))));
+  }
+}
+
+/**
+ * keyPartials (head size 64) for two keys at xa and xb, stored at ta and tb: the same operations
+ * per key, the query's vectors loaded once for the pair (half: scratch for two vectors)
+ */
+// @ts-ignore: decorator
+@inline function keyPartials2(xa: usize, xb: usize, y: usize, ta: usize, tb: usize, half: usize): void {
+  eighth64x2(xa, xb, y, 16, ta, tb, half, half + 16, 0);
+  eighth64x2(xa, xb, y, 48, ta, tb, half, half + 16, 1);
+  eighth64x2(xa, xb, y, 0, ta, tb, half, half + 16, 2);
+  eighth64x2(xa, xb, y, 32, ta, tb, half, half + 16, 3);
+}
+
+/**
  * ggml_vec_dot_f32 of n floats at x and y: the 64-float chunks through keyPartials (reduce16's
  * (q3 + q1) + (q2 + q0), then its last step), the rest added one by one; tmp is scratch for two vectors
  */
@@ -99,10 +138,10 @@ const KEY_BLOCK: i32 = 32;
   return min<i32>(group, MAX_RUN);
 }
 
-/** per-thread scratch bytes: per head of a run its score row and value accumulators, and the block's partial dots */
+/** per-thread scratch bytes: per head of a run its score row and value accumulators, the block's partial dots and two vectors */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usize {
   const padded = (nAll + 63) & ~63;
-  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 1) << 4);
+  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 2) << 4);
 }
 
 /**
@@ -157,7 +196,14 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
         // computed (see eighth64), then reduce16's last step for four keys at a time in one
         // vector, scaled and stored. Head size 64 gets the pieces written out (the loop over
         // chunks cost it ~30%)
-        if (chunks == 1) for (let i = j0; i < j1; i++) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
+        if (chunks == 1) {
+          let i = j0;
+          for (; i + 2 <= j1; i += 2) {
+            const at = partial + ((<usize>(i - j0)) << 4);
+            keyPartials2(kBase + rowAt(rows, i, kvStride), kBase + rowAt(rows, i + 1, kvStride), qp, at, at + 16, half);
+          }
+          if (i < j1) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
+        }
         else for (let i = j0; i < j1; i++) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
         for (; j + 4 <= j1; j += 4) {
           const at = partial + ((<usize>(j - j0)) << 4);
