@@ -13,20 +13,21 @@
 // their negations. Each weight half-block enters as |w| (the dot's unsigned operand) and its sign
 // moves onto the activations: in decode a * sign(w) is picked from a and -a by one byte blend
 // whose mask is w itself (x86's pblendvb reads only each mask byte's top bit, i.e. w's sign;
-// probed by probeBlend, and the host uses this kernel only where it holds); the four-token tiles
-// use (a ^ m) - m with m = (w < 0). |a| <= 127, so neither ever wraps.
+// probed by probeBlend, and the host uses this kernel only where it holds); the batches' group
+// kernel uses (a ^ m) - m with m = (w < 0). |a| <= 127, so neither ever wraps.
 // |w| = 128 (a weight of -128, legal in a file though ggml's quantizer never writes it) is exact
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
 // register (V8 rebuilds extadd_pairwise's constant inside the loop): same exact sums.
 //
-// Batches of eight tokens and more go through row8 over a group stream (packQ8_0Groups): per
-// weight block, the eight tokens' activation scales and then their int8 blocks, so that every
-// load in the inner loop is a constant offset from one pointer, and one half block (eight
-// accumulators, no spills) per pass. Each (row, token) gets the same operations in the same
-// order as row1 and row4, so the same bits.
+// Batches go through rowGroup over a group stream (packQ8_0Groups) in groups of eight tokens,
+// then one of four where four or more are left: per weight block, the group's activation scales
+// and then their int8 blocks, so that every load in the inner loop is a constant offset from one
+// pointer, and one half block (eight or four accumulators, no spills) per pass. The last 0-3
+// tokens go one at a time (row1). Each (row, token) gets the same operations in the same order
+// in every path, so the same bits.
 import { f16, f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
-import { dotI8I7, store8 } from "./simd";
+import { dotI8I7, store4, store8 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
 
@@ -58,43 +59,47 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/**
- * f32 lanes of one half block in the four-token tiles: 16 weights as |w| and sign mask m
- * (shared by the four tokens) against 16 int8 activations at x; lane i = the exact sum of
- * w[4i..4i+3] * a[4i..4i+3]. Here the sign moves by (a ^ m) - m: the decode loop's blend reads
- * a second vector (-a) per token, which cost these tiles 18%.
- */
-// @ts-ignore: decorator
-@inline function lanesTile(absW: v128, m: v128, x: usize): v128 {
-  const signed = i8x16.sub(v128.xor(v128.load(x), m), m);
-  return f32x4.convert_i32x4_s(i32x4.extadd_pairwise_i16x8_s(dotI8I7(signed, absW)));
-}
-
 /** bytes of one block in a group stream: the eight tokens' activation scales (f32), then their 32 int8 each */
 const GROUP_BLOCK_BYTES: usize = 288;
+/** the same for the group of four a batch may end with (its tokens past the last eight) */
+const GROUP4_BLOCK_BYTES: usize = 144;
 
 /**
- * Writes the group streams of tokens [0, nTok & ~7) from the quantized activations (int16 at xq,
- * scales at xs; before packQ8_0Exact rewrites them) to g: group k (tokens 8k .. 8k+7) at
- * g + k * (cols / 32) * GROUP_BLOCK_BYTES, its block b at b * GROUP_BLOCK_BYTES within.
+ * Writes the group streams from the quantized activations (int16 at xq, scales at xs; before
+ * packQ8_0Exact rewrites them) to g: tokens [0, nTok & ~7) in groups of eight, group k (tokens
+ * 8k .. 8k+7) at g + k * (cols / 32) * GROUP_BLOCK_BYTES, its block b at b * GROUP_BLOCK_BYTES
+ * within; then, where four or more tokens are left, the next four as one group of four
+ * (GROUP4_BLOCK_BYTES a block) right after.
  */
 export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
   const nb = cols >> 5;
-  for (let t = 0; t + 8 <= nTok; t += 8) {
-    let o = g + <usize>(t >> 3) * <usize>nb * GROUP_BLOCK_BYTES;
-    for (let b = 0; b < nb; b++, o += GROUP_BLOCK_BYTES) {
-      for (let k = 0; k < 8; k++) {
-        const tok = <usize>(t + k);
-        store<f32>(o + (<usize>k << 2), load<f32>(xs + ((tok * <usize>nb + <usize>b) << 2)));
-        const q = xq + ((tok * <usize>cols + (<usize>b << 5)) << 1);
-        v128.store(o + 32 + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16)));
-        v128.store(o + 48 + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48)));
-      }
-    }
-  }
+  let o = g;
+  let t = 0;
+  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, nb, t, 8);
+  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, nb, t, 4);
 }
 
-/** lanesTile on an activation vector already loaded */
+/** one group of n tokens from token t at o (per block: their n scales, then their n int8 blocks); returns its end */
+// @ts-ignore: decorator
+@inline function packGroup(xq: usize, xs: usize, o: usize, cols: i32, nb: i32, t: i32, n: i32): usize {
+  const acts = <usize>n << 2;
+  for (let b = 0; b < nb; b++, o += acts + (<usize>n << 5)) {
+    for (let k = 0; k < n; k++) {
+      const tok = <usize>(t + k);
+      store<f32>(o + (<usize>k << 2), load<f32>(xs + ((tok * <usize>nb + <usize>b) << 2)));
+      const q = xq + ((tok * <usize>cols + (<usize>b << 5)) << 1);
+      v128.store(o + acts + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16)));
+      v128.store(o + acts + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48)), 16);
+    }
+  }
+  return o;
+}
+
+/**
+ * f32 lanes of one half block: 16 weights as |w| and sign mask m (shared by the group's tokens)
+ * against 16 int8 activations x; lane i = the exact sum of w[4i..4i+3] * a[4i..4i+3]. The sign
+ * moves by (a ^ m) - m (a blend of a and -a would read a second vector per token)
+ */
 // @ts-ignore: decorator
 @inline function lanesOf(absW: v128, m: v128, x: v128, ones: v128): v128 {
   const signed = i8x16.sub(v128.xor(x, m), m);
@@ -103,69 +108,47 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 
 /**
  * One half (half = 0: weights 0..15 of every block, 16: weights 16..31) of a row against the
- * eight tokens of the group stream at g: their eight accumulators stored at acc (16 bytes each).
- * Holding both halves' sixteen accumulators spilled; two passes over the row (in L1) do not.
+ * eight (`four`: four) tokens of the group stream at g: their accumulators stored at acc (16
+ * bytes each). Holding both halves' sixteen accumulators spilled; two passes over the row (in
+ * L1) do not.
  */
 // @ts-ignore: decorator
-@inline function half8(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize): void {
+@inline function halfPass(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize, four: bool): void {
   const z = f32x4.splat(0);
   let a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
-  const end = g + <usize>nb * GROUP_BLOCK_BYTES + half;
-  for (let p = p0, x = g + half; x < end; p += 34, x += GROUP_BLOCK_BYTES) {
+  const blockBytes = four ? GROUP4_BLOCK_BYTES : GROUP_BLOCK_BYTES;
+  // the first token's half block (after the group's scales)
+  const acts: usize = four ? 16 : 32;
+  const end = g + <usize>nb * blockBytes;
+  for (let p = p0, s = g; s < end; p += 34, s += blockBytes) {
     const w = v128.load(p + half, 2);
     const absW = i8x16.abs(w), m = i8x16.lt_s(w, i8x16.splat(0));
     const dw = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)));
-    let d = f32x4.mul(dw, v128.load(x - half));
-    a0 = fma(lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
-    a1 = fma(lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
-    a2 = fma(lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
-    a3 = fma(lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
-    d = f32x4.mul(dw, v128.load(x - half, 16));
-    a4 = fma(lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
-    a5 = fma(lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
-    a6 = fma(lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
-    a7 = fma(lanesOf(absW, m, v128.load(x, 256), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
+    const x = s + acts + half;
+    let d = f32x4.mul(dw, v128.load(s));
+    a0 = fma(lanesOf(absW, m, v128.load(x), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
+    a1 = fma(lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
+    a2 = fma(lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
+    a3 = fma(lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
+    if (!four) {
+      d = f32x4.mul(dw, v128.load(s, 16));
+      a4 = fma(lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
+      a5 = fma(lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
+      a6 = fma(lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
+      a7 = fma(lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
+    }
   }
-  store8(acc, a0, a1, a2, a3, a4, a5, a6, a7);
+  if (four) store4(acc, a0, a1, a2, a3);
+  else store8(acc, a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
-/** one row against the eight tokens of a group stream, acc: 256 bytes of the thread's own */
+/** one row against the eight (`four`: four) tokens of a group stream, acc: 256 bytes of the thread's own */
 // @ts-ignore: decorator
-@inline function row8(p: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, out: usize, outStride: usize): void {
-  half8(p, nb, g, acc, ones, table, 0);
-  half8(p, nb, g, acc + 128, ones, table, 16);
-  for (let k: usize = 0; k < 8; k++) store<f32>(out + k * outStride, hsum8(v128.load(acc + (k << 4)), v128.load(acc + (k << 4), 128)));
-}
-
-/** one row against four tokens (t .. t+3): each weight block is loaded once for the four */
-// @ts-ignore: decorator
-@inline function row4(p0: usize, nb: i32, x: usize, xStride: usize, s: usize, sStride: usize, out: usize, outStride: usize): void {
-  const z = f32x4.splat(0);
-  let l0 = z, h0 = z, l1 = z, h1 = z, l2 = z, h2 = z, l3 = z, h3 = z;
-  let p = p0, xb = x, sb = s;
-  for (let b = 0; b < nb; b++, p += 34, xb += 64, sb += 4) {
-    const wlo = v128.load(p, 2);
-    const whi = v128.load(p, 18);
-    const alo = i8x16.abs(wlo), mlo = i8x16.lt_s(wlo, i8x16.splat(0));
-    const ahi = i8x16.abs(whi), mhi = i8x16.lt_s(whi, i8x16.splat(0));
-    const dw = f16(load<u16>(p));
-    let d = f32x4.splat(dw * load<f32>(sb));
-    l0 = fma(lanesTile(alo, mlo, xb), d, l0);
-    h0 = fma(lanesTile(ahi, mhi, xb + 16), d, h0);
-    d = f32x4.splat(dw * load<f32>(sb + sStride));
-    l1 = fma(lanesTile(alo, mlo, xb + xStride), d, l1);
-    h1 = fma(lanesTile(ahi, mhi, xb + xStride + 16), d, h1);
-    d = f32x4.splat(dw * load<f32>(sb + 2 * sStride));
-    l2 = fma(lanesTile(alo, mlo, xb + 2 * xStride), d, l2);
-    h2 = fma(lanesTile(ahi, mhi, xb + 2 * xStride + 16), d, h2);
-    d = f32x4.splat(dw * load<f32>(sb + 3 * sStride));
-    l3 = fma(lanesTile(alo, mlo, xb + 3 * xStride), d, l3);
-    h3 = fma(lanesTile(ahi, mhi, xb + 3 * xStride + 16), d, h3);
-  }
-  store<f32>(out, hsum8(l0, h0));
-  store<f32>(out + outStride, hsum8(l1, h1));
-  store<f32>(out + 2 * outStride, hsum8(l2, h2));
-  store<f32>(out + 3 * outStride, hsum8(l3, h3));
+@inline function rowGroup(p: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, out: usize, outStride: usize, four: bool): void {
+  halfPass(p, nb, g, acc, ones, table, 0, four);
+  halfPass(p, nb, g, acc + 128, ones, table, 16, four);
+  const n: usize = four ? 4 : 8;
+  for (let k: usize = 0; k < n; k++) store<f32>(out + k * outStride, hsum8(v128.load(acc + (k << 4)), v128.load(acc + (k << 4), 128)));
 }
 
 /** one half block (weights 0..15 or 16..31 at p) against packed activations at xb, into acc with the scale product d */
@@ -214,9 +197,9 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 
 /**
  * Rows [r0, r1) of out[t * rows + r] for every token t. With a group stream (groups != 0: the
- * first nTok & ~7 tokens packed by packQ8_0Groups; acc: the thread's 256 bytes) tokens go eight
- * at a time over all the chunk's rows, then four at a time (those rows stay in cache while the
- * tokens' activations sit in L1); decode (one token) streams the rows one after another.
+ * batch packed by packQ8_0Groups; acc: the thread's 256 bytes) tokens go eight at a time over
+ * all the chunk's rows, then four (those rows stay in cache while the tokens' activations sit in
+ * L1), then one at a time; decode (one token) streams the rows one after another.
  */
 export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false);
@@ -237,14 +220,13 @@ export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usi
   const table = f16TableAddress();
   let t = 0;
   if (groups != 0) {
-    for (; t + 8 <= nTok; t += 8) {
-      const g = groups + <usize>(t >> 3) * <usize>nb * GROUP_BLOCK_BYTES;
-      for (let r = r0; r < r1; r++) row8(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
+    let g = groups;
+    for (; t + 8 <= nTok; t += 8, g += <usize>nb * GROUP_BLOCK_BYTES) {
+      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, false);
     }
-  }
-  for (; t + 4 <= nTok; t += 4) {
-    for (let r = r0; r < r1; r++) {
-      row4(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xStride, xs + <usize>t * sStride, sStride, out + <usize>t * outStride + ((<usize>r) << 2), outStride);
+    if (t + 4 <= nTok) {
+      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, true);
+      t += 4;
     }
   }
   for (; t < nTok; t++) {

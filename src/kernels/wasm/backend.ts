@@ -208,11 +208,12 @@ function bytesPerToken(cols: number, rows: number): number {
  * q8.ts, kquant-groups.ts): bytes of a stream per weight block of each (GROUP_BLOCK_BYTES: 8 scales,
  * 8 x 32 int8; Q4_GROUP_BLOCK_BYTES: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8
  * tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot
- * (Q8_0: a half pass's eight accumulators, twice; k-quants: the eight running sums)
+ * (Q8_0: a half pass's eight accumulators, twice; k-quants: the eight running sums). Q8_0 also
+ * takes a group of four after the eights (GROUP4_BLOCK_BYTES: 4 scales, 4 x 32 int8): quadBytes.
  */
-const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number }>([
-  [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
-  [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256 }],
+const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes?: number }>([
+  [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
+  [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
   [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
@@ -220,9 +221,12 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
 ]);
 
-/** bytes of the group streams (every eight tokens) for a batch on a group kernel, else 0 */
-function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number } | undefined, cols: number, nTok: number): number {
-  return kernel ? align64(Math.floor(nTok / 8) * (cols / kernel.blockWeights) * kernel.blockBytes) : 0;
+/** bytes of the group streams (every eight tokens, then a group of four where the kernel takes one and four are left) for a batch on a group kernel, else 0 */
+function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number; quadBytes?: number } | undefined, cols: number, nTok: number): number {
+  if (!kernel) return 0;
+  const blocks = cols / kernel.blockWeights;
+  const quad = kernel.quadBytes !== undefined && nTok % 8 >= 4 ? blocks * kernel.quadBytes : 0;
+  return align64(Math.floor(nTok / 8) * blocks * kernel.blockBytes + quad);
 }
 
 function memoryLimit(option: number | undefined): number {
