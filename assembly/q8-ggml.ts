@@ -30,6 +30,7 @@ import { f16, f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./
 import { dotI8I7, store4, store8 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
+import { groupBlockBytes, packGroups } from "./groups";
 
 /** relaxed laneselect: a where m's lane is set; bytes with a non-canonical mask follow the host (probed) */
 // @ts-ignore: decorator
@@ -59,40 +60,12 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/** bytes of one block in a group stream: the eight tokens' activation scales (f32), then their 32 int8 each */
-const GROUP_BLOCK_BYTES: usize = 288;
-/** the same for the group of four a batch may end with (its tokens past the last eight) */
-const GROUP4_BLOCK_BYTES: usize = 144;
-
 /**
- * Writes the group streams from the quantized activations (int16 at xq, scales at xs; before
- * packQ8_0Exact rewrites them) to g: tokens [0, nTok & ~7) in groups of eight, group k (tokens
- * 8k .. 8k+7) at g + k * (cols / 32) * GROUP_BLOCK_BYTES, its block b at b * GROUP_BLOCK_BYTES
- * within; then, where four or more tokens are left, the next four as one group of four
- * (GROUP4_BLOCK_BYTES a block) right after.
+ * Writes the group streams of a batch (groups.ts, without sums) from the quantized activations
+ * (int16 at xq, scales at xs; before packQ8_0Exact rewrites them) to g
  */
 export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
-  const nb = cols >> 5;
-  let o = g;
-  let t = 0;
-  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, nb, t, 8);
-  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, nb, t, 4);
-}
-
-/** one group of n tokens from token t at o (per block: their n scales, then their n int8 blocks); returns its end */
-// @ts-ignore: decorator
-@inline function packGroup(xq: usize, xs: usize, o: usize, cols: i32, nb: i32, t: i32, n: i32): usize {
-  const acts = <usize>n << 2;
-  for (let b = 0; b < nb; b++, o += acts + (<usize>n << 5)) {
-    for (let k = 0; k < n; k++) {
-      const tok = <usize>(t + k);
-      store<f32>(o + (<usize>k << 2), load<f32>(xs + ((tok * <usize>nb + <usize>b) << 2)));
-      const q = xq + ((tok * <usize>cols + (<usize>b << 5)) << 1);
-      v128.store(o + acts + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16)));
-      v128.store(o + acts + (<usize>k << 5), i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48)), 16);
-    }
-  }
-  return o;
+  packGroups(xq, xs, g, cols, nTok, false);
 }
 
 /**
@@ -116,7 +89,7 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 @inline function halfPass(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize, four: bool): void {
   const z = f32x4.splat(0);
   let a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
-  const blockBytes = four ? GROUP4_BLOCK_BYTES : GROUP_BLOCK_BYTES;
+  const blockBytes = groupBlockBytes(four ? 4 : 8, false);
   // the first token's half block (after the group's scales)
   const acts: usize = four ? 16 : 32;
   const end = g + <usize>nb * blockBytes;
@@ -221,7 +194,7 @@ export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usi
   let t = 0;
   if (groups != 0) {
     let g = groups;
-    for (; t + 8 <= nTok; t += 8, g += <usize>nb * GROUP_BLOCK_BYTES) {
+    for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, false)) {
       for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, false);
     }
     if (t + 4 <= nTok) {

@@ -5,7 +5,8 @@
 // one multiply by the four scales; for batches, 4x4 tiles of rows x tokens decode each weight
 // block once per four tokens, the four tokens' totals in the lanes.
 import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4BitsAt, f16x4Finite } from "./half";
-import { dotI8I7, hsumF32, hsumI32, lanesSum, lookup16, scaleAdd4 } from "./simd";
+import { dotI8I7, hsumF32, lanesSum, lookup16, scaleAdd4 } from "./simd";
+import { groupBlockBytes, packGroups } from "./groups";
 import { blockIQ4_NL, blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
 
 // @ts-ignore: decorator
@@ -261,31 +262,12 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
   storeLanes(ot + 12, rows, a3);
 }
 
-/** bytes of one block of a Q4_0 group stream: the eight tokens' scales (f32), 8 * their sums (i32), their 32 int8 each */
-const Q4_GROUP_BLOCK_BYTES: usize = 320;
-
 /**
- * Writes the Q4_0 group streams of tokens [0, nTok & ~7) from the quantized activations (int16 at
- * xq, scales at xs; before packQ4_0 rewrites them) to g: group k at g + k * (cols / 32) *
- * Q4_GROUP_BLOCK_BYTES, block b at b * Q4_GROUP_BLOCK_BYTES within
+ * Writes the Q4_0 group streams of a batch (groups.ts, with each token's 8 * sum) from the
+ * quantized activations (int16 at xq, scales at xs; before packQ4_0 rewrites them) to g
  */
 export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
-  const nb = <usize>(cols >> 5);
-  for (let t = 0; t + 8 <= nTok; t += 8) {
-    let o = g + <usize>(t >> 3) * nb * Q4_GROUP_BLOCK_BYTES;
-    for (let b: usize = 0; b < nb; b++, o += Q4_GROUP_BLOCK_BYTES) {
-      for (let k: usize = 0; k < 8; k++) {
-        const tok = <usize>t + k;
-        store<f32>(o + (k << 2), load<f32>(xs + ((tok * nb + b) << 2)));
-        const q = xq + ((tok * <usize>cols + (b << 5)) << 1);
-        const lo = i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16));
-        const hi = i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48));
-        v128.store(o + 64 + (k << 5), lo);
-        v128.store(o + 80 + (k << 5), hi);
-        store<i32>(o + 32 + (k << 2), hsumI32(i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extadd_pairwise_i8x16_s(lo), i16x8.extadd_pairwise_i8x16_s(hi)))) << 3);
-      }
-    }
-  }
+  packGroups(xq, xs, g, cols, nTok, true);
 }
 
 /** Q4_0 nibbles lo, hi against the 32 int8 activations at x: lanes adding up to sum n a (the exact dot plus 8 sum a) */
@@ -295,29 +277,36 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * One Q4_0 row against the eight tokens of the group stream at g (relaxed build): per block the
- * nibbles unpacked once for the eight, each token's exact block dot, and tile4x4's f32 steps per
- * token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's bits
+ * One Q4_0 row against the eight (`four`: four) tokens of the group stream at g (relaxed build):
+ * per block the nibbles unpacked once for the group, each token's exact block dot, and tile4x4's
+ * f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's bits
  */
 // @ts-ignore: decorator
-@inline function rowQ4_0x8(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize): void {
+@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool): void {
   let a03 = f32x4.splat(0), a47 = a03;
-  const end = g + <usize>nb * Q4_GROUP_BLOCK_BYTES;
-  for (let p = p0, s = g; s < end; p += 18, s += Q4_GROUP_BLOCK_BYTES) {
+  const n = four ? 4 : 8;
+  const blockBytes = groupBlockBytes(n, true);
+  // the tokens' sums after their scales, their int8 after the sums
+  const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64;
+  const end = g + <usize>nb * blockBytes;
+  for (let p = p0, s = g; s < end; p += 18, s += blockBytes) {
     const v = v128.load(p, 2);
     const lo = v128.and(v, low), hi = v128.and(i16x8.shr_u(v, 4), low);
     const dw = f32x4.splat(f16(load<u16>(p)));
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, s + 64, ones), biasedLanes(lo, hi, s + 96, ones), biasedLanes(lo, hi, s + 128, ones), biasedLanes(lo, hi, s + 160, ones)), v128.load(s, 32));
+    const x = s + acts;
+    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones), biasedLanes(lo, hi, x + 32, ones), biasedLanes(lo, hi, x + 64, ones), biasedLanes(lo, hi, x + 96, ones)), v128.load(s + sums));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
-    // a store of the first four tokens' sums (into this row's own first output, written again
-    // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
-    // activation vectors live at once spilled half of them and both accumulators
-    store<f32>(out, f32x4.extract_lane(a03, 0));
-    const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, s + 192, ones), biasedLanes(lo, hi, s + 224, ones), biasedLanes(lo, hi, s + 256, ones), biasedLanes(lo, hi, s + 288, ones)), v128.load(s, 48));
-    a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
+    if (!four) {
+      // a store of the first four tokens' sums (into this row's own first output, written again
+      // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
+      // activation vectors live at once spilled half of them and both accumulators
+      store<f32>(out, f32x4.extract_lane(a03, 0));
+      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones), biasedLanes(lo, hi, x + 160, ones), biasedLanes(lo, hi, x + 192, ones), biasedLanes(lo, hi, x + 224, ones)), v128.load(s + sums, 16));
+      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
+    }
   }
   storeLanes(out, rows, a03);
-  storeLanes(out + (rows << 4), rows, a47);
+  if (!four) storeLanes(out + (rows << 4), rows, a47);
 }
 
 /**
@@ -341,11 +330,15 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   const nb = cols >> 5;
   for (; r + 4 <= r1; r += 4) {
     let t = 0;
-    // Q4_0 (relaxed) with group streams: their tokens eight at a time, tile4x4's bits
+    // Q4_0 (relaxed) with group streams: their tokens eight at a time, then four, tile4x4's bits
     if (relaxed && kind == 1 && groups != 0) {
-      for (; t + 8 <= nTok; t += 8) {
-        const g = groups + <usize>(t >> 3) * <usize>nb * Q4_GROUP_BLOCK_BYTES;
-        for (let i = 0; i < 4; i++) rowQ4_0x8(w + <usize>(r + i) * rowBytes, nb, g, low, ones, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows);
+      let g = groups;
+      for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
+        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false);
+      }
+      if (t + 4 <= nTok) {
+        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true);
+        t += 4;
       }
     }
     for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);

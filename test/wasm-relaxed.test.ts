@@ -101,9 +101,9 @@ test("relaxed build: Q8_0, Q4_0 and IQ4_NL give the plain build's bits (awkward 
     for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
       const r = rng(++seed);
       const bytes = quantized(type, cols, rows, r);
-      // 1: the decode kernels; 3: rows; 4, 13: Q4_0's tiles of four tokens, then rows; 8, 13, 29:
-      // its groups of eight tokens first
-      for (const nTokens of [1, 3, 4, 8, 13, 29]) {
+      // 1: the decode kernels; 3: rows; 4, 6, 13, 29: a group of four tokens (after the groups of
+      // eight), then rows; 8, 13, 29: groups of eight tokens first
+      for (const nTokens of [1, 3, 4, 6, 8, 13, 29]) {
         const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
         // a block of zeros (scale 0) and a block holding a single value
         x.fill(0, 0, 32);

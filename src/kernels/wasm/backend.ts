@@ -204,18 +204,18 @@ function bytesPerToken(cols: number, rows: number): number {
 }
 
 /**
- * The kernels that take batches eight tokens at a time over group streams (assembly/q8-ggml.ts,
- * q8.ts, kquant-groups.ts): bytes of a stream per weight block of each (GROUP_BLOCK_BYTES: 8 scales,
- * 8 x 32 int8; Q4_GROUP_BLOCK_BYTES: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8
- * tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot
- * (Q8_0: a half pass's eight accumulators, twice; k-quants: the eight running sums). Q8_0 also
- * takes a group of four after the eights (GROUP4_BLOCK_BYTES: 4 scales, 4 x 32 int8): quadBytes.
+ * The kernels that take batches eight tokens at a time over group streams (assembly/groups.ts for
+ * Q8_0 and Q4_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
+ * 8 x 32 int8; Q4_0: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8 tokens' sums
+ * of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot (Q8_0: a half
+ * pass's eight accumulators, twice; k-quants: the eight running sums). Q8_0 and Q4_0 also take a
+ * group of four after the eights: quadBytes a block.
  */
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes?: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
-  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
-  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0 }],
+  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
+  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],

@@ -1,0 +1,41 @@
+// Group streams: a batch's quantized activations repacked for the kernels that take eight (or
+// four) tokens at a time (q8-ggml.ts's Q8_0, q8.ts's Q4_0): per weight block of 32, the group's
+// activation scales (f32), with `sums` 8 * each token's sum of its 32 values (i32, Q4_0's
+// offset of 8), then each token's 32 values as int8, so that every load of the kernels' inner
+// loop is a constant offset from one pointer.
+import { hsumI32 } from "./simd";
+
+/** bytes of one block of a group of n tokens */
+// @ts-ignore: decorator
+@inline export function groupBlockBytes(n: i32, sums: bool): usize {
+  return (<usize>n) * (sums ? 40 : 36);
+}
+
+/**
+ * Packs tokens [t, t + n) of the quantized activations (int16 at xq, cols per token; one f32
+ * scale per block at xs) as one group at o; returns the end of the group
+ */
+export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool): usize {
+  const nb = <usize>(cols >> 5);
+  const acts = (<usize>n) << (sums ? 3 : 2);
+  for (let b: usize = 0; b < nb; b++, o += groupBlockBytes(n, sums)) {
+    for (let k = 0; k < n; k++) {
+      const tok = <usize>(t + k);
+      store<f32>(o + (<usize>k << 2), load<f32>(xs + ((tok * nb + b) << 2)));
+      const q = xq + ((tok * <usize>cols + (b << 5)) << 1);
+      const lo = i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16));
+      const hi = i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48));
+      v128.store(o + acts + (<usize>k << 5), lo);
+      v128.store(o + acts + (<usize>k << 5), hi, 16);
+      if (sums) store<i32>(o + ((<usize>(n + k)) << 2), hsumI32(i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extadd_pairwise_i8x16_s(lo), i16x8.extadd_pairwise_i8x16_s(hi)))) << 3);
+    }
+  }
+  return o;
+}
+
+/** the group streams of a batch: groups of eight from token 0, then one of four where four or more tokens are left */
+export function packGroups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, sums: bool): void {
+  let o = g, t = 0;
+  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, t, 8, sums);
+  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, t, 4, sums);
+}
