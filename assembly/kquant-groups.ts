@@ -1,54 +1,65 @@
-// Q4_K, Q5_K and Q6_K batches eight tokens at a time (relaxed build), over a group stream: the
-// activations of eight tokens interleaved per super-block, so that every load in the inner loops
-// is a constant offset from one pointer and a weight vector, unpacked once, serves the eight.
-// The four-token tiles of kquant.ts (superQ4_K4 / superQ6_K4) spilled their accumulators and
-// unpacked each Q6_K vector once per four tokens; here eight integer accumulators stay in
-// registers. Every token's super-block value is the exact integer kquant.ts computes (integer
+// Q4_K, Q5_K and Q6_K batches eight tokens at a time, then four (relaxed build), over a group
+// stream: the activations of the group's tokens interleaved per super-block, so that every load
+// in the inner loops is a constant offset from one pointer and a weight vector, unpacked once,
+// serves the group. The four-token tiles of kquant.ts (superQ4_K4 / superQ6_K4, now the plain
+// build's) spilled their accumulators and unpacked each Q6_K vector once per four tokens; here
+// the integer accumulators stay in registers. Every token's super-block value is the exact integer kquant.ts computes (integer
 // sums in any order are the same number), converted and scaled by the same f32 operations in
 // the same order, and added to its sum in super-block order: the same bits as superQ4_K /
 // superQ6_K one token at a time.
 //
-// Group stream, per super-block of 256 weights (KGROUP_BYTES), token k = 0..7 of the group:
-//   0     the eight activation scales d (f32)
-//   32    token k at 32 + 32 k: its 16 sums of 16 activations (i16; Q6_K's offset term)
-//   288   token k at 288 + 16 k: its 8 sums of 32 activations (i16; Q4_K's / Q5_K's min term)
-//   416   sub-block j (32 weights) of token k at 416 + 256 j + 32 k: 32 int8
+// Group stream, per super-block of 256 weights (308 n bytes for a group of n = 8 or 4 tokens:
+// groups of eight, then one of four where four or more tokens are left), token k of the group:
+//   0      the n activation scales d (f32)
+//   4 n    token k at 4 n + 32 k: its 16 sums of 16 activations (i16; Q6_K's offset term)
+//   36 n   token k at 36 n + 16 k: its 8 sums of 32 activations (i16; Q4_K's / Q5_K's min term)
+//   52 n   sub-block j (32 weights) of token k at 52 n + 32 n j + 32 k: 32 int8
 // (|sum of 16| <= 2032, |sum of 32| <= 4064: both fit int16)
 import { f16 } from "./half";
 import { dotI8I7, lanesSum } from "./simd";
 import { nibblesAt, q6, scaleMinK4, weights } from "./kquant";
 
-const KGROUP_BYTES: usize = 2464;
-const SUMS16: usize = 32;
-const SUMS32: usize = 288;
-const ACTS: usize = 416;
+/** bytes of a super-block of a group of n tokens, and where its parts start */
+// @ts-ignore: decorator
+@inline function kgroupBytes(n: usize): usize { return 308 * n; }
+// @ts-ignore: decorator
+@inline function sums16(n: usize): usize { return n << 2; }
+// @ts-ignore: decorator
+@inline function sums32(n: usize): usize { return 36 * n; }
+// @ts-ignore: decorator
+@inline function acts(n: usize): usize { return 52 * n; }
 
 /**
- * Writes the group streams of tokens [0, nTok & ~7) from the Q8_K activations (int16 at xq, 512
- * bytes a super-block; scales at xd; i32 sums of 16 at xb; before packQ8_K narrows them) to g:
- * group k at g + k * (cols / 256) * KGROUP_BYTES.
+ * Writes the group streams of a batch from the Q8_K activations (int16 at xq, 512 bytes a
+ * super-block; scales at xd; i32 sums of 16 at xb; before packQ8_K narrows them) to g: groups of
+ * eight tokens, then one of four where four or more are left, one after the other.
  */
 export function packQ8_KGroups(xq: usize, xd: usize, xb: usize, g: usize, cols: i32, nTok: i32): void {
+  let o = g, t = 0;
+  for (; t + 8 <= nTok; t += 8) o = packKGroup(xq, xd, xb, o, cols, t, 8);
+  if (t + 4 <= nTok) packKGroup(xq, xd, xb, o, cols, t, 4);
+}
+
+/** tokens [t, t + n) as one group at o; returns its end */
+function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32, n: usize): usize {
   const nb = <usize>(cols >> 8);
-  for (let t = 0; t + 8 <= nTok; t += 8) {
-    let o = g + <usize>(t >> 3) * nb * KGROUP_BYTES;
-    for (let b: usize = 0; b < nb; b++, o += KGROUP_BYTES) {
-      for (let k: usize = 0; k < 8; k++) {
-        const i = (<usize>t + k) * nb + b;
-        store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
-        const bs = xb + (i << 6);
-        for (let j: usize = 0; j < 16; j++) store<i16>(o + SUMS16 + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
-        for (let j: usize = 0; j < 8; j++) store<i16>(o + SUMS32 + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
-        const q = xq + (i << 9);
-        for (let j: usize = 0; j < 8; j++) {
-          const x = q + (j << 6);
-          const a = o + ACTS + (j << 8) + (k << 5);
-          v128.store(a, i8x16.narrow_i16x8_s(v128.load(x), v128.load(x, 16)));
-          v128.store(a, i8x16.narrow_i16x8_s(v128.load(x, 32), v128.load(x, 48)), 16);
-        }
+  for (let b: usize = 0; b < nb; b++, o += kgroupBytes(n)) {
+    for (let k: usize = 0; k < n; k++) {
+      const i = (<usize>t + k) * nb + b;
+      store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
+      const bs = xb + (i << 6);
+      for (let j: usize = 0; j < 16; j++) store<i16>(o + sums16(n) + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
+      for (let j: usize = 0; j < 8; j++) store<i16>(o + sums32(n) + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
+      const q = xq + (i << 9);
+      for (let j: usize = 0; j < 8; j++) {
+        const x = q + (j << 6);
+        const a = o + acts(n) + ((j * n) << 5) + (k << 5);
+        v128.store(a, i8x16.narrow_i16x8_s(v128.load(x), v128.load(x, 16)));
+        v128.store(a, i8x16.narrow_i16x8_s(v128.load(x, 32), v128.load(x, 48)), 16);
       }
     }
   }
+  return o;
 }
 
 /** one 32-weight sub-block's dot (unsigned weights u0, u1) for the token at x, times the scale s, added to acc */
@@ -63,26 +74,27 @@ export function packQ8_KGroups(xq: usize, xd: usize, xb: usize, g: usize, cols: 
   return i32x4.add(acc, i32x4.dot_i16x8_s(dotI8I7(v128.load(x), u), s));
 }
 
-/** adds the eight tokens' super-block values v03 (tokens 0..3) and v47 to their sums at sums */
+/** adds the group's super-block values v03 (tokens 0..3) and v47 (4..7; none for `four`) to their sums at sums */
 // @ts-ignore: decorator
-@inline function addValues(sums: usize, v03: v128, v47: v128): void {
+@inline function addValues(sums: usize, v03: v128, v47: v128, four: bool): void {
   v128.store(sums, f32x4.add(v128.load(sums), v03));
-  v128.store(sums, f32x4.add(v128.load(sums, 16), v47), 16);
+  if (!four) v128.store(sums, f32x4.add(v128.load(sums, 16), v47), 16);
 }
 
 /**
- * Q4_K (q5: Q5_K): one row against the eight tokens of the group stream at g; sums: the thread's
- * 32 bytes for the eight running sums. superQ4_K's value per token: d * isum - dmin * msum with
+ * Q4_K (q5: Q5_K): one row against the eight (`four`: four) tokens of the group stream at g;
+ * sums: the thread's 32 bytes for the running sums. superQ4_K's value per token: d * isum - dmin * msum with
  * d = wd * dx, dmin = wm * dx.
  */
 // @ts-ignore: decorator
-@inline function rowQ4_K8(q5: bool, wr: usize, bb: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize): void {
+@inline function rowQ4_KGroup(q5: bool, wr: usize, bb: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize, four: bool): void {
+  const n: usize = four ? 4 : 8;
   const mask = i8x16.splat(0x0f);
   const z = i32x4.splat(0);
   v128.store(sums, z);
   v128.store(sums, z, 16);
   let s = g;
-  for (let b = 0; b < nb; b++, s += KGROUP_BYTES) {
+  for (let b = 0; b < nb; b++, s += kgroupBytes(n)) {
     const p = wr + <usize>b * bb;
     const sc = p + 4;
     let i0 = z, i1 = z, i2 = z, i3 = z, i4 = z, i5 = z, i6 = z, i7 = z;
@@ -93,15 +105,17 @@ export function packQ8_KGroups(xq: usize, xd: usize, xb: usize, g: usize, cols: 
       const u0 = weights(q5, v128.load(q), q5 ? v128.load(p, 16) : mask, high, j, mask);
       const u1 = weights(q5, v128.load(q, 16), q5 ? v128.load(p, 32) : mask, high, j, mask);
       const sv = i16x8.splat(<i16>scaleMinK4(sc, j, 0));
-      const x = s + ACTS + (<usize>j << 8);
+      const x = s + acts(n) + ((<usize>j * n) << 5);
       i0 = sub32(i0, u0, u1, x, sv);
       i1 = sub32(i1, u0, u1, x + 32, sv);
       i2 = sub32(i2, u0, u1, x + 64, sv);
       i3 = sub32(i3, u0, u1, x + 96, sv);
-      i4 = sub32(i4, u0, u1, x + 128, sv);
-      i5 = sub32(i5, u0, u1, x + 160, sv);
-      i6 = sub32(i6, u0, u1, x + 192, sv);
-      i7 = sub32(i7, u0, u1, x + 224, sv);
+      if (!four) {
+        i4 = sub32(i4, u0, u1, x + 128, sv);
+        i5 = sub32(i5, u0, u1, x + 160, sv);
+        i6 = sub32(i6, u0, u1, x + 192, sv);
+        i7 = sub32(i7, u0, u1, x + 224, sv);
+      }
     }
     // the min term: each sub-block's min times its activation sum, for each token
     let mins = i16x8.splat(0);
@@ -113,31 +127,36 @@ export function packQ8_KGroups(xq: usize, xd: usize, xb: usize, g: usize, cols: 
     mins = i16x8.replace_lane(mins, 5, <i16>scaleMinK4(sc, 5, 1));
     mins = i16x8.replace_lane(mins, 6, <i16>scaleMinK4(sc, 6, 1));
     mins = i16x8.replace_lane(mins, 7, <i16>scaleMinK4(sc, 7, 1));
-    const m = s + SUMS32;
+    const m = s + sums32(n);
     const m03 = lanesSum(i32x4.dot_i16x8_s(mins, v128.load(m)), i32x4.dot_i16x8_s(mins, v128.load(m, 16)), i32x4.dot_i16x8_s(mins, v128.load(m, 32)), i32x4.dot_i16x8_s(mins, v128.load(m, 48)));
-    const m47 = lanesSum(i32x4.dot_i16x8_s(mins, v128.load(m, 64)), i32x4.dot_i16x8_s(mins, v128.load(m, 80)), i32x4.dot_i16x8_s(mins, v128.load(m, 96)), i32x4.dot_i16x8_s(mins, v128.load(m, 112)));
     const wd = f32x4.splat(f16(load<u16>(p))), wm = f32x4.splat(f16(load<u16>(p, 2)));
-    const dx03 = v128.load(s), dx47 = v128.load(s, 16);
+    const dx03 = v128.load(s);
     const v03 = f32x4.sub(f32x4.mul(f32x4.mul(wd, dx03), f32x4.convert_i32x4_s(lanesSum(i0, i1, i2, i3))), f32x4.mul(f32x4.mul(wm, dx03), f32x4.convert_i32x4_s(m03)));
-    const v47 = f32x4.sub(f32x4.mul(f32x4.mul(wd, dx47), f32x4.convert_i32x4_s(lanesSum(i4, i5, i6, i7))), f32x4.mul(f32x4.mul(wm, dx47), f32x4.convert_i32x4_s(m47)));
-    addValues(sums, v03, v47);
+    let v47 = v03;
+    if (!four) {
+      const m47 = lanesSum(i32x4.dot_i16x8_s(mins, v128.load(m, 64)), i32x4.dot_i16x8_s(mins, v128.load(m, 80)), i32x4.dot_i16x8_s(mins, v128.load(m, 96)), i32x4.dot_i16x8_s(mins, v128.load(m, 112)));
+      const dx47 = v128.load(s, 16);
+      v47 = f32x4.sub(f32x4.mul(f32x4.mul(wd, dx47), f32x4.convert_i32x4_s(lanesSum(i4, i5, i6, i7))), f32x4.mul(f32x4.mul(wm, dx47), f32x4.convert_i32x4_s(m47)));
+    }
+    addValues(sums, v03, v47, four);
   }
-  storeSums(sums, out, outStride);
+  storeSums(sums, out, outStride, n);
 }
 
 /**
- * Q6_K: one row against the eight tokens of the group stream at g, as rowQ4_K8. Each token's
+ * Q6_K: one row against the eight (`four`: four) tokens of the group stream at g, as rowQ4_KGroup. Each token's
  * integer: the dots of its 16 groups with the quants + 32 (0..63, the int8 dot's unsigned
  * operand) times their scales, less 32 * sum over groups of scale * activation sum; value
  * (wd * dx) * integer, as superQ6_K.
  */
 // @ts-ignore: decorator
-@inline function rowQ6_K8(wr: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize): void {
+@inline function rowQ6_KGroup(wr: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize, four: bool): void {
+  const groupTokens: usize = four ? 4 : 8;
   const z = i32x4.splat(0);
   v128.store(sums, z);
   v128.store(sums, z, 16);
   let s = g;
-  for (let b = 0; b < nb; b++, s += KGROUP_BYTES) {
+  for (let b = 0; b < nb; b++, s += kgroupBytes(groupTokens)) {
     const p = wr + <usize>b * 210;
     let i0 = z, i1 = z, i2 = z, i3 = z, i4 = z, i5 = z, i6 = z, i7 = z;
     // groups in the order of superQ6_K: half n, column c, then k (weights 128 n + 32 k + 16 c ..)
@@ -149,61 +168,73 @@ export function packQ8_KGroups(xq: usize, xd: usize, xb: usize, g: usize, cols: 
       for (let k = 0; k < 4; k++) {
         const u = q6(v128.load(ql + (<usize>(k & 1) << 5)), v128.load(qh), (k >> 1) << 2, k << 1);
         const sv = i16x8.splat(<i16>load<i8>(sc + (<usize>k << 1)));
-        const x = s + ACTS + (((n << 2) + <usize>k) << 8) + (c << 4);
+        const x = s + acts(groupTokens) + ((((n << 2) + <usize>k) * groupTokens) << 5) + (c << 4);
         i0 = sub16(i0, u, x, sv);
         i1 = sub16(i1, u, x + 32, sv);
         i2 = sub16(i2, u, x + 64, sv);
         i3 = sub16(i3, u, x + 96, sv);
-        i4 = sub16(i4, u, x + 128, sv);
-        i5 = sub16(i5, u, x + 160, sv);
-        i6 = sub16(i6, u, x + 192, sv);
-        i7 = sub16(i7, u, x + 224, sv);
+        if (!four) {
+          i4 = sub16(i4, u, x + 128, sv);
+          i5 = sub16(i5, u, x + 160, sv);
+          i6 = sub16(i6, u, x + 192, sv);
+          i7 = sub16(i7, u, x + 224, sv);
+        }
       }
     }
     // the + 32 back out: 32 * scale of group j * activation sum j, taken off each token's lanes
     const scales = v128.load(p, 192);
     const lo = i16x8.shl(i16x8.extend_low_i8x16_s(scales), 5), hi = i16x8.shl(i16x8.extend_high_i8x16_s(scales), 5);
-    const o = s + SUMS16;
+    const o = s + sums16(groupTokens);
     i0 = i32x4.sub(i0, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o)), i32x4.dot_i16x8_s(hi, v128.load(o, 16))));
     i1 = i32x4.sub(i1, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 32)), i32x4.dot_i16x8_s(hi, v128.load(o, 48))));
     i2 = i32x4.sub(i2, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 64)), i32x4.dot_i16x8_s(hi, v128.load(o, 80))));
     i3 = i32x4.sub(i3, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 96)), i32x4.dot_i16x8_s(hi, v128.load(o, 112))));
-    i4 = i32x4.sub(i4, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 128)), i32x4.dot_i16x8_s(hi, v128.load(o, 144))));
-    i5 = i32x4.sub(i5, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 160)), i32x4.dot_i16x8_s(hi, v128.load(o, 176))));
-    i6 = i32x4.sub(i6, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 192)), i32x4.dot_i16x8_s(hi, v128.load(o, 208))));
-    i7 = i32x4.sub(i7, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 224)), i32x4.dot_i16x8_s(hi, v128.load(o, 240))));
     const wd = f32x4.splat(f16(load<u16>(p, 208)));
     const v03 = f32x4.mul(f32x4.mul(wd, v128.load(s)), f32x4.convert_i32x4_s(lanesSum(i0, i1, i2, i3)));
-    const v47 = f32x4.mul(f32x4.mul(wd, v128.load(s, 16)), f32x4.convert_i32x4_s(lanesSum(i4, i5, i6, i7)));
-    addValues(sums, v03, v47);
+    let v47 = v03;
+    if (!four) {
+      i4 = i32x4.sub(i4, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 128)), i32x4.dot_i16x8_s(hi, v128.load(o, 144))));
+      i5 = i32x4.sub(i5, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 160)), i32x4.dot_i16x8_s(hi, v128.load(o, 176))));
+      i6 = i32x4.sub(i6, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 192)), i32x4.dot_i16x8_s(hi, v128.load(o, 208))));
+      i7 = i32x4.sub(i7, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 224)), i32x4.dot_i16x8_s(hi, v128.load(o, 240))));
+      v47 = f32x4.mul(f32x4.mul(wd, v128.load(s, 16)), f32x4.convert_i32x4_s(lanesSum(i4, i5, i6, i7)));
+    }
+    addValues(sums, v03, v47, four);
   }
-  storeSums(sums, out, outStride);
+  storeSums(sums, out, outStride, groupTokens);
 }
 
-/** the eight tokens' sums to out, one token outStride bytes after the other */
+/** the n tokens' sums to out, one token outStride bytes after the other */
 // @ts-ignore: decorator
-@inline function storeSums(sums: usize, out: usize, outStride: usize): void {
-  for (let k: usize = 0; k < 8; k++) store<f32>(out + k * outStride, load<f32>(sums + (k << 2)));
+@inline function storeSums(sums: usize, out: usize, outStride: usize, n: usize): void {
+  for (let k: usize = 0; k < n; k++) store<f32>(out + k * outStride, load<f32>(sums + (k << 2)));
 }
 
 /**
- * Rows [r0, r1) of the first nTok & ~7 tokens (kind: 0 Q4_K, 1 Q5_K, 2 Q6_K; out[t * rows + r]);
- * the group streams at groups, 32 bytes of the thread's own at sums. Returns the first token
- * left for kquant.ts's tiles.
+ * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 0 Q4_K, 1 Q5_K, 2 Q6_K;
+ * out[t * rows + r]); the group streams at groups, 32 bytes of the thread's own at sums. Returns
+ * the first token left for kquant.ts's tiles.
  */
 export function matKGroups(kind: i32, w: usize, rowBytes: usize, groups: usize, sums: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
   const nb = cols >> 8;
   const outStride = (<usize>rows) << 2;
-  let t = 0;
-  for (; t + 8 <= nTok; t += 8) {
-    const g = groups + <usize>(t >> 3) * <usize>nb * KGROUP_BYTES;
-    for (let r = r0; r < r1; r++) {
-      const wr = w + <usize>r * rowBytes;
-      const o = out + <usize>t * outStride + ((<usize>r) << 2);
-      if (kind == 0) rowQ4_K8(false, wr, 144, nb, g, sums, o, outStride);
-      else if (kind == 1) rowQ4_K8(true, wr, 176, nb, g, sums, o, outStride);
-      else rowQ6_K8(wr, nb, g, sums, o, outStride);
-    }
+  let t = 0, g = groups;
+  for (; t + 8 <= nTok; t += 8, g += <usize>nb * kgroupBytes(8)) rowsOfGroup(kind, w, rowBytes, g, sums, out + <usize>t * outStride, outStride, nb, r0, r1, false);
+  if (t + 4 <= nTok) {
+    rowsOfGroup(kind, w, rowBytes, g, sums, out + <usize>t * outStride, outStride, nb, r0, r1, true);
+    t += 4;
   }
   return t;
+}
+
+/** rows [r0, r1) of one group (out: its first token's outputs) */
+// @ts-ignore: decorator
+@inline function rowsOfGroup(kind: i32, w: usize, rowBytes: usize, g: usize, sums: usize, out: usize, outStride: usize, nb: i32, r0: i32, r1: i32, four: bool): void {
+  for (let r = r0; r < r1; r++) {
+    const wr = w + <usize>r * rowBytes;
+    const o = out + ((<usize>r) << 2);
+    if (kind == 0) rowQ4_KGroup(false, wr, 144, nb, g, sums, o, outStride, four);
+    else if (kind == 1) rowQ4_KGroup(true, wr, 176, nb, g, sums, o, outStride, four);
+    else rowQ6_KGroup(wr, nb, g, sums, o, outStride, four);
+  }
 }

@@ -208,25 +208,24 @@ function bytesPerToken(cols: number, rows: number): number {
  * Q8_0 and Q4_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
  * 8 x 32 int8; Q4_0: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8 tokens' sums
  * of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot (Q8_0: a half
- * pass's eight accumulators, twice; k-quants: the eight running sums). Q8_0 and Q4_0 also take a
- * group of four after the eights: quadBytes a block.
+ * pass's eight accumulators, twice; k-quants: the eight running sums). Each also takes a group of
+ * four after the eights: quadBytes a block.
  */
-const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes?: number }>([
+const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
-  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
-  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64 }],
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
+  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
+  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
 ]);
 
-/** bytes of the group streams (every eight tokens, then a group of four where the kernel takes one and four are left) for a batch on a group kernel, else 0 */
-function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number; quadBytes?: number } | undefined, cols: number, nTok: number): number {
+/** bytes of the group streams (every eight tokens, then a group of four where four are left) for a batch on a group kernel, else 0 */
+function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number; quadBytes: number } | undefined, cols: number, nTok: number): number {
   if (!kernel) return 0;
   const blocks = cols / kernel.blockWeights;
-  const quad = kernel.quadBytes !== undefined && nTok % 8 >= 4 ? blocks * kernel.quadBytes : 0;
-  return align64(Math.floor(nTok / 8) * blocks * kernel.blockBytes + quad);
+  return align64(Math.floor(nTok / 8) * blocks * kernel.blockBytes + (nTok % 8 >= 4 ? blocks * kernel.quadBytes : 0));
 }
 
 function memoryLimit(option: number | undefined): number {
