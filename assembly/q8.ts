@@ -276,32 +276,48 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), lo), dotI8I7(v128.load(x, 16), hi)), ones);
 }
 
+/** the block dots' offset terms from the stream's 8 * sums: Q4_0's weights are stored + 8, Q5_0's + 16 */
+// @ts-ignore: decorator
+@inline function offsets(sums8: v128, q5: bool): v128 {
+  return q5 ? i32x4.shl(sums8, 1) : sums8;
+}
+
 /**
- * One Q4_0 row against the eight (`four`: four) tokens of the group stream at g (relaxed build):
+ * One Q4_0 (q5: Q5_0) row against the eight (`four`: four) tokens of the group stream at g (relaxed build):
  * per block the nibbles unpacked once for the group, each token's exact block dot, and tile4x4's
  * f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's bits
  */
 // @ts-ignore: decorator
-@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool): void {
+@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool): void {
   let a03 = f32x4.splat(0), a47 = a03;
   const n = four ? 4 : 8;
   const blockBytes = groupBlockBytes(n, true);
   // the tokens' sums after their scales, their int8 after the sums
   const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64;
   const end = g + <usize>nb * blockBytes;
-  for (let p = p0, s = g; s < end; p += 18, s += blockBytes) {
-    const v = v128.load(p, 2);
-    const lo = v128.and(v, low), hi = v128.and(i16x8.shr_u(v, 4), low);
+  for (let p = p0, s = g; s < end; p += q5 ? 22 : 18, s += blockBytes) {
+    let lo: v128, hi: v128;
+    if (q5) {
+      // Q5_0: the nibbles with their fifth bits, 0..31 (stored + 16: the stream's 8 * sums, twice)
+      const v = v128.load(p, 6);
+      const qh = load<u32>(p, 2);
+      lo = v128.or(v128.and(v, low), fifthBits(<i32>(qh & 0xffff)));
+      hi = v128.or(v128.and(i16x8.shr_u(v, 4), low), fifthBits(<i32>(qh >> 16)));
+    } else {
+      const v = v128.load(p, 2);
+      lo = v128.and(v, low);
+      hi = v128.and(i16x8.shr_u(v, 4), low);
+    }
     const dw = f32x4.splat(f16(load<u16>(p)));
     const x = s + acts;
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones), biasedLanes(lo, hi, x + 32, ones), biasedLanes(lo, hi, x + 64, ones), biasedLanes(lo, hi, x + 96, ones)), v128.load(s + sums));
+    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones), biasedLanes(lo, hi, x + 32, ones), biasedLanes(lo, hi, x + 64, ones), biasedLanes(lo, hi, x + 96, ones)), offsets(v128.load(s + sums), q5));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
     if (!four) {
       // a store of the first four tokens' sums (into this row's own first output, written again
       // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
       // activation vectors live at once spilled half of them and both accumulators
       store<f32>(out, f32x4.extract_lane(a03, 0));
-      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones), biasedLanes(lo, hi, x + 160, ones), biasedLanes(lo, hi, x + 192, ones), biasedLanes(lo, hi, x + 224, ones)), v128.load(s + sums, 16));
+      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones), biasedLanes(lo, hi, x + 160, ones), biasedLanes(lo, hi, x + 192, ones), biasedLanes(lo, hi, x + 224, ones)), offsets(v128.load(s + sums, 16), q5));
       a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
     }
   }
@@ -330,14 +346,17 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   const nb = cols >> 5;
   for (; r + 4 <= r1; r += 4) {
     let t = 0;
-    // Q4_0 (relaxed) with group streams: their tokens eight at a time, then four, tile4x4's bits
-    if (relaxed && kind == 1 && groups != 0) {
+    // Q4_0 (relaxed) and Q5_0 with group streams (relaxed build only): their tokens eight at a
+    // time, then four, tile4x4's bits
+    if (((relaxed && kind == 1) || kind == 2) && groups != 0) {
+      const q5 = kind == 2;
+      const gl = lowNibbles(), go = onesI16();
       let g = groups;
       for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
-        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false);
+        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5);
       }
       if (t + 4 <= nTok) {
-        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true);
+        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5);
         t += 4;
       }
     }
@@ -372,6 +391,14 @@ export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: u
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/**
+ * Q5_0 batches in the relaxed build: the tokens of the group streams (packQ4_0Groups; the int16
+ * activations left as they are) through the Q4_0 group kernel with Q5_0's weights, the rest as matQ5_0
+ */
+export function matQ5_0Groups(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups);
 }
 
 /** IQ4_NL against Q8_0 activations: Q4_0's kernel with the indices looked up in kvalues_iq4nl (one swizzle per 16 weights) */

@@ -94,10 +94,10 @@ function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array,
   assert.deepEqual(outs[2], want, `${what}: relaxed build (2 threads) differs from ${wanted}`);
 }
 
-test("relaxed build: Q8_0, Q4_0 and IQ4_NL give the plain build's bits (awkward sizes, 1 and 2 threads, 1 / 3 / 4 / 13 tokens)", (t) => {
+test("relaxed build: Q8_0, Q4_0, Q5_0 and IQ4_NL give the plain build's bits (awkward sizes, 1 and 2 threads, 1 to 29 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 10;
-  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.IQ4_NL]) {
+  for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.IQ4_NL]) {
     for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
       const r = rng(++seed);
       const bytes = quantized(type, cols, rows, r);

@@ -205,7 +205,7 @@ function bytesPerToken(cols: number, rows: number): number {
 
 /**
  * The kernels that take batches eight tokens at a time over group streams (assembly/groups.ts for
- * Q8_0 and Q4_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
+ * Q8_0, Q4_0 and Q5_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
  * 8 x 32 int8; Q4_0: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8 tokens' sums
  * of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot (Q8_0: a half
  * pass's eight accumulators, twice; k-quants: the eight running sums). Each also takes a group of
@@ -216,6 +216,7 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
+  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
@@ -300,6 +301,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (kind === C.Kind.Q5_K) return C.Kind.Q5_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
+    // Q5_0's group streams pay from a group of four on; its other kernels are SIMD128's
+    if (kind === C.Kind.Q5_0) return nTok >= 4 ? C.Kind.Q5_0_GROUPS : undefined;
     if (kind === C.Kind.IQ4_NL) return nTok === 1 ? C.Kind.IQ4_NL_RELAXED : undefined;
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
@@ -417,6 +420,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         // the group streams are read from the int16 activations, which packQ8_0Exact rewrites
         if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok);
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
+      }
+      else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
+        // Q5_0 takes Q4_0's streams; its leftover tokens read the int16 activations as they are
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
       }
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
         if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);

@@ -188,6 +188,8 @@ export enum Kind {
   ROPE = 48,
   /** ROWS rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS bytes apart) */
   COPY_ROWS = 49,
+  /** Q5_0 batches over GROUPS (packQ4_0Groups, the int16 activations left as they are; relaxed build only), the leftover tokens as Q5_0 */
+  Q5_0_GROUPS = 50,
 }
 
 /**
