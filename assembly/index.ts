@@ -7,7 +7,7 @@ export { useF16Table, fillF16Table, f16sFinite } from "./half";
 export { roundRowsF16Scaled, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
-import { matQ8_0, matQ4_0, matQ5_0, matQ5_0Groups, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
+import { matQ8_0, matQ4_0, matQ5_0, matQ5_0Groups, matQ5_0Relaxed, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
 import { matIQ4_XS } from "./iq4";
 import { matMXFP4 } from "./mxfp4";
 import { matTQ1_0, matTQ2_0 } from "./tq";
@@ -200,7 +200,7 @@ let eps: f64 = 0;
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -347,6 +347,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 49: copyRows(out, xs, w, rowBytes, <usize>cols, r0, r1); break;
     // Q5_0 batches over GROUPS (packQ4_0Groups; relaxed build only)
     case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
+    // Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only)
+    case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

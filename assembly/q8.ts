@@ -53,6 +53,21 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
   return i8x16.sub(v128.or(nibbles, fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff))), i8x16.splat(16));
 }
 
+/** weights 0..15 (high: 16..31) of the Q5_0 block at p as stored, nibble and fifth bit: 0..31 (the relaxed int8 dot's 7-bit operand) */
+// @ts-ignore: decorator
+@inline function q5Unsigned(p: usize, low: v128, high: bool): v128 {
+  const v = v128.load(p, 6);
+  const qh = load<u32>(p, 2);
+  // a 16-bit shift and the mask, as nibblesQ4_0
+  return v128.or(v128.and(high ? i16x8.shr_u(v, 4) : v, low), fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff)));
+}
+
+/** one Q5_0 block at p against a packed activation block at x (packQ4_0): lanes adding up to sum n a, n = w + 16 (int16 lanes within 4 * 31 * 127) */
+// @ts-ignore: decorator
+@inline function biasedQ5_0(p: usize, x: usize, low: v128, ones: v128): v128 {
+  return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), q5Unsigned(p, low, false)), dotI8I7(v128.load(x, 16), q5Unsigned(p, low, true))), ones);
+}
+
 // @ts-ignore: decorator
 @inline function dotQ5_0(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
   const lo = q5Weights(p, false);
@@ -105,7 +120,10 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 /** block b of a row (weights at p, activations at x): lanes adding up to its exact integer dot */
 // @ts-ignore: decorator
 @inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128, table: v128): v128 {
-  if (relaxed) return kind == 0 ? blockQ8_0(p, x, ones) : kind == 3 ? blockIQ4_NL(p, x, low, ones, table) : blockQ4_0(p, x, low, ones);
+  if (relaxed) {
+    if (kind == 2) return i32x4.sub(biasedQ5_0(p, x, low, ones), i32x4.shl(v128.load(x, 32), 1));
+    return kind == 0 ? blockQ8_0(p, x, ones) : kind == 3 ? blockIQ4_NL(p, x, low, ones, table) : blockQ4_0(p, x, low, ones);
+  }
   return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48), table);
 }
 
@@ -137,6 +155,12 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
       if (relaxed && kind == 1) {
         const h = f16x4BitsAt(p, bb);
         acc = scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
+        continue;
+      }
+      if (relaxed && kind == 2) {
+        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (weights stored + 16)
+        const s = lanesSum(biasedQ5_0(p, x, low, ones), biasedQ5_0(p + 22, x + 64, low, ones), biasedQ5_0(p + 44, x + 128, low, ones), biasedQ5_0(p + 66, x + 192, low, ones));
+        acc = scaleAdd4(acc, i32x4.sub(s, i32x4.shl(v128.load(x, 48), 1)), f16x4At(p, bb), v128.load(sx));
         continue;
       }
       const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
@@ -298,11 +322,9 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   for (let p = p0, s = g; s < end; p += q5 ? 22 : 18, s += blockBytes) {
     let lo: v128, hi: v128;
     if (q5) {
-      // Q5_0: the nibbles with their fifth bits, 0..31 (stored + 16: the stream's 8 * sums, twice)
-      const v = v128.load(p, 6);
-      const qh = load<u32>(p, 2);
-      lo = v128.or(v128.and(v, low), fifthBits(<i32>(qh & 0xffff)));
-      hi = v128.or(v128.and(i16x8.shr_u(v, 4), low), fifthBits(<i32>(qh >> 16)));
+      // Q5_0: stored + 16, so the stream's 8 * sums are taken twice (offsets)
+      lo = q5Unsigned(p, low, false);
+      hi = q5Unsigned(p, low, true);
     } else {
       const v = v128.load(p, 2);
       lo = v128.and(v, low);
@@ -335,7 +357,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   let r = r0;
-  if (relaxed && (kind == 0 || kind == 3) && nTok > 1) unreachable();
+  if (relaxed && (kind == 0 || kind == 2 || kind == 3) && nTok > 1) unreachable();
   if (nTok == 1) {
     // decode streams weights that are not in any cache: one row after another is one
     // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
@@ -391,6 +413,11 @@ export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: u
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
+}
+
+/** Q5_0 single tokens in the relaxed build, over activations packed by packQ4_0 */
+export function matQ5_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matQ(2, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
 /**

@@ -301,8 +301,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (kind === C.Kind.Q5_K) return C.Kind.Q5_K_RELAXED;
     if (kind === C.Kind.Q6_K) return C.Kind.Q6_K_RELAXED;
     if (kind === C.Kind.Q4_0) return C.Kind.Q4_0_RELAXED;
-    // Q5_0's group streams pay from a group of four on; its other kernels are SIMD128's
-    if (kind === C.Kind.Q5_0) return nTok >= 4 ? C.Kind.Q5_0_GROUPS : undefined;
+    // Q5_0: single tokens on the int8 dot, group streams from a group of four on, SIMD128 between
+    if (kind === C.Kind.Q5_0) return nTok === 1 ? C.Kind.Q5_0_RELAXED : nTok >= 4 ? C.Kind.Q5_0_GROUPS : undefined;
     if (kind === C.Kind.IQ4_NL) return nTok === 1 ? C.Kind.IQ4_NL_RELAXED : undefined;
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
@@ -425,6 +425,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         // Q5_0 takes Q4_0's streams; its leftover tokens read the int16 activations as they are
         if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
       }
+      else if (relaxedKind === C.Kind.Q5_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
         if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
         kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);

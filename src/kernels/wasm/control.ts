@@ -190,6 +190,8 @@ export enum Kind {
   COPY_ROWS = 49,
   /** Q5_0 batches over GROUPS (packQ4_0Groups, the int16 activations left as they are; relaxed build only), the leftover tokens as Q5_0 */
   Q5_0_GROUPS = 50,
+  /** Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only) */
+  Q5_0_RELAXED = 51,
 }
 
 /**
