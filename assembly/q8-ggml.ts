@@ -26,7 +26,7 @@
 // pointer, and one half block (eight or four accumulators, no spills) per pass. The last 0-3
 // tokens go one at a time (row1). Each (row, token) gets the same operations in the same order
 // in every path, so the same bits.
-import { f16, f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
+import { f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
 import { dotI8I7, store4, store8 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";

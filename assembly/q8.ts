@@ -65,7 +65,7 @@ const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16
 /** one Q5_0 block at p against a packed activation block at x (packQ4_0): lanes adding up to sum n a, n = w + 16 (int16 lanes within 4 * 31 * 127) */
 // @ts-ignore: decorator
 @inline function biasedQ5_0(p: usize, x: usize, low: v128, ones: v128): v128 {
-  return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), q5Unsigned(p, low, false)), dotI8I7(v128.load(x, 16), q5Unsigned(p, low, true))), ones);
+  return biasedLanes(q5Unsigned(p, low, false), q5Unsigned(p, low, true), x, ones);
 }
 
 // @ts-ignore: decorator
@@ -121,7 +121,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 // @ts-ignore: decorator
 @inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128, table: v128): v128 {
   if (relaxed) {
-    if (kind == 2) return i32x4.sub(biasedQ5_0(p, x, low, ones), i32x4.shl(v128.load(x, 32), 1));
+    if (kind == 2) return i32x4.sub(biasedQ5_0(p, x, low, ones), offsets(v128.load(x, 32), true));
     return kind == 0 ? blockQ8_0(p, x, ones) : kind == 3 ? blockIQ4_NL(p, x, low, ones, table) : blockQ4_0(p, x, low, ones);
   }
   return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48), table);
@@ -158,9 +158,9 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
         continue;
       }
       if (relaxed && kind == 2) {
-        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (weights stored + 16)
+        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (offsets: weights stored + 16)
         const s = lanesSum(biasedQ5_0(p, x, low, ones), biasedQ5_0(p + 22, x + 64, low, ones), biasedQ5_0(p + 44, x + 128, low, ones), biasedQ5_0(p + 66, x + 192, low, ones));
-        acc = scaleAdd4(acc, i32x4.sub(s, i32x4.shl(v128.load(x, 48), 1)), f16x4At(p, bb), v128.load(sx));
+        acc = scaleAdd4(acc, i32x4.sub(s, offsets(v128.load(x, 48), true)), f16x4At(p, bb), v128.load(sx));
         continue;
       }
       const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
@@ -300,7 +300,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), lo), dotI8I7(v128.load(x, 16), hi)), ones);
 }
 
-/** the block dots' offset terms from the stream's 8 * sums: Q4_0's weights are stored + 8, Q5_0's + 16 */
+/** the block dots' offset terms from 8 * sums (group streams, packQ4_0's blocks): Q4_0's weights are stored + 8, Q5_0's + 16 */
 // @ts-ignore: decorator
 @inline function offsets(sums8: v128, q5: bool): v128 {
   return q5 ? i32x4.shl(sums8, 1) : sums8;

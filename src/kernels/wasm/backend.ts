@@ -185,15 +185,13 @@ const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3 } as const;
 
 /** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
 const PANEL_TOKENS = 4;
-/** floats of one item of a GELU job */
-const GELU_ITEM = 4096;
 /**
- * Row and element-wise ops (RMSNorm, residual additions, SwiGLU) over at least this many floats run
- * as jobs on every thread (assembly/rows.ts); a decode step's few thousand cost less in TS than a
- * job's sync
+ * Row and element-wise ops (RMSNorm, RoPE, residual additions, SwiGLU, row copies) over at least
+ * this many floats run as jobs on every thread (assembly/rows.ts); a decode step's few thousand
+ * cost less in TS than a job's sync
  */
 const ROW_JOB_FLOATS = 16384;
-/** floats of one item of an element-wise job */
+/** floats of one item of an element-wise job (addition, SwiGLU, GELU) */
 const ELEMENT_ITEM = 4096;
 /** batches at least this long quantize their activations on all threads (below, a job's sync costs more than it saves) */
 const PARALLEL_QUANTIZE_TOKENS = 8;
@@ -587,23 +585,14 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     out.set(new Float32Array(buffer, oPtr, n * d));
   }
 
-  /** GELU over n floats on every thread, in items of GELU_ITEM floats */
+  /** GELU over n floats on every thread (an element job in memory 0's scratch) */
   function geluPass(out: Float32Array, x: Float32Array, n: number): void {
     const bytes = align64(n * 4);
     const xPtr = first.scratch(2 * bytes);
     const oPtr = xPtr + bytes;
     const buffer = first.arena.buffer;
     new Float32Array(buffer, xPtr, n).set(x.subarray(0, n));
-    const control = first.control;
-    const items = Math.ceil(n / GELU_ITEM);
-    control[C.KIND] = C.Kind.GELU_ERF;
-    control[C.W] = xPtr;
-    control[C.OUT] = oPtr;
-    control[C.ROWS] = items;
-    control[C.COLS] = GELU_ITEM;
-    control[C.N_TOK] = n;
-    setClaims(control, items, 1, threads);
-    runJob(0);
+    elementJob(0, C.Kind.GELU_ERF, xPtr, 0, oPtr, n);
     out.set(new Float32Array(buffer, oPtr, n));
   }
 
@@ -631,7 +620,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return { space, ptrs };
   }
 
-  /** an element-wise job (kind ADD / SWIGLU) over n floats in memory `space`, in items of ELEMENT_ITEM */
+  /** an element-wise job (kind ADD / SWIGLU / GELU_ERF) over n floats in memory `space`, in items of ELEMENT_ITEM */
   function elementJob(space: number, kind: C.Kind, w: number, xq: number, out: number, n: number): void {
     const control = memories.spaces[space]!.control;
     const items = Math.ceil(n / ELEMENT_ITEM);
@@ -766,7 +755,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
 
     unary(op, outArray, xArray, n): void {
       // a few thousand elements cost less in TS than a job's sync
-      if (op !== "gelu-erf" || n < GELU_ITEM * 4) return shared.unary(op, outArray, xArray, n);
+      if (op !== "gelu-erf" || n < ELEMENT_ITEM * 4) return shared.unary(op, outArray, xArray, n);
       alive("unary");
       const out = host(outArray), x = host(xArray);
       if (!Number.isInteger(n) || n < 0 || x.length < n || out.length < n) throw new Error(`unary gelu-erf: ${n} elements asked, arrays hold ${x.length} / ${out.length}`);
