@@ -69,6 +69,13 @@ export interface LoadModelOptions {
   maxBatchTokens?: number;
   /** where load-time warnings go, one line each (default: process.emitWarning) */
   onWarning?: (message: string) => void;
+  /**
+   * run a throwaway two-token prompt and one decode step before returning, as llama.cpp's
+   * warm-up run does (default true; false is llama.cpp's --no-warmup): the first request then
+   * finds every kernel compiled and the lazily built tables made, which took ~50 ms of a
+   * 135M model's first prompt
+   */
+  warmup?: boolean;
 }
 
 export interface ChatOptions extends GenerateOptions {
@@ -324,12 +331,26 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
       storage: backend,
       source: path,
     });
+    if (options.warmup !== false) await warmUp(model);
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
   } catch (e) {
     backend.dispose();
     throw e;
   }
+}
+
+/**
+ * A prompt of two tokens and one decode step on a cache of its own, thrown away: the batch and
+ * single-token kernels, the attention of both, the RoPE tables and the JavaScript around them
+ * run once before any request (token 0 exists in every vocabulary; the engine's pool and its
+ * prefix cache are not touched)
+ */
+async function warmUp(model: LanguageModel): Promise<void> {
+  const positions = Math.min(3, model.info.maxPositions ?? 3);
+  const cache = model.createCache(positions);
+  await model.forwardAsync(positions >= 2 ? [0, 0] : [0], cache);
+  if (positions >= 3) await model.forwardAsync([0], cache);
 }
 
 /** the KV cache types the options ask for (f32 where unset) */

@@ -262,3 +262,20 @@ test("stories260K: a request whose rows fail the forward pass fails alone; the r
     model.dispose();
   }
 });
+
+test("stories260K: loading warms the kernels up on a cache of its own; the engine starts untouched and generates as with warmup: false", { skip }, async () => {
+  const { prompt, completionTokens } = golden()[0]!;
+  const options = { temperature: 0, maxTokens: completionTokens.length, ignoreEos: true };
+  for (const warmup of [true, false]) {
+    const model = await loadModel(sharedFile(MODEL)!, { contextSize: 256, warmup });
+    try {
+      assert.equal(model.engine.stats.steps, 0, `warmup ${warmup}: no engine step before the first request`);
+      assert.equal(model.engine.stats.kv, undefined, `warmup ${warmup}: the engine's KV pool is not allocated by the warm-up`);
+      const r = await model.generate(prompt, options);
+      assert.deepEqual(r.completionTokens, completionTokens, `warmup ${warmup}`);
+      assert.equal(r.timings.cachedPromptTokens, 0, `warmup ${warmup}: nothing of the warm-up is in the prefix cache`);
+    } finally {
+      model.dispose();
+    }
+  }
+});

@@ -39,6 +39,7 @@ Options:
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
                         as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
   --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
+  --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first prompt
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
@@ -95,6 +96,7 @@ export const GENERATE_ARGS: OptionSpec = {
   quantize: { type: "string" },
   "cache-type-k": { type: "string" },
   "cache-type-v": { type: "string" },
+  "no-warmup": { type: "boolean" },
   "ignore-eos": { type: "boolean" },
   logprobs: { type: "string" },
   "logit-bias": { type: "string", multiple: true },
@@ -264,7 +266,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   };
 }
 
-/** Backend, threads and context size, shared by generate and chat. */
+/** Backend, threads, context size, quantization, cache types and warm-up, shared by generate, chat and serve. */
 export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   return {
     backend: backendOption(values),
@@ -272,6 +274,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),
     ...cacheTypesFrom(values),
+    ...(values["no-warmup"] === true ? { warmup: false } : {}),
     onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
   };
 }

@@ -35,6 +35,7 @@ Options:
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
                         as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
   --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
+  --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
 
@@ -42,7 +43,7 @@ export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "grace-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
-  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" },
+  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "no-warmup": { type: "boolean" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {
