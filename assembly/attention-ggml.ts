@@ -7,10 +7,23 @@
 // kernel exists only in the relaxed build, and the host uses it only where the runtime fuses.
 // Unlike attention.ts (online softmax) it keeps one row of scores per item, O(context) floats
 // of per-thread scratch. headDim must be a multiple of 4 (the host checks).
+//
+// The same order over an f16 cache (llama.cpp's default cache without flash attention; HALF_KEYS /
+// HALF_VALUES): f16 keys meet a query the host rounded to f16, and a batch's q.k is tinyBLAS's
+// (one 16-lane accumulator); the softmax weights are rounded to f16 before the values. Halves
+// enter the arithmetic times 2^-112 (half.ts's scaledHalves: an integer move), the query and the
+// weights times 2^112, so each product is the same real number and the bits do not change. That
+// move maps Inf/NaN halves to finite values: the kernel reports any it met and the host redoes the
+// pass in the reference order. headDim must then be a multiple of 8.
 
 import { expGgml, fma } from "./ggml-math";
 import { rowAt } from "./attention";
+import { F16_UNSCALE, roundF16x4, scaledHalves } from "./half";
 import { store4, store8 } from "./simd";
+
+/** attendGgml's `halves` bits: the cache's keys, its values are f16 */
+export const HALF_KEYS: i32 = 1;
+export const HALF_VALUES: i32 = 2;
 
 /** the reference's reduce16 (_mm512_reduce_add_ps): lanes 0..15 held as four vectors */
 // @ts-ignore: decorator
@@ -138,10 +151,13 @@ const KEY_BLOCK: i32 = 32;
   return min<i32>(group, MAX_RUN);
 }
 
-/** per-thread scratch bytes: per head of a run its score row and value accumulators, the block's partial dots and two vectors */
+/**
+ * per-thread scratch bytes: per head of a run its score row and value accumulators, the block's
+ * partial dots and two vectors, a key block converted from f16, and the non-finite tally
+ */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usize {
   const padded = (nAll + 63) & ~63;
-  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 2) << 4);
+  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 2) << 4) + ((<usize>(KEY_BLOCK * headDim)) << 2) + 16;
 }
 
 /**
@@ -150,21 +166,54 @@ export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usi
  * of this thread's own. Consecutive items of one token whose heads share a KV head go as one run
  * (same arithmetic per head as one at a time: only the order of independent sums changes)
  */
-export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize): void {
+export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize, halves: i32, nonFinite: usize): void {
   const group = nHeads / nKvHeads;
+  // the largest f16 bits (shifted left once, sign dropped) met, per lane, in the slot's last 16 bytes
+  const tally = scratch + attendGgmlScratchBytes(startPos + nTok, headDim, group) - 16;
+  v128.store(tally, i16x8.splat(0));
   let item = i0;
   while (item < i1) {
     const h = item % nHeads;
     const n = min<i32>(i1 - item, min<i32>((h / group + 1) * group - h, runLength(group)));
-    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch);
+    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch, (halves & HALF_KEYS) != 0, (halves & HALF_VALUES) != 0, tally);
     item += n;
   }
+  // an exponent of all ones (Inf, NaN) shifted left once is 0xf800 or more
+  if (halves != 0 && v128.any_true(i16x8.ge_u(v128.load(tally), i16x8.splat(<i16>0xf800)))) atomic.store<i32>(nonFinite, 1);
+}
+
+/** headDim halves at src as f32 times 2^-112 to dst, their largest bits (shifted left once) into the tally vector */
+// @ts-ignore: decorator
+@inline function convertKey(src: usize, dst: usize, headDim: i32, seen: v128): v128 {
+  for (let d: usize = 0; d < (<usize>headDim << 1); d += 16) {
+    const h = v128.load(src + d);
+    seen = i16x8.max_u(seen, i16x8.shl(h, 1));
+    v128.store(dst + (d << 1), scaledHalves(h, false));
+    v128.store(dst + (d << 1), scaledHalves(h, true), 16);
+  }
+  return seen;
+}
+
+/** tinyBLAS's dot of n floats at x and y (n a multiple of 16): one 16-lane fused accumulator, then reduce16 */
+// @ts-ignore: decorator
+@inline function tinyBlasDot(x: usize, y: usize, n: i32): f32 {
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z;
+  for (let i: usize = 0; i < (<usize>n << 2); i += 64) {
+    a0 = fma(v128.load(x + i), v128.load(y + i), a0);
+    a1 = fma(v128.load(x + i, 16), v128.load(y + i, 16), a1);
+    a2 = fma(v128.load(x + i, 32), v128.load(y + i, 32), a2);
+    a3 = fma(v128.load(x + i, 48), v128.load(y + i, 48), a3);
+  }
+  return reduce16(a0, a1, a2, a3);
 }
 
 /** items [item, item + n) of one token, their heads sharing one KV head */
-function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize): void {
-  const kvStride = (<usize>(nKvHeads * headDim)) << 2;
+function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize, halfK: bool, halfV: bool, tally: usize): void {
   const rowBytes = (<usize>headDim) << 2;
+  // bytes between positions' rows and to the KV head's slice, per side (2 bytes an f16)
+  const kvElements = <usize>(nKvHeads * headDim);
+  const kStride = halfK ? kvElements << 1 : kvElements << 2, vStride = halfV ? kvElements << 1 : kvElements << 2;
   const nAll = startPos + nTok;
   const padded = (nAll + 63) & ~63;
   const scoreBytes = (<usize>padded) << 2;
@@ -174,24 +223,38 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   const acc0 = p0 + (<usize>n) * scoreBytes;
   const partial = acc0 + (<usize>n) * accBytes;
   const half = partial + ((<usize>KEY_BLOCK) << 4);
+  // f16 keys: each block's rows converted here, key i at keyBlock + (i - j0) * rowBytes
+  const keyBlock = half + 32;
+  let seen = v128.load(tally);
   const batch = nTok >= 2;
   const nAcc: usize = batch ? 16 : 64;
   const zero = f32x4.splat(0);
   const t = item / nHeads;
-  const kvOff = (<usize>((item % nHeads) / group)) * rowBytes;
-  const kBase = k + kvOff;
-  const vBase = v + kvOff;
+  const kvHead = <usize>((item % nHeads) / group);
+  const kBase = k + kvHead * (halfK ? rowBytes >> 1 : rowBytes);
+  const vBase = v + kvHead * (halfV ? rowBytes >> 1 : rowBytes);
   const nKeys = startPos + t + 1;
   const chunks = headDim >> 6;
   const scaleV = f32x4.splat(scale);
   // scores, scaled, block by block of keys, every head of the run through a block before the next
   for (let j0 = 0; j0 < nKeys; j0 += KEY_BLOCK) {
     const j1 = min<i32>(nKeys, j0 + KEY_BLOCK);
+    // key i's row: in the cache, or (f16) converted into the key block once for the run's heads
+    let kAt = kBase, kRowStride = kStride, kRows = rows;
+    if (halfK) {
+      for (let i = j0; i < j1; i++) seen = convertKey(kBase + rowAt(rows, i, kStride), keyBlock + (<usize>(i - j0)) * rowBytes, headDim, seen);
+      kAt = keyBlock - (<usize>j0) * rowBytes;
+      kRowStride = rowBytes;
+      kRows = 0;
+    }
     for (let r = 0; r < n; r++) {
       const qp = q + (<usize>(item + r)) * rowBytes;
       const p = p0 + (<usize>r) * scoreBytes;
       let j = j0;
-      if ((headDim & 63) == 0) {
+      if (halfK && batch && (headDim & 15) == 0) {
+        // a batch over f16 keys: tinyBLAS (ggml converted the queries, so its matrix product takes them)
+        for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), tinyBlasDot(keyRow(kAt, kRows, j, kRowStride), qp, headDim) * scale);
+      } else if ((headDim & 63) == 0) {
         // Head sizes of 64k: each key's dot in four pieces, each stored before the next is
         // computed (see eighth64), then reduce16's last step for four keys at a time in one
         // vector, scaled and stored. Head size 64 gets the pieces written out (the loop over
@@ -200,11 +263,11 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
           let i = j0;
           for (; i + 2 <= j1; i += 2) {
             const at = partial + ((<usize>(i - j0)) << 4);
-            keyPartials2(kBase + rowAt(rows, i, kvStride), kBase + rowAt(rows, i + 1, kvStride), qp, at, at + 16, half);
+            keyPartials2(keyRow(kAt, kRows, i, kRowStride), keyRow(kAt, kRows, i + 1, kRowStride), qp, at, at + 16, half);
           }
-          if (i < j1) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
+          if (i < j1) keyPartials(keyRow(kAt, kRows, i, kRowStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
         }
-        else for (let i = j0; i < j1; i++) keyPartials(kBase + rowAt(rows, i, kvStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
+        else for (let i = j0; i < j1; i++) keyPartials(keyRow(kAt, kRows, i, kRowStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
         for (; j + 4 <= j1; j += 4) {
           const at = partial + ((<usize>(j - j0)) << 4);
           v128.store(p + ((<usize>j) << 2), f32x4.mul(lastStep4(v128.load(at), v128.load(at, 16), v128.load(at, 32), v128.load(at, 48)), scaleV));
@@ -214,7 +277,8 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
           store<f32>(p + ((<usize>j) << 2), ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale);
         }
       }
-      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), vecDot(kBase + rowAt(rows, j, kvStride), qp, headDim, partial) * scale);
+      // other head sizes: ggml_vec_dot_f32 (for f16 keys ggml_vec_dot_f16, whose elements past the last 64 add in f64)
+      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), (halfK ? vecDotF16(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial) : vecDot(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial)) * scale);
     }
   }
   // softmax, per head: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks
@@ -243,7 +307,11 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       sum += <f64>reduce16(e0, e1, e2, e3);
     }
     const inv = f32x4.splat(<f32>(1 / sum));
-    for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
+    if (halfV) {
+      // ggml converts the weights to f16 for the product with f16 values; times 2^112 against values taken times 2^-112
+      const u = f32x4.splat(F16_UNSCALE);
+      for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(roundF16x4(f32x4.mul(v128.load(p + c), inv)), u));
+    } else for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
   }
   // weighted values, vectorised over the head's dimensions: accumulator l of dimension d is
   // the reference's lane l for that d (position j feeds lane j % 16 for tinyBLAS, j % 64 for
@@ -257,18 +325,30 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
     for (; d + 128 <= rowBytes; d += 128) {
       // the barrier pays where a sweep is long (prompts: nKeys / 16 positions; decode after
       // 1536 keys: 24), and costs where it is short (decode after 128 keys: 2 positions a sweep)
-      if (<i32>nAcc * 8 <= nKeys) for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, kvStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, true);
-      else for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, kvStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, false);
+      if (halfV) for (let r = 0; r < n; r++) seen = valueSweep32Half(p0 + (<usize>r) * scoreBytes, vBase + (d >> 1), rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, seen);
+      else if (<i32>nAcc * 8 <= nKeys) for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, true);
+      else for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, false);
     }
-    for (; d < rowBytes; d += 16) {
+    // the last dimensions, four (f16: eight) at a time
+    for (; d < rowBytes; d += halfV ? 32 : 16) {
       for (let r = 0; r < n; r++) {
         const p = p0 + (<usize>r) * scoreBytes;
-        let a0 = zero;
-        for (let j = <i32>l; j < nKeys; j += <i32>nAcc) a0 = fma(v128.load(vBase + rowAt(rows, j, kvStride) + d), v128.load32_splat(p + ((<usize>j) << 2)), a0);
+        let a0 = zero, a1 = zero;
+        for (let j = <i32>l; j < nKeys; j += <i32>nAcc) {
+          const pj = v128.load32_splat(p + ((<usize>j) << 2));
+          if (halfV) {
+            const h = v128.load(vBase + rowAt(rows, j, vStride) + (d >> 1));
+            seen = i16x8.max_u(seen, i16x8.shl(h, 1));
+            a0 = fma(scaledHalves(h, false), pj, a0);
+            a1 = fma(scaledHalves(h, true), pj, a1);
+          } else a0 = fma(v128.load(vBase + rowAt(rows, j, vStride) + d), pj, a0);
+        }
         v128.store(acc0 + (<usize>r) * accBytes + l * rowBytes + d, a0);
+        if (halfV) v128.store(acc0 + (<usize>r) * accBytes + l * rowBytes + d, a1, 16);
       }
     }
   }
+  v128.store(tally, seen);
   for (let r = 0; r < n; r++) {
     const acc = acc0 + (<usize>r) * accBytes;
     const op = out + (<usize>(item + r)) * rowBytes;
@@ -324,6 +404,51 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
     a7 = fma(v128.load(vp, 112), pj, a7);
   }
   store8(a, a0, a1, a2, a3, a4, a5, a6, a7);
+}
+
+/**
+ * valueSweep32 over f16 value rows (v: the rows' halves at those dimensions), the weights at p
+ * times 2^112: each row's four vectors of halves converted as they are loaded, their bits
+ * tallied into `seen` (returned); the first four multiply-adds stored mid-loop as valueSweep32's barrier
+ */
+// @ts-ignore: decorator
+@inline function valueSweep32Half(p: usize, v: usize, rows: usize, vStride: usize, j0: i32, nKeys: i32, step: i32, a: usize, spill: usize, seen: v128): v128 {
+  const zero = f32x4.splat(0);
+  let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+  for (let j = j0; j < nKeys; j += step) {
+    const pj = v128.load32_splat(p + ((<usize>j) << 2));
+    const vp = v + rowAt(rows, j, vStride);
+    const h0 = v128.load(vp), h1 = v128.load(vp, 16);
+    seen = i16x8.max_u(seen, i16x8.max_u(i16x8.shl(h0, 1), i16x8.shl(h1, 1)));
+    a0 = fma(scaledHalves(h0, false), pj, a0);
+    a1 = fma(scaledHalves(h0, true), pj, a1);
+    a2 = fma(scaledHalves(h1, false), pj, a2);
+    a3 = fma(scaledHalves(h1, true), pj, a3);
+    store4(spill, a0, a1, a2, a3);
+    const h2 = v128.load(vp, 32), h3 = v128.load(vp, 48);
+    seen = i16x8.max_u(seen, i16x8.max_u(i16x8.shl(h2, 1), i16x8.shl(h3, 1)));
+    a4 = fma(scaledHalves(h2, false), pj, a4);
+    a5 = fma(scaledHalves(h2, true), pj, a5);
+    a6 = fma(scaledHalves(h3, false), pj, a6);
+    a7 = fma(scaledHalves(h3, true), pj, a7);
+  }
+  store8(a, a0, a1, a2, a3, a4, a5, a6, a7);
+  return seen;
+}
+
+/** key i's row: rows[i] * stride bytes from base, or (rows 0: a converted block) i * stride */
+// @ts-ignore: decorator
+@inline function keyRow(base: usize, rows: usize, i: i32, stride: usize): usize {
+  return base + (rows != 0 ? rowAt(rows, i, stride) : (<usize>i) * stride);
+}
+
+/** ggml_vec_dot_f16 over converted halves: vecDot's order for whole 64s, the rest added in f64 (the products times 2^-112 x 2^112 are exact in f32) */
+// @ts-ignore: decorator
+@inline function vecDotF16(x: usize, y: usize, n: i32, tmp: usize): f32 {
+  const np = n & ~63;
+  let sum: f64 = np > 0 ? <f64>vecDot(x, y, np, tmp) : 0;
+  for (let i = np; i < n; i++) sum += <f64>(load<f32>(x + (<usize>i << 2)) * load<f32>(y + (<usize>i << 2)));
+  return <f32>sum;
 }
 
 /**

@@ -10,7 +10,7 @@
 // rotated and converted (Q8_0 blocks, or f16-rounded floats for f16 keys: one conversion per
 // item, as llama.cpp's q_to_vec_dot) and rotates the output back; this kernel exists only in the
 // relaxed build (its fused multiply-adds), used only where the runtime fuses.
-import { f16, f16At, f16TableAddress, f16x4, f32ToF16Bits } from "./half";
+import { f16At, f16TableAddress, f16x4, F16_SCALE, F16_UNSCALE, roundF16x4, scaledHalves } from "./half";
 import { fma } from "./ggml-math";
 import { vecDot } from "./attention-ggml";
 
@@ -78,30 +78,6 @@ const Q4_0: i32 = 3;
   return (f32x4.extract_lane(r, 0) + f32x4.extract_lane(r, 2)) + (f32x4.extract_lane(r, 1) + f32x4.extract_lane(r, 3));
 }
 
-/**
- * Four lanes rounded to the nearest f16 value (as f32), ties to even. Below 2^15 in magnitude by
- * adding and taking off c = sign(x) * 2^(e + 13), e the lane's exponent but at least -14: x + c
- * lies in c's binade, whose spacing 2^(e - 10) is f16's at x's exponent (2^-24 for f16's
- * subnormals), so the f32 addition rounds x as f16 does — the parity of the sum's last bit is
- * the parity of x's f16 mantissa — and the subtraction is exact (checked against roundToF16 on
- * every exponent's ties and neighbours and 3 million random lanes). Lanes of 2^15
- * and more (overflow to infinity from 65520 up, infinities, NaN) go lane by lane through the f16 bits.
- */
-// @ts-ignore: decorator
-@inline function roundF16x4(x: v128): v128 {
-  const e = v128.and(x, i32x4.splat(0x7f800000));
-  if (!v128.any_true(i32x4.ge_u(e, i32x4.splat(0x47000000)))) {
-    const sign = v128.and(x, i32x4.splat(0x80000000));
-    const c = i32x4.add(v128.or(i32x4.max_u(e, i32x4.splat(0x38800000)), sign), i32x4.splat(13 << 23));
-    // a negative x that rounds to zero is -0 (the subtraction gives +0)
-    return v128.or(f32x4.sub(f32x4.add(x, c), c), sign);
-  }
-  let r = f32x4.splat(0);
-  r = f32x4.replace_lane(r, 0, f16(f32ToF16Bits(f32x4.extract_lane(x, 0))));
-  r = f32x4.replace_lane(r, 1, f16(f32ToF16Bits(f32x4.extract_lane(x, 1))));
-  r = f32x4.replace_lane(r, 2, f16(f32ToF16Bits(f32x4.extract_lane(x, 2))));
-  return f32x4.replace_lane(r, 3, f16(f32ToF16Bits(f32x4.extract_lane(x, 3))));
-}
 
 /** four f16 at p as f32 lanes */
 // @ts-ignore: decorator
@@ -109,14 +85,6 @@ const Q4_0: i32 = 3;
   return f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(v128.load64_zero(p)), 16));
 }
 
-// f16 keys and values enter the arithmetic times 2^-112: an f16's bits moved into an f32's
-// exponent and mantissa fields unrebiased are exactly that (normals and subnormals alike), three
-// integer operations for four values where the rebias and its Inf/NaN select took seven. The
-// other factor takes the 2^112: the f16-rounded query (at most 65504, so below 2^128) and the
-// value weight (at most 1). Each product is then the same real number and each fused multiply-add
-// rounds it the same: the bits do not change.
-const F16_UNSCALE: f32 = 5.192296858534828e33; // 2^112
-const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
 
 /** eight f16 bits: none is Inf or NaN */
 // @ts-ignore: decorator
@@ -124,12 +92,6 @@ const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
   return !v128.any_true(i16x8.eq(v128.and(h, i16x8.splat(0x7c00)), i16x8.splat(0x7c00)));
 }
 
-/** f16 lanes 0-3 (`high`: 4-7) of h, finite, as f32 times 2^-112: sign-extended, shifted into place, the smeared sign bits cleared */
-// @ts-ignore: decorator
-@inline function scaledHalves(h: v128, high: bool): v128 {
-  const wide = high ? i32x4.extend_high_i16x8_s(h) : i32x4.extend_low_i16x8_s(h);
-  return v128.and(i32x4.shl(wide, 13), i32x4.splat(<i32>0x8fffe000));
-}
 
 /** four f16 at p, any value, as f32 times 2^-112 */
 // @ts-ignore: decorator

@@ -141,3 +141,44 @@ export function f32ToF16Bits(x: f32): u32 {
   const h: u32 = (u & 0x7fffffff) > 0x7f800000 ? (u >> 16) | 64 : (u + 0x7fff + ((u >> 16) & 1)) >> 16;
   return reinterpret<f32>(h << 16);
 }
+
+/**
+ * Four lanes rounded to the nearest f16 value (as f32), ties to even. Below 2^15 in magnitude by
+ * adding and taking off c = sign(x) * 2^(e + 13), e the lane's exponent but at least -14: x + c
+ * lies in c's binade, whose spacing 2^(e - 10) is f16's at x's exponent (2^-24 for f16's
+ * subnormals), so the f32 addition rounds x as f16 does — the parity of the sum's last bit is
+ * the parity of x's f16 mantissa — and the subtraction is exact (checked against roundToF16 on
+ * every exponent's ties and neighbours and 3 million random lanes). Lanes of 2^15
+ * and more (overflow to infinity from 65520 up, infinities, NaN) go lane by lane through the f16 bits.
+ */
+// @ts-ignore: decorator
+@inline export function roundF16x4(x: v128): v128 {
+  const e = v128.and(x, i32x4.splat(0x7f800000));
+  if (!v128.any_true(i32x4.ge_u(e, i32x4.splat(0x47000000)))) {
+    const sign = v128.and(x, i32x4.splat(0x80000000));
+    const c = i32x4.add(v128.or(i32x4.max_u(e, i32x4.splat(0x38800000)), sign), i32x4.splat(13 << 23));
+    // a negative x that rounds to zero is -0 (the subtraction gives +0)
+    return v128.or(f32x4.sub(f32x4.add(x, c), c), sign);
+  }
+  let r = f32x4.splat(0);
+  r = f32x4.replace_lane(r, 0, f16(f32ToF16Bits(f32x4.extract_lane(x, 0))));
+  r = f32x4.replace_lane(r, 1, f16(f32ToF16Bits(f32x4.extract_lane(x, 1))));
+  r = f32x4.replace_lane(r, 2, f16(f32ToF16Bits(f32x4.extract_lane(x, 2))));
+  return f32x4.replace_lane(r, 3, f16(f32ToF16Bits(f32x4.extract_lane(x, 3))));
+}
+
+// f16 keys and values enter the arithmetic times 2^-112: an f16's bits moved into an f32's
+// exponent and mantissa fields unrebiased are exactly that (normals and subnormals alike), three
+// integer operations for four values where the rebias and its Inf/NaN select took seven. The
+// other factor takes the 2^112: the f16-rounded query (at most 65504, so below 2^128) and the
+// value weight (at most 1). Each product is then the same real number and each fused multiply-add
+// rounds it the same: the bits do not change.
+export const F16_UNSCALE: f32 = 5.192296858534828e33; // 2^112
+export const F16_SCALE: f32 = 1.925929944387236e-34; // 2^-112
+
+/** f16 lanes 0-3 (`high`: 4-7) of h, finite, as f32 times 2^-112: sign-extended, shifted into place, the smeared sign bits cleared */
+// @ts-ignore: decorator
+@inline export function scaledHalves(h: v128, high: bool): v128 {
+  const wide = high ? i32x4.extend_high_i16x8_s(h) : i32x4.extend_low_i16x8_s(h);
+  return v128.and(i32x4.shl(wide, 13), i32x4.splat(<i32>0x8fffe000));
+}

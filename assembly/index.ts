@@ -79,7 +79,8 @@ const STALL_WORD: usize = 168;
 const BIAS: usize = 172;
 /** matmul jobs: 1 applies GELU (erf form) after the bias */
 const ACTIVATION: usize = 176;
-// encoded-KV attention (kind 40): value row bytes, key | value type << 8, expf's table
+// encoded-KV attention (kind 40): value row bytes, key | value type << 8, expf's table; the exact
+// attention (kind 15): its f16 sides, and the word it flags an Inf/NaN half in
 const KV_VALUE_ROW_BYTES: usize = 180;
 const KV_TYPES: usize = 184;
 const KV_EXP_TABLE: usize = 188;
@@ -222,6 +223,10 @@ function loadJob(ctrl: usize, thread: i32): void {
   groups = isMatmul(kind) ? load<usize>(ctrl + GROUPS) : 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
   if (kind == 45) eps = load<f64>(ctrl + EPS);
+  if (kind == 15) {
+    kvTypes = load<i32>(ctrl + KV_TYPES);
+    kvExpTable = load<usize>(ctrl + KV_EXP_TABLE);
+  }
   if (kind == 40) {
     kvValueRowBytes = load<usize>(ctrl + KV_VALUE_ROW_BYTES);
     kvTypes = load<i32>(ctrl + KV_TYPES);
@@ -286,8 +291,10 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(0, out, r0, r1)); break;
     case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-    // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK
-    case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch); break;
+    // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,
+    // KV_TYPES = which sides are f16 (attendGgml's HALF_KEYS | HALF_VALUES), KV_EXP_TABLE = the
+    // address of an i32 set to 1 where an f16 side held Inf or NaN
+    case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch, kvTypes, kvExpTable); break;
     // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only);
     // GROUPS = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
     case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;

@@ -45,12 +45,18 @@ export interface LoadModelOptions {
   quantize?: LoadQuantization;
   /**
    * how the KV cache stores keys (llama.cpp's --cache-type-k): "f32" (default), "f16", "q8_0"
-   * (3.8x smaller), "q4_0" (7.1x). Any but f32/f32 computes attention as llama.cpp's flash
-   * attention does for such a cache (q8_0 and q4_0 need head dims that are multiples of 32).
+   * (3.8x smaller), "q4_0" (7.1x); as llama.cpp stores and reads such a cache (q8_0 and q4_0
+   * need head dims that are multiples of 32; see flashAttention for the order).
    */
   cacheTypeK?: KVCacheType;
   /** how the KV cache stores values (llama.cpp's --cache-type-v): as cacheTypeK */
   cacheTypeV?: KVCacheType;
+  /**
+   * llama.cpp's flash_attn (-fa): true attends in its flash-attention order (an f32 side cast to
+   * f16), false in its matrix-product order (its -fa off and node-llama-cpp's default; not for a
+   * q8_0 / q4_0 side). Unset: flash attention for a q8_0 / q4_0 side, else the matrix-product order
+   */
+  flashAttention?: boolean;
   /**
    * the free memory the load plan is checked against, in bytes (default: the environment
    * variable TSLLM_AVAILABLE_MEMORY, else the host's free memory). For tests and experiments:
@@ -354,8 +360,9 @@ async function warmUp(model: LanguageModel): Promise<void> {
 }
 
 /** the KV cache types the options ask for (f32 where unset) */
-export function kvCacheTypesOf(options: Pick<LoadModelOptions, "cacheTypeK" | "cacheTypeV">): KVCacheTypes {
-  return { k: options.cacheTypeK ?? "f32", v: options.cacheTypeV ?? "f32" };
+export function kvCacheTypesOf(options: Pick<LoadModelOptions, "cacheTypeK" | "cacheTypeV" | "flashAttention">): KVCacheTypes {
+  const types = { k: options.cacheTypeK ?? "f32", v: options.cacheTypeV ?? "f32" };
+  return options.flashAttention === undefined ? types : { ...types, flashAttention: options.flashAttention };
 }
 
 /** the load plan of `opened` with `options` (undefined for a model whose shape the planner does not know) */

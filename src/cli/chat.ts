@@ -24,7 +24,7 @@ Options:
   --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto,
-  --quantize Q, --cache-type-k T, --cache-type-v T, --no-warmup: as in generate
+  --quantize Q, --cache-type-k T, --cache-type-v T, --flash-attn on|off|auto, --no-warmup: as in generate
   --timings             print each reply's timings to stderr
   -h, --help            show this help
 `;

@@ -37,8 +37,10 @@ Options:
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
-                        as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
+                        as llama.cpp's -ctk
   --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
+  --flash-attn on|off|auto  attend in llama.cpp's flash-attention order (on) or its matrix-product order
+                        (off; not for q8_0 / q4_0 sides); auto (default): on for a q8_0 / q4_0 side, else off
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first prompt
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
@@ -96,6 +98,7 @@ export const GENERATE_ARGS: OptionSpec = {
   quantize: { type: "string" },
   "cache-type-k": { type: "string" },
   "cache-type-v": { type: "string" },
+  "flash-attn": { type: "string" },
   "no-warmup": { type: "boolean" },
   "ignore-eos": { type: "boolean" },
   logprobs: { type: "string" },
@@ -274,6 +277,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),
     ...cacheTypesFrom(values),
+    ...flashAttentionFrom(values),
     ...(values["no-warmup"] === true ? { warmup: false } : {}),
     onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
   };
@@ -296,6 +300,14 @@ export function cacheTypesFrom(values: ParsedValues): Pick<LoadModelOptions, "ca
     }
   };
   return { cacheTypeK: parse("cache-type-k"), cacheTypeV: parse("cache-type-v") };
+}
+
+/** --flash-attn on|off|auto (llama.cpp's -fa): the order attention reads the KV cache in (auto: unset) */
+export function flashAttentionFrom(values: ParsedValues): Pick<LoadModelOptions, "flashAttention"> {
+  const v = optionalString(values, "flash-attn");
+  if (v === undefined || v === "auto") return {};
+  if (v === "on" || v === "off") return { flashAttention: v === "on" };
+  throw new UsageError(`--flash-attn must be on, off or auto, got "${v}"`);
 }
 
 const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;

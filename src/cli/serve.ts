@@ -33,8 +33,9 @@ Options:
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
-                        as llama.cpp's -ctk; any but f32/f32 attends as llama.cpp's flash attention
+                        as llama.cpp's -ctk
   --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
+  --flash-attn on|off|auto  llama.cpp's flash-attention order or its matrix-product one, as in generate
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
@@ -43,7 +44,7 @@ export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "grace-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
-  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "no-warmup": { type: "boolean" },
+  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {

@@ -1,5 +1,5 @@
 import { GGUFError, GGUFMetadata, GGUFTensorSource, type GGUFHeader, type TensorSource } from "../formats/index.js";
-import { checkKVCacheType, F32_CACHE, type Backend, type KVCacheTypes } from "../kernels/index.js";
+import { checkAttentionOrder, checkKVCacheType, F32_CACHE, type Backend, type KVCacheTypes } from "../kernels/index.js";
 import { Gpt2Model, readGpt2Config, readGpt2Shape } from "./gpt2.js";
 import type { DecoderShape } from "./hyperparameters.js";
 import { LlamaModel, readLlamaConfig, readLlamaShape } from "./llama.js";
@@ -78,6 +78,7 @@ export function buildModelFrom(meta: GGUFMetadata, source: TensorSource, backend
 
 /** throws unless the model's heads divide into the types' blocks and (when given) the backend stores both */
 export function checkCacheTypes(types: KVCacheTypes, headDim: number, backend?: Backend): void {
+  checkAttentionOrder(types);
   for (const [t, what] of [[types.k, "cacheTypeK"], [types.v, "cacheTypeV"]] as const) {
     checkKVCacheType(t, headDim, what);
     if (backend?.kvCacheTypes && !backend.kvCacheTypes.includes(t)) throw new RangeError(`${what} ${t}: the ${backend.name} backend stores a KV cache as ${backend.kvCacheTypes.join(", ")} only`);

@@ -65,12 +65,10 @@ export interface LlamaCppRunOptions {
   /** number of greedy tokens to generate (0: only promptLogprobs) */
   readonly decodeSteps: number;
   readonly threads?: number;
-  /**
-   * KV cache types (default F32 both, no flash attention); any other runs llama.cpp with flash
-   * attention on, the only way it takes a quantized V cache (and the numerics tsllm's encoded
-   * caches follow)
-   */
+  /** KV cache types (default F32 both) */
   readonly cacheTypes?: { readonly k: "F32" | "F16" | "Q8_0" | "Q4_0"; readonly v: "F32" | "F16" | "Q8_0" | "Q4_0" };
+  /** llama.cpp's flash attention (default: on where a side is a block format, as tsllm's own default; a quantized V cache needs it) */
+  readonly flashAttention?: boolean;
 }
 
 let llamaPromise: Promise<Llama> | undefined;
@@ -123,7 +121,7 @@ export async function llamaCppRun(modelPath: string, promptTokens: number[], opt
       batchSize: Math.max(promptTokens.length, 1),
       sequences: 1,
       threads: opts.threads ?? 2,
-      flashAttention: opts.cacheTypes !== undefined && (opts.cacheTypes.k !== "F32" || opts.cacheTypes.v !== "F32"),
+      flashAttention: opts.flashAttention ?? [opts.cacheTypes?.k, opts.cacheTypes?.v].some((t) => t === "Q8_0" || t === "Q4_0"),
       experimentalKvCacheKeyType: opts.cacheTypes?.k ?? "F32",
       experimentalKvCacheValueType: opts.cacheTypes?.v ?? "F32",
     });

@@ -1,3 +1,4 @@
+import { roundToF16 } from "../../tensor/quant/half.js";
 import { expfGgml } from "./activations.js";
 
 /**
@@ -16,6 +17,12 @@ import { expfGgml } from "./activations.js";
  * FMA accumulator) or ggml_vec_dot_f32 for a single token. An ulp here can flip the rounding
  * of the next layer's quantized activations, so matching the order is what makes Q8_0 models
  * agree with llama.cpp to the last bit rather than to ~1e-2.
+ *
+ * `halves` is the same order over an f16 cache (llama.cpp's default cache, no flash attention;
+ * kCache / vCache then hold the f16 values as f32): ggml's matrix product converts the other
+ * operand to f16 first — the query for f16 keys, the softmax weights for f16 values — and a batch
+ * of >= 2 query tokens takes tinyBLAS for q.k as well (one 16-lane accumulator over the head),
+ * one token ggml_vec_dot_f16 (vec_dot_f32's order, the elements past the last 64 added in f64).
  */
 const f = Math.fround;
 const LANES = 16;
@@ -50,6 +57,29 @@ export function vecDotF32(x: Float32Array, xo: number, xs: number, y: Float32Arr
   return sum;
 }
 
+/** which sides of the cache hold f16 values (attention's `halves`) */
+export interface HalfSides {
+  readonly keys: boolean;
+  readonly values: boolean;
+}
+
+/** one 16-lane fused multiply-add accumulator over n elements, then reduce16: tinyBLAS's dot (n a multiple of 16) */
+function tinyBlasDot(x: Float32Array, xo: number, y: Float32Array, yo: number, n: number, acc: Float32Array): number {
+  acc.fill(0, 0, LANES);
+  for (let i = 0; i < n; i += LANES) {
+    for (let l = 0; l < LANES; l++) acc[l] = f(x[xo + i + l]! * y[yo + i + l]! + acc[l]!);
+  }
+  return reduce16(acc.subarray(0, LANES));
+}
+
+/** ggml_vec_dot_f16 over values already converted: vec_dot_f32's order for whole 64s, the rest added in f64 */
+function vecDotF16(x: Float32Array, xo: number, y: Float32Array, yo: number, n: number, acc: Float32Array): number {
+  const np = n & ~63;
+  let sum = np > 0 ? vecDotF32(x, xo, 1, y, yo, 1, np, acc) : 0;
+  for (let i = np; i < n; i++) sum += f(x[xo + i]! * y[yo + i]!);
+  return f(sum);
+}
+
 /** throws unless positions [0, nAll) all have a row (rows[p], or p) among the cache's cacheRows */
 export function checkRows(rows: Int32Array | undefined, nAll: number, cacheRows: number): void {
   if (rows && rows.length < nAll) throw new Error(`attention: the row index holds ${rows.length} positions, ${nAll} are attended`);
@@ -71,6 +101,7 @@ export function attention(
   headDim: number,
   scale: number,
   rows?: Int32Array,
+  halves?: HalfSides,
 ): void {
   const group = nHeads / nKvHeads;
   const kvStride = nKvHeads * headDim;
@@ -86,6 +117,11 @@ export function attention(
   const column = new Float32Array(padded);
   const acc = new Float32Array(4 * LANES);
   const s = f(scale);
+  // f16 keys: the query converted to f16; a batch's q.k by tinyBLAS where the head takes whole vectors
+  const query = halves?.keys ? q.map(roundToF16) : q;
+  const keysByTinyBlas = halves?.keys === true && nTokens >= 2 && headDim % LANES === 0;
+  const keyDot = (kOff: number, qo: number): number =>
+    !halves?.keys ? vecDotF32(kCache, kOff, 1, q, qo, 1, headDim, acc) : keysByTinyBlas ? tinyBlasDot(kCache, kOff, query, qo, headDim, acc) : vecDotF16(kCache, kOff, query, qo, headDim, acc);
   for (let t = 0; t < nTokens; t++) {
     const nKeys = startPos + t + 1;
     for (let h = 0; h < nHeads; h++) {
@@ -95,7 +131,7 @@ export function attention(
       let max = -Infinity;
       p.fill(-Infinity);
       for (let j = 0; j < nKeys; j++) {
-        const w = f(vecDotF32(kCache, base[j]! + kvOff, 1, q, qo, 1, headDim, acc) * s);
+        const w = f(keyDot(base[j]! + kvOff, qo) * s);
         p[j] = w;
         if (w > max) max = w;
       }
@@ -107,6 +143,8 @@ export function attention(
       }
       const inv = f(1 / sum);
       for (let j = 0; j < padded; j++) p[j] = f(p[j]! * inv);
+      // f16 values: the weights converted to f16 first
+      if (halves?.values) for (let j = 0; j < padded; j++) p[j] = roundToF16(p[j]!);
       // weighted sum of the values, per output dimension d
       for (let d = 0; d < headDim; d++) {
         const vo = kvOff + d;

@@ -3,7 +3,7 @@ import { rowByteLength, typeName, rowCount, type Tensor } from "../../tensor/ind
 import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
-import { attentionEncoded } from "./kv-attention.js";
+import { attentionEncoded, attentionMatmulOrder } from "./kv-attention.js";
 import { bytesOf, isPlainF32 } from "./kv-encoding.js";
 import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
 import { addBias } from "../ops/elementwise.js";
@@ -108,7 +108,7 @@ export function createReferenceBackend(): Backend {
 
     attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding): void {
       alive("attention");
-      if (encoding && !isPlainF32(encoding)) return attentionEncoded(host(out), host(q), bytesOf(host(keys)), bytesOf(host(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows);
+      if (encoding && !isPlainF32(encoding)) return (encoding.flash ? attentionEncoded : attentionMatmulOrder)(host(out), host(q), bytesOf(host(keys)), bytesOf(host(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows);
       attention(host(out), host(q), host(keys), host(values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     },
 

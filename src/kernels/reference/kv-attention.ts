@@ -1,5 +1,5 @@
 import { roundToF16 } from "../../tensor/quant/half.js";
-import { checkRows, vecDotF32 } from "../ops/attention.js";
+import { attention, checkRows, vecDotF32 } from "../ops/attention.js";
 import { expfLibm } from "../ops/expf.js";
 import { dotQ4_0Lanes, dotQ8_0 } from "./dot-q8_0.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
@@ -19,8 +19,8 @@ import { decodeKV, encodeKVRow, kvBytes, kvRowFloats, type KVCacheEncoding, type
  * Block-format rows are stored rotated (reference/kv-encoding.ts): queries turn with the keys,
  * the output turns back with the values, as llama.cpp's graph does around its attention.
  * An f32 side of a mixed cache is computed as f16 (llama.cpp casts it to F16 for flash attention).
- * An f32/f32 cache keeps kernels/ops/attention.ts (llama.cpp without flash attention), so the
- * default numerics do not move. Layout: keys/values hold rows of kvRowFloats(type, nKvHeads *
+ * Caches read in llama.cpp's matrix-product order (no flash attention: f32 and f16 sides) go
+ * through kernels/ops/attention.ts instead (attentionMatmulOrder below). Layout: keys/values hold rows of kvRowFloats(type, nKvHeads *
  * headDim) floats (bytes), position p in row rows[p]; head h's slice starts kvBytes(type, h *
  * headDim) bytes into its row.
  */
@@ -61,6 +61,25 @@ function keyDot(type: KVCacheType, kBytes: Uint8Array, ko: number, query: Uint8A
     case "q4_0": return dotQ4_0Lanes(kBytes, ko, query, 0, headDim);
   }
 }
+
+/**
+ * Attention over f32 / f16 rows in llama.cpp's order without flash attention: the rows of the
+ * attended positions decoded to f32 (f16 values are exact there), then ops/attention.ts with the
+ * f16 sides marked, which converts the query and the weights as ggml's matrix products do
+ */
+export const attentionMatmulOrder: typeof attentionEncoded = (out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows) => {
+  const width = nKvHeads * headDim;
+  const kRow = 4 * kvRowFloats(encoding.k.type, width), vRow = 4 * kvRowFloats(encoding.v.type, width);
+  const nAll = startPos + nTokens;
+  checkRows(rows, nAll, Math.min(Math.floor(keys.length / kRow), Math.floor(values.length / vRow)));
+  const k32 = new Float32Array(nAll * width), v32 = new Float32Array(nAll * width);
+  for (let j = 0; j < nAll; j++) {
+    const row = rows ? rows[j]! : j;
+    decodeKV(encoding.k.type, keys, row * kRow, width, k32.subarray(j * width));
+    decodeKV(encoding.v.type, values, row * vRow, width, v32.subarray(j * width));
+  }
+  attention(out, q, k32, v32, nTokens, startPos, nHeads, nKvHeads, headDim, scale, undefined, { keys: encoding.k.type === "f16", values: encoding.v.type === "f16" });
+};
 
 export function attentionEncoded(
   out: Float32Array,

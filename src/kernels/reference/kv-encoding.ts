@@ -18,10 +18,17 @@ export type KVCacheType = "f32" | "f16" | "q8_0" | "q4_0";
 
 export const KV_CACHE_TYPES: readonly KVCacheType[] = ["f32", "f16", "q8_0", "q4_0"];
 
-/** the element types of a cache's keys and values */
+/** the element types of a cache's keys and values, and the order attention reads them in */
 export interface KVCacheTypes {
   readonly k: KVCacheType;
   readonly v: KVCacheType;
+  /**
+   * llama.cpp's flash_attn: true attends in its flash-attention kernel's order (an f32 side cast
+   * to f16), false in its matrix-product order (llama.cpp's -fa off, node-llama-cpp's default).
+   * Unset: flash attention where a side is a block format (llama.cpp takes a quantized V cache
+   * only with it), else the matrix-product order.
+   */
+  readonly flashAttention?: boolean;
 }
 
 export const F32_CACHE: KVCacheTypes = { k: "f32", v: "f32" };
@@ -41,6 +48,8 @@ export interface KVRowEncoding {
 export interface KVCacheEncoding {
   readonly k: KVRowEncoding;
   readonly v: KVRowEncoding;
+  /** attention in llama.cpp's flash-attention order (reference/kv-attention.ts), else in its matrix-product order (ops/attention.ts) */
+  readonly flash: boolean;
 }
 
 const isBlockFormat = (t: KVCacheType) => t === "q8_0" || t === "q4_0";
@@ -50,14 +59,15 @@ export function kvCacheEncoding(types: KVCacheTypes, headDim: number): KVCacheEn
   let keyChunk = 64;
   while (headDim % (2 * keyChunk) === 0) keyChunk *= 2;
   const rotates = (t: KVCacheType) => isBlockFormat(t) && headDim % 64 === 0;
-  return { k: { type: types.k, rotation: rotates(types.k) ? keyChunk : 0 }, v: { type: types.v, rotation: rotates(types.v) ? 64 : 0 } };
+  const flash = types.flashAttention ?? (isBlockFormat(types.k) || isBlockFormat(types.v));
+  return { k: { type: types.k, rotation: rotates(types.k) ? keyChunk : 0 }, v: { type: types.v, rotation: rotates(types.v) ? 64 : 0 }, flash };
 }
 
 export const F32_ENCODING: KVCacheEncoding = kvCacheEncoding(F32_CACHE, 1);
 
-/** whether a cache is stored as plain f32 rows (attention then keeps kernels/ops/attention.ts) */
+/** whether a cache is plain f32 rows read in the matrix-product order (attention then keeps kernels/ops/attention.ts as is) */
 export function isPlainF32(e: KVCacheEncoding): boolean {
-  return e.k.type === "f32" && e.v.type === "f32" && e.k.rotation === 0 && e.v.rotation === 0;
+  return !e.flash && e.k.type === "f32" && e.v.type === "f32";
 }
 
 const BLOCK = 32;
@@ -89,6 +99,14 @@ export function checkKVCacheType(type: KVCacheType, headDim: number, what: strin
   if (!(KV_CACHE_TYPES as readonly string[]).includes(type)) throw new RangeError(`${what} must be one of ${KV_CACHE_TYPES.join(", ")}, got "${String(type)}"`);
   if (isBlockFormat(type) && headDim % BLOCK !== 0) {
     throw new RangeError(`${what} ${type} needs a head dim that is a multiple of ${BLOCK} (each head is stored in whole blocks); this model's is ${headDim}: use f16 or f32`);
+  }
+}
+
+/** throws unless attention can read a cache of these types in the order they ask for */
+export function checkAttentionOrder(types: KVCacheTypes): void {
+  if (types.flashAttention !== false) return;
+  for (const [t, what] of [[types.k, "cacheTypeK"], [types.v, "cacheTypeV"]] as const) {
+    if (isBlockFormat(t)) throw new RangeError(`${what} ${t} needs flash attention (llama.cpp's order for a block-format cache): leave flashAttention unset or true, or use f16 / f32`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
-import { checkRows } from "../ops/attention.js";
+import { checkRows, type HalfSides } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
 import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
@@ -182,6 +182,11 @@ function q8_1Sums(x: Float32Array, q: Int16Array, out: Float32Array): void {
 
 /** the cache types assembly/attention-kv.ts reads, as its job word numbers them (an f32 side of a mixed cache takes the reference kernel) */
 const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3 } as const;
+
+/** an f32 cache: neither side holds f16 */
+const NO_HALVES: HalfSides = { keys: false, values: false };
+/** 2^112: an f16-rounded query or weight times this meets halves the kernel takes times 2^-112 (exact: powers of two) */
+const F16_UNSCALE = 2 ** 112;
 
 /** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
 const PANEL_TOKENS = 4;
@@ -480,33 +485,44 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * once every row is checked against the cache (a wrong row would read other memory silently).
    * It runs in the memory `index` that holds the keys and values.
    */
-  function attentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number): void {
+  function attentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, halves: HalfSides = NO_HALVES): boolean {
     const items = nTokens * nHeads;
     const floats = items * headDim;
     const nAll = startPos + nTokens;
     // the exact kernel's score row and accumulators: one slot per thread
     const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim, nHeads / nKvHeads)) : 0;
     const space = memories.spaces[index]!;
-    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + threads * slotBytes);
+    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + 64 + threads * slotBytes);
     const oPtr = qPtr + align64(floats * 4);
     const rPtr = oPtr + align64(floats * 4);
+    const flagPtr = rPtr + align64(nAll * 4);
     const buffer = space.arena.buffer;
-    new Float32Array(buffer, qPtr, floats).set(q.subarray(0, floats));
+    const qs = new Float32Array(buffer, qPtr, floats);
+    // f16 keys: the queries as ggml converts them (f16), times 2^112 against keys taken times 2^-112
+    if (halves.keys) for (let i = 0; i < floats; i++) qs[i] = roundToF16(q[i]!) * F16_UNSCALE;
+    else qs.set(q.subarray(0, floats));
     checkRows(rows, nAll, cacheRows);
     const rowIndex = new Int32Array(buffer, rPtr, nAll);
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = space.control;
     writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
-    control[C.SLOT_BASE] = rPtr + align64(nAll * 4);
+    control[C.SLOT_BASE] = flagPtr + 64;
     control[C.SLOT_BYTES] = slotBytes;
+    control[C.KV_TYPES] = (halves.keys ? 1 : 0) | (halves.values ? 2 : 0);
+    control[C.KV_EXP_TABLE] = flagPtr;
+    const flag = new Int32Array(buffer, flagPtr, 1);
+    flag[0] = 0;
     // the online-softmax kernel takes one item at a time: claims of whole groups only help it
     // where there are enough to go round
     const group = nHeads / nKvHeads;
     if (exact) setAttentionClaims(control, items, group, threads);
     else setClaims(control, items, items / group >= 2 * threads ? group : 1, threads);
     runJob(index);
+    // an Inf or NaN half was read as a finite number: the caller takes the reference's pass
+    if (flag[0] !== 0) return false;
     out.set(new Float32Array(buffer, oPtr, floats));
+    return true;
   }
 
   /**
@@ -811,6 +827,17 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const k = memories.locate(keys);
       const v = memories.locate(values);
       const nAll = startPos + nTokens;
+      if (encoding && !encoding.flash && !isPlainF32(encoding)) {
+        // f16 sides in llama.cpp's matrix-product order: the exact kernel reads the halves in place
+        // (head sizes of multiples of 8); an Inf/NaN half among them, or anything it does not take, goes to the reference
+        const width = nKvHeads * headDim, kRowBytes = 4 * kvRowFloats(encoding.k.type, width), vRowBytes = 4 * kvRowFloats(encoding.v.type, width);
+        const cacheRows = Math.min(Math.floor(keys.byteLength / kRowBytes), Math.floor(values.byteLength / vRowBytes));
+        const halves = { keys: encoding.k.type === "f16", values: encoding.v.type === "f16" };
+        const runs = exact && k !== undefined && v !== undefined && k.space === v.space && headDim % 8 === 0 && nHeads % nKvHeads === 0 && (rows !== undefined || cacheRows >= nAll);
+        if (nTokens === 0) return;
+        if (runs && attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, halves)) return;
+        return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
+      }
       if (encoding && !isPlainF32(encoding)) {
         // f16 and block-format keys and values have a kernel (where the multiply-add fuses; f16 keys
         // at head dims of 64k, where ggml_vec_dot_f16 has no leftovers); the rest take the reference one
