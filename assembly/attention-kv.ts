@@ -1,4 +1,5 @@
-// Attention over an encoded KV cache (f16, q8_0 or q4_0 keys and values), bit for bit as
+// Attention over an encoded KV cache (f16, q8_0 or q4_0 keys and values; an f32 side cast to f16 as
+// llama.cpp casts it for flash attention), bit for bit as
 // src/kernels/reference/kv-attention.ts — llama.cpp's CPU flash-attention kernel, one query row
 // at a time: each key's score as ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q4_0_q8_0 on x86 sums it
 // (eight int32 lanes of four products, each lane accumulated in f32 with a fused multiply-add by
@@ -17,6 +18,14 @@ import { vecDot } from "./attention-ggml";
 const F16: i32 = 1;
 const Q8_0: i32 = 2;
 const Q4_0: i32 = 3;
+/** f32 rows, which llama.cpp casts to f16 for flash attention: each element rounded to f16 as it is read */
+const F32: i32 = 4;
+
+/** keys or values that enter as f16 values (f16, or f32 cast to f16) */
+// @ts-ignore: decorator
+@inline function halfType(type: i32): bool {
+  return type == F16 || type == F32;
+}
 
 /** a fused multiply-add of doubles (f64x2.relaxed_madd: fused where f32x4's is, as glibc's FMA build) */
 // @ts-ignore: decorator
@@ -129,6 +138,25 @@ const Q4_0: i32 = 3;
   if (d < rowBytes) v128.store(acc + d, roundF16x4(fma(scaledHalves4(vp + (d >> 1)), ws, v128.load(acc + d))));
 }
 
+/** four f32 at p cast to f16 (as llama.cpp casts an f32 side for flash attention), times 2^-112: exact, Inf kept */
+// @ts-ignore: decorator
+@inline function castHalves4(p: usize): v128 {
+  return f32x4.mul(roundF16x4(v128.load(p)), f32x4.splat(F16_SCALE));
+}
+
+/** madF16Row for an f32 value row at vp, each element cast to f16 first */
+// @ts-ignore: decorator
+@inline function madF32Row(acc: usize, vp: usize, rowBytes: usize, ws: v128): void {
+  for (let d: usize = 0; d < rowBytes; d += 16) v128.store(acc + d, roundF16x4(fma(castHalves4(vp + d), ws, v128.load(acc + d))));
+}
+
+/** madF16Row or madF32Row by the value type */
+// @ts-ignore: decorator
+@inline function madHalfRow(vType: i32, acc: usize, vp: usize, rowBytes: usize, ws: v128): void {
+  if (vType == F32) madF32Row(acc, vp, rowBytes, ws);
+  else madF16Row(acc, vp, rowBytes, ws);
+}
+
 /**
  * For each of `count` heads r: acc_r[0..32) += the dequantized value block at vb * vs_r, one fused
  * multiply-add per element; acc_r = acc + r * accStride, vs_r = f32 at vsAt + 4r. The block is
@@ -179,7 +207,7 @@ const Q4_0: i32 = 3;
 /** bytes of one head's part of a row of this type */
 // @ts-ignore: decorator
 @inline function headBytes(type: i32, headDim: i32): usize {
-  return type == F16 ? <usize>headDim << 1 : <usize>(headDim >> 5) * blockBytes(type);
+  return type == F32 ? <usize>headDim << 2 : type == F16 ? <usize>headDim << 1 : <usize>(headDim >> 5) * blockBytes(type);
 }
 
 /** head dims of f16 keys at kp converted to floats times 2^-112 at dst */
@@ -196,11 +224,18 @@ const Q4_0: i32 = 3;
   if (d < bytes) v128.store(dst + (d << 1), scaledHalves4(kp + d));
 }
 
+/** head dims of f16 keys, or of f32 keys cast to f16, at kp as floats times 2^-112 at dst */
+// @ts-ignore: decorator
+@inline function convertHalfKey(kType: i32, kp: usize, dst: usize, headDim: i32): void {
+  if (kType == F32) for (let d: usize = 0; d < (<usize>headDim << 2); d += 16) v128.store(dst + d, castHalves4(kp + d));
+  else convertKeyF16(kp, dst, headDim);
+}
+
 /** an accumulator row times ms (a new running max), rounded to f16 again for f16 values */
 // @ts-ignore: decorator
 @inline function rescaleRow(op: usize, rowBytes: usize, ms: f32, vType: i32): void {
   const msv = f32x4.splat(ms);
-  if (vType == F16) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
+  if (halfType(vType)) for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, roundF16x4(f32x4.mul(v128.load(op + d), msv)));
   else for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.mul(v128.load(op + d), msv));
 }
 
@@ -225,7 +260,7 @@ export function attendEncodedScratchBytes(headDim: i32, group: i32): usize {
  * (Q8_0 blocks: headDim / 32 of 34 bytes; for f16 keys headDim f16-rounded floats); k and v hold
  * rows of kRowBytes / vRowBytes bytes, position j in row rows[j], head h's part starting at its
  * KV head's share of the row; types packs the key type (low byte) and value type (next byte): 1 =
- * f16, 2 = q8_0, 3 = q4_0; table is expf's 32 doubles; scratch holds
+ * f16, 2 = q8_0, 3 = q4_0, 4 = f32 (cast to f16 as it is read); table is expf's 32 doubles; scratch holds
  * attendEncodedScratchBytes(headDim, nHeads / nKvHeads) bytes of this thread's own. Results into
  * out (nTok x nHeads x headDim f32), not yet rotated back.
  *
@@ -259,7 +294,7 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   const nBlocks = headDim >> 5, rowBytes = (<usize>headDim) << 2;
   const kHead = headBytes(kType, headDim), vHead = headBytes(vType, headDim), vBlock = blockBytes(vType);
   // the converted queries: f16-rounded floats for f16 keys, Q8_0 blocks otherwise
-  const qStride: usize = kType == F16 ? rowBytes : <usize>nBlocks * 34;
+  const qStride: usize = halfType(kType) ? rowBytes : <usize>nBlocks * 34;
   const t = item0 / nHeads;
   const kvh = <usize>((item0 % nHeads) / group);
   const q0 = qq + <usize>item0 * qStride;
@@ -268,9 +303,9 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   const mAt = scratch + rowBytes, sumAt = mAt + (<usize>count << 2), vsAt = sumAt + (<usize>count << 2);
   const dotTmp = mAt + <usize>(12 * group);
   // f16 keys: the queries times 2^112 (the keys are converted times 2^-112)
-  const qs = kType == F16 ? dotTmp + 32 : q0;
+  const qs = halfType(kType) ? dotTmp + 32 : q0;
   for (let r = 0; r < count; r++) {
-    if (kType == F16) unscaleQuery(q0 + <usize>r * qStride, qs + <usize>r * rowBytes, headDim);
+    if (halfType(kType)) unscaleQuery(q0 + <usize>r * qStride, qs + <usize>r * rowBytes, headDim);
     store<f32>(mAt + (<usize>r << 2), -Infinity);
     store<f32>(sumAt + (<usize>r << 2), 0);
     const op = o0 + <usize>r * rowBytes;
@@ -280,10 +315,10 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
   for (let j = 0; j < nKeys; j++) {
     const row = <usize>load<i32>(rows + (<usize>j << 2));
     const kp = k + row * kRowBytes + kvh * kHead;
-    if (kType == F16) convertKeyF16(kp, scratch, headDim);
+    if (halfType(kType)) convertHalfKey(kType, kp, scratch, headDim);
     for (let r = 0; r < count; r++) {
       const op = o0 + <usize>r * rowBytes;
-      const s: f32 = (kType == F16 ? vecDot(scratch, qs + <usize>r * rowBytes, headDim, dotTmp) : keyDot(kType, kp, q0 + <usize>r * qStride, nBlocks, f16s)) * scale;
+      const s: f32 = (halfType(kType) ? vecDot(scratch, qs + <usize>r * rowBytes, headDim, dotTmp) : keyDot(kType, kp, q0 + <usize>r * qStride, nBlocks, f16s)) * scale;
       const m = load<f32>(mAt + (<usize>r << 2));
       let ms: f32 = 1, vs: f32 = 1;
       if (s > m) {
@@ -294,15 +329,15 @@ function attendHeads(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHe
         vs = expfLibm(s - m, table);
       }
       // f16 values enter times 2^-112: their weight times 2^112
-      store<f32>(vsAt + (<usize>r << 2), vType == F16 ? vs * F16_UNSCALE : vs);
+      store<f32>(vsAt + (<usize>r << 2), halfType(vType) ? vs * F16_UNSCALE : vs);
       const sum = load<f32>(sumAt + (<usize>r << 2));
       store<f32>(sumAt + (<usize>r << 2), f32x4.extract_lane(fma(f32x4.splat(sum), f32x4.splat(ms), f32x4.splat(vs)), 0));
     }
     const vp = v + row * vRowBytes + kvh * vHead;
-    if (vType == F16) {
+    if (halfType(vType)) {
       // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16 (the value row is
       // read from L1 for the run's later heads)
-      for (let r = 0; r < count; r++) madF16Row(o0 + <usize>r * rowBytes, vp, rowBytes, v128.load32_splat(vsAt + (<usize>r << 2)));
+      for (let r = 0; r < count; r++) madHalfRow(vType, o0 + <usize>r * rowBytes, vp, rowBytes, v128.load32_splat(vsAt + (<usize>r << 2)));
     } else {
       for (let b = 0; b < nBlocks; b++) addValueBlocks(vType, vp + <usize>b * vBlock, o0 + (<usize>b << 7), rowBytes, vsAt, count, f16s);
     }
@@ -319,7 +354,7 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
   const nBlocks = headDim >> 5, rowBytes = (<usize>headDim) << 2;
   const kHead = headBytes(kType, headDim), vHead = headBytes(vType, headDim), vBlock = blockBytes(vType);
   // the converted queries: f16-rounded floats for f16 keys, Q8_0 blocks otherwise
-  const qStride: usize = kType == F16 ? rowBytes : <usize>nBlocks * 34;
+  const qStride: usize = halfType(kType) ? rowBytes : <usize>nBlocks * 34;
   const t = item / nHeads;
   const h = item % nHeads;
   const kvh = <usize>(h / group);
@@ -328,8 +363,8 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
   for (let d: usize = 0; d < rowBytes; d += 16) v128.store(op + d, f32x4.splat(0));
   const dotTmp = scratch + rowBytes + <usize>(12 * group);
   // f16 keys: the query times 2^112 (the keys are converted times 2^-112)
-  const qs = kType == F16 ? dotTmp + 32 : qp;
-  if (kType == F16) unscaleQuery(qp, qs, headDim);
+  const qs = halfType(kType) ? dotTmp + 32 : qp;
+  if (halfType(kType)) unscaleQuery(qp, qs, headDim);
   const nKeys = startPos + t + 1;
   let m: f32 = -Infinity;
   let sum: f32 = 0;
@@ -337,8 +372,8 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
     const row = <usize>load<i32>(rows + (<usize>j << 2));
     const kp = k + row * kRowBytes + kvh * kHead;
     let s: f32;
-    if (kType == F16) {
-      convertKeyF16(kp, scratch, headDim);
+    if (halfType(kType)) {
+      convertHalfKey(kType, kp, scratch, headDim);
       s = vecDot(scratch, qs, headDim, dotTmp) * scale;
     } else {
       s = keyDot(kType, kp, qp, nBlocks, f16s) * scale;
@@ -352,9 +387,9 @@ function attendOne(qq: usize, k: usize, v: usize, rows: usize, out: usize, nHead
       vs = expfLibm(s - m, table);
     }
     const vp = v + row * vRowBytes + kvh * vHead;
-    if (vType == F16) {
+    if (halfType(vType)) {
       // ggml_vec_mad_f16: each element's fused multiply-add rounded back to f16; the values enter times 2^-112, their weight times 2^112
-      madF16Row(op, vp, rowBytes, f32x4.splat(vs * F16_UNSCALE));
+      madHalfRow(vType, op, vp, rowBytes, f32x4.splat(vs * F16_UNSCALE));
     } else {
       store<f32>(scratch + rowBytes, vs);
       for (let b = 0; b < nBlocks; b++) addValueBlocks(vType, vp + <usize>b * vBlock, op + (<usize>b << 7), 0, scratch + rowBytes, 1, f16s);

@@ -181,7 +181,8 @@ function q8_1Sums(x: Float32Array, q: Int16Array, out: Float32Array): void {
 }
 
 /** the cache types assembly/attention-kv.ts reads, as its job word numbers them (an f32 side of a mixed cache takes the reference kernel) */
-const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3 } as const;
+/** the encoded kernel's type codes (attention-kv.ts); f32 sides there are cast to f16, as llama.cpp's flash attention casts them */
+const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3, f32: 4 } as const;
 
 /** an f32 cache: neither side holds f16 */
 const NO_HALVES: HalfSides = { keys: false, values: false };
@@ -532,7 +533,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function encodedAttentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, encoding: KVCacheEncoding, kRowBytes: number, vRowBytes: number): void {
     const items = nTokens * nHeads, floats = items * headDim, nAll = startPos + nTokens;
-    const halfKeys = encoding.k.type === "f16";
+    const halfKeys = encoding.k.type === "f16" || encoding.k.type === "f32";
     const qBytes = halfKeys ? floats * 4 : items * (headDim / 32) * 34;
     // a slot per thread: f16 keys converted, and each head's running max and sum
     const group = nHeads / nKvHeads;
@@ -839,9 +840,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
       }
       if (encoding && !isPlainF32(encoding)) {
-        // f16 and block-format keys and values have a kernel (where the multiply-add fuses; f16 keys
-        // at head dims of 64k, where ggml_vec_dot_f16 has no leftovers); the rest take the reference one
-        const blocks = encoding.k.type in KV_KERNEL_TYPES && encoding.v.type in KV_KERNEL_TYPES && headDim % (encoding.k.type === "f16" ? 64 : 32) === 0;
+        // flash attention: f16, f32 (cast to f16) and block-format keys and values have a kernel (where
+        // the multiply-add fuses; f16 / f32 keys at head dims of 64k, where ggml_vec_dot_f16 has no
+        // leftovers); the rest take the reference one
+        const halfKeys = encoding.k.type === "f16" || encoding.k.type === "f32";
+        const blocks = encoding.k.type in KV_KERNEL_TYPES && encoding.v.type in KV_KERNEL_TYPES && headDim % (halfKeys ? 64 : 32) === 0;
         if (!exact || !blocks || k === undefined || v === undefined || k.space !== v.space || nHeads % nKvHeads !== 0 || rows === undefined) {
           return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
         }
