@@ -1,6 +1,6 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
- * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16 and q8_0 caches,
+ * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16, q8_0 and the mixed f16/f32 caches,
  * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
  * ("attention": the decode attention only).
@@ -101,8 +101,10 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
   const q = backend.allocActivations(nHeads * headDim), out = backend.allocActivations(nHeads * headDim);
   backend.write(q, random(nHeads * headDim));
   const rows = Int32Array.from({ length: capacity }, (_, i) => i);
-  for (const type of ["f32", "f16", "q8_0"] as const) {
-    const pool = new KVBlockPool(layers, nKvHeads, headDim, capacity / 16, backend, 16, undefined, { k: type, v: type });
+  // the mixed caches say what each side's type costs
+  for (const types of [{ k: "f32", v: "f32" }, { k: "f16", v: "f16" }, { k: "f16", v: "f32" }, { k: "f32", v: "f16" }, { k: "q8_0", v: "q8_0" }] as const) {
+    const type = types.k === types.v ? types.k : `${types.k}/${types.v}`;
+    const pool = new KVBlockPool(layers, nKvHeads, headDim, capacity / 16, backend, 16, undefined, types);
     const staged = backend.allocActivations(capacity * width);
     for (let l = 0; l < layers; l++) {
       backend.write(staged, random(capacity * width));
@@ -110,7 +112,7 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
       backend.write(staged, random(capacity * width));
       backend.scatterRows(pool.values[l]!, rows, staged, width, capacity, pool.encoding.v);
     }
-    const bytesPerRow = kvBytesPerToken({ blockCount: 1, headCountKv: nKvHeads, headDim }, { k: type, v: type });
+    const bytesPerRow = kvBytesPerToken({ blockCount: 1, headCountKv: nKvHeads, headDim }, types);
     for (const depth of [128, capacity]) {
       const step = () => {
         for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
@@ -124,7 +126,7 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
       }
       const ms = median(times);
       const gbs = (layers * depth * bytesPerRow) / (ms * 1e6);
-      console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(4)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
+      console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(8)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
     }
   }
 }
