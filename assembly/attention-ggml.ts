@@ -8,22 +8,28 @@
 // Unlike attention.ts (online softmax) it keeps one row of scores per item, O(context) floats
 // of per-thread scratch. headDim must be a multiple of 4 (the host checks).
 //
-// The same order over an f16 cache (llama.cpp's default cache without flash attention; HALF_KEYS /
-// HALF_VALUES): f16 keys meet a query the host rounded to f16, and a batch's q.k is tinyBLAS's
-// (one 16-lane accumulator); the softmax weights are rounded to f16 before the values. Halves
-// enter the arithmetic times 2^-112 (half.ts's scaledHalves: an integer move), the query and the
-// weights times 2^112, so each product is the same real number and the bits do not change. That
-// move maps Inf/NaN halves to finite values: the kernel reports any it met and the host redoes the
-// pass in the reference order. headDim must then be a multiple of 8.
+// The same order over an f16 cache (llama.cpp's default cache without flash attention;
+// HALF_KEYS / HALF_VALUES): f16 keys meet a query the host rounded to f16, and a batch's q.k is
+// tinyBLAS's (one 16-lane accumulator); the softmax weights are rounded to f16 before the values.
+// Read in place (decode), halves enter the arithmetic times 2^-112 (half.ts's scaledHalves: an
+// integer move), the query and the weights times 2^112, so each product is the same real number
+// and the bits do not change; that move maps Inf/NaN halves to finite values, so the kernel reports
+// any it met and the host redoes the pass in the reference order. headDim must then be a multiple
+// of 8. A prompt's f16 rows are instead converted to f32 rows once for the pass (every token's
+// heads read them; KEYS_STAGED / VALUES_STAGED: f32 rows, position j at row j), exact, and read
+// as f32 rows in f16's order.
 
 import { expGgml, fma } from "./ggml-math";
 import { rowAt } from "./attention";
 import { F16_UNSCALE, roundF16x4, scaledHalves } from "./half";
 import { store4, store8 } from "./simd";
 
-/** attendGgml's `halves` bits: the cache's keys, its values are f16 */
+/** attendGgml's `halves` bits: the cache's keys, its values are f16 (the f16 order) */
 export const HALF_KEYS: i32 = 1;
 export const HALF_VALUES: i32 = 2;
+/** ... and were converted to f32 rows for this pass, position j at row j */
+export const KEYS_STAGED: i32 = 4;
+export const VALUES_STAGED: i32 = 8;
 
 /** the reference's reduce16 (_mm512_reduce_add_ps): lanes 0..15 held as four vectors */
 // @ts-ignore: decorator
@@ -175,7 +181,7 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
   while (item < i1) {
     const h = item % nHeads;
     const n = min<i32>(i1 - item, min<i32>((h / group + 1) * group - h, runLength(group)));
-    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch, (halves & HALF_KEYS) != 0, (halves & HALF_VALUES) != 0, tally);
+    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch, halves, tally);
     item += n;
   }
   // an exponent of all ones (Inf, NaN) shifted left once is 0xf800 or more
@@ -209,11 +215,16 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
 }
 
 /** items [item, item + n) of one token, their heads sharing one KV head */
-function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize, halfK: bool, halfV: bool, tally: usize): void {
+function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize, halves: i32, tally: usize): void {
   const rowBytes = (<usize>headDim) << 2;
-  // bytes between positions' rows and to the KV head's slice, per side (2 bytes an f16)
+  // f16 sides in f16's order; halfK / halfV: read as halves in place (not staged as f32 rows)
+  const halfKeyOrder = (halves & HALF_KEYS) != 0, halfValueOrder = (halves & HALF_VALUES) != 0;
+  const kStaged = (halves & KEYS_STAGED) != 0, vStaged = (halves & VALUES_STAGED) != 0;
+  const halfK = halfKeyOrder && !kStaged, halfV = halfValueOrder && !vStaged;
+  // bytes between positions' rows and to the KV head's slice, per side (2 bytes an f16), and the row index (0: staged, row j at j)
   const kvElements = <usize>(nKvHeads * headDim);
   const kStride = halfK ? kvElements << 1 : kvElements << 2, vStride = halfV ? kvElements << 1 : kvElements << 2;
+  const kIndex = kStaged ? 0 : rows, vIndex = vStaged ? 0 : rows;
   const nAll = startPos + nTok;
   const padded = (nAll + 63) & ~63;
   const scoreBytes = (<usize>padded) << 2;
@@ -240,7 +251,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   for (let j0 = 0; j0 < nKeys; j0 += KEY_BLOCK) {
     const j1 = min<i32>(nKeys, j0 + KEY_BLOCK);
     // key i's row: in the cache, or (f16) converted into the key block once for the run's heads
-    let kAt = kBase, kRowStride = kStride, kRows = rows;
+    let kAt = kBase, kRowStride = kStride, kRows = kIndex;
     if (halfK) {
       for (let i = j0; i < j1; i++) seen = convertKey(kBase + rowAt(rows, i, kStride), keyBlock + (<usize>(i - j0)) * rowBytes, headDim, seen);
       kAt = keyBlock - (<usize>j0) * rowBytes;
@@ -251,7 +262,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       const qp = q + (<usize>(item + r)) * rowBytes;
       const p = p0 + (<usize>r) * scoreBytes;
       let j = j0;
-      if (halfK && batch && (headDim & 15) == 0) {
+      if (halfKeyOrder && batch && (headDim & 15) == 0) {
         // a batch over f16 keys: tinyBLAS (ggml converted the queries, so its matrix product takes them)
         for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), tinyBlasDot(keyRow(kAt, kRows, j, kRowStride), qp, headDim) * scale);
       } else if ((headDim & 63) == 0) {
@@ -278,7 +289,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
         }
       }
       // other head sizes: ggml_vec_dot_f32 (for f16 keys ggml_vec_dot_f16, whose elements past the last 64 add in f64)
-      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), (halfK ? vecDotF16(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial) : vecDot(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial)) * scale);
+      for (; j < j1; j++) store<f32>(p + ((<usize>j) << 2), (halfKeyOrder ? vecDotF16(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial) : vecDot(keyRow(kAt, kRows, j, kRowStride), qp, headDim, partial)) * scale);
     }
   }
   // softmax, per head: e^(s - max) in 16-lane chunks, each chunk's tree sum added in f64. Chunks
@@ -307,9 +318,9 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       sum += <f64>reduce16(e0, e1, e2, e3);
     }
     const inv = f32x4.splat(<f32>(1 / sum));
-    if (halfV) {
-      // ggml converts the weights to f16 for the product with f16 values; times 2^112 against values taken times 2^-112
-      const u = f32x4.splat(F16_UNSCALE);
+    if (halfValueOrder) {
+      // ggml converts the weights to f16 for the product with f16 values; times 2^112 against values taken times 2^-112 in place
+      const u = f32x4.splat(halfV ? F16_UNSCALE : 1);
       for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(roundF16x4(f32x4.mul(v128.load(p + c), inv)), u));
     } else for (let c: usize = 0; c < live; c += 16) v128.store(p + c, f32x4.mul(v128.load(p + c), inv));
   }
@@ -326,8 +337,8 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       // the barrier pays where a sweep is long (prompts: nKeys / 16 positions; decode after
       // 1536 keys: 24), and costs where it is short (decode after 128 keys: 2 positions a sweep)
       if (halfV) for (let r = 0; r < n; r++) seen = valueSweep32Half(p0 + (<usize>r) * scoreBytes, vBase + (d >> 1), rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, seen);
-      else if (<i32>nAcc * 8 <= nKeys) for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, true);
-      else for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, false);
+      else if (<i32>nAcc * 8 <= nKeys) for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, true);
+      else for (let r = 0; r < n; r++) valueSweep32(p0 + (<usize>r) * scoreBytes, vBase + d, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, false);
     }
     // the last dimensions, four (f16: eight) at a time
     for (; d < rowBytes; d += halfV ? 32 : 16) {
@@ -341,7 +352,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
             seen = i16x8.max_u(seen, i16x8.shl(h, 1));
             a0 = fma(scaledHalves(h, false), pj, a0);
             a1 = fma(scaledHalves(h, true), pj, a1);
-          } else a0 = fma(v128.load(vBase + rowAt(rows, j, vStride) + d), pj, a0);
+          } else a0 = fma(v128.load(keyRow(vBase, vIndex, j, vStride) + d), pj, a0);
         }
         v128.store(acc0 + (<usize>r) * accBytes + l * rowBytes + d, a0);
         if (halfV) v128.store(acc0 + (<usize>r) * accBytes + l * rowBytes + d, a1, 16);
@@ -392,7 +403,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   let a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
   for (let j = j0; j < nKeys; j += step) {
     const pj = v128.load32_splat(p + ((<usize>j) << 2));
-    const vp = v + rowAt(rows, j, kvStride);
+    const vp = keyRow(v, rows, j, kvStride);
     a0 = fma(v128.load(vp), pj, a0);
     a1 = fma(v128.load(vp, 16), pj, a1);
     a2 = fma(v128.load(vp, 32), pj, a2);
@@ -436,7 +447,7 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   return seen;
 }
 
-/** key i's row: rows[i] * stride bytes from base, or (rows 0: a converted block) i * stride */
+/** key (value) i's row: rows[i] * stride bytes from base, or (rows 0: converted rows) i * stride */
 // @ts-ignore: decorator
 @inline function keyRow(base: usize, rows: usize, i: i32, stride: usize): usize {
   return base + (rows != 0 ? rowAt(rows, i, stride) : (<usize>i) * stride);

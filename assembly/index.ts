@@ -31,7 +31,7 @@ import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
-import { addRange, copyRows, rmsNormRows, ropeRows } from "./rows";
+import { addRange, copyRows, halfRows, rmsNormRows, ropeRows } from "./rows";
 import { swigluGgml } from "./swiglu-ggml";
 
 // NEXT is 64 bits: the first unclaimed row (low word) and the job's tag (high word), so that
@@ -355,6 +355,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // Q5_0 batches over GROUPS (packQ4_0Groups; relaxed build only)
     case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
     // Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only)
+    // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row
+    // stride, OUT = destination, COLS = values a row, XS = the i32 set to 1 on an Inf/NaN half
+    case 52: halfRows(out, w, xb, rowBytes, cols, xs, r0, r1); break;
     case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();

@@ -2,6 +2,8 @@
 // residual additions otherwise ran in TypeScript on the main thread while the workers waited).
 // Each gives the bits of its TypeScript op in src/kernels/ops/.
 
+import { f16x4 } from "./half";
+
 /**
  * RMSNorm of rows [r0, r1) of `width` floats at x into out (which may be x), as ops/norm.ts's
  * rmsNorm: each square rounded to f32 and summed in f64 in order (ggml_float), the scale
@@ -64,4 +66,33 @@ export function ropeRows(x: usize, angles: usize, headDim: i32, ropeDim: i32, nH
 /** rows [r0, r1) of `bytes` each from src (srcStride bytes apart) to dst (dstStride apart) */
 export function copyRows(dst: usize, dstStride: usize, src: usize, srcStride: usize, bytes: usize, r0: i32, r1: i32): void {
   for (let r = r0; r < r1; r++) memory.copy(dst + <usize>r * dstStride, src + <usize>r * srcStride, bytes);
+}
+
+/**
+ * Rows [r0, r1) of `width` f16 values, row r at src + rows[r] * srcStride (the cache's row index),
+ * to f32 rows at dst, `width` floats apart: each value exact (Inf, NaN and subnormals included),
+ * as decodeKV("f16") gives it; the i32 at `nonFinite` is set to 1 if any is Inf or NaN (the
+ * attention that reads them skips masked positions, which the reference multiplies by 0). width is
+ * a multiple of 4.
+ */
+export function halfRows(dst: usize, src: usize, rows: usize, srcStride: usize, width: i32, nonFinite: usize, r0: i32, r1: i32): void {
+  const bytes = (<usize>width) << 1;
+  // the largest magnitude bits met (each half shifted left once): 0xf800 and up is Inf or NaN
+  let seen = i16x8.splat(0);
+  for (let r = r0; r < r1; r++) {
+    const s = src + (<usize>load<i32>(rows + ((<usize>r) << 2))) * srcStride, d = dst + ((<usize>r * <usize>width) << 2);
+    let i: usize = 0;
+    for (; i + 16 <= bytes; i += 16) {
+      const h = v128.load(s + i);
+      seen = i16x8.max_u(seen, i16x8.shl(h, 1));
+      v128.store(d + (i << 1), f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(h), 16)));
+      v128.store(d + (i << 1), f16x4(i32x4.shl(i32x4.extend_high_i16x8_u(h), 16)), 16);
+    }
+    if (i < bytes) {
+      const h = v128.load64_zero(s + i);
+      seen = i16x8.max_u(seen, i16x8.shl(h, 1));
+      v128.store(d + (i << 1), f16x4(i32x4.shl(i32x4.extend_low_i16x8_u(h), 16)));
+    }
+  }
+  if (v128.any_true(i16x8.ge_u(seen, i16x8.splat(<i16>0xf800)))) atomic.store<i32>(nonFinite, 1);
 }

@@ -1,7 +1,8 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
  * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16, q8_0 and the mixed f16/f32 caches,
- * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md). Not a test: run by hand on a quiet machine:
+ * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md), and a prompt chunk's attention
+ * (256 queries after 768 keys). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
  * ("attention": the decode attention only).
  * TSLLM_WASM_SIMD=plain or relaxed picks the kernels build (default: relaxed where the runtime has it).
@@ -85,7 +86,38 @@ for (const threads of threadCounts) {
     );
   }
   benchDecodeAttention(backend, threads);
+  benchPromptAttention(backend, threads);
   backend.dispose();
+}
+
+/**
+ * A prompt chunk's attention in one layer of the SmolLM-135M shape: 256 queries after 768 cached
+ * positions (f32 and f16 caches), the chunk a long prompt's prefill is made of
+ */
+function benchPromptAttention(backend: Backend, threads: number): void {
+  const nHeads = 9, nKvHeads = 3, headDim = 64, nTokens = 256, startPos = 768, nAll = startPos + nTokens;
+  const width = nKvHeads * headDim;
+  const random = (n: number) => new Float32Array(n).map(() => Math.random() - 0.5);
+  const q = backend.allocActivations(nTokens * nHeads * headDim), out = backend.allocActivations(nTokens * nHeads * headDim);
+  backend.write(q, random(nTokens * nHeads * headDim));
+  const rows = Int32Array.from({ length: nAll }, (_, i) => i);
+  for (const types of [{ k: "f32", v: "f32" }, { k: "f16", v: "f16" }] as const) {
+    const pool = new KVBlockPool(1, nKvHeads, headDim, nAll / 16, backend, 16, undefined, types);
+    const staged = backend.allocActivations(nAll * width);
+    backend.write(staged, random(nAll * width));
+    backend.scatterRows(pool.keys[0]!, rows, staged, width, nAll, pool.encoding.k);
+    backend.write(staged, random(nAll * width));
+    backend.scatterRows(pool.values[0]!, rows, staged, width, nAll, pool.encoding.v);
+    const pass = () => backend.attention(out, q, pool.keys[0]!, pool.values[0]!, nTokens, startPos, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
+    for (let i = 0; i < 3; i++) pass();
+    const times: number[] = [];
+    for (let i = 0; i < repeats; i++) {
+      const t0 = performance.now();
+      pass();
+      times.push(performance.now() - t0);
+    }
+    console.log(`${threads} thread${threads > 1 ? "s" : " "}  prompt attention, ${nTokens} queries after ${startPos} keys, one layer, ${types.k.padEnd(4)} cache ${median(times).toFixed(3).padStart(8)} ms`);
+  }
 }
 
 /**

@@ -490,30 +490,43 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const items = nTokens * nHeads;
     const floats = items * headDim;
     const nAll = startPos + nTokens;
+    // a prompt's f16 rows are read by every token's heads: converted to f32 rows once for the pass
+    // (exact; the kernel then reads them as f32 rows in f16's order), where one token's pass
+    // converts them as it reads them
+    const stageK = halves.keys && nTokens >= 2, stageV = halves.values && nTokens >= 2;
+    const stageBytes = align64(nAll * nKvHeads * headDim * 4);
     // the exact kernel's score row and accumulators: one slot per thread
     const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim, nHeads / nKvHeads)) : 0;
     const space = memories.spaces[index]!;
-    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + 64 + threads * slotBytes);
+    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + 64 + threads * slotBytes + ((stageK ? 1 : 0) + (stageV ? 1 : 0)) * stageBytes);
     const oPtr = qPtr + align64(floats * 4);
     const rPtr = oPtr + align64(floats * 4);
     const flagPtr = rPtr + align64(nAll * 4);
+    const slotBase = flagPtr + 64;
+    const kStage = slotBase + threads * slotBytes, vStage = kStage + (stageK ? stageBytes : 0);
     const buffer = space.arena.buffer;
     const qs = new Float32Array(buffer, qPtr, floats);
-    // f16 keys: the queries as ggml converts them (f16), times 2^112 against keys taken times 2^-112
-    if (halves.keys) for (let i = 0; i < floats; i++) qs[i] = roundToF16(q[i]!) * F16_UNSCALE;
+    // f16 keys: the queries as ggml converts them (f16), times 2^112 against keys read in place times 2^-112
+    const unscale = stageK ? 1 : F16_UNSCALE;
+    if (halves.keys) for (let i = 0; i < floats; i++) qs[i] = roundToF16(q[i]!) * unscale;
     else qs.set(q.subarray(0, floats));
     checkRows(rows, nAll, cacheRows);
     const rowIndex = new Int32Array(buffer, rPtr, nAll);
     if (rows) rowIndex.set(rows.subarray(0, nAll));
     else for (let j = 0; j < nAll; j++) rowIndex[j] = j;
     const control = space.control;
-    writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: kPtr, v: vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
-    control[C.SLOT_BASE] = flagPtr + 64;
-    control[C.SLOT_BYTES] = slotBytes;
-    control[C.KV_TYPES] = (halves.keys ? 1 : 0) | (halves.values ? 2 : 0);
-    control[C.KV_EXP_TABLE] = flagPtr;
     const flag = new Int32Array(buffer, flagPtr, 1);
     flag[0] = 0;
+    if (stageK) stageHalfRows(index, kStage, kPtr, rPtr, nAll, nKvHeads * headDim, flagPtr);
+    if (stageV) stageHalfRows(index, vStage, vPtr, rPtr, nAll, nKvHeads * headDim, flagPtr);
+    // an Inf or NaN half: the caller takes the reference's pass (which multiplies masked positions by 0)
+    if (flag[0] !== 0) return false;
+    writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: stageK ? kStage : kPtr, v: stageV ? vStage : vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+    control[C.SLOT_BASE] = slotBase;
+    control[C.SLOT_BYTES] = slotBytes;
+    // attendGgml's HALF_KEYS, HALF_VALUES, KEYS_STAGED, VALUES_STAGED
+    control[C.KV_TYPES] = (halves.keys ? 1 : 0) | (halves.values ? 2 : 0) | (stageK ? 4 : 0) | (stageV ? 8 : 0);
+    control[C.KV_EXP_TABLE] = flagPtr;
     // the online-softmax kernel takes one item at a time: claims of whole groups only help it
     // where there are enough to go round
     const group = nHeads / nKvHeads;
@@ -524,6 +537,22 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (flag[0] !== 0) return false;
     out.set(new Float32Array(buffer, oPtr, floats));
     return true;
+  }
+
+  /** `n` rows of `width` f16 values (row j at src + rows[j] * 2 width bytes) to f32 rows at dst, as a job (assembly/rows.ts's halfRows); the i32 at flagPtr set to 1 on an Inf/NaN half */
+  function stageHalfRows(space: number, dst: number, src: number, rowsPtr: number, n: number, width: number, flagPtr: number): void {
+    const control = memories.spaces[space]!.control;
+    control[C.KIND] = C.Kind.HALF_ROWS;
+    control[C.W] = src;
+    control[C.ROW_BYTES] = 2 * width;
+    control[C.XB] = rowsPtr;
+    control[C.OUT] = dst;
+    control[C.ROWS] = n;
+    control[C.COLS] = width;
+    control[C.XS] = flagPtr;
+    control[C.SLOT_BYTES] = 0;
+    setClaims(control, n, 1, threads);
+    runJob(space);
   }
 
   /**

@@ -192,6 +192,8 @@ export enum Kind {
   Q5_0_GROUPS = 50,
   /** Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only) */
   Q5_0_RELAXED = 51,
+  /** ROWS rows of COLS f16 values from W (row rows[r] ROW_BYTES apart, XB = the row index) to f32 rows at OUT; XS = an i32 set to 1 on an Inf/NaN half */
+  HALF_ROWS = 52,
 }
 
 /**
