@@ -221,10 +221,10 @@ test("the wasm kernels for f16 and block-format caches give the reference kernel
   }
 });
 
-test("the engine on a q8_0 cache: concurrent requests, n choices and a cached prefix give what each request alone gives", { skip: skipStories }, async () => {
-  const path = join(dir, "engine-q8.gguf");
+for (const type of ["q8_0", "f16"] as const) test(`the engine on a ${type} cache: concurrent requests, n choices and a cached prefix give what each request alone gives`, { skip: skipStories }, async () => {
+  const path = join(dir, `engine-${type}.gguf`);
   await writeRandomModel(path, { ...tinyLlama, std: 0.08, seed: 5 });
-  const load = () => loadModel(path, { contextSize: 256, cacheTypeK: "q8_0", cacheTypeV: "q8_0" });
+  const load = () => loadModel(path, { contextSize: 256, cacheTypeK: type, cacheTypeV: type });
   const prefix = [1, ...Array.from({ length: 47 }, (_, i) => 3 + ((i * 37) % 500))];
   const prompts = [[...prefix, 7, 8, 9], [...prefix, 11, 12], [2, 3, 4, 5, 6]];
   const options = { temperature: 0, maxTokens: 10, ignoreEos: true };
