@@ -26,9 +26,18 @@ export function assertNotAnInput(output: string, inputs: readonly string[]): voi
 export async function writeOutputFile(path: string, write: (fh: FileHandle) => Promise<void>, inputs: readonly string[] = []): Promise<void> {
   assertNotAnInput(path, inputs);
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
-  const fh = await open(tmp, "wx");
+  // the signal handlers go in before the file is created: a Ctrl-C the moment it appeared (its open
+  // done, the callback not yet run) took the default course and left it behind
+  const opening = open(tmp, "wx");
+  const stopCleanup = removeOnSignal(tmp, opening);
+  let fh: FileHandle;
+  try {
+    fh = await opening;
+  } catch (e) {
+    stopCleanup();
+    throw e;
+  }
   let closed = false;
-  const stopCleanup = removeOnSignal(tmp);
   try {
     await write(fh);
     await fh.close();
@@ -45,15 +54,21 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
 
 /**
  * While a temporary file is being written, SIGINT / SIGTERM (Ctrl-C, a killed job) remove it
- * first, then take their usual course (the process exits) unless someone else listens for them.
+ * first — once its creation (`created`) has settled, so that a file still being created is not
+ * missed — then take their usual course (the process exits) unless someone else listens for them.
  */
-function removeOnSignal(tmp: string): () => void {
+function removeOnSignal(tmp: string, created: Promise<unknown>): () => void {
   const signals = ["SIGINT", "SIGTERM"] as const;
   const handlers = signals.map((sig) => {
     const h = (): void => {
-      rmSync(tmp, { force: true });
       stop();
-      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+      void created.then(
+        () => undefined,
+        () => undefined,
+      ).then(() => {
+        rmSync(tmp, { force: true });
+        if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+      });
     };
     process.once(sig, h);
     return [sig, h] as const;
