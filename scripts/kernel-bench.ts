@@ -90,6 +90,16 @@ for (const threads of threadCounts) {
   backend.dispose();
 }
 
+/** layer l of the pool: random K and V rows at `rows`, stored as the pool's types */
+function fillLayer(backend: Backend, pool: KVBlockPool, l: number, rows: Int32Array, width: number): void {
+  const n = rows.length;
+  const staged = backend.allocActivations(n * width);
+  backend.write(staged, new Float32Array(n * width).map(() => Math.random() - 0.5));
+  backend.scatterRows(pool.keys[l]!, rows, staged, width, n, pool.encoding.k);
+  backend.write(staged, new Float32Array(n * width).map(() => Math.random() - 0.5));
+  backend.scatterRows(pool.values[l]!, rows, staged, width, n, pool.encoding.v);
+}
+
 /**
  * A prompt chunk's attention in one layer of the SmolLM-135M shape: 256 queries after 768 cached
  * positions (f32 and f16 caches), the chunk a long prompt's prefill is made of
@@ -103,11 +113,7 @@ function benchPromptAttention(backend: Backend, threads: number): void {
   const rows = Int32Array.from({ length: nAll }, (_, i) => i);
   for (const types of [{ k: "f32", v: "f32" }, { k: "f16", v: "f16" }] as const) {
     const pool = new KVBlockPool(1, nKvHeads, headDim, nAll / 16, backend, 16, undefined, types);
-    const staged = backend.allocActivations(nAll * width);
-    backend.write(staged, random(nAll * width));
-    backend.scatterRows(pool.keys[0]!, rows, staged, width, nAll, pool.encoding.k);
-    backend.write(staged, random(nAll * width));
-    backend.scatterRows(pool.values[0]!, rows, staged, width, nAll, pool.encoding.v);
+    fillLayer(backend, pool, 0, rows, width);
     const pass = () => backend.attention(out, q, pool.keys[0]!, pool.values[0]!, nTokens, startPos, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
     for (let i = 0; i < 3; i++) pass();
     const times: number[] = [];
@@ -137,13 +143,7 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
   for (const types of [{ k: "f32", v: "f32" }, { k: "f16", v: "f16" }, { k: "f16", v: "f32" }, { k: "f32", v: "f16" }, { k: "q8_0", v: "q8_0" }] as const) {
     const type = types.k === types.v ? types.k : `${types.k}/${types.v}`;
     const pool = new KVBlockPool(layers, nKvHeads, headDim, capacity / 16, backend, 16, undefined, types);
-    const staged = backend.allocActivations(capacity * width);
-    for (let l = 0; l < layers; l++) {
-      backend.write(staged, random(capacity * width));
-      backend.scatterRows(pool.keys[l]!, rows, staged, width, capacity, pool.encoding.k);
-      backend.write(staged, random(capacity * width));
-      backend.scatterRows(pool.values[l]!, rows, staged, width, capacity, pool.encoding.v);
-    }
+    for (let l = 0; l < layers; l++) fillLayer(backend, pool, l, rows, width);
     const bytesPerRow = kvBytesPerToken({ blockCount: 1, headCountKv: nKvHeads, headDim }, types);
     for (const depth of [128, capacity]) {
       const step = () => {

@@ -62,10 +62,7 @@ function removeOnSignal(tmp: string, created: Promise<unknown>): () => void {
   const handlers = signals.map((sig) => {
     const h = (): void => {
       stop();
-      void created.then(
-        () => undefined,
-        () => undefined,
-      ).then(() => {
+      void created.catch(() => undefined).then(() => {
         rmSync(tmp, { force: true });
         if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
       });

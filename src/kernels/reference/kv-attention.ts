@@ -3,7 +3,7 @@ import { attention, checkRows, vecDotF32 } from "../ops/attention.js";
 import { expfLibm } from "../ops/expf.js";
 import { dotQ4_0Lanes, dotQ8_0 } from "./dot-q8_0.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
-import { decodeKV, encodeKVRow, kvBytes, kvRowFloats, type KVCacheEncoding, type KVCacheType } from "./kv-encoding.js";
+import { decodeKV, encodeKVRow, halfSidesOf, kvBytes, kvRowFloats, type KVCacheEncoding, type KVCacheType } from "./kv-encoding.js";
 
 /**
  * Causal attention over an encoded KV cache (f16, q8_0 or q4_0 keys and/or values), defined as
@@ -78,7 +78,7 @@ export const attentionMatmulOrder: typeof attentionEncoded = (out, q, keys, valu
     decodeKV(encoding.k.type, keys, row * kRow, width, k32.subarray(j * width));
     decodeKV(encoding.v.type, values, row * vRow, width, v32.subarray(j * width));
   }
-  attention(out, q, k32, v32, nTokens, startPos, nHeads, nKvHeads, headDim, scale, undefined, { keys: encoding.k.type === "f16", values: encoding.v.type === "f16" });
+  attention(out, q, k32, v32, nTokens, startPos, nHeads, nKvHeads, headDim, scale, undefined, halfSidesOf(encoding));
 };
 
 export function attentionEncoded(

@@ -1,6 +1,7 @@
 import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
 import { dequantizeQ4_0, quantizeQ4_0 } from "../../tensor/quant/q4_0.js";
 import { dequantizeQ8_0 } from "../../tensor/quant/q8_0.js";
+import type { HalfSides } from "../ops/attention.js";
 import { quantizeActivationsQ8_0 } from "./activation-quant.js";
 
 /**
@@ -100,6 +101,11 @@ export function checkKVCacheType(type: KVCacheType, headDim: number, what: strin
   if (isBlockFormat(type) && headDim % BLOCK !== 0) {
     throw new RangeError(`${what} ${type} needs a head dim that is a multiple of ${BLOCK} (each head is stored in whole blocks); this model's is ${headDim}: use f16 or f32`);
   }
+}
+
+/** which sides of a cache hold f16 values (the matrix-product order's `halves`) */
+export function halfSidesOf(e: KVCacheEncoding): HalfSides {
+  return { keys: e.k.type === "f16", values: e.v.type === "f16" };
 }
 
 /** throws unless attention can read a cache of these types in the order they ask for */

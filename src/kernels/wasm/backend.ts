@@ -2,7 +2,7 @@ import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows, type HalfSides } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
-import { checkEpilogue, createReferenceBackend, device, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
+import { checkEpilogue, createReferenceBackend, device, halfSidesOf, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
 import { ropeAngles } from "../ops/rope.js";
@@ -180,7 +180,6 @@ function q8_1Sums(x: Float32Array, q: Int16Array, out: Float32Array): void {
   }
 }
 
-/** the cache types assembly/attention-kv.ts reads, as its job word numbers them (an f32 side of a mixed cache takes the reference kernel) */
 /** the encoded kernel's type codes (attention-kv.ts); f32 sides there are cast to f16, as llama.cpp's flash attention casts them */
 const KV_KERNEL_TYPES = { f16: 1, q8_0: 2, q4_0: 3, f32: 4 } as const;
 
@@ -862,7 +861,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         // (head sizes of multiples of 8); an Inf/NaN half among them, or anything it does not take, goes to the reference
         const width = nKvHeads * headDim, kRowBytes = 4 * kvRowFloats(encoding.k.type, width), vRowBytes = 4 * kvRowFloats(encoding.v.type, width);
         const cacheRows = Math.min(Math.floor(keys.byteLength / kRowBytes), Math.floor(values.byteLength / vRowBytes));
-        const halves = { keys: encoding.k.type === "f16", values: encoding.v.type === "f16" };
+        const halves = halfSidesOf(encoding);
         const runs = exact && k !== undefined && v !== undefined && k.space === v.space && headDim % 8 === 0 && nHeads % nKvHeads === 0 && (rows !== undefined || cacheRows >= nAll);
         if (nTokens === 0) return;
         if (runs && attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, halves)) return;
