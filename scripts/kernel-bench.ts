@@ -130,7 +130,8 @@ function benchPromptAttention(backend: Backend, threads: number): void {
  * One decode step's attention over every layer of a SmolLM-135M-shaped model (9 query heads on 3
  * KV heads of 64, 30 layers) on each cache type: the rows in a paged pool as the engine keeps them,
  * each layer its own, so that the step's rows (70 MB of f32 at 1536 positions) come from memory
- * as in a real decode, not from the caches
+ * as in a real decode, not from the caches; then the deep step over one layer's rows for every
+ * layer ("rows in cache"): the arithmetic alone, the difference the memory's share
  */
 function benchDecodeAttention(backend: Backend, threads: number): void {
   const nHeads = 9, nKvHeads = 3, headDim = 64, layers = 30, capacity = 1536;
@@ -145,9 +146,13 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
     const pool = new KVBlockPool(layers, nKvHeads, headDim, capacity / 16, backend, 16, undefined, types);
     for (let l = 0; l < layers; l++) fillLayer(backend, pool, l, rows, width);
     const bytesPerRow = kvBytesPerToken({ blockCount: 1, headCountKv: nKvHeads, headDim }, types);
-    for (const depth of [128, capacity]) {
+    // last, the deep step over layer 0's rows 30 times: they stay in the caches, which leaves the arithmetic
+    for (const [depth, resident] of [[128, false], [capacity, false], [capacity, true]] as const) {
       const step = () => {
-        for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
+        for (let l = 0; l < layers; l++) {
+          const layer = resident ? 0 : l;
+          backend.attention(out, q, pool.keys[layer]!, pool.values[layer]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
+        }
       };
       for (let i = 0; i < 3; i++) step();
       const times: number[] = [];
@@ -158,7 +163,8 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
       }
       const ms = median(times);
       const gbs = (layers * depth * bytesPerRow) / (ms * 1e6);
-      console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(8)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${gbs.toFixed(1)} GB/s of K/V`);
+      const what = resident ? "rows in cache" : `${gbs.toFixed(1)} GB/s of K/V`;
+      console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(8)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${what}`);
     }
   }
 }
