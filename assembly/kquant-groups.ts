@@ -17,7 +17,7 @@
 // (|sum of 16| <= 2032, |sum of 32| <= 4064: both fit int16)
 import { f16 } from "./half";
 import { dotI8I7, lanesSum } from "./simd";
-import { nibblesAt, q6, scaleMinK4, weights } from "./kquant";
+import { nibblesAt, q6, scaleMinK4, scalesMinsK4, weights } from "./kquant";
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
 // @ts-ignore: decorator
@@ -118,15 +118,7 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
       }
     }
     // the min term: each sub-block's min times its activation sum, for each token
-    let mins = i16x8.splat(0);
-    mins = i16x8.replace_lane(mins, 0, <i16>scaleMinK4(sc, 0, 1));
-    mins = i16x8.replace_lane(mins, 1, <i16>scaleMinK4(sc, 1, 1));
-    mins = i16x8.replace_lane(mins, 2, <i16>scaleMinK4(sc, 2, 1));
-    mins = i16x8.replace_lane(mins, 3, <i16>scaleMinK4(sc, 3, 1));
-    mins = i16x8.replace_lane(mins, 4, <i16>scaleMinK4(sc, 4, 1));
-    mins = i16x8.replace_lane(mins, 5, <i16>scaleMinK4(sc, 5, 1));
-    mins = i16x8.replace_lane(mins, 6, <i16>scaleMinK4(sc, 6, 1));
-    mins = i16x8.replace_lane(mins, 7, <i16>scaleMinK4(sc, 7, 1));
+    const mins = i16x8.extend_high_i8x16_u(scalesMinsK4(sc));
     const m = s + sums32(n);
     const m03 = lanesSum(i32x4.dot_i16x8_s(mins, v128.load(m)), i32x4.dot_i16x8_s(mins, v128.load(m, 16)), i32x4.dot_i16x8_s(mins, v128.load(m, 32)), i32x4.dot_i16x8_s(mins, v128.load(m, 48)));
     const wd = f32x4.splat(f16(load<u16>(p))), wm = f32x4.splat(f16(load<u16>(p, 2)));

@@ -65,10 +65,25 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 }
 
 /**
+ * Q4_K's eight 6-bit scales and eight mins (get_scale_min_k4 for j = 0..7) from the 12 bytes at
+ * sc, all at once on three words: bytes 0..7 of the vector the scales, 8..15 the mins (a
+ * scalar's own extraction costs ~6 operations, and the min term wants all eight)
+ */
+// @ts-ignore: decorator
+@inline export function scalesMinsK4(sc: usize): v128 {
+  const w0 = load<u32>(sc), w1 = load<u32>(sc, 4), w2 = load<u32>(sc, 8);
+  const s03 = w0 & 0x3f3f3f3f, m03 = w1 & 0x3f3f3f3f;
+  const s47 = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+  const m47 = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+  return i64x2.replace_lane(i64x2.splat(<i64>s03 | (<i64>s47 << 32)), 1, <i64>m03 | (<i64>m47 << 32));
+}
+
+/**
  * one Q4_K super-block (144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
  * 128 bytes of nibbles) against one Q8_K super-block of activations; q5: a Q5_K block (176 bytes:
  * the same with 32 bytes of fifth bits before the nibbles, bit 2j / 2j + 1 of byte l for weight l
- * of sub-block 2j / 2j + 1: weights 0..31)
+ * of sub-block 2j / 2j + 1: weights 0..31). The min term's eight products in the lanes of two
+ * vectors (the mins unpacked at once): the same exact integer as one sub-block at a time
  */
 // @ts-ignore: decorator
 @inline function superQ4_K(relaxed: bool, q5: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
@@ -90,12 +105,15 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
     const pb = dotU(relaxed, ha, hb, x + half);
     isum = i32x4.add(isum, i32x4.add(scaled(relaxed, pa, scaleMinK4(sc, 2 * j, 0)), scaled(relaxed, pb, scaleMinK4(sc, 2 * j + 1, 0))));
   }
-  // the min term: each sub-block's min times the sum of its activations (two group sums)
-  let msum = 0;
-  for (let j = 0; j < 8; j++) msum += scaleMinK4(sc, j, 1) * (load<i32>(bs + (<usize>j << 3)) + load<i32>(bs + (<usize>j << 3), 4));
+  // the min term: each sub-block's min times the sum of its 32 activations (two group sums of 16)
+  const mins = i16x8.extend_high_i8x16_u(scalesMinsK4(sc));
+  const b0 = v128.load(bs), b1 = v128.load(bs, 16), b2 = v128.load(bs, 32), b3 = v128.load(bs, 48);
+  const g03 = i32x4.add(i32x4.shuffle(b0, b1, 0, 2, 4, 6), i32x4.shuffle(b0, b1, 1, 3, 5, 7));
+  const g47 = i32x4.add(i32x4.shuffle(b2, b3, 0, 2, 4, 6), i32x4.shuffle(b2, b3, 1, 3, 5, 7));
+  const msum = i32x4.add(i32x4.mul(g03, i32x4.extend_low_i16x8_u(mins)), i32x4.mul(g47, i32x4.extend_high_i16x8_u(mins)));
   const d = f16(load<u16>(p)) * dx;
   const dmin = f16(load<u16>(p, 2)) * dx;
-  return d * <f32>hsumI32(isum) - dmin * <f32>msum;
+  return d * <f32>hsumI32(isum) - dmin * <f32>hsumI32(msum);
 }
 
 /** q + 32 (0..63) of 16 Q6_K weights: 4 bits of l from bit lowShift, 2 bits of h from bit highShift (16-bit shifts: the bits that cross a byte are masked off) */
@@ -140,10 +158,15 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   }
   let total = hsumI32(isum);
   if (relaxed) {
-    // the + 32 back out: scale g covers weights 16 g .. 16 g + 15, whose activation sum is group sum g
-    let offset = 0;
-    for (let g = 0; g < 16; g++) offset += <i32>load<i8>(p + 192 + <usize>g) * load<i32>(bs + (<usize>g << 2));
-    total -= offset << 5;
+    // the + 32 back out: scale g covers weights 16 g .. 16 g + 15, whose activation sum is group
+    // sum g; the sixteen products in the lanes of four vectors (the same exact integer)
+    const sv = v128.load(p, 192);
+    const nl = i16x8.extend_low_i8x16_s(sv), nh = i16x8.extend_high_i8x16_s(sv);
+    let offset = i32x4.mul(v128.load(bs), i32x4.extend_low_i16x8_s(nl));
+    offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 16), i32x4.extend_high_i16x8_s(nl)));
+    offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 32), i32x4.extend_low_i16x8_s(nh)));
+    offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 48), i32x4.extend_high_i16x8_s(nh)));
+    total -= hsumI32(offset) << 5;
   }
   return (f16(load<u16>(p, 208)) * dx) * <f32>total;
 }
