@@ -341,11 +341,11 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
       for (; r + 2 <= n; r += 2) {
         const pa = p0 + (<usize>r) * scoreBytes, a = acc0 + (<usize>r) * accBytes + l * rowBytes + d;
         if (halfV) {
-          seen = valueSweep16x2Half(pa, pa + scoreBytes, vBase + (d >> 1), rows, vStride, <i32>l, nKeys, <i32>nAcc, a, a + accBytes, seen);
-          seen = valueSweep16x2Half(pa, pa + scoreBytes, vBase + (d >> 1) + 32, rows, vStride, <i32>l, nKeys, <i32>nAcc, a + 64, a + accBytes + 64, seen);
+          seen = valueSweep16x2(pa, pa + scoreBytes, vBase + (d >> 1), rows, vStride, <i32>l, nKeys, <i32>nAcc, a, a + accBytes, seen, true);
+          seen = valueSweep16x2(pa, pa + scoreBytes, vBase + (d >> 1) + 32, rows, vStride, <i32>l, nKeys, <i32>nAcc, a + 64, a + accBytes + 64, seen, true);
         } else {
-          valueSweep16x2(pa, pa + scoreBytes, vBase + d, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, a, a + accBytes);
-          valueSweep16x2(pa, pa + scoreBytes, vBase + d + 64, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, a + 64, a + accBytes + 64);
+          valueSweep16x2(pa, pa + scoreBytes, vBase + d, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, a, a + accBytes, seen, false);
+          valueSweep16x2(pa, pa + scoreBytes, vBase + d + 64, vIndex, vStride, <i32>l, nKeys, <i32>nAcc, a + 64, a + accBytes + 64, seen, false);
         }
       }
       if (halfV) for (; r < n; r++) seen = valueSweep32Half(p0 + (<usize>r) * scoreBytes, vBase + (d >> 1), rows, vStride, <i32>l, nKeys, <i32>nAcc, acc0 + (<usize>r) * accBytes + l * rowBytes + d, partial, seen);
@@ -431,42 +431,32 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
 
 /**
  * valueSweep32's accumulator lane for two heads over 16 dimensions: their weights at pa and pb,
- * each row's four vectors loaded once for both; four accumulators per head stored at a and b
+ * each row's four vectors loaded once for both; four accumulators per head stored at a and b.
+ * `half` (a constant at each call site): f16 rows read in place (v: the halves), converted once
+ * for both heads and their bits tallied into `seen` (returned), as valueSweep32Half
  */
 // @ts-ignore: decorator
-@inline function valueSweep16x2(pa: usize, pb: usize, v: usize, rows: usize, kvStride: usize, j0: i32, nKeys: i32, step: i32, a: usize, b: usize): void {
+@inline function valueSweep16x2(pa: usize, pb: usize, v: usize, rows: usize, kvStride: usize, j0: i32, nKeys: i32, step: i32, a: usize, b: usize, seen: v128, half: bool): v128 {
   const zero = f32x4.splat(0);
   let a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
   for (let j = j0; j < nKeys; j += step) {
     const o = (<usize>j) << 2;
     const wa = v128.load32_splat(pa + o), wb = v128.load32_splat(pb + o);
     const vp = keyRow(v, rows, j, kvStride);
-    const v0 = v128.load(vp), v1 = v128.load(vp, 16), v2 = v128.load(vp, 32), v3 = v128.load(vp, 48);
-    a0 = fma(v0, wa, a0);
-    b0 = fma(v0, wb, b0);
-    a1 = fma(v1, wa, a1);
-    b1 = fma(v1, wb, b1);
-    a2 = fma(v2, wa, a2);
-    b2 = fma(v2, wb, b2);
-    a3 = fma(v3, wa, a3);
-    b3 = fma(v3, wb, b3);
-  }
-  store4(a, a0, a1, a2, a3);
-  store4(b, b0, b1, b2, b3);
-}
-
-/** valueSweep16x2 over f16 value rows (v: the halves), as valueSweep32Half: each row's halves converted once for both heads */
-// @ts-ignore: decorator
-@inline function valueSweep16x2Half(pa: usize, pb: usize, v: usize, rows: usize, vStride: usize, j0: i32, nKeys: i32, step: i32, a: usize, b: usize, seen: v128): v128 {
-  const zero = f32x4.splat(0);
-  let a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
-  for (let j = j0; j < nKeys; j += step) {
-    const o = (<usize>j) << 2;
-    const wa = v128.load32_splat(pa + o), wb = v128.load32_splat(pb + o);
-    const vp = v + rowAt(rows, j, vStride);
-    const h0 = v128.load(vp), h1 = v128.load(vp, 16);
-    seen = i16x8.max_u(seen, i16x8.max_u(i16x8.shl(h0, 1), i16x8.shl(h1, 1)));
-    const v0 = scaledHalves(h0, false), v1 = scaledHalves(h0, true), v2 = scaledHalves(h1, false), v3 = scaledHalves(h1, true);
+    let v0: v128, v1: v128, v2: v128, v3: v128;
+    if (half) {
+      const h0 = v128.load(vp), h1 = v128.load(vp, 16);
+      seen = i16x8.max_u(seen, i16x8.max_u(i16x8.shl(h0, 1), i16x8.shl(h1, 1)));
+      v0 = scaledHalves(h0, false);
+      v1 = scaledHalves(h0, true);
+      v2 = scaledHalves(h1, false);
+      v3 = scaledHalves(h1, true);
+    } else {
+      v0 = v128.load(vp);
+      v1 = v128.load(vp, 16);
+      v2 = v128.load(vp, 32);
+      v3 = v128.load(vp, 48);
+    }
     a0 = fma(v0, wa, a0);
     b0 = fma(v0, wb, b0);
     a1 = fma(v1, wa, a1);

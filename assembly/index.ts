@@ -355,10 +355,10 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // Q5_0 batches over GROUPS (packQ4_0Groups; relaxed build only)
     case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
     // Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only)
+    case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row
     // stride, OUT = destination, COLS = values a row, XS = the i32 set to 1 on an Inf/NaN half
     case 52: halfRows(out, w, xb, rowBytes, cols, xs, r0, r1); break;
-    case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

@@ -36,6 +36,18 @@ function median(xs: number[]): number {
   return s[s.length >> 1]!;
 }
 
+/** the median milliseconds of `repeats` runs of `run`, after three untimed ones */
+function medianTime(run: () => void): number {
+  for (let i = 0; i < 3; i++) run();
+  const times: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const t0 = performance.now();
+    run();
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
 /** copies: distinct matrices cycled through, so that the working set exceeds the caches (decode streams from memory) */
 const cases: { type: GGMLType; cols: number; rows: number; tokens: number; copies?: number }[] = [
   { type: GGMLType.F32, cols: 4096, rows: 4096, tokens: 1 },
@@ -115,14 +127,7 @@ function benchPromptAttention(backend: Backend, threads: number): void {
     const pool = new KVBlockPool(1, nKvHeads, headDim, nAll / 16, backend, 16, undefined, types);
     fillLayer(backend, pool, 0, rows, width);
     const pass = () => backend.attention(out, q, pool.keys[0]!, pool.values[0]!, nTokens, startPos, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
-    for (let i = 0; i < 3; i++) pass();
-    const times: number[] = [];
-    for (let i = 0; i < repeats; i++) {
-      const t0 = performance.now();
-      pass();
-      times.push(performance.now() - t0);
-    }
-    console.log(`${threads} thread${threads > 1 ? "s" : " "}  prompt attention, ${nTokens} queries after ${startPos} keys, one layer, ${types.k.padEnd(4)} cache ${median(times).toFixed(3).padStart(8)} ms`);
+    console.log(`${threads} thread${threads > 1 ? "s" : " "}  prompt attention, ${nTokens} queries after ${startPos} keys, one layer, ${types.k.padEnd(4)} cache ${medianTime(pass).toFixed(3).padStart(8)} ms`);
   }
 }
 
@@ -154,14 +159,7 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
           backend.attention(out, q, pool.keys[layer]!, pool.values[layer]!, 1, depth - 1, nHeads, nKvHeads, headDim, 0.125, rows, pool.encoding);
         }
       };
-      for (let i = 0; i < 3; i++) step();
-      const times: number[] = [];
-      for (let i = 0; i < repeats; i++) {
-        const t0 = performance.now();
-        step();
-        times.push(performance.now() - t0);
-      }
-      const ms = median(times);
+      const ms = medianTime(step);
       const gbs = (layers * depth * bytesPerRow) / (ms * 1e6);
       const what = resident ? "rows in cache" : `${gbs.toFixed(1)} GB/s of K/V`;
       console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(8)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${what}`);
