@@ -10,7 +10,7 @@
 // dot and multiply the int16 results by the sub-block scales with one dot_i16x8_s. The sums
 // are exact, so both give the same bits.
 import { f16 } from "./half";
-import { dot16, dot16u, dotI8I7, hsumI32, scaled } from "./simd";
+import { dot16, dot16u, dotI8I7, hsumI32, lookup16, scaled, scaledBy } from "./simd";
 import { superQ2_K, superQ3_K } from "./kquant-low";
 
 // Q4_K's packed 6-bit scale (which = 0) or min (which = 1) of sub-block j (ggml get_scale_min_k4)
@@ -89,8 +89,15 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 @inline function superQ4_K(relaxed: bool, q5: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
   const sc = p + 4;
   const mask = i8x16.splat(0x0f);
-  let isum = i32x4.splat(0);
   const h0 = q5 ? v128.load(p, 16) : mask, h1 = q5 ? v128.load(p, 32) : mask;
+  const scalesMins = scalesMinsK4(sc);
+  // the eight scales as int16 lanes; sub-block k's broadcast is bytes 2k, 2k + 1 of them in every lane
+  const scales = i16x8.extend_low_i8x16_u(scalesMins);
+  let pick = i16x8.splat(0x0100);
+  let isum = i32x4.splat(0);
+  // Q5_K: the fifth bits of sub-blocks 2j and 2j + 1 are bits 2j and 2j + 1 of h0 / h1's bytes,
+  // shifted down to bits 0 and 1 for each j (constant shifts in the loop)
+  let f0 = h0, f1 = h1;
   for (let j = 0; j < 4; j++) {
     // 32 bytes: low nibbles are sub-block 2j, high nibbles sub-block 2j + 1
     const q = p + nibblesAt(q5) + (<usize>j << 5);
@@ -99,21 +106,30 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
     // 64 activations: int16 or int8
     const x = qx + (<usize>j << (relaxed ? 6 : 7));
     const half: usize = relaxed ? 32 : 64;
-    const la = weights(q5, v0, h0, false, 2 * j, mask), lb = weights(q5, v1, h1, false, 2 * j, mask);
-    const ha = weights(q5, v0, h0, true, 2 * j + 1, mask), hb = weights(q5, v1, h1, true, 2 * j + 1, mask);
+    const la = weights(q5, v0, f0, false, 0, mask), lb = weights(q5, v1, f1, false, 0, mask);
+    const ha = weights(q5, v0, f0, true, 1, mask), hb = weights(q5, v1, f1, true, 1, mask);
     const pa = dotU(relaxed, la, lb, x);
     const pb = dotU(relaxed, ha, hb, x + half);
-    isum = i32x4.add(isum, i32x4.add(scaled(relaxed, pa, scaleMinK4(sc, 2 * j, 0)), scaled(relaxed, pb, scaleMinK4(sc, 2 * j + 1, 0))));
+    const sa = lookup16(scales, pick), sb = lookup16(scales, i16x8.add(pick, i16x8.splat(0x0202)));
+    pick = i16x8.add(pick, i16x8.splat(0x0404));
+    isum = i32x4.add(isum, i32x4.add(scaledBy(relaxed, pa, sa), scaledBy(relaxed, pb, sb)));
+    if (q5) {
+      f0 = i16x8.shr_u(f0, 2);
+      f1 = i16x8.shr_u(f1, 2);
+    }
   }
   // the min term: each sub-block's min times the sum of its 32 activations (two group sums of 16)
-  const mins = i16x8.extend_high_i8x16_u(scalesMinsK4(sc));
+  const mins = i16x8.extend_high_i8x16_u(scalesMins);
   const b0 = v128.load(bs), b1 = v128.load(bs, 16), b2 = v128.load(bs, 32), b3 = v128.load(bs, 48);
   const g03 = i32x4.add(i32x4.shuffle(b0, b1, 0, 2, 4, 6), i32x4.shuffle(b0, b1, 1, 3, 5, 7));
   const g47 = i32x4.add(i32x4.shuffle(b2, b3, 0, 2, 4, 6), i32x4.shuffle(b2, b3, 1, 3, 5, 7));
   const msum = i32x4.add(i32x4.mul(g03, i32x4.extend_low_i16x8_u(mins)), i32x4.mul(g47, i32x4.extend_high_i16x8_u(mins)));
   const d = f16(load<u16>(p)) * dx;
   const dmin = f16(load<u16>(p, 2)) * dx;
-  return d * <f32>hsumI32(isum) - dmin * <f32>hsumI32(msum);
+  // both horizontal sums at once: lane 0 isum's, lane 2 msum's (exact integers)
+  const halves = i32x4.add(i32x4.shuffle(isum, msum, 0, 1, 4, 5), i32x4.shuffle(isum, msum, 2, 3, 6, 7));
+  const sums = i32x4.add(halves, i32x4.shuffle(halves, halves, 1, 0, 3, 2));
+  return d * <f32>i32x4.extract_lane(sums, 0) - dmin * <f32>i32x4.extract_lane(sums, 2);
 }
 
 /** q + 32 (0..63) of 16 Q6_K weights: 4 bits of l from bit lowShift, 2 bits of h from bit highShift (16-bit shifts: the bits that cross a byte are masked off) */
@@ -149,26 +165,32 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       const l0 = v128.load(ql + o);
       const l1 = v128.load(ql + o, 32);
       const h = v128.load(qh + o);
-      // weights l, l+32, l+64, l+96 of the half
-      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, q6(l0, h, 0, 0), xo), <i32>load<i8>(sc + c)));
-      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, q6(l1, h, 0, 2), xo + (32 << e)), <i32>load<i8>(sc + c + 2)));
-      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, q6(l0, h, 4, 4), xo + (64 << e)), <i32>load<i8>(sc + c + 4)));
-      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, q6(l1, h, 4, 6), xo + (96 << e)), <i32>load<i8>(sc + c + 6)));
+      // weights l, l+32, l+64, l+96 of the half: q6 with each shift written out (the two high
+      // bits moved to bits 4 and 5 by one shift and the mask)
+      const low = i8x16.splat(0x0f), high = i8x16.splat(0x30);
+      const u0 = v128.or(v128.and(l0, low), v128.and(i16x8.shl(h, 4), high));
+      const u1 = v128.or(v128.and(l1, low), v128.and(i16x8.shl(h, 2), high));
+      const u2 = v128.or(v128.and(i16x8.shr_u(l0, 4), low), v128.and(h, high));
+      const u3 = v128.or(v128.and(i16x8.shr_u(l1, 4), low), v128.and(i16x8.shr_u(h, 2), high));
+      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, u0, xo), <i32>load<i8>(sc + c)));
+      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, u1, xo + (32 << e)), <i32>load<i8>(sc + c + 2)));
+      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, u2, xo + (64 << e)), <i32>load<i8>(sc + c + 4)));
+      isum = i32x4.add(isum, scaled(relaxed, dotQ6(relaxed, u3, xo + (96 << e)), <i32>load<i8>(sc + c + 6)));
     }
   }
-  let total = hsumI32(isum);
   if (relaxed) {
     // the + 32 back out: scale g covers weights 16 g .. 16 g + 15, whose activation sum is group
-    // sum g; the sixteen products in the lanes of four vectors (the same exact integer)
+    // sum g; the sixteen products in the lanes of four vectors, 32 times them taken off isum's
+    // lanes before the one horizontal sum (the same exact integer)
     const sv = v128.load(p, 192);
     const nl = i16x8.extend_low_i8x16_s(sv), nh = i16x8.extend_high_i8x16_s(sv);
     let offset = i32x4.mul(v128.load(bs), i32x4.extend_low_i16x8_s(nl));
     offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 16), i32x4.extend_high_i16x8_s(nl)));
     offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 32), i32x4.extend_low_i16x8_s(nh)));
     offset = i32x4.add(offset, i32x4.mul(v128.load(bs, 48), i32x4.extend_high_i16x8_s(nh)));
-    total -= hsumI32(offset) << 5;
+    isum = i32x4.sub(isum, i32x4.shl(offset, 5));
   }
-  return (f16(load<u16>(p, 208)) * dx) * <f32>total;
+  return (f16(load<u16>(p, 208)) * dx) * <f32>hsumI32(isum);
 }
 
 /**

@@ -91,6 +91,12 @@
   return relaxed ? i32x4.dot_i16x8_s(dot, i16x8.splat(<i16>s)) : i32x4.mul(dot, i32x4.splat(s));
 }
 
+/** the same with the scale already in every int16 lane of s (0..32767) */
+// @ts-ignore: decorator
+@inline export function scaledBy(relaxed: bool, dot: v128, s: v128): v128 {
+  return relaxed ? i32x4.dot_i16x8_s(dot, s) : i32x4.mul(dot, i32x4.extend_low_i16x8_s(s));
+}
+
 /**
  * byte i of `table` at each lane's index (0..15): Relaxed SIMD's swizzle (pshufb alone) in the
  * relaxed build, the SIMD128 one (which also zeroes indices above 15) otherwise; the same bytes
