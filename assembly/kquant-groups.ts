@@ -16,8 +16,8 @@
 //   52 n   sub-block j (32 weights) of token k at 52 n + 32 n j + 32 k: 32 int8
 // (|sum of 16| <= 2032, |sum of 32| <= 4064: both fit int16)
 import { f16 } from "./half";
-import { dotI8I7, lanesSum } from "./simd";
-import { nibblesAt, q6, scaleMinK4, scalesMinsK4, weights } from "./kquant";
+import { dotI8I7, lanesSum, lookup16 } from "./simd";
+import { nibblesAt, scalesMinsK4, weights } from "./kquant";
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
 // @ts-ignore: decorator
@@ -98,27 +98,59 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
     const p = wr + <usize>b * bb;
     const sc = p + 4;
     let i0 = z, i1 = z, i2 = z, i3 = z, i4 = z, i5 = z, i6 = z, i7 = z;
-    for (let j = 0; j < 8; j++) {
-      // 32 bytes of nibbles: low ones are sub-block j (even), high ones sub-block j + 1
-      const q = p + nibblesAt(q5) + (<usize>(j >> 1) << 5);
-      const high = (j & 1) != 0;
-      const u0 = weights(q5, v128.load(q), q5 ? v128.load(p, 16) : mask, high, j, mask);
-      const u1 = weights(q5, v128.load(q, 16), q5 ? v128.load(p, 32) : mask, high, j, mask);
-      const sv = i16x8.splat(<i16>scaleMinK4(sc, j, 0));
-      const x = s + acts(n) + ((<usize>j * n) << 5);
-      i0 = sub32(i0, u0, u1, x, sv);
-      i1 = sub32(i1, u0, u1, x + 32, sv);
-      i2 = sub32(i2, u0, u1, x + 64, sv);
-      i3 = sub32(i3, u0, u1, x + 96, sv);
+    const scalesMins = scalesMinsK4(sc);
+    // the eight scales as int16 lanes; sub-block j's broadcast is bytes 2j, 2j + 1 in every lane
+    const scales = i16x8.extend_low_i8x16_u(scalesMins);
+    let pick = i16x8.splat(0x0100);
+    // Q5_K: the fifth bits of sub-blocks 2jj and 2jj + 1 at bits 0 and 1 (shifted down each step)
+    let f0 = q5 ? v128.load(p, 16) : mask, f1 = q5 ? v128.load(p, 32) : mask;
+    for (let jj = 0; jj < 4; jj++) {
+      // 32 bytes of nibbles: low ones are sub-block 2jj, high ones sub-block 2jj + 1
+      const q = p + nibblesAt(q5) + (<usize>jj << 5);
+      const v0 = v128.load(q), v1 = v128.load(q, 16);
+      const x = s + acts(n) + ((<usize>jj * n) << 6);
+      const sa = lookup16(scales, pick);
+      let u0 = weights(q5, v0, f0, false, 0, mask), u1 = weights(q5, v1, f1, false, 0, mask);
+      i0 = sub32(i0, u0, u1, x, sa);
+      i1 = sub32(i1, u0, u1, x + 32, sa);
+      v128.store(sums, i1, 32);
+      i2 = sub32(i2, u0, u1, x + 64, sa);
+      i3 = sub32(i3, u0, u1, x + 96, sa);
+      v128.store(sums, i3, 32);
       if (!four) {
-        i4 = sub32(i4, u0, u1, x + 128, sv);
-        i5 = sub32(i5, u0, u1, x + 160, sv);
-        i6 = sub32(i6, u0, u1, x + 192, sv);
-        i7 = sub32(i7, u0, u1, x + 224, sv);
+        i4 = sub32(i4, u0, u1, x + 128, sa);
+        i5 = sub32(i5, u0, u1, x + 160, sa);
+        v128.store(sums, i5, 32);
+        i6 = sub32(i6, u0, u1, x + 192, sa);
+        i7 = sub32(i7, u0, u1, x + 224, sa);
+        v128.store(sums, i7, 32);
+      }
+      const xb = x + (n << 5);
+      const sb = lookup16(scales, i16x8.add(pick, i16x8.splat(0x0202)));
+      u0 = weights(q5, v0, f0, true, 1, mask);
+      u1 = weights(q5, v1, f1, true, 1, mask);
+      i0 = sub32(i0, u0, u1, xb, sb);
+      i1 = sub32(i1, u0, u1, xb + 32, sb);
+      v128.store(sums, i1, 32);
+      i2 = sub32(i2, u0, u1, xb + 64, sb);
+      i3 = sub32(i3, u0, u1, xb + 96, sb);
+      v128.store(sums, i3, 32);
+      if (!four) {
+        i4 = sub32(i4, u0, u1, xb + 128, sb);
+        i5 = sub32(i5, u0, u1, xb + 160, sb);
+        v128.store(sums, i5, 32);
+        i6 = sub32(i6, u0, u1, xb + 192, sb);
+        i7 = sub32(i7, u0, u1, xb + 224, sb);
+        v128.store(sums, i7, 32);
+      }
+      pick = i16x8.add(pick, i16x8.splat(0x0404));
+      if (q5) {
+        f0 = i16x8.shr_u(f0, 2);
+        f1 = i16x8.shr_u(f1, 2);
       }
     }
     // the min term: each sub-block's min times its activation sum, for each token
-    const mins = i16x8.extend_high_i8x16_u(scalesMinsK4(sc));
+    const mins = i16x8.extend_high_i8x16_u(scalesMins);
     const m = s + sums32(n);
     const m03 = lanesSum(i32x4.dot_i16x8_s(mins, v128.load(m)), i32x4.dot_i16x8_s(mins, v128.load(m, 16)), i32x4.dot_i16x8_s(mins, v128.load(m, 32)), i32x4.dot_i16x8_s(mins, v128.load(m, 48)));
     const wd = f32x4.splat(f16(load<u16>(p))), wm = f32x4.splat(f16(load<u16>(p, 2)));
@@ -145,6 +177,7 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
 @inline function rowQ6_KGroup(wr: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize, four: bool): void {
   const groupTokens: usize = four ? 4 : 8;
   const z = i32x4.splat(0);
+  const low = i8x16.splat(0x0f), high = i8x16.splat(0x30);
   v128.store(sums, z);
   v128.store(sums, z, 16);
   let s = g;
@@ -157,20 +190,47 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
       const ql = p + (n << 6) + (c << 4);
       const qh = p + 128 + (n << 5) + (c << 4);
       const sc = p + 192 + (n << 3) + c;
-      for (let k = 0; k < 4; k++) {
-        const u = q6(v128.load(ql + (<usize>(k & 1) << 5)), v128.load(qh), (k >> 1) << 2, k << 1);
-        const sv = i16x8.splat(<i16>load<i8>(sc + (<usize>k << 1)));
-        const x = s + acts(groupTokens) + ((((n << 2) + <usize>k) * groupTokens) << 5) + (c << 4);
-        i0 = sub16(i0, u, x, sv);
-        i1 = sub16(i1, u, x + 32, sv);
-        i2 = sub16(i2, u, x + 64, sv);
-        i3 = sub16(i3, u, x + 96, sv);
+      // k = 2kk (low nibbles of l0, bits 0-1 of h's nibble) and k = 2kk + 1 (l1, bits 2-3), each
+      // a constant shift; the next kk takes the next nibbles (shifted down by 4)
+      let l0 = v128.load(ql), l1 = v128.load(ql, 32), h = v128.load(qh);
+      for (let kk = 0; kk < 2; kk++) {
+        const x = s + acts(groupTokens) + ((((n << 2) + (<usize>kk << 1)) * groupTokens) << 5) + (c << 4);
+        const ua = v128.or(v128.and(l0, low), v128.and(i16x8.shl(h, 4), high));
+        const sa = i16x8.splat(<i16>load<i8>(sc + (<usize>kk << 2)));
+        i0 = sub16(i0, ua, x, sa);
+        i1 = sub16(i1, ua, x + 32, sa);
+        v128.store(sums, i1, 32);
+        i2 = sub16(i2, ua, x + 64, sa);
+        i3 = sub16(i3, ua, x + 96, sa);
+        v128.store(sums, i3, 32);
         if (!four) {
-          i4 = sub16(i4, u, x + 128, sv);
-          i5 = sub16(i5, u, x + 160, sv);
-          i6 = sub16(i6, u, x + 192, sv);
-          i7 = sub16(i7, u, x + 224, sv);
+          i4 = sub16(i4, ua, x + 128, sa);
+          i5 = sub16(i5, ua, x + 160, sa);
+          v128.store(sums, i5, 32);
+          i6 = sub16(i6, ua, x + 192, sa);
+          i7 = sub16(i7, ua, x + 224, sa);
+          v128.store(sums, i7, 32);
         }
+        const xb = x + (groupTokens << 5);
+        const ub = v128.or(v128.and(l1, low), v128.and(i16x8.shl(h, 2), high));
+        const sb = i16x8.splat(<i16>load<i8>(sc + (<usize>kk << 2) + 2));
+        i0 = sub16(i0, ub, xb, sb);
+        i1 = sub16(i1, ub, xb + 32, sb);
+        v128.store(sums, i1, 32);
+        i2 = sub16(i2, ub, xb + 64, sb);
+        i3 = sub16(i3, ub, xb + 96, sb);
+        v128.store(sums, i3, 32);
+        if (!four) {
+          i4 = sub16(i4, ub, xb + 128, sb);
+          i5 = sub16(i5, ub, xb + 160, sb);
+          v128.store(sums, i5, 32);
+          i6 = sub16(i6, ub, xb + 192, sb);
+          i7 = sub16(i7, ub, xb + 224, sb);
+          v128.store(sums, i7, 32);
+        }
+        l0 = i16x8.shr_u(l0, 4);
+        l1 = i16x8.shr_u(l1, 4);
+        h = i16x8.shr_u(h, 4);
       }
     }
     // the + 32 back out: 32 * scale of group j * activation sum j, taken off each token's lanes
