@@ -102,51 +102,40 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
     // the eight scales as int16 lanes; sub-block j's broadcast is bytes 2j, 2j + 1 in every lane
     const scales = i16x8.extend_low_i8x16_u(scalesMins);
     let pick = i16x8.splat(0x0100);
-    // Q5_K: the fifth bits of sub-blocks 2jj and 2jj + 1 at bits 0 and 1 (shifted down each step)
+    // sub-block j: the low nibbles of 32 bytes (j even, loaded) or their high nibbles (j odd,
+    // shifted down); Q5_K's fifth bits of sub-block j at bit 0 of f0 / f1 (shifted down each step)
+    let v0 = mask, v1 = mask;
     let f0 = q5 ? v128.load(p, 16) : mask, f1 = q5 ? v128.load(p, 32) : mask;
-    for (let jj = 0; jj < 4; jj++) {
-      // 32 bytes of nibbles: low ones are sub-block 2jj, high ones sub-block 2jj + 1
-      const q = p + nibblesAt(q5) + (<usize>jj << 5);
-      const v0 = v128.load(q), v1 = v128.load(q, 16);
-      const x = s + acts(n) + ((<usize>jj * n) << 6);
-      const sa = lookup16(scales, pick);
-      let u0 = weights(q5, v0, f0, false, 0, mask), u1 = weights(q5, v1, f1, false, 0, mask);
-      i0 = sub32(i0, u0, u1, x, sa);
-      i1 = sub32(i1, u0, u1, x + 32, sa);
+    for (let j = 0; j < 8; j++) {
+      if ((j & 1) == 0) {
+        const q = p + nibblesAt(q5) + (<usize>(j >> 1) << 5);
+        v0 = v128.load(q);
+        v1 = v128.load(q, 16);
+      } else {
+        v0 = i16x8.shr_u(v0, 4);
+        v1 = i16x8.shr_u(v1, 4);
+      }
+      const x = s + acts(n) + ((<usize>j * n) << 5);
+      const sv = lookup16(scales, pick);
+      const u0 = weights(q5, v0, f0, false, 0, mask), u1 = weights(q5, v1, f1, false, 0, mask);
+      i0 = sub32(i0, u0, u1, x, sv);
+      i1 = sub32(i1, u0, u1, x + 32, sv);
       v128.store(sums, i1, 32);
-      i2 = sub32(i2, u0, u1, x + 64, sa);
-      i3 = sub32(i3, u0, u1, x + 96, sa);
+      i2 = sub32(i2, u0, u1, x + 64, sv);
+      i3 = sub32(i3, u0, u1, x + 96, sv);
       v128.store(sums, i3, 32);
       if (!four) {
-        i4 = sub32(i4, u0, u1, x + 128, sa);
-        i5 = sub32(i5, u0, u1, x + 160, sa);
+        i4 = sub32(i4, u0, u1, x + 128, sv);
+        i5 = sub32(i5, u0, u1, x + 160, sv);
         v128.store(sums, i5, 32);
-        i6 = sub32(i6, u0, u1, x + 192, sa);
-        i7 = sub32(i7, u0, u1, x + 224, sa);
+        i6 = sub32(i6, u0, u1, x + 192, sv);
+        i7 = sub32(i7, u0, u1, x + 224, sv);
         v128.store(sums, i7, 32);
       }
-      const xb = x + (n << 5);
-      const sb = lookup16(scales, i16x8.add(pick, i16x8.splat(0x0202)));
-      u0 = weights(q5, v0, f0, true, 1, mask);
-      u1 = weights(q5, v1, f1, true, 1, mask);
-      i0 = sub32(i0, u0, u1, xb, sb);
-      i1 = sub32(i1, u0, u1, xb + 32, sb);
-      v128.store(sums, i1, 32);
-      i2 = sub32(i2, u0, u1, xb + 64, sb);
-      i3 = sub32(i3, u0, u1, xb + 96, sb);
-      v128.store(sums, i3, 32);
-      if (!four) {
-        i4 = sub32(i4, u0, u1, xb + 128, sb);
-        i5 = sub32(i5, u0, u1, xb + 160, sb);
-        v128.store(sums, i5, 32);
-        i6 = sub32(i6, u0, u1, xb + 192, sb);
-        i7 = sub32(i7, u0, u1, xb + 224, sb);
-        v128.store(sums, i7, 32);
-      }
-      pick = i16x8.add(pick, i16x8.splat(0x0404));
+      pick = i16x8.add(pick, i16x8.splat(0x0202));
       if (q5) {
-        f0 = i16x8.shr_u(f0, 2);
-        f1 = i16x8.shr_u(f1, 2);
+        f0 = i16x8.shr_u(f0, 1);
+        f1 = i16x8.shr_u(f1, 1);
       }
     }
     // the min term: each sub-block's min times its activation sum, for each token
@@ -190,47 +179,32 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
       const ql = p + (n << 6) + (c << 4);
       const qh = p + 128 + (n << 5) + (c << 4);
       const sc = p + 192 + (n << 3) + c;
-      // k = 2kk (low nibbles of l0, bits 0-1 of h's nibble) and k = 2kk + 1 (l1, bits 2-3), each
-      // a constant shift; the next kk takes the next nibbles (shifted down by 4)
-      let l0 = v128.load(ql), l1 = v128.load(ql, 32), h = v128.load(qh);
-      for (let kk = 0; kk < 2; kk++) {
-        const x = s + acts(groupTokens) + ((((n << 2) + (<usize>kk << 1)) * groupTokens) << 5) + (c << 4);
-        const ua = v128.or(v128.and(l0, low), v128.and(i16x8.shl(h, 4), high));
-        const sa = i16x8.splat(<i16>load<i8>(sc + (<usize>kk << 2)));
-        i0 = sub16(i0, ua, x, sa);
-        i1 = sub16(i1, ua, x + 32, sa);
+      // k = 0..3: the low nibbles of l0, of l1, then their high nibbles, with bits 2k, 2k + 1 of h;
+      // each step's nibbles at the bottom of `a` and its high bits at the bottom of `hk`, so the
+      // shifts are constants (the next step's rotated in)
+      let a = v128.load(ql), next = v128.load(ql, 32), hk = v128.load(qh);
+      for (let k = 0; k < 4; k++) {
+        const x = s + acts(groupTokens) + ((((n << 2) + <usize>k) * groupTokens) << 5) + (c << 4);
+        const u = v128.or(v128.and(a, low), v128.and(i16x8.shl(hk, 4), high));
+        const sv = i16x8.splat(<i16>load<i8>(sc + (<usize>k << 1)));
+        i0 = sub16(i0, u, x, sv);
+        i1 = sub16(i1, u, x + 32, sv);
         v128.store(sums, i1, 32);
-        i2 = sub16(i2, ua, x + 64, sa);
-        i3 = sub16(i3, ua, x + 96, sa);
+        i2 = sub16(i2, u, x + 64, sv);
+        i3 = sub16(i3, u, x + 96, sv);
         v128.store(sums, i3, 32);
         if (!four) {
-          i4 = sub16(i4, ua, x + 128, sa);
-          i5 = sub16(i5, ua, x + 160, sa);
+          i4 = sub16(i4, u, x + 128, sv);
+          i5 = sub16(i5, u, x + 160, sv);
           v128.store(sums, i5, 32);
-          i6 = sub16(i6, ua, x + 192, sa);
-          i7 = sub16(i7, ua, x + 224, sa);
+          i6 = sub16(i6, u, x + 192, sv);
+          i7 = sub16(i7, u, x + 224, sv);
           v128.store(sums, i7, 32);
         }
-        const xb = x + (groupTokens << 5);
-        const ub = v128.or(v128.and(l1, low), v128.and(i16x8.shl(h, 2), high));
-        const sb = i16x8.splat(<i16>load<i8>(sc + (<usize>kk << 2) + 2));
-        i0 = sub16(i0, ub, xb, sb);
-        i1 = sub16(i1, ub, xb + 32, sb);
-        v128.store(sums, i1, 32);
-        i2 = sub16(i2, ub, xb + 64, sb);
-        i3 = sub16(i3, ub, xb + 96, sb);
-        v128.store(sums, i3, 32);
-        if (!four) {
-          i4 = sub16(i4, ub, xb + 128, sb);
-          i5 = sub16(i5, ub, xb + 160, sb);
-          v128.store(sums, i5, 32);
-          i6 = sub16(i6, ub, xb + 192, sb);
-          i7 = sub16(i7, ub, xb + 224, sb);
-          v128.store(sums, i7, 32);
-        }
-        l0 = i16x8.shr_u(l0, 4);
-        l1 = i16x8.shr_u(l1, 4);
-        h = i16x8.shr_u(h, 4);
+        const done = a;
+        a = next;
+        next = i16x8.shr_u(done, 4);
+        hk = i16x8.shr_u(hk, 2);
       }
     }
     // the + 32 back out: 32 * scale of group j * activation sum j, taken off each token's lanes
