@@ -16,9 +16,8 @@ import { fifthBits } from "./q8";
     return high ? i8x16.shr_u(v, 4) : v128.and(v, i8x16.splat(0x0f));
   }
   const v = v128.load(p, 8);
-  const qh = load<u32>(p, 4);
   const nibbles = high ? i8x16.shr_u(v, 4) : v128.and(v, i8x16.splat(0x0f));
-  return v128.or(nibbles, fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff)));
+  return v128.or(nibbles, fifthBits(p + 4, high));
 }
 
 // @ts-ignore: decorator

@@ -35,31 +35,39 @@ import { blockIQ4_NL, blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles
 // low nibbles laid out as Q4_0's; weights are stored + 16.
 const BIT_OF_BYTE = memory.data<u8>([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128]);
 
-/** 0x10 in byte j (0..15) where bit j of the 16-bit `bits` is set, else 0 */
+/** which byte of a 32-bit word byte j of fifthBits reads (bits 0..15, then 16..31), and 0x10 */
+const SPREAD_LOW = memory.data<u8>([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
+const SPREAD_HIGH = memory.data<u8>([2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3]);
+const FIFTH_BIT = memory.data<u8>([16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16]);
+
+/**
+ * 0x10 in byte j (0..15) where bit j (high: bit 16 + j) of the little-endian 32 bits at qh is set,
+ * else 0: byte j >> 3 of the word (of its upper half for high) put in byte j by one byte lookup,
+ * then each byte keeps its own bit (BIT_OF_BYTE). The lookup tables and masks are loads from
+ * memory, not constants: V8 11 builds a 128-bit constant with four instructions at each use,
+ * where a load from L1 is one (an earlier splat of 16 bits and a swizzle were five).
+ */
 // @ts-ignore: decorator
-@inline export function fifthBits(bits: i32): v128 {
-  // byte j of the splat holds bits >> 8 * (j & 1); the swizzle picks byte 0 for j < 8, byte 1 above
-  const spread = i8x16.swizzle(i16x8.splat(<i16>bits), v128(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+@inline export function fifthBits(qh: usize, high: bool): v128 {
+  const spread = lookup16(v128.load32_zero(qh), v128.load(high ? SPREAD_HIGH : SPREAD_LOW));
   const select = v128.load(BIT_OF_BYTE);
-  return v128.and(i8x16.eq(v128.and(spread, select), select), i8x16.splat(0x10));
+  return v128.and(i8x16.eq(v128.and(spread, select), select), v128.load(FIFTH_BIT));
 }
 
 /** weights 0..15 (high = false) or 16..31 (high = true) of the Q5_0 block at p, as int8 */
 // @ts-ignore: decorator
 @inline function q5Weights(p: usize, high: bool): v128 {
   const v = v128.load(p, 6);
-  const qh = load<u32>(p, 2);
   const nibbles = high ? i8x16.shr_u(v, 4) : v128.and(v, i8x16.splat(0x0f));
-  return i8x16.sub(v128.or(nibbles, fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff))), i8x16.splat(16));
+  return i8x16.sub(v128.or(nibbles, fifthBits(p + 2, high)), i8x16.splat(16));
 }
 
 /** weights 0..15 (high: 16..31) of the Q5_0 block at p as stored, nibble and fifth bit: 0..31 (the relaxed int8 dot's 7-bit operand) */
 // @ts-ignore: decorator
 @inline function q5Unsigned(p: usize, low: v128, high: bool): v128 {
   const v = v128.load(p, 6);
-  const qh = load<u32>(p, 2);
   // a 16-bit shift and the mask, as nibblesQ4_0
-  return v128.or(v128.and(high ? i16x8.shr_u(v, 4) : v, low), fifthBits(<i32>(high ? qh >> 16 : qh & 0xffff)));
+  return v128.or(v128.and(high ? i16x8.shr_u(v, 4) : v, low), fifthBits(p + 2, high));
 }
 
 /** one Q5_0 block at p against a packed activation block at x (packQ4_0): lanes adding up to sum n a, n = w + 16 (int16 lanes within 4 * 31 * 127) */
@@ -151,6 +159,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
     let sx = xs + ((<usize>t * <usize>nb) << 2);
     let acc = f32x4.splat(0);
     let p = w0;
+    const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
     for (; p < end4; p += 4 * bb, x += 256, sx += 16) {
       if (relaxed && kind == 1) {
         const h = f16x4BitsAt(p, bb);
@@ -158,8 +167,16 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
         continue;
       }
       if (relaxed && kind == 2) {
-        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (offsets: weights stored + 16)
-        const s = lanesSum(biasedQ5_0(p, x, low, ones), biasedQ5_0(p + 22, x + 64, low, ones), biasedQ5_0(p + 44, x + 128, low, ones), biasedQ5_0(p + 66, x + 192, low, ones));
+        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (offsets: weights stored + 16).
+        // A block's lanes stored into this token's output (written again at the end) before the
+        // next block's loads: V8 would hoist all four blocks' loads and spill a third of the loop
+        const b0 = biasedQ5_0(p, x, low, ones);
+        store<i32>(o, i32x4.extract_lane(b0, 0));
+        const b1 = biasedQ5_0(p + 22, x + 64, low, ones);
+        store<i32>(o, i32x4.extract_lane(b1, 0));
+        const b2 = biasedQ5_0(p + 44, x + 128, low, ones);
+        store<i32>(o, i32x4.extract_lane(b2, 0));
+        const s = lanesSum(b0, b1, b2, biasedQ5_0(p + 66, x + 192, low, ones));
         acc = scaleAdd4(acc, i32x4.sub(s, offsets(v128.load(x, 48), true)), f16x4At(p, bb), v128.load(sx));
         continue;
       }
@@ -182,7 +199,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
       const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table) : zero;
       acc = scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), s1, s2, zero), dw, dx);
     }
-    store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), hsumF32(acc));
+    store<f32>(o, hsumF32(acc));
   }
 }
 
