@@ -74,6 +74,16 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
   return i32x4.add(acc, i32x4.dot_i16x8_s(dotI8I7(v128.load(x), u), s));
 }
 
+/**
+ * a store of an accumulator into the slot's spare bytes (sums + 32): a later load may not move
+ * above a store, so each pair of tokens' activation loads stays next to its dots. Without it V8
+ * loads all eight tokens' vectors first and spills accumulators and loaded vectors every pass.
+ */
+// @ts-ignore: decorator
+@inline function storeBarrier(sums: usize, acc: v128): void {
+  v128.store(sums, acc, 32);
+}
+
 /** adds the group's super-block values v03 (tokens 0..3) and v47 (4..7; none for `four`) to their sums at sums */
 // @ts-ignore: decorator
 @inline function addValues(sums: usize, v03: v128, v47: v128, four: bool): void {
@@ -83,7 +93,8 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
 
 /**
  * Q4_K (q5: Q5_K): one row against the eight (`four`: four) tokens of the group stream at g;
- * sums: the thread's 32 bytes for the running sums. superQ4_K's value per token: d * isum - dmin * msum with
+ * sums: the thread's slot, 32 bytes for the running sums and 16 spare ones that the loop stores an
+ * accumulator into after every two tokens (storeBarrier). superQ4_K's value per token: d * isum - dmin * msum with
  * d = wd * dx, dmin = wm * dx.
  */
 // @ts-ignore: decorator
@@ -120,17 +131,17 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
       const u0 = weights(q5, v0, f0, false, 0, mask), u1 = weights(q5, v1, f1, false, 0, mask);
       i0 = sub32(i0, u0, u1, x, sv);
       i1 = sub32(i1, u0, u1, x + 32, sv);
-      v128.store(sums, i1, 32);
+      storeBarrier(sums, i1);
       i2 = sub32(i2, u0, u1, x + 64, sv);
       i3 = sub32(i3, u0, u1, x + 96, sv);
-      v128.store(sums, i3, 32);
+      storeBarrier(sums, i3);
       if (!four) {
         i4 = sub32(i4, u0, u1, x + 128, sv);
         i5 = sub32(i5, u0, u1, x + 160, sv);
-        v128.store(sums, i5, 32);
+        storeBarrier(sums, i5);
         i6 = sub32(i6, u0, u1, x + 192, sv);
         i7 = sub32(i7, u0, u1, x + 224, sv);
-        v128.store(sums, i7, 32);
+        storeBarrier(sums, i7);
       }
       pick = i16x8.add(pick, i16x8.splat(0x0202));
       if (q5) {
@@ -189,17 +200,17 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
         const sv = i16x8.splat(<i16>load<i8>(sc + (<usize>k << 1)));
         i0 = sub16(i0, u, x, sv);
         i1 = sub16(i1, u, x + 32, sv);
-        v128.store(sums, i1, 32);
+        storeBarrier(sums, i1);
         i2 = sub16(i2, u, x + 64, sv);
         i3 = sub16(i3, u, x + 96, sv);
-        v128.store(sums, i3, 32);
+        storeBarrier(sums, i3);
         if (!four) {
           i4 = sub16(i4, u, x + 128, sv);
           i5 = sub16(i5, u, x + 160, sv);
-          v128.store(sums, i5, 32);
+          storeBarrier(sums, i5);
           i6 = sub16(i6, u, x + 192, sv);
           i7 = sub16(i7, u, x + 224, sv);
-          v128.store(sums, i7, 32);
+          storeBarrier(sums, i7);
         }
         const done = a;
         a = next;
@@ -238,7 +249,7 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
 
 /**
  * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 0 Q4_K, 1 Q5_K, 2 Q6_K;
- * out[t * rows + r]); the group streams at groups, 32 bytes of the thread's own at sums. Returns
+ * out[t * rows + r]); the group streams at groups, 48 bytes of the thread's own at sums. Returns
  * the first token left for kquant.ts's tiles.
  */
 export function matKGroups(kind: i32, w: usize, rowBytes: usize, groups: usize, sums: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {

@@ -152,6 +152,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 // @ts-ignore: decorator
 @inline function superQ6_K(relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
   const e: usize = relaxed ? 0 : 1; // log2 of an activation's bytes
+  const low = i8x16.splat(0x0f), high = i8x16.splat(0x30);
   let isum = i32x4.splat(0);
   for (let n = 0; n < 2; n++) {
     // each half of 128 weights: ql 64 bytes, qh 32 bytes, 8 scales (one per 16 weights)
@@ -167,7 +168,6 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       const h = v128.load(qh + o);
       // weights l, l+32, l+64, l+96 of the half: q6 with each shift written out (the two high
       // bits moved to bits 4 and 5 by one shift and the mask)
-      const low = i8x16.splat(0x0f), high = i8x16.splat(0x30);
       const u0 = v128.or(v128.and(l0, low), v128.and(i16x8.shl(h, 4), high));
       const u1 = v128.or(v128.and(l1, low), v128.and(i16x8.shl(h, 2), high));
       const u2 = v128.or(v128.and(i16x8.shr_u(l0, 4), low), v128.and(h, high));
