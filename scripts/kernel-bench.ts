@@ -56,6 +56,9 @@ const cases: { type: GGMLType; cols: number; rows: number; tokens: number; copie
   { type: GGMLType.Q4_K, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.Q6_K, cols: 4096, rows: 4096, tokens: 1 },
   { type: GGMLType.F16, cols: 4096, rows: 4096, tokens: 1 },
+  // one token over weights that stay in the caches (1-1.7 MB): the single-token kernels' arithmetic
+  // alone, what decode costs when memory is not the limit (docs/kernels.md, thirteenth session)
+  ...[GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K].map((type) => ({ type, cols: 2048, rows: 1024, tokens: 1 })),
   // TinyLlama-1.1B's FFN matrices, 6 copies: 74 MB of Q8_0
   { type: GGMLType.Q8_0, cols: 2048, rows: 5632, tokens: 1, copies: 6 },
   { type: GGMLType.Q4_0, cols: 2048, rows: 5632, tokens: 1, copies: 6 },
