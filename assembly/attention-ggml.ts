@@ -331,7 +331,11 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   // time, for each head of the run in turn (the rows' lines are then in L1). The reference also
   // adds v * 0 for every masked or padded position: that leaves an accumulator unchanged (it
   // starts at +0 and a sum is -0 only if both terms are; finite v), so those positions are skipped
-  for (let l: usize = 0; l < nAcc; l++) {
+  // Lanes at or past nKeys see no position: they would stay +0 and add +0 in the sums below,
+  // which changes no bit (an accumulator is never -0), so only the live lanes are swept and a
+  // short context skips the sweeps, stores and sums of up to 63 empty lanes a head
+  const lanes = min<usize>(nAcc, <usize>nKeys);
+  for (let l: usize = 0; l < lanes; l++) {
     let d: usize = 0;
     for (; d + 128 <= rowBytes; d += 128) {
       // the barrier pays where a sweep is long (prompts: nKeys / 16 positions; decode after
@@ -375,12 +379,19 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   for (let r = 0; r < n; r++) {
     const acc = acc0 + (<usize>r) * accBytes;
     const op = out + (<usize>(item + r)) * rowBytes;
-    if (!batch) {
-      // vec_dot's accumulators: 0 += 2, 1 += 3, then 0 += 1, leaving 16 lanes
+    // the empty lanes of the last live group of 16 (or of the batch's 16) as the +0 they stand for
+    const groupsEnd = (lanes + 15) & ~15;
+    memory.fill(acc + lanes * rowBytes, 0, (groupsEnd - lanes) * rowBytes);
+    const groups = groupsEnd >> 4;
+    if (!batch && groups > 1) {
+      // vec_dot's accumulators: 0 += 2, 1 += 3, then 0 += 1, leaving 16 lanes; a group past the
+      // live ones is +0 and drops out of its sum
       for (let l: usize = 0; l < 16; l++) {
         const a0 = acc + l * rowBytes, a1 = a0 + 16 * rowBytes, a2 = a0 + 32 * rowBytes, a3 = a0 + 48 * rowBytes;
         for (let d: usize = 0; d < rowBytes; d += 16) {
-          v128.store(a0 + d, f32x4.add(f32x4.add(v128.load(a0 + d), v128.load(a2 + d)), f32x4.add(v128.load(a1 + d), v128.load(a3 + d))));
+          const left = groups >= 3 ? f32x4.add(v128.load(a0 + d), v128.load(a2 + d)) : v128.load(a0 + d);
+          const right = groups == 4 ? f32x4.add(v128.load(a1 + d), v128.load(a3 + d)) : v128.load(a1 + d);
+          v128.store(a0 + d, f32x4.add(left, right));
         }
       }
     }

@@ -182,7 +182,9 @@ test("the wasm kernels for f16 and block-format caches give the reference kernel
         // the matrix-product order at a head size past the last 64 (f16: ggml_vec_dot_f16's f64 tail) and not a multiple of 16 (no tinyBLAS)
         ...(flashAttention ? [] : [{ nHeads: 4, nKvHeads: 2, headDim: 40, startPos: 90, nTokens: 1, inf: false }, { nHeads: 4, nKvHeads: 2, headDim: 72, startPos: 20, nTokens: 6, inf: false },
           // an f16 side that overflows to Inf: the kernel hands the pass to the reference
-          { nHeads: 4, nKvHeads: 2, headDim: 64, startPos: 20, nTokens: 3, inf: true }]),
+          { nHeads: 4, nKvHeads: 2, headDim: 64, startPos: 20, nTokens: 3, inf: true },
+          // decode over fewer keys than the 64 accumulator lanes (two groups of 16 live)
+          { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 24, nTokens: 1, inf: false }]),
       ]) {
         // f16 keys at head dims of 64k only (the kernel's condition; others take the reference kernel, compared all the same)
         const nAll = startPos + nTokens, width = nKvHeads * headDim;

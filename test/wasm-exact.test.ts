@@ -82,6 +82,11 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     // keys, a decode step past 512
     { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 130, nTokens: 12 },
     { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 600, nTokens: 1 },
+    // decode over fewer keys than its 64 accumulator lanes: one, two and three groups of 16 live
+    // (the others are skipped), also past the last 32 dimensions
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 20, nTokens: 1 },
+    { nHeads: 4, nKvHeads: 2, headDim: 40, startPos: 9, nTokens: 1 },
+    { nHeads: 4, nKvHeads: 2, headDim: 40, startPos: 44, nTokens: 1 },
   ];
   for (const c of cases) {
     const nAll = c.startPos + c.nTokens;
