@@ -1,7 +1,8 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
  * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16, q8_0 and the mixed f16/f32 caches,
- * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md), and a prompt chunk's attention
+ * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md; then the same f32 bytes with each
+ * KV head's rows contiguous, what a per-head pool layout would stream), and a prompt chunk's attention
  * (256 queries after 768 keys). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
  * ("attention": the decode attention only).
@@ -168,4 +169,24 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
       console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers, ${type.padEnd(8)} cache, ${String(depth).padStart(4)} keys ${ms.toFixed(3).padStart(8)} ms  ${what}`);
     }
   }
+  benchHeadContiguousRows(backend, threads, capacity);
+}
+
+/**
+ * The f32 decode step at depth over the same bytes with each KV head's rows contiguous (90
+ * layers of one KV head and three query heads instead of 30 of three and nine): what a pool
+ * laid out per KV head within its blocks would stream, against the row-per-position layout
+ * above (docs/kernels.md, "Decode at depth: the pool's layout")
+ */
+function benchHeadContiguousRows(backend: Backend, threads: number, depth: number): void {
+  const layers = 90, headDim = 64;
+  const q = backend.allocActivations(3 * headDim), out = backend.allocActivations(3 * headDim);
+  backend.write(q, new Float32Array(3 * headDim).map(() => Math.random() - 0.5));
+  const rows = Int32Array.from({ length: depth }, (_, i) => i);
+  const pool = new KVBlockPool(layers, 1, headDim, depth / 16, backend, 16);
+  for (let l = 0; l < layers; l++) fillLayer(backend, pool, l, rows, headDim);
+  const ms = medianTime(() => {
+    for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, 3, 1, headDim, 0.125, rows, pool.encoding);
+  });
+  console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers of one KV head, f32 cache, ${depth} keys ${ms.toFixed(3).padStart(8)} ms  each head's rows contiguous`);
 }
