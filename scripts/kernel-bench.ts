@@ -1,8 +1,8 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
  * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16, q8_0 and the mixed f16/f32 caches,
- * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md; then the same f32 bytes with each
- * KV head's rows contiguous, what a per-head pool layout would stream), and a prompt chunk's attention
+ * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md; then the same f32 bytes as other
+ * pool layouts would hold them: each KV head's rows contiguous, or in runs of 16), and a prompt chunk's attention
  * (256 queries after 768 keys). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
  * ("attention": the decode attention only).
@@ -173,20 +173,24 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
 }
 
 /**
- * The f32 decode step at depth over the same bytes with each KV head's rows contiguous (90
- * layers of one KV head and three query heads instead of 30 of three and nine): what a pool
- * laid out per KV head within its blocks would stream, against the row-per-position layout
- * above (docs/kernels.md, "Decode at depth: the pool's layout")
+ * The f32 decode step at depth over the same bytes in two other layouts (90 layers of one KV
+ * head and three query heads instead of 30 of three and nine): each KV head's rows contiguous
+ * (a pool stored as one plane per KV head), and each head's rows in runs of 16 positions three
+ * runs apart (a pool stored per KV head within each block of 16) — against the row-per-position
+ * layout above (docs/kernels.md, "Decode at depth: the pool's layout")
  */
 function benchHeadContiguousRows(backend: Backend, threads: number, depth: number): void {
   const layers = 90, headDim = 64;
   const q = backend.allocActivations(3 * headDim), out = backend.allocActivations(3 * headDim);
   backend.write(q, new Float32Array(3 * headDim).map(() => Math.random() - 0.5));
-  const rows = Int32Array.from({ length: depth }, (_, i) => i);
-  const pool = new KVBlockPool(layers, 1, headDim, depth / 16, backend, 16);
-  for (let l = 0; l < layers; l++) fillLayer(backend, pool, l, rows, headDim);
-  const ms = medianTime(() => {
-    for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, 3, 1, headDim, 0.125, rows, pool.encoding);
-  });
-  console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers of one KV head, f32 cache, ${depth} keys ${ms.toFixed(3).padStart(8)} ms  each head's rows contiguous`);
+  for (const [runs, what] of [[false, "each head's rows contiguous"], [true, "runs of 16 rows, 48 apart"]] as const) {
+    const poolRows = runs ? 3 * depth : depth;
+    const rows = Int32Array.from({ length: depth }, (_, p) => (runs ? Math.floor(p / 16) * 48 + (p % 16) : p));
+    const pool = new KVBlockPool(layers, 1, headDim, poolRows / 16, backend, 16);
+    for (let l = 0; l < layers; l++) fillLayer(backend, pool, l, Int32Array.from({ length: poolRows }, (_, i) => i), headDim);
+    const ms = medianTime(() => {
+      for (let l = 0; l < layers; l++) backend.attention(out, q, pool.keys[l]!, pool.values[l]!, 1, depth - 1, 3, 1, headDim, 0.125, rows, pool.encoding);
+    });
+    console.log(`${threads} thread${threads > 1 ? "s" : " "}  decode attention, ${layers} layers of one KV head, f32 cache, ${depth} keys ${ms.toFixed(3).padStart(8)} ms  ${what}`);
+  }
 }
