@@ -172,7 +172,7 @@ export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usi
  * of this thread's own. Consecutive items of one token whose heads share a KV head go as one run
  * (same arithmetic per head as one at a time: only the order of independent sums changes)
  */
-export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize, halves: i32, nonFinite: usize): void {
+export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, i0: i32, i1: i32, scratch: usize, halves: i32, nonFinite: usize, plane: i32 = 0): void {
   const group = nHeads / nKvHeads;
   // the largest f16 bits (shifted left once, sign dropped) met, per lane, in the slot's last 16 bytes
   const tally = scratch + attendGgmlScratchBytes(startPos + nTok, headDim, group) - 16;
@@ -181,7 +181,7 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
   while (item < i1) {
     const h = item % nHeads;
     const n = min<i32>(i1 - item, min<i32>((h / group + 1) * group - h, runLength(group)));
-    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch, halves, tally);
+    attendRun(q, k, v, rows, out, nHeads, group, nKvHeads, headDim, startPos, nTok, scale, item, n, scratch, halves, tally, plane);
     item += n;
   }
   // an exponent of all ones (Inf, NaN) shifted left once is 0xf800 or more
@@ -215,15 +215,18 @@ export function attendGgml(q: usize, k: usize, v: usize, rows: usize, out: usize
 }
 
 /** items [item, item + n) of one token, their heads sharing one KV head */
-function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize, halves: i32, tally: usize): void {
+function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads: i32, group: i32, nKvHeads: i32, headDim: i32, startPos: i32, nTok: i32, scale: f32, item: i32, n: i32, scratch: usize, halves: i32, tally: usize, plane: i32): void {
   const rowBytes = (<usize>headDim) << 2;
   // f16 sides in f16's order; halfK / halfV: read as halves in place (not staged as f32 rows)
   const halfKeyOrder = (halves & HALF_KEYS) != 0, halfValueOrder = (halves & HALF_VALUES) != 0;
   const kStaged = (halves & KEYS_STAGED) != 0, vStaged = (halves & VALUES_STAGED) != 0;
   const halfK = halfKeyOrder && !kStaged, halfV = halfValueOrder && !vStaged;
-  // bytes between positions' rows and to the KV head's slice, per side (2 bytes an f16), and the row index (0: staged, row j at j)
-  const kvElements = <usize>(nKvHeads * headDim);
-  const kStride = halfK ? kvElements << 1 : kvElements << 2, vStride = halfV ? kvElements << 1 : kvElements << 2;
+  // bytes of one KV head's row per side (2 bytes an f16), between positions' rows (a row of
+  // every head, or in a cache of planes per KV head one head row; staged rows hold every head),
+  // and to the KV head's rows (its slice of a row, or its plane); the row index (0: staged, row j at j)
+  const kHead: usize = halfK ? rowBytes >> 1 : rowBytes, vHead: usize = halfV ? rowBytes >> 1 : rowBytes;
+  const kPlane = <usize>(kStaged ? 0 : plane), vPlane = <usize>(vStaged ? 0 : plane);
+  const kStride = kPlane != 0 ? kHead : kHead * <usize>nKvHeads, vStride = vPlane != 0 ? vHead : vHead * <usize>nKvHeads;
   const kIndex = kStaged ? 0 : rows, vIndex = vStaged ? 0 : rows;
   const nAll = startPos + nTok;
   const padded = (nAll + 63) & ~63;
@@ -242,8 +245,8 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   const zero = f32x4.splat(0);
   const t = item / nHeads;
   const kvHead = <usize>((item % nHeads) / group);
-  const kBase = k + kvHead * (halfK ? rowBytes >> 1 : rowBytes);
-  const vBase = v + kvHead * (halfV ? rowBytes >> 1 : rowBytes);
+  const kBase = k + kvHead * (kPlane != 0 ? kPlane * kHead : kHead);
+  const vBase = v + kvHead * (vPlane != 0 ? vPlane * vHead : vHead);
   const nKeys = startPos + t + 1;
   const chunks = headDim >> 6;
   const scaleV = f32x4.splat(scale);

@@ -44,6 +44,7 @@ const COMPLETED: usize = 72;
 const GROUPS: usize = 76;
 // row-op jobs: RMSNorm's epsilon (f64)
 const EPS: usize = 80;
+const KV_PLANE: usize = 88;
 const KIND: usize = 192;
 const W: usize = 196;
 const ROW_BYTES: usize = 200;
@@ -195,7 +196,7 @@ function stallForTest(ctrl: usize): void {
 let kind: i32 = 0, w: usize = 0, rowBytes: usize = 0, rows: i32 = 0, cols: i32 = 0, nTok: i32 = 0;
 let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize = 0, groups: usize = 0;
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
-let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0;
+let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0, kvPlane: i32 = 0;
 let eps: f64 = 0;
 
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
@@ -224,6 +225,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
   if (kind == 45) eps = load<f64>(ctrl + EPS);
   if (kind == 15) {
+    kvPlane = load<i32>(ctrl + KV_PLANE);
     kvTypes = load<i32>(ctrl + KV_TYPES);
     kvExpTable = load<usize>(ctrl + KV_EXP_TABLE);
   }
@@ -293,8 +295,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,
     // KV_TYPES = which sides are f16 (attendGgml's HALF_KEYS | HALF_VALUES), KV_EXP_TABLE = the
-    // address of an i32 set to 1 where an f16 side held Inf or NaN
-    case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch, kvTypes, kvExpTable); break;
+    // address of an i32 set to 1 where an f16 side held Inf or NaN, KV_PLANE = the head rows
+    // between the cache's planes per KV head (0: rows of every head)
+    case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch, kvTypes, kvExpTable, kvPlane); break;
     // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only);
     // GROUPS = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
     case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;

@@ -110,10 +110,10 @@ for (const threads of threadCounts) {
 function fillLayer(backend: Backend, pool: KVBlockPool, l: number, rows: Int32Array, width: number): void {
   const n = rows.length;
   const staged = backend.allocActivations(n * width);
+  const stagedV = backend.allocActivations(n * width);
   backend.write(staged, new Float32Array(n * width).map(() => Math.random() - 0.5));
-  backend.scatterRows(pool.keys[l]!, rows, staged, width, n, pool.encoding.k);
-  backend.write(staged, new Float32Array(n * width).map(() => Math.random() - 0.5));
-  backend.scatterRows(pool.values[l]!, rows, staged, width, n, pool.encoding.v);
+  backend.write(stagedV, new Float32Array(n * width).map(() => Math.random() - 0.5));
+  pool.writeRows(l, rows, staged, stagedV, n);
 }
 
 /**

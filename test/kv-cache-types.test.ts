@@ -204,8 +204,9 @@ test("the wasm kernels for f16 and block-format caches give the reference kernel
           const kIn = be.allocActivations(kRaw.length), vIn = be.allocActivations(vRaw.length);
           be.write(kIn, kRaw);
           be.write(vIn, vRaw);
-          be.scatterRows(pool.keys[0]!, order, kIn, width, nAll, pool.encoding.k);
-          be.scatterRows(pool.values[0]!, order, vIn, width, nAll, pool.encoding.v);
+          // through the pool: the wasm backend's pool of an f16 / f32 cache in the matrix-product order holds a plane per KV head
+          pool.writeRows(0, order, kIn, vIn, nAll);
+          assert.equal(pool.planar, be === wasm && !flashAttention && nKvHeads > 1, `${kt}/${vt} on ${be.name}: planes per KV head`);
           const qIn = be.allocActivations(q.length), out = be.allocActivations(q.length);
           be.write(qIn, q);
           be.attention(out, qIn, pool.keys[0]!, pool.values[0]!, nTokens, startPos, nHeads, nKvHeads, headDim, 1 / Math.sqrt(headDim), order, pool.encoding);

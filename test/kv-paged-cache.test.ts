@@ -239,3 +239,59 @@ test("stories260K: 4 beams over a 40-token prompt write the prompt's rows once a
     model.dispose();
   }
 });
+
+test("wasm pool of one plane per KV head: growth, a fork's copied partial block and attention give the row layout's rows and bits", async () => {
+  const wasm = await createWasmBackend({ threads: 2 });
+  const reference = createReferenceBackend();
+  try {
+    const nLayers = 2, nKvHeads = 3, headDim = 8, nHeads = 6, rowSize = nKvHeads * headDim;
+    // starts with one block: the appends below grow it (every plane moves) more than once
+    const pools = [new KVBlockPool(nLayers, nKvHeads, headDim, 1, wasm, BS), new KVBlockPool(nLayers, nKvHeads, headDim, 1, reference, BS)];
+    // the exact kernel (relaxed build, fused multiply-add) reads planes; elsewhere the pool keeps rows
+    assert.equal(pools[0]!.planar, wasm.llamaCppOrder !== "none");
+    assert.equal(pools[1]!.planar, false);
+    const q = filled(nHeads * headDim, 7);
+    const results = pools.map((pool) => {
+      const be = pool === pools[0] ? wasm : reference;
+      const write = (c: KVCache, n: number) => {
+        c.ensureRoom(n);
+        for (let l = 0; l < nLayers; l++) {
+          const k = be.allocActivations(n * rowSize), v = be.allocActivations(n * rowSize);
+          be.write(k, rowsFor(c.length, n, rowSize, l, 0));
+          be.write(v, rowsFor(c.length, n, rowSize, l, 1));
+          c.store(l, c.length, k, v, n);
+        }
+        c.length += n;
+      };
+      const parent = new KVCache(nLayers, nKvHeads, headDim, 200, pool);
+      write(parent, 20);
+      // a partial block of four rows copied into the fork's own block, plane by plane
+      const child = parent.forkCopy();
+      write(child, 37);
+      write(parent, 9);
+      assert.ok(pool.stats.grows >= 2, `${pool.stats.grows} grows`);
+      const reads: Float32Array[] = [];
+      for (const c of [parent, child]) {
+        // every position's head h reads back what was written for it
+        const plane = pool.encoding.headPlane ?? 0;
+        for (let l = 0; l < nLayers; l++) {
+          const keys = onHost(c.keys[l]!);
+          for (let p = 0; p < c.length; p++) {
+            for (let h = 0; h < nKvHeads; h++) {
+              const at = plane ? (h * plane + c.rows[p]!) * headDim : c.rows[p]! * rowSize + h * headDim;
+              assert.deepEqual(keys.subarray(at, at + headDim), rowsFor(p, 1, rowSize, l, 0).subarray(h * headDim, (h + 1) * headDim), `K of position ${p}, head ${h}, layer ${l}`);
+            }
+          }
+        }
+        const qIn = be.allocActivations(q.length), out = be.allocActivations(q.length);
+        be.write(qIn, q);
+        be.attention(out, qIn, c.keys[1]!, c.values[1]!, 1, c.length - 1, nHeads, nKvHeads, headDim, 0.35, c.rows, c.encoding);
+        reads.push(Float32Array.from(onHost(out)));
+      }
+      return reads;
+    });
+    assert.deepEqual(results[0], results[1]);
+  } finally {
+    wasm.dispose();
+  }
+});

@@ -33,7 +33,7 @@ const MAX_BYTES = 8 * 2 ** 30;
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d">;
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -91,8 +91,16 @@ export class KVBlockPool {
   /** floats one stored K row occupies (rowSize for f32; less for an encoded cache) */
   readonly keyRowFloats: number;
   readonly valueRowFloats: number;
-  /** how rows are written and read: the types, and the rotation block formats get (kernels' kv-encoding) */
-  readonly encoding: KVCacheEncoding;
+  /**
+   * how rows are written and read: the types, the rotation block formats get (kernels'
+   * kv-encoding), and, where the storage's attention reads them so, the planes per KV head
+   * (headPlane: the pool's rows, so it changes when the pool grows)
+   */
+  encoding: KVCacheEncoding;
+  /** whether each layer's arrays hold one plane per KV head (row r's head h at head row h * rows + r) */
+  readonly planar: boolean;
+  private readonly nKvHeads: number;
+  private readonly headDim: number;
   private readonly refs: number[] = [];
   /** slots of each block handed out (rows [0, filled) hold some sequence's positions) */
   private readonly filled: number[] = [];
@@ -131,7 +139,12 @@ export class KVBlockPool {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`KV block size must be a positive integer, got ${blockSize}`);
     if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
     this.rowSize = nKvHeads * headDim;
+    this.nKvHeads = nKvHeads;
+    this.headDim = headDim;
     this.encoding = kvCacheEncoding(types, headDim);
+    // one plane per KV head: a head's rows are one stream for attention (decode at depth read a
+    // third of every row of three heads at ~0.7x the rate: docs/kernels.md)
+    this.planar = nKvHeads > 1 && storage.kvHeadPlanes?.(this.encoding, headDim) === true;
     this.keyRowFloats = kvRowFloats(types.k, this.rowSize);
     this.valueRowFloats = kvRowFloats(types.v, this.rowSize);
     for (let l = 0; l < nLayers; l++) {
@@ -297,18 +310,54 @@ export class KVBlockPool {
     return this.nLayers * blocks * this.blockSize * (this.keyRowFloats + this.valueRowFloats) * 4;
   }
 
-  /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far */
+  /**
+   * Writes the K and V rows of n positions of one layer (n rows of every KV head at k and v) to
+   * pool rows `rows`: as they are, or each head's part into its plane
+   */
+  writeRows(layer: number, rows: Int32Array, k: DeviceArray, v: DeviceArray, n: number): void {
+    if (!this.planar) {
+      this.storage.scatterRows(this.keys[layer]!, rows, k, this.rowSize, n, this.encoding.k);
+      this.storage.scatterRows(this.values[layer]!, rows, v, this.rowSize, n, this.encoding.v);
+      return;
+    }
+    // the source's n rows of all heads are n * nKvHeads head rows, token after token
+    const heads = this.nKvHeads, plane = this.blockCount * this.blockSize;
+    const headRows = new Int32Array(n * heads);
+    for (let i = 0; i < n; i++) for (let h = 0; h < heads; h++) headRows[i * heads + h] = h * plane + rows[i]!;
+    this.storage.scatterRows(this.keys[layer]!, headRows, k, this.headDim, n * heads, this.encoding.k);
+    this.storage.scatterRows(this.values[layer]!, headRows, v, this.headDim, n * heads, this.encoding.v);
+  }
+
+  /** copies n consecutive rows of every layer from row `from` to row `to` (a fork's partial block) */
+  copyRows(from: number, to: number, n: number): void {
+    const heads = this.planar ? this.nKvHeads : 1, plane = this.blockCount * this.blockSize;
+    const ks = this.keyRowFloats / heads, vs = this.valueRowFloats / heads;
+    for (let l = 0; l < this.nLayers; l++) {
+      const k = this.keys[l]!, v = this.values[l]!;
+      for (let h = 0; h < heads; h++) {
+        this.storage.copy2d(k, (h * plane + to) * ks, n * ks, k, (h * plane + from) * ks, n * ks, 1, n * ks);
+        this.storage.copy2d(v, (h * plane + to) * vs, n * vs, v, (h * plane + from) * vs, n * vs, 1, n * vs);
+      }
+    }
+    this.rowsCopied += n;
+  }
+
+  /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
   private resize(blocks: number): void {
     const have = this.refs.length;
-    const rows = blocks * this.blockSize;
+    const rows = blocks * this.blockSize, oldRows = have * this.blockSize;
+    const heads = this.planar ? this.nKvHeads : 1;
+    const ks = this.keyRowFloats / heads, vs = this.valueRowFloats / heads;
     for (let l = 0; l < this.nLayers; l++) {
       const k = this.storage.allocActivations(rows * this.keyRowFloats), v = this.storage.allocActivations(rows * this.valueRowFloats);
-      const oldK = this.keys[l]!.length, oldV = this.values[l]!.length;
-      this.storage.copy2d(k, 0, oldK, this.keys[l]!, 0, oldK, 1, oldK);
-      this.storage.copy2d(v, 0, oldV, this.values[l]!, 0, oldV, 1, oldV);
+      for (let h = 0; h < heads && oldRows > 0; h++) {
+        this.storage.copy2d(k, h * rows * ks, oldRows * ks, this.keys[l]!, h * oldRows * ks, oldRows * ks, 1, oldRows * ks);
+        this.storage.copy2d(v, h * rows * vs, oldRows * vs, this.values[l]!, h * oldRows * vs, oldRows * vs, 1, oldRows * vs);
+      }
       this.keys[l] = k;
       this.values[l] = v;
     }
+    if (this.planar) this.encoding = { ...this.encoding, headPlane: rows };
     // the new ids go under the existing free ones (all lower), lowest on top
     const added: number[] = [];
     for (let b = have; b < blocks; b++) {

@@ -116,8 +116,7 @@ export class KVCache {
     if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
     const pool = this.pool, rows = this.rows.subarray(pos, pos + nTokens);
     if (layer === 0) pool.rowsWritten += nTokens;
-    pool.storage.scatterRows(pool.keys[layer]!, rows, k, pool.rowSize, nTokens, pool.encoding.k);
-    pool.storage.scatterRows(pool.values[layer]!, rows, v, pool.rowSize, nTokens, pool.encoding.v);
+    pool.writeRows(layer, rows, k, v, nTokens);
   }
 
   /** forget everything from position `pos` on (e.g. to reuse a shared prompt prefix); blocks no longer used go back to the pool */
@@ -200,13 +199,7 @@ export class KVCache {
       const b = this.pool.take();
       const first = this.pool.firstRow(b);
       for (let s = 1; s < n; s++) this.pool.claimAfter(first + s - 1);
-      const ks = this.pool.keyRowFloats, vs = this.pool.valueRowFloats, from = this.rows[start]!, storage = this.pool.storage;
-      for (let l = 0; l < this.nLayers; l++) {
-        const k = this.pool.keys[l]!, v = this.pool.values[l]!;
-        storage.copy2d(k, first * ks, n * ks, k, from * ks, n * ks, 1, n * ks);
-        storage.copy2d(v, first * vs, n * vs, v, from * vs, n * vs, 1, n * vs);
-      }
-      this.pool.rowsCopied += n;
+      this.pool.copyRows(this.rows[start]!, first, n);
       c.blocks.push(b);
       c.blockStarts.push(start);
       for (let s = 0; s < n; s++) c.rows[start + s] = first + s;

@@ -59,6 +59,12 @@ export interface Backend {
   readonly canMultiply?: (type: GGMLType) => boolean;
   /** the KV cache element types scatterRows and attention take (absent: all of reference/kv-encoding.ts's) */
   readonly kvCacheTypes?: readonly KVCacheType[];
+  /**
+   * Whether attention reads a cache of this encoding stored as one plane per KV head
+   * (KVCacheEncoding.headPlane), which a KV block pool then uses: a head's rows one stream, not a
+   * slice of every row (absent: never)
+   */
+  readonly kvHeadPlanes?: (encoding: KVCacheEncoding, headDim: number) => boolean;
 
   // ---- memory ----
 

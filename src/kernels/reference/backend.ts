@@ -4,7 +4,7 @@ import { dequantizeRow } from "../../tensor/quant/index.js";
 import { VEC_DOT } from "./vec-dot.js";
 import { attention } from "../ops/attention.js";
 import { attentionEncoded, attentionMatmulOrder } from "./kv-attention.js";
-import { bytesOf, isPlainF32 } from "./kv-encoding.js";
+import { bytesOf, isPlainF32, kvRowFloats, rowsFromHeadPlanes, type KVCacheType } from "./kv-encoding.js";
 import { bidirectionalAttention } from "../ops/bidirectional-attention.js";
 import { addBias } from "../ops/elementwise.js";
 import { geluErf } from "../ops/activations.js";
@@ -108,6 +108,14 @@ export function createReferenceBackend(): Backend {
 
     attention(out, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding): void {
       alive("attention");
+      const plane = encoding?.headPlane;
+      if (encoding && plane) {
+        // planes per KV head: the attended rows gathered into rows of every head, position order
+        const nAll = startPos + nTokens;
+        const gather = (a: DeviceArray, type: KVCacheType) => device(rowsFromHeadPlanes(host(a), rows, nAll, nKvHeads, kvRowFloats(type, headDim), plane));
+        const { headPlane: _, ...byRows } = encoding;
+        return this.attention(out, q, gather(keys, encoding.k.type), gather(values, encoding.v.type), nTokens, startPos, nHeads, nKvHeads, headDim, scale, undefined, byRows);
+      }
       if (encoding && !isPlainF32(encoding)) return (encoding.flash ? attentionEncoded : attentionMatmulOrder)(host(out), host(q), bytesOf(host(keys)), bytesOf(host(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows);
       attention(host(out), host(q), host(keys), host(values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     },

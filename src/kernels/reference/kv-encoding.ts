@@ -1,7 +1,7 @@
 import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
 import { dequantizeQ4_0, quantizeQ4_0 } from "../../tensor/quant/q4_0.js";
 import { dequantizeQ8_0 } from "../../tensor/quant/q8_0.js";
-import type { HalfSides } from "../ops/attention.js";
+import { checkRows, type HalfSides } from "../ops/attention.js";
 import { quantizeActivationsQ8_0 } from "./activation-quant.js";
 
 /**
@@ -51,6 +51,13 @@ export interface KVCacheEncoding {
   readonly v: KVRowEncoding;
   /** attention in llama.cpp's flash-attention order (reference/kv-attention.ts), else in its matrix-product order (ops/attention.ts) */
   readonly flash: boolean;
+  /**
+   * Set where the cache is stored as one plane per KV head (f32 / f16 sides only; a backend's
+   * kvHeadPlanes says which it reads): the head rows between planes, so that head h of the row
+   * of position p is headDim elements at head row h * headPlane + rows[p]. Absent: a row holds
+   * every KV head of its position, head after head.
+   */
+  readonly headPlane?: number;
 }
 
 const isBlockFormat = (t: KVCacheType) => t === "q8_0" || t === "q4_0";
@@ -150,6 +157,25 @@ export function decodeKV(type: KVCacheType, src: Uint8Array, offset: number, n: 
     case "q8_0": return dequantizeQ8_0(out, src.subarray(offset), n);
     case "q4_0": return dequantizeQ4_0(out, src.subarray(offset), n);
   }
+}
+
+/**
+ * The rows of positions [0, nAll) of a cache side stored as one plane per KV head
+ * (KVCacheEncoding.headPlane: head h of pool row r at head row h * headPlane + r, headFloats
+ * floats each), as rows of every head in position order (row p: position p's), the layout the
+ * kernels without planes read
+ */
+export function rowsFromHeadPlanes(cache: Float32Array, rows: Int32Array | undefined, nAll: number, nKvHeads: number, headFloats: number, headPlane: number): Float32Array {
+  checkRows(rows, nAll, Math.min(headPlane, Math.floor(cache.length / (nKvHeads * headFloats))));
+  const out = new Float32Array(nAll * nKvHeads * headFloats);
+  for (let p = 0; p < nAll; p++) {
+    const r = rows ? rows[p]! : p;
+    for (let h = 0; h < nKvHeads; h++) {
+      const at = (h * headPlane + r) * headFloats;
+      out.set(cache.subarray(at, at + headFloats), (p * nKvHeads + h) * headFloats);
+    }
+  }
+  return out;
 }
 
 /** the bytes of a host-memory backend's float array */

@@ -122,6 +122,9 @@ const CLAIM_SHARES_PER_THREAD = 2;
 const CLAIM_CAP_PER_THREAD = 8;
 
 /** writes how a job's rows (or items) are claimed: whole granules, guided, capped */
+/** the KV cache types the exact attention kernel reads from planes per KV head */
+const PLANE_TYPES: ReadonlySet<string> = new Set(["f32", "f16"]);
+
 function setClaims(control: Int32Array, rows: number, granule: number, threads: number): void {
   control[C.GRANULE] = granule;
   control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
@@ -485,7 +488,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    * once every row is checked against the cache (a wrong row would read other memory silently).
    * It runs in the memory `index` that holds the keys and values.
    */
-  function attentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, halves: HalfSides = NO_HALVES): boolean {
+  function attentionPass(index: number, out: Float32Array, q: Float32Array, kPtr: number, vPtr: number, rows: Int32Array | undefined, cacheRows: number, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, halves: HalfSides = NO_HALVES, plane = 0): boolean {
     const items = nTokens * nHeads;
     const floats = items * headDim;
     const nAll = startPos + nTokens;
@@ -494,15 +497,18 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // converts them as it reads them
     const stageK = halves.keys && nTokens >= 2, stageV = halves.values && nTokens >= 2;
     const stageBytes = align64(nAll * nKvHeads * headDim * 4);
+    // staging from planes per KV head goes through an index of head rows (position-major: the staged rows' order)
+    const headRowsBytes = plane !== 0 && (stageK || stageV) ? align64(nAll * nKvHeads * 4) : 0;
     // the exact kernel's score row and accumulators: one slot per thread
     const slotBytes = exact ? align64(kernels.attendGgmlScratchBytes(nAll, headDim, nHeads / nKvHeads)) : 0;
     const space = memories.spaces[index]!;
-    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + 64 + threads * slotBytes + ((stageK ? 1 : 0) + (stageV ? 1 : 0)) * stageBytes);
+    const qPtr = space.scratch(2 * align64(floats * 4) + align64(nAll * 4) + 64 + threads * slotBytes + ((stageK ? 1 : 0) + (stageV ? 1 : 0)) * stageBytes + headRowsBytes);
     const oPtr = qPtr + align64(floats * 4);
     const rPtr = oPtr + align64(floats * 4);
     const flagPtr = rPtr + align64(nAll * 4);
     const slotBase = flagPtr + 64;
     const kStage = slotBase + threads * slotBytes, vStage = kStage + (stageK ? stageBytes : 0);
+    const headRowsPtr = vStage + (stageV ? stageBytes : 0);
     const buffer = space.arena.buffer;
     const qs = new Float32Array(buffer, qPtr, floats);
     // f16 keys: the queries as ggml converts them (f16), times 2^112 against keys read in place times 2^-112
@@ -516,13 +522,20 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const control = space.control;
     const flag = new Int32Array(buffer, flagPtr, 1);
     flag[0] = 0;
-    if (stageK) stageHalfRows(index, kStage, kPtr, rPtr, nAll, nKvHeads * headDim, flagPtr);
-    if (stageV) stageHalfRows(index, vStage, vPtr, rPtr, nAll, nKvHeads * headDim, flagPtr);
+    if (headRowsBytes !== 0) {
+      const headRows = new Int32Array(buffer, headRowsPtr, nAll * nKvHeads);
+      for (let j = 0; j < nAll; j++) for (let h = 0; h < nKvHeads; h++) headRows[j * nKvHeads + h] = h * plane + rowIndex[j]!;
+    }
+    // rows of every head, or each position's head rows from the planes
+    const [stageIndex, stageRows, stageWidth] = headRowsBytes !== 0 ? [headRowsPtr, nAll * nKvHeads, headDim] : [rPtr, nAll, nKvHeads * headDim];
+    if (stageK) stageHalfRows(index, kStage, kPtr, stageIndex, stageRows, stageWidth, flagPtr);
+    if (stageV) stageHalfRows(index, vStage, vPtr, stageIndex, stageRows, stageWidth, flagPtr);
     // an Inf or NaN half: the caller takes the reference's pass (which multiplies masked positions by 0)
     if (flag[0] !== 0) return false;
     writeAttentionJob(control, exact ? C.Kind.ATTENTION_EXACT : C.Kind.ATTENTION, { q: qPtr, k: stageK ? kStage : kPtr, v: stageV ? vStage : vPtr, rows: rPtr, out: oPtr }, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
     control[C.SLOT_BASE] = slotBase;
     control[C.SLOT_BYTES] = slotBytes;
+    control[C.KV_PLANE] = plane;
     // attendGgml's HALF_KEYS, HALF_VALUES, KEYS_STAGED, VALUES_STAGED
     control[C.KV_TYPES] = (halves.keys ? 1 : 0) | (halves.values ? 2 : 0) | (stageK ? 4 : 0) | (stageV ? 8 : 0);
     control[C.KV_EXP_TABLE] = flagPtr;
@@ -685,6 +698,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
+    // the exact kernel reads f32 and f16 sides in llama.cpp's matrix-product order from planes per KV head
+    kvHeadPlanes: (encoding, headDim) => exact && !encoding.flash && PLANE_TYPES.has(encoding.k.type) && PLANE_TYPES.has(encoding.v.type) && headDim % 8 === 0,
     get stolenClaims(): number {
       return pool?.stolenClaims ?? 0;
     },
@@ -864,7 +879,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         const halves = halfSidesOf(encoding);
         const runs = exact && k !== undefined && v !== undefined && k.space === v.space && headDim % 8 === 0 && nHeads % nKvHeads === 0 && (rows !== undefined || cacheRows >= nAll);
         if (nTokens === 0) return;
-        if (runs && attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, halves)) return;
+        if (runs && attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, halves, encoding.headPlane ?? 0)) return;
         return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
       }
       if (encoding && !isPlainF32(encoding)) {
@@ -884,10 +899,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const cacheRows = Math.floor(Math.min(keys.length, values.length) / (nKvHeads * headDim));
       // keys and values in different memories (a memory filled up between the two allocations) take the reference kernel
       if (k === undefined || v === undefined || k.space !== v.space || headDim % 4 !== 0 || nHeads % nKvHeads !== 0 || (rows === undefined && cacheRows < nAll)) {
-        return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+        return reference.attention(outArray, qArray, keysArray, valuesArray, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows, encoding);
       }
       if (nTokens === 0) return;
-      attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale);
+      attentionPass(k.space, out, q, k.ptr, v.ptr, rows, cacheRows, nTokens, startPos, nHeads, nKvHeads, headDim, scale, NO_HALVES, encoding?.headPlane ?? 0);
     },
 
     bidirectionalAttention(outArray, qArray, kArray, vArray, n, nHeads, headDim, scale, stride = nHeads * headDim): void {

@@ -33,6 +33,11 @@ export const GROUPS = 19;
 /** RMS_NORM jobs: epsilon, an f64 in words 20 and 21 (byte 80) */
 export const EPS_F64 = 10;
 /**
+ * exact attention jobs: the head rows between a cache's planes per KV head (KVCacheEncoding.headPlane),
+ * 0 for rows of every head. A job word outside the job words' range, like GROUPS
+ */
+export const KV_PLANE = 22;
+/**
  * NEXT and NEXT_TAG are one 64-bit word: the first row (or item) not yet claimed and the
  * job's tag (the GEN it runs under). claim() in assembly/index.ts moves the row on by
  * compare-and-swap only while the tag is its job's, so a thread late from an old job never
