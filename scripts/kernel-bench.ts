@@ -1,8 +1,8 @@
 /**
  * Times the wasm backend's matmul kernels against the table in DESIGN.md ("Kernels"), then its
  * decode attention (SmolLM-135M's heads, 30 layers' distinct K/V rows, f32, f16, q8_0 and the mixed f16/f32 caches,
- * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md; then the same f32 bytes as other
- * pool layouts would hold them: each KV head's rows contiguous, or in runs of 16), and a prompt chunk's attention
+ * after 128 and 1536 cached positions: the decode-at-depth cost, docs/kernels.md; then the same f32 bytes with one KV
+ * head per layer, its rows contiguous or in runs of 16), and a prompt chunk's attention
  * (256 queries after 768 keys). Not a test: run by hand on a quiet machine:
  *   node --import tsx scripts/kernel-bench.ts [repeats] [threads, e.g. 1,2] [attention]
  * ("attention": the decode attention only).
@@ -173,11 +173,11 @@ function benchDecodeAttention(backend: Backend, threads: number): void {
 }
 
 /**
- * The f32 decode step at depth over the same bytes in two other layouts (90 layers of one KV
- * head and three query heads instead of 30 of three and nine): each KV head's rows contiguous
- * (a pool stored as one plane per KV head), and each head's rows in runs of 16 positions three
- * runs apart (a pool stored per KV head within each block of 16) — against the row-per-position
- * layout above (docs/kernels.md, "Decode at depth: the pool's layout")
+ * The f32 decode step at depth over the same bytes with one KV head per layer (90 layers of one
+ * KV head and three query heads instead of 30 of three and nine), its rows contiguous or in runs
+ * of 16 positions three runs apart (a pool stored per KV head within each block of 16): the
+ * measurement that chose the wasm pools' planes per KV head, which the 30-layer f32 and f16 steps
+ * above now read (docs/kernels.md, "Decode at depth: planes per KV head")
  */
 function benchHeadContiguousRows(backend: Backend, threads: number, depth: number): void {
   const layers = 90, headDim = 64;
