@@ -114,7 +114,7 @@ export function createReferenceBackend(): Backend {
         const nAll = startPos + nTokens;
         const gather = (a: DeviceArray, type: KVCacheType) => device(rowsFromHeadPlanes(host(a), rows, nAll, nKvHeads, kvRowFloats(type, headDim), plane));
         const { headPlane: _, ...byRows } = encoding;
-        return this.attention(out, q, gather(keys, encoding.k.type), gather(values, encoding.v.type), nTokens, startPos, nHeads, nKvHeads, headDim, scale, undefined, byRows);
+        [keys, values, rows, encoding] = [gather(keys, encoding.k.type), gather(values, encoding.v.type), undefined, byRows];
       }
       if (encoding && !isPlainF32(encoding)) return (encoding.flash ? attentionEncoded : attentionMatmulOrder)(host(out), host(q), bytesOf(host(keys)), bytesOf(host(values)), nTokens, startPos, nHeads, nKvHeads, headDim, scale, encoding, rows);
       attention(host(out), host(q), host(keys), host(values), nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);

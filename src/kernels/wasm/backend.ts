@@ -121,10 +121,10 @@ const CLAIM_SHARES_PER_THREAD = 2;
  */
 const CLAIM_CAP_PER_THREAD = 8;
 
-/** writes how a job's rows (or items) are claimed: whole granules, guided, capped */
 /** the KV cache types the exact attention kernel reads from planes per KV head */
 const PLANE_TYPES: ReadonlySet<string> = new Set(["f32", "f16"]);
 
+/** writes how a job's rows (or items) are claimed: whole granules, guided, capped */
 function setClaims(control: Int32Array, rows: number, granule: number, threads: number): void {
   control[C.GRANULE] = granule;
   control[C.SHARES] = threads * CLAIM_SHARES_PER_THREAD;
