@@ -3,7 +3,10 @@
  * array of `blocks x blockSize` rows of nKvHeads * headDim elements — f32, or encoded as
  * `types` says (f16, q8_0, q4_0: kernels' kv-encoding) — allocated where the backend's attention
  * reads it in place. A row is named by its index in that array: row r of layer l is
- * keys[l][r * rowSize ...]. Blocks are the unit of allocation and sharing: each sequence holds
+ * keys[l][r * rowSize ...] — or, where the backend's attention reads them so (`planar`), the
+ * array is one plane per KV head and head h of row r is the headDim elements at head row
+ * h * (blocks x blockSize) + r, so that a head's rows are one stream (decode at depth read a
+ * third of every row otherwise). Blocks are the unit of allocation and sharing: each sequence holds
  * one reference to every block its rows sit in, and a block returns to the free list when its
  * last reference is dropped.
  *
