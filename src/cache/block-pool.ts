@@ -333,29 +333,32 @@ export class KVBlockPool {
 
   /** copies n consecutive rows of every layer from row `from` to row `to` (a fork's partial block) */
   copyRows(from: number, to: number, n: number): void {
-    const heads = this.planar ? this.nKvHeads : 1, plane = this.blockCount * this.blockSize;
-    const ks = this.keyRowFloats / heads, vs = this.valueRowFloats / heads;
+    const plane = this.blockCount * this.blockSize;
     for (let l = 0; l < this.nLayers; l++) {
-      const k = this.keys[l]!, v = this.values[l]!;
-      for (let h = 0; h < heads; h++) {
-        this.storage.copy2d(k, (h * plane + to) * ks, n * ks, k, (h * plane + from) * ks, n * ks, 1, n * ks);
-        this.storage.copy2d(v, (h * plane + to) * vs, n * vs, v, (h * plane + from) * vs, n * vs, 1, n * vs);
-      }
+      this.copyHeadRows(this.keys[l]!, plane, to, this.keys[l]!, plane, from, n, this.keyRowFloats);
+      this.copyHeadRows(this.values[l]!, plane, to, this.values[l]!, plane, from, n, this.valueRowFloats);
     }
     this.rowsCopied += n;
+  }
+
+  /**
+   * n consecutive rows (rowFloats each) from row `from` of src to row `to` of dst: in one piece,
+   * or plane by plane where the arrays are planes per KV head (of srcPlane and dstPlane rows)
+   */
+  private copyHeadRows(dst: DeviceArray, dstPlane: number, to: number, src: DeviceArray, srcPlane: number, from: number, n: number, rowFloats: number): void {
+    const heads = this.planar ? this.nKvHeads : 1, fs = rowFloats / heads;
+    for (let h = 0; h < heads; h++) this.storage.copy2d(dst, (h * dstPlane + to) * fs, n * fs, src, (h * srcPlane + from) * fs, n * fs, 1, n * fs);
   }
 
   /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
   private resize(blocks: number): void {
     const have = this.refs.length;
     const rows = blocks * this.blockSize, oldRows = have * this.blockSize;
-    const heads = this.planar ? this.nKvHeads : 1;
-    const ks = this.keyRowFloats / heads, vs = this.valueRowFloats / heads;
     for (let l = 0; l < this.nLayers; l++) {
       const k = this.storage.allocActivations(rows * this.keyRowFloats), v = this.storage.allocActivations(rows * this.valueRowFloats);
-      for (let h = 0; h < heads && oldRows > 0; h++) {
-        this.storage.copy2d(k, h * rows * ks, oldRows * ks, this.keys[l]!, h * oldRows * ks, oldRows * ks, 1, oldRows * ks);
-        this.storage.copy2d(v, h * rows * vs, oldRows * vs, this.values[l]!, h * oldRows * vs, oldRows * vs, 1, oldRows * vs);
+      if (oldRows > 0) {
+        this.copyHeadRows(k, rows, 0, this.keys[l]!, oldRows, 0, oldRows, this.keyRowFloats);
+        this.copyHeadRows(v, rows, 0, this.values[l]!, oldRows, 0, oldRows, this.valueRowFloats);
       }
       this.keys[l] = k;
       this.values[l] = v;
