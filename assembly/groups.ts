@@ -1,8 +1,9 @@
 // Group streams: a batch's quantized activations repacked for the kernels that take eight (or
 // four) tokens at a time (q8-ggml.ts's Q8_0, q8.ts's Q4_0): per weight block of 32, the group's
 // activation scales (f32), with `sums` 8 * each token's sum of its 32 values (i32, Q4_0's
-// offset of 8), then each token's 32 values as int8, so that every load of the kernels' inner
-// loop is a constant offset from one pointer.
+// offset of 8), then each token's 32 values as int8 (for Q8_0's kernel on VNNI's dot, as the
+// unsigned bytes value + 128), so that every load of the kernels' inner loop is a constant
+// offset from one pointer.
 import { hsumI32 } from "./simd";
 
 /** bytes of one block of a group of n tokens */
@@ -15,7 +16,7 @@ import { hsumI32 } from "./simd";
  * Packs tokens [t, t + n) of the quantized activations (int16 at xq, cols per token; one f32
  * scale per block at xs) as one group at o; returns the end of the group
  */
-export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool): usize {
+export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool, unsignedActivations: bool = false): usize {
   const nb = <usize>(cols >> 5);
   const acts = (<usize>n) << (sums ? 3 : 2);
   for (let b: usize = 0; b < nb; b++, o += groupBlockBytes(n, sums)) {
@@ -25,8 +26,10 @@ export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: 
       const q = xq + ((tok * <usize>cols + (b << 5)) << 1);
       const lo = i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16));
       const hi = i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48));
-      v128.store(o + acts + (<usize>k << 5), lo);
-      v128.store(o + acts + (<usize>k << 5), hi, 16);
+      // a + 128 as an unsigned byte is a with its top bit flipped
+      const flip = i8x16.splat(unsignedActivations ? -128 : 0);
+      v128.store(o + acts + (<usize>k << 5), v128.xor(lo, flip));
+      v128.store(o + acts + (<usize>k << 5), v128.xor(hi, flip), 16);
       if (sums) store<i32>(o + ((<usize>(n + k)) << 2), hsumI32(i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extadd_pairwise_i8x16_s(lo), i16x8.extadd_pairwise_i8x16_s(hi)))) << 3);
     }
   }
@@ -34,8 +37,8 @@ export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: 
 }
 
 /** the group streams of a batch: groups of eight from token 0, then one of four where four or more tokens are left */
-export function packGroups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, sums: bool): void {
+export function packGroups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, sums: bool, unsignedActivations: bool = false): void {
   let o = g, t = 0;
-  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, t, 8, sums);
-  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, t, 4, sums);
+  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, t, 8, sums, unsignedActivations);
+  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, t, 4, sums, unsignedActivations);
 }

@@ -27,7 +27,7 @@ import { matQ4_1, matQ5_1 } from "./q1";
 import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
-import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
+import { matQ8_0Exact, matQ8_0ExactFinite, matQ8_0ExactU8, matQ8_0ExactU8Finite } from "./q8-ggml";
 export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
@@ -202,7 +202,7 @@ let eps: f64 = 0;
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51 || kind == 53 || kind == 54;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -362,6 +362,9 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row
     // stride, OUT = destination, COLS = values a row, XS = the i32 set to 1 on an Inf/NaN half
     case 52: halfRows(out, w, xb, rowBytes, cols, xs, r0, r1); break;
+    // cases 16 and 18 with the group streams as unsigned bytes for VNNI's dot (relaxed build only)
+    case 53: matQ8_0ExactU8(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
+    case 54: matQ8_0ExactU8Finite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

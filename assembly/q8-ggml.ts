@@ -5,9 +5,11 @@
 // product of the two scales, then the lanes added pairwise. Relaxed SIMD gives both pieces:
 // i16x8.relaxed_dot_i8x16_i7x16_s and a pairwise add sum exactly those four products per lane
 // (exact for a 7-bit second operand), and f32x4.relaxed_madd fuses on x86 CPUs with FMA — so this
-// kernel exists only in the relaxed build, used only where the runtime fuses. (The one-step
-// i32x4.relaxed_dot_i8x16_i7x16_add_s with a zero accumulator returned twice the dot in Node 20's
-// V8 for one of these loops, so it is not used.)
+// kernel exists only in the relaxed build, used only where the runtime fuses. The one-step
+// i32x4.relaxed_dot_i8x16_i7x16_add_s returned twice the dot with a zero accumulator in Node 20's
+// V8 and saturates pairs where it is pmaddubsw + pmaddwd; where V8 lowers it to VNNI's vpdpbusd
+// (a CPU with AVX-VNNI: Chromium, Node 22 and later), exact for unsigned second operands, the
+// batches' group kernel takes it (halfPass's u8; the host probes the lowering first).
 //
 // Activations are packed once per matmul (packQ8_0Exact) as int8 in natural order, followed by
 // their negations. Each weight half-block enters as |w| (the dot's unsigned operand) and its sign
@@ -27,7 +29,7 @@
 // tokens go one at a time (row1). Each (row, token) gets the same operations in the same order
 // in every path, so the same bits.
 import { f16At, f16TableAddress, f16x4, f16x4BitsAt, f16x4Finite } from "./half";
-import { dotI8I7, store4, store8 } from "./simd";
+import { dotAddU8, dotI8I7, store4, store8 } from "./simd";
 import { onesI16 } from "./relaxed";
 import { fma } from "./ggml-math";
 import { groupBlockBytes, packGroups } from "./groups";
@@ -62,10 +64,11 @@ export function packQ8_0Exact(q: usize, nBlocks: i32): void {
 
 /**
  * Writes the group streams of a batch (groups.ts, without sums) from the quantized activations
- * (int16 at xq, scales at xs; before packQ8_0Exact rewrites them) to g
+ * (int16 at xq, scales at xs; before packQ8_0Exact rewrites them) to g; `unsignedActivations`
+ * (the kernels on VNNI's dot, see halfPass): each int8 a stored as the unsigned byte a + 128
  */
-export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
-  packGroups(xq, xs, g, cols, nTok, false);
+export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, unsignedActivations: i32): void {
+  packGroups(xq, xs, g, cols, nTok, false, unsignedActivations != 0);
 }
 
 /**
@@ -80,13 +83,25 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
+ * lanesOf on VNNI's dot (vpdpbusd, where the runtime lowers the relaxed int32 dot to it and reads
+ * its second operand as unsigned bytes: probed by the host): w signed against u = a + 128 (the
+ * group stream's unsigned bytes), added to corr = -128 * (w's sum per lane), which takes the
+ * offset's products back off. Every sum is exact in int32, so the lanes are lanesOf's
+ */
+// @ts-ignore: decorator
+@inline function lanesOfU8(w: v128, corr: v128, u: v128): v128 {
+  return f32x4.convert_i32x4_s(dotAddU8(w, u, corr));
+}
+
+/**
  * One half (half = 0: weights 0..15 of every block, 16: weights 16..31) of a row against the
  * eight (`four`: four) tokens of the group stream at g: their accumulators stored at acc (16
  * bytes each). Holding both halves' sixteen accumulators spilled; two passes over the row (in
- * L1) do not.
+ * L1) do not. `u8`: the stream holds a + 128 and the lanes come from VNNI's dot (lanesOfU8): one
+ * instruction per token where lanesOf takes four, the weight's correction shared by the tokens
  */
 // @ts-ignore: decorator
-@inline function halfPass(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize, four: bool): void {
+@inline function halfPass(p0: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, half: usize, four: bool, u8: bool): void {
   const z = f32x4.splat(0);
   let a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
   const blockBytes = groupBlockBytes(four ? 4 : 8, false);
@@ -95,20 +110,22 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   const end = g + <usize>nb * blockBytes;
   for (let p = p0, s = g; s < end; p += 34, s += blockBytes) {
     const w = v128.load(p + half, 2);
-    const absW = i8x16.abs(w), m = i8x16.lt_s(w, i8x16.splat(0));
+    // u8: the correction in place of |w| and the sign mask (both unused there)
+    const absW = u8 ? i32x4.neg(dotAddU8(w, i8x16.splat(-128), i32x4.splat(0))) : i8x16.abs(w);
+    const m = u8 ? w : i8x16.lt_s(w, i8x16.splat(0));
     const dw = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)));
     const x = s + acts + half;
     let d = f32x4.mul(dw, v128.load(s));
-    a0 = fma(lanesOf(absW, m, v128.load(x), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
-    a1 = fma(lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
-    a2 = fma(lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
-    a3 = fma(lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
+    a0 = fma(u8 ? lanesOfU8(w, absW, v128.load(x)) : lanesOf(absW, m, v128.load(x), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
+    a1 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 32)) : lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
+    a2 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 64)) : lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
+    a3 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 96)) : lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
     if (!four) {
       d = f32x4.mul(dw, v128.load(s, 16));
-      a4 = fma(lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
-      a5 = fma(lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
-      a6 = fma(lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
-      a7 = fma(lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
+      a4 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 128)) : lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
+      a5 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 160)) : lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
+      a6 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 192)) : lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
+      a7 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 224)) : lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
     }
   }
   if (four) store4(acc, a0, a1, a2, a3);
@@ -117,9 +134,9 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 
 /** one row against the eight (`four`: four) tokens of a group stream, acc: 256 bytes of the thread's own */
 // @ts-ignore: decorator
-@inline function rowGroup(p: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, out: usize, outStride: usize, four: bool): void {
-  halfPass(p, nb, g, acc, ones, table, 0, four);
-  halfPass(p, nb, g, acc + 128, ones, table, 16, four);
+@inline function rowGroup(p: usize, nb: i32, g: usize, acc: usize, ones: v128, table: usize, out: usize, outStride: usize, four: bool, u8: bool): void {
+  halfPass(p, nb, g, acc, ones, table, 0, four, u8);
+  halfPass(p, nb, g, acc + 128, ones, table, 16, four, u8);
   const n: usize = four ? 4 : 8;
   for (let k: usize = 0; k < n; k++) store<f32>(out + k * outStride, hsum8(v128.load(acc + (k << 4)), v128.load(acc + (k << 4), 128)));
 }
@@ -183,8 +200,21 @@ export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usi
   matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true);
 }
 
+/**
+ * matQ8_0Exact (and its finite-scales variant) with the group streams packed as unsigned bytes
+ * (packQ8_0Groups' unsignedActivations) for VNNI's dot: the host runs these only where the
+ * runtime lowers the relaxed int32 dot to it (probeDotAdd). Same lanes, so the same bits
+ */
+export function matQ8_0ExactU8(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, true);
+}
+
+export function matQ8_0ExactU8Finite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, true);
+}
+
 // @ts-ignore: decorator
-@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool): void {
+@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool, u8: bool = false): void {
   const nb = cols >> 5;
   const xStride = (<usize>cols) << 1;
   const sStride = (<usize>nb) << 2;
@@ -195,10 +225,10 @@ export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usi
   if (groups != 0) {
     let g = groups;
     for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, false)) {
-      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, false);
+      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, false, u8);
     }
     if (t + 4 <= nTok) {
-      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, true);
+      for (let r = r0; r < r1; r++) rowGroup(w + <usize>r * rowBytes, nb, g, acc, ones, table, out + <usize>t * outStride + ((<usize>r) << 2), outStride, true, u8);
       t += 4;
     }
   }

@@ -85,6 +85,19 @@
   return a;
 }
 
+/**
+ * Relaxed SIMD's int8 dot with an int32 accumulator: signed a times b, four neighbouring products
+ * per int32 lane, added to c. Where the runtime lowers it to VNNI's vpdpbusd, b is read as
+ * unsigned bytes (0..255) and every sum is exact: the host probes that (probeDotAdd) before it
+ * runs any caller. Only in the relaxed build.
+ */
+// @ts-ignore: decorator
+@inline export function dotAddU8(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(a, b, c);
+  unreachable();
+  return a;
+}
+
 /** a k-quant sub-block's dot (int16 pairs from the relaxed int8 dot, or int32 lanes) times its integer scale s, as int32 lanes */
 // @ts-ignore: decorator
 @inline export function scaled(relaxed: bool, dot: v128, s: i32): v128 {

@@ -54,6 +54,11 @@ export interface WasmBackend extends Backend {
   /** worker claims the main thread took over because the worker had stopped mid-claim (see pool.ts) */
   readonly stolenClaims: number;
   /**
+   * Whether Q8_0 batches in llama.cpp's order run on VNNI's dot (the runtime lowers Relaxed
+   * SIMD's int32 dot to vpdpbusd: V8 on a CPU with AVX-VNNI); the same bits either way
+   */
+  readonly vnniDot: boolean;
+  /**
    * Test hook: the next worker to claim rows of a single-token matmul stops for `ms`
    * milliseconds in the middle of its claim, as the OS stops a thread.
    */
@@ -220,6 +225,8 @@ function bytesPerToken(cols: number, rows: number): number {
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
+  [C.Kind.Q8_0_EXACT_U8, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
+  [C.Kind.Q8_0_EXACT_U8_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
@@ -267,6 +274,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   // the exact Q8_0 kernel picks a or -a by the weight byte's sign bit alone (pblendvb)
   const blendBySignBit = kernels.probeBlend(1, 2, -128) === 1 && kernels.probeBlend(1, 2, 127) === 2;
   const exact = variant === "relaxed" && maddFused && dotUnsigned && blendBySignBit;
+  // VNNI's vpdpbusd behind the relaxed int32 dot (V8 on a CPU with AVX-VNNI: Chromium, Node 22+):
+  // its second operand read as unsigned bytes, four products added exactly to the accumulator
+  // (the pmaddubsw lowering saturates pairs to int16; Node 20's V8 doubles a zero accumulator's sum)
+  const dotAddUnsigned = variant === "relaxed" && kernels.probeDotAdd(-128, 255, 0) === -130560 && kernels.probeDotAdd(-128, 255, 7) === -130553 && kernels.probeDotAdd(127, 255, 0) === 129540;
 
   const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, first, threads) : undefined;
   // a memory opened for weights is known to every worker before anything runs in it
@@ -300,7 +311,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
-    if (exact && kind === C.Kind.Q8_0) return C.Kind.Q8_0_EXACT;
+    // batches of four or more (group streams) on VNNI's dot where the runtime lowers to it
+    if (exact && kind === C.Kind.Q8_0) return dotAddUnsigned && nTok >= 4 ? C.Kind.Q8_0_EXACT_U8 : C.Kind.Q8_0_EXACT;
     if (kind === C.Kind.Q2_K) return C.Kind.Q2_K_RELAXED;
     if (kind === C.Kind.Q3_K) return C.Kind.Q3_K_RELAXED;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
@@ -319,6 +331,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const finiteVariants = new Map<C.Kind, [C.Kind, GGMLType]>([
     [C.Kind.Q4_0_RELAXED, [C.Kind.Q4_0_RELAXED_FINITE, GGMLType.Q4_0]],
     [C.Kind.Q8_0_EXACT, [C.Kind.Q8_0_EXACT_FINITE, GGMLType.Q8_0]],
+    [C.Kind.Q8_0_EXACT_U8, [C.Kind.Q8_0_EXACT_U8_FINITE, GGMLType.Q8_0]],
   ]);
 
   /**
@@ -422,9 +435,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
-      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) {
+      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE || relaxedKind === C.Kind.Q8_0_EXACT_U8 || relaxedKind === C.Kind.Q8_0_EXACT_U8_FINITE) {
         // the group streams are read from the int16 activations, which packQ8_0Exact rewrites
-        if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok);
+        const unsignedActivations = relaxedKind === C.Kind.Q8_0_EXACT_U8 || relaxedKind === C.Kind.Q8_0_EXACT_U8_FINITE;
+        if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok, unsignedActivations ? 1 : 0);
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
@@ -698,6 +712,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
+    vnniDot: exact && dotAddUnsigned,
     // the exact kernel reads f32 and f16 sides in llama.cpp's matrix-product order from planes per KV head
     kvHeadPlanes: (encoding, headDim) => exact && !encoding.flash && PLANE_TYPES.has(encoding.k.type) && PLANE_TYPES.has(encoding.v.type) && headDim % 8 === 0,
     get stolenClaims(): number {

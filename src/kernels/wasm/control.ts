@@ -199,6 +199,13 @@ export enum Kind {
   Q5_0_RELAXED = 51,
   /** ROWS rows of COLS f16 values from W (row rows[r] ROW_BYTES apart, XB = the row index) to f32 rows at OUT; XS = an i32 set to 1 on an Inf/NaN half */
   HALF_ROWS = 52,
+  /**
+   * Q8_0_EXACT / Q8_0_EXACT_FINITE with the batches' group streams as unsigned bytes (packQ8_0Groups'
+   * unsignedActivations) for VNNI's dot, where the runtime lowers the relaxed int32 dot to it
+   * (probeDotAdd; relaxed build only): the same bits
+   */
+  Q8_0_EXACT_U8 = 53,
+  Q8_0_EXACT_U8_FINITE = 54,
 }
 
 /**

@@ -23,7 +23,7 @@ export interface KernelExports {
   packQ8_K(q: number, nBlocks: number): void;
   packQ8_0Exact(q: number, nBlocks: number): void;
   /** the group streams of the first nTok & ~7 tokens for the Q8_0 exact kernel (before packQ8_0Exact) */
-  packQ8_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number): void;
+  packQ8_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number, unsignedActivations: number): void;
   /** the same for the Q4_0 batch kernel (assembly/q8.ts; before packQ4_0) */
   packQ4_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number): void;
   /** the same for the Q4_K / Q5_K / Q6_K batch kernels (assembly/kquant-groups.ts; before packQ8_K) */
@@ -36,6 +36,7 @@ export interface KernelExports {
   swigluGgml(out: number, gate: number, up: number, n: number): void;
   /** lane 0 of the relaxed int8 dot of splat(a), splat(b) (0 in the SIMD128 build) */
   probeDot(a: number, b: number): number;
+  probeDotAdd(a: number, b: number, c: number): number;
   /** lane 0 of the relaxed byte blend of splat(a), splat(b) under mask splat(m) (0 in the SIMD128 build) */
   probeBlend(a: number, b: number, m: number): number;
 }

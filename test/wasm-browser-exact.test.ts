@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { extname, join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
+import { quantizeRow } from "../src/tensor/quant/index.js";
+import { device, hostArray } from "./helpers/host-array.js";
+import { rng } from "./helpers/rng.js";
+// @ts-expect-error: plain JS build script
+import { buildBrowser } from "../scripts/build-browser.mjs";
+
+// The wasm backend in headless Chromium (the browser build's seams, Web Worker threads): its Q8_0
+// matmuls must give the reference kernel's bits, as in Node (wasm-exact.test.ts). Chromium's V8
+// lowers Relaxed SIMD's int32 dot to VNNI's vpdpbusd on a CPU with AVX-VNNI, where Q8_0 batches
+// then run on their own kernel (q8-ggml.ts, lanesOfU8): Node 20's V8 never selects it, so this
+// page is where that kernel is checked. Which one ran is printed, and asserted from /proc/cpuinfo.
+
+const CHROMIUM = "/usr/bin/chromium";
+const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`;
+const cpuHasAvxVnni = (() => {
+  try {
+    return /\bavx_vnni\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+  } catch {
+    return undefined;
+  }
+})();
+
+const TYPES: Record<string, string> = { ".js": "text/javascript", ".wasm": "application/wasm", ".map": "application/json" };
+let dir = "";
+let browser: Browser | undefined;
+let page: Page;
+
+before(async () => {
+  if (skip) return;
+  dir = mkdtempSync(join(tmpdir(), "tsllm-wasm-page-"));
+  await buildBrowser({ outdir: dir, entries: { "wasm-page": "test/helpers/wasm-backend-page.ts", "kernel-worker": "src/browser/kernel-worker.ts" } });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  page = await browser.newPage();
+  // cross-origin isolated (shared WebAssembly memories need it), as the browser example serves
+  const isolated = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp", "Cross-Origin-Resource-Policy": "same-origin" };
+  await page.route("http://localhost/**", (route) => {
+    const name = new URL(route.request().url()).pathname.slice(1);
+    const file = join(dir, name);
+    if (name !== "" && existsSync(file)) return route.fulfill({ headers: isolated, contentType: TYPES[extname(name)] ?? "application/octet-stream", body: readFileSync(file) });
+    return route.fulfill({ headers: isolated, contentType: "text/html", body: "<!doctype html><title>wasm</title>" });
+  });
+  await page.goto("http://localhost/");
+});
+
+after(async () => {
+  await browser?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** runs in the page (a string: tsx's transform would add helpers the page lacks): each weight's matmul per token count, outputs as f32 bits */
+const IN_PAGE = `async (a) => {
+  const { createBrowserBackend } = await import("/wasm-page.js");
+  const b = await createBrowserBackend("wasm", { threads: a.threads, simd: "relaxed" });
+  const out = [];
+  for (const w of a.weights) {
+    const wd = b.allocWeights(w.data.length);
+    wd.set(w.data);
+    const tensor = { name: "w", type: w.type, dims: [w.cols, w.rows], data: wd };
+    for (const n of a.tokens) {
+      const x = b.allocActivations(n * w.cols);
+      b.write(x, new Float32Array(a.x.slice(0, n * w.cols)));
+      const o = b.allocActivations(n * w.rows);
+      b.matmul(o, tensor, x, n);
+      out.push(Array.from(new Uint32Array((await b.read(o)).buffer)));
+    }
+  }
+  const res = { llamaCppOrder: b.llamaCppOrder, vnniDot: b.vnniDot, threads: b.threads, out };
+  b.dispose();
+  return res;
+}`;
+
+test("Q8_0 matmuls in Chromium's wasm backend give the reference kernel's bits (VNNI's dot where V8 lowers to it)", { skip }, async () => {
+  const r = rng(29);
+  const filled = (n: number, scale: number): Float32Array => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+  const tokens = [1, 4, 8, 13, 29];
+  const weights = ([[67, 160], [130, 576], [5, 2048]] as const).map(([rows, cols]) => {
+    const rowBytes = (cols / 32) * 34;
+    const data = new Uint8Array(rows * rowBytes);
+    for (let row = 0; row < rows; row++) quantizeRow(GGMLType.Q8_0, filled(cols, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
+    // a weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
+    data[2] = 0x80;
+    return { rows, cols, type: GGMLType.Q8_0, data };
+  });
+  const x = filled(29 * 2048, 3);
+  const reference = createReferenceBackend();
+  for (const threads of [1, 2]) {
+    const args = { threads, tokens, x: Array.from(x), weights: weights.map((w) => ({ ...w, data: Array.from(w.data) })) };
+    const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as { llamaCppOrder: string; vnniDot: boolean; threads: number; out: number[][] };
+    assert.equal(result.threads, threads);
+    // llama.cpp's order needs a fused multiply-add, which every x86 CPU with FMA gives
+    assert.equal(result.llamaCppOrder, "q8_0+attention", "Chromium's wasm backend does not run the exact kernels here");
+    if (cpuHasAvxVnni !== undefined) assert.equal(result.vnniDot, cpuHasAvxVnni, `this CPU ${cpuHasAvxVnni ? "has" : "lacks"} AVX-VNNI, so Chromium's V8 should ${cpuHasAvxVnni ? "" : "not "}lower the relaxed dot to vpdpbusd`);
+    console.log(`${threads} thread(s): Q8_0 batches on ${result.vnniDot ? "VNNI's dot (vpdpbusd)" : "the int16-pair dot (pmaddubsw)"}`);
+    let i = 0;
+    for (const w of weights) {
+      const tensor = { name: "w", type: w.type, dims: [w.cols, w.rows], data: w.data };
+      for (const n of tokens) {
+        const expected = hostArray(n * w.rows);
+        reference.matmul(expected, tensor, device(x.slice(0, n * w.cols)), n);
+        const bits = Array.from(new Uint32Array(expected.buffer, expected.byteOffset, expected.length));
+        const got = result.out[i++]!;
+        const at = bits.findIndex((b, j) => b !== got[j]);
+        assert.equal(at, -1, `${w.rows}x${w.cols}, ${n} tokens, ${threads} threads: element ${at} differs (browser bits ${got[at]?.toString(16)}, reference ${bits[at]?.toString(16)})`);
+      }
+    }
+  }
+});
