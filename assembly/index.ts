@@ -27,7 +27,7 @@ import { matQ4_1, matQ5_1 } from "./q1";
 import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
-import { matQ8_0Exact, matQ8_0ExactFinite, matQ8_0ExactU8, matQ8_0ExactU8Finite } from "./q8-ggml";
+import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
 export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
@@ -45,6 +45,8 @@ const GROUPS: usize = 76;
 // row-op jobs: RMSNorm's epsilon (f64)
 const EPS: usize = 80;
 const KV_PLANE: usize = 88;
+/** matmul jobs: 1 where the runtime lowers the relaxed int32 dot to VNNI (see control.ts) */
+const VNNI_DOT: usize = 92;
 const KIND: usize = 192;
 const W: usize = 196;
 const ROW_BYTES: usize = 200;
@@ -198,11 +200,12 @@ let xq: usize = 0, xs: usize = 0, xb: usize = 0, out: usize = 0, scratch: usize 
 let nHeads: i32 = 0, nKvHeads: i32 = 0, startPos: i32 = 0, scale: f32 = 0, bias: usize = 0, activation: i32 = 0;
 let kvValueRowBytes: usize = 0, kvTypes: i32 = 0, kvExpTable: usize = 0, kvPlane: i32 = 0;
 let eps: f64 = 0;
+let vnni: bool = false;
 
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51 || kind == 53 || kind == 54;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -222,6 +225,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   scale = load<f32>(ctrl + SCALE);
   bias = isMatmul(kind) ? load<usize>(ctrl + BIAS) : 0;
   groups = isMatmul(kind) ? load<usize>(ctrl + GROUPS) : 0;
+  vnni = isMatmul(kind) && load<i32>(ctrl + VNNI_DOT) != 0;
   activation = isMatmul(kind) ? load<i32>(ctrl + ACTIVATION) : 0;
   if (kind == 45) eps = load<f64>(ctrl + EPS);
   if (kind == 15) {
@@ -288,7 +292,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
     // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-    case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
+    case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
     case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(0, out, r0, r1)); break;
     case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
@@ -300,11 +304,11 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 15: attendGgml(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, nTok, scale, r0, r1, scratch, kvTypes, kvExpTable, kvPlane); break;
     // Q8_0 in llama.cpp's order over activations packed by packQ8_0Exact (relaxed build only);
     // GROUPS = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
-    case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
+    case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
-    case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
+    case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
-    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
+    case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // bidirectional attention (encoders), items = heads: XQ = the sequence's rows of queries, keys
     // and values (ROW_BYTES apart: Q, K, V as column blocks), N_TOK = tokens, COLS = head size
     case 19: attendFull(xq, rowBytes, out, nHeads, cols, nTok, scale, r0, r1, scratch); break;
@@ -356,15 +360,12 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS apart)
     case 49: copyRows(out, xs, w, rowBytes, <usize>cols, r0, r1); break;
     // Q5_0 batches over GROUPS (packQ4_0Groups; relaxed build only)
-    case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1); break;
+    case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only)
     case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row
     // stride, OUT = destination, COLS = values a row, XS = the i32 set to 1 on an Inf/NaN half
     case 52: halfRows(out, w, xb, rowBytes, cols, xs, r0, r1); break;
-    // cases 16 and 18 with the group streams as unsigned bytes for VNNI's dot (relaxed build only)
-    case 53: matQ8_0ExactU8(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
-    case 54: matQ8_0ExactU8Finite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

@@ -191,30 +191,19 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * all the chunk's rows, then four (those rows stay in cache while the tokens' activations sit in
  * L1), then one at a time; decode (one token) streams the rows one after another.
  */
-export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false);
+export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  if (vnni) matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, true);
+  else matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, false);
 }
 
 /** matQ8_0Exact for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
-export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true);
-}
-
-/**
- * matQ8_0Exact (and its finite-scales variant) with the group streams packed as unsigned bytes
- * (packQ8_0Groups' unsignedActivations) for VNNI's dot: the host runs these only where the
- * runtime lowers the relaxed int32 dot to it (probeDotAdd). Same lanes, so the same bits
- */
-export function matQ8_0ExactU8(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, true);
-}
-
-export function matQ8_0ExactU8Finite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, true);
+export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  if (vnni) matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, true);
+  else matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, false);
 }
 
 // @ts-ignore: decorator
-@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool, u8: bool = false): void {
+@inline function matExact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, finite: bool, u8: bool): void {
   const nb = cols >> 5;
   const xStride = (<usize>cols) << 1;
   const sStride = (<usize>nb) << 2;

@@ -5,7 +5,7 @@
 // one multiply by the four scales; for batches, 4x4 tiles of rows x tokens decode each weight
 // block once per four tokens, the four tokens' totals in the lanes.
 import { f16, f16At, f16TableAddress, f16x4, f16x4At, f16x4BitsAt, f16x4Finite } from "./half";
-import { dotI8I7, hsumF32, lanesSum, lookup16, scaleAdd4 } from "./simd";
+import { dotAddU8, dotI8I7, hsumF32, lanesSum, lookup16, scaleAdd4 } from "./simd";
 import { groupBlockBytes, packGroups } from "./groups";
 import { blockIQ4_NL, blockQ4_0, blockQ8_0, dotQ4_0Packed, groupQ4_0, lowNibbles, nibblesQ4_0, onesI16 } from "./relaxed";
 
@@ -73,7 +73,7 @@ const FIFTH_BIT = memory.data<u8>([16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 1
 /** one Q5_0 block at p against a packed activation block at x (packQ4_0): lanes adding up to sum n a, n = w + 16 (int16 lanes within 4 * 31 * 127) */
 // @ts-ignore: decorator
 @inline function biasedQ5_0(p: usize, x: usize, low: v128, ones: v128): v128 {
-  return biasedLanes(q5Unsigned(p, low, false), q5Unsigned(p, low, true), x, ones);
+  return biasedLanes(q5Unsigned(p, low, false), q5Unsigned(p, low, true), x, ones, false);
 }
 
 // @ts-ignore: decorator
@@ -311,9 +311,14 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   packGroups(xq, xs, g, cols, nTok, true);
 }
 
-/** Q4_0 nibbles lo, hi against the 32 int8 activations at x: lanes adding up to sum n a (the exact dot plus 8 sum a) */
+/**
+ * Q4_0 nibbles lo, hi against the 32 int8 activations at x: lanes adding up to sum n a (the exact
+ * dot plus 8 sum a). `u8`: on VNNI's dot (the nibbles its unsigned operand), two instructions
+ * where the int16 pairs take four; the same exact sums
+ */
 // @ts-ignore: decorator
-@inline function biasedLanes(lo: v128, hi: v128, x: usize, ones: v128): v128 {
+@inline function biasedLanes(lo: v128, hi: v128, x: usize, ones: v128, u8: bool): v128 {
+  if (u8) return dotAddU8(v128.load(x, 16), hi, dotAddU8(v128.load(x), lo, i32x4.splat(0)));
   return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), lo), dotI8I7(v128.load(x, 16), hi)), ones);
 }
 
@@ -329,7 +334,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's bits
  */
 // @ts-ignore: decorator
-@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool): void {
+@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool, u8: bool): void {
   let a03 = f32x4.splat(0), a47 = a03;
   const n = four ? 4 : 8;
   const blockBytes = groupBlockBytes(n, true);
@@ -349,19 +354,34 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     }
     const dw = f32x4.splat(f16(load<u16>(p)));
     const x = s + acts;
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones), biasedLanes(lo, hi, x + 32, ones), biasedLanes(lo, hi, x + 64, ones), biasedLanes(lo, hi, x + 96, ones)), offsets(v128.load(s + sums), q5));
+    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), offsets(v128.load(s + sums), q5));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
     if (!four) {
       // a store of the first four tokens' sums (into this row's own first output, written again
       // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
       // activation vectors live at once spilled half of them and both accumulators
       store<f32>(out, f32x4.extract_lane(a03, 0));
-      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones), biasedLanes(lo, hi, x + 160, ones), biasedLanes(lo, hi, x + 192, ones), biasedLanes(lo, hi, x + 224, ones)), offsets(v128.load(s + sums, 16), q5));
+      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), offsets(v128.load(s + sums, 16), q5));
       a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
     }
   }
   storeLanes(out, rows, a03);
   if (!four) storeLanes(out + (rows << 4), rows, a47);
+}
+
+/** rows r..r + 3 over the tokens of the group streams at g (rowQ4_0Group): eight at a time, then four; returns the tokens done */
+// @ts-ignore: decorator
+@inline function groupTokens(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
+  const gl = lowNibbles(), go = onesI16();
+  let g = groups, t = 0;
+  for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
+    for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5, u8);
+  }
+  if (t + 4 <= nTok) {
+    for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5, u8);
+    t += 4;
+  }
+  return t;
 }
 
 /**
@@ -370,7 +390,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * nothing over a block widened once for four tokens)
  */
 // @ts-ignore: decorator
-@inline function matQ(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, groups: usize = 0): void {
+@inline function matQ(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, groups: usize = 0, vnni: bool = false): void {
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   let r = r0;
@@ -388,16 +408,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     // Q4_0 (relaxed) and Q5_0 with group streams (relaxed build only): their tokens eight at a
     // time, then four, tile4x4's bits
     if (((relaxed && kind == 1) || kind == 2) && groups != 0) {
-      const q5 = kind == 2;
-      const gl = lowNibbles(), go = onesI16();
-      let g = groups;
-      for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
-        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5);
-      }
-      if (t + 4 <= nTok) {
-        for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5);
-        t += 4;
-      }
+      t = vnni ? groupTokens(kind == 2, true, w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokens(kind == 2, false, w, rowBytes, r, nb, groups, out, rows, nTok);
     }
     for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);
     for (let i = 0; i < 4; i++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i);
@@ -418,14 +429,14 @@ export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, 
   matQ(0, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1);
 }
 
-/** groups (or 0): the first tokens' group streams (packQ4_0Groups) */
-export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(1, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups);
+/** groups (or 0): the first tokens' group streams (packQ4_0Groups); vnni: they go through VNNI's dot (the host probed it) */
+export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(1, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
 }
 
 /** matQ4_0Relaxed for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
-export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(1, true, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups);
+export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(1, true, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
 }
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
@@ -441,8 +452,8 @@ export function matQ5_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, 
  * Q5_0 batches in the relaxed build: the tokens of the group streams (packQ4_0Groups; the int16
  * activations left as they are) through the Q4_0 group kernel with Q5_0's weights, the rest as matQ5_0
  */
-export function matQ5_0Groups(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups);
+export function matQ5_0Groups(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
 }
 
 /** IQ4_NL against Q8_0 activations: Q4_0's kernel with the indices looked up in kvalues_iq4nl (one swizzle per 16 weights) */

@@ -5,7 +5,8 @@ import { extname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
-import { GGMLType } from "../src/tensor/dtypes.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
+import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
@@ -13,10 +14,12 @@ import { rng } from "./helpers/rng.js";
 import { buildBrowser } from "../scripts/build-browser.mjs";
 
 // The wasm backend in headless Chromium (the browser build's seams, Web Worker threads): its Q8_0
-// matmuls must give the reference kernel's bits, as in Node (wasm-exact.test.ts). Chromium's V8
-// lowers Relaxed SIMD's int32 dot to VNNI's vpdpbusd on a CPU with AVX-VNNI, where Q8_0 batches
-// then run on their own kernel (q8-ggml.ts, lanesOfU8): Node 20's V8 never selects it, so this
-// page is where that kernel is checked. Which one ran is printed, and asserted from /proc/cpuinfo.
+// matmuls must give the reference kernel's bits, as in Node (wasm-exact.test.ts), and its Q4_0 /
+// Q5_0 ones the bits of Node's wasm backend (whose relaxed kernels wasm-relaxed.test.ts holds to
+// the SIMD128 build's). Chromium's V8 lowers Relaxed SIMD's int32 dot to VNNI's vpdpbusd on a CPU
+// with AVX-VNNI, where the batches' group kernels then take it (C.VNNI_DOT): Node 20's V8 never
+// does, so this page is where those paths are checked. Which dot ran is printed, and asserted
+// from /proc/cpuinfo.
 
 const CHROMIUM = "/usr/bin/chromium";
 const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`;
@@ -77,20 +80,23 @@ const IN_PAGE = `async (a) => {
   return res;
 }`;
 
-test("Q8_0 matmuls in Chromium's wasm backend give the reference kernel's bits (VNNI's dot where V8 lowers to it)", { skip }, async () => {
+test("Q8_0, Q4_0 and Q5_0 matmuls in Chromium's wasm backend give the bits of the reference (Q8_0) and of Node's wasm backend (VNNI's dot where V8 lowers to it)", { skip }, async () => {
   const r = rng(29);
   const filled = (n: number, scale: number): Float32Array => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
   const tokens = [1, 4, 8, 13, 29];
-  const weights = ([[67, 160], [130, 576], [5, 2048]] as const).map(([rows, cols]) => {
-    const rowBytes = (cols / 32) * 34;
+  const shapes = [[67, 160], [130, 576], [5, 2048]] as const;
+  const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0].flatMap((type) => shapes.map(([rows, cols]) => {
+    const rowBytes = rowByteLength(type, cols);
     const data = new Uint8Array(rows * rowBytes);
-    for (let row = 0; row < rows; row++) quantizeRow(GGMLType.Q8_0, filled(cols, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
-    // a weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
-    data[2] = 0x80;
-    return { rows, cols, type: GGMLType.Q8_0, data };
-  });
+    for (let row = 0; row < rows; row++) quantizeRow(type, filled(cols, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
+    // a Q8_0 weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
+    if (type === GGMLType.Q8_0) data[2] = 0x80;
+    return { rows, cols, type, data };
+  }));
   const x = filled(29 * 2048, 3);
   const reference = createReferenceBackend();
+  const nodeWasm = await createWasmBackend({ threads: 1, simd: "relaxed" });
+  after(() => nodeWasm.dispose());
   for (const threads of [1, 2]) {
     const args = { threads, tokens, x: Array.from(x), weights: weights.map((w) => ({ ...w, data: Array.from(w.data) })) };
     const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as { llamaCppOrder: string; vnniDot: boolean; threads: number; out: number[][] };
@@ -98,17 +104,21 @@ test("Q8_0 matmuls in Chromium's wasm backend give the reference kernel's bits (
     // llama.cpp's order needs a fused multiply-add, which every x86 CPU with FMA gives
     assert.equal(result.llamaCppOrder, "q8_0+attention", "Chromium's wasm backend does not run the exact kernels here");
     if (cpuHasAvxVnni !== undefined) assert.equal(result.vnniDot, cpuHasAvxVnni, `this CPU ${cpuHasAvxVnni ? "has" : "lacks"} AVX-VNNI, so Chromium's V8 should ${cpuHasAvxVnni ? "" : "not "}lower the relaxed dot to vpdpbusd`);
-    console.log(`${threads} thread(s): Q8_0 batches on ${result.vnniDot ? "VNNI's dot (vpdpbusd)" : "the int16-pair dot (pmaddubsw)"}`);
+    console.log(`${threads} thread(s): batches on ${result.vnniDot ? "VNNI's dot (vpdpbusd)" : "the int16-pair dot (pmaddubsw)"}`);
     let i = 0;
     for (const w of weights) {
-      const tensor = { name: "w", type: w.type, dims: [w.cols, w.rows], data: w.data };
+      // Q8_0 in llama.cpp's order: the reference's bits; Q4_0 / Q5_0: Node's wasm kernels' bits
+      const judge = w.type === GGMLType.Q8_0 ? reference : nodeWasm;
+      const data = judge === reference ? w.data : nodeWasm.allocWeights(w.data.length);
+      data.set(w.data);
+      const tensor = { name: "w", type: w.type, dims: [w.cols, w.rows], data };
       for (const n of tokens) {
         const expected = hostArray(n * w.rows);
-        reference.matmul(expected, tensor, device(x.slice(0, n * w.cols)), n);
+        judge.matmul(expected, tensor, device(x.slice(0, n * w.cols)), n);
         const bits = Array.from(new Uint32Array(expected.buffer, expected.byteOffset, expected.length));
         const got = result.out[i++]!;
         const at = bits.findIndex((b, j) => b !== got[j]);
-        assert.equal(at, -1, `${w.rows}x${w.cols}, ${n} tokens, ${threads} threads: element ${at} differs (browser bits ${got[at]?.toString(16)}, reference ${bits[at]?.toString(16)})`);
+        assert.equal(at, -1, `${typeName(w.type)} ${w.rows}x${w.cols}, ${n} tokens, ${threads} threads: element ${at} differs (browser bits ${got[at]?.toString(16)}, expected ${bits[at]?.toString(16)})`);
       }
     }
   }

@@ -225,8 +225,6 @@ function bytesPerToken(cols: number, rows: number): number {
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
-  [C.Kind.Q8_0_EXACT_U8, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
-  [C.Kind.Q8_0_EXACT_U8_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
@@ -311,8 +309,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
    */
   function relaxedKernel(kind: C.Kind, nTok: number): C.Kind | undefined {
     if (variant !== "relaxed") return undefined;
-    // batches of four or more (group streams) on VNNI's dot where the runtime lowers to it
-    if (exact && kind === C.Kind.Q8_0) return dotAddUnsigned && nTok >= 4 ? C.Kind.Q8_0_EXACT_U8 : C.Kind.Q8_0_EXACT;
+    if (exact && kind === C.Kind.Q8_0) return C.Kind.Q8_0_EXACT;
     if (kind === C.Kind.Q2_K) return C.Kind.Q2_K_RELAXED;
     if (kind === C.Kind.Q3_K) return C.Kind.Q3_K_RELAXED;
     if (kind === C.Kind.Q4_K) return C.Kind.Q4_K_RELAXED;
@@ -331,7 +328,6 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const finiteVariants = new Map<C.Kind, [C.Kind, GGMLType]>([
     [C.Kind.Q4_0_RELAXED, [C.Kind.Q4_0_RELAXED_FINITE, GGMLType.Q4_0]],
     [C.Kind.Q8_0_EXACT, [C.Kind.Q8_0_EXACT_FINITE, GGMLType.Q8_0]],
-    [C.Kind.Q8_0_EXACT_U8, [C.Kind.Q8_0_EXACT_U8_FINITE, GGMLType.Q8_0]],
   ]);
 
   /**
@@ -435,10 +431,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
       if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
-      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE || relaxedKind === C.Kind.Q8_0_EXACT_U8 || relaxedKind === C.Kind.Q8_0_EXACT_U8_FINITE) {
-        // the group streams are read from the int16 activations, which packQ8_0Exact rewrites
-        const unsignedActivations = relaxedKind === C.Kind.Q8_0_EXACT_U8 || relaxedKind === C.Kind.Q8_0_EXACT_U8_FINITE;
-        if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok, unsignedActivations ? 1 : 0);
+      else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) {
+        // the group streams are read from the int16 activations, which packQ8_0Exact rewrites;
+        // on VNNI's dot as unsigned bytes (see C.VNNI_DOT)
+        if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok, dotAddUnsigned ? 1 : 0);
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
@@ -468,6 +464,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     control[C.XS] = xs;
     control[C.XB] = xb;
     control[C.GROUPS] = groups;
+    control[C.VNNI_DOT] = dotAddUnsigned ? 1 : 0;
     control[C.OUT] = writeInPlace ? outAt.ptr : o;
     // the bias after the outputs (the scratch was asked for its bytes too)
     const b = o + align64(nTok * rows * 4);

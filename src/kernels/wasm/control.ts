@@ -38,6 +38,13 @@ export const EPS_F64 = 10;
  */
 export const KV_PLANE = 22;
 /**
+ * matmul jobs: 1 where the runtime lowers Relaxed SIMD's int32 dot to VNNI's vpdpbusd (probed by
+ * the host: probeDotAdd): the group kernels of batches (Q8_0's exact one, whose group streams are
+ * then packed as unsigned bytes, Q4_0's and Q5_0's) take it; the same bits. A job word outside
+ * the job words' range, like GROUPS
+ */
+export const VNNI_DOT = 23;
+/**
  * NEXT and NEXT_TAG are one 64-bit word: the first row (or item) not yet claimed and the
  * job's tag (the GEN it runs under). claim() in assembly/index.ts moves the row on by
  * compare-and-swap only while the tag is its job's, so a thread late from an old job never
@@ -199,13 +206,6 @@ export enum Kind {
   Q5_0_RELAXED = 51,
   /** ROWS rows of COLS f16 values from W (row rows[r] ROW_BYTES apart, XB = the row index) to f32 rows at OUT; XS = an i32 set to 1 on an Inf/NaN half */
   HALF_ROWS = 52,
-  /**
-   * Q8_0_EXACT / Q8_0_EXACT_FINITE with the batches' group streams as unsigned bytes (packQ8_0Groups'
-   * unsignedActivations) for VNNI's dot, where the runtime lowers the relaxed int32 dot to it
-   * (probeDotAdd; relaxed build only): the same bits
-   */
-  Q8_0_EXACT_U8 = 53,
-  Q8_0_EXACT_U8_FINITE = 54,
 }
 
 /**
