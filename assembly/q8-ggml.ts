@@ -110,22 +110,23 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   const end = g + <usize>nb * blockBytes;
   for (let p = p0, s = g; s < end; p += 34, s += blockBytes) {
     const w = v128.load(p + half, 2);
-    // u8: the correction in place of |w| and the sign mask (both unused there)
-    const absW = u8 ? i32x4.neg(dotAddU8(w, i8x16.splat(-128), i32x4.splat(0))) : i8x16.abs(w);
-    const m = u8 ? w : i8x16.lt_s(w, i8x16.splat(0));
+    // the int16 path's |w| and sign mask, VNNI's correction -128 * (w's lane sums): one side's
+    // values only (u8 is a constant in each copy of this loop, the other side's code is dropped)
+    const absW = u8 ? w : i8x16.abs(w), m = u8 ? w : i8x16.lt_s(w, i8x16.splat(0));
+    const corr = u8 ? i32x4.neg(dotAddU8(w, i8x16.splat(-128), i32x4.splat(0))) : w;
     const dw = f32x4.splat(load<f32>(table + (<usize>load<u16>(p) << 2)));
     const x = s + acts + half;
     let d = f32x4.mul(dw, v128.load(s));
-    a0 = fma(u8 ? lanesOfU8(w, absW, v128.load(x)) : lanesOf(absW, m, v128.load(x), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
-    a1 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 32)) : lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
-    a2 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 64)) : lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
-    a3 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 96)) : lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
+    a0 = fma(u8 ? lanesOfU8(w, corr, v128.load(x)) : lanesOf(absW, m, v128.load(x), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a0);
+    a1 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 32)) : lanesOf(absW, m, v128.load(x, 32), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a1);
+    a2 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 64)) : lanesOf(absW, m, v128.load(x, 64), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a2);
+    a3 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 96)) : lanesOf(absW, m, v128.load(x, 96), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a3);
     if (!four) {
       d = f32x4.mul(dw, v128.load(s, 16));
-      a4 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 128)) : lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
-      a5 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 160)) : lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
-      a6 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 192)) : lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
-      a7 = fma(u8 ? lanesOfU8(w, absW, v128.load(x, 224)) : lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
+      a4 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 128)) : lanesOf(absW, m, v128.load(x, 128), ones), i32x4.shuffle(d, d, 0, 0, 0, 0), a4);
+      a5 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 160)) : lanesOf(absW, m, v128.load(x, 160), ones), i32x4.shuffle(d, d, 1, 1, 1, 1), a5);
+      a6 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 192)) : lanesOf(absW, m, v128.load(x, 192), ones), i32x4.shuffle(d, d, 2, 2, 2, 2), a6);
+      a7 = fma(u8 ? lanesOfU8(w, corr, v128.load(x, 224)) : lanesOf(absW, m, v128.load(x, 224), ones), i32x4.shuffle(d, d, 3, 3, 3, 3), a7);
     }
   }
   if (four) store4(acc, a0, a1, a2, a3);
