@@ -19,6 +19,8 @@ import { hsumI32 } from "./simd";
 export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool, unsignedActivations: bool = false): usize {
   const nb = <usize>(cols >> 5);
   const acts = (<usize>n) << (sums ? 3 : 2);
+  // a + 128 as an unsigned byte is a with its top bit flipped
+  const flip = i8x16.splat(unsignedActivations ? -128 : 0);
   for (let b: usize = 0; b < nb; b++, o += groupBlockBytes(n, sums)) {
     for (let k = 0; k < n; k++) {
       const tok = <usize>(t + k);
@@ -26,8 +28,6 @@ export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: 
       const q = xq + ((tok * <usize>cols + (b << 5)) << 1);
       const lo = i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16));
       const hi = i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48));
-      // a + 128 as an unsigned byte is a with its top bit flipped
-      const flip = i8x16.splat(unsignedActivations ? -128 : 0);
       v128.store(o + acts + (<usize>k << 5), v128.xor(lo, flip));
       v128.store(o + acts + (<usize>k << 5), v128.xor(hi, flip), 16);
       if (sums) store<i32>(o + ((<usize>(n + k)) << 2), hsumI32(i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extadd_pairwise_i8x16_s(lo), i16x8.extadd_pairwise_i8x16_s(hi)))) << 3);

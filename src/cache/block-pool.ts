@@ -25,7 +25,7 @@
  * start the same way takes it up again (`lookup`, `revive`) or `take` needs room and evicts it.
  * Registration ids are never reused, so a key built on an evicted block matches nothing.
  */
-import { F32_CACHE, hostMemory, kvCacheEncoding, kvRowFloats, type Backend, type DeviceArray, type KVCacheEncoding, type KVCacheTypes } from "../kernels/index.js";
+import { F32_CACHE, headRowIndex, hostMemory, kvCacheEncoding, kvRowFloats, type Backend, type DeviceArray, type KVCacheEncoding, type KVCacheTypes } from "../kernels/index.js";
 import { formatBytes } from "../units/index.js";
 
 export const DEFAULT_BLOCK_SIZE = 16;
@@ -324,9 +324,7 @@ export class KVBlockPool {
       return;
     }
     // the source's n rows of all heads are n * nKvHeads head rows, token after token
-    const heads = this.nKvHeads, plane = this.blockCount * this.blockSize;
-    const headRows = new Int32Array(n * heads);
-    for (let i = 0; i < n; i++) for (let h = 0; h < heads; h++) headRows[i * heads + h] = h * plane + rows[i]!;
+    const heads = this.nKvHeads, headRows = headRowIndex(rows, n, heads, this.blockCount * this.blockSize);
     this.storage.scatterRows(this.keys[layer]!, headRows, k, this.headDim, n * heads, this.encoding.k);
     this.storage.scatterRows(this.values[layer]!, headRows, v, this.headDim, n * heads, this.encoding.v);
   }

@@ -2,7 +2,7 @@ import type { Backend } from "./backend.js";
 import type { GGMLType } from "../tensor/index.js";
 import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
 
-export { hostMemory, checkAttentionOrder, checkKVCacheType, F32_CACHE, isPlainF32, KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./reference/index.js";
+export { hostMemory, checkAttentionOrder, checkKVCacheType, F32_CACHE, headRowIndex, isPlainF32, KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
 
 export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js";

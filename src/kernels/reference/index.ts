@@ -19,4 +19,4 @@ export { dotQ6_K } from "./dot-q6_k.js";
 export { dotIQ4_NL, dotIQ4_XS } from "./dot-iq4.js";
 export { attentionEncoded, attentionMatmulOrder } from "./kv-attention.js";
 export { quantizeActivationsQ8_0 } from "./activation-quant.js";
-export { bytesOf, checkAttentionOrder, checkKVCacheType, halfSidesOf, decodeKV, encodeKVRow, F32_CACHE, F32_ENCODING, isPlainF32, KV_CACHE_TYPES, kvBytes, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./kv-encoding.js";
+export { bytesOf, checkAttentionOrder, checkKVCacheType, halfSidesOf, decodeKV, encodeKVRow, F32_CACHE, F32_ENCODING, headRowIndex, isPlainF32, KV_CACHE_TYPES, kvBytes, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./kv-encoding.js";

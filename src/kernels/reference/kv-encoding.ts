@@ -160,6 +160,16 @@ export function decodeKV(type: KVCacheType, src: Uint8Array, offset: number, n: 
 }
 
 /**
+ * The head rows of n positions' rows in a cache of planes per KV head (KVCacheEncoding.headPlane),
+ * position after position: out[i * nKvHeads + h] = h * headPlane + rows[i], the order of a source
+ * holding each position's heads one after another
+ */
+export function headRowIndex(rows: ArrayLike<number>, n: number, nKvHeads: number, headPlane: number, out: Int32Array<ArrayBufferLike> = new Int32Array(n * nKvHeads)): Int32Array<ArrayBufferLike> {
+  for (let i = 0; i < n; i++) for (let h = 0; h < nKvHeads; h++) out[i * nKvHeads + h] = h * headPlane + rows[i]!;
+  return out;
+}
+
+/**
  * The rows of positions [0, nAll) of a cache side stored as one plane per KV head
  * (KVCacheEncoding.headPlane: head h of pool row r at head row h * headPlane + r, headFloats
  * floats each), as rows of every head in position order (row p: position p's), the layout the

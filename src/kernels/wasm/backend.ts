@@ -2,7 +2,7 @@ import { cpuCount, envVar } from "../../platform/host.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../backend.js";
 import { checkRows, type HalfSides } from "../ops/attention.js";
 import { swiglu } from "../ops/activations.js";
-import { checkEpilogue, createReferenceBackend, device, halfSidesOf, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
+import { checkEpilogue, createReferenceBackend, device, halfSidesOf, headRowIndex, host, hostMemoryOps, isPlainF32, kvRowFloats, quantizeActivationsQ8_0, type KVCacheEncoding } from "../reference/index.js";
 import { EXP2_TABLE } from "../ops/expf.js";
 import { hadamardInPlace } from "../ops/hadamard.js";
 import { ropeAngles } from "../ops/rope.js";
@@ -54,8 +54,9 @@ export interface WasmBackend extends Backend {
   /** worker claims the main thread took over because the worker had stopped mid-claim (see pool.ts) */
   readonly stolenClaims: number;
   /**
-   * Whether Q8_0 batches in llama.cpp's order run on VNNI's dot (the runtime lowers Relaxed
-   * SIMD's int32 dot to vpdpbusd: V8 on a CPU with AVX-VNNI); the same bits either way
+   * Whether the batches' group kernels (Q8_0 in llama.cpp's order, Q4_0, Q5_0) run on VNNI's dot
+   * (the runtime lowers Relaxed SIMD's int32 dot to vpdpbusd: V8 on a CPU with AVX-VNNI); the
+   * same bits either way
    */
   readonly vnniDot: boolean;
   /**
@@ -533,10 +534,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const control = space.control;
     const flag = new Int32Array(buffer, flagPtr, 1);
     flag[0] = 0;
-    if (headRowsBytes !== 0) {
-      const headRows = new Int32Array(buffer, headRowsPtr, nAll * nKvHeads);
-      for (let j = 0; j < nAll; j++) for (let h = 0; h < nKvHeads; h++) headRows[j * nKvHeads + h] = h * plane + rowIndex[j]!;
-    }
+    if (headRowsBytes !== 0) headRowIndex(rowIndex, nAll, nKvHeads, plane, new Int32Array(buffer, headRowsPtr, nAll * nKvHeads));
     // rows of every head, or each position's head rows from the planes
     const [stageIndex, stageRows, stageWidth] = headRowsBytes !== 0 ? [headRowsPtr, nAll * nKvHeads, headDim] : [rPtr, nAll, nKvHeads * headDim];
     if (stageK) stageHalfRows(index, kStage, kPtr, stageIndex, stageRows, stageWidth, flagPtr);
@@ -709,7 +707,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     name: "wasm",
     llamaCppOrder: exact ? "q8_0+attention" : "none",
     threads,
-    vnniDot: exact && dotAddUnsigned,
+    vnniDot: dotAddUnsigned,
     // the exact kernel reads f32 and f16 sides in llama.cpp's matrix-product order from planes per KV head
     kvHeadPlanes: (encoding, headDim) => exact && !encoding.flash && PLANE_TYPES.has(encoding.k.type) && PLANE_TYPES.has(encoding.v.type) && headDim % 8 === 0,
     get stolenClaims(): number {

@@ -36,6 +36,7 @@ export interface KernelExports {
   swigluGgml(out: number, gate: number, up: number, n: number): void;
   /** lane 0 of the relaxed int8 dot of splat(a), splat(b) (0 in the SIMD128 build) */
   probeDot(a: number, b: number): number;
+  /** lane 0 of the relaxed int32 dot of splat(a), splat(b) added to splat(c) (0 in the SIMD128 build) */
   probeDotAdd(a: number, b: number, c: number): number;
   /** lane 0 of the relaxed byte blend of splat(a), splat(b) under mask splat(m) (0 in the SIMD128 build) */
   probeBlend(a: number, b: number, m: number): number;
