@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -9,6 +11,7 @@ import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import { device, hostArray } from "./helpers/host-array.js";
+import type { MatmulReply, MatmulRequest } from "./helpers/wasm-backend-page.js";
 import { rng } from "./helpers/rng.js";
 // @ts-expect-error: plain JS build script
 import { buildBrowser } from "../scripts/build-browser.mjs";
@@ -35,50 +38,45 @@ const TYPES: Record<string, string> = { ".js": "text/javascript", ".wasm": "appl
 let dir = "";
 let browser: Browser | undefined;
 let page: Page;
+let server: Server | undefined;
 
 before(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), "tsllm-wasm-page-"));
   await buildBrowser({ outdir: dir, entries: { "wasm-page": "test/helpers/wasm-backend-page.ts", "kernel-worker": "src/browser/kernel-worker.ts" } });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
-  page = await browser.newPage();
-  // cross-origin isolated (shared WebAssembly memories need it), as the browser example serves
+  // a loopback server (the test worker's kernel workers load from it too), cross-origin isolated
+  // as the browser example serves: shared WebAssembly memories need it
   const isolated = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp", "Cross-Origin-Resource-Policy": "same-origin" };
-  await page.route("http://localhost/**", (route) => {
-    const name = new URL(route.request().url()).pathname.slice(1);
+  server = createServer((req, res) => {
+    const name = new URL(req.url ?? "/", "http://localhost").pathname.slice(1);
     const file = join(dir, name);
-    if (name !== "" && existsSync(file)) return route.fulfill({ headers: isolated, contentType: TYPES[extname(name)] ?? "application/octet-stream", body: readFileSync(file) });
-    return route.fulfill({ headers: isolated, contentType: "text/html", body: "<!doctype html><title>wasm</title>" });
+    const found = name !== "" && !name.includes("..") && existsSync(file);
+    res.writeHead(200, { ...isolated, "Content-Type": found ? (TYPES[extname(name)] ?? "application/octet-stream") : "text/html" });
+    res.end(found ? readFileSync(file) : "<!doctype html><title>wasm</title>");
   });
-  await page.goto("http://localhost/");
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
 });
 
 after(async () => {
   await browser?.close();
+  server?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** runs in the page (a string: tsx's transform would add helpers the page lacks): each weight's matmul per token count, outputs as f32 bits */
-const IN_PAGE = `async (a) => {
-  const { createBrowserBackend } = await import("/wasm-page.js");
-  const b = await createBrowserBackend("wasm", { threads: a.threads, simd: "relaxed" });
-  const out = [];
-  for (const w of a.weights) {
-    const wd = b.allocWeights(w.data.length);
-    wd.set(w.data);
-    const tensor = { name: "w", type: w.type, dims: [w.cols, w.rows], data: wd };
-    for (const n of a.tokens) {
-      const x = b.allocActivations(n * w.cols);
-      b.write(x, new Float32Array(a.x.slice(0, n * w.cols)));
-      const o = b.allocActivations(n * w.rows);
-      b.matmul(o, tensor, x, n);
-      out.push(Array.from(new Uint32Array((await b.read(o)).buffer)));
-    }
-  }
-  const res = { llamaCppOrder: b.llamaCppOrder, vnniDot: b.vnniDot, threads: b.threads, out };
-  b.dispose();
-  return res;
-}`;
+/** runs in the page (a string: tsx's transform would add helpers the page lacks): the matmuls in a module worker (wasm-backend-page.ts), as the browser's engine runs its backend */
+const IN_PAGE = `(args) => new Promise((resolve, reject) => {
+  const worker = new Worker("/wasm-page.js", { type: "module" });
+  worker.onerror = (e) => reject(new Error("the test worker failed: " + e.message));
+  worker.onmessage = (e) => {
+    worker.terminate();
+    if (e.data.error) reject(new Error(e.data.error));
+    else resolve(e.data.reply);
+  };
+  worker.postMessage(args);
+})`;
 
 test("Q8_0, Q4_0 and Q5_0 matmuls in Chromium's wasm backend give the bits of the reference (Q8_0) and of Node's wasm backend (VNNI's dot where V8 lowers to it)", { skip }, async () => {
   const r = rng(29);
@@ -112,8 +110,8 @@ test("Q8_0, Q4_0 and Q5_0 matmuls in Chromium's wasm backend give the bits of th
     });
   });
   for (const threads of [1, 2]) {
-    const args = { threads, tokens, x: Array.from(x), weights: weights.map((w) => ({ ...w, data: Array.from(w.data) })) };
-    const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as { llamaCppOrder: string; vnniDot: boolean; threads: number; out: number[][] };
+    const args: MatmulRequest = { threads, tokens, x: Array.from(x), weights: weights.map((w) => ({ ...w, data: Array.from(w.data) })) };
+    const result = (await page.evaluate(`(${IN_PAGE})(${JSON.stringify(args)})`)) as MatmulReply;
     assert.equal(result.threads, threads);
     // the exact kernels where Node's run them (x86 with FMA)
     assert.equal(result.llamaCppOrder, nodeWasm.llamaCppOrder, "Chromium's wasm backend and Node's disagree on running llama.cpp's order");
@@ -126,4 +124,11 @@ test("Q8_0, Q4_0 and Q5_0 matmuls in Chromium's wasm backend give the bits of th
       assert.equal(at, -1, `${what}, ${threads} threads: element ${at} differs (browser bits ${got[at]?.toString(16)}, expected ${bits[at]?.toString(16)})`);
     });
   }
+});
+
+test("a page's main thread gets a clear error for a threaded wasm backend (its pool must block in Atomics.wait), and runs one thread", { skip }, async () => {
+  const outcome = (threads: number): Promise<string> =>
+    page.evaluate(`import("/wasm-page.js").then((m) => m.createBrowserBackend("wasm", { threads: ${threads} })).then((b) => { const t = b.threads; b.dispose(); return "created, threads " + t; }, (e) => e.message)`) as Promise<string>;
+  assert.match(await outcome(2), /^wasm backend: 2 threads need a thread that may block in Atomics\.wait .* not a page's main thread/);
+  assert.equal(await outcome(1), "created, threads 1");
 });

@@ -55,6 +55,16 @@ const STEAL_AFTER_MS = 0.03;
 /** a sleeping main thread looks at FAILED this often, in milliseconds */
 const SLEEP_CHECK_MS = 5;
 
+/** whether this thread may sleep in Atomics.wait, which the pool's waits do once a job outlasts their spin (a window's main thread may not) */
+function mayBlock(): boolean {
+  try {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** NEXT's 64-bit value: the tag in the high word, the row in the low one */
 function tagged(tag: number, row: number): bigint {
   return BigInt.asIntN(64, (BigInt(tag >>> 0) << 32n) | BigInt(row));
@@ -65,6 +75,7 @@ function nextWord(space: PoolSpace): BigInt64Array {
 }
 
 export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number): Promise<ThreadPool> {
+  if (!mayBlock()) throw new Error(`wasm backend: ${threads} threads need a thread that may block in Atomics.wait (a Worker or Node's main thread), not a page's main thread: run the model in a Worker (the browser engine's worker does) or use threads: 1`);
   const { memory, ctrl, f16Table } = first;
   const control = first.control;
   const spaces: PoolSpace[] = [first];
