@@ -2,7 +2,7 @@ import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, typ
 import { availableMemoryBytes, checkMemoryPlan, Engine, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
@@ -337,26 +337,13 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
       storage: backend,
       source: path,
     });
-    if (options.warmup !== false) await warmUp(model);
+    if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
   } catch (e) {
     backend.dispose();
     throw e;
   }
-}
-
-/**
- * A prompt of two tokens and one decode step on a cache of its own, thrown away: the batch and
- * single-token kernels, the attention of both, the RoPE tables and the JavaScript around them
- * run once before any request (token 0 exists in every vocabulary; the engine's pool and its
- * prefix cache are not touched)
- */
-async function warmUp(model: LanguageModel): Promise<void> {
-  const positions = Math.min(3, model.info.maxPositions ?? 3);
-  const cache = model.createCache(positions);
-  await model.forwardAsync(positions >= 2 ? [0, 0] : [0], cache);
-  if (positions >= 3) await model.forwardAsync([0], cache);
 }
 
 /** the KV cache types the options ask for (f32 where unset) */

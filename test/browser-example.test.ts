@@ -207,7 +207,7 @@ test("Stop aborts a generation: the result says finishReason abort", { skip }, a
   }
 });
 
-test("TsllmWorker from a page's own script: tokenize, stream and chat (a template given as an option) as the Node library does", { skip }, async () => {
+test("TsllmWorker from a page's own script: tokenize, stream and chat (a template given as an option) as the Node library does; the load's warm-up leaves nothing in the prefix cache, and warmup: false gives the same tokens", { skip }, async () => {
   const { CHAT_TEMPLATE } = await import("./helpers/serve.js");
   const c = cases()[0]!;
   const page = await browser!.newPage();
@@ -223,12 +223,16 @@ test("TsllmWorker from a page's own script: tokenize, stream and chat (a templat
       let r;
       while (!(r = await it.next()).done) if (r.value.token !== undefined) streamed.push(r.value.token);
       const chat = await engine.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: prompt }], { chatTemplate: template, temperature: 0, maxTokens: 20 });
+      await engine.load("/models/stories260K.gguf", { warmup: false });
+      const cold = await engine.generate(prompt, { maxTokens: 10, temperature: 0 });
       engine.terminate();
-      return { ids, streamed, result: r.value.completionTokens, chat: chat.completion };
+      return { ids, streamed, result: r.value.completionTokens, cachedPromptTokens: r.value.timings.cachedPromptTokens, chat: chat.completion, cold: cold.completionTokens };
     }, { prompt: c.prompt, template: CHAT_TEMPLATE });
     assert.deepEqual(got.ids, c.promptTokens);
     assert.deepEqual(got.streamed, c.completionTokens.slice(0, 10));
     assert.deepEqual(got.result, got.streamed);
+    assert.equal(got.cachedPromptTokens, 0, "the warm-up at load put nothing into the prefix cache");
+    assert.deepEqual(got.cold, got.streamed, "loaded with warmup: false");
     const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 2 });
     try {
       const want = await model.chat([{ role: "system", content: "Tell a story." }, { role: "user", content: c.prompt }], { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 20 });

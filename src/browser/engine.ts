@@ -7,6 +7,7 @@
 import { Engine } from "../engine/index.js";
 import { GGUFMetadata, parseGGUFHeader } from "../formats/gguf-reader.js";
 import { GGUFTensorSource } from "../formats/tensor-source.js";
+import { warmUpForward } from "../generation/index.js";
 import { defaultContextSize, Model } from "../llm.js";
 import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
@@ -32,6 +33,11 @@ export interface BrowserLoadOptions extends BrowserBackendOptions {
    * again when the ETag, Last-Modified or size changed; false: no cache, HTTP Range reads
    */
   cache?: boolean | "revalidate";
+  /**
+   * a throwaway two-token prompt and decode step at load, so that the kernels and the JavaScript
+   * around them are compiled before the first prompt (default true; false: that prompt pays it)
+   */
+  warmup?: boolean;
   /** called as the file downloads (into the cache) and as the weights are read: bytes so far and in all */
   onProgress?: (progress: LoadProgress) => void;
 }
@@ -99,6 +105,7 @@ async function buildFrom(name: string, file: RandomAccessFile, options: BrowserL
         storage: backend,
         source: name,
       });
+      if (options.warmup !== false) await warmUpForward(model);
       return new Model(name, model.info, tokenizer, metadata, backend, model, engine, performance.now() - t0);
     } catch (e) {
       backend.dispose();

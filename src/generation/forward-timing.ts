@@ -40,3 +40,21 @@ export async function timeGreedyForward(lm: LanguageModel, promptTokens: readonl
     cache.free();
   }
 }
+
+/**
+ * A prompt of two tokens and one decode step on a cache of its own, thrown away: the batch and
+ * single-token kernels, the attention of both, the RoPE tables and the JavaScript around them
+ * run once before any request (token 0 exists in every vocabulary; the engine's pool and its
+ * prefix cache are not touched). Without it a first prompt in Chromium runs ~50% longer (its
+ * JavaScript and wasm compiled on first use); Node's loader and the browser's both run it.
+ */
+export async function warmUpForward(model: LanguageModel): Promise<void> {
+  const positions = Math.min(3, model.info.maxPositions ?? 3);
+  const cache = model.createCache(positions);
+  try {
+    await model.forwardAsync(positions >= 2 ? [0, 0] : [0], cache);
+    if (positions >= 3) await model.forwardAsync([0], cache);
+  } finally {
+    cache.free();
+  }
+}
