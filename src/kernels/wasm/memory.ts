@@ -72,6 +72,11 @@ export class SharedArena {
     return ptr;
   }
 
+  /** frees the `byteLength` bytes at `ptr` when they are the last allocated (a bump allocator frees only its top); else keeps them */
+  giveBackTop(ptr: number, byteLength: number): void {
+    if (this.top === ptr + byteLength) this.top = ptr;
+  }
+
   /** the offset of `view` in this memory, or undefined if it is not a view into it */
   offsetOf(view: ArrayBufferView): number | undefined {
     return this.buffers.has(view.buffer) ? view.byteOffset : undefined;
