@@ -9,23 +9,36 @@
   return a;
 }
 
+/**
+ * ggml_v_expf's constants, each read with v128.load32_splat: V8 builds a v128.const at every use
+ * (two 64-bit immediates moved in, four instructions), one broadcast load is one
+ */
+const EXP_CONSTS = memory.data<f32>([
+  1.4426950216293335, 12582912, 1.428606765330187e-6, 0.693145751953125,
+  0.008247390389442444, 0.04189976677298546, 0.16668395698070526, 0.4999912679195404,
+  0.9999994039535522, 1,
+]);
+const EXP_LIMITS = memory.data<i32>([-126, 127]);
+
 /** ggml_v_expf on four lanes, as expfGgml in src/kernels/ops/activations.ts */
 // @ts-ignore: decorator
 @inline export function expGgml(x: v128): v128 {
-  const z = fma(x, f32x4.splat(<f32>1.4426950216293335), f32x4.splat(<f32>12582912));
-  const n = f32x4.sub(z, f32x4.splat(<f32>12582912));
+  const shifter = v128.load32_splat(EXP_CONSTS, 4);
+  const z = fma(x, v128.load32_splat(EXP_CONSTS), shifter);
+  const n = f32x4.sub(z, shifter);
   const negN = f32x4.neg(n);
-  const b = fma(negN, f32x4.splat(<f32>1.428606765330187e-6), fma(negN, f32x4.splat(<f32>0.693145751953125), x));
+  const b = fma(negN, v128.load32_splat(EXP_CONSTS, 8), fma(negN, v128.load32_splat(EXP_CONSTS, 12), x));
   const u = f32x4.mul(b, b);
   const j = fma(
-    fma(fma(f32x4.splat(<f32>0.008247390389442444), b, f32x4.splat(<f32>0.04189976677298546)), u, fma(f32x4.splat(<f32>0.16668395698070526), b, f32x4.splat(<f32>0.4999912679195404))),
+    fma(fma(v128.load32_splat(EXP_CONSTS, 16), b, v128.load32_splat(EXP_CONSTS, 20)), u, fma(v128.load32_splat(EXP_CONSTS, 24), b, v128.load32_splat(EXP_CONSTS, 28))),
     u,
-    fma(f32x4.splat(<f32>0.9999994039535522), b, f32x4.splat(<f32>1)),
+    fma(v128.load32_splat(EXP_CONSTS, 32), b, v128.load32_splat(EXP_CONSTS, 36)),
   );
   const ni = i32x4.trunc_sat_f32x4_s(n);
-  if (i32x4.all_true(v128.and(i32x4.ge_s(ni, i32x4.splat(-126)), i32x4.le_s(ni, i32x4.splat(127))))) {
+  const low = v128.load32_splat(EXP_LIMITS), high = v128.load32_splat(EXP_LIMITS, 4);
+  if (i32x4.all_true(v128.and(i32x4.ge_s(ni, low), i32x4.le_s(ni, high)))) {
     // 2^n is a normal float: one exact scaling, rounded once like the f64 product
-    return f32x4.mul(j, i32x4.shl(i32x4.add(ni, i32x4.splat(127)), 23));
+    return f32x4.mul(j, i32x4.shl(i32x4.add(ni, high), 23));
   }
   let r = f32x4.splat(0);
   r = f32x4.replace_lane(r, 0, scale2(f32x4.extract_lane(j, 0), f32x4.extract_lane(n, 0)));
