@@ -92,6 +92,12 @@ export const VALUES_STAGED: i32 = 8;
   const q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
   const ea = f32x4.add(f32x4.add(fma(v128.load(a), q0, z), fma(v128.load(a, 128), q2, z)), f32x4.add(fma(v128.load(a, 64), q1, z), fma(v128.load(a, 192), q3, z)));
   const eb = f32x4.add(f32x4.add(fma(v128.load(c), q0, z), fma(v128.load(c, 128), q2, z)), f32x4.add(fma(v128.load(c, 64), q1, z), fma(v128.load(c, 192), q3, z)));
+  storePieces(ea, eb, ta, tb, ha, hb, mode);
+}
+
+/** eighth64x2's results ea and eb for its two keys, combined as `mode` says */
+// @ts-ignore: decorator
+@inline function storePieces(ea: v128, eb: v128, ta: usize, tb: usize, ha: usize, hb: usize, mode: i32): void {
   if (mode == 0) {
     v128.store(ta, ea);
     v128.store(tb, eb);
@@ -105,6 +111,43 @@ export const VALUES_STAGED: i32 = 8;
     v128.store(ta, f32x4.add(v128.load(ta), f32x4.add(ea, v128.load(ha))));
     v128.store(tb, f32x4.add(v128.load(tb), f32x4.add(eb, v128.load(hb))));
   }
+}
+
+/**
+ * eighth64x2 for two heads' queries at ya and yb (heads of one KV group) over the same two keys:
+ * the keys' eight vectors loaded once for both heads, each head's products and sums as
+ * eighth64x2's; the first head's results stored (ta, tb; halves ha) before the second's query is
+ * loaded (V8 would otherwise hoist every load), the second's at tc, td (halves hc)
+ */
+// @ts-ignore: decorator
+@inline function eighth64x2x2(xa: usize, xb: usize, ya: usize, yb: usize, o: usize, ta: usize, tb: usize, tc: usize, td: usize, ha: usize, hc: usize, mode: i32): void {
+  const z = f32x4.splat(0);
+  const a = xa + o, c = xb + o;
+  const a0 = v128.load(a), a1 = v128.load(a, 64), a2 = v128.load(a, 128), a3 = v128.load(a, 192);
+  const c0 = v128.load(c), c1 = v128.load(c, 64), c2 = v128.load(c, 128), c3 = v128.load(c, 192);
+  let b = ya + o;
+  let q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
+  storePieces(
+    f32x4.add(f32x4.add(fma(a0, q0, z), fma(a2, q2, z)), f32x4.add(fma(a1, q1, z), fma(a3, q3, z))),
+    f32x4.add(f32x4.add(fma(c0, q0, z), fma(c2, q2, z)), f32x4.add(fma(c1, q1, z), fma(c3, q3, z))),
+    ta, tb, ha, ha + 16, mode,
+  );
+  b = yb + o;
+  q0 = v128.load(b); q1 = v128.load(b, 64); q2 = v128.load(b, 128); q3 = v128.load(b, 192);
+  storePieces(
+    f32x4.add(f32x4.add(fma(a0, q0, z), fma(a2, q2, z)), f32x4.add(fma(a1, q1, z), fma(a3, q3, z))),
+    f32x4.add(f32x4.add(fma(c0, q0, z), fma(c2, q2, z)), f32x4.add(fma(c1, q1, z), fma(c3, q3, z))),
+    tc, td, hc, hc + 16, mode,
+  );
+}
+
+/** keyPartials2 for two heads (queries at ya and yb) over keys xa and xb: results at ta, tb and tc, td (half: scratch for four vectors) */
+// @ts-ignore: decorator
+@inline function keyPartials2x2(xa: usize, xb: usize, ya: usize, yb: usize, ta: usize, tb: usize, tc: usize, td: usize, half: usize): void {
+  eighth64x2x2(xa, xb, ya, yb, 16, ta, tb, tc, td, half, half + 32, 0);
+  eighth64x2x2(xa, xb, ya, yb, 48, ta, tb, tc, td, half, half + 32, 1);
+  eighth64x2x2(xa, xb, ya, yb, 0, ta, tb, tc, td, half, half + 32, 2);
+  eighth64x2x2(xa, xb, ya, yb, 32, ta, tb, tc, td, half, half + 32, 3);
 }
 
 /**
@@ -159,11 +202,11 @@ const KEY_BLOCK: i32 = 32;
 
 /**
  * per-thread scratch bytes: per head of a run its score row and value accumulators, the block's
- * partial dots and two vectors, a key block converted from f16, and the non-finite tally
+ * partial dots of two heads and four vectors, a key block converted from f16, and the non-finite tally
  */
 export function attendGgmlScratchBytes(nAll: i32, headDim: i32, group: i32): usize {
   const padded = (nAll + 63) & ~63;
-  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>KEY_BLOCK + 2) << 4) + ((<usize>(KEY_BLOCK * headDim)) << 2) + 16;
+  return (<usize>runLength(group)) * ((((<usize>padded) << 2) + ((<usize>(64 * headDim)) << 2))) + ((<usize>(2 * KEY_BLOCK) + 4) << 4) + ((<usize>(KEY_BLOCK * headDim)) << 2) + 16;
 }
 
 /**
@@ -236,9 +279,11 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
   const p0 = scratch;
   const acc0 = p0 + (<usize>n) * scoreBytes;
   const partial = acc0 + (<usize>n) * accBytes;
-  const half = partial + ((<usize>KEY_BLOCK) << 4);
+  // the partial dots of a pair's second head (head size 64: two heads of the run at a time)
+  const partialB = partial + ((<usize>KEY_BLOCK) << 4);
+  const half = partialB + ((<usize>KEY_BLOCK) << 4);
   // f16 keys: each block's rows converted here, key i at keyBlock + (i - j0) * rowBytes
-  const keyBlock = half + 32;
+  const keyBlock = half + 64;
   let seen = v128.load(tally);
   const batch = nTok >= 2;
   const nAcc: usize = batch ? 16 : 64;
@@ -273,21 +318,34 @@ function attendRun(q: usize, k: usize, v: usize, rows: usize, out: usize, nHeads
         // computed (see eighth64), then reduce16's last step for four keys at a time in one
         // vector, scaled and stored. Head size 64 gets the pieces written out (the loop over
         // chunks cost it ~30%)
-        if (chunks == 1) {
+        // Head size 64: heads two at a time (each key's vectors loaded once for both; the second
+        // head's partials wait at partialB for its own turn, the odd one out goes alone)
+        const second = chunks == 1 && (r & 1) == 1;
+        const pieces = second ? partialB : partial;
+        if (chunks == 1 && !second) {
           let i = j0;
-          for (; i + 2 <= j1; i += 2) {
-            const at = partial + ((<usize>(i - j0)) << 4);
-            keyPartials2(keyRow(kAt, kRows, i, kRowStride), keyRow(kAt, kRows, i + 1, kRowStride), qp, at, at + 16, half);
+          if (r + 1 < n) {
+            const qb = qp + rowBytes;
+            for (; i + 2 <= j1; i += 2) {
+              const at = ((<usize>(i - j0)) << 4);
+              keyPartials2x2(keyRow(kAt, kRows, i, kRowStride), keyRow(kAt, kRows, i + 1, kRowStride), qp, qb, partial + at, partial + at + 16, partialB + at, partialB + at + 16, half);
+            }
+            if (i < j1) keyPartials(keyRow(kAt, kRows, i, kRowStride), qb, partialB + ((<usize>(i - j0)) << 4), half, 1);
+          } else {
+            for (; i + 2 <= j1; i += 2) {
+              const at = partial + ((<usize>(i - j0)) << 4);
+              keyPartials2(keyRow(kAt, kRows, i, kRowStride), keyRow(kAt, kRows, i + 1, kRowStride), qp, at, at + 16, half);
+            }
           }
           if (i < j1) keyPartials(keyRow(kAt, kRows, i, kRowStride), qp, partial + ((<usize>(i - j0)) << 4), half, 1);
         }
-        else for (let i = j0; i < j1; i++) keyPartials(keyRow(kAt, kRows, i, kRowStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
+        else if (!second) for (let i = j0; i < j1; i++) keyPartials(keyRow(kAt, kRows, i, kRowStride), qp, partial + ((<usize>(i - j0)) << 4), half, chunks);
         for (; j + 4 <= j1; j += 4) {
-          const at = partial + ((<usize>(j - j0)) << 4);
+          const at = pieces + ((<usize>(j - j0)) << 4);
           v128.store(p + ((<usize>j) << 2), f32x4.mul(lastStep4(v128.load(at), v128.load(at, 16), v128.load(at, 32), v128.load(at, 48)), scaleV));
         }
         for (; j < j1; j++) {
-          const b = v128.load(partial + ((<usize>(j - j0)) << 4));
+          const b = v128.load(pieces + ((<usize>(j - j0)) << 4));
           store<f32>(p + ((<usize>j) << 2), ((f32x4.extract_lane(b, 0) + f32x4.extract_lane(b, 2)) + (f32x4.extract_lane(b, 1) + f32x4.extract_lane(b, 3))) * scale);
         }
       }
