@@ -109,13 +109,15 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
   }
 });
 
-test("SwiGLU equals the plain-TS op bit for bit (ggml's exp: normal, denormal and overflowing arguments; odd lengths)", (t) => {
+test("SwiGLU equals the plain-TS op bit for bit (ggml's exp: normal, denormal, overflowing and non-finite arguments; odd lengths)", (t) => {
   if (skip) return t.skip(skip);
   const reference = createReferenceBackend();
   const r = rng(41);
   for (const n of [1, 7, 1536, 5633]) {
-    // mostly ordinary values, some far out where e^-g underflows, goes denormal or overflows
-    const gate = device(Float32Array.from({ length: n }, (_, i) => (i % 97 === 0 ? (r() * 2 - 1) * 200 : i % 89 === 0 ? -88 - r() * 20 : (r() * 2 - 1) * 8)));
+    // mostly ordinary values, some far out where e^-g underflows, goes denormal or overflows,
+    // and ±Inf and NaN (some beside the slow path's lanes)
+    const special = [Infinity, -Infinity, Number.NaN];
+    const gate = device(Float32Array.from({ length: n }, (_, i) => (i % 97 === 0 ? (r() * 2 - 1) * 200 : i % 89 === 0 ? -88 - r() * 20 : i % 96 === 1 ? special[(i / 96) % 3 | 0]! : (r() * 2 - 1) * 8)));
     const up = filled(n, r);
     const expected = hostArray(n);
     reference.swiglu(expected, gate, up, n);
