@@ -42,13 +42,16 @@ export const VALUES_STAGED: i32 = 8;
  * (acc0 + acc2) + (acc1 + acc3) of ggml_vec_dot_f32's four 16-lane accumulators, at lanes
  * o/4..o/4+3, for n = 64 floats at x and y (o = 16, 48: quarter 1's low and high halves; 0, 32:
  * quarter 0's). Stored before the next is computed: V8 hoists a straight-line body's loads
- * above its arithmetic, and the 32 loads of a whole dot spilled half of them
+ * above its arithmetic, and the 32 loads of a whole dot spilled half of them. For 64 floats each
+ * accumulator lane holds one product, which ggml forms as a fused multiply-add onto +0; a plain
+ * multiply gives the same number but for -0 where a factor is zero, a sign that leaves no trace
+ * past the softmax (e^(s - max) is 1 for either zero), and V8 emits it without the register copy
+ * its destructive FMA needed
  */
 // @ts-ignore: decorator
 @inline function eighth64(x: usize, y: usize, o: usize): v128 {
-  const z = f32x4.splat(0);
   const a = x + o, b = y + o;
-  return f32x4.add(f32x4.add(fma(v128.load(a), v128.load(b), z), fma(v128.load(a, 128), v128.load(b, 128), z)), f32x4.add(fma(v128.load(a, 64), v128.load(b, 64), z), fma(v128.load(a, 192), v128.load(b, 192), z)));
+  return f32x4.add(f32x4.add(f32x4.mul(v128.load(a), v128.load(b)), f32x4.mul(v128.load(a, 128), v128.load(b, 128))), f32x4.add(f32x4.mul(v128.load(a, 64), v128.load(b, 64)), f32x4.mul(v128.load(a, 192), v128.load(b, 192))));
 }
 
 /** eighth64 over n = 64 * chunks floats: each of its four accumulators run over the chunks */
@@ -87,11 +90,10 @@ export const VALUES_STAGED: i32 = 8;
  */
 // @ts-ignore: decorator
 @inline function eighth64x2(xa: usize, xb: usize, y: usize, o: usize, ta: usize, tb: usize, ha: usize, hb: usize, mode: i32): void {
-  const z = f32x4.splat(0);
   const b = y + o, a = xa + o, c = xb + o;
   const q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
-  const ea = f32x4.add(f32x4.add(fma(v128.load(a), q0, z), fma(v128.load(a, 128), q2, z)), f32x4.add(fma(v128.load(a, 64), q1, z), fma(v128.load(a, 192), q3, z)));
-  const eb = f32x4.add(f32x4.add(fma(v128.load(c), q0, z), fma(v128.load(c, 128), q2, z)), f32x4.add(fma(v128.load(c, 64), q1, z), fma(v128.load(c, 192), q3, z)));
+  const ea = f32x4.add(f32x4.add(f32x4.mul(v128.load(a), q0), f32x4.mul(v128.load(a, 128), q2)), f32x4.add(f32x4.mul(v128.load(a, 64), q1), f32x4.mul(v128.load(a, 192), q3)));
+  const eb = f32x4.add(f32x4.add(f32x4.mul(v128.load(c), q0), f32x4.mul(v128.load(c, 128), q2)), f32x4.add(f32x4.mul(v128.load(c, 64), q1), f32x4.mul(v128.load(c, 192), q3)));
   storePieces(ea, eb, ta, tb, ha, hb, mode);
 }
 
@@ -121,22 +123,21 @@ export const VALUES_STAGED: i32 = 8;
  */
 // @ts-ignore: decorator
 @inline function eighth64x2x2(xa: usize, xb: usize, ya: usize, yb: usize, o: usize, ta: usize, tb: usize, tc: usize, td: usize, ha: usize, hc: usize, mode: i32): void {
-  const z = f32x4.splat(0);
   const a = xa + o, c = xb + o;
   const a0 = v128.load(a), a1 = v128.load(a, 64), a2 = v128.load(a, 128), a3 = v128.load(a, 192);
   const c0 = v128.load(c), c1 = v128.load(c, 64), c2 = v128.load(c, 128), c3 = v128.load(c, 192);
   let b = ya + o;
   let q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
   storePieces(
-    f32x4.add(f32x4.add(fma(a0, q0, z), fma(a2, q2, z)), f32x4.add(fma(a1, q1, z), fma(a3, q3, z))),
-    f32x4.add(f32x4.add(fma(c0, q0, z), fma(c2, q2, z)), f32x4.add(fma(c1, q1, z), fma(c3, q3, z))),
+    f32x4.add(f32x4.add(f32x4.mul(a0, q0), f32x4.mul(a2, q2)), f32x4.add(f32x4.mul(a1, q1), f32x4.mul(a3, q3))),
+    f32x4.add(f32x4.add(f32x4.mul(c0, q0), f32x4.mul(c2, q2)), f32x4.add(f32x4.mul(c1, q1), f32x4.mul(c3, q3))),
     ta, tb, ha, ha + 16, mode,
   );
   b = yb + o;
   q0 = v128.load(b); q1 = v128.load(b, 64); q2 = v128.load(b, 128); q3 = v128.load(b, 192);
   storePieces(
-    f32x4.add(f32x4.add(fma(a0, q0, z), fma(a2, q2, z)), f32x4.add(fma(a1, q1, z), fma(a3, q3, z))),
-    f32x4.add(f32x4.add(fma(c0, q0, z), fma(c2, q2, z)), f32x4.add(fma(c1, q1, z), fma(c3, q3, z))),
+    f32x4.add(f32x4.add(f32x4.mul(a0, q0), f32x4.mul(a2, q2)), f32x4.add(f32x4.mul(a1, q1), f32x4.mul(a3, q3))),
+    f32x4.add(f32x4.add(f32x4.mul(c0, q0), f32x4.mul(c2, q2)), f32x4.add(f32x4.mul(c1, q1), f32x4.mul(c3, q3))),
     tc, td, hc, hc + 16, mode,
   );
 }
