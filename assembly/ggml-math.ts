@@ -18,7 +18,9 @@ const EXP_CONSTS = memory.data<f32>([
   0.008247390389442444, 0.04189976677298546, 0.16668395698070526, 0.4999912679195404,
   0.9999994039535522, 1,
 ]);
-const EXP_LIMITS = memory.data<i32>([-126, 127]);
+/** the fast path's range of n (2^n a normal float), and 1.0's bits: the exponent bias in place */
+const EXP_LIMITS = memory.data<f32>([-126, 127]);
+const ONE_BITS = memory.data<i32>([0x3f800000]);
 
 /** ggml_v_expf on four lanes, as expfGgml in src/kernels/ops/activations.ts */
 // @ts-ignore: decorator
@@ -34,11 +36,12 @@ const EXP_LIMITS = memory.data<i32>([-126, 127]);
     u,
     fma(v128.load32_splat(EXP_CONSTS, 32), b, v128.load32_splat(EXP_CONSTS, 36)),
   );
-  const ni = i32x4.trunc_sat_f32x4_s(n);
-  const low = v128.load32_splat(EXP_LIMITS), high = v128.load32_splat(EXP_LIMITS, 4);
-  if (i32x4.all_true(v128.and(i32x4.ge_s(ni, low), i32x4.le_s(ni, high)))) {
-    // 2^n is a normal float: one exact scaling, rounded once like the f64 product
-    return f32x4.mul(j, i32x4.shl(i32x4.add(ni, high), 23));
+  // NaN lanes compare false and stay here, as they did when n went through an integer (0)
+  if (!v128.any_true(v128.or(f32x4.lt(n, v128.load32_splat(EXP_LIMITS)), f32x4.gt(n, v128.load32_splat(EXP_LIMITS, 4))))) {
+    // 2^n is a normal float: one exact scaling, rounded once like the f64 product. z is
+    // 1.5 * 2^23 + n exactly (a ulp of 1 there), so its bits shifted left by 23 are n's exponent
+    // field, and 1.0's bits add the bias (a float-to-int conversion took six instructions)
+    return f32x4.mul(j, i32x4.add(i32x4.shl(z, 23), v128.load32_splat(ONE_BITS)));
   }
   let r = f32x4.splat(0);
   r = f32x4.replace_lane(r, 0, scale2(f32x4.extract_lane(j, 0), f32x4.extract_lane(n, 0)));
