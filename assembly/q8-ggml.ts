@@ -193,14 +193,30 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * L1), then one at a time; decode (one token) streams the rows one after another.
  */
 export function matQ8_0Exact(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
-  if (vnni) matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, true);
-  else matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, false);
+  if (vnni) matExactU8(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1);
+  else matExactI16(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1);
 }
 
 /** matQ8_0Exact for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
 export function matQ8_0ExactFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
-  if (vnni) matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, true);
-  else matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, false);
+  if (vnni) matExactFiniteU8(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1);
+  else matExactFiniteI16(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1);
+}
+
+// Each specialisation a function of its own: with both copies inlined into one function behind
+// `if (vnni)`, the optimizer folded the two arms into one body that reads the flags from locals
+// (selects and branches per token in the inner loop, both sides' values computed)
+function matExactU8(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, true);
+}
+function matExactI16(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, false, false);
+}
+function matExactFiniteU8(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, true);
+}
+function matExactFiniteI16(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, acc: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matExact(w, rowBytes, xq, xs, groups, acc, out, rows, cols, nTok, r0, r1, true, false);
 }
 
 // @ts-ignore: decorator

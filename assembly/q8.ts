@@ -384,6 +384,22 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   return t;
 }
 
+// groupTokens' specialisations, each a function of its own: inlined side by side behind
+// `vnni ? ... : ...`, the optimizer folded them into one body that reads u8 from a local (a
+// branch per token in the inner loop, and both sides' values computed)
+function groupTokensQ4_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(false, true, w, rowBytes, r, nb, groups, out, rows, nTok);
+}
+function groupTokensQ4_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(false, false, w, rowBytes, r, nb, groups, out, rows, nTok);
+}
+function groupTokensQ5_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(true, true, w, rowBytes, r, nb, groups, out, rows, nTok);
+}
+function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(true, false, w, rowBytes, r, nb, groups, out, rows, nTok);
+}
+
 /**
  * relaxed: the relaxed build's kernels over packed activations (assembly/relaxed.ts), Q8_0 for
  * single tokens only (its tiles stay on SIMD128: two int8 dots per token, for a+ and a-, gain
@@ -408,7 +424,8 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     // Q4_0 (relaxed) and Q5_0 with group streams (relaxed build only): their tokens eight at a
     // time, then four, tile4x4's bits
     if (((relaxed && kind == 1) || kind == 2) && groups != 0) {
-      t = vnni ? groupTokens(kind == 2, true, w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokens(kind == 2, false, w, rowBytes, r, nb, groups, out, rows, nTok);
+      if (kind == 2) t = vnni ? groupTokensQ5_0U8(w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokensQ5_0I16(w, rowBytes, r, nb, groups, out, rows, nTok);
+      else t = vnni ? groupTokensQ4_0U8(w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokensQ4_0I16(w, rowBytes, r, nb, groups, out, rows, nTok);
     }
     for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);
     for (let i = 0; i < 4; i++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i);
