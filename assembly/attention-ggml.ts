@@ -115,6 +115,12 @@ export const VALUES_STAGED: i32 = 8;
   }
 }
 
+/** eighth64's sum over a key's four vectors k0..k3 and a query's q0..q3 held in registers */
+// @ts-ignore: decorator
+@inline function eighthOf(k0: v128, k1: v128, k2: v128, k3: v128, q0: v128, q1: v128, q2: v128, q3: v128): v128 {
+  return f32x4.add(f32x4.add(f32x4.mul(k0, q0), f32x4.mul(k2, q2)), f32x4.add(f32x4.mul(k1, q1), f32x4.mul(k3, q3)));
+}
+
 /**
  * eighth64x2 for two heads' queries at ya and yb (heads of one KV group) over the same two keys:
  * the keys' eight vectors loaded once for both heads, each head's products and sums as
@@ -129,15 +135,15 @@ export const VALUES_STAGED: i32 = 8;
   let b = ya + o;
   let q0 = v128.load(b), q1 = v128.load(b, 64), q2 = v128.load(b, 128), q3 = v128.load(b, 192);
   storePieces(
-    f32x4.add(f32x4.add(f32x4.mul(a0, q0), f32x4.mul(a2, q2)), f32x4.add(f32x4.mul(a1, q1), f32x4.mul(a3, q3))),
-    f32x4.add(f32x4.add(f32x4.mul(c0, q0), f32x4.mul(c2, q2)), f32x4.add(f32x4.mul(c1, q1), f32x4.mul(c3, q3))),
+    eighthOf(a0, a1, a2, a3, q0, q1, q2, q3),
+    eighthOf(c0, c1, c2, c3, q0, q1, q2, q3),
     ta, tb, ha, ha + 16, mode,
   );
   b = yb + o;
   q0 = v128.load(b); q1 = v128.load(b, 64); q2 = v128.load(b, 128); q3 = v128.load(b, 192);
   storePieces(
-    f32x4.add(f32x4.add(f32x4.mul(a0, q0), f32x4.mul(a2, q2)), f32x4.add(f32x4.mul(a1, q1), f32x4.mul(a3, q3))),
-    f32x4.add(f32x4.add(f32x4.mul(c0, q0), f32x4.mul(c2, q2)), f32x4.add(f32x4.mul(c1, q1), f32x4.mul(c3, q3))),
+    eighthOf(a0, a1, a2, a3, q0, q1, q2, q3),
+    eighthOf(c0, c1, c2, c3, q0, q1, q2, q3),
     tc, td, hc, hc + 16, mode,
   );
 }
