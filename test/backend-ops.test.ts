@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import v8 from "node:v8";
+import vm from "node:vm";
 import type { Backend, DeviceArray, UnaryOp } from "../src/kernels/backend.js";
 import { attention, bidirectionalAttention, gelu, geluErf, layerNorm, relu, rmsNorm, swiglu, tanh } from "../src/kernels/ops/index.js";
 import { applyRope, type RopeParams } from "../src/kernels/ops/rope.js";
@@ -72,6 +74,16 @@ function close(got: Float32Array, expected: Float32Array, tol: number, what: str
   assert.ok(worst <= tol * scale, `${what}: |error| ${worst} at ${at} (got ${got[at]}, expected ${expected[at]}) over ${tol} x ${scale}`);
 }
 
+/** a full collection, then a turn of the event loop for FinalizationRegistry callbacks */
+async function collectGarbage(): Promise<void> {
+  v8.setFlagsFromString("--expose-gc");
+  const gc = vm.runInNewContext("gc") as () => void;
+  gc();
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  gc();
+  await new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 /** each backend in turn (the list is filled in before()) */
 function eachBackend(name: string, body: (be: Backend, backendName: string) => Promise<void>): void {
   test(name, async () => {
@@ -91,6 +103,24 @@ describe("memory ops", () => {
     const back = await be.read(a);
     assert.deepEqual([...back.subarray(40, 46)], [host[40], host[41], 1, 2, 3, host[45]], `${bn}: write through a view at an offset`);
     assert.throws(() => be.view(a, 90, 20), /outside/, `${bn}: a view past the end`);
+  });
+
+  eachBackend("allocActivations hands out zeros, memory recycled from dropped arrays too", async (be, bn) => {
+    // dropped arrays go back to the backend when collected (the wasm backend's free lists): the
+    // next owner must not see the last one's floats (a new KV cache, a new scratch)
+    const length = 4096 + 3;
+    for (let round = 0; round < 6; round++) {
+      const a = be.allocActivations(length);
+      const got = await be.read(a);
+      assert.equal(got.findIndex((x) => x !== 0), -1, `${bn}: allocation ${round} is all zeros`);
+      be.write(a, random(length, 10 + round));
+      if (round === 0 && be.clear) {
+        be.clear(be.view(a, 5, 100));
+        const back = await be.read(a);
+        assert.deepEqual([back[4] !== 0, back.subarray(5, 105).some((x) => x !== 0), back[105] !== 0], [true, false, true], `${bn}: clear zeros the view's floats only`);
+      }
+      await collectGarbage();
+    }
   });
 
   eachBackend("scatterRows / gatherRows / copy2d move rows and column blocks", async (be, bn) => {

@@ -36,7 +36,7 @@ const MAX_BYTES = 8 * 2 ** 30;
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes">;
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -171,6 +171,19 @@ export class KVBlockPool {
       capacityBlocks: this.refs.length, blocksInUse: this.inUse, peakBlocksInUse: this.peak, rowsAssigned: this.assigned, rowsWritten: this.rowsWritten, grows: this.grows, rowsCopied: this.rowsCopied,
       cachedBlocks: this.idle.size, prefixHits: this.hits, evictions: this.evictions,
     };
+  }
+
+  /**
+   * Zeros every layer's K and V, backing their memory now where the backend can (Backend.clear):
+   * for a pool sized to one sequence's context before its prompt, so that the prompt's KV writes
+   * do not pay the pages' first touch. Only while no block is in use.
+   */
+  clear(): void {
+    if (this.inUse > 0) throw new Error(`KV block pool: clear() with ${this.inUse} blocks in use`);
+    for (let l = 0; l < this.nLayers; l++) {
+      this.storage.clear?.(this.keys[l]!);
+      this.storage.clear?.(this.values[l]!);
+    }
   }
 
   /** blocks `take` can hand out without growing: free ones and idle cached prefixes */

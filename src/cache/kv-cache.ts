@@ -38,8 +38,11 @@ export class KVCache {
       const blocks = Math.ceil(capacity / DEFAULT_BLOCK_SIZE);
       const bytes = kvBytesForContext({ blockCount: nLayers, headCountKv: nKvHeads, headDim }, capacity, types);
       if (bytes > 8 * 2 ** 30) throw new Error(`KV cache for contextSize ${capacity} needs ${(bytes / 2 ** 30).toFixed(1)} GiB; choose a smaller contextSize`);
-      // room for this sequence's whole context up front: a lone sequence never grows the pool
+      // room for this sequence's whole context up front: a lone sequence never grows the pool; and
+      // its memory backed now, as llama.cpp clears a new context's KV buffer (an engine's shared
+      // pool, up to 2 GiB, is backed block by block as requests first use it instead)
       this.pool = new KVBlockPool(nLayers, nKvHeads, headDim, blocks, storage, DEFAULT_BLOCK_SIZE, undefined, types);
+      this.pool.clear();
     }
     this.rows = new Int32Array(capacity);
   }

@@ -85,6 +85,13 @@ export interface Backend {
   write(dst: DeviceArray, src: ArrayLike<number>, offset?: number): void;
   /** a fresh host copy of `a`: the synchronisation point (resolves once every op before it has run) */
   read(a: DeviceArray): Promise<Float32Array>;
+  /**
+   * every float of `a` set to zero. Where the host addresses the memory (reference, wasm) this
+   * also backs its pages now rather than at first use: a new KV cache is cleared when made, as
+   * llama.cpp clears a new context's KV buffer (a first touch costs ~12 us per 4 KB page on the
+   * project's VM). Absent on a GPU, whose buffers are backed when created.
+   */
+  readonly clear?: (a: DeviceArray) => void;
   /** `read` without waiting, for backends whose memory the host addresses (reference, wasm); absent on a GPU */
   readonly readSync?: (a: DeviceArray) => Float32Array;
   /**

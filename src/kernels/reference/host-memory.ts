@@ -13,7 +13,7 @@ import { bytesOf, encodeKVRow, kvRowFloats, type KVRowEncoding } from "./kv-enco
  * kernels/ops functions themselves, run on that memory in place. A backend spreads these and
  * replaces the ops it has faster kernels for.
  */
-export type HostMemoryOps = Pick<Backend, "view" | "write" | "read" | "readSync" | "scatterRows" | "gatherRows" | "copy2d" | "rmsNorm" | "layerNorm" | "rope" | "addBias" | "add" | "swiglu" | "unary">;
+export type HostMemoryOps = Pick<Backend, "view" | "write" | "clear" | "read" | "readSync" | "scatterRows" | "gatherRows" | "copy2d" | "rmsNorm" | "layerNorm" | "rope" | "addBias" | "add" | "swiglu" | "unary">;
 
 /** the Float32Array behind a host backend's device array (the arrays its own alloc made, or a caller's) */
 export function host(a: DeviceArray): Float32Array {
@@ -60,6 +60,10 @@ export function hostMemoryOps(alive: (op: string) => void): HostMemoryOps {
       const d = host(dst);
       if (offset < 0 || offset + src.length > d.length) throw new Error(`write: ${src.length} floats at ${offset} do not fit an array of ${d.length}`);
       d.set(src, offset);
+    },
+    clear(a) {
+      alive("clear");
+      host(a).fill(0);
     },
     read(a) {
       alive("read");

@@ -869,8 +869,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       alive("allocActivations");
       if (!Number.isSafeInteger(length) || length < 0) throw new Error(`allocActivations: length must be a non-negative integer, got ${length}`);
       const bytes = align64(Math.max(1, length) * 4);
-      const place = freeBlocks.get(bytes)?.pop() ?? memories.placeActivations(bytes, "activations (KV cache)");
+      const recycled = freeBlocks.get(bytes)?.pop();
+      const place = recycled ?? memories.placeActivations(bytes, "activations (KV cache)");
       const view = new Float32Array(memories.spaces[place.space]!.arena.buffer, place.ptr, length);
+      // zeros as the contract says: a recycled block holds its last owner's floats (memory never
+      // handed out is zero, and left untouched: its pages are backed at first use, or by clear)
+      if (recycled) view.fill(0);
       recycle.register(view, { place, bytes });
       return device(view);
     },
