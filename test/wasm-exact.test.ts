@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createReferenceBackend } from "../src/kernels/reference/index.js";
+import { createReferenceBackend, F32_CACHE, kvCacheEncoding } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
@@ -87,6 +87,15 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
     { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 20, nTokens: 1 },
     { nHeads: 4, nKvHeads: 2, headDim: 40, startPos: 9, nTokens: 1 },
     { nHeads: 4, nKvHeads: 2, headDim: 40, startPos: 44, nTokens: 1 },
+    // one token after 512 keys or more (the value sweeps' barrier variant): exactly 512 keys, a
+    // key count off every block size, two runs of eight heads per group, head size 128, a head
+    // size with leftover dimensions (80), and an odd head left alone after the pairs
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 511, nTokens: 1 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 1000, nTokens: 1 },
+    { nHeads: 32, nKvHeads: 2, headDim: 64, startPos: 700, nTokens: 1 },
+    { nHeads: 8, nKvHeads: 2, headDim: 128, startPos: 515, nTokens: 1 },
+    { nHeads: 6, nKvHeads: 2, headDim: 80, startPos: 530, nTokens: 1 },
+    { nHeads: 5, nKvHeads: 1, headDim: 64, startPos: 777, nTokens: 1 },
   ];
   for (const c of cases) {
     const nAll = c.startPos + c.nTokens;
@@ -104,6 +113,36 @@ test("attention equals the reference kernel bit for bit (GQA, head sizes with le
       vw.set(v);
       const out = hostArray(q.length);
       be.attention(out, q, kw, vw, c.nTokens, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows);
+      assert.equal(firstDifference(out, expected), undefined, `${JSON.stringify(c)}, ${be.threads} threads`);
+    }
+  }
+});
+
+test("attention over planes per KV head equals the reference kernel bit for bit (one token, a pool larger than the context, rows in reverse order)", async (t) => {
+  if (skip) return t.skip(skip);
+  const reference = createReferenceBackend();
+  const r = rng(31);
+  for (const c of [
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 200 },
+    { nHeads: 9, nKvHeads: 3, headDim: 64, startPos: 900 },
+    { nHeads: 12, nKvHeads: 4, headDim: 64, startPos: 1100 },
+  ]) {
+    const nAll = c.startPos + 1;
+    // a pool of more rows than positions, each KV head's rows a plane of its own, positions in reverse row order
+    const plane = nAll + 17;
+    const rows = Int32Array.from({ length: nAll }, (_, j) => nAll - 1 - j);
+    const k = filled(c.nKvHeads * plane * c.headDim, r, 3), v = filled(c.nKvHeads * plane * c.headDim, r);
+    const q = filled(c.nHeads * c.headDim, r);
+    const encoding = { ...kvCacheEncoding(F32_CACHE, c.headDim), headPlane: plane };
+    const scale = 1 / Math.sqrt(c.headDim);
+    const expected = hostArray(q.length);
+    reference.attention(expected, q, k, v, 1, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows, encoding);
+    for (const be of backends) {
+      const kw = onHost(be.allocActivations(k.length)), vw = onHost(be.allocActivations(v.length));
+      kw.set(k);
+      vw.set(v);
+      const out = hostArray(q.length);
+      be.attention(out, q, kw, vw, 1, c.startPos, c.nHeads, c.nKvHeads, c.headDim, scale, rows, encoding);
       assert.equal(firstDifference(out, expected), undefined, `${JSON.stringify(c)}, ${be.threads} threads`);
     }
   }
