@@ -12,24 +12,48 @@ import { f16x4 } from "./half";
  */
 export function rmsNormRows(x: usize, weight: usize, out: usize, width: i32, eps: f64, r0: i32, r1: i32): void {
   const rowBytes = (<usize>width) << 2;
-  for (let r = r0; r < r1; r++) {
-    const xr = x + <usize>r * rowBytes, o = out + <usize>r * rowBytes;
+  let r = r0;
+  // four rows' sums side by side: each is one chain of dependent f64 additions (the order ggml
+  // fixes), bound by the add's latency; four independent chains keep the adder busy
+  for (; r + 4 <= r1; r += 4) {
+    const x0 = x + <usize>r * rowBytes, x1 = x0 + rowBytes, x2 = x1 + rowBytes, x3 = x2 + rowBytes;
+    let s0: f64 = 0, s1: f64 = 0, s2: f64 = 0, s3: f64 = 0;
+    for (let i: usize = 0; i < rowBytes; i += 4) {
+      const v0 = load<f32>(x0 + i), v1 = load<f32>(x1 + i), v2 = load<f32>(x2 + i), v3 = load<f32>(x3 + i);
+      s0 += <f64>(v0 * v0);
+      s1 += <f64>(v1 * v1);
+      s2 += <f64>(v2 * v2);
+      s3 += <f64>(v3 * v3);
+    }
+    scaleRow(x0, weight, out + <usize>r * rowBytes, width, eps, s0);
+    scaleRow(x1, weight, out + <usize>(r + 1) * rowBytes, width, eps, s1);
+    scaleRow(x2, weight, out + <usize>(r + 2) * rowBytes, width, eps, s2);
+    scaleRow(x3, weight, out + <usize>(r + 3) * rowBytes, width, eps, s3);
+  }
+  for (; r < r1; r++) {
+    const xr = x + <usize>r * rowBytes;
     let sum: f64 = 0;
     for (let i: usize = 0; i < rowBytes; i += 4) {
       const v = load<f32>(xr + i);
       sum += <f64>(v * v);
     }
-    const mean = <f32>(sum / <f64>width);
-    const scale: f32 = <f32>1 / sqrt<f32>(<f32>(<f64>mean + eps));
-    const s = f32x4.splat(scale);
-    let i: usize = 0;
-    if (weight != 0) {
-      for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(f32x4.mul(v128.load(xr + i), s), v128.load(weight + i)));
-      for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale * load<f32>(weight + i));
-    } else {
-      for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(v128.load(xr + i), s));
-      for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale);
-    }
+    scaleRow(xr, weight, out + <usize>r * rowBytes, width, eps, sum);
+  }
+}
+
+/** one row of rmsNormRows from its sum of squares */
+function scaleRow(xr: usize, weight: usize, o: usize, width: i32, eps: f64, sum: f64): void {
+  const rowBytes = (<usize>width) << 2;
+  const mean = <f32>(sum / <f64>width);
+  const scale: f32 = <f32>1 / sqrt<f32>(<f32>(<f64>mean + eps));
+  const s = f32x4.splat(scale);
+  let i: usize = 0;
+  if (weight != 0) {
+    for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(f32x4.mul(v128.load(xr + i), s), v128.load(weight + i)));
+    for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale * load<f32>(weight + i));
+  } else {
+    for (; i + 16 <= rowBytes; i += 16) v128.store(o + i, f32x4.mul(v128.load(xr + i), s));
+    for (; i < rowBytes; i += 4) store<f32>(o + i, load<f32>(xr + i) * scale);
   }
 }
 
