@@ -304,11 +304,12 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 }
 
 /**
- * Writes the Q4_0 group streams of a batch (groups.ts, with each token's 8 * sum) from the
- * quantized activations (int16 at xq, scales at xs; before packQ4_0 rewrites them) to g
+ * Writes the Q4_0 / Q5_0 group streams of a batch (groups.ts, with each token's 8 * sum) from the
+ * quantized activations (int16 at xq, scales at xs; before packQ4_0 rewrites them) to g; `slots`:
+ * the tokens' values by fours (Q4_0's rowQ4_0Group), else token after token (rowQ5_0Group)
  */
-export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
-  packGroups(xq, xs, g, cols, nTok, true);
+export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, slots: i32): void {
+  packGroups(xq, xs, g, cols, nTok, true, false, slots != 0);
 }
 
 /**
@@ -329,39 +330,34 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * One Q4_0 (q5: Q5_0) row against the eight (`four`: four) tokens of the group stream at g (relaxed build):
- * per block the nibbles unpacked once for the group, each token's exact block dot, and tile4x4's
- * f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's bits
+ * One Q5_0 row against the eight (`four`: four) tokens of a group stream of whole tokens at g
+ * (relaxed build): per block the weights unpacked once for the group, each token's exact block
+ * dot as lanes summed across four tokens (lanesSum), and tile4x4's f32 steps per token (acc +
+ * f32(dot) * (dx * dw), block after block), so tile4x4's bits. (rowQ4_0Group's slots of four
+ * tokens tied with this for Q5_0 on the int16 pairs and lost 13% on VNNI's dot: its fifth bits
+ * cost each step a table lookup; docs/kernels.md)
  */
 // @ts-ignore: decorator
-@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool, u8: bool): void {
+@inline function rowQ5_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, u8: bool): void {
   let a03 = f32x4.splat(0), a47 = a03;
   const n = four ? 4 : 8;
   const blockBytes = groupBlockBytes(n, true);
   // the tokens' sums after their scales, their int8 after the sums
   const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64;
   const end = g + <usize>nb * blockBytes;
-  for (let p = p0, s = g; s < end; p += q5 ? 22 : 18, s += blockBytes) {
-    let lo: v128, hi: v128;
-    if (q5) {
-      // Q5_0: stored + 16, so the stream's 8 * sums are taken twice (offsets)
-      lo = q5Unsigned(p, low, false);
-      hi = q5Unsigned(p, low, true);
-    } else {
-      const v = v128.load(p, 2);
-      lo = v128.and(v, low);
-      hi = v128.and(i16x8.shr_u(v, 4), low);
-    }
+  for (let p = p0, s = g; s < end; p += 22, s += blockBytes) {
+    // stored + 16, so the stream's 8 * sums are taken twice (offsets)
+    const lo = q5Unsigned(p, low, false), hi = q5Unsigned(p, low, true);
     const dw = f32x4.splat(f16(load<u16>(p)));
     const x = s + acts;
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), offsets(v128.load(s + sums), q5));
+    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), offsets(v128.load(s + sums), true));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
     if (!four) {
       // a store of the first four tokens' sums (into this row's own first output, written again
       // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
       // activation vectors live at once spilled half of them and both accumulators
       store<f32>(out, f32x4.extract_lane(a03, 0));
-      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), offsets(v128.load(s + sums, 16), q5));
+      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), offsets(v128.load(s + sums, 16), true));
       a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
     }
   }
@@ -369,16 +365,79 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   if (!four) storeLanes(out + (rows << 4), rows, a47);
 }
 
-/** rows r..r + 3 over the tokens of the group streams at g (rowQ4_0Group): eight at a time, then four; returns the tokens done */
+/**
+ * One Q4_0 row against the eight (`four`: four) tokens of a group stream by slots at g (relaxed
+ * build): each token's exact block dot, and tile4x4's f32 steps per token (acc + f32(dot) * (dx
+ * * dw), block after block), so tile4x4's bits. The stream holds the tokens' values by fours
+ * (groups.ts: slot i, values 4i..4i+3 of every token) and each step puts four weights in every
+ * lane, so one dot of a slot adds each token's products in that token's own lane: after the
+ * eight slots the lanes are the four tokens' sums, with no transposition of lanes (whose
+ * shuffles bound the kernel that summed each token's own lanes, rowQ5_0Group's: docs/kernels.md).
+ * The four weights (low nibbles 4i..4i+3, high ones 16 + 4i..) come from one 32-bit load the load
+ * unit broadcasts, as does the block scale. On the int16 pairs the products add up in int16
+ * lanes (at most 8 x 2 x 15 x 127) and one dot with ones finishes each sum; on VNNI's dot (`u8`)
+ * they add straight into int32 lanes. Exact integers either way
+ */
+// @ts-ignore: decorator
+@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, u8: bool): void {
+  let a03 = f32x4.splat(0), a47 = a03;
+  const n = four ? 4 : 8;
+  const blockBytes = groupBlockBytes(n, true);
+  // the tokens' sums after their scales, their values after the sums (slots of n tokens x 4 bytes)
+  const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64, slot = (<usize>n) << 2;
+  const end = g + <usize>nb * blockBytes;
+  const zero = i32x4.splat(0);
+  const table = f16TableAddress();
+  for (let p = p0, s = g; s < end; p += 18, s += blockBytes) {
+    const x = s + acts;
+    // tokens 0..3 and 4..7: int16 lanes (VNNI: int32) adding up to their block dots
+    let c03 = zero, c47 = zero;
+    // step i: weights 4i..4i+3 and 16 + 4i.. in every lane, against slots i and i + 4 (a loop,
+    // not four steps written out: V8 would hoist the block's sixteen loads above the arithmetic
+    // and spill)
+    for (let i: usize = 0; i < 4; i++) {
+      const b = v128.load32_splat(p + 2 + (i << 2));
+      const wl = v128.and(b, low), wh = v128.and(i16x8.shr_u(b, 4), low);
+      const xl = x + i * slot, xh = xl + 4 * slot;
+      c03 = slotPair(c03, xl, xh, wl, wh, u8);
+      if (!four) c47 = slotPair(c47, xl + 16, xh + 16, wl, wh, u8);
+    }
+    const dw = v128.load32_splat(table + (<usize>load<u16>(p) << 2));
+    const t03 = i32x4.sub(u8 ? c03 : i32x4.dot_i16x8_s(c03, ones), v128.load(s + sums));
+    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
+    if (!four) {
+      const t47 = i32x4.sub(u8 ? c47 : i32x4.dot_i16x8_s(c47, ones), v128.load(s + sums, 16));
+      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
+    }
+  }
+  storeLanes(out, rows, a03);
+  if (!four) storeLanes(out + (rows << 4), rows, a47);
+}
+
+/** one step of rowQ4_0Group: slot xl (weights wl) and slot xh (weights wh) of four tokens added to c, VNNI's int32 lanes or int16 lanes */
+// @ts-ignore: decorator
+@inline function slotPair(c: v128, xl: usize, xh: usize, wl: v128, wh: v128, u8: bool): v128 {
+  if (u8) return dotAddU8(v128.load(xh), wh, dotAddU8(v128.load(xl), wl, c));
+  return i16x8.add(c, i16x8.add(dotI8I7(v128.load(xl), wl), dotI8I7(v128.load(xh), wh)));
+}
+
+/** one row over a group (rowQ5_0Group, rowQ4_0Group) */
+// @ts-ignore: decorator
+@inline function groupRow(p: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool, u8: bool): void {
+  if (q5) rowQ5_0Group(p, nb, g, low, ones, out, rows, four, u8);
+  else rowQ4_0Group(p, nb, g, low, ones, out, rows, four, u8);
+}
+
+/** rows r..r + 3 over the tokens of the group streams at g (groupRow): eight at a time, then four; returns the tokens done */
 // @ts-ignore: decorator
 @inline function groupTokens(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
   const gl = lowNibbles(), go = onesI16();
   let g = groups, t = 0;
   for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
-    for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5, u8);
+    for (let i = 0; i < 4; i++) groupRow(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5, u8);
   }
   if (t + 4 <= nTok) {
-    for (let i = 0; i < 4; i++) rowQ4_0Group(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5, u8);
+    for (let i = 0; i < 4; i++) groupRow(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5, u8);
     t += 4;
   }
   return t;

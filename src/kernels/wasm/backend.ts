@@ -439,12 +439,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
-        // Q5_0 takes Q4_0's streams; its leftover tokens read the int16 activations as they are
-        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
+        // Q5_0's streams hold token after token; its leftover tokens read the int16 activations as they are
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok, 0);
       }
       else if (relaxedKind === C.Kind.Q5_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
-        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
+        // Q4_0's streams hold the tokens' values by fours (assembly/groups.ts)
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok, 1);
         kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       }
       else {
