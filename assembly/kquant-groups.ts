@@ -16,7 +16,7 @@
 //   52 n   sub-block j (32 weights) of token k at 52 n + 32 n j + 32 k: 32 int8
 // (|sum of 16| <= 2032, |sum of 32| <= 4064: both fit int16)
 import { f16 } from "./half";
-import { dotI8I7, lanesSum, lookup16 } from "./simd";
+import { dotI8I7, lanesSum } from "./simd";
 import { nibblesAt, scalesMinsK4, weights } from "./kquant";
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
@@ -79,6 +79,9 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
  * above a store, so each pair of tokens' activation loads stays next to its dots. Without it V8
  * loads all eight tokens' vectors first and spills accumulators and loaded vectors every pass.
  */
+/** where in the thread's slot rowQ4_KGroup keeps the eight sub-block scales, each twice in 32 bits */
+const SCALE_SLOTS: usize = 64;
+
 // @ts-ignore: decorator
 @inline function storeBarrier(sums: usize, acc: v128): void {
   v128.store(sums, acc, 32);
@@ -93,8 +96,9 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
 
 /**
  * Q4_K (q5: Q5_K): one row against the eight (`four`: four) tokens of the group stream at g;
- * sums: the thread's slot, 32 bytes for the running sums and 16 spare ones that the loop stores an
- * accumulator into after every two tokens (storeBarrier). superQ4_K's value per token: d * isum - dmin * msum with
+ * sums: the thread's slot, 32 bytes for the running sums, 16 spare ones that the loop stores an
+ * accumulator into after every two tokens (storeBarrier), and at SCALE_SLOTS the super-block's
+ * scales for their broadcasts. superQ4_K's value per token: d * isum - dmin * msum with
  * d = wd * dx, dmin = wm * dx.
  */
 // @ts-ignore: decorator
@@ -110,9 +114,12 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
     const sc = p + 4;
     let i0 = z, i1 = z, i2 = z, i3 = z, i4 = z, i5 = z, i6 = z, i7 = z;
     const scalesMins = scalesMinsK4(sc);
-    // the eight scales as int16 lanes; sub-block j's broadcast is bytes 2j, 2j + 1 in every lane
+    // the eight scales as int16, each twice in an int32 (sub-block j's at slot + 4j), so that
+    // each sub-block's broadcast is a load the load unit broadcasts: a swizzle per sub-block
+    // bound this loop (shuffles: 74 -> 87 GOPS on one thread without it, docs/kernels.md)
     const scales = i16x8.extend_low_i8x16_u(scalesMins);
-    let pick = i16x8.splat(0x0100);
+    v128.store(sums, i8x16.shuffle(scales, scales, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7), SCALE_SLOTS);
+    v128.store(sums, i8x16.shuffle(scales, scales, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), SCALE_SLOTS + 16);
     // sub-block j: the low nibbles of 32 bytes (j even, loaded) or their high nibbles (j odd,
     // shifted down); Q5_K's fifth bits of sub-block j at bit 0 of f0 / f1 (shifted down each step)
     let v0 = mask, v1 = mask;
@@ -127,7 +134,7 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
         v1 = i16x8.shr_u(v1, 4);
       }
       const x = s + acts(n) + ((<usize>j * n) << 5);
-      const sv = lookup16(scales, pick);
+      const sv = v128.load32_splat(sums + SCALE_SLOTS + (<usize>j << 2));
       const u0 = weights(q5, v0, f0, false, 0, mask), u1 = weights(q5, v1, f1, false, 0, mask);
       i0 = sub32(i0, u0, u1, x, sv);
       i1 = sub32(i1, u0, u1, x + 32, sv);
@@ -143,7 +150,6 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
         i7 = sub32(i7, u0, u1, x + 224, sv);
         storeBarrier(sums, i7);
       }
-      pick = i16x8.add(pick, i16x8.splat(0x0202));
       if (q5) {
         f0 = i16x8.shr_u(f0, 1);
         f1 = i16x8.shr_u(f1, 1);

@@ -220,7 +220,7 @@ function bytesPerToken(cols: number, rows: number): number {
  * Q8_0, Q4_0 and Q5_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
  * 8 x 32 int8; Q4_0: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8 tokens' sums
  * of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot (Q8_0: a half
- * pass's eight accumulators, twice; k-quants: the eight running sums). Each also takes a group of
+ * pass's eight accumulators, twice; k-quants: the eight running sums, and Q4_K's / Q5_K's scales). Each also takes a group of
  * four after the eights: quadBytes a block.
  */
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes: number }>([
@@ -229,8 +229,8 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
   [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
-  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 128, quadBytes: 1232 }],
+  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 128, quadBytes: 1232 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
 ]);
 
