@@ -74,14 +74,14 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
   return i32x4.add(acc, i32x4.dot_i16x8_s(dotI8I7(v128.load(x), u), s));
 }
 
+/** where in the thread's slot rowQ4_KGroup keeps the eight sub-block scales, each twice in 32 bits */
+const SCALE_SLOTS: usize = 64;
+
 /**
  * a store of an accumulator into the slot's spare bytes (sums + 32): a later load may not move
  * above a store, so each pair of tokens' activation loads stays next to its dots. Without it V8
  * loads all eight tokens' vectors first and spills accumulators and loaded vectors every pass.
  */
-/** where in the thread's slot rowQ4_KGroup keeps the eight sub-block scales, each twice in 32 bits */
-const SCALE_SLOTS: usize = 64;
-
 // @ts-ignore: decorator
 @inline function storeBarrier(sums: usize, acc: v128): void {
   v128.store(sums, acc, 32);

@@ -129,7 +129,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 // @ts-ignore: decorator
 @inline function blockInts(kind: i32, relaxed: bool, p: usize, x: usize, low: v128, ones: v128, table: v128): v128 {
   if (relaxed) {
-    if (kind == 2) return i32x4.sub(biasedQ5_0(p, x, low, ones), offsets(v128.load(x, 32), true));
+    if (kind == 2) return i32x4.sub(biasedQ5_0(p, x, low, ones), q5Offsets(v128.load(x, 32)));
     return kind == 0 ? blockQ8_0(p, x, ones) : kind == 3 ? blockIQ4_NL(p, x, low, ones, table) : blockQ4_0(p, x, low, ones);
   }
   return blockDot(kind, p, v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48), table);
@@ -177,7 +177,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
         const b2 = biasedQ5_0(p + 44, x + 128, low, ones);
         store<i32>(o, i32x4.extract_lane(b2, 0));
         const s = lanesSum(b0, b1, b2, biasedQ5_0(p + 66, x + 192, low, ones));
-        acc = scaleAdd4(acc, i32x4.sub(s, offsets(v128.load(x, 48), true)), f16x4At(p, bb), v128.load(sx));
+        acc = scaleAdd4(acc, i32x4.sub(s, q5Offsets(v128.load(x, 48))), f16x4At(p, bb), v128.load(sx));
         continue;
       }
       const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
@@ -323,10 +323,10 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
   return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), lo), dotI8I7(v128.load(x, 16), hi)), ones);
 }
 
-/** the block dots' offset terms from 8 * sums (group streams, packQ4_0's blocks): Q4_0's weights are stored + 8, Q5_0's + 16 */
+/** Q5_0's block offset terms from the stream's 8 * sums (packQ4_0's blocks, group streams): its weights are stored + 16 */
 // @ts-ignore: decorator
-@inline function offsets(sums8: v128, q5: bool): v128 {
-  return q5 ? i32x4.shl(sums8, 1) : sums8;
+@inline function q5Offsets(sums8: v128): v128 {
+  return i32x4.shl(sums8, 1);
 }
 
 /**
@@ -350,14 +350,14 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     const lo = q5Unsigned(p, low, false), hi = q5Unsigned(p, low, true);
     const dw = f32x4.splat(f16(load<u16>(p)));
     const x = s + acts;
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), offsets(v128.load(s + sums), true));
+    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), q5Offsets(v128.load(s + sums)));
     a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
     if (!four) {
       // a store of the first four tokens' sums (into this row's own first output, written again
       // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
       // activation vectors live at once spilled half of them and both accumulators
       store<f32>(out, f32x4.extract_lane(a03, 0));
-      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), offsets(v128.load(s + sums, 16), true));
+      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), q5Offsets(v128.load(s + sums, 16)));
       a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
     }
   }
