@@ -26,7 +26,7 @@ const size = Number(values.size), keys = Number(values.keys), reps = Number(valu
 const tokenCounts = values.tokens.split(",").map(Number);
 
 const b = await createWebGPUBackend({ powerPreference: "high-performance" });
-console.log(b.name);
+console.log(`${b.name}: ${b.adapter}`);
 
 async function time(run: () => void, sync: () => Promise<unknown>): Promise<number> {
   run();

@@ -5,12 +5,15 @@
  *
  *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128[,1536,...]]
  *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference|webgpu] [--no-llama-cpp]
- *                    [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH]
+ *                    [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH]
  *
  * With --parallel 1,4,8,16 it measures concurrent requests instead: for each number N, N
  * different prompts (default 32 tokens, 64 generated) started at once on each engine; the
  * table gives aggregate decode tok/s, TTFT, TPOT and each engine's scaling from 1 request.
  * Its default models are smollm-q8_0 and tinyllama-q8_0.
+ *
+ * llama.cpp runs on its CPU build unless --llama-cpp-gpu names node-llama-cpp's vulkan or cuda
+ * build, which then holds every layer on the GPU: the peer of --backend webgpu.
  *
  * --runtime chromium runs tsllm's side in headless Chromium (the browser build, the wasm backend
  * in the engine worker, the model over HTTP from the browser example's server) instead of Node;
@@ -24,7 +27,7 @@
  */
 import { basename } from "node:path";
 import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
-import { benchCacheTypes, seconds } from "../src/cli/bench.js";
+import { benchCacheTypes, llamaCppGpuOption, seconds } from "../src/cli/bench.js";
 import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel } from "../src/testing/index.js";
@@ -46,6 +49,7 @@ async function main(argv: string[]): Promise<void> {
     repetitions: { type: "string" },
     backend: { type: "string" },
     "no-llama-cpp": { type: "boolean" },
+    "llama-cpp-gpu": { type: "string" },
     timeout: { type: "string" },
     json: { type: "boolean" },
     parallel: { type: "string" },
@@ -55,7 +59,7 @@ async function main(argv: string[]): Promise<void> {
     chromium: { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
@@ -87,6 +91,7 @@ async function main(argv: string[]): Promise<void> {
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: concurrency ? 2 : 0 }) ?? (concurrency ? 64 : 128),
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: !flag(values, "no-llama-cpp"),
+    llamaCppGpu: llamaCppGpuOption(values),
     runtime,
     chromiumPath: optionalString(values, "chromium"),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),

@@ -11,7 +11,11 @@
 // then, on the other machine (Node 20 or later, or OUT/node):
 //   OUT/node OUT/tsllm/bench-webgpu.mjs --size 4096 --tokens 1,128
 //   OUT/node OUT/tsllm/bench.mjs --backend webgpu --no-llama-cpp --only smollm-q8_0,smollm-q4_0
-// The llama.cpp side of bench.mjs (node-llama-cpp) is not packed: it runs with --no-llama-cpp.
+// The llama.cpp side of bench.mjs (node-llama-cpp) is packed only with --llama-cpp vulkan|cuda:
+// node-llama-cpp, its dependencies and that one prebuilt GPU build (Vulkan: 81 MB, ~14 MB in the
+// archive; CUDA: 181 MB and the host's CUDA 12 runtime), for
+//   OUT/node OUT/tsllm/bench.mjs --backend webgpu --llama-cpp-gpu vulkan --only smollm-q8_0
+// Without it bench.mjs runs with --no-llama-cpp.
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -19,10 +23,15 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-const out = args.find((a) => !a.startsWith("--"));
-const unknown = args.filter((a) => a.startsWith("--") && a !== "--node" && a !== "--archive");
-if (!out || unknown.length > 0) {
-  console.error(`usage: node scripts/pack-portable.mjs OUT [--node] [--archive]${unknown.length > 0 ? ` (unknown: ${unknown.join(" ")})` : ""}`);
+const llamaCppAt = args.indexOf("--llama-cpp");
+const llamaCppGpu = llamaCppAt < 0 ? undefined : args[llamaCppAt + 1];
+const rest = llamaCppAt < 0 ? args : args.filter((_, i) => i !== llamaCppAt && i !== llamaCppAt + 1);
+const out = rest.find((a) => !a.startsWith("--"));
+const unknown = rest.filter((a) => a.startsWith("--") && a !== "--node" && a !== "--archive");
+const badGpu = llamaCppAt >= 0 && llamaCppGpu !== "vulkan" && llamaCppGpu !== "cuda";
+if (!out || unknown.length > 0 || badGpu) {
+  const why = badGpu ? ` (--llama-cpp takes vulkan or cuda, got ${llamaCppGpu ?? "nothing"})` : unknown.length > 0 ? ` (unknown: ${unknown.join(" ")})` : "";
+  console.error(`usage: node scripts/pack-portable.mjs OUT [--node] [--archive] [--llama-cpp vulkan|cuda]${why}`);
   process.exit(2);
 }
 const outDir = path.resolve(out);
@@ -45,6 +54,29 @@ const modules = path.join(root, "node_modules");
 for (const dep of Object.keys(pkg.dependencies)) cpSync(path.join(modules, dep), path.join(pkgDir, "node_modules", dep), { recursive: true });
 const webgpu = path.join(pkgDir, "node_modules", "webgpu");
 for (const file of ["package.json", "index.js", "LICENSE.md", "dist/linux-x64/dawn.node"]) cpSync(path.join(modules, "webgpu", file), path.join(webgpu, file), { recursive: true });
+
+if (llamaCppGpu !== undefined) {
+  // node-llama-cpp and every package it depends on, found as Node resolves them (nearest
+  // node_modules up the tree) and copied to the same place under the kit's node_modules; its
+  // bundled llama.cpp source (llama/gitRelease.bundle, for building from source) stays behind
+  const packed = new Set();
+  const resolveFrom = (dir, name) => {
+    for (let d = dir; ; d = path.dirname(d)) {
+      const candidate = path.join(d, "node_modules", name);
+      if (existsSync(path.join(candidate, "package.json"))) return candidate;
+      if (path.dirname(d) === d) throw new Error(`pack-portable: ${name} (needed by ${dir}) is not installed`);
+    }
+  };
+  const pack = (dir) => {
+    if (packed.has(dir)) return;
+    packed.add(dir);
+    cpSync(dir, path.join(pkgDir, "node_modules", path.relative(modules, dir)), { recursive: true, filter: (p) => !p.endsWith("gitRelease.bundle") && path.basename(p) !== "node_modules" || p === dir });
+    for (const dep of Object.keys(JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")).dependencies ?? {})) pack(resolveFrom(dir, dep));
+  };
+  pack(path.join(modules, "node-llama-cpp"));
+  pack(path.join(modules, "@node-llama-cpp", `linux-x64-${llamaCppGpu}`));
+  console.log(`packed node-llama-cpp (${packed.size} packages with its ${llamaCppGpu} build)`);
+}
 
 // the scripts, TypeScript stripped (esbuild, which tsx brings), their ../src imports pointed at dist/
 const { transformSync } = await import("esbuild");

@@ -57,6 +57,25 @@ test("tsllm bench rejects bad options with a usage error naming the option", () 
   const missing = bench(["--model", join(dir, "absent.gguf"), "--repetitions", "1"]);
   assert.equal(missing.status, 1);
   assert.match(missing.stderr, /not found: .*absent\.gguf/);
+  const gpu = bench(["--model", "x.gguf", "--vs-llama-cpp", "--llama-cpp-gpu", "metal"]);
+  assert.equal(gpu.status, 2);
+  assert.match(gpu.stderr, /--llama-cpp-gpu must be vulkan or cuda, got "metal"/);
+});
+
+test("tsllm bench --llama-cpp-gpu vulkan runs llama.cpp on a named Vulkan device, or says it found none instead of running on the CPU", { skip }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  const r = bench(["--model", model, "--prompt-tokens", "8", "--gen-tokens", "2", "--repetitions", "1", "--threads", "1", "--backend", "reference", "--vs-llama-cpp", "--llama-cpp-gpu", "vulkan", "--json"]);
+  if (r.status === 0) {
+    // a machine with a Vulkan GPU: the report names it
+    const report = JSON.parse(r.stdout);
+    assert.match(report.llamaCpp.samples[0].detail, /^node-llama-cpp vulkan \(.+\)/);
+    assertEngine(report.llamaCpp, 1, 2, "llama.cpp");
+  } else {
+    // no GPU (a software Vulkan driver is not listed by llama.cpp): one line saying so, no CPU numbers under the GPU's name
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /llama\.cpp's vulkan build (found no GPU device|could not be loaded)/);
+    assert.equal(r.stdout, "");
+  }
 });
 
 test("the concurrent-requests bench runs every request to its 64 tokens on both engines at 1 and 2 requests", { skip }, async () => {

@@ -3,7 +3,7 @@
 // (a software one here: SwiftShader or lavapipe, see docs/webgpu.md) and is skipped without one.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
@@ -49,4 +49,24 @@ test("pack-portable: the kit's WebGPU kernel benchmark runs outside the checkout
   // a line per weight type the backend multiplies, and one per KV cache type
   assert.equal(run.stdout.match(/^matmul \S+ +256x256 x +1 tokens: [\d.]+ ms, weights [\d.]+ GB\/s$/gm)?.length, 15, run.stdout);
   assert.equal(run.stdout.match(/^attention (f32|f16|q8_0|q4_0) +cache, .*16 keys x +1 tokens: [\d.]+ ms$/gm)?.length, 4, run.stdout);
+});
+
+test("pack-portable --llama-cpp vulkan: node-llama-cpp, its dependencies and its Vulkan build load from the kit", () => {
+  const kitDir = path.join(work, "kit-llama");
+  const packed = spawnSync(process.execPath, [path.join(root, "scripts", "pack-portable.mjs"), kitDir, "--llama-cpp", "vulkan"], { cwd: root, encoding: "utf8" });
+  assert.equal(packed.status, 0, packed.stderr);
+  const modules = path.join(kitDir, "tsllm", "node_modules");
+  assert.ok(existsSync(path.join(modules, "@node-llama-cpp", "linux-x64-vulkan", "bins")), "the Vulkan build is packed");
+  assert.ok(!existsSync(path.join(modules, "@node-llama-cpp", "linux-x64")), "only the build asked for");
+  assert.ok(!existsSync(path.join(modules, "node-llama-cpp", "llama", "gitRelease.bundle")), "llama.cpp's source bundle stays behind");
+  // the kit's own resolution, from outside the checkout: the package and the binary it picks for vulkan
+  // (a file, not -e: node-llama-cpp tests its binary in a child process started like this one)
+  const probeFile = path.join(kitDir, "tsllm", "probe.mjs");
+  writeFileSync(probeFile, `import { getLlama, LlamaLogLevel } from "node-llama-cpp";\nconst l = await getLlama({ gpu: "vulkan", build: "never", logLevel: LlamaLogLevel.error });\nconsole.log(l.gpu);\nawait l.dispose();\n`);
+  const probe = spawnSync(process.execPath, [probeFile], { cwd: work, encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work } });
+  assert.equal(probe.status, 0, probe.stderr);
+  assert.equal(probe.stdout.trim(), "vulkan");
+  const bad = spawnSync(process.execPath, [path.join(root, "scripts", "pack-portable.mjs"), kitDir, "--llama-cpp", "metal"], { cwd: root, encoding: "utf8" });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--llama-cpp takes vulkan or cuda, got metal/);
 });

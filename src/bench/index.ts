@@ -13,6 +13,7 @@ export type {
   EngineReport,
   EngineSample,
   EngineName,
+  LlamaCppGpu,
   Metric,
   MetricMedians,
   ParallelBenchReport,
@@ -30,4 +31,4 @@ export type {
   ServerName,
   WorkerJob,
 } from "./types.js";
-export { PARALLEL_METRICS, SERVE_METRICS } from "./types.js";
+export { LLAMA_CPP_GPUS, PARALLEL_METRICS, SERVE_METRICS } from "./types.js";

@@ -5,8 +5,9 @@ import { rates } from "./stats.js";
 import type { EngineJob, EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /**
- * llama.cpp's side, through node-llama-cpp's prebuilt CPU binary (a devDependency, imported
- * only here so tsllm itself never needs it).
+ * llama.cpp's side, through node-llama-cpp's prebuilt binaries (a devDependency, imported only
+ * here so tsllm itself never needs it): the CPU build, or with `llamaCppGpu` its Vulkan or CUDA
+ * build with every layer on the GPU, the peer of tsllm's WebGPU backend.
  *
  * Prefill is one `controlledEvaluate` of the whole prompt (one batch: batchSize = prompt
  * length) that samples the first token greedily. Decode uses the `sequence.evaluate`
@@ -77,12 +78,15 @@ async function* firstTokens(gen: AsyncGenerator<Token, unknown>, n: number): Asy
   }
 }
 
-/** Loads the model into a CPU context of `job.threads` threads, runs `body` on it and frees everything. */
 /** node-llama-cpp's name of a KV cache type */
 function ggmlTypeName(t: KVCacheType): "F32" | "F16" | "Q8_0" | "Q4_0" {
   return t.toUpperCase() as "F32" | "F16" | "Q8_0" | "Q4_0";
 }
 
+/**
+ * Loads the model into a context of `job.threads` threads (on `job.llamaCppGpu`'s build with every
+ * layer offloaded when set, else the CPU build), runs `body` on it and frees everything.
+ */
 async function withLlamaContext<T>(
   job: EngineJob,
   contextOptions: Pick<LlamaContextOptions, "contextSize" | "batchSize" | "sequences">,
@@ -94,16 +98,28 @@ async function withLlamaContext<T>(
   } catch (e) {
     throw new Error(`--vs-llama-cpp needs the node-llama-cpp package (npm i -D -E node-llama-cpp@3.21.1): ${(e as Error).message}`);
   }
-  const llama = await mod.getLlama({ gpu: false, build: "never", logLevel: mod.LlamaLogLevel.error, progressLogs: false, maxThreads: job.threads });
+  const gpu = job.llamaCppGpu ?? false;
+  let llama: Awaited<ReturnType<typeof mod.getLlama>>;
   try {
+    llama = await mod.getLlama({ gpu, build: "never", logLevel: mod.LlamaLogLevel.error, progressLogs: false, maxThreads: job.threads });
+  } catch (e) {
+    throw new Error(`llama.cpp's ${gpu === false ? "CPU" : gpu} build could not be loaded (node-llama-cpp's prebuilt binary${gpu === false ? "" : `, @node-llama-cpp/linux-x64-${gpu}, and the GPU's driver`}): ${(e as Error).message}`);
+  }
+  try {
+    // a GPU build that finds no device (a software Vulkan driver is not listed) runs on the CPU
+    // without a word: that would be the CPU's numbers under the GPU's name
+    const devices = gpu === false ? [] : await llama.getGpuDeviceNames();
+    if (gpu !== false && devices.length === 0) throw new Error(`llama.cpp's ${gpu} build found no GPU device (node-llama-cpp lists none), so it would run on the CPU: check the GPU driver (for Vulkan, VK_DRIVER_FILES naming its ICD)`);
     const t0 = performance.now();
-    const model = await llama.loadModel({ modelPath: job.modelPath, gpuLayers: 0 });
+    // on a GPU build every layer is offloaded ("max"), as tsllm's GPU backend runs all of them
+    const model = await llama.loadModel({ modelPath: job.modelPath, gpuLayers: gpu === false ? 0 : "max" });
     const types = job.cacheTypes;
     const blocks = types !== undefined && [types.k, types.v].some((t) => t === "q8_0" || t === "q4_0");
     const cache = types === undefined ? {} : { experimentalKvCacheKeyType: ggmlTypeName(types.k), experimentalKvCacheValueType: ggmlTypeName(types.v) };
     const context = await model.createContext({ ...contextOptions, threads: { ideal: job.threads, min: job.threads }, flashAttention: blocks, ...cache });
     const loadMs = performance.now() - t0;
-    const result = await body(context, loadMs, `node-llama-cpp CPU, ${context.currentThreads} threads`);
+    const device = gpu === false ? "CPU" : `${gpu} (${devices.join(", ")})`;
+    const result = await body(context, loadMs, `node-llama-cpp ${device}, ${context.currentThreads} threads`);
     await context.dispose();
     await model.dispose();
     return result;

@@ -10,6 +10,7 @@ import {
   type BenchReport,
   type EngineName,
   type EngineSample,
+  type LlamaCppGpu,
   type ParallelBenchReport,
   type ParallelEngineReport,
   type ParallelLevelReport,
@@ -28,6 +29,8 @@ export interface BenchOptions {
   /** KV cache types for both engines (EngineJob.cacheTypes) */
   readonly cacheTypes?: KVCacheTypes;
   readonly vsLlamaCpp?: boolean;
+  /** llama.cpp on this GPU build, every layer offloaded (EngineJob.llamaCppGpu; absent: CPU) */
+  readonly llamaCppGpu?: LlamaCppGpu;
   /**
    * where tsllm runs: "node" (default; a child process per run) or "chromium" (the browser build in
    * headless Chromium, a fresh context per run; wasm backend, f32 KV cache; see chromium-engine.ts)
@@ -49,7 +52,7 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
   const contextSize = o.promptTokens + o.genTokens + 1;
   const base = { modelPath: o.modelPath, threads: o.threads, promptTokens: prompt, genTokens: o.genTokens, contextSize, cacheTypes: o.cacheTypes };
   const tsJob: WorkerJob = { ...base, engine: "tsllm", backend: o.backend };
-  const lcJob: WorkerJob = { ...base, engine: "llama.cpp" };
+  const lcJob: WorkerJob = { ...base, engine: "llama.cpp", llamaCppGpu: o.llamaCppGpu };
 
   const browser = o.runtime === "chromium" ? await startChromiumRunner(dirname(o.modelPath), o.chromiumPath, o.timeoutMs) : undefined;
   const run = (job: WorkerJob) => (browser && job.engine === "tsllm" ? browser.run(job) : runWorker(job, o.timeoutMs));
@@ -101,7 +104,7 @@ export async function runParallelBenchmark(o: ParallelBenchOptions): Promise<Par
   for (const n of o.concurrency) {
     const base = { modelPath: o.modelPath, threads: o.threads, prompts: prompts.slice(0, n), genTokens: o.genTokens, sequenceContextSize };
     const tsJob: ParallelWorkerJob = { ...base, engine: "tsllm", backend: o.backend };
-    const lcJob: ParallelWorkerJob = { ...base, engine: "llama.cpp" };
+    const lcJob: ParallelWorkerJob = { ...base, engine: "llama.cpp", llamaCppGpu: o.llamaCppGpu };
     const runs = await alternate(o.repetitions, tsJob, o.vsLlamaCpp ? lcJob : undefined, (job) => runWorker(job, o.timeoutMs), (engine, r, s) => o.onSample?.(engine, n, r, s));
     const tsllm = engineReport("tsllm", runs.tsllm, PARALLEL_METRICS);
     if (!o.vsLlamaCpp) {

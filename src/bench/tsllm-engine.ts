@@ -51,5 +51,7 @@ async function* generatedTokens(model: Model, prompt: readonly number[], options
 
 /** what actually ran, e.g. "wasm, 2 threads" (a backend may fall back) */
 function backendDetail(model: Model): string {
-  return `${model.backend.name}, ${model.backend.threads} thread${model.backend.threads === 1 ? "" : "s"}`;
+  // a GPU backend says which adapter it found (a software one must not pass for the GPU)
+  const adapter = "adapter" in model.backend && typeof model.backend.adapter === "string" ? ` (${model.backend.adapter})` : "";
+  return `${model.backend.name}${adapter}, ${model.backend.threads} thread${model.backend.threads === 1 ? "" : "s"}`;
 }

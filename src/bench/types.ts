@@ -17,7 +17,13 @@ export interface EngineJob {
    * F16); llama.cpp runs with flash attention whenever one is a block format, as it must
    */
   readonly cacheTypes?: KVCacheTypes;
+  /** llama.cpp only: the GPU build to offload every layer to (absent: its CPU build, no offload) */
+  readonly llamaCppGpu?: LlamaCppGpu;
 }
+
+/** node-llama-cpp's prebuilt GPU builds the benchmarks can run llama.cpp on */
+export type LlamaCppGpu = "vulkan" | "cuda";
+export const LLAMA_CPP_GPUS: readonly LlamaCppGpu[] = ["vulkan", "cuda"];
 
 /** One child run: load the model, prefill the prompt once, decode `genTokens` greedy steps. */
 export interface WorkerJob extends EngineJob {

@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
-import { formatReport, runBenchmark } from "../bench/index.js";
-import { backendOption, flag, optionalNumber, parse, requireString, threadsOption, type OptionSpec, type ParsedValues } from "./args.js";
+import { formatReport, LLAMA_CPP_GPUS, runBenchmark, type LlamaCppGpu } from "../bench/index.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 
@@ -22,6 +22,8 @@ Options:
                         when one is q8_0 or q4_0, as it needs)
   --cache-type-v T      KV cache type of values for both engines (as --cache-type-k)
   --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
+  --llama-cpp-gpu B     run that llama.cpp on its vulkan or cuda build, every layer on the GPU (the
+                        peer of --backend webgpu; needs @node-llama-cpp/linux-x64-B and a GPU driver)
   --timeout S           kill a run that takes longer than S seconds (default 600)
   --json                print one JSON object (medians, ratios and every sample) and nothing else
   -h, --help            show this help
@@ -37,6 +39,7 @@ export const BENCH_ARGS: OptionSpec = {
   "cache-type-k": { type: "string" },
   "cache-type-v": { type: "string" },
   "vs-llama-cpp": { type: "boolean" },
+  "llama-cpp-gpu": { type: "string" },
   timeout: { type: "string" },
   json: { type: "boolean" },
 };
@@ -56,6 +59,7 @@ export async function runBench(argv: string[]): Promise<void> {
     genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: flag(values, "vs-llama-cpp"),
+    llamaCppGpu: llamaCppGpuOption(values),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
     onSample: json ? undefined : (engine, r, s) =>
       process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
@@ -67,6 +71,15 @@ export async function runBench(argv: string[]): Promise<void> {
 export function benchCacheTypes(values: ParsedValues): KVCacheTypes | undefined {
   const { cacheTypeK, cacheTypeV } = cacheTypesFrom(values);
   return cacheTypeK === undefined && cacheTypeV === undefined ? undefined : { k: cacheTypeK ?? "f32", v: cacheTypeV ?? "f32" };
+}
+
+/** --llama-cpp-gpu vulkan|cuda: llama.cpp's GPU build for the comparison; absent: its CPU build */
+export function llamaCppGpuOption(values: ParsedValues): LlamaCppGpu | undefined {
+  const gpu = optionalString(values, "llama-cpp-gpu");
+  if (gpu === undefined) return undefined;
+  const known = LLAMA_CPP_GPUS.find((g) => g === gpu);
+  if (known === undefined) throw new UsageError(`--llama-cpp-gpu must be ${LLAMA_CPP_GPUS.join(" or ")}, got "${gpu}"`);
+  return known;
 }
 
 export function seconds(s: number | undefined): number | undefined {
