@@ -20,6 +20,17 @@ export interface GPUBindGroupLike {
   readonly __brand?: "GPUBindGroup";
 }
 
+export interface GPUPipelineLayoutLike {
+  readonly __brand?: "GPUPipelineLayout";
+}
+
+/** a bind group layout entry: a uniform buffer (maybe bound at a dynamic offset) or a storage buffer */
+export interface GPUBindGroupLayoutEntryLike {
+  binding: number;
+  visibility: number;
+  buffer: { type: "uniform" | "storage" | "read-only-storage"; hasDynamicOffset?: boolean };
+}
+
 export interface GPUComputePipelineLike {
   getBindGroupLayout(index: number): GPUBindGroupLayoutLike;
 }
@@ -30,7 +41,7 @@ export interface GPUShaderModuleLike {
 
 export interface GPUComputePassLike {
   setPipeline(p: GPUComputePipelineLike): void;
-  setBindGroup(index: number, g: GPUBindGroupLike): void;
+  setBindGroup(index: number, g: GPUBindGroupLike, dynamicOffsets?: number[]): void;
   dispatchWorkgroups(x: number, y?: number, z?: number): void;
   end(): void;
 }
@@ -67,7 +78,9 @@ export interface GPUDeviceLike {
   readonly lost: Promise<{ reason?: string; message: string }>;
   createBuffer(descriptor: { size: number; usage: number; mappedAtCreation?: boolean; label?: string }): GPUBufferLike;
   createShaderModule(descriptor: { code: string; label?: string }): GPUShaderModuleLike;
-  createComputePipeline(descriptor: { layout: "auto"; compute: { module: GPUShaderModuleLike; entryPoint: string }; label?: string }): GPUComputePipelineLike;
+  createBindGroupLayout(descriptor: { entries: GPUBindGroupLayoutEntryLike[]; label?: string }): GPUBindGroupLayoutLike;
+  createPipelineLayout(descriptor: { bindGroupLayouts: GPUBindGroupLayoutLike[]; label?: string }): GPUPipelineLayoutLike;
+  createComputePipeline(descriptor: { layout: "auto" | GPUPipelineLayoutLike; compute: { module: GPUShaderModuleLike; entryPoint: string }; label?: string }): GPUComputePipelineLike;
   createBindGroup(descriptor: { layout: GPUBindGroupLayoutLike; entries: GPUBindGroupEntryLike[] }): GPUBindGroupLike;
   createCommandEncoder(): GPUCommandEncoderLike;
   pushErrorScope(filter: "validation" | "out-of-memory" | "internal"): void;
@@ -89,6 +102,7 @@ export interface GPULike {
 /** GPUBufferUsage and GPUMapMode flags (fixed by the spec; the globals are absent in Node) */
 export const BufferUsage = { MAP_READ: 0x0001, COPY_SRC: 0x0004, COPY_DST: 0x0008, UNIFORM: 0x0040, STORAGE: 0x0080 } as const;
 export const MapMode = { READ: 0x0001 } as const;
+export const ShaderStage = { COMPUTE: 0x4 } as const;
 
 export interface AdapterOptions {
   powerPreference?: "low-power" | "high-performance";

@@ -7,12 +7,13 @@ import { checkRows } from "../ops/attention.js";
 import { KV_CACHE_TYPES, kvRowFloats, matrixDims, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import {
-  BufferUsage, MapMode,
-  type GPUBindGroupEntryLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike, type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
+  BufferUsage, MapMode, ShaderStage,
+  type GPUBindGroupEntryLike, type GPUBindGroupLayoutEntryLike, type GPUBindGroupLayoutLike, type GPUBindGroupLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike,
+  type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
   ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, ROPE, ROTATE_CHUNKS,
-  SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef,
+  SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
 /**
@@ -35,11 +36,23 @@ const ALIGN = 64;
 const SLOT = 256;
 const SLOTS = 512;
 const MAX_BATCH = 256;
+/** cached bind groups at most (all are dropped when full; a model's steady state needs a few hundred) */
+const MAX_BIND_GROUPS = 4096;
 const MAX_GROUPS = 65535;
 /** workgroups of one split attention dispatch at most (a few thousand fill a large GPU) */
 const MAX_SPLIT_GROUPS = 4096;
 
 let nextBackendId = 1;
+
+/** a kernel compiled for one aliasing pattern of its arrays */
+interface CompiledKernel {
+  /** its name and aliasing pattern: the bind groups' cache key starts with it */
+  readonly key: string;
+  readonly pipeline: GPUComputePipelineLike;
+  readonly layout: GPUBindGroupLayoutLike;
+  /** the uniform fields (paramLayout), in the order the host writes them */
+  readonly params: readonly (readonly [string, ParamType])[];
+}
 
 interface WeightBlock {
   readonly buffer: GPUBufferLike;
@@ -151,6 +164,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private lostMessage: string | null = null;
 
   private encoder: GPUCommandEncoderLike | null = null;
+  /** the compute pass every dispatch of the batch goes into (ended before a copy and at the submit) */
+  private pass: GPUComputePassLike | null = null;
   private dispatches = 0;
   private readonly uniformBuffer: GPUBufferLike;
   private readonly uniformMirror = new ArrayBuffer(SLOT * SLOTS);
@@ -165,7 +180,18 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private readonly scratch = new Map<string, GPUBufferLike>();
   private deferredDestroy: GPUBufferLike[] = [];
   private readonly allBuffers = new Set<GPUBufferLike>();
-  private readonly pipelines = new Map<string, GPUComputePipelineLike>();
+  private readonly kernels = new Map<string, CompiledKernel>();
+  /**
+   * Bind groups by kernel and bound buffers. Creating one costs more than the rest of a dispatch
+   * (27 us of ~40 on lavapipe, 2 vCPUs); a decode step binds the same scratch, cache and weight
+   * buffers every time (their offsets travel in the uniforms, whose slice is a dynamic offset), so
+   * after the first step every dispatch finds its group here.
+   */
+  private readonly bindGroups = new Map<string, GPUBindGroupLike>();
+  /** the bindGroups keys that hold each buffer (by bufferId), dropped when the buffer is destroyed */
+  private readonly groupsOfBuffer = new Map<number, string[]>();
+  private readonly bufferIds = new WeakMap<GPUBufferLike, number>();
+  private nextBufferId = 0;
   private readonly weightBuffers = new WeakMap<object, Map<string, readonly WeightBlock[]>>();
   private readonly constBuffers = new WeakMap<Float32Array, GPUBufferLike>();
   private geluTable: GPUBufferLike | null = null;
@@ -225,16 +251,69 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return a;
   }
 
-  private pipeline(def: KernelDef, slots: readonly number[]): GPUComputePipelineLike {
+  /**
+   * the kernel's pipeline for this aliasing pattern, on an explicit layout: the uniform slice is
+   * bound at a dynamic offset, so one bind group serves every dispatch on the same buffers
+   */
+  private kernel(def: KernelDef, slots: readonly number[]): CompiledKernel {
     const key = `${def.name}|${slots.join(",")}`;
-    let p = this.pipelines.get(key);
-    if (!p) {
+    let k = this.kernels.get(key);
+    if (!k) {
       const code = buildShader(def, slots);
       const module = this.device.createShaderModule({ code, label: def.name });
-      p = this.device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" }, label: def.name });
-      this.pipelines.set(key, p);
+      const nSlots = slots.length === 0 ? 0 : Math.max(...slots) + 1;
+      const storage = (binding: number, written: boolean): GPUBindGroupLayoutEntryLike => ({ binding, visibility: ShaderStage.COMPUTE, buffer: { type: written ? "storage" : "read-only-storage" } });
+      const entries: GPUBindGroupLayoutEntryLike[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform", hasDynamicOffset: true } }];
+      for (let b = 0; b < nSlots; b++) entries.push(storage(1 + b, def.arrays.some((a, i) => slots[i] === b && a.write)));
+      def.extras.forEach((e, i) => entries.push(storage(1 + nSlots + i, e.write === true)));
+      const layout = this.device.createBindGroupLayout({ entries, label: def.name });
+      const pipeline = this.device.createComputePipeline({ layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: def.name }), compute: { module, entryPoint: "main" }, label: def.name });
+      k = { key, pipeline, layout, params: paramLayout(def) };
+      this.kernels.set(key, k);
     }
-    return p;
+    return k;
+  }
+
+  private bufferId(b: GPUBufferLike): number {
+    let id = this.bufferIds.get(b);
+    if (id === undefined) {
+      id = this.nextBufferId++;
+      this.bufferIds.set(b, id);
+    }
+    return id;
+  }
+
+  /** the kernel's bind group over these buffers (uniforms first, at offset 0: the dispatch gives the slice) */
+  private bindGroup(k: CompiledKernel, buffers: readonly GPUBufferLike[]): GPUBindGroupLike {
+    const ids = buffers.map((b) => this.bufferId(b));
+    const key = `${k.key}#${ids.join(",")}`;
+    let group = this.bindGroups.get(key);
+    if (!group) {
+      // bounded however buffers come and go (each destroyed buffer also takes its groups along)
+      if (this.bindGroups.size >= MAX_BIND_GROUPS) {
+        this.bindGroups.clear();
+        this.groupsOfBuffer.clear();
+      }
+      const entries: GPUBindGroupEntryLike[] = buffers.map((buffer, i) => ({ binding: i, resource: i === 0 ? { buffer, offset: 0, size: SLOT } : { buffer } }));
+      group = this.device.createBindGroup({ layout: k.layout, entries });
+      this.bindGroups.set(key, group);
+      for (const id of new Set(ids)) {
+        const keys = this.groupsOfBuffer.get(id);
+        if (keys) keys.push(key);
+        else this.groupsOfBuffer.set(id, [key]);
+      }
+    }
+    return group;
+  }
+
+  /** destroys a buffer no recorded command uses any more, with the bind groups that hold it */
+  private destroyBuffer(b: GPUBufferLike): void {
+    const id = this.bufferIds.get(b);
+    if (id !== undefined) {
+      for (const key of this.groupsOfBuffer.get(id) ?? []) this.bindGroups.delete(key);
+      this.groupsOfBuffer.delete(id);
+    }
+    b.destroy();
   }
 
   /** a scratch buffer of at least `floats` floats, reused across dispatches (WebGPU orders dispatches that share it) */
@@ -260,18 +339,36 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return this.encoder;
   }
 
+  /** the batch's encoder for a command outside a compute pass (a copy): the open pass is ended first */
+  private encoderOutsidePass(): GPUCommandEncoderLike {
+    this.pass?.end();
+    this.pass = null;
+    return this.beginBatch();
+  }
+
+  /**
+   * the batch's compute pass: one for all its dispatches (a pass per dispatch cost ~6 us more each
+   * on lavapipe); WebGPU still orders each dispatch's storage writes before the next one's reads
+   */
+  private computePass(): GPUComputePassLike {
+    this.pass ??= this.beginBatch().beginComputePass();
+    return this.pass;
+  }
+
   /** submits what is recorded (uploading its parameters and data first) */
   private flush(): void {
     if (!this.encoder) return;
     if (this.slotsUsed > 0) this.queue.writeBuffer(this.uniformBuffer, 0, this.uniformMirror, 0, this.slotsUsed * SLOT);
     if (this.dataUsed > 0) this.queue.writeBuffer(this.dataBuffer, 0, this.dataMirror, 0, this.dataUsed);
+    this.pass?.end();
+    this.pass = null;
     this.queue.submit([this.encoder.finish()]);
     this.encoder = null;
     this.dispatches = 0;
     this.slotsUsed = 0;
     this.dataUsed = 0;
     this.errors.push(this.device.popErrorScope().then((e) => (e ? e.message : null)));
-    for (const b of this.deferredDestroy) b.destroy();
+    for (const b of this.deferredDestroy) this.destroyBuffer(b);
     this.deferredDestroy = [];
   }
 
@@ -294,30 +391,15 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (this.slotsUsed >= SLOTS || this.dataUsed + words > this.dataMirror.length || this.dispatches >= MAX_BATCH) this.flush();
     if (words > this.dataMirror.length) {
       this.allBuffers.delete(this.dataBuffer);
-      this.dataBuffer.destroy();
+      this.destroyBuffer(this.dataBuffer);
       this.dataMirror = new Uint32Array(Math.max(words, 2 * this.dataMirror.length));
       this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
     }
-    const encoder = this.beginBatch();
     const dataOffset = this.dataUsed;
     if (data) {
       this.dataMirror.set(data, dataOffset);
       this.dataUsed += words;
     }
-    // uniforms: nwg, the array offsets, then the params (o_d filled in here)
-    const layout = paramLayout(def);
-    const slot = this.slotsUsed++;
-    const base = (slot * SLOT) / 4;
-    const values = [groups, ...arrays.map((a) => a.offset), ...params];
-    layout.forEach(([name, type], i) => {
-      const v = name === "o_d" ? dataOffset : values[i]!;
-      if (type === "f32") this.uniformF32[base + i] = v;
-      else if (type === "i32") this.uniformI32[base + i] = v;
-      else {
-        if (!(Number.isInteger(v) && v >= 0 && v <= 0xffffffff)) throw new Error(`webgpu backend: ${def.name}: parameter ${name} = ${v} is not a u32`);
-        this.uniformU32[base + i] = v;
-      }
-    });
     // bindings: one per distinct buffer
     const distinct: GPUBufferLike[] = [];
     const slots = arrays.map((a) => {
@@ -325,17 +407,30 @@ class WebGPUBackend implements WebGPUBackendInfo {
       if (s < 0) s = distinct.push(a.buffer) - 1;
       return s;
     });
-    const pipeline = this.pipeline(def, slots);
-    const entries: GPUBindGroupEntryLike[] = [{ binding: 0, resource: { buffer: this.uniformBuffer, offset: slot * SLOT, size: SLOT } }];
-    distinct.forEach((b, i) => entries.push({ binding: 1 + i, resource: { buffer: b } }));
-    extras.forEach((e, i) => entries.push({ binding: 1 + distinct.length + i, resource: { buffer: e === "D" ? this.dataBuffer : e } }));
-    const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
-    const pass: GPUComputePassLike = encoder.beginComputePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
+    const k = this.kernel(def, slots);
+    // uniforms: nwg, the array offsets, then the params (o_d filled in here)
+    const slot = this.slotsUsed++;
+    const base = (slot * SLOT) / 4;
+    const layout = k.params;
+    const nArrays = arrays.length;
+    for (let i = 0; i < layout.length; i++) {
+      const [name, type] = layout[i]!;
+      const v = i === 0 ? groups : i <= nArrays ? arrays[i - 1]!.offset : name === "o_d" ? dataOffset : params[i - 1 - nArrays]!;
+      if (type === "f32") this.uniformF32[base + i] = v;
+      else if (type === "i32") this.uniformI32[base + i] = v;
+      else {
+        if (!(Number.isInteger(v) && v >= 0 && v <= 0xffffffff)) throw new Error(`webgpu backend: ${def.name}: parameter ${name} = ${v} is not a u32`);
+        this.uniformU32[base + i] = v;
+      }
+    }
+    const buffers = [this.uniformBuffer, ...distinct];
+    for (const e of extras) buffers.push(e === "D" ? this.dataBuffer : e);
+    const bindGroup = this.bindGroup(k, buffers);
+    const pass = this.computePass();
+    pass.setPipeline(k.pipeline);
+    pass.setBindGroup(0, bindGroup, [slot * SLOT]);
     const x = Math.min(groups, MAX_GROUPS);
     pass.dispatchWorkgroups(x, Math.ceil(groups / x));
-    pass.end();
     this.dispatches++;
   }
 
@@ -470,7 +565,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
       return new Float32Array(0);
     }
     const staging = this.device.createBuffer({ size: Math.ceil(g.length / 4) * 16, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
-    this.beginBatch().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
+    this.encoderOutsidePass().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
     this.flush();
     this.releaseHostWeights();
     try {

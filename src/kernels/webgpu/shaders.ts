@@ -189,9 +189,8 @@ export function buildShader(def: KernelDef, slots: readonly number[]): string {
   def.extras.forEach((e, i) => {
     lines.push(`@group(0) @binding(${1 + nSlots + i}) var<storage, ${e.write ? "read_write" : "read"}> ${e.name}: array<${e.type}>;`);
   });
-  // every binding referenced, so layout "auto" keeps each one the host binds (F32's matmul leaves XQ unused)
-  const uses = [...Array.from({ length: nSlots }, (_, s) => `buf${s}`), ...def.extras.map((e) => e.name)].map((v) => `  _ = arrayLength(&${v});`);
-  let body = `${uses.join("\n")}\n${def.body}`;
+  // the host's explicit layout (index.ts) lists every binding, used or not (F32's matmul leaves XQ unused)
+  let body = def.body;
   let helpers = def.helpers ?? "";
   def.arrays.forEach((a, i) => {
     const re = new RegExp(`\\$${a.name}\\b`, "g");
