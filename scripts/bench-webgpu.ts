@@ -4,7 +4,8 @@
  *   node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]
  *
  * matmul of a size x size weight of every type the backend multiplies for each token count (ms
- * per call; weight GB/s = the weight's bytes / time, what decode is bound by), then causal
+ * per call, split into the host's recording and the GPU's time after it; weight GB/s = the
+ * weight's bytes / GPU time, what decode is bound by; TFLOP/s on the same time), then causal
  * attention of 32 heads (8 kv heads) of 128 over --keys cached positions for each KV cache type
  * (f32, f16, q8_0, q4_0). Whole models: `npm run bench -- --backend webgpu`. Each figure is the mean of
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
@@ -28,14 +29,23 @@ const tokenCounts = values.tokens.split(",").map(Number);
 const b = await createWebGPUBackend({ powerPreference: "high-performance" });
 console.log(`${b.name}: ${b.adapter}`);
 
-async function time(run: () => void, sync: () => Promise<unknown>): Promise<number> {
+/**
+ * per call: `ms` from the first call's recording to the results' arrival, and `hostMs` the
+ * recording alone. The calls are submitted together at the read (or every few hundred dispatches),
+ * so the GPU mostly runs after the recording: ms - hostMs is about the GPU's own time.
+ */
+async function time(run: () => void, sync: () => Promise<unknown>): Promise<{ ms: number; hostMs: number; gpuMs: number }> {
   run();
   await sync();
   const t0 = performance.now();
   for (let i = 0; i < reps; i++) run();
+  const t1 = performance.now();
   await sync();
-  return (performance.now() - t0) / reps;
+  const t2 = performance.now();
+  return { ms: (t2 - t0) / reps, hostMs: (t1 - t0) / reps, gpuMs: (t2 - t1) / reps };
 }
+
+const timing = (t: { ms: number; hostMs: number; gpuMs: number }) => `${t.ms.toFixed(3)} ms (host ${t.hostMs.toFixed(3)}, then GPU ${t.gpuMs.toFixed(3)})`;
 
 const row = Float32Array.from({ length: size }, (_, i) => Math.sin(i) * 0.5);
 const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
@@ -46,11 +56,13 @@ for (const type of TYPES) {
   quantizeRow(type, row, one, size);
   for (let r = 0; r < size; r++) data.set(one, r * rb);
   const w = { name: `bench.${typeName(type)}`, type, dims: [size, size], data };
+  const bytes = data.length;
   for (const n of tokenCounts) {
     const x = b.allocActivations(n * size), out = b.allocActivations(n * size);
     b.write(x, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
-    const ms = await time(() => b.matmul(out, w, x, n), () => b.read(b.view(out, 0, 1)));
-    console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${ms.toFixed(3)} ms, weights ${(data.length / ms / 1e6).toFixed(1)} GB/s`);
+    const t = await time(() => b.matmul(out, w, x, n), () => b.read(b.view(out, 0, 1)));
+    // the weight's bytes per GPU time (its host copy is released once uploaded: counted before)
+    console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${timing(t)}, weights ${(bytes / t.gpuMs / 1e6).toFixed(1)} GB/s, ${(2 * size * size * n / t.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
   }
 }
 
@@ -67,8 +79,8 @@ for (const type of KV_CACHE_TYPES) {
   for (const n of tokenCounts) {
     if (n > keys) continue;
     const q = b.allocActivations(n * nHeads * hd), out = b.allocActivations(n * nHeads * hd);
-    const ms = await time(() => b.attention(out, q, kc, vc, n, keys - n, nHeads, nKv, hd, 1 / Math.sqrt(hd), positions, encoding), () => b.read(b.view(out, 0, 1)));
-    console.log(`attention ${type.padEnd(4)} cache, ${nHeads}/${nKv} heads of ${hd}, ${keys} keys x ${String(n).padStart(4)} tokens: ${ms.toFixed(3)} ms`);
+    const t = await time(() => b.attention(out, q, kc, vc, n, keys - n, nHeads, nKv, hd, 1 / Math.sqrt(hd), positions, encoding), () => b.read(b.view(out, 0, 1)));
+    console.log(`attention ${type.padEnd(4)} cache, ${nHeads}/${nKv} heads of ${hd}, ${keys} keys x ${String(n).padStart(4)} tokens: ${timing(t)}`);
   }
 }
 b.dispose();

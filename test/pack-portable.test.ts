@@ -47,8 +47,8 @@ test("pack-portable: the kit's WebGPU kernel benchmark runs outside the checkout
   if (run.status !== 0 && /no WebGPU adapter found/.test(run.stderr)) return t.skip(`no WebGPU adapter: ${run.stderr.trim().split("\n")[0]}`);
   assert.equal(run.status, 0, run.stderr);
   // a line per weight type the backend multiplies, and one per KV cache type
-  assert.equal(run.stdout.match(/^matmul \S+ +256x256 x +1 tokens: [\d.]+ ms, weights [\d.]+ GB\/s$/gm)?.length, 15, run.stdout);
-  assert.equal(run.stdout.match(/^attention (f32|f16|q8_0|q4_0) +cache, .*16 keys x +1 tokens: [\d.]+ ms$/gm)?.length, 4, run.stdout);
+  assert.equal(run.stdout.match(/^matmul \S+ +256x256 x +1 tokens: [\d.]+ ms \(host [\d.]+, then GPU [\d.]+\), weights [\d.]+ GB\/s, [\d.]+ TFLOP\/s$/gm)?.length, 15, run.stdout);
+  assert.equal(run.stdout.match(/^attention (f32|f16|q8_0|q4_0) +cache, .*16 keys x +1 tokens: [\d.]+ ms \(host [\d.]+, then GPU [\d.]+\)$/gm)?.length, 4, run.stdout);
 });
 
 test("pack-portable --llama-cpp vulkan: node-llama-cpp, its dependencies and its Vulkan build load from the kit", () => {
