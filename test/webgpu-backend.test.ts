@@ -270,6 +270,55 @@ describe("webgpu backend conformance", { skip }, () => {
     close("swiglu", await b.read(out), expected, 1e-6);
   });
 
+  test("fused ops: add then rmsNorm of the sum, and RoPE of q then k, give the bits of the ops dispatched one by one", async () => {
+    const r = rng(75);
+    const width = 300, rows = 3, eps = 1e-5;
+    const x = normals(width * rows, r, 2), y = normals(width * rows, r, 3), weight = normals(width, r);
+    /** add then rmsNorm into out (or in place), with a read between them or not (a read releases the held add) */
+    async function addNorm(apart: boolean, inPlace: boolean): Promise<[Float32Array, Float32Array]> {
+      const xa = device(b, x), ya = device(b, y), out = inPlace ? xa : b.allocActivations(x.length);
+      b.add(xa, ya);
+      if (apart) await b.read(b.view(xa, 0, 1));
+      b.rmsNorm(out, xa, weight, width, rows, eps);
+      return [await b.read(xa), await b.read(out)];
+    }
+    for (const inPlace of [false, true]) {
+      const [fx, fout] = await addNorm(false, inPlace);
+      const [sx, sout] = await addNorm(true, inPlace);
+      assert.deepEqual(fx, sx, `the sum written back${inPlace ? " (norm in place)" : ""}`);
+      assert.deepEqual(fout, sout, `the norm of the sum${inPlace ? " (in place)" : ""}`);
+      const expected = new Float32Array(x.length);
+      rmsNorm(expected, x.map((v, i) => v + y[i]!), weight, width, rows, eps);
+      close(`add + rmsNorm${inPlace ? " in place" : ""}`, fout, expected, 1e-5);
+    }
+    // q and k as views of one fused projection (as a model's single-token pass has them), 9 and 3 heads
+    const nTokens = 2, headDim = 64, qHeads = 9, kHeads = 3, positions = [5, 6];
+    const p: RopeParams = { headDim, ropeDim: 64, base: 10000, freqScale: 1, style: "neox" };
+    const qk = normals(nTokens * (qHeads + kHeads) * headDim, r);
+    async function ropeTwo(apart: boolean): Promise<Float32Array> {
+      const all = device(b, qk);
+      const q = b.view(all, 0, nTokens * qHeads * headDim), k = b.view(all, nTokens * qHeads * headDim);
+      b.rope(q, nTokens, qHeads, positions, p);
+      if (apart) await b.read(b.view(all, 0, 1));
+      b.rope(k, nTokens, kHeads, positions, p);
+      return b.read(all);
+    }
+    const fused = await ropeTwo(false);
+    assert.deepEqual(fused, await ropeTwo(true), "RoPE of q and k in one dispatch");
+    const expected = qk.slice();
+    applyRope(expected.subarray(0, nTokens * qHeads * headDim), nTokens, qHeads, positions, p);
+    applyRope(expected.subarray(nTokens * qHeads * headDim), nTokens, kHeads, positions, p);
+    close("rope of q then k", fused, expected, 1e-5);
+    // other positions for the second array: not fused, still right
+    const k2 = device(b, qk.slice(0, nTokens * kHeads * headDim));
+    const q2 = device(b, qk.slice(0, nTokens * qHeads * headDim));
+    b.rope(q2, nTokens, qHeads, positions, p);
+    b.rope(k2, nTokens, kHeads, [9, 10], p);
+    const e2 = qk.slice(0, nTokens * kHeads * headDim);
+    applyRope(e2, nTokens, kHeads, [9, 10], p);
+    close("rope after a rope at other positions", await b.read(k2), e2, 1e-5);
+  });
+
   test("unary: gelu (f16 table), gelu-erf, relu, tanh", async () => {
     const r = rng(80);
     const n = 4099;

@@ -12,7 +12,7 @@ import {
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, ROPE, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, ROPE, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -43,6 +43,22 @@ const MAX_GROUPS = 65535;
 const MAX_SPLIT_GROUPS = 4096;
 
 let nextBackendId = 1;
+
+/** an op the backend holds back one call for a fusion (WebGPUBackend.held) */
+type HeldOp =
+  | { readonly op: "add"; readonly x: GpuArray; readonly y: GpuArray }
+  | { readonly op: "rope"; readonly x: GpuArray; readonly pairs: number; readonly params: readonly [number, number, number, number, number]; readonly table: Float32Array };
+
+function sameFloats(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** whether two views share any float of one buffer */
+function overlaps(a: GpuArray, b: GpuArray): boolean {
+  return a.buffer === b.buffer && a.offset < b.offset + b.length && b.offset < a.offset + a.length;
+}
 
 /** a kernel compiled for one aliasing pattern of its arrays */
 interface CompiledKernel {
@@ -181,6 +197,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private deferredDestroy: GPUBufferLike[] = [];
   private readonly allBuffers = new Set<GPUBufferLike>();
   private readonly kernels = new Map<string, CompiledKernel>();
+  /**
+   * An op held back one call so that the next may fuse with it: a residual add with the rmsNorm of
+   * its sum, a RoPE with the RoPE of another array at the same positions (a layer's q, then k).
+   * Dispatching anything else, a copy and a submit release it first, so the order never changes.
+   * A decode step of SmolLM's shape goes from 546 dispatches to 456: each one costs the host
+   * ~5-7 us in Dawn, which bounds decode on a fast GPU (docs/webgpu.md).
+   */
+  private held: HeldOp | null = null;
   /**
    * Bind groups by kernel and bound buffers. Creating one costs more than the rest of a dispatch
    * (27 us of ~40 on lavapipe, 2 vCPUs); a decode step binds the same scratch, cache and weight
@@ -339,8 +363,18 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return this.encoder;
   }
 
+  /** dispatches the held op (see `held`) */
+  private releaseHeld(): void {
+    const h = this.held;
+    if (!h) return;
+    this.held = null;
+    if (h.op === "add") this.dispatch(ADD, [h.x, h.y], [], [h.x.length], Math.ceil(h.x.length / 256));
+    else this.dispatch(ROPE, [h.x], ["D"], [h.pairs, ...h.params, 0], Math.ceil(h.pairs / 256), new Uint32Array(h.table.buffer));
+  }
+
   /** the batch's encoder for a command outside a compute pass (a copy): the open pass is ended first */
   private encoderOutsidePass(): GPUCommandEncoderLike {
+    if (this.held) this.releaseHeld();
     this.pass?.end();
     this.pass = null;
     return this.beginBatch();
@@ -357,6 +391,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   /** submits what is recorded (uploading its parameters and data first) */
   private flush(): void {
+    if (this.held) this.releaseHeld();
     if (!this.encoder) return;
     if (this.slotsUsed > 0) this.queue.writeBuffer(this.uniformBuffer, 0, this.uniformMirror, 0, this.slotsUsed * SLOT);
     if (this.dataUsed > 0) this.queue.writeBuffer(this.dataBuffer, 0, this.dataMirror, 0, this.dataUsed);
@@ -385,6 +420,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
    * `data` (u32 words) copied into the data buffer, its word offset given as the param "o_d".
    */
   private dispatch(def: KernelDef, arrays: readonly GpuArray[], extras: readonly (GPUBufferLike | "D")[], params: readonly number[], groups: number, data?: Uint32Array): void {
+    if (this.held) this.releaseHeld();
     if (groups <= 0) return;
     const words = data ? Math.ceil(data.length / 4) * 4 : 0;
     // room for this dispatch's uniform slice and data, else submit what is recorded first
@@ -702,7 +738,15 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("rmsNorm", "out", o, width * rows, `${rows} x ${width}`);
     if (weight && weight.length < width) throw new Error(`rmsNorm: weight holds ${weight.length} floats, expected ${width}`);
     if (width === 0) return;
-    this.dispatch(this.subgroups ? NORMS.rms.subgroups : NORMS.rms.plain, [o, xa], [weight ? this.constBuffer(weight) : this.dummy], [width, eps, weight ? 1 : 0], rows);
+    const nw = weight ? this.constBuffer(weight) : this.dummy;
+    const h = this.held;
+    // the held residual add into exactly this x (y apart from x and out; out x itself or apart): one dispatch
+    if (h?.op === "add" && h.x.buffer === xa.buffer && h.x.offset === xa.offset && h.x.length === width * rows && h.y.buffer !== xa.buffer && h.y.buffer !== o.buffer && (o.buffer !== xa.buffer || o.offset === xa.offset)) {
+      this.held = null;
+      this.dispatch(this.subgroups ? NORMS.addRms.subgroups : NORMS.addRms.plain, [o, xa, h.y], [nw], [width, eps, weight ? 1 : 0], rows);
+      return;
+    }
+    this.dispatch(this.subgroups ? NORMS.rms.subgroups : NORMS.rms.plain, [o, xa], [nw], [width, eps, weight ? 1 : 0], rows);
   }
 
   layerNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array, bias: Float32Array, width: number, rows: number, eps: number): void {
@@ -737,7 +781,16 @@ class WebGPUBackend implements WebGPUBackendInfo {
     // the angles as llama.cpp computes them, on the host: nTokens rows of (cos, sin) pairs
     const table = new Float32Array(nTokens * ropeDim);
     for (let t = 0; t < nTokens; t++) table.set(ropeAngles(positions[t]!, p), t * ropeDim);
-    this.dispatch(ROPE, [xa], ["D"], [n, half, nHeads, headDim, ropeDim, p.style === "neox" ? 1 : 0, 0], Math.ceil(n / 256), new Uint32Array(table.buffer));
+    const params = [half, nHeads, headDim, ropeDim, p.style === "neox" ? 1 : 0] as const;
+    const h = this.held;
+    if (h?.op === "rope" && h.params[0] === half && h.params[2] === headDim && h.params[3] === ropeDim && h.params[4] === params[4] && sameFloats(h.table, table) && !overlaps(h.x, xa)) {
+      // the same angles as the held RoPE's (the same positions): both arrays in one dispatch
+      this.held = null;
+      this.dispatch(ROPE_TWO, [h.x, xa], ["D"], [h.pairs + n, ...h.params, 0, h.pairs, nHeads], Math.ceil((h.pairs + n) / 256), new Uint32Array(table.buffer));
+      return;
+    }
+    if (this.held) this.releaseHeld();
+    this.held = { op: "rope", x: xa, pairs: n, params, table };
   }
 
   addBias(x: DeviceArray, bias: Float32Array, rows: number): void {
@@ -755,7 +808,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const xa = this.arr("add", "x", x), ya = this.arr("add", "y", y);
     this.checkLength("add", "y", ya, xa.length, `${xa.length} (x's length)`);
     if (xa.length === 0) return;
-    this.dispatch(ADD, [xa, ya], [], [xa.length], Math.ceil(xa.length / 256));
+    if (this.held) this.releaseHeld();
+    this.held = { op: "add", x: xa, y: ya };
   }
 
   swiglu(out: DeviceArray, gate: DeviceArray, up: DeviceArray, n: number): void {

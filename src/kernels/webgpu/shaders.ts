@@ -262,13 +262,8 @@ export const GATHER_ROWS = elementwise("gatherRows", [{ name: "dst", write: true
 export const COPY_2D = elementwise("copy2d", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["dstStride", "u32"], ["srcStride", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + r * P.dstStride + j] = $src[P.o_src + r * P.srcStride + j];`);
 
-export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
-  `  let k = i % P.half;
-  let th = i / P.half;
-  let h = th % P.nHeads;
-  let t = th / P.nHeads;
-  let o = P.o_x + (t * P.nHeads + h) * P.headDim;
-  var a = o + 2u * k;
+/** one rotated pair: element k of head h of token t, at o (the head's start), with the token's angles in D */
+const ROPE_PAIR = `  var a = o + 2u * k;
   var b = a + 1u;
   if (P.neox != 0u) { a = o + k; b = a + P.half; }
   let c = bitcast<f32>(D[P.o_d + t * P.ropeDim + 2u * k]);
@@ -276,7 +271,35 @@ export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", 
   let x0 = $x[a];
   let x1 = $x[b];
   $x[a] = x0 * c - x1 * s;
-  $x[b] = x0 * s + x1 * c;`, [{ name: "D", type: "u32" }]);
+  $x[b] = x0 * s + x1 * c;`;
+
+export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
+  `  let k = i % P.half;
+  let th = i / P.half;
+  let h = th % P.nHeads;
+  let t = th / P.nHeads;
+  let o = P.o_x + (t * P.nHeads + h) * P.headDim;
+${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
+
+/**
+ * RoPE of two arrays at the same positions in one dispatch (a layer's queries, then its keys: the
+ * backend's fusion of two rope calls): the first n1 pairs are x's, the rest x2's
+ */
+export const ROPE_TWO = elementwise("rope2", [{ name: "x", write: true }, { name: "x2", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"], ["n1", "u32"], ["nHeads2", "u32"]],
+  `  var j = i;
+  var heads = P.nHeads;
+  if (i >= P.n1) { j = i - P.n1; heads = P.nHeads2; }
+  let k = j % P.half;
+  let th = j / P.half;
+  let h = th % heads;
+  let t = th / heads;
+  var o = P.o_x + (t * heads + h) * P.headDim;
+  if (i >= P.n1) { o = P.o_x2 + (t * heads + h) * P.headDim; }
+  if (i >= P.n1) {
+${ROPE_PAIR.replaceAll("$x[", "$x2[").replace(/^/gm, "  ")}
+    return;
+  }
+${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
 
 // ---- norms: one workgroup of 256 per row ----
 
@@ -284,18 +307,26 @@ const normHelpers = (subgroups: boolean): string => `
 var<workgroup> red: array<f32, 256>;
 ${workgroupReduction("block_sum", "a + b", 256, subgroups ? "subgroupAdd" : null)}`;
 
-const rmsNormDef = (subgroups: boolean): KernelDef => ({
-  name: `rmsNorm${subgroups ? "-subgroups" : ""}`,
+/**
+ * `withAdd`: the residual add before the norm in the same dispatch (x += y, then out = norm(x)),
+ * the backend's fusion of add and rmsNorm; each invocation adds the very elements it then sums and
+ * scales, so the bits are those of the two kernels one after the other
+ */
+const rmsNormDef = (subgroups: boolean, withAdd = false): KernelDef => ({
+  name: `${withAdd ? "addRmsNorm" : "rmsNorm"}${subgroups ? "-subgroups" : ""}`,
   subgroups,
   workgroupSize: 256,
-  arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+  arrays: withAdd ? [{ name: "out", write: true }, { name: "x", write: true }, { name: "y", write: false }] : [{ name: "out", write: true }, { name: "x", write: false }],
   extras: [{ name: "NW", type: "f32" }],
   params: [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
   helpers: normHelpers(subgroups),
   body: `  let base = P.o_x + wgi * P.width;
   let ob = P.o_out + wgi * P.width;
   var s = 0.0;
-  for (var i = lid; i < P.width; i += 256u) { let v = $x[base + i]; s += v * v; }
+  for (var i = lid; i < P.width; i += 256u) {
+${withAdd ? "    let v = $x[base + i] + $y[P.o_y + wgi * P.width + i];\n    $x[base + i] = v;" : "    let v = $x[base + i];"}
+    s += v * v;
+  }
   let scale = div_rn(1.0, sqrt_rn(div_rn(block_sum(s, lid), f32(P.width)) + P.eps));
   for (var i = lid; i < P.width; i += 256u) {
     var v = $x[base + i] * scale;
@@ -328,6 +359,7 @@ const layerNormDef = (subgroups: boolean): KernelDef => ({
 /** the norm kernels, with subgroup sums or without */
 export const NORMS = {
   rms: { plain: rmsNormDef(false), subgroups: rmsNormDef(true) },
+  addRms: { plain: rmsNormDef(false, true), subgroups: rmsNormDef(true, true) },
   layer: { plain: layerNormDef(false), subgroups: layerNormDef(true) },
 } as const;
 
