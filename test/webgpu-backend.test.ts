@@ -270,7 +270,7 @@ describe("webgpu backend conformance", { skip }, () => {
     close("swiglu", await b.read(out), expected, 1e-6);
   });
 
-  test("fused ops: add then rmsNorm of the sum, and RoPE of q then k, give the bits of the ops dispatched one by one", async () => {
+  test("fused ops: add then rmsNorm of the sum, RoPE of q then k, scatters of keys then values, a norm or SwiGLU quantized for the next matmul give the bits of the ops dispatched one by one", async () => {
     const r = rng(75);
     const width = 300, rows = 3, eps = 1e-5;
     const x = normals(width * rows, r, 2), y = normals(width * rows, r, 3), weight = normals(width, r);
@@ -317,6 +317,53 @@ describe("webgpu backend conformance", { skip }, () => {
     const e2 = qk.slice(0, nTokens * kHeads * headDim);
     applyRope(e2, nTokens, kHeads, [9, 10], p);
     close("rope after a rope at other positions", await b.read(k2), e2, 1e-5);
+    // keys then values through one row index (the caller's index reused at once), and a third scatter apart
+    const rowWidth = 40, n = 3, rowsIn = Int32Array.from([4, 0, 2]);
+    const kIn = normals(n * rowWidth, r), vIn = normals(n * rowWidth, r);
+    async function scatterTwo(apart: boolean): Promise<[Float32Array, Float32Array]> {
+      const kc = device(b, new Float32Array(5 * rowWidth).fill(7)), vc = device(b, new Float32Array(5 * rowWidth).fill(8));
+      const index = rowsIn.slice();
+      b.scatterRows(kc, index, device(b, kIn), rowWidth, n);
+      index[0] = 1; // reused by the caller: the held scatter must have kept its own rows
+      if (apart) await b.read(b.view(kc, 0, 1));
+      b.scatterRows(vc, Int32Array.from([4, 0, 2]), device(b, vIn), rowWidth, n);
+      return [await b.read(kc), await b.read(vc)];
+    }
+    const [fk, fv] = await scatterTwo(false);
+    const [sk, sv] = await scatterTwo(true);
+    assert.deepEqual(fk, sk, "keys scattered with the values");
+    assert.deepEqual(fv, sv, "values scattered with the keys");
+    assert.deepEqual(fk.subarray(4 * rowWidth, 5 * rowWidth), kIn.subarray(0, rowWidth), "row 0 of the keys went to row 4");
+    assert.deepEqual(fv.subarray(2 * rowWidth, 3 * rowWidth), vIn.subarray(2 * rowWidth), "row 2 of the values went to row 2");
+    assert.ok(fk.subarray(rowWidth, 2 * rowWidth).every((v) => v === 7), "row 1 untouched (the index changed after the call)");
+    // a norm (after an add, or alone) and a SwiGLU whose output a Q8_0 / Q4_0 matmul reads: quantized in the same dispatch
+    const cols = 96, outRows = 5, tokens = 2;
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+      const w = weights(type, cols, outRows, r);
+      const h0 = normals(tokens * cols, r), h1 = normals(tokens * cols, r), nw = normals(cols, r);
+      async function chain(apart: boolean, withAdd: boolean): Promise<Float32Array[]> {
+        const x0 = device(b, h0), y0 = device(b, h1), normed = b.allocActivations(tokens * cols), out1 = b.allocActivations(tokens * outRows);
+        const act = b.allocActivations(tokens * cols), out2 = b.allocActivations(tokens * outRows);
+        const sync = async () => { if (apart) await b.read(b.view(x0, 0, 1)); };
+        if (withAdd) b.add(x0, y0);
+        b.rmsNorm(normed, x0, nw, cols, tokens, 1e-5);
+        await sync();
+        b.matmul(out1, w, normed, tokens);
+        b.swiglu(act, x0, normed, tokens * cols);
+        await sync();
+        b.matmul(out2, w, act, tokens);
+        return [await b.read(normed), await b.read(out1), await b.read(act), await b.read(out2)];
+      }
+      for (const withAdd of [false, true]) {
+        const fused = await chain(false, withAdd), apart = await chain(true, withAdd);
+        ["the norm", "the matmul of the norm", "SwiGLU", "the matmul of SwiGLU"].forEach((what, i) => assert.deepEqual(fused[i], apart[i], `${typeName(type)}${withAdd ? " after an add" : ""}: ${what}`));
+      }
+      const expected = new Float32Array(tokens * outRows);
+      const normedRef = new Float32Array(tokens * cols);
+      rmsNorm(normedRef, h0, nw, cols, tokens, 1e-5);
+      ref.matmul(hostDevice(expected), w, hostDevice(normedRef), tokens);
+      close(`${typeName(type)} matmul of a norm quantized with it`, (await chain(false, false))[1]!, expected, 1e-4);
+    }
   });
 
   test("unary: gelu (f16 table), gelu-erf, relu, tanh", async () => {

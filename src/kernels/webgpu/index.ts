@@ -12,8 +12,8 @@ import {
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, ROPE, ROPE_TWO, ROTATE_CHUNKS,
-  SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, ROPE, ROPE_TWO, ROTATE_CHUNKS,
+  SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
 /**
@@ -47,9 +47,19 @@ let nextBackendId = 1;
 /** an op the backend holds back one call for a fusion (WebGPUBackend.held) */
 type HeldOp =
   | { readonly op: "add"; readonly x: GpuArray; readonly y: GpuArray }
-  | { readonly op: "rope"; readonly x: GpuArray; readonly pairs: number; readonly params: readonly [number, number, number, number, number]; readonly table: Float32Array };
+  | { readonly op: "rope"; readonly x: GpuArray; readonly pairs: number; readonly params: readonly [number, number, number, number, number]; readonly table: Float32Array }
+  | { readonly op: "scatter"; readonly dst: GpuArray; readonly src: GpuArray; readonly width: number; readonly rows: Uint32Array }
+  /** an rmsNorm (after the held add of `y` into x, when y is set) */
+  | { readonly op: "norm"; readonly out: GpuArray; readonly x: GpuArray; readonly y: GpuArray | null; readonly weight: GPUBufferLike; readonly width: number; readonly rows: number; readonly eps: number; readonly hasWeight: boolean }
+  | { readonly op: "swiglu"; readonly out: GpuArray; readonly gate: GpuArray; readonly up: GpuArray; readonly n: number };
 
 function sameFloats(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameWords(a: Uint32Array, b: Uint32Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -199,9 +209,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private readonly kernels = new Map<string, CompiledKernel>();
   /**
    * An op held back one call so that the next may fuse with it: a residual add with the rmsNorm of
-   * its sum, a RoPE with the RoPE of another array at the same positions (a layer's q, then k).
+   * its sum, a RoPE with the RoPE of another array at the same positions (a layer's q, then k), an
+   * f32 scatter with another through the same rows (a layer's keys, then its values).
    * Dispatching anything else, a copy and a submit release it first, so the order never changes.
-   * A decode step of SmolLM's shape goes from 546 dispatches to 456: each one costs the host
+   * A decode step of SmolLM's shape goes from 546 dispatches to 426: each one costs the host
    * ~5-7 us in Dawn, which bounds decode on a fast GPU (docs/webgpu.md).
    */
   private held: HeldOp | null = null;
@@ -369,7 +380,19 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (!h) return;
     this.held = null;
     if (h.op === "add") this.dispatch(ADD, [h.x, h.y], [], [h.x.length], Math.ceil(h.x.length / 256));
-    else this.dispatch(ROPE, [h.x], ["D"], [h.pairs, ...h.params, 0], Math.ceil(h.pairs / 256), new Uint32Array(h.table.buffer));
+    else if (h.op === "norm") this.dispatchNorm(h, null);
+    else if (h.op === "swiglu") this.dispatch(SWIGLU, [h.out, h.gate, h.up], [], [h.n], Math.ceil(h.n / 256));
+    else if (h.op === "rope") this.dispatch(ROPE, [h.x], ["D"], [h.pairs, ...h.params, 0], Math.ceil(h.pairs / 256), new Uint32Array(h.table.buffer));
+    else this.dispatch(SCATTER_ROWS, [h.dst, h.src], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
+  }
+
+  /** a held rmsNorm (with its add, if any), and with `xq` the Q8_0 quantization of its output into that scratch */
+  private dispatchNorm(h: Extract<HeldOp, { op: "norm" }>, xq: GPUBufferLike | null): void {
+    const kernels = xq ? (h.y ? NORMS.addRmsQ8_0 : NORMS.rmsQ8_0) : h.y ? NORMS.addRms : NORMS.rms;
+    const arrays = h.y ? [h.out, h.x, h.y] : [h.out, h.x];
+    const params = [h.width, h.eps, h.hasWeight ? 1 : 0];
+    if (xq) params.push((h.width * h.rows) / 4);
+    this.dispatch(this.subgroups ? kernels.subgroups : kernels.plain, arrays, xq ? [h.weight, xq] : [h.weight], params, h.rows);
   }
 
   /** the batch's encoder for a command outside a compute pass (a copy): the open pass is ended first */
@@ -630,7 +653,18 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (n * width === 0) return;
     const rowIndex = new Uint32Array(dstRows.buffer, dstRows.byteOffset, n);
     if (type === "f16") this.dispatch(SCATTER_ROWS_F16, [d, s], ["D"], [n * rowFloats, width, rowFloats, 0], Math.ceil((n * rowFloats) / 256), rowIndex);
-    else if (type === "f32") this.dispatch(SCATTER_ROWS, [d, s], ["D"], [n * width, width, 0], Math.ceil((n * width) / 256), rowIndex);
+    else if (type === "f32") {
+      const h = this.held;
+      if (h?.op === "scatter" && h.width === width && h.rows.length === n && sameWords(h.rows, rowIndex) && !overlaps(h.dst, s) && !overlaps(d, h.src) && !overlaps(h.dst, d)) {
+        // the held scatter's rows (a layer's keys; these its values): one dispatch
+        this.held = null;
+        this.dispatch(SCATTER_ROWS_TWO, [h.dst, h.src, d, s], ["D"], [2 * n * width, width, 0, n * width], Math.ceil((2 * n * width) / 256), h.rows);
+        return;
+      }
+      if (this.held) this.releaseHeld();
+      // the caller may reuse its row index once this returns: the held op keeps a copy
+      this.held = { op: "scatter", dst: d, src: s, width, rows: rowIndex.slice() };
+    }
     else {
       if (width % 32 !== 0) throw new Error(`scatterRows: ${type} rows need a width that is a multiple of 32, got ${width}`);
       this.dispatch(type === "q8_0" ? SCATTER_ROWS_Q8_0 : SCATTER_ROWS_Q4_0, [d, s], ["D"], [n, width, 4 * rowFloats, encoding?.rotation ?? 0, 0], Math.ceil(n / 64), rowIndex);
@@ -690,7 +724,16 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const n = nTokens * cols;
     let nqw = 0;
     let xq = this.dummy;
-    if (kind.quant) {
+    const h = this.held;
+    if (kind.quant === QUANT_Q8_0 && (h?.op === "norm" || h?.op === "swiglu") && h.out.buffer === xa.buffer && h.out.offset === xa.offset && (h.op === "norm" ? h.width % 32 === 0 && h.width * h.rows === n : h.n % 32 === 0 && h.n === n)) {
+      // the held norm or SwiGLU wrote exactly this x: it quantizes what it writes, in the same dispatch
+      this.held = null;
+      const nBlocks = n / 32;
+      nqw = n / 4;
+      xq = this.scratchBuffer("xq", nqw + nBlocks);
+      if (h.op === "norm") this.dispatchNorm(h, xq);
+      else this.dispatch(SWIGLU_Q8_0, [h.out, h.gate, h.up], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
+    } else if (kind.quant) {
       if (kind.block === 1) {
         xq = this.scratchBuffer("xq", n);
         this.dispatch(kind.quant, [xa], [xq], [n], Math.ceil(n / 256));
@@ -741,12 +784,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const nw = weight ? this.constBuffer(weight) : this.dummy;
     const h = this.held;
     // the held residual add into exactly this x (y apart from x and out; out x itself or apart): one dispatch
-    if (h?.op === "add" && h.x.buffer === xa.buffer && h.x.offset === xa.offset && h.x.length === width * rows && h.y.buffer !== xa.buffer && h.y.buffer !== o.buffer && (o.buffer !== xa.buffer || o.offset === xa.offset)) {
-      this.held = null;
-      this.dispatch(this.subgroups ? NORMS.addRms.subgroups : NORMS.addRms.plain, [o, xa, h.y], [nw], [width, eps, weight ? 1 : 0], rows);
-      return;
-    }
-    this.dispatch(this.subgroups ? NORMS.rms.subgroups : NORMS.rms.plain, [o, xa], [nw], [width, eps, weight ? 1 : 0], rows);
+    const fuseAdd = h?.op === "add" && h.x.buffer === xa.buffer && h.x.offset === xa.offset && h.x.length === width * rows && h.y.buffer !== xa.buffer && h.y.buffer !== o.buffer && (o.buffer !== xa.buffer || o.offset === xa.offset);
+    if (fuseAdd) this.held = null;
+    else if (h) this.releaseHeld();
+    // held in turn: the matmul that reads it may quantize its rows in the same dispatch
+    this.held = { op: "norm", out: o, x: xa, y: fuseAdd ? h.y : null, weight: nw, width, rows, eps, hasWeight: weight !== null };
   }
 
   layerNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array, bias: Float32Array, width: number, rows: number, eps: number): void {
@@ -820,7 +862,9 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("swiglu", "gate", g, n, `${n}`);
     this.checkLength("swiglu", "up", u, n, `${n}`);
     if (n === 0) return;
-    this.dispatch(SWIGLU, [o, g, u], [], [n], Math.ceil(n / 256));
+    if (this.held) this.releaseHeld();
+    // held: the matmul that reads it may quantize it in the same dispatch
+    this.held = { op: "swiglu", out: o, gate: g, up: u, n };
   }
 
   unary(op: UnaryOp, out: DeviceArray, x: DeviceArray, n: number): void {

@@ -215,6 +215,34 @@ ${body}
 
 // ---- element-wise ----
 
+/**
+ * quantizes the 32 floats of `src` from `base` as block `b` of XQ (Q8_0, or Q8_1 `withSum`), as the
+ * reference's activation quantizer; shared by the quantization kernel and the kernels that fuse it
+ */
+const q8Block = (src: string, base: string, b: string, withSum: boolean): string => `{
+  let qb = ${b};
+  let qbase = ${base};
+  var amax = 0.0;
+  for (var j = 0u; j < 32u; j++) { amax = max(amax, abs(${src}[qbase + j])); }
+  let d = div_rn(amax, 127.0);
+  var id = 0.0;
+  if (amax != 0.0) { id = div_rn(127.0, amax); }
+  var sum = 0;
+  for (var k = 0u; k < 8u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) {
+      let q = i32(round(${src}[qbase + 4u * k + c] * id));
+      sum += q;
+      word |= (u32(q) & 0xffu) << (8u * c);
+    }
+    XQ[qb * 8u + k] = word;
+  }
+${withSum
+    ? `  XQ[P.nqw + 2u * qb] = bitcast<u32>(f16_round(d));
+  XQ[P.nqw + 2u * qb + 1u] = bitcast<u32>(f16_round(d * f32(sum)));`
+    : `  XQ[P.nqw + qb] = bitcast<u32>(f16_round(d));`}
+}`;
+
 const elementwise = (name: string, arrays: KernelDef["arrays"], params: KernelDef["params"], stmt: string, extras: KernelDef["extras"] = []): KernelDef => ({
   name,
   workgroupSize: 256,
@@ -233,6 +261,23 @@ export const ADD_BIAS = elementwise("addBias", [{ name: "x", write: true }], [["
 export const SWIGLU = elementwise("swiglu", [{ name: "out", write: true }, { name: "g", write: false }, { name: "u", write: false }], [],
   `  let g = $g[P.o_g + i];\n  $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];`);
 
+/** SwiGLU by blocks of 32, each block then quantized to Q8_0 for the matmul that reads it (the backend's fusion) */
+export const SWIGLU_Q8_0: KernelDef = {
+  name: "swigluQ8_0",
+  workgroupSize: 64,
+  arrays: [{ name: "out", write: true }, { name: "g", write: false }, { name: "u", write: false }],
+  extras: [{ name: "XQ", type: "u32", write: true }],
+  params: [["nBlocks", "u32"], ["nqw", "u32"]],
+  body: `  let b = wgi * 64u + lid;
+  if (b >= P.nBlocks) { return; }
+  for (var j = 0u; j < 32u; j++) {
+    let i = b * 32u + j;
+    let g = $g[P.o_g + i];
+    $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];
+  }
+  ${q8Block("$out", "P.o_out + b * 32u", "b", false)}`,
+};
+
 const unaryDef = (name: string, expr: string, extras: KernelDef["extras"] = []): KernelDef =>
   elementwise(`unary-${name}`, [{ name: "out", write: true }, { name: "x", write: false }], [], `  let v = $x[P.o_x + i];\n${expr}`, extras);
 
@@ -246,6 +291,17 @@ export const UNARY: Readonly<Record<string, KernelDef>> = {
 
 export const SCATTER_ROWS = elementwise("scatterRows", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["o_d", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + D[P.o_d + r] * P.width + j] = $src[P.o_src + i];`, [{ name: "D", type: "u32" }]);
+
+/** two scatters through one row index in one dispatch (a layer's keys, then its values: the backend's fusion); the first `half` words are dst's */
+export const SCATTER_ROWS_TWO = elementwise("scatterRows2", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }, { name: "dst2", write: true, words: true }, { name: "src2", write: false, words: true }], [["width", "u32"], ["o_d", "u32"], ["half", "u32"]],
+  `  if (i < P.half) {
+    let r = i / P.width;
+    $dst[P.o_dst + D[P.o_d + r] * P.width + i - r * P.width] = $src[P.o_src + i];
+  } else {
+    let k = i - P.half;
+    let r = k / P.width;
+    $dst2[P.o_dst2 + D[P.o_d + r] * P.width + k - r * P.width] = $src2[P.o_src2 + k];
+  }`, [{ name: "D", type: "u32" }]);
 
 /** rows of `width` floats stored as f16 (rounded to nearest even, as the reference's encodeKVRow), two halves a word, rows `words` words apart */
 export const SCATTER_ROWS_F16 = elementwise("scatterRowsF16", [{ name: "dst", write: true, words: true }, { name: "src", write: false }], [["width", "u32"], ["words", "u32"], ["o_d", "u32"]],
@@ -312,13 +368,13 @@ ${workgroupReduction("block_sum", "a + b", 256, subgroups ? "subgroupAdd" : null
  * the backend's fusion of add and rmsNorm; each invocation adds the very elements it then sums and
  * scales, so the bits are those of the two kernels one after the other
  */
-const rmsNormDef = (subgroups: boolean, withAdd = false): KernelDef => ({
-  name: `${withAdd ? "addRmsNorm" : "rmsNorm"}${subgroups ? "-subgroups" : ""}`,
+const rmsNormDef = (subgroups: boolean, withAdd = false, withQuant = false): KernelDef => ({
+  name: `${withAdd ? "addRmsNorm" : "rmsNorm"}${withQuant ? "Q8_0" : ""}${subgroups ? "-subgroups" : ""}`,
   subgroups,
   workgroupSize: 256,
   arrays: withAdd ? [{ name: "out", write: true }, { name: "x", write: true }, { name: "y", write: false }] : [{ name: "out", write: true }, { name: "x", write: false }],
-  extras: [{ name: "NW", type: "f32" }],
-  params: [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
+  extras: withQuant ? [{ name: "NW", type: "f32" }, { name: "XQ", type: "u32", write: true }] : [{ name: "NW", type: "f32" }],
+  params: withQuant ? [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"], ["nqw", "u32"]] : [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
   helpers: normHelpers(subgroups),
   body: `  let base = P.o_x + wgi * P.width;
   let ob = P.o_out + wgi * P.width;
@@ -332,7 +388,10 @@ ${withAdd ? "    let v = $x[base + i] + $y[P.o_y + wgi * P.width + i];\n    $x[b
     var v = $x[base + i] * scale;
     if (P.hasWeight != 0u) { v = v * NW[i]; }
     $out[ob + i] = v;
-  }`,
+  }${withQuant ? `
+  // the row just written, quantized for the matmul that reads it (its width a whole number of blocks)
+  storageBarrier();
+  for (var b = lid; b < P.width / 32u; b += 256u) ${q8Block("$out", "ob + b * 32u", "wgi * (P.width / 32u) + b", false)}` : ""}`,
 });
 
 const layerNormDef = (subgroups: boolean): KernelDef => ({
@@ -360,6 +419,8 @@ const layerNormDef = (subgroups: boolean): KernelDef => ({
 export const NORMS = {
   rms: { plain: rmsNormDef(false), subgroups: rmsNormDef(true) },
   addRms: { plain: rmsNormDef(false, true), subgroups: rmsNormDef(true, true) },
+  rmsQ8_0: { plain: rmsNormDef(false, false, true), subgroups: rmsNormDef(true, false, true) },
+  addRmsQ8_0: { plain: rmsNormDef(false, true, true), subgroups: rmsNormDef(true, true, true) },
   layer: { plain: layerNormDef(false), subgroups: layerNormDef(true) },
 } as const;
 
@@ -897,26 +958,7 @@ const quantQ8Blocks = (name: string, withSum: boolean): KernelDef => ({
   params: [["nBlocks", "u32"], ["nqw", "u32"]],
   body: `  let b = wgi * 64u + lid;
   if (b >= P.nBlocks) { return; }
-  let base = P.o_x + b * 32u;
-  var amax = 0.0;
-  for (var j = 0u; j < 32u; j++) { amax = max(amax, abs($x[base + j])); }
-  let d = div_rn(amax, 127.0);
-  var id = 0.0;
-  if (amax != 0.0) { id = div_rn(127.0, amax); }
-  var sum = 0;
-  for (var k = 0u; k < 8u; k++) {
-    var word = 0u;
-    for (var c = 0u; c < 4u; c++) {
-      let q = i32(round($x[base + 4u * k + c] * id));
-      sum += q;
-      word |= (u32(q) & 0xffu) << (8u * c);
-    }
-    XQ[b * 8u + k] = word;
-  }
-${withSum
-    ? `  XQ[P.nqw + 2u * b] = bitcast<u32>(f16_round(d));
-  XQ[P.nqw + 2u * b + 1u] = bitcast<u32>(f16_round(d * f32(sum)));`
-    : `  XQ[P.nqw + b] = bitcast<u32>(f16_round(d));`}`,
+  ${q8Block("$x", "P.o_x + b * 32u", "b", withSum)}`,
 });
 
 export const QUANT_Q8_0 = quantQ8Blocks("quantQ8_0", false);
