@@ -8,7 +8,8 @@
 // With --node, OUT/node is a copy of the Node binary running this script. With --archive, OUT.tar.xz
 // is written too (the Node binary and Dawn shrink about 4x). Usage:
 //   npm run build && node scripts/pack-portable.mjs OUT [--node] [--archive]
-// then, on the other machine (Node 20 or later, or OUT/node):
+// then, on the other machine (Node 20 or later, or OUT/node), both at once with
+// OUT/bench-gpu-host.sh LOGS (scripts/bench-gpu-host.sh), or one by one:
 //   OUT/node OUT/tsllm/bench-webgpu.mjs --size 4096 --tokens 1,128
 //   OUT/node OUT/tsllm/bench.mjs --backend webgpu --no-llama-cpp --only smollm-q8_0,smollm-q4_0
 // The llama.cpp side of bench.mjs (node-llama-cpp) is packed only with --llama-cpp vulkan|cuda:
@@ -96,6 +97,8 @@ for (const vocab of ["ggml-vocab-starcoder.gguf", "ggml-vocab-llama-spm.gguf"]) 
   else console.warn(`pack-portable: ${from} not found: bench.mjs cannot generate the models that use it`);
 }
 
+// the two benchmarks in one go on a GPU host: OUT/bench-gpu-host.sh LOGS [MODELS] [PROMPTS]
+cpSync(path.join(root, "scripts", "bench-gpu-host.sh"), path.join(outDir, "bench-gpu-host.sh"));
 if (args.includes("--node")) cpSync(process.execPath, path.join(outDir, "node"));
 if (args.includes("--archive")) {
   execFileSync("tar", ["-cJf", `${outDir}.tar.xz`, "-C", path.dirname(outDir), path.basename(outDir)], { env: { ...process.env, XZ_OPT: "-T0 -6" }, stdio: "inherit" });

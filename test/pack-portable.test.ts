@@ -36,6 +36,12 @@ test("pack-portable: the kit holds the compiled package, its dependencies, and t
     assert.doesNotMatch(text, /["']\.\.\/src\//, `${script} imports nothing from src/`);
     assert.match(text, /from ["']\.\/dist\//, `${script} imports dist/`);
   }
+  // the one-go script for a GPU host, executable, and its usage line without arguments
+  const oneGo = path.join(out, "bench-gpu-host.sh");
+  assert.ok(existsSync(oneGo), "bench-gpu-host.sh is packed");
+  const usage = spawnSync(oneGo, [], { encoding: "utf8" });
+  assert.equal(usage.status, 2, usage.stderr);
+  assert.match(usage.stderr, /usage: .*bench-gpu-host\.sh LOGS \[MODELS\] \[PROMPTS\]/);
   const help = runKit("dist/cli/main.js", ["--help"]);
   assert.equal(help.status, 0, help.stderr);
   assert.match(help.stdout, /Usage: tsllm <command>/);
