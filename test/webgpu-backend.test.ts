@@ -337,8 +337,10 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.deepEqual(fv.subarray(2 * rowWidth, 3 * rowWidth), vIn.subarray(2 * rowWidth), "row 2 of the values went to row 2");
     assert.ok(fk.subarray(rowWidth, 2 * rowWidth).every((v) => v === 7), "row 1 untouched (the index changed after the call)");
     // a norm (after an add, or alone) and a SwiGLU whose output a Q8_0 / Q4_0 matmul reads: quantized in the same dispatch
-    const cols = 96, outRows = 5, tokens = 2;
-    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+    // (Q4_K: Q8_K activations, super-blocks of 256; its SwiGLU is quantized apart)
+    const outRows = 5, tokens = 2;
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K]) {
+      const cols = type === GGMLType.Q4_K ? 512 : 96;
       const w = weights(type, cols, outRows, r);
       const h0 = normals(tokens * cols, r), h1 = normals(tokens * cols, r), nw = normals(cols, r);
       async function chain(apart: boolean, withAdd: boolean): Promise<Float32Array[]> {

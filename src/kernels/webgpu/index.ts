@@ -12,7 +12,7 @@ import {
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, ROPE, ROPE_TWO, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -387,9 +387,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
     else this.dispatch(SCATTER_ROWS, [h.dst, h.src], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
   }
 
-  /** a held rmsNorm (with its add, if any), and with `xq` the Q8_0 quantization of its output into that scratch */
-  private dispatchNorm(h: Extract<HeldOp, { op: "norm" }>, xq: GPUBufferLike | null): void {
-    const kernels = xq ? (h.y ? NORMS.addRmsQ8_0 : NORMS.rmsQ8_0) : h.y ? NORMS.addRms : NORMS.rms;
+  /** a held rmsNorm (with its add, if any), and with `xq` the Q8_0 or Q8_K (`superBlocks`) quantization of its output into that scratch */
+  private dispatchNorm(h: Extract<HeldOp, { op: "norm" }>, xq: GPUBufferLike | null, superBlocks = false): void {
+    const kernels = xq
+      ? superBlocks ? (h.y ? NORMS.addRmsQ8_K : NORMS.rmsQ8_K) : h.y ? NORMS.addRmsQ8_0 : NORMS.rmsQ8_0
+      : h.y ? NORMS.addRms : NORMS.rms;
     const arrays = h.y ? [h.out, h.x, h.y] : [h.out, h.x];
     const params = [h.width, h.eps, h.hasWeight ? 1 : 0];
     if (xq) params.push((h.width * h.rows) / 4);
@@ -726,13 +728,17 @@ class WebGPUBackend implements WebGPUBackendInfo {
     let nqw = 0;
     let xq = this.dummy;
     const h = this.held;
-    if (kind.quant === QUANT_Q8_0 && (h?.op === "norm" || h?.op === "swiglu") && h.out.buffer === xa.buffer && h.out.offset === xa.offset && (h.op === "norm" ? h.width % 32 === 0 && h.width * h.rows === n : h.n % 32 === 0 && h.n === n)) {
-      // the held norm or SwiGLU wrote exactly this x: it quantizes what it writes, in the same dispatch
+    // the held norm (Q8_0 or Q8_K activations) or SwiGLU (Q8_0: one invocation per 256 would serialize
+    // it) wrote exactly this x, in whole blocks: it quantizes what it writes, in the same dispatch
+    const superBlocks = kind.quant === QUANT_Q8_K;
+    const fuse = (kind.quant === QUANT_Q8_0 || superBlocks) && (h?.op === "norm" || (h?.op === "swiglu" && !superBlocks))
+      && h.out.buffer === xa.buffer && h.out.offset === xa.offset && (h.op === "norm" ? h.width % kind.block === 0 && h.width * h.rows === n : h.n % kind.block === 0 && h.n === n);
+    if (fuse) {
       this.held = null;
-      const nBlocks = n / 32;
+      const nBlocks = n / kind.block;
       nqw = n / 4;
       xq = this.scratchBuffer("xq", nqw + nBlocks);
-      if (h.op === "norm") this.dispatchNorm(h, xq);
+      if (h.op === "norm") this.dispatchNorm(h, xq, superBlocks);
       else this.dispatch(SWIGLU_Q8_0, [h.out, h.gate, h.up], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
     } else if (kind.quant) {
       if (kind.block === 1) {

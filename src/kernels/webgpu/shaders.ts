@@ -243,6 +243,28 @@ ${withSum
     : `  XQ[P.nqw + qb] = bitcast<u32>(f16_round(d));`}
 }`;
 
+/** quantizes the 256 floats of `src` from `base` as super-block `b` of XQ (Q8_K: quantize_row_q8_K_ref), as q8Block */
+const q8KBlock = (src: string, base: string, b: string): string => `{
+  let qb = ${b};
+  let qbase = ${base};
+  var amax = 0.0;
+  var mx = 0.0;
+  for (var j = 0u; j < 256u; j++) {
+    let v = ${src}[qbase + j];
+    if (abs(v) > amax) { amax = abs(v); mx = v; }
+  }
+  var iscale = 0.0;
+  if (amax != 0.0) { iscale = div_rn(-127.0, mx); }
+  for (var k = 0u; k < 64u; k++) {
+    var word = 0u;
+    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(min(127.0, round(iscale * ${src}[qbase + 4u * k + c])))) & 0xffu) << (8u * c); }
+    XQ[qb * 64u + k] = word;
+  }
+  var d = 0.0;
+  if (amax != 0.0) { d = div_rn(1.0, iscale); }
+  XQ[P.nqw + qb] = bitcast<u32>(d);
+}`;
+
 const elementwise = (name: string, arrays: KernelDef["arrays"], params: KernelDef["params"], stmt: string, extras: KernelDef["extras"] = []): KernelDef => ({
   name,
   workgroupSize: 256,
@@ -368,13 +390,13 @@ ${workgroupReduction("block_sum", "a + b", 256, subgroups ? "subgroupAdd" : null
  * the backend's fusion of add and rmsNorm; each invocation adds the very elements it then sums and
  * scales, so the bits are those of the two kernels one after the other
  */
-const rmsNormDef = (subgroups: boolean, withAdd = false, withQuant = false): KernelDef => ({
-  name: `${withAdd ? "addRmsNorm" : "rmsNorm"}${withQuant ? "Q8_0" : ""}${subgroups ? "-subgroups" : ""}`,
+const rmsNormDef = (subgroups: boolean, withAdd = false, quant: "" | "Q8_0" | "Q8_K" = ""): KernelDef => ({
+  name: `${withAdd ? "addRmsNorm" : "rmsNorm"}${quant}${subgroups ? "-subgroups" : ""}`,
   subgroups,
   workgroupSize: 256,
   arrays: withAdd ? [{ name: "out", write: true }, { name: "x", write: true }, { name: "y", write: false }] : [{ name: "out", write: true }, { name: "x", write: false }],
-  extras: withQuant ? [{ name: "NW", type: "f32" }, { name: "XQ", type: "u32", write: true }] : [{ name: "NW", type: "f32" }],
-  params: withQuant ? [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"], ["nqw", "u32"]] : [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
+  extras: quant ? [{ name: "NW", type: "f32" }, { name: "XQ", type: "u32", write: true }] : [{ name: "NW", type: "f32" }],
+  params: quant ? [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"], ["nqw", "u32"]] : [["width", "u32"], ["eps", "f32"], ["hasWeight", "u32"]],
   helpers: normHelpers(subgroups),
   body: `  let base = P.o_x + wgi * P.width;
   let ob = P.o_out + wgi * P.width;
@@ -388,10 +410,12 @@ ${withAdd ? "    let v = $x[base + i] + $y[P.o_y + wgi * P.width + i];\n    $x[b
     var v = $x[base + i] * scale;
     if (P.hasWeight != 0u) { v = v * NW[i]; }
     $out[ob + i] = v;
-  }${withQuant ? `
+  }${quant === "Q8_0" ? `
   // the row just written, quantized for the matmul that reads it (its width a whole number of blocks)
   storageBarrier();
-  for (var b = lid; b < P.width / 32u; b += 256u) ${q8Block("$out", "ob + b * 32u", "wgi * (P.width / 32u) + b", false)}` : ""}`,
+  for (var b = lid; b < P.width / 32u; b += 256u) ${q8Block("$out", "ob + b * 32u", "wgi * (P.width / 32u) + b", false)}` : ""}${quant === "Q8_K" ? `
+  storageBarrier();
+  for (var b = lid; b < P.width / 256u; b += 256u) ${q8KBlock("$out", "ob + b * 256u", "wgi * (P.width / 256u) + b")}` : ""}`,
 });
 
 const layerNormDef = (subgroups: boolean): KernelDef => ({
@@ -419,8 +443,10 @@ const layerNormDef = (subgroups: boolean): KernelDef => ({
 export const NORMS = {
   rms: { plain: rmsNormDef(false), subgroups: rmsNormDef(true) },
   addRms: { plain: rmsNormDef(false, true), subgroups: rmsNormDef(true, true) },
-  rmsQ8_0: { plain: rmsNormDef(false, false, true), subgroups: rmsNormDef(true, false, true) },
-  addRmsQ8_0: { plain: rmsNormDef(false, true, true), subgroups: rmsNormDef(true, true, true) },
+  rmsQ8_0: { plain: rmsNormDef(false, false, "Q8_0"), subgroups: rmsNormDef(true, false, "Q8_0") },
+  addRmsQ8_0: { plain: rmsNormDef(false, true, "Q8_0"), subgroups: rmsNormDef(true, true, "Q8_0") },
+  rmsQ8_K: { plain: rmsNormDef(false, false, "Q8_K"), subgroups: rmsNormDef(true, false, "Q8_K") },
+  addRmsQ8_K: { plain: rmsNormDef(false, true, "Q8_K"), subgroups: rmsNormDef(true, true, "Q8_K") },
   layer: { plain: layerNormDef(false), subgroups: layerNormDef(true) },
 } as const;
 
@@ -973,23 +999,7 @@ export const QUANT_Q8_K: KernelDef = {
   params: [["nBlocks", "u32"], ["nqw", "u32"]],
   body: `  let b = wgi * 64u + lid;
   if (b >= P.nBlocks) { return; }
-  let base = P.o_x + b * 256u;
-  var amax = 0.0;
-  var mx = 0.0;
-  for (var j = 0u; j < 256u; j++) {
-    let v = $x[base + j];
-    if (abs(v) > amax) { amax = abs(v); mx = v; }
-  }
-  var iscale = 0.0;
-  if (amax != 0.0) { iscale = div_rn(-127.0, mx); }
-  for (var k = 0u; k < 64u; k++) {
-    var word = 0u;
-    for (var c = 0u; c < 4u; c++) { word |= (u32(i32(min(127.0, round(iscale * $x[base + 4u * k + c])))) & 0xffu) << (8u * c); }
-    XQ[b * 64u + k] = word;
-  }
-  var d = 0.0;
-  if (amax != 0.0) { d = div_rn(1.0, iscale); }
-  XQ[P.nqw + b] = bitcast<u32>(d);`,
+  ${q8KBlock("$x", "P.o_x + b * 256u", "b")}`,
 };
 
 /** F16 activations: x rounded to f16 (kept as f32 bits) */
