@@ -53,13 +53,8 @@ type HeldOp =
   | { readonly op: "norm"; readonly out: GpuArray; readonly x: GpuArray; readonly y: GpuArray | null; readonly weight: GPUBufferLike; readonly width: number; readonly rows: number; readonly eps: number; readonly hasWeight: boolean }
   | { readonly op: "swiglu"; readonly out: GpuArray; readonly gate: GpuArray; readonly up: GpuArray; readonly n: number };
 
-function sameFloats(a: Float32Array, b: Float32Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-function sameWords(a: Uint32Array, b: Uint32Array): boolean {
+/** element by element (a held op's RoPE angles or row index against the next op's) */
+function sameValues(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -375,6 +370,12 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return this.encoder;
   }
 
+  /** holds `op` back for a fusion with the next call, dispatching what was held before */
+  private hold(op: HeldOp): void {
+    this.releaseHeld();
+    this.held = op;
+  }
+
   /** dispatches the held op (see `held`) */
   private releaseHeld(): void {
     const h = this.held;
@@ -400,7 +401,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   /** the batch's encoder for a command outside a compute pass (a copy): the open pass is ended first */
   private encoderOutsidePass(): GPUCommandEncoderLike {
-    if (this.held) this.releaseHeld();
+    this.releaseHeld();
     this.pass?.end();
     this.pass = null;
     return this.beginBatch();
@@ -417,7 +418,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   /** submits what is recorded (uploading its parameters and data first) */
   private flush(): void {
-    if (this.held) this.releaseHeld();
+    this.releaseHeld();
     if (!this.encoder) return;
     if (this.slotsUsed > 0) this.queue.writeBuffer(this.uniformBuffer, 0, this.uniformMirror, 0, this.slotsUsed * SLOT);
     if (this.dataUsed > 0) this.queue.writeBuffer(this.dataBuffer, 0, this.dataMirror, 0, this.dataUsed);
@@ -446,7 +447,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
    * `data` (u32 words) copied into the data buffer, its word offset given as the param "o_d".
    */
   private dispatch(def: KernelDef, arrays: readonly GpuArray[], extras: readonly (GPUBufferLike | "D")[], params: readonly number[], groups: number, data?: Uint32Array): void {
-    if (this.held) this.releaseHeld();
+    this.releaseHeld();
     if (groups <= 0) return;
     const words = data ? Math.ceil(data.length / 4) * 4 : 0;
     // room for this dispatch's uniform slice and data, else submit what is recorded first
@@ -658,15 +659,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (type === "f16") this.dispatch(SCATTER_ROWS_F16, [d, s], ["D"], [n * rowFloats, width, rowFloats, 0], Math.ceil((n * rowFloats) / 256), rowIndex);
     else if (type === "f32") {
       const h = this.held;
-      if (h?.op === "scatter" && h.width === width && h.rows.length === n && sameWords(h.rows, rowIndex) && !overlaps(h.dst, s) && !overlaps(d, h.src) && !overlaps(h.dst, d)) {
+      if (h?.op === "scatter" && h.width === width && h.rows.length === n && sameValues(h.rows, rowIndex) && !overlaps(h.dst, s) && !overlaps(d, h.src) && !overlaps(h.dst, d)) {
         // the held scatter's rows (a layer's keys; these its values): one dispatch
         this.held = null;
         this.dispatch(SCATTER_ROWS_TWO, [h.dst, h.src, d, s], ["D"], [2 * n * width, width, 0, n * width], Math.ceil((2 * n * width) / 256), h.rows);
         return;
       }
-      if (this.held) this.releaseHeld();
       // the caller may reuse its row index once this returns: the held op keeps a copy
-      this.held = { op: "scatter", dst: d, src: s, width, rows: rowIndex.slice() };
+      this.hold({ op: "scatter", dst: d, src: s, width, rows: rowIndex.slice() });
     }
     else {
       if (width % 32 !== 0) throw new Error(`scatterRows: ${type} rows need a width that is a multiple of 32, got ${width}`);
@@ -793,9 +793,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     // the held residual add into exactly this x (y apart from x and out; out x itself or apart): one dispatch
     const fuseAdd = h?.op === "add" && h.x.buffer === xa.buffer && h.x.offset === xa.offset && h.x.length === width * rows && h.y.buffer !== xa.buffer && h.y.buffer !== o.buffer && (o.buffer !== xa.buffer || o.offset === xa.offset);
     if (fuseAdd) this.held = null;
-    else if (h) this.releaseHeld();
     // held in turn: the matmul that reads it may quantize its rows in the same dispatch
-    this.held = { op: "norm", out: o, x: xa, y: fuseAdd ? h.y : null, weight: nw, width, rows, eps, hasWeight: weight !== null };
+    this.hold({ op: "norm", out: o, x: xa, y: fuseAdd ? h.y : null, weight: nw, width, rows, eps, hasWeight: weight !== null });
   }
 
   layerNorm(out: DeviceArray, x: DeviceArray, weight: Float32Array, bias: Float32Array, width: number, rows: number, eps: number): void {
@@ -832,14 +831,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
     for (let t = 0; t < nTokens; t++) table.set(ropeAngles(positions[t]!, p), t * ropeDim);
     const params = [half, nHeads, headDim, ropeDim, p.style === "neox" ? 1 : 0] as const;
     const h = this.held;
-    if (h?.op === "rope" && h.params[0] === half && h.params[2] === headDim && h.params[3] === ropeDim && h.params[4] === params[4] && sameFloats(h.table, table) && !overlaps(h.x, xa)) {
+    if (h?.op === "rope" && h.params[0] === half && h.params[2] === headDim && h.params[3] === ropeDim && h.params[4] === params[4] && sameValues(h.table, table) && !overlaps(h.x, xa)) {
       // the same angles as the held RoPE's (the same positions): both arrays in one dispatch
       this.held = null;
       this.dispatch(ROPE_TWO, [h.x, xa], ["D"], [h.pairs + n, ...h.params, 0, h.pairs, nHeads], Math.ceil((h.pairs + n) / 256), new Uint32Array(table.buffer));
       return;
     }
-    if (this.held) this.releaseHeld();
-    this.held = { op: "rope", x: xa, pairs: n, params, table };
+    this.hold({ op: "rope", x: xa, pairs: n, params, table });
   }
 
   addBias(x: DeviceArray, bias: Float32Array, rows: number): void {
@@ -857,8 +855,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const xa = this.arr("add", "x", x), ya = this.arr("add", "y", y);
     this.checkLength("add", "y", ya, xa.length, `${xa.length} (x's length)`);
     if (xa.length === 0) return;
-    if (this.held) this.releaseHeld();
-    this.held = { op: "add", x: xa, y: ya };
+    this.hold({ op: "add", x: xa, y: ya });
   }
 
   swiglu(out: DeviceArray, gate: DeviceArray, up: DeviceArray, n: number): void {
@@ -869,9 +866,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("swiglu", "gate", g, n, `${n}`);
     this.checkLength("swiglu", "up", u, n, `${n}`);
     if (n === 0) return;
-    if (this.held) this.releaseHeld();
     // held: the matmul that reads it may quantize it in the same dispatch
-    this.held = { op: "swiglu", out: o, gate: g, up: u, n };
+    this.hold({ op: "swiglu", out: o, gate: g, up: u, n });
   }
 
   unary(op: UnaryOp, out: DeviceArray, x: DeviceArray, n: number): void {
