@@ -2,16 +2,18 @@
 // type by the caller). A single token goes over rows of up to 4 KB one at a time, longer ones
 // four side by side; batches in tiles of four rows x two tokens, so each activation vector
 // loaded serves four weight rows. All add each row's products in the same order (SPAN_CHUNKS).
+import { F16_REBIAS } from "./half";
 import { hsumF32 } from "./simd";
 
 /**
  * four f16 weights at p as f32x4, each times 2^-112: sign-extend to i32, shift the 15 payload
  * bits to the f32 exponent/mantissa position, keep the sign. Exact for normal and subnormal
  * values (those become f32 subnormals); Inf/NaN weights come out as finite numbers (model
- * weights are finite). The F16 kernels' activations come times 2^112 instead
- * (roundRowsF16Scaled): both scalings are exact, so each product is the same number and rounds
+ * weights are finite). The one-token F16 kernels' activations come times 2^112 instead
+ * (roundRowsF16 scaled): both scalings are exact, so each product is the same number and rounds
  * the same, and the multiply that rescaled every weight (a quarter of the decode loop's
- * instructions) is gone.
+ * instructions) is gone. Batches read loadF16x4Exact's values from a panel instead: an f32
+ * subnormal costs an Intel core a microcode assist per multiply-add.
  */
 // @ts-ignore: decorator
 @inline function loadF16x4(p: usize): v128 {
@@ -261,49 +263,79 @@ const ROW_STREAM_BYTES: usize = 4096;
  */
 const TOKEN_BLOCK_BYTES: i32 = 256 << 10;
 
-/** rows [r0, r0 + 4) of an F16/BF16 weight converted to f32 at panel (cols floats a row): the values loadW gives, so the same bits */
+/**
+ * Four f16 weights at p as their exact f32 values (not scaled): normal halves rebiased into the
+ * f32 exponent, subnormal ones (exponent 0) as mantissa x 2^-24 through an integer conversion;
+ * the sign put back last. No lane is an f32 subnormal: loadF16x4's weights times 2^-112 are,
+ * for every f16 subnormal (~0.2% of a trained model's weights, |w| < 6.1e-5), and an Intel
+ * core takes a microcode assist on each multiply-add that reads one (a Xeon with AMX, random
+ * weights of |w| <= 0.04: F16 batches at half the rate of F32). Inf/NaN come out as loadF16x4's
+ * finite numbers times 2^112 (model weights are finite), so the products stay the same reals.
+ */
 // @ts-ignore: decorator
-@inline function convertRows(kind: i32, w0: usize, rowBytes: usize, cols: i32, panel: usize): void {
+@inline function loadF16x4Exact(p: usize): v128 {
+  const shifted = i32x4.shl(v128.load16x4_s(p), 13);
+  const abs = v128.and(shifted, i32x4.splat(0x0fffe000));
+  const normal = i32x4.add(abs, i32x4.splat(0x38000000));
+  // abs = mantissa << 13 where the exponent is 0: times 2^-37 is mantissa x 2^-24, exactly
+  const subnormal = f32x4.mul(f32x4.convert_i32x4_s(abs), f32x4.splat(7.275957614183426e-12));
+  const value = v128.bitselect(subnormal, normal, i32x4.lt_u(abs, i32x4.splat(0x00800000)));
+  return v128.or(value, v128.and(shifted, i32x4.splat(<i32>0x80000000)));
+}
+
+/**
+ * rows [r0, r0 + count) of an F16/BF16 weight converted to f32 at panel (cols floats a row):
+ * F16 as its exact values (loadF16x4Exact; the batch's activations come unscaled), BF16 as
+ * loadW gives them. Each product is the same real number as in the one-token kernels, so the
+ * same bits.
+ */
+// @ts-ignore: decorator
+@inline function convertRows(kind: i32, w0: usize, rowBytes: usize, cols: i32, panel: usize, count: i32): void {
   const sh = shift(kind);
   const vec = cols & ~3;
   const stride = (<usize>cols) << 2;
-  for (let k: usize = 0; k < 4; k++) {
-    const src = w0 + k * rowBytes, dst = panel + k * stride;
+  for (let k = 0; k < count; k++) {
+    const src = w0 + <usize>k * rowBytes, dst = panel + <usize>k * stride;
     let i = 0;
-    for (; i < vec; i += 4) v128.store(dst + (<usize>i << 2), loadW(kind, src + (<usize>i << sh)));
-    for (; i < cols; i++) store<f32>(dst + (<usize>i << 2), scalarW(kind, src + (<usize>i << sh)));
+    for (; i < vec; i += 4) v128.store(dst + (<usize>i << 2), kind == 1 ? loadF16x4Exact(src + (<usize>i << sh)) : loadW(kind, src + (<usize>i << sh)));
+    for (; i < cols; i++) store<f32>(dst + (<usize>i << 2), kind == 1 ? scalarF16(src + (<usize>i << sh)) * F16_REBIAS : scalarW(kind, src + (<usize>i << sh)));
   }
 }
 
-/** token blocks at least this long convert an F16/BF16 row group once into the panel (fewer tokens: in the tiles) */
-const PANEL_TOKENS: i32 = 4;
-
 /**
  * rows [r0, r1) for every token: tiles of four rows x two tokens, the leftovers by the same
- * per-row arithmetic. panel (F16/BF16; 0 for none): this thread's 16 * cols bytes, where each
- * group of four rows is converted to f32 once per token block and the F32 tiles run on it (the
- * tiles converted each weight vector again for every pair of tokens: F16 ran at a third of F32).
+ * per-row arithmetic. panel (F16/BF16 batches; 0 for none): this thread's 16 * cols bytes, where
+ * each group of four rows (and the last rows % 4) is converted to f32 once per token block and
+ * the F32 tiles run on it (the tiles converted each weight vector again for every pair of
+ * tokens: F16 ran at a third of F32). With a panel every product of an F16 batch reads the
+ * panel, whose values are unscaled: the caller rounds the activations without the 2^112.
  */
 // @ts-ignore: decorator
 @inline function matFloat(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
   const blockTokens = max<i32>(2, (TOKEN_BLOCK_BYTES / (cols << 2)) & ~1);
+  const converted = kind != 0 && panel != 0;
+  const panelRow = (<usize>cols) << 2;
   for (let t0 = 0; t0 < nTok; t0 += blockTokens) {
     const t1 = min<i32>(nTok, t0 + blockTokens);
-    const converted = kind != 0 && panel != 0 && t1 - t0 >= PANEL_TOKENS;
     let r = r0;
     for (; r + 4 <= r1; r += 4) {
       const w0 = w + <usize>r * rowBytes;
       let t = t0;
       if (converted) {
-        convertRows(kind, w0, rowBytes, cols, panel);
-        for (; t + 2 <= t1; t += 2) tile4x2(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
-        if (t < t1) oneToken4(0, panel, (<usize>cols) << 2, x, out, rows, cols, t, r);
+        convertRows(kind, w0, rowBytes, cols, panel, 4);
+        for (; t + 2 <= t1; t += 2) tile4x2(0, panel, panelRow, x, out, rows, cols, t, r);
+        if (t < t1) oneToken4(0, panel, panelRow, x, out, rows, cols, t, r);
         continue;
       }
       for (; t + 2 <= t1; t += 2) tile4x2(kind, w0, rowBytes, x, out, rows, cols, t, r);
       if (t < t1) oneToken4(kind, w0, rowBytes, x, out, rows, cols, t, r);
     }
-    rowsEach(kind, w + <usize>r * rowBytes, rowBytes, x, out, rows, cols, t0, t1, r, r1);
+    if (r == r1) continue;
+    if (converted) {
+      convertRows(kind, w + <usize>r * rowBytes, rowBytes, cols, panel, r1 - r);
+      // the panel's first row is row r
+      rowsEach(0, panel, panelRow, x, out, rows, cols, t0, t1, r, r1);
+    } else rowsEach(kind, w + <usize>r * rowBytes, rowBytes, x, out, rows, cols, t0, t1, r, r1);
   }
 }
 

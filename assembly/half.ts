@@ -142,6 +142,15 @@ export function f32ToF16Bits(x: f32): u32 {
   return reinterpret<f32>(h << 16);
 }
 
+/** roundBF16 on four lanes: ties to even by the carry of 0x7fff plus the kept half's last bit; NaN lanes keep their top bits with the quiet bit set */
+// @ts-ignore: decorator
+@inline export function roundBF16x4(x: v128): v128 {
+  const top = i32x4.splat(<i32>0xffff0000);
+  const rounded = v128.and(i32x4.add(i32x4.add(x, i32x4.splat(0x7fff)), v128.and(i32x4.shr_u(x, 16), i32x4.splat(1))), top);
+  const quietNaN = v128.or(v128.and(x, top), i32x4.splat(0x400000));
+  return v128.bitselect(quietNaN, rounded, i32x4.gt_u(v128.and(x, i32x4.splat(0x7fffffff)), i32x4.splat(0x7f800000)));
+}
+
 /**
  * Four lanes rounded to the nearest f16 value (as f32), ties to even. Below 2^15 in magnitude by
  * adding and taking off c = sign(x) * 2^(e + 13), e the lane's exponent but at least -14: x + c

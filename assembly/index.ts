@@ -4,7 +4,7 @@
 // none are left. Layout of the control block (byte offsets) is mirrored in
 // src/kernels/wasm/control.ts.
 export { useF16Table, fillF16Table, f16sFinite } from "./half";
-export { roundRowsF16Scaled, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
+export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0, matQ5_0Groups, matQ5_0Relaxed, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";

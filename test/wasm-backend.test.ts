@@ -218,7 +218,7 @@ test("a matmul's epilogue gives the bits of applying it afterwards: bias, GELU (
  * same arithmetic, so the same bits. Float weights and the k-quants in both builds; Q8_0 where the
  * kernels add in llama.cpp's order.
  */
-test("a token's outputs have the same bits alone and in batches of every size (float weights, the k-quants, IQ4_XS, the grid i-quants, MXFP4, TQ1_0, TQ2_0; Q8_0 in llama.cpp's order)", async () => {
+test("a token's outputs have the same bits alone and in batches of every size (float weights, F16 with subnormal halves, the k-quants, IQ4_XS, the grid i-quants, MXFP4, TQ1_0, TQ2_0; Q8_0 in llama.cpp's order)", async () => {
   for (const simd of ["plain", "relaxed"] as const) {
     const backend = await createWasmBackend({ threads: 2, simd });
     try {
@@ -232,6 +232,11 @@ test("a token's outputs have the same bits alone and in batches of every size (f
         for (const cols of colsList) {
           const rows = 23;
           const w = weights(backend, type, cols, rows, ++seed);
+          // F16: every fifth weight a subnormal half or a zero of either sign (batches convert them exactly, single tokens scale them by 2^-112)
+          if (type === GGMLType.F16) {
+            const halves = new Uint16Array(w.data.buffer, w.data.byteOffset, w.data.length / 2), r = rng(++seed);
+            for (let i = 0; i < halves.length; i += 5) halves[i] = (r() < 0.5 ? 0x8000 : 0) | (r() < 0.1 ? 0 : Math.floor(r() * 1024));
+          }
           const x = uniform(13 * cols, rng(++seed));
           const alone = hostArray(13 * rows);
           for (let t = 0; t < 13; t++) backend.matmul(device(alone.subarray(t * rows)), w, device(x.subarray(t * cols)), 1);

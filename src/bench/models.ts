@@ -14,6 +14,8 @@ export const BENCH_MODELS: readonly BenchModel[] = [
   // IQ4_XS: as llama.cpp's quantize stores SmolLM's 576-wide rows, most matrices are IQ4_NL (ffn_down stays IQ4_XS)
   // IQ2_XS / IQ3_S likewise: the 576-wide matrices IQ4_NL (llama-quant.cpp's fallback), ffn_down IQ2_XS / IQ3_S
   ...[GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_S].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t } })),
+  // the half-precision files, with --all or --only
+  ...[GGMLType.F16, GGMLType.BF16].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t }, onlyWithAll: true })),
   ...[GGMLType.Q8_0, GGMLType.Q4_0].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t } })),
   // the F32 TinyLlama file is 4.4 GB (generated only with --all or --only; the wasm backend loads it across two memories)
   ...[GGMLType.F32, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),

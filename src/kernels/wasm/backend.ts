@@ -197,7 +197,7 @@ const NO_HALVES: HalfSides = { keys: false, values: false };
 /** 2^112: an f16-rounded query or weight times this meets halves the kernel takes times 2^-112 (exact: powers of two) */
 const F16_UNSCALE = 2 ** 112;
 
-/** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts PANEL_TOKENS) */
+/** F16/BF16 batches at least this long give the kernels per-thread panels (float.ts matFloat), F16 ones with unscaled activations */
 const PANEL_TOKENS = 4;
 /**
  * Row and element-wise ops (RMSNorm, RoPE, residual additions, SwiGLU, row copies) over at least
@@ -413,7 +413,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     if (!readInPlace) new Float32Array(buffer, xf, nTok * cols).set(x);
     const xIn = readInPlace ? xAt.ptr : xf;
     let xPtr = xIn;
-    if (kind === C.Kind.F16) kernels.roundRowsF16Scaled(xf, nTok * cols);
+    // F16 batches read exact weights from their panels, single tokens the weights times 2^-112
+    if (kind === C.Kind.F16) kernels.roundRowsF16(xf, nTok * cols, panelBytes === 0);
     else if (kind === C.Kind.BF16) kernels.roundRowsBF16(xf, nTok * cols);
     else if (kind === C.Kind.Q8_0 || kind === C.Kind.Q4_0 || kind === C.Kind.Q5_0 || kind === C.Kind.IQ4_NL || kind === C.Kind.MXFP4 || kind === C.Kind.Q4_1 || kind === C.Kind.Q5_1) {
       if (pool && nTok >= PARALLEL_QUANTIZE_TOKENS) quantizeJob(w.space, C.Kind.QUANTIZE_Q8_0, xIn, xq, xs, xb, cols, nTok);

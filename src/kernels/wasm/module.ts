@@ -14,7 +14,7 @@ export interface KernelExports {
   f16sFinite(p: number, stride: number, count: number): number;
   fillF16Table(table: number): void;
   /** activations rounded through f16, times 2^112: the F16 matmul kernels' (assembly/float.ts) */
-  roundRowsF16Scaled(x: number, n: number): void;
+  roundRowsF16(x: number, n: number, scaled: boolean): void;
   roundRowsBF16(x: number, n: number): void;
   quantizeRowQ8_0(x: number, qs: number, sc: number, n: number): void;
   quantizeRowQ8_K(x: number, qs: number, sc: number, bs: number, n: number): void;
