@@ -32,6 +32,21 @@ import { hsumF32 } from "./simd";
   return i32x4.shl(v128.load16x4_u(p), 16);
 }
 
+/** four weights as loadW gives them, from their loaded lanes (f32; f16 / bf16 widened to 32 bits, sign- / zero-extended) */
+// @ts-ignore: decorator
+@inline function weights4(kind: i32, lanes: v128): v128 {
+  if (kind == 0) return lanes;
+  if (kind == 1) return v128.and(i32x4.shl(lanes, 13), i32x4.splat(0x8fffe000));
+  return i32x4.shl(lanes, 16);
+}
+
+/** loadW at p (`second`: at the next four weights), the offset a constant of the load instruction */
+// @ts-ignore: decorator
+@inline function pair(kind: i32, p: usize, second: bool): v128 {
+  if (second) return weights4(kind, kind == 0 ? v128.load(p, 16) : kind == 1 ? v128.load16x4_s(p, 8) : v128.load16x4_u(p, 8));
+  return weights4(kind, kind == 0 ? v128.load(p) : kind == 1 ? v128.load16x4_s(p) : v128.load16x4_u(p));
+}
+
 // @ts-ignore: decorator
 @inline function loadW(kind: i32, p: usize): v128 {
   if (kind == 0) return v128.load(p);
@@ -105,11 +120,17 @@ const SPAN_CHUNKS: i32 = 128;
     const whole = b + ((end - b) & ~3);
     let even = z, odd = z;
     let j = b;
+    // pointers stepped once per four chunks, each load at a constant offset from them (the
+    // instruction's own): V8 computed every address from j (two or three integer operations a
+    // load), and from memory these loops are bound by the instructions between the weight loads
+    let wp = wRow + (<usize>(j << 2) << shift(kind)), xp = xRow + (<usize>j << 4);
     for (; j < whole; j += 4) {
-      even = chunk(kind, wRow, xRow, j, even);
-      odd = chunk(kind, wRow, xRow, j + 1, odd);
-      even = chunk(kind, wRow, xRow, j + 2, even);
-      odd = chunk(kind, wRow, xRow, j + 3, odd);
+      even = madd(weights4(kind, kind == 0 ? v128.load(wp) : kind == 1 ? v128.load16x4_s(wp) : v128.load16x4_u(wp)), v128.load(xp), even);
+      odd = madd(weights4(kind, kind == 0 ? v128.load(wp, 16) : kind == 1 ? v128.load16x4_s(wp, 8) : v128.load16x4_u(wp, 8)), v128.load(xp, 16), odd);
+      even = madd(weights4(kind, kind == 0 ? v128.load(wp, 32) : kind == 1 ? v128.load16x4_s(wp, 16) : v128.load16x4_u(wp, 16)), v128.load(xp, 32), even);
+      odd = madd(weights4(kind, kind == 0 ? v128.load(wp, 48) : kind == 1 ? v128.load16x4_s(wp, 24) : v128.load16x4_u(wp, 24)), v128.load(xp, 48), odd);
+      wp += 16 << shift(kind);
+      xp += 64;
     }
     // the last span's last (end - b) % 4 chunks
     if (j < end) even = chunk(kind, wRow, xRow, j, even);
@@ -200,18 +221,25 @@ const SPAN_CHUNKS: i32 = 128;
     const end = min<i32>(chunks, b + SPAN_CHUNKS);
     let e0 = z, e1 = z, e2 = z, e3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
     let j = b;
+    // one pointer a row and one for x, stepped once per two chunks, loads at constant offsets (see rowDot)
+    const o0 = <usize>(j << 2) << sh;
+    let p0 = w0 + o0, p1 = w1 + o0, p2 = w2 + o0, p3 = w3 + o0, xp = xt + (<usize>j << 4);
     for (; j + 2 <= end; j += 2) {
-      const o = <usize>(j << 2) << sh;
-      const xe = v128.load(xt + (<usize>j << 4));
-      const xd = v128.load(xt + (<usize>j << 4), 16);
-      e0 = madd(loadW(kind, w0 + o), xe, e0);
-      e1 = madd(loadW(kind, w1 + o), xe, e1);
-      e2 = madd(loadW(kind, w2 + o), xe, e2);
-      e3 = madd(loadW(kind, w3 + o), xe, e3);
-      d0 = madd(loadW(kind, w0 + o + (4 << sh)), xd, d0);
-      d1 = madd(loadW(kind, w1 + o + (4 << sh)), xd, d1);
-      d2 = madd(loadW(kind, w2 + o + (4 << sh)), xd, d2);
-      d3 = madd(loadW(kind, w3 + o + (4 << sh)), xd, d3);
+      const xe = v128.load(xp);
+      const xd = v128.load(xp, 16);
+      e0 = madd(pair(kind, p0, false), xe, e0);
+      e1 = madd(pair(kind, p1, false), xe, e1);
+      e2 = madd(pair(kind, p2, false), xe, e2);
+      e3 = madd(pair(kind, p3, false), xe, e3);
+      d0 = madd(pair(kind, p0, true), xd, d0);
+      d1 = madd(pair(kind, p1, true), xd, d1);
+      d2 = madd(pair(kind, p2, true), xd, d2);
+      d3 = madd(pair(kind, p3, true), xd, d3);
+      p0 += 8 << sh;
+      p1 += 8 << sh;
+      p2 += 8 << sh;
+      p3 += 8 << sh;
+      xp += 32;
     }
     if (j < end) {
       const o = <usize>(j << 2) << sh;
