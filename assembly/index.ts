@@ -28,7 +28,7 @@ import { attendFull } from "./attention-full";
 export { attendFullScratchBytes } from "./attention-full";
 export { attendGgmlScratchBytes, probeMadd } from "./attention-ggml";
 import { matQ8_0Exact, matQ8_0ExactFinite } from "./q8-ggml";
-export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot } from "./q8-ggml";
+export { packQ8_0Exact, packQ8_0Groups, probeBlend, probeDot, q8_0Regular } from "./q8-ggml";
 export { swigluGgml } from "./swiglu-ggml";
 import { geluErfRange } from "./gelu";
 import { addRange, copyRows, halfRows, rmsNormRows, ropeRows } from "./rows";

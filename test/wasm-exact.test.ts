@@ -36,7 +36,7 @@ function firstDifference(a: Float32Array, b: Float32Array): string | undefined {
   return undefined;
 }
 
-test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, awkward shapes, 1 and 2 threads)", async (t) => {
+test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, awkward shapes, 1 and 2 threads, with and without a -128 weight)", async (t) => {
   if (skip) return t.skip(skip);
   const reference = createReferenceBackend();
   const r = rng(17);
@@ -44,9 +44,10 @@ test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, a
     const rowBytes = (cols / 32) * 34;
     const data = new Uint8Array(rows * rowBytes);
     for (let row = 0; row < rows; row++) quantizeRow(GGMLType.Q8_0, filled(cols, r, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);
-    // a weight of -128 (legal in a file, never written by ggml's quantizer) must be exact too
-    data[2] = 0x80;
-    for (const nTokens of [1, 3, 4, 8, 13, 29]) {
+    // as quantized (one-token rows take the activations' signs onto the weights), then with a
+    // weight of -128 (legal in a file, never written by ggml's quantizer), which must be exact too
+    for (const [nTokens, minus128] of [1, 3, 4, 8, 13, 29].flatMap((n) => [[n, false], [n, true]] as const)) {
+      data[2] = minus128 ? 0x80 : 0x7f;
       const x = filled(nTokens * cols, r, 3);
       const expected = hostArray(nTokens * rows);
       reference.matmul(expected, { name: "w", type: GGMLType.Q8_0, dims: [cols, rows], data }, x, nTokens);
@@ -55,7 +56,7 @@ test("Q8_0 matmul equals the reference kernel bit for bit (decode and batches, a
         w.data.set(data);
         const out = hostArray(nTokens * rows);
         be.matmul(out, w, x, nTokens);
-        assert.equal(firstDifference(out, expected), undefined, `${rows}x${cols}, ${nTokens} tokens, ${be.threads} threads`);
+        assert.equal(firstDifference(out, expected), undefined, `${rows}x${cols}, ${nTokens} tokens, ${be.threads} threads${minus128 ? ", a weight of -128" : ""}`);
       }
     }
   }

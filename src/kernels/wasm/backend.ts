@@ -323,9 +323,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
-  /** Q4_0 / Q8_0 weights whose block scales hold no Inf/NaN (weights are immutable: checked once) */
+  /** Q4_0 weights whose block scales hold no Inf/NaN, Q8_0 ones also no -128 (weights are immutable: checked once) */
   const finiteScales = new WeakMap<Uint8Array, boolean>();
-  /** the kernels with a variant for finite block scales: that variant and the weight's block type */
+  /** the kernels with a variant for finite block scales (Q8_0: regular weights): that variant and the weight's block type */
   const finiteVariants = new Map<C.Kind, [C.Kind, GGMLType]>([
     [C.Kind.Q4_0_RELAXED, [C.Kind.Q4_0_RELAXED_FINITE, GGMLType.Q4_0]],
     [C.Kind.Q8_0_EXACT, [C.Kind.Q8_0_EXACT_FINITE, GGMLType.Q8_0]],
@@ -334,14 +334,16 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   /**
    * The kernel's finite-scales variant where none of the weight's block scales is Inf or NaN
    * (the usual case: the single-token kernels then convert four scales in three instructions
-   * instead of eight), else the kernel as given
+   * instead of eight) and, for Q8_0, no weight is -128 (its single-token kernel then takes the
+   * activations' signs onto the weights), else the kernel as given
    */
   function withFiniteScales(kind: C.Kind | undefined, w: Tensor, place: Placement, rows: number, cols: number): C.Kind | undefined {
     const variant = kind === undefined ? undefined : finiteVariants.get(kind);
     if (!variant) return kind;
     let finite = finiteScales.get(w.data);
     if (finite === undefined) {
-      finite = memories.spaces[place.space]!.kernels.f16sFinite(place.ptr, rowByteLength(variant[1], 32), rows * (cols / 32)) === 1;
+      const k = memories.spaces[place.space]!.kernels, blocks = rows * (cols / 32);
+      finite = (variant[1] === GGMLType.Q8_0 ? k.q8_0Regular(place.ptr, blocks) : k.f16sFinite(place.ptr, rowByteLength(variant[1], 32), blocks)) === 1;
       finiteScales.set(w.data, finite);
     }
     return finite ? variant[0] : kind;
@@ -437,7 +439,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         // the group streams are read from the int16 activations, which packQ8_0Exact rewrites;
         // on VNNI's dot as unsigned bytes (see C.VNNI_DOT)
         if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok, dotAddUnsigned ? 1 : 0);
-        kernels.packQ8_0Exact(xq, (nTok * cols) / 32);
+        kernels.packQ8_0Exact(xq, (nTok * cols) / 32, relaxedKind === C.Kind.Q8_0_EXACT_FINITE);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
         // Q5_0's streams hold token after token; its leftover tokens read the int16 activations as they are

@@ -146,7 +146,7 @@ export enum Kind {
   Q8_0_EXACT = 16,
   /** Q4_0_RELAXED for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion */
   Q4_0_RELAXED_FINITE = 17,
-  /** Q8_0_EXACT for a weight without Inf/NaN block scales (f16sFinite): cheaper scale conversion in decode */
+  /** Q8_0_EXACT for a regular weight, no Inf/NaN block scale nor -128 (q8_0Regular): cheaper scale conversion and sign handling in decode */
   Q8_0_EXACT_FINITE = 18,
   /** ATTENTION without the causal mask (encoders): every query sees the START_POS keys */
   ATTENTION_BIDIRECTIONAL = 19,

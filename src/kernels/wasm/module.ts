@@ -21,7 +21,8 @@ export interface KernelExports {
   packQ8_0(q: number, nBlocks: number): void;
   packQ4_0(q: number, nBlocks: number, blocksPerRow: number): void;
   packQ8_K(q: number, nBlocks: number): void;
-  packQ8_0Exact(q: number, nBlocks: number): void;
+  packQ8_0Exact(q: number, nBlocks: number, signMasks: boolean): void;
+  q8_0Regular(p: number, nBlocks: number): number;
   /** the group streams of the first nTok & ~7 tokens for the Q8_0 exact kernel (before packQ8_0Exact) */
   packQ8_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number, unsignedActivations: number): void;
   /** the same for the Q4_0 / Q5_0 batch kernels (assembly/q8.ts; before packQ4_0), `slots` 1 for Q4_0's layout by fours */
