@@ -11,12 +11,13 @@
 // (a CPU with AVX-VNNI: Chromium, Node 22 and later), exact for unsigned second operands, the
 // batches' group kernel takes it (halfPass's u8; the host probes the lowering first).
 //
-// Activations are packed once per matmul (packQ8_0Exact) as int8 in natural order, followed by
-// their negations. Each weight half-block enters as |w| (the dot's unsigned operand) and its sign
-// moves onto the activations: in decode a * sign(w) is picked from a and -a by one byte blend
-// whose mask is w itself (x86's pblendvb reads only each mask byte's top bit, i.e. w's sign;
-// probed by probeBlend, and the host uses this kernel only where it holds); the batches' group
-// kernel uses (a ^ m) - m with m = (w < 0). |a| <= 127, so neither ever wraps.
+// Activations are packed once per matmul (packQ8_0Exact) for decode: for a regular weight (no
+// -128, no Inf/NaN scale: q8_0Regular) as |a| and a's sign mask m, the sign moved onto the weight
+// byte ((w ^ m) - m) against |a| as the dot's 7-bit operand; else as int8 a and -a, each weight
+// half-block entering as |w| (the dot's unsigned operand) and a * sign(w) picked from a and -a by
+// one byte blend whose mask is w itself (x86's pblendvb reads only each mask byte's top bit, i.e.
+// w's sign; probed by probeBlend, and the host uses this kernel only where it holds). The
+// batches' group kernel uses (a ^ m) - m with m = (w < 0). |a| <= 127, so none of these wraps.
 // |w| = 128 (a weight of -128, legal in a file though ggml's quantizer never writes it) is exact
 // where the dot treats its second operand as unsigned bytes (x86's pmaddubsw); probeDot()
 // probes that. In decode the int16 pairs become int32 lanes by a dot with ones kept in a
