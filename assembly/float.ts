@@ -40,11 +40,16 @@ import { hsumF32 } from "./simd";
   return i32x4.shl(lanes, 16);
 }
 
-/** loadW at p (`second`: at the next four weights), the offset a constant of the load instruction */
+/**
+ * loadW at p plus k chunks of four weights, k a constant 0-3 (each arm's offset is the load
+ * instruction's own: V8 adds nothing to the address, see rowDot)
+ */
 // @ts-ignore: decorator
-@inline function pair(kind: i32, p: usize, second: bool): v128 {
-  if (second) return weights4(kind, kind == 0 ? v128.load(p, 16) : kind == 1 ? v128.load16x4_s(p, 8) : v128.load16x4_u(p, 8));
-  return weights4(kind, kind == 0 ? v128.load(p) : kind == 1 ? v128.load16x4_s(p) : v128.load16x4_u(p));
+@inline function loadWAt(kind: i32, p: usize, k: i32): v128 {
+  if (k == 0) return weights4(kind, kind == 0 ? v128.load(p) : kind == 1 ? v128.load16x4_s(p) : v128.load16x4_u(p));
+  if (k == 1) return weights4(kind, kind == 0 ? v128.load(p, 16) : kind == 1 ? v128.load16x4_s(p, 8) : v128.load16x4_u(p, 8));
+  if (k == 2) return weights4(kind, kind == 0 ? v128.load(p, 32) : kind == 1 ? v128.load16x4_s(p, 16) : v128.load16x4_u(p, 16));
+  return weights4(kind, kind == 0 ? v128.load(p, 48) : kind == 1 ? v128.load16x4_s(p, 24) : v128.load16x4_u(p, 24));
 }
 
 // @ts-ignore: decorator
@@ -125,10 +130,10 @@ const SPAN_CHUNKS: i32 = 128;
     // load), and from memory these loops are bound by the instructions between the weight loads
     let wp = wRow + (<usize>(j << 2) << shift(kind)), xp = xRow + (<usize>j << 4);
     for (; j < whole; j += 4) {
-      even = madd(weights4(kind, kind == 0 ? v128.load(wp) : kind == 1 ? v128.load16x4_s(wp) : v128.load16x4_u(wp)), v128.load(xp), even);
-      odd = madd(weights4(kind, kind == 0 ? v128.load(wp, 16) : kind == 1 ? v128.load16x4_s(wp, 8) : v128.load16x4_u(wp, 8)), v128.load(xp, 16), odd);
-      even = madd(weights4(kind, kind == 0 ? v128.load(wp, 32) : kind == 1 ? v128.load16x4_s(wp, 16) : v128.load16x4_u(wp, 16)), v128.load(xp, 32), even);
-      odd = madd(weights4(kind, kind == 0 ? v128.load(wp, 48) : kind == 1 ? v128.load16x4_s(wp, 24) : v128.load16x4_u(wp, 24)), v128.load(xp, 48), odd);
+      even = madd(loadWAt(kind, wp, 0), v128.load(xp), even);
+      odd = madd(loadWAt(kind, wp, 1), v128.load(xp, 16), odd);
+      even = madd(loadWAt(kind, wp, 2), v128.load(xp, 32), even);
+      odd = madd(loadWAt(kind, wp, 3), v128.load(xp, 48), odd);
       wp += 16 << shift(kind);
       xp += 64;
     }
@@ -227,14 +232,14 @@ const SPAN_CHUNKS: i32 = 128;
     for (; j + 2 <= end; j += 2) {
       const xe = v128.load(xp);
       const xd = v128.load(xp, 16);
-      e0 = madd(pair(kind, p0, false), xe, e0);
-      e1 = madd(pair(kind, p1, false), xe, e1);
-      e2 = madd(pair(kind, p2, false), xe, e2);
-      e3 = madd(pair(kind, p3, false), xe, e3);
-      d0 = madd(pair(kind, p0, true), xd, d0);
-      d1 = madd(pair(kind, p1, true), xd, d1);
-      d2 = madd(pair(kind, p2, true), xd, d2);
-      d3 = madd(pair(kind, p3, true), xd, d3);
+      e0 = madd(loadWAt(kind, p0, 0), xe, e0);
+      e1 = madd(loadWAt(kind, p1, 0), xe, e1);
+      e2 = madd(loadWAt(kind, p2, 0), xe, e2);
+      e3 = madd(loadWAt(kind, p3, 0), xe, e3);
+      d0 = madd(loadWAt(kind, p0, 1), xd, d0);
+      d1 = madd(loadWAt(kind, p1, 1), xd, d1);
+      d2 = madd(loadWAt(kind, p2, 1), xd, d2);
+      d3 = madd(loadWAt(kind, p3, 1), xd, d3);
       p0 += 8 << sh;
       p1 += 8 << sh;
       p2 += 8 << sh;

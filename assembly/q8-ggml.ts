@@ -175,11 +175,8 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 // @ts-ignore: decorator
 @inline function halfBlock(p: usize, xb: usize, d: v128, ones: v128, acc: v128, high: bool, signs: bool): v128 {
   const w = high ? v128.load(p, 18) : v128.load(p, 2);
-  if (signs) {
-    const m = high ? v128.load(xb, 48) : v128.load(xb, 32);
-    const signed = i8x16.sub(v128.xor(w, m), m);
-    return fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(signed, high ? v128.load(xb, 16) : v128.load(xb)), ones)), d, acc);
-  }
+  // the group kernel's lanesOf with the roles swapped: |a| the unsigned operand, a's mask on w
+  if (signs) return fma(lanesOf(high ? v128.load(xb, 16) : v128.load(xb), high ? v128.load(xb, 48) : v128.load(xb, 32), w, ones), d, acc);
   const signed = high ? blend(v128.load(xb, 48), v128.load(xb, 16), w) : blend(v128.load(xb, 32), v128.load(xb), w);
   return fma(f32x4.convert_i32x4_s(i32x4.dot_i16x8_s(dotI8I7(signed, i8x16.abs(w)), ones)), d, acc);
 }
