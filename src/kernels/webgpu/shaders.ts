@@ -280,8 +280,11 @@ export const ADD = elementwise("add", [{ name: "x", write: true }, { name: "y", 
 export const ADD_BIAS = elementwise("addBias", [{ name: "x", write: true }], [["width", "u32"]],
   `  $x[P.o_x + i] = $x[P.o_x + i] + BIAS[i % P.width];`, [{ name: "BIAS", type: "f32" }]);
 
+/** SwiGLU of element i (ggml's expf), shared by the plain and the quantizing kernel */
+const SWIGLU_ELEMENT = `let g = $g[P.o_g + i];\n  $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];`;
+
 export const SWIGLU = elementwise("swiglu", [{ name: "out", write: true }, { name: "g", write: false }, { name: "u", write: false }], [],
-  `  let g = $g[P.o_g + i];\n  $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];`);
+  `  ${SWIGLU_ELEMENT}`);
 
 /** SwiGLU by blocks of 32, each block then quantized to Q8_0 for the matmul that reads it (the backend's fusion) */
 export const SWIGLU_Q8_0: KernelDef = {
@@ -294,8 +297,7 @@ export const SWIGLU_Q8_0: KernelDef = {
   if (b >= P.nBlocks) { return; }
   for (var j = 0u; j < 32u; j++) {
     let i = b * 32u + j;
-    let g = $g[P.o_g + i];
-    $out[P.o_out + i] = div_rn(g, 1.0 + expf_ggml(-g)) * $u[P.o_u + i];
+  ${SWIGLU_ELEMENT}
   }
   ${q8Block("$out", "P.o_out + b * 32u", "b", false)}`,
 };
@@ -351,12 +353,15 @@ const ROPE_PAIR = `  var a = o + 2u * k;
   $x[a] = x0 * c - x1 * s;
   $x[b] = x0 * s + x1 * c;`;
 
+/** pair j of an array of `heads` heads a token at `base`: its element k, token t, and o, the head's start */
+const ropeHead = (j: string, heads: string, base: string): string => `  let k = ${j} % P.half;
+  let th = ${j} / P.half;
+  let h = th % ${heads};
+  let t = th / ${heads};
+  let o = ${base} + (t * ${heads} + h) * P.headDim;`;
+
 export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
-  `  let k = i % P.half;
-  let th = i / P.half;
-  let h = th % P.nHeads;
-  let t = th / P.nHeads;
-  let o = P.o_x + (t * P.nHeads + h) * P.headDim;
+  `${ropeHead("i", "P.nHeads", "P.o_x")}
 ${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
 
 /**
@@ -364,16 +369,13 @@ ${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
  * backend's fusion of two rope calls): the first n1 pairs are x's, the rest x2's
  */
 export const ROPE_TWO = elementwise("rope2", [{ name: "x", write: true }, { name: "x2", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"], ["n1", "u32"], ["nHeads2", "u32"]],
-  `  var j = i;
+  `  let second = i >= P.n1;
+  var j = i;
   var heads = P.nHeads;
-  if (i >= P.n1) { j = i - P.n1; heads = P.nHeads2; }
-  let k = j % P.half;
-  let th = j / P.half;
-  let h = th % heads;
-  let t = th / heads;
-  var o = P.o_x + (t * heads + h) * P.headDim;
-  if (i >= P.n1) { o = P.o_x2 + (t * heads + h) * P.headDim; }
-  if (i >= P.n1) {
+  var base = P.o_x;
+  if (second) { j = i - P.n1; heads = P.nHeads2; base = P.o_x2; }
+${ropeHead("j", "heads", "base")}
+  if (second) {
 ${ROPE_PAIR.replaceAll("$x[", "$x2[").replace(/^/gm, "  ")}
     return;
   }
