@@ -2,6 +2,7 @@
  * Times the WebGPU backend's kernels on whatever adapter it finds, for a machine with a GPU:
  *
  *   node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]
+ *   node --import tsx scripts/bench-webgpu.ts --model FILE.gguf [--prompt-tokens 128] [--steps 32] [--per-submit 256,64,32]
  *
  * matmul of a size x size weight of every type the backend multiplies for each token count (ms
  * per call, split into the host's recording and the GPU's time after it; weight GB/s = the
@@ -11,18 +12,35 @@
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
  * call (pipeline compilation, weight upload).
  *
+ * With --model, instead: where a decode step of that model goes (after a --prompt-tokens prompt),
+ * for each --per-submit (dispatches recorded per submitted batch): the host's recording (from the
+ * pass's start to its read of the logits), the wait for the logits after it, the dispatches and
+ * submits per step; "pipelined", --steps steps recorded back to back and synchronised once (their
+ * logits not read: what the GPU and the host sustain when neither waits for the other); the round
+ * trip of an empty read; the GPU time per kernel of a prefill and a decode step (timestamp
+ * queries, where the adapter has them); and the engine's own decode rate (generate, greedy).
+ *
  * Not a test. On a software adapter (SwiftShader, lavapipe) the numbers say nothing about GPU
  * speed: they only show the script runs.
  */
 import { parseArgs } from "node:util";
+import { loadModel } from "../src/index.js";
+import { openModel } from "../src/models/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 
 const { values } = parseArgs({
-  options: { size: { type: "string", default: "4096" }, tokens: { type: "string", default: "1,128" }, keys: { type: "string", default: "2048" }, repetitions: { type: "string", default: "10" } },
+  options: {
+    size: { type: "string", default: "4096" }, tokens: { type: "string", default: "1,128" }, keys: { type: "string", default: "2048" }, repetitions: { type: "string", default: "10" },
+    model: { type: "string" }, "prompt-tokens": { type: "string", default: "128" }, steps: { type: "string", default: "32" }, "per-submit": { type: "string", default: "256,64,32" },
+  },
 });
+if (values.model !== undefined) {
+  await profileDecode(values.model, Number(values["prompt-tokens"]), Number(values.steps), values["per-submit"].split(",").map(Number));
+  process.exit(0);
+}
 const size = Number(values.size), keys = Number(values.keys), reps = Number(values.repetitions);
 const tokenCounts = values.tokens.split(",").map(Number);
 
@@ -84,3 +102,86 @@ for (const type of KV_CACHE_TYPES) {
   }
 }
 b.dispose();
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function profileDecode(file: string, promptTokens: number, steps: number, perSubmit: number[]): Promise<void> {
+  const opened = openModel(file);
+  for (const dispatchesPerSubmit of perSubmit) {
+    const gpu = await createWebGPUBackend({ powerPreference: "high-performance", dispatchesPerSubmit });
+    if (dispatchesPerSubmit === perSubmit[0]) console.log(`${gpu.name}: ${gpu.adapter}`);
+    const model = opened.build(gpu);
+    const vocab = model.info.vocabSize;
+    const cache = model.createCache(promptTokens + 3 * steps + 8);
+    const prompt = Array.from({ length: promptTokens }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
+    let t = performance.now();
+    await model.forwardAsync(prompt, cache);
+    const firstPrefill = performance.now() - t;
+    // the read of the logits marks the end of the host's recording
+    const read = gpu.read.bind(gpu);
+    let readAt = 0, skipRead = false;
+    gpu.read = (a) => {
+      readAt = performance.now();
+      // pipelined steps: their logits are not needed (the next token is fixed), so nothing waits
+      return skipRead ? Promise.resolve(new Float32Array(vocab)) : read(a);
+    };
+    const record: number[] = [], wait: number[] = [], total: number[] = [];
+    const c0 = gpu.counters();
+    for (let i = 0; i < steps; i++) {
+      t = performance.now();
+      await model.forwardAsync([1 + (i % (vocab - 1))], cache);
+      const end = performance.now();
+      record.push(readAt - t);
+      wait.push(end - readAt);
+      total.push(end - t);
+    }
+    const c1 = gpu.counters();
+    skipRead = true;
+    t = performance.now();
+    for (let i = 0; i < steps; i++) await model.forwardAsync([1 + (i % (vocab - 1))], cache);
+    const recorded = performance.now() - t;
+    await read(gpu.view(gpu.allocActivations(1), 0, 1));
+    const pipelined = performance.now() - t;
+    skipRead = false;
+    const trips: number[] = [];
+    const one = gpu.allocActivations(1);
+    for (let i = 0; i < 20; i++) {
+      t = performance.now();
+      await read(one);
+      trips.push(performance.now() - t);
+    }
+    const f = (x: number) => x.toFixed(3);
+    console.log(`decode ${file.split("/").pop()} after ${promptTokens} tokens, ${dispatchesPerSubmit} dispatches per submit: step ${f(median(total))} ms (record ${f(median(record))}, then wait ${f(median(wait))}), ${((c1.dispatches - c0.dispatches) / steps).toFixed(0)} dispatches and ${((c1.submits - c0.submits) / steps).toFixed(1)} submits a step; pipelined ${f(pipelined / steps)} ms a step (recording ${f(recorded / steps)}); empty read ${f(median(trips))} ms; first prefill ${firstPrefill.toFixed(1)} ms`);
+    gpu.dispose();
+  }
+  // where the GPU's time goes, kernel by kernel (timestamp queries: a pass per dispatch)
+  const gpu = await createWebGPUBackend({ powerPreference: "high-performance", profileKernels: true }).catch((e: Error) => e);
+  if (gpu instanceof Error) console.log(`no kernel profile: ${gpu.message}`);
+  else {
+    const model = opened.build(gpu);
+    const cache = model.createCache(promptTokens + steps + 8);
+    const vocab = model.info.vocabSize;
+    const prompt = Array.from({ length: promptTokens }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
+    await model.forwardAsync(prompt.slice(0, 8), model.createCache(16));
+    await gpu.kernelTimes();
+    await model.forwardAsync(prompt, cache);
+    const show = (what: string, times: Awaited<ReturnType<typeof gpu.kernelTimes>>, per: number) => {
+      const total = times.reduce((a, t) => a + t.ms, 0);
+      console.log(`${what}: GPU ${(total / per).toFixed(3)} ms in kernels (${per > 1 ? `per step, ` : ""}profiled: a pass per dispatch)`);
+      for (const t of times.slice(0, 12)) console.log(`  ${t.kernel.padEnd(36)} ${(t.ms / per).toFixed(3)} ms  ${(t.dispatches / per).toFixed(0)} dispatches  ${((100 * t.ms) / total).toFixed(1)}%`);
+    };
+    show(`prefill of ${promptTokens} tokens`, await gpu.kernelTimes(), 1);
+    for (let i = 0; i < steps; i++) await model.forwardAsync([1 + (i % (vocab - 1))], cache);
+    show(`decode after ${promptTokens} tokens`, await gpu.kernelTimes(), steps);
+    gpu.dispose();
+  }
+  const m = await loadModel(file, { backend: "webgpu" });
+  for (let i = 0; i < 2; i++) {
+    const r = await m.generate(Array.from({ length: promptTokens }, (_, j) => 1 + ((j * 7919) % (m.info.vocabSize - 1))), { maxTokens: 64, temperature: 0, ignoreEos: true });
+    console.log(`engine: prefill ${r.timings.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${r.timings.decodeTokensPerSecond.toFixed(1)} tok/s (${r.timings.completionTokens} tokens)`);
+  }
+  m.dispose();
+}

@@ -107,6 +107,37 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.equal(w[4], 351);
   });
 
+  test("counters, batches of dispatchesPerSubmit, and GPU time per kernel with profileKernels", async (t) => {
+    await assert.rejects(createWebGPUBackend({ dispatchesPerSubmit: 0 }), /dispatchesPerSubmit 0 is not a positive integer/);
+    const p = await createWebGPUBackend({ profileKernels: true, dispatchesPerSubmit: 4 }).catch((e: Error) => e);
+    if (p instanceof Error) {
+      assert.match(p.message, /profileKernels needs the adapter's "timestamp-query" feature/);
+      t.diagnostic(`this adapter has no timestamp queries: ${p.message}`);
+      return;
+    }
+    try {
+      const x = device(p, new Float32Array(1000)), y = device(p, new Float32Array(1000).fill(0.5));
+      for (let i = 0; i < 10; i++) p.add(x, y);
+      // batches of 4: submitted at the 5th and 9th dispatch, the rest by the read
+      assert.ok((await p.read(x)).every((v) => v === 5), "10 adds of 0.5, each in a pass of its own");
+      assert.deepEqual(p.counters(), { dispatches: 10, submits: 3 });
+      const adds = await p.kernelTimes();
+      assert.deepEqual(adds.map((k) => [k.kernel, k.dispatches]), [["add", 10]]);
+      assert.ok(adds[0]!.ms > 0 && adds[0]!.ms < 1000, `add took ${adds[0]!.ms} ms of GPU time`);
+      const r = rng(3);
+      const w = weights(GGMLType.F32, 256, 64, r);
+      const out = p.allocActivations(2 * 64);
+      p.matmul(out, w, device(p, normals(2 * 256, r)), 2);
+      p.add(x, y);
+      const times = await p.kernelTimes();
+      assert.deepEqual(times.map((k) => [k.kernel.replace(/-subgroups$/, ""), k.dispatches]).sort(), [["add", 1], ["matmul-F32", 1]]);
+      assert.deepEqual(await p.kernelTimes(), [], "kernelTimes starts afresh after each call");
+    } finally {
+      p.dispose();
+    }
+    await assert.rejects(b.kernelTimes(), /created without profileKernels/);
+  });
+
   for (const type of MATMUL_TYPES) {
     const tol = isFloat(type) ? 1e-5 : 1e-4;
     test(`matmul ${typeName(type)}: 77 rows x 512 cols, 3 tokens, views at offsets`, async () => {
@@ -270,7 +301,7 @@ describe("webgpu backend conformance", { skip }, () => {
     close("swiglu", await b.read(out), expected, 1e-6);
   });
 
-  test("fused ops: add then rmsNorm of the sum, RoPE of q then k, scatters of keys then values, a norm or SwiGLU quantized for the next matmul give the bits of the ops dispatched one by one", async () => {
+  test("fused ops: add then rmsNorm of the sum, RoPE of q then k (and their cache writes), scatters of keys then values, a norm, SwiGLU or attention quantized for the next matmul give the bits of the ops dispatched one by one", async () => {
     const r = rng(75);
     const width = 300, rows = 3, eps = 1e-5;
     const x = normals(width * rows, r, 2), y = normals(width * rows, r, 3), weight = normals(width, r);
@@ -317,6 +348,47 @@ describe("webgpu backend conformance", { skip }, () => {
     const e2 = qk.slice(0, nTokens * kHeads * headDim);
     applyRope(e2, nTokens, kHeads, [9, 10], p);
     close("rope after a rope at other positions", await b.read(k2), e2, 1e-5);
+    // a layer's rope(q), rope(k), then k and v written to their f32 caches: one dispatch (norm and
+    // neox styles), the caller's row index changed right after each call; a partial rotation
+    // (ropeDim < headDim) is not fused, and still right
+    for (const [style, ropeDim] of [["norm", 64], ["neox", 64], ["neox", 32]] as const) {
+      const pr: RopeParams = { ...p, style, ropeDim };
+      const width = kHeads * headDim, cacheRows = 9, rowsAt = [7, 2];
+      const qkv = normals(nTokens * (qHeads + 2 * kHeads) * headDim, r);
+      async function ropeThenStore(apart: boolean): Promise<[Float32Array, Float32Array, Float32Array]> {
+        const all = device(b, qkv);
+        const q = b.view(all, 0, nTokens * qHeads * headDim), k = b.view(all, nTokens * qHeads * headDim, nTokens * width), v = b.view(all, nTokens * (qHeads + kHeads) * headDim);
+        const kc = device(b, new Float32Array(cacheRows * width).fill(7)), vc = device(b, new Float32Array(cacheRows * width).fill(8));
+        const sync = async () => { if (apart) await b.read(b.view(kc, 0, 1)); };
+        const before = b.counters().dispatches;
+        b.rope(q, nTokens, qHeads, positions, pr);
+        await sync();
+        b.rope(k, nTokens, kHeads, positions, pr);
+        await sync();
+        const index = Int32Array.from(rowsAt);
+        b.scatterRows(kc, index, k, width, nTokens);
+        index.fill(0);
+        await sync();
+        b.scatterRows(vc, Int32Array.from(rowsAt), v, width, nTokens);
+        const out: [Float32Array, Float32Array, Float32Array] = [await b.read(all), await b.read(kc), await b.read(vc)];
+        if (!apart) assert.equal(b.counters().dispatches - before, ropeDim === headDim ? 1 : 2, `${style} ${ropeDim}: dispatches of the four ops`);
+        return out;
+      }
+      const [fAll, fk, fv] = await ropeThenStore(false), [sAll, sk, sv] = await ropeThenStore(true);
+      assert.deepEqual(fAll, sAll, `${style} ${ropeDim}: q and k rotated in place`);
+      assert.deepEqual(fk, sk, `${style} ${ropeDim}: the key cache`);
+      assert.deepEqual(fv, sv, `${style} ${ropeDim}: the value cache`);
+      const e = qkv.slice();
+      applyRope(e.subarray(0, nTokens * qHeads * headDim), nTokens, qHeads, positions, pr);
+      applyRope(e.subarray(nTokens * qHeads * headDim, nTokens * (qHeads + kHeads) * headDim), nTokens, kHeads, positions, pr);
+      close(`rope of q, k then both cache writes (${style}, ${ropeDim} of ${headDim})`, fAll, e, 1e-5);
+      const kOff = nTokens * qHeads * headDim, vOff = kOff + nTokens * width;
+      rowsAt.forEach((row, t) => {
+        assert.deepEqual(fk.subarray(row * width, (row + 1) * width), fAll.subarray(kOff + t * width, kOff + (t + 1) * width), `${style} ${ropeDim}: token ${t}'s rotated keys in cache row ${row}`);
+        assert.deepEqual(fv.subarray(row * width, (row + 1) * width), qkv.subarray(vOff + t * width, vOff + (t + 1) * width), `${style} ${ropeDim}: token ${t}'s values in cache row ${row}`);
+      });
+      assert.ok(fk.subarray(0, width).every((x) => x === 7) && fv.subarray(0, width).every((x) => x === 8), `${style} ${ropeDim}: row 0 untouched (the index changed after the call)`);
+    }
     // keys then values through one row index (the caller's index reused at once), and a third scatter apart
     const rowWidth = 40, n = 3, rowsIn = Int32Array.from([4, 0, 2]);
     const kIn = normals(n * rowWidth, r), vIn = normals(n * rowWidth, r);
@@ -365,6 +437,42 @@ describe("webgpu backend conformance", { skip }, () => {
       rmsNorm(normedRef, h0, nw, cols, tokens, 1e-5);
       ref.matmul(hostDevice(expected), w, hostDevice(normedRef), tokens);
       close(`${typeName(type)} matmul of a norm quantized with it`, (await chain(false, false))[1]!, expected, 1e-4);
+    }
+    // attention whose output a Q8_0 matmul reads: the attention kernel quantizes each head it wrote
+    // (in one pass over 40 keys; split over 600, by the combine pass), through a row index the
+    // caller changes right after the call
+    const nH = 4, nKv = 2, hd = 64, d = nH * hd, projRows = 6;
+    const wo = weights(GGMLType.Q8_0, d, projRows, r);
+    for (const nAll of [40, 600]) {
+      const kHost = normals(nAll * nKv * hd, r), vHost = normals(nAll * nKv * hd, r), qHost = normals(2 * d, r);
+      const order = Int32Array.from({ length: nAll }, (_, i) => nAll - 1 - i);
+      const kRows = hostArray(nAll * nKv * hd), vRows = hostArray(nAll * nKv * hd);
+      for (let i = 0; i < nAll; i++) {
+        kRows.set(kHost.subarray(order[i]! * nKv * hd, (order[i]! + 1) * nKv * hd), i * nKv * hd);
+        vRows.set(vHost.subarray(order[i]! * nKv * hd, (order[i]! + 1) * nKv * hd), i * nKv * hd);
+      }
+      async function attendThenProject(apart: boolean): Promise<Float32Array[]> {
+        const kc = device(b, kHost), vc = device(b, vHost), q = device(b, qHost);
+        const out = b.allocActivations(2 * d), proj = b.allocActivations(2 * projRows);
+        const rows = order.slice();
+        const before = b.counters().dispatches;
+        b.attention(out, q, kc, vc, 2, nAll - 2, nH, nKv, hd, 0.125, rows);
+        rows.fill(0);
+        if (apart) await b.read(b.view(out, 0, 1));
+        b.matmul(proj, wo, out, 2);
+        const result = [await b.read(out), await b.read(proj)];
+        // one pass: attention and the matmul; split: attention's two passes and the matmul (apart: a quantization more)
+        assert.equal(b.counters().dispatches - before, (nAll > 256 ? 3 : 2) + (apart ? 1 : 0), `dispatches over ${nAll} keys`);
+        return result;
+      }
+      const fused = await attendThenProject(false), apart = await attendThenProject(true);
+      assert.deepEqual(fused[0], apart[0], `attention over ${nAll} keys`);
+      assert.deepEqual(fused[1], apart[1], `the Q8_0 matmul of attention over ${nAll} keys`);
+      const att = hostArray(2 * d), proj = new Float32Array(2 * projRows);
+      attention(att, qHost, kRows, vRows, 2, nAll - 2, nH, nKv, hd, 0.125);
+      close(`attention over ${nAll} keys, quantized with its output`, fused[0]!, att, 1e-5);
+      ref.matmul(hostDevice(proj), wo, hostDevice(att), 2);
+      close(`the Q8_0 matmul of attention over ${nAll} keys`, fused[1]!, proj, 1e-4);
     }
   });
 

@@ -50,9 +50,14 @@ export interface GPUCommandBufferLike {
   readonly __brand?: "GPUCommandBuffer";
 }
 
+export interface GPUQuerySetLike {
+  destroy(): void;
+}
+
 export interface GPUCommandEncoderLike {
   beginComputePass(descriptor?: object): GPUComputePassLike;
   copyBufferToBuffer(src: GPUBufferLike, srcOffset: number, dst: GPUBufferLike, dstOffset: number, size: number): void;
+  resolveQuerySet(querySet: GPUQuerySetLike, firstQuery: number, queryCount: number, destination: GPUBufferLike, destinationOffset: number): void;
   finish(): GPUCommandBufferLike;
 }
 
@@ -83,6 +88,7 @@ export interface GPUDeviceLike {
   createComputePipeline(descriptor: { layout: "auto" | GPUPipelineLayoutLike; compute: { module: GPUShaderModuleLike; entryPoint: string }; label?: string }): GPUComputePipelineLike;
   createBindGroup(descriptor: { layout: GPUBindGroupLayoutLike; entries: GPUBindGroupEntryLike[] }): GPUBindGroupLike;
   createCommandEncoder(): GPUCommandEncoderLike;
+  createQuerySet(descriptor: { type: "timestamp"; count: number }): GPUQuerySetLike;
   pushErrorScope(filter: "validation" | "out-of-memory" | "internal"): void;
   popErrorScope(): Promise<GPUErrorLike | null>;
   destroy(): void;
@@ -100,7 +106,7 @@ export interface GPULike {
 }
 
 /** GPUBufferUsage and GPUMapMode flags (fixed by the spec; the globals are absent in Node) */
-export const BufferUsage = { MAP_READ: 0x0001, COPY_SRC: 0x0004, COPY_DST: 0x0008, UNIFORM: 0x0040, STORAGE: 0x0080 } as const;
+export const BufferUsage = { MAP_READ: 0x0001, COPY_SRC: 0x0004, COPY_DST: 0x0008, UNIFORM: 0x0040, STORAGE: 0x0080, QUERY_RESOLVE: 0x0200 } as const;
 export const MapMode = { READ: 0x0001 } as const;
 export const ShaderStage = { COMPUTE: 0x4 } as const;
 

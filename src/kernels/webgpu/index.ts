@@ -6,13 +6,15 @@ import { gelu } from "../ops/activations.js";
 import { checkRows } from "../ops/attention.js";
 import { KV_CACHE_TYPES, kvRowFloats, matrixDims, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
+import { KernelProfiler, type KernelTime } from "./profiler.js";
+export type { KernelTime } from "./profiler.js";
 import {
   BufferUsage, MapMode, ShaderStage,
   type GPUBindGroupEntryLike, type GPUBindGroupLayoutEntryLike, type GPUBindGroupLayoutLike, type GPUBindGroupLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike,
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_TWO, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -35,7 +37,13 @@ import {
 const ALIGN = 64;
 const SLOT = 256;
 const SLOTS = 512;
-const MAX_BATCH = 256;
+/**
+ * dispatches recorded before a submit (default of the dispatchesPerSubmit option). A decode step
+ * is bound by the host's recording; smaller batches let the GPU run the first ones meanwhile, so
+ * less is left to wait for at the read. SmolLM's shape on an H200 (334 dispatches a step): 256 a
+ * batch 9.6 ms a step, 64 6.6 ms, 32 6.8 ms, 16 6.9 ms (each submit costs the host too).
+ */
+const MAX_BATCH = 64;
 /** cached bind groups at most (all are dropped when full; a model's steady state needs a few hundred) */
 const MAX_BIND_GROUPS = 4096;
 const MAX_GROUPS = 65535;
@@ -51,7 +59,22 @@ type HeldOp =
   | { readonly op: "scatter"; readonly dst: GpuArray; readonly src: GpuArray; readonly width: number; readonly rows: Uint32Array }
   /** an rmsNorm (after the held add of `y` into x, when y is set) */
   | { readonly op: "norm"; readonly out: GpuArray; readonly x: GpuArray; readonly y: GpuArray | null; readonly weight: GPUBufferLike; readonly width: number; readonly rows: number; readonly eps: number; readonly hasWeight: boolean }
-  | { readonly op: "swiglu"; readonly out: GpuArray; readonly gate: GpuArray; readonly up: GpuArray; readonly n: number };
+  | { readonly op: "swiglu"; readonly out: GpuArray; readonly gate: GpuArray; readonly up: GpuArray; readonly n: number }
+  /** two RoPEs at the same positions (a layer's q, then k: ROPE_TWO), held for the scatters of k and v into their caches */
+  | { readonly op: "rope2"; readonly x: GpuArray; readonly x2: GpuArray; readonly pairs: number; readonly pairs2: number; readonly nHeads2: number; readonly params: readonly [number, number, number, number, number]; readonly table: Float32Array }
+  /** ... and the scatter of x2 (the rotated keys) into dst, its f32 cache, awaiting the values' */
+  | { readonly op: "ropeScatter"; readonly rope: RopeTwo; readonly dst: GpuArray; readonly width: number; readonly rows: Uint32Array }
+  /** attention's last kernel, which can also quantize its output (n floats of `out`) to Q8_0 */
+  | { readonly op: "attention"; readonly out: GpuArray; readonly n: number; readonly dispatch: (quant: QuantizedOutput | null) => void };
+
+type RopeTwo = Extract<HeldOp, { op: "rope2" }>;
+
+/** where an attention kernel puts the Q8_0 blocks of its output: XQ, its scales from word nqw, block 0 at float `base` of the output's buffer */
+interface QuantizedOutput {
+  readonly xq: GPUBufferLike;
+  readonly nqw: number;
+  readonly base: number;
+}
 
 /** element by element (a held op's RoPE angles or row index against the next op's) */
 function sameValues(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
@@ -128,27 +151,45 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * once, on the device — except tensors getRows reads, which it dequantizes on the host)
    */
   keepHostWeights?: boolean;
+  /**
+   * dispatches recorded before the batch is submitted (default 64): smaller batches let the GPU
+   * start on a pass while the host still records the rest of it
+   */
+  dispatchesPerSubmit?: number;
+  /**
+   * time every dispatch on the GPU with timestamp queries (needs the adapter's "timestamp-query"
+   * feature; each dispatch then runs in a pass of its own, which costs time): `kernelTimes()`
+   * gives the GPU time per kernel (default false)
+   */
+  profileKernels?: boolean;
 }
 
 /** the webgpu backend's extra: which adapter it runs on */
 export interface WebGPUBackendInfo extends Backend {
   /** the adapter, its features and where it came from, e.g. "google swiftshader, subgroups; dawn, Vulkan ICD ..." */
   readonly adapter: string;
+  /** dispatches recorded and batches submitted since the backend was created (what a pass costs the host) */
+  counters(): { dispatches: number; submits: number };
+  /** with `profileKernels`: the GPU time per kernel of the batches submitted since the last call, largest first (it waits for them) */
+  kernelTimes(): Promise<KernelTime[]>;
 }
 
 export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): Promise<WebGPUBackendInfo> {
   const { adapter, source } = await findAdapter(options);
   const lim = adapter.limits;
   const subgroups = options.subgroups !== false && adapter.features.has("subgroups");
+  const profile = options.profileKernels === true;
+  if (profile && !adapter.features.has("timestamp-query")) throw new Error(`createWebGPUBackend: profileKernels needs the adapter's "timestamp-query" feature, which ${adapterName(adapter.info, source, subgroups)} lacks`);
+  const features = [...(subgroups ? ["subgroups"] : []), ...(profile ? ["timestamp-query"] : [])];
   const device: GPUDeviceLike = await adapter.requestDevice({
-    requiredFeatures: subgroups ? ["subgroups"] : [],
+    requiredFeatures: features,
     requiredLimits: {
       maxStorageBufferBindingSize: lim["maxStorageBufferBindingSize"]!,
       maxBufferSize: lim["maxBufferSize"]!,
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile);
 }
 
 /** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
@@ -188,6 +229,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** the compute pass every dispatch of the batch goes into (ended before a copy and at the submit) */
   private pass: GPUComputePassLike | null = null;
   private dispatches = 0;
+  private dispatchTotal = 0;
+  /** with profileKernels: timestamps around every dispatch */
+  private readonly profiler: KernelProfiler | null;
+  private submitTotal = 0;
   private readonly uniformBuffer: GPUBufferLike;
   private readonly uniformMirror = new ArrayBuffer(SLOT * SLOTS);
   private readonly uniformU32 = new Uint32Array(this.uniformMirror);
@@ -198,6 +243,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private dataMirror: Uint32Array;
   private dataUsed = 0;
   private readonly dummy: GPUBufferLike;
+  /** bound where a kernel's optional output goes unused (a writable binding may not share dummy's buffer) */
+  private readonly unusedOutput: GPUBufferLike;
   private readonly scratch = new Map<string, GPUBufferLike>();
   private deferredDestroy: GPUBufferLike[] = [];
   private readonly allBuffers = new Set<GPUBufferLike>();
@@ -242,19 +289,22 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** the device copy of each weight whose host bytes were released (the detached buffer is the key) */
   private readonly released = new WeakMap<ArrayBufferLike, readonly WeightBlock[]>();
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean) {
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean, private readonly dispatchesPerSubmit: number, profile: boolean) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
     this.scoresLimit = Math.max(1, Math.min(scoresLimit, Math.floor(this.maxBinding / 4)));
     if (!(Number.isInteger(keysPerSplit) && keysPerSplit >= 1)) throw new Error(`createWebGPUBackend: attentionKeysPerSplit ${keysPerSplit} is not a positive integer`);
     this.keysPerSplit = keysPerSplit;
+    if (!(Number.isInteger(dispatchesPerSubmit) && dispatchesPerSubmit >= 1)) throw new Error(`createWebGPUBackend: dispatchesPerSubmit ${dispatchesPerSubmit} is not a positive integer`);
     const maxBuffer = device.limits["maxBufferSize"] ?? this.maxBinding;
     this.maxWeightBytes = Math.floor(Math.min(maxWeightBytes ?? Infinity, this.maxBinding, maxBuffer) / 4) * 4;
     this.uniformBuffer = this.createBuffer(SLOT * SLOTS, BufferUsage.UNIFORM | BufferUsage.COPY_DST);
     this.dataMirror = new Uint32Array(1 << 16);
     this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
     this.dummy = this.createBuffer(16, BufferUsage.STORAGE);
+    this.unusedOutput = this.createBuffer(16, BufferUsage.STORAGE);
+    this.profiler = profile ? new KernelProfiler(device) : null;
     this.finalizer = new FinalizationRegistry((buffer) => {
       // the buffer may still be used by recorded commands: destroy it after the next submit
       if (this.allBuffers.delete(buffer)) this.deferredDestroy.push(buffer);
@@ -384,8 +434,18 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (h.op === "add") this.dispatch(ADD, [h.x, h.y], [], [h.x.length], Math.ceil(h.x.length / 256));
     else if (h.op === "norm") this.dispatchNorm(h, null);
     else if (h.op === "swiglu") this.dispatch(SWIGLU, [h.out, h.gate, h.up], [], [h.n], Math.ceil(h.n / 256));
+    else if (h.op === "attention") h.dispatch(null);
+    else if (h.op === "rope2") this.dispatchRopeTwo(h);
+    else if (h.op === "ropeScatter") {
+      this.dispatchRopeTwo(h.rope);
+      this.dispatch(SCATTER_ROWS, [h.dst, h.rope.x2], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
+    }
     else if (h.op === "rope") this.dispatch(ROPE, [h.x], ["D"], [h.pairs, ...h.params, 0], Math.ceil(h.pairs / 256), new Uint32Array(h.table.buffer));
     else this.dispatch(SCATTER_ROWS, [h.dst, h.src], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
+  }
+
+  private dispatchRopeTwo(h: RopeTwo): void {
+    this.dispatch(ROPE_TWO, [h.x, h.x2], ["D"], [h.pairs + h.pairs2, ...h.params, 0, h.pairs, h.nHeads2], Math.ceil((h.pairs + h.pairs2) / 256), new Uint32Array(h.table.buffer));
   }
 
   /** a held rmsNorm (with its add, if any), and with `xq` the Q8_0 or Q8_K (`superBlocks`) quantization of its output into that scratch */
@@ -411,9 +471,24 @@ class WebGPUBackend implements WebGPUBackendInfo {
    * the batch's compute pass: one for all its dispatches (a pass per dispatch cost ~6 us more each
    * on lavapipe); WebGPU still orders each dispatch's storage writes before the next one's reads
    */
-  private computePass(): GPUComputePassLike {
+  private computePass(kernel: string): GPUComputePassLike {
+    if (this.profiler) {
+      // timestamps are written at a pass's start and end only: a pass per dispatch
+      this.pass?.end();
+      this.pass = this.beginBatch().beginComputePass(this.profiler.passFor(kernel));
+    }
     this.pass ??= this.beginBatch().beginComputePass();
     return this.pass;
+  }
+
+  counters(): { dispatches: number; submits: number } {
+    return { dispatches: this.dispatchTotal, submits: this.submitTotal };
+  }
+
+  async kernelTimes(): Promise<KernelTime[]> {
+    if (!this.profiler) throw new Error("kernelTimes: the backend was created without profileKernels");
+    this.flush();
+    return this.profiler.take();
   }
 
   /** submits what is recorded (uploading its parameters and data first) */
@@ -424,7 +499,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (this.dataUsed > 0) this.queue.writeBuffer(this.dataBuffer, 0, this.dataMirror, 0, this.dataUsed);
     this.pass?.end();
     this.pass = null;
+    const profiled = this.profiler?.endBatch(this.encoder);
     this.queue.submit([this.encoder.finish()]);
+    profiled?.();
+    this.submitTotal++;
     this.encoder = null;
     this.dispatches = 0;
     this.slotsUsed = 0;
@@ -451,7 +529,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (groups <= 0) return;
     const words = data ? Math.ceil(data.length / 4) * 4 : 0;
     // room for this dispatch's uniform slice and data, else submit what is recorded first
-    if (this.slotsUsed >= SLOTS || this.dataUsed + words > this.dataMirror.length || this.dispatches >= MAX_BATCH) this.flush();
+    if (this.slotsUsed >= SLOTS || this.dataUsed + words > this.dataMirror.length || this.dispatches >= this.dispatchesPerSubmit || this.profiler?.full) this.flush();
     if (words > this.dataMirror.length) {
       this.allBuffers.delete(this.dataBuffer);
       this.destroyBuffer(this.dataBuffer);
@@ -489,12 +567,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const buffers = [this.uniformBuffer, ...distinct];
     for (const e of extras) buffers.push(e === "D" ? this.dataBuffer : e);
     const bindGroup = this.bindGroup(k, buffers);
-    const pass = this.computePass();
+    const pass = this.computePass(def.name);
     pass.setPipeline(k.pipeline);
     pass.setBindGroup(0, bindGroup, [slot * SLOT]);
     const x = Math.min(groups, MAX_GROUPS);
     pass.dispatchWorkgroups(x, Math.ceil(groups / x));
     this.dispatches++;
+    this.dispatchTotal++;
   }
 
   /** a GPU copy of a small host array that never changes (norm weights, biases) */
@@ -659,6 +738,24 @@ class WebGPUBackend implements WebGPUBackendInfo {
     if (type === "f16") this.dispatch(SCATTER_ROWS_F16, [d, s], ["D"], [n * rowFloats, width, rowFloats, 0], Math.ceil((n * rowFloats) / 256), rowIndex);
     else if (type === "f32") {
       const h = this.held;
+      if (h?.op === "rope2" && h.params[3] === h.params[2] && s.buffer === h.x2.buffer && s.offset === h.x2.offset && n * width === 2 * h.pairs2 && width === h.nHeads2 * h.params[2]
+        && !overlaps(d, h.x) && !overlaps(d, h.x2)) {
+        // the keys just rotated (whole heads), written to their cache: held for the values' scatter
+        this.held = null;
+        this.hold({ op: "ropeScatter", rope: h, dst: d, width, rows: rowIndex.slice() });
+        return;
+      }
+      if (h?.op === "ropeScatter" && h.width === width && h.rows.length === n && sameValues(h.rows, rowIndex)
+        && !overlaps(d, h.rope.x) && !overlaps(d, h.rope.x2) && !overlaps(d, h.dst) && !overlaps(s, h.rope.x) && !overlaps(s, h.rope.x2) && !overlaps(s, h.dst)) {
+        // ... and the values through the same rows: RoPE of q and k and both cache writes, one dispatch
+        this.held = null;
+        const r = h.rope, total = r.pairs + r.pairs2 + n * width;
+        const data = new Uint32Array(r.table.length + n);
+        data.set(new Uint32Array(r.table.buffer, r.table.byteOffset, r.table.length));
+        data.set(h.rows, r.table.length);
+        this.dispatch(ROPE_SCATTER, [r.x, r.x2, h.dst, d, s], ["D"], [total, ...r.params, 0, r.pairs, r.nHeads2, r.pairs2, width, r.table.length], Math.ceil(total / 256), data);
+        return;
+      }
       if (h?.op === "scatter" && h.width === width && h.rows.length === n && sameValues(h.rows, rowIndex) && !overlaps(h.dst, s) && !overlaps(d, h.src) && !overlaps(h.dst, d)) {
         // the held scatter's rows (a layer's keys; these its values): one dispatch
         this.held = null;
@@ -730,8 +827,9 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const h = this.held;
     // the held norm (Q8_0 or Q8_K activations) or SwiGLU (Q8_0: one invocation per 256 would serialize
     // it) wrote exactly this x, in whole blocks: it quantizes what it writes, in the same dispatch
+    // (attention likewise: it holds itself back only where it can quantize, Q8_0 by heads)
     const superBlocks = kind.quant === QUANT_Q8_K;
-    const fuse = (kind.quant === QUANT_Q8_0 || superBlocks) && (h?.op === "norm" || (h?.op === "swiglu" && !superBlocks))
+    const fuse = (kind.quant === QUANT_Q8_0 || superBlocks) && (h?.op === "norm" || (h?.op === "swiglu" && !superBlocks) || (h?.op === "attention" && !superBlocks))
       && h.out.buffer === xa.buffer && h.out.offset === xa.offset && (h.op === "norm" ? h.width % kind.block === 0 && h.width * h.rows === n : h.n % kind.block === 0 && h.n === n);
     if (fuse) {
       this.held = null;
@@ -739,6 +837,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
       nqw = n / 4;
       xq = this.scratchBuffer("xq", nqw + nBlocks);
       if (h.op === "norm") this.dispatchNorm(h, xq, superBlocks);
+      else if (h.op === "attention") h.dispatch({ xq, nqw, base: xa.offset });
       else this.dispatch(SWIGLU_Q8_0, [h.out, h.gate, h.up], [xq], [nBlocks, nqw], Math.ceil(nBlocks / 64));
     } else if (kind.quant) {
       if (kind.block === 1) {
@@ -832,9 +931,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const params = [half, nHeads, headDim, ropeDim, p.style === "neox" ? 1 : 0] as const;
     const h = this.held;
     if (h?.op === "rope" && h.params[0] === half && h.params[2] === headDim && h.params[3] === ropeDim && h.params[4] === params[4] && sameValues(h.table, table) && !overlaps(h.x, xa)) {
-      // the same angles as the held RoPE's (the same positions): both arrays in one dispatch
+      // the same angles as the held RoPE's (the same positions): both arrays in one dispatch,
+      // held again for the cache writes of the keys and values that usually follow
       this.held = null;
-      this.dispatch(ROPE_TWO, [h.x, xa], ["D"], [h.pairs + n, ...h.params, 0, h.pairs, nHeads], Math.ceil((h.pairs + n) / 256), new Uint32Array(table.buffer));
+      this.hold({ op: "rope2", x: h.x, x2: xa, pairs: h.pairs, pairs2: n, nHeads2: nHeads, params: h.params, table });
       return;
     }
     this.hold({ op: "rope", x: xa, pairs: n, params, table });
@@ -914,19 +1014,34 @@ class WebGPUBackend implements WebGPUBackendInfo {
       query = new GpuArray(this.scratchBuffer("query", nTokens * d), 0, nTokens * d, this.id, null);
       this.dispatch(QUERY_Q8_0, [query, qa], [], [nTokens * nHeads, headDim, encoding?.k.rotation ?? 0], Math.ceil((nTokens * nHeads) / 64));
     }
-    this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
     // values stored rotated: the output turns back
     const vRotation = encoding?.v.rotation ?? 0;
+    if (vRotation === 0 && headDim % 32 === 0 && !this.tiledAttention(nTokens, headDim)) {
+      // the output projection reads it next: a Q8_0-activation matmul has the kernel quantize it too
+      // (the row index copied: the caller may reuse its array before the held kernel is recorded)
+      const rowsNow = data?.slice();
+      this.hold({ op: "attention", out: o, n: nTokens * d, dispatch: (quant) => this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, rowsNow, quant) });
+      return;
+    }
+    this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
     if (vRotation > 0) this.dispatch(ROTATE_CHUNKS, [o], [], [(nTokens * d) / vRotation, vRotation], Math.ceil((nTokens * d) / vRotation / 64));
   }
 
+  /** prompts of TILE_QUERIES tokens and more go through the tiled kernel where the head fits it */
+  private tiledAttention(nTokens: number, headDim: number): boolean {
+    return this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM;
+  }
+
   /** the attention kernels proper, on a query ready for the cache's keys */
-  private attendPrepared(o: GpuArray, qa: GpuArray, k: GpuArray, v: GpuArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, kType: KVSide, vType: KVSide, data: Uint32Array | undefined): void {
+  private attendPrepared(o: GpuArray, qa: GpuArray, k: GpuArray, v: GpuArray, nTokens: number, startPos: number, nHeads: number, nKvHeads: number, headDim: number, scale: number, kType: KVSide, vType: KVSide, data: Uint32Array | undefined, quant: QuantizedOutput | null = null): void {
     const d = nHeads * headDim, width = nKvHeads * headDim, nAll = startPos + nTokens;
     const kStride = kvStride(kType, width), vStride = kvStride(vType, width);
     // ATTENTION_PARAMS for the queries from token t0 on
     const paramsFrom = (t0: number) => [nHeads, nHeads / nKvHeads, headDim, d, kStride, vStride, d, 1, startPos + t0, data ? 1 : 0, 0, nAll, scale];
-    if (this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM) {
+    // the kernels that write the output: their XQ binding and QUANTIZED_OUTPUT_PARAMS
+    const xq = quant?.xq ?? this.unusedOutput;
+    const quantParams = quant ? [1, quant.nqw, quant.base] : [0, 0, 0];
+    if (this.tiledAttention(nTokens, headDim)) {
       this.dispatch(attentionKernel("tiled", kType, vType), [o, qa, k, v], ["D"], [...paramsFrom(0), nTokens, tileKeys(headDim)], Math.ceil(nTokens / TILE_QUERIES) * nHeads, data);
       return;
     }
@@ -937,13 +1052,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
       const params = paramsFrom(t0);
       const items = m * nHeads, nSplit = this.attentionSplits(items, nAll, headDim);
       if (nSplit === 1) {
-        this.dispatch(attentionKernel("single", kType, vType, this.subgroups), [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s], params, items, data);
+        this.dispatch(attentionKernel("single", kType, vType, this.subgroups), [this.sub(o, t0 * d), this.sub(qa, t0 * d), k, v], ["D", s, xq], [...params, ...quantParams], items, data);
         continue;
       }
       const perSplit = Math.ceil(nAll / nSplit);
       const partials = this.scratchBuffer("partials", items * nSplit * (headDim + 2));
       this.dispatch(attentionKernel("split", kType, vType, this.subgroups), [this.sub(qa, t0 * d), k, v], ["D", s, partials], [...params, nSplit, perSplit], items * nSplit, data);
-      this.dispatch(ATTENTION_COMBINE, [this.sub(o, t0 * d)], [partials], [nHeads, headDim, d, nSplit], items);
+      this.dispatch(ATTENTION_COMBINE, [this.sub(o, t0 * d)], [partials, xq], [nHeads, headDim, d, nSplit, ...quantParams], items);
     }
   }
 
@@ -995,7 +1110,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     for (let i0 = 0; i0 < n; i0 += chunk) {
       const m = Math.min(chunk, n - i0);
       const s = this.scratchBuffer("scores", m * nHeads * n);
-      this.dispatch(attentionKernel("single", "f32", "f32", this.subgroups), [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale], m * nHeads);
+      this.dispatch(attentionKernel("single", "f32", "f32", this.subgroups), [this.sub(o, i0 * d), this.sub(qa, i0 * st), ka, va], [this.dummy, s, this.unusedOutput], [nHeads, 1, headDim, st, st, st, d, 0, n, 0, 0, n, scale, 0, 0, 0], m * nHeads);
     }
   }
 
@@ -1009,6 +1124,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.disposed = true;
     for (const b of this.allBuffers) b.destroy();
     this.allBuffers.clear();
+    this.profiler?.destroy();
     this.device.destroy();
   }
 }

@@ -342,16 +342,25 @@ export const GATHER_ROWS = elementwise("gatherRows", [{ name: "dst", write: true
 export const COPY_2D = elementwise("copy2d", [{ name: "dst", write: true, words: true }, { name: "src", write: false, words: true }], [["width", "u32"], ["dstStride", "u32"], ["srcStride", "u32"]],
   `  let r = i / P.width;\n  let j = i - r * P.width;\n  $dst[P.o_dst + r * P.dstStride + j] = $src[P.o_src + r * P.srcStride + j];`);
 
-/** one rotated pair: element k of head h of token t, at o (the head's start), with the token's angles in D */
-const ROPE_PAIR = `  var a = o + 2u * k;
+/**
+ * one rotated pair of array `x`: element k of head h of token t, at o (the head's start), with the
+ * token's angles in D; y0 and y1 the rotated values at a and b. `words`: x is bound as u32 words
+ */
+const ropePair = (x: string, words = false): string => {
+  const load = (i: string) => (words ? `bitcast<f32>(${x}[${i}])` : `${x}[${i}]`);
+  const store = (v: string) => (words ? `bitcast<u32>(${v})` : v);
+  return `  var a = o + 2u * k;
   var b = a + 1u;
   if (P.neox != 0u) { a = o + k; b = a + P.half; }
   let c = bitcast<f32>(D[P.o_d + t * P.ropeDim + 2u * k]);
   let s = bitcast<f32>(D[P.o_d + t * P.ropeDim + 2u * k + 1u]);
-  let x0 = $x[a];
-  let x1 = $x[b];
-  $x[a] = x0 * c - x1 * s;
-  $x[b] = x0 * s + x1 * c;`;
+  let x0 = ${load("a")};
+  let x1 = ${load("b")};
+  let y0 = x0 * c - x1 * s;
+  let y1 = x0 * s + x1 * c;
+  ${x}[a] = ${store("y0")};
+  ${x}[b] = ${store("y1")};`;
+};
 
 /** pair j of an array of `heads` heads a token at `base`: its element k, token t, and o, the head's start */
 const ropeHead = (j: string, heads: string, base: string): string => `  let k = ${j} % P.half;
@@ -362,7 +371,7 @@ const ropeHead = (j: string, heads: string, base: string): string => `  let k = 
 
 export const ROPE = elementwise("rope", [{ name: "x", write: true }], [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"]],
   `${ropeHead("i", "P.nHeads", "P.o_x")}
-${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
+${ropePair("$x")}`, [{ name: "D", type: "u32" }]);
 
 /**
  * RoPE of two arrays at the same positions in one dispatch (a layer's queries, then its keys: the
@@ -376,10 +385,41 @@ export const ROPE_TWO = elementwise("rope2", [{ name: "x", write: true }, { name
   if (second) { j = i - P.n1; heads = P.nHeads2; base = P.o_x2; }
 ${ropeHead("j", "heads", "base")}
   if (second) {
-${ROPE_PAIR.replaceAll("$x[", "$x2[").replace(/^/gm, "  ")}
+${ropePair("$x2").replace(/^/gm, "  ")}
     return;
   }
-${ROPE_PAIR}`, [{ name: "D", type: "u32" }]);
+${ropePair("$x")}`, [{ name: "D", type: "u32" }]);
+
+/**
+ * ROPE_TWO, then the rotated keys and the values written to their cache rows (f32 caches, the
+ * whole head rotated): a layer's rope(q), rope(k), scatterRows(keys), scatterRows(values) as one
+ * dispatch (the backend's fusion). Invocations [0, n1) rotate x's pairs, [n1, n1 + n2) x2's, each
+ * also storing its pair in dst's row D[rowsAt + t] for x2's token t; the rest copy src2's rows of
+ * `width` words to dst2 through the same rows. Words throughout: the copies move bits.
+ */
+export const ROPE_SCATTER = elementwise("rope2Scatter2",
+  [{ name: "x", write: true, words: true }, { name: "x2", write: true, words: true }, { name: "dst", write: true, words: true }, { name: "dst2", write: true, words: true }, { name: "src2", write: false, words: true }],
+  [["half", "u32"], ["nHeads", "u32"], ["headDim", "u32"], ["ropeDim", "u32"], ["neox", "u32"], ["o_d", "u32"], ["n1", "u32"], ["nHeads2", "u32"], ["n2", "u32"], ["width", "u32"], ["rowsAt", "u32"]],
+  `  if (i < P.n1 + P.n2) {
+    let second = i >= P.n1;
+    var j = i;
+    var heads = P.nHeads;
+    var base = P.o_x;
+    if (second) { j = i - P.n1; heads = P.nHeads2; base = P.o_x2; }
+${ropeHead("j", "heads", "base").replace(/^/gm, "  ")}
+    if (second) {
+${ropePair("$x2", true).replace(/^/gm, "    ")}
+      let row = P.o_dst + D[P.o_d + P.rowsAt + t] * P.width;
+      $dst[row + a - base - t * P.width] = bitcast<u32>(y0);
+      $dst[row + b - base - t * P.width] = bitcast<u32>(y1);
+      return;
+    }
+${ropePair("$x", true).replace(/^/gm, "  ")}
+    return;
+  }
+  let e = i - P.n1 - P.n2;
+  let r = e / P.width;
+  $dst2[P.o_dst2 + D[P.o_d + P.rowsAt + r] * P.width + e - r * P.width] = $src2[P.o_src2 + e];`, [{ name: "D", type: "u32" }]);
 
 // ---- norms: one workgroup of 256 per row ----
 
@@ -598,13 +638,29 @@ function attentionSoftmax(j0: string, j1: string): string {
   let l = red_sum(sum, lid);`;
 }
 
+/**
+ * With P.quant set, an attention kernel also quantizes the head it wrote (headDim a multiple of 32)
+ * to Q8_0 for the matmul that reads the output next (the backend's fusion): XQ's block b holds
+ * out[xqBase + 32 b ..], as QUANT_Q8_0 over that matmul's input would. The same q8Block code, so
+ * the same bits.
+ */
+const QUANTIZED_OUTPUT_PARAMS: readonly (readonly [string, ParamType])[] = [["quant", "u32"], ["nqw", "u32"], ["xqBase", "u32"]];
+const QUANTIZED_OUTPUT = `  if (P.quant != 0u) {
+    // the head's values, written by the whole workgroup, read back by one invocation per block
+    storageBarrier();
+    if (lid < P.headDim / 32u) {
+      let base = oo + lid * 32u;
+      ${q8Block("$out", "base", "(base - P.xqBase) / 32u", false)}
+    }
+  }`;
+
 const attentionDef = (k: KVSide, v: KVSide, subgroups: boolean): KernelDef => ({
   name: `attention-${k}-${v}${subgroups ? "-subgroups" : ""}`,
   subgroups,
   workgroupSize: 64,
   arrays: [{ name: "out", write: true }, { name: "q", write: false }, ...kvArrays(k, v)],
-  extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }],
-  params: ATTENTION_PARAMS,
+  extras: [{ name: "D", type: "u32" }, { name: "S", type: "f32", write: true }, { name: "XQ", type: "u32", write: true }],
+  params: [...ATTENTION_PARAMS, ...QUANTIZED_OUTPUT_PARAMS],
   helpers: attentionHelpers(k, v, subgroups),
   body: `${attentionItem("wgi")}
 ${attentionSoftmax("0u", "nKeys")}
@@ -616,7 +672,8 @@ ${attentionSoftmax("0u", "nKeys")}
       acc += S[so + j] * v_at(j, kvo + d);
     }
     $out[oo + d] = acc * inv;
-  }`,
+  }
+${QUANTIZED_OUTPUT}`,
 });
 
 /**
@@ -672,8 +729,8 @@ export const ATTENTION_COMBINE: KernelDef = {
   name: "attentionCombine",
   workgroupSize: 64,
   arrays: [{ name: "out", write: true }],
-  extras: [{ name: "PT", type: "f32" }],
-  params: [["nHeads", "u32"], ["headDim", "u32"], ["outStride", "u32"], ["nSplit", "u32"]],
+  extras: [{ name: "PT", type: "f32" }, { name: "XQ", type: "u32", write: true }],
+  params: [["nHeads", "u32"], ["headDim", "u32"], ["outStride", "u32"], ["nSplit", "u32"], ...QUANTIZED_OUTPUT_PARAMS],
   body: `  let h = wgi % P.nHeads;
   let t = wgi / P.nHeads;
   let w = P.headDim + 2u;
@@ -695,7 +752,8 @@ export const ATTENTION_COMBINE: KernelDef = {
       if (PT[pb + s * w + 1u] > 0.0) { acc += PT[pb + s * w + 2u + d] * expf_ggml(PT[pb + s * w] - m); }
     }
     $out[oo + d] = acc * inv;
-  }`,
+  }
+${QUANTIZED_OUTPUT}`,
 };
 
 /** query tokens per workgroup of the tiled attention kernel; each gets TILE_LANES invocations */
