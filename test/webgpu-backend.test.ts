@@ -509,6 +509,17 @@ describe("webgpu backend conformance", { skip }, () => {
     const out = b.allocActivations(q.length);
     b.attention(out, device(b, q), k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
     close("attention paged GQA", await b.read(out), expected, 1e-5);
+    // the same row index array again (as every layer of a pass passes it), then changed in place:
+    // the backend's checked copy is reused only while the rows are the same
+    for (const [at, row] of [[6, 11], [0, 13], [7, 5]] as const) {
+      rows[at] = row;
+      const e = new Float32Array(q.length);
+      attention(e, q, keys, values, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+      b.attention(out, device(b, q), k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows);
+      close(`attention paged GQA, row ${at} now ${row}`, await b.read(out), e, 1e-5);
+    }
+    rows[3] = cacheRows;
+    assert.throws(() => b.attention(out, device(b, q), k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, rows), /position 3 maps to row 16, outside the cache's 16 rows/);
     // decode: one token at position 11, rows 0..11
     const q1 = normals(nHeads * headDim, r);
     const e1 = new Float32Array(q1.length);

@@ -42,6 +42,7 @@ export interface GPUShaderModuleLike {
 export interface GPUComputePassLike {
   setPipeline(p: GPUComputePipelineLike): void;
   setBindGroup(index: number, g: GPUBindGroupLike, dynamicOffsets?: number[]): void;
+  setBindGroup(index: number, g: GPUBindGroupLike, dynamicOffsetsData: Uint32Array, dynamicOffsetsDataStart: number, dynamicOffsetsDataLength: number): void;
   dispatchWorkgroups(x: number, y?: number, z?: number): void;
   end(): void;
 }

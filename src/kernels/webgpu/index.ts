@@ -248,7 +248,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private readonly scratch = new Map<string, GPUBufferLike>();
   private deferredDestroy: GPUBufferLike[] = [];
   private readonly allBuffers = new Set<GPUBufferLike>();
-  private readonly kernels = new Map<string, CompiledKernel>();
+  /** compiled kernels by definition, then by aliasing pattern (slotsCode) */
+  private readonly kernels = new Map<KernelDef, Map<number, CompiledKernel>>();
+  /** attentionRows' last checked row index (and the cache rows it was checked against) */
+  private lastRows: { readonly copy: Uint32Array; readonly cacheRows: number } | null = null;
+  /** the data array last copied into this batch's data buffer, and where: reused by identity */
+  private lastData: { readonly data: Uint32Array; readonly offset: number } | null = null;
+  /** setBindGroup's dynamic offset (Dawn copies it during the call, so one array serves every dispatch) */
+  private readonly dynamicOffset = new Uint32Array(1);
   /**
    * An op held back one call so that the next may fuse with it: a residual add with the rmsNorm of
    * its sum, a RoPE with the RoPE of another array at the same positions (a layer's q, then k), an
@@ -336,9 +343,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
    * the kernel's pipeline for this aliasing pattern, on an explicit layout: the uniform slice is
    * bound at a dynamic offset, so one bind group serves every dispatch on the same buffers
    */
-  private kernel(def: KernelDef, slots: readonly number[]): CompiledKernel {
-    const key = `${def.name}|${slots.join(",")}`;
-    let k = this.kernels.get(key);
+  private kernel(def: KernelDef, slots: readonly number[], slotsCode: number): CompiledKernel {
+    let byPattern = this.kernels.get(def);
+    if (!byPattern) this.kernels.set(def, (byPattern = new Map()));
+    let k = byPattern.get(slotsCode);
     if (!k) {
       const code = buildShader(def, slots);
       const module = this.device.createShaderModule({ code, label: def.name });
@@ -349,8 +357,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
       def.extras.forEach((e, i) => entries.push(storage(1 + nSlots + i, e.write === true)));
       const layout = this.device.createBindGroupLayout({ entries, label: def.name });
       const pipeline = this.device.createComputePipeline({ layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: def.name }), compute: { module, entryPoint: "main" }, label: def.name });
-      k = { key, pipeline, layout, params: paramLayout(def) };
-      this.kernels.set(key, k);
+      k = { key: `${def.name}|${slots.join(",")}`, pipeline, layout, params: paramLayout(def) };
+      byPattern.set(slotsCode, k);
     }
     return k;
   }
@@ -366,8 +374,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   /** the kernel's bind group over these buffers (uniforms first, at offset 0: the dispatch gives the slice) */
   private bindGroup(k: CompiledKernel, buffers: readonly GPUBufferLike[]): GPUBindGroupLike {
-    const ids = buffers.map((b) => this.bufferId(b));
-    const key = `${k.key}#${ids.join(",")}`;
+    const ids: number[] = [];
+    let key = `${k.key}#`;
+    for (const b of buffers) {
+      const id = this.bufferId(b);
+      ids.push(id);
+      key += `${id},`;
+    }
     let group = this.bindGroups.get(key);
     if (!group) {
       // bounded however buffers come and go (each destroyed buffer also takes its groups along)
@@ -507,6 +520,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.dispatches = 0;
     this.slotsUsed = 0;
     this.dataUsed = 0;
+    this.lastData = null;
     this.errors.push(this.device.popErrorScope().then((e) => (e ? e.message : null)));
     for (const b of this.deferredDestroy) this.destroyBuffer(b);
     this.deferredDestroy = [];
@@ -536,19 +550,25 @@ class WebGPUBackend implements WebGPUBackendInfo {
       this.dataMirror = new Uint32Array(Math.max(words, 2 * this.dataMirror.length));
       this.dataBuffer = this.createBuffer(this.dataMirror.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
     }
-    const dataOffset = this.dataUsed;
-    if (data) {
+    let dataOffset = this.dataUsed;
+    if (data && this.lastData?.data === data) dataOffset = this.lastData.offset;
+    else if (data) {
       this.dataMirror.set(data, dataOffset);
       this.dataUsed += words;
+      this.lastData = { data, offset: dataOffset };
     }
-    // bindings: one per distinct buffer
-    const distinct: GPUBufferLike[] = [];
-    const slots = arrays.map((a) => {
-      let s = distinct.indexOf(a.buffer);
-      if (s < 0) s = distinct.push(a.buffer) - 1;
-      return s;
-    });
-    const k = this.kernel(def, slots);
+    // bindings: the uniforms, one per distinct buffer of the arrays, then the extras; the arrays'
+    // slots (their binding less one) also packed four bits each into a number, the kernel's key
+    const buffers: GPUBufferLike[] = [this.uniformBuffer];
+    const slots: number[] = [];
+    let slotsCode = 0;
+    for (let i = 0; i < arrays.length; i++) {
+      let s = buffers.indexOf(arrays[i]!.buffer, 1) - 1;
+      if (s < 0) s = buffers.push(arrays[i]!.buffer) - 2;
+      slots.push(s);
+      slotsCode += s * 16 ** i;
+    }
+    const k = this.kernel(def, slots, slotsCode);
     // uniforms: nwg, the array offsets, then the params (o_d filled in here)
     const slot = this.slotsUsed++;
     const base = (slot * SLOT) / 4;
@@ -564,12 +584,12 @@ class WebGPUBackend implements WebGPUBackendInfo {
         this.uniformU32[base + i] = v;
       }
     }
-    const buffers = [this.uniformBuffer, ...distinct];
     for (const e of extras) buffers.push(e === "D" ? this.dataBuffer : e);
     const bindGroup = this.bindGroup(k, buffers);
     const pass = this.computePass(def.name);
     pass.setPipeline(k.pipeline);
-    pass.setBindGroup(0, bindGroup, [slot * SLOT]);
+    this.dynamicOffset[0] = slot * SLOT;
+    pass.setBindGroup(0, bindGroup, this.dynamicOffset, 0, 1);
     const x = Math.min(groups, MAX_GROUPS);
     pass.dispatchWorkgroups(x, Math.ceil(groups / x));
     this.dispatches++;
@@ -1006,8 +1026,9 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.checkLength("attention", "q", qa, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     this.checkLength("attention", "out", o, nTokens * d, `${nTokens} x ${nHeads} x ${headDim}`);
     if (nTokens === 0 || d === 0) return;
-    checkRows(rows, nAll, Math.floor(Math.min(k.length / kFloats, v.length / vFloats)));
-    const data = rows ? new Uint32Array(rows.buffer, rows.byteOffset, nAll) : undefined;
+    const cacheRows = Math.floor(Math.min(k.length / kFloats, v.length / vFloats));
+    if (!rows) checkRows(rows, nAll, cacheRows);
+    const data = rows ? this.attentionRows(rows, nAll, cacheRows) : undefined;
     let query = qa;
     if (kType === "q8_0" || kType === "q4_0") {
       // block keys: the query rotated with them and quantized to their vec_dot type (q8_0) first
@@ -1018,13 +1039,30 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const vRotation = encoding?.v.rotation ?? 0;
     if (vRotation === 0 && headDim % 32 === 0 && !this.tiledAttention(nTokens, headDim)) {
       // the output projection reads it next: a Q8_0-activation matmul has the kernel quantize it too
-      // (the row index copied: the caller may reuse its array before the held kernel is recorded)
-      const rowsNow = data?.slice();
-      this.hold({ op: "attention", out: o, n: nTokens * d, dispatch: (quant) => this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, rowsNow, quant) });
+      this.hold({ op: "attention", out: o, n: nTokens * d, dispatch: (quant) => this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data, quant) });
       return;
     }
     this.attendPrepared(o, query, k, v, nTokens, startPos, nHeads, nKvHeads, headDim, scale, kType, vType, data);
     if (vRotation > 0) this.dispatch(ROTATE_CHUNKS, [o], [], [(nTokens * d) / vRotation, vRotation], Math.ceil((nTokens * d) / vRotation / 64));
+  }
+
+  /**
+   * The row index of an attention call, checked against the cache's rows, as the backend's own
+   * copy. Every layer of a pass attends through the same rows: while they are unchanged (compared
+   * with the last copy) the copy is reused, unchecked again, and `dispatch` uploads it once a batch.
+   */
+  private attentionRows(rows: Int32Array, nAll: number, cacheRows: number): Uint32Array {
+    const last = this.lastRows;
+    if (last && last.cacheRows === cacheRows && last.copy.length === nAll && rows.length >= nAll) {
+      const copy = last.copy;
+      let j = 0;
+      while (j < nAll && copy[j] === rows[j]) j++;
+      if (j === nAll) return copy;
+    }
+    checkRows(rows, nAll, cacheRows);
+    const copy = new Uint32Array(rows.subarray(0, nAll));
+    this.lastRows = { copy, cacheRows };
+    return copy;
   }
 
   /** prompts of TILE_QUERIES tokens and more go through the tiled kernel where the head fits it */
