@@ -11,7 +11,9 @@
 # It runs bench-webgpu.mjs (every matmul type and KV cache type: host recording and GPU time apart;
 # KERNEL_SIZE and KERNEL_TOKENS in the environment change its 4096 and 1,128,512),
 # then bench.mjs on the webgpu backend against llama.cpp's Vulkan build on the same GPU when the kit
-# has it (else tsllm alone). The random models are generated on the CPU while the kernels run.
+# has it (else tsllm alone), then bench-webgpu.mjs --model on the first model at the first prompt
+# length (where a decode step's time goes, the GPU time per kernel of a prefill and a decode step:
+# profile.log). The random models are generated on the CPU while the kernels run.
 # Vulkan: the system loader (libvulkan.so.1) and the GPU driver's ICD; where the loader does not
 # find the ICD, set VK_DRIVER_FILES to it (an NVIDIA container often has it under
 # /usr/local/nvidia/share/vulkan/icd.d/, which this script tries when nothing is set).
@@ -43,4 +45,11 @@ wait "$generating" || { echo "generating the models failed: $logs/generate.log" 
 status=$?
 grep -E '^(model|-----|[a-z]+-[a-z0-9_]+ |[a-z]+-[a-z0-9_]+: FAILED|tsllm: )' "$logs/models.log"
 echo "models: exit $status ($logs/models.log)"
+# the first model's file, as bench.mjs named it when it generated it
+first=$(grep -m1 -oE '^[a-z]+-[a-z0-9_]+: random-[A-Za-z0-9_.-]+\.gguf' "$logs/generate.log" | sed 's/^[^ ]* //')
+if [ -n "$first" ] && [ -f "$HOME/.cache/tsllm/models/$first" ]; then
+  "$node" "$kit/tsllm/bench-webgpu.mjs" --model "$HOME/.cache/tsllm/models/$first" --prompt-tokens "${prompts%%,*}" --steps 32 --per-submit 64,256 > "$logs/profile.log" 2>&1
+  echo "profile: exit $? ($logs/profile.log)"
+  grep -E '^(decode|prefill|  [a-zA-Z0-9_-]+ +[0-9.]+ ms|engine)' "$logs/profile.log"
+fi
 exit $status
