@@ -217,6 +217,39 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
+  test("matmul tiled through workgroup memory (the default for float weights from 16 tokens): F32, F16, BF16 at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
+    const tiled = await createWebGPUBackend({ keepHostWeights: true });
+    const blocks = await createWebGPUBackend({ keepHostWeights: true, maxWeightBytes: 40 * 1024 });
+    try {
+      const r = rng(36);
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16]) {
+        // rows and tokens off the tile's edges, columns off the step's; 3 tokens stay on the one-row kernel
+        for (const [rows, cols, nTokens] of [[77, 515, 16], [130, 40, 70], [64, 256, 129], [5, 33, 3]] as const) {
+          const w = weights(type, cols, rows, r);
+          const x = normals(nTokens * cols, r);
+          const epilogue = rows === 130 ? { bias: normals(rows, r), activation: "gelu-erf" as const } : undefined;
+          const expected = hostArray(nTokens * rows);
+          ref.matmul(expected, w, x, nTokens, epilogue);
+          for (const be of [tiled, blocks]) {
+            const c0 = be.counters().dispatches;
+            const out = be.allocActivations(nTokens * rows);
+            be.matmul(out, w, device(be, x), nTokens, epilogue);
+            const got = await be.read(out);
+            const perBlock = Math.floor((40 * 1024) / rowByteLength(type, cols));
+            const label = `tiled matmul ${typeName(type)} ${rows} x ${cols}, ${nTokens} tokens${epilogue ? ", bias + gelu-erf" : ""}${be === blocks && perBlock < rows ? `, ${perBlock} rows a block` : ""}`;
+            close(label, got, expected, 1e-5);
+            // F16 / BF16 round the activations first (one dispatch more); blocks of rows, one each
+            const matmuls = be === blocks ? Math.ceil(rows / perBlock) : 1;
+            assert.equal(be.counters().dispatches - c0, matmuls + (type === GGMLType.F32 ? 0 : 1), `${label}: dispatches`);
+          }
+        }
+      }
+    } finally {
+      tiled.dispose();
+      blocks.dispose();
+    }
+  });
+
   test("getRows (Q4_K, Q8_0, F16): exact", async () => {
     const r = rng(40);
     for (const type of [GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16]) {

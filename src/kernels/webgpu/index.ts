@@ -14,7 +14,7 @@ import {
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -37,6 +37,8 @@ import {
 const ALIGN = 64;
 const SLOT = 256;
 const SLOTS = 512;
+/** tokens from which tiledMatmul takes the tiled kernel (fewer fill too little of its 64-token tile) */
+const TILED_MATMUL_MIN_TOKENS = 16;
 /**
  * dispatches recorded before a submit (default of the dispatchesPerSubmit option). A decode step
  * is bound by the host's recording; smaller batches let the GPU run the first ones meanwhile, so
@@ -157,6 +159,12 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    */
   dispatchesPerSubmit?: number;
   /**
+   * float weights (F32, F16, BF16) against TILED_MATMUL_MIN_TOKENS or more tokens through the
+   * kernel tiled in workgroup memory (default true; false: the one-row kernel, as quantized
+   * weights always; `bench-webgpu` times both)
+   */
+  tiledMatmul?: boolean;
+  /**
    * time every dispatch on the GPU with timestamp queries (needs the adapter's "timestamp-query"
    * feature; each dispatch then runs in a pass of its own, which costs time): `kernelTimes()`
    * gives the GPU time per kernel (default false)
@@ -189,7 +197,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile, options.tiledMatmul !== false);
 }
 
 /** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
@@ -296,7 +304,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** the device copy of each weight whose host bytes were released (the detached buffer is the key) */
   private readonly released = new WeakMap<ArrayBufferLike, readonly WeightBlock[]>();
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean, private readonly dispatchesPerSubmit: number, profile: boolean) {
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean, private readonly dispatchesPerSubmit: number, profile: boolean, private readonly tiledMatmul: boolean) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
@@ -872,9 +880,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
     }
     const tiles = Math.ceil(nTokens / MATMUL_TILE);
     const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
+    const tiled = this.tiledMatmul && kind.block === 1 && nTokens >= TILED_MATMUL_MIN_TOKENS;
     for (const blk of blocks) {
-      this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer],
-        [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0], blk.rows * tiles);
+      const params = [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0];
+      if (tiled) this.dispatch(tiledMatmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, Math.ceil(blk.rows / TILED_MATMUL.rows) * Math.ceil(nTokens / TILED_MATMUL.tokens));
+      else this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, blk.rows * tiles);
     }
   }
 

@@ -1367,6 +1367,95 @@ const SUBGROUP_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) {
   workgroupBarrier();
   let parts = (64u + ssize - 1u) / ssize;`;
 
+/** rows and tokens of a tiled matmul's output tile, and the columns of one step through workgroup memory */
+export const TILED_MATMUL = { rows: 64, tokens: 64, step: 16 } as const;
+
+/** a float weight's value at row r, column c (W holds the rows of this dispatch's block) */
+const TILED_WEIGHT: Readonly<Record<string, string>> = {
+  F32: "bitcast<f32>(W[r * P.cols + c])",
+  F16: "wh(r * P.rowBytes + 2u * c)",
+  BF16: "wbf(r * P.rowBytes + 2u * c)",
+};
+
+const tiledMatmulDefs = new Map<string, KernelDef>();
+
+/**
+ * Float weights (F32, F16, BF16) against many tokens, tiled through workgroup memory: one
+ * workgroup of 256 per 64 rows x 64 tokens of the output, each step loading 16 columns of the
+ * tile's weights and activations once (each weight then serves 64 tokens and each activation 64
+ * rows, where the one-row kernel re-reads a tile's activations for every row), each invocation
+ * keeping 4 rows x 4 tokens of sums (rows lr + 16 i, tokens lt + 16 j: neighbours read neighbouring
+ * words of workgroup memory). Activations as the one-row kernel takes them (F32: x; F16 and BF16:
+ * rounded, as f32 bits in XQ); a column's products added in column order per output, the sum order
+ * of neither the reference nor the one-row kernel (within the same tolerance).
+ */
+export function tiledMatmulDef(type: string): KernelDef {
+  const weight = TILED_WEIGHT[type];
+  if (!weight) throw new Error(`webgpu backend: no tiled matmul kernel for ${type}`);
+  let def = tiledMatmulDefs.get(type);
+  if (def) return def;
+  const { rows: R, tokens: T, step: K } = TILED_MATMUL;
+  const activation = type === "F32" ? "$x[P.o_x + t * P.cols + c]" : "bitcast<f32>(XQ[t * P.cols + c])";
+  def = {
+    name: `matmulTiled-${type}`,
+    workgroupSize: 256,
+    arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+    extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
+    params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
+    helpers: `${MATMUL_HELPERS}
+var<workgroup> tileW: array<f32, ${K * R}>;
+var<workgroup> tileX: array<f32, ${K * T}>;
+fn weight_at(r: u32, c: u32) -> f32 { return ${weight}; }
+fn activation_at(t: u32, c: u32) -> f32 { return ${activation}; }`,
+    body: `  let rowTiles = (P.rows + ${R - 1}u) / ${R}u;
+  let r0 = (wgi % rowTiles) * ${R}u;
+  let t0 = (wgi / rowTiles) * ${T}u;
+  let lr = lid % 16u;
+  let lt = lid / 16u;
+  var acc: array<array<f32, 4>, 4>;
+  for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
+    // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges)
+    for (var e = lid; e < ${K * R}u; e += 256u) {
+      let k = e % ${K}u;
+      let i = e / ${K}u;
+      let c = c0 + k;
+      let r = r0 + i;
+      var w = 0.0;
+      if (r < P.rows && c < P.cols) { w = weight_at(r, c); }
+      tileW[k * ${R}u + i] = w;
+      let t = t0 + i;
+      var a = 0.0;
+      if (t < P.nTokens && c < P.cols) { a = activation_at(t, c); }
+      tileX[k * ${T}u + i] = a;
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < ${K}u; k++) {
+      var wr: array<f32, 4>;
+      for (var i = 0u; i < 4u; i++) { wr[i] = tileW[k * ${R}u + lr + 16u * i]; }
+      for (var j = 0u; j < 4u; j++) {
+        let a = tileX[k * ${T}u + lt + 16u * j];
+        for (var i = 0u; i < 4u; i++) { acc[i][j] += wr[i] * a; }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let r = r0 + lr + 16u * i;
+    for (var j = 0u; j < 4u; j++) {
+      let t = t0 + lt + 16u * j;
+      if (r < P.rows && t < P.nTokens) {
+        var v = acc[i][j];
+        if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
+        if (P.gelu != 0u) { v = gelu_erf(v); }
+        $out[P.o_out + t * P.outStride + r] = v;
+      }
+    }
+  }`,
+  };
+  tiledMatmulDefs.set(type, def);
+  return def;
+}
+
 /** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature) */
 export function matmulDef(type: string, subgroups = false): KernelDef {
   const key = `${type}${subgroups ? "-subgroups" : ""}`;
