@@ -6,9 +6,9 @@
  *
  * matmul of a size x size weight of every type the backend multiplies for each token count (ms
  * per call, split into the host's recording and the GPU's time after it; weight GB/s = the
- * weight's bytes / GPU time, what decode is bound by; TFLOP/s on the same time; float weights
- * from 16 tokens, which take the kernel tiled through workgroup memory, also on the one-row
- * kernel, option tiledMatmul: false), then causal
+ * weight's bytes / GPU time, what decode is bound by; TFLOP/s on the same time; from 16 tokens
+ * the types with two kernels (TILED_MATMUL_TYPES) on the other one too: one-row where the
+ * default tiles through workgroup memory, tiled where it does not), then causal
  * attention of 32 heads (8 kv heads) of 128 over --keys cached positions for each KV cache type
  * (f32, f16, q8_0, q4_0). Whole models: `npm run bench -- --backend webgpu`. Each figure is the mean of
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
@@ -28,7 +28,7 @@
 import { parseArgs } from "node:util";
 import { loadModel } from "../src/index.js";
 import { openModel } from "../src/models/index.js";
-import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
+import { createWebGPUBackend, DEFAULT_TILED_MATMUL_TYPES, TILED_MATMUL_TYPES } from "../src/kernels/webgpu/index.js";
 import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
@@ -47,7 +47,8 @@ const size = Number(values.size), keys = Number(values.keys), reps = Number(valu
 const tokenCounts = values.tokens.split(",").map(Number);
 
 const b = await createWebGPUBackend({ powerPreference: "high-performance" });
-const oneRow = await createWebGPUBackend({ powerPreference: "high-performance", tiledMatmul: false });
+// the other kernel of each type that has two: one-row where the default tiles, tiled where it does not
+const other = await createWebGPUBackend({ powerPreference: "high-performance", tiledMatmulTypes: TILED_MATMUL_TYPES.filter((t) => !DEFAULT_TILED_MATMUL_TYPES.includes(t)) });
 console.log(`${b.name}: ${b.adapter}`);
 
 /**
@@ -78,20 +79,21 @@ for (const type of TYPES) {
   for (let r = 0; r < size; r++) data.set(one, r * rb);
   const w = { name: `bench.${typeName(type)}`, type, dims: [size, size], data };
   const bytes = data.length;
-  // the one-row kernel's own copy (the backend detaches a weight's host bytes once uploaded)
-  const wt = { ...w, name: `${w.name}.oneRow`, data: data.slice() };
+  // the other kernel's own copy (the backend detaches a weight's host bytes once uploaded)
+  const wt = { ...w, name: `${w.name}.other`, data: data.slice() };
   for (const n of tokenCounts) {
     const x = b.allocActivations(n * size), out = b.allocActivations(n * size);
     b.write(x, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
     const t = await time(() => b.matmul(out, w, x, n), () => b.read(b.view(out, 0, 1)));
     // the weight's bytes per GPU time (its host copy is released once uploaded: counted before)
     console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${timing(t)}, weights ${(bytes / t.gpuMs / 1e6).toFixed(1)} GB/s, ${(2 * size * size * n / t.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
-    if (n >= 16 && (type === GGMLType.F32 || type === GGMLType.F16 || type === GGMLType.BF16)) {
-      // the same on the one-row kernel (tiledMatmul: false), for comparison
-      const xt = oneRow.allocActivations(n * size), outT = oneRow.allocActivations(n * size);
-      oneRow.write(xt, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
-      const tt = await time(() => oneRow.matmul(outT, wt, xt, n), () => oneRow.read(oneRow.view(outT, 0, 1)));
-      console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens, one-row kernel: ${timing(tt)}, ${(2 * size * size * n / tt.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
+    if (n >= 16 && TILED_MATMUL_TYPES.includes(typeName(type))) {
+      // the same on the type's other kernel, for comparison
+      const xt = other.allocActivations(n * size), outT = other.allocActivations(n * size);
+      other.write(xt, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
+      const tt = await time(() => other.matmul(outT, wt, xt, n), () => other.read(other.view(outT, 0, 1)));
+      const kernel = DEFAULT_TILED_MATMUL_TYPES.includes(typeName(type)) ? "one-row kernel" : "tiled kernel";
+      console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens, ${kernel}: ${timing(tt)}, ${(2 * size * size * n / tt.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
     }
   }
 }
@@ -114,7 +116,7 @@ for (const type of KV_CACHE_TYPES) {
   }
 }
 b.dispose();
-oneRow.dispose();
+other.dispose();
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

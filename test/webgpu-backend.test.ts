@@ -131,6 +131,11 @@ describe("webgpu backend conformance", { skip }, () => {
       p.add(x, y);
       const times = await p.kernelTimes();
       assert.deepEqual(times.map((k) => [k.kernel.replace(/-subgroups$/, ""), k.dispatches]).sort(), [["add", 1], ["matmul-F32", 1]]);
+      // 20 tokens: F32 through the tiled kernel by default, Q8_0 (activations quantized first) through its one-row kernel
+      const q8 = weights(GGMLType.Q8_0, 256, 64, r);
+      p.matmul(p.allocActivations(20 * 64), w, device(p, normals(20 * 256, r)), 20);
+      p.matmul(p.allocActivations(20 * 64), q8, device(p, normals(20 * 256, r)), 20);
+      assert.deepEqual((await p.kernelTimes()).map((k) => k.kernel.replace(/-subgroups$/, "")).sort(), ["matmul-Q8_0", "matmulTiled-F32", "quantQ8_0"]);
       assert.deepEqual(await p.kernelTimes(), [], "kernelTimes starts afresh after each call");
     } finally {
       p.dispose();
@@ -217,14 +222,18 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
-  test("matmul tiled through workgroup memory (the default for float weights from 16 tokens): F32, F16, BF16 at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
-    const tiled = await createWebGPUBackend({ keepHostWeights: true });
-    const blocks = await createWebGPUBackend({ keepHostWeights: true, maxWeightBytes: 40 * 1024 });
+  test("matmul tiled through workgroup memory (from 16 tokens: F32, F16, BF16 by default, Q8_0 and Q4_0 when asked) at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
+    await assert.rejects(createWebGPUBackend({ tiledMatmulTypes: ["F32", "Q4_K"] }), /tiledMatmulTypes: "Q4_K" has no tiled matmul kernel \(expected some of F32, F16, BF16, Q8_0, Q4_0\)/);
+    const tiledMatmulTypes = ["F32", "F16", "BF16", "Q8_0", "Q4_0"];
+    const tiled = await createWebGPUBackend({ keepHostWeights: true, tiledMatmulTypes });
+    const blocks = await createWebGPUBackend({ keepHostWeights: true, maxWeightBytes: 40 * 1024, tiledMatmulTypes });
     try {
       const r = rng(36);
-      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16]) {
-        // rows and tokens off the tile's edges, columns off the step's; 3 tokens stay on the one-row kernel
-        for (const [rows, cols, nTokens] of [[77, 515, 16], [130, 40, 70], [64, 256, 129], [5, 33, 3]] as const) {
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0]) {
+        // rows and tokens off the tile's edges, float columns off the step's and its four-column
+        // loads' (blocks of 32 for the quantized); 3 tokens, or rows of 3, stay on the one-row kernel
+        const shapes = isFloat(type) ? [[77, 515, 16], [20, 18, 17], [130, 40, 70], [64, 256, 129], [5, 33, 3], [7, 3, 20]] as const : [[77, 544, 16], [130, 96, 70], [64, 256, 129], [5, 64, 3]] as const;
+        for (const [rows, cols, nTokens] of shapes) {
           const w = weights(type, cols, rows, r);
           const x = normals(nTokens * cols, r);
           const epilogue = rows === 130 ? { bias: normals(rows, r), activation: "gelu-erf" as const } : undefined;
@@ -237,7 +246,7 @@ describe("webgpu backend conformance", { skip }, () => {
             const got = await be.read(out);
             const perBlock = Math.floor((40 * 1024) / rowByteLength(type, cols));
             const label = `tiled matmul ${typeName(type)} ${rows} x ${cols}, ${nTokens} tokens${epilogue ? ", bias + gelu-erf" : ""}${be === blocks && perBlock < rows ? `, ${perBlock} rows a block` : ""}`;
-            close(label, got, expected, 1e-5);
+            close(label, got, expected, isFloat(type) ? 1e-5 : 1e-4);
             // F16 / BF16 round the activations first (one dispatch more); blocks of rows, one each
             const matmuls = be === blocks ? Math.ceil(rows / perBlock) : 1;
             assert.equal(be.counters().dispatches - c0, matmuls + (type === GGMLType.F32 ? 0 : 1), `${label}: dispatches`);

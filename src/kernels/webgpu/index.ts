@@ -8,13 +8,14 @@ import { KV_CACHE_TYPES, kvRowFloats, matrixDims, matrixShape, type KVCacheEncod
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import { KernelProfiler, type KernelTime } from "./profiler.js";
 export type { KernelTime } from "./profiler.js";
+export { TILED_MATMUL_TYPES } from "./shaders.js";
 import {
   BufferUsage, MapMode, ShaderStage,
   type GPUBindGroupEntryLike, type GPUBindGroupLayoutEntryLike, type GPUBindGroupLayoutLike, type GPUBindGroupLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike,
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, TILED_MATMUL_TYPES, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -37,8 +38,18 @@ import {
 const ALIGN = 64;
 const SLOT = 256;
 const SLOTS = 512;
-/** tokens from which tiledMatmul takes the tiled kernel (fewer fill too little of its 64-token tile) */
+/** tokens from which the tiled matmul kernel is taken (fewer fill too little of its 64-token tile) */
 const TILED_MATMUL_MIN_TOKENS = 16;
+/**
+ * the weight types tiled by default: the float ones, whose one-row kernel ran at 0.42 TFLOP/s on
+ * the H200 (on lavapipe the tiled one is ~2x faster; Q8_0 / Q4_0 there about even)
+ */
+export const DEFAULT_TILED_MATMUL_TYPES: readonly string[] = ["F32", "F16", "BF16"];
+
+function tiledTypes(types: readonly string[] = DEFAULT_TILED_MATMUL_TYPES): ReadonlySet<string> {
+  for (const t of types) if (!TILED_MATMUL_TYPES.includes(t)) throw new Error(`createWebGPUBackend: tiledMatmulTypes: ${JSON.stringify(t)} has no tiled matmul kernel (expected some of ${TILED_MATMUL_TYPES.join(", ")})`);
+  return new Set(types);
+}
 /**
  * dispatches recorded before a submit (default of the dispatchesPerSubmit option). A decode step
  * is bound by the host's recording; smaller batches let the GPU run the first ones meanwhile, so
@@ -159,11 +170,13 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    */
   dispatchesPerSubmit?: number;
   /**
-   * float weights (F32, F16, BF16) against TILED_MATMUL_MIN_TOKENS or more tokens through the
-   * kernel tiled in workgroup memory (default true; false: the one-row kernel, as quantized
-   * weights always; `bench-webgpu` times both)
+   * the weight types that go through the matmul kernel tiled in workgroup memory against
+   * TILED_MATMUL_MIN_TOKENS or more tokens (any of TILED_MATMUL_TYPES; default the float types,
+   * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0 and Q4_0 have a tiled
+   * kernel too, not the default until a GPU has timed it against their integer one-row kernel
+   * (`bench-webgpu` times both kernels of every type that has both).
    */
-  tiledMatmul?: boolean;
+  tiledMatmulTypes?: readonly string[];
   /**
    * time every dispatch on the GPU with timestamp queries (needs the adapter's "timestamp-query"
    * feature; each dispatch then runs in a pass of its own, which costs time): `kernelTimes()`
@@ -197,7 +210,7 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
       maxStorageBuffersPerShaderStage: lim["maxStorageBuffersPerShaderStage"]!,
     },
   });
-  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile, options.tiledMatmul !== false);
+  return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile, tiledTypes(options.tiledMatmulTypes));
 }
 
 /** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
@@ -304,7 +317,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** the device copy of each weight whose host bytes were released (the detached buffer is the key) */
   private readonly released = new WeakMap<ArrayBufferLike, readonly WeightBlock[]>();
 
-  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean, private readonly dispatchesPerSubmit: number, profile: boolean, private readonly tiledMatmul: boolean) {
+  constructor(private readonly device: GPUDeviceLike, adapter: string, scoresLimit: number, maxWeightBytes: number | undefined, private readonly subgroups: boolean, keysPerSplit: number, private readonly tiled: boolean, private readonly keepHostWeights: boolean, private readonly dispatchesPerSubmit: number, profile: boolean, private readonly tiledMatmulTypes: ReadonlySet<string>) {
     this.adapter = adapter;
     this.queue = device.queue;
     this.maxBinding = device.limits["maxStorageBufferBindingSize"] ?? 128 * 1024 * 1024;
@@ -880,7 +893,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     }
     const tiles = Math.ceil(nTokens / MATMUL_TILE);
     const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
-    const tiled = this.tiledMatmul && kind.block === 1 && nTokens >= TILED_MATMUL_MIN_TOKENS;
+    // (its loads take four columns at a time: rows of at least four)
+    const tiled = this.tiledMatmulTypes.has(type) && nTokens >= TILED_MATMUL_MIN_TOKENS && cols >= 4;
     for (const blk of blocks) {
       const params = [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0];
       if (tiled) this.dispatch(tiledMatmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, Math.ceil(blk.rows / TILED_MATMUL.rows) * Math.ceil(nTokens / TILED_MATMUL.tokens));

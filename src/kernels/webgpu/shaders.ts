@@ -1370,24 +1370,58 @@ const SUBGROUP_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) {
 /** rows and tokens of a tiled matmul's output tile, and the columns of one step through workgroup memory */
 export const TILED_MATMUL = { rows: 64, tokens: 64, step: 16 } as const;
 
-/** a float weight's value at row r, column c (W holds the rows of this dispatch's block) */
+/**
+ * WGSL body of weight4_at(r, c): the weights at row r, columns c .. c + 3 (c a multiple of 4, all
+ * four inside the row) as f32 (W holds the rows of this dispatch's block); Q8_0 / Q4_0 weights as
+ * d * q, which f32 holds exactly (an f16 scale times an integer of at most 8 bits), the four in
+ * one block (a step's 16 columns lie in one block of 32)
+ */
 const TILED_WEIGHT: Readonly<Record<string, string>> = {
-  F32: "bitcast<f32>(W[r * P.cols + c])",
-  F16: "wh(r * P.rowBytes + 2u * c)",
-  BF16: "wbf(r * P.rowBytes + 2u * c)",
+  F32: `let o = r * P.cols + c;
+  return vec4<f32>(bitcast<f32>(W[o]), bitcast<f32>(W[o + 1u]), bitcast<f32>(W[o + 2u]), bitcast<f32>(W[o + 3u]));`,
+  F16: `let o = r * P.rowBytes + 2u * c;
+  let lo = w32(o);
+  let hi = w32(o + 4u);
+  return vec4<f32>(f16_val(lo & 0xffffu), f16_val(lo >> 16u), f16_val(hi & 0xffffu), f16_val(hi >> 16u));`,
+  BF16: `let o = r * P.rowBytes + 2u * c;
+  let lo = w32(o);
+  let hi = w32(o + 4u);
+  return vec4<f32>(bitcast<f32>(lo << 16u), bitcast<f32>(lo & 0xffff0000u), bitcast<f32>(hi << 16u), bitcast<f32>(hi & 0xffff0000u));`,
+  Q8_0: `let bo = r * P.rowBytes + (c / 32u) * 34u;
+  return wh(bo) * vec4<f32>(s8x4(w32(bo + 2u + c % 32u)));`,
+  // byte j of a block's 16 holds weights j (low nibble) and j + 16 (high), less 8
+  Q4_0: `let bo = r * P.rowBytes + (c / 32u) * 18u;
+  let j = c % 32u;
+  return wh(bo) * vec4<f32>(field4(w32(bo + 2u + j % 16u), select(0u, 4u, j >= 16u), 15u) - vec4<i32>(8));`,
 };
+
+/** the weight types with a tiled matmul kernel */
+export const TILED_MATMUL_TYPES: readonly string[] = Object.keys(TILED_WEIGHT);
+
+/** WGSL body of activation4_at(t, c): token t's activations at columns c .. c + 3 as the weight's vec_dot type holds them */
+function tiledActivation(type: string): string {
+  if (type === "F32") return `let o = P.o_x + t * P.cols + c;
+  return vec4<f32>($x[o], $x[o + 1u], $x[o + 2u], $x[o + 3u]);`;
+  // F16 / BF16: rounded, kept as f32 bits
+  if (MATMUL_TYPES[type]?.block === 1) return `let o = t * P.cols + c;
+  return vec4<f32>(bitcast<f32>(XQ[o]), bitcast<f32>(XQ[o + 1u]), bitcast<f32>(XQ[o + 2u]), bitcast<f32>(XQ[o + 3u]));`;
+  // Q8_0 activations: int8 four to a word (rows of whole blocks: c's word holds c .. c + 3), then the blocks' f32 scales from word nqw
+  return `return xscale(P.nqw + t * (P.cols / 32u) + c / 32u) * vec4<f32>(s8x4(XQ[(t * P.cols + c) / 4u]));`;
+}
 
 const tiledMatmulDefs = new Map<string, KernelDef>();
 
 /**
- * Float weights (F32, F16, BF16) against many tokens, tiled through workgroup memory: one
+ * Float weights (F32, F16, BF16), and Q8_0 / Q4_0, against many tokens, tiled through workgroup memory: one
  * workgroup of 256 per 64 rows x 64 tokens of the output, each step loading 16 columns of the
  * tile's weights and activations once (each weight then serves 64 tokens and each activation 64
  * rows, where the one-row kernel re-reads a tile's activations for every row), each invocation
  * keeping 4 rows x 4 tokens of sums (rows lr + 16 i, tokens lt + 16 j: neighbours read neighbouring
  * words of workgroup memory). Activations as the one-row kernel takes them (F32: x; F16 and BF16:
- * rounded, as f32 bits in XQ); a column's products added in column order per output, the sum order
- * of neither the reference nor the one-row kernel (within the same tolerance).
+ * rounded, as f32 bits in XQ; Q8_0's int8 and scales, multiplied out here); a column's products
+ * added in column order per output, the sum order of neither the reference nor the one-row kernel
+ * (within the same tolerance: for quantized weights each product is rounded, where the reference
+ * rounds a block's integer sum times its two scales once).
  */
 export function tiledMatmulDef(type: string): KernelDef {
   const weight = TILED_WEIGHT[type];
@@ -1395,7 +1429,7 @@ export function tiledMatmulDef(type: string): KernelDef {
   let def = tiledMatmulDefs.get(type);
   if (def) return def;
   const { rows: R, tokens: T, step: K } = TILED_MATMUL;
-  const activation = type === "F32" ? "$x[P.o_x + t * P.cols + c]" : "bitcast<f32>(XQ[t * P.cols + c])";
+
   def = {
     name: `matmulTiled-${type}`,
     workgroupSize: 256,
@@ -1405,28 +1439,43 @@ export function tiledMatmulDef(type: string): KernelDef {
     helpers: `${MATMUL_HELPERS}
 var<workgroup> tileW: array<f32, ${K * R}>;
 var<workgroup> tileX: array<f32, ${K * T}>;
-fn weight_at(r: u32, c: u32) -> f32 { return ${weight}; }
-fn activation_at(t: u32, c: u32) -> f32 { return ${activation}; }`,
+fn weight4_at(r: u32, c: u32) -> vec4<f32> {
+  ${weight}
+}
+fn activation4_at(t: u32, c: u32) -> vec4<f32> {
+  ${tiledActivation(type)}
+}`,
     body: `  let rowTiles = (P.rows + ${R - 1}u) / ${R}u;
   let r0 = (wgi % rowTiles) * ${R}u;
   let t0 = (wgi / rowTiles) * ${T}u;
   let lr = lid % 16u;
   let lt = lid / 16u;
+  // what this invocation loads each step: 4 neighbouring columns of one row and of one token
+  let li = lid / 4u;
+  let lk = (lid % 4u) * 4u;
   var acc: array<array<f32, 4>, 4>;
   for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
-    // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges)
-    for (var e = lid; e < ${K * R}u; e += 256u) {
-      let k = e % ${K}u;
-      let i = e / ${K}u;
-      let c = c0 + k;
-      let r = r0 + i;
-      var w = 0.0;
-      if (r < P.rows && c < P.cols) { w = weight_at(r, c); }
-      tileW[k * ${R}u + i] = w;
-      let t = t0 + i;
-      var a = 0.0;
-      if (t < P.nTokens && c < P.cols) { a = activation_at(t, c); }
-      tileX[k * ${T}u + i] = a;
+    // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges: only float
+    // rows end inside a step, quantized ones are whole blocks of 32)
+    let c = c0 + lk;
+    let r = r0 + li;
+    var w = vec4<f32>(0.0);
+    if (r < P.rows && c + 3u < P.cols) { w = weight4_at(r, c); }
+    else if (r < P.rows && c < P.cols) {
+      // the row's last 1-3 columns: the word-aligned four before them, shifted down
+      let v = weight4_at(r, P.cols - 4u);
+      for (var q = 0u; q < P.cols - c; q++) { w[q] = v[4u - (P.cols - c) + q]; }
+    }
+    let t = t0 + li;
+    var a = vec4<f32>(0.0);
+    if (t < P.nTokens && c + 3u < P.cols) { a = activation4_at(t, c); }
+    else if (t < P.nTokens && c < P.cols) {
+      let v = activation4_at(t, P.cols - 4u);
+      for (var q = 0u; q < P.cols - c; q++) { a[q] = v[4u - (P.cols - c) + q]; }
+    }
+    for (var q = 0u; q < 4u; q++) {
+      tileW[(lk + q) * ${R}u + li] = w[q];
+      tileX[(lk + q) * ${T}u + li] = a[q];
     }
     workgroupBarrier();
     for (var k = 0u; k < ${K}u; k++) {
