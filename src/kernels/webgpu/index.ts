@@ -7,8 +7,6 @@ import { checkRows } from "../ops/attention.js";
 import { KV_CACHE_TYPES, kvRowFloats, matrixDims, matrixShape, type KVCacheEncoding, type KVCacheType, type KVRowEncoding } from "../reference/index.js";
 import { findAdapter, type AdapterOptions } from "./adapter.js";
 import { KernelProfiler, type KernelTime } from "./profiler.js";
-export type { KernelTime } from "./profiler.js";
-export { TILED_MATMUL_TYPES } from "./shaders.js";
 import {
   BufferUsage, MapMode, ShaderStage,
   type GPUBindGroupEntryLike, type GPUBindGroupLayoutEntryLike, type GPUBindGroupLayoutLike, type GPUBindGroupLike, type GPUBufferLike, type GPUCommandEncoderLike, type GPUComputePassLike,
@@ -18,6 +16,9 @@ import {
   ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, TILED_MATMUL_TYPES, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
+
+export type { KernelTime } from "./profiler.js";
+export { TILED_MATMUL_TYPES } from "./shaders.js";
 
 /**
  * The WebGPU backend: activations, the KV cache and the weights live in GPU buffers; every op is
@@ -280,11 +281,12 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /**
    * An op held back one call so that the next may fuse with it: a residual add with the rmsNorm of
    * its sum, a RoPE with the RoPE of another array at the same positions (a layer's q, then k), an
-   * f32 scatter with another through the same rows (a layer's keys, then its values), an rmsNorm
-   * or a SwiGLU with the Q8_0 quantization of its output for the matmul that reads it.
+   * f32 scatter with another through the same rows (a layer's keys, then its values), both RoPEs
+   * with both scatters (rope2, then ropeScatter), an rmsNorm, a SwiGLU or attention with the
+   * Q8_0 quantization of its output for the matmul that reads it.
    * Dispatching anything else, a copy and a submit release it first, so the order never changes.
-   * A decode step of SmolLM's shape goes from 544 dispatches to 334: each one costs the host
-   * ~5-7 us in Dawn, which bounds decode on a fast GPU (docs/webgpu.md).
+   * A decode step of SmolLM's shape goes from 544 dispatches to 274: each one costs the host
+   * ~14 us on an H200's host (Dawn and the driver), which bounds decode on a fast GPU (docs/webgpu.md).
    */
   private held: HeldOp | null = null;
   /**
