@@ -222,17 +222,19 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
-  test("matmul tiled through workgroup memory (from 16 tokens: F32, F16, BF16 by default, Q8_0 and Q4_0 when asked) at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
-    await assert.rejects(createWebGPUBackend({ tiledMatmulTypes: ["F32", "Q4_K"] }), /tiledMatmulTypes: "Q4_K" has no tiled matmul kernel \(expected some of F32, F16, BF16, Q8_0, Q4_0\)/);
-    const tiledMatmulTypes = ["F32", "F16", "BF16", "Q8_0", "Q4_0"];
+  test("matmul tiled through workgroup memory (from 16 tokens: F32, F16, BF16 by default, Q8_0, Q4_0, Q4_K, Q6_K when asked) at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
+    await assert.rejects(createWebGPUBackend({ tiledMatmulTypes: ["F32", "Q5_K"] }), /tiledMatmulTypes: "Q5_K" has no tiled matmul kernel \(expected some of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K\)/);
+    const tiledMatmulTypes = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"];
     const tiled = await createWebGPUBackend({ keepHostWeights: true, tiledMatmulTypes });
     const blocks = await createWebGPUBackend({ keepHostWeights: true, maxWeightBytes: 40 * 1024, tiledMatmulTypes });
     try {
       const r = rng(36);
-      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0]) {
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
         // rows and tokens off the tile's edges, float columns off the step's and its four-column
-        // loads' (blocks of 32 for the quantized); 3 tokens, or rows of 3, stay on the one-row kernel
-        const shapes = isFloat(type) ? [[77, 515, 16], [20, 18, 17], [130, 40, 70], [64, 256, 129], [5, 33, 3], [7, 3, 20]] as const : [[77, 544, 16], [130, 96, 70], [64, 256, 129], [5, 64, 3]] as const;
+        // loads' (blocks of 32 or 256 for the quantized); 3 tokens, or rows of 3, stay on the one-row kernel
+        const superBlocks = type === GGMLType.Q4_K || type === GGMLType.Q6_K;
+        const shapes = isFloat(type) ? [[77, 515, 16], [20, 18, 17], [130, 40, 70], [64, 256, 129], [5, 33, 3], [7, 3, 20]] as const
+          : superBlocks ? [[77, 768, 16], [130, 256, 70], [64, 512, 129], [5, 256, 3]] as const : [[77, 544, 16], [130, 96, 70], [64, 256, 129], [5, 64, 3]] as const;
         for (const [rows, cols, nTokens] of shapes) {
           const w = weights(type, cols, rows, r);
           const x = normals(nTokens * cols, r);

@@ -173,8 +173,8 @@ export interface WebGPUBackendOptions extends AdapterOptions {
   /**
    * the weight types that go through the matmul kernel tiled in workgroup memory against
    * TILED_MATMUL_MIN_TOKENS or more tokens (any of TILED_MATMUL_TYPES; default the float types,
-   * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0 and Q4_0 have a tiled
-   * kernel too, not the default until a GPU has timed it against their integer one-row kernel
+   * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0, Q4_0, Q4_K and Q6_K
+   * have a tiled kernel too, not the default until a GPU has timed it against their integer one-row kernel
    * (`bench-webgpu` times both kernels of every type that has both).
    */
   tiledMatmulTypes?: readonly string[];

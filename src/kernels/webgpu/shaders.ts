@@ -1393,6 +1393,20 @@ const TILED_WEIGHT: Readonly<Record<string, string>> = {
   Q4_0: `let bo = r * P.rowBytes + (c / 32u) * 18u;
   let j = c % 32u;
   return wh(bo) * vec4<f32>(field4(w32(bo + 2u + j % 16u), select(0u, 4u, j >= 16u), 15u) - vec4<i32>(8));`,
+  // sub-block j of a super-block (the one-row kernel's unit): d * scale_j * q - dmin * min_j
+  Q4_K: `let bo = r * P.rowBytes + (c / 256u) * 144u;
+  let j = (c % 256u) / 32u;
+  let q = field4(w32(bo + 16u + 32u * (j >> 1u) + c % 32u), (j & 1u) * 4u, 15u);
+  let sm = scale_min_k4(j, bo + 4u);
+  return wh(bo) * f32(sm.x) * vec4<f32>(q) - vec4<f32>(wh(bo + 2u) * f32(sm.y));`,
+  // unit j = 4h + k4 of a super-block, its 32 weights in two halves of 16 with a scale each
+  Q6_K: `let bo = r * P.rowBytes + (c / 256u) * 210u;
+  let j = (c % 256u) / 32u;
+  let h = j / 4u;
+  let k4 = j % 4u;
+  let l = c % 32u;
+  let q = field4(w32(bo + 64u * h + 32u * (k4 & 1u) + l), 4u * (k4 >> 1u), 15u) + 16 * field4(w32(bo + 128u + 32u * h + l), 2u * k4, 3u) - vec4<i32>(32);
+  return wh(bo + 208u) * f32(wi8(bo + 192u + 8u * h + 2u * k4 + l / 16u)) * vec4<f32>(q);`,
 };
 
 /** the weight types with a tiled matmul kernel */
@@ -1405,8 +1419,10 @@ function tiledActivation(type: string): string {
   // F16 / BF16: rounded, kept as f32 bits
   if (MATMUL_TYPES[type]?.block === 1) return `let o = t * P.cols + c;
   return vec4<f32>(bitcast<f32>(XQ[o]), bitcast<f32>(XQ[o + 1u]), bitcast<f32>(XQ[o + 2u]), bitcast<f32>(XQ[o + 3u]));`;
-  // Q8_0 activations: int8 four to a word (rows of whole blocks: c's word holds c .. c + 3), then the blocks' f32 scales from word nqw
-  return `return xscale(P.nqw + t * (P.cols / 32u) + c / 32u) * vec4<f32>(s8x4(XQ[(t * P.cols + c) / 4u]));`;
+  // Q8_0 / Q8_K activations: int8 four to a word (rows of whole blocks: c's word holds c .. c + 3),
+  // then the blocks' (32) or super-blocks' (256) f32 scales from word nqw
+  const block = MATMUL_TYPES[type]?.block;
+  return `return xscale(P.nqw + t * (P.cols / ${block}u) + c / ${block}u) * vec4<f32>(s8x4(XQ[(t * P.cols + c) / 4u]));`;
 }
 
 const tiledMatmulDefs = new Map<string, KernelDef>();
