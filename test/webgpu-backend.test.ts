@@ -93,6 +93,11 @@ describe("webgpu backend conformance", { skip }, () => {
     const back = await b.read(v);
     assert.deepEqual(Array.from(back.subarray(4, 9)), [host[14]!, 1, 2, 3, host[18]!]);
     assert.equal((await b.read(a))[16], 2);
+    // reads under way at once (staging buffers are kept for later reads: each takes its own)
+    const [whole, part, again] = await Promise.all([b.read(a), b.read(v), b.read(b.view(a, 500, 3))]);
+    assert.equal(whole[16], 2);
+    assert.deepEqual(Array.from(part.subarray(5, 8)), [1, 2, 3]);
+    assert.deepEqual(Array.from(again), Array.from(host.subarray(500, 503)));
     // 700 dispatches over several submits (uniform slices, data ring) then one read
     const x = device(b, new Float32Array(777)), y = device(b, new Float32Array(777).fill(0.5));
     for (let i = 0; i < 700; i++) b.add(x, y);

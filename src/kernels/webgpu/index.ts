@@ -58,6 +58,8 @@ function tiledTypes(types: readonly string[] = DEFAULT_TILED_MATMUL_TYPES): Read
  * batch 9.6 ms a step, 64 6.6 ms, 32 6.8 ms, 16 6.9 ms (each submit costs the host too).
  */
 const MAX_BATCH = 64;
+/** staging buffers kept for later reads (a pass reads one array; a few reads may overlap) */
+const STAGING_KEPT = 4;
 /** cached bind groups at most (all are dropped when full; a model's steady state needs a few hundred) */
 const MAX_BIND_GROUPS = 4096;
 const MAX_GROUPS = 65535;
@@ -272,6 +274,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private readonly allBuffers = new Set<GPUBufferLike>();
   /** compiled kernels by definition, then by aliasing pattern (slotsCode) */
   private readonly kernels = new Map<KernelDef, Map<number, CompiledKernel>>();
+  /** unmapped staging buffers of past reads, for the next ones (takeStaging) */
+  private readonly stagingPool: GPUBufferLike[] = [];
   /** attentionRows' last checked row index (and the cache rows it was checked against) */
   private lastRows: { readonly copy: Uint32Array; readonly cacheRows: number } | null = null;
   /** the data array last copied into this batch's data buffer, and where: reused by identity */
@@ -749,17 +753,33 @@ class WebGPUBackend implements WebGPUBackendInfo {
       await this.checkErrors("read");
       return new Float32Array(0);
     }
-    const staging = this.device.createBuffer({ size: Math.ceil(g.length / 4) * 16, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
+    const bytes = Math.ceil(g.length / 4) * 16;
+    const staging = this.takeStaging(bytes);
     this.encoderOutsidePass().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
     this.flush();
     this.releaseHostWeights();
+    let reusable = false;
     try {
       await staging.mapAsync(MapMode.READ, 0, g.length * 4);
+      const result = new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
+      staging.unmap();
+      reusable = true;
       await this.checkErrors("read");
-      return new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
+      return result;
     } finally {
-      staging.destroy();
+      if (reusable && !this.disposed && this.stagingPool.length < STAGING_KEPT) this.stagingPool.push(staging);
+      else staging.destroy();
     }
+  }
+
+  /**
+   * a mappable buffer of at least `bytes` for a read: a kept one (a decode step reads the same
+   * logits size every time) or a new one; reads under way at once each take their own
+   */
+  private takeStaging(bytes: number): GPUBufferLike {
+    const i = this.stagingPool.findIndex((b) => b.size >= bytes);
+    if (i >= 0) return this.stagingPool.splice(i, 1)[0]!;
+    return this.device.createBuffer({ size: bytes, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
   }
 
   scatterRows(dst: DeviceArray, dstRows: Int32Array, src: DeviceArray, width: number, n: number, encoding?: KVRowEncoding): void {
@@ -1188,6 +1208,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.disposed = true;
     for (const b of this.allBuffers) b.destroy();
     this.allBuffers.clear();
+    for (const b of this.stagingPool.splice(0)) b.destroy();
     this.profiler?.destroy();
     this.device.destroy();
   }
