@@ -26,6 +26,7 @@
  * speed: they only show the script runs.
  */
 import { parseArgs } from "node:util";
+import { median } from "../src/bench/index.js";
 import { loadModel } from "../src/index.js";
 import { openModel } from "../src/models/index.js";
 import { createWebGPUBackend, DEFAULT_TILED_MATMUL_TYPES, TILED_MATMUL_TYPES } from "../src/kernels/webgpu/index.js";
@@ -118,9 +119,9 @@ for (const type of KV_CACHE_TYPES) {
 b.dispose();
 other.dispose();
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
+/** n token ids spread over the vocabulary (not 0), the same every run */
+function syntheticTokens(n: number, vocab: number): number[] {
+  return Array.from({ length: n }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
 }
 
 async function profileDecode(file: string, promptTokens: number, steps: number, perSubmit: number[]): Promise<void> {
@@ -131,7 +132,7 @@ async function profileDecode(file: string, promptTokens: number, steps: number, 
     const model = opened.build(gpu);
     const vocab = model.info.vocabSize;
     const cache = model.createCache(promptTokens + 3 * steps + 8);
-    const prompt = Array.from({ length: promptTokens }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
+    const prompt = syntheticTokens(promptTokens, vocab);
     let t = performance.now();
     await model.forwardAsync(prompt, cache);
     const firstPrefill = performance.now() - t;
@@ -179,7 +180,7 @@ async function profileDecode(file: string, promptTokens: number, steps: number, 
     const model = opened.build(gpu);
     const cache = model.createCache(promptTokens + steps + 8);
     const vocab = model.info.vocabSize;
-    const prompt = Array.from({ length: promptTokens }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
+    const prompt = syntheticTokens(promptTokens, vocab);
     await model.forwardAsync(prompt.slice(0, 8), model.createCache(16));
     await gpu.kernelTimes();
     await model.forwardAsync(prompt, cache);
@@ -195,7 +196,7 @@ async function profileDecode(file: string, promptTokens: number, steps: number, 
   }
   const m = await loadModel(file, { backend: "webgpu" });
   for (let i = 0; i < 2; i++) {
-    const r = await m.generate(Array.from({ length: promptTokens }, (_, j) => 1 + ((j * 7919) % (m.info.vocabSize - 1))), { maxTokens: 64, temperature: 0, ignoreEos: true });
+    const r = await m.generate(syntheticTokens(promptTokens, m.info.vocabSize), { maxTokens: 64, temperature: 0, ignoreEos: true });
     console.log(`engine: prefill ${r.timings.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${r.timings.decodeTokensPerSecond.toFixed(1)} tok/s (${r.timings.completionTokens} tokens)`);
   }
   m.dispose();

@@ -478,10 +478,15 @@ class WebGPUBackend implements WebGPUBackendInfo {
     else if (h.op === "rope2") this.dispatchRopeTwo(h);
     else if (h.op === "ropeScatter") {
       this.dispatchRopeTwo(h.rope);
-      this.dispatch(SCATTER_ROWS, [h.dst, h.rope.x2], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
+      this.dispatchScatter(h.dst, h.rope.x2, h.width, h.rows);
     }
     else if (h.op === "rope") this.dispatch(ROPE, [h.x], ["D"], [h.pairs, ...h.params, 0], Math.ceil(h.pairs / 256), new Uint32Array(h.table.buffer));
-    else this.dispatch(SCATTER_ROWS, [h.dst, h.src], ["D"], [h.rows.length * h.width, h.width, 0], Math.ceil((h.rows.length * h.width) / 256), h.rows);
+    else this.dispatchScatter(h.dst, h.src, h.width, h.rows);
+  }
+
+  /** an f32 scatter of src's rows of `width` to dst's rows `rows` */
+  private dispatchScatter(dst: GpuArray, src: GpuArray, width: number, rows: Uint32Array): void {
+    this.dispatch(SCATTER_ROWS, [dst, src], ["D"], [rows.length * width, width, 0], Math.ceil((rows.length * width) / 256), rows);
   }
 
   private dispatchRopeTwo(h: RopeTwo): void {
@@ -1099,12 +1104,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
    */
   private attentionRows(rows: Int32Array, nAll: number, cacheRows: number): Uint32Array {
     const last = this.lastRows;
-    if (last && last.cacheRows === cacheRows && last.copy.length === nAll && rows.length >= nAll) {
-      const copy = last.copy;
-      let j = 0;
-      while (j < nAll && copy[j] === rows[j]) j++;
-      if (j === nAll) return copy;
-    }
+    if (last && last.cacheRows === cacheRows && rows.length >= nAll && sameValues(last.copy, rows.subarray(0, nAll))) return last.copy;
     checkRows(rows, nAll, cacheRows);
     const copy = new Uint32Array(rows.subarray(0, nAll));
     this.lastRows = { copy, cacheRows };

@@ -1425,6 +1425,17 @@ function tiledActivation(type: string): string {
   return `return xscale(P.nqw + t * (P.cols / ${block}u) + c / ${block}u) * vec4<f32>(s8x4(XQ[(t * P.cols + c) / 4u]));`;
 }
 
+/**
+ * WGSL: `v`, four columns from c of row (or token) `at` through `load`, zeros past the edges; a
+ * row's last 1-3 columns come from the four that end the row, shifted down
+ */
+const edgeLoad = (v: string, load: string, at: string, inside: string): string => `    var ${v} = vec4<f32>(0.0);
+    if (${inside} && c + 3u < P.cols) { ${v} = ${load}(${at}, c); }
+    else if (${inside} && c < P.cols) {
+      let last = ${load}(${at}, P.cols - 4u);
+      for (var q = 0u; q < P.cols - c; q++) { ${v}[q] = last[4u - (P.cols - c) + q]; }
+    }`;
+
 const tiledMatmulDefs = new Map<string, KernelDef>();
 
 /**
@@ -1475,20 +1486,9 @@ fn activation4_at(t: u32, c: u32) -> vec4<f32> {
     // rows end inside a step, quantized ones are whole blocks of 32)
     let c = c0 + lk;
     let r = r0 + li;
-    var w = vec4<f32>(0.0);
-    if (r < P.rows && c + 3u < P.cols) { w = weight4_at(r, c); }
-    else if (r < P.rows && c < P.cols) {
-      // the row's last 1-3 columns: the word-aligned four before them, shifted down
-      let v = weight4_at(r, P.cols - 4u);
-      for (var q = 0u; q < P.cols - c; q++) { w[q] = v[4u - (P.cols - c) + q]; }
-    }
+${edgeLoad("w", "weight4_at", "r", "r < P.rows")}
     let t = t0 + li;
-    var a = vec4<f32>(0.0);
-    if (t < P.nTokens && c + 3u < P.cols) { a = activation4_at(t, c); }
-    else if (t < P.nTokens && c < P.cols) {
-      let v = activation4_at(t, P.cols - 4u);
-      for (var q = 0u; q < P.cols - c; q++) { a[q] = v[4u - (P.cols - c) + q]; }
-    }
+${edgeLoad("a", "activation4_at", "t", "t < P.nTokens")}
     for (var q = 0u; q < 4u; q++) {
       tileW[(lk + q) * ${R}u + li] = w[q];
       tileX[(lk + q) * ${T}u + li] = a[q];
