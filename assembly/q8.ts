@@ -203,6 +203,54 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
   }
 }
 
+/**
+ * row() for Q4_0 on the relaxed build, one token, rows r and r + 1 together: each activation load
+ * serves both rows (TinyLlama Q4_0 decode on an Intel Xeon 13.6 -> 14.6 tok/s).
+ * Each row gets row()'s operations in row()'s order, so row()'s bits
+ */
+// @ts-ignore: decorator
+@inline function rowPairQ4_0(finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r: i32): void {
+  const nb = cols >> 5;
+  const rest = nb & 3;
+  const w0 = w + <usize>r * rowBytes;
+  const end4 = w0 + <usize>(nb - rest) * 18;
+  const low = lowNibbles(), ones = onesI16();
+  let x = xq, sx = xs;
+  let acc0 = f32x4.splat(0), acc1 = acc0;
+  let p = w0, q = w0 + rowBytes;
+  for (; p < end4; p += 72, q += 72, x += 256, sx += 16) {
+    const dx = v128.load(sx);
+    const h0 = f16x4BitsAt(p, 18), h1 = f16x4BitsAt(q, 18);
+    acc0 = scaleAdd4(acc0, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h0) : f16x4(h0), dx);
+    acc1 = scaleAdd4(acc1, groupQ4_0(q, x, low, ones), finite ? f16x4Finite(h1) : f16x4(h1), dx);
+  }
+  if (rest != 0) {
+    acc0 = restQ4_0(acc0, p, x, sx, rest, low, ones);
+    acc1 = restQ4_0(acc1, q, x, sx, rest, low, ones);
+  }
+  store<f32>(out + (<usize>r << 2), hsumF32(acc0));
+  store<f32>(out + (<usize>r << 2), hsumF32(acc1), 4);
+}
+
+/** row()'s last 1-3 blocks for relaxed Q4_0: acc plus their sums in lanes 0..rest - 1 */
+// @ts-ignore: decorator
+@inline function restQ4_0(acc: v128, p: usize, x: usize, sx: usize, rest: i32, low: v128, ones: v128): v128 {
+  const zero = i32x4.splat(0), f16s = f16TableAddress();
+  let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, f16s));
+  let dx = f32x4.replace_lane(f32x4.splat(0), 0, load<f32>(sx));
+  if (rest > 1) {
+    dw = f32x4.replace_lane(dw, 1, f16At(p + 18, f16s));
+    dx = f32x4.replace_lane(dx, 1, load<f32>(sx, 4));
+  }
+  if (rest > 2) {
+    dw = f32x4.replace_lane(dw, 2, f16At(p + 36, f16s));
+    dx = f32x4.replace_lane(dx, 2, load<f32>(sx, 8));
+  }
+  const s1 = rest > 1 ? blockQ4_0(p + 18, x + 64, low, ones) : zero;
+  const s2 = rest > 2 ? blockQ4_0(p + 36, x + 128, low, ones) : zero;
+  return scaleAdd4(acc, lanesSum(blockQ4_0(p, x, low, ones), s1, s2, zero), dw, dx);
+}
+
 // @ts-ignore: decorator
 @inline function dotX(w0: v128, w1: v128, w2: v128, w3: v128, q: usize): v128 {
   let s = i32x4.dot_i16x8_s(w0, v128.load(q));
@@ -471,9 +519,11 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
   let r = r0;
   if (relaxed && (kind == 0 || kind == 2 || kind == 3) && nTok > 1) unreachable();
   if (nTok == 1) {
-    // decode streams weights that are not in any cache: one row after another is one
-    // sequential stream the hardware prefetcher follows, where four interleaved rows of a few
-    // hundred bytes each were not (3x slower on the 30 MB logits matrix)
+    // decode streams weights that are not in any cache: rows one after another (four rows
+    // interleaved ran 3x slower on the 30 MB logits matrix of an AMD EPYC); relaxed Q4_0 takes
+    // two rows side by side, sharing the activation loads (rowPairQ4_0: ~7% faster decode on an
+    // Intel Xeon, the logits matrices unchanged)
+    if (relaxed && kind == 1) for (; r + 2 <= r1; r += 2) rowPairQ4_0(finite, w, rowBytes, xq, xs, out, cols, r);
     for (; r < r1; r++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r);
     return;
   }

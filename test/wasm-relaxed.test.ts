@@ -98,7 +98,7 @@ test("relaxed build: Q8_0, Q4_0, Q5_0 and IQ4_NL give the plain build's bits (aw
   if (!supported) return t.skip(SKIP);
   let seed = 10;
   for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.IQ4_NL]) {
-    for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [2080, 13], [5632, 9]] as const) {
+    for (const [cols, rows] of [[32, 1], [32, 7], [160, 67], [192, 6], [224, 5], [2080, 13], [5632, 9]] as const) {
       const r = rng(++seed);
       const bytes = quantized(type, cols, rows, r);
       // 1: the decode kernels; 3: rows; 4, 6, 13, 29: a group of four tokens (after the groups of
