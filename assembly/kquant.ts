@@ -305,6 +305,26 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q2_K, 4 Q3_K (the last two without four-token tiles)
   const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : kind == 2 ? 210 : kind == 3 ? 84 : 110;
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
+  if (nTok == 1 && t0 == 0) {
+    // decode: row i of the range with row half + i, super-block by super-block: two sequential
+    // streams for the hardware prefetcher (each row's sum in the order below). TinyLlama Q4_K
+    // decode on an Intel Xeon 12.9, 12.8 -> 19.2, 18.2 tok/s (docs/kernels.md)
+    const half = (r1 - r0) >> 1;
+    for (let i = 0; i < half; i++) {
+      const ra = r0 + i, rb = ra + half;
+      const wa = w + <usize>ra * rowBytes, wb = w + <usize>rb * rowBytes;
+      let sa: f32 = 0, sb: f32 = 0;
+      for (let b = 0; b < nb; b++) {
+        const qx = xq + (<usize>b << 9), dx = load<f32>(xd + (<usize>b << 2)), bs = xb + (<usize>b << 6);
+        const pa = wa + <usize>b * bb, pb = wb + <usize>b * bb;
+        sa += kind < 2 ? superQ4_K(relaxed, kind == 1, pa, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, pa, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, pa, qx, dx, bs) : superQ3_K(relaxed, pa, qx, dx, bs);
+        sb += kind < 2 ? superQ4_K(relaxed, kind == 1, pb, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, pb, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, pb, qx, dx, bs) : superQ3_K(relaxed, pb, qx, dx, bs);
+      }
+      store<f32>(out + (<usize>ra << 2), sa);
+      store<f32>(out + (<usize>rb << 2), sb);
+    }
+    r0 += 2 * half;
+  }
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
     let t = t0;
