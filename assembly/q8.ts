@@ -153,103 +153,93 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
-  const zero = i32x4.splat(0);
   for (let t = tStart; t < nTok; t++) {
     let x = xq + ((<usize>t * <usize>cols) << 1);
     let sx = xs + ((<usize>t * <usize>nb) << 2);
     let acc = f32x4.splat(0);
     let p = w0;
     const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
-    for (; p < end4; p += 4 * bb, x += 256, sx += 16) {
-      if (relaxed && kind == 1) {
-        const h = f16x4BitsAt(p, bb);
-        acc = scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
-        continue;
-      }
-      if (relaxed && kind == 2) {
-        // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (offsets: weights stored + 16).
-        // A block's lanes stored into this token's output (written again at the end) before the
-        // next block's loads: V8 would hoist all four blocks' loads and spill a third of the loop
-        const b0 = biasedQ5_0(p, x, low, ones);
-        store<i32>(o, i32x4.extract_lane(b0, 0));
-        const b1 = biasedQ5_0(p + 22, x + 64, low, ones);
-        store<i32>(o, i32x4.extract_lane(b1, 0));
-        const b2 = biasedQ5_0(p + 44, x + 128, low, ones);
-        store<i32>(o, i32x4.extract_lane(b2, 0));
-        const s = lanesSum(b0, b1, b2, biasedQ5_0(p + 66, x + 192, low, ones));
-        acc = scaleAdd4(acc, i32x4.sub(s, q5Offsets(v128.load(x, 48))), f16x4At(p, bb), v128.load(sx));
-        continue;
-      }
-      const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
-      acc = scaleAdd4(acc, s, f16x4At(p, bb), v128.load(sx));
-    }
-    if (rest != 0) {
-      const f16s = f16TableAddress();
-      let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, f16s));
-      let dx = f32x4.replace_lane(f32x4.splat(0), 0, load<f32>(sx));
-      if (rest > 1) {
-        dw = f32x4.replace_lane(dw, 1, f16At(p + bb, f16s));
-        dx = f32x4.replace_lane(dx, 1, load<f32>(sx, 4));
-      }
-      if (rest > 2) {
-        dw = f32x4.replace_lane(dw, 2, f16At(p + 2 * bb, f16s));
-        dx = f32x4.replace_lane(dx, 2, load<f32>(sx, 8));
-      }
-      const s1 = rest > 1 ? blockInts(kind, relaxed, p + bb, x + 64, low, ones, table) : zero;
-      const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table) : zero;
-      acc = scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), s1, s2, zero), dw, dx);
-    }
+    for (; p < end4; p += 4 * bb, x += 256, sx += 16) acc = rowStep4(kind, relaxed, finite, p, x, sx, low, ones, table, o, acc);
+    if (rest != 0) acc = rowRest(kind, relaxed, p, x, sx, rest, low, ones, table, acc);
     store<f32>(o, hsumF32(acc));
   }
 }
 
 /**
- * row() for Q4_0 on the relaxed build, one token, rows r and r2 together: each activation load
- * serves both rows. TinyLlama Q4_0 decode on an Intel Xeon: 13.6 tok/s a row at a time, 14.6 with
- * neighbouring rows, 19.0 with r2 half the range after r (two sequential streams).
- * Each row gets row()'s operations in row()'s order, so row()'s bits
+ * row() for one token and two rows, r and r2 (the caller's r2 is half its range after r): their
+ * four-block steps alternate, two sequential streams for the hardware prefetcher. TinyLlama Q4_0
+ * decode on an Intel Xeon: 13.6 tok/s a row at a time, 14.6 with neighbouring rows, 19.0 with r2
+ * half the range after r. Each row gets row()'s operations in row()'s order, so row()'s bits
  */
 // @ts-ignore: decorator
-@inline function rowPairQ4_0(finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r: i32, r2: i32): void {
+@inline function rowPair(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r: i32, r2: i32): void {
+  const bb = blockBytes(kind);
   const nb = cols >> 5;
   const rest = nb & 3;
   const w0 = w + <usize>r * rowBytes;
-  const end4 = w0 + <usize>(nb - rest) * 18;
-  const low = lowNibbles(), ones = onesI16();
+  const end4 = w0 + <usize>(nb - rest) * bb;
+  const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
+  const ones = relaxed ? onesI16() : v128.splat<i32>(0);
+  const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
+  const o0 = out + (<usize>r << 2), o1 = out + (<usize>r2 << 2);
   let x = xq, sx = xs;
   let acc0 = f32x4.splat(0), acc1 = acc0;
   let p = w0, q = w + <usize>r2 * rowBytes;
-  for (; p < end4; p += 72, q += 72, x += 256, sx += 16) {
-    const dx = v128.load(sx);
-    const h0 = f16x4BitsAt(p, 18), h1 = f16x4BitsAt(q, 18);
-    acc0 = scaleAdd4(acc0, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h0) : f16x4(h0), dx);
-    acc1 = scaleAdd4(acc1, groupQ4_0(q, x, low, ones), finite ? f16x4Finite(h1) : f16x4(h1), dx);
+  for (; p < end4; p += 4 * bb, q += 4 * bb, x += 256, sx += 16) {
+    acc0 = rowStep4(kind, relaxed, finite, p, x, sx, low, ones, table, o0, acc0);
+    acc1 = rowStep4(kind, relaxed, finite, q, x, sx, low, ones, table, o1, acc1);
   }
   if (rest != 0) {
-    acc0 = restQ4_0(acc0, p, x, sx, rest, low, ones);
-    acc1 = restQ4_0(acc1, q, x, sx, rest, low, ones);
+    acc0 = rowRest(kind, relaxed, p, x, sx, rest, low, ones, table, acc0);
+    acc1 = rowRest(kind, relaxed, q, x, sx, rest, low, ones, table, acc1);
   }
-  store<f32>(out + (<usize>r << 2), hsumF32(acc0));
-  store<f32>(out + (<usize>r2 << 2), hsumF32(acc1));
+  store<f32>(o0, hsumF32(acc0));
+  store<f32>(o1, hsumF32(acc1));
 }
 
-/** row()'s last 1-3 blocks for relaxed Q4_0: acc plus their sums in lanes 0..rest - 1 */
+/** row()'s four blocks at p (activations at x, their scales at sx) added to acc; o: the token's output, a scratch word */
 // @ts-ignore: decorator
-@inline function restQ4_0(acc: v128, p: usize, x: usize, sx: usize, rest: i32, low: v128, ones: v128): v128 {
+@inline function rowStep4(kind: i32, relaxed: bool, finite: bool, p: usize, x: usize, sx: usize, low: v128, ones: v128, table: v128, o: usize, acc: v128): v128 {
+  const bb = blockBytes(kind);
+  if (relaxed && kind == 1) {
+    const h = f16x4BitsAt(p, bb);
+    return scaleAdd4(acc, groupQ4_0(p, x, low, ones), finite ? f16x4Finite(h) : f16x4(h), v128.load(sx));
+  }
+  if (relaxed && kind == 2) {
+    // Q5_0 over packQ4_0's blocks: the group's 8 * sums twice (offsets: weights stored + 16).
+    // A block's lanes stored into this token's output (written again at the end) before the
+    // next block's loads: V8 would hoist all four blocks' loads and spill a third of the loop
+    const b0 = biasedQ5_0(p, x, low, ones);
+    store<i32>(o, i32x4.extract_lane(b0, 0));
+    const b1 = biasedQ5_0(p + 22, x + 64, low, ones);
+    store<i32>(o, i32x4.extract_lane(b1, 0));
+    const b2 = biasedQ5_0(p + 44, x + 128, low, ones);
+    store<i32>(o, i32x4.extract_lane(b2, 0));
+    const s = lanesSum(b0, b1, b2, biasedQ5_0(p + 66, x + 192, low, ones));
+    return scaleAdd4(acc, i32x4.sub(s, q5Offsets(v128.load(x, 48))), f16x4At(p, bb), v128.load(sx));
+  }
+  const s = lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), blockInts(kind, relaxed, p + bb, x + 64, low, ones, table), blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table), blockInts(kind, relaxed, p + 3 * bb, x + 192, low, ones, table));
+  return scaleAdd4(acc, s, f16x4At(p, bb), v128.load(sx));
+}
+
+/** row()'s last `rest` (1-3) blocks at p added to acc, their sums in lanes 0..rest - 1 */
+// @ts-ignore: decorator
+@inline function rowRest(kind: i32, relaxed: bool, p: usize, x: usize, sx: usize, rest: i32, low: v128, ones: v128, table: v128, acc: v128): v128 {
+  const bb = blockBytes(kind);
   const zero = i32x4.splat(0), f16s = f16TableAddress();
   let dw = f32x4.replace_lane(f32x4.splat(0), 0, f16At(p, f16s));
   let dx = f32x4.replace_lane(f32x4.splat(0), 0, load<f32>(sx));
   if (rest > 1) {
-    dw = f32x4.replace_lane(dw, 1, f16At(p + 18, f16s));
+    dw = f32x4.replace_lane(dw, 1, f16At(p + bb, f16s));
     dx = f32x4.replace_lane(dx, 1, load<f32>(sx, 4));
   }
   if (rest > 2) {
-    dw = f32x4.replace_lane(dw, 2, f16At(p + 36, f16s));
+    dw = f32x4.replace_lane(dw, 2, f16At(p + 2 * bb, f16s));
     dx = f32x4.replace_lane(dx, 2, load<f32>(sx, 8));
   }
-  const s1 = rest > 1 ? blockQ4_0(p + 18, x + 64, low, ones) : zero;
-  const s2 = rest > 2 ? blockQ4_0(p + 36, x + 128, low, ones) : zero;
-  return scaleAdd4(acc, lanesSum(blockQ4_0(p, x, low, ones), s1, s2, zero), dw, dx);
+  const s1 = rest > 1 ? blockInts(kind, relaxed, p + bb, x + 64, low, ones, table) : zero;
+  const s2 = rest > 2 ? blockInts(kind, relaxed, p + 2 * bb, x + 128, low, ones, table) : zero;
+  return scaleAdd4(acc, lanesSum(blockInts(kind, relaxed, p, x, low, ones, table), s1, s2, zero), dw, dx);
 }
 
 // @ts-ignore: decorator
@@ -522,13 +512,10 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
   if (nTok == 1) {
     // decode streams weights that are not in any cache: rows one after another (four
     // neighbouring rows interleaved ran 3x slower on the 30 MB logits matrix of an AMD EPYC);
-    // relaxed Q4_0 takes row i and row half + i together, two sequential streams sharing the
-    // activation loads (rowPairQ4_0)
-    if (relaxed && kind == 1) {
-      const half = (r1 - r0) >> 1;
-      for (let i = 0; i < half; i++) rowPairQ4_0(finite, w, rowBytes, xq, xs, out, cols, r0 + i, r0 + half + i);
-      r = r0 + 2 * half;
-    }
+    // row i goes with row half + i, two sequential streams (rowPair)
+    const half = (r1 - r0) >> 1;
+    for (let i = 0; i < half; i++) rowPair(kind, relaxed, finite, w, rowBytes, xq, xs, out, cols, r0 + i, r0 + half + i);
+    r = r0 + 2 * half;
     for (; r < r1; r++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r);
     return;
   }
