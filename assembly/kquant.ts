@@ -292,6 +292,12 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   return (wd * dx) * <f32>total;
 }
 
+/** one super-block of a kind-`kind` row (matK's kinds) against one token's activations */
+// @ts-ignore: decorator
+@inline function superBlock(kind: i32, relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
+  return kind < 2 ? superQ4_K(relaxed, kind == 1, p, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, p, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, p, qx, dx, bs) : superQ3_K(relaxed, p, qx, dx, bs);
+}
+
 /**
  * Rows [r0, r1) for tokens t0.. (the tokens before went eight at a time through
  * kquant-groups.ts). Batches go four tokens at a time through each row (superQ*_K4:
@@ -317,8 +323,8 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       for (let b = 0; b < nb; b++) {
         const qx = xq + (<usize>b << 9), dx = load<f32>(xd + (<usize>b << 2)), bs = xb + (<usize>b << 6);
         const pa = wa + <usize>b * bb, pb = wb + <usize>b * bb;
-        sa += kind < 2 ? superQ4_K(relaxed, kind == 1, pa, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, pa, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, pa, qx, dx, bs) : superQ3_K(relaxed, pa, qx, dx, bs);
-        sb += kind < 2 ? superQ4_K(relaxed, kind == 1, pb, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, pb, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, pb, qx, dx, bs) : superQ3_K(relaxed, pb, qx, dx, bs);
+        sa += superBlock(kind, relaxed, pa, qx, dx, bs);
+        sb += superBlock(kind, relaxed, pb, qx, dx, bs);
       }
       store<f32>(out + (<usize>ra << 2), sa);
       store<f32>(out + (<usize>rb << 2), sb);
@@ -350,7 +356,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
         const qx = xq + (i << 9), dx = load<f32>(xd + (i << 2)), bs = xb + (i << 6);
-        sum += kind < 2 ? superQ4_K(relaxed, kind == 1, p, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, p, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, p, qx, dx, bs) : superQ3_K(relaxed, p, qx, dx, bs);
+        sum += superBlock(kind, relaxed, p, qx, dx, bs);
       }
       store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
     }

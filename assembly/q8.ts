@@ -145,56 +145,41 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
  */
 // @ts-ignore: decorator
 @inline function row(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, tStart: i32, nTok: i32, r: i32): void {
-  const bb = blockBytes(kind);
-  const nb = cols >> 5;
-  const rest = nb & 3;
-  const w0 = w + <usize>r * rowBytes;
-  const end4 = w0 + <usize>(nb - rest) * bb;
-  const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
-  const ones = relaxed ? onesI16() : v128.splat<i32>(0);
-  const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
+  const wr = w + <usize>r * rowBytes;
   for (let t = tStart; t < nTok; t++) {
-    let x = xq + ((<usize>t * <usize>cols) << 1);
-    let sx = xs + ((<usize>t * <usize>nb) << 2);
-    let acc = f32x4.splat(0);
-    let p = w0;
     const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
-    for (; p < end4; p += 4 * bb, x += 256, sx += 16) acc = rowStep4(kind, relaxed, finite, p, x, sx, low, ones, table, o, acc);
-    if (rest != 0) acc = rowRest(kind, relaxed, p, x, sx, rest, low, ones, table, acc);
-    store<f32>(o, hsumF32(acc));
+    rowsAt(kind, relaxed, finite, wr, wr, false, xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 5)) << 2), cols, o, o);
   }
 }
 
 /**
- * row() for one token and two rows, r and r2 (the caller's r2 is half its range after r): their
- * four-block steps alternate, two sequential streams for the hardware prefetcher. TinyLlama Q4_0
- * decode on an Intel Xeon: 13.6 tok/s a row at a time, 14.6 with neighbouring rows, 19.0 with r2
- * half the range after r. Each row gets row()'s operations in row()'s order, so row()'s bits
+ * The rows at wA and, with `two`, wB against one token (activations x, their scales sx), results
+ * at oA and oB. Decode pairs row i of a range with row half + i: their four-block steps alternate,
+ * two sequential streams for the hardware prefetcher (TinyLlama Q4_0 decode on an Intel Xeon:
+ * 13.6 tok/s a row at a time, 14.6 with neighbouring rows, 19.0 half a range apart). Each row
+ * gets the same operations in the same order either way, so the same bits
  */
 // @ts-ignore: decorator
-@inline function rowPair(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, cols: i32, r: i32, r2: i32): void {
+@inline function rowsAt(kind: i32, relaxed: bool, finite: bool, wA: usize, wB: usize, two: bool, x: usize, sx: usize, cols: i32, oA: usize, oB: usize): void {
   const bb = blockBytes(kind);
   const nb = cols >> 5;
   const rest = nb & 3;
-  const w0 = w + <usize>r * rowBytes;
-  const end4 = w0 + <usize>(nb - rest) * bb;
+  const end4 = wA + <usize>(nb - rest) * bb;
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   const table = kind == 3 ? iq4Values() : v128.splat<i32>(0);
-  const o0 = out + (<usize>r << 2), o1 = out + (<usize>r2 << 2);
-  let x = xq, sx = xs;
-  let acc0 = f32x4.splat(0), acc1 = acc0;
-  let p = w0, q = w + <usize>r2 * rowBytes;
+  let accA = f32x4.splat(0), accB = accA;
+  let p = wA, q = wB;
   for (; p < end4; p += 4 * bb, q += 4 * bb, x += 256, sx += 16) {
-    acc0 = rowStep4(kind, relaxed, finite, p, x, sx, low, ones, table, o0, acc0);
-    acc1 = rowStep4(kind, relaxed, finite, q, x, sx, low, ones, table, o1, acc1);
+    accA = rowStep4(kind, relaxed, finite, p, x, sx, low, ones, table, oA, accA);
+    if (two) accB = rowStep4(kind, relaxed, finite, q, x, sx, low, ones, table, oB, accB);
   }
   if (rest != 0) {
-    acc0 = rowRest(kind, relaxed, p, x, sx, rest, low, ones, table, acc0);
-    acc1 = rowRest(kind, relaxed, q, x, sx, rest, low, ones, table, acc1);
+    accA = rowRest(kind, relaxed, p, x, sx, rest, low, ones, table, accA);
+    if (two) accB = rowRest(kind, relaxed, q, x, sx, rest, low, ones, table, accB);
   }
-  store<f32>(o0, hsumF32(acc0));
-  store<f32>(o1, hsumF32(acc1));
+  store<f32>(oA, hsumF32(accA));
+  if (two) store<f32>(oB, hsumF32(accB));
 }
 
 /** row()'s four blocks at p (activations at x, their scales at sx) added to acc; o: the token's output, a scratch word */
@@ -512,9 +497,12 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
   if (nTok == 1) {
     // decode streams weights that are not in any cache: rows one after another (four
     // neighbouring rows interleaved ran 3x slower on the 30 MB logits matrix of an AMD EPYC);
-    // row i goes with row half + i, two sequential streams (rowPair)
+    // row i goes with row half + i, two sequential streams (rowsAt)
     const half = (r1 - r0) >> 1;
-    for (let i = 0; i < half; i++) rowPair(kind, relaxed, finite, w, rowBytes, xq, xs, out, cols, r0 + i, r0 + half + i);
+    for (let i = 0; i < half; i++) {
+      const a = r0 + i, b = a + half;
+      rowsAt(kind, relaxed, finite, w + <usize>a * rowBytes, w + <usize>b * rowBytes, true, xq, xs, cols, out + (<usize>a << 2), out + (<usize>b << 2));
+    }
     r = r0 + 2 * half;
     for (; r < r1; r++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, 0, nTok, r);
     return;
