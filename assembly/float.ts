@@ -1,7 +1,7 @@
 // F32, F16 and BF16 weights against f32 activations (already rounded to the weight's vec_dot
-// type by the caller). A single token goes over rows of up to 4 KB one at a time, longer ones
-// four side by side; batches in tiles of four rows x two tokens, so each activation vector
-// loaded serves four weight rows. All add each row's products in the same order (SPAN_CHUNKS).
+// type by the caller). A single token goes over four rows at a time, a quarter of a claim apart;
+// batches in tiles of four rows x two tokens, so each activation vector loaded serves four
+// weight rows. All add each row's products in the same order (SPAN_CHUNKS).
 import { F16_REBIAS } from "./half";
 import { hsumF32 } from "./simd";
 
@@ -90,13 +90,14 @@ import { hsumF32 } from "./simd";
  * another; the row's sum is one chain over the spans, s = (s + sum(even)) + sum(odd) (each
  * accumulator's lanes added by hsumF32), then the last cols % 4 products one by one.
  *
- * A single token thus streams short rows one at a time, each a single run of ascending addresses
- * with two independent multiply-add chains: four such rows side by side are four short streams,
- * which the hardware prefetcher follows badly (one core of this VM: 11 against 22 GB/s; four
- * chains in a row stream no faster than two). Batches keep their tiles of four rows x two
- * tokens and reach the same order in two strided passes per span, one per accumulator; a
- * span of four rows and two tokens (12 KB of f32) stays in L1 across its passes. Two passes
- * cost the tile ~5% against one sweep, four passes (four accumulators) ~15%.
+ * A single token streams each row as one run of ascending addresses with two independent
+ * multiply-add chains (four chains in a row stream no faster than two), four rows far apart at
+ * a time (tile4x1): four neighbouring short rows interleave their lines in one region, which the
+ * hardware prefetcher follows badly (an AMD EPYC core: 11 against 22 GB/s for one row at a
+ * time; an Intel Xeon: four rows a quarter of a claim apart beat both). Batches keep their
+ * tiles of four rows x two tokens and reach the same order in two strided passes per span, one
+ * per accumulator; a span of four rows and two tokens (12 KB of f32) stays in L1 across its
+ * passes. Two passes cost the tile ~5% against one sweep, four passes (four accumulators) ~15%.
  */
 const SPAN_CHUNKS: i32 = 128;
 
@@ -144,49 +145,6 @@ const SPAN_CHUNKS: i32 = 128;
     s = (s + hsumF32(even)) + hsumF32(odd);
   }
   return finish(kind, s, wRow, xRow, cols);
-}
-
-/**
- * rowDot of two rows (at wA and wB) against one token, side by side, results at oA and oB: each
- * activation load serves both rows, and the caller pairs rows half a range apart, two sequential
- * streams (decode from memory on an Intel Xeon: docs/kernels.md). Each row gets rowDot's
- * operations in rowDot's order, so rowDot's bits
- */
-// @ts-ignore: decorator
-@inline function rowDot2(kind: i32, wA: usize, wB: usize, xRow: usize, cols: i32, oA: usize, oB: usize): void {
-  const chunks = cols >> 2;
-  const z = f32x4.splat(0);
-  let sA: f32 = 0, sB: f32 = 0;
-  for (let b = 0; b < chunks; b += SPAN_CHUNKS) {
-    const end = min<i32>(chunks, b + SPAN_CHUNKS);
-    const whole = b + ((end - b) & ~3);
-    let evenA = z, oddA = z, evenB = z, oddB = z;
-    let j = b;
-    const o = <usize>(j << 2) << shift(kind);
-    let pa = wA + o, pb = wB + o, xp = xRow + (<usize>j << 4);
-    for (; j < whole; j += 4) {
-      const x0 = v128.load(xp), x1 = v128.load(xp, 16);
-      evenA = madd(loadWAt(kind, pa, 0), x0, evenA);
-      evenB = madd(loadWAt(kind, pb, 0), x0, evenB);
-      oddA = madd(loadWAt(kind, pa, 1), x1, oddA);
-      oddB = madd(loadWAt(kind, pb, 1), x1, oddB);
-      const x2 = v128.load(xp, 32), x3 = v128.load(xp, 48);
-      evenA = madd(loadWAt(kind, pa, 2), x2, evenA);
-      evenB = madd(loadWAt(kind, pb, 2), x2, evenB);
-      oddA = madd(loadWAt(kind, pa, 3), x3, oddA);
-      oddB = madd(loadWAt(kind, pb, 3), x3, oddB);
-      pa += 16 << shift(kind);
-      pb += 16 << shift(kind);
-      xp += 64;
-    }
-    if (j < end) { evenA = chunk(kind, wA, xRow, j, evenA); evenB = chunk(kind, wB, xRow, j, evenB); }
-    if (j + 1 < end) { oddA = chunk(kind, wA, xRow, j + 1, oddA); oddB = chunk(kind, wB, xRow, j + 1, oddB); }
-    if (j + 2 < end) { evenA = chunk(kind, wA, xRow, j + 2, evenA); evenB = chunk(kind, wB, xRow, j + 2, evenB); }
-    sA = (sA + hsumF32(evenA)) + hsumF32(oddA);
-    sB = (sB + hsumF32(evenB)) + hsumF32(oddB);
-  }
-  store<f32>(oA, finish(kind, sA, wA, xRow, cols));
-  store<f32>(oB, finish(kind, sB, wB, xRow, cols));
 }
 
 /** [hsumF32(a), hsumF32(b), hsumF32(c), hsumF32(d)] (the same additions, four rows at once) */
@@ -253,15 +211,16 @@ const SPAN_CHUNKS: i32 = 128;
 
 /**
  * Four rows x one token side by side, in rowDot's order (two accumulators a row, eight in all):
- * for rows longer than ROW_STREAM_BYTES, where one row at a time streams slower than four
- * (lab, one core, 4096 rows of 2048-5632 floats: 9-11 against 11-14 GB/s; 1536 floats: even)
+ * the rows at w0 + k * stride, their results at out + k * outStride (k = 0-3). Decode passes rows
+ * a quarter of a claim apart: four sequential streams, which an Intel Xeon's prefetchers follow
+ * at 1.2-1.8x the rate of one row at a time or of four neighbouring rows (docs/kernels.md)
  */
 // @ts-ignore: decorator
-@inline function tile4x1(kind: i32, w0: usize, rowBytes: usize, xt: usize, out: usize, cols: i32): void {
+@inline function tile4x1(kind: i32, w0: usize, stride: usize, xt: usize, out: usize, outStride: usize, cols: i32): void {
   const sh = shift(kind);
-  const w1 = w0 + rowBytes;
-  const w2 = w1 + rowBytes;
-  const w3 = w2 + rowBytes;
+  const w1 = w0 + stride;
+  const w2 = w1 + stride;
+  const w3 = w2 + stride;
   const chunks = cols >> 2;
   const z = f32x4.splat(0);
   let s = z;
@@ -299,23 +258,16 @@ const SPAN_CHUNKS: i32 = 128;
     }
     s = f32x4.add(f32x4.add(s, sums4(e0, e1, e2, e3)), sums4(d0, d1, d2, d3));
   }
-  v128.store(out, s);
-  if ((cols & 3) == 0) return;
-  for (let i: usize = 0; i < 4; i++) store<f32>(out + (i << 2), finish(kind, load<f32>(out + (i << 2)), w0 + i * rowBytes, xt, cols));
+  store<f32>(out, finish(kind, f32x4.extract_lane(s, 0), w0, xt, cols));
+  store<f32>(out + outStride, finish(kind, f32x4.extract_lane(s, 1), w1, xt, cols));
+  store<f32>(out + 2 * outStride, finish(kind, f32x4.extract_lane(s, 2), w2, xt, cols));
+  store<f32>(out + 3 * outStride, finish(kind, f32x4.extract_lane(s, 3), w3, xt, cols));
 }
 
-/**
- * Rows at most this long go one at a time for a single token (rowsEach; F32 and BF16 two rows
- * half a range apart, rowDot2): SmolLM-135M's 576-float rows (2.3 KB) stream at twice the rate of
- * four side by side; longer ones take tile4x1.
- */
-const ROW_STREAM_BYTES: usize = 4096;
-
-/** rows [r, r + 4) for token t: tile4x1 or rowsEach by the row length (the same bits) */
+/** rows [r, r + 4) for token t of a batch (its odd last token) */
 // @ts-ignore: decorator
 @inline function oneToken4(kind: i32, w0: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, t: i32, r: i32): void {
-  if (rowBytes <= ROW_STREAM_BYTES) rowsEach(kind, w0, rowBytes, x, out, rows, cols, t, t + 1, r, r + 4);
-  else tile4x1(kind, w0, rowBytes, x + ((<usize>t * <usize>cols) << 2), out + ((<usize>t * <usize>rows + <usize>r) << 2), cols);
+  tile4x1(kind, w0, rowBytes, x + ((<usize>t * <usize>cols) << 2), out + ((<usize>t * <usize>rows + <usize>r) << 2), 4, cols);
 }
 
 /**
@@ -391,16 +343,20 @@ const TOKEN_BLOCK_BYTES: i32 = 256 << 10;
 @inline function matFloat(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
   const blockTokens = max<i32>(2, (TOKEN_BLOCK_BYTES / (cols << 2)) & ~1);
   const converted = kind != 0 && panel != 0;
-  if (nTok == 1 && rowBytes <= ROW_STREAM_BYTES && kind != 1) {
-    // decode: row i of the range with row half + i (rowDot2), the odd last row alone. SmolLM
-    // F32 decode on an Intel Xeon 33.5 -> 38 tok/s, BF16 36.5 -> 40.6; F16 (a third integer
-    // operation per four weights) ran 20-30% slower this way and keeps rowsEach
-    const half = (r1 - r0) >> 1;
-    for (let i = 0; i < half; i++) {
-      const a = r0 + i, b = a + half;
-      rowDot2(kind, w + <usize>a * rowBytes, w + <usize>b * rowBytes, x, cols, out + (<usize>a << 2), out + (<usize>b << 2));
+  if (nTok == 1) {
+    // decode: rows i, q + i, 2q + i and 3q + i of the range together (tile4x1), the last
+    // (r1 - r0) % 4 rows alone. TinyLlama-1.1B's matrices from memory on an Intel Xeon, 2
+    // threads: F16 11-19 -> 20-22 GB/s, BF16 12-22 -> 24-27, F32 ~+5% (one row at a time for
+    // rows up to 4 KB, four neighbouring ones for longer rows, two half a claim apart for F32 /
+    // BF16 rows up to 4 KB)
+    const q = (r1 - r0) >> 2;
+    const stride = <usize>q * rowBytes;
+    for (let i = 0; i < q; i++) {
+      const a = r0 + i;
+      tile4x1(kind, w + <usize>a * rowBytes, stride, x, out + (<usize>a << 2), <usize>q << 2, cols);
     }
-    if (((r1 - r0) & 1) != 0) rowsEach(kind, w + <usize>(r1 - 1) * rowBytes, rowBytes, x, out, rows, cols, 0, 1, r1 - 1, r1);
+    const rest = r0 + 4 * q;
+    if (rest < r1) rowsEach(kind, w + <usize>rest * rowBytes, rowBytes, x, out, rows, cols, 0, 1, rest, r1);
     return;
   }
   const panelRow = (<usize>cols) << 2;
