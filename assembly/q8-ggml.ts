@@ -182,7 +182,7 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * one row against one token (decode; regular weights go two rows at a time, row2); the loads use
+ * one row against one token (decode; regular weights go four rows at a time, row4); the loads use
  * constant offsets from three pointers. Four blocks' scales are converted together (f16x4) and
  * multiplied by their activation scales in one vector, which each block of the inner loop
  * takes lane by lane: the same products as f16At times the scale per block, in fewer
@@ -217,49 +217,70 @@ export function packQ8_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * row1 for rows p0 and q0 (regular weights), their results at out and out + 4: each activation
- * load and sign mask serves both rows. The caller pairs row i of its range with row half + i:
- * two separate sequential streams, which the hardware prefetcher follows, where two neighbouring
- * rows interleave their lines. On an Intel Xeon, TinyLlama Q8_0 decode 10.5-11.1 tok/s a row at a
- * time, 11.9-12.0 for neighbouring pairs, 15.7-15.8 for pairs half a range apart (docs/kernels.md);
- * four rows spilled and ran 30% slower. Each row gets row1's operations in row1's order, so
- * row1's bits
+ * row1 for the rows at p0 + k * stride, k = 0-3 (regular weights), their results at out + k *
+ * outStride: each activation load and sign mask serves the four rows. Decode hands it rows a
+ * quarter of a claim apart: four separate sequential streams, which the hardware prefetcher
+ * follows, where neighbouring rows interleave their lines. TinyLlama Q8_0 decode on an Intel
+ * Xeon: 10.5-11.1 tok/s a row at a time, 11.9-12.0 two neighbouring rows at a time, 15.7-15.8
+ * two rows half a claim apart, 17.5 four a quarter apart (docs/kernels.md). Each row gets row1's
+ * operations in row1's order, so row1's bits
  */
 // @ts-ignore: decorator
-@inline function row2(p0: usize, q0: usize, nb: i32, x: usize, s: usize, ones: v128, out: usize, out1: usize): void {
-  let lo = f32x4.splat(0), hi = lo, lo1 = lo, hi1 = lo;
-  let p = p0, q = q0, xb = x, sb = s;
+@inline function row4(p0: usize, stride: usize, nb: i32, x: usize, s: usize, ones: v128, out: usize, outStride: usize): void {
+  let a0 = f32x4.splat(0), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+  let p = p0, xb = x, sb = s;
   const end4 = p0 + <usize>(nb & ~3) * 34;
   while (p < end4) {
     const sx = v128.load(sb);
-    let d4 = f32x4.mul(f16x4Finite(f16x4BitsAt(p, 34)), sx);
-    let e4 = f32x4.mul(f16x4Finite(f16x4BitsAt(q, 34)), sx);
+    let d0 = f32x4.mul(f16x4Finite(f16x4BitsAt(p, 34)), sx);
+    let d1 = f32x4.mul(f16x4Finite(f16x4BitsAt(p + stride, 34)), sx);
+    let d2 = f32x4.mul(f16x4Finite(f16x4BitsAt(p + 2 * stride, 34)), sx);
+    let d3 = f32x4.mul(f16x4Finite(f16x4BitsAt(p + 3 * stride, 34)), sx);
     sb += 16;
-    for (let k = 0; k < 4; k++, p += 34, q += 34, xb += 64) {
-      const d = i32x4.shuffle(d4, d4, 0, 0, 0, 0);
-      d4 = i32x4.shuffle(d4, d4, 1, 2, 3, 0);
-      const e = i32x4.shuffle(e4, e4, 0, 0, 0, 0);
-      e4 = i32x4.shuffle(e4, e4, 1, 2, 3, 0);
+    for (let k = 0; k < 4; k++, p += 34, xb += 64) {
       const aLo = v128.load(xb), mLo = v128.load(xb, 32);
-      lo = fma(lanesOf(aLo, mLo, v128.load(p, 2), ones), d, lo);
-      lo1 = fma(lanesOf(aLo, mLo, v128.load(q, 2), ones), e, lo1);
       const aHi = v128.load(xb, 16), mHi = v128.load(xb, 48);
-      hi = fma(lanesOf(aHi, mHi, v128.load(p, 18), ones), d, hi);
-      hi1 = fma(lanesOf(aHi, mHi, v128.load(q, 18), ones), e, hi1);
+      const q1 = p + stride, q2 = q1 + stride, q3 = q2 + stride;
+      let d = i32x4.shuffle(d0, d0, 0, 0, 0, 0);
+      d0 = i32x4.shuffle(d0, d0, 1, 2, 3, 0);
+      a0 = fma(lanesOf(aLo, mLo, v128.load(p, 2), ones), d, a0);
+      b0 = fma(lanesOf(aHi, mHi, v128.load(p, 18), ones), d, b0);
+      d = i32x4.shuffle(d1, d1, 0, 0, 0, 0);
+      d1 = i32x4.shuffle(d1, d1, 1, 2, 3, 0);
+      a1 = fma(lanesOf(aLo, mLo, v128.load(q1, 2), ones), d, a1);
+      b1 = fma(lanesOf(aHi, mHi, v128.load(q1, 18), ones), d, b1);
+      d = i32x4.shuffle(d2, d2, 0, 0, 0, 0);
+      d2 = i32x4.shuffle(d2, d2, 1, 2, 3, 0);
+      a2 = fma(lanesOf(aLo, mLo, v128.load(q2, 2), ones), d, a2);
+      b2 = fma(lanesOf(aHi, mHi, v128.load(q2, 18), ones), d, b2);
+      d = i32x4.shuffle(d3, d3, 0, 0, 0, 0);
+      d3 = i32x4.shuffle(d3, d3, 1, 2, 3, 0);
+      a3 = fma(lanesOf(aLo, mLo, v128.load(q3, 2), ones), d, a3);
+      b3 = fma(lanesOf(aHi, mHi, v128.load(q3, 18), ones), d, b3);
     }
   }
   const table = f16TableAddress();
   const end = p0 + <usize>nb * 34;
-  for (; p < end; p += 34, q += 34, xb += 64, sb += 4) {
+  for (; p < end; p += 34, xb += 64, sb += 4) {
     const sx = load<f32>(sb);
-    const d = f32x4.splat(f16At(p, table) * sx), e = f32x4.splat(f16At(q, table) * sx);
-    lo = halfBlock(p, xb, d, ones, lo, false, true);
-    hi = halfBlock(p, xb, d, ones, hi, true, true);
-    lo1 = halfBlock(q, xb, e, ones, lo1, false, true);
-    hi1 = halfBlock(q, xb, e, ones, hi1, true, true);
+    const q1 = p + stride, q2 = q1 + stride, q3 = q2 + stride;
+    let d = f32x4.splat(f16At(p, table) * sx);
+    a0 = halfBlock(p, xb, d, ones, a0, false, true);
+    b0 = halfBlock(p, xb, d, ones, b0, true, true);
+    d = f32x4.splat(f16At(q1, table) * sx);
+    a1 = halfBlock(q1, xb, d, ones, a1, false, true);
+    b1 = halfBlock(q1, xb, d, ones, b1, true, true);
+    d = f32x4.splat(f16At(q2, table) * sx);
+    a2 = halfBlock(q2, xb, d, ones, a2, false, true);
+    b2 = halfBlock(q2, xb, d, ones, b2, true, true);
+    d = f32x4.splat(f16At(q3, table) * sx);
+    a3 = halfBlock(q3, xb, d, ones, a3, false, true);
+    b3 = halfBlock(q3, xb, d, ones, b3, true, true);
   }
-  store<f32>(out, hsum8(lo, hi));
-  store<f32>(out1, hsum8(lo1, hi1));
+  store<f32>(out, hsum8(a0, b0));
+  store<f32>(out + outStride, hsum8(a1, b1));
+  store<f32>(out + 2 * outStride, hsum8(a2, b2));
+  store<f32>(out + 3 * outStride, hsum8(a3, b3));
 }
 
 /**
@@ -317,12 +338,12 @@ function matExactFiniteI16(w: usize, rowBytes: usize, xq: usize, xs: usize, grou
   for (; t < nTok; t++) {
     let r = r0;
     if (regular) {
-      const half = (r1 - r0) >> 1, o = out + <usize>t * outStride;
-      for (let i = 0; i < half; i++) {
-        const a = r0 + i, b = r0 + half + i;
-        row2(w + <usize>a * rowBytes, w + <usize>b * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride, ones, o + ((<usize>a) << 2), o + ((<usize>b) << 2));
+      const q = (r1 - r0) >> 2, o = out + <usize>t * outStride;
+      for (let i = 0; i < q; i++) {
+        const a = r0 + i;
+        row4(w + <usize>a * rowBytes, <usize>q * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride, ones, o + ((<usize>a) << 2), (<usize>q) << 2);
       }
-      r = r0 + 2 * half;
+      r = r0 + 4 * q;
     }
     for (; r < r1; r++) {
       store<f32>(out + <usize>t * outStride + ((<usize>r) << 2), row1(w + <usize>r * rowBytes, nb, xq + <usize>t * xStride, xs + <usize>t * sStride, ones, table, regular));
