@@ -8,7 +8,6 @@ export { roundRowsF16, roundRowsBF16, quantizeRowQ8_0, quantizeRowQ8_K } from ".
 import { quantizeRowQ8_0, quantizeRowQ8_K } from "./activations";
 import { matF32, matF16, matBF16 } from "./float";
 import { matQ8_0, matQ4_0, matQ5_0, matQ5_0Groups, matQ5_0Relaxed, matQ8_0Relaxed, matQ4_0Relaxed, matQ4_0RelaxedFinite, matIQ4_NL, matIQ4_NLRelaxed } from "./q8";
-import { matIQ4_XS } from "./iq4";
 import { matMXFP4 } from "./mxfp4";
 import { matTQ1_0, matTQ2_0 } from "./tq";
 import { matIQ1_M, matIQ1_S, matIQ2_S, matIQ2_XS, matIQ2_XXS, matIQ3_S, matIQ3_XXS } from "./iq-grid";
@@ -17,7 +16,7 @@ export { packQ4_0Groups } from "./q8";
 export { packQ8_K } from "./kquant";
 export { packQ8_KGroups } from "./kquant-groups";
 import { matKGroups } from "./kquant-groups";
-import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed } from "./kquant";
+import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendEncoded } from "./attention-kv";

@@ -3,7 +3,8 @@
 // float multiply by weight scale * activation scale, as the k-quants (kquant.ts). The 4-bit
 // indices become int8 weights with one swizzle into kvalues_iq4nl per 16; activations are the
 // int16 q quantizeRowQ8_K stores (xq), one f32 d per super-block (xd). IQ4_NL (blocks of 32
-// against Q8_0) is Q4_0's kernel with that lookup (q8.ts).
+// against Q8_0) is Q4_0's kernel with that lookup (q8.ts). kquant.ts's matK runs these super-blocks
+// on the k-quants' schedule (matIQ4_XS).
 import { f16 } from "./half";
 import { dot16, hsumI32, lookup16 } from "./simd";
 import { iq4Values } from "./q8";
@@ -29,7 +30,7 @@ import { iq4Values } from "./q8";
 
 /** one IQ4_XS super-block (136 bytes) against one Q8_K super-block of int16 activations at qx with scale dx */
 // @ts-ignore: decorator
-@inline function superIQ4_XS(p: usize, qx: usize, dx: f32, table: v128): f32 {
+@inline export function superIQ4_XS(p: usize, qx: usize, dx: f32, table: v128): f32 {
   let isum = i32x4.splat(0);
   for (let ib = 0; ib < 8; ib++) {
     const x = qx + (<usize>ib << 6);
@@ -45,7 +46,7 @@ import { iq4Values } from "./q8";
  * superIQ4_XS's, so a token's bits do not depend on its batch.
  */
 // @ts-ignore: decorator
-@inline function superIQ4_XS4(p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, table: v128): v128 {
+@inline export function superIQ4_XS4(p: usize, qx: usize, qStride: usize, xd: usize, dStride: usize, table: v128): v128 {
   const z = i32x4.splat(0);
   let i0 = z, i1 = z, i2 = z, i3 = z;
   for (let ib = 0; ib < 8; ib++) {
@@ -62,38 +63,4 @@ import { iq4Values } from "./q8";
   v = f32x4.replace_lane(v, 1, (wd * load<f32>(xd + dStride)) * <f32>hsumI32(i1));
   v = f32x4.replace_lane(v, 2, (wd * load<f32>(xd + 2 * dStride)) * <f32>hsumI32(i2));
   return f32x4.replace_lane(v, 3, (wd * load<f32>(xd + 3 * dStride)) * <f32>hsumI32(i3));
-}
-
-/** rows [r0, r1) for every token: four tokens at a time through each row, the last 1-3 and decode one at a time (kquant.ts matK's schedule) */
-export function matIQ4_XS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
-  const nb = cols >> 8;
-  const table = iq4Values();
-  const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2;
-  for (let r = r0; r < r1; r++) {
-    const wr = w + <usize>r * rowBytes;
-    let t = 0;
-    for (; t + 4 <= nTok; t += 4) {
-      let acc = f32x4.splat(0);
-      const tb = <usize>t * <usize>nb;
-      for (let b = 0; b < nb; b++) {
-        const i = tb + <usize>b;
-        acc = f32x4.add(acc, superIQ4_XS4(wr + <usize>b * 136, xq + (i << 9), qStride, xd + (i << 2), dStride, table));
-      }
-      const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
-      const os = (<usize>rows) << 2;
-      store<f32>(o, f32x4.extract_lane(acc, 0));
-      store<f32>(o + os, f32x4.extract_lane(acc, 1));
-      store<f32>(o + 2 * os, f32x4.extract_lane(acc, 2));
-      store<f32>(o + 3 * os, f32x4.extract_lane(acc, 3));
-    }
-    for (; t < nTok; t++) {
-      const tb = <usize>t * <usize>nb;
-      let sum: f32 = 0;
-      for (let b = 0; b < nb; b++) {
-        const i = tb + <usize>b;
-        sum += superIQ4_XS(wr + <usize>b * 136, xq + (i << 9), load<f32>(xd + (i << 2)), table);
-      }
-      store<f32>(out + ((<usize>t * <usize>rows + <usize>r) << 2), sum);
-    }
-  }
 }

@@ -12,6 +12,8 @@
 import { f16 } from "./half";
 import { dot16, dot16u, dotI8I7, hsumI32, lookup16, scaled, scaledBy } from "./simd";
 import { superQ2_K, superQ3_K } from "./kquant-low";
+import { superIQ4_XS, superIQ4_XS4 } from "./iq4";
+import { iq4Values } from "./q8";
 
 // Q4_K's packed 6-bit scale (which = 0) or min (which = 1) of sub-block j (ggml get_scale_min_k4)
 // @ts-ignore: decorator
@@ -295,6 +297,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 /** one super-block of a kind-`kind` row (matK's kinds) against one token's activations */
 // @ts-ignore: decorator
 @inline function superBlock(kind: i32, relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
+  if (kind == 5) return superIQ4_XS(p, qx, dx, iq4Values());
   return kind < 2 ? superQ4_K(relaxed, kind == 1, p, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, p, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, p, qx, dx, bs) : superQ3_K(relaxed, p, qx, dx, bs);
 }
 
@@ -308,8 +311,9 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 // @ts-ignore: decorator
 @inline function matK(kind: i32, relaxed: bool, w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32 = 0): void {
   const nb = cols >> 8;
-  // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q2_K, 4 Q3_K (the last two without four-token tiles)
-  const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : kind == 2 ? 210 : kind == 3 ? 84 : 110;
+  // kind: 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q2_K, 4 Q3_K (those two without four-token tiles), 5 IQ4_XS
+  // (Q8_K activations too, no block sums: xb unused)
+  const bb: usize = kind == 0 ? 144 : kind == 1 ? 176 : kind == 2 ? 210 : kind == 3 ? 84 : kind == 4 ? 110 : 136;
   const qStride = (<usize>nb) << 9, dStride = (<usize>nb) << 2, bStride = (<usize>nb) << 6;
   if (nTok == 1 && t0 == 0) {
     // decode: rows i, q + i, 2q + i and 3q + i of the range, super-block by super-block: four
@@ -341,13 +345,13 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
     let t = t0;
-    for (; kind <= 2 && t + 4 <= nTok; t += 4) {
+    for (; (kind <= 2 || kind == 5) && t + 4 <= nTok; t += 4) {
       let acc = f32x4.splat(0);
       const tb = <usize>t * <usize>nb;
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
-        acc = f32x4.add(acc, kind < 2 ? superQ4_K4(relaxed, kind == 1, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride));
+        acc = f32x4.add(acc, kind < 2 ? superQ4_K4(relaxed, kind == 1, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : kind == 2 ? superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superIQ4_XS4(p, xq + (i << 9), qStride, xd + (i << 2), dStride, iq4Values()));
       }
       const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
       const os = (<usize>rows) << 2;
@@ -380,6 +384,11 @@ export function matQ5_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
 
 export function matQ6_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matK(2, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
+}
+
+/** IQ4_XS (iq4.ts's super-blocks) on matK's schedule; xd: the Q8_K activations' scales */
+export function matIQ4_XS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(5, false, w, rowBytes, xq, xd, 0, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ2_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
