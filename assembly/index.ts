@@ -16,7 +16,7 @@ export { packQ4_0Groups } from "./q8";
 export { packQ8_K } from "./kquant";
 export { packQ8_KGroups } from "./kquant-groups";
 import { matKGroups } from "./kquant-groups";
-import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS } from "./kquant";
+import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS, matIQ4_XSRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
 import { attendEncoded } from "./attention-kv";
@@ -204,7 +204,7 @@ let vnni: bool = false;
 /** the job kinds that are matrix products (out[t * rows + r]): the ones a bias applies to */
 // @ts-ignore: decorator
 @inline function isMatmul(kind: i32): bool {
-  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51;
+  return kind <= 6 || (kind >= 10 && kind <= 14) || (kind >= 16 && kind <= 18) || (kind >= 21 && kind <= 39) || (kind >= 41 && kind <= 44) || kind == 50 || kind == 51 || kind == 53;
 }
 
 function loadJob(ctrl: usize, thread: i32): void {
@@ -365,6 +365,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row
     // stride, OUT = destination, COLS = values a row, XS = the i32 set to 1 on an Inf/NaN half
     case 52: halfRows(out, w, xb, rowBytes, cols, xs, r0, r1); break;
+    // IQ4_XS over Q8_K activations packed by packQ8_0 (relaxed build only)
+    case 53: matIQ4_XSRelaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 40: attendEncoded(xq, w, xs, xb, out, nHeads, nKvHeads, cols, startPos, scale, r0, r1, rowBytes, kvValueRowBytes, kvTypes, kvExpTable, scratch); break;
     default: unreachable();
   }

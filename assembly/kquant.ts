@@ -297,7 +297,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 /** one super-block of a kind-`kind` row (matK's kinds) against one token's activations */
 // @ts-ignore: decorator
 @inline function superBlock(kind: i32, relaxed: bool, p: usize, qx: usize, dx: f32, bs: usize): f32 {
-  if (kind == 5) return superIQ4_XS(p, qx, dx, iq4Values());
+  if (kind == 5) return superIQ4_XS(relaxed, p, qx, dx, iq4Values());
   return kind < 2 ? superQ4_K(relaxed, kind == 1, p, qx, dx, bs) : kind == 2 ? superQ6_K(relaxed, p, qx, dx, bs) : kind == 3 ? superQ2_K(relaxed, p, qx, dx, bs) : superQ3_K(relaxed, p, qx, dx, bs);
 }
 
@@ -351,7 +351,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
       for (let b = 0; b < nb; b++) {
         const i = tb + <usize>b;
         const p = wr + <usize>b * bb;
-        acc = f32x4.add(acc, kind < 2 ? superQ4_K4(relaxed, kind == 1, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : kind == 2 ? superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superIQ4_XS4(p, xq + (i << 9), qStride, xd + (i << 2), dStride, iq4Values()));
+        acc = f32x4.add(acc, kind < 2 ? superQ4_K4(relaxed, kind == 1, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : kind == 2 ? superQ6_K4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, xb + (i << 6), bStride) : superIQ4_XS4(relaxed, p, xq + (i << 9), qStride, xd + (i << 2), dStride, iq4Values()));
       }
       const o = out + ((<usize>t * <usize>rows + <usize>r) << 2);
       const os = (<usize>rows) << 2;
@@ -389,6 +389,11 @@ export function matQ6_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
 /** IQ4_XS (iq4.ts's super-blocks) on matK's schedule; xd: the Q8_K activations' scales */
 export function matIQ4_XS(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
   matK(5, false, w, rowBytes, xq, xd, 0, out, rows, cols, nTok, r0, r1);
+}
+
+/** the same over the Q8_K activations packed by packQ8_0 (a+ and a- per 32: relaxed build) */
+export function matIQ4_XSRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {
+  matK(5, true, w, rowBytes, xq, xd, 0, out, rows, cols, nTok, r0, r1);
 }
 
 export function matQ2_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {

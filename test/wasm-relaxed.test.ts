@@ -12,7 +12,7 @@ import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
 
-// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 and IQ4_NL decode, Q4_0, Q4_K, Q6_K)
+// The Relaxed SIMD build (assembly/relaxed.ts: int8 dot for Q8_0 and IQ4_NL decode, Q4_0, Q4_K, Q6_K, IQ4_XS)
 // against the SIMD128 build: the integer block sums are exact and land in the same f32 lanes
 // (K-quants: are reduced to one integer first), so every output must be the same bits; and both against the reference backend (ggml's definition) to
 // rounding, 1e-5 * the largest |output|.
@@ -165,12 +165,20 @@ test("relaxed build: Q2_K and Q3_K give the plain build's bits (random blocks: e
   }
 });
 
-test("relaxed build: IQ4_XS (Relaxed SIMD's swizzle for the kvalues_iq4nl lookup) gives the plain build's bits (1 / 3 / 4 / 13 tokens)", (t) => {
+test("relaxed build: IQ4_XS (the int8 dot over a+ / a-, the eight sub-block scales decoded as one vector) gives the plain build's bits (quantized and random blocks, 1 / 3 / 4 / 13 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   const r = rng(77);
   for (const [cols, rows] of [[256, 5], [1536, 19]] as const) {
-    const bytes = quantized(GGMLType.IQ4_XS, cols, rows, r);
-    for (const nTokens of [1, 3, 4, 13]) checkAll(GGMLType.IQ4_XS, cols, rows, bytes, new Float32Array(nTokens * cols).map(() => r() * 2 - 1), nTokens, `IQ4_XS ${cols}x${rows}, ${nTokens} tokens`);
+    // random bytes reach every 6-bit scale (both of scales_h's bits for each sub-block) and index; the f16 d is kept finite
+    const random = new Uint8Array(rowByteLength(GGMLType.IQ4_XS, cols) * rows).map(() => Math.floor(r() * 256));
+    for (let o = 0; o < random.length; o += typeInfo(GGMLType.IQ4_XS).typeSize) {
+      const h = f32ToF16Bits((r() + 0.1) * 0.01);
+      random[o] = h & 0xff;
+      random[o + 1] = h >>> 8;
+    }
+    for (const [what, bytes] of [["quantized", quantized(GGMLType.IQ4_XS, cols, rows, r)], ["random", random]] as const) {
+      for (const nTokens of [1, 3, 4, 13]) checkAll(GGMLType.IQ4_XS, cols, rows, bytes, new Float32Array(nTokens * cols).map(() => r() * 2 - 1), nTokens, `IQ4_XS ${cols}x${rows} ${what}, ${nTokens} tokens`);
+    }
   }
 });
 

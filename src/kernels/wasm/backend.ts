@@ -320,6 +320,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // Q5_0: single tokens on the int8 dot, group streams from a group of four on, SIMD128 between
     if (kind === C.Kind.Q5_0) return nTok === 1 ? C.Kind.Q5_0_RELAXED : nTok >= 4 ? C.Kind.Q5_0_GROUPS : undefined;
     if (kind === C.Kind.IQ4_NL) return nTok === 1 ? C.Kind.IQ4_NL_RELAXED : undefined;
+    if (kind === C.Kind.IQ4_XS) return C.Kind.IQ4_XS_RELAXED;
     return kind === C.Kind.Q8_0 && nTok === 1 ? C.Kind.Q8_0_RELAXED : undefined;
   }
 
@@ -434,7 +435,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     }
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
-      if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
+      // (Q8_K's int16 activations are eight such 32-value blocks per super-block)
+      if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED || relaxedKind === C.Kind.IQ4_XS_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) {
         // the group streams are read from the int16 activations, which packQ8_0Exact rewrites;
         // on VNNI's dot as unsigned bytes (see C.VNNI_DOT)

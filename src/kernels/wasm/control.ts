@@ -206,6 +206,8 @@ export enum Kind {
   Q5_0_RELAXED = 51,
   /** ROWS rows of COLS f16 values from W (row rows[r] ROW_BYTES apart, XB = the row index) to f32 rows at OUT; XS = an i32 set to 1 on an Inf/NaN half */
   HALF_ROWS = 52,
+  /** IQ4_XS over Q8_K activations packed by packQ8_0 (a+ and a- per 32; relaxed build only) */
+  IQ4_XS_RELAXED = 53,
 }
 
 /**
