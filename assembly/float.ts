@@ -350,8 +350,8 @@ const PANEL_TOKEN_BLOCK_BYTES: i32 = 1 << 20;
  */
 // @ts-ignore: decorator
 @inline function matFloat(kind: i32, w: usize, rowBytes: usize, x: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, panel: usize): void {
-  const blockTokens = max<i32>(2, ((kind != 0 && panel != 0 ? PANEL_TOKEN_BLOCK_BYTES : TOKEN_BLOCK_BYTES) / (cols << 2)) & ~1);
   const converted = kind != 0 && panel != 0;
+  const blockTokens = max<i32>(2, ((converted ? PANEL_TOKEN_BLOCK_BYTES : TOKEN_BLOCK_BYTES) / (cols << 2)) & ~1);
   if (nTok == 1) {
     // decode: rows i, q + i, 2q + i and 3q + i of the range together (tile4x1), the last
     // (r1 - r0) % 4 rows alone. TinyLlama-1.1B's matrices from memory on an Intel Xeon, 2

@@ -59,7 +59,6 @@ import { iq4Values } from "./q8";
   return i32x4.add(i32x4.dot_i16x8_s(dl, scale), i32x4.dot_i16x8_s(dh, scale));
 }
 
-
 /** one IQ4_XS super-block (136 bytes) against one Q8_K super-block of activations at qx (int16, or packed: relaxed) with scale dx */
 // @ts-ignore: decorator
 @inline export function superIQ4_XS(relaxed: bool, p: usize, qx: usize, dx: f32, table: v128): f32 {

@@ -47,6 +47,23 @@ function tensorIn(backend: Backend, type: GGMLType, cols: number, rows: number, 
   return { name: `w.${typeName(type)}`, type, dims: [cols, rows], data };
 }
 
+/**
+ * random bytes for `rows` rows of a block type (every code, scale and index the format has), each
+ * block's f16 scales at `scaleFields` (byte offsets in the block) kept finite
+ */
+function randomBlocks(type: GGMLType, cols: number, rows: number, r: () => number, scaleFields: readonly number[]): Uint8Array {
+  const bytes = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
+  const { typeSize } = typeInfo(type);
+  for (let o = 0; o < bytes.length; o += typeSize) {
+    for (const f of scaleFields) {
+      const h = f32ToF16Bits((r() + 0.1) * 0.01);
+      bytes[o + f] = h & 0xff;
+      bytes[o + f + 1] = h >>> 8;
+    }
+  }
+  return bytes;
+}
+
 function quantized(type: GGMLType, cols: number, rows: number, r: () => number, value: () => number = () => r() * 2 - 1): Uint8Array {
   const rb = rowByteLength(type, cols);
   const bytes = new Uint8Array(rb * rows);
@@ -120,16 +137,8 @@ test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized 
   for (const type of [GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
     for (const [cols, rows] of [[256, 1], [512, 67], [2816, 9]] as const) {
       const r = rng(++seed);
-      // random bytes reach every code (Q6_K: q = -32 and scales -128 included); the f16 scales are kept finite
-      const random = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
-      const { typeSize } = typeInfo(type);
-      for (let o = 0; o < random.length; o += typeSize) {
-        for (const f of type === GGMLType.Q6_K ? [208] : [0, 2]) {
-          const h = f32ToF16Bits((r() + 0.1) * 0.01);
-          random[o + f] = h & 0xff;
-          random[o + f + 1] = h >>> 8;
-        }
-      }
+      // random bytes reach every code (Q6_K: q = -32 and scales -128 included)
+      const random = randomBlocks(type, cols, rows, r, type === GGMLType.Q6_K ? [208] : [0, 2]);
       for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
         // 8, 13, 29: groups of eight tokens (kquant-groups.ts), then four-token tiles, then rows
         for (const nTokens of [1, 3, 8, 13, 29]) {
@@ -148,15 +157,7 @@ test("relaxed build: Q2_K and Q3_K give the plain build's bits (random blocks: e
   for (const [type, scaleFields] of [[GGMLType.Q2_K, [80, 82]], [GGMLType.Q3_K, [108]]] as const) {
     for (const [cols, rows] of [[256, 1], [512, 67]] as const) {
       const r = rng(++seed);
-      const bytes = new Uint8Array(rowByteLength(type, cols) * rows).map(() => Math.floor(r() * 256));
-      const { typeSize } = typeInfo(type);
-      for (let o = 0; o < bytes.length; o += typeSize) {
-        for (const f of scaleFields) {
-          const h = f32ToF16Bits((r() + 0.1) * 0.01);
-          bytes[o + f] = h & 0xff;
-          bytes[o + f + 1] = h >>> 8;
-        }
-      }
+      const bytes = randomBlocks(type, cols, rows, r, scaleFields);
       for (const nTokens of [1, 3, 13]) {
         const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
         checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows}, ${nTokens} tokens`);
@@ -169,13 +170,8 @@ test("relaxed build: IQ4_XS (the int8 dot over a+ / a-, the eight sub-block scal
   if (!supported) return t.skip(SKIP);
   const r = rng(77);
   for (const [cols, rows] of [[256, 5], [1536, 19]] as const) {
-    // random bytes reach every 6-bit scale (both of scales_h's bits for each sub-block) and index; the f16 d is kept finite
-    const random = new Uint8Array(rowByteLength(GGMLType.IQ4_XS, cols) * rows).map(() => Math.floor(r() * 256));
-    for (let o = 0; o < random.length; o += typeInfo(GGMLType.IQ4_XS).typeSize) {
-      const h = f32ToF16Bits((r() + 0.1) * 0.01);
-      random[o] = h & 0xff;
-      random[o + 1] = h >>> 8;
-    }
+    // random bytes reach every 6-bit scale (both of scales_h's bits for each sub-block) and index
+    const random = randomBlocks(GGMLType.IQ4_XS, cols, rows, r, [0]);
     for (const [what, bytes] of [["quantized", quantized(GGMLType.IQ4_XS, cols, rows, r)], ["random", random]] as const) {
       for (const nTokens of [1, 3, 4, 13]) checkAll(GGMLType.IQ4_XS, cols, rows, bytes, new Float32Array(nTokens * cols).map(() => r() * 2 - 1), nTokens, `IQ4_XS ${cols}x${rows} ${what}, ${nTokens} tokens`);
     }
