@@ -5,7 +5,7 @@
 // loop is a constant offset from one pointer. Without sums (Q8_0) each token's 32 values follow
 // one another (for Q8_0's kernel on VNNI's dot, as the unsigned bytes value + 128); with sums
 // (Q4_0, Q5_0) by `slots` they go by fours: slot i holds values 4i..4i+3 of every token of the
-// group, so that one vector holds the same four values of four tokens (q8.ts's rowQ4_0Group).
+// group, so that one vector holds the same four values of four tokens (q8.ts's rowsQ4_0Group).
 import { hsumI32 } from "./simd";
 
 /** bytes of one block of a group of n tokens */

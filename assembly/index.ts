@@ -291,7 +291,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 9: for (let t = r0; t < r1; t++) quantizeRowQ8_K(w + ((<usize>t * <usize>cols) << 2), xq + ((<usize>t * <usize>cols) << 1), xs + ((<usize>t * <usize>(cols >> 8)) << 2), xb + ((<usize>t * <usize>(cols >> 4)) << 2), cols); break;
     // Q8_0 / Q4_0 over activations packed by packQ8_0 / packQ4_0 (relaxed-SIMD build only)
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
-    case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
+    case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
     case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(0, out, r0, r1)); break;
     case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
@@ -305,7 +305,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // GROUPS = the first tokens' group streams (packQ8_0Groups) or 0, the slot their accumulators
     case 16: matQ8_0Exact(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_0_RELAXED for a weight whose block scales are all finite (relaxed build only)
-    case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
+    case 17: matQ4_0RelaxedFinite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q8_0_EXACT for a weight whose block scales are all finite (relaxed build only)
     case 18: matQ8_0ExactFinite(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // bidirectional attention (encoders), items = heads: XQ = the sequence's rows of queries, keys

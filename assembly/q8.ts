@@ -338,7 +338,7 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 /**
  * Writes the Q4_0 / Q5_0 group streams of a batch (groups.ts, with each token's 8 * sum) from the
  * quantized activations (int16 at xq, scales at xs; before packQ4_0 rewrites them) to g; `slots`:
- * the tokens' values by fours (Q4_0's rowQ4_0Group), else token after token (rowQ5_0Group)
+ * the tokens' values by fours (Q4_0's rowsQ4_0Group), else token after token (rowQ5_0Group)
  */
 export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, slots: i32): void {
   packGroups(xq, xs, g, cols, nTok, true, false, slots != 0);
@@ -365,7 +365,7 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * One Q5_0 row against the eight (`four`: four) tokens of a group stream of whole tokens at g
  * (relaxed build): per block the weights unpacked once for the group, each token's exact block
  * dot as lanes summed across four tokens (lanesSum), and tile4x4's f32 steps per token (acc +
- * f32(dot) * (dx * dw), block after block), so tile4x4's bits. (rowQ4_0Group's slots of four
+ * f32(dot) * (dx * dw), block after block), so tile4x4's bits. (rowsQ4_0Group's slots of four
  * tokens tied with this for Q5_0 on the int16 pairs and lost 13% on VNNI's dot: its fifth bits
  * cost each step a table lookup; docs/kernels.md)
  */
@@ -398,97 +398,141 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * One Q4_0 row against the eight (`four`: four) tokens of a group stream by slots at g (relaxed
- * build): each token's exact block dot, and tile4x4's f32 steps per token (acc + f32(dot) * (dx
- * * dw), block after block), so tile4x4's bits. The stream holds the tokens' values by fours
- * (groups.ts: slot i, values 4i..4i+3 of every token) and each step puts four weights in every
- * lane, so one dot of a slot adds each token's products in that token's own lane: after the
- * eight slots the lanes are the four tokens' sums, with no transposition of lanes (whose
- * shuffles bound the kernel that summed each token's own lanes, rowQ5_0Group's: docs/kernels.md).
- * The four weights (low nibbles 4i..4i+3, high ones 16 + 4i..) come from one 32-bit load the load
- * unit broadcasts, as does the block scale. On the int16 pairs the products add up in int16
- * lanes (at most 8 x 2 x 15 x 127) and one dot with ones finishes each sum; on VNNI's dot (`u8`)
- * they add straight into int32 lanes. Exact integers either way
+ * Two Q4_0 rows (pa, pb: unpacked in the slot, unpackQ4_0Rows) against the eight (`four`: four)
+ * tokens of a group stream by slots at g (relaxed build): each token's exact block dot, and
+ * tile4x4's f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's
+ * bits. The stream holds the tokens' values by fours (groups.ts: slot i, values 4i..4i+3 of
+ * every token) and each step puts four weights in every lane, so one dot of a slot adds each
+ * token's products in that token's own lane: after the eight slots the lanes are the four
+ * tokens' sums, with no transposition of lanes (whose shuffles bound the kernel that summed each
+ * token's own lanes, rowQ5_0Group's: docs/kernels.md). The four weights (low nibbles 4i..4i+3,
+ * high ones 16 + 4i..) are one 32-bit load the load unit broadcasts, as is the block scale; each
+ * activation load serves both rows. On the int16 pairs the products add up in int16 lanes (at
+ * most 8 x 2 x 15 x 127) and one dot with ones finishes each sum; on VNNI's dot (`u8`) they add
+ * straight into int32 lanes. Exact integers either way
  */
 // @ts-ignore: decorator
-@inline function rowQ4_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, u8: bool): void {
-  let a03 = f32x4.splat(0), a47 = a03;
+@inline function rowsQ4_0Group(pa: usize, pb: usize, nb: i32, g: usize, ones: v128, outA: usize, outB: usize, rows: usize, four: bool, u8: bool): void {
+  let a03 = f32x4.splat(0), a47 = a03, b03 = a03, b47 = a03;
   const n = four ? 4 : 8;
   const blockBytes = groupBlockBytes(n, true);
   // the tokens' sums after their scales, their values after the sums (slots of n tokens x 4 bytes)
   const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64, slot = (<usize>n) << 2;
   const end = g + <usize>nb * blockBytes;
   const zero = i32x4.splat(0);
-  const table = f16TableAddress();
-  for (let p = p0, s = g; s < end; p += 18, s += blockBytes) {
+  // each row: nb blocks of 32 weights, then nb f32 scales
+  const scales = <usize>nb << 5;
+  for (let p = pa, q = pb, d = pa + scales, e = pb + scales, s = g; s < end; p += 32, q += 32, d += 4, e += 4, s += blockBytes) {
     const x = s + acts;
-    // tokens 0..3 and 4..7: int16 lanes (VNNI: int32) adding up to their block dots
-    let c03 = zero, c47 = zero;
+    // row a's tokens 0..3 and 4..7, row b's: int16 lanes (VNNI: int32) adding up to their block dots
+    let c03 = zero, c47 = zero, e03 = zero, e47 = zero;
     // step i: weights 4i..4i+3 and 16 + 4i.. in every lane, against slots i and i + 4 (a loop,
-    // not four steps written out: V8 would hoist the block's sixteen loads above the arithmetic
-    // and spill)
+    // not four steps written out: V8 would hoist the block's loads above the arithmetic and spill)
     for (let i: usize = 0; i < 4; i++) {
-      const b = v128.load32_splat(p + 2 + (i << 2));
-      const wl = v128.and(b, low), wh = v128.and(i16x8.shr_u(b, 4), low);
       const xl = x + i * slot, xh = xl + 4 * slot;
+      const wl = v128.load32_splat(p + (i << 2)), wh = v128.load32_splat(p + 16 + (i << 2));
+      const vl = v128.load32_splat(q + (i << 2)), vh = v128.load32_splat(q + 16 + (i << 2));
       c03 = slotPair(c03, xl, xh, wl, wh, u8);
-      if (!four) c47 = slotPair(c47, xl + 16, xh + 16, wl, wh, u8);
+      e03 = slotPair(e03, xl, xh, vl, vh, u8);
+      if (!four) {
+        c47 = slotPair(c47, xl + 16, xh + 16, wl, wh, u8);
+        e47 = slotPair(e47, xl + 16, xh + 16, vl, vh, u8);
+      }
     }
-    const dw = v128.load32_splat(table + (<usize>load<u16>(p) << 2));
-    const t03 = i32x4.sub(u8 ? c03 : i32x4.dot_i16x8_s(c03, ones), v128.load(s + sums));
-    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
+    const da = v128.load32_splat(d), db = v128.load32_splat(e);
+    const sums03 = v128.load(s + sums), dx03 = v128.load(s);
+    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? c03 : i32x4.dot_i16x8_s(c03, ones), sums03)), f32x4.mul(dx03, da)));
+    b03 = f32x4.add(b03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? e03 : i32x4.dot_i16x8_s(e03, ones), sums03)), f32x4.mul(dx03, db)));
     if (!four) {
-      const t47 = i32x4.sub(u8 ? c47 : i32x4.dot_i16x8_s(c47, ones), v128.load(s + sums, 16));
-      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
+      const sums47 = v128.load(s + sums, 16), dx47 = v128.load(s, 16);
+      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? c47 : i32x4.dot_i16x8_s(c47, ones), sums47)), f32x4.mul(dx47, da)));
+      b47 = f32x4.add(b47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? e47 : i32x4.dot_i16x8_s(e47, ones), sums47)), f32x4.mul(dx47, db)));
     }
   }
-  storeLanes(out, rows, a03);
-  if (!four) storeLanes(out + (rows << 4), rows, a47);
+  storeLanes(outA, rows, a03);
+  storeLanes(outB, rows, b03);
+  if (!four) {
+    storeLanes(outA + (rows << 4), rows, a47);
+    storeLanes(outB + (rows << 4), rows, b47);
+  }
 }
 
-/** one step of rowQ4_0Group: slot xl (weights wl) and slot xh (weights wh) of four tokens added to c, VNNI's int32 lanes or int16 lanes */
+/**
+ * Rows r..r + 3 of a Q4_0 weight unpacked into this thread's slot for rowsQ4_0Group, once per
+ * matmul rather than once per group of eight tokens: per row nb blocks of 32 bytes (the low
+ * nibbles, weights 0..15, then the high ones, 16..31, each 0..15 as stored), then the nb block
+ * scales as f32 (the f16 table's values)
+ */
+// @ts-ignore: decorator
+@inline function unpackQ4_0Rows(w: usize, rowBytes: usize, r: i32, nb: i32, slot: usize, low: v128): void {
+  const table = f16TableAddress();
+  const rowSlot = <usize>nb * 36;
+  for (let i = 0; i < 4; i++) {
+    let p = w + <usize>(r + i) * rowBytes;
+    let q = slot + <usize>i * rowSlot, d = q + (<usize>nb << 5);
+    const end = d;
+    for (; q < end; q += 32, d += 4, p += 18) {
+      const v = v128.load(p, 2);
+      v128.store(q, v128.and(v, low));
+      v128.store(q, v128.and(i16x8.shr_u(v, 4), low), 16);
+      store<u32>(d, load<u32>(table + (<usize>load<u16>(p) << 2)));
+    }
+  }
+}
+
+/** one step of rowsQ4_0Group: slot xl (weights wl) and slot xh (weights wh) of four tokens added to c, VNNI's int32 lanes or int16 lanes */
 // @ts-ignore: decorator
 @inline function slotPair(c: v128, xl: usize, xh: usize, wl: v128, wh: v128, u8: bool): v128 {
   if (u8) return dotAddU8(v128.load(xh), wh, dotAddU8(v128.load(xl), wl, c));
   return i16x8.add(c, i16x8.add(dotI8I7(v128.load(xl), wl), dotI8I7(v128.load(xh), wh)));
 }
 
-/** one row over a group (rowQ5_0Group, rowQ4_0Group) */
+/**
+ * rows r..r + 3 over the tokens of the group streams at g: eight at a time, then four; returns
+ * the tokens done. Q4_0 unpacks the four rows into the slot first (unpackQ4_0Rows) and takes them
+ * two at a time (rowsQ4_0Group); Q5_0 reads its rows where they are, one at a time (rowQ5_0Group)
+ */
 // @ts-ignore: decorator
-@inline function groupRow(p: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, q5: bool, u8: bool): void {
-  if (q5) rowQ5_0Group(p, nb, g, low, ones, out, rows, four, u8);
-  else rowQ4_0Group(p, nb, g, low, ones, out, rows, four, u8);
-}
-
-/** rows r..r + 3 over the tokens of the group streams at g (groupRow): eight at a time, then four; returns the tokens done */
-// @ts-ignore: decorator
-@inline function groupTokens(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  const gl = lowNibbles(), go = onesI16();
+@inline function groupTokens(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
+  if (!q5) unpackQ4_0Rows(w, rowBytes, r, nb, slot, lowNibbles());
   let g = groups, t = 0;
-  for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) {
-    for (let i = 0; i < 4; i++) groupRow(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, false, q5, u8);
-  }
+  // `four` a literal at each call: the kernels inlined for eight tokens and for four
+  for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) groupRows(q5, u8, w, rowBytes, r, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, false);
   if (t + 4 <= nTok) {
-    for (let i = 0; i < 4; i++) groupRow(w + <usize>(r + i) * rowBytes, nb, g, gl, go, out + ((<usize>t * <usize>rows + <usize>(r + i)) << 2), <usize>rows, true, q5, u8);
+    groupRows(q5, u8, w, rowBytes, r, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, true);
     t += 4;
   }
   return t;
 }
 
+/** groupTokens' rows r..r + 3 over one group at g, outputs from o (row r of its first token) */
+// @ts-ignore: decorator
+@inline function groupRows(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, g: usize, slot: usize, o: usize, rows: i32, four: bool): void {
+  const ones = onesI16();
+  if (q5) {
+    const low = lowNibbles();
+    for (let i = 0; i < 4; i++) rowQ5_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, o + (<usize>i << 2), <usize>rows, four, u8);
+  } else {
+    const stride = <usize>nb * 36;
+    rowsQ4_0Group(slot, slot + stride, nb, g, ones, o, o + 4, <usize>rows, four, u8);
+    rowsQ4_0Group(slot + 2 * stride, slot + 3 * stride, nb, g, ones, o + 8, o + 12, <usize>rows, four, u8);
+  }
+}
+
 // groupTokens' specialisations, each a function of its own: inlined side by side behind
 // `vnni ? ... : ...`, the optimizer folded them into one body that reads u8 from a local (a
 // branch per token in the inner loop, and both sides' values computed)
-function groupTokensQ4_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(false, true, w, rowBytes, r, nb, groups, out, rows, nTok);
+function groupTokensQ4_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(false, true, w, rowBytes, r, nb, groups, slot, out, rows, nTok);
 }
-function groupTokensQ4_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(false, false, w, rowBytes, r, nb, groups, out, rows, nTok);
+function groupTokensQ4_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(false, false, w, rowBytes, r, nb, groups, slot, out, rows, nTok);
 }
 function groupTokensQ5_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(true, true, w, rowBytes, r, nb, groups, out, rows, nTok);
+  return groupTokens(true, true, w, rowBytes, r, nb, groups, 0, out, rows, nTok);
 }
 function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(true, false, w, rowBytes, r, nb, groups, out, rows, nTok);
+  return groupTokens(true, false, w, rowBytes, r, nb, groups, 0, out, rows, nTok);
 }
 
 /**
@@ -497,7 +541,7 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
  * nothing over a block widened once for four tokens)
  */
 // @ts-ignore: decorator
-@inline function matQ(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, groups: usize = 0, vnni: bool = false): void {
+@inline function matQ(kind: i32, relaxed: bool, finite: bool, w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, groups: usize = 0, vnni: bool = false, slot: usize = 0): void {
   const low = relaxed ? lowNibbles() : v128.splat<i32>(0);
   const ones = relaxed ? onesI16() : v128.splat<i32>(0);
   let r = r0;
@@ -522,7 +566,7 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
     // time, then four, tile4x4's bits
     if (((relaxed && kind == 1) || kind == 2) && groups != 0) {
       if (kind == 2) t = vnni ? groupTokensQ5_0U8(w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokensQ5_0I16(w, rowBytes, r, nb, groups, out, rows, nTok);
-      else t = vnni ? groupTokensQ4_0U8(w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokensQ4_0I16(w, rowBytes, r, nb, groups, out, rows, nTok);
+      else t = vnni ? groupTokensQ4_0U8(w, rowBytes, r, nb, groups, slot, out, rows, nTok) : groupTokensQ4_0I16(w, rowBytes, r, nb, groups, slot, out, rows, nTok);
     }
     for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);
     for (let i = 0; i < 4; i++) row(kind, relaxed, finite, w, rowBytes, xq, xs, out, rows, cols, t, nTok, r + i);
@@ -544,13 +588,13 @@ export function matQ8_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, 
 }
 
 /** groups (or 0): the first tokens' group streams (packQ4_0Groups); vnni: they go through VNNI's dot (the host probed it) */
-export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
-  matQ(1, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
+export function matQ4_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(1, true, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni, slot);
 }
 
 /** matQ4_0Relaxed for a weight without Inf/NaN block scales (the host checked: f16sFinite) */
-export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
-  matQ(1, true, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
+export function matQ4_0RelaxedFinite(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(1, true, true, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni, slot);
 }
 
 export function matQ5_0(w: usize, rowBytes: usize, xq: usize, xs: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): void {

@@ -223,15 +223,16 @@ function bytesPerToken(cols: number, rows: number): number {
  * pass's eight accumulators, twice; k-quants: the eight running sums, and Q4_K's / Q5_K's
  * scales). Each also takes a group of four after the eights: quadBytes a block.
  */
-const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: number; quadBytes: number }>([
-  [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
-  [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: 256, quadBytes: 144 }],
-  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
-  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
-  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: 0, quadBytes: 160 }],
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 128, quadBytes: 1232 }],
-  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 128, quadBytes: 1232 }],
-  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: 64, quadBytes: 1232 }],
+const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: (cols: number) => number; quadBytes: number }>([
+  [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
+  [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
+  // four rows unpacked: a byte a weight, an f32 scale a block (q8.ts unpackQ4_0Rows)
+  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
+  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
+  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: () => 0, quadBytes: 160 }],
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
+  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
+  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 64, quadBytes: 1232 }],
 ]);
 
 /** bytes of the group streams (every eight tokens, then a group of four where four are left) for a batch on a group kernel, else 0 */
@@ -396,7 +397,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     // group kernels' accumulators (GROUP_KERNELS)
     const groupKernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
     const groupBytes = groupStreamBytes(groupKernel, cols, nTok);
-    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? groupKernel!.slotBytes : 0;
+    const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? groupKernel!.slotBytes(cols) : 0;
     const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
