@@ -428,10 +428,11 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
     let c03 = zero, c47 = zero, e03 = zero, e47 = zero;
     // step i: weights 4i..4i+3 and 16 + 4i.. in every lane, against slots i and i + 4 (a loop,
     // not four steps written out: V8 would hoist the block's loads above the arithmetic and spill)
-    for (let i: usize = 0; i < 4; i++) {
-      const xl = x + i * slot, xh = xl + 4 * slot;
-      const wl = v128.load32_splat(p + (i << 2)), wh = v128.load32_splat(p + 16 + (i << 2));
-      const vl = v128.load32_splat(q + (i << 2)), vh = v128.load32_splat(q + 16 + (i << 2));
+    // pointers stepped rather than indexed: every load a constant offset from one of them
+    for (let pi = p, qi = q, xl = x; pi < p + 16; pi += 4, qi += 4, xl += slot) {
+      const xh = xl + 4 * slot;
+      const wl = v128.load32_splat(pi), wh = v128.load32_splat(pi, 16);
+      const vl = v128.load32_splat(qi), vh = v128.load32_splat(qi, 16);
       c03 = slotPair(c03, xl, xh, wl, wh, u8);
       e03 = slotPair(e03, xl, xh, vl, vh, u8);
       if (!four) {
