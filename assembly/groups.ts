@@ -4,8 +4,8 @@
 // offset of 8), then the tokens' 32 values as int8, so that every load of the kernels' inner
 // loop is a constant offset from one pointer. Without sums (Q8_0) each token's 32 values follow
 // one another (for Q8_0's kernel on VNNI's dot, as the unsigned bytes value + 128); with sums
-// (Q4_0, Q5_0) by `slots` they go by fours: slot i holds values 4i..4i+3 of every token of the
-// group, so that one vector holds the same four values of four tokens (q8.ts's rowsQ4_0Group).
+// (Q4_0, Q5_0) they go by fours: slot i holds values 4i..4i+3 of every token of the group, so
+// that one vector holds the same four values of four tokens (q8.ts's rowsQ4_0Group).
 import { hsumI32 } from "./simd";
 
 /** bytes of one block of a group of n tokens */
@@ -18,7 +18,7 @@ import { hsumI32 } from "./simd";
  * Packs tokens [t, t + n) of the quantized activations (int16 at xq, cols per token; one f32
  * scale per block at xs) as one group at o; returns the end of the group
  */
-export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool, unsignedActivations: bool = false, slots: bool = false): usize {
+export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: i32, sums: bool, unsignedActivations: bool = false): usize {
   const nb = <usize>(cols >> 5);
   const acts = (<usize>n) << (sums ? 3 : 2);
   // a + 128 as an unsigned byte is a with its top bit flipped
@@ -30,8 +30,8 @@ export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: 
       const q = xq + ((tok * <usize>cols + (b << 5)) << 1);
       const lo = i8x16.narrow_i16x8_s(v128.load(q), v128.load(q, 16));
       const hi = i8x16.narrow_i16x8_s(v128.load(q, 32), v128.load(q, 48));
-      if (slots) {
-        // token k's four values of slot i at o + acts + (i * n + k) * 4
+      if (sums) {
+        // by slots: token k's four values of slot i at o + acts + (i * n + k) * 4
         const at = o + acts + (<usize>k << 2), slot = (<usize>n) << 2;
         v128.store32_lane(at, lo, 0);
         v128.store32_lane(at + slot, lo, 1);
@@ -52,8 +52,8 @@ export function packGroup(xq: usize, xs: usize, o: usize, cols: i32, t: i32, n: 
 }
 
 /** the group streams of a batch: groups of eight from token 0, then one of four where four or more tokens are left */
-export function packGroups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, sums: bool, unsignedActivations: bool = false, slots: bool = false): void {
+export function packGroups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, sums: bool, unsignedActivations: bool = false): void {
   let o = g, t = 0;
-  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, t, 8, sums, unsignedActivations, slots);
-  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, t, 4, sums, unsignedActivations, slots);
+  for (; t + 8 <= nTok; t += 8) o = packGroup(xq, xs, o, cols, t, 8, sums, unsignedActivations);
+  if (t + 4 <= nTok) packGroup(xq, xs, o, cols, t, 4, sums, unsignedActivations);
 }

@@ -359,7 +359,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     // rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS apart)
     case 49: copyRows(out, xs, w, rowBytes, <usize>cols, r0, r1); break;
     // Q5_0 batches over GROUPS (packQ4_0Groups; relaxed build only)
-    case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, out, rows, cols, nTok, r0, r1, vnni); break;
+    case 50: matQ5_0Groups(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only)
     case 51: matQ5_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // rows of f16 gathered through a row index (XB) to f32 rows: W = source, ROW_BYTES = its row

@@ -73,7 +73,7 @@ const FIFTH_BIT = memory.data<u8>([16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 1
 /** one Q5_0 block at p against a packed activation block at x (packQ4_0): lanes adding up to sum n a, n = w + 16 (int16 lanes within 4 * 31 * 127) */
 // @ts-ignore: decorator
 @inline function biasedQ5_0(p: usize, x: usize, low: v128, ones: v128): v128 {
-  return biasedLanes(q5Unsigned(p, low, false), q5Unsigned(p, low, true), x, ones, false);
+  return biasedLanes(q5Unsigned(p, low, false), q5Unsigned(p, low, true), x, ones);
 }
 
 // @ts-ignore: decorator
@@ -336,22 +336,17 @@ const KVALUES_IQ4NL = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10,
 }
 
 /**
- * Writes the Q4_0 / Q5_0 group streams of a batch (groups.ts, with each token's 8 * sum) from the
- * quantized activations (int16 at xq, scales at xs; before packQ4_0 rewrites them) to g; `slots`:
- * the tokens' values by fours (Q4_0's rowsQ4_0Group), else token after token (rowQ5_0Group)
+ * Writes the Q4_0 / Q5_0 group streams of a batch (groups.ts, with each token's 8 * sum; the
+ * tokens' values by fours, for rowsQ4_0Group) from the quantized activations (int16 at xq,
+ * scales at xs; before packQ4_0 rewrites them) to g
  */
-export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32, slots: i32): void {
-  packGroups(xq, xs, g, cols, nTok, true, false, slots != 0);
+export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: i32): void {
+  packGroups(xq, xs, g, cols, nTok, true);
 }
 
-/**
- * Q4_0 nibbles lo, hi against the 32 int8 activations at x: lanes adding up to sum n a (the exact
- * dot plus 8 sum a). `u8`: on VNNI's dot (the nibbles its unsigned operand), two instructions
- * where the int16 pairs take four; the same exact sums
- */
+/** Q5_0 weights lo, hi (0..31) against the 32 int8 activations at x: lanes adding up to sum n a (the exact dot plus 16 sum a) */
 // @ts-ignore: decorator
-@inline function biasedLanes(lo: v128, hi: v128, x: usize, ones: v128, u8: bool): v128 {
-  if (u8) return dotAddU8(v128.load(x, 16), hi, dotAddU8(v128.load(x), lo, i32x4.splat(0)));
+@inline function biasedLanes(lo: v128, hi: v128, x: usize, ones: v128): v128 {
   return i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), lo), dotI8I7(v128.load(x, 16), hi)), ones);
 }
 
@@ -362,42 +357,6 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * One Q5_0 row against the eight (`four`: four) tokens of a group stream of whole tokens at g
- * (relaxed build): per block the weights unpacked once for the group, each token's exact block
- * dot as lanes summed across four tokens (lanesSum), and tile4x4's f32 steps per token (acc +
- * f32(dot) * (dx * dw), block after block), so tile4x4's bits. (rowsQ4_0Group's slots of four
- * tokens tied with this for Q5_0 on the int16 pairs and lost 13% on VNNI's dot: its fifth bits
- * cost each step a table lookup; docs/kernels.md)
- */
-// @ts-ignore: decorator
-@inline function rowQ5_0Group(p0: usize, nb: i32, g: usize, low: v128, ones: v128, out: usize, rows: usize, four: bool, u8: bool): void {
-  let a03 = f32x4.splat(0), a47 = a03;
-  const n = four ? 4 : 8;
-  const blockBytes = groupBlockBytes(n, true);
-  // the tokens' sums after their scales, their int8 after the sums
-  const sums: usize = four ? 16 : 32, acts: usize = four ? 32 : 64;
-  const end = g + <usize>nb * blockBytes;
-  for (let p = p0, s = g; s < end; p += 22, s += blockBytes) {
-    // stored + 16, so the stream's 8 * sums are taken twice (offsets)
-    const lo = q5Unsigned(p, low, false), hi = q5Unsigned(p, low, true);
-    const dw = f32x4.splat(f16(load<u16>(p)));
-    const x = s + acts;
-    const t03 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x, ones, u8), biasedLanes(lo, hi, x + 32, ones, u8), biasedLanes(lo, hi, x + 64, ones, u8), biasedLanes(lo, hi, x + 96, ones, u8)), q5Offsets(v128.load(s + sums)));
-    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(t03), f32x4.mul(v128.load(s), dw)));
-    if (!four) {
-      // a store of the first four tokens' sums (into this row's own first output, written again
-      // at the end) keeps V8 from hoisting the last four tokens' loads above them: all sixteen
-      // activation vectors live at once spilled half of them and both accumulators
-      store<f32>(out, f32x4.extract_lane(a03, 0));
-      const t47 = i32x4.sub(lanesSum(biasedLanes(lo, hi, x + 128, ones, u8), biasedLanes(lo, hi, x + 160, ones, u8), biasedLanes(lo, hi, x + 192, ones, u8), biasedLanes(lo, hi, x + 224, ones, u8)), q5Offsets(v128.load(s + sums, 16)));
-      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(t47), f32x4.mul(v128.load(s, 16), dw)));
-    }
-  }
-  storeLanes(out, rows, a03);
-  if (!four) storeLanes(out + (rows << 4), rows, a47);
-}
-
-/**
  * Two Q4_0 rows (pa, pb: unpacked in the slot, unpackQ4_0Rows) against the eight (`four`: four)
  * tokens of a group stream by slots at g (relaxed build): each token's exact block dot, and
  * tile4x4's f32 steps per token (acc + f32(dot) * (dx * dw), block after block), so tile4x4's
@@ -405,14 +364,14 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
  * every token) and each step puts four weights in every lane, so one dot of a slot adds each
  * token's products in that token's own lane: after the eight slots the lanes are the four
  * tokens' sums, with no transposition of lanes (whose shuffles bound the kernel that summed each
- * token's own lanes, rowQ5_0Group's: docs/kernels.md). The four weights (low nibbles 4i..4i+3,
+ * token's own lanes: docs/kernels.md). The four weights (low nibbles 4i..4i+3,
  * high ones 16 + 4i..) are one 32-bit load the load unit broadcasts, as is the block scale; each
  * activation load serves both rows. On the int16 pairs the products add up in int16 lanes (at
  * most 8 x 2 x 15 x 127) and one dot with ones finishes each sum; on VNNI's dot (`u8`) they add
  * straight into int32 lanes. Exact integers either way
  */
 // @ts-ignore: decorator
-@inline function rowsQ4_0Group(pa: usize, pb: usize, nb: i32, g: usize, ones: v128, outA: usize, outB: usize, rows: usize, four: bool, u8: bool): void {
+@inline function rowsQ4_0Group(q5: bool, pa: usize, pb: usize, nb: i32, g: usize, ones: v128, outA: usize, outB: usize, rows: usize, four: bool, u8: bool): void {
   let a03 = f32x4.splat(0), a47 = a03, b03 = a03, b47 = a03;
   const n = four ? 4 : 8;
   const blockBytes = groupBlockBytes(n, true);
@@ -433,21 +392,22 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
       const xh = xl + 4 * slot;
       const wl = v128.load32_splat(pi), wh = v128.load32_splat(pi, 16);
       const vl = v128.load32_splat(qi), vh = v128.load32_splat(qi, 16);
-      c03 = slotPair(c03, xl, xh, wl, wh, u8);
-      e03 = slotPair(e03, xl, xh, vl, vh, u8);
+      c03 = slotPair(q5, c03, xl, xh, wl, wh, ones, u8);
+      e03 = slotPair(q5, e03, xl, xh, vl, vh, ones, u8);
       if (!four) {
-        c47 = slotPair(c47, xl + 16, xh + 16, wl, wh, u8);
-        e47 = slotPair(e47, xl + 16, xh + 16, vl, vh, u8);
+        c47 = slotPair(q5, c47, xl + 16, xh + 16, wl, wh, ones, u8);
+        e47 = slotPair(q5, e47, xl + 16, xh + 16, vl, vh, ones, u8);
       }
     }
     const da = v128.load32_splat(d), db = v128.load32_splat(e);
-    const sums03 = v128.load(s + sums), dx03 = v128.load(s);
-    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? c03 : i32x4.dot_i16x8_s(c03, ones), sums03)), f32x4.mul(dx03, da)));
-    b03 = f32x4.add(b03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? e03 : i32x4.dot_i16x8_s(e03, ones), sums03)), f32x4.mul(dx03, db)));
+    // the offset term: Q4_0's weights are stored + 8 (the stream's 8 * sums), Q5_0's + 16
+    const sums03 = q5 ? q5Offsets(v128.load(s + sums)) : v128.load(s + sums), dx03 = v128.load(s);
+    a03 = f32x4.add(a03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(slotSums(q5, c03, ones, u8), sums03)), f32x4.mul(dx03, da)));
+    b03 = f32x4.add(b03, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(slotSums(q5, e03, ones, u8), sums03)), f32x4.mul(dx03, db)));
     if (!four) {
-      const sums47 = v128.load(s + sums, 16), dx47 = v128.load(s, 16);
-      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? c47 : i32x4.dot_i16x8_s(c47, ones), sums47)), f32x4.mul(dx47, da)));
-      b47 = f32x4.add(b47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(u8 ? e47 : i32x4.dot_i16x8_s(e47, ones), sums47)), f32x4.mul(dx47, db)));
+      const sums47 = q5 ? q5Offsets(v128.load(s + sums, 16)) : v128.load(s + sums, 16), dx47 = v128.load(s, 16);
+      a47 = f32x4.add(a47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(slotSums(q5, c47, ones, u8), sums47)), f32x4.mul(dx47, da)));
+      b47 = f32x4.add(b47, f32x4.mul(f32x4.convert_i32x4_s(i32x4.sub(slotSums(q5, e47, ones, u8), sums47)), f32x4.mul(dx47, db)));
     }
   }
   storeLanes(outA, rows, a03);
@@ -459,65 +419,78 @@ export function packQ4_0Groups(xq: usize, xs: usize, g: usize, cols: i32, nTok: 
 }
 
 /**
- * Rows r..r + 3 of a Q4_0 weight unpacked into this thread's slot for rowsQ4_0Group, once per
- * matmul rather than once per group of eight tokens: per row nb blocks of 32 bytes (the low
- * nibbles, weights 0..15, then the high ones, 16..31, each 0..15 as stored), then the nb block
- * scales as f32 (the f16 table's values)
+ * Rows r..r + 3 of a Q4_0 (q5: Q5_0) weight unpacked into this thread's slot for rowsQ4_0Group,
+ * once per matmul rather than once per group of eight tokens: per row nb blocks of 32 bytes
+ * (weights 0..15, then 16..31, as stored: Q4_0's nibbles 0..15, Q5_0's with their fifth bits
+ * 0..31), then the nb block scales as f32
  */
 // @ts-ignore: decorator
-@inline function unpackQ4_0Rows(w: usize, rowBytes: usize, r: i32, nb: i32, slot: usize, low: v128): void {
+@inline function unpackRows(q5: bool, w: usize, rowBytes: usize, r: i32, nb: i32, slot: usize, low: v128): void {
   const table = f16TableAddress();
   const rowSlot = <usize>nb * 36;
+  const bb: usize = q5 ? 22 : 18;
   for (let i = 0; i < 4; i++) {
     let p = w + <usize>(r + i) * rowBytes;
     let q = slot + <usize>i * rowSlot, d = q + (<usize>nb << 5);
     const end = d;
-    for (; q < end; q += 32, d += 4, p += 18) {
-      const v = v128.load(p, 2);
-      v128.store(q, v128.and(v, low));
-      v128.store(q, v128.and(i16x8.shr_u(v, 4), low), 16);
+    for (; q < end; q += 32, d += 4, p += bb) {
+      if (q5) {
+        v128.store(q, q5Unsigned(p, low, false));
+        v128.store(q, q5Unsigned(p, low, true), 16);
+      } else {
+        const v = v128.load(p, 2);
+        v128.store(q, v128.and(v, low));
+        v128.store(q, v128.and(i16x8.shr_u(v, 4), low), 16);
+      }
       store<u32>(d, load<u32>(table + (<usize>load<u16>(p) << 2)));
     }
   }
 }
 
-/** one step of rowsQ4_0Group: slot xl (weights wl) and slot xh (weights wh) of four tokens added to c, VNNI's int32 lanes or int16 lanes */
+/**
+ * one step of rowsQ4_0Group: slot xl (weights wl) and slot xh (weights wh) of four tokens added
+ * to c: VNNI's int32 lanes, or the int16 pairs' lanes (Q4_0: int16, at most 8 x 2 x 15 x 127 after
+ * the four steps; Q5_0's 0..31 would overflow that, so each step's pairs go to int32 lanes by a
+ * dot with ones)
+ */
 // @ts-ignore: decorator
-@inline function slotPair(c: v128, xl: usize, xh: usize, wl: v128, wh: v128, u8: bool): v128 {
+@inline function slotPair(q5: bool, c: v128, xl: usize, xh: usize, wl: v128, wh: v128, ones: v128, u8: bool): v128 {
   if (u8) return dotAddU8(v128.load(xh), wh, dotAddU8(v128.load(xl), wl, c));
-  return i16x8.add(c, i16x8.add(dotI8I7(v128.load(xl), wl), dotI8I7(v128.load(xh), wh)));
+  const pairs = i16x8.add(dotI8I7(v128.load(xl), wl), dotI8I7(v128.load(xh), wh));
+  return q5 ? i32x4.add(c, i32x4.dot_i16x8_s(pairs, ones)) : i16x8.add(c, pairs);
+}
+
+/** a block's four token sums from slotPair's lanes: int32 already (VNNI, Q5_0) or Q4_0's int16 ones by a dot with ones */
+// @ts-ignore: decorator
+@inline function slotSums(q5: bool, c: v128, ones: v128, u8: bool): v128 {
+  return u8 || q5 ? c : i32x4.dot_i16x8_s(c, ones);
 }
 
 /**
  * rows r..r + 3 over the tokens of the group streams at g: eight at a time, then four; returns
- * the tokens done. Q4_0 unpacks the four rows into the slot first (unpackQ4_0Rows) and takes them
- * two at a time (rowsQ4_0Group); Q5_0 reads its rows where they are, one at a time (rowQ5_0Group)
+ * the tokens done. The four rows are unpacked into the slot first (unpackRows) and taken two at
+ * a time (rowsQ4_0Group)
  */
 // @ts-ignore: decorator
 @inline function groupTokens(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
-  if (!q5) unpackQ4_0Rows(w, rowBytes, r, nb, slot, lowNibbles());
+  unpackRows(q5, w, rowBytes, r, nb, slot, lowNibbles());
   let g = groups, t = 0;
   // `four` a literal at each call: the kernels inlined for eight tokens and for four
-  for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) groupRows(q5, u8, w, rowBytes, r, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, false);
+  for (; t + 8 <= nTok; t += 8, g += <usize>nb * groupBlockBytes(8, true)) groupRows(q5, u8, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, false);
   if (t + 4 <= nTok) {
-    groupRows(q5, u8, w, rowBytes, r, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, true);
+    groupRows(q5, u8, nb, g, slot, out + ((<usize>t * <usize>rows + <usize>r) << 2), rows, true);
     t += 4;
   }
   return t;
 }
 
-/** groupTokens' rows r..r + 3 over one group at g, outputs from o (row r of its first token) */
+/** groupTokens' four rows in the slot over one group at g, outputs from o (the first row of its first token) */
 // @ts-ignore: decorator
-@inline function groupRows(q5: bool, u8: bool, w: usize, rowBytes: usize, r: i32, nb: i32, g: usize, slot: usize, o: usize, rows: i32, four: bool): void {
+@inline function groupRows(q5: bool, u8: bool, nb: i32, g: usize, slot: usize, o: usize, rows: i32, four: bool): void {
   const ones = onesI16();
-  if (q5) {
-    const low = lowNibbles();
-    for (let i = 0; i < 4; i++) rowQ5_0Group(w + <usize>(r + i) * rowBytes, nb, g, low, ones, o + (<usize>i << 2), <usize>rows, four, u8);
-  } else {
-    const stride = <usize>nb * 36;
-    rowsQ4_0Group(slot, slot + stride, nb, g, ones, o, o + 4, <usize>rows, four, u8);
-    rowsQ4_0Group(slot + 2 * stride, slot + 3 * stride, nb, g, ones, o + 8, o + 12, <usize>rows, four, u8);
-  }
+  const stride = <usize>nb * 36;
+  rowsQ4_0Group(q5, slot, slot + stride, nb, g, ones, o, o + 4, <usize>rows, four, u8);
+  rowsQ4_0Group(q5, slot + 2 * stride, slot + 3 * stride, nb, g, ones, o + 8, o + 12, <usize>rows, four, u8);
 }
 
 // groupTokens' specialisations, each a function of its own: inlined side by side behind
@@ -529,11 +502,11 @@ function groupTokensQ4_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: u
 function groupTokensQ4_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
   return groupTokens(false, false, w, rowBytes, r, nb, groups, slot, out, rows, nTok);
 }
-function groupTokensQ5_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(true, true, w, rowBytes, r, nb, groups, 0, out, rows, nTok);
+function groupTokensQ5_0U8(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(true, true, w, rowBytes, r, nb, groups, slot, out, rows, nTok);
 }
-function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, out: usize, rows: i32, nTok: i32): i32 {
-  return groupTokens(true, false, w, rowBytes, r, nb, groups, 0, out, rows, nTok);
+function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: usize, slot: usize, out: usize, rows: i32, nTok: i32): i32 {
+  return groupTokens(true, false, w, rowBytes, r, nb, groups, slot, out, rows, nTok);
 }
 
 /**
@@ -566,7 +539,7 @@ function groupTokensQ5_0I16(w: usize, rowBytes: usize, r: i32, nb: i32, groups: 
     // Q4_0 (relaxed) and Q5_0 with group streams (relaxed build only): their tokens eight at a
     // time, then four, tile4x4's bits
     if (((relaxed && kind == 1) || kind == 2) && groups != 0) {
-      if (kind == 2) t = vnni ? groupTokensQ5_0U8(w, rowBytes, r, nb, groups, out, rows, nTok) : groupTokensQ5_0I16(w, rowBytes, r, nb, groups, out, rows, nTok);
+      if (kind == 2) t = vnni ? groupTokensQ5_0U8(w, rowBytes, r, nb, groups, slot, out, rows, nTok) : groupTokensQ5_0I16(w, rowBytes, r, nb, groups, slot, out, rows, nTok);
       else t = vnni ? groupTokensQ4_0U8(w, rowBytes, r, nb, groups, slot, out, rows, nTok) : groupTokensQ4_0I16(w, rowBytes, r, nb, groups, slot, out, rows, nTok);
     }
     for (; t + 4 <= nTok; t += 4) tile4x4(kind, relaxed, low, ones, w, rowBytes, xq, xs, out, rows, cols, t, r);
@@ -611,8 +584,8 @@ export function matQ5_0Relaxed(w: usize, rowBytes: usize, xq: usize, xs: usize, 
  * Q5_0 batches in the relaxed build: the tokens of the group streams (packQ4_0Groups; the int16
  * activations left as they are) through the Q4_0 group kernel with Q5_0's weights, the rest as matQ5_0
  */
-export function matQ5_0Groups(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
-  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni);
+export function matQ5_0Groups(w: usize, rowBytes: usize, xq: usize, xs: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): void {
+  matQ(2, false, false, w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1, groups, vnni, slot);
 }
 
 /** IQ4_NL against Q8_0 activations: Q4_0's kernel with the indices looked up in kvalues_iq4nl (one swizzle per 16 weights) */

@@ -226,10 +226,10 @@ function bytesPerToken(cols: number, rows: number): number {
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: (cols: number) => number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
-  // four rows unpacked: a byte a weight, an f32 scale a block (q8.ts unpackQ4_0Rows)
+  // four rows unpacked: a byte a weight, an f32 scale a block (q8.ts unpackRows)
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: () => 0, quadBytes: 160 }],
+  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 64, quadBytes: 1232 }],
@@ -445,13 +445,13 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         kernels.packQ8_0Exact(xq, (nTok * cols) / 32, relaxedKind === C.Kind.Q8_0_EXACT_FINITE);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
-        // Q5_0's streams hold token after token; its leftover tokens read the int16 activations as they are
-        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok, 0);
+        // Q5_0's streams are Q4_0's (its kernel too); its leftover tokens read the int16 activations as they are
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
       }
       else if (relaxedKind === C.Kind.Q5_0_RELAXED) kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
         // Q4_0's streams hold the tokens' values by fours (assembly/groups.ts)
-        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok, 1);
+        if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
         kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
       }
       else {

@@ -200,7 +200,7 @@ export enum Kind {
   ROPE = 48,
   /** ROWS rows of COLS bytes from W (ROW_BYTES apart) to OUT (XS bytes apart) */
   COPY_ROWS = 49,
-  /** Q5_0 batches over GROUPS (packQ4_0Groups, the int16 activations left as they are; relaxed build only), the leftover tokens as Q5_0 */
+  /** Q5_0 batches over GROUPS (packQ4_0Groups, Q4_0's streams and kernel; the int16 activations left as they are; relaxed build only), the leftover tokens as Q5_0 */
   Q5_0_GROUPS = 50,
   /** Q5_0 single tokens over activations packed by packQ4_0 (relaxed build only) */
   Q5_0_RELAXED = 51,

@@ -26,7 +26,7 @@ export interface KernelExports {
   /** the group streams of the first nTok & ~7 tokens for the Q8_0 exact kernel (before packQ8_0Exact) */
   packQ8_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number, unsignedActivations: number): void;
   /** the same for the Q4_0 / Q5_0 batch kernels (assembly/q8.ts; before packQ4_0), `slots` 1 for Q4_0's layout by fours */
-  packQ4_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number, slots: number): void;
+  packQ4_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number): void;
   /** the same for the Q4_K / Q5_K / Q6_K batch kernels (assembly/kquant-groups.ts; before packQ8_K) */
   packQ8_KGroups(xq: number, xd: number, xb: number, groups: number, cols: number, nTok: number): void;
   /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
