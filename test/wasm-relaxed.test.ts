@@ -140,7 +140,7 @@ test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized 
       // random bytes reach every code (Q6_K: q = -32 and scales -128 included)
       const random = randomBlocks(type, cols, rows, r, type === GGMLType.Q6_K ? [208] : [0, 2]);
       for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
-        // 8, 13, 29: groups of eight tokens (kquant-groups.ts), then four-token tiles, then rows
+        // 8, 13, 29: groups of eight tokens (Q4_K: kquant-slots.ts, Q5_K / Q6_K: kquant-groups.ts), then four, then rows
         for (const nTokens of [1, 3, 8, 13, 29]) {
           const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
           x.fill(0, 0, 256);

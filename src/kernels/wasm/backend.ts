@@ -230,7 +230,9 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
+  // Q4_K: slot streams (kquant-slots.ts: 276 bytes a token a super-block), four rows unpacked in
+  // the slot (UNPACKED, 312 bytes a super-block) and two rows' running sums (SUMS_BYTES)
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2208, blockWeights: 256, slotBytes: (cols) => align64(4 * 312 * (cols / 256) + 64), quadBytes: 1104 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
   [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 64, quadBytes: 1232 }],
 ]);
@@ -398,7 +400,10 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const groupKernel = relaxedKind === undefined ? undefined : GROUP_KERNELS.get(relaxedKind);
     const groupBytes = groupStreamBytes(groupKernel, cols, nTok);
     const panelBytes = (kind === C.Kind.F16 || kind === C.Kind.BF16) && nTok >= PANEL_TOKENS ? align64(16 * cols) : groupBytes > 0 ? groupKernel!.slotBytes(cols) : 0;
-    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + threads * panelBytes);
+    // the group kernels' slots after their streams, in the room of the f32 activations (dead once
+    // quantized, see below) where it holds them: the scratch a pass asks for stays as it was
+    const slotsAfterStreams = groupBytes > 0 && align64(groupBytes) + threads * panelBytes <= align64(nTok * cols * 4);
+    const xf = space.scratch(nTok * bytesPerToken(cols, rows) + biasBytes + (slotsAfterStreams ? 0 : threads * panelBytes));
     const xq = xf + align64(nTok * cols * 4);
     const xs = xq + align64(nTok * cols * 2);
     const xb = xs + align64((nTok * cols / 32) * 4);
@@ -456,7 +461,8 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
       else {
         // as above: the group streams first, from the int16 activations packQ8_K narrows
-        if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
+        if (groups !== 0 && relaxedKind === C.Kind.Q4_K_RELAXED) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
+        else if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
         kernels.packQ8_K(xq, (nTok * cols) / 256);
       }
       kind = relaxedKind;
@@ -478,7 +484,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     const b = o + align64(nTok * rows * 4);
     if (bias) new Float32Array(buffer, b, rows).set(bias);
     control[C.BIAS] = bias ? b : 0;
-    control[C.SLOT_BASE] = b + biasBytes;
+    control[C.SLOT_BASE] = slotsAfterStreams ? groups + align64(groupBytes) : b + biasBytes;
     control[C.SLOT_BYTES] = panelBytes;
     control[C.ACTIVATION] = epilogue?.activation === "gelu-erf" ? C.Activation.GELU_ERF : C.Activation.NONE;
     // claims of whole 4-row groups: each row's arithmetic is then the same whatever thread
