@@ -267,7 +267,7 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
 }
 
 /**
- * Q4_K (0) / Q5_K (1) / Q6_K (2) batches: the tokens of the job's group streams (GROUPS), eight at
+ * Q5_K (1) / Q6_K (2) batches: the tokens of the job's group streams (GROUPS), eight at
  * a time, into out; returns the first token left for the four-token tiles (0 without streams)
  */
 function kGroups(k: i32, out: usize, r0: i32, r1: i32): i32 {

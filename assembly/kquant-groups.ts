@@ -1,4 +1,5 @@
-// Q4_K, Q5_K and Q6_K batches eight tokens at a time, then four (relaxed build), over a group
+// Q5_K and Q6_K batches eight tokens at a time, then four (relaxed build; Q4_K's go by slots,
+// kquant-slots.ts, and rowQ4_KGroup keeps Q5_K only), over a group
 // stream: the activations of the group's tokens interleaved per super-block, so that every load
 // in the inner loops is a constant offset from one pointer and a weight vector, unpacked once,
 // serves the group. The four-token tiles of kquant.ts (superQ4_K4 / superQ6_K4, now the plain
@@ -254,7 +255,7 @@ const SCALE_SLOTS: usize = 64;
 }
 
 /**
- * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 0 Q4_K, 1 Q5_K, 2 Q6_K;
+ * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 1 Q5_K, 2 Q6_K;
  * out[t * rows + r]); the group streams at groups, 48 bytes of the thread's own at sums. Returns
  * the first token left for kquant.ts's tiles.
  */
@@ -276,8 +277,7 @@ export function matKGroups(kind: i32, w: usize, rowBytes: usize, groups: usize, 
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
     const o = out + ((<usize>r) << 2);
-    if (kind == 0) rowQ4_KGroup(false, wr, 144, nb, g, sums, o, outStride, four);
-    else if (kind == 1) rowQ4_KGroup(true, wr, 176, nb, g, sums, o, outStride, four);
+    if (kind == 1) rowQ4_KGroup(true, wr, 176, nb, g, sums, o, outStride, four);
     else rowQ6_KGroup(wr, nb, g, sums, o, outStride, four);
   }
 }
