@@ -295,7 +295,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matQ4_KSlots(w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1) : 0); break;
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matQ4_KSlots(w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
     case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,

@@ -20,7 +20,7 @@
 // Unpacked row, per super-block (312 bytes): the 256 weights (0..15) in order, the eight scales
 // each twice in 32 bits (the int16 pair a pmaddwd multiplies), the eight mins (i16), d, dmin (f32).
 import { f16 } from "./half";
-import { dotI8I7, lanesSum } from "./simd";
+import { dotAddU8, dotI8I7, lanesSum } from "./simd";
 import { scalesMinsK4 } from "./kquant";
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
@@ -123,6 +123,18 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   return f32x4.sub(f32x4.mul(f32x4.mul(wd, dx), f32x4.convert_i32x4_s(isum)), f32x4.mul(f32x4.mul(wm, dx), f32x4.convert_i32x4_s(msum)));
 }
 
+/** one slot's dot added to c: int16 pairs (pmaddubsw), or on VNNI's dot (`u8`) int32 lanes */
+// @ts-ignore: decorator
+@inline function slotDot(c: v128, x: v128, w: v128, u8: bool): v128 {
+  return u8 ? dotAddU8(x, w, c) : i16x8.add(c, dotI8I7(x, w));
+}
+
+/** a sub-block's lanes times its scale (the int16 pair s): int16 lanes by pmaddwd, VNNI's int32 lanes by a multiply with s's low half */
+// @ts-ignore: decorator
+@inline function scaled(c: v128, s: v128, u8: bool): v128 {
+  return u8 ? i32x4.mul(c, v128.and(s, i32x4.splat(0xffff))) : i32x4.dot_i16x8_s(c, s);
+}
+
 /**
  * Two unpacked rows (pa, pb) against the eight (`four`: four) tokens of the slot stream at g;
  * sums: 64 bytes of the slot for the running sums. Per sub-block the int16 lanes of each (row,
@@ -130,7 +142,7 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
  * the sub-block's scale carries them into int32 lanes.
  */
 // @ts-ignore: decorator
-@inline function rowsQ4_KSlots(pa: usize, pb: usize, nb: i32, g: usize, sums: usize, outA: usize, outB: usize, outStride: usize, four: bool): void {
+@inline function rowsQ4_KSlots(pa: usize, pb: usize, nb: i32, g: usize, sums: usize, outA: usize, outB: usize, outStride: usize, four: bool, u8: bool): void {
   const n: usize = four ? 4 : 8;
   const slot = n << 2;
   const z = i32x4.splat(0);
@@ -149,20 +161,20 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
       for (let pi = pw, qi = q + (j << 5), x = s + acts(n) + (j << 3) * slot; pi < pw + 32; pi += 4, qi += 4, x += slot) {
         const wa = v128.load32_splat(pi), wb = v128.load32_splat(qi);
         const x03 = v128.load(x);
-        c03 = i16x8.add(c03, dotI8I7(x03, wa));
-        e03 = i16x8.add(e03, dotI8I7(x03, wb));
+        c03 = slotDot(c03, x03, wa, u8);
+        e03 = slotDot(e03, x03, wb, u8);
         if (!four) {
           const x47 = v128.load(x, 16);
-          c47 = i16x8.add(c47, dotI8I7(x47, wa));
-          e47 = i16x8.add(e47, dotI8I7(x47, wb));
+          c47 = slotDot(c47, x47, wa, u8);
+          e47 = slotDot(e47, x47, wb, u8);
         }
       }
       const sa = v128.load32_splat(p + SCALES + (j << 2)), sb = v128.load32_splat(q + SCALES + (j << 2));
-      ia03 = i32x4.add(ia03, i32x4.dot_i16x8_s(c03, sa));
-      ib03 = i32x4.add(ib03, i32x4.dot_i16x8_s(e03, sb));
+      ia03 = i32x4.add(ia03, scaled(c03, sa, u8));
+      ib03 = i32x4.add(ib03, scaled(e03, sb, u8));
       if (!four) {
-        ia47 = i32x4.add(ia47, i32x4.dot_i16x8_s(c47, sa));
-        ib47 = i32x4.add(ib47, i32x4.dot_i16x8_s(e47, sb));
+        ia47 = i32x4.add(ia47, scaled(c47, sa, u8));
+        ib47 = i32x4.add(ib47, scaled(e47, sb, u8));
       }
     }
     const ma = v128.load(p + MINS), mb = v128.load(q + MINS);
@@ -188,7 +200,20 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
  * unpacked and taken in pairs (an odd last row paired with itself). Returns the first token left
  * for kquant.ts's tiles.
  */
-export function matQ4_KSlots(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+export function matQ4_KSlots(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): i32 {
+  return vnni ? slotsU8(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1) : slotsI16(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1);
+}
+
+// each a function of its own, so that each copy is compiled for its dot (q8.ts's groupTokens)
+function slotsU8(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, true);
+}
+function slotsI16(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, false);
+}
+
+// @ts-ignore: decorator
+@inline function slots(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, u8: bool): i32 {
   const nb = cols >> 8;
   const outStride = (<usize>rows) << 2;
   const rowSlot = <usize>nb * UNPACKED;
@@ -201,14 +226,14 @@ export function matQ4_KSlots(w: usize, rowBytes: usize, groups: usize, slot: usi
       const o = out + <usize>t * outStride + (<usize>r << 2);
       for (let i = 0; i < count; i += 2) {
         const second = min<i32>(i + 1, count - 1);
-        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, false);
+        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, false, u8);
       }
     }
     if (t + 4 <= nTok) {
       const o = out + <usize>t * outStride + (<usize>r << 2);
       for (let i = 0; i < count; i += 2) {
         const second = min<i32>(i + 1, count - 1);
-        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, true);
+        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, true, u8);
       }
     }
   }
