@@ -16,7 +16,7 @@ export { packQ4_0Groups } from "./q8";
 export { packQ8_K } from "./kquant";
 export { packQ8_KGroups } from "./kquant-groups";
 export { packQ8_KSlots } from "./kquant-slots";
-import { matQ4_KSlots } from "./kquant-slots";
+import { matKSlots } from "./kquant-slots";
 import { matKGroups } from "./kquant-groups";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS, matIQ4_XSRelaxed } from "./kquant";
 import { attend } from "./attention";
@@ -267,7 +267,7 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
 }
 
 /**
- * Q5_K (1) / Q6_K (2) batches: the tokens of the job's group streams (GROUPS), eight at
+ * Q5_K (1) batches: the tokens of the job's group streams (GROUPS), eight at
  * a time, into out; returns the first token left for the four-token tiles (0 without streams)
  */
 function kGroups(k: i32, out: usize, r0: i32, r1: i32): i32 {
@@ -295,8 +295,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matQ4_KSlots(w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
-    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(2, out, r0, r1)); break;
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(false, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
+    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(true, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,
     // KV_TYPES = which sides are f16 (attendGgml's HALF_KEYS | HALF_VALUES), KV_EXP_TABLE = the

@@ -1,4 +1,4 @@
-// Q5_K and Q6_K batches eight tokens at a time, then four (relaxed build; Q4_K's go by slots,
+// Q5_K batches eight tokens at a time, then four (relaxed build; Q4_K's and Q6_K's go by slots,
 // kquant-slots.ts, and rowQ4_KGroup keeps Q5_K only), over a group
 // stream: the activations of the group's tokens interleaved per super-block, so that every load
 // in the inner loops is a constant offset from one pointer and a weight vector, unpacked once,
@@ -67,12 +67,6 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
 // @ts-ignore: decorator
 @inline function sub32(acc: v128, u0: v128, u1: v128, x: usize, s: v128): v128 {
   return i32x4.add(acc, i32x4.dot_i16x8_s(i16x8.add(dotI8I7(v128.load(x), u0), dotI8I7(v128.load(x, 16), u1)), s));
-}
-
-/** one 16-weight group's dot (unsigned weights u) for the token at x, times the scale s, added to acc */
-// @ts-ignore: decorator
-@inline function sub16(acc: v128, u: v128, x: usize, s: v128): v128 {
-  return i32x4.add(acc, i32x4.dot_i16x8_s(dotI8I7(v128.load(x), u), s));
 }
 
 /** where in the thread's slot rowQ4_KGroup keeps the eight sub-block scales, each twice in 32 bits */
@@ -174,80 +168,6 @@ const SCALE_SLOTS: usize = 64;
   storeSums(sums, out, outStride, n);
 }
 
-/**
- * Q6_K: one row against the eight (`four`: four) tokens of the group stream at g, as rowQ4_KGroup. Each token's
- * integer: the dots of its 16 groups with the quants + 32 (0..63, the int8 dot's unsigned
- * operand) times their scales, less 32 * sum over groups of scale * activation sum; value
- * (wd * dx) * integer, as superQ6_K.
- */
-// @ts-ignore: decorator
-@inline function rowQ6_KGroup(wr: usize, nb: i32, g: usize, sums: usize, out: usize, outStride: usize, four: bool): void {
-  const groupTokens: usize = four ? 4 : 8;
-  const z = i32x4.splat(0);
-  const low = i8x16.splat(0x0f), high = i8x16.splat(0x30);
-  v128.store(sums, z);
-  v128.store(sums, z, 16);
-  let s = g;
-  for (let b = 0; b < nb; b++, s += kgroupBytes(groupTokens)) {
-    const p = wr + <usize>b * 210;
-    let i0 = z, i1 = z, i2 = z, i3 = z, i4 = z, i5 = z, i6 = z, i7 = z;
-    // groups in the order of superQ6_K: half n, column c, then k (weights 128 n + 32 k + 16 c ..)
-    for (let nc = 0; nc < 4; nc++) {
-      const n = <usize>(nc >> 1), c = <usize>(nc & 1);
-      const ql = p + (n << 6) + (c << 4);
-      const qh = p + 128 + (n << 5) + (c << 4);
-      const sc = p + 192 + (n << 3) + c;
-      // k = 0..3: the low nibbles of l0, of l1, then their high nibbles, with bits 2k, 2k + 1 of h;
-      // each step's nibbles at the bottom of `a` and its high bits at the bottom of `hk`, so the
-      // shifts are constants (the next step's rotated in)
-      let a = v128.load(ql), next = v128.load(ql, 32), hk = v128.load(qh);
-      for (let k = 0; k < 4; k++) {
-        const x = s + acts(groupTokens) + ((((n << 2) + <usize>k) * groupTokens) << 5) + (c << 4);
-        const u = v128.or(v128.and(a, low), v128.and(i16x8.shl(hk, 4), high));
-        const sv = i16x8.splat(<i16>load<i8>(sc + (<usize>k << 1)));
-        i0 = sub16(i0, u, x, sv);
-        i1 = sub16(i1, u, x + 32, sv);
-        storeBarrier(sums, i1);
-        i2 = sub16(i2, u, x + 64, sv);
-        i3 = sub16(i3, u, x + 96, sv);
-        storeBarrier(sums, i3);
-        if (!four) {
-          i4 = sub16(i4, u, x + 128, sv);
-          i5 = sub16(i5, u, x + 160, sv);
-          storeBarrier(sums, i5);
-          i6 = sub16(i6, u, x + 192, sv);
-          i7 = sub16(i7, u, x + 224, sv);
-          storeBarrier(sums, i7);
-        }
-        const done = a;
-        a = next;
-        next = i16x8.shr_u(done, 4);
-        hk = i16x8.shr_u(hk, 2);
-      }
-    }
-    // the + 32 back out: 32 * scale of group j * activation sum j, taken off each token's lanes
-    const scales = v128.load(p, 192);
-    const lo = i16x8.shl(i16x8.extend_low_i8x16_s(scales), 5), hi = i16x8.shl(i16x8.extend_high_i8x16_s(scales), 5);
-    const o = s + sums16(groupTokens);
-    i0 = i32x4.sub(i0, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o)), i32x4.dot_i16x8_s(hi, v128.load(o, 16))));
-    i1 = i32x4.sub(i1, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 32)), i32x4.dot_i16x8_s(hi, v128.load(o, 48))));
-    i2 = i32x4.sub(i2, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 64)), i32x4.dot_i16x8_s(hi, v128.load(o, 80))));
-    i3 = i32x4.sub(i3, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 96)), i32x4.dot_i16x8_s(hi, v128.load(o, 112))));
-    const wd = f32x4.splat(f16(load<u16>(p, 208)));
-    const v03 = f32x4.mul(f32x4.mul(wd, v128.load(s)), f32x4.convert_i32x4_s(lanesSum(i0, i1, i2, i3)));
-    let v47 = v03;
-    if (!four) {
-      i4 = i32x4.sub(i4, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 128)), i32x4.dot_i16x8_s(hi, v128.load(o, 144))));
-      i5 = i32x4.sub(i5, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 160)), i32x4.dot_i16x8_s(hi, v128.load(o, 176))));
-      i6 = i32x4.sub(i6, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 192)), i32x4.dot_i16x8_s(hi, v128.load(o, 208))));
-      i7 = i32x4.sub(i7, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(o, 224)), i32x4.dot_i16x8_s(hi, v128.load(o, 240))));
-      v47 = f32x4.mul(f32x4.mul(wd, v128.load(s, 16)), f32x4.convert_i32x4_s(lanesSum(i4, i5, i6, i7)));
-    }
-    addValues(sums, v03, v47, four);
-  }
-  storeSums(sums, out, outStride, groupTokens);
-}
-
 /** the n tokens' sums to out, one token outStride bytes after the other */
 // @ts-ignore: decorator
 @inline function storeSums(sums: usize, out: usize, outStride: usize, n: usize): void {
@@ -255,7 +175,7 @@ const SCALE_SLOTS: usize = 64;
 }
 
 /**
- * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 1 Q5_K, 2 Q6_K;
+ * Rows [r0, r1) of the batch's groups of eight tokens, then of four (kind: 1 Q5_K, the one left;
  * out[t * rows + r]); the group streams at groups, 48 bytes of the thread's own at sums. Returns
  * the first token left for kquant.ts's tiles.
  */
@@ -277,7 +197,6 @@ export function matKGroups(kind: i32, w: usize, rowBytes: usize, groups: usize, 
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * rowBytes;
     const o = out + ((<usize>r) << 2);
-    if (kind == 1) rowQ4_KGroup(true, wr, 176, nb, g, sums, o, outStride, four);
-    else rowQ6_KGroup(wr, nb, g, sums, o, outStride, four);
+    rowQ4_KGroup(true, wr, 176, nb, g, sums, o, outStride, four);
   }
 }

@@ -1,45 +1,54 @@
-// Q4_K batches by slots (relaxed build): q8.ts's Q4_0 group kernel carried over to Q4_K's
-// super-blocks. A thread's four rows are unpacked once per matmul into its slot (a byte a weight,
-// the eight 6-bit scales ready for their broadcasts, the mins, d and dmin as f32), and the
+// Q4_K and Q6_K batches by slots (relaxed build): q8.ts's Q4_0 group kernel carried over to the
+// k-quants' super-blocks. A thread's four rows are unpacked once per matmul into its slot (a byte
+// a weight, the scales ready for their broadcasts, Q4_K's mins, d and dmin as f32), and the
 // activations go by slots of four tokens: one vector holds the same four values of four tokens,
 // so one int8 dot against four weights broadcast in every lane adds each token's products in
-// that token's own lanes, and each activation load serves two rows. kquant-groups.ts's kernel
-// (token after token, one row at a time) unpacked every sub-block for each group of eight tokens
-// and loaded each token's activations once per row.
+// that token's own lanes, and each activation load serves two rows. kquant-groups.ts's kernels
+// (token after token, one row at a time, now Q5_K's alone) unpacked every sub-block for each
+// group of eight tokens and loaded each token's activations once per row.
 //
-// Every token's super-block value is the exact integer superQ4_K computes (integer sums in any
-// order are the same number), converted and scaled by the same f32 operations in the same order,
-// and added to its sum in super-block order: the same bits as superQ4_K one token at a time.
+// Every token's super-block value is the exact integer superQ4_K / superQ6_K computes (integer
+// sums in any order are the same number), converted and scaled by the same f32 operations in the
+// same order, and added to its sum in super-block order: the same bits as one token at a time.
 //
-// Group stream, per super-block of 256 weights (276 n bytes for a group of n = 8 or 4 tokens:
+// Group stream, per super-block of 256 weights (308 n bytes for a group of n = 8 or 4 tokens:
 // groups of eight, then one of four where four or more tokens are left), token k of the group:
 //   0      the n activation scales d (f32)
-//   4 n    token k at 4 n + 16 k: its 8 sums of 32 activations (i16; the min term)
-//   20 n   sub-block j, slot i (values 4i..4i+3 of the sub-block) at 20 n + 4 n (8 j + i) + 4 k:
-//          token k's four int8
-// Unpacked row, per super-block (312 bytes): the 256 weights (0..15) in order, the eight scales
-// each twice in 32 bits (the int16 pair a pmaddwd multiplies), the eight mins (i16), d, dmin (f32).
+//   4 n    token k at 4 n + 32 k: its 16 sums of 16 activations (i16; Q6_K's offset term)
+//   36 n   token k at 36 n + 16 k: its 8 sums of 32 (i16; Q4_K's min term)
+//   52 n   slot i (values 4i..4i+3 of the super-block, i = 0..63) at 52 n + 4 n i + 4 k: token k's four int8
+// Unpacked Q4_K row, per super-block (312 bytes): the 256 weights (0..15) in order, the eight
+// scales each twice in 32 bits (the int16 pair a pmaddwd multiplies), the eight mins (i16), d,
+// dmin (f32). Unpacked Q6_K row (356 bytes): the 256 weights
+// as stored (0..63), the sixteen scales each twice in 32 bits, 32 times each scale (i16: the
+// offset of 32 against the sums of 16), d (f32).
 import { f16 } from "./half";
 import { dotAddU8, dotI8I7, lanesSum } from "./simd";
 import { scalesMinsK4 } from "./kquant";
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
 // @ts-ignore: decorator
-@inline function slotGroupBytes(n: usize): usize { return 276 * n; }
+@inline function slotGroupBytes(n: usize): usize { return 308 * n; }
 // @ts-ignore: decorator
-@inline function sums32(n: usize): usize { return n << 2; }
+@inline function sums16(n: usize): usize { return n << 2; }
 // @ts-ignore: decorator
-@inline function acts(n: usize): usize { return 20 * n; }
+@inline function sums32(n: usize): usize { return 36 * n; }
+// @ts-ignore: decorator
+@inline function acts(n: usize): usize { return 52 * n; }
 
-/** bytes of one unpacked super-block of a row in the slot, and where its parts start */
-const UNPACKED: usize = 312;
+/** bytes of one unpacked super-block of a row in the slot (Q4_K, q6: Q6_K), and where its parts start */
+// @ts-ignore: decorator
+@inline function unpackedBytes(q6: bool): usize { return q6 ? 356 : 312; }
 const SCALES: usize = 256;
-const MINS: usize = 288;
-const D: usize = 304;
+/** Q4_K: the eight mins; Q6_K: 32 times the sixteen scales (i16) */
+// @ts-ignore: decorator
+@inline function offsetsAt(q6: bool): usize { return q6 ? 320 : 288; }
+// @ts-ignore: decorator
+@inline function dAt(q6: bool): usize { return q6 ? 352 : 304; }
+/** Q4_K's dmin */
 const DMIN: usize = 308;
 /** the running sums of two rows x eight tokens after the four unpacked rows */
 const SUMS_BYTES: usize = 64;
-
 
 /**
  * Writes the slot group streams of a batch from the Q8_K activations (int16 at xq, 512 bytes a
@@ -61,66 +70,118 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
       const i = (<usize>t + k) * nb + b;
       store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
       const bs = xb + (i << 6);
+      for (let j: usize = 0; j < 16; j++) store<i16>(o + sums16(n) + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
       for (let j: usize = 0; j < 8; j++) store<i16>(o + sums32(n) + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
       const q = xq + (i << 9);
-      for (let j: usize = 0; j < 8; j++) {
-        const x = q + (j << 6);
-        const lo = i8x16.narrow_i16x8_s(v128.load(x), v128.load(x, 16));
-        const hi = i8x16.narrow_i16x8_s(v128.load(x, 32), v128.load(x, 48));
-        const at = o + acts(n) + ((j << 3) * slot) + (k << 2);
-        v128.store32_lane(at, lo, 0);
-        v128.store32_lane(at + slot, lo, 1);
-        v128.store32_lane(at + 2 * slot, lo, 2);
-        v128.store32_lane(at + 3 * slot, lo, 3);
-        v128.store32_lane(at + 4 * slot, hi, 0);
-        v128.store32_lane(at + 5 * slot, hi, 1);
-        v128.store32_lane(at + 6 * slot, hi, 2);
-        v128.store32_lane(at + 7 * slot, hi, 3);
+      // 16 values at a time: slots 4j .. 4j + 3
+      for (let j: usize = 0; j < 16; j++) {
+        const v = i8x16.narrow_i16x8_s(v128.load(q + (j << 5)), v128.load(q + (j << 5), 16));
+        const at = o + acts(n) + (j << 2) * slot + (k << 2);
+        v128.store32_lane(at, v, 0);
+        v128.store32_lane(at + slot, v, 1);
+        v128.store32_lane(at + 2 * slot, v, 2);
+        v128.store32_lane(at + 3 * slot, v, 3);
       }
     }
   }
   return o;
 }
 
-/** `count` (1..4) rows from row r of a Q4_K weight unpacked into the slot, nb super-blocks each */
+/** `count` (1..4) rows from row r of a Q4_K (q6: Q6_K) weight unpacked into the slot, nb super-blocks each */
 // @ts-ignore: decorator
-@inline function unpackRows(w: usize, rowBytes: usize, r: i32, count: i32, nb: i32, slot: usize): void {
-  const mask = i8x16.splat(0x0f);
+@inline function unpackRows(q6: bool, w: usize, rowBytes: usize, r: i32, count: i32, nb: i32, slot: usize): void {
   for (let i = 0; i < count; i++) {
     let p = w + <usize>(r + i) * rowBytes;
-    let q = slot + <usize>i * <usize>nb * UNPACKED;
-    for (let b = 0; b < nb; b++, p += 144, q += UNPACKED) {
-      // 32 bytes a pair of sub-blocks: low nibbles sub-block 2j, high nibbles 2j + 1
-      for (let j: usize = 0; j < 4; j++) {
-        const v0 = v128.load(p + 16 + (j << 5)), v1 = v128.load(p + 16 + (j << 5), 16);
-        const u = q + (j << 6);
-        v128.store(u, v128.and(v0, mask));
-        v128.store(u, v128.and(v1, mask), 16);
-        v128.store(u, v128.and(i16x8.shr_u(v0, 4), mask), 32);
-        v128.store(u, v128.and(i16x8.shr_u(v1, 4), mask), 48);
-      }
-      const scalesMins = scalesMinsK4(p + 4);
-      const scales = i16x8.extend_low_i8x16_u(scalesMins);
-      v128.store(q + SCALES, i8x16.shuffle(scales, scales, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
-      v128.store(q + SCALES, i8x16.shuffle(scales, scales, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
-      v128.store(q + MINS, i16x8.extend_high_i8x16_u(scalesMins));
-      store<f32>(q + D, f16(load<u16>(p)));
-      store<f32>(q + DMIN, f16(load<u16>(p, 2)));
+    let q = slot + <usize>i * <usize>nb * unpackedBytes(q6);
+    for (let b = 0; b < nb; b++, p += q6 ? 210 : 144, q += unpackedBytes(q6)) {
+      if (q6) unpackQ6_K(p, q);
+      else unpackQ4_K(p, q);
     }
   }
 }
 
-/** the min term of one row (mins at m) for four tokens (their sums of 32 at x): the tokens' integers in the lanes */
+/** one Q4_K super-block at p unpacked at q */
 // @ts-ignore: decorator
-@inline function minTerm(m: v128, x: usize): v128 {
-  return lanesSum(i32x4.dot_i16x8_s(m, v128.load(x)), i32x4.dot_i16x8_s(m, v128.load(x, 16)), i32x4.dot_i16x8_s(m, v128.load(x, 32)), i32x4.dot_i16x8_s(m, v128.load(x, 48)));
+@inline function unpackQ4_K(p: usize, q: usize): void {
+  const mask = i8x16.splat(0x0f);
+  // 32 bytes a pair of sub-blocks: low nibbles sub-block 2j, high nibbles 2j + 1
+  for (let j: usize = 0; j < 4; j++) {
+    const v0 = v128.load(p + 16 + (j << 5)), v1 = v128.load(p + 16 + (j << 5), 16);
+    const u = q + (j << 6);
+    v128.store(u, v128.and(v0, mask));
+    v128.store(u, v128.and(v1, mask), 16);
+    v128.store(u, v128.and(i16x8.shr_u(v0, 4), mask), 32);
+    v128.store(u, v128.and(i16x8.shr_u(v1, 4), mask), 48);
+  }
+  const scalesMins = scalesMinsK4(p + 4);
+  const scales = i16x8.extend_low_i8x16_u(scalesMins), mins = i16x8.extend_high_i8x16_u(scalesMins);
+  v128.store(q + SCALES, i8x16.shuffle(scales, scales, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
+  v128.store(q + SCALES, i8x16.shuffle(scales, scales, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
+  v128.store(q + offsetsAt(false), mins);
+  store<f32>(q + dAt(false), f16(load<u16>(p)));
+  store<f32>(q + DMIN, f16(load<u16>(p, 2)));
 }
 
-/** one super-block's values of a row (unpacked at p) for four tokens (scales dx), its integers isum and msum; superQ4_K's f32 steps */
+/**
+ * one Q6_K super-block at p (210 bytes: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
+ * scales, f16 d) unpacked at q: weight 128 h + 32 k + l (h = 0, 1; k = 0..3; l = 0..31) is the
+ * nibble of low byte 64 h + l (k = 0, 2: low / high nibble) or 64 h + 32 + l (k = 1, 3) with bits
+ * 2k, 2k + 1 of high byte 32 h + l on top, as dequantize_row_q6_K reads them, stored + 32
+ */
 // @ts-ignore: decorator
-@inline function values(p: usize, dx: v128, isum: v128, msum: v128): v128 {
-  const wd = v128.load32_splat(p + D), wm = v128.load32_splat(p + DMIN);
-  return f32x4.sub(f32x4.mul(f32x4.mul(wd, dx), f32x4.convert_i32x4_s(isum)), f32x4.mul(f32x4.mul(wm, dx), f32x4.convert_i32x4_s(msum)));
+@inline function unpackQ6_K(p: usize, q: usize): void {
+  const low = i8x16.splat(0x0f), three = i8x16.splat(3);
+  for (let h: usize = 0; h < 2; h++) {
+    for (let c: usize = 0; c < 32; c += 16) {
+      const l0 = v128.load(p + (h << 6) + c), l1 = v128.load(p + (h << 6) + 32 + c), hb = v128.load(p + 128 + (h << 5) + c);
+      const u = q + (h << 7) + c;
+      v128.store(u, v128.or(v128.and(l0, low), i8x16.shl(v128.and(hb, three), 4)));
+      v128.store(u, v128.or(v128.and(l1, low), i8x16.shl(v128.and(i8x16.shr_u(hb, 2), three), 4)), 32);
+      v128.store(u, v128.or(i8x16.shr_u(l0, 4), i8x16.shl(v128.and(i8x16.shr_u(hb, 4), three), 4)), 64);
+      v128.store(u, v128.or(i8x16.shr_u(l1, 4), i8x16.shl(i8x16.shr_u(hb, 6), 4)), 96);
+    }
+  }
+  const scales = v128.load(p, 192);
+  const lo = i16x8.extend_low_i8x16_s(scales), hi = i16x8.extend_high_i8x16_s(scales);
+  v128.store(q + SCALES, i8x16.shuffle(lo, lo, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
+  v128.store(q + SCALES, i8x16.shuffle(lo, lo, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
+  v128.store(q + SCALES, i8x16.shuffle(hi, hi, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7), 32);
+  v128.store(q + SCALES, i8x16.shuffle(hi, hi, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 48);
+  v128.store(q + offsetsAt(true), i16x8.shl(lo, 5));
+  v128.store(q + offsetsAt(true), i16x8.shl(hi, 5), 16);
+  store<f32>(q + dAt(true), f16(load<u16>(p, 208)));
+}
+
+/**
+ * a row's offset term for four tokens (their stream at s, n tokens in the group, the first of the
+ * four at k0): Q4_K's eight mins against the sums of 32, Q6_K's sixteen 32 x scales against the
+ * sums of 16; the tokens' integers in the lanes
+ */
+// @ts-ignore: decorator
+@inline function offsetTerm(q6: bool, o: usize, s: usize, n: usize, k0: usize): v128 {
+  if (!q6) {
+    const m = v128.load(o), x = s + sums32(n) + (k0 << 4);
+    return lanesSum(i32x4.dot_i16x8_s(m, v128.load(x)), i32x4.dot_i16x8_s(m, v128.load(x, 16)), i32x4.dot_i16x8_s(m, v128.load(x, 32)), i32x4.dot_i16x8_s(m, v128.load(x, 48)));
+  }
+  const lo = v128.load(o), hi = v128.load(o, 16), x = s + sums16(n) + (k0 << 5);
+  return lanesSum(
+    i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x)), i32x4.dot_i16x8_s(hi, v128.load(x, 16))),
+    i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x, 32)), i32x4.dot_i16x8_s(hi, v128.load(x, 48))),
+    i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x, 64)), i32x4.dot_i16x8_s(hi, v128.load(x, 80))),
+    i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x, 96)), i32x4.dot_i16x8_s(hi, v128.load(x, 112))));
+}
+
+/**
+ * one super-block's values of a row (unpacked at p) for four tokens (scales dx) from its integers
+ * isum and offset term: superQ4_K's f32 steps (d dx isum - dmin dx msum), superQ6_K's (d dx
+ * (isum - offsets))
+ */
+// @ts-ignore: decorator
+@inline function values(q6: bool, p: usize, dx: v128, isum: v128, offsets: v128): v128 {
+  const wd = v128.load32_splat(p + dAt(q6));
+  if (q6) return f32x4.mul(f32x4.mul(wd, dx), f32x4.convert_i32x4_s(i32x4.sub(isum, offsets)));
+  const wm = v128.load32_splat(p + DMIN);
+  return f32x4.sub(f32x4.mul(f32x4.mul(wd, dx), f32x4.convert_i32x4_s(isum)), f32x4.mul(f32x4.mul(wm, dx), f32x4.convert_i32x4_s(offsets)));
 }
 
 /** one slot's dot added to c: int16 pairs (pmaddubsw), or on VNNI's dot (`u8`) int32 lanes */
@@ -129,37 +190,41 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   return u8 ? dotAddU8(x, w, c) : i16x8.add(c, dotI8I7(x, w));
 }
 
-/** a sub-block's lanes times its scale (the int16 pair s): int16 lanes by pmaddwd, VNNI's int32 lanes by a multiply with s's low half */
+/** lanes times their scale (the int16 pair s): int16 lanes by pmaddwd, VNNI's int32 lanes by a multiply with s's (signed) high half */
 // @ts-ignore: decorator
 @inline function scaled(c: v128, s: v128, u8: bool): v128 {
-  return u8 ? i32x4.mul(c, v128.and(s, i32x4.splat(0xffff))) : i32x4.dot_i16x8_s(c, s);
+  return u8 ? i32x4.mul(c, i32x4.shr_s(s, 16)) : i32x4.dot_i16x8_s(c, s);
 }
 
 /**
  * Two unpacked rows (pa, pb) against the eight (`four`: four) tokens of the slot stream at g;
- * sums: 64 bytes of the slot for the running sums. Per sub-block the int16 lanes of each (row,
- * four tokens) take eight dots of four values (at most 8 x 2 x 15 x 127), then one pmaddwd by
- * the sub-block's scale carries them into int32 lanes.
+ * sums: 64 bytes of the slot for the running sums. The lanes of each (row, four tokens) take the
+ * dots of `run` slots that share a scale, then one multiply by the scale carries them into int32:
+ * Q4_K's sub-blocks of 32 weights (8 slots, int16 lanes at most 8 x 2 x 15 x 127), Q6_K's pairs of
+ * slots (0..63: two slots at most 2 x 2 x 63 x 127 in int16; on VNNI's dot its groups of 16, 4 slots)
  */
 // @ts-ignore: decorator
-@inline function rowsQ4_KSlots(pa: usize, pb: usize, nb: i32, g: usize, sums: usize, outA: usize, outB: usize, outStride: usize, four: bool, u8: bool): void {
+@inline function rowsSlots(q6: bool, pa: usize, pb: usize, nb: i32, g: usize, sums: usize, outA: usize, outB: usize, outStride: usize, four: bool, u8: bool): void {
   const n: usize = four ? 4 : 8;
   const slot = n << 2;
+  // slots a scale covers: Q4_K 8; Q6_K 4 (16 weights), taken two at a time on the int16 pairs
+  const run: usize = q6 ? (u8 ? 4 : 2) : 8;
   const z = i32x4.splat(0);
   v128.store(sums, z);
   v128.store(sums, z, 16);
   v128.store(sums, z, 32);
   v128.store(sums, z, 48);
   let s = g;
-  for (let b = 0, p = pa, q = pb; b < nb; b++, s += slotGroupBytes(n), p += UNPACKED, q += UNPACKED) {
+  const ub = unpackedBytes(q6);
+  for (let b = 0, p = pa, q = pb; b < nb; b++, s += slotGroupBytes(n), p += ub, q += ub) {
     let ia03 = z, ia47 = z, ib03 = z, ib47 = z;
-    for (let j: usize = 0; j < 8; j++) {
+    // weights 4 run j .. 4 run (j + 1) - 1 share a scale; pointers stepped, every load a
+    // constant offset from one of them
+    for (let pw = p, qw = q, x = s + acts(n), sc: usize = 0; pw < p + 256; sc += q6 && !u8 ? 2 : 4) {
       let c03 = z, c47 = z, e03 = z, e47 = z;
-      const pw = p + (j << 5);
-      // slot i of the sub-block: weights 4i..4i+3 of each row in every lane; pointers stepped,
-      // every load a constant offset from one of them
-      for (let pi = pw, qi = q + (j << 5), x = s + acts(n) + (j << 3) * slot; pi < pw + 32; pi += 4, qi += 4, x += slot) {
-        const wa = v128.load32_splat(pi), wb = v128.load32_splat(qi);
+      const end = pw + (run << 2);
+      for (; pw < end; pw += 4, qw += 4, x += slot) {
+        const wa = v128.load32_splat(pw), wb = v128.load32_splat(qw);
         const x03 = v128.load(x);
         c03 = slotDot(c03, x03, wa, u8);
         e03 = slotDot(e03, x03, wb, u8);
@@ -169,7 +234,9 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
           e47 = slotDot(e47, x47, wb, u8);
         }
       }
-      const sa = v128.load32_splat(p + SCALES + (j << 2)), sb = v128.load32_splat(q + SCALES + (j << 2));
+      // the run's scale: sc counts 2 bytes a run where two runs share one (Q6_K on int16 pairs)
+      const at = SCALES + (sc & ~3);
+      const sa = v128.load32_splat(p + at), sb = v128.load32_splat(q + at);
       ia03 = i32x4.add(ia03, scaled(c03, sa, u8));
       ib03 = i32x4.add(ib03, scaled(e03, sb, u8));
       if (!four) {
@@ -177,15 +244,13 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
         ib47 = i32x4.add(ib47, scaled(e47, sb, u8));
       }
     }
-    const ma = v128.load(p + MINS), mb = v128.load(q + MINS);
-    const m = s + sums32(n);
     const dx03 = v128.load(s);
-    v128.store(sums, f32x4.add(v128.load(sums), values(p, dx03, ia03, minTerm(ma, m))));
-    v128.store(sums, f32x4.add(v128.load(sums, 32), values(q, dx03, ib03, minTerm(mb, m))), 32);
+    v128.store(sums, f32x4.add(v128.load(sums), values(q6, p, dx03, ia03, offsetTerm(q6, p + offsetsAt(q6), s, n, 0))));
+    v128.store(sums, f32x4.add(v128.load(sums, 32), values(q6, q, dx03, ib03, offsetTerm(q6, q + offsetsAt(q6), s, n, 0))), 32);
     if (!four) {
       const dx47 = v128.load(s, 16);
-      v128.store(sums, f32x4.add(v128.load(sums, 16), values(p, dx47, ia47, minTerm(ma, m + 64))), 16);
-      v128.store(sums, f32x4.add(v128.load(sums, 48), values(q, dx47, ib47, minTerm(mb, m + 64))), 48);
+      v128.store(sums, f32x4.add(v128.load(sums, 16), values(q6, p, dx47, ia47, offsetTerm(q6, p + offsetsAt(q6), s, n, 4))), 16);
+      v128.store(sums, f32x4.add(v128.load(sums, 48), values(q6, q, dx47, ib47, offsetTerm(q6, q + offsetsAt(q6), s, n, 4))), 48);
     }
   }
   for (let k: usize = 0; k < n; k++) {
@@ -195,45 +260,52 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
 }
 
 /**
- * Rows [r0, r1) of a Q4_K weight over the batch's slot streams at groups: eight tokens at a
- * time, then four (out[t * rows + r]); slot: the thread's 4 x 312 bytes a super-block of a row, and 64 (the host's GROUP_KERNELS). Four rows at a time are
- * unpacked and taken in pairs (an odd last row paired with itself). Returns the first token left
- * for kquant.ts's tiles.
+ * Rows [r0, r1) of a Q4_K (q6: Q6_K) weight over the batch's slot streams at groups: eight
+ * tokens at a time, then four (out[t * rows + r]); slot: the thread's four unpacked rows and 64
+ * bytes (the host's GROUP_KERNELS). Four rows at a time are unpacked and taken in pairs (an odd
+ * last row paired with itself). Returns the first token left for kquant.ts's tiles.
  */
-export function matQ4_KSlots(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): i32 {
-  return vnni ? slotsU8(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1) : slotsI16(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1);
+export function matKSlots(q6: bool, w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, vnni: bool): i32 {
+  if (q6) return vnni ? slotsQ6_KU8(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1) : slotsQ6_KI16(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1);
+  return vnni ? slotsQ4_KU8(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1) : slotsQ4_KI16(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1);
 }
 
-// each a function of its own, so that each copy is compiled for its dot (q8.ts's groupTokens)
-function slotsU8(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
-  return slots(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, true);
+// each a function of its own, so that each copy is compiled for its type and dot (q8.ts's groupTokens)
+function slotsQ4_KU8(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(false, w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, true);
 }
-function slotsI16(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
-  return slots(w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, false);
+function slotsQ4_KI16(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(false, w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, false);
+}
+function slotsQ6_KU8(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(true, w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, true);
+}
+function slotsQ6_KI16(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32): i32 {
+  return slots(true, w, rowBytes, groups, slot, out, rows, cols, nTok, r0, r1, false);
 }
 
 // @ts-ignore: decorator
-@inline function slots(w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, u8: bool): i32 {
+@inline function slots(q6: bool, w: usize, rowBytes: usize, groups: usize, slot: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, u8: bool): i32 {
   const nb = cols >> 8;
   const outStride = (<usize>rows) << 2;
-  const rowSlot = <usize>nb * UNPACKED;
+  const rowSlot = <usize>nb * unpackedBytes(q6);
   const sums = slot + 4 * rowSlot;
   for (let r = r0; r < r1; r += 4) {
     const count = min<i32>(4, r1 - r);
-    unpackRows(w, rowBytes, r, count, nb, slot);
+    unpackRows(q6, w, rowBytes, r, count, nb, slot);
     let t = 0, g = groups;
     for (; t + 8 <= nTok; t += 8, g += <usize>nb * slotGroupBytes(8)) {
       const o = out + <usize>t * outStride + (<usize>r << 2);
       for (let i = 0; i < count; i += 2) {
         const second = min<i32>(i + 1, count - 1);
-        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, false, u8);
+        rowsSlots(q6, slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, false, u8);
       }
     }
     if (t + 4 <= nTok) {
       const o = out + <usize>t * outStride + (<usize>r << 2);
       for (let i = 0; i < count; i += 2) {
         const second = min<i32>(i + 1, count - 1);
-        rowsQ4_KSlots(slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, true, u8);
+        rowsSlots(q6, slot + <usize>i * rowSlot, slot + <usize>second * rowSlot, nb, g, sums, o + (<usize>i << 2), o + (<usize>second << 2), outStride, true, u8);
       }
     }
   }

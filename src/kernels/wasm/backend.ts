@@ -230,11 +230,11 @@ const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number
   [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
   [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  // Q4_K: slot streams (kquant-slots.ts: 276 bytes a token a super-block), four rows unpacked in
-  // the slot (UNPACKED, 312 bytes a super-block) and two rows' running sums (SUMS_BYTES)
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2208, blockWeights: 256, slotBytes: (cols) => align64(4 * 312 * (cols / 256) + 64), quadBytes: 1104 }],
+  // Q4_K / Q6_K: slot streams (kquant-slots.ts: 308 bytes a token a super-block), four rows
+  // unpacked in the slot (unpackedBytes: 312 / 356 bytes a super-block) and two rows' running sums
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: (cols) => align64(4 * 312 * (cols / 256) + 64), quadBytes: 1232 }],
   [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
-  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 64, quadBytes: 1232 }],
+  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: (cols) => align64(4 * 356 * (cols / 256) + 64), quadBytes: 1232 }],
 ]);
 
 /** bytes of the group streams (every eight tokens, then a group of four where four are left) for a batch on a group kernel, else 0 */
@@ -461,7 +461,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
       else {
         // as above: the group streams first, from the int16 activations packQ8_K narrows
-        if (groups !== 0 && relaxedKind === C.Kind.Q4_K_RELAXED) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
+        if (groups !== 0 && (relaxedKind === C.Kind.Q4_K_RELAXED || relaxedKind === C.Kind.Q6_K_RELAXED)) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
         else if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
         kernels.packQ8_K(xq, (nTok * cols) / 256);
       }
