@@ -20,15 +20,27 @@ import { f16 } from "./half";
 import { dotI8I7, lanesSum } from "./simd";
 import { nibblesAt, scalesMinsK4, weights } from "./kquant";
 
-/** bytes of a super-block of a group of n tokens, and where its parts start */
+/** bytes of a super-block of a group of n tokens, and where its parts start (kquant-slots.ts's streams too) */
 // @ts-ignore: decorator
-@inline function kgroupBytes(n: usize): usize { return 308 * n; }
+@inline export function kgroupBytes(n: usize): usize { return 308 * n; }
 // @ts-ignore: decorator
-@inline function sums16(n: usize): usize { return n << 2; }
+@inline export function sums16(n: usize): usize { return n << 2; }
 // @ts-ignore: decorator
-@inline function sums32(n: usize): usize { return 36 * n; }
+@inline export function sums32(n: usize): usize { return 36 * n; }
 // @ts-ignore: decorator
-@inline function acts(n: usize): usize { return 52 * n; }
+@inline export function acts(n: usize): usize { return 52 * n; }
+
+/**
+ * token k's head of super-block i in a group of n at o: its scale (from xd) and its sums of 16 and
+ * of 32 (from the i32 sums of 16 at xb), as both group streams hold them
+ */
+// @ts-ignore: decorator
+@inline export function packTokenSums(xd: usize, xb: usize, i: usize, o: usize, k: usize, n: usize): void {
+  store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
+  const bs = xb + (i << 6);
+  for (let j: usize = 0; j < 16; j++) store<i16>(o + sums16(n) + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
+  for (let j: usize = 0; j < 8; j++) store<i16>(o + sums32(n) + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
+}
 
 /**
  * Writes the group streams of a batch from the Q8_K activations (int16 at xq, 512 bytes a
@@ -47,10 +59,7 @@ function packKGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32
   for (let b: usize = 0; b < nb; b++, o += kgroupBytes(n)) {
     for (let k: usize = 0; k < n; k++) {
       const i = (<usize>t + k) * nb + b;
-      store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
-      const bs = xb + (i << 6);
-      for (let j: usize = 0; j < 16; j++) store<i16>(o + sums16(n) + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
-      for (let j: usize = 0; j < 8; j++) store<i16>(o + sums32(n) + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
+      packTokenSums(xd, xb, i, o, k, n);
       const q = xq + (i << 9);
       for (let j: usize = 0; j < 8; j++) {
         const x = q + (j << 6);

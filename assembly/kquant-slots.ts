@@ -11,7 +11,7 @@
 // sums in any order are the same number), converted and scaled by the same f32 operations in the
 // same order, and added to its sum in super-block order: the same bits as one token at a time.
 //
-// Group stream, per super-block of 256 weights (308 n bytes for a group of n = 8 or 4 tokens:
+// Group stream (kquant-groups.ts's layout, its int8 by slots), per super-block of 256 weights (308 n bytes for a group of n = 8 or 4 tokens:
 // groups of eight, then one of four where four or more tokens are left), token k of the group:
 //   0      the n activation scales d (f32)
 //   4 n    token k at 4 n + 32 k: its 16 sums of 16 activations (i16; Q6_K's offset term)
@@ -25,16 +25,8 @@
 import { f16 } from "./half";
 import { dotAddU8, dotI8I7, lanesSum } from "./simd";
 import { scalesMinsK4 } from "./kquant";
+import { acts, kgroupBytes, packTokenSums, sums16, sums32 } from "./kquant-groups";
 
-/** bytes of a super-block of a group of n tokens, and where its parts start */
-// @ts-ignore: decorator
-@inline function slotGroupBytes(n: usize): usize { return 308 * n; }
-// @ts-ignore: decorator
-@inline function sums16(n: usize): usize { return n << 2; }
-// @ts-ignore: decorator
-@inline function sums32(n: usize): usize { return 36 * n; }
-// @ts-ignore: decorator
-@inline function acts(n: usize): usize { return 52 * n; }
 
 /** bytes of one unpacked super-block of a row in the slot (Q4_K, q6: Q6_K), and where its parts start */
 // @ts-ignore: decorator
@@ -65,13 +57,10 @@ export function packQ8_KSlots(xq: usize, xd: usize, xb: usize, g: usize, cols: i
 function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: i32, n: usize): usize {
   const nb = <usize>(cols >> 8);
   const slot = n << 2;
-  for (let b: usize = 0; b < nb; b++, o += slotGroupBytes(n)) {
+  for (let b: usize = 0; b < nb; b++, o += kgroupBytes(n)) {
     for (let k: usize = 0; k < n; k++) {
       const i = (<usize>t + k) * nb + b;
-      store<f32>(o + (k << 2), load<f32>(xd + (i << 2)));
-      const bs = xb + (i << 6);
-      for (let j: usize = 0; j < 16; j++) store<i16>(o + sums16(n) + (k << 5) + (j << 1), <i16>load<i32>(bs + (j << 2)));
-      for (let j: usize = 0; j < 8; j++) store<i16>(o + sums32(n) + (k << 4) + (j << 1), <i16>(load<i32>(bs + (j << 3)) + load<i32>(bs + (j << 3), 4)));
+      packTokenSums(xd, xb, i, o, k, n);
       const q = xq + (i << 9);
       // 16 values at a time: slots 4j .. 4j + 3
       for (let j: usize = 0; j < 16; j++) {
@@ -216,7 +205,7 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   v128.store(sums, z, 48);
   let s = g;
   const ub = unpackedBytes(q6);
-  for (let b = 0, p = pa, q = pb; b < nb; b++, s += slotGroupBytes(n), p += ub, q += ub) {
+  for (let b = 0, p = pa, q = pb; b < nb; b++, s += kgroupBytes(n), p += ub, q += ub) {
     let ia03 = z, ia47 = z, ib03 = z, ib47 = z;
     // weights 4 run j .. 4 run (j + 1) - 1 share a scale; pointers stepped, every load a
     // constant offset from one of them
@@ -294,7 +283,7 @@ function slotsQ6_KI16(w: usize, rowBytes: usize, groups: usize, slot: usize, out
     const count = min<i32>(4, r1 - r);
     unpackRows(q6, w, rowBytes, r, count, nb, slot);
     let t = 0, g = groups;
-    for (; t + 8 <= nTok; t += 8, g += <usize>nb * slotGroupBytes(8)) {
+    for (; t + 8 <= nTok; t += 8, g += <usize>nb * kgroupBytes(8)) {
       const o = out + <usize>t * outStride + (<usize>r << 2);
       for (let i = 0; i < count; i += 2) {
         const second = min<i32>(i + 1, count - 1);
