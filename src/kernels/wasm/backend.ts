@@ -217,11 +217,12 @@ function bytesPerToken(cols: number, rows: number): number {
 
 /**
  * The kernels that take batches eight tokens at a time over group streams (assembly/groups.ts for
- * Q8_0, Q4_0 and Q5_0, kquant-groups.ts): bytes of a stream per weight block of each (Q8_0: 8 scales,
- * 8 x 32 int8; Q4_0: the same and 8 * each token's sum; KGROUP_BYTES: 8 scales, 8 tokens' sums
- * of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot (Q8_0: a half
- * pass's eight accumulators, twice; k-quants: the eight running sums, and Q4_K's / Q5_K's
- * scales). Each also takes a group of four after the eights: quadBytes a block.
+ * Q8_0, Q4_0 and Q5_0, kquant-groups.ts / kquant-slots.ts for the k-quants): bytes of a stream per
+ * weight block of each (Q8_0: 8 scales, 8 x 32 int8; Q4_0: the same and 8 * each token's sum;
+ * k-quants: 8 scales, 8 tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and
+ * each thread's slot for a row cols wide (Q8_0: a half pass's eight accumulators, twice; Q4_0,
+ * Q5_0, Q4_K, Q6_K: four rows unpacked and two rows' running sums; Q5_K: the eight running sums
+ * and its scales). Each also takes a group of four after the eights: quadBytes a block.
  */
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: (cols: number) => number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
