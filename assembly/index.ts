@@ -14,10 +14,8 @@ import { matIQ1_M, matIQ1_S, matIQ2_S, matIQ2_XS, matIQ2_XXS, matIQ3_S, matIQ3_X
 export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ4_0Groups } from "./q8";
 export { packQ8_K } from "./kquant";
-export { packQ8_KGroups } from "./kquant-groups";
 export { packQ8_KSlots } from "./kquant-slots";
 import { matKSlots } from "./kquant-slots";
-import { matKGroups } from "./kquant-groups";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS, matIQ4_XSRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
@@ -41,7 +39,7 @@ const NEXT: usize = 128;
 const MAIN_WAITING: usize = 68;
 /** rows (items) of the job finished, published or recomputed by the main thread */
 const COMPLETED: usize = 72;
-/** matmul jobs: the batch's group streams (packQ8_0Groups / packQ4_0Groups / packQ8_KGroups), 0 for none */
+/** matmul jobs: the batch's group streams (packQ8_0Groups / packQ4_0Groups / packQ8_KSlots), 0 for none */
 const GROUPS: usize = 76;
 // row-op jobs: RMSNorm's epsilon (f64)
 const EPS: usize = 80;
@@ -241,7 +239,7 @@ function loadJob(ctrl: usize, thread: i32): void {
   }
   // the exact attention keeps a score row and accumulators per thread, the bidirectional one its
   // head's scores and gathered rows, F16/BF16 batches a converted row group, Q8_0 batches a
-  // half pass's accumulators, Q4_K/Q5_K/Q6_K batches their eight tokens' sums: the slot of its
+  // half pass's accumulators, Q4_K/Q5_K/Q6_K batches four unpacked rows and two rows' sums: the slot of its
   // index. Every job whose kernel reads a slot writes SLOT_*; the others ignore scratch
   const slotBytes = load<usize>(ctrl + SLOT_BYTES);
   scratch = slotBytes != 0 ? load<usize>(ctrl + SLOT_BASE) + <usize>thread * slotBytes : 0;
@@ -266,14 +264,6 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
   }
 }
 
-/**
- * Q5_K (1) batches: the tokens of the job's group streams (GROUPS), eight at
- * a time, into out; returns the first token left for the four-token tiles (0 without streams)
- */
-function kGroups(k: i32, out: usize, r0: i32, r1: i32): i32 {
-  return groups != 0 ? matKGroups(k, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1) : 0;
-}
-
 /** rows [r0, r1) of the loaded job's kernel, results into out */
 function compute(out: usize, r0: i32, r1: i32): void {
   switch (kind) {
@@ -295,8 +285,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(false, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
-    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(true, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(0, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
+    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(2, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,
     // KV_TYPES = which sides are f16 (attendGgml's HALF_KEYS | HALF_VALUES), KV_EXP_TABLE = the
@@ -317,7 +307,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     // Q5_K over Q8_K activations (21), packed by packQ8_K (22: relaxed build only)
     case 21: matQ5_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kGroups(1, out, r0, r1)); break;
+    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(1, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
     // Q2_K / Q3_K over Q8_K activations (23 / 25), packed by packQ8_K (24 / 26: relaxed build only)
     case 23: matQ2_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 24: matQ2_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;

@@ -303,7 +303,7 @@ export function packQ8_K(q: usize, nBlocks: i32): void {
 
 /**
  * Rows [r0, r1) for tokens t0.. (the tokens before went eight at a time through
- * kquant-groups.ts). Batches go four tokens at a time through each row (superQ*_K4:
+ * kquant-slots.ts). Batches go four tokens at a time through each row (superQ*_K4:
  * a super-block's unpacking and scales shared by the four; the four running sums in one vector's
  * lanes, each lane's f32 adds those of the one-token loop); the last 1-3 tokens and decode one at
  * a time.
@@ -404,7 +404,7 @@ export function matQ3_K(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usi
   matK(4, false, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1);
 }
 
-/** relaxed build only, over activations packed by packQ8_K, tokens t0.. (those before: kquant-groups.ts) */
+/** relaxed build only, over activations packed by packQ8_K, tokens t0.. (those before: kquant-slots.ts) */
 export function matQ4_KRelaxed(w: usize, rowBytes: usize, xq: usize, xd: usize, xb: usize, out: usize, rows: i32, cols: i32, nTok: i32, r0: i32, r1: i32, t0: i32): void {
   matK(0, true, w, rowBytes, xq, xd, xb, out, rows, cols, nTok, r0, r1, t0);
 }

@@ -18,7 +18,7 @@ import { buildBrowser } from "../scripts/build-browser.mjs";
 
 // The wasm backend in headless Chromium (the browser build's seams, Web Worker threads): its Q8_0
 // matmuls must give the reference kernel's bits, as in Node (wasm-exact.test.ts), and its Q4_0,
-// Q5_0, Q4_K and Q6_K ones the bits of Node's wasm backend (whose relaxed kernels wasm-relaxed.test.ts holds to
+// Q5_0, Q4_K, Q5_K and Q6_K ones the bits of Node's wasm backend (whose relaxed kernels wasm-relaxed.test.ts holds to
 // the SIMD128 build's). Chromium's V8 lowers Relaxed SIMD's int32 dot to VNNI's vpdpbusd on a CPU
 // with AVX-VNNI, where the batches' group kernels then take it (C.VNNI_DOT): Node 20's V8 never
 // does, so this page is where those paths are checked. Which dot ran is printed, and asserted
@@ -78,13 +78,14 @@ const IN_PAGE = `(args) => new Promise((resolve, reject) => {
   worker.postMessage(args);
 })`;
 
-test("Q8_0, Q4_0, Q5_0, Q4_K and Q6_K matmuls in Chromium's wasm backend give the bits of the reference (Q8_0) and of Node's wasm backend (VNNI's dot where V8 lowers to it)", { skip }, async () => {
+test("Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K matmuls in Chromium's wasm backend give the bits of the reference (Q8_0) and of Node's wasm backend (VNNI's dot where V8 lowers to it)", { skip }, async () => {
   const r = rng(29);
   const filled = (n: number, scale: number): Float32Array => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
   const tokens = [1, 4, 8, 13, 29];
   // the k-quants' rows a multiple of 256 wide (an odd row count: the last row pairs with itself)
   const shapes = [[67, 160], [130, 576], [5, 2048]] as const, superBlockShapes = [[67, 512], [9, 2816]] as const;
-  const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K].flatMap((type) => (type === GGMLType.Q4_K || type === GGMLType.Q6_K ? superBlockShapes : shapes).map(([rows, cols]) => {
+  const kQuants = new Set([GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]);
+  const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0, ...kQuants].flatMap((type) => (kQuants.has(type) ? superBlockShapes : shapes).map(([rows, cols]) => {
     const rowBytes = rowByteLength(type, cols);
     const data = new Uint8Array(rows * rowBytes);
     for (let row = 0; row < rows; row++) quantizeRow(type, filled(cols, 1 + (row % 5)), data.subarray(row * rowBytes, (row + 1) * rowBytes), cols);

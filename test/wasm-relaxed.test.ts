@@ -140,13 +140,29 @@ test("relaxed build: Q4_K, Q5_K and Q6_K give the plain build's bits (quantized 
       // random bytes reach every code (Q6_K: q = -32 and scales -128 included)
       const random = randomBlocks(type, cols, rows, r, type === GGMLType.Q6_K ? [208] : [0, 2]);
       for (const [what, bytes] of [["quantized", quantized(type, cols, rows, r)], ["random", random]] as const) {
-        // 8, 13, 29: groups of eight tokens (Q4_K: kquant-slots.ts, Q5_K / Q6_K: kquant-groups.ts), then four, then rows
+        // 8, 13, 29: groups of eight tokens (kquant-slots.ts), then four, then rows
         for (const nTokens of [1, 3, 8, 13, 29]) {
           const x = new Float32Array(nTokens * cols).map(() => r() * 2 - 1);
           x.fill(0, 0, 256);
           checkAll(type, cols, rows, bytes, x, nTokens, `${typeName(type)} ${cols}x${rows} ${what}, ${nTokens} tokens`);
         }
       }
+    }
+  }
+});
+
+test("relaxed build: k-quant batches with every weight at its largest (Q4_K 15, Q5_K 31, Q6_K 63) and activations at -128 / 127 stay exact (the int16 pairs' carries)", (t) => {
+  if (!supported) return t.skip(SKIP);
+  const cols = 512;
+  const rows = 6;
+  const r = rng(21);
+  const sign = (): number => (r() < 0.5 ? -1 : 1);
+  for (const [type, scaleFields] of [[GGMLType.Q4_K, [0, 2]], [GGMLType.Q5_K, [0, 2]], [GGMLType.Q6_K, [208]]] as const) {
+    // every quant byte 0xff: each weight at its largest, 6-bit scales and mins 63 (Q6_K's scales -1)
+    const bytes = randomBlocks(type, cols, rows, r, scaleFields).map((b, i) => (scaleFields.some((f) => i % typeInfo(type).typeSize - f === 0 || i % typeInfo(type).typeSize - f === 1) ? b : 0xff));
+    // +1 quantizes to -128 (Q8_K's scale is -128 / max), -1 to 127
+    for (const [what, value] of [["+1", () => 1], ["-1", () => -1], ["+-1", sign]] as const) {
+      for (const nTokens of [8, 13]) checkAll(type, cols, rows, bytes, new Float32Array(nTokens * cols).map(value), nTokens, `${typeName(type)} at its largest weights, activations ${what}, ${nTokens} tokens`);
     }
   }
 });

@@ -17,8 +17,8 @@ export const BENCH_MODELS: readonly BenchModel[] = [
   // the half-precision files, with --all or --only
   ...[GGMLType.F16, GGMLType.BF16].map((t) => ({ name: `smollm-${typeName(t).toLowerCase()}`, spec: { ...SMOLLM_135M, weightType: t }, onlyWithAll: true })),
   ...[GGMLType.Q8_0, GGMLType.Q4_0].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t } })),
-  // the F32 TinyLlama file is 4.4 GB, F16 / BF16 2.2 GB (generated only with --all or --only; the wasm backend loads it across two memories)
-  ...[GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
+  // the F32 TinyLlama file is 4.4 GB, F16 / BF16 2.2 GB, the k-quants 0.6-0.9 GB (generated only with --all or --only; the wasm backend loads it across two memories)
+  ...[GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
   // every TinyLlama matrix has rows of a multiple of 256, so these are IQ2_XS / IQ3_S throughout (random valid blocks)
   ...[GGMLType.IQ2_XS, GGMLType.IQ3_S].map((t) => ({ name: `tinyllama-${typeName(t).toLowerCase()}`, spec: { ...TINYLLAMA_1_1B, weightType: t }, onlyWithAll: true })),
 ];

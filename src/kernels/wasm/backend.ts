@@ -215,27 +215,32 @@ function bytesPerToken(cols: number, rows: number): number {
   return align64(cols * 4) + align64(cols * 2) + align64((cols / 32) * 4) + align64((cols / 16) * 4) + align64(rows * 4) + 5 * 64;
 }
 
+/** a thread's slot for batches by slots: four rows unpacked (`unpacked` bytes a block of `blockWeights`) and `sums` bytes of running sums */
+function unpackedRowsSlot(unpacked: number, blockWeights: number, sums: number): (cols: number) => number {
+  return (cols) => align64((4 * unpacked * cols) / blockWeights + sums);
+}
+
 /**
  * The kernels that take batches eight tokens at a time over group streams (assembly/groups.ts for
- * Q8_0, Q4_0 and Q5_0, kquant-groups.ts / kquant-slots.ts for the k-quants): bytes of a stream per
- * weight block of each (Q8_0: 8 scales, 8 x 32 int8; Q4_0: the same and 8 * each token's sum;
- * k-quants: 8 scales, 8 tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and
- * each thread's slot for a row cols wide (Q8_0: a half pass's eight accumulators, twice; Q4_0,
- * Q5_0, Q4_K, Q6_K: four rows unpacked and two rows' running sums; Q5_K: the eight running sums
- * and its scales). Each also takes a group of four after the eights: quadBytes a block.
+ * Q8_0, Q4_0 and Q5_0, kquant-slots.ts for the k-quants): bytes of a stream per weight block of
+ * each (Q8_0: 8 scales, 8 x 32 int8; Q4_0: the same and 8 * each token's sum; k-quants: 8 scales,
+ * 8 tokens' sums of 16 and of 32, 8 x 256 int8), the weights per block, and each thread's slot
+ * for a row cols wide (Q8_0: a half pass's eight accumulators, twice; the others: four rows
+ * unpacked, and for the k-quants two rows' running sums). Each also takes a group of four after the eights:
+ * quadBytes a block.
  */
 const GROUP_KERNELS = new Map<C.Kind, { blockBytes: number; blockWeights: number; slotBytes: (cols: number) => number; quadBytes: number }>([
   [C.Kind.Q8_0_EXACT, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
   [C.Kind.Q8_0_EXACT_FINITE, { blockBytes: 288, blockWeights: 32, slotBytes: () => 256, quadBytes: 144 }],
-  // four rows unpacked: a byte a weight, an f32 scale a block (q8.ts unpackRows)
-  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: (cols) => align64(4 * cols * 1.125), quadBytes: 160 }],
-  // Q4_K / Q6_K: slot streams (kquant-slots.ts: 308 bytes a token a super-block), four rows
-  // unpacked in the slot (unpackedBytes: 312 / 356 bytes a super-block) and two rows' running sums
-  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: (cols) => align64(4 * 312 * (cols / 256) + 64), quadBytes: 1232 }],
-  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: () => 128, quadBytes: 1232 }],
-  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: (cols) => align64(4 * 356 * (cols / 256) + 64), quadBytes: 1232 }],
+  // a byte a weight, an f32 scale a block (q8.ts unpackRows); the running sums stay in registers
+  [C.Kind.Q4_0_RELAXED, { blockBytes: 320, blockWeights: 32, slotBytes: unpackedRowsSlot(36, 32, 0), quadBytes: 160 }],
+  [C.Kind.Q4_0_RELAXED_FINITE, { blockBytes: 320, blockWeights: 32, slotBytes: unpackedRowsSlot(36, 32, 0), quadBytes: 160 }],
+  [C.Kind.Q5_0_GROUPS, { blockBytes: 320, blockWeights: 32, slotBytes: unpackedRowsSlot(36, 32, 0), quadBytes: 160 }],
+  // slot streams (kquant-slots.ts: 308 bytes a token a super-block), rows unpacked 312 / 356
+  // bytes a super-block (unpackedBytes), and two rows' running sums for eight tokens
+  [C.Kind.Q4_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: unpackedRowsSlot(312, 256, 64), quadBytes: 1232 }],
+  [C.Kind.Q5_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: unpackedRowsSlot(312, 256, 64), quadBytes: 1232 }],
+  [C.Kind.Q6_K_RELAXED, { blockBytes: 2464, blockWeights: 256, slotBytes: unpackedRowsSlot(356, 256, 64), quadBytes: 1232 }],
 ]);
 
 /** bytes of the group streams (every eight tokens, then a group of four where four are left) for a batch on a group kernel, else 0 */
@@ -462,8 +467,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       }
       else {
         // as above: the group streams first, from the int16 activations packQ8_K narrows
-        if (groups !== 0 && (relaxedKind === C.Kind.Q4_K_RELAXED || relaxedKind === C.Kind.Q6_K_RELAXED)) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
-        else if (groups !== 0) kernels.packQ8_KGroups(xq, xs, xb, groups, cols, nTok);
+        if (groups !== 0) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
         kernels.packQ8_K(xq, (nTok * cols) / 256);
       }
       kind = relaxedKind;

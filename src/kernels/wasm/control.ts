@@ -26,7 +26,7 @@ export const MAIN_WAITING = 17;
 export const COMPLETED = 18;
 /**
  * matmul jobs: byte address of the batch's group streams (eight tokens' activations interleaved
- * per weight block: packQ8_0Groups / packQ4_0Groups / packQ8_KGroups), 0 for none. A job word read once by
+ * per weight block: packQ8_0Groups / packQ4_0Groups / packQ8_KSlots), 0 for none. A job word read once by
  * work(), outside the job words' range only for want of room there
  */
 export const GROUPS = 19;

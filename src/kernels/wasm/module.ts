@@ -27,8 +27,7 @@ export interface KernelExports {
   packQ8_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number, unsignedActivations: number): void;
   /** the same for the Q4_0 / Q5_0 batch kernels (assembly/q8.ts; before packQ4_0), `slots` 1 for Q4_0's layout by fours */
   packQ4_0Groups(xq: number, xs: number, groups: number, cols: number, nTok: number): void;
-  /** the same for the Q4_K / Q5_K / Q6_K batch kernels (assembly/kquant-groups.ts; before packQ8_K) */
-  packQ8_KGroups(xq: number, xd: number, xb: number, groups: number, cols: number, nTok: number): void;
+  /** the same for the Q4_K / Q5_K / Q6_K batch kernels (assembly/kquant-slots.ts; before packQ8_K) */
   packQ8_KSlots(xq: number, xd: number, xb: number, groups: number, cols: number, nTok: number): void;
   /** lane 0 of f32x4.relaxed_madd(a, a, c) (0 in the SIMD128 build) */
   probeMadd(a: number, c: number): number;
