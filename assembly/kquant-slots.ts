@@ -25,7 +25,7 @@
 // sums of 16), d (f32).
 import { f16 } from "./half";
 import { dotAddU8, dotI8I7, lanesSum } from "./simd";
-import { scalesMinsK4, weights } from "./kquant";
+import { nibblesAt, scalesMinsK4, weights } from "./kquant";
 
 /** the weight types, as literal arguments: each inlined copy is compiled for its own */
 const K4: i32 = 0;
@@ -128,7 +128,7 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   let f0 = q5 ? v128.load(p, 16) : mask, f1 = q5 ? v128.load(p, 32) : mask;
   // 32 bytes a pair of sub-blocks: low nibbles sub-block 2j, high nibbles 2j + 1
   for (let j: usize = 0; j < 4; j++) {
-    const at = p + (q5 ? 48 : 16) + (j << 5);
+    const at = p + nibblesAt(q5) + (j << 5);
     const v0 = v128.load(at), v1 = v128.load(at, 16);
     const u = q + (j << 6);
     v128.store(u, weights(q5, v0, f0, false, 0, mask));
@@ -249,8 +249,8 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   const ub = unpackedBytes(k);
   for (let b = 0, p = pa, q = pb; b < nb; b++, s += kgroupBytes(n), p += ub, q += ub) {
     let ia03 = z, ia47 = z, ib03 = z, ib47 = z;
-    // weights 4 run j .. 4 run (j + 1) - 1 share a scale; pointers stepped, every load a
-    // constant offset from one of them
+    // run j: weights 4 run j .. 4 run (j + 1) - 1, all under one scale; pointers stepped, every
+    // load a constant offset from one of them
     for (let pw = p, qw = q, x = s + acts(n), sc: usize = 0; pw < p + 256; sc += halves ? 2 : 4) {
       let c03 = z, c47 = z, e03 = z, e47 = z;
       const end = pw + (run << 2);
