@@ -65,8 +65,13 @@ const SCALES: usize = 256;
 @inline function dAt(k: i32): usize { return k == K6 ? 352 : 304; }
 /** Q4_K's / Q5_K's dmin */
 const DMIN: usize = 308;
-/** the running sums of two rows x eight tokens after the four unpacked rows */
-const SUMS_BYTES: usize = 64;
+
+/** eight int16 scales s at q, each twice in 32 bits: the int16 pair a pmaddwd multiplies, one load-broadcast each */
+// @ts-ignore: decorator
+@inline function storeScalePairs(q: usize, s: v128): void {
+  v128.store(q, i8x16.shuffle(s, s, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
+  v128.store(q, i8x16.shuffle(s, s, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
+}
 
 /**
  * Writes the slot group streams of a batch from the Q8_K activations (int16 at xq, 512 bytes a
@@ -142,8 +147,7 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   }
   const scalesMins = scalesMinsK4(p + 4);
   const scales = i16x8.extend_low_i8x16_u(scalesMins), mins = i16x8.extend_high_i8x16_u(scalesMins);
-  v128.store(q + SCALES, i8x16.shuffle(scales, scales, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
-  v128.store(q + SCALES, i8x16.shuffle(scales, scales, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
+  storeScalePairs(q + SCALES, scales);
   v128.store(q + offsetsAt(K4), mins);
   store<f32>(q + dAt(K4), f16(load<u16>(p)));
   store<f32>(q + DMIN, f16(load<u16>(p, 2)));
@@ -170,10 +174,8 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
   }
   const scales = v128.load(p, 192);
   const lo = i16x8.extend_low_i8x16_s(scales), hi = i16x8.extend_high_i8x16_s(scales);
-  v128.store(q + SCALES, i8x16.shuffle(lo, lo, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
-  v128.store(q + SCALES, i8x16.shuffle(lo, lo, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 16);
-  v128.store(q + SCALES, i8x16.shuffle(hi, hi, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7), 32);
-  v128.store(q + SCALES, i8x16.shuffle(hi, hi, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15), 48);
+  storeScalePairs(q + SCALES, lo);
+  storeScalePairs(q + SCALES + 32, hi);
   v128.store(q + offsetsAt(K6), i16x8.shl(lo, 5));
   v128.store(q + offsetsAt(K6), i16x8.shl(hi, 5), 16);
   store<f32>(q + dAt(K6), f16(load<u16>(p, 208)));
