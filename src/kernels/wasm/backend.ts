@@ -250,6 +250,11 @@ function groupStreamBytes(kernel: { blockBytes: number; blockWeights: number; qu
   return align64(Math.floor(nTok / 8) * blocks * kernel.blockBytes + (nTok % 8 >= 4 ? blocks * kernel.quadBytes : 0));
 }
 
+/** the tokens a group kernel takes from its streams (eights, then a four); the rest go one at a time */
+function groupedTokens(nTok: number): number {
+  return Math.floor(nTok / 8) * 8 + (nTok % 8 >= 4 ? 4 : 0);
+}
+
 function memoryLimit(option: number | undefined): number {
   const limit = option ?? MAX_BYTES;
   if (!Number.isSafeInteger(limit) || limit < MIN_MEMORY_LIMIT || limit > MAX_BYTES) {
@@ -447,13 +452,18 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     }
     if (relaxedKind !== undefined) {
       // the relaxed build's int8 dot reads the quantized activations repacked (assembly/relaxed.ts)
-      // (Q8_K's int16 activations are eight such 32-value blocks per super-block)
+      // (Q8_K's int16 activations are eight such 32-value blocks per super-block). A group
+      // kernel takes its tokens from the streams in rows of four: where the rows are whole fours,
+      // only the tokens after the groups (one at a time) are repacked in place (each block on
+      // its own, so from token `rest` on); a last row or three goes token after token through all
+      const rest = groups !== 0 && rows % 4 === 0 ? groupedTokens(nTok) : 0;
+      const restXq = xq + rest * cols * 2, restBlocks = ((nTok - rest) * cols) / 32;
       if (relaxedKind === C.Kind.Q8_0_RELAXED || relaxedKind === C.Kind.IQ4_NL_RELAXED || relaxedKind === C.Kind.IQ4_XS_RELAXED) kernels.packQ8_0(xq, (nTok * cols) / 32);
       else if (relaxedKind === C.Kind.Q8_0_EXACT || relaxedKind === C.Kind.Q8_0_EXACT_FINITE) {
         // the group streams are read from the int16 activations, which packQ8_0Exact rewrites;
         // on VNNI's dot as unsigned bytes (see C.VNNI_DOT)
         if (groups !== 0) kernels.packQ8_0Groups(xq, xs, groups, cols, nTok, dotAddUnsigned ? 1 : 0);
-        kernels.packQ8_0Exact(xq, (nTok * cols) / 32, relaxedKind === C.Kind.Q8_0_EXACT_FINITE);
+        kernels.packQ8_0Exact(restXq, restBlocks, relaxedKind === C.Kind.Q8_0_EXACT_FINITE);
       }
       else if (relaxedKind === C.Kind.Q5_0_GROUPS) {
         // Q5_0's streams are Q4_0's (its kernel too); its leftover tokens read the int16 activations as they are
@@ -463,12 +473,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       else if (relaxedKind === C.Kind.Q4_0_RELAXED || relaxedKind === C.Kind.Q4_0_RELAXED_FINITE) {
         // Q4_0's streams hold the tokens' values by fours (assembly/groups.ts)
         if (groups !== 0) kernels.packQ4_0Groups(xq, xs, groups, cols, nTok);
-        kernels.packQ4_0(xq, (nTok * cols) / 32, cols / 32);
+        kernels.packQ4_0(restXq, restBlocks, cols / 32);
       }
       else {
         // as above: the group streams first, from the int16 activations packQ8_K narrows
         if (groups !== 0) kernels.packQ8_KSlots(xq, xs, xb, groups, cols, nTok);
-        kernels.packQ8_K(xq, (nTok * cols) / 256);
+        kernels.packQ8_K(restXq, restBlocks / 8);
       }
       kind = relaxedKind;
     }
