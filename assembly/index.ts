@@ -15,7 +15,7 @@ export { packQ8_0, packQ4_0 } from "./relaxed";
 export { packQ4_0Groups } from "./q8";
 export { packQ8_K } from "./kquant";
 export { packQ8_KSlots } from "./kquant-slots";
-import { matKSlots } from "./kquant-slots";
+import { K4, K5, K6, matKSlots } from "./kquant-slots";
 import { matQ2_K, matQ3_K, matQ4_K, matQ5_K, matQ6_K, matQ2_KRelaxed, matQ3_KRelaxed, matQ4_KRelaxed, matQ5_KRelaxed, matQ6_KRelaxed, matIQ4_XS, matIQ4_XSRelaxed } from "./kquant";
 import { attend } from "./attention";
 import { attendGgml } from "./attention-ggml";
@@ -264,6 +264,15 @@ function computeRows(out: usize, r0: i32, r1: i32): void {
   }
 }
 
+/**
+ * Q4_K / Q5_K / Q6_K batches (kquant-slots.ts's kind k): the tokens of the job's group streams
+ * (GROUPS), eight at a time, then four, into out; returns the first token left for kquant.ts's
+ * tiles (0 without streams)
+ */
+function kSlots(k: i32, out: usize, r0: i32, r1: i32): i32 {
+  return groups != 0 ? matKSlots(k, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0;
+}
+
 /** rows [r0, r1) of the loaded job's kernel, results into out */
 function compute(out: usize, r0: i32, r1: i32): void {
   switch (kind) {
@@ -285,8 +294,8 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 10: matQ8_0Relaxed(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     case 11: matQ4_0Relaxed(w, rowBytes, xq, xs, groups, scratch, out, rows, cols, nTok, r0, r1, vnni); break;
     // Q4_K / Q6_K over activations packed by packQ8_K (relaxed-SIMD build only)
-    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(0, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
-    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(2, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
+    case 12: matQ4_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kSlots(K4, out, r0, r1)); break;
+    case 13: matQ6_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kSlots(K6, out, r0, r1)); break;
     case 14: matQ5_0(w, rowBytes, xq, xs, out, rows, cols, nTok, r0, r1); break;
     // attention in llama.cpp's order (relaxed build only): the words of case 7, plus N_TOK,
     // KV_TYPES = which sides are f16 (attendGgml's HALF_KEYS | HALF_VALUES), KV_EXP_TABLE = the
@@ -307,7 +316,7 @@ function compute(out: usize, r0: i32, r1: i32): void {
     case 20: geluErfRange(out, w, r0 * cols, min<i32>(nTok, r1 * cols)); break;
     // Q5_K over Q8_K activations (21), packed by packQ8_K (22: relaxed build only)
     case 21: matQ5_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
-    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, groups != 0 ? matKSlots(1, w, rowBytes, groups, scratch, out, rows, cols, nTok, r0, r1, vnni) : 0); break;
+    case 22: matQ5_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1, kSlots(K5, out, r0, r1)); break;
     // Q2_K / Q3_K over Q8_K activations (23 / 25), packed by packQ8_K (24 / 26: relaxed build only)
     case 23: matQ2_K(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;
     case 24: matQ2_KRelaxed(w, rowBytes, xq, xs, xb, out, rows, cols, nTok, r0, r1); break;

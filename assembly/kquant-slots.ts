@@ -27,10 +27,10 @@ import { f16 } from "./half";
 import { dotAddU8, dotI8I7, lanesSum } from "./simd";
 import { nibblesAt, scalesMinsK4, weights } from "./kquant";
 
-/** the weight types, as literal arguments: each inlined copy is compiled for its own */
-const K4: i32 = 0;
-const K5: i32 = 1;
-const K6: i32 = 2;
+/** the weight types (matKSlots' kind), as literal arguments: each inlined copy is compiled for its own */
+export const K4: i32 = 0;
+export const K5: i32 = 1;
+export const K6: i32 = 2;
 
 /** bytes of a super-block of a group of n tokens, and where its parts start */
 // @ts-ignore: decorator
@@ -293,7 +293,7 @@ function packSlotGroup(xq: usize, xd: usize, xb: usize, o: usize, cols: i32, t: 
 }
 
 /**
- * Rows [r0, r1) of a Q4_K (kind 0), Q5_K (1) or Q6_K (2) weight over the batch's slot streams at
+ * Rows [r0, r1) of a Q4_K (kind K4), Q5_K (K5) or Q6_K (K6) weight over the batch's slot streams at
  * groups: eight tokens at a time, then four (out[t * rows + r]); slot: the thread's four unpacked
  * rows and 64 bytes (the host's GROUP_KERNELS). Four rows at a time are unpacked and taken in
  * pairs (an odd last row paired with itself). Returns the first token left for kquant.ts's tiles.

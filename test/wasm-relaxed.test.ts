@@ -111,6 +111,11 @@ function checkAll(type: GGMLType, cols: number, rows: number, bytes: Uint8Array,
   assert.deepEqual(outs[2], want, `${what}: relaxed build (2 threads) differs from ${wanted}`);
 }
 
+/** -1 or +1 with equal odds, from r */
+function randomSign(r: () => number): () => number {
+  return () => (r() < 0.5 ? -1 : 1);
+}
+
 test("relaxed build: Q8_0, Q4_0, Q5_0 and IQ4_NL give the plain build's bits (awkward sizes, 1 and 2 threads, 1 to 29 tokens)", (t) => {
   if (!supported) return t.skip(SKIP);
   let seed = 10;
@@ -158,7 +163,7 @@ test("relaxed build: k-quant batches with every weight at its largest (Q4_K 15, 
   const cols = 512;
   const rows = 6;
   const r = rng(21);
-  const sign = (): number => (r() < 0.5 ? -1 : 1);
+  const sign = randomSign(r);
   for (const [type, scaleFields] of [[GGMLType.Q4_K, [0, 2]], [GGMLType.Q5_K, [0, 2]], [GGMLType.Q6_K, [208]]] as const) {
     // every quant byte 0xff: each weight at its largest, 6-bit scales and mins 63 (Q6_K's scales -1)
     const bytes = randomBlocks(type, cols, rows, r, scaleFields).map((b, i) => (scaleFields.some((f) => i % typeInfo(type).typeSize - f === 0 || i % typeInfo(type).typeSize - f === 1) ? b : 0xff));
@@ -203,7 +208,7 @@ test("relaxed build: extreme quants (|w| = 127 or nibbles 0 / 15, |a| = 127) sta
   const r = rng(99);
   // +-1 everywhere: every weight and activation quantizes to +-127 (Q4_0: to nibble 0 or 15,
   // the block maximum being negative, or 1..15); the int16 pair sums reach their largest size
-  const sign = (): number => (r() < 0.5 ? -1 : 1);
+  const sign = randomSign(r);
   for (const type of [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.IQ4_NL]) {
     const bytes = quantized(type, cols, rows, r, sign);
     for (const x of [new Float32Array(cols).map(sign), new Float32Array(cols).fill(1), new Float32Array(cols).fill(-1)]) {
