@@ -184,24 +184,37 @@ export class LlamaModel extends DecoderModel {
    * Runs a fused (or separate) projection; returns its parts (scratch buffers `names`, of
    * n * sizes[i] floats each). A single token's fused output is already its parts back to back:
    * they are views into it, not copies.
+   *
+   * Plain loops into an array literal rather than Array.prototype.map: the arrays map() makes
+   * take one elements kind when it runs as the builtin and another when V8 inlines it, so the
+   * optimized layer pass, which checks the kind of what this returns, was thrown away and
+   * recompiled twice in the first decode steps (~50-80 ms of compiler time each, on a core
+   * the kernels need).
    */
   private project(w: Tensor | Tensor[], x: DeviceArray, n: number, names: string[], sizes: number[], fusedOut: DeviceArray): DeviceArray[] {
     const be = this.backend;
+    const parts: DeviceArray[] = [];
     if (Array.isArray(w)) {
-      return w.map((t, i) => {
+      for (let i = 0; i < w.length; i++) {
         const dest = this.scratch.get(names[i]!, n * sizes[i]!);
-        be.matmul(dest, t, x, n);
-        return dest;
-      });
+        be.matmul(dest, w[i]!, x, n);
+        parts.push(dest);
+      }
+      return parts;
     }
     be.matmul(fusedOut, w, x, n);
     let total = 0;
-    const offsets = sizes.map((size) => (total += size) - size);
-    if (n === 1) return sizes.map((size, i) => be.view(fusedOut, offsets[i]!, size));
-    return names.map((name, i) => {
-      const dest = this.scratch.get(name, n * sizes[i]!);
-      be.copy2d(dest, 0, sizes[i]!, fusedOut, offsets[i]!, total, n, sizes[i]!);
-      return dest;
-    });
+    for (const size of sizes) total += size;
+    for (let i = 0, offset = 0; i < sizes.length; offset += sizes[i]!, i++) {
+      const size = sizes[i]!;
+      if (n === 1) {
+        parts.push(be.view(fusedOut, offset, size));
+      } else {
+        const dest = this.scratch.get(names[i]!, n * size);
+        be.copy2d(dest, 0, size, fusedOut, offset, total, n, size);
+        parts.push(dest);
+      }
+    }
+    return parts;
   }
 }
