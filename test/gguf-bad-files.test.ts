@@ -98,6 +98,11 @@ test("string length larger than the file", () => {
   expectGGUFError(b, /metadata key #0: string length 1000000 is larger than the rest of the file/, "key length");
   const v = header(0, 1).str("general.name").u32(GGUFValueType.STRING).u64(2n ** 62n).bytes();
   expectGGUFError(v, /metadata "general.name"/, "value length 2^62");
+  // an array's strings are named by their index (names made only for the error)
+  const arrayOf = (n: number) => header(0, 1).str("t").u32(GGUFValueType.ARRAY).u32(GGUFValueType.STRING).u64(n).str("a");
+  expectGGUFError(arrayOf(2).str("b", 1_000_000).raw("bc").bytes(), /metadata "t"\[1\]: string length 1000000 is larger than the rest of the file/, "element length");
+  // three strings take at least 24 bytes, 25 are left, and the third's length is cut after 7
+  expectGGUFError(arrayOf(3).str("b").raw(new Uint8Array(7)).bytes(), /metadata "t"\[2\] \(string length\): needs 8 bytes/, "element length cut short");
 });
 
 test("array length larger than the file", () => {

@@ -17,6 +17,25 @@ const MAX_DIMS = 4;
 const MAX_KV_COUNT = 1 << 20;
 const MAX_TENSOR_COUNT = 1 << 20;
 const CHUNK = 1 << 20;
+const MAX_STRING_BYTES_U64 = BigInt(MAX_STRING_BYTES);
+
+/**
+ * An array element's name in errors ("tokenizer.ggml.tokens[7]", with an optional suffix),
+ * formatted only when an error is thrown: a vocabulary's ~100K strings are read without
+ * building a name for each.
+ */
+class ElementName {
+  index = 0;
+  constructor(
+    private readonly array: string,
+    private readonly suffix = "",
+  ) {}
+  toString(): string {
+    return `${this.array}[${this.index}]${this.suffix}`;
+  }
+}
+/** a field named in errors: a string, or an array element's name made on demand */
+type FieldName = string | ElementName;
 
 export class GGUFError extends FileFieldError {
   constructor(path: string, field: string, message: string) {
@@ -41,9 +60,9 @@ class FileCursor {
     private readonly path: string,
   ) {}
 
-  private ensure(n: number, field: string): number {
+  private ensure(n: number, field: FieldName): number {
     if (this.pos + n > this.size) {
-      throw new GGUFError(this.path, field, `needs ${n} bytes at offset ${this.pos} but the file ends at ${this.size} (truncated or corrupt file)`);
+      throw new GGUFError(this.path, String(field), `needs ${n} bytes at offset ${this.pos} but the file ends at ${this.size} (truncated or corrupt file)`);
     }
     const end = this.pos + n;
     if (!(this.pos >= this.bufStart && end <= this.bufStart + this.buf.length)) {
@@ -53,7 +72,7 @@ class FileCursor {
       let got = 0;
       while (got < want) {
         const r = this.file.read(this.buf, got, want - got, this.pos + got);
-        if (r === 0) throw new GGUFError(this.path, field, `unexpected end of file at offset ${this.pos + got}`);
+        if (r === 0) throw new GGUFError(this.path, String(field), `unexpected end of file at offset ${this.pos + got}`);
         got += r;
       }
       this.bufStart = this.pos;
@@ -64,20 +83,20 @@ class FileCursor {
   }
 
   // ensure() first: it may replace this.view
-  bytes(n: number, field: string): Uint8Array {
+  bytes(n: number, field: FieldName): Uint8Array {
     const at = this.ensure(n, field);
     return this.buf.subarray(at, at + n);
   }
-  u8(f: string) { const at = this.ensure(1, f); return this.view.getUint8(at); }
-  i8(f: string) { const at = this.ensure(1, f); return this.view.getInt8(at); }
-  u16(f: string) { const at = this.ensure(2, f); return this.view.getUint16(at, true); }
-  i16(f: string) { const at = this.ensure(2, f); return this.view.getInt16(at, true); }
-  u32(f: string) { const at = this.ensure(4, f); return this.view.getUint32(at, true); }
-  i32(f: string) { const at = this.ensure(4, f); return this.view.getInt32(at, true); }
-  f32(f: string) { const at = this.ensure(4, f); return this.view.getFloat32(at, true); }
-  f64(f: string) { const at = this.ensure(8, f); return this.view.getFloat64(at, true); }
-  u64(f: string) { const at = this.ensure(8, f); return this.view.getBigUint64(at, true); }
-  i64(f: string) { const at = this.ensure(8, f); return this.view.getBigInt64(at, true); }
+  u8(f: FieldName) { const at = this.ensure(1, f); return this.view.getUint8(at); }
+  i8(f: FieldName) { const at = this.ensure(1, f); return this.view.getInt8(at); }
+  u16(f: FieldName) { const at = this.ensure(2, f); return this.view.getUint16(at, true); }
+  i16(f: FieldName) { const at = this.ensure(2, f); return this.view.getInt16(at, true); }
+  u32(f: FieldName) { const at = this.ensure(4, f); return this.view.getUint32(at, true); }
+  i32(f: FieldName) { const at = this.ensure(4, f); return this.view.getInt32(at, true); }
+  f32(f: FieldName) { const at = this.ensure(4, f); return this.view.getFloat32(at, true); }
+  f64(f: FieldName) { const at = this.ensure(8, f); return this.view.getFloat64(at, true); }
+  u64(f: FieldName) { const at = this.ensure(8, f); return this.view.getBigUint64(at, true); }
+  i64(f: FieldName) { const at = this.ensure(8, f); return this.view.getBigInt64(at, true); }
 }
 
 /** UTF-8 as Buffer.toString decodes it: invalid bytes become U+FFFD, a leading BOM is kept */
@@ -131,11 +150,12 @@ export function parseGGUFHeader(file: RandomAccessFile, path: string): GGUFHeade
   if (tensorCount > BigInt(MAX_TENSOR_COUNT)) throw new GGUFError(path, "tensor_count", `${tensorCount} exceeds the limit of ${MAX_TENSOR_COUNT}`);
   if (kvCount > BigInt(MAX_KV_COUNT)) throw new GGUFError(path, "metadata_kv_count", `${kvCount} exceeds the limit of ${MAX_KV_COUNT}`);
 
-  const readString = (field: string): string => {
-    const len = c.u64(`${field} (string length)`);
-    if (len > BigInt(MAX_STRING_BYTES)) throw new GGUFError(path, field, `string length ${len} exceeds the limit of ${MAX_STRING_BYTES} bytes`);
-    if (len > BigInt(fileSize - c.pos)) throw new GGUFError(path, field, `string length ${len} is larger than the rest of the file (${fileSize - c.pos} bytes)`);
-    return utf8.decode(c.bytes(Number(len), field));
+  const readString = (field: FieldName, lengthField: FieldName = `${String(field)} (string length)`): string => {
+    const len = c.u64(lengthField);
+    if (len > MAX_STRING_BYTES_U64) throw new GGUFError(path, String(field), `string length ${len} exceeds the limit of ${MAX_STRING_BYTES} bytes`);
+    const n = Number(len);
+    if (n > fileSize - c.pos) throw new GGUFError(path, String(field), `string length ${len} is larger than the rest of the file (${fileSize - c.pos} bytes)`);
+    return utf8.decode(c.bytes(n, field));
   };
 
   const readScalar = (t: GGUFValueType, field: string): number | bigint | boolean | string => {
@@ -201,7 +221,11 @@ export function parseGGUFHeader(file: RandomAccessFile, path: string): GGUFHeade
     const n = Number(count);
     if (itemType === GGUFValueType.STRING) {
       const out: string[] = new Array(n);
-      for (let i = 0; i < n; i++) out[i] = readString(`${field}[${i}]`);
+      const element = new ElementName(field), elementLength = new ElementName(field, " (string length)");
+      for (let i = 0; i < n; i++) {
+        element.index = elementLength.index = i;
+        out[i] = readString(element, elementLength);
+      }
       return { type: t, itemType, value: out };
     }
     if (itemType === GGUFValueType.ARRAY) {
