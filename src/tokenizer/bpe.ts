@@ -7,9 +7,63 @@ export interface BPEOptions {
   fallback?: (symbol: string, out: number[]) => void;
   /** how many distinct words to remember (text repeats words constantly); 0 disables the cache */
   cacheSize?: number;
+  /**
+   * names merge i in the error a merge outside the vocabulary raises (checkMerges' message,
+   * found by the lookups the table needs anyway); absent: such a merge is skipped
+   */
+  mergeName?: (index: number) => string;
 }
 
 interface Pair { rank: number; left: number; right: number }
+
+/**
+ * Merge ranks by (left id, right id): open addressing over typed arrays. A Map keyed by
+ * left * vocabSize + right holds keys past V8's small-integer range for any vocabulary of more
+ * than ~32K tokens, each one a heap number (allocated when made, hashed as a double): building
+ * it for a 49K-merge vocabulary and looking pairs up while encoding both paid for that.
+ */
+class PairRanks {
+  private readonly lefts: Int32Array;
+  private readonly rights: Int32Array;
+  /** rank + 1; 0 marks an empty slot */
+  private readonly ranks: Int32Array;
+  private readonly mask: number;
+
+  constructor(pairs: number) {
+    let size = 16;
+    while (size < 2 * pairs) size *= 2;
+    this.lefts = new Int32Array(size);
+    this.rights = new Int32Array(size);
+    this.ranks = new Int32Array(size);
+    this.mask = size - 1;
+  }
+
+  private slot(a: number, b: number): number {
+    return (Math.imul(a, 0x9e3779b1) ^ Math.imul(b, 0x85ebca6b)) >>> 0;
+  }
+
+  /** the rank of pair (a, b), or undefined */
+  get(a: number, b: number): number | undefined {
+    for (let i = this.slot(a, b) & this.mask; ; i = (i + 1) & this.mask) {
+      const r = this.ranks[i]!;
+      if (r === 0) return undefined;
+      if (this.lefts[i] === a && this.rights[i] === b) return r - 1;
+    }
+  }
+
+  /** sets the rank of (a, b) unless it has one (the first, lowest rank wins); whether it was set */
+  add(a: number, b: number, rank: number): boolean {
+    for (let i = this.slot(a, b) & this.mask; ; i = (i + 1) & this.mask) {
+      if (this.ranks[i] === 0) {
+        this.lefts[i] = a;
+        this.rights[i] = b;
+        this.ranks[i] = rank + 1;
+        return true;
+      }
+      if (this.lefts[i] === a && this.rights[i] === b) return false;
+    }
+  }
+}
 
 /**
  * Rank-ordered byte-pair encoding over one pre-tokenized word, independent of where the vocabulary
@@ -19,9 +73,8 @@ interface Pair { rank: number; left: number; right: number }
  * long word (a line of Chinese with no spaces) costs O(n log n).
  */
 export class BPE {
-  private readonly pairRank = new Map<number, number>();
+  private readonly pairRank: PairRanks;
   private readonly mergedId: Int32Array;
-  private readonly stride: number;
   private readonly cache = new Map<string, number[]>();
   private readonly cacheSize: number;
 
@@ -30,19 +83,19 @@ export class BPE {
     merges: ReadonlyArray<readonly [string, string]>,
     private readonly options: BPEOptions = {},
   ) {
-    let maxId = 0;
-    for (const id of vocab.values()) if (id > maxId) maxId = id;
-    this.stride = maxId + 1;
+    this.pairRank = new PairRanks(merges.length);
     this.mergedId = new Int32Array(merges.length).fill(-1);
-    merges.forEach(([a, b], rank) => {
-      const ia = vocab.get(a), ib = vocab.get(b), im = vocab.get(a + b);
-      // the loaders refuse such merges (checkMerges); one reaching here can never fire usefully
-      if (ia === undefined || ib === undefined || im === undefined) return;
-      const key = ia * this.stride + ib;
-      if (this.pairRank.has(key)) return; // first (lowest) rank wins
-      this.pairRank.set(key, rank);
-      this.mergedId[rank] = im;
-    });
+    for (let rank = 0; rank < merges.length; rank++) {
+      const [a, b] = merges[rank]!;
+      const merged = a + b;
+      const ia = vocab.get(a), ib = vocab.get(b), im = vocab.get(merged);
+      if (ia === undefined || ib === undefined || im === undefined) {
+        // refused where the loader names merges (as checkMerges does); one kept could never fire usefully
+        if (options.mergeName) throw mergeError(options.mergeName(rank), a, b, merged, ia === undefined ? "left" : ib === undefined ? "right" : "merged");
+        continue;
+      }
+      if (this.pairRank.add(ia, ib, rank)) this.mergedId[rank] = im;
+    }
     this.cacheSize = options.cacheSize ?? 20000;
   }
 
@@ -59,7 +112,7 @@ export class BPE {
   }
 
   private rankOf(a: number, b: number): number | undefined {
-    return a < 0 || b < 0 ? undefined : this.pairRank.get(a * this.stride + b);
+    return a < 0 || b < 0 ? undefined : this.pairRank.get(a, b);
   }
 
   private merge(word: string): number[] {
@@ -129,7 +182,13 @@ export function checkMerges(has: (token: string) => boolean, merges: ReadonlyArr
   for (let i = 0; i < merges.length; i++) {
     const [a, b] = merges[i]!;
     const merged = a + (continuingPrefix !== "" && b.startsWith(continuingPrefix) ? b.slice(continuingPrefix.length) : b);
-    const missing = !has(a) ? `its left part ${JSON.stringify(a)}` : !has(b) ? `its right part ${JSON.stringify(b)}` : !has(merged) ? `the merged token ${JSON.stringify(merged)}` : undefined;
-    if (missing) throw new Error(`${field(i)}: the merge ${JSON.stringify(`${a} ${b}`)} needs ${missing}, which is not in the vocabulary`);
+    const missing = !has(a) ? "left" : !has(b) ? "right" : !has(merged) ? "merged" : undefined;
+    if (missing !== undefined) throw mergeError(field(i), a, b, merged, missing);
   }
+}
+
+/** merge `a b` (making `merged`) needs a token outside the vocabulary: its left part, its right part or the merged token */
+function mergeError(name: string, a: string, b: string, merged: string, missing: "left" | "right" | "merged"): Error {
+  const what = missing === "left" ? `its left part ${JSON.stringify(a)}` : missing === "right" ? `its right part ${JSON.stringify(b)}` : `the merged token ${JSON.stringify(merged)}`;
+  return new Error(`${name}: the merge ${JSON.stringify(`${a} ${b}`)} needs ${what}, which is not in the vocabulary`);
 }

@@ -1,3 +1,4 @@
+import { tokenIndex } from "./vocab-tokenizer.js";
 import { TokenType } from "./types.js";
 
 /**
@@ -30,9 +31,7 @@ export interface SpecialIdsFromMetadata {
  * Fills in the ids the metadata lacks, updates `types` in place, and returns the set of ids that
  * end generation.
  */
-export function detectEndOfGeneration(tokens: readonly string[], types: Int32Array, given: SpecialIdsFromMetadata): Set<number> {
-  const byText = new Map<string, number>();
-  tokens.forEach((t, i) => byText.set(t, i));
+export function detectEndOfGeneration(tokens: readonly string[], types: Int32Array, given: SpecialIdsFromMetadata, byText: ReadonlyMap<string, number> = tokenIndex(tokens)): Set<number> {
   const find = (texts: readonly string[]): number | undefined => {
     let best: number | undefined;
     for (const t of texts) {

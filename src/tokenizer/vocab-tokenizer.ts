@@ -21,6 +21,10 @@ export interface VocabSpec {
   readonly scores?: ArrayLike<number>;
   /** ordered merges (gpt2) */
   readonly merges?: ReadonlyArray<readonly [string, string]>;
+  /** names merge i in the error a merge outside the vocabulary raises (absent: such merges are skipped) */
+  readonly mergeName?: (index: number) => string;
+  /** the tokens' ids by text, a later duplicate winning (tokenIndex): made from `tokens` when absent */
+  readonly textToId?: ReadonlyMap<string, number>;
   /** split patterns (gpt2) */
   readonly prePatterns?: readonly RegExp[];
   readonly ignoreMerges?: boolean;
@@ -51,6 +55,13 @@ function wordPieceCleanup(s: string): string {
     .replaceAll(" 's", "'s").replaceAll(" 've", "'ve").replaceAll(" 're", "'re");
 }
 
+/** each token's id by its text; a later duplicate wins, as in llama.cpp's token_to_id map */
+export function tokenIndex(tokens: readonly string[]): Map<string, number> {
+  const byText = new Map<string, number>();
+  for (let i = 0; i < tokens.length; i++) byText.set(tokens[i]!, i);
+  return byText;
+}
+
 export class VocabTokenizer implements Tokenizer {
   readonly type: "llama" | "gpt2" | "bert";
   readonly pre?: string;
@@ -68,7 +79,7 @@ export class VocabTokenizer implements Tokenizer {
 
   private readonly tokens: readonly string[];
   private readonly types: ArrayLike<number>;
-  private readonly textToId = new Map<string, number>();
+  private readonly textToId: ReadonlyMap<string, number>;
   private readonly allSpecial: SpecialMatcher;
   private readonly userDefinedOnly: SpecialMatcher;
   private readonly bytesCache: (Uint8Array | undefined)[];
@@ -88,9 +99,9 @@ export class VocabTokenizer implements Tokenizer {
     this.addEos = spec.addEos;
     this.bytesCache = new Array(this.vocabSize);
 
+    this.textToId = spec.textToId ?? tokenIndex(spec.tokens);
     let maxLen = 0;
-    // a later duplicate wins, as in llama.cpp's token_to_id map
-    spec.tokens.forEach((t, i) => { this.textToId.set(t, i); if (t.length > maxLen) maxLen = t.length; });
+    for (const t of spec.tokens) if (t.length > maxLen) maxLen = t.length;
     this.maxTokenLength = maxLen;
 
     const specials: SpecialToken[] = [];
@@ -109,6 +120,7 @@ export class VocabTokenizer implements Tokenizer {
       if (!spec.merges) throw new Error("gpt2 tokenizer: the merges list is missing");
       this.bpe = new BPE(this.textToId, spec.merges, {
         ignoreMerges: spec.ignoreMerges,
+        mergeName: spec.mergeName,
         // a character with no token: its single-byte pieces where they exist (llama.cpp's fallback)
         fallback: (symbol, out) => {
           for (const b of utf8.encode(symbol)) {
