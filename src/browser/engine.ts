@@ -8,6 +8,7 @@ import { Engine } from "../engine/index.js";
 import { GGUFMetadata, parseGGUFHeader } from "../formats/gguf-reader.js";
 import { GGUFTensorSource } from "../formats/tensor-source.js";
 import { warmUpForward } from "../generation/index.js";
+import { whileBackendStarts } from "../kernels/backend.js";
 import { defaultContextSize, Model } from "../llm.js";
 import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
@@ -86,12 +87,14 @@ export async function loadBrowserModelFrom(source: string | Blob, options: Brows
 async function buildFrom(name: string, file: RandomAccessFile, options: BrowserLoadOptions, t0: number): Promise<Model> {
   let closeFile = true;
   try {
-    const header = parseGGUFHeader(file, name);
-    const metadata = new GGUFMetadata(name, header.metadata);
-    const parts = metadata.number("split.count");
-    if (parts !== undefined && parts > 1) throw new Error(`${name}: part of a ${parts}-file split GGUF; the browser build loads single-file GGUFs (merge it with llama-gguf-split --merge)`);
-    const tokenizer = tokenizerFromGGUF(metadata);
-    const backend = await createBrowserBackend(options.backend ?? "wasm", options);
+    // the backend starts first (its workers boot, its kernels compile) while the header is parsed
+    const [{ header, metadata, tokenizer }, backend] = await whileBackendStarts(createBrowserBackend(options.backend ?? "wasm", options), () => {
+      const header = parseGGUFHeader(file, name);
+      const metadata = new GGUFMetadata(name, header.metadata);
+      const parts = metadata.number("split.count");
+      if (parts !== undefined && parts > 1) throw new Error(`${name}: part of a ${parts}-file split GGUF; the browser build loads single-file GGUFs (merge it with llama-gguf-split --merge)`);
+      return { header, metadata, tokenizer: tokenizerFromGGUF(metadata) };
+    });
     try {
       // the tensor source owns the file from here (it closes it when the weights are read)
       closeFile = false;

@@ -151,3 +151,23 @@ export interface Backend {
   /** releases workers and memory; the backend is unusable afterwards */
   dispose(): void;
 }
+
+/**
+ * Runs `prepare` (synchronous work such as parsing a model's header and building its tokenizer)
+ * while `starting`, a backend being created, boots its worker threads and compiles its kernels on
+ * the other cores; returns both. An error from `prepare` is the one raised, and a backend that did
+ * start is then disposed.
+ */
+export async function whileBackendStarts<T>(starting: Promise<Backend>, prepare: () => T): Promise<[T, Backend]> {
+  let prepared: T;
+  try {
+    prepared = prepare();
+  } catch (e) {
+    await starting.then(
+      (backend) => backend.dispose(),
+      () => undefined,
+    );
+    throw e;
+  }
+  return [prepared, await starting];
+}

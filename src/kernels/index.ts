@@ -6,6 +6,7 @@ export { hostMemory, checkAttentionOrder, checkKVCacheType, F32_CACHE, headRowIn
 import { createWasmBackend } from "./wasm/index.js";
 
 export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js";
+export { whileBackendStarts } from "./backend.js";
 
 /** whether the backends can multiply by a matrix of this type (ggml's CPU vec_dot table; Q8_1 and Q8_K are activation-only formats) */
 export function canMatmul(type: GGMLType): boolean {
