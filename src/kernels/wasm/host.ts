@@ -72,7 +72,23 @@ function spawnWorker(init: WorkerInit): Worker {
     const boot = `import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`;
     return new Worker(boot, { ...options, eval: true });
   }
-  return new Worker(new URL("./worker.js", import.meta.url), options);
+  return new Worker(new URL("./worker.js", import.meta.url), { ...options, execArgv: workerExecArgv(process.execArgv) });
+}
+
+/**
+ * The parent's Node options for a worker started from a file: all but --input-type, which Node
+ * refuses for a file. A worker inherits the parent's options, so a script run as
+ * `node --input-type=module -e ...` (or piped to `node --input-type=module`) got no kernel
+ * worker and fell back to the reference kernels, ~50x slower.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i]!;
+    if (arg === "--input-type") i++; // its value is the next argument
+    else if (!arg.startsWith("--input-type=")) kept.push(arg);
+  }
+  return kept;
 }
 
 /** starts a kernel worker (worker.ts) on a worker thread, linked by a MessagePort */
