@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { whileBackendStarts } from "../src/kernels/backend.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
-import { workerExecArgv } from "../src/kernels/wasm/host.js";
+import { workerExecArgv } from "../src/kernels/wasm/exec-argv.js";
 
 // loadModel and the browser loader parse the model while the backend starts (whileBackendStarts):
 // a model error must stay the error reported, and a backend that did start must not be left running

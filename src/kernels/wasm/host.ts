@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
+import { workerExecArgv } from "./exec-argv.js";
 import type { KernelThread, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
 
 export type { KernelThread } from "./protocol.js";
@@ -73,22 +74,6 @@ function spawnWorker(init: WorkerInit): Worker {
     return new Worker(boot, { ...options, eval: true });
   }
   return new Worker(new URL("./worker.js", import.meta.url), { ...options, execArgv: workerExecArgv(process.execArgv) });
-}
-
-/**
- * The parent's Node options for a worker started from a file: all but --input-type, which Node
- * refuses for a file. A worker inherits the parent's options, so a script run as
- * `node --input-type=module -e ...` (or piped to `node --input-type=module`) got no kernel
- * worker and fell back to the reference kernels, ~50x slower.
- */
-export function workerExecArgv(execArgv: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < execArgv.length; i++) {
-    const arg = execArgv[i]!;
-    if (arg === "--input-type") i++; // its value is the next argument
-    else if (!arg.startsWith("--input-type=")) kept.push(arg);
-  }
-  return kept;
 }
 
 /** starts a kernel worker (worker.ts) on a worker thread, linked by a MessagePort */
