@@ -17,10 +17,10 @@ export interface BPEOptions {
 interface Pair { rank: number; left: number; right: number }
 
 /**
- * Merge ranks by (left id, right id): open addressing over typed arrays. A Map keyed by
- * left * vocabSize + right holds keys past V8's small-integer range for any vocabulary of more
- * than ~32K tokens, each one a heap number (allocated when made, hashed as a double): building
- * it for a 49K-merge vocabulary and looking pairs up while encoding both paid for that.
+ * Merge ranks by (left id, right id): open addressing over typed arrays, each pair held as two
+ * int32s. A Map keyed by left * vocabSize + right holds keys past V8's small-integer range for
+ * any vocabulary of more than ~32K tokens, each one a heap number allocated when the key is made
+ * (at every lookup while encoding, too) and hashed as a double.
  */
 class PairRanks {
   private readonly lefts: Int32Array;
