@@ -26,14 +26,13 @@ export function assertNotAnInput(output: string, inputs: readonly string[]): voi
 export async function writeOutputFile(path: string, write: (fh: FileHandle) => Promise<void>, inputs: readonly string[] = []): Promise<void> {
   assertNotAnInput(path, inputs);
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
-  // The signal handlers go in before the file can exist: a Ctrl-C the moment it appeared (its open
-  // done, the callback not yet run) took the default course and left it behind. open() creates it
-  // on another thread as soon as it is called, so the handlers are installed first, over a
-  // promise that the open then settles. With open() first, a main thread descheduled between the
-  // two statements left a window in which a SIGINT took the default course: the likely cause of
-  // a temporary file that outlived a SIGINT in CI on a busy two-vCPU machine
+  // The signal handlers go in before the file can exist: open() creates it on a libuv thread as
+  // soon as it is called, and a Ctrl-C between that and the handlers took the default course and
+  // left it behind (with open() first, a main thread descheduled between the two statements on a
+  // busy machine: the likely cause of a temporary file that outlived a SIGINT in CI). So the
+  // handlers wait on `creation`, which the open settles; it never rejects (a failed open is the
+  // caller's error below, not an unhandled rejection here)
   let settleCreation!: (opening: Promise<FileHandle>) => void;
-  // settled when the open is (a failed open is the caller's error below, not an unhandled rejection here)
   const creation = new Promise<FileHandle>((resolve) => (settleCreation = resolve)).catch(() => undefined);
   const stopCleanup = removeOnSignal(tmp, creation);
   const opening = open(tmp, "wx");
