@@ -2,7 +2,12 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { planRandomModel } from "../src/testing/random-model.js";
-import { SMOLLM_135M, TINYLLAMA_1_1B } from "../src/testing/presets.js";
+import { SMOLLM_135M, TINYLLAMA_1_1B, tinyLlama } from "../src/testing/presets.js";
+import { randomModelKey } from "../src/testing/model-cache.js";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { skipWithoutShared } from "./helpers/shared.js";
 
 const typesByName = (plan: ReturnType<typeof planRandomModel>) => new Map(plan.map((t) => [t.name, typeName(t.type)]));
 
@@ -30,4 +35,22 @@ test("k-quant random models store 576-wide rows in llama.cpp's fallback types", 
   const tiny = typesByName(planRandomModel({ ...TINYLLAMA_1_1B, weightType: GGMLType.Q4_K }, 32000));
   assert.deepEqual(new Set([...tiny].filter(([n]) => !n.includes("norm")).map(([, t]) => t)), new Set(["Q4_K"]));
   assert.throws(() => planRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q3_K }, 49152), /tensor "token_embd.weight" has rows of 576, not a multiple of 256.*IQ4_NL/);
+});
+
+// The presets borrow their vocabulary from ../shared by an absolute path; the model cache is
+// keyed by the vocabulary's content, so a second clone of the project (each CI run) finds the
+// models the first one generated instead of writing its own copies into ~/.cache/tsllm.
+test("a random model's cache key follows the vocabulary's content, not its path", { skip: skipWithoutShared("models/stories260K.gguf") }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-model-key-"));
+  try {
+    const copy = join(dir, "elsewhere.gguf");
+    copyFileSync(tinyLlama.tokenizerFrom, copy);
+    assert.equal(randomModelKey({ ...tinyLlama, tokenizerFrom: copy }), randomModelKey(tinyLlama));
+    const changed = join(dir, "changed.gguf");
+    writeFileSync(changed, Buffer.concat([readFileSync(copy), Buffer.from([0])]));
+    assert.notEqual(randomModelKey({ ...tinyLlama, tokenizerFrom: changed }), randomModelKey(tinyLlama));
+    assert.notEqual(randomModelKey({ ...tinyLlama, seed: tinyLlama.seed + 1 }), randomModelKey(tinyLlama));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -15,11 +15,16 @@ export function defaultModelCacheDir(): string {
 
 /**
  * Key of a spec: its fields (sorted), the tokenizer file's content, the generator version and
- * whether the weight type was quantized or filled with random bits.
+ * whether the weight type was quantized or filled with random bits. The tokenizer counts by its
+ * content, not its path: the presets borrow it from ../shared by an absolute path, so a key with
+ * the path made every clone of the project (every CI run) write its own copy of each model.
  */
 export function randomModelKey(spec: RandomModelSpec): string {
   const h = createHash("sha256");
-  const fields = Object.keys(spec).sort().map((k) => [k, spec[k as keyof RandomModelSpec]]);
+  const fields = Object.keys(spec)
+    .filter((k) => k !== "tokenizerFrom")
+    .sort()
+    .map((k) => [k, spec[k as keyof RandomModelSpec]]);
   h.update(JSON.stringify({ v: GENERATOR_VERSION, fields, quantized: canQuantize(spec.weightType) }));
   h.update(readFileSync(spec.tokenizerFrom));
   return h.digest("hex").slice(0, 16);
