@@ -191,6 +191,25 @@ test("generate --json-schema / --grammar / --choice: the completion follows the 
   }
 });
 
+// The engine refuses these at submit (RequestError, naming the library's option); from the
+// command line each is a bad flag: exit 2, one line naming the flag, nothing generated
+test("values the engine refuses are usage errors naming the flag; --num-beams past the engine's default width runs", { skip }, () => {
+  const model = sharedFile(MODEL)!;
+  for (const [args, re] of [[["--stop", ""], /^tsllm: error: --stop: stop strings\[0\]: a stop string must not be empty$/],
+    [["--logit-bias", "99999=1"], /^tsllm: error: --logit-bias: token id 99999 is outside the vocabulary \[0, 512\)$/],
+    [["--regex", "("], /^tsllm: error: --regex: regex "\(", at 1: an unterminated group$/],
+    [["--json-schema", '{"type":"foo"}'], /^tsllm: error: --json-schema: #\/type: expected one of object/]] as const) {
+    const e = tsllm("generate", "--model", model, "--prompt", "Once", "--max-tokens", "4", ...args);
+    assert.equal(e.code, 2, `${args.join(" ")}: ${e.stderr}`);
+    assert.equal(e.stderr.trim().split("\n").length, 1, e.stderr);
+    assert.match(e.stderr.trim(), re);
+    assert.equal(e.stdout, "");
+  }
+  const wide = tsllm("generate", "--model", model, "--prompt", "Once", "--max-tokens", "3", "--num-beams", "20", "--json");
+  assert.equal(wide.code, 0, wide.stderr);
+  assert.equal(JSON.parse(wide.stdout).completionTokens.length, 3);
+});
+
 test("an unknown option is one short line for every command, positional ones (download, rm) included", () => {
   for (const args of [["download", "--bogus", "org/name"], ["rm", "--bogus", "org/name"], ["generate", "--bogus"], ["serve", "--bogus"]]) {
     const r = tsllm(...args);

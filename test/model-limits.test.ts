@@ -40,6 +40,9 @@ test("an embedding padded past the tokenizer loads; its padding ids are never sa
     assert.ok(r.completionTokens.every((t) => t < 512), `sampled ${r.completionTokens}`);
     for (const lp of r.logprobs!) assert.ok(lp.top.every((alt) => alt.token < 512), JSON.stringify(lp.top));
     assert.throws(() => model.submit([1, 515]), (e: unknown) => e instanceof RequestError && /token id 515 is outside the vocabulary \[0, 512\)/.test(e.message));
+    // a bias past the logits' rows is refused at submit, before any prefill (it was a failure at the first sampled token)
+    assert.throws(() => model.submit("Once", { logitBias: { 520: 1 } }), (e: unknown) => e instanceof RequestError && e.option === "logitBias" && /token id 520 is outside the vocabulary \[0, 520\)/.test(e.message));
+    assert.throws(() => model.submit("Once", { stop: ["", "x"] }), (e: unknown) => e instanceof RequestError && e.option === "stop" && /stop strings\[0\]: a stop string must not be empty/.test(e.message));
   } finally {
     model.dispose();
   }

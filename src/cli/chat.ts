@@ -3,7 +3,7 @@ import type { ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -68,7 +68,7 @@ export async function runChat(argv: string[]): Promise<void> {
       const it = model.streamChat(history, { ...options, system, chatTemplate });
       let result;
       for (;;) {
-        const r = await it.next();
+        const r = await it.next().catch(asUsageError);
         if (r.done) { result = r.value; break; }
         process.stdout.write(r.value.text);
       }

@@ -8,6 +8,7 @@ import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { parseKVCacheType } from "../kernels/index.js";
+import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
@@ -185,7 +186,9 @@ export async function runGenerate(argv: string[]): Promise<void> {
     promptLookup: flag(values, "prompt-lookup") || undefined,
     n: nChoices,
   };
-  const model = await loadModel(modelPath, loadOptionsFrom(values));
+  // one request here: an engine wide enough for all its beams or choices, where the default is not
+  const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
+  const model = await loadModel(modelPath, { ...loadOptionsFrom(values), ...(width > DEFAULT_MAX_SEQUENCES ? { maxSequences: width } : {}) });
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   try {
@@ -195,7 +198,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
     let result;
     let header = -1;
     for (;;) {
-      const r = await it.next();
+      const r = await it.next().catch(asUsageError);
       if (r.done) { result = r.value; break; }
       if (flag(values, "json")) continue;
       // with --n the choices stream one after another: a header line before each
@@ -220,6 +223,18 @@ export async function runGenerate(argv: string[]): Promise<void> {
     model.dispose();
     draft?.dispose();
   }
+}
+
+/**
+ * The engine refuses a request at submit with a RequestError naming the library's option
+ * (stop, logitBias, numBeams, regex, ...): from the command line that is a bad flag, so a usage
+ * error (exit 2) naming the flag. Other errors pass through.
+ */
+export function asUsageError(e: unknown): never {
+  if (!(e instanceof RequestError)) throw e;
+  const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const message = e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message;
+  throw new UsageError(`--${flagName}: ${message}`);
 }
 
 /** a one-line note on stderr when a completion (any of its choices) stopped because the context was full: the text is cut, not finished */

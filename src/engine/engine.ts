@@ -14,6 +14,9 @@ import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
 import { SpeculativeStrategy } from "./strategies/speculative.js";
 
+/** the sequences an engine runs at once when its options do not say (one request's beams or choices count each) */
+export const DEFAULT_MAX_SEQUENCES = 16;
+
 export interface EngineOptions {
   /** positions one sequence may hold (prompt + completion) */
   readonly contextSize: number;
@@ -94,7 +97,7 @@ export class Engine {
       if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
       return v;
     };
-    this.maxSequences = int("maxSequences", options.maxSequences, 16, 1);
+    this.maxSequences = int("maxSequences", options.maxSequences, DEFAULT_MAX_SEQUENCES, 1);
     this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 64, 1);
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
       throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
@@ -148,7 +151,17 @@ export class Engine {
     } catch (e) {
       throw new RequestError((e as Error).message, "logprobs");
     }
-    resolveSamplingOptions(params.sampling); // throws a RangeError naming a bad sampling option (no sampler buffers built just to check)
+    // throws a RangeError naming a bad sampling option (no sampler buffers built just to check)
+    const { logitBias } = resolveSamplingOptions(params.sampling);
+    // checked here, not where the first token is sampled: a request fails before its prefill
+    // (against the logits' rows, as the sampler applies it: an embedding may be padded past the tokenizer)
+    const rows = this.model.info.vocabSize;
+    for (const id of logitBias.keys()) if (id >= rows) throw new RequestError(`logitBias: token id ${id} is outside the vocabulary [0, ${rows})`, "logitBias");
+    try {
+      createStopMatcher(params.stop);
+    } catch (e) {
+      throw new RequestError((e as Error).message, "stop");
+    }
     const strategy = this.strategyFor(params);
     if (strategy.width > this.maxSequences) {
       const beams = params.decoding.kind === "beam";

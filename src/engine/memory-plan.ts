@@ -5,7 +5,7 @@ import { envVar, freeMemoryBytes } from "../platform/host.js";
 import { quantizationType, typeName, type Quantization } from "../tensor/index.js";
 import { formatBytes } from "../units/index.js";
 import type { KVCacheTypes } from "../kernels/index.js";
-import { defaultKvBlocks } from "./engine.js";
+import { DEFAULT_MAX_SEQUENCES, defaultKvBlocks } from "./engine.js";
 
 /**
  * Memory planning before a model is loaded: its weights as they will be kept (after the load
@@ -111,7 +111,7 @@ export function planMemory(r: PlanRequest): MemoryPlan {
  */
 export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? 16);
+  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES);
   const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
   return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free)) * perBlock;
 }

@@ -32,7 +32,7 @@ const PARAM_OF: Record<string, string> = {
 };
 
 /** the engine's option names (RequestError.option) -> the request parameters that set them */
-const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: "response_format", json: "response_format", grammar: "grammar" };
+const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: "response_format", json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
 
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's
