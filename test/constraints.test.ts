@@ -135,7 +135,9 @@ test("a regular expression as a grammar accepts exactly what JavaScript's RegExp
     const validate = ajv.compile(schema);
     for (const v of ["abc", 'abc"', "xaby", "ba", 'ab"', "a\\b"]) assert.equal(accepts(g, JSON.stringify(v)), validate(v) as boolean, `${schema.pattern} on ${JSON.stringify(v)}`);
   }
-  for (const [re, msg] of [["a(b", /an unterminated group/], ["(?=a)b", /lookarounds/], ["(a)\\1", /back references/], ["*a", /nothing to repeat/], ["a^b", /only supported at the start/]] as const) {
+  for (const [re, msg] of [["a(b", /an unterminated group/], ["(?=a)b", /lookarounds/], ["(a)\\1", /back references/], ["*a", /nothing to repeat/], ["a^b", /only supported at the start/],
+    // bounds checked at the regex's own position, not a column of the GBNF it becomes
+    ["ab{99999999}", /regex "ab\{99999999\}", at 2: \{99999999\}: repetition bounds above 10000$/], ["(ab){5,2}", /regex "\(ab\)\{5,2\}", at 4: \{5,2\}: the maximum is below the minimum$/]] as const) {
     assert.throws(() => regexToGbnf(re), msg, re);
   }
 });

@@ -1,4 +1,4 @@
-import { GrammarError, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
+import { GrammarError, MAX_REPETITION, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
 
 /**
  * llama.cpp's GBNF (grammars/README.md in its source): `name ::= alternatives`, with "strings",
@@ -17,7 +17,7 @@ export interface GbnfLimits {
   readonly maxRepetition?: number;
 }
 
-const DEFAULTS: Required<GbnfLimits> = { maxChars: 1 << 20, maxRules: 20_000, maxRepetition: 10_000 };
+const DEFAULTS: Required<GbnfLimits> = { maxChars: 1 << 20, maxRules: 20_000, maxRepetition: MAX_REPETITION };
 
 const ANY: CharClass = { kind: "char", ranges: [[0, 0x10ffff]], negated: false };
 

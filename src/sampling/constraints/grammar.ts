@@ -30,6 +30,9 @@ export interface Grammar {
   readonly root: number;
 }
 
+/** the largest repetition count a grammar, regex or JSON schema may ask for ({m,n}, minItems, maxLength, ...) */
+export const MAX_REPETITION = 10_000;
+
 export class GrammarError extends Error {
   override name = "GrammarError";
 }

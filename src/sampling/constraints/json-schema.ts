@@ -1,4 +1,4 @@
-import { GrammarError } from "./grammar.js";
+import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
 import { regexToGbnf } from "./regex.js";
@@ -248,7 +248,7 @@ class Converter {
     const min = s["minLength"] ?? 0, max = s["maxLength"];
     if (min === 0 && max === undefined) return this.primitive("string");
     for (const [k, v] of [["minLength", min], ["maxLength", max ?? 0]] as const) {
-      if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > 10_000) throw new GrammarError(`${path}/${k}: expected an integer from 0 to 10000, got ${JSON.stringify(v)}`);
+      if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     this.primitive("string");
     return this.add(name, `"\\"" char{${min},${max ?? ""}} "\\"" space`);
@@ -258,7 +258,7 @@ class Converter {
     const item = s["items"] === undefined ? this.anyValue() : this.visit(s["items"], `${name}-item`, `${path}/items`, depth + 1);
     const min = (s["minItems"] ?? 0) as number, max = s["maxItems"] as number | undefined;
     for (const [k, v] of [["minItems", min], ["maxItems", max ?? 0]] as const) {
-      if (!Number.isInteger(v) || v < 0 || v > 10_000) throw new GrammarError(`${path}/${k}: expected an integer from 0 to 10000, got ${JSON.stringify(v)}`);
+      if (!Number.isInteger(v) || v < 0 || v > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
     if (max === 0) return this.add(name, `"[" space "]" space`);
