@@ -214,3 +214,17 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--kl-divergence"]), (e: { stderr: string }) => /--kl-divergence needs --base/.test(e.stderr));
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
 });
+
+// a load-time warning reaches the command line's user as one line in tsllm's form, before the
+// first window (it came as Node's "(node:PID) Warning: ..." with a --trace-warnings hint,
+// after the first window's output)
+test("tsllm perplexity --ctx above the trained context warns in one tsllm line before any window", { skip }, async () => {
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [
+    "--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity",
+    "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "4096", "--chunks", "1",
+  ], { cwd: PROJECT_ROOT, maxBuffer: 1 << 24 });
+  const lines = stderr.trim().split("\n");
+  assert.match(lines[0]!, /^tsllm: warning: .*stories260K\.gguf: context size 4096 is more than the 2048 tokens the model was trained with/);
+  assert.doesNotMatch(stderr, /\(node:\d+\)|--trace-warnings/);
+  assert.match(stdout, /Final estimate: PPL = /);
+});

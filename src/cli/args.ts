@@ -3,6 +3,11 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { BackendName } from "../kernels/index.js";
 
 /** A usage error: printed as one line, exit code 2. */
+/** a warning for the command line's user: one line on stderr (loadModel's onWarning for every command that loads) */
+export function printWarning(message: string): void {
+  process.stderr.write(`tsllm: warning: ${message}\n`);
+}
+
 export class UsageError extends Error {
   override name = "UsageError";
 }
@@ -87,7 +92,7 @@ export function threadsOption(values: ParsedValues): number | undefined {
   const n = optionalNumber(values, "threads", { integer: true, min: 1 });
   const cores = availableParallelism();
   if (n === undefined || n <= cores) return n;
-  process.stderr.write(`tsllm: warning: --threads ${n} is more than the ${cores} cores of this machine; using ${cores}\n`);
+  printWarning(`--threads ${n} is more than the ${cores} cores of this machine; using ${cores}`);
   return cores;
 }
 

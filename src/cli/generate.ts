@@ -9,7 +9,7 @@ import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { parseKVCacheType } from "../kernels/index.js";
 import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
 
@@ -294,7 +294,7 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     ...cacheTypesFrom(values),
     ...flashAttentionFrom(values),
     ...(values["no-warmup"] === true ? { warmup: false } : {}),
-    onWarning: (message) => process.stderr.write(`tsllm: warning: ${message}\n`),
+    onWarning: printWarning,
   };
 }
 

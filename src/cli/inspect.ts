@@ -13,7 +13,7 @@ import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
 import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom } from "./generate.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--modules] [--json]
@@ -106,7 +106,7 @@ export async function runInspect(argv: string[]): Promise<void> {
   const report = { ...describe(model, opened, ctxSize, kvCacheTypesOf(planOptions)), plan: planOf(opened, planOptions, ctxSize, available), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
-    process.stderr.write(`tsllm: warning: --ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens\n`);
+    printWarning(`--ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens`);
   }
   if (flag(values, "json")) { process.stdout.write(JSON.stringify(report, null, 2) + "\n"); return; }
   // names and values come from the files: no control character reaches the terminal

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
@@ -69,7 +69,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   } catch (e) {
     throw new Error(`--file ${file}: ${(e as Error).message}`);
   }
-  const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx } as const;
+  const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx, onWarning: printWarning } as const;
   const models: Model[] = [];
   try {
     const model = await loadModel(modelPath, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) });
