@@ -320,9 +320,10 @@ export function defaultContextSize(trainedContextLength: number): number {
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now();
   const resolved = await resolveModelReference(ref);
+  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   // the backend starts first, booting on the other cores while this thread parses the model
   // (~80 ms off a SmolLM-sized load here); a model's error is still the one reported
-  const [{ opened, planned }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads }), () => {
+  const [{ opened, planned }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads, onWarning: warn }), () => {
     const opened = openModel(resolved);
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
@@ -331,7 +332,6 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const { path, tokenizer, metadata } = opened;
   try {
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
-    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
     if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);

@@ -210,6 +210,16 @@ test("values the engine refuses are usage errors naming the flag; --num-beams pa
   assert.equal(JSON.parse(wide.stdout).completionTokens.length, 3);
 });
 
+test("the fallback to the reference kernels is one tsllm warning line, not Node's", { skip }, () => {
+  // an unusable kernel choice makes the WebAssembly backend refuse to start: the default backend falls back
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "generate", "--model", sharedFile(MODEL)!, "--prompt", "Once", "--max-tokens", "2"], {
+    cwd: PROJECT_ROOT, encoding: "utf8", env: { ...process.env, TSLLM_WASM_SIMD: "bogus" },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr.split("\n")[0]!, /^tsllm: warning: WebAssembly backend unavailable \(.*TSLLM_WASM_SIMD.*"bogus"\); using the slow reference kernels$/);
+  assert.doesNotMatch(r.stderr, /\(node:\d+\)|--trace-warnings/);
+});
+
 test("an unknown option is one short line for every command, positional ones (download, rm) included", () => {
   for (const args of [["download", "--bogus", "org/name"], ["rm", "--bogus", "org/name"], ["generate", "--bogus"], ["serve", "--bogus"]]) {
     const r = tsllm(...args);

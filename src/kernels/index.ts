@@ -21,7 +21,7 @@ let warnedFallback = false;
  * .wasm was not built) the reference kernels are used instead, with a warning. An explicitly
  * requested backend that cannot start is an error.
  */
-export async function createBackend(name: BackendName | undefined, options: { threads?: number } = {}): Promise<Backend> {
+export async function createBackend(name: BackendName | undefined, options: { threads?: number; onWarning?: (message: string) => void } = {}): Promise<Backend> {
   if (name !== undefined && name !== "wasm" && name !== "reference" && name !== "webgpu") {
     throw new Error(`unknown backend "${String(name)}" (expected "wasm", "reference" or "webgpu")`);
   }
@@ -37,7 +37,9 @@ export async function createBackend(name: BackendName | undefined, options: { th
     if (name === "wasm") throw e;
     if (!warnedFallback) {
       warnedFallback = true;
-      process.emitWarning(`WebAssembly backend unavailable (${(e as Error).message}); using the slow reference kernels`);
+      const message = `WebAssembly backend unavailable (${(e as Error).message}); using the slow reference kernels`;
+      if (options.onWarning) options.onWarning(message);
+      else process.emitWarning(message);
     }
     return createReferenceBackend();
   }
