@@ -2,12 +2,12 @@ import { availableParallelism } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { BackendName } from "../kernels/index.js";
 
-/** A usage error: printed as one line, exit code 2. */
 /** a warning for the command line's user: one line on stderr (loadModel's onWarning for every command that loads) */
 export function printWarning(message: string): void {
   process.stderr.write(`tsllm: warning: ${message}\n`);
 }
 
+/** A usage error: printed as one line, exit code 2. */
 export class UsageError extends Error {
   override name = "UsageError";
 }

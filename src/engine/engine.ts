@@ -1,6 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -158,7 +158,7 @@ export class Engine {
     const rows = this.model.info.vocabSize;
     for (const id of logitBias.keys()) if (id >= rows) throw new RequestError(`logitBias: token id ${id} is outside the vocabulary [0, ${rows})`, "logitBias");
     try {
-      createStopMatcher(params.stop);
+      validateStopStrings(params.stop);
     } catch (e) {
       throw new RequestError((e as Error).message, "stop");
     }

@@ -3,7 +3,7 @@ export {
 } from "./generate.js";
 export { Sequence, type StopRules } from "./sequence.js";
 export { tokenLogprobs, validateLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
-export { createStopMatcher, type StopMatcher } from "./stop-strings.js";
+export { createStopMatcher, validateStopStrings, type StopMatcher } from "./stop-strings.js";
 export { computeTimings, formatTimings, type Timings } from "./timings.js";
 export { timeGreedyForward, warmUpForward, type ForwardTiming } from "./forward-timing.js";
 export { BeamSearch, beamSearch, validateBeamOptions, type BeamExtension, type BeamSearchOptions, type BeamSequence } from "./beam.js";

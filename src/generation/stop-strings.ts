@@ -29,18 +29,7 @@ function isHighSurrogate(code: number): boolean {
  * never ends in half a character.
  */
 export function createStopMatcher(stops: readonly string[]): StopMatcher {
-  if (!Array.isArray(stops)) throw new TypeError("stop strings: expected an array of strings");
-  stops.forEach((s, i) => {
-    if (typeof s !== "string") {
-      throw new TypeError(`stop strings[${i}]: expected a string, got ${typeof s}`);
-    }
-    if (s.length === 0) {
-      throw new RangeError(`stop strings[${i}]: a stop string must not be empty`);
-    }
-    if (LONE_SURROGATE.test(s)) {
-      throw new RangeError(`stop strings[${i}]: contains an unpaired UTF-16 surrogate`);
-    }
-  });
+  validateStopStrings(stops);
   const list = [...new Set(stops)];
   const longest = list.reduce((m, s) => Math.max(m, s.length), 0);
 
@@ -92,4 +81,20 @@ export function createStopMatcher(stops: readonly string[]): StopMatcher {
       return out;
     },
   };
+}
+
+/** throws naming the first stop string a matcher cannot take (not a string, empty, an unpaired surrogate) */
+export function validateStopStrings(stops: readonly string[]): void {
+  if (!Array.isArray(stops)) throw new TypeError("stop strings: expected an array of strings");
+  stops.forEach((s, i) => {
+    if (typeof s !== "string") {
+      throw new TypeError(`stop strings[${i}]: expected a string, got ${typeof s}`);
+    }
+    if (s.length === 0) {
+      throw new RangeError(`stop strings[${i}]: a stop string must not be empty`);
+    }
+    if (LONE_SURROGATE.test(s)) {
+      throw new RangeError(`stop strings[${i}]: contains an unpaired UTF-16 surrogate`);
+    }
+  });
 }

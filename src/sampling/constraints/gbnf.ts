@@ -1,4 +1,4 @@
-import { GrammarError, MAX_REPETITION, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
+import { GrammarError, MAX_REPETITION, repetitionProblem, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
 
 /**
  * llama.cpp's GBNF (grammars/README.md in its source): `name ::= alternatives`, with "strings",
@@ -184,8 +184,8 @@ class Parser {
     this.pos += m[0].length;
     const min = Number(m[1]);
     const max = m[2] === undefined ? min : m[3] === undefined ? Infinity : Number(m[3]);
-    if (max < min) this.fail(`repetition {${min},${max}}: the maximum is below the minimum`);
-    if (Math.max(min, Number.isFinite(max) ? max : 0) > this.lim.maxRepetition) this.fail(`repetition bounds above ${this.lim.maxRepetition}`);
+    const problem = repetitionProblem(min, max, this.lim.maxRepetition);
+    if (problem !== undefined) this.fail(max < min ? `repetition {${min},${max}}: ${problem}` : problem);
     return [min, max];
   }
 

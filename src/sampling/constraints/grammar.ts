@@ -33,6 +33,13 @@ export interface Grammar {
 /** the largest repetition count a grammar, regex or JSON schema may ask for ({m,n}, minItems, maxLength, ...) */
 export const MAX_REPETITION = 10_000;
 
+/** what is wrong with a repetition {min,max} (max Infinity: unbounded), or undefined when nothing is */
+export function repetitionProblem(min: number, max: number, limit = MAX_REPETITION): string | undefined {
+  if (max < min) return `the maximum is below the minimum`;
+  if (Math.max(min, Number.isFinite(max) ? max : 0) > limit) return `repetition bounds above ${limit}`;
+  return undefined;
+}
+
 export class GrammarError extends Error {
   override name = "GrammarError";
 }

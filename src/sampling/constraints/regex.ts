@@ -1,4 +1,4 @@
-import { GrammarError, MAX_REPETITION } from "./grammar.js";
+import { GrammarError, repetitionProblem } from "./grammar.js";
 
 /**
  * A regular expression (the ECMAScript syntax most patterns use) as a GBNF expression: literals
@@ -82,8 +82,8 @@ class RegexParser {
       if (m) {
         // checked here, where the position is the regex's own (the GBNF it becomes would name a column of its text)
         const min = Number(m[1]), max = m[2] === undefined ? min : m[3] ? Number(m[3]) : Infinity;
-        if (max < min) this.fail(`${m[0]}: the maximum is below the minimum`);
-        if (Math.max(min, Number.isFinite(max) ? max : 0) > MAX_REPETITION) this.fail(`${m[0]}: repetition bounds above ${MAX_REPETITION}`);
+        const problem = repetitionProblem(min, max);
+        if (problem !== undefined) this.fail(`${m[0]}: ${problem}`);
         this.pos += m[0].length;
         q = m[2] === undefined ? `{${m[1]}}` : `{${m[1]},${m[3] ?? ""}}`;
       }
