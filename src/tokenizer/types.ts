@@ -60,6 +60,12 @@ export interface Tokenizer {
   decode(ids: ArrayLike<number>, options?: DecodeOptions): string;
   /** the piece exactly as stored in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>") */
   piece(id: number): string;
+  /**
+   * The bytes token `id` adds to a text it continues (a SentencePiece word start's space
+   * included): a byte token's one byte, a byte-level piece's bytes, a special token's text. Not
+   * always whole UTF-8: a character may be split across tokens, which is what this is for
+   */
+  tokenBytes(id: number): Uint8Array;
   /** control or user-defined tokens */
   isSpecial(id: number): boolean;
   /** incremental decoder for streaming; concatenating every push() and flush() equals decode() */

@@ -219,7 +219,8 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   /** The bytes a token contributes to decoded text (cached per id). */
-  private tokenBytes(id: number): Uint8Array {
+  tokenBytes(id: number): Uint8Array {
+    this.checkId(id);
     const cached = this.bytesCache[id];
     if (cached) return cached;
     const text = this.tokens[id]!;

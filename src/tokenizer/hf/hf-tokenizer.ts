@@ -5,6 +5,7 @@ import { detectEndOfGeneration } from "../gguf-eog.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
+import { byteLevelDecode } from "../byte-level.js";
 import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
 import type { InputTemplate, TemplateToken } from "../model-input.js";
 
@@ -18,6 +19,7 @@ interface HFLibTokenizer {
   id_to_token(id: number): string | undefined;
   get_vocab(withAddedTokens: boolean): Map<string, number>;
 }
+const utf8 = new TextEncoder();
 const HFLib = LibTokenizerClass as unknown as new (tokenizerJson: object, config: object) => HFLibTokenizer;
 
 /** ids past this are refused: a hostile tokenizer.json must not make us allocate a giant vocabulary */
@@ -152,6 +154,7 @@ export class HFTokenizer implements Tokenizer {
   private readonly specialIds = new Set<number>();
   private readonly prefix: number[];
   private readonly suffix: number[];
+  private readonly bytesCache = new Map<number, Uint8Array>();
 
   constructor(private readonly source: HFTokenizerSource) {
     const { where, tokenizerJson: tj } = source;
@@ -263,6 +266,25 @@ export class HFTokenizer implements Tokenizer {
 
   isSpecial(id: number): boolean {
     return this.addedIds.has(id);
+  }
+
+  tokenBytes(id: number): Uint8Array {
+    this.checkId(id);
+    let bytes = this.bytesCache.get(id);
+    if (bytes) return bytes;
+    const piece = this.lib.id_to_token(id) ?? "";
+    const byte = /^<0x([0-9A-Fa-f]{2})>$/.exec(piece);
+    if (this.addedIds.has(id)) bytes = utf8.encode(piece);
+    else if (byte) bytes = Uint8Array.of(parseInt(byte[1]!, 16));
+    else if (this.type === "gpt2") bytes = byteLevelDecode(piece);
+    else {
+      // the decoder's pipeline (Metaspace, Replace, Strip, WordPiece's "##"...) decides the
+      // text, mid-text: after a plain token, whose own text is then taken off
+      const context = this.lib.encode("a", { add_special_tokens: false }).ids.slice(0, 1);
+      bytes = utf8.encode(this.decodeChecked([...context, id], {}).slice(this.decodeChecked(context, {}).length));
+    }
+    this.bytesCache.set(id, bytes);
+    return bytes;
   }
 
   private decodeChecked(ids: number[], options: DecodeOptions): string {
