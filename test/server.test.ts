@@ -298,6 +298,28 @@ describe("tsllm serve on stories260K", { skip }, () => {
 });
 
 describe("tsllm serve limits", { skip }, () => {
+  test("--max-queue counts only requests that wait for a free sequence: 0 still runs what fits the free sequences", async () => {
+    const s = await serveStories({ maxSequences: 2 }, { maxQueue: 0 });
+    try {
+      // an idle server runs a request at once: nothing waits
+      assert.equal((await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 })).status, 200);
+      // a burst as large as the free sequences all runs, even before the engine's next step schedules it
+      const controller = new AbortController();
+      const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true });
+      const open = () => fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" }, body });
+      const burst = await Promise.all([open(), open()]);
+      assert.deepEqual(burst.map((r) => r.status), [200, 200]);
+      // with every sequence taken, one more would wait: 0 may
+      const full = await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 });
+      assert.equal(full.status, 429);
+      assert.equal(full.json.error.code, "queue_full");
+      controller.abort();
+      await until(() => s.model.engine.stats.running === 0 && s.model.engine.stats.waiting === 0, "the engine to drop the burst");
+    } finally {
+      await s.close();
+    }
+  });
+
   test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {

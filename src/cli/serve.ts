@@ -22,7 +22,9 @@ Options:
   --ctx-size N|auto     tokens one sequence may hold (default: the trained context, at most 4096;
                         auto: the largest that fits in free memory)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
-  --max-queue N         requests that may wait for room; more get 429 at once (default 256)
+  --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
+                        sequences run at once and never count); more get 429 at once (default 256;
+                        0: nothing waits, only what can run now is taken)
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/*, /tokenize, /detokenize (also read from TSLLM_API_KEY)
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)

@@ -133,6 +133,24 @@ export class Engine {
   }
 
   /**
+   * Requests queued that must wait for a sequence to free up, were requests of the given
+   * widths (n choices count n) queued behind them: the scheduler starts queued requests in
+   * arrival order while free sequences last, so those that fit the free sequences do not wait,
+   * even before the next step starts them. (The KV pool may hold one back longer.)
+   */
+  waitingForRoom(widths: readonly number[] = []): number {
+    const s = this.scheduler;
+    const queue = [...(s?.waiting ?? []).map((r) => r.strategy.width), ...widths];
+    let free = this.maxSequences - (s?.runningSequences ?? 0);
+    for (let i = 0; i < queue.length; i++) {
+      free -= queue[i]!;
+      // the first that does not fit waits, and every one behind it
+      if (free < 0) return queue.length - i;
+    }
+    return 0;
+  }
+
+  /**
    * Queues a request; its events and outcome arrive on the returned request. Throws at once
    * (nothing queued) for a request that is invalid or could never fit in the KV cache.
    */

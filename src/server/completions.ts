@@ -32,7 +32,7 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 /** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
   const job = jobOf(ctx, kind, body);
-  ctx.admit(job.prompts.length);
+  ctx.admit(job.prompts.map(() => job.n));
   const controller = new AbortController();
   // a client that goes away cancels its generation (the engine drops it at the next step)
   const onClose = () => controller.abort();

@@ -17,8 +17,8 @@ export interface ServeContext {
   readonly texts: TokenTexts;
   /** the chat template (throws a 400 when the model has none) */
   formatter(): ChatFormatter;
-  /** throws a 429 (queue full) or 503 (draining) when `prompts` more generations may not queue */
-  admit(prompts: number): void;
+  /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */
+  admit(widths: readonly number[]): void;
   /** registers an in-flight request (aborted when a shutdown's grace period ends); returns its release */
   track(controller: AbortController): () => void;
   /** an SSE writer on the response (with the server's CORS headers) */

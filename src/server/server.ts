@@ -22,7 +22,7 @@ export interface ServeOptions {
   port?: number;
   /** requests to /v1/*, /tokenize and /detokenize need `Authorization: Bearer KEY` */
   apiKey?: string;
-  /** generations that may wait for room in the engine; more are answered 429 at once (default 256) */
+  /** generations that may wait for a free sequence (beyond those that run at once); more are answered 429 at once (default 256; 0: only what can run now) */
   maxQueue?: number;
   /** Access-Control-Allow-Origin for browsers on other origins ("*" or an origin) */
   cors?: string;
@@ -178,10 +178,10 @@ export class OpenAIServer {
           throw e;
         }
       },
-      admit: (prompts) => {
-        const waiting = model.engine.stats.waiting;
+      admit: (widths) => {
         const max = this.options.maxQueue ?? 256;
-        if (waiting + prompts > max) {
+        if (model.engine.waitingForRoom(widths) > max) {
+          const waiting = model.engine.waitingForRoom();
           throw new ApiError(429, `the server is busy: ${waiting} requests are waiting for room (at most ${max} may wait); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
