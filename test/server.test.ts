@@ -134,6 +134,78 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
   });
 
+  test("logprobs: the tokens are the text as it shows (a word's leading space kept), join into it, and stop where a stop string cuts it", async () => {
+    const tok = model.tokenizer;
+    const long = await model.generate("Once upon a time", { temperature: 0, maxTokens: 16 });
+    // each token's text: what the tokenizer says it adds to the prompt and the tokens before it
+    const added = (n: number) => tok.decode([...long.promptTokens, ...long.completionTokens.slice(0, n)], { skipSpecialTokens: true }).length;
+    const base = added(0);
+    const offsets = long.completionTokens.map((_, i) => added(i) - base);
+    const pieces = offsets.map((o, i) => long.completion.slice(o, i + 1 < offsets.length ? offsets[i + 1] : undefined));
+    assert.ok(pieces.some((p) => p.startsWith(" ") && p.length > 1), `some token starts a word: ${JSON.stringify(pieces)}`);
+    const streamed = async (body: object) => {
+      const st = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", temperature: 0, logprobs: 2, stream: true, ...body } as never) as unknown as AsyncIterable<{ choices: { text: string; logprobs: { tokens: string[]; text_offset: number[] } | null }[] }>;
+      const out = { text: "", tokens: [] as string[], text_offset: [] as number[] };
+      for await (const c of st) {
+        out.text += c.choices[0]!.text;
+        out.tokens.push(...(c.choices[0]!.logprobs?.tokens ?? []));
+        out.text_offset.push(...(c.choices[0]!.logprobs?.text_offset ?? []));
+      }
+      return out;
+    };
+    const whole = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 16, temperature: 0, logprobs: 2 });
+    assert.equal(whole.choices[0]!.text, long.completion);
+    assert.deepEqual(whole.choices[0]!.logprobs!.tokens, pieces);
+    assert.deepEqual(whole.choices[0]!.logprobs!.text_offset, offsets);
+    assert.deepEqual(await streamed({ max_tokens: 16 }), { text: long.completion, tokens: pieces, text_offset: offsets });
+
+    // a stop string that begins inside a token (not at its first character): the text ends inside
+    // that token, which is kept (as llama-server cuts at the token holding the stop's start); the
+    // tokens after it are not part of the answer
+    const j = pieces.findIndex((p, i) => i > 0 && p.length > 2 && i + 1 < pieces.length && long.completion.indexOf(p.slice(1) + pieces[i + 1]!) === offsets[i]! + 1);
+    assert.ok(j > 0, JSON.stringify(pieces));
+    const stop = pieces[j]!.slice(1) + pieces[j + 1]!;
+    const want = { text: long.completion.slice(0, offsets[j]! + 1), tokens: pieces.slice(0, j + 1), text_offset: offsets.slice(0, j + 1) };
+    const cut = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 16, temperature: 0, logprobs: 2, stop: [stop] });
+    assert.equal(cut.choices[0]!.text, want.text);
+    assert.deepEqual(cut.choices[0]!.logprobs!.tokens, want.tokens);
+    assert.deepEqual(cut.choices[0]!.logprobs!.text_offset, want.text_offset);
+    assert.equal(cut.choices[0]!.logprobs!.token_logprobs!.length, j + 1);
+    assert.deepEqual(await streamed({ max_tokens: 16, stop: [stop] }), want);
+
+    // chat: the content's tokens, each with its own UTF-8 bytes
+    const wantChat = await chat("Lily and Ben", { temperature: 0, maxTokens: 10 });
+    const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Lily and Ben" }], max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 1 });
+    const content = r.choices[0]!.logprobs!.content!;
+    assert.equal(content.map((e) => e.token).join(""), wantChat.completion);
+    for (const e of content) assert.deepEqual(e.bytes, [...Buffer.from(e.token)]);
+    // /tokenize with_pieces: a word's piece with its space, as llama-server gives it
+    const pieced = await post(`${s.url}/tokenize`, { content: "Once upon a time", with_pieces: true });
+    assert.deepEqual(pieced.json.tokens.map((t: { piece: string }) => t.piece), tok.encode("Once upon a time", { addSpecialTokens: false }).map((id) => tok.piece(id).replaceAll("\u2581", " ")));
+  });
+
+  test("chat logprobs: bytes are each token's own, also for byte tokens that hold part of a character", async () => {
+    const tok = model.tokenizer;
+    // stories260K spells CJK with byte-fallback tokens <0xNN>: make those the only likely ones
+    const byteIds = tok.encode("日本語", { addSpecialTokens: false }).filter((id) => /^<0x[0-9A-F]{2}>$/.test(tok.piece(id)));
+    const options = { seed: 5, temperature: 1, maxTokens: 12 };
+    const want = await chat("Lily", { ...options, logitBias: Object.fromEntries(byteIds.map((id) => [id, 100])) });
+    const bytesOf = (id: number) => {
+      const hex = /^<0x([0-9A-F]{2})>$/.exec(tok.piece(id));
+      return hex ? [parseInt(hex[1]!, 16)] : [...Buffer.from(tok.piece(id).replaceAll("\u2581", " "))];
+    };
+    assert.ok([...want.completion].some((ch) => ch.length > 0 && ch !== "\uFFFD" && Buffer.byteLength(ch) > 1), `a character made of byte tokens in ${JSON.stringify(want.completion)}`);
+    const r = await client.chat.completions.create({
+      model: "stories260K", messages: [{ role: "user", content: "Lily" }], max_tokens: options.maxTokens, temperature: 1, seed: 5, logprobs: true, top_logprobs: 2,
+      logit_bias: Object.fromEntries(byteIds.map((id) => [String(id), 100])),
+    });
+    assert.equal(r.choices[0]!.message.content, want.completion);
+    const content = r.choices[0]!.logprobs!.content!;
+    assert.deepEqual(content.map((e) => e.bytes), want.completionTokens.map(bytesOf));
+    assert.equal(content.map((e) => e.token).join(""), want.completion);
+    for (const e of content) for (const t of e.top_logprobs) assert.ok(t.bytes!.length > 0);
+  });
+
   test("response_format json_schema / json_object and llama-server's grammar: the content follows them; a bad schema is a 400 naming response_format", async () => {
     const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, happy: { type: "boolean" } }, required: ["name", "happy"] };
     const validate = new Ajv().compile(schema);

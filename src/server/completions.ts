@@ -141,13 +141,14 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   const choices = all.flatMap((r, i) => (r.choices ?? [r]).map((c, j) => {
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
+    const placed = c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion);
     if (job.kind === "chat") {
-      const logprobs = c.logprobs ? { content: c.logprobs.map((lp) => ctx.texts.chatEntry(lp)), refusal: null } : null;
+      const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
       const reply = replyOf(job, c.completion);
       if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: "tool_calls" };
       return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
     }
-    return { index, text: c.completion, logprobs: c.logprobs ? ctx.texts.completionLogprobs(c.logprobs) : null, finish_reason };
+    return { index, text: c.completion, logprobs: placed ? ctx.texts.completionLogprobs(placed) : null, finish_reason };
   }));
   sendJson(res, 200, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
 }
@@ -186,7 +187,9 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       }
     }
     let ended = 0;
-    const offsets = new Array<number>(total).fill(0);
+    // each choice's text sent so far, and its logprobs: sent with the text they are part of
+    const shown = new Array<number>(total).fill(0);
+    const logprobs = job.logprobs === undefined ? undefined : Array.from({ length: total }, (_, i) => ctx.texts.choice(job.prompts[Math.floor(i / job.n)]!));
     // with tools, each choice's text goes through a parser that streams content and calls apart
     const tools = job.tools;
     const parsers = tools ? Array.from({ length: total }, () => new ToolCallStream(tools.format, tools.tools)) : undefined;
@@ -205,11 +208,15 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         continue;
       }
       if (event.step) {
-        const { text, logprob } = event.step;
-        if (text === "" && !logprob) continue;
-        const lp = logprob === undefined ? null
-          : job.kind === "chat" ? { content: [ctx.texts.chatEntry(logprob)], refusal: null } : ctx.texts.completionLogprobs([logprob], offsets[index]);
-        offsets[index]! += text.length;
+        const { token, text, logprob } = event.step;
+        const choice = logprobs?.[index];
+        if (logprob) choice?.push(logprob);
+        // a step without a token releases the text held back until the end
+        if (token === undefined) choice?.end();
+        shown[index]! += text.length;
+        const placed = choice?.take(shown[index]!) ?? [];
+        if (text === "" && placed.length === 0) continue;
+        const lp = !choice ? null : job.kind === "chat" ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : ctx.texts.completionLogprobs(placed);
         if (!(await sse.send(chunk(index, text, null, lp)))) break;
         continue;
       }

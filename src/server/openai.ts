@@ -1,5 +1,5 @@
 import type { FinishReason, GenerationResult, TokenLogprob } from "../generation/index.js";
-import type { Tokenizer } from "../tokenizer/index.js";
+import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
 /** The wire shapes of OpenAI's chat and text completions, built from the library's results. */
 
@@ -47,41 +47,96 @@ export function timingsOf(r: GenerationResult): Record<string, number> {
   };
 }
 
-/** The text of single tokens for logprobs, decoded once each. */
+/** A generated token's logprob with the text it adds to the completion and where that text starts. */
+export interface PlacedLogprob {
+  readonly lp: TokenLogprob;
+  text: string;
+  readonly offset: number;
+}
+
+/**
+ * Logprobs on the wire. A generated token's `token` text is what it adds to the completion,
+ * decoded after the prompt and the tokens before it (as the engine's stream decoder does): a
+ * SentencePiece word keeps its leading space, and the tokens join into the text (a character
+ * split across tokens shows with the token that completes it). Its `bytes` are the token's own
+ * (Tokenizer.tokenBytes), so the bytes of split characters can be rejoined, as OpenAI documents
+ * and llama-server sends them. Alternatives in top_logprobs are not in the text: their text is
+ * their own bytes decoded.
+ */
 export class TokenTexts {
-  private readonly cache = new Map<number, string>();
+  private readonly utf8 = new TextDecoder();
 
   constructor(private readonly tokenizer: Tokenizer) {}
 
-  text(id: number): string {
-    let s = this.cache.get(id);
-    if (s === undefined) {
-      s = this.tokenizer.decode([id]);
-      if (this.cache.size < 65536) this.cache.set(id, s);
-    }
-    return s;
+  /** one choice's tokens, generated after `promptTokens` */
+  choice(promptTokens: readonly number[]): ChoiceLogprobs {
+    return new ChoiceLogprobs(this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: promptTokens }));
+  }
+
+  /** a finished choice's logprobs within its completion */
+  placed(promptTokens: readonly number[], logprobs: readonly TokenLogprob[], completion: string): PlacedLogprob[] {
+    const choice = this.choice(promptTokens);
+    for (const lp of logprobs) choice.push(lp);
+    choice.end();
+    return choice.take(completion.length);
+  }
+
+  /** a token's own bytes, and their text (U+FFFD for part of a character) */
+  private own(id: number): { token: string; bytes: number[] } {
+    const bytes = this.tokenizer.tokenBytes(id);
+    return { token: this.utf8.decode(bytes), bytes: [...bytes] };
   }
 
   /** chat's logprobs.content entry */
-  chatEntry(lp: TokenLogprob): { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string; logprob: number; bytes: number[] }[] } {
-    const one = (id: number, logprob: number) => {
-      const token = this.text(id);
-      return { token, logprob, bytes: [...Buffer.from(token, "utf8")] };
+  chatEntry(p: PlacedLogprob): { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string; logprob: number; bytes: number[] }[] } {
+    return {
+      token: p.text, logprob: p.lp.logprob, bytes: this.own(p.lp.token).bytes,
+      top_logprobs: p.lp.top.map((t) => ({ ...this.own(t.token), logprob: t.logprob })),
     };
-    return { ...one(lp.token, lp.logprob), top_logprobs: lp.top.map((t) => one(t.token, t.logprob)) };
   }
 
-  /** text completions' logprobs (parallel arrays), from `offset` characters into the completion */
-  completionLogprobs(lps: readonly TokenLogprob[], offset = 0): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
-    const out = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as Record<string, number>[], text_offset: [] as number[] };
-    for (const lp of lps) {
-      const token = this.text(lp.token);
-      out.tokens.push(token);
-      out.token_logprobs.push(lp.logprob);
-      out.top_logprobs.push(Object.fromEntries(lp.top.map((t) => [this.text(t.token), t.logprob])));
-      out.text_offset.push(offset);
-      offset += token.length;
-    }
-    return out;
+  /** text completions' logprobs (parallel arrays); offsets count from the completion's start */
+  completionLogprobs(placed: readonly PlacedLogprob[]): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
+    return {
+      tokens: placed.map((p) => p.text),
+      token_logprobs: placed.map((p) => p.lp.logprob),
+      top_logprobs: placed.map((p) => Object.fromEntries(p.lp.top.map((t) => [this.own(t.token).token, t.logprob]))),
+      text_offset: placed.map((p) => p.offset),
+    };
+  }
+}
+
+/**
+ * One choice's logprobs placed in its text. Only tokens whose text starts inside the text the
+ * client gets are reported: where a stop string cuts the text, a token that begins before the
+ * cut stays even where it runs on into the stop string, and the tokens after it go, as none of
+ * their text is in the answer. (llama-server drops as many final tokens as the stop string has
+ * when tokenized alone: an estimate of the same cut.)
+ */
+export class ChoiceLogprobs {
+  private readonly placed: PlacedLogprob[] = [];
+  private taken = 0;
+  private decoded = 0;
+
+  constructor(private readonly decoder: StreamDecoder) {}
+
+  push(lp: TokenLogprob): void {
+    const text = this.decoder.push(lp.token);
+    this.placed.push({ lp, text, offset: this.decoded });
+    this.decoded += text.length;
+  }
+
+  /** the generation has ended: bytes the decoder still holds (an unfinished character) belong to the last token */
+  end(): void {
+    const tail = this.decoder.flush();
+    const last = this.placed.at(-1);
+    if (last) last.text += tail;
+  }
+
+  /** the tokens not taken yet whose text starts within the first `shown` characters of the completion */
+  take(shown: number): PlacedLogprob[] {
+    const from = this.taken;
+    while (this.taken < this.placed.length && this.placed[this.taken]!.offset < shown) this.taken++;
+    return this.placed.slice(from, this.taken);
   }
 }

@@ -34,6 +34,8 @@ export interface ServeOptions {
   chatTemplate?: string | ChatTemplateSource;
 }
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
 
 /**
@@ -262,7 +264,16 @@ export class OpenAIServer {
     const content = optString(body, "content");
     if (content === undefined) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
     const ids = tokenizer.encode(content, { addSpecialTokens: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
-    sendJson(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: tokenizer.decode([id]) })) : ids });
+    // a piece is the token's own text (a word's leading space kept), or its bytes where they are part of a character, as llama-server answers
+    const piece = (id: number): string | number[] => {
+      const bytes = tokenizer.tokenBytes(id);
+      try {
+        return strictUtf8.decode(bytes);
+      } catch {
+        return [...bytes];
+      }
+    };
+    sendJson(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
   }
 
   /** llama-server's /detokenize: {tokens} -> {content} */
