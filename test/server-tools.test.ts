@@ -86,6 +86,27 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.deepEqual(JSON.parse(args), JSON.parse(call.function.arguments));
   });
 
+  test("a call cut off by max_tokens finishes with 'length', streamed or not, as OpenAI and llama-server report the token limit", async () => {
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, temperature: 0,
+    };
+    const whole = await client.chat.completions.create({ ...request, max_tokens: 150 });
+    assert.equal(whole.choices[0]!.finish_reason, "tool_calls");
+    // one token short of the whole call
+    const max_tokens = whole.usage!.completion_tokens - 1;
+    const cut = await client.chat.completions.create({ ...request, max_tokens });
+    assert.equal(cut.choices[0]!.finish_reason, "length");
+    const stream = await client.chat.completions.create({ ...request, max_tokens, stream: true });
+    const names: string[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) if (d.function?.name) names.push(d.function.name);
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.deepEqual(names, ["get_weather"], "the call had begun streaming");
+    assert.equal(finish, "length");
+  });
+
   test("with tools offered but no call made (auto), the text streams as it is generated", async () => {
     const stream = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Tell a story" }], tools: [WEATHER], max_tokens: 40, temperature: 0, stream: true });
     const pieces: string[] = [];

@@ -145,7 +145,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     if (job.kind === "chat") {
       const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
       const reply = replyOf(job, c.completion);
-      if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: "tool_calls" };
+      if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: finishReasonOf(c.finishReason, reply.calls.length) };
       return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
     }
     return { index, text: c.completion, logprobs: placed ? ctx.texts.completionLogprobs(placed) : null, finish_reason };
@@ -177,7 +177,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
   head.object = job.kind === "chat" ? "chat.completion.chunk" : "text_completion";
   const extra = job.includeUsage ? { usage: null } : {};
   const total = runs.length * job.n;
-  const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | null, logprobs: unknown = null) => job.kind === "chat"
+  const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | "tool_calls" | null, logprobs: unknown = null) => job.kind === "chat"
     ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra }
     : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra };
   try {
@@ -222,12 +222,9 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       }
       if (event.finishReason === "abort") break;
       const last = ++ended === total;
-      let finish: Body = chunk(index, undefined, finishReasonOf(event.finishReason));
-      if (parsers) {
-        const parser = parsers[index]!;
-        if (!(await sendDeltas(index, parser.end()))) break;
-        if (parser.callCount > 0) finish = { ...head, choices: [{ index, delta: {}, logprobs: null, finish_reason: "tool_calls" }], ...extra };
-      }
+      const parser = parsers?.[index];
+      if (parser && !(await sendDeltas(index, parser.end()))) break;
+      const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.callCount));
       if (last) {
         const all = await results(ctx, runs);
         await sse.send({ ...finish, timings: timingsOf(all[0]!) });

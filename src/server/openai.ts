@@ -10,9 +10,14 @@ export interface Usage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
-/** finish reasons on the wire ("abort" only happens when the client is gone, so it is never sent) */
-export function finishReasonOf(r: FinishReason): "stop" | "length" {
-  return r === "length" ? "length" : "stop";
+/**
+ * finish reasons on the wire ("abort" is never sent as one): a reply that made tool calls and
+ * ended by itself says "tool_calls"; one cut off by the token limit says "length", calls or not,
+ * as OpenAI and llama-server report the limit
+ */
+export function finishReasonOf(r: FinishReason, toolCalls = 0): "stop" | "length" | "tool_calls" {
+  if (r === "length") return "length";
+  return toolCalls > 0 ? "tool_calls" : "stop";
 }
 
 export function usageOf(results: readonly GenerationResult[]): Usage {
