@@ -14,10 +14,10 @@ const template = join(dir, "t.jinja");
 writeFileSync(template, CHAT_TEMPLATE);
 const serve = (args: string[]) => spawnServe([...args, "--chat-template", template]);
 
-/** reads an SSE response to its end: the texts and whether [DONE] came */
-async function readStream(res: Response, onFirst?: () => void): Promise<{ text: string; finish: string | undefined; done: boolean }> {
+/** reads an SSE response to its end: the texts, whether [DONE] came, and an error event's code */
+async function readStream(res: Response, onFirst?: () => void): Promise<{ text: string; finish: string | undefined; done: boolean; error?: string }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "", text = "", finish: string | undefined, done = false, first = true;
+  let buf = "", text = "", finish: string | undefined, done = false, first = true, error: string | undefined;
   for (;;) {
     const r = await reader.read();
     if (r.done) break;
@@ -28,12 +28,13 @@ async function readStream(res: Response, onFirst?: () => void): Promise<{ text: 
       buf = buf.slice(at + 2);
       if (line === "[DONE]") { done = true; continue; }
       const c = JSON.parse(line);
+      if (c.error) { error = c.error.code; continue; }
       text += c.choices[0]?.text ?? "";
       finish = c.choices[0]?.finish_reason ?? finish;
       if (first) { first = false; onFirst?.(); }
     }
   }
-  return { text, finish, done };
+  return { text, finish, done, ...(error ? { error } : {}) };
 }
 
 test("tsllm serve: greedy text equals tsllm generate's; SIGTERM drains the request in flight, refuses new ones and exits 0", { skip }, async () => {
@@ -67,6 +68,7 @@ test("tsllm serve: past --grace-ms the requests in flight are cancelled and the 
     const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 2000, ignore_eos: true, stream: true }) });
     const out = await readStream(res, () => s.child.kill("SIGINT"));
     assert.equal(out.done, false, "cut off");
+    assert.equal(out.error, "shutting_down", "the stream says why it ended");
     assert.equal(await s.exited, 0, s.stderr());
   } finally {
     s.child.kill("SIGKILL");

@@ -392,6 +392,28 @@ describe("tsllm serve limits", { skip }, () => {
     }
   });
 
+  test("a request the shutdown cancels ends in an error the client sees: a 503 in OpenAI's shape, or an error event that ends the stream", async () => {
+    const s = await serveStories({ maxSequences: 2 });
+    try {
+      const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+      const body = { prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, temperature: 0 };
+      const whole = post(`${s.url}/v1/completions`, body);
+      const stream = (await client.completions.create({ model: "stories260K", ...body, stream: true }))[Symbol.asyncIterator]();
+      await stream.next();
+      await until(() => s.model.engine.stats.running === 2, "both requests to run");
+      // no grace: both are cancelled by the server, not by their clients
+      await s.server.close(0);
+      const r = await whole;
+      assert.equal(r.status, 503, JSON.stringify(r.json));
+      assert.equal(r.json.error.type, "server_error");
+      assert.equal(r.json.error.code, "shutting_down");
+      assert.match(r.json.error.message, /shut down before the request finished/);
+      await assert.rejects(async () => { while (!(await stream.next()).done) { /* the error arrives in the stream */ } }, /shut down before the request finished/);
+    } finally {
+      await s.close();
+    }
+  });
+
   test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {

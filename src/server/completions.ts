@@ -40,8 +40,8 @@ export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body
   const release = ctx.track(controller);
   try {
     const runs = submitAll(ctx, job, controller);
-    if (job.stream) await stream(ctx, job, runs, res);
-    else await respond(ctx, job, runs, res);
+    if (job.stream) await stream(ctx, job, runs, res, controller.signal);
+    else await respond(ctx, job, runs, res, controller.signal);
   } finally {
     release();
     res.off("close", onClose);
@@ -130,7 +130,15 @@ function header(job: Job): { id: string; object: string; created: number; model:
   };
 }
 
-async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse): Promise<void> {
+/**
+ * Why a run ended with "abort": a client that went away aborts with no reason and gets nothing;
+ * the server aborts with the error the client is to see (a shutdown's 503).
+ */
+function cancellation(signal: AbortSignal): ApiError | undefined {
+  return signal.reason instanceof ApiError ? signal.reason : undefined;
+}
+
+async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse, signal: AbortSignal): Promise<void> {
   let all: GenerationResult[];
   try {
     all = await results(ctx, runs);
@@ -138,6 +146,8 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     throw internal(e);
   }
   if (res.destroyed) return;
+  const cancelled = cancellation(signal);
+  if (cancelled && all.some((r) => (r.choices ?? [r]).some((c) => c.finishReason === "abort"))) throw cancelled;
   const choices = all.flatMap((r, i) => (r.choices ?? [r]).map((c, j) => {
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
@@ -171,7 +181,7 @@ async function* merged(runs: readonly GenerationRun[]) {
   }
 }
 
-async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse): Promise<void> {
+async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], res: ServerResponse, signal: AbortSignal): Promise<void> {
   const sse = ctx.sse(res);
   const head = header(job);
   head.object = job.kind === "chat" ? "chat.completion.chunk" : "text_completion";
@@ -220,7 +230,11 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         if (!(await sse.send(chunk(index, text, null, lp)))) break;
         continue;
       }
-      if (event.finishReason === "abort") break;
+      if (event.finishReason === "abort") {
+        const cancelled = cancellation(signal);
+        if (cancelled) throw cancelled;
+        break;
+      }
       const last = ++ended === total;
       const parser = parsers?.[index];
       if (parser && !(await sendDeltas(index, parser.end()))) break;

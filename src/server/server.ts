@@ -94,8 +94,9 @@ export class OpenAIServer {
 
   /**
    * Graceful shutdown: stops accepting connections, answers new requests 503, lets the
-   * requests in flight finish for up to `graceMs`, then aborts the rest and closes every
-   * connection. The model is not disposed (the caller owns it).
+   * requests in flight finish for up to `graceMs`, then cancels the rest (each answered 503
+   * `shutting_down`, or its stream ended by that error event) and closes every connection. The
+   * model is not disposed (the caller owns it).
    */
   async close(graceMs = 30_000): Promise<void> {
     this.draining = true;
@@ -108,7 +109,9 @@ export class OpenAIServer {
         new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
       ]);
       clearTimeout(timer);
-      for (const c of this.inFlight) c.abort();
+      // the reason is what the handlers answer: the client sees its request did not finish
+      const cancelled = new ApiError(503, "the server shut down before the request finished; retry it", "server_error", null, "shutting_down", { Connection: "close" });
+      for (const c of this.inFlight) c.abort(cancelled);
       // aborted requests leave at the engine's next step and end their responses
       const deadline = Date.now() + 5_000;
       while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
