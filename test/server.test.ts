@@ -414,6 +414,32 @@ describe("tsllm serve limits", { skip }, () => {
     }
   });
 
+  test("--cors: the preflight allows every header the openai client sends from a browser (its X-Stainless-* ones included)", async () => {
+    const origin = "http://app.example";
+    const s = await serveStories({}, { cors: origin, apiKey: "sekret" });
+    try {
+      // the headers the real client puts on a request, as a browser would list them in its preflight
+      let sent: Headers | undefined;
+      const client = new OpenAI({
+        baseURL: `${s.url}/v1`, apiKey: "sekret", organization: "org-1", project: "proj-1", maxRetries: 0,
+        fetch: (url, init) => { sent = new Headers(init?.headers); return fetch(url, init); },
+      });
+      await client.completions.create({ model: "stories260K", prompt: "x", max_tokens: 1 });
+      // CORS-safelisted headers need no permission (content-type application/json does)
+      const safelisted = new Set(["accept", "accept-language", "content-language"]);
+      const asked = [...sent!.keys()].filter((h) => !safelisted.has(h));
+      assert.ok(asked.some((h) => h.startsWith("x-stainless-")) && asked.includes("openai-organization"), asked.join(", "));
+      const pre = await fetch(`${s.url}/v1/completions`, { method: "OPTIONS", headers: { Origin: origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": asked.join(",") } });
+      assert.equal(pre.status, 204);
+      assert.equal(pre.headers.get("access-control-allow-origin"), origin);
+      assert.match(pre.headers.get("access-control-allow-methods")!, /\bPOST\b/);
+      const allowed = new Set(pre.headers.get("access-control-allow-headers")!.split(",").map((h) => h.trim().toLowerCase()));
+      for (const h of asked) assert.ok(allowed.has(h), `${h} is allowed (${[...allowed].join(", ")})`);
+    } finally {
+      await s.close();
+    }
+  });
+
   test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {

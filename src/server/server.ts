@@ -136,7 +136,13 @@ export class OpenAIServer {
     }
     try {
       if (req.method === "OPTIONS" && this.options.cors) {
-        res.writeHead(204, { "Access-Control-Allow-Methods": "GET, POST, OPTIONS", "Access-Control-Allow-Headers": "Authorization, Content-Type", "Access-Control-Max-Age": "600" });
+        // the headers the browser asks for are allowed: the openai client sends X-Stainless-*,
+        // OpenAI-Organization, OpenAI-Project... beside Authorization, which a "*" would not cover
+        const asked = req.headers["access-control-request-headers"];
+        res.writeHead(204, {
+          "Access-Control-Allow-Methods": "GET, POST, OPTIONS", "Access-Control-Allow-Headers": asked || "Authorization, Content-Type", "Access-Control-Max-Age": "600",
+          Vary: "Origin, Access-Control-Request-Headers",
+        });
         res.end();
         return;
       }
