@@ -440,6 +440,27 @@ describe("tsllm serve limits", { skip }, () => {
     }
   });
 
+  test("metrics: a client that leaves while its request waits counts as 499 (nginx's client closed request), not 200", async () => {
+    const s = await serveStories({ maxSequences: 1 });
+    try {
+      const controller = new AbortController();
+      const running = await fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true }) });
+      await running.body!.getReader().read();
+      const leaving = new AbortController();
+      const queued = fetch(`${s.url}/v1/completions`, { method: "POST", signal: leaving.signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "x", max_tokens: 4 }) }).catch(() => undefined);
+      await until(() => s.model.engine.stats.waiting === 1, "the second request to wait");
+      leaving.abort();
+      await queued;
+      const counted = async () => (await (await fetch(`${s.url}/metrics`)).text()).match(/^tsllm_http_requests_total\{endpoint="\/v1\/completions",status="\d+"\} \d+$/gm) ?? [];
+      await until(async () => (await counted()).length > 0, "the request that left to be counted", 5000).catch(() => undefined);
+      assert.deepEqual(await counted(), ['tsllm_http_requests_total{endpoint="/v1/completions",status="499"} 1']);
+      controller.abort();
+      await until(() => s.model.engine.stats.running === 0, "the engine to drop the stream");
+    } finally {
+      await s.close();
+    }
+  });
+
   test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {

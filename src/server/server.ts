@@ -34,6 +34,7 @@ export interface ServeOptions {
   chatTemplate?: string | ChatTemplateSource;
 }
 
+const CLIENT_CLOSED_REQUEST = 499;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
@@ -129,7 +130,8 @@ export class OpenAIServer {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     const byMethod = this.routes.get(path);
-    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.statusCode));
+    // a client that left before any answer was sent counts as nginx's 499 "client closed request"
+    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST));
     if (this.options.cors) {
       res.setHeader("Access-Control-Allow-Origin", this.options.cors);
       res.setHeader("Vary", "Origin");
