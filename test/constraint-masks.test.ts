@@ -2,17 +2,19 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { loadTokenizer } from "../src/index.js";
 import { createSampler } from "../src/sampling/index.js";
-import { ConstraintVocabulary, compileConstraint, GrammarMatcher, parseGbnf, TokenConstraint, type ConstraintSpec, type Grammar } from "../src/sampling/constraints/index.js";
-import { constraintTexts } from "./helpers/constraint-texts.js";
+import { ConstraintVocabulary, compileConstraint, parseGbnf, TokenConstraint, type ConstraintSpec, type Grammar } from "../src/sampling/constraints/index.js";
+import { BytePrefixOracle, constraintPieces } from "./helpers/constraint-texts.js";
 import { rng as seeded } from "./helpers/rng.js";
 import { sharedFile } from "./helpers/shared.js";
 
 /*
- * The masks of constrained decoding (a walk over the vocabulary's trie with parse states stepped
- * by character class) against a brute force that tries every token's text, character by
- * character, from the parse of the text so far: on a made-up vocabulary with the characters
- * grammars care about, and on real ones from ../shared. Every grammar is compiled anew, so the
- * first mask of each position is computed with every cache cold, as a schema's first request.
+ * The masks of constrained decoding (a walk over the vocabulary's byte trie with parse states of
+ * the grammar compiled to UTF-8 bytes, stepped by byte class) against a brute force that tries
+ * every token's bytes from the parse of the text so far, running the grammar over code points
+ * with a partial-UTF-8 state as llama.cpp does (test/helpers/constraint-texts.ts): on a made-up
+ * vocabulary with the characters grammars care about and pieces of characters, and on real ones
+ * from ../shared. Every grammar is compiled anew, so the first mask of each position is computed
+ * with every cache cold, as a schema's first request.
  */
 
 const END = 0;
@@ -30,6 +32,21 @@ const MADE_UP: (string | undefined)[] = [
   "2026", "-12-", "01T", ":30:", "Z", "AB", "-", "4f", "c0ffee",
 ];
 
+/**
+ * Pieces of characters, as byte-fallback and byte-level vocabularies have them: the bytes of
+ * 中 (E4 B8 AD), 😀 (F0 9F 98 80), é (C3 A9), 東 (E6 9D B1) one by one and in runs, a piece that
+ * ends a character and starts the next, ASCII before a lead byte, and bytes no UTF-8 text has
+ * (C0, FF, a surrogate's ED A0, F5)
+ */
+const BYTE_PIECES: number[][] = [
+  [0xe4], [0xb8], [0xad], [0xf0], [0x9f], [0x98], [0x80], [0xc3], [0xa9], [0xe6], [0x9d], [0xb1],
+  [0xe6, 0x9d], [0x9d, 0xb1], [0xb8, 0xad, 0x22], [0x61, 0xe4], [0x22, 0xf0, 0x9f], [0xad, 0xe6], [0x20, 0xc3],
+  [0xc0], [0xff], [0xed, 0xa0], [0xf5], [0xf4, 0x90],
+];
+
+const utf8 = new TextEncoder();
+const MADE_UP_PIECES: (Uint8Array | undefined)[] = [...MADE_UP.map((t) => (t === undefined ? undefined : utf8.encode(t))), ...BYTE_PIECES.map((b) => Uint8Array.from(b))];
+
 const SCHEMAS: ConstraintSpec[] = [
   { jsonSchema: { type: "object", properties: { name: { type: "string", maxLength: 24 }, age: { type: "integer", minimum: 0, maximum: 120 }, pets: { type: "array", items: { enum: ["cat", "dog"] }, maxItems: 4 } }, required: ["name", "age", "pets"] } },
   { jsonSchema: { type: "object", properties: { p: { type: "number", minimum: -1.5, maximum: 20 }, n: { type: "number" }, ok: { type: "boolean" }, when: { type: "string", format: "date-time" } }, required: ["p", "n"] } },
@@ -42,33 +59,25 @@ const SCHEMAS: ConstraintSpec[] = [
   { choice: ["cat", "cats", "dog", "中文 😀"] },
 ];
 
-/** the parse of `text` by the matcher's own stepping (undefined: refused) */
-function stacksAfter(m: GrammarMatcher, text: string): ReturnType<GrammarMatcher["initial"]> | undefined {
-  let stacks = m.initial();
-  for (const ch of text) {
-    stacks = m.advance(stacks, ch.codePointAt(0)!);
-    if (stacks.length === 0) return undefined;
-  }
-  return stacks;
-}
-
-/** every token id allowed after `text`, by trying each token's text from the parse of `text` */
-function bruteForce(grammar: Grammar, texts: readonly (string | undefined)[], endIds: ReadonlySet<number>, text: string): Set<number> {
-  const m = new GrammarMatcher(grammar);
-  const from = stacksAfter(m, text);
-  assert.ok(from, `the test's own text ${JSON.stringify(text)} is refused`);
+/** every token id allowed after `text` (bytes), by trying each token's bytes from the parse of `text` */
+function bruteForce(grammar: Grammar, pieces: readonly (Uint8Array | undefined)[], endIds: ReadonlySet<number>, text: readonly number[]): Set<number> {
+  const oracle = new BytePrefixOracle(grammar);
+  const from = oracle.parse(text);
+  assert.ok(from, `the test's own text ${show(text)} is refused`);
   const allowed = new Set<number>();
-  texts.forEach((t, id) => {
+  pieces.forEach((p, id) => {
     if (endIds.has(id)) {
-      if (GrammarMatcher.complete(from)) allowed.add(id);
-      return;
-    }
-    if (t === undefined) return;
-    let s = from;
-    for (const ch of t) if ((s = m.advance(s, ch.codePointAt(0)!)).length === 0) return;
-    allowed.add(id);
+      if (BytePrefixOracle.complete(from)) allowed.add(id);
+    } else if (p !== undefined && oracle.extend(from, p)) allowed.add(id);
   });
   return allowed;
+}
+
+/** bytes shown as text, with a piece of a character in hex */
+function show(bytes: ArrayLike<number> | undefined): string {
+  if (bytes === undefined) return "(never allowed)";
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(Uint8Array.from(bytes));
+  return text.includes("\uFFFD") ? `<${Array.from(bytes, (b) => b.toString(16)).join(" ")}>` : JSON.stringify(text);
 }
 
 /** the constraint's mask as a set of ids, checked against allows() for every token; the row is longer than the vocabulary, as padded model rows are */
@@ -85,10 +94,10 @@ function maskOf(c: TokenConstraint, size: number): Set<number> {
   return allowed;
 }
 
-function assertSameSet(got: Set<number>, want: Set<number>, texts: readonly (string | undefined)[], where: string): void {
+function assertSameSet(got: Set<number>, want: Set<number>, pieces: readonly (Uint8Array | undefined)[], where: string): void {
   const extra = [...got].filter((id) => !want.has(id)), missing = [...want].filter((id) => !got.has(id));
-  const show = (ids: number[]) => ids.slice(0, 8).map((id) => JSON.stringify(texts[id] ?? `#${id}`)).join(" ");
-  assert.ok(extra.length === 0 && missing.length === 0, `${where}: allowed but refused by brute force: ${show(extra)}; refused but allowed by brute force: ${show(missing)}`);
+  const list = (ids: number[]) => ids.slice(0, 8).map((id) => `#${id} ${show(pieces[id])}`).join(" ");
+  assert.ok(extra.length === 0 && missing.length === 0, `${where}: allowed but refused by brute force: ${list(extra)}; refused but allowed by brute force: ${list(missing)}`);
 }
 
 /**
@@ -96,32 +105,32 @@ function assertSameSet(got: Set<number>, want: Set<number>, texts: readonly (str
  * where allowed), comparing the mask to brute force at every step, the first included; each
  * walk's grammar is new, so its masks are computed cold.
  */
-function walkAndCompare(texts: readonly (string | undefined)[], vocab: ConstraintVocabulary, endIds: ReadonlySet<number>, specs: readonly ConstraintSpec[], walks: number, steps: number, seed: number): void {
+function walkAndCompare(pieces: readonly (Uint8Array | undefined)[], vocab: ConstraintVocabulary, endIds: ReadonlySet<number>, specs: readonly ConstraintSpec[], walks: number, steps: number, seed: number): void {
   const rng = seeded(seed);
   for (const [i, spec] of specs.entries()) {
     for (let w = 0; w < walks; w++) {
       const grammar = compileConstraint(spec);
       const c = new TokenConstraint(grammar, vocab, endIds);
-      let text = "";
+      const text: number[] = [];
       for (let step = 0; step < steps; step++) {
-        const where = `constraint ${i}, walk ${w}, after ${JSON.stringify(text)}`;
-        const got = maskOf(c, texts.length);
-        assertSameSet(got, bruteForce(grammar, texts, endIds, text), texts, where);
+        const where = `constraint ${i}, walk ${w}, after ${show(text)}`;
+        const got = maskOf(c, pieces.length);
+        assertSameSet(got, bruteForce(grammar, pieces, endIds, text), pieces, where);
         const ids = [...got];
         if (ids.length === 0) break;
-        // short tokens now and then, so the walk stops at every depth of strings and numbers
-        const pick = rng() < 0.3 ? ids.filter((id) => (texts[id]?.length ?? 0) <= 1) : ids;
+        // short tokens now and then, so the walk stops at every depth of strings and numbers (and inside characters)
+        const pick = rng() < 0.3 ? ids.filter((id) => (pieces[id]?.length ?? 0) <= 1) : ids;
         const id = (pick.length > 0 ? pick : ids)[Math.floor(rng() * (pick.length > 0 ? pick : ids).length)]!;
         if (endIds.has(id)) break;
         c.accept(id);
-        text += texts[id]!;
+        text.push(...pieces[id]!);
       }
     }
   }
 }
 
 test("masks equal a brute force over every token, at every step of random walks, on a vocabulary of JSON's awkward pieces", () => {
-  walkAndCompare(MADE_UP, ConstraintVocabulary.fromTexts(MADE_UP), new Set([END]), SCHEMAS, 6, 40, 7);
+  walkAndCompare(MADE_UP_PIECES, ConstraintVocabulary.fromBytes(MADE_UP_PIECES), new Set([END]), SCHEMAS, 6, 40, 7);
 });
 
 test("masks at chosen positions (the first step, mid-string, mid-escape, mid-number, mid-key) equal brute force, each position's mask the first the grammar computes", () => {
@@ -134,16 +143,15 @@ test("masks at chosen positions (the first step, mid-string, mid-escape, mid-num
   ];
   // every character of the positions a token of its own too, so each position is reached exactly
   const texts = [...MADE_UP, ...new Set(cases.flatMap(([, ps]) => ps.flatMap((p) => [...p])).filter((ch) => !MADE_UP.includes(ch)))];
-  const vocab = ConstraintVocabulary.fromTexts(texts);
+  const pieces = [...texts.map((t) => (t === undefined ? undefined : utf8.encode(t))), ...BYTE_PIECES.map((b) => Uint8Array.from(b))];
+  const vocab = ConstraintVocabulary.fromBytes(pieces);
   for (const [spec, positions] of cases) {
     for (const text of positions) {
       // a grammar of its own per position: its mask is computed with nothing cached
       const grammar = compileConstraint(spec);
       const c = new TokenConstraint(grammar, vocab, endIds);
-      const m = new GrammarMatcher(grammar);
-      assert.ok(stacksAfter(m, text), `${JSON.stringify(text)} is refused`);
       for (const ch of text) c.accept(texts.indexOf(ch));
-      assertSameSet(maskOf(c, texts.length), bruteForce(grammar, texts, endIds, text), texts, `${JSON.stringify(spec).slice(0, 60)} after ${JSON.stringify(text)}`);
+      assertSameSet(maskOf(c, pieces.length), bruteForce(grammar, pieces, endIds, [...utf8.encode(text)]), pieces, `${JSON.stringify(spec).slice(0, 60)} after ${JSON.stringify(text)}`);
     }
   }
 });
@@ -159,7 +167,7 @@ test("a mask after a grammar is complete lets exactly the end-of-generation toke
 });
 
 test("greedy choose() takes the best token brute force allows, whether it tries tokens one by one (a state's first visit) or applies a mask made before", () => {
-  const vocab = ConstraintVocabulary.fromTexts(MADE_UP);
+  const vocab = ConstraintVocabulary.fromBytes(MADE_UP_PIECES);
   const endIds = new Set([END]);
   const rng = seeded(5);
   const sampler = createSampler({ temperature: 0 });
@@ -169,19 +177,19 @@ test("greedy choose() takes the best token brute force allows, whether it tries 
     for (let pass = 0; pass < 2; pass++) {
       const c = new TokenConstraint(grammar, vocab, endIds);
       const walk = seeded(9);
-      let text = "";
+      const text: number[] = [];
       for (let step = 0; step < 30; step++) {
-        const logits = Float32Array.from(MADE_UP, () => rng());
-        const allowed = bruteForce(grammar, MADE_UP, endIds, text);
+        const logits = Float32Array.from(MADE_UP_PIECES, () => rng());
+        const allowed = bruteForce(grammar, MADE_UP_PIECES, endIds, text);
         let best = -1;
         for (const id of allowed) if (best < 0 || logits[id]! > logits[best]!) best = id;
-        assert.equal(c.choose(Float32Array.from(logits), sampler, []), best, `pass ${pass}, after ${JSON.stringify(text)}`);
+        assert.equal(c.choose(Float32Array.from(logits), sampler, []), best, `pass ${pass}, after ${show(text)}`);
         // go on by a token of the walk's own, so both passes meet the same states
         const ids = [...allowed].filter((id) => !endIds.has(id));
         if (ids.length === 0) break;
         const id = ids[Math.floor(walk() * ids.length)]!;
         c.accept(id);
-        text += MADE_UP[id]!;
+        text.push(...MADE_UP_PIECES[id]!);
       }
     }
   }
@@ -191,6 +199,6 @@ for (const name of ["starcoder", "llama-spm", "deepseek-llm"]) {
   const file = sharedFile(`tokenizer-tests/ggml-vocab-${name}.gguf`);
   test(`masks equal a brute force over all tokens of ${name}'s real vocabulary, at every step of random walks under JSON Schemas and grammars`, { skip: file ? false : `../shared/tokenizer-tests/ggml-vocab-${name}.gguf not found` }, async () => {
     const tok = await loadTokenizer(file!);
-    walkAndCompare(constraintTexts(tok), ConstraintVocabulary.of(tok), tok.endOfGenerationIds, [SCHEMAS[0]!, SCHEMAS[1]!, SCHEMAS[2]!, SCHEMAS[4]!, SCHEMAS[7]!], 1, name === "deepseek-llm" ? 8 : 16, 11);
+    walkAndCompare(constraintPieces(tok), ConstraintVocabulary.of(tok), tok.endOfGenerationIds, [SCHEMAS[0]!, SCHEMAS[1]!, SCHEMAS[2]!, SCHEMAS[4]!, SCHEMAS[7]!], 1, name === "deepseek-llm" ? 8 : 16, 11);
   });
 }

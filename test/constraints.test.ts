@@ -6,9 +6,11 @@ import { after, before, test } from "node:test";
 import { Ajv } from "ajv";
 import { loadModel, type Model } from "../src/index.js";
 import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
+import { matchesChar } from "../src/sampling/constraints/grammar.js";
+import { utf8Grammar } from "../src/sampling/constraints/utf8-grammar.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
 import { constraintTexts } from "./helpers/constraint-texts.js";
-import { skipWithoutShared } from "./helpers/shared.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
  * Constrained decoding: the GBNF engine on llama.cpp's own example grammars, JSON Schema outputs
@@ -283,4 +285,53 @@ test("a bad constraint fails the request naming the option and the position; two
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
   // with speculative decoding a grammar holds as without it
   assert.equal((await model.generate("x", { grammar: 'root ::= "ab" "c"', promptLookup: true, maxTokens: 20 })).completion, "abc");
+});
+
+test("characters the vocabulary has no piece for are spelled with pieces of characters (byte-level BPE and SentencePiece byte fallback), and the output is whole", { skip }, async () => {
+  // 龘 and 𝄞 are no token's text in either vocabulary: only byte pieces can write them
+  const rare = "龘𝄞";
+  const storiesPath = sharedFile("models/stories260K.gguf");
+  const stories = storiesPath ? await loadModel(storiesPath, { contextSize: 256, threads: 1 }) : undefined;
+  try {
+    for (const m of [model, ...(stories ? [stories] : [])]) {
+      const name = m === model ? "byte-level (starcoder vocabulary)" : "byte fallback (stories260K)";
+      assert.ok(constraintTexts(m.tokenizer).every((t) => t === undefined || ![...rare].some((ch) => t.includes(ch))), `${name}: no whole piece holds ${rare}`);
+      for (const temperature of [0, 1]) {
+        const g = await m.generate("x", { grammar: `root ::= "a ${rare} b"`, maxTokens: 40, temperature, seed: 3 });
+        assert.equal(g.completion, `a ${rare} b`, `${name}, T=${temperature}`);
+        assert.equal(g.finishReason, "stop", name);
+        const schema = { type: "object", properties: { city: { enum: [`${rare}市`, "東京"] }, note: { type: "string", pattern: `^[${rare}]{2,3}$` } }, required: ["city", "note"] };
+        const r = await m.generate("x", { jsonSchema: schema, maxTokens: 400, temperature, seed: 5 });
+        assert.equal(r.finishReason, "stop", `${name}, T=${temperature}: ${r.completion}`);
+        assert.ok(newAjv().compile(schema)(JSON.parse(r.completion)), `${name}, T=${temperature}: ${r.completion}`);
+      }
+    }
+  } finally {
+    stories?.dispose();
+  }
+});
+
+test("a grammar compiled to UTF-8 bytes takes exactly the encodings of the characters its classes match", () => {
+  const grammars = ["root ::= [a-zé中-龥😀]", "root ::= [^\"\\\\\\x00-\\x1F]", "root ::= .", "root ::= [\\u0080-\\u07FF\\u0800-\\uFFFF]", "root ::= [^a]", "root ::= [\\U00010000-\\U0010FFFF]", "root ::= [^\\x00-\\U0010FFFF]"];
+  // every boundary of UTF-8's lengths and of the classes, and a spread of others
+  const points = new Set([0, 0x1f, 0x20, 0x21, 0x22, 0x5c, 0x61, 0x62, 0x7a, 0x7f, 0x80, 0xe9, 0x7ff, 0x800, 0xfff, 0x1000, 0x4e2d, 0x9fa5, 0x9fa6, 0xd7ff, 0xe000, 0xfffd, 0xffff, 0x10000, 0x1f600, 0x1f601, 0x3ffff, 0x40000, 0xfffff, 0x100000, 0x10ffff]);
+  for (let c = 0; c < 0x110000; c += 4099) points.add(c);
+  const utf8 = new TextEncoder();
+  for (const text of grammars) {
+    const g = parseGbnf(text);
+    const cls = g.rules[g.root]![0]![0] as Parameters<typeof matchesChar>[0];
+    const bytes = new GrammarMatcher(utf8Grammar(g));
+    for (const c of points) {
+      if (c >= 0xd800 && c <= 0xdfff) continue;
+      let stacks = bytes.initial();
+      for (const b of utf8.encode(String.fromCodePoint(c))) stacks = bytes.advance(stacks, b);
+      assert.equal(GrammarMatcher.complete(stacks), matchesChar(cls, c), `${text} on U+${c.toString(16)}`);
+    }
+    // no byte string that is not UTF-8 gets through: stray continuation bytes, overlong forms, surrogates, past U+10FFFF
+    for (const bad of [[0x80], [0xc0, 0x80], [0xc1, 0xbf], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0xf0, 0x80, 0x80, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xf5, 0x80, 0x80, 0x80], [0xff]]) {
+      let stacks = bytes.initial();
+      for (const b of bad) stacks = bytes.advance(stacks, b);
+      assert.ok(!GrammarMatcher.complete(stacks), `${text} on ${bad.map((b) => b.toString(16))}`);
+    }
+  }
 });

@@ -2,15 +2,15 @@ import { matchesChar, type CharClass, type Grammar } from "./grammar.js";
 import type { ConstraintVocabulary } from "./vocabulary.js";
 
 /**
- * The vocabulary's characters split into the classes one grammar cannot tell apart: two
- * characters that every character class of the grammar either matches or refuses alike move
- * every parse state to the same next state. A JSON grammar over a 100k-token vocabulary sees a
- * few dozen such classes among thousands of characters (every letter of a script a string takes
- * is one class), so a parse state's transitions are a short table by class instead of a
- * computation per character.
+ * The vocabulary's symbols split into the classes one grammar cannot tell apart: two symbols
+ * that every character class of the grammar either matches or refuses alike move every parse
+ * state to the same next state, so a parse state's transitions are a short table by class
+ * instead of a computation per symbol. The masks run the grammar compiled to UTF-8
+ * (utf8-grammar.ts), whose symbols are bytes: a JSON grammar sees a dozen or so classes among
+ * the vocabulary's byte values.
  */
 export class CharPartition {
-  /** per character number of the vocabulary (its alphabet): the class */
+  /** per symbol number of the vocabulary (its alphabet): the class */
   readonly classOf: Int32Array;
   /** per class: one code point in it, to step the matcher with */
   readonly representative: readonly number[];

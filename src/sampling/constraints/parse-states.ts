@@ -16,7 +16,8 @@ export const REFUSED = -1;
  * transitions between them by the vocabulary's character classes (char-partition.ts) in one
  * table, filled as they are first asked for. The matcher is asked once per (state, subset of
  * its stacks that take the character), never per character: a mask walk over the vocabulary's
- * trie then costs a table look-up per node.
+ * trie then costs a table look-up per node. The masks give it the grammar compiled to UTF-8
+ * (utf8-grammar.ts): its characters are then bytes, and a state may lie inside a character.
  */
 export class ParseStates {
   readonly matcher: GrammarMatcher;

@@ -1,5 +1,6 @@
 import type { Grammar } from "./grammar.js";
 import { ParseStates, REFUSED, UNKNOWN } from "./parse-states.js";
+import { utf8Grammar } from "./utf8-grammar.js";
 import type { ConstraintVocabulary } from "./vocabulary.js";
 
 /** bytes of masks kept per grammar and vocabulary (bitsets: 6 KB each at a 49k vocabulary, 19 KB at 152k) */
@@ -21,7 +22,7 @@ export class TokenMasks {
   private readonly rows: Int32Array;
 
   private constructor(grammar: Grammar, private readonly vocab: ConstraintVocabulary) {
-    this.states = new ParseStates(grammar, vocab);
+    this.states = new ParseStates(utf8Grammar(grammar), vocab);
     this.words = (vocab.size + 31) >>> 5;
     this.maxMasks = Math.max(64, Math.floor(MASK_BUDGET_BYTES / (4 * this.words)));
     this.rows = new Int32Array(vocab.maxLength + 1);

@@ -6,39 +6,40 @@ interface BuildNode {
 }
 
 /**
- * What every token adds to the text when it follows other text (the text a constraint sees), as
- * a trie over the tokens' code points, so a mask walks a prefix shared by many tokens once.
- * Tokens whose text is empty, special, or not whole UTF-8 (byte pieces of a character) are left
- * out: a constraint never allows them (the model spells the character with tokens that are whole
- * text). Built once per tokenizer.
+ * The bytes every token adds to the text when it follows other text (what a constraint sees), as
+ * a trie over the tokens' bytes, so a mask walks a prefix shared by many tokens once. Bytes, not
+ * characters: a byte-fallback piece (<0xE6>) or a byte-level piece may hold part of a character,
+ * and the grammar runs over UTF-8 bytes (utf8-grammar.ts), so such pieces spell the characters a
+ * vocabulary has no whole piece for. Special tokens and tokens that add nothing are left out: a
+ * constraint never allows them. Built once per tokenizer.
  *
- * Characters are numbered by the vocabulary's alphabet (its distinct code points, ascending), so
- * a grammar can map each to a class of characters it cannot tell apart (char-partition.ts). The
- * trie is flat, in preorder without its root, in typed arrays: a walk is a loop over them that
- * jumps over a subtree whose prefix the grammar refuses.
+ * Bytes are numbered by the vocabulary's alphabet (its distinct byte values, ascending), so a
+ * grammar can map each to a class of bytes it cannot tell apart (char-partition.ts). The trie is
+ * flat, in preorder without its root, in typed arrays: a walk is a loop over them that jumps over
+ * a subtree whose prefix the grammar refuses.
  */
 export class ConstraintVocabulary {
-  /** the distinct code points of the tokens' text, ascending (index: a character's number) */
+  /** the distinct byte values of the tokens, ascending (index: a byte's number) */
   readonly alphabet: Int32Array;
-  /** per trie node: the number of the character on the edge into it */
+  /** per trie node: the number of the byte on the edge into it */
   readonly nodeChar: Int32Array;
   /** per trie node: the index one past its subtree (the next node that is not below it) */
   readonly nodeEnd: Int32Array;
-  /** per trie node: its depth, 0 for the root's children (the length of its text, less one) */
+  /** per trie node: its depth, 0 for the root's children (the length of its bytes, less one) */
   readonly nodeDepth: Uint16Array;
   /** tokens whose text ends at node i: tokens[tokenStart[i] .. tokenStart[i + 1]) */
   readonly tokenStart: Int32Array;
   readonly tokens: Int32Array;
-  /** token id's characters (numbers): chars[charStart[id] .. charStart[id + 1]); none: never allowed */
+  /** token id's bytes (numbers): chars[charStart[id] .. charStart[id + 1]); none: never allowed */
   readonly charStart: Int32Array;
   readonly chars: Int32Array;
-  /** the most characters of one token (the deepest node) */
+  /** the most bytes of one token (the deepest node) */
   readonly maxLength: number;
 
   private constructor(readonly size: number, texts: readonly (readonly number[] | undefined)[]) {
-    const codePoints = new Set<number>();
-    for (const t of texts) if (t) for (const c of t) codePoints.add(c);
-    this.alphabet = Int32Array.from([...codePoints].sort((a, b) => a - b));
+    const values = new Set<number>();
+    for (const t of texts) if (t) for (const c of t) values.add(c);
+    this.alphabet = Int32Array.from([...values].sort((a, b) => a - b));
     const number = new Map<number, number>();
     this.alphabet.forEach((c, i) => number.set(c, i));
 
@@ -74,7 +75,7 @@ export class ConstraintVocabulary {
     const tokens: number[] = [];
     let at = 0;
     const flatten = (node: BuildNode, depth: number): void => {
-      // children by code point: the layout does not depend on the order the tokens came in
+      // children by byte: the layout does not depend on the order the tokens came in
       for (const c of [...node.children.keys()].sort((a, b) => a - b)) {
         const child = node.children.get(c)!;
         const i = at++;
@@ -91,7 +92,7 @@ export class ConstraintVocabulary {
     this.tokens = Int32Array.from(tokens);
   }
 
-  /** whether token `id` has text a constraint can see (otherwise it is never allowed) */
+  /** whether token `id` has bytes a constraint can see (otherwise it is never allowed) */
   usable(id: number): boolean {
     return id >= 0 && id < this.size && this.charStart[id + 1]! > this.charStart[id]!;
   }
@@ -107,20 +108,18 @@ export class ConstraintVocabulary {
     return v;
   }
 
-  /** a vocabulary of the given token texts (undefined: a token that is never allowed) */
+  /** a vocabulary of the given token texts, as UTF-8 (undefined: a token that is never allowed) */
   static fromTexts(texts: readonly (string | undefined)[]): ConstraintVocabulary {
-    return new ConstraintVocabulary(texts.length, texts.map((t) => (t ? [...t].map((ch) => ch.codePointAt(0)!) : undefined)));
+    const utf8 = new TextEncoder();
+    return ConstraintVocabulary.fromBytes(texts.map((t) => (t ? utf8.encode(t) : undefined)));
+  }
+
+  /** a vocabulary of the given tokens' bytes (undefined or empty: a token that is never allowed) */
+  static fromBytes(pieces: readonly (Uint8Array | undefined)[]): ConstraintVocabulary {
+    return new ConstraintVocabulary(pieces.length, pieces.map((b) => (b && b.length > 0 ? [...b] : undefined)));
   }
 
   private static build(tokenizer: Tokenizer): ConstraintVocabulary {
-    // a plain token before each one, so a SentencePiece word start keeps its space (as mid-text)
-    const context = tokenizer.encode("a", { addSpecialTokens: false }).slice(0, 1);
-    const texts = Array.from({ length: tokenizer.vocabSize }, (_, id) => {
-      if (tokenizer.isSpecial(id)) return undefined;
-      const d = tokenizer.createStreamDecoder({ context });
-      const text = d.push(id);
-      return text === "" || d.flush() !== "" || text.includes("\uFFFD") ? undefined : text;
-    });
-    return ConstraintVocabulary.fromTexts(texts);
+    return ConstraintVocabulary.fromBytes(Array.from({ length: tokenizer.vocabSize }, (_, id) => (tokenizer.isSpecial(id) ? undefined : tokenizer.tokenBytes(id))));
   }
 }
