@@ -279,3 +279,27 @@ test("stories260K: loading warms the kernels up on a cache of its own; the engin
     }
   }
 });
+
+test("text held back as a possible stop string's start is released when generation ends on an end-of-generation token or a complete grammar", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512, threads: 1 });
+  try {
+    const prompt = "Once upon a time";
+    const free = await model.generate(prompt, { temperature: 0, maxTokens: 30 });
+    // an end-of-generation token of our choosing: the first token, past the sixth, not seen before it
+    const ids = free.completionTokens;
+    const k = ids.findIndex((id, i) => i > 5 && ids.indexOf(id) === i);
+    const ended = await model.generate(prompt, { temperature: 0, maxTokens: 30, stopTokens: [ids[k]!] });
+    assert.equal(ended.finishReason, "stop");
+    assert.ok(ended.completion.length > 3 && free.completion.startsWith(ended.completion), ended.completion);
+    // a stop string that starts with the completion's last characters and never completes
+    for (const n of [1, 2]) {
+      const r = await model.generate(prompt, { temperature: 0, maxTokens: 30, stopTokens: [ids[k]!], stop: [`${ended.completion.slice(-3)}ZZZ`], n });
+      for (const c of r.choices ?? [r]) assert.equal(c.completion, ended.completion, `n=${n}`);
+    }
+    // a grammar's output ends with what could start a stop string: still all there
+    const g = await model.generate(prompt, { temperature: 0, maxTokens: 30, grammar: 'root ::= "a" [a-z]{3,8} " b"', stop: [" bZZ"] });
+    assert.match(g.completion, /^a[a-z]{3,8} b$/);
+  } finally {
+    model.dispose();
+  }
+});

@@ -104,12 +104,13 @@ export class Sequence {
     if (this.done) return [];
     this.finishReason = reason;
     this.endedAt = performance.now();
-    if (reason === "stop") return [];
     if (reason === "length") {
       const { contextSize, maxTokens } = this.rules;
       this.finishDetail = this.tokens.length >= contextSize ? `context full (${contextSize} tokens)` : `maxTokens (${maxTokens}) reached`;
     }
-    // the decoder's pending bytes and a partial stop-string match are released at the end
+    // the decoder's pending bytes and a partial stop-string match are released at the end, also
+    // at an end-of-generation token or a complete grammar (after a stop string the matcher is
+    // stopped and releases nothing)
     const { emit, stopped } = this.stopMatcher.push(this.decoder.flush());
     let tail = emit;
     if (stopped) { this.finishReason = "stop"; this.finishDetail = undefined; }
