@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -121,6 +121,28 @@ test("generate streams text to stdout and timings to stderr; stop strings and se
   const seeded = (seed: string) => JSON.parse(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--seed", seed, "--max-tokens", "24", "--temperature", "1", "--json").stdout).completionTokens;
   assert.deepEqual(seeded("42"), seeded("42"));
   assert.notDeepEqual(seeded("42"), seeded("43"));
+});
+
+/** runs the CLI and closes its stdout after the first bytes, as `| head -c 1` does: the exit status and stderr */
+function tsllmReadByHead(...args: string[]): Promise<{ code: number | null; signal: string | null; stderr: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  child.stdout.once("data", () => child.stdout.destroy());
+  return new Promise((done) => child.on("close", (code, signal) => done({ code, signal, stderr })));
+}
+
+test("a reader that goes away (| head) stops every command quietly with 141, the status SIGPIPE gives in a shell", { skip }, async () => {
+  const model = sharedFile(MODEL)!;
+  // each writes far more than a pipe's 64 KiB buffer: generate in many small writes, tokenize in one table
+  for (const args of [
+    ["generate", "--model", model, "--prompt", "Once upon a time", "--max-tokens", "2000", "--ignore-eos", "--threads", "1"],
+    ["tokenize", "--model", model, "--text", "Once upon a time there was a cat. ".repeat(3000)],
+  ]) {
+    const r = await tsllmReadByHead(...args);
+    // POSIX: a process killed by SIGPIPE shows as 128 + 13 in the shell; nothing is printed
+    assert.deepEqual(r, { code: 141, signal: null, stderr: "" }, args[0]);
+  }
 });
 
 test("--threads above the machine's cores is capped with a one-line warning", { skip }, () => {

@@ -30,6 +30,23 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
+/**
+ * The status of a command whose reader went away (`tsllm generate ... | head`): 128 + SIGPIPE (13),
+ * what a shell reports for GNU tools and llama.cpp, which the signal kills. Node ignores SIGPIPE, so
+ * here the write fails with EPIPE instead, and the process cannot die by the signal itself.
+ */
+const EXIT_BROKEN_PIPE = 141;
+
+// Once stdout (or stderr) is closed nothing more can be shown: stop every command's work at once,
+// quietly, as the signal would have, instead of an unhandled 'error' event's stack trace. Any other
+// failed write (a full disk under `> file`) is an error like the others: one line, exit 1.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE" && stream === process.stdout) process.stderr.write(`tsllm: error: cannot write the output: ${printable(err.message)}\n`);
+    process.exit(err.code === "EPIPE" ? EXIT_BROKEN_PIPE : 1);
+  });
+}
+
 main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
