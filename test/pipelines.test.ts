@@ -79,3 +79,18 @@ test("pipeline(): the wrong head for the task is a clear error", { skip: skipWit
   await assert.rejects(pipeline("fill-mask", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /fill-mask needs a masked-LM head .*BertForTokenClassification/);
   await assert.rejects(pipeline("text-generation", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /text-generation needs a decoder/);
 });
+
+test("an empty list of inputs is an empty list of results for every task, as transformers' pipelines iterate it", { skip: skipWithoutShared("hf-oracle/distilbert-sst") }, async () => {
+  const o = `${SHARED}/hf-oracle`;
+  for (const [task, folder, options] of [
+    ["text-classification", "distilbert-sst", {}], ["text-classification", "distilbert-sst", { topK: null }],
+    ["ner", "bert-ner", {}], ["fill-mask", "bert-uncased-mlm", {}], ["feature-extraction", "bert-chinese-base", {}], ["text-generation", "gpt2-tiny", {}],
+  ] as const) {
+    const p = await pipeline(task, `${o}/${folder}`, { threads: 1 });
+    try {
+      assert.deepEqual(await (p as (input: string[], options: object) => Promise<unknown>)([], options), [], `${task} ${JSON.stringify(options)}`);
+    } finally {
+      p.dispose();
+    }
+  }
+});

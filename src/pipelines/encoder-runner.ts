@@ -65,6 +65,9 @@ export class EncoderRunner {
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */
   async run(inputs: readonly ModelInput[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
     if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);
+    // no batch would reach the model below, and the outputs its head gives (logits) would be missing:
+    // its own answer to no inputs has each of them, empty
+    if (inputs.length === 0) return this.model.encodeAsync([]);
     const hidden: Float32Array[] = [], pooled: Float32Array[] = [], logits: Float32Array[] = [];
     for (let i = 0; i < inputs.length; i += this.batchSize) {
       const chunk = inputs.slice(i, i + this.batchSize);
