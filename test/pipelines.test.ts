@@ -37,6 +37,18 @@ describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
     const tail = (await gen!(t.prompt, { maxNewTokens: 5, returnFullText: false })) as { generated_text: string }[];
     assert.equal(tail[0]!.generated_text, tok.decode(t.output_ids.slice(t.input_ids.length, t.input_ids.length + 5), { skipSpecialTokens: true }));
   });
+
+  test("an empty prompt: generate() starts from [bos_token_id] (transformers' \"Allow empty prompts\"), the text skips it", async () => {
+    gen ??= await pipeline("text-generation", folder, { threads: 1 });
+    const bos = exp.how.build.match(/bos_token_id=(\d+)/)[1]; // 50256, from how the oracle built the model
+    // transformers: input_ids = None -> [[bos_token_id]]; generated_text = "" + decode(sequence, skip_special_tokens=True)
+    const fromBos = await gen!.model.generate([Number(bos)], { maxTokens: 3, temperature: 0 });
+    const expected = gen!.model.tokenizer.decode(fromBos.completionTokens, { skipSpecialTokens: true });
+    assert.deepEqual(await gen!("", { maxNewTokens: 3 }), [{ generated_text: expected }]);
+    assert.deepEqual(await gen!("", { maxNewTokens: 3, returnFullText: false }), [{ generated_text: expected }]);
+    // max_length counts the BOS generate() starts from: 4 in all is 3 new tokens
+    assert.deepEqual(await gen!("", { maxLength: 4 }), [{ generated_text: expected }]);
+  });
 });
 
 test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {

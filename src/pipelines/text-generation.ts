@@ -22,6 +22,13 @@ export interface TextGenerationOptions {
 
 const DEFAULT_MAX_NEW_TOKENS = 256;
 
+/** the token an empty prompt starts from: BOS, as generate()'s _maybe_initialize_input_ids_for_generation (it fails without one too) */
+function startTokenOf(model: Model): number {
+  const bos = model.tokenizer.bosId;
+  if (bos === undefined) throw new Error(`${model.path}: the prompt is empty and the model has no BOS token to start from (transformers: "bos_token_id has to be defined when no input_ids are provided")`);
+  return bos;
+}
+
 /**
  * text-generation (and chat: a list of messages in, the conversation with the assistant's reply
  * out), as transformers' TextGenerationPipeline returns it: [{generated_text}]. Greedy unless
@@ -47,9 +54,13 @@ export function textGeneration(model: Model) {
       if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
     }
     if (typeof input === "string") {
-      const promptTokens = model.tokenizer.encode(input).length;
-      const maxTokens = budget(promptTokens, o);
-      const completion = maxTokens === 0 ? "" : (await model.generate(input, generateOptions(maxTokens, o))).completion;
+      const ids = model.tokenizer.encode(input);
+      // transformers' "Allow empty prompts": no input_ids, so generate() starts from [bos_token_id]
+      // (which max_length counts); the decoded text skips it as a special token, and the prompt
+      // text prefixed is "" (TextGenerationPipeline._forward / postprocess)
+      const prompt = ids.length > 0 ? input : [startTokenOf(model)];
+      const maxTokens = budget(ids.length > 0 ? ids.length : 1, o);
+      const completion = maxTokens === 0 ? "" : (await model.generate(prompt, generateOptions(maxTokens, o))).completion;
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
     const formatter = model.chatFormatter(o.chatTemplate);
