@@ -280,6 +280,49 @@ describe("network failures", () => {
   });
 });
 
+describe("stalled connections", () => {
+  test("a download that stops sending mid-file is abandoned after HF_HUB_DOWNLOAD_TIMEOUT and resumed", { timeout: 20_000 }, async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    hub.stallMidway.set(sha256(f.content), 1);
+    const start = hub.requests.length;
+    const t0 = Date.now();
+    try {
+      const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { env: { HF_HUB_DOWNLOAD_TIMEOUT: "1" } }));
+      assert.deepEqual(readFileSync(r.path), f.content);
+    } finally {
+      hub.stallMidway.delete(sha256(f.content));
+    }
+    const gets = hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET");
+    assert.deepEqual(gets.map((g) => g.headers.range), [undefined, `bytes=${f.content.length >> 1}-`]);
+    const took = Date.now() - t0;
+    assert.ok(took >= 900 && took < 8_000, `took ${took} ms`);
+  });
+
+  test("a hub that never answers a metadata request is retried after HF_HUB_ETAG_TIMEOUT", { timeout: 20_000 }, async () => {
+    hub.hang = 1;
+    try {
+      const r = await downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp(), { env: { HF_HUB_ETAG_TIMEOUT: "1" } }));
+      assert.deepEqual(r.files, ["tiny-Q4_K_S.gguf"]);
+    } finally {
+      hub.hang = 0;
+    }
+  });
+
+  test("a hub that never answers fails with a message naming the timeout", { timeout: 20_000 }, async () => {
+    hub.hang = 3;
+    try {
+      await assert.rejects(downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp(), { retries: 1, timeoutMs: 200 })), (e: HubError) => {
+        assert.equal(e.code, "network");
+        assert.match(e.message, /GET .*\/api\/models\/acme\/tiny-GGUF\/revision\/main: no response in 0\.2 s.*after 2 attempts/);
+        return true;
+      });
+    } finally {
+      hub.hang = 0;
+    }
+  });
+});
+
 describe("file selection", () => {
   test(":QUANT picks the matching GGUF, a split set whole, never a neighbour quant or mmproj", async () => {
     const cache = tmp();

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
 import { HubError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
-import { sleep } from "./http.js";
+import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
 import { withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
@@ -38,6 +38,12 @@ export interface DownloadOptions {
   /** retries per file on network failures / 5xx (default 5), first backoff (default 500 ms, doubling) */
   retries?: number;
   retryDelayMs?: number;
+  /**
+   * a request the server stops answering (no headers, or no bytes of a file) is abandoned after
+   * this long and retried / resumed; default as huggingface_hub: HF_HUB_ETAG_TIMEOUT seconds for
+   * metadata, HF_HUB_DOWNLOAD_TIMEOUT for files, else 10 s
+   */
+  timeoutMs?: number;
   onProgress?: ProgressListener;
   signal?: AbortSignal;
   env?: NodeJS.ProcessEnv;
@@ -58,7 +64,7 @@ export interface DownloadResult {
   readonly fromCache: boolean;
 }
 
-export function createSource(name: HubSourceName, options: Pick<DownloadOptions, "endpoint" | "token" | "env"> = {}): HubSource {
+export function createSource(name: HubSourceName, options: Pick<DownloadOptions, "endpoint" | "token" | "env" | "timeoutMs"> = {}): HubSource {
   return name === "modelscope" ? modelScopeSource(options) : huggingFaceSource(options);
 }
 
@@ -135,7 +141,7 @@ async function pool<T>(items: readonly T[], concurrency: number, fn: (item: T) =
 export async function downloadModel(reference: string | HubReference, options: DownloadOptions = {}): Promise<DownloadResult> {
   const env = options.env ?? process.env;
   const ref = typeof reference === "string" ? parseHubReference(reference, options.source) : reference;
-  const source = createSource(ref.source, { endpoint: options.endpoint, token: options.token, env });
+  const source = createSource(ref.source, { endpoint: options.endpoint, token: options.token, env, timeoutMs: options.timeoutMs });
   const revision = options.revision ?? ref.revision ?? source.defaultRevision;
   checkRevision(revision, formatReference(ref));
   const context = formatReference(ref, revision);
@@ -186,6 +192,7 @@ export async function downloadModel(reference: string | HubReference, options: D
         await fetchBlob({
           location, auth: source.auth, blobPath: blob, what,
           retries: options.retries ?? 5, retryDelayMs: options.retryDelayMs ?? 500,
+          timeoutMs: options.timeoutMs ?? timeoutFromEnv(env, "HF_HUB_DOWNLOAD_TIMEOUT"),
           onBytes: (n) => report("bytes", n), signal: options.signal,
         });
         report("done", location.size);

@@ -3,7 +3,7 @@ import { createReadStream, existsSync, statSync } from "node:fs";
 import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { HubError } from "./errors.js";
-import { hubRequest, isRetryableStatus, redact, sleep, type HubAuth } from "./http.js";
+import { formatSeconds, hubRequest, isRetryableStatus, redact, sleep, type HubAuth, type HubResponse } from "./http.js";
 import type { FileLocation } from "./source.js";
 
 export interface FetchBlobOptions {
@@ -17,6 +17,8 @@ export interface FetchBlobOptions {
   readonly retries: number;
   /** first backoff; doubles each time */
   readonly retryDelayMs: number;
+  /** an attempt the server stops sending to is abandoned after this long without a byte (then resumed) */
+  readonly timeoutMs: number;
   readonly onBytes?: (downloaded: number) => void;
   readonly signal?: AbortSignal;
 }
@@ -59,17 +61,18 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
   let start = existsSync(partial) ? statSync(partial).size : 0;
   if (start > location.size) { await rm(partial, { force: true }); start = 0; }
   let response: Response | undefined;
+  let r: HubResponse | undefined;
   if (start < location.size) {
     const headers: Record<string, string> = { "accept-encoding": "identity" };
     if (start > 0) headers.range = `bytes=${start}-`;
-    let r;
     try {
-      r = await hubRequest(location.url, { auth: o.auth, redirects: "all", headers, signal: o.signal });
+      r = await hubRequest(location.url, { auth: o.auth, redirects: "all", headers, signal: o.signal, timeoutMs: o.timeoutMs });
     } catch (e) {
       if (e instanceof HubError && e.code === "network") throw new Transient(e.message);
       throw e;
     }
     response = r.response;
+    if (!response.ok) r.done();
     if (response.status === 416) { await response.body?.cancel(); await rm(partial, { force: true }); throw new Transient(`${redact(r.url)} refused the range bytes=${start}-`); }
     if (!response.ok) {
       await response.body?.cancel();
@@ -84,13 +87,22 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
   }
   const hash = location.sha256 ? createHash("sha256") : undefined;
   if (hash && start > 0) await hashPrefix(hash, partial);
-  const fh = await open(partial, start > 0 ? "a" : "w");
+  let fh;
+  try {
+    fh = await open(partial, start > 0 ? "a" : "w");
+  } catch (e) {
+    r?.done();
+    await response?.body?.cancel();
+    throw e;
+  }
   let written = start;
   o.onBytes?.(written);
   try {
     if (response?.body) {
+      r?.touch();
       try {
         for await (const chunk of response.body) {
+          r?.touch();
           const bytes = chunk as Uint8Array;
           if (written + bytes.length > location.size) {
             throw new HubError("checksum", `${o.what}: the server sent more than the ${location.size} bytes it announced`);
@@ -103,7 +115,10 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
       } catch (e) {
         if (e instanceof HubError) throw e;
         if (o.signal?.aborted) throw e;
+        if (r?.stalled()) throw new Transient(`the server sent nothing for ${formatSeconds(o.timeoutMs)} after ${written} of ${location.size} bytes`);
         throw new Transient(`the connection broke after ${written} of ${location.size} bytes (${(e as Error).message})`);
+      } finally {
+        r?.done();
       }
     }
     await fh.sync();

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { hfHome } from "./cache.js";
 import { HubError } from "./errors.js";
-import { hubRequest, normalizeEtag } from "./http.js";
+import { hubRequest, normalizeEtag, readText, timeoutFromEnv } from "./http.js";
 import { checkCacheName } from "./reference.js";
 import { trimEndpoint, type FileLocation, type HubSource, type RemoteFile, type RepoListing, type SourceOptions } from "./source.js";
 
@@ -22,6 +22,7 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
   const env = options.env ?? process.env;
   const endpoint = trimEndpoint(options.endpoint ?? env.HF_ENDPOINT ?? "https://huggingface.co", "HF_ENDPOINT");
   const auth = { token: options.token ?? hfTokenFromEnv(env), origin: new URL(endpoint).origin };
+  const timeoutMs = options.timeoutMs ?? timeoutFromEnv(env, "HF_HUB_ETAG_TIMEOUT");
 
   /** the error a failed Hub response stands for, from X-Error-Code when the server sends one */
   const failure = (res: Response, repo: string, revision: string, file?: string): HubError => {
@@ -49,9 +50,13 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
     // GET /api/models/{repo}/revision/{revision}: { sha, siblings: [{ rfilename }] }
     async list(repo, revision, signal): Promise<RepoListing> {
       const url = `${endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}`;
-      const { response } = await hubRequest(url, { auth, redirects: "all", signal });
-      if (!response.ok) { await response.body?.cancel(); throw failure(response, repo, revision); }
-      const body = (await response.json()) as { sha?: unknown; siblings?: { rfilename?: unknown; size?: unknown; lfs?: { sha256?: unknown } }[] };
+      const r = await hubRequest(url, { auth, redirects: "all", signal, timeoutMs });
+      const { response } = r;
+      if (!response.ok) { r.done(); await response.body?.cancel(); throw failure(response, repo, revision); }
+      const text = await readText(r);
+      let json: unknown;
+      try { json = JSON.parse(text); } catch { throw new HubError("protocol", `${url}: the model info is not JSON: ${text.slice(0, 200)}`); }
+      const body = json as { sha?: unknown; siblings?: { rfilename?: unknown; size?: unknown; lfs?: { sha256?: unknown } }[] };
       if (typeof body.sha !== "string" || !Array.isArray(body.siblings)) {
         throw new HubError("protocol", `${url}: expected {sha, siblings} in the model info, got ${JSON.stringify(body).slice(0, 200)}`);
       }
@@ -66,7 +71,8 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
     // HEAD /{repo}/resolve/{commit}/{file}: ETag or X-Linked-Etag, X-Linked-Size or Content-Length, Location for LFS
     async locate(repo, commit, file: RemoteFile, signal): Promise<FileLocation> {
       const url = `${endpoint}/${repo}/resolve/${encodeURIComponent(commit)}/${enc(file.path)}`;
-      const { response, url: answered } = await hubRequest(url, { method: "HEAD", auth, redirects: "relative", headers: { "accept-encoding": "identity" }, signal });
+      const { response, url: answered, done } = await hubRequest(url, { method: "HEAD", auth, redirects: "relative", headers: { "accept-encoding": "identity" }, signal, timeoutMs });
+      done();
       await response.body?.cancel();
       if (response.status >= 400) throw failure(response, repo, commit, file.path);
       const h = response.headers;

@@ -14,12 +14,34 @@ export interface HubRequestOptions {
   /** "all": follow every redirect; "relative": only same-origin ones (a renamed repo), stop at a CDN hop */
   redirects: "all" | "relative";
   signal?: AbortSignal;
+  /**
+   * a stalled server is abandoned after this long without progress (huggingface_hub's 10 s read
+   * timeout): no response headers, or, once the caller reads the body, no chunk (see `touch`)
+   */
+  timeoutMs?: number;
 }
 
 export interface HubResponse {
   readonly response: Response;
   /** the URL that answered (after the redirects that were followed) */
   readonly url: string;
+  /** restarts the stall timer: call it for each body chunk read */
+  touch(): void;
+  /** stops the stall timer once the body has been read (or given up) */
+  done(): void;
+  /** true when the request was aborted because the server stalled (not by the caller's signal) */
+  stalled(): boolean;
+}
+
+/** default stall timeout in ms: huggingface_hub's HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT (seconds, default 10) */
+export function timeoutFromEnv(env: NodeJS.ProcessEnv, name: "HF_HUB_ETAG_TIMEOUT" | "HF_HUB_DOWNLOAD_TIMEOUT"): number {
+  const v = Number(env[name]);
+  return env[name] && Number.isFinite(v) && v > 0 ? v * 1000 : 10_000;
+}
+
+/** `1.5 s` */
+export function formatSeconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
 }
 
 const MAX_REDIRECTS = 10;
@@ -33,19 +55,50 @@ export async function hubRequest(url: string, options: HubRequestOptions): Promi
   for (let hop = 0; ; hop++) {
     const headers: Record<string, string> = { "user-agent": "tsllm", ...options.headers };
     if (options.auth.token && new URL(current).origin === options.auth.origin) headers.authorization = `Bearer ${options.auth.token}`;
+    // without a timer, fetch waits for a silent server for minutes (undici's 300 s) on every try
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    const stall = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const touch = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => stall.abort(new Error(`no data in ${formatSeconds(timeoutMs)}`)), timeoutMs);
+      timer.unref();
+    };
+    const done = () => clearTimeout(timer);
+    const stalled = () => stall.signal.aborted && !options.signal?.aborted;
+    const signal = options.signal ? AbortSignal.any([options.signal, stall.signal]) : stall.signal;
     let response: Response;
+    touch();
     try {
-      response = await fetch(current, { method: options.method ?? "GET", headers, redirect: "manual", signal: options.signal });
+      response = await fetch(current, { method: options.method ?? "GET", headers, redirect: "manual", signal });
     } catch (e) {
+      done();
+      if (stalled()) throw new HubError("network", `${options.method ?? "GET"} ${redact(current)}: no response in ${formatSeconds(timeoutMs)}`);
       throw new HubError("network", `${options.method ?? "GET"} ${redact(current)} failed: ${describeNetworkError(e)}`);
     }
     const location = response.headers.get("location");
-    if (response.status < 300 || response.status >= 400 || !location) return { response, url: current };
+    if (response.status < 300 || response.status >= 400 || !location) return { response, url: current, touch, done, stalled };
     const next = new URL(location, current).href;
-    if (options.redirects === "relative" && new URL(next).origin !== new URL(current).origin) return { response, url: current };
+    if (options.redirects === "relative" && new URL(next).origin !== new URL(current).origin) return { response, url: current, touch, done, stalled };
+    done();
     await response.body?.cancel();
     if (hop >= MAX_REDIRECTS) throw new HubError("protocol", `${redact(url)}: more than ${MAX_REDIRECTS} redirects`);
     current = next;
+  }
+}
+
+/**
+ * The body of a metadata response as text, within the stall timeout; a connection that breaks or
+ * stalls while it is read is a network failure (retried), as one before the headers is.
+ */
+export async function readText(r: HubResponse, method = "GET"): Promise<string> {
+  r.touch();
+  try {
+    return await r.response.text();
+  } catch (e) {
+    throw new HubError("network", `${method} ${redact(r.url)}: ${r.stalled() ? "the server stopped sending" : "the connection broke"} while the answer was read (${describeNetworkError(e)})`);
+  } finally {
+    r.done();
   }
 }
 

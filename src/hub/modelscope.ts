@@ -1,5 +1,5 @@
 import { HubError } from "./errors.js";
-import { hubRequest } from "./http.js";
+import { hubRequest, readText, timeoutFromEnv } from "./http.js";
 import { checkCacheName } from "./reference.js";
 import { trimEndpoint, type FileLocation, type HubSource, type RepoListing, type SourceOptions } from "./source.js";
 
@@ -23,6 +23,7 @@ export function modelScopeSource(options: SourceOptions = {}): HubSource {
   const env = options.env ?? process.env;
   const endpoint = trimEndpoint(options.endpoint ?? modelScopeEndpoint(env), "MODELSCOPE_ENDPOINT");
   const auth = { token: options.token ?? env.MODELSCOPE_API_TOKEN, origin: new URL(endpoint).origin };
+  const timeoutMs = options.timeoutMs ?? timeoutFromEnv(env, "HF_HUB_ETAG_TIMEOUT");
   return {
     name: "modelscope",
     endpoint,
@@ -31,8 +32,9 @@ export function modelScopeSource(options: SourceOptions = {}): HubSource {
 
     async list(repo, revision, signal): Promise<RepoListing> {
       const url = `${endpoint}/api/v1/models/${repo}/repo/files?Revision=${encodeURIComponent(revision)}&Recursive=true`;
-      const { response } = await hubRequest(url, { auth, redirects: "all", signal });
-      const text = await response.text();
+      const r = await hubRequest(url, { auth, redirects: "all", signal, timeoutMs });
+      const { response } = r;
+      const text = await readText(r);
       let body: { Code?: unknown; Message?: unknown; Data?: { Files?: MsFile[] } } = {};
       try { body = JSON.parse(text); } catch { /* reported below */ }
       const message = typeof body.Message === "string" && body.Message ? `: ${body.Message}` : "";

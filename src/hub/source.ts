@@ -39,6 +39,8 @@ export interface SourceOptions {
   /** default from the environment (HF_TOKEN / the token file; MODELSCOPE_API_TOKEN) */
   token?: string;
   env?: NodeJS.ProcessEnv;
+  /** a metadata request is abandoned (and retried) after this long without an answer; default HF_HUB_ETAG_TIMEOUT seconds, else 10 s */
+  timeoutMs?: number;
 }
 
 export function trimEndpoint(url: string, what: string): string {

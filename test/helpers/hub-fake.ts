@@ -44,6 +44,8 @@ export class FakeHub {
   readonly requests: RecordedRequest[] = [];
   /** blobs (sha256) whose next full GET is cut after half the bytes; the count is how many times */
   readonly dropMidway = new Map<string, number>();
+  /** blobs (sha256) whose next full GET stops sending after half the bytes but keeps the connection open */
+  readonly stallMidway = new Map<string, number>();
   /** blobs served with one byte flipped */
   readonly corrupt = new Set<string>();
   /** extra siblings the listing names that the hub does not serve (traversal names) */
@@ -52,6 +54,10 @@ export class FakeHub {
   readonly renamed = new Map<string, string>();
   /** the next N hub requests answer 503 */
   unavailable = 0;
+  /** the next N hub requests are never answered (the connection stays open) */
+  hang = 0;
+  /** the next N hub requests answer 429 with this Retry-After (seconds); requests before it has passed get 429 again */
+  rateLimited = { count: 0, retryAfterS: 1, until: 0 };
   hubUrl = "";
   cdnUrl = "";
   private hub?: Server;
@@ -94,6 +100,17 @@ export class FakeHub {
 
   private onHub(req: IncomingMessage, res: ServerResponse): void {
     this.record("hub", req);
+    if (this.hang > 0) {
+      this.hang--;
+      return;
+    }
+    if (this.rateLimited.count > 0 || Date.now() < this.rateLimited.until) {
+      if (Date.now() >= this.rateLimited.until) {
+        this.rateLimited.count--;
+        this.rateLimited.until = Date.now() + this.rateLimited.retryAfterS * 1000;
+      }
+      return void res.writeHead(429, { "retry-after": String(this.rateLimited.retryAfterS) }).end("slow down");
+    }
     if (this.unavailable > 0) {
       this.unavailable--;
       return void res.writeHead(503).end("busy");
@@ -190,6 +207,12 @@ export class FakeHub {
     }
     res.writeHead(range ? 206 : 200, { ...headers, "content-length": String(end - start + 1), "accept-ranges": "bytes", "content-type": "application/octet-stream" });
     if (req.method === "HEAD") return void res.end();
+    const stalls = this.stallMidway.get(name) ?? 0;
+    if (stalls > 0 && start === 0) {
+      this.stallMidway.set(name, stalls - 1);
+      res.write(content.subarray(0, content.length >> 1)); // and nothing more, the socket left open
+      return;
+    }
     const drops = this.dropMidway.get(name) ?? 0;
     if (drops > 0 && start === 0) {
       this.dropMidway.set(name, drops - 1);
