@@ -168,6 +168,30 @@ test("generate refuses option combinations that would be silently ignored, namin
   }
 });
 
+test("--seed outside the sampler's 32-bit seeds is a usage error quoting what was typed", () => {
+  // the sampler is mt19937, seeded with a uint32 as llama.cpp's; -1 is the one value below (a random seed)
+  for (const seed of ["18446744073709551615", "9007199254740993", "4294967296", "-2", "1.5", "0x10", ""]) {
+    const r = tsllm("generate", "--model", "x.gguf", "--prompt", "hi", "--seed", seed);
+    assert.equal(r.code, 2, `--seed ${seed}: ${r.stderr}`);
+    assert.equal(r.stderr, `tsllm: error: --seed must be an integer from 0 to 4294967295, or -1 for a random seed; got "${seed}"\n`);
+  }
+});
+
+test("--seed -1 is a random seed, as llama.cpp's LLAMA_DEFAULT_SEED; the seed used is reported and reproduces the run", { skip }, () => {
+  const run = (...extra: string[]) => tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "24", "--temperature", "1", "--threads", "1", ...extra);
+  const a = JSON.parse(run("--seed", "-1", "--json").stdout), b = JSON.parse(run("--seed", "-1", "--json").stdout);
+  assert.ok(Number.isInteger(a.seed) && a.seed >= 0 && a.seed <= 4294967295, `seed ${a.seed}`);
+  assert.notEqual(a.seed, b.seed, "two random seeds (equal once in 2^32)");
+  const again = JSON.parse(run("--seed", String(a.seed), "--json").stdout);
+  assert.equal(again.seed, a.seed);
+  assert.deepEqual(again.completionTokens, a.completionTokens);
+  // the largest seed is a seed like any other; text mode names the seed on stderr
+  assert.equal(JSON.parse(run("--seed", "4294967295", "--json").stdout).seed, 4294967295);
+  const text = run("--seed", "7");
+  assert.equal(text.code, 0, text.stderr);
+  assert.match(text.stderr, /\| seed 7$/m);
+});
+
 test("--frequency-penalty, --presence-penalty and --repeat-last-n reach the sampler (the same tokens as the library's)", { skip }, async () => {
   const { loadModel } = await import("../src/index.js");
   const model = await loadModel(sharedFile(MODEL)!);

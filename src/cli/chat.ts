@@ -25,7 +25,7 @@ Options:
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto,
   --quantize Q, --cache-type-k T, --cache-type-v T, --flash-attn on|off|auto, --no-warmup: as in generate
-  --timings             print each reply's timings to stderr
+  --timings             print each reply's timings and the seed (one for the whole conversation) to stderr
   -h, --help            show this help
 `;
 
@@ -74,7 +74,7 @@ export async function runChat(argv: string[]): Promise<void> {
       }
       process.stdout.write("\n");
       history.push({ role: "assistant", content: result.completion });
-      if (flag(values, "timings")) process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+      if (flag(values, "timings")) process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)} | seed ${options.seed}\n`);
       writeContextFullNote(result);
       prompt();
     }

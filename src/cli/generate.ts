@@ -9,6 +9,7 @@ import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { parseKVCacheType } from "../kernels/index.js";
 import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
+import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
@@ -28,7 +29,8 @@ Options:
   --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none)
   --frequency-penalty F subtract F x a token's count in that window (default 0)
   --presence-penalty P  subtract P from every token in that window (default 0)
-  --seed S              random seed (same seed, same text)
+  --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
+                        The seed used is printed (stderr, or "seed" with --json): give it back to repeat a run
   --stop STR            stop at this text (repeatable)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default), reference or webgpu
@@ -61,7 +63,7 @@ Options:
   --json-object         the completion is a JSON object
   --choice TEXT         the completion is one of these texts (repeatable)
   --regex RE            the whole completion matches this regular expression
-  --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings}
+  --json                print one JSON object {prompt, promptTokens, completion, completionTokens, finishReason, timings, seed}
                         (+ finishDetail when finishReason is "length": "maxTokens (N) reached" or "context full (N tokens)";
                         logprobs, beams, speculative when asked for; with --n, choices: [{completion, completionTokens, finishReason}])
   -h, --help            show this help
@@ -211,10 +213,10 @@ export async function runGenerate(argv: string[]): Promise<void> {
     }
     if (flag(values, "json")) {
       const { prompt, promptTokens, completion, completionTokens, finishReason, finishDetail, timings, logprobs, beams, speculative, choices } = result;
-      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, ...(finishDetail ? { finishDetail } : {}), timings, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}), ...(choices ? { choices } : {}) }) + "\n");
+      process.stdout.write(JSON.stringify({ prompt, promptTokens, completion, completionTokens, finishReason, ...(finishDetail ? { finishDetail } : {}), timings, seed: options.seed, ...(logprobs ? { logprobs } : {}), ...(beams ? { beams } : {}), ...(speculative ? { speculative } : {}), ...(choices ? { choices } : {}) }) + "\n");
     } else {
       process.stdout.write("\n");
-      process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)}\n`);
+      process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)} | seed ${options.seed}\n`);
       writeContextFullNote(result);
       const sp = result.speculative;
       if (sp) process.stderr.write(`speculative: ${sp.accepted}/${sp.drafted} drafted tokens accepted (${(100 * sp.acceptanceRate).toFixed(1)}%), ${sp.tokensPerTargetPass.toFixed(2)} tokens per target pass\n`);
@@ -275,13 +277,29 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: 0 }),
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),
     presencePenalty: optionalNumber(values, "presence-penalty"),
-    seed: optionalNumber(values, "seed", { integer: true }),
+    seed: seedFrom(values),
     stop: strings(values, "stop"),
     ignoreEos: flag(values, "ignore-eos"),
     logprobs: optionalNumber(values, "logprobs", { integer: true, min: 0 }),
     logitBias: parseLogitBias(strings(values, "logit-bias")),
     normalize: normalize as PromptNormalization | undefined,
   };
+}
+
+/** the seeds the sampler tells apart: mt19937 takes a uint32, as llama.cpp's --seed */
+const MAX_SEED = 2 ** 32 - 1;
+
+/**
+ * --seed S, or -1 (llama.cpp's LLAMA_DEFAULT_SEED) or none: a random seed. The random one is drawn
+ * here rather than in the library so that the command can say which seed it used: that seed given
+ * back with --seed repeats the run.
+ */
+export function seedFrom(values: ParsedValues): number {
+  const text = optionalString(values, "seed");
+  if (text === undefined || text === "-1") return randomSeed();
+  // compared as text: past 2^53 a Number would round to a seed nobody typed
+  if (!/^\d+$/.test(text) || BigInt(text) > BigInt(MAX_SEED)) throw new UsageError(`--seed must be an integer from 0 to ${MAX_SEED}, or -1 for a random seed; got "${text}"`);
+  return Number(text);
 }
 
 /** Backend, threads, context size, quantization, cache types and warm-up, shared by generate, chat and serve. */
