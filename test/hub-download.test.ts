@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { downloadModel, type HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
+import { downloadModel, hfHubCacheDir, hfTokenFromEnv, hubOfflineFromEnv, type HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -125,6 +125,32 @@ describe("cache layout", () => {
     const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { refresh: true }));
     assert.equal(r.fromCache, false);
     assert.equal(hub.count("cdn"), cdnBefore);
+  });
+});
+
+describe("environment, read as huggingface_hub's constants.py reads it", () => {
+  test("HF_HOME / HF_HUB_CACHE / HF_TOKEN_PATH expand ~ and $VARS (expanduser + expandvars)", async () => {
+    const home = tmp();
+    assert.equal(hfHubCacheDir({ HF_HOME: "~/hf-home" }), join(homedir(), "hf-home", "hub"));
+    assert.equal(hfHubCacheDir({ HF_HUB_CACHE: "~" }), homedir());
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell-style ${VAR}, on purpose
+    assert.equal(hfHubCacheDir({ HF_HUB_CACHE: "${BASE}/c", BASE: home }), join(home, "c"));
+    assert.equal(hfHubCacheDir({ HF_HUB_CACHE: "$NOPE/c" }), "$NOPE/c", "an unset variable is left as is");
+    assert.equal(hfHubCacheDir({ HUGGINGFACE_HUB_CACHE: "$BASE/legacy", BASE: home }), join(home, "legacy"));
+    assert.equal(hfHubCacheDir({ XDG_CACHE_HOME: "$BASE/xdg", BASE: home }), join(home, "xdg", "huggingface", "hub"));
+    writeFileSync(join(home, "tok"), "hf_from_file\n");
+    assert.equal(hfTokenFromEnv({ HF_TOKEN_PATH: "$BASE/tok", BASE: home }), "hf_from_file");
+    // a real download lands where Python would put it, not in a folder literally named '$BASE'
+    const r = await downloadModel("acme/tiny", { env: { HF_HOME: "$BASE/hf", BASE: home, HF_ENDPOINT: hub.hubUrl }, include: ["config.json"], retryDelayMs: 1 });
+    assert.equal(r.snapshotDir, join(home, "hf", "hub", "models--acme--tiny", "snapshots", COMMIT));
+    assert.deepEqual(readFileSync(join(r.snapshotDir, "config.json")), file(hfFiles, "config.json").content);
+  });
+
+  test("TRANSFORMERS_OFFLINE=1 means offline too, unless HF_HUB_OFFLINE is set", () => {
+    assert.equal(hubOfflineFromEnv({ TRANSFORMERS_OFFLINE: "1" }), true);
+    assert.equal(hubOfflineFromEnv({ HF_HUB_OFFLINE: "yes" }), true);
+    assert.equal(hubOfflineFromEnv({ HF_HUB_OFFLINE: "0", TRANSFORMERS_OFFLINE: "1" }), false);
+    assert.equal(hubOfflineFromEnv({}), false);
   });
 });
 

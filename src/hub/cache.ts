@@ -14,20 +14,39 @@ import { checkCacheName, checkRelativePath, checkRevision, type HubSourceName } 
 
 const truthy = (v: string | undefined) => v !== undefined && ["1", "on", "yes", "true"].includes(v.trim().toLowerCase());
 
-/** HF_HUB_OFFLINE=1 (or ON/YES/TRUE), as huggingface_hub reads it */
+/**
+ * HF_HUB_OFFLINE=1 (or ON/YES/TRUE), as huggingface_hub reads it: `HF_HUB_OFFLINE or
+ * TRANSFORMERS_OFFLINE`, so TRANSFORMERS_OFFLINE=1 counts only while HF_HUB_OFFLINE is unset
+ */
 export function hubOfflineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  return truthy(env.HF_HUB_OFFLINE);
+  return truthy(env.HF_HUB_OFFLINE || env.TRANSFORMERS_OFFLINE);
+}
+
+/**
+ * Python's `os.path.expandvars(os.path.expanduser(p))`, which huggingface_hub applies to HF_HOME,
+ * HF_HUB_CACHE and HF_TOKEN_PATH: a leading `~` is the home folder, `$NAME` / `${NAME}` the
+ * variable's value when it is set (left as written when it is not). Without it a quoted
+ * `HF_HOME="~/hf"` (Dockerfile ENV, systemd, .env files) meant a folder named `~` in the
+ * current directory, while Python used (and filled) ~/hf.
+ */
+export function expandPath(p: string, env: NodeJS.ProcessEnv = process.env): string {
+  const home = p === "~" || p.startsWith("~/") ? homedir() + p.slice(1) : p;
+  return home.replace(/\$(\w+|\{[^}]*\})/g, (whole, name: string) => {
+    const value = env[name.startsWith("{") ? name.slice(1, -1) : name];
+    return value === undefined ? whole : value;
+  });
 }
 
 /** $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */
 export function hfHome(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.HF_HOME) return env.HF_HOME;
-  return join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "huggingface");
+  if (env.HF_HOME) return expandPath(env.HF_HOME, env);
+  return expandPath(join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "huggingface"), env);
 }
 
 /** $HF_HUB_CACHE, else the legacy $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub */
 export function hfHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.HF_HUB_CACHE || env.HUGGINGFACE_HUB_CACHE || join(hfHome(env), "hub");
+  const dir = env.HF_HUB_CACHE || env.HUGGINGFACE_HUB_CACHE;
+  return dir ? expandPath(dir, env) : join(hfHome(env), "hub");
 }
 
 /**
@@ -36,7 +55,7 @@ export function hfHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
  * the huggingface_hub way. It is not the modelscope Python package's own layout.
  */
 export function modelScopeCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.MODELSCOPE_CACHE || join(homedir(), ".cache", "modelscope", "hub");
+  return env.MODELSCOPE_CACHE ? expandPath(env.MODELSCOPE_CACHE, env) : join(homedir(), ".cache", "modelscope", "hub");
 }
 
 export function defaultCacheDir(source: HubSourceName, env: NodeJS.ProcessEnv = process.env): string {

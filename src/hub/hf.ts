@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { hfHome } from "./cache.js";
+import { expandPath, hfHome } from "./cache.js";
 import { HubError } from "./errors.js";
 import { hubRequest, normalizeEtag, readText, timeoutFromEnv } from "./http.js";
 import { checkCacheName } from "./reference.js";
@@ -10,7 +10,7 @@ import { trimEndpoint, type FileLocation, type HubSource, type RemoteFile, type 
 export function hfTokenFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const t = env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN;
   if (t) return t.trim();
-  const file = env.HF_TOKEN_PATH || join(hfHome(env), "token");
+  const file = env.HF_TOKEN_PATH ? expandPath(env.HF_TOKEN_PATH, env) : join(hfHome(env), "token");
   if (existsSync(file)) return readFileSync(file, "utf8").trim() || undefined;
   return undefined;
 }
