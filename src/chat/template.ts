@@ -1,13 +1,24 @@
 import * as jinja from "@huggingface/jinja";
+import { applyFilterLikeJinja2, array, dictGlobal, formatString, functionValue, pyStr, pyType, STATEMENT_TYPES, str, tuplesAsLists, type Value } from "./jinja-compat.js";
 import { checkTemplateTokens, checkTreeDepth, type TemplateToken } from "./template-check.js";
 
 /*
  * The parts of @huggingface/jinja used here, typed locally: its .d.ts files import each other
  * without extensions, which NodeNext resolution cannot follow.
  */
-interface RuntimeValue { value: unknown }
-interface JinjaEnvironment { set(name: string, value: unknown): void }
-interface JinjaInterpreter { run(program: unknown): RuntimeValue; evaluate(node: unknown, env: unknown): RuntimeValue }
+type RuntimeValue = Value;
+interface JinjaEnvironment { set(name: string, value: unknown): void; variables: Map<string, RuntimeValue> }
+/** a parse-tree node as far as the overrides below read it */
+interface JinjaNode { type: string; [field: string]: unknown }
+interface JinjaInterpreter {
+  run(program: unknown): RuntimeValue;
+  evaluate(node: unknown, env: unknown): RuntimeValue;
+  evaluateBlock(statements: readonly JinjaNode[], env: unknown): RuntimeValue;
+  evaluateBinaryExpression(node: JinjaNode, env: unknown): RuntimeValue;
+  evaluateFor(node: JinjaNode, env: unknown): RuntimeValue;
+  evaluateMemberExpression(node: JinjaNode, env: unknown): RuntimeValue;
+  applyFilter(operand: RuntimeValue, filterNode: JinjaNode, env: unknown): RuntimeValue;
+}
 const Environment = jinja.Environment as unknown as new () => JinjaEnvironment;
 const Interpreter = jinja.Interpreter as unknown as new (env: JinjaEnvironment) => JinjaInterpreter;
 const tokenize = jinja.tokenize as unknown as (source: string, options: { lstrip_blocks: boolean; trim_blocks: boolean }) => TemplateToken[];
@@ -76,6 +87,7 @@ class BoundedInterpreter extends Interpreter {
   }
 
   override evaluate(node: unknown, env: unknown): RuntimeValue {
+    if ((node as JinjaNode | undefined)?.type === EVALUATED) return (node as unknown as { value: RuntimeValue }).value;
     this.steps++;
     if (performance.now() > this.deadline) {
       throw new ChatTemplateError(`${this.where}: rendering took too long (stopped after ${this.steps} steps); the template may loop without end`);
@@ -90,7 +102,67 @@ class BoundedInterpreter extends Interpreter {
     }
     return value;
   }
+
+  /*
+   * Where the library departs from jinja2 (and so from transformers, whose rendering the models
+   * were trained on): test/chat-template-jinja.test.ts compares the two on real templates.
+   */
+
+  /** `{{ x }}` writes str(x): None, True, a dict or list as Python writes them, not JSON or "true" */
+  override evaluateBlock(statements: readonly JinjaNode[], env: unknown): RuntimeValue {
+    let out = "";
+    for (const statement of statements) {
+      const v = this.evaluate(statement, env);
+      if (STATEMENT_TYPES.has(statement.type)) {
+        if (v.type !== "NullValue" && v.type !== "UndefinedValue") out += v.toString();
+      } else out += pyStr(v);
+    }
+    return str(out);
+  }
+
+  /** `~` joins str() of both sides; `+` joins only two strings (Python's TypeError otherwise, not "[object Map]") */
+  override evaluateBinaryExpression(node: JinjaNode, env: unknown): RuntimeValue {
+    const op = (node.operator as { value: string }).value;
+    if (op !== "~" && op !== "+") return super.evaluateBinaryExpression(node, env);
+    const left = this.evaluate(node.left, env), right = this.evaluate(node.right, env);
+    if (op === "~") return str(pyStr(left) + pyStr(right));
+    const isStr = (v: RuntimeValue) => v.type === "StringValue";
+    if (isStr(left) !== isStr(right) && left.type !== "UndefinedValue" && right.type !== "UndefinedValue") {
+      throw new Error(isStr(left) ? `can only concatenate str (not "${pyType(right)}") to str` : `unsupported operand type(s) for +: '${pyType(left)}' and '${pyType(right)}'`);
+    }
+    return super.evaluateBinaryExpression({ ...node, left: evaluated(left), right: evaluated(right) }, env);
+  }
+
+  /** a loop over an undefined value loops over nothing (jinja2's Undefined is an empty iterable) */
+  override evaluateFor(node: JinjaNode, env: unknown): RuntimeValue {
+    const select = (node.iterable as JinjaNode).type === "SelectExpression" ? (node.iterable as JinjaNode) : undefined;
+    const iterable = this.evaluate(select ? select.lhs : node.iterable, env);
+    const items = evaluated(iterable.type === "UndefinedValue" ? array([]) : (node.loopvar as JinjaNode).type === "TupleLiteral" ? tuplesAsLists(iterable) : iterable);
+    return super.evaluateFor({ ...node, iterable: select ? { ...select, lhs: items } : items }, env);
+  }
+
+  /** a string's .format(), which the library lacks */
+  override evaluateMemberExpression(expr: JinjaNode, env: unknown): RuntimeValue {
+    const object = this.evaluate(expr.object, env);
+    if (object.type === "StringValue" && !expr.computed && (expr.property as JinjaNode).value === "format") {
+      return functionValue((args) => formatString(object.value as string, args));
+    }
+    return super.evaluateMemberExpression({ ...expr, object: evaluated(object) }, env);
+  }
+
+  /** filters on undefined values, |string, |min, |max as jinja2 has them */
+  override applyFilter(operand: RuntimeValue, filterNode: JinjaNode, env: unknown): RuntimeValue {
+    const call = filterNode.type === "CallExpression";
+    const name = call ? (filterNode.callee as JinjaNode).value : filterNode.value;
+    const done = typeof name === "string" ? applyFilterLikeJinja2(operand, name, call, (m) => { throw new Error(m); }) : undefined;
+    if (done && "value" in done) return done.value;
+    return super.applyFilter(done ? done.operand : operand, filterNode, env);
+  }
 }
+
+/** a node standing for a value already evaluated (so an override can look at operands before the library's own evaluation) */
+const EVALUATED = "tsllm:Evaluated";
+const evaluated = (value: RuntimeValue): JinjaNode => ({ type: EVALUATED, value });
 
 /** the library's runtime messages that name its own classes, said in the template's terms */
 function explainRenderError(message: string): string {
@@ -188,8 +260,12 @@ export class ChatTemplate {
     const ranged = { elements: 0 };
     env.set("range", (...a: number[]) => this.range(a, ranged));
     env.set("strftime_now", (format: string) => strftime(new Date(), String(format)));
+    // jinja2's dict(), which the library lacks
+    env.variables.set("dict", functionValue((args) => dictGlobal(args)));
     const vars: Record<string, unknown> = {
       bos_token: options.bosToken ?? "", eos_token: options.eosToken ?? "", unk_token: options.unkToken ?? "", pad_token: options.padToken ?? "",
+      // transformers always passes these (None when not given): `tools is not none` is false without tools
+      tools: null, documents: null,
       ...options.variables,
       messages: messages.map((m) => ({ ...m })),
       add_generation_prompt: options.addGenerationPrompt ?? true,
