@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { loadModel, type GenerateOptions, type GenerationResult, type Model } from "../src/index.js";
@@ -169,6 +170,29 @@ test("stories260K: an aborted request leaves at the next step and frees its bloc
     assert.equal(early.finishReason, "abort");
     assert.equal(early.completionTokens.length, 0);
     assert.equal(model.engine.stats.rowsComputed, before);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: a request submitted with the caller's AbortSignal leaves no listener on it once it ends", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    // one long-lived signal (a server's shutdown, a page's) shared by many requests, one after another
+    const shared = new AbortController();
+    for (let i = 0; i < 12; i++) await model.submit(`Lily ${i}`, { temperature: 0, maxTokens: 2, signal: shared.signal }).result();
+    assert.equal(getEventListeners(shared.signal, "abort").length, 0, "finished requests keep no abort listener");
+    // nor one that was aborted, nor one that failed
+    const aborted = new AbortController();
+    const run = model.submit("Once upon a time", { temperature: 0, maxTokens: 100, ignoreEos: true, signal: aborted.signal });
+    aborted.abort();
+    assert.equal((await run.result()).finishReason, "abort");
+    assert.equal(getEventListeners(aborted.signal, "abort").length, 0);
+    const failing = new AbortController();
+    const doomed = model.submit("Once upon a time", { temperature: 0, maxTokens: 100, ignoreEos: true, signal: failing.signal });
+    model.dispose();
+    await assert.rejects(doomed.result(), /disposed/);
+    assert.equal(getEventListeners(failing.signal, "abort").length, 0);
   } finally {
     model.dispose();
   }

@@ -189,7 +189,14 @@ export class Engine {
     const request = new EngineRequest(this.nextId++, params, strategy);
     scheduler.admissible(request);
     scheduler.waiting.push(request);
-    params.signal?.addEventListener("abort", () => this.wake(), { once: true });
+    const signal = params.signal;
+    if (signal) {
+      // the caller's signal may outlive the request (one signal for many): the listener leaves with it
+      const onAbort = () => this.wake();
+      signal.addEventListener("abort", onAbort, { once: true });
+      const off = () => signal.removeEventListener("abort", onAbort);
+      request.outcome.then(off, off);
+    }
     this.kick();
     return request;
   }
