@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { DEFAULT_MODELS, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { DEFAULT_MODELS, embed, pipeline, type TextGenerationPipeline } from "../src/index.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
@@ -105,4 +105,27 @@ test("an empty list of inputs is an empty list of results for every task, as tra
       p.dispose();
     }
   }
+});
+
+test("an input that is not text is one TypeError naming the task and what was given, for every task and embed()", { skip: skipWithoutShared("hf-oracle/distilbert-sst") }, async () => {
+  const o = `${SHARED}/hf-oracle`;
+  for (const [task, folder] of [["text-classification", "distilbert-sst"], ["token-classification", "bert-ner"], ["fill-mask", "bert-uncased-mlm"], ["feature-extraction", "bert-chinese-base"], ["text-generation", "gpt2-tiny"]] as const) {
+    const p = (await pipeline(task, `${o}/${folder}`, { threads: 1 })) as unknown as ((input: unknown) => Promise<unknown>) & { dispose(): void };
+    try {
+      for (const [input, where] of [[5, ""], [[5], "input 0: "], [["fine", 5], "input 1: "], [null, ""]] as const) {
+        const given = input === null ? "null" : "number 5";
+        await assert.rejects(p(input), (e: Error) => e instanceof TypeError && new RegExp(`^${task}: ${where}expected [^,]+(, [^,]+)*, got ${given}$`).test(e.message), `${task} ${JSON.stringify(input)}`);
+      }
+    } finally {
+      p.dispose();
+    }
+  }
+  const clf = await pipeline("text-classification", `${o}/distilbert-sst`, { threads: 1 });
+  try {
+    await assert.rejects(clf({ text: 5 } as never), /^TypeError: text-classification: text: expected a string, got number 5$/);
+    await assert.rejects(clf([{ text: "a", text_pair: 5 }] as never), /^TypeError: text-classification: input 0: text_pair: expected a string, got number 5$/);
+  } finally {
+    clf.dispose();
+  }
+  await assert.rejects(embed(`${o}/minilm-embed`, 5 as never), /^TypeError: embed: expected a string or a list of strings, got number 5$/);
 });

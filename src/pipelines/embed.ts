@@ -1,5 +1,6 @@
 import type { Pooling } from "../formats/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
+import { textsOf } from "./inputs.js";
 
 export interface EmbedOptions {
   /** L2-normalize each vector (default: true when the folder has a Normalize module, else false) */
@@ -22,7 +23,7 @@ export async function embedWith(runner: EncoderRunner, texts: readonly string[],
   const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
   const maxLength = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
   const d = runner.model.info.hiddenSize;
-  const inputs = texts.map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxLength));
+  const inputs = textsOf("embed", texts).map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxLength));
   return (await runner.run(inputs)).hidden.map((h) => {
     const n = h.length / d, v = new Float64Array(d);
     if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;

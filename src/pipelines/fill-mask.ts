@@ -1,4 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
+import { textsOf } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -38,7 +39,7 @@ export function fillMask(runner: EncoderRunner) {
   return async (input: string | readonly string[], options: FillMaskOptions = {}): Promise<unknown> => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 1) throw new RangeError(`topK must be a positive integer, got ${k}`);
-    const texts = typeof input === "string" ? [input] : [...input];
+    const texts = textsOf("fill-mask", input);
     const encs = texts.map((t) => runner.tokenize(t));
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));

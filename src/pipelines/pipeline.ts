@@ -5,6 +5,7 @@ import { embedWith, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
+import { textsOf } from "./inputs.js";
 import { textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
 import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
 import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
@@ -147,7 +148,7 @@ export async function loadEmbeddingModel(model?: string, options: EncoderLoadOpt
 export async function embed(model: string | EmbeddingModel | undefined, texts: string, options?: EmbedOptions & EncoderLoadOptions): Promise<number[]>;
 export async function embed(model: string | EmbeddingModel | undefined, texts: readonly string[], options?: EmbedOptions & EncoderLoadOptions): Promise<number[][]>;
 export async function embed(model: string | EmbeddingModel | undefined, texts: string | readonly string[], options: EmbedOptions & EncoderLoadOptions = {}): Promise<number[] | number[][]> {
-  const list = typeof texts === "string" ? [texts] : [...texts];
+  const list = textsOf("embed", texts); // before a model is loaded for nothing
   const owned = typeof model !== "object";
   const m = typeof model === "object" ? model : await loadEmbeddingModel(model, options);
   try {

@@ -1,4 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
+import { inputError, isObject } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /** one input: a text, or a pair as transformers takes it */
@@ -17,6 +18,19 @@ export interface TextClassificationOptions {
 export interface LabelScore {
   label: string;
   score: number;
+}
+
+const TASK = "text-classification";
+
+/** a text, or {text, text_pair?} of texts; `index`: its place in a list */
+function checkInput(x: unknown, index: number | undefined): void {
+  if (typeof x === "string") return;
+  const where = index === undefined ? undefined : `input ${index}`;
+  if (!isObject(x)) throw inputError(TASK, index === undefined ? "a string or {text, text_pair}, or a list of them" : "a string or {text, text_pair}", x, where);
+  const field = (name: string) => (where === undefined ? name : `${where}: ${name}`);
+  const { text, text_pair: pair } = x as Record<string, unknown>;
+  if (typeof text !== "string") throw inputError(TASK, "a string", text, field("text"));
+  if (pair !== undefined && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
 }
 
 /**
@@ -43,6 +57,7 @@ export function textClassification(runner: EncoderRunner) {
     const { topK } = options;
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 1)) throw new RangeError(`topK must be a positive integer or null, got ${topK}`);
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
+    list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
     const results = (await classify(list, options)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers: a single string without top_k comes back as a one-element list

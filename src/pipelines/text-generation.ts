@@ -1,6 +1,7 @@
 import type { ChatMessage } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
+import { inputError, isObject } from "./inputs.js";
 
 export interface TextGenerationOptions {
   /** new tokens at most (transformers 5's pipeline default: 256) */
@@ -72,7 +73,15 @@ export function textGeneration(model: Model) {
   };
 
   return async (input: string | readonly ChatMessage[] | readonly string[], options: TextGenerationOptions = {}): Promise<unknown> => {
-    if (Array.isArray(input) && input.every((x) => typeof x === "string")) return Promise.all((input as string[]).map((p) => one(p, options)));
-    return one(input as string | readonly ChatMessage[], options);
+    if (typeof input === "string") return one(input, options);
+    if (!Array.isArray(input)) throw inputError("text-generation", "a string, a list of strings or a list of chat messages", input);
+    // a list of prompts (none: no results), or one conversation (its messages' fields are the chat template's to check)
+    const prompts = input.length === 0 || typeof input[0] === "string";
+    input.forEach((x, i) => {
+      if (prompts ? typeof x === "string" : isObject(x)) return;
+      const expected = i === 0 ? "a string or a chat message {role, content}" : prompts ? "a string, as input 0" : "a chat message {role, content}, as input 0";
+      throw inputError("text-generation", expected, x, `input ${i}`);
+    });
+    return prompts ? Promise.all((input as string[]).map((p) => one(p, options))) : one(input as readonly ChatMessage[], options);
   };
 }

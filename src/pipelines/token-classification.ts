@@ -1,6 +1,7 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
+import { textsOf } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -117,7 +118,7 @@ export function tokenClassification(runner: EncoderRunner) {
   };
 
   return async (input: string | readonly string[], options: TokenClassificationOptions = {}): Promise<unknown> => {
-    const texts = typeof input === "string" ? [input] : [...input];
+    const texts = textsOf("token-classification", input);
     const encs = texts.map((t) => runner.tokenize(t));
     const logits = (await runner.run(encs)).logits!;
     const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), options));

@@ -1,0 +1,32 @@
+/**
+ * Checks of what a pipeline is called with, shared by every task: a value of the wrong kind is
+ * one TypeError naming the task, what it takes and what it was given (a number given where a
+ * text belongs would otherwise surface as "input is not iterable" or a missing field).
+ */
+
+/** what a value is, for an error message: "number 5", "undefined", "an array", "an object" */
+export function describe(x: unknown): string {
+  if (x === null || x === undefined) return String(x);
+  if (Array.isArray(x)) return "an array";
+  if (typeof x === "object") return "an object";
+  if (typeof x === "function") return "a function";
+  if (typeof x === "string") return "a string";
+  return `${typeof x} ${String(x)}`;
+}
+
+/** `where`: which input, or which field of it ("input 2", "text_pair") */
+export function inputError(task: string, expected: string, got: unknown, where?: string): TypeError {
+  return new TypeError(`${task}: ${where === undefined ? "" : `${where}: `}expected ${expected}, got ${describe(got)}`);
+}
+
+export const isObject = (x: unknown): x is object => typeof x === "object" && x !== null && !Array.isArray(x);
+
+/** a string or a list of strings, as a list (token-classification, fill-mask, feature-extraction) */
+export function textsOf(task: string, input: unknown): string[] {
+  if (typeof input === "string") return [input];
+  if (!Array.isArray(input)) throw inputError(task, "a string or a list of strings", input);
+  input.forEach((x, i) => {
+    if (typeof x !== "string") throw inputError(task, "a string", x, `input ${i}`);
+  });
+  return input as string[];
+}
