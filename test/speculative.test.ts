@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { lookupDraft, speculativeGreedy } from "../src/generation/speculative.js";
 import { loadModel, type Model } from "../src/index.js";
+import { Engine } from "../src/engine/index.js";
 import { createSampler } from "../src/sampling/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -94,5 +95,31 @@ test("tsllm generate --draft-model --draft-quantize q4_0 / --prompt-lookup / --n
     assert.deepEqual(out.completionTokens, c.completionTokens.slice(0, 32), extra.join(" "));
     if (extra.includes("--num-beams")) assert.equal(out.beams.length, 1);
     else assert.ok(out.speculative.drafted >= out.speculative.accepted);
+  }
+});
+
+test("stories260K: a draft model whose own engine is mid-pass is waited for, not failed; both sides give what they give alone", { skip }, async () => {
+  const target = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
+  // a second engine on the draft's weights that gives the event loop a turn at every stage of its
+  // passes (as a larger model's engine does every few ms): its passes are paused mid-way most of the time
+  const busy = new Engine(draft.languageModel, draft.tokenizer, { contextSize: 512, sliceMs: 0 });
+  try {
+    const c = cases()[0]!;
+    const n = c.completionTokens.length;
+    const params = { decoding: { kind: "sample", n: 1 } as const, sampling: { temperature: 0, seed: 1 }, maxTokens: 120, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined };
+    const alone = await draft.generate("Lily and Ben", { temperature: 0, maxTokens: 120, ignoreEos: true });
+    const own = busy.submit({ ...params, promptTokens: draft.tokenizer.encode("Lily and Ben") });
+    const speculative = target.generate(c.prompt, { temperature: 0, maxTokens: n, draftModel: draft, draftTokens: 4 });
+    // and the draft's own engine, while the target's speculative rounds run on it
+    const plain = draft.generate("Once upon a time", { temperature: 0, maxTokens: 60, ignoreEos: true });
+    assert.deepEqual((await speculative).completionTokens, c.completionTokens);
+    assert.deepEqual((await own.outcome).choices[0]!.completionTokens, alone.completionTokens);
+    const plainAlone = await draft.generate("Once upon a time", { temperature: 0, maxTokens: 60, ignoreEos: true });
+    assert.deepEqual((await plain).completionTokens, plainAlone.completionTokens);
+  } finally {
+    busy.close();
+    target.dispose();
+    draft.dispose();
   }
 });

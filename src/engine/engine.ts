@@ -7,7 +7,7 @@ import { compileConstraint, ConstraintVocabulary, TokenConstraint, type Constrai
 import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
-import { executeStep, TimeSlicer } from "./runner.js";
+import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type StepPlan } from "./scheduler.js";
 import type { SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
@@ -359,7 +359,7 @@ export class Engine {
           // a constraint: the decoder keeps its own parse (the output sequence's is not used)
           const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
-            maxTokens: room, draft: d.draft, draftTokens, promptLookup: d.promptLookup, endIds,
+            maxTokens: room, draft: d.draft && queuedPasses(d.draft), draftTokens, promptLookup: d.promptLookup, endIds,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
         }, draftTokens, makeSequence);

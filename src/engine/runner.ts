@@ -30,7 +30,49 @@ export class TimeSlicer {
  * Returns each chunk's last-token logits, or undefined where the chunk wanted none.
  */
 export async function executeStep(model: LanguageModel, plan: StepPlan, slicer: TimeSlicer): Promise<(Float32Array | undefined)[]> {
-  const pass = model.passBatch(plan.chunks.map((c) => ({ tokens: c.tokens, cache: c.sequence.cache, logits: c.logits })));
-  // no await at all while the slice lasts: a pass has dozens of stages
-  return runPass(pass, () => (slicer.due ? slicer.turn() : undefined));
+  return exclusive(model, () => {
+    const pass = model.passBatch(plan.chunks.map((c) => ({ tokens: c.tokens, cache: c.sequence.cache, logits: c.logits })));
+    // no await at all while the slice lasts: a pass has dozens of stages
+    return runPass(pass, () => (slicer.due ? slicer.turn() : undefined));
+  });
+}
+
+/** per model, the end of the last pass queued on it */
+const passQueues = new WeakMap<LanguageModel, Promise<void>>();
+
+/**
+ * Runs `pass` once every pass queued before it on `model` has ended. A model's passes share its
+ * activation buffers, so one paused mid-way (an engine giving its event loop a turn) makes any
+ * other refuse to start; one model may be driven from several places at once: its own engine and
+ * the speculative requests of other models' engines that draft with it.
+ */
+export async function exclusive<T>(model: LanguageModel, pass: () => Promise<T>): Promise<T> {
+  const before = passQueues.get(model);
+  let release!: () => void;
+  const mine = new Promise<void>((resolve) => (release = resolve));
+  passQueues.set(model, mine);
+  if (before) await before;
+  try {
+    return await pass();
+  } finally {
+    release();
+    if (passQueues.get(model) === mine) passQueues.delete(model);
+  }
+}
+
+/**
+ * `model` with its passes queued behind the others of the same model (exclusive): a draft model
+ * that its own engine, or other requests' engines, run at the same time.
+ */
+export function queuedPasses(model: LanguageModel): LanguageModel {
+  return {
+    get info() { return model.info; },
+    get kvCacheTypes() { return model.kvCacheTypes; },
+    createCache: (contextSize) => model.createCache(contextSize),
+    forward: (tokens, cache, options) => model.forward(tokens, cache, options),
+    forwardBatch: (seqs) => model.forwardBatch(seqs),
+    forwardAsync: (tokens, cache, options) => exclusive(model, () => model.forwardAsync(tokens, cache, options)),
+    forwardBatchAsync: (seqs) => exclusive(model, () => model.forwardBatchAsync(seqs)),
+    passBatch: (seqs) => model.passBatch(seqs),
+  };
 }
