@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, statfsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -238,6 +238,40 @@ describe("integrity", () => {
     assert.deepEqual(tree(join(cache, "models--acme--tiny-GGUF", "blobs")), [sha256(f.content)]);
     assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET").length, 1);
     assert.deepEqual(tree(join(cache, ".locks")), []);
+  });
+});
+
+describe("disk space", () => {
+  test("a file larger than the free space is refused before a byte is transferred", async () => {
+    const cache = tmp();
+    const huge: FakeFile = { path: "huge-Q8_0.gguf", content: randomBytes(1000, 9), announcedSize: 2 ** 50 };
+    hub.add({ repo: "acme/huge-GGUF", commit: COMMIT, files: [huge] });
+    const start = hub.requests.length;
+    await assert.rejects(downloadModel("acme/huge-GGUF", opts(cache)), (e: HubError) => {
+      assert.equal(e.code, "disk");
+      assert.match(e.message, /huge-Q8_0\.gguf of acme\/huge-GGUF@main needs [\d.]+ GB more but only [\d.]+ [kMG]?B are free in .*models--acme--huge-GGUF\/blobs/);
+      return true;
+    });
+    assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn").length, 0, "nothing was fetched");
+    assert.deepEqual(tree(join(cache, "models--acme--huge-GGUF", "blobs")), []);
+  });
+
+  test("a full disk (ENOSPC) fails at once with what happened, not as a broken connection retried 6 times", { skip: !existsSync("/dev/full") }, async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    const blobs = join(cache, "models--acme--tiny-GGUF", "blobs");
+    mkdirSync(blobs, { recursive: true });
+    // every write to the partial file fails with ENOSPC, as on a full disk
+    symlinkSync("/dev/full", join(blobs, `${sha256(f.content)}.incomplete`));
+    assert.ok(statfsSync(blobs).bavail > 0);
+    const start = hub.requests.length;
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q8_0", opts(cache)), (e: HubError) => {
+      assert.equal(e.code, "disk");
+      assert.match(e.message, /writing tiny-Q8_0\.gguf of acme\/tiny-GGUF@main to .*\.incomplete failed: no space left on device \(ENOSPC\)/);
+      return true;
+    });
+    assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn").length, 1, "not retried");
+    assert.ok(!existsSync(join(blobs, sha256(f.content))));
   });
 });
 

@@ -1,7 +1,8 @@
 import { createHash, type Hash } from "node:crypto";
 import { createReadStream, existsSync, statSync } from "node:fs";
-import { mkdir, open, rename, rm } from "node:fs/promises";
+import { mkdir, open, rename, rm, statfs } from "node:fs/promises";
 import { dirname } from "node:path";
+import { formatBytes } from "../units/index.js";
 import { HubError } from "./errors.js";
 import { formatSeconds, hubRequest, isRetryableStatus, redact, sleep, type HubAuth, type HubResponse } from "./http.js";
 import type { FileLocation } from "./source.js";
@@ -29,6 +30,30 @@ async function hashPrefix(hash: Hash, path: string): Promise<void> {
 
 /** thrown inside an attempt when another attempt may fix it */
 class Transient extends Error {}
+
+const IO_REASONS: Record<string, string> = {
+  ENOSPC: "no space left on device", EDQUOT: "disk quota exceeded", EROFS: "read-only file system", EACCES: "permission denied", EPERM: "operation not permitted", EFBIG: "file too large",
+};
+
+/**
+ * A failure writing the cache is the disk's, not the network's: retrying cannot help, so it is
+ * reported at once (the partial file is kept, so the download resumes once there is room).
+ */
+function diskError(e: unknown, o: FetchBlobOptions, partial: string, written: number): HubError {
+  const err = e as NodeJS.ErrnoException;
+  const reason = err.code && IO_REASONS[err.code] ? `${IO_REASONS[err.code]} (${err.code})` : err.message;
+  return new HubError("disk", `writing ${o.what} to ${partial} failed: ${reason}; ${formatBytes(written)} of ${formatBytes(o.location.size)} were written and are kept, so a later run resumes`);
+}
+
+/** bytes the file system can still give us, or undefined when it cannot say */
+async function freeBytes(dir: string): Promise<number | undefined> {
+  try {
+    const s = await statfs(dir);
+    return s.bavail * s.bsize;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Downloads one file into the cache: appends to `<blob>.incomplete` (resuming with `Range` what
@@ -60,6 +85,11 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
   const { location } = o;
   let start = existsSync(partial) ? statSync(partial).size : 0;
   if (start > location.size) { await rm(partial, { force: true }); start = 0; }
+  // as huggingface_hub checks (it only warns): a file that cannot fit is refused before a byte moves
+  const free = await freeBytes(dirname(partial));
+  if (free !== undefined && location.size - start > free) {
+    throw new HubError("disk", `${o.what} needs ${formatBytes(location.size - start)} more but only ${formatBytes(free)} are free in ${dirname(partial)}: free some space (tsllm ls / tsllm rm) or point HF_HUB_CACHE elsewhere`);
+  }
   let response: Response | undefined;
   let r: HubResponse | undefined;
   if (start < location.size) {
@@ -93,7 +123,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
   } catch (e) {
     r?.done();
     await response?.body?.cancel();
-    throw e;
+    throw diskError(e, o, partial, start);
   }
   let written = start;
   o.onBytes?.(written);
@@ -107,7 +137,11 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
           if (written + bytes.length > location.size) {
             throw new HubError("checksum", `${o.what}: the server sent more than the ${location.size} bytes it announced`);
           }
-          await fh.write(bytes);
+          try {
+            await fh.write(bytes);
+          } catch (e) {
+            throw diskError(e, o, partial, written);
+          }
           hash?.update(bytes);
           written += bytes.length;
           o.onBytes?.(written);
@@ -121,10 +155,14 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
         r?.done();
       }
     }
-    await fh.sync();
+    try {
+      await fh.sync();
+    } catch (e) {
+      throw diskError(e, o, partial, written);
+    }
   } catch (e) {
-    await fh.close();
-    if (e instanceof HubError) await rm(partial, { force: true });
+    await fh.close().catch(() => undefined);
+    if (e instanceof HubError && e.code !== "disk") await rm(partial, { force: true });
     throw e;
   }
   await fh.close();

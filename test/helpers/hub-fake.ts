@@ -13,6 +13,8 @@ export interface FakeFile {
   readonly content: Buffer;
   /** stored in LFS: served from the CDN, named by sha256 (default: names ending .gguf/.safetensors/.bin) */
   readonly lfs?: boolean;
+  /** the size the hub announces (X-Linked-Size) instead of the real one */
+  readonly announcedSize?: number;
 }
 
 export interface FakeRepo {
@@ -165,7 +167,7 @@ export class FakeHub {
         res.writeHead(302, {
           location: `${this.cdnUrl}/blobs/${sha}?X-Amz-Signature=abc`,
           "x-linked-etag": `"${sha}"`,
-          "x-linked-size": String(file.content.length),
+          "x-linked-size": String(file.announcedSize ?? file.content.length),
           etag: `"${gitBlobSha1(Buffer.from(`version https://git-lfs.github.com/spec/v1\noid sha256:${sha}\n`))}"`,
           "content-length": "0",
         });
