@@ -109,6 +109,30 @@ test("removeCachedRepo refuses names and folders that would escape the cache", a
   assert.deepEqual(listCachedRepos(cache), [], "a symlinked repo folder is not listed");
 });
 
+test("a legacy single-name repo Python cached (models--gpt2) is listed and can be removed", async () => {
+  // the layout huggingface_hub writes for hf_hub_download("gpt2", "config.json")
+  const cache = join(dir, "legacy");
+  const repoDir = join(cache, "models--gpt2");
+  mkdirSync(join(repoDir, "blobs"), { recursive: true });
+  mkdirSync(join(repoDir, "snapshots", C1), { recursive: true });
+  mkdirSync(join(repoDir, "refs"), { recursive: true });
+  writeFileSync(join(repoDir, "blobs", "10c66461e4c109db5a2196bff4bb59be30396ed8"), Buffer.alloc(665));
+  symlinkSync("../../blobs/10c66461e4c109db5a2196bff4bb59be30396ed8", join(repoDir, "snapshots", C1, "config.json"));
+  writeFileSync(join(repoDir, "refs", "main"), C1);
+  await fillCache(cache);
+  const repos = listCachedRepos(cache);
+  assert.deepEqual(repos.map((r) => r.repo), ["acme/a", "acme/b", "gpt2"]);
+  const gpt2 = repos[2]!;
+  assert.deepEqual([gpt2.dir, gpt2.sizeOnDisk, gpt2.refs], [repoDir, 665, { main: C1 }]);
+  assert.deepEqual(gpt2.revisions.map((r) => r.files), [["config.json"]]);
+  await assert.rejects(removeCachedRepo(cache, "gpt2@v9"), (e: unknown) => e instanceof HubError && e.code === "revision-not-found");
+  for (const bad of ["..", "gpt2:Q8_0", "gpt2@../x"]) await assert.rejects(removeCachedRepo(cache, bad), (e: unknown) => e instanceof HubError && e.code === "bad-reference", bad);
+  const r = await removeCachedRepo(cache, "gpt2");
+  assert.deepEqual([r.repo, r.freedBytes], ["gpt2", 665]);
+  assert.ok(!existsSync(repoDir));
+  assert.deepEqual(listCachedRepos(cache).map((x) => x.repo), ["acme/a", "acme/b"]);
+});
+
 const tsllm = runTsllm;
 
 test("tsllm ls / rm on HF_HUB_CACHE", async () => {

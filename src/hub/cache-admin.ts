@@ -47,11 +47,27 @@ export interface RemoveResult {
 
 const REPO_PREFIX = "models--";
 
-/** `models--org--name` -> `org/name` (undefined for other folders: datasets, spaces, .locks) */
+/**
+ * `models--org--name` -> `org/name`, and `models--gpt2` -> `gpt2` (the Hub's legacy repos without
+ * an org, which huggingface_hub caches under that name); undefined for other folders: datasets,
+ * spaces, .locks
+ */
 function repoFromFolder(name: string): string | undefined {
   if (!name.startsWith(REPO_PREFIX)) return undefined;
   const parts = name.slice(REPO_PREFIX.length).split("--");
-  return parts.length === 2 && parts.every((p) => p !== "") ? parts.join("/") : undefined;
+  return (parts.length === 1 || parts.length === 2) && parts.every((p) => p !== "") ? parts.join("/") : undefined;
+}
+
+const LEGACY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** `org/name[@rev]` as any reference, or a legacy single name `gpt2[@rev]` (only the cache can hold those) */
+function parseCachedReference(reference: string): { repo: string; revision?: string; selector?: string } {
+  const at = reference.indexOf("@");
+  const name = at >= 0 ? reference.slice(0, at) : reference;
+  if (name.includes("/") || name.includes(":") || !LEGACY_NAME.test(name) || name.includes("..")) return parseHubReference(reference);
+  const revision = at >= 0 ? reference.slice(at + 1) : undefined;
+  if (revision !== undefined) checkRevision(revision, reference);
+  return { repo: name, revision };
 }
 
 /** every ref file under refs/, as name -> commit */
@@ -137,7 +153,7 @@ function assertInside(root: string, dir: string, what: string): void {
  * uses. Removing the last snapshot removes the repo. `reference` is `org/name` or `org/name@revision`.
  */
 export async function removeCachedRepo(root: string, reference: string, revision?: string): Promise<RemoveResult> {
-  const ref = parseHubReference(reference);
+  const ref = parseCachedReference(reference);
   if (ref.selector) throw new HubError("bad-reference", `rm "${reference}": expected org/name or org/name@revision, not a file or quantization`);
   revision ??= ref.revision;
   const repo = ref.repo;
