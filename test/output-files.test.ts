@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -64,4 +64,27 @@ test("a write that fails mid-way leaves the previous file as it was and no tempo
   // and a write that completes replaces the file
   await writeSafetensors(st, [{ name: "w", dtype: "F32", shape: [1], data: new Uint8Array(4) }]);
   assert.notEqual(readFileSync(st, "utf8"), "previous safetensors");
+});
+
+test("an output path that cannot be written is one line naming it and what is wrong, not the temporary file (convert, quantize)", { skip }, async () => {
+  const folder = join(dir, "model-for-paths");
+  await writeRandomHFModel(folder, tinyLlama, { dtype: "F32" });
+  const aFolder = join(dir, "a-folder");
+  mkdirSync(aFolder);
+  const aFile = join(dir, "a-file");
+  writeFileSync(aFile, "not a folder");
+  const literal = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  for (const [out, why] of [
+    [join(dir, "no-such-folder", "x.gguf"), `the folder ${join(dir, "no-such-folder")} does not exist`],
+    [aFolder, "it is a folder, not a file"],
+    [join(aFile, "x.gguf"), `${aFile} is not a folder`],
+  ] as const) {
+    for (const args of [["convert", "--model", folder, "--out", out, "--vocab", tinyLlama.tokenizerFrom], ["quantize", folder, out, "--type", "q8_0", "--vocab", tinyLlama.tokenizerFrom]]) {
+      const cli = await run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+      assert.equal(cli.code, 1, `${args[0]} ${out}: ${cli.stderr}`);
+      assert.match(cli.stderr, new RegExp(`^tsllm: error: ${literal(out)}: cannot write the output: ${literal(why)}\\n$`), args[0]);
+    }
+  }
+  assert.deepEqual(readdirSync(aFolder), [], "nothing written into the folder given as OUT");
+  assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".tmp")), [], "no temporary files left");
 });

@@ -25,6 +25,8 @@ export function assertNotAnInput(output: string, inputs: readonly string[]): voi
  */
 export async function writeOutputFile(path: string, write: (fh: FileHandle) => Promise<void>, inputs: readonly string[] = []): Promise<void> {
   assertNotAnInput(path, inputs);
+  // a folder there would fail only the rename at the end, after all the writing
+  if (isFolder(path)) throw outputError(path, "EISDIR");
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
   // The signal handlers go in before the file can exist: open() creates it on a libuv thread as
   // soon as it is called, and a Ctrl-C between that and the handlers took the default course and
@@ -42,14 +44,14 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
     fh = await opening;
   } catch (e) {
     stopCleanup();
-    throw e;
+    throw outputError(path, (e as NodeJS.ErrnoException).code, e);
   }
   let closed = false;
   try {
     await write(fh);
     await fh.close();
     closed = true;
-    await rename(tmp, path);
+    await rename(tmp, path).catch((e: NodeJS.ErrnoException) => { throw outputError(path, e.code, e); });
   } catch (e) {
     if (!closed) await fh.close().catch(() => undefined);
     await rm(tmp, { force: true });
@@ -57,6 +59,22 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
   } finally {
     stopCleanup();
   }
+}
+
+/**
+ * Why `path` cannot be written, named by `path` and its folder: the system's own message names
+ * the temporary file beside it, which the user never asked for. Unknown codes keep that message.
+ */
+function outputError(path: string, code: string | undefined, cause?: unknown): Error {
+  const folder = dirname(path);
+  const why =
+    code === "ENOENT" ? `the folder ${folder} does not exist`
+    : code === "ENOTDIR" ? `${folder} is not a folder`
+    : code === "EISDIR" ? "it is a folder, not a file"
+    : code === "EACCES" || code === "EPERM" ? `no permission to create files in ${folder}`
+    : code === "EROFS" ? `${folder} is on a read-only file system`
+    : undefined;
+  return new Error(`${path}: cannot write the output: ${why ?? (cause as Error).message}`, { cause });
 }
 
 /**
@@ -81,6 +99,14 @@ function removeOnSignal(tmp: string, created: Promise<unknown>): () => void {
     for (const [sig, h] of handlers) process.removeListener(sig, h);
   };
   return stop;
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function statOrUndefined(path: string): { dev: number; ino: number } | undefined {
