@@ -327,6 +327,23 @@ describe("network failures", () => {
     assert.equal(hub.unavailable, 0);
   });
 
+  test("a 429 waits the Retry-After the hub asks for before trying again", { timeout: 20_000 }, async () => {
+    hub.rateLimited.count = 1;
+    hub.rateLimited.retryAfterS = 1;
+    const start = hub.requests.length;
+    const t0 = Date.now();
+    try {
+      const r = await downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp(), { retries: 2 }));
+      assert.deepEqual(r.files, ["tiny-Q4_K_S.gguf"]);
+    } finally {
+      hub.rateLimited.count = 0;
+      hub.rateLimited.until = 0;
+    }
+    assert.ok(Date.now() - t0 >= 900, "waited");
+    const statuses = hub.requests.slice(start, start + 2).map((q) => q.url);
+    assert.equal(statuses[0], statuses[1], "the same request, once refused and once answered");
+  });
+
   test("an unreachable hub is reported with what failed, after the retries", async () => {
     const dead = new FakeHub();
     await dead.start();

@@ -117,7 +117,8 @@ async function withRetries<T>(what: () => Promise<T>, options: DownloadOptions):
         if (e instanceof HubError && e.code === "network" && attempt > 0) e.message += ` (after ${attempt + 1} attempts)`;
         throw e;
       }
-      await sleep((options.retryDelayMs ?? 500) * 2 ** attempt, options.signal);
+      // a rate-limited hub (429 + Retry-After) is given the time it asks for
+      await sleep(Math.max((options.retryDelayMs ?? 500) * 2 ** attempt, e.retryAfterMs ?? 0), options.signal);
     }
   }
 }

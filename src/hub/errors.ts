@@ -14,7 +14,7 @@ export type HubErrorCode =
 
 export class HubError extends Error {
   override name = "HubError";
-  constructor(readonly code: HubErrorCode, message: string) {
+  constructor(readonly code: HubErrorCode, message: string, /** how long the server asked us to wait (Retry-After on 429/503) */ readonly retryAfterMs?: number) {
     super(message);
   }
 }

@@ -4,7 +4,7 @@ import { mkdir, open, rename, rm, statfs } from "node:fs/promises";
 import { dirname } from "node:path";
 import { formatBytes } from "../units/index.js";
 import { HubError } from "./errors.js";
-import { formatSeconds, hubRequest, isRetryableStatus, redact, sleep, type HubAuth, type HubResponse } from "./http.js";
+import { formatSeconds, hubRequest, isRetryableStatus, redact, retryAfterMs, sleep, type HubAuth, type HubResponse } from "./http.js";
 import type { FileLocation } from "./source.js";
 
 export interface FetchBlobOptions {
@@ -29,7 +29,11 @@ async function hashPrefix(hash: Hash, path: string): Promise<void> {
 }
 
 /** thrown inside an attempt when another attempt may fix it */
-class Transient extends Error {}
+class Transient extends Error {
+  constructor(message: string, /** the server's Retry-After */ readonly retryAfterMs?: number) {
+    super(message);
+  }
+}
 
 const IO_REASONS: Record<string, string> = {
   ENOSPC: "no space left on device", EDQUOT: "disk quota exceeded", EROFS: "read-only file system", EACCES: "permission denied", EPERM: "operation not permitted", EFBIG: "file too large",
@@ -67,8 +71,9 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
   const partial = `${blobPath}.incomplete`;
   await mkdir(dirname(blobPath), { recursive: true });
   let lastError = "";
+  let wait = 0;
   for (let attempt = 0; attempt <= o.retries; attempt++) {
-    if (attempt > 0) await sleep(o.retryDelayMs * 2 ** (attempt - 1), o.signal);
+    if (attempt > 0) await sleep(Math.max(o.retryDelayMs * 2 ** (attempt - 1), wait), o.signal);
     try {
       await attemptFetch(o, partial);
       await rename(partial, blobPath);
@@ -76,6 +81,7 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
     } catch (e) {
       if (!(e instanceof Transient)) throw e;
       lastError = e.message;
+      wait = e.retryAfterMs ?? 0;
     }
   }
   throw new HubError("network", `downloading ${o.what} failed after ${o.retries + 1} attempts: ${lastError} (the partial file ${partial} is kept; run again to resume)`);
@@ -107,7 +113,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
     if (!response.ok) {
       await response.body?.cancel();
       const msg = `${redact(r.url)} answered ${response.status}`;
-      if (isRetryableStatus(response.status)) throw new Transient(msg);
+      if (isRetryableStatus(response.status)) throw new Transient(msg, retryAfterMs(response));
       const code = response.status === 401 || response.status === 403 ? "unauthorized" : response.status === 404 ? "file-not-found" : "protocol";
       throw new HubError(code, `downloading ${o.what}: ${msg}`);
     }

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expandPath, hfHome } from "./cache.js";
 import { HubError } from "./errors.js";
-import { hubRequest, normalizeEtag, readText, timeoutFromEnv } from "./http.js";
+import { hubRequest, normalizeEtag, readText, retryAfterMs, timeoutFromEnv } from "./http.js";
 import { checkCacheName } from "./reference.js";
 import { trimEndpoint, type FileLocation, type HubSource, type RemoteFile, type RepoListing, type SourceOptions } from "./source.js";
 
@@ -38,7 +38,8 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
     if (code === "RevisionNotFound") return new HubError("revision-not-found", `revision "${revision}" not found in ${repo} on ${endpoint}`);
     if (code === "EntryNotFound" || (res.status === 404 && file)) return new HubError("file-not-found", `file ${file ?? "?"} not found in ${where} on ${endpoint}`);
     if (res.status === 404) return new HubError("repo-not-found", `repository ${repo} (revision ${revision}) not found on ${endpoint}`);
-    return new HubError(res.status >= 500 || res.status === 429 ? "network" : "protocol", `${file ? `${file} in ` : ""}${where}: ${endpoint} answered ${res.status}${serverMsg ? `: ${serverMsg}` : ""}`);
+    const wait = retryAfterMs(res);
+    return new HubError(res.status >= 500 || res.status === 429 ? "network" : "protocol", `${file ? `${file} in ` : ""}${where}: ${endpoint} answered ${res.status}${res.status === 429 ? " (rate limited)" : ""}${serverMsg ? `: ${serverMsg}` : ""}`, wait);
   };
 
   return {

@@ -121,6 +121,17 @@ export function normalizeEtag(etag: string | null): string | undefined {
   return etag.replace(/^W\//, "").replace(/^"|"$/g, "");
 }
 
+/** the longest Retry-After honoured per wait; a rate limit asking more is waited out this long per try */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/** Retry-After (delta-seconds or an HTTP date) in ms, capped; undefined when absent or unreadable */
+export function retryAfterMs(res: Response): number | undefined {
+  const v = res.headers.get("retry-after")?.trim();
+  if (!v) return undefined;
+  const ms = /^\d+$/.test(v) ? Number(v) * 1000 : Date.parse(v) - Date.now();
+  return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS) : undefined;
+}
+
 /** transient failures worth another try */
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
