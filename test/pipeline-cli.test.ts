@@ -64,3 +64,18 @@ test("usage errors: one line, exit 2", () => {
   }
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
+
+test("an option of other tasks (--pair, --top-k, --aggregation-strategy, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
+  // what each option is for, as --help documents it
+  const classification = "text-classification, sentiment-analysis";
+  for (const [task, option, value, tasks] of [
+    ...["token-classification", "ner", "fill-mask", "feature-extraction", "text-generation"].map((t) => [t, "pair", "second text", classification]),
+    ["ner", "top-k", "2", `${classification}, fill-mask`], ["text-generation", "top-k", "all", `${classification}, fill-mask`],
+    ["fill-mask", "aggregation-strategy", "simple", "token-classification, ner"],
+    ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation"],
+  ] as const) {
+    const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, value);
+    assert.equal(r.status, 2, `${task} --${option}: ${r.stderr}`);
+    assert.equal(r.stderr, `tsllm: error: --${option} is for ${tasks}, not ${task}\n`);
+  }
+});

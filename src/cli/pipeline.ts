@@ -9,6 +9,7 @@ export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TE
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
+An option meant for other tasks (as its text below says) is a usage error, not ignored.
 
 Options:
   --model MODEL                 HF folder or Hub id (default: transformers' default model for TASK)
@@ -26,6 +27,15 @@ Options:
 
 const STRATEGIES = ["none", "simple", "first", "average", "max"];
 
+/** the options only some tasks take: given to another task they would be silently ignored */
+const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
+  pair: ["text-classification", "sentiment-analysis"],
+  "top-k": ["text-classification", "sentiment-analysis", "fill-mask"],
+  "aggregation-strategy": ["token-classification", "ner"],
+  "max-new-tokens": ["text-generation"],
+  "max-length": ["text-generation"],
+};
+
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
   "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
@@ -37,6 +47,9 @@ export async function runPipeline(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(pipelineHelp); return; }
   if (task === undefined) throw new UsageError(`a TASK is required (${PIPELINE_TASKS.join(", ")})`);
   if (!PIPELINE_TASKS.includes(task as PipelineTask)) throw new UsageError(`unknown task "${task}" (tasks: ${PIPELINE_TASKS.join(", ")})`);
+  for (const [name, tasks] of Object.entries(TASK_OPTIONS)) {
+    if (values[name] !== undefined && !tasks.includes(task as PipelineTask)) throw new UsageError(`--${name} is for ${tasks.join(", ")}, not ${task}`);
+  }
   const inputs = strings(values, "input");
   if (!inputs || inputs.length === 0) throw new UsageError("--input is required");
   const pairs = strings(values, "pair") ?? [];
