@@ -287,6 +287,33 @@ test("stories260K: a request whose rows fail the forward pass fails alone; the r
   }
 });
 
+test("stories260K: a request whose strategy fails (its draft model disposed mid-way) fails alone; the requests of its steps go on untouched", { skip }, async () => {
+  const options = { temperature: 0, maxTokens: 120, ignoreEos: true };
+  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
+  try {
+    let disposedAt = 0;
+    // the draft model goes away while both requests decode, step by step together
+    const good = consume(model, "Lily and Ben", options, (count) => {
+      if (count === 10) {
+        disposedAt = count;
+        draft.dispose();
+      }
+    });
+    const speculative = model.generate("Once upon a time", { ...options, draftModel: draft, draftTokens: 4 });
+    await assert.rejects(speculative, /dispose/);
+    assert.equal(disposedAt, 10);
+    const g = await good;
+    assert.equal(g.finishReason, "length");
+    assert.deepEqual(g.completionTokens, solo!.completionTokens);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+  } finally {
+    model.dispose();
+    draft.dispose();
+  }
+});
+
 test("stories260K: loading warms the kernels up on a cache of its own; the engine starts untouched and generates as with warmup: false", { skip }, async () => {
   const { prompt, completionTokens } = golden()[0]!;
   const options = { temperature: 0, maxTokens: completionTokens.length, ignoreEos: true };

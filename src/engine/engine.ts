@@ -259,7 +259,7 @@ export class Engine {
       try {
         await this.update(s, plan, logits);
       } catch (e) {
-        // a strategy that throws fails its step's requests, not the engine
+        // (update fails a request whose strategy throws; anything else that throws fails the step's requests, not the engine)
         const error = explainStepError(e, this.options.source);
         for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, error);
       }
@@ -296,16 +296,22 @@ export class Engine {
     });
     for (const [request, got] of results) {
       if (got.length > 0) {
-        let pending: void | Promise<void>;
-        if (!request.prefilled) {
-          request.prefilledAt = performance.now();
-          this.cachedPromptTokens += request.cachedPromptTokens;
-          pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
-        } else {
-          pending = request.strategy.step(request, got, s);
+        try {
+          let pending: void | Promise<void>;
+          if (!request.prefilled) {
+            request.prefilledAt = performance.now();
+            this.cachedPromptTokens += request.cachedPromptTokens;
+            pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
+          } else {
+            pending = request.strategy.step(request, got, s);
+          }
+          // only a strategy that runs passes of its own (a draft model) returns a promise
+          if (pending) await pending;
+        } catch (e) {
+          // a strategy that throws (a non-finite logit, a draft model that failed) fails its own request, not the others of the step
+          this.end(request, explainStepError(e, this.options.source));
+          continue;
         }
-        // only a strategy that runs passes of its own (a draft model) returns a promise
-        if (pending) await pending;
       }
       for (const seq of request.sequences) s.cacheFullBlocks(seq);
       if (request.strategy.done) this.end(request);
