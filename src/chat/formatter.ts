@@ -1,5 +1,5 @@
 import type { Tokenizer } from "../tokenizer/index.js";
-import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions } from "./template.js";
+import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions, type TemplateMessage } from "./template.js";
 
 /** Something with GGUF-style string metadata (GGUFMetadata), and the file it was read from. */
 export interface StringMetadata {
@@ -52,7 +52,7 @@ export class ChatFormatter {
   readonly endOfTurnIds: readonly number[];
   private readonly renderOptions: RenderOptions;
   private specialsByFirst: Map<string, string[]> | undefined;
-  private argumentsForm: "object" | "string" | undefined;
+  private callForm: { readonly objectArguments: boolean; readonly nullContent: boolean } | undefined;
 
   constructor(private readonly tokenizer: Tokenizer, source: string, where: string) {
     this.template = new ChatTemplate(source, where);
@@ -68,33 +68,60 @@ export class ChatFormatter {
   }
 
   render(messages: readonly ChatMessage[], addGenerationPrompt = true, variables?: Record<string, unknown>): string {
-    if (messages.some((m) => m.tool_calls?.some((c) => typeof c.function.arguments !== "string")) && this.toolArguments() === "string") {
-      messages = messages.map((m) => (m.tool_calls ? { ...m, tool_calls: m.tool_calls.map((c) => (typeof c.function.arguments === "string" ? c : { ...c, function: { ...c.function, arguments: JSON.stringify(c.function.arguments) } })) } : m));
-    }
-    return this.template.render(messages, { ...this.renderOptions, addGenerationPrompt, variables });
+    const calls = messages.some((m) => m.tool_calls && m.tool_calls.length > 0);
+    return this.template.render(calls ? this.asTemplateTakesCalls(messages) : messages, { ...this.renderOptions, addGenerationPrompt, variables });
+  }
+
+  /** assistant turns with tool calls in the form the template takes (toolCallForm) */
+  private asTemplateTakesCalls(messages: readonly ChatMessage[]): TemplateMessage[] {
+    const form = this.toolCallForm();
+    return messages.map((m) => {
+      if (!m.tool_calls || m.tool_calls.length === 0) return m;
+      const tool_calls = m.tool_calls.map((c) => {
+        const a = c.function.arguments;
+        let args = a;
+        if (!form.objectArguments && typeof a !== "string") args = JSON.stringify(a);
+        else if (form.objectArguments && typeof a === "string") {
+          try {
+            args = JSON.parse(a);
+          } catch {
+            // not JSON: the template gets the text as given
+          }
+        }
+        return args === a ? c : { ...c, function: { ...c.function, arguments: args } };
+      });
+      return { ...m, tool_calls, content: m.content === "" && form.nullContent ? null : m.content };
+    });
   }
 
   /**
-   * How the template takes a tool call's arguments: as an object (`arguments | tojson`, most
-   * templates, as transformers documents) or as the JSON string OpenAI's API carries (DeepSeek-R1
-   * writes `'...' + arguments`, which fails on an object in jinja2 too). Found once by rendering a
-   * call both ways and keeping the first whose output holds the argument, as llama.cpp probes a
-   * template's capabilities; objects when neither does.
+   * How the template takes an assistant turn's tool calls, found once by rendering a call each
+   * way, as llama.cpp probes a template's capabilities: arguments as the JSON string OpenAI's API
+   * carries, or as an object where only an object shows (`arguments | tojson` double-encodes a
+   * string; DeepSeek-R1's `'...' + arguments` fails on an object, in jinja2 too); and a turn
+   * without text as null, as clients send it (DeepSeek-R1 writes the calls only when the content
+   * is none), or "" for a template that cannot take null.
    */
-  private toolArguments(): "object" | "string" {
-    if (this.argumentsForm) return this.argumentsForm;
-    const value = "tsllm_probe_value";
-    const probe = (args: unknown): boolean => {
-      const call = { type: "function" as const, function: { name: "tsllm_probe", arguments: args } };
-      const tools = [{ type: "function", function: { name: "tsllm_probe", description: "", parameters: { type: "object", properties: { argument: { type: "string" } } } } }];
+  private toolCallForm(): { readonly objectArguments: boolean; readonly nullContent: boolean } {
+    if (this.callForm) return this.callForm;
+    const key = "tsllm_probe_argument";
+    const shows = (args: unknown, content: string | null): boolean => {
+      // an id of nine letters and digits: Mistral's templates refuse others
+      const call = { id: "call00001", type: "function" as const, function: { name: "tsllm_probe", arguments: args } };
       try {
-        return this.template.render([{ role: "user", content: "x" }, { role: "assistant", content: "", tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false, variables: { tools } }).includes(value);
+        const out = this.template.render([{ role: "user", content: "x" }, { role: "assistant", content, tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false });
+        return out.includes(`"${key}":`) || out.includes(`'${key}':`);
       } catch {
         return false;
       }
     };
-    this.argumentsForm = !probe({ argument: value }) && probe(JSON.stringify({ argument: value })) ? "string" : "object";
-    return this.argumentsForm;
+    const value = { [key]: "x" };
+    for (const content of [null, ""]) {
+      const asString = shows(JSON.stringify(value), content), asObject = shows(value, content);
+      if (asString || asObject) return (this.callForm = { objectArguments: !asString, nullContent: content === null });
+    }
+    // the template writes no calls: nothing to adapt
+    return (this.callForm = { objectArguments: false, nullContent: false });
   }
 
   /**

@@ -27,13 +27,16 @@ const parse = jinja.parse as unknown as (tokens: readonly TemplateToken[]) => un
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
   content: string;
-  /** an assistant turn's tool calls (arguments as an object, as chat templates expect) */
+  /** an assistant turn's tool calls (arguments an object or the JSON string: ChatFormatter gives a template the form it takes) */
   tool_calls?: readonly { readonly type: "function"; readonly function: { readonly name: string; readonly arguments: unknown } }[];
   /** a tool turn: which call it answers */
   tool_call_id?: string;
   /** a tool turn: the function's name */
   name?: string;
 }
+
+/** a message as a template receives it: an assistant turn that only calls tools may have null content, as clients send it */
+export type TemplateMessage = ChatMessage | (Omit<ChatMessage, "content"> & { readonly content: null });
 
 export interface RenderOptions {
   /** end with the header that starts the assistant's reply (default true) */
@@ -247,9 +250,9 @@ export class ChatTemplate {
     checkTreeDepth(this.program, this.limits.maxDepth, fail);
   }
 
-  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+  render(messages: readonly TemplateMessage[], options: RenderOptions = {}): string {
     messages.forEach((m, i) => {
-      if (typeof m?.role !== "string" || typeof m.content !== "string") {
+      if (typeof m?.role !== "string" || (typeof m.content !== "string" && !(m.content === null && m.tool_calls))) {
         throw new TypeError(`messages[${i}]: expected {role: string, content: string}`);
       }
     });
