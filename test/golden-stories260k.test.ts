@@ -86,7 +86,7 @@ test("stories260K through `tsllm generate --json` equals llama.cpp's tokens", { 
     ], { cwd: PROJECT_ROOT });
     const out = JSON.parse(stdout);
     const cut = out.finishReason === "length";
-    assert.deepEqual(Object.keys(out).sort(), ["completion", "completionTokens", ...(cut ? ["finishDetail"] : []), "finishReason", "prompt", "promptTokens", "timings"]);
+    assert.deepEqual(Object.keys(out).sort(), ["completion", "completionTokens", ...(cut ? ["finishDetail"] : []), "finishReason", "prompt", "promptTokens", "seed", "timings"]);
     if (cut) assert.equal(out.finishDetail, `maxTokens (${c.completionTokens.length}) reached`);
     assert.deepEqual(out.promptTokens, c.promptTokens);
     assert.deepEqual(out.completionTokens, c.completionTokens);
