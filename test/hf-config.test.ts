@@ -52,7 +52,9 @@ test("config.json: fields read with HF defaults; absurd values rejected naming t
     [{ architectures: ["BertModel"] }, /architectures: "BertModel" is an encoder, not a text generator: use pipeline\(\) \/ embed\(\)/],
     [{ architectures: undefined }, /architectures: expected a list/],
     [{ rope_scaling: { rope_type: "yarn", factor: 4 } }, /rope_scaling.rope_type: unsupported RoPE scaling "yarn"/],
-    [{ rope_scaling: { type: "linear", factor: -1 } }, /factor: expected a number/],
+    [{ rope_scaling: { type: "linear", factor: -1 } }, /rope_scaling\.factor: expected a number/],
+    [{ rope_parameters: { rope_type: "yarn", factor: 4, rope_theta: 1e6 } }, /rope_parameters\.rope_type: unsupported RoPE scaling "yarn"/],
+    [{ rope_parameters: { rope_type: "default", rope_theta: 0 } }, /rope_parameters\.rope_theta: expected a number/],
     [{ rms_norm_eps: "x" }, /rms_norm_eps: expected a number/],
     [{ max_position_embeddings: 0 }, /max_position_embeddings: expected an integer/],
   ];

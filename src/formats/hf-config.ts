@@ -83,9 +83,10 @@ export function readJsonObject(path: string): Record<string, unknown> {
 
 /** typed, bounded access to a config.json object's fields; errors name the file and field */
 export class Fields {
-  constructor(readonly path: string, readonly o: Record<string, unknown>) {}
+  /** `prefix`: how errors name the object these fields are in ("rope_scaling.") */
+  constructor(readonly path: string, readonly o: Record<string, unknown>, private readonly prefix = "") {}
   private err(k: string, msg: string): HFConfigError {
-    return new HFConfigError(this.path, k, msg);
+    return new HFConfigError(this.path, this.prefix + k, msg);
   }
   has(k: string): boolean {
     return this.o[k] !== undefined && this.o[k] !== null;
@@ -116,23 +117,36 @@ export class Fields {
   }
 }
 
-function ropeScaling(f: Fields, contextLength: number): HFRopeScaling | undefined {
-  const v = f.o["rope_scaling"];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== "object" || Array.isArray(v)) throw new HFConfigError(f.path, "rope_scaling", `expected an object, found ${JSON.stringify(v)?.slice(0, 60)}`);
-  const s = new Fields(f.path, v as Record<string, unknown>);
-  const type = s.o["rope_type"] ?? s.o["type"];
+/**
+ * RoPE settings as transformers reads them. transformers 4 keeps `rope_theta` and `rope_scaling`
+ * at the top level; transformers 5 saves one `rope_parameters` object holding `rope_type`,
+ * `rope_theta` and the scaling fields (configuration_utils' convert_rope_params_to_dict: a
+ * non-empty `rope_scaling` takes its place, a `rope_theta` inside wins over the top-level one,
+ * 10000 when neither is there; `type` is the old name of `rope_type`).
+ */
+function ropeSettings(f: Fields, contextLength: number): { theta: number; scaling?: HFRopeScaling } {
+  const pick = (k: string) => {
+    const v = f.o[k];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== "object" || Array.isArray(v)) throw new HFConfigError(f.path, k, `expected an object, found ${JSON.stringify(v)?.slice(0, 60)}`);
+    return Object.keys(v).length > 0 ? { key: k, o: v as Record<string, unknown> } : undefined;
+  };
+  const params = pick("rope_scaling") ?? pick("rope_parameters");
+  if (!params) return { theta: f.num("rope_theta", 10000, Number.MIN_VALUE) };
+  const s = new Fields(f.path, params.o, `${params.key}.`);
+  const theta = s.has("rope_theta") ? s.num("rope_theta", 10000, Number.MIN_VALUE) : f.num("rope_theta", 10000, Number.MIN_VALUE);
+  const type = s.o["rope_type"] ?? s.o["type"] ?? "default";
+  if (type === "default") return { theta };
   const factor = s.num("factor", NaN, Number.MIN_VALUE, 1e6);
-  if (type === "linear") return { type, factor };
+  if (type === "linear") return { theta, scaling: { type, factor } };
   if (type === "llama3") {
     const lowFreqFactor = s.num("low_freq_factor", NaN, Number.MIN_VALUE, 1e6);
     const highFreqFactor = s.num("high_freq_factor", NaN, Number.MIN_VALUE, 1e6);
-    if (!(highFreqFactor > lowFreqFactor)) throw new HFConfigError(f.path, "rope_scaling.high_freq_factor", `must be greater than low_freq_factor (${lowFreqFactor}), found ${highFreqFactor}`);
+    if (!(highFreqFactor > lowFreqFactor)) throw new HFConfigError(f.path, `${params.key}.high_freq_factor`, `must be greater than low_freq_factor (${lowFreqFactor}), found ${highFreqFactor}`);
     const originalContextLength = s.int("original_max_position_embeddings", LIMITS.context, contextLength);
-    return { type, factor, lowFreqFactor, highFreqFactor, originalContextLength };
+    return { theta, scaling: { type, factor, lowFreqFactor, highFreqFactor, originalContextLength } };
   }
-  if (type === "default") return undefined;
-  throw new HFConfigError(f.path, "rope_scaling.rope_type", `unsupported RoPE scaling ${JSON.stringify(type)} (supported: linear, llama3)`);
+  throw new HFConfigError(f.path, `${params.key}.rope_type`, `unsupported RoPE scaling ${JSON.stringify(type)} (supported: linear, llama3)`);
 }
 
 /** `folder/config.json` opened: its fields and its "architectures"[0], if any */
@@ -194,6 +208,7 @@ export function readHFConfig(folder: string): HFModelConfig {
   const headDim = f.int("head_dim", LIMITS.hidden, hiddenSize / headCount);
   if (headDim % 2 !== 0) throw new HFConfigError(path, "head_dim", `RoPE needs an even head size, found ${headDim}`);
   const contextLength = f.int("max_position_embeddings", LIMITS.context, 2048);
+  const rope = ropeSettings(f, contextLength);
   return {
     path, hfArchitecture, arch,
     vocabSize: f.int("vocab_size", LIMITS.vocab),
@@ -205,8 +220,8 @@ export function readHFConfig(folder: string): HFModelConfig {
     feedForwardLength: f.int("intermediate_size", LIMITS.ffn),
     contextLength,
     normEps: f.num("rms_norm_eps", 1e-6, 0, 1),
-    ropeTheta: f.num("rope_theta", 10000, Number.MIN_VALUE),
-    ropeScaling: ropeScaling(f, contextLength),
+    ropeTheta: rope.theta,
+    ropeScaling: rope.scaling,
     // PretrainedConfig defaults to tied, but these model classes default to untied
     tieWordEmbeddings: f.bool("tie_word_embeddings", false),
     attentionBias: arch === "qwen2" ? true : f.bool("attention_bias", false),
