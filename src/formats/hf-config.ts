@@ -204,8 +204,10 @@ export function readHFConfig(folder: string): HFModelConfig {
   const headCount = f.int("num_attention_heads", LIMITS.heads);
   const headCountKv = f.int("num_key_value_heads", LIMITS.heads, headCount);
   if (headCount % headCountKv !== 0) throw new HFConfigError(path, "num_key_value_heads", `${headCountKv} KV heads do not divide ${headCount} attention heads`);
-  if (!f.has("head_dim") && hiddenSize % headCount !== 0) throw new HFConfigError(path, "num_attention_heads", `${headCount} heads do not divide hidden_size ${hiddenSize} (and no head_dim is given)`);
-  const headDim = f.int("head_dim", LIMITS.hidden, hiddenSize / headCount);
+  // transformers' Qwen3Config defaults head_dim to 128; Llama / Mistral / Qwen2 derive it from the hidden size
+  const defaultHeadDim = arch === "qwen3" ? 128 : hiddenSize / headCount;
+  if (!f.has("head_dim") && !Number.isInteger(defaultHeadDim)) throw new HFConfigError(path, "num_attention_heads", `${headCount} heads do not divide hidden_size ${hiddenSize} (and no head_dim is given)`);
+  const headDim = f.int("head_dim", LIMITS.hidden, defaultHeadDim);
   if (headDim % 2 !== 0) throw new HFConfigError(path, "head_dim", `RoPE needs an even head size, found ${headDim}`);
   const contextLength = f.int("max_position_embeddings", LIMITS.context, 2048);
   const rope = ropeSettings(f, contextLength);

@@ -8,7 +8,7 @@ import { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { openModel } from "../src/models/open.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
-import { planRandomModel, randomModelMetadata, readTokenizerEntries, Rng, tinyLlama, tinyQwen2, type RandomModelSpec } from "../src/testing/index.js";
+import { planRandomModel, randomModelMetadata, readTokenizerEntries, Rng, tinyLlama, tinyQwen2, tinyQwen3, type RandomModelSpec } from "../src/testing/index.js";
 import { tensorBytes } from "../src/testing/random-model.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
@@ -16,7 +16,7 @@ import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
- * The RoPE settings of config.json, judged by llama.cpp: a Hugging Face folder whose config says
+ * config.json as transformers reads it, judged by llama.cpp. The RoPE settings: a Hugging Face folder whose config says
  * how positions rotate (rope_theta, rope_scaling, or transformers 5's rope_parameters, which holds
  * both) must give, in tsllm, the next-token log-probabilities llama.cpp computes on a GGUF of the
  * same weights that states the same rotation in llama.cpp's own terms (rope.freq_base,
@@ -26,7 +26,7 @@ import { skipWithoutShared } from "./helpers/shared.js";
  */
 const TOLERANCE = 1e-3;
 const STEPS = 4;
-const dir = mkdtempSync(join(tmpdir(), "tsllm-hf-rope-"));
+const dir = mkdtempSync(join(tmpdir(), "tsllm-hf-config-llamacpp-"));
 after(async () => {
   await disposeSharedLlama();
   rmSync(dir, { recursive: true, force: true });
@@ -162,5 +162,19 @@ test("rope_parameters (transformers 5): linear scaling, rope_theta left to the t
     name: "llama-rope-parameters-linear", spec: { ...tinyLlama, std: STD, seed: 45, ropeTheta: 20000 }, promptTokens: 24,
     config: { rope_theta: 20000, rope_parameters: { rope_type: "linear", factor: 2 } },
     meta: [["llama.rope.freq_base", ggufEntry.f32(20000)], ["llama.rope.scaling.type", ggufEntry.string("linear")], ["llama.rope.scaling.factor", ggufEntry.f32(2)]],
+  });
+});
+
+/*
+ * transformers' Qwen3Config defaults head_dim to 128, not hidden_size / num_attention_heads
+ * (configuration_qwen3.py: `head_dim: int = 128`; Qwen3Attention reads config.head_dim): a
+ * config.json without the key is a model of 128-wide heads, which tsllm refused as a shape
+ * mismatch of q_proj.
+ */
+test("Qwen3 config.json without head_dim: transformers' default 128, = llama.cpp", { skip: skipStories }, async () => {
+  await check({
+    name: "qwen3-no-head-dim", spec: { ...tinyQwen3, std: STD, seed: 46 }, promptTokens: 16,
+    config: { head_dim: undefined },
+    meta: [],
   });
 });
