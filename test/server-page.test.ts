@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, before, test } from "node:test";
-import { chromium, type Browser } from "playwright-core";
+import { chromium, type Browser, type Page } from "playwright-core";
 import type { PageDocument } from "./helpers/page-document.js";
-import { serveStories, skipStories, until } from "./helpers/serve.js";
+import { startServer } from "../src/server/index.js";
+import { CHAT_TEMPLATE, serveStories, skipStories, until } from "./helpers/serve.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
@@ -65,4 +66,196 @@ test("the chat page in headless Chromium: model info, a streamed reply with its 
     lm.passBatch = original;
   }
   assert.deepEqual(errors, []);
+});
+
+/** makes every forward pass of the server's model take at least `ms` (a reply that is still streaming when the test acts); returns the undo */
+function slowEngine(ms: number): () => void {
+  const lm = s.model.languageModel as unknown as { passBatch: (...a: unknown[]) => unknown };
+  const original = lm.passBatch;
+  lm.passBatch = function (this: unknown, ...a: unknown[]) {
+    const t = Date.now();
+    while (Date.now() - t < ms) { /* busy */ }
+    return original.apply(this, a);
+  };
+  return () => (lm.passBatch = original);
+}
+
+/** a fresh page on the server (its own context: empty localStorage), its uncaught errors and console errors collected */
+async function openPage(url = s.url, viewport?: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
+  const page = await browser.newPage(viewport ? { viewport } : {});
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  await page.goto(url);
+  return { page, errors };
+}
+
+/** the JSON bodies of the page's chat requests, as they leave the browser */
+function chatBodies(page: Page): any[] {
+  const bodies: any[] = [];
+  page.on("request", (r) => { if (r.url().endsWith("/v1/chat/completions")) bodies.push(JSON.parse(r.postData()!)); });
+  return bodies;
+}
+
+/** the messages list's scroll position, read in the page */
+interface Scroller { scrollTop: number; scrollHeight: number; clientHeight: number; textContent: string }
+
+const count = (page: Page, selector: string): Promise<number> => page.locator(selector).count();
+
+test("the chat page loads without a console error (no favicon 404) and its message box has an accessible name", { skip }, async () => {
+  // a browser of its own: Chromium asks for /favicon.ico once per browser, on its first page
+  const fresh = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  try {
+    const page = await fresh.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(`${m.text()} ${m.location().url}`); });
+    await page.goto(s.url);
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    await page.waitForLoadState("networkidle");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await page.getByRole("textbox", { name: "Message" }).count(), 1);
+    assert.deepEqual(errors, []);
+  } finally {
+    await fresh.close();
+  }
+});
+
+test("a turn whose request fails is taken back: no empty reply, no NaN stats, its text back in the input, not sent again", { skip }, async () => {
+  const { page } = await openPage();
+  const bodies = chatBodies(page);
+  await page.fill("#max-tokens", "5000");  // more than the context (2048): 400 context_length_exceeded
+  await page.fill("#input", "hello");
+  await page.press("#input", "Enter");
+  await page.waitForFunction(() => document.getElementById("error")!.textContent !== "");
+  assert.match((await page.textContent("#error"))!, /maximum context length is 2048 tokens/);
+  assert.equal(await count(page, "#messages li"), 0);
+  assert.equal(await page.inputValue("#input"), "hello");
+  assert.equal(await page.isDisabled("#send"), false);
+
+  await page.fill("#max-tokens", "5");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.deepEqual(bodies[1].messages, [{ role: "user", content: "hello" }]);
+  assert.equal(await page.textContent("#error"), "");
+  assert.doesNotMatch((await page.textContent("li.assistant .stats"))!, /NaN/);
+  await page.close();
+});
+
+test("New chat while a reply streams: the stopped reply stays out of the new conversation", { skip }, async () => {
+  const { page } = await openPage();
+  const bodies = chatBodies(page);
+  const restore = slowEngine(10);
+  try {
+    await page.fill("#max-tokens", "1500");
+    await page.fill("#input", "first");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length > 10);
+    await page.click("#clear");
+    await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+    await page.fill("#max-tokens", "3");
+    await page.fill("#input", "second");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant .stats");
+  } finally {
+    restore();
+  }
+  assert.deepEqual(bodies[1].messages, [{ role: "user", content: "second" }]);
+  assert.equal(await count(page, "#messages li"), 2);
+  await page.close();
+});
+
+test("a streaming reply the user scrolled up from does not pull the view back down; at the bottom it follows", { skip }, async () => {
+  const { page } = await openPage(s.url, { width: 1000, height: 400 });
+  const restore = slowEngine(5);
+  const metrics = () => page.evaluate(() => {
+    const m = document.getElementById("messages") as unknown as Scroller;
+    return { top: m.scrollTop, height: m.scrollHeight, client: m.clientHeight, length: m.textContent.length };
+  });
+  const grown = (by: number) => page.waitForFunction((n) => (document.getElementById("messages") as unknown as Scroller).textContent.length > n, by);
+  try {
+    await page.fill("#max-tokens", "1900");
+    await page.fill("#input", "Tell me a long story");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => { const m = document.getElementById("messages") as unknown as Scroller; return m.scrollHeight > m.clientHeight + 100; });
+    await page.evaluate("document.getElementById('messages').scrollTop = 0");
+    const at = (await metrics()).length;
+    await grown(at + 300);
+    assert.equal((await metrics()).top, 0, "the view stayed where the reader scrolled to");
+
+    await page.evaluate("document.getElementById('messages').scrollTop = 1e9");
+    const at2 = (await metrics()).length;
+    await grown(at2 + 300);
+    const m = await metrics();
+    assert.ok(m.height - m.top - m.client < 5, `at the bottom, the view follows the reply (${JSON.stringify(m)})`);
+    await page.click("#stop");
+    await page.waitForSelector("li.assistant .stats");
+  } finally {
+    restore();
+  }
+  await page.close();
+});
+
+test("--api-key: a 401 points to the API key field; entering the key loads the model info and the message goes through", { skip }, async () => {
+  const locked = await startServer(s.model, { port: 0, chatTemplate: CHAT_TEMPLATE, apiKey: "sekret" });
+  try {
+    const { page } = await openPage(locked.url);
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("unavailable"));
+    await page.fill("#max-tokens", "3");
+    await page.fill("#input", "hi");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => document.getElementById("error")!.textContent !== "");
+    assert.match((await page.textContent("#error"))!, /API key field/);
+    assert.equal(await page.evaluate("document.activeElement.id"), "api-key");
+    await page.fill("#api-key", "sekret");
+    await page.press("#api-key", "Tab");
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    await page.click("#send");
+    await page.waitForSelector("li.assistant .stats");
+    assert.equal(await page.textContent("#error"), "");
+    await page.close();
+  } finally {
+    await locked.close(0);
+  }
+});
+
+test("a phone-sized viewport: nothing overflows sideways, the message box and both buttons are usable", { skip }, async () => {
+  const { page, errors } = await openPage(s.url, { width: 375, height: 667 });
+  await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+  assert.ok(await page.evaluate<boolean>("document.documentElement.scrollWidth <= 375"), "no horizontal overflow");
+  const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
+  assert.ok((await box("#input")).width >= 150, `the message box is ${(await box("#input")).width}px wide`);
+  for (const b of ["#send", "#stop"]) assert.ok((await box(b)).x + (await box(b)).width <= 375, `${b} is on screen`);
+  assert.ok((await box("#messages")).height >= 200, `the messages get ${(await box("#messages")).height}px`);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("Enter that confirms an IME composition does not send; a plain Enter does", { skip }, async () => {
+  const { page } = await openPage();
+  await page.fill("#max-tokens", "3");
+  await page.fill("#input", "にほんご");
+  await page.evaluate("document.getElementById('input').dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', keyCode: 229, isComposing: true, bubbles: true, cancelable: true }))");
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(await count(page, "#messages li"), 0);
+  assert.equal(await page.inputValue("#input"), "にほんご");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.equal(await page.textContent("li.user"), "にほんご");
+  await page.close();
+});
+
+test("empty temperature and max-tokens fields leave them to the server; an error page that is not JSON is named by its status", { skip }, async () => {
+  const { page } = await openPage();
+  const bodies = chatBodies(page);
+  await page.route("**/v1/chat/completions", (route) => route.fulfill({ status: 502, contentType: "text/html", body: "<html><body>Bad Gateway</body></html>" }));
+  await page.fill("#temperature", "");
+  await page.fill("#max-tokens", "");
+  await page.fill("#input", "hi");
+  await page.press("#input", "Enter");
+  await page.waitForFunction(() => document.getElementById("error")!.textContent !== "");
+  assert.equal(await page.textContent("#error"), "HTTP 502 Bad Gateway");
+  assert.equal("temperature" in bodies[0], false);
+  assert.equal("max_tokens" in bodies[0], false);
+  await page.close();
 });

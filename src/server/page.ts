@@ -12,7 +12,13 @@ const FILES: Record<string, { file: string; type: string }> = {
   "/index.html": { file: "index.html", type: "text/html; charset=utf-8" },
   "/chat.js": { file: "chat.js", type: "text/javascript; charset=utf-8" },
   "/chat.css": { file: "chat.css", type: "text/css; charset=utf-8" },
+  // the page links this icon, and browsers ask for /favicon.ico without one: a 404 there is an error in the console
+  "/favicon.svg": { file: "favicon.svg", type: "image/svg+xml" },
+  "/favicon.ico": { file: "favicon.svg", type: "image/svg+xml" },
 };
+
+/** the paths the page's files are served at */
+export const PAGE_PATHS: readonly string[] = Object.keys(FILES);
 
 const cache = new Map<string, Buffer>();
 

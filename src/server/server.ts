@@ -12,7 +12,7 @@ import { authorized, parseJsonObject, readBody, sendError, sendJson, sendText } 
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
-import { servePage } from "./page.js";
+import { PAGE_PATHS, servePage } from "./page.js";
 import { SseWriter } from "./sse.js";
 
 export interface ServeOptions {
@@ -74,7 +74,7 @@ export class OpenAIServer {
     get("/metrics", (_req, res) => this.renderMetrics(res));
     post("/tokenize", async (req, res) => this.tokenize(await this.json(req), res));
     post("/detokenize", async (req, res) => this.detokenize(await this.json(req), res));
-    for (const asset of ["/", "/index.html", "/chat.js", "/chat.css"]) get(asset, (req, res) => servePage(req, res, asset));
+    for (const asset of PAGE_PATHS) get(asset, (req, res) => servePage(req, res, asset));
   }
 
   /** the address it listens on, e.g. http://127.0.0.1:8080 */
