@@ -31,12 +31,19 @@ const LLAMA = {
   num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 256,
 };
 
+/** a GPT-2 config.json's fields over LLAMA's (which GPT-2 does not read) */
+const GPT2 = { architectures: ["GPT2LMHeadModel"], n_embd: 64, n_head: 4, n_layer: 2 };
+
 test("config.json: fields read with HF defaults; absurd values rejected naming the field", () => {
   const c = readHFConfig(folderWith(LLAMA));
   assert.equal(c.arch, "llama");
   assert.equal(c.headDim, 16);
   assert.equal(c.tieWordEmbeddings, false);
   assert.equal(c.ropeTheta, 10000);
+  // the activations transformers' classes build by default, and their aliases for the same function
+  for (const patch of [{ hidden_act: "silu" }, { hidden_act: "swish" }, { ...GPT2 }, { ...GPT2, activation_function: "gelu_new", scale_attn_weights: true, scale_attn_by_inverse_layer_idx: false }, { ...GPT2, activation_function: "gelu_pytorch_tanh" }]) {
+    assert.doesNotThrow(() => readHFConfig(folderWith({ ...LLAMA, ...patch })), JSON.stringify(patch));
+  }
   assert.equal(readHFConfig(folderWith({ ...LLAMA, architectures: ["MistralForCausalLM"] })).arch, "llama");
   assert.equal(readHFConfig(folderWith({ ...LLAMA, architectures: ["Qwen2ForCausalLM"] })).attentionBias, true);
   const bad: [Record<string, unknown>, RegExp][] = [
@@ -56,6 +63,13 @@ test("config.json: fields read with HF defaults; absurd values rejected naming t
     [{ rope_parameters: { rope_type: "yarn", factor: 4, rope_theta: 1e6 } }, /rope_parameters\.rope_type: unsupported RoPE scaling "yarn"/],
     [{ rope_parameters: { rope_type: "default", rope_theta: 0 } }, /rope_parameters\.rope_theta: expected a number/],
     [{ rms_norm_eps: "x" }, /rms_norm_eps: expected a number/],
+    // transformers builds these MLPs / attentions otherwise: running them as silu / 1/sqrt(d) would be another model
+    [{ hidden_act: "gelu" }, /hidden_act: "gelu" is not supported: tsllm runs the SwiGLU MLP \(silu\)/],
+    [{ architectures: ["Qwen2ForCausalLM"], hidden_act: "relu" }, /hidden_act: "relu" is not supported/],
+    [{ ...GPT2, activation_function: "relu" }, /activation_function: "relu" is not supported: tsllm runs GPT-2's tanh-approximated GELU/],
+    [{ ...GPT2, activation_function: "gelu" }, /activation_function: "gelu" is not supported/],
+    [{ ...GPT2, scale_attn_weights: false }, /scale_attn_weights: false is not supported/],
+    [{ ...GPT2, scale_attn_by_inverse_layer_idx: true }, /scale_attn_by_inverse_layer_idx: true is not supported/],
     [{ max_position_embeddings: 0 }, /max_position_embeddings: expected an integer/],
   ];
   for (const [patch, re] of bad) {

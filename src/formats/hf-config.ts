@@ -149,6 +149,15 @@ function ropeSettings(f: Fields, contextLength: number): { theta: number; scalin
   throw new HFConfigError(f.path, `${params.key}.rope_type`, `unsupported RoPE scaling ${JSON.stringify(type)} (supported: linear, llama3)`);
 }
 
+/**
+ * Refuses a setting transformers honours but this model code does not implement (it would run,
+ * silently computing another model): `key` must be absent (transformers' default `fallback`) or one of `allowed`.
+ */
+function unsupported(f: Fields, key: string, fallback: unknown, allowed: readonly unknown[], runs: string): void {
+  const v = f.has(key) ? f.o[key] : fallback;
+  if (!allowed.includes(v)) throw new HFConfigError(f.path, key, `${JSON.stringify(v)?.slice(0, 60)} is not supported: tsllm runs ${runs} (${allowed.map((a) => JSON.stringify(a)).join(" or ")})`);
+}
+
 /** `folder/config.json` opened: its fields and its "architectures"[0], if any */
 export function openConfigJson(folder: string): { path: string; f: Fields; hfArchitecture?: string } {
   const path = join(folder, "config.json");
@@ -177,6 +186,10 @@ export function readHFConfig(folder: string): HFModelConfig {
   const bosTokenId = bos[0];
 
   if (arch === "gpt2") {
+    // settings transformers' GPT2Attention / GPT2MLP honour that change the numbers; the model here runs GPT-2's own
+    unsupported(f, "activation_function", "gelu_new", ["gelu_new", "gelu_pytorch_tanh"], "GPT-2's tanh-approximated GELU");
+    unsupported(f, "scale_attn_weights", true, [true], "attention scores scaled by 1/sqrt(head size)");
+    unsupported(f, "scale_attn_by_inverse_layer_idx", false, [false], "attention scores scaled by 1/sqrt(head size) only");
     const hiddenSize = f.int("n_embd", LIMITS.hidden);
     const headCount = f.int("n_head", LIMITS.heads);
     if (hiddenSize % headCount !== 0) throw new HFConfigError(path, "n_head", `${headCount} heads do not divide n_embd ${hiddenSize}`);
@@ -200,6 +213,8 @@ export function readHFConfig(folder: string): HFModelConfig {
     };
   }
 
+  // Llama / Mistral / Qwen2 / Qwen3 build their MLP from ACT2FN[hidden_act] ("swish" is SiLU there too)
+  unsupported(f, "hidden_act", "silu", ["silu", "swish"], "the SwiGLU MLP (silu)");
   const hiddenSize = f.int("hidden_size", LIMITS.hidden);
   const headCount = f.int("num_attention_heads", LIMITS.heads);
   const headCountKv = f.int("num_key_value_heads", LIMITS.heads, headCount);
