@@ -75,7 +75,7 @@ export class TsllmWorker {
 
   /**
    * Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the
-   * model loaded before. A URL's file is kept in the model cache (the Cache API) and read from
+   * model loaded before (loads called together run one after another; the last one's model stays). A URL's file is kept in the model cache (the Cache API) and read from
    * there next time, with no request (`cache: false`: no cache, Range reads; "revalidate": ask
    * the server whether it changed). `onProgress` gets the bytes downloaded, then read.
    */
@@ -129,18 +129,31 @@ export class TsllmWorker {
     return this.call<ForwardTiming>({ op: "timeForward", promptTokens: [...promptTokens], genTokens, contextSize }).done;
   }
 
-  /** Streams the steps of a generation; the iterator's return value is the result. */
+  /**
+   * Streams the steps of a generation; the iterator's return value is the result. Leaving the
+   * loop early (break, return, a throw) stops the generation in the worker, as Model.stream does.
+   */
   async *stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
     const queue: Step[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
-    const result = this.generate(prompt, { ...options, onStep: (s) => { queue.push(s); wake?.(); } }).finally(() => { finished = true; wake?.(); });
+    const controller = new AbortController();
+    const outer = options.signal;
+    const forward = () => controller.abort();
+    if (outer?.aborted) controller.abort();
+    else outer?.addEventListener("abort", forward, { once: true });
+    const result = this.generate(prompt, { ...options, signal: controller.signal, onStep: (s) => { queue.push(s); wake?.(); } }).finally(() => { finished = true; wake?.(); });
     result.catch(() => undefined);
-    for (;;) {
-      while (queue.length > 0) yield queue.shift()!;
-      if (finished) return await result;
-      await new Promise<void>((r) => (wake = r));
-      wake = undefined;
+    try {
+      for (;;) {
+        while (queue.length > 0) yield queue.shift()!;
+        if (finished) return await result;
+        await new Promise<void>((r) => (wake = r));
+        wake = undefined;
+      }
+    } finally {
+      outer?.removeEventListener("abort", forward);
+      if (!finished) controller.abort();
     }
   }
 

@@ -20,6 +20,18 @@ const running = new Map<number, AbortController>();
 
 const send = (reply: Reply): void => scope.postMessage(reply);
 
+/**
+ * Loads and unloads run one after another: a load that arrives while another is under way
+ * waits for it and then disposes what it built (run side by side, the first one's model, its
+ * kernel threads and memory, were overwritten without being disposed).
+ */
+let modelChanges: Promise<unknown> = Promise.resolve();
+function changeModel<T>(change: () => Promise<T>): Promise<T> {
+  const next = modelChanges.then(change);
+  modelChanges = next.catch(() => undefined);
+  return next;
+}
+
 function loaded(): Model {
   if (!model) throw new Error("no model is loaded (send load first)");
   return model;
@@ -35,7 +47,7 @@ async function streamTo(id: number, it: AsyncGenerator<ChoiceStep, unknown>): Pr
 
 async function handle(req: Request): Promise<unknown> {
   switch (req.op) {
-    case "load": {
+    case "load": return changeModel(async () => {
       model?.dispose();
       model = undefined;
       backendName = req.options?.backend ?? "wasm";
@@ -50,7 +62,7 @@ async function handle(req: Request): Promise<unknown> {
         size: load.size, fromCache: load.fromCache, cached: load.cached,
       };
       return info;
-    }
+    });
     case "tokenize":
       return loaded().tokenizer.encode(req.text, { addSpecialTokens: req.addSpecialTokens ?? true });
     case "detokenize":
@@ -79,9 +91,10 @@ async function handle(req: Request): Promise<unknown> {
       running.get(req.target)?.abort();
       return undefined;
     case "unload":
-      model?.dispose();
-      model = undefined;
-      return undefined;
+      return changeModel(async () => {
+        model?.dispose();
+        model = undefined;
+      });
     case "cachedModels":
       return listCachedModels();
     case "deleteCachedModels":
