@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
+import { setImmediate as tick } from "node:timers/promises";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -74,4 +75,158 @@ test("tsllm chat / generate --chat: a --chat-template that does not parse is one
     assert.equal(r.code, 1, r.stderr);
     assert.equal(r.stderr, `tsllm: error: --chat-template ${broken}: the template does not parse: unterminated for loop: {% for m in messages %} (line 1) has no {% endfor %}\n`);
   }
+});
+
+// ---- Ctrl-C, context overflow, templates without a system role, multi-line input ----
+
+/** ChatML written out, so an expected prompt is text built here, tokenized by `tsllm tokenize` */
+const chatml = join(dir, "chatml.jinja");
+writeFileSync(chatml, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+const turn = (role: string, content: string) => `<|im_start|>${role}\n${content}<|im_end|>\n`;
+const ASSISTANT = "<|im_start|>assistant\n";
+/** how many tokens `text` is with BOS, as `tsllm tokenize` counts them */
+function tokenCount(text: string): number {
+  const r = tsllm(["tokenize", "--model", sharedFile(MODEL)!, "--text", text, "--add-special", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  return (JSON.parse(r.stdout) as { ids: number[] }).ids.length;
+}
+/** [finishReason, prompt tokens, completion tokens] of each --timings line */
+const timingsOf = (stderr: string) => [...stderr.matchAll(/^\[(\w+)\] .*prompt (\d+) tok.*completion (\d+) tok/gm)].map((m) => [m[1]!, Number(m[2]), Number(m[3])] as const);
+
+/** a reply that runs long (1000 tokens, ~4 s on the reference backend): time to interrupt it */
+const MAX_LONG = 1000;
+const long = () => ["--model", sharedFile(MODEL)!, "--chat-template", chatml, "--temperature", "0", "--max-tokens", String(MAX_LONG), "--ignore-eos", "--backend", "reference", "--threads", "1", "--timings"];
+
+/** the CLI as a child process to talk with; with `tty`, under script(1), so stdin is a terminal (stdout and stderr both come as `out`) */
+function startChat(args: string[], tty = false) {
+  const node = [process.execPath, "--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "chat", ...args];
+  const quote = (a: string) => `'${a.replaceAll("'", `'\\''`)}'`;
+  const child = tty ? spawn("script", ["-qfec", node.map(quote).join(" "), "/dev/null"], { cwd: PROJECT_ROOT }) : spawn(node[0]!, node.slice(1), { cwd: PROJECT_ROOT });
+  const s = { out: "", err: "" };
+  const checks = new Set<() => void>();
+  const run = () => { for (const c of [...checks]) c(); };
+  child.stdout.setEncoding("utf8").on("data", (d: string) => { s.out += d; run(); });
+  child.stderr.setEncoding("utf8").on("data", (d: string) => { s.err += d; run(); });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => child.on("close", (code, signal) => { res({ code, signal }); run(); }));
+  const until = (what: string, done: () => boolean) => new Promise<void>((res, rej) => {
+    const check = () => {
+      if (done()) { checks.delete(check); clearTimeout(timer); res(); }
+      else if (child.exitCode !== null || child.signalCode !== null) { checks.delete(check); clearTimeout(timer); rej(new Error(`exited (${child.exitCode ?? child.signalCode}) before ${what}: stdout ${JSON.stringify(s.out)} stderr ${JSON.stringify(s.err)}`)); }
+    };
+    const timer = setTimeout(() => { checks.delete(check); rej(new Error(`timed out waiting for ${what}: stdout ${JSON.stringify(s.out)} stderr ${JSON.stringify(s.err)}`)); }, 60_000);
+    checks.add(check);
+    check();
+  });
+  const kill = () => { if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL"); };
+  return { child, s, until, exited, kill };
+}
+
+test("tsllm chat, stdin a pipe: SIGINT stops the reply at once and the chat goes on; the partial reply is the assistant's turn the next prompt holds", { skip }, async () => {
+  const c = startChat(long());
+  try {
+    c.child.stdin.write("Once upon a time\n");
+    await c.until("the reply to start", () => c.s.out.length > 0);
+    c.child.kill("SIGINT");
+    await c.until("the reply to stop", () => /^\[abort\]/m.test(c.s.err));
+    await tick(); // stdout's last chunk, written before stderr's
+    assert.ok(c.s.out.endsWith("\n"), c.s.out);
+    const partial = c.s.out.slice(0, -1);
+    c.child.stdin.end("Lily had a dog\n");
+    const { code } = await c.exited;
+    assert.equal(code, 0, c.s.err);
+    const t = timingsOf(c.s.err);
+    assert.deepEqual(t.map((x) => x[0]), ["abort", "length"], c.s.err);
+    assert.ok(t[0]![2] > 0 && t[0]![2] < MAX_LONG, `stopped at once: ${t[0]![2]} tokens`);
+    assert.match(c.s.err, /\[reply interrupted; Ctrl-C at an empty prompt quits\]/);
+    assert.equal(t[0]![1], tokenCount(turn("user", "Once upon a time") + ASSISTANT));
+    assert.equal(t[1]![1], tokenCount(turn("user", "Once upon a time") + turn("assistant", partial) + turn("user", "Lily had a dog") + ASSISTANT));
+  } finally {
+    c.kill();
+  }
+});
+
+test("tsllm chat, stdin a pipe: SIGINT while it waits for the next line quits with 130", { skip }, async () => {
+  const c = startChat([...common(), "--timings"]);
+  try {
+    c.child.stdin.write("Once upon a time\n");
+    await c.until("the reply", () => /^\[\w+\] /m.test(c.s.err));
+    c.child.kill("SIGINT");
+    const { code, signal } = await c.exited;
+    assert.deepEqual({ code, signal }, { code: 130, signal: null }, c.s.err);
+  } finally {
+    c.kill();
+  }
+});
+
+const hasScript = spawnSync("script", ["--version"]).status === 0;
+
+test("tsllm chat on a terminal: Ctrl-C stops a reply and gives the prompt back, clears a half-typed line, and quits (130) at an empty prompt", { skip: skip || (!hasScript && "script(1) (util-linux) is not installed") }, async () => {
+  const c = startChat(long(), true);
+  const replies = () => timingsOf(c.s.out).length;
+  try {
+    await c.until("the first prompt", () => c.s.out.includes("> "));
+    c.child.stdin.write("Once upon a time\r");
+    await c.until("the reply to start", () => /Once upon a time\r*\n\S/.test(c.s.out));
+    c.child.stdin.write("\x03");
+    await c.until("the reply to stop and the prompt to come back", () => replies() === 1 && /\[abort\][^\n]*\n[\s\S]*> /.test(c.s.out));
+    assert.ok(timingsOf(c.s.out)[0]![2] < MAX_LONG);
+    // a half-typed line: Ctrl-C clears it and the chat goes on
+    c.child.stdin.write("Lily had");
+    await c.until("the echo", () => c.s.out.endsWith("Lily had"));
+    c.child.stdin.write("\x03");
+    await tick();
+    c.child.stdin.write("Once\r");
+    await c.until("the second reply to start", () => /Once\r*\n\S/.test(c.s.out.slice(c.s.out.lastIndexOf("[abort]"))));
+    c.child.stdin.write("\x03");
+    await c.until("the second reply to stop", () => replies() === 2);
+    const t = timingsOf(c.s.out);
+    assert.deepEqual(t.map((x) => x[0]), ["abort", "abort"]);
+    // the second prompt: the first message, the partial reply (the terminal shows "\n" as "\r\n"), and "Once" (the cleared "Lily had" never reached the model)
+    const partial = /Once upon a time\r*\n([\s\S]*?)\r\n\[reply interrupted/.exec(c.s.out)![1]!.replaceAll("\r\n", "\n");
+    assert.equal(t[1]![1], tokenCount(turn("user", "Once upon a time") + turn("assistant", partial) + turn("user", "Once") + ASSISTANT), c.s.out);
+    await c.until("the prompt", () => /> (\x1b\[\d+G)?$/.test(c.s.out));
+    c.child.stdin.write("\x03");
+    const { code } = await c.exited;
+    assert.equal(code, 130, c.s.out);
+  } finally {
+    c.kill();
+  }
+});
+
+test("tsllm chat: a conversation that outgrows the context forgets its oldest exchanges, never the system prompt; a message too long alone is refused and the chat goes on", { skip }, () => {
+  // a template that fails without the system message: a prompt that lost it cannot render
+  const needsSystem = join(dir, "needs-system.jinja");
+  writeFileSync(needsSystem, "{% if messages[0].role != 'system' %}{{ raise_exception('the system message is gone') }}{% endif %}" + "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  const tooLong = "Once upon a time there was a dog. ".repeat(20);
+  const lines = ["Once upon a time", "Lily had a dog", "They played in the park", tooLong, "The sun was hot", "They went home"];
+  const r = tsllm(["chat", "--model", sharedFile(MODEL)!, "--chat-template", needsSystem, "--system", "Tell a story.", "--temperature", "0", "--max-tokens", "10", "--ctx-size", "96", "--backend", "reference", "--timings"], lines.join("\n") + "\n");
+  assert.equal(r.code, 0, r.stderr);
+  const t = timingsOf(r.stderr);
+  assert.equal(t.length, lines.length - 1, r.stderr);
+  for (const [, prompt] of t) assert.ok(prompt + 10 <= 96, `prompt ${prompt} leaves room for the reply`);
+  assert.match(r.stderr, /tsllm: note: the conversation \(\d+ tokens\) outgrew the context \(--ctx-size 96\): forgot the oldest (exchange|\d+ exchanges) \(the system prompt stays\)/);
+  assert.match(r.stderr, /tsllm: error: the message makes a prompt of \d+ tokens .* but the context holds 96; not sent/);
+  // the last prompt: the system prompt, what is left of the conversation, the last message
+  assert.ok(t.at(-1)![1] >= tokenCount(turn("system", "Tell a story.") + turn("user", "They went home") + ASSISTANT));
+});
+
+test("tsllm chat --system with a template that has no system role: the system prompt opens the first user message (llama.cpp's polyfill)", { skip }, () => {
+  const noSystem = join(dir, "no-system.jinja");
+  writeFileSync(noSystem, "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" + "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  const r = tsllm(["chat", "--model", sharedFile(MODEL)!, "--chat-template", noSystem, "--system", "Be nice.", "--temperature", "0", "--max-tokens", "5", "--backend", "reference", "--timings"], "Once upon a time\nLily had a dog\n");
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /^tsllm: note: the chat template has no system role \(it raised: .*System role not supported\): --system goes at the start of the first user message\n/);
+  const t = timingsOf(r.stderr);
+  assert.equal(t.length, 2, r.stderr);
+  assert.equal(t[0]![1], tokenCount(turn("user", "Be nice.\nOnce upon a time") + ASSISTANT));
+});
+
+test("tsllm chat: a line ending in a backslash goes on to the next; an unknown /command is not sent", { skip }, () => {
+  const r = tsllm(["chat", "--model", sharedFile(MODEL)!, "--chat-template", chatml, "--temperature", "0", "--max-tokens", "5", "--backend", "reference", "--timings"], "/frobnicate\nOnce upon\\\na time\n/help\n");
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /^tsllm: unknown command \/frobnicate; /m);
+  const t = timingsOf(r.stderr);
+  assert.equal(t.length, 1, r.stderr);
+  assert.equal(t[0]![1], tokenCount(turn("user", "Once upon\na time") + ASSISTANT));
+  assert.match(r.stdout, /\/reset forgets the conversation/);
 });

@@ -1,7 +1,8 @@
-import { createInterface } from "node:readline";
-import type { ChatMessage } from "../chat/index.js";
+import { createInterface, type Interface } from "node:readline";
+import { withSystem, type ChatFormatter, type ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
+import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, writeContextFullNote } from "./generate.js";
 
@@ -9,11 +10,28 @@ export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [option
 
 Talks with a model through its chat template. Each line you type is a user message; the reply
 streams back and the conversation is kept for the next turn. Reads from a pipe too, one message
-per line.
+per line. A line that ends with a backslash (\\) goes on to the next line: the message keeps the
+line break, not the backslash.
 
 Commands (typed as a message):
-  /reset                forget the conversation (the system prompt stays)
-  /exit                 quit (so does end of input, Ctrl-D)
+  /reset (or /clear)    forget the conversation (the system prompt stays)
+  /exit, /quit, /bye    quit (so does end of input: Ctrl-D at an empty prompt)
+  /help                 list these commands
+
+Ctrl-C (as in llama.cpp's interactive mode):
+  while a reply streams   stops it at once and gives the prompt back; the words written so far
+                          stay in the conversation as the assistant's turn, so the next turn
+                          sees them (/reset forgets them). With stdin from a pipe, SIGINT does
+                          the same, and the next line read is the next message.
+  at the prompt           clears a half-typed line; at an empty prompt (or pressed twice while
+                          a reply stops) it quits with status 130
+
+When the conversation outgrows the context (--ctx-size), the oldest exchanges are forgotten,
+with a note on stderr, until the next prompt leaves room for the reply (--max-tokens, at most
+half the context); the system prompt always stays. A message too long for the context even
+alone is refused with an error, and the conversation goes on without it.
+A template without a system role (one that refuses or drops it) gets --system at the start of
+the first user message, as llama.cpp does, with a note on stderr.
 
 Options:
   --model MODEL         GGUF file or Hugging Face model folder (required)
@@ -29,6 +47,8 @@ Options:
   -h, --help            show this help
 `;
 
+const COMMANDS_HELP = "/reset forgets the conversation, /exit quits, a line ending in \\ goes on; Ctrl-C stops a reply, and quits at an empty prompt\n";
+
 /** generate's options, less those that make no sense in a conversation */
 const CHAT_ARGS: OptionSpec = Object.fromEntries(
   Object.entries(GENERATE_ARGS).filter(([k]) => !["prompt", "json", "logprobs", "chat"].includes(k)),
@@ -37,7 +57,53 @@ const CHAT_ARGS: OptionSpec = Object.fromEntries(
 /** chat's options: generate's conversation-worthy ones and --timings */
 export const CHAT_OPTIONS: OptionSpec = { ...CHAT_ARGS, timings: { type: "boolean" } };
 
-export async function runChat(argv: string[]): Promise<void> {
+/** the status of a chat that Ctrl-C ended: 128 + SIGINT, as llama.cpp's interactive mode exits */
+const EXIT_INTERRUPTED = 130;
+
+type InputEvent = { kind: "line"; text: string } | { kind: "end" } | { kind: "interrupt" };
+
+/**
+ * What the prompt waits for: lines read, the end of input, Ctrl-C. Lines typed (or piped) while
+ * a reply streams wait here in order; an interrupt at the prompt goes to the front.
+ */
+class Input {
+  private readonly queue: InputEvent[] = [];
+  private waiter: ((e: InputEvent) => void) | undefined;
+
+  constructor(rl: Interface) {
+    rl.on("line", (text) => this.push({ kind: "line", text }));
+    rl.on("close", () => this.push({ kind: "end" }));
+  }
+
+  push(e: InputEvent, front = false): void {
+    const w = this.waiter;
+    if (w) { this.waiter = undefined; w(e); return; }
+    if (front) this.queue.unshift(e);
+    else this.queue.push(e);
+  }
+
+  next(): Promise<InputEvent> {
+    const e = this.queue.shift();
+    if (e) return Promise.resolve(e);
+    return new Promise((resolve) => { this.waiter = resolve; });
+  }
+}
+
+/**
+ * Whether the template writes a system message, found as llama.cpp (minja) finds it: a system
+ * message with a marker in it must render, and the marker must show in the text.
+ */
+function takesSystemRole(formatter: ChatFormatter): { ok: true } | { ok: false; why: string } {
+  const marker = "tsllm-system-probe";
+  try {
+    const text = formatter.render([{ role: "system", content: marker }, { role: "user", content: "x" }]);
+    return text.includes(marker) ? { ok: true } : { ok: false, why: "it leaves the system message out" };
+  } catch (e) {
+    return { ok: false, why: `it raised: ${(e as Error).message}` };
+  }
+}
+
+export async function runChat(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, CHAT_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(chatHelp); return; }
   const modelPath = requireString(values, "model");
@@ -46,40 +112,161 @@ export async function runChat(argv: string[]): Promise<void> {
   const chatTemplate = chatTemplateFrom(values);
   const model = await loadModel(modelPath, loadOptionsFrom(values));
   const interactive = process.stdin.isTTY === true;
-  const rl = createInterface({ input: process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
+  let rl: Interface | undefined;
+  let input: Input | undefined;
+  /** the reply streaming now */
+  let reply: AbortController | undefined;
+  let pending: string[] = []; // the lines of a message that goes on (a trailing backslash)
+  const prompt = () => {
+    if (!interactive || !rl) return;
+    rl.setPrompt(pending.length > 0 ? "... " : "> ");
+    rl.prompt();
+  };
+  const onInterrupt = () => {
+    if (reply && !reply.signal.aborted) { reply.abort(); return; }
+    if (reply) {
+      // Ctrl-C again while the reply is stopping (a long prompt pass still running): quit now
+      process.stdout.write("\n");
+      process.exit(EXIT_INTERRUPTED);
+    }
+    if (interactive && rl && (rl.line !== "" || pending.length > 0)) {
+      // a half-typed message: Ctrl-C clears it, now, before readline reads the keys after it
+      pending = [];
+      rl.write(null, { ctrl: true, name: "e" });
+      rl.write(null, { ctrl: true, name: "u" });
+      prompt();
+      return;
+    }
+    input?.push({ kind: "interrupt" }, true);
+  };
   try {
-    model.chatFormatter(chatTemplate); // no template: fail now, before the first message
+    const formatter = model.chatFormatter(chatTemplate); // no template: fail now, before the first message
+    // a template without a system role: --system goes before the first user message (llama.cpp's polyfill)
+    let mergeSystem = false;
+    if (system !== undefined) {
+      const probe = takesSystemRole(formatter);
+      if (!probe.ok) {
+        mergeSystem = true;
+        process.stderr.write(`tsllm: note: the chat template has no system role (${probe.why}): --system goes at the start of the first user message\n`);
+      }
+    }
+    /** the messages the template gets for `history` */
+    const conversation = (history: readonly ChatMessage[]): ChatMessage[] => {
+      if (system === undefined) return [...history];
+      if (!mergeSystem) return withSystem(history, system);
+      const [first, ...rest] = history;
+      return first ? [{ ...first, content: `${system}\n${first.content}` }, ...rest] : [];
+    };
+    const promptTokens = (history: readonly ChatMessage[]) =>
+      formatter.encode(conversation(history).map((m) => ({ ...m, content: normalizePrompt(m.content, options.normalize) }))).length;
+
+    rl = createInterface({ input: process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
+    input = new Input(rl);
+    // a terminal's Ctrl-C reaches readline as a key (raw mode); a pipe's SIGINT is a signal
+    rl.on("SIGINT", onInterrupt);
+    process.on("SIGINT", onInterrupt);
     const history: ChatMessage[] = [];
-    if (interactive) process.stdout.write("Type a message; /reset starts over, /exit quits.\n");
-    const prompt = () => { if (interactive) rl.prompt(); };
+    if (interactive) process.stdout.write(`Type a message; ${COMMANDS_HELP}`);
     rl.setPrompt("> ");
     prompt();
-    for await (const line of rl) {
-      const text = line.trim();
-      if (text === "/exit" || text === "/quit") break;
-      if (text === "/reset") {
-        history.length = 0;
-        process.stdout.write("[conversation reset]\n");
+    for (;;) {
+      const e = await input.next();
+      if (e.kind === "interrupt") {
+        // Ctrl-C at an empty prompt
+        if (interactive) process.stdout.write("\n");
+        return EXIT_INTERRUPTED;
+      }
+      let line: string;
+      if (e.kind === "end") {
+        if (interactive) process.stdout.write("\n");
+        if (pending.length === 0) return;
+        line = pending.join("\n"); // the input ended inside a continued message: send what there is
+        pending = [];
+      } else if (e.text.endsWith("\\")) {
+        pending.push(e.text.slice(0, -1));
+        prompt();
+        continue;
+      } else {
+        line = [...pending, e.text].join("\n");
+        const continued = pending.length > 0;
+        pending = [];
+        const text = line.trim();
+        if (!continued) {
+          if (text === "/exit" || text === "/quit" || text === "/bye") return;
+          if (text === "/reset" || text === "/clear") {
+            history.length = 0;
+            process.stdout.write("[conversation reset]\n");
+            prompt();
+            continue;
+          }
+          if (text === "/help" || text === "/?") { process.stdout.write(COMMANDS_HELP); prompt(); continue; }
+          if (/^\/[A-Za-z]+$/.test(text)) {
+            process.stderr.write(`tsllm: unknown command ${text}; ${COMMANDS_HELP}`);
+            prompt();
+            continue;
+          }
+        }
+      }
+      if (line.trim() === "") { prompt(); continue; }
+      history.push({ role: "user", content: line });
+      if (!fitContext(history, promptTokens, model.contextSize, options.maxTokens ?? 256)) {
+        history.pop();
+        if (e.kind === "end") return;
         prompt();
         continue;
       }
-      if (text === "") { prompt(); continue; }
-      history.push({ role: "user", content: line });
-      const it = model.streamChat(history, { ...options, system, chatTemplate });
+      const controller = new AbortController();
+      reply = controller;
       let result;
-      for (;;) {
-        const r = await it.next().catch(asUsageError);
-        if (r.done) { result = r.value; break; }
-        process.stdout.write(r.value.text);
+      try {
+        // the conversation as the template takes it; the system prompt already in it when merged
+        const it = model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal });
+        for (;;) {
+          const r = await it.next().catch(asUsageError);
+          if (r.done) { result = r.value; break; }
+          process.stdout.write(r.value.text);
+        }
+      } finally {
+        reply = undefined;
       }
       process.stdout.write("\n");
+      // an interrupted reply stays as the assistant's turn (llama.cpp keeps it, closed by an end-of-turn token)
       history.push({ role: "assistant", content: result.completion });
+      if (result.finishReason === "abort") process.stderr.write("[reply interrupted; Ctrl-C at an empty prompt quits]\n");
       if (flag(values, "timings")) process.stderr.write(`[${result.finishReason}] ${formatTimings(result.timings)} | seed ${options.seed}\n`);
       writeContextFullNote(result);
+      if (e.kind === "end") return;
       prompt();
     }
   } finally {
-    rl.close();
+    process.off("SIGINT", onInterrupt);
+    rl?.close();
     model.dispose();
   }
+}
+
+/**
+ * Forgets the oldest exchanges (a user message and its reply) until the prompt leaves room for
+ * the reply (`maxTokens`, at most half the context); the newest message is never dropped. Says on
+ * stderr what it forgot; false (with an error on stderr) when the newest message does not fit even
+ * alone.
+ */
+function fitContext(history: ChatMessage[], promptTokens: (h: readonly ChatMessage[]) => number, contextSize: number, maxTokens: number): boolean {
+  const room = Math.max(1, Math.min(maxTokens, Math.floor(contextSize / 2)));
+  const before = promptTokens(history);
+  let tokens = before;
+  let dropped = 0; // exchanges: history alternates user, assistant and ends with the new user message
+  while (tokens + room > contextSize && 2 * dropped + 1 < history.length) {
+    dropped++;
+    tokens = promptTokens(history.slice(2 * dropped));
+  }
+  if (tokens >= contextSize) {
+    process.stderr.write(`tsllm: error: the message makes a prompt of ${tokens} tokens (with the template and the system prompt) but the context holds ${contextSize}; not sent: write a shorter one, or start with a larger --ctx-size\n`);
+    return false;
+  }
+  if (dropped > 0) {
+    history.splice(0, 2 * dropped);
+    process.stderr.write(`tsllm: note: the conversation (${before} tokens) outgrew the context (--ctx-size ${contextSize}): forgot the oldest ${dropped === 1 ? "exchange" : `${dropped} exchanges`} (the system prompt stays)\n`);
+  }
+  return true;
 }

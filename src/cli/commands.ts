@@ -15,7 +15,8 @@ import { runServe, SERVE_ARGS, serveHelp } from "./serve.js";
 import { runTokenize, TOKENIZE_ARGS, tokenizeHelp } from "./tokenize.js";
 
 export interface Command {
-  run: (argv: string[]) => Promise<void>;
+  /** resolves with the exit status when it is a number (a chat that Ctrl-C ended: 130), else 0 */
+  run: (argv: string[]) => Promise<unknown>;
   /** what `--help` prints */
   help: string;
   /** the options its parser accepts (besides --help / -h) */

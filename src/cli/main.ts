@@ -26,8 +26,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!cmd) throw new UsageError(`unknown command "${command}" (commands: ${Object.keys(COMMANDS).join(", ")})`);
-  await cmd.run(rest);
-  return 0;
+  const status = await cmd.run(rest);
+  return typeof status === "number" ? status : 0;
 }
 
 /**
