@@ -230,3 +230,9 @@ test("tsllm chat: a line ending in a backslash goes on to the next; an unknown /
   assert.equal(t[0]![1], tokenCount(turn("user", "Once upon\na time") + ASSISTANT));
   assert.match(r.stdout, /\/reset forgets the conversation/);
 });
+
+test("generate: a prompt longer than the context is a usage error naming --ctx-size, the flag the user has (not the library's contextSize)", { skip }, () => {
+  const r = tsllm(["generate", "--model", sharedFile(MODEL)!, "--prompt", "Once upon a time there was a dog and a cat", "--ctx-size", "8", "--max-tokens", "3"]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stderr, "tsllm: error: --prompt: the prompt has 14 tokens but the context holds 8; use a larger --ctx-size or a shorter prompt\n");
+});

@@ -235,7 +235,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
 export function asUsageError(e: unknown): never {
   if (!(e instanceof RequestError)) throw e;
   const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-  const message = e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message;
+  const message = (e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message)
+    .replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
   throw new UsageError(`--${flagName}: ${message}`);
 }
 
