@@ -13,7 +13,7 @@ import { Rng, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, type RandomModelSpec } 
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
-import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { stepAlongLlamaCpp } from "./helpers/logprobs.js";
 
 /*
  * `tsllm convert` is judged by llama.cpp: the GGUF it writes from a Hugging Face folder,
@@ -30,12 +30,6 @@ after(async () => {
 const run = promisify(execFile);
 const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
 const STEPS = 4;
-
-function argmax(x: ArrayLike<number>): number {
-  let b = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[b]!) b = i;
-  return b;
-}
 
 interface Case { name: string; spec: RandomModelSpec; type: "f32" | "q8_0" | "iq4_xs"; tolerance: number; maxFlipped: number; chatTemplate?: string }
 
@@ -62,15 +56,7 @@ async function check(c: Case): Promise<void> {
     const rng = new Rng(9);
     const prompt = [opened.tokenizer.bosId ?? 0, ...Array.from({ length: 11 }, () => rng.u32() % vocab)];
     const ref = await llamaCppRun(out, prompt, { decodeSteps: STEPS });
-    const cache = lm.createCache(prompt.length + STEPS + 1);
-    let logits = lm.forward(prompt, cache);
-    const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
-    const ours = [argmax(logits)];
-    for (let i = 0; i + 1 < STEPS; i++) {
-      logits = lm.forward([ref.greedyTokens[i]!], cache);
-      ours.push(argmax(logits));
-      diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
-    }
+    const { diffs, ours } = stepAlongLlamaCpp(lm, lm.createCache(prompt.length + STEPS + 1), prompt, ref, STEPS);
     const label = `${c.name}: per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
     assert.ok(diffs.filter((d) => d >= c.tolerance).length <= c.maxFlipped, label);

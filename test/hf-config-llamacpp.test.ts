@@ -12,7 +12,7 @@ import { planRandomModel, randomModelMetadata, readTokenizerEntries, Rng, tinyLl
 import { tensorBytes } from "../src/testing/random-model.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
-import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { maxLogprobDiff, stepAlongLlamaCpp } from "./helpers/logprobs.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -31,12 +31,6 @@ after(async () => {
   await disposeSharedLlama();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function argmax(x: ArrayLike<number>): number {
-  let b = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[b]!) b = i;
-  return b;
-}
 
 /** transformers' llama3 inverse frequencies, in float32 as torch computes them, as llama.cpp's rope_freqs divisors */
 function llama3Divisors(theta: number, dim: number, s: { factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number }): Float32Array {
@@ -90,15 +84,7 @@ async function check(c: Case): Promise<void> {
     const rng = new Rng(9);
     const prompt = [vocab.bosId ?? 0, ...Array.from({ length: c.promptTokens - 1 }, () => rng.u32() % lm.info.vocabSize)];
     const ref = await llamaCppRun(judge, prompt, { decodeSteps: STEPS, threads: 1 });
-    const cache = lm.createCache(prompt.length + STEPS + 1);
-    let logits = lm.forward(prompt, cache);
-    const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
-    const ours = [argmax(logits)];
-    for (let i = 0; i + 1 < STEPS; i++) {
-      logits = lm.forward([ref.greedyTokens[i]!], cache);
-      ours.push(argmax(logits));
-      diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
-    }
+    const { diffs, ours } = stepAlongLlamaCpp(lm, lm.createCache(prompt.length + STEPS + 1), prompt, ref, STEPS);
     const label = `${c.name}: tsllm on the folder vs llama.cpp, per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
     assert.ok(Math.max(...diffs) < TOLERANCE, label);

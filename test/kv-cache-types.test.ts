@@ -10,7 +10,7 @@ import { EXP2_TABLE, expfLibm } from "../src/kernels/ops/expf.js";
 import { kvCacheEncoding, type KVCacheType } from "../src/kernels/index.js";
 import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
-import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { stepAlongLlamaCpp } from "./helpers/logprobs.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -53,12 +53,7 @@ for (const backend of ["reference", "wasm"] as const) {
         const lm = model.languageModel;
         const cache = lm.createCache(PROMPT + STEPS + 1);
         assert.deepEqual(cache.types, flashAttention === undefined ? { k, v } : { k, v, flashAttention });
-        let logits = lm.forward(prompt, cache);
-        const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
-        for (let i = 0; i + 1 < STEPS; i++) {
-          logits = lm.forward([ref.greedyTokens[i]!], cache);
-          diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
-        }
+        const { diffs } = stepAlongLlamaCpp(lm, cache, prompt, ref, STEPS);
         const label = `${k}/${v}${flashAttention === undefined ? "" : ` flash ${flashAttention}`} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
         console.log(label);
         assert.ok(Math.max(...diffs) < tolerance, label);

@@ -8,7 +8,7 @@ import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { Rng, SMOLLM_135M, tinyGpt2, tinyLlama, tinyQwen2, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { disposeSharedLlama, FLIPPED_ROUNDING_BOUND, llamaCppRun, llamaCppRunsAmx, llamaCppRunsAvx2 } from "./helpers/llama-cpp-oracle.js";
 import { skipWithoutShared } from "./helpers/shared.js";
-import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { stepAlongLlamaCpp } from "./helpers/logprobs.js";
 
 /*
  * Numerical parity with llama.cpp (node-llama-cpp 3.21.1, CPU, F32 KV cache, no flash
@@ -43,12 +43,6 @@ after(async () => {
 const STD = 0.02;
 
 /** max |a - b| over tokens whose llama.cpp probability did not underflow */
-function argmax(x: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
-  return best;
-}
-
 interface Bounds {
   /** per-step max |Δ logprob| allowed */
   tolerance: number;
@@ -71,16 +65,7 @@ async function checkParity(name: string, spec: RandomModelSpec, backend: "refere
     const ref = await llamaCppRun(path, prompt, { decodeSteps: greedySteps });
 
     const lm = model.languageModel;
-    const cache = lm.createCache(PROMPT_TOKENS + greedySteps + 1);
-    let logits = lm.forward(prompt, cache);
-    const diffs: number[] = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
-    const ours: number[] = [argmax(logits)];
-    for (let i = 0; i + 1 < greedySteps; i++) {
-      // feed llama.cpp's token so both sides stay on the same sequence even after a mismatch
-      logits = lm.forward([ref.greedyTokens[i]!], cache);
-      ours.push(argmax(logits));
-      if (i < COMPARED_STEPS) diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
-    }
+    const { diffs, ours } = stepAlongLlamaCpp(lm, lm.createCache(PROMPT_TOKENS + greedySteps + 1), prompt, ref, greedySteps, COMPARED_STEPS);
     const label = `${name} ${typeName(spec.weightType)} (${backend}): per-step max |Δ logprob| ${diffs.map((d) => d.toExponential(1)).join(", ")}`;
     console.log(label);
     const exact = spec.weightType === GGMLType.F32 || model.backend.llamaCppOrder !== "none";

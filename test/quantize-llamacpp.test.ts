@@ -14,7 +14,7 @@ import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, FLIPPED_ROUNDING_BOUND, llamaCppRun, llamaCppRunsAvx2 } from "./helpers/llama-cpp-oracle.js";
-import { logSoftmax, maxLogprobDiff } from "./helpers/logprobs.js";
+import { stepAlongLlamaCpp } from "./helpers/logprobs.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -31,12 +31,6 @@ const run = promisify(execFile);
 const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
 const SKIP = skipWithoutShared("models/stories260K.gguf");
 
-function argmax(x: ArrayLike<number>): number {
-  let b = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[b]!) b = i;
-  return b;
-}
-
 /** max |Δ logprob| per step between tsllm (reference backend) and llama.cpp on `file` */
 async function compare(file: string): Promise<number[]> {
   const opened = openModel(file);
@@ -46,14 +40,8 @@ async function compare(file: string): Promise<number[]> {
     const rng = new Rng(5);
     const prompt = [1, ...Array.from({ length: 11 }, () => rng.u32() % lm.info.vocabSize)];
     const ref = await llamaCppRun(file, prompt, { decodeSteps: 3 });
-    const cache = lm.createCache(prompt.length + 4);
-    let logits = lm.forward(prompt, cache);
-    const diffs = [maxLogprobDiff(logSoftmax(logits), ref.promptLogprobs)];
-    assert.equal(argmax(logits), ref.greedyTokens[0]);
-    for (let i = 0; i + 1 < 3; i++) {
-      logits = lm.forward([ref.greedyTokens[i]!], cache);
-      diffs.push(maxLogprobDiff(logSoftmax(logits), ref.stepLogprobs[i]!));
-    }
+    const { diffs, ours } = stepAlongLlamaCpp(lm, lm.createCache(prompt.length + 4), prompt, ref, 3);
+    assert.equal(ours[0], ref.greedyTokens[0]);
     return diffs;
   } finally {
     be.dispose();
