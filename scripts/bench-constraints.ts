@@ -15,20 +15,33 @@
  *
  * Not a test: the numbers are only as steady as the machine.
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { median } from "../src/bench/stats.js";
-import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
+import { flag, optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
 import { loadModel } from "../src/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { TokenMasks } from "../src/sampling/constraints/token-masks.js";
 import type { Sampler } from "../src/sampling/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { ensureLlama3Vocab, ensureRandomModel, SHARED_DIR, SMOLLM_135M } from "../src/testing/index.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
 
-const args = parse(process.argv.slice(2), { vocab: { type: "string" }, runs: { type: "string" }, tokens: { type: "string" }, json: { type: "boolean" } });
-const vocab = optionalString(args, "vocab") ?? "starcoder";
-const runs = optionalNumber(args, "runs", { integer: true, min: 1 }) ?? 5;
-const tokens = optionalNumber(args, "tokens", { integer: true, min: 8 }) ?? 80;
+const USAGE = "Usage: node --import tsx scripts/bench-constraints.ts [--vocab starcoder|deepseek-llm|llama3|NAME] [--runs 5] [--tokens 80] [--json]\n" +
+  "  TPOT with and without a JSON Schema, and the constraint's own time per token (SmolLM-135M shape, Q8_0, random weights)\n" +
+  "  --vocab NAME: ../shared/tokenizer-tests/ggml-vocab-NAME.gguf's vocabulary (llama3: Llama 3's 128k one)";
+const { args, vocab, runs, tokens } = scriptOptions(USAGE, { vocab: { type: "string" }, runs: { type: "string" }, tokens: { type: "string" }, json: { type: "boolean" } }, (values, positionals) => {
+  noPositionals(positionals);
+  return {
+    args: values,
+    vocab: ((v) => {
+      if (v !== "llama3" && !existsSync(join(SHARED_DIR, "tokenizer-tests", `ggml-vocab-${v}.gguf`))) throw new UsageError(`--vocab ${v}: ${join(SHARED_DIR, "tokenizer-tests", `ggml-vocab-${v}.gguf`)} not found (llama3, or a ggml-vocab-NAME.gguf there)`);
+      return v;
+    })(optionalString(values, "vocab") ?? "starcoder"),
+    runs: optionalNumber(values, "runs", { integer: true, min: 1 }) ?? 5,
+    tokens: optionalNumber(values, "tokens", { integer: true, min: 8 }) ?? 80,
+  };
+});
 const tokenizerFrom = vocab === "llama3" ? await ensureLlama3Vocab() : join(SHARED_DIR, "tokenizer-tests", `ggml-vocab-${vocab}.gguf`);
 const path = await ensureRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q8_0, seed: 3, tokenizerFrom });
 const model = await loadModel(path, { threads: 2, contextSize: 512 });

@@ -15,11 +15,17 @@
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
+import { flag, optionalNumber, optionalString } from "../src/cli/args.js";
 import { convertHFToGGUF } from "../src/convert/convert.js";
 import { loadEmbeddingModel } from "../src/pipelines/index.js";
 import { BERT_BASE, MINILM_L6, writeRandomBertFolder, type RandomBertSpec } from "../src/testing/random-bert.js";
 import { defaultModelCacheDir } from "../src/testing/index.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
+
+const USAGE = "Usage: node --import tsx scripts/bench-encoders.ts [--only minilm,base] [--tokens 16,128] [--batch 1,32] [--threads 2] [--sentences 32]\n" +
+  "                                                   [--no-llama-cpp] [--json] [--tokenizer-from FOLDER]\n" +
+  "  sentences/s of tsllm's embeddings next to llama.cpp's on random MiniLM-L6- and BERT-base-shaped models\n" +
+  "  --tokenizer-from FOLDER: a bert-base-uncased WordPiece tokenizer (default ../shared/hf-oracle/bert-uncased-sst)";
 
 const SHAPES: Record<string, Omit<RandomBertSpec, "seed">> = { minilm: MINILM_L6, base: BERT_BASE };
 const WORDS = "the of and in to a is was for on as with by he at from his an were are which this also be has or had first one their its new after who they two her she been other when there all during into school time may years more most only over city some world would where later up such used many can state about national out known university united then made".split(" ");
@@ -42,12 +48,13 @@ async function ensureModel(name: string, tokenizerFolder: string): Promise<{ fol
 interface Row { model: string; tokens: number; batch: number; engine: "tsllm" | "llama.cpp"; sentencesPerSecond: number }
 
 async function main(): Promise<void> {
-  const values = parse(process.argv.slice(2), {
+  const { values, threads, count } = scriptOptions(USAGE, {
     only: { type: "string" }, tokens: { type: "string" }, batch: { type: "string" }, threads: { type: "string" }, sentences: { type: "string" },
     "no-llama-cpp": { type: "boolean" }, json: { type: "boolean" }, "tokenizer-from": { type: "string" },
+  }, (values, positionals) => {
+    noPositionals(positionals);
+    return { values, threads: optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2, count: optionalNumber(values, "sentences", { integer: true, min: 1 }) ?? 32 };
   });
-  const threads = optionalNumber(values, "threads", { integer: true, min: 1 }) ?? 2;
-  const count = optionalNumber(values, "sentences", { integer: true, min: 1 }) ?? 32;
   const tokenizerFolder = resolve(optionalString(values, "tokenizer-from") ?? "../shared/hf-oracle/bert-uncased-sst");
   if (!existsSync(join(tokenizerFolder, "vocab.txt")) && !existsSync(join(tokenizerFolder, "tokenizer.json"))) {
     throw new Error(`${tokenizerFolder}: needs a bert-base-uncased WordPiece tokenizer (--tokenizer-from FOLDER)`);

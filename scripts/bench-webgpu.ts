@@ -25,8 +25,8 @@
  * Not a test. On a software adapter (SwiftShader, lavapipe) the numbers say nothing about GPU
  * speed: they only show the script runs.
  */
-import { parseArgs } from "node:util";
 import { median } from "../src/bench/index.js";
+import { parse, UsageError } from "../src/cli/args.js";
 import { loadModel } from "../src/index.js";
 import { openModel } from "../src/models/index.js";
 import { createWebGPUBackend, DEFAULT_TILED_MATMUL_TYPES, TILED_MATMUL_TYPES } from "../src/kernels/webgpu/index.js";
@@ -34,12 +34,29 @@ import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/ref
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 
-const { values } = parseArgs({
-  options: {
-    size: { type: "string", default: "4096" }, tokens: { type: "string", default: "1,128" }, keys: { type: "string", default: "2048" }, repetitions: { type: "string", default: "10" },
-    model: { type: "string" }, "prompt-tokens": { type: "string", default: "128" }, steps: { type: "string", default: "32" }, "per-submit": { type: "string", default: "256,64,32" },
-  },
-});
+// (packed as plain JavaScript over dist/ by scripts/pack-portable.mjs: imports from ../src only)
+const USAGE = "Usage: node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]\n" +
+  "       node --import tsx scripts/bench-webgpu.ts --model FILE.gguf [--prompt-tokens 128] [--steps 32] [--per-submit 256,64,32]\n" +
+  "  the WebGPU backend's kernels (matmul per weight type, attention per KV cache type) on the adapter it finds;\n" +
+  "  with --model, where a decode step of that model goes";
+function options() {
+  try {
+    const values = parse(process.argv.slice(2), {
+      size: { type: "string", default: "4096" }, tokens: { type: "string", default: "1,128" }, keys: { type: "string", default: "2048" }, repetitions: { type: "string", default: "10" },
+      model: { type: "string" }, "prompt-tokens": { type: "string", default: "128" }, steps: { type: "string", default: "32" }, "per-submit": { type: "string", default: "256,64,32" },
+    }) as Record<string, string> & { help?: boolean };
+    if (values.help) {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    return values as Record<"size" | "tokens" | "keys" | "repetitions" | "prompt-tokens" | "steps" | "per-submit", string> & { model?: string };
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    console.error(`bench-webgpu: ${e.message}`);
+    process.exit(2);
+  }
+}
+const values = options();
 if (values.model !== undefined) {
   await profileDecode(values.model, Number(values["prompt-tokens"]), Number(values.steps), values["per-submit"].split(",").map(Number));
   process.exit(0);

@@ -10,17 +10,19 @@
  * Not a test: a benchmark of a shared machine; quote the medians.
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { parseArgs } from "node:util";
+import { optionalNumber } from "../src/cli/args.js";
 import { loadModel } from "../src/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, SMOLLM_135M } from "../src/testing/index.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
 
-const { values } = parseArgs({ options: { threads: { type: "string" }, "prompt-tokens": { type: "string" }, runs: { type: "string" }, "max-batch-tokens": { type: "string" } } });
-const threads = Number(values.threads ?? 2), promptTokens = Number(values["prompt-tokens"] ?? 512), runs = Number(values.runs ?? 3);
-const maxBatchTokens = values["max-batch-tokens"] === undefined ? undefined : Number(values["max-batch-tokens"]);
-for (const [name, v] of [["--threads", threads], ["--prompt-tokens", promptTokens], ["--runs", runs], ["--max-batch-tokens", maxBatchTokens ?? 1]] as const) {
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer, got ${v}`);
-}
+const USAGE = "Usage: node --import tsx scripts/event-loop-delay.ts [--threads 2] [--prompt-tokens 512] [--runs 3] [--max-batch-tokens N]\n" +
+  "  the event loop's delay (p50, p99, max) while the engine prefills a long prompt (SmolLM-135M shape, Q8_0, random weights)";
+const { threads, promptTokens, runs, maxBatchTokens } = scriptOptions(USAGE, { threads: { type: "string" }, "prompt-tokens": { type: "string" }, runs: { type: "string" }, "max-batch-tokens": { type: "string" } }, (values, positionals) => {
+  noPositionals(positionals);
+  const positive = (name: string) => optionalNumber(values, name, { integer: true, min: 1 });
+  return { threads: positive("threads") ?? 2, promptTokens: positive("prompt-tokens") ?? 512, runs: positive("runs") ?? 3, maxBatchTokens: positive("max-batch-tokens") };
+});
 
 const path = await ensureRandomModel({ ...SMOLLM_135M, weightType: GGMLType.Q8_0 });
 const model = await loadModel(path, { threads, contextSize: promptTokens + 16, maxBatchTokens });

@@ -15,10 +15,11 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { buildHostileCorpus } from "./hostile-corpus.js";
 import { UNTYPED_ERRORS, type LoadKind, type LoadReport } from "./hostile-load.js";
 import { Rng } from "../src/testing/rng.js";
+import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
 
 const TARGETS = ["gguf", "safetensors", "tokenizer", "template"] as const;
 type Target = (typeof TARGETS)[number];
@@ -27,14 +28,21 @@ const RSS_LIMIT = 1 << 30;
 const BATCH = 50;
 const ROOT = resolve(fileURLToPath(import.meta.url), "../..");
 
-const { values } = parseArgs({ options: { minutes: { type: "string" }, target: { type: "string" }, seed: { type: "string" }, out: { type: "string" } } });
-const minutes = Number(values.minutes ?? "1");
-if (!(minutes > 0)) throw new Error(`--minutes must be a positive number, got ${values.minutes}`);
-const targets: Target[] = values.target === undefined ? [...TARGETS] : [values.target as Target];
-if (!targets.every((t) => TARGETS.includes(t))) throw new Error(`--target must be one of ${TARGETS.join(", ")}, got ${values.target}`);
-const rng = new Rng(Number(values.seed ?? Date.now() % 1e9));
+const USAGE = `Usage: npm run fuzz -- [--minutes N] [--target ${TARGETS.join("|")}] [--seed S] [--out DIR]\n` +
+  "  mutates the hostile corpus's valid files and loads each mutant in a watched child for N minutes (default 1)\n" +
+  "  an untyped error, a hang over 10 s or an RSS over 1 GB is reported with its input saved under --out (default fuzz-findings/)";
+const { minutes, targets, seed, out } = scriptOptions(USAGE, { minutes: { type: "string" }, target: { type: "string" }, seed: { type: "string" }, out: { type: "string" } }, (values, positionals) => {
+  noPositionals(positionals);
+  const minutes = optionalNumber(values, "minutes") ?? 1;
+  if (!(minutes > 0)) throw new UsageError(`--minutes must be a positive number, got ${minutes}`);
+  const target = optionalString(values, "target");
+  if (target !== undefined && !(TARGETS as readonly string[]).includes(target)) throw new UsageError(`--target must be one of ${TARGETS.join(", ")}, got "${target}"`);
+  const targets: Target[] = target === undefined ? [...TARGETS] : [target as Target];
+  return { minutes, targets, seed: optionalNumber(values, "seed", { integer: true, min: 0 }), out: optionalString(values, "out") };
+});
+const rng = new Rng(seed ?? Date.now() % 1e9);
 const work = mkdtempSync(join(tmpdir(), "tsllm-fuzz-"));
-const crashDir = resolve(values.out ?? join(ROOT, "fuzz-findings"));
+const crashDir = resolve(out ?? join(ROOT, "fuzz-findings"));
 mkdirSync(crashDir, { recursive: true });
 process.stderr.write(`fuzz: work in ${work}; findings go to ${crashDir}\n`);
 

@@ -15,11 +15,21 @@ import { quantizeRow } from "../src/tensor/quant/index.js";
 import type { Backend } from "../src/kernels/backend.js";
 import { KVBlockPool, kvBytesPerToken } from "../src/cache/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
+import { UsageError } from "../src/cli/args.js";
+import { scriptOptions } from "./script-args.js";
 
-const repeats = Number(process.argv[2] ?? 30);
-/** thread counts to measure, e.g. "1,2" (default) */
-const threadCounts = (process.argv[3] ?? "1,2").split(",").map(Number);
-const attentionOnly = process.argv[4] === "attention";
+const USAGE = "Usage: node --import tsx scripts/kernel-bench.ts [REPEATS (30)] [THREADS, e.g. 1,2 (default)] [attention]\n" +
+  "  times the wasm matmul kernels, then decode and prompt attention; \"attention\": the decode attention only";
+const { repeats, threadCounts, attentionOnly } = scriptOptions(USAGE, {}, (_values, positionals) => {
+  const [r = "30", t = "1,2", only, ...extra] = positionals;
+  const repeats = Number(r);
+  if (!Number.isInteger(repeats) || repeats < 1) throw new UsageError(`REPEATS must be an integer >= 1, got "${r}"`);
+  /** thread counts to measure, e.g. "1,2" (default) */
+  const threadCounts = t.split(",").map(Number);
+  if (!threadCounts.every((n) => Number.isInteger(n) && n >= 1)) throw new UsageError(`THREADS must be counts >= 1 separated by commas, e.g. 1,2; got "${t}"`);
+  if ((only !== undefined && only !== "attention") || extra.length > 0) throw new UsageError(`unexpected argument "${only !== "attention" ? only : extra[0]}" (the third may only be "attention")`);
+  return { repeats, threadCounts, attentionOnly: only === "attention" };
+});
 
 function randomWeights(backend: Backend, type: GGMLType, cols: number, rows: number): Tensor {
   const rowBytes = rowByteLength(type, cols);

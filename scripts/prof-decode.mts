@@ -1,5 +1,14 @@
+// Prefill and greedy decode rates of one model on the raw forward pass (no engine, no sampler):
+//   node --import tsx scripts/prof-decode.mts FILE.gguf
+import { existsSync } from "node:fs";
+import { UsageError } from "../src/cli/args.js";
 import { loadModel } from "../src/index.js";
-const path = process.argv[2]!;
+import { scriptOptions } from "./script-args.js";
+const path = scriptOptions("Usage: node --import tsx scripts/prof-decode.mts FILE.gguf\n  prefill tok/s of a 128-token prompt and decode tok/s of 64 greedy steps (2 threads, raw forward pass)", {}, (_values, positionals) => {
+  if (positionals.length !== 1) throw new UsageError("expected one model file (FILE.gguf)");
+  if (!existsSync(positionals[0]!)) throw new UsageError(`${positionals[0]}: no such file`);
+  return positionals[0]!;
+});
 const m = await loadModel(path, { threads: 2, contextSize: 512 });
 const lm = m.languageModel;
 const cache = lm.createCache(512);

@@ -26,17 +26,25 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { DEFAULT_CHROMIUM, startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
-import { flag, optionalNumber, optionalString, parse } from "../src/cli/args.js";
+import { flag, optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
 import { device } from "../src/kernels/reference/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { kernelsModule, relaxedSimdSupported } from "../src/kernels/wasm/module.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
 
-const args = parse(process.argv.slice(2), { threads: { type: "string" }, seconds: { type: "string" }, json: { type: "boolean" }, runtime: { type: "string" }, chromium: { type: "string" } });
-const threadCounts = (optionalString(args, "threads") ?? "1,2").split(",").map(Number);
-const seconds = optionalNumber(args, "seconds") ?? 0.5;
-const asJson = flag(args, "json");
+const USAGE = "Usage: npm run bench:roofline -- [--threads 1,2] [--seconds 0.5] [--json] [--runtime node|chromium] [--chromium PATH]\n" +
+  "  the SIMD ceilings (int8, int16, f32) of this runtime on each thread count, and every prefill kernel as a fraction of its own\n" +
+  "  --runtime chromium: the loops on one thread in headless Chromium (--chromium PATH, default /usr/bin/chromium)";
+const { args, threadCounts, seconds, asJson } = scriptOptions(USAGE, { threads: { type: "string" }, seconds: { type: "string" }, json: { type: "boolean" }, runtime: { type: "string" }, chromium: { type: "string" } }, (values, positionals) => {
+  noPositionals(positionals);
+  const threadCounts = (optionalString(values, "threads") ?? "1,2").split(",").map(Number);
+  if (!threadCounts.every((n) => Number.isInteger(n) && n >= 1)) throw new UsageError(`--threads expects thread counts >= 1 separated by commas, e.g. 1,2; got "${values["threads"]}"`);
+  const runtime = optionalString(values, "runtime") ?? "node";
+  if (runtime !== "node" && runtime !== "chromium") throw new UsageError(`--runtime must be node or chromium, got "${runtime}"`);
+  return { args: values, threadCounts, seconds: optionalNumber(values, "seconds", { min: 0.01 }) ?? 0.5, asJson: flag(values, "json") };
+});
 const variant = process.env["TSLLM_WASM_SIMD"] === "plain" || !relaxedSimdSupported() ? "plain" : "relaxed";
 const module = kernelsModule(variant);
 
@@ -55,10 +63,6 @@ const LOOPS = { int8: ["rooflineDotI8", 8 * 16 * 2], int16: ["rooflineDotI16", 8
 type Loop = keyof typeof LOOPS;
 
 const runtime = optionalString(args, "runtime") ?? "node";
-if (runtime !== "node" && runtime !== "chromium") {
-  console.error(`roofline: --runtime must be node or chromium, got "${runtime}"`);
-  process.exit(2);
-}
 if (runtime === "chromium") {
   const executable = optionalString(args, "chromium") ?? DEFAULT_CHROMIUM;
   if (!existsSync(executable)) {
