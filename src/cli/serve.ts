@@ -30,6 +30,8 @@ Options:
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
+  --write-timeout-ms N  a stream whose client takes nothing for this long is cut off and its generation
+                        cancelled (default 60000)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
@@ -45,7 +47,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" },
 };
 
@@ -64,6 +66,7 @@ export async function runServe(argv: string[]): Promise<void> {
     host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
+    writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let model;

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
+import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
 import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
@@ -25,6 +26,8 @@ interface Job {
   model: string;
   /** a chat request's tools and the format the template's model writes calls in */
   tools?: { readonly tools: Tools; readonly format: ToolFormat };
+  /** the parameter whose grammar shapes the reply (what a grammar failing mid-generation names) */
+  constraintParam?: string;
 }
 
 const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
@@ -64,6 +67,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const want = optBoolean(body, "logprobs") ?? false;
     if (top !== undefined && !want) throw invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     logprobs = want ? top ?? 0 : undefined;
+    ctx.admissible(1, options.n ?? 1, "messages");
     const messages = messagesOf(body);
     const formatter = ctx.formatter();
     const tools = toolsOf(body);
@@ -80,7 +84,10 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
     if (optBoolean(body, "echo")) throw invalid("echo", "'echo' is not supported by this server", "unsupported_parameter");
-    prompts = promptsOf(body, model.info.vocabSize).map((p) => (typeof p === "string" ? model.tokenizer.encode(p, { addSpecialTokens: true }) : p));
+    const given = promptsOf(body, model.info.vocabSize);
+    // a request that could never be taken is refused before its prompts are tokenized
+    ctx.admissible(given.length, options.n ?? 1, "prompt");
+    prompts = given.map((p) => (typeof p === "string" ? model.tokenizer.encode(p, { addSpecialTokens: true }) : p));
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;
@@ -98,7 +105,11 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const longest = Math.max(...prompts.map((p) => p.length));
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
   }
-  return { kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId, ...(toolsJob ? { tools: toolsJob } : {}) };
+  const constraintParam = options.grammar !== undefined ? (toolsJob && body.grammar === undefined ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
+  return {
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId,
+    ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
+  };
 }
 
 /** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */
@@ -143,7 +154,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   try {
     all = await results(ctx, runs);
   } catch (e) {
-    throw internal(e);
+    throw failure(job, e);
   }
   if (res.destroyed) return;
   const cancelled = cancellation(signal);
@@ -161,6 +172,17 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     return { index, text: c.completion, logprobs: placed ? ctx.texts.completionLogprobs(placed) : null, finish_reason };
   }));
   sendJson(res, 200, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
+}
+
+/**
+ * What a run that failed inside the engine tells the client: a grammar the recognizer cannot
+ * follow past some point (rules nesting too deep without a character, found only once the
+ * output reaches them) is the request's fault, a 400 naming the parameter that gave it; anything
+ * else is a 500.
+ */
+function failure(job: Job, e: unknown): ApiError {
+  if (e instanceof GrammarError && job.constraintParam) return invalid(job.constraintParam, `'${job.constraintParam}': the grammar cannot be followed: ${e.message}`);
+  return internal(e);
 }
 
 /** a chat reply's text and tool calls (no calls without tools) */
@@ -250,7 +272,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     }
   } catch (e) {
     // the status line is sent: the failure goes in the stream, in OpenAI's error shape
-    const err = e instanceof ApiError ? e : internal(e);
+    const err = failure(job, e);
     ctx.failed(err);
     await sse.send(err.body);
   } finally {

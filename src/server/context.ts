@@ -19,6 +19,8 @@ export interface ServeContext {
   formatter(): ChatFormatter;
   /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */
   admit(widths: readonly number[]): void;
+  /** throws a 400 naming the prompt parameter when `prompts` prompts of n choices each could never be taken, even by an idle server (checked before they are tokenized) */
+  admissible(prompts: number, n: number, param: string): void;
   /** registers an in-flight request (aborted when a shutdown's grace period ends); returns its release */
   track(controller: AbortController): () => void;
   /** an SSE writer on the response (with the server's CORS headers) */

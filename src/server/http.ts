@@ -1,6 +1,6 @@
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { ApiError } from "./errors.js";
+import { ApiError, invalid } from "./errors.js";
 
 /** Reads a request body up to `limit` bytes; more is a 413 (the rest is not read). */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
@@ -28,16 +28,52 @@ function tooLarge(limit: number): ApiError {
   return new ApiError(413, `the request body is larger than the ${limit} bytes this server accepts`, "invalid_request_error", null, "request_too_large");
 }
 
-/** The body as a JSON object; malformed JSON or another JSON value is a 400. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * How deep a request's JSON may nest (objects and arrays). A JSON Schema nests at most 64
+ * schemas deep (json-schema.ts), two or three JSON levels each; deeper values only overflow the
+ * stack of whatever walks them (a template's tojson, a key's JSON.stringify).
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/**
+ * The body as a JSON object; bytes that are not UTF-8 (which a lenient decoder would turn into
+ * U+FFFD inside a prompt), malformed JSON, another JSON value or one nested deeper than
+ * MAX_JSON_DEPTH is a 400 (the last naming the top-level parameter it is in).
+ */
 export function parseJsonObject(body: Buffer): Record<string, unknown> {
+  let text: string;
+  try {
+    text = strictUtf8.decode(body);
+  } catch {
+    throw new ApiError(400, "the request body is not valid UTF-8 (JSON text must be UTF-8)", "invalid_request_error", null, "invalid_json");
+  }
   let value: unknown;
   try {
-    value = JSON.parse(body.toString("utf8"));
+    value = JSON.parse(text);
   } catch (e) {
     throw new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`, "invalid_request_error", null, "invalid_json");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new ApiError(400, "the request body must be a JSON object", "invalid_request_error", null, "invalid_json");
+  for (const [key, v] of Object.entries(value)) {
+    if (jsonDepth(v, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw invalid(key, `'${key}' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
+  }
   return value as Record<string, unknown>;
+}
+
+/** the nesting depth of a parsed JSON value (a scalar 0), counted without recursion and only up to just past `limit` */
+export function jsonDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (d + 1 > deepest) deepest = d + 1;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (typeof child === "object" && child !== null) stack.push([child, d + 1]);
+  }
+  return deepest;
 }
 
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): void {

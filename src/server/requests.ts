@@ -1,5 +1,6 @@
 import type { ChatMessage } from "../chat/index.js";
 import { invalid } from "./errors.js";
+import { jsonDepth, MAX_JSON_DEPTH } from "./http.js";
 import type { Body } from "./params.js";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
@@ -39,6 +40,8 @@ function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
       } catch {
         throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' must be a JSON object (as a string)`);
       }
+      // the template walks them (tojson): no deeper than the body itself may nest
+      if (jsonDepth(args, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
     }
     return { type: "function" as const, function: { name: f["name"], arguments: args } };
   });

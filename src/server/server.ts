@@ -32,6 +32,8 @@ export interface ServeOptions {
   modelName?: string;
   /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
   chatTemplate?: string | ChatTemplateSource;
+  /** a stream whose client takes no bytes for this long while an event waits is cut off, freeing its sequences (default 60000, as nginx's send_timeout) */
+  writeTimeoutMs?: number;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -59,6 +61,7 @@ export class OpenAIServer {
 
   constructor(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, private readonly options: ServeOptions = {}) {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
+    if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
     Promise.resolve(model).then((m) => {
       if ("embed" in m) this.embedder = m;
       else this.model = m;
@@ -191,6 +194,16 @@ export class OpenAIServer {
           throw e;
         }
       },
+      admissible: (prompts, n, param) => {
+        const max = this.options.maxQueue ?? 256, parallel = model.engine.maxSequences;
+        // an idle server runs floor(parallel / n) prompts at once and lets max more wait
+        if (n > parallel) throw invalid("n", `n = ${n} completions exceed the ${parallel} sequences this server runs at once (--parallel)`);
+        const most = Math.floor(parallel / n) + max;
+        if (prompts > most) {
+          throw invalid(param, `'${param}' holds ${prompts} prompts of ${n} choice${n === 1 ? "" : "s"} each, but this server runs ${parallel} sequences at once and lets ${max} requests wait: ` +
+            `it can take at most ${most} such prompts in one request; send fewer`, "too_many_prompts");
+        }
+      },
       admit: (widths) => {
         const max = this.options.maxQueue ?? 256;
         if (model.engine.waitingForRoom(widths) > max) {
@@ -205,7 +218,7 @@ export class OpenAIServer {
           if (this.inFlight.size === 0) this.idle?.();
         };
       },
-      sse: (res) => new SseWriter(res),
+      sse: (res) => new SseWriter(res, {}, this.options.writeTimeoutMs),
       failed: (e) => this.metrics.count("stream_error", e.status),
     };
     return this.context;

@@ -4,11 +4,14 @@ import type { ServerResponse } from "node:http";
  * Server-sent events on a response, with backpressure: `send` resolves once the socket has taken
  * the event (it waits for "drain" when the kernel buffer is full), so a slow reader holds the
  * writer back instead of having events pile up in memory. Resolves false once the client is gone.
+ * A client that takes nothing for `writeTimeoutMs` while an event waits is cut off (the response
+ * destroyed, which cancels its generation): a reader that never reads would otherwise hold its
+ * sequences, paused by the engine's backpressure, for as long as it keeps the connection open.
  */
 export class SseWriter {
   private closed = false;
 
-  constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}) {
+  constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = 60_000) {
     res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
     res.flushHeaders();
     res.on("close", () => (this.closed = true));
@@ -24,7 +27,9 @@ export class SseWriter {
     const text = typeof value === "string" ? value : JSON.stringify(value);
     if (this.res.write(`data: ${text}\n\n`)) return Promise.resolve(true);
     return new Promise((resolve) => {
+      const stalled = setTimeout(() => this.res.destroy(), this.writeTimeoutMs);
       const done = (ok: boolean) => {
+        clearTimeout(stalled);
         this.res.off("drain", onDrain);
         this.res.off("close", onClose);
         resolve(ok);

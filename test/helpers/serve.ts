@@ -17,8 +17,8 @@ export async function serveStories(load: Parameters<typeof loadModel>[1] = {}, o
 }
 
 /** POST JSON, the parsed answer and its status */
-export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
-  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body) });
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<{ status: number; json: any; headers: Headers }> {
+  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body), ...(signal ? { signal } : {}) });
   const text = await res.text();
   let json: unknown;
   try { json = JSON.parse(text); } catch { json = text; }

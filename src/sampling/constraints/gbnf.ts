@@ -1,4 +1,4 @@
-import { GrammarError, MAX_REPETITION, repetitionProblem, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
+import { checkLeftRecursion, GrammarError, MAX_REPETITION, repetitionProblem, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
 
 /**
  * llama.cpp's GBNF (grammars/README.md in its source): `name ::= alternatives`, with "strings",
@@ -59,7 +59,9 @@ class Parser {
     for (const [id, at] of this.referencedAt) {
       if (this.rules[id] === undefined) this.fail(`rule ${this.names[id]} is used but never defined`, at);
     }
-    return { names: this.names, rules: this.rules as Alternative[][], root };
+    const grammar = { names: this.names, rules: this.rules as Alternative[][], root };
+    checkLeftRecursion(grammar);
+    return grammar;
   }
 
   private fail(message: string, at = this.pos): never {

@@ -1,6 +1,7 @@
 import { parseGbnf } from "./gbnf.js";
 import { GrammarError, type Grammar } from "./grammar.js";
 import { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, type JsonSchema } from "./json-schema.js";
+import { GrammarMatcher } from "./matcher.js";
 import { regexToGbnf } from "./regex.js";
 
 /**
@@ -15,8 +16,18 @@ export type ConstraintSpec =
   | { readonly choice: readonly string[] }
   | { readonly regex: string };
 
-/** the grammar a spec stands for; GrammarError (naming the position or schema path) when it is invalid */
+/**
+ * The grammar a spec stands for; GrammarError (naming the position or schema path) when it is
+ * invalid, or when its start cannot be expanded (rules that nest too deep without a character),
+ * so such a grammar is refused when the request is submitted rather than failing mid-generation.
+ */
 export function compileConstraint(spec: ConstraintSpec): Grammar {
+  const g = compileSpec(spec);
+  new GrammarMatcher(g).initial();
+  return g;
+}
+
+function compileSpec(spec: ConstraintSpec): Grammar {
   if ("grammar" in spec) return parseGbnf(spec.grammar);
   if ("jsonSchema" in spec) return parseGbnf(jsonSchemaToGbnf(spec.jsonSchema));
   if ("json" in spec) return parseGbnf(anyJsonGbnf(spec.json));

@@ -1,0 +1,105 @@
+// Hostile clients against `tsllm serve`: each request here once crashed a handler (500), hung the
+// server or answered a silently wrong 200. Real HTTP on loopback, as server.test.ts.
+import assert from "node:assert/strict";
+import { connect, type Socket } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+
+describe("tsllm serve against hostile requests", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ maxSequences: 2 }, { maxQueue: 3 });
+  });
+  after(() => s?.close());
+
+  /** a normal request still answers as before */
+  const healthy = async () => {
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.choices[0].finish_reason, "length");
+  };
+
+  test("a body that is not UTF-8 is a 400, not a prompt with U+FFFD in it", async () => {
+    const body = Buffer.concat([Buffer.from('{"prompt":"Once '), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('","max_tokens":3}')]);
+    const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
+    const json = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(res.status, 400);
+    assert.equal(json.error.code, "invalid_json");
+    assert.match(json.error.message, /UTF-8/);
+    await healthy();
+  });
+
+  test("JSON nested thousands deep is a 400 naming the parameter, not a stack overflow", async () => {
+    const deepSchema = '{"type":"array","items":'.repeat(5000) + '{"type":"string"}' + "}".repeat(5000);
+    const a = await post(`${s.url}/v1/completions`, `{"prompt":"a","max_tokens":2,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${deepSchema}}}}`);
+    assert.equal(a.status, 400);
+    assert.equal(a.json.error.param, "response_format");
+    assert.match(a.json.error.message, /nest/);
+    // the same depth inside a string: an assistant tool call's arguments
+    const args = "[".repeat(100_000) + "]".repeat(100_000);
+    const b = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: args } }] }, { role: "user", content: "a" }], max_tokens: 2 });
+    assert.equal(b.status, 400);
+    assert.equal(b.json.error.param, "messages[0].tool_calls[0].function.arguments");
+    assert.match(b.json.error.message, /nest/);
+    await healthy();
+  });
+
+  test("left-recursive grammars, $ref cycles and nullable nests are 400s naming the parameter, not 500s", async () => {
+    // the last nests too deep only after its first character: found mid-generation, still the request's fault
+    for (const grammar of ['root ::= root "x" | "y"', 'root ::= "a" b\nb ::= c "x" | "y"\nc ::= "" | b', 'root ::= ("x"{0,1000}){0,1000}', 'root ::= "a" ("x"{0,1000}){0,1000}']) {
+      const r = await post(`${s.url}/v1/completions`, { prompt: "a", max_tokens: 4, grammar });
+      assert.equal(r.status, 400, `${grammar}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.error.param, "grammar");
+    }
+    const schema = { $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } } };
+    const r = await post(`${s.url}/v1/completions`, { prompt: "a", max_tokens: 4, response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, "response_format");
+    await healthy();
+  });
+
+  test("more prompts than the server could ever run or queue is a 400 naming 'prompt', not a 429 to retry", async () => {
+    // 2 sequences run at once and 3 requests may wait: 6 prompts can never be taken, idle or not
+    const r = await post(`${s.url}/v1/completions`, { prompt: Array(6).fill("a"), max_tokens: 1 });
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, "prompt");
+    // n = 2: one prompt runs at once, 3 wait
+    const n = await post(`${s.url}/v1/completions`, { prompt: Array(5).fill("a"), n: 2, max_tokens: 1 });
+    assert.equal(n.status, 400, JSON.stringify(n.json));
+    // n above the sequences names n, whatever the prompts
+    const wide = await post(`${s.url}/v1/completions`, { prompt: Array(10).fill("a"), n: 3, max_tokens: 1 });
+    assert.equal(wide.status, 400, JSON.stringify(wide.json));
+    assert.equal(wide.json.error.param, "n");
+    // what fits is taken
+    const ok = await post(`${s.url}/v1/completions`, { prompt: Array(5).fill("a"), max_tokens: 1 });
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
+    assert.equal(ok.json.choices.length, 5);
+  });
+});
+
+describe("tsllm serve against a client that never reads its stream", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ maxSequences: 2, contextSize: 2048 }, { writeTimeoutMs: 300 });
+  });
+  after(() => s?.close());
+
+  test("its stalled stream is cut after writeTimeoutMs, so it does not hold the sequences forever", async () => {
+    // two choices of ~2000 tokens with 20 alternatives each: megabytes of events, more than the socket buffers take
+    const body = JSON.stringify({ messages: [{ role: "user", content: "Tell a story" }], stream: true, n: 2, max_tokens: 2000, logprobs: true, top_logprobs: 20, ignore_eos: true });
+    const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    sock.on("error", () => undefined);
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    sock.pause();
+    try {
+      // both sequences are the stalled client's: this request waits until the server cuts it
+      // (the guard is for the hang; it is no timing claim)
+      const r = await post(`${s.url}/v1/completions`, { prompt: "Once", max_tokens: 3 }, {}, AbortSignal.timeout(120_000));
+      assert.equal(r.status, 200);
+      // the stalled request is gone from the engine, not merely paused
+      await until(async () => ((await (await fetch(`${s.url}/health`)).json()) as { requests_running: number }).requests_running === 0, "the stalled request to end", 30_000);
+    } finally {
+      sock.destroy();
+    }
+  });
+});
