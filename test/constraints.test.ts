@@ -335,3 +335,34 @@ test("a grammar compiled to UTF-8 bytes takes exactly the encodings of the chara
     }
   }
 });
+
+test("schemas as zod 4 writes them (draft 7) and 2020-12 tuples compile, and their grammars accept exactly what ajv validates", async () => {
+  const { Ajv2020 } = await import("ajv/dist/2020.js");
+  const SAFE = 9007199254740991;
+  // z.toJSONSchema(..., { target: "draft-7" }) of zod 4.6: z.number().int(), .int().positive(), z.uuid(), z.iso.date(), z.iso.datetime(), z.email(), z.record(z.string(), z.number()), z.tuple([z.string(), z.number()])
+  const leap = "(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))";
+  const cases: [object, string[], "draft-7" | "2020-12"][] = [
+    [{ type: "integer", minimum: -SAFE, maximum: SAFE }, [String(-SAFE), String(SAFE), "0", "12", "1.5", String(SAFE + 1)], "draft-7"],
+    [{ type: "integer", exclusiveMinimum: 0, maximum: SAFE }, ["1", "0", "-1", String(SAFE)], "draft-7"],
+    [{ type: "string", format: "uuid", pattern: "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$" },
+      ['"123e4567-e89b-12d3-a456-426614174000"', '"123e4567-e89b-92d3-a456-426614174000"', '"00000000-0000-0000-0000-000000000000"', '"123e4567"'], "draft-7"],
+    [{ type: "string", format: "date", pattern: `^${leap}$` }, ['"2024-02-29"', '"2023-02-29"', '"2023-13-01"', '"2023-04-30"', '"2023-04-31"'], "draft-7"],
+    [{ type: "string", format: "date-time", pattern: `^${leap}T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$` }, ['"2024-02-29T12:30:00Z"', '"2024-02-29T12:30:00.123Z"', '"2024-02-29T24:00:00Z"', '"2024-02-29"'], "draft-7"],
+    [{ type: "string", format: "email", pattern: "^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$" }, ['"a.b@ex.com"', '"ab@ex"', '"@ex.com"'], "draft-7"],
+    [{ type: "object", propertyNames: { type: "string" }, additionalProperties: { type: "number" } }, ['{"a": 1, "b": 2.5}', '{"a": "x"}', "{}"], "draft-7"],
+    [{ type: "array", items: [{ type: "string" }, { type: "number" }], additionalItems: false, minItems: 2, maxItems: 2 }, ['["a", 1]', '["a"]', '["a", 1, 2]', '[1, "a"]', "[]"], "draft-7"],
+    [{ type: "array", items: [{ type: "string" }, { type: "integer" }] }, ['["a", 1]', '["a"]', "[]", '["a", 1, {"x": null}]', '[1]'], "draft-7"],
+    [{ type: "array", prefixItems: [{ type: "string" }, { type: "integer" }], items: { type: "boolean" }, minItems: 1, maxItems: 4 }, ['["a"]', '["a", 1, true, false]', '["a", 1, true, false, true]', "[]", '["a", true]', '["a", 1, 2]'], "2020-12"],
+    [{ type: "array", prefixItems: [{ type: "string" }], items: { type: "integer" }, maxItems: 0 }, ["[]", "[\"a\"]"], "2020-12"],
+  ];
+  for (const [schema, texts, draft] of cases) {
+    const validate = (draft === "2020-12" ? new Ajv2020({ validateFormats: false }) : new Ajv({ validateFormats: false })).compile(schema);
+    const g = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
+    for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)) as boolean, `${JSON.stringify(schema).slice(0, 80)} on ${t}`);
+  }
+  // what a grammar cannot say is still refused, naming the path
+  for (const [s, re] of [[{ type: "object", propertyNames: { pattern: "^a" } }, /#\/propertyNames: only \{"type": "string"\}/], [{ type: "string", pattern: "a", minLength: 2 }, /#\/minLength: not supported together with pattern/],
+    [{ type: "integer", maximum: SAFE + 2 }, /#\/maximum: expected a number of at most/], [{ type: "array", items: [{ type: "string" }], additionalItems: false, minItems: 2 }, /#\/minItems: 2 items, but additionalItems is false after 1/]] as const) {
+    assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
+  }
+});

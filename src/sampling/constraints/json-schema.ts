@@ -6,9 +6,11 @@ import { regexToGbnf } from "./regex.js";
 /**
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
  * structured output: type (one or a list), properties / required / additionalProperties, enum,
- * const, items with minItems / maxItems, string minLength / maxLength and the formats date, time,
- * date-time and uuid, pattern (a regular expression: regex.ts), anyOf / oneOf, allOf of objects,
- * $ref into $defs / definitions, and {} or
+ * const, items with minItems / maxItems, tuples (prefixItems, or items as a list with
+ * additionalItems), string minLength / maxLength and the formats date, time, date-time and uuid,
+ * pattern (a regular expression: regex.ts; a format beside it is left to it, as schema generators
+ * such as zod write the format's own expression there), anyOf / oneOf, allOf of objects, $ref into
+ * $defs / definitions, propertyNames of type string (what JSON keys are anyway), and {} or
  * no type for any JSON value. Objects list their properties in the schema's order (required ones
  * always, optional ones where the model chooses) and take no others unless additionalProperties
  * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (at most
@@ -43,6 +45,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "strict", "name", "nullable", "pattern",
+  "prefixItems", "additionalItems", "propertyNames",
 ]);
 
 /** a GBNF literal for a string (the grammar's own escapes) */
@@ -61,13 +64,19 @@ export function anyJsonGbnf(topLevel: "value" | "object" = "value"): string {
 
 const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
 
-/** a numeric bound of a schema, checked: finite and below 1e15 in size */
-function rangeBound(s: Record<string, unknown>, k: string, path: string): number | undefined {
+/**
+ * a numeric bound of a schema, checked: finite and at most `limit` in size (integers: the safe
+ * integers, which zod writes as the bounds of any integer; numbers: below 1e15)
+ */
+function rangeBound(s: Record<string, unknown>, k: string, path: string, limit: number): number | undefined {
   const v = s[k];
   if (v === undefined) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) >= 1e15) throw new GrammarError(`${path}/${k}: expected a number below 1e15 in size, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) > limit) throw new GrammarError(`${path}/${k}: expected a number of at most ${limit} in size, got ${JSON.stringify(v)}`);
   return v;
 }
+
+/** the largest bound of a non-integer number (decimal-range.ts works on exact decimal digits below it) */
+const NUMBER_BOUND_LIMIT = 1e15 - 1;
 
 class Converter {
   private readonly rules = new Map<string, string>();
@@ -101,7 +110,7 @@ class Converter {
   /** a rule name (or a GBNF expression) for the schema at `path` */
   private visit(schema: unknown, name: string, path: string, depth: number): string {
     if (depth > this.maxDepth) throw new GrammarError(`${path}: schemas nest more than ${this.maxDepth} deep`);
-    if (schema === true || (typeof schema === "object" && schema !== null && Object.keys(schema).every((k) => !["type", "properties", "enum", "const", "items", "anyOf", "oneOf", "allOf", "$ref"].includes(k)))) {
+    if (schema === true || (typeof schema === "object" && schema !== null && Object.keys(schema).every((k) => !["type", "properties", "enum", "const", "items", "prefixItems", "anyOf", "oneOf", "allOf", "$ref"].includes(k)))) {
       if (schema !== true) this.checkKeys(schema as Record<string, unknown>, path);
       return this.anyValue();
     }
@@ -127,7 +136,7 @@ class Converter {
     const type = s["type"];
     if (Array.isArray(type)) return this.add(name, type.map((t, i) => this.visit({ ...s, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
     if (type === undefined && s["properties"] !== undefined) return this.object(s, name, path, depth);
-    if (type === undefined && s["items"] !== undefined) return this.array(s, name, path, depth);
+    if (type === undefined && (s["items"] !== undefined || s["prefixItems"] !== undefined)) return this.array(s, name, path, depth);
     switch (type) {
       case "object": return this.object(s, name, path, depth);
       case "array": return this.array(s, name, path, depth);
@@ -195,7 +204,7 @@ class Converter {
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
   private number(s: Record<string, unknown>, name: string, path: string): string {
-    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path));
+    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, NUMBER_BOUND_LIMIT));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("number");
     // the tighter of each side's bounds (an exclusive one wins a tie)
     const lower = min === undefined ? (xmin === undefined ? undefined : { value: xmin, inclusive: false }) : xmin !== undefined && xmin >= min ? { value: xmin, inclusive: false } : { value: min, inclusive: true };
@@ -212,7 +221,7 @@ class Converter {
 
   /** an integer, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (int-range.ts) */
   private integer(s: Record<string, unknown>, name: string, path: string): string {
-    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path));
+    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, Number.MAX_SAFE_INTEGER));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
     const lows = [min === undefined ? undefined : Math.ceil(min), xmin === undefined ? undefined : Math.floor(xmin) + 1].filter((v): v is number => v !== undefined);
     const highs = [max === undefined ? undefined : Math.floor(max), xmax === undefined ? undefined : Math.ceil(xmax) - 1].filter((v): v is number => v !== undefined);
@@ -226,7 +235,8 @@ class Converter {
     const pattern = s["pattern"];
     if (pattern !== undefined) {
       if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
-      for (const k of ["format", "minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with pattern`);
+      // a format beside a pattern is left to the pattern (zod writes the format's own expression there)
+      for (const k of ["minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with pattern`);
       // a JSON Schema pattern matches anywhere in the string unless anchored
       const start = pattern.startsWith("^"), end = pattern.endsWith("$") && !pattern.endsWith("\\$");
       const core = pattern.slice(start ? 1 : 0, end ? -1 : undefined);
@@ -255,19 +265,56 @@ class Converter {
   }
 
   private array(s: Record<string, unknown>, name: string, path: string, depth: number): string {
-    const item = s["items"] === undefined ? this.anyValue() : this.visit(s["items"], `${name}-item`, `${path}/items`, depth + 1);
     const min = (s["minItems"] ?? 0) as number, max = s["maxItems"] as number | undefined;
     for (const [k, v] of [["minItems", min], ["maxItems", max ?? 0]] as const) {
       if (!Number.isInteger(v) || v < 0 || v > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
+    // tuples: prefixItems (then items for the rest), or (draft 7) items as a list (then additionalItems)
+    if (Array.isArray(s["prefixItems"])) return this.tuple(s["prefixItems"], "prefixItems", s["items"], "items", min, max, name, path, depth);
+    if (Array.isArray(s["items"])) return this.tuple(s["items"], "items", s["additionalItems"], "additionalItems", min, max, name, path, depth);
+    const item = s["items"] === undefined ? this.anyValue() : this.visit(s["items"], `${name}-item`, `${path}/items`, depth + 1);
+    return this.list(item, min, max, name);
+  }
+
+  /** an array of `item`s, from min to max of them */
+  private list(item: string, min: number, max: number | undefined, name: string): string {
     if (max === 0) return this.add(name, `"[" space "]" space`);
     const more = `("," space ${item}){${Math.max(0, min - 1)},${max === undefined ? "" : max - 1}}`;
     const list = `${item} ${more}`;
     return this.add(name, `"[" space ${min === 0 ? `(${list})?` : list} "]" space`);
   }
 
+  /**
+   * An array whose first elements each have their own schema, then (where `rest` allows) more of
+   * one schema: between minItems and maxItems elements in all, each position after the
+   * minItems-th optional, in order
+   */
+  private tuple(prefix: unknown[], prefixKey: string, rest: unknown, restKey: string, min: number, max: number | undefined, name: string, path: string, depth: number): string {
+    const closed = rest === false;
+    if (closed && min > prefix.length) throw new GrammarError(`${path}/minItems: ${min} items, but ${restKey} is false after ${prefix.length}`);
+    const count = max === undefined ? prefix.length : Math.min(prefix.length, max);
+    const extra = closed || (max !== undefined && max <= count) ? undefined : rest === undefined || rest === true ? this.anyValue() : this.visit(rest, `${name}-rest`, `${path}/${restKey}`, depth + 1);
+    // no positions of their own: a plain list of the rest (or nothing)
+    if (count === 0) return extra === undefined ? this.add(name, `"[" space "]" space`) : this.list(extra, min, max, name);
+    const items = prefix.slice(0, count).map((p, i) => this.visit(p, `${name}-${i}`, `${path}/${prefixKey}/${i}`, depth + 1));
+    const more = extra === undefined ? "" : `("," space ${extra}){${Math.max(0, min - count)},${max === undefined ? "" : max - count}}`;
+    // from the last position back: position k is "," then its element then what follows; the first has no comma
+    let after = more;
+    for (let k = count - 1; k >= 1; k--) {
+      const seq = `"," space ${items[k]}${after ? ` ${after}` : ""}`;
+      after = k < min ? seq : `(${seq})?`;
+    }
+    const first = `${items[0]}${after ? ` ${after}` : ""}`;
+    return this.add(name, `"[" space ${min >= 1 ? first : `(${first})?`} "]" space`);
+  }
+
   private object(s: Record<string, unknown>, name: string, path: string, depth: number): string {
+    const names = s["propertyNames"];
+    // keys are strings anyway: only a string type (or any) says nothing more
+    if (names !== undefined && names !== true && !(typeof names === "object" && names !== null && Object.keys(names).every((k) => k === "type" ? (names as Record<string, unknown>)[k] === "string" : ["title", "description"].includes(k)))) {
+      throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported`);
+    }
     const props = (s["properties"] ?? {}) as Record<string, unknown>;
     if (typeof props !== "object" || Array.isArray(props)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
