@@ -4,7 +4,7 @@ import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { messagesOf } from "../src/server/requests.js";
 import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ToolFormat } from "../src/server/tools.js";
-import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
+import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
 /*
@@ -122,6 +122,55 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(pieces.join(""), whole.choices[0]!.message.content);
   });
 
+  test("response_format with tools auto: the reply is a call (finish_reason tool_calls) or text under the schema, as OpenAI's response_format governs only the text", async () => {
+    // the AI SDK's generateText({tools, output: Output.object(...)}) sends both on every step
+    const schema = { type: "object", properties: { answer: { type: "string", maxLength: 10 } }, required: ["answer"], additionalProperties: false };
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "auto" as const,
+      response_format: { type: "json_schema" as const, json_schema: { name: "reply", schema, strict: true } }, max_tokens: 150, temperature: 0,
+    };
+    // the tokens that are "<", the first character of a Hermes call: pushed up, the reply opens a call
+    const lt = Array.from({ length: s.model.info.vocabSize }, (_, i) => i).filter((i) => s.model.tokenizer.decode([i]) === "<");
+    assert.ok(lt.length > 0);
+    const toward = (bias: number) => Object.fromEntries(lt.map((i) => [String(i), bias]));
+    const called = await client.chat.completions.create({ ...request, logit_bias: toward(100) });
+    const c = called.choices[0]!;
+    assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
+    const call = c.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+    assert.ok(["get_weather", "get_time"].includes(call.function.name), call.function.name);
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === "get_weather") assert.ok(validate(args), call.function.arguments);
+    else assert.equal(typeof args.zone, "string");
+    // streamed the same way
+    const stream = await client.chat.completions.create({ ...request, logit_bias: toward(100), stream: true });
+    let finish: string | null = null;
+    const names: string[] = [];
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) if (d.function?.name) names.push(d.function.name);
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.deepEqual([names, finish], [[call.function.name], "tool_calls"]);
+    // pushed away (json_object too): the reply is text in the format, no call
+    const text = await client.chat.completions.create({ ...request, logit_bias: toward(-100) });
+    assert.equal(text.choices[0]!.finish_reason, "stop", JSON.stringify(text.choices[0]!.message));
+    assert.equal(text.choices[0]!.message.tool_calls, undefined);
+    assert.ok(new Ajv().compile(schema)(JSON.parse(text.choices[0]!.message.content!)), text.choices[0]!.message.content!);
+    const object = await client.chat.completions.create({ ...request, response_format: { type: "json_object" }, logit_bias: toward(-100), max_tokens: 60 });
+    assert.equal(object.choices[0]!.message.tool_calls, undefined);
+    if (object.choices[0]!.finish_reason === "stop") assert.equal(typeof JSON.parse(object.choices[0]!.message.content!), "object");
+    else assert.match(object.choices[0]!.message.content!, /^\s*\{/);
+    const objectCall = await client.chat.completions.create({ ...request, response_format: { type: "json_object" }, logit_bias: toward(100) });
+    assert.equal(objectCall.choices[0]!.finish_reason, "tool_calls", JSON.stringify(objectCall.choices[0]!.message));
+  });
+
+  test("response_format with tools auto: a schema the grammar cannot express is a 400 naming response_format", async () => {
+    const r = await post(`${s.url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "x" }], tools: [WEATHER], response_format: { type: "json_schema", json_schema: { name: "r", schema: { type: "array", uniqueItems: true } } },
+    });
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, "response_format");
+  });
+
   test("the call and the tool's answer go back through the template; tool_choice none renders no tools", async () => {
     const messages = [
       { role: "user", content: "Weather in Oslo?" },
@@ -186,6 +235,23 @@ test("the streaming parser, fed a reply in pieces of any size, finds the calls a
       assert.equal(parser.callCount, expected.calls.length, what);
     }
   }
+});
+
+test("gbnfAlternatives: two grammars with the same rule names, renamed apart; strings, classes, bounds and comments kept", () => {
+  const a = 'root ::= "root " item{2} # a comment: root\nitem ::= [a-c] | "\\"item\\""';
+  const b = 'root ::= item+\nitem ::= "[x]"';
+  const g = parseGbnf(gbnfAlternatives([a, b]));
+  const m = new GrammarMatcher(g);
+  const admits = (text: string) => {
+    let st = m.initial();
+    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+    return GrammarMatcher.complete(st);
+  };
+  assert.ok(admits("root ab"));
+  assert.ok(admits('root "item"c'));
+  assert.ok(admits("[x][x]"));
+  assert.ok(!admits("root [x]"));
+  assert.ok(!admits("ab"));
 });
 
 test("tool calls are found in Hermes blocks and Llama-style JSON replies; malformed ones stay text", () => {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
-import { GrammarError } from "../sampling/constraints/index.js";
+import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
 import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
@@ -62,6 +62,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   let logprobs: number | undefined;
   let prompts: number[][];
   let toolsJob: Job["tools"];
+  let constraintParam: string | undefined;
   if (kind === "chat") {
     const top = optNumber(body, "top_logprobs", { integer: true, min: 0, max: 20 });
     const want = optBoolean(body, "logprobs") ?? false;
@@ -76,8 +77,17 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
       prompts = [formatter.encode(messages, { tools: tools.raw })];
       toolsJob = { tools, format };
       if (tools.choice !== "auto") {
-        if (options.grammar !== undefined || options.jsonSchema !== undefined || options.json !== undefined) throw invalid("tool_choice", "a required tool call and a 'response_format' or 'grammar' cannot both shape the reply");
+        if (options.grammar !== undefined) throw invalid("tool_choice", "a required tool call and a 'grammar' cannot both shape the reply");
+        if (options.jsonSchema !== undefined || options.json !== undefined) {
+          throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
+        }
         options.grammar = toolCallGrammar(tools, format);
+      } else if (options.jsonSchema !== undefined || options.json !== undefined) {
+        // as OpenAI's: the format governs the text reply, the tools stay callable — a call in the template's format, or text in the format
+        options.grammar = gbnfAlternatives([toolCallGrammar(tools, format), responseFormatGbnf(options)]);
+        delete options.jsonSchema;
+        delete options.json;
+        constraintParam = "response_format";
       }
     } else prompts = [formatter.encode(messages)];
     options.stopTokens = [...formatter.endOfTurnIds];
@@ -105,11 +115,21 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const longest = Math.max(...prompts.map((p) => p.length));
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
   }
-  const constraintParam = options.grammar !== undefined ? (toolsJob && body.grammar === undefined ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
+  constraintParam ??= options.grammar !== undefined ? (toolsJob && body.grammar === undefined ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId,
     ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/** the GBNF of a JSON response_format (a schema the grammar cannot express is the parameter's 400) */
+function responseFormatGbnf(options: GenerateOptions): string {
+  try {
+    return options.jsonSchema !== undefined ? jsonSchemaToGbnf(options.jsonSchema) : anyJsonGbnf(options.json);
+  } catch (e) {
+    if (e instanceof GrammarError) throw invalid("response_format", `'response_format': ${e.message}`);
+    throw e;
+  }
 }
 
 /** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */

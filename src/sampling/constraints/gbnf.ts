@@ -29,6 +29,45 @@ export function parseGbnf(source: string, limits: GbnfLimits = {}): Grammar {
 
 const isWordChar = (c: string | undefined): boolean => c !== undefined && /[A-Za-z0-9_-]/.test(c);
 
+/**
+ * A grammar that admits what any of `sources` admits (GBNF texts, each with its own root):
+ * each one's rules are renamed apart (`g0-`, `g1-`, ... before every rule name, strings,
+ * character classes, repetition bounds and comments left as they are) and a new root chooses
+ * between their roots.
+ */
+export function gbnfAlternatives(sources: readonly string[]): string {
+  const renamed = sources.map((src, i) => renameRules(src, `g${i}-`));
+  return `root ::= ${sources.map((_, i) => `g${i}-root`).join(" | ")}\n${renamed.join("\n")}\n`;
+}
+
+/** `source` with `prefix` before every rule name (definitions and references) */
+function renameRules(source: string, prefix: string): string {
+  let out = "";
+  let i = 0;
+  /** to the end of a string or class opened at i (escapes skipped), or of a comment or {m,n} */
+  const skipTo = (close: string, escapes: boolean) => {
+    let j = i + 1;
+    while (j < source.length && source[j] !== close) j += escapes && source[j] === "\\" ? 2 : 1;
+    return Math.min(j + 1, source.length);
+  };
+  while (i < source.length) {
+    const c = source[i]!;
+    let end: number;
+    if (c === '"') end = skipTo('"', true);
+    else if (c === "[") end = skipTo("]", true);
+    else if (c === "{") end = skipTo("}", false);
+    else if (c === "#") end = skipTo("\n", false);
+    else if (isWordChar(c)) {
+      end = i;
+      while (isWordChar(source[end])) end++;
+      out += prefix;
+    } else end = i + 1;
+    out += source.slice(i, end);
+    i = end;
+  }
+  return out;
+}
+
 class Parser {
   private pos = 0;
   private readonly names: string[] = [];

@@ -1,6 +1,6 @@
 /** Constrained decoding: grammars (GBNF, JSON Schema) enforced on the tokens a sequence may take. */
 export { GrammarError, type Grammar } from "./grammar.js";
-export { parseGbnf, type GbnfLimits } from "./gbnf.js";
+export { gbnfAlternatives, parseGbnf, type GbnfLimits } from "./gbnf.js";
 export { GrammarMatcher } from "./matcher.js";
 export { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, type JsonSchema } from "./json-schema.js";
 export { regexToGbnf } from "./regex.js";
