@@ -461,6 +461,47 @@ describe("tsllm serve limits", { skip }, () => {
     }
   });
 
+  test("metrics: a streamed request its client leaves mid-stream counts as 499, with its tokens, TTFT and latency, as a non-streamed one does", async () => {
+    const s = await serveStories();
+    try {
+      const scrape = async () => {
+        const text = await (await fetch(`${s.url}/metrics`)).text();
+        const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
+        return {
+          left: value(/^tsllm_http_requests_total\{endpoint="\/v1\/completions",status="499"\} (\d+)$/m),
+          ok: value(/^tsllm_http_requests_total\{endpoint="\/v1\/completions",status="200"\} (\d+)$/m),
+          generated: value(/^tsllm_generation_tokens_total (\d+)$/m),
+          prompt: value(/^tsllm_prompt_tokens_total (\d+)$/m),
+          ttft: value(/^tsllm_time_to_first_token_seconds_count (\d+)$/m),
+          e2e: value(/^tsllm_e2e_request_latency_seconds_count (\d+)$/m),
+        };
+      };
+      const before = await scrape();
+      const controller = new AbortController();
+      const res = await fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true, temperature: 0 }) });
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      let chunks = 0;
+      while (chunks < 5) {
+        const { value, done } = await reader.read();
+        assert.ok(!done, "the stream ended before the client left");
+        text += decoder.decode(value, { stream: true });
+        chunks = (text.match(/^data: \{.*"text":/gm) ?? []).length;
+      }
+      controller.abort();
+      await until(async () => (await scrape()).left > before.left, "the request that left to be counted", 10_000);
+      await until(async () => (await scrape()).ttft > before.ttft, "its generation to be observed", 10_000);
+      const after = await scrape();
+      assert.deepEqual([after.left - before.left, after.ok - before.ok], [1, 0], "499, not 200");
+      assert.ok(after.generated - before.generated >= chunks, `${after.generated - before.generated} tokens counted, ${chunks} received`);
+      assert.ok(after.prompt > before.prompt);
+      assert.deepEqual([after.ttft - before.ttft, after.e2e - before.e2e], [1, 1]);
+    } finally {
+      await s.close();
+    }
+  });
+
   test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {

@@ -232,6 +232,8 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
   const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | "tool_calls" | null, logprobs: unknown = null) => job.kind === "chat"
     ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra }
     : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra };
+  /** whether the runs' results went into the metrics */
+  let observed = false;
   try {
     if (job.kind === "chat") {
       for (let index = 0; index < total; index++) {
@@ -283,6 +285,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.callCount));
       if (last) {
         const all = await results(ctx, runs);
+        observed = true;
         await sse.send({ ...finish, timings: timingsOf(all[0]!) });
         if (job.includeUsage) await sse.send({ ...head, choices: [], usage: usageOf(all) });
         await sse.send("[DONE]");
@@ -297,5 +300,8 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     await sse.send(err.body);
   } finally {
     sse.end();
+    // a stream cut short (its client left, or the server cancelled it) is observed as a
+    // non-streamed request is: its runs' results once they end, the tokens made so far with them
+    if (!observed) void results(ctx, runs).catch(() => {});
   }
 }

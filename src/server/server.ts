@@ -133,8 +133,9 @@ export class OpenAIServer {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     const byMethod = this.routes.get(path);
-    // a client that left before any answer was sent counts as nginx's 499 "client closed request"
-    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST));
+    // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
+    // counts as nginx's 499 "client closed request"
+    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST));
     if (this.options.cors) {
       res.setHeader("Access-Control-Allow-Origin", this.options.cors);
       res.setHeader("Vary", "Origin");
