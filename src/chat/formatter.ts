@@ -95,6 +95,20 @@ export class ChatFormatter {
   }
 
   /**
+   * Whether the template writes a system message, found as llama.cpp (minja) finds it: a system
+   * message with a marker in it must render, and the marker must show in the text.
+   */
+  systemRole(): { ok: true } | { ok: false; why: string } {
+    const marker = "tsllm-system-probe";
+    try {
+      const text = this.render([{ role: "system", content: marker }, { role: "user", content: "x" }]);
+      return text.includes(marker) ? { ok: true } : { ok: false, why: "it leaves the system message out" };
+    } catch (e) {
+      return { ok: false, why: `it raised: ${(e as Error).message}` };
+    }
+  }
+
+  /**
    * How the template takes an assistant turn's tool calls, found once by rendering a call each
    * way, as llama.cpp probes a template's capabilities: arguments as the JSON string OpenAI's API
    * carries, or as an object where only an object shows (`arguments | tojson` double-encodes a

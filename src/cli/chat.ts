@@ -1,5 +1,5 @@
 import { createInterface, type Interface } from "node:readline";
-import { withSystem, type ChatFormatter, type ChatMessage } from "../chat/index.js";
+import { withSystem, type ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
@@ -89,20 +89,6 @@ class Input {
   }
 }
 
-/**
- * Whether the template writes a system message, found as llama.cpp (minja) finds it: a system
- * message with a marker in it must render, and the marker must show in the text.
- */
-function takesSystemRole(formatter: ChatFormatter): { ok: true } | { ok: false; why: string } {
-  const marker = "tsllm-system-probe";
-  try {
-    const text = formatter.render([{ role: "system", content: marker }, { role: "user", content: "x" }]);
-    return text.includes(marker) ? { ok: true } : { ok: false, why: "it leaves the system message out" };
-  } catch (e) {
-    return { ok: false, why: `it raised: ${(e as Error).message}` };
-  }
-}
-
 export async function runChat(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, CHAT_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(chatHelp); return; }
@@ -144,7 +130,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
     // a template without a system role: --system goes before the first user message (llama.cpp's polyfill)
     let mergeSystem = false;
     if (system !== undefined) {
-      const probe = takesSystemRole(formatter);
+      const probe = formatter.systemRole();
       if (!probe.ok) {
         mergeSystem = true;
         process.stderr.write(`tsllm: note: the chat template has no system role (${probe.why}): --system goes at the start of the first user message\n`);
