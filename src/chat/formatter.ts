@@ -238,12 +238,25 @@ export class ChatFormatter {
 const cache = new WeakMap<Tokenizer, Map<string, ChatFormatter>>();
 
 /**
+ * The model has no chat template. Its message names the library's `chatTemplate` option; `reason`
+ * is the same without that remedy, so the CLI and the server can name their own way to give one.
+ */
+export class NoChatTemplateError extends ChatTemplateError {
+  override name = "NoChatTemplateError";
+  readonly reason = "the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json)";
+  constructor() {
+    super("");
+    this.message = `${this.reason}; give one with the chatTemplate option`;
+  }
+}
+
+/**
  * The chat formatter of a model, parsed once per tokenizer and template. `override` replaces the
- * model's own template (e.g. a --chat-template file). Throws when the model has none.
+ * model's own template (e.g. a --chat-template file). Throws NoChatTemplateError when the model has none.
  */
 export function chatFormatterFor(tokenizer: Tokenizer, metadata?: StringMetadata, override?: ChatTemplateSource): ChatFormatter {
   const found = override ?? findChatTemplate(tokenizer, metadata);
-  if (!found) throw new ChatTemplateError("the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json); give one with --chat-template FILE");
+  if (!found) throw new NoChatTemplateError();
   let byTemplate = cache.get(tokenizer);
   if (!byTemplate) cache.set(tokenizer, (byTemplate = new Map()));
   let f = byTemplate.get(found.source);

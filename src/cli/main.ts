@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
+import { NoChatTemplateError } from "../chat/index.js";
 import { printable } from "../units/index.js";
 import { UsageError } from "./args.js";
 import { COMMANDS } from "./commands.js";
@@ -50,7 +51,8 @@ for (const stream of [process.stdout, process.stderr]) {
 main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
-    const message = err instanceof Error ? err.message : String(err);
+    // the library's error names its chatTemplate option; here the remedy is the flag
+    const message = err instanceof NoChatTemplateError ? `${err.reason}; give one with --chat-template FILE` : err instanceof Error ? err.message : String(err);
     process.stderr.write(`tsllm: error: ${printable(message)}\n`);
     process.exitCode = err instanceof UsageError ? 2 : 1;
   },

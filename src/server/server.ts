@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename } from "node:path";
-import { ChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
+import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
 import type { Model } from "../llm.js";
 import type { EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
@@ -32,11 +32,16 @@ export interface ServeOptions {
   modelName?: string;
   /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
   chatTemplate?: string | ChatTemplateSource;
-  /** a stream whose client takes no bytes for this long while an event waits is cut off, freeing its sequences (default 60000, as nginx's send_timeout) */
+  /** a response whose client takes no bytes for this long while its bytes wait is cut off; a stream's cut frees its sequences (default 60000, as nginx's send_timeout) */
   writeTimeoutMs?: number;
+  /** a request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (default 60000) */
+  readTimeoutMs?: number;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
+const DEFAULT_READ_TIMEOUT_MS = 60_000;
+/** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
@@ -55,6 +60,10 @@ export class OpenAIServer {
   private readonly metrics = new Metrics();
   private readonly inFlight = new Set<AbortController>();
   private readonly routes = new Map<string, Map<string, Handler>>();
+  /** connections node:http gave up on (a request too slow to arrive, malformed HTTP): the status they were answered */
+  private readonly clientErrors = new WeakMap<Duplex, number>();
+  private readonly writeTimeoutMs: number;
+  private readonly readTimeoutMs: number;
   private context: ServeContext | undefined;
   private draining = false;
   private idle: (() => void) | undefined;
@@ -62,11 +71,18 @@ export class OpenAIServer {
   constructor(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, private readonly options: ServeOptions = {}) {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
+    if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
+    this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
+    this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
     Promise.resolve(model).then((m) => {
       if ("embed" in m) this.embedder = m;
       else this.model = m;
     }, (e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
-    this.http = createHttpServer((req, res) => void this.dispatch(req, res));
+    // node:http answers 408 to a request whose headers and body have not arrived within the
+    // timeout (a client trickling bytes would otherwise hold its connection for node's 300 s),
+    // checked as often as the timeout is short
+    this.http = createHttpServer({ requestTimeout: this.readTimeoutMs, headersTimeout: this.readTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.readTimeoutMs) }, (req, res) => void this.dispatch(req, res));
+    this.http.on("clientError", (e: NodeJS.ErrnoException, socket: Duplex) => this.clientError(e, socket));
     const post = (path: string, h: Handler) => this.route("POST", path, h);
     const get = (path: string, h: Handler) => this.route("GET", path, h);
     post("/v1/chat/completions", async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
@@ -130,14 +146,46 @@ export class OpenAIServer {
     byMethod.set(method, handler);
   }
 
+  /**
+   * What node:http would answer a connection it gives up on (408 for a request too slow to
+   * arrive, 431 for headers too large, 400 for malformed HTTP), in OpenAI's error shape; a
+   * connection already answered, or gone, is only closed.
+   */
+  private clientError(e: NodeJS.ErrnoException, socket: Duplex): void {
+    const status = e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : e.code === "HPE_HEADER_OVERFLOW" ? 431 : e.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413 : 400;
+    this.clientErrors.set(socket, status);
+    if (socket.writable && (socket as Socket).bytesWritten === 0) {
+      const err = status === 408
+        ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (--read-timeout-ms)`, "invalid_request_error", null, "request_timeout")
+        : new ApiError(status, `the request is not valid HTTP: ${e.message}`, "invalid_request_error", null, "invalid_http_request");
+      const body = JSON.stringify(err.body);
+      socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    }
+    socket.destroy();
+  }
+
+  /** the methods a path takes: HEAD wherever GET is, OPTIONS for preflights when CORS is on */
+  private allowed(byMethod: ReadonlyMap<string, Handler>): string {
+    const methods = [...byMethod.keys()];
+    if (byMethod.has("GET")) methods.push("HEAD");
+    if (this.options.cors) methods.push("OPTIONS");
+    return methods.join(", ");
+  }
+
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     const byMethod = this.routes.get(path);
+    const socket = req.socket;
     // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
-    // counts as nginx's 499 "client closed request"
-    res.on("close", () => this.metrics.count(byMethod ? path : "other", res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST));
+    // counts as nginx's 499 "client closed request"; one cut off by the read timeout as its 408
+    res.on("close", () => this.metrics.count(byMethod ? path : "other", this.clientErrors.get(socket) ?? (res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST)));
+    // the client's request id comes back with its answer (log correlation through proxies; the
+    // openai client reports it as _request_id), or the server's own when it sent none
+    const id = req.headers["x-request-id"];
+    res.setHeader("X-Request-Id", typeof id === "string" && REQUEST_ID.test(id) ? id : `req_${randomUUID().replaceAll("-", "")}`);
     if (this.options.cors) {
       res.setHeader("Access-Control-Allow-Origin", this.options.cors);
+      res.setHeader("Access-Control-Expose-Headers", "X-Request-Id");
       res.setHeader("Vary", "Origin");
     }
     try {
@@ -155,7 +203,7 @@ export class OpenAIServer {
       if (!byMethod) throw new ApiError(404, `no route for ${req.method} ${path}`, "invalid_request_error", null, "not_found");
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
-      if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${path} (allowed: ${[...byMethod.keys()].join(", ")})`, "invalid_request_error", null, "method_not_allowed", { Allow: [...byMethod.keys()].join(", ") });
+      if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${path} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
       if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/tokenize" || path === "/detokenize") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
@@ -167,7 +215,7 @@ export class OpenAIServer {
     } catch (e) {
       const err = e instanceof ApiError ? e : internal(e);
       if (err.status === 413) res.setHeader("Connection", "close");
-      sendError(res, err);
+      await sendError(res, err, this.writeTimeoutMs);
     }
   }
 
@@ -191,7 +239,7 @@ export class OpenAIServer {
         try {
           return (formatter ??= model.chatFormatter(this.options.chatTemplate));
         } catch (e) {
-          if (e instanceof ChatTemplateError) throw invalid("messages", `${e.message.replace(/; give one with --chat-template FILE$/, "")}: start the server with --chat-template FILE, or use /v1/completions`, "no_chat_template");
+          if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: start the server with --chat-template FILE, or use /v1/completions`, "no_chat_template");
           throw e;
         }
       },
@@ -219,7 +267,8 @@ export class OpenAIServer {
           if (this.inFlight.size === 0) this.idle?.();
         };
       },
-      sse: (res) => new SseWriter(res, {}, this.options.writeTimeoutMs),
+      sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
+      send: (res, value) => sendJson(res, 200, value, {}, this.writeTimeoutMs),
       failed: (e) => this.metrics.count("stream_error", e.status),
     };
     return this.context;
