@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { embed, loadEmbeddingModel, pipeline, type EmbeddingModel, type FeatureExtractionPipeline, type FillMaskPipeline, type TextClassificationPipeline, type TokenClassificationPipeline } from "../src/index.js";
+import { writeSafetensors } from "../src/formats/index.js";
 import { EncoderRunner } from "../src/pipelines/encoder-runner.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -97,6 +100,58 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
   });
 }
 
+/**
+ * bert-uncased-sst with its classifier cut to the first of its two rows: the one logit this head
+ * gives is transformers' logits[0] of the recorded cases, so the judge's own numbers say what a
+ * one-output head must score
+ */
+async function oneOutputHead(problemType: string | undefined): Promise<string> {
+  const to = mkdtempSync(join(tmpdir(), "tsllm-one-output-"));
+  for (const f of readdirSync(folder("bert-uncased-sst"))) if (f !== "model.safetensors" && f !== "config.json") copyFileSync(join(folder("bert-uncased-sst"), f), join(to, f));
+  const config = JSON.parse(readFileSync(join(folder("bert-uncased-sst"), "config.json"), "utf8"));
+  Object.assign(config, { id2label: { 0: "SCORE" }, label2id: { SCORE: 0 } }, problemType ? { problem_type: problemType } : {});
+  writeFileSync(join(to, "config.json"), JSON.stringify(config));
+  const bytes = readFileSync(join(folder("bert-uncased-sst"), "model.safetensors"));
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8"));
+  const base = 8 + headerLength;
+  const tensors = Object.entries(header).filter(([name]) => name !== "__metadata__").map(([name, t]: [string, Json]) => {
+    let data = bytes.subarray(base + t.data_offsets[0], base + t.data_offsets[1]), shape: number[] = t.shape;
+    if (name === "classifier.weight" || name === "classifier.bias") {
+      const rowBytes = data.length / shape[0]!;
+      data = data.subarray(0, rowBytes);
+      shape = [1, ...shape.slice(1)];
+    }
+    return { name, dtype: t.dtype, shape, data: new Uint8Array(data) };
+  });
+  await writeSafetensors(join(to, "model.safetensors"), tensors);
+  return to;
+}
+
+describe("one-output heads: a regression score is the raw logit, a single label its sigmoid (transformers' defaults)", { skip: skipFor("bert-uncased-sst") }, () => {
+  const exp = skipFor("bert-uncased-sst") ? undefined : expected("bert-uncased-sst");
+  const made: string[] = [];
+  after(() => { for (const d of made) rmSync(d, { recursive: true, force: true }); });
+
+  for (const [problemType, score] of [["regression", (x: number) => x], [undefined, (x: number) => 1 / (1 + Math.exp(-x))]] as const) {
+    test(`problem_type ${problemType ?? "unset"}`, async () => {
+      const path = await oneOutputHead(problemType);
+      made.push(path);
+      const clf = await pipeline("text-classification", path, { threads: 1 });
+      try {
+        for (const c of exp.cases.slice(0, 3)) assertClose(await clf(c.text), [{ label: "SCORE", score: score(c.logits[0]) }], TOL, c.text);
+        // function_to_apply in any case, as transformers takes it (ClassificationFunction[name.upper()])
+        const text = exp.cases[0].text, logit = exp.cases[0].logits[0];
+        assertClose(await clf(text, { functionToApply: "SIGMOID" as "sigmoid" }), [{ label: "SCORE", score: 1 / (1 + Math.exp(-logit)) }], TOL);
+        assertClose(await clf(text, { functionToApply: "None" as "none" }), [{ label: "SCORE", score: logit }], TOL);
+        await assert.rejects(clf(text, { functionToApply: "tanh" as "none" }), /functionToApply: expected "softmax", "sigmoid" or "none", got "tanh"/);
+      } finally {
+        clf.dispose();
+      }
+    });
+  }
+});
+
 describe("bert-ner: token classification, every aggregation strategy", { skip: skipFor("bert-ner") }, () => {
   let runner: EncoderRunner;
   let ner: TokenClassificationPipeline;
@@ -132,6 +187,20 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
     });
   }
 
+  test("ignore_labels=[] keeps every token (its argmax label and softmax, O included); strategy names in any case; ignoreLabels a list", async () => {
+    for (const c of exp.cases) {
+      const want = c.tokens.flatMap((tok: string, i: number) => (c.word_ids[i] === null ? [] : [{
+        entity: c.argmax_labels[i], score: c.argmax_softmax[i], index: i, word: tok === "[UNK]" ? [...c.text].slice(c.offsets[i][0], c.offsets[i][1]).join("") : tok, start: c.offsets[i][0], end: c.offsets[i][1],
+      }]));
+      assertClose(await ner(c.text, { ignoreLabels: [] }), want, TOL);
+      // transformers reads the strategy as AggregationStrategy[name.upper()]
+      assertClose(await ner(c.text, { aggregationStrategy: "SIMPLE" as "simple" }), c.pipeline_simple, TOL);
+    }
+    const text = exp.cases[0].text;
+    await assert.rejects(ner(text, { ignoreLabels: "O" as unknown as string[] }), /^TypeError: ignoreLabels: expected a list of label names, got a string$/);
+    await assert.rejects(ner(text, { aggregationStrategy: "longest" as "simple" }), /aggregationStrategy: expected one of none, simple, first, average, max, got "longest"/);
+  });
+
   test("padded batch = one by one", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
     const all = (await runner.run(texts.map((t) => runner.tokenize(t)))).logits!;
@@ -166,6 +235,39 @@ describe("bert-uncased-mlm: fill-mask", { skip: skipFor("bert-uncased-mlm") }, (
 
   test("pipeline top_k=5, two masks -> one list per mask", async () => {
     for (const c of exp.cases) assertClose(await fill(c.text, { topK: 5 }), c.pipeline_fill_mask_top_k_5, TOL);
+  });
+
+  test("a list of one input gives its result unwrapped, as FillMaskPipeline.__call__ returns it", async () => {
+    const c = exp.cases[0];
+    assertClose(await fill([c.text], { topK: 5 }), c.pipeline_fill_mask_top_k_5, TOL);
+    const two = (await fill([c.text, c.text], { topK: 5 })) as unknown[];
+    assert.equal(two.length, 2);
+    assertClose(two[1], c.pipeline_fill_mask_top_k_5, TOL);
+  });
+
+  test("targets as transformers' get_target_ids picks them: a vocabulary entry as written, else the first token; unknown texts left out; each token once", async () => {
+    const c = exp.cases.find((x: Json) => x.text === "Paris is the [MASK] of France.");
+    const m = c.masks[0];
+    const want = (token: string) => {
+      const j = m.top20_tokens.indexOf(token);
+      assert.ok(j >= 0, token);
+      return { token: m.top20_ids[j], score: m.top20_softmax[j] };
+    };
+    // "##ceae" and "[unused468]" are vocabulary entries (tokenizing them would give "#" / "["); "Shanghai" tokenizes to
+    // "shanghai"; "" is no token and is left out; "kramer" twice is scored once
+    const got = (await fill(c.text, { targets: ["##ceae", "Shanghai", "kramer", "", "[unused468]", "kramer"], topK: 10 })) as { token: number; score: number }[];
+    assertClose(got.map(({ token, score }) => ({ token, score })), ["[unused468]", "shanghai", "kramer", "##ceae"].map(want), TOL);
+    // top_k above the targets' count is capped; a single string is one target
+    assertClose(((await fill(c.text, { targets: "shanghai" })) as { token: number; score: number }[]).map(({ token, score }) => ({ token, score })), [want("shanghai")], TOL);
+    await assert.rejects(fill(c.text, { targets: [] }), /fill-mask: targets: at least one target must be a token/);
+    await assert.rejects(fill(c.text, { targets: [""] }), /fill-mask: targets: at least one target must be a token/);
+    await assert.rejects(fill(c.text, { targets: [3] as unknown as string[] }), /^TypeError: fill-mask: targets: expected a string or a list of strings, got an array$/);
+  });
+
+  test("a mask past the tokens the model reads is named as such, not as missing", async () => {
+    const long = "word ".repeat(600) + "[MASK].";
+    await assert.rejects(fill(long), /fill-mask: input 0: its mask token \(\[MASK\]\) is past the 512 tokens the model reads/);
+    await assert.rejects(fill("no mask here"), /fill-mask: input 0 has no mask token \(\[MASK\]\)/);
   });
 });
 

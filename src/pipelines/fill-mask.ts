@@ -1,12 +1,16 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { textsOf } from "./inputs.js";
+import { inputError, textsOf } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
   /** proposals per mask (default 5) */
   readonly topK?: number;
-  /** score only these tokens (words; each must be one token of the vocabulary) */
-  readonly targets?: readonly string[];
+  /**
+   * score only these tokens, as transformers picks them: a vocabulary entry as written ("##s",
+   * "Ġgood"), else the first token the text tokenizes to; texts of no token are left out, and
+   * a token named twice is scored once
+   */
+  readonly targets?: string | readonly string[];
 }
 
 export interface FillMaskProposal {
@@ -16,11 +20,14 @@ export interface FillMaskProposal {
   sequence: string;
 }
 
+const TASK = "fill-mask";
+
 /**
  * fill-mask, as transformers' FillMaskPipeline: softmax over the vocabulary at each mask token,
  * the topK proposals each with the sentence it makes (pads dropped; special tokens skipped when
  * there is one mask, kept when there are several so the other masks stay visible). One mask: a
- * list of proposals; several: one list per mask.
+ * list of proposals; several: one list per mask. A list of inputs: one result each (a list of one:
+ * its result alone, as transformers returns it).
  */
 export function fillMask(runner: EncoderRunner) {
   const info = runner.model.info, tok = runner.tokenizer;
@@ -29,25 +36,44 @@ export function fillMask(runner: EncoderRunner) {
   if (maskId === undefined) throw new Error(`${runner.opened.path}: the tokenizer has no mask token`);
   const maskText = tok.piece(maskId);
 
-  const targetIds = (targets: readonly string[]): number[] =>
-    targets.map((t) => {
-      const ids = tok.encode(t, { addSpecialTokens: false });
-      if (ids.length === 0) throw new RangeError(`fill-mask target ${JSON.stringify(t)} is no token`);
-      return ids[0]!;
-    });
+  let vocabulary: Map<string, number> | undefined;
+  const idOfPiece = (piece: string): number | undefined => {
+    if (!vocabulary) {
+      vocabulary = new Map();
+      for (let id = 0; id < tok.vocabSize; id++) if (!vocabulary.has(tok.piece(id))) vocabulary.set(tok.piece(id), id);
+    }
+    return vocabulary.get(piece);
+  };
+
+  /** transformers' get_target_ids: each target's vocabulary entry or first token, once each */
+  const targetIds = (targets: unknown): number[] => {
+    const list = typeof targets === "string" ? [targets] : targets;
+    if (!Array.isArray(list) || !list.every((t) => typeof t === "string")) throw inputError(TASK, "a string or a list of strings", targets, "targets");
+    const ids = new Set<number>();
+    for (const t of list as string[]) {
+      const id = idOfPiece(t) ?? tok.encode(t, { addSpecialTokens: false })[0];
+      if (id !== undefined) ids.add(id);
+    }
+    if (ids.size === 0) throw new RangeError(`${TASK}: targets: at least one target must be a token (given ${JSON.stringify(list).slice(0, 80)})`);
+    return [...ids];
+  };
 
   return async (input: string | readonly string[], options: FillMaskOptions = {}): Promise<unknown> => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 1) throw new RangeError(`topK must be a positive integer, got ${k}`);
-    const texts = textsOf("fill-mask", input);
+    const texts = textsOf(TASK, input);
+    const targets = options.targets === undefined ? undefined : targetIds(options.targets);
     const encs = texts.map((t) => runner.tokenize(t));
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));
-      if (ps.length === 0) throw new RangeError(`fill-mask: input ${i} has no mask token (${maskText}): ${JSON.stringify(texts[i]!.slice(0, 60))}`);
+      if (ps.length === 0) {
+        // the mask may be in the text, past what the model reads
+        const why = tok.encode(texts[i]!, { addSpecialTokens: false }).includes(maskId) ? `: its mask token (${maskText}) is past the ${runner.maxLength} tokens the model reads` : ` has no mask token (${maskText})`;
+        throw new RangeError(`${TASK}: input ${i}${why}: ${JSON.stringify(texts[i]!.slice(0, 60))}`);
+      }
       return ps;
     });
     const logits = (await runner.run(encs, positions)).logits!;
-    const targets = options.targets ? targetIds(options.targets) : undefined;
     const results = encs.map((e, i) => {
       const ps = positions[i]!, v = info.vocabSize, single = ps.length === 1;
       const rows = ps.map((pos, m) => {
@@ -61,6 +87,7 @@ export function fillMask(runner: EncoderRunner) {
       });
       return single ? rows[0]! : rows;
     });
-    return typeof input === "string" ? results[0] : results;
+    // transformers' FillMaskPipeline.__call__: a list of one input gives that input's result, unwrapped
+    return typeof input === "string" || results.length === 1 ? results[0] : results;
   };
 }

@@ -33,6 +33,16 @@ function checkInput(x: unknown, index: number | undefined): void {
   if (pair !== undefined && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
 }
 
+const FUNCTIONS = ["softmax", "sigmoid", "none"] as const;
+
+/** functionToApply in any case, as transformers reads it (ClassificationFunction[name.upper()]) */
+function functionNamed(name: unknown): (typeof FUNCTIONS)[number] | undefined {
+  if (name === undefined) return undefined;
+  const fn = FUNCTIONS.find((f) => typeof name === "string" && f === name.toLowerCase());
+  if (fn === undefined) throw new RangeError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(name)}`);
+  return fn;
+}
+
 /**
  * text-classification / sentiment-analysis, shaped as transformers' TextClassificationPipeline:
  * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
@@ -41,12 +51,12 @@ function checkInput(x: unknown, index: number | undefined): void {
 export function textClassification(runner: EncoderRunner) {
   const info = runner.model.info;
   if (info.head !== "sequence-classification") throw new Error(`${runner.opened.path}: text-classification needs a sequence classifier (…ForSequenceClassification), found ${info.hfArchitecture}`);
-  const defaultFn = info.problemType === "multi_label_classification" || info.labels.length === 1 ? "sigmoid" : info.problemType === "regression" ? "none" : "softmax";
+  // transformers' order: a regression head is never squashed, even with its single output
+  const defaultFn = info.problemType === "regression" ? "none" : info.problemType === "multi_label_classification" || info.labels.length === 1 ? "sigmoid" : "softmax";
 
   const classify = async (inputs: readonly TextClassificationInput[], options: TextClassificationOptions): Promise<LabelScore[][]> => {
     const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
-    const fn = options.functionToApply ?? defaultFn;
-    if (fn !== "softmax" && fn !== "sigmoid" && fn !== "none") throw new RangeError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(fn)}`);
+    const fn = functionNamed(options.functionToApply) ?? defaultFn;
     return (await runner.run(enc)).logits!.map((row) => {
       const scores = fn === "softmax" ? softmax(row) : fn === "sigmoid" ? sigmoid(row) : Array.from(row);
       return scores.map((score, i) => ({ label: info.labels[i]!, score })).sort((a, b) => b.score - a.score);

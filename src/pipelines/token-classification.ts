@@ -1,7 +1,7 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { textsOf } from "./inputs.js";
+import { describe, textsOf } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -22,6 +22,14 @@ interface PreEntity { word: string; scores: number[]; start: number | null; end:
 interface Tagged { entity: string; score: number; word: string; start: number | null; end: number | null; index?: number }
 
 const STRATEGIES: readonly AggregationStrategy[] = ["none", "simple", "first", "average", "max"];
+
+/** a strategy's name in any case, as transformers reads it (AggregationStrategy[name.upper()]) */
+function strategyNamed(name: unknown): AggregationStrategy {
+  if (name === undefined) return "none";
+  const strategy = STRATEGIES.find((s) => typeof name === "string" && s === name.toLowerCase());
+  if (strategy === undefined) throw new RangeError(`aggregationStrategy: expected one of ${STRATEGIES.join(", ")}, got ${JSON.stringify(name)}`);
+  return strategy;
+}
 
 /** code-point slice, as Python's str[start:end] */
 function slice(cps: readonly string[], s: number, e: number): string {
@@ -89,13 +97,18 @@ export function tokenClassification(runner: EncoderRunner) {
     return groups;
   };
 
-  const one = (pre: PreEntity[], options: TokenClassificationOptions): (TokenEntity | EntityGroup)[] => {
-    const strategy = options.aggregationStrategy ?? "none";
-    if (!STRATEGIES.includes(strategy)) throw new RangeError(`aggregationStrategy: expected one of ${STRATEGIES.join(", ")}, got ${JSON.stringify(strategy)}`);
+  /** the options checked once per call, before any work */
+  const settings = (options: TokenClassificationOptions): { strategy: AggregationStrategy; ignore: ReadonlySet<string> } => {
+    const strategy = strategyNamed(options.aggregationStrategy);
     if ((strategy === "first" || strategy === "average" || strategy === "max") && !tok.tokenOffsets) {
       throw new RangeError(`aggregationStrategy "${strategy}" needs character offsets, which this tokenizer cannot give`);
     }
-    const ignore = new Set(options.ignoreLabels ?? ["O"]);
+    const ignoreLabels: unknown = options.ignoreLabels ?? ["O"];
+    if (!Array.isArray(ignoreLabels) || !ignoreLabels.every((l) => typeof l === "string")) throw new TypeError(`ignoreLabels: expected a list of label names, got ${describe(ignoreLabels)}`);
+    return { strategy, ignore: new Set(ignoreLabels) };
+  };
+
+  const one = (pre: PreEntity[], { strategy, ignore }: ReturnType<typeof settings>): (TokenEntity | EntityGroup)[] => {
     let entities: Tagged[];
     if (strategy === "none" || strategy === "simple") {
       entities = pre.map((p) => {
@@ -119,9 +132,10 @@ export function tokenClassification(runner: EncoderRunner) {
 
   return async (input: string | readonly string[], options: TokenClassificationOptions = {}): Promise<unknown> => {
     const texts = textsOf("token-classification", input);
+    const checked = settings(options);
     const encs = texts.map((t) => runner.tokenize(t));
     const logits = (await runner.run(encs)).logits!;
-    const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), options));
+    const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), checked));
     return typeof input === "string" ? results[0] : results;
   };
 }
