@@ -213,6 +213,14 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!]), (e: { stderr: string; code: number }) => /--file is required/.test(e.stderr) && e.code === 2);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--kl-divergence"]), (e: { stderr: string }) => /--kl-divergence needs --base/.test(e.stderr));
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
+  await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", PROJECT_ROOT]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}: it is a folder, not a text file\n` && e.code === 1);
+  await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", `${PROJECT_ROOT}/no-such.txt`]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}/no-such.txt: no such file\n` && e.code === 1);
+  // a window too large for memory: the advice names this command's flag (it said generate's --ctx-size)
+  const tooLarge = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "1000000000"], {
+    cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(1 << 30) },
+  }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+  assert.equal(tooLarge.code, 1);
+  assert.match(tooLarge.stderr, /^tsllm: error: .*stories260K\.gguf: needs .*: try --ctx \d+\n$/);
 });
 
 // a load-time warning reaches the command line's user as one line in tsllm's form, before the

@@ -107,6 +107,8 @@ test("tsllm quantize refuses OUT == IN (the file untouched), bad types and argum
   assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q9_k"]), /--type must be one of/);
   assert.match(await cli([copy, "--type", "q4_k"]), /expected IN and OUT.gguf/);
   assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q4_k", "--tensor-type", "attn"]), /NAME=TYPE/);
+  // --vocab is for a Hugging Face folder; given with a GGUF it was ignored, even naming no file
+  assert.match(await cli([copy, join(dir, "y.gguf"), "--type", "q4_k", "--vocab", join(dir, "no-such-vocab.gguf")]), /^tsllm: error: --vocab \S+no-such-vocab\.gguf: only for a Hugging Face folder; \S+in\.gguf is a GGUF file, whose tokenizer is kept\n$/);
   assert.ok(!existsSync(join(dir, "x.gguf")) && !existsSync(join(dir, "y.gguf")));
   // a failure after the first tensors were written (an I16 matrix cannot be dequantized): the
   // existing OUT is left as it was, and no temporary file remains

@@ -67,12 +67,13 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   try {
     text = readFileSync(file, "utf8");
   } catch (e) {
-    throw new Error(`--file ${file}: ${(e as Error).message}`);
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new Error(`--file ${file}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a folder, not a text file" : (e as Error).message}`);
   }
   const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx, onWarning: printWarning } as const;
   const models: Model[] = [];
   try {
-    const model = await loadModel(modelPath, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) });
+    const model = await loadModel(modelPath, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);
     models.push(model);
     const tok = model.tokenizer;
     // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
@@ -81,7 +82,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const common = { ctx, batch, chunks, bosId };
     if (!json) process.stderr.write(`${file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
     if (kl) {
-      const base = await loadModel(basePath!, loadOptions);
+      const base = await loadModel(basePath!, loadOptions).catch(namingCtx);
       models.push(base);
       if (base.tokenizer.vocabSize !== tok.vocabSize) throw new Error(`--base ${basePath}: its vocabulary has ${base.tokenizer.vocabSize} tokens, the model's ${tok.vocabSize}`);
       const r = await computeKlDivergence(model.languageModel, base.languageModel, tokens, {
@@ -114,4 +115,10 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   } finally {
     for (const m of models) m.dispose();
   }
+}
+
+/** the load plan's advice names generate's --ctx-size; this command's window (the context it loads with) is --ctx */
+function namingCtx(e: unknown): never {
+  if (e instanceof Error && /--ctx-size\b/.test(e.message)) throw new Error(e.message.replace(/--ctx-size\b/g, "--ctx"));
+  throw e;
 }

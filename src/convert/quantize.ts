@@ -84,6 +84,8 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
   if (statSync(input).isDirectory()) {
     tensors = (await convertHFToGGUF(input, out, { tensorType: counted, fileType, ...(options.vocab !== undefined ? { vocab: options.vocab } : {}) })).tensors;
   } else {
+    // a GGUF keeps its own tokenizer: a --vocab given for it would be silently ignored
+    if (options.vocab !== undefined) throw new Error(`--vocab ${options.vocab}: only for a Hugging Face folder; ${input} is a GGUF file, whose tokenizer is kept`);
     const header = readGGUFHeader(input);
     if (splitCount(header) > 1) throw new Error(`${input}: a split GGUF; merge it first (llama-gguf-split --merge) or quantize its Hugging Face folder`);
     const metadata: [string, GGUFWriteEntry][] = [...header.metadata].filter(([k]) => k !== "general.file_type" && k !== "general.quantization_version");
