@@ -93,6 +93,16 @@ test("tokenize prints the table and JSON with llama.cpp's ids", { skip }, () => 
   assert.match(lines[2]!, new RegExp(`^\\s*${parsed.ids[0]} \\| ${parsed.pieces[0]}$`));
 });
 
+test("tokenize takes a Hugging Face folder, as its --help says: transformers' ids and tokens", { skip: skipWithoutShared("hf-oracle/roberta-sst.expected.json") }, () => {
+  assert.match(tsllm("tokenize", "--help").stdout, /--model MODEL\s+a \.gguf file .*, a Hugging Face folder/);
+  const oracle = JSON.parse(readFileSync(sharedFile("hf-oracle/roberta-sst.expected.json")!, "utf8"));
+  for (const c of oracle.cases.slice(-2)) {
+    const r = tsllm("tokenize", "--model", sharedFile("hf-oracle/roberta-sst")!, "--text", c.text, "--add-special", "--json");
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout).ids, c.input_ids, c.text);
+  }
+});
+
 test("inspect describes the model without loading it", { skip }, () => {
   const r = tsllm("inspect", "--model", sharedFile(MODEL)!);
   assert.equal(r.code, 0, r.stderr);

@@ -1,12 +1,13 @@
 import { loadTokenizer } from "../llm.js";
 import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 
-export const tokenizeHelp = `Usage: tsllm tokenize --model FILE.gguf --text TEXT [--add-special] [--json]
+export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL --text TEXT [--add-special] [--json]
 
 Prints a table "Token ID | Token Text", one row per token, pieces as the tokenizer stores them.
 
 Options:
-  --model FILE      GGUF model or vocab file (required)
+  --model MODEL     a .gguf file (a vocab-only GGUF too), a Hugging Face folder (its tokenizer
+                    files) or a Hub reference org/name[@rev][:QUANT] (required)
   --text TEXT       text to tokenize (required)
   --add-special     add BOS/EOS (or CLS/SEP) as the model's metadata says; off by default
   --json            print {"ids": [...], "pieces": [...]}
