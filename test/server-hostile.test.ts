@@ -102,4 +102,86 @@ describe("tsllm serve against a client that never reads its stream", { skip }, (
       sock.destroy();
     }
   });
+
+  test("a client that never reads a non-streamed answer is cut after writeTimeoutMs, as a stream's is", async () => {
+    // megabytes of logprobs in one JSON answer: more than the socket buffers take
+    const body = JSON.stringify({ messages: [{ role: "user", content: "Tell a story" }], n: 2, max_tokens: 2000, logprobs: true, top_logprobs: 20, ignore_eos: true });
+    const leftEarly = async () => Number(/^tsllm_http_requests_total\{endpoint="\/v1\/chat\/completions",status="499"\} (\d+)$/m.exec(await (await fetch(`${s.url}/metrics`)).text())?.[1] ?? 0);
+    const before = await leftEarly();
+    const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    sock.on("error", () => undefined);
+    const closed = new Promise<void>((resolve) => sock.on("close", () => resolve()));
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    sock.pause();
+    try {
+      // the server counts the request as 499 once it cuts the connection
+      await until(async () => (await leftEarly()) > before, "the server to cut the connection its client does not read", 120_000);
+      // what reaches the client is less than the answer its Content-Length announced
+      const received: Buffer[] = [];
+      sock.on("data", (d: Buffer) => received.push(d));
+      sock.resume();
+      await closed;
+      const text = Buffer.concat(received);
+      const headEnd = text.indexOf("\r\n\r\n");
+      const length = Number(/content-length: (\d+)/i.exec(text.subarray(0, headEnd).toString())![1]);
+      assert.ok(length > 4 * 2 ** 20, `the answer announced ${length} bytes`);
+      assert.ok(text.length - headEnd - 4 < length, `${text.length - headEnd - 4} of ${length} bytes arrived`);
+    } finally {
+      sock.destroy();
+    }
+  });
+});
+
+describe("tsllm serve against clients that trickle their request (slowloris)", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ maxSequences: 2, contextSize: 2048 }, { readTimeoutMs: 300 });
+  });
+  after(() => s?.close());
+
+  /** sends `head`, then `drip` every 20 ms until the server answers and closes; what it answered */
+  const trickle = async (head: string, drip: string): Promise<string> => {
+    const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    sock.on("error", () => undefined);
+    let answer = "";
+    sock.on("data", (d: Buffer) => (answer += d.toString()));
+    const closed = new Promise<void>((resolve) => sock.on("close", () => resolve()));
+    sock.write(head);
+    const dripping = setInterval(() => sock.writable && sock.write(drip), 20);
+    // (a guard for the hang the read timeout prevents; no timing claim)
+    const guard = setTimeout(() => sock.destroy(), 60_000);
+    await closed;
+    clearInterval(dripping);
+    clearTimeout(guard);
+    return answer;
+  };
+
+  const timedOut = (answer: string) => {
+    assert.match(answer, /^HTTP\/1\.1 408 Request Timeout\r\n/, JSON.stringify(answer.slice(0, 200)));
+    const error = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
+    assert.equal(error.error.code, "request_timeout");
+    assert.match(error.error.message, /300 ms/);
+  };
+
+  test("a body trickled a byte at a time is answered 408 once readTimeoutMs has passed, and counted as 408", async () => {
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\": \"", "a"));
+    // the same over chunked transfer encoding
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", "1\r\na\r\n"));
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    assert.ok(metrics.includes('tsllm_http_requests_total{endpoint="/v1/completions",status="408"} 2'), metrics.split("\n").filter((l) => l.startsWith("tsllm_http")).join("\n"));
+  });
+
+  test("headers trickled a line at a time, or none at all, are answered 408", async () => {
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\n", "X-Slow: 1\r\n"));
+    timedOut(await trickle("", ""));
+  });
+
+  test("a generation that lasts longer than readTimeoutMs is no slow request: it is answered in full", async () => {
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Once", max_tokens: 1500, ignore_eos: true, logprobs: 5 });
+    assert.equal(r.status, 200, JSON.stringify(r.json).slice(0, 300));
+    assert.equal(r.json.usage.completion_tokens, 1500);
+    assert.ok(r.json.timings.total_ms > 300, `the generation took ${r.json.timings.total_ms} ms, so it outlasted the read timeout`);
+    const healthy = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
+    assert.equal(healthy.status, 200);
+  });
 });

@@ -171,6 +171,19 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(r.json.error.param, "response_format");
   });
 
+  test("llama-server's grammar with tools is a 400 naming grammar, as llama-server refuses it; with tool_choice none it shapes the text", async () => {
+    const grammar = 'root ::= "yes" | "no"';
+    for (const tool_choice of [undefined, "auto", "required", { type: "function", function: { name: "get_weather" } }]) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Rain?" }], tools: [WEATHER], tool_choice, grammar, max_tokens: 8 });
+      assert.equal(r.status, 400, `${JSON.stringify(tool_choice)}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.error.param, "grammar");
+      assert.match(r.json.error.message, /'grammar' cannot be used with 'tools'/);
+    }
+    const none = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Rain?" }], tools: [WEATHER], tool_choice: "none", grammar, max_tokens: 8 });
+    assert.equal(none.status, 200, JSON.stringify(none.json));
+    assert.ok(["yes", "no"].includes(none.json.choices[0].message.content), JSON.stringify(none.json.choices[0].message));
+  });
+
   test("the call and the tool's answer go back through the template; tool_choice none renders no tools", async () => {
     const messages = [
       { role: "user", content: "Weather in Oslo?" },

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { connect } from "node:net";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { generateText, streamText } from "ai";
@@ -323,6 +325,58 @@ describe("tsllm serve on stories260K", { skip }, () => {
     const big = await post(textUrl, { prompt: "x".repeat(5 * 2 ** 20) });
     assert.equal(big.status, 413);
     assert.equal(big.json.error.code, "request_too_large");
+  });
+
+  test("HTTP: compressed bodies (gzip, deflate, br) are read, bounded once unpacked; request ids come back; Allow names HEAD; oversized headers are a 431 in OpenAI's shape", async () => {
+    const textUrl = `${s.url}/v1/completions`;
+    const request = JSON.stringify({ prompt: "Once upon a time", max_tokens: 6, temperature: 0 });
+    const want = (await post(textUrl, request)).json.choices[0].text;
+    const sendEncoded = (encoding: string, body: Buffer) => fetch(textUrl, { method: "POST", headers: { "Content-Type": "application/json", "Content-Encoding": encoding }, body });
+    for (const [encoding, pack] of [["gzip", gzipSync], ["deflate", deflateSync], ["br", brotliCompressSync]] as const) {
+      const r = await sendEncoded(encoding, pack(request));
+      const json = (await r.json()) as { choices: { text: string }[] };
+      assert.equal(r.status, 200, `${encoding}: ${JSON.stringify(json)}`);
+      assert.equal(json.choices[0]!.text, want, encoding);
+    }
+    // a small body that unpacks past the body limit (4 MiB) is refused once the limit is reached
+    const bomb = await sendEncoded("gzip", gzipSync(Buffer.alloc(64 * 2 ** 20, 0x20)));
+    assert.equal(bomb.status, 413);
+    assert.equal(((await bomb.json()) as ErrorBody).error.code, "request_too_large");
+    const notGzip = await sendEncoded("gzip", Buffer.from(request));
+    assert.equal(notGzip.status, 400);
+    assert.equal(((await notGzip.json()) as ErrorBody).error.code, "invalid_content_encoding");
+    const unknown = await sendEncoded("zstd", Buffer.from(request));
+    assert.equal(unknown.status, 415);
+    assert.equal(((await unknown.json()) as ErrorBody).error.code, "unsupported_content_encoding");
+
+    // the client's X-Request-Id comes back, on answers and errors alike; without one the server makes one
+    const withId = await post(textUrl, request, { "X-Request-Id": "trace-42" });
+    assert.equal(withId.headers.get("x-request-id"), "trace-42");
+    assert.equal((await post(textUrl, { prompt: 5 }, { "X-Request-Id": "trace-43" })).headers.get("x-request-id"), "trace-43");
+    const ids = new Set([(await post(textUrl, request)).headers.get("x-request-id"), (await post(textUrl, request)).headers.get("x-request-id")]);
+    assert.equal(ids.size, 2);
+    for (const id of ids) assert.match(id!, /^req_[0-9a-f]{32}$/);
+    const created = await client.completions.create({ model: "stories260K", prompt: "Once", max_tokens: 2 });
+    assert.match((created as unknown as { _request_id: string })._request_id, /^req_/);
+
+    // a GET route takes HEAD too, and says so when asked for a method it does not take
+    const wrong = await fetch(`${s.url}/v1/models`, { method: "DELETE" });
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get("allow"), "GET, HEAD");
+    const head = await fetch(`${s.url}/v1/models`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(await head.text(), "");
+
+    // headers past node's limit: the answer is OpenAI's error shape, as every other error
+    // (on a socket of its own: fetch reports the connection the server closes, not the answer)
+    const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
+    let answer = "";
+    sock.on("data", (d: Buffer) => (answer += d.toString()));
+    sock.on("error", () => undefined);
+    sock.write(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"x".repeat(20_000)}\r\n\r\n`);
+    await new Promise((resolve) => sock.on("close", resolve));
+    assert.match(answer, /^HTTP\/1\.1 431 /);
+    assert.equal((JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as ErrorBody).error.code, "headers_too_large");
   });
 
   test("GET /v1/models, /health, /metrics; POST /tokenize, /detokenize", async () => {

@@ -30,8 +30,11 @@ Options:
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
-  --write-timeout-ms N  a stream whose client takes nothing for this long is cut off and its generation
-                        cancelled (default 60000)
+  --write-timeout-ms N  a response (streamed or not) whose client takes nothing for this long is cut off;
+                        a stream's generation is cancelled (default 60000)
+  --read-timeout-ms N   a request whose headers and body have not all arrived this long after it began is
+                        answered 408 and its connection closed (default 60000; llama-server's timeout
+                        option sets its read and write timeouts together, in seconds)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
@@ -47,7 +50,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" },
 };
 
@@ -67,6 +70,7 @@ export async function runServe(argv: string[]): Promise<void> {
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
+    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }),
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let model;

@@ -1,11 +1,37 @@
+import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { mkdir, open, rm, utimes } from "node:fs/promises";
+import { hostname } from "node:os";
 import { dirname } from "node:path";
 import { sleep } from "./http.js";
 
 /** a holder refreshes its lock this often; a lock untouched for STALE_MS is abandoned */
 const HEARTBEAT_MS = 5_000;
 const STALE_MS = 60_000;
+/** how many takers may die one after another while taking over the same lock before waiters just wait */
+const MAX_TAKEOVER_DEPTH = 3;
+
+const HOST = hostname();
+/** the tokens of the locks this process holds now (a pid alone may be an earlier process's: containers restart with the same pids) */
+const heldHere = new Set<string>();
+
+/** What a lock file says: `<pid> <host> <nonce>`, unique to one taking of the lock. */
+interface Holder {
+  readonly token: string;
+  readonly mtimeMs: number;
+  /** names this very file: the token, and the inode and mtime for a file whose token was not written yet */
+  readonly id: string;
+}
+
+function readHolder(path: string): Holder | undefined {
+  try {
+    const token = readFileSync(path, "utf8").trim();
+    const s = statSync(path);
+    return { token, mtimeMs: s.mtimeMs, id: createHash("sha1").update(`${token}\0${s.ino}\0${token ? "" : s.mtimeMs}`).digest("hex").slice(0, 16) };
+  } catch {
+    return undefined; // vanished: look again
+  }
+}
 
 function isAlive(pid: number): boolean {
   try {
@@ -16,14 +42,55 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** a lock whose holder died (pid gone) or stopped refreshing it can be taken over */
-function isStale(path: string): boolean {
+/**
+ * A lock whose holder died (its pid is gone on this host) or stopped refreshing it. A holder on
+ * another host (a cache on a shared volume, another container) is judged by its heartbeat only:
+ * its pid means nothing here.
+ */
+function isStale(h: Holder): boolean {
+  const [pidText, host] = h.token.split(" ");
+  const pid = Number(pidText);
+  if (Number.isSafeInteger(pid) && pid > 0 && (host === undefined || host === HOST)) {
+    if (pid === process.pid ? !heldHere.has(h.token) : !isAlive(pid)) return true;
+  }
+  return Date.now() - h.mtimeMs > STALE_MS;
+}
+
+/** creates `path` holding `token` unless it exists (O_EXCL: one winner between processes) */
+async function tryCreate(path: string, token: string): Promise<boolean> {
+  let fh;
   try {
-    const pid = Number.parseInt(readFileSync(path, "utf8"), 10);
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !isAlive(pid)) return true;
-    return Date.now() - statSync(path).mtimeMs > STALE_MS;
-  } catch {
-    return false; // vanished or being written: look again
+    fh = await open(path, "wx");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw e;
+  }
+  try {
+    await fh.writeFile(`${token}\n`);
+  } finally {
+    await fh.close();
+  }
+  return true;
+}
+
+/**
+ * Removes the abandoned lock `held` at `path`, unless it has changed since it was read. Waiters
+ * that all find the same dead holder must not each remove "the lock": the second would remove the
+ * one the first has just taken. So only the process that creates the claim file named after this
+ * holder may remove it, and only once it has read that `path` still is that holder. A claimer that
+ * dies holding its claim leaves a claim that is itself taken over the same way.
+ */
+async function removeAbandoned(path: string, held: Holder, token: string, depth = 0): Promise<void> {
+  const claim = `${path}.takeover-${held.id}`;
+  if (!(await tryCreate(claim, token))) {
+    const claimer = readHolder(claim);
+    if (claimer && depth < MAX_TAKEOVER_DEPTH && isStale(claimer)) await removeAbandoned(claim, claimer, token, depth + 1);
+    return;
+  }
+  try {
+    if (readHolder(path)?.id === held.id) await rm(path, { force: true });
+  } finally {
+    await rm(claim, { force: true });
   }
 }
 
@@ -34,17 +101,18 @@ function isStale(path: string): boolean {
  */
 export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   await mkdir(dirname(path), { recursive: true });
-  for (let wait = 20; ; wait = Math.min(wait * 2, 500)) {
-    try {
-      const fh = await open(path, "wx");
-      await fh.writeFile(`${process.pid}\n`);
-      await fh.close();
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
-      if (isStale(path)) { await rm(path, { force: true }); continue; }
+  const token = `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
+  heldHere.add(token); // before the file exists, so this process never finds its own token stale
+  try {
+    for (let wait = 20; ; wait = Math.min(wait * 2, 500)) {
+      if (await tryCreate(path, token)) break;
+      const held = readHolder(path);
+      if (held && isStale(held)) { await removeAbandoned(path, held, token); continue; }
       await sleep(wait, signal);
     }
+  } catch (e) {
+    heldHere.delete(token);
+    throw e;
   }
   const heartbeat = setInterval(() => { const now = new Date(); utimes(path, now, now).catch(() => undefined); }, HEARTBEAT_MS);
   heartbeat.unref();
@@ -52,6 +120,8 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal
     return await fn();
   } finally {
     clearInterval(heartbeat);
-    await rm(path, { force: true });
+    // only our own lock: one taken over while this process was frozen is its new holder's
+    if (readHolder(path)?.token === token) await rm(path, { force: true });
+    heldHere.delete(token);
   }
 }

@@ -4,7 +4,6 @@ import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
-import { sendJson } from "./http.js";
 import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf } from "./requests.js";
@@ -73,11 +72,15 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const formatter = ctx.formatter();
     const tools = toolsOf(body);
     if (tools && tools.choice !== "none") {
+      // as llama-server refuses it: a grammar would shape the whole reply, calls included
+      if (options.grammar !== undefined) {
+        throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
+          "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
+      }
       const format = toolFormatOf(formatter.template.source);
       prompts = [formatter.encode(messages, { tools: tools.raw })];
       toolsJob = { tools, format };
       if (tools.choice !== "auto") {
-        if (options.grammar !== undefined) throw invalid("tool_choice", "a required tool call and a 'grammar' cannot both shape the reply");
         if (options.jsonSchema !== undefined || options.json !== undefined) {
           throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
         }
@@ -115,7 +118,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const longest = Math.max(...prompts.map((p) => p.length));
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
   }
-  constraintParam ??= options.grammar !== undefined ? (toolsJob && body.grammar === undefined ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
+  constraintParam ??= options.grammar !== undefined ? (toolsJob ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId,
     ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
@@ -191,7 +194,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     }
     return { index, text: c.completion, logprobs: placed ? ctx.texts.completionLogprobs(placed) : null, finish_reason };
   }));
-  sendJson(res, 200, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
+  await ctx.send(res, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
 }
 
 /**

@@ -25,6 +25,8 @@ export interface ServeContext {
   track(controller: AbortController): () => void;
   /** an SSE writer on the response (with the server's CORS headers) */
   sse(res: ServerResponse): SseWriter;
+  /** a 200 JSON answer, cut off if its client takes none of it for the server's write timeout */
+  send(res: ServerResponse, value: unknown): Promise<void>;
   /** a failure reported inside a stream already answered 200 */
   failed(e: ApiError): void;
 }

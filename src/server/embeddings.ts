@@ -14,7 +14,7 @@ const EMBED_CHUNK = 16;
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
  * base64 is the little-endian float32 bytes, what the openai client asks for by default.
  */
-export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse): Promise<void> {
+export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, writeTimeoutMs: number): Promise<void> {
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
   const input = body.input;
@@ -43,5 +43,5 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
     index,
     embedding: format === "float" ? Array.from(v) : Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
   }));
-  sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: tokens, total_tokens: tokens } });
+  await sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: tokens, total_tokens: tokens } }, {}, writeTimeoutMs);
 }

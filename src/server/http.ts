@@ -1,12 +1,19 @@
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 import { ApiError, invalid } from "./errors.js";
 
-/** Reads a request body up to `limit` bytes; more is a 413 (the rest is not read). */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads a request body up to `limit` bytes, decompressed where its Content-Encoding is gzip,
+ * deflate or br (as llama-server's HTTP library does); more bytes, sent or unpacked, are a 413
+ * (the rest is not read), another encoding a 415. A request that ends before its body does (the
+ * client left, or the server's read timeout cut it) rejects.
+ */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const decode = decoderOf(req.headers["content-encoding"], limit);
   const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
-  return new Promise((resolve, reject) => {
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+  const raw = await new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
     req.on("data", (chunk: Buffer) => {
@@ -21,11 +28,31 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     });
     req.on("end", () => resolve(Buffer.concat(parts)));
     req.on("error", reject);
+    req.on("close", () => reject(new Error("the request ended before its body was complete")));
   });
+  return decode(raw);
 }
 
-function tooLarge(limit: number): ApiError {
-  return new ApiError(413, `the request body is larger than the ${limit} bytes this server accepts`, "invalid_request_error", null, "request_too_large");
+/** how a body in `encoding` becomes its bytes, unpacking at most `limit` of them */
+function decoderOf(encoding: string | undefined, limit: number): (body: Buffer) => Buffer {
+  const name = (encoding ?? "identity").trim().toLowerCase();
+  if (name === "identity" || name === "") return (body) => body;
+  const unpack = { gzip: gunzipSync, "x-gzip": gunzipSync, deflate: inflateSync, br: brotliDecompressSync }[name];
+  if (!unpack) {
+    throw new ApiError(415, `the request body's Content-Encoding ${JSON.stringify(encoding)} is not one this server reads: send it as is, or gzip, deflate or br`, "invalid_request_error", null, "unsupported_content_encoding");
+  }
+  return (body) => {
+    try {
+      return unpack(body, { maxOutputLength: limit });
+    } catch (e) {
+      if (e instanceof RangeError) throw tooLarge(limit, "unpacked");
+      throw new ApiError(400, `the request body is not valid ${name} data (its Content-Encoding): ${(e as Error).message}`, "invalid_request_error", null, "invalid_content_encoding");
+    }
+  };
+}
+
+function tooLarge(limit: number, unpacked?: "unpacked"): ApiError {
+  return new ApiError(413, `the request body is larger than the ${limit} bytes this server accepts${unpacked ? " once unpacked" : ""}`, "invalid_request_error", null, "request_too_large");
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -76,23 +103,71 @@ export function jsonDepth(value: unknown, limit: number): number {
   return deepest;
 }
 
-export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): void {
-  const body = JSON.stringify(value);
-  res.writeHead(status, { ...headers, "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body) });
-  res.end(body);
+/** how long a client may take no bytes while a response's bytes wait for it, unless the server says otherwise (nginx's send_timeout) */
+export const DEFAULT_WRITE_TIMEOUT_MS = 60_000;
+
+/** a response body is handed to the socket in pieces of this size, so a client that stops reading is seen while it stops */
+const WRITE_PIECE = 64 * 1024;
+
+/**
+ * Resolves true once the bytes the response holds have gone to the socket (at once when it holds
+ * none over its high-water mark), false once the client is gone. A client that takes nothing for
+ * `timeoutMs` meanwhile is cut off (the response destroyed): one that never reads would otherwise
+ * keep the connection and its buffers for as long as it keeps the connection open.
+ */
+export function drained(res: ServerResponse, timeoutMs: number): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  if (!res.writableNeedDrain) return Promise.resolve(true);
+  return settled(res, "drain", timeoutMs);
 }
 
-export function sendError(res: ServerResponse, e: ApiError): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
+/** resolves true on the response's `event`, false when it closes first or stalls for `timeoutMs` (then it is destroyed) */
+function settled(res: ServerResponse, event: "drain" | "finish", timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const stalled = setTimeout(() => res.destroy(), timeoutMs);
+    const done = (ok: boolean) => {
+      clearTimeout(stalled);
+      res.off(event, onEvent);
+      res.off("close", onClose);
+      resolve(ok);
+    };
+    const onEvent = () => done(true);
+    const onClose = () => done(false);
+    res.on(event, onEvent);
+    res.on("close", onClose);
+  });
+}
+
+/**
+ * Writes a whole response, its body a piece at a time, each piece once the client has taken the
+ * one before: a client that takes nothing for `writeTimeoutMs` is cut off, as a stream's is.
+ */
+async function sendBody(res: ServerResponse, status: number, headers: Readonly<Record<string, string | number>>, body: Buffer, writeTimeoutMs: number): Promise<void> {
+  res.writeHead(status, { ...headers, "Content-Length": body.length });
+  let at = 0;
+  for (; at + WRITE_PIECE < body.length; at += WRITE_PIECE) {
+    res.write(body.subarray(at, at + WRITE_PIECE));
+    if (!(await drained(res, writeTimeoutMs))) return;
   }
-  sendJson(res, e.status, e.body, e.headers);
+  res.end(body.subarray(at));
+  if (!res.writableFinished && !res.destroyed) await settled(res, "finish", writeTimeoutMs);
 }
 
-export function sendText(res: ServerResponse, status: number, body: string, contentType: string): void {
-  res.writeHead(status, { "Content-Type": contentType, "Content-Length": Buffer.byteLength(body) });
-  res.end(body);
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Readonly<Record<string, string>> = {}, writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS): Promise<void> {
+  return sendBody(res, status, { ...headers, "Content-Type": "application/json; charset=utf-8" }, Buffer.from(JSON.stringify(value)), writeTimeoutMs);
+}
+
+export function sendError(res: ServerResponse, e: ApiError, writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS): Promise<void> {
+  // a response already under way (a stream), or a client already gone, cannot take an error answer
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return Promise.resolve();
+  }
+  return sendJson(res, e.status, e.body, e.headers, writeTimeoutMs);
+}
+
+export function sendText(res: ServerResponse, status: number, body: string, contentType: string, writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS): Promise<void> {
+  return sendBody(res, status, { "Content-Type": contentType }, Buffer.from(body), writeTimeoutMs);
 }
 
 /** Whether the request carries `Authorization: Bearer KEY`, compared in constant time (hashes of equal length). */

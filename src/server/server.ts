@@ -1,5 +1,7 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { randomUUID } from "node:crypto";
+import { createServer as createHttpServer, maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { basename } from "node:path";
 import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
 import type { Model } from "../llm.js";
@@ -8,7 +10,7 @@ import { handleCompletion } from "./completions.js";
 import { handleEmbeddings } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
@@ -157,6 +159,7 @@ export class OpenAIServer {
     if (socket.writable && (socket as Socket).bytesWritten === 0) {
       const err = status === 408
         ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (--read-timeout-ms)`, "invalid_request_error", null, "request_timeout")
+        : status === 431 ? new ApiError(431, `the request's headers are larger than the ${maxHeaderSize} bytes this server reads`, "invalid_request_error", null, "headers_too_large")
         : new ApiError(status, `the request is not valid HTTP: ${e.message}`, "invalid_request_error", null, "invalid_http_request");
       const body = JSON.stringify(err.body);
       socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
@@ -268,10 +271,15 @@ export class OpenAIServer {
         };
       },
       sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
-      send: (res, value) => sendJson(res, 200, value, {}, this.writeTimeoutMs),
+      send: (res, value) => this.reply(res, 200, value),
       failed: (e) => this.metrics.count("stream_error", e.status),
     };
     return this.context;
+  }
+
+  /** a JSON answer, cut off if its client takes none of it for the write timeout */
+  private reply(res: ServerResponse, status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): Promise<void> {
+    return sendJson(res, status, value, headers, this.writeTimeoutMs);
   }
 
   private embedderId(m: EmbeddingModel): string {
@@ -285,26 +293,25 @@ export class OpenAIServer {
       throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
     }
     const id = this.embedderId(m);
-    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res);
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, this.writeTimeoutMs);
   }
 
   private modelId(model: Model): string {
     return this.options.modelName ?? basename(model.path).replace(/\.gguf$/i, "");
   }
 
-  private listModels(res: ServerResponse): void {
+  private listModels(res: ServerResponse): Promise<void> {
     const e = this.embedder;
     if (e) {
       const i = e.info;
-      sendJson(res, 200, {
+      return this.reply(res, 200, {
         object: "list",
         data: [{ id: this.embedderId(e), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "tsllm", meta: { architecture: i.hfArchitecture, n_params: i.parameterCount, n_vocab: i.vocabSize, n_ctx_train: e.maxTokens, n_embd: e.dimensions, n_layer: i.blockCount } }],
       });
-      return;
     }
     const model = this.ready().model;
     const i = model.info;
-    sendJson(res, 200, {
+    return this.reply(res, 200, {
       object: "list",
       data: [{
         id: this.modelId(model), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "tsllm",
@@ -316,20 +323,18 @@ export class OpenAIServer {
     });
   }
 
-  private health(res: ServerResponse): void {
-    if (this.loadError) sendJson(res, 500, { status: "error", error: this.loadError.message });
-    else if (!this.model && !this.embedder) sendJson(res, 503, { status: "loading" });
-    else if (this.draining) sendJson(res, 503, { status: "draining" }, { Connection: "close" });
-    else if (!this.model) sendJson(res, 200, { status: "ok" });
-    else {
-      const s = this.model.engine.stats;
-      sendJson(res, 200, { status: "ok", requests_running: s.running, requests_waiting: s.waiting });
-    }
+  private health(res: ServerResponse): Promise<void> {
+    if (this.loadError) return this.reply(res, 500, { status: "error", error: this.loadError.message });
+    if (!this.model && !this.embedder) return this.reply(res, 503, { status: "loading" });
+    if (this.draining) return this.reply(res, 503, { status: "draining" }, { Connection: "close" });
+    if (!this.model) return this.reply(res, 200, { status: "ok" });
+    const s = this.model.engine.stats;
+    return this.reply(res, 200, { status: "ok", requests_running: s.running, requests_waiting: s.waiting });
   }
 
-  private renderMetrics(res: ServerResponse): void {
+  private renderMetrics(res: ServerResponse): Promise<void> {
     const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, kv: undefined, kvCapacityTokens: 0 };
-    sendText(res, 200, this.metrics.render(stats, { draining: this.draining }), "text/plain; version=0.0.4; charset=utf-8");
+    return sendText(res, 200, this.metrics.render(stats, { draining: this.draining }), "text/plain; version=0.0.4; charset=utf-8", this.writeTimeoutMs);
   }
 
   /** llama-server's /tokenize: {content, add_special?, with_pieces?} -> {tokens} */
@@ -347,7 +352,7 @@ export class OpenAIServer {
         return [...bytes];
       }
     };
-    sendJson(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
+    void this.reply(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
   }
 
   /** llama-server's /detokenize: {tokens} -> {content} */
@@ -358,7 +363,7 @@ export class OpenAIServer {
     if (!Array.isArray(tokens) || tokens.some((t) => typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) {
       throw invalid("tokens", `'tokens' must be an array of token ids in [0, ${vocabSize})`);
     }
-    sendJson(res, 200, { content: tokenizer.decode(tokens as number[]) });
+    void this.reply(res, 200, { content: tokenizer.decode(tokens as number[]) });
   }
 }
 

@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { DEFAULT_WRITE_TIMEOUT_MS, drained } from "./http.js";
 
 /**
  * Server-sent events on a response, with backpressure: `send` resolves once the socket has taken
@@ -11,7 +12,7 @@ import type { ServerResponse } from "node:http";
 export class SseWriter {
   private closed = false;
 
-  constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = 60_000) {
+  constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS) {
     res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
     res.flushHeaders();
     res.on("close", () => (this.closed = true));
@@ -25,20 +26,8 @@ export class SseWriter {
   send(value: unknown): Promise<boolean> {
     if (this.gone) return Promise.resolve(false);
     const text = typeof value === "string" ? value : JSON.stringify(value);
-    if (this.res.write(`data: ${text}\n\n`)) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const stalled = setTimeout(() => this.res.destroy(), this.writeTimeoutMs);
-      const done = (ok: boolean) => {
-        clearTimeout(stalled);
-        this.res.off("drain", onDrain);
-        this.res.off("close", onClose);
-        resolve(ok);
-      };
-      const onDrain = () => done(true);
-      const onClose = () => done(false);
-      this.res.on("drain", onDrain);
-      this.res.on("close", onClose);
-    });
+    this.res.write(`data: ${text}\n\n`);
+    return drained(this.res, this.writeTimeoutMs);
   }
 
   end(): void {

@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { after, test } from "node:test";
+import { withFileLock } from "../src/hub/lock.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
+
+const dir = mkdtempSync(join(tmpdir(), "tsllm-hub-lock-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * A process that takes the lock once per "go" line, logs `in <pid>` / `out <pid>` around 30 ms
+ * inside it, and answers "done" when it has let go.
+ */
+const WAITER = (lock: string, log: string) => `
+import { appendFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { withFileLock } from ${JSON.stringify(pathToFileURL(resolve(PROJECT_ROOT, "src/hub/lock.ts")).href)};
+const lines = createInterface({ input: process.stdin });
+process.stdout.write("ready\\n");
+for await (const line of lines) {
+  if (line !== "go") break;
+  await withFileLock(${JSON.stringify(lock)}, async () => {
+    appendFileSync(${JSON.stringify(log)}, "in " + process.pid + "\\n");
+    await new Promise((r) => setTimeout(r, 30));
+    appendFileSync(${JSON.stringify(log)}, "out " + process.pid + "\\n");
+  });
+  process.stdout.write("done\\n");
+}
+`;
+
+/** resolves once `child` has printed `count` lines equal to `word` */
+function lines(child: ChildProcessWithoutNullStreams, word: string, count: number): Promise<void> {
+  return new Promise((done, fail) => {
+    let seen = 0, buffer = "";
+    const onData = (d: Buffer) => {
+      buffer += d.toString();
+      const parts = buffer.split("\n");
+      buffer = parts.pop()!;
+      seen += parts.filter((p) => p === word).length;
+      if (seen >= count) { child.stdout.off("data", onData); done(); }
+    };
+    child.stdout.on("data", onData);
+    child.once("exit", (code) => seen < count && fail(new Error(`a waiter exited (${code}) before "${word}"`)));
+  });
+}
+
+test("processes waiting on a lock whose owner died take it over one at a time", { timeout: 120_000 }, async () => {
+  const race = join(dir, "race");
+  mkdirSync(race);
+  const lock = join(race, "blob.tsllm.lock");
+  const log = join(race, "log");
+  const WAITERS = 6, ROUNDS = 6;
+  const children = Array.from({ length: WAITERS }, () => spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", WAITER(lock, log)], { cwd: PROJECT_ROOT }));
+  let stderr = "";
+  for (const c of children) c.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  try {
+    await Promise.all(children.map((c) => lines(c, "ready", 1)));
+    for (let round = 1; round <= ROUNDS; round++) {
+      // the owner died holding the lock: its pid is gone, its file is still there
+      const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+      writeFileSync(lock, `${dead}\n`);
+      const done = Promise.all(children.map((c) => lines(c, "done", 1)));
+      for (const c of children) c.stdin.write("go\n");
+      await done;
+    }
+  } finally {
+    for (const c of children) c.stdin.end();
+  }
+  assert.equal(stderr, "");
+  const entries = readFileSync(log, "utf8").trim().split("\n");
+  assert.equal(entries.length, 2 * WAITERS * ROUNDS);
+  for (let i = 0; i < entries.length; i += 2) {
+    const pid = entries[i]!.split(" ")[1];
+    assert.deepEqual([entries[i], entries[i + 1]], [`in ${pid}`, `out ${pid}`], `two holders at once at line ${i + 1}: ${entries.slice(i, i + 4).join(", ")}`);
+  }
+  assert.ok(!existsSync(lock));
+  assert.deepEqual(readdirSync(race), ["log"], "no takeover files left behind");
+});
+
+test("a lock held from another host (a shared cache volume, another container) is judged by its heartbeat, not by its pid", async () => {
+  const lock = join(dir, "other-host.tsllm.lock");
+  // a pid that does not exist here says nothing about a process on another machine
+  const deadHere = spawnSync(process.execPath, ["-e", ""]).pid;
+  writeFileSync(lock, `${deadHere} some-other-host 0123456789abcdef\n`);
+  let ran = false;
+  await assert.rejects(withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(300)), { name: "TimeoutError" });
+  assert.equal(ran, false, "a live holder elsewhere keeps its lock");
+  assert.match(readFileSync(lock, "utf8"), /some-other-host/);
+  // once it stops refreshing the lock (a minute without a heartbeat), it is abandoned
+  const old = new Date(Date.now() - 120_000);
+  utimesSync(lock, old, old);
+  await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
+  assert.equal(ran, true);
+  assert.ok(!existsSync(lock));
+});
+
+test("a lock left by an earlier process with this process's pid (a restarted container) is taken over at once", async () => {
+  const lock = join(dir, "same-pid.tsllm.lock");
+  writeFileSync(lock, `${process.pid} ${hostname()} 0123456789abcdef\n`);
+  let ran = false;
+  await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
+  assert.equal(ran, true);
+  assert.ok(!existsSync(lock));
+});
+
+test("concurrent holders in one process take turns", async () => {
+  const lock = join(dir, "in-process.tsllm.lock");
+  const events: string[] = [];
+  await Promise.all([1, 2, 3].map((n) => withFileLock(lock, async () => {
+    events.push(`in ${n}`);
+    await new Promise((r) => setTimeout(r, 20));
+    events.push(`out ${n}`);
+  })));
+  for (let i = 0; i < events.length; i += 2) assert.equal(events[i + 1], events[i]!.replace("in", "out"), events.join(", "));
+  assert.ok(!existsSync(lock));
+});
