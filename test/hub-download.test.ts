@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, statfsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { downloadModel, hfHubCacheDir, hfTokenFromEnv, hubOfflineFromEnv, type HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
-import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
+import { blobName, FakeHub, gitBlobSha1, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 const GGUF_COMMIT = "fedcba9876543210fedcba9876543210fedcba98";
@@ -223,6 +224,31 @@ describe("integrity", () => {
     // and a later download is clean
     const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
     assert.deepEqual(readFileSync(r.path), f.content);
+  });
+
+  test("a small file stored in git is checked against its ETag (git blob sha1): corrupted or cut short, it never lands in the cache", async () => {
+    for (const [fault, path] of [["corrupt", "config.json"], ["truncate", "tokenizer.json"]] as const) {
+      const cache = tmp();
+      const f = file(hfFiles, path);
+      const etag = gitBlobSha1(f.content);
+      // the etag is git's own blob id of the file, computed apart from the code under test
+      assert.equal(etag, execFileSync("git", ["hash-object", "--stdin"], { input: f.content }).toString().trim());
+      hub[fault].add(etag);
+      try {
+        await assert.rejects(downloadModel("acme/tiny", opts(cache, { include: [path] })), (e: HubError) => {
+          assert.equal(e.code, "checksum", e.message);
+          assert.match(e.message, new RegExp(`${path.replace(".", "\\.")} of acme/tiny@main: git blob sha1 \\(the ETag of a file stored in git\\) mismatch \\(expected ${etag}, got [0-9a-f]{40}\\)`));
+          return true;
+        });
+      } finally {
+        hub[fault].delete(etag);
+      }
+      const repoDir = join(cache, "models--acme--tiny");
+      assert.deepEqual(tree(join(repoDir, "blobs")), [], fault);
+      assert.deepEqual(tree(join(repoDir, "snapshots")), [], fault);
+      const r = await downloadModel("acme/tiny", opts(cache, { include: [path] }));
+      assert.deepEqual(readFileSync(join(r.snapshotDir, path)), f.content);
+    }
   });
 
   test("two concurrent downloads of the same file end with one correct file, transferred once", async () => {

@@ -6,7 +6,7 @@ export type HubErrorCode =
   | "file-not-found"
   | "unauthorized" // 401/403, gated or private repo
   | "offline-miss" // HF_HUB_OFFLINE=1 and the cache does not hold what was asked
-  | "checksum" // size or sha256 of a downloaded file does not match the server's
+  | "checksum" // size, sha256 or git blob sha1 of a downloaded file does not match the server's
   | "disk" // the cache cannot hold or write the file (no space, quota, read-only, permissions)
   | "no-match" // :QUANT / include globs selected nothing (or too much)
   | "network" // connection failures and 5xx after the retries

@@ -28,6 +28,13 @@ async function hashPrefix(hash: Hash, path: string): Promise<void> {
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
 }
 
+/** the hash the file's checksum is computed with, fed what precedes the bytes (a git blob's header) */
+function startHash(location: FileLocation): Hash | undefined {
+  if (!location.checksum) return undefined;
+  if (location.checksum.algorithm === "sha256") return createHash("sha256");
+  return createHash("sha1").update(`blob ${location.size}\0`);
+}
+
 /** thrown inside an attempt when another attempt may fix it */
 class Transient extends Error {
   constructor(message: string, /** the server's Retry-After */ readonly retryAfterMs?: number) {
@@ -61,8 +68,8 @@ async function freeBytes(dir: string): Promise<number | undefined> {
 
 /**
  * Downloads one file into the cache: appends to `<blob>.incomplete` (resuming with `Range` what
- * an earlier attempt or process left), checks the size and, for LFS files, the sha256, then
- * renames it to the blob name. Only a verified file ever carries the blob name, so a killed
+ * an earlier attempt or process left), checks the size and the checksum (an LFS file's sha256, a
+ * git file's blob sha1), then renames it to the blob name. Only a verified file ever carries the blob name, so a killed
  * process or a full disk leaves at most an `.incomplete`. A checksum mismatch deletes the
  * partial file (it cannot be resumed from) and fails.
  */
@@ -121,7 +128,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
     const range = response.headers.get("content-range");
     if (start > 0 && (response.status !== 206 || !range?.startsWith(`bytes ${start}-`))) start = 0;
   }
-  const hash = location.sha256 ? createHash("sha256") : undefined;
+  const hash = startHash(location);
   if (hash && start > 0) await hashPrefix(hash, partial);
   let fh;
   try {
@@ -173,11 +180,13 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
   }
   await fh.close();
   if (written !== location.size) throw new Transient(`the transfer ended after ${written} of ${location.size} bytes`);
-  if (hash) {
+  if (hash && location.checksum) {
     const got = hash.digest("hex");
-    if (got !== location.sha256) {
+    if (got !== location.checksum.hex) {
       await rm(partial, { force: true });
-      throw new HubError("checksum", `${o.what}: sha256 mismatch (expected ${location.sha256}, got ${got}); the corrupt download was deleted`);
+      const { algorithm, hex } = location.checksum;
+      const name = algorithm === "sha256" ? "sha256" : "git blob sha1 (the ETag of a file stored in git)";
+      throw new HubError("checksum", `${o.what}: ${name} mismatch (expected ${hex}, got ${got}); the corrupt download was deleted`);
     }
   }
 }

@@ -4,7 +4,7 @@ import { expandPath, hfHome } from "./cache.js";
 import { HubError } from "./errors.js";
 import { hubRequest, normalizeEtag, readText, retryAfterMs, timeoutFromEnv } from "./http.js";
 import { checkCacheName } from "./reference.js";
-import { trimEndpoint, type FileLocation, type HubSource, type RemoteFile, type RepoListing, type SourceOptions } from "./source.js";
+import { trimEndpoint, type Checksum, type FileLocation, type HubSource, type RemoteFile, type RepoListing, type SourceOptions } from "./source.js";
 
 /** HF_TOKEN, else the legacy HUGGING_FACE_HUB_TOKEN, else the file `huggingface-cli login` writes */
 export function hfTokenFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -12,6 +12,19 @@ export function hfTokenFromEnv(env: NodeJS.ProcessEnv = process.env): string | u
   if (t) return t.trim();
   const file = env.HF_TOKEN_PATH ? expandPath(env.HF_TOKEN_PATH, env) : join(hfHome(env), "token");
   if (existsSync(file)) return readFileSync(file, "utf8").trim() || undefined;
+  return undefined;
+}
+
+/**
+ * What an ETag says about the bytes: an LFS file (X-Linked-Etag) is named by its sha256, a file
+ * stored in git by its git blob id (40 hex digits). huggingface_hub checks only the size while it
+ * downloads (its `hf cache verify` checks both hashes); checking the hash here keeps a truncated or
+ * corrupted config.json or tokenizer.json of the right size out of the cache. Any other ETag (a
+ * mirror's own) is not checked.
+ */
+function fileChecksum(etag: string, linked: boolean): Checksum | undefined {
+  if (/^[0-9a-f]{64}$/.test(etag)) return { algorithm: "sha256", hex: etag };
+  if (!linked && /^[0-9a-f]{40}$/.test(etag)) return { algorithm: "git-sha1", hex: etag };
   return undefined;
 }
 
@@ -87,8 +100,7 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
       return {
         etag,
         size,
-        // LFS files are named by their sha256; a git blob's ETag is its sha1 and says nothing about sha256
-        sha256: /^[0-9a-f]{64}$/.test(etag) ? etag : undefined,
+        checksum: fileChecksum(etag, h.get("x-linked-etag") !== null),
         url: location ? new URL(location, answered).href : answered,
       };
     },

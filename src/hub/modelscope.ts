@@ -64,7 +64,7 @@ export function modelScopeSource(options: SourceOptions = {}): HubSource {
       return {
         etag: file.sha256,
         size: file.size,
-        sha256: file.sha256,
+        checksum: { algorithm: "sha256", hex: file.sha256 },
         url: `${endpoint}/api/v1/models/${repo}/repo?Revision=${encodeURIComponent(commit)}&FilePath=${encodeURIComponent(file.path)}`,
       };
     },

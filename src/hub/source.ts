@@ -18,9 +18,18 @@ export interface RepoListing {
 export interface FileLocation {
   readonly etag: string;
   readonly size: number;
-  /** the expected sha256 (LFS files); absent when the server gives none */
-  readonly sha256?: string;
+  /** what the bytes must hash to; absent when the server says nothing usable */
+  readonly checksum?: Checksum;
   readonly url: string;
+}
+
+/**
+ * An LFS file's sha256, or a git file's blob id: sha1 of `blob <size>\0` and the bytes, the
+ * ETag the Hub gives files stored in git (config.json, tokenizer.json, ...)
+ */
+export interface Checksum {
+  readonly algorithm: "sha256" | "git-sha1";
+  readonly hex: string;
 }
 
 /** A model hub: Hugging Face (or a mirror of it) or ModelScope. */

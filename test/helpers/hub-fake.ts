@@ -2,7 +2,8 @@
  * A fake Hugging Face Hub (and ModelScope) on 127.0.0.1 with real HTTP semantics, for the hub
  * tests: model info with siblings, HEAD/GET resolve with X-Repo-Commit / ETag / X-Linked-Etag /
  * X-Linked-Size / X-Error-Code, LFS files redirected to a second "CDN" server, byte ranges, and
- * injectable faults (a connection cut mid-file, corrupted bytes of the right size).
+ * injectable faults (a connection cut mid-file, corrupted bytes of the right size, a file cut short
+ * with a Content-Length to match).
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -50,6 +51,8 @@ export class FakeHub {
   readonly stallMidway = new Map<string, number>();
   /** blobs served with one byte flipped */
   readonly corrupt = new Set<string>();
+  /** blobs served (HEAD and GET alike, Content-Length included) without their last 10 bytes, as a broken cache in front of the hub would */
+  readonly truncate = new Set<string>();
   /** extra siblings the listing names that the hub does not serve (traversal names) */
   readonly extraSiblings = new Map<string, string[]>();
   /** renamed repos: old name -> new name, answered with a relative 307 as the Hub does */
@@ -194,6 +197,7 @@ export class FakeHub {
   /** 200 or 206 for `Range: bytes=a-[b]`, 416 beyond the end; faults applied to GETs */
   private serveBytes(req: IncomingMessage, res: ServerResponse, name: string, full: Buffer, headers: Record<string, string>): void {
     let content = full;
+    if (this.truncate.has(name)) content = full.subarray(0, Math.max(0, full.length - 10));
     if (this.corrupt.has(name)) {
       content = Buffer.from(full);
       content[content.length >> 1]! ^= 0xff;
