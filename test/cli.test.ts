@@ -159,6 +159,14 @@ test("--threads above the machine's cores is capped with a one-line warning", { 
   const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "3", "--temperature", "0", "--threads", "1000");
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, new RegExp(`^tsllm: warning: --threads 1000 is more than the ${availableParallelism()} cores of this machine; using ${availableParallelism()}$`, "m"));
+  // the encoder commands too (they started a worker per asked thread)
+  const bert = sharedFile("hf-oracle/bert-ner");
+  if (bert === undefined) return;
+  for (const args of [["pipeline", "ner", "--model", bert, "--input", "Paris"], ["embed", "--model", bert, "--input", "Paris"]]) {
+    const e = tsllm(...args, "--threads", "1000");
+    assert.equal(e.code, 0, e.stderr);
+    assert.equal(e.stderr, `tsllm: warning: --threads 1000 is more than the ${availableParallelism()} cores of this machine; using ${availableParallelism()}\n`, args[0]);
+  }
 });
 
 test("generate refuses option combinations that would be silently ignored, naming the flags", () => {

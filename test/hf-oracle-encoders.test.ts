@@ -266,8 +266,10 @@ describe("bert-uncased-mlm: fill-mask", { skip: skipFor("bert-uncased-mlm") }, (
 
   test("a mask past the tokens the model reads is named as such, not as missing", async () => {
     const long = "word ".repeat(600) + "[MASK].";
-    await assert.rejects(fill(long), /fill-mask: input 0: its mask token \(\[MASK\]\) is past the 512 tokens the model reads/);
-    await assert.rejects(fill("no mask here"), /fill-mask: input 0 has no mask token \(\[MASK\]\)/);
+    await assert.rejects(fill(long), /fill-mask: the input: its mask token \(\[MASK\]\) is past the 512 tokens the model reads/);
+    // a single text is "the input" (it was "input 0", which `tsllm pipeline` showed for its second --input too)
+    await assert.rejects(fill("no mask here"), /^RangeError: fill-mask: the input has no mask token \(\[MASK\]\): "no mask here"$/);
+    await assert.rejects(fill(["a [MASK].", "no mask here"]), /^RangeError: fill-mask: input 1 has no mask token \(\[MASK\]\): "no mask here"$/);
   });
 });
 

@@ -1,6 +1,6 @@
 import { loadEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize] [--pooling P]
                    [--threads N] [--backend wasm|reference|webgpu] [--json]
@@ -30,7 +30,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
   if (!inputs || inputs.length === 0) throw new UsageError("--input is required");
   const pooling = optionalString(values, "pooling");
   if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new UsageError(`--pooling must be one of ${POOLINGS.join(", ")}, got "${pooling}"`);
-  const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const threads = threadsOption(values);
   const m = await loadEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values) });
   try {
     const options: EmbedOptions = { normalize: flag(values, "normalize"), ...(pooling ? { pooling: pooling as Pooling } : {}) };

@@ -2,7 +2,7 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N]
@@ -60,7 +60,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
   const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: 1 });
-  const threads = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const threads = threadsOption(values);
   const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 

@@ -69,7 +69,8 @@ export function fillMask(runner: EncoderRunner) {
       if (ps.length === 0) {
         // the mask may be in the text, past what the model reads
         const why = tok.encode(texts[i]!, { addSpecialTokens: false }).includes(maskId) ? `: its mask token (${maskText}) is past the ${runner.maxLength} tokens the model reads` : ` has no mask token (${maskText})`;
-        throw new RangeError(`${TASK}: input ${i}${why}: ${JSON.stringify(texts[i]!.slice(0, 60))}`);
+        const which = typeof input === "string" ? "the input" : `input ${i}`;
+        throw new RangeError(`${TASK}: ${which}${why}: ${JSON.stringify(texts[i]!.slice(0, 60))}`);
       }
       return ps;
     });
