@@ -384,6 +384,14 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.equal(models.data[0]!.id, "stories260K");
     assert.equal(models.data[0]!.meta.n_ctx, 512);
     assert.deepEqual((await client.models.list()).data.map((m) => m.id), ["stories260K"]);
+    // OpenAI's models.retrieve: the list's entry, by the id or the file's name
+    const listed = models.data[0]!;
+    assert.deepEqual(await client.models.retrieve("stories260K"), listed);
+    assert.deepEqual(await (await fetch(`${s.url}/v1/models/stories260K.gguf`)).json(), listed);
+    const missing = await fetch(`${s.url}/v1/models/gpt-4o`);
+    assert.equal(missing.status, 404);
+    assert.equal(((await missing.json()) as ErrorBody).error.code, "model_not_found");
+    await assert.rejects(client.models.retrieve("gpt-4o"), (e: { status: number }) => e.status === 404);
     assert.deepEqual(await (await fetch(`${s.url}/health`)).json(), { status: "ok", requests_running: 0, requests_waiting: 0 });
     const tok = await post(`${s.url}/tokenize`, { content: "Once upon a time", add_special: true });
     assert.deepEqual(tok.json.tokens, model.tokenizer.encode("Once upon a time"));

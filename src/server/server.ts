@@ -42,6 +42,9 @@ export interface ServeOptions {
 
 const CLIENT_CLOSED_REQUEST = 499;
 const DEFAULT_READ_TIMEOUT_MS = 60_000;
+/** OpenAI's GET /v1/models/{model}: the one route whose path holds a value */
+const MODEL_PREFIX = "/v1/models/";
+const MODEL_ROUTE = `${MODEL_PREFIX}{model}`;
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -66,6 +69,8 @@ export class OpenAIServer {
   private readonly clientErrors = new WeakMap<Duplex, number>();
   private readonly writeTimeoutMs: number;
   private readonly readTimeoutMs: number;
+  /** the models' `created` (Unix seconds): when the server started, the same in every answer */
+  private readonly created = Math.floor(Date.now() / 1000);
   private context: ServeContext | undefined;
   private draining = false;
   private idle: (() => void) | undefined;
@@ -91,6 +96,7 @@ export class OpenAIServer {
     post("/v1/completions", async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res));
     post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res));
     get("/v1/models", (_req, res) => this.listModels(res));
+    get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
     get("/health", (_req, res) => this.health(res));
     get("/metrics", (_req, res) => this.renderMetrics(res));
     post("/tokenize", async (req, res) => this.tokenize(await this.json(req), res));
@@ -176,7 +182,9 @@ export class OpenAIServer {
   }
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? "/").split("?")[0]!;
+    const url = (req.url ?? "/").split("?")[0]!;
+    // a model's own path goes to its route, and is counted under the route's name
+    const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url;
     const byMethod = this.routes.get(path);
     const socket = req.socket;
     // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
@@ -203,10 +211,10 @@ export class OpenAIServer {
         res.end();
         return;
       }
-      if (!byMethod) throw new ApiError(404, `no route for ${req.method} ${path}`, "invalid_request_error", null, "not_found");
+      if (!byMethod) throw new ApiError(404, `no route for ${req.method} ${url}`, "invalid_request_error", null, "not_found");
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
-      if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${path} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
+      if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
       if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/tokenize" || path === "/detokenize") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
@@ -300,27 +308,46 @@ export class OpenAIServer {
     return this.options.modelName ?? basename(model.path).replace(/\.gguf$/i, "");
   }
 
-  private listModels(res: ServerResponse): Promise<void> {
+  /** the served model in OpenAI's model object (with llama.cpp's meta), and the names a request may call it by */
+  private modelEntry(): { entry: Record<string, unknown>; names: ReadonlySet<string> } {
     const e = this.embedder;
     if (e) {
-      const i = e.info;
-      return this.reply(res, 200, {
-        object: "list",
-        data: [{ id: this.embedderId(e), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "tsllm", meta: { architecture: i.hfArchitecture, n_params: i.parameterCount, n_vocab: i.vocabSize, n_ctx_train: e.maxTokens, n_embd: e.dimensions, n_layer: i.blockCount } }],
-      });
+      const i = e.info, id = this.embedderId(e);
+      return {
+        entry: { id, object: "model", created: this.created, owned_by: "tsllm", meta: { architecture: i.hfArchitecture, n_params: i.parameterCount, n_vocab: i.vocabSize, n_ctx_train: e.maxTokens, n_embd: e.dimensions, n_layer: i.blockCount } },
+        names: new Set([id, e.path, basename(e.path)]),
+      };
     }
-    const model = this.ready().model;
+    const { model, modelNames } = this.ready();
     const i = model.info;
-    return this.reply(res, 200, {
-      object: "list",
-      data: [{
-        id: this.modelId(model), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "tsllm",
+    return {
+      entry: {
+        id: this.modelId(model), object: "model", created: this.created, owned_by: "tsllm",
         meta: {
           architecture: i.architecture, n_params: i.parameterCount, n_vocab: i.vocabSize, n_ctx_train: i.contextLength, n_ctx: model.contextSize, n_embd: i.embeddingLength,
           n_layer: i.blockCount, parallel: model.engine.maxSequences, kv_capacity_tokens: model.engine.stats.kvCapacityTokens,
         },
-      }],
-    });
+      },
+      names: modelNames,
+    };
+  }
+
+  private listModels(res: ServerResponse): Promise<void> {
+    return this.reply(res, 200, { object: "list", data: [this.modelEntry().entry] });
+  }
+
+  /** GET /v1/models/{model}: OpenAI's models.retrieve, by any name a request may give the model */
+  private retrieveModel(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const raw = (req.url ?? "").split("?")[0]!.slice(MODEL_PREFIX.length);
+    let name: string;
+    try {
+      name = decodeURIComponent(raw);
+    } catch {
+      name = raw;
+    }
+    const { entry, names } = this.modelEntry();
+    if (!names.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${entry["id"] as string}'`, "invalid_request_error", "model", "model_not_found");
+    return this.reply(res, 200, entry);
   }
 
   private health(res: ServerResponse): Promise<void> {
