@@ -1,0 +1,367 @@
+import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./jinja-methods.js";
+import {
+  Callable, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  toFixed, toJson, truthy, tuple, typeName, type Value,
+} from "./jinja-values.js";
+
+/*
+ * jinja2's built-in filters and tests (jinja2/filters.py, jinja2/tests.py, version 3.1) over the
+ * values of jinja-values.ts, with transformers' tojson. Filters jinja2 writes as generators
+ * (select, map, selectattr, unique, batch, slice, items) give a Generator: like jinja2's, it has no
+ * len(), is always true, and a second loop over it finds nothing.
+ */
+
+/** what a filter needs from the interpreter */
+export interface FilterContext extends MethodContext {
+  /** jinja2's environment.getattr (`x.name`: the attribute, else the item) */
+  getattr(obj: Value, name: string): Value;
+  /** jinja2's environment.getitem (`x[key]`: the item, else the attribute) */
+  getitem(obj: Value, key: Value): Value;
+  /** a test by name, applied (select, selectattr) */
+  test(name: string, value: Value, args: Value[]): boolean;
+  /** a filter by name, applied (map) */
+  filter(name: string, value: Value, args: Value[], kwargs: Map<string, Value>): Value;
+}
+
+type Filter = (value: Value, args: Value[], kwargs: Map<string, Value>, ctx: FilterContext) => Value;
+
+/** the n-th argument, by position or keyword, else the default */
+const arg = (args: Value[], kwargs: Map<string, Value>, i: number, name: string, fallback: Value): Value => (i < args.length ? args[i]! : kwargs.has(name) ? kwargs.get(name)! : fallback);
+
+/** jinja2's make_attrgetter: "a.b.0" walks attributes and items, integers as indexes; lower-cased for case-insensitive sorting */
+function attrGetter(ctx: FilterContext, attribute: Value, fallback?: Value, lower = false): (item: Value) => Value {
+  const parts = attribute === null ? [] : typeof attribute === "number" ? [attribute] : str(attribute).split(".").map((p) => (/^\d+$/.test(p) ? Number(p) : p));
+  return (item) => {
+    let v = item;
+    for (const p of parts) {
+      v = ctx.getitem(v, p);
+      if (v instanceof Undefined && fallback !== undefined) { v = fallback; break; }
+    }
+    return lower && isStr(v) ? strOf(v).toLowerCase() : v;
+  };
+}
+
+/** jinja2's sort / dictsort / unique / min / max key: strings compared case-insensitively unless asked */
+const ignoreCase = (v: Value, caseSensitive: Value) => (!truthy(caseSensitive) && isStr(v) ? strOf(v).toLowerCase() : v);
+
+/** Python's sorted(): stable, by <, TypeError for mixed types */
+function sorted(items: Value[], key: (v: Value) => Value, reverse: boolean): Value[] {
+  const keyed = items.map((v) => ({ v, k: key(v) }));
+  keyed.sort((a, b) => (reverse ? compare(b.k, a.k) : compare(a.k, b.k)));
+  return keyed.map((e) => e.v);
+}
+
+/** Python's str.splitlines() (for indent) */
+const splitLines = (s: string) => s.split(/\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/).slice(0, s.match(/(\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])$/) ? -1 : undefined);
+
+/** Python's float() of a string: decimal, exponent, inf, nan, surrounding whitespace and underscores between digits */
+function parseFloatStrict(s: string): number | undefined {
+  const t = s.trim().replace(/(?<=\d)_(?=\d)/g, "");
+  if (/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(t)) return Number(t);
+  if (/^[+-]?(inf|infinity)$/i.test(t)) return t.startsWith("-") ? -Infinity : Infinity;
+  if (/^[+-]?nan$/i.test(t)) return Number.NaN;
+  return undefined;
+}
+
+/** Python's round(x, n): the exact binary value to n decimals, a tie to even */
+function pyRound(x: number, n: number): number {
+  if (!Number.isFinite(x)) return x;
+  if (n >= 0) return Number(toFixed(x, n));
+  const m = 10 ** -n;
+  return Number(toFixed(x / m, 0)) * m;
+}
+
+function minMax(value: Value, kwargs: Map<string, Value>, args: Value[], ctx: FilterContext, max: boolean): Value {
+  const items = iterate(value);
+  if (items.length === 0) return new Undefined("No aggregated item, sequence was empty.");
+  const attribute = arg(args, kwargs, 1, "attribute", null);
+  const get = attrGetter(ctx, attribute);
+  const key = (v: Value) => ignoreCase(get(v), arg(args, kwargs, 0, "case_sensitive", false));
+  let best: Value = items[0] as Value;
+  for (const x of items.slice(1)) if (max ? compare(key(x), key(best), ">") > 0 : compare(key(x), key(best), "<") < 0) best = x;
+  return best;
+}
+
+function selectOrReject(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value {
+  if (value instanceof Undefined || value === null) return new Generator([]);
+  const items = iterate(value);
+  const [first, ...rest] = args;
+  const get = byAttribute ? attrGetter(ctx, first ?? fail("selectattr/rejectattr need the name of an attribute")) : (v: Value) => v;
+  const [testName, ...testArgs] = byAttribute ? rest : args;
+  const pass = (v: Value) => (testName === undefined ? truthy(get(v)) : ctx.test(str(testName), get(v), testArgs));
+  return new Generator(items.filter((v) => pass(v) === select));
+}
+
+const FILTERS: Record<string, Filter> = {
+  abs: (v) => (v instanceof Float ? new Float(Math.abs(v.v)) : isNumber(v) ? Math.abs(num(v)) : fail(`bad operand type for abs(): '${typeName(v)}'`)),
+  attr: (v, [name = ""], _kw, ctx) => ctx.getattr(v, str(name)),
+  batch: (v, args, kwargs) => {
+    const size = Number(num(arg(args, kwargs, 0, "linecount", 1) as number));
+    if (!(size >= 1)) fail("batch() needs a line count of at least 1");
+    const fill = arg(args, kwargs, 1, "fill_with", null);
+    const items = iterate(v), out: Value[] = [];
+    for (let i = 0; i < items.length; i += size) {
+      const row = items.slice(i, i + size);
+      if (row.length < size && fill !== null) while (row.length < size) row.push(fill);
+      out.push(row);
+    }
+    return new Generator(out);
+  },
+  capitalize: (v) => pyCapitalize(str(v)),
+  center: (v, args, kwargs, ctx) => strMethod(str(v), "center", ctx)!.call([arg(args, kwargs, 0, "width", 80)], new Map()),
+  count: (v) => length(v),
+  default: (v, args, kwargs) => (v instanceof Undefined || (truthy(arg(args, kwargs, 1, "boolean", false)) && !truthy(v)) ? arg(args, kwargs, 0, "default_value", "") : v),
+  dictsort: (v, args, kwargs) => {
+    if (v instanceof Undefined) return [];
+    if (!isDict(v)) fail("You can only sort by either \"key\" or \"value\" of a mapping");
+    const by = str(arg(args, kwargs, 1, "by", "key"));
+    if (by !== "key" && by !== "value") fail('You can only sort by either "key" or "value"');
+    const pairs = [...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x]));
+    return sorted(pairs, (p) => ignoreCase((p as Value[])[by === "key" ? 0 : 1]!, arg(args, kwargs, 0, "case_sensitive", false)), truthy(arg(args, kwargs, 2, "reverse", false)));
+  },
+  escape: (v) => (v instanceof Markup ? v : new Markup(escapeHtml(str(v)))),
+  first: (v) => {
+    const items = iterate(v);
+    return items.length ? items[0]! : new Undefined("No first item, sequence was empty.");
+  },
+  float: (v, args, kwargs) => {
+    const fallback = arg(args, kwargs, 0, "default", new Float(0));
+    if (isNumber(v)) return new Float(num(v));
+    const x = isStr(v) ? parseFloatStrict(strOf(v)) : undefined;
+    return x === undefined ? fallback : new Float(x);
+  },
+  forceescape: (v) => new Markup(escapeHtml(str(v))),
+  format: (v, args, kwargs, ctx) => {
+    if (args.length && kwargs.size) fail("can't handle positional and keyword arguments at the same time");
+    return percentFormat(str(v), kwargs.size ? kwargs as Map<never, Value> : tuple(args), ctx);
+  },
+  groupby: (v, args, kwargs, ctx) => {
+    const attribute = arg(args, kwargs, 0, "attribute", null);
+    const fallback = arg(args, kwargs, 1, "default", null);
+    const caseSensitive = truthy(arg(args, kwargs, 2, "case_sensitive", false));
+    const key = attrGetter(ctx, attribute, fallback === null ? undefined : fallback, !caseSensitive);
+    const real = attrGetter(ctx, attribute, fallback === null ? undefined : fallback);
+    const groups: { key: Value; items: Value[] }[] = [];
+    for (const item of sorted(iterate(v), key, false)) {
+      const k = key(item), last = groups.at(-1);
+      if (last && equals(last.key, k)) last.items.push(item);
+      else groups.push({ key: k, items: [item] });
+    }
+    return groups.map((g) => groupTuple(caseSensitive ? g.key : real(g.items[0]!), g.items));
+  },
+  indent: (v, args, kwargs) => {
+    const width = arg(args, kwargs, 0, "width", 4);
+    const indention = isStr(width) ? strOf(width) : " ".repeat(Number(num(width as number)));
+    const first = truthy(arg(args, kwargs, 1, "first", false)), blank = truthy(arg(args, kwargs, 2, "blank", false));
+    const lines = splitLines(`${str(v)}\n`);
+    let out: string;
+    if (blank) out = lines.join(`\n${indention}`);
+    else out = lines[0]! + (lines.length > 1 ? `\n${lines.slice(1).map((l) => (l ? indention + l : l)).join("\n")}` : "");
+    return first ? indention + out : out;
+  },
+  int: (v, args, kwargs) => {
+    const fallback = arg(args, kwargs, 0, "default", 0);
+    const base = Number(num(arg(args, kwargs, 1, "base", 10) as number));
+    if (typeof v === "boolean") return Number(v);
+    if (isNumber(v)) return Number.isFinite(num(v)) ? Math.trunc(num(v)) : fallback;
+    if (!isStr(v)) return fallback;
+    let t = strOf(v).trim().replace(/(?<=[0-9a-z])_(?=[0-9a-z])/gi, "");
+    // int(s, 16) takes "0x1A" (and 8 "0o", 2 "0b")
+    const prefix = { 16: /^([+-]?)0x/i, 8: /^([+-]?)0o/i, 2: /^([+-]?)0b/i }[base];
+    if (prefix) t = t.replace(prefix, "$1");
+    const digits = "0123456789abcdefghijklmnopqrstuvwxyz".slice(0, base);
+    const m = new RegExp(`^([+-]?)([${digits}]+)$`, "i").exec(t);
+    if (m) return (m[1] === "-" ? -1 : 1) * parseInt(m[2]!, base);
+    const x = parseFloatStrict(strOf(v));
+    return x === undefined || !Number.isFinite(x) ? fallback : Math.trunc(x);
+  },
+  items: (v) => {
+    if (v instanceof Undefined) return new Generator([]);
+    if (!isDict(v)) fail("Can only get item pairs from a mapping.");
+    return new Generator([...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x])));
+  },
+  join: (v, args, kwargs, ctx) => {
+    const attribute = arg(args, kwargs, 1, "attribute", null);
+    const get = attribute === null ? (x: Value) => x : attrGetter(ctx, attribute);
+    return iterate(v).map((x) => str(get(x))).join(str(arg(args, kwargs, 0, "d", "")));
+  },
+  last: (v) => {
+    if (v instanceof Generator) fail("'generator' object is not reversible");
+    const items = iterate(v);
+    return items.length ? items.at(-1)! : new Undefined("No last item, sequence was empty.");
+  },
+  length: (v) => length(v),
+  list: (v) => iterate(v).slice(),
+  lower: (v) => str(v).toLowerCase(),
+  map: (v, args, kwargs, ctx) => {
+    if (!truthy(v) && !(v instanceof Generator)) return new Generator([]);
+    const items = iterate(v);
+    if (kwargs.has("attribute")) {
+      const get = attrGetter(ctx, kwargs.get("attribute")!, kwargs.get("default"));
+      return new Generator(items.map(get));
+    }
+    const [name, ...rest] = args;
+    if (name === undefined) fail("map requires a filter argument");
+    return new Generator(items.map((x) => ctx.filter(str(name!), x, rest, kwargs)));
+  },
+  max: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, true),
+  min: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, false),
+  reject: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, false, false),
+  rejectattr: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, false, true),
+  replace: (v, args, kwargs, ctx) => {
+    const count = arg(args, kwargs, 2, "count", null);
+    return pyReplace(str(v), str(arg(args, kwargs, 0, "old", "")), str(arg(args, kwargs, 1, "new", "")), count === null ? -1 : Number(num(count as number)), ctx);
+  },
+  reverse: (v) => (isStr(v) ? [...strOf(v)].reverse().join("") : iterate(v).slice().reverse()),
+  round: (v, args, kwargs) => {
+    const precision = Number(num(arg(args, kwargs, 0, "precision", 0) as number));
+    const method = str(arg(args, kwargs, 1, "method", "common"));
+    if (!isNumber(v)) fail(`type ${typeName(v)} doesn't define __round__ method`);
+    const x = num(v as number), m = 10 ** precision;
+    // Python's round() of an int is an int
+    if (method === "common") return typeof v === "number" ? pyRound(x, precision) : new Float(pyRound(x, precision));
+    if (method === "ceil") return new Float(Math.ceil(x * m) / m);
+    if (method === "floor") return new Float(Math.floor(x * m) / m);
+    return fail("method must be common, ceil or floor");
+  },
+  safe: (v) => new Markup(str(v)),
+  select: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, true, false),
+  selectattr: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, true, true),
+  slice: (v, args, kwargs) => {
+    const items = iterate(v), slices = Number(num(arg(args, kwargs, 0, "slices", 1) as number));
+    if (!(slices >= 1)) fail("slice() needs at least 1 slice");
+    const fill = arg(args, kwargs, 1, "fill_with", null);
+    const per = Math.floor(items.length / slices), extra = items.length % slices, out: Value[] = [];
+    let offset = 0;
+    for (let i = 0; i < slices; i++) {
+      const start = offset + i * per;
+      if (i < extra) offset++;
+      const row = items.slice(start, offset + (i + 1) * per);
+      if (fill !== null && i >= extra) row.push(fill);
+      out.push(row);
+    }
+    return new Generator(out);
+  },
+  sort: (v, args, kwargs, ctx) => {
+    const attribute = arg(args, kwargs, 2, "attribute", null);
+    const getters = attribute === null ? [(x: Value) => x] : (isStr(attribute) ? strOf(attribute).split(",") : [attribute]).map((a) => attrGetter(ctx, a));
+    const caseSensitive = arg(args, kwargs, 1, "case_sensitive", false);
+    const key = getters.length === 1 ? (x: Value) => ignoreCase(getters[0]!(x), caseSensitive) : (x: Value) => tuple(getters.map((g) => ignoreCase(g(x), caseSensitive)));
+    return sorted(iterate(v), key, truthy(arg(args, kwargs, 0, "reverse", false)));
+  },
+  string: (v) => (v instanceof Markup ? v : str(v)),
+  striptags: (v) => unescapeHtml(str(v).replace(/<!--.*?-->|<[^>]*>/gs, "")).split(/\s+/).filter(Boolean).join(" "),
+  sum: (v, args, kwargs, ctx) => {
+    const attribute = arg(args, kwargs, 0, "attribute", null);
+    const get = attribute === null ? (x: Value) => x : attrGetter(ctx, attribute);
+    return iterate(v).reduce<Value>((total, x) => add(total, get(x)), arg(args, kwargs, 1, "start", 0));
+  },
+  title: (v) => str(v).split(/([-\s({[<]+)/).map((w) => (w ? [...w][0]!.toUpperCase() + [...w].slice(1).join("").toLowerCase() : w)).join(""),
+  tojson: (v, args, kwargs) => {
+    const indent = arg(args, kwargs, 1, "indent", null);
+    const separators = arg(args, kwargs, 2, "separators", null);
+    if (separators !== null && (!Array.isArray(separators) || separators.length !== 2)) fail("tojson: separators must be a pair of strings");
+    return toJson(v, {
+      ensureAscii: truthy(arg(args, kwargs, 0, "ensure_ascii", false)),
+      indent: indent === null ? undefined : isStr(indent) ? strOf(indent) : " ".repeat(Math.max(0, Number(num(indent as number)))),
+      itemSeparator: separators === null ? undefined : str((separators as Value[])[0]!),
+      keySeparator: separators === null ? undefined : str((separators as Value[])[1]!),
+      sortKeys: truthy(arg(args, kwargs, 3, "sort_keys", false)),
+    });
+  },
+  trim: (v, args, kwargs, ctx) => strMethod(str(v), "strip", ctx)!.call([arg(args, kwargs, 0, "chars", null)], new Map()),
+  truncate: (v, args, kwargs) => {
+    const s = str(v), cs = [...s];
+    const len = Number(num(arg(args, kwargs, 0, "length", 255) as number));
+    const killwords = truthy(arg(args, kwargs, 1, "killwords", false));
+    const end = str(arg(args, kwargs, 2, "end", "..."));
+    const leeway = Number(num(arg(args, kwargs, 3, "leeway", 5) as number));
+    if (len < [...end].length) fail(`expected length >= ${[...end].length}, got ${len}`);
+    if (leeway < 0) fail(`expected leeway >= 0, got ${leeway}`);
+    if (cs.length <= len + leeway) return s;
+    const head = cs.slice(0, len - [...end].length).join("");
+    if (killwords) return head + end;
+    const cut = head.lastIndexOf(" ");
+    return (cut < 0 ? head : head.slice(0, cut)) + end;
+  },
+  unique: (v, args, kwargs, ctx) => {
+    const get = attrGetter(ctx, arg(args, kwargs, 1, "attribute", null));
+    const seen: Value[] = [], out: Value[] = [];
+    for (const x of iterate(v)) {
+      const k = ignoreCase(get(x), arg(args, kwargs, 0, "case_sensitive", false));
+      keyOf(k);
+      if (!seen.some((s) => equals(s, k))) { seen.push(k); out.push(x); }
+    }
+    return new Generator(out);
+  },
+  upper: (v) => str(v).toUpperCase(),
+  wordcount: (v) => (str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length,
+};
+FILTERS.d = FILTERS.default!;
+FILTERS.e = FILTERS.escape!;
+
+export const hasFilter = (name: string): boolean => Object.hasOwn(FILTERS, name);
+
+/** a filter applied; `name` must be one hasFilter knows */
+export function applyFilter(name: string, value: Value, args: Value[], kwargs: Map<string, Value>, ctx: FilterContext): Value {
+  return FILTERS[name]!(value, args, kwargs, ctx);
+}
+
+/** groupby's items: a tuple (grouper, list) whose members are also .grouper and .list */
+const GROUPS = new WeakMap<Value[], PyObject>();
+function groupTuple(key: Value, items: Value[]): Value[] {
+  const t = tuple([key, items]);
+  GROUPS.set(t, new PyObject("_GroupTuple", new Map([["grouper", key], ["list", items]])));
+  return t;
+}
+/** the named members of a groupby item, if it is one */
+export const groupMembers = (v: Value[]): PyObject | undefined => GROUPS.get(v);
+
+/** markupsafe.escape */
+export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" })[c]!);
+const unescapeHtml = (s: string): string => s.replace(/&(amp|lt|gt|quot|#34|#39|apos);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#34": '"', "#39": "'", apos: "'" })[e]!);
+
+let add: (a: Value, b: Value) => Value = () => fail("sum() is not available");
+/** (set by the interpreter: sum() adds with +) */
+export const useAdd = (f: (a: Value, b: Value) => Value): void => { add = f; };
+
+type Test = (value: Value, args: Value[]) => boolean;
+const TESTS: Record<string, Test> = {
+  boolean: (v) => typeof v === "boolean",
+  callable: (v) => v instanceof Callable,
+  defined: (v) => !(v instanceof Undefined),
+  divisibleby: (v, [n = 1]) => {
+    const d = num(n as number);
+    return d === 0 ? fail("integer division or modulo by zero") : num(v as number) % d === 0;
+  },
+  eq: (v, [x = null]) => equals(v, x),
+  escaped: (v) => v instanceof Markup,
+  even: (v) => (isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
+  false: (v) => v === false,
+  float: (v) => v instanceof Float,
+  ge: (v, [x = null]) => compare(v, x, ">=") >= 0,
+  gt: (v, [x = null]) => compare(v, x, ">") > 0,
+  in: (v, [x = null]) => contains(x, v),
+  integer: (v) => typeof v === "number",
+  iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof Undefined,
+  le: (v, [x = null]) => compare(v, x, "<=") <= 0,
+  lower: (v) => { const s = str(v); return /\p{Ll}/u.test(s) && !/[\p{Lu}\p{Lt}]/u.test(s); },
+  lt: (v, [x = null]) => compare(v, x, "<") < 0,
+  mapping: (v) => isDict(v),
+  ne: (v, [x = null]) => !equals(v, x),
+  none: (v) => v === null,
+  number: (v) => isNumber(v),
+  odd: (v) => (isNumber(v) ? ((num(v) % 2) + 2) % 2 === 1 : fail(`not all arguments converted during string formatting`)),
+  sameas: (v, [x = null]) => v === x || (isTuple(v) && v === x),
+  sequence: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Undefined,
+  string: (v) => isStr(v),
+  true: (v) => v === true,
+  undefined: (v) => v instanceof Undefined,
+  upper: (v) => { const s = str(v); return /\p{Lu}/u.test(s) && !/[\p{Ll}\p{Lt}]/u.test(s); },
+};
+Object.assign(TESTS, { "==": TESTS.eq, equalto: TESTS.eq, "!=": TESTS.ne, ">": TESTS.gt, greaterthan: TESTS.gt, ">=": TESTS.ge, "<": TESTS.lt, lessthan: TESTS.lt, "<=": TESTS.le });
+
+export const hasTest = (name: string): boolean => Object.hasOwn(TESTS, name);
+export function applyTest(name: string, value: Value, args: Value[]): boolean {
+  return TESTS[name]!(value, args);
+}

@@ -1,0 +1,343 @@
+/*
+ * The values a chat template computes with, modelled on the Python objects jinja2 hands a template
+ * (transformers renders chat templates with jinja2, and models were trained on that rendering):
+ * int and float are different types, a dict keeps any hashable key, a tuple is not a list, `==`
+ * compares by value, str() and repr() write what Python writes. test/chat-template-jinja*.test.ts
+ * compare the results with jinja2's.
+ */
+
+/** jinja2's Undefined: empty when written or looped over, an error when used further; `message` says why it is undefined */
+export class Undefined {
+  constructor(readonly message: string) {}
+}
+
+/** a Python float (a plain JS number is a Python int) */
+export class Float {
+  constructor(readonly v: number) {}
+}
+
+/** markupsafe's Markup (what `|safe` returns): a str whose `+` escapes the plain str joined to it */
+export class Markup {
+  constructor(readonly s: string) {}
+}
+
+/** an object with attributes and no items: namespace(), a for loop's `loop`, groupby's groups, cycler() */
+export class PyObject {
+  constructor(readonly kind: string, readonly attrs: Map<string, Value>, readonly assignable = false, readonly describe?: () => string) {}
+}
+
+/** a function the template can call: a global, a macro, a method of a value, `caller` */
+export class Callable {
+  constructor(readonly name: string, readonly call: (args: Value[], kwargs: Map<string, Value>) => Value) {}
+}
+
+/** what select/map/selectattr/... return in jinja2: an iterator, consumed by its first loop, with no len() */
+export class Generator {
+  consumed = false;
+  constructor(readonly items: Value[]) {}
+  take(): Value[] {
+    if (this.consumed) return [];
+    this.consumed = true;
+    return this.items;
+  }
+}
+
+export type Key = string | number | boolean | null;
+export type Dict = Map<Key, Value>;
+export type Value = Undefined | null | boolean | number | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator;
+
+/** the arrays that are tuples (a JS array is a list) */
+const TUPLES = new WeakSet<Value[]>();
+export const tuple = (items: Value[]): Value[] => { TUPLES.add(items); return items; };
+export const isTuple = (v: Value): v is Value[] => Array.isArray(v) && TUPLES.has(v);
+export const isList = (v: Value): v is Value[] => Array.isArray(v) && !TUPLES.has(v);
+export const isDict = (v: Value): v is Dict => v instanceof Map;
+export const isStr = (v: Value): v is string | Markup => typeof v === "string" || v instanceof Markup;
+export const isNumber = (v: Value): v is number | Float | boolean => typeof v === "number" || v instanceof Float || typeof v === "boolean";
+export const strOf = (v: string | Markup): string => (typeof v === "string" ? v : v.s);
+/** the JS number of an int, float or bool */
+export const num = (v: number | Float | boolean): number => (typeof v === "number" ? v : typeof v === "boolean" ? Number(v) : v.v);
+
+/** Python's type name, as its error messages say it */
+export function typeName(v: Value): string {
+  if (v instanceof Undefined) return "Undefined";
+  if (v === null) return "NoneType";
+  if (typeof v === "boolean") return "bool";
+  if (typeof v === "number") return "int";
+  if (v instanceof Float) return "float";
+  if (typeof v === "string") return "str";
+  if (v instanceof Markup) return "Markup";
+  if (Array.isArray(v)) return isTuple(v) ? "tuple" : "list";
+  if (v instanceof Map) return "dict";
+  if (v instanceof Generator) return "generator";
+  if (v instanceof Callable) return "function";
+  return v.kind;
+}
+
+/** a template error that is the template's fault (Python's TypeError, ValueError, UndefinedError, ...), said in one line */
+export class TemplateRuntimeError extends Error {}
+export const fail = (message: string): never => { throw new TemplateRuntimeError(message); };
+
+/** jinja2's Undefined, used where it cannot be: the error its message describes */
+export function checkDefined<T extends Value>(v: T): Exclude<T, Undefined> {
+  if (v instanceof Undefined) fail(v.message);
+  return v as Exclude<T, Undefined>;
+}
+
+// ---- conversion from and to JS data ----
+
+/** JS data (JSON-like: what a caller passes as messages and variables) as template values */
+export function fromJS(x: unknown, seen = new Set<object>()): Value {
+  if (x === undefined) return new Undefined("a value is undefined");
+  if (x === null || typeof x === "boolean" || typeof x === "string") return x;
+  if (typeof x === "number") return Number.isInteger(x) ? x : new Float(x);
+  if (typeof x === "bigint") return Number(x);
+  if (typeof x === "function") return new Callable(x.name || "function", (args) => fromJS((x as (...a: unknown[]) => unknown)(...args.map(toJS))));
+  if (typeof x !== "object") return String(x);
+  if (seen.has(x)) fail("a variable given to the template refers to itself");
+  seen.add(x);
+  try {
+    if (Array.isArray(x)) return x.map((e) => fromJS(e, seen));
+    if (x instanceof Map) return new Map([...x].map(([k, v]) => [k as Key, fromJS(v, seen)]));
+    return new Map(Object.entries(x).filter(([, v]) => v !== undefined).map(([k, v]) => [k, fromJS(v, seen)]));
+  } finally {
+    seen.delete(x);
+  }
+}
+
+/** a template value as JS data (for a JS function the template calls) */
+export function toJS(v: Value): unknown {
+  if (v instanceof Undefined) return undefined;
+  if (v instanceof Float) return v.v;
+  if (v instanceof Markup) return v.s;
+  if (Array.isArray(v)) return v.map(toJS);
+  if (v instanceof Generator) return v.items.map(toJS);
+  if (v instanceof Map) return Object.fromEntries([...v].map(([k, x]) => [String(k), toJS(x)]));
+  if (v instanceof PyObject) return Object.fromEntries([...v.attrs].map(([k, x]) => [k, toJS(x)]));
+  if (v instanceof Callable) return v.call;
+  return v;
+}
+
+// ---- str() and repr() ----
+
+/** Python's repr() of a str: single quotes unless the text has ' and no ", non-printable characters escaped */
+export function reprString(s: string): string {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === quote || ch === "\\") out += `\\${ch}`;
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    // str.isprintable(): not a control, format, surrogate, private-use, unassigned or separator character (except the space)
+    else if (ch !== " " && /[\p{C}\p{Z}]/u.test(ch)) out += c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : c < 0x10000 ? `\\u${c.toString(16).padStart(4, "0")}` : `\\U${c.toString(16).padStart(8, "0")}`;
+    else out += ch;
+  }
+  return out + quote;
+}
+
+/** Python's repr() of a float: the shortest digits, fixed notation for exponents -4..15, else 1e-05 / 1e+16 */
+export function reprFloat(x: number): string {
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const [digits, exp] = x.toExponential().split("e") as [string, string];
+  const e = Number(exp);
+  if (e < -4 || e >= 16) return `${digits}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  const fixed = String(x).includes("e") ? x.toFixed(Math.max(0, -e + (digits.replace(/[-.]/g, "").length - 1))) : String(x);
+  return fixed.includes(".") ? fixed : `${fixed}.0`;
+}
+
+/**
+ * x with `digits` decimals as Python writes it ('%.2f', round()): the exact binary value rounded,
+ * a tie to even (JS's toFixed rounds a tie away from zero: 2.25 -> "2.3" where Python has "2.2")
+ */
+export function toFixed(x: number, digits: number): string {
+  if (!Number.isFinite(x) || Math.abs(x) >= 1e21) return x.toFixed(digits);
+  // toFixed gives the exact decimal expansion with enough digits (a double's fraction has at most 1074)
+  const exact = x.toFixed(Math.min(100, digits + 40));
+  const tail = exact.slice(exact.indexOf(".") + 1 + digits);
+  if (!/^50*$/.test(tail)) return x.toFixed(digits);
+  // a tie: toFixed rounds it away from zero, right when that makes the last digit even
+  const truncated = exact.slice(0, exact.length - tail.length).replace(/\.$/, "");
+  return Number(truncated.at(-1)) % 2 === 0 ? truncated : x.toFixed(digits);
+}
+
+/** Python's repr() of a value, as str() shows the items of a list or dict */
+export function repr(v: Value): string {
+  if (typeof v === "string") return reprString(v);
+  if (v instanceof Markup) return `Markup(${reprString(v.s)})`;
+  if (v instanceof Float) return reprFloat(v.v);
+  if (typeof v === "number") return String(v);
+  if (typeof v === "boolean") return v ? "True" : "False";
+  if (v === null) return "None";
+  if (v instanceof Undefined) return "Undefined";
+  if (Array.isArray(v)) {
+    const items = v.map(repr);
+    if (!isTuple(v)) return `[${items.join(", ")}]`;
+    return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
+  }
+  if (v instanceof Map) return `{${[...v].map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`;
+  if (v instanceof Generator) return "<generator object>";
+  if (v instanceof Callable) return `<function ${v.name}>`;
+  return v.describe ? v.describe() : `<${v.kind}>`;
+}
+
+/** Python's str() of a value, as `{{ x }}`, `~` and `|string` write it (an undefined value writes nothing) */
+export function str(v: Value): string {
+  if (typeof v === "string") return v;
+  if (v instanceof Markup) return v.s;
+  if (v instanceof Undefined) return "";
+  return repr(v);
+}
+
+// ---- truth, equality, order ----
+
+/** Python's bool() */
+export function truthy(v: Value): boolean {
+  if (v instanceof Undefined || v === null) return false;
+  if (typeof v === "boolean") return v;
+  if (typeof v === "number") return v !== 0;
+  if (v instanceof Float) return v.v !== 0;
+  if (typeof v === "string") return v.length > 0;
+  if (v instanceof Markup) return v.s.length > 0;
+  if (Array.isArray(v)) return v.length > 0;
+  if (v instanceof Map) return v.size > 0;
+  return true;
+}
+
+/** Python's == (by value: lists item by item, dicts key by key; a list never equals a tuple; 1 == 1.0 == True) */
+export function equals(a: Value, b: Value): boolean {
+  if (isNumber(a) && isNumber(b)) return num(a) === num(b);
+  if (isStr(a) && isStr(b)) return strOf(a) === strOf(b);
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return isTuple(a) === isTuple(b) && a.length === b.length && a.every((x, i) => equals(x, b[i]!));
+  }
+  if (a instanceof Map && b instanceof Map) {
+    if (a.size !== b.size) return false;
+    for (const [k, x] of a) {
+      if (!b.has(k) || !equals(x, b.get(k)!)) return false;
+    }
+    return true;
+  }
+  if (a instanceof Undefined && b instanceof Undefined) return true;
+  return a === b;
+}
+
+/** a dict key as the Map holds it: Python hashes 1, 1.0 and True alike (the Map holds them as the number) */
+export function keyOf(v: Value): Key {
+  if (v instanceof Float) return v.v;
+  if (typeof v === "boolean") return Number(v);
+  if (v instanceof Markup) return v.s;
+  if (v === null || typeof v === "string" || typeof v === "number") return v;
+  return fail(`unhashable type: '${typeName(v)}'`);
+}
+
+/** the dict's entry for a key, as Python finds it (True finds 1, 1 finds True) */
+export function dictGet(d: Dict, k: Value): Value | undefined {
+  const key = keyOf(k);
+  if (d.has(key)) return d.get(key);
+  if (typeof key === "number" && (key === 0 || key === 1) && d.has(key === 1)) return d.get(key === 1);
+  return undefined;
+}
+
+/** Python's <, >, <=, >= as a sign: numbers, strings, lists and tuples item by item; TypeError otherwise */
+export function compare(a: Value, b: Value, op = "<"): number {
+  if (isNumber(a) && isNumber(b)) {
+    const x = num(a), y = num(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  if (isStr(a) && isStr(b)) {
+    const x = strOf(a), y = strOf(b);
+    return x === y ? 0 : codePointLess(x, y) ? -1 : 1;
+  }
+  if (Array.isArray(a) && Array.isArray(b) && isTuple(a) === isTuple(b)) {
+    for (let i = 0; i < Math.min(a.length, b.length); i++) {
+      if (!equals(a[i]!, b[i]!)) return compare(a[i]!, b[i]!, op);
+    }
+    return a.length - b.length;
+  }
+  return fail(`'${op}' not supported between instances of '${typeName(a)}' and '${typeName(b)}'`);
+}
+
+/** Python orders strings by code point (JS's < compares UTF-16 units, which puts U+FFFF after 😀) */
+function codePointLess(x: string, y: string): boolean {
+  const a = [...x], b = [...y];
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    if (a[i] !== b[i]) return a[i]!.codePointAt(0)! < b[i]!.codePointAt(0)!;
+  }
+  return a.length < b.length;
+}
+
+/** Python's `x in container` */
+export function contains(container: Value, x: Value): boolean {
+  if (isStr(container)) {
+    if (!isStr(x)) fail(`'in <string>' requires string as left operand, not ${typeName(x)}`);
+    return strOf(container).includes(strOf(x as string));
+  }
+  if (Array.isArray(container)) return container.some((e) => equals(e, x));
+  if (container instanceof Generator) return container.take().some((e) => equals(e, x));
+  if (container instanceof Map) return dictGet(container, x) !== undefined;
+  if (container instanceof Undefined) return false;
+  return fail(`argument of type '${typeName(container)}' is not iterable`);
+}
+
+/** the items a for loop, list() or a filter walks: a str's characters, a dict's keys; TypeError for what holds no items */
+export function iterate(v: Value): Value[] {
+  if (Array.isArray(v)) return v;
+  if (typeof v === "string") return [...v];
+  if (v instanceof Markup) return [...v.s].map((c) => new Markup(c));
+  if (v instanceof Map) return [...v.keys()];
+  if (v instanceof Generator) return v.take();
+  if (v instanceof Undefined) return [];
+  return fail(`'${typeName(v)}' object is not iterable`);
+}
+
+/** Python's len() */
+export function length(v: Value): number {
+  if (isStr(v)) return [...strOf(v)].length;
+  if (Array.isArray(v)) return v.length;
+  if (v instanceof Map) return v.size;
+  if (v instanceof Undefined) return 0;
+  return fail(`object of type '${typeName(v)}' has no len()`);
+}
+
+// ---- JSON (transformers' tojson is json.dumps with ensure_ascii=False) ----
+
+export interface JsonOptions {
+  indent?: string | undefined;
+  itemSeparator?: string | undefined;
+  keySeparator?: string | undefined;
+  sortKeys?: boolean | undefined;
+  ensureAscii?: boolean | undefined;
+}
+
+/** Python's json.dumps of a value */
+export function toJson(v: Value, options: JsonOptions = {}, depth = 0): string {
+  const itemSep = options.itemSeparator ?? (options.indent !== undefined ? "," : ", ");
+  const keySep = options.keySeparator ?? ": ";
+  const quote = (s: string) => {
+    const q = JSON.stringify(s);
+    return options.ensureAscii ? q.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) : q;
+  };
+  const wrap = (open: string, close: string, parts: string[]) => {
+    if (parts.length === 0) return open + close;
+    if (options.indent === undefined) return open + parts.join(itemSep) + close;
+    const inner = `\n${options.indent.repeat(depth + 1)}`;
+    return `${open}${inner}${parts.join(itemSep + inner)}\n${options.indent.repeat(depth)}${close}`;
+  };
+  if (v === null) return "null";
+  if (typeof v === "boolean") return v ? "true" : "false";
+  if (typeof v === "number") return String(v);
+  if (v instanceof Float) return Number.isNaN(v.v) ? "NaN" : !Number.isFinite(v.v) ? (v.v > 0 ? "Infinity" : "-Infinity") : reprFloat(v.v);
+  if (isStr(v)) return quote(strOf(v));
+  if (Array.isArray(v)) return wrap("[", "]", v.map((x) => toJson(x, options, depth + 1)));
+  if (v instanceof Map) {
+    const jsonKey = (k: Key) => (typeof k === "string" ? k : k === null ? "null" : typeof k === "boolean" ? String(k) : String(k));
+    let entries = [...v].map(([k, x]) => [jsonKey(k), x] as const);
+    if (options.sortKeys) entries = entries.sort(([a], [b]) => (a === b ? 0 : codePointLess(a, b) ? -1 : 1));
+    return wrap("{", "}", entries.map(([k, x]) => `${quote(k)}${keySep}${toJson(x, options, depth + 1)}`));
+  }
+  return fail(`Object of type ${typeName(v)} is not JSON serializable`);
+}
