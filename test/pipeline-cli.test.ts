@@ -45,6 +45,28 @@ test("tsllm pipeline ner --aggregation-strategy and fill-mask --top-k", { skip: 
   assert.deepEqual(f[0].map((row: { token: number }[]) => row.map((x) => x.token)), m.pipeline_fill_mask_top_k_5.map((row: { token: number }[]) => row.slice(0, 3).map((x) => x.token)));
 });
 
+test("tsllm pipeline --function-to-apply, --ignore-labels and --target reach the pipeline (transformers' function_to_apply, ignore_labels, targets)", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const sst = exp("bert-uncased-sst").cases[0];
+  const raw = JSON.parse(tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", sst.text, "--function-to-apply", "none", "--top-k", "all", "--json", "--threads", "1").stdout);
+  // function_to_apply="none": the logits themselves, best first
+  assert.ok(close(raw[0].map((x: { score: number }) => x.score), [...sst.logits].sort((a: number, b: number) => b - a), 1e-4), JSON.stringify(raw));
+  const c = exp("bert-ner").cases[0];
+  const all = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--ignore-labels", "", "--json", "--threads", "1");
+  assert.equal(all.status, 0, all.stderr);
+  // nothing ignored: every token with its argmax label, O included
+  assert.deepEqual(JSON.parse(all.stdout)[0].map((e: { entity: string }) => e.entity), c.argmax_labels.slice(1, -1));
+  const noLoc = JSON.parse(tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--aggregation-strategy", "simple", "--ignore-labels", "O,LOC", "--json", "--threads", "1").stdout)[0];
+  assert.deepEqual(noLoc.map((g: { word: string }) => g.word), c.pipeline_simple.filter((g: { entity_group: string }) => g.entity_group !== "LOC").map((g: { word: string }) => g.word));
+  const m = exp("bert-uncased-mlm").cases.find((x: { text: string }) => x.text === "Paris is the [MASK] of France.").masks[0];
+  const f = JSON.parse(tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", "Paris is the [MASK] of France.", "--target", "kramer", "--target", "shanghai", "--json", "--threads", "1").stdout)[0];
+  const want = ["shanghai", "kramer"].map((t) => m.top20_softmax[m.top20_tokens.indexOf(t)]);
+  assert.deepEqual(f.map((x: { token_str: string }) => x.token_str), ["shanghai", "kramer"]);
+  assert.ok(close(f.map((x: { score: number }) => x.score), want, 1e-4));
+  const bad = tsllm("pipeline", "sentiment-analysis", "--model", "m", "--input", "x", "--function-to-apply", "tanh");
+  assert.equal(bad.status, 2);
+  assert.equal(bad.stderr, 'tsllm: error: --function-to-apply must be one of softmax, sigmoid, none, got "tanh"\n');
+});
+
 test("tsllm embed --normalize --json equals sentence-transformers' encode", { skip: skipWithoutShared("hf-oracle/minilm-embed.expected.json") }, () => {
   const e = exp("minilm-embed");
   const r = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--input", e.cases[1].text, "--normalize", "--json", "--threads", "1");
@@ -65,7 +87,7 @@ test("usage errors: one line, exit 2", () => {
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
 
-test("an option of other tasks (--pair, --top-k, --aggregation-strategy, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -73,6 +95,7 @@ test("an option of other tasks (--pair, --top-k, --aggregation-strategy, --max-n
     ["ner", "top-k", "2", `${classification}, fill-mask`], ["text-generation", "top-k", "all", `${classification}, fill-mask`],
     ["fill-mask", "aggregation-strategy", "simple", "token-classification, ner"],
     ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation"],
+    ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
   ] as const) {
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, value);
     assert.equal(r.status, 2, `${task} --${option}: ${r.stderr}`);

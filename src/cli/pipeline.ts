@@ -5,7 +5,8 @@ import {
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
-                      [--aggregation-strategy S] [--pair TEXT]... [--max-new-tokens N] [--max-length N]
+                      [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
+                      [--ignore-labels L,...] [--target WORD]... [--max-new-tokens N] [--max-length N]
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
@@ -16,7 +17,10 @@ Options:
   --input TEXT                  an input (repeatable; required)
   --pair TEXT                   text-classification: the second text of the input at the same place (repeatable)
   --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5)
+  --function-to-apply F         text-classification: softmax, sigmoid or none (default: the model's, as transformers)
   --aggregation-strategy S      token-classification: none (default), simple, first, average, max
+  --ignore-labels L,...         token-classification: labels left out, comma-separated (default O; "" keeps all)
+  --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
   --max-new-tokens N            text-generation: new tokens at most (default 256)
   --max-length N                text-generation: tokens in all, the prompt's included
   --threads N                   worker threads
@@ -26,19 +30,24 @@ Options:
 `;
 
 const STRATEGIES = ["none", "simple", "first", "average", "max"];
+const FUNCTIONS = ["softmax", "sigmoid", "none"];
 
 /** the options only some tasks take: given to another task they would be silently ignored */
 const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   pair: ["text-classification", "sentiment-analysis"],
   "top-k": ["text-classification", "sentiment-analysis", "fill-mask"],
+  "function-to-apply": ["text-classification", "sentiment-analysis"],
   "aggregation-strategy": ["token-classification", "ner"],
+  "ignore-labels": ["token-classification", "ner"],
+  target: ["fill-mask"],
   "max-new-tokens": ["text-generation"],
   "max-length": ["text-generation"],
 };
 
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
-  "aggregation-strategy": { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
+  "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -58,6 +67,11 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 1 });
   const strategy = optionalString(values, "aggregation-strategy");
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
+  const functionToApply = optionalString(values, "function-to-apply");
+  if (functionToApply !== undefined && !FUNCTIONS.includes(functionToApply)) throw new UsageError(`--function-to-apply must be one of ${FUNCTIONS.join(", ")}, got "${functionToApply}"`);
+  const ignoreLabelsText = optionalString(values, "ignore-labels");
+  const ignoreLabels = ignoreLabelsText === undefined ? undefined : ignoreLabelsText.split(",").map((l) => l.trim()).filter((l) => l !== "");
+  const targets = strings(values, "target");
   const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: 1 });
   const threads = threadsOption(values);
@@ -72,15 +86,15 @@ export async function runPipeline(argv: string[]): Promise<void> {
         case "text-classification":
         case "sentiment-analysis": {
           const input = pairs[i] !== undefined ? { text, text_pair: pairs[i] } : text;
-          results.push(await (p as TextClassificationPipeline)(input, topK === undefined ? {} : { topK }));
+          results.push(await (p as TextClassificationPipeline)(input, { ...(topK === undefined ? {} : { topK }), ...(functionToApply === undefined ? {} : { functionToApply: functionToApply as "softmax" }) }));
           break;
         }
         case "token-classification":
         case "ner":
-          results.push(await (p as TokenClassificationPipeline)(text, { aggregationStrategy: (strategy ?? "none") as AggregationStrategy }));
+          results.push(await (p as TokenClassificationPipeline)(text, { aggregationStrategy: (strategy ?? "none") as AggregationStrategy, ...(ignoreLabels ? { ignoreLabels } : {}) }));
           break;
         case "fill-mask":
-          results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5 }));
+          results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) }));
           break;
         case "feature-extraction":
           results.push(await (p as FeatureExtractionPipeline)(text));
