@@ -136,6 +136,25 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.ok((again.usage as any).prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
   });
 
+  test("best_of: the n answered are the best_of generated with the highest log probability per token, as OpenAI defines it", async () => {
+    const request = { model: "stories260K", prompt: "Once upon a time", max_tokens: 12, temperature: 1.5, seed: 7 };
+    // the same seed draws the same choices: all four, with their logprobs, ranked here
+    const all = await client.completions.create({ ...request, n: 4, logprobs: 0 });
+    const perToken = (c: (typeof all.choices)[number]) => { const lps = c.logprobs!.token_logprobs!; return lps.reduce((a, b) => a + b, 0) / lps.length; };
+    const ranked = [...all.choices].sort((a, b) => perToken(b) - perToken(a)).map((c) => c.text);
+    assert.ok(new Set(ranked).size > 1, "the four choices differ");
+    const best = await client.completions.create({ ...request, n: 2, best_of: 4 });
+    assert.deepEqual(best.choices.map((c) => c.text), ranked.slice(0, 2));
+    assert.deepEqual(best.choices.map((c) => c.index), [0, 1]);
+    assert.equal(best.choices[0]!.logprobs, null, "no logprobs unless asked for");
+    // every generated token counts, as OpenAI bills best_of
+    assert.equal(best.usage!.completion_tokens, all.usage!.completion_tokens);
+    const one = await client.completions.create({ ...request, best_of: 4, logprobs: 1 });
+    assert.equal(one.choices.length, 1);
+    assert.equal(one.choices[0]!.text, ranked[0]);
+    assert.equal(one.choices[0]!.logprobs!.top_logprobs![0]!.constructor, Object);
+  });
+
   test("logprobs: the tokens are the text as it shows (a word's leading space kept), join into it, and stop where a stop string cuts it", async () => {
     const tok = model.tokenizer;
     const long = await model.generate("Once upon a time", { temperature: 0, maxTokens: 16 });
@@ -299,7 +318,10 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [textUrl, { prompt: [100000] }, 400, "prompt", "invalid_value"],
       [textUrl, { prompt: "x", logprobs: 30 }, 400, "logprobs", "invalid_value"],
       [textUrl, { prompt: "x", echo: true }, 400, "echo", "unsupported_parameter"],
-      [textUrl, { prompt: "x", best_of: 3 }, 400, "best_of", "unsupported_parameter"],
+      [textUrl, { prompt: "x", best_of: 1, n: 2 }, 400, "best_of", "invalid_value"],
+      [textUrl, { prompt: "x", best_of: 3, stream: true }, 400, "best_of", "invalid_value"],
+      [textUrl, { prompt: "x", best_of: 21 }, 400, "best_of", "invalid_value"],
+      [chatUrl, { messages: msgs, best_of: 2 }, 400, "best_of", "unsupported_parameter"],
       [textUrl, { prompt: "the ".repeat(600) }, 400, "prompt", "context_length_exceeded"],
       [textUrl, "{not json", 400, null, "invalid_json"],
       [textUrl, "[1, 2]", 400, null, "invalid_json"],

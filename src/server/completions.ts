@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import type { GenerateOptions, GenerationResult } from "../generation/index.js";
+import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
@@ -18,6 +18,8 @@ interface Job {
   prompts: number[][];
   options: GenerateOptions;
   n: number;
+  /** text completions' best_of: choices generated per prompt, of which the n with the highest log probability per token are answered (n when not given) */
+  bestOf: number;
   stream: boolean;
   includeUsage: boolean;
   /** top alternatives to report per token, when logprobs are asked for */
@@ -34,7 +36,7 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 /** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
   const job = jobOf(ctx, kind, body);
-  ctx.admit(job.prompts.map(() => job.n));
+  ctx.admit(job.prompts.map(() => job.bestOf));
   const controller = new AbortController();
   // a client that goes away cancels its generation (the engine drops it at the next step)
   const onClose = () => controller.abort();
@@ -62,7 +64,11 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   let prompts: number[][];
   let toolsJob: Job["tools"];
   let constraintParam: string | undefined;
+  // the choices answered per prompt, and those generated (best_of of them, for text completions)
+  const answered = options.n ?? 1;
+  let bestOf = answered;
   if (kind === "chat") {
+    if (body.best_of !== undefined && body.best_of !== null && body.best_of !== answered) throw invalid("best_of", "'best_of' is a parameter of /v1/completions, not of chat completions", "unsupported_parameter");
     const top = optNumber(body, "top_logprobs", { integer: true, min: 0, max: 20 });
     const want = optBoolean(body, "logprobs") ?? false;
     if (top !== undefined && !want) throw invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
@@ -97,6 +103,12 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
     if (optBoolean(body, "echo")) throw invalid("echo", "'echo' is not supported by this server", "unsupported_parameter");
+    bestOf = bestOfOf(body, answered, stream);
+    // best_of choices run for each prompt: the logprobs they are ranked by come with them
+    if (bestOf > answered) {
+      options.n = bestOf;
+      options.logprobs = logprobs ?? 0;
+    }
     const given = promptsOf(body, model.info.vocabSize);
     // a request that could never be taken is refused before its prompts are tokenized
     ctx.admissible(given.length, options.n ?? 1, "prompt");
@@ -120,9 +132,34 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
   }
   constraintParam ??= options.grammar !== undefined ? (toolsJob ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n, stream, includeUsage, logprobs, model: ctx.modelId,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, logprobs, model: ctx.modelId,
     ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/**
+ * `best_of` of a text completion, as OpenAI's: at least n, at most 20, and not streamed (the best
+ * are known only once all have ended)
+ */
+function bestOfOf(body: Body, n: number, stream: boolean): number {
+  const bestOf = optNumber(body, "best_of", { integer: true, min: 1, max: 20 });
+  if (bestOf === undefined) return n;
+  if (bestOf < n) throw invalid("best_of", `'best_of' must be at least n (${n}), got ${bestOf}`);
+  if (bestOf > n && stream) throw invalid("best_of", "'best_of' above n cannot be streamed: the best choices are known only once all have ended");
+  return bestOf;
+}
+
+/**
+ * The n of a prompt's choices to answer: all of them, or with best_of the n with the highest
+ * log probability per token (OpenAI's definition), best first
+ */
+function answeredChoices(job: Job, choices: readonly Choice[]): readonly Choice[] {
+  if (job.bestOf === job.n) return choices;
+  const perToken = (c: Choice) => {
+    const lps = c.logprobs ?? [];
+    return lps.length === 0 ? -Infinity : lps.reduce((sum, lp) => sum + lp.logprob, 0) / lps.length;
+  };
+  return choices.map((c) => ({ c, score: perToken(c) })).sort((a, b) => b.score - a.score).slice(0, job.n).map(({ c }) => c);
 }
 
 /** the GBNF of a JSON response_format (a schema the grammar cannot express is the parameter's 400) */
@@ -182,10 +219,11 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   if (res.destroyed) return;
   const cancelled = cancellation(signal);
   if (cancelled && all.some((r) => (r.choices ?? [r]).some((c) => c.finishReason === "abort"))) throw cancelled;
-  const choices = all.flatMap((r, i) => (r.choices ?? [r]).map((c, j) => {
+  const choices = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
-    const placed = c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion);
+    // (best_of's ranking asks for logprobs the client may not have)
+    const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion);
     if (job.kind === "chat") {
       const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
       const reply = replyOf(job, c.completion);

@@ -121,8 +121,6 @@ export function generationOptionsOf(body: Body, vocabSize: number): GenerateOpti
     ignoreEos: optBoolean(body, "ignore_eos"),
     ...constraintOf(body),
   };
-  const bestOf = optNumber(body, "best_of", { integer: true, min: 1 });
-  if (bestOf !== undefined && bestOf !== (options.n ?? 1)) throw invalid("best_of", "'best_of' other than n is not supported by this server", "unsupported_parameter");
   return defined(options);
 }
 
