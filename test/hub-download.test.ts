@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, statfsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { downloadModel, hfHubCacheDir, hfTokenFromEnv, hubOfflineFromEnv, type HubError, looksLikeHubReference, parseHubReference, type DownloadOptions } from "../src/hub/index.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
 import { blobName, FakeHub, gitBlobSha1, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -267,6 +269,40 @@ describe("integrity", () => {
   });
 });
 
+describe("what the file server says", () => {
+  test("a server that ignores Range (200, the whole file) is downloaded from the start, not appended to the partial file", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    const blobs = join(cache, "models--acme--tiny-GGUF", "blobs");
+    mkdirSync(blobs, { recursive: true });
+    writeFileSync(join(blobs, `${sha256(f.content)}.incomplete`), f.content.subarray(0, 100_000));
+    const start = hub.requests.length;
+    hub.ignoreRange = true;
+    try {
+      const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+      assert.deepEqual(readFileSync(r.path), f.content);
+    } finally {
+      hub.ignoreRange = false;
+    }
+    const gets = hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET");
+    assert.deepEqual(gets.map((g) => g.headers.range), ["bytes=100000-"]);
+  });
+
+  test("a Content-Length that cannot make the size the hub announced is refused before the file is downloaded, not fetched again and again", async () => {
+    const content = randomBytes(5_000, 10);
+    hub.add({ repo: "acme/liar-GGUF", commit: COMMIT, files: [{ path: "liar-Q8_0.gguf", content, announcedSize: 5_100 }] });
+    const cache = tmp();
+    const start = hub.requests.length;
+    await assert.rejects(downloadModel("acme/liar-GGUF", opts(cache)), (e: HubError) => {
+      assert.equal(e.code, "protocol");
+      assert.match(e.message, /liar-Q8_0\.gguf of acme\/liar-GGUF@main: .* announces 5000 bytes from byte 0, but the hub gave the file 5100 bytes/);
+      return true;
+    });
+    assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET").length, 1);
+    assert.deepEqual(tree(join(cache, "models--acme--liar-GGUF", "snapshots")), []);
+  });
+});
+
 describe("disk space", () => {
   test("a file larger than the free space is refused before a byte is transferred", async () => {
     const cache = tmp();
@@ -298,6 +334,56 @@ describe("disk space", () => {
     });
     assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn").length, 1, "not retried");
     assert.ok(!existsSync(join(blobs, sha256(f.content))));
+  });
+});
+
+/** true when this machine lets an unprivileged user namespace bind-mount a folder read-only */
+const canMountReadOnly = (() => {
+  const probe = mkdtempSync(join(tmpdir(), "tsllm-ro-probe-"));
+  const r = spawnSync("unshare", ["-rm", "sh", "-c", `mount -o bind,ro "$0" "$0" && ! touch "$0/x" 2>/dev/null`, probe]);
+  rmSync(probe, { recursive: true, force: true });
+  return r.status === 0;
+})();
+
+/** runs `code` (an ES module) in a child process that sees `dir` as a read-only volume; resolves with its stdout */
+function withReadOnly(dir: string, code: string): Promise<string> {
+  return new Promise((done, fail) => {
+    const child = spawn("unshare", ["-rm", "sh", "-c", `mount -o bind,ro "$0" "$0" && exec "$1" --import tsx --input-type=module -e "$2"`, dir, process.execPath, code], { cwd: PROJECT_ROOT });
+    let out = "", err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    child.on("close", (status) => (status === 0 ? done(out) : fail(new Error(`exit ${status}: ${err}`))));
+  });
+}
+
+describe("a cache that cannot be written", () => {
+  test("HF_HUB_CACHE under a file is one error naming the cache and the variable, not a bare ENOTDIR", async () => {
+    const parent = tmp();
+    writeFileSync(join(parent, "not-a-folder"), "x");
+    const cache = join(parent, "not-a-folder", "hub");
+    await assert.rejects(downloadModel("acme/tiny", opts(cache, { include: ["config.json"] })), (e: HubError) => {
+      assert.equal(e.code, "disk");
+      assert.equal(e.message, `cannot write the cache ${cache}: a path component is a file, not a folder (ENOTDIR) at ${join(cache, "models--acme--tiny")}; point HF_HUB_CACHE (the cacheDir option) at a writable folder`);
+      return true;
+    });
+  });
+
+  test("a complete cache on a read-only volume still serves a refresh; a missing file is one clear error", { skip: canMountReadOnly ? false : "unprivileged read-only bind mounts are not available here" }, async () => {
+    const cache = tmp();
+    await downloadModel("acme/tiny", opts(cache, { include: ["config.json", "model.safetensors"] }));
+    const run = (include: string[]) => `
+      import { downloadModel } from ${JSON.stringify(pathToFileURL(join(PROJECT_ROOT, "src/hub/index.ts")).href)};
+      try {
+        const r = await downloadModel("acme/tiny", { cacheDir: ${JSON.stringify(cache)}, endpoint: ${JSON.stringify(hub.hubUrl)}, env: {}, retryDelayMs: 1, refresh: true, include: ${JSON.stringify(include)} });
+        console.log(JSON.stringify({ files: r.files, fromCache: r.fromCache }));
+      } catch (e) {
+        console.log(JSON.stringify({ code: e.code, message: e.message }));
+      }`;
+    // the hub is asked again (refresh), everything is there: nothing needs writing
+    assert.deepEqual(JSON.parse(await withReadOnly(cache, run(["config.json", "model.safetensors"]))), { files: ["config.json", "model.safetensors"], fromCache: false });
+    const missing = JSON.parse(await withReadOnly(cache, run(["tokenizer.json"])));
+    assert.equal(missing.code, "disk");
+    assert.match(missing.message, /^cannot write the cache .*: read-only file system \(EROFS\) at .*; point HF_HUB_CACHE \(the cacheDir option\) at a writable folder$/);
   });
 });
 

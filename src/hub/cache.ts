@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, readFileSync, readdirSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
@@ -131,6 +131,8 @@ export class RepoCache {
     const blob = this.blobPath(etag);
     await mkdir(dirname(link), { recursive: true });
     const target = relative(dirname(link), blob);
+    // already right: nothing is written (a complete cache may be on a read-only volume)
+    if (isLinkTo(link, target)) return link;
     const tmp = uniqueTmp(link);
     try {
       await symlink(target, tmp);
@@ -172,6 +174,14 @@ export class RepoCache {
 /** a cache root must exist for realpath checks; callers create it before writing */
 export async function ensureDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
+}
+
+function isLinkTo(link: string, target: string): boolean {
+  try {
+    return readlinkSync(link) === target;
+  } catch {
+    return false; // absent, or not a symlink
+  }
 }
 
 let tmpCounter = 0;

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
-import { HubError } from "./errors.js";
+import { describeIoError, HubError, isIoError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
 import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
@@ -11,7 +11,7 @@ import { modelScopeSource } from "./modelscope.js";
 import type { ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
 import { selectFiles, type FileSelection } from "./select.js";
-import type { HubSource } from "./source.js";
+import type { HubSource, RepoListing } from "./source.js";
 
 export interface DownloadOptions {
   /** the hub for references without a `hf:`/`modelscope:` prefix (default "hf") */
@@ -172,10 +172,27 @@ export async function downloadModel(reference: string | HubReference, options: D
   // every name that becomes a path is checked before anything is written
   for (const f of selection.files) checkRelativePath(f, `file name listed by ${context}`);
   cache.snapshotDir(listing.commit);
-  const byPath = new Map(listing.files.map((f) => [f.path, f]));
 
+  try {
+    await writeSnapshot(cache, source, ref, revision, listing, selection.files, options, env);
+  } catch (e) {
+    if (!isIoError(e)) throw e;
+    const variable = ref.source === "modelscope" ? "MODELSCOPE_CACHE" : "HF_HUB_CACHE";
+    throw new HubError("disk", `cannot write the cache ${cache.root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; point ${variable} (the cacheDir option) at a writable folder`);
+  }
+  return {
+    source: ref.source, repo: ref.repo, revision, commit: listing.commit,
+    snapshotDir: cache.snapshotDir(listing.commit), files: selection.files,
+    path: selection.primary ? cache.snapshotPath(listing.commit, selection.primary) : cache.snapshotDir(listing.commit),
+    fromCache: false,
+  };
+}
+
+/** fetches what the cache lacks of `files`, links them into the commit's snapshot and records the revision's ref */
+async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], options: DownloadOptions, env: NodeJS.ProcessEnv): Promise<void> {
+  const byPath = new Map(listing.files.map((f) => [f.path, f]));
   await ensureDir(cache.dir);
-  await pool(selection.files, options.concurrency ?? 4, async (file) => {
+  await pool(files, options.concurrency ?? 4, async (file) => {
     const location = await withRetries(() => source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal), options);
     const blob = cache.blobPath(location.etag);
     const what = `${file} of ${formatReference({ ...ref, selector: undefined }, revision)}`;
@@ -202,10 +219,4 @@ export async function downloadModel(reference: string | HubReference, options: D
     await cache.linkSnapshot(listing.commit, file, location.etag);
   });
   await cache.writeRef(revision, listing.commit);
-  return {
-    source: ref.source, repo: ref.repo, revision, commit: listing.commit,
-    snapshotDir: cache.snapshotDir(listing.commit), files: selection.files,
-    path: selection.primary ? cache.snapshotPath(listing.commit, selection.primary) : cache.snapshotDir(listing.commit),
-    fromCache: false,
-  };
 }

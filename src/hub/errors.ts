@@ -18,3 +18,19 @@ export class HubError extends Error {
     super(message);
   }
 }
+
+const IO_REASONS: Record<string, string> = {
+  ENOSPC: "no space left on device", EDQUOT: "disk quota exceeded", EROFS: "read-only file system", EACCES: "permission denied",
+  EPERM: "operation not permitted", EFBIG: "file too large", ENOTDIR: "a path component is a file, not a folder",
+};
+
+/** a file-system error in words with its code ("read-only file system (EROFS)"), else its message */
+export function describeIoError(e: unknown): string {
+  const err = e as NodeJS.ErrnoException;
+  return err.code && IO_REASONS[err.code] ? `${IO_REASONS[err.code]} (${err.code})` : String(err.message ?? e);
+}
+
+/** true for an error of the file system (it has a syscall), as opposed to ours or the network's */
+export function isIoError(e: unknown): e is NodeJS.ErrnoException {
+  return e instanceof Error && !(e instanceof HubError) && typeof (e as NodeJS.ErrnoException).syscall === "string";
+}

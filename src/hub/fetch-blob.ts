@@ -3,7 +3,7 @@ import { createReadStream, existsSync, statSync } from "node:fs";
 import { mkdir, open, rename, rm, statfs } from "node:fs/promises";
 import { dirname } from "node:path";
 import { formatBytes } from "../units/index.js";
-import { HubError } from "./errors.js";
+import { describeIoError, HubError } from "./errors.js";
 import { formatSeconds, hubRequest, isRetryableStatus, redact, retryAfterMs, sleep, type HubAuth, type HubResponse } from "./http.js";
 import type { FileLocation } from "./source.js";
 
@@ -42,18 +42,12 @@ class Transient extends Error {
   }
 }
 
-const IO_REASONS: Record<string, string> = {
-  ENOSPC: "no space left on device", EDQUOT: "disk quota exceeded", EROFS: "read-only file system", EACCES: "permission denied", EPERM: "operation not permitted", EFBIG: "file too large",
-};
-
 /**
  * A failure writing the cache is the disk's, not the network's: retrying cannot help, so it is
  * reported at once (the partial file is kept, so the download resumes once there is room).
  */
 function diskError(e: unknown, o: FetchBlobOptions, partial: string, written: number): HubError {
-  const err = e as NodeJS.ErrnoException;
-  const reason = err.code && IO_REASONS[err.code] ? `${IO_REASONS[err.code]} (${err.code})` : err.message;
-  return new HubError("disk", `writing ${o.what} to ${partial} failed: ${reason}; ${formatBytes(written)} of ${formatBytes(o.location.size)} were written and are kept, so a later run resumes`);
+  return new HubError("disk", `writing ${o.what} to ${partial} failed: ${describeIoError(e)}; ${formatBytes(written)} of ${formatBytes(o.location.size)} were written and are kept, so a later run resumes`);
 }
 
 /** bytes the file system can still give us, or undefined when it cannot say */
@@ -127,6 +121,15 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
     // a server that ignores Range (200) or answers another range starts the file over
     const range = response.headers.get("content-range");
     if (start > 0 && (response.status !== 206 || !range?.startsWith(`bytes ${start}-`))) start = 0;
+    // a body whose length cannot make the size the hub announced is refused before a byte is read:
+    // downloading it, failing the size check and retrying would fetch the whole file several times
+    const length = response.headers.get("content-length");
+    const encoded = (response.headers.get("content-encoding") ?? "identity").toLowerCase() !== "identity";
+    if (length !== null && !encoded && Number(length) !== location.size - start) {
+      r.done();
+      await response.body?.cancel();
+      throw new HubError("protocol", `downloading ${o.what}: ${redact(r.url)} announces ${length} bytes from byte ${start}, but the hub gave the file ${location.size} bytes (X-Linked-Size / Content-Length); one of them is wrong, so nothing was downloaded`);
+    }
   }
   const hash = startHash(location);
   if (hash && start > 0) await hashPrefix(hash, partial);

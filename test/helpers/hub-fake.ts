@@ -57,6 +57,8 @@ export class FakeHub {
   readonly extraSiblings = new Map<string, string[]>();
   /** renamed repos: old name -> new name, answered with a relative 307 as the Hub does */
   readonly renamed = new Map<string, string>();
+  /** byte servers answer every GET with the whole file (200), as a server without range support does */
+  ignoreRange = false;
   /** the next N hub requests answer 503 */
   unavailable = 0;
   /** the next N hub requests are never answered (the connection stays open) */
@@ -204,7 +206,7 @@ export class FakeHub {
     }
     let start = 0;
     let end = content.length - 1;
-    const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
+    const range = this.ignoreRange ? null : /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
     if (range) {
       start = Number(range[1]);
       if (range[2]) end = Math.min(end, Number(range[2]));
