@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
+import { COMMANDS } from "../src/cli/commands.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -282,6 +283,24 @@ test("the fallback to the reference kernels is one tsllm warning line, not Node'
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr.split("\n")[0]!, /^tsllm: warning: WebAssembly backend unavailable \(.*TSLLM_WASM_SIMD.*"bogus"\); using the slow reference kernels$/);
   assert.doesNotMatch(r.stderr, /\(node:\d+\)|--trace-warnings/);
+});
+
+test("--json: a failure is also one JSON object on stdout ({error: {message, type}}), for every command that has --json; the stderr line and exit code stay", () => {
+  const withJson = Object.entries(COMMANDS).filter(([, c]) => Object.hasOwn(c.options, "json")).map(([name]) => name);
+  assert.ok(withJson.length >= 8, withJson.join(" "));
+  const cases: [string[], number, string][] = [
+    ...withJson.map((name): [string[], number, string] => [[name, "--json", "--no-such-option"], 2, "usage_error"]),
+    [["inspect", "--model", join(dir, "missing.gguf"), "--json"], 1, "error"],
+  ];
+  for (const [args, code, type] of cases) {
+    const r = tsllm(...args);
+    assert.equal(r.code, code, `${args.join(" ")}: ${r.stderr}`);
+    const line = /^tsllm: error: (.*)\n$/.exec(r.stderr);
+    assert.ok(line, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { error: { message: line[1], type } }, args.join(" "));
+  }
+  // without --json, stdout stays empty
+  assert.equal(tsllm("inspect", "--model", join(dir, "missing.gguf")).stdout, "");
 });
 
 test("an unknown option is one short line for every command, positional ones (download, rm) included", () => {

@@ -48,12 +48,25 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
+/**
+ * Whether the command line asks a command that has --json for JSON: its failure is then also one
+ * JSON object on stdout, so a script reading stdout (`| jq`) gets a value, not nothing. Every
+ * --json command writes its one result at its end, so a failed one has written nothing there.
+ */
+function wantsJson(argv: readonly string[]): boolean {
+  const [command, ...rest] = argv;
+  const cmd = command !== undefined && Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  return cmd !== undefined && Object.hasOwn(cmd.options, "json") && rest.includes("--json");
+}
+
 main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     // the library's error names its chatTemplate option; here the remedy is the flag
     const message = err instanceof NoChatTemplateError ? `${err.reason}; give one with --chat-template FILE` : err instanceof Error ? err.message : String(err);
+    const usage = err instanceof UsageError;
     process.stderr.write(`tsllm: error: ${printable(message)}\n`);
-    process.exitCode = err instanceof UsageError ? 2 : 1;
+    if (wantsJson(process.argv.slice(2))) process.stdout.write(JSON.stringify({ error: { message, type: usage ? "usage_error" : "error" } }) + "\n");
+    process.exitCode = usage ? 2 : 1;
   },
 );
