@@ -424,6 +424,28 @@ describe("endpoint and token", () => {
     });
   });
 
+  test("a token without access to a gated repo: the 403 says so, with the Hub's own words", async () => {
+    await assert.rejects(downloadModel("acme/gated", opts(tmp(), { token: "hf_other" })), (e: HubError) => {
+      assert.equal(e.code, "unauthorized");
+      assert.match(e.message, /^access to acme\/gated was refused \(403 GatedRepo\): it is gated or private — accept its terms on the Hub and check that the token sent has access to it\. The Hub says: Access to model acme\/gated is restricted and you are not in the authorized list\. Visit .*\/acme\/gated to ask for access\.$/);
+      return true;
+    });
+  });
+
+  test("an expired or revoked token is named as the problem, even on a public repo", async () => {
+    hub.invalidTokens.add("hf_revoked");
+    try {
+      await assert.rejects(downloadModel("acme/tiny", opts(tmp(), { token: "hf_revoked", include: ["config.json"] })), (e: HubError) => {
+        assert.equal(e.code, "unauthorized");
+        assert.match(e.message, /^the Hub refused the token sent for acme\/tiny \(401 Invalid credentials in Authorization header\): it is invalid, expired or revoked; set a valid one in HF_TOKEN/);
+        assert.doesNotMatch(e.message, /gated|hf_revoked/);
+        return true;
+      });
+    } finally {
+      hub.invalidTokens.delete("hf_revoked");
+    }
+  });
+
   test("404s name the repo, the revision or the file", async () => {
     await assert.rejects(downloadModel("acme/nope", opts(tmp())), (e: HubError) => e.code === "repo-not-found" && /repository acme\/nope not found/.test(e.message));
     await assert.rejects(downloadModel("acme/tiny@v9", opts(tmp())), (e: HubError) => e.code === "revision-not-found" && /revision "v9" not found in acme\/tiny/.test(e.message));

@@ -28,6 +28,9 @@ function fileChecksum(etag: string, linked: boolean): Checksum | undefined {
   return undefined;
 }
 
+/** the X-Error-Message of a 401 for a bad token (huggingface_hub tells it apart the same way) */
+const INVALID_CREDENTIALS = "Invalid credentials in Authorization header";
+
 const enc = (s: string) => s.split("/").map(encodeURIComponent).join("/");
 
 /** The Hugging Face Hub (or a mirror such as hf-mirror.com via HF_ENDPOINT). */
@@ -42,11 +45,16 @@ export function huggingFaceSource(options: SourceOptions = {}): HubSource {
     const code = res.headers.get("x-error-code");
     const serverMsg = res.headers.get("x-error-message");
     const where = `${repo}@${revision}`;
+    const said = serverMsg ? ` The Hub says: ${serverMsg.trim().replace(/\.?$/, ".")}` : "";
+    // an expired or revoked token is refused on every repo, public ones included: it is not the repo's fault
+    if (res.status === 401 && serverMsg === INVALID_CREDENTIALS && auth.token) {
+      return new HubError("unauthorized", `the Hub refused the token sent for ${repo} (401 ${serverMsg}): it is invalid, expired or revoked; set a valid one in HF_TOKEN (or the token option, --token), or unset it for public repos`);
+    }
     if (code === "GatedRepo" || ((res.status === 401 || res.status === 403) && code !== "RepoNotFound")) {
-      return new HubError("unauthorized", `access to ${repo} was refused (${res.status}${code ? ` ${code}` : ""}): it is gated or private — accept its terms on the Hub and set HF_TOKEN or pass --token${auth.token ? " (a token was sent; check that it has access)" : ""}`);
+      return new HubError("unauthorized", `access to ${repo} was refused (${res.status}${code ? ` ${code}` : ""}): it is gated or private — accept its terms on the Hub and ${auth.token ? "check that the token sent has access to it" : "set HF_TOKEN (or the token option, --token)"}.${said}`);
     }
     if (code === "RepoNotFound" || (res.status === 401 && !file)) {
-      return new HubError("repo-not-found", `repository ${repo} not found on ${endpoint}${auth.token ? "" : " (if it is private, set HF_TOKEN or pass --token)"}`);
+      return new HubError("repo-not-found", `repository ${repo} not found on ${endpoint}${auth.token ? "" : " (if it is private, set HF_TOKEN or the token option, --token)"}`);
     }
     if (code === "RevisionNotFound") return new HubError("revision-not-found", `revision "${revision}" not found in ${repo} on ${endpoint}`);
     if (code === "EntryNotFound" || (res.status === 404 && file)) return new HubError("file-not-found", `file ${file ?? "?"} not found in ${where} on ${endpoint}`);

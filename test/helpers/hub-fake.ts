@@ -57,6 +57,8 @@ export class FakeHub {
   readonly extraSiblings = new Map<string, string[]>();
   /** renamed repos: old name -> new name, answered with a relative 307 as the Hub does */
   readonly renamed = new Map<string, string>();
+  /** tokens the hub refuses on every request (expired or revoked), with the Hub's 401 */
+  readonly invalidTokens = new Set<string>();
   /** byte servers answer every GET with the whole file (200), as a server without range support does */
   ignoreRange = false;
   /** the next N hub requests answer 503 */
@@ -133,6 +135,9 @@ export class FakeHub {
     }
     const path = decodeURIComponent(url.pathname);
     let m: RegExpExecArray | null;
+    if (this.invalidTokens.has(req.headers.authorization?.replace(/^Bearer /, "") ?? "")) {
+      return void res.writeHead(401, { "X-Error-Message": "Invalid credentials in Authorization header", "content-type": "application/json" }).end('{"error":"Invalid credentials in Authorization header"}');
+    }
     const error = (status: number, code?: string, body?: unknown) => {
       if (code) res.setHeader("X-Error-Code", code);
       res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body ?? { error: code }));
@@ -163,7 +168,14 @@ export class FakeHub {
       const repo = this.repos.get(decodeURIComponent(m[1]!));
       if (!repo) return error(401, "RepoNotFound");
       if (!this.hasRevision(repo, decodeURIComponent(m[2]!))) return error(404, "RevisionNotFound");
-      if (repo.gatedToken && req.headers.authorization !== `Bearer ${repo.gatedToken}`) return error(401, "GatedRepo");
+      if (repo.gatedToken && req.headers.authorization !== `Bearer ${repo.gatedToken}`) {
+        // as the Hub answers: 401 without a token, 403 for a token without access
+        const name = repo.repo;
+        res.setHeader("X-Error-Message", req.headers.authorization
+          ? `Access to model ${name} is restricted and you are not in the authorized list. Visit ${this.hubUrl}/${name} to ask for access.`
+          : `Access to model ${name} is restricted. You must have access to it and be authenticated to access it. Please log in.`);
+        return error(req.headers.authorization ? 403 : 401, "GatedRepo");
+      }
       const file = repo.files.find((f) => f.path === decodeURIComponent(m![3]!));
       if (!file) return error(404, "EntryNotFound");
       res.setHeader("X-Repo-Commit", repo.commit);
