@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { lookupDraft, speculativeGreedy } from "../src/generation/speculative.js";
 import { loadModel, type Model } from "../src/index.js";
+import type { KVCache } from "../src/cache/index.js";
 import { Engine } from "../src/engine/index.js";
 import { createSampler } from "../src/sampling/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
@@ -119,6 +120,44 @@ test("stories260K: a draft model whose own engine is mid-pass is waited for, not
     assert.deepEqual((await plain).completionTokens, plainAlone.completionTokens);
   } finally {
     busy.close();
+    target.dispose();
+    draft.dispose();
+  }
+});
+
+test("stories260K: a draft model's KV cache counts against kvCacheBytes, and its rows go back to one pool the engine's requests share", { skip }, async () => {
+  const target = await loadModel(sharedFile(MODEL)!, { contextSize: 512, kvCacheBytes: 20 * 16 * 1280 });
+  const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
+  // the draft as generate() takes it, noting the caches the engine asks it for
+  const made: KVCache[] = [];
+  const languageModel = new Proxy(draft.languageModel, {
+    get(model, key) {
+      if (key === "createCache") return (positions: number) => made[made.push(model.createCache(positions)) - 1];
+      const v = Reflect.get(model, key, model);
+      return typeof v === "function" ? v.bind(model) : v;
+    },
+  });
+  try {
+    assert.equal(target.engine.bytesPerToken, 1280);
+    assert.equal(target.engine.stats.kvCapacityTokens, 20 * 16);
+    const [a, b] = cases();
+    const options = { temperature: 0, maxTokens: 60, draftModel: { languageModel }, draftTokens: 4 };
+    // each needs 5 blocks (prompt + 60) + 2 (a proposal) + 5 of draft cache (prompt + 60 + 5):
+    // alone it fits in 20, two at once do not, so the second waits (without the draft's share: 14)
+    const runs = await Promise.all([target.generate(a!.prompt, options), target.generate(b!.prompt, options)]);
+    assert.deepEqual(runs[0]!.completionTokens, a!.completionTokens.slice(0, 60));
+    assert.deepEqual(runs[1]!.completionTokens, b!.completionTokens.slice(0, 60));
+    assert.equal(target.engine.stats.peakStepSequences, 1, "the second speculative request waited for the first one's room");
+    // 250 new tokens: 16 blocks + 2 fit in 20 without the draft's 17
+    await assert.rejects(target.generate(a!.prompt, { ...options, maxTokens: 250 }), /\(prompt \d+ \+ maxTokens 250, a speculative proposal and the draft model's KV cache\) but the KV cache holds 320 tokens/);
+    // one more finished and one aborted mid-way: every draft cache came from the first one's pool, all of it back
+    await target.generate(a!.prompt, options);
+    const stop = new AbortController();
+    let steps = 0;
+    for await (const _ of target.stream(b!.prompt, { ...options, signal: stop.signal })) if (++steps === 3) stop.abort();
+    assert.equal(made.length, 1, "one draft cache made by the draft model; later ones share its pool");
+    assert.equal(made[0]!.pool.stats.blocksInUse, 0, "every request gave its draft rows back");
+  } finally {
     target.dispose();
     draft.dispose();
   }

@@ -1,6 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { createStopMatcher, Sequence, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
+import { createStopMatcher, Sequence, speculativePositions, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -77,7 +77,9 @@ export class Engine {
   private closed = false;
   private nextId = 1;
   private steps = 0;
-  /** compiled constraint grammars by spec (a few, most recent last) */
+  /** per draft model, the KV pool its speculative requests' draft caches share */
+  private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
+    /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
   private peakStepSequences = 0;
@@ -353,8 +355,13 @@ export class Engine {
       }
       case "speculative": {
         validateSpeculative(d);
-        if (d.draft && d.draft.info.vocabSize !== vocab) throw new RequestError(`draft model: its vocabulary has ${d.draft.info.vocabSize} tokens, the target's ${vocab}`, "draftModel");
-        const draftTokens = d.draftTokens ?? (d.draft ? 8 : 10);
+        const draft = d.draft;
+        if (draft && draft.info.vocabSize !== vocab) throw new RequestError(`draft model: its vocabulary has ${draft.info.vocabSize} tokens, the target's ${vocab}`, "draftModel");
+        const draftTokens = d.draftTokens ?? (draft ? 8 : 10);
+        // the draft's cache counts against kvCacheBytes as the request's own blocks do: without it
+        // 16 concurrent requests with a draft held 25x the budget (see docs/engine.md)
+        const draftPositions = speculativePositions(params.promptTokens.length, room, draftTokens);
+        const draftCacheBlocks = draft ? Math.ceil(kvBytesForContext(draft.info, draftPositions, draft.kvCacheTypes) / (DEFAULT_BLOCK_SIZE * this.bytesPerToken)) : 0;
         return new SpeculativeStrategy(vocab, params.promptTokens, (out) => {
           const sampler = out.sampler;
           // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
@@ -365,12 +372,29 @@ export class Engine {
           // a constraint: the decoder keeps its own parse (the output sequence's is not used)
           const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
-            maxTokens: room, draft: d.draft && queuedPasses(d.draft), draftTokens, promptLookup: d.promptLookup, endIds,
+            maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
-        }, draftTokens, makeSequence);
+        }, draftTokens, makeSequence, draftCacheBlocks);
       }
     }
+  }
+
+  /**
+   * A KV cache for `draft` on the one pool this engine's requests drafting with it share (made by
+   * the first of them): a finished request's rows go back to that pool for the next one. A cache
+   * of its own per request was freed only when the garbage collector found it: 60 requests in a
+   * row held 3.8 GB of a draft's caches (docs/engine.md).
+   */
+  private draftCache(draft: LanguageModel, positions: number): KVCache {
+    const pool = this.draftPools.get(draft);
+    if (!pool) {
+      const cache = draft.createCache(positions);
+      this.draftPools.set(draft, cache.pool);
+      return cache;
+    }
+    const i = draft.info;
+    return new KVCache(i.blockCount, i.headCountKv, i.headDim, positions, pool);
   }
 
   private endIds(p: RequestParams): ReadonlySet<number> {
@@ -380,6 +404,7 @@ export class Engine {
   /** the request leaves the scheduler (its blocks back to the pool) and settles */
   private end(request: EngineRequest, error?: unknown): void {
     this.scheduler!.remove(request);
+    request.strategy.release?.();
     if (error === undefined) request.complete();
     else request.fail(error);
   }

@@ -65,7 +65,7 @@ export class Scheduler implements StrategyHost {
     if (need > this.pool.blockCount) {
       const { promptTokens, maxTokens } = request.params;
       const bs = this.pool.blockSize, width = request.strategy.width;
-      const what = request.params.decoding.kind === "beam" ? `, ${width} beams` : width > 1 ? `, ${width} choices` : request.params.decoding.kind === "speculative" ? ", a speculative proposal" : "";
+      const what = request.params.decoding.kind === "beam" ? `, ${width} beams` : width > 1 ? `, ${width} choices` : speculativeExtra(request.params.decoding);
       throw new RequestError(
         `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${promptTokens.length} + maxTokens ${maxTokens}${what}) ` +
           `but the KV cache holds ${this.pool.blockCount * bs} tokens (${this.pool.byteLength} bytes); lower maxTokens or raise kvCacheBytes`,
@@ -209,6 +209,12 @@ export class Scheduler implements StrategyHost {
     const length = Math.min(promptTokens.length + maxTokens, this.limits.contextSize);
     return Math.ceil(length / this.pool.blockSize) - cachedBlocks + request.strategy.extraBlocks(this.pool.blockSize);
   }
+}
+
+/** what a speculative request's worst case holds besides its own positions */
+function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
+  if (d.kind !== "speculative") return "";
+  return d.draft ? ", a speculative proposal and the draft model's KV cache" : ", a speculative proposal";
 }
 
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {

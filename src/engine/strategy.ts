@@ -58,6 +58,8 @@ export interface Strategy {
   step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void | Promise<void>;
   /** the request was aborted: end every choice, emitting what is held back */
   abort(request: StrategyRequest): void;
+  /** the request has left the engine, however it ended: give back what the strategy holds outside the pool (a draft model's cache) */
+  release?(): void;
   /** every choice has ended */
   readonly done: boolean;
   /** the choices (choice 0 first) and the strategy's extras, for the outcome */

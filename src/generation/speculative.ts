@@ -60,6 +60,12 @@ export interface SpeculativeOptions {
   draftTokens?: number;
   /** the draft model; otherwise prompt lookup */
   draft?: LanguageModel;
+  /**
+   * where the draft's KV cache of `positions` positions comes from (default: a cache of its own
+   * from the draft model). The engine gives one on a pool it shares between requests, so the
+   * memory comes back when release() frees it, not when the garbage collector finds it.
+   */
+  draftCache?: (positions: number) => KVCache;
   /** longest n-gram prompt lookup matches (default 3) */
   promptLookup?: number;
   /** the target's greedy choice for a logits row given the history (prompt + output so far) */
@@ -180,6 +186,11 @@ export function lookupDraft(seq: readonly number[], maxNgram: number, k: number)
   return [];
 }
 
+/** positions a speculative run's caches may hold: the prompt, maxTokens of output and one round's proposal past its current token */
+export function speculativePositions(promptLength: number, maxTokens: number, draftTokens: number): number {
+  return promptLength + maxTokens + draftTokens + 1;
+}
+
 export function validateSpeculative(o: { draftTokens?: number; promptLookup?: number }): void {
   for (const [name, v] of [["draftTokens", o.draftTokens], ["promptLookup", o.promptLookup]] as const) {
     if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${v}`);
@@ -217,13 +228,18 @@ export class SpeculativeDecoder {
       throw new RangeError(`draft model: its vocabulary has ${o.draft.info.vocabSize} tokens, the target's ${vocabSize}`);
     }
     this.seq = [...promptTokens];
-    this.dCache = o.draft?.createCache(this.capacity);
+    this.dCache = o.draft && (o.draftCache ?? ((positions) => o.draft!.createCache(positions)))(this.capacity);
     this.ended = o.maxTokens === 0;
   }
 
   /** positions the target (and draft) cache may need: prompt, output and one round's proposal */
   get capacity(): number {
-    return this.seq.length - this.out.length + this.o.maxTokens + this.k + 1;
+    return speculativePositions(this.seq.length - this.out.length, this.o.maxTokens, this.k);
+  }
+
+  /** gives the draft cache's rows back to its pool (the decoder drafts no more) */
+  release(): void {
+    this.dCache?.free();
   }
 
   /** tokens proposed per round at most */

@@ -24,11 +24,17 @@ export class SpeculativeStrategy implements Strategy {
     private readonly options: (out: Sequence) => SpeculativeOptions,
     private readonly draftTokens: number,
     private readonly makeSequence: (choice: number) => Sequence,
+    /** the draft model's KV cache, in blocks of the engine's pool: it counts against the same budget (0: prompt lookup) */
+    private readonly draftCacheBlocks = 0,
   ) {}
 
   extraBlocks(blockSize: number): number {
     // one round's proposal beyond the accepted tokens, possibly over a block boundary
-    return Math.ceil((this.draftTokens + 1) / blockSize) + 1;
+    return Math.ceil((this.draftTokens + 1) / blockSize) + 1 + this.draftCacheBlocks;
+  }
+
+  release(): void {
+    this.decoder?.release();
   }
 
   get done(): boolean {
