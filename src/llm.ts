@@ -2,7 +2,7 @@ import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, typ
 import { availableMemoryBytes, checkMemoryPlan, Engine, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
@@ -65,7 +65,7 @@ export interface LoadModelOptions {
    */
   availableMemory?: number;
   /**
-   * bytes of KV cache shared by all running generations, allocated once at the first one
+   * bytes of KV cache shared by all running generations (a speculative request's draft-model cache counts too), allocated once at the first one
    * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)
    */
   kvCacheBytes?: number;
@@ -99,7 +99,7 @@ export interface ChatOptions extends GenerateOptions {
  * running request in one forward pass per step over one shared, prefix-cached KV pool.
  */
 export class Model {
-  private disposed = false;
+  private isDisposed = false;
 
   constructor(
     readonly path: string,
@@ -133,6 +133,7 @@ export class Model {
 
   private async generateBatch(prompts: readonly Prompt[], given: GenerateOptions): Promise<GenerationResult[]> {
     if (prompts.length === 0) throw new RangeError("generate: the batch of prompts is empty");
+    checkGenerateOptions(given);
     // the model's generation defaults, as one prompt's generate (stream) applies them
     const options = withDefaults(this.generationDefaults, given);
     for (const key of ["numBeams", "draftModel", "promptLookup"] as const) {
@@ -155,6 +156,7 @@ export class Model {
 
   /** Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with `choice`); the iterator's return value is the full result. */
   async *stream(prompt: Prompt, options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
+    checkGenerateOptions(options);
     const merged = withDefaults(this.generationDefaults, options);
     // the caller leaving the loop early cancels the request
     const controller = new AbortController();
@@ -178,6 +180,8 @@ export class Model {
    */
   submit(prompt: Prompt, options: GenerateOptions = {}): GenerationRun {
     this.assertUsable();
+    checkGenerateOptions(options);
+    if (options.draftModel instanceof Model && options.draftModel.disposed) throw new Error(`draftModel: the draft model ${options.draftModel.path} has been disposed`);
     const t0 = performance.now();
     const n = validateChoices(options);
     if (usesStrategy(options) && options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
@@ -198,7 +202,9 @@ export class Model {
   }
 
   private encode(prompt: Prompt, options: GenerateOptions): number[] {
-    return typeof prompt === "string" ? this.tokenizer.encode(normalizePrompt(prompt, options.normalize), { addSpecialTokens: options.addSpecialTokens ?? true }) : [...prompt];
+    if (typeof prompt === "string") return this.tokenizer.encode(normalizePrompt(prompt, options.normalize), { addSpecialTokens: options.addSpecialTokens ?? true });
+    if (!Array.isArray(prompt)) throw new TypeError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`);
+    return [...prompt];
   }
 
   private resultOf(prompt: Prompt, o: RequestOutcome, t0: number): GenerationResult {
@@ -236,6 +242,8 @@ export class Model {
 
   /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
   streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
+    // a disposed model says so, not that its chat template is missing or bad
+    this.assertUsable();
     const { system, chatTemplate, parseSpecialInContent, ...rest } = options;
     const formatter = this.chatFormatter(chatTemplate);
     const conversation = withSystem(messages, system).map((m) => ({ ...m, content: normalizePrompt(m.content, rest.normalize) }));
@@ -244,14 +252,19 @@ export class Model {
 
   /** Stops the workers and frees the weights; requests still running fail; the model cannot be used afterwards. */
   dispose(): void {
-    if (this.disposed) return;
-    this.disposed = true;
+    if (this.isDisposed) return;
+    this.isDisposed = true;
     this.engine.close();
     this.backend.dispose();
   }
 
+  /** whether dispose() has been called: the model cannot be used any more */
+  get disposed(): boolean {
+    return this.isDisposed;
+  }
+
   private assertUsable(): void {
-    if (this.disposed) throw new Error(`model ${this.path} has been disposed`);
+    if (this.isDisposed) throw new Error(`model ${this.path} has been disposed`);
   }
 }
 

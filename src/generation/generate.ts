@@ -1,6 +1,6 @@
 import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.js";
 import type { LanguageModel } from "../models/index.js";
-import type { SamplingOptions } from "../sampling/index.js";
+import { SAMPLING_OPTION_NAMES, type SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
 import type { TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
@@ -121,7 +121,7 @@ export interface Choice {
 /** the number of completions `n` asks for, checked against the options it cannot be combined with */
 export function validateChoices(options: GenerateOptions): number {
   const n = options.n ?? 1;
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${String(options.n)}`);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${shownValue(options.n)}`);
   if (n > 1 && usesStrategy(options)) {
     throw new RangeError("n > 1 cannot be combined with beam search (use numReturnSequences) or speculative decoding");
   }
@@ -137,10 +137,73 @@ export function usesStrategy(options: GenerateOptions): boolean {
   return options.numBeams !== undefined || options.draftModel !== undefined || !!options.promptLookup;
 }
 
-/** everything that is not a generation option is a sampling option (unknown keys are rejected by the sampler) */
+/** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
+const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
+  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true,
+  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, draftModel: true, draftTokens: true,
+  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, n: true,
+};
+
+const OPTION_NAMES: readonly string[] = [...Object.keys(GENERATION_OPTIONS), ...SAMPLING_OPTION_NAMES];
+
+/** everything that is not a generation option is a sampling option (checkGenerateOptions has refused unknown keys) */
 export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
-  const { maxTokens: _m, stop: _s, addSpecialTokens: _a, ignoreEos: _i, signal: _g, stopTokens: _t, normalize: _n, logprobs: _l,
-    numBeams: _nb, lengthPenalty: _lp, earlyStopping: _es, numReturnSequences: _nr, noRepeatNgramSize: _ng, draftModel: _dm, draftTokens: _dt, promptLookup: _pl, n: _nc, grammar: _gr, jsonSchema: _js, json: _jo, choice: _ch, regex: _rx,
-    ...samplingOptions } = options;
-  return samplingOptions;
+  return Object.fromEntries(Object.entries(options).filter(([k]) => !Object.hasOwn(GENERATION_OPTIONS, k))) as SamplingOptions;
+}
+
+/** a value as an error message shows it: strings quoted, so "8" is not taken for 8 */
+export function shownValue(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : Array.isArray(value) ? `an array` : value === null ? "null" : typeof value === "object" ? "an object" : String(value);
+}
+
+/**
+ * Refuses, with one error naming the option, what the typed signature would: options that are
+ * not an object, an unknown key (with the option it likely misspells: the sampler's own refusal
+ * listed only sampling options, not maxTokens), flags that are not booleans (`ignoreEos: "no"`
+ * turned it on), a `stop` that is neither a string nor a list, a `signal` that is not an
+ * AbortSignal, stopTokens that are not token ids (`"x"` was taken as a set of one string, -1
+ * ignored), a promptLookup that is neither a flag nor a number. Ranges of the numeric options are
+ * checked where they are used.
+ */
+export function checkGenerateOptions(options: unknown): asserts options is GenerateOptions {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new TypeError(`generation options: expected an object, got ${shownValue(options)}`);
+  const o = options as Record<string, unknown>;
+  for (const key of Object.keys(o)) {
+    if (OPTION_NAMES.includes(key)) continue;
+    const near = OPTION_NAMES.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2);
+    throw new RangeError(`unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ""}; the options are ${OPTION_NAMES.join(", ")}`);
+  }
+  for (const flag of ["addSpecialTokens", "ignoreEos"] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new TypeError(`${flag}: expected true or false, got ${shownValue(o[flag])}`);
+  }
+  const stop = o["stop"];
+  if (stop !== undefined && typeof stop !== "string" && !Array.isArray(stop)) throw new TypeError(`stop: expected a string or an array of strings, got ${shownValue(stop)}`);
+  const stopTokens = o["stopTokens"];
+  if (stopTokens !== undefined) {
+    if (!Array.isArray(stopTokens)) throw new TypeError(`stopTokens: expected an array of token ids, got ${shownValue(stopTokens)}`);
+    stopTokens.forEach((t, i) => {
+      if (!Number.isSafeInteger(t) || (t as number) < 0) throw new RangeError(`stopTokens[${i}]: expected a token id (an integer >= 0), got ${shownValue(t)}`);
+    });
+  }
+  const signal = o["signal"];
+  // (by its shape: an AbortController polyfill's signal works as well)
+  const signalLike = typeof signal === "object" && signal !== null && typeof (signal as AbortSignal).aborted === "boolean" && typeof (signal as AbortSignal).addEventListener === "function";
+  if (signal !== undefined && !signalLike) throw new TypeError(`signal: expected an AbortSignal, got ${shownValue(signal)}`);
+  const lookup = o["promptLookup"];
+  if (lookup !== undefined && typeof lookup !== "boolean" && typeof lookup !== "number") throw new TypeError(`promptLookup: expected true, false or the longest n-gram to match (an integer >= 1), got ${shownValue(lookup)}`);
+  const draft = o["draftModel"] as { languageModel?: unknown } | undefined;
+  if (draft !== undefined && (typeof draft !== "object" || draft === null || typeof draft.languageModel !== "object" || draft.languageModel === null)) {
+    throw new TypeError(`draftModel: expected a loaded model (what loadModel returns), got ${shownValue(draft)}`);
+  }
+}
+
+/** Levenshtein distance, for suggesting the option a misspelled one meant */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
 }

@@ -2,6 +2,7 @@ export { createSampler, type Sampler, type TokenProbabilities } from "./sampler.
 export {
   DEFAULT_SAMPLING,
   resolveSamplingOptions,
+  SAMPLING_OPTION_NAMES,
   type ResolvedSamplingOptions,
   type SamplingOptions,
 } from "./options.js";

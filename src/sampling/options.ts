@@ -54,7 +54,10 @@ export const DEFAULT_SAMPLING = {
   presencePenalty: 0,
 } as const;
 
-const KNOWN = new Set<string>([...Object.keys(DEFAULT_SAMPLING), "logitBias", "seed"]);
+/** the name of every sampling option */
+export const SAMPLING_OPTION_NAMES: readonly (keyof SamplingOptions)[] = [...(Object.keys(DEFAULT_SAMPLING) as (keyof typeof DEFAULT_SAMPLING)[]), "logitBias", "seed"];
+
+const KNOWN = new Set<string>(SAMPLING_OPTION_NAMES);
 
 function fail(name: string, expected: string, value: unknown): never {
   const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
