@@ -10,6 +10,8 @@ import { matchesChar } from "../src/sampling/constraints/grammar.js";
 import { utf8Grammar } from "../src/sampling/constraints/utf8-grammar.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
 import { constraintTexts } from "./helpers/constraint-texts.js";
+import { llamaCppGrammarCases, llamaCppSchemaConversions } from "./helpers/llama-cpp-grammar-cases.js";
+import { skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -109,7 +111,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
   for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
-    [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not name a schema/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
+    [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not point at a schema in this document/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
 });
@@ -364,5 +366,91 @@ test("schemas as zod 4 writes them (draft 7) and 2020-12 tuples compile, and the
   for (const [s, re] of [[{ type: "object", propertyNames: { pattern: "^a" } }, /#\/propertyNames: only \{"type": "string"\}/], [{ type: "string", pattern: "a", minLength: 2 }, /#\/minLength: not supported together with pattern/],
     [{ type: "integer", maximum: SAFE + 2 }, /#\/maximum: expected a number of at most/], [{ type: "array", items: [{ type: "string" }], additionalItems: false, minItems: 2 }, /#\/minItems: 2 items, but additionalItems is false after 1/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
+  }
+});
+
+test("llama.cpp's grammar integration cases: every GBNF grammar and JSON Schema accepts and refuses the strings llama.cpp's own test says", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  // where this library differs on purpose: {} is any JSON value (JSON Schema's and ajv's reading;
+  // llama.cpp takes an object), uniqueItems is refused (no grammar can hold it; llama.cpp drops it),
+  // and a one-sided integer bound writes at most 15 digits (llama.cpp 16)
+  const differs: Record<string, RegExp> = { "empty schema (object)": /^("|\[|null|true)/, "min 2": /^"?1234567890000000$/ };
+  const cases = llamaCppGrammarCases();
+  assert.ok(cases.length >= 40, `${cases.length} cases read`);
+  let checked = 0;
+  for (const c of cases) {
+    if (c.kind === "schema" && /uniqueItems/.test(c.source)) {
+      assert.throws(() => jsonSchemaToGbnf(JSON.parse(c.source) as JsonSchema), /uniqueItems: this schema keyword is not supported/, c.description);
+      continue;
+    }
+    const g = parseGbnf(c.kind === "grammar" ? c.source : jsonSchemaToGbnf(JSON.parse(c.source) as JsonSchema));
+    for (const [texts, want] of [[c.passing, true], [c.failing, false]] as const) {
+      for (const t of texts) {
+        if (differs[c.description]?.test(t)) continue;
+        assert.equal(accepts(g, t), want, `${c.description}: ${JSON.stringify(t)}`);
+        checked++;
+      }
+    }
+  }
+  assert.ok(checked > 300, `${checked} strings checked`);
+  // and every schema llama.cpp's converter takes, this one takes too (but allOf mixing anyOf into objects, which llama.cpp approximates)
+  for (const c of llamaCppSchemaConversions()) {
+    if (c.grammar === undefined || /mix of allOf, anyOf/.test(c.name)) continue;
+    parseGbnf(jsonSchemaToGbnf(JSON.parse(c.schema) as JsonSchema));
+  }
+});
+
+test("schema keywords without a type shape the output; additionalProperties beside properties, allOf of $refs and enums, JSON pointers, nullable and unknown formats compile, and match what ajv validates", () => {
+  const ajv = new Ajv({ strict: false, validateFormats: false });
+  // [schema, texts the grammar must accept, texts it must refuse]; every accepted text must validate
+  const cases: [object, string[], string[]][] = [
+    // a keyword of one type only: that type (ajv would take other types too; the grammar keeps to the one the keyword speaks of)
+    [{ pattern: "^[a-z]+$" }, ['"abc"'], ['"ABC"', '"a1"', '""']],
+    [{ minLength: 2, maxLength: 3 }, ['"ab"', '"abc"'], ['"a"', '"abcd"']],
+    [{ format: "date" }, ['"2024-02-03"'], ['"yesterday"']],
+    [{ minimum: 3, maximum: 5 }, ["3", "4.5", "5"], ["2", "6"]],
+    [{ maxItems: 1 }, ["[]", "[1]"], ['[1, 2]']],
+    [{ required: ["a"], properties: { a: { type: "integer" } } }, ['{"a": 1}'], ["{}", '{"a": "x"}']],
+    // additionalProperties beside properties: other keys after the named ones, never a named one again
+    [{ type: "object", properties: { a: { type: "integer" }, ab: { type: "string" } }, required: ["a"], additionalProperties: true },
+      ['{"a": 1}', '{"a": 1, "b": [true]}', '{"a": 1, "ab": "x", "abc": null, "": 2}', '{"a": 1, "aa": 1}'], ['{"a": 1, "a": "x"}', '{"a": 1, "ab": 2}', '{"a": 1, "b": 2, "ab": 3}', '{"b": 1}']],
+    [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: { type: "boolean" } },
+      ["{}", '{"a": 1}', '{"a": 1, "b": true}', '{"b": false, "c": true}', '{"\\u0062": true}'], ['{"a": 1, "b": 1}', '{"b": true, "a": 1}', '{"a": true}']],
+    // pydantic's field with a description beside its $ref, and allOf of $refs to objects
+    [{ $defs: { Color: { enum: ["red", "green"] } }, type: "object", properties: { c: { allOf: [{ $ref: "#/$defs/Color" }], description: "the color" } }, required: ["c"] },
+      ['{"c": "red"}'], ['{"c": "blue"}', "{}"]],
+    [{ definitions: { A: { type: "object", properties: { a: { type: "integer" } }, required: ["a"] }, B: { properties: { b: { type: "string" } } } }, allOf: [{ $ref: "#/definitions/A" }, { $ref: "#/definitions/B" }] },
+      ['{"a": 1}', '{"a": 1, "b": "x"}'], ["{}", '{"b": "x"}']],
+    [{ allOf: [{ enum: ["a", "b", "c"] }, { enum: ["b", "c", "d"] }, { type: "string" }] }, ['"b"', '"c"'], ['"a"', '"d"']],
+    // $ref to the root and to any JSON pointer
+    [{ type: "object", properties: { v: { type: "integer" }, kids: { type: "array", items: { $ref: "#" }, maxItems: 2 } }, required: ["v"] },
+      ['{"v": 1}', '{"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}'], ['{"v": 1, "kids": [{}]}']],
+    [{ type: "object", properties: { a: { type: "string", maxLength: 2 }, b: { $ref: "#/properties/a" } }, required: ["a", "b"] }, ['{"a": "x", "b": "yz"}'], ['{"a": "x", "b": "xyz"}']],
+    // OpenAPI's nullable, as ajv honours it
+    [{ type: "string", nullable: true }, ['"x"', "null"], ["1"]],
+    // a format that is only an annotation, and annotation keywords
+    [{ type: "string", format: "email", $comment: "c", readOnly: true, deprecated: false }, ['"a@b.c"', '"not an email"'], ["1"]],
+  ];
+  for (const [schema, good, bad] of cases) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
+    const validate = ajv.compile(schema);
+    for (const t of good) {
+      assert.ok(accepts(g, t), `${JSON.stringify(schema)} should take ${t}`);
+      assert.ok(validate(JSON.parse(t)), `ajv: ${JSON.stringify(schema)} on ${t}`);
+    }
+    for (const t of bad) assert.ok(!accepts(g, t), `${JSON.stringify(schema)} should refuse ${t}`);
+  }
+  for (const [s, re] of [[{ type: "string", format: 5 }, /#\/format: expected a string/], [{ type: "object", properties: { 'a"': {} }, additionalProperties: true }, /#\/additionalProperties: not supported beside a property whose name JSON escapes/],
+    [{ allOf: [{ enum: ["a"] }, { enum: ["b"] }] }, /#\/allOf: no value is in every enum/], [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /#\/allOf\/0: only objects/], [{ $ref: "#/nope/x" }, /does not point at a schema/]] as const) {
+    assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re, JSON.stringify(s));
+  }
+});
+
+test("a repetition of something that may match nothing is a grammar (as llama.cpp's ( [x]* )*); left recursion that grows is still refused", () => {
+  const g = parseGbnf('root ::= ( [x]* )* "!" ("a"? "b"?)+\nws ::= [ ]*');
+  for (const [t, want] of [["!", true], ["xx!", true], ["x!ab", true], ["!bab", true], ["y!", false], ["!c", false]] as const) assert.equal(accepts(g, t), want, t);
+  const h = parseGbnf('root ::= item*\nitem ::= ws [a-z]? ws\nws ::= " "*');
+  for (const [t, want] of [["", true], ["a b  c", true], ["ab", true], ["A", false]] as const) assert.equal(accepts(h, t), want, t);
+  for (const src of ['root ::= "a" | root "a"', 'root ::= e\ne ::= "x" | n e "y"\nn ::= "" | "z"', 'root ::= a\na ::= b "x" | "y"\nb ::= a | "z"']) {
+    assert.throws(() => parseGbnf(src), /left recursion: rule \S+ reaches itself without a character in between/, src);
   }
 });

@@ -39,5 +39,10 @@ export function llamaCppTemplateNames(): string[] {
 
 /** one template's text */
 export function llamaCppTemplate(name: string): string {
-  return execFileSync("git", ["-C", repository(), "show", `FETCH_HEAD:models/templates/${name}`], { maxBuffer: 16 << 20 }).toString();
+  return llamaCppSourceFile(`models/templates/${name}`);
+}
+
+/** a file of that llama.cpp source (its tests, for their cases), by its path in the repository */
+export function llamaCppSourceFile(path: string): string {
+  return execFileSync("git", ["-C", repository(), "show", `FETCH_HEAD:${path}`], { maxBuffer: 16 << 20 }).toString();
 }

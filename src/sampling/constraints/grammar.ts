@@ -57,11 +57,14 @@ export function matchesChar(e: CharClass, c: number): boolean {
 }
 
 /**
- * Throws a GrammarError when a rule can reach itself without consuming a character (left
- * recursion, e.g. `expr ::= expr "+" term`), which the recognizer could never expand; llama.cpp
- * refuses such grammars at load for the same reason. Rules that match the empty string are
- * followed through, so `a ::= b a` with `b ::= "" | "x"` is caught too. Linear in the grammar's
- * size, without recursion (grammars may hold tens of thousands of rules).
+ * Throws a GrammarError when a rule can reach itself without consuming a character, leaving
+ * something to match after it (left recursion, e.g. `expr ::= expr "+" term`), which the
+ * recognizer could never expand; llama.cpp refuses such grammars at load for the same reason.
+ * Rules that match the empty string are followed through, so `a ::= b a "x"` with
+ * `b ::= "" | "x"` is caught too. A rule that comes back to itself as the last thing of an
+ * alternative (`X*` of an `X` that may match nothing, as in llama.cpp's `( [x]* )*`) comes back to
+ * the same parse state, which adds nothing: allowed, as llama.cpp allows it. Linear in the
+ * grammar's size, without recursion (grammars may hold tens of thousands of rules).
  */
 export function checkLeftRecursion(g: Grammar): void {
   const n = g.rules.length;
@@ -91,42 +94,77 @@ export function checkLeftRecursion(g: Grammar): void {
       }
     }
   }
-  // the rules each rule may begin with: its alternatives' references up to the first that must consume a character
-  const firsts: number[][] = g.rules.map((alts) => {
-    const out: number[] = [];
+  // the rules each rule may begin with (its alternatives' references up to the first that must
+  // consume a character), and whether each such reference leaves more of its alternative to match
+  const firsts: number[][] = [];
+  const leavesMore: boolean[][] = [];
+  g.rules.forEach((alts, r) => {
+    firsts[r] = [];
+    leavesMore[r] = [];
     for (const alt of alts) {
-      for (const e of alt) {
+      for (const [j, e] of alt.entries()) {
         if (e.kind === "char") break;
-        out.push(e.rule);
+        firsts[r]!.push(e.rule);
+        leavesMore[r]!.push(j < alt.length - 1);
         if (!nullable[e.rule]) break;
       }
     }
-    return out;
   });
-  // a cycle in that graph: iterative depth-first search (0 unseen, 1 on the path, 2 done)
-  const state = new Uint8Array(n);
+  // strongly connected components of that graph (Tarjan's, iterative): an edge that leaves more
+  // to match inside a component is a cycle that grows the stack
+  const index = new Int32Array(n).fill(-1), lowlink = new Int32Array(n), component = new Int32Array(n).fill(-1);
+  const onStack = new Uint8Array(n);
+  const sccStack: number[] = [];
+  let counter = 0, components = 0;
   for (let start = 0; start < n; start++) {
-    if (state[start]) continue;
+    if (index[start] !== -1) continue;
     const path: [number, number][] = [[start, 0]];
-    state[start] = 1;
+    index[start] = lowlink[start] = counter++;
+    sccStack.push(start);
+    onStack[start] = 1;
     while (path.length > 0) {
       const top = path[path.length - 1]!;
       const [r, i] = top;
-      if (i >= firsts[r]!.length) {
-        state[r] = 2;
-        path.pop();
+      if (i < firsts[r]!.length) {
+        top[1]++;
+        const next = firsts[r]![i]!;
+        if (index[next] === -1) {
+          index[next] = lowlink[next] = counter++;
+          sccStack.push(next);
+          onStack[next] = 1;
+          path.push([next, 0]);
+        } else if (onStack[next]) lowlink[r] = Math.min(lowlink[r]!, index[next]!);
         continue;
       }
-      top[1]++;
-      const next = firsts[r]![i]!;
-      if (state[next] === 1) {
-        const cycle = [...path.slice(path.findIndex(([q]) => q === next)).map(([q]) => g.names[q]), g.names[next]];
-        throw new GrammarError(`left recursion: rule ${g.names[next]} reaches itself without a character in between (${cycle.join(" -> ")}), so it could never be matched`);
+      path.pop();
+      if (path.length > 0) {
+        const parent = path[path.length - 1]![0];
+        lowlink[parent] = Math.min(lowlink[parent]!, lowlink[r]!);
       }
-      if (state[next] === 0) {
-        state[next] = 1;
-        path.push([next, 0]);
+      if (lowlink[r] === index[r]) {
+        let m: number;
+        do {
+          m = sccStack.pop()!;
+          onStack[m] = 0;
+          component[m] = components;
+        } while (m !== r);
+        components++;
       }
+    }
+  }
+  for (let r = 0; r < n; r++) {
+    for (const [i, next] of firsts[r]!.entries()) {
+      if (!leavesMore[r]![i] || component[next] !== component[r]) continue;
+      // a way back from next to r inside the component, for the message
+      const back = new Map<number, number>([[next, -1]]);
+      const todo = [next];
+      while (todo.length > 0 && !back.has(r)) {
+        const q = todo.shift()!;
+        for (const t of firsts[q]!) if (component[t] === component[r] && !back.has(t)) { back.set(t, q); todo.push(t); }
+      }
+      const cycle: string[] = [];
+      for (let q = r; q !== -1 && cycle.length <= n; q = back.get(q)!) cycle.unshift(g.names[q]!);
+      throw new GrammarError(`left recursion: rule ${g.names[r]} reaches itself without a character in between (${[g.names[r], ...cycle].join(" -> ")}), so it could never be matched`);
     }
   }
 }

@@ -46,7 +46,35 @@ const KNOWN_KEYS = new Set([
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "strict", "name", "nullable", "pattern",
   "prefixItems", "additionalItems", "propertyNames",
+  // annotations: they say nothing about which values are valid
+  "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
+
+/**
+ * The keywords that apply to one type only: a schema without `type` that has some of them is
+ * taken as of those types (as llama.cpp's converter takes `pattern` alone for a string), so the
+ * keyword shapes the output rather than being passed over for "any value". Every value the
+ * grammar admits then validates (the schema would also take values of the other types).
+ */
+const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
+  ["string", ["pattern", "format", "minLength", "maxLength"]],
+  ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]],
+  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames"]],
+];
+
+/** keywords that say which values are valid apart from the type ones (a schema with none of them and no type is any value) */
+const VALUE_KEYWORDS = ["type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"];
+
+/** the types a schema without `type` is taken as, from its type-specific keywords */
+function impliedTypes(s: Record<string, unknown>): string[] {
+  return TYPE_KEYWORDS.filter(([, keys]) => keys.some((k) => s[k] !== undefined)).map(([t]) => t);
+}
+
+/** whether a schema constrains values at all (else it is an annotation: any value) */
+function constrains(s: Record<string, unknown>): boolean {
+  return VALUE_KEYWORDS.some((k) => s[k] !== undefined) || impliedTypes(s).length > 0 || s["nullable"] === true;
+}
 
 /** a GBNF literal for a string (the grammar's own escapes) */
 export function gbnfLiteral(s: string): string {
@@ -110,15 +138,18 @@ class Converter {
   /** a rule name (or a GBNF expression) for the schema at `path` */
   private visit(schema: unknown, name: string, path: string, depth: number): string {
     if (depth > this.maxDepth) throw new GrammarError(`${path}: schemas nest more than ${this.maxDepth} deep`);
-    if (schema === true || (typeof schema === "object" && schema !== null && Object.keys(schema).every((k) => !["type", "properties", "enum", "const", "items", "prefixItems", "anyOf", "oneOf", "allOf", "$ref"].includes(k)))) {
-      if (schema !== true) this.checkKeys(schema as Record<string, unknown>, path);
-      return this.anyValue();
-    }
     if (schema === false) throw new GrammarError(`${path}: the schema false admits no value`);
+    if (schema === true) return this.anyValue();
     if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw new GrammarError(`${path}: expected a schema object, got ${JSON.stringify(schema)}`);
     const s = schema as Record<string, unknown>;
     this.checkKeys(s, path);
+    if (!constrains(s)) return this.anyValue();
     this.space();
+    // OpenAPI's nullable (which ajv honours too): the schema, or null
+    if (s["nullable"] === true) {
+      const { nullable: _, ...rest } = s;
+      return this.add(name, `${this.visit(rest, `${name}-value`, path, depth + 1)} | ${this.primitive("null")}`);
+    }
     if (typeof s["$ref"] === "string") return this.ref(s["$ref"], path, depth);
     if (s["const"] !== undefined) return this.add(name, `${gbnfLiteral(JSON.stringify(s["const"]))} space`);
     if (Array.isArray(s["enum"])) {
@@ -132,11 +163,10 @@ class Converter {
         return this.add(name, alts.map((a, i) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
       }
     }
-    if (Array.isArray(s["allOf"])) return this.visit(this.mergeAllOf(s["allOf"], path), name, path, depth + 1);
-    const type = s["type"];
+    if (Array.isArray(s["allOf"])) return this.visit(this.mergeAllOf(s, path, depth), name, path, depth + 1);
+    const implied = impliedTypes(s);
+    const type: unknown = s["type"] ?? (implied.length === 1 ? implied[0] : implied);
     if (Array.isArray(type)) return this.add(name, type.map((t, i) => this.visit({ ...s, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
-    if (type === undefined && s["properties"] !== undefined) return this.object(s, name, path, depth);
-    if (type === undefined && (s["items"] !== undefined || s["prefixItems"] !== undefined)) return this.array(s, name, path, depth);
     switch (type) {
       case "object": return this.object(s, name, path, depth);
       case "array": return this.array(s, name, path, depth);
@@ -147,7 +177,7 @@ class Converter {
         return this.number(s, name, path);
       case "boolean":
       case "null":
-        return this.primitive(type);
+        return this.primitive(type as string);
       default:
         throw new GrammarError(`${path}/type: expected one of object, array, string, number, integer, boolean, null, got ${JSON.stringify(type)}`);
     }
@@ -176,11 +206,9 @@ class Converter {
   private ref(ref: string, path: string, depth: number): string {
     const done = this.refs.get(ref);
     if (done) return done;
-    const m = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
-    const defs = m ? (this.schema as Record<string, unknown>)[m[1]!] : undefined;
-    const target = m && typeof defs === "object" && defs !== null && Object.hasOwn(defs, m[2]!) ? (defs as Record<string, unknown>)[m[2]!] : undefined;
-    if (target === undefined) throw new GrammarError(`${path}/$ref: ${JSON.stringify(ref)} does not name a schema under #/$defs or #/definitions`);
-    const name = `ref-${m![2]!.replace(/[^A-Za-z0-9-]/g, "-")}`;
+    const target = this.resolve(ref, path);
+    const last = ref.slice(ref.lastIndexOf("/") + 1);
+    const name = `ref-${(ref === "#" ? "root" : last).replace(/[^A-Za-z0-9-]/g, "-") || "x"}`;
     // named before it is visited, so a recursive schema refers to itself
     this.refs.set(ref, name);
     const body = this.visit(target, `${name}-body`, ref, depth + 1);
@@ -188,15 +216,72 @@ class Converter {
     return name;
   }
 
-  private mergeAllOf(parts: unknown[], path: string): Record<string, unknown> {
+  /** the schema a $ref points at: "#" or a JSON pointer into this document (#/$defs/x, #/properties/a/items, ...) */
+  private resolve(ref: string, path: string): unknown {
+    let target: unknown = ref.startsWith("#") ? this.schema : undefined;
+    if (target !== undefined && ref !== "#") {
+      if (!ref.startsWith("#/")) target = undefined;
+      for (const raw of ref.slice(2).split("/")) {
+        if (target === undefined) break;
+        let key: string;
+        try {
+          key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
+        } catch {
+          target = undefined;
+          break;
+        }
+        target = typeof target === "object" && target !== null && Object.hasOwn(target, key) ? (target as Record<string, unknown>)[key] : undefined;
+      }
+    }
+    if (target === undefined) throw new GrammarError(`${path}/$ref: ${JSON.stringify(ref)} does not point at a schema in this document (# or a JSON pointer such as #/$defs/name)`);
+    return target;
+  }
+
+  /**
+   * allOf as one schema: its parts ($refs followed) and the keywords beside it. One part that
+   * constrains anything is that part; parts that are all objects are merged (their properties
+   * and required lists joined, as llama.cpp does); anything else cannot be one grammar.
+   */
+  private mergeAllOf(s: Record<string, unknown>, path: string, depth: number): Record<string, unknown> {
+    const { allOf, ...beside } = s;
+    const parts: Record<string, unknown>[] = [];
+    const take = (p: unknown, where: string, hops: number): void => {
+      if (p === true || (typeof p === "object" && p !== null && !Array.isArray(p) && !constrains(p as Record<string, unknown>))) return;
+      if (typeof p !== "object" || p === null || Array.isArray(p)) throw new GrammarError(`${where}: expected a schema object, got ${JSON.stringify(p)}`);
+      const o = p as Record<string, unknown>;
+      this.checkKeys(o, where);
+      if (typeof o["$ref"] === "string" && Object.keys(o).every((k) => k === "$ref" || !constrains({ [k]: o[k] }))) {
+        if (hops > this.maxDepth) throw new GrammarError(`${where}/$ref: $refs chain more than ${this.maxDepth} deep`);
+        take(this.resolve(o["$ref"], where), o["$ref"], hops + 1);
+      } else if (Array.isArray(o["allOf"]) && hops <= this.maxDepth) {
+        const { allOf: inner, ...rest } = o;
+        take(rest, where, hops + 1);
+        (inner as unknown[]).forEach((q, i) => take(q, `${where}/allOf/${i}`, hops + 1));
+      } else parts.push(o);
+    };
+    if (depth > this.maxDepth) throw new GrammarError(`${path}: schemas nest more than ${this.maxDepth} deep`);
+    take(beside, path, 0);
+    (allOf as unknown[]).forEach((p, i) => take(p, `${path}/allOf/${i}`, 0));
+    if (parts.length === 0) return {};
+    if (parts.length === 1) return parts[0]!;
+    // enums (and consts): the values every part takes
+    if (parts.some((o) => o["enum"] !== undefined || o["const"] !== undefined)) {
+      const valuesOf = (o: Record<string, unknown>): unknown[] | undefined => (o["const"] !== undefined ? [o["const"]] : Array.isArray(o["enum"]) ? o["enum"] : undefined);
+      const lists = parts.map(valuesOf);
+      const odd = parts.findIndex((o, i) => lists[i] === undefined && Object.keys(o).some((k) => k !== "type" && constrains({ [k]: o[k] })));
+      if (odd >= 0) throw new GrammarError(`${path}/allOf/${odd}: only enums (and their types) can be combined with an enum in allOf`);
+      const typeOk = (v: unknown, t: unknown): boolean => t === undefined || (Array.isArray(t) ? t : [t]).some((x) => x === (v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "number" && Number.isInteger(v) && x === "integer" ? "integer" : typeof v));
+      const keep = lists.find((l) => l !== undefined)!.filter((v) => lists.every((l, i) => (l === undefined || l.some((w) => JSON.stringify(w) === JSON.stringify(v))) && typeOk(v, parts[i]!["type"])));
+      if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
+      return { enum: keep };
+    }
     const properties: Record<string, unknown> = {};
     const required: string[] = [];
-    for (const [i, p] of parts.entries()) {
-      const o = p as Record<string, unknown>;
-      if (typeof o !== "object" || o === null || (o["type"] !== undefined && o["type"] !== "object") || o["properties"] === undefined) {
-        throw new GrammarError(`${path}/allOf/${i}: only objects with properties can be combined with allOf`);
+    for (const [i, o] of parts.entries()) {
+      if ((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined)) {
+        throw new GrammarError(`${path}/allOf/${i}: only objects (properties, required) can be combined with allOf, or one schema with annotations`);
       }
-      Object.assign(properties, o["properties"]);
+      Object.assign(properties, o["properties"] ?? {});
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
     return { type: "object", properties, required };
@@ -250,9 +335,10 @@ class Converter {
       return this.add(name, `"\\"" ${body} "\\"" space`);
     }
     const format = s["format"];
-    if (format !== undefined) {
-      const inner = format === "date-time" ? `${FORMATS["date"]} "T" ${FORMATS["time"]}` : typeof format === "string" && Object.hasOwn(FORMATS, format) ? FORMATS[format]! : undefined;
-      if (!inner) throw new GrammarError(`${path}/format: ${JSON.stringify(format)} is not supported (date, time, date-time, uuid)`);
+    if (format !== undefined && typeof format !== "string") throw new GrammarError(`${path}/format: expected a string, got ${JSON.stringify(format)}`);
+    // other formats (email, uri, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
+    if (format !== undefined && (format === "date-time" || Object.hasOwn(FORMATS, format))) {
+      const inner = format === "date-time" ? `${FORMATS["date"]} "T" ${FORMATS["time"]}` : FORMATS[format]!;
       return this.add(name, `"\\"" ${inner} "\\"" space`);
     }
     const min = s["minLength"] ?? 0, max = s["maxLength"];
@@ -332,22 +418,61 @@ class Converter {
       this.primitive("string");
       return this.add(name, `"{" space (string ":" space ${v} ("," space string ":" space ${v})*)? "}" space`);
     }
-    if (additional !== undefined && additional !== false) throw new GrammarError(`${path}/additionalProperties: only false is supported next to properties`);
     const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, `${path}/properties/${k}`, depth + 1)}`));
     // required properties in order, each optional one where it stands: a chain whose commas
     // come before every property but the first one present
     const tail = (i: number): string => keys.slice(i).map((k, j) => (required.has(k) ? `"," space ${kv[i + j]}` : `("," space ${kv[i + j]})?`)).join(" ");
     const firstRequired = keys.findIndex((k) => required.has(k));
+    // additionalProperties true or a schema: any number of other keys after the named ones
+    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(keys, additional, name, path, depth);
+    const more = extra === undefined ? "" : ` ("," space ${extra})*`;
     let body: string;
     if (firstRequired >= 0) {
       // optional ones before the first required: each followed by a comma
       const lead = keys.slice(0, firstRequired).map((_, i) => `(${kv[i]} "," space)?`).join(" ");
-      body = `${lead ? `${lead} ` : ""}${kv[firstRequired]}${tail(firstRequired + 1) ? ` ${tail(firstRequired + 1)}` : ""}`;
+      body = `${lead ? `${lead} ` : ""}${kv[firstRequired]}${tail(firstRequired + 1) ? ` ${tail(firstRequired + 1)}` : ""}${more}`;
     } else {
-      // all optional: none, or a first one then any of the later ones
-      const starts = keys.map((_, i) => `${kv[i]}${tail(i + 1) ? ` ${tail(i + 1)}` : ""}`);
+      // all optional: none, or a first one then any of the later ones (then other keys), or only other keys
+      const starts = keys.map((_, i) => `${kv[i]}${tail(i + 1) ? ` ${tail(i + 1)}` : ""}${more}`);
+      if (extra !== undefined) starts.push(`${extra}${more}`);
       body = `(${starts.join(" | ")})?`;
     }
     return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /**
+   * `"key": value` for a key that is none of the named properties (so no property can be written
+   * twice, its value escaping the property's schema), the value of the additionalProperties schema.
+   * The keys are told apart as written, character by character along a trie of the names.
+   */
+  private additionalKv(names: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
+    const value = additional === true ? this.anyValue() : this.visit(additional, `${name}-additional-value`, `${path}/additionalProperties`, depth + 1);
+    this.primitive("string");
+    const written = names.map((k) => JSON.stringify(k).slice(1, -1));
+    const escaped = written.findIndex((w) => w.includes("\\"));
+    if (escaped >= 0) throw new GrammarError(`${path}/additionalProperties: not supported beside a property whose name JSON escapes (${JSON.stringify(names[escaped])})`);
+    interface Node { end: boolean; next: Map<string, Node> }
+    const trie: Node = { end: false, next: new Map() };
+    for (const w of written) {
+      let n = trie;
+      for (const c of w) {
+        if (!n.next.has(c)) n.next.set(c, { end: false, next: new Map() });
+        n = n.next.get(c)!;
+      }
+      n.end = true;
+    }
+    // per trie node: the rest of a key that, after the node's prefix, is not a name
+    const escapeSequence = `[\\\\] (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})`;
+    let count = 0;
+    const other = (n: Node): string => {
+      const id = `${name}-other-key-${count++}`;
+      const outside = [...n.next.keys()].map((c) => (c === "]" || c === "^" || c === "-" ? `\\${c}` : c)).join("");
+      const alts = [`[^"\\\\\\x7F\\x00-\\x1F${outside}] char*`, `${escapeSequence} char*`];
+      for (const [c, child] of n.next) alts.push(`${gbnfLiteral(c)} ${other(child)}`);
+      if (!n.end) alts.push(`""`);
+      return this.add(id, alts.join(" | "));
+    };
+    const key = names.length === 0 ? "string" : `"\\"" ${other(trie)} "\\"" space`;
+    return this.add(`${name}-additional-kv`, `${key} ":" space ${value}`);
   }
 }

@@ -39,6 +39,8 @@ export class GrammarMatcher {
   private frames = new Map<string, Frame>();
   private nextId = 0;
   private expansions = new Map<Stack, readonly Stack[]>();
+  /** the stacks being expanded now, and their depth on the way down */
+  private readonly expanding = new Map<Stack, number>();
   private steps = new Map<number, readonly Stack[]>();
 
   private sets = new Map<string, StackSet>();
@@ -124,28 +126,43 @@ export class GrammarMatcher {
     return f;
   }
 
-  /** every stack `s` can reach without consuming a character, whose top is a character class (or empty) */
-  private expand(s: Stack, out: Set<Stack>, depth: number): void {
+  /**
+   * Every stack `s` can reach without consuming a character, whose top is a character class (or
+   * empty), added to `out`. A stack met again while it is being expanded (`X*` of an `X` that may
+   * match nothing comes back to the same stack, which adds nothing new) is not expanded twice;
+   * grammar.ts refuses the cycles that grow the stack instead (left recursion). Returns the
+   * shallowest depth of such a stack met below (Infinity: none), so a set that misses what an
+   * ancestor still adds is not cached.
+   */
+  private expand(s: Stack, out: Set<Stack>, depth: number): number {
     const cached = this.expansions.get(s);
     if (cached) {
       for (const t of cached) out.add(t);
-      return;
+      return Infinity;
     }
+    const onPath = this.expanding.get(s);
+    if (onPath !== undefined) return onPath;
     if (depth > MAX_EXPANSION_DEPTH) {
       throw new GrammarError(`rule ${this.grammar.names[s!.rule]} nests more than ${MAX_EXPANSION_DEPTH} rules deep without a character (left recursion?)`);
     }
     const mine = new Set<Stack>();
+    let low = Infinity;
     if (s === null) mine.add(null);
     else {
       const e = this.grammar.rules[s.rule]![s.alt]![s.index]!;
       if (e.kind === "char") mine.add(s);
       else {
+        this.expanding.set(s, depth);
         const cont = this.frame(s.rule, s.alt, s.index + 1, s.parent);
-        this.grammar.rules[e.rule]!.forEach((_, alt) => this.expand(this.frame(e.rule, alt, 0, cont as Frame | null), mine, depth + 1));
+        this.grammar.rules[e.rule]!.forEach((_, alt) => {
+          low = Math.min(low, this.expand(this.frame(e.rule, alt, 0, cont as Frame | null), mine, depth + 1));
+        });
+        this.expanding.delete(s);
       }
     }
-    this.expansions.set(s, [...mine]);
+    if (low >= depth) this.expansions.set(s, [...mine]);
     for (const t of mine) out.add(t);
+    return low >= depth ? Infinity : low;
   }
 
   /** drops the caches (and the interning: equal stacks made later may be new objects, which only costs duplicates) */
