@@ -291,3 +291,33 @@ test("tool calls are found in Hermes blocks and Llama-style JSON replies; malfor
     assert.ok(GrammarMatcher.complete(st), `${format}: ${text}`);
   }
 });
+
+test("parallel_tool_calls: the required-call grammar admits several calls by default and one without it; parsing and streaming keep only the first without it", () => {
+  const twoCalls: [ToolFormat, string][] = [
+    ["hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>'],
+    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'],
+  ];
+  for (const [format, text] of twoCalls) {
+    for (const parallel of [true, false]) {
+      const tools = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required", ...(parallel ? {} : { parallel_tool_calls: false }) })!;
+      assert.equal(tools.parallel, parallel);
+      const m = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, format)));
+      let st = m.initial();
+      for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+      assert.equal(GrammarMatcher.complete(st), parallel, `${format}, parallel ${parallel}`);
+      const parsed = parseToolCalls(text, format, tools);
+      assert.deepEqual(parsed.calls.map((c) => c.function.name), parallel ? ["get_weather", "get_time"] : ["get_weather"], `${format}, parallel ${parallel}`);
+      assert.equal(parsed.content, "");
+      for (const size of [1, 5, 1000]) {
+        const parser = new ToolCallStream(format, tools);
+        const deltas = [];
+        for (let i = 0; i < text.length; i += size) deltas.push(...parser.push(text.slice(i, i + size)));
+        deltas.push(...parser.end());
+        const names = deltas.flatMap((d) => ("call" in d && d.call.function.name !== undefined ? [d.call.function.name] : []));
+        assert.deepEqual(names, parsed.calls.map((c) => c.function.name), `${format} streamed in pieces of ${size}, parallel ${parallel}`);
+        assert.equal(deltas.filter((d) => "content" in d).length, 0, `${format} streamed in pieces of ${size}: no content`);
+      }
+    }
+  }
+  assert.throws(() => toolsOf({ tools: [WEATHER], parallel_tool_calls: "no" }), /'parallel_tool_calls' must be a boolean/);
+});

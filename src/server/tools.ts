@@ -25,6 +25,8 @@ export type ToolChoice = "none" | "auto" | "required" | { readonly name: string 
 export interface Tools {
   readonly functions: readonly ToolFunction[];
   readonly choice: ToolChoice;
+  /** parallel_tool_calls: whether a reply may hold more than one call (OpenAI's default: true) */
+  readonly parallel: boolean;
   /** the tools as the request gave them: what the template sees */
   readonly raw: readonly unknown[];
 }
@@ -42,6 +44,7 @@ export function toolsOf(body: Body): Tools | undefined {
   const v = body["tools"];
   if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) {
     if (body["tool_choice"] !== undefined && body["tool_choice"] !== "none" && body["tool_choice"] !== "auto") throw invalid("tool_choice", "'tool_choice' needs 'tools'");
+    parallelOf(body);
     return undefined;
   }
   if (!Array.isArray(v)) throw invalid("tools", "'tools' must be an array of {type: \"function\", function: {name, description, parameters}}", "invalid_type");
@@ -65,7 +68,13 @@ export function toolsOf(body: Body): Tools | undefined {
     if (!names.has(name)) throw invalid("tool_choice", `'tool_choice' names the function ${JSON.stringify(name)}, which is not among the tools`);
     choice = { name };
   }
-  return { functions, choice, raw: v };
+  return { functions, choice, parallel: parallelOf(body), raw: v };
+}
+
+function parallelOf(body: Body): boolean {
+  const p = body["parallel_tool_calls"];
+  if (p !== undefined && p !== null && typeof p !== "boolean") throw invalid("parallel_tool_calls", `'parallel_tool_calls' must be a boolean, got ${JSON.stringify(p)}`, "invalid_type");
+  return p !== false;
 }
 
 /** the call format of a chat template: Hermes blocks where it speaks of <tool_call>, Mistral's list after [TOOL_CALLS], else a JSON object */
@@ -74,7 +83,10 @@ export function toolFormatOf(templateSource: string): ToolFormat {
   return templateSource.includes("[TOOL_CALLS]") ? "mistral" : "json";
 }
 
-/** a GBNF grammar that admits exactly one call of the allowed functions in the format */
+/**
+ * A GBNF grammar that admits a call of the allowed functions in the format: one, or (with
+ * parallel_tool_calls, and where the format can hold several) one or more, as llama.cpp's grammars do
+ */
 export function toolCallGrammar(tools: Tools, format: ToolFormat): string {
   const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
   const argsKey = format === "json" ? "parameters" : "arguments";
@@ -89,12 +101,21 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat): string {
   }
   if (format === "json") return gbnf;
   const calls = gbnf.replace(/^root ::=/m, "call ::=");
-  if (format === "mistral") return `${calls}root ::= "[TOOL_CALLS]" space "[" space call "]"\n`;
-  return `${calls}root ::= "<tool_call>\\n" call "\\n</tool_call>"\n`;
+  if (format === "mistral") return `${calls}root ::= "[TOOL_CALLS]" space "[" space call${tools.parallel ? ` ("," space call)*` : ""} "]"\n`;
+  return `${calls}block ::= "<tool_call>\\n" call "\\n</tool_call>"\nroot ::= block${tools.parallel ? ` ("\\n" block)*` : ""}\n`;
 }
 
-/** the calls in a reply (and the text around them), in the format; malformed blocks stay text */
+/**
+ * The calls in a reply (and the text around them), in the format; malformed blocks stay text.
+ * Without parallel_tool_calls only the first call is kept (OpenAI's promise of at most one): the
+ * others are dropped, not sent as text.
+ */
 export function parseToolCalls(text: string, format: ToolFormat, tools: Tools): { content: string; calls: ToolCall[] } {
+  const found = findToolCalls(text, format, tools);
+  return tools.parallel ? found : { content: found.content, calls: found.calls.slice(0, 1) };
+}
+
+function findToolCalls(text: string, format: ToolFormat, tools: Tools): { content: string; calls: ToolCall[] } {
   const known = new Set(tools.functions.map((f) => f.name));
   const call = (json: string): ToolCall | undefined => {
     let v: unknown;
@@ -214,15 +235,18 @@ export class ToolCallStream {
   /** chars of text handled: sent as content, or part of a call block */
   private done = 0;
   /** the call being read: where its object starts in text, its index, what of it was sent */
-  private call: { start: number; index: number; id?: string; argsSent: number; dead: boolean } | undefined;
+  private call: { start: number; index: number; id?: string; argsSent: number; dead: boolean; dropped: boolean } | undefined;
   /** inside the calls part (after a marker) but between call objects */
   private inCalls = false;
   private calls = 0;
   private readonly known: Set<string>;
   private readonly marker: string | undefined;
+  /** without parallel_tool_calls: calls after the first are read and dropped, as parseToolCalls drops them */
+  private readonly parallel: boolean;
 
   constructor(private readonly format: ToolFormat, tools: Tools) {
     this.known = new Set(tools.functions.map((f) => f.name));
+    this.parallel = tools.parallel;
     this.marker = format === "hermes" ? "<tool_call>" : format === "mistral" ? "[TOOL_CALLS]" : undefined;
   }
 
@@ -290,7 +314,7 @@ export class ToolCallStream {
   }
 
   private startCall(): void {
-    this.call = { start: this.done, index: this.calls, argsSent: 0, dead: false };
+    this.call = { start: this.done, index: this.calls, argsSent: 0, dead: false, dropped: false };
   }
 
   /** sends what is new of the current call; whether the call is over (read on) */
@@ -298,8 +322,9 @@ export class ToolCallStream {
     const c = this.call!;
     const body = this.text.slice(c.start);
     const s = scanCall(body);
-    if (!c.id && !c.dead && s.name !== undefined) {
-      if (this.known.has(s.name)) {
+    if (!c.id && !c.dead && !c.dropped && s.name !== undefined) {
+      if (this.known.has(s.name) && !this.parallel && this.calls >= 1) c.dropped = true;
+      else if (this.known.has(s.name)) {
         c.id = `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
         this.calls++;
         out.push({ call: { index: c.index, id: c.id, type: "function", function: { name: s.name, arguments: "" } } });
@@ -314,11 +339,11 @@ export class ToolCallStream {
     }
     if (s.end === undefined && !final) return false;
     // not a call after all: its text, marker included, is content (as parseToolCalls leaves it)
-    if (c.dead || !c.id) out.push({ content: (this.marker && c.index === this.calls ? this.marker : "") + (s.end === undefined ? body : body.slice(0, s.end)) });
+    if (!c.dropped && (c.dead || !c.id)) out.push({ content: (this.marker && c.index === this.calls ? this.marker : "") + (s.end === undefined ? body : body.slice(0, s.end)) });
     this.done = s.end === undefined ? this.text.length : c.start + s.end;
     this.call = undefined;
     // after a dead call its closer is text too
-    this.inCalls = this.format !== "json" && c.id !== undefined;
+    this.inCalls = this.format !== "json" && (c.id !== undefined || c.dropped);
     return true;
   }
 }
