@@ -1,6 +1,6 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -47,6 +47,35 @@ for (const [vocab, texts] of Object.entries(CASES)) {
         const rendered = model.detokenize(ids as never, true);
         // llama.cpp keeps WordPiece's leading word-start space; we drop it as HF does
         assert.equal(tok.decode(ids), vocab === "bert-bge" ? rendered.replace(/^ /, "") : rendered, `decoding ${JSON.stringify(text)}`);
+      }
+    } finally {
+      await model.dispose();
+    }
+  });
+}
+
+/**
+ * Whole texts, not sentences: the wiki (1.29 MB, CRLF lines), 300 KB of Chinese and TinyStories,
+ * each as one string, against llama.cpp. The encoder cuts text into words it caches and into
+ * slices for encodeAsync; a cut in the wrong place, or a stale cache entry, shows here.
+ */
+const LARGE_TEXTS = ["text/wiki.test.raw", "text/hongloumeng-300k.txt", "text/tinystories-valid-30k.txt"];
+for (const vocab of Object.keys(CASES)) {
+  const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
+  const skip = oracleMissing || skipWithoutShared(rel) || LARGE_TEXTS.map((t) => skipWithoutShared(t)).find((s) => s !== false) || false;
+  test(`${vocab}: whole texts (wiki, Chinese, stories) encode as llama.cpp encodes them`, { skip }, async () => {
+    const path = sharedFile(rel)!;
+    const tok = loadGGUFTokenizer(path);
+    const llama = await sharedLlama();
+    const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+    try {
+      for (const t of LARGE_TEXTS) {
+        const text = readFileSync(sharedFile(t)!, "utf8");
+        const want = model.tokenize(text, false).map(Number);
+        const got = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
+        assert.equal(got.length, want.length, `${t}: token count`);
+        const at = got.findIndex((id, i) => id !== want[i]);
+        assert.equal(at, -1, `${t}: first difference at token ${at}: ${JSON.stringify(got.slice(at, at + 5))} where llama.cpp has ${JSON.stringify(want.slice(at, at + 5))}`);
       }
     } finally {
       await model.dispose();

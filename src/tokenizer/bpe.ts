@@ -1,11 +1,13 @@
-import { Heap } from "./heap.js";
+import { NumberHeap } from "./heap.js";
+import { PairTable } from "./pair-table.js";
+import { WordCache } from "./word-cache.js";
 
 export interface BPEOptions {
   /** when a whole word is already a token, emit it without merging (llama3's and HF's `ignore_merges`) */
   ignoreMerges?: boolean;
   /** appends ids for a starting symbol that is not in the vocabulary (byte fallback, unk, or nothing) */
   fallback?: (symbol: string, out: number[]) => void;
-  /** how many distinct words to remember (text repeats words constantly); 0 disables the cache */
+  /** about how many distinct words to remember (text repeats words constantly; WordCache keeps up to twice this); 0 disables the cache */
   cacheSize?: number;
   /**
    * names merge i in the error a merge outside the vocabulary raises (checkMerges' message,
@@ -14,56 +16,8 @@ export interface BPEOptions {
   mergeName?: (index: number) => string;
 }
 
-interface Pair { rank: number; left: number; right: number }
-
-/**
- * Merge ranks by (left id, right id): open addressing over typed arrays, each pair held as two
- * int32s. A Map keyed by left * vocabSize + right holds keys past V8's small-integer range for
- * any vocabulary of more than ~32K tokens, each one a heap number allocated when the key is made
- * (at every lookup while encoding, too) and hashed as a double.
- */
-class PairRanks {
-  private readonly lefts: Int32Array;
-  private readonly rights: Int32Array;
-  /** rank + 1; 0 marks an empty slot */
-  private readonly ranks: Int32Array;
-  private readonly mask: number;
-
-  constructor(pairs: number) {
-    let size = 16;
-    while (size < 2 * pairs) size *= 2;
-    this.lefts = new Int32Array(size);
-    this.rights = new Int32Array(size);
-    this.ranks = new Int32Array(size);
-    this.mask = size - 1;
-  }
-
-  private slot(a: number, b: number): number {
-    return (Math.imul(a, 0x9e3779b1) ^ Math.imul(b, 0x85ebca6b)) >>> 0;
-  }
-
-  /** the rank of pair (a, b), or undefined */
-  get(a: number, b: number): number | undefined {
-    for (let i = this.slot(a, b) & this.mask; ; i = (i + 1) & this.mask) {
-      const r = this.ranks[i]!;
-      if (r === 0) return undefined;
-      if (this.lefts[i] === a && this.rights[i] === b) return r - 1;
-    }
-  }
-
-  /** sets the rank of (a, b) unless it has one (the first, lowest rank wins); whether it was set */
-  add(a: number, b: number, rank: number): boolean {
-    for (let i = this.slot(a, b) & this.mask; ; i = (i + 1) & this.mask) {
-      if (this.ranks[i] === 0) {
-        this.lefts[i] = a;
-        this.rights[i] = b;
-        this.ranks[i] = rank + 1;
-        return true;
-      }
-      if (this.lefts[i] === a && this.rights[i] === b) return false;
-    }
-  }
-}
+/** characters below this look their ids up in a table (the byte-level alphabet ends at U+0143) */
+const SMALL_CHARS = 0x400;
 
 /**
  * Rank-ordered byte-pair encoding over one pre-tokenized word, independent of where the vocabulary
@@ -73,17 +27,25 @@ class PairRanks {
  * long word (a line of Chinese with no spaces) costs O(n log n).
  */
 export class BPE {
-  private readonly pairRank: PairRanks;
+  private readonly pairRank: PairTable;
   private readonly mergedId: Int32Array;
-  private readonly cache = new Map<string, number[]>();
-  private readonly cacheSize: number;
+  private readonly cache: WordCache;
+  /** candidate pairs of the word being merged, reused from word to word */
+  private readonly heap = new NumberHeap();
+  /** the ids of the one-unit symbols below U+0400 (all of the byte-level alphabet), -1 where none */
+  private readonly smallCharIds = new Int32Array(SMALL_CHARS);
+  /** per symbol of the word being merged: its id, neighbours and start in the word (reused buffers) */
+  private ids = new Int32Array(64);
+  private next = new Int32Array(64);
+  private prev = new Int32Array(64);
+  private start = new Int32Array(64);
 
   constructor(
     private readonly vocab: ReadonlyMap<string, number>,
     merges: ReadonlyArray<readonly [string, string]>,
     private readonly options: BPEOptions = {},
   ) {
-    this.pairRank = new PairRanks(merges.length);
+    this.pairRank = new PairTable(merges.length);
     this.mergedId = new Int32Array(merges.length).fill(-1);
     for (let rank = 0; rank < merges.length; rank++) {
       const [a, b] = merges[rank]!;
@@ -96,7 +58,8 @@ export class BPE {
       }
       if (this.pairRank.add(ia, ib, rank)) this.mergedId[rank] = im;
     }
-    this.cacheSize = options.cacheSize ?? 20000;
+    for (let c = 0; c < SMALL_CHARS; c++) this.smallCharIds[c] = vocab.get(String.fromCharCode(c)) ?? -1;
+    this.cache = new WordCache(options.cacheSize ?? 16_384);
   }
 
   /** Appends the ids of `word` to `out`. */
@@ -104,15 +67,13 @@ export class BPE {
     const cached = this.cache.get(word);
     if (cached) { for (const id of cached) out.push(id); return; }
     const ids = this.merge(word);
-    if (this.cacheSize > 0) {
-      if (this.cache.size >= this.cacheSize) this.cache.clear();
-      this.cache.set(word, ids);
-    }
+    this.cache.set(word, ids);
     for (const id of ids) out.push(id);
   }
 
-  private rankOf(a: number, b: number): number | undefined {
-    return a < 0 || b < 0 ? undefined : this.pairRank.get(a, b);
+  /** the rank of the pair of symbols (a, b), or -1 (a symbol outside the vocabulary never merges) */
+  private rankOf(a: number, b: number): number {
+    return a < 0 || b < 0 ? -1 : this.pairRank.get(a, b);
   }
 
   private merge(word: string): number[] {
@@ -120,43 +81,56 @@ export class BPE {
       const whole = this.vocab.get(word);
       if (whole !== undefined) return [whole];
     }
-    const chars = Array.from(word);
-    const n = chars.length;
-    if (n === 0) return [];
-    // -1: a starting symbol outside the vocabulary (never merges); -2: merged away
-    const ids = new Int32Array(n);
-    const next = new Int32Array(n);
-    const prev = new Int32Array(n);
+    if (word.length === 0) return [];
+    if (this.ids.length < word.length) {
+      const size = Math.max(word.length, 2 * this.ids.length);
+      this.ids = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size); this.start = new Int32Array(size);
+    }
+    const { ids, next, prev, start } = this;
+    // symbols are code points; -1: a starting symbol outside the vocabulary (never merges); -2: merged away
+    let n = 0;
+    for (let at = 0; at < word.length; n++) {
+      const cp = word.codePointAt(at)!;
+      const units = cp > 0xffff ? 2 : 1;
+      start[n] = at;
+      ids[n] = cp < SMALL_CHARS ? this.smallCharIds[cp]! : this.vocab.get(word.slice(at, at + units)) ?? -1;
+      at += units;
+    }
     for (let i = 0; i < n; i++) {
-      ids[i] = this.vocab.get(chars[i]!) ?? -1;
       next[i] = i + 1 < n ? i + 1 : -1;
       prev[i] = i - 1;
     }
-    const heap = new Heap<Pair>((x, y) => x.rank < y.rank || (x.rank === y.rank && x.left < y.left));
+    // a candidate is one number, rank * n + left: the lowest rank first, the leftmost on ties; its
+    // right symbol is whatever follows `left` when it comes out, so an entry whose pair has changed
+    // since (one side merged away or grown) no longer has its rank and is dropped
+    const heap = this.heap;
+    heap.clear();
     const tryPush = (left: number, right: number) => {
       if (left < 0 || right < 0) return;
       const rank = this.rankOf(ids[left]!, ids[right]!);
-      if (rank !== undefined) heap.push({ rank, left, right });
+      if (rank >= 0) heap.push(rank * n + left);
     };
     for (let i = 0; i + 1 < n; i++) tryPush(i, i + 1);
 
-    for (let p = heap.pop(); p; p = heap.pop()) {
-      // stale entry: one side was merged since, or the pair changed
-      if (next[p.left] !== p.right || this.rankOf(ids[p.left]!, ids[p.right]!) !== p.rank) continue;
-      ids[p.left] = this.mergedId[p.rank]!;
-      ids[p.right] = -2;
-      const after = next[p.right]!;
-      next[p.left] = after;
-      if (after >= 0) prev[after] = p.left;
-      tryPush(prev[p.left]!, p.left);
-      tryPush(p.left, after);
+    while (heap.size > 0) {
+      const key = heap.pop();
+      const left = key % n, rank = (key - left) / n;
+      const right = next[left]!;
+      if (right < 0 || this.rankOf(ids[left]!, ids[right]!) !== rank) continue;
+      ids[left] = this.mergedId[rank]!;
+      ids[right] = -2;
+      const after = next[right]!;
+      next[left] = after;
+      if (after >= 0) prev[after] = left;
+      tryPush(prev[left]!, left);
+      tryPush(left, after);
     }
 
     const out: number[] = [];
     for (let i = 0; i >= 0; i = next[i]!) {
       const id = ids[i]!;
       if (id >= 0) out.push(id);
-      else this.options.fallback?.(chars[i]!, out);
+      else this.options.fallback?.(word.slice(start[i]!, word.codePointAt(start[i]!)! > 0xffff ? start[i]! + 2 : start[i]! + 1), out);
     }
     return out;
   }

@@ -21,7 +21,15 @@ const utf8 = new TextEncoder();
 /** Text -> its UTF-8 bytes written in the byte-level alphabet. */
 export function byteLevelEncode(text: string): string {
   let out = "";
-  for (const b of utf8.encode(text)) out += BYTE_TO_CHAR[b];
+  // ASCII is its own UTF-8: no byte array for the (usual) all-ASCII word
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) {
+      for (const b of utf8.encode(text.slice(i))) out += BYTE_TO_CHAR[b];
+      break;
+    }
+    out += BYTE_TO_CHAR[c];
+  }
   return out;
 }
 

@@ -2,7 +2,7 @@ export { tokenizerFromGGUF, loadGGUFTokenizer } from "./gguf.js";
 export { VocabTokenizer, type VocabSpec } from "./vocab-tokenizer.js";
 export { TokenType, type Tokenizer, type EncodeOptions, type DecodeOptions, type StreamDecoder, type StreamDecoderOptions } from "./types.js";
 export { BPE, parseMergeLines, type BPEOptions } from "./bpe.js";
-export { spmEncode } from "./spm.js";
+export { spmEncode, SpmMerger } from "./spm.js";
 export { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 export { bertNormalize, bertSplit, isChineseChar, type BertNormalizeOptions } from "./bert-pre.js";
 export { byteLevelEncode, byteLevelDecode } from "./byte-level.js";

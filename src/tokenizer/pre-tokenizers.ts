@@ -64,22 +64,94 @@ export function preTokenizerPatterns(pre: string): RegExp[] | undefined {
   return family === undefined ? undefined : PATTERNS[family]!.map((p) => new RegExp(p, "gu"));
 }
 
+/**
+ * The pieces of `text` one at a time: each pattern splits every piece left by the previous one,
+ * matches and the text between matches both become pieces, empty ones dropped (HF's Split with
+ * behavior "Isolated", applied pattern after pattern). The same pieces as splitting the whole text
+ * pattern by pattern, found depth first with one current piece per pattern, so a long text can be
+ * taken a few pieces at a time without an array of all of them.
+ */
+export class PieceCursor {
+  /** per pattern: the piece it is splitting, where the piece's next gap starts, where to search next */
+  private readonly piece: string[];
+  private readonly gapStart: Int32Array;
+  private readonly searchFrom: Int32Array;
+  /** per pattern: a match found after a gap, handed down once the gap is done */
+  private readonly pending: (string | undefined)[];
+  /** the pattern whose piece is being split; -1 when done */
+  private depth: number;
+
+  constructor(text: string, private readonly patterns: readonly RegExp[]) {
+    const n = patterns.length;
+    this.piece = new Array<string>(n + 1);
+    this.gapStart = new Int32Array(n);
+    this.searchFrom = new Int32Array(n);
+    this.pending = new Array<string | undefined>(n);
+    this.depth = text === "" ? -1 : 0;
+    // no patterns: the text is the one piece
+    if (n === 0) this.piece[0] = text;
+    else this.enter(0, text);
+  }
+
+  private enter(level: number, piece: string): void {
+    this.piece[level] = piece;
+    this.gapStart[level] = 0;
+    this.searchFrom[level] = 0;
+    this.pending[level] = undefined;
+  }
+
+  /** the next piece, or undefined after the last */
+  next(): string | undefined {
+    const n = this.patterns.length;
+    if (n === 0) {
+      if (this.depth < 0) return undefined;
+      this.depth = -1;
+      return this.piece[0];
+    }
+    for (;;) {
+      const d = this.depth;
+      if (d < 0) return undefined;
+      let child = this.pending[d];
+      if (child !== undefined) this.pending[d] = undefined;
+      else {
+        const piece = this.piece[d]!;
+        const from = this.searchFrom[d]!;
+        const start = this.gapStart[d]!;
+        if (from > piece.length) { this.depth--; continue; }
+        const re = this.patterns[d]!;
+        re.lastIndex = from;
+        let m = re.exec(piece);
+        // an empty match is skipped (the search moves one code point on; the gap keeps growing)
+        while (m !== null && m[0].length === 0) {
+          const at = m.index + (piece.codePointAt(m.index)! > 0xffff ? 2 : 1);
+          if (at > piece.length) { m = null; break; }
+          re.lastIndex = at;
+          m = re.exec(piece);
+        }
+        if (m === null) {
+          this.searchFrom[d] = piece.length + 1; // done after this last gap
+          if (start >= piece.length) { this.depth--; continue; }
+          child = start === 0 ? piece : piece.slice(start);
+        } else {
+          const end = m.index + m[0].length;
+          this.gapStart[d] = this.searchFrom[d] = end;
+          if (m.index > start) {
+            child = piece.slice(start, m.index);
+            this.pending[d] = m[0];
+          } else child = m[0];
+        }
+      }
+      if (d + 1 === n) return child;
+      this.enter(d + 1, child);
+      this.depth = d + 1;
+    }
+  }
+}
+
 /** Applies each pattern in turn to every piece; matches and gaps are kept, empty pieces dropped. */
 export function regexSplit(text: string, patterns: readonly RegExp[]): string[] {
-  let pieces = text ? [text] : [];
-  for (const re of patterns) {
-    const next: string[] = [];
-    for (const piece of pieces) {
-      let last = 0;
-      for (const m of piece.matchAll(re)) {
-        if (m[0].length === 0) continue;
-        if (m.index! > last) next.push(piece.slice(last, m.index));
-        next.push(m[0]);
-        last = m.index! + m[0].length;
-      }
-      if (last < piece.length) next.push(piece.slice(last));
-    }
-    pieces = next;
-  }
+  const pieces: string[] = [];
+  const cursor = new PieceCursor(text, patterns);
+  for (let p = cursor.next(); p !== undefined; p = cursor.next()) pieces.push(p);
   return pieces;
 }

@@ -25,6 +25,8 @@ export class SpecialMatcher {
   private readonly byPrefix = new Map<string, SpecialToken[]>();
   /** one-character tokens */
   private readonly single = new Map<string, SpecialToken>();
+  /** 1 at the UTF-16 units some token starts with: the other positions of a text need no lookup */
+  private readonly startsToken = new Uint8Array(0x10000);
   readonly size: number;
 
   constructor(tokens: Iterable<SpecialToken>) {
@@ -34,6 +36,7 @@ export class SpecialMatcher {
       // the first of several tokens with the same text wins, as the first inserted did in a trie
       if (!t.text || seen.has(t.text)) continue;
       seen.add(t.text);
+      this.startsToken[t.text.charCodeAt(0)] = 1;
       if (t.text.length === 1) this.single.set(t.text, t);
       else {
         const key = t.text.slice(0, 2);
@@ -61,7 +64,9 @@ export class SpecialMatcher {
     const out: Fragment[] = [];
     let rawStart = 0;
     let i = 0;
+    const startsToken = this.startsToken;
     while (i < text.length) {
+      if (startsToken[text.charCodeAt(i)] === 0) { i++; continue; }
       let match = this.matchAt(text, i);
       const matchEnd = match ? i + match.text.length : i;
       while (r < literal.length && literal[r]![1] <= i) r++;

@@ -1,14 +1,72 @@
-import { Heap } from "./heap.js";
+import { ScoreHeap } from "./heap.js";
+import { PairTable } from "./pair-table.js";
 
-interface Bigram { score: number; left: number; right: number; size: number }
+const utf8 = new TextEncoder();
 
 /**
  * SentencePiece-style BPE as llama.cpp runs it for `llama` vocabularies: start from single code
  * points, repeatedly merge the adjacent pair whose concatenation is the highest-scoring token
  * (leftmost on ties), then emit each final symbol as its token or, when it is not one, as byte
  * tokens via `byteToken`. Spaces must already be escaped to "▁" by the caller.
- * Symbols stay contiguous slices of `text`, so a pair's text is one slice.
+ * Symbols stay contiguous slices of `text`, so a pair's text is one slice. One merger serves a
+ * vocabulary's words one after another, its buffers reused.
  */
+export class SpmMerger {
+  private start = new Int32Array(64);
+  private len = new Int32Array(64);
+  private next = new Int32Array(64);
+  private prev = new Int32Array(64);
+  private readonly heap = new ScoreHeap();
+
+  constructor(private readonly vocab: ReadonlyMap<string, number>, private readonly scores: ArrayLike<number>) {}
+
+  encode(text: string, byteToken: (byte: number, out: number[]) => void, out: number[]): void {
+    if (this.start.length < text.length) {
+      const size = Math.max(text.length, 2 * this.start.length);
+      this.start = new Int32Array(size); this.len = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size);
+    }
+    const { start, len, next, prev, heap, vocab, scores } = this;
+    let n = 0;
+    for (let i = 0; i < text.length; i += symbolLength(text, i)) start[n++] = i;
+    if (n === 0) return;
+    for (let i = 0; i < n; i++) {
+      len[i] = (i + 1 < n ? start[i + 1]! : text.length) - start[i]!;
+      next[i] = i + 1 < n ? i + 1 : -1;
+      prev[i] = i - 1;
+    }
+    heap.clear();
+    const tryAdd = (left: number, right: number) => {
+      if (left < 0 || right < 0) return;
+      const size = len[left]! + len[right]!;
+      const id = vocab.get(text.substr(start[left]!, size));
+      if (id !== undefined) heap.push(scores[id] ?? 0, left, size);
+    };
+    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+
+    while (heap.size > 0) {
+      heap.pop();
+      const left = heap.poppedLeft, right = next[left]!;
+      // stale: the left symbol was merged into its neighbour, or either side has grown since
+      if (len[left] === 0 || right < 0 || len[left]! + len[right]! !== heap.poppedSize) continue;
+      len[left] = heap.poppedSize;
+      len[right] = 0;
+      const after = next[right]!;
+      next[left] = after;
+      if (after >= 0) prev[after] = left;
+      tryAdd(prev[left]!, left);
+      tryAdd(left, after);
+    }
+
+    for (let i = 0; i >= 0; i = next[i]!) {
+      const piece = text.substr(start[i]!, len[i]!);
+      const id = vocab.get(piece);
+      if (id !== undefined) out.push(id);
+      else for (const byte of utf8.encode(piece)) byteToken(byte, out);
+    }
+  }
+}
+
+/** SpmMerger's encoding of one text (a merger kept per vocabulary reuses its buffers) */
 export function spmEncode(
   text: string,
   vocab: ReadonlyMap<string, number>,
@@ -16,50 +74,69 @@ export function spmEncode(
   byteToken: (byte: number, out: number[]) => void,
   out: number[],
 ): void {
-  const starts: number[] = [];
-  for (let i = 0; i < text.length; ) {
-    starts.push(i);
-    const c = text.charCodeAt(i);
-    i += c >= 0xd800 && c <= 0xdbff && i + 1 < text.length ? 2 : 1;
-  }
-  const n = starts.length;
-  if (n === 0) return;
-  const start = Int32Array.from(starts);
-  const len = new Int32Array(n);
-  const next = new Int32Array(n);
-  const prev = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    len[i] = (i + 1 < n ? start[i + 1]! : text.length) - start[i]!;
-    next[i] = i + 1 < n ? i + 1 : -1;
-    prev[i] = i - 1;
-  }
-  const heap = new Heap<Bigram>((a, b) => a.score > b.score || (a.score === b.score && a.left < b.left));
-  const tryAdd = (left: number, right: number) => {
-    if (left < 0 || right < 0) return;
-    const size = len[left]! + len[right]!;
-    const id = vocab.get(text.substr(start[left]!, size));
-    if (id === undefined) return;
-    heap.push({ score: scores[id] ?? 0, left, right, size });
-  };
-  for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+  new SpmMerger(vocab, scores).encode(text, byteToken, out);
+}
 
-  for (let b = heap.pop(); b; b = heap.pop()) {
-    // skip pairs where either side has been merged into something else since
-    if (len[b.left] === 0 || len[b.right] === 0 || len[b.left]! + len[b.right]! !== b.size) continue;
-    len[b.left] = b.size;
-    len[b.right] = 0;
-    const after = next[b.right]!;
-    next[b.left] = after;
-    if (after >= 0) prev[after] = b.left;
-    tryAdd(prev[b.left]!, b.left);
-    tryAdd(b.left, after);
+/** UTF-16 units of the symbol at `i`: a high surrogate takes the unit after it along, whatever it is */
+function symbolLength(text: string, i: number): number {
+  const c = text.charCodeAt(i);
+  return c >= 0xd800 && c <= 0xdbff && i + 1 < text.length ? 2 : 1;
+}
+
+/** ASCII and "▁": SpmSegmenter's small alphabet */
+const SMALL = 0x81;
+const smallIndex = (cp: number): number => (cp < 0x80 ? cp : cp === 0x2581 ? 0x80 : -1);
+/** the code point at `i` of the text with its spaces escaped to "▁" */
+const escapedCodePoint = (text: string, i: number): number => { const cp = text.codePointAt(i)!; return cp === 0x20 ? 0x2581 : cp; };
+
+/**
+ * Where a text can be cut into pieces that spmEncode merges exactly as it merges the whole text.
+ * Every merged symbol is a vocabulary token, so two neighbouring symbols that sit side by side in
+ * no token are never joined; the merges on either side of them never meet, and each side merges
+ * in the same order alone (the best-scoring pair of a side is the best of that side either way,
+ * the leftmost on ties). A text is mostly such cuts ("▁the" | "▁cat"), so its segments repeat
+ * and their ids can be remembered.
+ */
+export class SpmSegmenter {
+  /** (symbol, next symbol) pairs, by code point, that occur side by side in some token */
+  private readonly joins = new PairTable(1 << 16);
+  /** the same for the pairs of ASCII and "▁" (most of most text), read without hashing */
+  private readonly smallJoins = new Uint8Array(SMALL * SMALL);
+
+  constructor(tokens: Iterable<string>) {
+    for (const t of tokens) {
+      // symbols as spmEncode steps through text; a pair of text symbols inside a merged symbol is a pair of the token's
+      let i = 0, prev = -1;
+      while (i < t.length) {
+        const key = t.codePointAt(i)!;
+        if (prev >= 0) {
+          this.joins.add(prev, key, 0);
+          const a = smallIndex(prev), b = smallIndex(key);
+          if (a >= 0 && b >= 0) this.smallJoins[a * SMALL + b] = 1;
+        }
+        prev = key;
+        i += symbolLength(t, i);
+      }
+    }
   }
 
-  const utf8 = new TextEncoder();
-  for (let i = 0; i >= 0; i = next[i]!) {
-    const piece = text.substr(start[i]!, len[i]!);
-    const id = vocab.get(piece);
-    if (id !== undefined) out.push(id);
-    else for (const byte of utf8.encode(piece)) byteToken(byte, out);
+  /**
+   * The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or
+   * the text's end. `text` is read as escaped, a space as "▁", so that the caller escapes only
+   * the segments it has not seen before (escaping megabytes at once held a server for 300 ms).
+   */
+  segmentEnd(text: string, start: number): number {
+    if (start >= text.length) return text.length;
+    let prev = escapedCodePoint(text, start);
+    let prevSmall = smallIndex(prev);
+    for (let i = start + symbolLength(text, start); i < text.length; i += symbolLength(text, i)) {
+      const key = escapedCodePoint(text, i);
+      const keySmall = smallIndex(key);
+      const joined = prevSmall >= 0 && keySmall >= 0 ? this.smallJoins[prevSmall * SMALL + keySmall] === 1 : this.joins.get(prev, key) >= 0;
+      if (!joined) return i;
+      prev = key;
+      prevSmall = keySmall;
+    }
+    return text.length;
   }
 }

@@ -57,6 +57,13 @@ export interface Tokenizer {
   readonly addBos: boolean;
   readonly addEos: boolean;
   encode(text: string, options?: EncodeOptions): number[];
+  /**
+   * encode()'s ids, made a slice of text at a time with turns of the event loop between slices,
+   * so that a server keeps answering while a multi-megabyte prompt is tokenized (GGUF
+   * vocabularies; a tokenizer.json one encodes in one piece, as its library has no way to stop
+   * midway).
+   */
+  encodeAsync(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: ArrayLike<number>, options?: DecodeOptions): string;
   /** the piece exactly as stored in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>") */
   piece(id: number): string;

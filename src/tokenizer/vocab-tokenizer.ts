@@ -1,11 +1,13 @@
+import { yieldToEventLoop } from "../platform/host.js";
 import { BPE } from "./bpe.js";
-import { bertNormalize, bertSplit } from "./bert-pre.js";
+import { BertChunkCursor, bertNormalize, bertSplit } from "./bert-pre.js";
 import { byteLevelDecode, byteLevelEncode } from "./byte-level.js";
-import { regexSplit } from "./pre-tokenizers.js";
-import { SpecialMatcher, type SpecialToken } from "./special-split.js";
-import { spmEncode } from "./spm.js";
+import { PieceCursor } from "./pre-tokenizers.js";
+import { SpecialMatcher, type Fragment, type SpecialToken } from "./special-split.js";
+import { SpmMerger, SpmSegmenter } from "./spm.js";
 import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
-import { wordPieceEncode } from "./wordpiece.js";
+import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
+import { WordCache } from "./word-cache.js";
 
 /**
  * Everything a vocabulary-driven tokenizer needs, independent of the file it came from. The GGUF
@@ -48,6 +50,38 @@ const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
 const ESCAPED_SPACE = "\u2581"; // "▁"
 
+/**
+ * How much text encodeAsync encodes between turns of the event loop: ~32K characters take a few
+ * milliseconds at the word cache's speed and tens where every word is new.
+ */
+const ASYNC_SLICE_CHARS = 1 << 15;
+
+/** the words of one text fragment, one at a time (pre-tokenizer pieces, SentencePiece segments, BERT chunks) */
+interface WordCursor { next(): string | undefined }
+
+/** SentencePiece text cut where no token spans the cut (SpmSegmenter), its spaces not escaped yet */
+class SegmentCursor implements WordCursor {
+  private pos = 0;
+  constructor(private readonly text: string, private readonly segmenter: SpmSegmenter) {}
+  next(): string | undefined {
+    if (this.pos >= this.text.length) return undefined;
+    const start = this.pos;
+    this.pos = this.segmenter.segmentEnd(this.text, start);
+    return this.text.slice(start, this.pos);
+  }
+}
+
+/** an encode in progress: the text's fragments, the words of the current one, the ids so far */
+interface EncodeRun {
+  readonly fragments: Fragment[];
+  /** the next fragment to start */
+  index: number;
+  /** the words left of the fragment before `index`, if it is text */
+  words?: WordCursor;
+  readonly addSpecial: boolean;
+  readonly ids: number[];
+}
+
 /** HF's decoder clean-up, applied per WordPiece token as HF's WordPiece decoder does. */
 function wordPieceCleanup(s: string): string {
   return s.replaceAll(" .", ".").replaceAll(" ?", "?").replaceAll(" !", "!").replaceAll(" ,", ",")
@@ -84,7 +118,11 @@ export class VocabTokenizer implements Tokenizer {
   private readonly userDefinedOnly: SpecialMatcher;
   private readonly bytesCache: (Uint8Array | undefined)[];
   private readonly bpe?: BPE;
-  private readonly maxTokenLength: number;
+  private readonly segmenter?: SpmSegmenter;
+  private readonly spm?: SpmMerger;
+  private readonly wordPiece?: WordPieceOptions;
+  /** ids of recent words, whichever kind of word the tokenizer splits text into */
+  private readonly wordIds = new WordCache();
 
   constructor(private readonly spec: VocabSpec) {
     this.type = spec.model;
@@ -100,9 +138,6 @@ export class VocabTokenizer implements Tokenizer {
     this.bytesCache = new Array(this.vocabSize);
 
     this.textToId = spec.textToId ?? tokenIndex(spec.tokens);
-    let maxLen = 0;
-    for (const t of spec.tokens) if (t.length > maxLen) maxLen = t.length;
-    this.maxTokenLength = maxLen;
 
     const specials: SpecialToken[] = [];
     const userDefined: SpecialToken[] = [];
@@ -120,6 +155,7 @@ export class VocabTokenizer implements Tokenizer {
       if (!spec.merges) throw new Error("gpt2 tokenizer: the merges list is missing");
       this.bpe = new BPE(this.textToId, spec.merges, {
         ignoreMerges: spec.ignoreMerges,
+        cacheSize: 0, // wordIds remembers words before their byte-level spelling is even made
         mergeName: spec.mergeName,
         // a character with no token: its single-byte pieces where they exist (llama.cpp's fallback)
         fallback: (symbol, out) => {
@@ -129,6 +165,13 @@ export class VocabTokenizer implements Tokenizer {
           }
         },
       });
+    } else if (spec.model === "llama") {
+      this.segmenter = new SpmSegmenter(this.textToId.keys());
+      this.spm = new SpmMerger(this.textToId, spec.scores ?? []);
+    } else {
+      let maxTokenLength = 0;
+      for (const t of spec.tokens) if (t.length > maxTokenLength) maxTokenLength = t.length;
+      this.wordPiece = { wordPrefix: ESCAPED_SPACE, continuingPrefix: "", unkId: this.unkId ?? -1, maxInputChars: 100, maxTokenLength };
     }
   }
 
@@ -143,47 +186,91 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
+    const run = this.startRun(text, options);
+    this.advance(run, Infinity);
+    return run.ids;
+  }
+
+  /**
+   * encode()'s ids, made a slice of text at a time with a turn of the event loop between slices,
+   * so that a server stays responsive while a multi-megabyte prompt is tokenized. Slices end
+   * between the words the tokenizer itself splits text into (special tokens, pre-tokenizer
+   * pieces, SentencePiece segments no token spans, BERT chunks), where encode() makes the same
+   * ids on either side.
+   */
+  async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
+    const run = this.startRun(text, options);
+    while (!this.advance(run, ASYNC_SLICE_CHARS)) await yieldToEventLoop();
+    return run.ids;
+  }
+
+  private startRun(text: string, options: EncodeOptions): EncodeRun {
     const addSpecial = options.addSpecialTokens ?? true;
     const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(text, options.literalRanges);
-    const out: number[] = [];
-    switch (this.type) {
-      case "llama": {
-        if (addSpecial && this.addBos) out.push(this.required(this.bosId, "BOS"));
-        let prevSpecial = true; // the start of the text counts as "after a special token"
-        for (const f of fragments) {
-          if (typeof f === "number") { out.push(f); prevSpecial = true; continue; }
-          const raw = (this.spec.addSpacePrefix && prevSpecial ? " " : "") + f;
-          spmEncode(raw.replaceAll(" ", ESCAPED_SPACE), this.textToId, this.spec.scores ?? [], (b, o) => o.push(this.byteToken(b)), out);
-          prevSpecial = false;
+    const ids: number[] = [];
+    if (addSpecial) {
+      if (this.type === "bert") ids.push(this.required(this.clsId ?? this.bosId, "CLS"));
+      else if (this.addBos) ids.push(this.required(this.bosId, "BOS"));
+    }
+    // WordPiece writes unk for a word it cannot spell: refused up front, whatever the text
+    if (this.type === "bert") this.required(this.unkId, "UNK");
+    return { fragments, index: 0, addSpecial, ids };
+  }
+
+  /** encodes words of `run` until about `budget` characters are done; true once it is complete */
+  private advance(run: EncodeRun, budget: number): boolean {
+    const { ids, fragments } = run;
+    const cache = this.wordIds;
+    let done = 0;
+    for (;;) {
+      if (run.words) {
+        for (let word = run.words.next(); word !== undefined; word = run.words.next()) {
+          const hit = cache.get(word);
+          if (hit) for (let i = 0; i < hit.length; i++) ids.push(hit[i]!);
+          else {
+            const from = ids.length;
+            this.encodeWord(word, ids);
+            cache.set(word, ids.slice(from));
+          }
+          done += word.length;
+          if (done >= budget) return false;
         }
-        if (addSpecial && this.addEos) out.push(this.required(this.eosId, "EOS"));
-        break;
+        run.words = undefined;
       }
-      case "gpt2": {
-        if (addSpecial && this.addBos) out.push(this.required(this.bosId, "BOS"));
-        for (const f of fragments) {
-          if (typeof f === "number") { out.push(f); continue; }
-          for (const word of regexSplit(f, this.spec.prePatterns ?? [])) this.bpe!.encodeWord(byteLevelEncode(word), out);
+      if (run.index === fragments.length) break;
+      const f = fragments[run.index++]!;
+      if (typeof f === "number") { ids.push(f); continue; }
+      switch (this.type) {
+        case "llama": {
+          // the start of the text counts as "after a special token" (text fragments never touch)
+          const prefix = this.spec.addSpacePrefix && (run.index === 1 || typeof fragments[run.index - 2] === "number") ? " " : "";
+          run.words = new SegmentCursor(prefix + f, this.segmenter!);
+          break;
         }
-        if (addSpecial && this.addEos) out.push(this.required(this.eosId, "EOS"));
-        break;
-      }
-      case "bert": {
-        if (addSpecial) out.push(this.required(this.clsId ?? this.bosId, "CLS"));
-        const wp = {
-          wordPrefix: ESCAPED_SPACE, continuingPrefix: "", unkId: this.required(this.unkId, "UNK"),
-          maxInputChars: 100, maxTokenLength: this.maxTokenLength,
-        };
-        for (const f of fragments) {
-          if (typeof f === "number") { out.push(f); continue; }
-          const words = bertSplit(bertNormalize(f, { lowercase: true, stripAccents: true, chineseChars: true }));
-          for (const w of words) wordPieceEncode(w, this.textToId, wp, out);
-        }
-        if (addSpecial) out.push(this.required(this.sepId, "SEP"));
-        break;
+        case "gpt2": run.words = new PieceCursor(f, this.spec.prePatterns ?? []); break;
+        case "bert": run.words = new BertChunkCursor(f); break;
       }
     }
-    return out;
+    if (run.addSpecial) {
+      if (this.type === "bert") ids.push(this.required(this.sepId, "SEP"));
+      else if (this.addEos) ids.push(this.required(this.eosId, "EOS"));
+    }
+    return true;
+  }
+
+  /** appends the ids of one word of the current kind (see WordCursor) */
+  private encodeWord(word: string, out: number[]): void {
+    switch (this.type) {
+      case "llama":
+        this.spm!.encode(word.replaceAll(" ", ESCAPED_SPACE), this.pushByteToken, out);
+        break;
+      case "gpt2":
+        this.bpe!.encodeWord(byteLevelEncode(word), out);
+        break;
+      case "bert":
+        for (const w of bertSplit(bertNormalize(word, { lowercase: true, stripAccents: true, chineseChars: true }))) wordPieceEncode(w, this.textToId, this.wordPiece!, out);
+        break;
+    }
   }
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
@@ -247,6 +334,8 @@ export class VocabTokenizer implements Tokenizer {
     this.bytesCache[id] = bytes;
     return bytes;
   }
+
+  private readonly pushByteToken = (byte: number, out: number[]): void => { out.push(this.byteToken(byte)); };
 
   /** The <0xNN> token for a byte, else the byte as a one-character token (llama.cpp's byte_to_token). */
   private byteToken(byte: number): number {

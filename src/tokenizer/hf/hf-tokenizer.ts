@@ -249,6 +249,11 @@ export class HFTokenizer implements Tokenizer {
     return options.addSpecialTokens ?? true ? [...this.prefix, ...ids, ...this.suffix] : ids;
   }
 
+  /** encode() in one piece: the library's encoding cannot stop midway, nor be cut at places it vouches for */
+  async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
+    return this.encode(text, options);
+  }
+
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     const list = Array.from(ids);
     for (const id of list) this.checkId(id);
