@@ -35,7 +35,7 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 
 /** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
-  const job = jobOf(ctx, kind, body);
+  const job = await jobOf(ctx, kind, body);
   ctx.admit(job.prompts.map(() => job.bestOf));
   const controller = new AbortController();
   // a client that goes away cancels its generation (the engine drops it at the next step)
@@ -52,7 +52,7 @@ export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body
   }
 }
 
-function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
+async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   const { model } = ctx;
   const name = optString(body, "model");
   if (name !== undefined && !ctx.modelNames.has(name)) {
@@ -84,7 +84,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
           "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
       }
       const format = toolFormatOf(formatter.template.source);
-      prompts = [formatter.encode(messages, { tools: tools.raw })];
+      prompts = [await formatter.encodeAsync(messages, { tools: tools.raw })];
       toolsJob = { tools, format };
       if (tools.choice !== "auto") {
         if (options.jsonSchema !== undefined || options.json !== undefined) {
@@ -98,7 +98,7 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
         delete options.json;
         constraintParam = "response_format";
       }
-    } else prompts = [formatter.encode(messages)];
+    } else prompts = [await formatter.encodeAsync(messages)];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
@@ -112,7 +112,9 @@ function jobOf(ctx: ServeContext, kind: Kind, body: Body): Job {
     const given = promptsOf(body, model.info.vocabSize);
     // a request that could never be taken is refused before its prompts are tokenized
     ctx.admissible(given.length, options.n ?? 1, "prompt");
-    prompts = given.map((p) => (typeof p === "string" ? model.tokenizer.encode(p, { addSpecialTokens: true }) : p));
+    // tokenized a slice at a time: a multi-megabyte prompt must not stop /health and the other requests
+    prompts = [];
+    for (const p of given) prompts.push(typeof p === "string" ? await model.tokenizer.encodeAsync(p, { addSpecialTokens: true }) : p);
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;

@@ -365,11 +365,11 @@ export class OpenAIServer {
   }
 
   /** llama-server's /tokenize: {content, add_special?, with_pieces?} -> {tokens} */
-  private tokenize(body: Body, res: ServerResponse): void {
+  private async tokenize(body: Body, res: ServerResponse): Promise<void> {
     const tokenizer = this.embedder?.tokenizer ?? this.ready().model.tokenizer;
     const content = optString(body, "content");
     if (content === undefined) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
-    const ids = tokenizer.encode(content, { addSpecialTokens: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
+    const ids = await tokenizer.encodeAsync(content, { addSpecialTokens: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
     // a piece is the token's own text (a word's leading space kept), or its bytes where they are part of a character, as llama-server answers
     const piece = (id: number): string | number[] => {
       const bytes = tokenizer.tokenBytes(id);
