@@ -1,4 +1,4 @@
-import type { Tokenizer } from "../tokenizer/index.js";
+import type { EncodeOptions, Tokenizer } from "../tokenizer/index.js";
 import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions, type TemplateMessage } from "./template.js";
 
 /** Something with GGUF-style string metadata (GGUFMetadata), and the file it was read from. */
@@ -145,9 +145,24 @@ export class ChatFormatter {
    * `parseSpecialInContent` asks for the old behaviour.
    */
   encode(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): number[] {
+    const { text, encodeOptions } = this.toEncode(messages, variables, options);
+    return this.withBos(this.tokenizer.encode(text, encodeOptions));
+  }
+
+  /** encode()'s ids, tokenized a slice at a time with turns of the event loop between (Tokenizer.encodeAsync) */
+  async encodeAsync(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): Promise<number[]> {
+    const { text, encodeOptions } = this.toEncode(messages, variables, options);
+    return this.withBos(await this.tokenizer.encodeAsync(text, encodeOptions));
+  }
+
+  /** the rendered conversation and how to tokenize it */
+  private toEncode(messages: readonly ChatMessage[], variables: Record<string, unknown> | undefined, options: EncodeChatOptions): { text: string; encodeOptions: EncodeOptions } {
     const text = this.render(messages, true, variables);
     const forged = options.parseSpecialInContent ? [] : this.forgedSpecials(messages, text, variables);
-    const ids = this.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true, literalRanges: forged });
+    return { text, encodeOptions: { addSpecialTokens: false, parseSpecial: true, literalRanges: forged } };
+  }
+
+  private withBos(ids: number[]): number[] {
     const bos = this.tokenizer.bosId;
     if (this.tokenizer.addBos && bos !== undefined && ids[0] !== bos) ids.unshift(bos);
     return ids;

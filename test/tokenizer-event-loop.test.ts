@@ -1,0 +1,124 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { GGUFMetadata, readGGUFHeader } from "../src/formats/index.js";
+import { loadGGUFTokenizer, SpmMerger, type Tokenizer } from "../src/tokenizer/index.js";
+import { serveStories, skipStories } from "./helpers/serve.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * encodeAsync: encode()'s ids a slice at a time, the event loop turning between slices, so that
+ * `tsllm serve` answers /health while it tokenizes a multi-megabyte prompt (before, a 4 MiB
+ * message held the loop for seconds). The ids are encode()'s; encode() itself is judged by
+ * llama.cpp in tokenizer-llamacpp.test.ts.
+ */
+const VOCABS = ["llama-spm", "phi-3", "gpt-2", "starcoder", "deepseek-llm", "bert-bge"];
+const TEXTS = ["text/wiki.test.raw", "text/hongloumeng-300k.txt", "text/tinystories-valid-30k.txt"];
+const skipTexts = TEXTS.map((t) => skipWithoutShared(t)).find((s) => s !== false) ?? false;
+
+/** ~700 KB: English, Chinese and stories, special-token text and runs of spaces, tabs and newlines in between */
+function mixedText(tok: Tokenizer): { text: string; literalRanges: [number, number][] } {
+  const [wiki, zh, stories] = TEXTS.map((t) => readFileSync(sharedFile(t)!, "utf8"));
+  const special = [...Array(tok.vocabSize).keys()].filter((id) => tok.isSpecial(id)).map((id) => tok.piece(id)).slice(0, 8);
+  const parts = [wiki!.slice(0, 300_000), zh!.slice(0, 100_000), stories!];
+  let text = "";
+  const literalRanges: [number, number][] = [];
+  for (let i = 0; i < 40; i++) {
+    for (const p of parts) text += p.slice(i * (p.length / 40), (i + 1) * (p.length / 40));
+    const s = special[i % Math.max(1, special.length)] ?? "";
+    // every other special-token text is message content: it stays text
+    if (i % 2 === 1) literalRanges.push([text.length, text.length + s.length]);
+    text += `${s}${"  ".repeat(i % 5)}\t\n${" ".repeat(i)}`;
+  }
+  return { text, literalRanges };
+}
+
+for (const vocab of VOCABS) {
+  const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
+  test(`${vocab}: encodeAsync gives encode()'s ids and lets the event loop turn meanwhile`, { skip: skipWithoutShared(rel) || skipTexts }, async () => {
+    const tok = loadGGUFTokenizer(sharedFile(rel)!);
+    const { text, literalRanges } = mixedText(tok);
+    for (const options of [{}, { addSpecialTokens: false, parseSpecial: false }, { literalRanges }]) {
+      const want = tok.encode(text, options);
+      // a fresh tokenizer: no word cache from the run above
+      const fresh = loadGGUFTokenizer(sharedFile(rel)!);
+      let turns = 0, done = false;
+      const turn = () => { turns++; if (!done) setImmediate(turn); };
+      setImmediate(turn);
+      const got = await fresh.encodeAsync(text, options);
+      done = true;
+      assert.equal(got.length, want.length, JSON.stringify(options));
+      assert.ok(got.every((id, i) => id === want[i]), `${JSON.stringify(options)}: the same ids`);
+      assert.ok(turns >= 10, `the event loop turned ${turns} times while ${text.length} characters were encoded`);
+    }
+  });
+}
+
+for (const vocab of ["llama-spm", "phi-3"]) {
+  const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
+  test(`${vocab}: SentencePiece text cut where no token spans encodes as the whole text merged at once`, { skip: skipWithoutShared(rel) || skipTexts }, () => {
+    // the cut is the tokenizer's own; the one-piece merge over the whole escaped text is the reference
+    const path = sharedFile(rel)!;
+    const tok = loadGGUFTokenizer(path);
+    const meta = new GGUFMetadata(path, readGGUFHeader(path).metadata);
+    const byText = new Map(meta.strings("tokenizer.ggml.tokens")!.map((t, id) => [t, id]));
+    const scores = meta.numbers("tokenizer.ggml.scores")!;
+    const byteId = (b: number) => byText.get(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`)!;
+    const whole = new SpmMerger(byText, scores);
+    const zh = readFileSync(sharedFile(TEXTS[1]!)!, "utf8").slice(0, 20_000);
+    const wiki = readFileSync(sharedFile(TEXTS[0]!)!, "utf8").slice(0, 60_000);
+    // runs of spaces (the ▁▁... tokens span them), lone surrogates, emoji, combining marks
+    const odd = Array.from({ length: 200 }, (_, i) => `x${" ".repeat(i % 17)}y\uD800${i}\uDC00z 😀${"😀".repeat(i % 3)} e\u0301 \t\r\n`).join("");
+    for (const text of [zh, wiki, odd]) {
+      const want: number[] = [];
+      whole.encode(`\u2581${text.replaceAll(" ", "\u2581")}`, (b, out) => out.push(byteId(b)), want);
+      const got = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
+      assert.equal(got.length, want.length);
+      assert.ok(got.every((id, i) => id === want[i]), "the same ids");
+    }
+  });
+}
+
+describe("tsllm serve answers /health while it tokenizes a multi-megabyte prompt", { skip: skipStories || skipWithoutShared(TEXTS[2]!) }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  /** resolves when the server starts tokenizing a text of more than a megabyte */
+  let started: () => Promise<void>;
+  before(async () => {
+    s = await serveStories();
+    // watch (not replace) the tokenizer: the first call with the big text signals the start
+    const tok = s.model.tokenizer as unknown as Record<"encode" | "encodeAsync", (text: string, options?: object) => unknown>;
+    let signal = () => {};
+    started = () => new Promise<void>((resolve) => { signal = resolve; });
+    for (const name of ["encode", "encodeAsync"] as const) {
+      const real = tok[name].bind(tok);
+      tok[name] = (text: string, options?: object) => {
+        if (text.length > 1_000_000) signal();
+        return real(text, options);
+      };
+    }
+  });
+  after(() => s?.close());
+
+  const big = () => readFileSync(sharedFile(TEXTS[2]!)!, "utf8").repeat(80); // 2.4 MB
+
+  for (const [path, body] of [
+    ["/tokenize", () => ({ content: big() })],
+    ["/v1/completions", () => ({ prompt: big(), max_tokens: 1 })],
+    ["/v1/chat/completions", () => ({ messages: [{ role: "user", content: big() }], max_tokens: 1 })],
+  ] as const) {
+    test(`${path}: /health is answered before the big request's response`, async () => {
+      const order: string[] = [];
+      const tokenizing = started();
+      const request = fetch(`${s.url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body()) })
+        .then(async (r) => { order.push("big request"); return { status: r.status, text: await r.text() }; });
+      // sent once the server is tokenizing: before encodeAsync, the event loop stayed with the tokenizer until it was done
+      const health = tokenizing.then(() => fetch(`${s.url}/health`)).then((r) => { order.push("health"); return r.status; });
+      const [answer, healthStatus] = await Promise.all([request, health]);
+      assert.equal(healthStatus, 200);
+      assert.deepEqual(order, ["health", "big request"]);
+      // the prompt is far past stories260K's 512-token context: refused once tokenized, or tokenized
+      if (path === "/tokenize") assert.equal(answer.status, 200);
+      else assert.match(answer.text, /maximum context length/);
+    });
+  }
+});
