@@ -9,7 +9,8 @@ import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
 /*
  * Tool calling through the OpenAI API: a Hermes-style template (Qwen2.5's <tool_call> blocks) on
- * stories260K, whose random-ish output can only be a call because tool_choice requires one.
+ * stories260K, whose random-ish output can only be a call because tool_choice requires one
+ * (one: parallel_tool_calls false, else this model goes on to write more calls until max_tokens).
  */
 const HERMES = `{%- if tools %}<|system|>Functions:
 {%- for tool in tools %}
@@ -49,7 +50,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
 
   test("tool_choice required: the reply is a call of one of the tools whose arguments validate; finish_reason tool_calls", async () => {
     const r = await client.chat.completions.create({
-      model: "stories260K", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "required", max_tokens: 150, temperature: 0.8, seed: 3,
+      model: "stories260K", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "required", parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 3,
     });
     const c = r.choices[0]!;
     assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
@@ -63,7 +64,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
 
   test("a named function, streamed as OpenAI streams calls: id and name first, then the arguments piece by piece; the same call as unstreamed", async () => {
     const request = {
-      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } },
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false,
       max_tokens: 150, temperature: 0,
     };
     const stream = await client.chat.completions.create({ ...request, stream: true });
@@ -88,7 +89,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
 
   test("a call cut off by max_tokens finishes with 'length', streamed or not, as OpenAI and llama-server report the token limit", async () => {
     const request = {
-      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, temperature: 0,
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false, temperature: 0,
     };
     const whole = await client.chat.completions.create({ ...request, max_tokens: 150 });
     assert.equal(whole.choices[0]!.finish_reason, "tool_calls");
@@ -126,7 +127,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     // the AI SDK's generateText({tools, output: Output.object(...)}) sends both on every step
     const schema = { type: "object", properties: { answer: { type: "string", maxLength: 10 } }, required: ["answer"], additionalProperties: false };
     const request = {
-      model: "stories260K", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "auto" as const,
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "auto" as const, parallel_tool_calls: false,
       response_format: { type: "json_schema" as const, json_schema: { name: "reply", schema, strict: true } }, max_tokens: 150, temperature: 0,
     };
     // the tokens that are "<", the first character of a Hermes call: pushed up, the reply opens a call
