@@ -1,6 +1,6 @@
 // Packs tsllm for a Linux x64 machine that has no npm registry and maybe no Node: a GPU host
 // where the WebGPU benchmarks are to run. One folder, OUT/tsllm/, holds the compiled package
-// (dist/, package.json), its runtime dependencies (@huggingface/jinja, @huggingface/tokenizers,
+// (dist/, package.json), its runtime dependencies (@huggingface/tokenizers,
 // the webgpu package with Dawn's linux-x64 binary only) and the two benchmark scripts as plain
 // JavaScript over dist/:
 //   bench-webgpu.mjs  scripts/bench-webgpu.ts (the kernels: matmul per weight type, attention)

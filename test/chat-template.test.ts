@@ -157,7 +157,7 @@ test("a template that does not parse says what is wrong and where: unterminated,
   const cases: [string, RegExp][] = [
     ["{% for m in messages %}{{ m.content }}", /unterminated for loop: \{% for m in messages %\} \(line 1\) has no \{% endfor %\}$/],
     // the template ends inside an expression (found by npm run fuzz: the library read past its last token)
-    ["{{ messages | length }}{{ f(3)", /unterminated expression \{\{ f\(3\): no \}\} follows$/],
+    ["{{ messages | length }}{{ f(3)", /unterminated expression "\{\{ f\(3\)" \(line 1\): no \}\} follows$/],
     ["{% for m in messages %}\n{% if m.role == 'user' %}\n{{ m.content }}\n{% endfor %}", /\{% endfor %\} where \{% endif %\} was expected to close the if block \{% if m\.role == "user" %\} \(line 2\)$/],
     ["{# {% if %} in a comment #}\n\n{% if true %}x", /unterminated if block: \{% if true %\} \(line 3\) has no \{% endif %\}$/],
     ["{% macro greet(name) %}hi {{ name }}", /unterminated macro: \{% macro greet\(name\) %\} \(line 1\) has no \{% endmacro %\}$/],
@@ -166,10 +166,11 @@ test("a template that does not parse says what is wrong and where: unterminated,
     ["{% endfor %}", /\{% endfor %\} closes no for loop$/],
     ["{% elif x %}", /\{% elif %\} outside an if block$/],
     ["{% else %}", /\{% else %\} outside an if block or for loop$/],
-    ["{{ messages[0].content.strip( }}", /unclosed "\(" in \{\{ messages\[0\]\.content\.strip\( \}\}$/],
-    ["{{ f(x] }}", /unbalanced "\]" in \{\{ f\(x\]/],
+    // brackets are matched as jinja2's lexer matches them: `}}` inside an open bracket is two braces
+    ["{{ messages[0].content.strip( }}", /unexpected '\}', expected '\)' \(line 1\)$/],
+    ["a\n{{ f(x] }}", /unexpected '\]', expected '\)' \(line 2\)$/],
     ["{{ 'abc }}", /the template does not parse: /],
-    // the library's lexer stops at the end of the text ("Unexpected end of input"): which tag, where
+    // the template ends inside a tag: which tag, where
     ["{% if x %}a{% endif %}\n{% if x", /unterminated tag "\{% if x" \(line 2\): no %\} follows$/],
     ["hello {{ name", /unterminated expression "\{\{ name" \(line 1\): no \}\} follows$/],
     ["a\nb\n{# a comment", /unterminated comment "\{# a comment" \(line 3\): no #\} follows$/],
@@ -188,17 +189,19 @@ test("a template that does not parse says what is wrong and where: unterminated,
   assert.equal(new ChatTemplate("{% set x = 1 %}{% for m in [] %}a{% else %}{{ x }}{% endfor %}", "t").render([{ role: "user", content: "hi" }]), "1");
 });
 
-test("parse bombs (deep blocks, brackets, operator / filter / elif chains) are refused before the library recurses", () => {
+test("parse bombs (deep blocks, brackets, operator / filter / elif chains) are refused before the parser or the interpreter recurses too deep", () => {
   const msgs: ChatMessage[] = [{ role: "user", content: "hi" }];
   const n = 5000;
   const bombs: [string, string, RegExp][] = [
     ["nested ifs", "{% if x %}".repeat(n) + "{% endif %}".repeat(n), /blocks nest more than 256 deep at \{% if x %\}/],
-    ["nested parentheses", "{{ " + "(".repeat(n) + "1" + ")".repeat(n) + " }}", /brackets nest more than 256 deep in \{\{ \(\(\(/],
+    ["nested parentheses", "{{ " + "(".repeat(n) + "1" + ")".repeat(n) + " }}", /brackets nest more than 256 deep in "\{\{ \(\(\(/],
     ["nested lists", "{{ " + "[".repeat(n) + "]".repeat(n) + " }}", /brackets nest more than 256 deep/],
     ["an operator chain", "{{ " + "1 + ".repeat(n) + "1 }}", /expressions nest more than 256 deep/],
     ["a filter chain", "{{ 'a'" + "|upper".repeat(n) + " }}", /expressions nest more than 256 deep/],
     ["an elif chain", "{% if false %}" + "{% elif false %}".repeat(n) + "{% endif %}", /expressions nest more than 256 deep/],
-    ["a unary chain", "{{ " + "-".repeat(20_000) + "1 }}", /it nests too deeply/],
+    ["a unary chain", "{{ " + "-".repeat(20_000) + "1 }}", /expressions nest more than 256 deep/],
+    ["a not chain", "{{ " + "not ".repeat(20_000) + "1 }}", /expressions nest more than 256 deep/],
+    ["nested conditional expressions", "{{ " + "1 if x else ".repeat(20_000) + "1 }}", /expressions nest more than 256 deep/],
   ];
   for (const [name, source, message] of bombs) {
     assert.throws(() => new ChatTemplate(source, "bomb").render(msgs), (e: unknown) => {
@@ -250,10 +253,10 @@ test("the renderer's own runtime messages are said in the template's terms, in o
   const render = (src: string) => new ChatTemplate(src, "model.gguf: chat template (tokenizer.chat_template)").render([{ role: "user", content: "hi" }]);
   // a macro may call itself (as in jinja2), but not without end
   assert.throws(() => render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
-    /^ChatTemplateError: model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: macro calls nest more than \d+ deep \(a macro calling itself without end\?\)$/);
+    /^ChatTemplateError: model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: macro calls nest more than \d+ deep \(a macro calling itself without end\?\) \(line 1\)$/);
   // (found by npm run fuzz: namespace() of an undefined name; jinja2 says the same)
   assert.throws(() => render("{% set ns = namespace(a) %}{{ ns }}"), (e: Error) => {
-    assert.match(e.message, /^model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: 'a' is undefined$/);
+    assert.match(e.message, /^model\.gguf: chat template \(tokenizer\.chat_template\): rendering failed: 'a' is undefined \(line 1\)$/);
     assert.doesNotMatch(e.message, /Value'|is not iterable|\n/);
     return true;
   });

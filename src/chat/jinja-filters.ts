@@ -1,6 +1,6 @@
 import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./jinja-methods.js";
 import {
-  Callable, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   toFixed, toJson, truthy, tuple, typeName, type Value,
 } from "./jinja-values.js";
 
@@ -83,13 +83,13 @@ function minMax(value: Value, kwargs: Map<string, Value>, args: Value[], ctx: Fi
 }
 
 function selectOrReject(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value {
-  if (value instanceof Undefined || value === null) return new Generator([]);
+  if (value instanceof Undefined || value === null) return new Generator([], "select_or_reject");
   const items = iterate(value);
   const [first, ...rest] = args;
   const get = byAttribute ? attrGetter(ctx, first ?? fail("selectattr/rejectattr need the name of an attribute")) : (v: Value) => v;
   const [testName, ...testArgs] = byAttribute ? rest : args;
   const pass = (v: Value) => (testName === undefined ? truthy(get(v)) : ctx.test(str(testName), get(v), testArgs));
-  return new Generator(items.filter((v) => pass(v) === select));
+  return new Generator(items.filter((v) => pass(v) === select), "select_or_reject");
 }
 
 const FILTERS: Record<string, Filter> = {
@@ -105,7 +105,7 @@ const FILTERS: Record<string, Filter> = {
       if (row.length < size && fill !== null) while (row.length < size) row.push(fill);
       out.push(row);
     }
-    return new Generator(out);
+    return new Generator(out, "do_batch");
   },
   capitalize: (v) => pyCapitalize(str(v)),
   center: (v, args, kwargs, ctx) => strMethod(str(v), "center", ctx)!.call([arg(args, kwargs, 0, "width", 80)], new Map()),
@@ -176,9 +176,9 @@ const FILTERS: Record<string, Filter> = {
     return x === undefined || !Number.isFinite(x) ? fallback : Math.trunc(x);
   },
   items: (v) => {
-    if (v instanceof Undefined) return new Generator([]);
+    if (v instanceof Undefined) return new Generator([], "do_items");
     if (!isDict(v)) fail("Can only get item pairs from a mapping.");
-    return new Generator([...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x])));
+    return new Generator([...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x])), "do_items");
   },
   join: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 1, "attribute", null);
@@ -194,15 +194,15 @@ const FILTERS: Record<string, Filter> = {
   list: (v) => iterate(v).slice(),
   lower: (v) => str(v).toLowerCase(),
   map: (v, args, kwargs, ctx) => {
-    if (!truthy(v) && !(v instanceof Generator)) return new Generator([]);
+    if (!truthy(v) && !(v instanceof Generator)) return new Generator([], "sync_do_map");
     const items = iterate(v);
     if (kwargs.has("attribute")) {
       const get = attrGetter(ctx, kwargs.get("attribute")!, kwargs.get("default"));
-      return new Generator(items.map(get));
+      return new Generator(items.map(get), "sync_do_map");
     }
     const [name, ...rest] = args;
     if (name === undefined) fail("map requires a filter argument");
-    return new Generator(items.map((x) => ctx.filter(str(name!), x, rest, kwargs)));
+    return new Generator(items.map((x) => ctx.filter(str(name!), x, rest, kwargs)), "sync_do_map");
   },
   max: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, true),
   min: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, false),
@@ -212,7 +212,15 @@ const FILTERS: Record<string, Filter> = {
     const count = arg(args, kwargs, 2, "count", null);
     return pyReplace(str(v), str(arg(args, kwargs, 0, "old", "")), str(arg(args, kwargs, 1, "new", "")), count === null ? -1 : Number(num(count as number)), ctx);
   },
-  reverse: (v) => (isStr(v) ? [...strOf(v)].reverse().join("") : iterate(v).slice().reverse()),
+  // Python's reversed(): an iterator of its own type for what is reversible; a generator is made a list first
+  reverse: (v) => {
+    if (isStr(v)) return [...strOf(v)].reverse().join("");
+    const reversed = iterate(v).slice().reverse();
+    if (v instanceof Generator || v instanceof Undefined) return reversed;
+    const type = isTuple(v) ? "reversed" : Array.isArray(v) ? "list_reverseiterator" : isDict(v) ? "dict_reversekeyiterator"
+      : v instanceof DictView ? `dict_reverse${v.type.slice(5, -1)}iterator` : "reversed";
+    return new Generator(reversed, "", type);
+  },
   round: (v, args, kwargs) => {
     const precision = Number(num(arg(args, kwargs, 0, "precision", 0) as number));
     const method = str(arg(args, kwargs, 1, "method", "common"));
@@ -240,7 +248,7 @@ const FILTERS: Record<string, Filter> = {
       if (fill !== null && i >= extra) row.push(fill);
       out.push(row);
     }
-    return new Generator(out);
+    return new Generator(out, "sync_do_slice");
   },
   sort: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 2, "attribute", null);
@@ -292,7 +300,7 @@ const FILTERS: Record<string, Filter> = {
       keyOf(k);
       if (!seen.some((s) => equals(s, k))) { seen.push(k); out.push(x); }
     }
-    return new Generator(out);
+    return new Generator(out, "sync_do_unique");
   },
   upper: (v) => str(v).toUpperCase(),
   wordcount: (v) => (str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length,
@@ -343,7 +351,7 @@ const TESTS: Record<string, Test> = {
   gt: (v, [x = null]) => compare(v, x, ">") > 0,
   in: (v, [x = null]) => contains(x, v),
   integer: (v) => typeof v === "number",
-  iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof Undefined,
+  iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined,
   le: (v, [x = null]) => compare(v, x, "<=") <= 0,
   lower: (v) => { const s = str(v); return /\p{Ll}/u.test(s) && !/[\p{Lu}\p{Lt}]/u.test(s); },
   lt: (v, [x = null]) => compare(v, x, "<") < 0,

@@ -1,20 +1,19 @@
 import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, useAdd, type FilterContext } from "./jinja-filters.js";
 import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./jinja-methods.js";
+import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./jinja-parser.js";
 import {
-  Callable, Float, Markup, PyObject, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr, isTuple,
-  iterate, keyOf, num, str, strOf, truthy, tuple, typeName, type Key, type Value,
+  Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
+  isTuple, iterate, keyOf, num, str, strOf, truthy, tuple, typeName, type Key, type Value,
 } from "./jinja-values.js";
 
 /*
- * Renders a chat template's parse tree (from @huggingface/jinja's parser) as jinja2 renders it,
- * set up as transformers sets it up (no autoescape, ImmutableSandboxedEnvironment): jinja2's
- * scoping (each loop iteration a fresh scope, macros see the scope they were defined in),
- * attribute and item lookup, Undefined, operators on Python's types. Every node checks the clock
- * and every string or list built checks its size, so a runaway template stops with an error.
+ * Renders a chat template's parse tree (jinja-parser.ts) as jinja2 renders it, set up as
+ * transformers sets it up (no autoescape, ImmutableSandboxedEnvironment): jinja2's scoping (each
+ * loop iteration a fresh scope, macros see the scope they were defined in), attribute and item
+ * lookup, Undefined, operators on Python's types. Every node checks the clock and every string or
+ * list built checks its size, so a runaway template stops with an error; an error names the line
+ * of the innermost node that failed.
  */
-
-/** a parse-tree node as far as this reads it */
-export interface Node { type: string; [field: string]: unknown }
 
 /** what bounds one render */
 export interface RenderBudget {
@@ -27,11 +26,8 @@ export interface RenderBudget {
 /** a render stopped by its budget (the message says which bound) */
 export class RenderLimitError extends Error {}
 
-/** how deep macro calls may nest (jinja2 stops at Python's recursion limit, a few hundred macro calls deep) */
+/** how deep macro calls (and recursive loops) may nest (jinja2 stops at Python's recursion limit, a few hundred calls deep) */
 const MAX_MACRO_DEPTH = 250;
-
-/** the statements whose evaluation is not output */
-const STATEMENTS = new Set(["Set", "If", "For", "Macro", "CallStatement", "FilterStatement", "Break", "Continue", "Comment"]);
 
 /** {% break %} / {% continue %}, carrying what the loop body wrote before it (jinja2 keeps that output) */
 class LoopSignal {
@@ -51,8 +47,6 @@ class Scope {
   }
 }
 
-const CONSTANTS: Record<string, Value> = { true: true, false: false, none: null, True: true, False: false, None: null };
-
 /** jinja2's object_type_repr: how an Undefined's message names the object it was looked up on */
 function objectTypeRepr(v: Value): string {
   if (v === null) return "None";
@@ -63,13 +57,18 @@ function objectTypeRepr(v: Value): string {
 const noAttribute = (obj: Value, name: string) => new Undefined(`'${objectTypeRepr(obj)}' has no attribute '${name}'`);
 const noElement = (obj: Value, key: Value) => new Undefined(`${objectTypeRepr(obj)} has no element ${isStr(key) ? `'${strOf(key)}'` : str(key)}`);
 
-/** the names a macro's body reads (varargs, kwargs, caller are bound only when the body reads them, as jinja2 does) */
-function readsName(node: unknown, name: string, seen = new Set<unknown>()): boolean {
-  if (!node || typeof node !== "object" || seen.has(node)) return false;
-  seen.add(node);
-  if ((node as Node).type === "Identifier" && (node as Node).value === name) return true;
-  const children = node instanceof Map ? [...node.keys(), ...node.values()] : Object.values(node);
-  return children.some((c) => readsName(c, name, seen));
+/** whether a macro's body reads a name (varargs, kwargs, caller are bound only when the body reads them, as jinja2 does) */
+function readsName(node: unknown, name: string): boolean {
+  if (!node || typeof node !== "object") return false;
+  if ((node as Expr).type === "Name" && (node as { name: string }).name === name) return true;
+  return Object.values(node).some((c) => readsName(c, name));
+}
+
+/** a for loop as its `loop` variable and a recursive call (`loop(children)`) see it */
+interface LoopRun {
+  readonly node: Extract<Stmt, { type: "For" }>;
+  readonly scope: Scope;
+  readonly depth: number;
 }
 
 export class Interpreter implements FilterContext {
@@ -82,10 +81,10 @@ export class Interpreter implements FilterContext {
   }
 
   /** the template's output; `globals` are the variables it is rendered with */
-  render(program: Node, globals: Map<string, Value>): string {
+  render(program: readonly Stmt[], globals: Map<string, Value>): string {
     const root = new Scope();
     for (const [k, v] of globals) root.vars.set(k, v);
-    return this.block(program.body as Node[], new Scope(root));
+    return this.block(program, new Scope(root));
   }
 
   // ---- size and time ----
@@ -105,13 +104,23 @@ export class Interpreter implements FilterContext {
     }
   }
 
+  /** an error of the template's (not yet placed) placed at this node's line */
+  private placed<T>(line: number, run: () => T): T {
+    try {
+      return run();
+    } catch (e) {
+      if (e instanceof TemplateRuntimeError && e.line === undefined) e.line = line;
+      throw e;
+    }
+  }
+
   // ---- statements ----
 
-  private block(statements: readonly Node[], scope: Scope): string {
+  private block(statements: readonly Stmt[], scope: Scope): string {
     let out = "";
     try {
       for (const node of statements) {
-        out += STATEMENTS.has(node.type) ? this.statement(node, scope) : str(this.expr(node, scope));
+        out += this.placed(node.line, () => this.statement(node, scope));
         this.check(out.length);
       }
     } catch (e) {
@@ -121,71 +130,82 @@ export class Interpreter implements FilterContext {
     return out;
   }
 
-  private statement(node: Node, scope: Scope): string {
+  private statement(node: Stmt, scope: Scope): string {
     this.tick();
     switch (node.type) {
-      case "Set": return this.set(node, scope);
-      case "If": return this.block((truthy(this.expr(node.test as Node, scope)) ? node.body : node.alternate) as Node[], scope);
-      case "For": return this.for(node, scope);
-      case "Macro": {
-        const name = (node.name as Node).value as string;
-        scope.vars.set(name, this.macro(name, node.args as Node[], node.body as Node[], scope));
+      case "Data": return node.text;
+      case "Print": return str(this.expr(node.expr, scope));
+      case "If": return this.block(truthy(this.expr(node.test, scope)) ? node.body : node.else, scope);
+      case "For": return this.for({ node, scope, depth: 0 }, this.expr(node.iter, scope));
+      case "Assign": this.assign(node.target, this.expr(node.value, scope), scope); return "";
+      case "AssignBlock": {
+        const body = this.block(node.body, scope);
+        this.assign(node.target, node.filter ? this.applyFilterNode(node.filter, body, scope) : body, scope);
         return "";
       }
-      case "CallStatement": return this.callBlock(node, scope);
-      case "FilterStatement": return str(this.filterNode(this.block(node.body as Node[], scope), node.filter as Node, scope));
+      case "Macro": scope.vars.set(node.name, this.macro(node.name, node.params, node.body, scope)); return "";
+      case "CallBlock": return this.callBlock(node.call, node.params, node.body, scope);
+      case "FilterBlock": return str(this.applyFilterNode(node.filter, this.block(node.body, scope), scope));
+      case "With": {
+        const inner = new Scope(scope);
+        node.targets.forEach((t, i) => this.assign(t, this.expr(node.values[i]!, scope), inner));
+        return this.block(node.body, inner);
+      }
+      case "Scope": return this.block(node.body, new Scope(scope));
       case "Break": throw new LoopSignal(true);
       case "Continue": throw new LoopSignal(false);
-      default: return "";
     }
   }
 
-  private set(node: Node, scope: Scope): string {
-    const value = node.value ? this.expr(node.value as Node, scope) : this.block(node.body as Node[], scope);
-    const target = node.assignee as Node;
-    if (target.type === "MemberExpression" && !target.computed) {
-      const obj = this.expr(target.object as Node, scope);
-      if (!(obj instanceof PyObject && obj.assignable)) fail("cannot assign attribute on non-namespace object");
-      (obj as PyObject).attrs.set((target.property as Node).value as string, value);
-    } else this.assign(target, value, scope);
-    return "";
-  }
-
-  /** binds a name, or unpacks into a tuple of names */
-  private assign(target: Node, value: Value, scope: Scope): void {
-    if (target.type === "Identifier") {
-      scope.vars.set(target.value as string, value);
+  /** binds a name, a namespace's attribute (`ns.x`), or unpacks into a tuple of targets */
+  private assign(target: Expr, value: Value, scope: Scope): void {
+    if (target.type === "Name") {
+      scope.vars.set(target.name, value);
       return;
     }
-    if (target.type !== "TupleLiteral") fail(`cannot assign to ${target.type}`);
-    const names = target.value as Node[];
+    if (target.type === "NSRef") {
+      const ns = scope.lookup(target.name);
+      if (!(ns instanceof PyObject && ns.assignable)) fail("cannot assign attribute on non-namespace object");
+      (ns as PyObject).attrs.set(target.attr, value);
+      return;
+    }
+    if (target.type !== "Tuple") fail(`cannot assign to ${target.type}`);
+    const names = (target as { items: Expr[] }).items;
     const items = iterate(value);
     if (items.length < names.length) fail(`not enough values to unpack (expected ${names.length}, got ${items.length})`);
     if (items.length > names.length) fail(`too many values to unpack (expected ${names.length})`);
     names.forEach((n, i) => this.assign(n, items[i]!, scope));
   }
 
-  private for(node: Node, scope: Scope): string {
-    const select = (node.iterable as Node).type === "SelectExpression" ? (node.iterable as Node) : undefined;
-    const source = this.expr(select ? (select.lhs as Node) : (node.iterable as Node), scope);
-    const loopvar = node.loopvar as Node;
+  /** a for loop over `source` (at `run.depth` inside a recursive loop: `loop(children)` renders it again one deeper) */
+  private for(run: LoopRun, source: Value): string {
+    const { node, scope } = run;
     let items = iterate(source);
-    if (select) {
+    if (node.test) {
+      const test = node.test;
       items = items.filter((item) => {
         const s = new Scope(scope);
-        this.assign(loopvar, item, s);
-        return truthy(this.expr(select.test as Node, s));
+        this.assign(node.target, item, s);
+        return truthy(this.expr(test, s));
       });
     }
     let out = "";
     let changedLast: Value[] | undefined;
+    const recurse = node.recursive ? new Callable("loop", ([children = null]) => {
+      if (++this.macroDepth > MAX_MACRO_DEPTH) fail(`recursive loops nest more than ${MAX_MACRO_DEPTH} deep`);
+      try {
+        return this.for({ ...run, depth: run.depth + 1 }, children);
+      } finally {
+        this.macroDepth--;
+      }
+    }) : undefined;
     for (let i = 0; i < items.length; i++) {
       this.tick();
       const s = new Scope(scope);
       const n = items.length;
-      const loop = new PyObject("LoopContext", new Map<string, Value>([
+      const attrs = new Map<string, Value>([
         ["index", i + 1], ["index0", i], ["revindex", n - i], ["revindex0", n - i - 1], ["first", i === 0], ["last", i === n - 1], ["length", n],
-        ["depth", 1], ["depth0", 0],
+        ["depth", run.depth + 1], ["depth0", run.depth],
         ["previtem", i > 0 ? items[i - 1]! : new Undefined("there is no previous item")],
         ["nextitem", i < n - 1 ? items[i + 1]! : new Undefined("there is no next item")],
         ["cycle", new Callable("cycle", (args) => (args.length ? args[i % args.length]! : fail("no items for cycling given")))],
@@ -194,11 +214,12 @@ export class Interpreter implements FilterContext {
           changedLast = args;
           return true;
         })],
-      ]), false, () => `<LoopContext ${i + 1}/${n}>`);
+      ]);
+      const loop = new PyObject("LoopContext", attrs, false, () => `<LoopContext ${i + 1}/${n}>`, recurse);
       s.vars.set("loop", loop);
-      this.assign(loopvar, items[i]!, s);
+      this.assign(node.target, items[i]!, s);
       try {
-        out += this.block(node.body as Node[], s);
+        out += this.block(node.body, s);
       } catch (e) {
         if (!(e instanceof LoopSignal)) throw e;
         out += e.output;
@@ -206,12 +227,12 @@ export class Interpreter implements FilterContext {
       }
       this.check(out.length);
     }
-    if (items.length === 0) out += this.block(node.defaultBlock as Node[], new Scope(scope));
+    if (items.length === 0) out += this.block(node.else, new Scope(scope));
     return out;
   }
 
   /** a macro (or a call block's caller): binds its parameters in a scope of the one it was defined in */
-  private macro(name: string, params: readonly Node[], body: readonly Node[], definedIn: Scope, isCaller = false): Callable {
+  private macro(name: string, params: readonly Param[], body: readonly Stmt[], definedIn: Scope, isCaller = false): Callable {
     const uses = { varargs: readsName(body, "varargs"), kwargs: readsName(body, "kwargs"), caller: readsName(body, "caller") };
     const display = isCaller ? "caller" : `'${name}'`;
     return new Callable(name, (args, kwargs) => {
@@ -225,7 +246,7 @@ export class Interpreter implements FilterContext {
   }
 
   /** a macro's parameters bound (positional, keyword, default, else undefined; varargs, kwargs, caller) and its body rendered */
-  private callMacro(args: Value[], kwargs: Map<string, Value>, params: readonly Node[], body: readonly Node[], definedIn: Scope, display: string, isCaller: boolean, uses: { varargs: boolean; kwargs: boolean; caller: boolean }): string {
+  private callMacro(args: Value[], kwargs: Map<string, Value>, params: readonly Param[], body: readonly Stmt[], definedIn: Scope, display: string, isCaller: boolean, uses: { varargs: boolean; kwargs: boolean; caller: boolean }): string {
     const s = new Scope(definedIn);
     const rest = new Map(kwargs);
     if (rest.has("caller")) {
@@ -234,14 +255,13 @@ export class Interpreter implements FilterContext {
       rest.delete("caller");
     }
     params.forEach((p, i) => {
-      const pname = (p.type === "KeywordArgumentExpression" ? (p.key as Node).value : p.value) as string;
       let v: Value | undefined = args[i];
-      if (v === undefined && rest.has(pname)) {
-        v = rest.get(pname)!;
-        rest.delete(pname);
+      if (v === undefined && rest.has(p.name)) {
+        v = rest.get(p.name)!;
+        rest.delete(p.name);
       }
-      if (v === undefined) v = p.type === "KeywordArgumentExpression" ? this.expr(p.value as Node, s) : new Undefined(`parameter '${pname}' was not provided`);
-      s.vars.set(pname, v);
+      if (v === undefined) v = p.default ? this.expr(p.default, s) : new Undefined(`parameter '${p.name}' was not provided`);
+      s.vars.set(p.name, v);
     });
     if (args.length > params.length && !uses.varargs) fail(`macro ${display} takes not more than ${params.length} argument(s)`);
     s.vars.set("varargs", tuple(args.slice(params.length)));
@@ -250,120 +270,136 @@ export class Interpreter implements FilterContext {
     return this.block(body, s);
   }
 
-  private callBlock(node: Node, scope: Scope): string {
-    const call = node.call as Node;
-    const caller = this.macro("caller", (node.callerArgs as Node[] | null) ?? [], node.body as Node[], scope, true);
-    const fn = this.expr(call.callee as Node, scope);
-    const [args, kwargs] = this.args(call.args as Node[], scope);
+  private callBlock(call: CallExpr, params: readonly Param[], body: readonly Stmt[], scope: Scope): string {
+    const caller = this.macro("caller", params, body, scope, true);
+    const fn = this.expr(call.node, scope);
+    const [args, kwargs] = this.args(call, scope);
     kwargs.set("caller", caller);
     return str(this.invoke(fn, args, kwargs));
   }
 
   // ---- expressions ----
 
-  private expr(node: Node, scope: Scope): Value {
+  private expr(node: Expr, scope: Scope): Value {
     this.tick();
-    const v = this.evaluate(node, scope);
+    const v = this.placed(node.line, () => this.evaluate(node, scope));
     if (typeof v === "string") this.check(v.length);
     else if (Array.isArray(v)) this.checkItems(v.length);
     return v;
   }
 
-  private evaluate(node: Node, scope: Scope): Value {
+  private evaluate(node: Expr, scope: Scope): Value {
     switch (node.type) {
-      case "StringLiteral": return node.value as string;
-      case "IntegerLiteral": return node.value as number;
-      case "FloatLiteral": return new Float(node.value as number);
-      case "Identifier": {
-        const name = node.value as string;
-        const v = scope.lookup(name);
-        if (v !== undefined) return v;
-        return Object.hasOwn(CONSTANTS, name) ? CONSTANTS[name]! : new Undefined(`'${name}' is undefined`);
+      case "Const": return node.float ? new Float(node.value as number) : node.value;
+      case "Name": {
+        const v = scope.lookup(node.name);
+        return v !== undefined ? v : new Undefined(`'${node.name}' is undefined`);
       }
-      case "ArrayLiteral": return (node.value as Node[]).map((x) => this.expr(x, scope));
-      case "TupleLiteral": return tuple((node.value as Node[]).map((x) => this.expr(x, scope)));
-      case "ObjectLiteral": {
-        const d = new Map();
-        for (const [k, v] of node.value as Map<Node, Node>) d.set(keyOf(this.expr(k, scope)), this.expr(v, scope));
+      case "NSRef": return fail("a namespace reference is only an assignment target");
+      case "List": return node.items.map((x) => this.expr(x, scope));
+      case "Tuple": return tuple(node.items.map((x) => this.expr(x, scope)));
+      case "Dict": {
+        const d = new Map<Key, Value>();
+        for (const p of node.pairs) d.set(keyOf(this.expr(p.key, scope)), this.expr(p.value, scope));
         return d;
       }
-      case "MemberExpression": {
-        const obj = this.expr(node.object as Node, scope);
-        const prop = node.property as Node;
-        if (!node.computed) return prop.type === "IntegerLiteral" ? this.getitem(obj, prop.value as number) : this.getattr(obj, prop.value as string);
-        if (prop.type === "SliceExpression") return this.slice(obj, prop, scope);
-        return this.getitem(obj, this.expr(prop, scope));
+      case "Getattr": return this.getattr(this.expr(node.node, scope), node.attr);
+      case "Getitem": {
+        const obj = this.expr(node.node, scope);
+        return node.arg.type === "Slice" ? this.slice(obj, node.arg, scope) : this.getitem(obj, this.expr(node.arg, scope));
       }
-      case "CallExpression": {
-        const fn = this.expr(node.callee as Node, scope);
-        const [args, kwargs] = this.args(node.args as Node[], scope);
+      case "Slice": return fail("a slice is only a subscript");
+      case "Call": {
+        const fn = this.expr(node.node, scope);
+        const [args, kwargs] = this.args(node, scope);
         return this.invoke(fn, args, kwargs);
       }
-      case "UnaryExpression": {
-        const op = (node.operator as { value: string }).value;
-        const v = this.expr(node.argument as Node, scope);
-        if (op === "not") return !truthy(v);
-        checkDefined(v);
+      case "Filter": return this.applyFilterNode(node, node.node ? this.expr(node.node, scope) : new Undefined("a filter has no value"), scope);
+      case "Test": {
+        if (!hasTest(node.name)) fail(`No test named '${node.name}'.`);
+        const value = this.expr(node.node, scope);
+        const [args, kwargs] = this.args(node, scope);
+        return applyTest(node.name, value, [...args, ...kwargs.values()]);
+      }
+      case "Not": return !truthy(this.expr(node.node, scope));
+      case "Neg":
+      case "Pos": {
+        const v = checkDefined(this.expr(node.node, scope));
+        const op = node.type === "Neg" ? "-" : "+";
         if (!isNumber(v)) return fail(`bad operand type for unary ${op}: '${typeName(v)}'`);
         if (op === "+") return typeof v === "boolean" ? Number(v) : v;
         return v instanceof Float ? new Float(-v.v) : -num(v);
       }
-      case "BinaryExpression": {
-        const op = (node.operator as { value: string }).value;
-        const left = this.expr(node.left as Node, scope);
-        if (op === "and") return truthy(left) ? this.expr(node.right as Node, scope) : left;
-        if (op === "or") return truthy(left) ? left : this.expr(node.right as Node, scope);
-        return this.binary(op, left, this.expr(node.right as Node, scope));
+      case "BinOp": return this.binary(node.op, this.expr(node.left, scope), this.expr(node.right, scope));
+      case "Concat": {
+        let s = "";
+        for (const n of node.nodes) {
+          s += str(this.expr(n, scope));
+          this.check(s.length);
+        }
+        return s;
       }
-      case "FilterExpression": return this.filterNode(this.expr(node.operand as Node, scope), node.filter as Node, scope);
-      case "TestExpression": {
-        const name = (node.test as Node).value as string;
-        if (!hasTest(name)) fail(`no test named '${name}'`);
-        const result = applyTest(name, this.expr(node.operand as Node, scope), []);
-        return node.negate ? !result : result;
+      case "Compare": {
+        // a < b < c is a < b and b < c, b evaluated once, stopping at the first false (Python's chained comparison)
+        let left = this.expr(node.expr, scope);
+        let result: Value = true;
+        for (const operand of node.ops) {
+          const right = this.expr(operand.expr, scope);
+          result = this.binary(operand.op, left, right);
+          if (!truthy(result)) return result;
+          left = right;
+        }
+        return result;
       }
-      case "SelectExpression": return truthy(this.expr(node.test as Node, scope)) ? this.expr(node.lhs as Node, scope) : new Undefined("the inline if expression on line evaluated to false and no else section was defined.");
-      case "Ternary": return this.expr((truthy(this.expr(node.condition as Node, scope)) ? node.trueExpr : node.falseExpr) as Node, scope);
-      default: return fail(`${node.type} cannot be evaluated here`);
+      case "And": {
+        const left = this.expr(node.left, scope);
+        return truthy(left) ? this.expr(node.right, scope) : left;
+      }
+      case "Or": {
+        const left = this.expr(node.left, scope);
+        return truthy(left) ? left : this.expr(node.right, scope);
+      }
+      case "CondExpr":
+        if (truthy(this.expr(node.test, scope))) return this.expr(node.expr1, scope);
+        return node.expr2 ? this.expr(node.expr2, scope) : new Undefined(`the inline if-expression on line ${node.line} evaluated to false and no else section was defined.`);
     }
   }
 
-  private args(nodes: readonly Node[], scope: Scope): [Value[], Map<string, Value>] {
-    const args: Value[] = [], kwargs = new Map<string, Value>();
-    for (const a of nodes) {
-      if (a.type === "KeywordArgumentExpression") kwargs.set((a.key as Node).value as string, this.expr(a.value as Node, scope));
-      else if (a.type === "SpreadExpression") args.push(...iterate(this.expr(a.argument as Node, scope)));
-      else if (a.type === "KeywordSpreadExpression") {
-        const d = this.expr(a.argument as Node, scope);
-        if (!isDict(d)) fail(`argument after ** must be a mapping, not ${typeName(d)}`);
-        for (const [k, v] of d as Map<never, Value>) kwargs.set(str(k), v);
-      } else args.push(this.expr(a, scope));
+  /** a call's, filter's or test's arguments: positional, keyword, *args, **kwargs */
+  private args(node: Omit<Invocation, "name">, scope: Scope): [Value[], Map<string, Value>] {
+    const args = node.args.map((a) => this.expr(a, scope));
+    const kwargs = new Map<string, Value>();
+    for (const k of node.kwargs) kwargs.set(k.key, this.expr(k.value, scope));
+    if (node.dynArgs) args.push(...iterate(this.expr(node.dynArgs, scope)));
+    if (node.dynKwargs) {
+      const d = this.expr(node.dynKwargs, scope);
+      if (!isDict(d)) fail(`argument after ** must be a mapping, not ${typeName(d)}`);
+      for (const [k, v] of d as Map<Key, Value>) kwargs.set(str(k), v);
     }
     return [args, kwargs];
   }
 
   private invoke(fn: Value, args: Value[], kwargs: Map<string, Value>): Value {
     checkDefined(fn);
-    if (!(fn instanceof Callable)) return fail(`'${typeName(fn)}' object is not callable`);
-    return fn.call(args, kwargs);
+    const callable = fn instanceof PyObject ? fn.call : fn;
+    if (!(callable instanceof Callable)) return fail(`'${typeName(fn)}' object is not callable`);
+    return callable.call(args, kwargs);
   }
 
-  private filterNode(value: Value, node: Node, scope: Scope): Value {
-    const call = node.type === "CallExpression";
-    const name = (call ? (node.callee as Node).value : node.value) as string;
-    const [args, kwargs] = call ? this.args(node.args as Node[], scope) : [[], new Map<string, Value>()];
-    return this.applyFilterByName(name, value, args, kwargs);
+  private applyFilterNode(node: FilterExpr, value: Value, scope: Scope): Value {
+    const [args, kwargs] = this.args(node, scope);
+    return this.applyFilterByName(node.name, value, args, kwargs);
   }
 
   private applyFilterByName(name: string, value: Value, args: Value[], kwargs: Map<string, Value>): Value {
-    if (!hasFilter(name)) fail(`no filter named '${name}'`);
+    if (!hasFilter(name)) fail(`No filter named '${name}'.`);
     // filters that write a value with str() treat an undefined one as ""; the rest need a value
     if (value instanceof Undefined && !UNDEFINED_OK.has(name)) checkDefined(value);
     return applyFilter(name, value, args, kwargs, this);
   }
 
   test(name: string, value: Value, args: Value[]): boolean {
-    if (!hasTest(name)) fail(`no test named '${name}'`);
+    if (!hasTest(name)) fail(`No test named '${name}'.`);
     return applyTest(name, value, args);
   }
 
@@ -484,11 +520,11 @@ export class Interpreter implements FilterContext {
     return undefined;
   }
 
-  private slice(obj: Value, node: Node, scope: Scope): Value {
+  private slice(obj: Value, node: Extract<Expr, { type: "Slice" }>, scope: Scope): Value {
     checkDefined(obj);
-    const bound = (n: unknown): number | undefined => {
+    const bound = (n: Expr | null): number | undefined => {
       if (!n) return undefined;
-      const v = this.expr(n as Node, scope);
+      const v = this.expr(n, scope);
       if (v === null) return undefined;
       if (typeof v === "number" || typeof v === "boolean") return Number(v);
       return fail("slice indices must be integers or None or have an __index__ method");
@@ -520,7 +556,12 @@ const keyable = (v: Value): boolean => v === null || typeof v === "string" || ty
 function arithmetic(op: string, a: number | Float | boolean, b: number | Float | boolean): Value {
   const x = num(a), y = num(b);
   const float = a instanceof Float || b instanceof Float;
-  const result = (v: number, asFloat = float) => (asFloat ? new Float(v) : v);
+  const result = (v: number, asFloat = float): Value => {
+    if (asFloat) return new Float(v);
+    // Python's int has no bound; a double is exact only to 2^53: refused rather than rounded
+    if (!Number.isSafeInteger(v)) fail(`the integer result of ${x} ${op} ${y} is beyond 2^53, which tsllm does not compute exactly`);
+    return v;
+  };
   switch (op) {
     case "+": return result(x + y);
     case "-": return result(x - y);

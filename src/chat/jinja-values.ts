@@ -21,9 +21,9 @@ export class Markup {
   constructor(readonly s: string) {}
 }
 
-/** an object with attributes and no items: namespace(), a for loop's `loop`, groupby's groups, cycler() */
+/** an object with attributes and no items: namespace(), a for loop's `loop` (callable in a recursive loop), groupby's groups, cycler() */
 export class PyObject {
-  constructor(readonly kind: string, readonly attrs: Map<string, Value>, readonly assignable = false, readonly describe?: () => string) {}
+  constructor(readonly kind: string, readonly attrs: Map<string, Value>, readonly assignable = false, readonly describe?: () => string, readonly call?: Callable) {}
 }
 
 /** a function the template can call: a global, a macro, a method of a value, `caller` */
@@ -31,10 +31,15 @@ export class Callable {
   constructor(readonly name: string, readonly call: (args: Value[], kwargs: Map<string, Value>) => Value) {}
 }
 
-/** what select/map/selectattr/... return in jinja2: an iterator, consumed by its first loop, with no len() */
+/**
+ * What select/map/selectattr/... (generator functions) and reverse (Python's reversed()) return in
+ * jinja2: an iterator, consumed by its first loop, with no len(); `origin` is the generator
+ * function's name, `type` Python's type of the iterator. Written as Python writes it, with an
+ * address that is not one (tests compare these with the address left out).
+ */
 export class Generator {
   consumed = false;
-  constructor(readonly items: Value[]) {}
+  constructor(readonly items: Value[], readonly origin: string, readonly type = "generator") {}
   take(): Value[] {
     if (this.consumed) return [];
     this.consumed = true;
@@ -44,7 +49,12 @@ export class Generator {
 
 export type Key = string | number | boolean | null;
 export type Dict = Map<Key, Value>;
-export type Value = Undefined | null | boolean | number | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator;
+/** a dict's items(), keys() or values(): iterable again and again, sized, written as dict_items([...]) */
+export class DictView {
+  constructor(readonly type: "dict_items" | "dict_keys" | "dict_values", readonly items: Value[]) {}
+}
+
+export type Value = Undefined | null | boolean | number | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator | DictView;
 
 /** the arrays that are tuples (a JS array is a list) */
 const TUPLES = new WeakSet<Value[]>();
@@ -69,13 +79,15 @@ export function typeName(v: Value): string {
   if (v instanceof Markup) return "Markup";
   if (Array.isArray(v)) return isTuple(v) ? "tuple" : "list";
   if (v instanceof Map) return "dict";
-  if (v instanceof Generator) return "generator";
+  if (v instanceof Generator || v instanceof DictView) return v.type;
   if (v instanceof Callable) return "function";
   return v.kind;
 }
 
-/** a template error that is the template's fault (Python's TypeError, ValueError, UndefinedError, ...), said in one line */
-export class TemplateRuntimeError extends Error {}
+/** a template error that is the template's fault (Python's TypeError, ValueError, UndefinedError, ...), said in one line; `line` is where in the template */
+export class TemplateRuntimeError extends Error {
+  line: number | undefined;
+}
 export const fail = (message: string): never => { throw new TemplateRuntimeError(message); };
 
 /** jinja2's Undefined, used where it cannot be: the error its message describes */
@@ -111,7 +123,7 @@ export function toJS(v: Value): unknown {
   if (v instanceof Float) return v.v;
   if (v instanceof Markup) return v.s;
   if (Array.isArray(v)) return v.map(toJS);
-  if (v instanceof Generator) return v.items.map(toJS);
+  if (v instanceof Generator || v instanceof DictView) return v.items.map(toJS);
   if (v instanceof Map) return Object.fromEntries([...v].map(([k, x]) => [String(k), toJS(x)]));
   if (v instanceof PyObject) return Object.fromEntries([...v.attrs].map(([k, x]) => [k, toJS(x)]));
   if (v instanceof Callable) return v.call;
@@ -164,6 +176,9 @@ export function toFixed(x: number, digits: number): string {
   return Number(truncated.at(-1)) % 2 === 0 ? truncated : x.toFixed(digits);
 }
 
+/** where Python writes an object's address (which cannot be the same) */
+const NO_ADDRESS = "0x7f0000000000";
+
 /** Python's repr() of a value, as str() shows the items of a list or dict */
 export function repr(v: Value): string {
   if (typeof v === "string") return reprString(v);
@@ -179,7 +194,8 @@ export function repr(v: Value): string {
     return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
   }
   if (v instanceof Map) return `{${[...v].map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`;
-  if (v instanceof Generator) return "<generator object>";
+  if (v instanceof Generator) return v.type === "generator" ? `<generator object ${v.origin} at ${NO_ADDRESS}>` : `<${v.type} object at ${NO_ADDRESS}>`;
+  if (v instanceof DictView) return `${v.type}(${repr(v.items)})`;
   if (v instanceof Callable) return `<function ${v.name}>`;
   return v.describe ? v.describe() : `<${v.kind}>`;
 }
@@ -204,6 +220,7 @@ export function truthy(v: Value): boolean {
   if (v instanceof Markup) return v.s.length > 0;
   if (Array.isArray(v)) return v.length > 0;
   if (v instanceof Map) return v.size > 0;
+  if (v instanceof DictView) return v.items.length > 0;
   return true;
 }
 
@@ -278,6 +295,7 @@ export function contains(container: Value, x: Value): boolean {
   }
   if (Array.isArray(container)) return container.some((e) => equals(e, x));
   if (container instanceof Generator) return container.take().some((e) => equals(e, x));
+  if (container instanceof DictView) return container.items.some((e) => equals(e, x));
   if (container instanceof Map) return dictGet(container, x) !== undefined;
   if (container instanceof Undefined) return false;
   return fail(`argument of type '${typeName(container)}' is not iterable`);
@@ -290,6 +308,7 @@ export function iterate(v: Value): Value[] {
   if (v instanceof Markup) return [...v.s].map((c) => new Markup(c));
   if (v instanceof Map) return [...v.keys()];
   if (v instanceof Generator) return v.take();
+  if (v instanceof DictView) return v.items;
   if (v instanceof Undefined) return [];
   return fail(`'${typeName(v)}' object is not iterable`);
 }
@@ -299,6 +318,7 @@ export function length(v: Value): number {
   if (isStr(v)) return [...strOf(v)].length;
   if (Array.isArray(v)) return v.length;
   if (v instanceof Map) return v.size;
+  if (v instanceof DictView) return v.items.length;
   if (v instanceof Undefined) return 0;
   return fail(`object of type '${typeName(v)}' has no len()`);
 }

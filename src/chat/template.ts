@@ -1,16 +1,8 @@
-import * as jinja from "@huggingface/jinja";
-import { Interpreter, RenderLimitError, jinjaGlobals, type Node } from "./jinja-interpreter.js";
+import { Interpreter, RenderLimitError, jinjaGlobals } from "./jinja-interpreter.js";
+import { TemplateSyntaxError, tokenize } from "./jinja-lexer.js";
+import { parse, type Stmt } from "./jinja-parser.js";
 import { Callable, Float, TemplateRuntimeError, fromJS, num, str, type Value } from "./jinja-values.js";
-import { prepareSource } from "./jinja-source.js";
-import { checkTemplateTokens, checkTreeDepth, type TemplateToken } from "./template-check.js";
-
-/*
- * @huggingface/jinja's lexer and parser (its .d.ts files import each other without extensions,
- * which NodeNext resolution cannot follow, so typed locally); the tree is rendered by
- * jinja-interpreter.ts, as jinja2 renders it.
- */
-const tokenize = jinja.tokenize as unknown as (source: string, options: { lstrip_blocks: boolean; trim_blocks: boolean }) => TemplateToken[];
-const parse = jinja.parse as unknown as (tokens: readonly TemplateToken[]) => Node;
+import { checkTemplateTokens, checkTreeDepth } from "./template-check.js";
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
@@ -51,7 +43,7 @@ export interface TemplateLimits {
   maxRangeTotal?: number;
   /** longest list any expression may produce (bounds `a + a` doubling, split, list filters) */
   maxItems?: number;
-  /** deepest nesting of blocks, of brackets, and of the parse tree (the library's parser and interpreter recurse once per level) */
+  /** deepest nesting of blocks, of brackets, and of the parse tree (the parser and the interpreter recurse once per level) */
   maxDepth?: number;
 }
 
@@ -62,6 +54,9 @@ export const DEFAULT_LIMITS: Required<TemplateLimits> = {
 export class ChatTemplateError extends Error {
   override name = "ChatTemplateError";
 }
+
+/** raise_exception(message) called by the template (a runtime error, so that it is placed at its line) */
+class TemplateRaised extends TemplateRuntimeError {}
 
 const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
 
@@ -84,35 +79,12 @@ export function strftime(date: Date, format: string): string {
 }
 
 /**
- * A model's chat template, parsed once, rendered with @huggingface/jinja under size and time
- * limits. `where` names the template's origin in errors (e.g. "tokenizer_config.json: chat_template").
+ * A model's chat template, parsed once (jinja-lexer.ts, jinja-parser.ts), rendered as jinja2
+ * renders it (jinja-interpreter.ts) under size and time limits. `where` names the template's
+ * origin in errors (e.g. "tokenizer_config.json: chat_template").
  */
-/**
- * The lexer's "Unexpected end of input" (the template ends inside a {% tag %} or {{ expression }})
- * and "Missing end of comment tag", said in the template's terms: which tag, where it starts.
- */
-function explainLexError(source: string, message: string): string {
-  const opener = message === "Unexpected end of input" ? lastUnclosed(source, ["{%", "{{"]) : message === "Missing end of comment tag" ? lastUnclosed(source, ["{#"]) : undefined;
-  if (!opener) return message;
-  const closer = { "{%": "%}", "{{": "}}", "{#": "#}" }[opener.open]!;
-  const what = { "{%": "tag", "{{": "expression", "{#": "comment" }[opener.open]!;
-  const text = source.slice(opener.at, opener.at + 40).split("\n")[0]!;
-  return `unterminated ${what} ${JSON.stringify(text)} (line ${source.slice(0, opener.at).split("\n").length}): no ${closer} follows`;
-}
-
-/** the last of these openers with no closer after it, and where it is */
-function lastUnclosed(source: string, opens: readonly string[]): { open: string; at: number } | undefined {
-  let best: { open: string; at: number } | undefined;
-  for (const open of opens) {
-    const at = source.lastIndexOf(open);
-    const closer = { "{%": "%}", "{{": "}}", "{#": "#}" }[open]!;
-    if (at >= 0 && source.indexOf(closer, at + 2) < 0 && (!best || at > best.at)) best = { open, at };
-  }
-  return best;
-}
-
 export class ChatTemplate {
-  private readonly program!: Node;
+  private readonly program!: Stmt[];
   private readonly limits: Required<TemplateLimits>;
 
   constructor(readonly source: string, readonly where: string, limits: TemplateLimits = DEFAULT_LIMITS) {
@@ -121,18 +93,13 @@ export class ChatTemplate {
       throw new ChatTemplateError(`${where}: the template has ${source.length} characters, more than the ${limits.maxSourceChars} allowed`);
     }
     const fail = (message: string): never => { throw new ChatTemplateError(`${where}: the template does not parse: ${message}`); };
-    let tokens: TemplateToken[];
     try {
-      // transformers' lstrip_blocks and trim_blocks are applied by prepareSource, as jinja2 applies them
-      tokens = tokenize(prepareSource(source), { lstrip_blocks: false, trim_blocks: false });
+      const tokens = tokenize(source, this.limits.maxDepth);
+      checkTemplateTokens(tokens, this.limits.maxDepth, fail);
+      this.program = parse(tokens, this.limits.maxDepth);
     } catch (e) {
-      fail(explainLexError(source, (e as Error).message));
-    }
-    checkTemplateTokens(source, tokens!, this.limits.maxDepth, fail);
-    try {
-      this.program = parse(tokens!);
-    } catch (e) {
-      fail(e instanceof RangeError ? `it nests too deeply (${e.message})` : (e as Error).message);
+      if (e instanceof TemplateSyntaxError) fail(e.message);
+      throw e;
     }
     checkTreeDepth(this.program, this.limits.maxDepth, fail);
   }
@@ -143,7 +110,7 @@ export class ChatTemplate {
         throw new TypeError(`messages[${i}]: expected {role: string, content: string}`);
       }
     });
-    const raise = new Callable("raise_exception", ([message = null]) => { throw new ChatTemplateError(`${this.where}: the template raised an error: ${str(message)}`); });
+    const raise = new Callable("raise_exception", ([message = null]) => { throw new TemplateRaised(str(message)); });
     const ranged = { elements: 0 };
     const globals = new Map<string, Value>([
       ...jinjaGlobals(),
@@ -167,7 +134,9 @@ export class ChatTemplate {
     } catch (e) {
       if (e instanceof ChatTemplateError) throw e;
       if (e instanceof RenderLimitError) throw new ChatTemplateError(`${this.where}: ${e.message}`);
-      if (e instanceof TemplateRuntimeError) throw new ChatTemplateError(`${this.where}: rendering failed: ${e.message}`);
+      const at = e instanceof TemplateRuntimeError && e.line !== undefined ? ` (line ${e.line})` : "";
+      if (e instanceof TemplateRaised) throw new ChatTemplateError(`${this.where}: the template raised an error: ${e.message}${at}`);
+      if (e instanceof TemplateRuntimeError) throw new ChatTemplateError(`${this.where}: rendering failed: ${e.message}${at}`);
       if (e instanceof RangeError) throw new ChatTemplateError(`${this.where}: rendering failed: ${e.message} (runaway recursion?)`);
       throw new ChatTemplateError(`${this.where}: rendering failed: ${(e as Error).message}`);
     }
