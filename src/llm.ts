@@ -2,13 +2,13 @@ import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, typ
 import { availableMemoryBytes, checkMemoryPlan, Engine, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep,
+  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
 import { checkCacheTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
-import { randomSeed } from "./sampling/index.js";
+import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
@@ -24,6 +24,8 @@ export interface GenerationRun {
   steps(): AsyncGenerator<ChoiceStep, void>;
   /** the result once the request has ended (rejects if the engine failed it) */
   result(): Promise<GenerationResult>;
+  /** with the promptLogprobs option: the prompt's logprobs once it is computed, before the first step (undefined without the option) */
+  promptLogprobs(): Promise<PromptLogprobs | undefined>;
 }
 
 export interface LoadModelOptions {
@@ -189,15 +191,18 @@ export class Model {
     const sampling = samplingOptionsOf(options);
     const constraint = constraintOf(options);
     const request = this.engine.submit({
-      promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed ?? randomSeed() }, maxTokens: options.maxTokens ?? 256,
+      // -1 asks for a random seed, as llama.cpp's LLAMA_DEFAULT_SEED does
+      promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed === undefined || sampling.seed === RANDOM_SEED ? randomSeed() : sampling.seed }, maxTokens: options.maxTokens ?? 256,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
+      ...(options.promptLogprobs !== undefined ? { promptLogprobs: options.promptLogprobs } : {}),
       ...(constraint ? { constraint } : {}),
     });
     return {
       events: () => request[Symbol.asyncIterator](),
       steps: () => orderedSteps(request),
       result: async () => this.resultOf(prompt, await request.outcome, t0),
+      promptLogprobs: () => request.prompt,
     };
   }
 
@@ -223,6 +228,7 @@ export class Model {
       prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(o.promptTokens),
       ...choiceOf(first),
       promptTokens: o.promptTokens,
+      ...(o.promptLogprobs ? { promptLogprobs: o.promptLogprobs } : {}),
       timings,
       ...(o.choices.length > 1 ? { choices: o.choices.map(choiceOf) } : {}),
       ...o.extra,

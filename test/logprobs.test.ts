@@ -6,7 +6,8 @@ import { after, test } from "node:test";
 import { promisify } from "node:util";
 import { tokenLogprobs } from "../src/generation/logprobs.js";
 import { loadModel } from "../src/index.js";
-import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
+import type { LlamaContextSequence } from "node-llama-cpp";
+import { disposeSharedLlama, llamaCppRun, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 test("tokenLogprobs: hand-computed log-softmax, top k best first with the lower id on ties", () => {
@@ -68,4 +69,81 @@ test("tsllm generate --logit-bias ID=-inf bans llama.cpp's top token; --logprobs
   assert.deepEqual(out.logprobs[0].top.map((t: { token: number }) => t.token), [best, second]);
   const run = (bias: string) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "generate", "--model", sharedFile(MODEL)!, "--prompt", "x", "--logit-bias", bias], { cwd: PROJECT_ROOT });
   await assert.rejects(run("12:3"), (e: { stderr: string; code: number }) => /--logit-bias expects ID=BIAS/.test(e.stderr) && e.code === 2);
+});
+
+/**
+ * llama.cpp's next-token distribution after every prompt position, from one batch over the whole
+ * prompt (every position's logits asked for, as its perplexity tool does)
+ */
+async function llamaCppEveryPosition(modelPath: string, tokens: readonly number[], vocabSize: number): Promise<Float64Array[]> {
+  const llama = await sharedLlama();
+  const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+  try {
+    const context = await model.createContext({ contextSize: tokens.length, batchSize: tokens.length, sequences: 1, threads: 2, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
+    try {
+      const next = { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } as const;
+      const input = tokens.map((t) => [llamaToken(t), { generateNext: next }] as const);
+      const res = await context.getSequence().controlledEvaluate(input as unknown as Parameters<LlamaContextSequence["controlledEvaluate"]>[0]);
+      return tokens.map((_, i) => {
+        const out = new Float64Array(vocabSize).fill(-Infinity);
+        for (const [tok, p] of res[i]!.next!.probabilities!) out[tok] = Math.log(p);
+        return out;
+      });
+    } finally {
+      await context.dispose();
+    }
+  } finally {
+    await model.dispose();
+  }
+}
+
+test("stories260K: promptLogprobs (top 5) of every prompt token equal llama.cpp's, the prompt computed in chunks beside another request; never from the prefix cache", { skip }, async () => {
+  const text = readFileSync(sharedFile("text/tinystories-valid-30k.txt")!, "utf8").slice(0, 400);
+  // chunks of 8 tokens: the prompt's rows come from many passes, some shared with the other request's decodes
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "reference", maxBatchTokens: 8 });
+  try {
+    const tokens = model.tokenizer.encode(text).slice(0, 60);
+    const ref = await llamaCppEveryPosition(sharedFile(MODEL)!, tokens, model.info.vocabSize);
+    const beside = model.generate("Lily and Ben", { maxTokens: 30, temperature: 0 });
+    const r = await model.generate(tokens, { maxTokens: 0, promptLogprobs: 5 });
+    await beside;
+    assert.equal(r.completionTokens.length, 0);
+    assert.equal(r.promptLogprobs!.length, tokens.length);
+    assert.equal(r.promptLogprobs![0], null);
+    for (let i = 1; i < tokens.length; i++) {
+      const lp = r.promptLogprobs![i]!, dist = ref[i - 1]!;
+      assert.equal(lp.token, tokens[i]);
+      assert.ok(Math.abs(lp.logprob - dist[lp.token]!) < 1e-4, `position ${i}: ${lp.logprob} vs llama.cpp ${dist[lp.token]}`);
+      assert.deepEqual(lp.top.map((t) => t.token), ranking(dist).slice(0, 5), `position ${i} top 5`);
+      for (const t of lp.top) assert.ok(Math.abs(t.logprob - dist[t.token]!) < 1e-4, `position ${i} token ${t.token}`);
+    }
+    // the same prompt again: its blocks are in the prefix cache now, but a scored prompt is computed whole
+    const again = await model.generate(tokens, { maxTokens: 2, temperature: 0, promptLogprobs: 0, logprobs: 0 });
+    assert.deepEqual(again.promptLogprobs!.map((p) => p?.logprob), r.promptLogprobs!.map((p) => p?.logprob));
+    // the first generated token's logprob is the distribution after the last prompt position
+    assert.ok(Math.abs(again.logprobs![0]!.logprob - ref.at(-1)![again.completionTokens[0]!]!) < 1e-4);
+    await assert.rejects(model.generate(tokens, { promptLogprobs: -1 }), /promptLogprobs must be an integer >= 0/);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: promptLogprobs' sum over a window's second half is tsllm perplexity's number on the same text", { skip }, async () => {
+  const file = sharedFile("text/tinystories-valid-30k.txt")!;
+  const ctx = 64;
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    "--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", file, "--ctx", String(ctx), "--chunks", "1", "--json",
+  ], { cwd: PROJECT_ROOT });
+  const ppl = JSON.parse(stdout).perplexity as number;
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: ctx + 1 });
+  try {
+    // as the perplexity tool: the text tokenized once, the first window, its second half scored
+    const window = model.tokenizer.encode(readFileSync(file, "utf8"), { addSpecialTokens: true, parseSpecial: false }).slice(0, ctx);
+    const r = await model.generate(window, { maxTokens: 0, promptLogprobs: 0 });
+    const scored = r.promptLogprobs!.slice(ctx / 2 + 1);
+    const mean = scored.reduce((sum, p) => sum + p!.logprob, 0) / scored.length;
+    assert.ok(Math.abs(Math.exp(-mean) - ppl) / ppl < 1e-4, `exp(-mean) ${Math.exp(-mean)} vs tsllm perplexity ${ppl}`);
+  } finally {
+    model.dispose();
+  }
 });

@@ -281,6 +281,101 @@ describe("tsllm serve on stories260K", { skip }, () => {
     await until(() => model.engine.stats.running === 0 && model.engine.stats.kv!.blocksInUse === 0, "the engine to drop the request");
   });
 
+  test("echo, as lm-evaluation-harness scores loglikelihoods (token-id prompts, logprobs 1, max_tokens 1): the prompt's logprobs are the library's, first null", async () => {
+    const prompts = [model.tokenizer.encode("Once upon a time, there was a little girl"), model.tokenizer.encode("Lily and Ben went to the park")];
+    // lm-eval's local-completions payload, as it sends it
+    const r = await post(`${s.url}/v1/completions`, { model: "stories260K", prompt: prompts, temperature: 0, max_tokens: 1, logprobs: 1, seed: 1234, echo: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    for (const [i, prompt] of prompts.entries()) {
+      const want = await model.generate(prompt, { temperature: 0, maxTokens: 1, logprobs: 1, promptLogprobs: 1 });
+      const choice = r.json.choices.find((c: { index: number }) => c.index === i);
+      const lp = choice.logprobs;
+      assert.equal(choice.text, model.tokenizer.decode(prompt, { skipSpecialTokens: true }) + want.completion);
+      assert.equal(lp.tokens.length, prompt.length + 1);
+      assert.equal(lp.token_logprobs[0], null);
+      assert.equal(lp.top_logprobs[0], null);
+      assert.deepEqual(lp.token_logprobs.slice(1), [...want.promptLogprobs!.slice(1).map((p) => p!.logprob), want.logprobs![0]!.logprob]);
+      // the tokens join into the text, each at its offset from the text's start
+      assert.equal(lp.tokens.join(""), choice.text);
+      lp.tokens.forEach((_: string, j: number) => assert.equal(lp.text_offset[j], lp.tokens.slice(0, j).join("").length));
+      // lm-eval's reading: the continuation's sum and whether each token was the greedy one
+      const ctxlen = 3;
+      const sum = lp.token_logprobs.slice(ctxlen, -1).reduce((a: number, b: number) => a + b, 0);
+      const wantSum = want.promptLogprobs!.slice(ctxlen).reduce((a, p) => a + p!.logprob, 0);
+      assert.ok(Math.abs(sum - wantSum) < 1e-9);
+      lp.top_logprobs.slice(1).forEach((top: Record<string, number>, j: number) => assert.equal(Object.keys(top).length, 1, `position ${j + 1}`));
+    }
+
+    // max_tokens 0: the prompt alone, scored; a string prompt comes back as given
+    const text = "Once upon a time, there was a cat";
+    const zero = await client.completions.create({ model: "stories260K", prompt: text, max_tokens: 0, echo: true, logprobs: 2 });
+    const scored = await model.generate(text, { maxTokens: 0, promptLogprobs: 2 });
+    assert.equal(zero.choices[0]!.text, text);
+    assert.equal(zero.choices[0]!.finish_reason, "length");
+    assert.deepEqual(zero.choices[0]!.logprobs!.token_logprobs, scored.promptLogprobs!.map((p) => p?.logprob ?? null));
+    assert.equal(zero.usage!.completion_tokens, 0);
+    // echo without logprobs: the text only
+    const plain = await client.completions.create({ model: "stories260K", prompt: text, max_tokens: 4, temperature: 0, echo: true });
+    assert.equal(plain.choices[0]!.text, text + (await model.generate(text, { maxTokens: 4, temperature: 0 })).completion);
+    assert.equal(plain.choices[0]!.logprobs, null);
+
+    // streamed: each choice's first chunk is the prompt and its logprobs; n choices and token-id prompts
+    const streamed = await client.completions.create({ model: "stories260K", prompt: prompts, max_tokens: 5, temperature: 0.8, seed: 9, n: 2, echo: true, logprobs: 1, stream: true });
+    const texts = new Map<number, string>(), firsts = new Map<number, { text: string; tokens: number }>(), lps = new Map<number, (number | null)[]>();
+    for await (const chunk of streamed) {
+      for (const c of chunk.choices) {
+        if (!firsts.has(c.index)) firsts.set(c.index, { text: c.text, tokens: c.logprobs?.tokens?.length ?? 0 });
+        texts.set(c.index, (texts.get(c.index) ?? "") + c.text);
+        lps.set(c.index, [...(lps.get(c.index) ?? []), ...(c.logprobs?.token_logprobs ?? [])]);
+      }
+    }
+    assert.equal(texts.size, 4);
+    for (const [index, t] of texts) {
+      const prompt = prompts[Math.floor(index / 2)]!;
+      const want = await model.generate(prompt, { maxTokens: 5, temperature: 0.8, seed: 9, n: 2, logprobs: 1, promptLogprobs: 1 });
+      const choice = (want.choices ?? [want])[index % 2]!;
+      const promptText = model.tokenizer.decode(prompt, { skipSpecialTokens: true });
+      assert.deepEqual(firsts.get(index), { text: promptText, tokens: prompt.length });
+      assert.equal(t, promptText + choice.completion);
+      assert.deepEqual(lps.get(index), [...want.promptLogprobs!.map((p) => p?.logprob ?? null), ...choice.logprobs!.map((p) => p.logprob)]);
+    }
+
+    // best_of with echo: the answered choices are ranked by their completions, each echoing the prompt
+    const best = await post(`${s.url}/v1/completions`, { prompt: text, max_tokens: 6, temperature: 1.5, seed: 3, n: 2, best_of: 4, echo: true, logprobs: 0 });
+    assert.equal(best.status, 200, JSON.stringify(best.json));
+    assert.equal(best.json.choices.length, 2);
+    for (const c of best.json.choices) {
+      assert.ok(c.text.startsWith(text));
+      assert.equal(c.logprobs.token_logprobs[0], null);
+      assert.deepEqual(c.logprobs.token_logprobs.slice(0, scored.promptTokens.length), scored.promptLogprobs!.map((p) => p?.logprob ?? null));
+    }
+  });
+
+  test("seed -1 is a random seed (llama.cpp's LLAMA_DEFAULT_SEED), for the server and the library; suffix \"\" and stop \"\" change nothing", async () => {
+    const request = { prompt: "Once upon a time", max_tokens: 16, temperature: 1.5 };
+    const fixed = (await post(`${s.url}/v1/completions`, { ...request, seed: 4294967295 })).json.choices[0].text;
+    assert.equal((await post(`${s.url}/v1/completions`, { ...request, seed: 4294967295 })).json.choices[0].text, fixed);
+    const random: string[] = [];
+    for (let i = 0; i < 3; i++) random.push((await post(`${s.url}/v1/completions`, { ...request, seed: -1 })).json.choices[0].text);
+    assert.ok(random.some((t) => t !== fixed), "seed -1 drew the same text as seed 4294967295 every time");
+    const options = { maxTokens: 16, temperature: 1.5 };
+    const libFixed = (await model.generate("Once upon a time", { ...options, seed: 4294967295 })).completion;
+    const libRandom = await Promise.all([0, 1, 2].map(async () => (await model.generate("Once upon a time", { ...options, seed: -1 })).completion));
+    assert.ok(libRandom.some((t) => t !== libFixed), "the library's seed -1 drew the same text as seed 4294967295 every time");
+
+    const plain = { prompt: "Once upon a time", max_tokens: 12, temperature: 0 };
+    const want = (await post(`${s.url}/v1/completions`, plain)).json.choices[0].text;
+    for (const extra of [{ suffix: "" }, { stop: "" }, { stop: [""] }]) {
+      const r = await post(`${s.url}/v1/completions`, { ...plain, ...extra });
+      assert.equal(r.status, 200, `${JSON.stringify(extra)}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.choices[0].text, want, JSON.stringify(extra));
+    }
+    // an empty string beside others is ignored; the others still stop
+    const cut = want.indexOf(" ", 2);
+    const stopped = await post(`${s.url}/v1/completions`, { ...plain, stop: ["", want.slice(cut, cut + 2)] });
+    assert.equal(stopped.json.choices[0].text, want.slice(0, cut));
+  });
+
   test("400 catalogue: each names the parameter in OpenAI's error shape", async () => {
     const chatUrl = `${s.url}/v1/chat/completions`, textUrl = `${s.url}/v1/completions`;
     const msgs = [{ role: "user", content: "hi" }];
@@ -317,7 +412,10 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [textUrl, { prompt: [1.5] }, 400, "prompt", "invalid_value"],
       [textUrl, { prompt: [100000] }, 400, "prompt", "invalid_value"],
       [textUrl, { prompt: "x", logprobs: 30 }, 400, "logprobs", "invalid_value"],
-      [textUrl, { prompt: "x", echo: true }, 400, "echo", "unsupported_parameter"],
+      [textUrl, { prompt: "x", max_tokens: 0 }, 400, "max_tokens", "invalid_value"],
+      [textUrl, { prompt: "x", echo: "yes" }, 400, "echo", "invalid_type"],
+      [textUrl, { prompt: "x", suffix: "!" }, 400, "suffix", "unsupported_parameter"],
+      [textUrl, { prompt: "x", stop: ["", 3] }, 400, "stop", "invalid_type"],
       [textUrl, { prompt: "x", best_of: 1, n: 2 }, 400, "best_of", "invalid_value"],
       [textUrl, { prompt: "x", best_of: 3, stream: true }, 400, "best_of", "invalid_value"],
       [textUrl, { prompt: "x", best_of: 21 }, 400, "best_of", "invalid_value"],
@@ -581,6 +679,38 @@ describe("tsllm serve limits", { skip }, () => {
       assert.ok(after.generated - before.generated >= chunks, `${after.generated - before.generated} tokens counted, ${chunks} received`);
       assert.ok(after.prompt > before.prompt);
       assert.deepEqual([after.ttft - before.ttft, after.e2e - before.e2e], [1, 1]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("Expect: 100-continue: a request its headers refuse (401 bad key, 413 declared too large) is answered before the body is asked for; one they pass gets 100 Continue", async () => {
+    const s = await serveStories({}, { apiKey: "sekret", bodyLimit: 1000 });
+    /** the request's headers sent alone, and what the server answers while the body is held back */
+    const headersOnly = async (headers: string): Promise<string> => {
+      const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
+      let answer = "";
+      sock.on("data", (d: Buffer) => (answer += d.toString()));
+      sock.on("error", () => undefined);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n${headers}\r\n`);
+      await until(() => answer.includes("\r\n\r\n"), "the server's first answer");
+      sock.destroy();
+      return answer;
+    };
+    try {
+      assert.match(await headersOnly("Content-Length: 50\r\nAuthorization: Bearer wrong\r\n"), /^HTTP\/1\.1 401 /);
+      assert.match(await headersOnly("Content-Length: 5000\r\nAuthorization: Bearer sekret\r\n"), /^HTTP\/1\.1 413 /);
+      assert.match(await headersOnly("Content-Length: 50\r\nAuthorization: Bearer sekret\r\n"), /^HTTP\/1\.1 100 Continue/);
+      // the whole exchange, as curl makes it: the body follows the 100 and the answer follows the body
+      const body = JSON.stringify({ prompt: "Once", max_tokens: 2, temperature: 0 });
+      const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
+      let answer = "";
+      sock.on("data", (d: Buffer) => (answer += d.toString()));
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nAuthorization: Bearer sekret\r\nContent-Length: ${body.length}\r\n\r\n`);
+      await until(() => answer.includes("100 Continue"), "100 Continue");
+      sock.write(body);
+      await until(() => /HTTP\/1\.1 200 [\s\S]*"choices"/.test(answer), "the answer");
+      sock.destroy();
     } finally {
       await s.close();
     }

@@ -1,6 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { createStopMatcher, Sequence, shownValue, speculativePositions, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, shownValue, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -8,7 +8,7 @@ import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
-import { Scheduler, type StepPlan } from "./scheduler.js";
+import { Scheduler, type ScheduledChunk, type StepPlan } from "./scheduler.js";
 import type { SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
@@ -174,6 +174,11 @@ export class Engine {
     } catch (e) {
       throw new RequestError((e as Error).message, "logprobs");
     }
+    try {
+      validateLogprobs(params.promptLogprobs, "promptLogprobs");
+    } catch (e) {
+      throw new RequestError((e as Error).message, "promptLogprobs");
+    }
     // throws a RangeError naming a bad sampling option (no sampler buffers built just to check)
     const { logitBias } = resolveSamplingOptions(params.sampling);
     // checked here, not where the first token is sampled: a request fails before its prefill
@@ -297,14 +302,21 @@ export class Engine {
       let list = results.get(chunk.request);
       if (!list) results.set(chunk.request, (list = []));
       const row = logits[i];
-      if (row) list.push({ seq: chunk.sequence, logits: this.maskPadding(row) });
+      if (!row) return;
+      const rows = this.maskPadding(row);
+      if (chunk.request.promptLogprobs === undefined || chunk.request.prefilled) return void list.push({ seq: chunk.sequence, logits: rows });
+      // a prompt being scored: every row of the chunk is scored here (its top k kept, the rows
+      // dropped with the step); the strategy gets the last prompt token's row once it is computed
+      this.scorePromptChunk(chunk, rows);
+      const vocab = this.model.info.vocabSize;
+      if (chunk.start + chunk.tokens.length === chunk.request.params.promptTokens.length) list.push({ seq: chunk.sequence, logits: rows.subarray(rows.length - vocab) });
     });
     for (const [request, got] of results) {
       if (got.length > 0) {
         try {
           let pending: void | Promise<void>;
           if (!request.prefilled) {
-            request.prefilledAt = performance.now();
+            request.markPrefilled();
             this.cachedPromptTokens += request.cachedPromptTokens;
             pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
           } else {
@@ -320,6 +332,22 @@ export class Engine {
       }
       for (const seq of request.sequences) s.cacheFullBlocks(seq);
       if (request.strategy.done) this.end(request);
+    }
+  }
+
+  /**
+   * The logprobs of the prompt tokens a chunk's rows predict: the row of position p is the
+   * distribution of the token at p + 1 (the last prompt position's predicts the first generated
+   * token, not scored here).
+   */
+  private scorePromptChunk(chunk: ScheduledChunk, rows: Float32Array): void {
+    const { promptTokens, promptLogprobs: k } = chunk.request.params;
+    const vocab = this.model.info.vocabSize;
+    const scored = chunk.request.promptLogprobs!;
+    for (let j = 0; j < chunk.tokens.length; j++) {
+      const next = chunk.start + j + 1;
+      if (next >= promptTokens.length) break;
+      scored.push(tokenLogprobs(rows.subarray(j * vocab, (j + 1) * vocab), promptTokens[next]!, k!));
     }
   }
 

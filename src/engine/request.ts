@@ -1,5 +1,5 @@
 import type { ConstraintSpec } from "../sampling/constraints/index.js";
-import type { FinishReason, GenerationResult, GenerationStep } from "../generation/index.js";
+import type { FinishReason, GenerationResult, GenerationStep, PromptLogprobs, TokenLogprob } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
 import type { RunningSequence } from "./running-sequence.js";
@@ -26,6 +26,12 @@ export interface RequestParams {
   readonly stopTokens: readonly number[];
   readonly ignoreEos: boolean;
   readonly topLogprobs: number | undefined;
+  /**
+   * score the prompt: every prompt token's logprob given the tokens before it, with the top
+   * `promptLogprobs` alternatives (undefined: none). The prompt is then computed whole (no cached
+   * prefix: its positions' logits are needed), each chunk's rows in the same pass as ever
+   */
+  readonly promptLogprobs?: number;
   readonly signal?: AbortSignal;
   /** what the output must be (a grammar, a JSON Schema, JSON, a choice): only tokens that keep it so are sampled */
   readonly constraint?: ConstraintSpec;
@@ -39,6 +45,8 @@ export type RequestEvent =
 /** A finished request: every choice and when things happened (performance.now() times). */
 export interface RequestOutcome {
   readonly promptTokens: number[];
+  /** with promptLogprobs: one entry per prompt token, null for the first (nothing before it predicts it) */
+  readonly promptLogprobs?: PromptLogprobs;
   readonly choices: ChoiceOutcome[];
   /** what a strategy reports besides its choices (beam search's beams, speculative decoding's acceptance) */
   readonly extra: Pick<GenerationResult, "beams" | "speculative">;
@@ -70,6 +78,8 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   cachedPromptTokens = 0;
   /** KV blocks it may hold at once beyond its cached prefix (its worst case, reserved at admission) */
   reservedBlocks = 0;
+  /** with params.promptLogprobs: the prompt tokens scored so far (the engine adds each chunk's) */
+  readonly promptLogprobs: (TokenLogprob | null)[] | undefined;
   private readonly events: RequestEvent[] = [];
   /** events the reader has taken; undefined while nobody reads them (a caller awaiting only the outcome) */
   private read: number | undefined;
@@ -79,16 +89,21 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   private settled = false;
   /** resolves with the outcome (or rejects with the engine's error) when the request ends */
   readonly outcome: Promise<RequestOutcome>;
+  /** resolves with promptLogprobs once the prompt is computed (or the request has ended before) */
+  readonly prompt: Promise<PromptLogprobs | undefined>;
+  private resolvePrompt!: () => void;
   private resolveOutcome!: (o: RequestOutcome) => void;
   private rejectOutcome!: (e: unknown) => void;
 
   constructor(readonly id: number, readonly params: RequestParams, readonly strategy: Strategy) {
+    this.promptLogprobs = params.promptLogprobs === undefined ? undefined : [null];
     this.outcome = new Promise((resolve, reject) => {
       this.resolveOutcome = resolve;
       this.rejectOutcome = reject;
     });
     // a caller that only iterates the events must not see an unhandled rejection
     this.outcome.catch(() => undefined);
+    this.prompt = new Promise<void>((resolve) => (this.resolvePrompt = resolve)).then(() => this.promptLogprobs);
   }
 
   get aborted(): boolean {
@@ -98,6 +113,12 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   /** whether the prompt has been computed (the strategy has started) */
   get prefilled(): boolean {
     return this.prefilledAt > 0;
+  }
+
+  /** the prompt's last chunk has been computed (and scored, with promptLogprobs) */
+  markPrefilled(): void {
+    this.prefilledAt = performance.now();
+    this.resolvePrompt();
   }
 
   /** queues a choice's steps, and its end when `finished` says it ended */
@@ -115,10 +136,11 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
     const now = performance.now();
     const { choices, extra } = this.strategy.outcome(now);
     this.outcomeValue = {
-      promptTokens: [...this.params.promptTokens], choices, extra, submittedAt: this.submittedAt, scheduledAt: this.scheduledAt || now,
+      promptTokens: [...this.params.promptTokens], ...(this.promptLogprobs ? { promptLogprobs: this.promptLogprobs } : {}), choices, extra, submittedAt: this.submittedAt, scheduledAt: this.scheduledAt || now,
       prefilledAt: this.prefilledAt, endedAt: now, cachedPromptTokens: this.cachedPromptTokens,
     };
     this.resolveOutcome(this.outcomeValue);
+    this.resolvePrompt();
     this.wake();
   }
 
@@ -129,6 +151,7 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
     this.phase = "finished";
     this.failure = error;
     this.rejectOutcome(error);
+    this.resolvePrompt();
     this.wake();
   }
 

@@ -11,9 +11,10 @@ const MAX_BACKLOG = 64;
 export interface ScheduledChunk {
   readonly request: EngineRequest;
   readonly sequence: RunningSequence;
-  /** tokens [cache.length, cache.length + tokens.length) of the sequence */
+  /** position of its first token: tokens [start, start + tokens.length) of the sequence */
+  readonly start: number;
   readonly tokens: readonly number[];
-  /** which logits its strategy gets: none (more prompt chunks follow), the last token's, or every token's */
+  /** which logits the pass computes: none (more prompt chunks follow), the last token's, or every token's (a prompt being scored, speculative verification) */
   readonly logits: boolean | "all";
 }
 
@@ -166,10 +167,12 @@ export class Scheduler implements StrategyHost {
   private admit(request: EngineRequest): RunningSequence | undefined {
     const { promptTokens } = request.params;
     const bs = this.pool.blockSize;
-    // cached prefix blocks; at least the last prompt token is computed, for its logits
+    // cached prefix blocks; at least the last prompt token is computed, for its logits (a prompt
+    // being scored takes none: every position's logits are needed)
     const hits: number[] = [];
     let previous = 0;
-    while ((hits.length + 1) * bs <= promptTokens.length - 1) {
+    const reusable = request.params.promptLogprobs === undefined ? promptTokens.length - 1 : 0;
+    while ((hits.length + 1) * bs <= reusable) {
       const found = this.pool.lookup(KVBlockPool.prefixKey(previous, promptTokens.slice(hits.length * bs, (hits.length + 1) * bs)));
       if (!found) break;
       hits.push(found.block);
@@ -220,5 +223,6 @@ function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {
   const start = sequence.cache.length;
   const complete = k === sequence.pending;
-  return { request, sequence, tokens: sequence.tokens.slice(start, start + k), logits: !complete ? false : sequence.allLogits ? "all" : true };
+  const scored = !request.prefilled && request.promptLogprobs !== undefined;
+  return { request, sequence, start, tokens: sequence.tokens.slice(start, start + k), logits: scored || (complete && sequence.allLogits) ? "all" : complete };
 }

@@ -2,7 +2,7 @@ import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.j
 import type { LanguageModel } from "../models/index.js";
 import { SAMPLING_OPTION_NAMES, type SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
-import type { TokenLogprob } from "./logprobs.js";
+import type { PromptLogprobs, TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
 
@@ -38,6 +38,13 @@ export interface GenerateOptions extends SamplingOptions {
   normalize?: PromptNormalization;
   /** report each generated token's log-probability and the top `logprobs` alternatives (see logprobs.ts) */
   logprobs?: number;
+  /**
+   * score the prompt too: each prompt token's log-probability given the tokens before it, and the
+   * top `promptLogprobs` alternatives, in the result's `promptLogprobs` (vLLM's prompt_logprobs;
+   * with maxTokens 0, the prompt's log-likelihood without generating). Computed in the prefill's
+   * own chunked passes; the prompt is not taken from the prefix cache.
+   */
+  promptLogprobs?: number;
   /** beam search with this many beams (Hugging Face semantics, see beam.ts); sampling options are ignored */
   numBeams?: number;
   /** beam search: score = sum of logprobs / length^lengthPenalty (default 1) */
@@ -101,6 +108,8 @@ export interface GenerationResult {
   timings: Timings;
   /** with the `logprobs` option: one entry per completion token */
   logprobs?: TokenLogprob[];
+  /** with the `promptLogprobs` option: one entry per prompt token, null for the first (no token before it predicts it) */
+  promptLogprobs?: PromptLogprobs;
   /** beam search: the returned sequences, best first (completionTokens is the first) */
   beams?: { tokens: number[]; text: string; score: number; sumLogprobs: number; finished: boolean }[];
   /** speculative decoding: how many proposed tokens the target accepted */
@@ -139,7 +148,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
-  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true,
+  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, promptLogprobs: true,
   numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, n: true,
 };

@@ -2,7 +2,7 @@ export {
   checkGenerateOptions, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, type Choice, type FinishDetail, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep,
 } from "./generate.js";
 export { Sequence, type StopRules } from "./sequence.js";
-export { tokenLogprobs, validateLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
+export { tokenLogprobs, validateLogprobs, type PromptLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
 export { createStopMatcher, validateStopStrings, type StopMatcher } from "./stop-strings.js";
 export { computeTimings, formatTimings, type Timings } from "./timings.js";
 export { timeGreedyForward, warmUpForward, type ForwardTiming } from "./forward-timing.js";

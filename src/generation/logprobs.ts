@@ -18,6 +18,9 @@ export interface TokenLogprob {
   top: TopLogprob[];
 }
 
+/** a scored prompt's logprobs: one entry per prompt token, null for the first (no token before it predicts it) */
+export type PromptLogprobs = (TokenLogprob | null)[];
+
 /** the chosen token's logprob and the top `k` of a whole-vocabulary logits row */
 export function tokenLogprobs(logits: Float32Array, token: number, k: number): TokenLogprob {
   let max = -Infinity;
@@ -45,8 +48,8 @@ function topK(row: Float32Array, k: number): number[] {
   return best;
 }
 
-export function validateLogprobs(k: unknown): number | undefined {
+export function validateLogprobs(k: unknown, option = "logprobs"): number | undefined {
   if (k === undefined) return undefined;
-  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new RangeError(`logprobs must be an integer >= 0 (the number of top tokens to report), got ${String(k)}`);
+  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new RangeError(`${option} must be an integer >= 0 (the number of top tokens to report), got ${String(k)}`);
   return k;
 }

@@ -1,6 +1,7 @@
 export { createSampler, type Sampler, type TokenProbabilities } from "./sampler.js";
 export {
   DEFAULT_SAMPLING,
+  RANDOM_SEED,
   resolveSamplingOptions,
   SAMPLING_OPTION_NAMES,
   type ResolvedSamplingOptions,

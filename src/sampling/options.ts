@@ -22,9 +22,12 @@ export interface SamplingOptions {
   presencePenalty?: number;
   /** token id -> added to its logit; -Infinity bans the token */
   logitBias?: ReadonlyMap<number, number> | Readonly<Record<number, number>>;
-  /** any safe integer, used modulo 2^32; default: random. The same seed gives the same tokens. */
+  /** any safe integer, used modulo 2^32; -1 or none: a random one (-1 as llama.cpp's LLAMA_DEFAULT_SEED). The same seed gives the same tokens. */
   seed?: number;
 }
+
+/** the seed that asks for a random one, as llama.cpp's LLAMA_DEFAULT_SEED (0xFFFFFFFF, -1 as its server and CLI take it) does */
+export const RANDOM_SEED = -1;
 
 export interface ResolvedSamplingOptions {
   temperature: number;
@@ -122,6 +125,6 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     frequencyPenalty: num("frequencyPenalty", options.frequencyPenalty, d.frequencyPenalty, finite, "a finite number (0 = disabled)"),
     presencePenalty: num("presencePenalty", options.presencePenalty, d.presencePenalty, finite, "a finite number (0 = disabled)"),
     logitBias: resolveLogitBias(options.logitBias),
-    seed: Number.isNaN(seed) ? randomSeed() : seed >>> 0,
+    seed: Number.isNaN(seed) || seed === RANDOM_SEED ? randomSeed() : seed >>> 0,
   };
 }

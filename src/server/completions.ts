@@ -4,7 +4,7 @@ import type { Choice, GenerateOptions, GenerationResult } from "../generation/in
 import type { GenerationRun } from "../llm.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
-import { finishReasonOf, timingsOf, usageOf } from "./openai.js";
+import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf } from "./requests.js";
 import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ReplyDelta, type ToolCall, type ToolFormat, type Tools } from "./tools.js";
@@ -24,6 +24,8 @@ interface Job {
   includeUsage: boolean;
   /** top alternatives to report per token, when logprobs are asked for */
   logprobs: number | undefined;
+  /** text completions' echo: each prompt's text, returned before its completion (and its tokens' logprobs, with logprobs) */
+  echo?: readonly string[];
   model: string;
   /** a chat request's tools and the format the template's model writes calls in */
   tools?: { readonly tools: Tools; readonly format: ToolFormat };
@@ -58,12 +60,19 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   if (name !== undefined && !ctx.modelNames.has(name)) {
     throw new ApiError(404, `the model '${name}' does not exist: this server serves '${ctx.modelId}'`, "invalid_request_error", "model", "model_not_found");
   }
-  const options = generationOptionsOf(body, model.info.vocabSize);
+  const echo = kind === "text" && (optBoolean(body, "echo") ?? false);
+  if (kind === "text" && !echo) {
+    for (const name of ["max_tokens", "max_completion_tokens"]) {
+      if (body[name] === 0) throw invalid(name, `'${name}' 0 generates nothing: it is allowed only with 'echo': true (the prompt returned, and scored with 'logprobs')`);
+    }
+  }
+  const options = generationOptionsOf(body, model.info.vocabSize, echo);
   const { stream, includeUsage } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
   let toolsJob: Job["tools"];
   let constraintParam: string | undefined;
+  let echoed: string[] | undefined;
   // the choices answered per prompt, and those generated (best_of of them, for text completions)
   const answered = options.n ?? 1;
   let bestOf = answered;
@@ -102,7 +111,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
-    if (optBoolean(body, "echo")) throw invalid("echo", "'echo' is not supported by this server", "unsupported_parameter");
+    // the echoed prompt's tokens come with their logprobs: the prompt is scored in its prefill
+    if (echo && logprobs !== undefined) options.promptLogprobs = logprobs;
     bestOf = bestOfOf(body, answered, stream);
     // best_of choices run for each prompt: the logprobs they are ranked by come with them
     if (bestOf > answered) {
@@ -115,6 +125,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // tokenized a slice at a time: a multi-megabyte prompt must not stop /health and the other requests
     prompts = [];
     for (const p of given) prompts.push(typeof p === "string" ? await model.tokenizer.encodeAsync(p, { addSpecialTokens: true }) : p);
+    // a prompt of token ids is echoed as their text
+    if (echo) echoed = given.map((p) => (typeof p === "string" ? p : model.tokenizer.decode(p, { skipSpecialTokens: true })));
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;
@@ -135,7 +147,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   constraintParam ??= options.grammar !== undefined ? (toolsJob ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, logprobs, model: ctx.modelId,
-    ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
+    ...(echoed ? { echo: echoed } : {}), ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
 
@@ -232,7 +244,10 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
       if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: finishReasonOf(c.finishReason, reply.calls.length) };
       return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
     }
-    return { index, text: c.completion, logprobs: placed ? ctx.texts.completionLogprobs(placed) : null, finish_reason };
+    const echoed = job.echo?.[i] ?? "";
+    let logprobs: CompletionLogprobs | null = placed ? ctx.texts.completionLogprobs(placed, echoed.length) : null;
+    if (logprobs && job.echo) logprobs = joinLogprobs(ctx.texts.promptLogprobs(r.promptTokens, r.promptLogprobs ?? []), logprobs);
+    return { index, text: echoed + c.completion, logprobs, finish_reason };
   }));
   await ctx.send(res, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
 }
@@ -290,6 +305,8 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     // with tools, each choice's text goes through a parser that streams content and calls apart
     const tools = job.tools;
     const parsers = tools ? Array.from({ length: total }, () => new ToolCallStream(tools.format, tools.tools)) : undefined;
+    // with echo, each choice's first chunk is its prompt's text (and the prompt's logprobs), sent at the choice's first event
+    const echoSent = new Array<boolean>(total).fill(false);
     const sendDeltas = async (index: number, deltas: readonly ReplyDelta[]): Promise<boolean> => {
       for (const d of deltas) {
         const delta = "content" in d ? { content: d.content } : { tool_calls: [d.call] };
@@ -300,6 +317,12 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     for await (const { run, event } of merged(runs)) {
       if (sse.gone) break;
       const index = run * job.n + event.choice;
+      const echoed = job.echo?.[run];
+      if (echoed !== undefined && !echoSent[index] && event.finishReason !== "abort") {
+        echoSent[index] = true;
+        const lp = job.logprobs === undefined ? null : ctx.texts.promptLogprobs(job.prompts[run]!, (await runs[run]!.promptLogprobs()) ?? []);
+        if (!(await sse.send(chunk(index, echoed, null, lp)))) break;
+      }
       if (event.step && parsers) {
         if (!(await sendDeltas(index, parsers[index]!.push(event.step.text)))) break;
         continue;
@@ -313,7 +336,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         shown[index]! += text.length;
         const placed = choice?.take(shown[index]!) ?? [];
         if (text === "" && placed.length === 0) continue;
-        const lp = !choice ? null : job.kind === "chat" ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : ctx.texts.completionLogprobs(placed);
+        const lp = !choice ? null : job.kind === "chat" ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : ctx.texts.completionLogprobs(placed, echoed?.length);
         if (!(await sse.send(chunk(index, text, null, lp)))) break;
         continue;
       }

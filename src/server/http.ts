@@ -10,9 +10,7 @@ import { ApiError, invalid } from "./errors.js";
  * client left, or the server's read timeout cut it) rejects.
  */
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const decode = decoderOf(req.headers["content-encoding"], limit);
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+  const decode = checkBodyHeaders(req, limit);
   const raw = await new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
@@ -31,6 +29,18 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
     req.on("close", () => reject(new Error("the request ended before its body was complete")));
   });
   return decode(raw);
+}
+
+/**
+ * What the headers alone say of the body: a declared Content-Length over `limit` is a 413, an
+ * encoding this server does not read a 415 (so a client that waits for "100 Continue" is
+ * refused before it sends the body); else how the body is unpacked.
+ */
+export function checkBodyHeaders(req: IncomingMessage, limit: number): (body: Buffer) => Buffer {
+  const decode = decoderOf(req.headers["content-encoding"], limit);
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+  return decode;
 }
 
 /** how a body in `encoding` becomes its bytes, unpacking at most `limit` of them */

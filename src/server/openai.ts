@@ -1,4 +1,4 @@
-import type { FinishReason, GenerationResult, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, PromptLogprobs, TokenLogprob } from "../generation/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
 /** The wire shapes of OpenAI's chat and text completions, built from the library's results. */
@@ -100,15 +100,62 @@ export class TokenTexts {
     };
   }
 
-  /** text completions' logprobs (parallel arrays); offsets count from the completion's start */
-  completionLogprobs(placed: readonly PlacedLogprob[]): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
+  /**
+   * text completions' logprobs (parallel arrays); offsets count from the completion's start, or
+   * from the text's start when the prompt's `echoed` characters come before the completion
+   */
+  completionLogprobs(placed: readonly PlacedLogprob[], echoed = 0): CompletionLogprobs {
     return {
       tokens: placed.map((p) => p.text),
       token_logprobs: placed.map((p) => p.lp.logprob),
-      top_logprobs: placed.map((p) => Object.fromEntries(p.lp.top.map((t) => [this.own(t.token).token, t.logprob]))),
-      text_offset: placed.map((p) => p.offset),
+      top_logprobs: placed.map((p) => this.topOf(p.lp)),
+      text_offset: placed.map((p) => echoed + p.offset),
     };
   }
+
+  /**
+   * An echoed prompt's logprobs, as OpenAI's legacy completions gave them with `echo`: every prompt
+   * token with its text (the prompt decoded token by token: a special token such as BOS adds none)
+   * and its offset in that text; the first token has no logprob and no alternatives (null), as
+   * nothing before it predicts it.
+   */
+  promptLogprobs(promptTokens: readonly number[], logprobs: PromptLogprobs): CompletionLogprobs {
+    const decoder = this.tokenizer.createStreamDecoder({ skipSpecialTokens: true });
+    const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    let offset = 0;
+    promptTokens.forEach((token, i) => {
+      let text = decoder.push(token);
+      if (i === promptTokens.length - 1) text += decoder.flush();
+      const lp = logprobs[i] ?? null;
+      out.tokens.push(text);
+      out.token_logprobs.push(lp?.logprob ?? null);
+      out.top_logprobs.push(lp && this.topOf(lp));
+      out.text_offset.push(offset);
+      offset += text.length;
+    });
+    return out;
+  }
+
+  /** a token's alternatives keyed by their own text */
+  private topOf(lp: TokenLogprob): Record<string, number> {
+    return Object.fromEntries(lp.top.map((t) => [this.own(t.token).token, t.logprob]));
+  }
+}
+
+/** text completions' `logprobs`: parallel arrays; an echoed prompt's first token has null for its logprob and alternatives */
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: (number | null)[];
+  top_logprobs: (Record<string, number> | null)[];
+  text_offset: number[];
+}
+
+/** the logprobs of an echoed prompt followed by its completion's */
+export function joinLogprobs(prompt: CompletionLogprobs, completion: CompletionLogprobs): CompletionLogprobs {
+  return {
+    tokens: [...prompt.tokens, ...completion.tokens], token_logprobs: [...prompt.token_logprobs, ...completion.token_logprobs],
+    top_logprobs: [...prompt.top_logprobs, ...completion.top_logprobs], text_offset: [...prompt.text_offset, ...completion.text_offset],
+  };
 }
 
 /**

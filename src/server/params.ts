@@ -44,8 +44,10 @@ function stopOf(body: Body): string[] | undefined {
   const list = typeof v === "string" ? [v] : v;
   if (!Array.isArray(list) || list.some((s) => typeof s !== "string")) throw invalid("stop", `'stop' must be a string or an array of strings, got ${describe(v)}`, "invalid_type");
   if (list.length > 16) throw invalid("stop", `'stop' may hold at most 16 strings, got ${list.length}`);
-  if (list.some((s) => s === "")) throw invalid("stop", "'stop' strings must not be empty");
-  return list as string[];
+  // OpenAI's schema admits "" (a string, no minimum length): a stop string of no characters marks
+  // no place to stop at, so it stops nothing (vLLM refuses it; a client sending one means none)
+  const stops = (list as string[]).filter((s) => s !== "");
+  return stops.length > 0 ? stops : undefined;
 }
 
 /** `logit_bias`: {"token id": bias in -100..100} */
@@ -62,7 +64,7 @@ function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | un
   return out;
 }
 
-const UNSUPPORTED = ["functions", "suffix", "audio", "prediction"] as const;
+const UNSUPPORTED = ["functions", "audio", "prediction"] as const;
 
 /**
  * `response_format` ({type: "text"}, {type: "json_object"}, {type: "json_schema", json_schema:
@@ -90,9 +92,10 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
 /**
  * The generation options every completion request shares (sampling, stopping, n, seed), in the
  * library's terms. Only parameters the request sets appear, so the model's defaults and then the
- * library's fill the rest, exactly as Model.generate does.
+ * library's fill the rest, exactly as Model.generate does. `echo`: a text completion that returns
+ * its prompt, where max_tokens 0 (the prompt alone, scored) is allowed.
  */
-export function generationOptionsOf(body: Body, vocabSize: number): GenerateOptions {
+export function generationOptionsOf(body: Body, vocabSize: number, echo = false): GenerateOptions {
   for (const name of UNSUPPORTED) {
     const v = body[name];
     if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) {
@@ -100,7 +103,10 @@ export function generationOptionsOf(body: Body, vocabSize: number): GenerateOpti
     }
   }
   optString(body, "user");
-  const maxTokens = optNumber(body, "max_completion_tokens", { integer: true, min: 1 }) ?? optNumber(body, "max_tokens", { integer: true, min: 1 });
+  // an empty suffix is no suffix (what comes after the completion: nothing)
+  if (optString(body, "suffix")) throw invalid("suffix", "'suffix' is not supported by this server (only an empty one)", "unsupported_parameter");
+  const fewest = echo ? 0 : 1;
+  const maxTokens = optNumber(body, "max_completion_tokens", { integer: true, min: fewest }) ?? optNumber(body, "max_tokens", { integer: true, min: fewest });
   const topK = optNumber(body, "top_k", { integer: true, min: -1 });
   const seed = optNumber(body, "seed", { integer: true, min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
   const options: GenerateOptions = {

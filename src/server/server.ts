@@ -10,7 +10,7 @@ import { handleCompletion } from "./completions.js";
 import { handleEmbeddings } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
@@ -90,6 +90,9 @@ export class OpenAIServer {
     // checked as often as the timeout is short
     this.http = createHttpServer({ requestTimeout: this.readTimeoutMs, headersTimeout: this.readTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.readTimeoutMs) }, (req, res) => void this.dispatch(req, res));
     this.http.on("clientError", (e: NodeJS.ErrnoException, socket: Duplex) => this.clientError(e, socket));
+    // a client sending `Expect: 100-continue` waits for "100 Continue" before it sends the body:
+    // node would send it at once; it is sent only once the headers have not refused the request
+    this.http.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => void this.dispatch(req, res, true));
     const post = (path: string, h: Handler) => this.route("POST", path, h);
     const get = (path: string, h: Handler) => this.route("GET", path, h);
     post("/v1/chat/completions", async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
@@ -181,7 +184,8 @@ export class OpenAIServer {
     return methods.join(", ");
   }
 
-  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** `expectsContinue`: the client waits for "100 Continue" before it sends the body (sent once the headers pass) */
+  private async dispatch(req: IncomingMessage, res: ServerResponse, expectsContinue = false): Promise<void> {
     const url = (req.url ?? "/").split("?")[0]!;
     // a model's own path goes to its route, and is counted under the route's name
     const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url;
@@ -222,16 +226,25 @@ export class OpenAIServer {
         res.setHeader("Connection", "close");
         throw new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down", { "Retry-After": "1" });
       }
+      if (expectsContinue) {
+        checkBodyHeaders(req, this.bodyLimit);
+        res.writeContinue();
+      }
       await handler(req, res);
     } catch (e) {
       const err = e instanceof ApiError ? e : internal(e);
-      if (err.status === 413) res.setHeader("Connection", "close");
+      // a body refused unread (too large, or never sent: its client still waits for "100 Continue") leaves the connection unusable
+      if (err.status === 413 || (expectsContinue && !req.complete)) res.setHeader("Connection", "close");
       await sendError(res, err, this.writeTimeoutMs);
     }
   }
 
   private async json(req: IncomingMessage): Promise<Body> {
-    return parseJsonObject(await readBody(req, this.options.bodyLimit ?? 4 * 2 ** 20));
+    return parseJsonObject(await readBody(req, this.bodyLimit));
+  }
+
+  private get bodyLimit(): number {
+    return this.options.bodyLimit ?? 4 * 2 ** 20;
   }
 
   /** the handlers' view of the server; 503 while the model loads */
