@@ -1,4 +1,6 @@
-// README's CLI synopsis, each command's --help and each command's parser name the same options.
+// README's CLI synopsis, each command's --help and each command's parser name the same options,
+// and the values the synopsis shows (choices such as wasm|reference|webgpu, defaults such as
+// --port 8080) are the ones --help gives.
 // The parser tables come from the code (src/cli/commands.ts), the help from running the command
 // with --help, the synopsis from README's "## CLI" block: nothing here is a copy of either list.
 import { test } from "node:test";
@@ -68,5 +70,47 @@ for (const name of Object.keys(COMMANDS)) {
     assert.deepEqual(missing(helpFlags, parser), [], `"tsllm ${name} --help" lists options its parser does not take`);
     assert.deepEqual(missing(parser, readme), [], `README's "tsllm ${name}" leaves out options its parser takes`);
     assert.deepEqual(missing(parser, helpFlags), [], `"tsllm ${name} --help" leaves out options its parser takes`);
+  });
+}
+
+/** a flag's entry in a --help text: its line and the continuation lines under it (up to the next option or a blank line) */
+function helpEntry(help: string, flag: string): string | undefined {
+  const lines = help.split("\n");
+  const at = lines.findIndex((l) => new RegExp(`^\\s+(?:-\\w, )?--${flag}(?![\\w-])`).test(l));
+  if (at < 0) return undefined;
+  let end = at + 1;
+  while (end < lines.length && lines[end]!.trim() !== "" && !/^\s+-/.test(lines[end]!)) end++;
+  return lines.slice(at, end).join("\n");
+}
+
+/** `--flag VALUE` pairs of README's synopsis of a command (a VALUE is what follows the flag up to a space or bracket) */
+function synopsisValues(name: string): [flag: string, value: string][] {
+  return [...(readmeSynopsis().get(name) ?? "").matchAll(/(?<![\w-])--([a-z][a-z0-9-]*) ([^\s[\]]+)/g)].map((m) => [m[1]!, m[2]!]);
+}
+
+/** what --help says about a flag: its entry, with the entries it defers to ("as --cache-type-k", chat's "as in generate") */
+async function helpAbout(name: string, flag: string): Promise<string> {
+  const help = await helpOutput(name);
+  const entry = helpEntry(help, flag) ?? "";
+  const deferred = [...entry.matchAll(/\bas (?:in )?--([a-z][a-z0-9-]*)/g)].map((m) => helpEntry(help, m[1]!) ?? "");
+  if (name !== "generate" && /as in generate/.test(help)) deferred.push(await helpAbout("generate", flag));
+  return [entry, ...deferred].join("\n");
+}
+
+const escaped = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+for (const name of Object.keys(COMMANDS)) {
+  test(`tsllm ${name}: the values and defaults README's synopsis shows are the ones --help gives`, async () => {
+    for (const [flag, value] of synopsisValues(name)) {
+      // placeholders (N, FILE.gguf, ID=BIAS) have capitals; what is left is literal: choices (wasm|reference|webgpu) or a default (--port 8080)
+      const literals = value.split("|").filter((v) => !/[A-Z]/.test(v) && v !== "...");
+      if (value.startsWith("--") || literals.length === 0) continue;
+      const about = await helpAbout(name, flag);
+      if (value.includes("|")) {
+        for (const v of literals) assert.match(about, new RegExp(`(?<![\\w.-])${escaped(v)}(?![\\w-])`), `README's "tsllm ${name} --${flag} ${value}": --help does not name "${v}" for --${flag}:\n${about}`);
+      } else {
+        assert.match(about, new RegExp(`default ${escaped(value)}(?![\\w.])`), `README's "tsllm ${name} [--${flag} ${value}]" shows ${value}, but --help says:\n${about}`);
+      }
+    }
   });
 }

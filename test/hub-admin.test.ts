@@ -6,7 +6,9 @@ import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo } from "../src/hub/cache-admin.js";
 import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
+import { documentedKeys } from "./helpers/documented-json.js";
 
 const C1 = "1111111111111111111111111111111111111111";
 const C2 = "2222222222222222222222222222222222222222";
@@ -143,6 +145,7 @@ test("tsllm ls / rm on HF_HUB_CACHE", async () => {
   assert.equal(json.code, 0, json.stderr);
   const listed = JSON.parse(json.stdout) as { repo: string; snapshots: number; sizeOnDisk: number; refs: Record<string, string> }[];
   assert.deepEqual(listed.map((r) => [r.repo, r.snapshots, r.sizeOnDisk, r.refs]), [["acme/a", 2, 40_015, { main: C2, v1: C1 }], ["acme/b", 1, 7_000, { main: C3 }]]);
+  for (const r of listed) assert.deepEqual(Object.keys(r).sort(), documentedKeys(COMMANDS.ls!.help, "--json").sort(), "the keys --help documents for --json");
   const table = await tsllm(["ls"], env);
   assert.equal(table.code, 0, table.stderr);
   assert.match(table.stdout, /^REPO +REVISIONS +SNAPSHOTS +SIZE\n/);

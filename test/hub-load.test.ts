@@ -9,7 +9,9 @@ import { GGMLType } from "../src/tensor/dtypes.js";
 import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { FakeHub } from "./helpers/hub-fake.js";
 import { skipWithoutShared } from "./helpers/shared.js";
+import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
+import { documentedKeys } from "./helpers/documented-json.js";
 
 // tinyLlama borrows stories260K's vocabulary
 const skip = skipWithoutShared("models/stories260K.gguf");
@@ -87,6 +89,7 @@ test("tsllm download prints the snapshot (or JSON); errors are one line naming t
   assert.equal(out.snapshot, snapshot);
   assert.equal(out.path, join(snapshot, "tiny-llama-Q8_0.gguf"));
   assert.deepEqual(out.files, ["tiny-llama-Q8_0.gguf"]);
+  assert.deepEqual(Object.keys(out).sort(), documentedKeys(COMMANDS.download!.help, "--json").sort(), "the keys --help documents for --json");
   assert.match(r.stderr, /downloaded acme\/tiny-llama-GGUF\/tiny-llama-Q8_0\.gguf/);
   assert.ok(!r.stderr.includes("hf_cli_secret") && !r.stdout.includes("hf_cli_secret"), "the token is never printed");
   const plain = await tsllm(["download", REPO, "--include", "README.md", "--quiet"], env);

@@ -16,7 +16,8 @@ Options:
                         as generate does; general.name is then the repo's name) (required)
   --out FILE            GGUF file to write (required): written to a temporary file beside it and renamed
                         when complete; never one of the files read
-  --type T              weight format of the matrices (default f16); norms and biases stay f32
+  --type T              weight format of the matrices: f32, f16 (default), bf16, q8_0, q4_0, iq4_nl or iq4_xs;
+                        norms and biases stay f32
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
                         without it the folder's tokenizer files are converted (byte-level BPE such as
                         GPT-2 / Llama 3 / Qwen, SentencePiece-style BPE tokenizer.json such as Llama 2,

@@ -19,7 +19,7 @@ GGUF, or config + tokenizer files + one weight format.
   --source S       hf (default; $HF_ENDPOINT selects a mirror) or modelscope
   --offline        use the cache only (also HF_HUB_OFFLINE=1)
   --quiet          no progress on stderr
-  --json           print {repo, revision, commit, snapshot, path, files, fromCache}
+  --json           print {source, repo, revision, commit, snapshot, path, files, fromCache}
 `;
 
 export const DOWNLOAD_ARGS = {

@@ -8,7 +8,8 @@ Lists the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
 ~/.cache/huggingface/hub): repo, cached revisions (refs and commits), snapshot count and
 size on disk (each blob counted once, however many snapshots share it).
 
-  --json          print [{repo, dir, sizeOnDisk, snapshots, refs, revisions: [...]}]
+  --json          print [{repo, dir, sizeOnDisk, snapshots, refs, revisions: [...], unreferencedBytes}]
+                  (unreferencedBytes: blobs no snapshot points at, such as an interrupted download's)
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
   --cache DIR     another cache root
 `;
