@@ -114,3 +114,18 @@ for (const name of Object.keys(COMMANDS)) {
     }
   });
 }
+
+test("README's synopsis and each --help's usage line give a flag the same placeholder (--model MODEL, not FILE.gguf)", async () => {
+  const differ: string[] = [];
+  for (const name of Object.keys(COMMANDS)) {
+    const usage = (await helpOutput(name)).split("\n\n")[0]!;
+    const inUsage = new Map([...usage.matchAll(/(?<![\w-])--([a-z][a-z0-9-]*) ([^\s[\]]+)/g)].map((m) => [m[1]!, m[2]!]));
+    for (const [flag, value] of synopsisValues(name)) {
+      const other = inUsage.get(flag);
+      // a placeholder against a placeholder (MODEL, FILE.gguf); README may spell out a choice the usage line names by a letter (K|all, K)
+      const single = (v: string) => !v.startsWith("--") && !v.includes("|");
+      if (other !== undefined && single(value) && single(other) && other !== value) differ.push(`tsllm ${name} --${flag}: README ${value}, --help ${other}`);
+    }
+  }
+  assert.deepEqual(differ, []);
+});

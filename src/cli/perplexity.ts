@@ -5,7 +5,7 @@ import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/inde
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 
-export const perplexityHelp = `Usage: tsllm perplexity --model FILE.gguf --file TEXT [options]
+export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
 
 Perplexity as llama.cpp's perplexity tool computes it: the text is tokenized once (BOS first),
 cut into non-overlapping windows of --ctx tokens, each window starts with BOS and only its
