@@ -2,10 +2,21 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Ajv } from "ajv";
 import OpenAI from "openai";
+import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
+import { resolve } from "node:path";
+import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import { messagesOf } from "../src/server/requests.js";
-import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ToolFormat } from "../src/server/tools.js";
+import { parseReply } from "../src/server/reply-parser.js";
+import {
+  messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolFormatOf, toolsOf,
+  type ReplyDelta, type ReplySyntax, type ToolFormat,
+} from "../src/server/tools.js";
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
+import { openTokenizer } from "../src/tokenizer/index.js";
+import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
+import { rng } from "./helpers/rng.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
 
 /*
  * Tool calling through the OpenAI API: a Hermes-style template (Qwen2.5's <tool_call> blocks) on
@@ -219,38 +230,6 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
   });
 });
 
-test("the streaming parser, fed a reply in pieces of any size, finds the calls and content parseToolCalls finds in the whole reply", () => {
-  const tools = toolsOf({ tools: [WEATHER, TIME] })!;
-  const replies: [ToolFormat, string][] = [
-    ["hermes", 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Ro}me", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"arguments": {"zone": "UTC"}, "name": "get_time"}\n</tool_call>'],
-    ["hermes", "No calls here, just < and <tool and text."],
-    ["hermes", '<tool_call>{"name": "unknown", "arguments": {}}</tool_call> then text'],
-    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon \\"x\\"", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'],
-    ["json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}'],
-    ["json", "It is sunny."],
-  ];
-  for (const [format, text] of replies) {
-    const expected = parseToolCalls(text, format, tools);
-    for (const size of [1, 2, 3, 7, 1000]) {
-      const parser = new ToolCallStream(format, tools);
-      const deltas = [];
-      for (let i = 0; i < text.length; i += size) deltas.push(...parser.push(text.slice(i, i + size)));
-      deltas.push(...parser.end());
-      const content = deltas.flatMap((d) => ("content" in d ? [d.content] : [])).join("");
-      const calls: { name: string; args: string }[] = [];
-      for (const d of deltas) {
-        if (!("call" in d)) continue;
-        if (d.call.function.name !== undefined) calls[d.call.index] = { name: d.call.function.name, args: "" };
-        calls[d.call.index]!.args += d.call.function.arguments;
-      }
-      const what = `${format} in pieces of ${size}: ${text}`;
-      assert.equal(content.trim(), expected.content.trim(), what);
-      assert.deepEqual(calls.map((c) => [c.name, JSON.parse(c.args)]), expected.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), what);
-      assert.equal(parser.callCount, expected.calls.length, what);
-    }
-  }
-});
-
 test("gbnfAlternatives: two grammars with the same rule names, renamed apart; strings, classes, bounds and comments kept", () => {
   const a = 'root ::= "root " item{2} # a comment: root\nitem ::= [a-c] | "\\"item\\""';
   const b = 'root ::= item+\nitem ::= "[x]"';
@@ -268,57 +247,297 @@ test("gbnfAlternatives: two grammars with the same rule names, renamed apart; st
   assert.ok(!admits("ab"));
 });
 
-test("tool calls are found in Hermes blocks and Llama-style JSON replies; malformed ones stay text", () => {
-  const tools = toolsOf({ tools: [WEATHER] })!;
-  const hermes = parseToolCalls('Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>', "hermes", tools);
-  assert.equal(hermes.content, "Let me check.");
-  assert.deepEqual(hermes.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), [["get_weather", { city: "Rome", unit: "c" }]]);
-  assert.deepEqual(parseToolCalls("<tool_call>{not json}</tool_call>", "hermes", tools), { content: "<tool_call>{not json}</tool_call>", calls: [] });
-  assert.equal(parseToolCalls('<tool_call>{"name": "unknown", "arguments": {}}</tool_call>', "hermes", tools).calls.length, 0);
-  const json = parseToolCalls('<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', "json", tools);
-  assert.equal(json.calls[0]!.function.arguments, '{"city":"Oslo","unit":"f"}');
-  assert.equal(parseToolCalls("It is sunny.", "json", tools).calls.length, 0);
-  const mistral = parseToolCalls('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "c"}}, {"name": "get_weather", "arguments": {"city": "Nice", "unit": "c"}}]', "mistral", tools);
-  assert.deepEqual(mistral.calls.map((c) => JSON.parse(c.function.arguments).city), ["Lyon", "Nice"]);
-  assert.equal(parseToolCalls("[TOOL_CALLS] [oops", "mistral", tools).calls.length, 0);
-  assert.deepEqual([toolFormatOf("{{ '<tool_call>' }}"), toolFormatOf("[TOOL_CALLS]"), toolFormatOf("{{ tools }}")], ["hermes", "mistral", "json"]);
-  // the required-call grammar of each format admits a call in it
-  for (const [format, text] of [["hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>'],
-    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}]'], ["json", '{"name": "get_weather", "parameters": {"city": "Rome", "unit": "c"}}']] as const) {
-    const g = parseGbnf(toolCallGrammar(toolsOf({ tools: [WEATHER], tool_choice: "required" })!, format));
-    const m = new GrammarMatcher(g);
-    let st = m.initial();
-    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-    assert.ok(GrammarMatcher.complete(st), `${format}: ${text}`);
+
+/** the reply as the client sees it: what the stream's deltas add up to, chunk by chunk as the server sends them */
+function chunksOf(deltas: readonly ReplyDelta[], finish: string): unknown[] {
+  const head = { id: "chatcmpl-x", object: "chat.completion.chunk", created: 0, model: "m" };
+  const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
+  return [chunk({ role: "assistant", content: "" }), ...deltas.map((d) => chunk("call" in d ? { tool_calls: [d.call] } : d)), chunk({}, finish)];
+}
+
+/** the deltas of a reply streamed in the given pieces */
+function streamed(text: string, syntax: ReplySyntax, cuts: readonly number[]): ReplyDelta[] {
+  const s = new ReplyStream(syntax);
+  const out: ReplyDelta[] = [];
+  let at = 0;
+  for (const c of [...cuts, text.length]) { out.push(...s.push(text.slice(at, c))); at = c; }
+  out.push(...s.end());
+  return out;
+}
+
+/** what the deltas add up to, as openai's ChatCompletionStream adds content and tool calls (reasoning_content, which it does not know, joined as clients of llama-server join it) */
+function accumulated(deltas: readonly ReplyDelta[]): { reasoning: string; content: string; calls: [string, string][] } {
+  const calls: [string, string][] = [];
+  let content = "", reasoning = "";
+  for (const d of deltas) {
+    if ("content" in d) content += d.content;
+    else if ("reasoning_content" in d) reasoning += d.reasoning_content;
+    else {
+      if (d.call.function.name !== undefined) calls[d.call.index] = [d.call.function.name, ""];
+      calls[d.call.index]![1] += d.call.function.arguments;
+    }
+  }
+  return { reasoning, content, calls };
+}
+
+const NAMES = new Set(["get_weather", "get_time", "python", "brave_search"]);
+const syntaxFor = (format: ToolFormat, thinking?: ReplySyntax["thinking"], parallel = true): ReplySyntax => ({
+  calls: { format, names: NAMES, parallel, builtins: new Set(["brave_search"]) }, ...(thinking ? { thinking } : {}),
+});
+const THINK = { open: "<think>", close: "</think>", forcedOpen: false };
+
+/**
+ * Replies as each family's models write them, well-formed and not: the brief's disagreements
+ * (an object not closed before </tool_call>, a Llama call followed by text, arguments as a JSON
+ * string, a lone [TOOL_CALLS]) among them, and what the message must be, by the format's rules.
+ */
+const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["thinking"]; want: { reasoning?: string; content: string; calls: [string, unknown][] } }[] = [
+  { format: "hermes", text: 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Ro}me", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"arguments": {"zone": "UTC"}, "name": "get_time"}\n</tool_call>', want: { content: "Let me check.", calls: [["get_weather", { city: "Ro}me", unit: "c" }], ["get_time", { zone: "UTC" }]] } },
+  { format: "hermes", text: "No calls here, just < and <tool and text.", want: { content: "No calls here, just < and <tool and text.", calls: [] } },
+  { format: "hermes", text: '<tool_call>{"name": "unknown", "arguments": {}}</tool_call> then text', want: { content: '<tool_call>{"name": "unknown", "arguments": {}}</tool_call> then text', calls: [] } },
+  { format: "hermes", text: "<tool_call>{not json}</tool_call>", want: { content: "<tool_call>{not json}</tool_call>", calls: [] } },
+  // the object not closed before </tool_call>: the call stands (its arguments are whole), as it streamed
+  { format: "hermes", text: '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}\n</tool_call>', want: { content: "", calls: [["get_weather", { city: "Rome", unit: "c" }]] } },
+  // arguments as a JSON string (llama.cpp takes them): the string's text
+  { format: "hermes", text: '<tool_call>\n{"name": "get_time", "arguments": "{\\"zone\\": \\"UTC\\"}"}\n</tool_call>', want: { content: "", calls: [["get_time", { zone: "UTC" }]] } },
+  { format: "hermes", text: '<function=get_time>{"zone": "CET"}</function>', want: { content: "", calls: [["get_time", { zone: "CET" }]] } },
+  { format: "hermes", text: "<think>\nThe user wants the time.\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>", thinking: THINK, want: { reasoning: "The user wants the time.", content: "", calls: [["get_time", { zone: "UTC" }]] } },
+  { format: "hermes", text: "<think>\nJust chat.\n</think>\n\nHello!", thinking: THINK, want: { reasoning: "Just chat.", content: "Hello!", calls: [] } },
+  { format: "mistral", text: '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon \\"x\\"", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}, "id": "a1b2c3d4e"}]', want: { content: "", calls: [["get_weather", { city: 'Lyon "x"', unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  // a lone [TOOL_CALLS] is text, streamed or not
+  { format: "mistral", text: "[TOOL_CALLS]", want: { content: "[TOOL_CALLS]", calls: [] } },
+  { format: "mistral", text: "[TOOL_CALLS] [oops", want: { content: "[TOOL_CALLS] [oops", calls: [] } },
+  { format: "llama3", text: '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
+  // a call, then text: a call and text (as llama.cpp reads Llama 3.x replies), streamed or not
+  { format: "llama3", text: '{"type": "function", "name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}\nI asked for the weather.', want: { content: "I asked for the weather.", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
+  { format: "llama3", text: '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}; {"name": "get_time", "parameters": {"zone": "CET"}}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  { format: "llama3", text: '<|python_tag|>brave_search.call(query="weather in Oslo")', want: { content: "", calls: [["brave_search", { query: "weather in Oslo" }]] } },
+  { format: "llama3", text: "It is sunny.", want: { content: "It is sunny.", calls: [] } },
+  { format: "llama3", text: '{"answer": 42}', want: { content: '{"answer": 42}', calls: [] } },
+  { format: "functionary-v3.1", text: 'Sure.<function=get_weather>{"city": "Oslo", "unit": "c"}</function><function=get_time>{"zone": "CET"}</function>', want: { content: "Sure.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  { format: "functionary-v3.1", text: '<|python_tag|>print("hi")', want: { content: "", calls: [["python", { code: 'print("hi")' }]] } },
+  { format: "functionary-v3.2", text: "all\nHello! How can I help?", want: { content: "Hello! How can I help?", calls: [] } },
+  { format: "functionary-v3.2", text: 'all\nLet me look.>>>get_weather\n{"city": "Oslo", "unit": "c"}>>>get_time\n{"zone": "CET"}', want: { content: "Let me look.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  { format: "functionary-v3.2", text: 'get_weather\n{"city": "Oslo", "unit": "c"}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "c" }]] } },
+  { format: "deepseek-r1", thinking: { ...THINK, forcedOpen: true }, text: 'I need the weather.\n</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Oslo", "unit": "c"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "CET"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', want: { reasoning: "I need the weather.", content: "", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  { format: "deepseek-r1", thinking: { ...THINK, forcedOpen: true }, text: "Simple.\n</think>\n\nIt is 3 pm.", want: { reasoning: "Simple.", content: "It is 3 pm.", calls: [] } },
+  { format: "command-r7b", thinking: { open: "<|START_THINKING|>", close: "<|END_THINKING|>", forcedOpen: false }, text: '<|START_THINKING|>I will look it up.<|END_THINKING|><|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}\n]<|END_ACTION|>', want: { reasoning: "I will look it up.", content: "", calls: [["get_weather", { city: "Oslo", unit: "c" }]] } },
+  { format: "command-r7b", thinking: { open: "<|START_THINKING|>", close: "<|END_THINKING|>", forcedOpen: false }, text: "<|START_RESPONSE|>Hello!<|END_RESPONSE|>", want: { content: "Hello!", calls: [] } },
+  { format: "firefunction-v2", text: 'Checking. functools[{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}]', want: { content: "Checking.", calls: [["get_weather", { city: "Oslo", unit: "c" }]] } },
+  { format: "generic", text: '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}]}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "c" }]] } },
+  { format: "generic", text: '{"tool_call": {"name": "get_time", "arguments": {"zone": "CET"}}}', want: { content: "", calls: [["get_time", { zone: "CET" }]] } },
+  { format: "generic", text: '{"response": "Hello \\"you\\"\\n"}', want: { content: 'Hello "you"\n', calls: [] } },
+  { format: "generic", text: "plain text", want: { content: "plain text", calls: [] } },
+];
+
+test("each family's replies read as the format says, streamed or not", () => {
+  for (const r of REPLIES) {
+    const got = parseReply(r.text, syntaxFor(r.format, r.thinking), false);
+    const what = `${r.format}: ${r.text}`;
+    assert.equal(got.reasoning, r.want.reasoning ?? "", what);
+    assert.equal(got.content, r.want.content, what);
+    assert.deepEqual(got.calls.map((c) => [c.name, JSON.parse(c.arguments)]), r.want.calls, what);
   }
 });
 
-test("parallel_tool_calls: the required-call grammar admits several calls by default and one without it; parsing and streaming keep only the first without it", () => {
-  const twoCalls: [ToolFormat, string][] = [
-    ["hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>'],
-    ["mistral", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'],
-  ];
-  for (const [format, text] of twoCalls) {
-    for (const parallel of [true, false]) {
-      const tools = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required", ...(parallel ? {} : { parallel_tool_calls: false }) })!;
-      assert.equal(tools.parallel, parallel);
-      const m = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, format)));
-      let st = m.initial();
-      for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-      assert.equal(GrammarMatcher.complete(st), parallel, `${format}, parallel ${parallel}`);
-      const parsed = parseToolCalls(text, format, tools);
-      assert.deepEqual(parsed.calls.map((c) => c.function.name), parallel ? ["get_weather", "get_time"] : ["get_weather"], `${format}, parallel ${parallel}`);
-      assert.equal(parsed.content, "");
-      for (const size of [1, 5, 1000]) {
-        const parser = new ToolCallStream(format, tools);
-        const deltas = [];
-        for (let i = 0; i < text.length; i += size) deltas.push(...parser.push(text.slice(i, i + size)));
-        deltas.push(...parser.end());
-        const names = deltas.flatMap((d) => ("call" in d && d.call.function.name !== undefined ? [d.call.function.name] : []));
-        assert.deepEqual(names, parsed.calls.map((c) => c.function.name), `${format} streamed in pieces of ${size}, parallel ${parallel}`);
-        assert.equal(deltas.filter((d) => "content" in d).length, 0, `${format} streamed in pieces of ${size}: no content`);
-      }
+test("a stream adds up to the non-streamed message for every reply, every prefix of it (a reply cut off) and every way of cutting it into pieces", async () => {
+  const random = rng(7);
+  for (const r of REPLIES) {
+    const syntax = syntaxFor(r.format, r.thinking);
+    for (let end = 0; end <= r.text.length; end++) {
+      const text = r.text.slice(0, end);
+      const whole = parseReply(text, syntax, false);
+      const want = { reasoning: whole.reasoning, content: whole.content, calls: whole.calls.map((c): [string, string] => [c.name, c.arguments]) };
+      const what = `${r.format}, ${JSON.stringify(text)}`;
+      // a character at a time, one cut anywhere, random pieces
+      const cutsList = [[...Array(text.length).keys()].slice(1), [Math.floor(random() * text.length)]];
+      let at = 0;
+      const pieces: number[] = [];
+      while ((at += 1 + Math.floor(random() * 6)) < text.length) pieces.push(at);
+      cutsList.push(pieces);
+      for (const cuts of cutsList) assert.deepEqual(accumulated(streamed(text, syntax, cuts)), want, `${what} cut at ${cuts.join(",")}`);
     }
+    // the whole reply a character at a time, through openai's own accumulator
+    const deltas = streamed(r.text, syntax, [...Array(r.text.length).keys()].slice(1));
+    const whole = parseReply(r.text, syntax, false);
+    const lines = chunksOf(deltas, whole.calls.length > 0 ? "tool_calls" : "stop").map((c) => `${JSON.stringify(c)}\n`).join("");
+    const final = await ChatCompletionStream.fromReadableStream(new Response(lines).body!).finalChatCompletion();
+    const m = final.choices[0]!.message;
+    // (the accumulator leaves content null until some text comes)
+    assert.equal(m.content ?? "", whole.content, r.text);
+    assert.deepEqual((m.tool_calls ?? []).map((c) => [(c as { function: { name: string } }).function.name, (c as { function: { arguments: string } }).function.arguments]), whole.calls.map((c) => [c.name, c.arguments]), r.text);
+  }
+});
+
+test("parallel_tool_calls false: only the first call, streamed or not; the others are dropped, not shown as text", () => {
+  for (const r of REPLIES.filter((x) => x.want.calls.length > 1)) {
+    const syntax = syntaxFor(r.format, r.thinking, false);
+    const whole = parseReply(r.text, syntax, false);
+    assert.deepEqual(whole.calls.map((c) => c.name), [r.want.calls[0]![0]], r.text);
+    assert.equal(whole.content, r.want.content, r.text);
+    const got = accumulated(streamed(r.text, syntax, [...Array(r.text.length).keys()].slice(1)));
+    assert.deepEqual(got.calls.map((c) => c[0]), [r.want.calls[0]![0]], r.text);
   }
   assert.throws(() => toolsOf({ tools: [WEATHER], parallel_tool_calls: "no" }), /'parallel_tool_calls' must be a boolean/);
+});
+
+test("a call streams as OpenAI's do: its id and name once the name is read, then its arguments piece by piece", () => {
+  const text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>';
+  const deltas = streamed(text, syntaxFor("hermes"), [...Array(text.length).keys()].slice(1));
+  const first = deltas[0] as { call: { index: number; id?: string; function: { name?: string; arguments: string } } };
+  assert.equal(first.call.function.name, "get_weather");
+  assert.match(first.call.id!, /^call_/);
+  assert.equal(first.call.function.arguments, "");
+  assert.ok(deltas.length > 10 && deltas.slice(1).every((d) => "call" in d && d.call.id === undefined && d.call.function.name === undefined), JSON.stringify(deltas));
+});
+
+const WEB_SEARCH = { type: "function", function: { name: "brave_search", description: "search the web", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } } } as const;
+
+/** llama.cpp's templates of each family, with the family llama.cpp's rules give them */
+const TEMPLATES: [string, ToolFormat][] = [
+  ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "hermes"],
+  ["NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "hermes"],
+  ["Qwen-Qwen2.5-7B-Instruct.jinja", "hermes"],
+  ["Qwen-Qwen3-0.6B.jinja", "hermes"],
+  ["mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"],
+  ["meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3"],
+  ["meta-llama-Llama-3.2-3B-Instruct.jinja", "llama3"],
+  ["meta-llama-Llama-3.3-70B-Instruct.jinja", "llama3"],
+  ["meetkai-functionary-medium-v3.1.jinja", "functionary-v3.1"],
+  ["meetkai-functionary-medium-v3.2.jinja", "functionary-v3.2"],
+  ["deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", "deepseek-r1"],
+  ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "deepseek-r1"],
+  ["CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "command-r7b"],
+  ["fireworks-ai-llama-3-firefunction-v2.jinja", "firefunction-v2"],
+  ["google-gemma-2-2b-it.jinja", "generic"],
+  ["microsoft-Phi-3.5-mini-instruct.jinja", "generic"],
+];
+
+/** what ends a turn in these templates: the turn's text stops there */
+const END_OF_TURN = /<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|<｜end▁of▁sentence｜>|<\|END_OF_TURN_TOKEN\|>|<\|end_of_text\|>|<\/s>/;
+
+describe("llama.cpp's templates: calls rendered by the template read back as the same calls; the required-call grammar admits them", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  for (const [name, format] of TEMPLATES) {
+    test(`${name}: ${format}`, () => {
+      const source = llamaCppTemplate(name);
+      assert.equal(toolFormatOf(source), format);
+      if (format === "generic") return;
+      const f = chatFormatterFor(tokenizer, undefined, { source, where: name });
+      // (Hermes 2 Pro's template needs a description for every tool)
+      const tools = toolsOf({ tools: [WEATHER, { ...TIME, function: { ...TIME.function, description: "the time in a zone" } }, WEB_SEARCH], tool_choice: "required" })!;
+      const variables = templateVariablesOf(source, tools);
+      const user: ChatMessage[] = [{ role: "user", content: "Weather in Oslo, and the time?" }];
+      // Llama 3.x templates take one call a turn
+      const single = format === "llama3";
+      const sets = single
+        ? [[["get_weather", { city: "Oslo", unit: "c" }]], [["brave_search", { query: "oslo weather" }]]]
+        : [[["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]]];
+      for (const calls of sets as [string, Record<string, string>][][]) {
+        const history = [...user, { role: "assistant", content: "", tool_calls: calls.map(([n, a], i) => ({ id: `call0000${i}`, type: "function" as const, function: { name: n, arguments: a } })) }];
+        const prompt = f.render(user, true, variables);
+        const rendered = f.render(history, false, variables);
+        // the assistant turn's text: after what it shares with the generation prompt (back to a marker's end), to the end of the turn
+        let k = 0;
+        while (k < prompt.length && prompt[k] === rendered[k]) k++;
+        while (k > 0 && !">\n]".includes(rendered[k - 1]!)) k--;
+        const turn = rendered.slice(k).split(END_OF_TURN)[0]!;
+        const syntax = replySyntaxOf(source, tools, thinkingOf(source, ""), "deepseek")!;
+        const read = readReply(turn, syntax);
+        assert.deepEqual(read.calls.map((c) => [c.name, JSON.parse(c.arguments)]), calls, `${name}: ${JSON.stringify(turn)}`);
+        assert.equal(read.content, "", JSON.stringify(turn));
+        // fed back, the parsed calls render as the template wrote them
+        const again = f.render([...user, { role: "assistant", content: "", tool_calls: read.calls.map((c, i) => ({ id: `call0000${i}`, type: "function" as const, function: { name: c.name, arguments: JSON.parse(c.arguments) } })) }], false, variables);
+        assert.equal(again, rendered);
+        // the grammar of a required call (parallel: several) admits the turn, less any reasoning before it
+        const close = syntax.thinking?.close;
+        const callsOnly = (close && turn.includes(close) ? turn.slice(turn.indexOf(close) + close.length) : turn).trim();
+        const m = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, format, { templateSource: source })));
+        let st = m.initial();
+        for (const ch of callsOnly) st = m.advance(st, ch.codePointAt(0)!);
+        assert.ok(GrammarMatcher.complete(st), `${name}: the grammar refuses ${JSON.stringify(callsOnly)}`);
+      }
+    });
+  }
+});
+
+test("reasoning: a template whose prompt ends inside <think> begins its reply in reasoning; reasoning_format none or auto/deepseek, anything else a 400", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  const render = (name: string) => chatFormatterFor(tokenizer, undefined, { source: llamaCppTemplate(name), where: name }).render([{ role: "user", content: "hi" }], true);
+  const r1 = llamaCppTemplate("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja");
+  assert.deepEqual(thinkingOf(r1, render("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja")), { open: "<think>", close: "</think>", forcedOpen: true });
+  const qwen3 = llamaCppTemplate("Qwen-Qwen3-0.6B.jinja");
+  assert.deepEqual(thinkingOf(qwen3, render("Qwen-Qwen3-0.6B.jinja")), { open: "<think>", close: "</think>", forcedOpen: false });
+  assert.equal(thinkingOf(llamaCppTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja"), ""), undefined);
+  assert.equal(reasoningFormatOf({}), "deepseek");
+  assert.equal(reasoningFormatOf({ reasoning_format: "none" }), "none");
+  assert.throws(() => reasoningFormatOf({ reasoning_format: "raw" }), /'reasoning_format' must be "auto", "deepseek" or "none", got "raw"/);
+  // none: the reply is all content, <think> and all
+  assert.equal(replySyntaxOf(r1, undefined, thinkingOf(r1, "<think>\n"), "none"), undefined);
+});
+
+test("the generic format (a template without calls of its own): told how to answer in a system message; its grammar admits calls or an answer under auto, calls only under required", () => {
+  const tools = toolsOf({ tools: [WEATHER, TIME] })!;
+  const plain = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+  assert.equal(toolFormatOf(plain), "generic");
+  const shown = messagesForTemplate([{ role: "system", content: "Be brief." }, { role: "user", content: "Weather?" }], plain, tools);
+  assert.equal(shown.length, 2);
+  assert.match(shown[0]!.content, /^Be brief\.\n\n.*"tool_calls".*"response"/);
+  assert.equal(messagesForTemplate([{ role: "user", content: "x" }], plain, tools)[0]!.role, "system");
+  const admits = (g: string, text: string) => {
+    const m = new GrammarMatcher(parseGbnf(g));
+    let st = m.initial();
+    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+    return GrammarMatcher.complete(st);
+  };
+  const call = '{"tool_calls": [{"name": "get_time", "arguments": {"zone": "CET"}}]}';
+  const answer = '{"response": "It is sunny."}';
+  assert.ok(admits(toolCallGrammar(tools, "generic"), call));
+  assert.ok(admits(toolCallGrammar(tools, "generic"), answer));
+  const required = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required" })!;
+  assert.ok(admits(toolCallGrammar(required, "generic"), call));
+  assert.ok(!admits(toolCallGrammar(required, "generic"), answer));
+  // with a response_format's schema the answer follows it
+  assert.ok(admits(toolCallGrammar(tools, "generic", { response: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }), '{"response": {"n": 3}}'));
+  assert.ok(!admits(toolCallGrammar(tools, "generic", { response: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }), answer));
+  // after forced-open reasoning a required call closes it first
+  assert.ok(admits(toolCallGrammar(required, "generic", { thinking: { ...THINK, forcedOpen: true } }), `</think>\n\n${call}`));
+});
+
+/** HERMES with a generation prompt that opens the reasoning, as DeepSeek R1's and QwQ's do */
+const THINKING = HERMES.replace('{% if add_generation_prompt %}assistant:{% endif %}', "{% if add_generation_prompt %}assistant:<think>\n{% endif %}");
+
+describe("reasoning_content on stories260K with a template that opens <think>", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  let client: OpenAI;
+  before(async () => {
+    s = await serveStories({ contextSize: 1024, onWarning: () => {} }, { chatTemplate: THINKING });
+    client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+  });
+  after(() => s?.close());
+
+  test("a reply that never closes its reasoning is all reasoning_content, streamed or not; reasoning_format none leaves it in content", async () => {
+    const request = { model: "stories260K", messages: [{ role: "user" as const, content: "Tell a story" }], max_tokens: 30, temperature: 0 };
+    const raw = await post(`${s.url}/v1/completions`, { prompt: s.model.chatFormatter(THINKING).render([{ role: "user", content: "Tell a story" }], true), max_tokens: 30, temperature: 0 });
+    const whole = await post(`${s.url}/v1/chat/completions`, request);
+    assert.equal(whole.status, 200, JSON.stringify(whole.json));
+    const m = whole.json.choices[0].message;
+    assert.ok(m.reasoning_content.length > 10, JSON.stringify(m));
+    assert.equal(m.content, "");
+    // (the chat prompt is the rendered template's text: the same tokens, the same greedy reply)
+    assert.equal(m.reasoning_content, raw.json.choices[0].text.trim());
+    let reasoning = "", content = "";
+    for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+      const d = chunk.choices[0]?.delta as { content?: string; reasoning_content?: string } | undefined;
+      reasoning += d?.reasoning_content ?? "";
+      content += d?.content ?? "";
+    }
+    assert.deepEqual([reasoning, content], [m.reasoning_content, ""]);
+    const none = await post(`${s.url}/v1/chat/completions`, { ...request, reasoning_format: "none" });
+    assert.equal(none.json.choices[0].message.reasoning_content, undefined);
+    assert.equal(none.json.choices[0].message.content, raw.json.choices[0].text);
+    const bad = await post(`${s.url}/v1/chat/completions`, { ...request, reasoning_format: 1 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "reasoning_format");
+  });
 });

@@ -69,12 +69,12 @@ export class ChatFormatter {
 
   render(messages: readonly ChatMessage[], addGenerationPrompt = true, variables?: Record<string, unknown>): string {
     const calls = messages.some((m) => m.tool_calls && m.tool_calls.length > 0);
-    return this.template.render(calls ? this.asTemplateTakesCalls(messages) : messages, { ...this.renderOptions, addGenerationPrompt, variables });
+    return this.template.render(calls ? this.asTemplateTakesCalls(messages, variables) : messages, { ...this.renderOptions, addGenerationPrompt, variables });
   }
 
   /** assistant turns with tool calls in the form the template takes (toolCallForm) */
-  private asTemplateTakesCalls(messages: readonly ChatMessage[]): TemplateMessage[] {
-    const form = this.toolCallForm();
+  private asTemplateTakesCalls(messages: readonly ChatMessage[], variables?: Record<string, unknown>): TemplateMessage[] {
+    const form = this.toolCallForm(variables);
     return messages.map((m) => {
       if (!m.tool_calls || m.tool_calls.length === 0) return m;
       const tool_calls = m.tool_calls.map((c) => {
@@ -114,16 +114,17 @@ export class ChatFormatter {
    * carries, or as an object where only an object shows (`arguments | tojson` double-encodes a
    * string; DeepSeek-R1's `'...' + arguments` fails on an object, in jinja2 too); and a turn
    * without text as null, as clients send it (DeepSeek-R1 writes the calls only when the content
-   * is none), or "" for a template that cannot take null.
+   * is none), or "" for a template that cannot take null. Probed with the render's variables: a
+   * template may need some to render at all (Firefunction v2's `functions`).
    */
-  private toolCallForm(): { readonly objectArguments: boolean; readonly nullContent: boolean } {
+  private toolCallForm(variables?: Record<string, unknown>): { readonly objectArguments: boolean; readonly nullContent: boolean } {
     if (this.callForm) return this.callForm;
     const key = "tsllm_probe_argument";
     const shows = (args: unknown, content: string | null): boolean => {
       // an id of nine letters and digits: Mistral's templates refuse others
       const call = { id: "call00001", type: "function" as const, function: { name: "tsllm_probe", arguments: args } };
       try {
-        const out = this.template.render([{ role: "user", content: "x" }, { role: "assistant", content, tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false });
+        const out = this.template.render([{ role: "user", content: "x" }, { role: "assistant", content, tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false, variables });
         return out.includes(`"${key}":`) || out.includes(`'${key}':`);
       } catch {
         return false;
@@ -134,8 +135,8 @@ export class ChatFormatter {
       const asString = shows(JSON.stringify(value), content), asObject = shows(value, content);
       if (asString || asObject) return (this.callForm = { objectArguments: !asString, nullContent: content === null });
     }
-    // the template writes no calls: nothing to adapt
-    return (this.callForm = { objectArguments: false, nullContent: false });
+    // the template writes no calls (or could not render without variables it was not given): nothing to adapt, and not kept
+    return { objectArguments: false, nullContent: false };
   }
 
   /**

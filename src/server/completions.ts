@@ -7,7 +7,7 @@ import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf } from "./requests.js";
-import { parseToolCalls, ToolCallStream, toolCallGrammar, toolFormatOf, toolsOf, type ReplyDelta, type ToolCall, type ToolFormat, type Tools } from "./tools.js";
+import { messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
 type Kind = "chat" | "text";
@@ -27,8 +27,8 @@ interface Job {
   /** text completions' echo: each prompt's text, returned before its completion (and its tokens' logprobs, with logprobs) */
   echo?: readonly string[];
   model: string;
-  /** a chat request's tools and the format the template's model writes calls in */
-  tools?: { readonly tools: Tools; readonly format: ToolFormat };
+  /** what a chat reply is read for: the template's tool calls (with tools) and its reasoning */
+  reply?: ReplySyntax;
   /** the parameter whose grammar shapes the reply (what a grammar failing mid-generation names) */
   constraintParam?: string;
 }
@@ -70,7 +70,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   const { stream, includeUsage } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
-  let toolsJob: Job["tools"];
+  let replySyntax: ReplySyntax | undefined;
   let constraintParam: string | undefined;
   let echoed: string[] | undefined;
   // the choices answered per prompt, and those generated (best_of of them, for text completions)
@@ -85,29 +85,41 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     ctx.admissible(1, options.n ?? 1, "messages");
     const messages = messagesOf(body);
     const formatter = ctx.formatter();
-    const tools = toolsOf(body);
-    if (tools && tools.choice !== "none") {
+    const source = formatter.template.source;
+    const toolsGiven = toolsOf(body);
+    const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
+    const shown = messagesForTemplate(messages, source, tools);
+    const variables = templateVariablesOf(source, tools);
+    // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
+    const thinking = thinkingOf(source, thinkingOf(source, "") ? formatter.render(shown, true, variables) : "");
+    replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body));
+    if (tools) {
       // as llama-server refuses it: a grammar would shape the whole reply, calls included
       if (options.grammar !== undefined) {
         throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
           "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
       }
-      const format = toolFormatOf(formatter.template.source);
-      prompts = [await formatter.encodeAsync(messages, { tools: tools.raw })];
-      toolsJob = { tools, format };
+      const format = toolFormatOf(source);
+      const formatted = options.jsonSchema !== undefined || options.json !== undefined;
       if (tools.choice !== "auto") {
-        if (options.jsonSchema !== undefined || options.json !== undefined) {
+        if (formatted) {
           throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
         }
-        options.grammar = toolCallGrammar(tools, format);
-      } else if (options.jsonSchema !== undefined || options.json !== undefined) {
+        options.grammar = toolCallGrammar(tools, format, { thinking, templateSource: source });
+      } else if (format === "generic") {
+        // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
+        options.grammar = toolCallGrammar(tools, format, { response: options.jsonSchema ?? (options.json === undefined ? undefined : options.json === "object" ? { type: "object" } : {}) });
+      } else if (formatted) {
         // as OpenAI's: the format governs the text reply, the tools stay callable — a call in the template's format, or text in the format
-        options.grammar = gbnfAlternatives([toolCallGrammar(tools, format), responseFormatGbnf(options)]);
+        options.grammar = gbnfAlternatives([toolCallGrammar(tools, format, { templateSource: source }), responseFormatGbnf(options)]);
+      }
+      if (formatted && tools.choice === "auto") {
         delete options.jsonSchema;
         delete options.json;
         constraintParam = "response_format";
       }
-    } else prompts = [await formatter.encodeAsync(messages)];
+    }
+    prompts = [await formatter.encodeAsync(shown, variables)];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
@@ -144,10 +156,10 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const longest = Math.max(...prompts.map((p) => p.length));
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
   }
-  constraintParam ??= options.grammar !== undefined ? (toolsJob ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
+  constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, logprobs, model: ctx.modelId,
-    ...(echoed ? { echo: echoed } : {}), ...(toolsJob ? { tools: toolsJob } : {}), ...(constraintParam ? { constraintParam } : {}),
+    ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
 
@@ -240,9 +252,13 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion);
     if (job.kind === "chat") {
       const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
-      const reply = replyOf(job, c.completion);
-      if (reply.calls.length > 0) return { index, message: { role: "assistant", content: reply.content || null, tool_calls: reply.calls, refusal: null }, logprobs, finish_reason: finishReasonOf(c.finishReason, reply.calls.length) };
-      return { index, message: { role: "assistant", content: c.completion, refusal: null }, logprobs, finish_reason };
+      const reply = readReply(c.completion, job.reply);
+      const calls = toolCallsOf(reply, job.reply);
+      const message = {
+        role: "assistant", content: calls.length > 0 ? reply.content || null : reply.content,
+        ...(reply.reasoning ? { reasoning_content: reply.reasoning } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}), refusal: null,
+      };
+      return { index, message, logprobs, finish_reason: finishReasonOf(c.finishReason, calls.length) };
     }
     const echoed = job.echo?.[i] ?? "";
     let logprobs: CompletionLogprobs | null = placed ? ctx.texts.completionLogprobs(placed, echoed.length) : null;
@@ -261,11 +277,6 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
 function failure(job: Job, e: unknown): ApiError {
   if (e instanceof GrammarError && job.constraintParam) return invalid(job.constraintParam, `'${job.constraintParam}': the grammar cannot be followed: ${e.message}`);
   return internal(e);
-}
-
-/** a chat reply's text and tool calls (no calls without tools) */
-function replyOf(job: Job, text: string): { content: string; calls: ToolCall[] } {
-  return job.tools ? parseToolCalls(text, job.tools.format, job.tools.tools) : { content: text, calls: [] };
 }
 
 /** each run's events, tagged with the run's index, as they come */
@@ -302,14 +313,14 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     // each choice's text sent so far, and its logprobs: sent with the text they are part of
     const shown = new Array<number>(total).fill(0);
     const logprobs = job.logprobs === undefined ? undefined : Array.from({ length: total }, (_, i) => ctx.texts.choice(job.prompts[Math.floor(i / job.n)]!));
-    // with tools, each choice's text goes through a parser that streams content and calls apart
-    const tools = job.tools;
-    const parsers = tools ? Array.from({ length: total }, () => new ToolCallStream(tools.format, tools.tools)) : undefined;
+    // with tools or reasoning, each choice's text goes through a parser that streams reasoning, content and calls apart
+    const syntax = job.reply;
+    const parsers = syntax ? Array.from({ length: total }, () => new ReplyStream(syntax)) : undefined;
     // with echo, each choice's first chunk is its prompt's text (and the prompt's logprobs), sent at the choice's first event
     const echoSent = new Array<boolean>(total).fill(false);
     const sendDeltas = async (index: number, deltas: readonly ReplyDelta[]): Promise<boolean> => {
       for (const d of deltas) {
-        const delta = "content" in d ? { content: d.content } : { tool_calls: [d.call] };
+        const delta = "call" in d ? { tool_calls: [d.call] } : d;
         if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: null, finish_reason: null }], ...extra }))) return false;
       }
       return true;

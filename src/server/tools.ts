@@ -1,18 +1,20 @@
-import { randomUUID } from "node:crypto";
-import { jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
+import { strftime, type ChatMessage } from "../chat/index.js";
+import { gbnfAlternatives, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
+import { newCallId, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+
+export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 /**
  * OpenAI-style tool calling: `tools` go to the chat template as its `tools` variable (as
- * transformers' apply_chat_template(tools=...) does), the model's reply is searched for calls in
- * its template family's format, and `tool_choice` "required" or a named function constrains the
- * reply to a call (a grammar over the functions' parameter schemas).
- *
- * Formats: "hermes" — `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one block
- * per call (Qwen2.5 / Qwen3 / Hermes templates, whose text mentions <tool_call>); "mistral" —
- * `[TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...]` (Mistral templates); "json" — the reply
- * is one JSON object {"name": ..., "parameters" | "arguments": {...}} (Llama 3.1+).
+ * transformers' apply_chat_template(tools=...) does), the model's reply is read for calls in its
+ * template family's format (reply-parser.ts), and `tool_choice` "required" or a named function
+ * constrains the reply to calls (a grammar over the functions' parameter schemas, in the format).
+ * The family is found in the template's text, as llama.cpp's common/chat.cpp finds it; a template
+ * that knows no tool calls gets llama.cpp's generic format (a JSON object the grammar always
+ * shapes). Templates that think (<think>, Command R7B's <|START_THINKING|>) have their reasoning
+ * answered apart as reasoning_content, as llama-server's default --reasoning-format deepseek does.
  */
 export interface ToolFunction {
   readonly name: string;
@@ -30,8 +32,6 @@ export interface Tools {
   /** the tools as the request gave them: what the template sees */
   readonly raw: readonly unknown[];
 }
-
-export type ToolFormat = "hermes" | "mistral" | "json";
 
 export interface ToolCall {
   readonly id: string;
@@ -77,273 +77,210 @@ function parallelOf(body: Body): boolean {
   return p !== false;
 }
 
-/** the call format of a chat template: Hermes blocks where it speaks of <tool_call>, Mistral's list after [TOOL_CALLS], else a JSON object */
+/**
+ * The call format of a chat template, told by the text only that family's templates hold, in
+ * llama.cpp's order (common_chat_templates_apply_jinja): DeepSeek R1's call markers, Command R7B's
+ * action after thinking, Hermes' <tool_call>, Functionary v3.2's ">>>all", Firefunction v2's
+ * " functools[", Functionary v3.1's <function= in a Llama 3 template, Llama 3.x's ipython role,
+ * Mistral's [TOOL_CALLS]; else the generic JSON format.
+ */
 export function toolFormatOf(templateSource: string): ToolFormat {
-  if (templateSource.includes("<tool_call>")) return "hermes";
-  return templateSource.includes("[TOOL_CALLS]") ? "mistral" : "json";
+  const has = (s: string) => templateSource.includes(s);
+  if (has("<｜tool▁calls▁begin｜>")) return "deepseek-r1";
+  if (has("<|END_THINKING|><|START_ACTION|>")) return "command-r7b";
+  if (has("<tool_call>")) return "hermes";
+  if (has(">>>all")) return "functionary-v3.2";
+  if (has(" functools[")) return "firefunction-v2";
+  if (has("<|start_header_id|>") && has("<function=")) return "functionary-v3.1";
+  if (has("<|start_header_id|>ipython<|end_header_id|>")) return "llama3";
+  if (has("[TOOL_CALLS]")) return "mistral";
+  return "generic";
 }
 
 /**
- * A GBNF grammar that admits a call of the allowed functions in the format: one, or (with
- * parallel_tool_calls, and where the format can hold several) one or more, as llama.cpp's grammars do
+ * Llama 3.1's built-in tools among the request's (llama.cpp's set: a search tool taking exactly
+ * {query}, a code tool taking exactly {code}), for templates that write <|python_tag|> calls: the
+ * template lists them (builtin_tools) and the model calls them as `name.call(query="...")`.
  */
-export function toolCallGrammar(tools: Tools, format: ToolFormat): string {
-  const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
-  const argsKey = format === "json" ? "parameters" : "arguments";
-  const schema: JsonSchema = {
-    anyOf: allowed.map((f) => ({ type: "object", properties: { name: { const: f.name }, [argsKey]: f.parameters }, required: ["name", argsKey] })),
-  };
-  let gbnf: string;
-  try {
-    gbnf = jsonSchemaToGbnf(schema);
-  } catch (e) {
-    throw invalid("tools", `'tools': a function's parameters cannot be enforced: ${(e as Error).message}`);
-  }
-  if (format === "json") return gbnf;
-  const calls = gbnf.replace(/^root ::=/m, "call ::=");
-  if (format === "mistral") return `${calls}root ::= "[TOOL_CALLS]" space "[" space call${tools.parallel ? ` ("," space call)*` : ""} "]"\n`;
-  return `${calls}block ::= "<tool_call>\\n" call "\\n</tool_call>"\nroot ::= block${tools.parallel ? ` ("\\n" block)*` : ""}\n`;
-}
-
-/**
- * The calls in a reply (and the text around them), in the format; malformed blocks stay text.
- * Without parallel_tool_calls only the first call is kept (OpenAI's promise of at most one): the
- * others are dropped, not sent as text.
- */
-export function parseToolCalls(text: string, format: ToolFormat, tools: Tools): { content: string; calls: ToolCall[] } {
-  const found = findToolCalls(text, format, tools);
-  return tools.parallel ? found : { content: found.content, calls: found.calls.slice(0, 1) };
-}
-
-function findToolCalls(text: string, format: ToolFormat, tools: Tools): { content: string; calls: ToolCall[] } {
-  const known = new Set(tools.functions.map((f) => f.name));
-  const call = (json: string): ToolCall | undefined => {
-    let v: unknown;
-    try {
-      v = JSON.parse(json);
-    } catch {
-      return undefined;
-    }
-    const o = v as Body | null;
-    const args = o?.["arguments"] ?? o?.["parameters"];
-    if (typeof o !== "object" || o === null || typeof o["name"] !== "string" || !known.has(o["name"]) || typeof args !== "object" || args === null) return undefined;
-    return { id: `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`, type: "function", function: { name: o["name"], arguments: JSON.stringify(args) } };
-  };
-  if (format === "json") {
-    const c = call(text.replace(/^\s*<\|python_tag\|>/, "").trim());
-    return c ? { content: "", calls: [c] } : { content: text, calls: [] };
-  }
-  if (format === "mistral") {
-    const at = text.indexOf("[TOOL_CALLS]");
-    if (at < 0) return { content: text, calls: [] };
-    let list: unknown;
-    try {
-      list = JSON.parse(text.slice(at + "[TOOL_CALLS]".length).trim());
-    } catch {
-      return { content: text, calls: [] };
-    }
-    const found = Array.isArray(list) ? list.map((c) => call(JSON.stringify(c))) : [];
-    if (found.length === 0 || found.some((c) => c === undefined)) return { content: text, calls: [] };
-    return { content: text.slice(0, at).trim(), calls: found as ToolCall[] };
-  }
-  const calls: ToolCall[] = [];
-  const content = text.replace(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g, (whole, json: string) => {
-    const c = call(json);
-    if (!c) return whole;
-    calls.push(c);
-    return "";
-  });
-  return { content: calls.length > 0 ? content.trim() : text, calls };
-}
-
-/** one piece of a streamed chat reply: text, or a tool call's start (id, name) or a piece of its arguments */
-export type ReplyDelta =
-  | { readonly content: string }
-  | { readonly call: { readonly index: number; readonly id?: string; readonly type?: "function"; readonly function: { readonly name?: string; readonly arguments: string } } };
-
-/** where a call's object stands after scanning it: its name, where its arguments' value starts and ends, where the object ends */
-interface ScannedCall {
-  name?: string;
-  argsStart?: number;
-  argsEnd?: number;
-  end?: number;
-}
-
-/**
- * Scans the text of one call object ({"name": ..., "arguments": {...}}) as far as it goes: JSON
- * strings and nesting are tracked so braces inside strings do not count. Keys are read at depth 1.
- */
-function scanCall(s: string): ScannedCall {
-  const out: ScannedCall = {};
-  let depth = 0, inString = false, escaped = false, stringStart = -1;
-  let lastString: string | undefined, key: string | undefined, expectValue = false, valueKey: string | undefined;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s[i]!;
-    if (inString) {
-      if (escaped) escaped = false;
-      else if (ch === "\\") escaped = true;
-      else if (ch === "\"") {
-        inString = false;
-        if (depth === 1) {
-          try {
-            lastString = JSON.parse(s.slice(stringStart, i + 1)) as string;
-          } catch {
-            lastString = undefined;
-          }
-          if (valueKey === "name" && out.name === undefined) out.name = lastString;
-          if (valueKey === "arguments" || valueKey === "parameters") out.argsEnd = i + 1;
-        }
-      }
-      continue;
-    }
-    if (/\s/.test(ch)) continue;
-    if (expectValue) {
-      // the first character of a depth-1 value
-      expectValue = false;
-      valueKey = key;
-      if ((key === "arguments" || key === "parameters") && out.argsStart === undefined) out.argsStart = i;
-    }
-    if (ch === "\"") {
-      inString = true;
-      stringStart = i;
-    } else if (ch === "{" || ch === "[") depth++;
-    else if (ch === "}" || ch === "]") {
-      depth--;
-      if (depth === 1 && (valueKey === "arguments" || valueKey === "parameters") && out.argsEnd === undefined) out.argsEnd = i + 1;
-      if (depth === 0) {
-        out.end = i + 1;
-        return out;
-      }
-    } else if (ch === ":" && depth === 1) {
-      key = lastString;
-      expectValue = true;
-    } else if (ch === "," && depth === 1) valueKey = undefined;
+function builtinToolsOf(templateSource: string, tools: Tools): Set<string> {
+  const out = new Set<string>();
+  if (toolFormatOf(templateSource) !== "llama3" || !templateSource.includes("<|python_tag|>")) return out;
+  for (const f of tools.functions) {
+    const want = ["wolfram_alpha", "web_search", "brave_search"].includes(f.name) ? "query" : ["python", "code_interpreter"].includes(f.name) ? "code" : undefined;
+    const p = f.parameters as { properties?: Record<string, unknown>; required?: unknown };
+    if (want && p.properties && Object.keys(p.properties).join() === want && Array.isArray(p.required) && p.required.includes(want)) out.add(f.name);
   }
   return out;
 }
 
 /**
- * A chat reply with tools, as it is generated: text streams as content until a call begins (the
- * format's marker: "<tool_call>" blocks, "[TOOL_CALLS]" lists, or a reply that is one JSON
- * object); each call then streams as OpenAI's do — a first delta with its id and name once the
- * name is known (and is one of the tools), then the text of its arguments as it comes. A call
- * whose name is no tool, or that never closes, is sent as content at the end, as parseToolCalls
- * leaves malformed calls as text.
+ * The variables a template of the family needs besides messages: the tools; Firefunction v2's
+ * `functions` (the tools as indented JSON) and `datetime`, which its template needs even without
+ * tools; Llama 3.1's `builtin_tools`.
  */
-export class ToolCallStream {
-  private text = "";
-  /** chars of text handled: sent as content, or part of a call block */
-  private done = 0;
-  /** the call being read: where its object starts in text, its index, what of it was sent */
-  private call: { start: number; index: number; id?: string; argsSent: number; dead: boolean; dropped: boolean } | undefined;
-  /** inside the calls part (after a marker) but between call objects */
-  private inCalls = false;
-  private calls = 0;
-  private readonly known: Set<string>;
-  private readonly marker: string | undefined;
-  /** without parallel_tool_calls: calls after the first are read and dropped, as parseToolCalls drops them */
-  private readonly parallel: boolean;
-
-  constructor(private readonly format: ToolFormat, tools: Tools) {
-    this.known = new Set(tools.functions.map((f) => f.name));
-    this.parallel = tools.parallel;
-    this.marker = format === "hermes" ? "<tool_call>" : format === "mistral" ? "[TOOL_CALLS]" : undefined;
+export function templateVariablesOf(templateSource: string, tools: Tools | undefined, now = new Date()): Record<string, unknown> {
+  const vars: Record<string, unknown> = tools ? { tools: tools.raw } : {};
+  if (toolFormatOf(templateSource) === "firefunction-v2") {
+    vars["functions"] = tools ? JSON.stringify(tools.raw, null, 2) : "";
+    vars["datetime"] = strftime(now, "%b %d %Y %H:%M:%S GMT");
   }
+  const builtins = tools ? builtinToolsOf(templateSource, tools) : new Set<string>();
+  if (builtins.size > 0) vars["builtin_tools"] = [...builtins];
+  return vars;
+}
 
-  /** calls started so far (their name was a tool's) */
-  get callCount(): number {
-    return this.calls;
+/**
+ * The messages as the template is to see them: a template without tool calls of its own (the
+ * generic format) is told in a system message how to answer.
+ */
+export function messagesForTemplate(messages: readonly ChatMessage[], templateSource: string, tools: Tools | undefined): ChatMessage[] {
+  if (!tools || toolFormatOf(templateSource) !== "generic") return [...messages];
+  const calls = tools.parallel ? "{\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}, ...]}" : "{\"tool_call\": {\"name\": ..., \"arguments\": {...}}}";
+  const how = `Answer with a single JSON object: ${calls} to call tools, or {"response": ...} to answer the user.`;
+  if (messages[0]?.role === "system") return [{ ...messages[0], content: `${messages[0].content}\n\n${how}` }, ...messages.slice(1)];
+  return [{ role: "system", content: how }, ...messages];
+}
+
+export type ReasoningFormat = "deepseek" | "none";
+
+/** `reasoning_format` (llama-server's per-request field): "none" leaves reasoning in the content; "deepseek" (and "auto", the default) answers it as reasoning_content */
+export function reasoningFormatOf(body: Body): ReasoningFormat {
+  const v = body["reasoning_format"];
+  if (v === undefined || v === null || v === "auto" || v === "deepseek") return "deepseek";
+  if (v === "none") return "none";
+  throw invalid("reasoning_format", `'reasoning_format' must be "auto", "deepseek" or "none", got ${JSON.stringify(v)}`);
+}
+
+/**
+ * The reasoning markers of a template that thinks, and whether the prompt (its text as rendered)
+ * leaves the reply inside them (DeepSeek R1's generation prompt ends with "<think>\n").
+ */
+export function thinkingOf(templateSource: string, prompt: string): ReplySyntax["thinking"] {
+  for (const [open, close] of [["<think>", "</think>"], ["<|START_THINKING|>", "<|END_THINKING|>"]] as const) {
+    if (templateSource.includes(open)) return { open, close, forcedOpen: prompt.trimEnd().endsWith(open) };
   }
+  return undefined;
+}
 
-  push(delta: string): ReplyDelta[] {
-    this.text += delta;
-    return this.advance(false);
+/** what to read in a chat reply: the calls of the request's tools (unless tool_choice is "none") and reasoning, unless reasoning_format is "none" */
+export function replySyntaxOf(templateSource: string, tools: Tools | undefined, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat): ReplySyntax | undefined {
+  const calls = tools && tools.choice !== "none"
+    ? { format: toolFormatOf(templateSource), names: new Set(tools.functions.map((f) => f.name)), parallel: tools.parallel, builtins: builtinToolsOf(templateSource, tools) }
+    : undefined;
+  const think = reasoning === "none" ? undefined : thinking;
+  if (!calls && !think) return undefined;
+  return { ...(calls ? { calls } : {}), ...(think ? { thinking: think } : {}) };
+}
+
+const lit = (s: string) => JSON.stringify(s);
+
+/**
+ * The grammar's rules renamed apart (gbnfAlternatives prefixes every name, references to its root
+ * included), its start rule `g0-root`: to be wrapped by a new root
+ */
+function inner(g: string): string {
+  return gbnfAlternatives([g]).replace(/^root ::= g0-root\n/, "");
+}
+
+/** a function's arguments grammar wrapped as `before args after` */
+function wrappedArgs(f: ToolFunction, before: string, after: string): string {
+  return `${inner(schemaGbnf(f.parameters))}root ::= ${lit(before)} g0-root${after ? ` ${lit(after)}` : ""}\n`;
+}
+
+function schemaGbnf(schema: JsonSchema): string {
+  try {
+    return jsonSchemaToGbnf(schema);
+  } catch (e) {
+    throw invalid("tools", `'tools': a function's parameters cannot be enforced: ${(e as Error).message}`);
   }
+}
 
-  /** what is left once the reply has ended */
-  end(): ReplyDelta[] {
-    return this.advance(true);
-  }
+/** `one` once, or (parallel) one or more times with `sep` between; each time inside `each`, all of them inside `around` */
+function repeated(one: string, parallel: boolean, sep: string, each: readonly [string, string] = ["", ""], around: readonly [string, string] = ["", ""]): string {
+  const wrap = ([before, after]: readonly [string, string], x: string) => `${before ? `${lit(before)} ` : ""}${x}${after ? ` ${lit(after)}` : ""}`;
+  const element = wrap(each, "g0-root");
+  return `${inner(one)}root ::= ${wrap(around, parallel ? `${element} (${sep} ${element})*` : element)}\n`;
+}
 
-  private advance(final: boolean): ReplyDelta[] {
-    const out: ReplyDelta[] = [];
-    for (;;) {
-      if (this.call) {
-        if (!this.readCall(out, final)) break;
-        continue;
-      }
-      if (this.inCalls) {
-        // between call objects: a separator, a closer, or the next object
-        const rest = this.text.slice(this.done);
-        const m = /^[\s,]*(<\/tool_call>)?[\s,]*/.exec(rest)!;
-        const after = rest.slice(m[0].length);
-        if (after.startsWith("{")) { this.done += m[0].length; this.startCall(); continue; }
-        if (this.format === "mistral" && after.startsWith("[")) { this.done += m[0].length + 1; continue; }
-        if (this.format === "mistral" && after.startsWith("]")) { this.done += m[0].length + 1; this.inCalls = false; continue; }
-        if (this.format === "hermes" && m[1]) { this.done += m[0].length; this.inCalls = false; continue; }
-        // more may come: nothing yet, or the start of </tool_call>
-        if (!final && (after === "" || (this.format === "hermes" && "</tool_call>".startsWith(after)))) break;
-        this.inCalls = false;
-        continue;
-      }
-      // content: up to a marker, holding back what may be its beginning
-      const rest = this.text.slice(this.done);
-      if (this.format === "json") {
-        const lead = rest.replace(/^\s*(<\|python_tag\|>)?\s*/, "");
-        if (this.done === 0 && lead.startsWith("{")) { this.done = this.text.length - lead.length; this.startCall(); continue; }
-        if (this.done === 0 && !final && (lead === "" || "<|python_tag|>".startsWith(lead))) break;
-        if (rest) out.push({ content: rest });
-        this.done = this.text.length;
-        break;
-      }
-      const at = rest.indexOf(this.marker!);
-      if (at >= 0) {
-        if (at > 0) out.push({ content: rest.slice(0, at) });
-        this.done += at + this.marker!.length;
-        this.inCalls = true;
-        continue;
-      }
-      let keep = final ? 0 : Math.min(rest.length, this.marker!.length - 1);
-      while (keep > 0 && !this.marker!.startsWith(rest.slice(rest.length - keep))) keep--;
-      if (rest.length > keep) out.push({ content: rest.slice(0, rest.length - keep) });
-      this.done += rest.length - keep;
+/**
+ * A GBNF grammar that admits a reply of calls of the allowed functions in the format — one, or
+ * (with parallel_tool_calls) one or more, as llama.cpp's grammars do. For the generic format it
+ * also admits a {"response": ...} answer unless the choice requires a call (`response`: the
+ * answer's schema, a string when not given). After forced-open reasoning the reply closes it first.
+ */
+export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { response?: JsonSchema; thinking?: ReplySyntax["thinking"]; templateSource?: string } = {}): string {
+  const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
+  /** call objects, with the model's own id where its template writes one (Command R7B's first, Mistral's last) */
+  const objects = (keys: { name: string; args: string; firstId?: JsonSchema; lastId?: JsonSchema }): JsonSchema => ({
+    anyOf: allowed.map((f) => ({
+      type: "object",
+      properties: { ...(keys.firstId ? { tool_call_id: keys.firstId } : {}), [keys.name]: { const: f.name }, [keys.args]: f.parameters, ...(keys.lastId ? { id: keys.lastId } : {}) },
+      required: [...(keys.firstId ? ["tool_call_id"] : []), keys.name, keys.args, ...(keys.lastId ? ["id"] : [])],
+    })),
+  });
+  const nameArgs = objects({ name: "name", args: "arguments" });
+  const alternatives = (before: (f: ToolFunction) => string, after: string) => gbnfAlternatives(allowed.map((f) => wrappedArgs(f, before(f), after)));
+  const p = tools.parallel;
+  /** a JSON list of calls (one without parallel_tool_calls) after `before` */
+  const list = (items: JsonSchema, before: string, after = "") => {
+    const g = schemaGbnf({ type: "array", items, minItems: 1, ...(p ? {} : { maxItems: 1 }) });
+    return `${inner(g)}root ::= ${before} g0-root${after ? ` ${lit(after)}` : ""}\n`;
+  };
+  let g: string;
+  switch (format) {
+    case "hermes":
+      g = repeated(schemaGbnf(nameArgs), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
+      break;
+    case "mistral":
+      // Mistral's templates write a 9-character id with each call (and refuse others)
+      g = list(objects({ name: "name", args: "arguments", lastId: { type: "string", pattern: "^[a-zA-Z0-9]{9}$" } }), `${lit("[TOOL_CALLS]")} " "?`);
+      break;
+    case "firefunction-v2":
+      g = list(nameArgs, `" "? ${lit("functools")}`);
+      break;
+    case "command-r7b":
+      g = list(objects({ name: "tool_name", args: "parameters", firstId: { type: "string", pattern: "^[0-9]{1,10}$" } }), lit("<|START_ACTION|>"), "<|END_ACTION|>");
+      break;
+    case "llama3": {
+      const builtins = builtinToolsOf(options.templateSource ?? "", tools);
+      const calls = [schemaGbnf(objects({ name: "name", args: "parameters" })), ...allowed.filter((f) => builtins.has(f.name)).map((f) => {
+        const key = Object.keys((f.parameters as { properties: object }).properties)[0]!;
+        const value = schemaGbnf((f.parameters as { properties: Record<string, JsonSchema> }).properties[key]!);
+        return `${inner(value)}root ::= ${lit(`<|python_tag|>${f.name}.call(${key}=`)} g0-root ")"\n`;
+      })];
+      g = repeated(calls.length === 1 ? calls[0]! : gbnfAlternatives(calls), p, "\";\" \" \"?");
       break;
     }
-    // once calls have begun, whitespace between and after them is no content (parseToolCalls trims it)
-    return out.filter((d) => !("content" in d) || (this.calls > 0 ? d.content.trim() !== "" : d.content !== ""));
-  }
-
-  private startCall(): void {
-    this.call = { start: this.done, index: this.calls, argsSent: 0, dead: false, dropped: false };
-  }
-
-  /** sends what is new of the current call; whether the call is over (read on) */
-  private readCall(out: ReplyDelta[], final: boolean): boolean {
-    const c = this.call!;
-    const body = this.text.slice(c.start);
-    const s = scanCall(body);
-    if (!c.id && !c.dead && !c.dropped && s.name !== undefined) {
-      if (this.known.has(s.name) && !this.parallel && this.calls >= 1) c.dropped = true;
-      else if (this.known.has(s.name)) {
-        c.id = `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
-        this.calls++;
-        out.push({ call: { index: c.index, id: c.id, type: "function", function: { name: s.name, arguments: "" } } });
-      } else c.dead = true;
+    case "functionary-v3.1":
+      g = repeated(alternatives((f) => `<function=${f.name}>`, "</function>"), p, "\"\\n\"?");
+      break;
+    case "functionary-v3.2":
+      g = repeated(alternatives((f) => `${f.name}\n`, ""), p, "\">>>\"");
+      break;
+    case "deepseek-r1":
+      g = repeated(alternatives((f) => `<｜tool▁call▁begin｜>function<｜tool▁sep｜>${f.name}\n\`\`\`json\n`, "\n```<｜tool▁call▁end｜>"), p, "\"\\n\"", ["", ""], ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"]);
+      break;
+    case "generic": {
+      const call = { anyOf: allowed.map((f) => ({ type: "object", properties: { name: { const: f.name }, arguments: f.parameters }, required: ["name", "arguments"] })) };
+      const calls: JsonSchema = p
+        ? { type: "object", properties: { tool_calls: { type: "array", items: call, minItems: 1 } }, required: ["tool_calls"] }
+        : { type: "object", properties: { tool_call: call }, required: ["tool_call"] };
+      const answer: JsonSchema = { type: "object", properties: { response: options.response ?? { type: "string" } }, required: ["response"] };
+      g = schemaGbnf(tools.choice === "auto" ? { anyOf: [calls, answer] } : calls);
+      break;
     }
-    if (c.id && s.argsStart !== undefined) {
-      const upTo = s.argsEnd ?? body.length;
-      if (upTo > s.argsStart + c.argsSent) {
-        out.push({ call: { index: c.index, function: { arguments: body.slice(s.argsStart + c.argsSent, upTo) } } });
-        c.argsSent = upTo - s.argsStart;
-      }
-    }
-    if (s.end === undefined && !final) return false;
-    // not a call after all: its text, marker included, is content (as parseToolCalls leaves it)
-    if (!c.dropped && (c.dead || !c.id)) out.push({ content: (this.marker && c.index === this.calls ? this.marker : "") + (s.end === undefined ? body : body.slice(0, s.end)) });
-    this.done = s.end === undefined ? this.text.length : c.start + s.end;
-    this.call = undefined;
-    // after a dead call its closer is text too
-    this.inCalls = this.format !== "json" && (c.id !== undefined || c.dropped);
-    return true;
   }
+  const t = options.thinking;
+  if (!t?.forcedOpen) return g;
+  return `${inner(g)}root ::= ${lit(t.close)} [ \\n]* g0-root\n`;
+}
+
+/** a parsed reply's calls as OpenAI's message carries them, each with a new id (of the form the family's template takes back) */
+export function toolCallsOf(reply: ParsedReply, syntax: ReplySyntax | undefined): ToolCall[] {
+  return reply.calls.map((c) => ({ id: newCallId(syntax?.calls?.format), type: "function", function: { name: c.name, arguments: c.arguments } }));
+}
+
+/** the reply read with the syntax (reasoning, text, calls), or all of it text without one */
+export function readReply(text: string, syntax: ReplySyntax | undefined): ParsedReply {
+  return syntax ? parseReply(text, syntax, false) : { reasoning: "", content: text, calls: [] };
 }

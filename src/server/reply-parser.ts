@@ -1,0 +1,587 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { decodeStringPrefix, scanString, scanValue, skipWs } from "./json-scan.js";
+
+/**
+ * A chat reply read apart into reasoning, text and tool calls, in the form its template's model
+ * writes them (llama.cpp's common/chat.cpp formats). One parser serves both answers: the
+ * non-streamed one reads the whole reply; a stream reads the reply so far (`partial`) after each
+ * token and sends what grew. The partial reading only ever holds what can no longer change — a
+ * call is shown once its name is known and it can no longer turn into text, text that may be the
+ * start of a marker or stand next to a call waits — so what a stream sends adds up to the
+ * non-streamed message, whatever the reply.
+ *
+ * A call stands once its name is read and is one of the tools; its arguments are then the text of
+ * the JSON value that follows (or the text of a JSON string there, decoded, as llama.cpp accepts
+ * them) for as far as it stays JSON: a call cut off by max_tokens is still a call, its arguments
+ * cut off too, as OpenAI's are. Before its name a call that stops being one (not JSON, no tool of
+ * that name, its text ending) is text, its marker included. Whitespace next to a call is dropped.
+ */
+
+export type ToolFormat =
+  | "hermes" | "mistral" | "llama3" | "functionary-v3.1" | "functionary-v3.2"
+  | "deepseek-r1" | "command-r7b" | "firefunction-v2" | "generic";
+
+/** what to look for in a reply */
+export interface ReplySyntax {
+  /** the calls' format, with the tools' names; none when the request has no tools (or tool_choice "none") */
+  readonly calls?: {
+    readonly format: ToolFormat;
+    readonly names: ReadonlySet<string>;
+    /** parallel_tool_calls: without it only the first call is kept (the others are dropped, not shown as text) */
+    readonly parallel: boolean;
+    /** Llama 3.1 built-in tools, written `<|python_tag|>name.call(arg=value, ...)` */
+    readonly builtins?: ReadonlySet<string>;
+  };
+  /** reasoning between these markers becomes reasoning_content; forcedOpen: the prompt ends inside it (the reply begins with reasoning) */
+  readonly thinking?: { readonly open: string; readonly close: string; readonly forcedOpen: boolean };
+}
+
+export interface ParsedCall {
+  readonly name: string;
+  readonly arguments: string;
+}
+
+export interface ParsedReply {
+  readonly reasoning: string;
+  readonly content: string;
+  readonly calls: readonly ParsedCall[];
+}
+
+/** the reply's reasoning, text and calls; `partial`: the reply may go on, so only what is settled */
+export function parseReply(text: string, syntax: ReplySyntax, partial: boolean): ParsedReply {
+  const out = new Reply(text, partial);
+  let pos = 0;
+  if (syntax.thinking) pos = readThinking(out, syntax.thinking);
+  if (!out.stopped) {
+    if (syntax.calls) FORMATS[syntax.calls.format](out, pos, syntax.calls);
+    else out.text(pos, text.length, []);
+  }
+  const calls = syntax.calls && !syntax.calls.parallel ? out.calls.slice(0, 1) : out.calls;
+  return { reasoning: out.reasoningText(), content: out.contentText(), calls };
+}
+
+/** what parseReply has read so far: text, reasoning, calls, and whether it stopped where the reply is not yet settled */
+class Reply {
+  reasoning = "";
+  /** the reasoning reached its end marker (or the reply ended): nothing more is added to it */
+  reasoningClosed = false;
+  content = "";
+  calls: { name: string; arguments: string }[] = [];
+  /** the text read stops here: more of the reply decides what comes next */
+  stopped = false;
+  /** after a call: whitespace that joins it to text after it (kept only between text and text) */
+  private afterCall = false;
+  private pendingWs = "";
+
+  constructor(readonly s: string, readonly partial: boolean) {}
+
+  /** text from `from` to `to`; with `markers`, a partial reply holds back an ending that may begin one (and stops there) */
+  text(from: number, to: number, markers: readonly string[]): void {
+    let end = to;
+    if (this.partial && to === this.s.length) {
+      const held = heldBack(this.s, from, markers);
+      if (held < end) { end = held; this.stopped = true; }
+    }
+    this.addText(this.s.slice(from, end));
+  }
+
+  addText(t: string): void {
+    if (t === "") return;
+    if (this.afterCall) {
+      const lead = /^\s*/.exec(t)![0];
+      if (lead.length === t.length) { this.pendingWs += t; return; }
+      this.content += this.content === "" ? t.slice(lead.length) : this.pendingWs + t;
+      this.afterCall = false;
+      this.pendingWs = "";
+      return;
+    }
+    this.content += t;
+  }
+
+  /** a call begins: the whitespace before it goes */
+  startCall(name: string): { name: string; arguments: string } {
+    this.content = this.content.trimEnd();
+    const call = { name, arguments: "" };
+    this.calls.push(call);
+    this.afterCall = true;
+    this.pendingWs = "";
+    return call;
+  }
+
+  /** a stop where the reply is not settled: nothing after this point is read */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  contentText(): string {
+    // a partial reply's trailing whitespace waits: a call after it would drop it
+    return this.partial ? this.content.trimEnd() : this.content;
+  }
+
+  reasoningText(): string {
+    return this.partial && !this.reasoningClosed ? this.reasoning.trimEnd() : this.reasoning;
+  }
+}
+
+/** where the text from `from` on ends but for a tail that is the beginning of a marker (the text's length when none is) */
+function heldBack(s: string, from: number, markers: readonly string[]): number {
+  let held = s.length;
+  for (const m of markers) {
+    for (let k = Math.min(m.length - 1, s.length - from); k > 0; k--) {
+      if (s.endsWith(m.slice(0, k))) { held = Math.min(held, s.length - k); break; }
+    }
+  }
+  return held;
+}
+
+/** the earliest of the markers in s from `from` on */
+function findMarker(s: string, from: number, markers: readonly string[]): { at: number; marker: string } | undefined {
+  let best: { at: number; marker: string } | undefined;
+  for (const m of markers) {
+    const at = s.indexOf(m, from);
+    if (at >= 0 && (!best || at < best.at)) best = { at, marker: m };
+  }
+  return best;
+}
+
+/** reasoning at the start of the reply (llama.cpp's --reasoning-format deepseek): where the rest begins */
+function readThinking(out: Reply, t: NonNullable<ReplySyntax["thinking"]>): number {
+  const s = out.s;
+  let i = skipWs(s, 0);
+  if (s.startsWith(t.open, i)) i += t.open.length;
+  else if (!t.forcedOpen) {
+    // a reply that may still begin with the marker waits
+    if (out.partial && t.open.startsWith(s.slice(i))) out.stop();
+    return 0;
+  }
+  const close = s.indexOf(t.close, i);
+  if (close < 0) {
+    const end = out.partial ? heldBack(s, i, [t.close]) : s.length;
+    out.reasoning = s.slice(i, end).trim();
+    out.reasoningClosed = !out.partial;
+    if (out.partial) out.stop();
+    return s.length;
+  }
+  out.reasoning = s.slice(i, close).trim();
+  out.reasoningClosed = true;
+  const after = skipWs(s, close + t.close.length);
+  if (out.partial && after === s.length) out.stop();
+  return after;
+}
+
+type Calls = NonNullable<ReplySyntax["calls"]>;
+
+/** what reading a call's construct found: calls (the reply goes on at `end`), not a call (its marker is text), or not yet known */
+type Found = CallsFound | { readonly kind: "text" } | { readonly kind: "wait" };
+type CallsFound = { readonly kind: "calls"; readonly end: number };
+
+const TEXT: Found = { kind: "text" };
+
+/** calls read up to `end`, and the rest not yet settled: reading stops */
+function callsThenWait(out: Reply, end: number): CallsFound {
+  out.stop();
+  return { kind: "calls", end };
+}
+const WAIT: Found = { kind: "wait" };
+
+/**
+ * A reply of text with calls marked where they begin: each marker's construct is read where it
+ * occurs; one that is no call leaves its marker as text, and the search goes on after it.
+ */
+function markedCalls(out: Reply, pos: number, markers: readonly string[], read: (at: number, marker: string) => Found): void {
+  const s = out.s;
+  while (!out.stopped) {
+    const next = findMarker(s, pos, markers);
+    if (!next) { out.text(pos, s.length, markers); return; }
+    out.text(pos, next.at, []);
+    const found = read(next.at, next.marker);
+    if (found.kind === "wait") { out.stop(); return; }
+    if (found.kind === "text") {
+      out.addText(next.marker);
+      pos = next.at + next.marker.length;
+      continue;
+    }
+    pos = found.end;
+  }
+}
+
+interface ObjectKeys {
+  readonly name: readonly string[];
+  readonly args: readonly string[];
+}
+
+const NAME_ARGUMENTS: ObjectKeys = { name: ["name"], args: ["arguments", "parameters"] };
+/** other keys a call object may carry (the model's own id, Llama's "type": "function") */
+const OTHER_KEYS = new Set(["id", "type", "tool_call_id"]);
+
+/**
+ * A call written as a JSON object ({"name": ..., "arguments": {...}}, keys in any order) at s[i]:
+ * a call once its name is read and is a tool's. Where it ends: after its `}`, or where it stops
+ * being JSON or the text ends (a call cut short).
+ */
+function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME_ARGUMENTS): Found {
+  const s = out.s;
+  if (i >= s.length) return out.partial ? WAIT : TEXT;
+  if (s[i] !== "{") return TEXT;
+  let call: { name: string; arguments: string } | undefined;
+  let args: string | undefined;
+  let argsStart = -1;
+  const cutShort = (end: number, incomplete: boolean): Found => {
+    if (!call) return incomplete && out.partial ? WAIT : TEXT;
+    call.arguments = args ?? "";
+    if (incomplete && out.partial) out.stop();
+    return { kind: "calls", end };
+  };
+  let j = skipWs(s, i + 1);
+  if (s[j] === "}") return TEXT;
+  for (;;) {
+    if (j >= s.length) return cutShort(j, true);
+    if (s[j] !== "\"") return cutShort(j, false);
+    const k = scanString(s, j);
+    if (!k.ok) return cutShort(k.end, k.incomplete);
+    const key = JSON.parse(s.slice(j, k.end)) as string;
+    j = skipWs(s, k.end);
+    if (j >= s.length) return cutShort(j, true);
+    if (s[j] !== ":") return cutShort(j, false);
+    j = skipWs(s, j + 1);
+    if (j >= s.length) return cutShort(j, true);
+    const v = scanValue(s, j);
+    if (keys.name.includes(key)) {
+      if (s[j] !== "\"" || !v.ok) return call ? cutShort(v.end, !v.ok && v.incomplete) : (!v.ok && v.incomplete && out.partial ? WAIT : TEXT);
+      const name = JSON.parse(s.slice(j, v.end)) as string;
+      if (!call) {
+        if (!calls.names.has(name)) return TEXT;
+        call = out.startCall(name);
+        if (argsStart >= 0) call.arguments = args!;
+      }
+    } else if (keys.args.includes(key) && argsStart < 0) {
+      argsStart = j;
+      args = s[j] === "\"" ? decodeStringPrefix(s, j) : s.slice(j, v.end);
+      if (call) call.arguments = args;
+    } else if (!OTHER_KEYS.has(key) && !keys.name.includes(key) && !keys.args.includes(key)) {
+      // not a call's key: a JSON reply that is no call shows as text at once
+      return call ? cutShort(j, false) : TEXT;
+    }
+    if (!v.ok) return cutShort(v.end, v.incomplete);
+    j = skipWs(s, v.end);
+    if (j >= s.length) return cutShort(j, true);
+    if (s[j] === ",") { j = skipWs(s, j + 1); continue; }
+    if (s[j] !== "}") return cutShort(j, false);
+    if (!call) return TEXT;
+    call.arguments = args ?? "{}";
+    return { kind: "calls", end: j + 1 };
+  }
+}
+
+/** a JSON list of call objects at s[i] ([{...}, {...}]): its calls, up to the first that is none */
+function listCalls(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME_ARGUMENTS): Found {
+  const s = out.s;
+  if (i >= s.length) return out.partial ? WAIT : TEXT;
+  if (s[i] !== "[") return TEXT;
+  let j = skipWs(s, i + 1);
+  let any = false;
+  for (;;) {
+    const f = objectCall(out, j, calls, keys);
+    if (f.kind !== "calls") return any ? (f.kind === "wait" ? callsThenWait(out, j) : { kind: "calls", end: j }) : f;
+    any = true;
+    if (out.stopped) return f;
+    j = skipWs(s, f.end);
+    if (j >= s.length) { if (out.partial) out.stop(); return { kind: "calls", end: j }; }
+    if (s[j] === "]") return { kind: "calls", end: j + 1 };
+    if (s[j] !== ",") return { kind: "calls", end: f.end };
+    j = skipWs(s, j + 1);
+  }
+}
+
+/** after a call, an optional closing marker: where the reply goes on */
+function closer(out: Reply, end: number, close: string): CallsFound {
+  const s = out.s;
+  if (out.stopped) return { kind: "calls", end };
+  const j = skipWs(s, end);
+  if (s.startsWith(close, j)) return { kind: "calls", end: j + close.length };
+  if (out.partial && close.startsWith(s.slice(j))) out.stop();
+  return { kind: "calls", end };
+}
+
+/** a function name at s[i] followed by `end`: the name when it is a tool's, "wait" while it may still become one */
+function nameBefore(out: Reply, i: number, end: string, calls: Calls, pattern = /^[A-Za-z0-9_.-]*/): string | "wait" | undefined {
+  const s = out.s;
+  const name = pattern.exec(s.slice(i, i + 256))![0];
+  const after = i + name.length;
+  if (after >= s.length || (s.length - after < end.length && end.startsWith(s.slice(after)))) return out.partial ? "wait" : undefined;
+  if (!s.startsWith(end, after) || !calls.names.has(name)) return undefined;
+  return name;
+}
+
+/** a call whose arguments are the JSON value at s[i] (any JSON: text that is not ends them) */
+function valueArguments(out: Reply, call: { arguments: string }, i: number): number {
+  const s = out.s;
+  if (i >= s.length) { if (out.partial) out.stop(); return i; }
+  const v = scanValue(s, i);
+  call.arguments = s[i] === "\"" ? decodeStringPrefix(s, i) : s.slice(i, v.end);
+  if (!v.ok && v.incomplete && out.partial) out.stop();
+  return v.end;
+}
+
+/** code after a python marker, as the python tool's {"code": ...} (to the end of the reply) */
+function rawPython(out: Reply, i: number): Found {
+  const call = out.startCall("python");
+  const code = JSON.stringify(out.s.slice(i));
+  // a partial reply's code may go on: the string stays open
+  call.arguments = out.partial ? `{"code": ${code.slice(0, -1)}` : `{"code": ${code}}`;
+  if (out.partial) out.stop();
+  return { kind: "calls", end: out.s.length };
+}
+
+const FUNCTION_TAG = "<function=";
+
+/** `<function=name>{...}</function>` (Functionary v3.1, and Hermes-family models that write it) */
+function functionTag(out: Reply, at: number, calls: Calls): Found {
+  const name = nameBefore(out, at + FUNCTION_TAG.length, ">", calls);
+  if (name === "wait") return WAIT;
+  if (name === undefined) return TEXT;
+  const call = out.startCall(name);
+  const end = valueArguments(out, call, skipWs(out.s, at + FUNCTION_TAG.length + name.length + 1));
+  return closer(out, end, "</function>");
+}
+
+const PYTHON_TAG = "<|python_tag|>";
+
+const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => void> = {
+  hermes: (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
+    if (marker === FUNCTION_TAG) return functionTag(out, at, calls);
+    const f = objectCall(out, skipWs(out.s, at + marker.length), calls);
+    return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
+  }),
+  mistral: (out, pos, calls) => markedCalls(out, pos, ["[TOOL_CALLS]"], (at, marker) => listCalls(out, skipWs(out.s, at + marker.length), calls)),
+  "firefunction-v2": (out, pos, calls) => markedCalls(out, pos, ["functools["], (at, marker) => listCalls(out, at + marker.length - 1, calls)),
+  "command-r7b": (out, pos, calls) => markedCalls(out, pos, ["<|START_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"], (at, marker) => {
+    // the response's markers frame the text: they go
+    if (marker !== "<|START_ACTION|>") return { kind: "calls", end: at + marker.length };
+    const f = listCalls(out, skipWs(out.s, at + marker.length), calls, { name: ["tool_name"], args: ["parameters"] });
+    return f.kind === "calls" ? closer(out, f.end, "<|END_ACTION|>") : f;
+  }),
+  "deepseek-r1": (out, pos, calls) => markedCalls(out, pos, DEEPSEEK_BEGIN, (at, marker) => deepseekCalls(out, at + marker.length, calls)),
+  "functionary-v3.1": (out, pos, calls) => markedCalls(out, pos, [FUNCTION_TAG, PYTHON_TAG], (at, marker) => {
+    if (marker === PYTHON_TAG) return rawPython(out, at + marker.length);
+    return functionTag(out, at, calls);
+  }),
+  "functionary-v3.2": functionaryV32,
+  llama3: llama3,
+  generic: generic,
+};
+
+/** the ways DeepSeek R1 models open their calls (the Qwen distills vary it, llama.cpp takes these) */
+const DEEPSEEK_BEGIN = ["<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"];
+
+/** <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜> ... <｜tool▁calls▁end｜> */
+function deepseekCalls(out: Reply, i: number, calls: Calls): Found {
+  const s = out.s;
+  let any = false, end = i;
+  for (;;) {
+    let j = skipWs(s, end);
+    const begin = "<｜tool▁call▁begin｜>", head = "function<｜tool▁sep｜>";
+    if (s.startsWith(begin, j)) j += begin.length;
+    else if (out.partial && j < s.length && begin.startsWith(s.slice(j))) return any ? callsThenWait(out, end) : WAIT;
+    const rest = s.slice(j, j + head.length);
+    if (!s.startsWith(head, j)) {
+      if (out.partial && head.startsWith(rest)) return any ? callsThenWait(out, end) : WAIT;
+      return any ? closer(out, end, "<｜tool▁calls▁end｜>") : TEXT;
+    }
+    const name = nameBefore(out, j + head.length, "\n```json\n", calls, /^[^\n]*/);
+    if (name === "wait") return any ? callsThenWait(out, end) : WAIT;
+    if (name === undefined) return any ? closer(out, end, "<｜tool▁calls▁end｜>") : TEXT;
+    const call = out.startCall(name);
+    any = true;
+    end = valueArguments(out, call, j + head.length + name.length + "\n```json\n".length);
+    if (out.stopped) return { kind: "calls", end };
+    const f = closer(out, skipWs(s, end), "```");
+    if (out.stopped) return f;
+    const g = closer(out, f.end, "<｜tool▁call▁end｜>");
+    if (out.stopped) return g;
+    end = g.end;
+  }
+}
+
+/**
+ * Functionary v3.2: the prompt ends with ">>>", the reply names its recipient on its first line —
+ * "all" for text to the user, a function's name for a call (its JSON arguments follow) — and each
+ * later part begins with ">>>recipient\n".
+ */
+function functionaryV32(out: Reply, pos: number, calls: Calls): void {
+  const s = out.s;
+  /** a part at s[i] after its ">>>": where it goes on, or text/wait */
+  const part = (i: number): Found => {
+    const name = nameBefore(out, i, "\n", { ...calls, names: new Set([...calls.names, "all", "python"]) }, /^\w*/);
+    if (name === "wait") return WAIT;
+    if (name === undefined) return TEXT;
+    const body = i + name.length + 1;
+    if (name === "all") return { kind: "calls", end: body };
+    if (name === "python" && !calls.names.has("python")) return TEXT;
+    if (body >= s.length) return out.partial ? WAIT : TEXT;
+    if (s[body] !== "{") return name === "python" ? rawPython(out, body) : TEXT;
+    const call = out.startCall(name);
+    const end = valueArguments(out, call, body);
+    return { kind: "calls", end };
+  };
+  const first = part(pos);
+  if (first.kind === "wait") return out.stop();
+  markedCalls(out, first.kind === "calls" ? first.end : pos, [">>>"], (at, marker) => part(at + marker.length));
+}
+
+/**
+ * Llama 3.x: a reply that begins with a call (a JSON object {"name", "parameters"}, after an
+ * optional <|python_tag|>; or a built-in tool's `name.call(arg="...")`), then more calls
+ * (parallel, separated by whitespace or ";"), then text.
+ */
+function llama3(out: Reply, pos: number, calls: Calls): void {
+  const s = out.s;
+  let i = skipWs(s, pos);
+  let any = false;
+  for (;;) {
+    if (out.partial && i < s.length && s.length - i < PYTHON_TAG.length && PYTHON_TAG.startsWith(s.slice(i))) return out.stop();
+    let j = i;
+    if (s.startsWith(PYTHON_TAG, j)) j = skipWs(s, j + PYTHON_TAG.length);
+    const f = s[j] === "{" || j >= s.length ? objectCall(out, j, calls) : builtinCall(out, j, calls);
+    if (f.kind === "wait") return out.stop();
+    if (f.kind === "text") { out.text(any ? i : pos, s.length, []); return; }
+    any = true;
+    if (out.stopped) return;
+    i = skipWs(s, f.end);
+    if (s[i] === ";") i = skipWs(s, i + 1);
+    if (i >= s.length) { if (out.partial) out.stop(); return; }
+    if (s[i] !== "{" && !s.startsWith(PYTHON_TAG, i) && !(out.partial && PYTHON_TAG.startsWith(s.slice(i)))) { out.text(i, s.length, []); return; }
+  }
+}
+
+/** `name.call(arg=value, ...)`, a Llama 3.1 built-in tool's call: arguments {"arg": value, ...} */
+function builtinCall(out: Reply, i: number, calls: Calls): Found {
+  const s = out.s;
+  if (!calls.builtins) return TEXT;
+  const name = nameBefore(out, i, ".call(", { ...calls, names: calls.builtins }, /^\w*/);
+  if (name === "wait") return WAIT;
+  if (name === undefined || !calls.names.has(name)) return TEXT;
+  const call = out.startCall(name);
+  let j = skipWs(s, i + name.length + ".call(".length);
+  let args = "{";
+  for (;;) {
+    if (j >= s.length) break;
+    if (s[j] === ")") { call.arguments = `${args}}`; return { kind: "calls", end: j + 1 }; }
+    const key = /^\w+/.exec(s.slice(j, j + 256))?.[0];
+    if (!key) break;
+    let k = skipWs(s, j + key.length);
+    if (k >= s.length) break;
+    if (s[k] !== "=") break;
+    k = skipWs(s, k + 1);
+    if (k >= s.length) break;
+    const v = scanValue(s, k);
+    args += `${args === "{" ? "" : ", "}${JSON.stringify(key)}: ${s.slice(k, v.end)}`;
+    if (!v.ok) { call.arguments = args; if (v.incomplete && out.partial) out.stop(); return { kind: "calls", end: v.end }; }
+    j = skipWs(s, v.end);
+    if (s[j] === ",") j = skipWs(s, j + 1);
+  }
+  call.arguments = args === "{" ? "" : args;
+  // the text ends inside the next argument's name or before its value: more decides
+  if (out.partial && /^\w*\s*(=\s*)?$/.test(s.slice(j))) out.stop();
+  return { kind: "calls", end: j };
+}
+
+/**
+ * llama.cpp's generic format, for templates that know no tool calls: the reply is one JSON
+ * object, {"tool_calls": [calls]}, {"tool_call": call} or {"response": text or JSON}.
+ */
+function generic(out: Reply, pos: number, calls: Calls): void {
+  const s = out.s;
+  const i = skipWs(s, pos);
+  const whole = (): void => out.text(pos, s.length, []);
+  if (i >= s.length) return out.partial ? out.stop() : whole();
+  if (s[i] !== "{") return whole();
+  let j = skipWs(s, i + 1);
+  if (j >= s.length) return out.partial ? out.stop() : whole();
+  if (s[j] !== "\"") return whole();
+  const k = scanString(s, j);
+  if (!k.ok) return k.incomplete && out.partial ? out.stop() : whole();
+  const key = JSON.parse(s.slice(j, k.end)) as string;
+  j = skipWs(s, k.end);
+  if (j < s.length && s[j] !== ":") return whole();
+  j = skipWs(s, j + 1);
+  if (j >= s.length) return out.partial ? out.stop() : whole();
+  let f: Found;
+  if (key === "tool_calls") f = listCalls(out, j, calls);
+  else if (key === "tool_call") f = objectCall(out, j, calls);
+  else if (key === "response") {
+    const v = scanValue(s, j);
+    out.addText(s[j] === "\"" ? decodeStringPrefix(s, j) : s.slice(j, v.end));
+    if (!v.ok && v.incomplete && out.partial) out.stop();
+    f = { kind: "calls", end: v.end };
+  } else return whole();
+  if (f.kind === "wait") return out.stop();
+  if (f.kind === "text") return whole();
+  if (out.stopped) return;
+  // the object's end, then any text after it
+  let e = skipWs(s, f.end);
+  if (s[e] === "}") e++;
+  else if (out.partial && e >= s.length) return out.stop();
+  out.text(e, s.length, []);
+}
+
+/** one piece of a streamed chat reply: reasoning, text, or a tool call's start (id, name) or a piece of its arguments */
+export type ReplyDelta =
+  | { readonly reasoning_content: string }
+  | { readonly content: string }
+  | { readonly call: { readonly index: number; readonly id?: string; readonly type?: "function"; readonly function: { readonly name?: string; readonly arguments: string } } };
+
+const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** an id for a call: OpenAI's form, or for Mistral 9 letters and digits (its templates refuse other ids when the call comes back) */
+export function newCallId(format?: ToolFormat): string {
+  if (format === "mistral") return [...randomBytes(9)].map((b) => ALNUM[b % ALNUM.length]).join("");
+  return `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
+}
+
+/**
+ * A chat reply as it is generated: after each piece, the reply so far is read again (partial)
+ * and what grew since is sent — reasoning, text, a call's id and name once it stands, then its
+ * arguments as they come; at the end the whole reply is read as the non-streamed answer reads it.
+ */
+export class ReplyStream {
+  private text = "";
+  private sent: ParsedReply = { reasoning: "", content: "", calls: [] };
+  private readonly ids: string[] = [];
+
+  constructor(private readonly syntax: ReplySyntax) {}
+
+  /** calls started so far */
+  get callCount(): number {
+    return this.sent.calls.length;
+  }
+
+  push(delta: string): ReplyDelta[] {
+    this.text += delta;
+    return this.advance(parseReply(this.text, this.syntax, true));
+  }
+
+  /** what is left once the reply has ended */
+  end(): ReplyDelta[] {
+    return this.advance(parseReply(this.text, this.syntax, false));
+  }
+
+  private advance(now: ParsedReply): ReplyDelta[] {
+    const out: ReplyDelta[] = [];
+    const was = this.sent;
+    // (a partial reading only grows: what was sent is a prefix of what is read now)
+    if (now.reasoning.length > was.reasoning.length) out.push({ reasoning_content: now.reasoning.slice(was.reasoning.length) });
+    if (now.content.length > was.content.length) out.push({ content: now.content.slice(was.content.length) });
+    now.calls.forEach((c, index) => {
+      const before = was.calls[index];
+      if (!before) {
+        this.ids[index] = newCallId(this.syntax.calls?.format);
+        out.push({ call: { index, id: this.ids[index]!, type: "function", function: { name: c.name, arguments: c.arguments } } });
+      } else if (c.arguments.length > before.arguments.length) {
+        out.push({ call: { index, function: { arguments: c.arguments.slice(before.arguments.length) } } });
+      }
+    });
+    this.sent = now;
+    return out;
+  }
+}
