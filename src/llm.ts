@@ -10,6 +10,7 @@ import { checkCacheTypes, decoderShape, openModel, type LanguageModel, type Load
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
+import { checkOptionKeys } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
@@ -85,6 +86,12 @@ export interface LoadModelOptions {
    */
   warmup?: boolean;
 }
+
+/** every LoadModelOptions key (a record of them, so that a new option fails the type check until it is listed) */
+const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
+  backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
+  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, onWarning: true, warmup: true,
+} satisfies Record<keyof LoadModelOptions, true>);
 
 export interface ChatOptions extends GenerateOptions {
   /** system prompt, placed first (replacing a system message already there) */
@@ -340,6 +347,8 @@ export function defaultContextSize(trainedContextLength: number): number {
  */
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now();
+  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new TypeError(`loadModel: options must be an object, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`);
+  checkOptionKeys(options, LOAD_OPTION_NAMES, "loadModel");
   const resolved = await resolveModelReference(ref);
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   // the backend starts first, booting on the other cores while this thread parses the model

@@ -43,6 +43,7 @@ test("a negative number given to an option is checked like any value, in one lin
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-tokens", "-1"], /^tsllm: error: --max-tokens must be >= 0, got -1$/],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "-0.5"], /^tsllm: error: --temperature must be >= 0, got -0.5$/],
     [["generate", "--model"], /^tsllm: error: Option '--model <value>' argument missing$/],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-v", "q8_0", "--flash-attn", "off"], /^tsllm: error: --cache-type-v q8_0 needs flash attention \(llama.cpp's order for a block-format cache\): leave --flash-attn auto or on, or use f16 \/ f32$/],
     [["constructor"], /^tsllm: error: unknown command "constructor"/],
     [["__proto__"], /^tsllm: error: unknown command "__proto__"/],
   ] as const) {

@@ -61,3 +61,17 @@ test("stories260K: a disposed model says so, for chat and as another model's dra
     model.dispose();
   }
 });
+
+test("stories260K: a misspelled or unknown loadModel option is one error naming it, not a silent default", { skip }, async () => {
+  const path = sharedFile(MODEL)!;
+  await assert.rejects(loadModel(path, { contextsize: 5 } as never), /^RangeError: loadModel: unknown option "contextsize" \(did you mean contextSize\?\); the options are backend, threads, contextSize, /);
+  await assert.rejects(loadModel(path, { n_ctx: 64 } as never), /^RangeError: loadModel: unknown option "n_ctx"; the options are /);
+  await assert.rejects(loadModel(path, null as never), /^TypeError: loadModel: options must be an object, got null$/);
+  // every documented option, even left undefined, is taken
+  const model = await loadModel(path, { contextSize: 64, threads: undefined, warmup: false, onWarning: () => {} });
+  try {
+    assert.equal(model.contextSize, 64);
+  } finally {
+    model.dispose();
+  }
+});

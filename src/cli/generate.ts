@@ -7,7 +7,7 @@ import { loadModel, type LoadModelOptions } from "../llm.js";
 import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
-import { parseKVCacheType } from "../kernels/index.js";
+import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
 import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
@@ -305,13 +305,20 @@ export function seedFrom(values: ParsedValues): number {
 
 /** Backend, threads, context size, quantization, cache types and warm-up, shared by generate, chat and serve. */
 export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
+  const cacheTypes = cacheTypesFrom(values), flash = flashAttentionFrom(values);
+  try {
+    // refused here in the flags' words (loadModel's refusal names the library's options)
+    checkAttentionOrder({ k: cacheTypes.cacheTypeK ?? "f32", v: cacheTypes.cacheTypeV ?? "f32", ...flash }, { k: "--cache-type-k", v: "--cache-type-v", flashOn: "leave --flash-attn auto or on" });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
   return {
     backend: backendOption(values),
     threads: threadsOption(values),
     contextSize: ctxSizeFrom(values),
     quantize: quantizeFrom(values),
-    ...cacheTypesFrom(values),
-    ...flashAttentionFrom(values),
+    ...cacheTypes,
+    ...flash,
     ...(values["no-warmup"] === true ? { warmup: false } : {}),
     onWarning: printWarning,
   };

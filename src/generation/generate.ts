@@ -2,6 +2,7 @@ import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.j
 import type { LanguageModel } from "../models/index.js";
 import { SAMPLING_OPTION_NAMES, type SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
+import { checkOptionKeys } from "../units/index.js";
 import type { PromptLogprobs, TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
@@ -177,11 +178,7 @@ export function shownValue(value: unknown): string {
 export function checkGenerateOptions(options: unknown): asserts options is GenerateOptions {
   if (typeof options !== "object" || options === null || Array.isArray(options)) throw new TypeError(`generation options: expected an object, got ${shownValue(options)}`);
   const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (OPTION_NAMES.includes(key)) continue;
-    const near = OPTION_NAMES.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2);
-    throw new RangeError(`unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ""}; the options are ${OPTION_NAMES.join(", ")}`);
-  }
+  checkOptionKeys(o, OPTION_NAMES);
   for (const flag of ["addSpecialTokens", "ignoreEos"] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new TypeError(`${flag}: expected true or false, got ${shownValue(o[flag])}`);
   }
@@ -204,15 +201,4 @@ export function checkGenerateOptions(options: unknown): asserts options is Gener
   if (draft !== undefined && (typeof draft !== "object" || draft === null || typeof draft.languageModel !== "object" || draft.languageModel === null)) {
     throw new TypeError(`draftModel: expected a loaded model (what loadModel returns), got ${shownValue(draft)}`);
   }
-}
-
-/** Levenshtein distance, for suggesting the option a misspelled one meant */
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
 }

@@ -1,3 +1,4 @@
-/** Formatting for messages (sizes, text safe for a terminal); imports nothing, so every layer may use it. */
+/** Formatting and checks for messages (sizes, text safe for a terminal, unknown option names); imports nothing, so every layer may use it. */
 export { formatBytes } from "./bytes.js";
 export { printable } from "./printable.js";
+export { checkOptionKeys } from "./option-keys.js";

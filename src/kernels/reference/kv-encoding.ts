@@ -115,11 +115,21 @@ export function halfSidesOf(e: KVCacheEncoding): HalfSides {
   return { keys: e.k.type === "f16", values: e.v.type === "f16" };
 }
 
+/** how an error names the cache options: the library's option names unless a caller (the CLI) gives its flags */
+export interface CacheOptionWords {
+  readonly k: string;
+  readonly v: string;
+  /** how to ask for flash attention */
+  readonly flashOn: string;
+}
+
+const LIBRARY_WORDS: CacheOptionWords = { k: "cacheTypeK", v: "cacheTypeV", flashOn: "leave flashAttention unset or true" };
+
 /** throws unless attention can read a cache of these types in the order they ask for */
-export function checkAttentionOrder(types: KVCacheTypes): void {
+export function checkAttentionOrder(types: KVCacheTypes, words: CacheOptionWords = LIBRARY_WORDS): void {
   if (types.flashAttention !== false) return;
-  for (const [t, what] of [[types.k, "cacheTypeK"], [types.v, "cacheTypeV"]] as const) {
-    if (isBlockFormat(t)) throw new RangeError(`${what} ${t} needs flash attention (llama.cpp's order for a block-format cache): leave flashAttention unset or true, or use f16 / f32`);
+  for (const [t, what] of [[types.k, words.k], [types.v, words.v]] as const) {
+    if (isBlockFormat(t)) throw new RangeError(`${what} ${t} needs flash attention (llama.cpp's order for a block-format cache): ${words.flashOn}, or use f16 / f32`);
   }
 }
 
