@@ -320,3 +320,26 @@ test("a URL's model is kept in the Cache API: the second load (a reload) makes n
     await context.close();
   }
 });
+
+test("Stop while the model downloads cancels the load: {error} says aborted, the status says so, Generate works again", { skip }, async () => {
+  const context = await browser!.newContext();
+  const page = await context.newPage();
+  try {
+    // the model's download never answers: the load is still waiting for it when Stop is clicked
+    let asked = 0;
+    await context.route("**/models/stories260K.gguf", () => void asked++);
+    await page.goto(`${base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: "Once upon a time", maxTokens: "4" })}`);
+    await page.click("#run");
+    await page.waitForFunction(() => document.getElementById("status")!.textContent!.startsWith("loading"));
+    for (let i = 0; i < 200 && asked === 0; i++) await new Promise((r) => setTimeout(r, 25));
+    assert.equal(asked, 1, "the download was asked for");
+    await page.click("#stop");
+    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
+    const result = JSON.parse((await page.textContent("#result"))!);
+    assert.equal(result.error, `${base}/models/stories260K.gguf: aborted`);
+    assert.equal(await page.textContent("#status"), "loading stopped: no model loaded");
+    assert.equal(await page.isDisabled("#run"), false);
+  } finally {
+    await context.close();
+  }
+});

@@ -40,7 +40,8 @@ function add(role, text) {
   return li;
 }
 
-async function ensureLoaded() {
+/** loads the model the form names unless it is loaded already; `signal` (Stop) cancels a download */
+async function ensureLoaded(signal) {
   const file = $("file").files[0];
   const source = file ?? $("model").value.trim();
   const backend = $("backend").value;
@@ -50,7 +51,7 @@ async function ensureLoaded() {
   const memoryLimitMiB = params.get("memoryLimitMiB");
   const name = file ? file.name : source;
   const info = await engine.load(source, {
-    backend, cache: params.get("cache") !== "0", wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
+    backend, signal, cache: params.get("cache") !== "0", wholeFile: params.get("wholeFile") === "1", ...(memoryLimitMiB ? { memoryLimitBytes: Number(memoryLimitMiB) * 2 ** 20 } : {}),
     onProgress: (p) => {
       const bar = $("progress");
       bar.hidden = false;
@@ -63,7 +64,7 @@ async function ensureLoaded() {
   $("progress").hidden = true;
   loaded = { source, backend, info };
   const i = info.info;
-  const from = file ? "from the file" : info.fromCache ? "from the cache (no download)" : info.cached ? "downloaded, now cached" : "downloaded (not cached)";
+  const from = file ? "from the file" : info.fromCache ? "from the cache (no download)" : info.cached ? "downloaded, now cached" : info.notCached ? `downloaded, not cached: ${info.notCached}` : "downloaded (not cached)";
   status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · ${mib(info.size)} ${from} · loaded in ${fmt(info.loadMs)} ms`);
   return info;
 }
@@ -83,7 +84,7 @@ async function run() {
   const prompt = $("prompt").value;
   const mode = $("mode").value;
   try {
-    const info = await ensureLoaded();
+    const info = await ensureLoaded(controller.signal);
     const options = { maxTokens: numberOf("max-tokens"), temperature: numberOf("temperature"), seed: numberOf("seed"), signal: controller.signal };
     let out;
     const onStep = (s) => (out.textContent += s.text);
@@ -114,7 +115,10 @@ async function run() {
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
     $("error").textContent = message;
-    if (!loaded) status("no model loaded");
+    if (!loaded) {
+      $("progress").hidden = true;
+      status(e?.name === "AbortError" ? "loading stopped: no model loaded" : "no model loaded");
+    }
     $("result").textContent = JSON.stringify({ error: message });
   } finally {
     $("run").disabled = false;

@@ -40,7 +40,7 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
       return createWebGPUBackend();
     case "wasm": {
       if (web.crossOriginIsolated === false) {
-        throw new Error("wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp");
+        throw new Error("wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: \"reference\" (one thread, plain TypeScript, slower)");
       }
       const base = new URL(options.assetsUrl ?? assetsBase(), assetsBase());
       await preloadKernels({ baseUrl: base, workerUrl: new URL("kernel-worker.js", base) });

@@ -28,6 +28,7 @@ export class TsllmWorker {
   private readonly worker: WebWorker;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private terminated = false;
 
   /**
    * Starts an engine worker. `workerUrl` is the build's engine-worker.js (default: beside this
@@ -52,22 +53,28 @@ export class TsllmWorker {
     else {
       this.pending.delete(reply.id);
       if (reply.kind === "result") p.resolve(reply.value);
-      else p.reject(new Error(reply.message));
+      else {
+        const error = new Error(reply.message);
+        if (reply.name) error.name = reply.name;
+        p.reject(error);
+      }
     }
   }
 
   private call<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
     const id = this.nextId++;
+    // a terminated worker drops messages without a word: the call would wait forever
+    if (this.terminated) return { id, done: Promise.reject(new Error("tsllm engine worker terminated")) };
     const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep, onProgress }));
     this.worker.postMessage({ ...request, id });
     return { id, done };
   }
 
-  private streamed<T>(request: Outgoing, options: StreamOptions): Promise<T> {
-    const { id, done } = this.call<T>(request, options.onStep);
+  private streamed<T>(request: Outgoing, options: StreamOptions & { onProgress?: (p: LoadProgress) => void }): Promise<T> {
+    const { id, done } = this.call<T>(request, options.onStep, options.onProgress);
     const signal = options.signal;
     if (!signal) return done;
-    const abort = () => this.call({ op: "abort", target: id });
+    const abort = (): void => void this.call({ op: "abort", target: id }).done.catch(() => undefined);
     if (signal.aborted) abort();
     else signal.addEventListener("abort", abort, { once: true });
     return done.finally(() => signal.removeEventListener("abort", abort));
@@ -77,12 +84,13 @@ export class TsllmWorker {
    * Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the
    * model loaded before (loads called together run one after another; the last one's model stays). A URL's file is kept in the model cache (the Cache API) and read from
    * there next time, with no request (`cache: false`: no cache, Range reads; "revalidate": ask
-   * the server whether it changed). `onProgress` gets the bytes downloaded, then read.
+   * the server whether it changed). `onProgress` gets the bytes downloaded, then read. `signal`
+   * cancels it: the promise rejects with an AbortError and no model is loaded.
    */
   load(source: string | URL | Blob, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
     const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
-    const { onProgress, ...rest } = options;
-    return this.call<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, undefined, onProgress).done;
+    const { onProgress, signal, ...rest } = options;
+    return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress });
   }
 
   /** The models in the model cache (URL, size, validators, when stored). */
@@ -162,8 +170,9 @@ export class TsllmWorker {
     return this.call<void>({ op: "unload" }).done;
   }
 
-  /** Stops the worker; pending calls reject. */
+  /** Stops the worker; pending calls reject, and so do later ones. */
   terminate(): void {
+    this.terminated = true;
     this.worker.terminate();
     const error = new Error("tsllm engine worker terminated");
     for (const p of this.pending.values()) p.reject(error);

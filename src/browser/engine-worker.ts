@@ -8,7 +8,8 @@ import { timeGreedyForward } from "../generation/index.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
-import { loadBrowserModelFrom } from "./engine.js";
+import { loadBrowserModelFrom, sourceName } from "./engine.js";
+import { abortError } from "./files.js";
 import { deleteCachedModels, listCachedModels } from "./model-cache.js";
 import type { LoadedModel, LoadProgress, Reply, Request } from "./protocol.js";
 import type { WorkerScope } from "../platform/web.js";
@@ -45,24 +46,33 @@ async function streamTo(id: number, it: AsyncGenerator<ChoiceStep, unknown>): Pr
   }
 }
 
+/** replaces the model with the one `req` names */
+async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal): Promise<LoadedModel> {
+  // aborted while it waited for the load before it: the model loaded before stays
+  if (signal.aborted) throw abortError(sourceName(req.source));
+  model?.dispose();
+  model = undefined;
+  backendName = req.options?.backend ?? "wasm";
+  const progress = req.progress ? (p: LoadProgress) => send({ id: req.id, kind: "progress", progress: p }) : undefined;
+  const loaded = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress, signal });
+  model = loaded.model;
+  const m = model;
+  return {
+    source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
+    ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
+    contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
+    size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
+  };
+}
+
 async function handle(req: Request): Promise<unknown> {
   switch (req.op) {
-    case "load": return changeModel(async () => {
-      model?.dispose();
-      model = undefined;
-      backendName = req.options?.backend ?? "wasm";
-      const progress = req.progress ? (p: LoadProgress) => send({ id: req.id, kind: "progress", progress: p }) : undefined;
-      const load = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress });
-      model = load.model;
-      const m = model;
-      const info: LoadedModel = {
-        source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
-        ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
-        contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
-        size: load.size, fromCache: load.fromCache, cached: load.cached,
-      };
-      return info;
-    });
+    case "load": {
+      // registered at once: an abort may come while this load waits for the one before it
+      const controller = new AbortController();
+      running.set(req.id, controller);
+      return changeModel(() => load(req, controller.signal)).finally(() => running.delete(req.id));
+    }
     case "tokenize":
       return loaded().tokenizer.encode(req.text, { addSpecialTokens: req.addSpecialTokens ?? true });
     case "detokenize":
@@ -108,6 +118,6 @@ scope.onmessage = (e) => {
   const req = e.data as Request;
   handle(req).then(
     (value) => send({ id: req.id, kind: "result", value }),
-    (err: unknown) => send({ id: req.id, kind: "error", message: err instanceof Error ? err.message : String(err) }),
+    (err: unknown) => send({ id: req.id, kind: "error", message: err instanceof Error ? err.message : String(err), ...(err instanceof Error ? { name: err.name } : {}) }),
   );
 };

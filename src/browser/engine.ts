@@ -14,7 +14,7 @@ import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
 import { tokenizerFromGGUF } from "../tokenizer/gguf.js";
 import { createBrowserBackend, type BrowserBackendName, type BrowserBackendOptions } from "./backends.js";
-import { blobFile } from "./files.js";
+import { abortError, blobFile } from "./files.js";
 import { openModelUrl, type LoadProgress } from "./model-cache.js";
 
 export interface BrowserLoadOptions extends BrowserBackendOptions {
@@ -41,6 +41,8 @@ export interface BrowserLoadOptions extends BrowserBackendOptions {
   warmup?: boolean;
   /** called as the file downloads (into the cache) and as the weights are read: bytes so far and in all */
   onProgress?: (progress: LoadProgress) => void;
+  /** cancels the load (a download stops at once; reading the weights is synchronous, so it stops after them): an AbortError */
+  signal?: AbortSignal;
 }
 
 /** a loaded model and where its file came from */
@@ -52,7 +54,23 @@ export interface BrowserLoad {
   fromCache: boolean;
   /** the file is in the model cache now */
   cached: boolean;
+  /** why a URL's file is not in the model cache though caching was asked for (e.g. the storage quota is used up) */
+  notCached?: string;
 }
+
+/** errors that say nothing about the file (the backend could not start, out of memory, an abort): a cached copy stays */
+const notTheFile = new WeakSet<object>();
+function notTheFileFault<E>(e: E): E {
+  if (typeof e === "object" && e !== null) notTheFile.add(e);
+  return e;
+}
+const fileAtFault = (e: unknown): boolean => !(typeof e === "object" && e !== null && (notTheFile.has(e) || (e as Error).name === "AbortError"));
+
+/** a cached copy that failed to load (it loaded when it was stored, so it is damaged): taken out and downloaded again */
+class DamagedCacheEntry extends Error {}
+
+/** what an allocation failure of the browser looks like (wasm memory growth, an ArrayBuffer) */
+const OUT_OF_MEMORY = /Memory\.grow|could not allocate memory|allocation failed|out of memory/i;
 
 /** the name a model source goes by in errors and Model.path */
 export function sourceName(source: string | Blob): string {
@@ -69,26 +87,47 @@ export async function loadBrowserModel(source: string | Blob, options: BrowserLo
 /** loadBrowserModel, saying where the file came from */
 export async function loadBrowserModelFrom(source: string | Blob, options: BrowserLoadOptions = {}): Promise<BrowserLoad> {
   const t0 = performance.now();
-  const name = sourceName(source);
-  const opened = typeof source === "string"
-    ? await openModelUrl(source, { cache: options.cache, wholeFile: options.wholeFile, onProgress: options.onProgress })
-    : { file: blobFile(source), size: source.size, fromCache: false, cached: false, discard: async () => undefined };
   try {
-    const model = await buildFrom(name, opened.file, options, t0);
-    options.onProgress?.({ phase: "read", loaded: opened.size, total: opened.size, fromCache: opened.fromCache });
-    return { model, size: opened.size, fromCache: opened.fromCache, cached: opened.cached };
+    return await loadOnce(source, options, t0);
   } catch (e) {
-    // a file this load put into the cache that is no model (or not one this build loads) leaves it again
+    if (!(e instanceof DamagedCacheEntry)) throw e;
+    // the damaged copy is out of the cache now: this load downloads the file again
+    return loadOnce(source, options, t0);
+  }
+}
+
+async function loadOnce(source: string | Blob, options: BrowserLoadOptions, t0: number): Promise<BrowserLoad> {
+  const name = sourceName(source);
+  const signal = options.signal;
+  if (signal?.aborted) throw abortError(name);
+  const opened = typeof source === "string"
+    ? await openModelUrl(source, { cache: options.cache, wholeFile: options.wholeFile, onProgress: options.onProgress, signal })
+    : { file: blobFile(source), size: source.size, fromCache: false, cached: false, discard: async () => undefined };
+  let model: Model;
+  try {
+    model = await buildFrom(name, opened.file, options, t0);
+  } catch (thrown) {
+    const e = outOfMemory(name, opened.size, thrown);
+    if (!fileAtFault(e)) throw e;
+    // a file this load put into the cache that is no model (or not one this build loads) leaves it again; so does a damaged cached copy
     await opened.discard();
+    if (opened.fromCache) throw new DamagedCacheEntry((e as Error).message);
     throw e;
   }
+  if (signal?.aborted) {
+    model.dispose();
+    throw abortError(name);
+  }
+  options.onProgress?.({ phase: "read", loaded: opened.size, total: opened.size, fromCache: opened.fromCache });
+  return { model, size: opened.size, fromCache: opened.fromCache, cached: opened.cached, ...("notCached" in opened && opened.notCached ? { notCached: opened.notCached } : {}) };
 }
 
 async function buildFrom(name: string, file: RandomAccessFile, options: BrowserLoadOptions, t0: number): Promise<Model> {
   let closeFile = true;
   try {
     // the backend starts first (its workers boot, its kernels compile) while the header is parsed
-    const [{ header, metadata, tokenizer }, backend] = await whileBackendStarts(createBrowserBackend(options.backend ?? "wasm", options), () => {
+    const starting = createBrowserBackend(options.backend ?? "wasm", options).catch((e: unknown) => { throw notTheFileFault(e); });
+    const [{ header, metadata, tokenizer }, backend] = await whileBackendStarts(starting, () => {
       const header = parseGGUFHeader(file, name);
       const metadata = new GGUFMetadata(name, header.metadata);
       const parts = metadata.number("split.count");
@@ -117,4 +156,11 @@ async function buildFrom(name: string, file: RandomAccessFile, options: BrowserL
   } finally {
     if (closeFile) file.close();
   }
+}
+
+/** a browser's allocation failure as the model's error, saying what ran out (its own words: "Unable to grow instance memory") */
+function outOfMemory(name: string, fileBytes: number, e: unknown): unknown {
+  const message = (e as Error)?.message ?? "";
+  if (!OUT_OF_MEMORY.test(message)) return e;
+  return notTheFileFault(new Error(`${name}: out of memory: the browser gave the backend no more memory for this ${(fileBytes / 2 ** 20).toFixed(0)} MiB model (${message}); try a smaller or more quantized model, or a smaller contextSize`));
 }

@@ -6,7 +6,7 @@
  * the whole body fetched once into memory.
  */
 import type { RandomAccessFile } from "../platform/host.js";
-import { need } from "../platform/web.js";
+import { baseHref, need } from "../platform/web.js";
 
 /** a Blob (or File) read by position */
 export function blobFile(blob: Blob): RandomAccessFile {
@@ -44,14 +44,41 @@ function totalOf(contentRange: string | null): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-/** what a one-byte Range request tells about a URL's file: its size (undefined: the server ignores Range) and validators */
-export async function rangeProbe(url: string): Promise<{ size?: number; etag?: string; lastModified?: string }> {
-  let response: Response;
+/** an AbortError (its name is what callers check) saying what was aborted */
+export function abortError(what: string): Error {
+  const e = new Error(`${what}: aborted`);
+  e.name = "AbortError";
+  return e;
+}
+
+/**
+ * fetch(url), its failure one error naming the URL and the likely cause: a browser says only
+ * "Failed to fetch" both when the server is down and when another origin's answer lacks CORS
+ * (or, on a cross-origin isolated page, CORP) headers
+ */
+export async function fetchNamed(url: string, init: RequestInit = {}): Promise<Response> {
   try {
-    response = await fetch(url, { headers: { Range: "bytes=0-0" }, cache: "no-store" } as RequestInit);
+    return await fetch(url, init);
   } catch (e) {
-    throw new Error(`${url}: cannot fetch: ${(e as Error).message}`);
+    if (init.signal?.aborted) throw abortError(url);
+    const origin = new URL(url, baseHref()).origin;
+    const hint = origin !== new URL(baseHref()).origin
+      ? `; ${origin} is another origin: it must answer with Access-Control-Allow-Origin (and, for a cross-origin isolated page, Cross-Origin-Resource-Policy: cross-origin)`
+      : "; is the server running?";
+    throw new Error(`${url}: cannot fetch: ${(e as Error).message}${hint}`);
   }
+}
+
+/** a download's body failed: the URL's error, saying how far it got */
+export function brokenDownload(url: string, loaded: number | undefined, total: number | undefined, cause: unknown, signal?: AbortSignal): Error {
+  if (signal?.aborted) return abortError(url);
+  const where = loaded !== undefined ? ` after ${loaded}${total ? ` of ${total}` : ""} bytes` : total ? ` before its ${total} bytes arrived` : "";
+  return new Error(`${url}: the download broke off${where} (${(cause as Error)?.message ?? String(cause)})`);
+}
+
+/** what a one-byte Range request tells about a URL's file: its size (undefined: the server ignores Range) and validators */
+export async function rangeProbe(url: string, signal?: AbortSignal): Promise<{ size?: number; etag?: string; lastModified?: string }> {
+  const response = await fetchNamed(url, { headers: { Range: "bytes=0-0" }, cache: "no-store", signal } as RequestInit);
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
   await response.body?.cancel();
   const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : Number(response.headers.get("content-length") ?? NaN);
@@ -65,6 +92,8 @@ const READ_AHEAD = 32 << 20;
 export interface UrlFileOptions {
   /** fetch the whole file into memory even where the server answers Range requests */
   wholeFile?: boolean;
+  /** ends the opening (and a whole-file download) early */
+  signal?: AbortSignal;
 }
 
 /**
@@ -74,17 +103,20 @@ export interface UrlFileOptions {
  * block kept), so that a run of small tensors costs one request; errors name the URL.
  */
 export async function openUrl(url: string, options: UrlFileOptions = {}): Promise<RandomAccessFile> {
-  let response: Response;
-  try {
-    response = await fetch(url, options.wholeFile ? {} : { headers: { Range: "bytes=0-0" } });
-  } catch (e) {
-    throw new Error(`${url}: cannot fetch: ${(e as Error).message}`);
-  }
+  const signal = options.signal;
+  const response = await fetchNamed(url, options.wholeFile ? { signal } : { headers: { Range: "bytes=0-0" }, signal });
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
   const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : undefined;
   if (size === undefined) {
     // no Range support (or asked for the whole file): this response is the whole file
-    return memoryFile(new Uint8Array(await response.arrayBuffer()));
+    const announced = Number(response.headers.get("content-length") ?? NaN);
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(await response.arrayBuffer());
+    } catch (e) {
+      throw brokenDownload(url, undefined, Number.isFinite(announced) ? announced : undefined, e, signal);
+    }
+    return memoryFile(bytes);
   }
   await response.body?.cancel();
   const XMLHttpRequest = need("XMLHttpRequest", `reading ${url}`);

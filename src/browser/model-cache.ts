@@ -6,7 +6,7 @@
  * in Chromium), by position, with FileReaderSync: no copy of the whole file in memory.
  */
 import type { RandomAccessFile } from "../platform/host.js";
-import { blobFile, openUrl, rangeProbe } from "./files.js";
+import { abortError, blobFile, brokenDownload, fetchNamed, openUrl, rangeProbe } from "./files.js";
 import { web, type WebCache } from "../platform/web.js";
 
 const CACHE_NAME = "tsllm-models-v1";
@@ -42,7 +42,9 @@ export interface OpenedUrl {
   fromCache: boolean;
   /** the file is in the cache now (fromCache, or stored by this load) */
   cached: boolean;
-  /** the load failed: a file this load put into the cache is taken out again (a URL that was no model) */
+  /** why a file meant for the cache is not in it (storing failed: the storage quota, say) */
+  notCached?: string;
+  /** the load failed: the file is taken out of the cache again (a URL that was no model, a damaged cached copy) */
   discard(): Promise<void>;
 }
 
@@ -57,6 +59,19 @@ export interface UrlLoadOptions {
   /** fetch the whole file in one request when not caching */
   wholeFile?: boolean;
   onProgress?: (p: LoadProgress) => void;
+  /** ends the download early (an AbortError) */
+  signal?: AbortSignal;
+}
+
+/** the Cache API could not keep a download (not the network's fault): the load goes on without the cache */
+class CacheStoreError extends Error {}
+
+/** why storing `url` failed, in words a user can act on */
+function storeFailure(url: string, e: unknown): CacheStoreError {
+  const name = (e as Error)?.name, message = (e as Error)?.message ?? String(e);
+  return new CacheStoreError(name === "QuotaExceededError"
+    ? `the model cache could not keep ${url}: this site's storage quota is used up (QuotaExceededError); free space with clearModelCache() or in the browser's site settings`
+    : `the model cache could not keep ${url} (${name ? `${name}: ` : ""}${message})`);
 }
 
 /** the model cache, or undefined where the context has no Cache API (not a secure context) */
@@ -118,15 +133,13 @@ function counted(file: RandomAccessFile, fromCache: boolean, onProgress?: (p: Lo
   };
 }
 
-/** the response's body into the cache under `url`, reporting the bytes as they arrive */
-async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgress) => void): Promise<Response> {
-  let response: Response;
-  try {
-    // no-store: the file goes into the model cache, not also into the HTTP cache
-    response = await fetch(url, { cache: "no-store" } as RequestInit);
-  } catch (e) {
-    throw new Error(`${url}: cannot fetch: ${(e as Error).message}`);
-  }
+/**
+ * the response's body into the cache under `url`, reporting the bytes as they arrive; a body
+ * that breaks off is the URL's error, a Cache API that cannot store it a CacheStoreError
+ */
+async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgress) => void, signal?: AbortSignal): Promise<Response> {
+  // no-store: the file goes into the model cache, not also into the HTTP cache
+  const response = await fetchNamed(url, { cache: "no-store", signal } as RequestInit);
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
   const length = Number(response.headers.get("content-length") ?? NaN);
   const headers: Record<string, string> = { "content-type": "application/octet-stream", [H_URL]: url, [H_AT]: new Date().toISOString() };
@@ -135,30 +148,50 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
   if (modified) headers[H_MODIFIED] = modified;
   let loaded = 0, reported = 0;
   const total = Number.isFinite(length) ? length : 0, step = Math.max(1, Math.floor(total / 100));
-  const body = response.body!.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      loaded += chunk.byteLength;
+  // the network's failure, told apart from the Cache API's: both reject cache.put
+  let networkError: unknown;
+  const source = response.body!.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let r: Awaited<ReturnType<typeof source.read>>;
+      try {
+        r = await source.read();
+      } catch (e) {
+        networkError = e;
+        throw e;
+      }
+      if (r.done) return controller.close();
+      loaded += r.value.byteLength;
       if (onProgress && (loaded - reported >= step || loaded === total)) {
         reported = loaded;
         onProgress({ phase: "download", loaded, total: Math.max(total, loaded), fromCache: false });
       }
-      controller.enqueue(chunk);
+      controller.enqueue(r.value);
     },
-  }));
+    cancel: (reason) => source.cancel(reason),
+  });
+  const store = async (key: string, r: Response): Promise<void> => {
+    try {
+      await cache.put(key, r);
+    } catch (e) {
+      if (networkError !== undefined || signal?.aborted) throw brokenDownload(url, loaded, total || undefined, networkError ?? e, signal);
+      throw storeFailure(url, e);
+    }
+  };
   if (total > 0 && !response.headers.get("content-encoding")) {
-    await cache.put(url, new Response(body, { headers: { ...headers, [H_SIZE]: String(total) } }));
+    await store(url, new Response(body, { headers: { ...headers, [H_SIZE]: String(total) } }));
   } else {
     // the size is known only once the body has arrived: stage the body, then store it with its size
     // (a query, not a fragment: the Cache API ignores fragments when it matches)
     const staged = `${url}${url.includes("?") ? "&" : "?"}tsllm-downloading`;
-    await cache.put(staged, new Response(body, { headers }));
+    await store(staged, new Response(body, { headers }));
     const blob = await (await cache.match(staged))?.blob();
     await cache.delete(staged);
-    if (!blob) throw new Error(`${url}: the download was not kept by the Cache API`);
-    await cache.put(url, new Response(blob, { headers: { ...headers, [H_SIZE]: String(blob.size) } }));
+    if (!blob) throw new CacheStoreError(`${url}: the download was not kept by the Cache API`);
+    await store(url, new Response(blob, { headers: { ...headers, [H_SIZE]: String(blob.size) } }));
   }
   const entry = await cache.match(url);
-  if (!entry) throw new Error(`${url}: the download was not kept by the Cache API`);
+  if (!entry) throw new CacheStoreError(`${url}: the download was not kept by the Cache API`);
   return entry;
 }
 
@@ -170,15 +203,16 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
 export async function openModelUrl(url: string, options: UrlLoadOptions = {}): Promise<OpenedUrl> {
   const mode = options.cache ?? true;
   const cache = mode === false ? undefined : await openCache();
-  const uncached = async (): Promise<OpenedUrl> => {
-    const file = await openUrl(url, { wholeFile: options.wholeFile });
-    return { file: counted(file, false, options.onProgress), size: file.size, fromCache: false, cached: false, discard: async () => undefined };
+  const signal = options.signal;
+  const uncached = async (notCached?: string): Promise<OpenedUrl> => {
+    const file = await openUrl(url, { wholeFile: options.wholeFile, signal });
+    return { file: counted(file, false, options.onProgress), size: file.size, fromCache: false, cached: false, ...(notCached ? { notCached } : {}), discard: async () => undefined };
   };
   if (!cache) return uncached();
   let entry = await cache.match(url);
   if (entry && mode === "revalidate") {
     const known = describe(url, entry);
-    const now = await rangeProbe(url);
+    const now = await rangeProbe(url, signal);
     const same = now.size === known.size && (now.etag ?? "") === (known.etag ?? "") && (now.lastModified ?? "") === (known.lastModified ?? "");
     if (!same) {
       await cache.delete(url);
@@ -194,17 +228,18 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
       entry = undefined;
       fromCache = false;
     } else {
-      return { file: counted(blobFile(blob), true, options.onProgress), size: blob.size, fromCache: true, cached: true, discard: async () => undefined };
+      // a cached copy that fails to load is damaged (it loaded when it was stored): discard takes it out
+      return { file: counted(blobFile(blob), true, options.onProgress), size: blob.size, fromCache: true, cached: true, discard: async () => void (await cache.delete(url)) };
     }
   }
   let stored: Response;
   try {
-    stored = await download(cache, url, options.onProgress);
+    stored = await download(cache, url, options.onProgress, signal);
   } catch (e) {
-    const message = (e as Error).message;
-    // an HTTP or network error is the URL's error; a storage failure (quota) falls back to Range reads
-    if (message.startsWith(`${url}: HTTP`) || message.startsWith(`${url}: cannot fetch`)) throw e;
-    return uncached();
+    // an HTTP or network error is the URL's error; a storage failure (quota) falls back to Range reads, saying why
+    if (!(e instanceof CacheStoreError)) throw e;
+    if (signal?.aborted) throw abortError(url);
+    return uncached(e.message);
   }
   const blob = await stored.blob();
   if (blob.size !== describe(url, stored).size) {

@@ -2,7 +2,7 @@
  * The messages between a page (client.ts) and the engine worker (engine-worker.ts). Every
  * request carries an id; the worker answers it with one `result` or `error`, and a generation
  * sends `step` messages before that. `abort` ends a generation early (its result then has
- * finishReason "abort").
+ * finishReason "abort"), or a load (its error is an AbortError).
  */
 import type { ChatMessage } from "../chat/index.js";
 import type { ChatOptions } from "../llm.js";
@@ -27,8 +27,8 @@ export type Request =
   | { id: number; op: "cachedModels" }
   | { id: number; op: "deleteCachedModels"; url?: string };
 
-/** load options that survive postMessage (progress comes back as messages) */
-export type WorkerLoadOptions = Omit<BrowserLoadOptions, "onProgress">;
+/** load options that survive postMessage (progress comes back as messages, a signal becomes an abort message) */
+export type WorkerLoadOptions = Omit<BrowserLoadOptions, "onProgress" | "signal">;
 
 /** what `load` answers */
 export interface LoadedModel {
@@ -53,11 +53,13 @@ export interface LoadedModel {
   fromCache: boolean;
   /** the file is in the model cache now (the next load of this URL makes no request) */
   cached: boolean;
+  /** why a URL's file is not in the model cache though caching was asked for (e.g. the storage quota is used up) */
+  notCached?: string;
 }
 
 export type Reply =
   | { id: number; kind: "result"; value: unknown }
-  | { id: number; kind: "error"; message: string }
+  | { id: number; kind: "error"; message: string; /** the Error's name ("AbortError" for an aborted load) */ name?: string }
   | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }
   | { id: number; kind: "progress"; progress: LoadProgress };
 

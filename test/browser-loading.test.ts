@@ -1,0 +1,298 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer, type Server, type ServerResponse } from "node:http";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+// @ts-expect-error: a plain .mjs build script
+import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+// The browser build's model loading (TsllmWorker.load) against a loopback server that serves the
+// model every way a real one might: with and without Range support, cut off mid-way, slowly, from
+// another origin without CORS headers; with the Cache API's quota used up, a damaged cached copy,
+// the browser out of wasm memory, a page without cross-origin isolation. llama.cpp's greedy tokens
+// of stories260K (../shared) judge that a load that should work gives the right model.
+const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
+const CHROMIUM = "/usr/bin/chromium";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
+  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+
+/** llama.cpp's first 8 greedy tokens after "Once upon a time" */
+const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);
+
+/** how the server answers a request for /m/MODE/stories260K.gguf */
+type Mode = "range" | "norange" | "truncated" | "slow" | "404";
+/** requests per "MODE RANGE-HEADER|whole", and bytes sent before the client closed a slow download */
+const requests = new Map<string, number>();
+const closedAt: number[] = [];
+const countRequest = (key: string): void => void requests.set(key, (requests.get(key) ?? 0) + 1);
+const requestCount = (prefix: string): number => [...requests].filter(([k]) => k.startsWith(prefix)).reduce((n, [, c]) => n + c, 0);
+
+function serveModel(res: ServerResponse, mode: Mode, range: string | undefined, model: Buffer): void {
+  const m = /^bytes=(\d+)-(\d*)$/.exec(range ?? "");
+  if (mode === "404") return void res.writeHead(404, { "content-type": "text/plain" }).end("not here");
+  if (m && mode !== "norange" && mode !== "slow") {
+    const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
+    res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1 });
+    return void res.end(model.subarray(start, end + 1));
+  }
+  // a wrong content type on purpose: a GGUF is bytes whatever the server calls it
+  res.writeHead(200, { "content-type": mode === "norange" ? "text/html" : "application/octet-stream", "content-length": model.length });
+  if (mode === "truncated") {
+    // half the announced bytes, then the connection drops
+    res.write(model.subarray(0, model.length >> 1));
+    setTimeout(() => res.destroy(), 20);
+    return;
+  }
+  if (mode === "slow") {
+    let at = 0;
+    const timer = setInterval(() => {
+      res.write(model.subarray(at, at + 16384));
+      at += 16384;
+      if (at >= model.length) {
+        clearInterval(timer);
+        res.end();
+      }
+    }, 50);
+    res.on("close", () => {
+      clearInterval(timer);
+      if (at < model.length) closedAt.push(at);
+    });
+    return;
+  }
+  res.end(model);
+}
+
+/** the test server: / (a blank page, cross-origin isolated unless under /plain/), /tsllm/ (the build), /m/MODE/ (the model) */
+function startTestServer(model: Buffer): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
+    const plain = path.startsWith("/plain/");
+    if (!plain) {
+      res.setHeader("Cross-Origin-Opener-Policy", "same-origin");
+      res.setHeader("Cross-Origin-Embedder-Policy", "require-corp");
+    }
+    res.setHeader("Cross-Origin-Resource-Policy", "same-origin");
+    const p = plain ? path.slice("/plain".length) : path;
+    if (p === "/") return void res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>tsllm loading test</title>");
+    if (p.startsWith("/tsllm/") && /^[\w.-]+$/.test(p.slice(7))) {
+      const file = join(browserDir, p.slice(7));
+      if (!existsSync(file)) return void res.writeHead(404).end();
+      return void res.writeHead(200, { "content-type": file.endsWith(".wasm") ? "application/wasm" : "text/javascript" }).end(readFileSync(file));
+    }
+    const m = /^\/m\/([a-z0-9]+)\//.exec(p);
+    if (m) {
+      countRequest(`${m[1]} ${req.headers.range ?? "whole"}`);
+      return serveModel(res, m[1] as Mode, req.headers.range, model);
+    }
+    res.writeHead(404).end();
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+let server: Server | undefined;
+/** a second origin (another port) that sends no CORS headers */
+let other: Server | undefined;
+let base = "", otherBase = "";
+let browser: Browser | undefined;
+
+before(async () => {
+  if (skip) return;
+  await ensureBrowserBuild();
+  const model = readFileSync(sharedFile(MODEL)!);
+  server = await startTestServer(model);
+  other = await startTestServer(model);
+  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  otherBase = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+  other?.close();
+});
+
+/**
+ * runs `body` (the text of an async function body, with TsllmWorker, URL_BASE and OTHER_BASE in
+ * scope) in a fresh page of its own browser context (its own Cache API) and returns its value;
+ * a string, not a function: tsx would wrap a function's inner arrows in a __name the page lacks
+ */
+async function inPage<T>(body: string, options: { path?: string; context?: BrowserContext; prepare?: (page: Page, context: BrowserContext) => Promise<void>; on?: Browser } = {}): Promise<T> {
+  const context = options.context ?? await (options.on ?? browser!).newContext();
+  const page = await context.newPage();
+  try {
+    await page.goto(`${base}${options.path ?? "/"}`);
+    await options.prepare?.(page, context);
+    const lib = options.path?.startsWith("/plain/") ? "/plain/tsllm/tsllm.js" : "/tsllm/tsllm.js";
+    return await page.evaluate(`(async () => { const { TsllmWorker } = await import(${JSON.stringify(lib)}); const URL_BASE = ${JSON.stringify(base)}, OTHER_BASE = ${JSON.stringify(otherBase)}; ${body} })()`) as T;
+  } finally {
+    await page.close();
+    if (!options.context) await context.close();
+  }
+}
+
+/** page code: loads `url` with `options` and generates 8 greedy tokens; {tokens, fromCache, cached, notCached} or {error, name} */
+const loadAndGenerate = (url: string, options = "{ threads: 1 }"): string => `
+  const engine = new TsllmWorker();
+  try {
+    const info = await engine.load(${url}, ${options});
+    const r = await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 });
+    return { tokens: r.completionTokens, fromCache: info.fromCache, cached: info.cached, notCached: info.notCached };
+  } catch (e) {
+    return { error: e.message, name: e.name };
+  } finally {
+    engine.terminate();
+  }`;
+
+interface Loaded { tokens?: number[]; fromCache?: boolean; cached?: boolean; notCached?: string; error?: string; name?: string }
+
+test("a model served with Range, without Range (and a wrong content type), cached or not, gives llama.cpp's tokens; a 404 names the URL", { skip }, async () => {
+  for (const [mode, options] of [["range", "{ threads: 1 }"], ["range", "{ threads: 1, cache: false }"], ["norange", "{ threads: 1 }"], ["norange", "{ threads: 1, cache: false }"]] as const) {
+    const r = await inPage<Loaded>(loadAndGenerate(`"/m/${mode}/stories260K.gguf"`, options));
+    assert.deepEqual(r.tokens, golden(), `${mode} ${options}: ${r.error}`);
+  }
+  const missing = await inPage<Loaded>(loadAndGenerate(`"/m/404/stories260K.gguf"`));
+  assert.equal(missing.error, `${base}/m/404/stories260K.gguf: HTTP 404 Not Found`);
+});
+
+test("a download that breaks off mid-way is one error naming the URL and how far it got, not a second download or a bare 'Failed to fetch'", { skip }, async () => {
+  const before = requestCount("truncated");
+  const cached = await inPage<Loaded>(loadAndGenerate(`"/m/truncated/stories260K.gguf"`));
+  assert.match(cached.error ?? "", new RegExp(`^${base}/m/truncated/stories260K\\.gguf: the download broke off after \\d+ of 1185376 bytes \\(`), JSON.stringify(cached));
+  assert.equal(requestCount("truncated") - before, 1, "one request: a broken download is not retried as Range reads");
+  // the same server without Range support, not cached: the whole body in one response, cut short
+  const whole = await inPage<Loaded>(loadAndGenerate(`"/m/truncated/stories260K.gguf"`, "{ threads: 1, cache: false, wholeFile: true }"));
+  assert.match(whole.error ?? "", new RegExp(`^${base}/m/truncated/stories260K\\.gguf: the download broke off before its 1185376 bytes arrived`), JSON.stringify(whole));
+});
+
+test("another origin that sends no CORS headers: the error names the URL and the missing headers", { skip }, async () => {
+  const r = await inPage<Loaded>(loadAndGenerate("OTHER_BASE + \"/m/range/stories260K.gguf\""));
+  assert.match(r.error ?? "", new RegExp(`^${otherBase}/m/range/stories260K\\.gguf: cannot fetch: .*${otherBase} is another origin: it must answer with Access-Control-Allow-Origin`), r.error);
+});
+
+test("load's AbortSignal stops a download mid-way: an AbortError, the connection closed early, nothing cached, no model; the next load works", { skip }, async () => {
+  const closedBefore = closedAt.length;
+  const r = await inPage<{ error: string; name: string; progressEvents: number; cachedModels: number; generate: string; next: number[] }>(`
+    const engine = new TsllmWorker();
+    const controller = new AbortController();
+    let progressEvents = 0;
+    const onProgress = (p) => { progressEvents++; if (p.loaded > 100000) controller.abort(); };
+    let error, name;
+    try {
+      await engine.load("/m/slow/stories260K.gguf", { threads: 1, signal: controller.signal, onProgress });
+    } catch (e) {
+      error = e.message;
+      name = e.name;
+    }
+    const cachedModels = (await engine.cachedModels()).length;
+    let generate;
+    try { await engine.generate("x", { maxTokens: 1 }); } catch (e) { generate = e.message; }
+    await engine.load("/m/range/stories260K.gguf", { threads: 1 });
+    const next = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+    engine.terminate();
+    return { error, name, progressEvents, cachedModels, generate, next };`);
+  assert.equal(r.name, "AbortError");
+  assert.equal(r.error, `${base}/m/slow/stories260K.gguf: aborted`);
+  assert.ok(r.progressEvents > 0);
+  assert.equal(r.cachedModels, 0, "nothing of the aborted download is cached");
+  assert.equal(r.generate, "no model is loaded (send load first)");
+  assert.deepEqual(r.next, golden());
+  // the server saw the download end before the file did
+  for (let i = 0; i < 100 && closedAt.length === closedBefore; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(closedAt.length, closedBefore + 1, "the slow download's connection was closed early");
+  assert.ok(closedAt.at(-1)! < 1185376);
+});
+
+test("the storage quota used up: the model still loads (Range reads), not cached, and notCached names QuotaExceededError", { skip }, async () => {
+  const r = await inPage<Loaded>(loadAndGenerate(`"/m/range/stories260K.gguf"`), {
+    prepare: async (page, context) => {
+      const cdp = await context.newCDPSession(page);
+      await cdp.send("Storage.overrideQuotaForOrigin", { origin: base, quotaSize: 100_000 });
+    },
+  });
+  assert.deepEqual(r.tokens, golden(), r.error);
+  assert.equal(r.cached, false);
+  assert.match(r.notCached ?? "", /^the model cache could not keep .*stories260K\.gguf: this site's storage quota is used up \(QuotaExceededError\)/, r.notCached);
+});
+
+test("a damaged cached copy (its header overwritten) is detected: taken out, downloaded again, llama.cpp's tokens", { skip }, async () => {
+  const before = requestCount("range whole");
+  const r = await inPage<{ first: boolean; second: Loaded; third: boolean }>(`
+    const engine = new TsllmWorker();
+    const url = URL_BASE + "/m/range/stories260K.gguf";
+    const first = (await engine.load(url, { threads: 1 })).cached;
+    // the cached copy, same size, its first 64 bytes garbage
+    const cache = await caches.open("tsllm-models-v1");
+    const entry = await cache.match(url);
+    const bytes = new Uint8Array(await entry.arrayBuffer());
+    bytes.fill(0x55, 0, 64);
+    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    let second;
+    try {
+      const info = await engine.load(url, { threads: 1 });
+      second = { tokens: (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens, fromCache: info.fromCache, cached: info.cached };
+    } catch (e) {
+      second = { error: e.message };
+    }
+    const third = (await engine.load(url, { threads: 1 })).fromCache;
+    engine.terminate();
+    return { first, second, third };`);
+  assert.equal(r.first, true);
+  assert.deepEqual(r.second, { tokens: golden(), fromCache: false, cached: true }, r.second.error);
+  assert.equal(r.third, true, "the fresh copy is cached again");
+  assert.equal(requestCount("range whole") - before, 2, "downloaded twice: at first, and after the damaged copy");
+});
+
+test("out of wasm memory at load is an error naming the model and saying so, not a hang; the cached file stays", { skip }, async () => {
+  // V8's cap on wasm memory pages (64 KiB each): the weights and KV cache of stories260K need more than 40
+  const small = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--js-flags=--wasm-max-mem-pages=40"] });
+  try {
+    const r = await inPage<Loaded & { cachedModels: number }>(`
+      const engine = new TsllmWorker();
+      try {
+        await engine.load("/m/range/stories260K.gguf", { threads: 1 });
+        return { cachedModels: -1 };
+      } catch (e) {
+        return { error: e.message, cachedModels: (await engine.cachedModels()).length };
+      } finally {
+        engine.terminate();
+      }`, { on: small });
+    assert.match(r.error ?? "", new RegExp(`^${base}/m/range/stories260K\\.gguf: out of memory: .*Unable to grow instance memory`), r.error);
+    assert.equal(r.cachedModels, 1, "out of memory says nothing about the file: it stays cached");
+  } finally {
+    await small.close();
+  }
+});
+
+test("a page without cross-origin isolation: the wasm backend's error says why and names the reference backend, which loads", { skip }, async () => {
+  const r = await inPage<{ wasm: string; reference: Loaded; isolated: boolean }>(`
+    const engine = new TsllmWorker();
+    let wasm;
+    try { await engine.load("/m/range/stories260K.gguf"); } catch (e) { wasm = e.message; }
+    engine.terminate();
+    const reference = await (async () => { ${loadAndGenerate(`"/m/range/stories260K.gguf"`, `{ backend: "reference" }`)} })();
+    return { wasm, reference, isolated: crossOriginIsolated };`, { path: "/plain/" });
+  assert.equal(r.isolated, false);
+  assert.match(r.wasm, /^wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: "reference"/, r.wasm);
+  assert.deepEqual(r.reference.tokens, golden(), r.reference.error);
+});
+
+test("two engines with a model each generate side by side; an unloaded or terminated one says so", { skip }, async () => {
+  const r = await inPage<{ a: number[]; b: number[]; unloaded: string; terminated: string }>(`
+    const a = new TsllmWorker(), b = new TsllmWorker();
+    await Promise.all([a.load("/m/range/stories260K.gguf", { threads: 1 }), b.load("/m/norange/stories260K.gguf", { threads: 1, cache: false })]);
+    const [ra, rb] = await Promise.all([a.generate("Once upon a time", { maxTokens: 8, temperature: 0 }), b.generate("Once upon a time", { maxTokens: 8, temperature: 0 })]);
+    await a.unload();
+    let unloaded, terminated;
+    try { await a.generate("x", { maxTokens: 1 }); } catch (e) { unloaded = e.message; }
+    b.terminate();
+    try { await b.generate("x", { maxTokens: 1 }); } catch (e) { terminated = e.message; }
+    a.terminate();
+    return { a: ra.completionTokens, b: rb.completionTokens, unloaded, terminated };`);
+  assert.deepEqual(r.a, golden());
+  assert.deepEqual(r.b, golden());
+  assert.equal(r.unloaded, "no model is loaded (send load first)");
+  assert.equal(r.terminated, "tsllm engine worker terminated");
+});
