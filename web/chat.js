@@ -1,12 +1,37 @@
-// tsllm's chat page: streams replies from /v1/chat/completions (SSE), one conversation in memory.
+// tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation and the
+// system prompt are kept in sessionStorage: a reload of the tab keeps them, New chat (or closing
+// the tab) drops them. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
+// text nodes, never as HTML: what a model writes cannot become markup.
 "use strict";
 const $ = (id) => document.getElementById(id);
-/** the conversation: replaced (not emptied) by New chat, so that a reply still streaming into the old one stays out of the new one */
+/**
+ * the conversation, [{role, content, stats?}]: replaced (not emptied) by New chat and by edits,
+ * so that a reply still streaming into the old one stays out of the new one
+ */
 let history = [];
 let controller = null;
 let modelId;
 
 const list = $("messages");
+const STORED = "tsllm-chat";
+
+/** keeps the conversation and the system prompt for a reload of this tab */
+function save() {
+  try {
+    sessionStorage.setItem(STORED, JSON.stringify({ history, system: $("system").value }));
+  } catch {} // storage full or disabled: the conversation just does not outlive the page
+}
+
+function restore() {
+  let stored;
+  try {
+    stored = JSON.parse(sessionStorage.getItem(STORED) ?? "null");
+  } catch {}
+  if (!stored || !Array.isArray(stored.history)) return;
+  history = stored.history.filter((m) => m && (m.role === "user" || m.role === "assistant") && typeof m.content === "string");
+  if (typeof stored.system === "string") $("system").value = stored.system;
+  renderAll();
+}
 const keyInput = $("api-key");
 keyInput.value = localStorage.getItem("tsllm-api-key") ?? "";
 keyInput.addEventListener("change", () => {
@@ -45,16 +70,99 @@ async function loadInfo() {
 /** whether the messages list shows its end (then new text keeps it there; a reader who scrolled up is left alone) */
 const atBottom = () => list.scrollHeight - list.scrollTop - list.clientHeight < 30;
 
-function bubble(role, text) {
+/** `text` with `code` and **bold** spans, as nodes appended to `into` (text nodes only: nothing is parsed as HTML) */
+function inline(text, into) {
+  let at = 0;
+  for (const m of text.matchAll(/`([^`\n]+)`|\*\*([^*\n]+)\*\*/g)) {
+    into.append(text.slice(at, m.index));
+    const el = document.createElement(m[1] !== undefined ? "code" : "strong");
+    el.textContent = m[1] ?? m[2];
+    into.append(el);
+    at = m.index + m[0].length;
+  }
+  into.append(text.slice(at));
+}
+
+/** a reply's text as Markdown-lite into `into`: ``` fences as code blocks (an unclosed one runs to the end while it streams), the rest inline */
+function renderMarkdown(text, into) {
+  into.replaceChildren();
+  let at = 0;
+  for (const m of text.matchAll(/```([^\n`]*)\n([\s\S]*?)(?:\n```[^\n]*\n?|$)/g)) {
+    inline(text.slice(at, m.index), into);
+    const pre = document.createElement("pre");
+    const code = document.createElement("code");
+    if (m[1].trim()) code.dataset.lang = m[1].trim();
+    code.textContent = m[2];
+    pre.append(code);
+    into.append(pre);
+    at = m.index + m[0].length;
+  }
+  inline(text.slice(at), into);
+}
+
+/** the list item of one message; `index` is its place in history (undefined while it streams) */
+function bubble(role, text, index) {
   const li = document.createElement("li");
   li.className = role;
-  const content = document.createElement("span");
+  const content = document.createElement("div");
   content.className = "content";
-  content.textContent = text;
+  if (role === "assistant") renderMarkdown(text, content);
+  else content.textContent = text;
   li.append(content);
+  if (index !== undefined) decorate(li, index);
   list.append(li);
   list.scrollTop = list.scrollHeight;
   return li;
+}
+
+/** a finished message's stats and buttons: Edit on a user's message, Regenerate on the last reply */
+function decorate(li, index) {
+  const m = history[index];
+  if (m.stats) {
+    const stats = document.createElement("span");
+    stats.className = "stats";
+    stats.textContent = m.stats;
+    li.append(stats);
+  }
+  const actions = document.createElement("span");
+  actions.className = "actions";
+  const button = (label, title, onClick) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.title = title;
+    b.addEventListener("click", () => {
+      if (!controller) onClick();
+    });
+    actions.append(b);
+  };
+  if (m.role === "user") button("Edit", "Edit this message: the conversation goes back to before it", () => edit(index));
+  else if (index === history.length - 1) button("Regenerate", "Ask for another reply to the same message", regenerate);
+  if (actions.childElementCount) li.append(actions);
+}
+
+function renderAll() {
+  list.replaceChildren();
+  history.forEach((m, i) => bubble(m.role, m.content, i));
+}
+
+/** the conversation back to before message `index`, whose text returns to the input to change and send again */
+function edit(index) {
+  const text = history[index].content;
+  history = history.slice(0, index);
+  renderAll();
+  save();
+  $("input").value = text;
+  $("input").focus();
+}
+
+/** the last reply dropped and asked for again */
+function regenerate() {
+  const user = history.at(-2);
+  if (history.at(-1)?.role !== "assistant" || user?.role !== "user") return;
+  history = history.slice(0, -2);
+  renderAll();
+  void send(user.content);
 }
 
 function setBusy(busy) {
@@ -78,8 +186,17 @@ async function send(text) {
   const li = bubble("assistant", "");
   li.setAttribute("aria-busy", "true");
   const content = li.querySelector(".content");
+  let reply = "", rendering = 0;
+  /** the reply so far, rendered once per frame (not per token: a long reply re-renders whole) */
+  const show = () => {
+    rendering = 0;
+    const follow = atBottom();
+    renderMarkdown(reply, content);
+    if (follow) list.scrollTop = list.scrollHeight;
+  };
   const system = $("system").value.trim();
-  const messages = [...(system ? [{ role: "system", content: system }] : []), ...turns, user];
+  // (the page's own fields, such as a reply's stats, stay out of the request)
+  const messages = [...(system ? [{ role: "system", content: system }] : []), ...turns.map(({ role, content }) => ({ role, content })), user];
   const body = { model: modelId, messages, stream: true, stream_options: { include_usage: true } };
   const temperature = numberOf("temperature"), maxTokens = numberOf("max-tokens");
   if (temperature !== undefined) body.temperature = temperature;
@@ -120,9 +237,8 @@ async function send(text) {
         if (delta) {
           if (!firstAt) firstAt = performance.now();
           tokens++;
-          const follow = atBottom();
-          content.textContent += delta;
-          if (follow) list.scrollTop = list.scrollHeight;
+          reply += delta;
+          rendering ||= requestAnimationFrame(show);
         }
         finish = chunk.choices[0]?.finish_reason ?? finish;
         timings = chunk.timings ?? timings;
@@ -139,8 +255,11 @@ async function send(text) {
     controller = null;
     setBusy(false);
     li.removeAttribute("aria-busy");
+    if (rendering) cancelAnimationFrame(rendering);
+    show();
+    // the Send or Stop button that had the focus is disabled now: the focus goes back to the message box
+    if (document.activeElement === document.body || document.activeElement?.disabled) $("input").focus();
   }
-  const reply = content.textContent;
   if (error) $("error").textContent = error;
   if (reply === "" && (error || finish === "stopped")) {
     // nothing came back: the turn is taken back and its text returns to the input, to send again
@@ -149,16 +268,20 @@ async function send(text) {
     if ($("input").value === "") $("input").value = text;
     return;
   }
-  turns.push(user, { role: "assistant", content: reply });
-  const stats = document.createElement("span");
-  stats.className = "stats";
   const end = performance.now();
   const ttft = timings ? timings.ttft_ms : firstAt ? firstAt - started : NaN;
   const tpot = timings ? timings.predicted_per_token_ms : tokens > 1 ? (end - firstAt) / (tokens - 1) : NaN;
   const n = timings ? timings.predicted_n : tokens;
-  stats.textContent = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
+  const stats = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
+  turns.push(user, { role: "assistant", content: reply, stats });
+  // a New chat or an edit while it streamed replaced the conversation: this turn is not on the page any more
+  if (turns !== history) return;
   const follow = atBottom();
-  li.append(stats);
+  // the previous reply loses its Regenerate button: only the last one can be asked for again
+  for (const old of list.querySelectorAll("li.assistant .actions")) old.remove();
+  decorate(userLi, history.length - 2);
+  decorate(li, history.length - 1);
+  save();
   if (follow) list.scrollTop = list.scrollHeight;
 }
 
@@ -167,6 +290,8 @@ $("composer").addEventListener("submit", (e) => {
   const text = $("input").value.trim();
   if (!text || controller) return;
   $("input").value = "";
+  // a click on Send took the focus: the message box keeps it, for the next message
+  $("input").focus();
   void send(text);
 });
 $("input").addEventListener("keydown", (e) => {
@@ -182,5 +307,9 @@ $("clear").addEventListener("click", () => {
   history = [];
   list.replaceChildren();
   $("error").textContent = "";
+  save();
+  $("input").focus();
 });
+$("system").addEventListener("change", save);
+restore();
 void loadInfo();
