@@ -453,4 +453,9 @@ test("a repetition of something that may match nothing is a grammar (as llama.cp
   for (const src of ['root ::= "a" | root "a"', 'root ::= e\ne ::= "x" | n e "y"\nn ::= "" | "z"', 'root ::= a\na ::= b "x" | "y"\nb ::= a | "z"']) {
     assert.throws(() => parseGbnf(src), /left recursion: rule \S+ reaches itself without a character in between/, src);
   }
+  // a cycle with nothing after it is not the repetition above when no alternative ever leaves it:
+  // nothing can be matched (a JSON Schema's $ref cycle compiles to this)
+  for (const src of ["root ::= a\na ::= b\nb ::= a", 'root ::= "x" a\na ::= a | b\nb ::= "y" b']) {
+    assert.throws(() => parseGbnf(src), /^GrammarError: rule \S+ can never be matched: each of its alternatives needs itself again \(directly or through other rules\), so no string ends it$/, src);
+  }
 });

@@ -68,32 +68,12 @@ export function matchesChar(e: CharClass, c: number): boolean {
  */
 export function checkLeftRecursion(g: Grammar): void {
   const n = g.rules.length;
-  // which rules match the empty string: a worklist over the alternatives' unresolved references
-  const nullable = new Uint8Array(n);
-  const pending: number[][] = g.rules.map((alts) => alts.map(() => 0));
-  const users: [number, number][][] = Array.from({ length: n }, () => []);
-  const queue: number[] = [];
-  g.rules.forEach((alts, r) => alts.forEach((alt, a) => {
-    if (alt.some((e) => e.kind === "char")) {
-      pending[r]![a] = -1;
-      return;
-    }
-    for (const e of alt) users[(e as RuleRef).rule]!.push([r, a]);
-    pending[r]![a] = alt.length;
-    if (alt.length === 0 && !nullable[r]) {
-      nullable[r] = 1;
-      queue.push(r);
-    }
-  }));
-  while (queue.length > 0) {
-    const r = queue.pop()!;
-    for (const [u, a] of users[r]!) {
-      if (--pending[u]![a]! === 0 && !nullable[u]) {
-        nullable[u] = 1;
-        queue.push(u);
-      }
-    }
-  }
+  const nullable = rulesDeriving(g, false);
+  // a rule no string can match (its every alternative needs the rule itself, as `a ::= b`,
+  // `b ::= a`): the recognizer would expand it forever, and nothing could be generated
+  const matchable = rulesDeriving(g, true);
+  const unmatchable = matchable.indexOf(0);
+  if (unmatchable >= 0) throw new GrammarError(`rule ${g.names[unmatchable]} can never be matched: each of its alternatives needs itself again (directly or through other rules), so no string ends it`);
   // the rules each rule may begin with (its alternatives' references up to the first that must
   // consume a character), and whether each such reference leaves more of its alternative to match
   const firsts: number[][] = [];
@@ -167,4 +147,40 @@ export function checkLeftRecursion(g: Grammar): void {
       throw new GrammarError(`left recursion: rule ${g.names[r]} reaches itself without a character in between (${[g.names[r], ...cycle].join(" -> ")}), so it could never be matched`);
     }
   }
+}
+
+/**
+ * Which rules derive a string made of their alternatives' characters (`chars`: true, every rule
+ * that can match anything) or the empty string (`chars`: false): a worklist over the
+ * alternatives' references not yet known to derive one.
+ */
+function rulesDeriving(g: Grammar, chars: boolean): Uint8Array {
+  const n = g.rules.length;
+  const derives = new Uint8Array(n);
+  const pending: number[][] = g.rules.map((alts) => alts.map(() => 0));
+  const users: [number, number][][] = Array.from({ length: n }, () => []);
+  const queue: number[] = [];
+  g.rules.forEach((alts, r) => alts.forEach((alt, a) => {
+    if (!chars && alt.some((e) => e.kind === "char")) {
+      pending[r]![a] = -1;
+      return;
+    }
+    const refs = alt.filter((e): e is RuleRef => e.kind !== "char");
+    for (const e of refs) users[e.rule]!.push([r, a]);
+    pending[r]![a] = refs.length;
+    if (refs.length === 0 && !derives[r]) {
+      derives[r] = 1;
+      queue.push(r);
+    }
+  }));
+  while (queue.length > 0) {
+    const r = queue.pop()!;
+    for (const [u, a] of users[r]!) {
+      if (--pending[u]![a]! === 0 && !derives[u]) {
+        derives[u] = 1;
+        queue.push(u);
+      }
+    }
+  }
+  return derives;
 }
