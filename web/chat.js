@@ -54,6 +54,21 @@ async function errorOf(res) {
   return message;
 }
 
+/**
+ * whether a 404 says that the server serves another model now (restarted with it): the page
+ * then shows that model and asks it instead (true when the model changed)
+ */
+async function modelGone(res) {
+  let code;
+  try {
+    code = JSON.parse(await res.clone().text()).error?.code;
+  } catch {}
+  if (code !== "model_not_found") return false;
+  const before = modelId;
+  await loadInfo();
+  return modelId !== before;
+}
+
 async function loadInfo() {
   try {
     const res = await fetch("/v1/models", { headers: headers() });
@@ -197,7 +212,7 @@ async function send(text) {
   const system = $("system").value.trim();
   // (the page's own fields, such as a reply's stats, stay out of the request)
   const messages = [...(system ? [{ role: "system", content: system }] : []), ...turns.map(({ role, content }) => ({ role, content })), user];
-  const body = { model: modelId, messages, stream: true, stream_options: { include_usage: true } };
+  const body = { messages, stream: true, stream_options: { include_usage: true } };
   const temperature = numberOf("temperature"), maxTokens = numberOf("max-tokens");
   if (temperature !== undefined) body.temperature = temperature;
   if (maxTokens !== undefined) body.max_tokens = maxTokens;
@@ -206,13 +221,16 @@ async function send(text) {
   const started = performance.now();
   let firstAt = 0, tokens = 0, timings = null, finish = null, error = null;
   try {
-    let res;
-    try {
-      res = await fetch("/v1/chat/completions", { method: "POST", headers: headers(), signal: controller.signal, body: JSON.stringify(body) });
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      throw new Error(`cannot reach the server (${e.message})`);
-    }
+    const post = async () => {
+      try {
+        return await fetch("/v1/chat/completions", { method: "POST", headers: headers(), signal: controller.signal, body: JSON.stringify({ ...body, model: modelId }) });
+      } catch (e) {
+        if (e.name === "AbortError") throw e;
+        throw new Error(`cannot reach the server (${e.message})`);
+      }
+    };
+    let res = await post();
+    if (res.status === 404 && (await modelGone(res))) res = await post();
     if (!res.ok) throw new Error(await errorOf(res));
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
