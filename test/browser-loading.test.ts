@@ -296,3 +296,19 @@ test("two engines with a model each generate side by side; an unloaded or termin
   assert.equal(r.unloaded, "no model is loaded (send load first)");
   assert.equal(r.terminated, "tsllm engine worker terminated");
 });
+
+test("an engine worker whose script does not load: that call and every later one reject naming it (none waits forever)", { skip }, async () => {
+  const r = await inPage<string[]>(`
+    const engine = new TsllmWorker("/tsllm/no-such-worker.js");
+    const settle = (p) => p.then(() => "resolved", (e) => e.message);
+    const first = await settle(engine.load("/m/range/stories260K.gguf"));
+    const later = await Promise.race([settle(engine.tokenize("x")), new Promise((resolve) => setTimeout(() => resolve("still waiting after 10 s"), 10000))]);
+    return [first, later];`);
+  const message = "tsllm engine worker: /tsllm/no-such-worker.js failed to load";
+  assert.deepEqual(r, [message, message]);
+});
+
+test("the webgpu backend where the browser has no adapter (chromium without --enable-unsafe-webgpu): an error saying so", { skip }, async () => {
+  const r = await inPage<Loaded>(loadAndGenerate(`"/m/range/stories260K.gguf"`, `{ backend: "webgpu" }`));
+  assert.match(r.error ?? "", /^webgpu backend: no WebGPU adapter found/, r.error);
+});

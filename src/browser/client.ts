@@ -28,7 +28,8 @@ export class TsllmWorker {
   private readonly worker: WebWorker;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private terminated = false;
+  /** why the worker cannot answer any more (terminated, or its script failed to load): later calls reject with it */
+  private dead: Error | undefined;
 
   /**
    * Starts an engine worker. `workerUrl` is the build's engine-worker.js (default: beside this
@@ -40,6 +41,8 @@ export class TsllmWorker {
     this.worker.onmessage = (e) => this.receive(e.data as Reply);
     this.worker.onerror = (e) => {
       const error = new Error(`tsllm engine worker: ${e.message || `${String(workerUrl)} failed to load`}`);
+      // an error event without a message is a script that did not load (404, a syntax error): no worker runs
+      if (!e.message) this.dead = error;
       for (const p of this.pending.values()) p.reject(error);
       this.pending.clear();
     };
@@ -63,8 +66,8 @@ export class TsllmWorker {
 
   private call<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
     const id = this.nextId++;
-    // a terminated worker drops messages without a word: the call would wait forever
-    if (this.terminated) return { id, done: Promise.reject(new Error("tsllm engine worker terminated")) };
+    // a terminated (or never started) worker drops messages without a word: the call would wait forever
+    if (this.dead) return { id, done: Promise.reject(this.dead) };
     const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep, onProgress }));
     this.worker.postMessage({ ...request, id });
     return { id, done };
@@ -172,9 +175,9 @@ export class TsllmWorker {
 
   /** Stops the worker; pending calls reject, and so do later ones. */
   terminate(): void {
-    this.terminated = true;
-    this.worker.terminate();
     const error = new Error("tsllm engine worker terminated");
+    this.dead = error;
+    this.worker.terminate();
     for (const p of this.pending.values()) p.reject(error);
     this.pending.clear();
   }
