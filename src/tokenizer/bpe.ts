@@ -30,6 +30,8 @@ export class BPE {
   private readonly pairRank: PairTable;
   private readonly mergedId: Int32Array;
   private readonly cache: WordCache;
+  /** merges of a pair an earlier merge already ranks (they never fire: the first rank wins) */
+  readonly repeatedMerges: number = 0;
   /** candidate pairs of the word being merged, reused from word to word */
   private readonly heap = new NumberHeap();
   /** the ids of the one-unit symbols below U+0400 (all of the byte-level alphabet), -1 where none */
@@ -57,6 +59,7 @@ export class BPE {
         continue;
       }
       if (this.pairRank.add(ia, ib, rank)) this.mergedId[rank] = im;
+      else this.repeatedMerges++;
     }
     for (let c = 0; c < SMALL_CHARS; c++) this.smallCharIds[c] = vocab.get(String.fromCharCode(c)) ?? -1;
     this.cache = new WordCache(options.cacheSize ?? 16_384);

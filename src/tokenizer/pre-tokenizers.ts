@@ -81,7 +81,11 @@ export class PieceCursor {
   /** the pattern whose piece is being split; -1 when done */
   private depth: number;
 
-  constructor(text: string, private readonly patterns: readonly RegExp[]) {
+  /**
+   * `emptyMatchCuts`: an empty match ends the gap before it (Hugging Face's JS tokenizers split
+   * that way); otherwise it is skipped and the gap goes on.
+   */
+  constructor(text: string, private readonly patterns: readonly RegExp[], private readonly emptyMatchCuts = false) {
     const n = patterns.length;
     this.piece = new Array<string>(n + 1);
     this.gapStart = new Int32Array(n);
@@ -122,13 +126,19 @@ export class PieceCursor {
         re.lastIndex = from;
         let m = re.exec(piece);
         // an empty match is skipped (the search moves one code point on; the gap keeps growing)
+        // or, with emptyMatchCuts, ends a gap that has begun
+        let cut = -1;
         while (m !== null && m[0].length === 0) {
           const at = m.index + (piece.codePointAt(m.index)! > 0xffff ? 2 : 1);
+          if (this.emptyMatchCuts && m.index > start) { cut = m.index; this.searchFrom[d] = at; break; }
           if (at > piece.length) { m = null; break; }
           re.lastIndex = at;
           m = re.exec(piece);
         }
-        if (m === null) {
+        if (cut >= 0) {
+          child = piece.slice(start, cut);
+          this.gapStart[d] = cut;
+        } else if (m === null) {
           this.searchFrom[d] = piece.length + 1; // done after this last gap
           if (start >= piece.length) { this.depth--; continue; }
           child = start === 0 ? piece : piece.slice(start);

@@ -10,8 +10,8 @@ export interface SpecialToken {
 /** Raw text still to be tokenized, or the id of a special token found in the input. */
 export type Fragment = string | number;
 
-// C isspace(): what llama.cpp strips next to lstrip/rstrip tokens
-const isSpace = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d);
+/** C isspace(): what llama.cpp strips next to lstrip/rstrip tokens */
+export const isCSpace = (c: number): boolean => c === 0x20 || (c >= 0x09 && c <= 0x0d);
 
 /**
  * Finds special tokens in text, leftmost-longest (as the HF added-vocabulary matcher does), and
@@ -29,7 +29,8 @@ export class SpecialMatcher {
   private readonly startsToken = new Uint8Array(0x10000);
   readonly size: number;
 
-  constructor(tokens: Iterable<SpecialToken>) {
+  /** `isSpace`: the UTF-16 units an lstrip/rstrip token swallows (llama.cpp's C isspace() by default) */
+  constructor(tokens: Iterable<SpecialToken>, private readonly isSpace: (unit: number) => boolean = isCSpace) {
     let n = 0;
     const seen = new Set<string>();
     for (const t of tokens) {
@@ -64,7 +65,7 @@ export class SpecialMatcher {
     const out: Fragment[] = [];
     let rawStart = 0;
     let i = 0;
-    const startsToken = this.startsToken;
+    const { startsToken, isSpace } = this;
     while (i < text.length) {
       if (startsToken[text.charCodeAt(i)] === 0) { i++; continue; }
       let match = this.matchAt(text, i);

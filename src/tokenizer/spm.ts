@@ -88,24 +88,41 @@ const SMALL = 0x81;
 const smallIndex = (cp: number): number => (cp < 0x80 ? cp : cp === 0x2581 ? 0x80 : -1);
 /** the code point at `i` of the text with its spaces escaped to "▁" */
 const escapedCodePoint = (text: string, i: number): number => { const cp = text.codePointAt(i)!; return cp === 0x20 ? 0x2581 : cp; };
+/** UTF-16 units of the code point at `i` (a lone surrogate is one) */
+const codePointLength = (text: string, i: number): number => (text.codePointAt(i)! > 0xffff ? 2 : 1);
 
 /**
- * Where a text can be cut into pieces that spmEncode merges exactly as it merges the whole text.
- * Every merged symbol is a vocabulary token, so two neighbouring symbols that sit side by side in
- * no token are never joined; the merges on either side of them never meet, and each side merges
- * in the same order alone (the best-scoring pair of a side is the best of that side either way,
- * the leftmost on ties). A text is mostly such cuts ("▁the" | "▁cat"), so its segments repeat
- * and their ids can be remembered.
+ * How a segmenter steps through text: as llama.cpp's SentencePiece merger does (spmEncode: a high
+ * surrogate takes the next unit along), or as Hugging Face's BPE model does (code points, a lone
+ * surrogate alone).
+ */
+export type SegmenterSymbols = "llama.cpp" | "code points";
+
+/**
+ * Where a text can be cut into pieces that a merger (SentencePiece's best score first, or BPE's
+ * lowest merge rank first, leftmost on ties) merges exactly as it merges the whole text. Every
+ * merged symbol is a vocabulary token, so two neighbouring symbols that sit side by side in no
+ * token are never joined; the merges on either side of them never meet, and each side merges in
+ * the same order alone (the best pair of a side is the best of that side either way, the leftmost
+ * on ties). A text is mostly such cuts ("▁the" | "▁cat"), so its segments repeat and their ids
+ * can be remembered.
  */
 export class SpmSegmenter {
   /** (symbol, next symbol) pairs, by code point, that occur side by side in some token */
   private readonly joins = new PairTable(1 << 16);
   /** the same for the pairs of ASCII and "▁" (most of most text), read without hashing */
   private readonly smallJoins = new Uint8Array(SMALL * SMALL);
+  private readonly llamaCpp: boolean;
 
-  constructor(tokens: Iterable<string>) {
+  /**
+   * `escapeSpaces`: text is read with its spaces as "▁", so that the caller escapes only the
+   * segments it has not seen before (escaping megabytes at once held a server for 300 ms).
+   */
+  constructor(tokens: Iterable<string>, symbols: SegmenterSymbols = "llama.cpp", private readonly escapeSpaces = true) {
+    this.llamaCpp = symbols === "llama.cpp";
+    const step = this.llamaCpp ? symbolLength : codePointLength;
     for (const t of tokens) {
-      // symbols as spmEncode steps through text; a pair of text symbols inside a merged symbol is a pair of the token's
+      // symbols as the merger steps through text; a pair of text symbols inside a merged symbol is a pair of the token's
       let i = 0, prev = -1;
       while (i < t.length) {
         const key = t.codePointAt(i)!;
@@ -115,22 +132,19 @@ export class SpmSegmenter {
           if (a >= 0 && b >= 0) this.smallJoins[a * SMALL + b] = 1;
         }
         prev = key;
-        i += symbolLength(t, i);
+        i += step(t, i);
       }
     }
   }
 
-  /**
-   * The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or
-   * the text's end. `text` is read as escaped, a space as "▁", so that the caller escapes only
-   * the segments it has not seen before (escaping megabytes at once held a server for 300 ms).
-   */
+  /** The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or the text's end. */
   segmentEnd(text: string, start: number): number {
     if (start >= text.length) return text.length;
-    let prev = escapedCodePoint(text, start);
+    const { llamaCpp, escapeSpaces } = this;
+    let prev = escapeSpaces ? escapedCodePoint(text, start) : text.codePointAt(start)!;
     let prevSmall = smallIndex(prev);
-    for (let i = start + symbolLength(text, start); i < text.length; i += symbolLength(text, i)) {
-      const key = escapedCodePoint(text, i);
+    for (let i = start + (llamaCpp ? symbolLength(text, start) : codePointLength(text, start)); i < text.length; i += llamaCpp ? symbolLength(text, i) : codePointLength(text, i)) {
+      const key = escapeSpaces ? escapedCodePoint(text, i) : text.codePointAt(i)!;
       const keySmall = smallIndex(key);
       const joined = prevSmall >= 0 && keySmall >= 0 ? this.smallJoins[prevSmall * SMALL + keySmall] === 1 : this.joins.get(prev, key) >= 0;
       if (!joined) return i;
@@ -138,5 +152,17 @@ export class SpmSegmenter {
       prevSmall = keySmall;
     }
     return text.length;
+  }
+}
+
+/** the segments of a text one at a time (SpmSegmenter's cuts), its spaces not escaped yet */
+export class SegmentCursor {
+  private pos = 0;
+  constructor(private readonly text: string, private readonly segmenter: SpmSegmenter) {}
+  next(): string | undefined {
+    if (this.pos >= this.text.length) return undefined;
+    const start = this.pos;
+    this.pos = this.segmenter.segmentEnd(this.text, start);
+    return this.text.slice(start, this.pos);
   }
 }

@@ -3,11 +3,12 @@ import { BPE } from "./bpe.js";
 import { BertChunkCursor, bertNormalize, bertSplit } from "./bert-pre.js";
 import { byteLevelDecode, byteLevelEncode } from "./byte-level.js";
 import { PieceCursor } from "./pre-tokenizers.js";
-import { SpecialMatcher, type Fragment, type SpecialToken } from "./special-split.js";
-import { SpmMerger, SpmSegmenter } from "./spm.js";
+import { SpecialMatcher, type SpecialToken } from "./special-split.js";
+import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
 import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 import { WordCache } from "./word-cache.js";
+import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from "./word-run.js";
 
 /**
  * Everything a vocabulary-driven tokenizer needs, independent of the file it came from. The GGUF
@@ -50,36 +51,10 @@ const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
 const ESCAPED_SPACE = "\u2581"; // "▁"
 
-/**
- * How much text encodeAsync encodes between turns of the event loop: ~32K characters take a few
- * milliseconds at the word cache's speed and tens where every word is new.
- */
-const ASYNC_SLICE_CHARS = 1 << 15;
 
-/** the words of one text fragment, one at a time (pre-tokenizer pieces, SentencePiece segments, BERT chunks) */
-interface WordCursor { next(): string | undefined }
-
-/** SentencePiece text cut where no token spans the cut (SpmSegmenter), its spaces not escaped yet */
-class SegmentCursor implements WordCursor {
-  private pos = 0;
-  constructor(private readonly text: string, private readonly segmenter: SpmSegmenter) {}
-  next(): string | undefined {
-    if (this.pos >= this.text.length) return undefined;
-    const start = this.pos;
-    this.pos = this.segmenter.segmentEnd(this.text, start);
-    return this.text.slice(start, this.pos);
-  }
-}
-
-/** an encode in progress: the text's fragments, the words of the current one, the ids so far */
-interface EncodeRun {
-  readonly fragments: Fragment[];
-  /** the next fragment to start */
-  index: number;
-  /** the words left of the fragment before `index`, if it is text */
-  words?: WordCursor;
+/** an encode in progress, and whether to close it with EOS / SEP */
+interface EncodeRun extends WordRun {
   readonly addSpecial: boolean;
-  readonly ids: number[];
 }
 
 /** HF's decoder clean-up, applied per WordPiece token as HF's WordPiece decoder does. */
@@ -219,44 +194,30 @@ export class VocabTokenizer implements Tokenizer {
 
   /** encodes words of `run` until about `budget` characters are done; true once it is complete */
   private advance(run: EncodeRun, budget: number): boolean {
-    const { ids, fragments } = run;
-    const cache = this.wordIds;
-    let done = 0;
-    for (;;) {
-      if (run.words) {
-        for (let word = run.words.next(); word !== undefined; word = run.words.next()) {
-          const hit = cache.get(word);
-          if (hit) for (let i = 0; i < hit.length; i++) ids.push(hit[i]!);
-          else {
-            const from = ids.length;
-            this.encodeWord(word, ids);
-            cache.set(word, ids.slice(from));
-          }
-          done += word.length;
-          if (done >= budget) return false;
-        }
-        run.words = undefined;
-      }
-      if (run.index === fragments.length) break;
-      const f = fragments[run.index++]!;
-      if (typeof f === "number") { ids.push(f); continue; }
-      switch (this.type) {
-        case "llama": {
-          // the start of the text counts as "after a special token" (text fragments never touch)
-          const prefix = this.spec.addSpacePrefix && (run.index === 1 || typeof fragments[run.index - 2] === "number") ? " " : "";
-          run.words = new SegmentCursor(prefix + f, this.segmenter!);
-          break;
-        }
-        case "gpt2": run.words = new PieceCursor(f, this.spec.prePatterns ?? []); break;
-        case "bert": run.words = new BertChunkCursor(f); break;
-      }
-    }
+    if (!advanceWords(run, budget, this.wordIds, this.wordEncoder)) return false;
     if (run.addSpecial) {
-      if (this.type === "bert") ids.push(this.required(this.sepId, "SEP"));
-      else if (this.addEos) ids.push(this.required(this.eosId, "EOS"));
+      if (this.type === "bert") run.ids.push(this.required(this.sepId, "SEP"));
+      else if (this.addEos) run.ids.push(this.required(this.eosId, "EOS"));
     }
     return true;
   }
+
+  /** the words of a text fragment: SentencePiece segments, pre-tokenizer pieces or BERT chunks */
+  private readonly wordEncoder: WordEncoder = {
+    words: (fragments, index) => {
+      const f = fragments[index] as string;
+      switch (this.type) {
+        case "llama": {
+          // the start of the text counts as "after a special token" (text fragments never touch)
+          const prefix = this.spec.addSpacePrefix && (index === 0 || typeof fragments[index - 1] === "number") ? " " : "";
+          return new SegmentCursor(prefix + f, this.segmenter!);
+        }
+        case "gpt2": return new PieceCursor(f, this.spec.prePatterns ?? []);
+        case "bert": return new BertChunkCursor(f);
+      }
+    },
+    encodeWord: (word, out) => this.encodeWord(word, out),
+  };
 
   /** appends the ids of one word of the current kind (see WordCursor) */
   private encodeWord(word: string, out: number[]): void {

@@ -42,26 +42,26 @@ export function tokenizerFilesIn(dir: string): "tokenizer.json" | "gpt2" | "bert
  * The tokenizer of a Hugging Face model folder: tokenizer.json (+ tokenizer_config.json), or the
  * legacy GPT-2 pair vocab.json + merges.txt, or BERT's vocab.txt.
  */
-export function tokenizerFromFolder(dir: string): HFTokenizer {
+export function tokenizerFromFolder(dir: string, options: { libraryOnly?: boolean } = {}): HFTokenizer {
   const kind = tokenizerFilesIn(dir);
   const config = readConfig(dir);
   const extraEosIds = readExtraEos(dir);
   switch (kind) {
     case "tokenizer.json": {
       const where = join(dir, "tokenizer.json");
-      return new HFTokenizer({ where, tokenizerJson: readJsonObject(where), config, extraEosIds });
+      return new HFTokenizer({ where, tokenizerJson: readJsonObject(where), config, extraEosIds, ...options });
     }
     case "gpt2": {
       const where = join(dir, "vocab.json");
       const tokenizerJson = gpt2TokenizerJson(readJsonObject(where), readFileSync(join(dir, "merges.txt"), "utf8"), dir);
-      return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds });
+      return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds, ...options });
     }
     case "bert": {
       const where = join(dir, "vocab.txt");
       // transformers' BertTokenizer lowercases unless told otherwise; a "-cased" folder name says otherwise
       const lower = typeof config.do_lower_case === "boolean" ? config.do_lower_case : !/(^|[^n])cased/i.test(basename(dir));
       const tokenizerJson = bertTokenizerJson(readFileSync(where, "utf8"), lower, where);
-      return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds });
+      return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds, ...options });
     }
     default:
       throw new Error(`${dir}: no tokenizer files found (expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)`);

@@ -5,6 +5,9 @@ import { detectEndOfGeneration } from "../gguf-eog.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
+import { fastEncoderFor, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
+import { ASYNC_SLICE_CHARS } from "../word-run.js";
+import { yieldToEventLoop } from "../../platform/host.js";
 import { byteLevelDecode } from "../byte-level.js";
 import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
 import type { InputTemplate, TemplateToken } from "../model-input.js";
@@ -34,6 +37,8 @@ export interface HFTokenizerSource {
   readonly config?: JsonObject;
   /** more ids that end generation (generation_config.json's eos_token_id) */
   readonly extraEosIds?: readonly number[];
+  /** encode with @huggingface/tokenizers only, never tsllm's own cores (the reference they are tested and measured against) */
+  readonly libraryOnly?: boolean;
 }
 
 /** Checks the parts of tokenizer.json the library would otherwise crash on or turn into huge allocations. */
@@ -232,27 +237,83 @@ export class HFTokenizer implements Tokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
-    const lib = options.parseSpecial ?? true ? this.lib : this.literal();
-    // literal ranges: the library matches added tokens everywhere, so those pieces go through the literal tokenizer
-    const pieces: [string, HFLibTokenizer][] = [];
-    let at = 0;
-    for (const [start, end] of options.literalRanges ?? []) {
-      if (start > at) pieces.push([text.slice(at, start), lib]);
-      pieces.push([text.slice(Math.max(start, at), end), this.literal()]);
-      at = Math.max(at, end);
-    }
-    if (at < text.length || pieces.length === 0) pieces.push([text.slice(at), lib]);
-    const ids = pieces.flatMap(([t, l]) => (t === "" ? [] : l.encode(t, { add_special_tokens: false }).ids));
-    for (const id of ids) {
-      if (id === undefined) throw new Error(`${this.source.where}: text ${JSON.stringify(text.slice(0, 40))} has a piece outside the vocabulary and the tokenizer has no unknown token`);
+    const ids: number[] = [];
+    for (const [piece, literal] of this.pieces(text, options)) {
+      const fast = this.fastEncoder(literal);
+      if (!fast) this.libraryEncode(piece, literal, ids);
+      else {
+        const run = fast.start(piece);
+        fast.advance(run, Infinity);
+        for (const id of run.ids) ids.push(id);
+      }
     }
     return options.addSpecialTokens ?? true ? [...this.prefix, ...ids, ...this.suffix] : ids;
   }
 
-  /** encode() in one piece: the library's encoding cannot stop midway, nor be cut at places it vouches for */
+  /**
+   * encode()'s ids; where tsllm's own cores encode this tokenizer.json (fastEncoderFor), a slice
+   * of text at a time with turns of the event loop between, as GGUF vocabularies do. The library
+   * encodes in one piece: it cannot stop midway.
+   */
   async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
-    return this.encode(text, options);
+    const ids: number[] = [];
+    for (const [piece, literal] of this.pieces(text, options)) {
+      const fast = this.fastEncoder(literal);
+      if (!fast) { this.libraryEncode(piece, literal, ids); continue; }
+      const run = fast.start(piece);
+      while (!fast.advance(run, ASYNC_SLICE_CHARS)) await yieldToEventLoop();
+      for (const id of run.ids) ids.push(id);
+    }
+    return options.addSpecialTokens ?? true ? [...this.prefix, ...ids, ...this.suffix] : ids;
   }
+
+  /**
+   * The text cut at literal ranges, each piece with whether only non-special added tokens match in
+   * it: the library matches added tokens everywhere, so those pieces go through a tokenizer built
+   * without the special ones (parseSpecial false: all of the text).
+   */
+  private pieces(text: string, options: EncodeOptions): [string, boolean][] {
+    const literalAll = !(options.parseSpecial ?? true);
+    const pieces: [string, boolean][] = [];
+    let at = 0;
+    for (const [start, end] of options.literalRanges ?? []) {
+      if (start > at) pieces.push([text.slice(at, start), literalAll]);
+      pieces.push([text.slice(Math.max(start, at), end), true]);
+      at = Math.max(at, end);
+    }
+    if (at < text.length || pieces.length === 0) pieces.push([text.slice(at), literalAll]);
+    return pieces.filter(([t]) => t !== "");
+  }
+
+  private libraryEncode(text: string, literal: boolean, out: number[]): void {
+    const ids = (literal ? this.literal() : this.lib).encode(text, { add_special_tokens: false }).ids;
+    for (const id of ids) {
+      if (id === undefined) throw new Error(`${this.source.where}: text ${JSON.stringify(text.slice(0, 40))} has a piece outside the vocabulary and the tokenizer has no unknown token`);
+      out.push(id);
+    }
+  }
+
+  /**
+   * tsllm's own encoder for this tokenizer.json with all added tokens, or only the non-special ones
+   * (literal), as the library's two tokenizers have them; undefined where the library must encode.
+   * Made on first use: building it costs about what building the library's did.
+   */
+  private fastEncoder(literal: boolean): HFFastEncoder | undefined {
+    const slot = literal ? 1 : 0;
+    if (this.source.libraryOnly) return undefined;
+    if (this.fast[slot] === undefined) {
+      const all = (this.source.tokenizerJson.added_tokens as JsonObject[] | undefined) ?? [];
+      const added = literal ? all.filter((t) => t.special !== true) : all;
+      this.fast[slot] = fastEncoderFor(this.source.tokenizerJson, added, this.source.config ?? {}, this.lib as unknown as LibraryPipeline) ?? null;
+    }
+    return this.fast[slot] ?? undefined;
+  }
+  /** who encodes text: tsllm's own cores (fastEncoderFor) or @huggingface/tokenizers */
+  get encoder(): "tsllm" | "library" {
+    return this.fastEncoder(false) ? "tsllm" : "library";
+  }
+  /** [all added tokens, non-special ones]: undefined until asked for, null where the library encodes */
+  private readonly fast: (HFFastEncoder | null | undefined)[] = [undefined, undefined];
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     const list = Array.from(ids);

@@ -1,0 +1,446 @@
+import { BPE } from "../bpe.js";
+import { byteLevelEncode } from "../byte-level.js";
+import { PieceCursor } from "../pre-tokenizers.js";
+import { SpecialMatcher, type SpecialToken } from "../special-split.js";
+import { SegmentCursor, SpmSegmenter } from "../spm.js";
+import { WordCache } from "../word-cache.js";
+import { wordPieceEncode, type WordPieceOptions } from "../wordpiece.js";
+import { advanceWords, type WordCursor, type WordEncoder, type WordRun } from "../word-run.js";
+import { isObject, type JsonObject } from "./json-files.js";
+
+/*
+ * tokenizer.json layouts encoded with tsllm's own cores (BPE, the SentencePiece segmenter,
+ * WordPiece) instead of @huggingface/tokenizers, with the library's ids: the library is the
+ * reference for these files, and each step below does what its code does, quirks included (added
+ * tokens split before normalizing, a normalizer and a Metaspace prefix per text section, the
+ * whole section one BPE word without a pre-tokenizer, its Split cutting at empty matches, merge
+ * ranks by string pair, the byte-level alphabet, WordPiece's longest-first). Anything else, or
+ * anything about which a file leaves doubt, is left to the library: fastEncoderFor answers
+ * undefined. The library spends its time where these cores do not (a regex test per character
+ * in BertNormalizer, a whole Llama 2 text merged as one word), 0.07-0.6 MB/s.
+ */
+
+/** the parts of the library's built Tokenizer used here: its normalizer and pre-tokenizer objects */
+export interface LibraryPipeline {
+  readonly normalizer: { normalize(text: string): string } | null;
+  readonly pre_tokenizer: LibraryPreTokenizer | null;
+}
+interface LibraryPreTokenizer {
+  /** Split's and ByteLevel's compiled pattern (the tokenizer.json regex rewritten for JS) */
+  readonly pattern?: RegExp | null;
+  /** Sequence's parts */
+  readonly tokenizers?: readonly (LibraryPreTokenizer | null)[];
+  pre_tokenize_text(text: string, options: { section_index?: number }): string[];
+}
+
+type Normalize = (text: string) => string;
+
+/** String.prototype.trim's white space (the library's lstrip / rstrip) and JS regex \s */
+export function isJsSpace(unit: number): boolean {
+  if (unit < 0x80) return unit === 0x20 || (unit >= 0x09 && unit <= 0x0d);
+  return unit === 0xa0 || unit === 0x1680 || (unit >= 0x2000 && unit <= 0x200a) || unit === 0x2028 || unit === 0x2029 ||
+    unit === 0x202f || unit === 0x205f || unit === 0x3000 || unit === 0xfeff;
+}
+
+/** BertPreTokenizer's punctuation: \p{P} and every ASCII symbol */
+const PUNCT = /\p{P}/u;
+function isBertPunct(cp: number, ch: string): boolean {
+  if (cp < 0x80) return (cp >= 0x21 && cp <= 0x2f) || (cp >= 0x3a && cp <= 0x40) || (cp >= 0x5b && cp <= 0x60) || (cp >= 0x7b && cp <= 0x7e);
+  return PUNCT.test(ch);
+}
+
+/** per BMP unit, what BertNormalizer's clean_text does with it: 0 keep, 1 drop, 2 becomes " " (made on first use) */
+let cleanTextClass: Uint8Array | undefined;
+const CONTROL = /^(?:\p{Cc}|\p{Cf}|\p{Co}|\p{Cs})$/u;
+const ASTRAL_CONTROL = /^(?:\p{Cf}|\p{Co})$/u;
+function cleanTextClasses(): Uint8Array {
+  if (cleanTextClass) return cleanTextClass;
+  const t = new Uint8Array(0x10000);
+  for (let u = 0; u < 0x10000; u++) {
+    const ch = String.fromCharCode(u);
+    // NUL, U+FFFD and controls other than \t \n \r are dropped; the rest of JS's \s is a space
+    if (u === 0 || u === 0xfffd || (u !== 0x09 && u !== 0x0a && u !== 0x0d && CONTROL.test(ch))) t[u] = 1;
+    else if (u !== 0x20 && isJsSpace(u)) t[u] = 2;
+  }
+  return (cleanTextClass = t);
+}
+
+/** the library's BertNormalizer, each step as it does it (clean_text by code point, CJK spacing by UTF-16 unit) */
+function bertNormalizer(config: JsonObject): Normalize {
+  const clean = Boolean(config.clean_text), chinese = Boolean(config.handle_chinese_chars), lower = Boolean(config.lowercase);
+  const strip = lower ? config.strip_accents !== false : Boolean(config.strip_accents);
+  return (text) => {
+    let s = text;
+    if (clean) {
+      const cls = cleanTextClasses();
+      let out = "", runStart = 0;
+      for (let i = 0; i < s.length; i++) {
+        const u = s.charCodeAt(i);
+        let c: number;
+        let width = 1;
+        if (u >= 0xd800 && u <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+          width = 2;
+          c = ASTRAL_CONTROL.test(s.slice(i, i + 2)) ? 1 : 0;
+        } else c = cls[u]!;
+        if (c !== 0) {
+          out += s.slice(runStart, i) + (c === 2 ? " " : "");
+          runStart = i + width;
+        }
+        i += width - 1;
+      }
+      s = runStart === 0 ? s : out + s.slice(runStart);
+    }
+    if (chinese) {
+      let out = "", runStart = 0;
+      for (let i = 0; i < s.length; i++) {
+        const u = s.charCodeAt(i);
+        if ((u >= 0x4e00 && u <= 0x9fff) || (u >= 0x3400 && u <= 0x4dbf) || (u >= 0xf900 && u <= 0xfaff)) {
+          out += `${s.slice(runStart, i)} ${s[i]} `;
+          runStart = i + 1;
+        }
+      }
+      s = runStart === 0 ? s : out + s.slice(runStart);
+    }
+    if (lower) s = s.toLowerCase();
+    if (strip && /[^\x00-\x7f]/.test(s)) s = s.normalize("NFD").replace(/\p{Mn}/gu, "");
+    return s;
+  };
+}
+
+/**
+ * The normalizer as a function: BertNormalizer's own replica (the library tests a regex per
+ * character), the usual small ones natively, anything else the library's object itself.
+ */
+function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): Normalize | undefined {
+  if (node === null || node === undefined) return (s) => s;
+  const simple = (n: unknown): Normalize | undefined => {
+    if (!isObject(n)) return undefined;
+    switch (n.type) {
+      case "BertNormalizer": return bertNormalizer(n);
+      case "NFC": case "NFD": case "NFKC": case "NFKD": { const form = n.type; return (s) => s.normalize(form); }
+      case "Lowercase": return (s) => s.toLowerCase();
+      case "Prepend": { const p = n.prepend; return typeof p === "string" ? (s) => p + s : undefined; }
+      case "Replace": {
+        // a plain string replaced by text without $ patterns, neither with surrogates (the library's regex has the u flag)
+        const from = isObject(n.pattern) ? n.pattern.String : undefined, to = n.content;
+        if (typeof from !== "string" || from === "" || typeof to !== "string" || to.includes("$") || /[\ud800-\udfff]/.test(from)) return undefined;
+        return (s) => s.replaceAll(from, to);
+      }
+      case "Sequence": {
+        if (!Array.isArray(n.normalizers)) return undefined;
+        const parts = n.normalizers.map(simple);
+        if (parts.some((p) => p === undefined)) return undefined;
+        return (s) => parts.reduce((t, f) => f!(t), s);
+      }
+      default: return undefined;
+    }
+  };
+  const own = simple(node);
+  if (own) return own;
+  return library ? (s) => library.normalize(s) : undefined;
+}
+
+/** Replace " " with "▁" */
+function isSpaceEscape(node: unknown): boolean {
+  return isObject(node) && node.type === "Replace" && isObject(node.pattern) && node.pattern.String === " " && node.content === ESCAPED_SPACE;
+}
+
+/**
+ * The normalizer without a last step that replaces every space with "▁", and whether it had one:
+ * the segmenter then reads spaces as "▁" and only words not seen before are escaped (replacing
+ * the spaces of megabytes at once holds the event loop for a fifth of a second).
+ */
+function splitSpaceEscape(node: unknown): { rest: unknown; escapes: boolean } {
+  if (isSpaceEscape(node)) return { rest: null, escapes: true };
+  if (isObject(node) && node.type === "Sequence" && Array.isArray(node.normalizers) && node.normalizers.length > 0 && isSpaceEscape(node.normalizers.at(-1))) {
+    return { rest: { ...node, normalizers: node.normalizers.slice(0, -1) }, escapes: true };
+  }
+  return { rest: node, escapes: false };
+}
+
+/** a text that is cut no further: its segments where the vocabulary lets BPE merge them apart */
+class SegmentedPieces implements WordCursor {
+  private current?: SegmentCursor;
+  constructor(private readonly pieces: WordCursor, private readonly segmenter: SpmSegmenter) {}
+  next(): string | undefined {
+    for (;;) {
+      const s = this.current?.next();
+      if (s !== undefined) return s;
+      const piece = this.pieces.next();
+      if (piece === undefined) return undefined;
+      this.current = new SegmentCursor(piece, this.segmenter);
+    }
+  }
+}
+
+/** one text, whole */
+class OnePiece implements WordCursor {
+  constructor(private text: string | undefined) {}
+  next(): string | undefined { const t = this.text; this.text = undefined; return t === "" ? undefined : t; }
+}
+
+/** BertPreTokenizer's words, a chunk between white space at a time (encodeWord splits off punctuation) */
+class WhitespaceChunks implements WordCursor {
+  private pos = 0;
+  constructor(private readonly text: string) {}
+  next(): string | undefined {
+    const t = this.text;
+    let i = this.pos;
+    while (i < t.length && isJsSpace(t.charCodeAt(i))) i++;
+    if (i >= t.length) { this.pos = i; return undefined; }
+    const start = i;
+    while (i < t.length && !isJsSpace(t.charCodeAt(i))) i++;
+    this.pos = i;
+    return t.slice(start, i);
+  }
+}
+
+type Model =
+  | { readonly kind: "bpe"; readonly bpe: BPE; readonly byteLevel: boolean; readonly segmenter?: SpmSegmenter; readonly escapeSpaces: boolean }
+  | { readonly kind: "wordpiece"; readonly vocab: ReadonlyMap<string, number>; readonly options: WordPieceOptions };
+
+/** how the pre-tokenizer cuts a normalized section */
+type Words =
+  | { readonly kind: "none" }
+  | { readonly kind: "split"; readonly patterns: readonly RegExp[] }
+  /** spaces as "▁" (read so by the segmenter) and "▁" put before a section as prepend_scheme says */
+  | { readonly kind: "metaspace"; readonly prependScheme: "always" | "first" | "never" }
+  | { readonly kind: "bert" };
+
+/**
+ * One tokenizer.json's encoding (no post-processor: the caller adds BOS/EOS) for one set of added
+ * tokens: the library builds its tokenizer for a set, and so does this.
+ */
+export class HFFastEncoder implements WordEncoder {
+  private readonly cache = new WordCache();
+  /** the longest added token's length */
+  private readonly longestAdded: number;
+
+  constructor(
+    private readonly matcher: SpecialMatcher,
+    /** added tokens by text: a whole section that normalizes to one is that token (the library's rule) */
+    private readonly addedIds: ReadonlyMap<string, number>,
+    private readonly normalize: Normalize,
+    private readonly pre: Words,
+    private readonly model: Model,
+  ) {
+    let longest = 0;
+    for (const t of addedIds.keys()) if (t.length > longest) longest = t.length;
+    this.longestAdded = longest;
+  }
+
+  start(text: string): WordRun {
+    return { fragments: this.matcher.split(text), index: 0, ids: [] };
+  }
+
+  /** encodes words of `run` until about `budget` characters are done; true once it is complete */
+  advance(run: WordRun, budget: number): boolean {
+    return advanceWords(run, budget, this.cache, this);
+  }
+
+  words(fragments: readonly (string | number)[], index: number): WordCursor | number {
+    const text = this.normalize(fragments[index] as string);
+    const pre = this.pre, model = this.model;
+    if (text.length <= this.longestAdded) {
+      // the normalized section as the library has it (spaces escaped by a normalizer are still spaces here)
+      const normalized = pre.kind === "none" && model.kind === "bpe" && model.escapeSpaces ? text.replaceAll(" ", ESCAPED_SPACE) : text;
+      const added = this.addedIds.get(normalized);
+      if (added !== undefined) return added;
+    }
+    switch (pre.kind) {
+      case "bert": return new WhitespaceChunks(text);
+      case "split": {
+        const pieces = new PieceCursor(text, pre.patterns, true);
+        return model.kind === "bpe" && model.segmenter ? new SegmentedPieces(pieces, model.segmenter) : pieces;
+      }
+      case "none": return model.kind === "bpe" && model.segmenter ? new SegmentCursor(text, model.segmenter) : new OnePiece(text);
+      case "metaspace": {
+        // "▁" first unless the text starts with one (a space reads as one); "first": only the
+        // library's section 0, text at the very start
+        const prepend = pre.prependScheme === "always" || (pre.prependScheme === "first" && index === 0);
+        const whole = prepend && !(text.startsWith(" ") || text.startsWith(ESCAPED_SPACE)) ? ESCAPED_SPACE + text : text;
+        return new SegmentCursor(whole, (model as { segmenter: SpmSegmenter }).segmenter);
+      }
+    }
+  }
+
+  encodeWord(word: string, out: number[]): void {
+    const model = this.model;
+    if (model.kind === "bpe") {
+      model.bpe.encodeWord(model.byteLevel ? byteLevelEncode(word) : model.escapeSpaces ? word.replaceAll(" ", ESCAPED_SPACE) : word, out);
+      return;
+    }
+    // BertPreTokenizer: each punctuation character alone, the runs between them WordPiece words
+    let start = 0;
+    for (let i = 0; i < word.length;) {
+      const cp = word.codePointAt(i)!;
+      const width = cp > 0xffff ? 2 : 1;
+      if (isBertPunct(cp, cp < 0x80 ? "" : word.slice(i, i + width))) {
+        if (i > start) wordPieceEncode(word.slice(start, i), model.vocab, model.options, out);
+        wordPieceEncode(word.slice(i, i + width), model.vocab, model.options, out);
+        start = i + width;
+      }
+      i += width;
+    }
+    if (start < word.length) wordPieceEncode(start === 0 ? word : word.slice(start), model.vocab, model.options, out);
+  }
+}
+
+/** the pre-tokenizer's cuts, when they are ones this encoder reproduces: a Split regex (or several), ByteLevel last */
+function wordsOf(node: unknown, library: LibraryPreTokenizer | null, modelType: string): { words: Words; byteLevel: boolean } | undefined {
+  if (node === null || node === undefined) return { words: { kind: "none" }, byteLevel: false };
+  if (!isObject(node) || !library) return undefined;
+  if (node.type === "BertPreTokenizer") return modelType === "WordPiece" ? { words: { kind: "bert" }, byteLevel: false } : undefined;
+  if (node.type === "Metaspace") {
+    // the library's fields (it ignores add_prefix_space and split); "▁" only, what the segmenter reads spaces as
+    const scheme = node.prepend_scheme ?? "always";
+    const replacement = node.replacement ?? ESCAPED_SPACE;
+    if (replacement !== ESCAPED_SPACE || (node.str_rep && node.str_rep !== ESCAPED_SPACE) || !(scheme === "always" || scheme === "first" || scheme === "never")) return undefined;
+    return { words: { kind: "metaspace", prependScheme: scheme }, byteLevel: false };
+  }
+  const parts = node.type === "Sequence" ? node.pretokenizers : [node];
+  const libParts = node.type === "Sequence" ? library.tokenizers : [library];
+  if (!Array.isArray(parts) || !Array.isArray(libParts) || parts.length !== libParts.length || parts.length === 0) return undefined;
+  const patterns: RegExp[] = [];
+  let byteLevel = false;
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i], lp = libParts[i];
+    if (!isObject(p) || !lp || byteLevel) return undefined; // ByteLevel must come last
+    const pattern = lp.pattern;
+    if (p.type === "Split") {
+      // the library keeps matches and what lies between (Isolated) unless told to invert or remove
+      if (p.invert || (typeof p.behavior === "string" && p.behavior.toLowerCase() === "removed") || !(pattern instanceof RegExp)) return undefined;
+      patterns.push(new RegExp(pattern.source, pattern.flags));
+    } else if (p.type === "ByteLevel") {
+      if (p.add_prefix_space || !(pattern instanceof RegExp)) return undefined;
+      // its GPT-2 pattern matches every character, so keeping only matches is keeping everything
+      if (p.use_regex ?? true) patterns.push(new RegExp(pattern.source, pattern.flags));
+      byteLevel = true;
+    } else return undefined;
+  }
+  if (patterns.length === 0) return undefined; // a whole section as one byte-level word: left to the library
+  return { words: { kind: "split", patterns }, byteLevel };
+}
+
+const ESCAPED_SPACE = "\u2581"; // "▁"
+const utf8 = new TextEncoder();
+const byteTokenText = (b: number) => `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`;
+
+/**
+ * The fast encoder for a tokenizer.json and the added tokens the library was built with, or
+ * undefined where its layout is one the library must run: models other than BPE and WordPiece,
+ * BPE dropout, suffixes and prefixes, unknown tokens fused across symbols, pre-tokenizers other
+ * than Split / ByteLevel / Metaspace / BertPreTokenizer, added tokens that are normalized, ids
+ * that two texts share, repeated merges, and options of tokenizer_config.json that change text.
+ */
+export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[], config: JsonObject, library: LibraryPipeline): HFFastEncoder | undefined {
+  const model = tj.model;
+  if (!isObject(model) || !isObject(model.vocab) || Array.isArray(model.vocab)) return undefined;
+  if (config.remove_space === true || config.do_lowercase_and_remove_accent) return undefined;
+  const modelType = model.type;
+  if (modelType !== "BPE" && modelType !== "WordPiece") return undefined;
+
+  const pre = wordsOf(tj.pre_tokenizer, library.pre_tokenizer, modelType);
+  if (!pre) return undefined;
+  // spaces become "▁" as the segmenter reads them (BPE cut into segments, no Split to see the spaces first)
+  const spaceEscape = splitSpaceEscape(tj.normalizer);
+  const escapeSpaces = modelType === "BPE" && !pre.byteLevel && (pre.words.kind === "metaspace" || (pre.words.kind === "none" && spaceEscape.escapes));
+  if (pre.words.kind === "metaspace" && (modelType !== "BPE" || spaceEscape.escapes)) return undefined;
+  const normalize = escapeSpaces && spaceEscape.escapes ? normalizerOf(spaceEscape.rest, null) : normalizerOf(tj.normalizer, library.normalizer);
+  if (!normalize) return undefined;
+
+  // the library's token -> id map: model.vocab with the added tokens over it; one text per id, one id per text
+  const vocab = new Map<string, number>();
+  const idTaken = new Set<number>();
+  for (const [text, id] of Object.entries(model.vocab)) {
+    if (typeof id !== "number" || idTaken.has(id)) return undefined;
+    idTaken.add(id);
+    vocab.set(text, id);
+  }
+  const specials: SpecialToken[] = [];
+  const addedIds = new Map<string, number>();
+  let strips = false, spaceEdged = false;
+  for (const t of addedTokens) {
+    const text = t.content, id = t.id;
+    if (typeof text !== "string" || typeof id !== "number" || addedIds.has(text)) return undefined;
+    const special = t.special === true;
+    // a normalized added token is matched again in normalized text: left to the library
+    if ((t.normalized ?? !special) === true && tj.normalizer !== null && tj.normalizer !== undefined) return undefined;
+    const known = vocab.get(text);
+    if (known === undefined) {
+      if (idTaken.has(id)) return undefined;
+      idTaken.add(id);
+      vocab.set(text, id);
+    } else if (known !== id) return undefined;
+    addedIds.set(text, id);
+    const lstrip = t.lstrip === true, rstrip = t.rstrip === true;
+    strips ||= lstrip || rstrip;
+    spaceEdged ||= text !== "" && (isJsSpace(text.charCodeAt(0)) || isJsSpace(text.charCodeAt(text.length - 1)));
+    specials.push({ text, id, lstrip, rstrip });
+  }
+  // the library strips the neighbouring sections, an added token's own white space included
+  if (strips && spaceEdged) return undefined;
+  const matcher = new SpecialMatcher(specials, isJsSpace);
+
+  const unkText = model.unk_token;
+  if (unkText !== null && unkText !== undefined && (typeof unkText !== "string" || !vocab.has(unkText))) return undefined;
+  const unkId = typeof unkText === "string" ? vocab.get(unkText) : undefined;
+
+  if (modelType === "WordPiece") {
+    const prefix = model.continuing_subword_prefix;
+    const maxChars = model.max_input_chars_per_word ?? 100;
+    if (pre.words.kind !== "bert" || unkId === undefined || typeof prefix !== "string" || model.fuse_unk === true) return undefined;
+    if (typeof maxChars !== "number") return undefined;
+    let maxTokenLength = 0;
+    for (const t of vocab.keys()) if (t.length > maxTokenLength) maxTokenLength = t.length;
+    const options: WordPieceOptions = { wordPrefix: "", continuingPrefix: prefix, unkId, maxInputChars: maxChars, maxTokenLength };
+    return new HFFastEncoder(matcher, addedIds, normalize, pre.words, { kind: "wordpiece", vocab, options });
+  }
+
+  // BPE
+  if ((model.dropout !== null && model.dropout !== undefined && model.dropout !== 0) || model.continuing_subword_suffix) return undefined;
+  for (const k of ["continuing_subword_prefix", "end_of_word_suffix"]) if (model[k] !== null && model[k] !== undefined && model[k] !== "") return undefined;
+  const ignoreMerges = model.ignore_merges === true;
+  const byteFallback = model.byte_fallback === true;
+  const byteIds = byteFallback ? Array.from({ length: 256 }, (_, b) => vocab.get(byteTokenText(b))) : [];
+  const unkPossible = unkId !== undefined && !(byteFallback && byteIds.every((id) => id !== undefined));
+  if (model.fuse_unk === true && unkPossible) return undefined;
+  const merges = parseLibraryMerges(model.merges);
+  if (!merges) return undefined;
+  // a character without a token: its <0xNN> tokens when all exist, else the unknown token, else nothing
+  const fallback = (symbol: string, out: number[]) => {
+    if (byteFallback) {
+      const bytes = utf8.encode(symbol);
+      if (bytes.every((b) => byteIds[b] !== undefined)) { for (const b of bytes) out.push(byteIds[b]!); return; }
+    }
+    if (unkId !== undefined) out.push(unkId);
+  };
+  const bpe = new BPE(vocab, merges, { ignoreMerges, fallback, cacheSize: 0 });
+  if (bpe.repeatedMerges > 0) return undefined; // the library ranks a repeated pair by its last merge
+  // long words (a whole section without a pre-tokenizer) are cut where no merge can cross; a
+  // whole word that is a token is one token with ignore_merges, so those words stay whole
+  const cut = !pre.byteLevel;
+  if (cut && ignoreMerges) return undefined;
+  const segmenter = cut ? new SpmSegmenter(vocab.keys(), "code points", escapeSpaces) : undefined;
+  return new HFFastEncoder(matcher, addedIds, normalize, pre.words, { kind: "bpe", bpe, byteLevel: pre.byteLevel, segmenter, escapeSpaces });
+}
+
+/** model.merges as the library reads them: all "a b" strings (split at the one space) or all [a, b] pairs */
+function parseLibraryMerges(merges: unknown): [string, string][] | undefined {
+  if (!Array.isArray(merges)) return undefined;
+  const pairs: [string, string][] = new Array(merges.length);
+  const arrays = Array.isArray(merges[0]);
+  for (let i = 0; i < merges.length; i++) {
+    const m: unknown = merges[i];
+    if (arrays) {
+      if (!Array.isArray(m) || m.length !== 2 || typeof m[0] !== "string" || typeof m[1] !== "string") return undefined;
+      pairs[i] = [m[0], m[1]];
+    } else {
+      if (typeof m !== "string") return undefined;
+      const space = m.indexOf(" ");
+      if (space <= 0 || space === m.length - 1 || m.indexOf(" ", space + 1) >= 0) return undefined;
+      pairs[i] = [m.slice(0, space), m.slice(space + 1)];
+    }
+  }
+  return pairs;
+}
