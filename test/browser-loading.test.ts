@@ -312,3 +312,22 @@ test("the webgpu backend where the browser has no adapter (chromium without --en
   const r = await inPage<Loaded>(loadAndGenerate(`"/m/range/stories260K.gguf"`, `{ backend: "webgpu" }`));
   assert.match(r.error ?? "", /^webgpu backend: no WebGPU adapter found/, r.error);
 });
+
+test("cache: \"revalidate\" with the server unreachable (offline) or failing (500) loads the cached copy; a 404 is still the URL's error", { skip }, async () => {
+  const context = await browser!.newContext();
+  try {
+    const url = `${base}/m/range/stories260K.gguf`;
+    const first = await inPage<Loaded>(loadAndGenerate(JSON.stringify(url)), { context });
+    assert.equal(first.cached, true, first.error);
+    // the model's URL now fails the way an offline browser, a down server and an erroring one do
+    for (const failure of ["connectionrefused", "internetdisconnected", 500, 404] as const) {
+      await context.unrouteAll();
+      await context.route(url, (route) => (typeof failure === "number" ? route.fulfill({ status: failure, body: "no" }) : route.abort(failure)));
+      const r = await inPage<Loaded>(loadAndGenerate(JSON.stringify(url), `{ threads: 1, cache: "revalidate" }`), { context });
+      if (failure === 404) assert.equal(r.error, `${url}: HTTP 404 Not Found`);
+      else assert.deepEqual([r.tokens, r.fromCache], [golden(), true], `${failure}: ${r.error}`);
+    }
+  } finally {
+    await context.close();
+  }
+});

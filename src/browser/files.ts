@@ -76,10 +76,17 @@ export function brokenDownload(url: string, loaded: number | undefined, total: n
   return new Error(`${url}: the download broke off${where} (${(cause as Error)?.message ?? String(cause)})`);
 }
 
+/** a URL answered with an HTTP error status */
+export class HttpStatusError extends Error {
+  constructor(url: string, readonly status: number, statusText: string) {
+    super(`${url}: HTTP ${status} ${statusText}`.trimEnd());
+  }
+}
+
 /** what a one-byte Range request tells about a URL's file: its size (undefined: the server ignores Range) and validators */
 export async function rangeProbe(url: string, signal?: AbortSignal): Promise<{ size?: number; etag?: string; lastModified?: string }> {
   const response = await fetchNamed(url, { headers: { Range: "bytes=0-0" }, cache: "no-store", signal } as RequestInit);
-  if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  if (!response.ok) throw new HttpStatusError(url, response.status, response.statusText);
   await response.body?.cancel();
   const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : Number(response.headers.get("content-length") ?? NaN);
   const etag = response.headers.get("etag") ?? undefined, lastModified = response.headers.get("last-modified") ?? undefined;

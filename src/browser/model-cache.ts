@@ -6,7 +6,7 @@
  * in Chromium), by position, with FileReaderSync: no copy of the whole file in memory.
  */
 import type { RandomAccessFile } from "../platform/host.js";
-import { abortError, blobFile, brokenDownload, fetchNamed, openUrl, rangeProbe } from "./files.js";
+import { abortError, blobFile, brokenDownload, fetchNamed, HttpStatusError, openUrl, rangeProbe } from "./files.js";
 import { web, type WebCache } from "../platform/web.js";
 
 const CACHE_NAME = "tsllm-models-v1";
@@ -212,8 +212,15 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
   let entry = await cache.match(url);
   if (entry && mode === "revalidate") {
     const known = describe(url, entry);
-    const now = await rangeProbe(url, signal);
-    const same = now.size === known.size && (now.etag ?? "") === (known.etag ?? "") && (now.lastModified ?? "") === (known.lastModified ?? "");
+    let now: Awaited<ReturnType<typeof rangeProbe>> | undefined;
+    try {
+      now = await rangeProbe(url, signal);
+    } catch (e) {
+      // the server cannot tell (offline, down, a 5xx): the cached copy is used, as HTTP's stale-if-error would
+      const unanswered = (e as Error).name !== "AbortError" && (!(e instanceof HttpStatusError) || e.status >= 500);
+      if (!unanswered) throw e;
+    }
+    const same = !now || (now.size === known.size && (now.etag ?? "") === (known.etag ?? "") && (now.lastModified ?? "") === (known.lastModified ?? ""));
     if (!same) {
       await cache.delete(url);
       entry = undefined;
