@@ -432,3 +432,17 @@ test("the server's errors reach the user: a full queue (429), a shutdown mid-rep
     busy.model.dispose();
   }
 });
+
+test("a phone-sized viewport with a reply holding a long code line: the code block scrolls, the page does not", { skip }, async () => {
+  const { page } = await openPage(s.url, { width: 375, height: 667 });
+  await forceReply(page, `look:\n\`\`\`\n${"x = 1; ".repeat(40)}\n\`\`\`\nand a long word ${"y".repeat(120)}`);
+  await page.fill("#max-tokens", "600");
+  await page.fill("#input", "code please");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.ok(await page.evaluate<boolean>("document.documentElement.scrollWidth <= 375"), "no horizontal overflow of the page");
+  const pre = await page.evaluate<{ scroll: number; client: number; right: number }>("(() => { const p = document.querySelector('li.assistant pre'); return { scroll: p.scrollWidth, client: p.clientWidth, right: p.getBoundingClientRect().right }; })()");
+  assert.ok(pre.scroll > pre.client, "the code block scrolls sideways");
+  assert.ok(pre.right <= 375, `the code block ends on screen (${pre.right})`);
+  await page.close();
+});
