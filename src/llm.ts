@@ -229,7 +229,7 @@ export class Model {
     });
     const choiceOf = (c: (typeof o.choices)[number]): Choice => ({
       completion: c.completion, completionTokens: c.completionTokens, finishReason: c.finishReason, ...(c.finishDetail ? { finishDetail: c.finishDetail } : {}),
-      ...(c.logprobs ? { logprobs: c.logprobs } : {}),
+      ...(c.logprobs ? { logprobs: c.logprobs } : {}), ...(c.endToken ? { endToken: c.endToken } : {}),
     });
     return {
       prompt: typeof prompt === "string" ? prompt : this.tokenizer.decode(o.promptTokens),

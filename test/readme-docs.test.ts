@@ -63,7 +63,7 @@ const LOAD_OPTIONS: Record<keyof LoadModelOptions, true> = {
 };
 const RESULT_FIELDS: Record<keyof GenerationResult, true> = {
   prompt: true, completion: true, promptTokens: true, completionTokens: true, finishReason: true, finishDetail: true, timings: true,
-  logprobs: true, promptLogprobs: true, beams: true, speculative: true, choices: true,
+  logprobs: true, promptLogprobs: true, endToken: true, beams: true, speculative: true, choices: true,
 };
 const TIMINGS: Record<keyof Timings, true> = {
   loadMs: true, promptTokens: true, completionTokens: true, prefillMs: true, ttftMs: true, tpotMs: true, decodeMs: true,

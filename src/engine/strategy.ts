@@ -1,4 +1,4 @@
-import type { FinishDetail, FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { EndToken, FinishDetail, FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
 import type { RunningSequence } from "./running-sequence.js";
 
 export interface ChoiceOutcome {
@@ -7,6 +7,7 @@ export interface ChoiceOutcome {
   readonly finishReason: FinishReason;
   readonly finishDetail?: FinishDetail;
   readonly logprobs?: TokenLogprob[];
+  readonly endToken?: EndToken;
   /** performance.now() of its first token (0: none) and of its end */
   readonly firstTokenAt: number;
   readonly endedAt: number;

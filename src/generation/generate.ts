@@ -85,6 +85,21 @@ export interface GenerationStep {
   text: string;
   /** with the `logprobs` option: the token's log-probability and the top alternatives */
   logprob?: TokenLogprob;
+  /** on a completion's last step (one without a token) when an end-of-generation token ended it: that token */
+  endToken?: EndToken;
+}
+
+/**
+ * The end-of-generation token that ended a completion (the model's EOS, a chat template's end of
+ * turn, a stopTokens id). It is not one of completionTokens and adds no text; with the `logprobs`
+ * option its logprob is here, not in `logprobs`, which keeps one entry per completion token.
+ * (OpenAI's legacy completions, vLLM and llama-server list it after the completion's tokens:
+ * lm-evaluation-harness reads the prompt's logprobs as all entries but that last one.)
+ */
+export interface EndToken {
+  token: number;
+  /** with the `logprobs` option: its log-probability and the top alternatives, from the same distribution as a completion token's */
+  logprob?: TokenLogprob;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -109,6 +124,8 @@ export interface GenerationResult {
   timings: Timings;
   /** with the `logprobs` option: one entry per completion token */
   logprobs?: TokenLogprob[];
+  /** finishReason "stop" at an end-of-generation token: that token (and its logprob, with the `logprobs` option) */
+  endToken?: EndToken;
   /** with the `promptLogprobs` option: one entry per prompt token, null for the first (no token before it predicts it) */
   promptLogprobs?: PromptLogprobs;
   /** beam search: the returned sequences, best first (completionTokens is the first) */
@@ -126,6 +143,7 @@ export interface Choice {
   finishReason: FinishReason;
   finishDetail?: FinishDetail;
   logprobs?: TokenLogprob[];
+  endToken?: EndToken;
 }
 
 /** the number of completions `n` asks for, checked against the options it cannot be combined with */

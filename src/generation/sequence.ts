@@ -3,7 +3,7 @@ import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
 import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
-import type { FinishDetail, FinishReason, GenerationStep } from "./generate.js";
+import type { EndToken, FinishDetail, FinishReason, GenerationStep } from "./generate.js";
 
 /** What ends a sequence, shared by every sequence of a request. */
 export interface StopRules {
@@ -34,6 +34,8 @@ export class Sequence {
   finishReason: FinishReason | undefined;
   /** with finishReason "length": the limit it hit */
   finishDetail: FinishDetail | undefined;
+  /** the end-of-generation token that ended it (not in completionTokens) */
+  endToken: EndToken | undefined;
   /** when the first token was sampled and when the sequence ended (performance.now()) */
   firstTokenAt = 0;
   endedAt = 0;
@@ -81,17 +83,20 @@ export class Sequence {
 
   /** takes `token` as the next one (chosen by the sampler or a strategy) and applies the stops; `logits` are needed for logprobs */
   accept(token: number, logits?: Float32Array): GenerationStep[] {
-    const { endIds, ignoreEos, topLogprobs } = this.rules;
+    const { endIds, ignoreEos } = this.rules;
     if (this.completionTokens.length === 0) this.firstTokenAt = performance.now();
-    if (!ignoreEos && endIds.has(token)) return this.finish("stop");
+    if (!ignoreEos && endIds.has(token)) {
+      // scored like any token: a client adding up logprobs (or reading all but the last entry) needs the end token's too
+      this.endToken = { token, ...(this.logprobs ? { logprob: this.scored(token, logits) } : {}) };
+      return this.finish("stop");
+    }
     this.completionTokens.push(token);
     this.tokens.push(token);
     const { emit, stopped } = this.stopMatcher.push(this.decoder.push(token));
     this.completion += emit;
     const step: GenerationStep = { token, text: emit };
     if (this.logprobs) {
-      if (!logits) throw new Error("logprobs need the logits the token was chosen from");
-      step.logprob = tokenLogprobs(logits, token, topLogprobs!);
+      step.logprob = this.scored(token, logits);
       this.logprobs.push(step.logprob);
     }
     if (stopped) return [step, ...this.finish("stop")];
@@ -99,7 +104,15 @@ export class Sequence {
     return [step];
   }
 
-  /** ends the sequence (abort, or a sibling's decision); returns the held-back text's step, if any */
+  private scored(token: number, logits: Float32Array | undefined): TokenLogprob {
+    if (!logits) throw new Error("logprobs need the logits the token was chosen from");
+    return tokenLogprobs(logits, token, this.rules.topLogprobs!);
+  }
+
+  /**
+   * ends the sequence (abort, or a sibling's decision); returns the held-back text's step, if any
+   * (always one after an end-of-generation token: it carries the token to a stream's reader)
+   */
   finish(reason: FinishReason): GenerationStep[] {
     if (this.done) return [];
     this.finishReason = reason;
@@ -116,6 +129,7 @@ export class Sequence {
     if (stopped) { this.finishReason = "stop"; this.finishDetail = undefined; }
     else tail += this.stopMatcher.flush();
     this.completion += tail;
+    if (this.endToken) return [{ token: undefined, text: tail, endToken: this.endToken }];
     return tail ? [{ token: undefined, text: tail }] : [];
   }
 }

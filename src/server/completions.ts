@@ -262,6 +262,9 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     }
     const echoed = job.echo?.[i] ?? "";
     let logprobs: CompletionLogprobs | null = placed ? ctx.texts.completionLogprobs(placed, echoed.length) : null;
+    // (a chat's logprobs stop at its content, as OpenAI's: the end of turn is not listed there)
+    const end = c.endToken?.logprob;
+    if (logprobs && end) logprobs = joinLogprobs(logprobs, ctx.texts.endLogprobs(end, echoed.length + c.completion.length));
     if (logprobs && job.echo) logprobs = joinLogprobs(ctx.texts.promptLogprobs(r.promptTokens, r.promptLogprobs ?? []), logprobs);
     return { index, text: echoed + c.completion, logprobs, finish_reason };
   }));
@@ -339,15 +342,18 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         continue;
       }
       if (event.step) {
-        const { token, text, logprob } = event.step;
+        const { token, text, logprob, endToken } = event.step;
         const choice = logprobs?.[index];
         if (logprob) choice?.push(logprob);
         // a step without a token releases the text held back until the end
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
         const placed = choice?.take(shown[index]!) ?? [];
-        if (text === "" && placed.length === 0) continue;
-        const lp = !choice ? null : job.kind === "chat" ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : ctx.texts.completionLogprobs(placed, echoed?.length);
+        // a text completion lists the token that ended it after its own (as the answer unstreamed)
+        const end = choice && job.kind === "text" ? endToken?.logprob : undefined;
+        if (text === "" && placed.length === 0 && !end) continue;
+        let lp = !choice ? null : job.kind === "chat" ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : ctx.texts.completionLogprobs(placed, echoed?.length);
+        if (end && lp && "tokens" in lp) lp = joinLogprobs(lp, ctx.texts.endLogprobs(end, (echoed?.length ?? 0) + shown[index]!));
         if (!(await sse.send(chunk(index, text, null, lp)))) break;
         continue;
       }

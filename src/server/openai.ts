@@ -114,6 +114,17 @@ export class TokenTexts {
   }
 
   /**
+   * The entry of the end-of-generation token that ended a completion, after its tokens: its own
+   * text, which the completion does not hold (OpenAI's legacy completions list "<|endoftext|>",
+   * vLLM the token's string), at `offset`, the completion's end. lm-evaluation-harness reads an
+   * echoed prompt's logprobs as every entry but the last, so the entry must be there when the
+   * model's greedy choice after the prompt is its end.
+   */
+  endLogprobs(end: TokenLogprob, offset: number): CompletionLogprobs {
+    return { tokens: [this.own(end.token).token], token_logprobs: [end.logprob], top_logprobs: [this.topOf(end)], text_offset: [offset] };
+  }
+
+  /**
    * An echoed prompt's logprobs, as OpenAI's legacy completions gave them with `echo`: every prompt
    * token with its text (the prompt decoded token by token: a special token such as BOS adds none)
    * and its offset in that text; the first token has no logprob and no alternatives (null), as

@@ -7,7 +7,7 @@ export function choiceOutcome(out: Sequence | undefined, now: number, withLogpro
   if (!out) return { completion: "", completionTokens: [], finishReason: "abort", ...(withLogprobs ? { logprobs: [] } : {}), firstTokenAt: 0, endedAt: now };
   return {
     completion: out.completion, completionTokens: out.completionTokens, finishReason: out.finishReason ?? "abort", ...(out.finishDetail ? { finishDetail: out.finishDetail } : {}),
-    ...(out.logprobs ? { logprobs: out.logprobs } : {}), firstTokenAt: out.firstTokenAt, endedAt: out.endedAt || now,
+    ...(out.logprobs ? { logprobs: out.logprobs } : {}), ...(out.endToken ? { endToken: out.endToken } : {}), firstTokenAt: out.firstTokenAt, endedAt: out.endedAt || now,
   };
 }
 
