@@ -2,7 +2,7 @@ import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { startServer } from "../server/index.js";
+import { startServer, templateKwargsProblem } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom } from "./generate.js";
 import { optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 
@@ -29,6 +29,8 @@ Options:
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own
+  --chat-template-kwargs JSON  extra chat-template variables for every request, e.g. '{"enable_thinking": false}'
+                        (a request's chat_template_kwargs override them, as llama-server's)
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --write-timeout-ms N  a response (streamed or not) whose client takes nothing for this long is cut off;
                         a stream's generation is cancelled (default 60000)
@@ -50,7 +52,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" },
 };
 
@@ -69,7 +71,7 @@ export async function runServe(argv: string[]): Promise<void> {
     host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
-    writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
+    chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }),
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
@@ -95,6 +97,20 @@ export async function runServe(argv: string[]): Promise<void> {
   });
   model.dispose();
   process.stderr.write("tsllm serve: stopped\n");
+}
+
+/** --chat-template-kwargs: a JSON object of template variables */
+function templateKwargsFrom(text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
+  let kwargs: unknown;
+  try {
+    kwargs = JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`--chat-template-kwargs expects a JSON object such as '{"enable_thinking": false}': ${(e as Error).message}`);
+  }
+  const problem = templateKwargsProblem(kwargs, "--chat-template-kwargs");
+  if (problem) throw new UsageError(problem.message);
+  return kwargs as Record<string, unknown>;
 }
 
 /** 512MiB, 2G, 1048576 ... */

@@ -6,7 +6,7 @@ import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from ".
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
-import { messagesOf, promptsOf } from "./requests.js";
+import { messagesOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
@@ -89,7 +89,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const toolsGiven = toolsOf(body);
     const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
     const shown = messagesForTemplate(messages, source, tools);
-    const variables = templateVariablesOf(source, tools);
+    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
+    const variables = { ...templateVariablesOf(source, tools), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const thinking = thinkingOf(source, thinkingOf(source, "") ? formatter.render(shown, true, variables) : "");
     replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body));

@@ -15,6 +15,8 @@ export interface ServeContext {
   readonly modelNames: ReadonlySet<string>;
   readonly metrics: Metrics;
   readonly texts: TokenTexts;
+  /** chat templates' extra variables for every request (ServeOptions.chatTemplateKwargs), under each request's chat_template_kwargs */
+  readonly templateKwargs: Readonly<Record<string, unknown>>;
   /** the chat template (throws a 400 when the model has none) */
   formatter(): ChatFormatter;
   /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */

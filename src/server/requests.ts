@@ -94,3 +94,49 @@ export function promptsOf(body: Body, vocabSize: number): (string | number[])[] 
   if (v.every((p) => Array.isArray(p) && p.length > 0)) return (v as unknown[][]).map(ids);
   throw bad();
 }
+
+/** template variables a request sets by its own parameters, which chat_template_kwargs may not replace */
+const SET_BY_THE_REQUEST: Readonly<Record<string, string>> = {
+  messages: "give the conversation in 'messages'",
+  tools: "give them in 'tools'",
+  add_generation_prompt: "a chat completion always ends with the assistant's header",
+};
+
+/**
+ * Why `kwargs` cannot be a chat template's extra variables (as llama-server's and vLLM's
+ * chat_template_kwargs): it must be an object; the conversation, the tools and
+ * add_generation_prompt come from the request itself (llama.cpp lets them be overwritten, vLLM
+ * lets tools and add_generation_prompt be: here they stay what the request's own parameters and
+ * the tool-call grammar were made from); `enable_thinking` is a boolean, as llama-server checks
+ * it. `where` names the value in the message. Undefined when it can be.
+ */
+export function templateKwargsProblem(kwargs: unknown, where: string): { param: string; message: string } | undefined {
+  if (typeof kwargs !== "object" || kwargs === null || Array.isArray(kwargs)) {
+    return { param: where, message: `'${where}' must be an object of template variables, got ${Array.isArray(kwargs) ? "an array" : kwargs === null ? "null" : typeof kwargs}` };
+  }
+  for (const [key, value] of Object.entries(kwargs)) {
+    const how = Object.hasOwn(SET_BY_THE_REQUEST, key) ? SET_BY_THE_REQUEST[key] : undefined;
+    if (how) return { param: `${where}.${key}`, message: `'${where}.${key}' cannot be set: the template's '${key}' comes from the request (${how})` };
+    if (key === "enable_thinking" && typeof value !== "boolean") return { param: `${where}.${key}`, message: `'${where}.enable_thinking' must be true or false, got ${JSON.stringify(value)}` };
+  }
+  return undefined;
+}
+
+/**
+ * A chat request's extra template variables: the server's defaults (tsllm serve
+ * --chat-template-kwargs), then the request's `chat_template_kwargs`, then its top-level
+ * `enable_thinking` (a shorthand some OpenAI-compatible APIs take; Qwen3's templates read it),
+ * which must agree with chat_template_kwargs.enable_thinking when both are given.
+ */
+export function templateKwargsOf(body: Body, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const given = body["chat_template_kwargs"] ?? {};
+  const problem = templateKwargsProblem(given, "chat_template_kwargs");
+  if (problem) throw invalid(problem.param, problem.message, typeof given === "object" && !Array.isArray(given) ? "invalid_value" : "invalid_type");
+  const kwargs: Record<string, unknown> = { ...defaults, ...(given as Body) };
+  const thinking = body["enable_thinking"];
+  if (thinking === undefined || thinking === null) return kwargs;
+  if (typeof thinking !== "boolean") throw invalid("enable_thinking", `'enable_thinking' must be true or false, got ${JSON.stringify(thinking)}`, "invalid_type");
+  const inKwargs = (given as Body)["enable_thinking"];
+  if (inKwargs !== undefined && inKwargs !== thinking) throw invalid("enable_thinking", `'enable_thinking' (${thinking}) contradicts 'chat_template_kwargs.enable_thinking' (${String(inKwargs)})`);
+  return { ...kwargs, enable_thinking: thinking };
+}

@@ -14,6 +14,7 @@ import { authorized, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
+import { templateKwargsProblem } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
 import { SseWriter } from "./sse.js";
 
@@ -34,6 +35,8 @@ export interface ServeOptions {
   modelName?: string;
   /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
   chatTemplate?: string | ChatTemplateSource;
+  /** extra chat-template variables for every chat request (llama-server's --chat-template-kwargs, e.g. `{ enable_thinking: false }`); a request's chat_template_kwargs override them */
+  chatTemplateKwargs?: Readonly<Record<string, unknown>>;
   /** a response whose client takes no bytes for this long while its bytes wait is cut off; a stream's cut frees its sequences (default 60000, as nginx's send_timeout) */
   writeTimeoutMs?: number;
   /** a request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (default 60000) */
@@ -79,6 +82,8 @@ export class OpenAIServer {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
     if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
+    const kwargsProblem = options.chatTemplateKwargs === undefined ? undefined : templateKwargsProblem(options.chatTemplateKwargs, "chatTemplateKwargs");
+    if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
     Promise.resolve(model).then((m) => {
@@ -259,6 +264,7 @@ export class OpenAIServer {
     let formatter: ChatFormatter | undefined;
     this.context = {
       model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer),
+      templateKwargs: { ...this.options.chatTemplateKwargs },
       formatter: () => {
         try {
           return (formatter ??= model.chatFormatter(this.options.chatTemplate));
