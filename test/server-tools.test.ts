@@ -282,8 +282,10 @@ function accumulated(deltas: readonly ReplyDelta[]): { reasoning: string; conten
 }
 
 const NAMES = new Set(["get_weather", "get_time", "python", "brave_search"]);
+/** the string parameters of these tools (Qwen3-Coder writes their values as raw text; get_weather's days is an integer) */
+const STRING_PARAMETERS = new Map([["get_weather", new Set(["city", "unit"])], ["get_time", new Set(["zone"])], ["python", new Set(["code"])], ["brave_search", new Set(["query"])]]);
 const syntaxFor = (format: ToolFormat, thinking?: ReplySyntax["thinking"], parallel = true): ReplySyntax => ({
-  calls: { format, names: NAMES, parallel, builtins: new Set(["brave_search"]) }, ...(thinking ? { thinking } : {}),
+  calls: { format, names: NAMES, parallel, builtins: new Set(["brave_search"]), stringParameters: STRING_PARAMETERS }, ...(thinking ? { thinking } : {}),
 });
 const THINK = { open: "<think>", close: "</think>", forcedOpen: false };
 
@@ -308,6 +310,16 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   // a lone [TOOL_CALLS] is text, streamed or not
   { format: "mistral", text: "[TOOL_CALLS]", want: { content: "[TOOL_CALLS]", calls: [] } },
   { format: "mistral", text: "[TOOL_CALLS] [oops", want: { content: "[TOOL_CALLS] [oops", calls: [] } },
+  // Qwen3-Coder's XML: string parameters as raw text (several lines, "<" and "</p" in them), others JSON (a value that is not JSON a string)
+  { format: "qwen3-coder", text: 'I will check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>', want: { content: "I will check.", calls: [["get_weather", { city: "New York", days: 3 }], ["get_time", { zone: "UTC" }]] } },
+  { format: "qwen3-coder", text: '<tool_call>\n<function=python>\n<parameter=code>\nif a < b:\n    print("</p>")\n\n</parameter>\n</function>\n</tool_call>', want: { content: "", calls: [["python", { code: 'if a < b:\n    print("</p>")\n' }]] } },
+  { format: "qwen3-coder", text: "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\nthree\n</parameter>\n</function>", want: { content: "", calls: [["get_weather", { city: "Oslo", days: "three" }]] } },
+  { format: "qwen3-coder", text: "<tool_call>\n<function=nope>\n</function>\n</tool_call> and <function text", want: { content: "<tool_call>\n<function=nope>\n</function>\n</tool_call> and <function text", calls: [] } },
+  { format: "qwen3-coder", text: "<think>\nTime, then.\n</think>\n\n<tool_call>\n<function=get_time>\n<parameter=zone>\nCET\n</parameter>\n</function>\n</tool_call>", thinking: THINK, want: { reasoning: "Time, then.", content: "", calls: [["get_time", { zone: "CET" }]] } },
+  // the Mistral form of Devstral and Ministral 3 (NAME[ARGS]{...}), and Mistral Small 3.2's with [CALL_ID]
+  { format: "mistral-args", text: 'Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo", "unit": "c"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}', want: { content: "Checking.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
+  { format: "mistral-args", text: '[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{"zone": "UTC"}', want: { content: "", calls: [["get_time", { zone: "UTC" }]] } },
+  { format: "mistral-args", text: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", want: { content: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", calls: [] } },
   { format: "llama3", text: '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
   // a call, then text: a call and text (as llama.cpp reads Llama 3.x replies), streamed or not
   { format: "llama3", text: '{"type": "function", "name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}\nI asked for the weather.', want: { content: "I asked for the weather.", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
@@ -401,6 +413,10 @@ const TEMPLATES: [string, ToolFormat][] = [
   ["Qwen-Qwen2.5-7B-Instruct.jinja", "hermes"],
   ["Qwen-Qwen3-0.6B.jinja", "hermes"],
   ["mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"],
+  ["Qwen3-Coder.jinja", "qwen3-coder"],
+  ["unsloth-mistral-Devstral-Small-2507.jinja", "mistral-args"],
+  ["mistralai-Ministral-3-14B-Reasoning-2512.jinja", "mistral-args"],
+  ["Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral-args"],
   ["meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3"],
   ["meta-llama-Llama-3.2-3B-Instruct.jinja", "llama3"],
   ["meta-llama-Llama-3.3-70B-Instruct.jinja", "llama3"],
@@ -495,6 +511,11 @@ test("tool-call ids come back to the template as OpenAI clients send them: Comma
   assert.throws(() => messagesOf({ messages: [{ role: "assistant", content: null, tool_calls: [{ id: 7, type: "function", function: { name: "f", arguments: "{}" } }] }] }),
     /'messages\[0\]\.tool_calls\[0\]\.id' must be a string, got number/);
   assert.throws(() => messagesOf({ messages: [{ role: "tool", tool_call_id: ["x"], content: "r" }] }), /'messages\[0\]\.tool_call_id' must be a string, got an array/);
+});
+
+test("Qwen3.5's template (its prompt opens <think>) and Nemotron Nano 3's write Qwen3-Coder's XML calls, as llama.cpp finds them", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  for (const name of ["Qwen3.5-4B.jinja", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja"]) assert.equal(toolFormatOf(llamaCppTemplate(name)), "qwen3-coder", name);
+  assert.equal(toolFormatOf(llamaCppTemplate("Qwen-Qwen3-0.6B.jinja")), "hermes");
 });
 
 test("reasoning: a template whose prompt ends inside <think> begins its reply in reasoning; reasoning_format none or auto/deepseek, anything else a 400", { skip: skipWithoutLlamaCppTemplates() }, () => {

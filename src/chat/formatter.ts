@@ -125,7 +125,8 @@ export class ChatFormatter {
       const call = { id: "call00001", type: "function" as const, function: { name: "tsllm_probe", arguments: args } };
       try {
         const out = this.template.render([{ role: "user", content: "x" }, { role: "assistant", content, tool_calls: [call] }], { ...this.renderOptions, addGenerationPrompt: false, variables });
-        return out.includes(`"${key}":`) || out.includes(`'${key}':`);
+        // (as a JSON or Python key, or Qwen3-Coder's XML parameter, which walks the arguments with |items)
+        return out.includes(`"${key}":`) || out.includes(`'${key}':`) || out.includes(`<parameter=${key}>`);
       } catch {
         return false;
       }

@@ -18,7 +18,7 @@ import { decodeStringPrefix, scanString, scanValue, skipWs } from "./json-scan.j
  */
 
 export type ToolFormat =
-  | "hermes" | "mistral" | "llama3" | "functionary-v3.1" | "functionary-v3.2"
+  | "hermes" | "qwen3-coder" | "mistral" | "mistral-args" | "llama3" | "functionary-v3.1" | "functionary-v3.2"
   | "deepseek-r1" | "command-r7b" | "firefunction-v2" | "generic";
 
 /** what to look for in a reply */
@@ -31,6 +31,8 @@ export interface ReplySyntax {
     readonly parallel: boolean;
     /** Llama 3.1 built-in tools, written `<|python_tag|>name.call(arg=value, ...)` */
     readonly builtins?: ReadonlySet<string>;
+    /** Qwen3-Coder's XML parameters: per function, those whose schema is a string (their values are raw text, the others JSON) */
+    readonly stringParameters?: ReadonlyMap<string, ReadonlySet<string>>;
   };
   /** reasoning between these markers becomes reasoning_content; forcedOpen: the prompt ends inside it (the reply begins with reasoning) */
   readonly thinking?: { readonly open: string; readonly close: string; readonly forcedOpen: boolean };
@@ -347,13 +349,108 @@ function functionTag(out: Reply, at: number, calls: Calls): Found {
 
 const PYTHON_TAG = "<|python_tag|>";
 
+const PARAMETER_TAG = "<parameter=";
+const PARAMETER_END = "</parameter>";
+
+/**
+ * Qwen3-Coder's XML call at s[at] (`<function=NAME>`): `<parameter=P>\nVALUE\n</parameter>`
+ * after `<parameter=P>\nVALUE\n</parameter>`, then `</function>` (llama.cpp's qwen3_coder
+ * format). The arguments are the JSON object of the parameters in their order: a value whose
+ * schema is a string is its raw text (a JSON string, growing as it is written); any other is JSON
+ * (taken once its </parameter> is read; a value that is not JSON is a string, as the raw text it is).
+ */
+function xmlFunction(out: Reply, at: number, calls: Calls): Found {
+  const s = out.s;
+  const name = nameBefore(out, at + FUNCTION_TAG.length, ">", calls);
+  if (name === "wait") return WAIT;
+  if (name === undefined) return TEXT;
+  const call = out.startCall(name);
+  const strings = calls.stringParameters?.get(name);
+  let args = "{";
+  call.arguments = args;
+  let i = at + FUNCTION_TAG.length + name.length + 1;
+  for (;;) {
+    i = skipWs(s, i);
+    if (s.startsWith("</function>", i)) { call.arguments = `${args}}`; return { kind: "calls", end: i + "</function>".length }; }
+    if (!s.startsWith(PARAMETER_TAG, i)) {
+      // the text ends before the next tag is known, or the call ends without its closing tag (cut off or malformed)
+      if (out.partial && i >= s.length - Math.max(PARAMETER_TAG.length, "</function>".length) && [PARAMETER_TAG, "</function>"].some((m) => m.startsWith(s.slice(i)))) out.stop();
+      return { kind: "calls", end: i };
+    }
+    const nameEnd = s.indexOf(">", i + PARAMETER_TAG.length);
+    const param = nameEnd < 0 ? undefined : s.slice(i + PARAMETER_TAG.length, nameEnd);
+    if (param === undefined || param.includes("\n") || param.length > 256) {
+      if (out.partial && nameEnd < 0 && s.length - i < 256 + PARAMETER_TAG.length) out.stop();
+      return { kind: "calls", end: i };
+    }
+    let from = nameEnd + 1;
+    if (s[from] === "\n") from++;
+    else if (out.partial && from >= s.length) { out.stop(); return { kind: "calls", end: i }; }
+    const close = s.indexOf(PARAMETER_END, from);
+    const key = `${args === "{" ? "" : ", "}${JSON.stringify(param)}: `;
+    if (close < 0) {
+      // the value is not finished: a string's text so far (less what may begin its closing), nothing of another
+      if (strings?.has(param)) {
+        const end = out.partial ? heldBack(s, from, [`\n${PARAMETER_END}`, PARAMETER_END]) : s.length;
+        call.arguments = args + key + JSON.stringify(s.slice(from, end)).slice(0, -1);
+      } else if (!out.partial) call.arguments = args + key + s.slice(from);
+      if (out.partial) out.stop();
+      return { kind: "calls", end: s.length };
+    }
+    const raw = s.slice(from, s[close - 1] === "\n" && close > from ? close - 1 : close);
+    args += key + (strings?.has(param) ? JSON.stringify(raw) : jsonOrString(raw));
+    call.arguments = args;
+    i = close + PARAMETER_END.length;
+  }
+}
+
+/** a parameter value's JSON: the text when it is JSON, else the text as a JSON string */
+function jsonOrString(raw: string): string {
+  try {
+    return JSON.stringify(JSON.parse(raw));
+  } catch {
+    return JSON.stringify(raw);
+  }
+}
+
+/**
+ * The Mistral form of Devstral, Magistral / Ministral 3 and Mistral Small 3.2 at s[i] (after
+ * [TOOL_CALLS]): `NAME[ARGS]{...}`, Small 3.2 with `[CALL_ID]id` before [ARGS]; each call has
+ * its own [TOOL_CALLS].
+ */
+function argsCall(out: Reply, i: number, calls: Calls): Found {
+  const s = out.s;
+  const name = nameBefore(out, i, "[", calls);
+  if (name === "wait") return WAIT;
+  if (name === undefined) return TEXT;
+  let j = i + name.length;
+  if (s.startsWith("[CALL_ID]", j)) {
+    const end = s.indexOf("[ARGS]", j);
+    if (end < 0) return out.partial && s.length - j < 64 ? WAIT : TEXT;
+    j = end;
+  } else if (!s.startsWith("[ARGS]", j)) {
+    return out.partial && ["[ARGS]", "[CALL_ID]"].some((m) => m.startsWith(s.slice(j))) ? WAIT : TEXT;
+  }
+  const call = out.startCall(name);
+  return { kind: "calls", end: valueArguments(out, call, skipWs(s, j + "[ARGS]".length)) };
+}
+
 const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => void> = {
   hermes: (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
     if (marker === FUNCTION_TAG) return functionTag(out, at, calls);
     const f = objectCall(out, skipWs(out.s, at + marker.length), calls);
     return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
   }),
+  "qwen3-coder": (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
+    if (marker === FUNCTION_TAG) return xmlFunction(out, at, calls);
+    const i = skipWs(out.s, at + marker.length);
+    if (out.partial && i >= out.s.length - FUNCTION_TAG.length && FUNCTION_TAG.startsWith(out.s.slice(i))) return WAIT;
+    if (!out.s.startsWith(FUNCTION_TAG, i)) return TEXT;
+    const f = xmlFunction(out, i, calls);
+    return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
+  }),
   mistral: (out, pos, calls) => markedCalls(out, pos, ["[TOOL_CALLS]"], (at, marker) => listCalls(out, skipWs(out.s, at + marker.length), calls)),
+  "mistral-args": (out, pos, calls) => markedCalls(out, pos, ["[TOOL_CALLS]"], (at, marker) => argsCall(out, skipWs(out.s, at + marker.length), calls)),
   "firefunction-v2": (out, pos, calls) => markedCalls(out, pos, ["functools["], (at, marker) => listCalls(out, at + marker.length - 1, calls)),
   "command-r7b": (out, pos, calls) => markedCalls(out, pos, ["<|START_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"], (at, marker) => {
     // the response's markers frame the text: they go
@@ -535,7 +632,7 @@ const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /** an id for a call: OpenAI's form, or for Mistral 9 letters and digits (its templates refuse other ids when the call comes back) */
 export function newCallId(format?: ToolFormat): string {
-  if (format === "mistral") return [...randomBytes(9)].map((b) => ALNUM[b % ALNUM.length]).join("");
+  if (format === "mistral" || format === "mistral-args") return [...randomBytes(9)].map((b) => ALNUM[b % ALNUM.length]).join("");
   return `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
 }
 

@@ -82,17 +82,21 @@ function parallelOf(body: Body): boolean {
  * llama.cpp's order (common_chat_templates_apply_jinja): DeepSeek R1's call markers, Command R7B's
  * action after thinking, Hermes' <tool_call>, Functionary v3.2's ">>>all", Firefunction v2's
  * " functools[", Functionary v3.1's <function= in a Llama 3 template, Llama 3.x's ipython role,
- * Mistral's [TOOL_CALLS]; else the generic JSON format.
+ * Mistral's [TOOL_CALLS]; else the generic JSON format. Hermes' <tool_call> with <function= and
+ * <parameter= is Qwen3-Coder's XML (also Qwen3.5's, Nemotron Nano 3's); [TOOL_CALLS] with [ARGS]
+ * is the Mistral form of Devstral, Ministral 3 and Mistral Small 3.2 (NAME[ARGS]{...}).
  */
 export function toolFormatOf(templateSource: string): ToolFormat {
   const has = (s: string) => templateSource.includes(s);
   if (has("<｜tool▁calls▁begin｜>")) return "deepseek-r1";
   if (has("<|END_THINKING|><|START_ACTION|>")) return "command-r7b";
+  if (has("<tool_call>") && has("<function=") && has("<parameter=")) return "qwen3-coder";
   if (has("<tool_call>")) return "hermes";
   if (has(">>>all")) return "functionary-v3.2";
   if (has(" functools[")) return "firefunction-v2";
   if (has("<|start_header_id|>") && has("<function=")) return "functionary-v3.1";
   if (has("<|start_header_id|>ipython<|end_header_id|>")) return "llama3";
+  if (has("[TOOL_CALLS]") && has("[ARGS]")) return "mistral-args";
   if (has("[TOOL_CALLS]")) return "mistral";
   return "generic";
 }
@@ -165,7 +169,10 @@ export function thinkingOf(templateSource: string, prompt: string): ReplySyntax[
 /** what to read in a chat reply: the calls of the request's tools (unless tool_choice is "none") and reasoning, unless reasoning_format is "none" */
 export function replySyntaxOf(templateSource: string, tools: Tools | undefined, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat): ReplySyntax | undefined {
   const calls = tools && tools.choice !== "none"
-    ? { format: toolFormatOf(templateSource), names: new Set(tools.functions.map((f) => f.name)), parallel: tools.parallel, builtins: builtinToolsOf(templateSource, tools) }
+    ? {
+      format: toolFormatOf(templateSource), names: new Set(tools.functions.map((f) => f.name)), parallel: tools.parallel, builtins: builtinToolsOf(templateSource, tools),
+      stringParameters: new Map(tools.functions.map((f) => [f.name, new Set(parametersOf(f).filter(([, schema]) => isStringSchema(schema, f.parameters)).map(([name]) => name))])),
+    }
     : undefined;
   const think = reasoning === "none" ? undefined : thinking;
   if (!calls && !think) return undefined;
@@ -173,6 +180,55 @@ export function replySyntaxOf(templateSource: string, tools: Tools | undefined, 
 }
 
 const lit = (s: string) => JSON.stringify(s);
+
+/** a function's parameters: [name, schema] of its properties, and whether each is required */
+function parametersOf(f: ToolFunction): [string, JsonSchema, boolean][] {
+  const p = f.parameters as { properties?: Record<string, JsonSchema>; required?: unknown };
+  const required = Array.isArray(p.required) ? p.required : [];
+  return Object.entries(p.properties ?? {}).map(([name, schema]) => [name, schema, required.includes(name)]);
+}
+
+/**
+ * Whether only strings satisfy the schema (llama.cpp's resolves_to_string): type string, an enum
+ * or const of strings, anyOf/oneOf of such, a local $ref to one. Qwen3-Coder writes such a
+ * parameter's value as raw text.
+ */
+function isStringSchema(schema: JsonSchema, root: JsonSchema, depth = 0): boolean {
+  if (typeof schema !== "object" || schema === null || depth > 16) return false;
+  const s = schema as Record<string, unknown>;
+  if (typeof s["$ref"] === "string" && s["$ref"].startsWith("#/")) {
+    let target: unknown = root;
+    for (const part of s["$ref"].slice(2).split("/")) target = (target as Record<string, unknown> | undefined)?.[part.replaceAll("~1", "/").replaceAll("~0", "~")];
+    return isStringSchema(target as JsonSchema, root, depth + 1);
+  }
+  if (s["type"] === "string") return true;
+  if (Array.isArray(s["enum"])) return s["enum"].length > 0 && s["enum"].every((v) => typeof v === "string");
+  if ("const" in s) return typeof s["const"] === "string";
+  for (const k of ["anyOf", "oneOf"]) {
+    const alts = s[k];
+    if (Array.isArray(alts)) return alts.length > 0 && alts.every((a) => isStringSchema(a as JsonSchema, root, depth + 1));
+  }
+  return false;
+}
+
+/**
+ * Qwen3-Coder's XML call of `f`: its required parameters in order, then any of its optional ones;
+ * a string's value is text without "</" (an approximation of llama.cpp's "until </parameter>"),
+ * any other value JSON under its schema
+ */
+function xmlCallGbnf(f: ToolFunction): string {
+  const rules: string[] = [];
+  const params = parametersOf(f).map(([name, schema, required], k) => {
+    const value = isStringSchema(schema, f.parameters) ? `xml-text-${k}` : `xml-json-${k}`;
+    if (value.startsWith("xml-text")) rules.push(`${value} ::= ([^<] | "<" [^/])*\n`);
+    else rules.push(gbnfAlternatives([schemaGbnf(schema)]).replace(/^root ::= g0-root\n/, "").replaceAll("g0-", `p${k}-`) + `${value} ::= p${k}-root\n`);
+    return { rule: `${lit(`<parameter=${name}>\n`)} ${value} ${lit("\n</parameter>\n")}`, required };
+  });
+  const required = params.filter((p) => p.required).map((p) => p.rule);
+  const optional = params.filter((p) => !p.required).map((p) => p.rule);
+  const body = [...required, ...(optional.length > 0 ? [`(${optional.join(" | ")})*`] : [])].join(" ");
+  return `${rules.join("")}root ::= ${lit(`<function=${f.name}>\n`)} ${body} ${lit("</function>")}\n`;
+}
 
 /**
  * The grammar's rules renamed apart (gbnfAlternatives prefixes every name, references to its root
@@ -231,6 +287,15 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
     case "hermes":
       g = repeated(schemaGbnf(nameArgs), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
       break;
+    case "qwen3-coder":
+      g = repeated(gbnfAlternatives(allowed.map(xmlCallGbnf)), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
+      break;
+    case "mistral-args": {
+      // Mistral Small 3.2's template writes the call's 9-character id between its name and arguments
+      const id = options.templateSource?.includes("[CALL_ID]") ? ` "[CALL_ID]" ${"[a-zA-Z0-9] ".repeat(9)}` : " ";
+      g = repeated(gbnfAlternatives(allowed.map((f) => `${inner(schemaGbnf(f.parameters))}root ::= ${lit(`[TOOL_CALLS]${f.name}`)}${id}"[ARGS]" g0-root\n`)), p, "\"\"");
+      break;
+    }
     case "mistral":
       // Mistral's templates write a 9-character id with each call (and refuse others)
       g = list(objects({ name: "name", args: "arguments", lastId: { type: "string", pattern: "^[a-zA-Z0-9]{9}$" } }), `${lit("[TOOL_CALLS]")} " "?`);
