@@ -597,4 +597,15 @@ describe("reasoning_content on stories260K with a template that opens <think>", 
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.param, "reasoning_format");
   });
+
+  test("logprobs through the reasoning parser: the streamed chunks carry every token's entry, as the unstreamed answer lists them", async () => {
+    const request = { model: "stories260K", messages: [{ role: "user" as const, content: "Tell a story" }], max_tokens: 20, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const whole = await post(`${s.url}/v1/chat/completions`, request);
+    assert.equal(whole.status, 200, JSON.stringify(whole.json));
+    const want = whole.json.choices[0].logprobs.content;
+    assert.equal(want.length, 20);
+    const streamed: unknown[] = [];
+    for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    assert.deepEqual(streamed, want);
+  });
 });

@@ -4,7 +4,7 @@ import type { Choice, GenerateOptions, GenerationResult } from "../generation/in
 import type { GenerationRun } from "../llm.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
-import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type CompletionLogprobs } from "./openai.js";
+import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
@@ -322,10 +322,19 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     const parsers = syntax ? Array.from({ length: total }, () => new ReplyStream(syntax)) : undefined;
     // with echo, each choice's first chunk is its prompt's text (and the prompt's logprobs), sent at the choice's first event
     const echoSent = new Array<boolean>(total).fill(false);
+    // the logprobs of a parsed choice's tokens, not yet sent: they go with its next delta (the
+    // parser holds text back, so a token's delta may come later than the token), else with its finish
+    const unsent = Array.from({ length: total }, (): ChatLogprobEntry[] => []);
+    const takeUnsent = (index: number) => {
+      if (!logprobs || unsent[index]!.length === 0) return null;
+      const content = unsent[index]!;
+      unsent[index] = [];
+      return { content, refusal: null };
+    };
     const sendDeltas = async (index: number, deltas: readonly ReplyDelta[]): Promise<boolean> => {
       for (const d of deltas) {
         const delta = "call" in d ? { tool_calls: [d.call] } : d;
-        if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: null, finish_reason: null }], ...extra }))) return false;
+        if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: takeUnsent(index), finish_reason: null }], ...extra }))) return false;
       }
       return true;
     };
@@ -338,10 +347,6 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         const lp = job.logprobs === undefined ? null : ctx.texts.promptLogprobs(job.prompts[run]!, (await runs[run]!.promptLogprobs()) ?? []);
         if (!(await sse.send(chunk(index, echoed, null, lp)))) break;
       }
-      if (event.step && parsers) {
-        if (!(await sendDeltas(index, parsers[index]!.push(event.step.text)))) break;
-        continue;
-      }
       if (event.step) {
         const { token, text, logprob, endToken } = event.step;
         const choice = logprobs?.[index];
@@ -350,6 +355,11 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
         const placed = choice?.take(shown[index]!) ?? [];
+        if (parsers) {
+          unsent[index]!.push(...placed.map((p) => ctx.texts.chatEntry(p)));
+          if (!(await sendDeltas(index, parsers[index]!.push(text)))) break;
+          continue;
+        }
         // a text completion lists the token that ended it after its own (as the answer unstreamed)
         const end = choice && job.kind === "text" ? endToken?.logprob : undefined;
         if (text === "" && placed.length === 0 && !end) continue;
@@ -366,7 +376,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       const last = ++ended === total;
       const parser = parsers?.[index];
       if (parser && !(await sendDeltas(index, parser.end()))) break;
-      const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.callCount));
+      const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.callCount), parser ? takeUnsent(index) : null);
       if (last) {
         const all = await results(ctx, runs);
         observed = true;

@@ -68,6 +68,14 @@ export interface PlacedLogprob {
  * and llama-server sends them. Alternatives in top_logprobs are not in the text: their text is
  * their own bytes decoded.
  */
+/** one token of a chat answer's logprobs.content, as OpenAI's */
+export interface ChatLogprobEntry {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+}
+
 export class TokenTexts {
   private readonly utf8 = new TextDecoder();
 
@@ -93,7 +101,7 @@ export class TokenTexts {
   }
 
   /** chat's logprobs.content entry */
-  chatEntry(p: PlacedLogprob): { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string; logprob: number; bytes: number[] }[] } {
+  chatEntry(p: PlacedLogprob): ChatLogprobEntry {
     return {
       token: p.text, logprob: p.lp.logprob, bytes: this.own(p.lp.token).bytes,
       top_logprobs: p.lp.top.map((t) => ({ ...this.own(t.token), logprob: t.logprob })),
