@@ -74,7 +74,10 @@ test("tsllm bench --llama-cpp-gpu vulkan runs llama.cpp on a named Vulkan device
     // no GPU (a software Vulkan driver is not listed by llama.cpp): one line saying so, no CPU numbers under the GPU's name
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /llama\.cpp's vulkan build (found no GPU device|could not be loaded)/);
-    assert.equal(r.stdout, "");
+    // --json: the error as JSON on stdout, and no report
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(Object.keys(out), ["error"]);
+    assert.match(out.error.message, /llama\.cpp's vulkan build (found no GPU device|could not be loaded)/);
   }
 });
 

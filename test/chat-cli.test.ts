@@ -215,7 +215,7 @@ test("tsllm chat --system with a template that has no system role: the system pr
   writeFileSync(noSystem, "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" + "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
   const r = tsllm(["chat", "--model", sharedFile(MODEL)!, "--chat-template", noSystem, "--system", "Be nice.", "--temperature", "0", "--max-tokens", "5", "--backend", "reference", "--timings"], "Once upon a time\nLily had a dog\n");
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /^tsllm: note: the chat template has no system role \(it raised: .*System role not supported\): --system goes at the start of the first user message\n/);
+  assert.match(r.stderr, /^tsllm: note: the chat template has no system role \(it raised: .*System role not supported \(line 1\)\): --system goes at the start of the first user message\n/);
   const t = timingsOf(r.stderr);
   assert.equal(t.length, 2, r.stderr);
   assert.equal(t[0]![1], tokenCount(turn("user", "Be nice.\nOnce upon a time") + ASSISTANT));
