@@ -334,6 +334,23 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
     assert.ok(maxDiff(sim, exp.similarity) <= TOL);
   });
 
+  test("token ids embed as their text (special tokens added where missing); dimensions cuts before normalizing", async () => {
+    const cases: Json[] = exp.cases;
+    // the long case's recorded ids are already cut to 256; its text's own run longer
+    assert.deepEqual(model.tokenize(cases.slice(0, 5).map((c) => c.text)), cases.slice(0, 5).map((c) => c.input_ids));
+    const withSpecial = await model.embed(cases.map((c) => c.input_ids));
+    const bare = await model.embed(cases.map((c) => c.input_ids.slice(1, -1)));
+    cases.forEach((c, i) => {
+      assert.ok(maxDiff(withSpecial[i], c.embedding_unnormalized) <= TOL, `ids of ${c.text.slice(0, 30)}`);
+      assert.ok(maxDiff(bare[i], c.embedding_unnormalized) <= TOL, `bare ids of ${c.text.slice(0, 30)}`);
+    });
+    const [cut] = await model.embed([cases[0].text], { dimensions: 10, normalize: true });
+    const head: number[] = cases[0].embedding_unnormalized.slice(0, 10), norm = Math.hypot(...head);
+    assert.ok(maxDiff(cut, head.map((x) => x / norm)) <= TOL);
+    await assert.rejects(model.embed([[101, 30522]]), /^RangeError: embed: the input: token 1 is number 30522; token ids are integers in \[0, 30522\)$/);
+    await assert.rejects(model.embed(["a"], { dimensions: 49 }), /^RangeError: dimensions: expected an integer in 1\.\.48 \(this model's embeddings have 48\), got number 49$/);
+  });
+
   test("embed(path, text) loads, embeds one text and frees the model", async () => {
     const v = await embed(folder("minilm-embed"), exp.cases[0].text, { normalize: true, threads: 1 });
     assert.ok(maxDiff(v, exp.cases[0].embedding) <= TOL);

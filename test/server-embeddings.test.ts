@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { loadEmbeddingModel, startServer } from "../src/index.js";
@@ -11,6 +13,15 @@ import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 const skip = skipWithoutShared("hf-oracle/minilm-embed.expected.json");
 const folder = `${SHARED}/hf-oracle/minilm-embed`;
+
+const close = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]!) <= 1e-4);
+/** an answer's vector, float or base64 (little-endian float32) */
+const vector = (d: { embedding: number[] | string }) => {
+  if (typeof d.embedding !== "string") return d.embedding;
+  const b = Buffer.from(d.embedding, "base64");
+  return Array.from(new Float32Array(b.buffer, b.byteOffset, b.length / 4));
+};
+const unit = (v: number[]) => { const n = Math.hypot(...v); return v.map((x) => x / n); };
 
 describe("the server on an embedding model", { skip }, () => {
   const exp = skip ? undefined : JSON.parse(readFileSync(`${folder}.expected.json`, "utf8"));
@@ -25,7 +36,6 @@ describe("the server on an embedding model", { skip }, () => {
   });
   after(async () => { await server?.close(1000); dispose?.(); });
 
-  const close = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]!) <= 1e-4);
 
   test("openai client (base64 by default, and float): the model's encode() vectors, usage", async () => {
     const texts: string[] = exp.cases.slice(0, 3).map((c: { text: string }) => c.text);
@@ -48,8 +58,8 @@ describe("the server on an embedding model", { skip }, () => {
     const v = Array.from(new Float32Array(b.buffer, b.byteOffset, b.length / 4));
     assert.ok(close(v, exp.cases[0].embedding_unnormalized));
     for (const [body, status, param] of [
-      [{}, 400, "input"], [{ input: [] }, 400, "input"], [{ input: [1, 2] }, 400, "input"], [{ input: "x", encoding_format: "int8" }, 400, "encoding_format"],
-      [{ input: "x", model: "gpt-4o" }, 404, "model"], [{ input: "x", dimensions: 7 }, 400, "dimensions"],
+      [{}, 400, "input"], [{ input: [] }, 400, "input"], [{ input: "x", encoding_format: "int8" }, 400, "encoding_format"],
+      [{ input: "x", model: "gpt-4o" }, 404, "model"], [{ input: "x", dimensions: 49 }, 400, "dimensions"], [{ input: "x", dimensions: 0 }, 400, "dimensions"],
     ] as const) {
       const e = await post(`${server.url}/v1/embeddings`, body);
       assert.equal(e.status, status, JSON.stringify(body));
@@ -62,6 +72,119 @@ describe("the server on an embedding model", { skip }, () => {
     assert.equal(models.data[0]!.id, "minilm-embed");
     assert.equal(models.data[0]!.meta.n_embd, 48);
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
+  });
+
+  test("input as token ids, one list or lists of them (OpenAI's four forms): the text's vectors, with or without the special tokens", async () => {
+    const c = exp.cases.slice(0, 3) as { text: string; input_ids: number[]; n_tokens: number; embedding_unnormalized: number[] }[];
+    // transformers' tokenizer(text).input_ids carry [CLS] ... [SEP]; POST /tokenize's (add_special false, as llama-server's) do not
+    const plain = await Promise.all(c.map(async (x) => (await post(`${server.url}/tokenize`, { content: x.text })).json.tokens as number[]));
+    plain.forEach((ids, i) => assert.deepEqual(ids, c[i]!.input_ids.slice(1, -1)));
+    const one = await client.embeddings.create({ model: "minilm-embed", input: c[0]!.input_ids });
+    assert.ok(close(one.data[0]!.embedding, c[0]!.embedding_unnormalized));
+    assert.equal(one.usage.prompt_tokens, c[0]!.n_tokens);
+    const lists = await client.embeddings.create({ model: "minilm-embed", input: [plain[2]!, c[1]!.input_ids, plain[0]!], encoding_format: "float" });
+    assert.deepEqual(lists.data.map((d) => d.index), [0, 1, 2]);
+    [2, 1, 0].forEach((k, i) => assert.ok(close(lists.data[i]!.embedding, c[k]!.embedding_unnormalized), `list ${i}`));
+    assert.equal(lists.usage.prompt_tokens, c[0]!.n_tokens + c[1]!.n_tokens + c[2]!.n_tokens);
+    for (const [input, message] of [[[[1, 99999]], /input\[0\]\[1\] is 99999: token ids are integers in \[0, 30522\)/], [[1, 2.5], /input\[1\] is 2\.5/], [[[]], /input\[0\] is an empty array/]] as const) {
+      const e = await post(`${server.url}/v1/embeddings`, { input });
+      assert.equal(e.status, 400, JSON.stringify(input));
+      assert.equal(e.json.error.param, "input");
+      assert.match(e.json.error.message, message);
+    }
+  });
+
+  test("an empty string is refused, as OpenAI documents; an input past max_seq_length is refused unless truncate: true", async () => {
+    for (const input of ["", [""], ["a", ""]]) {
+      const e = await post(`${server.url}/v1/embeddings`, { input });
+      assert.equal(e.status, 400, JSON.stringify(input));
+      assert.equal(e.json.error.param, "input");
+      assert.match(e.json.error.message, /empty string/);
+    }
+    const long = exp.cases.find((x: { n_tokens: number }) => x.n_tokens === exp.config.max_seq_length);
+    const e = await post(`${server.url}/v1/embeddings`, { input: ["a", long.text] });
+    assert.equal(e.status, 400);
+    assert.equal(e.json.error.code, "context_length_exceeded");
+    const m = /^input\[1\] has (\d+) tokens .* more than the (\d+) this model takes .* "truncate": true/.exec(e.json.error.message);
+    assert.ok(m, e.json.error.message);
+    assert.ok(Number(m[1]) > exp.config.max_seq_length);
+    assert.equal(Number(m[2]), exp.config.max_seq_length);
+    const t = await post(`${server.url}/v1/embeddings`, { input: long.text, truncate: true, encoding_format: "float" });
+    assert.equal(t.status, 200);
+    assert.ok(close(t.json.data[0].embedding, long.embedding_unnormalized));
+    assert.equal(t.json.usage.prompt_tokens, exp.config.max_seq_length);
+  });
+
+  test("dimensions keeps the first components (sentence-transformers' truncate_dim); unnormalized vectors stay so", async () => {
+    const r = await client.embeddings.create({ model: "minilm-embed", input: [exp.cases[0].text, exp.cases[1].text], dimensions: 16 });
+    r.data.forEach((d, i) => {
+      assert.equal(d.embedding.length, 16);
+      assert.ok(close(d.embedding, exp.cases[i].embedding_unnormalized.slice(0, 16)), `input ${i}`);
+    });
+  });
+
+  test("llama-server's POST /embedding {content} -> [{index, embedding: [vector]}], embd_normalize as llama-server's", async () => {
+    const c = exp.cases.slice(0, 2);
+    const r = await post(`${server.url}/embedding`, { content: [c[0].text, c[1].text] });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json.map((x: { index: number }) => x.index), [0, 1]);
+    r.json.forEach((x: { embedding: number[][] }, i: number) => assert.ok(close(x.embedding[0]!, c[i].embedding_unnormalized)));
+    // 2: Euclidean (sentence-transformers' normalize_embeddings=True); 0: largest magnitude to 32760
+    const two = await post(`${server.url}/embeddings`, { content: c[0].text, embd_normalize: 2 });
+    assert.ok(close(two.json[0].embedding[0], c[0].embedding));
+    const zero = await post(`${server.url}/v1/embeddings`, { input: c[0].text, embd_normalize: 0 });
+    const top = Math.max(...c[0].embedding_unnormalized.map(Math.abs));
+    assert.ok(zero.json.data[0].embedding.every((x: number, j: number) => Math.abs(x - (c[0].embedding_unnormalized[j] * 32760) / top) <= 1e-4 * 32760 / top));
+    const e = await post(`${server.url}/embedding`, {});
+    assert.equal(e.status, 400);
+    assert.equal(e.json.error.param, "content");
+  });
+
+  test("reranking routes answer 501 naming what this server serves", async () => {
+    for (const path of ["/rerank", "/v1/rerank", "/reranking"]) {
+      const r = await post(`${server.url}${path}`, { query: "a", documents: ["b", "c"] });
+      assert.equal(r.status, 501, path);
+      assert.match(r.json.error.message, /cross-encoder .* POST \/v1\/embeddings/);
+    }
+  });
+
+  test("concurrent requests in every input form each get their solo answer", async () => {
+    const texts: string[] = exp.cases.slice(0, 5).map((c: { text: string }) => c.text);
+    const ids: number[][] = exp.cases.slice(0, 5).map((c: { input_ids: number[] }) => c.input_ids);
+    const bodies = Array.from({ length: 24 }, (_, i) => {
+      const k = i % 5, forms = [texts[k]!, [texts[k]!, texts[(k + 1) % 5]!], ids[k]!, [ids[k]!, texts[(k + 2) % 5]!]];
+      return { input: forms[i % 4]!, encoding_format: i % 2 ? "float" : "base64" };
+    });
+    const solo: (number[] | string)[][] = [];
+    for (const b of bodies) solo.push((await post(`${server.url}/v1/embeddings`, b)).json.data.map(vector));
+    const together = await Promise.all(bodies.map((b) => post(`${server.url}/v1/embeddings`, b)));
+    together.forEach((r, i) => assert.deepEqual(r.json.data.map(vector), solo[i], `request ${i}`));
+  });
+});
+
+describe("a sentence-transformers folder with a Normalize module", { skip }, () => {
+  const exp = skip ? undefined : JSON.parse(readFileSync(`${folder}.expected.json`, "utf8"));
+  let dir: string;
+  let server: OpenAIServer;
+  let dispose: () => void;
+  before(async () => {
+    // the oracle's folder with sentence-transformers' Normalize module after the pooling: encode() then normalizes
+    dir = mkdtempSync(join(tmpdir(), "tsllm-normalize-"));
+    for (const f of readdirSync(folder)) if (f !== "modules.json") symlinkSync(join(folder, f), join(dir, f));
+    const modules = JSON.parse(readFileSync(join(folder, "modules.json"), "utf8"));
+    writeFileSync(join(dir, "modules.json"), JSON.stringify([...modules, { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" }]));
+    const m = await loadEmbeddingModel(dir, { threads: 1 });
+    dispose = () => m.dispose();
+    server = await startServer(m, { port: 0 });
+  });
+  after(async () => { await server?.close(1000); dispose?.(); rmSync(dir, { recursive: true, force: true }); });
+
+  test("vectors are encode(normalize_embeddings=True)'s; with dimensions, cut then normalized again (OpenAI's shortened vectors are unit length)", async () => {
+    const c = exp.cases.slice(0, 2);
+    const full = await post(`${server.url}/v1/embeddings`, { input: [c[0].text, c[1].text] });
+    full.json.data.forEach((d: { embedding: string }, i: number) => assert.ok(close(vector(d), c[i].embedding)));
+    const cut = await post(`${server.url}/v1/embeddings`, { input: [c[0].text, c[1].text], dimensions: 12, encoding_format: "float" });
+    cut.json.data.forEach((d: { embedding: number[] }, i: number) => assert.ok(close(d.embedding, unit(c[i].embedding_unnormalized.slice(0, 12))), `input ${i}`));
   });
 });
 

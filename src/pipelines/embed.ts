@@ -1,30 +1,80 @@
 import type { Pooling } from "../formats/index.js";
+import { inputTemplateOf, type ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { textsOf } from "./inputs.js";
+import { describe } from "./inputs.js";
 
 export interface EmbedOptions {
   /** L2-normalize each vector (default: true when the folder has a Normalize module, else false) */
   readonly normalize?: boolean;
   /** how token vectors become one (default: the folder's 1_Pooling config, else "mean") */
   readonly pooling?: Pooling;
+  /**
+   * keep the first `dimensions` components (sentence-transformers' truncate_dim, OpenAI's
+   * `dimensions`): taken after pooling, before normalizing, so a normalized vector stays of unit
+   * length. Meaningful for Matryoshka-trained models; any model's vectors can be cut.
+   */
+  readonly dimensions?: number;
 }
+
+/**
+ * One input to embed: a text, or token ids of the model's vocabulary. Token ids are a text's
+ * tokens as POST /tokenize gives them; the model's special tokens ([CLS] ... [SEP], <s> ... </s>)
+ * are added where they are missing, so ids that already carry them (transformers'
+ * tokenizer(text).input_ids) are taken as they are.
+ */
+export type EmbeddingInput = string | readonly number[];
 
 const POOLINGS: readonly Pooling[] = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
 
 /**
+ * The tokens of each input as the model takes them, special tokens included, not truncated
+ * (texts lower-cased first when the sentence-transformers folder says so).
+ */
+export function embeddingTokens(runner: EncoderRunner, inputs: readonly EmbeddingInput[]): number[][] {
+  const lower = runner.opened.sentenceTransformers?.doLowerCase ?? false;
+  const { prefix, suffix } = inputTemplateOf(runner.tokenizer).single;
+  const vocabSize = runner.model.info.vocabSize;
+  return inputs.map((input, i) => {
+    const where = inputs.length === 1 ? "the input" : `input ${i}`;
+    if (typeof input === "string") {
+      return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? input.toLowerCase() : input, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
+    }
+    if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
+    const bad = input.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+    if (bad >= 0) throw new RangeError(`embed: ${where}: token ${bad} is ${describe(input[bad])}; token ids are integers in [0, ${vocabSize})`);
+    const starts = prefix.length > 0 && prefix.every((t, j) => input[j] === t.id);
+    // a token counts as the prefix or the suffix, not both ([SEP] alone becomes [CLS] [SEP])
+    const ends = suffix.length > 0 && input.length >= (starts ? prefix.length : 0) + suffix.length && suffix.every((t, j) => input[input.length - suffix.length + j] === t.id);
+    return [...(starts ? [] : prefix.map((t) => t.id)), ...input, ...(ends ? [] : suffix.map((t) => t.id))];
+  });
+}
+
+/** tokens (special tokens included) cut to `maxLength` as the tokenizer truncates one text: the text's end goes, the special tokens stay */
+function modelInputOf(runner: EncoderRunner, ids: readonly number[], maxLength: number): Pick<ModelInput, "ids" | "typeIds"> {
+  const { prefix, suffix } = inputTemplateOf(runner.tokenizer).single;
+  const kept = ids.length <= maxLength ? [...ids] : [...ids.slice(0, maxLength - suffix.length), ...ids.slice(ids.length - suffix.length)];
+  const typeIds = kept.map((_, j) => (j < prefix.length ? prefix[j]!.typeId : j >= kept.length - suffix.length ? suffix[j - kept.length + suffix.length]!.typeId : 0));
+  return { ids: kept, typeIds };
+}
+
+/**
  * Sentence embeddings as sentence-transformers' encode(): tokens truncated to max_seq_length,
  * the last hidden state pooled over the sequence's tokens (special tokens included, padding never
- * present), then normalized when asked or when the model has a Normalize module.
+ * present), cut to `dimensions`, then normalized when asked or when the model has a Normalize
+ * module.
  */
-export async function embedWith(runner: EncoderRunner, texts: readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+export async function embedWith(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: EmbedOptions = {}): Promise<Float32Array[]> {
   const st = runner.opened.sentenceTransformers;
   const pooling = options.pooling ?? st?.pooling ?? "mean";
   if (!POOLINGS.includes(pooling)) throw new RangeError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`);
   const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
-  const maxLength = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
   const d = runner.model.info.hiddenSize;
-  const inputs = textsOf("embed", texts).map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxLength));
-  return (await runner.run(inputs)).hidden.map((h) => {
+  const dims = options.dimensions ?? d;
+  if (!Number.isInteger(dims) || dims < 1 || dims > d) throw new RangeError(`dimensions: expected an integer in 1..${d} (this model's embeddings have ${d}), got ${describe(options.dimensions)}`);
+  if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
+  const maxLength = embeddingMaxTokens(runner);
+  const tokens = embeddingTokens(runner, inputs).map((ids) => modelInputOf(runner, ids, maxLength));
+  return (await runner.run(tokens)).hidden.map((h) => {
     const n = h.length / d, v = new Float64Array(d);
     if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;
     else if (pooling === "lasttoken") for (let j = 0; j < d; j++) v[j] = h[(n - 1) * d + j]!;
@@ -36,13 +86,19 @@ export async function embedWith(runner: EncoderRunner, texts: readonly string[],
       const div = pooling === "mean" ? n : Math.sqrt(n);
       for (let j = 0; j < d; j++) v[j] = v[j]! / div;
     }
+    const out = v.subarray(0, dims);
     if (normalize) {
       // torch.nn.functional.normalize: x / max(||x||, 1e-12)
       let s = 0;
-      for (let j = 0; j < d; j++) s += v[j]! * v[j]!;
+      for (let j = 0; j < dims; j++) s += out[j]! * out[j]!;
       const norm = Math.max(Math.sqrt(s), 1e-12);
-      for (let j = 0; j < d; j++) v[j] = v[j]! / norm;
+      for (let j = 0; j < dims; j++) out[j] = out[j]! / norm;
     }
-    return Float32Array.from(v);
+    return Float32Array.from(out);
   });
+}
+
+/** tokens one input keeps: max_seq_length, or the model's and tokenizer's maximum */
+export function embeddingMaxTokens(runner: EncoderRunner): number {
+  return Math.min(runner.maxLength, runner.opened.sentenceTransformers?.maxSeqLength ?? Infinity);
 }

@@ -63,7 +63,7 @@ export class EncoderRunner {
   }
 
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */
-  async run(inputs: readonly ModelInput[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
+  async run(inputs: readonly Pick<ModelInput, "ids" | "typeIds">[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
     if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);
     // no batch would reach the model below, and the outputs its head gives (logits) would be missing:
     // its own answer to no inputs has each of them, empty

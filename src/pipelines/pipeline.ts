@@ -1,7 +1,7 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { embedWith, type EmbedOptions } from "./embed.js";
+import { embeddingMaxTokens, embeddingTokens, embedWith, type EmbeddingInput, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -114,28 +114,30 @@ export interface EmbeddingModel {
   /** hidden size, layers, ... of the encoder */
   readonly info: EncoderInfo;
   readonly dimensions: number;
-  /** tokens one input keeps (max_seq_length, or the model's maximum) */
+  /** tokens one input keeps (max_seq_length, or the model's maximum); longer inputs are truncated */
   readonly maxTokens: number;
-  /** token counts of the texts as they would be embedded (after truncation) */
-  countTokens(texts: readonly string[]): number[];
+  /** token counts of the inputs as they would be embedded (after truncation) */
+  countTokens(inputs: readonly EmbeddingInput[]): number[];
+  /** the tokens of each input as the model takes them (special tokens included), before truncation: embed() takes them back as they are */
+  tokenize(inputs: readonly EmbeddingInput[]): number[][];
   /** on any backend (a GPU's reads are awaited) */
-  embed(texts: readonly string[], options?: EmbedOptions): Promise<Float32Array[]>;
+  embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   dispose(): void;
 }
 
 export async function loadEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel> {
   const path = await resolveFor("embeddings", model);
   const runner = await EncoderRunner.open(path, options);
-  const st = runner.opened.sentenceTransformers;
-  const maxTokens = Math.min(runner.maxLength, st?.maxSeqLength ?? Infinity);
+  const maxTokens = embeddingMaxTokens(runner);
   return {
     path,
     tokenizer: runner.tokenizer,
     info: runner.model.info,
     dimensions: runner.model.info.hiddenSize,
     maxTokens,
-    countTokens: (texts) => texts.map((t) => runner.tokenize(st?.doLowerCase ? t.toLowerCase() : t, undefined, maxTokens).ids.length),
-    embed: (texts, o) => embedWith(runner, texts, o),
+    countTokens: (inputs) => embeddingTokens(runner, inputs).map((ids) => Math.min(ids.length, maxTokens)),
+    tokenize: (inputs) => embeddingTokens(runner, inputs),
+    embed: (inputs, o) => embedWith(runner, inputs, o),
     dispose: () => runner.dispose(),
   };
 }

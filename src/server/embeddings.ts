@@ -1,47 +1,108 @@
 import type { ServerResponse } from "node:http";
-import type { EmbeddingModel } from "../pipelines/index.js";
+import type { EmbeddingInput, EmbeddingModel } from "../pipelines/index.js";
 import { ApiError, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
-import { optNumber, optString, type Body } from "./params.js";
+import { optBoolean, optNumber, optString, type Body } from "./params.js";
 
 /** inputs per forward pass of a request */
 const EMBED_CHUNK = 16;
+/** OpenAI's limit on the inputs of one request */
+const MAX_INPUTS = 2048;
+
+/** which API the request came through: OpenAI's /v1/embeddings, or llama-server's /embedding (`content`, a bare list of {index, embedding: [vector]}) */
+export type EmbeddingsApi = "openai" | "llama";
 
 /**
- * POST /v1/embeddings in OpenAI's shape on an embedding model (sentence-transformers
- * semantics: inputs longer than max_seq_length are truncated, as encode() does):
- * {input: string | string[], model?, encoding_format?: "float" | "base64", dimensions?, user?}
+ * POST /v1/embeddings in OpenAI's shape on an embedding model:
+ * {input, model?, encoding_format?: "float" | "base64", dimensions?, user?, truncate?, embd_normalize?}
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
- * base64 is the little-endian float32 bytes, what the openai client asks for by default.
+ * `input` is any of OpenAI's four forms (a string, strings, token ids, lists of token ids); an
+ * input longer than the model takes is refused as OpenAI refuses it, unless `truncate: true`
+ * (text-embeddings-inference's name) asks for sentence-transformers' truncation. base64 is the
+ * little-endian float32 bytes, what the openai client asks for by default. With api "llama", the
+ * same for llama-server's POST /embedding ({content} -> [{index, embedding: [vector]}]).
  */
-export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, writeTimeoutMs: number): Promise<void> {
+export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, writeTimeoutMs: number, api: EmbeddingsApi = "openai"): Promise<void> {
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
-  const input = body.input;
-  let texts: string[];
-  if (typeof input === "string") texts = [input];
-  else if (Array.isArray(input) && input.length > 0 && input.every((x) => typeof x === "string")) texts = input as string[];
-  else if (Array.isArray(input) && input.length > 0 && input.every((x) => typeof x === "number" || Array.isArray(x))) {
-    throw invalid("input", "token ids as input are not supported by this server: send the text (a string or an array of strings)", "unsupported_input");
-  } else throw invalid("input", "'input' must be a non-empty string or a non-empty array of strings", input === undefined ? "missing_required_parameter" : "invalid_value");
-  if (texts.length > 2048) throw invalid("input", `at most 2048 inputs per request, got ${texts.length}`);
+  const param = api === "llama" && body.input === undefined ? "content" : "input";
+  const inputs = inputsOf(body[param], param, model.info.vocabSize);
   const format = optString(body, "encoding_format") ?? "float";
   if (format !== "float" && format !== "base64") throw invalid("encoding_format", `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`);
-  const dimensions = optNumber(body, "dimensions", { integer: true, min: 1 });
-  if (dimensions !== undefined && dimensions !== model.dimensions) throw invalid("dimensions", `this model's embeddings have ${model.dimensions} dimensions; 'dimensions' ${dimensions} is not available`);
+  const dimensions = optNumber(body, "dimensions", { integer: true, min: 1, max: model.dimensions });
+  const normalization = optNumber(body, "embd_normalize", { integer: true, min: -1 });
+  const truncate = optBoolean(body, "truncate") ?? false;
   optString(body, "user");
-  const tokens = model.countTokens(texts).reduce((a, b) => a + b, 0);
+  const tokens = model.tokenize(inputs);
+  tokens.forEach((ids, i) => {
+    if (ids.length > model.maxTokens && !truncate) {
+      throw invalid(param, `${inputs.length === 1 ? `'${param}'` : `${param}[${i}]`} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (n_ctx_train in GET /v1/models): ` +
+        `shorten it, or send "truncate": true to embed its first ${model.maxTokens} tokens as sentence-transformers does`, "context_length_exceeded");
+    }
+  });
+  const used = tokens.reduce((sum, ids) => sum + Math.min(ids.length, model.maxTokens), 0);
   // a chunk of inputs per forward pass, the event loop getting a turn between chunks (health checks, other requests)
   const vectors: Float32Array[] = [];
-  for (let i = 0; i < texts.length; i += EMBED_CHUNK) {
+  for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
     if (i > 0) await new Promise((r) => setImmediate(r));
     if (res.destroyed) return;
-    vectors.push(...(await model.embed(texts.slice(i, i + EMBED_CHUNK))));
+    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions })));
+  }
+  if (normalization !== undefined) vectors.forEach((v) => normalizeLikeLlamaServer(v, normalization));
+  if (api === "llama") {
+    await sendJson(res, 200, vectors.map((v, index) => ({ index, embedding: [Array.from(v)] })), {}, writeTimeoutMs);
+    return;
   }
   const data = vectors.map((v, index) => ({
     object: "embedding",
     index,
     embedding: format === "float" ? Array.from(v) : Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
   }));
-  await sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: tokens, total_tokens: tokens } }, {}, writeTimeoutMs);
+  await sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: used, total_tokens: used } }, {}, writeTimeoutMs);
+}
+
+/**
+ * The request's inputs, each checked: a string, a list of strings, a list of token ids, or a
+ * list of such lists (OpenAI's four forms; llama-server also takes strings and id lists mixed).
+ * An empty input is refused, as OpenAI documents ("cannot be an empty string").
+ */
+function inputsOf(value: unknown, param: string, vocabSize: number): EmbeddingInput[] {
+  const expected = `'${param}' must be a non-empty string, a non-empty array of non-empty strings, an array of token ids, or an array of arrays of token ids`;
+  if (value === undefined || value === null) throw invalid(param, expected, "missing_required_parameter");
+  const list: unknown[] = typeof value === "string" ? [value] : Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === "number") ? [value] : Array.isArray(value) ? value : [];
+  if (list.length === 0) throw invalid(param, `${expected}, got ${Array.isArray(value) ? "an empty array" : typeof value}`);
+  if (list.length > MAX_INPUTS) throw invalid(param, `at most ${MAX_INPUTS} inputs per request, got ${list.length}`);
+  // one input given bare is named by the parameter, one of a list by its index
+  const single = list[0] === value;
+  list.forEach((x, i) => {
+    const path = single ? param : `${param}[${i}]`, where = single ? `'${param}'` : path;
+    if (typeof x === "string") {
+      if (x === "") throw invalid(param, `${where} is an empty string: every input must hold at least one character`);
+      return;
+    }
+    if (!Array.isArray(x)) throw invalid(param, `${where} must be a string or an array of token ids, got ${x === null ? "null" : typeof x}`);
+    if (x.length === 0) throw invalid(param, `${where} is an empty array: token ids must hold at least one token`);
+    const bad = x.findIndex((id) => typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= vocabSize);
+    if (bad >= 0) throw invalid(param, `${path}[${bad}] is ${JSON.stringify(x[bad])}: token ids are integers in [0, ${vocabSize})`);
+  });
+  return list as EmbeddingInput[];
+}
+
+/**
+ * llama-server's embd_normalize (common_embd_normalize): -1 leaves the vector, 0 scales its
+ * largest magnitude to 32760 (int16's range), 2 divides by the Euclidean norm, any other p by
+ * the p-norm; a zero vector stays zero.
+ */
+function normalizeLikeLlamaServer(v: Float32Array, p: number): void {
+  if (p === -1) return;
+  let sum = 0;
+  if (p === 0) {
+    for (const x of v) sum = Math.max(sum, Math.abs(x));
+    sum /= 32760;
+  } else {
+    for (const x of v) sum += Math.abs(x) ** p;
+    sum **= 1 / p;
+  }
+  const scale = sum > 0 ? 1 / sum : 0;
+  for (let i = 0; i < v.length; i++) v[i] = v[i]! * scale;
 }

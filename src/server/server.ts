@@ -7,7 +7,7 @@ import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTe
 import type { Model } from "../llm.js";
 import type { EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
-import { handleEmbeddings } from "./embeddings.js";
+import { handleEmbeddings, type EmbeddingsApi } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
@@ -102,7 +102,10 @@ export class OpenAIServer {
     const get = (path: string, h: Handler) => this.route("GET", path, h);
     post("/v1/chat/completions", async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
     post("/v1/completions", async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res));
-    post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res));
+    post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res, "openai"));
+    // llama-server's own routes ({content} -> [{index, embedding: [vector]}]), and its reranking ones answered, not "no route"
+    for (const path of ["/embedding", "/embeddings"]) post(path, async (req, res) => this.embeddings(await this.json(req), res, "llama"));
+    for (const path of ["/rerank", "/reranking", "/v1/rerank", "/v1/reranking"]) post(path, () => this.rerank());
     get("/v1/models", (_req, res) => this.listModels(res));
     get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
     get("/health", (_req, res) => this.health(res));
@@ -313,14 +316,19 @@ export class OpenAIServer {
     return this.options.modelName ?? basename(m.path);
   }
 
-  private async embeddings(body: Body, res: ServerResponse): Promise<void> {
+  private rerank(): never {
+    const serves = this.embedder ? "the embedding model at POST /v1/embeddings" : "a generative model at POST /v1/chat/completions and /v1/completions";
+    throw new ApiError(501, `reranking is not supported: it needs a cross-encoder (reranker) model, which tsllm serve does not load; this server serves ${serves}`, "not_supported_error", null, "not_supported");
+  }
+
+  private async embeddings(body: Body, res: ServerResponse, api: EmbeddingsApi): Promise<void> {
     const m = this.embedder;
     if (!m) {
       this.ready(); // 503 while loading, 500 if loading failed
       throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
     }
     const id = this.embedderId(m);
-    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, this.writeTimeoutMs);
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, this.writeTimeoutMs, api);
   }
 
   private modelId(model: Model): string {
