@@ -299,6 +299,28 @@ describe("bert-chinese-base: BertModel on Chinese text", { skip: skipFor("bert-c
     }
   });
 
+  test("embed() with every pooling on a plain BERT folder: sentence-transformers' poolings of torch's last_hidden_state", async () => {
+    const m = await loadEmbeddingModel(folder("bert-chinese-base"), { threads: 1 });
+    try {
+      const texts: string[] = exp.cases.map((c: Json) => c.text);
+      const states: number[][][] = exp.cases.map((c: Json) => c.last_hidden_state);
+      const column = (rows: number[][], j: number) => rows.map((r) => r[j]!);
+      const judges: Record<string, (rows: number[][]) => number[]> = {
+        mean: (rows) => rows[0]!.map((_, j) => column(rows, j).reduce((s, x) => s + x, 0) / rows.length),
+        cls: (rows) => rows[0]!,
+        lasttoken: (rows) => rows[rows.length - 1]!,
+        max: (rows) => rows[0]!.map((_, j) => Math.max(...column(rows, j))),
+        mean_sqrt_len: (rows) => rows[0]!.map((_, j) => column(rows, j).reduce((s, x) => s + x, 0) / Math.sqrt(rows.length)),
+      };
+      for (const [pooling, judge] of Object.entries(judges)) {
+        const got = await m.embed(texts, { pooling: pooling as "mean" });
+        states.forEach((rows, i) => assert.ok(maxDiff(got[i], judge(rows)) <= TOL, `${pooling} ${i}: ${maxDiff(got[i], judge(rows))}`));
+      }
+    } finally {
+      m.dispose();
+    }
+  });
+
   test("padded batch = one by one (hidden and pooler)", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
     const all = await runner.run(texts.map((t) => runner.tokenize(t)));

@@ -77,6 +77,22 @@ test("tsllm embed --normalize --json equals sentence-transformers' encode", { sk
   assert.ok(close(plain, e.cases[0].embedding_unnormalized, 1e-4));
 });
 
+test("tsllm embed warns of an input past max_seq_length (embedded cut, as encode()); --dimensions keeps the first components", { skip: skipWithoutShared("hf-oracle/minilm-embed.expected.json") }, () => {
+  const e = exp("minilm-embed");
+  const long = e.cases.find((c: { n_tokens: number }) => c.n_tokens === e.config.max_seq_length);
+  const r = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--input", long.text, "--json", "--threads", "1");
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, new RegExp(`^tsllm: warning: input 1 has \\d+ tokens; only its first ${e.config.max_seq_length} \\(this model's limit\\) are embedded\\n$`));
+  const v = JSON.parse(r.stdout) as number[][];
+  assert.ok(close(v[0]!, e.cases[0].embedding_unnormalized, 1e-4) && close(v[1]!, long.embedding_unnormalized, 1e-4));
+  const cut = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--dimensions", "16", "--json", "--threads", "1");
+  assert.equal(cut.stderr, "");
+  assert.ok(close(JSON.parse(cut.stdout)[0], e.cases[0].embedding_unnormalized.slice(0, 16), 1e-4));
+  const wide = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", "x", "--dimensions", "49", "--threads", "1");
+  assert.equal(wide.status, 2);
+  assert.match(wide.stderr, /^tsllm: error: --dimensions must be <= 48 \(this model's embeddings have 48\), got 49\n$/);
+});
+
 test("usage errors: one line, exit 2", () => {
   for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "0"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
     const r = tsllm(...args);
