@@ -333,6 +333,22 @@ describe("bert-chinese-base: BertModel on Chinese text", { skip: skipFor("bert-c
   });
 });
 
+test("embed() strips each text as sentence-transformers' Transformer.tokenize does (str.strip): a RoBERTa's tokens are the text's", { skip: skipFor("roberta-sst") }, async () => {
+  const exp = expected("roberta-sst");
+  const m = await loadEmbeddingModel(folder("roberta-sst"), { threads: 1 });
+  try {
+    // the recorded tokenizer(text) ids of texts with no space to strip; Python's whitespace (str.isspace) added on
+    // both ends, U+001C and U+0085 included; U+FEFF is not whitespace to Python
+    const cases = exp.cases.filter((c: Json) => c.text.trim() === c.text);
+    const padded = cases.map((c: Json) => ` \t${c.text}\n\u3000\u001c\u0085`);
+    assert.deepEqual(m.tokenize(padded), cases.map((c: Json) => c.input_ids));
+    assert.deepEqual(await m.embed(padded), await m.embed(cases.map((c: Json) => c.text)));
+    assert.notDeepEqual(m.tokenize([`\ufeff${exp.cases[0].text}`]), [exp.cases[0].input_ids]);
+  } finally {
+    m.dispose();
+  }
+});
+
 describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm-embed") }, () => {
   let model: EmbeddingModel;
   const exp = skipFor("minilm-embed") ? undefined : expected("minilm-embed");

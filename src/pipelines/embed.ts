@@ -26,9 +26,28 @@ export type EmbeddingInput = string | readonly number[];
 
 const POOLINGS: readonly Pooling[] = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
 
+/** Python's str.isspace() for one UTF-16 unit (every such character is in the BMP): JavaScript's \s without U+FEFF, with U+001C-U+001F and U+0085 */
+function isPythonSpace(c: number): boolean {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000;
+}
+
+/**
+ * str.strip(), which sentence-transformers' Transformer.tokenize applies to each text before it
+ * lower-cases and tokenizes it: a byte-level BPE (RoBERTa) or SentencePiece model would otherwise
+ * read a leading space or a trailing newline as tokens of their own. (A scan, not a regex: /\s+$/
+ * is quadratic on a long run of spaces inside the text.)
+ */
+function stripLikePython(text: string): string {
+  let start = 0, end = text.length;
+  while (start < end && isPythonSpace(text.charCodeAt(start))) start++;
+  while (end > start && isPythonSpace(text.charCodeAt(end - 1))) end--;
+  return text.slice(start, end);
+}
+
 /**
  * The tokens of each input as the model takes them, special tokens included, not truncated
- * (texts lower-cased first when the sentence-transformers folder says so).
+ * (texts stripped, and lower-cased when the sentence-transformers folder says so, as encode()).
  */
 export function embeddingTokens(runner: EncoderRunner, inputs: readonly EmbeddingInput[]): number[][] {
   const lower = runner.opened.sentenceTransformers?.doLowerCase ?? false;
@@ -37,7 +56,8 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
   return inputs.map((input, i) => {
     const where = inputs.length === 1 ? "the input" : `input ${i}`;
     if (typeof input === "string") {
-      return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? input.toLowerCase() : input, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
+      const text = stripLikePython(input);
+      return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? text.toLowerCase() : text, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
     }
     if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
     const bad = input.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
