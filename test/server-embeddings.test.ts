@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { loadEmbeddingModel, startServer } from "../src/index.js";
+import { loadEmbeddingModel, startServer, type EmbeddingModel } from "../src/index.js";
 import type { OpenAIServer } from "../src/server/index.js";
 import { post, spawnServe } from "./helpers/serve.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
@@ -28,8 +28,10 @@ describe("the server on an embedding model", { skip }, () => {
   let server: OpenAIServer;
   let dispose: () => void;
   let client: OpenAI;
+  let model: EmbeddingModel;
   before(async () => {
     const m = await loadEmbeddingModel(folder, { threads: 1 });
+    model = m;
     dispose = () => m.dispose();
     server = await startServer(m, { port: 0 });
     client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "none", maxRetries: 0 });
@@ -138,6 +140,21 @@ describe("the server on an embedding model", { skip }, () => {
     const e = await post(`${server.url}/embedding`, {});
     assert.equal(e.status, 400);
     assert.equal(e.json.error.param, "content");
+  });
+
+  test("with an API key, llama-server's routes need it too", async () => {
+    const keyed = await startServer(model, { port: 0, apiKey: "sesame" });
+    try {
+      for (const [path, body] of [["/embedding", { content: "hi" }], ["/embeddings", { content: "hi" }], ["/rerank", { query: "a", documents: ["b"] }], ["/v1/embeddings", { input: "hi" }], ["/tokenize", { content: "hi" }]] as const) {
+        const r = await post(`${keyed.url}${path}`, body);
+        assert.equal(r.status, 401, path);
+        assert.equal(r.json.error.code, "invalid_api_key");
+        assert.notEqual((await post(`${keyed.url}${path}`, body, { Authorization: "Bearer sesame" })).status, 401, path);
+      }
+      assert.equal((await fetch(`${keyed.url}/health`)).status, 200);
+    } finally {
+      await keyed.close(1000);
+    }
   });
 
   test("reranking routes answer 501 naming what this server serves", async () => {

@@ -11,7 +11,8 @@ export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (streaming or not),
 GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize, and a chat page at /.
 With an embedding model (a sentence-transformers folder, or any BERT / RoBERTa / DistilBERT folder):
-POST /v1/embeddings (OpenAI's shape, encoding_format float or base64) instead of completions.
+POST /v1/embeddings (OpenAI's shape, encoding_format float or base64; token ids; dimensions;
+truncate) and llama-server's POST /embedding instead of completions.
 Concurrent requests are batched by the engine. SIGTERM / SIGINT drain the requests in flight, then exit 0.
 
 Options:
@@ -25,7 +26,7 @@ Options:
   --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
                         sequences run at once and never count); more get 429 at once (default 256;
                         0: nothing waits, only what can run now is taken)
-  --api-key KEY         require "Authorization: Bearer KEY" on /v1/*, /tokenize, /detokenize (also read from TSLLM_API_KEY)
+  --api-key KEY         require "Authorization: Bearer KEY" on /v1/* and every POST (also read from TSLLM_API_KEY)
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own

@@ -23,7 +23,7 @@ export interface ServeOptions {
   host?: string;
   /** default 8080; 0 picks a free port */
   port?: number;
-  /** requests to /v1/*, /tokenize and /detokenize need `Authorization: Bearer KEY` */
+  /** requests to /v1/* and every POST (/tokenize, /detokenize, /embedding, ...) need `Authorization: Bearer KEY` */
   apiKey?: string;
   /** generations that may wait for a free sequence (beyond those that run at once); more are answered 429 at once (default 256; 0: only what can run now) */
   maxQueue?: number;
@@ -227,7 +227,8 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
-      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/tokenize" || path === "/detokenize") && !authorized(req, this.options.apiKey)) {
+      // every route under /v1/ and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
+      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
       if (this.draining && req.method === "POST") {
