@@ -205,12 +205,19 @@ describe("a sentence-transformers folder with a Normalize module", { skip }, () 
   });
 });
 
-test("tsllm serve --model on an embedding folder answers /v1/embeddings", { skip }, async () => {
-  const s = await spawnServe(["--model", folder]);
+test("tsllm serve --model on an embedding folder answers /v1/embeddings; --auto-truncate cuts long inputs unless a request says no", { skip }, async () => {
+  const exp = JSON.parse(readFileSync(`${folder}.expected.json`, "utf8"));
+  const long = exp.cases.find((x: { n_tokens: number }) => x.n_tokens === exp.config.max_seq_length);
+  const s = await spawnServe(["--model", folder, "--auto-truncate"]);
   try {
     const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
-    const r = await client.embeddings.create({ model: "minilm-embed", input: "This is an example sentence" });
+    const r = await client.embeddings.create({ model: "minilm-embed", input: ["This is an example sentence", long.text] });
     assert.equal(r.data[0]!.embedding.length, 48);
+    assert.ok(close(r.data[1]!.embedding, long.embedding_unnormalized));
+    assert.equal(r.usage.prompt_tokens, exp.cases[0].n_tokens + exp.config.max_seq_length);
+    const refused = await post(`${s.url}/v1/embeddings`, { input: long.text, truncate: false });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.json.error.code, "context_length_exceeded");
     assert.match(s.stderr(), /ready: embeddings from BertModel, 48 dimensions, up to 256 tokens/);
   } finally {
     s.child.kill("SIGTERM");

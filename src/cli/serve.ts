@@ -46,6 +46,8 @@ Options:
                         as llama.cpp's -ctk
   --cache-type-v T      KV cache type of values, as --cache-type-k (llama.cpp's -ctv)
   --flash-attn on|off|auto  llama.cpp's flash-attention order or its matrix-product one, as in generate
+  --auto-truncate       embedding inputs past the model's tokens are cut (sentence-transformers' truncation)
+                        instead of a 400, unless a request sends "truncate": false (TEI's --auto-truncate)
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
@@ -54,7 +56,7 @@ export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
-  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" },
+  "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -73,7 +75,7 @@ export async function runServe(argv: string[]): Promise<void> {
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
-    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }),
+    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let model;

@@ -12,17 +12,26 @@ const MAX_INPUTS = 2048;
 /** which API the request came through: OpenAI's /v1/embeddings, or llama-server's /embedding (`content`, a bare list of {index, embedding: [vector]}) */
 export type EmbeddingsApi = "openai" | "llama";
 
+export interface EmbeddingsRoute {
+  readonly api: EmbeddingsApi;
+  /** cut inputs past the model's tokens when a request does not say (`truncate`); else they are a 400 */
+  readonly autoTruncate: boolean;
+  readonly writeTimeoutMs: number;
+}
+
 /**
  * POST /v1/embeddings in OpenAI's shape on an embedding model:
  * {input, model?, encoding_format?: "float" | "base64", dimensions?, user?, truncate?, embd_normalize?}
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
  * `input` is any of OpenAI's four forms (a string, strings, token ids, lists of token ids); an
  * input longer than the model takes is refused as OpenAI refuses it, unless `truncate: true`
- * (text-embeddings-inference's name) asks for sentence-transformers' truncation. base64 is the
+ * (text-embeddings-inference's name; the server's autoTruncate makes it the default) asks for
+ * sentence-transformers' truncation. base64 is the
  * little-endian float32 bytes, what the openai client asks for by default. With api "llama", the
  * same for llama-server's POST /embedding ({content} -> [{index, embedding: [vector]}]).
  */
-export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, writeTimeoutMs: number, api: EmbeddingsApi = "openai"): Promise<void> {
+export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, route: EmbeddingsRoute): Promise<void> {
+  const { api, writeTimeoutMs } = route;
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
   const param = api === "llama" && body.input === undefined ? "content" : "input";
@@ -31,7 +40,7 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
   if (format !== "float" && format !== "base64") throw invalid("encoding_format", `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`);
   const dimensions = optNumber(body, "dimensions", { integer: true, min: 1, max: model.dimensions });
   const normalization = optNumber(body, "embd_normalize", { integer: true, min: -1 });
-  const truncate = optBoolean(body, "truncate") ?? false;
+  const truncate = optBoolean(body, "truncate") ?? route.autoTruncate;
   optString(body, "user");
   const tokens = model.tokenize(inputs);
   tokens.forEach((ids, i) => {

@@ -37,6 +37,8 @@ export interface ServeOptions {
   chatTemplate?: string | ChatTemplateSource;
   /** extra chat-template variables for every chat request (llama-server's --chat-template-kwargs, e.g. `{ enable_thinking: false }`); a request's chat_template_kwargs override them */
   chatTemplateKwargs?: Readonly<Record<string, unknown>>;
+  /** embedding inputs past the model's tokens are cut as sentence-transformers cuts them instead of a 400, unless a request sends `truncate: false` (text-embeddings-inference's --auto-truncate) */
+  autoTruncate?: boolean;
   /** a response whose client takes no bytes for this long while its bytes wait is cut off; a stream's cut frees its sequences (default 60000, as nginx's send_timeout) */
   writeTimeoutMs?: number;
   /** a request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (default 60000) */
@@ -329,7 +331,7 @@ export class OpenAIServer {
       throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
     }
     const id = this.embedderId(m);
-    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, this.writeTimeoutMs, api);
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs });
   }
 
   private modelId(model: Model): string {
