@@ -385,7 +385,9 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
     const [cut] = await model.embed([cases[0].text], { dimensions: 10, normalize: true });
     const head: number[] = cases[0].embedding_unnormalized.slice(0, 10), norm = Math.hypot(...head);
     assert.ok(maxDiff(cut, head.map((x) => x / norm)) <= TOL);
-    await assert.rejects(model.embed([[101, 30522]]), /^RangeError: embed: the input: token 1 is number 30522; token ids are integers in \[0, 30522\)$/);
+    await assert.rejects(model.embed([[101, 30522]]), /^RangeError: embed: the input: token 1 is 30522: token ids are integers in \[0, 30522\)$/);
+    // a padded batch's ids: the pads would be embedded as tokens (no attention mask comes with them)
+    await assert.rejects(model.embed([cases[0].input_ids, [...cases[1].input_ids, 0, 0]]), /^RangeError: embed: input 1: token 6 is the padding token \(id 0\): send each input's ids without padding$/);
     await assert.rejects(model.embed(["a"], { dimensions: 49 }), /^RangeError: dimensions: expected an integer in 1\.\.48 \(this model's embeddings have 48\), got number 49$/);
   });
 

@@ -1,5 +1,5 @@
 import type { Pooling } from "../formats/index.js";
-import { inputTemplateOf, type ModelInput } from "../tokenizer/index.js";
+import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe } from "./inputs.js";
 
@@ -46,6 +46,22 @@ function stripLikePython(text: string): string {
 }
 
 /**
+ * What is wrong with a list of token ids for this tokenizer, if anything: the first id that is
+ * not one of its vocabulary, or is its padding token (ids of a padded batch: without their
+ * attention mask the pads would be embedded as tokens, and the vector would not be the text's).
+ */
+export function tokenIdsProblem(ids: readonly unknown[], tokenizer: Tokenizer, vocabSize: number): { at: number; problem: string } | undefined {
+  const t = tokenizer;
+  // a padding id that doubles as another special token (a tokenizer padding with [SEP] or </s>) is that token
+  const pad = t.padId !== undefined && ![t.clsId, t.sepId, t.bosId, t.eosId, t.unkId].includes(t.padId) ? t.padId : undefined;
+  for (const [at, id] of ids.entries()) {
+    if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= vocabSize) return { at, problem: `is ${JSON.stringify(id) ?? String(id)}: token ids are integers in [0, ${vocabSize})` };
+    if (id === pad) return { at, problem: `is the padding token (id ${pad}): send each input's ids without padding` };
+  }
+  return undefined;
+}
+
+/**
  * The tokens of each input as the model takes them, special tokens included, not truncated
  * (texts stripped, and lower-cased when the sentence-transformers folder says so, as encode()).
  */
@@ -60,8 +76,8 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
       return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? text.toLowerCase() : text, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
     }
     if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
-    const bad = input.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
-    if (bad >= 0) throw new RangeError(`embed: ${where}: token ${bad} is ${describe(input[bad])}; token ids are integers in [0, ${vocabSize})`);
+    const bad = tokenIdsProblem(input, runner.tokenizer, vocabSize);
+    if (bad) throw new RangeError(`embed: ${where}: token ${bad.at} ${bad.problem}`);
     const starts = prefix.length > 0 && prefix.every((t, j) => input[j] === t.id);
     // a token counts as the prefix or the suffix, not both ([SEP] alone becomes [CLS] [SEP])
     const ends = suffix.length > 0 && input.length >= (starts ? prefix.length : 0) + suffix.length && suffix.every((t, j) => input[input.length - suffix.length + j] === t.id);

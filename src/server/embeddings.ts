@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
-import type { EmbeddingInput, EmbeddingModel } from "../pipelines/index.js";
+import { tokenIdsProblem, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 import { ApiError, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
 import { optBoolean, optNumber, optString, type Body } from "./params.js";
@@ -35,7 +36,7 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
   const param = api === "llama" && body.input === undefined ? "content" : "input";
-  const inputs = inputsOf(body[param], param, model.info.vocabSize);
+  const inputs = inputsOf(body[param], param, model.tokenizer, model.info.vocabSize);
   const format = optString(body, "encoding_format") ?? "float";
   if (format !== "float" && format !== "base64") throw invalid("encoding_format", `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`);
   const dimensions = optNumber(body, "dimensions", { integer: true, min: 1, max: model.dimensions });
@@ -75,7 +76,7 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
  * list of such lists (OpenAI's four forms; llama-server also takes strings and id lists mixed).
  * An empty input is refused, as OpenAI documents ("cannot be an empty string").
  */
-function inputsOf(value: unknown, param: string, vocabSize: number): EmbeddingInput[] {
+function inputsOf(value: unknown, param: string, tokenizer: Tokenizer, vocabSize: number): EmbeddingInput[] {
   const expected = `'${param}' must be a non-empty string, a non-empty array of non-empty strings, an array of token ids, or an array of arrays of token ids`;
   if (value === undefined || value === null) throw invalid(param, expected, "missing_required_parameter");
   const list: unknown[] = typeof value === "string" ? [value] : Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === "number") ? [value] : Array.isArray(value) ? value : [];
@@ -91,8 +92,8 @@ function inputsOf(value: unknown, param: string, vocabSize: number): EmbeddingIn
     }
     if (!Array.isArray(x)) throw invalid(param, `${where} must be a string or an array of token ids, got ${x === null ? "null" : typeof x}`);
     if (x.length === 0) throw invalid(param, `${where} is an empty array: token ids must hold at least one token`);
-    const bad = x.findIndex((id) => typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= vocabSize);
-    if (bad >= 0) throw invalid(param, `${path}[${bad}] is ${JSON.stringify(x[bad])}: token ids are integers in [0, ${vocabSize})`);
+    const bad = tokenIdsProblem(x, tokenizer, vocabSize);
+    if (bad) throw invalid(param, `${path}[${bad.at}] ${bad.problem}`);
   });
   return list as EmbeddingInput[];
 }
