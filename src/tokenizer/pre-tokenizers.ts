@@ -14,6 +14,26 @@ const GPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^${S}\\p{L}\\p{N}]+
 const CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
 const LLAMA3 = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 const QWEN2 = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * deepseek-llm's letters: its tokenizer.json's class, range for range (llama.cpp has the same). Not
+ * \p{LC}: the class leaves out cased letters such as the mathematical alphanumerics (U+1D400..),
+ * so "  \u{1D4B6}" is one piece there and was " ", " \u{1D4B6}" here.
+ */
+const DEEPSEEK_LETTERS = `[${
+  "A-Za-z\\u00b5\\u00c0-\\u00d6\\u00d8-\\u00f6\\u00f8-\\u01ba\\u01bc-\\u01bf\\u01c4-\\u0293" +
+  "\\u0295-\\u02af\\u0370-\\u0373\\u0376\\u0377\\u037b-\\u037d\\u037f\\u0386\\u0388-\\u038a\\u038c" +
+  "\\u038e-\\u03a1\\u03a3-\\u03f5\\u03f7-\\u0481\\u048a-\\u052f\\u0531-\\u0556\\u10a0-\\u10c5" +
+  "\\u13a0-\\u13f5\\u13f8-\\u13fd\\u1c90-\\u1cba\\u1cbd-\\u1cbf\\u1d00-\\u1d2b\\u1d6b-\\u1d77" +
+  "\\u1d79-\\u1d9a\\u1e00-\\u1f15\\u1f18-\\u1f1d\\u1f20-\\u1f45\\u1f48-\\u1f4d\\u1f50-\\u1f57" +
+  "\\u1f59\\u1f5b\\u1f5d\\u1f5f-\\u1f7d\\u1f80-\\u1fb4\\u1fb6-\\u1fbc\\u1fbe\\u1fc2-\\u1fc4" +
+  "\\u1fc6-\\u1fcc\\u1fd0-\\u1fd3\\u1fd6-\\u1fdb\\u1fe0-\\u1fec\\u1ff2-\\u1ff4\\u1ff6-\\u1ffc" +
+  "\\u2102\\u2107\\u210a-\\u2113\\u2115\\u2119-\\u211d\\u2124\\u2126\\u2128\\u212a-\\u212d" +
+  "\\u212f-\\u2134\\u2139\\u213c-\\u213f\\u2145-\\u2149\\u214e\\u2183\\u2184\\u2c00-\\u2c7b" +
+  "\\u2c7e-\\u2ce4\\u2ceb-\\u2cee\\u2cf2\\u2cf3\\ua640-\\ua66d\\ua680-\\ua69b\\ua722-\\ua76f" +
+  "\\ua771-\\ua787\\ua78b-\\ua78e\\uab70-\\uabbf\\ufb00-\\ufb06\\ufb13-\\ufb17\\uff21-\\uff3a" +
+  "\\uff41-\\uff5a\\u{10400}-\\u{1044f}\\u{104b0}-\\u{104d3}\\u{104d8}-\\u{104fb}" +
+  "\\u{10c80}-\\u{10cb2}\\u{10cc0}-\\u{10cf2}\\u{118a0}-\\u{118df}\\u{1e900}-\\u{1e943}"
+}]`;
 // CJK ideographs, U+0800..U+4E00 and Hangul, as one class (deepseek's "[一-龥ࠀ-一가-퟿]")
 const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]+";
 const BLOOM = ` ?[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]+`;
@@ -25,8 +45,7 @@ const PATTERNS: Record<string, string[]> = {
   qwen2: [QWEN2],
   starcoder: ["\\p{N}", GPT2],
   falcon: ["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
-  // deepseek's letter class is the cased letters (Lu, Ll, Lt) written out as ranges
-  "deepseek-llm": ["[\\r\\n]", `${S}?\\p{LC}+`, `${S}?[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+`, `${S}+$`, DEEPSEEK_CJK, "\\p{N}+"],
+  "deepseek-llm": ["[\\r\\n]", `${S}?${DEEPSEEK_LETTERS}+`, `${S}?[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+`, `${S}+$`, DEEPSEEK_CJK, "\\p{N}+"],
   "deepseek-coder": ["[\\r\\n]", `${S}?\\p{L}+`, `${S}?\\p{P}+`, DEEPSEEK_CJK, "\\p{N}"],
   "deepseek-v3": [
     "\\p{N}{1,3}",

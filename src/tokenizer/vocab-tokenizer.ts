@@ -57,6 +57,18 @@ interface EncodeRun extends WordRun {
   readonly addSpecial: boolean;
 }
 
+/**
+ * The text with each lone surrogate as U+FFFD, one unit for one (literal ranges stay put): the
+ * UTF-8 every other consumer of the string sees (llama.cpp, TextEncoder, a file), so SentencePiece
+ * merges "\uFFFD" as the token it may be instead of spelling a lone surrogate in byte tokens, and
+ * the pre-tokenizers' classes see a symbol, not an unpaired surrogate.
+ */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+function wellFormed(text: string): string {
+  const s = text as string & { toWellFormed?: () => string };
+  return s.toWellFormed ? s.toWellFormed() : text.replace(LONE_SURROGATE, "\ufffd");
+}
+
 /** HF's decoder clean-up, applied per WordPiece token as HF's WordPiece decoder does. */
 function wordPieceCleanup(s: string): string {
   return s.replaceAll(" .", ".").replaceAll(" ?", "?").replaceAll(" !", "!").replaceAll(" ,", ",")
@@ -181,7 +193,7 @@ export class VocabTokenizer implements Tokenizer {
 
   private startRun(text: string, options: EncodeOptions): EncodeRun {
     const addSpecial = options.addSpecialTokens ?? true;
-    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(text, options.literalRanges);
+    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(wellFormed(text), options.literalRanges);
     const ids: number[] = [];
     if (addSpecial) {
       if (this.type === "bert") ids.push(this.required(this.clsId ?? this.bosId, "CLS"));

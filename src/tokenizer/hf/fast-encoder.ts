@@ -173,6 +173,8 @@ class SegmentedPieces implements WordCursor {
   }
 }
 
+const NO_WORDS: WordCursor = { next: () => undefined };
+
 /** one text, whole */
 class OnePiece implements WordCursor {
   constructor(private text: string | undefined) {}
@@ -240,6 +242,9 @@ export class HFFastEncoder implements WordEncoder {
 
   words(fragments: readonly (string | number)[], index: number): WordCursor | number {
     const text = this.normalize(fragments[index] as string);
+    // a section the normalizer empties (controls dropped, a Strip, a Replace with "") is no text
+    // at all to the library: no Metaspace "▁" is put before it
+    if (text === "") return NO_WORDS;
     const pre = this.pre, model = this.model;
     if (text.length <= this.longestAdded) {
       // the normalized section as the library has it (spaces escaped by a normalizer are still spaces here)
