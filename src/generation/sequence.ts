@@ -65,8 +65,11 @@ export class Sequence {
   advance(logits: Float32Array): GenerationStep[] {
     if (this.full) return this.finish("length");
     if (!this.constraint) return this.accept(this.sampler.sample(logits, this.tokens), logits);
-    // the constraint masks `logits` (logprobs then describe the constrained distribution)
-    const token = this.constraint.choose(logits, this.sampler, this.tokens);
+    // the constraint masks `logits` (logprobs then describe the constrained distribution): in full
+    // where logprobs are read from them, else greedy's lazy try leaves the row unmasked while the
+    // grammar state's mask is not made yet, and a token's logprob depends on what other requests
+    // with the grammar made before
+    const token = this.constraint.choose(logits, this.sampler, this.tokens, this.logprobs !== undefined);
     if (token < 0) {
       // nothing may follow: the grammar is complete and generation cannot end with a token (ignoreEos), or no token spells what it needs
       this.finishDetail = this.constraint.complete ? "grammar complete" : "no token continues the grammar";

@@ -173,6 +173,13 @@ export class OpenAIServer {
    * connection already answered, or gone, is only closed.
    */
   private clientError(e: NodeJS.ErrnoException, socket: Duplex): void {
+    // a client that closes or resets its connection while its request is still arriving left (a
+    // 499, as the requests it leaves later), it did not send malformed HTTP: nothing to answer
+    if (e.code === "HPE_INVALID_EOF_STATE" || e.code === "ECONNRESET") {
+      this.clientErrors.set(socket, CLIENT_CLOSED_REQUEST);
+      socket.destroy();
+      return;
+    }
     const status = e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : e.code === "HPE_HEADER_OVERFLOW" ? 431 : e.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413 : 400;
     this.clientErrors.set(socket, status);
     if (socket.writable && (socket as Socket).bytesWritten === 0) {
@@ -305,7 +312,7 @@ export class OpenAIServer {
       },
       sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
       send: (res, value) => this.reply(res, 200, value),
-      failed: (e) => this.metrics.count("stream_error", e.status),
+      failed: (e) => this.metrics.streamFailed(e.status),
     };
     return this.context;
   }

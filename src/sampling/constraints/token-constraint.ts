@@ -78,11 +78,13 @@ export class TokenConstraint {
    * Greedy sampling tries its best token first and masks only if it is refused (the best
    * allowed token is the same either way), unless the state's mask is made already, which
    * is applied at once; sampling with a temperature masks first, so the
-   * chain's filters see the constrained distribution. `logits` is modified.
+   * chain's filters see the constrained distribution. `wholeMask` masks first in every case:
+   * `logits` are then the constrained distribution whatever the masks made so far (logprobs are
+   * read from them). `logits` is modified.
    */
-  choose(logits: Float32Array, sampler: Sampler, history: ArrayLike<number>): number {
+  choose(logits: Float32Array, sampler: Sampler, history: ArrayLike<number>, wholeMask = false): number {
     // a mask made already is applied at once: cheaper than a try that fails (a sampler call over the row), about even with one that succeeds
-    if (sampler.options.temperature <= 0 && !this.masks.has(this.state)) {
+    if (!wholeMask && sampler.options.temperature <= 0 && !this.masks.has(this.state)) {
       for (let k = 0; k < LAZY_TRIES; k++) {
         const t = sampler.sample(logits, history);
         if (logits[t] === -Infinity) return -1;

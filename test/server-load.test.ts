@@ -1,0 +1,135 @@
+// `tsllm serve` under load and faults, the small committed part of scripts/soak-serve.ts: clients
+// that leave at awkward points, a queue that overflows, a stream cut by a shutdown, answers that
+// must not depend on what ran before or beside them, and /metrics read by a strict parser of
+// Prometheus' text format (scripts/prometheus-text.ts). Real HTTP on loopback.
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { parsePrometheusText, sampleSum, sampleValue, type Family } from "../scripts/prometheus-text.js";
+import { post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+
+async function metricsOf(url: string): Promise<Family[]> {
+  return parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
+}
+
+describe("tsllm serve under load and faults", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ maxSequences: 2 }, { maxQueue: 1 });
+  });
+  after(() => s?.close());
+
+  test("a greedy request with a grammar and logprobs gives the same logprobs on a fresh server, again, and beside other requests of that grammar", async () => {
+    // greedy decoding under a grammar tries the best token before making the parse state's mask;
+    // a logprob must not depend on whether an earlier request made that mask already
+    const grammar = 'root ::= [a-z ]+ "." | "The " [a-z]+';
+    const body = { messages: [{ role: "user", content: "The sun was 596" }], max_tokens: 15, temperature: 0, logprobs: true, top_logprobs: 2, grammar };
+    const logprobsOf = async (b: object) => {
+      const r = await post(`${s.url}/v1/chat/completions`, b);
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return (r.json.choices[0].logprobs.content as { token: string; logprob: number; top_logprobs: unknown[] }[]).map((t) => JSON.stringify(t));
+    };
+    const first = await logprobsOf(body);
+    assert.deepEqual(await logprobsOf(body), first, "the same request again");
+    const other = { ...body, messages: [{ role: "user", content: "Lily and Ben 12" }] };
+    const [beside] = await Promise.all([logprobsOf(body), logprobsOf(other)]);
+    assert.deepEqual(beside, first, "beside another request of the grammar");
+    assert.deepEqual(await logprobsOf(body), first, "after it");
+  });
+
+  test("a client that leaves while its body is still arriving is counted 499 (it left), not 400 (malformed HTTP)", async () => {
+    const before = await metricsOf(s.url);
+    const port = Number(new URL(s.url).port);
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"prompt": "Once`;
+    // one closes its side (FIN), one resets the connection (RST)
+    for (const leave of ["end", "reset"] as const) {
+      await new Promise<void>((done) => {
+        const socket = connect(port, "127.0.0.1", () => {
+          socket.write(head, () => setImmediate(() => (leave === "end" ? socket.end() : socket.resetAndDestroy())));
+        });
+        socket.on("error", () => {});
+        // (an answer, if any, is read: an unread one would keep the socket from closing)
+        socket.resume();
+        socket.on("close", () => done());
+      });
+    }
+    const counted = (m: Family[], status?: string) => sampleSum(m, "tsllm_http_requests_total", { endpoint: "/v1/completions", ...(status ? { status } : {}) });
+    await until(async () => counted(await metricsOf(s.url)) - counted(before) === 2, "both to be counted");
+    const now = await metricsOf(s.url);
+    assert.equal(counted(now, "499") - counted(before, "499"), 2);
+    assert.equal(counted(now, "400"), counted(before, "400"));
+  });
+
+  test("a client that leaves while its prompt is tokenized gets nothing run for it", async () => {
+    const tokenizer = s.model.tokenizer;
+    const encodeAsync = tokenizer.encodeAsync;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let tokenized!: () => void;
+    const done = new Promise<void>((r) => (tokenized = r));
+    let entered!: () => void;
+    const waiting = new Promise<void>((r) => (entered = r));
+    // the tokenizer waits, while the server tokenizes this prompt, until the client is gone
+    tokenizer.encodeAsync = async (text, options) => {
+      entered();
+      await gate;
+      try {
+        return await encodeAsync.call(tokenizer, text, options);
+      } finally {
+        setImmediate(tokenized);
+      }
+    };
+    try {
+      const before = await metricsOf(s.url);
+      const controller = new AbortController();
+      const asked = post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 200, ignore_eos: true, temperature: 0 }, {}, controller.signal).catch(() => "left");
+      await waiting;
+      controller.abort();
+      assert.equal(await asked, "left");
+      await until(async () => sampleValue(await metricsOf(s.url), "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "499" }) > sampleValue(before, "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "499" }), "the server to see the client leave");
+      release();
+      await done;
+      const stats = s.model.engine.stats;
+      assert.equal(stats.running + stats.waiting, 0, "the request of a client that left was queued");
+    } finally {
+      tokenizer.encodeAsync = encodeAsync;
+      release();
+    }
+  });
+
+  test("/metrics is valid Prometheus text and adds up after a burst with 429s and clients that leave", async () => {
+    const before = await metricsOf(s.url);
+    const body = (i: number) => ({ prompt: `Once upon a time ${i}`, max_tokens: 24, temperature: 0 });
+    const controller = new AbortController();
+    // 2 run, 1 waits, the rest are refused at once; two clients leave mid-way
+    const asked = Array.from({ length: 8 }, (_, i) => post(`${s.url}/v1/completions`, body(i), {}, i < 2 ? controller.signal : undefined).then((r) => r.status, () => 499));
+    await until(() => s.model.engine.stats.running > 0, "a request to run");
+    controller.abort();
+    const statuses = await Promise.all(asked);
+    const after = await metricsOf(s.url);
+    const delta = (labels: Record<string, string>) => sampleSum(after, "tsllm_http_requests_total", labels) - sampleSum(before, "tsllm_http_requests_total", labels);
+    assert.equal(delta({ endpoint: "/v1/completions" }), 8);
+    for (const status of [200, 429, 499]) assert.equal(delta({ endpoint: "/v1/completions", status: String(status) }), statuses.filter((x) => x === status).length, `status ${status}`);
+    assert.ok(statuses.includes(429));
+    await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 0, "the engine to be idle");
+    assert.equal(sampleValue(await metricsOf(s.url), "tsllm_kv_blocks_used"), 0);
+  });
+});
+
+test("a stream cut by a shutdown counts once among the requests (a 200), its error event apart", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 2 });
+  const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true }) });
+  const reader = res.body!.getReader();
+  await reader.read();
+  await s.server.close(0);
+  let text = "";
+  for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+  assert.match(text, /"code":"shutting_down"/);
+  // the server is closed, its /metrics unreachable: its counters are read as /metrics renders them
+  const metrics = (s.server as unknown as { metrics: { render(e: unknown, x: unknown): string } }).metrics.render(s.model.engine.stats, { draining: true });
+  s.model.dispose();
+  const families = parsePrometheusText(metrics);
+  assert.equal(sampleSum(families, "tsllm_http_requests_total"), 1, metrics);
+  assert.equal(sampleValue(families, "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "200" }), 1);
+  assert.equal(sampleValue(families, "tsllm_stream_errors_total", { status: "503" }), 1);
+});
