@@ -97,6 +97,19 @@ describe("tsllm serve under load and faults", { skip }, () => {
     }
   });
 
+  test("a queued request whose client left frees its place in the queue at once, not a forward pass later (no 429 meanwhile)", async () => {
+    // what the server's 429 is decided by: the requests waiting for room, were one more queued
+    const engine = s.model.engine;
+    const controllers = Array.from({ length: 3 }, () => new AbortController());
+    const runs = controllers.map((c, i) => s.model.submit(`Once upon a time ${i}`, { maxTokens: 50, ignoreEos: true, temperature: 0, signal: c.signal }));
+    assert.equal(engine.waitingForRoom([1]), 2, "two run, the third and a new one would wait");
+    // (synchronously: the engine has not stepped since, its aborted requests are still in its lists)
+    controllers[2]!.abort();
+    assert.equal(engine.waitingForRoom([1]), 1, "only the new one would wait");
+    for (const c of controllers) c.abort();
+    await Promise.all(runs.map((r) => r.result()));
+  });
+
   test("/metrics is valid Prometheus text and adds up after a burst with 429s and clients that leave", async () => {
     const before = await metricsOf(s.url);
     const body = (i: number) => ({ prompt: `Once upon a time ${i}`, max_tokens: 24, temperature: 0 });

@@ -138,11 +138,12 @@ export class Engine {
    * Requests queued that must wait for a sequence to free up, were requests of the given
    * widths (n choices count n) queued behind them: the scheduler starts queued requests in
    * arrival order while free sequences last, so those that fit the free sequences do not wait,
-   * even before the next step starts them. (The KV pool may hold one back longer.)
+   * even before the next step starts them. (The KV pool may hold one back longer.) Aborted
+   * requests do not count: they leave at the next step, which may be a forward pass away.
    */
   waitingForRoom(widths: readonly number[] = []): number {
     const s = this.scheduler;
-    const queue = [...(s?.waiting ?? []).map((r) => r.strategy.width), ...widths];
+    const queue = [...(s?.waiting ?? []).filter((r) => !r.aborted).map((r) => r.strategy.width), ...widths];
     let free = this.maxSequences - (s?.runningSequences ?? 0);
     for (let i = 0; i < queue.length; i++) {
       free -= queue[i]!;
