@@ -25,7 +25,7 @@ test("pack-portable: the kit holds the compiled package, its dependencies, and t
   const packed = spawnSync(process.execPath, [path.join(root, "scripts", "pack-portable.mjs"), out], { cwd: root, encoding: "utf8" });
   assert.equal(packed.status, 0, packed.stderr);
   const kit = path.join(out, "tsllm");
-  for (const file of ["package.json", "dist/cli/main.js", "dist/kernels/wasm/kernels-relaxed.wasm", "node_modules/@huggingface/jinja/package.json", "node_modules/webgpu/index.js", "bench.mjs", "bench-webgpu.mjs"]) {
+  for (const file of ["package.json", "dist/cli/main.js", "dist/kernels/wasm/kernels-relaxed.wasm", "node_modules/@huggingface/tokenizers/package.json", "node_modules/webgpu/index.js", "bench.mjs", "bench-webgpu.mjs"]) {
     assert.ok(existsSync(path.join(kit, file)), `${file} is packed`);
   }
   // Dawn for linux-x64 only, and no source maps
