@@ -17,7 +17,7 @@
  *
  * At the end a SIGTERM with requests in flight: they finish, and the server exits 0.
  *
- *   node --import tsx scripts/soak-serve.ts [--model FILE.gguf] [--rounds 5] [--clients 200]
+ *   node --import tsx scripts/soak-serve.ts [--model FILE.gguf | --only smollm-q8_0] [--rounds 5] [--clients 200]
  *        [--parallel 8] [--max-queue 256] [--leave 0.3] [--solo 60] [--seed 1] [--json]
  *
  * Not a test (it runs for minutes): test/server-load.test.ts holds the small committed checks.
@@ -28,7 +28,9 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import OpenAI from "openai";
-import { optionalNumber, optionalString, type ParsedValues } from "../src/cli/args.js";
+import { BENCH_MODELS } from "../src/bench/index.js";
+import { optionalNumber, optionalString, UsageError, type ParsedValues } from "../src/cli/args.js";
+import { ensureRandomModel } from "../src/testing/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
 import { parsePrometheusText, sampleSum, sampleValue, type Family } from "./prometheus-text.js";
 
@@ -41,6 +43,8 @@ and the server's stderr holds no error; prints RSS per round. Ends with SIGTERM 
 
 Options:
   --model FILE      the GGUF to serve (default ../shared/models/stories260K.gguf)
+  --only NAME       serve a random-weight bench model instead, e.g. smollm-q8_0 (generated once into
+                    the model cache, as npm run bench:serve does)
   --rounds N        rounds of clients (default 5)
   --clients N       concurrent requests a round (default 200)
   --parallel N      the server's --parallel (default 8)
@@ -52,14 +56,18 @@ Options:
   -h, --help        show this help
 `;
 
-interface Settings { model: string; rounds: number; clients: number; parallel: number; maxQueue: number; leave: number; solo: number; seed: number; json: boolean }
+interface Settings { model: string; only?: string; rounds: number; clients: number; parallel: number; maxQueue: number; leave: number; solo: number; seed: number; json: boolean }
 
 const ROOT = resolve(import.meta.dirname, "..");
 const TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 function settingsOf(values: ParsedValues, positionals: string[]): Settings {
   noPositionals(positionals);
+  const only = optionalString(values, "only");
+  if (only !== undefined && values["model"] !== undefined) throw new UsageError("give --model or --only, not both");
+  if (only !== undefined && !BENCH_MODELS.some((m) => m.name === only)) throw new UsageError(`--only: unknown model "${only}" (known: ${BENCH_MODELS.map((m) => m.name).join(", ")})`);
   return {
+    ...(only !== undefined ? { only } : {}),
     model: optionalString(values, "model") ?? resolve(ROOT, "../shared/models/stories260K.gguf"),
     rounds: optionalNumber(values, "rounds", { integer: true, min: 1 }) ?? 5,
     clients: optionalNumber(values, "clients", { integer: true, min: 1 }) ?? 200,
@@ -203,6 +211,8 @@ async function viaOpenAI(client: OpenAI, spec: Spec): Promise<Outcome> {
       events.push(e);
       if (spec.leave === "mid-stream" && events.length >= spec.leaveAfterEvents) { controller.abort(); return { spec, status: "left" }; }
     }
+    // (the openai client ends a stream it aborted without an error)
+    if (controller.signal.aborted) return { spec, status: "left" };
     return { spec, status: 200, answer: answerOf(events) };
   } catch (e) {
     if (controller.signal.aborted) return { spec, status: "left" };
@@ -223,7 +233,8 @@ function viaCurl(url: string, spec: Spec): Promise<Outcome> {
     });
     curl.stdin.end(JSON.stringify(spec.body));
     if (spec.leave === "mid-prefill" || spec.leave === "no-read") setTimeout(() => curl.kill("SIGKILL"), spec.leave === "mid-prefill" ? spec.leaveAfterMs / 10 : spec.leaveAfterMs);
-    curl.on("exit", (code, signal) => {
+    // ("close": its output read to the end, which "exit" may come before)
+    curl.on("close", (code, signal) => {
       if (signal) return done({ spec, status: "left" });
       const cut = out.lastIndexOf("\n");
       if (code !== 0) return done({ spec, status: "error", error: `curl exited ${code}` });
@@ -284,6 +295,8 @@ async function startServer(s: Settings, dir: string): Promise<{ child: ChildProc
 interface RoundReport {
   round: number; sent: number; answered: number; left: number; refused429: number; otherStatus: Record<string, number>; errors: string[];
   differences: string[]; compared: number; idleAfterMs: number; rssBytes: number; metricsProblems: string[]; wallMs: number;
+  /** the slowest of the /health answers polled during the round (Infinity: one failed), and how many */
+  healthMaxMs: number; healthProbes: number;
 }
 
 const ENDPOINTS: readonly Path[] = ["/v1/chat/completions", "/v1/completions"];
@@ -293,8 +306,21 @@ async function round(index: number, s: Settings, url: string, child: ChildProces
   const before = await metrics(url);
   const specs = Array.from({ length: s.clients }, () => specOf(random, s));
   const t0 = Date.now();
+  // /health is polled throughout (a liveness probe's view: Kubernetes' default timeout is 1 s)
+  let loaded = true;
+  const healthMs: number[] = [];
+  const probe = (async () => {
+    while (loaded) {
+      const h0 = performance.now();
+      const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+      healthMs.push(ok ? performance.now() - h0 : Infinity);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
   const outcomes = await Promise.all(specs.map((spec) => spec.client === "openai" ? viaOpenAI(client, spec) : spec.client === "curl" ? viaCurl(url, spec) : viaHttp(url, spec)));
   const wallMs = Date.now() - t0;
+  loaded = false;
+  await probe;
   // the engine returns to idle: nothing running or waiting, no KV block referenced
   const idleFrom = Date.now();
   let after = await metrics(url);
@@ -307,8 +333,9 @@ async function round(index: number, s: Settings, url: string, child: ChildProces
   const health = await fetch(`${url}/health`);
   const report: RoundReport = {
     round: index, sent: specs.length, answered: 0, left: 0, refused429: 0, otherStatus: {}, errors: [], differences: [], compared: 0, idleAfterMs,
-    rssBytes: rssOf(child), metricsProblems: [], wallMs,
+    rssBytes: rssOf(child), metricsProblems: [], wallMs, healthMaxMs: Math.round(Math.max(0, ...healthMs)), healthProbes: healthMs.length,
   };
+  if (report.healthMaxMs === Infinity) report.errors.push("a /health probe failed during the round");
   if (!health.ok) report.errors.push(`/health answered ${health.status}: ${await health.text()}`);
   for (const o of outcomes) {
     if (o.status === 200) report.answered++;
@@ -367,7 +394,8 @@ async function shutdownUnderLoad(url: string, child: ChildProcess, exited: Promi
 }
 
 async function main(): Promise<void> {
-  const s = scriptOptions(USAGE, { model: { type: "string" }, rounds: { type: "string" }, clients: { type: "string" }, parallel: { type: "string" }, "max-queue": { type: "string" }, leave: { type: "string" }, solo: { type: "string" }, seed: { type: "string" }, json: { type: "boolean" } }, settingsOf);
+  const s = scriptOptions(USAGE, { model: { type: "string" }, only: { type: "string" }, rounds: { type: "string" }, clients: { type: "string" }, parallel: { type: "string" }, "max-queue": { type: "string" }, leave: { type: "string" }, solo: { type: "string" }, seed: { type: "string" }, json: { type: "boolean" } }, settingsOf);
+  if (s.only !== undefined) s.model = await ensureRandomModel(BENCH_MODELS.find((m) => m.name === s.only)!.spec);
   const dir = mkdtempSync(join(tmpdir(), "tsllm-soak-"));
   const server = await startServer(s, dir);
   const log = (line: string) => { if (!s.json) process.stderr.write(`${line}\n`); };
@@ -381,7 +409,7 @@ async function main(): Promise<void> {
       rounds.push(r);
       const bad = r.errors.length + r.differences.length + r.metricsProblems.length;
       if (bad > 0) failed = true;
-      log(`round ${i}: ${r.sent} sent, ${r.answered} answered, ${r.left} left, ${r.refused429} got 429, other ${JSON.stringify(r.otherStatus)}; ${r.wallMs} ms; idle ${r.idleAfterMs} ms after; ` +
+      log(`round ${i}: ${r.sent} sent, ${r.answered} answered, ${r.left} left, ${r.refused429} got 429, other ${JSON.stringify(r.otherStatus)}; ${r.wallMs} ms; /health max ${r.healthMaxMs} ms of ${r.healthProbes}; idle ${r.idleAfterMs} ms after; ` +
         `RSS ${(r.rssBytes / 2 ** 20).toFixed(1)} MiB; ${r.compared} compared alone, ${r.differences.length} differ; metrics problems ${r.metricsProblems.length}`);
       for (const line of [...r.errors, ...r.differences, ...r.metricsProblems]) log(`  ${line}`);
     }
