@@ -110,6 +110,28 @@ describe("tsllm serve under load and faults", { skip }, () => {
     await Promise.all(runs.map((r) => r.result()));
   });
 
+  test("a request cancelled while it waits in the queue adds no prompt tokens to tsllm_prompt_tokens_total (none were computed)", async () => {
+    const engine = s.model.engine;
+    const controller = new AbortController();
+    const running = [0, 1].map((i) => s.model.submit(`Once upon a time ${i}`, { maxTokens: 400, ignoreEos: true, temperature: 0, signal: controller.signal }));
+    try {
+      // both prefilled: each has a first event
+      for (const r of running) for await (const _ of r.events()) break;
+      const before = await metricsOf(s.url);
+      const leaving = new AbortController();
+      const queued = post(`${s.url}/v1/completions`, { prompt: "Lily and Ben went to the park to play with the big red ball", max_tokens: 4 }, {}, leaving.signal).catch(() => "left");
+      await until(() => engine.stats.waiting === 1, "the request to wait");
+      leaving.abort();
+      await queued;
+      const observed = (m: Family[]) => sampleValue(m, "tsllm_e2e_request_latency_seconds_count");
+      await until(async () => observed(await metricsOf(s.url)) > observed(before), "the cancelled request to be observed");
+      assert.equal(sampleValue(await metricsOf(s.url), "tsllm_prompt_tokens_total"), sampleValue(before, "tsllm_prompt_tokens_total"));
+    } finally {
+      controller.abort();
+      await Promise.all(running.map((r) => r.result()));
+    }
+  });
+
   test("/metrics is valid Prometheus text and adds up after a burst with 429s and clients that leave", async () => {
     const before = await metricsOf(s.url);
     const body = (i: number) => ({ prompt: `Once upon a time ${i}`, max_tokens: 24, temperature: 0 });

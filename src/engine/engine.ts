@@ -52,6 +52,8 @@ export interface EngineStats {
   readonly peakStepSequences: number;
   /** prompt tokens taken from the prefix cache instead of being computed */
   readonly cachedPromptTokens: number;
+  /** prompt tokens of the requests whose prefill ended (cached ones included; a request aborted before its prefill ended adds none) */
+  readonly prefilledPromptTokens: number;
   /** the KV pool; undefined until the first request allocates it */
   readonly kv: KVPoolStats | undefined;
   /** tokens the KV pool holds */
@@ -84,6 +86,7 @@ export class Engine {
   private rowsComputed = 0;
   private peakStepSequences = 0;
   private cachedPromptTokens = 0;
+  private prefilledPromptTokens = 0;
   /** resolves the loop's wait for work (a new request, an abort) */
   private wakeLoop: (() => void) | undefined;
   readonly maxSequences: number;
@@ -130,7 +133,7 @@ export class Engine {
   get stats(): EngineStats {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
-      cachedPromptTokens: this.cachedPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
     };
   }
 
@@ -319,6 +322,7 @@ export class Engine {
           if (!request.prefilled) {
             request.markPrefilled();
             this.cachedPromptTokens += request.cachedPromptTokens;
+            this.prefilledPromptTokens += request.params.promptTokens.length;
             pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
           } else {
             pending = request.strategy.step(request, got, s);

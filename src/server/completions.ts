@@ -218,7 +218,7 @@ async function results(ctx: ServeContext, runs: readonly GenerationRun[]): Promi
   const out = await Promise.all(runs.map((r) => r.result()));
   for (const r of out) {
     const t = r.timings;
-    ctx.metrics.observe({ ttftMs: t.ttftMs, tpotMs: t.tpotMs, totalMs: t.totalMs, queueMs: t.queueMs, promptTokens: t.promptTokens, completionTokens: t.completionTokens });
+    ctx.metrics.observe({ ttftMs: t.ttftMs, tpotMs: t.tpotMs, totalMs: t.totalMs, queueMs: t.queueMs, completionTokens: t.completionTokens });
   }
   return out;
 }
