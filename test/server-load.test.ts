@@ -168,3 +168,21 @@ test("a stream cut by a shutdown counts once among the requests (a 200), its err
   assert.equal(sampleValue(families, "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "200" }), 1);
   assert.equal(sampleValue(families, "tsllm_stream_errors_total", { status: "503" }), 1);
 });
+
+test("a request of 12 prompts (one abort signal for all their runs) warns of no listener leak", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 4 });
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+  process.on("warning", onWarning);
+  try {
+    const r = await post(`${s.url}/v1/completions`, { prompt: Array.from({ length: 12 }, (_, i) => `Once upon a time ${i}`), max_tokens: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.choices.length, 12);
+    // (warnings are emitted on the next turns)
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(warnings, []);
+  } finally {
+    process.off("warning", onWarning);
+    await s.close();
+  }
+});

@@ -89,6 +89,9 @@ export class Engine {
   private prefilledPromptTokens = 0;
   /** resolves the loop's wait for work (a new request, an abort) */
   private wakeLoop: (() => void) | undefined;
+  /** the callers' signals listened to, and how many unfinished requests each one cancels */
+  private readonly watched = new Map<AbortSignal, number>();
+  private readonly wakeOnAbort = () => this.wake();
   readonly maxSequences: number;
   readonly maxBatchTokens: number;
 
@@ -206,13 +209,28 @@ export class Engine {
     const signal = params.signal;
     if (signal) {
       // the caller's signal may outlive the request (one signal for many): the listener leaves with it
-      const onAbort = () => this.wake();
-      signal.addEventListener("abort", onAbort, { once: true });
-      const off = () => signal.removeEventListener("abort", onAbort);
+      const off = this.watch(signal);
       request.outcome.then(off, off);
     }
     this.kick();
     return request;
+  }
+
+  /**
+   * Wakes the loop when `signal` aborts, until the returned function is called once per call.
+   * One listener a signal, however many requests it cancels: a signal shared by a batch's
+   * prompts would otherwise collect one per prompt, and Node warns of a leak past 10.
+   */
+  private watch(signal: AbortSignal): () => void {
+    const uses = this.watched.get(signal) ?? 0;
+    if (uses === 0) signal.addEventListener("abort", this.wakeOnAbort, { once: true });
+    this.watched.set(signal, uses + 1);
+    return () => {
+      const left = this.watched.get(signal)! - 1;
+      if (left > 0) return void this.watched.set(signal, left);
+      this.watched.delete(signal);
+      signal.removeEventListener("abort", this.wakeOnAbort);
+    };
   }
 
   /** fails every request still queued or running; the engine takes no more */
