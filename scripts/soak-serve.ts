@@ -112,7 +112,8 @@ function specOf(random: () => number, settings: Settings): Spec {
   if (stream && random() < 0.7) body["stream_options"] = { include_usage: true };
   const prompt = `${pick(WORDS)} ${Math.floor(random() * 1000)}`;
   if (chat) body["messages"] = [{ role: "user", content: prompt }];
-  else body["prompt"] = random() < 0.15 ? [prompt, pick(WORDS)] : prompt;
+  // (a batch of up to 12 prompts: one abort signal for all their runs)
+  else body["prompt"] = random() < 0.15 ? [prompt, ...Array.from({ length: 1 + Math.floor(random() * 11) }, () => pick(WORDS))] : prompt;
   if (random() < 0.5) body["temperature"] = 0;
   else Object.assign(body, { temperature: 0.9, seed: Math.floor(random() * 1e6) });
   if (random() < 0.3) body["n"] = 1 + Math.floor(random() * 3);
