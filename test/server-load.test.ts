@@ -186,3 +186,25 @@ test("a request of 12 prompts (one abort signal for all their runs) warns of no 
     await s.close();
   }
 });
+
+test("a request whose body is still arriving when the server starts shutting down is answered, not cut off with its connection", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 2 });
+  const port = Number(new URL(s.url).port);
+  const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 4, temperature: 0 });
+  const socket = connect(port, "127.0.0.1");
+  let answer = "";
+  const ended = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.on("error", () => {});
+  socket.setEncoding("utf8");
+  // the 100 Continue says the server is handling the request: its body is sent once the shutdown has begun
+  const continued = new Promise<void>((resolve) => socket.on("data", (d: string) => { answer += d; if (answer.includes("100 Continue")) resolve(); }));
+  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
+  await continued;
+  const closed = s.server.close(20_000);
+  socket.write(body);
+  await closed;
+  await ended;
+  s.model.dispose();
+  assert.match(answer, /HTTP\/1\.1 200 OK/, answer);
+  assert.match(answer, /"finish_reason":"length"/);
+});

@@ -69,6 +69,8 @@ export class OpenAIServer {
   private readonly http: Server;
   private readonly metrics = new Metrics();
   private readonly inFlight = new Set<AbortController>();
+  /** requests being handled, from their headers on (a body still arriving, a prompt being tokenized, a generation): a shutdown lets them finish */
+  private handling = 0;
   private readonly routes = new Map<string, Map<string, Handler>>();
   /** connections node:http gave up on (a request too slow to arrive, malformed HTTP): the status they were answered */
   private readonly clientErrors = new WeakMap<Duplex, number>();
@@ -143,7 +145,7 @@ export class OpenAIServer {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
-    if (this.inFlight.size > 0) {
+    if (this.handling > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         new Promise<void>((resolve) => (this.idle = resolve)),
@@ -203,6 +205,15 @@ export class OpenAIServer {
 
   /** `expectsContinue`: the client waits for "100 Continue" before it sends the body (sent once the headers pass) */
   private async dispatch(req: IncomingMessage, res: ServerResponse, expectsContinue = false): Promise<void> {
+    this.handling++;
+    try {
+      await this.handle(req, res, expectsContinue);
+    } finally {
+      if (--this.handling === 0) this.idle?.();
+    }
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): Promise<void> {
     const url = (req.url ?? "/").split("?")[0]!;
     // a model's own path goes to its route, and is counted under the route's name
     const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url;
@@ -305,10 +316,7 @@ export class OpenAIServer {
       },
       track: (controller) => {
         this.inFlight.add(controller);
-        return () => {
-          this.inFlight.delete(controller);
-          if (this.inFlight.size === 0) this.idle?.();
-        };
+        return () => this.inFlight.delete(controller);
       },
       sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
       send: (res, value) => this.reply(res, 200, value),
