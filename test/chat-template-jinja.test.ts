@@ -264,7 +264,7 @@ test("Jinja features HF templates use render as jinja2 renders them, and fail wh
 
 /*
  * jinja2's grammar where the library's parser departed from it (tsllm now parses with its own,
- * jinja-parser.ts): tuples, tests with an argument, recursive loops, chained comparisons, the
+ * src/chat/jinja/parser.ts): tuples, tests with an argument, recursive loops, chained comparisons, the
  * precedence of every operator, and how iterators are written.
  */
 const tree = [{ name: "a", children: [{ name: "b", children: [] }, { name: "c", children: [{ name: "d" }] }] }, { name: "e" }];

@@ -1,4 +1,4 @@
-import type { Token } from "./jinja-lexer.js";
+import type { Token } from "./jinja/index.js";
 
 /*
  * Checks a chat template's block structure before it is parsed, and its parse tree's depth before

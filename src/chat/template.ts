@@ -1,7 +1,4 @@
-import { Interpreter, RenderLimitError, jinjaGlobals } from "./jinja-interpreter.js";
-import { TemplateSyntaxError, tokenize } from "./jinja-lexer.js";
-import { parse, type Stmt } from "./jinja-parser.js";
-import { Callable, Float, TemplateRuntimeError, fromJS, num, str, type Value } from "./jinja-values.js";
+import { Callable, Float, Interpreter, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
 import { checkTemplateTokens, checkTreeDepth } from "./template-check.js";
 
 export interface ChatMessage {
@@ -79,8 +76,8 @@ export function strftime(date: Date, format: string): string {
 }
 
 /**
- * A model's chat template, parsed once (jinja-lexer.ts, jinja-parser.ts), rendered as jinja2
- * renders it (jinja-interpreter.ts) under size and time limits. `where` names the template's
+ * A model's chat template, parsed once (jinja/lexer.ts, jinja/parser.ts), rendered as jinja2
+ * renders it (jinja/interpreter.ts) under size and time limits. `where` names the template's
  * origin in errors (e.g. "tokenizer_config.json: chat_template").
  */
 export class ChatTemplate {

@@ -1,4 +1,4 @@
-import { reprString } from "./jinja-values.js";
+import { reprString } from "./values.js";
 
 /*
  * A chat template's text as tokens, read as jinja2 3.1's lexer reads it under transformers'

@@ -1,4 +1,4 @@
-import { OPERATOR_TEXT, TemplateSyntaxError, type Token } from "./jinja-lexer.js";
+import { OPERATOR_TEXT, TemplateSyntaxError, type Token } from "./lexer.js";
 
 /*
  * A chat template's tokens as a tree, parsed by jinja2 3.1's grammar (jinja2/parser.py): its

@@ -1,13 +1,13 @@
-import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, useAdd, type FilterContext } from "./jinja-filters.js";
-import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./jinja-methods.js";
-import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./jinja-parser.js";
+import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, useAdd, type FilterContext } from "./filters.js";
+import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
+import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
   Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
   isTuple, iterate, keyOf, num, str, strOf, truthy, tuple, typeName, type Key, type Value,
-} from "./jinja-values.js";
+} from "./values.js";
 
 /*
- * Renders a chat template's parse tree (jinja-parser.ts) as jinja2 renders it, set up as
+ * Renders a chat template's parse tree (parser.ts) as jinja2 renders it, set up as
  * transformers sets it up (no autoescape, ImmutableSandboxedEnvironment): jinja2's scoping (each
  * loop iteration a fresh scope, macros see the scope they were defined in), attribute and item
  * lookup, Undefined, operators on Python's types. Every node checks the clock and every string or

@@ -1,7 +1,7 @@
 import {
   Callable, DictView, Float, Markup, Undefined, dictGet, fail, isDict, isList, isNumber, isStr, isTuple, num, repr, reprFloat, str, strOf, toFixed, tuple, typeName,
   type Dict, type Value,
-} from "./jinja-values.js";
+} from "./values.js";
 
 /*
  * The methods of Python's str, dict and list that chat templates call (`content.strip()`,

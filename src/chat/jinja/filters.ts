@@ -1,12 +1,12 @@
-import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./jinja-methods.js";
+import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   toFixed, toJson, truthy, tuple, typeName, type Value,
-} from "./jinja-values.js";
+} from "./values.js";
 
 /*
  * jinja2's built-in filters and tests (jinja2/filters.py, jinja2/tests.py, version 3.1) over the
- * values of jinja-values.ts, with transformers' tojson. Filters jinja2 writes as generators
+ * values of values.ts, with transformers' tojson. Filters jinja2 writes as generators
  * (select, map, selectattr, unique, batch, slice, items) give a Generator: like jinja2's, it has no
  * len(), is always true, and a second loop over it finds nothing.
  */
