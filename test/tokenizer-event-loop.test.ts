@@ -71,7 +71,9 @@ for (const vocab of ["llama-spm", "phi-3"]) {
     const odd = Array.from({ length: 200 }, (_, i) => `x${" ".repeat(i % 17)}y\uD800${i}\uDC00z 😀${"😀".repeat(i % 3)} e\u0301 \t\r\n`).join("");
     for (const text of [zh, wiki, odd]) {
       const want: number[] = [];
-      whole.encode(`\u2581${text.replaceAll(" ", "\u2581")}`, (b, out) => out.push(byteId(b)), want);
+      // (a lone surrogate is read as U+FFFD, what llama.cpp sees: 467c292)
+      const wellFormed = text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD");
+      whole.encode(`\u2581${wellFormed.replaceAll(" ", "\u2581")}`, (b, out) => out.push(byteId(b)), want);
       const got = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
       assert.equal(got.length, want.length);
       assert.ok(got.every((id, i) => id === want[i]), "the same ids");
