@@ -81,7 +81,7 @@ export class Engine {
   private steps = 0;
   /** per draft model, the KV pool its speculative requests' draft caches share */
   private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
-    /** compiled constraint grammars by spec (a few, most recent last) */
+  /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
   private peakStepSequences = 0;
