@@ -319,6 +319,7 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   // the Mistral form of Devstral and Ministral 3 (NAME[ARGS]{...}), and Mistral Small 3.2's with [CALL_ID]
   { format: "mistral-args", text: 'Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo", "unit": "c"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}', want: { content: "Checking.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
   { format: "mistral-args", text: '[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{"zone": "UTC"}', want: { content: "", calls: [["get_time", { zone: "UTC" }]] } },
+  { format: "mistral-args", thinking: { open: "[THINK]", close: "[/THINK]", forcedOpen: false }, text: '[THINK]Time [TOOL_CALLS]get_time[ARGS]{} first.[/THINK]Checking.[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}', want: { reasoning: "Time [TOOL_CALLS]get_time[ARGS]{} first.", content: "Checking.", calls: [["get_time", { zone: "CET" }]] } },
   { format: "mistral-args", text: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", want: { content: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", calls: [] } },
   { format: "llama3", text: '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
   // a call, then text: a call and text (as llama.cpp reads Llama 3.x replies), streamed or not
@@ -608,4 +609,25 @@ describe("reasoning_content on stories260K with a template that opens <think>", 
     for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
     assert.deepEqual(streamed, want);
   });
+});
+
+test("Ministral / Magistral 3 reason between [THINK] and [/THINK]: reasoning_content, as llama.cpp's tests read its replies", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const name = "mistralai-Ministral-3-14B-Reasoning-2512.jinja";
+  const source = llamaCppTemplate(name);
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  const prompt = chatFormatterFor(tokenizer, undefined, { source, where: name }).render([{ role: "user", content: "hi" }], true);
+  const thinking = thinkingOf(source, prompt);
+  assert.deepEqual(thinking, { open: "[THINK]", close: "[/THINK]", forcedOpen: false });
+  const tools = toolsOf({ tools: [WEATHER, TIME] })!;
+  const syntax = replySyntaxOf(source, tools, thinking, "deepseek")!;
+  // (tests/test-chat.cpp, Ministral-3-14B-Reasoning-2512: message_assist_thoughts, and a call marker inside the reasoning)
+  const read = (text: string) => {
+    const r = readReply(text, syntax);
+    return { reasoning: r.reasoning, content: r.content, calls: r.calls.map((c) => [c.name, JSON.parse(c.arguments)]) };
+  };
+  assert.deepEqual(read("[THINK]I'm\nthinking[/THINK]Hello, world!\nWhat's up?"), { reasoning: "I'm\nthinking", content: "Hello, world!\nWhat's up?", calls: [] });
+  assert.deepEqual(read('[THINK]Let me think about [TOOL_CALLS]get_time[ARGS]{"zone":"UTC"} and more[/THINK][TOOL_CALLS]get_time[ARGS]{"zone": "CET"}'),
+    { reasoning: 'Let me think about [TOOL_CALLS]get_time[ARGS]{"zone":"UTC"} and more', content: "", calls: [["get_time", { zone: "CET" }]] });
+  // reasoning_format none: the markers stay in the text
+  assert.equal(readReply("[THINK]I'm\nthinking[/THINK]Hello", replySyntaxOf(source, undefined, thinking, "none")).content, "[THINK]I'm\nthinking[/THINK]Hello");
 });

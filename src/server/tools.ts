@@ -13,7 +13,7 @@ export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from 
  * constrains the reply to calls (a grammar over the functions' parameter schemas, in the format).
  * The family is found in the template's text, as llama.cpp's common/chat.cpp finds it; a template
  * that knows no tool calls gets llama.cpp's generic format (a JSON object the grammar always
- * shapes). Templates that think (<think>, Command R7B's <|START_THINKING|>) have their reasoning
+ * shapes). Templates that think (<think>, Command R7B's <|START_THINKING|>, Ministral 3's [THINK]) have their reasoning
  * answered apart as reasoning_content, as llama-server's default --reasoning-format deepseek does.
  */
 export interface ToolFunction {
@@ -160,7 +160,8 @@ export function reasoningFormatOf(body: Body): ReasoningFormat {
  * leaves the reply inside them (DeepSeek R1's generation prompt ends with "<think>\n").
  */
 export function thinkingOf(templateSource: string, prompt: string): ReplySyntax["thinking"] {
-  for (const [open, close] of [["<think>", "</think>"], ["<|START_THINKING|>", "<|END_THINKING|>"]] as const) {
+  // (Ministral / Magistral 3 reason between [THINK] and [/THINK], as llama.cpp's common_chat_params_init_ministral_3 reads them)
+  for (const [open, close] of [["<think>", "</think>"], ["<|START_THINKING|>", "<|END_THINKING|>"], ["[THINK]", "[/THINK]"]] as const) {
     if (templateSource.includes(open)) return { open, close, forcedOpen: prompt.trimEnd().endsWith(open) };
   }
   return undefined;
