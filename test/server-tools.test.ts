@@ -8,7 +8,7 @@ import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import { messagesOf } from "../src/server/requests.js";
 import { parseReply } from "../src/server/reply-parser.js";
 import {
-  messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolFormatOf, toolsOf,
+  messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf,
   type ReplyDelta, type ReplySyntax, type ToolFormat,
 } from "../src/server/tools.js";
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
@@ -630,4 +630,26 @@ test("Ministral / Magistral 3 reason between [THINK] and [/THINK]: reasoning_con
     { reasoning: 'Let me think about [TOOL_CALLS]get_time[ARGS]{"zone":"UTC"} and more', content: "", calls: [["get_time", { zone: "CET" }]] });
   // reasoning_format none: the markers stay in the text
   assert.equal(readReply("[THINK]I'm\nthinking[/THINK]Hello", replySyntaxOf(source, undefined, thinking, "none")).content, "[THINK]I'm\nthinking[/THINK]Hello");
+});
+
+test("the id a model writes with its call is the call's id, streamed or not (llama.cpp's message_assist_call_id); one its template would refuse is replaced", () => {
+  const idsOf = (format: ToolFormat, text: string) => toolCallsOf(readReply(text, syntaxFor(format)), syntaxFor(format)).map((c) => c.id);
+  const firstStreamedId = (format: ToolFormat, text: string) => {
+    const d = streamed(text, syntaxFor(format), [...Array(text.length).keys()].slice(1)).find((x) => "call" in x) as { call: { id?: string } };
+    return d.call.id;
+  };
+  // (tests/test-chat.cpp: Mistral Small 3.2's [CALL_ID], Mistral Nemo's "id", Command R7B's "tool_call_id")
+  const small = '[TOOL_CALLS]get_time[CALL_ID]123456789[ARGS]{"zone": "UTC"}[TOOL_CALLS]get_weather[CALL_ID]000000002[ARGS]{"city": "Oslo", "unit": "c"}';
+  assert.deepEqual(idsOf("mistral-args", small), ["123456789", "000000002"]);
+  assert.equal(firstStreamedId("mistral-args", small), "123456789");
+  assert.deepEqual(idsOf("mistral", '[TOOL_CALLS][{"name": "get_time", "arguments": {"zone": "UTC"}, "id": "123456789"}]'), ["123456789"]);
+  const r7b = '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}\n]<|END_ACTION|>';
+  assert.deepEqual(idsOf("command-r7b", r7b), ["0"]);
+  assert.equal(firstStreamedId("command-r7b", r7b), "0");
+  // Mistral's templates take back only 9 letters and digits: another id is replaced by one of that form
+  const [bad] = idsOf("mistral-args", '[TOOL_CALLS]get_time[CALL_ID]call_1[ARGS]{"zone": "UTC"}');
+  assert.match(bad!, /^[a-zA-Z0-9]{9}$/);
+  assert.notEqual(bad, "call_1");
+  // no id written: a new one in OpenAI's form
+  assert.match(idsOf("hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')[0]!, /^call_[0-9a-f]{24}$/);
 });

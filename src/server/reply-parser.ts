@@ -41,7 +41,11 @@ export interface ReplySyntax {
 export interface ParsedCall {
   readonly name: string;
   readonly arguments: string;
+  /** the id the model wrote with the call (Mistral's [CALL_ID] or "id", Command R7B's "tool_call_id"), kept as llama.cpp keeps it */
+  readonly id?: string;
 }
+
+type Call = { name: string; arguments: string; id?: string };
 
 export interface ParsedReply {
   readonly reasoning: string;
@@ -68,7 +72,7 @@ class Reply {
   /** the reasoning reached its end marker (or the reply ended): nothing more is added to it */
   reasoningClosed = false;
   content = "";
-  calls: { name: string; arguments: string }[] = [];
+  calls: Call[] = [];
   /** the text read stops here: more of the reply decides what comes next */
   stopped = false;
   /** after a call: whitespace that joins it to text after it (kept only between text and text) */
@@ -101,9 +105,9 @@ class Reply {
   }
 
   /** a call begins: the whitespace before it goes */
-  startCall(name: string): { name: string; arguments: string } {
+  startCall(name: string, id?: string): Call {
     this.content = this.content.trimEnd();
-    const call = { name, arguments: "" };
+    const call: Call = id === undefined ? { name, arguments: "" } : { name, arguments: "", id };
     this.calls.push(call);
     this.afterCall = true;
     this.pendingWs = "";
@@ -213,8 +217,10 @@ interface ObjectKeys {
 }
 
 const NAME_ARGUMENTS: ObjectKeys = { name: ["name"], args: ["arguments", "parameters"] };
-/** other keys a call object may carry (the model's own id, Llama's "type": "function") */
-const OTHER_KEYS = new Set(["id", "type", "tool_call_id"]);
+/** the keys of the model's own id in a call object (Mistral Nemo's last, Command R7B's first) */
+const ID_KEYS = new Set(["id", "tool_call_id"]);
+/** other keys a call object may carry (Llama's "type": "function") */
+const OTHER_KEYS = new Set(["type"]);
 
 /**
  * A call written as a JSON object ({"name": ..., "arguments": {...}}, keys in any order) at s[i]:
@@ -225,8 +231,9 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
   const s = out.s;
   if (i >= s.length) return out.partial ? WAIT : TEXT;
   if (s[i] !== "{") return TEXT;
-  let call: { name: string; arguments: string } | undefined;
+  let call: Call | undefined;
   let args: string | undefined;
+  let id: string | undefined;
   let argsStart = -1;
   const cutShort = (end: number, incomplete: boolean): Found => {
     if (!call) return incomplete && out.partial ? WAIT : TEXT;
@@ -253,13 +260,18 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
       const name = JSON.parse(s.slice(j, v.end)) as string;
       if (!call) {
         if (!calls.names.has(name)) return TEXT;
-        call = out.startCall(name);
+        call = out.startCall(name, id);
         if (argsStart >= 0) call.arguments = args!;
       }
     } else if (keys.args.includes(key) && argsStart < 0) {
       argsStart = j;
       args = s[j] === "\"" ? decodeStringPrefix(s, j) : s.slice(j, v.end);
       if (call) call.arguments = args;
+    } else if (ID_KEYS.has(key)) {
+      if (s[j] === "\"" && v.ok && id === undefined) {
+        id = JSON.parse(s.slice(j, v.end)) as string;
+        if (call) call.id = id;
+      }
     } else if (!OTHER_KEYS.has(key) && !keys.name.includes(key) && !keys.args.includes(key)) {
       // not a call's key: a JSON reply that is no call shows as text at once
       return call ? cutShort(j, false) : TEXT;
@@ -424,14 +436,16 @@ function argsCall(out: Reply, i: number, calls: Calls): Found {
   if (name === "wait") return WAIT;
   if (name === undefined) return TEXT;
   let j = i + name.length;
+  let id: string | undefined;
   if (s.startsWith("[CALL_ID]", j)) {
     const end = s.indexOf("[ARGS]", j);
     if (end < 0) return out.partial && s.length - j < 64 ? WAIT : TEXT;
+    id = s.slice(j + "[CALL_ID]".length, end).trim();
     j = end;
   } else if (!s.startsWith("[ARGS]", j)) {
     return out.partial && ["[ARGS]", "[CALL_ID]"].some((m) => m.startsWith(s.slice(j))) ? WAIT : TEXT;
   }
-  const call = out.startCall(name);
+  const call = out.startCall(name, id);
   return { kind: "calls", end: valueArguments(out, call, skipWs(s, j + "[ARGS]".length)) };
 }
 
@@ -630,6 +644,16 @@ export type ReplyDelta =
 
 const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
+/**
+ * A call's id: the model's own where it wrote one its template takes back (llama.cpp keeps it;
+ * Mistral's templates refuse any but 9 letters and digits), else a new one.
+ */
+export function callIdOf(call: ParsedCall, format?: ToolFormat): string {
+  const mistral = format === "mistral" || format === "mistral-args";
+  if (call.id && (!mistral || /^[a-zA-Z0-9]{9}$/.test(call.id))) return call.id;
+  return newCallId(format);
+}
+
 /** an id for a call: OpenAI's form, or for Mistral 9 letters and digits (its templates refuse other ids when the call comes back) */
 export function newCallId(format?: ToolFormat): string {
   if (format === "mistral" || format === "mistral-args") return [...randomBytes(9)].map((b) => ALNUM[b % ALNUM.length]).join("");
@@ -672,7 +696,8 @@ export class ReplyStream {
     now.calls.forEach((c, index) => {
       const before = was.calls[index];
       if (!before) {
-        this.ids[index] = newCallId(this.syntax.calls?.format);
+        // (an id the model writes after the call's name and arguments, as Mistral Nemo's "id", is not known yet: the stream's is new)
+        this.ids[index] = callIdOf(c, this.syntax.calls?.format);
         out.push({ call: { index, id: this.ids[index]!, type: "function", function: { name: c.name, arguments: c.arguments } } });
       } else if (c.arguments.length > before.arguments.length) {
         out.push({ call: { index, function: { arguments: c.arguments.slice(before.arguments.length) } } });

@@ -2,7 +2,7 @@ import { strftime, type ChatMessage } from "../chat/index.js";
 import { gbnfAlternatives, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
-import { newCallId, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { callIdOf, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -341,9 +341,9 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
   return `${inner(g)}root ::= ${lit(t.close)} [ \\n]* g0-root\n`;
 }
 
-/** a parsed reply's calls as OpenAI's message carries them, each with a new id (of the form the family's template takes back) */
+/** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
 export function toolCallsOf(reply: ParsedReply, syntax: ReplySyntax | undefined): ToolCall[] {
-  return reply.calls.map((c) => ({ id: newCallId(syntax?.calls?.format), type: "function", function: { name: c.name, arguments: c.arguments } }));
+  return reply.calls.map((c) => ({ id: callIdOf(c, syntax?.calls?.format), type: "function", function: { name: c.name, arguments: c.arguments } }));
 }
 
 /** the reply read with the syntax (reasoning, text, calls), or all of it text without one */
