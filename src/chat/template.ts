@@ -1,4 +1,4 @@
-import { Callable, Float, Interpreter, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
+import { Callable, Float, Interpreter, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, pyRange, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
 import { checkTemplateTokens, checkTreeDepth } from "./template-check.js";
 
 export interface ChatMessage {
@@ -140,7 +140,7 @@ export class ChatTemplate {
   }
 
   /** Python's range(), refusing to build more than maxRange elements in one render (`ranged` counts them) */
-  private range(args: Value[], ranged: { elements: number }): number[] {
+  private range(args: Value[], ranged: { elements: number }): Value[] {
     const a = args.map((v) => (typeof v === "number" || typeof v === "boolean" ? Number(v) : v instanceof Float ? num(v) + 0.5 : Number.NaN));
     const [start, stop, step] = a.length === 1 ? [0, a[0]!, 1] : [a[0]!, a[1]!, a[2] ?? 1];
     if (a.length < 1 || a.length > 3 || ![start, stop, step].every(Number.isInteger) || step === 0) throw new ChatTemplateError(`${this.where}: range() needs 1 to 3 integer arguments and a non-zero step`);
@@ -150,6 +150,6 @@ export class ChatTemplate {
     if (ranged.elements > this.limits.maxRangeTotal) {
       throw new ChatTemplateError(`${this.where}: range() calls produced ${ranged.elements} elements in one render, more than the ${this.limits.maxRangeTotal} allowed (a loop nested in a loop?)`);
     }
-    return Array.from({ length: n }, (_, i) => start + i * step);
+    return pyRange(start, stop, step);
   }
 }

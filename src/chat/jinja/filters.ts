@@ -1,7 +1,7 @@
 import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
-  toFixed, toJson, truthy, tuple, typeName, type Value,
+  rangeOf, toFixed, toJson, truthy, tuple, typeName, type Value,
 } from "./values.js";
 
 /*
@@ -217,7 +217,7 @@ const FILTERS: Record<string, Filter> = {
     if (isStr(v)) return [...strOf(v)].reverse().join("");
     const reversed = iterate(v).slice().reverse();
     if (v instanceof Generator || v instanceof Undefined) return reversed;
-    const type = isTuple(v) ? "reversed" : Array.isArray(v) ? "list_reverseiterator" : isDict(v) ? "dict_reversekeyiterator"
+    const type = isTuple(v) ? "reversed" : rangeOf(v) ? "range_iterator" : Array.isArray(v) ? "list_reverseiterator" : isDict(v) ? "dict_reversekeyiterator"
       : v instanceof DictView ? `dict_reverse${v.type.slice(5, -1)}iterator` : "reversed";
     return new Generator(reversed, "", type);
   },

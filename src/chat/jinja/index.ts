@@ -5,4 +5,4 @@
 export { Interpreter, RenderLimitError, jinjaGlobals } from "./interpreter.js";
 export { TemplateSyntaxError, tokenize, type Token } from "./lexer.js";
 export { parse, type Stmt } from "./parser.js";
-export { Callable, Float, TemplateRuntimeError, fromJS, num, str, type Value } from "./values.js";
+export { Callable, Float, TemplateRuntimeError, fromJS, num, pyRange, str, type Value } from "./values.js";

@@ -3,7 +3,7 @@ import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./m
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
   Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
-  isTuple, iterate, keyOf, num, str, strOf, truthy, tuple, typeName, type Key, type Value,
+  isTuple, iterate, keyOf, num, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
 } from "./values.js";
 
 /*
@@ -440,17 +440,17 @@ export class Interpreter implements FilterContext {
           this.check(strOf(joined).length);
           return joined;
         }
-        if (Array.isArray(a) && Array.isArray(b) && isTuple(a) === isTuple(b)) {
+        if (Array.isArray(a) && Array.isArray(b) && typeName(a) === typeName(b) && !rangeOf(a)) {
           this.checkItems(a.length + b.length);
           return isTuple(a) ? tuple([...a, ...b]) : [...a, ...b];
         }
         if (isStr(a)) fail(`can only concatenate str (not "${typeName(b)}") to str`);
-        if (Array.isArray(a)) fail(`can only concatenate ${typeName(a)} (not "${typeName(b)}") to ${typeName(a)}`);
+        if (Array.isArray(a) && !rangeOf(a)) fail(`can only concatenate ${typeName(a)} (not "${typeName(b)}") to ${typeName(a)}`);
         break;
       }
       case "*": {
         const [seq, n] = isNumber(a) ? [b, a] : [a, b];
-        if ((isStr(seq) || Array.isArray(seq)) && isNumber(n)) {
+        if ((isStr(seq) || (Array.isArray(seq) && !rangeOf(seq))) && isNumber(n)) {
           if (n instanceof Float) fail(`can't multiply sequence by non-int of type 'float'`);
           const times = Math.max(0, num(n));
           if (isStr(seq)) {
@@ -536,6 +536,9 @@ export class Interpreter implements FilterContext {
     const norm = (i: number | undefined, fallback: number, lo: number, hi: number) => (i === undefined ? fallback : i < 0 ? Math.max(lo, n + i) : Math.min(i, hi));
     const start = step > 0 ? norm(bound(node.start), 0, 0, n) : norm(bound(node.start), n - 1, -1, n - 1);
     const stop = step > 0 ? norm(bound(node.stop), n, 0, n) : norm(bound(node.stop), -1, -1, n - 1);
+    // a range's slice is a range (Python computes it from the indices, as here)
+    const range = rangeOf(obj);
+    if (range) return pyRange(range[0] + start * range[2], range[0] + stop * range[2], range[2] * step);
     const out: Value[] = [];
     for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(items[i]!);
     if (isStr(obj)) return obj instanceof Markup ? new Markup(out.join("")) : out.join("");

@@ -256,7 +256,7 @@ export function listMethod(items: Value[], name: string): Callable | undefined {
   switch (name) {
     case "index": return m(([x = null]) => {
       const i = items.findIndex((e) => equalsLoose(e, x));
-      return i < 0 ? fail(`${repr(x)} is not in ${isTuple(items) ? "tuple" : "list"}`) : i;
+      return i < 0 ? fail(`${repr(x)} is not in ${typeName(items)}`) : i;
     });
     case "count": return m(([x = null]) => items.filter((e) => equalsLoose(e, x)).length);
     case "copy": return isList(items) ? m(() => items.slice()) : undefined;

@@ -60,7 +60,23 @@ export type Value = Undefined | null | boolean | number | Float | string | Marku
 const TUPLES = new WeakSet<Value[]>();
 export const tuple = (items: Value[]): Value[] => { TUPLES.add(items); return items; };
 export const isTuple = (v: Value): v is Value[] => Array.isArray(v) && TUPLES.has(v);
-export const isList = (v: Value): v is Value[] => Array.isArray(v) && !TUPLES.has(v);
+export const isList = (v: Value): v is Value[] => Array.isArray(v) && !TUPLES.has(v) && !RANGES.has(v);
+
+/**
+ * the arrays that are range() objects, with their start, stop and step: iterable again and again,
+ * sized and indexable like a list, but written as Python writes them (`range(0, 3)`), equal only to
+ * a range, and neither added, multiplied, ordered nor JSON-serialized
+ */
+const RANGES = new WeakMap<Value[], readonly [number, number, number]>();
+/** Python's range(start, stop, step) (step not 0) */
+export function pyRange(start: number, stop: number, step: number): Value[] {
+  const n = Math.max(0, Math.ceil((stop - start) / step));
+  const items = Array.from({ length: n }, (_, i) => start + i * step);
+  RANGES.set(items, [start, stop, step]);
+  return items;
+}
+/** a range's start, stop and step, or undefined for what is not a range */
+export const rangeOf = (v: Value): readonly [number, number, number] | undefined => (Array.isArray(v) ? RANGES.get(v) : undefined);
 export const isDict = (v: Value): v is Dict => v instanceof Map;
 export const isStr = (v: Value): v is string | Markup => typeof v === "string" || v instanceof Markup;
 export const isNumber = (v: Value): v is number | Float | boolean => typeof v === "number" || v instanceof Float || typeof v === "boolean";
@@ -77,7 +93,7 @@ export function typeName(v: Value): string {
   if (v instanceof Float) return "float";
   if (typeof v === "string") return "str";
   if (v instanceof Markup) return "Markup";
-  if (Array.isArray(v)) return isTuple(v) ? "tuple" : "list";
+  if (Array.isArray(v)) return isTuple(v) ? "tuple" : RANGES.has(v) ? "range" : "list";
   if (v instanceof Map) return "dict";
   if (v instanceof Generator || v instanceof DictView) return v.type;
   if (v instanceof Callable) return "function";
@@ -189,6 +205,8 @@ export function repr(v: Value): string {
   if (v === null) return "None";
   if (v instanceof Undefined) return "Undefined";
   if (Array.isArray(v)) {
+    const range = RANGES.get(v);
+    if (range) return `range(${range[0]}, ${range[1]}${range[2] === 1 ? "" : `, ${range[2]}`})`;
     const items = v.map(repr);
     if (!isTuple(v)) return `[${items.join(", ")}]`;
     return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
@@ -224,12 +242,12 @@ export function truthy(v: Value): boolean {
   return true;
 }
 
-/** Python's == (by value: lists item by item, dicts key by key; a list never equals a tuple; 1 == 1.0 == True) */
+/** Python's == (by value: lists item by item, dicts key by key; a list never equals a tuple or a range; 1 == 1.0 == True) */
 export function equals(a: Value, b: Value): boolean {
   if (isNumber(a) && isNumber(b)) return num(a) === num(b);
   if (isStr(a) && isStr(b)) return strOf(a) === strOf(b);
   if (Array.isArray(a) && Array.isArray(b)) {
-    return isTuple(a) === isTuple(b) && a.length === b.length && a.every((x, i) => equals(x, b[i]!));
+    return typeName(a) === typeName(b) && a.length === b.length && a.every((x, i) => equals(x, b[i]!));
   }
   if (a instanceof Map && b instanceof Map) {
     if (a.size !== b.size) return false;
@@ -269,7 +287,7 @@ export function compare(a: Value, b: Value, op = "<"): number {
     const x = strOf(a), y = strOf(b);
     return x === y ? 0 : codePointLess(x, y) ? -1 : 1;
   }
-  if (Array.isArray(a) && Array.isArray(b) && isTuple(a) === isTuple(b)) {
+  if (Array.isArray(a) && Array.isArray(b) && typeName(a) === typeName(b) && !RANGES.has(a)) {
     for (let i = 0; i < Math.min(a.length, b.length); i++) {
       if (!equals(a[i]!, b[i]!)) return compare(a[i]!, b[i]!, op);
     }
@@ -352,7 +370,7 @@ export function toJson(v: Value, options: JsonOptions = {}, depth = 0): string {
   if (typeof v === "number") return String(v);
   if (v instanceof Float) return Number.isNaN(v.v) ? "NaN" : !Number.isFinite(v.v) ? (v.v > 0 ? "Infinity" : "-Infinity") : reprFloat(v.v);
   if (isStr(v)) return quote(strOf(v));
-  if (Array.isArray(v)) return wrap("[", "]", v.map((x) => toJson(x, options, depth + 1)));
+  if (Array.isArray(v) && !RANGES.has(v)) return wrap("[", "]", v.map((x) => toJson(x, options, depth + 1)));
   if (v instanceof Map) {
     const jsonKey = (k: Key) => (typeof k === "string" ? k : k === null ? "null" : typeof k === "boolean" ? String(k) : String(k));
     let entries = [...v].map(([k, x]) => [jsonKey(k), x] as const);
