@@ -134,8 +134,8 @@ export class KVBlockPool {
     /** the backend whose memory holds the rows */
     readonly storage: KVStorage = hostMemory(),
     readonly blockSize: number = DEFAULT_BLOCK_SIZE,
-    /** the most bytes of K and V the pool may grow to, all layers together */
-    readonly maxBytes: number = MAX_BYTES,
+    /** the most bytes of K and V the pool may grow to, all layers together (limitBytes lowers it) */
+    private limit: number = MAX_BYTES,
     /** how K and V rows are stored (the backend must take them: Backend.kvCacheTypes) */
     readonly types: KVCacheTypes = F32_CACHE,
   ) {
@@ -154,7 +154,7 @@ export class KVBlockPool {
       this.keys.push(this.storage.allocActivations(0));
       this.values.push(this.storage.allocActivations(0));
     }
-    if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(maxBytes)} limit`);
+    if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(limit)} limit`);
     this.resize(initialBlocks);
   }
 
@@ -189,6 +189,21 @@ export class KVBlockPool {
   /** blocks `take` can hand out without growing: free ones and idle cached prefixes */
   get availableBlocks(): number {
     return this.free.length + this.idle.size;
+  }
+
+  /** the most bytes of K and V the pool may grow to */
+  get maxBytes(): number {
+    return this.limit;
+  }
+
+  /**
+   * Lowers the memory limit to `bytes`, or to what the pool holds now where that is more (it never
+   * shrinks): a pool made for one sequence that then serves many under a budget (an engine's
+   * draft-model pool, which doubling would otherwise grow up to 2x past the budget that admits
+   * its caches, and keep).
+   */
+  limitBytes(bytes: number): void {
+    this.limit = Math.max(Math.min(this.limit, bytes), this.byteLength);
   }
 
   /** the most blocks whose K and V fit in the pool's memory limit */

@@ -444,6 +444,8 @@ export class Engine {
     const pool = this.draftPools.get(draft);
     if (!pool) {
       const cache = draft.createCache(positions);
+      // admission keeps the draft rows in use within kvCacheBytes; the cap keeps the pool's growth there too (docs/engine.md)
+      cache.pool.limitBytes(this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
       this.draftPools.set(draft, cache.pool);
       return cache;
     }
