@@ -1,5 +1,5 @@
 import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, type ChatTemplateSource } from "./chat/index.js";
-import { availableMemoryBytes, checkMemoryPlan, Engine, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
@@ -245,6 +245,17 @@ export class Model {
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
   chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
     const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
+  /**
+   * Every token's hidden state after the final norm (tokens x embeddingLength per sequence), the
+   * vectors llama.cpp's embedding mode pools: each sequence runs from position 0 in a cache of
+   * its own, in one pass, queued behind the engine's passes (which share the activations).
+   */
+  async hiddenStates(sequences: readonly (readonly number[])[]): Promise<Float32Array[]> {
+    this.assertUsable();
+    const lm = this.languageModel;
+    return exclusive(lm, () => lm.hiddenStatesAsync(sequences.map((tokens) => ({ tokens, cache: lm.createCache(Math.max(1, tokens.length)) }))));
+  }
+
     return chatFormatterFor(this.tokenizer, this.metadata, override);
   }
 

@@ -74,5 +74,6 @@ export function queuedPasses(model: LanguageModel): LanguageModel {
     forwardAsync: (tokens, cache, options) => exclusive(model, () => model.forwardAsync(tokens, cache, options)),
     forwardBatchAsync: (seqs) => exclusive(model, () => model.forwardBatchAsync(seqs)),
     passBatch: (seqs) => model.passBatch(seqs),
+    hiddenStatesAsync: (seqs) => exclusive(model, () => model.hiddenStatesAsync(seqs)),
   };
 }

@@ -4,6 +4,9 @@ import { layoutBatch, outputRows, type BatchLayout, type SequenceInput } from ".
 import type { DeviceArray } from "../kernels/index.js";
 import { drainPass, readBack, runPass, Scratch, type ForwardOptions, type LanguageModel, type ModelInfo, type Pass } from "./model.js";
 
+/** what a pass returns for its output rows: vocabulary logits, or the hidden states the LM head reads (llama.cpp's t_embd, what its embeddings pool) */
+export type PassOutput = "logits" | "hidden";
+
 /**
  * What every decoder architecture shares around its layers: the KV cache it needs, the batch
  * layout, and the three ways to run a pass (forward, forwardBatch, the pausable passBatch). An
@@ -49,20 +52,30 @@ export abstract class DecoderModel implements LanguageModel {
     return this.split(seqs, yield* this.guarded(seqs, false));
   }
 
+  async hiddenStatesAsync(seqs: readonly SequenceInput[]): Promise<Float32Array[]> {
+    const d = this.info.embeddingLength;
+    const all = await runPass(this.guarded(seqs, true, "hidden"));
+    let row = 0;
+    return seqs.map((s) => all.subarray(row * d, (row += s.tokens.length) * d));
+  }
+
   /** validates the batch and gives its rows their cache positions (an architecture adds its own limits) */
   protected layout(seqs: readonly SequenceInput[]): BatchLayout {
     return layoutBatch(seqs, this.info.vocabSize);
   }
 
-  /** the layers over every row of the batch, yielding between stages; returns the logits of `rows`, back to back, in the backend's memory */
-  protected abstract pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray>;
+  /**
+   * the layers over every row of the batch, yielding between stages; returns the logits of `rows`
+   * (or, for "hidden", their hidden states after the final norm), back to back, in the backend's memory
+   */
+  protected abstract pass(layout: BatchLayout, rows: readonly number[], output: PassOutput): Generator<undefined, DeviceArray>;
 
-  private *guarded(seqs: readonly SequenceInput[], allLogits: boolean): Pass<Float32Array> {
+  private *guarded(seqs: readonly SequenceInput[], allLogits: boolean, output: PassOutput = "logits"): Pass<Float32Array> {
     if (this.passing) throw new Error("forward: another pass of this model is under way (paused mid-way by its caller); passes share the activation buffers, so run them one after another");
     this.passing = true;
     try {
       const layout = this.layout(seqs);
-      const logits = yield* this.pass(layout, outputRows(layout, allLogits));
+      const logits = yield* this.pass(layout, outputRows(layout, allLogits), output);
       return yield* readBack(this.backend, logits);
     } finally {
       this.passing = false;

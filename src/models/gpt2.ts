@@ -4,7 +4,7 @@ import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import type { BatchLayout, SequenceInput } from "./batch.js";
-import { DecoderModel } from "./decoder.js";
+import { DecoderModel, type PassOutput } from "./decoder.js";
 import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
 /**
@@ -94,7 +94,7 @@ export class Gpt2Model extends DecoderModel {
     return layout;
   }
 
-  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray> {
+  protected *pass(layout: BatchLayout, rows: readonly number[], output: PassOutput): Generator<undefined, DeviceArray> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, segments } = layout;
     const d = c.embeddingLength, ff = c.feedForwardLength;
@@ -138,6 +138,7 @@ export class Gpt2Model extends DecoderModel {
     be.gatherRows(picked, x, rows, d);
     const normed = be.view(xn, 0, rows.length * d);
     be.layerNorm(normed, picked, this.outNormW, this.outNormB, d, rows.length, c.normEps);
+    if (output === "hidden") return normed;
     const logits = s.get("logits", rows.length * c.vocabSize);
     be.matmul(logits, this.output, normed, rows.length);
     return logits;

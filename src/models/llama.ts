@@ -6,7 +6,7 @@ import type { Tensor } from "../tensor/index.js";
 import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import type { BatchLayout } from "./batch.js";
-import { DecoderModel } from "./decoder.js";
+import { DecoderModel, type PassOutput } from "./decoder.js";
 import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
 
 /**
@@ -126,7 +126,7 @@ export class LlamaModel extends DecoderModel {
     }
   }
 
-  protected *pass(layout: BatchLayout, rows: readonly number[]): Generator<undefined, DeviceArray> {
+  protected *pass(layout: BatchLayout, rows: readonly number[], output: PassOutput): Generator<undefined, DeviceArray> {
     const c = this.info, be = this.backend, s = this.scratch;
     const { n, positions, segments } = layout;
     const d = c.embeddingLength, qDim = c.headCount * c.headDim, kvDim = c.headCountKv * c.headDim, ff = c.feedForwardLength;
@@ -175,6 +175,7 @@ export class LlamaModel extends DecoderModel {
     be.gatherRows(picked, x, rows, d);
     const normed = be.view(xn, 0, rows.length * d);
     be.rmsNorm(normed, picked, this.outputNorm, d, rows.length, c.normEps);
+    if (output === "hidden") return normed;
     const logits = s.get("logits", rows.length * c.vocabSize);
     be.matmul(logits, this.output, normed, rows.length);
     return logits;

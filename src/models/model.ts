@@ -53,6 +53,12 @@ export interface LanguageModel {
    * is paused the model's other passes refuse to start: they would overwrite its activations.
    */
   passBatch(seqs: readonly SequenceInput[]): Pass<(Float32Array | undefined)[]>;
+  /**
+   * Every token's hidden state after the final norm (tokens x embeddingLength per sequence), the
+   * vectors the LM head would read: what llama.cpp's embedding mode pools. Runs without pausing
+   * on a backend that reads synchronously.
+   */
+  hiddenStatesAsync(seqs: readonly SequenceInput[]): Promise<Float32Array[]>;
 }
 
 /**

@@ -1,4 +1,6 @@
 import type { Pooling } from "../formats/index.js";
+import type { Model } from "../llm.js";
+import type { ModelInfo } from "../models/index.js";
 import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe } from "./inputs.js";
@@ -101,40 +103,139 @@ function modelInputOf(runner: EncoderRunner, ids: readonly number[], maxLength: 
  */
 export async function embedWith(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: EmbedOptions = {}): Promise<Float32Array[]> {
   const st = runner.opened.sentenceTransformers;
-  const pooling = options.pooling ?? st?.pooling ?? "mean";
-  if (!POOLINGS.includes(pooling)) throw new RangeError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`);
-  const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
   const d = runner.model.info.hiddenSize;
+  const { pooling, dims } = checkedOptions(inputs, options, st?.pooling ?? "mean", d);
+  const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
+  const maxLength = embeddingMaxTokens(runner);
+  const tokens = embeddingTokens(runner, inputs).map((ids) => modelInputOf(runner, ids, maxLength));
+  return (await runner.run(tokens)).hidden.map((h) => pooled(h, d, pooling, dims, normalize));
+}
+
+/** the pooling and kept dimensions `options` ask for, checked (with the inputs' list) */
+function checkedOptions(inputs: readonly EmbeddingInput[], options: EmbedOptions, defaultPooling: Pooling, d: number): { pooling: Pooling; dims: number } {
+  const pooling = options.pooling ?? defaultPooling;
+  if (!POOLINGS.includes(pooling)) throw new RangeError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`);
   const dims = options.dimensions ?? d;
   if (!Number.isInteger(dims) || dims < 1 || dims > d) throw new RangeError(`dimensions: expected an integer in 1..${d} (this model's embeddings have ${d}), got ${describe(options.dimensions)}`);
   if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
-  const maxLength = embeddingMaxTokens(runner);
-  const tokens = embeddingTokens(runner, inputs).map((ids) => modelInputOf(runner, ids, maxLength));
-  return (await runner.run(tokens)).hidden.map((h) => {
-    const n = h.length / d, v = new Float64Array(d);
-    if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;
-    else if (pooling === "lasttoken") for (let j = 0; j < d; j++) v[j] = h[(n - 1) * d + j]!;
-    else if (pooling === "max") {
-      v.fill(-Infinity);
-      for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = Math.max(v[j]!, h[t * d + j]!);
-    } else {
-      for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + h[t * d + j]!;
-      const div = pooling === "mean" ? n : Math.sqrt(n);
-      for (let j = 0; j < d; j++) v[j] = v[j]! / div;
-    }
-    const out = v.subarray(0, dims);
-    if (normalize) {
-      // torch.nn.functional.normalize: x / max(||x||, 1e-12)
-      let s = 0;
-      for (let j = 0; j < dims; j++) s += out[j]! * out[j]!;
-      const norm = Math.max(Math.sqrt(s), 1e-12);
-      for (let j = 0; j < dims; j++) out[j] = out[j]! / norm;
-    }
-    return Float32Array.from(out);
-  });
+  return { pooling, dims };
+}
+
+/**
+ * One vector from a sequence's token vectors (`h`: tokens x d): pooled, cut to `dims`, then
+ * L2-normalized when asked (torch.nn.functional.normalize, as sentence-transformers' Normalize;
+ * llama.cpp's embd_normalize 2 is the same division).
+ */
+function pooled(h: Float32Array, d: number, pooling: Pooling, dims: number, normalize: boolean): Float32Array {
+  const n = h.length / d, v = new Float64Array(d);
+  if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;
+  else if (pooling === "lasttoken") for (let j = 0; j < d; j++) v[j] = h[(n - 1) * d + j]!;
+  else if (pooling === "max") {
+    v.fill(-Infinity);
+    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = Math.max(v[j]!, h[t * d + j]!);
+  } else {
+    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + h[t * d + j]!;
+    const div = pooling === "mean" ? n : Math.sqrt(n);
+    for (let j = 0; j < d; j++) v[j] = v[j]! / div;
+  }
+  const out = v.subarray(0, dims);
+  if (normalize) {
+    // torch.nn.functional.normalize: x / max(||x||, 1e-12)
+    let s = 0;
+    for (let j = 0; j < dims; j++) s += out[j]! * out[j]!;
+    const norm = Math.max(Math.sqrt(s), 1e-12);
+    for (let j = 0; j < dims; j++) out[j] = out[j]! / norm;
+  }
+  return Float32Array.from(out);
 }
 
 /** tokens one input keeps: max_seq_length, or the model's and tokenizer's maximum */
 export function embeddingMaxTokens(runner: EncoderRunner): number {
   return Math.min(runner.maxLength, runner.opened.sentenceTransformers?.maxSeqLength ?? Infinity);
+}
+
+/** llama.cpp's LLAMA_POOLING_TYPE_* (the GGUF key `<arch>.pooling_type`) as sentence-transformers' pooling names; 0 (none) is undefined */
+const GGUF_POOLINGS: Readonly<Record<number, Pooling | undefined>> = { 1: "mean", 2: "cls", 3: "lasttoken" };
+
+/** rows of one embedding pass of a decoder at most: a batch is cut into passes of about this many tokens (the scratch grows with the rows) */
+const DECODER_PASS_TOKENS = 512;
+
+/**
+ * A generative (decoder) model used for embeddings, as llama.cpp's embedding mode: the hidden
+ * states after the final norm, pooled, then L2-normalized unless `normalize: false`.
+ */
+export interface DecoderEmbeddingModel {
+  readonly path: string;
+  readonly tokenizer: Tokenizer;
+  readonly info: ModelInfo;
+  /** the loaded model the vectors come from */
+  readonly model: Model;
+  readonly dimensions: number;
+  /** tokens one input keeps (the model's context size); longer inputs are truncated */
+  readonly maxTokens: number;
+  /** the pooling used when a call names none: the GGUF's `<arch>.pooling_type`, else "lasttoken" */
+  readonly pooling: Pooling;
+  countTokens(inputs: readonly EmbeddingInput[]): number[];
+  /** each input's tokens as the model takes them (BOS / EOS as the tokenizer adds them), before truncation */
+  tokenize(inputs: readonly EmbeddingInput[]): number[][];
+  /** one vector per input; normalized unless `normalize: false` (llama.cpp's embd_normalize 2, its tools' default) */
+  embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** frees the model */
+  dispose(): void;
+}
+
+/**
+ * Embeddings from a loaded decoder (Llama, Qwen, GPT-2 ...) as llama.cpp computes them
+ * (llama-embedding, llama-server --embeddings, node-llama-cpp's getEmbeddingFor): a text gets the
+ * tokenizer's special tokens (BOS, and EOS where the GGUF's add_eos_token says so), each input
+ * runs alone from position 0 with causal attention, and the hidden states after the final norm
+ * are pooled: by `pooling`, else the GGUF's `<arch>.pooling_type` (mean, cls, last), else the last
+ * token (what llama.cpp returns for a model whose pooling is "none": Qwen3-Embedding-style
+ * last-token pooling). Vectors are L2-normalized unless `normalize: false` (node-llama-cpp's raw
+ * vectors).
+ */
+export function embeddingsOf(model: Model): DecoderEmbeddingModel {
+  const code = model.metadata.number(`${model.info.architecture}.pooling_type`);
+  if (code === 4) throw new Error(`${model.path}: ${model.info.architecture}.pooling_type is 4 (rank): this is a reranker, which gives scores, not embeddings`);
+  const pooling = (code === undefined ? undefined : GGUF_POOLINGS[code]) ?? "lasttoken";
+  const t = model.tokenizer, vocabSize = model.info.vocabSize, d = model.info.embeddingLength;
+  const maxTokens = Math.min(model.contextSize, model.info.maxPositions ?? Infinity);
+  const tokenize = (inputs: readonly EmbeddingInput[]): number[][] => {
+    if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
+    return inputs.map((input, i) => {
+      const where = inputs.length === 1 ? "the input" : `input ${i}`;
+      if (typeof input === "string") return t.encode(input, { addSpecialTokens: true });
+      if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
+      if (input.length === 0) throw new RangeError(`embed: ${where}: an empty list of token ids`);
+      const bad = tokenIdsProblem(input, t, vocabSize);
+      if (bad) throw new RangeError(`embed: ${where}: token ${bad.at} ${bad.problem}`);
+      // as node-llama-cpp's getEmbeddingFor: BOS / EOS added where the tokenizer adds them and the ids lack them
+      const bos = t.addBos && t.bosId !== undefined && input[0] !== t.bosId ? [t.bosId] : [];
+      const eos = t.addEos && t.eosId !== undefined && input[input.length - 1] !== t.eosId ? [t.eosId] : [];
+      return [...bos, ...input, ...eos];
+    });
+  };
+  // a long input keeps its first tokens, and its EOS where it ends with one (last-token pooling reads it)
+  const cut = (ids: number[]): number[] => (ids.length <= maxTokens ? ids : t.addEos && ids[ids.length - 1] === t.eosId ? [...ids.slice(0, maxTokens - 1), ids[ids.length - 1]!] : ids.slice(0, maxTokens));
+  return {
+    path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling,
+    countTokens: (inputs) => tokenize(inputs).map((ids) => Math.min(ids.length, maxTokens)),
+    tokenize,
+    embed: async (inputs, options = {}) => {
+      const { pooling: p, dims } = checkedOptions(inputs, options, pooling, d);
+      const normalize = options.normalize ?? true;
+      const sequences = tokenize(inputs).map(cut);
+      for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
+      const out: Float32Array[] = [];
+      for (let i = 0; i < sequences.length;) {
+        // a pass of inputs up to DECODER_PASS_TOKENS rows (at least one input); each input's rows are its own, so a batch equals one by one
+        let j = i + 1, rows = sequences[i]!.length;
+        while (j < sequences.length && rows + sequences[j]!.length <= DECODER_PASS_TOKENS) rows += sequences[j++]!.length;
+        for (const h of await model.hiddenStates(sequences.slice(i, j))) out.push(pooled(h, d, p, dims, normalize));
+        i = j;
+      }
+      return out;
+    },
+    dispose: () => model.dispose(),
+  };
 }

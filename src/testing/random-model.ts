@@ -44,6 +44,8 @@ export interface RandomModelSpec {
    * Hugging Face checkpoints have), fewer a tokenizer with ids that have no row (llama.cpp refuses both)
    */
   readonly vocabSize?: number;
+  /** more GGUF keys, written after the model's own (an embedding model's `<arch>.pooling_type`) */
+  readonly extraMetadata?: readonly [string, GGUFWriteEntry][];
 }
 
 export interface RandomTensorPlan {
@@ -233,5 +235,5 @@ export async function writeRandomModel(path: string, spec: RandomModelSpec): Pro
   const vocabSize = spec.vocabSize ?? tokens;
   const plan = planRandomModel(spec, vocabSize);
   const tensors: GGUFTensorSpec[] = plan.map((t) => ({ name: t.name, type: t.type, dims: t.dims, data: () => tensorBytes(t, spec) }));
-  await writeGGUF(path, { metadata: [...randomModelMetadata(spec, vocabSize), ...entries], tensors });
+  await writeGGUF(path, { metadata: [...randomModelMetadata(spec, vocabSize), ...entries, ...(spec.extraMetadata ?? [])], tensors });
 }
