@@ -28,7 +28,7 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import OpenAI from "openai";
-import { BENCH_MODELS } from "../src/bench/index.js";
+import { BENCH_MODELS, spawnTsllmServe, type ServeChild } from "../src/bench/index.js";
 import { optionalNumber, optionalString, UsageError, type ParsedValues } from "../src/cli/args.js";
 import { ensureRandomModel } from "../src/testing/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
@@ -275,22 +275,10 @@ function rssOf(child: ChildProcess): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-async function startServer(s: Settings, dir: string): Promise<{ child: ChildProcess; url: string; stderr: () => string; exited: Promise<number | null> }> {
+function startServer(s: Settings, dir: string): Promise<ServeChild> {
   writeFileSync(join(dir, "template.jinja"), TEMPLATE);
-  const args = ["--import", "tsx", resolve(ROOT, "src/cli/main.ts"), "serve", "--model", s.model, "--port", "0", "--threads", "1", "--parallel", String(s.parallel),
-    "--max-queue", String(s.maxQueue), "--ctx-size", "512", "--chat-template", join(dir, "template.jinja"), "--grace-ms", "20000"];
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
-  const url = await new Promise<string>((ok, fail) => {
-    child.stderr!.on("data", (d: Buffer) => {
-      stderr += d.toString();
-      const m = /listening on (\S+)/.exec(stderr);
-      if (m && stderr.includes("ready:")) ok(m[1]!);
-    });
-    void exited.then((code) => fail(new Error(`tsllm serve exited with ${code}: ${stderr}`)));
-  });
-  return { child, url, stderr: () => stderr, exited };
+  return spawnTsllmServe(["--model", s.model, "--port", "0", "--threads", "1", "--parallel", String(s.parallel),
+    "--max-queue", String(s.maxQueue), "--ctx-size", "512", "--chat-template", join(dir, "template.jinja"), "--grace-ms", "20000"]);
 }
 
 interface RoundReport {

@@ -4,7 +4,7 @@ export { formatParallelSummary, formatReport, formatServeReport, formatSummary, 
 export { BENCH_MODELS, type BenchModel } from "./models.js";
 export { runServeBenchmark, defaultRequests, type ServeBenchOptions } from "./serve.js";
 export { completionBody, runLoad, streamCompletion, summarizeLoad, type CompletionRequest, type LoadResult } from "./load.js";
-export { startLlamaServer, startTsllmServe, type ServerProcess, type ServerSettings } from "./servers.js";
+export { spawnTsllmServe, startLlamaServer, startTsllmServe, type ServeChild, type ServerProcess, type ServerSettings } from "./servers.js";
 export { defaultLlamaServerBuildDir, ensureLlamaServer, shippedLlamaCpp } from "./llama-server.js";
 export { partialTextTokens, randomPrompts, randomPromptTokens } from "./prompt.js";
 export { median, percentile } from "./stats.js";

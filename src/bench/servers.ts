@@ -41,6 +41,37 @@ export function startLlamaServer(binary: string, s: ServerSettings): Promise<Ser
   return startServer("llama-server", binary, ["-m", s.modelPath, "--host", "127.0.0.1", ...flags], `llama-server ${flags.join(" ")}`, s);
 }
 
+/** A `tsllm serve` child process that said on stderr where it listens. */
+export interface ServeChild {
+  readonly child: ChildProcess;
+  /** the address it listens on, e.g. http://127.0.0.1:41234 */
+  readonly url: string;
+  /** its stderr so far */
+  stderr(): string;
+  /** its exit code (null when a signal ended it) */
+  readonly exited: Promise<number | null>;
+}
+
+/**
+ * `tsllm serve ARGS` in a child process (pass `--port 0` for a free port): resolves once its
+ * stderr names the address it listens on and, unless `until` is "listening", says the model is
+ * ready; rejects with its stderr if it exits first. Its stdout is ignored.
+ */
+export function spawnTsllmServe(args: readonly string[], options: { until?: "listening" | "ready"; env?: NodeJS.ProcessEnv } = {}): Promise<ServeChild> {
+  const { command, args: script } = nodeScriptCommand("../cli/main");
+  const child = spawn(command, [...script, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"], ...(options.env ? { env: options.env } : {}) });
+  let stderr = "";
+  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  return new Promise((resolve, reject) => {
+    child.stderr!.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      const m = /listening on (\S+)/.exec(stderr);
+      if (m && (options.until === "listening" || stderr.includes("ready:"))) resolve({ child, url: m[1]!, stderr: () => stderr, exited });
+    });
+    void exited.then((code) => reject(new Error(`tsllm serve exited with ${code}: ${stderr}`)));
+  });
+}
+
 /** a port nothing listens on now (the OS's pick for port 0) */
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -1,8 +1,7 @@
 import { loadModel, type Model } from "../../src/index.js";
 import { startServer, type OpenAIServer, type ServeOptions } from "../../src/server/index.js";
-import { spawn, type ChildProcess } from "node:child_process";
-import { resolve } from "node:path";
-import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./shared.js";
+import { spawnTsllmServe, type ServeChild } from "../../src/bench/index.js";
+import { sharedFile, skipWithoutShared } from "./shared.js";
 
 export const STORIES = "models/stories260K.gguf";
 export const skipStories = skipWithoutShared(STORIES);
@@ -34,21 +33,8 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
   }
 }
 
-/** `tsllm serve` as a child process; resolves with its URL once the model is loaded */
-export async function spawnServe(args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string; exited: Promise<number | null> }> {
-  // stories260K unless the arguments name a model
+/** `tsllm serve` as a child process on a free port (stories260K unless the arguments name a model); resolves with its URL once the model is loaded, or with `until: "listening"` once it listens */
+export function spawnServe(args: string[], options: Parameters<typeof spawnTsllmServe>[1] = {}): Promise<ServeChild> {
   const model = args.includes("--model") ? [] : ["--model", sharedFile(STORIES)!];
-  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", ...model, "--port", "0", "--threads", "1", ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    child.stderr!.on("data", (d: Buffer) => {
-      stderr += d.toString();
-      const m = /listening on (\S+)/.exec(stderr);
-      if (m && stderr.includes("ready:")) resolveUrl(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`tsllm serve exited with ${code}: ${stderr}`)));
-  });
-  return { child, url, stderr: () => stderr, exited };
+  return spawnTsllmServe([...model, "--port", "0", "--threads", "1", ...args], options);
 }
-
