@@ -13,7 +13,9 @@ GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize, and
 With an embedding model (a sentence-transformers folder, or any BERT / RoBERTa / DistilBERT folder):
 POST /v1/embeddings (OpenAI's shape, encoding_format float or base64; token ids; dimensions;
 truncate) and llama-server's POST /embedding instead of completions.
-Concurrent requests are batched by the engine. SIGTERM / SIGINT drain the requests in flight, then exit 0.
+Concurrent requests are batched by the engine. SIGTERM / SIGINT / SIGHUP drain the requests in flight
+(those still queued are answered 503 with Retry-After at once), then exit 0; during loading they exit 0
+at once; a second one exits 1 at once.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
@@ -68,6 +70,9 @@ export async function runServe(argv: string[]): Promise<void> {
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
+  // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
+  // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
+  const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
     isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
   const server = await startServer(load, {
@@ -78,28 +83,49 @@ export async function runServe(argv: string[]): Promise<void> {
     readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
-  let model;
+  let loaded;
   try {
-    model = await load;
+    loaded = await Promise.race([load.then((model) => ({ model })), stopped.then((signal) => ({ signal }))]);
   } catch (e) {
     await server.close(0);
     throw e;
   }
+  if ("signal" in loaded) {
+    process.stderr.write(`tsllm serve: ${loaded.signal} while loading the model: stopped before serving\n`);
+    await server.close(0);
+    // the loading cannot be cancelled (a download, file reads, worker threads) and would keep
+    // the process alive: a requested stop exits 0, as it does after serving
+    process.exit(0);
+  }
+  const { model } = loaded;
   if ("embed" in model) process.stderr.write(`tsllm serve: ready: embeddings from ${model.info.hfArchitecture}, ${model.dimensions} dimensions, up to ${model.maxTokens} tokens an input\n`);
   else process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens (load ${model.loadMs.toFixed(0)} ms)\n`);
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) { process.stderr.write(`tsllm serve: ${signal} again: exiting now\n`); process.exit(1); }
-      stopping = true;
-      process.stderr.write(`tsllm serve: ${signal}: draining the requests in flight (up to ${graceMs} ms)\n`);
-      void server.close(graceMs).then(resolve);
-    };
-    process.on("SIGTERM", () => stop("SIGTERM"));
-    process.on("SIGINT", () => stop("SIGINT"));
-  });
+  const signal = await stopped;
+  process.stderr.write(`tsllm serve: ${signal}: draining the requests in flight (up to ${graceMs} ms)\n`);
+  await server.close(graceMs);
   model.dispose();
   process.stderr.write("tsllm serve: stopped\n");
+}
+
+/**
+ * Resolves with the name of the first stop signal: SIGTERM (process managers), SIGINT (Ctrl-C)
+ * or SIGHUP (the terminal closed; Node's default would kill the process with its requests). A
+ * second one exits 1 at once, for whoever will not wait for the drain.
+ */
+function stopSignals(): Promise<string> {
+  return new Promise((resolve) => {
+    let first: string | undefined;
+    for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+      process.on(signal, () => {
+        if (first !== undefined) {
+          process.stderr.write(`tsllm serve: ${signal} again: exiting now\n`);
+          process.exit(1);
+        }
+        first = signal;
+        resolve(signal);
+      });
+    }
+  });
 }
 
 /** --chat-template-kwargs: a JSON object of template variables */
