@@ -27,6 +27,8 @@ export interface GenerationRun {
   result(): Promise<GenerationResult>;
   /** with the promptLogprobs option: the prompt's logprobs once it is computed, before the first step (undefined without the option) */
   promptLogprobs(): Promise<PromptLogprobs | undefined>;
+  /** whether it still waits for room in the engine (nothing of it computed yet): a server shutting down refuses such a run at once instead of starting it */
+  queued(): boolean;
 }
 
 export interface LoadModelOptions {
@@ -210,6 +212,7 @@ export class Model {
       steps: () => orderedSteps(request),
       result: async () => this.resultOf(prompt, await request.outcome, t0),
       promptLogprobs: () => request.prompt,
+      queued: () => request.scheduledAt === 0 && !request.prefilled,
     };
   }
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { spawnServe, until } from "./helpers/serve.js";
+import { post, skipStories as skip, spawnServe, until } from "./helpers/serve.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-shutdown-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,3 +39,33 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
     }
   });
 }
+
+const completion = (url: string, body: object) => post(`${url}/v1/completions`, { temperature: 0, ...body });
+
+test("SIGTERM with one generation running and two queued: the queued are refused at once (503 with Retry-After, or a stream's error event), the running one finishes, exit 0", { skip }, async () => {
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
+  // (ignore_eos: it runs its whole max_tokens, long after the queued ones are answered)
+  const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true });
+  let runningDone = false;
+  void running.then(() => (runningDone = true));
+  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the first generation to run");
+  const queued = completion(s.url, { prompt: "Lily and Ben", max_tokens: 8 });
+  // a stream's 200 and headers go out at once (proxies see the answer begin): its refusal is the stream's error event
+  const queuedStream = fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "The cat sat", max_tokens: 8, stream: true }) }).then((res) => res.text());
+  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_waiting === 2, "two generations to wait for room");
+  s.child.kill("SIGTERM");
+  const q = await queued;
+  assert.equal(runningDone, false, "the queued request was answered only after the running one finished");
+  assert.equal(q.status, 503, JSON.stringify(q.json));
+  assert.equal(q.json.error.code, "shutting_down");
+  assert.equal(q.headers.get("retry-after"), "1");
+  assert.equal(q.headers.get("connection"), "close");
+  const events = await queuedStream;
+  assert.equal(runningDone, false, "the queued stream ended only after the running request finished");
+  assert.match(events, /^data: \{"error":\{[^\n]*"code":"shutting_down"/, events);
+  const r = await running;
+  assert.equal(r.status, 200, JSON.stringify(r.json));
+  assert.equal(r.json.choices[0].finish_reason, "length");
+  assert.equal(r.json.usage.completion_tokens, 480);
+  assert.equal(await s.exited, 0, s.stderr());
+});

@@ -46,13 +46,15 @@ export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body
   // a client that goes away cancels its generation (the engine drops it at the next step)
   const onClose = () => controller.abort();
   res.on("close", onClose);
-  const release = ctx.track(controller);
+  // (a prompt refused by submitAll leaves nothing queued to track)
+  let release: (() => void) | undefined;
   try {
     const runs = submitAll(ctx, job, controller);
+    release = ctx.track(controller, () => runs.every((r) => r.queued()));
     if (job.stream) await stream(ctx, job, runs, res, controller.signal);
     else await respond(ctx, job, runs, res, controller.signal);
   } finally {
-    release();
+    release?.();
     res.off("close", onClose);
   }
 }
@@ -216,10 +218,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
 
 async function results(ctx: ServeContext, runs: readonly GenerationRun[]): Promise<GenerationResult[]> {
   const out = await Promise.all(runs.map((r) => r.result()));
-  for (const r of out) {
-    const t = r.timings;
-    ctx.metrics.observe({ ttftMs: t.ttftMs, tpotMs: t.tpotMs, totalMs: t.totalMs, queueMs: t.queueMs, completionTokens: t.completionTokens });
-  }
+  for (const r of out) ctx.metrics.observe(r.timings);
   return out;
 }
 
@@ -390,6 +389,10 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         await sse.send(finish);
       }
     }
+    // a run cancelled while it still waited for room ends without an event: the stream says why
+    // it stopped instead of ending empty, with neither [DONE] nor an error
+    const cancelled = cancellation(signal);
+    if (cancelled && ended < total && !sse.gone) throw cancelled;
   } catch (e) {
     // the status line is sent: the failure goes in the stream, in OpenAI's error shape
     const err = failure(job, e);

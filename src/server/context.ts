@@ -23,8 +23,11 @@ export interface ServeContext {
   admit(widths: readonly number[]): void;
   /** throws a 400 naming the prompt parameter when `prompts` prompts of n choices each could never be taken, even by an idle server (checked before they are tokenized) */
   admissible(prompts: number, n: number, param: string): void;
-  /** registers an in-flight request (aborted when a shutdown's grace period ends); returns its release */
-  track(controller: AbortController): () => void;
+  /**
+   * registers an in-flight request: a shutdown aborts it at once while `queued()` (none of it
+   * started: it would only wait out the grace period), else when the grace period ends; returns its release
+   */
+  track(controller: AbortController, queued: () => boolean): () => void;
   /** an SSE writer on the response (with the server's CORS headers) */
   sse(res: ServerResponse): SseWriter;
   /** a 200 JSON answer, cut off if its client takes none of it for the server's write timeout */

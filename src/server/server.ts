@@ -54,6 +54,14 @@ const MODEL_ROUTE = `${MODEL_PREFIX}{model}`;
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * A shutdown's answer to a generation that had not started: a 503 with Retry-After, which the
+ * openai client and proxies retry, on a new connection (another replica, behind a load balancer).
+ */
+function refusedQueued(): ApiError {
+  return new ApiError(503, "the server is shutting down and the request had not started; retry it", "server_error", null, "shutting_down", { "Retry-After": "1", Connection: "close" });
+}
+
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
 
 /**
@@ -68,7 +76,8 @@ export class OpenAIServer {
   private loadError: Error | undefined;
   private readonly http: Server;
   private readonly metrics = new Metrics();
-  private readonly inFlight = new Set<AbortController>();
+  /** the generations in flight, each with whether it still waits for room in the engine */
+  private readonly inFlight = new Map<AbortController, () => boolean>();
   /** requests being handled, from their headers on (a body still arriving, a prompt being tokenized, a generation): a shutdown lets them finish */
   private handling = 0;
   private readonly routes = new Map<string, Map<string, Handler>>();
@@ -145,6 +154,9 @@ export class OpenAIServer {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
+    // generations still waiting for room are refused now: they would only wait out the grace
+    // period and be cut off, while their clients could retry them on another replica at once
+    for (const [c, queued] of this.inFlight) if (queued()) c.abort(refusedQueued());
     if (this.handling > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -154,7 +166,7 @@ export class OpenAIServer {
       clearTimeout(timer);
       // the reason is what the handlers answer: the client sees its request did not finish
       const cancelled = new ApiError(503, "the server shut down before the request finished; retry it", "server_error", null, "shutting_down", { Connection: "close" });
-      for (const c of this.inFlight) c.abort(cancelled);
+      for (const c of this.inFlight.keys()) c.abort(cancelled);
       // aborted requests leave at the engine's next step and end their responses
       const deadline = Date.now() + 5_000;
       while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
@@ -308,14 +320,16 @@ export class OpenAIServer {
         }
       },
       admit: (widths) => {
+        // a request arriving during a shutdown (its body was still coming) runs if it can start now; else it would wait for nothing
+        if (this.draining && model.engine.waitingForRoom(widths) > 0) throw refusedQueued();
         const max = this.options.maxQueue ?? 256;
         if (model.engine.waitingForRoom(widths) > max) {
           const waiting = model.engine.waitingForRoom();
           throw new ApiError(429, `the server is busy: ${waiting} requests are waiting for room (at most ${max} may wait); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
-      track: (controller) => {
-        this.inFlight.add(controller);
+      track: (controller, queued) => {
+        this.inFlight.set(controller, queued);
         return () => this.inFlight.delete(controller);
       },
       sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
