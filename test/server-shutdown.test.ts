@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { parsePrometheusText, sampleValue } from "../scripts/prometheus-text.js";
 import { post, skipStories as skip, spawnServe, until } from "./helpers/serve.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-shutdown-"));
@@ -68,4 +69,41 @@ test("SIGTERM with one generation running and two queued: the queued are refused
   assert.equal(r.json.choices[0].finish_reason, "length");
   assert.equal(r.json.usage.completion_tokens, 480);
   assert.equal(await s.exited, 0, s.stderr());
+});
+
+test("/metrics: llama-server's counters and the latency histograms agree with what the client sent and saw", { skip }, async () => {
+  const s = await spawnServe(["--parallel", "2", "--ctx-size", "256"]);
+  try {
+    // prompts as token ids (their count known to the client) whose first tokens differ (no prefix-cache hit);
+    // ignore_eos: each generates exactly max_tokens
+    const requests = [{ prompt: [1, 400, 401, 402, 403], max_tokens: 7 }, { prompt: [1, 300, 301], max_tokens: 12, stream: true }, { prompt: [1, 200, 201, 202, 203, 204, 205], max_tokens: 3 }];
+    let wallSeconds = 0;
+    for (const body of requests) {
+      const t0 = performance.now();
+      const r = await completion(s.url, { ...body, ignore_eos: true });
+      wallSeconds += (performance.now() - t0) / 1000;
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const m = parsePrometheusText(text);
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    assert.equal(sampleValue(m, "llamacpp:prompt_tokens_total"), sum(requests.map((r) => r.prompt.length)), text);
+    assert.equal(sampleValue(m, "llamacpp:tokens_predicted_total"), sum(requests.map((r) => r.max_tokens)));
+    const promptSeconds = sampleValue(m, "llamacpp:prompt_seconds_total"), decodeSeconds = sampleValue(m, "llamacpp:tokens_predicted_seconds_total");
+    assert.ok(promptSeconds > 0 && decodeSeconds > 0, text);
+    // one request at a time: the engine's time for them all is within the client's wall time
+    assert.ok(promptSeconds + decodeSeconds <= wallSeconds, `${promptSeconds} + ${decodeSeconds} s > ${wallSeconds} s`);
+    assert.ok(sampleValue(m, "llamacpp:n_decode_total") >= sum(requests.map((r) => r.max_tokens)), "one step or more per generated token");
+    assert.equal(sampleValue(m, "llamacpp:requests_processing"), 0);
+    assert.equal(sampleValue(m, "llamacpp:requests_deferred"), 0);
+    assert.ok(Math.abs(sampleValue(m, "llamacpp:predicted_tokens_seconds") - sum(requests.map((r) => r.max_tokens)) / decodeSeconds) < 1e-6);
+    for (const h of ["tsllm_time_to_first_token_seconds", "tsllm_e2e_request_latency_seconds", "tsllm_time_per_output_token_seconds", "tsllm_request_queue_time_seconds"]) {
+      assert.equal(sampleValue(m, `${h}_count`), requests.length, h);
+      assert.equal(sampleValue(m, `${h}_bucket`, { le: "+Inf" }), requests.length, h);
+      assert.ok(sampleValue(m, `${h}_sum`) <= wallSeconds, h);
+    }
+  } finally {
+    s.child.kill("SIGTERM");
+    await s.exited;
+  }
 });

@@ -29,11 +29,17 @@ class Histogram {
 const LATENCY = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PER_TOKEN = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1];
 
+/** what one ended generation did (its Timings) */
 export interface RequestMetrics {
   ttftMs: number;
   tpotMs: number;
   totalMs: number;
   queueMs: number;
+  /** from the first token to the last */
+  decodeMs: number;
+  promptTokens: number;
+  /** prompt tokens taken from the prefix cache (not computed) */
+  cachedPromptTokens: number;
   completionTokens: number;
 }
 
@@ -42,6 +48,10 @@ export class Metrics {
   private readonly requests = new Map<string, number>();
   private readonly streamErrors = new Map<string, number>();
   private generationTokens = 0;
+  /** llama-server's counters, over ended generations: prompt tokens computed (not from the cache) and the time from a request's start in the engine to its first token; generated tokens and the time from the first token to the last */
+  private computedPromptTokens = 0;
+  private promptSeconds = 0;
+  private decodeSeconds = 0;
   private readonly ttft = new Histogram("tsllm_time_to_first_token_seconds", "Time from the request's arrival to its first generated token.", LATENCY);
   private readonly tpot = new Histogram("tsllm_time_per_output_token_seconds", "Mean time per generated token after the first, per request.", PER_TOKEN);
   private readonly e2e = new Histogram("tsllm_e2e_request_latency_seconds", "Time from the request's arrival to its last token.", LATENCY);
@@ -62,6 +72,10 @@ export class Metrics {
   /** one ended generation (finished or cancelled: what it did before it was) */
   observe(m: RequestMetrics): void {
     this.generationTokens += m.completionTokens;
+    this.computedPromptTokens += m.promptTokens - m.cachedPromptTokens;
+    // (the time to the first token less the wait for room: llama-server's t_prompt_processing starts when a slot takes the prompt)
+    this.promptSeconds += Math.max(0, m.ttftMs - m.queueMs) / 1000;
+    this.decodeSeconds += m.decodeMs / 1000;
     if (m.completionTokens > 0) this.ttft.observe(m.ttftMs / 1000);
     if (m.completionTokens > 1) this.tpot.observe(m.tpotMs / 1000);
     this.e2e.observe(m.totalMs / 1000);
@@ -87,6 +101,16 @@ export class Metrics {
     metric("tsllm_kv_blocks_total", "gauge", "KV cache blocks the pool holds.", [["", Math.floor(engine.kvCapacityTokens / DEFAULT_BLOCK_SIZE)]]);
     metric("tsllm_kv_capacity_tokens", "gauge", "Tokens the KV cache holds.", [["", engine.kvCapacityTokens]]);
     metric("tsllm_draining", "gauge", "1 while the server is shutting down.", [["", extra.draining ? 1 : 0]]);
+    // llama-server's names and meanings (its --metrics), so dashboards and autoscalers made for it read tsllm too
+    metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed (ended requests; prefix-cache hits not counted).", [["", this.computedPromptTokens]]);
+    metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time (ended requests: from the engine taking the request to its first token).", [["", this.promptSeconds]]);
+    metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.generationTokens]]);
+    metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time (ended requests: from the first token to the last).", [["", this.decodeSeconds]]);
+    metric("llamacpp:n_decode_total", "counter", "Total number of engine steps (llama_decode() calls).", [["", engine.steps]]);
+    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", [["", this.promptSeconds > 0 ? this.computedPromptTokens / this.promptSeconds : 0]]);
+    metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", [["", this.decodeSeconds > 0 ? this.generationTokens / this.decodeSeconds : 0]]);
+    metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", [["", engine.running]]);
+    metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", [["", engine.waiting]]);
     for (const h of [this.ttft, this.tpot, this.e2e, this.queue]) out.push(h.render());
     return out.join("\n") + "\n";
   }
