@@ -653,3 +653,41 @@ test("the id a model writes with its call is the call's id, streamed or not (lla
   // no id written: a new one in OpenAI's form
   assert.match(idsOf("hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')[0]!, /^call_[0-9a-f]{24}$/);
 });
+
+test("Qwen3-Coder's required-call grammar admits what the parser reads: required parameters in any order, optional ones among them, string values holding '</' (llama.cpp's tests' calls)", () => {
+  // (tests/test-chat.cpp's edit_tool and tool_2req_5opt, their replies and the arguments llama.cpp reads from them)
+  const edit = { type: "function", function: { name: "edit", parameters: { type: "object", properties: { filename: { type: "string" }, oldString: { type: "string" }, newString: { type: "string" } }, required: ["filename", "oldString", "newString"] } } };
+  const opt = (t: string) => ({ type: t });
+  const five = {
+    type: "function", function: {
+      name: "tool_2req_5opt",
+      parameters: { type: "object", properties: { req1: opt("string"), req2: opt("integer"), opt1: opt("string"), opt2: opt("integer"), opt3: opt("string"), opt4: opt("integer"), opt5: opt("string") }, required: ["req1", "req2"] },
+    },
+  };
+  const tools = toolsOf({ tools: [edit, five, { type: "function", function: { name: "python", parameters: { type: "object", properties: { code: { type: "string" } }, required: ["code"] } } }], tool_choice: "required" })!;
+  const grammar = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, "qwen3-coder")));
+  const admits = (text: string) => {
+    let st = grammar.initial();
+    for (const ch of text) st = grammar.advance(st, ch.codePointAt(0)!);
+    return GrammarMatcher.complete(st);
+  };
+  const syntax = replySyntaxOf("<tool_call><function=<parameter=", tools, undefined, "deepseek")!;
+  const call = (name: string, params: [string, string][]) => `<tool_call>\n<function=${name}>\n${params.map(([p, v]) => `<parameter=${p}>\n${v}\n</parameter>\n`).join("")}</function>\n</tool_call>`;
+  const cases: [string, string][] = [
+    [call("edit", [["newString", "#include"], ["filename", "foo.c"], ["oldString", "#iclunde"]]), '{"newString": "#include", "filename": "foo.c", "oldString": "#iclunde"}'],
+    [call("tool_2req_5opt", [["req2", "42"], ["req1", "hello"], ["opt2", "200"]]), '{"req2": 42, "req1": "hello", "opt2": 200}'],
+    [call("tool_2req_5opt", [["req1", "test"], ["req2", "99"], ["opt3", "c"], ["opt1", "a"], ["opt5", "e"], ["opt4", "4"], ["opt2", "2"]]), '{"req1": "test", "req2": 99, "opt3": "c", "opt1": "a", "opt5": "e", "opt4": 4, "opt2": 2}'],
+    // an optional parameter before the required ones, and code holding "</" and "<"
+    [call("tool_2req_5opt", [["opt1", "a"], ["req2", "1"], ["opt4", "4"], ["req1", "x"]]), '{"opt1": "a", "req2": 1, "opt4": 4, "req1": "x"}'],
+    [call("python", [["code", 'if a < b:\n    print("</p></parameter")']]), `{"code": ${JSON.stringify('if a < b:\n    print("</p></parameter")')}}`],
+  ];
+  for (const [text, args] of cases) {
+    assert.ok(admits(text), `the grammar refuses ${JSON.stringify(text)}`);
+    const read = readReply(text, syntax);
+    assert.deepEqual(read.calls.map((c) => [c.name, c.arguments]), [[/<function=(\w+)>/.exec(text)![1], args]], text);
+  }
+  // still refused: a required parameter missing, one named twice in its place, a string value holding its closing tag
+  assert.ok(!admits(call("edit", [["newString", "a"], ["filename", "b"]])));
+  assert.ok(!admits(call("tool_2req_5opt", [["req1", "a"], ["req1", "b"]])));
+  assert.ok(!admits(call("python", [["code", "x</parameter>y"]])));
+});

@@ -362,7 +362,8 @@ function functionTag(out: Reply, at: number, calls: Calls): Found {
 const PYTHON_TAG = "<|python_tag|>";
 
 const PARAMETER_TAG = "<parameter=";
-const PARAMETER_END = "</parameter>";
+/** what ends a Qwen3-Coder parameter's value (the grammar of its calls keeps it out of string values) */
+export const PARAMETER_END = "</parameter>";
 
 /**
  * Qwen3-Coder's XML call at s[at] (`<function=NAME>`): `<parameter=P>\nVALUE\n</parameter>`

@@ -2,7 +2,7 @@ import { strftime, type ChatMessage } from "../chat/index.js";
 import { gbnfAlternatives, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
-import { callIdOf, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -212,23 +212,60 @@ function isStringSchema(schema: JsonSchema, root: JsonSchema, depth = 0): boolea
   return false;
 }
 
+/** required parameters up to this many may come in any order (2^n rules); past it, in the schema's order (llama.cpp's COMMON_CHAT_MAX_PERMUTE) */
+const MAX_PERMUTED = 6;
+
 /**
- * Qwen3-Coder's XML call of `f`: its required parameters in order, then any of its optional ones;
- * a string's value is text without "</" (an approximation of llama.cpp's "until </parameter>"),
- * any other value JSON under its schema
+ * Qwen3-Coder's XML call of `f`, admitting what the parser reads: its required parameters in any
+ * order (the model does not always keep the schema's, llama.cpp's grammar permutes them too), its
+ * optional ones anywhere among them; a string's value raw text up to its `</parameter>` (code
+ * holds "</" and "<"), any other value JSON under its schema.
  */
 function xmlCallGbnf(f: ToolFunction): string {
-  const rules: string[] = [];
+  const rules: string[] = [excludingGbnf("xml-text", PARAMETER_END)];
   const params = parametersOf(f).map(([name, schema, required], k) => {
-    const value = isStringSchema(schema, f.parameters) ? `xml-text-${k}` : `xml-json-${k}`;
-    if (value.startsWith("xml-text")) rules.push(`${value} ::= ([^<] | "<" [^/])*\n`);
-    else rules.push(gbnfAlternatives([schemaGbnf(schema)]).replace(/^root ::= g0-root\n/, "").replaceAll("g0-", `p${k}-`) + `${value} ::= p${k}-root\n`);
-    return { rule: `${lit(`<parameter=${name}>\n`)} ${value} ${lit("\n</parameter>\n")}`, required };
+    let value = "xml-text";
+    if (!isStringSchema(schema, f.parameters)) {
+      value = `xml-json-${k}`;
+      rules.push(gbnfAlternatives([schemaGbnf(schema)]).replace(/^root ::= g0-root\n/, "").replaceAll("g0-", `p${k}-`) + `${value} ::= p${k}-root\n`);
+    }
+    rules.push(`xml-param-${k} ::= ${lit(`<parameter=${name}>\n`)} ${value} ${lit(`\n${PARAMETER_END}\n`)}\n`);
+    return { rule: `xml-param-${k}`, required };
   });
   const required = params.filter((p) => p.required).map((p) => p.rule);
   const optional = params.filter((p) => !p.required).map((p) => p.rule);
-  const body = [...required, ...(optional.length > 0 ? [`(${optional.join(" | ")})*`] : [])].join(" ");
+  const opt = optional.length > 0 ? `(${optional.join(" | ")})*` : "";
+  let body: string;
+  if (required.length <= MAX_PERMUTED) {
+    // xml-args-M: the parameters still to come are the required ones in the bits of M
+    for (let m = (1 << required.length) - 1; m >= 0; m--) {
+      const next = required.map((r, i) => (m & (1 << i) ? `${r} xml-args-${m & ~(1 << i)}` : "")).filter((x) => x);
+      const parts = [opt, next.length > 0 ? `(${next.join(" | ")})` : ""].filter((x) => x);
+      rules.push(`xml-args-${m} ::= ${parts.length > 0 ? parts.join(" ") : '""'}\n`);
+    }
+    body = `xml-args-${(1 << required.length) - 1}`;
+  } else body = [opt, ...required.flatMap((r) => [r, opt])].join(" ");
   return `${rules.join("")}root ::= ${lit(`<function=${f.name}>\n`)} ${body} ${lit("</function>")}\n`;
+}
+
+/**
+ * GBNF rule `name`: any text that does not hold `word` (its states: how much of `word` the text
+ * ends with; the character that would complete it has no way on)
+ */
+function excludingGbnf(name: string, word: string): string {
+  const chars = [...new Set(word)];
+  /** how much of `word` the text ends with after `matched` characters of it and then c */
+  const step = (matched: number, c: string): number => {
+    const t = word.slice(0, matched) + c;
+    for (let k = Math.min(t.length, word.length); k > 0; k--) if (t.endsWith(word.slice(0, k))) return k;
+    return 0;
+  };
+  const klass = `[^${chars.map((c) => (c === "]" || c === "\\" || c === "^" || c === "-" ? `\\${c}` : c)).join("")}]`;
+  const rules = [...Array(word.length).keys()].map((k) => {
+    const ways = chars.map((c) => [c, step(k, c)] as const).filter(([, n]) => n < word.length).map(([c, n]) => `${lit(c)} ${name}-${n}`);
+    return `${name}-${k} ::= (${[...ways, `${klass} ${name}-0`].join(" | ")})?\n`;
+  });
+  return `${name} ::= ${name}-0\n${rules.join("")}`;
 }
 
 /**
