@@ -342,6 +342,10 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "generic", text: '{"tool_call": {"name": "get_time", "arguments": {"zone": "CET"}}}', want: { content: "", calls: [["get_time", { zone: "CET" }]] } },
   { format: "generic", text: '{"response": "Hello \\"you\\"\\n"}', want: { content: 'Hello "you"\n', calls: [] } },
   { format: "generic", text: "plain text", want: { content: "plain text", calls: [] } },
+  // characters outside the BMP (surrogate pairs in JavaScript's strings) in every part of a reply
+  { format: "qwen3-coder", text: "<think>\n😀 first\n</think>\n\n😀 text\n<tool_call>\n<function=python>\n<parameter=code>\nprint('😀😀')\n</parameter>\n</function>\n</tool_call>", thinking: THINK, want: { reasoning: "😀 first", content: "😀 text", calls: [["python", { code: "print('😀😀')" }]] } },
+  { format: "functionary-v3.1", text: '<|python_tag|>print("😀")', want: { content: "", calls: [["python", { code: 'print("😀")' }]] } },
+  { format: "hermes", text: '😀<tool_call>\n{"name": "get_time", "arguments": "{\\"zone\\": \\"😀\\ud83d\\ude00\\"}"}\n</tool_call>', want: { content: "😀", calls: [["get_time", { zone: "😀😀" }]] } },
 ];
 
 test("each family's replies read as the format says, streamed or not", () => {
@@ -690,4 +694,18 @@ test("Qwen3-Coder's required-call grammar admits what the parser reads: required
   assert.ok(!admits(call("edit", [["newString", "a"], ["filename", "b"]])));
   assert.ok(!admits(call("tool_2req_5opt", [["req1", "a"], ["req1", "b"]])));
   assert.ok(!admits(call("python", [["code", "x</parameter>y"]])));
+});
+
+test("a stream's pieces are well-formed text: a surrogate pair cut between two pieces waits for its second half (a lone surrogate is refused by JSON clients outside JavaScript)", () => {
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+  for (const r of REPLIES.filter((x) => /[\uD800-\uDFFF]/.test(x.text))) {
+    for (let end = 0; end <= r.text.length; end++) {
+      const text = r.text.slice(0, end);
+      // (a reply cut inside a pair ends in half of it: only what the end of the reply sends may)
+      for (const d of streamed(text, syntaxFor(r.format, r.thinking), [...Array(text.length).keys()].slice(1)).slice(0, -1)) {
+        const piece = "content" in d ? d.content : "reasoning_content" in d ? d.reasoning_content : d.call.function.arguments;
+        assert.ok(!lone.test(piece), `${r.format} ${JSON.stringify(text)}: ${JSON.stringify(d)}`);
+      }
+    }
+  }
 });

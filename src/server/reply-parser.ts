@@ -129,9 +129,13 @@ class Reply {
   }
 }
 
-/** where the text from `from` on ends but for a tail that is the beginning of a marker (the text's length when none is) */
+/**
+ * Where the text from `from` on ends but for a tail that is the beginning of a marker (the text's
+ * length when none is), or a high surrogate whose pair is still to come: a piece sent alone would
+ * be a lone surrogate, which JSON clients outside JavaScript refuse.
+ */
 function heldBack(s: string, from: number, markers: readonly string[]): number {
-  let held = s.length;
+  let held = s.length > from && isHighSurrogate(s.charCodeAt(s.length - 1)) ? s.length - 1 : s.length;
   for (const m of markers) {
     for (let k = Math.min(m.length - 1, s.length - from); k > 0; k--) {
       if (s.endsWith(m.slice(0, k))) { held = Math.min(held, s.length - k); break; }
@@ -139,6 +143,8 @@ function heldBack(s: string, from: number, markers: readonly string[]): number {
   }
   return held;
 }
+
+const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
 
 /** the earliest of the markers in s from `from` on */
 function findMarker(s: string, from: number, markers: readonly string[]): { at: number; marker: string } | undefined {
@@ -340,7 +346,7 @@ function valueArguments(out: Reply, call: { arguments: string }, i: number): num
 /** code after a python marker, as the python tool's {"code": ...} (to the end of the reply) */
 function rawPython(out: Reply, i: number): Found {
   const call = out.startCall("python");
-  const code = JSON.stringify(out.s.slice(i));
+  const code = JSON.stringify(out.s.slice(i, out.partial ? heldBack(out.s, i, []) : out.s.length));
   // a partial reply's code may go on: the string stays open
   call.arguments = out.partial ? `{"code": ${code.slice(0, -1)}` : `{"code": ${code}}`;
   if (out.partial) out.stop();
