@@ -71,6 +71,18 @@ test("SIGTERM with one generation running and two queued: the queued are refused
   assert.equal(await s.exited, 0, s.stderr());
 });
 
+test("a second SIGTERM during the drain exits 1 at once, saying so", { skip }, async () => {
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
+  const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true }).catch(() => undefined);
+  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the generation to run");
+  s.child.kill("SIGTERM");
+  await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
+  s.child.kill("SIGTERM");
+  assert.equal(await s.exited, 1, s.stderr());
+  assert.match(s.stderr().trim().split("\n").at(-1)!, /^tsllm serve: SIGTERM again: exiting now$/);
+  await running;
+});
+
 test("/metrics: llama-server's counters and the latency histograms agree with what the client sent and saw", { skip }, async () => {
   const s = await spawnServe(["--parallel", "2", "--ctx-size", "256"]);
   try {
