@@ -356,6 +356,41 @@ test("a syntax error names the line jinja2 names", { skip }, () => {
   });
 });
 
+test("an unknown filter or test is refused when the template is loaded, as jinja2 refuses it when it compiles the template, except inside an if", { skip }, () => {
+  const sources = [
+    "a\n\n{{ 1|nope }}",
+    "{% for m in [] %}\n{{ m|nope(2) }}{% endfor %}",
+    "{% macro m() %}{{ 1 is nope }}{% endmacro %}",
+    "{% if false %}\n{% for a in b %}{{ a|nope }}{% endfor %}{% endif %}",
+    "{% if false %}{% filter nope %}x{% endfilter %}{% endif %}",
+    "{% if false %}{% set y %}{{ 1|nope }}{% endset %}{% endif %}",
+    "{% if false %}{% macro m(a=1|nope) %}{% endmacro %}{% endif %}",
+    "{% for a in [1]|nope if false %}{% endfor %}",
+    "{% for a in [1] if a|nope %}{% endfor %}",
+    "{% set x = 1 %}\n{% set y %}{% endset %}{{ x is nosuchtest }}",
+    // soft: inside an if statement or an inline if, an unknown name fails only when reached
+    "{% if false %}{{ 1|nope }}{% endif %}",
+    "{% if x is defined %}{{ 1 is nope }}{% else %}{{ 2|nope }}{% endif %}ok",
+    "{{ 1|nope if false else 2 }}",
+    "{% if false %}{% with a = 1|nope %}{% endwith %}{% for a in 1|nope %}{% endfor %}{% endif %}",
+    "{% if true %}\n{{ 1|nope }}{% endif %}",
+    "{% if x|nope %}{% endif %}",
+    "{{ [1]|map('nope')|list }}",
+  ];
+  const script = "import json, sys, jinja2\nfrom jinja2.sandbox import ImmutableSandboxedEnvironment\nenv = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])\nout = []\nfor s in json.load(sys.stdin):\n    try:\n        env.from_string(s)\n        out.append(None)\n    except jinja2.TemplateAssertionError as e:\n        out.append([str(e), e.lineno])\nprint(json.dumps(out))";
+  const compiled = JSON.parse(execFileSync("python3", ["-c", script], { input: JSON.stringify(sources) }).toString()) as ([string, number] | null)[];
+  assert.ok(compiled.some((c) => c === null) && compiled.some((c) => c !== null));
+  sources.forEach((source, i) => {
+    const refused = compiled[i];
+    if (refused) {
+      assert.throws(() => new ChatTemplate(source, "t"), (e: Error) => e.message === `t: the template does not parse: ${refused[0]} (line ${refused[1]})`, `${source}: jinja2 says ${refused[0]} (line ${refused[1]})`);
+    } else {
+      assert.doesNotThrow(() => new ChatTemplate(source, "t"), source);
+      assert.deepEqual(differences(source, `soft ${i}`, [{ name: source, context: f() }]), []);
+    }
+  });
+});
+
 test("a template's runtime errors are one line naming the template, in jinja2's words", () => {
   const render = (src: string) => new ChatTemplate(src, "tokenizer_config.json: chat_template").render([{ role: "user", content: "hi" }]);
   const cases: [string, string][] = [

@@ -1,4 +1,4 @@
-import { Callable, Float, Interpreter, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, pyRange, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
+import { Callable, Float, Interpreter, checkFiltersAndTests, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, pyRange, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
 import { checkTemplateTokens, checkTreeDepth } from "./template-check.js";
 
 export interface ChatMessage {
@@ -94,11 +94,13 @@ export class ChatTemplate {
       const tokens = tokenize(source, this.limits.maxDepth);
       checkTemplateTokens(tokens, this.limits.maxDepth, fail);
       this.program = parse(tokens, this.limits.maxDepth);
+      checkTreeDepth(this.program, this.limits.maxDepth, fail);
+      // jinja2 refuses an unknown filter or test when it compiles the template, not when it renders it (after the depth check: it recurses)
+      checkFiltersAndTests(this.program);
     } catch (e) {
       if (e instanceof TemplateSyntaxError) fail(e.message);
       throw e;
     }
-    checkTreeDepth(this.program, this.limits.maxDepth, fail);
   }
 
   render(messages: readonly TemplateMessage[], options: RenderOptions = {}): string {

@@ -1,5 +1,6 @@
 import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, useAdd, type FilterContext } from "./filters.js";
 import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
+import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
   Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
@@ -62,6 +63,46 @@ function readsName(node: unknown, name: string): boolean {
   if (!node || typeof node !== "object") return false;
   if ((node as Expr).type === "Name" && (node as { name: string }).name === name) return true;
   return Object.values(node).some((c) => readsName(c, name));
+}
+
+/**
+ * jinja2's compile-time check of the filters and tests a template names: an unknown one is a
+ * TemplateAssertionError when the template is compiled, even on a path never taken, except inside
+ * an if statement or an inline if-expression (jinja2's "soft" frames), where it fails only when
+ * reached. A loop's body and filter, a macro, a call block's body, a {% filter %} or {% set %}
+ * block start a frame of their own, which is not soft again.
+ */
+export function checkFiltersAndTests(program: readonly Stmt[]): void {
+  const expr = (node: unknown, soft: boolean): void => {
+    if (!node || typeof node !== "object") return;
+    if (Array.isArray(node)) { for (const n of node) expr(n, soft); return; }
+    const e = node as Expr;
+    if (e.type === "CondExpr") soft = true;
+    if (!soft && (e.type === "Filter" || e.type === "Test")) {
+      const known = e.type === "Filter" ? hasFilter(e.name) : hasTest(e.name);
+      if (!known) throw new TemplateSyntaxError(`No ${e.type === "Filter" ? "filter" : "test"} named '${e.name}'.`, e.line);
+    }
+    for (const child of Object.values(node)) if (child && typeof child === "object") expr(child, soft);
+  };
+  const params = (ps: readonly Param[]) => { for (const p of ps) expr(p.default, false); };
+  const block = (statements: readonly Stmt[], soft: boolean): void => {
+    for (const node of statements) {
+      switch (node.type) {
+        case "Data": case "Break": case "Continue": break;
+        case "Print": expr(node.expr, soft); break;
+        case "If": expr(node.test, true); block(node.body, true); block(node.else, true); break;
+        case "For": expr(node.iter, soft); expr(node.test, false); block(node.body, false); block(node.else, false); break;
+        case "Assign": expr(node.value, soft); break;
+        case "AssignBlock": expr(node.filter, false); block(node.body, false); break;
+        case "Macro": params(node.params); block(node.body, false); break;
+        case "CallBlock": expr(node.call, soft); params(node.params); block(node.body, false); break;
+        case "FilterBlock": expr(node.filter, false); block(node.body, false); break;
+        case "With": expr(node.values, soft); block(node.body, false); break;
+        case "Scope": block(node.body, false); break;
+      }
+    }
+  };
+  block(program, false);
 }
 
 /** a for loop as its `loop` variable and a recursive call (`loop(children)`) see it */
@@ -314,9 +355,13 @@ export class Interpreter implements FilterContext {
         const [args, kwargs] = this.args(node, scope);
         return this.invoke(fn, args, kwargs);
       }
-      case "Filter": return this.applyFilterNode(node, node.node ? this.expr(node.node, scope) : new Undefined("a filter has no value"), scope);
+      case "Filter": {
+        // (an unknown filter gets here only inside an if: checkFiltersAndTests refused the others)
+        if (!hasFilter(node.name)) fail(`No filter named '${node.name}' found.`);
+        return this.applyFilterNode(node, node.node ? this.expr(node.node, scope) : new Undefined("a filter has no value"), scope);
+      }
       case "Test": {
-        if (!hasTest(node.name)) fail(`No test named '${node.name}'.`);
+        if (!hasTest(node.name)) fail(`No test named '${node.name}' found.`);
         const value = this.expr(node.node, scope);
         const [args, kwargs] = this.args(node, scope);
         return applyTest(node.name, value, [...args, ...kwargs.values()]);
