@@ -4,7 +4,7 @@
 // Real `tsllm serve` child processes, real HTTP on loopback.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type IncomingMessage } from "node:http";
+import { Agent, createServer, request, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,6 +69,35 @@ test("SIGTERM with one generation running and two queued: the queued are refused
   assert.equal(r.json.choices[0].finish_reason, "length");
   assert.equal(r.json.usage.completion_tokens, 480);
   assert.equal(await s.exited, 0, s.stderr());
+});
+
+test("an answer given during the drain closes its keep-alive connection, so the client's next request does not land on a connection being closed", { skip }, async () => {
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const port = Number(new URL(s.url).port);
+    const call = (path: string, body?: object) => new Promise<{ status: number; connection: string | undefined; reused: boolean }>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port, path, method: body ? "POST" : "GET", agent, headers: { "Content-Type": "application/json" } }, (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, reused: req.reusedSocket }));
+      });
+      req.on("error", reject);
+      req.end(body ? JSON.stringify(body) : undefined);
+    });
+    assert.equal((await call("/health")).connection, "keep-alive");
+    const running = call("/v1/completions", { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true, temperature: 0 });
+    await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the generation to run");
+    s.child.kill("SIGTERM");
+    await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
+    const r = await running;
+    assert.equal(r.status, 200);
+    assert.equal(r.reused, true, "the answer came on the connection kept alive");
+    assert.equal(r.connection, "close");
+    assert.equal(await s.exited, 0, s.stderr());
+  } finally {
+    agent.destroy();
+    s.child.kill("SIGKILL");
+  }
 });
 
 test("a second SIGTERM during the drain exits 1 at once, saying so", { skip }, async () => {

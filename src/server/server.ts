@@ -80,6 +80,8 @@ export class OpenAIServer {
   private readonly inFlight = new Map<AbortController, () => boolean>();
   /** requests being handled, from their headers on (a body still arriving, a prompt being tokenized, a generation): a shutdown lets them finish */
   private handling = 0;
+  /** the responses of the requests being handled: a shutdown makes those not yet begun close their connections */
+  private readonly responses = new Set<ServerResponse>();
   private readonly routes = new Map<string, Map<string, Handler>>();
   /** connections node:http gave up on (a request too slow to arrive, malformed HTTP): the status they were answered */
   private readonly clientErrors = new WeakMap<Duplex, number>();
@@ -152,6 +154,9 @@ export class OpenAIServer {
    */
   async close(graceMs = 30_000): Promise<void> {
     this.draining = true;
+    // an answer that keeps its connection alive during the drain invites the client's next
+    // request onto a connection about to close: it would fail with a reset, not a 503 to retry
+    for (const res of this.responses) res.shouldKeepAlive = false;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
     // generations still waiting for room are refused now: they would only wait out the grace
@@ -218,9 +223,12 @@ export class OpenAIServer {
   /** `expectsContinue`: the client waits for "100 Continue" before it sends the body (sent once the headers pass) */
   private async dispatch(req: IncomingMessage, res: ServerResponse, expectsContinue = false): Promise<void> {
     this.handling++;
+    this.responses.add(res);
+    if (this.draining) res.shouldKeepAlive = false;
     try {
       await this.handle(req, res, expectsContinue);
     } finally {
+      this.responses.delete(res);
       if (--this.handling === 0) this.idle?.();
     }
   }
