@@ -375,6 +375,84 @@ export async function hfDifferences(fast: HFTokenizer, library: HFTokenizer, tex
 }
 
 /**
+ * Random id sequences for decoding: any id, special ids, byte-fallback pieces ("<0xNN>", runs of
+ * them that make broken UTF-8 and whole characters), a single byte-level character's bytes cut
+ * short, and the ids of a random text; mixed in runs.
+ */
+function idKinds(tok: HFTokenizer): { specials: number[]; bytes: number[] } {
+  let kinds = ID_KINDS.get(tok);
+  if (kinds) return kinds;
+  kinds = { specials: [], bytes: [] };
+  for (const id of [tok.bosId, tok.eosId, tok.unkId, tok.padId, tok.sepId, tok.clsId, tok.maskId]) if (id !== undefined) kinds.specials.push(id);
+  for (let id = 0; id < tok.vocabSize; id++) {
+    if (tok.isSpecial(id) && kinds.specials.length < 64) kinds.specials.push(id);
+    if (/^<0x[0-9A-Fa-f]{2}>$/.test(tok.piece(id))) kinds.bytes.push(id);
+  }
+  ID_KINDS.set(tok, kinds);
+  return kinds;
+}
+const ID_KINDS = new WeakMap<HFTokenizer, { specials: number[]; bytes: number[] }>();
+
+export function randomIds(rng: Rng, tok: HFTokenizer, length = 1 + Math.floor(rng.uniform() * 40)): number[] {
+  const pick = (n: number) => Math.floor(rng.uniform() * n);
+  const { specials, bytes } = idKinds(tok);
+  const ids: number[] = [];
+  while (ids.length < length) {
+    const r = rng.uniform();
+    if (r < 0.3) ids.push(pick(tok.vocabSize));
+    else if (r < 0.45 && specials.length > 0) ids.push(specials[pick(specials.length)]!);
+    else if (r < 0.65 && bytes.length > 0) for (let k = 1 + pick(4); k > 0; k--) ids.push(bytes[pick(bytes.length)]!);
+    else {
+      const text = randomText(rng, { fragments: 1 + pick(3) });
+      const enc = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
+      const from = pick(enc.length + 1);
+      for (const id of enc.slice(from, from + 1 + pick(8))) ids.push(id);
+    }
+  }
+  return ids.slice(0, length);
+}
+
+/**
+ * The decode judges of one id sequence: tsllm's decode against the library's (skipping special
+ * tokens each way), and the stream decoder grown a token at a time: its pieces join into decode()'s
+ * text, and no piece has a lone surrogate or a U+FFFD the whole text has not at that place.
+ * `streams` false: decode only (a decoder whose text for a token depends on the tokens after it,
+ * BPEDecoder's suffix " " but "" for the last, cannot be streamed exactly).
+ */
+export function decodeDifferences(fast: HFTokenizer, library: HFTokenizer, ids: readonly number[], counts?: Map<string, number>, streams = true): string[] {
+  const out: string[] = [];
+  const count = (judge: string) => counts?.set(judge, (counts.get(judge) ?? 0) + 1);
+  for (const skipSpecialTokens of [false, true]) {
+    count(`decode skipSpecialTokens=${skipSpecialTokens}`);
+    const got = fast.decode(ids, { skipSpecialTokens }), want = library.decode(ids, { skipSpecialTokens });
+    if (got !== want) out.push(`decode skipSpecialTokens=${skipSpecialTokens}: tsllm ${literal(got.slice(0, 120))}, library ${literal(want.slice(0, 120))}`);
+    if (!streams) continue;
+    count(`stream skipSpecialTokens=${skipSpecialTokens}`);
+    const stream = fast.createStreamDecoder({ skipSpecialTokens });
+    let text = "";
+    for (let i = 0; i <= ids.length; i++) {
+      const piece = i < ids.length ? stream.push(ids[i]!) : stream.flush();
+      if (LONE_SURROGATE.test(piece)) { out.push(`stream skipSpecialTokens=${skipSpecialTokens}: token ${i} gave ${literal(piece)}, a lone surrogate`); break; }
+      const at = text.length;
+      text += piece;
+      const fffd = piece.indexOf("\uFFFD");
+      if (fffd >= 0 && want[at + fffd] !== "\uFFFD") { out.push(`stream skipSpecialTokens=${skipSpecialTokens}: token ${i} gave ${literal(piece)}, a U+FFFD decode() has not there`); break; }
+    }
+    if (out.length === 0 && text !== want) out.push(`stream skipSpecialTokens=${skipSpecialTokens}: pieces join into ${literal(text.slice(0, 120))}, decode() is ${literal(want.slice(0, 120))}`);
+  }
+  // after a context (the prompt, as the server streams a completion): what decode(context + ids) adds to decode(context)
+  const cut = Math.floor(ids.length / 3), context = ids.slice(0, cut);
+  const whole = fast.decode(ids, { skipSpecialTokens: true }), before = fast.decode(context, { skipSpecialTokens: true });
+  if (streams && whole.startsWith(before)) {
+    count("stream after a context");
+    const stream = fast.createStreamDecoder({ skipSpecialTokens: true, context });
+    const text = ids.slice(cut).map((id) => stream.push(id)).join("") + stream.flush();
+    if (text !== whole.slice(before.length)) out.push(`stream after ${cut} context tokens: ${literal(text.slice(0, 120))}, decode() adds ${literal(whole.slice(before.length, before.length + 120))}`);
+  }
+  return out;
+}
+
+/**
  * Which texts decode(encode(x)) must give back, for a tokenizer.json (read from the file, not
  * from the code under test): byte-level BPE or BPE with byte fallback, normalized by nothing, NFC
  * or the SentencePiece space escape, keep every well-formed text (NFC: every text NFC leaves as

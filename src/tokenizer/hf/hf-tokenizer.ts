@@ -5,6 +5,7 @@ import { detectEndOfGeneration } from "../gguf-eog.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { windowedStreamDecoder } from "./stream.js";
+import { ownDecoderFor, type OwnDecoder } from "./decoder.js";
 import { fastEncoderFor, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
 import { ASYNC_SLICE_CHARS } from "../word-run.js";
 import { yieldToEventLoop } from "../../platform/host.js";
@@ -356,7 +357,39 @@ export class HFTokenizer implements Tokenizer {
   private decodeChecked(ids: number[], options: DecodeOptions): string {
     if (options.skipSpecialTokens) ids = ids.filter((id) => !this.specialIds.has(id));
     if (ids.length === 0) return "";
+    const own = this.ownDecoder();
+    if (own) return own.decode(ids);
     return this.lib.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+  }
+
+  /**
+   * tsllm's decoder for this tokenizer.json (ownDecoderFor), undefined where the library decodes
+   * (libraryOnly, a decoder step not reproduced, an id without text and no unknown token to stand
+   * for it). Made on first use: it holds every token's text.
+   */
+  private ownDecoder(): OwnDecoder | undefined {
+    if (this.source.libraryOnly) return undefined;
+    if (this.own === undefined) {
+      const unk = (this.lib as unknown as { model?: { unk_token?: unknown } }).model?.unk_token;
+      const texts = new Array<string>(this.vocabSize);
+      let holes = false;
+      for (let id = 0; id < this.vocabSize; id++) {
+        // the library's text for an id: the vocabulary's, else its unknown token's
+        const t = this.lib.id_to_token(id) ?? (typeof unk === "string" ? unk : undefined);
+        if (t === undefined) holes = true;
+        texts[id] = t ?? "";
+      }
+      const added = new Set<string>();
+      for (const t of (this.source.tokenizerJson.added_tokens as JsonObject[] | undefined) ?? []) added.add(t.content as string);
+      this.own = (holes ? undefined : ownDecoderFor(this.source.tokenizerJson, texts, added)) ?? null;
+    }
+    return this.own ?? undefined;
+  }
+  private own?: OwnDecoder | null;
+
+  /** who decodes ids: tsllm's own decoder (ownDecoderFor) or @huggingface/tokenizers */
+  get decoder(): "tsllm" | "library" {
+    return this.ownDecoder() ? "tsllm" : "library";
   }
 
   private build(addedTokens: JsonObject[] | undefined, config: JsonObject): HFLibTokenizer {
