@@ -106,16 +106,20 @@ describe("cache layout", () => {
     assert.equal(readFileSync(join(repoDir, "refs", "v1"), "utf8"), COMMIT);
   });
 
-  test("a second run is served from the cache with no request, online (cache first) and offline", async () => {
+  test("a second run is served from the cache: a commit id, offline or refresh: false with no request, a branch with one metadata request", async () => {
     const cache = tmp();
     const first = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
     assert.equal(first.fromCache, false);
     const before = hub.requests.length;
-    const again = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    const pinned = await downloadModel(`acme/tiny-GGUF@${GGUF_COMMIT}:Q8_0`, opts(cache));
     const offline = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { env: { HF_HUB_OFFLINE: "1" } }));
+    const cacheFirst = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { refresh: false }));
     assert.equal(hub.requests.length, before, "no request");
-    for (const r of [again, offline]) {
-      assert.equal(r.fromCache, true);
+    const again = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.deepEqual(hub.requests.slice(before).map((q) => `${q.method} ${q.url}`), ["GET /api/models/acme/tiny-GGUF/revision/main"], "main asked of the hub, nothing else");
+    assert.equal(again.fromCache, false);
+    for (const r of [pinned, offline, cacheFirst, again]) {
+      assert.equal(r.fromCache, r !== again);
       assert.equal(r.path, first.path);
       assert.equal(r.commit, GGUF_COMMIT);
     }

@@ -29,8 +29,11 @@ export interface DownloadOptions {
   /** cache only, no request (default HF_HUB_OFFLINE) */
   offline?: boolean;
   /**
-   * true: always ask the hub which commit the revision is now (as huggingface_hub does);
-   * false (default): a complete cached snapshot of the revision is used without any request
+   * undefined (default), as huggingface_hub does: a branch or tag is asked of the hub (one
+   * metadata request), so a moved branch gets its new commit; when the hub cannot answer, a
+   * complete cached snapshot serves. A full commit id that is cached makes no request.
+   * true: also re-checks every file of the snapshot against the hub (HEAD each).
+   * false: a complete cached snapshot is used without any request.
    */
   refresh?: boolean;
   /** files transferred at once (default 4) */
@@ -60,7 +63,7 @@ export interface DownloadResult {
   readonly files: readonly string[];
   /** what a loader opens: the selected GGUF (first part of a split set), else the snapshot folder */
   readonly path: string;
-  /** true when no request was made */
+  /** true when the cache served it as it was: no request (a cached commit id, offline, refresh: false), or a hub that could not answer */
   readonly fromCache: boolean;
 }
 
@@ -149,25 +152,30 @@ export async function downloadModel(reference: string | HubReference, options: D
   const cache = new RepoCache(options.cacheDir ?? defaultCacheDir(ref.source, env), ref.repo);
   const offline = options.offline ?? hubOfflineFromEnv(env);
 
-  if (offline || !options.refresh) {
-    const cached = fromCache(cache, ref, revision, options);
-    if (cached) return cached;
-    if (offline) {
-      throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
-    }
+  // a commit's files never change: only a branch or tag can move on the hub. ModelScope's listing
+  // names no commit (its snapshots are named by revision), so asking it again cannot tell a move
+  const pinned = /^[0-9a-f]{40}$/.test(revision) || ref.source === "modelscope";
+  const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
+  if (cached && (offline || pinned || options.refresh === false)) return cached;
+  if (offline) {
+    throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
   }
 
   let listing;
   try {
-    listing = await withRetries(() => source.list(ref.repo, revision, options.signal), options);
+    // with a cached snapshot to fall back on, one try: an unreachable hub must not hold up a load for the retries' backoff
+    listing = await withRetries(() => source.list(ref.repo, revision, options.signal), cached ? { ...options, retries: 0 } : options);
   } catch (e) {
-    // as huggingface_hub does: when the hub cannot be reached, a cached snapshot still serves
-    if (e instanceof HubError && e.code === "network") {
-      const cached = fromCache(cache, ref, revision, options);
-      if (cached) return cached;
+    // as huggingface_hub does: when the hub cannot answer (down, unreachable, a token it now
+    // refuses), a cached snapshot still serves; a revision it says is gone does not
+    if (e instanceof HubError && e.code !== "revision-not-found" && !options.signal?.aborted) {
+      const fallback = cached ?? fromCache(cache, ref, revision, options);
+      if (fallback) return fallback;
     }
     throw e;
   }
+  // the branch still points at the cached commit: nothing to fetch or check
+  if (cached && cached.commit === listing.commit) return { ...cached, fromCache: false };
   const selection = selectFiles(listing.files.map((f) => f.path), { selector: ref.selector, include: options.include, exclude: options.exclude }, context);
   // every name that becomes a path is checked before anything is written
   for (const f of selection.files) checkRelativePath(f, `file name listed by ${context}`);

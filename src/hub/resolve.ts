@@ -11,8 +11,9 @@ export type ResolveOptions = Omit<DownloadOptions, "refresh"> & {
 /**
  * Turns what a user passed as --model into a local path: an existing file or folder as is;
  * otherwise a hub reference (`org/name`, `org/name@revision`, `org/name:Q4_K_M`,
- * `modelscope:org/name`) is fetched into the Hugging Face cache — or found there without any
- * request once it is complete — and the path of its GGUF (or snapshot folder) returned.
+ * `modelscope:org/name`) is fetched into the Hugging Face cache — or found there once it is
+ * complete (a branch asked of the hub in one request, a commit id in none) — and the path of its
+ * GGUF (or snapshot folder) returned.
  */
 export async function resolveModelReference(ref: string, options: ResolveOptions = {}): Promise<string> {
   if (existsSync(ref)) return ref;

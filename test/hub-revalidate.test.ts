@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { downloadModel, type DownloadOptions, type HubError } from "../src/hub/index.js";
+import { FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+
+// A branch that moves on the hub, as huggingface_hub's hf_hub_download / snapshot_download see it:
+// a branch or tag is asked of the hub each time (a cached snapshot serves when the hub cannot
+// answer), a commit id is not.
+const OLD = "1111111111111111111111111111111111111111";
+const NEW = "2222222222222222222222222222222222222222";
+const weights = randomBytes(5_000, 11);
+const oldFiles: FakeFile[] = [
+  { path: "config.json", content: Buffer.from('{"model_type":"llama","v":1}') },
+  { path: "model.safetensors", content: weights },
+];
+// the new commit fixes config.json; the weights are the same blob
+const newFiles: FakeFile[] = [{ path: "config.json", content: Buffer.from('{"model_type":"llama","v":2}') }, oldFiles[1]!];
+
+let hub: FakeHub;
+const roots: string[] = [];
+before(async () => {
+  hub = await new FakeHub().add({ repo: "acme/moving", commit: OLD, refs: ["main", "v1"], files: oldFiles }).start();
+});
+after(async () => {
+  await hub.close();
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+function fresh(): string {
+  const d = mkdtempSync(join(tmpdir(), "tsllm-hub-moving-"));
+  roots.push(d);
+  return d;
+}
+const opts = (cacheDir: string, more: DownloadOptions = {}): DownloadOptions => ({ cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, ...more });
+const config = (r: { snapshotDir: string }) => JSON.parse(readFileSync(join(r.snapshotDir, "config.json"), "utf8")).v;
+
+test("a branch that moved on the hub is followed by default; refresh: false and a commit id stay on the cache", async () => {
+  hub.add({ repo: "acme/moving", commit: OLD, refs: ["main", "v1"], files: oldFiles });
+  const cache = fresh();
+  const first = await downloadModel("acme/moving", opts(cache));
+  assert.equal(first.commit, OLD);
+  hub.add({ repo: "acme/moving", commit: NEW, refs: ["main"], files: newFiles });
+
+  const n = hub.requests.length;
+  const stale = await downloadModel("acme/moving", opts(cache, { refresh: false }));
+  const pinned = await downloadModel(`acme/moving@${OLD}`, opts(cache));
+  assert.equal(hub.requests.length, n, "no request");
+  assert.equal(stale.commit, OLD);
+  assert.equal(pinned.commit, OLD);
+
+  const cdn = hub.count("cdn");
+  const moved = await downloadModel("acme/moving", opts(cache));
+  assert.equal(moved.commit, NEW);
+  assert.equal(moved.fromCache, false);
+  assert.equal(config(moved), 2);
+  assert.equal(readFileSync(join(cache, "models--acme--moving", "refs", "main"), "utf8"), NEW);
+  assert.equal(hub.count("cdn"), cdn, "the unchanged weights' blob is not downloaded again (config.json is a git file, served by the hub)");
+  // the tag the hub no longer has is an error, as huggingface_hub raises RevisionNotFoundError, not a stale snapshot
+  await assert.rejects(downloadModel("acme/moving@v1", opts(cache)), (e: HubError) => e.code === "revision-not-found");
+});
+
+test("a hub that cannot answer is asked once and the cached snapshot serves", async () => {
+  hub.add({ repo: "acme/moving", commit: OLD, refs: ["main"], files: oldFiles });
+  const cache = fresh();
+  await downloadModel("acme/moving", opts(cache));
+  for (const fail of [() => (hub.unavailable = 100), () => hub.invalidTokens.add("hf_revoked")]) {
+    fail();
+    const n = hub.requests.length;
+    const r = await downloadModel("acme/moving", opts(cache, { token: "hf_revoked" }));
+    assert.equal(hub.requests.length, n + 1, "one try: no retries, no backoff");
+    assert.equal(r.commit, OLD);
+    assert.equal(r.fromCache, true);
+    hub.unavailable = 0;
+    hub.invalidTokens.clear();
+  }
+  // nothing cached: the retries and the error as before
+  hub.unavailable = 100;
+  await assert.rejects(downloadModel("acme/moving", opts(fresh(), { retries: 2 })), (e: HubError) => e.code === "network" && /after 3 attempts/.test(e.message));
+  hub.unavailable = 0;
+});
