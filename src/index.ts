@@ -17,7 +17,7 @@ export { KV_CACHE_TYPES, type KVCacheType } from "./kernels/index.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
 export { writeGGUF } from "./formats/gguf-writer.js";
 export {
-  pipeline, embed, loadEmbeddingModel, embeddingsOf, DEFAULT_MODELS,
+  pipeline, embed, loadEmbeddingModel, openEmbeddingModel, embeddingsOf, DEFAULT_MODELS,
   type DecoderEmbeddingModel, type PipelineTask, type PipelineOptions, type EmbeddingModel, type EmbeddingInput, type EmbedOptions, type TextClassificationOptions, type TokenClassificationOptions,
   type FillMaskOptions, type TextGenerationOptions, type AggregationStrategy, type TextClassificationPipeline, type TokenClassificationPipeline,
   type FillMaskPipeline, type FeatureExtractionPipeline, type TextGenerationPipeline,

@@ -1,14 +1,16 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { ggufEntry } from "../src/formats/index.js";
 import { embeddingsOf, loadModel } from "../src/index.js";
 import { tinyGpt2, tinyLlama, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { LlamaEmbeddingContext } from "node-llama-cpp";
 import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { post, serveStories } from "./helpers/serve.js";
 
 /*
  * Embeddings of a decoder against llama.cpp's own (node-llama-cpp 3.21.1,
@@ -129,4 +131,63 @@ test("decoder embeddings on the wasm backend: a batch equals one by one, token i
   } finally {
     m.dispose();
   }
+});
+
+test("tsllm serve on a generative model answers /v1/embeddings and /embedding with llama.cpp's vectors, beside running generations", { skip }, async (t) => {
+  const s = await serveStories({ contextSize: 128 });
+  try {
+    const lm = await (await sharedLlama()).loadModel({ modelPath: `${SHARED}/models/stories260K.gguf`, gpuLayers: 0 });
+    const ctx = new LlamaEmbeddingContext({ _llamaContext: await lm.createContext({ contextSize: 64, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never) } as never);
+    const refs: number[][] = [];
+    try {
+      for (const text of TEXTS) refs.push([...(await ctx.getEmbeddingFor(text)).vector]);
+    } finally {
+      await ctx.dispose();
+      await lm.dispose();
+    }
+    // a generation runs while the embeddings are asked for: both answer, the passes queued one after the other
+    const generation = post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 24, temperature: 0 });
+    const r = await post(`${s.url}/v1/embeddings`, { input: TEXTS, model: "stories260K" });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.object, "list");
+    assert.equal(r.json.model, "stories260K");
+    const diffs = r.json.data.map((d: { index: number; embedding: number[] }, i: number) => {
+      assert.equal(d.index, i);
+      return maxDiff(d.embedding, unit(refs[i]!));
+    });
+    t.diagnostic(`/v1/embeddings against llama.cpp's normalized vectors: max |Δ| ${diffs.map((d: number) => d.toExponential(1)).join(", ")}`);
+    for (const d of diffs) assert.ok(d < TOLERANCE, String(d));
+    assert.equal(r.json.usage.prompt_tokens, TEXTS.reduce((n, text) => n + s.model.tokenizer.encode(text).length, 0));
+    const raw = await post(`${s.url}/embedding`, { content: TEXTS[1], embd_normalize: -1 });
+    assert.equal(raw.status, 200, JSON.stringify(raw.json));
+    assert.ok(maxDiff(raw.json[0].embedding[0], refs[1]!) / Math.hypot(...refs[1]!) < TOLERANCE, "embd_normalize -1: llama.cpp's raw vector");
+    const g = await generation;
+    assert.equal(g.status, 200, JSON.stringify(g.json));
+    assert.equal(g.json.usage.completion_tokens, 24);
+    const tooLong = await post(`${s.url}/v1/embeddings`, { input: "the ".repeat(200) });
+    assert.equal(tooLong.status, 400);
+    assert.equal(tooLong.json.error.code, "context_length_exceeded");
+  } finally {
+    await s.close();
+  }
+});
+
+test("tsllm embed on a decoder GGUF: llama.cpp's vectors, normalized unless --no-normalize", { skip }, async () => {
+  const model = `${SHARED}/models/stories260K.gguf`;
+  const e = embeddingsOf(await loadModel(model, { contextSize: 64 }));
+  let ours: Float32Array[], raw: Float32Array[];
+  try {
+    ours = await e.embed(TEXTS.slice(0, 2));
+    raw = await e.embed(TEXTS.slice(0, 2), { normalize: false, pooling: "mean" });
+  } finally {
+    e.dispose();
+  }
+  const cli = (...args: string[]) => {
+    const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "embed", "--model", model, ...TEXTS.slice(0, 2).flatMap((x) => ["--input", x]), "--json", "--threads", "1", ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout) as number[][];
+  };
+  // the library's vectors are llama.cpp's (the tests above); the command prints them
+  cli().forEach((v, i) => assert.ok(maxDiff(v, ours[i]!) < 1e-6, `input ${i}`));
+  cli("--no-normalize", "--pooling", "mean").forEach((v, i) => assert.ok(maxDiff(v, raw[i]!) < 1e-6, `input ${i} raw`));
 });

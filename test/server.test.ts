@@ -424,7 +424,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [textUrl, "{not json", 400, null, "invalid_json"],
       [textUrl, "[1, 2]", 400, null, "invalid_json"],
       [textUrl, { prompt: "x", model: "gpt-4o" }, 404, "model", "model_not_found"],
-      [`${s.url}/v1/embeddings`, { input: "x" }, 404, "model", "not_an_embedding_model"],
+      [`${s.url}/v1/embeddings`, { input: "" }, 400, "input", "invalid_value"],
       [`${s.url}/nowhere`, {}, 404, null, "not_found"],
     ];
     for (const [url, body, status, param, code] of cases) {

@@ -1,6 +1,6 @@
 /** Hugging Face-style pipelines and sentence embeddings. */
 export {
-  pipeline, embed, loadEmbeddingModel, DEFAULT_MODELS, PIPELINE_TASKS,
+  pipeline, embed, loadEmbeddingModel, openEmbeddingModel, DEFAULT_MODELS, PIPELINE_TASKS,
   type PipelineTask, type PipelineOptions, type AnyPipeline, type EmbeddingModel,
   type TextClassificationPipeline, type TokenClassificationPipeline, type FillMaskPipeline, type FeatureExtractionPipeline, type TextGenerationPipeline,
 } from "./pipeline.js";

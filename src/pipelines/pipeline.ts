@@ -1,7 +1,7 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { embeddingMaxTokens, embeddingTokens, embedWith, type EmbeddingInput, type EmbedOptions } from "./embed.js";
+import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingInput, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -143,16 +143,28 @@ export async function loadEmbeddingModel(model?: string, options: EncoderLoadOpt
 }
 
 /**
+ * An embedding model of either kind: an encoder (sentence-transformers folder, BERT-family folder
+ * or GGUF) as loadEmbeddingModel, or a decoder (a Llama / Qwen / GPT-2 GGUF or folder: Qwen3-Embedding,
+ * gte-Qwen2 ...) loaded with loadModel and used as llama.cpp's embedding mode (embeddingsOf).
+ */
+export async function openEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel | DecoderEmbeddingModel> {
+  const path = await resolveFor("embeddings", model);
+  if (isEncoderModel(path)) return loadEmbeddingModel(path, options);
+  return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads }));
+}
+
+/**
  * Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
  * max_seq_length): one vector per text (a single text: one vector). `model` is a path or hub
- * reference (loaded and freed by this call) or a model from loadEmbeddingModel.
+ * reference (loaded and freed by this call), a model from loadEmbeddingModel, or a decoder's
+ * from embeddingsOf (a decoder's path works too: llama.cpp's embedding mode, see embeddingsOf).
  */
-export async function embed(model: string | EmbeddingModel | undefined, texts: string, options?: EmbedOptions & EncoderLoadOptions): Promise<number[]>;
-export async function embed(model: string | EmbeddingModel | undefined, texts: readonly string[], options?: EmbedOptions & EncoderLoadOptions): Promise<number[][]>;
-export async function embed(model: string | EmbeddingModel | undefined, texts: string | readonly string[], options: EmbedOptions & EncoderLoadOptions = {}): Promise<number[] | number[][]> {
+export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string, options?: EmbedOptions & EncoderLoadOptions): Promise<number[]>;
+export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: readonly string[], options?: EmbedOptions & EncoderLoadOptions): Promise<number[][]>;
+export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string | readonly string[], options: EmbedOptions & EncoderLoadOptions = {}): Promise<number[] | number[][]> {
   const list = textsOf("embed", texts); // before a model is loaded for nothing
   const owned = typeof model !== "object";
-  const m = typeof model === "object" ? model : await loadEmbeddingModel(model, options);
+  const m = typeof model === "object" ? model : await openEmbeddingModel(model, options);
   try {
     const out = (await m.embed(list, options)).map((v) => Array.from(v));
     return typeof texts === "string" ? out[0]! : out;

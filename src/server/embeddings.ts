@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { tokenIdsProblem, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
+import { tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { ApiError, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
@@ -21,7 +21,8 @@ export interface EmbeddingsRoute {
 }
 
 /**
- * POST /v1/embeddings in OpenAI's shape on an embedding model:
+ * POST /v1/embeddings in OpenAI's shape on an embedding model (an encoder, or a generative
+ * model's embeddings as llama.cpp computes them: embeddingsOf):
  * {input, model?, encoding_format?: "float" | "base64", dimensions?, user?, truncate?, embd_normalize?}
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
  * `input` is any of OpenAI's four forms (a string, strings, token ids, lists of token ids); an
@@ -31,7 +32,7 @@ export interface EmbeddingsRoute {
  * little-endian float32 bytes, what the openai client asks for by default. With api "llama", the
  * same for llama-server's POST /embedding ({content} -> [{index, embedding: [vector]}]).
  */
-export async function handleEmbeddings(model: EmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, route: EmbeddingsRoute): Promise<void> {
+export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, route: EmbeddingsRoute): Promise<void> {
   const { api, writeTimeoutMs } = route;
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
@@ -56,7 +57,8 @@ export async function handleEmbeddings(model: EmbeddingModel, modelId: string, m
   for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
     if (i > 0) await new Promise((r) => setImmediate(r));
     if (res.destroyed) return;
-    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions })));
+    // embd_normalize applies to the raw vector, as llama-server's (a decoder's embeddings are otherwise L2-normalized, its default 2)
+    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions, ...(normalization === undefined ? {} : { normalize: false }) })));
   }
   if (normalization !== undefined) vectors.forEach((v) => normalizeLikeLlamaServer(v, normalization));
   if (api === "llama") {

@@ -5,7 +5,7 @@ import type { Duplex } from "node:stream";
 import { basename } from "node:path";
 import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
 import type { Model } from "../llm.js";
-import type { EmbeddingModel } from "../pipelines/index.js";
+import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
@@ -73,6 +73,8 @@ export class OpenAIServer {
   private model: Model | undefined;
   /** set instead of `model` when the server serves an embedding model (POST /v1/embeddings) */
   private embedder: EmbeddingModel | undefined;
+  /** the generative model's embeddings (made at the first request for them; freed with the model) */
+  private decoderEmbeddings: DecoderEmbeddingModel | undefined;
   private loadError: Error | undefined;
   private readonly http: Server;
   private readonly metrics = new Metrics();
@@ -362,13 +364,23 @@ export class OpenAIServer {
   }
 
   private async embeddings(body: Body, res: ServerResponse, api: EmbeddingsApi): Promise<void> {
+    const route = { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs };
     const m = this.embedder;
     if (!m) {
-      this.ready(); // 503 while loading, 500 if loading failed
-      throw new ApiError(404, `this server serves the generative model '${this.modelId(this.model!)}', not an embedding model: start tsllm serve with a sentence-transformers or BERT-family model for /v1/embeddings`, "invalid_request_error", "model", "not_an_embedding_model");
+      // a generative model serves embeddings as llama-server --embeddings does (llama.cpp's embedding mode: embeddingsOf); no flag, as it costs nothing until asked
+      const { model, modelNames } = this.ready(); // 503 while loading, 500 if loading failed
+      if (!this.decoderEmbeddings) {
+        try {
+          this.decoderEmbeddings = embeddingsOf(model);
+        } catch (e) {
+          throw new ApiError(501, (e as Error).message, "not_supported_error", null, "not_supported");
+        }
+      }
+      await handleEmbeddings(this.decoderEmbeddings, this.modelId(model), modelNames, body, res, route);
+      return;
     }
     const id = this.embedderId(m);
-    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs });
+    await handleEmbeddings(m, id, new Set([id, m.path, basename(m.path)]), body, res, route);
   }
 
   private modelId(model: Model): string {
