@@ -16,7 +16,7 @@ Options:
   --input TEXT      a text (repeatable; required)
   --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a decoder)
   --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
-  --pooling P       mean, cls, max, mean_sqrt_len, lasttoken (default: the model's)
+  --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
   --dimensions N    keep the first N components (truncate_dim; normalized after the cut)
   --threads N       worker threads
   --backend NAME    wasm (default), reference or webgpu
@@ -24,7 +24,7 @@ Options:
   -h, --help        show this help
 `;
 
-const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
+const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
 export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
 

@@ -8,7 +8,7 @@ import { HFConfigError, readJsonObject } from "./hf-config.js";
  * caps the tokens (max_seq_length). What SentenceTransformer(folder).encode() does, as data.
  */
 
-export type Pooling = "mean" | "cls" | "max" | "mean_sqrt_len" | "lasttoken";
+export type Pooling = "mean" | "cls" | "max" | "mean_sqrt_len" | "weightedmean" | "lasttoken";
 
 export interface SentenceTransformerConfig {
   readonly pooling: Pooling;
@@ -74,7 +74,7 @@ function readPooling(path: string): Pooling {
   const o = readJsonObject(path);
   const modes: [string, Pooling][] = [
     ["pooling_mode_cls_token", "cls"], ["pooling_mode_mean_tokens", "mean"], ["pooling_mode_max_tokens", "max"],
-    ["pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"], ["pooling_mode_lasttoken", "lasttoken"],
+    ["pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"], ["pooling_mode_weightedmean_tokens", "weightedmean"], ["pooling_mode_lasttoken", "lasttoken"],
   ];
   const on = modes.filter(([k]) => o[k] === true).map(([, v]) => v);
   if (typeof o.pooling_mode === "string") {

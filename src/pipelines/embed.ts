@@ -26,7 +26,7 @@ export interface EmbedOptions {
  */
 export type EmbeddingInput = string | readonly number[];
 
-const POOLINGS: readonly Pooling[] = ["mean", "cls", "max", "mean_sqrt_len", "lasttoken"];
+const POOLINGS: readonly Pooling[] = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
 /** Python's str.isspace() for one UTF-16 unit (every such character is in the BMP): JavaScript's \s without U+FEFF, with U+001C-U+001F and U+0085 */
 function isPythonSpace(c: number): boolean {
@@ -133,6 +133,10 @@ function pooled(h: Float32Array, d: number, pooling: Pooling, dims: number, norm
   else if (pooling === "max") {
     v.fill(-Infinity);
     for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = Math.max(v[j]!, h[t * d + j]!);
+  } else if (pooling === "weightedmean") {
+    // sentence-transformers' position-weighted mean (SGPT, arXiv:2202.08904): token t (from 0) weighs t + 1
+    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + (t + 1) * h[t * d + j]!;
+    for (let j = 0; j < d; j++) v[j] = v[j]! / ((n * (n + 1)) / 2);
   } else {
     for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + h[t * d + j]!;
     const div = pooling === "mean" ? n : Math.sqrt(n);
