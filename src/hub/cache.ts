@@ -125,8 +125,13 @@ export class RepoCache {
     await rename(tmp, ref);
   }
 
-  /** points snapshots/<commit>/<file> at blobs/<etag> with a relative symlink (a copy where symlinks are refused) */
-  async linkSnapshot(commit: string, file: string, etag: string): Promise<string> {
+  /**
+   * Points snapshots/<commit>/<file> at blobs/<etag> with a relative symlink. Where the file
+   * system has no symlinks, as huggingface_hub does: a blob this download just made (`newBlob`) is
+   * moved there, so the disk holds it once (a copy doubled every download), one already there is
+   * copied (other snapshots may link to it).
+   */
+  async linkSnapshot(commit: string, file: string, etag: string, newBlob = false): Promise<string> {
     const link = this.snapshotPath(commit, file);
     const blob = this.blobPath(etag);
     await mkdir(dirname(link), { recursive: true });
@@ -137,11 +142,26 @@ export class RepoCache {
     try {
       await symlink(target, tmp);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EPERM") throw e;
-      await copyFile(blob, tmp); // e.g. Windows without developer mode
+      if (!NO_SYMLINKS.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
+      if (newBlob) await rename(blob, tmp);
+      else await copyFile(blob, tmp);
     }
     await rename(tmp, link); // replaces an older link atomically
     return link;
+  }
+
+  /**
+   * Whether snapshots/<commit>/<file> is a file of `size` bytes itself, not a link: where symlinks
+   * are refused the blob was moved or copied there, and a commit's files never change, so it is
+   * the file (no blob is left to find it by)
+   */
+  holdsFile(commit: string, file: string, size: number): boolean {
+    try {
+      const st = lstatSync(this.snapshotPath(commit, file));
+      return st.isFile() && st.size === size;
+    } catch {
+      return false;
+    }
   }
 
   /**
@@ -175,6 +195,12 @@ export class RepoCache {
 export async function ensureDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
 }
+
+/**
+ * symlink() errors that say the file system has none: EPERM (Windows without developer mode, FAT
+ * on Linux), EOPNOTSUPP / ENOTSUP / ENOSYS (some network and FUSE mounts)
+ */
+const NO_SYMLINKS = new Set(["EPERM", "EOPNOTSUPP", "ENOTSUP", "ENOSYS"]);
 
 function isLinkTo(link: string, target: string): boolean {
   try {

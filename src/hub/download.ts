@@ -207,9 +207,15 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
     const have = () => existsSync(blob) && statSync(blob).size === location.size;
     const report = (phase: "start" | "bytes" | "done" | "cached", downloaded: number) =>
       options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size });
+    // without symlinks the snapshot holds the file itself (its blob was moved there)
+    if (cache.holdsFile(listing.commit, file, location.size)) {
+      report("cached", location.size);
+      return;
+    }
     if (have()) {
       report("cached", location.size);
     } else {
+      let fetched = false;
       await withFileLock(cache.lockPath(location.etag), async () => {
         if (have()) { report("cached", location.size); return; } // another download finished it meanwhile
         await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
@@ -222,7 +228,12 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
           onBytes: (n) => report("bytes", n), signal: options.signal,
         });
         report("done", location.size);
+        // linked under the lock: where symlinks are refused the new blob is moved, and another
+        // download of it must not find it half gone
+        await cache.linkSnapshot(listing.commit, file, location.etag, true);
+        fetched = true;
       }, options.signal);
+      if (fetched) return;
     }
     await cache.linkSnapshot(listing.commit, file, location.etag);
   });

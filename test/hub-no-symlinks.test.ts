@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import fsp from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { downloadModel, type DownloadOptions } from "../src/hub/index.js";
+import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+
+// A file system without symlinks (Windows without developer mode, FAT, some network mounts)
+// cannot be mounted here, so symlink() answers as Windows' does there: EPERM. Everything else
+// (the files, the renames, the HTTP server) is real.
+const COMMIT = "3333333333333333333333333333333333333333";
+const files: FakeFile[] = [
+  { path: "config.json", content: Buffer.from('{"model_type":"llama"}') },
+  { path: "model.safetensors", content: randomBytes(50_000, 21) },
+];
+
+let hub: FakeHub;
+const realSymlink = fsp.symlink;
+const roots: string[] = [];
+before(async () => {
+  hub = await new FakeHub().add({ repo: "acme/nolinks", commit: COMMIT, files }).start();
+  fsp.symlink = async () => {
+    throw Object.assign(new Error("EPERM: operation not permitted, symlink"), { code: "EPERM" });
+  };
+  syncBuiltinESMExports();
+});
+after(async () => {
+  fsp.symlink = realSymlink;
+  syncBuiltinESMExports();
+  await hub.close();
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+const opts = (cacheDir: string, more: DownloadOptions = {}): DownloadOptions => ({ cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, ...more });
+
+test("without symlinks a downloaded blob is moved into the snapshot (held once), and a refresh transfers nothing", async () => {
+  const cache = mkdtempSync(join(tmpdir(), "tsllm-hub-nolinks-"));
+  roots.push(cache);
+  const r = await downloadModel("acme/nolinks", opts(cache));
+  const repoDir = join(cache, "models--acme--nolinks");
+  for (const f of files) {
+    const p = join(r.snapshotDir, f.path);
+    assert.ok(lstatSync(p).isFile(), `${f.path} is the file itself`);
+    assert.deepEqual(readFileSync(p), f.content);
+    assert.ok(!existsSync(join(repoDir, "blobs", blobName(f))), `${f.path}'s blob was moved, not copied`);
+  }
+  assert.deepEqual(readdirSync(join(repoDir, "blobs")), [], "no blob (nor partial file) left beside the snapshot");
+  const n = hub.requests.length;
+  const again = await downloadModel("acme/nolinks", opts(cache, { refresh: true }));
+  assert.equal(again.snapshotDir, r.snapshotDir);
+  assert.deepEqual(hub.requests.slice(n).filter((q) => q.method === "GET" && !q.url.startsWith("/api/")), [], "nothing downloaded again: only metadata asked");
+  const offline = await downloadModel("acme/nolinks", opts(cache, { offline: true }));
+  assert.deepEqual(offline.files, ["config.json", "model.safetensors"]);
+});
