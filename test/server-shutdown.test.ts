@@ -41,7 +41,8 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
   });
 }
 
-const completion = (url: string, body: object) => post(`${url}/v1/completions`, { temperature: 0, ...body });
+const healthOf = async (url: string) => (await (await fetch(`${url}/health`)).json()) as { status: string; requests_running: number; requests_waiting: number };
+const completion = (url: string, body: object, signal?: AbortSignal) => post(`${url}/v1/completions`, { temperature: 0, ...body }, {}, signal);
 
 test("SIGTERM with one generation running and two queued: the queued are refused at once (503 with Retry-After, or a stream's error event), the running one finishes, exit 0", { skip }, async () => {
   const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
@@ -49,11 +50,11 @@ test("SIGTERM with one generation running and two queued: the queued are refused
   const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true });
   let runningDone = false;
   void running.then(() => (runningDone = true));
-  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the first generation to run");
+  await until(async () => (await healthOf(s.url)).requests_running === 1, "the first generation to run");
   const queued = completion(s.url, { prompt: "Lily and Ben", max_tokens: 8 });
   // a stream's 200 and headers go out at once (proxies see the answer begin): its refusal is the stream's error event
   const queuedStream = fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "The cat sat", max_tokens: 8, stream: true }) }).then((res) => res.text());
-  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_waiting === 2, "two generations to wait for room");
+  await until(async () => (await healthOf(s.url)).requests_waiting === 2, "two generations to wait for room");
   s.child.kill("SIGTERM");
   const q = await queued;
   assert.equal(runningDone, false, "the queued request was answered only after the running one finished");
@@ -86,7 +87,7 @@ test("an answer given during the drain closes its keep-alive connection, so the 
     });
     assert.equal((await call("/health")).connection, "keep-alive");
     const running = call("/v1/completions", { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true, temperature: 0 });
-    await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the generation to run");
+    await until(async () => (await healthOf(s.url)).requests_running === 1, "the generation to run");
     s.child.kill("SIGTERM");
     await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
     const r = await running;
@@ -103,7 +104,7 @@ test("an answer given during the drain closes its keep-alive connection, so the 
 test("a second SIGTERM during the drain exits 1 at once, saying so", { skip }, async () => {
   const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
   const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true }).catch(() => undefined);
-  await until(async () => (await (await fetch(`${s.url}/health`)).json()).requests_running === 1, "the generation to run");
+  await until(async () => (await healthOf(s.url)).requests_running === 1, "the generation to run");
   s.child.kill("SIGTERM");
   await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
   s.child.kill("SIGTERM");
@@ -113,7 +114,7 @@ test("a second SIGTERM during the drain exits 1 at once, saying so", { skip }, a
 });
 
 test("/metrics: llama-server's counters and the latency histograms agree with what the client sent and saw", { skip }, async () => {
-  const s = await spawnServe(["--parallel", "2", "--ctx-size", "256"]);
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "256"]);
   try {
     // prompts as token ids (their count known to the client) whose first tokens differ (no prefix-cache hit);
     // ignore_eos: each generates exactly max_tokens
@@ -125,6 +126,21 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
       wallSeconds += (performance.now() - t0) / 1000;
       assert.equal(r.status, 200, JSON.stringify(r.json));
     }
+    // a request its client leaves while it waits for room adds no prompt token: none was computed
+    const t0 = performance.now();
+    const running = completion(s.url, { prompt: [1, 100, 101, 102], max_tokens: 200, ignore_eos: true });
+    await until(async () => (await healthOf(s.url)).requests_running === 1, "the long generation to run");
+    const leaving = new AbortController();
+    const leftAt = performance.now();
+    const left = completion(s.url, { prompt: [1, 50, 51, 52, 53, 54, 55, 56], max_tokens: 5 }, leaving.signal).catch(() => "left");
+    await until(async () => (await healthOf(s.url)).requests_waiting === 1, "the second generation to wait");
+    leaving.abort();
+    assert.equal(await left, "left");
+    const leftSeconds = (performance.now() - leftAt) / 1000;
+    assert.equal((await running).status, 200);
+    wallSeconds += (performance.now() - t0) / 1000;
+    requests.push({ prompt: [1, 100, 101, 102], max_tokens: 200 });
+    await until(async () => (await healthOf(s.url)).requests_waiting === 0, "the engine to drop the one that left");
     const text = await (await fetch(`${s.url}/metrics`)).text();
     const m = parsePrometheusText(text);
     const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
@@ -138,10 +154,12 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
     assert.equal(sampleValue(m, "llamacpp:requests_processing"), 0);
     assert.equal(sampleValue(m, "llamacpp:requests_deferred"), 0);
     assert.ok(Math.abs(sampleValue(m, "llamacpp:predicted_tokens_seconds") - sum(requests.map((r) => r.max_tokens)) / decodeSeconds) < 1e-6);
-    for (const h of ["tsllm_time_to_first_token_seconds", "tsllm_e2e_request_latency_seconds", "tsllm_time_per_output_token_seconds", "tsllm_request_queue_time_seconds"]) {
-      assert.equal(sampleValue(m, `${h}_count`), requests.length, h);
-      assert.equal(sampleValue(m, `${h}_bucket`, { le: "+Inf" }), requests.length, h);
-      assert.ok(sampleValue(m, `${h}_sum`) <= wallSeconds, h);
+    // the one that left is observed with what it did (nothing generated): in the end-to-end and queue times, not in TTFT / TPOT
+    for (const [h, count, within] of [["tsllm_time_to_first_token_seconds", requests.length, wallSeconds], ["tsllm_time_per_output_token_seconds", requests.length, wallSeconds],
+      ["tsllm_e2e_request_latency_seconds", requests.length + 1, wallSeconds + leftSeconds], ["tsllm_request_queue_time_seconds", requests.length + 1, wallSeconds + leftSeconds]] as const) {
+      assert.equal(sampleValue(m, `${h}_count`), count, h);
+      assert.equal(sampleValue(m, `${h}_bucket`, { le: "+Inf" }), count, h);
+      assert.ok(sampleValue(m, `${h}_sum`) <= within, h);
     }
   } finally {
     s.child.kill("SIGTERM");

@@ -37,9 +37,6 @@ export interface RequestMetrics {
   queueMs: number;
   /** from the first token to the last */
   decodeMs: number;
-  promptTokens: number;
-  /** prompt tokens taken from the prefix cache (not computed) */
-  cachedPromptTokens: number;
   completionTokens: number;
 }
 
@@ -48,8 +45,7 @@ export class Metrics {
   private readonly requests = new Map<string, number>();
   private readonly streamErrors = new Map<string, number>();
   private generationTokens = 0;
-  /** llama-server's counters, over ended generations: prompt tokens computed (not from the cache) and the time from a request's start in the engine to its first token; generated tokens and the time from the first token to the last */
-  private computedPromptTokens = 0;
+  /** llama-server's seconds counters, over ended generations: from a request's start in the engine to its first token, and from the first token to the last */
   private promptSeconds = 0;
   private decodeSeconds = 0;
   private readonly ttft = new Histogram("tsllm_time_to_first_token_seconds", "Time from the request's arrival to its first generated token.", LATENCY);
@@ -72,7 +68,6 @@ export class Metrics {
   /** one ended generation (finished or cancelled: what it did before it was) */
   observe(m: RequestMetrics): void {
     this.generationTokens += m.completionTokens;
-    this.computedPromptTokens += m.promptTokens - m.cachedPromptTokens;
     // (the time to the first token less the wait for room: llama-server's t_prompt_processing starts when a slot takes the prompt)
     this.promptSeconds += Math.max(0, m.ttftMs - m.queueMs) / 1000;
     this.decodeSeconds += m.decodeMs / 1000;
@@ -101,13 +96,15 @@ export class Metrics {
     metric("tsllm_kv_blocks_total", "gauge", "KV cache blocks the pool holds.", [["", Math.floor(engine.kvCapacityTokens / DEFAULT_BLOCK_SIZE)]]);
     metric("tsllm_kv_capacity_tokens", "gauge", "Tokens the KV cache holds.", [["", engine.kvCapacityTokens]]);
     metric("tsllm_draining", "gauge", "1 while the server is shutting down.", [["", extra.draining ? 1 : 0]]);
-    // llama-server's names and meanings (its --metrics), so dashboards and autoscalers made for it read tsllm too
-    metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed (ended requests; prefix-cache hits not counted).", [["", this.computedPromptTokens]]);
+    // llama-server's names and meanings (its --metrics), so dashboards and autoscalers made for it read tsllm too; its
+    // prompt tokens are those computed (a prefix-cache hit is not, nor the prompt of a request cancelled while queued)
+    const computedPromptTokens = engine.prefilledPromptTokens - engine.cachedPromptTokens;
+    metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed (prefix-cache hits not counted).", [["", computedPromptTokens]]);
     metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time (ended requests: from the engine taking the request to its first token).", [["", this.promptSeconds]]);
     metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.generationTokens]]);
     metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time (ended requests: from the first token to the last).", [["", this.decodeSeconds]]);
     metric("llamacpp:n_decode_total", "counter", "Total number of engine steps (llama_decode() calls).", [["", engine.steps]]);
-    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", [["", this.promptSeconds > 0 ? this.computedPromptTokens / this.promptSeconds : 0]]);
+    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", [["", this.promptSeconds > 0 ? computedPromptTokens / this.promptSeconds : 0]]);
     metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", [["", this.decodeSeconds > 0 ? this.generationTokens / this.decodeSeconds : 0]]);
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", [["", engine.running]]);
     metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", [["", engine.waiting]]);
