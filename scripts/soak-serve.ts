@@ -15,7 +15,8 @@
  * - the server's resident memory (RSS) after each round, to see it flat across rounds;
  * - nothing on the server's stderr but its own lines (no unhandled rejection, no stack).
  *
- * At the end a SIGTERM with requests in flight: they finish, and the server exits 0.
+ * At the end a SIGTERM with requests running and waiting: the running finish, the waiting are
+ * refused at once (503 with Retry-After), and the server exits 0.
  *
  *   node --import tsx scripts/soak-serve.ts [--model FILE.gguf | --only smollm-q8_0] [--rounds 5] [--clients 200]
  *        [--parallel 8] [--max-queue 256] [--leave 0.3] [--solo 60] [--seed 1] [--json]
@@ -39,7 +40,8 @@ const USAGE = `Usage: node --import tsx scripts/soak-serve.ts [options]
 Drives a tsllm serve child process with rounds of concurrent clients (openai, raw http, curl),
 some of which leave at random points, and checks after each round that the engine is idle again,
 /health is ok, /metrics is valid and adds up, every answered request equals its answer alone,
-and the server's stderr holds no error; prints RSS per round. Ends with SIGTERM under load.
+and the server's stderr holds no error; prints RSS per round. Ends with SIGTERM under load
+(requests running finish, those waiting are refused at once).
 
 Options:
   --model FILE      the GGUF to serve (default ../shared/models/stories260K.gguf)
@@ -371,15 +373,30 @@ async function round(index: number, s: Settings, url: string, child: ChildProces
   return report;
 }
 
-/** SIGTERM while requests run: each finishes (200), the server exits 0 */
-async function shutdownUnderLoad(url: string, child: ChildProcess, exited: Promise<number | null>): Promise<{ exitCode: number | null; statuses: number[] }> {
-  const inFlight = Array.from({ length: 8 }, (_, i) => fetch(`${url}/v1/completions`, {
+/**
+ * SIGTERM while `parallel` requests run and 4 more wait for room: the running ones finish (200),
+ * those still waiting are refused at once (503 shutting_down with Retry-After; one that started
+ * before the signal finishes), and the server exits 0. `problems` lists what broke that.
+ */
+async function shutdownUnderLoad(url: string, parallel: number, child: ChildProcess, exited: Promise<number | null>): Promise<{ exitCode: number | null; statuses: number[]; problems: string[] }> {
+  const send = (i: number) => fetch(`${url}/v1/completions`, {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: WORDS[i % WORDS.length], max_tokens: 64, temperature: 0, stream: i % 2 === 0 }),
-  }).then(async (r) => { await r.text(); return r.status; }, () => -1));
+  }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() }), () => ({ status: -1, retryAfter: null, body: "" }));
+  const running = Array.from({ length: parallel }, (_, i) => send(i));
   await new Promise((r) => setTimeout(r, 50));
+  const waiting = Array.from({ length: 4 }, (_, i) => send(parallel + i));
+  await new Promise((r) => setTimeout(r, 20));
   child.kill("SIGTERM");
-  const statuses = await Promise.all(inFlight);
-  return { exitCode: await exited, statuses };
+  const problems: string[] = [];
+  const ran = await Promise.all(running), queued = await Promise.all(waiting);
+  // (a stream's status line goes out at once: its refusal is the error event, its end no [DONE])
+  const finished = (a: { status: number; body: string }) => a.status === 200 && (!a.body.startsWith("data:") || a.body.trimEnd().endsWith("data: [DONE]"));
+  for (const a of ran) if (!finished(a)) problems.push(`a request running at SIGTERM got ${a.status}: ${a.body.slice(0, 200)}`);
+  for (const a of queued) {
+    const refused = (a.status === 503 && a.retryAfter !== null && a.body.includes("shutting_down")) || (a.status === 200 && a.body.startsWith("data:") && a.body.includes("shutting_down"));
+    if (!refused && !finished(a)) problems.push(`a request waiting at SIGTERM got ${a.status}: ${a.body.slice(0, 200)}`);
+  }
+  return { exitCode: await exited, statuses: [...ran, ...queued].map((a) => a.status), problems };
 }
 
 async function main(): Promise<void> {
@@ -402,10 +419,11 @@ async function main(): Promise<void> {
         `RSS ${(r.rssBytes / 2 ** 20).toFixed(1)} MiB; ${r.compared} compared alone, ${r.differences.length} differ; metrics problems ${r.metricsProblems.length}`);
       for (const line of [...r.errors, ...r.differences, ...r.metricsProblems]) log(`  ${line}`);
     }
-    const shutdown = await shutdownUnderLoad(server.url, server.child, server.exited);
+    const shutdown = await shutdownUnderLoad(server.url, s.parallel, server.child, server.exited);
     const stderrLines = server.stderr().split("\n").filter((l) => l !== "" && !l.startsWith("tsllm serve: "));
-    if (shutdown.exitCode !== 0 || shutdown.statuses.some((st) => st !== 200) || stderrLines.length > 0) failed = true;
-    log(`shutdown under load: exit ${shutdown.exitCode}, in-flight statuses ${shutdown.statuses.join(",")}; foreign stderr lines ${stderrLines.length}`);
+    if (shutdown.exitCode !== 0 || shutdown.problems.length > 0 || stderrLines.length > 0) failed = true;
+    log(`shutdown under load: exit ${shutdown.exitCode}, statuses (running, then waiting) ${shutdown.statuses.join(",")}; foreign stderr lines ${stderrLines.length}`);
+    for (const line of shutdown.problems) log(`  ${line}`);
     for (const line of stderrLines.slice(0, 20)) log(`  stderr: ${line}`);
     if (s.json) process.stdout.write(`${JSON.stringify({ settings: s, rounds, shutdown, stderrLines }, null, 2)}\n`);
   } finally {
