@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -80,4 +80,19 @@ test("a hub that cannot answer is asked once and the cached snapshot serves", as
   hub.unavailable = 100;
   await assert.rejects(downloadModel("acme/moving", opts(fresh(), { retries: 2 })), (e: HubError) => e.code === "network" && /after 3 attempts/.test(e.message));
   hub.unavailable = 0;
+});
+
+test("a damaged refs file (empty after a crash, or not a commit) is asked of the hub and rewritten; offline the error names it", async () => {
+  hub.add({ repo: "acme/moving", commit: OLD, refs: ["main"], files: oldFiles });
+  const cache = fresh();
+  await downloadModel("acme/moving", opts(cache));
+  const ref = join(cache, "models--acme--moving", "refs", "main");
+  for (const damaged of ["", "garbage!\n", "../../../etc"]) {
+    writeFileSync(ref, damaged);
+    await assert.rejects(downloadModel("acme/moving", opts(cache, { offline: true })), (e: HubError) => e.code === "offline-miss" && e.message.includes(`its ref file ${ref} is damaged`));
+    const r = await downloadModel("acme/moving", opts(cache));
+    assert.equal(r.commit, OLD);
+    assert.equal(readFileSync(ref, "utf8"), OLD);
+    assert.equal((await downloadModel("acme/moving", opts(cache, { offline: true }))).commit, OLD);
+  }
 });

@@ -2,7 +2,7 @@ import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpat
 import { mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
-import { checkCacheName, checkRelativePath, checkRevision, type HubSourceName } from "./reference.js";
+import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type HubSourceName } from "./reference.js";
 
 /*
  * The cache layout of Python's huggingface_hub, so either tool finds what the other downloaded:
@@ -104,14 +104,25 @@ export class RepoCache {
    * when a snapshot has that name (a commit id; ModelScope snapshots are named by revision).
    */
   cachedCommit(revision: string): string | undefined {
-    const ref = this.refPath(revision);
-    if (existsSync(ref)) {
-      const commit = readFileSync(ref, "utf8").trim();
-      checkCacheName(commit, ref);
-      if (existsSync(this.snapshotDir(commit))) return commit;
-    }
+    const commit = this.refCommit(revision);
+    if (commit !== undefined && existsSync(this.snapshotDir(commit))) return commit;
     if (!revision.includes("/") && existsSync(this.snapshotDir(revision))) return revision;
     return undefined;
+  }
+
+  /**
+   * The commit refs/<revision> names; undefined when there is none, or when it is damaged (empty
+   * after a crash mid-write, not a commit name), so that it is asked of the hub and rewritten
+   * rather than failing every load
+   */
+  refCommit(revision: string): string | undefined {
+    let text: string;
+    try {
+      text = readFileSync(this.refPath(revision), "utf8").trim();
+    } catch {
+      return undefined;
+    }
+    return isCacheName(text) ? text : undefined;
   }
 
   /** writes refs/<revision> = commit (no trailing newline, as Python writes it), atomically */

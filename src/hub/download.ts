@@ -158,7 +158,9 @@ export async function downloadModel(reference: string | HubReference, options: D
   const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
   if (cached && (offline || pinned || options.refresh === false)) return cached;
   if (offline) {
-    throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
+    const ref = cache.refPath(revision);
+    const damaged = existsSync(ref) && cache.refCommit(revision) === undefined ? ` (its ref file ${ref} is damaged: it names no commit)` : "";
+    throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir})${damaged} and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
   }
 
   let listing;

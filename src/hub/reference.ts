@@ -81,8 +81,13 @@ export function checkRelativePath(p: string, what: string): void {
 }
 
 /** Blob names (ETags, sha256) and commit ids name single files in the cache. */
+/** whether `name` is safe as one path component of the cache (an ETag, a commit) */
+export function isCacheName(name: string): boolean {
+  return /^[A-Za-z0-9._-]+$/.test(name) && !/^\.+$/.test(name);
+}
+
 export function checkCacheName(name: string, what: string): void {
-  if (!/^[A-Za-z0-9._-]+$/.test(name) || /^\.+$/.test(name)) {
+  if (!isCacheName(name)) {
     throw new HubError("protocol", `${what} "${name}" from the server is not a safe file name`);
   }
 }
