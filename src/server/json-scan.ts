@@ -5,8 +5,41 @@
  * brackets cannot overflow the call stack.
  */
 
-/** a value that ends at `end`; or text that runs out before the value ends (`incomplete`), or is not JSON from `end` on */
-export type Scan = { readonly ok: true; readonly end: number } | { readonly ok: false; readonly end: number; readonly incomplete: boolean };
+/**
+ * A value that ends at `end`; or text that runs out before the value ends (`incomplete`: for a
+ * string, `resume` is where its scan may go on once more text has come, outside any escape), or is
+ * not JSON from `end` on.
+ */
+export type Scan = { readonly ok: true; readonly end: number } | { readonly ok: false; readonly end: number; readonly incomplete: boolean; readonly resume?: number };
+
+/**
+ * Where scans of a text that only grows (a reply being generated, read again after each token)
+ * stopped, so the next scan of the same value goes on from there instead of from its start: a
+ * value's state where the text ran out, a string's decoded text so far. One memo serves one text.
+ */
+export class ScanMemo {
+  readonly values = new Map<number, Scan | Checkpoint>();
+  readonly strings = new Map<number, { readonly upTo: number; readonly text: string }>();
+}
+
+/**
+ * The string made flat: a memo's text grows by one piece per reading, and V8 joins such pieces
+ * into a chain that every later use walks from end to end; a flat one is copied at memory speed.
+ * (charCodeAt flattens the chain in place.)
+ */
+export function flat(s: string): string {
+  s.charCodeAt(0);
+  return s;
+}
+
+interface Checkpoint {
+  readonly stack: readonly string[];
+  readonly want: Want;
+  /** the token the text ran out in (or its end, between tokens) */
+  readonly at: number;
+  /** the token is a string scanned clean up to here */
+  readonly stringFrom?: number;
+}
 
 const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 
@@ -15,37 +48,46 @@ export function skipWs(s: string, i: number): number {
   return i;
 }
 
-const cut = (end: number): Scan => ({ ok: false, end, incomplete: true });
+const cut = (end: number, resume = end): Scan => ({ ok: false, end, incomplete: true, resume });
 const bad = (end: number): Scan => ({ ok: false, end, incomplete: false });
 
-/** the JSON string starting at s[i] (a quote) */
-export function scanString(s: string, i: number): Scan {
-  for (let j = i + 1; j < s.length; j++) {
+/** the JSON string starting at s[i] (a quote), its characters known to be well-formed up to `from` */
+export function scanString(s: string, i: number, from = i + 1): Scan {
+  for (let j = from; j < s.length; j++) {
     const c = s.charCodeAt(j);
     if (c === 0x22) return { ok: true, end: j + 1 };
     if (c < 0x20) return bad(j);
     if (c !== 0x5c) continue;
-    if (j + 1 >= s.length) return cut(s.length);
+    if (j + 1 >= s.length) return cut(s.length, j);
     const e = s[j + 1]!;
     if (e === "u") {
       for (let k = j + 2; k < j + 6; k++) {
-        if (k >= s.length) return cut(s.length);
+        if (k >= s.length) return cut(s.length, j);
         if (!/[0-9a-fA-F]/.test(s[k]!)) return bad(k);
       }
       j += 5;
     } else if ("\"\\/bfnrt".includes(e)) j++;
     else return bad(j + 1);
   }
-  return cut(s.length);
+  // (a text that ends at the opening quote goes on after it)
+  return cut(s.length, Math.max(from, s.length));
 }
 
 /**
  * The characters of the JSON string at s[i] decoded as far as they are certain: an escape
  * sequence or a high surrogate cut off by the end of the text waits for the rest.
  */
-export function decodeStringPrefix(s: string, i: number): string {
-  const r = scanString(s, i);
-  if (r.ok) return JSON.parse(s.slice(i, r.end)) as string;
+export function decodeStringPrefix(s: string, i: number, memo?: ScanMemo): string {
+  const known = memo?.strings.get(i);
+  const from = known?.upTo ?? i + 1;
+  const r = scanString(s, i, from);
+  if (r.ok) return (known?.text ?? "") + (JSON.parse(`"${s.slice(from, r.end)}`) as string);
+  if (r.incomplete) {
+    // (the text decoded so far is kept whole: a high surrogate at its end may yet get its pair)
+    const text = flat((known?.text ?? "") + (JSON.parse(`"${s.slice(from, r.resume)}"`) as string));
+    memo?.strings.set(i, { upTo: r.resume!, text });
+    return text.length > 0 && /[\uD800-\uDBFF]$/.test(text) ? text.slice(0, -1) : text;
+  }
   let end = r.end;
   // back to the last character that cannot be part of an unfinished escape
   const back = s.lastIndexOf("\\", end - 1);
@@ -54,9 +96,7 @@ export function decodeStringPrefix(s: string, i: number): string {
     for (let k = back; k > i && s[k] === "\\"; k--) slashes++;
     if (slashes % 2 === 1) end = back;
   }
-  let text = JSON.parse(`${s.slice(i, end)}"`) as string;
-  if (r.incomplete && text.length > 0 && /[\uD800-\uDBFF]$/.test(text)) text = text.slice(0, -1);
-  return text;
+  return JSON.parse(`${s.slice(i, end)}"`) as string;
 }
 
 const LITERALS = ["true", "false", "null"];
@@ -105,14 +145,28 @@ function scanNumber(s: string, i: number): Scan {
 
 enum Want { Value, ValueOrClose, Key, KeyOrClose, Colon, After }
 
-/** the JSON value that starts at s[i] (no whitespace before it) */
-export function scanValue(s: string, i: number): Scan {
-  const stack: string[] = [];
-  let want = Want.Value;
+/** the JSON value that starts at s[i] (no whitespace before it); with a memo, going on from where its last scan ran out */
+export function scanValue(s: string, i: number, memo?: ScanMemo): Scan {
+  const start = i;
+  const known = memo?.values.get(start);
+  if (known && "ok" in known) return known;
+  const stack: string[] = known ? [...known.stack] : [];
+  let want = known ? known.want : Want.Value;
+  if (known) i = known.at;
+  /** the text ran out in the token at `at` (a string scanned clean up to `stringFrom`) */
+  const ranOut = (at: number, stringFrom?: number): Scan => {
+    memo?.values.set(start, { stack: [...stack], want, at, ...(stringFrom === undefined ? {} : { stringFrom }) });
+    return cut(s.length);
+  };
+  const final = (r: Scan): Scan => {
+    memo?.values.set(start, r);
+    return r;
+  };
+  const string = (at: number): Scan => scanString(s, at, known?.stringFrom !== undefined && at === known.at ? known.stringFrom : at + 1);
   for (;;) {
-    if (want === Want.After && stack.length === 0) return { ok: true, end: i };
+    if (want === Want.After && stack.length === 0) return final({ ok: true, end: i });
     if (want !== Want.Value || stack.length > 0) i = skipWs(s, i);
-    if (i >= s.length) return cut(s.length);
+    if (i >= s.length) return ranOut(i);
     const c = s[i]!;
     switch (want) {
       case Want.Value:
@@ -120,8 +174,8 @@ export function scanValue(s: string, i: number): Scan {
         if (want === Want.ValueOrClose && c === "]") { stack.pop(); i++; want = Want.After; break; }
         if (c === "{") { stack.push("}"); i++; want = Want.KeyOrClose; break; }
         if (c === "[") { stack.push("]"); i++; want = Want.ValueOrClose; break; }
-        const r = scanScalar(s, i);
-        if (!r.ok) return r;
+        const r = c === "\"" ? string(i) : scanScalar(s, i);
+        if (!r.ok) return r.incomplete ? ranOut(i, c === "\"" ? r.resume : undefined) : final(r);
         i = r.end;
         want = Want.After;
         break;
@@ -129,22 +183,22 @@ export function scanValue(s: string, i: number): Scan {
       case Want.Key:
       case Want.KeyOrClose: {
         if (want === Want.KeyOrClose && c === "}") { stack.pop(); i++; want = Want.After; break; }
-        if (c !== "\"") return bad(i);
-        const r = scanString(s, i);
-        if (!r.ok) return r;
+        if (c !== "\"") return final(bad(i));
+        const r = string(i);
+        if (!r.ok) return r.incomplete ? ranOut(i, r.resume) : final(r);
         i = r.end;
         want = Want.Colon;
         break;
       }
       case Want.Colon:
-        if (c !== ":") return bad(i);
+        if (c !== ":") return final(bad(i));
         i++;
         want = Want.Value;
         break;
       case Want.After: {
         const close = stack[stack.length - 1]!;
         if (c === ",") { i++; want = close === "}" ? Want.Key : Want.Value; break; }
-        if (c !== close) return bad(i);
+        if (c !== close) return final(bad(i));
         stack.pop();
         i++;
         break;

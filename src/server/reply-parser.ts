@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { decodeStringPrefix, scanString, scanValue, skipWs } from "./json-scan.js";
+import { decodeStringPrefix, flat, ScanMemo, scanString, scanValue, skipWs } from "./json-scan.js";
 
 /**
  * A chat reply read apart into reasoning, text and tool calls, in the form its template's model
@@ -53,9 +53,22 @@ export interface ParsedReply {
   readonly calls: readonly ParsedCall[];
 }
 
-/** the reply's reasoning, text and calls; `partial`: the reply may go on, so only what is settled */
-export function parseReply(text: string, syntax: ReplySyntax, partial: boolean): ParsedReply {
-  const out = new Reply(text, partial);
+/**
+ * Where the readings of a reply that only grows stopped (a stream reads it again after each
+ * token): its JSON values' scans, its raw strings' JSON so far, so each reading does the new
+ * text's work, not the whole reply's again.
+ */
+export class ReplyMemo {
+  readonly json = new ScanMemo();
+  /** a raw text's JSON string (less its quotes) from its start up to `upTo` */
+  readonly raw = new Map<number, { readonly upTo: number; readonly json: string }>();
+  /** a word looked for from a position: found nowhere before `upTo` */
+  readonly searched = new Map<string, number>();
+}
+
+/** the reply's reasoning, text and calls; `partial`: the reply may go on, so only what is settled; `memo`: what earlier readings of the reply's beginning found */
+export function parseReply(text: string, syntax: ReplySyntax, partial: boolean, memo?: ReplyMemo): ParsedReply {
+  const out = new Reply(text, partial, memo);
   let pos = 0;
   if (syntax.thinking) pos = readThinking(out, syntax.thinking);
   if (!out.stopped) {
@@ -79,7 +92,35 @@ class Reply {
   private afterCall = false;
   private pendingWs = "";
 
-  constructor(readonly s: string, readonly partial: boolean) {}
+  constructor(readonly s: string, readonly partial: boolean, readonly memo?: ReplyMemo) {}
+
+  /** the JSON value at i */
+  scan(i: number): ReturnType<typeof scanValue> {
+    return scanValue(this.s, i, this.memo?.json);
+  }
+
+  /** the characters of the JSON string at i, decoded as far as they are certain */
+  decode(i: number): string {
+    return decodeStringPrefix(this.s, i, this.memo?.json);
+  }
+
+  /** the raw text from `from` to `to` as a JSON string's contents (a partial reading's `to` is never after half a surrogate pair) */
+  rawJson(from: number, to: number): string {
+    const known = this.memo?.raw.get(from);
+    const upTo = known && known.upTo <= to ? known.upTo : from;
+    const json = flat((known && upTo === known.upTo ? known.json : "") + JSON.stringify(this.s.slice(upTo, to)).slice(1, -1));
+    if (this.partial) this.memo?.raw.set(from, { upTo: to, json });
+    return json;
+  }
+
+  /** where `word` first occurs from `from` on (-1: nowhere yet) */
+  indexOf(word: string, from: number): number {
+    const key = `${from} ${word}`;
+    const known = this.memo?.searched.get(key) ?? from;
+    const at = this.s.indexOf(word, Math.max(from, known - word.length + 1));
+    if (at < 0) this.memo?.searched.set(key, this.s.length);
+    return at;
+  }
 
   /** text from `from` to `to`; with `markers`, a partial reply holds back an ending that may begin one (and stops there) */
   text(from: number, to: number, markers: readonly string[]): void {
@@ -260,7 +301,7 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
     if (s[j] !== ":") return cutShort(j, false);
     j = skipWs(s, j + 1);
     if (j >= s.length) return cutShort(j, true);
-    const v = scanValue(s, j);
+    const v = out.scan(j);
     if (keys.name.includes(key)) {
       if (s[j] !== "\"" || !v.ok) return call ? cutShort(v.end, !v.ok && v.incomplete) : (!v.ok && v.incomplete && out.partial ? WAIT : TEXT);
       const name = JSON.parse(s.slice(j, v.end)) as string;
@@ -271,7 +312,7 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
       }
     } else if (keys.args.includes(key) && argsStart < 0) {
       argsStart = j;
-      args = s[j] === "\"" ? decodeStringPrefix(s, j) : s.slice(j, v.end);
+      args = s[j] === "\"" ? out.decode(j) : s.slice(j, v.end);
       if (call) call.arguments = args;
     } else if (ID_KEYS.has(key)) {
       if (s[j] === "\"" && v.ok && id === undefined) {
@@ -337,8 +378,8 @@ function nameBefore(out: Reply, i: number, end: string, calls: Calls, pattern = 
 function valueArguments(out: Reply, call: { arguments: string }, i: number): number {
   const s = out.s;
   if (i >= s.length) { if (out.partial) out.stop(); return i; }
-  const v = scanValue(s, i);
-  call.arguments = s[i] === "\"" ? decodeStringPrefix(s, i) : s.slice(i, v.end);
+  const v = out.scan(i);
+  call.arguments = s[i] === "\"" ? out.decode(i) : s.slice(i, v.end);
   if (!v.ok && v.incomplete && out.partial) out.stop();
   return v.end;
 }
@@ -405,19 +446,19 @@ function xmlFunction(out: Reply, at: number, calls: Calls): Found {
     let from = nameEnd + 1;
     if (s[from] === "\n") from++;
     else if (out.partial && from >= s.length) { out.stop(); return { kind: "calls", end: i }; }
-    const close = s.indexOf(PARAMETER_END, from);
+    const close = out.indexOf(PARAMETER_END, from);
     const key = `${args === "{" ? "" : ", "}${JSON.stringify(param)}: `;
     if (close < 0) {
       // the value is not finished: a string's text so far (less what may begin its closing), nothing of another
       if (strings?.has(param)) {
         const end = out.partial ? heldBack(s, from, [`\n${PARAMETER_END}`, PARAMETER_END]) : s.length;
-        call.arguments = args + key + JSON.stringify(s.slice(from, end)).slice(0, -1);
+        call.arguments = `${args + key}"${out.rawJson(from, end)}`;
       } else if (!out.partial) call.arguments = args + key + s.slice(from);
       if (out.partial) out.stop();
       return { kind: "calls", end: s.length };
     }
-    const raw = s.slice(from, s[close - 1] === "\n" && close > from ? close - 1 : close);
-    args += key + (strings?.has(param) ? JSON.stringify(raw) : jsonOrString(raw));
+    const rawEnd = s[close - 1] === "\n" && close > from ? close - 1 : close;
+    args += key + (strings?.has(param) ? `"${out.rawJson(from, rawEnd)}"` : jsonOrString(s.slice(from, rawEnd)));
     call.arguments = args;
     i = close + PARAMETER_END.length;
   }
@@ -592,7 +633,7 @@ function builtinCall(out: Reply, i: number, calls: Calls): Found {
     if (s[k] !== "=") break;
     k = skipWs(s, k + 1);
     if (k >= s.length) break;
-    const v = scanValue(s, k);
+    const v = out.scan(k);
     args += `${args === "{" ? "" : ", "}${JSON.stringify(key)}: ${s.slice(k, v.end)}`;
     if (!v.ok) { call.arguments = args; if (v.incomplete && out.partial) out.stop(); return { kind: "calls", end: v.end }; }
     j = skipWs(s, v.end);
@@ -628,8 +669,8 @@ function generic(out: Reply, pos: number, calls: Calls): void {
   if (key === "tool_calls") f = listCalls(out, j, calls);
   else if (key === "tool_call") f = objectCall(out, j, calls);
   else if (key === "response") {
-    const v = scanValue(s, j);
-    out.addText(s[j] === "\"" ? decodeStringPrefix(s, j) : s.slice(j, v.end));
+    const v = out.scan(j);
+    out.addText(s[j] === "\"" ? out.decode(j) : s.slice(j, v.end));
     if (!v.ok && v.incomplete && out.partial) out.stop();
     f = { kind: "calls", end: v.end };
   } else return whole();
@@ -676,6 +717,7 @@ export class ReplyStream {
   private text = "";
   private sent: ParsedReply = { reasoning: "", content: "", calls: [] };
   private readonly ids: string[] = [];
+  private readonly memo = new ReplyMemo();
 
   constructor(private readonly syntax: ReplySyntax) {}
 
@@ -686,12 +728,12 @@ export class ReplyStream {
 
   push(delta: string): ReplyDelta[] {
     this.text += delta;
-    return this.advance(parseReply(this.text, this.syntax, true));
+    return this.advance(parseReply(this.text, this.syntax, true, this.memo));
   }
 
   /** what is left once the reply has ended */
   end(): ReplyDelta[] {
-    return this.advance(parseReply(this.text, this.syntax, false));
+    return this.advance(parseReply(this.text, this.syntax, false, this.memo));
   }
 
   private advance(now: ParsedReply): ReplyDelta[] {
