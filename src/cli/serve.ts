@@ -91,8 +91,9 @@ export async function runServe(argv: string[]): Promise<void> {
     throw e;
   }
   if ("signal" in loaded) {
-    process.stderr.write(`tsllm serve: ${loaded.signal} while loading the model: stopped before serving\n`);
     await server.close(0);
+    // (written before the exit: stderr on a pipe is asynchronous outside Linux)
+    await new Promise<void>((resolve) => process.stderr.write(`tsllm serve: ${loaded.signal} while loading the model: stopped before serving\n`, () => resolve()));
     // the loading cannot be cancelled (a download, file reads, worker threads) and would keep
     // the process alive: a requested stop exits 0, as it does after serving
     process.exit(0);
