@@ -1,7 +1,7 @@
 import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
-  rangeOf, toFixed, toJson, truthy, tuple, typeName, type Value,
+  pyInt, rangeOf, toFixed, toJson, truthy, tuple, typeName, type Value,
 } from "./values.js";
 
 /*
@@ -93,7 +93,7 @@ function selectOrReject(value: Value, args: Value[], ctx: FilterContext, select:
 }
 
 const FILTERS: Record<string, Filter> = {
-  abs: (v) => (v instanceof Float ? new Float(Math.abs(v.v)) : isNumber(v) ? Math.abs(num(v)) : fail(`bad operand type for abs(): '${typeName(v)}'`)),
+  abs: (v) => (v instanceof Float ? new Float(Math.abs(v.v)) : typeof v === "bigint" ? pyInt(v < 0n ? -v : v) : isNumber(v) ? Math.abs(num(v)) : fail(`bad operand type for abs(): '${typeName(v)}'`)),
   attr: (v, [name = ""], _kw, ctx) => ctx.getattr(v, str(name)),
   batch: (v, args, kwargs) => {
     const size = Number(num(arg(args, kwargs, 0, "linecount", 1) as number));
@@ -163,7 +163,9 @@ const FILTERS: Record<string, Filter> = {
     const fallback = arg(args, kwargs, 0, "default", 0);
     const base = Number(num(arg(args, kwargs, 1, "base", 10) as number));
     if (typeof v === "boolean") return Number(v);
-    if (isNumber(v)) return Number.isFinite(num(v)) ? Math.trunc(num(v)) : fallback;
+    if (typeof v === "bigint") return v;
+    // int(1e20) is exact: every double beyond 2^53 is an integer, which pyInt keeps as a BigInt
+    if (isNumber(v)) return Number.isFinite(num(v)) ? pyInt(Math.trunc(num(v))) : fallback;
     if (!isStr(v)) return fallback;
     let t = strOf(v).trim().replace(/(?<=[0-9a-z])_(?=[0-9a-z])/gi, "");
     // int(s, 16) takes "0x1A" (and 8 "0o", 2 "0b")
@@ -171,9 +173,13 @@ const FILTERS: Record<string, Filter> = {
     if (prefix) t = t.replace(prefix, "$1");
     const digits = "0123456789abcdefghijklmnopqrstuvwxyz".slice(0, base);
     const m = new RegExp(`^([+-]?)([${digits}]+)$`, "i").exec(t);
-    if (m) return (m[1] === "-" ? -1 : 1) * parseInt(m[2]!, base);
+    if (m) {
+      // every digit kept, as Python's int() keeps them ('12345678901234567890'|int is exact)
+      const magnitude = [...m[2]!.toLowerCase()].reduce((n, c) => n * BigInt(base) + BigInt(digits.indexOf(c)), 0n);
+      return pyInt(m[1] === "-" ? -magnitude : magnitude);
+    }
     const x = parseFloatStrict(strOf(v));
-    return x === undefined || !Number.isFinite(x) ? fallback : Math.trunc(x);
+    return x === undefined || !Number.isFinite(x) ? fallback : pyInt(Math.trunc(x));
   },
   items: (v) => {
     if (v instanceof Undefined) return new Generator([], "do_items");
@@ -227,7 +233,7 @@ const FILTERS: Record<string, Filter> = {
     if (!isNumber(v)) fail(`type ${typeName(v)} doesn't define __round__ method`);
     const x = num(v as number), m = 10 ** precision;
     // Python's round() of an int is an int
-    if (method === "common") return typeof v === "number" ? pyRound(x, precision) : new Float(pyRound(x, precision));
+    if (method === "common") return typeof v === "bigint" ? v : typeof v === "number" ? pyRound(x, precision) : new Float(pyRound(x, precision));
     if (method === "ceil") return new Float(Math.ceil(x * m) / m);
     if (method === "floor") return new Float(Math.floor(x * m) / m);
     return fail("method must be common, ceil or floor");
@@ -344,13 +350,13 @@ const TESTS: Record<string, Test> = {
   },
   eq: (v, [x = null]) => equals(v, x),
   escaped: (v) => v instanceof Markup,
-  even: (v) => (isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
+  even: (v) => (typeof v === "bigint" ? v % 2n === 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
   false: (v) => v === false,
   float: (v) => v instanceof Float,
   ge: (v, [x = null]) => compare(v, x, ">=") >= 0,
   gt: (v, [x = null]) => compare(v, x, ">") > 0,
   in: (v, [x = null]) => contains(x, v),
-  integer: (v) => typeof v === "number",
+  integer: (v) => typeof v === "number" || typeof v === "bigint",
   iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined,
   le: (v, [x = null]) => compare(v, x, "<=") <= 0,
   lower: (v) => { const s = str(v); return /\p{Ll}/u.test(s) && !/[\p{Lu}\p{Lt}]/u.test(s); },
@@ -359,7 +365,7 @@ const TESTS: Record<string, Test> = {
   ne: (v, [x = null]) => !equals(v, x),
   none: (v) => v === null,
   number: (v) => isNumber(v),
-  odd: (v) => (isNumber(v) ? ((num(v) % 2) + 2) % 2 === 1 : fail(`not all arguments converted during string formatting`)),
+  odd: (v) => (typeof v === "bigint" ? v % 2n !== 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 1 : fail(`not all arguments converted during string formatting`)),
   sameas: (v, [x = null]) => v === x || (isTuple(v) && v === x),
   sequence: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Undefined,
   string: (v) => isStr(v),

@@ -4,7 +4,7 @@ import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
   Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
-  isTuple, iterate, keyOf, num, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
+  exactInt, isTuple, iterate, keyOf, num, pyInt, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
 } from "./values.js";
 
 /*
@@ -373,7 +373,7 @@ export class Interpreter implements FilterContext {
         const op = node.type === "Neg" ? "-" : "+";
         if (!isNumber(v)) return fail(`bad operand type for unary ${op}: '${typeName(v)}'`);
         if (op === "+") return typeof v === "boolean" ? Number(v) : v;
-        return v instanceof Float ? new Float(-v.v) : -num(v);
+        return v instanceof Float ? new Float(-v.v) : typeof v === "bigint" ? pyInt(-v) : -num(v);
       }
       case "BinOp": return this.binary(node.op, this.expr(node.left, scope), this.expr(node.right, scope));
       case "Concat": {
@@ -598,37 +598,61 @@ const UNDEFINED_OK = new Set([
   "first", "batch", "slice", "sort", "sum", "min", "max", "reverse", "int", "float", "tojson",
 ]);
 
-const keyable = (v: Value): boolean => v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean" || v instanceof Float || v instanceof Markup;
+const keyable = (v: Value): boolean => v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint" || typeof v === "boolean" || v instanceof Float || v instanceof Markup;
 
-/** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float */
-function arithmetic(op: string, a: number | Float | boolean, b: number | Float | boolean): Value {
+/** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float, ints exact at any size */
+function arithmetic(op: string, a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): Value {
+  const i = exactInt(a), j = exactInt(b);
+  if (i !== undefined && j !== undefined && op !== "/" && !(op === "**" && j < 0n)) return intArithmetic(op, a, b, i, j);
   const x = num(a), y = num(b);
   const float = a instanceof Float || b instanceof Float;
-  const result = (v: number, asFloat = float): Value => {
-    if (asFloat) return new Float(v);
-    // Python's int has no bound; a double is exact only to 2^53: refused rather than rounded
-    if (!Number.isSafeInteger(v)) fail(`the integer result of ${x} ${op} ${y} is beyond 2^53, which tsllm does not compute exactly`);
-    return v;
-  };
   switch (op) {
-    case "+": return result(x + y);
-    case "-": return result(x - y);
-    case "*": return result(x * y);
+    case "+": return new Float(x + y);
+    case "-": return new Float(x - y);
+    case "*": return new Float(x * y);
     case "/": return y === 0 ? fail("division by zero") : new Float(x / y);
-    case "//": return y === 0 ? fail(float ? "float floor division by zero" : "integer division or modulo by zero") : result(Math.floor(x / y));
+    case "//": return y === 0 ? fail(float ? "float floor division by zero" : "integer division or modulo by zero") : new Float(Math.floor(x / y));
     case "%": {
       if (y === 0) return fail(float ? "float modulo" : "integer division or modulo by zero");
       const r = x % y;
-      return result(r !== 0 && (r < 0) !== (y < 0) ? r + y : r);
+      return new Float(r !== 0 && (r < 0) !== (y < 0) ? r + y : r);
     }
-    case "**": {
-      if (x === 0 && y < 0) return fail("0.0 cannot be raised to a negative power");
-      return result(x ** y, float || y < 0);
-    }
+    case "**": return x === 0 && y < 0 ? fail("0.0 cannot be raised to a negative power") : new Float(x ** y);
     default: return fail(`unsupported operand type(s) for ${op}: '${typeName(a)}' and '${typeName(b)}'`);
   }
 }
 
+/** the most bits an int may have: Python refuses to write one of more than 4300 digits (sys.get_int_max_str_digits) */
+const MAX_INT_BITS = Math.ceil(4300 * Math.log2(10));
+
+/** + - * // % ** on ints (and bools), exact: in doubles while they are exact, else in BigInt */
+function intArithmetic(op: string, a: Value, b: Value, i: bigint, j: bigint): Value {
+  if (typeof a === "number" && typeof b === "number" && (op === "+" || op === "-" || op === "*")) {
+    const v = op === "+" ? a + b : op === "-" ? a - b : a * b;
+    if (Number.isSafeInteger(v)) return v;
+  }
+  const bits = (n: bigint) => (n < 0n ? -n : n).toString(2).length;
+  const tooBig = (estimate: number) => {
+    if (estimate > MAX_INT_BITS) fail(`the integer result of ${str(a)} ${op} ${str(b)} has more than 4300 digits, which Python refuses to write`);
+  };
+  switch (op) {
+    case "+": return pyInt(i + j);
+    case "-": return pyInt(i - j);
+    case "*": tooBig(bits(i) + bits(j) - 1); return pyInt(i * j);
+    case "//": {
+      if (j === 0n) return fail("integer division or modulo by zero");
+      const q = i / j;
+      return pyInt(i % j !== 0n && (i < 0n) !== (j < 0n) ? q - 1n : q);
+    }
+    case "%": {
+      if (j === 0n) return fail("integer division or modulo by zero");
+      const r = i % j;
+      return pyInt(r !== 0n && (r < 0n) !== (j < 0n) ? r + j : r);
+    }
+    case "**": if (i !== 0n && i !== 1n && i !== -1n) tooBig((bits(i) - 1) * Number(j)); return pyInt(i ** j);
+    default: return fail(`unsupported operand type(s) for ${op}: '${typeName(a)}' and '${typeName(b)}'`);
+  }
+}
 
 /** jinja2's own globals: namespace(), dict(), cycler(), joiner() */
 export function jinjaGlobals(): [string, Value][] {

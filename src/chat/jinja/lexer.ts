@@ -23,7 +23,7 @@ export interface Token {
   /** the text a name, operator or data token stands for; a string literal's decoded value */
   readonly value: string;
   /** an integer or float literal's value */
-  readonly number?: number;
+  readonly number?: number | bigint;
   /** 1-based line of the token's start */
   readonly line: number;
   /** offset of the token's start in the (newline-normalised) source */
@@ -105,12 +105,12 @@ export function decodeStringLiteral(body: string): string {
   return out;
 }
 
-/** the value of an integer literal (0x / 0o / 0b, underscores); one beyond 2^53 is refused, not rounded */
-function integerValue(text: string, line: number): number {
+/** the value of an integer literal (0x / 0o / 0b, underscores): a number, or a bigint beyond 2^53 (Python's ints are exact at any size) */
+function integerValue(text: string, line: number): number | bigint {
   const digits = text.replace(/_/g, "");
+  if (digits.length > 4300) throw new TemplateSyntaxError(`the integer literal has ${digits.length} digits, more than the 4300 Python reads`, line);
   const big = /^0[bB]/.test(digits) ? BigInt(digits) : /^0[oO]/.test(digits) ? BigInt(`0o${digits.slice(2)}`) : BigInt(digits);
-  if (big > MAX_SAFE) throw new TemplateSyntaxError(`the integer ${text} is larger than 2^53, beyond what tsllm computes exactly`, line);
-  return Number(big);
+  return big > MAX_SAFE ? big : Number(big);
 }
 
 /** the tokens of a template, ending with an "eof" token; throws TemplateSyntaxError */
@@ -128,7 +128,7 @@ export function tokenize(template: string, maxDepth: number): Token[] {
     return lo + 1;
   };
   const tokens: Token[] = [];
-  const push = (type: string, value: string, at: number, number?: number) => tokens.push(number === undefined ? { type, value, line: lineAt(at), at } : { type, value, number, line: lineAt(at), at });
+  const push = (type: string, value: string, at: number, number?: number | bigint) => tokens.push(number === undefined ? { type, value, line: lineAt(at), at } : { type, value, number, line: lineAt(at), at });
   const quoted = (at: number) => JSON.stringify(source.slice(at, at + 40).split("\n")[0]);
   const fail = (message: string, at: number): never => { throw new TemplateSyntaxError(message, lineAt(at)); };
   const unterminated = (what: string, at: number, closer: string): never => {

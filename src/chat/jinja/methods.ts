@@ -274,7 +274,10 @@ export const useEquals = (f: (a: Value, b: Value) => boolean): void => { equalsL
 /** one formatted number or string under a format spec: fill, align, sign, zero padding, width, precision, type */
 interface Spec { fill: string; align: string; sign: string; alt: boolean; zero: boolean; width: number; grouping: string; precision: number | undefined; type: string }
 
-function formatNumber(x: number, isInt: boolean, spec: Spec, forPercent: boolean): string {
+function formatNumber(value: number | bigint, isInt: boolean, spec: Spec, forPercent: boolean): string {
+  // an int beyond 2^53 keeps its digits where it is written as an int (d, x, o, b, none), else it is a double
+  const big = typeof value === "bigint" ? (value < 0n ? -value : value) : undefined;
+  const x = Number(value);
   let t = spec.type;
   if (t === "" ) t = isInt ? "d" : "";
   let body: string;
@@ -284,12 +287,12 @@ function formatNumber(x: number, isInt: boolean, spec: Spec, forPercent: boolean
   switch (t) {
     case "d": case "i": case "u":
       if (!isInt && !forPercent) fail(`Unknown format code 'd' for object of type 'float'`);
-      body = String(Math.trunc(a));
+      body = String(big ?? Math.trunc(a));
       break;
     case "x": case "X": case "o": case "b": {
       if (!isInt && !forPercent) fail(`Unknown format code '${t}' for object of type 'float'`);
       const base = t === "o" ? 8 : t === "b" ? 2 : 16;
-      body = Math.trunc(a).toString(base);
+      body = (big ?? Math.trunc(a)).toString(base);
       if (t === "X") body = body.toUpperCase();
       if (spec.alt) body = (t === "o" ? "0o" : t === "b" ? "0b" : t === "X" ? "0X" : "0x") + body;
       break;
@@ -303,7 +306,7 @@ function formatNumber(x: number, isInt: boolean, spec: Spec, forPercent: boolean
     case "%": body = `${toFixed(a * 100, p ?? 6)}%`; break;
     case "g": case "G": case "": {
       if (!Number.isFinite(a)) { body = a === Infinity ? "inf" : "nan"; break; }
-      if (t === "" && p === undefined) { body = isInt ? String(a) : reprFloat(a); break; }
+      if (t === "" && p === undefined) { body = isInt ? String(big ?? a) : reprFloat(a); break; }
       const prec = p === 0 ? 1 : p ?? 6;
       const exp = a === 0 ? 0 : Math.floor(Math.log10(Number(a.toPrecision(prec))));
       if (exp < -4 || exp >= prec) {
@@ -349,7 +352,7 @@ function applyFormatSpec(v: Value, specText: string, limit: SizeLimit): string {
   if (isNumber(v) && !(typeof v === "boolean" && spec.type === "")) {
     if (spec.type === "s") fail(`Unknown format code 's' for object of type '${typeName(v)}'`);
     if (spec.type === "c") return align(String.fromCodePoint(num(v)), spec, "<");
-    return formatNumber(num(v), !(v instanceof Float), spec, false);
+    return formatNumber(typeof v === "bigint" ? v : num(v), !(v instanceof Float), spec, false);
   }
   if (spec.type !== "" && spec.type !== "s") fail(`Unknown format code '${spec.type}' for object of type '${typeName(v)}'`);
   let s = str(v);
@@ -431,7 +434,7 @@ export function percentFormat(template: string, values: Value, limit: SizeLimit)
         const x = num(v);
         const isInt = !(v instanceof Float) || "diuxXo".includes(conv);
         if ("xXo".includes(conv) && v instanceof Float) fail(`%${conv} format: an integer is required, not float`);
-        return formatNumber("diu".includes(conv) ? Math.trunc(x) : x, isInt, spec, true);
+        return formatNumber(typeof v === "bigint" ? v : "diu".includes(conv) ? Math.trunc(x) : x, isInt, spec, true);
       }
       default: return fail(`unsupported format character '${conv}' (0x${conv.codePointAt(0)!.toString(16)})`);
     }

@@ -10,7 +10,7 @@ import { OPERATOR_TEXT, TemplateSyntaxError, type Token } from "./lexer.js";
  */
 
 export type Expr =
-  | { type: "Const"; line: number; value: string | number | boolean | null; float?: true }
+  | { type: "Const"; line: number; value: string | number | bigint | boolean | null; float?: true }
   | { type: "Name"; line: number; name: string }
   | { type: "NSRef"; line: number; name: string; attr: string }
   | { type: "Tuple" | "List"; line: number; items: Expr[] }
@@ -473,7 +473,7 @@ class Parser {
         return { type: "Const", line, value: t.number! };
       case "float":
         this.next();
-        return { type: "Const", line, value: t.number!, float: true };
+        return { type: "Const", line, value: Number(t.number!), float: true };
       case "lparen": {
         this.next();
         const node = this.parseTuple({ explicitParentheses: true });

@@ -11,7 +11,7 @@ export class Undefined {
   constructor(readonly message: string) {}
 }
 
-/** a Python float (a plain JS number is a Python int) */
+/** a Python float (a plain JS number is a Python int; an int beyond 2^53 is a bigint, as pyInt makes it) */
 export class Float {
   constructor(readonly v: number) {}
 }
@@ -47,14 +47,14 @@ export class Generator {
   }
 }
 
-export type Key = string | number | boolean | null;
+export type Key = string | number | bigint | boolean | null;
 export type Dict = Map<Key, Value>;
 /** a dict's items(), keys() or values(): iterable again and again, sized, written as dict_items([...]) */
 export class DictView {
   constructor(readonly type: "dict_items" | "dict_keys" | "dict_values", readonly items: Value[]) {}
 }
 
-export type Value = Undefined | null | boolean | number | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator | DictView;
+export type Value = Undefined | null | boolean | number | bigint | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator | DictView;
 
 /** the arrays that are tuples (a JS array is a list) */
 const TUPLES = new WeakSet<Value[]>();
@@ -79,17 +79,30 @@ export function pyRange(start: number, stop: number, step: number): Value[] {
 export const rangeOf = (v: Value): readonly [number, number, number] | undefined => (Array.isArray(v) ? RANGES.get(v) : undefined);
 export const isDict = (v: Value): v is Dict => v instanceof Map;
 export const isStr = (v: Value): v is string | Markup => typeof v === "string" || v instanceof Markup;
-export const isNumber = (v: Value): v is number | Float | boolean => typeof v === "number" || v instanceof Float || typeof v === "boolean";
+export const isNumber = (v: Value): v is number | bigint | Float | boolean => typeof v === "number" || typeof v === "bigint" || v instanceof Float || typeof v === "boolean";
 export const strOf = (v: string | Markup): string => (typeof v === "string" ? v : v.s);
-/** the JS number of an int, float or bool */
-export const num = (v: number | Float | boolean): number => (typeof v === "number" ? v : typeof v === "boolean" ? Number(v) : v.v);
+/** the JS number of an int, float or bool (an int beyond 2^53 rounded to the nearest double, as Python's float() rounds it) */
+export const num = (v: number | bigint | Float | boolean): number => (typeof v === "number" ? v : typeof v === "boolean" || typeof v === "bigint" ? Number(v) : v.v);
+
+/**
+ * A Python int as a value: a JS number while it is exact (|x| <= 2^53), else a bigint. Python's
+ * ints have no bound ('12345678901234567890'|int prints every digit), so an int is never rounded
+ * to a double: arithmetic on ints goes to BigInt when a result would leave the exact range.
+ */
+export function pyInt(x: number | bigint): number | bigint {
+  if (typeof x === "number") return Number.isSafeInteger(x) || !Number.isFinite(x) ? x : BigInt(x);
+  return x >= -BigInt(Number.MAX_SAFE_INTEGER) && x <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(x) : x;
+}
+/** an int or bool as an exact BigInt; undefined for a float (or an int the caller passed as an inexact double) */
+export const exactInt = (v: Value): bigint | undefined =>
+  typeof v === "bigint" ? v : typeof v === "boolean" ? BigInt(v) : typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) : undefined;
 
 /** Python's type name, as its error messages say it */
 export function typeName(v: Value): string {
   if (v instanceof Undefined) return "Undefined";
   if (v === null) return "NoneType";
   if (typeof v === "boolean") return "bool";
-  if (typeof v === "number") return "int";
+  if (typeof v === "number" || typeof v === "bigint") return "int";
   if (v instanceof Float) return "float";
   if (typeof v === "string") return "str";
   if (v instanceof Markup) return "Markup";
@@ -119,7 +132,7 @@ export function fromJS(x: unknown, seen = new Set<object>()): Value {
   if (x === undefined) return new Undefined("a value is undefined");
   if (x === null || typeof x === "boolean" || typeof x === "string") return x;
   if (typeof x === "number") return Number.isInteger(x) ? x : new Float(x);
-  if (typeof x === "bigint") return Number(x);
+  if (typeof x === "bigint") return pyInt(x);
   if (typeof x === "function") return new Callable(x.name || "function", (args) => fromJS((x as (...a: unknown[]) => unknown)(...args.map(toJS))));
   if (typeof x !== "object") return String(x);
   if (seen.has(x)) fail("a variable given to the template refers to itself");
@@ -200,7 +213,7 @@ export function repr(v: Value): string {
   if (typeof v === "string") return reprString(v);
   if (v instanceof Markup) return `Markup(${reprString(v.s)})`;
   if (v instanceof Float) return reprFloat(v.v);
-  if (typeof v === "number") return String(v);
+  if (typeof v === "number" || typeof v === "bigint") return String(v);
   if (typeof v === "boolean") return v ? "True" : "False";
   if (v === null) return "None";
   if (v instanceof Undefined) return "Undefined";
@@ -233,6 +246,7 @@ export function truthy(v: Value): boolean {
   if (v instanceof Undefined || v === null) return false;
   if (typeof v === "boolean") return v;
   if (typeof v === "number") return v !== 0;
+  if (typeof v === "bigint") return v !== 0n;
   if (v instanceof Float) return v.v !== 0;
   if (typeof v === "string") return v.length > 0;
   if (v instanceof Markup) return v.s.length > 0;
@@ -244,7 +258,7 @@ export function truthy(v: Value): boolean {
 
 /** Python's == (by value: lists item by item, dicts key by key; a list never equals a tuple or a range; 1 == 1.0 == True) */
 export function equals(a: Value, b: Value): boolean {
-  if (isNumber(a) && isNumber(b)) return num(a) === num(b);
+  if (isNumber(a) && isNumber(b)) return compareNumbers(a, b) === 0;
   if (isStr(a) && isStr(b)) return strOf(a) === strOf(b);
   if (Array.isArray(a) && Array.isArray(b)) {
     return typeName(a) === typeName(b) && a.length === b.length && a.every((x, i) => equals(x, b[i]!));
@@ -265,7 +279,7 @@ export function keyOf(v: Value): Key {
   if (v instanceof Float) return v.v;
   if (typeof v === "boolean") return Number(v);
   if (v instanceof Markup) return v.s;
-  if (v === null || typeof v === "string" || typeof v === "number") return v;
+  if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint") return v;
   return fail(`unhashable type: '${typeName(v)}'`);
 }
 
@@ -279,10 +293,7 @@ export function dictGet(d: Dict, k: Value): Value | undefined {
 
 /** Python's <, >, <=, >= as a sign: numbers, strings, lists and tuples item by item; TypeError otherwise */
 export function compare(a: Value, b: Value, op = "<"): number {
-  if (isNumber(a) && isNumber(b)) {
-    const x = num(a), y = num(b);
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
+  if (isNumber(a) && isNumber(b)) return compareNumbers(a, b);
   if (isStr(a) && isStr(b)) {
     const x = strOf(a), y = strOf(b);
     return x === y ? 0 : codePointLess(x, y) ? -1 : 1;
@@ -294,6 +305,14 @@ export function compare(a: Value, b: Value, op = "<"): number {
     return a.length - b.length;
   }
   return fail(`'${op}' not supported between instances of '${typeName(a)}' and '${typeName(b)}'`);
+}
+
+/** two numbers' order, ints exactly (2^53 + 1 > 2^53), else as doubles (NaN where one is NaN: every comparison false) */
+function compareNumbers(a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): number {
+  const i = exactInt(a), j = exactInt(b);
+  if (i !== undefined && j !== undefined) return i < j ? -1 : i > j ? 1 : 0;
+  const x = num(a), y = num(b);
+  return x < y ? -1 : x > y ? 1 : x === y ? 0 : Number.NaN;
 }
 
 /** Python orders strings by code point (JS's < compares UTF-16 units, which puts U+FFFF after 😀) */
@@ -367,7 +386,7 @@ export function toJson(v: Value, options: JsonOptions = {}, depth = 0): string {
   };
   if (v === null) return "null";
   if (typeof v === "boolean") return v ? "true" : "false";
-  if (typeof v === "number") return String(v);
+  if (typeof v === "number" || typeof v === "bigint") return String(v);
   if (v instanceof Float) return Number.isNaN(v.v) ? "NaN" : !Number.isFinite(v.v) ? (v.v > 0 ? "Infinity" : "-Infinity") : reprFloat(v.v);
   if (isStr(v)) return quote(strOf(v));
   if (Array.isArray(v) && !RANGES.has(v)) return wrap("[", "]", v.map((x) => toJson(x, options, depth + 1)));
