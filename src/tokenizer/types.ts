@@ -60,8 +60,9 @@ export interface Tokenizer {
   /**
    * encode()'s ids, made a slice of text at a time with turns of the event loop between slices,
    * so that a server keeps answering while a multi-megabyte prompt is tokenized (GGUF
-   * vocabularies, and tokenizer.json ones tsllm's own cores encode; a layout left to
-   * @huggingface/tokenizers encodes in one piece, as the library has no way to stop midway).
+   * vocabularies and tokenizer.json ones alike; a layout left to @huggingface/tokenizers is cut
+   * only where the library's ids are those of the whole text, and encodes in one piece where its
+   * normalizer or pre-tokenizer gives no such places).
    */
   encodeAsync(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: ArrayLike<number>, options?: DecodeOptions): string;

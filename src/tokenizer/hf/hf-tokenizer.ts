@@ -115,6 +115,58 @@ function checkRegexes(where: string, path: string, node: unknown): void {
 /** a group whose body ends in + * or {n,} (its last atom repeats), itself followed by + * or {n,} */
 const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\d*\})\)(?:[+*]|\{\d+,\d*\})/;
 
+/** where the library's encoding may be cut: the space of "a b" (ASCII letters or digits each side) */
+const LIBRARY_CUT = /[A-Za-z0-9] [A-Za-z0-9]/g;
+const ASCII_ALNUM = /[A-Za-z0-9]/;
+
+/** whether a token has a letter or digit right before the space mark `m` */
+function spansCut(piece: string, m: string): boolean {
+  for (let i = piece.indexOf(m, 1); i > 0; i = piece.indexOf(m, i + 1)) if (ASCII_ALNUM.test(piece.charAt(i - 1))) return true;
+  return false;
+}
+
+/** normalizers that treat "a b" the same whole or cut before the space (libraryChunks) */
+function cutSafeNormalizer(node: unknown): boolean {
+  if (node === null || node === undefined) return true;
+  if (!isObject(node)) return false;
+  switch (node.type) {
+    case "NFC": case "NFD": case "NFKC": case "NFKD": case "Lowercase": case "StripAccents": case "Precompiled": case "BertNormalizer": return true;
+    case "Replace": {
+      // a pattern can only match across the cut through the letter or digit before it; XLM-R's " {2,}" needs two spaces
+      const p = isObject(node.pattern) ? node.pattern : {};
+      return (typeof p.String === "string" && !ASCII_ALNUM.test(p.String)) || p.Regex === " {2,}";
+    }
+    case "Sequence": return Array.isArray(node.normalizers) && node.normalizers.every(cutSafeNormalizer);
+    default: return false; // Prepend and Strip act at every text's ends
+  }
+}
+
+/**
+ * Whether the library's encoding of a text is that of its pieces cut at the space of "a b"
+ * (libraryChunks): a normalizer that keeps it, a pre-tokenizer that starts a word at the space
+ * (BertPreTokenizer, Whitespace, ByteLevel's regex) or else a vocabulary without a token that
+ * holds a letter or digit then the space ("a▁": the whole text is one word, Metaspace's and
+ * Unigram's included), and added tokens without a space, nor stripping white space on a side
+ * where they end in a letter or digit.
+ */
+function libraryCutsText(tj: JsonObject): boolean {
+  if (!cutSafeNormalizer(tj.normalizer)) return false;
+  for (const t of (tj.added_tokens as JsonObject[] | undefined) ?? []) {
+    const c = String(t.content);
+    if (c.includes(" ") || (t.lstrip === true && ASCII_ALNUM.test(c.charAt(0))) || (t.rstrip === true && ASCII_ALNUM.test(c.charAt(c.length - 1)))) return false;
+  }
+  const pre = tj.pre_tokenizer;
+  const model = tj.model as JsonObject;
+  if (isObject(pre) && (pre.type === "BertPreTokenizer" || pre.type === "Whitespace" || pre.type === "WhitespaceSplit" || (pre.type === "ByteLevel" && pre.use_regex !== false))) return true;
+  // the whole text one word: WordPiece makes a long one [UNK], others must not have a token across the cut
+  if (model.type === "WordPiece" || !(pre === null || pre === undefined || (isObject(pre) && (pre.type === "ByteLevel" || pre.type === "Metaspace")))) return false;
+  // the space as the model sees it: itself, "▁" (Metaspace, a normalizer's Replace) or byte-level "Ġ"
+  const marks = [" ", "\u2581", "\u0120"];
+  if (isObject(pre) && typeof pre.replacement === "string") marks.push(pre.replacement);
+  const pieces = Array.isArray(model.vocab) ? model.vocab.map((e) => (Array.isArray(e) ? String(e[0]) : "")) : Object.keys(model.vocab as JsonObject);
+  return !pieces.some((p) => marks.some((m) => p.indexOf(m, 1) > 0 && spansCut(p, m)));
+}
+
 /** tokenizer_config.json with special-token entries flattened to strings, as the library expects. */
 function libraryConfig(config: JsonObject): JsonObject {
   const out: JsonObject = { ...config, clean_up_tokenization_spaces: false };
@@ -252,21 +304,52 @@ export class HFTokenizer implements Tokenizer {
   }
 
   /**
-   * encode()'s ids; where tsllm's own cores encode this tokenizer.json (fastEncoderFor), a slice
-   * of text at a time with turns of the event loop between, as GGUF vocabularies do. The library
-   * encodes in one piece: it cannot stop midway.
+   * encode()'s ids, a slice of text at a time with turns of the event loop between, as GGUF
+   * vocabularies do: tsllm's own cores (fastEncoderFor) stop anywhere; the library, which cannot
+   * stop midway, is given the text cut where its ids are those of the whole (libraryChunks).
    */
   async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
     const ids: number[] = [];
     for (const [piece, literal] of this.pieces(text, options)) {
       const fast = this.fastEncoder(literal);
-      if (!fast) { this.libraryEncode(piece, literal, ids); continue; }
+      if (!fast) {
+        const chunks = this.libraryChunks(piece);
+        for (let i = 0; i < chunks.length; i++) {
+          if (i > 0) await yieldToEventLoop();
+          this.libraryEncode(chunks[i]!, literal, ids);
+        }
+        continue;
+      }
       const run = fast.start(piece);
       while (!fast.advance(run, ASYNC_SLICE_CHARS)) await yieldToEventLoop();
       for (const id of run.ids) ids.push(id);
     }
     return options.addSpecialTokens ?? true ? [...this.prefix, ...ids, ...this.suffix] : ids;
   }
+
+  /**
+   * `text` cut into pieces of about ASYNC_SLICE_CHARS that the library encodes into the ids of the
+   * whole (one piece where the layout gives no such cuts, libraryCutsText): each cut is a single
+   * space between two ASCII letters or digits, "a| b". No normalizer it is let through changes
+   * those three characters or joins them to their neighbours, the right piece starts with the
+   * space so that no prefix space / "▁" is put before it, the pre-tokenizer starts a word there
+   * or no token of the vocabulary spans "a▁", and no added token can match across it or strip it.
+   */
+  private libraryChunks(text: string): string[] {
+    if (text.length <= ASYNC_SLICE_CHARS || !(this.libraryCuts ??= libraryCutsText(this.source.tokenizerJson))) return [text];
+    const chunks: string[] = [];
+    let start = 0;
+    while (text.length - start > ASYNC_SLICE_CHARS) {
+      LIBRARY_CUT.lastIndex = start + ASYNC_SLICE_CHARS;
+      const m = LIBRARY_CUT.exec(text);
+      if (!m) break;
+      chunks.push(text.slice(start, m.index + 1));
+      start = m.index + 1;
+    }
+    chunks.push(text.slice(start));
+    return chunks;
+  }
+  private libraryCuts?: boolean;
 
   /**
    * The text cut at literal ranges, each piece with whether only non-special added tokens match in
