@@ -153,13 +153,21 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
           if (written + bytes.length > location.size) {
             throw new HubError("checksum", `${o.what}: the server sent more than the ${location.size} bytes it announced`);
           }
-          try {
-            await fh.write(bytes);
-          } catch (e) {
-            throw diskError(e, o, partial, written);
+          // a write may store only part of the chunk (a disk filling up, a file size limit): the
+          // rest is written again, and the error that follows is the disk's. Counting the whole
+          // chunk let a file cut short at its last chunk pass as complete and verified.
+          for (let at = 0; at < bytes.length; ) {
+            let stored: number;
+            try {
+              stored = (await fh.write(bytes, at, bytes.length - at)).bytesWritten;
+            } catch (e) {
+              throw diskError(e, o, partial, written);
+            }
+            if (stored === 0) throw diskError(Object.assign(new Error("no space left on device"), { code: "ENOSPC" }), o, partial, written);
+            at += stored;
+            written += stored;
           }
           hash?.update(bytes);
-          written += bytes.length;
           o.onBytes?.(written);
         }
       } catch (e) {
