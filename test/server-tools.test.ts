@@ -342,6 +342,8 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "generic", text: '{"tool_call": {"name": "get_time", "arguments": {"zone": "CET"}}}', want: { content: "", calls: [["get_time", { zone: "CET" }]] } },
   { format: "generic", text: '{"response": "Hello \\"you\\"\\n"}', want: { content: 'Hello "you"\n', calls: [] } },
   { format: "generic", text: "plain text", want: { content: "plain text", calls: [] } },
+  // Qwen3.5 opening its call without closing its reasoning: the call ends the reasoning (llama.cpp's qwen3_coder format)
+  { format: "qwen3-coder", thinking: { ...THINK, forcedOpen: true, endsBefore: ["<tool_call>"] }, text: "The time.\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>", want: { reasoning: "The time.", content: "", calls: [["get_time", { zone: "UTC" }]] } },
   // characters outside the BMP (surrogate pairs in JavaScript's strings) in every part of a reply
   { format: "qwen3-coder", text: "<think>\n😀 first\n</think>\n\n😀 text\n<tool_call>\n<function=python>\n<parameter=code>\nprint('😀😀')\n</parameter>\n</function>\n</tool_call>", thinking: THINK, want: { reasoning: "😀 first", content: "😀 text", calls: [["python", { code: "print('😀😀')" }]] } },
   { format: "functionary-v3.1", text: '<|python_tag|>print("😀")', want: { content: "", calls: [["python", { code: 'print("😀")' }]] } },
@@ -708,4 +710,16 @@ test("a stream's pieces are well-formed text: a surrogate pair cut between two p
       }
     }
   }
+});
+
+test("Qwen3.5's reasoning ends at </think> or where a call begins, as llama.cpp's qwen3_coder format reads it; other templates' only at their close", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  const name = "Qwen3.5-4B.jinja";
+  const source = llamaCppTemplate(name);
+  const thinking = thinkingOf(source, chatFormatterFor(tokenizer, undefined, { source, where: name }).render([{ role: "user", content: "hi" }], true));
+  assert.deepEqual(thinking, { open: "<think>", close: "</think>", forcedOpen: true, endsBefore: ["<tool_call>"] });
+  const syntax = replySyntaxOf(source, toolsOf({ tools: [TIME] }), thinking, "deepseek")!;
+  const r = readReply("I'm\nthinking\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>", syntax);
+  assert.deepEqual([r.reasoning, r.content, r.calls.map((c) => [c.name, JSON.parse(c.arguments)])], ["I'm\nthinking", "", [["get_time", { zone: "UTC" }]]]);
+  assert.equal(thinkingOf(llamaCppTemplate("Qwen-Qwen3-0.6B.jinja"), "")?.endsBefore, undefined);
 });

@@ -34,8 +34,12 @@ export interface ReplySyntax {
     /** Qwen3-Coder's XML parameters: per function, those whose schema is a string (their values are raw text, the others JSON) */
     readonly stringParameters?: ReadonlyMap<string, ReadonlySet<string>>;
   };
-  /** reasoning between these markers becomes reasoning_content; forcedOpen: the prompt ends inside it (the reply begins with reasoning) */
-  readonly thinking?: { readonly open: string; readonly close: string; readonly forcedOpen: boolean };
+  /**
+   * reasoning between these markers becomes reasoning_content; forcedOpen: the prompt ends inside
+   * it (the reply begins with reasoning); endsBefore: markers that also end it, left to what follows
+   * (Qwen3.5 may open its call without closing its reasoning)
+   */
+  readonly thinking?: { readonly open: string; readonly close: string; readonly forcedOpen: boolean; readonly endsBefore?: readonly string[] };
 }
 
 export interface ParsedCall {
@@ -207,9 +211,14 @@ function readThinking(out: Reply, t: NonNullable<ReplySyntax["thinking"]>): numb
     if (out.partial && t.open.startsWith(s.slice(i))) out.stop();
     return 0;
   }
-  const close = s.indexOf(t.close, i);
+  const ends = [t.close, ...(t.endsBefore ?? [])];
+  let close = -1, marker = t.close;
+  for (const m of ends) {
+    const at = out.indexOf(m, i);
+    if (at >= 0 && (close < 0 || at < close)) { close = at; marker = m; }
+  }
   if (close < 0) {
-    const end = out.partial ? heldBack(s, i, [t.close]) : s.length;
+    const end = out.partial ? heldBack(s, i, ends) : s.length;
     out.reasoning = s.slice(i, end).trim();
     out.reasoningClosed = !out.partial;
     if (out.partial) out.stop();
@@ -217,7 +226,7 @@ function readThinking(out: Reply, t: NonNullable<ReplySyntax["thinking"]>): numb
   }
   out.reasoning = s.slice(i, close).trim();
   out.reasoningClosed = true;
-  const after = skipWs(s, close + t.close.length);
+  const after = skipWs(s, marker === t.close ? close + t.close.length : close);
   if (out.partial && after === s.length) out.stop();
   return after;
 }

@@ -162,7 +162,10 @@ export function reasoningFormatOf(body: Body): ReasoningFormat {
 export function thinkingOf(templateSource: string, prompt: string): ReplySyntax["thinking"] {
   // (Ministral / Magistral 3 reason between [THINK] and [/THINK], as llama.cpp's common_chat_params_init_ministral_3 reads them)
   for (const [open, close] of [["<think>", "</think>"], ["<|START_THINKING|>", "<|END_THINKING|>"], ["[THINK]", "[/THINK]"]] as const) {
-    if (templateSource.includes(open)) return { open, close, forcedOpen: prompt.trimEnd().endsWith(open) };
+    if (!templateSource.includes(open)) continue;
+    // Qwen3.5's and Nemotron 3 Nano's reasoning also ends where a call begins (llama.cpp's qwen3_coder format: until </think> or <tool_call>)
+    const endsBefore = open === "<think>" && toolFormatOf(templateSource) === "qwen3-coder" ? { endsBefore: ["<tool_call>"] } : {};
+    return { open, close, forcedOpen: prompt.trimEnd().endsWith(open), ...endsBefore };
   }
   return undefined;
 }
