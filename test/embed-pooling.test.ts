@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { loadEmbeddingModel, pipeline } from "../src/index.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { embed, loadEmbeddingModel, pipeline, startServer } from "../src/index.js";
+import { post } from "./helpers/serve.js";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /*
+ * Prompts (config_sentence_transformers.json's prompts and default_prompt_name, encode(prompt=...,
+ * prompt_name=...)): the prompt joins the text before it is stripped and tokenized, so a prompted
+ * text embeds as the joined text does on a folder without prompts.
+ *
  * sentence-transformers' Pooling modes beyond the oracle's mean: weightedmean (SGPT's
  * position-weighted mean: token t from 0 weighs t + 1, over the tokens the attention mask keeps),
  * computed here by hand from the feature-extraction pipeline's last_hidden_state (transformers'
@@ -48,5 +54,61 @@ test("weightedmean pooling (pooling_mode_weightedmean_tokens) is sentence-transf
   } finally {
     m.dispose();
     fx.dispose();
+  }
+});
+
+const PROMPTS = { query: "query: ", passage: "passage: " };
+const ST_CONFIG = (defaultPromptName: string | null) => ({ "config_sentence_transformers.json": { prompts: PROMPTS, default_prompt_name: defaultPromptName, similarity_fn_name: "cosine" } });
+
+test("prompts: promptName, prompt and the folder's default_prompt_name put the prompt before each text, as encode()", { skip }, async () => {
+  const plain = `${SHARED}/hf-oracle/minilm-embed`;
+  const named = folderWith("prompts", { pooling_mode_mean_tokens: true }, ST_CONFIG(null));
+  const byDefault = folderWith("default-prompt", { pooling_mode_mean_tokens: true }, ST_CONFIG("query"));
+  const joined = await embed(plain, TEXTS.map((t) => `query: ${t}`), { threads: 1 });
+  const m = await loadEmbeddingModel(named, { threads: 1 });
+  try {
+    assert.deepEqual((await m.embed(TEXTS, { promptName: "query" })).map((v) => Array.from(v)), joined);
+    assert.deepEqual((await m.embed(TEXTS, { prompt: "query: " })).map((v) => Array.from(v)), joined);
+    assert.deepEqual((await m.embed(TEXTS)).map((v) => Array.from(v)), await embed(plain, TEXTS, { threads: 1 }), "no default prompt: none");
+    assert.deepEqual(m.tokenize(TEXTS, { promptName: "passage" }), m.tokenize(TEXTS.map((t) => `passage: ${t}`)));
+    await assert.rejects(m.embed(TEXTS, { promptName: "document" }), /^RangeError: promptName: expected one of this model's prompts \("query", "passage"\), got "document"$/);
+  } finally {
+    m.dispose();
+  }
+  assert.deepEqual(await embed(byDefault, TEXTS, { threads: 1 }), joined, "default_prompt_name applies when a call names none");
+  assert.deepEqual(await embed(byDefault, TEXTS, { threads: 1, prompt: "" }), await embed(plain, TEXTS, { threads: 1 }), "an empty prompt overrides the default");
+
+  const excluded = folderWith("include-prompt", { pooling_mode_mean_tokens: true, include_prompt: false }, ST_CONFIG(null));
+  await assert.rejects(embed(excluded, TEXTS, { threads: 1, promptName: "query" }), /^RangeError: prompt: this model's Pooling leaves the prompt's tokens out \(include_prompt: false\)/);
+  const badDefault = folderWith("bad-default", { pooling_mode_mean_tokens: true }, ST_CONFIG("search"));
+  await assert.rejects(loadEmbeddingModel(badDefault, { threads: 1 }), /config_sentence_transformers\.json.*default_prompt_name.*expected one of the prompts' names \(query, passage\), found "search"/);
+});
+
+test("serve: /v1/embeddings takes text-embeddings-inference's prompt_name; an unknown name is a 400 naming it", { skip }, async () => {
+  const folder = folderWith("serve-prompts", { pooling_mode_mean_tokens: true }, ST_CONFIG(null));
+  const m = await loadEmbeddingModel(folder, { threads: 1 });
+  const server = await startServer(m, { port: 0 });
+  try {
+    const r = await post(`${server.url}/v1/embeddings`, { input: TEXTS, prompt_name: "query" });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const expected = await embed(`${SHARED}/hf-oracle/minilm-embed`, TEXTS.map((t) => `query: ${t}`), { threads: 1 });
+    r.json.data.forEach((d: { embedding: number[] }, i: number) => d.embedding.forEach((x, j) => assert.ok(Math.abs(x - expected[i]![j]!) < 1e-7)));
+    const bad = await post(`${server.url}/v1/embeddings`, { input: TEXTS, prompt_name: "document" });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "prompt_name");
+    assert.match(bad.json.error.message, /^'prompt_name': expected one of this model's prompts/);
+  } finally {
+    await server.close(1000);
+    m.dispose();
+  }
+});
+
+test("tsllm embed --prompt-name / --prompt: the prompted vectors", { skip }, async () => {
+  const folder = folderWith("cli-prompts", { pooling_mode_mean_tokens: true }, ST_CONFIG(null));
+  const expected = await embed(`${SHARED}/hf-oracle/minilm-embed`, TEXTS.map((t) => `passage: ${t}`), { threads: 1 });
+  for (const flags of [["--prompt-name", "passage"], ["--prompt", "passage: "]]) {
+    const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "embed", "--model", folder, ...TEXTS.flatMap((t) => ["--input", t]), ...flags, "--json", "--threads", "1"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    (JSON.parse(r.stdout) as number[][]).forEach((v, i) => v.forEach((x, j) => assert.ok(Math.abs(x - expected[i]![j]!) < 1e-7, flags.join(" "))));
   }
 });

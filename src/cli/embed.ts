@@ -3,7 +3,8 @@ import type { Pooling } from "../formats/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize | --no-normalize]
-                   [--pooling P] [--dimensions N] [--threads N] [--backend wasm|reference|webgpu] [--json]
+                   [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME] [--threads N]
+                   [--backend wasm|reference|webgpu] [--json]
 
 Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
 max_seq_length truncation, with a warning naming the input); any BERT/RoBERTa/DistilBERT folder
@@ -18,6 +19,8 @@ Options:
   --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
   --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
   --dimensions N    keep the first N components (truncate_dim; normalized after the cut)
+  --prompt TEXT     text put before each input (sentence-transformers' encode(prompt=...), e.g. "query: ")
+  --prompt-name NAME  one of the model's prompts (config_sentence_transformers.json; default: its default_prompt_name)
   --threads N       worker threads
   --backend NAME    wasm (default), reference or webgpu
   --json            print one JSON array of vectors
@@ -26,7 +29,7 @@ Options:
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
-export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
 
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
@@ -37,17 +40,20 @@ export async function runEmbed(argv: string[]): Promise<void> {
   if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new UsageError(`--pooling must be one of ${POOLINGS.join(", ")}, got "${pooling}"`);
   const dimensions = optionalNumber(values, "dimensions", { integer: true, min: 1 });
   const threads = threadsOption(values);
+  const prompt = optionalString(values, "prompt"), promptName = optionalString(values, "prompt-name");
+  if (prompt !== undefined && promptName !== undefined) throw new UsageError("--prompt and --prompt-name: give one (sentence-transformers takes the prompt and ignores the name)");
+  const prompts = { ...(prompt === undefined ? {} : { prompt }), ...(promptName === undefined ? {} : { promptName }) };
   if (flag(values, "normalize") && flag(values, "no-normalize")) throw new UsageError("--normalize and --no-normalize contradict each other: give one");
   const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values) });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so
-    m.tokenize(inputs).forEach((ids, i) => {
+    m.tokenize(inputs, prompts).forEach((ids, i) => {
       if (ids.length > m.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${ids.length} tokens; only its first ${m.maxTokens} (this model's limit) are embedded`);
     });
     // unset: each kind's default (an encoder's folder decides, a decoder normalizes as llama.cpp)
     const normalize = flag(values, "normalize") ? true : flag(values, "no-normalize") ? false : undefined;
-    const options: EmbedOptions = { ...(normalize === undefined ? {} : { normalize }), ...(pooling ? { pooling: pooling as Pooling } : {}), ...(dimensions ? { dimensions } : {}) };
+    const options: EmbedOptions = { ...prompts, ...(normalize === undefined ? {} : { normalize }), ...(pooling ? { pooling: pooling as Pooling } : {}), ...(dimensions ? { dimensions } : {}) };
     const vectors = (await m.embed(inputs, options)).map((v) => Array.from(v));
     if (flag(values, "json")) process.stdout.write(JSON.stringify(vectors) + "\n");
     else process.stdout.write(vectors.map((v) => v.join(" ")).join("\n") + "\n");

@@ -18,6 +18,12 @@ export interface SentenceTransformerConfig {
   readonly maxSeqLength?: number;
   /** sentence_bert_config.json's do_lower_case: lowercase the text before tokenizing */
   readonly doLowerCase: boolean;
+  /** config_sentence_transformers.json's prompts: name -> text put before a text (encode(prompt_name=...)) */
+  readonly prompts?: Readonly<Record<string, string>>;
+  /** config_sentence_transformers.json's default_prompt_name: the prompt encode() uses when given none */
+  readonly defaultPromptName?: string;
+  /** the Pooling config's include_prompt (default true); false leaves the prompt's tokens out of the pooling */
+  readonly includePrompt?: boolean;
 }
 
 const MODULE = "sentence_transformers.models.";
@@ -33,7 +39,7 @@ export function readSentenceTransformerConfig(folder: string): SentenceTransform
     throw new HFConfigError(modulesPath, "file", `invalid JSON: ${(e as Error).message}`);
   }
   if (!Array.isArray(modules)) throw new HFConfigError(modulesPath, "file", "expected a list of modules");
-  let pooling: Pooling = "mean", normalize = false, sawPooling = false;
+  let pooling: Pooling = "mean", normalize = false, sawPooling = false, includePrompt = true;
   for (const [i, m] of modules.entries()) {
     const type = typeof m === "object" && m !== null ? (m as Record<string, unknown>).type : undefined;
     const path = typeof m === "object" && m !== null ? (m as Record<string, unknown>).path : undefined;
@@ -43,7 +49,7 @@ export function readSentenceTransformerConfig(folder: string): SentenceTransform
     if (name === "Normalize") { normalize = true; continue; }
     if (name === "Pooling") {
       sawPooling = true;
-      pooling = readPooling(join(folder, typeof path === "string" ? path : "1_Pooling", "config.json"));
+      ({ pooling, includePrompt } = readPooling(join(folder, typeof path === "string" ? path : "1_Pooling", "config.json")));
       continue;
     }
     throw new HFConfigError(modulesPath, `[${i}].type`, `unsupported module ${JSON.stringify(type)} (supported: Transformer, Pooling, Normalize)`);
@@ -60,7 +66,19 @@ export function readSentenceTransformerConfig(folder: string): SentenceTransform
     }
     doLowerCase = sb.do_lower_case === true;
   }
-  return { pooling, normalize, maxSeqLength, doLowerCase };
+  return { pooling, normalize, maxSeqLength, doLowerCase, ...readPrompts(join(folder, "config_sentence_transformers.json")), ...(includePrompt ? {} : { includePrompt }) };
+}
+
+/** config_sentence_transformers.json's prompts and default_prompt_name (checked: a default must name a prompt, as encode() would find none) */
+function readPrompts(path: string): Pick<SentenceTransformerConfig, "prompts" | "defaultPromptName"> {
+  if (!existsSync(path)) return {};
+  const o = readJsonObject(path);
+  const prompts = o.prompts ?? {};
+  if (typeof prompts !== "object" || prompts === null || Array.isArray(prompts)) throw new HFConfigError(path, "prompts", `expected an object of name -> prompt text, found ${JSON.stringify(prompts)}`);
+  for (const [name, text] of Object.entries(prompts)) if (typeof text !== "string") throw new HFConfigError(path, `prompts.${name}`, `expected a string, found ${JSON.stringify(text)}`);
+  const def = o.default_prompt_name ?? undefined;
+  if (def !== undefined && (typeof def !== "string" || !(def in prompts))) throw new HFConfigError(path, "default_prompt_name", `expected one of the prompts' names (${Object.keys(prompts).join(", ") || "none"}), found ${JSON.stringify(def)}`);
+  return { ...(Object.keys(prompts).length > 0 ? { prompts: prompts as Record<string, string> } : {}), ...(def === undefined ? {} : { defaultPromptName: def }) };
 }
 
 /** a small JSON file of any shape (modules.json is a list, which readJsonObject refuses) */
@@ -69,9 +87,13 @@ function readSmallJson(path: string): unknown {
   return JSON.parse(readFileSync(path, "utf8"));
 }
 
-function readPooling(path: string): Pooling {
+function readPooling(path: string): { pooling: Pooling; includePrompt: boolean } {
   if (!existsSync(path)) throw new HFConfigError(path, "file", "not found (the Pooling module's config)");
   const o = readJsonObject(path);
+  return { pooling: poolingMode(path, o), includePrompt: o.include_prompt !== false };
+}
+
+function poolingMode(path: string, o: Record<string, unknown>): Pooling {
   const modes: [string, Pooling][] = [
     ["pooling_mode_cls_token", "cls"], ["pooling_mode_mean_tokens", "mean"], ["pooling_mode_max_tokens", "max"],
     ["pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"], ["pooling_mode_weightedmean_tokens", "weightedmean"], ["pooling_mode_lasttoken", "lasttoken"],

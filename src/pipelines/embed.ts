@@ -16,7 +16,20 @@ export interface EmbedOptions {
    * length. Meaningful for Matryoshka-trained models; any model's vectors can be cut.
    */
   readonly dimensions?: number;
+  /**
+   * text put before each text input (sentence-transformers' encode(prompt=...), e.g. "query: ");
+   * token-id inputs are taken as they are
+   */
+  readonly prompt?: string;
+  /**
+   * one of the folder's prompts (config_sentence_transformers.json) by name, as
+   * encode(prompt_name=...); without prompt or promptName the folder's default_prompt_name applies
+   */
+  readonly promptName?: string;
 }
+
+/** the prompt options alone: what decides an input's tokens */
+export type PromptOptions = Pick<EmbedOptions, "prompt" | "promptName">;
 
 /**
  * One input to embed: a text, or token ids of the model's vocabulary. Token ids are a text's
@@ -67,14 +80,20 @@ export function tokenIdsProblem(ids: readonly unknown[], tokenizer: Tokenizer, v
  * The tokens of each input as the model takes them, special tokens included, not truncated
  * (texts stripped, and lower-cased when the sentence-transformers folder says so, as encode()).
  */
-export function embeddingTokens(runner: EncoderRunner, inputs: readonly EmbeddingInput[]): number[][] {
-  const lower = runner.opened.sentenceTransformers?.doLowerCase ?? false;
+export function embeddingTokens(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: PromptOptions = {}): number[][] {
+  const st = runner.opened.sentenceTransformers;
+  const lower = st?.doLowerCase ?? false;
+  const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
+  if (prompt !== "" && st?.includePrompt === false) {
+    throw new RangeError(`prompt: this model's Pooling leaves the prompt's tokens out (include_prompt: false), which tsllm does not do: its vectors would not be sentence-transformers'`);
+  }
   const { prefix, suffix } = inputTemplateOf(runner.tokenizer).single;
   const vocabSize = runner.model.info.vocabSize;
   return inputs.map((input, i) => {
     const where = inputs.length === 1 ? "the input" : `input ${i}`;
     if (typeof input === "string") {
-      const text = stripLikePython(input);
+      // as encode(): the prompt joins the text before Transformer.tokenize strips it
+      const text = stripLikePython(prompt + input);
       return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? text.toLowerCase() : text, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
     }
     if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
@@ -85,6 +104,26 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
     const ends = suffix.length > 0 && input.length >= (starts ? prefix.length : 0) + suffix.length && suffix.every((t, j) => input[input.length - suffix.length + j] === t.id);
     return [...(starts ? [] : prefix.map((t) => t.id)), ...input, ...(ends ? [] : suffix.map((t) => t.id))];
   });
+}
+
+/**
+ * The prompt a call uses, as sentence-transformers' encode(): `prompt` as given, else the named
+ * one of `prompts` (an unknown name is an error), else the default's, else none.
+ */
+function promptOf(options: PromptOptions, prompts: Readonly<Record<string, string>>, defaultName: string | undefined): string | undefined {
+  const { prompt, promptName } = options;
+  if (prompt !== undefined) {
+    if (typeof prompt !== "string") throw new TypeError(`prompt: expected a string, got ${describe(prompt)}`);
+    return prompt;
+  }
+  if (promptName !== undefined) {
+    const names = Object.keys(prompts);
+    if (typeof promptName !== "string" || !Object.hasOwn(prompts, promptName)) {
+      throw new RangeError(`promptName: expected one of this model's prompts (${names.length > 0 ? names.map((n) => JSON.stringify(n)).join(", ") : "it has none: config_sentence_transformers.json names none"}), got ${typeof promptName === "string" ? JSON.stringify(promptName) : describe(promptName)}`);
+    }
+    return prompts[promptName];
+  }
+  return defaultName === undefined ? undefined : prompts[defaultName];
 }
 
 /** tokens (special tokens included) cut to `maxLength` as the tokenizer truncates one text: the text's end goes, the special tokens stay */
@@ -107,7 +146,7 @@ export async function embedWith(runner: EncoderRunner, inputs: readonly Embeddin
   const { pooling, dims } = checkedOptions(inputs, options, st?.pooling ?? "mean", d);
   const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
   const maxLength = embeddingMaxTokens(runner);
-  const tokens = embeddingTokens(runner, inputs).map((ids) => modelInputOf(runner, ids, maxLength));
+  const tokens = embeddingTokens(runner, inputs, options).map((ids) => modelInputOf(runner, ids, maxLength));
   return (await runner.run(tokens)).hidden.map((h) => pooled(h, d, pooling, dims, normalize));
 }
 
@@ -179,9 +218,9 @@ export interface DecoderEmbeddingModel {
   readonly maxTokens: number;
   /** the pooling used when a call names none: the GGUF's `<arch>.pooling_type`, else "lasttoken" */
   readonly pooling: Pooling;
-  countTokens(inputs: readonly EmbeddingInput[]): number[];
-  /** each input's tokens as the model takes them (BOS / EOS as the tokenizer adds them), before truncation */
-  tokenize(inputs: readonly EmbeddingInput[]): number[][];
+  countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
+  /** each input's tokens as the model takes them (BOS / EOS as the tokenizer adds them, a text after its prompt), before truncation */
+  tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
   /** one vector per input; normalized unless `normalize: false` (llama.cpp's embd_normalize 2, its tools' default) */
   embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** frees the model */
@@ -204,11 +243,13 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
   const pooling = (code === undefined ? undefined : GGUF_POOLINGS[code]) ?? "lasttoken";
   const t = model.tokenizer, vocabSize = model.info.vocabSize, d = model.info.embeddingLength;
   const maxTokens = Math.min(model.contextSize, model.info.maxPositions ?? Infinity);
-  const tokenize = (inputs: readonly EmbeddingInput[]): number[][] => {
+  const tokenize = (inputs: readonly EmbeddingInput[], options: PromptOptions = {}): number[][] => {
     if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
+    // a GGUF names no prompts; a prompt given as text goes before each text, as a sentence-transformers folder's
+    const prompt = promptOf(options, {}, undefined) ?? "";
     return inputs.map((input, i) => {
       const where = inputs.length === 1 ? "the input" : `input ${i}`;
-      if (typeof input === "string") return t.encode(input, { addSpecialTokens: true });
+      if (typeof input === "string") return t.encode(prompt + input, { addSpecialTokens: true });
       if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
       if (input.length === 0) throw new RangeError(`embed: ${where}: an empty list of token ids`);
       const bad = tokenIdsProblem(input, t, vocabSize);
@@ -223,12 +264,12 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
   const cut = (ids: number[]): number[] => (ids.length <= maxTokens ? ids : t.addEos && ids[ids.length - 1] === t.eosId ? [...ids.slice(0, maxTokens - 1), ids[ids.length - 1]!] : ids.slice(0, maxTokens));
   return {
     path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling,
-    countTokens: (inputs) => tokenize(inputs).map((ids) => Math.min(ids.length, maxTokens)),
+    countTokens: (inputs, options) => tokenize(inputs, options).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize,
     embed: async (inputs, options = {}) => {
       const { pooling: p, dims } = checkedOptions(inputs, options, pooling, d);
       const normalize = options.normalize ?? true;
-      const sequences = tokenize(inputs).map(cut);
+      const sequences = tokenize(inputs, options).map(cut);
       for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
       const out: Float32Array[] = [];
       for (let i = 0; i < sequences.length;) {

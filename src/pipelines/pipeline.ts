@@ -1,7 +1,7 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingInput, type EmbedOptions } from "./embed.js";
+import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingInput, type EmbedOptions, type PromptOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -116,10 +116,10 @@ export interface EmbeddingModel {
   readonly dimensions: number;
   /** tokens one input keeps (max_seq_length, or the model's maximum); longer inputs are truncated */
   readonly maxTokens: number;
-  /** token counts of the inputs as they would be embedded (after truncation) */
-  countTokens(inputs: readonly EmbeddingInput[]): number[];
-  /** the tokens of each input as the model takes them (special tokens included), before truncation: embed() takes them back as they are */
-  tokenize(inputs: readonly EmbeddingInput[]): number[][];
+  /** token counts of the inputs as they would be embedded (after truncation; a text after its prompt) */
+  countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
+  /** the tokens of each input as the model takes them (special tokens included, a text after its prompt), before truncation: embed() takes them back as they are */
+  tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
   /** on any backend (a GPU's reads are awaited) */
   embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   dispose(): void;
@@ -135,8 +135,8 @@ export async function loadEmbeddingModel(model?: string, options: EncoderLoadOpt
     info: runner.model.info,
     dimensions: runner.model.info.hiddenSize,
     maxTokens,
-    countTokens: (inputs) => embeddingTokens(runner, inputs).map((ids) => Math.min(ids.length, maxTokens)),
-    tokenize: (inputs) => embeddingTokens(runner, inputs),
+    countTokens: (inputs, o) => embeddingTokens(runner, inputs, o).map((ids) => Math.min(ids.length, maxTokens)),
+    tokenize: (inputs, o) => embeddingTokens(runner, inputs, o),
     embed: (inputs, o) => embedWith(runner, inputs, o),
     dispose: () => runner.dispose(),
   };

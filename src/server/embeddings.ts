@@ -23,7 +23,7 @@ export interface EmbeddingsRoute {
 /**
  * POST /v1/embeddings in OpenAI's shape on an embedding model (an encoder, or a generative
  * model's embeddings as llama.cpp computes them: embeddingsOf):
- * {input, model?, encoding_format?: "float" | "base64", dimensions?, user?, truncate?, embd_normalize?}
+ * {input, model?, encoding_format?: "float" | "base64", dimensions?, user?, truncate?, embd_normalize?, prompt_name?}
  * -> {object: "list", data: [{object: "embedding", index, embedding}], model, usage}.
  * `input` is any of OpenAI's four forms (a string, strings, token ids, lists of token ids); an
  * input longer than the model takes is refused as OpenAI refuses it, unless `truncate: true`
@@ -44,7 +44,15 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   const normalization = optNumber(body, "embd_normalize", { integer: true, min: -1 });
   const truncate = optBoolean(body, "truncate") ?? route.autoTruncate;
   optString(body, "user");
-  const tokens = model.tokenize(inputs);
+  // text-embeddings-inference's prompt_name: one of the folder's prompts (config_sentence_transformers.json) before each text; unset, its default prompt if it names one
+  const promptName = optString(body, "prompt_name");
+  let tokens: number[][];
+  try {
+    tokens = model.tokenize(inputs, promptName === undefined ? {} : { promptName });
+  } catch (e) {
+    if (e instanceof RangeError && /^(promptName|prompt):/.test(e.message)) throw invalid("prompt_name", e.message.replace(/^promptName: /, "'prompt_name': "));
+    throw e;
+  }
   tokens.forEach((ids, i) => {
     if (ids.length > model.maxTokens && !truncate) {
       throw invalid(param, `${inputs.length === 1 ? `'${param}'` : `${param}[${i}]`} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (n_ctx_train in GET /v1/models): ` +
