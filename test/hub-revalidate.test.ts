@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { downloadModel, type DownloadOptions, type HubError } from "../src/hub/index.js";
-import { FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+import { FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 
 // A branch that moves on the hub, as huggingface_hub's hf_hub_download / snapshot_download see it:
 // a branch or tag is asked of the hub each time (a cached snapshot serves when the hub cannot
@@ -95,4 +95,35 @@ test("a damaged refs file (empty after a crash, or not a commit) is asked of the
     assert.equal(readFileSync(ref, "utf8"), OLD);
     assert.equal((await downloadModel("acme/moving", opts(cache, { offline: true }))).commit, OLD);
   }
+});
+
+test("a branch that moved to a commit that cannot be fetched now (the connection breaks) still serves the commit cached before", async () => {
+  hub.add({ repo: "acme/moving", commit: OLD, refs: ["main"], files: oldFiles });
+  const cache = fresh();
+  await downloadModel("acme/moving", opts(cache));
+  const heavier: FakeFile = { path: "model.safetensors", content: randomBytes(40_000, 12) };
+  hub.add({ repo: "acme/moving", commit: NEW, refs: ["main"], files: [newFiles[0]!, heavier] });
+  // every try a whole GET (no Range) cut half-way
+  hub.ignoreRange = true;
+  hub.dropMidway.set(sha256(heavier.content), 100);
+  const r = await downloadModel("acme/moving", opts(cache, { retries: 1 }));
+  assert.equal(r.commit, OLD);
+  assert.equal(r.fromCache, true);
+  assert.equal(config(r), 1);
+  assert.equal(readFileSync(join(cache, "models--acme--moving", "refs", "main"), "utf8"), OLD, "the ref stays until the new commit is complete");
+  hub.dropMidway.clear();
+  hub.ignoreRange = false;
+  const next = await downloadModel("acme/moving", opts(cache));
+  assert.equal(next.commit, NEW);
+  assert.ok(readFileSync(join(next.snapshotDir, "model.safetensors")).equals(heavier.content));
+  assert.ok(hub.requests.some((q) => q.server === "cdn" && q.headers.range !== undefined), "what the broken tries fetched was resumed");
+  // asked to refresh, the failure is the answer
+  hub.add({ repo: "acme/moving", commit: OLD, refs: ["main"], files: oldFiles });
+  const other: FakeFile = { path: "model.safetensors", content: randomBytes(40_000, 13) };
+  hub.add({ repo: "acme/moving", commit: "3".repeat(40), refs: ["main"], files: [newFiles[0]!, other] });
+  hub.ignoreRange = true;
+  hub.dropMidway.set(sha256(other.content), 100);
+  await assert.rejects(downloadModel("acme/moving", opts(cache, { retries: 0, refresh: true })), (e: HubError) => e.code === "network");
+  hub.dropMidway.clear();
+  hub.ignoreRange = false;
 });

@@ -184,11 +184,19 @@ export async function downloadModel(reference: string | HubReference, options: D
   cache.snapshotDir(listing.commit);
 
   try {
-    await writeSnapshot(cache, source, ref, revision, listing, selection.files, options, env);
+    try {
+      await writeSnapshot(cache, source, ref, revision, listing, selection.files, options, env);
+    } catch (e) {
+      if (!isIoError(e)) throw e;
+      const variable = ref.source === "modelscope" ? "MODELSCOPE_CACHE" : "HF_HUB_CACHE";
+      throw new HubError("disk", `cannot write the cache ${cache.root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; point ${variable} (the cacheDir option) at a writable folder`);
+    }
   } catch (e) {
-    if (!isIoError(e)) throw e;
-    const variable = ref.source === "modelscope" ? "MODELSCOPE_CACHE" : "HF_HUB_CACHE";
-    throw new HubError("disk", `cannot write the cache ${cache.root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; point ${variable} (the cacheDir option) at a writable folder`);
+    // the branch moved but its new commit could not be fetched (the connection broke, the disk is
+    // full): the commit cached before still serves, as it did before the branch was asked; the
+    // ref is not moved, so the next run tries again (what was fetched is kept and resumed)
+    if (cached && e instanceof HubError && (e.code === "network" || e.code === "disk") && !options.signal?.aborted) return cached;
+    throw e;
   }
   return {
     source: ref.source, repo: ref.repo, revision, commit: listing.commit,
