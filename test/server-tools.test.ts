@@ -723,3 +723,33 @@ test("Qwen3.5's reasoning ends at </think> or where a call begins, as llama.cpp'
   assert.deepEqual([r.reasoning, r.content, r.calls.map((c) => [c.name, JSON.parse(c.arguments)])], ["I'm\nthinking", "", [["get_time", { zone: "UTC" }]]]);
   assert.equal(thinkingOf(llamaCppTemplate("Qwen-Qwen3-0.6B.jinja"), "")?.endsBefore, undefined);
 });
+
+test("Qwen3-Coder: a parameter a string may satisfy (a nullable string, a date) is raw text, read and constrained as such (llama.cpp's resolves_to_string)", () => {
+  // (tests/test-chat.cpp: nullable_string_tool, nullable_string_null_first_tool, nullable_int_tool)
+  const fn = (name: string, param: string, schema: object) => ({ type: "function", function: { name, parameters: { type: "object", properties: { [param]: schema }, required: [param] } } });
+  const tools = toolsOf({
+    tools: [fn("set_nullable_str", "name", { type: ["string", "null"] }), fn("set_nullable_str_nf", "name", { type: ["null", "string"] }), fn("set_nullable_int", "count", { type: ["integer", "null"] }), fn("set_day", "day", { format: "date" })],
+    tool_choice: "required",
+  })!;
+  const grammar = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, "qwen3-coder")));
+  const admits = (text: string) => {
+    let st = grammar.initial();
+    for (const ch of text) st = grammar.advance(st, ch.codePointAt(0)!);
+    return GrammarMatcher.complete(st);
+  };
+  const syntax = replySyntaxOf("<tool_call><function=<parameter=", tools, undefined, "deepseek")!;
+  const call = (name: string, param: string, value: string) => `<tool_call>\n<function=${name}>\n<parameter=${param}>\n${value}\n</parameter>\n</function>\n</tool_call>`;
+  for (const [name, param, value, args] of [
+    ["set_nullable_str", "name", "hello world", '{"name": "hello world"}'],
+    ["set_nullable_str_nf", "name", "hello world", '{"name": "hello world"}'],
+    ["set_nullable_int", "count", "42", '{"count": 42}'],
+    ["set_day", "day", "2025-12-03", '{"day": "2025-12-03"}'],
+    // a string that reads as a number stays a string where a string may be meant
+    ["set_nullable_str", "name", "42", '{"name": "42"}'],
+  ] as const) {
+    const text = call(name, param, value);
+    assert.ok(admits(text), `the grammar refuses ${JSON.stringify(text)}`);
+    assert.deepEqual(readReply(text, syntax).calls.map((c) => [c.name, c.arguments]), [[name, args]], text);
+  }
+  assert.ok(!admits(call("set_nullable_int", "count", "many")));
+});

@@ -192,27 +192,34 @@ function parametersOf(f: ToolFunction): [string, JsonSchema, boolean][] {
   return Object.entries(p.properties ?? {}).map(([name, schema]) => [name, schema, required.includes(name)]);
 }
 
+/** formats that only strings take (llama.cpp's list) */
+const STRING_FORMATS = new Set(["date", "time", "date-time", "uri", "email", "hostname", "ipv4", "ipv6", "uuid"]);
+
 /**
- * Whether only strings satisfy the schema (llama.cpp's resolves_to_string): type string, an enum
- * or const of strings, anyOf/oneOf of such, a local $ref to one. Qwen3-Coder writes such a
- * parameter's value as raw text.
+ * Whether a string may satisfy the schema, through any of its branches (llama.cpp's
+ * resolves_to_string): type string or a type list holding it (["string", "null"]), a string
+ * const or enum value, anyOf/oneOf with such a branch, allOf of such, string keywords (pattern,
+ * minLength, maxLength, a string format), a local $ref to one. Qwen3-Coder writes such a
+ * parameter's value as raw text, and it is read (and constrained) as text.
  */
 function isStringSchema(schema: JsonSchema, root: JsonSchema, depth = 0): boolean {
   if (typeof schema !== "object" || schema === null || depth > 16) return false;
   const s = schema as Record<string, unknown>;
-  if (typeof s["$ref"] === "string" && s["$ref"].startsWith("#/")) {
+  const any = (alts: unknown) => Array.isArray(alts) && alts.some((a) => isStringSchema(a as JsonSchema, root, depth + 1));
+  if (typeof s["$ref"] === "string") {
+    if (!s["$ref"].startsWith("#/")) return false;
     let target: unknown = root;
     for (const part of s["$ref"].slice(2).split("/")) target = (target as Record<string, unknown> | undefined)?.[part.replaceAll("~1", "/").replaceAll("~0", "~")];
     return isStringSchema(target as JsonSchema, root, depth + 1);
   }
-  if (s["type"] === "string") return true;
-  if (Array.isArray(s["enum"])) return s["enum"].length > 0 && s["enum"].every((v) => typeof v === "string");
-  if ("const" in s) return typeof s["const"] === "string";
-  for (const k of ["anyOf", "oneOf"]) {
-    const alts = s[k];
-    if (Array.isArray(alts)) return alts.length > 0 && alts.every((a) => isStringSchema(a as JsonSchema, root, depth + 1));
-  }
-  return false;
+  const type = s["type"];
+  if (type === "string" || (Array.isArray(type) && type.includes("string"))) return true;
+  if (any(s["oneOf"]) || any(s["anyOf"])) return true;
+  if (Array.isArray(s["allOf"]) && s["allOf"].length > 0 && s["allOf"].every((a) => isStringSchema(a as JsonSchema, root, depth + 1))) return true;
+  if (typeof s["const"] === "string") return true;
+  if (Array.isArray(s["enum"]) && s["enum"].some((v) => typeof v === "string")) return true;
+  if ("pattern" in s || "minLength" in s || "maxLength" in s) return true;
+  return typeof s["format"] === "string" && (STRING_FORMATS.has(s["format"]) || s["format"].startsWith("uuid"));
 }
 
 /** required parameters up to this many may come in any order (2^n rules); past it, in the schema's order (llama.cpp's COMMON_CHAT_MAX_PERMUTE) */
