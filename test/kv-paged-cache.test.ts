@@ -131,6 +131,23 @@ test("a shared pool grows (doubling) when forks need more blocks, keeping every 
   for (const s of [a, ...forks]) assertReadsBack(s, "after growth");
 });
 
+test("limitBytes stops a pool's growth at the new limit (never below what it holds): an engine's draft pool under kvCacheBytes", () => {
+  const blockBytes = 1 * 2 * BS * 4 * 4;
+  const a = new KVCache(1, 1, 4, 32); // two blocks, 8 GiB limit
+  a.pool.limitBytes(blockBytes); // below what it holds: it keeps its two blocks and grows no more
+  assert.equal(a.pool.maxBytes, 2 * blockBytes);
+  const pool = new KVCache(1, 1, 4, 16).pool; // one block
+  pool.limitBytes(5 * blockBytes);
+  const seqs = [0, 1, 2].map(() => new KVCache(1, 1, 4, 100, pool));
+  append(seqs[0]!, 17);
+  append(seqs[1]!, 17); // 4 blocks
+  append(seqs[2]!, 16); // the fifth: the pool grows to 5, where doubling would make 8
+  assert.equal(pool.blockCount, 5);
+  assert.throws(() => append(seqs[2]!, 1), /KV cache pool is full: 5 blocks/);
+  for (const s of seqs) assertReadsBack(s, "after growth to the limit");
+  assert.throws(() => pool.limitBytes(Number.NaN), /limitBytes expects a positive number of bytes, got NaN/);
+});
+
 test("errors: full context, rows not reserved, truncating past the end, a pool at its memory limit", () => {
   const c = new KVCache(1, 1, 4, 20);
   append(c, 18);

@@ -203,6 +203,7 @@ export class KVBlockPool {
    * its caches, and keep).
    */
   limitBytes(bytes: number): void {
+    if (!(bytes > 0)) throw new RangeError(`KV block pool: limitBytes expects a positive number of bytes, got ${bytes}`);
     this.limit = Math.max(Math.min(this.limit, bytes), this.byteLength);
   }
 
