@@ -101,6 +101,18 @@ test("an answer given during the drain closes its keep-alive connection, so the 
   }
 });
 
+test("SIGINT after the reader of its stderr is gone (a `| tee` the same Ctrl-C ended) still drains: the request finishes, exit 0", { skip }, async () => {
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
+  const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true });
+  await until(async () => (await healthOf(s.url)).requests_running === 1, "the generation to run");
+  s.child.stderr!.destroy();
+  s.child.kill("SIGINT");
+  const r = await running;
+  assert.equal(r.status, 200, JSON.stringify(r.json));
+  assert.equal(r.json.usage.completion_tokens, 480);
+  assert.equal(await s.exited, 0);
+});
+
 test("a second SIGTERM during the drain exits 1 at once, saying so", { skip }, async () => {
   const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "60000"]);
   const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true }).catch(() => undefined);

@@ -64,6 +64,11 @@ export const SERVE_ARGS: OptionSpec = {
 export async function runServe(argv: string[]): Promise<void> {
   const values = parse(argv, SERVE_ARGS);
   if (values.help === true) { process.stdout.write(serveHelp); return; }
+  // a server outlives the reader of its stderr (a `| tee` ended by the same Ctrl-C, a restarted log
+  // collector): a failed write loses its line instead of ending the process with exit 141, as it
+  // ends a one-shot command (src/cli/main.ts), which would cut off the requests being drained
+  process.stderr.removeAllListeners("error");
+  process.stderr.on("error", () => {});
   const modelRef = requireString(values, "model");
   const kvMemory = optionalString(values, "kv-memory");
   const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory);
