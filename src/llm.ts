@@ -245,20 +245,43 @@ export class Model {
     };
   }
 
-  /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
-  chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
-    const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
   /**
    * Every token's hidden state after the final norm (tokens x embeddingLength per sequence), the
    * vectors llama.cpp's embedding mode pools: each sequence runs from position 0 in a cache of
-   * its own, in one pass, queued behind the engine's passes (which share the activations).
+   * its own. Passes hold at most `passTokens` rows (the scratch grows with them): short sequences
+   * share one, a long one runs in chunks through its cache (attention is causal, so a chunk's
+   * rows are what the whole sequence's would be). Each pass is queued behind the engine's (they
+   * share the activations).
    */
-  async hiddenStates(sequences: readonly (readonly number[])[]): Promise<Float32Array[]> {
+  async hiddenStates(sequences: readonly (readonly number[])[], passTokens = 512): Promise<Float32Array[]> {
     this.assertUsable();
-    const lm = this.languageModel;
-    return exclusive(lm, () => lm.hiddenStatesAsync(sequences.map((tokens) => ({ tokens, cache: lm.createCache(Math.max(1, tokens.length)) }))));
+    if (!Number.isInteger(passTokens) || passTokens < 1) throw new RangeError(`passTokens: expected a positive integer, got ${String(passTokens)}`);
+    const lm = this.languageModel, d = this.info.embeddingLength;
+    const caches = sequences.map((tokens) => lm.createCache(Math.max(1, tokens.length)));
+    const out = sequences.map((tokens) => new Float32Array(tokens.length * d));
+    const done = sequences.map(() => 0);
+    for (let i = 0; i < sequences.length;) {
+      // this pass: what is left of sequence i, then the next sequences' starts, up to passTokens rows
+      const parts: { seq: number; tokens: readonly number[] }[] = [];
+      let rows = 0;
+      for (let j = i; j < sequences.length && rows < passTokens; j++) {
+        const take = Math.min(passTokens - rows, sequences[j]!.length - done[j]!);
+        if (take > 0) parts.push({ seq: j, tokens: sequences[j]!.slice(done[j]!, done[j]! + take) });
+        rows += take;
+      }
+      const hidden = await exclusive(lm, () => lm.hiddenStatesAsync(parts.map((p) => ({ tokens: p.tokens, cache: caches[p.seq]! }))));
+      parts.forEach((p, k) => {
+        out[p.seq]!.set(hidden[k]!, done[p.seq]! * d);
+        done[p.seq]! += p.tokens.length;
+      });
+      while (i < sequences.length && done[i] === sequences[i]!.length) i++;
+    }
+    return out;
   }
 
+  /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
+  chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
+    const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
     return chatFormatterFor(this.tokenizer, this.metadata, override);
   }
 

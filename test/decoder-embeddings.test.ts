@@ -191,3 +191,29 @@ test("tsllm embed on a decoder GGUF: llama.cpp's vectors, normalized unless --no
   cli().forEach((v, i) => assert.ok(maxDiff(v, ours[i]!) < 1e-6, `input ${i}`));
   cli("--no-normalize", "--pooling", "mean").forEach((v, i) => assert.ok(maxDiff(v, raw[i]!) < 1e-6, `input ${i} raw`));
 });
+
+test("a long input runs in chunks through its cache: its vector is llama.cpp's, and any chunking gives the same hidden states", { skip }, async (t) => {
+  const path = join(dir, "llama-long.gguf");
+  await writeRandomModel(path, { ...tinyLlama, std: 0.08, contextLength: 1024, extraMetadata: [["llama.pooling_type", ggufEntry.u32(1)]] });
+  const e = embeddingsOf(await loadModel(path, { contextSize: 1024 }));
+  try {
+    const long = "Once upon a time there was a little dog who liked to run in the park. ".repeat(40);
+    const ids = e.tokenize([long])[0]!;
+    assert.ok(ids.length > 600, `${ids.length} tokens: more than one 512-row pass`);
+    const whole = await e.model.hiddenStates([ids, ids.slice(0, 9)], 2048);
+    for (const passTokens of [512, 100, 7]) assert.deepEqual(await e.model.hiddenStates([ids, ids.slice(0, 9)], passTokens), whole, `passes of ${passTokens} rows`);
+    const lm = await (await sharedLlama()).loadModel({ modelPath: path, gpuLayers: 0 });
+    const ctx = new LlamaEmbeddingContext({ _llamaContext: await lm.createContext({ contextSize: 1024, batchSize: 1024, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never) } as never);
+    try {
+      const ref = [...(await ctx.getEmbeddingFor(long)).vector];
+      const d = maxDiff((await e.embed([long]))[0]!, unit(ref));
+      t.diagnostic(`${ids.length} tokens: max |Δ| ${d.toExponential(1)} of the normalized vector`);
+      assert.ok(d < TOLERANCE, String(d));
+    } finally {
+      await ctx.dispose();
+      await lm.dispose();
+    }
+  } finally {
+    e.dispose();
+  }
+});

@@ -271,15 +271,8 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       const normalize = options.normalize ?? true;
       const sequences = tokenize(inputs, options).map(cut);
       for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
-      const out: Float32Array[] = [];
-      for (let i = 0; i < sequences.length;) {
-        // a pass of inputs up to DECODER_PASS_TOKENS rows (at least one input); each input's rows are its own, so a batch equals one by one
-        let j = i + 1, rows = sequences[i]!.length;
-        while (j < sequences.length && rows + sequences[j]!.length <= DECODER_PASS_TOKENS) rows += sequences[j++]!.length;
-        for (const h of await model.hiddenStates(sequences.slice(i, j))) out.push(pooled(h, d, p, dims, normalize));
-        i = j;
-      }
-      return out;
+      // each input's rows are its own in any pass, so a batch equals one by one
+      return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS)).map((h) => pooled(h, d, p, dims, normalize));
     },
     dispose: () => model.dispose(),
   };
