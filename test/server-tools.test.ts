@@ -753,3 +753,26 @@ test("Qwen3-Coder: a parameter a string may satisfy (a nullable string, a date) 
   }
   assert.ok(!admits(call("set_nullable_int", "count", "many")));
 });
+
+test("a required call's grammar admits reasoning before the calls, as llama.cpp's do: between its markers at the start, or up to its close after a prompt that opened it", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const admits = (g: string, text: string) => {
+    const m = new GrammarMatcher(parseGbnf(g));
+    let st = m.initial();
+    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+    return GrammarMatcher.complete(st);
+  };
+  const tools = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required" })!;
+  const ministral = llamaCppTemplate("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
+  const g = toolCallGrammar(tools, "mistral-args", { thinking: thinkingOf(ministral, ""), templateSource: ministral });
+  const call = '[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}';
+  assert.ok(admits(g, call));
+  assert.ok(admits(g, `[THINK]The time, in UTC [ARGS] <think>.[/THINK]${call}`));
+  assert.ok(!admits(g, "[THINK]Just chat.[/THINK]Hello"));
+  assert.ok(!admits(g, `[THINK]a[/THINK]b[/THINK]${call}`));
+  // a prompt that opened the reasoning (DeepSeek R1's): reasoning text, its close, the calls
+  const generic = `{"tool_calls": [{"name": "get_time", "arguments": {"zone": "CET"}}]}`;
+  const forced = toolCallGrammar(tools, "generic", { thinking: { ...THINK, forcedOpen: true } });
+  assert.ok(admits(forced, `I need the time.\n</think>\n\n${generic}`));
+  assert.ok(admits(forced, `</think>${generic}`));
+  assert.ok(!admits(forced, generic));
+});

@@ -310,7 +310,8 @@ function repeated(one: string, parallel: boolean, sep: string, each: readonly [s
  * A GBNF grammar that admits a reply of calls of the allowed functions in the format — one, or
  * (with parallel_tool_calls) one or more, as llama.cpp's grammars do. For the generic format it
  * also admits a {"response": ...} answer unless the choice requires a call (`response`: the
- * answer's schema, a string when not given). After forced-open reasoning the reply closes it first.
+ * answer's schema, a string when not given). Reasoning may come first: after a prompt that opened it,
+ * up to its close; else between its markers at the reply's start.
  */
 export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { response?: JsonSchema; thinking?: ReplySyntax["thinking"]; templateSource?: string } = {}): string {
   const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
@@ -383,9 +384,11 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       break;
     }
   }
+  // reasoning before the calls, as llama.cpp's grammars admit it: a prompt that opened it goes on to its close, else it may open the reply
   const t = options.thinking;
-  if (!t?.forcedOpen) return g;
-  return `${inner(g)}root ::= ${lit(t.close)} [ \\n]* g0-root\n`;
+  if (!t) return g;
+  const reasoning = `think-text ${lit(t.close)} [ \\n]*`;
+  return `${inner(g)}${excludingGbnf("think-text", t.close)}root ::= ${t.forcedOpen ? reasoning : `(${lit(t.open)} ${reasoning})?`} g0-root\n`;
 }
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
