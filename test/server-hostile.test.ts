@@ -75,6 +75,22 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     assert.equal(ok.status, 200, JSON.stringify(ok.json));
     assert.equal(ok.json.choices.length, 5);
   });
+
+  test("an absolute-form request target (GET http://host/path, which RFC 9112 says a server must accept) reaches its route", async () => {
+    const port = Number(new URL(s.url).port);
+    const ask = (target: string) => new Promise<string>((resolve, reject) => {
+      const socket = connect(port, "127.0.0.1");
+      let answer = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (d: string) => (answer += d));
+      socket.on("end", () => resolve(answer));
+      socket.on("error", reject);
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
+    });
+    assert.match(await ask(`http://127.0.0.1:${port}/health?probe=1`), /^HTTP\/1\.1 200 [\s\S]*"status":"ok"/);
+    assert.match(await ask(`HTTP://127.0.0.1:${port}/v1/models/stories260K`), /^HTTP\/1\.1 200 [\s\S]*"id":"stories260K"/);
+    assert.match(await ask(`http://127.0.0.1:${port}`), /^HTTP\/1\.1 200 [\s\S]*text\/html/);
+  });
 });
 
 describe("tsllm serve against a client that never reads its stream", { skip }, () => {

@@ -50,6 +50,17 @@ const DEFAULT_READ_TIMEOUT_MS = 60_000;
 /** OpenAI's GET /v1/models/{model}: the one route whose path holds a value */
 const MODEL_PREFIX = "/v1/models/";
 const MODEL_ROUTE = `${MODEL_PREFIX}{model}`;
+/** an absolute-form request target's scheme and authority (`GET http://host:8080/health`), which RFC 9112 (3.2.2) says a server must accept */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
+
+/** the request target's path, without its query, also for an absolute-form target */
+function pathOf(req: IncomingMessage): string {
+  const target = req.url ?? "/";
+  const origin = ABSOLUTE_FORM.exec(target);
+  const path = (origin ? target.slice(origin[0].length) : target).split("?")[0]!;
+  // (after an authority comes "/", "?" or the end)
+  return origin && path === "" ? "/" : path;
+}
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -236,7 +247,7 @@ export class OpenAIServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): Promise<void> {
-    const url = (req.url ?? "/").split("?")[0]!;
+    const url = pathOf(req);
     // a model's own path goes to its route, and is counted under the route's name
     const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url;
     const byMethod = this.routes.get(path);
@@ -417,7 +428,7 @@ export class OpenAIServer {
 
   /** GET /v1/models/{model}: OpenAI's models.retrieve, by any name a request may give the model */
   private retrieveModel(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const raw = (req.url ?? "").split("?")[0]!.slice(MODEL_PREFIX.length);
+    const raw = pathOf(req).slice(MODEL_PREFIX.length);
     let name: string;
     try {
       name = decodeURIComponent(raw);
