@@ -5,12 +5,12 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, createServer, request, type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
+import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { parsePrometheusText, sampleValue } from "../scripts/prometheus-text.js";
-import { post, skipStories as skip, spawnServe, until } from "./helpers/serve.js";
+import { post, serveStories, skipStories as skip, spawnServe, until } from "./helpers/serve.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-shutdown-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -70,6 +70,35 @@ test("SIGTERM with one generation running and two queued: the queued are refused
   assert.equal(r.json.choices[0].finish_reason, "length");
   assert.equal(r.json.usage.completion_tokens, 480);
   assert.equal(await s.exited, 0, s.stderr());
+});
+
+test("a request whose body arrives after the shutdown began, and which would have to wait for room, is refused at once (503, Retry-After)", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 1 });
+  const port = Number(new URL(s.url).port);
+  const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true });
+  let runningDone = false;
+  void running.then(() => (runningDone = true));
+  await until(() => s.model.engine.stats.running === 1, "the first generation to run");
+  const body = JSON.stringify({ prompt: "Lily and Ben", max_tokens: 8, temperature: 0 });
+  const socket = connect(port, "127.0.0.1");
+  let answer = "";
+  socket.setEncoding("utf8");
+  // the 100 Continue says the server is handling the request: its body is sent once the shutdown has begun
+  const continued = new Promise<void>((resolve) => socket.on("data", (d: string) => { answer += d; if (answer.includes("100 Continue")) resolve(); }));
+  const answered = new Promise<void>((resolve) => socket.on("data", () => { if (/\r\n\r\n[\s\S]*\}$/.test(answer.slice(answer.indexOf("100 Continue") + 16))) resolve(); }));
+  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
+  await continued;
+  const closed = s.server.close(20_000);
+  socket.write(body);
+  await answered;
+  assert.equal(runningDone, false, "the late request was answered only after the running one finished");
+  assert.match(answer, /HTTP\/1\.1 503 /, answer);
+  assert.match(answer, /Retry-After: 1/i);
+  assert.match(answer, /"code":"shutting_down"/);
+  socket.destroy();
+  assert.equal((await running).status, 200);
+  await closed;
+  s.model.dispose();
 });
 
 test("an answer given during the drain closes its keep-alive connection, so the client's next request does not land on a connection being closed", { skip }, async () => {
