@@ -342,6 +342,8 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "generic", text: '{"tool_call": {"name": "get_time", "arguments": {"zone": "CET"}}}', want: { content: "", calls: [["get_time", { zone: "CET" }]] } },
   { format: "generic", text: '{"response": "Hello \\"you\\"\\n"}', want: { content: 'Hello "you"\n', calls: [] } },
   { format: "generic", text: "plain text", want: { content: "plain text", calls: [] } },
+  // a JSON parameter whose string holds "</parameter>": the value ends where its JSON does (the grammar admits it)
+  { format: "qwen3-coder", text: '<tool_call>\n<function=get_time>\n<parameter=opts>\n{"note": "a </parameter> b", "n": [1]}\n</parameter>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>', want: { content: "", calls: [["get_time", { opts: { note: "a </parameter> b", n: [1] }, zone: "UTC" }]] } },
   // Qwen3.5 opening its call without closing its reasoning: the call ends the reasoning (llama.cpp's qwen3_coder format)
   { format: "qwen3-coder", thinking: { ...THINK, forcedOpen: true, endsBefore: ["<tool_call>"] }, text: "The time.\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>", want: { reasoning: "The time.", content: "", calls: [["get_time", { zone: "UTC" }]] } },
   // characters outside the BMP (surrogate pairs in JavaScript's strings) in every part of a reply

@@ -455,7 +455,17 @@ function xmlFunction(out: Reply, at: number, calls: Calls): Found {
     let from = nameEnd + 1;
     if (s[from] === "\n") from++;
     else if (out.partial && from >= s.length) { out.stop(); return { kind: "calls", end: i }; }
-    const close = out.indexOf(PARAMETER_END, from);
+    let close = -1;
+    if (!strings?.has(param)) {
+      // a JSON value ends where its JSON does: a "</parameter>" inside one of its strings is no end (the grammar admits one there)
+      const j = skipWs(s, from);
+      const v = "{[\"".includes(s[j] ?? "x") ? out.scan(j) : undefined;
+      const after = v?.ok ? skipWs(s, v.end) : -1;
+      // (more text decides: the value, or what follows it, is not finished)
+      if (out.partial && v && (v.ok ? s.length - after < PARAMETER_END.length && PARAMETER_END.startsWith(s.slice(after)) : v.incomplete)) { out.stop(); return { kind: "calls", end: s.length }; }
+      if (v?.ok && s.startsWith(PARAMETER_END, after)) close = after;
+    }
+    if (close < 0) close = out.indexOf(PARAMETER_END, from);
     const key = `${args === "{" ? "" : ", "}${JSON.stringify(param)}: `;
     if (close < 0) {
       // the value is not finished: a string's text so far (less what may begin its closing), nothing of another
