@@ -116,7 +116,6 @@ test("a branch that moved to a commit that cannot be fetched now (the connection
   const next = await downloadModel("acme/moving", opts(cache));
   assert.equal(next.commit, NEW);
   assert.ok(readFileSync(join(next.snapshotDir, "model.safetensors")).equals(heavier.content));
-  assert.ok(hub.requests.some((q) => q.server === "cdn" && q.headers.range !== undefined), "what the broken tries fetched was resumed");
   // asked to refresh, the failure is the answer
   hub.add({ repo: "acme/moving", commit: OLD, refs: ["main"], files: oldFiles });
   const other: FakeFile = { path: "model.safetensors", content: randomBytes(40_000, 13) };
