@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -215,5 +215,38 @@ test("a long input runs in chunks through its cache: its vector is llama.cpp's, 
     }
   } finally {
     e.dispose();
+  }
+});
+
+test("a decoder as a sentence-transformers folder: its Pooling, Normalize module, max_seq_length and prompts, as encode() uses them", { skip: skipWithoutShared("hf-oracle/gpt2-tiny/model.safetensors") }, async () => {
+  const plain = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const folder = (name: string, modules: string[]) => {
+    const f = join(dir, name);
+    cpSync(plain, f, { recursive: true });
+    writeFileSync(join(f, "modules.json"), JSON.stringify(modules.map((type, idx) => ({ idx, name: String(idx), path: type === "Pooling" ? "1_Pooling" : "", type: `sentence_transformers.models.${type}` }))));
+    mkdirSync(join(f, "1_Pooling"));
+    writeFileSync(join(f, "1_Pooling", "config.json"), JSON.stringify({ word_embedding_dimension: 32, pooling_mode_mean_tokens: true }));
+    writeFileSync(join(f, "sentence_bert_config.json"), JSON.stringify({ max_seq_length: 6, do_lower_case: false }));
+    writeFileSync(join(f, "config_sentence_transformers.json"), JSON.stringify({ prompts: { query: "query: " }, default_prompt_name: null }));
+    return f;
+  };
+  const reference = embeddingsOf(await loadModel(plain, { contextSize: 64 }));
+  const st = embeddingsOf(await loadModel(folder("gpt2-st", ["Transformer", "Pooling"]), { contextSize: 64 }));
+  const normalized = embeddingsOf(await loadModel(folder("gpt2-st-norm", ["Transformer", "Pooling", "Normalize"]), { contextSize: 64 }));
+  try {
+    assert.equal(reference.pooling, "lasttoken");
+    assert.equal(st.pooling, "mean");
+    assert.equal(st.maxTokens, 6);
+    const texts = ["  hello world  ", "the quick brown fox jumps over the lazy dog"];
+    // encode(): stripped, cut to max_seq_length, mean-pooled, not normalized without a Normalize module
+    const cut = texts.map((x) => reference.tokenize([x.trim()])[0]!.slice(0, 6));
+    const expected = await reference.embed(cut, { pooling: "mean", normalize: false });
+    assert.deepEqual(await st.embed(texts), expected);
+    assert.deepEqual(await normalized.embed(texts), await reference.embed(cut, { pooling: "mean" }));
+    assert.deepEqual(await st.embed(texts, { promptName: "query" }), await st.embed(texts.map((x) => `query: ${x}`)));
+  } finally {
+    reference.dispose();
+    st.dispose();
+    normalized.dispose();
   }
 });

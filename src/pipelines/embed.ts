@@ -1,4 +1,5 @@
-import type { Pooling } from "../formats/index.js";
+import { statSync } from "node:fs";
+import { readSentenceTransformerConfig, type Pooling } from "../formats/index.js";
 import type { Model } from "../llm.js";
 import type { ModelInfo } from "../models/index.js";
 import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
@@ -197,6 +198,8 @@ export function embeddingMaxTokens(runner: EncoderRunner): number {
   return Math.min(runner.maxLength, runner.opened.sentenceTransformers?.maxSeqLength ?? Infinity);
 }
 
+const isDirectory = (path: string): boolean => statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+
 /** llama.cpp's LLAMA_POOLING_TYPE_* (the GGUF key `<arch>.pooling_type`) as sentence-transformers' pooling names; 0 (none) is undefined */
 const GGUF_POOLINGS: Readonly<Record<number, Pooling | undefined>> = { 1: "mean", 2: "cls", 3: "lasttoken" };
 
@@ -216,7 +219,7 @@ export interface DecoderEmbeddingModel {
   readonly dimensions: number;
   /** tokens one input keeps (the model's context size); longer inputs are truncated */
   readonly maxTokens: number;
-  /** the pooling used when a call names none: the GGUF's `<arch>.pooling_type`, else "lasttoken" */
+  /** the pooling used when a call names none: a sentence-transformers folder's, else the GGUF's `<arch>.pooling_type`, else "lasttoken" */
   readonly pooling: Pooling;
   countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
   /** each input's tokens as the model takes them (BOS / EOS as the tokenizer adds them, a text after its prompt), before truncation */
@@ -235,21 +238,29 @@ export interface DecoderEmbeddingModel {
  * are pooled: by `pooling`, else the GGUF's `<arch>.pooling_type` (mean, cls, last), else the last
  * token (what llama.cpp returns for a model whose pooling is "none": Qwen3-Embedding-style
  * last-token pooling). Vectors are L2-normalized unless `normalize: false` (node-llama-cpp's raw
- * vectors).
+ * vectors). A Hugging Face folder with sentence-transformers' modules.json is used as encode()
+ * uses it: its Pooling, its Normalize module (none: unnormalized), max_seq_length and prompts.
  */
 export function embeddingsOf(model: Model): DecoderEmbeddingModel {
+  // a sentence-transformers folder (Qwen3-Embedding, gte-Qwen2 as Hugging Face folders) says how, as for an encoder
+  const st = isDirectory(model.path) ? readSentenceTransformerConfig(model.path) : undefined;
   const code = model.metadata.number(`${model.info.architecture}.pooling_type`);
   if (code === 4) throw new Error(`${model.path}: ${model.info.architecture}.pooling_type is 4 (rank): this is a reranker, which gives scores, not embeddings`);
-  const pooling = (code === undefined ? undefined : GGUF_POOLINGS[code]) ?? "lasttoken";
+  const pooling = st?.pooling ?? (code === undefined ? undefined : GGUF_POOLINGS[code]) ?? "lasttoken";
   const t = model.tokenizer, vocabSize = model.info.vocabSize, d = model.info.embeddingLength;
-  const maxTokens = Math.min(model.contextSize, model.info.maxPositions ?? Infinity);
+  const maxTokens = Math.min(model.contextSize, model.info.maxPositions ?? Infinity, st?.maxSeqLength ?? Infinity);
   const tokenize = (inputs: readonly EmbeddingInput[], options: PromptOptions = {}): number[][] => {
     if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
     // a GGUF names no prompts; a prompt given as text goes before each text, as a sentence-transformers folder's
-    const prompt = promptOf(options, {}, undefined) ?? "";
+    const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
+    if (prompt !== "" && st?.includePrompt === false) throw new RangeError(`prompt: this model's Pooling leaves the prompt's tokens out (include_prompt: false), which tsllm does not do: its vectors would not be sentence-transformers'`);
     return inputs.map((input, i) => {
       const where = inputs.length === 1 ? "the input" : `input ${i}`;
-      if (typeof input === "string") return t.encode(prompt + input, { addSpecialTokens: true });
+      if (typeof input === "string") {
+        // a sentence-transformers folder's Transformer strips (and maybe lower-cases) the text, as for an encoder; llama.cpp takes it as it is
+        const text = st ? stripLikePython(prompt + input) : prompt + input;
+        return t.encode(st?.doLowerCase ? text.toLowerCase() : text, { addSpecialTokens: true });
+      }
       if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
       if (input.length === 0) throw new RangeError(`embed: ${where}: an empty list of token ids`);
       const bad = tokenIdsProblem(input, t, vocabSize);
@@ -268,7 +279,8 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
     tokenize,
     embed: async (inputs, options = {}) => {
       const { pooling: p, dims } = checkedOptions(inputs, options, pooling, d);
-      const normalize = options.normalize ?? true;
+      // a sentence-transformers folder normalizes when it has a Normalize module (as encode()); a GGUF as llama.cpp's tools (embd_normalize 2)
+      const normalize = options.normalize ?? st?.normalize ?? true;
       const sequences = tokenize(inputs, options).map(cut);
       for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
       // each input's rows are its own in any pass, so a batch equals one by one
