@@ -76,6 +76,10 @@ test("a hub that cannot answer is asked once and the cached snapshot serves", as
     hub.unavailable = 0;
     hub.invalidTokens.clear();
   }
+  // asked to refresh (tsllm download), a token the hub refuses is the answer, not the cache
+  hub.invalidTokens.add("hf_revoked");
+  await assert.rejects(downloadModel("acme/moving", opts(cache, { token: "hf_revoked", refresh: true })), (e: HubError) => e.code === "unauthorized");
+  hub.invalidTokens.clear();
   // nothing cached: the retries and the error as before
   hub.unavailable = 100;
   await assert.rejects(downloadModel("acme/moving", opts(fresh(), { retries: 2 })), (e: HubError) => e.code === "network" && /after 3 attempts/.test(e.message));

@@ -158,8 +158,8 @@ export async function downloadModel(reference: string | HubReference, options: D
   const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
   if (cached && (offline || pinned || options.refresh === false)) return cached;
   if (offline) {
-    const ref = cache.refPath(revision);
-    const damaged = existsSync(ref) && cache.refCommit(revision) === undefined ? ` (its ref file ${ref} is damaged: it names no commit)` : "";
+    const refFile = cache.refPath(revision);
+    const damaged = existsSync(refFile) && cache.refCommit(revision) === undefined ? ` (its ref file ${refFile} is damaged: it names no commit)` : "";
     throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir})${damaged} and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
   }
 
@@ -169,8 +169,10 @@ export async function downloadModel(reference: string | HubReference, options: D
     listing = await withRetries(() => source.list(ref.repo, revision, options.signal), cached ? { ...options, retries: 0 } : options);
   } catch (e) {
     // as huggingface_hub does: when the hub cannot answer (down, unreachable, a token it now
-    // refuses), a cached snapshot still serves; a revision it says is gone does not
-    if (e instanceof HubError && e.code !== "revision-not-found" && !options.signal?.aborted) {
+    // refuses), a cached snapshot still serves; a revision it says is gone does not. Asked to
+    // refresh, only an unreachable hub falls back: a refused token is the answer to give
+    const serve = cached ? e instanceof HubError && e.code !== "revision-not-found" : e instanceof HubError && e.code === "network";
+    if (serve && !options.signal?.aborted) {
       const fallback = cached ?? fromCache(cache, ref, revision, options);
       if (fallback) return fallback;
     }
