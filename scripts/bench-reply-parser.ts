@@ -23,6 +23,7 @@ const cases: { name: string; syntax: ReplySyntax; head: string; escape: (s: stri
   { name: "reasoning (forced open)", syntax: { thinking: { open: "<think>", close: "</think>", forcedOpen: true } }, head: "", escape: (s) => s },
   { name: "text with tools (hermes)", syntax: { calls: calls("hermes") }, head: "", escape: (s) => s },
   { name: "hermes call, long string argument", syntax: { calls: calls("hermes") }, head: '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "', escape: (s) => JSON.stringify(s).slice(1, -1) },
+  { name: "generic format, long response", syntax: { calls: { format: "generic", names, parallel: true } }, head: '{"response": "', escape: (s) => JSON.stringify(s).slice(1, -1) },
   { name: "qwen3-coder call, long string parameter", syntax: { calls: calls("qwen3-coder") }, head: "<tool_call>\n<function=write_file>\n<parameter=content>\n", escape: (s) => s },
 ];
 
