@@ -658,6 +658,14 @@ test("the id a model writes with its call is the call's id, streamed or not (lla
   const [bad] = idsOf("mistral-args", '[TOOL_CALLS]get_time[CALL_ID]call_1[ARGS]{"zone": "UTC"}');
   assert.match(bad!, /^[a-zA-Z0-9]{9}$/);
   assert.notEqual(bad, "call_1");
+  // an id written twice is the first call's: the second gets a new one, streamed or not (a client matches each result to its call by id)
+  const twice = '[TOOL_CALLS]get_time[CALL_ID]123456789[ARGS]{"zone": "UTC"}[TOOL_CALLS]get_time[CALL_ID]123456789[ARGS]{"zone": "CET"}';
+  const [one, two] = idsOf("mistral-args", twice);
+  assert.equal(one, "123456789");
+  assert.match(two!, /^[a-zA-Z0-9]{9}$/);
+  assert.notEqual(two, one);
+  const streamedIds = streamed(twice, syntaxFor("mistral-args"), [...Array(twice.length).keys()].slice(1)).flatMap((d) => ("call" in d && d.call.id ? [d.call.id] : []));
+  assert.equal(new Set(streamedIds).size, 2);
   // no id written: a new one in OpenAI's form
   assert.match(idsOf("hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')[0]!, /^call_[0-9a-f]{24}$/);
 });

@@ -713,11 +713,12 @@ const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /**
  * A call's id: the model's own where it wrote one its template takes back (llama.cpp keeps it;
- * Mistral's templates refuse any but 9 letters and digits), else a new one.
+ * Mistral's templates refuse any but 9 letters and digits) and no earlier call of the message has
+ * (`taken`: a client matches each tool result to its call by id), else a new one.
  */
-export function callIdOf(call: ParsedCall, format?: ToolFormat): string {
+export function callIdOf(call: ParsedCall, format: ToolFormat | undefined, taken: readonly string[]): string {
   const mistral = format === "mistral" || format === "mistral-args";
-  if (call.id && (!mistral || /^[a-zA-Z0-9]{9}$/.test(call.id))) return call.id;
+  if (call.id && (!mistral || /^[a-zA-Z0-9]{9}$/.test(call.id)) && !taken.includes(call.id)) return call.id;
   return newCallId(format);
 }
 
@@ -765,7 +766,7 @@ export class ReplyStream {
       const before = was.calls[index];
       if (!before) {
         // (an id the model writes after the call's name and arguments, as Mistral Nemo's "id", is not known yet: the stream's is new)
-        this.ids[index] = callIdOf(c, this.syntax.calls?.format);
+        this.ids[index] = callIdOf(c, this.syntax.calls?.format, this.ids);
         out.push({ call: { index, id: this.ids[index]!, type: "function", function: { name: c.name, arguments: c.arguments } } });
       } else if (c.arguments.length > before.arguments.length) {
         out.push({ call: { index, function: { arguments: c.arguments.slice(before.arguments.length) } } });

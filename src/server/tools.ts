@@ -393,7 +393,9 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
 export function toolCallsOf(reply: ParsedReply, syntax: ReplySyntax | undefined): ToolCall[] {
-  return reply.calls.map((c) => ({ id: callIdOf(c, syntax?.calls?.format), type: "function", function: { name: c.name, arguments: c.arguments } }));
+  const ids: string[] = [];
+  for (const c of reply.calls) ids.push(callIdOf(c, syntax?.calls?.format, ids));
+  return reply.calls.map((c, i) => ({ id: ids[i]!, type: "function", function: { name: c.name, arguments: c.arguments } }));
 }
 
 /** the reply read with the syntax (reasoning, text, calls), or all of it text without one */
