@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { ggufEntry } from "../src/formats/index.js";
-import { embeddingsOf, loadModel } from "../src/index.js";
+import { embeddingsOf, loadModel, startServer } from "../src/index.js";
 import { tinyGpt2, tinyLlama, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { LlamaEmbeddingContext } from "node-llama-cpp";
 import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
@@ -158,9 +158,14 @@ test("tsllm serve on a generative model answers /v1/embeddings and /embedding wi
     t.diagnostic(`/v1/embeddings against llama.cpp's normalized vectors: max |Δ| ${diffs.map((d: number) => d.toExponential(1)).join(", ")}`);
     for (const d of diffs) assert.ok(d < TOLERANCE, String(d));
     assert.equal(r.json.usage.prompt_tokens, TEXTS.reduce((n, text) => n + s.model.tokenizer.encode(text).length, 0));
-    const raw = await post(`${s.url}/embedding`, { content: TEXTS[1], embd_normalize: -1 });
+    // llama-server's /embedding on a model whose pooling is none: every token's raw vector, the last one llama.cpp's getEmbeddingFor
+    const raw = await post(`${s.url}/embedding`, { content: TEXTS[1] });
     assert.equal(raw.status, 200, JSON.stringify(raw.json));
-    assert.ok(maxDiff(raw.json[0].embedding[0], refs[1]!) / Math.hypot(...refs[1]!) < TOLERANCE, "embd_normalize -1: llama.cpp's raw vector");
+    const rows = raw.json[0].embedding as number[][];
+    assert.equal(rows.length, s.model.tokenizer.encode(TEXTS[1]!).length, "one vector per token");
+    assert.ok(maxDiff(rows.at(-1)!, refs[1]!) / Math.hypot(...refs[1]!) < TOLERANCE, "the last token's vector is llama.cpp's, not normalized");
+    const first = (await s.model.hiddenStates([s.model.tokenizer.encode(TEXTS[1]!)]))[0]!.subarray(0, rows[0]!.length);
+    assert.deepEqual(rows[0], Array.from(first), "the first token's hidden state");
     const g = await generation;
     assert.equal(g.status, 200, JSON.stringify(g.json));
     assert.equal(g.json.usage.completion_tokens, 24);
@@ -248,5 +253,21 @@ test("a decoder as a sentence-transformers folder: its Pooling, Normalize module
     reference.dispose();
     st.dispose();
     normalized.dispose();
+  }
+});
+
+test("serve: /embedding on a decoder with a pooling_type answers one normalized vector, as llama-server", { skip }, async () => {
+  const path = join(dir, "llama-serve-mean.gguf");
+  await writeRandomModel(path, { ...tinyLlama, std: 0.08, extraMetadata: [["llama.pooling_type", ggufEntry.u32(1)]] });
+  const model = await loadModel(path, { contextSize: 64 });
+  const server = await startServer(model, { port: 0 });
+  try {
+    const r = await post(`${server.url}/embedding`, { content: TEXTS[0] });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json[0].embedding.length, 1);
+    assert.deepEqual(r.json[0].embedding[0], Array.from((await embeddingsOf(model).embed([TEXTS[0]!]))[0]!));
+  } finally {
+    await server.close(1000);
+    model.dispose();
   }
 });

@@ -226,6 +226,13 @@ export interface DecoderEmbeddingModel {
   tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
   /** one vector per input; normalized unless `normalize: false` (llama.cpp's embd_normalize 2, its tools' default) */
   embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /**
+   * llama.cpp's pooling for this model is "none" (a GGUF without `<arch>.pooling_type`, or 0, and
+   * no sentence-transformers Pooling): llama-server's POST /embedding then answers every token's vector
+   */
+  readonly poolingNone: boolean;
+  /** every token's hidden state after the final norm, as they are (llama.cpp's pooling "none"), per input (truncated as embed()) */
+  tokenEmbeddings(inputs: readonly EmbeddingInput[], options?: PromptOptions): Promise<Float32Array[][]>;
   /** frees the model */
   dispose(): void;
 }
@@ -274,7 +281,9 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
   // a long input keeps its first tokens, and its EOS where it ends with one (last-token pooling reads it)
   const cut = (ids: number[]): number[] => (ids.length <= maxTokens ? ids : t.addEos && ids[ids.length - 1] === t.eosId ? [...ids.slice(0, maxTokens - 1), ids[ids.length - 1]!] : ids.slice(0, maxTokens));
   return {
-    path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling,
+    path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling, poolingNone: st === undefined && (code === undefined || code === 0),
+    tokenEmbeddings: async (inputs, options = {}) =>
+      (await model.hiddenStates(tokenize(inputs, options).map(cut), DECODER_PASS_TOKENS)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
     countTokens: (inputs, options) => tokenize(inputs, options).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize,
     embed: async (inputs, options = {}) => {

@@ -30,7 +30,8 @@ export interface EmbeddingsRoute {
  * (text-embeddings-inference's name; the server's autoTruncate makes it the default) asks for
  * sentence-transformers' truncation. base64 is the
  * little-endian float32 bytes, what the openai client asks for by default. With api "llama", the
- * same for llama-server's POST /embedding ({content} -> [{index, embedding: [vector]}]).
+ * same for llama-server's POST /embedding ({content} -> [{index, embedding: [vector]}]; on a decoder
+ * whose pooling is none, llama-server's [{index, embedding: [one vector per token]}]).
  */
 export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingModel, modelId: string, modelNames: ReadonlySet<string>, body: Body, res: ServerResponse, route: EmbeddingsRoute): Promise<void> {
   const { api, writeTimeoutMs } = route;
@@ -60,6 +61,17 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     }
   });
   const used = tokens.reduce((sum, ids) => sum + Math.min(ids.length, model.maxTokens), 0);
+  if (api === "llama" && "poolingNone" in model && model.poolingNone) {
+    // llama-server's /embedding on a model whose pooling is none: every token's vector, as the model gives them (embd_normalize is for pooled vectors)
+    const perToken: number[][][] = [];
+    for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      if (res.destroyed) return;
+      for (const rows of await model.tokenEmbeddings(tokens.slice(i, i + EMBED_CHUNK))) perToken.push(rows.map((v) => Array.from(v.subarray(0, dimensions ?? v.length))));
+    }
+    await sendJson(res, 200, perToken.map((embedding, index) => ({ index, embedding })), {}, writeTimeoutMs);
+    return;
+  }
   // a chunk of inputs per forward pass, the event loop getting a turn between chunks (health checks, other requests)
   const vectors: Float32Array[] = [];
   for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
