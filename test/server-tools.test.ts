@@ -785,4 +785,9 @@ test("a required call's grammar admits reasoning before the calls, as llama.cpp'
   assert.ok(admits(forced, `I need the time.\n</think>\n\n${generic}`));
   assert.ok(admits(forced, `</think>${generic}`));
   assert.ok(!admits(forced, generic));
+  // Qwen3.5's reasoning ends at a <tool_call> too: the grammar keeps one out of the reasoning, as the parser would end it there
+  const qwen35 = toolCallGrammar(tools, "qwen3-coder", { thinking: { ...THINK, forcedOpen: true, endsBefore: ["<tool_call>"] } });
+  const xml = "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>";
+  assert.ok(admits(qwen35, `I need <tool_ca the time </think \n</think>\n\n${xml}`));
+  assert.ok(!admits(qwen35, `I write <tool_call> here\n</think>\n\n${xml}`));
 });

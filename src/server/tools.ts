@@ -232,7 +232,7 @@ const MAX_PERMUTED = 6;
  * holds "</" and "<"), any other value JSON under its schema.
  */
 function xmlCallGbnf(f: ToolFunction): string {
-  const rules: string[] = [excludingGbnf("xml-text", PARAMETER_END)];
+  const rules: string[] = [excludingGbnf("xml-text", [PARAMETER_END])];
   const params = parametersOf(f).map(([name, schema, required], k) => {
     let value = "xml-text";
     if (!isStringSchema(schema, f.parameters)) {
@@ -259,20 +259,26 @@ function xmlCallGbnf(f: ToolFunction): string {
 }
 
 /**
- * GBNF rule `name`: any text that does not hold `word` (its states: how much of `word` the text
- * ends with; the character that would complete it has no way on)
+ * GBNF rule `name`: any text that holds none of `words` (its states: the longest ending of the text
+ * that begins one of them; a character that would complete one has no way on)
  */
-function excludingGbnf(name: string, word: string): string {
-  const chars = [...new Set(word)];
-  /** how much of `word` the text ends with after `matched` characters of it and then c */
-  const step = (matched: number, c: string): number => {
-    const t = word.slice(0, matched) + c;
-    for (let k = Math.min(t.length, word.length); k > 0; k--) if (t.endsWith(word.slice(0, k))) return k;
-    return 0;
+function excludingGbnf(name: string, words: readonly string[]): string {
+  const chars = [...new Set(words.join(""))];
+  const prefixes = [...new Set(words.flatMap((w) => [...Array(w.length).keys()].map((k) => w.slice(0, k))))];
+  /** the state after `p` then c: undefined when the text then ends with a whole word */
+  const step = (p: string, c: string): number | undefined => {
+    const t = p + c;
+    if (words.some((w) => t.endsWith(w))) return undefined;
+    let best = 0;
+    prefixes.forEach((q, k) => { if (q.length > prefixes[best]!.length && t.endsWith(q)) best = k; });
+    return best;
   };
   const klass = `[^${chars.map((c) => (c === "]" || c === "\\" || c === "^" || c === "-" ? `\\${c}` : c)).join("")}]`;
-  const rules = [...Array(word.length).keys()].map((k) => {
-    const ways = chars.map((c) => [c, step(k, c)] as const).filter(([, n]) => n < word.length).map(([c, n]) => `${lit(c)} ${name}-${n}`);
+  const rules = prefixes.map((p, k) => {
+    const ways = chars.flatMap((c) => {
+      const n = step(p, c);
+      return n === undefined ? [] : [`${lit(c)} ${name}-${n}`];
+    });
     return `${name}-${k} ::= (${[...ways, `${klass} ${name}-0`].join(" | ")})?\n`;
   });
   return `${name} ::= ${name}-0\n${rules.join("")}`;
@@ -388,7 +394,7 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
   const t = options.thinking;
   if (!t) return g;
   const reasoning = `think-text ${lit(t.close)} [ \\n]*`;
-  return `${inner(g)}${excludingGbnf("think-text", t.close)}root ::= ${t.forcedOpen ? reasoning : `(${lit(t.open)} ${reasoning})?`} g0-root\n`;
+  return `${inner(g)}${excludingGbnf("think-text", [t.close, ...(t.endsBefore ?? [])])}root ::= ${t.forcedOpen ? reasoning : `(${lit(t.open)} ${reasoning})?`} g0-root\n`;
 }
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
