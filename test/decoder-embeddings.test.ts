@@ -42,7 +42,7 @@ const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
 
 async function againstLlamaCpp(name: string, spec: RandomModelSpec, poolingType: number | undefined, expected: string, t: { diagnostic(m: string): void }): Promise<void> {
   const path = join(dir, `${name}.gguf`);
-  await writeRandomModel(path, { ...spec, std: 0.08, ...(poolingType === undefined ? {} : { extraMetadata: [[`${spec.arch}.pooling_type`, ggufEntry.u32(poolingType)]] }) });
+  await writeRandomModel(path, { ...spec, std: 0.08, extraMetadata: [...(spec.extraMetadata ?? []), ...(poolingType === undefined ? [] : [[`${spec.arch}.pooling_type`, ggufEntry.u32(poolingType)] as const])] });
   await compare(name, path, expected, t);
 }
 
@@ -77,6 +77,15 @@ async function compare(name: string, path: string, expected: string, t: { diagno
 
 test("llama, pooling_type mean: tsllm's decoder embeddings equal llama.cpp's", { skip }, (t) => againstLlamaCpp("llama-mean", tinyLlama, 1, "mean", t));
 test("qwen3, pooling_type last: tsllm's decoder embeddings equal llama.cpp's", { skip }, (t) => againstLlamaCpp("qwen3-last", tinyQwen3, 3, "lasttoken", t));
+test("qwen3, pooling_type last and add_eos_token (Qwen3-Embedding's GGUF setup): the EOS is embedded last, as llama.cpp", { skip }, async (t) => {
+  await againstLlamaCpp("qwen3-last-eos", { ...tinyQwen3, extraMetadata: [["tokenizer.ggml.add_eos_token", ggufEntry.bool(true)]] }, 3, "lasttoken", t);
+  const e = embeddingsOf(await loadModel(join(dir, "qwen3-last-eos.gguf"), { contextSize: 64 }));
+  try {
+    for (const ids of e.tokenize(TEXTS)) assert.equal(ids.at(-1), e.tokenizer.eosId, "a text ends with EOS");
+  } finally {
+    e.dispose();
+  }
+});
 test("llama, pooling_type cls: tsllm's decoder embeddings equal llama.cpp's", { skip }, (t) => againstLlamaCpp("llama-cls", tinyLlama, 2, "cls", t));
 test("gpt2 without pooling_type: the last token's hidden state, as llama.cpp's", { skip }, (t) => againstLlamaCpp("gpt2-none", tinyGpt2, undefined, "lasttoken", t));
 
