@@ -7,7 +7,10 @@ import type { EncoderRunner } from "./encoder-runner.js";
 import { describe } from "./inputs.js";
 
 export interface EmbedOptions {
-  /** L2-normalize each vector (default: true when the folder has a Normalize module, else false) */
+  /**
+   * L2-normalize each vector (default: true when the folder has a Normalize module, else false; a
+   * decoder GGUF: true, as llama.cpp's tools). An encoder's Normalize module normalizes even when false
+   */
   readonly normalize?: boolean;
   /** how token vectors become one (default: the folder's 1_Pooling config, else "mean") */
   readonly pooling?: Pooling;
