@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { decodeStringPrefix, flat, ScanMemo, scanString, scanValue, skipWs } from "./json-scan.js";
+import { decodeStringPrefix, flat, type Scan, ScanMemo, scanString, scanValue, skipWs } from "./json-scan.js";
 
 /**
  * A chat reply read apart into reasoning, text and tool calls, in the form its template's model
@@ -99,7 +99,7 @@ class Reply {
   constructor(readonly s: string, readonly partial: boolean, readonly memo?: ReplyMemo) {}
 
   /** the JSON value at i */
-  scan(i: number): ReturnType<typeof scanValue> {
+  scan(i: number): Scan {
     return scanValue(this.s, i, this.memo?.json);
   }
 
