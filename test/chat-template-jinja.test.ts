@@ -345,6 +345,46 @@ test("an int past 2^53 ('12345678901234567890'|int, 2 ** 60) is exact, as Python
   assert.deepEqual(found, []);
 });
 
+/** what scripts/fuzz-jinja.ts found where tsllm departed from jinja2, each reduced to a small case */
+const FUZZ_FOUND: [string, Context][] = [
+  // a namespace holding itself is written <Namespace {...}> (Python's repr guard), not a stack overflow
+  ["{% set ns = namespace(c=1, t='') %}{% set ns.c = ns %}{{ ns.c }}|{% set l = [1] %}{{ [l, [l]] }}", f()],
+  ["{% set ns = namespace(a=1) %}{% set ns.a = [ns, {'k': ns}] %}{{ ns }}", f()],
+  // int() and float() of an undefined value fail (jinja2's Undefined has no __int__ / __float__)
+  ["{{ undefined_x|int }}", f()],
+  ["{{ undefined_x|float }}", f()],
+  ["{{ undefined_x|last }}|{{ undefined_x|first }}", f()],
+  // the generator filters fail only when consumed: an unconsumed generator over an int is written, not an error
+  ["{{ 12|select }}|{{ (3|abs|unique)[1] }}|{{ []|count|batch(2) }}|{{ 2|batch(2)|map('string') }}|{{ true|items|unique }}|{{ 1.5|rejectattr('role') }}|{{ 5|slice(2) }}|{{ 5|map('upper') }}", f()],
+  ["{{ 12|select|list }}", f()],
+  ["{{ true|items|list }}", f()],
+  ["{{ 2|batch(2)|first }}", f()],
+  // indent appends to the value itself: only a str can be indented
+  ["{{ f|indent(2) }}", f()],
+  ["{{ xs|indent }}", f()],
+  ["{{ undefined_x|indent }}", f()],
+  // truncate measures the value with len() first: a short list comes back as it is, an int has no len()
+  ["{{ [1, 2]|truncate(5) }}|{{ undefined_x|truncate(3) }}|{{ 'abcdefghijkl'|truncate(5) }}", f()],
+  ["{{ n|truncate(5) }}", f()],
+  ["{{ xs * 9|truncate(5) }}", f()],
+  // divisibleby is Python's %: a list or a str is a TypeError
+  ["{{ names is divisibleby(2) }}", f()],
+  ["{{ 'a' is divisibleby 2 }}", f()],
+  // a {% set %} block's body and a {% filter %} block's body are scopes of their own
+  ["{% set y = 1 %}{% set b %}{% set y = 2 %}{{ y }}{% endset %}{{ y }}{{ b }}{% filter upper %}{% set y = 3 %}{{ y }}{% endfilter %}{{ y }}", f()],
+  ["{% set ns = namespace(c=0) %}{% set b %}{% set ns.c = 5 %}{% endset %}{{ ns.c }}", f()],
+  // str % a list, dict or range does not count the arguments (Python takes them as a mapping)
+  ["{{ 'abc' % [] }}|{{ 'abc' % {} }}|{{ '%s' % [1] }}|{{ 'abc' % range(2) }}|{{ 'é' % (xs) }}", f()],
+  ["{{ 'abc' % 5 }}", f()],
+  // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
+  ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],
+];
+
+test("what the differential fuzzer found renders (or fails) as in jinja2", { skip }, () => {
+  const found = FUZZ_FOUND.flatMap(([source, context], i) => differences(source, `fuzz ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
 test("a syntax error names the line jinja2 names", { skip }, () => {
   const broken = [
     "line 1\n{{ x }}\n{{ 1 + }}",

@@ -8,8 +8,11 @@ given), as apply_chat_template does.
 
 stdin: {"template": str, "contexts": [{"messages": [...], "add_generation_prompt": bool, ...}]}
 stdout: [{"out": str} | {"error": "ExceptionName: message"}], one per context, as ASCII JSON.
+Or, for many templates in one process (scripts/jinja-diff.ts): stdin {"batch": [{"template", "contexts"}, ...],
+"seconds": limit per template}, stdout a list of such lists; a render past the limit is {"error": "Timeout: ..."}.
 """
 import json
+import signal
 import sys
 from datetime import datetime
 
@@ -45,26 +48,46 @@ def strftime_now(format):
     return datetime.now().strftime(format)
 
 
+def render_all(env, source, contexts):
+    results = []
+    try:
+        template = env.from_string(source)
+    except Exception as e:  # noqa: BLE001 - reported to the caller
+        error = {"error": f"{type(e).__name__}: {e}"}
+        return [error for _ in contexts]
+    for context in contexts:
+        kwargs = {"tools": None, "documents": None, **context}
+        try:
+            results.append({"out": template.render(**kwargs)})
+        except Exception as e:  # noqa: BLE001 - reported to the caller
+            results.append({"error": f"{type(e).__name__}: {e}"})
+    return results
+
+
+def on_timeout(signum, frame):
+    raise TimeoutError("the template ran past its time limit")
+
+
 def main():
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
-    results = []
-    try:
-        template = env.from_string(request["template"])
-    except Exception as e:  # noqa: BLE001 - reported to the caller
-        error = {"error": f"{type(e).__name__}: {e}"}
-        results = [error for _ in request["contexts"]]
-    else:
-        for context in request["contexts"]:
-            kwargs = {"tools": None, "documents": None, **context}
-            try:
-                results.append({"out": template.render(**kwargs)})
-            except Exception as e:  # noqa: BLE001 - reported to the caller
-                results.append({"error": f"{type(e).__name__}: {e}"})
-    sys.stdout.write(json.dumps(results, ensure_ascii=True))
+    if "batch" not in request:
+        sys.stdout.write(json.dumps(render_all(env, request["template"], request["contexts"]), ensure_ascii=True))
+        return
+    signal.signal(signal.SIGALRM, on_timeout)
+    out = []
+    for item in request["batch"]:
+        signal.setitimer(signal.ITIMER_REAL, request.get("seconds", 2))
+        try:
+            out.append(render_all(env, item["template"], item["contexts"]))
+        except TimeoutError as e:
+            out.append([{"error": f"Timeout: {e}"} for _ in item["contexts"]])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    sys.stdout.write(json.dumps(out, ensure_ascii=True))
 
 
 main()

@@ -20,3 +20,8 @@ export type Jinja2Outcome = { out: string } | { error: string };
 export function renderWithJinja2(template: string, contexts: readonly Record<string, unknown>[]): Jinja2Outcome[] {
   return JSON.parse(execFileSync("python3", [ORACLE], { input: JSON.stringify({ template, contexts }), maxBuffer: 64 << 20 }).toString()) as Jinja2Outcome[];
 }
+
+/** renders many templates (each with its contexts) in one python process; a template past `seconds` gives {"error": "TimeoutError: ..."} */
+export function renderBatchWithJinja2(batch: readonly { template: string; contexts: readonly Record<string, unknown>[] }[], seconds = 2): Jinja2Outcome[][] {
+  return JSON.parse(execFileSync("python3", [ORACLE], { input: JSON.stringify({ batch, seconds }), maxBuffer: 256 << 20 }).toString()) as Jinja2Outcome[][];
+}

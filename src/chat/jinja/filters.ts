@@ -84,18 +84,21 @@ function minMax(value: Value, kwargs: Map<string, Value>, args: Value[], ctx: Fi
 
 function selectOrReject(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value {
   if (value instanceof Undefined || value === null) return new Generator([], "select_or_reject");
+  return new Generator(() => selectedItems(value, args, ctx, select, byAttribute), "select_or_reject");
+}
+function selectedItems(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value[] {
   const items = iterate(value);
   const [first, ...rest] = args;
   const get = byAttribute ? attrGetter(ctx, first ?? fail("selectattr/rejectattr need the name of an attribute")) : (v: Value) => v;
   const [testName, ...testArgs] = byAttribute ? rest : args;
   const pass = (v: Value) => (testName === undefined ? truthy(get(v)) : ctx.test(str(testName), get(v), testArgs));
-  return new Generator(items.filter((v) => pass(v) === select), "select_or_reject");
+  return items.filter((v) => pass(v) === select);
 }
 
 const FILTERS: Record<string, Filter> = {
   abs: (v) => (v instanceof Float ? new Float(Math.abs(v.v)) : typeof v === "bigint" ? pyInt(v < 0n ? -v : v) : isNumber(v) ? Math.abs(num(v)) : fail(`bad operand type for abs(): '${typeName(v)}'`)),
   attr: (v, [name = ""], _kw, ctx) => ctx.getattr(v, str(name)),
-  batch: (v, args, kwargs) => {
+  batch: (v, args, kwargs) => new Generator(() => {
     const size = Number(num(arg(args, kwargs, 0, "linecount", 1) as number));
     if (!(size >= 1)) fail("batch() needs a line count of at least 1");
     const fill = arg(args, kwargs, 1, "fill_with", null);
@@ -105,8 +108,8 @@ const FILTERS: Record<string, Filter> = {
       if (row.length < size && fill !== null) while (row.length < size) row.push(fill);
       out.push(row);
     }
-    return new Generator(out, "do_batch");
-  },
+    return out;
+  }, "do_batch"),
   capitalize: (v) => pyCapitalize(str(v)),
   center: (v, args, kwargs, ctx) => strMethod(str(v), "center", ctx)!.call([arg(args, kwargs, 0, "width", 80)], new Map()),
   count: (v) => length(v),
@@ -150,6 +153,8 @@ const FILTERS: Record<string, Filter> = {
     return groups.map((g) => groupTuple(caseSensitive ? g.key : real(g.items[0]!), g.items));
   },
   indent: (v, args, kwargs) => {
+    // jinja2 appends "\n" to the value itself: anything but a str is Python's TypeError
+    if (!isStr(v)) fail(`unsupported operand type(s) for +=: '${typeName(v)}' and 'str'`);
     const width = arg(args, kwargs, 0, "width", 4);
     const indention = isStr(width) ? strOf(width) : " ".repeat(Number(num(width as number)));
     const first = truthy(arg(args, kwargs, 1, "first", false)), blank = truthy(arg(args, kwargs, 2, "blank", false));
@@ -183,8 +188,7 @@ const FILTERS: Record<string, Filter> = {
   },
   items: (v) => {
     if (v instanceof Undefined) return new Generator([], "do_items");
-    if (!isDict(v)) fail("Can only get item pairs from a mapping.");
-    return new Generator([...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x])), "do_items");
+    return new Generator(() => (isDict(v) ? [...v].map(([k, x]) => tuple([k, x])) : fail("Can only get item pairs from a mapping.")), "do_items");
   },
   join: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 1, "attribute", null);
@@ -201,14 +205,13 @@ const FILTERS: Record<string, Filter> = {
   lower: (v) => str(v).toLowerCase(),
   map: (v, args, kwargs, ctx) => {
     if (!truthy(v) && !(v instanceof Generator)) return new Generator([], "sync_do_map");
-    const items = iterate(v);
-    if (kwargs.has("attribute")) {
-      const get = attrGetter(ctx, kwargs.get("attribute")!, kwargs.get("default"));
-      return new Generator(items.map(get), "sync_do_map");
-    }
-    const [name, ...rest] = args;
-    if (name === undefined) fail("map requires a filter argument");
-    return new Generator(items.map((x) => ctx.filter(str(name!), x, rest, kwargs)), "sync_do_map");
+    return new Generator(() => {
+      const items = iterate(v);
+      if (kwargs.has("attribute")) return items.map(attrGetter(ctx, kwargs.get("attribute")!, kwargs.get("default")));
+      const [name, ...rest] = args;
+      if (name === undefined) fail("map requires a filter argument");
+      return items.map((x) => ctx.filter(str(name!), x, rest, kwargs));
+    }, "sync_do_map");
   },
   max: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, true),
   min: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, false),
@@ -241,7 +244,7 @@ const FILTERS: Record<string, Filter> = {
   safe: (v) => new Markup(str(v)),
   select: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, true, false),
   selectattr: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, true, true),
-  slice: (v, args, kwargs) => {
+  slice: (v, args, kwargs) => new Generator(() => {
     const items = iterate(v), slices = Number(num(arg(args, kwargs, 0, "slices", 1) as number));
     if (!(slices >= 1)) fail("slice() needs at least 1 slice");
     const fill = arg(args, kwargs, 1, "fill_with", null);
@@ -254,8 +257,8 @@ const FILTERS: Record<string, Filter> = {
       if (fill !== null && i >= extra) row.push(fill);
       out.push(row);
     }
-    return new Generator(out, "sync_do_slice");
-  },
+    return out;
+  }, "sync_do_slice"),
   sort: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 2, "attribute", null);
     const getters = attribute === null ? [(x: Value) => x] : (isStr(attribute) ? strOf(attribute).split(",") : [attribute]).map((a) => attrGetter(ctx, a));
@@ -285,8 +288,10 @@ const FILTERS: Record<string, Filter> = {
   },
   trim: (v, args, kwargs, ctx) => strMethod(str(v), "strip", ctx)!.call([arg(args, kwargs, 0, "chars", null)], new Map()),
   truncate: (v, args, kwargs) => {
-    const s = str(v), cs = [...s];
     const len = Number(num(arg(args, kwargs, 0, "length", 255) as number));
+    // jinja2 measures the value with len() before it treats it as a str: a short list comes back as it is, an int has no len()
+    if (!isStr(v) && length(v) <= len + Number(num(arg(args, kwargs, 3, "leeway", 5) as number))) return v;
+    const s = isStr(v) ? strOf(v) : fail(`'${typeName(v)}' object has no attribute 'rfind'`), cs = [...s];
     const killwords = truthy(arg(args, kwargs, 1, "killwords", false));
     const end = str(arg(args, kwargs, 2, "end", "..."));
     const leeway = Number(num(arg(args, kwargs, 3, "leeway", 5) as number));
@@ -298,7 +303,7 @@ const FILTERS: Record<string, Filter> = {
     const cut = head.lastIndexOf(" ");
     return (cut < 0 ? head : head.slice(0, cut)) + end;
   },
-  unique: (v, args, kwargs, ctx) => {
+  unique: (v, args, kwargs, ctx) => new Generator(() => {
     const get = attrGetter(ctx, arg(args, kwargs, 1, "attribute", null));
     const seen: Value[] = [], out: Value[] = [];
     for (const x of iterate(v)) {
@@ -306,8 +311,8 @@ const FILTERS: Record<string, Filter> = {
       keyOf(k);
       if (!seen.some((s) => equals(s, k))) { seen.push(k); out.push(x); }
     }
-    return new Generator(out, "sync_do_unique");
-  },
+    return out;
+  }, "sync_do_unique"),
   upper: (v) => str(v).toUpperCase(),
   wordcount: (v) => (str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length,
 };
@@ -345,6 +350,7 @@ const TESTS: Record<string, Test> = {
   callable: (v) => v instanceof Callable,
   defined: (v) => !(v instanceof Undefined),
   divisibleby: (v, [n = 1]) => {
+    if (!isNumber(v) || !isNumber(n)) fail(isStr(v) ? "not all arguments converted during string formatting" : `unsupported operand type(s) for %: '${typeName(v)}' and '${typeName(n)}'`);
     const d = num(n as number);
     return d === 0 ? fail("integer division or modulo by zero") : num(v as number) % d === 0;
   },

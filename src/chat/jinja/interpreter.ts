@@ -180,13 +180,14 @@ export class Interpreter implements FilterContext {
       case "For": return this.for({ node, scope, depth: 0 }, this.expr(node.iter, scope));
       case "Assign": this.assign(node.target, this.expr(node.value, scope), scope); return "";
       case "AssignBlock": {
-        const body = this.block(node.body, scope);
+        // the body is a scope of its own (jinja2's inner frame): what it sets stays inside
+        const body = this.block(node.body, new Scope(scope));
         this.assign(node.target, node.filter ? this.applyFilterNode(node.filter, body, scope) : body, scope);
         return "";
       }
       case "Macro": scope.vars.set(node.name, this.macro(node.name, node.params, node.body, scope)); return "";
       case "CallBlock": return this.callBlock(node.call, node.params, node.body, scope);
-      case "FilterBlock": return str(this.applyFilterNode(node.filter, this.block(node.body, scope), scope));
+      case "FilterBlock": return str(this.applyFilterNode(node.filter, this.block(node.body, new Scope(scope)), scope));
       case "With": {
         const inner = new Scope(scope);
         node.targets.forEach((t, i) => this.assign(t, this.expr(node.values[i]!, scope), inner));
@@ -232,6 +233,8 @@ export class Interpreter implements FilterContext {
     }
     let out = "";
     let changedLast: Value[] | undefined;
+    // jinja2 renders the else block unless an iteration ran to the end of the body: one ended by break or continue does not count
+    let completed = false;
     const recurse = node.recursive ? new Callable("loop", ([children = null]) => {
       if (++this.macroDepth > MAX_MACRO_DEPTH) fail(`recursive loops nest more than ${MAX_MACRO_DEPTH} deep`);
       try {
@@ -261,6 +264,7 @@ export class Interpreter implements FilterContext {
       this.assign(node.target, items[i]!, s);
       try {
         out += this.block(node.body, s);
+        completed = true;
       } catch (e) {
         if (!(e instanceof LoopSignal)) throw e;
         out += e.output;
@@ -268,7 +272,7 @@ export class Interpreter implements FilterContext {
       }
       this.check(out.length);
     }
-    if (items.length === 0) out += this.block(node.else, new Scope(scope));
+    if (!completed) out += this.block(node.else, new Scope(scope));
     return out;
   }
 
@@ -595,7 +599,7 @@ export class Interpreter implements FilterContext {
 const UNDEFINED_OK = new Set([
   "default", "d", "string", "trim", "upper", "lower", "title", "capitalize", "indent", "replace", "striptags", "wordcount", "center", "truncate", "format",
   "length", "count", "list", "items", "dictsort", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
-  "first", "batch", "slice", "sort", "sum", "min", "max", "reverse", "int", "float", "tojson",
+  "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson",
 ]);
 
 const keyable = (v: Value): boolean => v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint" || typeof v === "boolean" || v instanceof Float || v instanceof Markup;
@@ -683,7 +687,8 @@ export function jinjaGlobals(): [string, Value][] {
   return [
     ["namespace", new Callable("namespace", (args, kwargs) => {
       const attrs = new Map([...mapping("namespace", args, kwargs)].map(([k, v]) => [str(k), v] as [string, Value]));
-      const ns: PyObject = new PyObject("Namespace", attrs, true, () => `<Namespace ${str(new Map(ns.attrs))}>`);
+      // (its own attrs written, so that a namespace holding itself is written <Namespace {...}> as in Python)
+      const ns: PyObject = new PyObject("Namespace", attrs, true, () => `<Namespace ${str(ns.attrs as Map<Key, Value>)}>`);
       return ns;
     })],
     ["dict", new Callable("dict", (args, kwargs) => mapping("dict", args, kwargs))],

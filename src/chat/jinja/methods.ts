@@ -439,7 +439,9 @@ export function percentFormat(template: string, values: Value, limit: SizeLimit)
       default: return fail(`unsupported format character '${conv}' (0x${conv.codePointAt(0)!.toString(16)})`);
     }
   });
-  if (!mapping && !usedMapping && next < positional.length) fail("not all arguments converted during string formatting");
+  // Python does not count the arguments when the value has items (a dict, a list, a range: PyMapping_Check): 'abc' % [] is 'abc'
+  const hasItems = mapping !== undefined || (Array.isArray(values) && !isTuple(values));
+  if (!hasItems && !usedMapping && next < positional.length) fail("not all arguments converted during string formatting");
   return out;
 }
 

@@ -39,7 +39,13 @@ export class Callable {
  */
 export class Generator {
   consumed = false;
-  constructor(readonly items: Value[], readonly origin: string, readonly type = "generator") {}
+  private made: Value[] | undefined;
+  /** `items` may be a function that makes them: jinja2's generator filters do their work (and fail) only when consumed */
+  constructor(private readonly source: Value[] | (() => Value[]), readonly origin: string, readonly type = "generator") {}
+  get items(): Value[] {
+    if (this.made === undefined) this.made = typeof this.source === "function" ? this.source() : this.source;
+    return this.made;
+  }
   take(): Value[] {
     if (this.consumed) return [];
     this.consumed = true;
@@ -208,6 +214,17 @@ export function toFixed(x: number, digits: number): string {
 /** where Python writes an object's address (which cannot be the same) */
 const NO_ADDRESS = "0x7f0000000000";
 
+/** the lists and dicts whose repr() is being written: one met again inside itself is written [...] / {...}, as Python does */
+const REPRING = new Set<object>();
+function guarded<T>(container: object, write: () => T): T {
+  REPRING.add(container);
+  try {
+    return write();
+  } finally {
+    REPRING.delete(container);
+  }
+}
+
 /** Python's repr() of a value, as str() shows the items of a list or dict */
 export function repr(v: Value): string {
   if (typeof v === "string") return reprString(v);
@@ -220,11 +237,12 @@ export function repr(v: Value): string {
   if (Array.isArray(v)) {
     const range = RANGES.get(v);
     if (range) return `range(${range[0]}, ${range[1]}${range[2] === 1 ? "" : `, ${range[2]}`})`;
-    const items = v.map(repr);
+    if (!isTuple(v) && REPRING.has(v)) return "[...]";
+    const items = guarded(v, () => v.map(repr));
     if (!isTuple(v)) return `[${items.join(", ")}]`;
     return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
   }
-  if (v instanceof Map) return `{${[...v].map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`;
+  if (v instanceof Map) return REPRING.has(v) ? "{...}" : guarded(v, () => `{${[...v].map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`);
   if (v instanceof Generator) return v.type === "generator" ? `<generator object ${v.origin} at ${NO_ADDRESS}>` : `<${v.type} object at ${NO_ADDRESS}>`;
   if (v instanceof DictView) return `${v.type}(${repr(v.items)})`;
   if (v instanceof Callable) return `<function ${v.name}>`;
