@@ -3,6 +3,8 @@
  * can live in a vocabulary of ordinary strings (space -> "Ġ", newline -> "Ċ"). Printable Latin-1
  * bytes map to themselves; the rest map, in byte order, to U+0100 and up.
  */
+import { SpmSegmenter } from "./spm.js";
+
 const BYTE_TO_CHAR: string[] = new Array(256);
 const CHAR_TO_BYTE = new Map<number, number>();
 
@@ -50,4 +52,75 @@ export function byteLevelDecode(piece: string): Uint8Array {
     else for (const x of utf8.encode(ch)) out.push(x);
   }
   return Uint8Array.from(out);
+}
+
+/** what LongByteLevelWords needs of a byte-level vocabulary, made when a first long word comes */
+export class ByteLevelCuts {
+  private pairs?: SpmSegmenter;
+  private longest = 0;
+  constructor(private readonly vocab: ReadonlyMap<string, number>) {}
+  /** whether byte-level characters `a` then `b` sit side by side in some token */
+  joined(a: number, b: number): boolean {
+    if (!this.pairs) {
+      this.pairs = new SpmSegmenter(this.vocab.keys(), "code points", false);
+      for (const t of this.vocab.keys()) if (t.length > this.longest) this.longest = t.length;
+    }
+    return this.pairs.joined(a, b);
+  }
+  /** whether a text's bytes are one token (a text longer than every token is not encoded to see) */
+  isToken(text: string): boolean {
+    return text.length <= this.longest && this.vocab.has(byteLevelEncode(text));
+  }
+}
+
+/** words longer than this are cut (LongByteLevelWords); pre-tokenizer words of real text are far shorter */
+export const LONG_WORD_CHARS = 1024;
+
+/** the byte-level character of the first UTF-8 byte of the code point at `i` (a lone surrogate is U+FFFD, as TextEncoder has it) */
+function firstByteChar(text: string, i: number): number {
+  let cp = text.codePointAt(i)!;
+  if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
+  const b = cp < 0x80 ? cp : cp < 0x800 ? 0xc0 | (cp >> 6) : cp < 0x10000 ? 0xe0 | (cp >> 12) : 0xf0 | (cp >> 18);
+  return BYTE_TO_CHAR[b]!.codePointAt(0)!;
+}
+/** the byte-level character of the last UTF-8 byte of the code point at `i` */
+function lastByteChar(text: string, i: number): number {
+  let cp = text.codePointAt(i)!;
+  if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
+  return BYTE_TO_CHAR[cp < 0x80 ? cp : 0x80 | (cp & 0x3f)]!.codePointAt(0)!;
+}
+
+/**
+ * A pre-tokenizer's words, each one longer than LONG_WORD_CHARS cut where byte-level BPE merges
+ * the pieces as it merges the whole word: between two characters whose bytes meet in no token
+ * (ByteLevelCuts), no piece being a whole token
+ * itself (with ignore_merges a word that is a token skips the merges; a word of LONG_WORD_CHARS
+ * never is one). A multi-megabyte word of letters is then many words, and encodeAsync hands the
+ * event loop back between them; the merges cost the same.
+ */
+export class LongByteLevelWords {
+  private word?: string;
+  private pos = 0;
+  constructor(private readonly inner: { next(): string | undefined }, private readonly cuts: ByteLevelCuts) {}
+
+  next(): string | undefined {
+    if (this.word === undefined) {
+      const w = this.inner.next();
+      if (w === undefined || w.length <= LONG_WORD_CHARS) return w;
+      this.word = w;
+      this.pos = 0;
+    }
+    const w = this.word, cuts = this.cuts, start = this.pos;
+    let i = start;
+    let last = lastByteChar(w, i);
+    i += w.codePointAt(i)! > 0xffff ? 2 : 1;
+    for (; i < w.length; i += w.codePointAt(i)! > 0xffff ? 2 : 1) {
+      // neither side of the cut a whole token: the last piece is the rest of the word
+      if (!cuts.joined(last, firstByteChar(w, i)) && !cuts.isToken(w.slice(start, i)) && !cuts.isToken(w.slice(i))) break;
+      last = lastByteChar(w, i);
+    }
+    this.pos = i;
+    if (i >= w.length) this.word = undefined;
+    return w.slice(start, i);
+  }
 }

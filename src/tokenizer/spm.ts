@@ -137,6 +137,12 @@ export class SpmSegmenter {
     }
   }
 
+  /** whether code points `a` then `b` sit side by side in some token */
+  joined(a: number, b: number): boolean {
+    const sa = smallIndex(a), sb = smallIndex(b);
+    return sa >= 0 && sb >= 0 ? this.smallJoins[sa * SMALL + sb] === 1 : this.joins.get(a, b) >= 0;
+  }
+
   /** The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or the text's end. */
   segmentEnd(text: string, start: number): number {
     if (start >= text.length) return text.length;

@@ -1,7 +1,7 @@
 import { yieldToEventLoop } from "../platform/host.js";
 import { BPE } from "./bpe.js";
 import { BertChunkCursor, bertNormalize, bertSplit } from "./bert-pre.js";
-import { byteLevelDecode, byteLevelEncode } from "./byte-level.js";
+import { byteLevelDecode, byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "./byte-level.js";
 import { PieceCursor } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
@@ -105,6 +105,8 @@ export class VocabTokenizer implements Tokenizer {
   private readonly userDefinedOnly: SpecialMatcher;
   private readonly bytesCache: (Uint8Array | undefined)[];
   private readonly bpe?: BPE;
+  /** where a gpt2 word too long to hold the event loop for is cut (made on first use) */
+  private longWordCuts?: ByteLevelCuts;
   private readonly segmenter?: SpmSegmenter;
   private readonly spm?: SpmMerger;
   private readonly wordPiece?: WordPieceOptions;
@@ -224,7 +226,7 @@ export class VocabTokenizer implements Tokenizer {
           const prefix = this.spec.addSpacePrefix && (index === 0 || typeof fragments[index - 1] === "number") ? " " : "";
           return new SegmentCursor(prefix + f, this.segmenter!);
         }
-        case "gpt2": return new PieceCursor(f, this.spec.prePatterns ?? []);
+        case "gpt2": return new LongByteLevelWords(new PieceCursor(f, this.spec.prePatterns ?? []), (this.longWordCuts ??= new ByteLevelCuts(this.textToId)));
         case "bert": return new BertChunkCursor(f);
       }
     },

@@ -1,5 +1,5 @@
 import { BPE } from "../bpe.js";
-import { byteLevelEncode } from "../byte-level.js";
+import { byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "../byte-level.js";
 import { PieceCursor } from "../pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "../special-split.js";
 import { SegmentCursor, SpmSegmenter } from "../spm.js";
@@ -198,7 +198,7 @@ class WhitespaceChunks implements WordCursor {
 }
 
 type Model =
-  | { readonly kind: "bpe"; readonly bpe: BPE; readonly byteLevel: boolean; readonly segmenter?: SpmSegmenter; readonly escapeSpaces: boolean }
+  | { readonly kind: "bpe"; readonly bpe: BPE; readonly cuts?: ByteLevelCuts; readonly byteLevel: boolean; readonly segmenter?: SpmSegmenter; readonly escapeSpaces: boolean }
   | { readonly kind: "wordpiece"; readonly vocab: ReadonlyMap<string, number>; readonly options: WordPieceOptions };
 
 /** how the pre-tokenizer cuts a normalized section */
@@ -256,6 +256,7 @@ export class HFFastEncoder implements WordEncoder {
       case "bert": return new WhitespaceChunks(text);
       case "split": {
         const pieces = new PieceCursor(text, pre.patterns, true);
+        if (model.kind === "bpe" && model.cuts) return new LongByteLevelWords(pieces, model.cuts);
         return model.kind === "bpe" && model.segmenter ? new SegmentedPieces(pieces, model.segmenter) : pieces;
       }
       case "none": return model.kind === "bpe" && model.segmenter ? new SegmentCursor(text, model.segmenter) : new OnePiece(text);
@@ -427,7 +428,7 @@ export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[
   const cut = !pre.byteLevel;
   if (cut && ignoreMerges) return undefined;
   const segmenter = cut ? new SpmSegmenter(vocab.keys(), "code points", escapeSpaces) : undefined;
-  return new HFFastEncoder(matcher, addedIds, normalize, pre.words, { kind: "bpe", bpe, byteLevel: pre.byteLevel, segmenter, escapeSpaces });
+  return new HFFastEncoder(matcher, addedIds, normalize, pre.words, { kind: "bpe", bpe, cuts: pre.byteLevel ? new ByteLevelCuts(vocab) : undefined, byteLevel: pre.byteLevel, segmenter, escapeSpaces });
 }
 
 /** model.merges as the library reads them: all "a b" strings (split at the one space) or all [a, b] pairs */
