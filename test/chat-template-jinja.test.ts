@@ -376,6 +376,13 @@ const FUZZ_FOUND: [string, Context][] = [
   // str % a list, dict or range does not count the arguments (Python takes them as a mapping)
   ["{{ 'abc' % [] }}|{{ 'abc' % {} }}|{{ '%s' % [1] }}|{{ 'abc' % range(2) }}|{{ 'é' % (xs) }}", f()],
   ["{{ 'abc' % 5 }}", f()],
+  // an undefined value: groupby is empty, reverse an empty reversed iterator, dictsort an error
+  ["{{ undefined_x|groupby('role') }}|{{ undefined_x|reverse }}|{{ undefined_x|reverse|list }}", f()],
+  ["{{ undefined_x|dictsort }}", f()],
+  // a namespace is hashable in Python (by identity): never a key of these dicts, not a TypeError
+  ["{% set ns = namespace() %}{{ ns in {'a': 1} }}|{{ ns in {} }}", f()],
+  // the tests filter and test
+  ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],
 ];
@@ -430,6 +437,8 @@ test("an unknown filter or test is refused when the template is loaded, as jinja
     "{% if true %}\n{{ 1|nope }}{% endif %}",
     "{% if x|nope %}{% endif %}",
     "{{ [1]|map('nope')|list }}",
+    // a filter jinja2 has and tsllm does not: the template loads as in jinja2, and fails only where it is reached
+    "{% for m in [] %}\n{{ m|wordwrap }}{{ m|urlencode }}{% endfor %}ok",
   ];
   const script = "import json, sys, jinja2\nfrom jinja2.sandbox import ImmutableSandboxedEnvironment\nenv = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])\nout = []\nfor s in json.load(sys.stdin):\n    try:\n        env.from_string(s)\n        out.append(None)\n    except jinja2.TemplateAssertionError as e:\n        out.append([str(e), e.lineno])\nprint(json.dumps(out))";
   const compiled = JSON.parse(execFileSync("python3", ["-c", script], { input: JSON.stringify(sources) }).toString()) as ([string, number] | null)[];

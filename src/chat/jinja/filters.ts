@@ -115,7 +115,6 @@ const FILTERS: Record<string, Filter> = {
   count: (v) => length(v),
   default: (v, args, kwargs) => (v instanceof Undefined || (truthy(arg(args, kwargs, 1, "boolean", false)) && !truthy(v)) ? arg(args, kwargs, 0, "default_value", "") : v),
   dictsort: (v, args, kwargs) => {
-    if (v instanceof Undefined) return [];
     if (!isDict(v)) fail("You can only sort by either \"key\" or \"value\" of a mapping");
     const by = str(arg(args, kwargs, 1, "by", "key"));
     if (by !== "key" && by !== "value") fail('You can only sort by either "key" or "value"');
@@ -224,6 +223,8 @@ const FILTERS: Record<string, Filter> = {
   // Python's reversed(): an iterator of its own type for what is reversible; a generator is made a list first
   reverse: (v) => {
     if (isStr(v)) return [...strOf(v)].reverse().join("");
+    // reversed() of an Undefined (it has a len() and items) is an empty iterator
+    if (v instanceof Undefined) return new Generator([], "", "reversed");
     const reversed = iterate(v).slice().reverse();
     if (v instanceof Generator || v instanceof Undefined) return reversed;
     const type = isTuple(v) ? "reversed" : rangeOf(v) ? "range_iterator" : Array.isArray(v) ? "list_reverseiterator" : isDict(v) ? "dict_reversekeyiterator"
@@ -321,6 +322,17 @@ FILTERS.e = FILTERS.escape!;
 
 export const hasFilter = (name: string): boolean => Object.hasOwn(FILTERS, name);
 
+/**
+ * jinja2's filters tsllm does not have (no chat template is known to use them): a template naming
+ * one still loads, as in jinja2, and fails only if it reaches it
+ */
+const NOT_IMPLEMENTED = new Set(["filesizeformat", "pprint", "random", "urlencode", "urlize", "wordwrap", "xmlattr"]);
+/** whether jinja2 knows a filter (the compile-time check refuses only a name jinja2 refuses) */
+export const jinja2HasFilter = (name: string): boolean => hasFilter(name) || NOT_IMPLEMENTED.has(name);
+/** why a filter cannot be applied: one jinja2 has and tsllm does not, or one neither has */
+export const noFilter = (name: string, found = ""): string =>
+  NOT_IMPLEMENTED.has(name) ? `tsllm does not implement jinja2's filter '${name}'` : `No filter named '${name}'${found}.`;
+
 /** a filter applied; `name` must be one hasFilter knows */
 export function applyFilter(name: string, value: Value, args: Value[], kwargs: Map<string, Value>, ctx: FilterContext): Value {
   return FILTERS[name]!(value, args, kwargs, ctx);
@@ -356,6 +368,8 @@ const TESTS: Record<string, Test> = {
   },
   eq: (v, [x = null]) => equals(v, x),
   escaped: (v) => v instanceof Markup,
+  filter: (v) => isStr(v) && jinja2HasFilter(strOf(v)),
+  test: (v) => isStr(v) && hasTest(strOf(v)),
   even: (v) => (typeof v === "bigint" ? v % 2n === 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
   false: (v) => v === false,
   float: (v) => v instanceof Float,

@@ -1,4 +1,4 @@
-import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, useAdd, type FilterContext } from "./filters.js";
+import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, jinja2HasFilter, noFilter, useAdd, type FilterContext } from "./filters.js";
 import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
 import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
@@ -79,7 +79,7 @@ export function checkFiltersAndTests(program: readonly Stmt[]): void {
     const e = node as Expr;
     if (e.type === "CondExpr") soft = true;
     if (!soft && (e.type === "Filter" || e.type === "Test")) {
-      const known = e.type === "Filter" ? hasFilter(e.name) : hasTest(e.name);
+      const known = e.type === "Filter" ? jinja2HasFilter(e.name) : hasTest(e.name);
       if (!known) throw new TemplateSyntaxError(`No ${e.type === "Filter" ? "filter" : "test"} named '${e.name}'.`, e.line);
     }
     for (const child of Object.values(node)) if (child && typeof child === "object") expr(child, soft);
@@ -361,7 +361,7 @@ export class Interpreter implements FilterContext {
       }
       case "Filter": {
         // (an unknown filter gets here only inside an if: checkFiltersAndTests refused the others)
-        if (!hasFilter(node.name)) fail(`No filter named '${node.name}' found.`);
+        if (!hasFilter(node.name)) fail(noFilter(node.name, " found"));
         return this.applyFilterNode(node, node.node ? this.expr(node.node, scope) : new Undefined("a filter has no value"), scope);
       }
       case "Test": {
@@ -441,7 +441,7 @@ export class Interpreter implements FilterContext {
   }
 
   private applyFilterByName(name: string, value: Value, args: Value[], kwargs: Map<string, Value>): Value {
-    if (!hasFilter(name)) fail(`No filter named '${name}'.`);
+    if (!hasFilter(name)) fail(noFilter(name));
     // filters that write a value with str() treat an undefined one as ""; the rest need a value
     if (value instanceof Undefined && !UNDEFINED_OK.has(name)) checkDefined(value);
     return applyFilter(name, value, args, kwargs, this);
@@ -597,8 +597,8 @@ export class Interpreter implements FilterContext {
 
 /** the filters jinja2 lets an undefined value through (they call str() or len() or iterate it, or test it) */
 const UNDEFINED_OK = new Set([
-  "default", "d", "string", "trim", "upper", "lower", "title", "capitalize", "indent", "replace", "striptags", "wordcount", "center", "truncate", "format",
-  "length", "count", "list", "items", "dictsort", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
+  "default", "d", "string", "trim", "upper", "lower", "title", "capitalize", "replace", "striptags", "wordcount", "center", "truncate", "format",
+  "length", "count", "list", "items", "groupby", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
   "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson",
 ]);
 

@@ -351,7 +351,8 @@ export function contains(container: Value, x: Value): boolean {
   if (Array.isArray(container)) return container.some((e) => equals(e, x));
   if (container instanceof Generator) return container.take().some((e) => equals(e, x));
   if (container instanceof DictView) return container.items.some((e) => equals(e, x));
-  if (container instanceof Map) return dictGet(container, x) !== undefined;
+  // a namespace, function or generator is hashable (by identity) in Python, and never one of these dicts' keys
+  if (container instanceof Map) return x instanceof PyObject || x instanceof Callable || x instanceof Generator ? false : dictGet(container, x) !== undefined;
   if (container instanceof Undefined) return false;
   return fail(`argument of type '${typeName(container)}' is not iterable`);
 }
