@@ -80,7 +80,18 @@ export function randomCase(rng: Rng): FuzzCase {
       case 6: return `${expr(depth + 1)} ** ${int(0, 3)}`;
       case 7: return `${expr(depth + 1)} if ${expr(depth + 1)} else ${expr(depth + 1)}`;
       case 8: return `${pick(["not ", "-", ""])}(${expr(depth + 1)})`;
-      default: return `${expr(depth + 1)} ~ ${quote(pick(STRINGS))}`;
+      default: return more(depth);
+    }
+  }
+  /** formatting, chained comparisons, jinja2's globals */
+  function more(depth: number): string {
+    switch (int(0, 5)) {
+      case 0: return `${expr(depth + 1)} ~ ${quote(pick(STRINGS))}`;
+      case 1: return `${quote(pick(["%s|%d", "%5.2f", "%-4s|%r", "%x %o", "%(a)s", "%s%%", "%+d %e", "%c"]))} % ${pick([`(${expr(depth + 1)}, ${expr(depth + 1)})`, expr(depth + 1), "{'a': 1}"])}`;
+      case 2: return `${quote(pick(["{}|{}", "{:>5}|{!r}", "{0}-{0}", "{:.1f}", "{:05d}", "{:,}", "{a}", "{:^7}"]))}.format(${expr(depth + 1)}, ${expr(depth + 1)}${chance(0.3) ? ", a=1" : ""})`;
+      case 3: return `${expr(depth + 1)} ${pick(["<", "<=", "=="])} ${expr(depth + 1)} ${pick(["<", "!=", ">"])} ${expr(depth + 1)}`;
+      case 4: return pick([`dict(a=${expr(depth + 1)}, b=2)`, `dict(${pick(["[('a', 1)]", "d", "{}"])})`, `namespace(a=${expr(depth + 1)}).a`]);
+      default: return `${expr(depth + 1)} is ${pick(["in", "not in"]) === "in" ? "" : "not "}in ${pick(["xs", "names", "s", "d", "[1, 'a']", "range(3)"])}`;
     }
   }
   const ws = () => pick(["", "", "-", "+"]);
@@ -121,7 +132,13 @@ export function randomCase(rng: Rng): FuzzCase {
         const m = `${open()}macro mac(p, q=${literal(2)})${close()}${block(depth + 1)}{{ p }}{{ q }}${open()}endmacro${close()}`;
         return `${m}{{ mac(${expr(1)}) }}${chance(0.5) ? `{{ mac(${expr(1)}, q=${expr(1)}) }}` : ""}`;
       }
-      case 11: return `{# ${pick(["c", "{{ x }}", "%}"])} #}${text()}`;
+      case 11: switch (int(0, 4)) {
+        case 0: return `{# ${pick(["c", "{{ x }}", "%}"])} #}${text()}`;
+        case 1: return `${open()}raw${close()}{{ ${pick(["x", "1 +"])} }}${text()}${open()}endraw${close()}`;
+        case 2: return `${open()}for k, v in ${pick(["d.items()", "d|items", "d|dictsort", "[(1, 2), ('a', 'b')]", "msgs|groupby('role')"])}${close()}{{ k }}={{ v }}${chance(0.5) ? "{{ loop.changed(v) }}" : ""}${open()}endfor${close()}`;
+        case 3: return `${open()}macro wrap(t)${close()}[{{ caller() }}|{{ t }}]${open()}endmacro${close()}${open()}call wrap(${expr(1)})${close()}${block(depth + 1)}${open()}endcall${close()}`;
+        default: return `${open()}set j = joiner(${quote(pick([", ", "|"]))})${close()}${open()}set c = cycler('a', 'b')${close()}${open()}for i in ${pick(["xs", "range(3)", "names"])}${close()}{{ j() }}{{ c.next() }}{{ i }}${open()}endfor${close()}`;
+      }
       case 12: return `${open()}filter ${pick(["upper", "trim", "replace('a', 'b')"])}${close()}${block(depth + 1)}${open()}endfilter${close()}`;
       default: return `${open()}with w = ${expr(1)}${close()}{{ w }}${block(depth + 1)}${open()}endwith${close()}`;
     }

@@ -382,6 +382,11 @@ const FUZZ_FOUND: [string, Context][] = [
   // a namespace is hashable in Python (by identity): never a key of these dicts, not a TypeError
   ["{% set ns = namespace() %}{{ ns in {'a': 1} }}|{{ ns in {} }}", f()],
   // the tests filter and test
+  // a format spec: a bool is an int under one, and only str and numbers take one (object.__format__)
+  ["{{ '{:^7}|{}|{:>3}|{!r:>6}|{:d}|{:x}'.format(true, false, 'ab', none, true, true) }}", f()],
+  ["{{ '{:^7}'.format(none) }}", f()],
+  ["{{ '{:5}'.format([1]) }}", f()],
+  ["{% set ns = namespace() %}{{ '{:^7}'.format(ns) }}", f()],
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],

@@ -349,12 +349,15 @@ function applyFormatSpec(v: Value, specText: string, limit: SizeLimit): string {
   if (!m) return fail(`Invalid format specifier '${specText}' for object of type '${typeName(v)}'`);
   const spec: Spec = { fill: m[1] ?? (m[5] && !m[2] ? "0" : " "), align: m[2] ?? (m[5] && !m[2] && !isStr(v) ? "=" : ""), sign: m[3] ?? "", alt: !!m[4], zero: false, width: Number(m[6] ?? 0), grouping: m[7] ?? "", precision: m[8] === undefined ? undefined : Number(m[8]), type: m[9] ?? "" };
   limit.check(spec.width);
-  if (isNumber(v) && !(typeof v === "boolean" && spec.type === "")) {
+  // a bool is an int under a format spec ('{:^7}' of True is '   1   '), and itself only under none
+  if (isNumber(v) && !(typeof v === "boolean" && specText === "")) {
     if (spec.type === "s") fail(`Unknown format code 's' for object of type '${typeName(v)}'`);
     if (spec.type === "c") return align(String.fromCodePoint(num(v)), spec, "<");
     return formatNumber(typeof v === "bigint" ? v : num(v), !(v instanceof Float), spec, false);
   }
   if (spec.type !== "" && spec.type !== "s") fail(`Unknown format code '${spec.type}' for object of type '${typeName(v)}'`);
+  // only str (and numbers) take a format spec: object.__format__ refuses any but ""
+  if (!isStr(v) && specText !== "") fail(`unsupported format string passed to ${typeName(v)}.__format__`);
   let s = str(v);
   if (spec.precision !== undefined) s = [...s].slice(0, spec.precision).join("");
   return align(s, spec, "<");
