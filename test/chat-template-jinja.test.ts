@@ -387,6 +387,9 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ '{:^7}'.format(none) }}", f()],
   ["{{ '{:5}'.format([1]) }}", f()],
   ["{% set ns = namespace() %}{{ '{:^7}'.format(ns) }}", f()],
+  ["{{ '%c|%c|%c' % (65, 'é', true) }}", f()],
+  ["{{ '%c' % {'a': 1} }}", f()],
+  ["{{ '%c' % 'ab' }}", f()],
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],
@@ -395,6 +398,13 @@ const FUZZ_FOUND: [string, Context][] = [
 test("what the differential fuzzer found renders (or fails) as in jinja2", { skip }, () => {
   const found = FUZZ_FOUND.flatMap(([source, context], i) => differences(source, `fuzz ${i}`, [{ name: source, context }]));
   assert.deepEqual(found, []);
+});
+
+test("300 random templates (scripts/jinja-diff.ts, seed 2026) render as jinja2 renders them, or fail in the same class", { skip }, async () => {
+  const { compareCases, fuzzCases } = await import("../scripts/jinja-diff.js");
+  const { mismatches, compared } = compareCases(fuzzCases(2026, 300));
+  assert.ok(compared >= 250, `${compared} compared`);
+  assert.deepEqual(mismatches.map((m) => `${m.template}: jinja2 ${JSON.stringify(m.jinja2)}, tsllm ${m.tsllm}`), []);
 });
 
 test("a syntax error names the line jinja2 names", { skip }, () => {

@@ -14,6 +14,7 @@ Or, for many templates in one process (scripts/jinja-diff.ts): stdin {"batch": [
 import json
 import signal
 import sys
+import warnings
 from datetime import datetime
 
 import jinja2
@@ -69,6 +70,8 @@ def on_timeout(signum, frame):
 
 
 def main():
+    # jinja2 compiles a template to Python, which warns of `1[0]` and the like on stderr: the render says what it does
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson

@@ -431,7 +431,11 @@ export function percentFormat(template: string, values: Value, limit: SizeLimit)
         if (precision !== undefined) s = [...s].slice(0, precision).join("");
         return align(s, spec, ">");
       }
-      case "c": return align(typeof v === "number" ? String.fromCodePoint(v) : str(v), spec, ">");
+      case "c": {
+        // an int (or bool) as its code point, or a str of one character
+        const c = typeof v === "number" || typeof v === "boolean" ? String.fromCodePoint(Number(v)) : isStr(v) && [...strOf(v)].length === 1 ? strOf(v) : fail("%c requires int or char");
+        return align(c, spec, ">");
+      }
       case "d": case "i": case "u": case "x": case "X": case "o": case "f": case "F": case "e": case "E": case "g": case "G": {
         if (!isNumber(v)) return fail(`%${conv} format: a real number is required, not ${typeName(v)}`);
         const x = num(v);
