@@ -8,11 +8,12 @@
  *
  *   node --import tsx scripts/bench-tokenize.ts [--only gpt-2,llama-spm] [--text wiki,zh,stories]
  *                                               [--repeat 3] [--no-llama-cpp] [--json]
- *   node --import tsx scripts/bench-tokenize.ts --hf FOLDER_OR_TOKENIZER_JSON[,...] [--text ...] [--repeat 3] [--json]
+ *   node --import tsx scripts/bench-tokenize.ts --hf FOLDER_OR_TOKENIZER_JSON[,...] [--decode] [--text ...] [--repeat 3] [--json]
  *
  * --hf measures Hugging Face tokenizer folders (tokenizer.json, vocab.json + merges.txt, vocab.txt)
  * instead: tsllm's encode() next to the same tokenizer encoded by @huggingface/tokenizers alone
- * (libraryOnly), and whether the ids agree.
+ * (libraryOnly), and whether the ids agree. --decode measures decode() of the text's ids instead
+ * (MB/s of the decoded text, one call), and whether the texts agree.
  *
  * Each figure is the best of --repeat runs, tsllm's on a fresh tokenizer each (its word cache
  * starts empty; loading it is not timed). Special-token text is not parsed by either side.
@@ -34,7 +35,8 @@ const USAGE = "Usage: node --import tsx scripts/bench-tokenize.ts [--only gpt-2,
   "  --repeat N: runs per measurement, the best one counts (default 3)\n" +
   "  --no-llama-cpp: tsllm only\n" +
   "  --json: one JSON object per line instead of the table\n" +
-  "  --hf PATHS: Hugging Face folders or tokenizer files instead, next to @huggingface/tokenizers alone";
+  "  --hf PATHS: Hugging Face folders or tokenizer files instead, next to @huggingface/tokenizers alone\n" +
+  "  --decode: with --hf, decode() of the text's ids instead of encode()";
 
 const SHARED = resolve("../shared");
 const TEXTS: Record<string, string> = { wiki: "text/wiki.test.raw", zh: "text/hongloumeng-300k.txt", stories: "text/tinystories-valid-30k.txt" };
@@ -56,17 +58,18 @@ function best<P, T>(repeat: number, prepare: () => P, run: (p: P) => T): { secon
 async function main(): Promise<void> {
   const o = scriptOptions(USAGE, {
     only: { type: "string" }, text: { type: "string" }, repeat: { type: "string" }, "no-llama-cpp": { type: "boolean" }, json: { type: "boolean" },
-    hf: { type: "string" },
+    hf: { type: "string" }, decode: { type: "boolean" },
   }, (values, positionals) => {
     noPositionals(positionals);
     const texts = list(optionalString(values, "text")) ?? Object.keys(TEXTS);
     for (const t of texts) if (!Object.hasOwn(TEXTS, t)) throw new UsageError(`--text: expected names from ${Object.keys(TEXTS).join(", ")}, found ${JSON.stringify(t)}`);
     return {
       only: list(optionalString(values, "only")), texts, repeat: optionalNumber(values, "repeat", { integer: true, min: 1 }) ?? 3,
-      llamaCpp: !flag(values, "no-llama-cpp"), json: flag(values, "json"), hf: list(optionalString(values, "hf")),
+      llamaCpp: !flag(values, "no-llama-cpp"), json: flag(values, "json"), hf: list(optionalString(values, "hf")), decode: flag(values, "decode"),
     };
   });
-  if (o.hf) return benchHF(o.hf, o.texts, o.repeat, o.json);
+  if (o.decode && !o.hf) throw new UsageError("--decode: measures Hugging Face tokenizers, give them with --hf");
+  if (o.hf) return benchHF(o.hf, o.texts, o.repeat, o.json, o.decode);
   const vocabDir = join(SHARED, "tokenizer-tests");
   if (!existsSync(vocabDir)) throw new Error(`${vocabDir} is missing: the vocab-only GGUFs come from the shared test data`);
   const paths = new Map(readdirSync(vocabDir).flatMap((f) => { const m = /^ggml-vocab-(.+)\.gguf$/.exec(f); return m ? [[m[1]!, join(vocabDir, f)] as const] : []; }).sort());
@@ -110,11 +113,11 @@ async function main(): Promise<void> {
   await llama?.dispose();
 }
 
-/** --hf: tsllm's encode() of Hugging Face tokenizers next to @huggingface/tokenizers' own */
-function benchHF(paths: string[], textNames: string[], repeat: number, json: boolean): void {
+/** --hf: tsllm's encode() (or decode()) of Hugging Face tokenizers next to @huggingface/tokenizers' own */
+function benchHF(paths: string[], textNames: string[], repeat: number, json: boolean, decode: boolean): void {
   const texts = textNames.map((name) => ({ name, text: readFileSync(join(SHARED, TEXTS[name]!), "utf8") }));
   const folderOf = (p: string) => (statSync(p).isDirectory() ? p : dirname(p));
-  if (!json) console.log("tokenizer                       kind  text       MB     tsllm MB/s  library MB/s  ratio  ids");
+  if (!json) console.log(`tokenizer                       kind  text       MB     tsllm MB/s  library MB/s  ratio  ${decode ? "decode" : "ids"}`);
   for (const path of paths) {
     const dir = folderOf(resolve(path));
     const name = dir.split(/[\\/]/).slice(-2).join("/").slice(-30);
@@ -124,11 +127,20 @@ function benchHF(paths: string[], textNames: string[], repeat: number, json: boo
       const options = { addSpecialTokens: false, parseSpecial: false };
       // fresh tokenizers, built before the clock starts (tsllm's encoder is made on first use)
       const fresh = (libraryOnly: boolean) => { const tok = tokenizerFromFolder(dir, { libraryOnly }); tok.encode("x", options); return tok; };
-      const ours = best(repeat, () => fresh(false), (tok) => tok.encode(text, options));
-      const lib = best(repeat, () => fresh(true), (tok) => tok.encode(text, options));
-      const agree = ours.result.length === lib.result.length && ours.result.every((id, i) => id === lib.result[i]);
+      let ours: { seconds: number }, lib: { seconds: number }, agree: boolean;
+      if (decode) {
+        // the ids of the text, decoded in one call by tokenizers whose decoder has decoded before
+        const ids = fresh(true).encode(text, options);
+        const warm = (libraryOnly: boolean) => { const tok = fresh(libraryOnly); tok.decode(ids.slice(0, 4)); return tok; };
+        const o = best(repeat, () => warm(false), (tok) => tok.decode(ids)), l = best(repeat, () => warm(true), (tok) => tok.decode(ids));
+        [ours, lib, agree] = [o, l, o.result === l.result];
+      } else {
+        const o = best(repeat, () => fresh(false), (tok) => tok.encode(text, options));
+        const l = best(repeat, () => fresh(true), (tok) => tok.encode(text, options));
+        [ours, lib, agree] = [o, l, o.result.length === l.result.length && o.result.every((id, i) => id === l.result[i])];
+      }
       const oursMBs = mb / ours.seconds, libMBs = mb / lib.seconds;
-      if (json) console.log(JSON.stringify({ tokenizer: path, type, text: textName, mb, tsllmMBs: oursMBs, libraryMBs: libMBs, idsEqual: agree }));
+      if (json) console.log(JSON.stringify({ tokenizer: path, type, text: textName, mb, tsllmMBs: oursMBs, libraryMBs: libMBs, ...(decode ? { decode: true, textEqual: agree } : { idsEqual: agree }) }));
       else {
         console.log(`${name.padEnd(31)} ${type.padEnd(5)} ${textName.padEnd(8)} ${mb.toFixed(2).padStart(5)} ${oursMBs.toFixed(2).padStart(12)} ${libMBs.toFixed(2).padStart(13)}` +
           ` ${(oursMBs / libMBs).toFixed(1).padStart(6)}  ${agree ? "equal" : "DIFFER"}`);

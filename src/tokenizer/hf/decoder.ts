@@ -163,7 +163,19 @@ export interface OwnDecoder {
 export function ownDecoderFor(tj: JsonObject, texts: readonly string[], added: ReadonlySet<string>): OwnDecoder | undefined {
   const model = tj.model;
   if (!isObject(model) || (model.end_of_word_suffix !== undefined && model.end_of_word_suffix !== null && model.end_of_word_suffix !== "")) return undefined;
-  const node = tj.decoder;
+  let node = tj.decoder;
+  // a Sequence's leading Replace steps change each token alone: done once per vocabulary entry
+  // (Llama 2's and Gemma's "▁" -> " ") instead of once per decoded token
+  let table = texts;
+  if (isObject(node) && node.type === "Sequence" && Array.isArray(node.decoders)) {
+    let lead = 0;
+    while (lead < node.decoders.length && isObject(node.decoders[lead]) && (node.decoders[lead] as JsonObject).type === "Replace") lead++;
+    const replace = lead > 0 ? stepOf({ type: "Sequence", decoders: node.decoders.slice(0, lead) }) : undefined;
+    if (replace) {
+      table = replace([...texts]);
+      node = { ...node, decoders: node.decoders.slice(lead) };
+    }
+  }
   let join: (tokens: string[]) => string;
   if (node === null || node === undefined) join = (tokens) => tokens.join(" ");
   else {
@@ -174,7 +186,7 @@ export function ownDecoderFor(tj: JsonObject, texts: readonly string[], added: R
   return {
     decode: (ids) => {
       const tokens = new Array<string>(ids.length);
-      for (let i = 0; i < ids.length; i++) tokens[i] = texts[ids[i]!]!;
+      for (let i = 0; i < ids.length; i++) tokens[i] = table[ids[i]!]!;
       return join(tokens);
     },
   };
