@@ -390,6 +390,11 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ '%c|%c|%c' % (65, 'é', true) }}", f()],
   ["{{ '%c' % {'a': 1} }}", f()],
   ["{{ '%c' % 'ab' }}", f()],
+  // str % an undefined value: it has items (no count of arguments), and str() of it is ""
+  ["{{ 'abc' % undefined_x }}|{{ '%s|' % undefined_x }}|{{ undefined_x is in {'a': 1} }}|{{ undefined_x in {} }}", f()],
+  ["{{ '%(a)s' % undefined_x }}", f()],
+  // a Markup iterates as plain characters; one taken by index is Markup
+  ["{{ ('<a>'|safe)|list }}|{{ ('ab'|safe)[0] }}|{{ 'ab'|safe|first }}|{{ [(none is upper)|safe|max] }}|{{ ('ab'|safe)|reverse }}", f()],
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],

@@ -469,6 +469,9 @@ export class Interpreter implements FilterContext {
         this.check(s.length);
         return s;
       }
+      case "%":
+        if (isStr(a) && b instanceof Undefined) return percentFormat(strOf(a), b, this);
+        break;
     }
     checkDefined(a);
     checkDefined(b);
@@ -571,25 +574,26 @@ export class Interpreter implements FilterContext {
 
   private slice(obj: Value, node: Extract<Expr, { type: "Slice" }>, scope: Scope): Value {
     checkDefined(obj);
-    const bound = (n: Expr | null): number | undefined => {
-      if (!n) return undefined;
-      const v = this.expr(n, scope);
-      if (v === null) return undefined;
-      if (typeof v === "number" || typeof v === "boolean") return Number(v);
-      return fail("slice indices must be integers or None or have an __index__ method");
-    };
-    const step = bound(node.step) ?? 1;
+    const [start, stop, stepValue] = [node.start, node.stop, node.step].map((n) => (n ? this.expr(n, scope) : null)) as [Value, Value, Value];
+    // jinja2 compiles a slice to Python's own obj[a:b] (not its getitem, which would make an error undefined): Python's TypeErrors
+    // (jinja2's optimizer folds a slice of constants through getitem, so `(5)[1:]` is undefined there: templates slice variables)
+    if (isDict(obj)) fail("unhashable type: 'slice'");
+    if (!(isStr(obj) || Array.isArray(obj))) fail(`'${typeName(obj)}' object is not subscriptable`);
+    const isIndex = (v: Value) => v === null || typeof v === "number" || typeof v === "boolean";
+    if (![start, stop, stepValue].every(isIndex)) fail("slice indices must be integers or None or have an __index__ method");
+    const bound = (v: Value): number | undefined => (v === null ? undefined : Number(v));
+    const step = bound(stepValue) ?? 1;
     if (step === 0) fail("slice step cannot be zero");
-    const items = isStr(obj) ? [...strOf(obj)] : Array.isArray(obj) ? obj : fail(`'${typeName(obj)}' object is not subscriptable`);
+    const items = isStr(obj) ? [...strOf(obj)] : (obj as Value[]);
     const n = items.length;
     const norm = (i: number | undefined, fallback: number, lo: number, hi: number) => (i === undefined ? fallback : i < 0 ? Math.max(lo, n + i) : Math.min(i, hi));
-    const start = step > 0 ? norm(bound(node.start), 0, 0, n) : norm(bound(node.start), n - 1, -1, n - 1);
-    const stop = step > 0 ? norm(bound(node.stop), n, 0, n) : norm(bound(node.stop), -1, -1, n - 1);
+    const from = step > 0 ? norm(bound(start), 0, 0, n) : norm(bound(start), n - 1, -1, n - 1);
+    const to = step > 0 ? norm(bound(stop), n, 0, n) : norm(bound(stop), -1, -1, n - 1);
     // a range's slice is a range (Python computes it from the indices, as here)
     const range = rangeOf(obj);
-    if (range) return pyRange(range[0] + start * range[2], range[0] + stop * range[2], range[2] * step);
+    if (range) return pyRange(range[0] + from * range[2], range[0] + to * range[2], range[2] * step);
     const out: Value[] = [];
-    for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(items[i]!);
+    for (let i = from; step > 0 ? i < to : i > to; i += step) out.push(items[i]!);
     if (isStr(obj)) return obj instanceof Markup ? new Markup(out.join("")) : out.join("");
     return isTuple(obj) ? tuple(out) : out;
   }

@@ -447,7 +447,7 @@ export function percentFormat(template: string, values: Value, limit: SizeLimit)
     }
   });
   // Python does not count the arguments when the value has items (a dict, a list, a range: PyMapping_Check): 'abc' % [] is 'abc'
-  const hasItems = mapping !== undefined || (Array.isArray(values) && !isTuple(values));
+  const hasItems = mapping !== undefined || (Array.isArray(values) && !isTuple(values)) || values instanceof Undefined;
   if (!hasItems && !usedMapping && next < positional.length) fail("not all arguments converted during string formatting");
   return out;
 }

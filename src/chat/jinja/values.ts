@@ -351,8 +351,8 @@ export function contains(container: Value, x: Value): boolean {
   if (Array.isArray(container)) return container.some((e) => equals(e, x));
   if (container instanceof Generator) return container.take().some((e) => equals(e, x));
   if (container instanceof DictView) return container.items.some((e) => equals(e, x));
-  // a namespace, function or generator is hashable (by identity) in Python, and never one of these dicts' keys
-  if (container instanceof Map) return x instanceof PyObject || x instanceof Callable || x instanceof Generator ? false : dictGet(container, x) !== undefined;
+  // a namespace, function, generator or Undefined is hashable (by identity) in Python, and never one of these dicts' keys
+  if (container instanceof Map) return x instanceof PyObject || x instanceof Callable || x instanceof Generator || x instanceof Undefined ? false : dictGet(container, x) !== undefined;
   if (container instanceof Undefined) return false;
   return fail(`argument of type '${typeName(container)}' is not iterable`);
 }
@@ -361,7 +361,8 @@ export function contains(container: Value, x: Value): boolean {
 export function iterate(v: Value): Value[] {
   if (Array.isArray(v)) return v;
   if (typeof v === "string") return [...v];
-  if (v instanceof Markup) return [...v.s].map((c) => new Markup(c));
+  // (Python iterates a Markup as a str: its characters are plain str; an item taken by index is Markup)
+  if (v instanceof Markup) return [...v.s];
   if (v instanceof Map) return [...v.keys()];
   if (v instanceof Generator) return v.take();
   if (v instanceof DictView) return v.items;
