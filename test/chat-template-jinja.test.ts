@@ -380,7 +380,9 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ undefined_x|groupby('role') }}|{{ undefined_x|reverse }}|{{ undefined_x|reverse|list }}", f()],
   ["{{ undefined_x|dictsort }}", f()],
   // a namespace is hashable in Python (by identity): never a key of these dicts, not a TypeError
-  ["{% set ns = namespace() %}{{ ns in {'a': 1} }}|{{ ns in {} }}", f()],
+  ["{% set ns = namespace() %}{{ ns in {'a': 1} }}|{{ ns in {} }}|{{ (1, 2) in {'a': 1} }}|{{ range(0) is in nested }}|{{ 1.0 in {1: 2} }}", f()],
+  ["{{ ([1],) in {'a': 1} }}", f()],
+  ["{{ [1] in {'a': 1} }}", f()],
   // the tests filter and test
   // a format spec: a bool is an int under one, and only str and numbers take one (object.__format__)
   ["{{ '{:^7}|{}|{:>3}|{!r:>6}|{:d}|{:x}'.format(true, false, 'ab', none, true, true) }}", f()],

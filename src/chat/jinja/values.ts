@@ -342,6 +342,14 @@ function codePointLess(x: string, y: string): boolean {
   return a.length < b.length;
 }
 
+/** the values a dict of these holds as keys (keyOf) */
+const isKey = (v: Value): boolean => v === null || typeof v !== "object" || v instanceof Float || v instanceof Markup;
+/** Python's hash() succeeds: not a list, dict or dict view, nor a tuple holding one */
+const hashable = (v: Value): boolean => {
+  if (v instanceof Map || v instanceof DictView || isList(v)) return false;
+  return !isTuple(v) || v.every(hashable);
+};
+
 /** Python's `x in container` */
 export function contains(container: Value, x: Value): boolean {
   if (isStr(container)) {
@@ -351,8 +359,12 @@ export function contains(container: Value, x: Value): boolean {
   if (Array.isArray(container)) return container.some((e) => equals(e, x));
   if (container instanceof Generator) return container.take().some((e) => equals(e, x));
   if (container instanceof DictView) return container.items.some((e) => equals(e, x));
-  // a namespace, function, generator or Undefined is hashable (by identity) in Python, and never one of these dicts' keys
-  if (container instanceof Map) return x instanceof PyObject || x instanceof Callable || x instanceof Generator || x instanceof Undefined ? false : dictGet(container, x) !== undefined;
+  if (container instanceof Map) {
+    if (isKey(x)) return dictGet(container, x) !== undefined;
+    // a tuple or range of hashable items, a namespace, function, generator or Undefined is hashable in Python, and never one of these dicts' keys
+    if (!hashable(x)) fail(`unhashable type: '${typeName(x)}'`);
+    return false;
+  }
   if (container instanceof Undefined) return false;
   return fail(`argument of type '${typeName(container)}' is not iterable`);
 }
