@@ -336,6 +336,7 @@ const BIG = "12345678901234567890";
 const BIG_INTS: [string, Context][] = [
   ["{{ big|int }}|{{ big|int + 1 }}|{{ big|int - big|int }}|{{ (big|int) * 3 }}|{{ (big|int) // 7 }}|{{ (big|int) % 97 }}|{{ -(big|int) }}|{{ (big|int)|abs }}|{{ ('-' ~ big)|int }}|{{ (big|int) / 10 }}", vars({ big: BIG })],
   ["{{ big|int > 10 }}|{{ big|int == 12345678901234567890 }}|{{ big|int == 12345678901234567891 }}|{{ (big|int) + 1 > big|int }}|{{ big|int < 1e30 }}|{{ big|int in [12345678901234567890] }}|{{ big|int is integer }}|{{ big|int is odd }}|{{ (big|int)|float }}|{{ (big|int)|round }}", vars({ big: BIG })],
+  ["{{ items[0] + 1 }}|{{ items[1] + 1 }}|{{ items[0] > 10 ** 20 }}|{{ items[0]|tojson }}|{{ items[1]|tojson }}", vars({ items: [123456789012345680000, 1e21] })],
   ["{{ 2 ** 60 }}|{{ 2 ** 64 - 1 }}|{{ 9007199254740993 }}|{{ 9007199254740992 + 1 }}|{{ 3 ** 40 // 3 ** 38 }}|{{ -2 ** 63 }}|{{ 10 ** 20 % 7 }}|{{ 1e20|int }}|{{ '1e20'|int }}|{{ 'ffffffffffffffffff'|int(0, 16) }}|{{ '0x1ffffffffffffffff'|int(0, 16) }}", vars()],
   ["{{ big|int|tojson }}|{{ {'n': big|int}|tojson }}|{{ '%d|%s|%x' % (big|int, big|int, big|int) }}|{{ '{}|{:d}|{:,}'.format(big|int, big|int, big|int) }}|{{ [big|int] }}|{{ (big|int)|string|length }}|{{ range(3)[big|int - big|int] }}", vars({ big: BIG })],
 ];

@@ -137,7 +137,11 @@ export function checkDefined<T extends Value>(v: T): Exclude<T, Undefined> {
 export function fromJS(x: unknown, seen = new Set<object>()): Value {
   if (x === undefined) return new Undefined("a value is undefined");
   if (x === null || typeof x === "boolean" || typeof x === "string") return x;
-  if (typeof x === "number") return Number.isInteger(x) ? x : new Float(x);
+  if (typeof x === "number") {
+    if (!Number.isInteger(x)) return new Float(x);
+    // an integer past 2^53 is the int its JSON text names (123456789012345680000), or a float where JSON writes an exponent (1e+21), as Python's json reads them
+    return Number.isSafeInteger(x) ? x : String(x).includes("e") ? new Float(x) : BigInt(String(x));
+  }
   if (typeof x === "bigint") return pyInt(x);
   if (typeof x === "function") return new Callable(x.name || "function", (args) => fromJS((x as (...a: unknown[]) => unknown)(...args.map(toJS))));
   if (typeof x !== "object") return String(x);
