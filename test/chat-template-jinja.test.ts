@@ -398,6 +398,10 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ '%(a)s' % undefined_x }}", f()],
   // a Markup iterates as plain characters; one taken by index is Markup
   ["{{ ('<a>'|safe)|list }}|{{ ('ab'|safe)[0] }}|{{ 'ab'|safe|first }}|{{ [(none is upper)|safe|max] }}|{{ ('ab'|safe)|reverse }}", f()],
+  // select / reject walk only a true value; |attr reads an attribute, never a dict's item; ',' is for numbers only
+  ["{{ false|select('odd')|join('-') }}|{{ 0|reject|list }}|{{ ''|selectattr('a')|list }}|{{ {'role': 1}|attr('role') }}|{{ ({'a': 1}|attr('items'))()|list }}|{{ msgs[0]|attr('role') }}", f()],
+  ["{{ true|select|list }}", f()],
+  ["{{ '{:,}'.format('x') }}", f()],
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],

@@ -1,4 +1,4 @@
-import { type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
+import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   pyInt, rangeOf, toFixed, toJson, truthy, tuple, typeName, type Value,
@@ -83,7 +83,8 @@ function minMax(value: Value, kwargs: Map<string, Value>, args: Value[], ctx: Fi
 }
 
 function selectOrReject(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value {
-  if (value instanceof Undefined || value === null) return new Generator([], "select_or_reject");
+  // jinja2 walks the value only if it is true: a false one (none, 0, false, "") selects nothing, not a TypeError
+  if (!truthy(value)) return new Generator([], "select_or_reject");
   return new Generator(() => selectedItems(value, args, ctx, select, byAttribute), "select_or_reject");
 }
 function selectedItems(value: Value, args: Value[], ctx: FilterContext, select: boolean, byAttribute: boolean): Value[] {
@@ -97,7 +98,8 @@ function selectedItems(value: Value, args: Value[], ctx: FilterContext, select: 
 
 const FILTERS: Record<string, Filter> = {
   abs: (v) => (v instanceof Float ? new Float(Math.abs(v.v)) : typeof v === "bigint" ? pyInt(v < 0n ? -v : v) : isNumber(v) ? Math.abs(num(v)) : fail(`bad operand type for abs(): '${typeName(v)}'`)),
-  attr: (v, [name = ""], _kw, ctx) => ctx.getattr(v, str(name)),
+  // a Python attribute only (jinja2's do_attr uses getattr()): a dict's item is not one
+  attr: (v, [name = ""], _kw, ctx) => (isDict(v) ? (dictMethod(v, str(name)) ?? new Undefined(`'dict object' has no attribute '${str(name)}'`)) : ctx.getattr(v, str(name))),
   batch: (v, args, kwargs) => new Generator(() => {
     const size = Number(num(arg(args, kwargs, 0, "linecount", 1) as number));
     if (!(size >= 1)) fail("batch() needs a line count of at least 1");

@@ -358,6 +358,7 @@ function applyFormatSpec(v: Value, specText: string, limit: SizeLimit): string {
   if (spec.type !== "" && spec.type !== "s") fail(`Unknown format code '${spec.type}' for object of type '${typeName(v)}'`);
   // only str (and numbers) take a format spec: object.__format__ refuses any but ""
   if (!isStr(v) && specText !== "") fail(`unsupported format string passed to ${typeName(v)}.__format__`);
+  if (spec.grouping) fail(`Cannot specify '${spec.grouping}' with 's'.`);
   let s = str(v);
   if (spec.precision !== undefined) s = [...s].slice(0, spec.precision).join("");
   return align(s, spec, "<");
