@@ -2,12 +2,12 @@ import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
-import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf } from "../sampling/constraints/index.js";
+import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptsOf, templateKwargsOf } from "./requests.js";
-import { messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
+import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
 type Kind = "chat" | "text";
@@ -99,31 +99,13 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const thinking = thinkingOf(source, thinkingOf(source, "") ? formatter.render(shown, true, variables) : "");
     replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body));
-    if (tools) {
-      // as llama-server refuses it: a grammar would shape the whole reply, calls included
-      if (options.grammar !== undefined) {
-        throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
-          "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
-      }
-      const format = toolFormatOf(source);
-      const formatted = options.jsonSchema !== undefined || options.json !== undefined;
-      if (tools.choice !== "auto") {
-        if (formatted) {
-          throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
-        }
-        options.grammar = toolCallGrammar(tools, format, { thinking, templateSource: source });
-      } else if (format === "generic") {
-        // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
-        options.grammar = toolCallGrammar(tools, format, { response: options.jsonSchema ?? (options.json === undefined ? undefined : options.json === "object" ? { type: "object" } : {}) });
-      } else if (formatted) {
-        // as OpenAI's: the format governs the text reply, the tools stay callable — a call in the template's format, or text in the format
-        options.grammar = gbnfAlternatives([toolCallGrammar(tools, format, { templateSource: source }), responseFormatGbnf(options)]);
-      }
-      if (formatted && tools.choice === "auto") {
-        delete options.jsonSchema;
-        delete options.json;
-        constraintParam = "response_format";
-      }
+    const shaped = replyGrammar(options, tools, source, thinking);
+    if (shaped) {
+      options.grammar = shaped.grammar;
+      // (the format is in the grammar now)
+      delete options.jsonSchema;
+      delete options.json;
+      constraintParam = shaped.param;
     }
     prompts = [await formatter.encodeAsync(shown, variables)];
     options.stopTokens = [...formatter.endOfTurnIds];
@@ -192,16 +174,6 @@ function answeredChoices(job: Job, choices: readonly Choice[]): readonly Choice[
     return lps.length === 0 ? -Infinity : lps.reduce((sum, lp) => sum + lp.logprob, 0) / lps.length;
   };
   return choices.map((c) => ({ c, score: perToken(c) })).sort((a, b) => b.score - a.score).slice(0, job.n).map(({ c }) => c);
-}
-
-/** the GBNF of a JSON response_format (a schema the grammar cannot express is the parameter's 400) */
-function responseFormatGbnf(options: GenerateOptions): string {
-  try {
-    return options.jsonSchema !== undefined ? jsonSchemaToGbnf(options.jsonSchema) : anyJsonGbnf(options.json);
-  } catch (e) {
-    if (e instanceof GrammarError) throw invalid("response_format", `'response_format': ${e.message}`);
-    throw e;
-  }
 }
 
 /** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */

@@ -1,5 +1,6 @@
 import { strftime, type ChatMessage } from "../chat/index.js";
-import { gbnfAlternatives, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
+import type { GenerateOptions } from "../generation/index.js";
+import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
 import { callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
@@ -120,10 +121,14 @@ function builtinToolsOf(templateSource: string, tools: Tools): Set<string> {
 /**
  * The variables a template of the family needs besides messages: the tools; Firefunction v2's
  * `functions` (the tools as indented JSON) and `datetime`, which its template needs even without
- * tools; Llama 3.1's `builtin_tools`.
+ * tools; Llama 3.1's `builtin_tools`; `enable_thinking` true for a template that thinks, as
+ * llama-server passes it to every template that supports reasoning (its copies of DeepSeek R1's
+ * and QwQ's templates close the reasoning in the prompt when it is not true); the server's
+ * --chat-template-kwargs and a request's chat_template_kwargs may set it false.
  */
 export function templateVariablesOf(templateSource: string, tools: Tools | undefined, now = new Date()): Record<string, unknown> {
   const vars: Record<string, unknown> = tools ? { tools: tools.raw } : {};
+  if (thinkingOf(templateSource, "")) vars["enable_thinking"] = true;
   if (toolFormatOf(templateSource) === "firefunction-v2") {
     vars["functions"] = tools ? JSON.stringify(tools.raw, null, 2) : "";
     vars["datetime"] = strftime(now, "%b %d %Y %H:%M:%S GMT");
@@ -390,11 +395,66 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       break;
     }
   }
-  // reasoning before the calls, as llama.cpp's grammars admit it: a prompt that opened it goes on to its close, else it may open the reply
-  const t = options.thinking;
+  return reasoningFirst(g, options.thinking);
+}
+
+/**
+ * The grammar `g` after the reasoning of a template that thinks, as llama.cpp's grammars admit it
+ * before calls and a response_format alike: a prompt that opened it goes on to its close, else it
+ * may open the reply. `g` itself without one.
+ */
+export function reasoningFirst(g: string, thinking: ReplySyntax["thinking"]): string {
+  const t = thinking;
   if (!t) return g;
   const reasoning = `think-text ${lit(t.close)} [ \\n]*`;
   return `${inner(g)}${excludingGbnf("think-text", [t.close, ...(t.endsBefore ?? [])])}root ::= ${t.forcedOpen ? reasoning : `(${lit(t.open)} ${reasoning})?`} g0-root\n`;
+}
+
+/** the GBNF of a JSON response_format (a schema the grammar cannot express is the parameter's 400) */
+function responseFormatGbnf(constraint: ReplyConstraint): string {
+  try {
+    return constraint.jsonSchema !== undefined ? jsonSchemaToGbnf(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
+  } catch (e) {
+    if (e instanceof GrammarError) throw invalid("response_format", `'response_format': ${e.message}`);
+    throw e;
+  }
+}
+
+/** what a request gave to shape its reply: a JSON response_format, or llama-server's grammar */
+export type ReplyConstraint = Pick<GenerateOptions, "json" | "jsonSchema" | "grammar">;
+
+/**
+ * The grammar that shapes a chat reply in place of the request's constraint, and the parameter it
+ * stands for (what a grammar failing mid-generation names), or undefined where the constraint
+ * stays as given. With tools: a required call (never with a response_format: the reply must be a
+ * call); under "auto", a call or a text reply in the response_format (as OpenAI's: the tools stay
+ * callable), and the generic format's JSON always. A template that thinks reasons first, before
+ * calls and a response_format alike, as llama.cpp's grammars let it (its prompt may have opened
+ * the reasoning: the format applied from the reply's start would be written inside it). A request's
+ * own grammar is its own: applied as given, and refused with tools (as llama-server refuses it).
+ */
+export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"]): { grammar: string; param: string } | undefined {
+  const formatted = constraint.jsonSchema !== undefined || constraint.json !== undefined;
+  if (!tools) return formatted && thinking ? { grammar: reasoningFirst(responseFormatGbnf(constraint), thinking), param: "response_format" } : undefined;
+  if (constraint.grammar !== undefined) {
+    throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
+      "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
+  }
+  const format = toolFormatOf(templateSource);
+  if (tools.choice !== "auto") {
+    if (formatted) {
+      throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
+    }
+    return { grammar: toolCallGrammar(tools, format, { thinking, templateSource }), param: "tool_choice" };
+  }
+  const param = formatted ? "response_format" : "tool_choice";
+  if (format === "generic") {
+    // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
+    const response = constraint.jsonSchema ?? (constraint.json === undefined ? undefined : constraint.json === "object" ? { type: "object" } : {});
+    return { grammar: toolCallGrammar(tools, format, { thinking, ...(response ? { response } : {}) }), param };
+  }
+  if (!formatted) return undefined;
+  return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint)]), thinking), param };
 }
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
+import type { Model } from "../src/index.js";
+import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
+import { replyGrammar, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
+import { openTokenizer } from "../src/tokenizer/index.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
+import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
+import { post, serveStories, skipStories } from "./helpers/serve.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
+
+/*
+ * A chat request to a template that thinks, as llama-server builds it: the template gets
+ * enable_thinking true unless the server's --chat-template-kwargs or the request set it (llama.cpp's
+ * server-common.cpp: inputs.enable_thinking = opt.enable_thinking, true where the template supports
+ * reasoning; chat_template_kwargs.enable_thinking overrides it). llama.cpp's copies of DeepSeek R1's
+ * and QwQ's templates read it: not true, the generation prompt closes the reasoning it opened.
+ * Judged by Python's jinja2 rendering the template with llama-server's variables.
+ */
+const skip = skipStories || skipWithoutJinja2 || skipWithoutLlamaCppTemplates();
+const MESSAGES: ChatMessage[] = [{ role: "user", content: "Lily went to the park" }];
+const TEMPLATES = ["Qwen-QwQ-32B.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"];
+
+describe("enable_thinking: true by default for a template that thinks, as llama-server passes it", { skip }, () => {
+  for (const name of TEMPLATES) {
+    describe(name, () => {
+      let s: Awaited<ReturnType<typeof serveStories>>;
+      let off: Awaited<ReturnType<typeof serveStories>>;
+      let model: Model;
+      let source: string;
+      before(async () => {
+        source = llamaCppTemplate(name);
+        s = await serveStories({}, { chatTemplate: { source, where: name } });
+        off = await serveStories({}, { chatTemplate: { source, where: name }, chatTemplateKwargs: { enable_thinking: false } });
+        model = s.model;
+      });
+      after(async () => {
+        await s?.close();
+        await off?.close();
+      });
+
+      /** the prompt jinja2 renders with these variables (after checking the library renders the same), and its token count */
+      const prompt = (variables: Record<string, unknown>) => {
+        const [jinja2] = renderWithJinja2(source, [{ messages: MESSAGES, add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", ...variables }]);
+        const formatter = model.chatFormatter(source);
+        assert.deepEqual({ out: formatter.render(MESSAGES, true, variables) }, jinja2);
+        return { text: (jinja2 as { out: string }).out, tokens: formatter.encode(MESSAGES, variables).length };
+      };
+      const ask = async (url: string, extra: Record<string, unknown> = {}) => {
+        const r = await post(`${url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 8, temperature: 0, ...extra });
+        assert.equal(r.status, 200, JSON.stringify(r.json));
+        return { tokens: r.json.usage.prompt_tokens as number, message: r.json.choices[0].message as { content: string; reasoning_content?: string } };
+      };
+
+      test("without chat_template_kwargs: the prompt leaves the reply in the reasoning, answered as reasoning_content", async () => {
+        const thinking = prompt({ enable_thinking: true });
+        assert.ok(thinking.text.endsWith("<think>\n"), JSON.stringify(thinking.text.slice(-40)));
+        const got = await ask(s.url);
+        assert.equal(got.tokens, thinking.tokens);
+        // (stories260K never closes the reasoning within 8 tokens: all of the reply is reasoning)
+        assert.ok(got.message.reasoning_content, JSON.stringify(got.message));
+        assert.equal(got.message.content, "");
+      });
+
+      test("enable_thinking false, from the request or from the server's --chat-template-kwargs: the prompt closes the reasoning, the reply is content", async () => {
+        const closed = prompt({ enable_thinking: false });
+        assert.ok(closed.text.endsWith("<think>\n</think>"), JSON.stringify(closed.text.slice(-40)));
+        for (const [url, extra] of [[s.url, { chat_template_kwargs: { enable_thinking: false } }], [s.url, { enable_thinking: false }], [off.url, {}]] as const) {
+          const got = await ask(url, extra);
+          assert.equal(got.tokens, closed.tokens, JSON.stringify(extra));
+          assert.equal(got.message.reasoning_content, undefined);
+          assert.ok(got.message.content, JSON.stringify(got.message));
+        }
+        // the request's true overrides the server's false
+        assert.equal((await ask(off.url, { chat_template_kwargs: { enable_thinking: true } })).tokens, prompt({ enable_thinking: true }).tokens);
+      });
+    });
+  }
+});
+
+/** whether the grammar admits the whole text */
+function admits(grammar: string, text: string): boolean {
+  const m = new GrammarMatcher(parseGbnf(grammar));
+  let st = m.initial();
+  for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+  return GrammarMatcher.complete(st);
+}
+
+test("a response_format on a template that thinks admits the reasoning first, with tools under tool_choice \"auto\" or without, as llama.cpp's grammars do", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  const format = { jsonSchema: { type: "object", properties: { a: { type: "integer" } }, required: ["a"] } };
+  const json = '{"a": 1}';
+  const call = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>';
+  const tools = toolsOf({ tools: [{ type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] } } }] })!;
+  // QwQ's prompt opens the reasoning (with llama-server's enable_thinking true); Qwen3's leaves it to the reply
+  for (const [name, forced] of [["Qwen-QwQ-32B.jinja", true], ["Qwen-Qwen3-0.6B.jinja", false]] as const) {
+    const source = llamaCppTemplate(name);
+    const prompt = chatFormatterFor(tokenizer, undefined, { source, where: name }).render(MESSAGES, true, templateVariablesOf(source, undefined));
+    const thinking = thinkingOf(source, prompt);
+    assert.equal(thinking?.forcedOpen, forced, name);
+    const reasoning = forced ? "I am asked for a.\n</think>\n\n" : "<think>I am asked for a.</think>\n";
+    for (const withTools of [undefined, tools]) {
+      const shaped = replyGrammar(format, withTools, source, thinking);
+      assert.equal(shaped?.param, "response_format");
+      const grammar = shaped!.grammar;
+      assert.ok(admits(grammar, `${reasoning}${json}`), `${name}, tools ${!!withTools}: reasoning, then the format`);
+      // after a prompt that opened the reasoning, the format alone would be written inside it
+      assert.equal(admits(grammar, json), !forced, `${name}, tools ${!!withTools}: the format alone`);
+      assert.ok(!admits(grammar, `${reasoning}not json`), name);
+      if (withTools) assert.ok(admits(grammar, `${reasoning}${call}`), `${name}: reasoning, then a call`);
+    }
+  }
+  // a template that does not think: the format stays the request's own without tools
+  assert.equal(replyGrammar(format, undefined, llamaCppTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja"), undefined), undefined);
+});
