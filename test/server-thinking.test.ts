@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import type { Model } from "../src/index.js";
 import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
-import { replyGrammar, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
+import { fencesJson, readReply, replyGrammar, ReplyStream, replySyntaxOf, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
@@ -114,4 +114,36 @@ test("a response_format on a template that thinks admits the reasoning first, wi
   }
   // a template that does not think: the format stays the request's own without tools
   assert.equal(replyGrammar(format, undefined, llamaCppTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja"), undefined), undefined);
+});
+
+test("Ministral 3 answers a response_format's JSON inside a ```json fence: its grammar wants the fence, its reply is read without it (llama.cpp's test-chat.cpp case)", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const name = "mistralai-Ministral-3-14B-Reasoning-2512.jinja";
+  const source = llamaCppTemplate(name);
+  assert.ok(fencesJson(source));
+  // Mistral Small 3.2 (its [CALL_ID]) writes plain JSON, as llama.cpp tells them apart
+  assert.ok(!fencesJson(llamaCppTemplate("Mistral-Small-3.2-24B-Instruct-2506.jinja")));
+  const thinking = thinkingOf(source, "");
+  // (tests/test-chat.cpp, Ministral-3-14B-Reasoning-2512 with invoice_schema)
+  const format = { jsonSchema: { type: "object", properties: { amount: { type: "number" }, date: { type: "string" } } } };
+  const json = '{"amount": 123.45, "date": "2025-12-03"}';
+  const text = `[THINK]I need to output the invoice details in JSON[/THINK]\`\`\`json\n${json}\n\`\`\``;
+  const tools = toolsOf({ tools: [{ type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] } } }] })!;
+  for (const withTools of [undefined, tools]) {
+    const shaped = replyGrammar(format, withTools, source, thinking);
+    assert.equal(shaped?.param, "response_format");
+    const grammar = shaped!.grammar;
+    assert.ok(admits(grammar, text), `tools ${!!withTools}`);
+    assert.ok(admits(grammar, `\`\`\`json${json}\`\`\``));
+    assert.ok(!admits(grammar, json), "the JSON without its fence");
+    if (withTools) assert.ok(admits(grammar, '[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}'));
+    const syntax = replySyntaxOf(source, withTools, thinking, "deepseek", true)!;
+    const read = readReply(text, syntax);
+    assert.deepEqual({ reasoning: read.reasoning, content: read.content }, { reasoning: "I need to output the invoice details in JSON", content: json });
+    // streamed a character at a time, the same, and no piece of the fence is ever sent
+    const stream = new ReplyStream(syntax);
+    const deltas = [...[...text].flatMap((c) => stream.push(c)), ...stream.end()];
+    assert.equal(deltas.map((d) => ("content" in d ? d.content : "")).join(""), json);
+  }
+  // without a response_format the text is as the model wrote it
+  assert.equal(readReply(text, replySyntaxOf(source, undefined, thinking, "deepseek")!).content, `\`\`\`json\n${json}\n\`\`\``);
 });

@@ -98,7 +98,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const variables = { ...templateVariablesOf(source, tools), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const thinking = thinkingOf(source, thinkingOf(source, "") ? formatter.render(shown, true, variables) : "");
-    replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body));
+    replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body), options.jsonSchema !== undefined || options.json !== undefined);
     const shaped = replyGrammar(options, tools, source, thinking);
     if (shaped) {
       options.grammar = shaped.grammar;

@@ -40,6 +40,8 @@ export interface ReplySyntax {
    * (Qwen3.5 may open its call without closing its reasoning)
    */
   readonly thinking?: { readonly open: string; readonly close: string; readonly forcedOpen: boolean; readonly endsBefore?: readonly string[] };
+  /** the text is JSON inside a ```json fence (Ministral 3's response_format, as llama.cpp reads it): answered without the fence */
+  readonly jsonFence?: boolean;
 }
 
 export interface ParsedCall {
@@ -80,7 +82,24 @@ export function parseReply(text: string, syntax: ReplySyntax, partial: boolean, 
     else out.text(pos, text.length, []);
   }
   const calls = syntax.calls && !syntax.calls.parallel ? out.calls.slice(0, 1) : out.calls;
-  return { reasoning: out.reasoningText(), content: out.contentText(), calls };
+  const content = syntax.jsonFence ? unfenced(out.contentText(), partial) : out.contentText();
+  return { reasoning: out.reasoningText(), content, calls };
+}
+
+const FENCE_OPEN = "```json";
+const FENCE_CLOSE = "```";
+
+/**
+ * The JSON of a text inside a ```json fence (a text that does not open one, as it is). A partial
+ * reply holds back what may still become the fence: an opening not yet complete, backticks at the
+ * end (the closing fence, or the JSON's own), so what is read only grows.
+ */
+function unfenced(text: string, partial: boolean): string {
+  const lead = /^\s*/.exec(text)![0].length;
+  if (!text.startsWith(FENCE_OPEN, lead)) return partial && FENCE_OPEN.startsWith(text.slice(lead)) ? "" : text;
+  const body = text.slice(lead + FENCE_OPEN.length).trimStart();
+  if (partial) return body.replace(/`+$/, "").trimEnd();
+  return body.endsWith(FENCE_CLOSE) ? body.slice(0, -FENCE_CLOSE.length).trimEnd() : body;
 }
 
 /** what parseReply has read so far: text, reasoning, calls, and whether it stopped where the reply is not yet settled */

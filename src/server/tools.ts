@@ -175,8 +175,12 @@ export function thinkingOf(templateSource: string, prompt: string): ReplySyntax[
   return undefined;
 }
 
-/** what to read in a chat reply: the calls of the request's tools (unless tool_choice is "none") and reasoning, unless reasoning_format is "none" */
-export function replySyntaxOf(templateSource: string, tools: Tools | undefined, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat): ReplySyntax | undefined {
+/**
+ * what to read in a chat reply: the calls of the request's tools (unless tool_choice is "none"),
+ * reasoning, unless reasoning_format is "none", and with a JSON response_format (`formatted`) the
+ * JSON out of its fence, for a model that fences it
+ */
+export function replySyntaxOf(templateSource: string, tools: Tools | undefined, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat, formatted = false): ReplySyntax | undefined {
   const calls = tools && tools.choice !== "none"
     ? {
       format: toolFormatOf(templateSource), names: new Set(tools.functions.map((f) => f.name)), parallel: tools.parallel, builtins: builtinToolsOf(templateSource, tools),
@@ -184,8 +188,9 @@ export function replySyntaxOf(templateSource: string, tools: Tools | undefined, 
     }
     : undefined;
   const think = reasoning === "none" ? undefined : thinking;
-  if (!calls && !think) return undefined;
-  return { ...(calls ? { calls } : {}), ...(think ? { thinking: think } : {}) };
+  const jsonFence = formatted && fencesJson(templateSource);
+  if (!calls && !think && !jsonFence) return undefined;
+  return { ...(calls ? { calls } : {}), ...(think ? { thinking: think } : {}), ...(jsonFence ? { jsonFence } : {}) };
 }
 
 const lit = (s: string) => JSON.stringify(s);
@@ -410,14 +415,30 @@ export function reasoningFirst(g: string, thinking: ReplySyntax["thinking"]): st
   return `${inner(g)}${excludingGbnf("think-text", [t.close, ...(t.endsBefore ?? [])])}root ::= ${t.forcedOpen ? reasoning : `(${lit(t.open)} ${reasoning})?`} g0-root\n`;
 }
 
-/** the GBNF of a JSON response_format (a schema the grammar cannot express is the parameter's 400) */
-function responseFormatGbnf(constraint: ReplyConstraint): string {
+/**
+ * Whether the template's model writes a response_format's JSON inside a ```json fence: Ministral
+ * and Magistral 3, told as llama.cpp tells them (common_chat_params_init_ministral_3: Mistral's
+ * [ARGS] calls and [SYSTEM_PROMPT] without Mistral Small 3.2's [CALL_ID]); its grammar wants the
+ * fence and its parser answers the JSON without it, "Ministral wants to emit json surrounded by
+ * code fences".
+ */
+export function fencesJson(templateSource: string): boolean {
+  const has = (s: string) => templateSource.includes(s);
+  return has("[SYSTEM_PROMPT]") && has("[TOOL_CALLS]") && has("[ARGS]") && !has("[CALL_ID]");
+}
+
+/** the GBNF of a JSON response_format, inside a ```json fence for a model that fences it (a schema the grammar cannot express is the parameter's 400) */
+function responseFormatGbnf(constraint: ReplyConstraint, templateSource: string): string {
+  let g: string;
   try {
-    return constraint.jsonSchema !== undefined ? jsonSchemaToGbnf(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
+    g = constraint.jsonSchema !== undefined ? jsonSchemaToGbnf(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
   } catch (e) {
     if (e instanceof GrammarError) throw invalid("response_format", `'response_format': ${e.message}`);
     throw e;
   }
+  if (!fencesJson(templateSource)) return g;
+  // (the space between is llama.cpp's JSON grammar's: none, a space, or a line or two and an indent)
+  return `${inner(g)}fence-space ::= ("" | " " | "\n" "\n"? [ \t]{0,20})\nroot ::= ${lit("```json")} fence-space g0-root fence-space ${lit("```")}\n`;
 }
 
 /** what a request gave to shape its reply: a JSON response_format, or llama-server's grammar */
@@ -435,7 +456,7 @@ export type ReplyConstraint = Pick<GenerateOptions, "json" | "jsonSchema" | "gra
  */
 export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"]): { grammar: string; param: string } | undefined {
   const formatted = constraint.jsonSchema !== undefined || constraint.json !== undefined;
-  if (!tools) return formatted && thinking ? { grammar: reasoningFirst(responseFormatGbnf(constraint), thinking), param: "response_format" } : undefined;
+  if (!tools) return formatted && (thinking || fencesJson(templateSource)) ? { grammar: reasoningFirst(responseFormatGbnf(constraint, templateSource), thinking), param: "response_format" } : undefined;
   if (constraint.grammar !== undefined) {
     throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
       "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
@@ -454,7 +475,7 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
     return { grammar: toolCallGrammar(tools, format, { thinking, ...(response ? { response } : {}) }), param };
   }
   if (!formatted) return undefined;
-  return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint)]), thinking), param };
+  return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint, templateSource)]), thinking), param };
 }
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
