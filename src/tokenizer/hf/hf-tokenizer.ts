@@ -4,8 +4,8 @@ import { checkMerges } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
-import { windowedStreamDecoder } from "./stream.js";
-import { ownDecoderFor, type OwnDecoder } from "./decoder.js";
+import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
+import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
 import { fastEncoderFor, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
 import { ASYNC_SLICE_CHARS } from "../word-run.js";
 import { yieldToEventLoop } from "../../platform/host.js";
@@ -205,6 +205,13 @@ export class HFTokenizer implements Tokenizer {
   readonly chatTemplateWhere: string;
   /** the special-token strings templates get as variables */
   readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
+  /**
+   * decode applies transformers' clean_up_tokenization (" ." -> ".", " n't" -> "n't"...):
+   * tokenizer_config.json's clean_up_tokenization_spaces is true (absent: false, transformers 5's
+   * default) and the model is not BPE — transformers 5.7+ ignores the flag for BPE models (Llama
+   * 3's configs set it), unless clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output
+   */
+  readonly cleanUpSpaces: boolean;
 
   private readonly lib: HFLibTokenizer;
   private literalLib?: HFLibTokenizer;
@@ -232,6 +239,9 @@ export class HFTokenizer implements Tokenizer {
 
     const byteLevel = JSON.stringify([tj.pre_tokenizer, tj.decoder]).includes('"ByteLevel"');
     this.type = model.type === "WordPiece" ? "bert" : model.type === "BPE" && byteLevel ? "gpt2" : "llama";
+    // a model without a type is BPE when it has merges (the library's guess from its shape)
+    const bpe = model.type === "BPE" || (model.type === undefined && Array.isArray(model.merges));
+    this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && (!bpe || config.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output === true);
 
     const idOf = (key: string, fallbacks: string[] = []): number | undefined => {
       for (const text of [tokenText(config[key]), ...fallbacks]) {
@@ -402,11 +412,17 @@ export class HFTokenizer implements Tokenizer {
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     const list = Array.from(ids);
     for (const id of list) this.checkId(id);
-    return this.decodeChecked(list, options);
+    const text = this.decodeChecked(list, options);
+    return this.cleanUpSpaces ? cleanUpTokenization(text) : text;
   }
 
   createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
-    return windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id), options.context);
+    const raw = windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id), options.context);
+    if (!this.cleanUpSpaces) return raw;
+    // the clean-up joins across chunks: it needs the context's own text (its tail) before it
+    const context = Array.from(options.context ?? []);
+    for (const id of context) this.checkId(id);
+    return cleanUpStream(raw, this.decodeChecked(context, options));
   }
 
   piece(id: number): string {

@@ -1,4 +1,5 @@
 import type { StreamDecoder } from "../types.js";
+import { cleanUpTokenization } from "./decoder.js";
 
 /** context tokens kept ahead of a stream: enough for a space decision and an open UTF-8 sequence of byte tokens */
 const CONTEXT_TOKENS = 8;
@@ -35,6 +36,56 @@ export function windowedStreamDecoder(decode: (ids: number[]) => string, check: 
     },
     flush(): string {
       return readEnd < ids.length ? step(true) : "";
+    },
+  };
+}
+
+/**
+ * Where the text of a stream under transformers' clean_up_tokenization (cleanUpTokenization) can
+ * be cut: every text it rewrites is a space followed by at most three of "n", "'", "v", "r" and
+ * then one more character (" n't", " 've", " ' ", " ." ...), and it only ever removes spaces, so no
+ * rewrite, even one a previous rewrite made possible, reaches across a point that no space
+ * precedes within the text's trailing run of " n'vr". The cut is that run's first space (the end
+ * when the run holds none): the text before it cleans up alone as it does within the whole.
+ */
+function cleanUpCut(text: string): number {
+  let run = text.length;
+  while (run > 0 && " n'vr".includes(text[run - 1]!)) run--;
+  const space = text.indexOf(" ", run);
+  return space < 0 ? text.length : space;
+}
+
+/**
+ * `raw` (a stream of the decoder's text) with transformers' clean_up_tokenization applied, as
+ * decode applies it to the whole text: a chunk's tail that a later one may still rewrite (" ",
+ * " n", " '"...) is held until the text that follows decides it. `contextText` is the context's
+ * own text before clean-up: the stream yields what transformers' text-generation pipeline
+ * returns, clean(context + streamed) less the first clean(context).length characters (a prompt
+ * ending in " " before a streamed "." loses that "." there too).
+ */
+export function cleanUpStream(raw: StreamDecoder, contextText = ""): StreamDecoder {
+  // the context's tail that its continuation may still rewrite, and how much of its clean text was the context's
+  let held = contextText.slice(cleanUpCut(contextText));
+  let skip = cleanUpTokenization(held).length;
+  const emit = (text: string): string => {
+    if (skip === 0 || text === "") return text;
+    const drop = Math.min(skip, text.length);
+    skip -= drop;
+    return text.slice(drop);
+  };
+  return {
+    push(id: number): string {
+      held += raw.push(id);
+      const cut = cleanUpCut(held);
+      if (cut === 0) return "";
+      const ready = held.slice(0, cut);
+      held = held.slice(cut);
+      return emit(cleanUpTokenization(ready));
+    },
+    flush(): string {
+      const rest = held + raw.flush();
+      held = "";
+      return emit(cleanUpTokenization(rest));
     },
   };
 }
