@@ -402,6 +402,9 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ false|select('odd')|join('-') }}|{{ 0|reject|list }}|{{ ''|selectattr('a')|list }}|{{ {'role': 1}|attr('role') }}|{{ ({'a': 1}|attr('items'))()|list }}|{{ msgs[0]|attr('role') }}", f()],
   ["{{ true|select|list }}", f()],
   ["{{ '{:,}'.format('x') }}", f()],
+  // a test that takes no argument refuses one
+  ["{{ 'x' is not number in -1 }}", f()],
+  ["{{ 1 is odd(2) }}", f()],
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],

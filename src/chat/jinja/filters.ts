@@ -398,6 +398,10 @@ const TESTS: Record<string, Test> = {
 Object.assign(TESTS, { "==": TESTS.eq, equalto: TESTS.eq, "!=": TESTS.ne, ">": TESTS.gt, greaterthan: TESTS.gt, ">=": TESTS.ge, "<": TESTS.lt, lessthan: TESTS.lt, "<=": TESTS.le });
 
 export const hasTest = (name: string): boolean => Object.hasOwn(TESTS, name);
+/** the tests that take an argument besides the value (the rest take none: Python's TypeError for more) */
+const TESTS_WITH_ARGUMENT = new Set(["divisibleby", "eq", "ne", "gt", "ge", "lt", "le", "in", "sameas", "==", "equalto", "!=", ">", "greaterthan", ">=", "<", "lessthan", "<="]);
 export function applyTest(name: string, value: Value, args: Value[]): boolean {
+  const most = TESTS_WITH_ARGUMENT.has(name) ? 1 : 0;
+  if (args.length > most) fail(`test ${name} takes ${most + 1} positional argument${most ? "s" : ""} but ${args.length + 1} were given`);
   return TESTS[name]!(value, args);
 }
