@@ -76,6 +76,14 @@ describe("enable_thinking: true by default for a template that thinks, as llama-
         // the request's true overrides the server's false
         assert.equal((await ask(off.url, { chat_template_kwargs: { enable_thinking: true } })).tokens, prompt({ enable_thinking: true }).tokens);
       });
+
+      test("reasoning_effort \"none\" turns the thinking off as llama-server does (enable_thinking false); another effort leaves it on", async () => {
+        const closed = prompt({ enable_thinking: false });
+        const none = await ask(s.url, { reasoning_effort: "none" });
+        assert.equal(none.tokens, closed.tokens);
+        assert.equal(none.message.reasoning_content, undefined);
+        assert.equal((await ask(s.url, { reasoning_effort: "high" })).tokens, prompt({ enable_thinking: true, reasoning_effort: "high" }).tokens);
+      });
     });
   }
 });
@@ -146,4 +154,40 @@ test("Ministral 3 answers a response_format's JSON inside a ```json fence: its g
   }
   // without a response_format the text is as the model wrote it
   assert.equal(readReply(text, replySyntaxOf(source, undefined, thinking, "deepseek")!).content, `\`\`\`json\n${json}\n\`\`\``);
+});
+
+describe("reasoning_effort reaches the template as its variable (gpt-oss's), as llama-server passes it", { skip }, () => {
+  const name = "openai-gpt-oss-120b.jinja";
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  let source: string;
+  before(async () => {
+    source = llamaCppTemplate(name);
+    s = await serveStories({}, { chatTemplate: { source, where: name } });
+  });
+  after(() => s?.close());
+
+  test("\"high\" is in the prompt as jinja2 renders it; bad values are 400s naming the parameter", async () => {
+    const tokens = (variables: Record<string, unknown>) => {
+      const [jinja2] = renderWithJinja2(source, [{ messages: MESSAGES, add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", ...variables }]);
+      const formatter = s.model.chatFormatter(source);
+      assert.deepEqual({ out: formatter.render(MESSAGES, true, variables) }, jinja2);
+      return { text: (jinja2 as { out: string }).out, count: formatter.encode(MESSAGES, variables).length };
+    };
+    const high = tokens({ reasoning_effort: "high" });
+    assert.match(high.text, /Reasoning: high/);
+    assert.notEqual(high.count, tokens({}).count);
+    const r = await post(`${s.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 2, reasoning_effort: "high" });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.usage.prompt_tokens, high.count);
+    for (const [extra, re] of [
+      [{ reasoning_effort: 3 }, /'reasoning_effort' must be a string such as "low", "medium", "high" or "none", got 3/],
+      [{ reasoning_effort: "none", enable_thinking: true }, /'reasoning_effort' "none" turns the thinking off: it contradicts 'enable_thinking' true/],
+      [{ reasoning_effort: "none", chat_template_kwargs: { enable_thinking: true } }, /contradicts 'chat_template_kwargs.enable_thinking' true/],
+    ] as const) {
+      const bad = await post(`${s.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 2, ...extra });
+      assert.equal(bad.status, 400, JSON.stringify(extra));
+      assert.equal(bad.json.error.param, "reasoning_effort");
+      assert.match(bad.json.error.message, re);
+    }
+  });
 });

@@ -126,7 +126,10 @@ export function templateKwargsProblem(kwargs: unknown, where: string): { param: 
  * A chat request's extra template variables: the server's defaults (tsllm serve
  * --chat-template-kwargs), then the request's `chat_template_kwargs`, then its top-level
  * `enable_thinking` (a shorthand some OpenAI-compatible APIs take; Qwen3's templates read it),
- * which must agree with chat_template_kwargs.enable_thinking when both are given.
+ * which must agree with chat_template_kwargs.enable_thinking when both are given, then OpenAI's
+ * `reasoning_effort` as llama-server takes it: "none" turns the thinking off (enable_thinking
+ * false, so it contradicts a true one), another value is the template's `reasoning_effort`
+ * (gpt-oss's and DeepSeek V4's templates read it).
  */
 export function templateKwargsOf(body: Body, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const given = body["chat_template_kwargs"] ?? {};
@@ -134,9 +137,18 @@ export function templateKwargsOf(body: Body, defaults: Readonly<Record<string, u
   if (problem) throw invalid(problem.param, problem.message, typeof given === "object" && !Array.isArray(given) ? "invalid_value" : "invalid_type");
   const kwargs: Record<string, unknown> = { ...defaults, ...(given as Body) };
   const thinking = body["enable_thinking"];
-  if (thinking === undefined || thinking === null) return kwargs;
-  if (typeof thinking !== "boolean") throw invalid("enable_thinking", `'enable_thinking' must be true or false, got ${JSON.stringify(thinking)}`, "invalid_type");
-  const inKwargs = (given as Body)["enable_thinking"];
-  if (inKwargs !== undefined && inKwargs !== thinking) throw invalid("enable_thinking", `'enable_thinking' (${thinking}) contradicts 'chat_template_kwargs.enable_thinking' (${String(inKwargs)})`);
-  return { ...kwargs, enable_thinking: thinking };
+  if (thinking !== undefined && thinking !== null) {
+    if (typeof thinking !== "boolean") throw invalid("enable_thinking", `'enable_thinking' must be true or false, got ${JSON.stringify(thinking)}`, "invalid_type");
+    const inKwargs = (given as Body)["enable_thinking"];
+    if (inKwargs !== undefined && inKwargs !== thinking) throw invalid("enable_thinking", `'enable_thinking' (${thinking}) contradicts 'chat_template_kwargs.enable_thinking' (${String(inKwargs)})`);
+    kwargs["enable_thinking"] = thinking;
+  }
+  const effort = body["reasoning_effort"];
+  if (effort === undefined || effort === null) return kwargs;
+  if (typeof effort !== "string" || effort === "") throw invalid("reasoning_effort", `'reasoning_effort' must be a string such as "low", "medium", "high" or "none", got ${JSON.stringify(effort)}`, "invalid_type");
+  if (effort !== "none") return { ...kwargs, reasoning_effort: effort };
+  const on = thinking ?? (given as Body)["enable_thinking"];
+  if (on === true) throw invalid("reasoning_effort", `'reasoning_effort' "none" turns the thinking off: it contradicts ${thinking === true ? "'enable_thinking'" : "'chat_template_kwargs.enable_thinking'"} true`);
+  const { reasoning_effort: _, ...rest } = kwargs;
+  return { ...rest, enable_thinking: false };
 }
