@@ -403,7 +403,7 @@ export function randomIds(rng: Rng, tok: HFTokenizer, length = 1 + Math.floor(rn
     else if (r < 0.45 && specials.length > 0) ids.push(specials[pick(specials.length)]!);
     else if (r < 0.65 && bytes.length > 0) for (let k = 1 + pick(4); k > 0; k--) ids.push(bytes[pick(bytes.length)]!);
     else {
-      const text = randomText(rng, { fragments: 1 + pick(3) });
+      const text = randomText(rng, { maxParts: 3 });
       const enc = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
       const from = pick(enc.length + 1);
       for (const id of enc.slice(from, from + 1 + pick(8))) ids.push(id);

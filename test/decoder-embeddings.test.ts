@@ -4,7 +4,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { ggufEntry } from "../src/formats/index.js";
+import { ggufEntry, type GGUFWriteEntry } from "../src/formats/index.js";
 import { embeddingsOf, loadModel, startServer } from "../src/index.js";
 import { tinyGpt2, tinyLlama, tinyQwen3, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { LlamaEmbeddingContext } from "node-llama-cpp";
@@ -40,9 +40,21 @@ const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   return ab / Math.sqrt(aa * bb);
 };
 
+type LlamaModelOf = Awaited<ReturnType<Awaited<ReturnType<typeof sharedLlama>>["loadModel"]>>;
+/**
+ * createEmbeddingContext's own context, with llama.cpp's F32 KV cache and its matrix-product
+ * attention (tsllm's defaults) instead of F16 and flash attention: node-llama-cpp's public call
+ * takes neither option, so its (private) constructor is given a context made with them
+ */
+async function embeddingContext(lm: LlamaModelOf, contextSize: number, batchSize?: number): Promise<LlamaEmbeddingContext> {
+  const context = await lm.createContext({ contextSize, ...(batchSize === undefined ? {} : { batchSize }), threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never);
+  const Construct = LlamaEmbeddingContext as unknown as new (options: { _llamaContext: unknown }) => LlamaEmbeddingContext;
+  return new Construct({ _llamaContext: context });
+}
+
 async function againstLlamaCpp(name: string, spec: RandomModelSpec, poolingType: number | undefined, expected: string, t: { diagnostic(m: string): void }): Promise<void> {
   const path = join(dir, `${name}.gguf`);
-  await writeRandomModel(path, { ...spec, std: 0.08, extraMetadata: [...(spec.extraMetadata ?? []), ...(poolingType === undefined ? [] : [[`${spec.arch}.pooling_type`, ggufEntry.u32(poolingType)] as const])] });
+  await writeRandomModel(path, { ...spec, std: 0.08, extraMetadata: [...(spec.extraMetadata ?? []), ...(poolingType === undefined ? [] : [[`${spec.arch}.pooling_type`, ggufEntry.u32(poolingType)] as [string, GGUFWriteEntry]])] });
   await compare(name, path, expected, t);
 }
 
@@ -52,8 +64,7 @@ async function compare(name: string, path: string, expected: string, t: { diagno
     assert.equal(e.pooling, expected);
     const llama = await sharedLlama();
     const lm = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-    // createEmbeddingContext's own context, with llama.cpp's F32 KV cache and its matrix-product attention (tsllm's defaults) instead of F16 and flash attention
-    const ctx = new LlamaEmbeddingContext({ _llamaContext: await lm.createContext({ contextSize: 64, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never) } as never);
+    const ctx = await embeddingContext(lm, 64);
     try {
       const raw = await e.embed(TEXTS, { normalize: false });
       const normalized = await e.embed(TEXTS);
@@ -146,7 +157,7 @@ test("tsllm serve on a generative model answers /v1/embeddings and /embedding wi
   const s = await serveStories({ contextSize: 128 });
   try {
     const lm = await (await sharedLlama()).loadModel({ modelPath: `${SHARED}/models/stories260K.gguf`, gpuLayers: 0 });
-    const ctx = new LlamaEmbeddingContext({ _llamaContext: await lm.createContext({ contextSize: 64, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never) } as never);
+    const ctx = await embeddingContext(lm, 64);
     const refs: number[][] = [];
     try {
       for (const text of TEXTS) refs.push([...(await ctx.getEmbeddingFor(text)).vector]);
@@ -217,7 +228,7 @@ test("a long input runs in chunks through its cache: its vector is llama.cpp's, 
     const whole = await e.model.hiddenStates([ids, ids.slice(0, 9)], 2048);
     for (const passTokens of [512, 100, 7]) assert.deepEqual(await e.model.hiddenStates([ids, ids.slice(0, 9)], passTokens), whole, `passes of ${passTokens} rows`);
     const lm = await (await sharedLlama()).loadModel({ modelPath: path, gpuLayers: 0 });
-    const ctx = new LlamaEmbeddingContext({ _llamaContext: await lm.createContext({ contextSize: 1024, batchSize: 1024, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true } as never) } as never);
+    const ctx = await embeddingContext(lm, 1024, 1024);
     try {
       const ref = [...(await ctx.getEmbeddingFor(long)).vector];
       const d = maxDiff((await e.embed([long]))[0]!, unit(ref));
