@@ -9,6 +9,8 @@ import { Tokenizer as LibraryTokenizer } from "@huggingface/tokenizers";
 import { pipeline } from "../src/index.js";
 import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
+import { cleanUpTokenization } from "../src/tokenizer/hf/decoder.js";
+import { cleanUpStream } from "../src/tokenizer/hf/stream.js";
 import { Rng } from "../src/testing/rng.js";
 import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -86,6 +88,40 @@ test("clean_up_tokenization_spaces true (WordPiece): decode and every stream as 
     }
   }
   assert.ok(rewritten > 100, `the clean-up changed only ${rewritten} decodes`);
+});
+
+test("the clean-up stream adds up to the clean-up of the whole text, for any text cut anywhere", () => {
+  // texts of the characters the rewrites are made of, cut into chunks at random, some empty; the
+  // first chunks a context (its text given, not streamed)
+  const alphabet = [" ", " ", " ", "'", "'", " ' ", "n", "t", "m", "s", "v", "e", "r", ".", "?", "x"];
+  const rng = new Rng(7);
+  const pick = (n: number) => Math.floor(rng.uniform() * n);
+  for (let k = 0; k < 50000; k++) {
+    const chunks = Array.from({ length: pick(12) }, () => Array.from({ length: pick(4) }, () => alphabet[pick(alphabet.length)]).join(""));
+    const at = pick(chunks.length + 1);
+    const context = chunks.slice(0, at).join(""), rest = chunks.slice(at);
+    let next = 0;
+    const stream = cleanUpStream({ push: () => rest[next++]!, flush: () => "" }, context);
+    let text = "";
+    for (let i = 0; i < rest.length; i++) text += stream.push(i);
+    text += stream.flush();
+    const whole = context + rest.join("");
+    assert.equal(text, cleanUpTokenization(whole).slice(cleanUpTokenization(context).length), `${JSON.stringify(context)} + ${JSON.stringify(rest)}`);
+  }
+});
+
+test("the clean-up stream holds back only what a later chunk may rewrite: one-letter words stream as they come", { skip: skipMlm }, () => {
+  const tok = tokenizerFromFolder(folderWith("mlm-letters", MLM, { clean_up_tokenization_spaces: true }));
+  for (const letter of ["r", "n", "v", "'"]) {
+    const id = tok.encode(letter, { addSpecialTokens: false })[0]!;
+    const stream = tok.createStreamDecoder();
+    let text = "";
+    for (let i = 0; i < 50; i++) text += stream.push(id);
+    // " ' ' '": the " ' " rewrites pair up from the run's start, so the run waits for its end
+    if (letter !== "'") assert.ok(text.length >= 2 * 50 - 5, `${letter}: ${JSON.stringify(text)} streamed before the end`);
+    text += stream.flush();
+    assert.equal(text, tok.decode(Array(50).fill(id)), letter);
+  }
 });
 
 test("clean_up_tokenization_spaces false or absent: decode keeps the decoder's text (transformers 5's default)", { skip: skipMlm }, () => {

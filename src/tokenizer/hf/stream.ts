@@ -40,19 +40,48 @@ export function windowedStreamDecoder(decode: (ids: number[]) => string, check: 
   };
 }
 
+/** what clean_up_tokenization rewrites, after the space each starts with */
+const CLEANUP_TAILS = [".", "?", "!", ",", "' ", "n't", "'m", "'s", "'ve", "'re"];
+
+/**
+ * The texts from a space to a cut that a rewrite starting at that space may still reach across,
+ * with the part of its tail they have shown: the shown part is a proper beginning of a tail, and
+ * only a " ' " inside it can have lost its spaces before (every other rewrite needs a character
+ * none of these has) — " n" has shown the "n" of " n't", "  ' " the "'" of " 's".
+ */
+const OPEN_STARTS: readonly (readonly [string, string])[] = [
+  [" ", ""], [" n", "n"], [" n'", "n'"], [" n ' ", "n'"], [" '", "'"], ["  ' ", "'"], [" 'v", "'v"], ["  ' v", "'v"], [" 'r", "'r"], ["  ' r", "'r"],
+];
+
+/** whether `rest` (what a tail still needs) can come next in `text` from `i` (beyond its end: anything can) */
+function canContinue(rest: string, text: string, i: number): boolean {
+  if (rest === "" || i >= text.length) return true;
+  if (text[i] === rest[0]) return canContinue(rest.slice(1), text, i + 1);
+  // a " ' " there loses its spaces (" ' " -> "'") before the contractions are rewritten: its "'" goes on the tail
+  if (rest[0] === "'" && text[i] === " " && (i + 1 >= text.length || (text[i + 1] === "'" && (i + 2 >= text.length || text[i + 2] === " ")))) return canContinue(rest.slice(1), text, i + 3);
+  return false;
+}
+
+/** whether some rewrite starting before `cut` may reach across it, given the text after it */
+function openAt(text: string, cut: number): boolean {
+  for (const [start, shown] of OPEN_STARTS) {
+    if (cut < start.length || !text.startsWith(start, cut - start.length)) continue;
+    for (const tail of CLEANUP_TAILS) if (tail.length > shown.length && tail.startsWith(shown) && canContinue(tail.slice(shown.length), text, cut)) return true;
+  }
+  return false;
+}
+
 /**
  * Where the text of a stream under transformers' clean_up_tokenization (cleanUpTokenization) can
- * be cut: every text it rewrites is a space followed by at most three of "n", "'", "v", "r" and
- * then one more character (" n't", " 've", " ' ", " ." ...), and it only ever removes spaces, so no
- * rewrite, even one a previous rewrite made possible, reaches across a point that no space
- * precedes within the text's trailing run of " n'vr". The cut is that run's first space (the end
- * when the run holds none): the text before it cleans up alone as it does within the whole.
+ * be cut: the last point no rewrite may reach across, whatever text comes later (it only removes
+ * spaces, and every rewrite starts with one): the text before it cleans up alone as it does within
+ * the whole. Mostly the end; before " n" or a trailing space; further back only in runs such as
+ * " ' ' ' '", whose rewrites pair up from their start.
  */
 function cleanUpCut(text: string): number {
-  let run = text.length;
-  while (run > 0 && " n'vr".includes(text[run - 1]!)) run--;
-  const space = text.indexOf(" ", run);
-  return space < 0 ? text.length : space;
+  let cut = text.length;
+  while (cut > 0 && openAt(text, cut)) cut--;
+  return cut;
 }
 
 /**
