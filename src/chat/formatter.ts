@@ -37,6 +37,10 @@ export function withSystem(messages: readonly ChatMessage[], system: string | un
 export interface EncodeChatOptions {
   /** let special-token text inside message contents become special tokens (the behaviour before content was data); default false */
   parseSpecialInContent?: boolean;
+  /** end with the assistant's header (default true), as a template's add_generation_prompt */
+  addGenerationPrompt?: boolean;
+  /** end inside the last message, for the reply to go on from its text (an assistant's prefill; transformers' continue_final_message) */
+  continueFinalMessage?: boolean;
 }
 
 const MARK = "\u0001tsllm-reply\u0001";
@@ -157,9 +161,23 @@ export class ChatFormatter {
     return this.withBos(await this.tokenizer.encodeAsync(text, encodeOptions));
   }
 
+  /**
+   * The prompt's text as encode() tokenizes it: the conversation with the assistant's header, or
+   * without it, or ending inside the last message — rendered with a marker after its content and
+   * cut there, as transformers' continue_final_message cuts it.
+   */
+  prompt(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): string {
+    const last = messages.at(-1);
+    if (!options.continueFinalMessage || !last) return this.render(messages, options.addGenerationPrompt ?? true, variables);
+    const text = this.render([...messages.slice(0, -1), { ...last, content: last.content + MARK }], false, variables);
+    const at = text.lastIndexOf(MARK);
+    if (at < 0) throw new ChatTemplateError(`messages[${messages.length - 1}]: the template does not write the last message's content as given, so it cannot be continued`);
+    return text.slice(0, at);
+  }
+
   /** the rendered conversation and how to tokenize it */
   private toEncode(messages: readonly ChatMessage[], variables: Record<string, unknown> | undefined, options: EncodeChatOptions): { text: string; encodeOptions: EncodeOptions } {
-    const text = this.render(messages, true, variables);
+    const text = this.prompt(messages, variables, options);
     const forged = options.parseSpecialInContent ? [] : this.forgedSpecials(messages, text, variables);
     return { text, encodeOptions: { addSpecialTokens: false, parseSpecial: true, literalRanges: forged } };
   }

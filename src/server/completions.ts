@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
+import { ChatTemplateError, type ChatFormatter, type ChatMessage, type EncodeChatOptions } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
-import { messagesOf, promptsOf, templateKwargsOf } from "./requests.js";
+import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
@@ -97,7 +98,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
     const variables = { ...templateVariablesOf(source, tools), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
-    const thinking = thinkingOf(source, thinkingOf(source, "") ? formatter.render(shown, true, variables) : "");
+    const ending = promptEndOf(body, messages);
+    const thinking = thinkingOf(source, thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "");
     replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body), options.jsonSchema !== undefined || options.json !== undefined);
     const shaped = replyGrammar(options, tools, source, thinking);
     if (shaped) {
@@ -107,7 +109,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
       delete options.json;
       constraintParam = shaped.param;
     }
-    prompts = [await formatter.encodeAsync(shown, variables)];
+    prompts = [await formatter.encodeAsync(shown, variables, ending)];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
@@ -149,6 +151,16 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, logprobs, model: ctx.modelId,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/** the chat prompt's text; a last message the template does not write as given cannot be continued: the request's 400 */
+function promptText(formatter: ChatFormatter, messages: readonly ChatMessage[], variables: Record<string, unknown>, ending: EncodeChatOptions): string {
+  try {
+    return formatter.prompt(messages, variables, ending);
+  } catch (e) {
+    if (e instanceof ChatTemplateError && ending.continueFinalMessage) throw invalid("messages", e.message);
+    throw e;
+  }
 }
 
 /**

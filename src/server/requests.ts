@@ -1,7 +1,7 @@
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessage, EncodeChatOptions } from "../chat/index.js";
 import { invalid } from "./errors.js";
 import { jsonDepth, MAX_JSON_DEPTH } from "./http.js";
-import type { Body } from "./params.js";
+import { optBoolean, type Body } from "./params.js";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
 
@@ -99,7 +99,7 @@ export function promptsOf(body: Body, vocabSize: number): (string | number[])[] 
 const SET_BY_THE_REQUEST: Readonly<Record<string, string>> = {
   messages: "give the conversation in 'messages'",
   tools: "give them in 'tools'",
-  add_generation_prompt: "a chat completion always ends with the assistant's header",
+  add_generation_prompt: "give it as the request's 'add_generation_prompt'",
 };
 
 /**
@@ -151,4 +151,27 @@ export function templateKwargsOf(body: Body, defaults: Readonly<Record<string, u
   if (on === true) throw invalid("reasoning_effort", `'reasoning_effort' "none" turns the thinking off: it contradicts ${thinking === true ? "'enable_thinking'" : "'chat_template_kwargs.enable_thinking'"} true`);
   const { reasoning_effort: _, ...rest } = kwargs;
   return { ...rest, enable_thinking: false };
+}
+
+/**
+ * How a chat prompt ends, as llama-server ends it: with the assistant's header
+ * (`add_generation_prompt`, default true), or inside the last message (`continue_final_message`),
+ * which a last message of the assistant's asks for by itself (llama-server's assistant prefill: the
+ * reply goes on from its text), unless continue_final_message is false. Refused as llama-server
+ * refuses them: both true, two assistant messages at the end of a prefill, continuing a message's
+ * tool calls.
+ */
+export function promptEndOf(body: Body, messages: readonly ChatMessage[]): Required<Pick<EncodeChatOptions, "addGenerationPrompt" | "continueFinalMessage">> {
+  const header = optBoolean(body, "add_generation_prompt");
+  let continued = optBoolean(body, "continue_final_message");
+  const last = messages.length - 1;
+  if (continued === undefined && messages[last]?.role === "assistant") {
+    if (messages[last - 1]?.role === "assistant") throw invalid("messages", `'messages' ends with two assistant messages: the last one is continued (an assistant prefill), so it must follow another role's`);
+    if (header === true) throw invalid("add_generation_prompt", "'add_generation_prompt' true with a last message of the assistant's: that message is continued (an assistant prefill); send continue_final_message false to start a new reply after it");
+    continued = true;
+  }
+  if (!continued) return { addGenerationPrompt: header ?? true, continueFinalMessage: false };
+  if (header === true) throw invalid("add_generation_prompt", "'add_generation_prompt' and 'continue_final_message' cannot both be true: the prompt ends with a new reply's header or inside the last message");
+  if (messages[last]?.tool_calls?.length) throw invalid("continue_final_message", `'continue_final_message': messages[${last}] holds tool calls, which cannot be continued`);
+  return { addGenerationPrompt: false, continueFinalMessage: true };
 }
