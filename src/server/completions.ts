@@ -99,7 +99,9 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const variables = { ...templateVariablesOf(source, tools), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const ending = promptEndOf(body, messages);
-    const thinking = thinkingOf(source, thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "");
+    // (a continued message the template does not write as given is the request's 400, found here)
+    const text = thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "";
+    const thinking = thinkingOf(source, text, ending.continueFinalMessage ? shown.at(-1)?.content : "");
     replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body), options.jsonSchema !== undefined || options.json !== undefined);
     const shaped = replyGrammar(options, tools, source, thinking);
     if (shaped) {
