@@ -537,7 +537,9 @@ test("reasoning: a template whose prompt ends inside <think> begins its reply in
   assert.equal(thinkingOf(llamaCppTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja"), ""), undefined);
   assert.equal(reasoningFormatOf({}), "deepseek");
   assert.equal(reasoningFormatOf({ reasoning_format: "none" }), "none");
-  assert.throws(() => reasoningFormatOf({ reasoning_format: "raw" }), /'reasoning_format' must be "auto", "deepseek" or "none", got "raw"/);
+  // (llama-server takes "deepseek-legacy" too: common_reasoning_format_from_name)
+  assert.equal(reasoningFormatOf({ reasoning_format: "deepseek-legacy" }), "deepseek");
+  assert.throws(() => reasoningFormatOf({ reasoning_format: "raw" }), /'reasoning_format' must be "auto", "deepseek", "deepseek-legacy" or "none", got "raw"/);
   // none: the reply is all content, <think> and all
   assert.equal(replySyntaxOf(r1, undefined, thinkingOf(r1, "<think>\n"), "none"), undefined);
 });

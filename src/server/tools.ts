@@ -152,12 +152,16 @@ export function messagesForTemplate(messages: readonly ChatMessage[], templateSo
 
 export type ReasoningFormat = "deepseek" | "none";
 
-/** `reasoning_format` (llama-server's per-request field): "none" leaves reasoning in the content; "deepseek" (and "auto", the default) answers it as reasoning_content */
+/**
+ * `reasoning_format` (llama-server's per-request field): "none" leaves reasoning in the content;
+ * "deepseek" (and "auto", the default) answers it as reasoning_content; so does "deepseek-legacy",
+ * which llama-server still takes (its reasoning_in_content flag is set but no parser reads it)
+ */
 export function reasoningFormatOf(body: Body): ReasoningFormat {
   const v = body["reasoning_format"];
-  if (v === undefined || v === null || v === "auto" || v === "deepseek") return "deepseek";
+  if (v === undefined || v === null || v === "auto" || v === "deepseek" || v === "deepseek-legacy") return "deepseek";
   if (v === "none") return "none";
-  throw invalid("reasoning_format", `'reasoning_format' must be "auto", "deepseek" or "none", got ${JSON.stringify(v)}`);
+  throw invalid("reasoning_format", `'reasoning_format' must be "auto", "deepseek", "deepseek-legacy" or "none", got ${JSON.stringify(v)}`);
 }
 
 /**
