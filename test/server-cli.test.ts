@@ -4,7 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES } from "./helpers/serve.js";
+import { request, type IncomingMessage } from "node:http";
+import { Readable } from "node:stream";
+import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES, until } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
 
 const CLI = resolve(PROJECT_ROOT, "src/cli/main.ts");
@@ -49,12 +51,25 @@ test("tsllm serve: greedy text equals tsllm generate's; SIGTERM drains the reque
     const c = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "system", content: "Be kind." }, { role: "user", content: "Lily and Ben" }], temperature: 0, max_tokens: 30 });
     assert.equal(c.json.choices[0].message.content, JSON.parse(chatGen.stdout).completion);
 
-    const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, temperature: 0, stream: true }) });
-    const streamed = readStream(res, () => s.child.kill("SIGTERM"));
-    const out = await streamed;
+    // the request is in flight when SIGTERM comes, whatever the speed of the machine: its headers
+    // have been taken (the server's 100 Continue says so), its body is sent once the drain began
+    // (a stream cut at its first event instead may end before the signal is handled)
+    const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, temperature: 0, stream: true });
+    const url = new URL(`${s.url}/v1/completions`);
+    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", agent: false, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body), Expect: "100-continue" } });
+    const answered = new Promise<IncomingMessage>((resolve, reject) => { req.on("response", resolve); req.on("error", reject); });
+    const continued = new Promise<void>((resolve) => req.on("continue", resolve));
+    req.flushHeaders();
+    await continued;
+    s.child.kill("SIGTERM");
+    await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
+    await assert.rejects(fetch(`${s.url}/health`), "no new connections after SIGTERM");
+    req.end(body);
+    const res = await answered;
+    assert.equal(res.headers.connection, "close", "an answer begun during the drain closes its connection");
+    const out = await readStream(new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>));
     assert.equal(out.done, true, "the stream in flight ran to its end");
     assert.equal(out.finish, "length");
-    await assert.rejects(fetch(`${s.url}/health`), "no new connections after SIGTERM");
     assert.equal(await s.exited, 0, s.stderr());
     assert.match(s.stderr(), /SIGTERM: draining/);
   } finally {

@@ -91,6 +91,29 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     assert.match(await ask(`HTTP://127.0.0.1:${port}/v1/models/stories260K`), /^HTTP\/1\.1 200 [\s\S]*"id":"stories260K"/);
     assert.match(await ask(`http://127.0.0.1:${port}`), /^HTTP\/1\.1 200 [\s\S]*text\/html/);
   });
+
+  test("an HTTP/1.1 request without Host is a 400 in OpenAI's error shape (node's own is a bare 400), its connection closed, and counted in /metrics", async () => {
+    const counted = async () => Number(/^tsllm_http_requests_total\{endpoint="\/health",status="400"\} (\d+)$/m.exec(await (await fetch(`${s.url}/metrics`)).text())?.[1] ?? 0);
+    const before = await counted();
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    let answer = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (d: string) => (answer += d));
+    await new Promise<void>((resolve, reject) => {
+      socket.on("end", () => resolve());
+      socket.on("error", reject);
+      socket.write("GET /health HTTP/1.1\r\n\r\n");
+    });
+    assert.match(answer, /^HTTP\/1\.1 400 /, answer);
+    assert.match(answer, /\r\nConnection: close\r\n/i, answer);
+    const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string; type: string } };
+    assert.equal(body.error.code, "invalid_http_request");
+    assert.equal(body.error.type, "invalid_request_error");
+    assert.match(body.error.message, /Host/);
+    // the 400 is counted once its connection has closed
+    await until(async () => (await counted()) === before + 1, "the 400 in /metrics");
+    await healthy();
+  });
 });
 
 describe("tsllm serve against a client that never reads its stream", { skip }, () => {

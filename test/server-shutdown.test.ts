@@ -207,3 +207,58 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
     await s.exited;
   }
 });
+
+test("a stream whose headers promised keep-alive before the drain closes its connection when it ends during the drain", { skip }, async () => {
+  // keep-alive past the test's length: only the drain may close the stream's connection
+  const s = await spawnServe(["--parallel", "1", "--ctx-size", "512", "--grace-ms", "600000", "--keep-alive-timeout-ms", "600000"]);
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const port = Number(new URL(s.url).port);
+  // a request whose body never comes holds the drain open (the server waits for it), so nothing but the fix closes the stream's connection
+  const holder = connect(port, "127.0.0.1");
+  holder.on("error", () => undefined);
+  try {
+    const running = completion(s.url, { prompt: "Once upon a time", max_tokens: 480, ignore_eos: true });
+    await until(async () => (await healthOf(s.url)).requests_running === 1, "the first generation to run");
+    let closed = false;
+    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port, path: "/v1/completions", method: "POST", agent, headers: { "Content-Type": "application/json" } }, resolve);
+      req.on("socket", (socket) => socket.on("close", () => (closed = true)));
+      req.on("error", reject);
+      req.end(JSON.stringify({ prompt: "Lily and Ben", max_tokens: 480, ignore_eos: true, stream: true }));
+    });
+    assert.equal(stream.headers.connection, "keep-alive", "the stream's headers went out before the drain");
+    holder.write("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+    await until(async () => (await healthOf(s.url)).requests_waiting === 1 || closed, "the stream to wait for room");
+    s.child.kill("SIGTERM");
+    await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
+    // (refused, as it waited for room: an error event, then the end)
+    stream.resume();
+    await new Promise((resolve) => stream.on("end", resolve));
+    await until(() => closed, "the server to close the stream's connection");
+    holder.destroy();
+    assert.equal((await running).status, 200);
+    assert.equal(await s.exited, 0, s.stderr());
+  } finally {
+    holder.destroy();
+    agent.destroy();
+    s.child.kill("SIGKILL");
+  }
+});
+
+test("embeddings past the grace period: cut before their next pass (503 shutting_down), and close() returns only once their pass has ended, so the model can be disposed", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 1 });
+  // 2048 inputs of 400 token ids: hundreds of passes
+  const input = Array.from({ length: 2048 }, (_, i) => Array.from({ length: 400 }, (_, j) => 1 + ((i * 7 + j) % 500)));
+  const answer = post(`${s.url}/v1/embeddings`, { input });
+  // (the server's own count: no outside signal says a request's passes have begun)
+  const inFlight = () => s.server["inFlight"].size;
+  try {
+    await until(() => inFlight() === 1, "the embedding request to compute");
+  } finally {
+    await s.server.close(0);
+    s.model.dispose();
+  }
+  const r = await answer;
+  assert.equal(r.status, 503, JSON.stringify(r.json));
+  assert.equal(r.json.error.code, "shutting_down");
+});

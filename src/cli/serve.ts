@@ -40,6 +40,10 @@ Options:
   --read-timeout-ms N   a request whose headers and body have not all arrived this long after it began is
                         answered 408 and its connection closed (default 60000; llama-server's timeout
                         option sets its read and write timeouts together, in seconds)
+  --keep-alive-timeout-ms N  an idle kept-alive connection is closed this long after its last answer
+                        (default 65000: longer than a load balancer keeps idle connections, AWS ALB's
+                        and nginx's 60 s, so the balancer closes them first and never reuses one the
+                        server is closing; node's and llama-server's 5 s are shorter)
   --threads N           compute threads (default: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
@@ -57,7 +61,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
 };
 
@@ -85,7 +89,7 @@ export async function runServe(argv: string[]): Promise<void> {
     apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
-    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
+    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
   });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;

@@ -18,6 +18,8 @@ export interface EmbeddingsRoute {
   /** cut inputs past the model's tokens when a request does not say (`truncate`); else they are a 400 */
   readonly autoTruncate: boolean;
   readonly writeTimeoutMs: number;
+  /** aborted when a shutdown cancels the request: it stops before its next pass, answering the abort's reason */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -67,6 +69,8 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
       if (i > 0) await new Promise((r) => setImmediate(r));
       if (res.destroyed) return;
+    route.signal?.throwIfAborted();
+      route.signal?.throwIfAborted();
       for (const rows of await model.tokenEmbeddings(tokens.slice(i, i + EMBED_CHUNK))) perToken.push(rows.map((v) => Array.from(v.subarray(0, dimensions ?? v.length))));
     }
     await sendJson(res, 200, perToken.map((embedding, index) => ({ index, embedding })), {}, writeTimeoutMs);
@@ -77,6 +81,7 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
     if (i > 0) await new Promise((r) => setImmediate(r));
     if (res.destroyed) return;
+    route.signal?.throwIfAborted();
     // embd_normalize applies to the raw vector, as llama-server's (a decoder's embeddings are otherwise L2-normalized, its default 2)
     vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions, ...(normalization === undefined ? {} : { normalize: false }) })));
   }

@@ -7,7 +7,7 @@ import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTe
 import type { Model } from "../llm.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
-import { handleEmbeddings, type EmbeddingsApi } from "./embeddings.js";
+import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
@@ -43,10 +43,13 @@ export interface ServeOptions {
   writeTimeoutMs?: number;
   /** a request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (default 60000) */
   readTimeoutMs?: number;
+  /** a kept-alive connection idle this long after an answer is closed (default 65000: longer than the 60 s a load balancer keeps idle connections, AWS ALB's and nginx's keepalive_timeout, so the server is never the one closing a connection the balancer is about to reuse) */
+  keepAliveTimeoutMs?: number;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
 const DEFAULT_READ_TIMEOUT_MS = 60_000;
+const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 /** OpenAI's GET /v1/models/{model}: the one route whose path holds a value */
 const MODEL_PREFIX = "/v1/models/";
 const MODEL_ROUTE = `${MODEL_PREFIX}{model}`;
@@ -91,6 +94,8 @@ export class OpenAIServer {
   private readonly metrics = new Metrics();
   /** the generations in flight, each with whether it still waits for room in the engine */
   private readonly inFlight = new Map<AbortController, () => boolean>();
+  /** the embedding requests being computed: a shutdown returns only once they have left (their pass in progress cannot be cut, and the caller disposes the model next) */
+  private readonly embeddingRequests = new Set<Promise<void>>();
   /** requests being handled, from their headers on (a body still arriving, a prompt being tokenized, a generation): a shutdown lets them finish */
   private handling = 0;
   /** the responses of the requests being handled: a shutdown makes those not yet begun close their connections */
@@ -110,6 +115,7 @@ export class OpenAIServer {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
     if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
+    if (options.keepAliveTimeoutMs !== undefined && !(Number.isInteger(options.keepAliveTimeoutMs) && options.keepAliveTimeoutMs > 0)) throw new RangeError(`keepAliveTimeoutMs must be an integer > 0, got ${options.keepAliveTimeoutMs}`);
     const kwargsProblem = options.chatTemplateKwargs === undefined ? undefined : templateKwargsProblem(options.chatTemplateKwargs, "chatTemplateKwargs");
     if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
@@ -120,8 +126,15 @@ export class OpenAIServer {
     }, (e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
     // node:http answers 408 to a request whose headers and body have not arrived within the
     // timeout (a client trickling bytes would otherwise hold its connection for node's 300 s),
-    // checked as often as the timeout is short
-    this.http = createHttpServer({ requestTimeout: this.readTimeoutMs, headersTimeout: this.readTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.readTimeoutMs) }, (req, res) => void this.dispatch(req, res));
+    // checked as often as the timeout is short. The read timeout runs from a request's first byte:
+    // a kept-alive connection idle between requests is closed by keepAliveTimeout alone, however
+    // the two compare (a connection that never sends a first request is closed by the read timeout).
+    // requireHostHeader: an HTTP/1.1 request without Host is refused by dispatch, in OpenAI's error
+    // shape and counted in /metrics, where node would answer a bare 400 the handlers never see
+    this.http = createHttpServer({
+      requestTimeout: this.readTimeoutMs, headersTimeout: this.readTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.readTimeoutMs),
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS, requireHostHeader: false,
+    }, (req, res) => void this.dispatch(req, res));
     this.http.on("clientError", (e: NodeJS.ErrnoException, socket: Duplex) => this.clientError(e, socket));
     // a client sending `Expect: 100-continue` waits for "100 Continue" before it sends the body:
     // node would send it at once; it is sent only once the headers have not refused the request
@@ -190,6 +203,8 @@ export class OpenAIServer {
       while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     }
     this.http.closeAllConnections();
+    // (an embedding pass can outlast the wait above; the model must outlive it)
+    await Promise.allSettled(this.embeddingRequests);
     await closed;
   }
 
@@ -238,6 +253,13 @@ export class OpenAIServer {
     this.handling++;
     this.responses.add(res);
     if (this.draining) res.shouldKeepAlive = false;
+    // an answer whose headers promised keep-alive before the drain began (a stream) closes its
+    // connection once it ends during the drain, as those begun after say Connection: close (node
+    // detaches the socket from the response when it finishes: it is taken now)
+    const socket = req.socket;
+    res.once("finish", () => {
+      if (this.draining) socket.end();
+    });
     try {
       await this.handle(req, res, expectsContinue);
     } finally {
@@ -265,6 +287,12 @@ export class OpenAIServer {
       res.setHeader("Vary", "Origin");
     }
     try {
+      // RFC 9112 (3.2): a server must answer 400 to an HTTP/1.1 request without Host; its
+      // connection is closed, as node closes it
+      if (req.httpVersion === "1.1" && req.headers.host === undefined) {
+        res.setHeader("Connection", "close");
+        throw new ApiError(400, "the request has no Host header, which HTTP/1.1 requires (RFC 9112, section 3.2)", "invalid_request_error", null, "invalid_http_request");
+      }
       if (req.method === "OPTIONS" && this.options.cors) {
         // the headers the browser asks for are allowed: the openai client sends X-Stainless-*,
         // OpenAI-Organization, OpenAI-Project... beside Authorization, which a "*" would not cover
@@ -375,7 +403,21 @@ export class OpenAIServer {
   }
 
   private async embeddings(body: Body, res: ServerResponse, api: EmbeddingsApi): Promise<void> {
-    const route = { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs };
+    // tracked as a running generation is (embeddings compute at once, a pass at a time, so none
+    // counts as queued): a shutdown past its grace period stops it before its next pass
+    const controller = new AbortController();
+    this.inFlight.set(controller, () => false);
+    const running = this.computeEmbeddings(body, res, { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs, signal: controller.signal });
+    this.embeddingRequests.add(running);
+    try {
+      await running;
+    } finally {
+      this.embeddingRequests.delete(running);
+      this.inFlight.delete(controller);
+    }
+  }
+
+  private async computeEmbeddings(body: Body, res: ServerResponse, route: EmbeddingsRoute): Promise<void> {
     const m = this.embedder;
     if (!m) {
       // a generative model serves embeddings as llama-server --embeddings does (llama.cpp's embedding mode: embeddingsOf); no flag, as it costs nothing until asked

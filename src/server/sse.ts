@@ -13,7 +13,9 @@ export class SseWriter {
   private closed = false;
 
   constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS) {
-    res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+    // no Connection header of its own: node writes keep-alive, or close once the server drains
+    // (an explicit keep-alive would override that and invite a request onto a closing connection)
+    res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
     res.flushHeaders();
     res.on("close", () => (this.closed = true));
   }
