@@ -4,14 +4,14 @@
  * methods, slicing, loops and loop.*, namespace, macros, set blocks, whitespace control, string
  * escapes, arithmetic with // % **, comparisons, in, is defined, ~, tojson, dict and list
  * literals), rendered by tsllm and by Python's jinja2 set up as transformers sets it up
- * (test/helpers/jinja-oracle.py, one python process per batch). They must agree on the text, or
+ * (scripts/jinja2-oracle.py, one python process per batch). They must agree on the text, or
  * both fail in the same class: when the template is compiled, or when it is rendered.
  * scripts/fuzz-jinja.ts runs it from the command line, test/chat-template-jinja.test.ts a few
  * hundred seeded cases.
  */
 import { ChatTemplate, type ChatMessage } from "../src/chat/index.js";
 import { Rng } from "../src/testing/rng.js";
-import { renderBatchWithJinja2, type Jinja2Outcome } from "../test/helpers/jinja2.js";
+import { renderBatchWithJinja2, type Jinja2Outcome } from "./jinja2-oracle.js";
 
 export interface FuzzCase {
   template: string;

@@ -5,12 +5,12 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ChatTemplate, type ChatMessage } from "../src/chat/index.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
-import { renderWithJinja2, skipWithoutJinja2, type Jinja2Outcome } from "./helpers/jinja2.js";
+import { renderWithJinja2, skipWithoutJinja2, type Jinja2Outcome } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, llamaCppTemplateNames, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 
 /*
  * tsllm's template rendering against Python's jinja2 set up as Hugging Face transformers sets it
- * up (test/helpers/jinja-oracle.py): real chat templates, many conversations, byte for byte. The
+ * up (scripts/jinja2-oracle.py): real chat templates, many conversations, byte for byte. The
  * expected text always comes from jinja2, never from tsllm.
  */
 

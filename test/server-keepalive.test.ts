@@ -12,7 +12,8 @@ function get(url: string, agent: Agent): Promise<{ status: number; keepAlive: st
   return new Promise((resolve, reject) => {
     const req = request(url, { agent }, (res) => {
       res.resume();
-      res.on("end", () => resolve({ status: res.statusCode!, keepAlive: res.headers["keep-alive"], reused: req.reusedSocket }));
+      const keepAlive = res.headers["keep-alive"];
+      res.on("end", () => resolve({ status: res.statusCode!, keepAlive: Array.isArray(keepAlive) ? keepAlive.join(", ") : keepAlive, reused: req.reusedSocket }));
     });
     req.on("error", reject);
     req.end();

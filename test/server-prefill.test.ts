@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { ChatMessage } from "../src/chat/index.js";
-import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { post, serveStories, skipStories } from "./helpers/serve.js";
 

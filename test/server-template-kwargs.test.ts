@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import type { ChatMessage } from "../src/chat/index.js";
 import type { Model } from "../src/index.js";
 import { startServer } from "../src/server/index.js";
-import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { post, serveStories, skipStories, STORIES } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";

@@ -6,7 +6,7 @@ import type { Model } from "../src/index.js";
 import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { fencesJson, readReply, replyGrammar, ReplyStream, replySyntaxOf, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
-import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { post, serveStories, skipStories } from "./helpers/serve.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";

@@ -13,7 +13,7 @@ import {
 } from "../src/server/tools.js";
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
-import { renderWithJinja2, skipWithoutJinja2 } from "./helpers/jinja2.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { rng } from "./helpers/rng.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
@@ -236,11 +236,7 @@ test("gbnfAlternatives: two grammars with the same rule names, renamed apart; st
   const b = 'root ::= item+\nitem ::= "[x]"';
   const g = parseGbnf(gbnfAlternatives([a, b]));
   const m = new GrammarMatcher(g);
-  const admits = (text: string) => {
-    let st = m.initial();
-    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-    return GrammarMatcher.complete(st);
-  };
+  const admits = (text: string) => grammarAdmits(m, text);
   assert.ok(admits("root ab"));
   assert.ok(admits('root "item"c'));
   assert.ok(admits("[x][x]"));
@@ -250,6 +246,14 @@ test("gbnfAlternatives: two grammars with the same rule names, renamed apart; st
 
 
 /** the reply as the client sees it: what the stream's deltas add up to, chunk by chunk as the server sends them */
+/** whether a grammar (GBNF text or a matcher) takes the whole of `text` */
+function grammarAdmits(grammar: string | GrammarMatcher, text: string): boolean {
+  const m = typeof grammar === "string" ? new GrammarMatcher(parseGbnf(grammar)) : grammar;
+  let st = m.initial();
+  for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+  return GrammarMatcher.complete(st);
+}
+
 function chunksOf(deltas: readonly ReplyDelta[], finish: string): unknown[] {
   const head = { id: "chatcmpl-x", object: "chat.completion.chunk", created: 0, model: "m" };
   const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
@@ -478,10 +482,7 @@ describe("llama.cpp's templates: calls rendered by the template read back as the
         // the grammar of a required call (parallel: several) admits the turn, less any reasoning before it
         const close = syntax.thinking?.close;
         const callsOnly = (close && turn.includes(close) ? turn.slice(turn.indexOf(close) + close.length) : turn).trim();
-        const m = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, format, { templateSource: source })));
-        let st = m.initial();
-        for (const ch of callsOnly) st = m.advance(st, ch.codePointAt(0)!);
-        assert.ok(GrammarMatcher.complete(st), `${name}: the grammar refuses ${JSON.stringify(callsOnly)}`);
+        assert.ok(grammarAdmits(toolCallGrammar(tools, format, { templateSource: source }), callsOnly), `${name}: the grammar refuses ${JSON.stringify(callsOnly)}`);
       }
     });
   }
@@ -552,12 +553,7 @@ test("the generic format (a template without calls of its own): told how to answ
   assert.equal(shown.length, 2);
   assert.match(shown[0]!.content, /^Be brief\.\n\n.*"tool_calls".*"response"/);
   assert.equal(messagesForTemplate([{ role: "user", content: "x" }], plain, tools)[0]!.role, "system");
-  const admits = (g: string, text: string) => {
-    const m = new GrammarMatcher(parseGbnf(g));
-    let st = m.initial();
-    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-    return GrammarMatcher.complete(st);
-  };
+  const admits = grammarAdmits;
   const call = '{"tool_calls": [{"name": "get_time", "arguments": {"zone": "CET"}}]}';
   const answer = '{"response": "It is sunny."}';
   assert.ok(admits(toolCallGrammar(tools, "generic"), call));
@@ -684,11 +680,7 @@ test("Qwen3-Coder's required-call grammar admits what the parser reads: required
   };
   const tools = toolsOf({ tools: [edit, five, { type: "function", function: { name: "python", parameters: { type: "object", properties: { code: { type: "string" } }, required: ["code"] } } }], tool_choice: "required" })!;
   const grammar = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, "qwen3-coder")));
-  const admits = (text: string) => {
-    let st = grammar.initial();
-    for (const ch of text) st = grammar.advance(st, ch.codePointAt(0)!);
-    return GrammarMatcher.complete(st);
-  };
+  const admits = (text: string) => grammarAdmits(grammar, text);
   const syntax = replySyntaxOf("<tool_call><function=<parameter=", tools, undefined, "deepseek")!;
   const call = (name: string, params: [string, string][]) => `<tool_call>\n<function=${name}>\n${params.map(([p, v]) => `<parameter=${p}>\n${v}\n</parameter>\n`).join("")}</function>\n</tool_call>`;
   const cases: [string, string][] = [
@@ -744,11 +736,7 @@ test("Qwen3-Coder: a parameter a string may satisfy (a nullable string, a date) 
     tool_choice: "required",
   })!;
   const grammar = new GrammarMatcher(parseGbnf(toolCallGrammar(tools, "qwen3-coder")));
-  const admits = (text: string) => {
-    let st = grammar.initial();
-    for (const ch of text) st = grammar.advance(st, ch.codePointAt(0)!);
-    return GrammarMatcher.complete(st);
-  };
+  const admits = (text: string) => grammarAdmits(grammar, text);
   const syntax = replySyntaxOf("<tool_call><function=<parameter=", tools, undefined, "deepseek")!;
   const call = (name: string, param: string, value: string) => `<tool_call>\n<function=${name}>\n<parameter=${param}>\n${value}\n</parameter>\n</function>\n</tool_call>`;
   for (const [name, param, value, args] of [
@@ -767,12 +755,7 @@ test("Qwen3-Coder: a parameter a string may satisfy (a nullable string, a date) 
 });
 
 test("a required call's grammar admits reasoning before the calls, as llama.cpp's do: between its markers at the start, or up to its close after a prompt that opened it", { skip: skipWithoutLlamaCppTemplates() }, () => {
-  const admits = (g: string, text: string) => {
-    const m = new GrammarMatcher(parseGbnf(g));
-    let st = m.initial();
-    for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-    return GrammarMatcher.complete(st);
-  };
+  const admits = grammarAdmits;
   const tools = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required" })!;
   const ministral = llamaCppTemplate("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
   const g = toolCallGrammar(tools, "mistral-args", { thinking: thinkingOf(ministral, ""), templateSource: ministral });

@@ -1,12 +1,11 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { join } from "node:path";
-import { PROJECT_ROOT } from "./shared.js";
+import { fileURLToPath } from "node:url";
 
 /**
- * Python's jinja2 set up as Hugging Face transformers sets it up (jinja-oracle.py): the judge of
- * how a chat template renders.
+ * Python's jinja2 set up as Hugging Face transformers sets it up (jinja2-oracle.py beside this
+ * file): the judge of how a chat template renders, for the tests and scripts/fuzz-jinja.ts.
  */
-const ORACLE = join(PROJECT_ROOT, "test", "helpers", "jinja-oracle.py");
+const ORACLE = fileURLToPath(new URL("jinja2-oracle.py", import.meta.url));
 
 /** why jinja2 cannot judge here, or false when it can */
 export const skipWithoutJinja2: string | false = spawnSync("python3", ["-c", "import jinja2"], { stdio: "ignore" }).status === 0
