@@ -8,9 +8,19 @@
  *
  *   node --import tsx scripts/bench-reply-parser.ts [pieces=20000]
  */
+import { UsageError } from "../src/cli/args.js";
 import { ReplyStream, type ReplySyntax } from "../src/server/reply-parser.js";
+import { scriptOptions } from "./script-args.js";
 
-const pieces = Number(process.argv[2] ?? 20000);
+const USAGE = `usage: node --import tsx scripts/bench-reply-parser.ts [pieces]
+
+  pieces   how many token-sized pieces each reply grows to (default 20000, at least 1000)`;
+const pieces = scriptOptions(USAGE, {}, (_values, positionals) => {
+  if (positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[1])}`);
+  const n = Number(positionals[0] ?? 20000);
+  if (!Number.isInteger(n) || n < 1000) throw new UsageError(`pieces: expected an integer of at least 1000, got ${JSON.stringify(positionals[0])}`);
+  return n;
+});
 const names = new Set(["write_file"]);
 const calls = (format: "hermes" | "qwen3-coder") => ({ format, names, parallel: true, stringParameters: new Map([["write_file", new Set(["content", "path"])]]) });
 
