@@ -1,7 +1,7 @@
 import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
-  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
-  pyInt, rangeOf, toFixed, toJson, truthy, tuple, typeName, type Value,
+  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Value,
 } from "./values.js";
 
 /*
@@ -124,6 +124,19 @@ const FILTERS: Record<string, Filter> = {
     return sorted(pairs, (p) => ignoreCase((p as Value[])[by === "key" ? 0 : 1]!, arg(args, kwargs, 0, "case_sensitive", false)), truthy(arg(args, kwargs, 2, "reverse", false)));
   },
   escape: (v) => (v instanceof Markup ? v : new Markup(escapeHtml(str(v)))),
+  // Python's float(value), then "%.1f" of the value in the largest unit it reaches (past Y, still Y)
+  filesizeformat: (v, args, kwargs, ctx) => {
+    const bytes = isNumber(v) ? num(v) : isStr(v) ? (parseFloatStrict(strOf(v)) ?? fail(`could not convert string to float: ${repr(v)}`))
+      : fail(`float() argument must be a string or a real number, not '${typeName(v)}'`);
+    const binary = truthy(arg(args, kwargs, 0, "binary", false)), base = binary ? 1024 : 1000;
+    if (bytes === 1) return "1 Byte";
+    if (bytes < base) return Number.isFinite(bytes) ? `${str(pyInt(Math.trunc(bytes)))} Bytes` : fail("cannot convert float infinity to integer");
+    const prefixes = binary ? ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"] : ["kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"];
+    // Python divides by the exact int base ** (i + 2), converted to the nearest float
+    const unitOf = (i: number) => Number(BigInt(base) ** BigInt(i + 2));
+    const reached = prefixes.findIndex((_, j) => bytes < unitOf(j)), at = reached < 0 ? prefixes.length - 1 : reached;
+    return `${percentFormat("%.1f", tuple([new Float((base * bytes) / unitOf(at))]), ctx)} ${prefixes[at]}`;
+  },
   first: (v) => {
     const items = iterate(v);
     return items.length ? items[0]! : new Undefined("No first item, sequence was empty.");
@@ -216,6 +229,16 @@ const FILTERS: Record<string, Filter> = {
   },
   max: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, true),
   min: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, false),
+  // Python's random.choice: len(), then an item by a random index (a dict's by that index as a key: a KeyError unless it has it)
+  random: (v) => {
+    const n = v instanceof Generator ? fail("object of type 'generator' has no len()") : length(v);
+    if (n === 0) return new Undefined("No random item, sequence was empty.");
+    const i = Math.floor(Math.random() * n);
+    if (isDict(v)) return dictGet(v, i) ?? fail(`${i}`);
+    if (v instanceof DictView) fail(`'${v.type}' object is not subscriptable`);
+    if (isStr(v)) { const c = [...strOf(v)][i]!; return v instanceof Markup ? new Markup(c) : c; }
+    return iterate(v)[i]!;
+  },
   reject: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, false, false),
   rejectattr: (v, args, _kw, ctx) => selectOrReject(v, args, ctx, false, true),
   replace: (v, args, kwargs, ctx) => {
@@ -317,7 +340,29 @@ const FILTERS: Record<string, Filter> = {
     return out;
   }, "sync_do_unique"),
   upper: (v) => str(v).toUpperCase(),
+  // jinja2's url_quote: a str (or what is not iterable, as str()) quoted with "/" kept; a dict or pairs as a query string
+  urlencode: (v) => {
+    if (isStr(v) || !(Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined)) return urlQuote(str(v), false);
+    const pairs = isDict(v) ? [...v].map(([k, x]) => [k, x] as Value[]) : iterate(v).map((p) => {
+      const kv = isStr(p) ? [...strOf(p)] : Array.isArray(p) || isDict(p) || p instanceof DictView || p instanceof Generator ? iterate(p) : fail(`cannot unpack non-iterable ${typeName(p)} object`);
+      return kv.length === 2 ? kv : fail(kv.length < 2 ? `not enough values to unpack (expected 2, got ${kv.length})` : "too many values to unpack (expected 2)");
+    });
+    return pairs.map(([k, x]) => `${urlQuote(str(k!), true)}=${urlQuote(str(x!), true)}`).join("&");
+  },
   wordcount: (v) => (str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length,
+  // autoescape is off (transformers' environment): a str, with the values (not none, not undefined) escaped
+  xmlattr: (v, args, kwargs) => {
+    if (!isDict(v)) fail(`'${typeName(v)}' object has no attribute 'items'`);
+    const items: string[] = [];
+    for (const [k, x] of v as Map<Value, Value>) {
+      if (x === null || x instanceof Undefined) continue;
+      if (!isStr(k)) fail("expected string or bytes-like object");
+      if (/[ \t\n\r\f\v/>=]/.test(strOf(k as string))) fail(`Invalid character in attribute name: ${repr(k)}`);
+      items.push(`${escapeHtml(strOf(k as string))}="${x instanceof Markup ? x.s : escapeHtml(str(x))}"`);
+    }
+    const out = items.join(" ");
+    return truthy(arg(args, kwargs, 0, "autospace", true)) && out ? ` ${out}` : out;
+  },
 };
 FILTERS.d = FILTERS.default!;
 FILTERS.e = FILTERS.escape!;
@@ -328,7 +373,7 @@ export const hasFilter = (name: string): boolean => Object.hasOwn(FILTERS, name)
  * jinja2's filters tsllm does not have (no chat template is known to use them): a template naming
  * one still loads, as in jinja2, and fails only if it reaches it
  */
-const NOT_IMPLEMENTED = new Set(["filesizeformat", "pprint", "random", "urlencode", "urlize", "wordwrap", "xmlattr"]);
+const NOT_IMPLEMENTED = new Set(["pprint", "urlize", "wordwrap"]);
 /** whether jinja2 knows a filter (the compile-time check refuses only a name jinja2 refuses) */
 export const jinja2HasFilter = (name: string): boolean => hasFilter(name) || NOT_IMPLEMENTED.has(name);
 /** why a filter cannot be applied: one jinja2 has and tsllm does not, or one neither has */
@@ -349,6 +394,18 @@ function groupTuple(key: Value, items: Value[]): Value[] {
 }
 /** the named members of a groupby item, if it is one */
 export const groupMembers = (v: Value[]): PyObject | undefined => GROUPS.get(v);
+
+/** urllib.parse.quote_from_bytes of the UTF-8 bytes, "/" kept unless for a query string, where a space is "+" */
+function urlQuote(s: string, forQuery: boolean): string {
+  if (/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)) fail("'utf-8' codec can't encode a lone surrogate: surrogates not allowed");
+  const keep = forQuery ? /[A-Za-z0-9_.~-]/ : /[A-Za-z0-9_.~/-]/;
+  let out = "";
+  for (const b of new TextEncoder().encode(s)) {
+    const c = String.fromCharCode(b);
+    out += b < 128 && keep.test(c) ? c : forQuery && b === 32 ? "+" : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
 
 /** markupsafe.escape */
 export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" })[c]!);

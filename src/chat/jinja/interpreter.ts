@@ -603,7 +603,7 @@ export class Interpreter implements FilterContext {
 const UNDEFINED_OK = new Set([
   "default", "d", "string", "trim", "upper", "lower", "title", "capitalize", "replace", "striptags", "wordcount", "center", "truncate", "format",
   "length", "count", "list", "items", "groupby", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
-  "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson",
+  "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson", "random", "urlencode",
 ]);
 
 const keyable = (v: Value): boolean => v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint" || typeof v === "boolean" || v instanceof Float || v instanceof Markup;
