@@ -205,7 +205,9 @@ export function reprFloat(x: number): string {
  * a tie to even (JS's toFixed rounds a tie away from zero: 2.25 -> "2.3" where Python has "2.2")
  */
 export function toFixed(x: number, digits: number): string {
-  if (!Number.isFinite(x) || Math.abs(x) >= 1e21) return x.toFixed(digits);
+  if (!Number.isFinite(x)) return x.toFixed(digits);
+  // JS's toFixed writes 1e21 and past with an exponent; Python writes every digit (a double that large is an integer, which BigInt keeps exact)
+  if (Math.abs(x) >= 1e21) return `${BigInt(x)}${digits > 0 ? `.${"0".repeat(digits)}` : ""}`;
   // toFixed gives the exact decimal expansion with enough digits (a double's fraction has at most 1074)
   const exact = x.toFixed(Math.min(100, digits + 40));
   const tail = exact.slice(exact.indexOf(".") + 1 + digits);
