@@ -251,9 +251,10 @@ export class Model {
    * its own. Passes hold at most `passTokens` rows (the scratch grows with them): short sequences
    * share one, a long one runs in chunks through its cache (attention is causal, so a chunk's
    * rows are what the whole sequence's would be). Each pass is queued behind the engine's (they
-   * share the activations).
+   * share the activations). `signal` stops the call while it waits for a pass's turn, or between
+   * passes (a pass begun is not cut), rejecting with its reason.
    */
-  async hiddenStates(sequences: readonly (readonly number[])[], passTokens = 512): Promise<Float32Array[]> {
+  async hiddenStates(sequences: readonly (readonly number[])[], passTokens = 512, signal?: AbortSignal): Promise<Float32Array[]> {
     this.assertUsable();
     if (!Number.isInteger(passTokens) || passTokens < 1) throw new RangeError(`passTokens: expected a positive integer, got ${String(passTokens)}`);
     const lm = this.languageModel, d = this.info.embeddingLength;
@@ -269,7 +270,7 @@ export class Model {
         if (take > 0) parts.push({ seq: j, tokens: sequences[j]!.slice(done[j]!, done[j]! + take) });
         rows += take;
       }
-      const hidden = await exclusive(lm, () => lm.hiddenStatesAsync(parts.map((p) => ({ tokens: p.tokens, cache: caches[p.seq]! }))));
+      const hidden = await exclusive(lm, () => lm.hiddenStatesAsync(parts.map((p) => ({ tokens: p.tokens, cache: caches[p.seq]! }))), signal);
       parts.forEach((p, k) => {
         out[p.seq]!.set(hidden[k]!, done[p.seq]! * d);
         done[p.seq]! += p.tokens.length;

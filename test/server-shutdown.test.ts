@@ -10,6 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { parsePrometheusText, sampleValue } from "../scripts/prometheus-text.js";
+import { exclusive } from "../src/engine/index.js";
+import type { Model } from "../src/index.js";
 import { post, serveStories, skipStories as skip, spawnServe, until } from "./helpers/serve.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-shutdown-"));
@@ -261,4 +263,41 @@ test("embeddings past the grace period: cut before their next pass (503 shutting
   const r = await answer;
   assert.equal(r.status, 503, JSON.stringify(r.json));
   assert.equal(r.json.error.code, "shutting_down");
+});
+
+/** holds `model`'s pass queue (as a long pass of its engine would) until the returned function is called */
+function holdPasses(model: Model): () => void {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  void exclusive(model.languageModel, () => held);
+  return release;
+}
+
+test("an embedding request waiting for its turn behind the model's passes when the drain starts is refused at once (503, Retry-After, Connection: close), and the passes queued behind it keep their order", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 1 });
+  const release = holdPasses(s.model);
+  try {
+    let settled = false;
+    const answer = post(`${s.url}/v1/embeddings`, { input: "Once upon a time" }).finally(() => (settled = true));
+    // (the server's own count: no outside signal says the request reached its wait)
+    await until(() => s.server["inFlight"].size === 1, "the embedding request to wait for its pass");
+    const later: string[] = [];
+    const behind = exclusive(s.model.languageModel, async () => void later.push("a pass queued behind the refused one"));
+    const closing = s.server.close(60_000);
+    // without the refusal the request would wait for the held pass, which ends only below
+    await until(() => settled, "the waiting embedding request to be refused");
+    const r = await answer;
+    assert.equal(r.status, 503, JSON.stringify(r.json));
+    assert.equal(r.json.error.code, "shutting_down");
+    assert.equal(r.headers.get("retry-after"), "1");
+    assert.equal(r.headers.get("connection"), "close");
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(later, [], "a pass queued behind the refused one ran while the pass before it was under way");
+    release();
+    await behind;
+    await closing;
+  } finally {
+    release();
+    s.model.dispose();
+  }
 });

@@ -44,20 +44,42 @@ const passQueues = new WeakMap<LanguageModel, Promise<void>>();
  * Runs `pass` once every pass queued before it on `model` has ended. A model's passes share its
  * activation buffers, so one paused mid-way (an engine giving its event loop a turn) makes any
  * other refuse to start; one model may be driven from several places at once: its own engine and
- * the speculative requests of other models' engines that draft with it.
+ * the speculative requests of other models' engines that draft with it. `signal` gives up the
+ * wait (rejecting with its reason); a pass begun is not cut. A pass given up still hands its turn
+ * on only once those before it have ended, so the passes queued behind it keep their order.
  */
-export async function exclusive<T>(model: LanguageModel, pass: () => Promise<T>): Promise<T> {
+export async function exclusive<T>(model: LanguageModel, pass: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   const before = passQueues.get(model);
   let release!: () => void;
   const mine = new Promise<void>((resolve) => (release = resolve));
   passQueues.set(model, mine);
-  if (before) await before;
-  try {
-    return await pass();
-  } finally {
+  const handOn = () => {
     release();
     if (passQueues.get(model) === mine) passQueues.delete(model);
+  };
+  let began = false;
+  try {
+    if (before) await (signal ? untilAborted(before, signal) : before);
+    signal?.throwIfAborted();
+    began = true;
+    return await pass();
+  } finally {
+    if (began || !before) handOn();
+    else void before.then(handOn);
   }
+}
+
+/** `wait`, or the signal's reason as a rejection once it is aborted */
+function untilAborted(wait: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    void wait.then(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    });
+  });
 }
 
 /**

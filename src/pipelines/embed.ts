@@ -30,6 +30,11 @@ export interface EmbedOptions {
    * encode(prompt_name=...); without prompt or promptName the folder's default_prompt_name applies
    */
   readonly promptName?: string;
+  /**
+   * a generative model's embeddings (embeddingsOf): stops the call while it waits behind the
+   * model's other passes (its engine's), or between passes, rejecting with the signal's reason
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** the prompt options alone: what decides an input's tokens */
@@ -235,7 +240,7 @@ export interface DecoderEmbeddingModel {
    */
   readonly poolingNone: boolean;
   /** every token's hidden state after the final norm, as they are (llama.cpp's pooling "none"), per input (truncated as embed()) */
-  tokenEmbeddings(inputs: readonly EmbeddingInput[], options?: PromptOptions): Promise<Float32Array[][]>;
+  tokenEmbeddings(inputs: readonly EmbeddingInput[], options?: PromptOptions & Pick<EmbedOptions, "signal">): Promise<Float32Array[][]>;
   /** frees the model */
   dispose(): void;
 }
@@ -286,7 +291,7 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
   return {
     path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling, poolingNone: st === undefined && (code === undefined || code === 0),
     tokenEmbeddings: async (inputs, options = {}) =>
-      (await model.hiddenStates(tokenize(inputs, options).map(cut), DECODER_PASS_TOKENS)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
+      (await model.hiddenStates(tokenize(inputs, options).map(cut), DECODER_PASS_TOKENS, options.signal)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
     countTokens: (inputs, options) => tokenize(inputs, options).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize,
     embed: async (inputs, options = {}) => {
@@ -296,7 +301,7 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       const sequences = tokenize(inputs, options).map(cut);
       for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
       // each input's rows are its own in any pass, so a batch equals one by one
-      return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS)).map((h) => pooled(h, d, p, dims, normalize));
+      return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS, options.signal)).map((h) => pooled(h, d, p, dims, normalize));
     },
     dispose: () => model.dispose(),
   };

@@ -18,8 +18,10 @@ export interface EmbeddingsRoute {
   /** cut inputs past the model's tokens when a request does not say (`truncate`); else they are a 400 */
   readonly autoTruncate: boolean;
   readonly writeTimeoutMs: number;
-  /** aborted when a shutdown cancels the request: it stops before its next pass, answering the abort's reason */
+  /** aborted when a shutdown cancels the request: it stops before its next pass (or its wait for one), answering the abort's reason */
   readonly signal?: AbortSignal;
+  /** told once the request's first vectors are computed (until then a shutdown may refuse it as not begun) */
+  readonly began?: () => void;
 }
 
 /**
@@ -69,9 +71,9 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     for (let i = 0; i < tokens.length; i += EMBED_CHUNK) {
       if (i > 0) await new Promise((r) => setImmediate(r));
       if (res.destroyed) return;
-    route.signal?.throwIfAborted();
       route.signal?.throwIfAborted();
-      for (const rows of await model.tokenEmbeddings(tokens.slice(i, i + EMBED_CHUNK))) perToken.push(rows.map((v) => Array.from(v.subarray(0, dimensions ?? v.length))));
+      for (const rows of await model.tokenEmbeddings(tokens.slice(i, i + EMBED_CHUNK), { signal: route.signal })) perToken.push(rows.map((v) => Array.from(v.subarray(0, dimensions ?? v.length))));
+      route.began?.();
     }
     await sendJson(res, 200, perToken.map((embedding, index) => ({ index, embedding })), {}, writeTimeoutMs);
     return;
@@ -83,7 +85,8 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     if (res.destroyed) return;
     route.signal?.throwIfAborted();
     // embd_normalize applies to the raw vector, as llama-server's (a decoder's embeddings are otherwise L2-normalized, its default 2)
-    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions, ...(normalization === undefined ? {} : { normalize: false }) })));
+    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions, signal: route.signal, ...(normalization === undefined ? {} : { normalize: false }) })));
+    route.began?.();
   }
   if (normalization !== undefined) vectors.forEach((v) => normalizeLikeLlamaServer(v, normalization));
   if (api === "llama") {

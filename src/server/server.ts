@@ -403,11 +403,13 @@ export class OpenAIServer {
   }
 
   private async embeddings(body: Body, res: ServerResponse, api: EmbeddingsApi): Promise<void> {
-    // tracked as a running generation is (embeddings compute at once, a pass at a time, so none
-    // counts as queued): a shutdown past its grace period stops it before its next pass
+    // tracked as a generation is: on a generative model, until its first vectors it is queued (its
+    // passes wait behind the engine's and each other's), so a shutdown refuses it at once; an
+    // encoder's computes at once. Once begun, it is stopped past the grace period before its next pass
     const controller = new AbortController();
-    this.inFlight.set(controller, () => false);
-    const running = this.computeEmbeddings(body, res, { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs, signal: controller.signal });
+    let begun = false;
+    this.inFlight.set(controller, () => !begun && !this.embedder);
+    const running = this.computeEmbeddings(body, res, { api, autoTruncate: this.options.autoTruncate ?? false, writeTimeoutMs: this.writeTimeoutMs, signal: controller.signal, began: () => (begun = true) });
     this.embeddingRequests.add(running);
     try {
       await running;
