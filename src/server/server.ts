@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { basename } from "node:path";
 import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
+import { exclusive } from "../engine/index.js";
 import type { Model } from "../llm.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
@@ -199,13 +200,27 @@ export class OpenAIServer {
       const cancelled = new ApiError(503, "the server shut down before the request finished; retry it", "server_error", null, "shutting_down", { Connection: "close" });
       for (const c of this.inFlight.keys()) c.abort(cancelled);
       // aborted requests leave at the engine's next step and end their responses
-      const deadline = Date.now() + 5_000;
-      while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await this.inFlightLeft(5_000);
+      // a pass under way (a long prompt chunk) cannot be cut: its requests leave once it ends, and
+      // answer before their connections are closed
+      if (this.model && this.inFlight.size > 0) {
+        await exclusive(this.model.languageModel, async () => {});
+        await this.inFlightLeft(5_000);
+      }
     }
+    // the caller disposes the model next: the passes queued on it so far end first (each ends,
+    // and none is started for a request gone)
+    if (this.model) await exclusive(this.model.languageModel, async () => {});
     this.http.closeAllConnections();
     // (an embedding pass can outlast the wait above; the model must outlive it)
     await Promise.allSettled(this.embeddingRequests);
     await closed;
+  }
+
+  /** resolves once every request in flight has left, or after `ms` */
+  private async inFlightLeft(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   }
 
   private route(method: string, path: string, handler: Handler): void {
