@@ -30,7 +30,7 @@ const FILTERS = [
   "items", "dictsort", "map('upper')", "map('string')", "map(attribute='role')", "select('odd')", "reject('none')", "select", "selectattr('role', 'equalto', 'user')",
   "rejectattr('role')", "replace('a', 'b')", "truncate(5)", "center(7)", "indent(2)", "wordcount", "batch(2)", "slice(2)", "count", "e", "safe", "striptags",
   "int(0, 16)", "float(1.5)", "trim('a')", "list|length", "join('-')", "groupby('role')", "d", "unique|list", "attr('role')", "format(1, 2)",
-  "filesizeformat", "filesizeformat(true)", "xmlattr", "xmlattr(false)", "urlencode", "random is defined",
+  "filesizeformat", "filesizeformat(true)", "xmlattr", "xmlattr(false)", "urlencode", "random is defined", "wordwrap(5)", "wordwrap(3, false, '|')",
 ];
 const STR_METHODS = ["upper()", "lower()", "strip()", "split(',')", "split()", "startswith('a')", "endswith('c')", "replace('a', 'x')", "title()", "find('b')", "count('a')",
   "lstrip()", "rstrip(' ')", "capitalize()", "splitlines()", "isdigit()", "zfill(4)", "center(6, '*')", "rsplit(',', 1)", "partition(',')", "format(1, 'q')", "join(['1', '2'])"];

@@ -553,6 +553,19 @@ const MORE_FILTERS: [string, Context][] = [
   ["{{ '%.1f|%f|%.0f|%.2f' % (1e21, -1e300, 2.5e22, 1e22) }}|{{ '{:.2f}|{:f}|{:.1%}'.format(1e22, 12345678901234567890123.0, 1e20) }}|{{ (1e22)|round(1) }}", f()],
 ];
 
+/** wordwrap (textwrap.wrap of each line): long words, hyphens, em-dashes, whitespace runs, wrapstring */
+const LOREM = "Lorem ipsum dolor sit amet, consectetur-adipiscing elit; sed do eiusmod  tempor\tincididunt ut labore -- et dolore magna---aliqua. Supercalifragilisticexpialidocious-and-more-words x--y ab-cd a-b-c 日本語の文章 😀😀😀😀 éé-éé  ";
+const WRAPS: [string, Context][] = [
+  ...["", "(10)", "(5)", "(1)", "(3, false)", "(8, true, '<br>')", "(12, break_on_hyphens=false)", "(6, false, '|', false)", "(20, wrapstring='\\n> ')", "(0)", "(-1)", "(79)", "(4)", "(7, true, none, false)"]
+    .flatMap((a) => [[`{{ s|wordwrap${a} }}`, vars({ s: LOREM })], [`{{ t|wordwrap${a} }}`, vars({ t: "first line\nsecond  line is longer than the rest\r\n\nlast--one-two- ---  -x- x-  \n" })], [`{{ ''|wordwrap${a} }}`, f()]] as [string, Context][]),
+  ["{{ 5|wordwrap }}", f()], ["{{ u|wordwrap }}", f()], ["{{ ('a <b>'|safe)|wordwrap(3) }}", f()],
+];
+
+test("wordwrap renders as jinja2 renders it, and fails where jinja2 fails", { skip }, () => {
+  const found = WRAPS.flatMap(([source, context], i) => differences(source, `wordwrap ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
 test("filesizeformat, xmlattr and urlencode render as jinja2 renders them, and fail where jinja2 fails", { skip }, () => {
   const found = MORE_FILTERS.flatMap(([source, context], i) => differences(source, `filter ${i}`, [{ name: source, context }]));
   assert.deepEqual(found, []);

@@ -350,6 +350,17 @@ const FILTERS: Record<string, Filter> = {
     return pairs.map(([k, x]) => `${urlQuote(str(k!), true)}=${urlQuote(str(x!), true)}`).join("&");
   },
   wordcount: (v) => (str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length,
+  // textwrap.wrap of each line (expand_tabs and replace_whitespace off), the lines joined with wrapstring
+  wordwrap: (v, args, kwargs) => {
+    if (!isStr(v)) fail(`'${typeName(v)}' object has no attribute 'splitlines'`);
+    const width = Number(num(arg(args, kwargs, 0, "width", 79) as number));
+    const breakLong = truthy(arg(args, kwargs, 1, "break_long_words", true));
+    const wrapstring = arg(args, kwargs, 2, "wrapstring", null);
+    const hyphens = truthy(arg(args, kwargs, 3, "break_on_hyphens", true));
+    const join = wrapstring === null ? "\n" : str(wrapstring);
+    // Python's "".splitlines() is [] (splitLines gives [""]): no line, so no check of the width
+    return (str(v) === "" ? [] : splitLines(str(v))).map((line) => textWrap(line, width, breakLong, hyphens).join(join)).join(join);
+  },
   // autoescape is off (transformers' environment): a str, with the values (not none, not undefined) escaped
   xmlattr: (v, args, kwargs) => {
     if (!isDict(v)) fail(`'${typeName(v)}' object has no attribute 'items'`);
@@ -373,7 +384,7 @@ export const hasFilter = (name: string): boolean => Object.hasOwn(FILTERS, name)
  * jinja2's filters tsllm does not have (no chat template is known to use them): a template naming
  * one still loads, as in jinja2, and fails only if it reaches it
  */
-const NOT_IMPLEMENTED = new Set(["pprint", "urlize", "wordwrap"]);
+const NOT_IMPLEMENTED = new Set(["pprint", "urlize"]);
 /** whether jinja2 knows a filter (the compile-time check refuses only a name jinja2 refuses) */
 export const jinja2HasFilter = (name: string): boolean => hasFilter(name) || NOT_IMPLEMENTED.has(name);
 /** why a filter cannot be applied: one jinja2 has and tsllm does not, or one neither has */
@@ -394,6 +405,42 @@ function groupTuple(key: Value, items: Value[]): Value[] {
 }
 /** the named members of a groupby item, if it is one */
 export const groupMembers = (v: Value[]): PyObject | undefined => GROUPS.get(v);
+
+/** textwrap's chunks: whitespace runs, words, and (breaking on hyphens) the pieces of hyphenated words and em-dashes */
+const WS = "[\\t\\n\\v\\f\\r ]", WP = "[\\p{L}\\p{N}_!\"'&.,?]", LT = "[\\p{L}\\p{Nl}\\p{No}_]";
+const WORDSEP = new RegExp(`(${WS}+|(?<=${WP})-{2,}(?=[\\p{L}\\p{N}_])|[^\\t\\n\\v\\f\\r ]+?(?:-(?:(?<=${LT}{2}-)|(?<=${LT}-${LT}-))(?=${LT}-?${LT})|(?=${WS}|$)|(?<=${WP})(?=-{2,}[\\p{L}\\p{N}_])))`, "u");
+const WORDSEP_SIMPLE = new RegExp(`(${WS}+)`, "u");
+/** Python's str.strip() == "" */
+const blank = (s: string) => /^[\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/.test(s);
+/** textwrap.TextWrapper(width, break_long_words, break_on_hyphens, expand_tabs=False, replace_whitespace=False).wrap(text); lengths in code points */
+function textWrap(text: string, width: number, breakLong: boolean, hyphens: boolean): string[] {
+  if (width <= 0) fail(`invalid width ${width} (must be > 0)`);
+  const chunks = text.split(hyphens ? WORDSEP : WORDSEP_SIMPLE).filter(Boolean).map((c) => [...c]).reverse();
+  const lines: string[] = [];
+  while (chunks.length) {
+    const line: string[][] = [];
+    let len = 0;
+    if (blank(chunks.at(-1)!.join("")) && lines.length) chunks.pop();
+    while (chunks.length && len + chunks.at(-1)!.length <= width) { len += chunks.at(-1)!.length; line.push(chunks.pop()!); }
+    if (chunks.length && chunks.at(-1)!.length > width) {
+      // _handle_long_word: cut the word at the space left (after its last hyphen there, if any), or put it alone on a line
+      const spaceLeft = width < 1 ? 1 : width - len, chunk = chunks.at(-1)!;
+      if (breakLong) {
+        let end = spaceLeft;
+        if (hyphens && chunk.length > spaceLeft) {
+          const hyphen = chunk.slice(0, spaceLeft).lastIndexOf("-");
+          if (hyphen > 0 && chunk.slice(0, hyphen).some((c) => c !== "-")) end = hyphen + 1;
+        }
+        line.push(chunk.slice(0, end));
+        chunks[chunks.length - 1] = chunk.slice(end);
+      } else if (!line.length) line.push(chunks.pop()!);
+      len = line.reduce((n, c) => n + c.length, 0);
+    }
+    if (line.length && blank(line.at(-1)!.join(""))) line.pop();
+    if (line.length) lines.push(line.map((c) => c.join("")).join(""));
+  }
+  return lines;
+}
 
 /** urllib.parse.quote_from_bytes of the UTF-8 bytes, "/" kept unless for a query string, where a space is "+" */
 function urlQuote(s: string, forQuery: boolean): string {
