@@ -40,7 +40,8 @@ const seams = {
   },
 };
 
-function newestMtime(dir) {
+/** the newest modification time (ms) of any file under `dir` */
+export function newestMtime(dir) {
   let newest = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);
