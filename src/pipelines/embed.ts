@@ -215,25 +215,35 @@ const GGUF_POOLINGS: Readonly<Record<number, Pooling | undefined>> = { 1: "mean"
 const DECODER_PASS_TOKENS = 512;
 
 /**
+ * What an embedding model of either kind (an encoder's, pipeline.ts's EmbeddingModel, or a
+ * decoder's) answers: its tokens and its vectors.
+ */
+export interface EmbeddingVectors {
+  readonly path: string;
+  readonly tokenizer: Tokenizer;
+  readonly dimensions: number;
+  /** tokens one input keeps (max_seq_length, the model's maximum or its context size); longer inputs are truncated */
+  readonly maxTokens: number;
+  /** token counts of the inputs as they would be embedded (after truncation; a text after its prompt) */
+  countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
+  /** the tokens of each input as the model takes them (special tokens, BOS / EOS as the tokenizer adds them, a text after its prompt), before truncation: embed() takes them back as they are */
+  tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
+  /** one vector per input (a decoder's normalized unless `normalize: false`, llama.cpp's embd_normalize 2; an encoder's as its folder says); on any backend */
+  embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** frees the model */
+  dispose(): void;
+}
+
+/**
  * A generative (decoder) model used for embeddings, as llama.cpp's embedding mode: the hidden
  * states after the final norm, pooled, then L2-normalized unless `normalize: false`.
  */
-export interface DecoderEmbeddingModel {
-  readonly path: string;
-  readonly tokenizer: Tokenizer;
+export interface DecoderEmbeddingModel extends EmbeddingVectors {
   readonly info: ModelInfo;
   /** the loaded model the vectors come from */
   readonly model: Model;
-  readonly dimensions: number;
-  /** tokens one input keeps (the model's context size); longer inputs are truncated */
-  readonly maxTokens: number;
   /** the pooling used when a call names none: a sentence-transformers folder's, else the GGUF's `<arch>.pooling_type`, else "lasttoken" */
   readonly pooling: Pooling;
-  countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
-  /** each input's tokens as the model takes them (BOS / EOS as the tokenizer adds them, a text after its prompt), before truncation */
-  tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
-  /** one vector per input; normalized unless `normalize: false` (llama.cpp's embd_normalize 2, its tools' default) */
-  embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   /**
    * llama.cpp's pooling for this model is "none" (a GGUF without `<arch>.pooling_type`, or 0, and
    * no sentence-transformers Pooling): llama-server's POST /embedding then answers every token's vector
@@ -241,8 +251,6 @@ export interface DecoderEmbeddingModel {
   readonly poolingNone: boolean;
   /** every token's hidden state after the final norm, as they are (llama.cpp's pooling "none"), per input (truncated as embed()) */
   tokenEmbeddings(inputs: readonly EmbeddingInput[], options?: PromptOptions & Pick<EmbedOptions, "signal">): Promise<Float32Array[][]>;
-  /** frees the model */
-  dispose(): void;
 }
 
 /**

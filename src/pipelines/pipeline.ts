@@ -1,7 +1,7 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingInput, type EmbedOptions, type PromptOptions } from "./embed.js";
+import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -11,7 +11,6 @@ import { textGeneration, type TextGenerationOptions } from "./text-generation.js
 import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
 import type { ChatMessage } from "../chat/index.js";
 import type { EncoderInfo } from "../models/index.js";
-import type { Tokenizer } from "../tokenizer/index.js";
 
 export type PipelineTask =
   | "text-classification" | "sentiment-analysis"
@@ -108,21 +107,9 @@ export async function pipeline(task: PipelineTask, model?: string, options: Pipe
 }
 
 /** A loaded embedding model (a sentence-transformers folder, or any encoder: mean pooling by default). */
-export interface EmbeddingModel {
-  readonly path: string;
-  readonly tokenizer: Tokenizer;
+export interface EmbeddingModel extends EmbeddingVectors {
   /** hidden size, layers, ... of the encoder */
   readonly info: EncoderInfo;
-  readonly dimensions: number;
-  /** tokens one input keeps (max_seq_length, or the model's maximum); longer inputs are truncated */
-  readonly maxTokens: number;
-  /** token counts of the inputs as they would be embedded (after truncation; a text after its prompt) */
-  countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
-  /** the tokens of each input as the model takes them (special tokens included, a text after its prompt), before truncation: embed() takes them back as they are */
-  tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
-  /** on any backend (a GPU's reads are awaited) */
-  embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
-  dispose(): void;
 }
 
 export async function loadEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel> {
