@@ -120,6 +120,26 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(finish, "length");
   });
 
+  test("a stop string met inside a call: the cut call as read with finish_reason stop, not tool_calls, streamed or not; met after the call's JSON: tool_calls", async () => {
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false,
+      max_tokens: 150, temperature: 0,
+    };
+    for (const [stop, finish] of [[["}"], "stop"], [["</tool_call>"], "tool_calls"]] as const) {
+      const whole = await client.chat.completions.create({ ...request, stop: [...stop] });
+      const c = whole.choices[0]!;
+      const args = (c.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments;
+      assert.equal(c.finish_reason, finish, `${stop}: ${JSON.stringify(c.message)}`);
+      if (finish === "stop") assert.throws(() => JSON.parse(args), SyntaxError, `cut by ${stop}: ${args}`);
+      else assert.ok(validate(JSON.parse(args)), args);
+      const stream = await client.chat.completions.create({ ...request, stop: [...stop], stream: true });
+      const runner = ChatCompletionStream.fromReadableStream(stream.toReadableStream());
+      const streamed = await runner.finalChatCompletion();
+      assert.equal(streamed.choices[0]!.finish_reason, finish, `${stop}, streamed`);
+      assert.equal((streamed.choices[0]!.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments, args);
+    }
+  });
+
   test("with tools offered but no call made (auto), the text streams as it is generated", async () => {
     const stream = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Tell a story" }], tools: [WEATHER], max_tokens: 40, temperature: 0, stream: true });
     const pieces: string[] = [];

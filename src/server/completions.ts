@@ -247,7 +247,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
         role: "assistant", content: calls.length > 0 ? reply.content || null : reply.content,
         ...(reply.reasoning ? { reasoning_content: reply.reasoning } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}), refusal: null,
       };
-      return { index, message, logprobs, finish_reason: finishReasonOf(c.finishReason, calls.length) };
+      return { index, message, logprobs, finish_reason: finishReasonOf(c.finishReason, reply.calls) };
     }
     const echoed = job.echo?.[i] ?? "";
     let logprobs: CompletionLogprobs | null = placed ? ctx.texts.completionLogprobs(placed, echoed.length) : null;
@@ -364,7 +364,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       const last = ++ended === total;
       const parser = parsers?.[index];
       if (parser && !(await sendDeltas(index, parser.end()))) break;
-      const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.callCount), parser ? takeUnsent(index) : null);
+      const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.calls), parser ? takeUnsent(index) : null);
       if (last) {
         const all = await results(ctx, runs);
         observed = true;

@@ -11,13 +11,25 @@ export interface Usage {
 }
 
 /**
- * finish reasons on the wire ("abort" is never sent as one): a reply that made tool calls and
- * ended by itself says "tool_calls"; one cut off by the token limit says "length", calls or not,
- * as OpenAI and llama-server report the limit
+ * finish reasons on the wire ("abort" is never sent as one): a reply cut off by the token limit
+ * says "length", calls or not, as OpenAI and llama-server report the limit; one that made tool
+ * calls says "tool_calls" only when every call is whole, its arguments a complete JSON value. A
+ * call cut short by a stop string (or an end token the model wrote inside it) is kept as read,
+ * as llama.cpp's lenient final parse keeps it, but it is no call a client can make: the reply
+ * says "stop", as OpenAI's does at a stop sequence.
  */
-export function finishReasonOf(r: FinishReason, toolCalls = 0): "stop" | "length" | "tool_calls" {
+export function finishReasonOf(r: FinishReason, calls: readonly { readonly arguments: string }[] = []): "stop" | "length" | "tool_calls" {
   if (r === "length") return "length";
-  return toolCalls > 0 ? "tool_calls" : "stop";
+  return calls.length > 0 && calls.every((c) => isJson(c.arguments)) ? "tool_calls" : "stop";
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function usageOf(results: readonly GenerationResult[]): Usage {

@@ -760,9 +760,9 @@ export class ReplyStream {
 
   constructor(private readonly syntax: ReplySyntax) {}
 
-  /** calls started so far */
-  get callCount(): number {
-    return this.sent.calls.length;
+  /** the calls read so far (once the reply has ended, as the non-streamed answer reads them) */
+  get calls(): readonly ParsedCall[] {
+    return this.sent.calls;
   }
 
   push(delta: string): ReplyDelta[] {
