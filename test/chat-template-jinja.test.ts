@@ -346,6 +346,32 @@ test("an int past 2^53 ('12345678901234567890'|int, 2 ** 60) is exact, as Python
   assert.deepEqual(found, []);
 });
 
+// Python compares an int with a float exactly: 2 ** 53 + 1 is more than 2.0 ** 53, though it rounds to it as a double
+const INT_VERSUS_FLOAT: [string, Context][] = [
+  ["{{ 2 ** 53 + 1 > 2.0 ** 53 }}|{{ 2 ** 53 + 1 == 2.0 ** 53 }}|{{ 2.0 ** 53 < 2 ** 53 + 1 }}|{{ 2 ** 53 == 2.0 ** 53 }}|{{ -(2 ** 53) - 1 < -(2.0 ** 53) }}|{{ 10 ** 400 > 1e308 }}|{{ -(10 ** 400) < -1e308 }}", f()],
+  ["{{ [2 ** 53 + 1, 2.0 ** 53]|max }}|{{ [2.0 ** 53, 2 ** 53 + 1]|min }}|{{ 2 ** 53 + 1 in [2.0 ** 53] }}|{{ [2 ** 53 + 1, 2.0 ** 53]|unique|list }}|{{ [2.0 ** 53, 2 ** 53 + 1]|sort }}|{{ 3 < 3.5 }}|{{ -3 < -3.5 }}|{{ 10 ** 30 == 1e30 }}", f()],
+];
+
+test("an int compared with a float is compared exactly, as Python compares them, not rounded to a double", { skip }, () => {
+  const found = INT_VERSUS_FLOAT.flatMap(([source, context], i) => differences(source, `int vs float ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
+// a dict's key is hashed as Python hashes it (1, 1.0 and True alike, a tuple by its items) and written as it was first set
+const DICT_KEYS: [string, Context][] = [
+  ["{{ {(1, 2): 3} }}|{{ {(1, 2): 3}[(1.0, 2)] }}|{{ (1, 2) in {(1, 2): 3} }}|{{ {(1, 2): 3}[(1, [2])] }}|{{ {('a', (1,)): 'x'}.get(('a', (true,))) }}|{{ dict([((1, 2), 'v')]) }}", f()],
+  ["{% for k, v in {(1, 'a'): 2, 2.5: 1}.items() %}{{ k }}={{ v }};{% endfor %}{% for k in {(1, 'a'): 2} %}{{ k[1] }}{% endfor %}|{{ {(2, 1): 'b', (1, 2): 'a'}|dictsort }}", f()],
+  ["{{ {true: 1, 1.0: 2} }}|{{ {1.0: 2} }}|{{ {1.0: 2}|tojson }}|{{ {1.5: 1, true: 2, none: 3}|tojson }}|{{ {true: 1}|dictsort }}|{{ {true: 1}|items|list }}|{{ {true: 2}.copy() }}|{{ dict({1.0: 2}) }}", f()],
+  ["{{ {2 ** 60: 1}[2.0 ** 60] }}|{{ {2.0 ** 60: 'f'} }}|{{ {1: 'a'}[true] }}|{{ {true: 'a'}[1] }}", f()],
+  ["{{ {(1, [2]): 3} }}", f()],
+  ["{{ {(1, 2): 3}|tojson }}", f()],
+];
+
+test("a dict's keys are hashed as Python hashes them (a tuple by its items) and written as they were first set (1.0, True)", { skip }, () => {
+  const found = DICT_KEYS.flatMap(([source, context], i) => differences(source, `dict keys ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
 /** what scripts/fuzz-jinja.ts found where tsllm departed from jinja2, each reduced to a small case */
 const FUZZ_FOUND: [string, Context][] = [
   // a namespace holding itself is written <Namespace {...}> (Python's repr guard), not a stack overflow

@@ -1,7 +1,7 @@
 import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
-  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
-  pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Value,
+  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Dict, type Value,
 } from "./values.js";
 
 /*
@@ -120,7 +120,7 @@ const FILTERS: Record<string, Filter> = {
     if (!isDict(v)) fail("You can only sort by either \"key\" or \"value\" of a mapping");
     const by = str(arg(args, kwargs, 1, "by", "key"));
     if (by !== "key" && by !== "value") fail('You can only sort by either "key" or "value"');
-    const pairs = [...(v as Map<never, Value>)].map(([k, x]) => tuple([k, x]));
+    const pairs = dictEntries(v as Dict).map(([k, x]) => tuple([k, x]));
     return sorted(pairs, (p) => ignoreCase((p as Value[])[by === "key" ? 0 : 1]!, arg(args, kwargs, 0, "case_sensitive", false)), truthy(arg(args, kwargs, 2, "reverse", false)));
   },
   escape: (v) => (v instanceof Markup ? v : new Markup(escapeHtml(str(v)))),
@@ -202,7 +202,7 @@ const FILTERS: Record<string, Filter> = {
   },
   items: (v) => {
     if (v instanceof Undefined) return new Generator([], "do_items");
-    return new Generator(() => (isDict(v) ? [...v].map(([k, x]) => tuple([k, x])) : fail("Can only get item pairs from a mapping.")), "do_items");
+    return new Generator(() => (isDict(v) ? dictEntries(v).map(([k, x]) => tuple([k, x])) : fail("Can only get item pairs from a mapping.")), "do_items");
   },
   join: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 1, "attribute", null);
@@ -343,7 +343,7 @@ const FILTERS: Record<string, Filter> = {
   // jinja2's url_quote: a str (or what is not iterable, as str()) quoted with "/" kept; a dict or pairs as a query string
   urlencode: (v) => {
     if (isStr(v) || !(Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined)) return urlQuote(str(v), false);
-    const pairs = isDict(v) ? [...v].map(([k, x]) => [k, x] as Value[]) : iterate(v).map((p) => {
+    const pairs = isDict(v) ? dictEntries(v).map(([k, x]) => [k, x] as Value[]) : iterate(v).map((p) => {
       const kv = isStr(p) ? [...strOf(p)] : Array.isArray(p) || isDict(p) || p instanceof DictView || p instanceof Generator ? iterate(p) : fail(`cannot unpack non-iterable ${typeName(p)} object`);
       return kv.length === 2 ? kv : fail(kv.length < 2 ? `not enough values to unpack (expected 2, got ${kv.length})` : "too many values to unpack (expected 2)");
     });

@@ -3,8 +3,8 @@ import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./m
 import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
-  Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictGet, equals, fail, isDict, isNumber, isStr,
-  exactInt, isTuple, iterate, keyOf, num, pyInt, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
+  Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictEntries, dictGet, dictSet, equals, isKey, fail, isDict, isNumber, isStr,
+  exactInt, isTuple, iterate, num, pyInt, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
 } from "./values.js";
 
 /*
@@ -345,7 +345,7 @@ export class Interpreter implements FilterContext {
       case "Tuple": return tuple(node.items.map((x) => this.expr(x, scope)));
       case "Dict": {
         const d = new Map<Key, Value>();
-        for (const p of node.pairs) d.set(keyOf(this.expr(p.key, scope)), this.expr(p.value, scope));
+        for (const p of node.pairs) dictSet(d, this.expr(p.key, scope), this.expr(p.value, scope));
         return d;
       }
       case "Getattr": return this.getattr(this.expr(node.node, scope), node.attr);
@@ -549,7 +549,7 @@ export class Interpreter implements FilterContext {
   getitem(obj: Value, key: Value): Value {
     checkDefined(obj);
     if (isDict(obj)) {
-      const v = keyable(key) ? dictGet(obj, key) : undefined;
+      const v = isKey(key) ? dictGet(obj, key) : undefined;
       if (v !== undefined) return v;
       return isStr(key) ? this.getattr(obj, strOf(key)) : noElement(obj, key);
     }
@@ -605,8 +605,6 @@ const UNDEFINED_OK = new Set([
   "length", "count", "list", "items", "groupby", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
   "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson", "random", "urlencode",
 ]);
-
-const keyable = (v: Value): boolean => v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint" || typeof v === "boolean" || v instanceof Float || v instanceof Markup;
 
 /** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float, ints exact at any size */
 function arithmetic(op: string, a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): Value {
@@ -669,12 +667,12 @@ export function jinjaGlobals(): [string, Value][] {
     const d = new Map<Key, Value>();
     const [source] = args;
     if (source !== undefined) checkDefined(source);
-    if (isDict(source ?? null)) for (const [k, v] of source as Map<Key, Value>) d.set(k, v);
+    if (isDict(source ?? null)) for (const [k, v] of dictEntries(source as Map<Key, Value>)) dictSet(d, k, v);
     else if (source !== undefined) {
       for (const pair of iterate(source)) {
         const kv = iterate(pair);
         if (kv.length !== 2) fail(`${name} needs pairs: an item has ${kv.length} elements`);
-        d.set(keyOf(kv[0]!), kv[1]!);
+        dictSet(d, kv[0]!, kv[1]!);
       }
     }
     for (const [k, v] of kwargs) d.set(k, v);

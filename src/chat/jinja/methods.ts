@@ -1,5 +1,5 @@
 import {
-  Callable, DictView, Float, Markup, Undefined, dictGet, fail, isDict, isList, isNumber, isStr, isTuple, num, repr, reprFloat, str, strOf, toFixed, tuple, typeName,
+  Callable, DictView, Float, Markup, Undefined, dictCopy, dictEntries, dictGet, dictKeys, fail, isDict, isList, isNumber, isStr, isTuple, num, repr, reprFloat, str, strOf, toFixed, tuple, typeName,
   type Dict, type Value,
 } from "./values.js";
 
@@ -240,10 +240,10 @@ export function dictMethod(d: Dict, name: string): Callable | undefined {
       const v = dictGet(d, k);
       return v === undefined ? fallback : v;
     });
-    case "items": return m(() => new DictView("dict_items", [...d].map(([k, v]) => tuple([k, v]))));
-    case "keys": return m(() => new DictView("dict_keys", [...d.keys()]));
+    case "items": return m(() => new DictView("dict_items", dictEntries(d).map(([k, v]) => tuple([k, v]))));
+    case "keys": return m(() => new DictView("dict_keys", dictKeys(d)));
     case "values": return m(() => new DictView("dict_values", [...d.values()]));
-    case "copy": return m(() => new Map(d));
+    case "copy": return m(() => dictCopy(d));
     case "clear": case "pop": case "popitem": case "setdefault": case "update":
       return m(() => fail(`access to attribute '${name}' of 'dict' object is unsafe.`));
     default: return undefined;

@@ -53,7 +53,12 @@ export class Generator {
   }
 }
 
-export type Key = string | number | bigint | boolean | null;
+/**
+ * a dict key as the Map holds it, one JS value for the keys Python finds alike: 1, 1.0 and True are
+ * the number 1; a tuple is one interned array per content (keyOf); the key as the template wrote it
+ * (1.0, True, a tuple) is kept beside the dict (dictSet, dictKeys), as Python keeps the first one set
+ */
+export type Key = string | number | bigint | null | Value[];
 export type Dict = Map<Key, Value>;
 /** a dict's items(), keys() or values(): iterable again and again, sized, written as dict_items([...]) */
 export class DictView {
@@ -163,7 +168,7 @@ export function toJS(v: Value): unknown {
   if (v instanceof Markup) return v.s;
   if (Array.isArray(v)) return v.map(toJS);
   if (v instanceof Generator || v instanceof DictView) return v.items.map(toJS);
-  if (v instanceof Map) return Object.fromEntries([...v].map(([k, x]) => [String(k), toJS(x)]));
+  if (v instanceof Map) return Object.fromEntries(dictEntries(v).map(([k, x]) => [str(k), toJS(x)]));
   if (v instanceof PyObject) return Object.fromEntries([...v.attrs].map(([k, x]) => [k, toJS(x)]));
   if (v instanceof Callable) return v.call;
   return v;
@@ -248,7 +253,7 @@ export function repr(v: Value): string {
     if (!isTuple(v)) return `[${items.join(", ")}]`;
     return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
   }
-  if (v instanceof Map) return REPRING.has(v) ? "{...}" : guarded(v, () => `{${[...v].map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`);
+  if (v instanceof Map) return REPRING.has(v) ? "{...}" : guarded(v, () => `{${dictEntries(v).map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`);
   if (v instanceof Generator) return v.type === "generator" ? `<generator object ${v.origin} at ${NO_ADDRESS}>` : `<${v.type} object at ${NO_ADDRESS}>`;
   if (v instanceof DictView) return `${v.type}(${repr(v.items)})`;
   if (v instanceof Callable) return `<function ${v.name}>`;
@@ -298,21 +303,58 @@ export function equals(a: Value, b: Value): boolean {
   return a === b;
 }
 
-/** a dict key as the Map holds it: Python hashes 1, 1.0 and True alike (the Map holds them as the number) */
+/** the interned tuple keys, by their content written out (keyText) */
+const TUPLE_KEYS = new Map<string, Value[]>();
+const keyText = (k: Key): string =>
+  typeof k === "string" ? JSON.stringify(k) : typeof k === "bigint" ? `${k}n` : Array.isArray(k) ? `(${k.map((x) => keyText(x as Key)).join(",")})` : String(k);
+
+/** a dict key as the Map holds it: Python hashes 1, 1.0 and True alike, and a tuple by its items; TypeError for what is unhashable */
 export function keyOf(v: Value): Key {
-  if (v instanceof Float) return v.v;
+  if (v instanceof Float) return Number.isInteger(v.v) && !Number.isSafeInteger(v.v) ? BigInt(v.v) : v.v;
   if (typeof v === "boolean") return Number(v);
   if (v instanceof Markup) return v.s;
   if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "bigint") return v;
+  if (isTuple(v)) {
+    const items = v.map(keyOf);
+    const text = keyText(items);
+    let interned = TUPLE_KEYS.get(text);
+    if (!interned) TUPLE_KEYS.set(text, (interned = tuple(items)));
+    return interned;
+  }
   return fail(`unhashable type: '${typeName(v)}'`);
 }
 
-/** the dict's entry for a key, as Python finds it (True finds 1, 1 finds True) */
-export function dictGet(d: Dict, k: Value): Value | undefined {
+/** the keys of the dicts that were set with a key other than the Map's (1.0, True, a tuple): the one first set, which Python keeps and writes */
+const WRITTEN_KEYS = new WeakMap<Dict, Map<Key, Value>>();
+
+/** Python's d[k] = v */
+export function dictSet(d: Dict, k: Value, v: Value): void {
   const key = keyOf(k);
-  if (d.has(key)) return d.get(key);
-  if (typeof key === "number" && (key === 0 || key === 1) && d.has(key === 1)) return d.get(key === 1);
-  return undefined;
+  if (!d.has(key) && key !== k) {
+    let written = WRITTEN_KEYS.get(d);
+    if (!written) WRITTEN_KEYS.set(d, (written = new Map()));
+    written.set(key, k);
+  }
+  d.set(key, v);
+}
+
+/** a key of the dict as the template set it */
+export const dictKey = (d: Dict, key: Key): Value => WRITTEN_KEYS.get(d)?.get(key) ?? key;
+/** the dict's keys, as the template set them */
+export const dictKeys = (d: Dict): Value[] => [...d.keys()].map((k) => dictKey(d, k));
+/** the dict's (key, value) pairs, the keys as the template set them */
+export const dictEntries = (d: Dict): [Value, Value][] => [...d].map(([k, v]) => [dictKey(d, k), v]);
+/** a copy of the dict, with the keys as the template set them */
+export function dictCopy(d: Dict): Dict {
+  const copy: Dict = new Map(d);
+  const written = WRITTEN_KEYS.get(d);
+  if (written) WRITTEN_KEYS.set(copy, new Map(written));
+  return copy;
+}
+
+/** the dict's entry for a key, as Python finds it (True finds 1, 1 finds True, (1, 2) finds (1.0, 2)) */
+export function dictGet(d: Dict, k: Value): Value | undefined {
+  return d.get(keyOf(k));
 }
 
 /** Python's <, >, <=, >= as a sign: numbers, strings, lists and tuples item by item; TypeError otherwise */
@@ -331,12 +373,28 @@ export function compare(a: Value, b: Value, op = "<"): number {
   return fail(`'${op}' not supported between instances of '${typeName(a)}' and '${typeName(b)}'`);
 }
 
-/** two numbers' order, ints exactly (2^53 + 1 > 2^53), else as doubles (NaN where one is NaN: every comparison false) */
+/**
+ * two numbers' order as Python finds it: ints exactly (2^53 + 1 > 2^53), an int and a float exactly
+ * too (2^53 + 1 > 2.0 ** 53, where rounding the int to a double would make them equal), two floats
+ * as doubles (NaN where one is NaN: every comparison false)
+ */
 function compareNumbers(a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): number {
   const i = exactInt(a), j = exactInt(b);
   if (i !== undefined && j !== undefined) return i < j ? -1 : i > j ? 1 : 0;
+  if (i !== undefined) return intVersusDouble(i, num(b));
+  if (j !== undefined) return -intVersusDouble(j, num(a));
   const x = num(a), y = num(b);
   return x < y ? -1 : x > y ? 1 : x === y ? 0 : Number.NaN;
+}
+
+/** an exact int against a double, without rounding the int */
+function intVersusDouble(i: bigint, y: number): number {
+  if (Number.isNaN(y)) return Number.NaN;
+  if (!Number.isFinite(y)) return y > 0 ? -1 : 1;
+  // i < y exactly when i <= floor(y) and y is not an integer, or i < y where y is one
+  const floor = BigInt(Math.floor(y));
+  if (Number.isInteger(y)) return i < floor ? -1 : i > floor ? 1 : 0;
+  return i <= floor ? -1 : 1;
 }
 
 /** Python orders strings by code point (JS's < compares UTF-16 units, which puts U+FFFF after 😀) */
@@ -348,8 +406,8 @@ function codePointLess(x: string, y: string): boolean {
   return a.length < b.length;
 }
 
-/** the values a dict of these holds as keys (keyOf) */
-const isKey = (v: Value): boolean => v === null || typeof v !== "object" || v instanceof Float || v instanceof Markup;
+/** the values a dict of these holds as keys (keyOf): Python hashes them by value */
+export const isKey = (v: Value): boolean => v === null || typeof v !== "object" || v instanceof Float || v instanceof Markup || (isTuple(v) && v.every(isKey));
 /** Python's hash() succeeds: not a list, dict or dict view, nor a tuple holding one */
 const hashable = (v: Value): boolean => {
   if (v instanceof Map || v instanceof DictView || isList(v)) return false;
@@ -367,7 +425,7 @@ export function contains(container: Value, x: Value): boolean {
   if (container instanceof DictView) return container.items.some((e) => equals(e, x));
   if (container instanceof Map) {
     if (isKey(x)) return dictGet(container, x) !== undefined;
-    // a tuple or range of hashable items, a namespace, function, generator or Undefined is hashable in Python, and never one of these dicts' keys
+    // a tuple holding a namespace or the like, a range of hashable items, a namespace, function, generator or Undefined is hashable in Python, and never one of these dicts' keys
     if (!hashable(x)) fail(`unhashable type: '${typeName(x)}'`);
     return false;
   }
@@ -381,7 +439,7 @@ export function iterate(v: Value): Value[] {
   if (typeof v === "string") return [...v];
   // (Python iterates a Markup as a str: its characters are plain str; an item taken by index is Markup)
   if (v instanceof Markup) return [...v.s];
-  if (v instanceof Map) return [...v.keys()];
+  if (v instanceof Map) return dictKeys(v);
   if (v instanceof Generator) return v.take();
   if (v instanceof DictView) return v.items;
   if (v instanceof Undefined) return [];
@@ -429,8 +487,11 @@ export function toJson(v: Value, options: JsonOptions = {}, depth = 0): string {
   if (isStr(v)) return quote(strOf(v));
   if (Array.isArray(v) && !RANGES.has(v)) return wrap("[", "]", v.map((x) => toJson(x, options, depth + 1)));
   if (v instanceof Map) {
-    const jsonKey = (k: Key) => (typeof k === "string" ? k : k === null ? "null" : typeof k === "boolean" ? String(k) : String(k));
-    let entries = [...v].map(([k, x]) => [jsonKey(k), x] as const);
+    // json.dumps writes a key that is not a str as JSON writes it (1.0 -> "1.0", True -> "true"); a tuple key is a TypeError
+    const jsonKey = (k: Value): string =>
+      isStr(k) ? strOf(k) : k === null || typeof k === "boolean" || typeof k === "number" || typeof k === "bigint" || k instanceof Float ? toJson(k)
+        : fail(`keys must be str, int, float, bool or None, not ${typeName(k)}`);
+    let entries = dictEntries(v).map(([k, x]) => [jsonKey(k), x] as const);
     if (options.sortKeys) entries = entries.sort(([a], [b]) => (a === b ? 0 : codePointLess(a, b) ? -1 : 1));
     return wrap("{", "}", entries.map(([k, x]) => `${quote(k)}${keySep}${toJson(x, options, depth + 1)}`));
   }
