@@ -311,3 +311,17 @@ test("an unknown option is one short line for every command, positional ones (do
     assert.equal(r.stderr, "tsllm: error: unknown option --bogus (--help lists the options)\n");
   }
 });
+
+test("serve: a bad server option is one usage line before anything loads, and an empty --host or --api-key is refused", () => {
+  // the model does not exist: were its load started before the options were checked, its failure
+  // would follow the usage line as an unhandled rejection's stack trace (exit 1)
+  const missing = join(dir, "missing.gguf");
+  for (const [flag, value, says] of [["--port", "99999", "--port must be <= 65535"], ["--max-queue", "-1", "--max-queue must be >= 0"], ["--chat-template-kwargs", "{bad", "--chat-template-kwargs expects a JSON object"],
+    // an empty --host would listen on every interface instead of the default 127.0.0.1; an empty key would refuse every client
+    ["--host", "", "--host is empty"], ["--api-key", "", "--api-key is empty"]] as const) {
+    const r = tsllm("serve", "--model", missing, flag, value);
+    assert.equal(r.code, 2, `${flag} ${value}: ${r.stderr}`);
+    assert.equal(r.stderr.split("\n").length, 2, r.stderr);
+    assert.ok(r.stderr.startsWith(`tsllm: error: ${says}`), r.stderr);
+  }
+});

@@ -64,6 +64,16 @@ export function optionalString(values: ParsedValues, name: string): string | und
   return typeof v === "string" ? v : undefined;
 }
 
+/**
+ * An optional value that may not be empty: `--host "$HOST"` with HOST unset must not quietly mean
+ * something else (an empty --host listens on every interface; an empty --api-key locks every client out).
+ */
+export function optionalNonEmpty(values: ParsedValues, name: string, meaning: string): string | undefined {
+  const v = optionalString(values, name);
+  if (v === "") throw new UsageError(`--${name} is empty; give ${meaning} or leave the option out`);
+  return v;
+}
+
 export function flag(values: ParsedValues, name: string): boolean {
   return values[name] === true;
 }

@@ -4,7 +4,7 @@ import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { startServer, templateKwargsProblem } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom } from "./generate.js";
-import { optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+import { optionalNonEmpty, optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -79,18 +79,21 @@ export async function runServe(argv: string[]): Promise<void> {
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
+  // every option is checked before the model starts loading: a usage error must not wait for the load
+  const serverOptions = {
+    host: optionalNonEmpty(values, "host", "an address such as 127.0.0.1 (0.0.0.0 for every interface)"),
+    port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
+    apiKey: optionalNonEmpty(values, "api-key", "the key clients must send") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
+    maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
+    chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
+    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
+  };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
     isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
-  const server = await startServer(load, {
-    host: optionalString(values, "host"), port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
-    apiKey: optionalString(values, "api-key") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
-    maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
-    chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
-    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
-  });
+  const server = await startServer(load, serverOptions);
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;
   try {
