@@ -4,6 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import type { Model } from "../src/index.js";
 import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
+import { messagesOf } from "../src/server/requests.js";
 import { fencesJson, readReply, replyGrammar, ReplyStream, replySyntaxOf, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
@@ -189,5 +190,38 @@ describe("reasoning_effort reaches the template as its variable (gpt-oss's), as 
       assert.equal(bad.json.error.param, "reasoning_effort");
       assert.match(bad.json.error.message, re);
     }
+  });
+});
+
+describe("an assistant turn's reasoning_content reaches the template, as llama.cpp hands it over (Qwen3's writes it after the last user turn)", { skip }, () => {
+  const name = "Qwen-Qwen3-0.6B.jinja";
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  let source: string;
+  before(async () => {
+    source = llamaCppTemplate(name);
+    s = await serveStories({}, { chatTemplate: { source, where: name } });
+  });
+  after(() => s?.close());
+  // a tool loop as the AI SDK sends it back: the call's turn with its reasoning, the tool's answer
+  const messages = [
+    { role: "user", content: "Weather in Oslo?" },
+    { role: "assistant", content: null, reasoning_content: "Lily wants the weather.", tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Oslo\"}" } }] },
+    { role: "tool", tool_call_id: "c1", content: "-3" },
+  ];
+
+  test("the server's prompt is jinja2's rendering of the messages with their reasoning_content; a reasoning_content not a string is a 400 naming it", async () => {
+    // (null content as "", as llama.cpp hands it to a template that writes calls: Qwen3's cannot take null)
+    const [jinja2] = renderWithJinja2(source, [{ messages: messages.map((m) => ({ ...m, content: m.content ?? "" })), add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", enable_thinking: true }]);
+    const text = (jinja2 as { out: string }).out;
+    assert.ok(text.includes("<think>\nLily wants the weather.\n</think>"), text);
+    const formatter = s.model.chatFormatter(source);
+    const read = messagesOf({ messages });
+    assert.equal(formatter.render(read, true, { enable_thinking: true }), text);
+    const r = await post(`${s.url}/v1/chat/completions`, { messages, max_tokens: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.usage.prompt_tokens, formatter.encode(read, { enable_thinking: true }).length);
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [messages[0], { ...messages[1], reasoning_content: ["x"] }, messages[2]], max_tokens: 2 });
+    assert.equal(bad.status, 400, JSON.stringify(bad.json));
+    assert.equal(bad.json.error.param, "messages[1].reasoning_content");
   });
 });

@@ -206,7 +206,10 @@ export class ChatFormatter {
     return byFirst;
   }
 
-  /** [start, end) of every special-token text inside a message's content in the rendered `text` */
+  /**
+   * [start, end) of every special-token text inside a message's own text in the rendered `text`:
+   * its content and its reasoning_content, which a template may write back (Qwen3's)
+   */
   private forgedSpecials(messages: readonly ChatMessage[], text: string, variables?: Record<string, unknown>): [number, number][] {
     const specials = this.specialTexts();
     const find = (s: string, from = 0, to = s.length, out: [number, number][] = [], offset = 0) => {
@@ -216,29 +219,42 @@ export class ChatFormatter {
       }
       return out;
     };
-    if (!messages.some((m) => find(m.content).length > 0)) return [];
-    // where each content sits: render with markers in its place (templates that copy content verbatim),
-    // or else find the contents in order (templates that trim or rewrite them around it)
-    const markers = messages.map((_, i) => `\uE000${i}\uE001`);
-    const marked = this.render(messages.map((m, i) => ({ ...m, content: markers[i]! })), true, variables);
+    // each message's texts in the order templates write them: the reasoning, then the content
+    const texts = messages.map((m) => (m.reasoning_content === undefined ? [m.content] : [m.reasoning_content, m.content]));
+    if (!texts.some((ts) => ts.some((t) => find(t).length > 0))) return [];
+    // where each text sits: render with markers in its place (templates that copy it verbatim),
+    // or else find the texts in order (templates that trim or rewrite them around it)
+    const marker = (i: number, k: number) => `\uE000${i}.${k}\uE001`;
+    const marked = this.render(messages.map((m, i) => ({
+      ...m, content: marker(i, texts[i]!.length - 1), ...(m.reasoning_content === undefined ? {} : { reasoning_content: marker(i, 0) }),
+    })), true, variables);
     const out: [number, number][] = [];
-    const parts = marked.split(/\uE000(\d+)\uE001/);
-    if (parts.map((p, j) => (j % 2 === 1 ? messages[Number(p)]!.content : p)).join("") === text) {
+    const parts = marked.split(/\uE000(\d+\.\d+)\uE001/);
+    const textOf = (key: string) => {
+      const [i, k] = key.split(".").map(Number);
+      return texts[i!]![k!]!;
+    };
+    if (parts.map((p, j) => (j % 2 === 1 ? textOf(p) : p)).join("") === text) {
       let pos = 0;
       parts.forEach((p, j) => {
-        if (j % 2 === 1) find(messages[Number(p)]!.content, 0, messages[Number(p)]!.content.length, out, pos);
-        pos += j % 2 === 1 ? messages[Number(p)]!.content.length : p.length;
+        const t = j % 2 === 1 ? textOf(p) : p;
+        if (j % 2 === 1) find(t, 0, t.length, out, pos);
+        pos += t.length;
       });
       return out;
     }
+    // (reasoning whose marker the template does not write is left out of the prompt, as DeepSeek R1's drops it: nothing of it to keep plain)
+    const written = new Set(parts.filter((_, j) => j % 2 === 1));
     let cursor = 0;
-    messages.forEach((m, i) => {
-      if (find(m.content).length === 0) return;
-      const content = text.indexOf(m.content, cursor) >= 0 ? m.content : m.content.trim();
-      const start = text.indexOf(content, cursor);
-      if (start < 0) throw new ChatTemplateError(`messages[${i}]: its content holds special-token text and the template rewrites the content, so it cannot be kept as plain text; remove the special-token text or allow it explicitly (parseSpecialInContent)`);
-      find(text, start, start + content.length, out);
-      cursor = start + content.length;
+    texts.forEach((ts, i) => {
+      for (const [k, t] of ts.entries()) {
+        if ((k < ts.length - 1 && !written.has(`${i}.${k}`)) || find(t).length === 0) continue;
+        const own = text.indexOf(t, cursor) >= 0 ? t : t.trim();
+        const start = text.indexOf(own, cursor);
+        if (start < 0) throw new ChatTemplateError(`messages[${i}]: its ${k === ts.length - 1 ? "content" : "reasoning_content"} holds special-token text and the template rewrites it, so it cannot be kept as plain text; remove the special-token text or allow it explicitly (parseSpecialInContent)`);
+        find(text, start, start + own.length, out);
+        cursor = start + own.length;
+      }
     });
     return out;
   }

@@ -10,6 +10,8 @@ export interface ChatMessage {
   tool_call_id?: string;
   /** a tool turn: the function's name */
   name?: string;
+  /** an assistant turn's reasoning, apart from its content (templates that keep it write it back: Qwen3's after the last user turn) */
+  reasoning_content?: string;
 }
 
 /** a message as a template receives it: an assistant turn that only calls tools may have null content, as clients send it */

@@ -5,7 +5,11 @@ import { optBoolean, type Body } from "./params.js";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
 
-/** `messages`: [{role, content}] where content is a string, null (assistant) or text parts; "developer" is a system message */
+/**
+ * `messages`: [{role, content}] where content is a string, null (assistant) or text parts;
+ * "developer" is a system message; an assistant's tool_calls, a tool's tool_call_id and name, and
+ * a turn's reasoning_content go to the template with it
+ */
 export function messagesOf(body: Body): ChatMessage[] {
   const v = body.messages;
   if (!Array.isArray(v) || v.length === 0) throw invalid("messages", "'messages' must be a non-empty array of {role, content} objects", v === undefined ? "missing_required_parameter" : "invalid_type");
@@ -17,6 +21,9 @@ export function messagesOf(body: Body): ChatMessage[] {
     const toolCalls = role === "assistant" ? toolCallsOf((m as Body)["tool_calls"], `${where}.tool_calls`) : undefined;
     const out: ChatMessage = { role: role === "developer" ? "system" : role, content: contentOf(content, `${where}.content`, role) };
     if (toolCalls) out.tool_calls = toolCalls;
+    // a turn's reasoning goes back to the template as llama.cpp hands it over (a field of the message, when not empty): Qwen3's writes it after the last user turn
+    const reasoning = optionalString(m as Body, "reasoning_content", where);
+    if (reasoning) out.reasoning_content = reasoning;
     if (role === "tool") {
       // templates match a result to its call by this id (Command R7B, Mistral)
       const id = optionalString(m as Body, "tool_call_id", where), name = optionalString(m as Body, "name", where);
