@@ -211,6 +211,20 @@ describe("element-wise ops", () => {
       }
     }
   });
+
+  eachBackend("gelu after a garbage collection: a backend's own tables outlive the host arrays they were made from", async (be, bn) => {
+    // the webgpu backend once uploaded its f16 gelu table as a host array's copy, which went with
+    // that array: a GPT-2's passes after the next collection bound a destroyed buffer
+    const input = random(300, 12, 6), want = new Float32Array(300);
+    gelu(want, input, 300);
+    // (a buffer collected is destroyed after the next submit: the third round binds it)
+    for (const round of [0, 1, 2]) {
+      const got = upload(be, input);
+      be.unary("gelu", got, got, 300);
+      close(await be.read(got), want, TOLERANCE.unary.gelu, `${bn}: gelu, round ${round}`);
+      await collectGarbage();
+    }
+  });
 });
 
 describe("attention", () => {

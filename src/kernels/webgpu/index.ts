@@ -1060,7 +1060,11 @@ class WebGPUBackend implements WebGPUBackendInfo {
       for (let h = 0; h < 65536; h++) xs[h] = f16BitsToF32(h);
       const table = new Float32Array(65536);
       gelu(table, xs, 65536);
-      this.geluTable = this.constBuffer(table);
+      // not through constBuffer: its copy goes once the host array is collected, and this local
+      // table is collected soon after (a GPT-2's next pass then bound a destroyed buffer); this
+      // copy lives with the backend (dispose destroys it with allBuffers)
+      this.geluTable = this.createBuffer(table.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
+      this.upload(this.geluTable, 0, table);
     }
     return this.geluTable;
   }
