@@ -23,7 +23,7 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);
 
 /** how the server answers a request for /m/MODE/stories260K.gguf */
-type Mode = "range" | "norange" | "truncated" | "slow" | "404";
+type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded";
 /** requests per "MODE RANGE-HEADER|whole", and bytes sent before the client closed a slow download */
 const requests = new Map<string, number>();
 const closedAt: number[] = [];
@@ -33,6 +33,8 @@ const requestCount = (prefix: string): number => [...requests].filter(([k]) => k
 function serveModel(res: ServerResponse, mode: Mode, range: string | undefined, model: Buffer): void {
   const m = /^bytes=(\d+)-(\d*)$/.exec(range ?? "");
   if (mode === "404") return void res.writeHead(404, { "content-type": "text/plain" }).end("not here");
+  // the model and 40 MB of zeros after it (which the loader never reads): a file of three 16 MiB digest blocks
+  if (mode === "padded") model = Buffer.concat([model, Buffer.alloc(40_000_000)]);
   if (m && mode !== "norange" && mode !== "slow") {
     const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
     res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1 });
@@ -219,7 +221,7 @@ test("the storage quota used up: the model still loads (Range reads), not cached
 
 test("a damaged cached copy (its header overwritten) is detected: taken out, downloaded again, llama.cpp's tokens", { skip }, async () => {
   const before = requestCount("range whole");
-  const r = await inPage<{ first: boolean; second: Loaded; third: boolean }>(`
+  const r = await inPage<{ first: boolean; second: Loaded & { refetched?: string }; third: boolean }>(`
     const engine = new TsllmWorker();
     const url = URL_BASE + "/m/range/stories260K.gguf";
     const first = (await engine.load(url, { threads: 1 })).cached;
@@ -232,7 +234,7 @@ test("a damaged cached copy (its header overwritten) is detected: taken out, dow
     let second;
     try {
       const info = await engine.load(url, { threads: 1 });
-      second = { tokens: (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens, fromCache: info.fromCache, cached: info.cached };
+      second = { tokens: (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens, fromCache: info.fromCache, cached: info.cached, refetched: info.refetched };
     } catch (e) {
       second = { error: e.message };
     }
@@ -240,9 +242,99 @@ test("a damaged cached copy (its header overwritten) is detected: taken out, dow
     engine.terminate();
     return { first, second, third };`);
   assert.equal(r.first, true);
-  assert.deepEqual(r.second, { tokens: golden(), fromCache: false, cached: true }, r.second.error);
+  assert.deepEqual(r.second, { tokens: golden(), fromCache: false, cached: true, refetched: `${base}/m/range/stories260K.gguf: the cached copy was damaged (bytes 0-1185375 differ from what was downloaded): downloaded again` }, r.second.error);
   assert.equal(r.third, true, "the fresh copy is cached again");
   assert.equal(requestCount("range whole") - before, 2, "downloaded twice: at first, and after the damaged copy");
+});
+
+test("a cached copy damaged in its weights (same size, header intact) is found by its digests: downloaded again, one message saying so, llama.cpp's tokens", { skip }, async () => {
+  const before = requestCount("range whole");
+  const r = await inPage<{ first: Loaded; damaged: Loaded & { refetched?: string; phases: string[] }; third: Loaded & { refetched?: string } }>(`
+    const engine = new TsllmWorker();
+    const url = URL_BASE + "/m/range/stories260K.gguf";
+    const run = async (onProgress) => {
+      const info = await engine.load(url, { threads: 1, onProgress });
+      const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+      return { tokens, fromCache: info.fromCache, cached: info.cached, refetched: info.refetched };
+    };
+    const first = await run();
+    // the cached copy, same size, 64 bytes in the middle of the weights changed (as a bad disk sector would)
+    const cache = await caches.open("tsllm-models-v1");
+    const entry = await cache.match(url);
+    const bytes = new Uint8Array(await entry.arrayBuffer());
+    for (let i = 600000; i < 600064; i++) bytes[i] ^= 0x40;
+    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    const phases = [];
+    let damaged;
+    try {
+      damaged = { ...(await run((p) => phases.push(p.phase + (p.fromCache ? " (cache)" : "")))), phases: [...new Set(phases)] };
+    } catch (e) {
+      damaged = { error: e.message, phases };
+    }
+    const third = await run();
+    engine.terminate();
+    return { first, damaged, third };`);
+  assert.deepEqual([r.first.tokens, r.first.cached], [golden(), true], r.first.error);
+  assert.deepEqual([r.damaged.tokens, r.damaged.fromCache, r.damaged.cached], [golden(), false, true], r.damaged.error);
+  assert.equal(r.damaged.refetched, `${base}/m/range/stories260K.gguf: the cached copy was damaged (bytes 0-1185375 differ from what was downloaded): downloaded again`);
+  assert.deepEqual(r.damaged.phases, ["verify (cache)", "download", "read"]);
+  assert.deepEqual([r.third.tokens, r.third.fromCache, r.third.refetched], [golden(), true, undefined], "the fresh copy is cached again and checks out");
+  assert.equal(requestCount("range whole") - before, 2, "downloaded twice: at first, and after the damaged copy");
+});
+
+test("a file of several digest blocks, downloaded in pieces of any size: a clean copy checks out, a changed byte in its second block is found and named", { skip }, async () => {
+  const r = await inPage<{ clean: Loaded & { refetched?: string }; damaged: Loaded & { refetched?: string } }>(`
+    const engine = new TsllmWorker();
+    const url = URL_BASE + "/m/padded/stories260K.gguf";
+    const run = async () => {
+      const info = await engine.load(url, { threads: 1 });
+      const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+      return { tokens, fromCache: info.fromCache, ...(info.refetched ? { refetched: info.refetched } : {}) };
+    };
+    await run();
+    const clean = await run();
+    const cache = await caches.open("tsllm-models-v1");
+    const entry = await cache.match(url);
+    const bytes = new Uint8Array(await entry.arrayBuffer());
+    bytes[30000000] = 1;
+    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    const damaged = await run();
+    engine.terminate();
+    return { clean, damaged };`);
+  assert.deepEqual(r.clean, { tokens: golden(), fromCache: true }, r.clean.error);
+  assert.deepEqual([r.damaged.tokens, r.damaged.fromCache], [golden(), false], r.damaged.error);
+  assert.equal(r.damaged.refetched, `${base}/m/padded/stories260K.gguf: the cached copy was damaged (bytes 16777216-33554431 differ from what was downloaded): downloaded again`);
+});
+
+test("a copy cached before digests were kept loads from the cache (no download), gets its digests then, and damage to it is found from then on", { skip }, async () => {
+  const before = requestCount("range whole");
+  const r = await inPage<{ legacy: Loaded & { refetched?: string }; damaged: Loaded & { refetched?: string } }>(`
+    const engine = new TsllmWorker();
+    const url = URL_BASE + "/m/range/stories260K.gguf";
+    const run = async () => {
+      const info = await engine.load(url, { threads: 1 });
+      const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+      return { tokens, fromCache: info.fromCache, ...(info.refetched ? { refetched: info.refetched } : {}) };
+    };
+    await engine.load(url, { threads: 1 });
+    // as an older version stored it: the entry without its copy id, no digests beside it
+    const cache = await caches.open("tsllm-models-v1");
+    const entry = await cache.match(url);
+    const headers = new Headers(entry.headers);
+    headers.delete("x-tsllm-copy");
+    const bytes = new Uint8Array(await entry.arrayBuffer());
+    await cache.delete(url + "?tsllm-digests");
+    await cache.put(url, new Response(bytes, { headers }));
+    const legacy = await run();
+    bytes[900000] ^= 1;
+    await cache.put(url, new Response(bytes, { headers }));
+    const damaged = await run();
+    engine.terminate();
+    return { legacy, damaged };`);
+  assert.deepEqual(r.legacy, { tokens: golden(), fromCache: true }, r.legacy.error);
+  assert.deepEqual([r.damaged.tokens, r.damaged.fromCache], [golden(), false], r.damaged.error);
+  assert.match(r.damaged.refetched ?? "", /: the cached copy was damaged \(bytes 0-1185375 differ from what was downloaded\): downloaded again$/);
+  assert.equal(requestCount("range whole") - before, 2, "downloaded at first and after the damage, not for the legacy copy");
 });
 
 test("out of wasm memory at load is an error naming the model and saying so, not a hang; the cached file stays", { skip }, async () => {

@@ -5,7 +5,7 @@
 // Range reads; wholeFile=1 with cache=0: fetch the model in one request; memoryLimitMiB=M: at
 // most M MiB per wasm memory, which spreads a small model over several, as one over 4 GiB is). When a
 // generation ends, #result holds {"completionTokens", "completion", "backend", "timings",
-// "load": {"fromCache", "cached", "size"}} as JSON, or {"error": "..."} when loading or generating failed.
+// "load": {"fromCache", "cached", "size", "refetched"?}} as JSON, or {"error": "..."} when loading or generating failed.
 import { TsllmWorker } from "/tsllm/tsllm.js";
 
 const $ = (id) => document.getElementById(id);
@@ -57,7 +57,7 @@ async function ensureLoaded(signal) {
       bar.hidden = false;
       bar.max = p.total;
       bar.value = p.loaded;
-      const what = p.phase === "download" ? "downloading" : p.fromCache ? "reading from the cache" : "reading";
+      const what = p.phase === "download" ? "downloading" : p.phase === "verify" ? "checking the cached copy of" : p.fromCache ? "reading from the cache" : "reading";
       status(`${what} ${name}: ${mib(p.loaded)} / ${mib(p.total)} (${p.total ? Math.floor((100 * p.loaded) / p.total) : 0}%)…`);
     },
   });
@@ -65,7 +65,7 @@ async function ensureLoaded(signal) {
   loaded = { source, backend, info };
   const i = info.info;
   const from = file ? "from the file" : info.fromCache ? "from the cache (no download)" : info.cached ? "downloaded, now cached" : info.notCached ? `downloaded, not cached: ${info.notCached}` : "downloaded (not cached)";
-  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · ${mib(info.size)} ${from} · loaded in ${fmt(info.loadMs)} ms`);
+  status(`${i.architecture ?? "model"} · ${(i.parameterCount / 1e6).toFixed(2)}M parameters · context ${info.contextSize} · ${info.backend}${info.backend === "wasm" ? ` (${info.threads} threads, ${info.simd} SIMD${info.memories > 1 ? `, ${info.memories} memories` : ""})` : ""} · ${mib(info.size)} ${from} · loaded in ${fmt(info.loadMs)} ms${info.refetched ? ` · ${info.refetched}` : ""}`);
   return info;
 }
 
@@ -109,7 +109,7 @@ async function run() {
     const t = result.timings;
     $("stats").textContent = `${result.finishReason} · ${t.promptTokens} prompt + ${t.completionTokens} tokens · TTFT ${fmt(t.ttftMs)} ms · TPOT ${fmt(t.tpotMs)} ms · ${t.decodeTokensPerSecond.toFixed(1)} tok/s`;
     $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens,
-      load: { fromCache: info.fromCache, cached: info.cached, size: info.size },
+      load: { fromCache: info.fromCache, cached: info.cached, size: info.size, ...(info.refetched ? { refetched: info.refetched } : {}) },
       ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories } } : {}),
     });
   } catch (e) {

@@ -62,6 +62,7 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
     ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
     contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
+    ...(loaded.refetched ? { refetched: loaded.refetched } : {}),
   };
 }
 

@@ -56,6 +56,8 @@ export interface BrowserLoad {
   cached: boolean;
   /** why a URL's file is not in the model cache though caching was asked for (e.g. the storage quota is used up) */
   notCached?: string;
+  /** the cached copy was damaged (it differed from the download, or no longer loaded): what was wrong, and that it was downloaded again */
+  refetched?: string;
 }
 
 /** errors that say nothing about the file (the backend could not start, out of memory, an abort): a cached copy stays */
@@ -92,7 +94,8 @@ export async function loadBrowserModelFrom(source: string | Blob, options: Brows
   } catch (e) {
     if (!(e instanceof DamagedCacheEntry)) throw e;
     // the damaged copy is out of the cache now: this load downloads the file again
-    return loadOnce(source, options, t0);
+    const again = await loadOnce(source, options, t0);
+    return { ...again, refetched: again.refetched ?? `${sourceName(source)}: the cached copy no longer loads (${e.message}): downloaded again` };
   }
 }
 
@@ -119,7 +122,10 @@ async function loadOnce(source: string | Blob, options: BrowserLoadOptions, t0: 
     throw abortError(name);
   }
   options.onProgress?.({ phase: "read", loaded: opened.size, total: opened.size, fromCache: opened.fromCache });
-  return { model, size: opened.size, fromCache: opened.fromCache, cached: opened.cached, ...("notCached" in opened && opened.notCached ? { notCached: opened.notCached } : {}) };
+  return {
+    model, size: opened.size, fromCache: opened.fromCache, cached: opened.cached,
+    ...("notCached" in opened && opened.notCached ? { notCached: opened.notCached } : {}), ...("refetched" in opened && opened.refetched ? { refetched: opened.refetched } : {}),
+  };
 }
 
 async function buildFrom(name: string, file: RandomAccessFile, options: BrowserLoadOptions, t0: number): Promise<Model> {

@@ -4,6 +4,11 @@
  * sent (ETag, Last-Modified, the size), which `cache: "revalidate"` compares with a one-byte
  * Range probe before it trusts the entry. A cached model is read back as a Blob (disk-backed
  * in Chromium), by position, with FileReaderSync: no copy of the whole file in memory.
+ *
+ * Beside each entry, a second one holds the SHA-256 of every 16 MiB block of the file as it
+ * arrived from the network; a load from the cache first checks the stored file against them, so
+ * that a copy damaged on disk (same size, a few bytes changed: the loader would read garbage
+ * weights and generate wrong text without a word) is found, taken out and downloaded again.
  */
 import type { RandomAccessFile } from "../platform/host.js";
 import { abortError, blobFile, brokenDownload, fetchNamed, HttpStatusError, openUrl, rangeProbe } from "./files.js";
@@ -11,6 +16,14 @@ import { web, type WebCache } from "../platform/web.js";
 
 const CACHE_NAME = "tsllm-models-v1";
 const H_URL = "x-tsllm-url", H_SIZE = "x-tsllm-size", H_ETAG = "x-tsllm-etag", H_MODIFIED = "x-tsllm-last-modified", H_AT = "x-tsllm-cached-at";
+/** a random id of one stored copy: its digests name it, so that digests of another copy (two tabs downloading at once) are not taken for its own */
+const H_ID = "x-tsllm-copy";
+/** the bytes each stored digest covers: SubtleCrypto digests a whole buffer, so a file is digested block by block */
+const DIGEST_BLOCK = 16 << 20;
+/** cache keys beside a model's own (queries, not fragments: the Cache API ignores fragments when it matches) */
+const STAGED = "tsllm-downloading", DIGESTS = "tsllm-digests";
+const keyFor = (url: string, what: string): string => `${url}${url.includes("?") ? "&" : "?"}${what}`;
+const isModelKey = (key: string): boolean => !key.endsWith(STAGED) && !key.endsWith(DIGESTS);
 
 /** a model kept in the cache */
 export interface CachedModel {
@@ -23,9 +36,13 @@ export interface CachedModel {
   cachedAt: string;
 }
 
-/** how far a load is: `download` while a URL's file goes into the cache, `read` while the weights are read from wherever the file is */
+/**
+ * how far a load is: `download` while a URL's file goes into the cache, `verify` while a cached
+ * copy is checked against the digests taken when it was downloaded, `read` while the weights are
+ * read from wherever the file is
+ */
 export interface LoadProgress {
-  phase: "download" | "read";
+  phase: "download" | "verify" | "read";
   /** bytes so far */
   loaded: number;
   /** bytes in all (the file's size) */
@@ -44,6 +61,8 @@ export interface OpenedUrl {
   cached: boolean;
   /** why a file meant for the cache is not in it (storing failed: the storage quota, say) */
   notCached?: string;
+  /** the cached copy was damaged (it differed from what was downloaded): why, and that it was downloaded again */
+  refetched?: string;
   /** the load failed: the file is taken out of the cache again (a URL that was no model, a damaged cached copy) */
   discard(): Promise<void>;
 }
@@ -96,7 +115,7 @@ export async function listCachedModels(): Promise<CachedModel[]> {
   if (!cache) return [];
   const out: CachedModel[] = [];
   for (const key of await cache.keys()) {
-    if (key.url.endsWith("tsllm-downloading")) continue;
+    if (!isModelKey(key.url)) continue;
     const r = await cache.match(key.url);
     if (r) out.push(describe(key.url, r));
   }
@@ -107,10 +126,95 @@ export async function listCachedModels(): Promise<CachedModel[]> {
 export async function deleteCachedModels(url?: string): Promise<number> {
   const cache = await openCache();
   if (!cache) return 0;
-  if (url !== undefined) return (await cache.delete(url)) ? 1 : 0;
+  if (url !== undefined) return (await forget(cache, url)) ? 1 : 0;
   let n = 0;
-  for (const key of await cache.keys()) if (await cache.delete(key.url)) n++;
+  for (const key of await cache.keys()) if ((await cache.delete(key.url)) && isModelKey(key.url)) n++;
   return n;
+}
+
+/** takes a URL's model and its digests out of the cache (true when the model was there) */
+async function forget(cache: WebCache, url: string): Promise<boolean> {
+  const [had] = await Promise.all([cache.delete(url), cache.delete(keyFor(url, DIGESTS))]);
+  return had;
+}
+
+const hex = (digest: ArrayBuffer): string => Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+
+/** SHA-256 of each DIGEST_BLOCK bytes of a stream, pushed in pieces of any size (one block buffered) */
+class BlockDigests {
+  readonly digests: Promise<string>[] = [];
+  private block = new Uint8Array(DIGEST_BLOCK);
+  private filled = 0;
+
+  push(bytes: Uint8Array): void {
+    for (let at = 0; at < bytes.length;) {
+      const n = Math.min(bytes.length - at, DIGEST_BLOCK - this.filled);
+      this.block.set(bytes.subarray(at, at + n), this.filled);
+      this.filled += n;
+      at += n;
+      if (this.filled === DIGEST_BLOCK) this.flush();
+    }
+  }
+
+  /** every block's digest, in order, once the stream has ended */
+  finish(): Promise<string[]> {
+    if (this.filled > 0) this.flush();
+    return Promise.all(this.digests);
+  }
+
+  private flush(): void {
+    // SubtleCrypto may read the buffer after this returns: it gets this block, the next one a new buffer
+    const full = this.block.subarray(0, this.filled);
+    this.digests.push(crypto.subtle.digest("SHA-256", full).then(hex));
+    this.block = new Uint8Array(DIGEST_BLOCK);
+    this.filled = 0;
+  }
+}
+
+/** what the digests entry beside a model holds */
+interface StoredDigests {
+  copy: string;
+  size: number;
+  blockSize: number;
+  sha256: string[];
+}
+
+/** which stored copy `entry` is: its id (an older version's entry has none: the time it was stored then) */
+const copyOf = (entry: Response): string => entry.headers.get(H_ID) ?? `cached at ${entry.headers.get(H_AT) ?? ""}`;
+
+/** stores the digests of the copy `entry` of `url` */
+async function storeDigests(cache: WebCache, url: string, entry: Response, sha256: string[]): Promise<void> {
+  const stored: StoredDigests = { copy: copyOf(entry), size: Number(entry.headers.get(H_SIZE)), blockSize: DIGEST_BLOCK, sha256 };
+  await cache.put(keyFor(url, DIGESTS), new Response(JSON.stringify(stored), { headers: { "content-type": "application/json" } }));
+}
+
+/** the digests stored for the copy `entry` of `url`, or undefined (none, unreadable, or another copy's) */
+async function digestsOf(cache: WebCache, url: string, entry: Response): Promise<string[] | undefined> {
+  try {
+    const stored = (await (await cache.match(keyFor(url, DIGESTS)))?.json()) as StoredDigests | undefined;
+    const fits = stored && stored.copy === copyOf(entry) && stored.size === Number(entry.headers.get(H_SIZE)) && stored.blockSize === DIGEST_BLOCK
+      && Array.isArray(stored.sha256) && stored.sha256.length === Math.ceil(stored.size / DIGEST_BLOCK);
+    return fits ? stored.sha256 : undefined;
+  } catch {
+    return undefined; // damaged digests: as if none
+  }
+}
+
+/**
+ * the digest of each block of a cached copy, read back (asynchronously, a block at a time), with
+ * `verify` progress; stops at the first block that differs from `expected`, when given
+ */
+async function digestBlob(blob: Blob, expected: string[] | undefined, onProgress?: (p: LoadProgress) => void): Promise<{ sha256: string[]; differs?: number }> {
+  const sha256: string[] = [];
+  for (let i = 0, at = 0; at < blob.size || i === 0; i++, at += DIGEST_BLOCK) {
+    const end = Math.min(blob.size, at + DIGEST_BLOCK);
+    const digest = hex(await crypto.subtle.digest("SHA-256", await blob.slice(at, end).arrayBuffer()));
+    sha256.push(digest);
+    onProgress?.({ phase: "verify", loaded: end, total: blob.size, fromCache: true });
+    if (expected && expected[i] !== digest) return { sha256, differs: i };
+    if (end >= blob.size) break;
+  }
+  return { sha256 };
 }
 
 /** a file whose reads report progress (at most ~100 reports, and the last byte) */
@@ -142,7 +246,7 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
   const response = await fetchNamed(url, { cache: "no-store", signal } as RequestInit);
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
   const length = Number(response.headers.get("content-length") ?? NaN);
-  const headers: Record<string, string> = { "content-type": "application/octet-stream", [H_URL]: url, [H_AT]: new Date().toISOString() };
+  const headers: Record<string, string> = { "content-type": "application/octet-stream", [H_URL]: url, [H_AT]: new Date().toISOString(), [H_ID]: crypto.randomUUID() };
   const etag = response.headers.get("etag"), modified = response.headers.get("last-modified");
   if (etag) headers[H_ETAG] = etag;
   if (modified) headers[H_MODIFIED] = modified;
@@ -150,6 +254,8 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
   const total = Number.isFinite(length) ? length : 0, step = Math.max(1, Math.floor(total / 100));
   // the network's failure, told apart from the Cache API's: both reject cache.put
   let networkError: unknown;
+  // digests of the bytes as they arrive: what a later load checks the stored copy against
+  const digests = new BlockDigests();
   const source = response.body!.getReader();
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -161,6 +267,7 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
         throw e;
       }
       if (r.done) return controller.close();
+      digests.push(r.value);
       loaded += r.value.byteLength;
       if (onProgress && (loaded - reported >= step || loaded === total)) {
         reported = loaded;
@@ -182,8 +289,7 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
     await store(url, new Response(body, { headers: { ...headers, [H_SIZE]: String(total) } }));
   } else {
     // the size is known only once the body has arrived: stage the body, then store it with its size
-    // (a query, not a fragment: the Cache API ignores fragments when it matches)
-    const staged = `${url}${url.includes("?") ? "&" : "?"}tsllm-downloading`;
+    const staged = keyFor(url, STAGED);
     await store(staged, new Response(body, { headers }));
     const blob = await (await cache.match(staged))?.blob();
     await cache.delete(staged);
@@ -192,6 +298,13 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
   }
   const entry = await cache.match(url);
   if (!entry) throw new CacheStoreError(`${url}: the download was not kept by the Cache API`);
+  try {
+    await storeDigests(cache, url, entry, await digests.finish());
+  } catch (e) {
+    // a copy that cannot be checked later is not kept
+    await forget(cache, url);
+    throw storeFailure(url, e);
+  }
   return entry;
 }
 
@@ -222,22 +335,33 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
     }
     const same = !now || (now.size === known.size && (now.etag ?? "") === (known.etag ?? "") && (now.lastModified ?? "") === (known.lastModified ?? ""));
     if (!same) {
-      await cache.delete(url);
+      await forget(cache, url);
       entry = undefined;
     }
   }
   let fromCache = entry !== undefined;
+  let refetched: string | undefined;
   if (entry) {
     const blob = await entry.blob();
-    if (blob.size !== describe(url, entry).size) {
-      // a damaged entry: download it again
-      await cache.delete(url);
-      entry = undefined;
-      fromCache = false;
+    const size = describe(url, entry).size;
+    if (blob.size !== size) {
+      refetched = `${url}: the cached copy was damaged (${blob.size} bytes where ${size} were stored): downloaded again`;
     } else {
-      // a cached copy that fails to load is damaged (it loaded when it was stored): discard takes it out
-      return { file: counted(blobFile(blob), true, options.onProgress), size: blob.size, fromCache: true, cached: true, discard: async () => void (await cache.delete(url)) };
+      const expected = await digestsOf(cache, url, entry);
+      const { sha256, differs } = await digestBlob(blob, expected, options.onProgress);
+      if (differs === undefined) {
+        // a copy cached before digests were kept (or whose digests were lost) is digested now, trusted as it is, and checked from then on
+        if (!expected) await storeDigests(cache, url, entry, sha256).catch(() => undefined);
+        // a cached copy that fails to load is damaged (it loaded when it was stored): discard takes it out
+        return { file: counted(blobFile(blob), true, options.onProgress), size: blob.size, fromCache: true, cached: true, discard: async () => void (await forget(cache, url)) };
+      }
+      const from = differs * DIGEST_BLOCK, to = Math.min(blob.size, from + DIGEST_BLOCK) - 1;
+      refetched = `${url}: the cached copy was damaged (bytes ${from}-${to} differ from what was downloaded): downloaded again`;
     }
+    // a damaged entry: download it again
+    await forget(cache, url);
+    entry = undefined;
+    fromCache = false;
   }
   let stored: Response;
   try {
@@ -246,15 +370,15 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
     // an HTTP or network error is the URL's error; a storage failure (quota) falls back to Range reads, saying why
     if (!(e instanceof CacheStoreError)) throw e;
     if (signal?.aborted) throw abortError(url);
-    return uncached(e.message);
+    return { ...(await uncached(e.message)), ...(refetched ? { refetched } : {}) };
   }
   const blob = await stored.blob();
   if (blob.size !== describe(url, stored).size) {
-    await cache.delete(url);
+    await forget(cache, url);
     throw new Error(`${url}: downloaded ${blob.size} bytes, the server announced ${describe(url, stored).size}`);
   }
   return {
-    file: counted(blobFile(blob), fromCache, options.onProgress), size: blob.size, fromCache, cached: true,
-    discard: async () => void (await cache.delete(url)),
+    file: counted(blobFile(blob), fromCache, options.onProgress), size: blob.size, fromCache, cached: true, ...(refetched ? { refetched } : {}),
+    discard: async () => void (await forget(cache, url)),
   };
 }

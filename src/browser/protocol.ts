@@ -55,6 +55,8 @@ export interface LoadedModel {
   cached: boolean;
   /** why a URL's file is not in the model cache though caching was asked for (e.g. the storage quota is used up) */
   notCached?: string;
+  /** the cached copy was damaged (it differed from the download, or no longer loaded): what was wrong, and that it was downloaded again */
+  refetched?: string;
 }
 
 export type Reply =
