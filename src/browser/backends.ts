@@ -43,7 +43,13 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
         throw new Error("wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: \"reference\" (one thread, plain TypeScript, slower)");
       }
       const base = new URL(options.assetsUrl ?? assetsBase(), assetsBase());
-      await preloadKernels({ baseUrl: base, workerUrl: new URL("kernel-worker.js", base) });
+      try {
+        await preloadKernels({ baseUrl: base, workerUrl: new URL("kernel-worker.js", base) });
+      } catch (e) {
+        // a browser without WebAssembly SIMD128 or threads: say where it can still run
+        if (!(e instanceof Error) || !/does not compile in this browser/.test(e.message)) throw e;
+        throw new Error(`${e.message}; load with backend: "reference" (one thread, plain TypeScript, slower), or "webgpu" where the browser has it`);
+      }
       return createWasmBackend({ threads: options.threads ?? defaultWasmThreads(), simd: options.simd, memoryLimitBytes: options.memoryLimitBytes });
     }
     default:
