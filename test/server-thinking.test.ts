@@ -193,7 +193,7 @@ describe("reasoning_effort reaches the template as its variable (gpt-oss's), as 
   });
 });
 
-describe("an assistant turn's reasoning_content reaches the template, as llama.cpp hands it over (Qwen3's writes it after the last user turn)", { skip }, () => {
+describe("llama.cpp's Qwen3 template on stories260K: reasoning_content in the messages, reasoning_format none", { skip }, () => {
   const name = "Qwen-Qwen3-0.6B.jinja";
   let s: Awaited<ReturnType<typeof serveStories>>;
   let source: string;
@@ -208,6 +208,36 @@ describe("an assistant turn's reasoning_content reaches the template, as llama.c
     { role: "assistant", content: null, reasoning_content: "Lily wants the weather.", tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Oslo\"}" } }] },
     { role: "tool", tool_call_id: "c1", content: "-3" },
   ];
+
+  test("reasoning_format none: the response_format's grammar admits no reasoning, as llama.cpp's made from its parser (the JSON from the first token); by default it may reason first", async () => {
+    // the tokens that are "<": pushed up, a reply that may open <think> opens it
+    const lt = Array.from({ length: s.model.info.vocabSize }, (_, i) => i).filter((i) => s.model.tokenizer.decode([i]) === "<");
+    assert.ok(lt.length > 0);
+    const request = {
+      messages: [{ role: "user", content: "Lily went to the park" }], response_format: { type: "json_object" }, max_tokens: 12, temperature: 0,
+      logit_bias: Object.fromEntries(lt.map((i) => [String(i), 100])),
+    };
+    const thinks = await post(`${s.url}/v1/chat/completions`, request);
+    assert.equal(thinks.status, 200, JSON.stringify(thinks.json));
+    assert.ok(thinks.json.choices[0].message.reasoning_content, JSON.stringify(thinks.json.choices[0].message));
+    for (const stream of [false, true]) {
+      const none = await post(`${s.url}/v1/chat/completions`, { ...request, reasoning_format: "none", stream });
+      assert.equal(none.status, 200, JSON.stringify(none.json));
+      const content = stream
+        ? (none.json as string).split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? "").join("")
+        : none.json.choices[0].message.content as string;
+      assert.match(content, /^\s*\{/, `stream ${stream}: ${JSON.stringify(none.json)}`);
+    }
+    // a required call too: the call from the first token
+    const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }], tool_choice: "required" });
+    const thinking = thinkingOf(source, "");
+    const call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    for (const [format, reasons] of [["deepseek", true], ["none", false]] as const) {
+      const { grammar } = replyGrammar({}, tools, source, thinking, format)!;
+      assert.ok(admits(grammar, call), format);
+      assert.equal(admits(grammar, `<think>\nx\n</think>\n\n${call}`), reasons, format);
+    }
+  });
 
   test("the server's prompt is jinja2's rendering of the messages with their reasoning_content; a reasoning_content not a string is a 400 naming it", async () => {
     // (null content as "", as llama.cpp hands it to a template that writes calls: Qwen3's cannot take null)

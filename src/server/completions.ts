@@ -102,8 +102,9 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // (a continued message the template does not write as given is the request's 400, found here)
     const text = thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "";
     const thinking = thinkingOf(source, text, ending.continueFinalMessage ? shown.at(-1)?.content : "");
-    replySyntax = replySyntaxOf(source, tools, thinking, reasoningFormatOf(body), options.jsonSchema !== undefined || options.json !== undefined);
-    const shaped = replyGrammar(options, tools, source, thinking);
+    const reasoning = reasoningFormatOf(body);
+    replySyntax = replySyntaxOf(source, tools, thinking, reasoning, options.jsonSchema !== undefined || options.json !== undefined);
+    const shaped = replyGrammar(options, tools, source, thinking, reasoning);
     if (shaped) {
       options.grammar = shaped.grammar;
       // (the format is in the grammar now)

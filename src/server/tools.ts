@@ -458,12 +458,16 @@ export type ReplyConstraint = Pick<GenerateOptions, "json" | "jsonSchema" | "gra
  * call); under "auto", a call or a text reply in the response_format (as OpenAI's: the tools stay
  * callable), and the generic format's JSON always. A template that thinks reasons first, before
  * calls and a response_format alike, as llama.cpp's grammars let it (its prompt may have opened
- * the reasoning: the format applied from the reply's start would be written inside it). A request's
- * own grammar is its own: applied as given, and refused with tools (as llama-server refuses it).
+ * the reasoning: the format applied from the reply's start would be written inside it), unless
+ * reasoning_format is "none": llama.cpp's parsers then read no reasoning, and the grammars it makes
+ * from them admit none (the format or the call from the reply's first token). A request's own
+ * grammar is its own: applied as given, and refused with tools (as llama-server refuses it).
  */
-export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"]): { grammar: string; param: string } | undefined {
+export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat = "deepseek"): { grammar: string; param: string } | undefined {
+  // reasoning_format "none": the grammars admit no reasoning, as llama.cpp's parsers (and the grammars made from them) read none then
+  const think = reasoning === "none" ? undefined : thinking;
   const formatted = constraint.jsonSchema !== undefined || constraint.json !== undefined;
-  if (!tools) return formatted && (thinking || fencesJson(templateSource)) ? { grammar: reasoningFirst(responseFormatGbnf(constraint, templateSource), thinking), param: "response_format" } : undefined;
+  if (!tools) return formatted && (think || fencesJson(templateSource)) ? { grammar: reasoningFirst(responseFormatGbnf(constraint, templateSource), think), param: "response_format" } : undefined;
   if (constraint.grammar !== undefined) {
     throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
       "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
@@ -473,16 +477,16 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
     if (formatted) {
       throw invalid("tool_choice", "a required tool call and a 'response_format' cannot both shape the reply: the reply must be a call, and 'response_format' shapes text replies (with tool_choice \"auto\" the reply is a call or text in the format)");
     }
-    return { grammar: toolCallGrammar(tools, format, { thinking, templateSource }), param: "tool_choice" };
+    return { grammar: toolCallGrammar(tools, format, { thinking: think, templateSource }), param: "tool_choice" };
   }
   const param = formatted ? "response_format" : "tool_choice";
   if (format === "generic") {
     // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
     const response = constraint.jsonSchema ?? (constraint.json === undefined ? undefined : constraint.json === "object" ? { type: "object" } : {});
-    return { grammar: toolCallGrammar(tools, format, { thinking, ...(response ? { response } : {}) }), param };
+    return { grammar: toolCallGrammar(tools, format, { thinking: think, ...(response ? { response } : {}) }), param };
   }
   if (!formatted) return undefined;
-  return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint, templateSource)]), thinking), param };
+  return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint, templateSource)]), think), param };
 }
 
 /** a parsed reply's calls as OpenAI's message carries them, each with the model's id or a new one (of the form the family's template takes back) */
