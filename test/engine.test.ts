@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { Engine } from "../src/engine/index.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type Model } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
@@ -109,6 +110,38 @@ test("stories260K: a second request sharing a 256-token prefix computes only its
     assert.equal(again.timings.cachedPromptTokens, 256 + 0);
     assert.deepEqual(again.completionTokens, uncached!.completionTokens);
     assert.ok(model.engine.stats.kv!.prefixHits >= 32, `${model.engine.stats.kv!.prefixHits} cached blocks reused`);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: a prompt's tokens and logprobs do not depend on how the steps chunk it or on the prefix cache (no lone prompt row)", { skip }, async () => {
+  // a lone row of a sequence takes attention's one-query arithmetic (llama.cpp's decode order):
+  // a prompt computed around one (maxBatchTokens 1, a step's last token of budget, a cached prefix
+  // leaving one token) gave logits other than the same prompt computed whole, in the last bits
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 256 });
+  try {
+    const text = "Once upon a time, there was a little girl named Lily. She liked to play with her toys and her dog";
+    const run = async (engine: Engine, promptTokens: number[]) => {
+      const o = await engine.submit({
+        promptTokens, decoding: { kind: "sample", n: 1 }, sampling: { temperature: 0, seed: 0 }, maxTokens: 6, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: 2, promptLogprobs: undefined,
+      }).outcome;
+      return { tokens: o.choices[0]!.completionTokens, logprobs: o.choices[0]!.logprobs, cached: o.cachedPromptTokens };
+    };
+    const fresh = (maxBatchTokens?: number) => new Engine(model.languageModel, model.tokenizer, { contextSize: 256, maxBatchTokens });
+    for (const length of [17, 18, 21]) {
+      const prompt = model.tokenizer.encode(text).slice(0, length);
+      assert.equal(prompt.length, length);
+      const whole = await run(fresh(), prompt);
+      for (const maxBatchTokens of [1, 2, 3, 4]) assert.deepEqual(await run(fresh(maxBatchTokens), prompt), whole, `${length} tokens, maxBatchTokens ${maxBatchTokens}`);
+      // the same prompt again on one engine: its first block from the cache where two or more tokens remain to compute
+      const engine = fresh();
+      await run(engine, prompt);
+      const again = await run(engine, prompt);
+      assert.equal(again.cached, length >= 18 ? 16 : 0, `${length} tokens: cached`);
+      assert.deepEqual(again, { ...whole, cached: again.cached }, `${length} tokens, again from the cache`);
+      engine.close();
+    }
   } finally {
     model.dispose();
   }

@@ -98,7 +98,7 @@ export class Scheduler implements StrategyHost {
       if (budget <= 0) break;
       if (request.prefilled) continue;
       const sequence = request.sequences[0]!;
-      const k = Math.min(sequence.pending, budget);
+      const k = promptChunk(sequence.pending, budget);
       chunks.push(chunkOf(request, sequence, k));
       budget -= k;
     }
@@ -111,7 +111,7 @@ export class Scheduler implements StrategyHost {
       if (!sequence) break;
       this.waiting.shift();
       admitted.push(request);
-      const k = Math.min(sequence.pending, budget);
+      const k = promptChunk(sequence.pending, budget);
       chunks.push(chunkOf(request, sequence, k));
       budget -= k;
     }
@@ -167,11 +167,13 @@ export class Scheduler implements StrategyHost {
   private admit(request: EngineRequest): RunningSequence | undefined {
     const { promptTokens } = request.params;
     const bs = this.pool.blockSize;
-    // cached prefix blocks; at least the last prompt token is computed, for its logits (a prompt
-    // being scored takes none: every position's logits are needed)
+    // cached prefix blocks; at least the last two prompt tokens are computed: the last for its
+    // logits, and never alone (a one-row segment takes attention's one-query arithmetic, so the
+    // same prompt gave other logits the second time, from its cache; see promptChunk). A prompt
+    // being scored takes none: every position's logits are needed
     const hits: number[] = [];
     let previous = 0;
-    const reusable = request.params.promptLogprobs === undefined ? promptTokens.length - 1 : 0;
+    const reusable = request.params.promptLogprobs === undefined ? promptTokens.length - 2 : 0;
     while ((hits.length + 1) * bs <= reusable) {
       const found = this.pool.lookup(KVBlockPool.prefixKey(previous, promptTokens.slice(hits.length * bs, (hits.length + 1) * bs)));
       if (!found) break;
@@ -218,6 +220,20 @@ export class Scheduler implements StrategyHost {
 function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
   if (d.kind !== "speculative") return "";
   return d.draft ? ", a speculative proposal and the draft model's KV cache" : ", a speculative proposal";
+}
+
+/**
+ * Prompt tokens a step computes of `pending` within `budget`: as many as fit, but never one alone
+ * while others remain and never leaving one alone for later (so a chunk may exceed the budget by
+ * up to two tokens). The kernels compute a sequence's lone row as a decode (llama.cpp's one-query
+ * attention: its dot products in another order than a chunk's), so a prompt split around a lone
+ * row gave other K/V and logits than the same prompt computed alone (the last bits, enough to
+ * turn a near tie), depending on what else the step ran. Rows of chunks of 2 or more do not
+ * depend on the chunk's size.
+ */
+export function promptChunk(pending: number, budget: number): number {
+  const k = Math.max(budget, 2);
+  return pending - k <= 1 ? pending : k;
 }
 
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {
