@@ -8,7 +8,7 @@
 // Every file is made by the project's own writers (writeGGUF, writeSafetensors, the random-model
 // writers) from a tiny valid model, then changed in one way: a metadata value, a tensor, a byte
 // range of the written file, a JSON field. Nothing here is committed as data.
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -377,6 +377,14 @@ export async function buildHostileCorpus(outDir?: string): Promise<HostileCorpus
     copyFileSync(st(f), join(f, "unused.bin"));
     writeFileSync(st(f), "");
   }, "weight_map");
+  // a folder where a file should be opens without error, and only its read() fails, naming no file
+  hfCase("st-file-is-folder", X, (f) => { rmSync(st(f)); mkdirSync(st(f)); }, "is a folder");
+  hfCase("st-index-shard-is-folder", X, (f) => {
+    const h = JSON.parse(readFileSync(st(f)).subarray(8, 8 + Number(readFileSync(st(f)).readBigUInt64LE(0))).toString()) as Record<string, unknown>;
+    writeFileSync(join(f, "model.safetensors.index.json"), JSON.stringify({ metadata: {}, weight_map: Object.fromEntries(Object.keys(h).filter((k) => k !== "__metadata__").map((k) => [k, "shard.safetensors"])) }));
+    rmSync(st(f));
+    mkdirSync(join(f, "shard.safetensors"));
+  }, "shard.safetensors: file: is a folder");
   const C = "config.json";
   const config = (edit: (c: Record<string, any>) => unknown) => (f: string) => {
     const c = JSON.parse(readFileSync(join(f, "config.json"), "utf8")) as Record<string, any>;
@@ -388,6 +396,7 @@ export async function buildHostileCorpus(outDir?: string): Promise<HostileCorpus
   hfCase("cfg-arch-constructor", P, config((c) => { c.architectures = ["constructor"]; }), "constructor");
   hfCase("cfg-arch-proto", P, config((c) => { c.architectures = ["__proto__"]; c.model_type = "__proto__"; }), "__proto__");
   hfCase("cfg-architectures-number", C, config((c) => { c.architectures = 7; }), "architectures");
+  hfCase("cfg-is-folder", C, (f) => { rmSync(join(f, "config.json")); mkdirSync(join(f, "config.json")); }, "config.json: file: is a folder");
   const cfg = (name: string, key: string, v: unknown) => hfCase(name, B, config((c) => { c[key] = v; }), key);
   cfg("cfg-heads-0", "num_attention_heads", 0);
   cfg("cfg-heads-negative", "num_attention_heads", -8);

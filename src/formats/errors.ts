@@ -10,3 +10,14 @@ export class FileFieldError extends Error {
     this.name = "FileFieldError";
   }
 }
+
+/**
+ * A failure of the system call reading `path` (a folder where a file should be, an I/O error) as a
+ * FileFieldError naming the file: Node's own message for a failed read() names no file
+ * ("EISDIR: illegal operation on a directory, read"). Any other error is returned as it is.
+ */
+export function readFailure(path: string, e: unknown): unknown {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  if (!(e instanceof Error) || typeof code !== "string" || !/^E[A-Z]+$/.test(code)) return e;
+  return new FileFieldError(path, "file", code === "EISDIR" ? "is a folder, not a file" : `cannot be read: ${e.message}`);
+}

@@ -1,6 +1,6 @@
 import { fileFromDescriptor, openFile, type RandomAccessFile } from "../platform/host.js";
 import { isKnownType, rowByteLength, typeName, type GGMLType } from "../tensor/index.js";
-import { FileFieldError } from "./errors.js";
+import { FileFieldError, readFailure } from "./errors.js";
 import {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
@@ -120,9 +120,11 @@ const SCALAR_SIZE: Partial<Record<GGUFValueType, number>> = {
  * inside the file.
  */
 export function readGGUFHeader(path: string): GGUFHeader {
-  const file = openFile(path);
+  const file = openFile(path); // its failures name the path
   try {
     return parseGGUFHeader(file, path);
+  } catch (e) {
+    throw readFailure(path, e);
   } finally {
     file.close();
   }

@@ -69,7 +69,9 @@ export const LIMITS = {
 
 /** reads a JSON object file, bounded in size; errors name the file */
 export function readJsonObject(path: string): Record<string, unknown> {
-  const size = statSync(path).size;
+  const stat = statSync(path);
+  if (stat.isDirectory()) throw new HFConfigError(path, "file", "is a folder, not a JSON file");
+  const size = stat.size;
   if (size > MAX_JSON_BYTES) throw new HFConfigError(path, "file", `${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a JSON config`);
   let v: unknown;
   try {

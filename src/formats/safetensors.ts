@@ -79,7 +79,10 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
 }
 
 function parseHeader(fd: number, path: string): SafetensorsHeader {
-  const fileSize = fstatSync(fd).size;
+  const stat = fstatSync(fd);
+  // a folder opens, and only its read fails, with a message naming no file
+  if (stat.isDirectory()) throw new SafetensorsError(path, "file", "is a folder, not a safetensors file");
+  const fileSize = stat.size;
   if (fileSize < 8) throw new SafetensorsError(path, "header length", `the file has ${fileSize} bytes, fewer than the 8-byte header length (not a safetensors file)`);
   const lenBytes = Buffer.alloc(8);
   readExactly(fd, lenBytes, 0, path, "header length");
@@ -179,12 +182,17 @@ export class SafetensorsModel {
       const index = join(path, SAFETENSORS_INDEX);
       if (existsSync(index)) return SafetensorsModel.openIndex(index);
       const single = join(path, SAFETENSORS_SINGLE);
-      if (existsSync(single)) return SafetensorsModel.open(single);
+      if (existsSync(single)) return SafetensorsModel.openFile(single);
       // PyTorch pickles are not read (unpickling is code execution in Python, and a format of its own)
       const bin = existsSync(join(path, "pytorch_model.bin")) || existsSync(join(path, "pytorch_model.bin.index.json"));
       throw new Error(`${path}: no ${SAFETENSORS_SINGLE} or ${SAFETENSORS_INDEX} in this folder${bin ? " (its pytorch_model.bin is not read: use a revision with safetensors weights, e.g. org/name@refs/pr/N where the Hub's conversion bot added them)" : ""}`);
     }
     if (basename(path).endsWith(".index.json")) return SafetensorsModel.openIndex(path);
+    return SafetensorsModel.openFile(path);
+  }
+
+  /** one .safetensors file (a folder of that name is refused as one, not searched) */
+  private static openFile(path: string): SafetensorsModel {
     const h = readSafetensorsHeader(path);
     return new SafetensorsModel(path, new Map(h.tensors.map((t) => [t.name, t])), h.metadata);
   }
