@@ -191,6 +191,25 @@ test("a bad model URL answers {error} naming the URL", { skip }, async () => {
   assert.match(notGGUF.result.error, /\/page\.css: magic: expected "GGUF"/);
 });
 
+test("a bad or unknown query parameter is one {error} naming it, not a silent default; an empty or unparsable model URL says so", { skip }, async () => {
+  const query = { model: "/models/stories260K.gguf", prompt: "Once upon a time", maxTokens: "4", temperature: "0", run: "1" };
+  for (const [bad, error] of [
+    [{ backend: "foo" }, "query parameter backend=foo: expected wasm, webgpu or reference"],
+    [{ maxTokens: "abc" }, "query parameter maxTokens=abc: expected a whole number >= 0"],
+    [{ temperature: "warm" }, "query parameter temperature=warm: expected a number >= 0 (0 = greedy)"],
+    [{ seed: "x" }, "query parameter seed=x: expected a whole number >= 0"],
+    [{ mode: "bogus" }, "query parameter mode=bogus: expected generate or chat"],
+    [{ memoryLimitMiB: "abc" }, "query parameter memoryLimitMiB=abc: expected a whole number of MiB from 4 to 4096"],
+    [{ maxtokens: "4" }, "unknown query parameter maxtokens (expected model, prompt, maxTokens, temperature, seed, backend, mode, memoryLimitMiB, cache, wholeFile, run)"],
+    [{ model: "" }, "no model: give its URL (the model field, or model=URL) or pick a .gguf file"],
+    [{ model: "http://[::1" }, "model http://[::1: not a valid URL"],
+  ] as const) {
+    const { result, errors } = await runPage({ ...query, ...bad });
+    assert.deepEqual(result, { error }, JSON.stringify(bad));
+    assert.deepEqual(errors, []);
+  }
+});
+
 test("a model spread over several wasm memories (Web Workers take each new memory by message) gives the one-memory tokens, and Node's", { skip }, async () => {
   const query = { model: `/models/${RANDOM}`, prompt: "Once upon a time", maxTokens: "12", temperature: "0", run: "1" };
   const one = (await runPage(query)).result;

@@ -1,6 +1,7 @@
 // The browser example's page: loads a GGUF into tsllm's engine worker and generates or chats.
 // Query parameters (for links, scripts and tests): ?model=URL&prompt=TEXT&maxTokens=N&
 // temperature=T&backend=wasm|webgpu|reference&seed=S&mode=generate|chat&cache=0&wholeFile=1&run=1
+// (an unknown parameter or a bad value is an error naming it)
 // (a URL's model is kept in the Cache API and read from there on the next load; cache=0: no cache,
 // Range reads; wholeFile=1 with cache=0: fetch the model in one request; memoryLimitMiB=M: at
 // most M MiB per wasm memory, which spreads a small model over several, as one over 4 GiB is). When a
@@ -10,9 +11,39 @@ import { TsllmWorker } from "/tsllm/tsllm.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-for (const [param, id] of [["model", "model"], ["prompt", "prompt"], ["maxTokens", "max-tokens"], ["temperature", "temperature"], ["backend", "backend"], ["seed", "seed"], ["mode", "mode"]]) {
-  const v = params.get(param);
-  if (v !== null) $(id).value = v;
+
+/**
+ * what each query parameter accepts: a bad value is one error naming it, not a silent default
+ * (a number field or a select given text it cannot hold would just come up empty)
+ */
+const wholeNumber = (v) => /^\d+$/.test(v);
+const PARAMS = {
+  model: { field: "model", ok: () => true },
+  prompt: { field: "prompt", ok: () => true },
+  maxTokens: { field: "max-tokens", ok: wholeNumber, expected: "a whole number >= 0" },
+  temperature: { field: "temperature", ok: (v) => v.trim() !== "" && Number.isFinite(Number(v)) && Number(v) >= 0, expected: "a number >= 0 (0 = greedy)" },
+  seed: { field: "seed", ok: wholeNumber, expected: "a whole number >= 0" },
+  backend: { field: "backend", ok: (v) => ["wasm", "webgpu", "reference"].includes(v), expected: "wasm, webgpu or reference" },
+  mode: { field: "mode", ok: (v) => ["generate", "chat"].includes(v), expected: "generate or chat" },
+  memoryLimitMiB: { ok: (v) => wholeNumber(v) && Number(v) >= 4 && Number(v) <= 4096, expected: "a whole number of MiB from 4 to 4096" },
+  cache: { ok: (v) => v === "0" || v === "1", expected: "0 or 1" },
+  wholeFile: { ok: (v) => v === "0" || v === "1", expected: "0 or 1" },
+  run: { ok: (v) => v === "0" || v === "1", expected: "0 or 1" },
+};
+/** the first bad query parameter, in words, or undefined */
+const badParam = (() => {
+  for (const [name, v] of params) {
+    const spec = PARAMS[name];
+    if (!spec) return `unknown query parameter ${name} (expected ${Object.keys(PARAMS).join(", ")})`;
+    if (!spec.ok(v)) return `query parameter ${name}=${v}: expected ${spec.expected}`;
+  }
+  return undefined;
+})();
+if (!badParam) {
+  for (const [name, spec] of Object.entries(PARAMS)) {
+    const v = params.get(name);
+    if (v !== null && spec.field) $(spec.field).value = v;
+  }
 }
 
 const engine = new TsllmWorker("/tsllm/engine-worker.js");
@@ -26,7 +57,8 @@ const status = (text) => ($("status").textContent = text);
 const fmt = (ms) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(1));
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 2 : 0)} MiB`;
 
-status(crossOriginIsolated ? "ready" : "not cross-origin isolated: the wasm backend needs COOP/COEP headers (use the example server)");
+status(badParam ?? (crossOriginIsolated ? "ready" : "not cross-origin isolated: the wasm backend needs COOP/COEP headers (use the example server)"));
+if (badParam) $("error").textContent = badParam;
 
 fetch("/models/").then((r) => (r.ok ? r.json() : [])).then((names) => {
   for (const n of names) $("models").append(new Option(`/models/${n}`));
@@ -45,6 +77,8 @@ async function ensureLoaded(signal) {
   const file = $("file").files[0];
   const source = file ?? $("model").value.trim();
   const backend = $("backend").value;
+  if (source === "") throw new Error("no model: give its URL (the model field, or model=URL) or pick a .gguf file");
+  if (!file && !URL.canParse(source, location.href)) throw new Error(`model ${source}: not a valid URL`);
   if (loaded && loaded.source === source && loaded.backend === backend) return loaded.info;
   loaded = undefined;
   status(`loading ${file ? file.name : source} on ${backend}…`);
@@ -69,8 +103,11 @@ async function ensureLoaded(signal) {
   return info;
 }
 
+/** a number field's value (undefined when empty); text it cannot read is an error naming the field */
 function numberOf(id) {
-  const v = $(id).value.trim();
+  const field = $(id);
+  if (field.validity.badInput) throw new Error(`${field.parentElement.textContent.trim()}: not a number`);
+  const v = field.value.trim();
   return v === "" ? undefined : Number(v);
 }
 
@@ -84,6 +121,7 @@ async function run() {
   const prompt = $("prompt").value;
   const mode = $("mode").value;
   try {
+    if (badParam) throw new Error(badParam);
     const info = await ensureLoaded(controller.signal);
     const options = { maxTokens: numberOf("max-tokens"), temperature: numberOf("temperature"), seed: numberOf("seed"), signal: controller.signal };
     let out;
