@@ -164,6 +164,20 @@ test("an alignment that is not a power of two", () => {
   expectGGUFError(f.raw(new Uint8Array(8)).bytes(), /general.alignment: expected a power of two, found 0.5/, "alignment 0.5");
 });
 
+test("arrays of arrays are bounded in all, not only by the file's size", () => {
+  // 12 bytes of file each, ~200 bytes of memory each once read: 4M empty ones (46 MB) took 1.5 GB
+  const nested = (key: string, n: number, b = header(0, 1)) => {
+    b.str(key).u32(GGUFValueType.ARRAY).u32(GGUFValueType.ARRAY).u64(n);
+    for (let i = 0; i < n; i++) b.u32(GGUFValueType.UINT8).u64(0);
+    return b;
+  };
+  const ok = write(nested("x.a", 1 << 16).bytes());
+  assert.equal((readGGUFHeader(ok).metadata.get("x.a")!.value as unknown[]).length, 1 << 16);
+  expectGGUFError(nested("x.a", (1 << 16) + 1).bytes(), /metadata "x.a": an array of 65537 arrays: more than the 65536 nested arrays a file may hold/, "one array");
+  // the bound is for the file: two keys of 40,000 each pass it together
+  expectGGUFError(nested("x.b", 40_000, nested("x.a", 40_000, header(0, 2))).bytes(), /metadata "x.b": an array of 40000 arrays/, "two arrays");
+});
+
 test("duplicate metadata keys and tensor names", () => {
   const k = header(0, 2);
   kvU32(k, "llama.block_count", 1);
