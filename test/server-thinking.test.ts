@@ -239,6 +239,26 @@ describe("llama.cpp's Qwen3 template on stories260K: reasoning_content in the me
     }
   });
 
+  test("a last assistant message of reasoning only is continued inside its reasoning, as llama.cpp's reasoning continuation: the prompt ends with it, the reply goes on as reasoning_content", async () => {
+    const user = { role: "user", content: "Lily went to the park" };
+    // llama.cpp's prompt: the conversation before it with the generation prompt, then the reasoning opened and the message's reasoning
+    const [jinja2] = renderWithJinja2(source, [{ messages: [user], add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", enable_thinking: true }]);
+    const text = `${(jinja2 as { out: string }).out}<think>\nShe saw a big`;
+    const tokenizer = s.model.tokenizer;
+    const want = tokenizer.encode(text, { addSpecialTokens: true });
+    for (const content of [null, ""]) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [user, { role: "assistant", content, reasoning_content: "She saw a big" }], max_tokens: 6, temperature: 0 });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.usage.prompt_tokens, want.length);
+      const reply = await s.model.generate(want, { maxTokens: 6, temperature: 0 });
+      assert.deepEqual(r.json.choices[0].message, { role: "assistant", content: "", reasoning_content: reply.completion.trim(), refusal: null });
+    }
+    // with content, the content is continued after the reasoning the template closes
+    const r = await post(`${s.url}/v1/chat/completions`, { messages: [user, { role: "assistant", content: "Lily", reasoning_content: "She saw a big" }], max_tokens: 6, temperature: 0 });
+    assert.equal(r.json.usage.prompt_tokens, tokenizer.encode(`${(jinja2 as { out: string }).out}<think>\nShe saw a big\n</think>\n\nLily`, { addSpecialTokens: true }).length);
+    assert.equal(r.json.choices[0].message.reasoning_content, undefined);
+  });
+
   test("the server's prompt is jinja2's rendering of the messages with their reasoning_content; a reasoning_content not a string is a 400 naming it", async () => {
     // (null content as "", as llama.cpp hands it to a template that writes calls: Qwen3's cannot take null)
     const [jinja2] = renderWithJinja2(source, [{ messages: messages.map((m) => ({ ...m, content: m.content ?? "" })), add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", enable_thinking: true }]);

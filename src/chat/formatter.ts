@@ -39,11 +39,20 @@ export interface EncodeChatOptions {
   parseSpecialInContent?: boolean;
   /** end with the assistant's header (default true), as a template's add_generation_prompt */
   addGenerationPrompt?: boolean;
-  /** end inside the last message, for the reply to go on from its text (an assistant's prefill; transformers' continue_final_message) */
+  /** end inside the last message, for the reply to go on from its text (an assistant's prefill; transformers' continue_final_message), or from its reasoning when it has no content (continuesReasoning) */
   continueFinalMessage?: boolean;
 }
 
 const MARK = "\u0001tsllm-reply\u0001";
+
+/**
+ * Whether continuing `message` goes on inside its reasoning: it has reasoning_content and no
+ * content, as llama.cpp tells a reasoning continuation (COMMON_CHAT_CONTINUATION_REASONING) from
+ * a content one; the prompt then ends after the reasoning as the template writes it.
+ */
+export function continuesReasoning(message: ChatMessage): boolean {
+  return message.content === "" && !!message.reasoning_content;
+}
 
 /**
  * A chat template bound to a tokenizer: renders conversations, tokenizes them (special-token text
@@ -169,9 +178,11 @@ export class ChatFormatter {
   prompt(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): string {
     const last = messages.at(-1);
     if (!options.continueFinalMessage || !last) return this.render(messages, options.addGenerationPrompt ?? true, variables);
-    const text = this.render([...messages.slice(0, -1), { ...last, content: last.content + MARK }], false, variables);
+    const inReasoning = continuesReasoning(last);
+    const marked = inReasoning ? { ...last, reasoning_content: last.reasoning_content + MARK } : { ...last, content: last.content + MARK };
+    const text = this.render([...messages.slice(0, -1), marked], false, variables);
     const at = text.lastIndexOf(MARK);
-    if (at < 0) throw new ChatTemplateError(`messages[${messages.length - 1}]: the template does not write the last message's content as given, so it cannot be continued`);
+    if (at < 0) throw new ChatTemplateError(`messages[${messages.length - 1}]: the template does not write the last message's ${inReasoning ? "reasoning_content" : "content"} as given, so it cannot be continued`);
     return text.slice(0, at);
   }
 

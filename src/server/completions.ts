@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { ChatTemplateError, type ChatFormatter, type ChatMessage, type EncodeChatOptions } from "../chat/index.js";
+import { ChatTemplateError, continuesReasoning, type ChatFormatter, type ChatMessage, type EncodeChatOptions } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
 import { GrammarError } from "../sampling/constraints/index.js";
@@ -101,7 +101,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const ending = promptEndOf(body, messages);
     // (a continued message the template does not write as given is the request's 400, found here)
     const text = thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "";
-    const thinking = thinkingOf(source, text, ending.continueFinalMessage ? shown.at(-1)?.content : "");
+    const continued = ending.continueFinalMessage ? shown.at(-1) : undefined;
+    const thinking = thinkingOf(source, text, continued?.content, continued !== undefined && continuesReasoning(continued));
     const reasoning = reasoningFormatOf(body);
     replySyntax = replySyntaxOf(source, tools, thinking, reasoning, options.jsonSchema !== undefined || options.json !== undefined);
     const shaped = replyGrammar(options, tools, source, thinking, reasoning);

@@ -168,15 +168,15 @@ export function reasoningFormatOf(body: Body): ReasoningFormat {
  * The reasoning markers of a template that thinks, and whether the prompt (its text as rendered)
  * leaves the reply inside them: DeepSeek R1's generation prompt ends with "<think>\n", an
  * assistant prefill (`prefill`: the continued message's content) may open the reasoning and not
- * close it.
+ * close it, and a continued message of reasoning only goes on inside it (`inReasoning`).
  */
-export function thinkingOf(templateSource: string, prompt: string, prefill = ""): ReplySyntax["thinking"] {
+export function thinkingOf(templateSource: string, prompt: string, prefill = "", inReasoning = false): ReplySyntax["thinking"] {
   // (Ministral / Magistral 3 reason between [THINK] and [/THINK], as llama.cpp's common_chat_params_init_ministral_3 reads them)
   for (const [open, close] of [["<think>", "</think>"], ["<|START_THINKING|>", "<|END_THINKING|>"], ["[THINK]", "[/THINK]"]] as const) {
     if (!templateSource.includes(open)) continue;
     // Qwen3.5's and Nemotron 3 Nano's reasoning also ends where a call begins (llama.cpp's qwen3_coder format: until </think> or <tool_call>)
     const endsBefore = open === "<think>" && toolFormatOf(templateSource) === "qwen3-coder" ? { endsBefore: ["<tool_call>"] } : {};
-    const forcedOpen = prompt.trimEnd().endsWith(open) || prefill.lastIndexOf(open) > prefill.lastIndexOf(close);
+    const forcedOpen = inReasoning || prompt.trimEnd().endsWith(open) || prefill.lastIndexOf(open) > prefill.lastIndexOf(close);
     return { open, close, forcedOpen, ...endsBefore };
   }
   return undefined;
