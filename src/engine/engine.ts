@@ -321,6 +321,7 @@ export class Engine {
   private async update(s: Scheduler, plan: StepPlan, logits: readonly (Float32Array | undefined)[]): Promise<void> {
     const results = new Map<EngineRequest, SequenceLogits[]>();
     plan.chunks.forEach((chunk, i) => {
+      s.computed(chunk);
       let list = results.get(chunk.request);
       if (!list) results.set(chunk.request, (list = []));
       const row = logits[i];

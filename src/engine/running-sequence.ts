@@ -6,6 +6,13 @@ export class RunningSequence {
   finished = false;
   /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
   allLogits = false;
+  /**
+   * leading positions whose rows were all computed in chunks of two or more rows (or came from the
+   * prefix cache): only these may be cached as prefixes. A decoded token's row is computed alone,
+   * in attention's one-query order, so its K/V differ in the last bits from what a prompt's chunk
+   * computes for the same tokens (Scheduler.cacheFullBlocks)
+   */
+  chunkedRows = 0;
 
   constructor(
     /** prompt and chosen tokens; those past cache.length are pending (the next step computes them) */

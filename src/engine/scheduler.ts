@@ -120,6 +120,7 @@ export class Scheduler implements StrategyHost {
 
   fork(request: StrategyRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence {
     const seq = new RunningSequence(tokens, how === "share" ? parent.cache.fork() : parent.cache.forkCopy());
+    seq.chunkedRows = Math.min(parent.chunkedRows, seq.cache.length);
     const state = this.registered.get(parent);
     if (state) this.registered.set(seq, { ...state });
     request.sequences.push(seq);
@@ -143,15 +144,25 @@ export class Scheduler implements StrategyHost {
     for (const s of [...request.sequences]) this.retire(request, s);
   }
 
+  /** a step computed the chunk's rows: chunks of two or more extend the rows that may be cached (RunningSequence.chunkedRows) */
+  computed(chunk: ScheduledChunk): void {
+    const seq = chunk.sequence;
+    if (chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows) seq.chunkedRows = chunk.start + chunk.tokens.length;
+  }
+
   /**
    * Registers the sequence's blocks that are now full as cached prefixes (keyed by their tokens
    * and all before them), so a later request starting with the same tokens computes none of them.
+   * Only blocks whose rows were computed as a prompt's are (chunkedRows): a block holding a decoded
+   * token's row would give a later prompt through it other K/V than computing it does.
    */
   cacheFullBlocks(sequence: RunningSequence): void {
     const state = this.registered.get(sequence);
+    // a speculative round truncates the rows it rejected
+    sequence.chunkedRows = Math.min(sequence.chunkedRows, sequence.cache.length);
     if (!state) return;
     const bs = this.pool.blockSize;
-    while ((state.blocks + 1) * bs <= sequence.cache.length) {
+    while ((state.blocks + 1) * bs <= sequence.chunkedRows) {
       const block = sequence.cache.alignedBlock(state.blocks);
       if (block === undefined) {
         // a shared fork's own rows start mid-block: nothing after this is block-aligned
@@ -187,6 +198,7 @@ export class Scheduler implements StrategyHost {
     const cache = this.newCache();
     cache.adoptPrefix(hits);
     const sequence = new RunningSequence([...promptTokens], cache);
+    sequence.chunkedRows = hits.length * bs;
     this.registered.set(sequence, { blocks: hits.length, id: previous });
     request.sequences.push(sequence);
     request.cachedPromptTokens = hits.length * bs;
