@@ -1,7 +1,9 @@
 // tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation and the
 // system prompt are kept in sessionStorage: a reload of the tab keeps them, New chat (or closing
 // the tab) drops them. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
-// text nodes, never as HTML: what a model writes cannot become markup.
+// text nodes, never as HTML: what a model writes cannot become markup. A thinking model's
+// reasoning (the stream's reasoning_content) shows as it streams, in a collapsible "Thinking"
+// block above the reply, and is not sent back with the conversation.
 "use strict";
 const $ = (id) => document.getElementById(id);
 /**
@@ -115,6 +117,27 @@ function renderMarkdown(text, into) {
   inline(text.slice(at), into);
 }
 
+/**
+ * a reply's reasoning, as text, in a <details> before its content (made when the first reasoning
+ * arrives); open while the model thinks, closed once the reply itself begins
+ */
+function showReasoning(li, reasoning, thinking) {
+  let details = li.querySelector("details.reasoning");
+  if (!details) {
+    if (!reasoning) return;
+    details = document.createElement("details");
+    details.className = "reasoning";
+    const summary = document.createElement("summary");
+    const text = document.createElement("div");
+    text.className = "thought";
+    details.append(summary, text);
+    li.prepend(details);
+  }
+  details.querySelector("summary").textContent = thinking ? "Thinking…" : "Thought";
+  details.querySelector(".thought").textContent = reasoning;
+  details.open = thinking;
+}
+
 /** the list item of one message; `index` is its place in history (undefined while it streams) */
 function bubble(role, text, index) {
   const li = document.createElement("li");
@@ -124,6 +147,7 @@ function bubble(role, text, index) {
   if (role === "assistant") renderMarkdown(text, content);
   else content.textContent = text;
   li.append(content);
+  if (index !== undefined && typeof history[index].reasoning === "string") showReasoning(li, history[index].reasoning, false);
   if (index !== undefined) decorate(li, index);
   list.append(li);
   list.scrollTop = list.scrollHeight;
@@ -201,11 +225,12 @@ async function send(text) {
   const li = bubble("assistant", "");
   li.setAttribute("aria-busy", "true");
   const content = li.querySelector(".content");
-  let reply = "", rendering = 0;
+  let reply = "", reasoning = "", rendering = 0;
   /** the reply so far, rendered once per frame (not per token: a long reply re-renders whole) */
-  const show = () => {
+  const show = (streaming = true) => {
     rendering = 0;
     const follow = atBottom();
+    showReasoning(li, reasoning, streaming && reply === "");
     renderMarkdown(reply, content);
     if (follow) list.scrollTop = list.scrollHeight;
   };
@@ -251,12 +276,14 @@ async function send(text) {
         if (data === "[DONE]") continue;
         const chunk = JSON.parse(data);
         if (chunk.error) throw new Error(chunk.error.message);
-        const delta = chunk.choices[0]?.delta?.content;
-        if (delta) {
+        const delta = chunk.choices[0]?.delta;
+        const text = delta?.content, thought = delta?.reasoning_content;
+        if (text || thought) {
           if (!firstAt) firstAt = performance.now();
           tokens++;
-          reply += delta;
-          rendering ||= requestAnimationFrame(show);
+          if (text) reply += text;
+          if (thought) reasoning += thought;
+          rendering ||= requestAnimationFrame(() => show());
         }
         finish = chunk.choices[0]?.finish_reason ?? finish;
         timings = chunk.timings ?? timings;
@@ -274,12 +301,12 @@ async function send(text) {
     setBusy(false);
     li.removeAttribute("aria-busy");
     if (rendering) cancelAnimationFrame(rendering);
-    show();
+    show(false);
     // the Send or Stop button that had the focus is disabled now: the focus goes back to the message box
     if (document.activeElement === document.body || document.activeElement?.disabled) $("input").focus();
   }
   if (error) $("error").textContent = error;
-  if (reply === "" && (error || finish === "stopped")) {
+  if (reply === "" && reasoning === "" && (error || finish === "stopped")) {
     // nothing came back: the turn is taken back and its text returns to the input, to send again
     userLi.remove();
     li.remove();
@@ -291,7 +318,7 @@ async function send(text) {
   const tpot = timings ? timings.predicted_per_token_ms : tokens > 1 ? (end - firstAt) / (tokens - 1) : NaN;
   const n = timings ? timings.predicted_n : tokens;
   const stats = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
-  turns.push(user, { role: "assistant", content: reply, stats });
+  turns.push(user, { role: "assistant", content: reply, ...(reasoning ? { reasoning } : {}), stats });
   // a New chat or an edit while it streamed replaced the conversation: this turn is not on the page any more
   if (turns !== history) return;
   const follow = atBottom();
