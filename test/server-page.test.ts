@@ -338,6 +338,27 @@ test("a thinking model's reasoning shows as text in a Thinking block above the r
   }
 });
 
+test("a stream through a proxy that adds SSE comments (\": keep-alive\") and CRLF line ends reads as the same reply", { skip }, async () => {
+  const { page, errors } = await openPage();
+  const reply = "Hello **there**";
+  await page.route("**/v1/chat/completions", async (route) => {
+    const body = JSON.parse(route.request().postData()!);
+    const real = await route.fetch({ postData: JSON.stringify({ ...body, grammar: `root ::= ${JSON.stringify(reply)}` }) });
+    const events = (await real.text()).split("\n\n").filter((e) => e !== "");
+    const proxied = events.map((e) => `: keep-alive\r\n\r\nevent: message\r\n${e.replace(/\n/g, "\r\n")}\r\n\r\n`).join("");
+    await route.fulfill({ response: real, body: proxied });
+  });
+  await page.fill("#max-tokens", "100");
+  await page.fill("#input", "hi");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.equal(await page.textContent("#error"), "");
+  assert.equal(await page.textContent("li.assistant .content"), "Hello there");
+  assert.match((await page.textContent("li.assistant .stats"))!, /^stop · /);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("Regenerate asks again for the last reply with the same conversation; Edit takes the conversation back to a message, its text in the box", { skip }, async () => {
   const { page } = await openPage();
   const bodies = chatBodies(page);

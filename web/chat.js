@@ -269,11 +269,14 @@ async function send(text) {
       }
       if (done) break;
       buf += value;
-      let at;
-      while ((at = buf.indexOf("\n\n")) >= 0) {
-        const data = buf.slice(0, at).replace(/^data: ?/, "");
-        buf = buf.slice(at + 2);
-        if (data === "[DONE]") continue;
+      // Server-Sent Events: events end at a blank line; an event's data is its data: lines
+      // (a proxy's ": keep-alive" comment, an event: or id: line, CRLF line ends are no data)
+      let end;
+      while ((end = /\r?\n\r?\n/.exec(buf))) {
+        const lines = buf.slice(0, end.index).split(/\r?\n/);
+        buf = buf.slice(end.index + end[0].length);
+        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+        if (data === "" || data === "[DONE]") continue;
         const chunk = JSON.parse(data);
         if (chunk.error) throw new Error(chunk.error.message);
         const delta = chunk.choices[0]?.delta;
