@@ -337,6 +337,25 @@ test("a copy cached before digests were kept loads from the cache (no download),
   assert.equal(requestCount("range whole") - before, 2, "downloaded at first and after the damage, not for the legacy copy");
 });
 
+test("two tabs loading one URL at once into one cache: both give llama.cpp's tokens, and a third load reads the cache, its digests agreeing", { skip }, async () => {
+  const context = await browser!.newContext();
+  try {
+    const url = `${base}/m/range/stories260K.gguf?two-tabs`;
+    const [a, b] = await Promise.all([0, 1].map(() => inPage<Loaded>(loadAndGenerate(JSON.stringify(url)), { context })));
+    assert.deepEqual([a!.tokens, a!.cached, b!.tokens, b!.cached], [golden(), true, golden(), true], `${a!.error} ${b!.error}`);
+    const third = await inPage<Loaded & { refetched?: string; listed: number }>(`
+      const engine = new TsllmWorker();
+      const info = await engine.load(${JSON.stringify(url)}, { threads: 1 });
+      const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+      const listed = (await engine.cachedModels()).length;
+      engine.terminate();
+      return { tokens, fromCache: info.fromCache, refetched: info.refetched ?? null, listed };`, { context });
+    assert.deepEqual(third, { tokens: golden(), fromCache: true, refetched: null, listed: 1 });
+  } finally {
+    await context.close();
+  }
+});
+
 test("out of wasm memory at load is an error naming the model and saying so, not a hang; the cached file stays", { skip }, async () => {
   // V8's cap on wasm memory pages (64 KiB each): the weights and KV cache of stories260K need more than 40
   const small = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--js-flags=--wasm-max-mem-pages=40"] });
