@@ -372,6 +372,37 @@ test("a dict's keys are hashed as Python hashes them (a tuple by its items) and 
   assert.deepEqual(found, []);
 });
 
+// pprint is Python's pprint.pformat (width 80, dicts sorted by key, a long container one item a line, a long str cut at spaces)
+const LONG = "The quick brown fox jumps over the lazy dog; the quick brown fox jumps over the lazy dog again and again.";
+const PPRINTS: [string, Context][] = [
+  ...["1", "1.5", "'a'", "none", "true", "[1, 2]", "(1,)", "()", "{'b': 1, 'a': [1, 2]}", "{2: 'x', 1: 'y', 'k': 0}", "range(3)", "'x'|safe", "u", "msgs", "nested", "names|map('upper')", "{}.items()",
+    "long", "[long]", "[long, long]", "{'key': long, 'other': [long, 1]}", "(long,)", "long ~ '\\n' ~ long", "'a\\nb'", "[[1, 2, 3] * 12, {'z': 'é😀' * 30}]", "{(1, 2): 'a' * 90, (0, 'x'): 2}",
+    "{'a': {'b': {'c': [1] * 40}}}", "[long * 2]", "'x' * 100", "(long, long)", "[range(50)|list]", "{'m': msgs, 'n': nested}"]
+    .map((x) => [`{{ (${x})|pprint }}`, vars({ ...featureData, long: LONG })] as [string, Context]),
+];
+
+test("pprint renders as Python's pprint.pformat writes the value", { skip }, () => {
+  const found = PPRINTS.flatMap(([source, context], i) => differences(source, `pprint ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
+// urlize: jinja2's utils.urlize with the sandbox's policies (rel="noopener")
+const URLS = "see http://example.com, (www.example.org/path?q=1#f) and <https://a.b.co/x_(y)> or mail me@host.example. mailto:a@b.cd "
+  + "foo.com bar.xyz 192.168.0.1 http://192.168.0.1:8080/p https://[::1]/x http://[2001:db8::1]:80 user@localhost @a@b.com x@y:z.com "
+  + "https://xn--bcher-kva.example/ WWW.UPPER.COM HTTP://CAPS.ORG end.) ((http://x.com)) a&b<c>\"d\" 'q' http://x.com/a&b tail,\n\tnext\u3000http://u.com\x1chttp://v.com";
+const URLIZES: [string, Context][] = [
+  ...["", "(10)", "(5, true)", "(none, true, '_blank')", "(target='_top', rel='me you')", "(rel='')", "(3)", "(0)", "(-3)", "(true)", "(extra_schemes=['ftp:', 'tel:'])", "(extra_schemes=['ftp://'])",
+    "(nofollow=true, rel='nofollow x')"].map((a) => [`{{ s|urlize${a} }}`, vars({ s: URLS })] as [string, Context]),
+  ...["'ftp://x.org ftp: tel:123'|urlize(extra_schemes=['ftp:', 'tel:'])", "('<b>'|safe ~ ' http://x.com')|urlize", "5|urlize", "none|urlize", "u|urlize", "'http://x.com'|urlize('a')",
+    "'nothing here'|urlize('a')", "'x'|urlize(extra_schemes=['f'])", "'x'|urlize(extra_schemes='ab:')", "'x'|urlize(extra_schemes=[1])", "'www.é.com http://日本.jp a.b.com'|urlize", "'http://x.com'|urlize(1.5)"]
+    .map((x) => [`{{ ${x} }}`, f()] as [string, Context]),
+];
+
+test("urlize renders as jinja2 renders it, and fails where jinja2 fails", { skip }, () => {
+  const found = URLIZES.flatMap(([source, context], i) => differences(source, `urlize ${i}`, [{ name: source, context }]));
+  assert.deepEqual(found, []);
+});
+
 /** what scripts/fuzz-jinja.ts found where tsllm departed from jinja2, each reduced to a small case */
 const FUZZ_FOUND: [string, Context][] = [
   // a namespace holding itself is written <Namespace {...}> (Python's repr guard), not a stack overflow

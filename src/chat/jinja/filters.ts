@@ -1,3 +1,4 @@
+import { escapeHtml, pformat, urlize } from "./pretty.js";
 import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
@@ -227,6 +228,7 @@ const FILTERS: Record<string, Filter> = {
       return items.map((x) => ctx.filter(str(name!), x, rest, kwargs));
     }, "sync_do_map");
   },
+  pprint: (v) => pformat(v),
   max: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, true),
   min: (v, args, kwargs, ctx) => minMax(v, kwargs, args, ctx, false),
   // Python's random.choice: len(), then an item by a random index (a dict's by that index as a key: a KeyError unless it has it)
@@ -340,6 +342,13 @@ const FILTERS: Record<string, Filter> = {
     return out;
   }, "sync_do_unique"),
   upper: (v) => str(v).toUpperCase(),
+  urlize: (v, args, kwargs) => {
+    const schemes = arg(args, kwargs, 4, "extra_schemes", null);
+    return urlize(v, {
+      trimUrlLimit: arg(args, kwargs, 0, "trim_url_limit", null), nofollow: truthy(arg(args, kwargs, 1, "nofollow", false)), target: arg(args, kwargs, 2, "target", null),
+      rel: arg(args, kwargs, 3, "rel", null), extraSchemes: schemes === null ? [] : iterate(schemes),
+    });
+  },
   // jinja2's url_quote: a str (or what is not iterable, as str()) quoted with "/" kept; a dict or pairs as a query string
   urlencode: (v) => {
     if (isStr(v) || !(Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined)) return urlQuote(str(v), false);
@@ -380,16 +389,8 @@ FILTERS.e = FILTERS.escape!;
 
 export const hasFilter = (name: string): boolean => Object.hasOwn(FILTERS, name);
 
-/**
- * jinja2's filters tsllm does not have (no chat template is known to use them): a template naming
- * one still loads, as in jinja2, and fails only if it reaches it
- */
-const NOT_IMPLEMENTED = new Set(["pprint", "urlize"]);
-/** whether jinja2 knows a filter (the compile-time check refuses only a name jinja2 refuses) */
-export const jinja2HasFilter = (name: string): boolean => hasFilter(name) || NOT_IMPLEMENTED.has(name);
-/** why a filter cannot be applied: one jinja2 has and tsllm does not, or one neither has */
-export const noFilter = (name: string, found = ""): string =>
-  NOT_IMPLEMENTED.has(name) ? `tsllm does not implement jinja2's filter '${name}'` : `No filter named '${name}'${found}.`;
+/** why a filter cannot be applied: jinja2 has none of that name (tsllm has all of jinja2's built-in filters) */
+export const noFilter = (name: string, found = ""): string => `No filter named '${name}'${found}.`;
 
 /** a filter applied; `name` must be one hasFilter knows */
 export function applyFilter(name: string, value: Value, args: Value[], kwargs: Map<string, Value>, ctx: FilterContext): Value {
@@ -454,8 +455,8 @@ function urlQuote(s: string, forQuery: boolean): string {
   return out;
 }
 
-/** markupsafe.escape */
-export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" })[c]!);
+/** markupsafe.escape of a str (the interpreter escapes with it too) */
+export { escapeHtml };
 const unescapeHtml = (s: string): string => s.replace(/&(amp|lt|gt|quot|#34|#39|apos);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#34": '"', "#39": "'", apos: "'" })[e]!);
 
 let add: (a: Value, b: Value) => Value = () => fail("sum() is not available");
@@ -474,7 +475,7 @@ const TESTS: Record<string, Test> = {
   },
   eq: (v, [x = null]) => equals(v, x),
   escaped: (v) => v instanceof Markup,
-  filter: (v) => isStr(v) && jinja2HasFilter(strOf(v)),
+  filter: (v) => isStr(v) && hasFilter(strOf(v)),
   test: (v) => isStr(v) && hasTest(strOf(v)),
   even: (v) => (typeof v === "bigint" ? v % 2n === 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
   false: (v) => v === false,

@@ -1,4 +1,4 @@
-import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, jinja2HasFilter, noFilter, useAdd, type FilterContext } from "./filters.js";
+import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, noFilter, useAdd, type FilterContext } from "./filters.js";
 import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
 import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
@@ -79,7 +79,7 @@ export function checkFiltersAndTests(program: readonly Stmt[]): void {
     const e = node as Expr;
     if (e.type === "CondExpr") soft = true;
     if (!soft && (e.type === "Filter" || e.type === "Test")) {
-      const known = e.type === "Filter" ? jinja2HasFilter(e.name) : hasTest(e.name);
+      const known = e.type === "Filter" ? hasFilter(e.name) : hasTest(e.name);
       if (!known) throw new TemplateSyntaxError(`No ${e.type === "Filter" ? "filter" : "test"} named '${e.name}'.`, e.line);
     }
     for (const child of Object.values(node)) if (child && typeof child === "object") expr(child, soft);
@@ -603,7 +603,7 @@ export class Interpreter implements FilterContext {
 const UNDEFINED_OK = new Set([
   "default", "d", "string", "trim", "upper", "lower", "title", "capitalize", "replace", "striptags", "wordcount", "center", "truncate", "format",
   "length", "count", "list", "items", "groupby", "join", "map", "select", "reject", "selectattr", "rejectattr", "unique", "safe", "escape", "e", "forceescape",
-  "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson", "random", "urlencode",
+  "first", "last", "batch", "slice", "sort", "sum", "min", "max", "reverse", "tojson", "random", "urlencode", "pprint", "urlize",
 ]);
 
 /** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float, ints exact at any size */

@@ -22,7 +22,7 @@ export interface MethodContext extends SizeLimit {
 }
 
 /** the characters str.isspace() is true of, which str.split() and str.strip() take as whitespace */
-const SPACE = "\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+export const SPACE = "\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 const SPACE_RE = new RegExp(`[${SPACE}]`, "u");
 const isSpace = (c: string) => SPACE_RE.test(c);
 
