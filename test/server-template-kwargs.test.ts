@@ -99,6 +99,43 @@ describe("chat_template_kwargs and enable_thinking on stories260K", { skip }, ()
   });
 });
 
+test("preserve_reasoning and reasoning_effort reach the templates that spell them their own way, as llama.cpp derives them: GLM 4.7 keeps the history's reasoning, muse-glimmer reads reasoning_strength", { skip }, async () => {
+  const history = [
+    { role: "user", content: "Lily went to the park" }, { role: "assistant", content: "She saw a dog.", reasoning_content: "The park has dogs." }, { role: "user", content: "And then?" },
+  ];
+  for (const [name, extra, variables, shows] of [
+    // llama.cpp: preserve_reasoning true sets preserve_thinking, clear_thinking false, truncate_history_thinking false, drop_thinking false
+    ["GLM-4.7-Flash.jinja", { chat_template_kwargs: { preserve_reasoning: true } }, { preserve_reasoning: true, preserve_thinking: true, clear_thinking: false, truncate_history_thinking: false, drop_thinking: false }, "<think>The park has dogs.</think>"],
+    // and reasoning_effort is also reasoning_strength
+    ["muse-glimmer.jinja", { reasoning_effort: "low" }, { reasoning_effort: "low", reasoning_strength: "low" }, "low"],
+  ] as const) {
+    const source = llamaCppTemplate(name);
+    const s = await serveStories({ contextSize: 1024 }, { chatTemplate: { source, where: name } });
+    try {
+      const formatter = s.model.chatFormatter(source);
+      const thinking = source.includes("<think>") ? { enable_thinking: true } : {};
+      const [jinja2, plain] = renderWithJinja2(source, [variables, {}].map((v) => ({ messages: history, add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", ...thinking, ...v })));
+      const text = (jinja2 as { out: string }).out;
+      assert.ok(text.includes(shows) && !(plain as { out: string }).out.includes(shows), `${name}: ${text}`);
+      const read = history as ChatMessage[];
+      assert.equal(formatter.render(read, true, { ...thinking, ...variables }), text, name);
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: history, max_tokens: 2, ...extra });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.usage.prompt_tokens, formatter.encode(read, { ...thinking, ...variables }).length, name);
+    } finally {
+      await s.close();
+    }
+  }
+  const s = await serveStories({}, { chatTemplate: CUSTOM });
+  try {
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 2, chat_template_kwargs: { preserve_reasoning: "yes" } });
+    assert.equal(bad.status, 400, JSON.stringify(bad.json));
+    assert.equal(bad.json.error.param, "chat_template_kwargs.preserve_reasoning");
+  } finally {
+    await s.close();
+  }
+});
+
 test("tsllm serve --chat-template-kwargs: a JSON object of variables; anything else a usage error naming the flag", { skip: skipStories }, async () => {
   const serve = (kwargs: string) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", sharedFile(STORIES)!, "--port", "0", "--chat-template-kwargs", kwargs], { cwd: PROJECT_ROOT });
   await assert.rejects(serve("{enable_thinking: false}"), (e: { stderr: string; code: number }) => /--chat-template-kwargs expects a JSON object such as/.test(e.stderr) && e.code === 2);

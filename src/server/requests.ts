@@ -115,7 +115,8 @@ const SET_BY_THE_REQUEST: Readonly<Record<string, string>> = {
  * add_generation_prompt come from the request itself (llama.cpp lets them be overwritten, vLLM
  * lets tools and add_generation_prompt be: here they stay what the request's own parameters and
  * the tool-call grammar were made from); `enable_thinking` is a boolean, as llama-server checks
- * it. `where` names the value in the message. Undefined when it can be.
+ * it, and so is `preserve_reasoning` (llama.cpp ignores another value). `where` names the value
+ * in the message. Undefined when it can be.
  */
 export function templateKwargsProblem(kwargs: unknown, where: string): { param: string; message: string } | undefined {
   if (typeof kwargs !== "object" || kwargs === null || Array.isArray(kwargs)) {
@@ -124,7 +125,7 @@ export function templateKwargsProblem(kwargs: unknown, where: string): { param: 
   for (const [key, value] of Object.entries(kwargs)) {
     const how = Object.hasOwn(SET_BY_THE_REQUEST, key) ? SET_BY_THE_REQUEST[key] : undefined;
     if (how) return { param: `${where}.${key}`, message: `'${where}.${key}' cannot be set: the template's '${key}' comes from the request (${how})` };
-    if (key === "enable_thinking" && typeof value !== "boolean") return { param: `${where}.${key}`, message: `'${where}.enable_thinking' must be true or false, got ${JSON.stringify(value)}` };
+    if ((key === "enable_thinking" || key === "preserve_reasoning") && typeof value !== "boolean") return { param: `${where}.${key}`, message: `'${where}.${key}' must be true or false, got ${JSON.stringify(value)}` };
   }
   return undefined;
 }
@@ -139,6 +140,27 @@ export function templateKwargsProblem(kwargs: unknown, where: string): { param: 
  * (gpt-oss's and DeepSeek V4's templates read it).
  */
 export function templateKwargsOf(body: Body, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return withSpelledVariables(requestKwargs(body, defaults));
+}
+
+/**
+ * The variables llama.cpp derives from two of them for the templates that spell them their own
+ * way (common/jinja/caps.cpp): `preserve_reasoning` sets preserve_thinking, and clear_thinking,
+ * truncate_history_thinking and drop_thinking to its opposite (GLM 4.7's, Nemotron 3 Nano's and
+ * DeepSeek V4's templates keep or drop the history's reasoning by them); `reasoning_effort` is
+ * also `reasoning_strength`. Set before the given variables, which override them, as llama.cpp
+ * sets them before the template's inputs.
+ */
+function withSpelledVariables(kwargs: Record<string, unknown>): Record<string, unknown> {
+  const derived: Record<string, unknown> = {};
+  const keep = kwargs["preserve_reasoning"];
+  if (typeof keep === "boolean") Object.assign(derived, { preserve_thinking: keep, clear_thinking: !keep, truncate_history_thinking: !keep, drop_thinking: !keep });
+  const effort = kwargs["reasoning_effort"];
+  if (typeof effort === "string" && effort !== "") derived["reasoning_strength"] = effort;
+  return { ...derived, ...kwargs };
+}
+
+function requestKwargs(body: Body, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const given = body["chat_template_kwargs"] ?? {};
   const problem = templateKwargsProblem(given, "chat_template_kwargs");
   if (problem) throw invalid(problem.param, problem.message, typeof given === "object" && !Array.isArray(given) ? "invalid_value" : "invalid_type");
