@@ -178,6 +178,19 @@ test("arrays of arrays are bounded in all, not only by the file's size", () => {
   expectGGUFError(nested("x.b", 40_000, nested("x.a", 40_000, header(0, 2))).bytes(), /metadata "x.b": an array of 40000 arrays/, "two arrays");
 });
 
+test("arrays read into JS lists (BOOL, UINT64, INT64) are bounded, not only by the file's size", () => {
+  // 1 or 8 bytes of file each, 8 to 24 bytes of memory: 48 MB of bools took 1.1 GB and 8.6 s
+  const list = (type: GGUFValueType, n: number, size: number) => {
+    const b = header(0, 1).str("x.list").u32(GGUFValueType.ARRAY).u32(type).u64(n);
+    return b.raw(new Uint8Array(n * size).fill(1)).bytes();
+  };
+  assert.equal((readGGUFHeader(write(list(GGUFValueType.BOOL, 1 << 20, 1))).metadata.get("x.list")!.value as boolean[]).length, 1 << 20);
+  expectGGUFError(list(GGUFValueType.BOOL, (1 << 20) + 1, 1), /metadata "x.list": an array of 1048577 BOOL values: more than the 1048576 such an array may hold/, "bools");
+  expectGGUFError(list(GGUFValueType.UINT64, (1 << 20) + 1, 8), /metadata "x.list": an array of 1048577 UINT64 values/, "u64s");
+  // typed arrays (as many bytes of memory as of file) are bounded by the file alone
+  assert.equal((readGGUFHeader(write(list(GGUFValueType.UINT8, 3 << 20, 1))).metadata.get("x.list")!.value as Uint8Array).length, 3 << 20);
+});
+
 test("duplicate metadata keys and tensor names", () => {
   const k = header(0, 2);
   kvU32(k, "llama.block_count", 1);
