@@ -270,7 +270,8 @@ export function parseGGUFHeader(file: RandomAccessFile, path: string): GGUFHeade
   if (alignEntry) {
     const a = alignEntry.value;
     if (typeof a !== "number" || !Number.isInteger(a) || a <= 0 || (a & (a - 1)) !== 0 || a > 1 << 20) {
-      throw new GGUFError(path, "general.alignment", `expected a power of two, found ${String(a)}`);
+      // a power of two past the bound is one, so say which bound it broke
+      throw new GGUFError(path, "general.alignment", `expected a power of two, at most ${1 << 20}, found ${String(a)}`);
     }
     alignment = a;
   }
