@@ -5,7 +5,7 @@ import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import type { Model } from "../src/index.js";
 import { GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { messagesOf } from "../src/server/requests.js";
-import { fencesJson, readReply, replyGrammar, ReplyStream, replySyntaxOf, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
+import { fencesJson, messagesForTemplate, readReply, replyGrammar, ReplyStream, replySyntaxOf, templateVariablesOf, thinkingOf, toolsOf } from "../src/server/tools.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
@@ -274,4 +274,29 @@ describe("llama.cpp's Qwen3 template on stories260K: reasoning_content in the me
     assert.equal(bad.status, 400, JSON.stringify(bad.json));
     assert.equal(bad.json.error.param, "messages[1].reasoning_content");
   });
+});
+
+test("a template that reads a turn's reasoning as `thinking` (LFM2.5's) gets reasoning_content so, as llama.cpp copies it: the server's prompt is jinja2's", { skip }, async () => {
+  const name = "LFM2.5-8B-A1B.jinja";
+  const source = llamaCppTemplate(name);
+  const s = await serveStories({ contextSize: 1024 }, { chatTemplate: { source, where: name } });
+  try {
+    const history = [{ role: "user", content: "Lily went to the park" }, { role: "assistant", content: "She saw a dog.", reasoning_content: "The park has dogs." }];
+    for (const messages of [history, [...history, { role: "user", content: "And then?" }]]) {
+      // the last turn's reasoning is written after the last user turn; earlier ones with preserve_thinking
+      const kwargs = messages.length === 3 ? { preserve_thinking: true } : {};
+      const [jinja2] = renderWithJinja2(source, [{ messages: messages.map((m) => ("reasoning_content" in m ? { ...m, thinking: m.reasoning_content } : m)), add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>", enable_thinking: true, ...kwargs }]);
+      const text = (jinja2 as { out: string }).out;
+      assert.ok(text.includes("<think>The park has dogs.</think>"), text);
+      const continued = messages.length === 2;
+      const r = await post(`${s.url}/v1/chat/completions`, { messages, max_tokens: 2, chat_template_kwargs: kwargs, ...(continued ? { continue_final_message: false } : {}) });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      const formatter = s.model.chatFormatter(source);
+      const shown = messagesForTemplate(messagesOf({ messages }), source, undefined);
+      assert.equal(formatter.render(shown, true, { enable_thinking: true, ...kwargs }), text);
+      assert.equal(r.json.usage.prompt_tokens, formatter.encode(shown, { enable_thinking: true, ...kwargs }).length);
+    }
+  } finally {
+    await s.close();
+  }
 });

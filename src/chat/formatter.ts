@@ -179,7 +179,9 @@ export class ChatFormatter {
     const last = messages.at(-1);
     if (!options.continueFinalMessage || !last) return this.render(messages, options.addGenerationPrompt ?? true, variables);
     const inReasoning = continuesReasoning(last);
-    const marked = inReasoning ? { ...last, reasoning_content: last.reasoning_content + MARK } : { ...last, content: last.content + MARK };
+    const marked = inReasoning
+      ? { ...last, reasoning_content: last.reasoning_content + MARK, ...(last.thinking === undefined ? {} : { thinking: last.thinking + MARK }) }
+      : { ...last, content: last.content + MARK };
     const text = this.render([...messages.slice(0, -1), marked], false, variables);
     const at = text.lastIndexOf(MARK);
     if (at < 0) throw new ChatTemplateError(`messages[${messages.length - 1}]: the template does not write the last message's ${inReasoning ? "reasoning_content" : "content"} as given, so it cannot be continued`);
@@ -219,7 +221,7 @@ export class ChatFormatter {
 
   /**
    * [start, end) of every special-token text inside a message's own text in the rendered `text`:
-   * its content and its reasoning_content, which a template may write back (Qwen3's)
+   * its content and its reasoning (reasoning_content, or thinking), which a template may write back (Qwen3's)
    */
   private forgedSpecials(messages: readonly ChatMessage[], text: string, variables?: Record<string, unknown>): [number, number][] {
     const specials = this.specialTexts();
@@ -231,13 +233,15 @@ export class ChatFormatter {
       return out;
     };
     // each message's texts in the order templates write them: the reasoning, then the content
-    const texts = messages.map((m) => (m.reasoning_content === undefined ? [m.content] : [m.reasoning_content, m.content]));
+    const reasoningOf = (m: ChatMessage) => m.reasoning_content ?? m.thinking;
+    const texts = messages.map((m) => { const r = reasoningOf(m); return r === undefined ? [m.content] : [r, m.content]; });
     if (!texts.some((ts) => ts.some((t) => find(t).length > 0))) return [];
     // where each text sits: render with markers in its place (templates that copy it verbatim),
     // or else find the texts in order (templates that trim or rewrite them around it)
     const marker = (i: number, k: number) => `\uE000${i}.${k}\uE001`;
     const marked = this.render(messages.map((m, i) => ({
-      ...m, content: marker(i, texts[i]!.length - 1), ...(m.reasoning_content === undefined ? {} : { reasoning_content: marker(i, 0) }),
+      ...m, content: marker(i, texts[i]!.length - 1),
+      ...(m.reasoning_content === undefined ? {} : { reasoning_content: marker(i, 0) }), ...(m.thinking === undefined ? {} : { thinking: marker(i, 0) }),
     })), true, variables);
     const out: [number, number][] = [];
     const parts = marked.split(/\uE000(\d+\.\d+)\uE001/);

@@ -12,6 +12,8 @@ export interface ChatMessage {
   name?: string;
   /** an assistant turn's reasoning, apart from its content (templates that keep it write it back: Qwen3's after the last user turn) */
   reasoning_content?: string;
+  /** the same reasoning under the name gpt-oss's and LFM2's templates read */
+  thinking?: string;
 }
 
 /** a message as a template receives it: an assistant turn that only calls tools may have null content, as clients send it */

@@ -140,9 +140,13 @@ export function templateVariablesOf(templateSource: string, tools: Tools | undef
 
 /**
  * The messages as the template is to see them: a template without tool calls of its own (the
- * generic format) is told in a system message how to answer.
+ * generic format) is told in a system message how to answer; a turn's reasoning_content is also
+ * `thinking` for a template that reads only that.
  */
-export function messagesForTemplate(messages: readonly ChatMessage[], templateSource: string, tools: Tools | undefined): ChatMessage[] {
+export function messagesForTemplate(given: readonly ChatMessage[], templateSource: string, tools: Tools | undefined): ChatMessage[] {
+  // a template that reads a turn's reasoning as `thinking`, never as reasoning_content (gpt-oss's, LFM2's), gets it so, as llama.cpp copies it for them
+  const readsThinking = /\.thinking\b/.test(templateSource) && !templateSource.includes("reasoning_content");
+  const messages = readsThinking ? given.map((m) => (m.reasoning_content === undefined ? m : { ...m, thinking: m.reasoning_content })) : given;
   if (!tools || toolFormatOf(templateSource) !== "generic") return [...messages];
   const calls = tools.parallel ? "{\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}, ...]}" : "{\"tool_call\": {\"name\": ..., \"arguments\": {...}}}";
   const how = `Answer with a single JSON object: ${calls} to call tools, or {"response": ...} to answer the user.`;
