@@ -1,0 +1,374 @@
+// Differential fuzzer for the engine (src/engine/): random batches of requests run together
+// through one engine with a small shared KV pool and prefix caching, each request then run alone
+// on a fresh engine (nothing cached, a pool of the default size), the judge. Requests share whole
+// or partial prompt prefixes, arrive while others decode, are aborted at random passes (before
+// admission, mid-prefill, mid-decode), and mix greedy and seeded sampling, n choices, logprobs,
+// prompt logprobs, stop strings and stop tokens, beam search and speculative decoding (prompt
+// lookup, or the model drafting for itself). Checked per request: every choice's tokens, text,
+// finish reason and logprobs equal the solo run's (bit for bit: a row's logits do not depend on
+// the rows beside it); an aborted one's tokens are a prefix of its solo tokens. Checked before
+// every pass: each pool block's reference count is the number of live sequences holding it;
+// after the batch settles: no block in use (cached prefixes idle), nothing queued or running,
+// every draft pool empty. A batch that has not settled after --timeout seconds is a hang.
+//
+//   node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--verbose]
+//
+// Case k of seed s is what new Rng(s * 100003 + k) makes, so `--seed s --case k` runs it again.
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
+import type { KVBlockPool } from "../src/cache/index.js";
+import { Engine, RequestError, type EngineRequest, type RequestEvent, type RequestOutcome, type RequestParams } from "../src/engine/index.js";
+import { loadModel, type LanguageModel, type Model } from "../src/index.js";
+import { ensureRandomModel, Rng, tinyLlama } from "../src/testing/index.js";
+import { noPositionals, scriptOptions } from "./script-args.js";
+
+const TARGETS = ["stories260K", "random", "random-q8kv"] as const;
+const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--verbose]\n" +
+  "  random batches of concurrent requests through one engine (small KV pool, prefix cache, aborts, late arrivals),\n" +
+  "  each request's result compared with the same request run alone on a fresh engine; KV pool references checked every pass\n" +
+  `  --only NAMES: models, comma-separated (default all present: ${TARGETS.join(", ")}; stories260K needs ../shared/models)\n` +
+  "  --seed S: the run's seed (default: the clock); --cases N: batches to run (default 20)\n" +
+  "  --case K: run only case K of the seed (reproduces one failure)\n" +
+  "  --backend NAME: wasm (default) or reference; --timeout SEC: a batch not settled by then is a hang (default 120)\n" +
+  "  --verbose: print every case's requests\n" +
+  "  each defect: the seed and case, the request and what differed; exit 1 if any";
+
+const opts = scriptOptions(USAGE, {
+  seed: { type: "string" }, cases: { type: "string" }, case: { type: "string" }, only: { type: "string" }, backend: { type: "string" }, timeout: { type: "string" }, verbose: { type: "boolean" },
+}, (values, positionals) => {
+  noPositionals(positionals);
+  const only = optionalString(values, "only")?.split(",").map((s) => s.trim()).filter(Boolean);
+  for (const name of only ?? []) if (!(TARGETS as readonly string[]).includes(name)) throw new UsageError(`--only: unknown model ${JSON.stringify(name)} (expected ${TARGETS.join(", ")})`);
+  const backend = optionalString(values, "backend") ?? "wasm";
+  if (backend !== "wasm" && backend !== "reference") throw new UsageError(`--backend must be wasm or reference, got ${JSON.stringify(backend)}`);
+  return {
+    seed: optionalNumber(values, "seed", { integer: true, min: 0 }) ?? Date.now() % 1e9,
+    cases: optionalNumber(values, "cases", { integer: true, min: 1 }) ?? 20,
+    onlyCase: optionalNumber(values, "case", { integer: true, min: 0 }),
+    only, backend: backend as "wasm" | "reference",
+    timeoutS: optionalNumber(values, "timeout", { min: 1 }) ?? 120,
+    verbose: values["verbose"] === true,
+  };
+});
+
+const CONTEXT = 256;
+
+interface Target { name: string; model: Model }
+const targets: Target[] = [];
+const wants = (name: string) => opts.only === undefined || opts.only.includes(name);
+const stories = resolve("../shared/models/stories260K.gguf");
+if (wants("stories260K")) {
+  if (existsSync(stories)) targets.push({ name: "stories260K", model: await loadModel(stories, { backend: opts.backend, contextSize: CONTEXT }) });
+  else console.log(`stories260K: skipped (${stories} is absent)`);
+}
+if ((wants("random") || wants("random-q8kv")) && !existsSync(join(resolve("../shared/models"), "stories260K.gguf"))) {
+  // the random models borrow stories260K's vocabulary (src/testing/presets.ts)
+  console.log("random models: skipped (their tokenizer comes from ../shared/models/stories260K.gguf)");
+} else {
+  const spec = { ...tinyLlama, contextLength: CONTEXT };
+  if (wants("random")) targets.push({ name: "random", model: await loadModel(await ensureRandomModel(spec), { backend: opts.backend, contextSize: CONTEXT }) });
+  if (wants("random-q8kv")) targets.push({ name: "random-q8kv", model: await loadModel(await ensureRandomModel(spec), { backend: opts.backend, contextSize: CONTEXT, cacheTypeK: "q8_0", cacheTypeV: "q8_0" }) });
+}
+if (targets.length === 0) {
+  console.log("no model to fuzz");
+  process.exit(0);
+}
+
+/** what one request of a case is: its parameters (no signal) and when it arrives and is aborted (pass numbers; -1: never) */
+interface Job {
+  params: RequestParams;
+  arriveAt: number;
+  abortAt: number;
+  /** the signal is aborted before submit */
+  preAborted: boolean;
+}
+
+interface Case {
+  target: Target;
+  maxSequences: number;
+  maxBatchTokens: number;
+  kvBlocks: number;
+  jobs: Job[];
+}
+
+const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
+const int = (rng: Rng, lo: number, hi: number) => lo + Math.floor(rng.uniform() * (hi - lo + 1));
+const chance = (rng: Rng, p: number) => rng.uniform() < p;
+
+/** blocks a request's worst case needs (the scheduler's rule, without cached blocks): to size the pool so every job is admissible */
+function worstBlocks(engine: Engine, p: RequestParams): number {
+  // the engine refuses at submit what exceeds the pool; ask it with a pool of `blocks` until it takes the request
+  for (let blocks = 1; ; blocks++) {
+    const e = new Engine(engine.model, engine.tokenizer, { contextSize: CONTEXT, kvCacheBytes: blocks * 16 * engine.bytesPerToken, maxSequences: 16 });
+    try {
+      const r = e.submit({ ...p, signal: AbortSignal.abort() });
+      e.close();
+      void r.outcome.catch(() => undefined);
+      return blocks;
+    } catch (err) {
+      e.close();
+      if (!(err instanceof RequestError) || !/KV cache/.test(err.message)) throw err;
+    }
+  }
+}
+
+async function makeCase(rng: Rng): Promise<Case> {
+  const target = pick(rng, targets);
+  const { model } = target;
+  const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
+  const tok = () => int(rng, 3, vocab - 1);
+  // prompts grow from a few stems (shared prefixes, often past a 16-token block)
+  const stems = Array.from({ length: int(rng, 1, 3) }, () => Array.from({ length: int(rng, 0, 70) }, tok));
+  const jobs: Job[] = [];
+  const count = int(rng, 1, 9);
+  const stopPieces = Array.from({ length: 8 }, () => model.tokenizer.decode([tok()]).trim().slice(0, int(rng, 1, 2))).filter((s) => s.length > 0);
+  let arrival = 0;
+  for (let i = 0; i < count; i++) {
+    const stem = pick(rng, stems);
+    const cut = chance(rng, 0.5) ? stem.length : int(rng, 0, stem.length);
+    let promptTokens = [...(chance(rng, 0.7) ? [1] : []), ...stem.slice(0, cut), ...Array.from({ length: int(rng, chance(rng, 0.2) ? 0 : 1, 20) }, tok)];
+    if (promptTokens.length === 0) promptTokens = [tok()];
+    // a prompt equal to an earlier one, sometimes (a whole prompt cached)
+    const reuse = jobs.length > 0 ? rng.uniform() : 1;
+    if (reuse < 0.15) promptTokens = [...pick(rng, jobs).params.promptTokens];
+    // or a chat's next turn: an earlier prompt, its reply (as it runs alone) and more
+    else if (reuse < 0.3) {
+      const earlier = pick(rng, jobs);
+      const reply = (await soloOf(target, earlier)).outcome?.choices[0]?.completionTokens ?? [];
+      promptTokens = [...earlier.params.promptTokens, ...reply, ...Array.from({ length: int(rng, 1, 8) }, tok)].slice(0, CONTEXT - 48);
+    }
+    const greedy = chance(rng, 0.5);
+    const sampling = greedy ? { temperature: 0, seed: 0 } : {
+      temperature: pick(rng, [0.3, 0.8, 1.2, 2]), topK: pick(rng, [0, 5, 40]), topP: pick(rng, [1, 0.9, 0.5]), minP: pick(rng, [0, 0.05]),
+      repeatPenalty: pick(rng, [1, 1, 1.3]), seed: int(rng, 0, 1e6),
+    };
+    const kind = rng.uniform();
+    const maxTokens = chance(rng, 0.05) ? 0 : int(rng, 1, 40);
+    let decoding: RequestParams["decoding"] = { kind: "sample", n: 1 };
+    if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
+    else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
+    else if (kind < 0.28) decoding = { kind: "speculative", promptLookup: int(rng, 1, 3), draftTokens: int(rng, 1, 6) };
+    else if (kind < 0.33) decoding = { kind: "speculative", draft: model.languageModel, draftTokens: int(rng, 1, 5) };
+    const plain = decoding.kind === "sample";
+    const params: RequestParams = {
+      promptTokens, decoding, sampling, maxTokens,
+      stop: chance(rng, 0.3) && stopPieces.length > 0 ? [pick(rng, stopPieces)] : [],
+      stopTokens: chance(rng, 0.15) ? [tok(), tok()] : [],
+      ignoreEos: chance(rng, 0.5),
+      topLogprobs: plain && chance(rng, 0.3) ? pick(rng, [0, 1, 3]) : undefined,
+      ...(plain && chance(rng, 0.15) ? { promptLogprobs: pick(rng, [0, 2]) } : {}),
+    };
+    if (chance(rng, 0.5)) arrival += int(rng, 0, 6);
+    const abort = rng.uniform();
+    jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98 });
+  }
+  const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
+  const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
+  // a pool just big enough for the largest request, or a little more: admission waits, cached prefixes are evicted
+  const kvBlocks = need + (chance(rng, 0.5) ? int(rng, 0, 3) : int(rng, 4, 40));
+  const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
+  return { target, maxSequences: int(rng, widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, jobs };
+}
+
+/** a job's parameters as text (no model objects) */
+function describe(j: Job): string {
+  const d = j.params.decoding.kind === "speculative" ? { ...j.params.decoding, draft: j.params.decoding.draft ? "self" : undefined } : j.params.decoding;
+  return JSON.stringify({ ...j.params, decoding: d, arriveAt: j.arriveAt, abortAt: j.abortAt, preAborted: j.preAborted || undefined });
+}
+
+interface Internals {
+  pool: KVBlockPool | undefined;
+  scheduler: { waiting: EngineRequest[]; running: EngineRequest[] } | undefined;
+  draftPools: WeakMap<LanguageModel, KVBlockPool>;
+}
+const internals = (e: Engine) => e as unknown as Internals;
+
+/** every block's reference count against the live sequences holding it; "" when they agree */
+function auditRefs(engine: Engine): string {
+  const { pool, scheduler } = internals(engine);
+  if (!pool || !scheduler) return "";
+  const held = new Map<number, number>();
+  for (const r of scheduler.running) for (const s of r.sequences) for (const b of s.cache.blockIds) held.set(b, (held.get(b) ?? 0) + 1);
+  const bad: string[] = [];
+  let inUse = 0;
+  for (let b = 0; b < pool.blockCount; b++) {
+    const refs = pool.references(b), want = held.get(b) ?? 0;
+    if (refs > 0) inUse++;
+    if (refs !== want) bad.push(`block ${b}: ${refs} references, ${want} live sequences hold it`);
+  }
+  if (inUse !== pool.stats.blocksInUse) bad.push(`stats say ${pool.stats.blocksInUse} blocks in use, ${inUse} are referenced`);
+  if (pool.availableBlocks + inUse !== pool.blockCount) bad.push(`${pool.availableBlocks} available + ${inUse} in use != ${pool.blockCount} blocks`);
+  return bad.slice(0, 5).join("; ");
+}
+
+interface Got { outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean }
+
+/** the case's jobs through one engine, arrivals and aborts at their passes; defects found on the way go to `defects` */
+async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
+  const tokenizer = c.target.model.tokenizer;
+  let pass = 0;
+  let engine!: Engine;
+  const got: Got[] = c.jobs.map(() => ({ events: [], aborted: false }));
+  const controllers = c.jobs.map(() => new AbortController());
+  const settled: Promise<void>[] = [];
+  let submitted = 0;
+  const submitDue = () => {
+    while (submitted < c.jobs.length && c.jobs[submitted]!.arriveAt <= pass) {
+      const i = submitted++;
+      const job = c.jobs[i]!;
+      if (job.preAborted) controllers[i]!.abort();
+      const request = engine.submit({ ...job.params, signal: controllers[i]!.signal });
+      settled.push((async () => {
+        try {
+          for await (const ev of request) got[i]!.events.push(ev);
+          got[i]!.outcome = await request.outcome;
+        } catch (e) {
+          got[i]!.error = e;
+        }
+      })());
+    }
+  };
+  const onPass = () => {
+    pass++;
+    const audit = auditRefs(engine);
+    if (audit) defects.push(`before pass ${pass}: ${audit}`);
+    c.jobs.forEach((j, i) => {
+      if (j.abortAt >= 0 && j.abortAt <= pass && i < submitted && !controllers[i]!.signal.aborted) controllers[i]!.abort();
+    });
+    submitDue();
+  };
+  // the model with a hook before each engine pass (the same object drafts for itself, so passes stay queued on one model)
+  const hooked: LanguageModel = new Proxy(c.target.model.languageModel, {
+    get(m, key) {
+      if (key === "passBatch") {
+        return (seqs: Parameters<LanguageModel["passBatch"]>[0]) => {
+          onPass();
+          return m.passBatch(seqs);
+        };
+      }
+      const v = Reflect.get(m, key, m);
+      return typeof v === "function" ? v.bind(m) : v;
+    },
+  });
+  engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0 });
+  c.jobs.forEach((j) => {
+    if (j.params.decoding.kind === "speculative" && j.params.decoding.draft) (j.params.decoding as { draft?: LanguageModel }).draft = hooked;
+  });
+  submitDue();
+  // arrivals past the last pass (nothing left running) come now, one pass's worth at a time
+  const deadline = Date.now() + opts.timeoutS * 1000;
+  for (;;) {
+    const before = settled.length;
+    const all = Promise.all(settled);
+    const timer = new Promise<"hang">((r) => setTimeout(() => r("hang"), Math.max(0, deadline - Date.now())).unref());
+    if ((await Promise.race([all, timer])) === "hang") {
+      const s = internals(engine).scheduler;
+      defects.push(`hang: not settled after ${opts.timeoutS} s (waiting ${s?.waiting.length}, running ${s?.running.length}, pass ${pass}, kv ${JSON.stringify(internals(engine).pool?.stats)})`);
+      engine.close();
+      return got;
+    }
+    if (submitted === c.jobs.length && settled.length === before) break;
+    pass = Math.max(pass, c.jobs[submitted]?.arriveAt ?? pass);
+    submitDue();
+  }
+  got.forEach((g, i) => (g.aborted = controllers[i]!.signal.aborted));
+  // settled: nothing queued or running, no block in use, every draft pool empty
+  const { pool, scheduler, draftPools } = internals(engine);
+  if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
+  if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
+  const draftPool = draftPools.get(hooked);
+  if (draftPool && draftPool.stats.blocksInUse !== 0) defects.push(`leak: the draft pool has ${draftPool.stats.blocksInUse} blocks in use after every request settled`);
+  engine.close();
+  return got;
+}
+
+const solos = new Map<Job, Promise<{ outcome?: RequestOutcome; error?: unknown }>>();
+/** the job's solo run (once) */
+function soloOf(t: Target, job: Job): Promise<{ outcome?: RequestOutcome; error?: unknown }> {
+  let r = solos.get(job);
+  if (!r) solos.set(job, (r = runSolo(t, job)));
+  return r;
+}
+
+/** the job alone on a fresh engine (default pool, nothing cached) */
+async function runSolo(t: Target, job: Job): Promise<{ outcome?: RequestOutcome; error?: unknown }> {
+  const engine = new Engine(t.model.languageModel, t.model.tokenizer, { contextSize: CONTEXT, maxSequences: 16 });
+  try {
+    const params = job.params.decoding.kind === "speculative" && job.params.decoding.draft ? { ...job.params, decoding: { ...job.params.decoding, draft: t.model.languageModel } } : job.params;
+    return { outcome: await engine.submit(params).outcome };
+  } catch (error) {
+    return { error };
+  } finally {
+    engine.close();
+  }
+}
+
+const isPrefix = (a: readonly number[], b: readonly number[]) => a.length <= b.length && a.every((x, i) => x === b[i]);
+
+/** how the batched result differs from the solo one ("" when it does not) */
+function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: unknown }): string {
+  if (solo.error !== undefined) {
+    if (got.error === undefined) return `solo failed (${String(solo.error)}) but the batch's run did not`;
+    return String(got.error) === String(solo.error) ? "" : `batch failed with ${String(got.error)}, solo with ${String(solo.error)}`;
+  }
+  if (got.error !== undefined) return `failed in the batch: ${(got.error as Error).stack ?? String(got.error)}`;
+  const a = got.outcome!, b = solo.outcome!;
+  if (a.choices.length !== b.choices.length) return `${a.choices.length} choices, solo ${b.choices.length}`;
+  for (let i = 0; i < a.choices.length; i++) {
+    const x = a.choices[i]!, y = b.choices[i]!;
+    const aborted = x.finishReason === "abort";
+    if (aborted && !got.aborted) return `choice ${i} finished "abort" but its request was not aborted`;
+    if (aborted) {
+      if (job.params.decoding.kind === "beam") continue; // beam search emits its best hypothesis so far: not a prefix of the solo one
+      if (!isPrefix(x.completionTokens, y.completionTokens)) return `choice ${i} (aborted): tokens ${JSON.stringify(x.completionTokens)} are not a prefix of solo ${JSON.stringify(y.completionTokens)}`;
+      if (x.logprobs && y.logprobs && JSON.stringify(x.logprobs) !== JSON.stringify(y.logprobs.slice(0, x.logprobs.length))) return `choice ${i} (aborted): logprobs differ from solo's prefix`;
+      continue;
+    }
+    if (JSON.stringify(x.completionTokens) !== JSON.stringify(y.completionTokens)) return `choice ${i}: tokens ${JSON.stringify(x.completionTokens)}, solo ${JSON.stringify(y.completionTokens)}`;
+    if (x.completion !== y.completion) return `choice ${i}: text ${JSON.stringify(x.completion)}, solo ${JSON.stringify(y.completion)}`;
+    if (x.finishReason !== y.finishReason) return `choice ${i}: finish ${x.finishReason}, solo ${y.finishReason}`;
+    if (JSON.stringify(x.logprobs) !== JSON.stringify(y.logprobs)) return `choice ${i}: logprobs differ (${JSON.stringify(x.logprobs)?.slice(0, 300)} vs ${JSON.stringify(y.logprobs)?.slice(0, 300)})`;
+  }
+  if (!got.aborted) {
+    if (JSON.stringify(a.promptLogprobs) !== JSON.stringify(b.promptLogprobs)) return `promptLogprobs differ`;
+    if (JSON.stringify(a.extra.beams) !== JSON.stringify(b.extra.beams)) return `beams differ: ${JSON.stringify(a.extra.beams)?.slice(0, 300)} vs ${JSON.stringify(b.extra.beams)?.slice(0, 300)}`;
+  }
+  // the events say the same as the outcome: each choice's tokens in order, one end each
+  for (let i = 0; i < a.choices.length; i++) {
+    const tokens = got.events.filter((e) => e.choice === i && e.step?.token !== undefined).map((e) => e.step!.token!);
+    const ends = got.events.filter((e) => e.choice === i && e.finishReason !== undefined);
+    if (job.params.decoding.kind !== "beam" && JSON.stringify(tokens) !== JSON.stringify(a.choices[i]!.completionTokens)) return `choice ${i}: events carried ${JSON.stringify(tokens)}, the outcome ${JSON.stringify(a.choices[i]!.completionTokens)}`;
+    // (a request aborted before its prompt was computed ends without an event: the server reads it so)
+    if (ends.length !== 1 && !(got.aborted && ends.length === 0 && a.prefilledAt === 0)) return `choice ${i}: ${ends.length} end events`;
+  }
+  return "";
+}
+
+let defectsTotal = 0, requests = 0, aborted = 0;
+const t0 = performance.now();
+const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
+for (let k = first; k <= last; k++) {
+  const rng = new Rng(opts.seed * 100003 + k);
+  const c = await makeCase(rng);
+  const defects: string[] = [];
+  const got = await runBatch(c, defects);
+  for (const [i, job] of c.jobs.entries()) {
+    requests++;
+    if (got[i]!.aborted) aborted++;
+    const solo = await soloOf(c.target, job);
+    const diff = compare(job, got[i]!, solo);
+    if (diff) defects.push(`request ${i} ${describe(job)}: ${diff}`);
+  }
+  solos.clear();
+  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks)`;
+  if (opts.verbose) console.log(`${head}\n${c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n")}`);
+  if (defects.length > 0) {
+    defectsTotal += defects.length;
+    console.log(`DEFECT ${head}:\n  ${defects.join("\n  ")}`);
+    if (!opts.verbose) console.log(c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n"));
+  }
+}
+for (const t of targets) t.model.dispose();
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+process.exit(defectsTotal > 0 ? 1 : 0);
