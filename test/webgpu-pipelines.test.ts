@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { embed, loadEmbeddingModel, loadModel, pipeline, startServer } from "../src/index.js";
+import { embed, embeddingsOf, loadEmbeddingModel, loadModel, pipeline, startServer } from "../src/index.js";
+import { ggufEntry } from "../src/formats/index.js";
+import { tinyGpt2, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { beamSearch } from "../src/generation/index.js";
 import { createWebGPUBackend } from "../src/kernels/webgpu/index.js";
 import { PROJECT_ROOT, SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -175,5 +178,39 @@ test("POST /v1/embeddings on a webgpu embedding model = sentence-transformers", 
   } finally {
     await server.close(1000);
     model.dispose();
+  }
+});
+
+// Decoder embeddings (embeddingsOf a generative model; test/decoder-embeddings.test.ts holds them
+// to llama.cpp's on the CPU) on webgpu against the wasm backend's, per text max |Δ| / ||v||:
+// measured 1.4e-7 to 3.1e-7 for the F32 llama and qwen3, 3e-8 for Q8_0 and Q4_K, stories260K
+// 2.2e-7, and 1.1e-5 for GPT-2 (its GELU's f16 table lookup flips an index now and then), on
+// lavapipe (shader-f16) and SwiftShader (none) alike; the bound is decoder-embeddings' 3e-5.
+test("decoder embeddings (embeddingsOf a llama with mean pooling, a GPT-2's last token) on webgpu = the wasm backend's within 3e-5 of ||v||", { skip: noAdapter || skipWithoutShared(MODEL) }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-webgpu-embed-"));
+  const texts = ["Once upon a time", "The little dog ran to the park and played with a red ball all day.", "hi"];
+  try {
+    for (const [name, spec, pooling] of [["llama", tinyLlama, "mean"], ["gpt2", tinyGpt2, "lasttoken"]] as const) {
+      const path = join(dir, `${name}.gguf`);
+      await writeRandomModel(path, { ...spec, std: 0.08, extraMetadata: name === "llama" ? [["llama.pooling_type", ggufEntry.u32(1)]] : [] });
+      const gpu = embeddingsOf(await loadModel(path, { backend: "webgpu", contextSize: 64, warmup: false }));
+      const cpu = embeddingsOf(await loadModel(path, { backend: "wasm", contextSize: 64, warmup: false }));
+      try {
+        assert.equal(gpu.pooling, pooling);
+        const want = await cpu.embed(texts, { normalize: false }), got = await gpu.embed(texts, { normalize: false });
+        const errors = want.map((w, i) => {
+          let m = 0;
+          for (let j = 0; j < w.length; j++) m = Math.max(m, Math.abs(got[i]![j]! - w[j]!));
+          return m / Math.hypot(...w);
+        });
+        t.diagnostic(`${name}: max |Δ| / ||v|| per text ${errors.map((e) => e.toExponential(1)).join(", ")}`);
+        for (const e of errors) assert.ok(e <= 3e-5, `${name}: ${errors.join(", ")}`);
+      } finally {
+        gpu.dispose();
+        cpu.dispose();
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
