@@ -465,6 +465,8 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],
+  // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
+  ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];
 
 test("what the differential fuzzer found renders (or fails) as in jinja2", { skip }, () => {

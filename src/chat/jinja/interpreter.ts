@@ -182,12 +182,12 @@ export class Interpreter implements FilterContext {
       case "AssignBlock": {
         // the body is a scope of its own (jinja2's inner frame): what it sets stays inside
         const body = this.block(node.body, new Scope(scope));
-        this.assign(node.target, node.filter ? this.applyFilterNode(node.filter, body, scope) : body, scope);
+        this.assign(node.target, node.filter ? this.applyBlockFilters(node.filter, body, scope) : body, scope);
         return "";
       }
       case "Macro": scope.vars.set(node.name, this.macro(node.name, node.params, node.body, scope)); return "";
       case "CallBlock": return this.callBlock(node.call, node.params, node.body, scope);
-      case "FilterBlock": return str(this.applyFilterNode(node.filter, this.block(node.body, new Scope(scope)), scope));
+      case "FilterBlock": return str(this.applyBlockFilters(node.filter, this.block(node.body, new Scope(scope)), scope));
       case "With": {
         const inner = new Scope(scope);
         node.targets.forEach((t, i) => this.assign(t, this.expr(node.values[i]!, scope), inner));
@@ -438,6 +438,12 @@ export class Interpreter implements FilterContext {
   private applyFilterNode(node: FilterExpr, value: Value, scope: Scope): Value {
     const [args, kwargs] = this.args(node, scope);
     return this.applyFilterByName(node.name, value, args, kwargs);
+  }
+
+  /** a {% filter %} or {% set %} block's chain of filters applied to its body, the leftmost first */
+  private applyBlockFilters(node: FilterExpr, body: Value, scope: Scope): Value {
+    const inner = node.node?.type === "Filter" ? this.applyBlockFilters(node.node, body, scope) : body;
+    return this.applyFilterNode(node, inner, scope);
   }
 
   private applyFilterByName(name: string, value: Value, args: Value[], kwargs: Map<string, Value>): Value {
