@@ -223,6 +223,11 @@ test("--frequency-penalty, --presence-penalty and --repeat-last-n reach the samp
     const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--temperature", "0", "--max-tokens", "24", "--frequency-penalty", "1.5", "--presence-penalty", "0.5", "--repeat-last-n", "16", "--json");
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout).completionTokens, lib.completionTokens);
+    // -1: the whole history, as llama.cpp's --repeat-last-n -1 and the library's repeatLastN -1
+    const all = await model.generate("Lily", { ...options, repeatLastN: -1 });
+    const rAll = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--temperature", "0", "--max-tokens", "24", "--frequency-penalty", "1.5", "--presence-penalty", "0.5", "--repeat-last-n", "-1", "--json");
+    assert.equal(rAll.code, 0, rAll.stderr);
+    assert.deepEqual(JSON.parse(rAll.stdout).completionTokens, all.completionTokens);
   } finally {
     model.dispose();
   }

@@ -26,7 +26,7 @@ Options:
   --min-p P             drop tokens below P x the top probability; 0 = off (default 0.05)
   --typical-p P         locally typical sampling; 1 = off (default 1)
   --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off (default 1)
-  --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none)
+  --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none; -1 = all, as llama.cpp)
   --frequency-penalty F subtract F x a token's count in that window (default 0)
   --presence-penalty P  subtract P from every token in that window (default 0)
   --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
@@ -275,7 +275,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
     typicalP: optionalNumber(values, "typical-p", { min: 0, max: 1 }),
     repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
-    repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: 0 }),
+    repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: -1 }),
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),
     presencePenalty: optionalNumber(values, "presence-penalty"),
     seed: seedFrom(values),
