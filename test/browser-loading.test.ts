@@ -23,18 +23,21 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);
 
 /** how the server answers a request for /m/MODE/stories260K.gguf */
-type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded";
+type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded" | "huge";
 /** requests per "MODE RANGE-HEADER|whole", and bytes sent before the client closed a slow download */
 const requests = new Map<string, number>();
 const closedAt: number[] = [];
 const countRequest = (key: string): void => void requests.set(key, (requests.get(key) ?? 0) + 1);
 const requestCount = (prefix: string): number => [...requests].filter(([k]) => k.startsWith(prefix)).reduce((n, [, c]) => n + c, 0);
 
+const paddings = new Map<number, Buffer>();
+const padded = (model: Buffer, zeros: number): Buffer => paddings.get(zeros) ?? paddings.set(zeros, Buffer.concat([model, Buffer.alloc(zeros)])).get(zeros)!;
+
 function serveModel(res: ServerResponse, mode: Mode, range: string | undefined, model: Buffer): void {
   const m = /^bytes=(\d+)-(\d*)$/.exec(range ?? "");
   if (mode === "404") return void res.writeHead(404, { "content-type": "text/plain" }).end("not here");
-  // the model and 40 MB of zeros after it (which the loader never reads): a file of three 16 MiB digest blocks
-  if (mode === "padded") model = Buffer.concat([model, Buffer.alloc(40_000_000)]);
+  // the model and zeros after it (which the loader never reads): 40 MB (a file of three 16 MiB parts), or 300 MB (over 256 MiB)
+  if (mode === "padded" || mode === "huge") model = padded(model, mode === "padded" ? 40_000_000 : 300_000_000);
   if (m && mode !== "norange" && mode !== "slow") {
     const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
     res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1 });
@@ -225,12 +228,12 @@ test("a damaged cached copy (its header overwritten) is detected: taken out, dow
     const engine = new TsllmWorker();
     const url = URL_BASE + "/m/range/stories260K.gguf";
     const first = (await engine.load(url, { threads: 1 })).cached;
-    // the cached copy, same size, its first 64 bytes garbage
+    // the cached copy (its one 16 MiB part), same size, its first 64 bytes garbage
     const cache = await caches.open("tsllm-models-v1");
-    const entry = await cache.match(url);
+    const entry = await cache.match(url + "?tsllm-part=0");
     const bytes = new Uint8Array(await entry.arrayBuffer());
     bytes.fill(0x55, 0, 64);
-    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    await cache.put(url + "?tsllm-part=0", new Response(bytes, { headers: entry.headers }));
     let second;
     try {
       const info = await engine.load(url, { threads: 1 });
@@ -258,12 +261,12 @@ test("a cached copy damaged in its weights (same size, header intact) is found b
       return { tokens, fromCache: info.fromCache, cached: info.cached, refetched: info.refetched };
     };
     const first = await run();
-    // the cached copy, same size, 64 bytes in the middle of the weights changed (as a bad disk sector would)
+    // the cached copy (its one 16 MiB part), same size, 64 bytes in the middle of the weights changed (as a bad disk sector would)
     const cache = await caches.open("tsllm-models-v1");
-    const entry = await cache.match(url);
+    const entry = await cache.match(url + "?tsllm-part=0");
     const bytes = new Uint8Array(await entry.arrayBuffer());
     for (let i = 600000; i < 600064; i++) bytes[i] ^= 0x40;
-    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    await cache.put(url + "?tsllm-part=0", new Response(bytes, { headers: entry.headers }));
     const phases = [];
     let damaged;
     try {
@@ -283,7 +286,7 @@ test("a cached copy damaged in its weights (same size, header intact) is found b
 });
 
 test("a file of several digest blocks, downloaded in pieces of any size: a clean copy checks out, a changed byte in its second block is found and named", { skip }, async () => {
-  const r = await inPage<{ clean: Loaded & { refetched?: string }; damaged: Loaded & { refetched?: string } }>(`
+  const r = await inPage<{ clean: Loaded & { refetched?: string }; damaged: Loaded & { refetched?: string }; parts: number }>(`
     const engine = new TsllmWorker();
     const url = URL_BASE + "/m/padded/stories260K.gguf";
     const run = async () => {
@@ -293,17 +296,34 @@ test("a file of several digest blocks, downloaded in pieces of any size: a clean
     };
     await run();
     const clean = await run();
+    // byte 30000000 is in the second 16 MiB part
     const cache = await caches.open("tsllm-models-v1");
-    const entry = await cache.match(url);
+    const parts = Number((await cache.match(url)).headers.get("x-tsllm-parts"));
+    const entry = await cache.match(url + "?tsllm-part=1");
     const bytes = new Uint8Array(await entry.arrayBuffer());
-    bytes[30000000] = 1;
-    await cache.put(url, new Response(bytes, { headers: entry.headers }));
+    bytes[30000000 - 16777216] = 1;
+    await cache.put(url + "?tsllm-part=1", new Response(bytes, { headers: entry.headers }));
     const damaged = await run();
     engine.terminate();
-    return { clean, damaged };`);
+    return { clean, damaged, parts };`);
+  assert.equal(r.parts, 3, "41,185,376 bytes in 16 MiB parts");
   assert.deepEqual(r.clean, { tokens: golden(), fromCache: true }, r.clean.error);
   assert.deepEqual([r.damaged.tokens, r.damaged.fromCache], [golden(), false], r.damaged.error);
   assert.equal(r.damaged.refetched, `${base}/m/padded/stories260K.gguf: the cached copy was damaged (bytes 16777216-33554431 differ from what was downloaded): downloaded again`);
+});
+
+test("a model over 256 MiB (one Cache API entry of that size is refused by Chromium) is cached, and the next load reads it from the cache", { skip }, async () => {
+  const r = await inPage<Loaded[]>(`
+    const engine = new TsllmWorker();
+    const out = [];
+    for (let i = 0; i < 2; i++) {
+      const info = await engine.load("/m/huge/stories260K.gguf", { threads: 1 });
+      const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
+      out.push({ tokens, fromCache: info.fromCache, cached: info.cached, notCached: info.notCached ?? null });
+    }
+    engine.terminate();
+    return out;`);
+  assert.deepEqual(r, [{ tokens: golden(), fromCache: false, cached: true, notCached: null }, { tokens: golden(), fromCache: true, cached: true, notCached: null }]);
 });
 
 test("a copy cached before digests were kept loads from the cache (no download), gets its digests then, and damage to it is found from then on", { skip }, async () => {
@@ -317,13 +337,15 @@ test("a copy cached before digests were kept loads from the cache (no download),
       return { tokens, fromCache: info.fromCache, ...(info.refetched ? { refetched: info.refetched } : {}) };
     };
     await engine.load(url, { threads: 1 });
-    // as an older version stored it: the entry without its copy id, no digests beside it
+    // as an older version stored it: the file as the entry's body (no parts), without its copy id, no digests beside it
     const cache = await caches.open("tsllm-models-v1");
     const entry = await cache.match(url);
     const headers = new Headers(entry.headers);
     headers.delete("x-tsllm-copy");
-    const bytes = new Uint8Array(await entry.arrayBuffer());
+    headers.delete("x-tsllm-parts");
+    const bytes = new Uint8Array(await (await cache.match(url + "?tsllm-part=0")).arrayBuffer());
     await cache.delete(url + "?tsllm-digests");
+    await cache.delete(url + "?tsllm-part=0");
     await cache.put(url, new Response(bytes, { headers }));
     const legacy = await run();
     bytes[900000] ^= 1;

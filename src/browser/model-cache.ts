@@ -5,8 +5,11 @@
  * Range probe before it trusts the entry. A cached model is read back as a Blob (disk-backed
  * in Chromium), by position, with FileReaderSync: no copy of the whole file in memory.
  *
- * Beside each entry, a second one holds the SHA-256 of every 16 MiB block of the file as it
- * arrived from the network; a load from the cache first checks the stored file against them, so
+ * The file itself is stored in parts of 16 MiB, each an entry of its own (`URL?tsllm-part=N`),
+ * and read back as one Blob made of them: Chromium's Cache API refuses (an "Unexpected internal
+ * error") a single response over 256 MiB, which most models are. The model's own entry, holding
+ * the headers and no body, is written last, so a download cut short leaves no entry that looks
+ * whole. Beside it, a second one holds the SHA-256 of every part as it arrived from the network; a load from the cache first checks the stored file against them, so
  * that a copy damaged on disk (same size, a few bytes changed: the loader would read garbage
  * weights and generate wrong text without a word) is found, taken out and downloaded again.
  */
@@ -20,10 +23,16 @@ const H_URL = "x-tsllm-url", H_SIZE = "x-tsllm-size", H_ETAG = "x-tsllm-etag", H
 const H_ID = "x-tsllm-copy";
 /** the bytes each stored digest covers: SubtleCrypto digests a whole buffer, so a file is digested block by block */
 const DIGEST_BLOCK = 16 << 20;
+/** blocks a cached copy's check reads and digests at once */
+const VERIFY_AT_ONCE = 4;
+/** how many parts the file is stored in (an entry of an older version has none: its body is the file) */
+const H_PARTS = "x-tsllm-parts";
 /** cache keys beside a model's own (queries, not fragments: the Cache API ignores fragments when it matches) */
-const STAGED = "tsllm-downloading", DIGESTS = "tsllm-digests";
+const DIGESTS = "tsllm-digests";
 const keyFor = (url: string, what: string): string => `${url}${url.includes("?") ? "&" : "?"}${what}`;
-const isModelKey = (key: string): boolean => !key.endsWith(STAGED) && !key.endsWith(DIGESTS);
+const partKey = (url: string, i: number): string => keyFor(url, `tsllm-part=${i}`);
+/** a model's own key, not one of the entries beside it (its parts, its digests, an older version's staged download) */
+const isModelKey = (key: string): boolean => !/[?&]tsllm-(downloading|digests|part=\d+)$/.test(key);
 
 /** a model kept in the cache */
 export interface CachedModel {
@@ -132,42 +141,67 @@ export async function deleteCachedModels(url?: string): Promise<number> {
   return n;
 }
 
-/** takes a URL's model and its digests out of the cache (true when the model was there) */
+/** takes a URL's model, its parts and its digests out of the cache (true when the model was there) */
 async function forget(cache: WebCache, url: string): Promise<boolean> {
-  const [had] = await Promise.all([cache.delete(url), cache.delete(keyFor(url, DIGESTS))]);
+  const had = await cache.delete(url);
+  // the parts a download cut short left (no model entry names them) go too
+  const beside = keyFor(url, "tsllm-");
+  await Promise.all((await cache.keys()).filter((k) => k.url.startsWith(beside)).map((k) => cache.delete(k.url)));
   return had;
+}
+
+/** a cached model's file: its parts as one Blob (disk-backed, not copied), or an older version's body */
+async function fileOf(cache: WebCache, url: string, entry: Response): Promise<Blob | undefined> {
+  const parts = entry.headers.get(H_PARTS);
+  if (parts === null) return entry.blob();
+  const blobs: Blob[] = [];
+  for (let i = 0; i < Number(parts); i++) {
+    const part = await cache.match(partKey(url, i));
+    if (!part) return undefined;
+    blobs.push(await part.blob());
+  }
+  return new Blob(blobs);
 }
 
 const hex = (digest: ArrayBuffer): string => Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 
-/** SHA-256 of each DIGEST_BLOCK bytes of a stream, pushed in pieces of any size (one block buffered) */
-class BlockDigests {
+/**
+ * a download cut into DIGEST_BLOCK parts, pushed in pieces of any size (one part buffered): each
+ * full part is stored (awaited: the download waits for the disk) and its SHA-256 taken
+ */
+class PartWriter {
   readonly digests: Promise<string>[] = [];
+  /** bytes pushed */
+  size = 0;
   private block = new Uint8Array(DIGEST_BLOCK);
   private filled = 0;
 
-  push(bytes: Uint8Array): void {
+  constructor(private readonly store: (i: number, part: Uint8Array) => Promise<void>) {}
+
+  async push(bytes: Uint8Array): Promise<void> {
+    this.size += bytes.length;
     for (let at = 0; at < bytes.length;) {
       const n = Math.min(bytes.length - at, DIGEST_BLOCK - this.filled);
       this.block.set(bytes.subarray(at, at + n), this.filled);
       this.filled += n;
       at += n;
-      if (this.filled === DIGEST_BLOCK) this.flush();
+      if (this.filled === DIGEST_BLOCK) await this.flush();
     }
   }
 
-  /** every block's digest, in order, once the stream has ended */
-  finish(): Promise<string[]> {
-    if (this.filled > 0) this.flush();
-    return Promise.all(this.digests);
+  /** the parts stored and every part's digest, in order, once the stream has ended */
+  async finish(): Promise<{ parts: number; sha256: string[] }> {
+    if (this.filled > 0 || this.digests.length === 0) await this.flush();
+    return { parts: this.digests.length, sha256: await Promise.all(this.digests) };
   }
 
-  private flush(): void {
-    // SubtleCrypto may read the buffer after this returns: it gets this block, the next one a new buffer
+  private async flush(): Promise<void> {
+    // SubtleCrypto and the Cache API may read the buffer after this returns: they keep this one, the next part gets a new one
     const full = this.block.subarray(0, this.filled);
     this.digests.push(crypto.subtle.digest("SHA-256", full).then(hex));
     this.block = new Uint8Array(DIGEST_BLOCK);
     this.filled = 0;
+    await this.store(this.digests.length - 1, full);
   }
 }
 
@@ -180,10 +214,10 @@ interface StoredDigests {
 }
 
 /** which stored copy `entry` is: its id (an older version's entry has none: the time it was stored then) */
-const copyOf = (entry: Response): string => entry.headers.get(H_ID) ?? `cached at ${entry.headers.get(H_AT) ?? ""}`;
+const copyOf = (entry: { headers: Headers }): string => entry.headers.get(H_ID) ?? `cached at ${entry.headers.get(H_AT) ?? ""}`;
 
-/** stores the digests of the copy `entry` of `url` */
-async function storeDigests(cache: WebCache, url: string, entry: Response, sha256: string[]): Promise<void> {
+/** stores the digests of the copy `entry` (or its headers) of `url` */
+async function storeDigests(cache: WebCache, url: string, entry: { headers: Headers }, sha256: string[]): Promise<void> {
   const stored: StoredDigests = { copy: copyOf(entry), size: Number(entry.headers.get(H_SIZE)), blockSize: DIGEST_BLOCK, sha256 };
   await cache.put(keyFor(url, DIGESTS), new Response(JSON.stringify(stored), { headers: { "content-type": "application/json" } }));
 }
@@ -205,14 +239,18 @@ async function digestsOf(cache: WebCache, url: string, entry: Response): Promise
  * `verify` progress; stops at the first block that differs from `expected`, when given
  */
 async function digestBlob(blob: Blob, expected: string[] | undefined, onProgress?: (p: LoadProgress) => void): Promise<{ sha256: string[]; differs?: number }> {
+  const blocks = Math.max(1, Math.ceil(blob.size / DIGEST_BLOCK));
+  const digestOf = async (i: number): Promise<string> =>
+    hex(await crypto.subtle.digest("SHA-256", await blob.slice(i * DIGEST_BLOCK, Math.min(blob.size, (i + 1) * DIGEST_BLOCK)).arrayBuffer()));
   const sha256: string[] = [];
-  for (let i = 0, at = 0; at < blob.size || i === 0; i++, at += DIGEST_BLOCK) {
-    const end = Math.min(blob.size, at + DIGEST_BLOCK);
-    const digest = hex(await crypto.subtle.digest("SHA-256", await blob.slice(at, end).arrayBuffer()));
-    sha256.push(digest);
-    onProgress?.({ phase: "verify", loaded: end, total: blob.size, fromCache: true });
-    if (expected && expected[i] !== digest) return { sha256, differs: i };
-    if (end >= blob.size) break;
+  // a few blocks read and digested at once (the browser digests off the worker's thread): 4 x 16 MiB held at most
+  for (let first = 0; first < blocks; first += VERIFY_AT_ONCE) {
+    const batch = await Promise.all(Array.from({ length: Math.min(VERIFY_AT_ONCE, blocks - first) }, (_, k) => digestOf(first + k)));
+    onProgress?.({ phase: "verify", loaded: Math.min(blob.size, (first + batch.length) * DIGEST_BLOCK), total: blob.size, fromCache: true });
+    for (const [k, digest] of batch.entries()) {
+      sha256.push(digest);
+      if (expected && expected[first + k] !== digest) return { sha256, differs: first + k };
+    }
   }
   return { sha256 };
 }
@@ -238,73 +276,62 @@ function counted(file: RandomAccessFile, fromCache: boolean, onProgress?: (p: Lo
 }
 
 /**
- * the response's body into the cache under `url`, reporting the bytes as they arrive; a body
- * that breaks off is the URL's error, a Cache API that cannot store it a CacheStoreError
+ * the response's body into the cache under `url` (its parts, their digests, then the entry that
+ * names them), reporting the bytes as they arrive; a body that breaks off is the URL's error, a
+ * Cache API that cannot store it a CacheStoreError (what was stored is taken out again)
  */
 async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgress) => void, signal?: AbortSignal): Promise<Response> {
   // no-store: the file goes into the model cache, not also into the HTTP cache
   const response = await fetchNamed(url, { cache: "no-store", signal } as RequestInit);
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
-  const length = Number(response.headers.get("content-length") ?? NaN);
+  // (a compressed body's Content-Length is not the file's size)
+  const length = response.headers.get("content-encoding") ? NaN : Number(response.headers.get("content-length") ?? NaN);
   const headers: Record<string, string> = { "content-type": "application/octet-stream", [H_URL]: url, [H_AT]: new Date().toISOString(), [H_ID]: crypto.randomUUID() };
   const etag = response.headers.get("etag"), modified = response.headers.get("last-modified");
   if (etag) headers[H_ETAG] = etag;
   if (modified) headers[H_MODIFIED] = modified;
-  let loaded = 0, reported = 0;
   const total = Number.isFinite(length) ? length : 0, step = Math.max(1, Math.floor(total / 100));
-  // the network's failure, told apart from the Cache API's: both reject cache.put
-  let networkError: unknown;
-  // digests of the bytes as they arrive: what a later load checks the stored copy against
-  const digests = new BlockDigests();
+  let reported = 0;
+  const writer = new PartWriter(async (i, part) => {
+    try {
+      await cache.put(partKey(url, i), new Response(part, { headers: { "content-type": "application/octet-stream" } }));
+    } catch (e) {
+      throw storeFailure(url, e);
+    }
+  });
   const source = response.body!.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
+  try {
+    for (;;) {
       let r: Awaited<ReturnType<typeof source.read>>;
       try {
         r = await source.read();
       } catch (e) {
-        networkError = e;
-        throw e;
+        throw brokenDownload(url, writer.size, total || undefined, e, signal);
       }
-      if (r.done) return controller.close();
-      digests.push(r.value);
-      loaded += r.value.byteLength;
-      if (onProgress && (loaded - reported >= step || loaded === total)) {
-        reported = loaded;
-        onProgress({ phase: "download", loaded, total: Math.max(total, loaded), fromCache: false });
+      if (r.done) break;
+      await writer.push(r.value);
+      if (onProgress && (writer.size - reported >= step || writer.size === total)) {
+        reported = writer.size;
+        onProgress({ phase: "download", loaded: writer.size, total: Math.max(total, writer.size), fromCache: false });
       }
-      controller.enqueue(r.value);
-    },
-    cancel: (reason) => source.cancel(reason),
-  });
-  const store = async (key: string, r: Response): Promise<void> => {
+    }
+    if (total > 0 && writer.size !== total) throw new Error(`${url}: downloaded ${writer.size} bytes, the server announced ${total}`);
+    const { parts, sha256 } = await writer.finish();
+    const done = new Headers({ ...headers, [H_SIZE]: String(writer.size), [H_PARTS]: String(parts) });
     try {
-      await cache.put(key, r);
+      await storeDigests(cache, url, { headers: done }, sha256);
+      // last: the entry that makes the parts a cached model
+      await cache.put(url, new Response(null, { headers: done }));
     } catch (e) {
-      if (networkError !== undefined || signal?.aborted) throw brokenDownload(url, loaded, total || undefined, networkError ?? e, signal);
       throw storeFailure(url, e);
     }
-  };
-  if (total > 0 && !response.headers.get("content-encoding")) {
-    await store(url, new Response(body, { headers: { ...headers, [H_SIZE]: String(total) } }));
-  } else {
-    // the size is known only once the body has arrived: stage the body, then store it with its size
-    const staged = keyFor(url, STAGED);
-    await store(staged, new Response(body, { headers }));
-    const blob = await (await cache.match(staged))?.blob();
-    await cache.delete(staged);
-    if (!blob) throw new CacheStoreError(`${url}: the download was not kept by the Cache API`);
-    await store(url, new Response(blob, { headers: { ...headers, [H_SIZE]: String(blob.size) } }));
+  } catch (e) {
+    await source.cancel().catch(() => undefined);
+    await forget(cache, url);
+    throw e;
   }
   const entry = await cache.match(url);
   if (!entry) throw new CacheStoreError(`${url}: the download was not kept by the Cache API`);
-  try {
-    await storeDigests(cache, url, entry, await digests.finish());
-  } catch (e) {
-    // a copy that cannot be checked later is not kept
-    await forget(cache, url);
-    throw storeFailure(url, e);
-  }
   return entry;
 }
 
@@ -342,9 +369,11 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
   let fromCache = entry !== undefined;
   let refetched: string | undefined;
   if (entry) {
-    const blob = await entry.blob();
+    const blob = await fileOf(cache, url, entry);
     const size = describe(url, entry).size;
-    if (blob.size !== size) {
+    if (!blob) {
+      refetched = `${url}: the cached copy was damaged (a part of it is missing): downloaded again`;
+    } else if (blob.size !== size) {
       refetched = `${url}: the cached copy was damaged (${blob.size} bytes where ${size} were stored): downloaded again`;
     } else {
       const expected = await digestsOf(cache, url, entry);
@@ -372,10 +401,10 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
     if (signal?.aborted) throw abortError(url);
     return { ...(await uncached(e.message)), ...(refetched ? { refetched } : {}) };
   }
-  const blob = await stored.blob();
-  if (blob.size !== describe(url, stored).size) {
+  const blob = await fileOf(cache, url, stored);
+  if (!blob || blob.size !== describe(url, stored).size) {
     await forget(cache, url);
-    throw new Error(`${url}: downloaded ${blob.size} bytes, the server announced ${describe(url, stored).size}`);
+    throw new Error(`${url}: the Cache API did not give back what it stored`);
   }
   return {
     file: counted(blobFile(blob), fromCache, options.onProgress), size: blob.size, fromCache, cached: true, ...(refetched ? { refetched } : {}),
