@@ -877,7 +877,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
     const o = this.arr(`matmul ${w.name}`, "out", out), xa = this.arr(`matmul ${w.name}`, "x", x);
     const type = typeName(w.type);
     const kind = MATMUL_TYPES[type];
-    if (kind === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")})`);
+    if (kind === undefined) throw new Error(`matmul: tensor ${w.name} has type ${type}, which the webgpu backend cannot multiply (it has ${Object.keys(MATMUL_TYPES).join(", ")}); run this model on the wasm backend`);
     // a weight whose host bytes were released was checked when it was uploaded
     const { cols, rows, rowBytes } = this.released.has(w.data.buffer) ? matrixDims("matmul", w) : matrixShape("matmul", w);
     const bias = epilogue?.bias;
