@@ -465,6 +465,17 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ 'upper' is filter }}|{{ 'wordwrap' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}|{{ 1 is test }}|{{ none is filter }}", f()],
   // a for loop's else runs unless an iteration reached the end of the body (one ended by break or continue does not count)
   ["{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% continue %}{% else %}E{% endfor %}|{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}|{% for i in [] %}{% else %}E{% endfor %}", f()],
+  // a macro has jinja2's Macro attributes (name, arguments, caller, catch_kwargs, catch_varargs, explicit_caller) and is written <Macro 'v'>
+  ["{% macro v(a, b=1) %}{{ caller is defined }}{{ varargs }}{% endmacro %}{{ v }}|{{ v.name }}|{{ v.arguments }}|{{ v.caller }}|{{ v.explicit_caller }}|{{ v.catch_kwargs }}|{{ v.catch_varargs }}|{{ v.defaults }}|{{ [v]|map(attribute='name')|list }}|{{ v|attr('name') }}|{{ v['arguments'] }}|{{ [v] }}", f()],
+  ["{% macro m() %}{{ caller }}|{{ caller.name }}|{{ caller.arguments }}|{{ caller.caller }}{% endmacro %}{% call(a, b) m() %}{{ caller }}{% endcall %}|{% macro w(caller) %}x{% endmacro %}{{ w.caller }}{{ w.explicit_caller }}{{ w.arguments }}", f()],
+  ["{% macro v() %}{% endmacro %}{{ v.foo.bar }}", f()],
+  // a parameter named kwargs or varargs is that parameter, not the catch-all
+  ["{% macro v(kwargs) %}{{ kwargs }}{% endmacro %}{{ v.catch_kwargs }}{{ v(1) }}|{% macro w(varargs, b=2) %}{{ varargs }}{{ b }}{% endmacro %}{{ w.catch_varargs }}{{ w(1) }}", f()],
+  ["{% macro w(varargs, b=2) %}{{ varargs }}{% endmacro %}{{ w(1, 2, 3) }}", f()],
+  // `is filter` / `is test` is Python's `value in env.filters`: a list or dict is a TypeError
+  ["{{ (1, 2) is test }}{{ none is filter }}{{ undefined_q is filter }}", f()],
+  ["{{ {'a': 1} is filter }}", f()],
+  ["{{ names is test }}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

@@ -1,7 +1,7 @@
 import { escapeHtml, pformat, urlize } from "./pretty.js";
 import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
-  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, hashable, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Dict, type Value,
 } from "./values.js";
 
@@ -475,8 +475,9 @@ const TESTS: Record<string, Test> = {
   },
   eq: (v, [x = null]) => equals(v, x),
   escaped: (v) => v instanceof Markup,
-  filter: (v) => isStr(v) && hasFilter(strOf(v)),
-  test: (v) => isStr(v) && hasTest(strOf(v)),
+  // Python's `value in env.filters`: a list or dict is a TypeError, not False
+  filter: (v) => (hashable(v) ? isStr(v) && hasFilter(strOf(v)) : fail(`unhashable type: '${typeName(v)}'`)),
+  test: (v) => (hashable(v) ? isStr(v) && hasTest(strOf(v)) : fail(`unhashable type: '${typeName(v)}'`)),
   even: (v) => (typeof v === "bigint" ? v % 2n === 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 0 : fail(`not all arguments converted during string formatting`)),
   false: (v) => v === false,
   float: (v) => v instanceof Float,

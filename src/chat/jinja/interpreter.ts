@@ -53,6 +53,7 @@ function objectTypeRepr(v: Value): string {
   if (v === null) return "None";
   if (v instanceof Markup) return "markupsafe.Markup object";
   if (v instanceof PyObject) return `${v.kind === "LoopContext" ? "jinja2.runtime.LoopContext" : v.kind === "Namespace" ? "jinja2.utils.Namespace" : v.kind} object`;
+  if (v instanceof Callable && v.macro) return "jinja2.runtime.Macro object";
   return `${typeName(v)} object`;
 }
 const noAttribute = (obj: Value, name: string) => new Undefined(`'${objectTypeRepr(obj)}' has no attribute '${name}'`);
@@ -278,8 +279,15 @@ export class Interpreter implements FilterContext {
 
   /** a macro (or a call block's caller): binds its parameters in a scope of the one it was defined in */
   private macro(name: string, params: readonly Param[], body: readonly Stmt[], definedIn: Scope, isCaller = false): Callable {
-    const uses = { varargs: readsName(body, "varargs"), kwargs: readsName(body, "kwargs"), caller: readsName(body, "caller") };
+    // a parameter named varargs or kwargs is that parameter, not the catch-all
+    const declared = (n: string) => params.some((p) => p.name === n);
+    const uses = { varargs: readsName(body, "varargs") && !declared("varargs"), kwargs: readsName(body, "kwargs") && !declared("kwargs"), caller: readsName(body, "caller") };
     const display = isCaller ? "caller" : `'${name}'`;
+    // jinja2's Macro attributes
+    const attrs = new Map<string, Value>([
+      ["name", isCaller ? null : name], ["arguments", tuple(params.map((p) => p.name))], ["catch_kwargs", uses.kwargs],
+      ["catch_varargs", uses.varargs], ["caller", uses.caller], ["explicit_caller", declared("caller")],
+    ]);
     return new Callable(name, (args, kwargs) => {
       if (++this.macroDepth > MAX_MACRO_DEPTH) fail(`macro calls nest more than ${MAX_MACRO_DEPTH} deep (a macro calling itself without end?)`);
       try {
@@ -287,7 +295,7 @@ export class Interpreter implements FilterContext {
       } finally {
         this.macroDepth--;
       }
-    });
+    }, attrs);
   }
 
   /** a macro's parameters bound (positional, keyword, default, else undefined; varargs, kwargs, caller) and its body rendered */
@@ -309,9 +317,9 @@ export class Interpreter implements FilterContext {
       s.vars.set(p.name, v);
     });
     if (args.length > params.length && !uses.varargs) fail(`macro ${display} takes not more than ${params.length} argument(s)`);
-    s.vars.set("varargs", tuple(args.slice(params.length)));
+    if (!params.some((p) => p.name === "varargs")) s.vars.set("varargs", tuple(args.slice(params.length)));
     if (rest.size && !uses.kwargs) fail(`macro ${display} takes no keyword argument '${rest.keys().next().value}'`);
-    s.vars.set("kwargs", new Map(rest));
+    if (!params.some((p) => p.name === "kwargs")) s.vars.set("kwargs", new Map(rest));
     return this.block(body, s);
   }
 
@@ -545,6 +553,7 @@ export class Interpreter implements FilterContext {
       return v === undefined ? noAttribute(obj, name) : v;
     }
     if (obj instanceof PyObject) return obj.attrs.has(name) ? obj.attrs.get(name)! : noAttribute(obj, name);
+    if (obj instanceof Callable && obj.macro?.has(name)) return obj.macro.get(name)!;
     if (Array.isArray(obj)) {
       const group = groupMembers(obj);
       if (group?.attrs.has(name)) return group.attrs.get(name)!;

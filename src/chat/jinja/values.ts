@@ -26,9 +26,9 @@ export class PyObject {
   constructor(readonly kind: string, readonly attrs: Map<string, Value>, readonly assignable = false, readonly describe?: () => string, readonly call?: Callable) {}
 }
 
-/** a function the template can call: a global, a macro, a method of a value, `caller` */
+/** a function the template can call: a global, a macro, a method of a value, `caller`; a macro's attributes (name, arguments, caller, ...) are `macro` */
 export class Callable {
-  constructor(readonly name: string, readonly call: (args: Value[], kwargs: Map<string, Value>) => Value) {}
+  constructor(readonly name: string, readonly call: (args: Value[], kwargs: Map<string, Value>) => Value, readonly macro?: ReadonlyMap<string, Value>) {}
 }
 
 /**
@@ -120,7 +120,7 @@ export function typeName(v: Value): string {
   if (Array.isArray(v)) return isTuple(v) ? "tuple" : RANGES.has(v) ? "range" : "list";
   if (v instanceof Map) return "dict";
   if (v instanceof Generator || v instanceof DictView) return v.type;
-  if (v instanceof Callable) return "function";
+  if (v instanceof Callable) return v.macro ? "Macro" : "function";
   return v.kind;
 }
 
@@ -256,7 +256,11 @@ export function repr(v: Value): string {
   if (v instanceof Map) return REPRING.has(v) ? "{...}" : guarded(v, () => `{${dictEntries(v).map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`);
   if (v instanceof Generator) return v.type === "generator" ? `<generator object ${v.origin} at ${NO_ADDRESS}>` : `<${v.type} object at ${NO_ADDRESS}>`;
   if (v instanceof DictView) return `${v.type}(${repr(v.items)})`;
-  if (v instanceof Callable) return `<function ${v.name}>`;
+  if (v instanceof Callable) {
+    if (!v.macro) return `<function ${v.name}>`;
+    const name = v.macro.get("name") ?? null;
+    return `<Macro ${name === null ? "anonymous" : repr(name)}>`;
+  }
   return v.describe ? v.describe() : `<${v.kind}>`;
 }
 
@@ -409,7 +413,7 @@ function codePointLess(x: string, y: string): boolean {
 /** the values a dict of these holds as keys (keyOf): Python hashes them by value */
 export const isKey = (v: Value): boolean => v === null || typeof v !== "object" || v instanceof Float || v instanceof Markup || (isTuple(v) && v.every(isKey));
 /** Python's hash() succeeds: not a list, dict or dict view, nor a tuple holding one */
-const hashable = (v: Value): boolean => {
+export const hashable = (v: Value): boolean => {
   if (v instanceof Map || v instanceof DictView || isList(v)) return false;
   return !isTuple(v) || v.every(hashable);
 };
