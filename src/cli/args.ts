@@ -95,10 +95,12 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
 }
 
 /**
- * --threads: at most the machine's cores (more only oversubscribe them: a worker per thread, each
+ * --threads: -1 or absent for the default (all cores); at most the machine's cores (more only oversubscribe them: a worker per thread, each
  * polling), with a warning on stderr when capped.
  */
 export function threadsOption(values: ParsedValues): number | undefined {
+  // -1 is the default, as llama.cpp's -t -1 (its default too)
+  if (values["threads"] === "-1") return undefined;
   const n = optionalNumber(values, "threads", { integer: true, min: 1 });
   const cores = availableParallelism();
   if (n === undefined || n <= cores) return n;

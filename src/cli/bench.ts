@@ -12,7 +12,7 @@ process, so the RSS is that engine's own; the table shows medians.
 
 Options:
   --model FILE          GGUF model file (required)
-  --threads N           compute threads (default: all cores)
+  --threads N           compute threads (default -1: all cores)
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
   --gen-tokens N        decode steps (default 128)
   --repetitions N       runs per engine (default 3)

@@ -24,7 +24,7 @@ Options:
   --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement; with
                         --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
-  --threads N           compute threads (default: all cores)
+  --threads N           compute threads (default -1: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --json                print one JSON object instead of the progress lines
   -h, --help            show this help
