@@ -312,18 +312,31 @@ test("a file of several digest blocks, downloaded in pieces of any size: a clean
   assert.equal(r.damaged.refetched, `${base}/m/padded/stories260K.gguf: the cached copy was damaged (bytes 16777216-33554431 differ from what was downloaded): downloaded again`);
 });
 
-test("a model over 256 MiB (one Cache API entry of that size is refused by Chromium) is cached, and the next load reads it from the cache", { skip }, async () => {
-  const r = await inPage<Loaded[]>(`
+test("a model over 256 MiB (one Cache API entry of that size is refused by Chromium) is cached, and the next load reads it from the cache; an abort stops its check", { skip }, async () => {
+  const r = await inPage<{ loads: Loaded[]; aborted: { name: string; error: string; checked: number; total: number; cachedModels: number } }>(`
     const engine = new TsllmWorker();
-    const out = [];
+    const url = "/m/huge/stories260K.gguf";
+    const loads = [];
     for (let i = 0; i < 2; i++) {
-      const info = await engine.load("/m/huge/stories260K.gguf", { threads: 1 });
+      const info = await engine.load(url, { threads: 1 });
       const tokens = (await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 })).completionTokens;
-      out.push({ tokens, fromCache: info.fromCache, cached: info.cached, notCached: info.notCached ?? null });
+      loads.push({ tokens, fromCache: info.fromCache, cached: info.cached, notCached: info.notCached ?? null });
     }
+    // Stop at the check's first progress: the load ends there, the copy stays cached
+    const controller = new AbortController();
+    let checked = 0, total = 0, aborted;
+    const onProgress = (p) => { if (p.phase === "verify") { checked = Math.max(checked, p.loaded); total = p.total; controller.abort(); } };
+    try {
+      await engine.load(url, { threads: 1, signal: controller.signal, onProgress });
+    } catch (e) {
+      aborted = { name: e.name, error: e.message };
+    }
+    aborted = { ...aborted, checked, total, cachedModels: (await engine.cachedModels()).length };
     engine.terminate();
-    return out;`);
-  assert.deepEqual(r, [{ tokens: golden(), fromCache: false, cached: true, notCached: null }, { tokens: golden(), fromCache: true, cached: true, notCached: null }]);
+    return { loads, aborted };`);
+  assert.deepEqual(r.loads, [{ tokens: golden(), fromCache: false, cached: true, notCached: null }, { tokens: golden(), fromCache: true, cached: true, notCached: null }]);
+  assert.deepEqual([r.aborted.name, r.aborted.error, r.aborted.cachedModels], ["AbortError", `${base}/m/huge/stories260K.gguf: aborted`, 1]);
+  assert.ok(r.aborted.checked < r.aborted.total, `the check stopped at ${r.aborted.checked} of ${r.aborted.total} bytes`);
 });
 
 test("a copy cached before digests were kept loads from the cache (no download), gets its digests then, and damage to it is found from then on", { skip }, async () => {

@@ -236,15 +236,17 @@ async function digestsOf(cache: WebCache, url: string, entry: Response): Promise
 
 /**
  * the digest of each block of a cached copy, read back (asynchronously, a block at a time), with
- * `verify` progress; stops at the first block that differs from `expected`, when given
+ * `verify` progress; stops at the first block that differs from `expected`, when given, and at an abort
  */
-async function digestBlob(blob: Blob, expected: string[] | undefined, onProgress?: (p: LoadProgress) => void): Promise<{ sha256: string[]; differs?: number }> {
+async function digestBlob(url: string, blob: Blob, expected: string[] | undefined, onProgress?: (p: LoadProgress) => void, signal?: AbortSignal): Promise<{ sha256: string[]; differs?: number }> {
   const blocks = Math.max(1, Math.ceil(blob.size / DIGEST_BLOCK));
   const digestOf = async (i: number): Promise<string> =>
     hex(await crypto.subtle.digest("SHA-256", await blob.slice(i * DIGEST_BLOCK, Math.min(blob.size, (i + 1) * DIGEST_BLOCK)).arrayBuffer()));
   const sha256: string[] = [];
   // a few blocks read and digested at once (the browser digests off the worker's thread): 4 x 16 MiB held at most
   for (let first = 0; first < blocks; first += VERIFY_AT_ONCE) {
+    // a big file's check takes seconds: a Stop ends it (the copy stays cached)
+    if (signal?.aborted) throw abortError(url);
     const batch = await Promise.all(Array.from({ length: Math.min(VERIFY_AT_ONCE, blocks - first) }, (_, k) => digestOf(first + k)));
     onProgress?.({ phase: "verify", loaded: Math.min(blob.size, (first + batch.length) * DIGEST_BLOCK), total: blob.size, fromCache: true });
     for (const [k, digest] of batch.entries()) {
@@ -377,7 +379,7 @@ export async function openModelUrl(url: string, options: UrlLoadOptions = {}): P
       refetched = `${url}: the cached copy was damaged (${blob.size} bytes where ${size} were stored): downloaded again`;
     } else {
       const expected = await digestsOf(cache, url, entry);
-      const { sha256, differs } = await digestBlob(blob, expected, options.onProgress);
+      const { sha256, differs } = await digestBlob(url, blob, expected, options.onProgress, signal);
       if (differs === undefined) {
         // a copy cached before digests were kept (or whose digests were lost) is digested now, trusted as it is, and checked from then on
         if (!expected) await storeDigests(cache, url, entry, sha256).catch(() => undefined);
