@@ -16,7 +16,7 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { buildHostileCorpus } from "./hostile-corpus.js";
-import { UNTYPED_ERRORS, type LoadKind, type LoadReport } from "./hostile-load.js";
+import { UNTYPED_ERRORS, untypedMessage, type LoadKind, type LoadReport } from "./hostile-load.js";
 import { Rng } from "../src/testing/rng.js";
 import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
@@ -184,7 +184,7 @@ async function runChild(target: Target, list: { kind: LoadKind; path: string }[]
     const input = list[msg.i!]!.path;
     if (msg.maxRssBytes! >= RSS_LIMIT) { keep(target, `peak RSS ${(msg.maxRssBytes! / 2 ** 20).toFixed(0)} MiB`, input); child.kill("SIGKILL"); break; }
     if (!msg.ok && UNTYPED_ERRORS.has(msg.name!)) keep(target, `${msg.name}: ${msg.message}`, input);
-    else if (!msg.ok && /Cannot read properties|is not a function|is not iterable/.test(msg.message!)) keep(target, `untyped message: ${msg.message}`, input);
+    else if (!msg.ok && untypedMessage(msg.message!)) keep(target, `untyped message: ${msg.message}`, input);
   }
   const code = await exited;
   clearTimeout(timer);

@@ -39,6 +39,16 @@ export async function loadCase(kind: LoadKind, path: string): Promise<void> {
 }
 
 /** Node's own error classes: a file should never reach one of these (an untyped error) */
+/**
+ * Whether a message is the JS engine's own words about our code ("Cannot read properties of
+ * undefined", "x.map is not a function", "tokens is not iterable") that reached the user through an
+ * Error of ours. jinja2's TypeError "'int' object is not iterable", which a template's error
+ * repeats on purpose, is not one.
+ */
+export function untypedMessage(message: string): boolean {
+  return /Cannot read properties|is not a function|(?<!'[\w.]+' object )is not iterable/.test(message);
+}
+
 export const UNTYPED_ERRORS = new Set(["TypeError", "RangeError", "ReferenceError", "SyntaxError", "EvalError", "URIError", "AggregateError", "InternalError"]);
 
 export interface LoadReport {
