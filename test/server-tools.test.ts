@@ -120,6 +120,23 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(finish, "length");
   });
 
+  test("a named function is called exactly once, as OpenAI's forced function, even where parallel_tool_calls is left true; streamed the same", async () => {
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_time" } },
+      max_tokens: 300, temperature: 0,
+    };
+    for (const parallel of [undefined, true]) {
+      const r = await client.chat.completions.create({ ...request, ...(parallel === undefined ? {} : { parallel_tool_calls: parallel }) });
+      const c = r.choices[0]!;
+      assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
+      assert.deepEqual(c.message.tool_calls!.map((t) => (t as { function: { name: string } }).function.name), ["get_time"]);
+      const stream = await client.chat.completions.create({ ...request, stream: true });
+      const streamed = await ChatCompletionStream.fromReadableStream(stream.toReadableStream()).finalChatCompletion();
+      assert.equal(streamed.choices[0]!.finish_reason, "tool_calls");
+      assert.equal(streamed.choices[0]!.message.tool_calls!.length, 1);
+    }
+  });
+
   test("a stop string met inside a call: the cut call as read with finish_reason stop, not tool_calls, streamed or not; met after the call's JSON: tool_calls", async () => {
     const request = {
       model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false,

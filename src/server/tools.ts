@@ -28,7 +28,7 @@ export type ToolChoice = "none" | "auto" | "required" | { readonly name: string 
 export interface Tools {
   readonly functions: readonly ToolFunction[];
   readonly choice: ToolChoice;
-  /** parallel_tool_calls: whether a reply may hold more than one call (OpenAI's default: true) */
+  /** parallel_tool_calls: whether a reply may hold more than one call (OpenAI's default: true; never with a named function) */
   readonly parallel: boolean;
   /** the tools as the request gave them: what the template sees */
   readonly raw: readonly unknown[];
@@ -69,7 +69,9 @@ export function toolsOf(body: Body): Tools | undefined {
     if (!names.has(name)) throw invalid("tool_choice", `'tool_choice' names the function ${JSON.stringify(name)}, which is not among the tools`);
     choice = { name };
   }
-  return { functions, choice, parallel: parallelOf(body), raw: v };
+  // a named function is called once, whatever parallel_tool_calls says: OpenAI's forced function is "exactly one" call (vLLM's too)
+  const parallel = parallelOf(body);
+  return { functions, choice, parallel: typeof choice === "object" ? false : parallel, raw: v };
 }
 
 function parallelOf(body: Body): boolean {
