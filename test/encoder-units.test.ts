@@ -59,6 +59,11 @@ test("sentence-transformers files: pooling modes, Normalize, max_seq_length; bad
   assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": modules(), "1_Pooling/config.json": { pooling_mode_cls_token: true, pooling_mode_mean_tokens: true } })), /expected exactly one pooling mode switched on, found cls \+ mean/);
   assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": modules([{ type: "sentence_transformers.models.Dense", path: "2_Dense" }]), "1_Pooling/config.json": { pooling_mode_mean_tokens: true } })), /unsupported module "sentence_transformers.models.Dense"/);
   assert.throws(() => readSentenceTransformerConfig(folderWith({ "modules.json": { a: 1 } })), /expected a list of modules/);
+  // a default prompt name that is an Object member, not one of the prompts (it put "function toString() { [native code] }" before every text)
+  for (const name of ["constructor", "toString", "__proto__"]) {
+    const st = folderWith({ "modules.json": modules(), "1_Pooling/config.json": { pooling_mode_mean_tokens: true }, "config_sentence_transformers.json": { prompts: { query: "query: " }, default_prompt_name: name } });
+    assert.throws(() => readSentenceTransformerConfig(st), (e: Error) => e.message.includes("config_sentence_transformers.json: default_prompt_name: expected one of the prompts' names (query)"), name);
+  }
 });
 
 const skip = skipWithoutShared("hf-oracle/bert-uncased-sst/tokenizer.json");

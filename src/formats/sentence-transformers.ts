@@ -77,7 +77,8 @@ function readPrompts(path: string): Pick<SentenceTransformerConfig, "prompts" | 
   if (typeof prompts !== "object" || prompts === null || Array.isArray(prompts)) throw new HFConfigError(path, "prompts", `expected an object of name -> prompt text, found ${JSON.stringify(prompts)}`);
   for (const [name, text] of Object.entries(prompts)) if (typeof text !== "string") throw new HFConfigError(path, `prompts.${name}`, `expected a string, found ${JSON.stringify(text)}`);
   const def = o.default_prompt_name ?? undefined;
-  if (def !== undefined && (typeof def !== "string" || !(def in prompts))) throw new HFConfigError(path, "default_prompt_name", `expected one of the prompts' names (${Object.keys(prompts).join(", ") || "none"}), found ${JSON.stringify(def)}`);
+  // an own name only: "constructor" or "toString" is `in` every object, and became the prompt text "function ..." (sentence-transformers: not found in the prompts dictionary)
+  if (def !== undefined && (typeof def !== "string" || !Object.hasOwn(prompts, def))) throw new HFConfigError(path, "default_prompt_name", `expected one of the prompts' names (${Object.keys(prompts).join(", ") || "none"}), found ${JSON.stringify(def)}`);
   return { ...(Object.keys(prompts).length > 0 ? { prompts: prompts as Record<string, string> } : {}), ...(def === undefined ? {} : { defaultPromptName: def }) };
 }
 
