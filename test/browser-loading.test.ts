@@ -23,7 +23,7 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);
 
 /** how the server answers a request for /m/MODE/stories260K.gguf */
-type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded" | "huge";
+type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded" | "huge" | "html";
 /** requests per "MODE RANGE-HEADER|whole", and bytes sent before the client closed a slow download */
 const requests = new Map<string, number>();
 const closedAt: number[] = [];
@@ -37,6 +37,8 @@ function serveModel(res: ServerResponse, mode: Mode, range: string | undefined, 
   const m = /^bytes=(\d+)-(\d*)$/.exec(range ?? "");
   if (mode === "404") return void res.writeHead(404, { "content-type": "text/plain" }).end("not here");
   // the model and zeros after it (which the loader never reads): 40 MB (a file of three 16 MiB parts), or 300 MB (over 256 MiB)
+  // 40 MB that is no GGUF (an HTML page where the model should be, a safetensors file)
+  if (mode === "html") model = paddings.get(-1) ?? paddings.set(-1, Buffer.alloc(40_000_000, "<!doctype html>")).get(-1)!;
   if (mode === "padded" || mode === "huge") model = padded(model, mode === "padded" ? 40_000_000 : 300_000_000);
   if (m && mode !== "norange" && mode !== "slow") {
     const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
@@ -337,6 +339,24 @@ test("a model over 256 MiB (one Cache API entry of that size is refused by Chrom
   assert.deepEqual(r.loads, [{ tokens: golden(), fromCache: false, cached: true, notCached: null }, { tokens: golden(), fromCache: true, cached: true, notCached: null }]);
   assert.deepEqual([r.aborted.name, r.aborted.error, r.aborted.cachedModels], ["AbortError", `${base}/m/huge/stories260K.gguf: aborted`, 1]);
   assert.ok(r.aborted.checked < r.aborted.total, `the check stopped at ${r.aborted.checked} of ${r.aborted.total} bytes`);
+});
+
+test("a URL that is no GGUF fails at its first bytes with the reader's error, not once 40 MB have arrived; nothing is cached", { skip }, async () => {
+  const r = await inPage<{ error: string; downloaded: number; cachedModels: number }>(`
+    const engine = new TsllmWorker();
+    let downloaded = 0, error;
+    const onProgress = (p) => { if (p.phase === "download") downloaded = Math.max(downloaded, p.loaded); };
+    try {
+      await engine.load("/m/html/model.gguf", { threads: 1, onProgress });
+    } catch (e) {
+      error = e.message;
+    }
+    const cachedModels = (await engine.cachedModels()).length;
+    engine.terminate();
+    return { error, downloaded, cachedModels };`);
+  assert.equal(r.error, `${base}/m/html/model.gguf: magic: expected "GGUF", found "<!do" (not a GGUF file)`);
+  assert.ok(r.downloaded < 40_000_000, `stopped after ${r.downloaded} bytes`);
+  assert.equal(r.cachedModels, 0);
 });
 
 test("a copy cached before digests were kept loads from the cache (no download), gets its digests then, and damage to it is found from then on", { skip }, async () => {

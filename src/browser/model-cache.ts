@@ -13,8 +13,9 @@
  * that a copy damaged on disk (same size, a few bytes changed: the loader would read garbage
  * weights and generate wrong text without a word) is found, taken out and downloaded again.
  */
+import { parseGGUFHeader } from "../formats/gguf-reader.js";
 import type { RandomAccessFile } from "../platform/host.js";
-import { abortError, blobFile, brokenDownload, fetchNamed, HttpStatusError, openUrl, rangeProbe } from "./files.js";
+import { abortError, blobFile, brokenDownload, fetchNamed, HttpStatusError, memoryFile, openUrl, rangeProbe } from "./files.js";
 import { web, type WebCache } from "../platform/web.js";
 
 const CACHE_NAME = "tsllm-models-v1";
@@ -278,6 +279,16 @@ function counted(file: RandomAccessFile, fromCache: boolean, onProgress?: (p: Lo
 }
 
 /**
+ * throws the GGUF reader's own error when a download does not start with GGUF's magic, so that
+ * a wrong URL (an HTML page, a safetensors file of gigabytes) fails at its first bytes, not once
+ * it has all arrived; `first` is the first piece of the body (undefined: not checked)
+ */
+function notGGUF(url: string, first: Uint8Array | undefined): void {
+  if (!first || (first[0] === 0x47 && first[1] === 0x47 && first[2] === 0x55 && first[3] === 0x46)) return;
+  parseGGUFHeader(memoryFile(first.subarray(0, 4)), url);
+}
+
+/**
  * the response's body into the cache under `url` (its parts, their digests, then the entry that
  * names them), reporting the bytes as they arrive; a body that breaks off is the URL's error, a
  * Cache API that cannot store it a CacheStoreError (what was stored is taken out again)
@@ -311,6 +322,7 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
         throw brokenDownload(url, writer.size, total || undefined, e, signal);
       }
       if (r.done) break;
+      if (writer.size < 4 && writer.size + r.value.length >= 4) notGGUF(url, writer.size === 0 ? r.value : undefined);
       await writer.push(r.value);
       if (onProgress && (writer.size - reported >= step || writer.size === total)) {
         reported = writer.size;
