@@ -23,7 +23,7 @@ const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);
 
 /** how the server answers a request for /m/MODE/stories260K.gguf */
-type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded" | "huge" | "html";
+type Mode = "range" | "norange" | "truncated" | "slow" | "404" | "padded" | "huge" | "html" | "changing";
 /** requests per "MODE RANGE-HEADER|whole", and bytes sent before the client closed a slow download */
 const requests = new Map<string, number>();
 const closedAt: number[] = [];
@@ -40,9 +40,12 @@ function serveModel(res: ServerResponse, mode: Mode, range: string | undefined, 
   // 40 MB that is no GGUF (an HTML page where the model should be, a safetensors file)
   if (mode === "html") model = paddings.get(-1) ?? paddings.set(-1, Buffer.alloc(40_000_000, "<!doctype html>")).get(-1)!;
   if (mode === "padded" || mode === "huge") model = padded(model, mode === "padded" ? 40_000_000 : 300_000_000);
+  // a file replaced on the server after the first byte was probed: a new ETag, other weights
+  const changed = mode === "changing" && range !== "bytes=0-0";
+  if (changed) model = paddings.get(-2) ?? paddings.set(-2, Buffer.from(model.map((b, i) => (i > 600000 ? b ^ 0x40 : b)))).get(-2)!;
   if (m && mode !== "norange" && mode !== "slow") {
     const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
-    res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1 });
+    res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1, ...(mode === "changing" ? { etag: changed ? '"v2"' : '"v1"' } : {}) });
     return void res.end(model.subarray(start, end + 1));
   }
   // a wrong content type on purpose: a GGUF is bytes whatever the server calls it
@@ -357,6 +360,11 @@ test("a URL that is no GGUF fails at its first bytes with the reader's error, no
   assert.equal(r.error, `${base}/m/html/model.gguf: magic: expected "GGUF", found "<!do" (not a GGUF file)`);
   assert.ok(r.downloaded < 40_000_000, `stopped after ${r.downloaded} bytes`);
   assert.equal(r.cachedModels, 0);
+});
+
+test("Range reads of a file replaced on the server mid-load (its ETag changed): an error saying so, not two files' bytes mixed", { skip }, async () => {
+  const r = await inPage<Loaded>(loadAndGenerate(`"/m/changing/stories260K.gguf"`, "{ threads: 1, cache: false }"));
+  assert.equal(r.error, `${base}/m/changing/stories260K.gguf: the file changed on the server while it was read (ETag "v1" became ETag "v2"); load it again`, JSON.stringify(r));
 });
 
 test("a copy cached before digests were kept loads from the cache (no download), gets its digests then, and damage to it is found from then on", { skip }, async () => {

@@ -126,6 +126,12 @@ export async function openUrl(url: string, options: UrlFileOptions = {}): Promis
     return memoryFile(bytes);
   }
   await response.body?.cancel();
+  // the file read is the one probed: a file replaced on the server mid-load would mix two files' bytes
+  const validator = (get: (name: string) => string | null): string | undefined => {
+    const etag = get("etag"), modified = get("last-modified");
+    return etag ? `ETag ${etag}` : modified ? `Last-Modified ${modified}` : undefined;
+  };
+  const probed = validator((name) => response.headers.get(name));
   const XMLHttpRequest = need("XMLHttpRequest", `reading ${url}`);
   /** bytes [start, end) of the file, by one synchronous Range request */
   const fetchRange = (start: number, end: number): Uint8Array => {
@@ -135,6 +141,8 @@ export async function openUrl(url: string, options: UrlFileOptions = {}): Promis
     xhr.setRequestHeader("Range", `bytes=${start}-${end - 1}`);
     xhr.send();
     if (xhr.status !== 206 || !xhr.response) throw new Error(`${url}: bytes ${start}-${end - 1}: HTTP ${xhr.status} ${xhr.statusText} (expected 206 Partial Content)`);
+    const now = validator((name) => xhr.getResponseHeader(name));
+    if (probed !== undefined && now !== probed) throw new Error(`${url}: the file changed on the server while it was read (${probed} became ${now ?? "none"}); load it again`);
     const bytes = new Uint8Array(xhr.response);
     if (bytes.length !== end - start) throw new Error(`${url}: bytes ${start}-${end - 1}: got ${bytes.length} bytes`);
     return bytes;

@@ -28,6 +28,7 @@ export interface SyncXHR {
   readonly status: number;
   readonly statusText: string;
   readonly response: ArrayBuffer | null;
+  getResponseHeader(name: string): string | null;
 }
 
 /** one cache of the Cache API (the part of it the model cache uses) */
