@@ -476,6 +476,12 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ (1, 2) is test }}{{ none is filter }}{{ undefined_q is filter }}", f()],
   ["{{ {'a': 1} is filter }}", f()],
   ["{{ names is test }}", f()],
+  // a {% filter %} block's result is written as it is and the output joined by "".join: one that is not a str fails the render
+  ["{% filter wordcount %}a b{% endfilter %}", f()],
+  ["{% set b %}{% filter first %}{% endfilter %}{% endset %}", f()],
+  ["{% filter e %}<{% endfilter %}{% filter safe %}<{% endfilter %}{% filter tojson %}<{% endfilter %}{% macro m() %}{% filter length %}x{% endfilter %}{% endmacro %}", f()],
+  // str.istitle / isascii / isidentifier / isprintable, and the cased letters as Python finds them (ª lowercase, Ⅻ uppercase, ½ alphanumeric)
+  ["{% for x in ['', 'Abc', 'ABC', 'Abc Def', 'abc', 'A1b', 'ǅudi', 'Hello, World', '1A', 'a\tb', 'é', '_x1', '1x', 'x-y', '½', 'Ⅻ', '²', '\x7f', '\u00a0', ' ', 'ª', 'ⓐ', 'ʰ'] %}{{ x.istitle() }}{{ x.isascii() }}{{ x.isidentifier() }}{{ x.isprintable() }}{{ x.isalnum() }}{{ x.islower() }}{{ x.isupper() }}{{ x is lower }}{{ x is upper }};{% endfor %}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

@@ -1,5 +1,5 @@
 import { escapeHtml, pformat, urlize } from "./pretty.js";
-import { dictMethod, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
+import { dictMethod, isLower, isUpper, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, hashable, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Dict, type Value,
@@ -487,7 +487,7 @@ const TESTS: Record<string, Test> = {
   integer: (v) => typeof v === "number" || typeof v === "bigint",
   iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined,
   le: (v, [x = null]) => compare(v, x, "<=") <= 0,
-  lower: (v) => { const s = str(v); return /\p{Ll}/u.test(s) && !/[\p{Lu}\p{Lt}]/u.test(s); },
+  lower: (v) => isLower(str(v)),
   lt: (v, [x = null]) => compare(v, x, "<") < 0,
   mapping: (v) => isDict(v),
   ne: (v, [x = null]) => !equals(v, x),
@@ -499,7 +499,7 @@ const TESTS: Record<string, Test> = {
   string: (v) => isStr(v),
   true: (v) => v === true,
   undefined: (v) => v instanceof Undefined,
-  upper: (v) => { const s = str(v); return /\p{Lu}/u.test(s) && !/[\p{Ll}\p{Lt}]/u.test(s); },
+  upper: (v) => isUpper(str(v)),
 };
 Object.assign(TESTS, { "==": TESTS.eq, equalto: TESTS.eq, "!=": TESTS.ne, ">": TESTS.gt, greaterthan: TESTS.gt, ">=": TESTS.ge, "<": TESTS.lt, lessthan: TESTS.lt, "<=": TESTS.le });
 

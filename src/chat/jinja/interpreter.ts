@@ -188,7 +188,11 @@ export class Interpreter implements FilterContext {
       }
       case "Macro": scope.vars.set(node.name, this.macro(node.name, node.params, node.body, scope)); return "";
       case "CallBlock": return this.callBlock(node.call, node.params, node.body, scope);
-      case "FilterBlock": return str(this.applyBlockFilters(node.filter, this.block(node.body, new Scope(scope)), scope));
+      case "FilterBlock": {
+        // jinja2 writes the filter's result as it is and joins the output with "".join: a result that is not a str fails the render
+        const v = this.applyBlockFilters(node.filter, this.block(node.body, new Scope(scope)), scope);
+        return isStr(v) ? strOf(v) : fail(`a {% filter %} block's filter gave ${typeName(v)}, not a str (jinja2: sequence item: expected str instance, ${typeName(v)} found)`);
+      }
       case "With": {
         const inner = new Scope(scope);
         node.targets.forEach((t, i) => this.assign(t, this.expr(node.values[i]!, scope), inner));

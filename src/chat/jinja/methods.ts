@@ -35,6 +35,25 @@ function stripChars(s: string, chars: Value, left: boolean, right: boolean): str
   return cs.slice(a, b).join("");
 }
 
+/** Python's str.islower() and str.isupper() (the `lower` and `upper` tests too) */
+export const isLower = (s: string): boolean => /\p{Lowercase}/u.test(s) && !/[\p{Uppercase}\p{Lt}]/u.test(s);
+export const isUpper = (s: string): boolean => /\p{Uppercase}/u.test(s) && !/[\p{Lowercase}\p{Lt}]/u.test(s);
+
+/** Python's str.istitle(): an upper- or titlecase letter only after an uncased character, a lowercase one only after a cased one, and some cased letter */
+function isTitle(s: string): boolean {
+  let cased = false, previousCased = false;
+  for (const c of s) {
+    if (/[\p{Uppercase}\p{Lt}]/u.test(c)) {
+      if (previousCased) return false;
+      previousCased = cased = true;
+    } else if (/\p{Lowercase}/u.test(c)) {
+      if (!previousCased) return false;
+      previousCased = cased = true;
+    } else previousCased = false;
+  }
+  return cased;
+}
+
 /** Python's str.split / rsplit */
 function split(s: string, sep: Value, maxsplit: number, fromRight: boolean): string[] {
   if (sep === null || sep instanceof Undefined) {
@@ -215,10 +234,16 @@ export function strMethod(value: string | Markup, name: string, limit: MethodCon
     case "isdecimal":
     case "isnumeric": return m(() => s.length > 0 && /^\p{Nd}+$/u.test(s));
     case "isalpha": return m(() => s.length > 0 && /^\p{L}+$/u.test(s));
-    case "isalnum": return m(() => s.length > 0 && /^[\p{L}\p{Nd}]+$/u.test(s));
+    // (a letter, or a number of any kind: ½ and Ⅻ are alphanumeric in Python)
+    case "isalnum": return m(() => s.length > 0 && /^[\p{L}\p{N}]+$/u.test(s));
+    case "isascii": return m(() => /^[\x00-\x7f]*$/.test(s));
+    case "isidentifier": return m(() => /^[\p{XID_Start}_]\p{XID_Continue}*$/u.test(s));
+    case "isprintable": return m(() => ![...s].some((c) => c !== " " && /[\p{C}\p{Z}]/u.test(c)));
+    case "istitle": return m(() => isTitle(s));
     case "isspace": return m(() => s.length > 0 && [...s].every(isSpace));
-    case "islower": return m(() => /\p{Ll}/u.test(s) && !/[\p{Lu}\p{Lt}]/u.test(s));
-    case "isupper": return m(() => /\p{Lu}/u.test(s) && !/[\p{Ll}\p{Lt}]/u.test(s));
+    // (Python's cased letters are Unicode's Lowercase / Uppercase properties and the titlecase category: ª is lowercase, Ⅻ uppercase)
+    case "islower": return m(() => isLower(s));
+    case "isupper": return m(() => isUpper(s));
     case "expandtabs": return m(([size = 8]) => {
       let out = "", col = 0;
       const n = intArg(size, "tabsize", 8);
