@@ -114,6 +114,9 @@ test("array length larger than the file", () => {
 
 test("tensor count of 2^40", () => {
   expectGGUFError(header(2n ** 40n, 0).bytes(), /tensor_count: 1099511627776 exceeds/, "tensor count");
+  // far fewer than the file could describe (32 bytes a tensor): each costs ~500 bytes of memory once read
+  expectGGUFError(header(131_073, 0).bytes(), /tensor_count: 131073 exceeds the limit of 131072/, "tensor count past the limit");
+  expectGGUFError(header(0, 65_537).bytes(), /metadata_kv_count: 65537 exceeds the limit of 65536/, "key count past the limit");
 });
 
 test("n_dims = 5", () => {
