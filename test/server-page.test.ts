@@ -338,6 +338,32 @@ test("a thinking model's reasoning shows as text in a Thinking block above the r
   }
 });
 
+test("a Thinking block the reader folds while the model still thinks stays folded as more reasoning streams in", { skip }, async () => {
+  const thinking = await serveStories({ contextSize: 2048 }, { chatTemplate: `${CHAT_TEMPLATE}{# <think> #}` });
+  try {
+    const { page, errors } = await openPage(thinking.url);
+    await forceReply(page, `<think>${"one more careful thought, ".repeat(12)}</think>done`);
+    await page.fill("#max-tokens", "1000");
+    await page.fill("#input", "hi");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant details.reasoning[open]");
+    const before = (await page.textContent("li.assistant details.reasoning .thought"))!.length;
+    await page.click("li.assistant details.reasoning summary");
+    // more reasoning has arrived (the reply has not begun): the block is as the reader left it
+    const state = await page.waitForFunction((n) => {
+      const d = document.querySelector("li.assistant details.reasoning") as unknown as { open: boolean; querySelector(s: string): { textContent: string } };
+      const content = document.querySelector("li.assistant .content")!.textContent;
+      return d.querySelector(".thought").textContent.length > n + 20 && content === "" ? { open: d.open } : false;
+    }, before);
+    assert.deepEqual(await state.jsonValue(), { open: false });
+    await page.waitForSelector("li.assistant .stats");
+    assert.deepEqual(errors, []);
+    await page.close();
+  } finally {
+    await thinking.close();
+  }
+});
+
 test("a stream through a proxy that adds SSE comments (\": keep-alive\") and CRLF line ends reads as the same reply", { skip }, async () => {
   const { page, errors } = await openPage();
   const reply = "Hello **there**";

@@ -133,9 +133,14 @@ function showReasoning(li, reasoning, thinking) {
     details.append(summary, text);
     li.prepend(details);
   }
-  details.querySelector("summary").textContent = thinking ? "Thinking…" : "Thought";
   details.querySelector(".thought").textContent = reasoning;
-  details.open = thinking;
+  // opened or folded only when the thinking starts or ends: a reader's own click holds meanwhile
+  const state = thinking ? "thinking" : "thought";
+  if (details.dataset.state !== state) {
+    details.dataset.state = state;
+    details.querySelector("summary").textContent = thinking ? "Thinking…" : "Thought";
+    details.open = thinking;
+  }
 }
 
 /** the list item of one message; `index` is its place in history (undefined while it streams) */
