@@ -813,3 +813,24 @@ test("a required call's grammar admits reasoning before the calls, as llama.cpp'
   assert.ok(admits(qwen35, `I need <tool_ca the time </think \n</think>\n\n${xml}`));
   assert.ok(!admits(qwen35, `I write <tool_call> here\n</think>\n\n${xml}`));
 });
+
+test("a template that refuses the request's messages (Mistral's raise_exception on a call id not of 9 characters) is a 400 naming messages, as vLLM answers it, not a 500 the client retries", { skip: skip || skipWithoutLlamaCppTemplates() }, async () => {
+  const name = "mistralai-Mistral-Nemo-Instruct-2407.jinja";
+  const source = llamaCppTemplate(name);
+  const s = await serveStories({ contextSize: 1024, onWarning: () => {} }, { chatTemplate: { source, where: name } });
+  try {
+    let requests = 0;
+    const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", fetch: async (url, init) => { requests++; return fetch(url, init); } });
+    const id = "call_4cd0f99affa843d6aa54e261";
+    await assert.rejects(client.chat.completions.create({
+      model: "stories260K", tools: [WEATHER], max_tokens: 2, messages: [
+        { role: "user", content: "Weather in Oslo?" },
+        { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo","unit":"c"}' } }] },
+        { role: "tool", tool_call_id: id, content: "-3" },
+      ],
+    }), (e: { status: number; param: string; message: string }) => e.status === 400 && e.param === "messages" && /Tool call IDs should be alphanumeric strings with length 9/.test(e.message));
+    assert.equal(requests, 1, "a 400 is not sent again");
+  } finally {
+    await s.close();
+  }
+});

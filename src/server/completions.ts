@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { ChatTemplateError, continuesReasoning, type ChatFormatter, type ChatMessage, type EncodeChatOptions } from "../chat/index.js";
+import { ChatTemplateError, continuesReasoning } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
 import { GrammarError } from "../sampling/constraints/index.js";
@@ -100,7 +100,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const ending = promptEndOf(body, messages);
     // (a continued message the template does not write as given is the request's 400, found here)
-    const text = thinkingOf(source, "") || ending.continueFinalMessage ? promptText(formatter, shown, variables, ending) : "";
+    const text = thinkingOf(source, "") || ending.continueFinalMessage ? await rendered(() => formatter.prompt(shown, variables, ending)) : "";
     const continued = ending.continueFinalMessage ? shown.at(-1) : undefined;
     const thinking = thinkingOf(source, text, continued?.content, continued !== undefined && continuesReasoning(continued));
     const reasoning = reasoningFormatOf(body);
@@ -113,7 +113,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
       delete options.json;
       constraintParam = shaped.param;
     }
-    prompts = [await formatter.encodeAsync(shown, variables, ending)];
+    prompts = [await rendered(() => formatter.encodeAsync(shown, variables, ending))];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
     logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
@@ -157,12 +157,18 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   };
 }
 
-/** the chat prompt's text; a last message the template does not write as given cannot be continued: the request's 400 */
-function promptText(formatter: ChatFormatter, messages: readonly ChatMessage[], variables: Record<string, unknown>, ending: EncodeChatOptions): string {
+/**
+ * The chat prompt rendered from the request's messages. A template that cannot render them is the
+ * request's 400 naming messages, as vLLM answers a template's failure: its raise_exception refusing
+ * them (Mistral's refuse call ids that are not 9 letters and digits), a value it cannot take, a
+ * continued message it does not write as given. A 500 would tell the client the server is broken
+ * (and the openai client sends it again, twice).
+ */
+async function rendered<T>(render: () => T | Promise<T>): Promise<T> {
   try {
-    return formatter.prompt(messages, variables, ending);
+    return await render();
   } catch (e) {
-    if (e instanceof ChatTemplateError && ending.continueFinalMessage) throw invalid("messages", e.message);
+    if (e instanceof ChatTemplateError) throw invalid("messages", `'messages' cannot be rendered by the chat template: ${e.message}`);
     throw e;
   }
 }
