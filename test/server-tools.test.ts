@@ -6,6 +6,7 @@ import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 import { resolve } from "node:path";
 import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import { messagesOf } from "../src/server/requests.js";
+import { finishReasonOf } from "../src/server/openai.js";
 import { parseReply } from "../src/server/reply-parser.js";
 import {
   messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf,
@@ -400,6 +401,17 @@ test("each family's replies read as the format says, streamed or not", () => {
     assert.equal(got.reasoning, r.want.reasoning ?? "", what);
     assert.equal(got.content, r.want.content, what);
     assert.deepEqual(got.calls.map((c) => [c.name, JSON.parse(c.arguments)]), r.want.calls, what);
+    // whole calls finish as calls; the reply cut inside its last call's arguments (by a stop string) does not
+    assert.equal(finishReasonOf("stop", got.calls), r.want.calls.length > 0 ? "tool_calls" : "stop", what);
+    const last = got.calls.at(-1);
+    const at = last ? r.text.lastIndexOf(last.arguments) : -1;
+    if (last && at >= 0) {
+      // (its closing brace cut off)
+      const cut = at + last.arguments.length - 1;
+      const calls = parseReply(r.text.slice(0, cut), syntaxFor(r.format, r.thinking), false).calls;
+      // (a call whose name comes after its arguments is text when cut before it)
+      if (calls.length === got.calls.length) assert.equal(finishReasonOf("stop", calls), "stop", `${what} cut at ${cut}`);
+    }
   }
 });
 
