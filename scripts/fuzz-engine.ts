@@ -11,7 +11,11 @@
 // after the batch settles: no block in use (cached prefixes idle), nothing queued or running,
 // every draft pool empty. A batch that has not settled after --timeout seconds is a hang.
 //
-//   node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--verbose]
+// With --llama, stories260K's greedy requests (no penalties or biases, one choice) are also run by
+// llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
+// greedy tokens must start with the engine's solo tokens.
+//
+//   node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--verbose]
 //
 // Case k of seed s is what new Rng(s * 100003 + k) makes, so `--seed s --case k` runs it again.
 import { existsSync } from "node:fs";
@@ -24,18 +28,19 @@ import { ensureRandomModel, Rng, tinyLlama } from "../src/testing/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
 
 const TARGETS = ["stories260K", "random", "random-q8kv"] as const;
-const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--verbose]\n" +
+const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--verbose]\n" +
   "  random batches of concurrent requests through one engine (small KV pool, prefix cache, aborts, late arrivals),\n" +
   "  each request's result compared with the same request run alone on a fresh engine; KV pool references checked every pass\n" +
   `  --only NAMES: models, comma-separated (default all present: ${TARGETS.join(", ")}; stories260K needs ../shared/models)\n` +
   "  --seed S: the run's seed (default: the clock); --cases N: batches to run (default 20)\n" +
   "  --case K: run only case K of the seed (reproduces one failure)\n" +
   "  --backend NAME: wasm (default) or reference; --timeout SEC: a batch not settled by then is a hang (default 120)\n" +
+  "  --llama: stories260K's greedy requests also against llama.cpp's greedy tokens (node-llama-cpp)\n" +
   "  --verbose: print every case's requests\n" +
   "  each defect: the seed and case, the request and what differed; exit 1 if any";
 
 const opts = scriptOptions(USAGE, {
-  seed: { type: "string" }, cases: { type: "string" }, case: { type: "string" }, only: { type: "string" }, backend: { type: "string" }, timeout: { type: "string" }, verbose: { type: "boolean" },
+  seed: { type: "string" }, cases: { type: "string" }, case: { type: "string" }, only: { type: "string" }, backend: { type: "string" }, timeout: { type: "string" }, llama: { type: "boolean" }, verbose: { type: "boolean" },
 }, (values, positionals) => {
   noPositionals(positionals);
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim()).filter(Boolean);
@@ -49,6 +54,7 @@ const opts = scriptOptions(USAGE, {
     only, backend: backend as "wasm" | "reference",
     timeoutS: optionalNumber(values, "timeout", { min: 1 }) ?? 120,
     verbose: values["verbose"] === true,
+    llama: values["llama"] === true,
   };
 });
 
@@ -70,6 +76,42 @@ if ((wants("random") || wants("random-q8kv")) && !existsSync(join(resolve("../sh
   if (wants("random")) targets.push({ name: "random", model: await loadModel(await ensureRandomModel(spec), { backend: opts.backend, contextSize: CONTEXT }) });
   if (wants("random-q8kv")) targets.push({ name: "random-q8kv", model: await loadModel(await ensureRandomModel(spec), { backend: opts.backend, contextSize: CONTEXT, cacheTypeK: "q8_0", cacheTypeV: "q8_0" }) });
 }
+/** llama.cpp's greedy tokens for stories260K (with --llama) */
+const llamaGreedy = opts.llama && targets.some((t) => t.name === "stories260K") ? await llamaCppGreedy(stories) : undefined;
+async function llamaCppGreedy(path: string): Promise<(prompt: readonly number[], n: number) => Promise<number[]>> {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
+  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+  return async (prompt, n) => {
+    if (n === 0) return [];
+    // a context of the request's size (llama.cpp's attention sums over its whole padded KV: a
+    // larger one adds its rows in another order), the prompt in one batch, as test/helpers' oracle
+    // (f32 K/V without flash attention: the engine's default cache and order)
+    const context = await model.createContext({
+      contextSize: prompt.length + n, batchSize: prompt.length, sequences: 1, threads: 2, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+    });
+    try {
+      const sequence = context.getSequence();
+      // each step's whole distribution, its argmax taken here (lowest id on ties, as the engine's greedy)
+      const next = { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } as const;
+      const out: number[] = [];
+      let input: number[] = [...prompt];
+      while (out.length < n) {
+        const last = input.length - 1;
+        const batch = input.map((t, i) => (i === last ? ([t, { generateNext: next }] as const) : t));
+        const res = await sequence.controlledEvaluate(batch as Parameters<typeof sequence.controlledEvaluate>[0]);
+        let best = -1, bestP = -1;
+        for (const [t, p] of res[last]?.next?.probabilities ?? []) if (p > bestP || (p === bestP && t < best)) [best, bestP] = [t, p];
+        out.push(best);
+        input = [best];
+      }
+      return out;
+    } finally {
+      await context.dispose();
+    }
+  };
+}
+
 if (targets.length === 0) {
   console.log("no model to fuzz");
   process.exit(0);
@@ -141,10 +183,12 @@ async function makeCase(rng: Rng): Promise<Case> {
     const greedy = chance(rng, 0.5);
     const sampling = greedy ? { temperature: 0, seed: 0 } : {
       temperature: pick(rng, [0.3, 0.8, 1.2, 2]), topK: pick(rng, [0, 5, 40]), topP: pick(rng, [1, 0.9, 0.5]), minP: pick(rng, [0, 0.05]),
-      repeatPenalty: pick(rng, [1, 1, 1.3]), seed: int(rng, 0, 1e6),
+      repeatPenalty: pick(rng, [1, 1, 1.3]), seed: int(rng, 0, 1e6), ...(chance(rng, 0.2) ? { logitBias: { [tok()]: 5, [tok()]: -Infinity } } : {}),
     };
     const kind = rng.uniform();
-    const maxTokens = chance(rng, 0.05) ? 0 : int(rng, 1, 40);
+    // no tokens, a few, or past the context (a sequence that fills it ends with "length")
+    const size = rng.uniform();
+    const maxTokens = size < 0.05 ? 0 : size < 0.1 ? CONTEXT : int(rng, 1, 40);
     let decoding: RequestParams["decoding"] = { kind: "sample", n: 1 };
     if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
     else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
@@ -359,6 +403,14 @@ for (let k = first; k <= last; k++) {
     const solo = await soloOf(c.target, job);
     const diff = compare(job, got[i]!, solo);
     if (diff) defects.push(`request ${i} ${describe(job)}: ${diff}`);
+    const p = job.params, sp = p.sampling;
+    const plainGreedy = sp.temperature === 0 && (sp.repeatPenalty ?? 1) === 1 && sp.logitBias === undefined && p.decoding.kind === "sample" && p.decoding.n === 1;
+    if (llamaGreedy && c.target.name === "stories260K" && plainGreedy && solo.outcome) {
+      const ours = solo.outcome.choices[0]!.completionTokens;
+      const theirs = await llamaGreedy(p.promptTokens, ours.length);
+      const at = ours.findIndex((t, j) => t !== theirs[j]);
+      if (at >= 0) defects.push(`request ${i}: solo greedy token ${at} is ${ours[at]}, llama.cpp's ${theirs[at]} (solo ${JSON.stringify(ours.slice(at))}, llama.cpp ${JSON.stringify(theirs.slice(at))}) ${describe(job)}`);
+    }
   }
   solos.clear();
   const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks)`;
