@@ -482,6 +482,9 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{% filter e %}<{% endfilter %}{% filter safe %}<{% endfilter %}{% filter tojson %}<{% endfilter %}{% macro m() %}{% filter length %}x{% endfilter %}{% endmacro %}", f()],
   // str.istitle / isascii / isidentifier / isprintable, and the cased letters as Python finds them (ª lowercase, Ⅻ uppercase, ½ alphanumeric)
   ["{% for x in ['', 'Abc', 'ABC', 'Abc Def', 'abc', 'A1b', 'ǅudi', 'Hello, World', '1A', 'a\tb', 'é', '_x1', '1x', 'x-y', '½', 'Ⅻ', '²', '\x7f', '\u00a0', ' ', 'ª', 'ⓐ', 'ʰ'] %}{{ x.istitle() }}{{ x.isascii() }}{{ x.isidentifier() }}{{ x.isprintable() }}{{ x.isalnum() }}{{ x.islower() }}{{ x.isupper() }}{{ x is lower }}{{ x is upper }};{% endfor %}", f()],
+  // sort's key is always a list (make_multi_attrgetter), compared with == first: items whose attribute is undefined stay in order
+  ["{{ '[]'|sort(attribute='n') }}|{{ xs|sort(attribute='n') }}|{{ [{'a': 2}, {}, {'a': 1}]|sort(attribute='b') }}|{{ [{'a': 2, 'b': 1}, {'a': 1, 'b': 2}]|sort(attribute='b,a') }}|{{ names|sort(reverse=true) }}", f()],
+  ["{{ [{'a': 2}, {}, {'a': 1}]|sort(attribute='a') }}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

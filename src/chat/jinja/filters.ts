@@ -291,7 +291,8 @@ const FILTERS: Record<string, Filter> = {
     const attribute = arg(args, kwargs, 2, "attribute", null);
     const getters = attribute === null ? [(x: Value) => x] : (isStr(attribute) ? strOf(attribute).split(",") : [attribute]).map((a) => attrGetter(ctx, a));
     const caseSensitive = arg(args, kwargs, 1, "case_sensitive", false);
-    const key = getters.length === 1 ? (x: Value) => ignoreCase(getters[0]!(x), caseSensitive) : (x: Value) => tuple(getters.map((g) => ignoreCase(g(x), caseSensitive)));
+    // jinja2's make_multi_attrgetter: the key is always a list, compared item by item with == first (two undefined attributes are equal, never ordered)
+    const key = (x: Value) => getters.map((g) => ignoreCase(g(x), caseSensitive));
     return sorted(iterate(v), key, truthy(arg(args, kwargs, 0, "reverse", false)));
   },
   string: (v) => (v instanceof Markup ? v : str(v)),

@@ -374,6 +374,9 @@ export function compare(a: Value, b: Value, op = "<"): number {
     }
     return a.length - b.length;
   }
+  // (jinja2's Undefined fails any ordering with its own error: "'dict object' has no attribute 'a'")
+  checkDefined(a);
+  checkDefined(b);
   return fail(`'${op}' not supported between instances of '${typeName(a)}' and '${typeName(b)}'`);
 }
 
