@@ -1,9 +1,13 @@
 /*
  * The differential fuzzer of tsllm's Jinja engine (src/chat/jinja/): random small templates and
- * contexts from a grammar of what real chat templates use (filters, tests, str / list / dict
- * methods, slicing, loops and loop.*, namespace, macros, set blocks, whitespace control, string
- * escapes, arithmetic with // % **, comparisons, in, is defined, ~, tojson, dict and list
- * literals), rendered by tsllm and by Python's jinja2 set up as transformers sets it up
+ * contexts from a grammar of what real chat templates use (filters with their keyword arguments,
+ * tests with arguments, str / list / dict methods (the sandbox's refusals included), slicing with
+ * negative steps, loops and loop.* (cycle, changed, previtem / nextitem, recursive loop(...)),
+ * namespaces set in loops, macros with defaults / varargs / kwargs and their attributes,
+ * {% call %} blocks passing caller() arguments, set and filter blocks with filter chains, tuple
+ * unpacking, whitespace control {%- -%} {%+ +%} with trim_blocks / lstrip_blocks, string escapes,
+ * arithmetic with // % **, comparisons, in, ~, tojson, dict and list literals), rendered by
+ * tsllm and by Python's jinja2 set up as transformers sets it up
  * (scripts/jinja2-oracle.py, one python process per batch). They must agree on the text, or
  * both fail in the same class: when the template is compiled, or when it is rendered.
  * scripts/fuzz-jinja.ts runs it from the command line, test/chat-template-jinja.test.ts a few
@@ -21,9 +25,11 @@ export interface FuzzCase {
 /** how an outcome is compared: the text (Python's object addresses left out), or the class of failure */
 type Verdict = { out: string } | { fails: "compile" | "render" } | { skip: string };
 
-const STRINGS = ["a", "b c", "it's", 'say "hi"', "x\\ny", "tab\\there", "é😀", "  padded  ", "Hello, World", "", "a,b,,c", "<b>&amp;", "3", "-2.5", "\\u00e9\\x41"];
-const NAMES = ["xs", "s", "d", "n", "f", "msgs", "names", "empty", "nothing", "flag", "nested", "undefined_var"];
-const TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "odd", "even", "sequence", "mapping", "iterable", "boolean", "true", "false", "lower", "upper", "divisibleby(2)", "eq(1)", "in([1, 2, 'a'])", "gt(1)", "sameas(none)"];
+const STRINGS = ["a", "b c", "it's", 'say "hi"', "x\\ny", "tab\\there", "é😀", "  padded  ", "Hello, World", "", "a,b,,c", "<b>&amp;", "3", "-2.5", "\\u00e9\\x41",
+  "a\\u3000b\\x1cc", "see http://x.com, (www.y.org) me@z.io.", "o'neil-smith {x}", "ǅungla ßtraße ﬁ"];
+const NAMES = ["xs", "s", "d", "n", "f", "msgs", "names", "empty", "nothing", "flag", "nested", "undefined_var", "tree"];
+const TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "odd", "even", "sequence", "mapping", "iterable", "boolean", "true", "false", "lower", "upper", "divisibleby(2)", "eq(1)", "in([1, 2, 'a'])", "gt(1)", "sameas(none)",
+  "divisibleby(0)", "divisibleby 3", "sameas(false)", "sameas 1", "in('abc')", "in(d)", "callable", "escaped", "ne('a')", "le 2", "filter", "test", "sameas(xs)"];
 const FILTERS = [
   "length", "upper", "lower", "title", "capitalize", "trim", "string", "int", "float", "abs", "round", "round(1)", "list", "first", "last", "join(', ')", "join",
   "sort", "sort(reverse=true)", "reverse", "unique", "min", "max", "sum", "tojson", "tojson(indent=2)", "tojson(sort_keys=true)", "default('dflt')", "default('z', true)",
@@ -31,11 +37,21 @@ const FILTERS = [
   "rejectattr('role')", "replace('a', 'b')", "truncate(5)", "center(7)", "indent(2)", "wordcount", "batch(2)", "slice(2)", "count", "e", "safe", "striptags",
   "int(0, 16)", "float(1.5)", "trim('a')", "list|length", "join('-')", "groupby('role')", "d", "unique|list", "attr('role')", "format(1, 2)",
   "filesizeformat", "filesizeformat(true)", "xmlattr", "xmlattr(false)", "urlencode", "random is defined", "wordwrap(5)", "wordwrap(3, false, '|')",
+  "pprint", "urlize", "urlize(10, true)", "dictsort(by='value')", "dictsort(reverse=true)", "dictsort(true, 'value', true)", "unique(case_sensitive=true)", "unique(attribute='role')",
+  "sum(attribute='n')", "sum(start=10)", "sum(start=[])", "sum('n', 1)", "map(attribute='n', default=0)", "map(attribute='n')", "map('default', 'z')", "map('round', 1)",
+  "selectattr('n', 'gt', 1)", "selectattr('content', 'in', ['a', 'ok'])", "rejectattr('n', 'defined')", "selectattr('n')", "select('gt', 2)", "reject('in', [1, 2])", "select('divisibleby', 2)",
+  "tojson(separators=(',', ':'))", "tojson(indent=1, sort_keys=true)", "tojson(ensure_ascii=true)", "tojson(indent='--')", "indent(2, true)", "indent(first=true, blank=true)", "indent('> ', true, true)",
+  "truncate(5, true)", "truncate(8, false, '..', 0)", "truncate(3, leeway=2)", "center(9)", "center(2)", "replace('a', 'b', 1)", "replace('', '-')", "batch(2, 'x')", "slice(3, 0)",
+  "round(1, 'floor')", "round(0, 'ceil')", "join(attribute='role')", "min(attribute='n')", "max(case_sensitive=true)", "groupby('n', default=0)", "sort(attribute='n')", "sort(case_sensitive=true)",
+  "title", "striptags", "capitalize", "wordcount", "list|reverse", "string|list", "first|string", "last|tojson",
 ];
 const STR_METHODS = ["upper()", "lower()", "strip()", "split(',')", "split()", "startswith('a')", "endswith('c')", "replace('a', 'x')", "title()", "find('b')", "count('a')",
-  "lstrip()", "rstrip(' ')", "capitalize()", "splitlines()", "isdigit()", "zfill(4)", "center(6, '*')", "rsplit(',', 1)", "partition(',')", "format(1, 'q')", "join(['1', '2'])"];
-const DICT_METHODS = ["items()", "keys()", "values()", "get('a')", "get('zz', 0)", "get('a', 'x')"];
-const LIST_METHODS = ["index(1)", "count(1)", "index('a')"];
+  "lstrip()", "rstrip(' ')", "capitalize()", "splitlines()", "isdigit()", "zfill(4)", "center(6, '*')", "rsplit(',', 1)", "partition(',')", "format(1, 'q')", "join(['1', '2'])",
+  "replace('a', 'x', 1)", "replace('', '.', 2)", "strip('ab')", "split(',', 1)", "split(none, 1)", "startswith(('a', 'H'))", "endswith(('c', 'd'), 1)", "format(a=1)", "format_map({'a': 1})",
+  "swapcase()", "casefold()", "isalpha()", "isspace()", "istitle()", "ljust(5, '.')", "rjust(5)", "rfind('a')", "index('a')", "expandtabs(4)", "removeprefix('a')", "removesuffix('c')",
+  "splitlines(true)", "rpartition(' ')", "upper", "__class__", "mro()", "isupper()", "rindex('z')", "strip(none)", "split('')"];
+const DICT_METHODS = ["items()", "keys()", "values()", "get('a')", "get('zz', 0)", "get('a', 'x')", "update({'a': 2})", "pop('a')", "setdefault('a', 1)", "copy()", "get()", "items()|list", "keys()|sort|list"];
+const LIST_METHODS = ["index(1)", "count(1)", "index('a')", "append(1)", "pop()", "copy()", "index(1, 1)", "sort()", "reverse()", "insert(0, 1)", "extend([1])", "remove(1)", "clear()"];
 const BINARY = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "in", "not in", "and", "or"];
 
 /** one random case of the grammar (deterministic in the rng) */
@@ -68,7 +84,9 @@ export function randomCase(rng: Rng): FuzzCase {
       case 3: return `${e}.${pick([...DICT_METHODS, ...LIST_METHODS])}`;
       case 4: return `${e}[${pick(["0", "-1", "1", "'a'", "'role'", "n"])}]`;
       // a variable sliced: jinja2's optimizer folds a slice of constants through its getitem, which makes Python's TypeError undefined
-      case 5: return `${name()}[${pick(["", "1", "-2", "n"])}:${pick(["", "2", "-1"])}${pick(["", ":2", ":-1", ":-2"])}]`;
+      case 5: return chance(0.5)
+        ? `${name()}[${pick(["", "1", "-2", "n"])}:${pick(["", "2", "-1"])}${pick(["", ":2", ":-1", ":-2"])}]`
+        : `${name()}[${pick(["", "3", "-1", "0", "n", "-10", "10"])}:${pick(["", "0", "-3", "1", "10", "-10"])}:${pick(["-1", "-2", "-3", "n", "0", "none"])}]`;
       case 6: return `${e}.${pick(["role", "content", "a", "length"])}`;
       default: return `${e} is ${chance(0.3) ? "not " : ""}${pick(TESTS)}`;
     }
@@ -96,16 +114,16 @@ export function randomCase(rng: Rng): FuzzCase {
       default: return `${expr(depth + 1)} is ${pick(["in", "not in"]) === "in" ? "" : "not "}in ${pick(["xs", "names", "s", "d", "[1, 'a']", "range(3)"])}`;
     }
   }
-  const ws = () => pick(["", "", "-", "+"]);
-  const open = () => `{%${ws() === "-" ? "-" : ""} `;
-  const close = () => ` ${chance(0.2) ? "-" : ""}%}`;
+  // whitespace control: {%- and -%} strip, {%+ keeps what lstrip_blocks would strip, +%} the newline trim_blocks would drop
+  const open = () => `{%${pick(["", "", "", "-", "+"])} `;
+  const close = () => ` ${pick(["", "", "", "-", "+"])}%}`;
   const text = () => pick(["x", " ", "\n", "  \n  ", "a b", "\n\n", "|", "  "]);
   const block = (depth: number): string => Array.from({ length: int(1, 3) }, () => statement(depth)).join("");
   function statement(depth: number): string {
-    const k = depth > 2 ? int(0, 2) : int(0, 13);
+    const k = depth > 2 ? int(0, 2) : int(0, 21);
     switch (k) {
       case 0: return text();
-      case 1: case 2: return `{{${ws() === "-" ? "-" : ""} ${expr()} ${chance(0.2) ? "-" : ""}}}`;
+      case 1: case 2: return `{{${pick(["", "", "-"])} ${expr()} ${chance(0.2) ? "-" : ""}}}`;
       case 3: return `${open()}if ${expr()}${close()}${block(depth + 1)}${chance(0.5) ? `${open()}elif ${expr()}${close()}${block(depth + 1)}` : ""}${chance(0.5) ? `${open()}else${close()}${block(depth + 1)}` : ""}${open()}endif${close()}`;
       case 4: case 5: {
         const v = pick(["x", "item", "m"]);
@@ -142,7 +160,44 @@ export function randomCase(rng: Rng): FuzzCase {
         default: return `${open()}set j = joiner(${quote(pick([", ", "|"]))})${close()}${open()}set c = cycler('a', 'b')${close()}${open()}for i in ${pick(["xs", "range(3)", "names"])}${close()}{{ j() }}{{ c.next() }}{{ i }}${open()}endfor${close()}`;
       }
       case 12: return `${open()}filter ${pick(["upper", "trim", "replace('a', 'b')"])}${close()}${block(depth + 1)}${open()}endfilter${close()}`;
-      default: return `${open()}with w = ${expr(1)}${close()}{{ w }}${block(depth + 1)}${open()}endwith${close()}`;
+      case 13: return `${open()}with w = ${expr(1)}${close()}{{ w }}${block(depth + 1)}${open()}endwith${close()}`;
+      default: return moreStatements(depth);
+    }
+  }
+  /** macros with varargs / kwargs / caller(args), recursive loops, loop helpers, namespaces in loops, unpacking, filter blocks, comments and expressions with whitespace control */
+  function moreStatements(depth: number): string {
+    switch (int(0, 7)) {
+      case 0: {
+        const uses = [chance(0.5) ? "{{ varargs }}" : "", chance(0.5) ? "{{ kwargs }}" : "", chance(0.2) ? "{{ v.name }}|{{ v.arguments }}|{{ v.catch_kwargs }}|{{ v.catch_varargs }}" : ""].join("");
+        const call = pick(["v(1)", "v(1, 2, 3)", "v(a=1, b=3)", "v(1, k=2)", "v()", "v(1, a=2)", "v(*xs)", "v(**d)", "v(1, *[2, 3])", `v(${expr(1)}, c=${expr(1)})`, "v(b=1)"]);
+        return `${open()}macro v(a, b=${literal(2)}, c=none)${close()}{{ a }}|{{ b }}|{{ c }}${uses}${block(depth + 1)}${open()}endmacro${close()}{{ ${call} }}`;
+      }
+      case 1: {
+        const params = pick(["", "(a)", "(a, b=5)", "(a, b)", "(*args)"]);
+        const callerArgs = pick(["x", "x, 1", "", "x, b=2", "*xs"]);
+        return `${open()}macro m(x)${close()}<{{ caller(${callerArgs}) }}>${chance(0.3) ? "{{ m.caller }}" : ""}${open()}endmacro${close()}${open()}call${params} m(${expr(1)})${close()}${params ? "{{ a is defined and a }}{{ b is defined and b }}{{ args is defined and args }}" : ""}${block(depth + 1)}${open()}endcall${close()}`;
+      }
+      case 2: {
+        const inner = pick(["{{ loop(node.children) }}", "{{ loop(node.children)|upper }}", "{{ loop(node.children or []) }}", "{% set r = loop(node.children) %}{{ r|length }}"]);
+        return `${open()}for node in tree${chance(0.3) ? " if node.name != 'c'" : ""} recursive${close()}{{ node.name }}@{{ loop.depth }}/{{ loop.depth0 }}/{{ loop.index }}${open()}if node.children${close()}[${inner}]${open()}endif${close()}${open()}endfor${close()}`;
+      }
+      case 3: {
+        const helpers = ["{{ loop.cycle('a', 'b', 'c') }}", "{{ loop.changed(x) }}", "{{ loop.changed(x, loop.index is even) }}", "{{ loop.previtem }}", "{{ loop.nextitem }}", "{{ loop.previtem is defined }}",
+          "{{ loop.nextitem is undefined }}", "{{ loop.revindex0 }}", "{{ loop.cycle() }}", "{{ loop.length - loop.index }}", "{{ loop }}", "{{ loop.changed() }}"];
+        const body = Array.from({ length: int(1, 3) }, () => pick(helpers)).join("|");
+        return `${open()}for x in ${pick(["xs", "names", "[1, 1, 2, 2, 1]", "s", "range(4)", "msgs|map(attribute='role')", "empty"])}${chance(0.2) ? " if x" : ""}${close()}${body};${open()}endfor${close()}`;
+      }
+      case 4: {
+        locals.push("ns");
+        return `${open()}set ns = namespace(found=false, items=[], c=0)${close()}${open()}for m in msgs${close()}${open()}if m.role ${pick(["==", "!="])} ${quote(pick(["user", "system", "assistant"]))}${close()}${open()}set ns.found = true${close()}${open()}set ns.items = ns.items + [m.content]${close()}${open()}set ns.c = ns.c + ${pick(["1", "loop.index", "m.n|default(0)", "m.n"])}${close()}${open()}endif${close()}${open()}endfor${close()}{{ ns.found }}{{ ns.items }}{{ ns.c }}`;
+      }
+      case 5: {
+        const [a, b] = ["u1", "u2"];
+        locals.push(a, b);
+        return `${open()}set ${a}, ${b} = ${pick(["(1, 2)", "xs", "'ab'", "d", "[none, 'x']", "msgs[0].items()|list|first", expr(1)])}${close()}{{ ${a} }}|{{ ${b} }}`;
+      }
+      case 6: return `${open()}filter ${pick(["indent(2, true)", "center(20)", "truncate(4)", "tojson", "title|trim", "wordcount", "replace('\n', '/')", "urlize", "striptags", "indent(first=true)|upper"])}${close()}${block(depth + 1)}${open()}endfilter${close()}`;
+      default: return `${text()}{{${pick(["", "-", "+"])} ${expr(1)} ${pick(["", "-", "+"])}}}${text()}{#${pick(["", "-", "+"])} c ${pick(["", "-", "+"])}#}${text()}`;
     }
   }
   const template = Array.from({ length: int(1, 4) }, () => statement(0)).join(pick(["", "\n", "  "]));
@@ -158,6 +213,7 @@ export function randomCase(rng: Rng): FuzzCase {
     nothing: null,
     flag: chance(0.5),
     nested: { b: 1, a: { z: [1, 2.5, null, true], y: "é" } },
+    tree: [{ name: "a", children: [{ name: "b", children: [] }, { name: "c", children: [{ name: "d" }] }] }, { name: "e" }],
   };
   return { template, context };
 }
