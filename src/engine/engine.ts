@@ -30,7 +30,9 @@ export interface EngineOptions {
   /**
    * tokens one step computes at most: decodes plus prompt chunks (default 64: a stage of a
    * 64-token chunk of the SmolLM-135M shape takes ~5-10 ms here, while prefill throughput is the
-   * same as one 512-token pass)
+   * same as one 512-token pass). Running sequences' decodes are never held back for it, and a
+   * prompt chunk may exceed it by up to two tokens: a prompt token is never computed alone while
+   * others remain (scheduler.ts, promptChunk)
    */
   readonly maxBatchTokens?: number;
   /** compute time after which a pass gives the event loop a turn (default 5 ms) */
