@@ -13,7 +13,8 @@ import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
  * piece at a time, cut where no token spans (byte-level.ts LongByteLevelWords), so encodeAsync
  * hands the event loop back inside it; the ids stay the judges' — @huggingface/tokenizers alone
  * for tokenizer.json, llama.cpp for GGUF — letters only, and letters mixed with accented, CJK and
- * emoji characters (cuts between multi-byte characters).
+ * emoji characters (cuts between multi-byte characters), and runs of one letter or digit (no cut:
+ * the merges pause between slices).
  */
 const require = createRequire(import.meta.url);
 let oracleMissing: string | false = false;
@@ -24,7 +25,9 @@ function longWords(): string[] {
   const rng = new Rng(20261206);
   const letters = "abcdefghijklmnopqrstuvwxyz", mixed = `${letters}éßüΩж中文`;
   const word = (alphabet: string, n: number) => Array.from({ length: n }, () => alphabet[Math.floor(rng.uniform() * alphabet.length)]).join("");
-  return [word(letters, 100_000), word([...mixed].join(""), 70_000)];
+  // one letter repeated: every point between two letters sits in some token ("aa"), so no cut
+  // exists; the merges themselves stop between slices (BPE.mergeInSteps)
+  return [word(letters, 100_000), word([...mixed].join(""), 70_000), "a".repeat(100_000), "7".repeat(60_001)];
 }
 
 async function asyncWithTurns(tok: Tokenizer, text: string): Promise<[number[], number]> {

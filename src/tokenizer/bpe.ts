@@ -79,17 +79,44 @@ export class BPE {
     return a < 0 || b < 0 ? -1 : this.pairRank.get(a, b);
   }
 
-  private merge(word: string): number[] {
+  /**
+   * The ids of `word` made a step at a time: each call of the stepper does at most `budget` merges
+   * (a merge per character of the word, about) and gives the ids once the last is done, undefined
+   * before. encodeAsync hands the event loop back between steps inside a word no cut can split (a
+   * megabyte of one letter: every point between two letters sits in some token); the merges, and
+   * so the ids, are merge()'s. The word has buffers of its own, so other encodes may run between steps.
+   */
+  mergeInSteps(word: string): (budget: number) => number[] | undefined {
+    const whole = this.wholeWord(word);
+    if (whole) return () => whole;
+    const state = this.begin(word, { ids: new Int32Array(word.length), next: new Int32Array(word.length), prev: new Int32Array(word.length), start: new Int32Array(word.length), heap: new NumberHeap() });
+    return (budget) => (this.steps(state, budget) ? this.collect(state) : undefined);
+  }
+
+  /** the ids of a word that needs no merging (empty, or a token itself with ignore_merges) */
+  private wholeWord(word: string): number[] | undefined {
     if (this.options.ignoreMerges) {
       const whole = this.vocab.get(word);
       if (whole !== undefined) return [whole];
     }
-    if (word.length === 0) return [];
+    return word.length === 0 ? [] : undefined;
+  }
+
+  private merge(word: string): number[] {
+    const whole = this.wholeWord(word);
+    if (whole) return whole;
     if (this.ids.length < word.length) {
       const size = Math.max(word.length, 2 * this.ids.length);
       this.ids = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size); this.start = new Int32Array(size);
     }
-    const { ids, next, prev, start } = this;
+    const state = this.begin(word, { ids: this.ids, next: this.next, prev: this.prev, start: this.start, heap: this.heap });
+    this.steps(state, Infinity);
+    return this.collect(state);
+  }
+
+  /** the word's symbols (code points) in a linked list and its ranked pairs in the heap */
+  private begin(word: string, buffers: Omit<MergeState, "word" | "n">): MergeState {
+    const { ids, next, prev, start, heap } = buffers;
     // symbols are code points; -1: a starting symbol outside the vocabulary (never merges); -2: merged away
     let n = 0;
     for (let at = 0; at < word.length; n++) {
@@ -103,19 +130,26 @@ export class BPE {
       next[i] = i + 1 < n ? i + 1 : -1;
       prev[i] = i - 1;
     }
-    // a candidate is one number, rank * n + left: the lowest rank first, the leftmost on ties; its
-    // right symbol is whatever follows `left` when it comes out, so an entry whose pair has changed
-    // since (one side merged away or grown) no longer has its rank and is dropped
-    const heap = this.heap;
     heap.clear();
-    const tryPush = (left: number, right: number) => {
-      if (left < 0 || right < 0) return;
-      const rank = this.rankOf(ids[left]!, ids[right]!);
-      if (rank >= 0) heap.push(rank * n + left);
-    };
-    for (let i = 0; i + 1 < n; i++) tryPush(i, i + 1);
+    const state: MergeState = { word, n, ids, next, prev, start, heap };
+    for (let i = 0; i + 1 < n; i++) this.tryPush(state, i, i + 1);
+    return state;
+  }
 
-    while (heap.size > 0) {
+  // a candidate is one number, rank * n + left: the lowest rank first, the leftmost on ties; its
+  // right symbol is whatever follows `left` when it comes out, so an entry whose pair has changed
+  // since (one side merged away or grown) no longer has its rank and is dropped
+  private tryPush(s: MergeState, left: number, right: number): void {
+    if (left < 0 || right < 0) return;
+    const rank = this.rankOf(s.ids[left]!, s.ids[right]!);
+    if (rank >= 0) s.heap.push(rank * s.n + left);
+  }
+
+  /** pops up to `budget` candidates; true once none is left */
+  private steps(s: MergeState, budget: number): boolean {
+    const { ids, next, prev, heap, n } = s;
+    for (let popped = 0; heap.size > 0; popped++) {
+      if (popped >= budget) return false;
       const key = heap.pop();
       const left = key % n, rank = (key - left) / n;
       const right = next[left]!;
@@ -125,10 +159,14 @@ export class BPE {
       const after = next[right]!;
       next[left] = after;
       if (after >= 0) prev[after] = left;
-      tryPush(prev[left]!, left);
-      tryPush(left, after);
+      this.tryPush(s, prev[left]!, left);
+      this.tryPush(s, left, after);
     }
+    return true;
+  }
 
+  private collect(s: MergeState): number[] {
+    const { ids, next, start, word } = s;
     const out: number[] = [];
     for (let i = 0; i >= 0; i = next[i]!) {
       const id = ids[i]!;
@@ -137,6 +175,17 @@ export class BPE {
     }
     return out;
   }
+}
+
+/** one word being merged: its symbols' ids, neighbours and starts, and its candidate pairs */
+interface MergeState {
+  readonly word: string;
+  readonly n: number;
+  readonly ids: Int32Array;
+  readonly next: Int32Array;
+  readonly prev: Int32Array;
+  readonly start: Int32Array;
+  readonly heap: NumberHeap;
 }
 
 /** Splits GGUF / merges.txt style "left right" merge lines (the separator is the first space after position 0). */

@@ -231,6 +231,7 @@ export class VocabTokenizer implements Tokenizer {
       }
     },
     encodeWord: (word, out) => this.encodeWord(word, out),
+    longWord: (word) => (this.type === "gpt2" ? this.bpe!.mergeInSteps(byteLevelEncode(word)) : undefined),
   };
 
   /** appends the ids of one word of the current kind (see WordCursor) */

@@ -18,6 +18,8 @@ export interface WordRun {
   /** the words left of the fragment before `index`, if it is text */
   words?: WordCursor;
   readonly ids: number[];
+  /** a long word being merged a step at a time (WordEncoder.longWord), its ids not yet in `ids` */
+  pending?: (budget: number) => number[] | undefined;
 }
 
 /** how one tokenizer turns the text fragments of a run into words, and words into ids */
@@ -26,7 +28,15 @@ export interface WordEncoder {
   words(fragments: readonly Fragment[], index: number): WordCursor | number;
   /** appends the ids of one word */
   encodeWord(word: string, out: number[]): void;
+  /**
+   * for a word over LONG_WORD_STEPS characters, its ids made a step of about `budget` characters'
+   * work at a time (undefined until done), where encodeWord cannot stop midway; absent: encodeWord
+   */
+  longWord?(word: string): ((budget: number) => number[] | undefined) | undefined;
 }
+
+/** words longer than this are merged a step at a time (WordEncoder.longWord), not cached */
+export const LONG_WORD_STEPS = 1 << 14;
 
 /**
  * Encodes words of `run` until about `budget` characters are done (a special token's id goes in
@@ -37,12 +47,25 @@ export interface WordEncoder {
 export function advanceWords(run: WordRun, budget: number, cache: WordCache, encoder: WordEncoder): boolean {
   const { ids, fragments } = run;
   let done = 0;
+  // a long word's merges go on where the last slice stopped: a budget's worth per slice
+  const stepLong = (): boolean => {
+    const out = run.pending!(budget - done);
+    if (!out) return false;
+    for (let i = 0; i < out.length; i++) ids.push(out[i]!);
+    run.pending = undefined;
+    return true;
+  };
+  if (run.pending && !stepLong()) return false;
   for (;;) {
     if (run.words) {
       for (let word = run.words.next(); word !== undefined; word = run.words.next()) {
         const hit = cache.get(word);
+        const steps = !hit && word.length > LONG_WORD_STEPS ? encoder.longWord?.(word) : undefined;
         if (hit) for (let i = 0; i < hit.length; i++) ids.push(hit[i]!);
-        else {
+        else if (steps) {
+          run.pending = steps;
+          if (!stepLong()) return false;
+        } else {
           const from = ids.length;
           encoder.encodeWord(word, ids);
           cache.set(word, ids.slice(from));

@@ -270,10 +270,15 @@ export class HFFastEncoder implements WordEncoder {
     }
   }
 
+  longWord(word: string): ((budget: number) => number[] | undefined) | undefined {
+    const model = this.model;
+    return model.kind === "bpe" ? model.bpe.mergeInSteps(bpeSymbols(model, word)) : undefined;
+  }
+
   encodeWord(word: string, out: number[]): void {
     const model = this.model;
     if (model.kind === "bpe") {
-      model.bpe.encodeWord(model.byteLevel ? byteLevelEncode(word) : model.escapeSpaces ? word.replaceAll(" ", ESCAPED_SPACE) : word, out);
+      model.bpe.encodeWord(bpeSymbols(model, word), out);
       return;
     }
     // BertPreTokenizer: each punctuation character alone, the runs between them WordPiece words
@@ -290,6 +295,11 @@ export class HFFastEncoder implements WordEncoder {
     }
     if (start < word.length) wordPieceEncode(start === 0 ? word : word.slice(start), model.vocab, model.options, out);
   }
+}
+
+/** a word as its BPE model's symbols: the byte-level alphabet, or "▁" for spaces */
+function bpeSymbols(model: { readonly byteLevel: boolean; readonly escapeSpaces: boolean }, word: string): string {
+  return model.byteLevel ? byteLevelEncode(word) : model.escapeSpaces ? word.replaceAll(" ", ESCAPED_SPACE) : word;
 }
 
 /** the pre-tokenizer's cuts, when they are ones this encoder reproduces: a Split regex (or several), ByteLevel last */
