@@ -161,3 +161,16 @@ test("writer round trip (single file and shards + index); index errors name the 
   writeFileSync(idx, '{"weight_map": {"a.weight": "x", "a.weight": "y"}}');
   assert.throws(() => SafetensorsModel.open(folder), /invalid JSON: duplicate key "a.weight"/);
 });
+
+test("a header or an index with absurdly many entries is refused while it is parsed, not read into memory", () => {
+  // 2M __metadata__ keys (19 MB) took 816 MB and 29 s; each entry is bounded, not only the header's bytes
+  const keys = (n: number) => Array.from({ length: n }, (_, i) => `"k${i}":""`).join(",");
+  rejects(file(`{"__metadata__":{${keys(131_073)}}}`), /header: an object of more than 131072 members: more tensors or __metadata__ keys than the 131072 a file may hold/, "metadata keys");
+  const ok = readSafetensorsHeader(file(`{"__metadata__":{${keys(131_072)}}}`));
+  assert.equal(Object.keys(ok.metadata).length, 131_072);
+  const folder = join(dir, "index-large");
+  mkdirSync(folder);
+  const idx = join(folder, "model.safetensors.index.json");
+  writeFileSync(idx, `{"weight_map":{${Array.from({ length: (1 << 19) + 1 }, (_, i) => `"t${i}":"a.safetensors"`).join(",")}}}`);
+  assert.throws(() => SafetensorsModel.open(folder), (e: Error) => e.message === `${idx}: index: an object of more than 524288 members: more tensors than the 524288 an index may list`);
+});

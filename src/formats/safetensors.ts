@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { isJsonObject, JsonSyntaxError, parseStrictJson, type JsonValue } from "./safetensors-json.js";
+import { isJsonObject, JsonSyntaxError, JsonTooLargeError, parseStrictJson, type JsonValue } from "./safetensors-json.js";
 import { FileFieldError } from "./errors.js";
 
 /**
@@ -15,6 +15,13 @@ import { FileFieldError } from "./errors.js";
  */
 
 export const SAFETENSORS_MAX_HEADER = 100_000_000;
+/**
+ * Tensors (and __metadata__ keys) in one file, and tensors in an index: far past real checkpoints
+ * (hundreds to a few thousand a shard; ~92K in the largest MoE indexes), small enough to read in
+ * seconds (131K header entries: 2.5 s, 244 MB).
+ */
+const MAX_HEADER_ENTRIES = 1 << 17;
+const MAX_INDEX_ENTRIES = 1 << 19;
 export const SAFETENSORS_INDEX = "model.safetensors.index.json";
 export const SAFETENSORS_SINGLE = "model.safetensors";
 
@@ -101,9 +108,10 @@ function parseHeader(fd: number, path: string): SafetensorsHeader {
   if (!text.startsWith("{")) throw new SafetensorsError(path, "header", `expected a JSON object starting with '{', found ${JSON.stringify(text.slice(0, 16))}`);
   let json: JsonValue;
   try {
-    json = parseStrictJson(text);
+    json = parseStrictJson(text, MAX_HEADER_ENTRIES);
   } catch (e) {
     if (e instanceof JsonSyntaxError) throw new SafetensorsError(path, "header", `invalid JSON: ${e.message}`);
+    if (e instanceof JsonTooLargeError) throw new SafetensorsError(path, "header", `${e.message}: more tensors or __metadata__ keys than the ${MAX_HEADER_ENTRIES} a file may hold`);
     throw e;
   }
   if (!isJsonObject(json)) throw new SafetensorsError(path, "header", "expected a JSON object");
@@ -199,10 +207,14 @@ export class SafetensorsModel {
 
   private static openIndex(indexPath: string): SafetensorsModel {
     let json: JsonValue;
+    // bounded as a header is: the whole file is read and parsed
+    const size = statSync(indexPath).size;
+    if (size > SAFETENSORS_MAX_HEADER) throw new SafetensorsError(indexPath, "index", `${size} bytes exceeds the limit of ${SAFETENSORS_MAX_HEADER}`);
     try {
-      json = parseStrictJson(readFileSync(indexPath, "utf8"));
+      json = parseStrictJson(readFileSync(indexPath, "utf8"), MAX_INDEX_ENTRIES);
     } catch (e) {
       if (e instanceof JsonSyntaxError) throw new SafetensorsError(indexPath, "index", `invalid JSON: ${e.message}`);
+      if (e instanceof JsonTooLargeError) throw new SafetensorsError(indexPath, "index", `${e.message}: more tensors than the ${MAX_INDEX_ENTRIES} an index may list`);
       throw e;
     }
     const weightMap = isJsonObject(json) ? json["weight_map"] : undefined;
