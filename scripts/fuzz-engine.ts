@@ -389,7 +389,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -408,6 +408,7 @@ for (let k = first; k <= last; k++) {
     if (llamaGreedy && c.target.name === "stories260K" && plainGreedy && solo.outcome) {
       const ours = solo.outcome.choices[0]!.completionTokens;
       const theirs = await llamaGreedy(p.promptTokens, ours.length);
+      llamaChecked++;
       const at = ours.findIndex((t, j) => t !== theirs[j]);
       if (at >= 0) defects.push(`request ${i}: solo greedy token ${at} is ${ours[at]}, llama.cpp's ${theirs[at]} (solo ${JSON.stringify(ours.slice(at))}, llama.cpp ${JSON.stringify(theirs.slice(at))}) ${describe(job)}`);
     }
@@ -422,5 +423,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);
