@@ -44,6 +44,30 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     await healthy();
   });
 
+  test("a body nested two million deep (4 MiB of brackets) is refused from its text, before any parse builds it", async () => {
+    // cut off before its closing brackets: a parse would call it malformed JSON; the depth, read
+    // first, names the parameter (JSON.parse of it held the event loop 1.8 s and built 2M arrays)
+    const depth = 2 * 2 ** 20 - 64;
+    const a = await post(`${s.url}/v1/completions`, `{"prompt":"a","max_tokens":2,"x\\"y":${"[".repeat(depth)}`);
+    assert.equal(a.status, 400, JSON.stringify(a.json));
+    assert.equal(a.json.error.param, 'x"y');
+    assert.match(a.json.error.message, /nests deeper than the 256 levels/);
+    // a body that is itself the deep array names no parameter
+    const b = await post(`${s.url}/v1/completions`, "[".repeat(depth));
+    assert.equal(b.status, 400, JSON.stringify(b.json));
+    assert.equal(b.json.error.code, "invalid_json");
+    assert.match(b.json.error.message, /request body nests deeper/);
+    // brackets inside strings (escaped quotes too) are no nesting
+    const c = await post(`${s.url}/v1/completions`, { prompt: `\\"${"[".repeat(300)}`, max_tokens: 1, stop: ["\\\"", "{".repeat(300)] });
+    assert.equal(c.status, 200, JSON.stringify(c.json));
+    // the same inside a tool call's arguments (a string the server parses)
+    const d = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: "[".repeat(depth / 2) } }] }, { role: "user", content: "a" }], max_tokens: 2 });
+    assert.equal(d.status, 400, JSON.stringify(d.json));
+    assert.equal(d.json.error.param, "messages[0].tool_calls[0].function.arguments");
+    assert.match(d.json.error.message, /nests deeper/);
+    await healthy();
+  });
+
   test("left-recursive grammars, $ref cycles and nullable nests are 400s naming the parameter, not 500s", async () => {
     // the last nests too deep only after its first character: found mid-generation, still the request's fault
     for (const grammar of ['root ::= root "x" | "y"', 'root ::= "a" b\nb ::= c "x" | "y"\nc ::= "" | b', 'root ::= ("x"{0,1000}){0,1000}', 'root ::= "a" ("x"{0,1000}){0,1000}']) {

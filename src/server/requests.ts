@@ -1,6 +1,6 @@
 import type { ChatMessage, EncodeChatOptions } from "../chat/index.js";
 import { invalid } from "./errors.js";
-import { jsonDepth, MAX_JSON_DEPTH } from "./http.js";
+import { MAX_JSON_DEPTH, nestsPast } from "./http.js";
 import { optBoolean, type Body } from "./params.js";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
@@ -57,13 +57,14 @@ function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
     if (typeof f !== "object" || f === null || typeof f["name"] !== "string") throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "function", function: {name, arguments}}`);
     let args: unknown = f["arguments"] ?? {};
     if (typeof args === "string") {
+      // the template walks them (tojson): no deeper than the body itself may nest, read before
+      // the parse (which of a string nested millions deep would hold the event loop for seconds)
+      if (nestsPast(args, MAX_JSON_DEPTH)) throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
       try {
         args = JSON.parse(args);
       } catch {
         throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' must be a JSON object (as a string)`);
       }
-      // the template walks them (tojson): no deeper than the body itself may nest
-      if (jsonDepth(args, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
     }
     const id = optionalString(c as Body, "id", `${where}[${j}]`);
     return { ...(id !== undefined ? { id } : {}), type: "function" as const, function: { name: f["name"], arguments: args } };
