@@ -29,7 +29,7 @@ test("--help works for the program and every command", () => {
 });
 
 test("usage errors print one line and exit 2", () => {
-  for (const args of [["frobnicate"], ["generate", "--prompt", "hi"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "hot"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--top-p", "1.5"], ["tokenize", "--model", "x.gguf", "--bogus"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-k", "q5_0"], ["serve", "--model", "x.gguf", "--cache-type-v", "int8"]]) {
+  for (const args of [["frobnicate"], ["generate", "--prompt", "hi"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "hot"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--top-p", "1.5"], ["tokenize", "--model", "x.gguf", "--bogus"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-k", "q5_0"], ["serve", "--model", "x.gguf", "--cache-type-v", "int8"], ["quantize", "x.gguf", "y.gguf", "--type", "q8_0", "--tensor-type", "(=q4_0"]]) {
     const r = tsllm(...args);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);

@@ -42,6 +42,12 @@ export async function runQuantize(argv: string[]): Promise<void> {
     if (eq <= 0) throw new UsageError(`--tensor-type expects NAME=TYPE, got "${s}"`);
     const t = s.slice(eq + 1);
     if (!QUANTIZE_TYPES.includes(t)) throw new UsageError(`--tensor-type ${s}: the type must be one of ${QUANTIZE_TYPES.join(", ")}`);
+    // a bad pattern is the command line's mistake (exit 2), found before the input is read
+    try {
+      new RegExp(s.slice(0, eq));
+    } catch (e) {
+      throw new UsageError(`--tensor-type ${s}: NAME is not a regular expression: ${(e as Error).message}`);
+    }
     return [s.slice(0, eq), t] as const;
   });
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
