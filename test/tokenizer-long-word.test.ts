@@ -64,3 +64,20 @@ test("gpt-2 (GGUF): a 100K-character word encodes as llama.cpp encodes it, the e
     await model.dispose();
   }
 });
+
+test("llama-spm (GGUF): 100K of one letter encodes as llama.cpp encodes it, the event loop turning inside its one segment", { skip: oracleMissing || skipWithoutShared("tokenizer-tests/ggml-vocab-llama-spm.gguf") }, async () => {
+  // every point of "aaaa…" sits in a token ("▁aa", "aa"...), so SegmentCursor gives one segment: its merges pause (SpmMerger.encodeInSteps)
+  const path = sharedFile("tokenizer-tests/ggml-vocab-llama-spm.gguf")!;
+  const tok = loadGGUFTokenizer(path);
+  const model = await (await sharedLlama()).loadModel({ modelPath: path, vocabOnly: true });
+  try {
+    for (const w of ["a".repeat(100_000), `${"é".repeat(3)}${"b".repeat(70_001)}`]) {
+      const [ids, turns] = await asyncWithTurns(tok, w);
+      assert.deepEqual(ids, model.tokenize(w, false).map(Number));
+      assert.deepEqual(tok.encode(w, { addSpecialTokens: false }), ids);
+      assert.ok(turns >= 2, `the event loop turned ${turns} times in a ${w.length}-character word`);
+    }
+  } finally {
+    await model.dispose();
+  }
+});

@@ -25,25 +25,55 @@ export class SpmMerger {
       const size = Math.max(text.length, 2 * this.start.length);
       this.start = new Int32Array(size); this.len = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size);
     }
-    const { start, len, next, prev, heap, vocab, scores } = this;
+    const state = this.begin(text, { start: this.start, len: this.len, next: this.next, prev: this.prev, heap: this.heap });
+    this.steps(state, Infinity);
+    this.collect(state, byteToken, out);
+  }
+
+  /**
+   * encode()'s ids made a step at a time: each call does at most `budget` merges and gives the ids
+   * once the last is done, undefined before (encodeAsync's long segments: a megabyte of one letter
+   * is one segment). The text has buffers of its own, so other encodes may run between steps.
+   */
+  encodeInSteps(text: string, byteToken: (byte: number, out: number[]) => void): (budget: number) => number[] | undefined {
+    const size = text.length;
+    const state = this.begin(text, { start: new Int32Array(size), len: new Int32Array(size), next: new Int32Array(size), prev: new Int32Array(size), heap: new ScoreHeap() });
+    return (budget) => {
+      if (!this.steps(state, budget)) return undefined;
+      const out: number[] = [];
+      this.collect(state, byteToken, out);
+      return out;
+    };
+  }
+
+  /** the text's symbols (code points, llama.cpp's way) in a linked list, its pairs that are tokens in the heap */
+  private begin(text: string, buffers: Omit<SpmState, "text" | "n">): SpmState {
+    const { start, len, next, prev, heap } = buffers;
     let n = 0;
     for (let i = 0; i < text.length; i += symbolLength(text, i)) start[n++] = i;
-    if (n === 0) return;
     for (let i = 0; i < n; i++) {
       len[i] = (i + 1 < n ? start[i + 1]! : text.length) - start[i]!;
       next[i] = i + 1 < n ? i + 1 : -1;
       prev[i] = i - 1;
     }
     heap.clear();
-    const tryAdd = (left: number, right: number) => {
-      if (left < 0 || right < 0) return;
-      const size = len[left]! + len[right]!;
-      const id = vocab.get(text.substr(start[left]!, size));
-      if (id !== undefined) heap.push(scores[id] ?? 0, left, size);
-    };
-    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+    const state: SpmState = { text, n, start, len, next, prev, heap };
+    for (let i = 1; i < n; i++) this.tryAdd(state, i - 1, i);
+    return state;
+  }
 
-    while (heap.size > 0) {
+  private tryAdd(s: SpmState, left: number, right: number): void {
+    if (left < 0 || right < 0) return;
+    const size = s.len[left]! + s.len[right]!;
+    const id = this.vocab.get(s.text.substr(s.start[left]!, size));
+    if (id !== undefined) s.heap.push(this.scores[id] ?? 0, left, size);
+  }
+
+  /** pops up to `budget` candidates; true once none is left */
+  private steps(s: SpmState, budget: number): boolean {
+    const { len, next, prev, heap } = s;
+    for (let popped = 0; heap.size > 0; popped++) {
+      if (popped >= budget) return false;
       heap.pop();
       const left = heap.poppedLeft, right = next[left]!;
       // stale: the left symbol was merged into its neighbour, or either side has grown since
@@ -53,17 +83,33 @@ export class SpmMerger {
       const after = next[right]!;
       next[left] = after;
       if (after >= 0) prev[after] = left;
-      tryAdd(prev[left]!, left);
-      tryAdd(left, after);
+      this.tryAdd(s, prev[left]!, left);
+      this.tryAdd(s, left, after);
     }
+    return true;
+  }
 
+  private collect(s: SpmState, byteToken: (byte: number, out: number[]) => void, out: number[]): void {
+    if (s.n === 0) return;
+    const { text, start, len, next } = s;
     for (let i = 0; i >= 0; i = next[i]!) {
       const piece = text.substr(start[i]!, len[i]!);
-      const id = vocab.get(piece);
+      const id = this.vocab.get(piece);
       if (id !== undefined) out.push(id);
       else for (const byte of utf8.encode(piece)) byteToken(byte, out);
     }
   }
+}
+
+/** one text being merged: its symbols' starts, lengths and neighbours, and its candidate pairs */
+interface SpmState {
+  readonly text: string;
+  readonly n: number;
+  readonly start: Int32Array;
+  readonly len: Int32Array;
+  readonly next: Int32Array;
+  readonly prev: Int32Array;
+  readonly heap: ScoreHeap;
 }
 
 /** SpmMerger's encoding of one text (a merger kept per vocabulary reuses its buffers) */

@@ -231,7 +231,13 @@ export class VocabTokenizer implements Tokenizer {
       }
     },
     encodeWord: (word, out) => this.encodeWord(word, out),
-    longWord: (word) => (this.type === "gpt2" ? this.bpe!.mergeInSteps(byteLevelEncode(word)) : undefined),
+    longWord: (word) => {
+      switch (this.type) {
+        case "llama": return this.spm!.encodeInSteps(word.replaceAll(" ", ESCAPED_SPACE), this.pushByteToken);
+        case "gpt2": return this.bpe!.mergeInSteps(byteLevelEncode(word));
+        case "bert": return undefined;
+      }
+    },
   };
 
   /** appends the ids of one word of the current kind (see WordCursor) */
