@@ -516,6 +516,9 @@ const FUZZ_FOUND: [string, Context][] = [
   // sort's key is always a list (make_multi_attrgetter), compared with == first: items whose attribute is undefined stay in order
   ["{{ '[]'|sort(attribute='n') }}|{{ xs|sort(attribute='n') }}|{{ [{'a': 2}, {}, {'a': 1}]|sort(attribute='b') }}|{{ [{'a': 2, 'b': 1}, {'a': 1, 'b': 2}]|sort(attribute='b,a') }}|{{ names|sort(reverse=true) }}", f()],
   ["{{ [{'a': 2}, {}, {'a': 1}]|sort(attribute='a') }}", f()],
+  // striptags is markupsafe's: comments out first, then tags, Python's whitespace collapsed, then html.unescape (numeric references included); title splits at Python's whitespace
+  ["{{ ('a\\x1cb\\ufeffc\\x85d e\\u3000f'|striptags)|tojson }}|{{ ('a\\x1cb\\ufeffc\\x85d e\\u3000f-g(h'|title)|tojson }}|{{ '<!-->x-->'|striptags }}|{{ '<a <!-- > -->x'|striptags }}|{{ 'a < b > c'|striptags }}|{{ '<<a>b>'|striptags }}|{{ 'x <!-- open'|striptags }}", f()],
+  ["{{ ('&#32;a  b&#x41;&#X42&#65&#0;&#13;&#128;&#129;&#x9f;&#55296;&#99999999999;&#1;&#11;&#xfdd0;&#xffff;&#x1fffe;&#233;x&#x8a;'|striptags)|tojson }}|{{ ('&amp&ltx &amplt; &apos; &apos &quot &nbsp; &#39;&#34;&nbspx'|striptags)|tojson }}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

@@ -1,5 +1,5 @@
 import { escapeHtml, pformat, urlize } from "./pretty.js";
-import { dictMethod, isLower, isUpper, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
+import { SPACE, dictMethod, isLower, isUpper, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
   Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, hashable, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Dict, type Value,
@@ -54,6 +54,25 @@ function sorted(items: Value[], key: (v: Value) => Value, reverse: boolean): Val
 
 /** Python's str.splitlines() (for indent) */
 const splitLines = (s: string) => s.split(/\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/).slice(0, s.match(/(\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])$/) ? -1 : undefined);
+
+/** jinja2's _word_beginning_split_re, with Python's whitespace */
+const WORD_BEGINNING = new RegExp(`([-${SPACE}({[<]+)`, "u");
+const SPACES = new RegExp(`[${SPACE}]+`, "u");
+
+/** markupsafe's Markup.striptags: comments removed first, then tags, each from the first opening to the first close after it; whitespace runs made one space; then entities unescaped */
+function stripTags(value: string): string {
+  for (let start = value.indexOf("<!--"); start !== -1; start = value.indexOf("<!--")) {
+    const end = value.indexOf("-->", start);
+    if (end === -1) break;
+    value = value.slice(0, start) + value.slice(end + 3);
+  }
+  for (let start = value.indexOf("<"); start !== -1; start = value.indexOf("<")) {
+    const end = value.indexOf(">", start);
+    if (end === -1) break;
+    value = value.slice(0, start) + value.slice(end + 1);
+  }
+  return unescapeHtml(value.split(SPACES).filter(Boolean).join(" "));
+}
 
 /** Python's float() of a string: decimal, exponent, inf, nan, surrounding whitespace and underscores between digits */
 function parseFloatStrict(s: string): number | undefined {
@@ -296,13 +315,13 @@ const FILTERS: Record<string, Filter> = {
     return sorted(iterate(v), key, truthy(arg(args, kwargs, 0, "reverse", false)));
   },
   string: (v) => (v instanceof Markup ? v : str(v)),
-  striptags: (v) => unescapeHtml(str(v).replace(/<!--.*?-->|<[^>]*>/gs, "")).split(/\s+/).filter(Boolean).join(" "),
+  striptags: (v) => stripTags(str(v)),
   sum: (v, args, kwargs, ctx) => {
     const attribute = arg(args, kwargs, 0, "attribute", null);
     const get = attribute === null ? (x: Value) => x : attrGetter(ctx, attribute);
     return iterate(v).reduce<Value>((total, x) => add(total, get(x)), arg(args, kwargs, 1, "start", 0));
   },
-  title: (v) => str(v).split(/([-\s({[<]+)/).map((w) => (w ? [...w][0]!.toUpperCase() + [...w].slice(1).join("").toLowerCase() : w)).join(""),
+  title: (v) => str(v).split(WORD_BEGINNING).map((w) => (w ? [...w][0]!.toUpperCase() + [...w].slice(1).join("").toLowerCase() : w)).join(""),
   tojson: (v, args, kwargs) => {
     const indent = arg(args, kwargs, 1, "indent", null);
     const separators = arg(args, kwargs, 2, "separators", null);
@@ -458,7 +477,28 @@ function urlQuote(s: string, forQuery: boolean): string {
 
 /** markupsafe.escape of a str (the interpreter escapes with it too) */
 export { escapeHtml };
-const unescapeHtml = (s: string): string => s.replace(/&(amp|lt|gt|quot|#34|#39|apos);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#34": '"', "#39": "'", apos: "'" })[e]!);
+/**
+ * Python's html.unescape (what Markup.unescape calls): numeric references (decimal or hex, ";"
+ * optional, the Windows-1252 remapping of 0x80-0x9f, U+FFFD for what is no character, nothing for
+ * controls and noncharacters), and the named ones templates meet (amp, lt, gt, quot, apos, nbsp); the
+ * rest of HTML5's named references stay as written
+ */
+const unescapeHtml = (s: string): string =>
+  s.replace(/&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|(amp|lt|gt|quot|nbsp);?|apos;)/g, (ref: string, body: string, named: string | undefined) => {
+    if (named !== undefined || body === "apos;") return ({ amp: "&", lt: "<", gt: ">", quot: '"', nbsp: "\xa0" } as Record<string, string>)[named ?? ""] ?? "'";
+    const digits = body.replace(/;$/, "");
+    return charRef(/^#[xX]/.test(digits) ? Number.parseInt(digits.slice(2), 16) : Number(digits.slice(1))) ?? ref;
+  });
+/** Windows-1252's characters for the bytes 0x80-0x9f (a byte it leaves undefined is its own code point) */
+const CP1252 = "\u20ac\x81\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\x8d\u017d\x8f\x90\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\x9d\u017e\u0178";
+function charRef(n: number): string {
+  if (n === 0) return "\ufffd";
+  if (n === 0x0d) return "\r";
+  if (n >= 0x80 && n <= 0x9f) return CP1252[n - 0x80]!;
+  if ((n >= 0xd800 && n <= 0xdfff) || !(n <= 0x10ffff)) return "\ufffd";
+  if ((n >= 1 && n <= 8) || n === 0xb || (n >= 0xe && n <= 0x1f) || n === 0x7f || (n >= 0xfdd0 && n <= 0xfdef) || (n & 0xfffe) === 0xfffe) return "";
+  return String.fromCodePoint(n);
+}
 
 let add: (a: Value, b: Value) => Value = () => fail("sum() is not available");
 /** (set by the interpreter: sum() adds with +) */
