@@ -369,6 +369,8 @@ export async function buildHostileCorpus(outDir?: string): Promise<HostileCorpus
   hfCase("st-shape-huge", X, (f) => rewriteHeader(f, (h) => { h[firstTensor(h)].shape = [2 ** 53, 2 ** 53]; }), "shape");
   hfCase("st-shape-mismatch", X, (f) => rewriteHeader(f, (h) => { const t = h[firstTensor(h)]; t.shape = [t.shape[0], t.shape[1] + 1]; }), "shape");
   hfCase("st-tensor-named-proto", P, (f) => rewriteHeader(f, (h) => { const k = firstTensor(h); return JSON.parse(JSON.stringify(h).replace(`"${k}"`, "\"__proto__\"")); }));
+  // a name from the file quoted in the error: the line is cut, not 100K characters long
+  hfCase("st-tensor-name-100k", X, (f) => rewriteHeader(f, (h) => { const k = firstTensor(h); return JSON.parse(JSON.stringify(h).replace(`"${k}"`, JSON.stringify("x".repeat(100_000)))); }), "more characters");
   hfCase("st-tensor-name-control-chars", "control characters", (f) => rewriteHeader(f, (h) => { const k = firstTensor(h); return JSON.parse(JSON.stringify(h).replace(`"${k}"`, JSON.stringify(`${k}\x1b[2J`))); }));
   hfCase("st-index-path-traversal", X, (f) => {
     const h = JSON.parse(readFileSync(st(f)).subarray(8, 8 + Number(readFileSync(st(f)).readBigUInt64LE(0))).toString()) as Record<string, unknown>;

@@ -195,6 +195,13 @@ test("arrays read into JS lists (BOOL, UINT64, INT64) are bounded, not only by t
   assert.equal((readGGUFHeader(write(list(GGUFValueType.UINT8, 3 << 20, 1))).metadata.get("x.list")!.value as Uint8Array).length, 3 << 20);
 });
 
+test("a tensor name of 64 bytes or more is refused, as llama.cpp refuses it (GGML_MAX_NAME)", () => {
+  const named = (name: string) => { const b = header(1, 0); tensorInfo(b, name, [8], GGMLType.F32, 0); return b.pad(32).raw(new Uint8Array(32)).bytes(); };
+  assert.equal(readGGUFHeader(write(named("n".repeat(63)))).tensors[0]!.name, "n".repeat(63));
+  expectGGUFError(named("n".repeat(64)), /tensor #0 name: 64 bytes "n{64}\.\.\.": a tensor name may have at most 63/, "64 bytes");
+  expectGGUFError(named("é".repeat(32)), /tensor #0 name: 64 bytes/, "32 two-byte characters");
+});
+
 test("duplicate metadata keys and tensor names", () => {
   const k = header(0, 2);
   kvU32(k, "llama.block_count", 1);

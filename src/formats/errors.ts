@@ -1,12 +1,19 @@
 import { printable } from "../units/index.js";
 
+/** characters of an error line kept: names and values quoted from a file can be megabytes long */
+const MAX_MESSAGE = 2000;
+
+function shortened(text: string): string {
+  return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 200)}... (${text.length - MAX_MESSAGE + 200} more characters)`;
+}
+
 /**
  * A file that is not what it should be: `path: field: what is wrong`, with control characters
  * escaped (field names and values come from the file). The format-specific errors extend it.
  */
 export class FileFieldError extends Error {
   constructor(path: string, field: string, message: string) {
-    super(printable(`${path}: ${field}: ${message}`));
+    super(shortened(printable(`${path}: ${field}: ${message}`)));
     this.name = "FileFieldError";
   }
 }

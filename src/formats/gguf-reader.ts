@@ -119,6 +119,8 @@ class FileCursor {
 /** UTF-8 as Buffer.toString decodes it: invalid bytes become U+FFFD, a leading BOM is kept */
 const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
+const utf8Length = (s: string): number => new TextEncoder().encode(s).length;
+
 function toSafeNumber(v: bigint): number | bigint {
   return v <= BigInt(Number.MAX_SAFE_INTEGER) && v >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(v) : v;
 }
@@ -286,6 +288,8 @@ export function parseGGUFHeader(file: RandomAccessFile, path: string): GGUFHeade
   const names = new Set<string>();
   for (let i = 0; i < Number(tensorCount); i++) {
     const name = readString(`tensor #${i} name`);
+    // llama.cpp's GGML_MAX_NAME (64, with the NUL): a longer name is refused there too
+    if (name.length >= 16 && utf8Length(name) >= 64) throw new GGUFError(path, `tensor #${i} name`, `${utf8Length(name)} bytes "${name.slice(0, 64)}...": a tensor name may have at most 63 (llama.cpp's limit)`);
     const field = `tensor "${name}"`;
     if (names.has(name)) throw new GGUFError(path, field, "duplicate tensor name");
     names.add(name);
