@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Ajv } from "ajv";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { loadModel, type Model } from "../src/index.js";
 import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { matchesChar } from "../src/sampling/constraints/grammar.js";
@@ -440,7 +441,7 @@ test("schema keywords without a type shape the output; additionalProperties besi
     for (const t of bad) assert.ok(!accepts(g, t), `${JSON.stringify(schema)} should refuse ${t}`);
   }
   for (const [s, re] of [[{ type: "string", format: 5 }, /#\/format: expected a string/], [{ type: "object", properties: { 'a"': {} }, additionalProperties: true }, /#\/additionalProperties: not supported beside a property whose name JSON escapes/],
-    [{ allOf: [{ enum: ["a"] }, { enum: ["b"] }] }, /#\/allOf: no value is in every enum/], [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /#\/allOf\/0: only objects/], [{ $ref: "#/nope/x" }, /does not point at a schema/]] as const) {
+    [{ allOf: [{ enum: ["a"] }, { enum: ["b"] }] }, /#\/allOf: no value is in every enum/], [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /#\/allOf\/1: only objects/], [{ $ref: "#/nope/x" }, /does not point at a schema/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re, JSON.stringify(s));
   }
 });
@@ -458,4 +459,34 @@ test("a repetition of something that may match nothing is a grammar (as llama.cp
   for (const src of ["root ::= a\na ::= b\nb ::= a", 'root ::= "x" a\na ::= a | b\nb ::= "y" b']) {
     assert.throws(() => parseGbnf(src), /^GrammarError: rule \S+ can never be matched: each of its alternatives needs itself again \(directly or through other rules\), so no string ends it$/, src);
   }
+});
+
+/** ajv for draft 2020-12 schemas ($defs, prefixItems, nullable), the judge of the cases below */
+const newAjv2020 = () => new Ajv2020({ strict: false });
+
+/** each text accepted by the schema's grammar exactly when ajv validates it */
+function agreesWithAjv(schema: JsonSchema, texts: readonly string[]): void {
+  const g = parseGbnf(jsonSchemaToGbnf(schema));
+  const validate = newAjv2020().compile(schema as object);
+  for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}`);
+}
+
+test("keywords beside enum, const, $ref, anyOf and nullable apply, as a validator reads them together (found by scripts/fuzz-json-schema.ts)", () => {
+  agreesWithAjv({ type: "string", enum: ["a", 1, "abc", null], maxLength: 2 }, ['"a"', "1", '"abc"', "null"]);
+  agreesWithAjv({ const: 7, type: "integer", maximum: 9 }, ["7"]);
+  assert.throws(() => jsonSchemaToGbnf({ const: 7, type: "string" }), /#\/const: no value of it satisfies the keywords beside it/);
+  agreesWithAjv({ $ref: "#/$defs/n", maximum: 5, $defs: { n: { type: "integer", minimum: 0 } } }, ["3", "5", "7", "-1"]);
+  agreesWithAjv({ type: "integer", maximum: 5, anyOf: [{ minimum: 3 }, { maximum: -3 }] }, ["4", "-10", "6", "0"]);
+  // OpenAPI's nullable beside an enum adds nothing: null must be among the values
+  agreesWithAjv({ type: "string", enum: ["a"], nullable: true }, ['"a"', "null"]);
+  agreesWithAjv({ type: "string", nullable: true }, ['"a"', "null"]);
+});
+
+test("allOf of objects: a part's additionalProperties holds for the others' properties, a property in two parts takes both schemas (found by scripts/fuzz-json-schema.ts)", () => {
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: false }, { type: "object", properties: { b: { type: "integer" } } }] }, ['{"a":1}', '{"b":1}', '{"a":1,"b":2}', "{}"]);
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { type: "object", properties: { a: { minimum: 5 } } }] }, ['{"a":6}', '{"a":5.5}', '{"a":4}']);
+  // both closed, nothing in common: only the empty object (it was any object)
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "null" } }, additionalProperties: false }, { type: "object", properties: { b: { type: "null" } }, additionalProperties: false }] }, ["{}", '{"a":null}', '{"x":1}']);
+  agreesWithAjv({ allOf: [{ type: "integer", minimum: 2 }, { type: "integer", maximum: 4 }] }, ["1", "2", "4", "5"]);
+  assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "object", properties: { a: {} }, required: ["a"] }, { type: "object", properties: { b: {} }, additionalProperties: false }] }), /#\/allOf\/1\/additionalProperties: false, but another part requires "a"/);
 });

@@ -1,4 +1,6 @@
+import { parseGbnf } from "./gbnf.js";
 import { GrammarError, MAX_REPETITION } from "./grammar.js";
+import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
 import { regexToGbnf } from "./regex.js";
@@ -90,6 +92,10 @@ export function anyJsonGbnf(topLevel: "value" | "object" = "value"): string {
   return jsonSchemaToGbnf(topLevel === "object" ? { type: "object" } : {});
 }
 
+/** bounds that allOf can meet in one schema, the tighter of two kept */
+const LOWER_BOUNDS = new Set(["minimum", "exclusiveMinimum", "minLength", "minItems"]);
+const UPPER_BOUNDS = new Set(["maximum", "exclusiveMaximum", "maxLength", "maxItems"]);
+
 const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
 
 /**
@@ -145,22 +151,36 @@ class Converter {
     this.checkKeys(s, path);
     if (!constrains(s)) return this.anyValue();
     this.space();
-    // OpenAPI's nullable (which ajv honours too): the schema, or null
-    if (s["nullable"] === true) {
+    // OpenAPI's nullable (which ajv honours too): the schema, or null; beside an enum or const it
+    // adds nothing (OpenAPI 3.0.3: null must then be among the values, as ajv reads it)
+    if (s["nullable"] === true && s["enum"] === undefined && s["const"] === undefined) {
       const { nullable: _, ...rest } = s;
       return this.add(name, `${this.visit(rest, `${name}-value`, path, depth + 1)} | ${this.primitive("null")}`);
     }
-    if (typeof s["$ref"] === "string") return this.ref(s["$ref"], path, depth);
-    if (s["const"] !== undefined) return this.add(name, `${gbnfLiteral(JSON.stringify(s["const"]))} space`);
-    if (Array.isArray(s["enum"])) {
-      if (s["enum"].length === 0) throw new GrammarError(`${path}/enum: an empty enum admits no value`);
-      return this.add(name, `(${s["enum"].map((v) => gbnfLiteral(JSON.stringify(v))).join(" | ")}) space`);
+    // keywords beside $ref apply too (draft 2019-09 on): the two as an allOf
+    if (typeof s["$ref"] === "string") {
+      const { $ref, ...beside } = s;
+      if (constrains(beside)) return this.visit({ allOf: [{ $ref }, beside] }, name, path, depth + 1);
+      return this.ref($ref as string, path, depth);
+    }
+    if (s["const"] !== undefined || Array.isArray(s["enum"])) {
+      const key = s["const"] !== undefined ? "const" : "enum";
+      const values = key === "const" ? [s["const"]] : (s["enum"] as unknown[]);
+      if (values.length === 0) throw new GrammarError(`${path}/enum: an empty enum admits no value`);
+      // the keywords beside (type, maxLength, ...) keep the values they admit, as a validator reads them together
+      const { const: _c, enum: _e, ...beside } = s;
+      const keep = constrains(beside) ? this.admitted(beside, values, path, depth) : values;
+      if (keep.length === 0) throw new GrammarError(`${path}/${key}: no value of it satisfies the keywords beside it`);
+      return this.add(name, `(${keep.map((v) => gbnfLiteral(JSON.stringify(v))).join(" | ")}) space`);
     }
     for (const key of ["anyOf", "oneOf"] as const) {
       const alts = s[key];
       if (Array.isArray(alts)) {
         if (alts.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
-        return this.add(name, alts.map((a, i) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
+        // keywords beside the list apply to every alternative
+        const { [key]: _, ...beside } = s;
+        const each = constrains(beside) ? alts.map((a) => ({ allOf: [beside, a] })) : alts;
+        return this.add(name, each.map((a, i) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
       }
     }
     if (Array.isArray(s["allOf"])) return this.visit(this.mergeAllOf(s, path, depth), name, path, depth + 1);
@@ -181,6 +201,22 @@ class Converter {
       default:
         throw new GrammarError(`${path}/type: expected one of object, array, string, number, integer, boolean, null, got ${JSON.stringify(type)}`);
     }
+  }
+
+  /** the values (of an enum or const) whose JSON the schema `beside` admits, compact as the grammar writes them */
+  private admitted(beside: Record<string, unknown>, values: readonly unknown[], path: string, depth: number): unknown[] {
+    const sub = new Converter(this.schema, this.maxRules, this.maxDepth);
+    const root = sub.visit(beside, "root", path, depth + 1);
+    if (root !== "root") sub.add("root", root);
+    const matcher = new GrammarMatcher(parseGbnf([...sub.rules].map(([n, body]) => `${n} ::= ${body}`).join("\n") + "\n"));
+    return values.filter((v) => {
+      let stacks = matcher.initial();
+      for (const ch of JSON.stringify(v)) {
+        stacks = matcher.advance(stacks, ch.codePointAt(0)!);
+        if (stacks.length === 0) return false;
+      }
+      return GrammarMatcher.complete(stacks);
+    });
   }
 
   private checkKeys(s: Record<string, unknown>, path: string): void {
@@ -275,16 +311,48 @@ class Converter {
       if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
       return { enum: keep };
     }
+    const objectPart = (o: Record<string, unknown>): boolean => !((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined));
+    if (!parts.every(objectPart)) {
+      // parts of one type whose keywords do not meet (minimum in one, maximum in another): one schema
+      const merged: Record<string, unknown> = {};
+      for (const [i, o] of parts.entries()) {
+        for (const [k, v] of Object.entries(o)) {
+          if (!constrains({ [k]: v }) && k !== "type") continue;
+          // a bound in two parts: the tighter one
+          const tighter = k in merged && typeof v === "number" && typeof merged[k] === "number" ? (LOWER_BOUNDS.has(k) ? Math.max : UPPER_BOUNDS.has(k) ? Math.min : undefined) : undefined;
+          if (tighter) {
+            merged[k] = tighter(merged[k] as number, v as number);
+            continue;
+          }
+          if (k in merged && !(k === "type" && JSON.stringify(merged[k]) === JSON.stringify(v))) throw new GrammarError(`${path}/allOf/${i}: only objects (properties, required), or schemas whose keywords differ, can be combined with allOf; ${k} is in two parts`);
+          merged[k] = v;
+        }
+      }
+      if (merged["items"] !== undefined && merged["prefixItems"] !== undefined) throw new GrammarError(`${path}/allOf: items and prefixItems in different parts cannot be one grammar`);
+      return merged;
+    }
+    // objects: every part's properties (a property named in several parts takes all their schemas),
+    // their required lists joined; a part's additionalProperties applies to the others' properties
     const properties: Record<string, unknown> = {};
     const required: string[] = [];
-    for (const [i, o] of parts.entries()) {
-      if ((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined)) {
-        throw new GrammarError(`${path}/allOf/${i}: only objects (properties, required) can be combined with allOf, or one schema with annotations`);
-      }
-      Object.assign(properties, o["properties"] ?? {});
+    for (const o of parts) {
+      for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) properties[k] = Object.hasOwn(properties, k) ? { allOf: [properties[k], v] } : v;
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
-    return { type: "object", properties, required };
+    for (const [i, o] of parts.entries()) {
+      const own = (o["properties"] ?? {}) as Record<string, unknown>;
+      const additional = o["additionalProperties"];
+      if (additional === undefined || additional === true) continue;
+      for (const k of Object.keys(properties)) {
+        if (Object.hasOwn(own, k)) continue;
+        if (additional !== false) properties[k] = { allOf: [properties[k], additional] };
+        else if (required.includes(k)) throw new GrammarError(`${path}/allOf/${i}/additionalProperties: false, but another part requires "${k}"`);
+        else delete properties[k];
+      }
+    }
+    // the merged object takes no other keys (as an object with properties does here) where a part said so or named any
+    const closed = parts.some((o) => o["additionalProperties"] === false || Object.keys((o["properties"] ?? {}) as object).length > 0);
+    return closed ? { type: "object", properties, required, additionalProperties: false } : { type: "object", properties, required };
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */

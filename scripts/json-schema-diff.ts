@@ -1,0 +1,403 @@
+// The JSON Schema fuzzer's cases and checks (scripts/fuzz-json-schema.ts runs them; the test suite
+// runs a short seeded stretch): random schemas over the keywords tsllm claims, each compiled to
+// its grammar and checked two ways, with ajv (draft 2020-12) as the judge.
+//  - soundness: random walks of the recognizer, character by character, to a complete sentence;
+//    each must parse as JSON and validate.
+//  - completeness: random instances of the schema (inside what tsllm claims: properties in the
+//    schema's order, no others unless additionalProperties says so) that ajv validates must be
+//    accepted, written as JSON.stringify writes them and with the whitespace llama.cpp's grammar
+//    allows (none, one space, or a newline and up to 20 spaces or tabs, after every token but
+//    before the first), and with strings' characters written as \u escapes.
+import { Ajv2020 } from "ajv/dist/2020.js";
+import { GrammarError, GrammarMatcher, jsonSchemaToGbnf, parseGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
+import type { Stack } from "../src/sampling/constraints/matcher.js";
+import type { Rng } from "../src/testing/rng.js";
+
+type Schema = Record<string, unknown>;
+
+const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
+const int = (rng: Rng, lo: number, hi: number): number => lo + Math.floor(rng.uniform() * (hi - lo + 1));
+const chance = (rng: Rng, p: number): boolean => rng.uniform() < p;
+
+/** strings worth trying: control characters, quotes, escapes, non-ASCII, astral characters */
+const STRING_PIECES = ["", "a", "Z", "abc", "0", " ", "\u0000", "\u001f", "\n", "\t", '"', "\\", "/", "\u007f", "é", "日本", "😀", "\uD83D\uDE00x", "x y", "cat", "dog", "123-4567"];
+const PATTERNS = ["^[a-z]+$", "^\\d{3}-\\d{4}$", "ab", "^x", "y$", "^(cat|dog)$", "^[A-Z][a-z]{0,5}$", "^.{2,4}$", "é+", "^[^a]*$", "^\\w+$", "^(a|b)*c$"];
+const PATTERN_SAMPLES = ["abc", "123-4567", "xab", "ab", "x", "xy", "y", "cat", "dog", "Abc", "Q", "é", "éé", "日本", "😀😀", "zz", "bbc", "abac", "c", "q_1", "hello", "", "a\nb"];
+const FORMATS = ["date", "time", "date-time", "uuid", "email"];
+const FORMAT_SAMPLES: Record<string, string[]> = {
+  date: ["2024-02-29", "1999-12-31", "0000-01-01", "2023-11-30"],
+  time: ["00:00:00Z", "23:59:59.123+05:30", "12:30:00-08:00"],
+  "date-time": ["2024-01-15T10:20:30Z", "1970-01-01T00:00:00.000+00:00"],
+  uuid: ["123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-ABCD-EF0123456789"],
+  email: ["a@b.co", "x.y@example.com"],
+};
+
+/** a random schema over the keywords tsllm claims; `defs` collects $defs (the root gets them) */
+export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> = {}): Schema {
+  const leaf = depth >= 3;
+  const kind = pick(rng, leaf ? ["string", "integer", "number", "boolean", "null", "enum", "const", "union"] : ["string", "integer", "number", "boolean", "enum", "const", "object", "object", "array", "array", "tuple", "anyOf", "oneOf", "allOf", "ref", "union", "nullable"]);
+  const s = ((): Schema => {
+    switch (kind) {
+      case "string": {
+        const s: Schema = { type: "string" };
+        const r = rng.uniform();
+        if (r < 0.25) s["pattern"] = pick(rng, PATTERNS);
+        else if (r < 0.45) s["format"] = pick(rng, FORMATS);
+        else if (r < 0.75) {
+          if (chance(rng, 0.6)) s["minLength"] = int(rng, 0, 3);
+          if (chance(rng, 0.6)) s["maxLength"] = int(rng, (s["minLength"] as number | undefined) ?? 0, 5);
+        }
+        return s;
+      }
+      case "integer": {
+        const s: Schema = { type: "integer" };
+        const lo = int(rng, -1000, 1000);
+        if (chance(rng, 0.5)) s[pick(rng, ["minimum", "exclusiveMinimum"])] = lo;
+        if (chance(rng, 0.5)) s[pick(rng, ["maximum", "exclusiveMaximum"])] = lo + int(rng, 2, 3000);
+        return s;
+      }
+      case "number": {
+        const s: Schema = { type: "number" };
+        if (chance(rng, 0.3)) s["minimum"] = int(rng, -50, 50) / 4;
+        if (chance(rng, 0.3)) s["maximum"] = ((s["minimum"] as number | undefined) ?? -50) + int(rng, 1, 400) / 4;
+        return s;
+      }
+      case "boolean":
+      case "null":
+        return { type: kind };
+      case "enum": {
+        const s: Schema = { enum: Array.from({ length: int(rng, 1, 4) }, () => pick(rng, ["a", "é😀", "x\ny", 1, -2.5, 0, true, null, [1, "b"], { k: 1 }, "\u0001", ""])) };
+        if (chance(rng, 0.3)) s["type"] = "string";
+        if (chance(rng, 0.2)) s["maxLength"] = 1;
+        return s;
+      }
+      case "const":
+        return { const: pick(rng, ["c", 7, null, false, { a: [1, 2] }, [], "\u001f\"\\"]) };
+      case "union":
+        return { type: [pick(rng, ["string", "integer"]), pick(rng, ["null", "boolean", "number"])] };
+      case "nullable":
+        return { ...randomSchema(rng, depth + 1, defs), nullable: true };
+      case "object": {
+        const n = int(rng, 0, 4);
+        const properties: Record<string, Schema> = {};
+        for (let i = 0; i < n; i++) properties[pick(rng, ["a", "b", "ab", "name", "é", "x y", "a/b", "id"]) + (i === 0 ? "" : String(i))] = randomSchema(rng, depth + 1, defs);
+        const s: Schema = { type: "object", properties };
+        const keys = Object.keys(properties);
+        if (keys.length > 0) s["required"] = keys.filter(() => chance(rng, 0.5));
+        const r = rng.uniform();
+        if (r < 0.25) s["additionalProperties"] = false;
+        else if (r < 0.4) s["additionalProperties"] = true;
+        else if (r < 0.55) s["additionalProperties"] = randomSchema(rng, depth + 2, defs);
+        return s;
+      }
+      case "array": {
+        const s: Schema = { type: "array", items: randomSchema(rng, depth + 1, defs) };
+        if (chance(rng, 0.5)) s["minItems"] = int(rng, 0, 2);
+        if (chance(rng, 0.5)) s["maxItems"] = int(rng, (s["minItems"] as number | undefined) ?? 0, 4);
+        return s;
+      }
+      case "tuple": {
+        const s: Schema = { type: "array", prefixItems: Array.from({ length: int(rng, 1, 3) }, () => randomSchema(rng, depth + 1, defs)) };
+        const r = rng.uniform();
+        if (r < 0.4) s["items"] = false;
+        else if (r < 0.7) s["items"] = randomSchema(rng, depth + 1, defs);
+        if (chance(rng, 0.3)) s["minItems"] = int(rng, 0, 2);
+        return s;
+      }
+      case "anyOf":
+      case "oneOf":
+        return { [kind]: Array.from({ length: int(rng, 1, 3) }, () => randomSchema(rng, depth + 1, defs)) };
+      case "allOf": {
+        const part = (): Schema => ({ type: "object", properties: { [pick(rng, ["a", "b", "c"])]: randomSchema(rng, depth + 2, defs) }, ...(chance(rng, 0.3) ? { additionalProperties: false } : {}) });
+        return { allOf: [part(), part()] };
+      }
+      case "ref": {
+        const name = `d${Object.keys(defs).length}`;
+        if (chance(rng, 0.5)) {
+          // a recursive list: {value, next: null or another}
+          defs[name] = { type: "object", properties: { v: randomSchema(rng, 3, defs), next: { anyOf: [{ type: "null" }, { $ref: `#/$defs/${name}` }] } }, required: ["v"] };
+        } else defs[name] = randomSchema(rng, depth + 1, defs);
+        return { $ref: `#/$defs/${name}` };
+      }
+    }
+    throw new Error(kind);
+  })();
+  return s;
+}
+
+/** case k of a seed: the schema new Rng(seed + k) makes */
+export function randomRootSchema(rng: Rng): Schema {
+  const defs: Record<string, Schema> = {};
+  const s = randomSchema(rng, 0, defs);
+  return Object.keys(defs).length > 0 ? { ...s, $defs: defs } : s;
+}
+
+/** ajv, draft 2020-12, with the formats checked as RFC 3339 / RFC 4122 say (ajv-formats' full mode) */
+export function makeAjv(): Ajv2020 {
+  const ajv = new Ajv2020({ strict: false, allErrors: false });
+  const daysIn = (y: number, m: number): number => [31, y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m - 1] ?? 0;
+  const date = (s: string): boolean => {
+    const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
+    return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 12 && Number(m[3]) >= 1 && Number(m[3]) <= daysIn(Number(m[1]), Number(m[2]));
+  };
+  const time = (s: string): boolean => {
+    const m = /^(\d{2}):(\d{2}):(\d{2})(\.\d+)?([zZ]|[+-](\d{2}):(\d{2}))$/.exec(s);
+    return m !== null && Number(m[1]) <= 23 && Number(m[2]) <= 59 && Number(m[3]) <= 60 && (m[6] === undefined || (Number(m[6]) <= 23 && Number(m[7]) <= 59));
+  };
+  ajv.addFormat("date", date);
+  ajv.addFormat("time", time);
+  ajv.addFormat("date-time", (s: string) => {
+    const i = s.search(/[tT ]/);
+    return i > 0 && date(s.slice(0, i)) && time(s.slice(i + 1));
+  });
+  ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+  // email (uri, ...) is an annotation to tsllm, as to llama.cpp: any string (zod writes a pattern beside it)
+  ajv.addFormat("email", () => true);
+  return ajv;
+}
+
+// --- soundness: random walks ---
+
+/** characters a walk tries when a negated class is on top (any character but a few) */
+const WALK_POOL = [..."abcxyzAZ0123456789-+.eE:T\"\\/{}[],nul trfé日😀\n\t_@"].map((c) => c.codePointAt(0)!);
+const CLOSERS = [..."\"]}0123456789"].map((c) => c.codePointAt(0)!);
+
+/** one random sentence of the grammar (undefined: the walk ran too long) */
+export function randomWalk(m: GrammarMatcher, rng: Rng, maxLength = 400): string | undefined {
+  let stacks: Stack[] = m.initial();
+  const out: number[] = [];
+  while (out.length < maxLength) {
+    if (GrammarMatcher.complete(stacks) && chance(rng, out.length > 20 ? 0.6 : 0.25)) return String.fromCodePoint(...out);
+    // candidates: a character from each class on top, and the pool
+    const cands: number[] = [];
+    for (const s of stacks) {
+      const c = m.top(s);
+      if (c === undefined) continue;
+      if (!c.negated && c.ranges.length > 0) {
+        const [lo, hi] = pick(rng, c.ranges);
+        cands.push(chance(rng, 0.5) ? lo : int(rng, lo, hi));
+      }
+    }
+    cands.push(...WALK_POOL);
+    const long = out.length > 60;
+    const order = long ? [...CLOSERS, ...cands] : cands;
+    let moved = false;
+    for (let tries = 0; tries < 40 && !moved; tries++) {
+      const c = long && tries < 10 ? pick(rng, CLOSERS) : pick(rng, order);
+      const next = m.advance(stacks, c);
+      if (next.length > 0) {
+        stacks = next;
+        out.push(c);
+        moved = true;
+      }
+    }
+    if (!moved) {
+      // the rare character the pool misses: try every candidate in order
+      for (const c of [...cands, ...Array.from({ length: 128 }, (_, i) => i)]) {
+        const next = m.advance(stacks, c);
+        if (next.length > 0) {
+          stacks = next;
+          out.push(c);
+          moved = true;
+          break;
+        }
+      }
+    }
+    if (!moved) return GrammarMatcher.complete(stacks) ? String.fromCodePoint(...out) : undefined;
+  }
+  return undefined;
+}
+
+// --- completeness: random instances ---
+
+function resolve(root: Schema, ref: string): Schema {
+  let t: unknown = root;
+  for (const k of ref.slice(2).split("/")) t = (t as Schema)[k];
+  return t as Schema;
+}
+
+/** the strings randomInstance made up (not const, enum or pattern ones, which the grammar holds as written) */
+const freeStrings = new Set<string>();
+
+/** the strings among a schema's const and enum values (written as literals: not to be escaped) */
+function literalStrings(s: unknown, out = new Set<string>()): Set<string> {
+  if (typeof s === "string") out.add(s);
+  else if (Array.isArray(s)) for (const x of s) literalStrings(x, out);
+  else if (typeof s === "object" && s !== null) for (const x of Object.values(s)) literalStrings(x, out);
+  return out;
+}
+
+/** a random value of the schema, within what tsllm claims (undefined: none made) */
+export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): unknown {
+  if (depth > 8) return undefined;
+  if (s === true || (typeof s === "object" && s !== null && Object.keys(s).length === 0)) return pick(rng, [1, "s", null, [], {}, { q: [true] }]);
+  const o = s as Schema;
+  if (o["nullable"] === true && chance(rng, 0.3)) return null;
+  if (typeof o["$ref"] === "string") return randomInstance(root, resolve(root, o["$ref"]), rng, depth + 1);
+  if (o["const"] !== undefined) return o["const"];
+  if (Array.isArray(o["enum"])) return pick(rng, o["enum"]);
+  for (const k of ["anyOf", "oneOf"]) if (Array.isArray(o[k])) return randomInstance(root, pick(rng, o[k] as unknown[]), rng, depth + 1);
+  if (Array.isArray(o["allOf"])) {
+    const properties: Schema = {};
+    for (const p of o["allOf"] as Schema[]) Object.assign(properties, p["properties"]);
+    return randomInstance(root, { type: "object", properties }, rng, depth + 1);
+  }
+  const type = Array.isArray(o["type"]) ? pick(rng, o["type"] as string[]) : (o["type"] as string);
+  switch (type) {
+    case "null":
+      return null;
+    case "boolean":
+      return chance(rng, 0.5);
+    case "integer": {
+      const lo = typeof o["minimum"] === "number" ? o["minimum"] : typeof o["exclusiveMinimum"] === "number" ? o["exclusiveMinimum"] + 1 : -1e6;
+      const hi = typeof o["maximum"] === "number" ? o["maximum"] : typeof o["exclusiveMaximum"] === "number" ? o["exclusiveMaximum"] - 1 : 1e6;
+      return pick(rng, [lo, hi, int(rng, lo, hi), 0, -1, 1e5, Number.MAX_SAFE_INTEGER % 1e15]);
+    }
+    case "number": {
+      const lo = typeof o["minimum"] === "number" ? o["minimum"] : -1e3, hi = typeof o["maximum"] === "number" ? o["maximum"] : 1e3;
+      return pick(rng, [lo, hi, lo + (hi - lo) * rng.uniform(), 0, 1e5, 1e-7, -2.5, 0.1]);
+    }
+    case "string": {
+      if (typeof o["format"] === "string" && o["pattern"] === undefined) return pick(rng, FORMAT_SAMPLES[o["format"]]!);
+      if (typeof o["pattern"] === "string") {
+        const re = new RegExp(o["pattern"], "u");
+        const ok = PATTERN_SAMPLES.filter((x) => re.test(x));
+        return ok.length > 0 ? pick(rng, ok) : undefined;
+      }
+      let str = "";
+      const n = int(rng, 0, 6);
+      for (let i = 0; i < n; i++) str += pick(rng, STRING_PIECES);
+      const chars = [...str];
+      const min = (o["minLength"] as number | undefined) ?? 0, max = (o["maxLength"] as number | undefined) ?? Infinity;
+      while (chars.length < min) chars.push(pick(rng, ["q", "é", "😀", "\u0000"]));
+      const made = chars.slice(0, max).join("");
+      freeStrings.add(made);
+      return made;
+    }
+    case "array": {
+      const prefix = (o["prefixItems"] as unknown[] | undefined) ?? [];
+      const min = (o["minItems"] as number | undefined) ?? 0;
+      const max = o["items"] === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
+      const n = int(rng, Math.min(min, max), max);
+      const out: unknown[] = [];
+      for (let i = 0; i < n; i++) out.push(randomInstance(root, i < prefix.length ? prefix[i] : (o["items"] ?? true), rng, depth + 1));
+      return out;
+    }
+    case "object": {
+      const props = (o["properties"] ?? {}) as Schema;
+      const required = new Set((o["required"] as string[] | undefined) ?? []);
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(props)) if (required.has(k) || chance(rng, 0.5)) out[k] = randomInstance(root, v, rng, depth + 1);
+      const extra = o["additionalProperties"];
+      if (extra !== undefined && extra !== false && chance(rng, 0.5)) {
+        for (const k of ["zz", "\u0000k", "é", "a\"b"]) if (!Object.hasOwn(props, k) && chance(rng, 0.5)) out[k] = randomInstance(root, extra, rng, depth + 1);
+      }
+      return out;
+    }
+  }
+  return undefined;
+}
+
+/** whitespace llama.cpp's grammar takes between tokens */
+function ws(rng: Rng): string {
+  const r = rng.uniform();
+  if (r < 0.4) return "";
+  if (r < 0.7) return " ";
+  return `\n${Array.from({ length: int(rng, 0, 20) }, () => pick(rng, [" ", "\t"])).join("")}`;
+}
+
+/**
+ * `v` as JSON with random legal whitespace, numbers in other spellings, string values with \u
+ * escapes (keys as JSON.stringify writes them: a named property is one literal in the grammar, as
+ * in llama.cpp's)
+ */
+export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new Set<string>()): string {
+  const w = (x: unknown, key = false): string => {
+    if (typeof x === "number") {
+      if (Object.is(x, 0) && chance(rng, 0.3)) return "-0";
+      if (!Number.isInteger(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
+      return JSON.stringify(x);
+    }
+    if (typeof x === "string") {
+      if (!escapes || key || !freeStrings.has(x) || literals.has(x)) return JSON.stringify(x);
+      let out = '"';
+      for (let i = 0; i < x.length; i++) {
+        const c = x.charCodeAt(i);
+        out += c >= 0x80 || c < 0x20 || chance(rng, 0.2) ? `\\u${c.toString(16).padStart(4, "0")}` : JSON.stringify(x[i]).slice(1, -1);
+      }
+      return `${out}"`;
+    }
+    if (Array.isArray(x)) return `[${ws(rng)}${x.map((e) => `${w(e)}${ws(rng)}`).join(`,${ws(rng)}`)}]`;
+    if (x !== null && typeof x === "object") return `{${ws(rng)}${Object.entries(x).map(([k, e]) => `${w(k, true)}${ws(rng)}:${ws(rng)}${w(e)}${ws(rng)}`).join(`,${ws(rng)}`)}}`;
+    return JSON.stringify(x);
+  };
+  return w(v) + ws(rng);
+}
+
+/** whether the grammar takes `text` whole */
+export function accepts(m: GrammarMatcher, text: string): boolean {
+  let stacks = m.initial();
+  for (const ch of text) {
+    stacks = m.advance(stacks, ch.codePointAt(0)!);
+    if (stacks.length === 0) return false;
+  }
+  return GrammarMatcher.complete(stacks);
+}
+
+export interface Finding {
+  readonly kind: "unsound" | "incomplete" | "crash";
+  readonly schema: unknown;
+  readonly text: string;
+  readonly detail: string;
+}
+
+export interface CaseResult {
+  readonly refused?: string;
+  readonly walks: number;
+  readonly instances: number;
+  readonly findings: Finding[];
+}
+
+/** one schema: compiled (or refused with a GrammarError), walked, and fed instances */
+export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, instances = 20): CaseResult {
+  let grammar: Grammar;
+  try {
+    grammar = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
+  } catch (e) {
+    if (e instanceof GrammarError) return { refused: e.message, walks: 0, instances: 0, findings: [] };
+    return { walks: 0, instances: 0, findings: [{ kind: "crash", schema, text: "", detail: String((e as Error).stack) }] };
+  }
+  let validate: ReturnType<Ajv2020["compile"]>;
+  try {
+    validate = ajv.compile(schema);
+  } catch (e) {
+    // a schema ajv itself refuses (nullable without type, ...) is no test of the grammar
+    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [] };
+  }
+  const m = new GrammarMatcher(grammar);
+  const findings: Finding[] = [];
+  let walked = 0, fed = 0;
+  const literals = literalStrings(schema);
+  for (let i = 0; i < walks; i++) {
+    const text = randomWalk(m, rng);
+    if (text === undefined) continue;
+    walked++;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      findings.push({ kind: "unsound", schema, text, detail: `not JSON: ${(e as Error).message}` });
+      continue;
+    }
+    if (!validate(value)) findings.push({ kind: "unsound", schema, text, detail: `ajv: ${ajv.errorsText(validate.errors)}` });
+  }
+  for (let i = 0; i < instances; i++) {
+    const v = randomInstance(schema, schema, rng);
+    if (v === undefined || !validate(v)) continue;
+    fed++;
+    for (const text of [JSON.stringify(v), writeJson(v, rng, false), writeJson(v, rng, true, literals)]) {
+      if (!accepts(m, text)) findings.push({ kind: "incomplete", schema, text, detail: "refused by the grammar" });
+    }
+  }
+  return { walks: walked, instances: fed, findings };
+}
