@@ -248,3 +248,35 @@ describe("tsllm serve against clients that trickle their request (slowloris)", {
     assert.equal(healthy.status, 200);
   });
 });
+
+describe("tsllm serve against many clients each holding a large body unfinished", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ maxSequences: 2 }, { bodyLimit: 512 * 1024, bodiesLimit: 1024 * 1024 });
+  });
+  after(() => s?.close());
+
+  test("bodies held past bodiesLimit, all connections together, are refused 503 with Retry-After; the bytes are given back when their clients leave", async () => {
+    // each body is under bodyLimit; two held unfinished take 800 KiB of the 1 MiB
+    const port = Number(new URL(s.url).port);
+    const held: Socket[] = [];
+    for (let i = 0; i < 2; i++) {
+      const sock = connect(port, "127.0.0.1");
+      sock.on("error", () => undefined);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${500 * 1024}\r\n\r\n{"prompt":"${"a".repeat(400 * 1024)}`);
+      held.push(sock);
+    }
+    const third = { prompt: "a".repeat(300 * 1024), max_tokens: 1 };
+    let refused: Awaited<ReturnType<typeof post>> | undefined;
+    await until(async () => (refused = await post(`${s.url}/v1/completions`, third)).status === 503, "a body past bodiesLimit refused");
+    assert.equal(refused!.json.error.code, "server_busy");
+    assert.equal(refused!.headers.get("retry-after"), "1");
+    assert.equal(refused!.headers.get("connection"), "close");
+    // a small request still fits in what is left
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 2 });
+    assert.equal(r.status, 200);
+    for (const sock of held) sock.destroy();
+    // the same body is taken once the held ones are gone (it is too long for the context: a 400, read in full)
+    await until(async () => (await post(`${s.url}/v1/completions`, third)).status === 400, "the held bodies' bytes given back");
+  });
+});

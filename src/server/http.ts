@@ -9,26 +9,56 @@ import { ApiError, invalid } from "./errors.js";
  * (the rest is not read), another encoding a 415. A request that ends before its body does (the
  * client left, or the server's read timeout cut it) rejects.
  */
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
   const decode = checkBodyHeaders(req, limit);
+  let size = 0;
   const raw = await new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
-    let size = 0;
+    const refuse = (e: ApiError) => {
+      req.removeAllListeners("data");
+      req.pause();
+      reject(e);
+    };
     req.on("data", (chunk: Buffer) => {
+      if (size + chunk.length > limit) return refuse(tooLarge(limit));
+      if (budget && !budget.take(chunk.length)) return refuse(budget.busy());
       size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners("data");
-        req.pause();
-        reject(tooLarge(limit));
-        return;
-      }
       parts.push(chunk);
     });
     req.on("end", () => resolve(Buffer.concat(parts)));
     req.on("error", reject);
     req.on("close", () => reject(new Error("the request ended before its body was complete")));
-  });
+  }).finally(() => budget?.give(size));
   return decode(raw);
+}
+
+/**
+ * The bytes of request bodies a server holds while they arrive, all requests together. Each body
+ * is bounded (bodyLimit) but connections are not: 200 clients each sending a 4 MiB body less its
+ * last byte held 766 MiB of a `tsllm serve` (and delayed /health 0.8 s), so a few thousand would
+ * exhaust the machine. A body that would take the total past `max` is refused 503 (retry later)
+ * and its connection closed. llama-server bounds the same by reading requests on a fixed pool of
+ * HTTP threads (max(parallel + 2, cores - 1)); connections beyond it wait unread.
+ */
+export class BodyBudget {
+  private held = 0;
+
+  constructor(readonly max: number) {}
+
+  /** whether `bytes` more may be held (then they are counted) */
+  take(bytes: number): boolean {
+    if (this.held + bytes > this.max) return false;
+    this.held += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.held -= bytes;
+  }
+
+  busy(): ApiError {
+    return new ApiError(503, `the server is receiving ${this.max} bytes of request bodies already, as many as it holds at once; retry later`, "server_error", null, "server_busy", { "Retry-After": "1", Connection: "close" });
+  }
 }
 
 /**

@@ -11,7 +11,7 @@ import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
@@ -32,6 +32,8 @@ export interface ServeOptions {
   cors?: string;
   /** largest request body in bytes (default 4 MiB) */
   bodyLimit?: number;
+  /** bytes of request bodies held while they arrive, all requests together; a body that would take the total past it is answered 503 (default 64 MiB, or 4 bodyLimits where that is more) */
+  bodiesLimit?: number;
   /** the model id /v1/models lists (default: the model file's name) */
   modelName?: string;
   /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
@@ -106,6 +108,7 @@ export class OpenAIServer {
   private readonly clientErrors = new WeakMap<Duplex, number>();
   private readonly writeTimeoutMs: number;
   private readonly readTimeoutMs: number;
+  private readonly bodies: BodyBudget;
   /** the models' `created` (Unix seconds): when the server started, the same in every answer */
   private readonly created = Math.floor(Date.now() / 1000);
   private context: ServeContext | undefined;
@@ -116,11 +119,13 @@ export class OpenAIServer {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
     if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
+    if (options.bodiesLimit !== undefined && !(Number.isInteger(options.bodiesLimit) && options.bodiesLimit >= this.bodyLimit)) throw new RangeError(`bodiesLimit must be an integer >= bodyLimit, got ${options.bodiesLimit}`);
     if (options.keepAliveTimeoutMs !== undefined && !(Number.isInteger(options.keepAliveTimeoutMs) && options.keepAliveTimeoutMs > 0)) throw new RangeError(`keepAliveTimeoutMs must be an integer > 0, got ${options.keepAliveTimeoutMs}`);
     const kwargsProblem = options.chatTemplateKwargs === undefined ? undefined : templateKwargsProblem(options.chatTemplateKwargs, "chatTemplateKwargs");
     if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
+    this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
     Promise.resolve(model).then((m) => {
       if ("embed" in m) this.embedder = m;
       else this.model = m;
@@ -345,7 +350,7 @@ export class OpenAIServer {
   }
 
   private async json(req: IncomingMessage): Promise<Body> {
-    return parseJsonObject(await readBody(req, this.bodyLimit));
+    return parseJsonObject(await readBody(req, this.bodyLimit, this.bodies));
   }
 
   private get bodyLimit(): number {
