@@ -335,3 +335,19 @@ test("serve: a bad server option is one usage line before anything loads, and an
     assert.ok(r.stderr.startsWith(`tsllm: error: ${says}`), r.stderr);
   }
 });
+
+test("a value that starts with a dash is the option's value (as llama.cpp takes the next argument), unless it is one of the command's options", { skip }, () => {
+  const model = sharedFile(MODEL)!;
+  // a markdown list item, a flag-like word: the same tokens as parseArgs' own --text=VALUE form
+  for (const text of ["- item", "-v", "-"]) {
+    const spaced = tsllm("tokenize", "--model", model, "--text", text, "--json");
+    assert.equal(spaced.code, 0, `${text}: ${spaced.stderr}`);
+    assert.deepEqual(JSON.parse(spaced.stdout), JSON.parse(tsllm("tokenize", "--model", model, `--text=${text}`, "--json").stdout), text);
+  }
+  // a forgotten value: the next option is not taken for it, and the line says how to give such a value
+  for (const next of ["--json", "-h", "--"]) {
+    const r = tsllm("tokenize", "--model", model, "--text", next);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr, "tsllm: error: --text is followed by an option, not its value (for a value that is also an option's name, write --text=VALUE)\n");
+  }
+});

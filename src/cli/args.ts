@@ -18,8 +18,9 @@ export type ParsedValues = Record<string, string | boolean | string[] | undefine
 
 /**
  * Parses `argv` strictly (unknown options are usage errors); `--help`/`-h` is always accepted.
- * A negative number after an option that takes a value is that value (`--max-tokens -1`), so the
- * option's own check can say what is wrong with it; parseArgs' multi-line advice becomes one line.
+ * An argument starting with a dash after an option that takes a value is that value
+ * (`--max-tokens -1`, `--text "- item"`), unless it is one of the command's options; parseArgs'
+ * multi-line advice becomes one line.
  */
 export function parse(argv: string[], options: OptionSpec): ParsedValues {
   return parseStrict(argv, options, false).values;
@@ -32,10 +33,14 @@ export function parseWithPositionals(argv: string[], options: OptionSpec): { val
 
 function parseStrict(argv: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {
   const args: string[] = [];
+  // what parseArgs would take for an option (or the end of options) rather than a value
+  const isOption = (a: string) => a === "--" || a === "-h" || (a.startsWith("--") && (a === "--help" || Object.hasOwn(options, a.slice(2).split("=")[0]!)));
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!, next = argv[i + 1];
     const name = a.startsWith("--") && !a.includes("=") ? a.slice(2) : undefined;
-    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next !== undefined && /^-(\d|\.\d)/.test(next)) {
+    // a value that starts with a dash (a negative number, "- item", "-v") is the value, as llama.cpp
+    // takes the next argument; only one of this command's options is refused as a value (below)
+    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next !== undefined && next.startsWith("-") && !isOption(next)) {
       args.push(`${a}=${next}`);
       i++;
     } else {
@@ -49,6 +54,9 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
     // Node's own sentence for an unknown option goes on about positional arguments: the first clause says it
     const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
     if (unknown) throw new UsageError(`unknown option ${unknown[1]} (--help lists the options)`);
+    // its advice to write --name=-XYZ is on a later line
+    const ambiguous = /^Option '(--[^']+)' argument is ambiguous/.exec((e as Error).message);
+    if (ambiguous) throw new UsageError(`${ambiguous[1]} is followed by an option, not its value (for a value that is also an option's name, write ${ambiguous[1]}=VALUE)`);
     throw new UsageError((e as Error).message.split("\n")[0]!);
   }
 }
