@@ -218,6 +218,8 @@ function resolve(root: Schema, ref: string): Schema {
 
 /** the strings randomInstance made up (not const, enum or pattern ones, which the grammar holds as written) */
 const freeStrings = new Set<string>();
+/** numbers of bounded number schemas, which tsllm writes without an exponent (documented) */
+const plainNumbers = new Set<number>();
 
 /** the strings among a schema's const and enum values (written as literals: not to be escaped) */
 function literalStrings(s: unknown, out = new Set<string>()): Set<string> {
@@ -255,7 +257,11 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     }
     case "number": {
       const lo = typeof o["minimum"] === "number" ? o["minimum"] : -1e3, hi = typeof o["maximum"] === "number" ? o["maximum"] : 1e3;
-      return pick(rng, [lo, hi, lo + (hi - lo) * rng.uniform(), 0, 1e5, 1e-7, -2.5, 0.1]);
+      const bounded = o["minimum"] !== undefined || o["maximum"] !== undefined;
+      // JSON.stringify writes 1e-7 with an exponent, which a bounded number's grammar does not take (documented)
+      const n = pick(rng, [lo, hi, lo + (hi - lo) * rng.uniform(), 0, 1e5, ...(bounded ? [] : [1e-7]), -2.5, 0.1]);
+      if (bounded) plainNumbers.add(n);
+      return n;
     }
     case "string": {
       if (typeof o["format"] === "string" && o["pattern"] === undefined) return pick(rng, FORMAT_SAMPLES[o["format"]]!);
@@ -315,7 +321,7 @@ export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new
   const w = (x: unknown, key = false): string => {
     if (typeof x === "number") {
       if (Object.is(x, 0) && chance(rng, 0.3)) return "-0";
-      if (!Number.isInteger(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
+      if (!Number.isInteger(x) && !plainNumbers.has(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
       return JSON.stringify(x);
     }
     if (typeof x === "string") {
@@ -377,6 +383,8 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
   const m = new GrammarMatcher(grammar);
   const findings: Finding[] = [];
   let walked = 0, fed = 0;
+  freeStrings.clear();
+  plainNumbers.clear();
   const literals = literalStrings(schema);
   for (let i = 0; i < walks; i++) {
     const text = randomWalk(m, rng);

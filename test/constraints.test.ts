@@ -490,3 +490,12 @@ test("allOf of objects: a part's additionalProperties holds for the others' prop
   agreesWithAjv({ allOf: [{ type: "integer", minimum: 2 }, { type: "integer", maximum: 4 }] }, ["1", "2", "4", "5"]);
   assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "object", properties: { a: {} }, required: ["a"] }, { type: "object", properties: { b: {} }, additionalProperties: false }] }), /#\/allOf\/1\/additionalProperties: false, but another part requires "a"/);
 });
+
+test("a string's length counts an escaped surrogate pair once, as ajv counts code points; DEL is taken raw, as JSON.stringify writes it (found by scripts/fuzz-json-schema.ts)", () => {
+  agreesWithAjv({ type: "string", minLength: 2 }, ['"\\ud83d\\ude00"', '"\\uD83D\\uDE00x"', '"😀"', '"ab"']);
+  agreesWithAjv({ type: "string", maxLength: 1 }, ['"\\ud83d\\ude00"', '"😀"', '"\\ud83d\\ude00\\ud83d\\ude00"', JSON.stringify("\u007f"), '"\\u00e9"']);
+  agreesWithAjv({ type: "object", properties: { a: { type: "integer" } }, additionalProperties: { type: "string", maxLength: 1 } }, [JSON.stringify({ a: 1, "\u007f": "\u007f" }), '{"a":1,"b":"\\ud83d\\ude00"}']);
+  // a lone surrogate is no Unicode text: refused (ajv would count it as a character)
+  const g = parseGbnf(jsonSchemaToGbnf({ type: "string" }));
+  for (const t of ['"\\ud800"', '"\\udc00x"', '"\\ud83dx"']) assert.equal(accepts(g, t), false, t);
+});

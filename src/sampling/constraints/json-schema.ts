@@ -37,7 +37,14 @@ const PRIMITIVES: Record<string, string> = {
   number: `("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,15})? space`,
   string: `"\\"" char* "\\"" space`,
 };
-const CHAR = `char ::= [^"\\\\\\x7F\\x00-\\x1F] | [\\\\] (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})`;
+/**
+ * A JSON string's character: raw (DEL too, which JSON.stringify writes raw; llama.cpp's leaves it
+ * out), or an escape. A character outside the BMP written as \u escapes is a surrogate pair: one
+ * element, so minLength / maxLength count it once, as ajv (code points) does; a lone surrogate is
+ * not Unicode text and is not taken.
+ */
+const ESCAPE = `[\\\\] (["\\\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}))`;
+const CHAR = `char ::= [^"\\\\\\x00-\\x1F] | ${ESCAPE}`;
 const FORMATS: Record<string, string> = {
   date: `[0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [1-2] [0-9] | "3" [0-1])`,
   time: `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{3})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
@@ -530,12 +537,12 @@ class Converter {
       n.end = true;
     }
     // per trie node: the rest of a key that, after the node's prefix, is not a name
-    const escapeSequence = `[\\\\] (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})`;
+    const escapeSequence = ESCAPE;
     let count = 0;
     const other = (n: Node): string => {
       const id = `${name}-other-key-${count++}`;
       const outside = [...n.next.keys()].map((c) => (c === "]" || c === "^" || c === "-" ? `\\${c}` : c)).join("");
-      const alts = [`[^"\\\\\\x7F\\x00-\\x1F${outside}] char*`, `${escapeSequence} char*`];
+      const alts = [`[^"\\\\\\x00-\\x1F${outside}] char*`, `${escapeSequence} char*`];
       for (const [c, child] of n.next) alts.push(`${gbnfLiteral(c)} ${other(child)}`);
       if (!n.end) alts.push(`""`);
       return this.add(id, alts.join(" | "));
