@@ -40,7 +40,7 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
     const name = a.startsWith("--") && !a.includes("=") ? a.slice(2) : undefined;
     // a value that starts with a dash (a negative number, "- item", "-v") is the value, as llama.cpp
     // takes the next argument; only one of this command's options is refused as a value (below)
-    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next !== undefined && next.startsWith("-") && !isOption(next)) {
+    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next?.startsWith("-") && !isOption(next)) {
       args.push(`${a}=${next}`);
       i++;
     } else {
