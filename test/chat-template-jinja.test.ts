@@ -519,6 +519,10 @@ const FUZZ_FOUND: [string, Context][] = [
   // striptags is markupsafe's: comments out first, then tags, Python's whitespace collapsed, then html.unescape (numeric references included); title splits at Python's whitespace
   ["{{ ('a\\x1cb\\ufeffc\\x85d e\\u3000f'|striptags)|tojson }}|{{ ('a\\x1cb\\ufeffc\\x85d e\\u3000f-g(h'|title)|tojson }}|{{ '<!-->x-->'|striptags }}|{{ '<a <!-- > -->x'|striptags }}|{{ 'a < b > c'|striptags }}|{{ '<<a>b>'|striptags }}|{{ 'x <!-- open'|striptags }}", f()],
   ["{{ ('&#32;a  b&#x41;&#X42&#65&#0;&#13;&#128;&#129;&#x9f;&#55296;&#99999999999;&#1;&#11;&#xfdd0;&#xffff;&#x1fffe;&#233;x&#x8a;'|striptags)|tojson }}|{{ ('&amp&ltx &amplt; &apos; &apos &quot &nbsp; &#39;&#34;&nbspx'|striptags)|tojson }}", f()],
+  // tojson's sort_keys sorts by the keys as they are (True before 1.5; a str and None a TypeError); a non-int indent is a TypeError (' ' * indent)
+  ["{{ {2: 1, 10: 2, 1.5: 3, true: 4}|tojson(sort_keys=true) }}|{{ {'b': 1, 'a': {'d': 1, 'c': 2}, 'é': 0, 'Z': 1}|tojson(sort_keys=true) }}|{{ {'a': [1]}|tojson(indent=0) }}|{{ {'a': [1]}|tojson(indent=-1) }}|{{ {'a': [1]}|tojson(indent=true) }}", f()],
+  ["{{ {none: 1, 'a': 2}|tojson(sort_keys=true) }}", f()],
+  ["{{ {'a': [1]}|tojson(indent=1.5) }}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

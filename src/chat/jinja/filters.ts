@@ -328,7 +328,10 @@ const FILTERS: Record<string, Filter> = {
     if (separators !== null && (!Array.isArray(separators) || separators.length !== 2)) fail("tojson: separators must be a pair of strings");
     return toJson(v, {
       ensureAscii: truthy(arg(args, kwargs, 0, "ensure_ascii", false)),
-      indent: indent === null ? undefined : isStr(indent) ? strOf(indent) : " ".repeat(Math.max(0, Number(num(indent as number)))),
+      // json.dumps writes ' ' * indent for what is not a str: an int or bool repeats, anything else is a TypeError
+      indent: indent === null ? undefined : isStr(indent) ? strOf(indent)
+        : typeof indent === "number" || typeof indent === "boolean" ? " ".repeat(Math.max(0, Number(indent)))
+        : fail(`can't multiply sequence by non-int of type '${typeName(indent)}'`),
       itemSeparator: separators === null ? undefined : str((separators as Value[])[0]!),
       keySeparator: separators === null ? undefined : str((separators as Value[])[1]!),
       sortKeys: truthy(arg(args, kwargs, 3, "sort_keys", false)),

@@ -498,8 +498,10 @@ export function toJson(v: Value, options: JsonOptions = {}, depth = 0): string {
     const jsonKey = (k: Value): string =>
       isStr(k) ? strOf(k) : k === null || typeof k === "boolean" || typeof k === "number" || typeof k === "bigint" || k instanceof Float ? toJson(k)
         : fail(`keys must be str, int, float, bool or None, not ${typeName(k)}`);
-    let entries = dictEntries(v).map(([k, x]) => [jsonKey(k), x] as const);
-    if (options.sortKeys) entries = entries.sort(([a], [b]) => (a === b ? 0 : codePointLess(a, b) ? -1 : 1));
+    // sort_keys sorts the items by the keys as they are (sorted(d.items())): True before 1.5, a str and None a TypeError
+    const items = dictEntries(v);
+    if (options.sortKeys) items.sort(([a], [b]) => compare(a, b));
+    const entries = items.map(([k, x]) => [jsonKey(k), x] as const);
     return wrap("{", "}", entries.map(([k, x]) => `${quote(k)}${keySep}${toJson(x, options, depth + 1)}`));
   }
   return fail(`Object of type ${typeName(v)} is not JSON serializable`);
