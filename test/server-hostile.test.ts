@@ -252,12 +252,12 @@ describe("tsllm serve against clients that trickle their request (slowloris)", {
 describe("tsllm serve against many clients each holding a large body unfinished", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
   before(async () => {
-    s = await serveStories({ maxSequences: 2 }, { bodyLimit: 512 * 1024, bodiesLimit: 1024 * 1024 });
+    s = await serveStories({ maxSequences: 2 }, { bodyLimit: 512 * 1024, bodiesLimit: 768 * 1024 });
   });
   after(() => s?.close());
 
-  test("bodies held past bodiesLimit, all connections together, are refused 503 with Retry-After; the bytes are given back when their clients leave", async () => {
-    // each body is under bodyLimit; two held unfinished take 800 KiB of the 1 MiB
+  test("bodies held past bodiesLimit, all connections together, are refused 503 with Retry-After (small ones never); the bytes are given back when their clients leave", async () => {
+    // each body is under bodyLimit; two held unfinished count 2 x (400 - 64) KiB of the 768
     const port = Number(new URL(s.url).port);
     const held: Socket[] = [];
     for (let i = 0; i < 2; i++) {
@@ -272,11 +272,14 @@ describe("tsllm serve against many clients each holding a large body unfinished"
     assert.equal(refused!.json.error.code, "server_busy");
     assert.equal(refused!.headers.get("retry-after"), "1");
     assert.equal(refused!.headers.get("connection"), "close");
-    // a small request still fits in what is left
+    // a body within the uncounted first 64 KiB is read whatever the others hold (this one is too long for the context: a 400)
+    const small = await post(`${s.url}/v1/completions`, { prompt: "a".repeat(60 * 1024), max_tokens: 1 });
+    assert.equal(small.status, 400, JSON.stringify(small.json));
+    assert.equal(small.json.error.code, "context_length_exceeded");
     const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 2 });
     assert.equal(r.status, 200);
     for (const sock of held) sock.destroy();
-    // the same body is taken once the held ones are gone (it is too long for the context: a 400, read in full)
+    // the same body is taken once the held ones are gone (read in full: its 400)
     await until(async () => (await post(`${s.url}/v1/completions`, third)).status === 400, "the held bodies' bytes given back");
   });
 });

@@ -21,7 +21,7 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
     };
     req.on("data", (chunk: Buffer) => {
       if (size + chunk.length > limit) return refuse(tooLarge(limit));
-      if (budget && !budget.take(chunk.length)) return refuse(budget.busy());
+      if (budget && !budget.take(size, chunk.length)) return refuse(budget.busy());
       size += chunk.length;
       parts.push(chunk);
     });
@@ -37,23 +37,28 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
  * is bounded (bodyLimit) but connections are not: 200 clients each sending a 4 MiB body less its
  * last byte held 766 MiB of a `tsllm serve` (and delayed /health 0.8 s), so a few thousand would
  * exhaust the machine. A body that would take the total past `max` is refused 503 (retry later)
- * and its connection closed. llama-server bounds the same by reading requests on a fixed pool of
- * HTTP threads (max(parallel + 2, cores - 1)); connections beyond it wait unread.
+ * and its connection closed. A body's first FREE_BODY_BYTES are not counted: a connection costs
+ * that order in socket buffers anyway, and requests that small (nearly every chat request) are
+ * never refused because a few large bodies held unfinished fill the budget. llama-server bounds
+ * the same by reading requests on a fixed pool of HTTP threads (max(parallel + 2, cores - 1)),
+ * where connections beyond it wait unread, small requests too.
  */
 export class BodyBudget {
   private held = 0;
 
   constructor(readonly max: number) {}
 
-  /** whether `bytes` more may be held (then they are counted) */
-  take(bytes: number): boolean {
-    if (this.held + bytes > this.max) return false;
-    this.held += bytes;
+  /** whether a body that has `had` bytes may hold `bytes` more (then they are counted) */
+  take(had: number, bytes: number): boolean {
+    const counted = counts(had + bytes) - counts(had);
+    if (this.held + counted > this.max) return false;
+    this.held += counted;
     return true;
   }
 
-  give(bytes: number): void {
-    this.held -= bytes;
+  /** a body of `size` bytes is no longer held */
+  give(size: number): void {
+    this.held -= counts(size);
   }
 
   busy(): ApiError {
@@ -89,6 +94,13 @@ function decoderOf(encoding: string | undefined, limit: number): (body: Buffer) 
       throw new ApiError(400, `the request body is not valid ${name} data (its Content-Encoding): ${(e as Error).message}`, "invalid_request_error", null, "invalid_content_encoding");
     }
   };
+}
+
+/** how much of a body's first bytes BodyBudget does not count */
+const FREE_BODY_BYTES = 64 * 1024;
+
+function counts(size: number): number {
+  return Math.max(0, size - FREE_BODY_BYTES);
 }
 
 function tooLarge(limit: number, unpacked?: "unpacked"): ApiError {

@@ -32,7 +32,7 @@ export interface ServeOptions {
   cors?: string;
   /** largest request body in bytes (default 4 MiB) */
   bodyLimit?: number;
-  /** bytes of request bodies held while they arrive, all requests together; a body that would take the total past it is answered 503 (default 64 MiB, or 4 bodyLimits where that is more) */
+  /** bytes of request bodies held while they arrive, all requests together (past the first 64 KiB of each); a body that would take the total past it is answered 503 with Retry-After (default 64 MiB, or 4 bodyLimits where that is more) */
   bodiesLimit?: number;
   /** the model id /v1/models lists (default: the model file's name) */
   modelName?: string;
