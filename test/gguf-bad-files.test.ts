@@ -1,10 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GGUFError, readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { GGUFValueType } from "../src/formats/gguf-types.js";
+import { GGUFTensorSource } from "../src/formats/tensor-source.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { Rng } from "../src/testing/rng.js";
 
@@ -200,6 +201,17 @@ test("a tensor name of 64 bytes or more is refused, as llama.cpp refuses it (GGM
   assert.equal(readGGUFHeader(write(named("n".repeat(63)))).tensors[0]!.name, "n".repeat(63));
   expectGGUFError(named("n".repeat(64)), /tensor #0 name: 64 bytes "n{64}\.\.\.": a tensor name may have at most 63/, "64 bytes");
   expectGGUFError(named("é".repeat(32)), /tensor #0 name: 64 bytes/, "32 two-byte characters");
+});
+
+test("a file cut short after its header was read: the tensor read names the file", () => {
+  const p = write(validFile());
+  const source = new GGUFTensorSource(readGGUFHeader(p));
+  try {
+    truncateSync(p, statSync(p).size - 8);
+    assert.throws(() => source.read("y", new Uint8Array(12), 0), (e: Error) => e instanceof GGUFError && e.message.startsWith(`${p}: tensor "y": unexpected end of file at offset `));
+  } finally {
+    source.close();
+  }
 });
 
 test("duplicate metadata keys and tensor names", () => {

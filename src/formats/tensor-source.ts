@@ -1,5 +1,6 @@
 import { openFile, type RandomAccessFile } from "../platform/host.js";
 import type { GGMLType } from "../tensor/index.js";
+import { readFailure } from "./errors.js";
 import { GGUFError } from "./gguf-reader.js";
 import type { GGUFHeader, GGUFTensorInfo } from "./gguf-types.js";
 
@@ -51,8 +52,14 @@ export class GGUFTensorSource implements TensorSource {
     if (byteOffset + into.length > info.byteLength) throw new Error(`tensor "${name}": read of ${into.length} bytes at ${byteOffset} is outside its ${info.byteLength} bytes`);
     let got = 0;
     while (got < into.length) {
-      const n = this.file.read(into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
-      if (n === 0) throw new Error(`tensor "${name}": unexpected end of file`);
+      let n: number;
+      try {
+        n = this.file.read(into, got, Math.min(into.length - got, 1 << 30), info.fileOffset + byteOffset + got);
+      } catch (e) {
+        throw readFailure(this.path, e);
+      }
+      // the header was read whole and checked against the file's size: the file changed since
+      if (n === 0) throw new GGUFError(this.path, `tensor "${name}"`, `unexpected end of file at offset ${info.fileOffset + byteOffset + got} (the file is shorter than when it was opened)`);
       got += n;
     }
   }
