@@ -105,8 +105,12 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         return s;
       }
       case "anyOf":
-      case "oneOf":
-        return { [kind]: Array.from({ length: int(rng, 1, 3) }, () => randomSchema(rng, depth + 1, defs)) };
+        return { anyOf: Array.from({ length: int(rng, 1, 3) }, () => randomSchema(rng, depth + 1, defs)) };
+      case "oneOf": {
+        // tsllm reads oneOf as anyOf (as llama.cpp does; documented): alternatives of different types, which cannot overlap
+        const types = ["string", "integer", "boolean", "null", "object", "array"].sort(() => rng.uniform() - 0.5);
+        return { oneOf: Array.from({ length: int(rng, 1, 3) }, (_, i) => ({ ...randomSchema(rng, depth + 1, defs), type: types[i] })) };
+      }
       case "allOf": {
         const part = (): Schema => ({ type: "object", properties: { [pick(rng, ["a", "b", "c"])]: randomSchema(rng, depth + 2, defs) }, ...(chance(rng, 0.3) ? { additionalProperties: false } : {}) });
         return { allOf: [part(), part()] };

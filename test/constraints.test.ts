@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Ajv } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { makeAjv } from "../scripts/json-schema-diff.js";
 import { loadModel, type Model } from "../src/index.js";
 import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { matchesChar } from "../src/sampling/constraints/grammar.js";
@@ -498,4 +499,17 @@ test("a string's length counts an escaped surrogate pair once, as ajv counts cod
   // a lone surrogate is no Unicode text: refused (ajv would count it as a character)
   const g = parseGbnf(jsonSchemaToGbnf({ type: "string" }));
   for (const t of ['"\\ud800"', '"\\udc00x"', '"\\ud83dx"']) assert.equal(accepts(g, t), false, t);
+});
+
+test("format date: each month's days, February 29 in leap years only, as RFC 3339 (ajv-formats' full mode) says (found by scripts/fuzz-json-schema.ts)", () => {
+  const ajv = makeAjv();
+  for (const format of ["date", "date-time"]) {
+    const schema = { type: "string", format };
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = ajv.compile(schema);
+    for (const d of ["2023-02-28", "2023-02-29", "2024-02-29", "1900-02-29", "2000-02-29", "0000-02-29", "2023-04-30", "2023-04-31", "2023-11-31", "2023-12-31", "2023-06-31", "2023-01-00", "2023-13-01"]) {
+      const t = JSON.stringify(format === "date" ? d : `${d}T12:00:00Z`);
+      assert.equal(accepts(g, t), validate(JSON.parse(t)), `${format} ${t}`);
+    }
+  }
 });
