@@ -523,6 +523,11 @@ const FUZZ_FOUND: [string, Context][] = [
   ["{{ {2: 1, 10: 2, 1.5: 3, true: 4}|tojson(sort_keys=true) }}|{{ {'b': 1, 'a': {'d': 1, 'c': 2}, 'é': 0, 'Z': 1}|tojson(sort_keys=true) }}|{{ {'a': [1]}|tojson(indent=0) }}|{{ {'a': [1]}|tojson(indent=-1) }}|{{ {'a': [1]}|tojson(indent=true) }}", f()],
   ["{{ {none: 1, 'a': 2}|tojson(sort_keys=true) }}", f()],
   ["{{ {'a': [1]}|tojson(indent=1.5) }}", f()],
+  // an int has no -0 (-False, -0 written 0 by format); str.format_map is the sandbox's, one mapping whose items the fields name
+  ["{{ '{}|{}'.format(-(not xs), -0) }}|{{ -false }}|{{ '%d' % -0 }}|{{ [-0] }}|{{ '{a}-{b!r}'.format_map({'a': 1, 'b': 'x'}) }}|{{ 'a,b'.format_map({}) }}|{{ 'ab'.format_map([1]) }}", f()],
+  ["{{ '{a}'.format_map([1]) }}", f()],
+  ["{{ '{a}'.format_map({}, 1) }}", f()],
+  ["{{ '{a}'.format_map({}) }}", f()],
   // a {% filter %} or {% set %} block applies its whole chain of filters, the leftmost first
   ["{% filter title|trim %}x{{ 'ab' }} {% endfilter %}|{% set b | trim | upper | replace('A', '-') %} ab {% endset %}{{ b }}|{% filter replace('a', 'b')|replace('b', 'c')|center(7) %}a{% endfilter %}", f()],
 ];

@@ -389,7 +389,8 @@ export class Interpreter implements FilterContext {
         const op = node.type === "Neg" ? "-" : "+";
         if (!isNumber(v)) return fail(`bad operand type for unary ${op}: '${typeName(v)}'`);
         if (op === "+") return typeof v === "boolean" ? Number(v) : v;
-        return v instanceof Float ? new Float(-v.v) : typeof v === "bigint" ? pyInt(-v) : -num(v);
+        // (an int has no -0: 0 - x, not -x, for -0 and -False)
+        return v instanceof Float ? new Float(-v.v) : typeof v === "bigint" ? pyInt(-v) : 0 - num(v);
       }
       case "BinOp": return this.binary(node.op, this.expr(node.left, scope), this.expr(node.right, scope));
       case "Concat": {

@@ -213,6 +213,18 @@ export function strMethod(value: string | Markup, name: string, limit: MethodCon
       return same(parts.map((p, i) => (isStr(p) ? strOf(p) : fail(`sequence item ${i}: expected str instance, ${typeName(p)} found`))).join(s));
     });
     case "format": return m((args, kwargs) => same(formatString(s, args, kwargs, limit)));
+    // the sandbox's format_map: exactly one argument, whose items the fields name
+    case "format_map": return m((args, kwargs) => {
+      if (args.length !== 1 || kwargs.size) fail(`format_map() takes exactly one argument (${args.length + (kwargs.size ? 1 : 0)} given)`);
+      const mapping = args[0]!;
+      if (isDict(mapping)) return same(formatString(s, [], new Map(dictEntries(mapping).map(([k, v]) => [str(k), v])), limit));
+      // (what is not a dict is looked up only when a field names something)
+      try {
+        return same(formatString(s, [], new Map(), limit));
+      } catch {
+        return fail(`format_map() needs a mapping for the fields of ${repr(s)}, not ${typeName(mapping)}`);
+      }
+    });
     case "zfill": return m(([w = 0]) => {
       const width = intArg(w, "zfill", 0), sign = s[0] === "+" || s[0] === "-" ? s[0] : "";
       return same(sign + pad(s.slice(sign.length), width - sign.length, "0", "right", limit));
