@@ -305,8 +305,13 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   for (;;) {
     const before = settled.length;
     const all = Promise.all(settled);
-    const timer = new Promise<"hang">((r) => setTimeout(() => r("hang"), Math.max(0, deadline - Date.now())).unref());
-    if ((await Promise.race([all, timer])) === "hang") {
+    // a timer that holds the process: an engine stalled with nothing pending (a leaked block
+    // holding admission back) would otherwise let node exit quietly, as if all was well
+    let timeout: NodeJS.Timeout | undefined;
+    const timer = new Promise<"hang">((r) => (timeout = setTimeout(() => r("hang"), Math.max(0, deadline - Date.now()))));
+    const settledOrHang = await Promise.race([all, timer]);
+    clearTimeout(timeout);
+    if (settledOrHang === "hang") {
       const s = internals(engine).scheduler;
       defects.push(`hang: not settled after ${opts.timeoutS} s (waiting ${s?.waiting.length}, running ${s?.running.length}, pass ${pass}, kv ${JSON.stringify(internals(engine).pool?.stats)})`);
       engine.close();
