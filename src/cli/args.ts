@@ -96,7 +96,8 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
   if (v === undefined) return undefined;
   const n = Number(v);
   if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n)) throw new UsageError(`--${name} expects a number, got "${String(v)}"`);
-  if (check?.integer && !Number.isInteger(n)) throw new UsageError(`--${name} expects an integer, got ${v}`);
+  // a safe one: 1e20 is an integer to JS, but no count or size, and past 2^53 two values are one
+  if (check?.integer && !Number.isSafeInteger(n)) throw new UsageError(`--${name} expects an integer, got ${v}`);
   if (check?.min !== undefined && n < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${v}`);
   if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);
   return n;

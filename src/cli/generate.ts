@@ -324,9 +324,14 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   };
 }
 
+/** the largest trained context the loaders accept (src/models/hyperparameters.ts, src/formats/hf-config.ts) */
+export const MAX_CONTEXT = 1 << 24;
+
 /** --ctx-size N or "auto" (the largest context that fits in free memory, at most the trained one) */
 export function ctxSizeFrom(values: ParsedValues): number | "auto" | undefined {
-  return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 1 });
+  // at most the longest trained context a model file may declare: beyond it no model is meant to
+  // run, and the load's memory plan hung on sizes such as 2^52
+  return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 1, max: MAX_CONTEXT });
 }
 
 /** --cache-type-k / --cache-type-v */

@@ -3,7 +3,7 @@ import { loadModel, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
-import { cacheTypesFrom } from "./generate.js";
+import { cacheTypesFrom, MAX_CONTEXT } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
 
@@ -51,7 +51,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
   const modelPath = requireString(values, "model");
   const file = requireString(values, "file");
-  const ctx = optionalNumber(values, "ctx", { integer: true, min: 4 }) ?? 512;
+  const ctx = optionalNumber(values, "ctx", { integer: true, min: 4, max: MAX_CONTEXT }) ?? 512;
   const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
   const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
   const kl = flag(values, "kl-divergence");
