@@ -111,6 +111,11 @@ export function randomText(rng: Rng, options: TextOptions = {}): string {
       }
       case 16: p = pick(WORDS)[0]!.toUpperCase() + pick(WORDS); break;
       case 17: p = String.fromCharCode(int(0x20)); break; // control characters
+      case 18: { // a long run of digits (Llama 3 cuts them by three) or of one character (no cut where no token spans)
+        const len = 20 + int(int(4) === 0 ? 3000 : 300);
+        p = int(2) === 0 ? Array.from({ length: len }, () => String(int(10))).join("") : pick([pick(WORDS)[0]!, String(int(10)), pick(SPACES), pick(PUNCT)[0]!, scriptRun().slice(0, 1), pick(EMOJI)]).repeat(len >> 2);
+        break;
+      }
       default: p = ` ${pick(WORDS)}`;
     }
     parts.push(p);
