@@ -208,3 +208,25 @@ test("a request whose body is still arriving when the server starts shutting dow
   assert.match(answer, /HTTP\/1\.1 200 OK/, answer);
   assert.match(answer, /"finish_reason":"length"/);
 });
+
+test("requests pipelined on one connection are cancelled, all of them, when their client leaves (not only the one answering)", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 1 });
+  try {
+    const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 200, ignore_eos: true, temperature: 0 });
+    const one = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
+    sock.on("error", () => undefined);
+    sock.write(one.repeat(6));
+    // the first runs, the five behind it wait (their answers queue behind its answer, on its connection)
+    await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 6, "six generations submitted");
+    sock.destroy();
+    await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 0, "the engine idle");
+    const families = await metricsOf(s.url);
+    // 6 x 200 were asked; the one running was cut at its next step, the others before they began
+    const predicted = sampleValue(families, "llamacpp:tokens_predicted_total") ?? 0;
+    assert.ok(predicted < 200, `${predicted} tokens predicted for a client that left`);
+    assert.equal(sampleValue(families, "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "499" }), 6);
+  } finally {
+    await s.close();
+  }
+});

@@ -106,6 +106,8 @@ export class OpenAIServer {
   private readonly routes = new Map<string, Map<string, Handler>>();
   /** connections node:http gave up on (a request too slow to arrive, malformed HTTP): the status they were answered */
   private readonly clientErrors = new WeakMap<Duplex, number>();
+  /** answers of requests pipelined behind another on a connection, not yet given its socket (closesWithSocket) */
+  private readonly waitingForSocket = new WeakMap<Duplex, Set<ServerResponse>>();
   private readonly writeTimeoutMs: number;
   private readonly readTimeoutMs: number;
   private readonly bodies: BodyBudget;
@@ -280,12 +282,39 @@ export class OpenAIServer {
     res.once("finish", () => {
       if (this.draining) socket.end();
     });
+    this.closesWithSocket(socket, res);
     try {
       await this.handle(req, res, expectsContinue);
     } finally {
       this.responses.delete(res);
       if (--this.handling === 0) this.idle?.();
     }
+  }
+
+  /**
+   * A request pipelined behind another on its connection has an answer waiting for the one before
+   * to finish, with no socket yet: node emits no "close" on it when the client leaves, so its
+   * handler (a generation, queued or running) would go on for nobody, all of a pipelining
+   * client's queue of them. Such answers are closed, once, with their connection.
+   */
+  private closesWithSocket(socket: Duplex, res: ServerResponse): void {
+    if (res.socket) return; // node emits this answer's "close" itself
+    let waiting = this.waitingForSocket.get(socket);
+    if (!waiting) {
+      const answers = new Set<ServerResponse>();
+      waiting = answers;
+      this.waitingForSocket.set(socket, answers);
+      socket.once("close", () => {
+        for (const r of answers) {
+          r.destroy();
+          r.emit("close");
+        }
+        answers.clear();
+      });
+    }
+    waiting.add(res);
+    // its turn came: the socket is its own, and node reports its close
+    res.once("socket", () => waiting.delete(res));
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): Promise<void> {
