@@ -186,7 +186,7 @@ test("generate refuses option combinations that would be silently ignored, namin
     [["--num-beams", "2", "--draft-model", "y.gguf"], /--num-beams cannot be combined with --draft-model or --prompt-lookup/],
     [["--n", "2", "--num-beams", "2"], /--n cannot be combined with --num-beams, --draft-model or --prompt-lookup/],
     [["--draft-model", "y.gguf", "--prompt-lookup"], /two ways of drafting/],
-    [["--repeat-last-n", "-3"], /--repeat-last-n must be >= 0, got -3/],
+    [["--repeat-last-n", "-3"], /--repeat-last-n must be >= -1, got -3/],
   ] as const) {
     const r = tsllm(...base, ...extra);
     assert.equal(r.code, 2, `${extra.join(" ")}: ${r.stderr}`);

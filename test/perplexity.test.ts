@@ -216,7 +216,7 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", PROJECT_ROOT]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}: it is a folder, not a text file\n` && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", `${PROJECT_ROOT}/no-such.txt`]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}/no-such.txt: no such file\n` && e.code === 1);
   // a window too large for memory: the advice names this command's flag (it said generate's --ctx-size)
-  const tooLarge = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "1000000000"], {
+  const tooLarge = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "16000000"], {
     cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(1 << 30) },
   }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
   assert.equal(tooLarge.code, 1);
