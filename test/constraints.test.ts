@@ -513,3 +513,8 @@ test("format date: each month's days, February 29 in leap years only, as RFC 333
     }
   }
 });
+
+test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {
+  const schema = { type: "object", properties: { a: { type: "integer" }, "a/b": { type: "null" } }, additionalProperties: { type: "string" } };
+  agreesWithAjv(schema, ['{"a":1,"\\u0061":"x"}', '{"a":1,"a\\/b":"x"}', '{"a":1,"\\u0061\\/b":"x"}', '{"a":1,"b":"x"}', '{"a":1,"\\n":"x"}', '{"a":1,"ab":"x"}', '{"a":1,"a\\u002fc":"x"}']);
+});

@@ -100,6 +100,44 @@ export function anyJsonGbnf(topLevel: "value" | "object" = "value"): string {
   return jsonSchemaToGbnf(topLevel === "object" ? { type: "object" } : {});
 }
 
+/**
+ * Four hex digits (either case) of a BMP code point that is no surrogate and none of `except`: the
+ * range cut digit by digit, as int-range.ts cuts decimal ones
+ */
+function hexExcept(except: readonly number[]): string {
+  const surrogates: [number, number] = [0xd800, 0xdfff];
+  const cut = [surrogates, ...except.filter((c) => c <= 0xffff).map((c): [number, number] => [c, c])].sort((x, y) => x[0] - y[0]);
+  const ranges: [number, number][] = [];
+  let from = 0;
+  for (const [lo, hi] of cut) {
+    if (from < lo) ranges.push([from, lo - 1]);
+    from = Math.max(from, hi + 1);
+  }
+  if (from <= 0xffff) ranges.push([from, 0xffff]);
+  const digits = (a: number, b: number): string => {
+    const hex = Array.from({ length: b - a + 1 }, (_, k) => (a + k).toString(16));
+    return `[${[...new Set([...hex, ...hex.map((h) => h.toUpperCase())])].join("")}]`;
+  };
+  const part = (lo: number, hi: number, width: number): string => {
+    if (width === 0) return "";
+    const unit = 16 ** (width - 1);
+    const a = Math.floor(lo / unit), b = Math.floor(hi / unit);
+    const alts: string[] = [];
+    for (let d = a; d <= b; d++) {
+      const l = d === a ? lo % unit : 0, h = d === b ? hi % unit : unit - 1;
+      if (l === 0 && h === unit - 1) {
+        // a run of whole digits: one class
+        let e = d;
+        while (e + 1 <= b && (e + 1 < b || hi % unit === unit - 1)) e++;
+        alts.push(`${digits(d, e)}${width > 1 ? ` [0-9a-fA-F]{${width - 1}}` : ""}`);
+        d = e;
+      } else alts.push(`${digits(d, d)} (${part(l, h, width - 1)})`);
+    }
+    return alts.join(" | ");
+  };
+  return ranges.map(([lo, hi]) => part(lo, hi, 4)).join(" | ");
+}
+
 /** bounds that allOf can meet in one schema, the tighter of two kept */
 const LOWER_BOUNDS = new Set(["minimum", "exclusiveMinimum", "minLength", "minItems"]);
 const UPPER_BOUNDS = new Set(["maximum", "exclusiveMaximum", "maxLength", "maxItems"]);
@@ -537,14 +575,23 @@ class Converter {
       }
       n.end = true;
     }
-    // per trie node: the rest of a key that, after the node's prefix, is not a name
-    const escapeSequence = ESCAPE;
+    // per trie node: the rest of a key that, after the node's prefix, is not a name. Where the trie
+    // goes on, an escape may not spell a character it goes on with ("\u0061" is "a": the key would be
+    // a name, written twice, its value escaping the property's schema); there a \u escape is of a
+    // BMP character the trie does not go on with
     let count = 0;
+    // a name's character as JSON may write it: raw, as \u escapes (either case; a pair beyond the BMP), "/" as "\/"
+    const spellings = (c: string): string => {
+      const units = Array.from({ length: c.length }, (_, k) => c.charCodeAt(k));
+      const hex = units.map((u) => `"\\\\u" ${[...u.toString(16).padStart(4, "0")].map((d) => (/[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : `"${d}"`)).join(" ")}`).join(" ");
+      return [gbnfLiteral(c), hex, ...(c === "/" ? ['"\\\\/"'] : [])].join(" | ");
+    };
     const other = (n: Node): string => {
       const id = `${name}-other-key-${count++}`;
       const outside = [...n.next.keys()].map((c) => (c === "]" || c === "^" || c === "-" ? `\\${c}` : c)).join("");
-      const alts = [`[^"\\\\\\x00-\\x1F${outside}] char*`, `${escapeSequence} char*`];
-      for (const [c, child] of n.next) alts.push(`${gbnfLiteral(c)} ${other(child)}`);
+      const escapes = n.next.size === 0 ? ESCAPE : `[\\\\] (["\\\\${n.next.has("/") ? "" : "/"}bfnrt] | "u" (${hexExcept([...n.next.keys()].map((c) => c.codePointAt(0)!))}))`;
+      const alts = [`[^"\\\\\\x00-\\x1F${outside}] char*`, `${escapes} char*`];
+      for (const [c, child] of n.next) alts.push(`(${spellings(c)}) ${other(child)}`);
       if (!n.end) alts.push(`""`);
       return this.add(id, alts.join(" | "));
     };
