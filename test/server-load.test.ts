@@ -217,15 +217,35 @@ test("requests pipelined on one connection are cancelled, all of them, when thei
     const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
     sock.write(one.repeat(6));
-    // the first runs, the five behind it wait (their answers queue behind its answer, on its connection)
-    await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 6, "six generations submitted");
+    // the first runs, the five behind it wait for its answer (taken one at a time, as HTTP/1.1 answers them)
+    await until(() => s.model.engine.stats.running === 1, "the first generation running");
     sock.destroy();
     await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 0, "the engine idle");
     const families = await metricsOf(s.url);
-    // 6 x 200 were asked; the one running was cut at its next step, the others before they began
+    // 6 x 200 were asked; the one running was cut at its next step, the others never began (and
+    // are closed, counted as clients that left, not left waiting forever for their turn)
     const predicted = sampleValue(families, "llamacpp:tokens_predicted_total") ?? 0;
     assert.ok(predicted < 200, `${predicted} tokens predicted for a client that left`);
     assert.equal(sampleValue(families, "tsllm_http_requests_total", { endpoint: "/v1/completions", status: "499" }), 6);
+  } finally {
+    await s.close();
+  }
+});
+
+test("one connection's pipelined requests are taken one at a time, so a pipelining client cannot fill the queue every client shares", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 4 });
+  try {
+    const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 8, ignore_eos: true, temperature: 0 });
+    const one = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
+    sock.on("error", () => undefined);
+    let answers = "";
+    sock.on("data", (d: Buffer) => (answers += d.toString()));
+    sock.write(one.repeat(3));
+    await until(() => (answers.match(/HTTP\/1\.1 200 OK/g) ?? []).length === 3, "three answers");
+    sock.destroy();
+    // four sequences were free: all three would have run in one batch, had they been taken at once
+    assert.equal(s.model.engine.stats.peakStepSequences, 1);
   } finally {
     await s.close();
   }

@@ -59,6 +59,21 @@ const MODEL_ROUTE = `${MODEL_PREFIX}{model}`;
 /** an absolute-form request target's scheme and authority (`GET http://host:8080/health`), which RFC 9112 (3.2.2) says a server must accept */
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
 
+/** resolves true once the answer has its connection to itself (those before it are answered), false once it is closed first */
+function ownTurn(res: ServerResponse): Promise<boolean> {
+  return new Promise((resolve) => {
+    const settle = (mine: boolean) => () => {
+      res.off("socket", onSocket);
+      res.off("close", onClose);
+      resolve(mine);
+    };
+    const onSocket = settle(true);
+    const onClose = settle(false);
+    res.once("socket", onSocket);
+    res.once("close", onClose);
+  });
+}
+
 /** the request target's path, without its query, also for an absolute-form target */
 function pathOf(req: IncomingMessage): string {
   const target = req.url ?? "/";
@@ -361,6 +376,10 @@ export class OpenAIServer {
       if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
+      // one request of a connection at a time (HTTP/1.1 answers them in order anyway): a request
+      // pipelined behind another waits for that one's answer, as llama-server's reads them, so one
+      // connection cannot fill the queue every client shares (20000 pipelined took all 256 places)
+      if (!res.socket && !(await ownTurn(res))) return;
       if (this.draining && req.method === "POST") {
         res.setHeader("Connection", "close");
         throw new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down", { "Retry-After": "1" });
