@@ -295,7 +295,9 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
       return typeof v === "function" ? v.bind(m) : v;
     },
   });
-  engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0 });
+  // cacheReplies false: a chat turn through an earlier reply must then match its solo run bit for bit
+  // (with the default, the reply's rows come from one-row passes and may differ in the last bits)
+  engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0, cacheReplies: false });
   c.jobs.forEach((j) => {
     if (j.params.decoding.kind === "speculative" && j.params.decoding.draft) (j.params.decoding as { draft?: LanguageModel }).draft = hooked;
   });

@@ -76,8 +76,15 @@ export interface LoadModelOptions {
   kvCacheBytes?: number;
   /** generations decoded together at most; more wait their turn (default 16; n choices count n) */
   maxSequences?: number;
-  /** tokens one engine step computes at most, decodes plus prompt chunks (default 64) */
+  /** tokens one engine step computes at most, decodes plus prompt chunks (default 64; a prompt chunk may exceed it by two, never leaving one token alone) */
   maxBatchTokens?: number;
+  /**
+   * cache generated tokens' K/V as prefixes too (default true: a chat's next turn reuses the
+   * previous reply's rows, as llama.cpp's server does; they were computed one token at a time, so
+   * that turn's logits may differ in the last bits from the same prompt computed afresh). false:
+   * every answer bit-identical to the request run alone, each reply recomputed in the next turn
+   */
+  cacheReplies?: boolean;
   /** where load-time warnings go, one line each (default: process.emitWarning) */
   onWarning?: (message: string) => void;
   /**
@@ -92,7 +99,7 @@ export interface LoadModelOptions {
 /** every LoadModelOptions key (a record of them, so that a new option fails the type check until it is listed) */
 const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
-  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, onWarning: true, warmup: true,
+  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, onWarning: true, warmup: true,
 } satisfies Record<keyof LoadModelOptions, true>);
 
 export interface ChatOptions extends GenerateOptions {
@@ -406,7 +413,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize), maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
-      storage: backend,
+      cacheReplies: options.cacheReplies, storage: backend,
       source: path,
     });
     if (options.warmup !== false) await warmUpForward(model);

@@ -54,6 +54,10 @@ Options:
   --flash-attn on|off|auto  llama.cpp's flash-attention order or its matrix-product one, as in generate
   --auto-truncate       embedding inputs past the model's tokens are cut (sentence-transformers' truncation)
                         instead of a 400, unless a request sends "truncate": false (TEI's --auto-truncate)
+  --no-cache-replies    cache only prompts' K/V as prefixes, not replies': every answer bit-identical to the
+                        request run alone, each reply recomputed in a chat's next turn (by default a next
+                        turn reuses the reply's rows, as llama-server does; its logits may then differ
+                        in the last bits)
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
@@ -63,6 +67,7 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
+  "no-cache-replies": { type: "boolean" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -92,7 +97,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
-    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences }));
+    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true }));
   const server = await startServer(load, serverOptions);
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;

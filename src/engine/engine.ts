@@ -37,6 +37,15 @@ export interface EngineOptions {
   readonly maxBatchTokens?: number;
   /** compute time after which a pass gives the event loop a turn (default 5 ms) */
   readonly sliceMs?: number;
+  /**
+   * cache generated tokens' rows as prefixes too (default true), so a chat's next turn reuses the
+   * previous reply's K/V as llama.cpp's server and vLLM do. Those rows were computed one at a time
+   * (attention's one-query order), so a prompt through them gets logits that may differ in the last
+   * bits from the same prompt computed afresh. false: only rows computed in chunks (prompts,
+   * speculative verifications) are cached, and every answer is bit-identical to the request run
+   * alone on a fresh engine, at the cost of recomputing each reply in the next turn's prefill
+   */
+  readonly cacheReplies?: boolean;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
   readonly storage?: KVStorage;
   /** the model's file or folder, named when the model computes something impossible (NaN logits) */
@@ -475,7 +484,7 @@ export class Engine {
     this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken, this.model.kvCacheTypes);
     const pool = this.pool;
     this.scheduler = new Scheduler(
-      pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize },
+      pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize, cacheReplies: this.options.cacheReplies ?? true },
       () => new KVCache(i.blockCount, i.headCountKv, i.headDim, this.contextSize, pool),
     );
     return this.scheduler;

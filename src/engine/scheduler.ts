@@ -32,6 +32,8 @@ export interface SchedulerLimits {
   readonly maxSequences: number;
   /** positions one sequence may hold */
   readonly contextSize: number;
+  /** generated tokens' rows are cached as prefixes too, not only rows computed in chunks (EngineOptions.cacheReplies) */
+  readonly cacheReplies: boolean;
 }
 
 /**
@@ -153,8 +155,9 @@ export class Scheduler implements StrategyHost {
   /**
    * Registers the sequence's blocks that are now full as cached prefixes (keyed by their tokens
    * and all before them), so a later request starting with the same tokens computes none of them.
-   * Only blocks whose rows were computed as a prompt's are (chunkedRows): a block holding a decoded
-   * token's row would give a later prompt through it other K/V than computing it does.
+   * Unless replies are cached (limits.cacheReplies), only blocks whose rows were computed as a
+   * prompt's are (chunkedRows): a block holding a decoded token's row gives a later prompt through
+   * it K/V that differ in the last bits from what computing them there does.
    */
   cacheFullBlocks(sequence: RunningSequence): void {
     const state = this.registered.get(sequence);
@@ -162,7 +165,8 @@ export class Scheduler implements StrategyHost {
     sequence.chunkedRows = Math.min(sequence.chunkedRows, sequence.cache.length);
     if (!state) return;
     const bs = this.pool.blockSize;
-    while ((state.blocks + 1) * bs <= sequence.chunkedRows) {
+    const cacheable = this.limits.cacheReplies ? sequence.cache.length : sequence.chunkedRows;
+    while ((state.blocks + 1) * bs <= cacheable) {
       const block = sequence.cache.alignedBlock(state.blocks);
       if (block === undefined) {
         // a shared fork's own rows start mid-block: nothing after this is block-aligned
