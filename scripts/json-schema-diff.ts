@@ -109,7 +109,12 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
       case "oneOf": {
         // tsllm reads oneOf as anyOf (as llama.cpp does; documented): alternatives of different types, which cannot overlap
         const types = ["string", "integer", "boolean", "null", "object", "array"].sort(() => rng.uniform() - 0.5);
-        return { oneOf: Array.from({ length: int(rng, 1, 3) }, (_, i) => ({ ...randomSchema(rng, depth + 1, defs), type: types[i] })) };
+        return {
+          oneOf: Array.from({ length: int(rng, 1, 3) }, (_, i) => {
+            const { nullable: _n, ...alt } = randomSchema(rng, depth + 1, defs);
+            return { ...alt, type: types[i] };
+          }),
+        };
       }
       case "allOf": {
         const part = (): Schema => ({ type: "object", properties: { [pick(rng, ["a", "b", "c"])]: randomSchema(rng, depth + 2, defs) }, ...(chance(rng, 0.3) ? { additionalProperties: false } : {}) });
@@ -222,7 +227,7 @@ function resolve(root: Schema, ref: string): Schema {
 
 /** the strings randomInstance made up (not const, enum or pattern ones, which the grammar holds as written) */
 const freeStrings = new Set<string>();
-/** numbers of bounded number schemas, which tsllm writes without an exponent (documented) */
+/** numbers written as they are: bounded ones (no exponent, no -0: documented), enum and const values */
 const plainNumbers = new Set<number>();
 
 /** the strings among a schema's const and enum values (written as literals: not to be escaped) */
@@ -240,8 +245,12 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
   const o = s as Schema;
   if (o["nullable"] === true && chance(rng, 0.3)) return null;
   if (typeof o["$ref"] === "string") return randomInstance(root, resolve(root, o["$ref"]), rng, depth + 1);
-  if (o["const"] !== undefined) return o["const"];
-  if (Array.isArray(o["enum"])) return pick(rng, o["enum"]);
+  if (o["const"] !== undefined || Array.isArray(o["enum"])) {
+    // ajv takes -0 for an enum's 0 (deep equality); the grammar writes the value as it is
+    const v = o["const"] !== undefined ? o["const"] : pick(rng, o["enum"] as unknown[]);
+    if (typeof v === "number") plainNumbers.add(v);
+    return v;
+  }
   for (const k of ["anyOf", "oneOf"]) if (Array.isArray(o[k])) return randomInstance(root, pick(rng, o[k] as unknown[]), rng, depth + 1);
   if (Array.isArray(o["allOf"])) {
     const properties: Schema = {};
@@ -257,13 +266,16 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     case "integer": {
       const lo = typeof o["minimum"] === "number" ? o["minimum"] : typeof o["exclusiveMinimum"] === "number" ? o["exclusiveMinimum"] + 1 : -1e6;
       const hi = typeof o["maximum"] === "number" ? o["maximum"] : typeof o["exclusiveMaximum"] === "number" ? o["exclusiveMaximum"] - 1 : 1e6;
-      return pick(rng, [lo, hi, int(rng, lo, hi), 0, -1, 1e5, Number.MAX_SAFE_INTEGER % 1e15]);
+      const n = pick(rng, [lo, hi, int(rng, lo, hi), 0, -1, 1e5, Number.MAX_SAFE_INTEGER % 1e15]);
+      // a bounded integer's grammar does not write -0 (as llama.cpp's does not)
+      if (o["minimum"] !== undefined || o["maximum"] !== undefined || o["exclusiveMinimum"] !== undefined || o["exclusiveMaximum"] !== undefined) plainNumbers.add(n);
+      return n;
     }
     case "number": {
       const lo = typeof o["minimum"] === "number" ? o["minimum"] : -1e3, hi = typeof o["maximum"] === "number" ? o["maximum"] : 1e3;
       const bounded = o["minimum"] !== undefined || o["maximum"] !== undefined;
       // JSON.stringify writes 1e-7 with an exponent, which a bounded number's grammar does not take (documented)
-      const n = pick(rng, [lo, hi, lo + (hi - lo) * rng.uniform(), 0, 1e5, ...(bounded ? [] : [1e-7]), -2.5, 0.1]);
+      const n = pick(rng, [lo, hi, Math.round((lo + (hi - lo) * rng.uniform()) * 1e6) / 1e6, 0, 1e5, ...(bounded ? [] : [1e-7]), -2.5, 0.1]);
       if (bounded) plainNumbers.add(n);
       return n;
     }
@@ -324,7 +336,7 @@ function ws(rng: Rng): string {
 export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new Set<string>()): string {
   const w = (x: unknown, key = false): string => {
     if (typeof x === "number") {
-      if (Object.is(x, 0) && chance(rng, 0.3)) return "-0";
+      if (Object.is(x, 0) && !plainNumbers.has(x) && chance(rng, 0.3)) return "-0";
       if (!Number.isInteger(x) && !plainNumbers.has(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
       return JSON.stringify(x);
     }
@@ -337,8 +349,9 @@ export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new
       }
       return `${out}"`;
     }
-    if (Array.isArray(x)) return `[${ws(rng)}${x.map((e) => `${w(e)}${ws(rng)}`).join(`,${ws(rng)}`)}]`;
-    if (x !== null && typeof x === "object") return `{${ws(rng)}${Object.entries(x).map(([k, e]) => `${w(k, true)}${ws(rng)}:${ws(rng)}${w(e)}${ws(rng)}`).join(`,${ws(rng)}`)}}`;
+    // as JSON.stringify: undefined is null in an array, left out of an object
+    if (Array.isArray(x)) return `[${ws(rng)}${x.map((e) => `${w(e ?? null)}${ws(rng)}`).join(`,${ws(rng)}`)}]`;
+    if (x !== null && typeof x === "object") return `{${ws(rng)}${Object.entries(x).filter(([, e]) => e !== undefined).map(([k, e]) => `${w(k, true)}${ws(rng)}:${ws(rng)}${w(e)}${ws(rng)}`).join(`,${ws(rng)}`)}}`;
     return JSON.stringify(x);
   };
   return w(v) + ws(rng);

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Ajv } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import { makeAjv } from "../scripts/json-schema-diff.js";
+import { checkSchema, makeAjv, randomRootSchema } from "../scripts/json-schema-diff.js";
+import { Rng } from "../src/testing/rng.js";
 import { loadModel, type Model } from "../src/index.js";
 import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { matchesChar } from "../src/sampling/constraints/grammar.js";
@@ -517,4 +518,23 @@ test("format date: each month's days, February 29 in leap years only, as RFC 333
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {
   const schema = { type: "object", properties: { a: { type: "integer" }, "a/b": { type: "null" } }, additionalProperties: { type: "string" } };
   agreesWithAjv(schema, ['{"a":1,"\\u0061":"x"}', '{"a":1,"a\\/b":"x"}', '{"a":1,"\\u0061\\/b":"x"}', '{"a":1,"b":"x"}', '{"a":1,"\\n":"x"}', '{"a":1,"ab":"x"}', '{"a":1,"a\\u002fc":"x"}']);
+});
+
+test("enum and const: objects and arrays take whitespace between their tokens; a keyword of one type beside them leaves the other types' values (found by scripts/fuzz-json-schema.ts)", () => {
+  agreesWithAjv({ const: { a: [1, 2], b: {} } }, ['{ "a" : [1, 2], "b": {\n  } }', '{"a":[1,2],"b":{}}', '{"a":[2,1],"b":{}}']);
+  agreesWithAjv({ enum: [[], ["x"], 3] }, ["[ ]", '[ "x" ]', "3"]);
+  agreesWithAjv({ enum: [0, "a", "bc", null], maxLength: 1 }, ["0", '"a"', '"bc"', "null"]);
+});
+
+test("scripts/fuzz-json-schema.ts: a short seeded run finds no sentence ajv refuses and no valid instance the grammar refuses", () => {
+  const ajv = makeAjv();
+  let walks = 0, instances = 0;
+  for (let k = 0; k < 150; k++) {
+    const rng = new Rng(20261206 + k);
+    const r = checkSchema(randomRootSchema(rng), rng, ajv, 8, 8);
+    walks += r.walks;
+    instances += r.instances;
+    assert.deepEqual(r.findings.map((f) => `${f.kind} ${JSON.stringify(f.schema)} ${JSON.stringify(f.text)} ${f.detail}`), [], `case ${k}`);
+  }
+  assert.ok(walks > 500 && instances > 400, `${walks} walks, ${instances} instances`);
 });

@@ -91,6 +91,16 @@ export function gbnfLiteral(s: string): string {
   return `"${s.replace(/[\\"\n\r\t]/g, (c) => ({ "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t" })[c]!)}"`;
 }
 
+/** a JSON value as GBNF: its tokens as JSON.stringify writes them, with whitespace between them where any value takes it */
+function jsonLiteral(v: unknown): string {
+  if (Array.isArray(v)) return v.length === 0 ? `"[" space "]"` : `"[" space ${v.map((x) => `${jsonLiteral(x)} space`).join(` "," space `)} "]"`;
+  if (v !== null && typeof v === "object") {
+    const entries = Object.entries(v);
+    return entries.length === 0 ? `"{" space "}"` : `"{" space ${entries.map(([k, x]) => `${gbnfLiteral(JSON.stringify(k))} space ":" space ${jsonLiteral(x)} space`).join(` "," space `)} "}"`;
+  }
+  return gbnfLiteral(JSON.stringify(v));
+}
+
 export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = {}): string {
   return new Converter(schema, limits.maxRules ?? 5000, limits.maxDepth ?? 64).convert();
 }
@@ -217,7 +227,7 @@ class Converter {
       const { const: _c, enum: _e, ...beside } = s;
       const keep = constrains(beside) ? this.admitted(beside, values, path, depth) : values;
       if (keep.length === 0) throw new GrammarError(`${path}/${key}: no value of it satisfies the keywords beside it`);
-      return this.add(name, `(${keep.map((v) => gbnfLiteral(JSON.stringify(v))).join(" | ")}) space`);
+      return this.add(name, `(${keep.map(jsonLiteral).join(" | ")}) space`);
     }
     for (const key of ["anyOf", "oneOf"] as const) {
       const alts = s[key];
@@ -252,7 +262,9 @@ class Converter {
   /** the values (of an enum or const) whose JSON the schema `beside` admits, compact as the grammar writes them */
   private admitted(beside: Record<string, unknown>, values: readonly unknown[], path: string, depth: number): unknown[] {
     const sub = new Converter(this.schema, this.maxRules, this.maxDepth);
-    const root = sub.visit(beside, "root", path, depth + 1);
+    // a keyword of one type (maxLength) says nothing of the values of other types: not taken as their type here
+    const alone = beside["type"] === undefined && impliedTypes(beside).length > 0 && !["anyOf", "oneOf", "allOf", "$ref"].some((k) => beside[k] !== undefined);
+    const root = sub.visit(alone ? { ...beside, type: ["string", "number", "boolean", "null", "object", "array"] } : beside, "root", path, depth + 1);
     if (root !== "root") sub.add("root", root);
     const matcher = new GrammarMatcher(parseGbnf([...sub.rules].map(([n, body]) => `${n} ::= ${body}`).join("\n") + "\n"));
     return values.filter((v) => {
