@@ -95,3 +95,20 @@ test("tsllm serve: past --grace-ms the requests in flight are cancelled and the 
   assert.equal(help.status, 0);
   assert.match(help.stdout, /^Usage: tsllm serve/);
 });
+
+test("tsllm serve: a next turn through a reply takes the reply's rows from the prefix cache; --no-cache-replies caches prompts only", { skip }, async () => {
+  for (const flags of [[], ["--no-cache-replies"]]) {
+    const s = await serve(flags);
+    try {
+      const prompt = "Once upon a time";
+      const first = await post(`${s.url}/v1/completions`, { prompt, temperature: 0, max_tokens: 48, ignore_eos: true });
+      const next = await post(`${s.url}/v1/completions`, { prompt: prompt + first.json.choices[0].text + " Then", temperature: 0, max_tokens: 2 });
+      const cached = next.json.usage.prompt_tokens_details.cached_tokens;
+      // the first prompt is shorter than a 16-token block: only the reply's rows can make a hit
+      if (flags.length === 0) assert.ok(cached >= 32, `cached ${cached} tokens through the reply`);
+      else assert.equal(cached, 0, "nothing of the reply cached");
+    } finally {
+      s.child.kill("SIGKILL");
+    }
+  }
+});
