@@ -227,6 +227,8 @@ function resolve(root: Schema, ref: string): Schema {
 
 /** the strings randomInstance made up (not const, enum or pattern ones, which the grammar holds as written) */
 const freeStrings = new Set<string>();
+/** strings of patterns and formats, whose grammars take their characters raw */
+const rawStrings = new Set<string>();
 /** numbers written as they are: bounded ones (no exponent, no -0: documented), enum and const values */
 const plainNumbers = new Set<number>();
 
@@ -280,11 +282,18 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       return n;
     }
     case "string": {
-      if (typeof o["format"] === "string" && o["pattern"] === undefined) return pick(rng, FORMAT_SAMPLES[o["format"]]!);
+      if (typeof o["format"] === "string" && o["pattern"] === undefined) {
+        const v = pick(rng, FORMAT_SAMPLES[o["format"]]!);
+        rawStrings.add(v);
+        return v;
+      }
       if (typeof o["pattern"] === "string") {
         const re = new RegExp(o["pattern"], "u");
         const ok = PATTERN_SAMPLES.filter((x) => re.test(x));
-        return ok.length > 0 ? pick(rng, ok) : undefined;
+        const v = ok.length > 0 ? pick(rng, ok) : undefined;
+        // a pattern's grammar takes its characters raw (as llama.cpp's does; documented): not escaped
+        if (v !== undefined) rawStrings.add(v);
+        return v;
       }
       let str = "";
       const n = int(rng, 0, 6);
@@ -341,7 +350,7 @@ export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new
       return JSON.stringify(x);
     }
     if (typeof x === "string") {
-      if (!escapes || key || !freeStrings.has(x) || literals.has(x)) return JSON.stringify(x);
+      if (!escapes || key || !freeStrings.has(x) || rawStrings.has(x) || literals.has(x)) return JSON.stringify(x);
       let out = '"';
       for (let i = 0; i < x.length; i++) {
         const c = x.charCodeAt(i);
@@ -401,6 +410,7 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
   const findings: Finding[] = [];
   let walked = 0, fed = 0;
   freeStrings.clear();
+  rawStrings.clear();
   plainNumbers.clear();
   const literals = literalStrings(schema);
   for (let i = 0; i < walks; i++) {

@@ -513,6 +513,8 @@ test("format date: each month's days, February 29 in leap years only, as RFC 333
       assert.equal(accepts(g, t), validate(JSON.parse(t)), `${format} ${t}`);
     }
   }
+  // a length beside a format the grammar writes would be passed over (the date is 10 characters): refused
+  assert.throws(() => jsonSchemaToGbnf({ type: "string", format: "date", maxLength: 5 }), /#\/maxLength: not supported together with format date/);
 });
 
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {

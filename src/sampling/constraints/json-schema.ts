@@ -464,6 +464,8 @@ class Converter {
     if (format !== undefined && typeof format !== "string") throw new GrammarError(`${path}/format: expected a string, got ${JSON.stringify(format)}`);
     // other formats (email, uri, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
     if (format !== undefined && (format === "date-time" || Object.hasOwn(FORMATS, format))) {
+      // the format's grammar has its own length: a length beside it would be passed over
+      for (const k of ["minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with format ${format}`);
       const inner = format === "date-time" ? `${FORMATS["date"]} "T" ${FORMATS["time"]}` : FORMATS[format]!;
       return this.add(name, `"\\"" ${inner} "\\"" space`);
     }
