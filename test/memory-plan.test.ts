@@ -56,6 +56,15 @@ test("loadModel refuses, before reading weights, a plan that does not fit: one l
   await assert.rejects(loadModel(FILE, { backend: "reference", availableMemory: 999 }), /999 B free: no quantization or context size tsllm offers fits$/);
 });
 
+test("the largest fitting context is found for any asked context, past 2^36 tokens too (the search's midpoint is not cut to 32 bits)", { skip: SKIP, timeout: 60_000 }, async () => {
+  await ready;
+  const available = planMemory(request(3000)).totalBytes;
+  const expected = largestFittingContext(request(8192), available, 8192)!;
+  assert.ok(expected > 2900 && expected <= 3000, String(expected));
+  for (const max of [2 ** 40, 2 ** 52, 1e15]) assert.equal(largestFittingContext(request(8192), available, max), expected, `max ${max}`);
+  await assert.rejects(loadModel(FILE, { backend: "reference", contextSize: 2 ** 52, availableMemory: available }), /--ctx-size \d+$/);
+});
+
 test('contextSize "auto" picks the largest context that fits (at most the trained one); the default KV pool shrinks to what is free', { skip: SKIP }, async () => {
   await ready;
   const available = planMemory(request(3000)).totalBytes;

@@ -130,7 +130,9 @@ export function largestFittingContext(r: PlanRequest, available: number, max: nu
   if (at(max)) return max;
   let lo = 1, hi = Math.floor(max / DEFAULT_BLOCK_SIZE); // lo blocks fit, hi do not
   while (hi - lo > 1) {
-    const mid = (lo + hi) >>> 1;
+    // not (lo + hi) >>> 1: a context past 2^36 tokens has more blocks than 32 bits hold, and the
+    // truncated midpoint never closed the interval (loadModel with contextSize 2^52 never returned)
+    const mid = Math.floor((lo + hi) / 2);
     if (at(mid * DEFAULT_BLOCK_SIZE)) lo = mid;
     else hi = mid;
   }
