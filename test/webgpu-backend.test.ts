@@ -12,6 +12,7 @@ import { rng } from "./helpers/rng.js";
 import { decodeKV, encodeKVRow, kvBytes, kvCacheEncoding, kvRowFloats, type KVCacheType, type KVRowEncoding } from "../src/kernels/reference/index.js";
 import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
 import { roundToF16 } from "../src/tensor/quant/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool } from "../src/cache/index.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
 // test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
@@ -1005,5 +1006,27 @@ describe("webgpu backend conformance", { skip }, () => {
     assert.throws(() => other.add(x, x), /add: x is not an array of this webgpu backend/);
     other.dispose();
     assert.throws(() => other.allocActivations(4), /webgpu backend: allocActivations called after dispose\(\)/);
+  });
+});
+
+describe("webgpu backend: a KV cache larger than one storage binding", { skip }, () => {
+  test("is refused in one line that names the KV cache, the size asked, the adapter's limit and what to lower", async () => {
+    // its own backend: the conformance suite's is disposed after it
+    const gpu = await createWebGPUBackend();
+    after(() => gpu.dispose());
+    // one layer, one KV head of 128 f32: 2^23 positions are one 4 GiB array, past any adapter's
+    // maxStorageBufferBindingSize (a u32 byte offset); the error used to be the backend's
+    // "allocActivations: N floats ..." from deep inside the first request
+    const positions = 2 ** 23;
+    assert.throws(
+      () => new KVBlockPool(1, 1, 128, positions / DEFAULT_BLOCK_SIZE, gpu, DEFAULT_BLOCK_SIZE, 2 ** 40),
+      (e: Error) => {
+        assert.match(e.message, /^KV cache: 8388608 positions \(524288 blocks of 16\) need 4\.29 GB in one layer's K or V array/);
+        assert.match(e.message, /maxStorageBufferBindingSize \d+/);
+        assert.match(e.message, /lower contextSize \(--ctx-size\), kvCacheBytes or maxSequences/);
+        assert.ok(!e.message.includes("\n"), "one line");
+        return true;
+      },
+    );
   });
 });

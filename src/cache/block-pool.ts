@@ -377,12 +377,29 @@ export class KVBlockPool {
     for (let h = 0; h < heads; h++) this.storage.copy2d(dst, (h * dstPlane + to) * fs, n * fs, src, (h * srcPlane + from) * fs, n * fs, 1, n * fs);
   }
 
+  /**
+   * One layer's K or V array of `floats` for a pool of `blocks` blocks. The backend's refusal
+   * (a GPU adapter's largest storage binding: one layer's K of a 2^20-token context is 512 MiB
+   * of f32 at 128 floats a row) named neither the KV cache nor what to lower: said here.
+   */
+  private alloc(floats: number, blocks: number): DeviceArray {
+    try {
+      return this.storage.allocActivations(floats);
+    } catch (e) {
+      const positions = blocks * this.blockSize;
+      throw new Error(
+        `KV cache: ${positions} positions (${blocks} blocks of ${this.blockSize}) need ${formatBytes(floats * 4)} in one layer's K or V array (${formatBytes(this.bytesFor(blocks))} for all layers, cache types ${this.types.k}/${this.types.v}), which the backend cannot allocate: ${(e as Error).message}; lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)`,
+        { cause: e },
+      );
+    }
+  }
+
   /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
   private resize(blocks: number): void {
     const have = this.refs.length;
     const rows = blocks * this.blockSize, oldRows = have * this.blockSize;
     for (let l = 0; l < this.nLayers; l++) {
-      const k = this.storage.allocActivations(rows * this.keyRowFloats), v = this.storage.allocActivations(rows * this.valueRowFloats);
+      const k = this.alloc(rows * this.keyRowFloats, blocks), v = this.alloc(rows * this.valueRowFloats, blocks);
       if (oldRows > 0) {
         this.copyHeadRows(k, rows, 0, this.keys[l]!, oldRows, 0, oldRows, this.keyRowFloats);
         this.copyHeadRows(v, rows, 0, this.values[l]!, oldRows, 0, oldRows, this.valueRowFloats);
