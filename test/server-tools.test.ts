@@ -349,8 +349,8 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "hermes", text: "<think>\nThe user wants the time.\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>", thinking: THINK, want: { reasoning: "The user wants the time.", content: "", calls: [["get_time", { zone: "UTC" }]] } },
   { format: "hermes", text: "<think>\nJust chat.\n</think>\n\nHello!", thinking: THINK, want: { reasoning: "Just chat.", content: "Hello!", calls: [] } },
   { format: "mistral", text: '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon \\"x\\"", "unit": "c"}}, {"name": "get_time", "arguments": {"zone": "CET"}, "id": "a1b2c3d4e"}]', want: { content: "", calls: [["get_weather", { city: 'Lyon "x"', unit: "c" }], ["get_time", { zone: "CET" }]] } },
-  // a lone [TOOL_CALLS] is text, streamed or not
-  { format: "mistral", text: "[TOOL_CALLS]", want: { content: "[TOOL_CALLS]", calls: [] } },
+  // a reply over after [TOOL_CALLS] is a call cut before its name: dropped, as llama.cpp's lenient parse drops it
+  { format: "mistral", text: "[TOOL_CALLS]", want: { content: "", calls: [] } },
   { format: "mistral", text: "[TOOL_CALLS] [oops", want: { content: "[TOOL_CALLS] [oops", calls: [] } },
   // Qwen3-Coder's XML: string parameters as raw text (several lines, "<" and "</p" in them), others JSON (a value that is not JSON a string)
   { format: "qwen3-coder", text: 'I will check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>', want: { content: "I will check.", calls: [["get_weather", { city: "New York", days: 3 }], ["get_time", { zone: "UTC" }]] } },
@@ -362,7 +362,8 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "mistral-args", text: 'Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo", "unit": "c"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}', want: { content: "Checking.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
   { format: "mistral-args", text: '[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{"zone": "UTC"}', want: { content: "", calls: [["get_time", { zone: "UTC" }]] } },
   { format: "mistral-args", thinking: { open: "[THINK]", close: "[/THINK]", forcedOpen: false }, text: '[THINK]Time [TOOL_CALLS]get_time[ARGS]{} first.[/THINK]Checking.[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}', want: { reasoning: "Time [TOOL_CALLS]get_time[ARGS]{} first.", content: "Checking.", calls: [["get_time", { zone: "CET" }]] } },
-  { format: "mistral-args", text: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", want: { content: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", calls: [] } },
+  // (a name no tool has is text; the [TOOL_CALLS] ending the reply, a call cut before its name, goes)
+  { format: "mistral-args", text: "[TOOL_CALLS]nope[ARGS]{} [TOOL_CALLS]", want: { content: "[TOOL_CALLS]nope[ARGS]{}", calls: [] } },
   { format: "llama3", text: '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}', want: { content: "", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
   // a call, then text: a call and text (as llama.cpp reads Llama 3.x replies), streamed or not
   { format: "llama3", text: '{"type": "function", "name": "get_weather", "parameters": {"city": "Oslo", "unit": "f"}}\nI asked for the weather.', want: { content: "I asked for the weather.", calls: [["get_weather", { city: "Oslo", unit: "f" }]] } },
@@ -391,6 +392,18 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   // characters outside the BMP (surrogate pairs in JavaScript's strings) in every part of a reply
   { format: "qwen3-coder", text: "<think>\n😀 first\n</think>\n\n😀 text\n<tool_call>\n<function=python>\n<parameter=code>\nprint('😀😀')\n</parameter>\n</function>\n</tool_call>", thinking: THINK, want: { reasoning: "😀 first", content: "😀 text", calls: [["python", { code: "print('😀😀')" }]] } },
   { format: "functionary-v3.1", text: '<|python_tag|>print("😀")', want: { content: "", calls: [["python", { code: 'print("😀")' }]] } },
+  // calls cut before their names (a stop string, max_tokens): dropped with their markers, as llama.cpp drops a call it cannot name; a name no tool's begins with stays text
+  { format: "hermes", text: "Let me check.\n<tool_call>\n{ ", want: { content: "Let me check.", calls: [] } },
+  { format: "hermes", text: 'Hi <tool_call>\n{"name": "get_w', want: { content: "Hi", calls: [] } },
+  { format: "hermes", text: '<tool_call>\n{"name": "nope', want: { content: '<tool_call>\n{"name": "nope', calls: [] } },
+  { format: "hermes", text: "Hi <function=get_", want: { content: "Hi", calls: [] } },
+  { format: "mistral", text: 'Hi [TOOL_CALLS] [{"name": "get_weather", "arguments": {}}, {"na', want: { content: "Hi", calls: [["get_weather", {}]] } },
+  { format: "qwen3-coder", text: "Hi\n<tool_call>\n<func", want: { content: "Hi", calls: [] } },
+  { format: "qwen3-coder", text: "<tool_call>\n<function=get_ti", want: { content: "", calls: [] } },
+  { format: "mistral-args", text: "Checking.[TOOL_CALLS]get_ti", want: { content: "Checking.", calls: [] } },
+  { format: "firefunction-v2", text: 'Checking. functools[{"name": "get_', want: { content: "Checking.", calls: [] } },
+  { format: "command-r7b", text: '<|START_ACTION|>[{"tool_call_id": "0", "tool_na', want: { content: "", calls: [] } },
+  { format: "deepseek-r1", text: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_ti', want: { content: "", calls: [] } },
   { format: "hermes", text: '😀<tool_call>\n{"name": "get_time", "arguments": "{\\"zone\\": \\"😀\\ud83d\\ude00\\"}"}\n</tool_call>', want: { content: "😀", calls: [["get_time", { zone: "😀😀" }]] } },
 ];
 

@@ -183,6 +183,13 @@ class Reply {
     this.stopped = true;
   }
 
+  /** the rest of the reply is a call cut off before its name: it goes, with the whitespace before it */
+  drop(): void {
+    this.content = this.content.trimEnd();
+    this.pendingWs = "";
+    this.stopped = true;
+  }
+
   contentText(): string {
     // a partial reply's trailing whitespace waits: a call after it would drop it
     return this.partial ? this.content.trimEnd() : this.content;
@@ -252,8 +259,11 @@ function readThinking(out: Reply, t: NonNullable<ReplySyntax["thinking"]>): numb
 
 type Calls = NonNullable<ReplySyntax["calls"]>;
 
-/** what reading a call's construct found: calls (the reply goes on at `end`), not a call (its marker is text), or not yet known */
-type Found = CallsFound | { readonly kind: "text" } | { readonly kind: "wait" };
+/**
+ * what reading a call's construct found: calls (the reply goes on at `end`), not a call (its
+ * marker is text), not yet known, or (the reply over) a call cut off before its name was read
+ */
+type Found = CallsFound | { readonly kind: "text" } | { readonly kind: "wait" } | { readonly kind: "cut" };
 type CallsFound = { readonly kind: "calls"; readonly end: number };
 
 const TEXT: Found = { kind: "text" };
@@ -264,6 +274,12 @@ function callsThenWait(out: Reply, end: number): CallsFound {
   return { kind: "calls", end };
 }
 const WAIT: Found = { kind: "wait" };
+/**
+ * The text ends before the call's name is read (a stop string, max_tokens): more may still make it
+ * a call, and once the reply is over it is dropped, marker and all, as llama.cpp's lenient parse
+ * drops a call it cannot name (a marker is no text: its content ends before it).
+ */
+const cut = (out: Reply): Found => (out.partial ? WAIT : { kind: "cut" });
 
 /**
  * A reply of text with calls marked where they begin: each marker's construct is read where it
@@ -277,6 +293,7 @@ function markedCalls(out: Reply, pos: number, markers: readonly string[], read: 
     out.text(pos, next.at, []);
     const found = read(next.at, next.marker);
     if (found.kind === "wait") { out.stop(); return; }
+    if (found.kind === "cut") { out.drop(); return; }
     if (found.kind === "text") {
       out.addText(next.marker);
       pos = next.at + next.marker.length;
@@ -304,14 +321,14 @@ const OTHER_KEYS = new Set(["type"]);
  */
 function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME_ARGUMENTS): Found {
   const s = out.s;
-  if (i >= s.length) return out.partial ? WAIT : TEXT;
+  if (i >= s.length) return cut(out);
   if (s[i] !== "{") return TEXT;
   let call: Call | undefined;
   let args: string | undefined;
   let id: string | undefined;
   let argsStart = -1;
   const cutShort = (end: number, incomplete: boolean): Found => {
-    if (!call) return incomplete && out.partial ? WAIT : TEXT;
+    if (!call) return incomplete ? cut(out) : TEXT;
     call.arguments = args ?? "";
     if (incomplete && out.partial) out.stop();
     return { kind: "calls", end };
@@ -331,7 +348,7 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
     if (j >= s.length) return cutShort(j, true);
     const v = out.scan(j);
     if (keys.name.includes(key)) {
-      if (s[j] !== "\"" || !v.ok) return call ? cutShort(v.end, !v.ok && v.incomplete) : (!v.ok && v.incomplete && out.partial ? WAIT : TEXT);
+      if (s[j] !== "\"" || !v.ok) return call ? cutShort(v.end, !v.ok && v.incomplete) : (!v.ok && v.incomplete && [...calls.names].some((n) => n.startsWith(out.decode(j))) ? cut(out) : TEXT);
       const name = JSON.parse(s.slice(j, v.end)) as string;
       if (!call) {
         if (!calls.names.has(name)) return TEXT;
@@ -365,13 +382,18 @@ function objectCall(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME
 /** a JSON list of call objects at s[i] ([{...}, {...}]): its calls, up to the first that is none */
 function listCalls(out: Reply, i: number, calls: Calls, keys: ObjectKeys = NAME_ARGUMENTS): Found {
   const s = out.s;
-  if (i >= s.length) return out.partial ? WAIT : TEXT;
+  if (i >= s.length) return cut(out);
   if (s[i] !== "[") return TEXT;
   let j = skipWs(s, i + 1);
   let any = false;
   for (;;) {
     const f = objectCall(out, j, calls, keys);
-    if (f.kind !== "calls") return any ? (f.kind === "wait" ? callsThenWait(out, j) : { kind: "calls", end: j }) : f;
+    if (f.kind !== "calls") {
+      if (!any) return f;
+      // (a cut call after whole ones goes, as a lone cut call does)
+      if (f.kind === "cut") out.drop();
+      return f.kind === "wait" ? callsThenWait(out, j) : { kind: "calls", end: j };
+    }
     any = true;
     if (out.stopped) return f;
     j = skipWs(s, f.end);
@@ -392,12 +414,19 @@ function closer(out: Reply, end: number, close: string): CallsFound {
   return { kind: "calls", end };
 }
 
-/** a function name at s[i] followed by `end`: the name when it is a tool's, "wait" while it may still become one */
-function nameBefore(out: Reply, i: number, end: string, calls: Calls, pattern = /^[A-Za-z0-9_.-]*/): string | "wait" | undefined {
+/**
+ * a function name at s[i] followed by `end`: the name when it is a tool's, "wait" while it may
+ * still become one; "cut": the reply is over where it might still have become one (a tool's name
+ * begins with what was written)
+ */
+function nameBefore(out: Reply, i: number, end: string, calls: Calls, pattern = /^[A-Za-z0-9_.-]*/): string | "wait" | "cut" | undefined {
   const s = out.s;
   const name = pattern.exec(s.slice(i, i + 256))![0];
   const after = i + name.length;
-  if (after >= s.length || (s.length - after < end.length && end.startsWith(s.slice(after)))) return out.partial ? "wait" : undefined;
+  if (after >= s.length || (s.length - after < end.length && end.startsWith(s.slice(after)))) {
+    if (out.partial) return "wait";
+    return [...calls.names].some((n) => after >= s.length ? n.startsWith(name) : n === name) ? "cut" : undefined;
+  }
   if (!s.startsWith(end, after) || !calls.names.has(name)) return undefined;
   return name;
 }
@@ -427,7 +456,7 @@ const FUNCTION_TAG = "<function=";
 /** `<function=name>{...}</function>` (Functionary v3.1, and Hermes-family models that write it) */
 function functionTag(out: Reply, at: number, calls: Calls): Found {
   const name = nameBefore(out, at + FUNCTION_TAG.length, ">", calls);
-  if (name === "wait") return WAIT;
+  if (name === "wait" || name === "cut") return cut(out);
   if (name === undefined) return TEXT;
   const call = out.startCall(name);
   const end = valueArguments(out, call, skipWs(out.s, at + FUNCTION_TAG.length + name.length + 1));
@@ -450,7 +479,7 @@ export const PARAMETER_END = "</parameter>";
 function xmlFunction(out: Reply, at: number, calls: Calls): Found {
   const s = out.s;
   const name = nameBefore(out, at + FUNCTION_TAG.length, ">", calls);
-  if (name === "wait") return WAIT;
+  if (name === "wait" || name === "cut") return cut(out);
   if (name === undefined) return TEXT;
   const call = out.startCall(name);
   const strings = calls.stringParameters?.get(name);
@@ -519,7 +548,7 @@ function jsonOrString(raw: string): string {
 function argsCall(out: Reply, i: number, calls: Calls): Found {
   const s = out.s;
   const name = nameBefore(out, i, "[", calls);
-  if (name === "wait") return WAIT;
+  if (name === "wait" || name === "cut") return cut(out);
   if (name === undefined) return TEXT;
   let j = i + name.length;
   let id: string | undefined;
@@ -544,7 +573,7 @@ const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => voi
   "qwen3-coder": (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
     if (marker === FUNCTION_TAG) return xmlFunction(out, at, calls);
     const i = skipWs(out.s, at + marker.length);
-    if (out.partial && i >= out.s.length - FUNCTION_TAG.length && FUNCTION_TAG.startsWith(out.s.slice(i))) return WAIT;
+    if (i >= out.s.length - FUNCTION_TAG.length && FUNCTION_TAG.startsWith(out.s.slice(i))) return cut(out);
     if (!out.s.startsWith(FUNCTION_TAG, i)) return TEXT;
     const f = xmlFunction(out, i, calls);
     return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
@@ -587,6 +616,7 @@ function deepseekCalls(out: Reply, i: number, calls: Calls): Found {
     }
     const name = nameBefore(out, j + head.length, "\n```json\n", calls, /^[^\n]*/);
     if (name === "wait") return any ? callsThenWait(out, end) : WAIT;
+    if (name === "cut") { if (any) out.drop(); return any ? { kind: "calls", end } : cut(out); }
     if (name === undefined) return any ? closer(out, end, "<｜tool▁calls▁end｜>") : TEXT;
     const call = out.startCall(name);
     any = true;
@@ -611,7 +641,7 @@ function functionaryV32(out: Reply, pos: number, calls: Calls): void {
   const part = (i: number): Found => {
     const name = nameBefore(out, i, "\n", { ...calls, names: new Set([...calls.names, "all", "python"]) }, /^\w*/);
     if (name === "wait") return WAIT;
-    if (name === undefined) return TEXT;
+    if (name === undefined || name === "cut") return TEXT;
     const body = i + name.length + 1;
     if (name === "all") return { kind: "calls", end: body };
     if (name === "python" && !calls.names.has("python")) return TEXT;
@@ -641,7 +671,7 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
     if (s.startsWith(PYTHON_TAG, j)) j = skipWs(s, j + PYTHON_TAG.length);
     const f = s[j] === "{" || j >= s.length ? objectCall(out, j, calls) : builtinCall(out, j, calls);
     if (f.kind === "wait") return out.stop();
-    if (f.kind === "text") { out.text(any ? i : pos, s.length, []); return; }
+    if (f.kind === "text" || f.kind === "cut") { out.text(any ? i : pos, s.length, []); return; }
     any = true;
     if (out.stopped) return;
     i = skipWs(s, f.end);
@@ -657,7 +687,7 @@ function builtinCall(out: Reply, i: number, calls: Calls): Found {
   if (!calls.builtins) return TEXT;
   const name = nameBefore(out, i, ".call(", { ...calls, names: calls.builtins }, /^\w*/);
   if (name === "wait") return WAIT;
-  if (name === undefined || !calls.names.has(name)) return TEXT;
+  if (name === undefined || name === "cut" || !calls.names.has(name)) return TEXT;
   const call = out.startCall(name);
   let j = skipWs(s, i + name.length + ".call(".length);
   let args = "{";
@@ -713,7 +743,7 @@ function generic(out: Reply, pos: number, calls: Calls): void {
     f = { kind: "calls", end: v.end };
   } else return whole();
   if (f.kind === "wait") return out.stop();
-  if (f.kind === "text") return whole();
+  if (f.kind === "text" || f.kind === "cut") return whole();
   if (out.stopped) return;
   // the object's end, then any text after it
   let e = skipWs(s, f.end);
