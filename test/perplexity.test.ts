@@ -215,12 +215,21 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", PROJECT_ROOT]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}: it is a folder, not a text file\n` && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", `${PROJECT_ROOT}/no-such.txt`]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}/no-such.txt: no such file\n` && e.code === 1);
-  // a window too large for memory: the advice names this command's flag (it said generate's --ctx-size)
-  const tooLarge = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "16000000"], {
-    cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(1 << 30) },
+  // a window too large for memory (the text holds two): the advice names this command's flag (it said generate's --ctx-size)
+  const withMemory = (ctx: string, bytes: number) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", ctx], {
+    cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(bytes) },
   }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+  const tooLarge = await withMemory("1000", 36e6);
   assert.equal(tooLarge.code, 1);
   assert.match(tooLarge.stderr, /^tsllm: error: .*stories260K\.gguf: needs .*: try --ctx \d+\n$/);
+  // a text too short for one window is said before the model is loaded at that context: the
+  // memory plan's refusal of a 16M-token KV cache the text never needed came first, with advice
+  // that did not help (and with memory to spare, the KV cache was allocated before the error)
+  const tooShort = await withMemory("16000000", 2 ** 30);
+  assert.equal(tooShort.code, 1);
+  const m = /^tsllm: error: --file \S+: perplexity with a context of 16000000 needs at least 32000000 tokens; the text tokenizes to only (\d+); use --ctx (\d+) or less, or a longer text\n$/.exec(tooShort.stderr);
+  assert.ok(m, tooShort.stderr);
+  assert.equal(Number(m[2]), Math.floor(Number(m[1]) / 2));
 });
 
 // a load-time warning reaches the command line's user as one line in tsllm's form, before the

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
-import { loadModel, type Model } from "../llm.js";
-import { computeKlDivergence, computePerplexity } from "../perplexity/index.js";
+import { resolveModelReference } from "../hub/index.js";
+import { loadModel, loadTokenizer, type Model } from "../llm.js";
+import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, MAX_CONTEXT } from "./generate.js";
@@ -70,15 +71,26 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const code = (e as NodeJS.ErrnoException).code;
     throw new Error(`--file ${file}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a folder, not a text file" : (e as Error).message}`);
   }
+  // the text against the window before the model is loaded at that context: a text too short
+  // for one window of --ctx 100000 was found only after weights and a 100000-token KV cache were
+  // allocated (or after the memory plan refused a context the text never needed)
+  // resolved once: a hub reference is not looked up again for the model
+  const modelFile = await resolveModelReference(modelPath);
+  const tok = await loadTokenizer(modelFile);
+  // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
+  const tokens = tok.encode(text, { addSpecialTokens: true, parseSpecial: false });
+  try {
+    planWindows(tokens.length, ctx, chunks);
+  } catch (e) {
+    const most = Math.floor(tokens.length / 2);
+    throw new Error(`--file ${file}: ${(e as Error).message}; ${most >= 4 ? `use --ctx ${most} or less, or a longer text` : "use a longer text"}`);
+  }
+  const bosId = tok.addBos ? tok.bosId : undefined;
   const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx, onWarning: printWarning } as const;
   const models: Model[] = [];
   try {
-    const model = await loadModel(modelPath, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);
+    const model = await loadModel(modelFile, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);
     models.push(model);
-    const tok = model.tokenizer;
-    // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
-    const tokens = tok.encode(text, { addSpecialTokens: true, parseSpecial: false });
-    const bosId = tok.addBos ? tok.bosId : undefined;
     const common = { ctx, batch, chunks, bosId };
     if (!json) process.stderr.write(`${file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
     if (kl) {
