@@ -13,6 +13,9 @@ import { decodeKV, encodeKVRow, kvBytes, kvCacheEncoding, kvRowFloats, type KVCa
 import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
 import { roundToF16 } from "../src/tensor/quant/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool } from "../src/cache/index.js";
+import { loadModel } from "../src/llm.js";
+import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
+import { skipWithoutShared } from "./helpers/shared.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
 // test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
@@ -1028,5 +1031,12 @@ describe("webgpu backend: a KV cache larger than one storage binding", { skip },
         return true;
       },
     );
+  });
+
+  // the user's case: the load succeeds (the pool is made at the first request) and the request fails with that line
+  test("loadModel(random llama, { backend: 'webgpu', contextSize: 2^20 }): the first request names the KV cache", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+    const model = await loadModel(await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 20 }), { backend: "webgpu", contextSize: 1 << 20, warmup: false });
+    after(() => model.dispose());
+    await assert.rejects(model.generate("hello", { maxTokens: 2 }), /^Error: KV cache: 1048576 positions \(65536 blocks of 16\) need [\d.]+ [kMG]?B in one layer's K or V array .* maxStorageBufferBindingSize \d+; lower contextSize \(--ctx-size\), kvCacheBytes or maxSequences/);
   });
 });
