@@ -5,7 +5,7 @@ export type { Engine, EngineStats, RequestEvent } from "./engine/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";
-export { ChatTemplate, type ChatMessage } from "./chat/index.js";
+export { ChatTemplate, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";

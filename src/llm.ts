@@ -1,4 +1,4 @@
-import { chatFormatterFor, withSystem, type ChatFormatter, type ChatMessage, type ChatTemplateSource } from "./chat/index.js";
+import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
@@ -294,17 +294,17 @@ export class Model {
   }
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */
-  async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<GenerationResult> {
+  async chat(messages: readonly ChatMessageInput[], options: ChatOptions = {}): Promise<GenerationResult> {
     return drain(this.streamChat(messages, options));
   }
 
   /** Streams the assistant's reply to the conversation; stops at the template's end-of-turn token. */
-  streamChat(messages: readonly ChatMessage[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
+  streamChat(messages: readonly ChatMessageInput[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     // a disposed model says so, not that its chat template is missing or bad
     this.assertUsable();
     const { system, chatTemplate, parseSpecialInContent, ...rest } = options;
     const formatter = this.chatFormatter(chatTemplate);
-    const conversation = withSystem(messages, system).map((m) => ({ ...m, content: normalizePrompt(m.content, rest.normalize) }));
+    const conversation = withSystem(messages, system).map((m) => ({ ...m, content: mapContentText(m.content, (t) => normalizePrompt(t, rest.normalize)) }));
     return this.stream(formatter.encode(conversation, undefined, { parseSpecialInContent }), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
   }
 

@@ -91,7 +91,7 @@ test("runaway and oversized templates stop with a clear error", () => {
   assert.throws(() => new ChatTemplate("{% for %}", "syntax"), /syntax: the template does not parse/);
   assert.throws(() => new ChatTemplate("{{ messages[0].content.nope() }}", "bad-call").render(msgs), /bad-call: rendering failed/);
   assert.throws(() => new ChatTemplate("{{ raise_exception('no tools here') }}", "raise").render(msgs), /raise: the template raised an error: no tools here/);
-  assert.throws(() => new ChatTemplate("{{ 1 }}", "t").render([{ role: "user" } as ChatMessage]), /messages\[0\]: expected \{role: string, content: string\}/);
+  assert.throws(() => new ChatTemplate("{{ 1 }}", "t").render([{ role: "user" } as ChatMessage]), /messages\[0\]: expected \{role: string, content: string or a list of parts \{type, \.\.\.\}\}$/);
 });
 
 test("hostile templates (list doubling, nested empty loops, split and list filters on huge values) stop at their bound with the default limits", () => {

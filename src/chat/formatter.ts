@@ -1,5 +1,5 @@
 import type { EncodeOptions, Tokenizer } from "../tokenizer/index.js";
-import { ChatTemplate, ChatTemplateError, type ChatMessage, type RenderOptions, type TemplateMessage } from "./template.js";
+import { ChatTemplate, ChatTemplateError, contentText, contentTexts, mapContentText, type ChatMessage, type ChatMessageInput, type RenderOptions, type TemplateMessage } from "./template.js";
 
 /** Something with GGUF-style string metadata (GGUFMetadata), and the file it was read from. */
 export interface StringMetadata {
@@ -28,7 +28,7 @@ export function findChatTemplate(tokenizer: Tokenizer, metadata?: StringMetadata
 }
 
 /** Puts a system message first (replacing one that is already there) when `system` is given. */
-export function withSystem(messages: readonly ChatMessage[], system: string | undefined): ChatMessage[] {
+export function withSystem<M extends ChatMessageInput = ChatMessage>(messages: readonly M[], system: string | undefined): (M | ChatMessage)[] {
   if (system === undefined) return [...messages];
   const rest = messages[0]?.role === "system" ? messages.slice(1) : messages;
   return [{ role: "system", content: system }, ...rest];
@@ -45,13 +45,21 @@ export interface EncodeChatOptions {
 
 const MARK = "\u0001tsllm-reply\u0001";
 
+/** the content with MARK after its text: after the string, or in its last text part (a text part of its own when it has none) */
+function withMark(content: ChatMessageInput["content"]): ChatMessageInput["content"] {
+  if (typeof content === "string") return content + MARK;
+  let last = content.length - 1;
+  while (last >= 0 && content[last]?.type !== "text") last--;
+  return last < 0 ? [...content, { type: "text", text: MARK }] : content.map((p, j) => (j === last ? { ...p, text: p.text + MARK } : p));
+}
+
 /**
  * Whether continuing `message` goes on inside its reasoning: it has reasoning_content and no
  * content, as llama.cpp tells a reasoning continuation (COMMON_CHAT_CONTINUATION_REASONING) from
  * a content one; the prompt then ends after the reasoning as the template writes it.
  */
-export function continuesReasoning(message: ChatMessage): boolean {
-  return message.content === "" && !!message.reasoning_content;
+export function continuesReasoning(message: ChatMessageInput): boolean {
+  return message.content.length === 0 && !!message.reasoning_content;
 }
 
 /**
@@ -80,13 +88,15 @@ export class ChatFormatter {
     this.endOfTurnIds = this.findEndOfTurn();
   }
 
-  render(messages: readonly ChatMessage[], addGenerationPrompt = true, variables?: Record<string, unknown>): string {
+  render(messages: readonly ChatMessageInput[], addGenerationPrompt = true, variables?: Record<string, unknown>): string {
+    // content given as parts goes to the template as given; a model that reads text only takes text parts alone
+    messages.forEach((m, i) => { if (Array.isArray(m?.content)) contentText(m.content, i); });
     const calls = messages.some((m) => m.tool_calls && m.tool_calls.length > 0);
     return this.template.render(calls ? this.asTemplateTakesCalls(messages, variables) : messages, { ...this.renderOptions, addGenerationPrompt, variables });
   }
 
   /** assistant turns with tool calls in the form the template takes (toolCallForm) */
-  private asTemplateTakesCalls(messages: readonly ChatMessage[], variables?: Record<string, unknown>): TemplateMessage[] {
+  private asTemplateTakesCalls(messages: readonly ChatMessageInput[], variables?: Record<string, unknown>): TemplateMessage[] {
     const form = this.toolCallForm(variables);
     return messages.map((m) => {
       if (!m.tool_calls || m.tool_calls.length === 0) return m;
@@ -159,13 +169,13 @@ export class ChatFormatter {
    * stays plain text (a user cannot forge a turn with "<|im_end|>"), unless
    * `parseSpecialInContent` asks for the old behaviour.
    */
-  encode(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): number[] {
+  encode(messages: readonly ChatMessageInput[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): number[] {
     const { text, encodeOptions } = this.toEncode(messages, variables, options);
     return this.withBos(this.tokenizer.encode(text, encodeOptions));
   }
 
   /** encode()'s ids, tokenized a slice at a time with turns of the event loop between (Tokenizer.encodeAsync) */
-  async encodeAsync(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): Promise<number[]> {
+  async encodeAsync(messages: readonly ChatMessageInput[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): Promise<number[]> {
     const { text, encodeOptions } = this.toEncode(messages, variables, options);
     return this.withBos(await this.tokenizer.encodeAsync(text, encodeOptions));
   }
@@ -175,13 +185,13 @@ export class ChatFormatter {
    * without it, or ending inside the last message — rendered with a marker after its content and
    * cut there, as transformers' continue_final_message cuts it.
    */
-  prompt(messages: readonly ChatMessage[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): string {
+  prompt(messages: readonly ChatMessageInput[], variables?: Record<string, unknown>, options: EncodeChatOptions = {}): string {
     const last = messages.at(-1);
     if (!options.continueFinalMessage || !last) return this.render(messages, options.addGenerationPrompt ?? true, variables);
     const inReasoning = continuesReasoning(last);
     const marked = inReasoning
       ? { ...last, reasoning_content: last.reasoning_content + MARK, ...(last.thinking === undefined ? {} : { thinking: last.thinking + MARK }) }
-      : { ...last, content: last.content + MARK };
+      : { ...last, content: withMark(last.content) };
     const text = this.render([...messages.slice(0, -1), marked], false, variables);
     const at = text.lastIndexOf(MARK);
     if (at < 0) throw new ChatTemplateError(`messages[${messages.length - 1}]: the template does not write the last message's ${inReasoning ? "reasoning_content" : "content"} as given, so it cannot be continued`);
@@ -189,7 +199,7 @@ export class ChatFormatter {
   }
 
   /** the rendered conversation and how to tokenize it */
-  private toEncode(messages: readonly ChatMessage[], variables: Record<string, unknown> | undefined, options: EncodeChatOptions): { text: string; encodeOptions: EncodeOptions } {
+  private toEncode(messages: readonly ChatMessageInput[], variables: Record<string, unknown> | undefined, options: EncodeChatOptions): { text: string; encodeOptions: EncodeOptions } {
     const text = this.prompt(messages, variables, options);
     const forged = options.parseSpecialInContent ? [] : this.forgedSpecials(messages, text, variables);
     return { text, encodeOptions: { addSpecialTokens: false, parseSpecial: true, literalRanges: forged } };
@@ -223,7 +233,7 @@ export class ChatFormatter {
    * [start, end) of every special-token text inside a message's own text in the rendered `text`:
    * its content and its reasoning (reasoning_content, or thinking), which a template may write back (Qwen3's)
    */
-  private forgedSpecials(messages: readonly ChatMessage[], text: string, variables?: Record<string, unknown>): [number, number][] {
+  private forgedSpecials(messages: readonly ChatMessageInput[], text: string, variables?: Record<string, unknown>): [number, number][] {
     const specials = this.specialTexts();
     const find = (s: string, from = 0, to = s.length, out: [number, number][] = [], offset = 0) => {
       for (let i = from; i < to; i++) {
@@ -232,15 +242,16 @@ export class ChatFormatter {
       }
       return out;
     };
-    // each message's texts in the order templates write them: the reasoning, then the content
-    const reasoningOf = (m: ChatMessage) => m.reasoning_content ?? m.thinking;
-    const texts = messages.map((m) => { const r = reasoningOf(m); return r === undefined ? [m.content] : [r, m.content]; });
+    // each message's texts in the order templates write them: the reasoning, then the content (its text parts one by one)
+    const reasoningOf = (m: ChatMessageInput) => m.reasoning_content ?? m.thinking;
+    const firstOfContent = messages.map((m) => (reasoningOf(m) === undefined ? 0 : 1));
+    const texts = messages.map((m) => { const r = reasoningOf(m); return r === undefined ? contentTexts(m.content) : [r, ...contentTexts(m.content)]; });
     if (!texts.some((ts) => ts.some((t) => find(t).length > 0))) return [];
     // where each text sits: render with markers in its place (templates that copy it verbatim),
     // or else find the texts in order (templates that trim or rewrite them around it)
     const marker = (i: number, k: number) => `\uE000${i}.${k}\uE001`;
     const marked = this.render(messages.map((m, i) => ({
-      ...m, content: marker(i, texts[i]!.length - 1),
+      ...m, content: mapContentText(m.content, (_, k) => marker(i, firstOfContent[i]! + k)),
       ...(m.reasoning_content === undefined ? {} : { reasoning_content: marker(i, 0) }), ...(m.thinking === undefined ? {} : { thinking: marker(i, 0) }),
     })), true, variables);
     const out: [number, number][] = [];
@@ -263,10 +274,10 @@ export class ChatFormatter {
     let cursor = 0;
     texts.forEach((ts, i) => {
       for (const [k, t] of ts.entries()) {
-        if ((k < ts.length - 1 && !written.has(`${i}.${k}`)) || find(t).length === 0) continue;
+        if ((k < firstOfContent[i]! && !written.has(`${i}.${k}`)) || find(t).length === 0) continue;
         const own = text.indexOf(t, cursor) >= 0 ? t : t.trim();
         const start = text.indexOf(own, cursor);
-        if (start < 0) throw new ChatTemplateError(`messages[${i}]: its ${k === ts.length - 1 ? "content" : "reasoning_content"} holds special-token text and the template rewrites it, so it cannot be kept as plain text; remove the special-token text or allow it explicitly (parseSpecialInContent)`);
+        if (start < 0) throw new ChatTemplateError(`messages[${i}]: its ${k >= firstOfContent[i]! ? "content" : "reasoning_content"} holds special-token text and the template rewrites it, so it cannot be kept as plain text; remove the special-token text or allow it explicitly (parseSpecialInContent)`);
         find(text, start, start + own.length, out);
         cursor = start + own.length;
       }

@@ -1,2 +1,2 @@
-export { ChatTemplate, ChatTemplateError, DEFAULT_LIMITS, strftime, type ChatMessage, type RenderOptions, type TemplateLimits } from "./template.js";
+export { ChatTemplate, ChatTemplateError, contentText, contentTexts, DEFAULT_LIMITS, mapContentText, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput, type RenderOptions, type TemplateLimits } from "./template.js";
 export { ChatFormatter, chatFormatterFor, continuesReasoning, findChatTemplate, NoChatTemplateError, withSystem, type ChatTemplateSource, type EncodeChatOptions, type StringMetadata } from "./formatter.js";

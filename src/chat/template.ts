@@ -1,6 +1,17 @@
 import { Callable, Float, Interpreter, checkFiltersAndTests, RenderLimitError, TemplateRuntimeError, TemplateSyntaxError, fromJS, jinjaGlobals, num, parse, pyRange, str, tokenize, type Stmt, type Value } from "./jinja/index.js";
 import { checkTemplateTokens, checkTreeDepth } from "./template-check.js";
 
+/**
+ * One part of a message's content given as a list, as OpenAI's API and Hugging Face's multimodal
+ * messages write it: `{type: "text", text}`, or another type (image, audio...) that a template may
+ * write a placeholder for; the template gets the parts as given, as transformers passes them.
+ */
+export interface ChatContentPart {
+  readonly type: "text" | (string & {});
+  readonly text?: string;
+  readonly [field: string]: unknown;
+}
+
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | (string & {});
   content: string;
@@ -16,8 +27,14 @@ export interface ChatMessage {
   thinking?: string;
 }
 
+/**
+ * A message as the library's chat entry points take it: content is its text or a list of parts
+ * (templates test `message.content is string` and iterate them; transformers passes them as given)
+ */
+export type ChatMessageInput = Omit<ChatMessage, "content"> & { content: string | readonly ChatContentPart[] };
+
 /** a message as a template receives it: an assistant turn that only calls tools may have null content, as clients send it */
-export type TemplateMessage = ChatMessage | (Omit<ChatMessage, "content"> & { readonly content: null });
+export type TemplateMessage = ChatMessageInput | (Omit<ChatMessage, "content"> & { readonly content: null });
 
 export interface RenderOptions {
   /** end with the header that starts the assistant's reply (default true) */
@@ -79,6 +96,42 @@ export function strftime(date: Date, format: string): string {
   });
 }
 
+/** a part of messages[i].content must be {type: string}, with a string text when its type is "text" */
+function checkPart(parts: readonly unknown[], i: number, j: number): void {
+  const p = parts[j] as { type?: unknown; text?: unknown } | null;
+  if (typeof p !== "object" || p === null || Array.isArray(p) || typeof p.type !== "string") {
+    throw new TypeError(`messages[${i}].content[${j}]: expected a part {type: string, ...}, got ${p === null ? "null" : Array.isArray(p) ? "an array" : typeof p}`);
+  }
+  if (p.type === "text" && typeof p.text !== "string") throw new TypeError(`messages[${i}].content[${j}]: a part of type "text" needs text: string`);
+}
+
+/**
+ * A message's content as one text, for what reads it outside the template (a text-only model's
+ * prompt, normalization, continuing it): a string as given, text parts joined as the OpenAI API
+ * joins them (with nothing between); a part of another type is refused, naming the message and
+ * the part, since this library's models read text only.
+ */
+export function contentText(content: string | readonly ChatContentPart[], i: number): string {
+  if (typeof content === "string") return content;
+  return content.map((p, j) => {
+    checkPart(content, i, j);
+    if (p.type !== "text") throw new TypeError(`messages[${i}].content[${j}]: a part of type ${JSON.stringify(p.type)}: this model reads text only ({type: "text", text} parts)`);
+    return p.text!;
+  }).join("");
+}
+
+/** the content with each text part's text (or the string) replaced by `f` of it and its index among the texts */
+export function mapContentText(content: string | readonly ChatContentPart[], f: (text: string, k: number) => string): string | ChatContentPart[] {
+  if (typeof content === "string") return f(content, 0);
+  let k = 0;
+  return content.map((p) => (p?.type === "text" && typeof p.text === "string" ? { ...p, text: f(p.text, k++) } : p));
+}
+
+/** the texts of the content: the string, or each text part's */
+export function contentTexts(content: string | readonly ChatContentPart[]): string[] {
+  return typeof content === "string" ? [content] : content.flatMap((p) => (p?.type === "text" && typeof p.text === "string" ? [p.text] : []));
+}
+
 /**
  * A model's chat template, parsed once (jinja/lexer.ts, jinja/parser.ts), rendered as jinja2
  * renders it (jinja/interpreter.ts) under size and time limits. `where` names the template's
@@ -109,9 +162,10 @@ export class ChatTemplate {
 
   render(messages: readonly TemplateMessage[], options: RenderOptions = {}): string {
     messages.forEach((m, i) => {
-      if (typeof m?.role !== "string" || (typeof m.content !== "string" && !(m.content === null && m.tool_calls))) {
-        throw new TypeError(`messages[${i}]: expected {role: string, content: string}`);
+      if (typeof m?.role !== "string" || (typeof m.content !== "string" && !Array.isArray(m.content) && !(m.content === null && m.tool_calls))) {
+        throw new TypeError(`messages[${i}]: expected {role: string, content: string or a list of parts {type, ...}}`);
       }
+      if (Array.isArray(m.content)) m.content.forEach((_, j) => checkPart(m.content as readonly unknown[], i, j));
     });
     const raise = new Callable("raise_exception", ([message = null]) => { throw new TemplateRaised(str(message)); });
     const ranged = { elements: 0 };
