@@ -32,6 +32,17 @@ describe("tsllm serve on stories260K", { skip }, () => {
 
   const chat = (content: string, options: GenerateOptions) => model.chat([{ role: "user", content }], { ...options, chatTemplate: CHAT_TEMPLATE });
 
+  test("a message's text parts reach the template joined by line breaks, as llama-server joins them", async () => {
+    const parts = [{ type: "text" as const, text: "Lily and Ben" }, { type: "text" as const, text: "went to the park." }];
+    const want = await chat("Lily and Ben\nwent to the park.", { temperature: 0, maxTokens: 12 });
+    const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: parts }], max_tokens: 12, temperature: 0 });
+    assert.equal(r.usage!.prompt_tokens, want.promptTokens.length);
+    assert.equal(r.choices[0]!.message.content, want.completion);
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /messages\[0\]\.content\[0\].*text only.*image_url/);
+  });
+
   test("openai client, completions and chat, streaming and not: greedy text equals Model.generate / Model.chat", async () => {
     const want = await model.generate("Once upon a time", { temperature: 0, maxTokens: 24 });
     const c = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 24, temperature: 0 });

@@ -84,7 +84,9 @@ function contentOf(content: unknown, where: string, role: string): string {
       throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "text", text: string}: this model reads text only${p && typeof p.type === "string" ? ` (got a part of type ${JSON.stringify(p.type)})` : ""}`);
     }
     return p.text;
-  }).join("");
+    // joined by a line break, as llama-server (common_chat_msg's concatenation of typed text) and
+    // vLLM (a template taking string content) join text parts before the template sees them
+  }).join("\n");
 }
 
 /** `prompt` of a text completion: a string, strings, token ids, or arrays of token ids */
