@@ -405,6 +405,8 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "firefunction-v2", text: 'Checking. functools[{"name": "get_', want: { content: "Checking.", calls: [] } },
   { format: "command-r7b", text: '<|START_ACTION|>[{"tool_call_id": "0", "tool_na', want: { content: "", calls: [] } },
   { format: "deepseek-r1", text: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_ti', want: { content: "", calls: [] } },
+  { format: "deepseek-r1", text: "Hi <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>func", want: { content: "Hi", calls: [] } },
+  { format: "deepseek-r1", text: "Hi <｜tool▁calls▁begin｜><｜tool▁call▁be", want: { content: "Hi", calls: [] } },
   { format: "hermes", text: '😀<tool_call>\n{"name": "get_time", "arguments": "{\\"zone\\": \\"😀\\ud83d\\ude00\\"}"}\n</tool_call>', want: { content: "😀", calls: [["get_time", { zone: "😀😀" }]] } },
 ];
 

@@ -608,10 +608,10 @@ function deepseekCalls(out: Reply, i: number, calls: Calls): Found {
     let j = skipWs(s, end);
     const begin = "<｜tool▁call▁begin｜>", head = "function<｜tool▁sep｜>";
     if (s.startsWith(begin, j)) j += begin.length;
-    else if (out.partial && j < s.length && begin.startsWith(s.slice(j))) return any ? callsThenWait(out, end) : WAIT;
+    else if (j < s.length && begin.startsWith(s.slice(j)) && (out.partial || !any)) return any ? callsThenWait(out, end) : cut(out);
     const rest = s.slice(j, j + head.length);
     if (!s.startsWith(head, j)) {
-      if (out.partial && head.startsWith(rest)) return any ? callsThenWait(out, end) : WAIT;
+      if (head.startsWith(rest) && (out.partial || !any)) return any ? callsThenWait(out, end) : cut(out);
       return any ? closer(out, end, "<｜tool▁calls▁end｜>") : TEXT;
     }
     const name = nameBefore(out, j + head.length, "\n```json\n", calls, /^[^\n]*/);
