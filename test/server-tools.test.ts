@@ -61,19 +61,18 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
   after(() => s?.close());
   const validate = new Ajv().compile(WEATHER.function.parameters);
 
-  test("tool_choice required: text may come before the call, as llama.cpp's required grammar admits it (this model's text runs to max_tokens, no marker in it); a named function is the call alone, its arguments valid", async () => {
-    const ask = (tool_choice: "required" | { type: "function"; function: { name: string } }) => client.chat.completions.create({
-      model: "stories260K", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice, parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 3,
+  test("tool_choice required: the reply is a call of one of the tools whose arguments validate; finish_reason tool_calls", async () => {
+    const r = await client.chat.completions.create({
+      model: "stories260K", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "required", parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 3,
     });
-    const chat = (await ask("required")).choices[0]!;
-    assert.equal(chat.finish_reason, "length", JSON.stringify(chat.message));
-    assert.ok(!chat.message.content!.includes("<tool_call>") && !chat.message.tool_calls?.length);
-    const c = (await ask({ type: "function", function: { name: "get_weather" } })).choices[0]!;
+    const c = r.choices[0]!;
     assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
     const call = c.message.tool_calls![0]! as { id: string; type: string; function: { name: string; arguments: string } };
-    assert.equal(call.function.name, "get_weather");
+    assert.ok(["get_weather", "get_time"].includes(call.function.name));
     assert.match(call.id, /^call_/);
-    assert.ok(validate(JSON.parse(call.function.arguments)), call.function.arguments);
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === "get_weather") assert.ok(validate(args), call.function.arguments);
+    else assert.equal(typeof args.zone, "string");
   });
 
   test("a named function, streamed as OpenAI streams calls: id and name first, then the arguments piece by piece; the same call as unstreamed", async () => {
@@ -828,8 +827,7 @@ test("a required call's grammar admits reasoning before the calls, as llama.cpp'
   assert.ok(admits(g, call));
   assert.ok(admits(g, `[THINK]The time, in UTC [ARGS] <think>.[/THINK]${call}`));
   assert.ok(!admits(g, "[THINK]Just chat.[/THINK]Hello"));
-  // (text before the call, "b[/THINK]" here, is content: llama.cpp's grammar admits it too)
-  assert.ok(!admits(g, `[THINK]a[/THINK]b[/THINK]`));
+  assert.ok(!admits(g, `[THINK]a[/THINK]b[/THINK]${call}`));
   // a prompt that opened the reasoning (DeepSeek R1's): reasoning text, its close, the calls
   const generic = `{"tool_calls": [{"name": "get_time", "arguments": {"zone": "CET"}}]}`;
   const forced = toolCallGrammar(tools, "generic", { thinking: { ...THINK, forcedOpen: true } });
@@ -862,33 +860,4 @@ test("a template that refuses the request's messages (Mistral's raise_exception 
   } finally {
     await s.close();
   }
-});
-
-test("a required call may follow text, as llama.cpp's required grammars (its parsers whole) admit it: read as content and the calls; a named function's grammar stays the call alone", () => {
-  const required = toolsOf({ tools: [WEATHER, TIME], tool_choice: "required" })!;
-  const named = toolsOf({ tools: [WEATHER, TIME], tool_choice: { type: "function", function: { name: "get_time" } } })!;
-  const text = "Let me check <the> time.\n";
-  for (const [format, call, before] of [
-    ["hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>', text],
-    ["qwen3-coder", "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>", text],
-    ["mistral", '[TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "UTC"}, "id": "a1b2c3d4e"}]', text],
-    ["mistral-args", '[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}', text],
-    ["firefunction-v2", ' functools[{"name": "get_time", "arguments": {"zone": "UTC"}}]', text],
-    ["deepseek-r1", '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', text],
-    ["functionary-v3.1", '<function=get_time>{"zone": "UTC"}</function>', text],
-    // (Functionary v3.2's text is its "all" part, as llama.cpp's content_until_tool)
-    ["functionary-v3.2", 'get_time\n{"zone": "UTC"}', `all\n${text}>>>`],
-  ] as const) {
-    const g = toolCallGrammar(required, format);
-    const what = `${format}: ${before}${call}`;
-    assert.ok(grammarAdmits(g, call), what);
-    assert.ok(grammarAdmits(g, before + call), what);
-    assert.ok(!grammarAdmits(g, before), what);
-    const read = parseReply(before + call, syntaxFor(format), false);
-    assert.equal(read.content, "Let me check <the> time.", what);
-    assert.deepEqual(read.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_time", { zone: "UTC" }]], what);
-    assert.ok(!grammarAdmits(toolCallGrammar(named, format), before + call), what);
-  }
-  // text holding a call's marker that is no call: refused (llama.cpp's content ends at the first marker)
-  assert.ok(!grammarAdmits(toolCallGrammar(required, "hermes"), 'a <tool_call> b\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'));
 });

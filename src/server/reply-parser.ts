@@ -598,7 +598,7 @@ const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => voi
 };
 
 /** the ways DeepSeek R1 models open their calls (the Qwen distills vary it, llama.cpp takes these) */
-export const DEEPSEEK_BEGIN = ["<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"];
+const DEEPSEEK_BEGIN = ["<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"];
 
 /** <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜> ... <｜tool▁calls▁end｜> */
 function deepseekCalls(out: Reply, i: number, calls: Calls): Found {

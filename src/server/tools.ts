@@ -3,7 +3,7 @@ import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
-import { callIdOf, DEEPSEEK_BEGIN, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -413,28 +413,8 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       break;
     }
   }
-  const lead = tools.choice === "required" ? TEXT_BEFORE_CALLS[format] : undefined;
-  if (lead) g = `${inner(g)}${excludingGbnf("text-before", lead.markers)}root ::= ${lead.open ? `(${lit(lead.open)} text-before ${lit(lead.close!)})?` : "text-before"} g0-root\n`;
   return reasoningFirst(g, options.thinking);
 }
-
-/**
- * Text a required call may follow, as llama.cpp's required grammars admit it (they are its parsers
- * whole: content up to the first call's marker, then one or more calls): any text holding none of
- * the markers the reply parser takes for a call; Functionary v3.2's as its "all" part before
- * ">>>". Command R7B's (content only inside its response markers), Llama 3's (a bare JSON call)
- * and the generic format's (one JSON object) stay calls only.
- */
-const TEXT_BEFORE_CALLS: Partial<Record<ToolFormat, { readonly markers: readonly string[]; readonly open?: string; readonly close?: string }>> = {
-  hermes: { markers: ["<tool_call>", "<function="] },
-  "qwen3-coder": { markers: ["<tool_call>", "<function="] },
-  mistral: { markers: ["[TOOL_CALLS]"] },
-  "mistral-args": { markers: ["[TOOL_CALLS]"] },
-  "firefunction-v2": { markers: ["functools["] },
-  "deepseek-r1": { markers: DEEPSEEK_BEGIN },
-  "functionary-v3.1": { markers: ["<function=", "<|python_tag|>"] },
-  "functionary-v3.2": { markers: [">>>"], open: "all\n", close: ">>>" },
-};
 
 /**
  * The grammar `g` after the reasoning of a template that thinks, as llama.cpp's grammars admit it
