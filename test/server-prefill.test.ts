@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import type { ChatMessage } from "../src/chat/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
-import { post, serveStories, skipStories } from "./helpers/serve.js";
+import { post, serveStories, serveStoriesWithTemplate, skipStories } from "./helpers/serve.js";
 
 /*
  * How a chat prompt ends, as llama-server ends it: a last message of the assistant's is continued
@@ -20,10 +20,7 @@ const PREFILL: ChatMessage = { role: "assistant", content: "She saw a big" };
 describe("assistant prefill, add_generation_prompt and continue_final_message on stories260K", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
   let source: string;
-  before(async () => {
-    source = llamaCppTemplate(NAME);
-    s = await serveStories({}, { chatTemplate: { source, where: NAME } });
-  });
+  before(async () => ({ s, source } = await serveStoriesWithTemplate(NAME)));
   after(() => s?.close());
 
   /** jinja2's rendering of the messages */

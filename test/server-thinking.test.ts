@@ -9,7 +9,7 @@ import { fencesJson, messagesForTemplate, readReply, replyGrammar, ReplyStream, 
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
-import { post, serveStories, skipStories } from "./helpers/serve.js";
+import { post, serveStories, serveStoriesWithTemplate, skipStories } from "./helpers/serve.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
 
 /*
@@ -161,10 +161,7 @@ describe("reasoning_effort reaches the template as its variable (gpt-oss's), as 
   const name = "openai-gpt-oss-120b.jinja";
   let s: Awaited<ReturnType<typeof serveStories>>;
   let source: string;
-  before(async () => {
-    source = llamaCppTemplate(name);
-    s = await serveStories({}, { chatTemplate: { source, where: name } });
-  });
+  before(async () => ({ s, source } = await serveStoriesWithTemplate(name)));
   after(() => s?.close());
 
   test("\"high\" is in the prompt as jinja2 renders it; bad values are 400s naming the parameter", async () => {
@@ -197,10 +194,7 @@ describe("llama.cpp's Qwen3 template on stories260K: reasoning_content in the me
   const name = "Qwen-Qwen3-0.6B.jinja";
   let s: Awaited<ReturnType<typeof serveStories>>;
   let source: string;
-  before(async () => {
-    source = llamaCppTemplate(name);
-    s = await serveStories({}, { chatTemplate: { source, where: name } });
-  });
+  before(async () => ({ s, source } = await serveStoriesWithTemplate(name)));
   after(() => s?.close());
   // a tool loop as the AI SDK sends it back: the call's turn with its reasoning, the tool's answer
   const messages = [

@@ -1,6 +1,7 @@
 import { loadModel, type Model } from "../../src/index.js";
 import { startServer, type OpenAIServer, type ServeOptions } from "../../src/server/index.js";
 import { spawnTsllmServe, type ServeChild } from "../../src/bench/index.js";
+import { llamaCppTemplate } from "./llama-cpp-templates.js";
 import { sharedFile, skipWithoutShared } from "./shared.js";
 
 export const STORIES = "models/stories260K.gguf";
@@ -13,6 +14,12 @@ export async function serveStories(load: Parameters<typeof loadModel>[1] = {}, o
   const model = await loadModel(sharedFile(STORIES)!, { threads: 1, contextSize: 512, ...load });
   const server = await startServer(model, { port: 0, chatTemplate: CHAT_TEMPLATE, ...options });
   return { model, server, url: server.url, close: async () => { await server.close(1000); model.dispose(); } };
+}
+
+/** serveStories with llama.cpp's chat template `name` (its source returned beside the server) */
+export async function serveStoriesWithTemplate(name: string): Promise<{ s: Awaited<ReturnType<typeof serveStories>>; source: string }> {
+  const source = llamaCppTemplate(name);
+  return { s: await serveStories({}, { chatTemplate: { source, where: name } }), source };
 }
 
 /** POST JSON, the parsed answer and its status */
