@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { after, test } from "node:test";
 import { readHFEncoderConfig } from "../src/formats/hf-encoder-config.js";
 import { erf, geluErf } from "../src/kernels/ops/index.js";
@@ -64,6 +64,26 @@ test("sentence-transformers files: pooling modes, Normalize, max_seq_length; bad
     const st = folderWith({ "modules.json": modules(), "1_Pooling/config.json": { pooling_mode_mean_tokens: true }, "config_sentence_transformers.json": { prompts: { query: "query: " }, default_prompt_name: name } });
     assert.throws(() => readSentenceTransformerConfig(st), (e: Error) => e.message.includes("config_sentence_transformers.json: default_prompt_name: expected one of the prompts' names (query)"), name);
   }
+});
+
+test("sentence-transformers: a module path leaving the model folder is refused; a Hub snapshot's symlinks into ../../blobs load", () => {
+  const pooling = (path: string) => [{ type: "sentence_transformers.models.Transformer", path: "" }, { type: "sentence_transformers.models.Pooling", path }];
+  // a config.json outside the model folder that the hostile modules.json points at (it was read)
+  const outside = folderWith({ "1_Pooling/config.json": { pooling_mode_cls_token: true } });
+  for (const path of [`../${basename(outside)}/1_Pooling`, join(outside, "1_Pooling"), "1_Pooling/../../x"]) {
+    const f = folderWith({ "modules.json": pooling(path), "1_Pooling/config.json": { pooling_mode_mean_tokens: true } });
+    assert.throws(() => readSentenceTransformerConfig(f), (e: Error) => e.message.includes("modules.json: [1].path: module \"sentence_transformers.models.Pooling\"'s path") && e.message.includes(JSON.stringify(path)) && e.message.includes("leaves the model folder"), path);
+  }
+  // the Hub cache's layout: snapshots/<commit>/<file> are relative symlinks to ../../blobs/<etag>
+  const repo = join(dir, `hub${n++}`);
+  const snap = join(repo, "snapshots", "abc");
+  mkdirSync(join(snap, "1_Pooling"), { recursive: true });
+  mkdirSync(join(repo, "blobs"));
+  writeFileSync(join(repo, "blobs", "m"), JSON.stringify(pooling("./1_Pooling")));
+  writeFileSync(join(repo, "blobs", "p"), JSON.stringify({ pooling_mode_cls_token: true }));
+  symlinkSync("../../blobs/m", join(snap, "modules.json"));
+  symlinkSync("../../../blobs/p", join(snap, "1_Pooling", "config.json"));
+  assert.deepEqual(readSentenceTransformerConfig(snap), { pooling: "cls", normalize: false, maxSeqLength: undefined, doLowerCase: false });
 });
 
 const skip = skipWithoutShared("hf-oracle/bert-uncased-sst/tokenizer.json");

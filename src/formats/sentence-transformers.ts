@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { HFConfigError, readJsonObject } from "./hf-config.js";
 
 /**
@@ -49,7 +49,7 @@ export function readSentenceTransformerConfig(folder: string): SentenceTransform
     if (name === "Normalize") { normalize = true; continue; }
     if (name === "Pooling") {
       sawPooling = true;
-      ({ pooling, includePrompt } = readPooling(join(folder, typeof path === "string" ? path : "1_Pooling", "config.json")));
+      ({ pooling, includePrompt } = readPooling(join(moduleFolder(folder, modulesPath, i, type, path), "config.json")));
       continue;
     }
     throw new HFConfigError(modulesPath, `[${i}].type`, `unsupported module ${JSON.stringify(type)} (supported: Transformer, Pooling, Normalize)`);
@@ -80,6 +80,22 @@ function readPrompts(path: string): Pick<SentenceTransformerConfig, "prompts" | 
   // an own name only: "constructor" or "toString" is `in` every object, and became the prompt text "function ..." (sentence-transformers: not found in the prompts dictionary)
   if (def !== undefined && (typeof def !== "string" || !Object.hasOwn(prompts, def))) throw new HFConfigError(path, "default_prompt_name", `expected one of the prompts' names (${Object.keys(prompts).join(", ") || "none"}), found ${JSON.stringify(def)}`);
   return { ...(Object.keys(prompts).length > 0 ? { prompts: prompts as Record<string, string> } : {}), ...(def === undefined ? {} : { defaultPromptName: def }) };
+}
+
+/**
+ * The module's folder, refused when its path leaves the model folder ("../../x", an absolute
+ * path): a downloaded modules.json must not make tsllm read files elsewhere. The check is on
+ * the path string, resolved lexically, not on where symlinks lead: a Hub snapshot's files are
+ * symlinks into ../../blobs, and those load.
+ */
+function moduleFolder(folder: string, modulesPath: string, i: number, type: string, path: unknown): string {
+  if (path === undefined) return join(folder, "1_Pooling");
+  if (typeof path !== "string") throw new HFConfigError(modulesPath, `[${i}].path`, `expected a folder path inside the model folder, found ${JSON.stringify(path)}`);
+  const rel = relative(resolve(folder), resolve(folder, path));
+  if (isAbsolute(path) || isAbsolute(rel) || rel === ".." || rel.startsWith(`..${sep}`)) {
+    throw new HFConfigError(modulesPath, `[${i}].path`, `module ${JSON.stringify(type)}'s path ${JSON.stringify(path)} leaves the model folder; refusing to read it`);
+  }
+  return join(folder, path);
 }
 
 /** a small JSON file of any shape (modules.json is a list, which readJsonObject refuses) */
