@@ -230,9 +230,10 @@ test("bad MODEL arguments: one line naming the path and what was expected", { sk
     assert.match(r.stderr, message);
     assert.equal(r.stdout, "");
   }
-  const usage = await tsllm(["inspect", "--model", ggufPath, "--ctx-size", "0"]);
+  // (0 is the trained context, as llama.cpp's -c 0)
+  const usage = await tsllm(["inspect", "--model", ggufPath, "--ctx-size=-1"]);
   assert.equal(usage.code, 2);
-  assert.equal(usage.stderr, "tsllm: error: --ctx-size must be >= 1, got 0\n");
+  assert.equal(usage.stderr, "tsllm: error: --ctx-size must be >= 0, got -1\n");
 });
 
 test("Hub references: inspect describes what the cache holds; convert writes what the same folder on disk gives", { skip }, async () => {

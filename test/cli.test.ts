@@ -353,3 +353,27 @@ test("a value that starts with a dash is the option's value (as llama.cpp takes 
     assert.equal(r.stderr, "tsllm: error: --text is followed by an option, not its value (for a value that is also an option's name, write --text=VALUE)\n");
   }
 });
+
+test("--ctx-size 0 is the model's trained context (llama.cpp's -c 0): serve loads with it, inspect plans it", { skip }, async () => {
+  const model = sharedFile(MODEL)!;
+  // the trained context as llama.cpp's own GGUF reader reads it (llama.context_length)
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const trained = ((await readGgufFileInfo(model)).metadata as { llama: { context_length: number } }).llama.context_length;
+  const inspected = JSON.parse(tsllm("inspect", "--model", model, "--ctx-size", "0", "--json").stdout);
+  assert.equal(inspected.memory.contextSize, trained);
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", model, "--port", "0", "--ctx-size", "0", "--no-warmup"], { cwd: PROJECT_ROOT });
+  let stderr = "";
+  const ready = await new Promise<string>((done, fail) => {
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      const line = /tsllm serve: ready: .*/.exec(stderr);
+      if (line) done(line[0]);
+    });
+    child.on("exit", (code) => fail(new Error(`serve exited ${code} before it was ready: ${stderr}`)));
+  });
+  child.kill("SIGTERM");
+  await new Promise((done) => child.once("exit", done));
+  assert.match(ready, new RegExp(`, context ${trained}, `));
+  // perplexity's window flag takes 0 the same way; 1 to 3 stay refused
+  assert.match(tsllm("perplexity", "--model", model, "--file", "x.txt", "--ctx", "3").stderr, /--ctx must be >= 4, or 0 for the model's trained context; got 3/);
+});

@@ -4,7 +4,7 @@ import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -41,7 +41,7 @@ Options:
   --max-tokens N        most tokens per reply (default 256)
   --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
-  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto,
+  --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto|0,
   --quantize Q, --cache-type-k T, --cache-type-v T, --flash-attn on|off|auto, --no-warmup: as in generate
   --timings             print each reply's timings and the seed (one for the whole conversation) to stderr
   -h, --help            show this help
@@ -96,7 +96,8 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const options = generateOptionsFrom(values);
   const system = optionalString(values, "system");
   const chatTemplate = chatTemplateFrom(values);
-  const model = await loadModel(modelPath, loadOptionsFrom(values));
+  const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
+  const model = await loadModel(path, loadOptions);
   const interactive = process.stdin.isTTY === true;
   let rl: Interface | undefined;
   let input: Input | undefined;

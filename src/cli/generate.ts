@@ -4,7 +4,8 @@ import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
 import { loadModel, type LoadModelOptions } from "../llm.js";
-import { LOAD_QUANTIZATIONS, type LoadQuantization } from "../models/index.js";
+import { decoderShape, LOAD_QUANTIZATIONS, openModel, type LoadQuantization } from "../models/index.js";
+import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
@@ -34,8 +35,9 @@ Options:
   --stop STR            stop at this text (repeatable)
   --threads N           compute threads (default -1: all cores)
   --backend NAME        wasm (default), reference or webgpu
-  --ctx-size N|auto     KV cache size in tokens; auto: the largest that fits in free memory (at most
-                        the trained context). Before loading, a model whose weights + KV cache +
+  --ctx-size N|auto|0   KV cache size in tokens; auto: the largest that fits in free memory (at most
+                        the trained context); 0: the model's trained context (the KV cache is then
+                        sized for all of it, 128K tokens on some models). Before loading, a model whose weights + KV cache +
                         scratch do not fit in free memory is refused with what would fit
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
@@ -190,8 +192,10 @@ export async function runGenerate(argv: string[]): Promise<void> {
   };
   // one request here: an engine wide enough for all its beams or choices, where the default is not
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
-  const model = await loadModel(modelPath, { ...loadOptionsFrom(values), ...(width > DEFAULT_MAX_SEQUENCES ? { maxSequences: width } : {}) });
-  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptionsFrom(values), quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
+  // --ctx-size 0: the model's trained context; a draft model shares it
+  const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
+  const model = await loadModel(path, { ...loadOptions, ...(width > DEFAULT_MAX_SEQUENCES ? { maxSequences: width } : {}) });
+  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   try {
     const it = flag(values, "chat")
@@ -327,11 +331,37 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
 /** the largest trained context the loaders accept (src/models/hyperparameters.ts, src/formats/hf-config.ts) */
 export const MAX_CONTEXT = 1 << 24;
 
-/** --ctx-size N or "auto" (the largest context that fits in free memory, at most the trained one) */
+/**
+ * --ctx-size N, "auto" (the largest context that fits in free memory, at most the trained one),
+ * or 0: the model's trained context (TRAINED_CONTEXT, as llama.cpp's -c 0), which the command
+ * turns into a size with withTrainedContext before loading.
+ */
 export function ctxSizeFrom(values: ParsedValues): number | "auto" | undefined {
   // at most the longest trained context a model file may declare: beyond it no model is meant to
   // run, and the load's memory plan hung on sizes such as 2^52
-  return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 1, max: MAX_CONTEXT });
+  return values["ctx-size"] === "auto" ? "auto" : optionalNumber(values, "ctx-size", { integer: true, min: 0, max: MAX_CONTEXT });
+}
+
+/** the context size flag's 0: the model's trained context (llama.cpp's -c 0) */
+export const TRAINED_CONTEXT = 0;
+
+/**
+ * The load options with a context size of TRAINED_CONTEXT replaced by the model's trained
+ * context, read from its header (the library takes a positive size or "auto"); `path` is what to
+ * load (a Hub reference resolved once here). The KV pool is then sized for that context, and the
+ * load's memory plan refuses one that does not fit, saying what would.
+ */
+export async function withTrainedContext(ref: string, options: LoadModelOptions, flagName = "--ctx-size"): Promise<{ path: string; options: LoadModelOptions }> {
+  if (options.contextSize !== TRAINED_CONTEXT) return { path: ref, options };
+  const path = await resolveModelReference(ref);
+  return { path, options: { ...options, contextSize: trainedContextOf(path, flagName) } };
+}
+
+/** the trained context length in the model's header (config.json's max_position_embeddings, GGUF's context_length) */
+export function trainedContextOf(path: string, flagName: string): number {
+  const trained = decoderShape(openModel(path).metadata)?.contextLength;
+  if (trained === undefined) throw new UsageError(`${flagName} ${TRAINED_CONTEXT} (the model's trained context): ${path} does not say its trained context; give a size`);
+  return trained;
 }
 
 /** --cache-type-k / --cache-type-v */

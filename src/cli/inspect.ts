@@ -14,9 +14,9 @@ import { formatBytes, printable } from "../units/index.js";
 import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
-import { cacheTypesFrom, ctxSizeFrom } from "./generate.js";
+import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--modules] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
@@ -33,8 +33,9 @@ Options:
                         GGUF too), a Hugging Face folder (config.json + safetensors: a decoder, or an
                         encoder such as BERT), or a Hub reference org/name[@rev][:QUANT] (downloaded
                         into the cache, as generate does) (required)
-  --ctx-size N|auto     context size for the memory estimate (default: the trained context, at most
-                        4096, as generate uses; auto: the largest that fits in free memory)
+  --ctx-size N|auto|0   context size for the memory estimate (default: the trained context, at most
+                        4096, as generate uses; auto: the largest that fits in free memory;
+                        0: the trained context)
   --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
   --cache-type-k T      plan the KV cache's keys as T: f32, f16, q8_0, q4_0 (as generate)
   --cache-type-v T      plan the KV cache's values as T (as generate)
@@ -97,7 +98,8 @@ export async function runInspect(argv: string[]): Promise<void> {
   const available = availableMemoryBytes();
   const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values) };
   if (opened.shape?.headDim !== undefined) checkCacheTypes(kvCacheTypesOf(planOptions), opened.shape.headDim);
-  let ctxSize = ctxArg === "auto" ? undefined : ctxArg;
+  // 0: the trained context itself (as generate's --ctx-size 0)
+  let ctxSize = ctxArg === "auto" ? undefined : ctxArg === TRAINED_CONTEXT ? opened.shape?.contextLength : ctxArg;
   if (ctxArg === "auto") {
     const trained = opened.shape?.contextLength ?? 4096;
     const r = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;

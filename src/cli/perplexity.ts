@@ -4,7 +4,7 @@ import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
-import { cacheTypesFrom, MAX_CONTEXT } from "./generate.js";
+import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
 
@@ -16,7 +16,8 @@ with its standard error.
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
   --file TEXT           text file to evaluate (required)
-  --ctx N               window size in tokens (default 512)
+  --ctx N               window size in tokens (default 512); 0: the model's trained context (the
+                        KV cache is then sized for it, 128K tokens on some models)
   --batch N             tokens per forward pass (default: the whole window)
   --chunks N            evaluate at most N windows
   --quantize Q          quantize --model while loading (as generate --quantize), to measure that quantization
@@ -52,7 +53,9 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
   const modelPath = requireString(values, "model");
   const file = requireString(values, "file");
-  const ctx = optionalNumber(values, "ctx", { integer: true, min: 4, max: MAX_CONTEXT }) ?? 512;
+  const ctxArg = optionalNumber(values, "ctx", { integer: true, min: 0, max: MAX_CONTEXT }) ?? 512;
+  // a window needs BOS and a scored half: 0 (the trained context, read once the model is resolved) or 4 and up
+  if (ctxArg !== TRAINED_CONTEXT && ctxArg < 4) throw new UsageError(`--ctx must be >= 4, or 0 for the model's trained context; got ${ctxArg}`);
   const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
   const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
   const kl = flag(values, "kl-divergence");
@@ -76,6 +79,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // allocated (or after the memory plan refused a context the text never needed)
   // resolved once: a hub reference is not looked up again for the model
   const modelFile = await resolveModelReference(modelPath);
+  const ctx = ctxArg === TRAINED_CONTEXT ? trainedContextOf(modelFile, "--ctx") : ctxArg;
   const tok = await loadTokenizer(modelFile);
   // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
   const tokens = tok.encode(text, { addSpecialTokens: true, parseSpecial: false });

@@ -3,7 +3,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { startServer, templateKwargsProblem } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
@@ -22,8 +22,9 @@ Options:
   --host HOST           address to listen on (default 127.0.0.1)
   --port N              port (default 8080; 0 picks a free one)
   --parallel N          sequences decoded together at most (default 16; n choices count n)
-  --ctx-size N|auto     tokens one sequence may hold (default: the trained context, at most 4096;
-                        auto: the largest that fits in free memory)
+  --ctx-size N|auto|0   tokens one sequence may hold (default: the trained context, at most 4096;
+                        auto: the largest that fits in free memory; 0: the trained context, and
+                        the KV pool sized for it, 128K tokens on some models)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
   --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
                         sequences run at once and never count); more get 429 at once (default 256;
@@ -97,7 +98,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
-    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true }));
+    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true }));
   const server = await startServer(load, serverOptions);
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;
