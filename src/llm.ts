@@ -39,7 +39,8 @@ export interface LoadModelOptions {
   /**
    * tokens the KV cache holds (default: the trained context length, at most 4096); "auto": the
    * largest context whose KV cache fits in the free memory beside the weights (at most the
-   * trained context)
+   * trained context) and, on webgpu, whose layer's K or V array fits in one of the adapter's
+   * storage bindings (a larger context is refused at load, proposing one that fits)
    */
   contextSize?: number | "auto";
   /**
@@ -398,7 +399,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   // the backend starts first, booting on the other cores while this thread parses the model
   // (~80 ms off a SmolLM-sized load here); a model's error is still the one reported
-  const [{ opened, planned }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads, onWarning: warn }), () => {
+  const [{ opened, planned: hostPlan }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads, onWarning: warn }), () => {
     const opened = openModel(resolved);
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
@@ -406,6 +407,10 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   });
   const { path, tokenizer, metadata } = opened;
   try {
+    // the plan again where the backend caps one buffer (a GPU adapter's largest storage binding,
+    // known once the backend has started): a layer's K or V array past it is refused here, with a
+    // context that fits (contextSize "auto" picks one), not at the first request
+    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name });
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
@@ -447,8 +452,10 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
  * Checks that the weights (after quantization) + the KV pool at the context size + scratch fit
  * in the free memory, before anything is read; with contextSize "auto" returns the largest
  * context that fits (at most the trained one), else undefined (the given or default context).
+ * With `maxBuffer` (the backend's largest buffer) one layer's K or V array of the KV pool must
+ * fit in it too, and the default pool shrinks to it (at least one context).
  */
-function planContextSize(opened: OpenedModel, options: LoadModelOptions): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number } {
+function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"]): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number } {
   const c = options.contextSize;
   const auto = c === "auto";
   if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new RangeError(`contextSize must be a positive integer or "auto", got ${String(c)}`);
@@ -456,7 +463,8 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions): { cont
   const shape = decoderShape(opened.metadata);
   const trained = shape?.contextLength ?? 4096;
   const asked = c === undefined || c === "auto" ? (auto ? trained : defaultContextSize(trained)) : c;
-  const r = loadPlanRequest(opened, options, asked);
+  const planRequest = loadPlanRequest(opened, options, asked);
+  const r = planRequest && maxBuffer ? { ...planRequest, maxBuffer } : planRequest;
   if (!r) {
     if (auto) throw new Error(`${opened.path}: contextSize "auto" needs a decoder whose KV cache shape tsllm knows`);
     return {};

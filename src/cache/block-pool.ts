@@ -51,6 +51,15 @@ export function kvBytesPerToken(shape: KVShape, types: KVCacheTypes = F32_CACHE)
   return shape.blockCount * (kvRowFloats(types.k, width) + kvRowFloats(types.v, width)) * 4;
 }
 
+/**
+ * bytes one token takes in one layer's K or V array, the larger of the two: a pool of n tokens
+ * allocates per layer one K array and one V array of n times this (at most), each one buffer
+ */
+export function kvArrayBytesPerToken(shape: KVShape, types: KVCacheTypes = F32_CACHE): number {
+  const width = shape.headCountKv * shape.headDim;
+  return Math.max(kvRowFloats(types.k, width), kvRowFloats(types.v, width)) * 4;
+}
+
 /** bytes of K and V a sequence of `contextSize` positions holds at most: whole blocks of DEFAULT_BLOCK_SIZE positions */
 export function kvBytesForContext(shape: KVShape, contextSize: number, types: KVCacheTypes = F32_CACHE): number {
   return Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE * kvBytesPerToken(shape, types);

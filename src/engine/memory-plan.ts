@@ -1,4 +1,4 @@
-import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, kvArrayBytesPerToken, kvBytesPerToken } from "../cache/index.js";
 import type { SourceTensorInfo } from "../formats/index.js";
 import { byteLengthAs, loadedType } from "../models/index.js";
 import { envVar, freeMemoryBytes } from "../platform/host.js";
@@ -39,6 +39,12 @@ export interface PlanRequest {
   readonly maxBatchTokens?: number;
   /** one wasm32 memory holds at most 4 GiB: no single tensor may be larger (the wasm backend) */
   readonly wasm?: boolean;
+  /**
+   * the most bytes the backend allocates in one buffer (Backend.maxBufferBytes: a GPU adapter's
+   * largest storage binding), which one layer's K or V array of the KV pool must fit in; with the
+   * backend's name for the refusal
+   */
+  readonly maxBuffer?: { readonly bytes: number; readonly backend: string };
 }
 
 export interface MemoryPlan {
@@ -49,6 +55,8 @@ export interface MemoryPlan {
   readonly kvCacheBytes: number;
   /** tokens the KV pool holds (all sequences together) */
   readonly kvTokens: number;
+  /** bytes of one layer's K or V array (the larger) of that pool: one buffer of the backend's */
+  readonly kvArrayBytes: number;
   readonly scratchBytes: number;
   readonly totalBytes: number;
   /** the largest single tensor, which one wasm memory must hold */
@@ -99,7 +107,7 @@ export function planMemory(r: PlanRequest): MemoryPlan {
   const batch = Math.min(r.maxBatchTokens ?? 64, r.contextSize);
   const scratchBytes = RUNTIME_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
   return {
-    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, scratchBytes,
+    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes,
     totalBytes: weightBytes + kvCacheBytes + scratchBytes, largestTensor,
   };
 }
@@ -107,25 +115,32 @@ export function planMemory(r: PlanRequest): MemoryPlan {
 /**
  * The KV pool to allocate when no budget was given: the engine's default (room for maxSequences
  * contexts, at most 1/8 of RAM and 2 GiB), but no more than what is free beside the weights and
- * scratch, and at least one context.
+ * scratch, nor than one buffer of the backend's holds per layer's K or V array (r.maxBuffer), and
+ * at least one context.
  */
 export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
   const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES);
   const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
-  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free)) * perBlock;
+  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free, maxBufferBlocks(r))) * perBlock;
+}
+
+/** KV blocks whose one layer's K or V array fits in one buffer of the backend's (Infinity without a cap) */
+function maxBufferBlocks(r: PlanRequest): number {
+  if (r.maxBuffer === undefined) return Infinity;
+  return Math.floor(r.maxBuffer.bytes / (DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(r.shape, r.kvCacheTypes)));
 }
 
 /** quantizations proposed when the weights do not fit, best quality first */
 const PROPOSALS: readonly Quantization[] = ["q8_0", "q6_k", "q5_k", "q4_k", "q3_k", "q2_k"];
 
-function fits(p: MemoryPlan, available: number, wasm: boolean): boolean {
-  return p.totalBytes <= available && (!wasm || p.largestTensor.bytes <= WASM_MEMORY_BYTES);
+function fits(p: MemoryPlan, available: number, wasm: boolean, maxBuffer?: PlanRequest["maxBuffer"]): boolean {
+  return p.totalBytes <= available && (!wasm || p.largestTensor.bytes <= WASM_MEMORY_BYTES) && (maxBuffer === undefined || p.kvArrayBytes <= maxBuffer.bytes);
 }
 
 /** the largest context (whole KV blocks, at most `max`) for which `r` fits, or undefined */
 export function largestFittingContext(r: PlanRequest, available: number, max: number): number | undefined {
-  const at = (ctx: number) => fits(planMemory({ ...r, contextSize: ctx }), available, r.wasm ?? false);
+  const at = (ctx: number) => fits(planMemory({ ...r, contextSize: ctx }), available, r.wasm ?? false, r.maxBuffer);
   if (!at(Math.min(max, DEFAULT_BLOCK_SIZE))) return undefined;
   if (at(max)) return max;
   let lo = 1, hi = Math.floor(max / DEFAULT_BLOCK_SIZE); // lo blocks fit, hi do not
@@ -153,16 +168,17 @@ function roundContext(n: number): number {
  */
 export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, available: number): void {
   const wasm = r.wasm ?? false;
-  if (fits(p, available, wasm)) return;
+  if (fits(p, available, wasm, r.maxBuffer)) return;
+  if (fits(p, available, wasm)) throw new Error(kvArrayRefusal(path, r, p, available));
   const smaller = PROPOSALS.filter((q) => planMemory({ ...r, quantize: q }).weightBytes < p.weightBytes);
-  const byQuant = smaller.map((q) => [q, planMemory({ ...r, quantize: q })] as const).find(([, qp]) => fits(qp, available, wasm));
+  const byQuant = smaller.map((q) => [q, planMemory({ ...r, quantize: q })] as const).find(([, qp]) => fits(qp, available, wasm, r.maxBuffer));
   const ctx = largestFittingContext(r, available, p.contextSize);
   const tries: string[] = [];
   if (byQuant) tries.push(`--quantize ${byQuant[0]} (${formatBytes(byQuant[1].totalBytes)})`);
   // a q8_0 KV cache (3.8x smaller than f32) where K/V are what does not fit
   const q8Cache = { k: "q8_0", v: "q8_0" } as const;
   const byCache = r.shape.headDim % 32 === 0 && (r.kvCacheTypes?.k ?? "f32") !== "q8_0" ? planMemory({ ...r, kvCacheTypes: q8Cache }) : undefined;
-  if (byCache && r.kvCacheTypes?.k !== "q4_0" && fits(byCache, available, wasm)) tries.push(`--cache-type-k q8_0 --cache-type-v q8_0 (${formatBytes(byCache.totalBytes)})`);
+  if (byCache && r.kvCacheTypes?.k !== "q4_0" && fits(byCache, available, wasm, r.maxBuffer)) tries.push(`--cache-type-k q8_0 --cache-type-v q8_0 (${formatBytes(byCache.totalBytes)})`);
   if (ctx !== undefined && ctx < p.contextSize) tries.push(`--ctx-size ${roundContext(ctx)}`);
   if (tries.length === 0) {
     // neither alone: the smallest quantization with the context that then fits
@@ -176,6 +192,28 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
   const tooBig = wasm && p.largestTensor.bytes > WASM_MEMORY_BYTES ? `; tensor ${p.largestTensor.name} is ${formatBytes(p.largestTensor.bytes)}, more than the 4 GiB one wasm memory holds` : "";
   const advice = tries.length > 0 ? `: try ${tries.join(" or ")}` : ": no quantization or context size tsllm offers fits";
   throw new Error(`${path}: ${needs}, ${formatBytes(available)} free${tooBig}${advice}`);
+}
+
+/**
+ * The refusal of a plan that fits in memory but whose KV pool has a layer's K or V array larger
+ * than one buffer of the backend's (a GPU adapter's largest storage binding), with what fits:
+ * the context (and, where a budget was given, the kvCacheBytes) whose arrays do.
+ */
+function kvArrayRefusal(path: string, r: PlanRequest, p: MemoryPlan, available: number): string {
+  const limit = r.maxBuffer!;
+  const blocks = maxBufferBlocks(r);
+  const tries: string[] = [];
+  if (r.kvCacheBytes !== undefined) {
+    // the budget decides the pool: a smaller one (and the context it still holds)
+    const budget = blocks * DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+    if (blocks >= 1) tries.push(`kvCacheBytes ${budget}${p.contextSize > blocks * DEFAULT_BLOCK_SIZE ? ` with contextSize ${roundContext(blocks * DEFAULT_BLOCK_SIZE)} (--ctx-size)` : ""}`);
+  } else {
+    const ctx = largestFittingContext(r, available, p.contextSize);
+    if (ctx !== undefined && ctx < p.contextSize) tries.push(`contextSize ${roundContext(ctx)} (--ctx-size)`);
+  }
+  if ((r.kvCacheTypes?.k ?? "f32") === "f32" || (r.kvCacheTypes?.v ?? "f32") === "f32") tries.push("a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)");
+  const pool = r.kvCacheBytes !== undefined ? `${p.kvTokens} positions (kvCacheBytes ${r.kvCacheBytes})` : `${p.kvTokens} positions (contextSize ${p.contextSize})`;
+  return `${path}: KV cache of ${pool}: one layer's K or V array is ${formatBytes(p.kvArrayBytes)} (${p.kvArrayBytes} bytes; ${formatBytes(p.kvCacheBytes)} for all layers), more than the ${limit.bytes} bytes (${formatBytes(limit.bytes)}) the ${limit.backend} backend can allocate in one buffer (its adapter's largest storage binding)${tries.length > 0 ? `: try ${tries.join(" or ")}` : ""}`;
 }
 
 function roundUp(ctx: number): number {

@@ -65,6 +65,14 @@ export interface Backend {
    * slice of every row (absent: never)
    */
   readonly kvHeadPlanes?: (encoding: KVCacheEncoding, headDim: number) => boolean;
+  /**
+   * The most bytes one allocActivations array may hold, where the device caps a single buffer
+   * below what its memory holds (webgpu: the adapter's maxStorageBufferBindingSize, 128 MiB on
+   * many). The load plan checks one layer's K or V array of the KV pool against it, so a context
+   * too large is refused at load with one that fits, not at the first request. Absent: no cap
+   * beyond memory (reference, wasm: the host memory plan covers them).
+   */
+  readonly maxBufferBytes?: number;
 
   // ---- memory ----
 

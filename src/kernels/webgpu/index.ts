@@ -245,6 +245,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   private readonly id = nextBackendId++;
   private readonly queue: GPUQueueLike;
+  /** the adapter's maxStorageBufferBindingSize: every activation array (a layer's K or V of the KV pool too) is one binding */
   private readonly maxBinding: number;
   private disposed = false;
   private lostMessage: string | null = null;
@@ -716,6 +717,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.alive("allocWeights");
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new Error(`allocWeights: byteLength must be a non-negative integer, got ${byteLength}`);
     return new Uint8Array(new ArrayBuffer(Math.ceil(byteLength / ALIGN) * ALIGN), 0, byteLength);
+  }
+
+  get maxBufferBytes(): number {
+    return this.maxBinding;
   }
 
   allocActivations(length: number): DeviceArray {
