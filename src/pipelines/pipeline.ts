@@ -9,7 +9,7 @@ import { textsOf } from "./inputs.js";
 import { textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
 import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
 import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessageInput } from "../chat/index.js";
 import type { EncoderInfo } from "../models/index.js";
 
 export type PipelineTask =
@@ -47,7 +47,7 @@ export type TextClassificationPipeline = PipelineBase & ((input: TextClassificat
 export type TokenClassificationPipeline = PipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
 export type FillMaskPipeline = PipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
 export type FeatureExtractionPipeline = PipelineBase & ((input: string | readonly string[]) => Promise<number[][][] | number[][][][]>);
-export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessage[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
+export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
 
 export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
 

@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessage, ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
 import { inputError, isObject } from "./inputs.js";
@@ -49,7 +49,9 @@ export function textGeneration(model: Model) {
     repeatPenalty: o.repetitionPenalty ?? 1,
   });
 
-  const one = async (input: string | readonly ChatMessage[], o: TextGenerationOptions): Promise<{ generated_text: string | ChatMessage[] }[]> => {
+  // a conversation's content may be a string or a list of parts, as transformers passes it to the
+  // template; src/chat checks the parts (a part that is not text is refused, naming it)
+  const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
     for (const k of ["maxNewTokens", "maxLength"] as const) {
       const v = o[k];
       if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
@@ -72,7 +74,7 @@ export function textGeneration(model: Model) {
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
 
-  return async (input: string | readonly ChatMessage[] | readonly string[], options: TextGenerationOptions = {}): Promise<unknown> => {
+  return async (input: string | readonly ChatMessageInput[] | readonly string[], options: TextGenerationOptions = {}): Promise<unknown> => {
     if (typeof input === "string") return one(input, options);
     if (!Array.isArray(input)) throw inputError("text-generation", "a string, a list of strings or a list of chat messages", input);
     // a list of prompts (none: no results), or one conversation (its messages' fields are the chat template's to check)
@@ -82,6 +84,6 @@ export function textGeneration(model: Model) {
       const expected = i === 0 ? "a string or a chat message {role, content}" : prompts ? "a string, as input 0" : "a chat message {role, content}, as input 0";
       throw inputError("text-generation", expected, x, `input ${i}`);
     });
-    return prompts ? Promise.all((input as string[]).map((p) => one(p, options))) : one(input as readonly ChatMessage[], options);
+    return prompts ? Promise.all((input as string[]).map((p) => one(p, options))) : one(input as readonly ChatMessageInput[], options);
   };
 }
