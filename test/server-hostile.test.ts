@@ -249,6 +249,11 @@ describe("tsllm serve against clients that trickle their request (slowloris)", {
   });
 });
 
+/** /metrics' tsllm_request_body_bytes_held */
+function bodyBytesHeld(metrics: string): number {
+  return Number(/^tsllm_request_body_bytes_held (\d+)$/m.exec(metrics)![1]);
+}
+
 describe("tsllm serve against many clients each holding a large body unfinished", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
   before(async () => {
@@ -266,12 +271,16 @@ describe("tsllm serve against many clients each holding a large body unfinished"
       sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${500 * 1024}\r\n\r\n{"prompt":"${"a".repeat(400 * 1024)}`);
       held.push(sock);
     }
+    // both held bodies counted before the third comes (else the third's bytes, counted first,
+    // could push a held one out instead): the gauge reads each one's bytes past its first 64 KiB
+    const heldBytes = 2 * (Buffer.byteLength(`{"prompt":"${"a".repeat(400 * 1024)}`) - 64 * 1024);
+    await until(async () => bodyBytesHeld(await (await fetch(`${s.url}/metrics`)).text()) === heldBytes, `tsllm_request_body_bytes_held at ${heldBytes}`);
     const third = { prompt: "a".repeat(300 * 1024), max_tokens: 1 };
-    let refused: Awaited<ReturnType<typeof post>> | undefined;
-    await until(async () => (refused = await post(`${s.url}/v1/completions`, third)).status === 503, "a body past bodiesLimit refused");
-    assert.equal(refused!.json.error.code, "server_busy");
-    assert.equal(refused!.headers.get("retry-after"), "1");
-    assert.equal(refused!.headers.get("connection"), "close");
+    const refused = await post(`${s.url}/v1/completions`, third);
+    assert.equal(refused.status, 503, JSON.stringify(refused.json));
+    assert.equal(refused.json.error.code, "server_busy");
+    assert.equal(refused.headers.get("retry-after"), "1");
+    assert.equal(refused.headers.get("connection"), "close");
     // a body within the uncounted first 64 KiB is read whatever the others hold (this one is too long for the context: a 400)
     const small = await post(`${s.url}/v1/completions`, { prompt: "a".repeat(60 * 1024), max_tokens: 1 });
     assert.equal(small.status, 400, JSON.stringify(small.json));
@@ -280,6 +289,7 @@ describe("tsllm serve against many clients each holding a large body unfinished"
     assert.equal(r.status, 200);
     for (const sock of held) sock.destroy();
     // the same body is taken once the held ones are gone (read in full: its 400)
-    await until(async () => (await post(`${s.url}/v1/completions`, third)).status === 400, "the held bodies' bytes given back");
+    await until(async () => bodyBytesHeld(await (await fetch(`${s.url}/metrics`)).text()) === 0, "the held bodies' bytes given back");
+    assert.equal((await post(`${s.url}/v1/completions`, third)).status, 400);
   });
 });

@@ -44,21 +44,26 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
  * where connections beyond it wait unread, small requests too.
  */
 export class BodyBudget {
-  private held = 0;
+  private counted = 0;
 
   constructor(readonly max: number) {}
 
   /** whether a body that has `had` bytes may hold `bytes` more (then they are counted) */
   take(had: number, bytes: number): boolean {
-    const counted = counts(had + bytes) - counts(had);
-    if (this.held + counted > this.max) return false;
-    this.held += counted;
+    const more = counts(had + bytes) - counts(had);
+    if (this.counted + more > this.max) return false;
+    this.counted += more;
     return true;
+  }
+
+  /** the bytes counted now (each body's past its first FREE_BODY_BYTES) */
+  get held(): number {
+    return this.counted;
   }
 
   /** a body of `size` bytes is no longer held */
   give(size: number): void {
-    this.held -= counts(size);
+    this.counted -= counts(size);
   }
 
   busy(): ApiError {
