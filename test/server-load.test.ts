@@ -7,6 +7,7 @@ import { connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { parsePrometheusText, sampleSum, sampleValue, type Family } from "../scripts/prometheus-text.js";
 import { post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+import type { Metrics } from "../src/server/metrics.js";
 
 async function metricsOf(url: string): Promise<Family[]> {
   return parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
@@ -161,7 +162,7 @@ test("a stream cut by a shutdown counts once among the requests (a 200), its err
   for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
   assert.match(text, /"code":"shutting_down"/);
   // the server is closed, its /metrics unreachable: its counters are read as /metrics renders them
-  const metrics = (s.server as unknown as { metrics: { render(e: unknown, x: unknown): string } }).metrics.render(s.model.engine.stats, { draining: true, bodyBytesHeld: 0 });
+  const metrics = (s.server as unknown as { metrics: Metrics }).metrics.render(s.model.engine.stats, { draining: true, bodyBytesHeld: 0 });
   s.model.dispose();
   const families = parsePrometheusText(metrics);
   assert.equal(sampleSum(families, "tsllm_http_requests_total"), 1, metrics);
