@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -78,8 +78,6 @@ test("prompts: promptName, prompt and the folder's default_prompt_name put the p
   assert.deepEqual(await embed(byDefault, TEXTS, { threads: 1 }), joined, "default_prompt_name applies when a call names none");
   assert.deepEqual(await embed(byDefault, TEXTS, { threads: 1, prompt: "" }), await embed(plain, TEXTS, { threads: 1 }), "an empty prompt overrides the default");
 
-  const excluded = folderWith("include-prompt", { pooling_mode_mean_tokens: true, include_prompt: false }, ST_CONFIG(null));
-  await assert.rejects(embed(excluded, TEXTS, { threads: 1, promptName: "query" }), /^RangeError: prompt: this model's Pooling leaves the prompt's tokens out \(include_prompt: false\)/);
   const badDefault = folderWith("bad-default", { pooling_mode_mean_tokens: true }, ST_CONFIG("search"));
   await assert.rejects(loadEmbeddingModel(badDefault, { threads: 1 }), /config_sentence_transformers\.json.*default_prompt_name.*expected one of the prompts' names \(query, passage\), found "search"/);
 });
@@ -111,4 +109,70 @@ test("tsllm embed --prompt-name / --prompt: the prompted vectors", { skip }, asy
     assert.equal(r.status, 0, r.stderr);
     (JSON.parse(r.stdout) as number[][]).forEach((v, i) => v.forEach((x, j) => assert.ok(Math.abs(x - expected[i]![j]!) < 1e-7, flags.join(" "))));
   }
+});
+
+/*
+ * include_prompt: false (INSTRUCTOR, GritLM): encode() zeroes the attention mask of the first
+ * prompt_length positions before pooling, prompt_length being the prompt tokenized alone less its
+ * trailing [SEP]; the model still attends to them. The judge: transformers' own last_hidden_state
+ * of the whole text (bert-chinese-base's oracle, one token per Chinese character), pooled here by
+ * hand over the rows from prompt_length on.
+ */
+const chineseSkip = skipWithoutShared("hf-oracle/bert-chinese-base/model.safetensors");
+
+function chineseFolder(name: string, pooling: Record<string, unknown>, prompts: Record<string, string>): string {
+  const folder = join(dir, name);
+  cpSync(`${SHARED}/hf-oracle/bert-chinese-base`, folder, { recursive: true });
+  mkdirSync(join(folder, "1_Pooling"), { recursive: true });
+  writeFileSync(join(folder, "modules.json"), JSON.stringify([
+    { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
+    { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+  ]));
+  writeFileSync(join(folder, "1_Pooling", "config.json"), JSON.stringify({ word_embedding_dimension: 64, pooling_mode_cls_token: false, pooling_mode_mean_tokens: false, pooling_mode_max_tokens: false, pooling_mode_mean_sqrt_len_tokens: false, include_prompt: false, ...pooling }));
+  writeFileSync(join(folder, "sentence_bert_config.json"), JSON.stringify({ max_seq_length: 512, do_lower_case: false }));
+  writeFileSync(join(folder, "config_sentence_transformers.json"), JSON.stringify({ prompts, default_prompt_name: null, similarity_fn_name: "cosine" }));
+  return folder;
+}
+
+test("include_prompt: false leaves the prompt's tokens (and [CLS]) out of the pooling, as encode(): mean, max, weightedmean, lasttoken", { skip: chineseSkip }, async () => {
+  const oracle = JSON.parse(readFileSync(`${SHARED}/hf-oracle/bert-chinese-base.expected.json`, "utf8")) as { cases: { text: string; input_ids: number[]; last_hidden_state: number[][] }[] };
+  // the prompt alone: [CLS] 北 京 是 [SEP] -> prompt_length 4; "BERT" is one [UNK]: [CLS] [UNK] 模 型 [SEP] -> 4
+  const cases = [{ c: oracle.cases[3]!, prompt: "北京是", promptLength: 4 }, { c: oracle.cases[4]!, prompt: "BERT模型", promptLength: 4 }];
+  for (const c of cases) assert.ok(c.c.text.startsWith(c.prompt), c.c.text);
+  const byHand: Record<string, (h: number[][], skip: number) => number[]> = {
+    mean: (h, k) => h[0]!.map((_, j) => h.slice(k).reduce((s, row) => s + row[j]!, 0) / (h.length - k)),
+    max: (h, k) => h[0]!.map((_, j) => Math.max(...h.slice(k).map((row) => row[j]!))),
+    weightedmean: (h, k) => h[0]!.map((_, j) => h.reduce((s, row, t) => s + (t >= k ? (t + 1) * row[j]! : 0), 0) / h.reduce((s, _, t) => s + (t >= k ? t + 1 : 0), 0)),
+    lasttoken: (h) => h.at(-1)!,
+  };
+  const modes: Record<string, string> = { mean: "pooling_mode_mean_tokens", max: "pooling_mode_max_tokens", weightedmean: "pooling_mode_weightedmean_tokens", lasttoken: "pooling_mode_lasttoken" };
+  for (const [mode, key] of Object.entries(modes)) {
+    const folder = chineseFolder(`exclude-${mode}`, { [key]: true }, { city: cases[0]!.prompt, model: cases[1]!.prompt });
+    const m = await loadEmbeddingModel(folder, { threads: 1 });
+    try {
+      for (const [k, { c, prompt, promptLength }] of cases.entries()) {
+        const rest = c.text.slice(prompt.length);
+        assert.deepEqual(m.tokenize([rest], { prompt })[0], c.input_ids, "the prompted text's tokens are the oracle's");
+        const expected = byHand[mode]!(c.last_hidden_state, promptLength);
+        const [byName] = await m.embed([rest], { promptName: k === 0 ? "city" : "model" });
+        const [given] = await m.embed([rest], { prompt });
+        assert.deepEqual(given, byName);
+        byName!.forEach((x, j) => assert.ok(Math.abs(x - expected[j]!) < 1e-4, `${mode}, "${c.text}", component ${j}: ${x} vs ${expected[j]}`));
+        if (mode === "mean") {
+          const all = byHand.mean!(c.last_hidden_state, 0);
+          assert.ok(Math.abs(byName![0]! - all[0]!) > 1e-3, "leaving the prompt out changes the vector");
+          // token ids get no prompt: nothing of theirs is left out
+          (await m.embed([c.input_ids]))[0]!.forEach((x, j) => assert.ok(Math.abs(x - all[j]!) < 1e-4));
+        }
+      }
+    } finally {
+      m.dispose();
+    }
+  }
+  const cls = chineseFolder("exclude-cls", { pooling_mode_cls_token: true }, { city: "北京是" });
+  await assert.rejects(embed(cls, ["中华人民共和国的首都。"], { threads: 1, promptName: "city" }), /^RangeError: pooling: "cls" with a prompt on a Pooling that leaves the prompt out \(include_prompt: false\)/);
+  assert.equal((await embed(cls, ["中华"], { threads: 1 }))[0]!.length, 64, "cls without a prompt: as include_prompt true");
+  const short = chineseFolder("exclude-short", { pooling_mode_mean_tokens: true }, {});
+  writeFileSync(join(short, "sentence_bert_config.json"), JSON.stringify({ max_seq_length: 4, do_lower_case: false }));
+  await assert.rejects(embed(short, ["中华", "人民"], { threads: 1, prompt: "北京是" }), /^RangeError: embed: input 0: the prompt takes all its 4 tokens \(after truncation\), and this model's Pooling leaves the prompt out/);
 });

@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import { readSentenceTransformerConfig, type Pooling } from "../formats/index.js";
+import { readSentenceTransformerConfig, type Pooling, type SentenceTransformerConfig } from "../formats/index.js";
 import type { Model } from "../llm.js";
 import type { ModelInfo } from "../models/index.js";
 import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
@@ -93,9 +93,6 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
   const st = runner.opened.sentenceTransformers;
   const lower = st?.doLowerCase ?? false;
   const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
-  if (prompt !== "" && st?.includePrompt === false) {
-    throw new RangeError(`prompt: this model's Pooling leaves the prompt's tokens out (include_prompt: false), which tsllm does not do: its vectors would not be sentence-transformers'`);
-  }
   const { prefix, suffix } = inputTemplateOf(runner.tokenizer).single;
   const vocabSize = runner.model.info.vocabSize;
   return inputs.map((input, i) => {
@@ -135,6 +132,25 @@ function promptOf(options: PromptOptions, prompts: Readonly<Record<string, strin
   return defaultName === undefined ? undefined : prompts[defaultName];
 }
 
+/**
+ * How many first tokens of each input the pooling leaves out: with a Pooling whose include_prompt
+ * is false (INSTRUCTOR, GritLM), sentence-transformers' encode() zeroes the attention mask of the
+ * first prompt_length positions before pooling (the model still attends to them), prompt_length
+ * being the length of the prompt tokenized alone, less the special token it ends with ([SEP],
+ * EOS). Token-id inputs get no prompt, so nothing of theirs is left out. `promptTokens` tokenizes
+ * a text as the model's inputs are, without a prompt.
+ */
+function excludedPromptTokens(inputs: readonly EmbeddingInput[], options: PromptOptions, st: SentenceTransformerConfig | undefined, pooling: Pooling, t: Tokenizer, promptTokens: (text: string) => number[]): number[] {
+  const prompt = st?.includePrompt === false ? (promptOf(options, st.prompts ?? {}, st.defaultPromptName) ?? "") : "";
+  if (prompt === "") return inputs.map(() => 0);
+  // sentence-transformers' releases disagree on the first token's vector once the prompt is masked (token 0, or the first after the prompt)
+  if (pooling === "cls") throw new RangeError(`pooling: "cls" with a prompt on a Pooling that leaves the prompt out (include_prompt: false) has no one answer in sentence-transformers (token 0, or the first token after the prompt); choose another pooling or no prompt`);
+  const ids = promptTokens(prompt), last = ids.at(-1);
+  const special = last !== undefined && (t.isSpecial(last) || [t.clsId, t.sepId, t.bosId, t.eosId, t.padId, t.unkId, t.maskId].includes(last));
+  const n = special ? ids.length - 1 : ids.length;
+  return inputs.map((input) => (typeof input === "string" ? n : 0));
+}
+
 /** tokens (special tokens included) cut to `maxLength` as the tokenizer truncates one text: the text's end goes, the special tokens stay */
 function modelInputOf(runner: EncoderRunner, ids: readonly number[], maxLength: number): Pick<ModelInput, "ids" | "typeIds"> {
   const { prefix, suffix } = inputTemplateOf(runner.tokenizer).single;
@@ -156,7 +172,9 @@ export async function embedWith(runner: EncoderRunner, inputs: readonly Embeddin
   const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
   const maxLength = embeddingMaxTokens(runner);
   const tokens = embeddingTokens(runner, inputs, options).map((ids) => modelInputOf(runner, ids, maxLength));
-  return (await runner.run(tokens)).hidden.map((h) => pooled(h, d, pooling, dims, normalize));
+  const skips = excludedPromptTokens(inputs, options, st, pooling, runner.tokenizer, (text) => embeddingTokens(runner, [text], { prompt: "" })[0]!);
+  const hidden = (await runner.run(tokens)).hidden;
+  return hidden.map((h, i) => pooled(h, d, pooling, dims, normalize, skips[i]!, inputs.length === 1 ? "the input" : `input ${i}`));
 }
 
 /** the pooling and kept dimensions `options` ask for, checked (with the inputs' list) */
@@ -170,24 +188,27 @@ function checkedOptions(inputs: readonly EmbeddingInput[], options: EmbedOptions
 }
 
 /**
- * One vector from a sequence's token vectors (`h`: tokens x d): pooled, cut to `dims`, then
- * L2-normalized when asked (torch.nn.functional.normalize, as sentence-transformers' Normalize;
- * llama.cpp's embd_normalize 2 is the same division).
+ * One vector from a sequence's token vectors (`h`: tokens x d): pooled over the tokens from
+ * `skip` on (the prompt's left out: excludedPromptTokens), cut to `dims`, then L2-normalized when
+ * asked (torch.nn.functional.normalize, as sentence-transformers' Normalize; llama.cpp's
+ * embd_normalize 2 is the same division).
  */
-function pooled(h: Float32Array, d: number, pooling: Pooling, dims: number, normalize: boolean): Float32Array {
+function pooled(h: Float32Array, d: number, pooling: Pooling, dims: number, normalize: boolean, skip = 0, where = "the input"): Float32Array {
   const n = h.length / d, v = new Float64Array(d);
+  // sentence-transformers would answer zeros (or -1e9s for max) for a sequence all prompt: no vector of the text
+  if (skip >= n) throw new RangeError(`embed: ${where}: the prompt takes all its ${n} tokens (after truncation), and this model's Pooling leaves the prompt out (include_prompt: false): nothing is left to pool`);
   if (pooling === "cls") for (let j = 0; j < d; j++) v[j] = h[j]!;
   else if (pooling === "lasttoken") for (let j = 0; j < d; j++) v[j] = h[(n - 1) * d + j]!;
   else if (pooling === "max") {
     v.fill(-Infinity);
-    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = Math.max(v[j]!, h[t * d + j]!);
+    for (let t = skip; t < n; t++) for (let j = 0; j < d; j++) v[j] = Math.max(v[j]!, h[t * d + j]!);
   } else if (pooling === "weightedmean") {
-    // sentence-transformers' position-weighted mean (SGPT, arXiv:2202.08904): token t (from 0) weighs t + 1
-    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + (t + 1) * h[t * d + j]!;
-    for (let j = 0; j < d; j++) v[j] = v[j]! / ((n * (n + 1)) / 2);
+    // sentence-transformers' position-weighted mean (SGPT, arXiv:2202.08904): token t (from 0) weighs t + 1, a left-out prompt's tokens nothing
+    for (let t = skip; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + (t + 1) * h[t * d + j]!;
+    for (let j = 0; j < d; j++) v[j] = v[j]! / ((n * (n + 1)) / 2 - (skip * (skip + 1)) / 2);
   } else {
-    for (let t = 0; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + h[t * d + j]!;
-    const div = pooling === "mean" ? n : Math.sqrt(n);
+    for (let t = skip; t < n; t++) for (let j = 0; j < d; j++) v[j] = v[j]! + h[t * d + j]!;
+    const div = pooling === "mean" ? n - skip : Math.sqrt(n - skip);
     for (let j = 0; j < d; j++) v[j] = v[j]! / div;
   }
   const out = v.subarray(0, dims);
@@ -276,7 +297,6 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
     if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
     // a GGUF names no prompts; a prompt given as text goes before each text, as a sentence-transformers folder's
     const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
-    if (prompt !== "" && st?.includePrompt === false) throw new RangeError(`prompt: this model's Pooling leaves the prompt's tokens out (include_prompt: false), which tsllm does not do: its vectors would not be sentence-transformers'`);
     return inputs.map((input, i) => {
       const where = inputs.length === 1 ? "the input" : `input ${i}`;
       if (typeof input === "string") {
@@ -307,9 +327,11 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       // a sentence-transformers folder normalizes when it has a Normalize module (as encode()); a GGUF as llama.cpp's tools (embd_normalize 2)
       const normalize = options.normalize ?? st?.normalize ?? true;
       const sequences = tokenize(inputs, options).map(cut);
-      for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${inputs.length === 1 ? "the input" : `input ${i}`} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
+      const where = (i: number) => (inputs.length === 1 ? "the input" : `input ${i}`);
+      for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${where(i)} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
+      const skips = excludedPromptTokens(inputs, options, st, p, t, (text) => tokenize([text], { prompt: "" })[0]!);
       // each input's rows are its own in any pass, so a batch equals one by one
-      return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS, options.signal)).map((h) => pooled(h, d, p, dims, normalize));
+      return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS, options.signal)).map((h, i) => pooled(h, d, p, dims, normalize, skips[i]!, where(i)));
     },
     dispose: () => model.dispose(),
   };
