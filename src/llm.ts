@@ -4,6 +4,7 @@ import type { GGUFMetadata } from "./formats/index.js";
 import {
   checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
 import { checkCacheTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
@@ -256,7 +257,7 @@ export class Model {
   /**
    * Every token's hidden state after the final norm (tokens x embeddingLength per sequence), the
    * vectors llama.cpp's embedding mode pools: each sequence runs from position 0 in a cache of
-   * its own. Passes hold at most `passTokens` rows (the scratch grows with them): short sequences
+   * its own (in one block pool for the call, its blocks held only while it runs). Passes hold at most `passTokens` rows (the scratch grows with them): short sequences
    * share one, a long one runs in chunks through its cache (attention is causal, so a chunk's
    * rows are what the whole sequence's would be). Each pass is queued behind the engine's (they
    * share the activations). `signal` stops the call while it waits for a pass's turn, or between
@@ -265,8 +266,18 @@ export class Model {
   async hiddenStates(sequences: readonly (readonly number[])[], passTokens = 512, signal?: AbortSignal): Promise<Float32Array[]> {
     this.assertUsable();
     if (!Number.isInteger(passTokens) || passTokens < 1) throw new RangeError(`passTokens: expected a positive integer, got ${String(passTokens)}`);
-    const lm = this.languageModel, d = this.info.embeddingLength;
-    const caches = sequences.map((tokens) => lm.createCache(Math.max(1, tokens.length)));
+    const lm = this.languageModel, d = this.info.embeddingLength, i0 = this.info;
+    // one pool for the call, a sequence's blocks taken when its first rows run and given back
+    // once its last have: the KV held is what a pass needs (passTokens rows, each sequence's last
+    // block part-filled: twice that to start with; a long sequence's own on top), not every
+    // input's at once (1,000 inputs made 1,000 caches)
+    const pool = new KVBlockPool(i0.blockCount, i0.headCountKv, i0.headDim, 2 * Math.ceil(passTokens / DEFAULT_BLOCK_SIZE), this.backend, DEFAULT_BLOCK_SIZE, undefined, lm.kvCacheTypes);
+    const caches = new Map<number, KVCache>();
+    const cacheOf = (seq: number): KVCache => {
+      let c = caches.get(seq);
+      if (!c) caches.set(seq, (c = new KVCache(i0.blockCount, i0.headCountKv, i0.headDim, Math.max(1, sequences[seq]!.length), pool)));
+      return c;
+    };
     const out = sequences.map((tokens) => new Float32Array(tokens.length * d));
     const done = sequences.map(() => 0);
     for (let i = 0; i < sequences.length;) {
@@ -278,10 +289,14 @@ export class Model {
         if (take > 0) parts.push({ seq: j, tokens: sequences[j]!.slice(done[j]!, done[j]! + take) });
         rows += take;
       }
-      const hidden = await exclusive(lm, () => lm.hiddenStatesAsync(parts.map((p) => ({ tokens: p.tokens, cache: caches[p.seq]! }))), signal);
+      const hidden = await exclusive(lm, () => lm.hiddenStatesAsync(parts.map((p) => ({ tokens: p.tokens, cache: cacheOf(p.seq) }))), signal);
       parts.forEach((p, k) => {
         out[p.seq]!.set(hidden[k]!, done[p.seq]! * d);
         done[p.seq]! += p.tokens.length;
+        if (done[p.seq] === sequences[p.seq]!.length) {
+          caches.get(p.seq)?.free();
+          caches.delete(p.seq);
+        }
       });
       while (i < sequences.length && done[i] === sequences[i]!.length) i++;
     }

@@ -243,6 +243,31 @@ test("a long input runs in chunks through its cache: its vector is llama.cpp's, 
   }
 });
 
+test("a batch of many inputs shares one KV pool: the KV memory an embed() call allocates is a pass's, not every input's", { skip }, async () => {
+  const m = await loadModel(`${SHARED}/models/stories260K.gguf`, { threads: 1, contextSize: 256 });
+  const e = embeddingsOf(m);
+  // the real backend's allocations, counted: the scratch's and the KV pool's (each KV array is one allocation)
+  const backend = (m as unknown as { backend: { allocActivations(n: number): unknown } }).backend;
+  const alloc = backend.allocActivations.bind(backend);
+  let floats = 0;
+  backend.allocActivations = (n: number) => { floats += n; return alloc(n); };
+  try {
+    const inputs = Array.from({ length: 300 }, (_, i) => `${i}: the little dog ran to the park and played with a red ball all day`);
+    const tokens = e.countTokens(inputs).reduce((a, b) => a + b, 0);
+    // the scratch grows to a full pass's rows once
+    const one = await e.embed(inputs.slice(0, 40));
+    floats = 0;
+    const all = await e.embed(inputs);
+    assert.deepEqual(all[0], one[0], "a vector does not depend on its batch");
+    const i = m.info, kvFloatsPerToken = 2 * i.blockCount * i.headCountKv * i.headDim;
+    // 300 caches of their own held every input's KV at once: 300 x 16-row blocks at least
+    assert.ok(floats < (tokens * kvFloatsPerToken) / 4, `${floats} floats allocated for ${tokens} tokens (${tokens * kvFloatsPerToken} floats of KV in all)`);
+  } finally {
+    backend.allocActivations = alloc;
+    e.dispose();
+  }
+});
+
 test("a decoder as a sentence-transformers folder: its Pooling, Normalize module, max_seq_length and prompts, as encode() uses them", { skip: skipWithoutShared("hf-oracle/gpt2-tiny/model.safetensors") }, async () => {
   const plain = `${SHARED}/hf-oracle/gpt2-tiny`;
   const folder = (name: string, modules: string[]) => {
