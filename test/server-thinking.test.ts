@@ -294,3 +294,31 @@ test("a template that reads a turn's reasoning as `thinking` (LFM2.5's) gets rea
     await s.close();
   }
 });
+
+test("Ministral 3's template gets a turn's reasoning_content as a {type: \"thinking\"} content block before its text, as llama.cpp builds its messages (jinja2 judge)", { skip: skipStories || skipWithoutJinja2 || skipWithoutLlamaCppTemplates() }, async () => {
+  const { s, source } = await serveStoriesWithTemplate("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
+  try {
+    const history = [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Lily went to the park" },
+      { role: "assistant", content: "She played.", reasoning_content: "A story about Lily." },
+      { role: "assistant", content: "", reasoning_content: "She needs a friend.", tool_calls: [{ id: "abcDEF123", type: "function", function: { name: "find", arguments: "{\"who\":\"Tom\"}" } }] },
+      { role: "tool", tool_call_id: "abcDEF123", content: "Tom is here" },
+      { role: "user", content: "And then?" },
+    ];
+    // llama.cpp's common_chat_params_init_ministral_3: system and assistant turns' content as blocks, the reasoning's first, reasoning_content dropped
+    const blocks = history.map((m) => {
+      if (m.role !== "system" && m.role !== "assistant") return m;
+      const { reasoning_content, ...rest } = m as typeof m & { reasoning_content?: string };
+      return { ...rest, content: [...(reasoning_content ? [{ type: "thinking", thinking: reasoning_content }] : []), { type: "text", text: m.content }] };
+    });
+    const [judged] = renderWithJinja2(source, [{ messages: blocks, add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>" }]) as { out: string }[];
+    assert.match(judged!.out, /\[THINK\]A story about Lily\.\[\/THINK\]She played\.<\/s>\[THINK\]She needs a friend\.\[\/THINK\]\[TOOL_CALLS\]find\[ARGS\]/);
+    const r = await post(`${s.url}/v1/chat/completions`, { messages: history, max_tokens: 2, temperature: 0 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    // (the template writes <s> itself: the text's special tokens are read as the server reads a rendered prompt's)
+    assert.equal(r.json.usage.prompt_tokens, s.model.tokenizer.encode(judged!.out, { addSpecialTokens: false, parseSpecial: true }).length);
+  } finally {
+    await s.close();
+  }
+});

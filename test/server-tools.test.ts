@@ -616,7 +616,7 @@ test("the generic format (a template without calls of its own): told how to answ
   assert.equal(toolFormatOf(plain), "generic");
   const shown = messagesForTemplate([{ role: "system", content: "Be brief." }, { role: "user", content: "Weather?" }], plain, tools);
   assert.equal(shown.length, 2);
-  assert.match(shown[0]!.content, /^Be brief\.\n\n.*"tool_calls".*"response"/);
+  assert.match(shown[0]!.content as string, /^Be brief\.\n\n.*"tool_calls".*"response"/);
   assert.equal(messagesForTemplate([{ role: "user", content: "x" }], plain, tools)[0]!.role, "system");
   const admits = grammarAdmits;
   const call = '{"tool_calls": [{"name": "get_time", "arguments": {"zone": "CET"}}]}';

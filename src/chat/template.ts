@@ -115,21 +115,41 @@ export function contentText(content: string | readonly ChatContentPart[], i: num
   if (typeof content === "string") return content;
   return content.map((p, j) => {
     checkPart(content, i, j);
+    // a reasoning block is not content's text (a template writes it apart)
+    if (p.type === "thinking" && textField(p)) return "";
     if (p.type !== "text") throw new TypeError(`messages[${i}].content[${j}]: a part of type ${JSON.stringify(p.type)}: this model reads text only ({type: "text", text} parts)`);
     return p.text!;
   }).join("");
 }
 
-/** the content with each text part's text (or the string) replaced by `f` of it and its index among the texts */
+/**
+ * The field holding a part's text: `text` of a text part, `thinking` of a reasoning block
+ * ({type: "thinking", thinking}, how Ministral 3's template takes a turn's reasoning); none for
+ * other parts
+ */
+function textField(p: ChatContentPart | null | undefined): "text" | "thinking" | undefined {
+  if (p?.type === "text" && typeof p.text === "string") return "text";
+  if (p?.type === "thinking" && typeof p["thinking"] === "string") return "thinking";
+  return undefined;
+}
+
+/** the content with each text's (a text part's, a reasoning block's, or the string) replaced by `f` of it and its index among the texts */
 export function mapContentText(content: string | readonly ChatContentPart[], f: (text: string, k: number) => string): string | ChatContentPart[] {
   if (typeof content === "string") return f(content, 0);
   let k = 0;
-  return content.map((p) => (p?.type === "text" && typeof p.text === "string" ? { ...p, text: f(p.text, k++) } : p));
+  return content.map((p) => {
+    const field = textField(p);
+    return field ? { ...p, [field]: f(p[field] as string, k++) } : p;
+  });
 }
 
-/** the texts of the content: the string, or each text part's */
+/** the texts of the content, in order: the string, or each text part's and reasoning block's */
 export function contentTexts(content: string | readonly ChatContentPart[]): string[] {
-  return typeof content === "string" ? [content] : content.flatMap((p) => (p?.type === "text" && typeof p.text === "string" ? [p.text] : []));
+  if (typeof content === "string") return [content];
+  return content.flatMap((p) => {
+    const field = textField(p);
+    return field ? [p[field] as string] : [];
+  });
 }
 
 /**

@@ -96,14 +96,14 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // the tools that may be called; tool_choice "none" still shows them to the template (llama.cpp renders a request's tools whatever
     // its tool_choice: the model knows of them but its reply is not read for calls)
     const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
-    const shown = messagesForTemplate(messages, source, tools);
-    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
-    const variables = { ...templateVariablesOf(source, toolsGiven), ...templateKwargsOf(body, ctx.templateKwargs) };
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const ending = promptEndOf(body, messages);
+    const shown = messagesForTemplate(messages, source, tools, ending.continueFinalMessage);
+    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
+    const variables = { ...templateVariablesOf(source, toolsGiven), ...templateKwargsOf(body, ctx.templateKwargs) };
     // (a continued message the template does not write as given is the request's 400, found here)
     const text = thinkingOf(source, "") || ending.continueFinalMessage ? await rendered(() => formatter.prompt(shown, variables, ending)) : "";
-    const continued = ending.continueFinalMessage ? shown.at(-1) : undefined;
+    const continued = ending.continueFinalMessage ? messages.at(-1) : undefined;
     const thinking = thinkingOf(source, text, continued?.content, continued !== undefined && continuesReasoning(continued));
     const reasoning = reasoningFormatOf(body);
     replySyntax = replySyntaxOf(source, tools, thinking, reasoning, options.jsonSchema !== undefined || options.json !== undefined);

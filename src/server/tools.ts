@@ -1,4 +1,4 @@
-import { strftime, type ChatMessage } from "../chat/index.js";
+import { strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
@@ -141,14 +141,33 @@ export function templateVariablesOf(templateSource: string, tools: Tools | undef
 }
 
 /**
+ * Ministral 3's template (Ministral / Magistral 3 Reasoning), told as llama.cpp's
+ * common_chat_try_specialized_template tells it (Mistral Small 3.2's has [CALL_ID] too): it reads
+ * a turn's reasoning only as a content block {type: "thinking", thinking}
+ */
+function readsThinkingBlocks(templateSource: string): boolean {
+  return ["[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"].every((s) => templateSource.includes(s)) && !templateSource.includes("[CALL_ID]");
+}
+
+/**
  * The messages as the template is to see them: a template without tool calls of its own (the
  * generic format) is told in a system message how to answer; a turn's reasoning_content is also
- * `thinking` for a template that reads only that.
+ * `thinking` for a template that reads only that; Ministral 3's gets system and assistant turns as
+ * llama.cpp builds them for it: content blocks, the reasoning's first, then the content's (a
+ * continued last message stays as given: its prompt ends inside its own text).
  */
-export function messagesForTemplate(given: readonly ChatMessage[], templateSource: string, tools: Tools | undefined): ChatMessage[] {
+export function messagesForTemplate(given: readonly ChatMessage[], templateSource: string, tools: Tools | undefined, continued = false): ChatMessageInput[] {
   // a template that reads a turn's reasoning as `thinking`, never as reasoning_content (gpt-oss's, LFM2's), gets it so, as llama.cpp copies it for them
   const readsThinking = /\.thinking\b/.test(templateSource) && !templateSource.includes("reasoning_content");
-  const messages = readsThinking ? given.map((m) => (m.reasoning_content === undefined ? m : { ...m, thinking: m.reasoning_content })) : given;
+  let messages: readonly ChatMessageInput[] = readsThinking ? given.map((m) => (m.reasoning_content === undefined ? m : { ...m, thinking: m.reasoning_content })) : given;
+  if (readsThinkingBlocks(templateSource)) {
+    messages = messages.map((m, i) => {
+      if ((m.role !== "system" && m.role !== "assistant") || (continued && i === messages.length - 1)) return m;
+      const { reasoning_content, ...rest } = m;
+      const blocks: ChatContentPart[] = reasoning_content === undefined ? [] : [{ type: "thinking", thinking: reasoning_content }];
+      return { ...rest, content: typeof m.content === "string" ? [...blocks, { type: "text", text: m.content }] : [...blocks, ...m.content] };
+    });
+  }
   if (!tools || toolFormatOf(templateSource) !== "generic") return [...messages];
   const calls = tools.parallel ? "{\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}, ...]}" : "{\"tool_call\": {\"name\": ..., \"arguments\": {...}}}";
   const how = `Answer with a single JSON object: ${calls} to call tools, or {"response": ...} to answer the user.`;
