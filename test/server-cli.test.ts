@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { request, type IncomingMessage } from "node:http";
+import { connect, type Socket } from "node:net";
 import { Readable } from "node:stream";
 import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES, until } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
@@ -111,4 +112,53 @@ test("tsllm serve: a next turn through a reply takes the reply's rows from the p
       s.child.kill("SIGKILL");
     }
   }
+});
+
+test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, bodies arriving past the other 503 with Retry-After; a bad value is one usage line before the model loads", { skip }, async () => {
+  const s = await serve(["--body-limit", "1MiB", "--bodies-limit", "1MiB"]);
+  const port = Number(new URL(s.url).port);
+  const sockets: Socket[] = [];
+  try {
+    // 2 MiB: under the default 4 MiB, over the flag's
+    const big = await post(`${s.url}/v1/completions`, { prompt: "x".repeat(2 * 2 ** 20) });
+    assert.equal(big.status, 413, JSON.stringify(big.json));
+    assert.match(big.json.error.message, /larger than the 1048576 bytes/);
+    // a body of 1000 KiB holds 936 KiB of the budget (its first 64 KiB are free) while it arrives;
+    // another's 300 KiB would take the total past 1 MiB
+    const held = (port: number, bytes: number, declared: number) => {
+      const socket = (sockets[sockets.length] = connect(port, "127.0.0.1"));
+      let answer = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (d: string) => (answer += d));
+      socket.on("error", () => {});
+      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
+      socket.write(Buffer.alloc(bytes, 0x20));
+      return () => answer;
+    };
+    const bytesHeld = async () => Number(/^tsllm_request_body_bytes_held (\d+)$/m.exec(await (await fetch(`${s.url}/metrics`)).text())?.[1]);
+    held(port, 900 * 1024, 1000 * 1024);
+    await until(async () => (await bytesHeld()) === (900 - 64) * 1024, "the first body to be held");
+    const second = held(port, 300 * 1024, 1000 * 1024);
+    await until(() => second().includes("\r\n\r\n{"), "the second body to be answered");
+    assert.match(second(), /^HTTP\/1\.1 503 /);
+    assert.match(second(), /\r\nretry-after: 1\r\n/i);
+    assert.match(second(), /"code":"server_busy"/);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    s.child.kill("SIGKILL");
+  }
+  // the model does not exist: a value checked only once it loaded would end in its load's error (exit 1)
+  for (const [args, says] of [
+    [["--body-limit", "lots"], "--body-limit expects a size in bytes"], [["--body-limit", "0"], "--body-limit must be positive"],
+    [["--body-limit", "1T"], "--body-limit must be at most"], [["--bodies-limit", "1MiB"], "--bodies-limit must be at least --body-limit (4194304 bytes, its default)"],
+    [["--body-limit", "8MiB", "--bodies-limit", "4MiB"], "--bodies-limit must be at least --body-limit (8388608 bytes)"],
+  ] as const) {
+    const bad = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--model", join(dir, "missing.gguf"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+    assert.equal(bad.status, 2, `${args.join(" ")}: ${bad.stderr}`);
+    assert.equal(bad.stderr, `tsllm: error: ${bad.stderr.slice("tsllm: error: ".length).split("\n")[0]}\n`, "one line");
+    assert.ok(bad.stderr.startsWith(`tsllm: error: ${says}`), bad.stderr);
+  }
+  const help = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--help"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.match(help.stdout, /--body-limit BYTES/);
+  assert.match(help.stdout, /--bodies-limit BYTES/);
 });

@@ -2,9 +2,9 @@ import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { startServer, templateKwargsProblem } from "../server/index.js";
+import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
-import { optionalNonEmpty, optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+import { optionalNonEmpty, optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -26,6 +26,13 @@ Options:
                         auto: the largest that fits in free memory; 0: the trained context, and
                         the KV pool sized for it, 128K tokens on some models)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
+  --body-limit BYTES    largest request body, as sent or once unpacked (gzip, deflate, br); a larger one is
+                        answered 413 (default 4MiB; at most about 512MiB, the longest text JavaScript holds,
+                        which a body is read into; a proxy in front must allow as much: nginx's
+                        client_max_body_size is 1m by default)
+  --bodies-limit BYTES  bytes of request bodies held while they arrive, all clients together, each past its
+                        first 64KiB; a body that would take them past it is answered 503 with Retry-After
+                        (default 64MiB, or 4 --body-limit where that is more; at least --body-limit)
   --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
                         sequences run at once and never count); more get 429 at once (default 256;
                         0: nothing waits, only what can run now is taken)
@@ -65,7 +72,7 @@ Options:
 
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
-  "kv-memory": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
+  "kv-memory": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" },
@@ -81,7 +88,7 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stderr.on("error", () => {});
   const modelRef = requireString(values, "model");
   const kvMemory = optionalString(values, "kv-memory");
-  const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory);
+  const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory, "kv-memory");
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
@@ -92,7 +99,7 @@ export async function runServe(argv: string[]): Promise<void> {
     apiKey: optionalNonEmpty(values, "api-key", "the key clients must send") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
-    readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
+    ...bodyLimitsFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
@@ -161,13 +168,32 @@ function templateKwargsFrom(text: string | undefined): Record<string, unknown> |
   return kwargs as Record<string, unknown>;
 }
 
-/** 512MiB, 2G, 1048576 ... */
-function parseBytes(text: string): number {
+/**
+ * --body-limit and --bodies-limit, checked against each other (and the defaults) here, before the
+ * model loads, as the server's constructor would check them only after
+ */
+function bodyLimitsFrom(values: ParsedValues): { bodyLimit?: number; bodiesLimit?: number } {
+  const one = optionalString(values, "body-limit"), all = optionalString(values, "bodies-limit");
+  const bodyLimit = one === undefined ? undefined : parseBytes(one, "body-limit");
+  if (bodyLimit !== undefined && bodyLimit > MAX_BODY_LIMIT) {
+    throw new UsageError(`--body-limit must be at most ${MAX_BODY_LIMIT} bytes (the longest text JavaScript holds, which a body is read into), got "${one}"`);
+  }
+  const bodiesLimit = all === undefined ? undefined : parseBytes(all, "bodies-limit");
+  const oneBody = bodyLimit ?? DEFAULT_BODY_LIMIT;
+  if (bodiesLimit !== undefined && bodiesLimit < oneBody) {
+    throw new UsageError(`--bodies-limit must be at least --body-limit (${oneBody} bytes${bodyLimit === undefined ? ", its default" : ""}): one whole body must fit, got "${all}"`);
+  }
+  return { ...(bodyLimit !== undefined ? { bodyLimit } : {}), ...(bodiesLimit !== undefined ? { bodiesLimit } : {}) };
+}
+
+/** 512MiB, 2G, 1048576 ... (a whole number of bytes: at most 2^53) */
+function parseBytes(text: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(text.trim());
-  if (!m) throw new UsageError(`--kv-memory expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
+  if (!m) throw new UsageError(`--${flag} expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
   const power = { "": 0, k: 1, m: 2, g: 3, t: 4 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g" | "t"];
   const base = m[3]!.toLowerCase().startsWith("i") || m[2] !== "" ? 1024 : 1;
   const bytes = Math.floor(Number(m[1]) * base ** power);
-  if (!(bytes > 0)) throw new UsageError(`--kv-memory must be positive, got "${text}"`);
+  if (!(bytes > 0)) throw new UsageError(`--${flag} must be positive, got "${text}"`);
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`--${flag} expects at most ${Number.MAX_SAFE_INTEGER} bytes, got "${text}"`);
   return bytes;
 }

@@ -1,7 +1,14 @@
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { constants } from "node:buffer";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 import { ApiError, invalid } from "./errors.js";
+
+/** the largest request body a server takes by default (ServeOptions.bodyLimit) */
+export const DEFAULT_BODY_LIMIT = 4 * 2 ** 20;
+
+/** the largest bodyLimit: a body is decoded into one string, and a longer one than this cannot be (a 500 instead of a 413) */
+export const MAX_BODY_LIMIT = constants.MAX_STRING_LENGTH;
 
 /**
  * Reads a request body up to `limit` bytes, decompressed where its Content-Encoding is gzip,

@@ -11,7 +11,7 @@ import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_WRITE_TIMEOUT_MS, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
@@ -30,7 +30,7 @@ export interface ServeOptions {
   maxQueue?: number;
   /** Access-Control-Allow-Origin for browsers on other origins ("*" or an origin) */
   cors?: string;
-  /** largest request body in bytes (default 4 MiB) */
+  /** largest request body in bytes, as sent or once unpacked (default 4 MiB; at most MAX_BODY_LIMIT, the longest string: a body is decoded into one) */
   bodyLimit?: number;
   /** bytes of request bodies held while they arrive, all requests together (past the first 64 KiB of each); a body that would take the total past it is answered 503 with Retry-After (default 64 MiB, or 4 bodyLimits where that is more) */
   bodiesLimit?: number;
@@ -136,6 +136,7 @@ export class OpenAIServer {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
     if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
+    if (options.bodyLimit !== undefined && !(Number.isInteger(options.bodyLimit) && options.bodyLimit >= 1 && options.bodyLimit <= MAX_BODY_LIMIT)) throw new RangeError(`bodyLimit must be an integer in [1, ${MAX_BODY_LIMIT}], got ${options.bodyLimit}`);
     if (options.bodiesLimit !== undefined && !(Number.isInteger(options.bodiesLimit) && options.bodiesLimit >= this.bodyLimit)) throw new RangeError(`bodiesLimit must be an integer >= bodyLimit, got ${options.bodiesLimit}`);
     if (options.keepAliveTimeoutMs !== undefined && !(Number.isInteger(options.keepAliveTimeoutMs) && options.keepAliveTimeoutMs > 0)) throw new RangeError(`keepAliveTimeoutMs must be an integer > 0, got ${options.keepAliveTimeoutMs}`);
     const kwargsProblem = options.chatTemplateKwargs === undefined ? undefined : templateKwargsProblem(options.chatTemplateKwargs, "chatTemplateKwargs");
@@ -402,7 +403,7 @@ export class OpenAIServer {
   }
 
   private get bodyLimit(): number {
-    return this.options.bodyLimit ?? 4 * 2 ** 20;
+    return this.options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   }
 
   /** the handlers' view of the server; 503 while the model loads */
