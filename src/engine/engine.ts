@@ -69,6 +69,11 @@ export interface EngineStats {
   readonly kv: KVPoolStats | undefined;
   /** tokens the KV pool holds */
   readonly kvCapacityTokens: number;
+  /**
+   * bytes the draft models' KV pools hold now: beside the pool, up to kvCacheBytes while
+   * speculative requests with a draft run or wait, 0 once none does
+   */
+  readonly draftKvBytes: number;
 }
 
 const GiB = 2 ** 30;
@@ -90,8 +95,11 @@ export class Engine {
   private closed = false;
   private nextId = 1;
   private steps = 0;
-  /** per draft model, the KV pool its speculative requests' draft caches share */
-  private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
+  /**
+   * per draft model, the KV pool its speculative requests' draft caches share, while any such
+   * request is queued or running (dropped when the last one leaves: see dropIdleDraftPools)
+   */
+  private readonly draftPools = new Map<LanguageModel, KVBlockPool>();
   /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
@@ -148,6 +156,7 @@ export class Engine {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
       cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+      draftKvBytes: [...this.draftPools.values()].reduce((sum, p) => sum + p.byteLength, 0),
     };
   }
 
@@ -465,6 +474,22 @@ export class Engine {
     return new KVCache(i.blockCount, i.headCountKv, i.headDim, positions, pool);
   }
 
+  /**
+   * Forgets the draft pools no queued or running request drafts with: their memory goes back
+   * (to the garbage collector, or the backend's buffers with it) instead of staying at the
+   * burst's size beside the target's pool for as long as the engine lives. The next request
+   * drafting with that model makes a fresh pool of one context, as a lone generate() does.
+   */
+  private dropIdleDraftPools(): void {
+    if (this.draftPools.size === 0) return;
+    const s = this.scheduler!;
+    for (const [draft, pool] of this.draftPools) {
+      if (pool.stats.blocksInUse > 0) continue;
+      const used = (r: EngineRequest) => r.params.decoding.kind === "speculative" && r.params.decoding.draft === draft;
+      if (!s.running.some(used) && !s.waiting.some(used)) this.draftPools.delete(draft);
+    }
+  }
+
   private endIds(p: RequestParams): ReadonlySet<number> {
     return p.stopTokens.length > 0 ? new Set([...this.tokenizer.endOfGenerationIds, ...p.stopTokens]) : this.tokenizer.endOfGenerationIds;
   }
@@ -473,6 +498,7 @@ export class Engine {
   private end(request: EngineRequest, error?: unknown): void {
     this.scheduler!.remove(request);
     request.strategy.release?.();
+    this.dropIdleDraftPools();
     if (error === undefined) request.complete();
     else request.fail(error);
   }
