@@ -3,15 +3,17 @@
 // on a fresh engine (nothing cached, a pool of the default size), the judge. Requests share whole
 // or partial prompt prefixes, arrive while others decode, are aborted at random passes (before
 // admission, mid-prefill, mid-decode), and mix greedy and seeded sampling, n choices, logprobs,
-// prompt logprobs, stop strings and stop tokens, beam search and speculative decoding (prompt
+// prompt logprobs, stop strings (some across token boundaries of what the request says alone) and
+// stop tokens, penalties (repeat, presence, frequency) and logit biases, grammar / JSON Schema /
+// regex / choice constraints, beam search and speculative decoding (prompt
 // lookup, or the model drafting for itself). Checked per request: every choice's tokens, text,
 // finish reason and logprobs equal the solo run's (bit for bit: a row's logits do not depend on
 // the rows beside it); an aborted one's tokens are a prefix of its solo tokens. Checked before
 // every pass: each pool block's reference count is the number of live sequences holding it;
 // after the batch settles: no block in use (cached prefixes idle), nothing queued or running,
-// every draft pool empty. A batch that has not settled after --timeout seconds is a hang.
+// every draft pool given back. A batch that has not settled after --timeout seconds is a hang.
 //
-// With --llama, stories260K's greedy requests (no penalties or biases, one choice) are also run by
+// With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
 // greedy tokens must start with the engine's solo tokens.
 //
@@ -161,9 +163,9 @@ async function makeCase(rng: Rng): Promise<Case> {
   const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
   const tok = () => int(rng, 3, vocab - 1);
   // prompts grow from a few stems (shared prefixes, often past a 16-token block)
-  const stems = Array.from({ length: int(rng, 1, 3) }, () => Array.from({ length: int(rng, 0, 70) }, tok));
+  const stems = Array.from({ length: int(rng, 1, 4) }, () => Array.from({ length: int(rng, 0, 90) }, tok));
   const jobs: Job[] = [];
-  const count = int(rng, 1, 9);
+  const count = int(rng, 1, 12);
   const stopPieces = Array.from({ length: 8 }, () => model.tokenizer.decode([tok()]).trim().slice(0, int(rng, 1, 2))).filter((s) => s.length > 0);
   let arrival = 0;
   for (let i = 0; i < count; i++) {
@@ -184,7 +186,11 @@ async function makeCase(rng: Rng): Promise<Case> {
     const sampling = greedy ? { temperature: 0, seed: 0 } : {
       temperature: pick(rng, [0.3, 0.8, 1.2, 2]), topK: pick(rng, [0, 5, 40]), topP: pick(rng, [1, 0.9, 0.5]), minP: pick(rng, [0, 0.05]),
       repeatPenalty: pick(rng, [1, 1, 1.3]), seed: int(rng, 0, 1e6), ...(chance(rng, 0.2) ? { logitBias: { [tok()]: 5, [tok()]: -Infinity } } : {}),
+      ...(chance(rng, 0.3) ? { presencePenalty: pick(rng, [0.5, -0.5, 1.5]), frequencyPenalty: pick(rng, [0, 0.4, 1]), repeatLastN: pick(rng, [-1, 0, 8, 64]) } : {}),
+      ...(chance(rng, 0.1) ? { typicalP: pick(rng, [0.5, 0.9]) } : {}),
     };
+    // greedy with penalties or a bias too: they change the argmax, and the history they read is the sequence's own
+    if (greedy && chance(rng, 0.2)) Object.assign(sampling, { repeatPenalty: 1.5, frequencyPenalty: 0.5, presencePenalty: 0.3, logitBias: { [tok()]: 3 } });
     const kind = rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
@@ -195,6 +201,8 @@ async function makeCase(rng: Rng): Promise<Case> {
     else if (kind < 0.28) decoding = { kind: "speculative", promptLookup: int(rng, 1, 3), draftTokens: int(rng, 1, 6) };
     else if (kind < 0.33) decoding = { kind: "speculative", draft: model.languageModel, draftTokens: int(rng, 1, 5) };
     const plain = decoding.kind === "sample";
+    // a constraint on what the output may be (the grammar's parse state is per sequence: forks and beams copy it)
+    const constraint = chance(rng, 0.15) ? pick(rng, CONSTRAINTS) : undefined;
     const params: RequestParams = {
       promptTokens, decoding, sampling, maxTokens,
       stop: chance(rng, 0.3) && stopPieces.length > 0 ? [pick(rng, stopPieces)] : [],
@@ -202,7 +210,13 @@ async function makeCase(rng: Rng): Promise<Case> {
       ignoreEos: chance(rng, 0.5),
       topLogprobs: plain && chance(rng, 0.3) ? pick(rng, [0, 1, 3]) : undefined,
       ...(plain && chance(rng, 0.15) ? { promptLogprobs: pick(rng, [0, 2]) } : {}),
+      ...(constraint ? { constraint } : {}),
     };
+    // a stop string across a token boundary of what an earlier request says alone: its end of one token and the start of the next
+    const earlierStop = jobs.length > 0 && chance(rng, 0.2) ? await stopAcrossTokens(rng, target, pick(rng, jobs)) : undefined;
+    if (earlierStop) {
+      Object.assign(params, { ...earlierStop.job.params, stop: [earlierStop.stop], ...(chance(rng, 0.5) ? { decoding } : {}) });
+    }
     if (chance(rng, 0.5)) arrival += int(rng, 0, 6);
     const abort = rng.uniform();
     jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98 });
@@ -210,9 +224,41 @@ async function makeCase(rng: Rng): Promise<Case> {
   const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
   const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
   // a pool just big enough for the largest request, or a little more: admission waits, cached prefixes are evicted
-  const kvBlocks = need + (chance(rng, 0.5) ? int(rng, 0, 3) : int(rng, 4, 40));
+  // (half the time at most one block spare: cached prefixes are evicted under pressure and recomputed by the next request needing them)
+  const spare = rng.uniform();
+  const kvBlocks = need + (spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
   return { target, maxSequences: int(rng, widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, jobs };
+}
+
+/** grammars, JSON Schemas, regexes and choices the requests may be held to */
+const CONSTRAINTS: readonly NonNullable<RequestParams["constraint"]>[] = [
+  { json: "object" },
+  { jsonSchema: { type: "object", properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer", minimum: 0, maximum: 120 } }, required: ["name", "age"] } },
+  { jsonSchema: { type: "array", items: { enum: ["cat", "dog", "a b"] }, minItems: 1, maxItems: 3 } },
+  { choice: ["yes", "no", "maybe so", "the end"] },
+  { regex: "[A-Z][a-z]{2,8} \\d{1,3}(\\.\\d+)?" },
+  { grammar: 'root ::= "Once " [a-z ]{1,20} ("." | "!")' },
+];
+
+/**
+ * A stop string that crosses a token boundary of the job's solo completion (the last characters
+ * of one token's text and the first of the next), with the job it came from; undefined when the
+ * completion has no such boundary
+ */
+async function stopAcrossTokens(rng: Rng, target: Target, job: Job): Promise<{ job: Job; stop: string } | undefined> {
+  const tokens = (await soloOf(target, job)).outcome?.choices[0]?.completionTokens ?? [];
+  const decode = (t: readonly number[]) => target.model.tokenizer.decode(t, { skipSpecialTokens: true });
+  const text = decode(tokens);
+  const cuts: number[] = [];
+  for (let j = 1; j < tokens.length; j++) {
+    const head = decode(tokens.slice(0, j));
+    if (head.length > 0 && head.length < text.length && text.startsWith(head)) cuts.push(head.length);
+  }
+  if (cuts.length === 0) return undefined;
+  const at = pick(rng, cuts);
+  const stop = text.slice(Math.max(0, at - int(rng, 1, 3)), at + int(rng, 1, 3));
+  return stop.trim().length > 0 ? { job, stop } : undefined;
 }
 
 /** a job's parameters as text (no model objects) */
@@ -224,7 +270,7 @@ function describe(j: Job): string {
 interface Internals {
   pool: KVBlockPool | undefined;
   scheduler: { waiting: EngineRequest[]; running: EngineRequest[] } | undefined;
-  draftPools: WeakMap<LanguageModel, KVBlockPool>;
+  draftPools: Map<LanguageModel, KVBlockPool>;
 }
 const internals = (e: Engine) => e as unknown as Internals;
 
@@ -326,10 +372,11 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   got.forEach((g, i) => (g.aborted = controllers[i]!.signal.aborted));
   // settled: nothing queued or running, no block in use, every draft pool empty
   const { pool, scheduler, draftPools } = internals(engine);
+  evictions += pool?.stats.evictions ?? 0;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   const draftPool = draftPools.get(hooked);
-  if (draftPool && draftPool.stats.blocksInUse !== 0) defects.push(`leak: the draft pool has ${draftPool.stats.blocksInUse} blocks in use after every request settled`);
+  if (draftPool) defects.push(`leak: the draft pool (${draftPool.stats.blocksInUse} blocks in use, ${draftPool.byteLength} bytes) is still held after every request settled`);
   engine.close();
   return got;
 }
@@ -396,7 +443,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -411,7 +458,7 @@ for (let k = first; k <= last; k++) {
     const diff = compare(job, got[i]!, solo);
     if (diff) defects.push(`request ${i} ${describe(job)}: ${diff}`);
     const p = job.params, sp = p.sampling;
-    const plainGreedy = sp.temperature === 0 && (sp.repeatPenalty ?? 1) === 1 && sp.logitBias === undefined && p.decoding.kind === "sample" && p.decoding.n === 1;
+    const plainGreedy = sp.temperature === 0 && (sp.repeatPenalty ?? 1) === 1 && !sp.presencePenalty && !sp.frequencyPenalty && sp.logitBias === undefined && p.constraint === undefined && p.decoding.kind === "sample" && p.decoding.n === 1;
     if (llamaGreedy && c.target.name === "stories260K" && plainGreedy && solo.outcome) {
       const ours = solo.outcome.choices[0]!.completionTokens;
       const theirs = await llamaGreedy(p.promptTokens, ours.length);
@@ -430,5 +477,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

@@ -204,6 +204,10 @@ test("stories260K: a full KV pool queues requests instead of failing them; one t
     assert.ok(kv.peakBlocksInUse <= 10, `peak ${kv.peakBlocksInUse} blocks`);
     assert.equal(kv.grows, 0, "the pool is never resized");
     await assert.rejects(model.generate("Once upon a time", { maxTokens: 200 }), /needs room for up to 208 tokens of KV cache \(prompt 5 \+ maxTokens 200\) but the KV cache holds 160 tokens/);
+    // a prompt larger than the whole pool (but within the context): refused at submit too, nothing left queued
+    const long = [1, ...Array.from({ length: 199 }, (_, i) => 10 + (i % 400))];
+    await assert.rejects(model.generate(long, { maxTokens: 1 }), /needs room for up to 208 tokens of KV cache \(prompt 200 \+ maxTokens 1\) but the KV cache holds 160 tokens/);
+    assert.equal(model.engine.stats.waiting, 0);
   } finally {
     model.dispose();
   }
