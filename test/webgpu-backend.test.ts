@@ -270,6 +270,32 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
+  // the engine's promise (a request's answer the same in a batch as alone) at the op: a token's
+  // row the same bits whether the batch's row count picks the one-row kernel (under 16 tokens,
+  // tiles of 8) or the tiled one (64-token tiles); 2049 columns: more chunks than one pass of the
+  // one-row kernel's 64 invocations
+  test("matmul F32, F16, BF16: a token's outputs have the same bits alone and in batches of 2 to 65 tokens (one-row and tiled kernels)", async () => {
+    const r = rng(91);
+    for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16]) {
+      for (const cols of [77, 515, 2049]) {
+        const rows = 70, n = 65;
+        const w = weights(type, cols, rows, r);
+        const x = normals(n * cols, r);
+        const alone = new Float32Array(n * rows);
+        for (let t = 0; t < n; t++) {
+          const out = backend!.allocActivations(rows);
+          backend!.matmul(out, w, device(backend!, x.subarray(t * cols, (t + 1) * cols)), 1);
+          alone.set(await backend!.read(out), t * rows);
+        }
+        for (const tokens of [2, 9, 15, 16, 17, 64, 65]) {
+          const out = backend!.allocActivations(tokens * rows);
+          backend!.matmul(out, w, device(backend!, x.subarray(0, tokens * cols)), tokens);
+          assert.deepEqual(await backend!.read(out), alone.subarray(0, tokens * rows), `${typeName(type)} ${cols} columns: a batch of ${tokens} differs from its tokens alone`);
+        }
+      }
+    }
+  });
+
   test("getRows (Q4_K, Q8_0, F16): exact", async () => {
     const r = rng(40);
     for (const type of [GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16]) {

@@ -118,6 +118,34 @@ test("batched and concurrent requests on webgpu each equal their solo run; the s
   }
 });
 
+// The engine promises a request the same answer in a batch as alone. On webgpu a matmul of 16 or
+// more rows takes the tiled kernel, of fewer the one-row kernel: both must add a row's products in
+// the same order (32-column chunks folded in column order), or a prompt prefilled beside others,
+// or a token decoded beside 15 others, gets logits other than alone in the last bits.
+for (const weightType of [GGMLType.F32, GGMLType.F16]) {
+  test(`random llama ${typeName(weightType)} on webgpu: 18 requests batched get the logprobs of each one alone, bit for bit (prefill and decode of 16+ rows through the tiled matmul)`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+    const path = await ensureRandomModel({ ...tinyLlama, weightType, seed: 21 }, dir);
+    const model = await loadModel(path, { backend: "webgpu", contextSize: 64, warmup: false });
+    try {
+      const params = (promptTokens: number[]) => ({
+        promptTokens, decoding: { kind: "sample", n: 1 } as const, sampling: { temperature: 0, seed: 0 }, maxTokens: 3, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: 3, promptLogprobs: undefined,
+      });
+      // prompts of 3 to 9 tokens: alone each one stays on the one-row kernel
+      const prompts = Array.from({ length: 18 }, (_, i) => Array.from({ length: 3 + (i % 7) }, (_, j) => 1 + ((i * 37 + j * 101) % 500)));
+      const alone = [];
+      const answer = (o: Awaited<ReturnType<typeof model.engine.submit>["outcome"]>) => ({ tokens: o.choices[0]!.completionTokens, logprobs: o.choices[0]!.logprobs });
+      for (const p of prompts) alone.push(answer(await model.engine.submit(params(p)).outcome));
+      const rows = model.engine.stats.rowsComputed;
+      const batched = await Promise.all(prompts.map((p) => model.engine.submit(params(p)).outcome));
+      assert.ok(model.engine.stats.peakStepSequences >= 16, `${model.engine.stats.peakStepSequences} sequences in a step`);
+      assert.ok(model.engine.stats.rowsComputed > rows);
+      for (const [i, o] of batched.entries()) assert.deepEqual(answer(o), alone[i], `request ${i} (${prompts[i]!.length} prompt tokens): batched differs from alone`);
+    } finally {
+      model.dispose();
+    }
+  });
+}
+
 /** the logits of every prompt token, computed by the model on `backend` */
 async function logitsOn(path: string, backend: Backend, tokens: number[], kvCacheTypes?: KVCacheTypes): Promise<Float32Array> {
   const lm = openModel(path).build(backend, { kvCacheTypes });

@@ -157,7 +157,7 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * kernels (tests of both paths)
    */
   tiledAttention?: boolean;
-  /** reduce matmul sums, norm sums and the attention softmax's max and sum with subgroup operations where the adapter has the "subgroups" feature (default true; false: trees in workgroup memory) */
+  /** reduce quantized matmul sums (the float types' fold in column order: see matmulDef), norm sums and the attention softmax's max and sum with subgroup operations where the adapter has the "subgroups" feature (default true; false: trees in workgroup memory) */
   subgroups?: boolean;
   /** the largest weight buffer, in bytes (default: the adapter's storage binding limit); larger tensors are uploaded as blocks of rows */
   maxWeightBytes?: number;
@@ -177,6 +177,8 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * TILED_MATMUL_MIN_TOKENS or more tokens (any of TILED_MATMUL_TYPES; default the float types,
    * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0, Q4_0, Q4_K and Q6_K
    * have a tiled kernel too, not the default until a GPU has timed it against their integer one-row kernel
+   * (nor batch-invariant: it rounds each product, so a request's logits in a batch of 16+ rows
+   * differ in the last bits from alone; the float types' tiled kernel adds in the one-row kernel's order)
    * (`bench-webgpu` times both kernels of every type that has both).
    */
   tiledMatmulTypes?: readonly string[];

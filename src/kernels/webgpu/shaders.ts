@@ -1346,6 +1346,9 @@ export const MATMUL_TYPES: Readonly<Record<string, ActivationType>> = {
 /** tokens per workgroup */
 export const MATMUL_TILE = 8;
 
+/** the float types' columns summed from zero before the sum of a row is added to (both kernels) */
+const FOLD_CHUNK = 32;
+
 const matmulDefs = new Map<string, KernelDef>();
 
 /** the 64 partial sums of each token of the tile added: a tree in workgroup memory */
@@ -1445,10 +1448,12 @@ const tiledMatmulDefs = new Map<string, KernelDef>();
  * rows, where the one-row kernel re-reads a tile's activations for every row), each invocation
  * keeping 4 rows x 4 tokens of sums (rows lr + 16 i, tokens lt + 16 j: neighbours read neighbouring
  * words of workgroup memory). Activations as the one-row kernel takes them (F32: x; F16 and BF16:
- * rounded, as f32 bits in XQ; Q8_0's int8 and scales, multiplied out here); a column's products
- * added in column order per output, the sum order of neither the reference nor the one-row kernel
- * (within the same tolerance: for quantized weights each product is rounded, where the reference
- * rounds a block's integer sum times its two scales once).
+ * rounded, as f32 bits in XQ; Q8_0's int8 and scales, multiplied out here). Float weights: each
+ * output's products added from zero in column order per chunk of FOLD_CHUNK columns, the chunks'
+ * sums then added in order: the one-row kernel's order, so a row has the same bits whether its
+ * batch has 16 rows or fewer (not the reference's order: within its tolerance). Quantized weights
+ * keep one sum in column order, each product rounded where the one-row kernel and the reference
+ * round a block's integer sum times its scales once: another answer than a batch of under 16 rows.
  */
 export function tiledMatmulDef(type: string): KernelDef {
   const weight = TILED_WEIGHT[type];
@@ -1456,6 +1461,7 @@ export function tiledMatmulDef(type: string): KernelDef {
   let def = tiledMatmulDefs.get(type);
   if (def) return def;
   const { rows: R, tokens: T, step: K } = TILED_MATMUL;
+  const fold = MATMUL_TYPES[type]?.block === 1;
 
   def = {
     name: `matmulTiled-${type}`,
@@ -1481,7 +1487,7 @@ fn activation4_at(t: u32, c: u32) -> vec4<f32> {
   let li = lid / 4u;
   let lk = (lid % 4u) * 4u;
   var acc: array<array<f32, 4>, 4>;
-  for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
+${fold ? "  var sums: array<array<f32, 4>, 4>;\n" : ""}  for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
     // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges: only float
     // rows end inside a step, quantized ones are whole blocks of 32)
     let c = c0 + lk;
@@ -1502,14 +1508,20 @@ ${edgeLoad("a", "activation4_at", "t", "t < P.nTokens")}
         for (var i = 0u; i < 4u; i++) { acc[i][j] += wr[i] * a; }
       }
     }
-    workgroupBarrier();
+${fold ? `    // a chunk's ${FOLD_CHUNK} columns done (or the row's last): into the sums, in chunk order
+    if ((c0 + ${K}u) % ${FOLD_CHUNK}u == 0u || c0 + ${K}u >= P.cols) {
+      for (var i = 0u; i < 4u; i++) {
+        for (var j = 0u; j < 4u; j++) { sums[i][j] += acc[i][j]; acc[i][j] = 0.0; }
+      }
+    }
+` : ""}    workgroupBarrier();
   }
   for (var i = 0u; i < 4u; i++) {
     let r = r0 + lr + 16u * i;
     for (var j = 0u; j < 4u; j++) {
       let t = t0 + lt + 16u * j;
       if (r < P.rows && t < P.nTokens) {
-        var v = acc[i][j];
+        var v = ${fold ? "sums" : "acc"}[i][j];
         if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
         if (P.gelu != 0u) { v = gelu_erf(v); }
         $out[P.o_out + t * P.outStride + r] = v;
@@ -1521,21 +1533,61 @@ ${edgeLoad("a", "activation4_at", "t", "t < P.nTokens")}
   return def;
 }
 
-/** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature) */
+/**
+ * The float types' one-row kernel, in the tiled kernel's order: each invocation sums one chunk
+ * of FOLD_CHUNK columns (a unit) per token from zero in column order, 64 chunks at a time; then
+ * invocation t adds token t's 64 in chunk order to its running sum. A row's result is then the
+ * same bits whichever kernel the batch's row count picks (where a tree or subgroupAdd over
+ * strided units would not be).
+ */
+const foldBody = (code: MatmulCode): string => `  let r = wgi / P.tiles;
+  let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
+  let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
+  var wf: array<f32, 32>;
+  var total = 0.0;
+  for (var u0 = 0u; u0 < P.units; u0 += 64u) {
+    let u = u0 + lid;
+    // zeroed each pass by hand: lavapipe kept the last pass's values in this loop-scoped var
+    var acc: array<f32, ${MATMUL_TILE}>;
+    for (var tt = 0u; tt < nt; tt++) { acc[tt] = 0.0; }
+    if (u < P.units) {
+      ${code.decode}
+      for (var tt = 0u; tt < nt; tt++) {
+        let t = t0 + tt;
+        ${code.dot}
+      }
+    }
+    for (var tt = 0u; tt < nt; tt++) { red[tt * 64u + lid] = acc[tt]; }
+    workgroupBarrier();
+    if (lid < nt) {
+      let n = min(64u, P.units - u0);
+      for (var i = 0u; i < n; i++) { total += red[lid * 64u + i]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid < nt) {
+    var v = total;
+    if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
+    if (P.gelu != 0u) { v = gelu_erf(v); }
+    $out[P.o_out + (t0 + lid) * P.outStride + r] = v;
+  }`;
+
+/** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature; the float types fold in order instead) */
 export function matmulDef(type: string, subgroups = false): KernelDef {
-  const key = `${type}${subgroups ? "-subgroups" : ""}`;
+  const fold = MATMUL_TYPES[type]?.block === 1;
+  const key = `${type}${subgroups && !fold ? "-subgroups" : ""}`;
   let def = matmulDefs.get(key);
   const code = MATMUL_CODE[type];
   if (!def && code) {
     def = {
       name: `matmul-${key}`,
-      subgroups,
+      subgroups: subgroups && !fold,
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
       extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
       params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
       helpers: MATMUL_HELPERS,
-      body: `  let r = wgi / P.tiles;
+      body: fold ? foldBody(code) : `  let r = wgi / P.tiles;
   let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
   let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
   var acc: array<f32, ${MATMUL_TILE}>;
