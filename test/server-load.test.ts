@@ -147,8 +147,28 @@ describe("tsllm serve under load and faults", { skip }, () => {
     assert.equal(delta({ endpoint: "/v1/completions" }), 8);
     for (const status of [200, 429, 499]) assert.equal(delta({ endpoint: "/v1/completions", status: String(status) }), statuses.filter((x) => x === status).length, `status ${status}`);
     assert.ok(statuses.includes(429));
+    // a client that left sees its end before the server does: its sequences are dropped at the
+    // engine's next step, so only then is nothing referenced
     await until(() => s.model.engine.stats.running + s.model.engine.stats.waiting === 0, "the engine to be idle");
-    assert.equal(sampleValue(await metricsOf(s.url), "tsllm_kv_blocks_used"), 0);
+    const idle = await metricsOf(s.url);
+    assert.equal(sampleValue(idle, "tsllm_kv_blocks_used"), 0, `blocks referenced with no request in the engine: ${JSON.stringify(s.model.engine.stats)}`);
+    assert.ok(sampleValue(idle, "tsllm_kv_blocks_cached") <= sampleValue(idle, "tsllm_kv_blocks_total"));
+  });
+
+  test("a finished request's KV blocks are back before its answer ends: /metrics read right after it counts none used, its prefixes cached", async () => {
+    const blocks = async () => {
+      const m = await metricsOf(s.url);
+      return { used: sampleValue(m, "tsllm_kv_blocks_used"), cached: sampleValue(m, "tsllm_kv_blocks_cached") };
+    };
+    // 100 tokens: 7 blocks, past the prefix cache's idle blocks of earlier tests
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Lily and Ben found a dog", max_tokens: 100, ignore_eos: true, temperature: 0 });
+    assert.equal(r.status, 200);
+    const afterAnswer = await blocks();
+    assert.equal(afterAnswer.used, 0, "used right after a non-streamed answer");
+    assert.ok(afterAnswer.cached >= 6, `its full blocks are cached prefixes: ${afterAnswer.cached}`);
+    const res = await fetch(`${s.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "The sun was hot", max_tokens: 100, ignore_eos: true, stream: true }) });
+    assert.match(await res.text(), /data: \[DONE\]\n\n$/);
+    assert.equal((await blocks()).used, 0, "used right after a stream's [DONE]");
   });
 });
 
@@ -248,6 +268,34 @@ test("one connection's pipelined requests are taken one at a time, so a pipelini
     // four sequences were free: all three would have run in one batch, had they been taken at once
     assert.equal(s.model.engine.stats.peakStepSequences, 1);
   } finally {
+    await s.close();
+  }
+});
+
+test("a request that fails inside the server is reported to ServeOptions.log once, with its X-Request-Id and the stack; a client's error is not", { skip }, async () => {
+  const reports: string[] = [];
+  const s = await serveStories({ maxSequences: 2 }, { log: (r) => reports.push(r) });
+  const lm = s.model.languageModel as unknown as { passBatch: (...a: unknown[]) => unknown };
+  const original = lm.passBatch;
+  let failures = 0;
+  lm.passBatch = function (this: unknown, ...a: unknown[]) {
+    if (failures-- > 0) throw new Error("injected engine failure");
+    return original.apply(this, a);
+  };
+  try {
+    assert.equal((await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: "4" })).status, 400);
+    failures = 1;
+    const r = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 4 }, { "X-Request-Id": "trace-500-plain" });
+    assert.equal(r.status, 500);
+    failures = 1;
+    const res = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json", "X-Request-Id": "trace-500-stream" }, body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 4, stream: true }) });
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /injected engine failure/);
+    assert.equal(reports.length, 2, reports.join("\n"));
+    assert.match(reports[0]!, /^POST \/v1\/completions \(X-Request-Id trace-500-plain\) failed with a 500: Error: injected engine failure\n\s+at /);
+    assert.match(reports[1]!, /^POST \/v1\/chat\/completions \(X-Request-Id trace-500-stream\) failed with a 500: Error: injected engine failure\n\s+at /);
+  } finally {
+    lm.passBatch = original;
     await s.close();
   }
 });

@@ -100,6 +100,7 @@ export async function runServe(argv: string[]): Promise<void> {
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
+    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`),
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)

@@ -392,7 +392,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
   } catch (e) {
     // the status line is sent: the failure goes in the stream, in OpenAI's error shape
     const err = failure(job, e);
-    ctx.failed(err);
+    ctx.failed(res, err);
     await sse.send(err.body);
   } finally {
     sse.end();

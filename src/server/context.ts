@@ -32,6 +32,6 @@ export interface ServeContext {
   sse(res: ServerResponse): SseWriter;
   /** a 200 JSON answer, cut off if its client takes none of it for the server's write timeout */
   send(res: ServerResponse, value: unknown): Promise<void>;
-  /** a failure reported inside a stream already answered 200 */
-  failed(e: ApiError): void;
+  /** a failure reported inside the stream of `res`, already answered 200 */
+  failed(res: ServerResponse, e: ApiError): void;
 }

@@ -57,5 +57,8 @@ export function fromSubmitError(e: unknown, promptParam: string): ApiError {
 /** a 500 for an error inside the server or the engine */
 export function internal(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
-  return new ApiError(500, `the request failed inside the server: ${e instanceof Error ? e.message : String(e)}`, "server_error", null, "internal_error");
+  const err = new ApiError(500, `the request failed inside the server: ${e instanceof Error ? e.message : String(e)}`, "server_error", null, "internal_error");
+  // what the operator's log shows (ServeOptions.log): where it failed, which the client is not told
+  err.cause = e;
+  return err;
 }

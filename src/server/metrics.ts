@@ -91,8 +91,11 @@ export class Metrics {
     metric("tsllm_engine_steps_total", "counter", "Engine steps (one forward pass over every scheduled sequence each).", [["", engine.steps]]);
     metric("tsllm_requests_running", "gauge", "Requests the engine is running.", [["", engine.running]]);
     metric("tsllm_requests_waiting", "gauge", "Requests waiting for room in the engine.", [["", engine.waiting]]);
-    metric("tsllm_kv_blocks_used", "gauge", "KV cache blocks referenced by running sequences.", [["", engine.kv?.blocksInUse ?? 0]]);
-    metric("tsllm_kv_blocks_cached", "gauge", "KV cache blocks holding reusable prefixes that no sequence references.", [["", engine.kv?.cachedBlocks ?? 0]]);
+    // a request's blocks are given back when the engine ends it, before its answer's last bytes are
+    // written, and a cancelled one's at the engine's next step: with no request in the engine, none
+    // is used. Blocks only the prefix cache keeps are not used: they are reused or evicted on demand
+    metric("tsllm_kv_blocks_used", "gauge", "KV cache blocks referenced by the sequences of requests in the engine (a block two sequences share counts once; 0 when no request runs). Blocks the prefix cache keeps for later requests are tsllm_kv_blocks_cached, not these.", [["", engine.kv?.blocksInUse ?? 0]]);
+    metric("tsllm_kv_blocks_cached", "gauge", "KV cache blocks holding reusable prefixes that no sequence references (free for new requests: evicted, least recently used first, when room is needed).", [["", engine.kv?.cachedBlocks ?? 0]]);
     metric("tsllm_kv_blocks_total", "gauge", "KV cache blocks the pool holds.", [["", Math.floor(engine.kvCapacityTokens / DEFAULT_BLOCK_SIZE)]]);
     metric("tsllm_kv_capacity_tokens", "gauge", "Tokens the KV cache holds.", [["", engine.kvCapacityTokens]]);
     metric("tsllm_draining", "gauge", "1 while the server is shutting down.", [["", extra.draining ? 1 : 0]]);

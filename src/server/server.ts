@@ -48,6 +48,13 @@ export interface ServeOptions {
   readTimeoutMs?: number;
   /** a kept-alive connection idle this long after an answer is closed (default 65000: longer than the 60 s a load balancer keeps idle connections, AWS ALB's and nginx's keepalive_timeout, so the server is never the one closing a connection the balancer is about to reuse) */
   keepAliveTimeoutMs?: number;
+  /**
+   * where the server reports what its answers do not tell the operator, one report a call: a
+   * request that failed inside the server (answered 500, or its stream ended by that error),
+   * with its method, path, X-Request-Id and the error's stack. Default: nowhere; `tsllm serve`
+   * writes them to stderr, as llama-server and vLLM log theirs
+   */
+  log?: (report: string) => void;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -394,8 +401,17 @@ export class OpenAIServer {
       const err = e instanceof ApiError ? e : internal(e);
       // a body refused unread (too large, or never sent: its client still waits for "100 Continue") leaves the connection unusable
       if (err.status === 413 || (expectsContinue && !req.complete)) res.setHeader("Connection", "close");
+      this.reportFailure(res, err);
       await sendError(res, err, this.writeTimeoutMs);
     }
+  }
+
+  /** a failure inside the server (a 500) goes to the operator's log, with what finds its request: the client sees only its message */
+  private reportFailure(res: ServerResponse, e: ApiError): void {
+    const log = this.options.log;
+    if (e.status !== 500 || !log) return;
+    const cause = e.cause instanceof Error && e.cause.stack ? e.cause.stack : e.message;
+    log(`${res.req.method} ${pathOf(res.req)} (X-Request-Id ${String(res.getHeader("X-Request-Id"))}) failed with a 500: ${cause}`);
   }
 
   private async json(req: IncomingMessage): Promise<Body> {
@@ -452,7 +468,10 @@ export class OpenAIServer {
       },
       sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
       send: (res, value) => this.reply(res, 200, value),
-      failed: (e) => this.metrics.streamFailed(e.status),
+      failed: (res, e) => {
+        this.metrics.streamFailed(e.status);
+        this.reportFailure(res, e);
+      },
     };
     return this.context;
   }
