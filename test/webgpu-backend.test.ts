@@ -16,6 +16,9 @@ import { DEFAULT_BLOCK_SIZE, KVBlockPool } from "../src/cache/index.js";
 import { loadModel } from "../src/llm.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { skipWithoutShared } from "./helpers/shared.js";
+import { Engine } from "../src/engine/index.js";
+import { openModel } from "../src/models/index.js";
+import { formatBytes } from "../src/units/index.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
 // test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
@@ -1103,6 +1106,33 @@ describe("webgpu backend: a KV cache larger than one storage binding", { skip },
     assert.ok(model.contextSize * 512 <= limit, `auto picked ${model.contextSize} for a ${limit}-byte binding`);
     const r = await model.generate("hello", { maxTokens: 2, temperature: 0, ignoreEos: true });
     assert.equal(r.completionTokens.length, 2);
+  });
+});
+
+// an Engine built without the load plan (the browser build's, a caller's own): its KV pool's
+// arrays checked against the backend's largest buffer when it is built, not at the first request
+describe("webgpu backend: an Engine built directly over a KV pool larger than one storage binding", { skip }, () => {
+  test("is refused when built, in one line naming the array's size, the limit and what fits; the default pool is capped to fit", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+    const path = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 20 });
+    const gpu = await createWebGPUBackend();
+    after(() => gpu.dispose());
+    const limit = gpu.maxBufferBytes!;
+    const opened = openModel(path);
+    const lm = opened.build(gpu);
+    // tinyLlama's K row: 2 heads x 64 f32 = 512 bytes; 4 bytes of K/V a position per layer-and-side
+    assert.throws(() => new Engine(lm, opened.tokenizer, { contextSize: 1 << 20, storage: gpu, source: "m.gguf" }), (e: Error) => {
+      assert.ok(!e.message.includes("\n"), "one line");
+      assert.equal(e.message, `m.gguf: KV cache of 1048576 positions (contextSize 1048576): one layer's K or V array is 536.9 MB (536870912 bytes), more than the ${limit} bytes (${formatBytes(limit)}) the backend can allocate in one buffer: try contextSize ${limit / 512} or a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)`);
+      return true;
+    });
+    const kvCacheBytes = 4 * limit * 4;
+    assert.throws(() => new Engine(lm, opened.tokenizer, { contextSize: 256, kvCacheBytes, storage: gpu }), new RegExp(`: KV cache of ${(4 * limit) / 512} positions \\(kvCacheBytes ${kvCacheBytes}\\): .* more than the ${limit} bytes .*: try kvCacheBytes ${limit * 4} or `));
+    // 256 contexts of 4096 by default would be 2^20 positions (the 2 GiB cap): capped at what one buffer holds
+    const engine = new Engine(lm, opened.tokenizer, { contextSize: 4096, maxSequences: 256, storage: gpu });
+    after(() => engine.close());
+    assert.equal(engine.stats.kvCapacityTokens, limit / 512);
+    const o = await engine.submit({ promptTokens: [1, 2, 3], decoding: { kind: "sample", n: 1 }, sampling: { temperature: 0, seed: 0 }, maxTokens: 2, stop: [], stopTokens: [], ignoreEos: true }).outcome;
+    assert.equal(o.choices[0]!.completionTokens.length, 2);
   });
 });
 

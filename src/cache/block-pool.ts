@@ -36,7 +36,7 @@ const MAX_BYTES = 8 * 2 ** 30;
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear">;
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -58,6 +58,12 @@ export function kvBytesPerToken(shape: KVShape, types: KVCacheTypes = F32_CACHE)
 export function kvArrayBytesPerToken(shape: KVShape, types: KVCacheTypes = F32_CACHE): number {
   const width = shape.headCountKv * shape.headDim;
   return Math.max(kvRowFloats(types.k, width), kvRowFloats(types.v, width)) * 4;
+}
+
+/** blocks of `blockSize` positions whose one layer's K or V array fits in one buffer of `maxBufferBytes` (Infinity without a cap) */
+export function kvBlocksPerBuffer(shape: KVShape, types: KVCacheTypes | undefined, maxBufferBytes: number | undefined, blockSize = DEFAULT_BLOCK_SIZE): number {
+  if (maxBufferBytes === undefined) return Infinity;
+  return Math.floor(maxBufferBytes / (blockSize * kvArrayBytesPerToken(shape, types)));
 }
 
 /** bytes of K and V a sequence of `contextSize` positions holds at most: whole blocks of DEFAULT_BLOCK_SIZE positions */

@@ -1,5 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
+import { formatBytes } from "../units/index.js";
 import { createStopMatcher, Sequence, shownValue, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
@@ -130,8 +131,30 @@ export class Engine {
       throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
     }
     this.slicer = new TimeSlicer(options.sliceMs ?? 5);
-    // validates the budget now, so a bad kvCacheBytes fails at load, not at the first request
-    this.capacityBlocks();
+    // validates the budget now, so a bad kvCacheBytes (or a pool past the backend's largest
+    // buffer) fails at load, not at the first request
+    this.checkBufferLimit(this.capacityBlocks());
+  }
+
+  /**
+   * A pool of `blocks` whose one layer's K or V array (one buffer of the backend's) is past
+   * storage.maxBufferBytes (a GPU adapter's largest storage binding) is refused in one line with
+   * what fits, as the load plan refuses it, for engines built without that plan (the browser's,
+   * a caller's own); the first request would otherwise meet the backend's own refusal.
+   */
+  private checkBufferLimit(blocks: number): void {
+    const limit = this.options.storage?.maxBufferBytes;
+    const fitting = kvBlocksPerBuffer(this.model.info, this.model.kvCacheTypes, limit);
+    if (blocks <= fitting) return;
+    const positions = blocks * DEFAULT_BLOCK_SIZE, bytes = positions * kvArrayBytesPerToken(this.model.info, this.model.kvCacheTypes);
+    const budget = this.options.kvCacheBytes !== undefined ? `kvCacheBytes ${this.options.kvCacheBytes}` : `contextSize ${this.contextSize}`;
+    const proposal = this.options.kvCacheBytes !== undefined ? `kvCacheBytes ${fitting * DEFAULT_BLOCK_SIZE * this.bytesPerToken}` : `contextSize ${fitting * DEFAULT_BLOCK_SIZE}`;
+    const tries: string[] = fitting < 1 ? [] : [proposal];
+    const types = this.model.kvCacheTypes;
+    if (types.k === "f32" || types.v === "f32") tries.push("a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)");
+    throw new RangeError(
+      `${this.options.source ? `${this.options.source}: ` : ""}KV cache of ${positions} positions (${budget}): one layer's K or V array is ${formatBytes(bytes)} (${bytes} bytes), more than the ${limit} bytes (${formatBytes(limit!)}) the backend can allocate in one buffer${tries.length > 0 ? `: try ${tries.join(" or ")}` : ""}`,
+    );
   }
 
   get contextSize(): number {
@@ -549,7 +572,9 @@ export class Engine {
       if (blocks < 1) throw new RangeError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`);
       return blocks;
     }
-    return defaultKvBlocks(this.contextSize, this.bytesPerToken, this.maxSequences);
+    // the default pool no larger than the backend's largest buffer holds (as the load plan sizes it), but one context
+    const fitting = kvBlocksPerBuffer(this.model.info, this.model.kvCacheTypes, this.options.storage?.maxBufferBytes);
+    return Math.max(Math.ceil(this.contextSize / DEFAULT_BLOCK_SIZE), Math.min(defaultKvBlocks(this.contextSize, this.bytesPerToken, this.maxSequences), fitting));
   }
 }
 

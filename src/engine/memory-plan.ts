@@ -1,4 +1,4 @@
-import { DEFAULT_BLOCK_SIZE, kvArrayBytesPerToken, kvBytesPerToken } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesPerToken } from "../cache/index.js";
 import type { SourceTensorInfo } from "../formats/index.js";
 import { byteLengthAs, loadedType } from "../models/index.js";
 import { envVar, freeMemoryBytes } from "../platform/host.js";
@@ -127,8 +127,7 @@ export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): n
 
 /** KV blocks whose one layer's K or V array fits in one buffer of the backend's (Infinity without a cap) */
 function maxBufferBlocks(r: PlanRequest): number {
-  if (r.maxBuffer === undefined) return Infinity;
-  return Math.floor(r.maxBuffer.bytes / (DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(r.shape, r.kvCacheTypes)));
+  return kvBlocksPerBuffer(r.shape, r.kvCacheTypes, r.maxBuffer?.bytes);
 }
 
 /** quantizations proposed when the weights do not fit, best quality first */
