@@ -3,7 +3,7 @@
 // supervisor sends; and llama-server's /metrics counters checked against what the client saw.
 // Real `tsllm serve` child processes, real HTTP on loopback.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, createServer, request, type IncomingMessage } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -325,4 +325,17 @@ test("close() returns only once the model's pass under way has ended, however lo
     release();
     if (!s.model.disposed) s.model.dispose();
   }
+});
+
+test("deploy/kubernetes.yaml: the pod serves through a preStop sleep before its SIGTERM, and its termination grace covers the sleep, --grace-ms and the cancels after it", () => {
+  const manifest = readFileSync(new URL("../deploy/kubernetes.yaml", import.meta.url), "utf8");
+  // SIGTERM closes the listening socket at once (the shutdown tests above): without the sleep, the
+  // connections the Service's proxies route to the pod before they learn it is leaving are refused
+  const sleep = /preStop:\s*\n\s*exec: \{ command: \["sleep", "(\d+)"\] \}/.exec(manifest);
+  assert.ok(sleep, "a preStop sleep");
+  assert.ok(Number(sleep[1]) >= 5, `the sleep outlasts the endpoints' propagation: ${sleep[1]} s`);
+  const graceMs = Number(/"--grace-ms", "(\d+)"/.exec(manifest)?.[1]);
+  const termination = Number(/terminationGracePeriodSeconds: (\d+)/.exec(manifest)?.[1]);
+  // the countdown to SIGKILL starts with the preStop hook; after --grace-ms the server waits up to 5 s for the cancelled requests to answer
+  assert.ok(termination > Number(sleep[1]) + graceMs / 1000 + 5, `terminationGracePeriodSeconds ${termination} covers ${sleep[1]} s + ${graceMs} ms + 5 s`);
 });
