@@ -746,6 +746,7 @@ describe("tsllm serve limits", { skip }, () => {
       assert.equal(full.status, 429);
       assert.equal(full.headers.get("retry-after"), "1");
       assert.equal(full.json.error.code, "queue_full");
+      assert.equal(full.json.error.message, "the server is busy: 1 request is waiting for a free sequence (at most 1 may wait: --max-queue); retry later");
       controller.abort();
       await waiting;
       await until(() => s.model.engine.stats.running === 0 && s.model.engine.stats.waiting === 0, "the engine to drop both");

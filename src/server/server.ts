@@ -459,7 +459,7 @@ export class OpenAIServer {
         const max = this.options.maxQueue ?? 256;
         if (model.engine.waitingForRoom(widths) > max) {
           const waiting = model.engine.waitingForRoom();
-          throw new ApiError(429, `the server is busy: ${waiting} requests are waiting for room (at most ${max} may wait); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
+          throw new ApiError(429, `the server is busy: ${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence (at most ${max} may wait: --max-queue); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
       track: (controller, queued) => {
