@@ -151,3 +151,54 @@ test("text-generation with messages whose content is a list of text parts: the s
     gen.dispose();
   }
 });
+
+/*
+ * An option the call does not take was ignored: transformers' own names (top_k, aggregation_strategy,
+ * stride, normalize_embeddings) gave a plausible answer to a question not asked. Each is refused,
+ * naming the option (and the camelCase one it meant) and the options there are.
+ */
+test("options under transformers' names, or ones tsllm does not take, are refused naming them, for every encoder task and embed()", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1 });
+  const ner = await pipeline("ner", `${O}/bert-ner`, { threads: 1 });
+  const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1 });
+  const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1 });
+  try {
+    await assert.rejects(clf("a fine film", { top_k: null } as never), /^RangeError: text-classification: unknown option "top_k" \(did you mean topK\?\); the options are topK, functionToApply$/);
+    await assert.rejects(clf("a fine film", { function_to_apply: "none" } as never), /unknown option "function_to_apply" \(did you mean functionToApply\?\)/);
+    await assert.rejects(ner("John lives in Paris", { aggregation_strategy: "simple" } as never), /^RangeError: token-classification: unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
+    await assert.rejects(ner("John lives in Paris", { stride: 16 } as never), /^RangeError: token-classification: unknown option "stride"; the options are aggregationStrategy, ignoreLabels$/);
+    await assert.rejects(fill("paris is the [MASK] of france", { top_k: 2 } as never), /^RangeError: fill-mask: unknown option "top_k" \(did you mean topK\?\); the options are topK, targets$/);
+    await assert.rejects(fx("好", { pooling: "mean" } as never), /^RangeError: feature-extraction: unknown option "pooling"; the options are truncation$/);
+    await assert.rejects(clf("a fine film", "none" as never), /^TypeError: text-classification: options: expected an options object, got a string$/);
+    await assert.rejects(embed(`${O}/minilm-embed`, ["a"], { threads: 1, normalize_embeddings: true } as never), /^RangeError: embed: unknown option "normalize_embeddings"/);
+    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { device: "cpu" } as never), /^RangeError: pipeline: unknown option "device"/);
+    // the options under their own names still work
+    assert.equal(((await clf("a fine film", { topK: null })) as unknown[]).length, 2);
+  } finally {
+    for (const p of [clf, ner, fill, fx]) p.dispose();
+  }
+});
+
+/*
+ * feature-extraction's truncation, as transformers' (tokenize_kwargs): true cuts an input to the
+ * model's 512 positions ([CLS] + 510 + [SEP]); false keeps it whole, which a 512-position BERT
+ * cannot read (transformers fails on the position embeddings): refused, naming the input.
+ */
+test("feature-extraction truncation: true cuts to the model's positions, false refuses a longer input, a short one is the oracle's either way", { skip: skipWithoutShared("hf-oracle/bert-chinese-base") }, async () => {
+  const exp = JSON.parse(readFileSync(`${SHARED}/hf-oracle/bert-chinese-base.expected.json`, "utf8")) as { cases: { text: string; pipeline_feature_extraction: number[][][] }[] };
+  const fx = await pipeline("feature-extraction", `${SHARED}/hf-oracle/bert-chinese-base`, { threads: 1 });
+  try {
+    const c = exp.cases[0]!;
+    for (const truncation of [true, false]) {
+      const out = (await fx(c.text, { truncation })) as number[][][];
+      out[0]!.forEach((row, t) => row.forEach((x, j) => assert.ok(Math.abs(x - c.pipeline_feature_extraction[0]![t]![j]!) < 1e-4, `truncation ${truncation}, token ${t}`)));
+    }
+    const long = "好".repeat(600);
+    assert.equal(((await fx(long, { truncation: true })) as number[][][])[0]!.length, 512);
+    await assert.rejects(fx(["好", long], { truncation: false }), /^RangeError: feature-extraction: input 1 has 602 tokens, past the 512 the model reads \(truncation: false/);
+    await assert.rejects(fx("好", { truncation: "longest_first" } as never), /^TypeError: feature-extraction: truncation: expected true or false, got "longest_first"$/);
+  } finally {
+    fx.dispose();
+  }
+});

@@ -4,7 +4,7 @@ import type { Model } from "../llm.js";
 import type { ModelInfo } from "../models/index.js";
 import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe } from "./inputs.js";
+import { describe, knownOptions } from "./inputs.js";
 
 export interface EmbedOptions {
   /**
@@ -36,6 +36,9 @@ export interface EmbedOptions {
    */
   readonly signal?: AbortSignal;
 }
+
+/** EmbedOptions' names: any other key is refused (normalize_embeddings, prompt_name ... would otherwise be ignored) */
+export const EMBED_OPTIONS: readonly string[] = ["normalize", "pooling", "dimensions", "prompt", "promptName", "signal"];
 
 /** the prompt options alone: what decides an input's tokens */
 export type PromptOptions = Pick<EmbedOptions, "prompt" | "promptName">;
@@ -165,7 +168,8 @@ function modelInputOf(runner: EncoderRunner, ids: readonly number[], maxLength: 
  * present), cut to `dimensions`, then normalized when asked or when the model has a Normalize
  * module.
  */
-export async function embedWith(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+export async function embedWith(runner: EncoderRunner, inputs: readonly EmbeddingInput[], given?: EmbedOptions): Promise<Float32Array[]> {
+  const options = knownOptions("embed", given, EMBED_OPTIONS);
   const st = runner.opened.sentenceTransformers;
   const d = runner.model.info.hiddenSize;
   const { pooling, dims } = checkedOptions(inputs, options, st?.pooling ?? "mean", d);
@@ -322,7 +326,8 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       (await model.hiddenStates(tokenize(inputs, options).map(cut), DECODER_PASS_TOKENS, options.signal)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
     countTokens: (inputs, options) => tokenize(inputs, options).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize,
-    embed: async (inputs, options = {}) => {
+    embed: async (inputs, given) => {
+      const options = knownOptions("embed", given, EMBED_OPTIONS);
       const { pooling: p, dims } = checkedOptions(inputs, options, pooling, d);
       // a sentence-transformers folder normalizes when it has a Normalize module (as encode()); a GGUF as llama.cpp's tools (embd_normalize 2)
       const normalize = options.normalize ?? st?.normalize ?? true;

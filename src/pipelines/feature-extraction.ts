@@ -1,5 +1,16 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { textsOf } from "./inputs.js";
+import { knownOptions, textsOf } from "./inputs.js";
+
+export interface FeatureExtractionOptions {
+  /**
+   * transformers' truncation: true cuts an input to the tokens the model reads (its end goes, the
+   * special tokens stay). Left out, tsllm truncates too, where transformers would fail on the
+   * model's positions; false refuses an input past them, naming it.
+   */
+  readonly truncation?: boolean;
+}
+
+const TASK = "feature-extraction";
 
 /**
  * feature-extraction, as transformers: the last hidden state of every token, [1][tokens][hidden]
@@ -7,8 +18,16 @@ import { textsOf } from "./inputs.js";
  */
 export function featureExtraction(runner: EncoderRunner) {
   const d = runner.model.info.hiddenSize;
-  return async (input: string | readonly string[]): Promise<number[][][] | number[][][][]> => {
-    const texts = textsOf("feature-extraction", input);
+  return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
+    const texts = textsOf(TASK, input);
+    const { truncation } = knownOptions(TASK, given, ["truncation"]);
+    if (truncation !== undefined && typeof truncation !== "boolean") throw new TypeError(`${TASK}: truncation: expected true or false, got ${JSON.stringify(truncation)}`);
+    if (truncation === false) {
+      texts.forEach((t, i) => {
+        const n = runner.tokenize(t, undefined, Infinity).ids.length;
+        if (n > runner.maxLength) throw new RangeError(`${TASK}: ${typeof input === "string" ? "the input" : `input ${i}`} has ${n} tokens, past the ${runner.maxLength} the model reads (truncation: false; true or left out cuts it)`);
+      });
+    }
     const out = await runner.run(texts.map((t) => runner.tokenize(t)));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);
     return typeof input === "string" ? results[0]! : results;

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, textsOf } from "./inputs.js";
+import { knownOptions, inputError, textsOf } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -58,7 +58,8 @@ export function fillMask(runner: EncoderRunner) {
     return [...ids];
   };
 
-  return async (input: string | readonly string[], options: FillMaskOptions = {}): Promise<unknown> => {
+  return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
+    const options = knownOptions(TASK, given, ["topK", "targets"]);
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 1) throw new RangeError(`topK must be a positive integer, got ${k}`);
     const texts = textsOf(TASK, input);

@@ -7,6 +7,7 @@ export {
 export type { TextClassificationInput, TextClassificationOptions, LabelScore } from "./text-classification.js";
 export type { AggregationStrategy, TokenClassificationOptions, TokenEntity, EntityGroup } from "./token-classification.js";
 export type { FillMaskOptions, FillMaskProposal } from "./fill-mask.js";
+export type { FeatureExtractionOptions } from "./feature-extraction.js";
 export type { TextGenerationOptions } from "./text-generation.js";
 export { embeddingsOf, tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions, type EmbeddingInput, type PromptOptions } from "./embed.js";
 export type { EncoderLoadOptions } from "./encoder-runner.js";

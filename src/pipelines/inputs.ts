@@ -1,3 +1,5 @@
+import { checkOptionKeys } from "../units/index.js";
+
 /**
  * Checks of what a pipeline is called with, shared by every task: a value of the wrong kind is
  * one TypeError naming the task, what it takes and what it was given (a number given where a
@@ -20,6 +22,18 @@ export function inputError(task: string, expected: string, got: unknown, where?:
 }
 
 export const isObject = (x: unknown): x is object => typeof x === "object" && x !== null && !Array.isArray(x);
+
+/**
+ * The options object a call was given, checked: an unknown key (transformers' snake_case names
+ * among them: top_k, aggregation_strategy; or one tsllm does not take: stride) is an error
+ * naming it and the options there are, not an option silently ignored.
+ */
+export function knownOptions<T extends object>(task: string, options: T | undefined, known: readonly string[]): T {
+  if (options === undefined) return {} as T;
+  if (!isObject(options)) throw inputError(task, "an options object", options, "options");
+  checkOptionKeys(options, known, task);
+  return options;
+}
 
 /** a string or a list of strings, as a list (token-classification, fill-mask, feature-extraction) */
 export function textsOf(task: string, input: unknown): string[] {

@@ -1,11 +1,11 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
+import { EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
-import { featureExtraction } from "./feature-extraction.js";
+import { featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
-import { textsOf } from "./inputs.js";
+import { knownOptions, textsOf } from "./inputs.js";
 import { textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
 import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
 import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
@@ -46,7 +46,7 @@ interface PipelineBase {
 export type TextClassificationPipeline = PipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
 export type TokenClassificationPipeline = PipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
 export type FillMaskPipeline = PipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
-export type FeatureExtractionPipeline = PipelineBase & ((input: string | readonly string[]) => Promise<number[][][] | number[][][][]>);
+export type FeatureExtractionPipeline = PipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
 export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
 
 export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
@@ -77,8 +77,9 @@ export async function pipeline(task: PipelineTask, model?: string, options?: Pip
  * function that takes inputs and returns what transformers' pipeline returns for them. Without
  * a model, transformers' default for the task (from the local Hub cache, or downloaded).
  */
-export async function pipeline(task: PipelineTask, model?: string, options: PipelineOptions = {}): Promise<AnyPipeline> {
+export async function pipeline(task: PipelineTask, model?: string, given?: PipelineOptions): Promise<AnyPipeline> {
   if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
+  const options = knownOptions("pipeline", given, [...LOAD_OPTIONS, "contextSize", "quantize"]);
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
@@ -106,13 +107,17 @@ export async function pipeline(task: PipelineTask, model?: string, options: Pipe
   }
 }
 
+/** EncoderLoadOptions' names */
+const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
+
 /** A loaded embedding model (a sentence-transformers folder, or any encoder: mean pooling by default). */
 export interface EmbeddingModel extends EmbeddingVectors {
   /** hidden size, layers, ... of the encoder */
   readonly info: EncoderInfo;
 }
 
-export async function loadEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel> {
+export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel> {
+  const options = knownOptions("loadEmbeddingModel", given, LOAD_OPTIONS);
   const path = await resolveFor("embeddings", model);
   const runner = await EncoderRunner.open(path, options);
   const maxTokens = embeddingMaxTokens(runner);
@@ -134,7 +139,8 @@ export async function loadEmbeddingModel(model?: string, options: EncoderLoadOpt
  * or GGUF) as loadEmbeddingModel, or a decoder (a Llama / Qwen / GPT-2 GGUF or folder: Qwen3-Embedding,
  * gte-Qwen2 ...) loaded with loadModel and used as llama.cpp's embedding mode (embeddingsOf).
  */
-export async function openEmbeddingModel(model?: string, options: EncoderLoadOptions = {}): Promise<EmbeddingModel | DecoderEmbeddingModel> {
+export async function openEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel | DecoderEmbeddingModel> {
+  const options = knownOptions("openEmbeddingModel", given, LOAD_OPTIONS);
   const path = await resolveFor("embeddings", model);
   if (isEncoderModel(path)) return loadEmbeddingModel(path, options);
   return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads }));
@@ -148,12 +154,14 @@ export async function openEmbeddingModel(model?: string, options: EncoderLoadOpt
  */
 export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string, options?: EmbedOptions & EncoderLoadOptions): Promise<number[]>;
 export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: readonly string[], options?: EmbedOptions & EncoderLoadOptions): Promise<number[][]>;
-export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string | readonly string[], options: EmbedOptions & EncoderLoadOptions = {}): Promise<number[] | number[][]> {
+export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string | readonly string[], given?: EmbedOptions & EncoderLoadOptions): Promise<number[] | number[][]> {
   const list = textsOf("embed", texts); // before a model is loaded for nothing
+  const options = knownOptions("embed", given, [...EMBED_OPTIONS, ...LOAD_OPTIONS]);
+  const part = (names: readonly string[]) => Object.fromEntries(Object.entries(options).filter(([k]) => names.includes(k)));
   const owned = typeof model !== "object";
-  const m = typeof model === "object" ? model : await openEmbeddingModel(model, options);
+  const m = typeof model === "object" ? model : await openEmbeddingModel(model, part(LOAD_OPTIONS));
   try {
-    const out = (await m.embed(list, options)).map((v) => Array.from(v));
+    const out = (await m.embed(list, part(EMBED_OPTIONS))).map((v) => Array.from(v));
     return typeof texts === "string" ? out[0]! : out;
   } finally {
     if (owned) m.dispose();

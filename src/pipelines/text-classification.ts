@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, isObject } from "./inputs.js";
+import { knownOptions, inputError, isObject } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /** one input: a text, or a pair as transformers takes it */
@@ -63,7 +63,8 @@ export function textClassification(runner: EncoderRunner) {
     });
   };
 
-  return async (input: TextClassificationInput | readonly TextClassificationInput[], options: TextClassificationOptions = {}): Promise<unknown> => {
+  return async (input: TextClassificationInput | readonly TextClassificationInput[], given?: TextClassificationOptions): Promise<unknown> => {
+    const options = knownOptions(TASK, given, ["topK", "functionToApply"]);
     const { topK } = options;
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 1)) throw new RangeError(`topK must be a positive integer or null, got ${topK}`);
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];

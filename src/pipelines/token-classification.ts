@@ -1,7 +1,7 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, textsOf } from "./inputs.js";
+import { knownOptions, describe, textsOf } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -130,9 +130,9 @@ export function tokenClassification(runner: EncoderRunner) {
     return groupEntities(entities).filter((g) => !ignore.has(g.entity_group));
   };
 
-  return async (input: string | readonly string[], options: TokenClassificationOptions = {}): Promise<unknown> => {
+  return async (input: string | readonly string[], options?: TokenClassificationOptions): Promise<unknown> => {
     const texts = textsOf("token-classification", input);
-    const checked = settings(options);
+    const checked = settings(knownOptions("token-classification", options, ["aggregationStrategy", "ignoreLabels"]));
     const encs = texts.map((t) => runner.tokenize(t));
     const logits = (await runner.run(encs)).logits!;
     const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), checked));
