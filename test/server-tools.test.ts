@@ -890,3 +890,54 @@ test("tool_choice none still shows the tools to the template, as llama.cpp rende
     await s.close();
   }
 });
+
+test("parallel_tool_calls left out: a template that cannot write two calls in a turn (Llama 3.1's) gets one, as llama-server defaults it to the template's supports_parallel_tool_calls; the turn goes back through the template", { skip: skip || skipWithoutLlamaCppTemplates() }, async () => {
+  const name = "meta-llama-Llama-3.1-8B-Instruct.jinja";
+  // Llama 3.1's tool preamble is long in this 512-token vocabulary
+  const s = await serveStories({ contextSize: 2048, onWarning: () => {} }, { chatTemplate: { source: llamaCppTemplate(name), where: name } });
+  try {
+    // ";" pushed up: the model goes on to a second call where the grammar lets it
+    const semicolon = (await post(`${s.url}/tokenize`, { content: ";", add_special: false, with_pieces: true })).json.tokens.find((t: { piece: string }) => t.piece === ";").id as number;
+    const ask = async (extra: Record<string, unknown>) => {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Time?" }], tools: [TIME], tool_choice: "required", max_tokens: 120, temperature: 0, logit_bias: { [semicolon]: 30 }, ...extra });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return r.json.choices[0] as { finish_reason: string; message: { tool_calls: { id: string; function: { name: string; arguments: string } }[] } };
+    };
+    const one = await ask({});
+    assert.equal(one.message.tool_calls.length, 1, JSON.stringify(one.message));
+    assert.equal(one.finish_reason, "tool_calls");
+    const back = await post(`${s.url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "Time?" }, { role: "assistant", content: null, tool_calls: one.message.tool_calls }, { role: "tool", tool_call_id: one.message.tool_calls[0]!.id, content: "noon" }],
+      tools: [TIME], max_tokens: 2,
+    });
+    assert.equal(back.status, 200, JSON.stringify(back.json));
+    // asked for, several calls are still admitted (as llama-server honours the request's own parallel_tool_calls)
+    assert.ok((await ask({ parallel_tool_calls: true })).message.tool_calls.length > 1);
+  } finally {
+    await s.close();
+  }
+});
+
+test("whether a template writes two calls in a turn is found as llama.cpp's caps probe finds it, judged by jinja2 rendering the same history", { skip: skipWithoutJinja2 || skipWithoutLlamaCppTemplates() }, () => {
+  const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
+  const call = (id: string, name: string) => ({ id, type: "function", function: { name, arguments: { arg: "x" } } });
+  const history = [
+    { role: "user", content: "x" },
+    { role: "assistant", content: "", tool_calls: [call("call00001", "tsllm_probe"), call("call00002", "tsllm_probe_second")] },
+    { role: "tool", content: "y", tool_call_id: "call00001" },
+    { role: "assistant", content: "z" },
+    { role: "user", content: "x" },
+  ];
+  const verdicts: Record<string, boolean> = {};
+  for (const name of ["meta-llama-Llama-3.1-8B-Instruct.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja", "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja"]) {
+    const source = llamaCppTemplate(name);
+    const variables = templateVariablesOf(source, toolsOf({ tools: [TIME] }));
+    const [judged] = renderWithJinja2(source, [{ messages: history, add_generation_prompt: false, bos_token: "<s>", eos_token: "</s>", ...variables }]);
+    const expected = "out" in judged! && judged.out.includes("tsllm_probe_second");
+    verdicts[name] = chatFormatterFor(tokenizer, undefined, { source, where: name }).writesParallelCalls(variables);
+    assert.equal(verdicts[name], expected, `${name}: ${JSON.stringify(judged).slice(0, 300)}`);
+  }
+  // (the cases the probe tells apart: Llama 3.x's raise on a second call)
+  assert.equal(verdicts["meta-llama-Llama-3.1-8B-Instruct.jinja"], false);
+  assert.equal(verdicts["Qwen-Qwen3-0.6B.jinja"], true);
+});

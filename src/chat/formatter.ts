@@ -74,6 +74,7 @@ export class ChatFormatter {
   private readonly renderOptions: RenderOptions;
   private specialsByFirst: Map<string, string[]> | undefined;
   private callForm: { readonly objectArguments: boolean; readonly nullContent: boolean } | undefined;
+  private parallelCalls: boolean | undefined;
 
   constructor(private readonly tokenizer: Tokenizer, source: string, where: string) {
     this.template = new ChatTemplate(source, where);
@@ -129,6 +130,31 @@ export class ChatFormatter {
     } catch (e) {
       return { ok: false, why: `it raised: ${(e as Error).message}` };
     }
+  }
+
+  /**
+   * Whether the template writes an assistant turn of two tool calls, found once as llama.cpp finds
+   * supports_parallel_tool_calls (common/jinja/caps.cpp): a history with a turn of two calls and
+   * one answer must render, and the second call must show (Llama 3.x's templates raise "only
+   * supports single tool-calls"). Probed with the render's variables, as toolCallForm is.
+   */
+  writesParallelCalls(variables?: Record<string, unknown>): boolean {
+    if (this.parallelCalls !== undefined) return this.parallelCalls;
+    const second = "tsllm_probe_second";
+    const call = (id: string, name: string) => ({ id, type: "function" as const, function: { name, arguments: { arg: "x" } } });
+    try {
+      const text = this.render([
+        { role: "user", content: "x" },
+        { role: "assistant", content: "", tool_calls: [call("call00001", "tsllm_probe"), call("call00002", second)] },
+        { role: "tool", content: "y", tool_call_id: "call00001" },
+        { role: "assistant", content: "z" },
+        { role: "user", content: "x" },
+      ], false, variables);
+      this.parallelCalls = text.includes(second);
+    } catch {
+      this.parallelCalls = false;
+    }
+    return this.parallelCalls;
   }
 
   /**

@@ -8,7 +8,7 @@ import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, optBoolean, optNumber, optString, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
-import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, type ReplyDelta, type ReplySyntax } from "./tools.js";
+import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 
 type Kind = "chat" | "text";
@@ -92,15 +92,16 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const messages = messagesOf(body);
     const formatter = ctx.formatter();
     const source = formatter.template.source;
-    const toolsGiven = toolsOf(body);
+    const requested = toolsOf(body);
+    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
+    const variables = { ...templateVariablesOf(source, requested), ...templateKwargsOf(body, ctx.templateKwargs) };
+    const toolsGiven = requested && withTemplateParallel(body, requested, source, () => formatter.writesParallelCalls(variables));
     // the tools that may be called; tool_choice "none" still shows them to the template (llama.cpp renders a request's tools whatever
     // its tool_choice: the model knows of them but its reply is not read for calls)
     const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
     // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
     const ending = promptEndOf(body, messages);
     const shown = messagesForTemplate(messages, source, tools, ending.continueFinalMessage);
-    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
-    const variables = { ...templateVariablesOf(source, toolsGiven), ...templateKwargsOf(body, ctx.templateKwargs) };
     // (a continued message the template does not write as given is the request's 400, found here)
     const text = thinkingOf(source, "") || ending.continueFinalMessage ? await rendered(() => formatter.prompt(shown, variables, ending)) : "";
     const continued = ending.continueFinalMessage ? messages.at(-1) : undefined;

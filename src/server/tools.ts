@@ -74,6 +74,18 @@ export function toolsOf(body: Body): Tools | undefined {
   return { functions, choice, parallel: typeof choice === "object" ? false : parallel, raw: v };
 }
 
+/**
+ * `tools` with parallel_tool_calls, when the request leaves it out, as llama-server defaults it: to
+ * whether the template writes a turn of several calls (`writesParallel`, probed only then), so that
+ * a reply's calls can go back through it (Llama 3.x's templates refuse two calls in a turn). The
+ * generic format's calls are the server's own JSON, not the template's: OpenAI's default (true) stays.
+ */
+export function withTemplateParallel(body: Body, tools: Tools, templateSource: string, writesParallel: () => boolean): Tools {
+  const given = body["parallel_tool_calls"];
+  if ((given !== undefined && given !== null) || !tools.parallel || toolFormatOf(templateSource) === "generic") return tools;
+  return writesParallel() ? tools : { ...tools, parallel: false };
+}
+
 function parallelOf(body: Body): boolean {
   const p = body["parallel_tool_calls"];
   if (p !== undefined && p !== null && typeof p !== "boolean") throw invalid("parallel_tool_calls", `'parallel_tool_calls' must be a boolean, got ${JSON.stringify(p)}`, "invalid_type");
@@ -141,11 +153,11 @@ export function templateVariablesOf(templateSource: string, tools: Tools | undef
 }
 
 /**
- * Ministral 3's template (Ministral / Magistral 3 Reasoning), told as llama.cpp's
- * common_chat_try_specialized_template tells it (Mistral Small 3.2's has [CALL_ID] too): it reads
- * a turn's reasoning only as a content block {type: "thinking", thinking}
+ * Ministral 3's template (Ministral / Magistral 3), told as llama.cpp's
+ * common_chat_try_specialized_template tells it: Mistral's [ARGS] calls and [SYSTEM_PROMPT]
+ * without Mistral Small 3.2's [CALL_ID]
  */
-function readsThinkingBlocks(templateSource: string): boolean {
+function isMinistral3(templateSource: string): boolean {
   return ["[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"].every((s) => templateSource.includes(s)) && !templateSource.includes("[CALL_ID]");
 }
 
@@ -160,7 +172,8 @@ export function messagesForTemplate(given: readonly ChatMessage[], templateSourc
   // a template that reads a turn's reasoning as `thinking`, never as reasoning_content (gpt-oss's, LFM2's), gets it so, as llama.cpp copies it for them
   const readsThinking = /\.thinking\b/.test(templateSource) && !templateSource.includes("reasoning_content");
   let messages: readonly ChatMessageInput[] = readsThinking ? given.map((m) => (m.reasoning_content === undefined ? m : { ...m, thinking: m.reasoning_content })) : given;
-  if (readsThinkingBlocks(templateSource)) {
+  // (it reads a turn's reasoning only as a content block {type: "thinking", thinking})
+  if (isMinistral3(templateSource)) {
     messages = messages.map((m, i) => {
       if ((m.role !== "system" && m.role !== "assistant") || (continued && i === messages.length - 1)) return m;
       const { reasoning_content, ...rest } = m;
@@ -455,8 +468,7 @@ export function reasoningFirst(g: string, thinking: ReplySyntax["thinking"]): st
  * code fences".
  */
 export function fencesJson(templateSource: string): boolean {
-  const has = (s: string) => templateSource.includes(s);
-  return has("[SYSTEM_PROMPT]") && has("[TOOL_CALLS]") && has("[ARGS]") && !has("[CALL_ID]");
+  return isMinistral3(templateSource);
 }
 
 /** the GBNF of a JSON response_format, inside a ```json fence for a model that fences it (a schema the grammar cannot express is the parameter's 400) */
