@@ -94,7 +94,7 @@ test("tsllm embed warns of an input past max_seq_length (embedded cut, as encode
 });
 
 test("usage errors: one line, exit 2", () => {
-  for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "0"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
+  for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "0"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "all"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
     const r = tsllm(...args);
     assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);

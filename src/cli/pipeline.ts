@@ -64,6 +64,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const pairs = strings(values, "pair") ?? [];
   if (pairs.length > inputs.length) throw new UsageError(`${pairs.length} --pair for ${inputs.length} --input`);
   const topKText = optionalString(values, "top-k");
+  // fill-mask has no "every token" (transformers' top_k=None there is its default, 5)
+  if (topKText === "all" && task === "fill-mask") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; fill-mask takes a number of proposals`);
   const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 1 });
   const strategy = optionalString(values, "aggregation-strategy");
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, inputError, textsOf } from "./inputs.js";
+import { inputError, knownOptions, textsOf } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {

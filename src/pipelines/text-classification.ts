@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, inputError, isObject } from "./inputs.js";
+import { inputError, isObject, knownOptions } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /** one input: a text, or a pair as transformers takes it */

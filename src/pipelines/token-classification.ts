@@ -1,7 +1,7 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, describe, textsOf } from "./inputs.js";
+import { describe, isObject, knownOptions, textsOf } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -132,6 +132,8 @@ export function tokenClassification(runner: EncoderRunner) {
 
   return async (input: string | readonly string[], options?: TokenClassificationOptions): Promise<unknown> => {
     const texts = textsOf("token-classification", input);
+    // no recorded transformers output to judge the windows' merging by: refused rather than guessed
+    if (isObject(options) && "stride" in options) throw new RangeError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${runner.maxLength} tokens the model reads is truncated`);
     const checked = settings(knownOptions("token-classification", options, ["aggregationStrategy", "ignoreLabels"]));
     const encs = texts.map((t) => runner.tokenize(t));
     const logits = (await runner.run(encs)).logits!;
