@@ -301,6 +301,32 @@ test("a decoder as a sentence-transformers folder: its Pooling, Normalize module
   }
 });
 
+test("a decoder folder whose Pooling has include_prompt: false pools the text's tokens after the prompt's, as encode()", { skip: skipWithoutShared("hf-oracle/gpt2-tiny/model.safetensors") }, async () => {
+  const plain = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const f = join(dir, "gpt2-st-exclude");
+  cpSync(plain, f, { recursive: true });
+  writeFileSync(join(f, "modules.json"), JSON.stringify([["Transformer", ""], ["Pooling", "1_Pooling"]].map(([type, path], idx) => ({ idx, name: String(idx), path, type: `sentence_transformers.models.${type}` }))));
+  mkdirSync(join(f, "1_Pooling"));
+  writeFileSync(join(f, "1_Pooling", "config.json"), JSON.stringify({ word_embedding_dimension: 32, pooling_mode_mean_tokens: true, include_prompt: false }));
+  writeFileSync(join(f, "config_sentence_transformers.json"), JSON.stringify({ prompts: { query: "query: " }, default_prompt_name: null }));
+  const reference = embeddingsOf(await loadModel(plain, { contextSize: 64 }));
+  const st = embeddingsOf(await loadModel(f, { contextSize: 64 }));
+  try {
+    const text = "the quick brown fox";
+    // GPT-2 adds no special tokens: prompt_length is the prompt's own tokens ("query", ":"), none dropped
+    const promptLength = reference.tokenize(["query:"])[0]!.length;
+    assert.equal(promptLength, 2);
+    const rows = (await reference.tokenEmbeddings([`query: ${text}`]))[0]!.slice(promptLength);
+    const expected = rows[0]!.map((_, j) => rows.reduce((s, r) => s + r[j]!, 0) / rows.length);
+    const [got] = await st.embed([text], { promptName: "query" });
+    got!.forEach((x, j) => assert.ok(Math.abs(x - expected[j]!) < 1e-6, `component ${j}: ${x} vs ${expected[j]}`));
+    assert.deepEqual(await st.embed([text]), await reference.embed([text], { pooling: "mean", normalize: false }), "no prompt: every token");
+  } finally {
+    reference.dispose();
+    st.dispose();
+  }
+});
+
 test("serve: /embedding on a decoder with a pooling_type answers one normalized vector, as llama-server", { skip }, async () => {
   const path = join(dir, "llama-serve-mean.gguf");
   await writeRandomModel(path, { ...tinyLlama, std: 0.08, extraMetadata: [["llama.pooling_type", ggufEntry.u32(1)]] });
