@@ -176,3 +176,24 @@ test("include_prompt: false leaves the prompt's tokens (and [CLS]) out of the po
   writeFileSync(join(short, "sentence_bert_config.json"), JSON.stringify({ max_seq_length: 4, do_lower_case: false }));
   await assert.rejects(embed(short, ["中华", "人民"], { threads: 1, prompt: "北京是" }), /^RangeError: embed: input 0: the prompt takes all its 4 tokens \(after truncation\), and this model's Pooling leaves the prompt out/);
 });
+
+test("serve: prompt_name (and the default prompt) on a Pooling with include_prompt: false leaves the prompt out, as embed()", { skip: chineseSkip }, async () => {
+  const folder = chineseFolder("serve-exclude", { pooling_mode_mean_tokens: true }, { city: "北京是" });
+  writeFileSync(join(folder, "config_sentence_transformers.json"), JSON.stringify({ prompts: { city: "北京是" }, default_prompt_name: "city", similarity_fn_name: "cosine" }));
+  const oracle = JSON.parse(readFileSync(`${SHARED}/hf-oracle/bert-chinese-base.expected.json`, "utf8")) as { cases: { last_hidden_state: number[][] }[] };
+  const h = oracle.cases[3]!.last_hidden_state;
+  // transformers' rows of 北京是中华人民共和国的首都。 from prompt_length 4 on, averaged
+  const expected = h[0]!.map((_, j) => h.slice(4).reduce((s, row) => s + row[j]!, 0) / (h.length - 4));
+  const m = await loadEmbeddingModel(folder, { threads: 1 });
+  const server = await startServer(m, { port: 0 });
+  try {
+    for (const body of [{ input: ["中华人民共和国的首都。"], prompt_name: "city" }, { input: "中华人民共和国的首都。" }]) {
+      const r = await post(`${server.url}/v1/embeddings`, body);
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      r.json.data[0].embedding.forEach((x: number, j: number) => assert.ok(Math.abs(x - expected[j]!) < 1e-4, `${JSON.stringify(body)}: component ${j}: ${x} vs ${expected[j]}`));
+    }
+  } finally {
+    await server.close(1000);
+    m.dispose();
+  }
+});

@@ -51,9 +51,10 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   optString(body, "user");
   // text-embeddings-inference's prompt_name: one of the folder's prompts (config_sentence_transformers.json) before each text; unset, its default prompt if it names one
   const promptName = optString(body, "prompt_name");
+  const prompts = promptName === undefined ? {} : { promptName };
   let tokens: number[][];
   try {
-    tokens = model.tokenize(inputs, promptName === undefined ? {} : { promptName });
+    tokens = model.tokenize(inputs, prompts);
   } catch (e) {
     if (e instanceof RangeError && /^(promptName|prompt):/.test(e.message)) throw invalid("prompt_name", e.message.replace(/^promptName: /, "'prompt_name': "));
     throw e;
@@ -84,8 +85,10 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     if (i > 0) await new Promise((r) => setImmediate(r));
     if (res.destroyed) return;
     route.signal?.throwIfAborted();
+    // the inputs as given, with their prompt (not the tokens above, which carry it): a Pooling with
+    // include_prompt: false leaves a text's prompt out, which token ids would not tell it.
     // embd_normalize applies to the raw vector, as llama-server's (a decoder's embeddings are otherwise L2-normalized, its default 2)
-    vectors.push(...(await model.embed(tokens.slice(i, i + EMBED_CHUNK), { dimensions, signal: route.signal, ...(normalization === undefined ? {} : { normalize: false }) })));
+    vectors.push(...(await model.embed(inputs.slice(i, i + EMBED_CHUNK), { ...prompts, dimensions, signal: route.signal, ...(normalization === undefined ? {} : { normalize: false }) })));
     route.began?.();
   }
   if (normalization !== undefined) vectors.forEach((v) => normalizeLikeLlamaServer(v, normalization));
