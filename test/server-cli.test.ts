@@ -162,3 +162,34 @@ test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, b
   assert.match(help.stdout, /--body-limit BYTES/);
   assert.match(help.stdout, /--bodies-limit BYTES/);
 });
+
+test("tsllm serve writes a line to stderr for each request when it ends (status, X-Request-Id; a client that left 499), never for probes; --no-log-requests writes none", { skip }, async () => {
+  const s = await serve([]);
+  try {
+    const r = await post(`${s.url}/v1/completions?trace=1`, { prompt: "Once upon a time", max_tokens: 3 }, { "X-Request-Id": "trace-log-1" });
+    assert.equal(r.status, 200);
+    assert.equal((await post(`${s.url}/v1/completions`, { prompt: "Once", max_tokens: "3" }, { "X-Request-Id": "trace-log-2" })).status, 400);
+    for (const path of ["/health", "/metrics", "/v1/models", "/"]) assert.equal((await fetch(`${s.url}${path}`)).status, 200, path);
+    const controller = new AbortController();
+    const left = fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json", "X-Request-Id": "trace-log-3" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, stream: true }) });
+    await (await left).body!.getReader().read();
+    controller.abort();
+    await until(() => s.stderr().includes("trace-log-3"), "the request that left to be written");
+    const lines = s.stderr().split("\n").filter((l) => / ms from /.test(l));
+    assert.equal(lines.length, 3, s.stderr());
+    assert.match(lines[0]!, /^tsllm serve: POST \/v1\/completions 200 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-1\)$/);
+    assert.match(lines[1]!, /^tsllm serve: POST \/v1\/completions 400 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-2\)$/);
+    assert.match(lines[2]!, /^tsllm serve: POST \/v1\/completions 499 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-3\)$/);
+  } finally {
+    s.child.kill("SIGKILL");
+  }
+  const quiet = await serve(["--no-log-requests"]);
+  try {
+    assert.equal((await post(`${quiet.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 3 })).status, 200);
+    quiet.child.kill("SIGTERM");
+    assert.equal(await quiet.exited, 0);
+    assert.doesNotMatch(quiet.stderr(), / ms from /);
+  } finally {
+    quiet.child.kill("SIGKILL");
+  }
+});

@@ -66,6 +66,9 @@ Options:
                         request run alone, each reply recomputed in a chat's next turn (by default a next
                         turn reuses the reply's rows, as llama-server does; its logits may then differ
                         in the last bits)
+  --no-log-requests     do not write a line to stderr for each request when it ends (method, path, status,
+                        milliseconds, client address, X-Request-Id; /health, /metrics, /v1/models and the
+                        page are never written), as llama-server and vLLM log theirs by default
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
@@ -75,7 +78,7 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
-  "no-cache-replies": { type: "boolean" },
+  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -100,7 +103,7 @@ export async function runServe(argv: string[]): Promise<void> {
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
-    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`),
+    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true,
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)

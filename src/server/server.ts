@@ -6,6 +6,7 @@ import { basename } from "node:path";
 import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
 import { exclusive } from "../engine/index.js";
 import type { Model } from "../llm.js";
+import { printable } from "../units/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
@@ -55,6 +56,13 @@ export interface ServeOptions {
    * writes them to stderr, as llama-server and vLLM log theirs
    */
   log?: (report: string) => void;
+  /**
+   * every answered request also goes to `log`, one line when it ends: method, path, status (499:
+   * the client left first), milliseconds, the client's address and X-Request-Id; GET and HEAD of
+   * /health, /metrics, /v1/models and the page are left out (probes and scrapers would fill the
+   * log), as llama-server leaves them out of its request log
+   */
+  logRequests?: boolean;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -89,6 +97,8 @@ function pathOf(req: IncomingMessage): string {
   // (after an authority comes "/", "?" or the end)
   return origin && path === "" ? "/" : path;
 }
+/** GET routes a request log leaves out: health probes, metric scrapes, model lists and the page are sent over and over */
+const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", MODEL_ROUTE, ...PAGE_PATHS]);
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -348,7 +358,15 @@ export class OpenAIServer {
     const socket = req.socket;
     // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
     // counts as nginx's 499 "client closed request"; one cut off by the read timeout as its 408
-    res.on("close", () => this.metrics.count(byMethod ? path : "other", this.clientErrors.get(socket) ?? (res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST)));
+    const began = performance.now();
+    res.on("close", () => {
+      const status = this.clientErrors.get(socket) ?? (res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST);
+      this.metrics.count(byMethod ? path : "other", status);
+      if (this.options.logRequests && !((req.method === "GET" || req.method === "HEAD") && UNLOGGED.has(path))) {
+        // (the path as the client sent it: a control character in it cannot reach the operator's terminal)
+        this.options.log?.(`${req.method} ${printable(url)} ${status} ${Math.round(performance.now() - began)} ms from ${socket.remoteAddress ?? "?"} (X-Request-Id ${String(res.getHeader("X-Request-Id"))})`);
+      }
+    });
     // the client's request id comes back with its answer (log correlation through proxies; the
     // openai client reports it as _request_id), or the server's own when it sent none
     const id = req.headers["x-request-id"];
@@ -411,7 +429,7 @@ export class OpenAIServer {
     const log = this.options.log;
     if (e.status !== 500 || !log) return;
     const cause = e.cause instanceof Error && e.cause.stack ? e.cause.stack : e.message;
-    log(`${res.req.method} ${pathOf(res.req)} (X-Request-Id ${String(res.getHeader("X-Request-Id"))}) failed with a 500: ${cause}`);
+    log(`${res.req.method} ${printable(pathOf(res.req))} (X-Request-Id ${String(res.getHeader("X-Request-Id"))}) failed with a 500: ${cause}`);
   }
 
   private async json(req: IncomingMessage): Promise<Body> {
