@@ -19,6 +19,7 @@ import { skipWithoutShared } from "./helpers/shared.js";
 import { Engine } from "../src/engine/index.js";
 import { openModel } from "../src/models/index.js";
 import { formatBytes } from "../src/units/index.js";
+import { runTsllm } from "./helpers/child.js";
 
 // Per-op conformance of the WebGPU backend against the reference implementations (llama.cpp's
 // test-backend-ops idea): random inputs of awkward sizes, expected values from kernels/ops/*.ts
@@ -1134,6 +1135,58 @@ describe("webgpu backend: an Engine built directly over a KV pool larger than on
     const o = await engine.submit({ promptTokens: [1, 2, 3], decoding: { kind: "sample", n: 1 }, sampling: { temperature: 0, seed: 0 }, maxTokens: 2, stop: [], stopTokens: [], ignoreEos: true }).outcome;
     assert.equal(o.choices[0]!.completionTokens.length, 2);
   });
+});
+
+// "will this model run on my GPU?" without loading it: inspect --backend webgpu asks the adapter
+// (no device) for its largest buffer and checks the planned KV pool's arrays and the weight types
+describe("tsllm inspect --backend webgpu", { skip }, () => {
+  test("reports the adapter's largest buffer, whether a layer's K/V array fits at the context, and the matrices whose type its matmul lacks", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+    const limit = (await gpuLimit()).maxBufferBytes;
+    const path = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 20 });
+    const inspect = async (model: string, ...args: string[]) => {
+      const r = await runTsllm(["inspect", "--model", model, "--backend", "webgpu", ...args]);
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout;
+    };
+    // a K row: 2 KV heads x 64 f32 = 512 bytes a position
+    const fits = JSON.parse(await inspect(path, "--ctx-size", "4096", "--json"));
+    assert.equal(fits.webgpu.maxBufferBytes, limit);
+    assert.equal(fits.webgpu.kvArrayBytes, 4096 * 512);
+    assert.equal(fits.webgpu.kvArrayFits, true);
+    assert.deepEqual(fits.webgpu.typesWithoutMatmul, {});
+    assert.equal(fits.plan.fits, true);
+    const big = JSON.parse(await inspect(path, "--ctx-size", String(1 << 20), "--json"));
+    assert.equal(big.webgpu.kvArrayBytes, (1 << 20) * 512);
+    assert.equal(big.webgpu.kvArrayFits, false);
+    assert.equal(big.plan.fits, false);
+    assert.match(big.plan.refusal, new RegExp(`more than the ${limit} bytes .* the webgpu backend can allocate in one buffer .*: try contextSize ${limit / 512} \\(--ctx-size\\)`));
+    assert.match(await inspect(path, "--ctx-size", String(1 << 20)), new RegExp(`\\nwebgpu: +.*: largest buffer .* \\(${limit} bytes\\); one layer's K or V array 536.9 MB at 1048576 tokens: too large \\(see the load plan\\); its matmul takes every weight type\\n`));
+    // auto: the largest context whose arrays fit
+    assert.equal(JSON.parse(await inspect(path, "--ctx-size", "auto", "--json")).plan.contextSize, limit / 512);
+    // IQ2_XXS: no webgpu kernel; the 7 matrices of each of 2 layers and the output (the embedding is only looked up)
+    const iq = await ensureRandomModel({ ...tinyLlama, weightType: GGMLType.IQ2_XXS });
+    const j = JSON.parse(await inspect(iq, "--json"));
+    assert.deepEqual(j.webgpu.typesWithoutMatmul, { IQ2_XXS: { tensors: 15, first: "blk.0.attn_q.weight" } });
+    assert.match(await inspect(iq), /no matmul kernel for IQ2_XXS x15 \(blk\.0\.attn_q\.weight, \.\.\.\): use the wasm backend \(--quantize converts only float matrices\)\n/);
+    // --quantize leaves quantized matrices as stored (loadModel would still meet IQ2_XXS)
+    assert.deepEqual(JSON.parse(await inspect(iq, "--quantize", "q4_k", "--json")).webgpu.typesWithoutMatmul, j.webgpu.typesWithoutMatmul);
+  });
+});
+
+// without an adapter (here: a Vulkan ICD named that does not exist, refused before Dawn is asked)
+// inspect says why in its webgpu line and still reports the rest, exit 0
+test("tsllm inspect --backend webgpu without an adapter says why, exit 0; another backend is a usage error", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const path = await ensureRandomModel(tinyLlama);
+  const env = { ...process.env, TSLLM_WEBGPU_VULKAN_ICD: "/nonexistent/icd.json" };
+  const text = await runTsllm(["inspect", "--model", path, "--backend", "webgpu"], env);
+  assert.equal(text.code, 0, text.stderr);
+  assert.match(text.stdout, /\nload plan: .*: fits\nwebgpu: +no adapter: webgpu backend: no WebGPU adapter found \(the Vulkan ICD \/nonexistent\/icd\.json does not exist\)\n$/);
+  const json = await runTsllm(["inspect", "--model", path, "--backend", "webgpu", "--json"], env);
+  assert.equal(json.code, 0, json.stderr);
+  assert.match(JSON.parse(json.stdout).webgpu.error, /^webgpu backend: no WebGPU adapter found/);
+  const wasm = await runTsllm(["inspect", "--model", path, "--backend", "wasm"]);
+  assert.equal(wasm.code, 2);
+  assert.match(wasm.stderr, /--backend must be webgpu .*got "wasm"/);
 });
 
 /** the adapter's largest buffer, read from a backend of its own (disposed at once) */

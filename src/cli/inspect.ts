@@ -5,18 +5,18 @@ import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { defaultContextSize, kvCacheTypesOf, loadPlanRequest, type LoadModelOptions } from "../llm.js";
-import type { KVCacheTypes } from "../kernels/index.js";
-import { checkCacheTypes, decoderShape, openEncoder, openModel } from "../models/index.js";
+import { probeWebGPU, type KVCacheTypes } from "../kernels/index.js";
+import { checkCacheTypes, decoderShape, loadedType, openEncoder, openModel } from "../models/index.js";
 import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../models/module-tree.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
-import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory } from "../engine/index.js";
-import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
+import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory, type PlanRequest } from "../engine/index.js";
+import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
 import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--modules] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
@@ -39,6 +39,11 @@ Options:
   --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
   --cache-type-k T      plan the KV cache's keys as T: f32, f16, q8_0, q4_0 (as generate)
   --cache-type-v T      plan the KV cache's values as T (as generate)
+  --backend webgpu      also check the model against this machine's WebGPU adapter (found as generate
+                        --backend webgpu finds it; no device is started): its largest buffer, which
+                        one layer's K or V array of the KV pool must fit in (the load plan then
+                        checks it), and the weight types its matmul lacks; without an adapter it
+                        says why (in --json: "webgpu")
   --modules             a Hugging Face folder: also the module tree print(model) shows in PyTorch for
                         its config.json architecture (BERT, RoBERTa, DistilBERT, GPT-2, Llama,
                         Mistral, Qwen2, Qwen3; class names as transformers 5.18.0 has them,
@@ -84,7 +89,7 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
-export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, backend: { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
 
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
@@ -93,19 +98,25 @@ export async function runInspect(argv: string[]): Promise<void> {
   const ctxArg = ctxSizeFrom(values);
   const quantize = optionalString(values, "quantize");
   if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
+  const backend = optionalString(values, "backend");
+  if (backend !== undefined && backend !== "webgpu") throw new UsageError(`--backend must be webgpu (the CPU backends have no limit beyond memory, which the load plan checks), got "${backend}"`);
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
   const available = availableMemoryBytes();
-  const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values) };
+  const gpu = backend === "webgpu" ? await probeWebGPU().catch((e: unknown) => ({ error: (e as Error).message })) : undefined;
+  const maxBuffer = gpu && "maxBufferBytes" in gpu ? { bytes: gpu.maxBufferBytes, backend: "webgpu" } : undefined;
+  const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values), ...(backend ? { backend: "webgpu" as const } : {}) };
   if (opened.shape?.headDim !== undefined) checkCacheTypes(kvCacheTypesOf(planOptions), opened.shape.headDim);
   // 0: the trained context itself (as generate's --ctx-size 0)
   let ctxSize = ctxArg === "auto" ? undefined : ctxArg === TRAINED_CONTEXT ? opened.shape?.contextLength : ctxArg;
   if (ctxArg === "auto") {
     const trained = opened.shape?.contextLength ?? 4096;
-    const r = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;
+    const request = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;
+    const r = request && maxBuffer ? { ...request, maxBuffer } : request;
     ctxSize = r ? largestFittingContext(r, available, trained) ?? 16 : undefined;
   }
-  const report = { ...describe(model, opened, ctxSize, kvCacheTypesOf(planOptions)), plan: planOf(opened, planOptions, ctxSize, available), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
+  const plan = planOf(opened, planOptions, ctxSize, available, maxBuffer);
+  const report = { ...describe(model, opened, ctxSize, kvCacheTypesOf(planOptions)), plan, ...(gpu ? { webgpu: webgpuOf(opened, gpu, plan, quantize as Quantization | undefined) } : {}), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
     printWarning(`--ctx-size ${ctxSize} is above the model's trained context of ${trained} tokens`);
@@ -266,13 +277,15 @@ function describe(model: string, o: Opened, ctxSize: number | undefined, cacheTy
   };
 }
 
-type Report = ReturnType<typeof describe> & { plan?: ReturnType<typeof planOf> };
+type Report = ReturnType<typeof describe> & { plan?: ReturnType<typeof planOf>; webgpu?: ReturnType<typeof webgpuOf> };
 
 /** the plan loadModel checks before reading weights: weights after quantization + KV + scratch vs free memory */
-function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefined, available: number) {
+function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefined, available: number, maxBuffer: PlanRequest["maxBuffer"]) {
   if (o.kind !== "decoder" || !o.metadata || !o.shape) return undefined;
-  const r = loadPlanRequest({ tensors: o.tensors, metadata: o.metadata }, options, ctxSize ?? defaultContextSize(o.shape.contextLength));
-  if (!r) return undefined;
+  const request = loadPlanRequest({ tensors: o.tensors, metadata: o.metadata }, options, ctxSize ?? defaultContextSize(o.shape.contextLength));
+  if (!request) return undefined;
+  // with an adapter: one layer's K or V array must fit in its largest buffer too, as loadModel checks
+  const r = maxBuffer ? { ...request, maxBuffer } : request;
   const p = planMemory(r);
   let refusal: string | undefined;
   try {
@@ -281,6 +294,32 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
     refusal = (e as Error).message;
   }
   return { ...p, quantize: options.quantize, availableBytes: available, fits: refusal === undefined, ...(refusal ? { refusal } : {}) };
+}
+
+/**
+ * The model against the webgpu adapter: its largest buffer, whether a layer's K or V array of the
+ * planned KV pool fits in it, and the matrices whose type (after --quantize) its matmul lacks
+ * (the embedding table of a model with its own output matrix is only looked up: not counted),
+ * which fail at their first matmul; or why there is no adapter.
+ */
+function webgpuOf(o: Opened, gpu: Awaited<ReturnType<typeof probeWebGPU>> | { error: string }, plan: ReturnType<typeof planOf>, quantize: Quantization | undefined) {
+  if ("error" in gpu) return { error: gpu.error };
+  const q = quantize === undefined ? undefined : quantizationType(quantize);
+  const lookedUpOnly = o.tensors.has("output.weight") ? "token_embd.weight" : undefined;
+  const missing = new Map<string, { tensors: number; first: string }>();
+  for (const t of o.tensors.values()) {
+    if (t.dims.length !== 2 || t.name === lookedUpOnly) continue;
+    const type = typeName(loadedType(t, q));
+    if (gpu.matmulTypes.includes(type)) continue;
+    const e = missing.get(type) ?? { tensors: 0, first: t.name };
+    e.tensors++;
+    missing.set(type, e);
+  }
+  return {
+    adapter: gpu.adapter, maxBufferBytes: gpu.maxBufferBytes,
+    ...(plan ? { kvArrayBytes: plan.kvArrayBytes, kvArrayFits: plan.kvArrayBytes <= gpu.maxBufferBytes } : {}),
+    typesWithoutMatmul: Object.fromEntries(missing),
+  };
 }
 
 /** weights as stored + the KV cache of one sequence of the context size, as the engine lays it out */
@@ -332,6 +371,14 @@ function formatReport(r: Report): string[] {
   if (p) {
     lines.push(`load plan:       ${formatBytes(p.totalBytes)} = weights ${formatBytes(p.weightBytes)} ${p.weightType}${p.quantize ? ` (--quantize ${p.quantize})` : ""} + KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens + scratch ${formatBytes(p.scratchBytes)} (estimate); ${formatBytes(p.availableBytes)} free: ${p.fits ? "fits" : "does not fit"}`);
     if (p.refusal) lines.push(`                 ${p.refusal.slice(p.refusal.indexOf(": ") + 2)}`);
+  }
+  const g = r.webgpu;
+  if (g && "error" in g) lines.push(`webgpu:          no adapter: ${g.error}`);
+  else if (g) {
+    const kv = g.kvArrayBytes === undefined ? "" : `; one layer's K or V array ${formatBytes(g.kvArrayBytes)} at ${p!.contextSize} tokens: ${g.kvArrayFits ? "fits" : "too large (see the load plan)"}`;
+    const missing = Object.entries(g.typesWithoutMatmul);
+    const types = missing.length === 0 ? "; its matmul takes every weight type" : `; no matmul kernel for ${missing.map(([t, e]) => `${t} x${e.tensors} (${e.first}${e.tensors > 1 ? ", ..." : ""})`).join(", ")}: use the wasm backend (--quantize converts only float matrices)`;
+    lines.push(`webgpu:          ${g.adapter}: largest buffer ${formatBytes(g.maxBufferBytes)} (${g.maxBufferBytes} bytes)${kv}${types}`);
   }
   return lines;
 }

@@ -14,6 +14,11 @@ export function canMatmul(type: GGMLType): boolean {
 }
 export type BackendName = "wasm" | "reference" | "webgpu";
 
+/** the webgpu adapter's facts a model must fit, without starting the backend (loads the optional "webgpu" package only when called) */
+export async function probeWebGPU(): Promise<{ adapter: string; maxBufferBytes: number; matmulTypes: readonly string[] }> {
+  return (await import("./webgpu/index.js")).probeWebGPU();
+}
+
 let warnedFallback = false;
 
 /**

@@ -218,6 +218,17 @@ export async function createWebGPUBackend(options: WebGPUBackendOptions = {}): P
   return new WebGPUBackend(device, adapterName(adapter.info, source, subgroups), options.attentionScratchFloats ?? 1 << 24, options.maxWeightBytes, subgroups, options.attentionKeysPerSplit ?? 256, options.tiledAttention !== false, options.keepHostWeights === true, options.dispatchesPerSubmit ?? MAX_BATCH, profile, tiledTypes(options.tiledMatmulTypes));
 }
 
+/**
+ * What a model must fit on this machine's adapter, asked without creating a device (tsllm
+ * inspect --backend webgpu): the adapter createWebGPUBackend would take, its largest buffer (the
+ * backend's maxBufferBytes: it asks its device for the adapter's maxStorageBufferBindingSize)
+ * and the weight types matmul has a kernel for. Throws findAdapter's error without one.
+ */
+export async function probeWebGPU(options: AdapterOptions = {}): Promise<{ adapter: string; maxBufferBytes: number; matmulTypes: readonly string[] }> {
+  const { adapter, source } = await findAdapter(options);
+  return { adapter: adapterName(adapter.info, source, adapter.features.has("subgroups")), maxBufferBytes: adapter.limits["maxStorageBufferBindingSize"]!, matmulTypes: Object.keys(MATMUL_TYPES) };
+}
+
 /** the storage of one cache side (every type of reference/kv-encoding.ts, rotated in chunks up to MAX_ROTATION) */
 function kvSide(op: string, e: KVRowEncoding | undefined): KVSide {
   if (!e) return "f32";
