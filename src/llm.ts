@@ -269,9 +269,12 @@ export class Model {
     const lm = this.languageModel, d = this.info.embeddingLength, i0 = this.info;
     // one pool for the call, a sequence's blocks taken when its first rows run and given back
     // once its last have: the KV held is what a pass needs (passTokens rows, each sequence's last
-    // block part-filled: twice that to start with; a long sequence's own on top), not every
-    // input's at once (1,000 inputs made 1,000 caches)
-    const pool = new KVBlockPool(i0.blockCount, i0.headCountKv, i0.headDim, 2 * Math.ceil(passTokens / DEFAULT_BLOCK_SIZE), this.backend, DEFAULT_BLOCK_SIZE, undefined, lm.kvCacheTypes);
+    // block part-filled: twice that; the longest sequence's own on top), not every input's at once
+    // (1,000 inputs made 1,000 caches), nor more than the inputs need (one short input: its block)
+    const blocksOf = (tokens: readonly number[]) => Math.ceil(tokens.length / DEFAULT_BLOCK_SIZE);
+    const need = sequences.reduce((sum, tokens) => sum + blocksOf(tokens), 0);
+    const bound = sequences.reduce((most, tokens) => Math.max(most, blocksOf(tokens)), 0) + 2 * Math.ceil(passTokens / DEFAULT_BLOCK_SIZE);
+    const pool = new KVBlockPool(i0.blockCount, i0.headCountKv, i0.headDim, Math.max(1, Math.min(need, bound)), this.backend, DEFAULT_BLOCK_SIZE, undefined, lm.kvCacheTypes);
     const caches = new Map<number, KVCache>();
     const cacheOf = (seq: number): KVCache => {
       let c = caches.get(seq);

@@ -262,6 +262,10 @@ test("a batch of many inputs shares one KV pool: the KV memory an embed() call a
     const i = m.info, kvFloatsPerToken = 2 * i.blockCount * i.headCountKv * i.headDim;
     // 300 caches of their own held every input's KV at once: 300 x 16-row blocks at least
     assert.ok(floats < (tokens * kvFloatsPerToken) / 4, `${floats} floats allocated for ${tokens} tokens (${tokens * kvFloatsPerToken} floats of KV in all)`);
+    // and no more than the inputs need: one short input, one 16-row block
+    floats = 0;
+    await e.embed(["hi"]);
+    assert.ok(floats <= 16 * kvFloatsPerToken, `${floats} floats allocated for one short input`);
   } finally {
     backend.allocActivations = alloc;
     e.dispose();
