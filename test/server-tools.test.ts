@@ -911,8 +911,12 @@ test("parallel_tool_calls left out: a template that cannot write two calls in a 
       tools: [TIME], max_tokens: 2,
     });
     assert.equal(back.status, 200, JSON.stringify(back.json));
-    // asked for, several calls are still admitted (as llama-server honours the request's own parallel_tool_calls)
-    assert.ok((await ask({ parallel_tool_calls: true })).message.tool_calls.length > 1);
+    // asked for, several calls are still admitted (as llama-server honours the request's own parallel_tool_calls);
+    // max_tokens cuts the last one off: one cut before its name is dropped, not answered as text
+    const several = await ask({ parallel_tool_calls: true });
+    assert.ok(several.message.tool_calls.length > 1);
+    assert.equal(several.finish_reason, "length");
+    assert.equal((several.message as { content: string | null }).content, null, JSON.stringify(several.message));
   } finally {
     await s.close();
   }
@@ -940,4 +944,20 @@ test("whether a template writes two calls in a turn is found as llama.cpp's caps
   // (the cases the probe tells apart: Llama 3.x's raise on a second call)
   assert.equal(verdicts["meta-llama-Llama-3.1-8B-Instruct.jinja"], false);
   assert.equal(verdicts["Qwen-Qwen3-0.6B.jinja"], true);
+});
+
+test("Llama 3.x: a call cut off before its name after whole ones is dropped, streamed or not, as llama.cpp's lenient final parse drops what it cannot name", { skip: skipWithoutLlamaCppTemplates() }, () => {
+  const source = llamaCppTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja");
+  const tools = toolsOf({ tools: [TIME], parallel_tool_calls: true })!;
+  const syntax = replySyntaxOf(source, tools, thinkingOf(source, ""), "deepseek")!;
+  const whole = '{"name": "get_time", "parameters": {"zone": "UTC"}}';
+  for (const cut of ['; {"n', "; {", ' {"name": "get_t']) {
+    const read = readReply(whole + cut, syntax);
+    assert.deepEqual(read.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_time", { zone: "UTC" }]], cut);
+    assert.equal(read.content, "", cut);
+  }
+  // a reply that is nothing but a call's unnamed start answers nothing either
+  assert.equal(readReply('{"na', syntax).content, "");
+  // text that is no call stays text
+  assert.equal(readReply(`${whole}; and then`, syntax).content, "and then");
 });

@@ -671,7 +671,9 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
     if (s.startsWith(PYTHON_TAG, j)) j = skipWs(s, j + PYTHON_TAG.length);
     const f = s[j] === "{" || j >= s.length ? objectCall(out, j, calls) : builtinCall(out, j, calls);
     if (f.kind === "wait") return out.stop();
-    if (f.kind === "text" || f.kind === "cut") { out.text(any ? i : pos, s.length, []); return; }
+    // a call cut off before its name is dropped, as markedCalls drops one (llama.cpp's lenient parse cannot name it)
+    if (f.kind === "cut") return out.drop();
+    if (f.kind === "text") { out.text(any ? i : pos, s.length, []); return; }
     any = true;
     if (out.stopped) return;
     i = skipWs(s, f.end);
