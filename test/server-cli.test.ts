@@ -175,8 +175,17 @@ test("tsllm serve writes a line to stderr for each request when it ends (status,
     await (await left).body!.getReader().read();
     controller.abort();
     await until(() => s.stderr().includes("trace-log-3"), "the request that left to be written");
+    // one that resets its connection mid-stream: its socket no longer knows its peer when the answer closes
+    const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, stream: true });
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-log-4\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    await new Promise((resolve) => socket.once("data", resolve));
+    socket.resetAndDestroy();
+    await until(() => s.stderr().includes("trace-log-4"), "the request that reset its connection to be written");
     const lines = s.stderr().split("\n").filter((l) => / ms from /.test(l));
-    assert.equal(lines.length, 3, s.stderr());
+    assert.equal(lines.length, 4, s.stderr());
+    assert.match(lines[3]!, /^tsllm serve: POST \/v1\/completions 499 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-4\)$/);
     assert.match(lines[0]!, /^tsllm serve: POST \/v1\/completions 200 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-1\)$/);
     assert.match(lines[1]!, /^tsllm serve: POST \/v1\/completions 400 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-2\)$/);
     assert.match(lines[2]!, /^tsllm serve: POST \/v1\/completions 499 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-3\)$/);

@@ -358,13 +358,14 @@ export class OpenAIServer {
     const socket = req.socket;
     // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
     // counts as nginx's 499 "client closed request"; one cut off by the read timeout as its 408
-    const began = performance.now();
+    // (read now: a socket the client has reset no longer knows its peer when the answer closes)
+    const began = performance.now(), address = socket.remoteAddress ?? "?";
     res.on("close", () => {
       const status = this.clientErrors.get(socket) ?? (res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST);
       this.metrics.count(byMethod ? path : "other", status);
       if (this.options.logRequests && !((req.method === "GET" || req.method === "HEAD") && UNLOGGED.has(path))) {
         // (the path as the client sent it: a control character in it cannot reach the operator's terminal)
-        this.options.log?.(`${req.method} ${printable(url)} ${status} ${Math.round(performance.now() - began)} ms from ${socket.remoteAddress ?? "?"} (X-Request-Id ${String(res.getHeader("X-Request-Id"))})`);
+        this.options.log?.(`${req.method} ${printable(url)} ${status} ${Math.round(performance.now() - began)} ms from ${address} (X-Request-Id ${String(res.getHeader("X-Request-Id"))})`);
       }
     });
     // the client's request id comes back with its answer (log correlation through proxies; the
