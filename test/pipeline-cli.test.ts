@@ -45,6 +45,16 @@ test("tsllm pipeline ner --aggregation-strategy and fill-mask --top-k", { skip: 
   assert.deepEqual(f[0].map((row: { token: number }[]) => row.map((x) => x.token)), m.pipeline_fill_mask_top_k_5.map((row: { token: number }[]) => row.slice(0, 3).map((x) => x.token)));
 });
 
+test("tsllm pipeline warns of an input past the model's tokens (read cut, where transformers fails on it)", { skip: skipWithoutShared("hf-oracle/bert-chinese-base") }, () => {
+  const r = tsllm("pipeline", "feature-extraction", "--model", `${O}/bert-chinese-base`, "--input", "好", "--input", "好".repeat(600), "--json", "--threads", "1");
+  assert.equal(r.status, 0, r.stderr);
+  // 600 characters, one token each, and [CLS] [SEP]; the model's 512 positions
+  assert.equal(r.stderr, "tsllm: warning: input 1 has 602 tokens; only 512 (this model's limit) are read\n");
+  assert.deepEqual((JSON.parse(r.stdout) as number[][][][]).map((x) => x[0]!.length), [3, 512]);
+  const short = tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", "fine", "--pair", "good", "--json", "--threads", "1");
+  assert.equal(short.stderr, "");
+});
+
 test("tsllm pipeline --function-to-apply, --ignore-labels and --target reach the pipeline (transformers' function_to_apply, ignore_labels, targets)", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
   const sst = exp("bert-uncased-sst").cases[0];
   const raw = JSON.parse(tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", sst.text, "--function-to-apply", "none", "--top-k", "all", "--json", "--threads", "1").stdout);

@@ -2,7 +2,7 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
@@ -82,6 +82,13 @@ export async function runPipeline(argv: string[]): Promise<void> {
 
   const p = await pipeline(task as PipelineTask, model, { threads, backend });
   try {
+    // an encoder reads its first tokens only (transformers would fail on a longer input): the command line says so
+    if ("countTokens" in p) {
+      inputs.forEach((text, i) => {
+        const n = p.countTokens(text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
+        if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (this model's limit) are read`);
+      });
+    }
     const results: unknown[] = [];
     for (const [i, text] of inputs.entries()) {
       switch (p.task) {

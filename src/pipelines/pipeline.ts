@@ -43,10 +43,18 @@ interface PipelineBase {
   dispose(): void;
 }
 
-export type TextClassificationPipeline = PipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
-export type TokenClassificationPipeline = PipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
-export type FillMaskPipeline = PipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
-export type FeatureExtractionPipeline = PipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
+/** what an encoder task's pipeline tells of its inputs' length (a longer input is truncated) */
+interface EncoderPipelineBase extends PipelineBase {
+  /** tokens one input keeps, special tokens included */
+  readonly maxTokens: number;
+  /** an input's tokens before truncation, special tokens included (a pair: both texts') */
+  countTokens(text: string, pair?: string): number;
+}
+
+export type TextClassificationPipeline = EncoderPipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
+export type TokenClassificationPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
+export type FillMaskPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
+export type FeatureExtractionPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
 export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
 
 export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
@@ -88,7 +96,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   }
   const runner = await EncoderRunner.open(path, options);
   try {
-    const base = { task, path, runner, dispose: () => runner.dispose() };
+    const base = { task, path, runner, maxTokens: runner.maxLength, countTokens: (text: string, pair?: string) => runner.tokenize(text, pair, Infinity).ids.length, dispose: () => runner.dispose() };
     switch (task) {
       case "text-classification":
       case "sentiment-analysis":
