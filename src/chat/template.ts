@@ -69,6 +69,9 @@ export const DEFAULT_LIMITS: Required<TemplateLimits> = {
   maxSourceChars: 256 * 1024, maxRenderMs: 2000, maxOutputChars: 4 * 1024 * 1024, maxRange: 100_000, maxRangeTotal: 20_000_000, maxItems: 100_000, maxDepth: 256,
 };
 
+/** what a template may write around each message (its role header, separators, a tool call's wrapping) beyond maxOutputChars */
+const PER_MESSAGE_CHARS = 256;
+
 export class ChatTemplateError extends Error {
   override name = "ChatTemplateError";
 }
@@ -204,7 +207,15 @@ export class ChatTemplate {
       messages,
       add_generation_prompt: options.addGenerationPrompt ?? true,
     };
-    const interpreter = new Interpreter({ deadline: performance.now() + this.limits.maxRenderMs, maxOutputChars: this.limits.maxOutputChars, maxItems: this.limits.maxItems });
+    // the size bounds stop a runaway template, so they bound what it writes beyond its input: a chat of 131,072 messages is a list
+    // of that many items and writes each message's text and header, which is not runaway however far past the bare limits it goes
+    let inputChars = 0;
+    for (const m of messages) for (const t of m.content === null ? [] : contentTexts(m.content)) inputChars += t.length + PER_MESSAGE_CHARS;
+    const interpreter = new Interpreter({
+      deadline: performance.now() + this.limits.maxRenderMs,
+      maxOutputChars: this.limits.maxOutputChars + inputChars,
+      maxItems: this.limits.maxItems + messages.length,
+    });
     try {
       for (const [k, v] of Object.entries(vars)) globals.set(k, fromJS(v));
       return interpreter.render(this.program, globals);

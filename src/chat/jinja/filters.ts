@@ -1,7 +1,8 @@
 import { escapeHtml, pformat, urlize } from "./pretty.js";
+import { LEGACY_ENTITIES, NAMED_ENTITIES } from "./entities.js";
 import { SPACE, dictMethod, isLower, isUpper, type MethodContext, percentFormat, pyCapitalize, pyReplace, strMethod } from "./methods.js";
 import {
-  Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, hashable, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
+  Bytes, Callable, DictView, Float, Generator, Markup, PyObject, Undefined, compare, contains, dictEntries, dictGet, equals, fail, hashable, isDict, isNumber, isStr, isTuple, iterate, keyOf, length, num, str, strOf,
   pyInt, rangeOf, repr, toFixed, toJson, truthy, tuple, typeName, type Dict, type Value,
 } from "./values.js";
 
@@ -486,9 +487,17 @@ export { escapeHtml };
  * controls and noncharacters), and the named ones templates meet (amp, lt, gt, quot, apos, nbsp); the
  * rest of HTML5's named references stay as written
  */
+/** Python's html.unescape: numeric references, and every HTML5 named one (a legacy name needs no ";"; an unknown name keeps its longest known legacy prefix) */
 const unescapeHtml = (s: string): string =>
-  s.replace(/&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|(amp|lt|gt|quot|nbsp);?|apos;)/g, (ref: string, body: string, named: string | undefined) => {
-    if (named !== undefined || body === "apos;") return ({ amp: "&", lt: "<", gt: ">", quot: '"', nbsp: "\xa0" } as Record<string, string>)[named ?? ""] ?? "'";
+  s.replace(/&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)/g, (ref: string, body: string) => {
+    if (body[0] !== "#") {
+      const named = body.endsWith(";") ? NAMED_ENTITIES.get(body.slice(0, -1)) : LEGACY_ENTITIES.has(body) ? NAMED_ENTITIES.get(body) : undefined;
+      if (named !== undefined) return named;
+      for (let n = body.length - 1; n > 1; n--) {
+        if (LEGACY_ENTITIES.has(body.slice(0, n))) return NAMED_ENTITIES.get(body.slice(0, n))! + body.slice(n);
+      }
+      return ref;
+    }
     const digits = body.replace(/;$/, "");
     return charRef(/^#[xX]/.test(digits) ? Number.parseInt(digits.slice(2), 16) : Number(digits.slice(1))) ?? ref;
   });
@@ -529,7 +538,7 @@ const TESTS: Record<string, Test> = {
   gt: (v, [x = null]) => compare(v, x, ">") > 0,
   in: (v, [x = null]) => contains(x, v),
   integer: (v) => typeof v === "number" || typeof v === "bigint",
-  iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Undefined,
+  iterable: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Generator || v instanceof DictView || v instanceof Bytes || v instanceof Undefined,
   le: (v, [x = null]) => compare(v, x, "<=") <= 0,
   lower: (v) => isLower(str(v)),
   lt: (v, [x = null]) => compare(v, x, "<") < 0,
@@ -539,7 +548,7 @@ const TESTS: Record<string, Test> = {
   number: (v) => isNumber(v),
   odd: (v) => (typeof v === "bigint" ? v % 2n !== 0n : isNumber(v) ? ((num(v) % 2) + 2) % 2 === 1 : fail(`not all arguments converted during string formatting`)),
   sameas: (v, [x = null]) => v === x || (isTuple(v) && v === x),
-  sequence: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Undefined,
+  sequence: (v) => isStr(v) || Array.isArray(v) || isDict(v) || v instanceof Bytes || v instanceof Undefined,
   string: (v) => isStr(v),
   true: (v) => v === true,
   undefined: (v) => v instanceof Undefined,

@@ -1,9 +1,9 @@
 import { applyFilter, applyTest, escapeHtml, groupMembers, hasFilter, hasTest, noFilter, useAdd, type FilterContext } from "./filters.js";
-import { dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
+import { bytesMethod, dictMethod, listMethod, percentFormat, strMethod, useEquals } from "./methods.js";
 import { TemplateSyntaxError } from "./lexer.js";
 import type { CallExpr, Expr, FilterExpr, Invocation, Param, Stmt } from "./parser.js";
 import {
-  Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictEntries, dictGet, dictSet, equals, isKey, fail, isDict, isNumber, isStr,
+  Bytes, Callable, Float, Markup, PyObject, TemplateRuntimeError, Undefined, checkDefined, compare, contains, dictEntries, dictGet, dictSet, equals, isKey, fail, isDict, isNumber, isStr,
   exactInt, isTuple, iterate, num, pyInt, pyRange, rangeOf, str, strOf, truthy, tuple, typeName, type Key, type Value,
 } from "./values.js";
 
@@ -146,14 +146,10 @@ export class Interpreter implements FilterContext {
     }
   }
 
-  /** an error of the template's (not yet placed) placed at this node's line */
-  private placed<T>(line: number, run: () => T): T {
-    try {
-      return run();
-    } catch (e) {
-      if (e instanceof TemplateRuntimeError && e.line === undefined) e.line = line;
-      throw e;
-    }
+  /** an error of the template's (not yet placed) placed at this node's line (a try/catch at each node, not a closure: a render runs millions of nodes) */
+  private static place(e: unknown, line: number): unknown {
+    if (e instanceof TemplateRuntimeError && e.line === undefined) e.line = line;
+    return e;
   }
 
   // ---- statements ----
@@ -162,7 +158,7 @@ export class Interpreter implements FilterContext {
     let out = "";
     try {
       for (const node of statements) {
-        out += this.placed(node.line, () => this.statement(node, scope));
+        out += this.statement(node, scope);
         this.check(out.length);
       }
     } catch (e) {
@@ -174,6 +170,14 @@ export class Interpreter implements FilterContext {
 
   private statement(node: Stmt, scope: Scope): string {
     this.tick();
+    try {
+      return this.run(node, scope);
+    } catch (e) {
+      throw Interpreter.place(e, node.line);
+    }
+  }
+
+  private run(node: Stmt, scope: Scope): string {
     switch (node.type) {
       case "Data": return node.text;
       case "Print": return str(this.expr(node.expr, scope));
@@ -248,23 +252,30 @@ export class Interpreter implements FilterContext {
         this.macroDepth--;
       }
     }) : undefined;
-    for (let i = 0; i < items.length; i++) {
+    // one LoopContext for the whole loop, advanced each iteration, as jinja2 keeps it (a `loop` kept in a namespace reads as the last
+    // iteration left it); building one per iteration made a long chat's render allocate a map and two callables per message
+    const n = items.length;
+    let at = 0;
+    const noPrevious = new Undefined("there is no previous item"), noNext = new Undefined("there is no next item");
+    const attrs = new Map<string, Value>([
+      ["index", 1], ["index0", 0], ["revindex", n], ["revindex0", n - 1], ["first", true], ["last", n === 1], ["length", n],
+      ["depth", run.depth + 1], ["depth0", run.depth], ["previtem", noPrevious], ["nextitem", n > 1 ? items[1]! : noNext],
+      ["cycle", new Callable("cycle", (args) => (args.length ? args[at % args.length]! : fail("no items for cycling given")))],
+      ["changed", new Callable("changed", (args) => {
+        if (changedLast && equals(tuple(changedLast), tuple(args))) return false;
+        changedLast = args;
+        return true;
+      })],
+    ]);
+    const loop = new PyObject("LoopContext", attrs, false, () => `<LoopContext ${at + 1}/${n}>`, recurse);
+    for (let i = 0; i < n; i++) {
+      at = i;
       this.tick();
       const s = new Scope(scope);
-      const n = items.length;
-      const attrs = new Map<string, Value>([
-        ["index", i + 1], ["index0", i], ["revindex", n - i], ["revindex0", n - i - 1], ["first", i === 0], ["last", i === n - 1], ["length", n],
-        ["depth", run.depth + 1], ["depth0", run.depth],
-        ["previtem", i > 0 ? items[i - 1]! : new Undefined("there is no previous item")],
-        ["nextitem", i < n - 1 ? items[i + 1]! : new Undefined("there is no next item")],
-        ["cycle", new Callable("cycle", (args) => (args.length ? args[i % args.length]! : fail("no items for cycling given")))],
-        ["changed", new Callable("changed", (args) => {
-          if (changedLast && equals(tuple(changedLast), tuple(args))) return false;
-          changedLast = args;
-          return true;
-        })],
-      ]);
-      const loop = new PyObject("LoopContext", attrs, false, () => `<LoopContext ${i + 1}/${n}>`, recurse);
+      if (i > 0) {
+        attrs.set("index", i + 1).set("index0", i).set("revindex", n - i).set("revindex0", n - i - 1).set("first", false).set("last", i === n - 1)
+          .set("previtem", items[i - 1]!).set("nextitem", i < n - 1 ? items[i + 1]! : noNext);
+      }
       s.vars.set("loop", loop);
       this.assign(node.target, items[i]!, s);
       try {
@@ -339,7 +350,12 @@ export class Interpreter implements FilterContext {
 
   private expr(node: Expr, scope: Scope): Value {
     this.tick();
-    const v = this.placed(node.line, () => this.evaluate(node, scope));
+    let v: Value;
+    try {
+      v = this.evaluate(node, scope);
+    } catch (e) {
+      throw Interpreter.place(e, node.line);
+    }
     if (typeof v === "string") this.check(v.length);
     else if (Array.isArray(v)) this.checkItems(v.length);
     return v;
@@ -580,6 +596,11 @@ export class Interpreter implements FilterContext {
       const v = items[i]!;
       return obj instanceof Markup ? new Markup(v as string) : v;
     }
+    // (an item of bytes is an int)
+    if (obj instanceof Bytes && (typeof key === "number" || typeof key === "boolean")) {
+      const i = Number(key) < 0 ? obj.b.length + Number(key) : Number(key);
+      return i >= 0 && i < obj.b.length ? obj.b[i]! : noElement(obj, key);
+    }
     if (isStr(key)) return this.getattr(obj, strOf(key));
     return noElement(obj, key);
   }
@@ -589,6 +610,7 @@ export class Interpreter implements FilterContext {
     if (isStr(obj)) return strMethod(obj, name, this);
     if (isDict(obj)) return dictMethod(obj, name);
     if (Array.isArray(obj)) return listMethod(obj, name);
+    if (obj instanceof Bytes) return bytesMethod(obj, name);
     return undefined;
   }
 
@@ -628,6 +650,11 @@ const UNDEFINED_OK = new Set([
 
 /** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float, ints exact at any size */
 function arithmetic(op: string, a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): Value {
+  // two small ints (`messages|length - 1`, `loop.index0 + 1`): no BigInt made, which a long chat's render would make twice a message
+  if (typeof a === "number" && typeof b === "number" && (op === "+" || op === "-" || op === "*")) {
+    const v = op === "+" ? a + b : op === "-" ? a - b : a * b;
+    if (Number.isSafeInteger(v)) return v;
+  }
   const i = exactInt(a), j = exactInt(b);
   if (i !== undefined && j !== undefined && op !== "/" && !(op === "**" && j < 0n)) return intArithmetic(op, a, b, i, j);
   const x = num(a), y = num(b);
@@ -653,10 +680,6 @@ const MAX_INT_BITS = Math.ceil(4300 * Math.log2(10));
 
 /** + - * // % ** on ints (and bools), exact: in doubles while they are exact, else in BigInt */
 function intArithmetic(op: string, a: Value, b: Value, i: bigint, j: bigint): Value {
-  if (typeof a === "number" && typeof b === "number" && (op === "+" || op === "-" || op === "*")) {
-    const v = op === "+" ? a + b : op === "-" ? a - b : a * b;
-    if (Number.isSafeInteger(v)) return v;
-  }
   const bits = (n: bigint) => (n < 0n ? -n : n).toString(2).length;
   const tooBig = (estimate: number) => {
     if (estimate > MAX_INT_BITS) fail(`the integer result of ${str(a)} ${op} ${str(b)} has more than 4300 digits, which Python refuses to write`);

@@ -1,5 +1,5 @@
 import {
-  Callable, DictView, Float, Markup, Undefined, dictCopy, dictEntries, dictGet, dictKeys, fail, isDict, isList, isNumber, isStr, isTuple, num, repr, reprFloat, str, strOf, toFixed, tuple, typeName,
+  Bytes, Callable, DictView, Float, Markup, Undefined, dictCopy, dictEntries, dictGet, dictKeys, fail, isDict, isList, isNumber, isStr, isTuple, num, repr, reprFloat, str, strOf, toFixed, tuple, typeName,
   type Dict, type Value,
 } from "./values.js";
 
@@ -35,12 +35,65 @@ function stripChars(s: string, chars: Value, left: boolean, right: boolean): str
   return cs.slice(a, b).join("");
 }
 
+/**
+ * The characters Unicode assigned after version 14 (up to 17, Node 20's), which Python 3.11 takes
+ * as unassigned: no letter, digit or case of any kind, so `str.isalpha()` and the like are false
+ * of them (and isupper/islower skip them, as uncased) however the JS engine's newer tables class them.
+ */
+const NEWER = `${[
+  "\\u{88f}\\u{897}\\u{c5c}\\u{cdc}\\u{cf3}\\u{ece}\\u{1acf}-\\u{1add}\\u{1ae0}-\\u{1aeb}\\u{1b4e}-\\u{1b4f}\\u{1b7f}\\u{1c89}-\\u{1c8a}\\u{20c1}",
+  "\\u{2427}-\\u{2429}\\u{2b96}\\u{2ffc}-\\u{2fff}\\u{31e4}-\\u{31e5}\\u{31ef}\\u{a7cb}-\\u{a7cf}\\u{a7d2}\\u{a7d4}\\u{a7da}-\\u{a7dc}\\u{a7f1}",
+  "\\u{fbc3}-\\u{fbd2}\\u{fd90}-\\u{fd91}\\u{fdc8}-\\u{fdce}\\u{105c0}-\\u{105f3}\\u{10940}-\\u{10959}\\u{10d40}-\\u{10d65}\\u{10d69}-\\u{10d85}",
+  "\\u{10d8e}-\\u{10d8f}\\u{10ec2}-\\u{10ec7}\\u{10ed0}-\\u{10ed8}\\u{10efa}-\\u{10eff}\\u{1123f}-\\u{11241}\\u{11380}-\\u{11389}\\u{1138b}",
+  "\\u{1138e}\\u{11390}-\\u{113b5}\\u{113b7}-\\u{113c0}\\u{113c2}\\u{113c5}\\u{113c7}-\\u{113ca}\\u{113cc}-\\u{113d5}\\u{113d7}-\\u{113d8}",
+  "\\u{113e1}-\\u{113e2}\\u{116d0}-\\u{116e3}\\u{11b00}-\\u{11b09}\\u{11b60}-\\u{11b67}\\u{11bc0}-\\u{11be1}\\u{11bf0}-\\u{11bf9}\\u{11db0}-",
+  "\\u{11ddb}\\u{11de0}-\\u{11de9}\\u{11f00}-\\u{11f10}\\u{11f12}-\\u{11f3a}\\u{11f3e}-\\u{11f5a}\\u{1342f}\\u{13440}-\\u{13455}\\u{13460}-",
+  "\\u{143fa}\\u{16100}-\\u{16139}\\u{16d40}-\\u{16d79}\\u{16ea0}-\\u{16eb8}\\u{16ebb}-\\u{16ed3}\\u{16ff2}-\\u{16ff6}\\u{187f8}-\\u{187ff}",
+  "\\u{18cff}\\u{18d09}-\\u{18d1e}\\u{18d80}-\\u{18df2}\\u{1b132}\\u{1b155}\\u{1cc00}-\\u{1ccfc}\\u{1cd00}-\\u{1ceb3}\\u{1ceba}-\\u{1ced0}",
+  "\\u{1cee0}-\\u{1cef0}\\u{1d2c0}-\\u{1d2d3}\\u{1df25}-\\u{1df2a}\\u{1e030}-\\u{1e06d}\\u{1e08f}\\u{1e4d0}-\\u{1e4f9}\\u{1e5d0}-\\u{1e5fa}",
+  "\\u{1e5ff}\\u{1e6c0}-\\u{1e6de}\\u{1e6e0}-\\u{1e6f5}\\u{1e6fe}-\\u{1e6ff}\\u{1f6d8}\\u{1f6dc}\\u{1f774}-\\u{1f77f}\\u{1f7d9}\\u{1f8b2}-",
+  "\\u{1f8bb}\\u{1f8c0}-\\u{1f8c1}\\u{1f8d0}-\\u{1f8d8}\\u{1fa54}-\\u{1fa57}\\u{1fa75}-\\u{1fa77}\\u{1fa87}-\\u{1fa8a}\\u{1fa8e}-\\u{1fa8f}",
+  "\\u{1faad}-\\u{1faaf}\\u{1fabb}-\\u{1fabf}\\u{1fac6}\\u{1fac8}\\u{1facd}-\\u{1facf}\\u{1fada}-\\u{1fadc}\\u{1fadf}\\u{1fae8}-\\u{1faea}",
+  "\\u{1faef}\\u{1faf7}-\\u{1faf8}\\u{1fbcb}-\\u{1fbef}\\u{1fbfa}\\u{2b739}-\\u{2b73f}\\u{2cea2}-\\u{2cead}\\u{2ebf0}-\\u{2ee5d}\\u{31350}-",
+  "\\u{33479}",
+].join("")}`;
+const NEWER_ANY = new RegExp(`[${NEWER}]`, "u"), NEWER_ALL = new RegExp(`[${NEWER}]`, "gu");
+/** a predicate that is true of no unassigned character (isalpha, isdigit, isprintable...) */
+const assignedOnly = (test: (s: string) => boolean) => (s: string): boolean => !NEWER_ANY.test(s) && test(s);
+/** the letters whose case Unicode changed after 14: ʕ was lowercase, the modifier letters ჼ ꟲ ꟳ ꟴ ꭩ were uncased */
+const RECASED = /[\u0295\u10fc\ua7f2-\ua7f4\uab69]/gu;
+/** a predicate over the cased characters (isupper, islower, istitle): an unassigned one is uncased, and the recased letters as Unicode 14 cased them */
+const newerUncased = (test: (s: string) => boolean) => (s: string): boolean =>
+  test(NEWER_ANY.test(s) || /[\u0295\u10fc\ua7f2-\ua7f4\uab69]/u.test(s) ? s.replace(NEWER_ALL, " ").replace(RECASED, (c) => (c === "\u0295" ? "a" : " ")) : s);
+
+/*
+ * Python's str.isdecimal(), isdigit() and isnumeric(), by Unicode's Numeric_Type (Python 3.11's
+ * Unicode 14 tables): decimal is the Nd category; digit adds the No characters of type Digit
+ * (superscripts, circled and parenthesized digits); numeric is every N category and the CJK
+ * ideographs Unihan gives a numeric value (一 二 十 百 千 万 零 壹...).
+ */
+const isDecimal = assignedOnly((s) => /^\p{Nd}+$/u.test(s));
+const isDigit = assignedOnly((s) => /^[\p{Nd}\u{b2}-\u{b3}\u{b9}\u{1369}-\u{1371}\u{19da}\u{2070}\u{2074}-\u{2079}\u{2080}-\u{2089}\u{2460}-\u{2468}\u{2474}-\u{247c}\u{2488}-\u{2490}\u{24ea}\u{24f5}-\u{24fd}\u{24ff}\u{2776}-\u{277e}\u{2780}-\u{2788}\u{278a}-\u{2792}\u{10a40}-\u{10a43}\u{10e60}-\u{10e68}\u{11052}-\u{1105a}\u{1f100}-\u{1f10a}]+$/u.test(s));
+const NUMERIC = new RegExp(`^[\\p{N}${[
+  "\\u{3405}\\u{3483}\\u{382a}\\u{3b4d}\\u{4e00}\\u{4e03}\\u{4e07}\\u{4e09}\\u{4e5d}\\u{4e8c}\\u{4e94}\\u{4e96}\\u{4ebf}-\\u{4ec0}\\u{4edf}\\u{4ee8}\\u{4f0d}\\u{4f70}\\u{5104}\\u{5146}\\u{5169}\\u{516b}",
+  "\\u{516d}\\u{5341}\\u{5343}-\\u{5345}\\u{534c}\\u{53c1}-\\u{53c4}\\u{56db}\\u{58f1}\\u{58f9}\\u{5e7a}\\u{5efe}-\\u{5eff}\\u{5f0c}-\\u{5f0e}\\u{5f10}\\u{62fe}\\u{634c}\\u{67d2}\\u{6f06}\\u{7396}",
+  "\\u{767e}\\u{8086}\\u{842c}\\u{8cae}\\u{8cb3}\\u{8d30}\\u{9621}\\u{9646}\\u{964c}\\u{9678}\\u{96f6}\\u{f96b}\\u{f973}\\u{f978}\\u{f9b2}\\u{f9d1}\\u{f9d3}\\u{f9fd}\\u{20001}\\u{20064}\\u{200e2}",
+  "\\u{20121}\\u{2092a}\\u{20983}\\u{2098c}\\u{2099c}\\u{20aea}\\u{20afd}\\u{20b19}\\u{22390}\\u{22998}\\u{23b1b}\\u{2626d}\\u{2f890}",
+].join("")}]+$`, "u");
+const isNumeric = assignedOnly((s) => NUMERIC.test(s));
+const isAlpha = assignedOnly((s) => /^\p{L}+$/u.test(s));
+// (a letter, or a number of any kind: ½ and Ⅻ are alphanumeric in Python)
+const isAlnum = assignedOnly((s) => /^[\p{L}\p{N}]+$/u.test(s));
+const isIdentifier = assignedOnly((s) => /^[\p{XID_Start}_]\p{XID_Continue}*$/u.test(s));
+const isPrintable = (s: string): boolean => ![...s].some((c) => (c !== " " && /[\p{C}\p{Z}]/u.test(c)) || NEWER_ANY.test(c));
+
+
 /** Python's str.islower() and str.isupper() (the `lower` and `upper` tests too) */
-export const isLower = (s: string): boolean => /\p{Lowercase}/u.test(s) && !/[\p{Uppercase}\p{Lt}]/u.test(s);
-export const isUpper = (s: string): boolean => /\p{Uppercase}/u.test(s) && !/[\p{Lowercase}\p{Lt}]/u.test(s);
+export const isLower = newerUncased((s) => /\p{Lowercase}/u.test(s) && !/[\p{Uppercase}\p{Lt}]/u.test(s));
+export const isUpper = newerUncased((s) => /\p{Uppercase}/u.test(s) && !/[\p{Lowercase}\p{Lt}]/u.test(s));
 
 /** Python's str.istitle(): an upper- or titlecase letter only after an uncased character, a lowercase one only after a cased one, and some cased letter */
-function isTitle(s: string): boolean {
+const isTitle = newerUncased((s: string): boolean => {
   let cased = false, previousCased = false;
   for (const c of s) {
     if (/[\p{Uppercase}\p{Lt}]/u.test(c)) {
@@ -52,7 +105,7 @@ function isTitle(s: string): boolean {
     } else previousCased = false;
   }
   return cased;
-}
+});
 
 /** Python's str.split / rsplit */
 function split(s: string, sep: Value, maxsplit: number, fromRight: boolean): string[] {
@@ -242,20 +295,20 @@ export function strMethod(value: string | Markup, name: string, limit: MethodCon
     });
     case "removeprefix": return m(([p = ""]) => same(s.startsWith(str(p)) ? s.slice(str(p).length) : s));
     case "removesuffix": return m(([p = ""]) => same(str(p) !== "" && s.endsWith(str(p)) ? s.slice(0, s.length - str(p).length) : s));
-    case "isdigit":
-    case "isdecimal":
-    case "isnumeric": return m(() => s.length > 0 && /^\p{Nd}+$/u.test(s));
-    case "isalpha": return m(() => s.length > 0 && /^\p{L}+$/u.test(s));
-    // (a letter, or a number of any kind: ½ and Ⅻ are alphanumeric in Python)
-    case "isalnum": return m(() => s.length > 0 && /^[\p{L}\p{N}]+$/u.test(s));
+    case "isdecimal": return m(() => isDecimal(s));
+    case "isdigit": return m(() => isDigit(s));
+    case "isnumeric": return m(() => isNumeric(s));
+    case "isalpha": return m(() => isAlpha(s));
+    case "isalnum": return m(() => isAlnum(s));
     case "isascii": return m(() => /^[\x00-\x7f]*$/.test(s));
-    case "isidentifier": return m(() => /^[\p{XID_Start}_]\p{XID_Continue}*$/u.test(s));
-    case "isprintable": return m(() => ![...s].some((c) => c !== " " && /[\p{C}\p{Z}]/u.test(c)));
+    case "isidentifier": return m(() => isIdentifier(s));
+    case "isprintable": return m(() => isPrintable(s));
     case "istitle": return m(() => isTitle(s));
     case "isspace": return m(() => s.length > 0 && [...s].every(isSpace));
     // (Python's cased letters are Unicode's Lowercase / Uppercase properties and the titlecase category: ª is lowercase, Ⅻ uppercase)
     case "islower": return m(() => isLower(s));
     case "isupper": return m(() => isUpper(s));
+    case "encode": return m((args, kwargs) => encode(s, kw(args, kwargs, 0, "encoding") ?? "utf-8", kw(args, kwargs, 1, "errors") ?? "strict"));
     case "expandtabs": return m(([size = 8]) => {
       let out = "", col = 0;
       const n = intArg(size, "tabsize", 8);
@@ -267,6 +320,67 @@ export function strMethod(value: string | Markup, name: string, limit: MethodCon
     });
     default: return undefined;
   }
+}
+
+/** Python's codec names for the codecs str.encode() and bytes.decode() know here: UTF-8, ASCII and Latin-1 */
+function codec(encoding: Value): "utf-8" | "ascii" | "latin-1" {
+  if (!isStr(encoding)) return fail(`encode() argument 'encoding' must be str, not ${typeName(encoding)}`);
+  const name = strOf(encoding).toLowerCase().replace(/[- ]/g, "_");
+  if (["utf_8", "utf8", "u8", "utf"].includes(name)) return "utf-8";
+  if (["ascii", "us_ascii", "646"].includes(name)) return "ascii";
+  if (["latin_1", "latin1", "latin", "l1", "iso8859_1", "iso_8859_1", "8859", "cp819"].includes(name)) return "latin-1";
+  return fail(/^(utf_?(16|32)|cp\d+|iso_?8859|mac|koi8|big5|gb|shift_jis|euc)/.test(name) ? `encoding ${repr(encoding)}: only UTF-8, ASCII and Latin-1 are supported here` : `unknown encoding: ${strOf(encoding)}`);
+}
+
+function errorHandler(errors: Value): "strict" | "ignore" | "replace" {
+  const e = str(errors);
+  return e === "strict" || e === "ignore" || e === "replace" ? e : fail(`the error handler ${repr(errors)}: only 'strict', 'ignore' and 'replace' are supported here`);
+}
+
+/** Python's str.encode(encoding, errors) */
+function encode(s: string, encoding: Value, errors: Value): Bytes {
+  const name = codec(encoding), handler = errorHandler(errors);
+  const out: number[] = [];
+  let position = 0;
+  for (const c of s) {
+    const cp = c.codePointAt(0)!;
+    const limit = name === "ascii" ? 0x80 : name === "latin-1" ? 0x100 : Infinity;
+    const surrogate = cp >= 0xd800 && cp <= 0xdfff;
+    if (cp >= limit || surrogate) {
+      if (handler === "strict") {
+        fail(`'${name === "latin-1" ? "latin-1" : name}' codec can't encode character ${repr(c)} in position ${position}: ${surrogate && name === "utf-8" ? "surrogates not allowed" : `ordinal not in range(${limit})`}`);
+      }
+      if (handler === "replace") out.push(0x3f);
+    } else if (name === "utf-8") out.push(...new TextEncoder().encode(c));
+    else out.push(cp);
+    position++;
+  }
+  return new Bytes(Uint8Array.from(out));
+}
+
+/** the methods of bytes a template may call: decode */
+export function bytesMethod(b: Bytes, name: string): Callable | undefined {
+  if (name !== "decode") return undefined;
+  return new Callable(name, ([encoding = "utf-8", errors = "strict"], kwargs) => {
+    const nameOf = codec(kwargs.get("encoding") ?? encoding), handler = errorHandler(kwargs.get("errors") ?? errors);
+    if (nameOf === "utf-8") {
+      try {
+        // (replace writes U+FFFD for each bad sequence, as Python does; ignore drops them)
+        const text = new TextDecoder("utf-8", { fatal: handler === "strict", ignoreBOM: true }).decode(b.b);
+        return handler === "ignore" ? new TextDecoder("utf-8", { ignoreBOM: true }).decode(b.b).replace(/\ufffd/g, "") : text;
+      } catch {
+        return fail("'utf-8' codec can't decode the bytes: invalid UTF-8");
+      }
+    }
+    let out = "";
+    for (const [i, x] of b.b.entries()) {
+      if (nameOf === "ascii" && x >= 0x80) {
+        if (handler === "strict") fail(`'ascii' codec can't decode byte 0x${x.toString(16)} in position ${i}: ordinal not in range(128)`);
+        if (handler === "replace") out += "\ufffd";
+      } else out += String.fromCharCode(x);
+    }
+    return out;
+  });
 }
 
 /** the methods of dict a template may call (the ones that change it are refused, as the sandbox refuses them) */

@@ -65,7 +65,12 @@ export class DictView {
   constructor(readonly type: "dict_items" | "dict_keys" | "dict_values", readonly items: Value[]) {}
 }
 
-export type Value = Undefined | null | boolean | number | bigint | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator | DictView;
+/** Python's bytes (what str.encode() gives): written b'...', its items ints */
+export class Bytes {
+  constructor(readonly b: Uint8Array) {}
+}
+
+export type Value = Undefined | null | boolean | number | bigint | Float | string | Markup | Value[] | Dict | PyObject | Callable | Generator | DictView | Bytes;
 
 /** the arrays that are tuples (a JS array is a list) */
 const TUPLES = new WeakSet<Value[]>();
@@ -121,6 +126,7 @@ export function typeName(v: Value): string {
   if (v instanceof Map) return "dict";
   if (v instanceof Generator || v instanceof DictView) return v.type;
   if (v instanceof Callable) return v.macro ? "Macro" : "function";
+  if (v instanceof Bytes) return "bytes";
   return v.kind;
 }
 
@@ -154,8 +160,11 @@ export function fromJS(x: unknown, seen = new Set<object>()): Value {
   seen.add(x);
   try {
     if (Array.isArray(x)) return x.map((e) => fromJS(e, seen));
-    if (x instanceof Map) return new Map([...x].map(([k, v]) => [k as Key, fromJS(v, seen)]));
-    return new Map(Object.entries(x).filter(([, v]) => v !== undefined).map(([k, v]) => [k, fromJS(v, seen)]));
+    const d = new Map<Key, Value>();
+    if (x instanceof Map) for (const [k, v] of x) d.set(k as Key, fromJS(v, seen));
+    // (a loop, not entries().filter().map(): a chat of 100k messages converts each of them before every render)
+    else for (const k in x) if (Object.hasOwn(x, k) && (x as Record<string, unknown>)[k] !== undefined) d.set(k, fromJS((x as Record<string, unknown>)[k], seen));
+    return d;
   } finally {
     seen.delete(x);
   }
@@ -256,12 +265,24 @@ export function repr(v: Value): string {
   if (v instanceof Map) return REPRING.has(v) ? "{...}" : guarded(v, () => `{${dictEntries(v).map(([k, x]) => `${repr(k)}: ${repr(x)}`).join(", ")}}`);
   if (v instanceof Generator) return v.type === "generator" ? `<generator object ${v.origin} at ${NO_ADDRESS}>` : `<${v.type} object at ${NO_ADDRESS}>`;
   if (v instanceof DictView) return `${v.type}(${repr(v.items)})`;
+  if (v instanceof Bytes) return reprBytes(v.b);
   if (v instanceof Callable) {
     if (!v.macro) return `<function ${v.name}>`;
     const name = v.macro.get("name") ?? null;
     return `<Macro ${name === null ? "anonymous" : repr(name)}>`;
   }
   return v.describe ? v.describe() : `<${v.kind}>`;
+}
+
+/** Python's repr() of bytes: in ' (or " when only ' is in them), \\t \\n \\r and \\xhh for what is not printable ASCII */
+function reprBytes(b: Uint8Array): string {
+  const q = b.includes(0x27) && !b.includes(0x22) ? '"' : "'";
+  let out = "";
+  for (const x of b) {
+    const c = String.fromCharCode(x);
+    out += c === q || c === "\\" ? `\\${c}` : x === 9 ? "\\t" : x === 10 ? "\\n" : x === 13 ? "\\r" : x < 0x20 || x >= 0x7f ? `\\x${x.toString(16).padStart(2, "0")}` : c;
+  }
+  return `b${q}${out}${q}`;
 }
 
 /** Python's str() of a value, as `{{ x }}`, `~` and `|string` write it (an undefined value writes nothing) */
@@ -286,6 +307,7 @@ export function truthy(v: Value): boolean {
   if (Array.isArray(v)) return v.length > 0;
   if (v instanceof Map) return v.size > 0;
   if (v instanceof DictView) return v.items.length > 0;
+  if (v instanceof Bytes) return v.b.length > 0;
   return true;
 }
 
@@ -293,6 +315,7 @@ export function truthy(v: Value): boolean {
 export function equals(a: Value, b: Value): boolean {
   if (isNumber(a) && isNumber(b)) return compareNumbers(a, b) === 0;
   if (isStr(a) && isStr(b)) return strOf(a) === strOf(b);
+  if (a instanceof Bytes && b instanceof Bytes) return a.b.length === b.b.length && a.b.every((x, i) => x === b.b[i]);
   if (Array.isArray(a) && Array.isArray(b)) {
     return typeName(a) === typeName(b) && a.length === b.length && a.every((x, i) => equals(x, b[i]!));
   }
@@ -449,6 +472,7 @@ export function iterate(v: Value): Value[] {
   if (v instanceof Map) return dictKeys(v);
   if (v instanceof Generator) return v.take();
   if (v instanceof DictView) return v.items;
+  if (v instanceof Bytes) return [...v.b];
   if (v instanceof Undefined) return [];
   return fail(`'${typeName(v)}' object is not iterable`);
 }
@@ -459,6 +483,7 @@ export function length(v: Value): number {
   if (Array.isArray(v)) return v.length;
   if (v instanceof Map) return v.size;
   if (v instanceof DictView) return v.items.length;
+  if (v instanceof Bytes) return v.b.length;
   if (v instanceof Undefined) return 0;
   return fail(`object of type '${typeName(v)}' has no len()`);
 }
