@@ -427,3 +427,38 @@ test("text held back as a possible stop string's start is released when generati
     model.dispose();
   }
 });
+
+test("stories260K: a prompt ending inside a UTF-8 character: its U+FFFD is the prompt's, never the completion's text nor a stop string's match", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 256 });
+  try {
+    const tk = model.tokenizer;
+    const full = tk.encode("Once upon a time 中", { addSpecialTokens: true });
+    // 中 is three byte tokens (<0xE4><0xB8><0xAD>): the prompt keeps the first
+    const prompt = full.slice(0, -2);
+    assert.deepEqual(full.slice(-3).map((id) => tk.decode([id])), ["\uFFFD", "\uFFFD", "\uFFFD"]);
+    // the judge: the text the completion's bytes add to the prompt's, both decoded by Node's TextDecoder (U+FFFD for an unfinished sequence)
+    const bytes = (ids: readonly number[]) => Buffer.concat(ids.map((id) => tk.tokenBytes(id)));
+    const added = (ids: readonly number[]) => {
+      const before = new TextDecoder().decode(bytes(prompt)), after = new TextDecoder().decode(bytes([...prompt, ...ids]));
+      return after.startsWith(before) ? after.slice(before.length) : undefined;
+    };
+    // no token: no text, and a stop string of U+FFFD does not match the prompt's
+    const none = await model.generate(prompt, { maxTokens: 0, stop: ["\uFFFD"] });
+    assert.deepEqual([none.completion, none.finishReason], ["", "length"]);
+    // tokens that do not finish the character: their own text only
+    const some = await model.generate(prompt, { temperature: 0, maxTokens: 3, ignoreEos: true, stop: ["\uFFFD"] });
+    assert.equal(some.completionTokens.length, 3, `stopped on the prompt's U+FFFD: ${JSON.stringify(some)}`);
+    assert.equal(some.completion, added(some.completionTokens));
+    assert.equal(some.finishReason, "length");
+    // aborted before its first token (the fuzzer's case: it then ended "stop" on the prompt's U+FFFD)
+    const controller = new AbortController();
+    controller.abort();
+    const aborted = await model.generate(prompt, { maxTokens: 5, stop: ["\uFFFD"], signal: controller.signal });
+    assert.deepEqual([aborted.completion, aborted.finishReason], ["", "abort"]);
+    // and the tokens that finish it stream the character
+    const d = tk.createStreamDecoder({ skipSpecialTokens: true, context: prompt });
+    assert.equal(d.push(full.at(-2)!) + d.push(full.at(-1)!) + d.flush(), "中");
+  } finally {
+    model.dispose();
+  }
+});

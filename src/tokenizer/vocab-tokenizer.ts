@@ -267,24 +267,46 @@ export class VocabTokenizer implements Tokenizer {
     const td = new TextDecoder("utf-8");
     // SentencePiece and WordPiece mark word starts with a space; the text's first one is dropped
     let stripPending = this.type === "bert" || (this.type === "llama" && this.spec.addSpacePrefix);
-    const decoder: StreamDecoder = {
-      push: (id: number): string => {
-        this.checkId(id);
-        const t = this.types[id];
-        if (skip && (t === TokenType.Control || t === TokenType.Unknown)) return "";
-        let bytes = this.tokenBytes(id);
-        if (bytes.length === 0) return "";
-        if (stripPending) {
-          stripPending = false;
-          if (bytes[0] === 0x20 && !this.isSpecial(id)) bytes = bytes.subarray(1);
-        }
-        return td.decode(bytes, { stream: true });
-      },
-      flush: (): string => td.decode(),
+    /**
+     * the context left a UTF-8 sequence open: the U+FFFD that ends decode(context) is the
+     * prompt's, so the first text after it drops one where it starts (the next bytes did not
+     * complete the sequence, or nothing followed at all: a completion of no tokens adds no text)
+     */
+    let contextOpen = false;
+    const after = (text: string): string => {
+      if (!contextOpen || text.length === 0) return text;
+      contextOpen = false;
+      return text.startsWith("\uFFFD") ? text.slice(1) : text;
     };
-    // the context's text is not streamed, but it decides the strip and any UTF-8 sequence it leaves open
-    for (const id of options.context ?? []) decoder.push(id);
-    return decoder;
+    const bytesOf = (id: number): Uint8Array | undefined => {
+      this.checkId(id);
+      const t = this.types[id];
+      if (skip && (t === TokenType.Control || t === TokenType.Unknown)) return undefined;
+      let bytes = this.tokenBytes(id);
+      if (bytes.length === 0) return undefined;
+      if (stripPending) {
+        stripPending = false;
+        if (bytes[0] === 0x20 && !this.isSpecial(id)) bytes = bytes.subarray(1);
+      }
+      return bytes;
+    };
+    // the context's text is not streamed, but it decides the strip and any UTF-8 sequence it leaves
+    // open (a second decoder fed the same bytes tells, by its flush, whether one is)
+    const probe = new TextDecoder("utf-8");
+    for (const id of options.context ?? []) {
+      const bytes = bytesOf(id);
+      if (!bytes) continue;
+      td.decode(bytes, { stream: true });
+      probe.decode(bytes, { stream: true });
+    }
+    contextOpen = probe.decode() !== "";
+    return {
+      push: (id: number): string => {
+        const bytes = bytesOf(id);
+        return bytes ? after(td.decode(bytes, { stream: true })) : "";
+      },
+      flush: (): string => after(td.decode()),
+    };
   }
 
   /** The bytes a token contributes to decoded text (cached per id). */
