@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { promisify } from "node:util";
 import { Rng } from "../src/testing/rng.js";
 import { tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
 import { loadGGUFTokenizer, type Tokenizer } from "../src/tokenizer/index.js";
@@ -80,4 +82,42 @@ test("llama-spm (GGUF): 100K of one letter encodes as llama.cpp encodes it, the 
   } finally {
     await model.dispose();
   }
+});
+
+/*
+ * deepseek-llm's `\s+$` piece: a backtracking engine tried it from every space of a run that does
+ * not reach the end, so 200K spaces then a digit took 100 s in encode() (and llama.cpp's own
+ * std::regex takes 20 s at 20K and crashes at 50K). The ids are llama.cpp's where it copes (1,000
+ * spaces), and there they are the spaces' ids then the tail's, which is what a long run must give.
+ */
+test("deepseek-llm (GGUF): a whitespace run before a digit, CJK or emoji encodes as llama.cpp splits it", { skip: oracleMissing || skipWithoutShared("tokenizer-tests/ggml-vocab-deepseek-llm.gguf") }, async () => {
+  const path = sharedFile("tokenizer-tests/ggml-vocab-deepseek-llm.gguf")!;
+  const tok = loadGGUFTokenizer(path);
+  const model = await (await sharedLlama()).loadModel({ modelPath: path, vocabOnly: true });
+  try {
+    for (const run of [" ", "\t", " \u00a0"]) {
+      const spaces = run.repeat(1000);
+      const spaceIds = model.tokenize(spaces, false).map(Number);
+      for (const tail of DEEPSEEK_TAILS) {
+        const want = model.tokenize(spaces + tail, false).map(Number);
+        assert.deepEqual(tok.encode(spaces + tail, { addSpecialTokens: false }), want, `${JSON.stringify(run)} x 1000 + ${tail}`);
+        assert.deepEqual(want, [...spaceIds, ...model.tokenize(tail, false).map(Number)], "llama.cpp: the run and the tail are separate pieces");
+      }
+    }
+  } finally {
+    await model.dispose();
+  }
+});
+const DEEPSEEK_TAILS = ["1", "中", "😀", "٣"];
+
+test("deepseek-llm (GGUF): 400K spaces before a digit, CJK or emoji are the spaces' ids then the tail's, in a process that is given a minute (it took an hour)", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-deepseek-llm.gguf") }, async () => {
+  // a child process, killed if it runs past the minute: a regex holding its thread ignores a worker's terminate()
+  const script = `
+    import { loadGGUFTokenizer } from ${JSON.stringify(new URL("../src/tokenizer/index.ts", import.meta.url).href)};
+    const tok = loadGGUFTokenizer(${JSON.stringify(sharedFile("tokenizer-tests/ggml-vocab-deepseek-llm.gguf"))}), opts = { addSpecialTokens: false };
+    const spaces = " ".repeat(400000), spaceIds = tok.encode(spaces, opts);
+    const same = ${JSON.stringify(DEEPSEEK_TAILS)}.map((t) => JSON.stringify(tok.encode(spaces + t, opts)) === JSON.stringify([...spaceIds, ...tok.encode(t, opts)]));
+    process.stdout.write(JSON.stringify(same));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { timeout: 60_000, killSignal: "SIGKILL" });
+  assert.deepEqual(JSON.parse(stdout), DEEPSEEK_TAILS.map(() => true));
 });

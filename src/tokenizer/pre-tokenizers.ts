@@ -36,6 +36,13 @@ const DEEPSEEK_LETTERS = `[${
 }]`;
 // CJK ideographs, U+0800..U+4E00 and Hangul, as one class (deepseek's "[一-龥ࠀ-一가-퟿]")
 const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]+";
+/**
+ * deepseek-llm's trailing whitespace, `\s+$`, starting only where a whitespace run starts: the same
+ * leftmost match (a run that reaches the end begins after a non-space), but a backtracking engine
+ * no longer tries `\s+$` from every space of a run that does not reach the end, which made 200K
+ * spaces then a digit take 100 s (quadratic).
+ */
+const TRAILING_SPACE = `(?<!${S})${S}+$`;
 const BLOOM = ` ?[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]+`;
 
 const PATTERNS: Record<string, string[]> = {
@@ -45,7 +52,7 @@ const PATTERNS: Record<string, string[]> = {
   qwen2: [QWEN2],
   starcoder: ["\\p{N}", GPT2],
   falcon: ["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
-  "deepseek-llm": ["[\\r\\n]", `${S}?${DEEPSEEK_LETTERS}+`, `${S}?[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+`, `${S}+$`, DEEPSEEK_CJK, "\\p{N}+"],
+  "deepseek-llm": ["[\\r\\n]", `${S}?${DEEPSEEK_LETTERS}+`, `${S}?[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+`, TRAILING_SPACE, DEEPSEEK_CJK, "\\p{N}+"],
   "deepseek-coder": ["[\\r\\n]", `${S}?\\p{L}+`, `${S}?\\p{P}+`, DEEPSEEK_CJK, "\\p{N}"],
   "deepseek-v3": [
     "\\p{N}{1,3}",
