@@ -292,4 +292,38 @@ describe("tsllm serve against many clients each holding a large body unfinished"
     await until(async () => bodyBytesHeld(await (await fetch(`${s.url}/metrics`)).text()) === 0, "the held bodies' bytes given back");
     assert.equal((await post(`${s.url}/v1/completions`, third)).status, 400);
   });
+
+  test("a whole body stays counted while its prompt is tokenized: another large body meanwhile is refused 503, not parsed beside it", async () => {
+    const tokenizer = s.model.tokenizer;
+    const encodeAsync = tokenizer.encodeAsync;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let entered!: () => void;
+    const tokenizing = new Promise<void>((r) => (entered = r));
+    let entries = 0;
+    // the first prompt's tokenization waits until a second prompt reaches the tokenizer too (or the test opens it)
+    tokenizer.encodeAsync = async (text, options) => {
+      if (++entries === 1) entered();
+      else release();
+      await gate;
+      return encodeAsync.call(tokenizer, text, options);
+    };
+    try {
+      const first = { prompt: "a".repeat(400 * 1024), max_tokens: 1 };
+      const answered = post(`${s.url}/v1/completions`, first);
+      await tokenizing;
+      const firstBytes = Buffer.byteLength(JSON.stringify(first)) - 64 * 1024;
+      assert.equal(bodyBytesHeld(await (await fetch(`${s.url}/metrics`)).text()), firstBytes, "the tokenized body is still held");
+      // 436 KiB counted beside the first's 336 KiB: past the 768 KiB
+      const second = await post(`${s.url}/v1/completions`, { prompt: "a".repeat(500 * 1024), max_tokens: 1 });
+      assert.equal(second.status, 503, JSON.stringify(second.json));
+      assert.equal(second.json.error.code, "server_busy");
+      release();
+      assert.equal((await answered).status, 400, "the first, too long for the context once tokenized");
+      assert.equal(bodyBytesHeld(await (await fetch(`${s.url}/metrics`)).text()), 0, "given back once tokenized");
+    } finally {
+      tokenizer.encodeAsync = encodeAsync;
+      release();
+    }
+  });
 });

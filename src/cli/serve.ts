@@ -30,8 +30,9 @@ Options:
                         answered 413 (default 4MiB; at most about 512MiB, the longest text JavaScript holds,
                         which a body is read into; a proxy in front must allow as much: nginx's
                         client_max_body_size is 1m by default)
-  --bodies-limit BYTES  bytes of request bodies held while they arrive, all clients together, each past its
-                        first 64KiB; a body that would take them past it is answered 503 with Retry-After
+  --bodies-limit BYTES  bytes of request bodies held, all clients together, each past its first 64KiB: while
+                        they arrive, and until a completion's prompts are tokenized (other requests: until
+                        answered); a body that would take them past it is answered 503 with Retry-After
                         (default 64MiB, or 4 --body-limit where that is more; at least --body-limit)
   --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
                         sequences run at once and never count); more get 429 at once (default 256;

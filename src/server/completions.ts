@@ -39,6 +39,7 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 /** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
   const job = await jobOf(ctx, kind, body);
+  ctx.bodyRead(res);
   // a client that left while its prompt was tokenized (the close listener below comes too late
   // for it) gets nothing queued: it would otherwise run to the end for nobody
   if (res.destroyed) return;

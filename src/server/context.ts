@@ -23,6 +23,8 @@ export interface ServeContext {
   admit(widths: readonly number[]): void;
   /** throws a 400 naming the prompt parameter when `prompts` prompts of n choices each could never be taken, even by an idle server (checked before they are tokenized) */
   admissible(prompts: number, n: number, param: string): void;
+  /** the request's body has been made into its prompts: its bytes leave the bodies budget now, not once it is answered */
+  bodyRead(res: ServerResponse): void;
   /**
    * registers an in-flight request: a shutdown aborts it at once while `queued()` (none of it
    * started: it would only wait out the grace period), else when the grace period ends; returns its release

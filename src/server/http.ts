@@ -19,7 +19,7 @@ export const MAX_BODY_LIMIT = constants.MAX_STRING_LENGTH;
 export async function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
   const decode = checkBodyHeaders(req, limit);
   let size = 0;
-  const raw = await new Promise<Buffer>((resolve, reject) => {
+  const read = new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
     const refuse = (e: ApiError) => {
       req.removeAllListeners("data");
@@ -35,16 +35,28 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
     req.on("end", () => resolve(Buffer.concat(parts)));
     req.on("error", reject);
     req.on("close", () => reject(new Error("the request ended before its body was complete")));
-  }).finally(() => budget?.give(size));
+  });
+  let raw: Buffer;
+  try {
+    raw = await read;
+  } catch (e) {
+    budget?.give(size);
+    throw e;
+  }
+  // a whole body stays counted until the server is done with it (BodyBudget.release)
+  budget?.keep(req, size);
   return decode(raw);
 }
 
 /**
- * The bytes of request bodies a server holds while they arrive, all requests together. Each body
- * is bounded (bodyLimit) but connections are not: 200 clients each sending a 4 MiB body less its
- * last byte held 766 MiB of a `tsllm serve` (and delayed /health 0.8 s), so a few thousand would
- * exhaust the machine. A body that would take the total past `max` is refused 503 (retry later)
- * and its connection closed. A body's first FREE_BODY_BYTES are not counted: a connection costs
+ * The bytes of request bodies a server holds, all requests together: while they arrive, and once
+ * whole until the server is done with them (a completion's once its prompts are tokenized, others
+ * when answered). Each body is bounded (bodyLimit) but connections are not: 200 clients each
+ * sending a 4 MiB body less its last byte held 766 MiB of a `tsllm serve` (and delayed /health
+ * 0.8 s), so a few thousand would exhaust the machine; and 50 sending whole 4 MiB prompts, counted
+ * only while they arrived, took it from 139 MiB to 1.57 GiB while their text was parsed and
+ * tokenized one after another (/health 3.4 s), each only to be refused as longer than the context.
+ * A body that would take the total past `max` is refused 503 (retry later) and its connection closed. A body's first FREE_BODY_BYTES are not counted: a connection costs
  * that order in socket buffers anyway, and requests that small (nearly every chat request) are
  * never refused because a few large bodies held unfinished fill the budget. llama-server bounds
  * the same by reading requests on a fixed pool of HTTP threads (max(parallel + 2, cores - 1)),
@@ -73,8 +85,24 @@ export class BodyBudget {
     this.counted -= counts(size);
   }
 
+  /** whole bodies still counted, by request, until release */
+  private readonly kept = new WeakMap<IncomingMessage, number>();
+
+  /** the request's whole body of `size` bytes stays counted until release(req) */
+  keep(req: IncomingMessage, size: number): void {
+    this.kept.set(req, size);
+  }
+
+  /** the server is done with the request's body (its prompts are made, or it is answered); again, or for a request without one, nothing */
+  release(req: IncomingMessage): void {
+    const size = this.kept.get(req);
+    if (size === undefined) return;
+    this.kept.delete(req);
+    this.give(size);
+  }
+
   busy(): ApiError {
-    return new ApiError(503, `the server is receiving ${this.max} bytes of request bodies already, as many as it holds at once; retry later`, "server_error", null, "server_busy", { "Retry-After": "1", Connection: "close" });
+    return new ApiError(503, `the server holds ${this.max} bytes of request bodies already (arriving, or being made into prompts), as many as it holds at once; retry later`, "server_error", null, "server_busy", { "Retry-After": "1", Connection: "close" });
   }
 }
 

@@ -99,7 +99,7 @@ export class Metrics {
     metric("tsllm_kv_blocks_total", "gauge", "KV cache blocks the pool holds.", [["", Math.floor(engine.kvCapacityTokens / DEFAULT_BLOCK_SIZE)]]);
     metric("tsllm_kv_capacity_tokens", "gauge", "Tokens the KV cache holds.", [["", engine.kvCapacityTokens]]);
     metric("tsllm_draining", "gauge", "1 while the server is shutting down.", [["", extra.draining ? 1 : 0]]);
-    metric("tsllm_request_body_bytes_held", "gauge", "Bytes of request bodies still arriving, all requests together (each past its first 64 KiB); a body that would take it past the server's bodiesLimit is refused 503.", [["", extra.bodyBytesHeld]]);
+    metric("tsllm_request_body_bytes_held", "gauge", "Bytes of request bodies held, all requests together (each past its first 64 KiB): arriving, or whole until a completion's prompts are tokenized (other requests: until answered); a body that would take it past the server's bodiesLimit is refused 503.", [["", extra.bodyBytesHeld]]);
     // llama-server's names and meanings (its --metrics), so dashboards and autoscalers made for it read tsllm too; its
     // prompt tokens are those computed (a prefix-cache hit is not, nor the prompt of a request cancelled while queued)
     const computedPromptTokens = engine.prefilledPromptTokens - engine.cachedPromptTokens;

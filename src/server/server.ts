@@ -33,7 +33,7 @@ export interface ServeOptions {
   cors?: string;
   /** largest request body in bytes, as sent or once unpacked (default 4 MiB; at most MAX_BODY_LIMIT, the longest string: a body is decoded into one) */
   bodyLimit?: number;
-  /** bytes of request bodies held while they arrive, all requests together (past the first 64 KiB of each); a body that would take the total past it is answered 503 with Retry-After (default 64 MiB, or 4 bodyLimits where that is more) */
+  /** bytes of request bodies held, all requests together (past the first 64 KiB of each): while they arrive, and until a completion's prompts are tokenized (other requests: until answered); a body that would take the total past it is answered 503 with Retry-After (default 64 MiB, or 4 bodyLimits where that is more) */
   bodiesLimit?: number;
   /** the model id /v1/models lists (default: the model file's name) */
   modelName?: string;
@@ -319,6 +319,7 @@ export class OpenAIServer {
     try {
       await this.handle(req, res, expectsContinue);
     } finally {
+      this.bodies.release(req);
       this.responses.delete(res);
       if (--this.handling === 0) this.idle?.();
     }
@@ -481,6 +482,7 @@ export class OpenAIServer {
           throw new ApiError(429, `the server is busy: ${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence (at most ${max} may wait: --max-queue); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
+      bodyRead: (res) => this.bodies.release(res.req),
       track: (controller, queued) => {
         this.inFlight.set(controller, queued);
         return () => this.inFlight.delete(controller);
