@@ -338,4 +338,9 @@ test("deploy/kubernetes.yaml: the pod serves through a preStop sleep before its 
   const termination = Number(/terminationGracePeriodSeconds: (\d+)/.exec(manifest)?.[1]);
   // the countdown to SIGKILL starts with the preStop hook; after --grace-ms the server waits up to 5 s for the cancelled requests to answer
   assert.ok(termination > Number(sleep[1]) + graceMs / 1000 + 5, `terminationGracePeriodSeconds ${termination} covers ${sleep[1]} s + ${graceMs} ms + 5 s`);
+  // every probe waits longer than Kubernetes' default 1 s: /health waits for the event loop, held
+  // over a second by large prompts being tokenized (docs/hardening.md)
+  const probes = [...manifest.matchAll(/(\w+Probe):\n((?: {12}.*\n)+)/g)];
+  assert.deepEqual(probes.map((p) => p[1]), ["readinessProbe", "livenessProbe", "startupProbe"]);
+  for (const [, name, body] of probes) assert.ok(Number(/timeoutSeconds: (\d+)/.exec(body!)?.[1]) >= 5, `${name}: ${body}`);
 });
