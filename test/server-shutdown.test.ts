@@ -327,7 +327,7 @@ test("close() returns only once the model's pass under way has ended, however lo
   }
 });
 
-test("deploy/kubernetes.yaml: the pod serves through a preStop sleep before its SIGTERM, and its termination grace covers the sleep, --grace-ms and the cancels after it", () => {
+test("deploy/kubernetes.yaml: the pod serves through a preStop sleep before its SIGTERM, its termination grace covers the sleep, --grace-ms and the cancels after it, and its probes wait 5 s", () => {
   const manifest = readFileSync(new URL("../deploy/kubernetes.yaml", import.meta.url), "utf8");
   // SIGTERM closes the listening socket at once (the shutdown tests above): without the sleep, the
   // connections the Service's proxies route to the pod before they learn it is leaving are refused
