@@ -6,7 +6,8 @@
  * namespaces set in loops, macros with defaults / varargs / kwargs and their attributes,
  * {% call %} blocks passing caller() arguments, set and filter blocks with filter chains, tuple
  * unpacking, whitespace control {%- -%} {%+ +%} with trim_blocks / lstrip_blocks, string escapes,
- * arithmetic with // % **, comparisons, in, ~, tojson, dict and list literals), rendered by
+ * arithmetic with // % **, comparisons, in, ~, tojson, dict and list literals, str.encode()'s bytes,
+ * Unicode digits and numerals under str.is*(), HTML entities under striptags), rendered by
  * tsllm and by Python's jinja2 set up as transformers sets it up
  * (scripts/jinja2-oracle.py, one python process per batch). They must agree on the text, or
  * both fail in the same class: when the template is compiled, or when it is rendered.
@@ -26,7 +27,9 @@ export interface FuzzCase {
 type Verdict = { out: string } | { fails: "compile" | "render" } | { skip: string };
 
 const STRINGS = ["a", "b c", "it's", 'say "hi"', "x\\ny", "tab\\there", "é😀", "  padded  ", "Hello, World", "", "a,b,,c", "<b>&amp;", "3", "-2.5", "\\u00e9\\x41",
-  "a\\u3000b\\x1cc", "see http://x.com, (www.y.org) me@z.io.", "o'neil-smith {x}", "ǅungla ßtraße ﬁ"];
+  "a\\u3000b\\x1cc", "see http://x.com, (www.y.org) me@z.io.", "o'neil-smith {x}", "ǅungla ßtraße ﬁ",
+  // numbers of other scripts and kinds (str.isdigit / isnumeric / isdecimal differ on them), and HTML entities for striptags
+  "²³", "½Ⅻ", "一二三", "٣٤", "①⑴", "ʕ", "<i>caf&eacute;</i>&nbsp;&hellip;&ampx &notit; &#x41;&copy2"];
 const NAMES = ["xs", "s", "d", "n", "f", "msgs", "names", "empty", "nothing", "flag", "nested", "undefined_var", "tree"];
 const TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "odd", "even", "sequence", "mapping", "iterable", "boolean", "true", "false", "lower", "upper", "divisibleby(2)", "eq(1)", "in([1, 2, 'a'])", "gt(1)", "sameas(none)",
   "divisibleby(0)", "divisibleby 3", "sameas(false)", "sameas 1", "in('abc')", "in(d)", "callable", "escaped", "ne('a')", "le 2", "filter", "test", "sameas(xs)"];
@@ -49,7 +52,9 @@ const STR_METHODS = ["upper()", "lower()", "strip()", "split(',')", "split()", "
   "lstrip()", "rstrip(' ')", "capitalize()", "splitlines()", "isdigit()", "zfill(4)", "center(6, '*')", "rsplit(',', 1)", "partition(',')", "format(1, 'q')", "join(['1', '2'])",
   "replace('a', 'x', 1)", "replace('', '.', 2)", "strip('ab')", "split(',', 1)", "split(none, 1)", "startswith(('a', 'H'))", "endswith(('c', 'd'), 1)", "format(a=1)", "format_map({'a': 1})",
   "swapcase()", "casefold()", "isalpha()", "isspace()", "istitle()", "ljust(5, '.')", "rjust(5)", "rfind('a')", "index('a')", "expandtabs(4)", "removeprefix('a')", "removesuffix('c')",
-  "splitlines(true)", "rpartition(' ')", "upper", "__class__", "mro()", "isupper()", "rindex('z')", "strip(none)", "split('')"];
+  "splitlines(true)", "rpartition(' ')", "upper", "__class__", "mro()", "isupper()", "rindex('z')", "strip(none)", "split('')",
+  "isnumeric()", "isdecimal()", "isalnum()", "islower()", "isprintable()", "encode()", "encode('ascii')", "encode('latin-1', 'replace')", "encode().decode()",
+  "encode()|list", "encode()|length", "encode()[0]", "encode() == s.encode()"];
 const DICT_METHODS = ["items()", "keys()", "values()", "get('a')", "get('zz', 0)", "get('a', 'x')", "update({'a': 2})", "pop('a')", "setdefault('a', 1)", "copy()", "get()", "items()|list", "keys()|sort|list"];
 const LIST_METHODS = ["index(1)", "count(1)", "index('a')", "append(1)", "pop()", "copy()", "index(1, 1)", "sort()", "reverse()", "insert(0, 1)", "extend([1])", "remove(1)", "clear()"];
 const BINARY = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "in", "not in", "and", "or"];
@@ -189,7 +194,9 @@ export function randomCase(rng: Rng): FuzzCase {
       }
       case 4: {
         locals.push("ns");
-        return `${open()}set ns = namespace(found=false, items=[], c=0)${close()}${open()}for m in msgs${close()}${open()}if m.role ${pick(["==", "!="])} ${quote(pick(["user", "system", "assistant"]))}${close()}${open()}set ns.found = true${close()}${open()}set ns.items = ns.items + [m.content]${close()}${open()}set ns.c = ns.c + ${pick(["1", "loop.index", "m.n|default(0)", "m.n"])}${close()}${open()}endif${close()}${open()}endfor${close()}{{ ns.found }}{{ ns.items }}{{ ns.c }}`;
+        // (a `loop` kept in the namespace reads as the loop left it: one object advanced by each iteration)
+        const keep = chance(0.3);
+        return `${open()}set ns = namespace(found=false, items=[], c=0, l=none)${close()}${open()}for m in msgs${close()}${keep ? `${open()}set ns.l = loop${close()}` : ""}${open()}if m.role ${pick(["==", "!="])} ${quote(pick(["user", "system", "assistant"]))}${close()}${open()}set ns.found = true${close()}${open()}set ns.items = ns.items + [m.content]${close()}${open()}set ns.c = ns.c + ${pick(["1", "loop.index", "m.n|default(0)", "m.n"])}${close()}${open()}endif${close()}${open()}endfor${close()}{{ ns.found }}{{ ns.items }}{{ ns.c }}${keep ? "{{ ns.l.index }}|{{ ns.l.last }}|{{ ns.l.previtem }}|{{ ns.l }}" : ""}`;
       }
       case 5: {
         const [a, b] = ["u1", "u2"];
@@ -203,7 +210,7 @@ export function randomCase(rng: Rng): FuzzCase {
   const template = Array.from({ length: int(1, 4) }, () => statement(0)).join(pick(["", "\n", "  "]));
   const context = {
     xs: pick([[3, -1, 2, 2, 10], [], [1.5, 2], ["b", "a"]]),
-    s: pick(["  Hello, World. hello again  ", "", "a,b", "é😀", "12"]),
+    s: pick(["  Hello, World. hello again  ", "", "a,b", "é😀", "12", "²½", "&eacute;<b>x</b>"]),
     d: pick([{ a: 1, b: [1, 2] }, {}, { role: "user", content: "hi" }, { b: 2, a: 1 }]),
     n: int(-2, 5),
     f: pick([1.5, -0.5, 2.25, 1e-7]),

@@ -519,7 +519,8 @@ export const useAdd = (f: (a: Value, b: Value) => Value): void => { add = f; };
 type Test = (value: Value, args: Value[]) => boolean;
 const TESTS: Record<string, Test> = {
   boolean: (v) => typeof v === "boolean",
-  callable: (v) => v instanceof Callable,
+  // (jinja2's Undefined and LoopContext define __call__: an undefined value and any loop's `loop` are callable, a namespace is not)
+  callable: (v) => v instanceof Callable || v instanceof Undefined || (v instanceof PyObject && v.kind === "LoopContext"),
   defined: (v) => !(v instanceof Undefined),
   divisibleby: (v, [n = 1]) => {
     if (!isNumber(v) || !isNumber(n)) fail(isStr(v) ? "not all arguments converted during string formatting" : `unsupported operand type(s) for %: '${typeName(v)}' and '${typeName(n)}'`);

@@ -387,7 +387,10 @@ export function bytesMethod(b: Bytes, name: string): Callable | undefined {
 export function dictMethod(d: Dict, name: string): Callable | undefined {
   const m = (f: (args: Value[], kwargs: Map<string, Value>) => Value) => new Callable(name, f);
   switch (name) {
-    case "get": return m(([k = null, fallback = null]) => {
+    case "get": return m((args, kwargs) => {
+      if (kwargs.size) fail("dict.get() takes no keyword arguments");
+      if (args.length < 1 || args.length > 2) fail(`get expected ${args.length < 1 ? "at least 1 argument" : "at most 2 arguments"}, got ${args.length}`);
+      const [k = null, fallback = null] = args;
       const v = dictGet(d, k);
       return v === undefined ? fallback : v;
     });
