@@ -55,3 +55,14 @@ test("without symlinks a downloaded blob is moved into the snapshot (held once),
   const offline = await downloadModel("acme/nolinks", opts(cache, { offline: true }));
   assert.deepEqual(offline.files, ["config.json", "model.safetensors"]);
 });
+
+test("without symlinks two concurrent downloads of the same file transfer its bytes once: the second waits and finds the file in the snapshot", async () => {
+  const cache = mkdtempSync(join(tmpdir(), "tsllm-hub-nolinks-"));
+  roots.push(cache);
+  const served = hub.bytesServed;
+  const [a, b] = await Promise.all([downloadModel("acme/nolinks", opts(cache)), downloadModel("acme/nolinks", opts(cache))]);
+  assert.equal(a.snapshotDir, b.snapshotDir);
+  for (const f of files) assert.deepEqual(readFileSync(join(a.snapshotDir, f.path)), f.content);
+  assert.equal(hub.bytesServed - served, files.reduce((n, f) => n + f.content.length, 0), "each file's bytes served once");
+  assert.deepEqual(readdirSync(join(cache, "models--acme--nolinks", "blobs")), [], "no blob nor partial file left");
+});

@@ -227,9 +227,12 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
     if (have()) {
       report("cached", location.size);
     } else {
-      let fetched = false;
+      let linked = false; // the snapshot holds the file once the lock is let go
       await withFileLock(cache.lockPath(location.etag), async () => {
-        if (have()) { report("cached", location.size); return; } // another download finished it meanwhile
+        // another download finished it meanwhile: its blob is there, or, without symlinks, was
+        // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
+        if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); linked = true; return; }
+        if (have()) { report("cached", location.size); return; }
         await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
         const partial = `${blob}.incomplete`;
         report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
@@ -243,9 +246,9 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
         // linked under the lock: where symlinks are refused the new blob is moved, and another
         // download of it must not find it half gone
         await cache.linkSnapshot(listing.commit, file, location.etag, true);
-        fetched = true;
+        linked = true;
       }, options.signal);
-      if (fetched) return;
+      if (linked) return;
     }
     await cache.linkSnapshot(listing.commit, file, location.etag);
   });

@@ -45,6 +45,8 @@ export const blobName = (f: FakeFile) => (isLfs(f) ? sha256(f.content) : gitBlob
 export class FakeHub {
   readonly repos = new Map<string, FakeRepo>();
   readonly requests: RecordedRequest[] = [];
+  /** body bytes written for GETs of file contents (hub and CDN), faults included */
+  bytesServed = 0;
   /** blobs (sha256) whose next full GET is cut after half the bytes; the count is how many times */
   readonly dropMidway = new Map<string, number>();
   /** blobs (sha256) whose next full GET stops sending after half the bytes but keeps the connection open */
@@ -230,15 +232,18 @@ export class FakeHub {
     const stalls = this.stallMidway.get(name) ?? 0;
     if (stalls > 0 && start === 0) {
       this.stallMidway.set(name, stalls - 1);
+      this.bytesServed += content.length >> 1;
       res.write(content.subarray(0, content.length >> 1)); // and nothing more, the socket left open
       return;
     }
     const drops = this.dropMidway.get(name) ?? 0;
     if (drops > 0 && start === 0) {
       this.dropMidway.set(name, drops - 1);
+      this.bytesServed += content.length >> 1;
       res.write(content.subarray(0, content.length >> 1), () => res.destroy());
       return;
     }
+    this.bytesServed += end - start + 1;
     res.end(content.subarray(start, end + 1));
   }
 }
