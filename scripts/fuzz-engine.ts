@@ -5,8 +5,8 @@
 // admission, mid-prefill, mid-decode), and mix greedy and seeded sampling, n choices, logprobs,
 // prompt logprobs, stop strings (some across token boundaries of what the request says alone) and
 // stop tokens, penalties (repeat, presence, frequency) and logit biases, grammar / JSON Schema /
-// regex / choice constraints, beam search and speculative decoding (prompt
-// lookup, or the model drafting for itself). Checked per request: every choice's tokens, text,
+// regex / choice constraints, beam search and speculative decoding (prompt lookup, the model
+// drafting for itself, or another model of its vocabulary: its own draft pool and cache types). Checked per request: every choice's tokens, text,
 // finish reason and logprobs equal the solo run's (bit for bit: a row's logits do not depend on
 // the rows beside it); an aborted one's tokens are a prefix of its solo tokens. Checked before
 // every pass: each pool block's reference count is the number of live sequences holding it;
@@ -126,6 +126,8 @@ interface Job {
   abortAt: number;
   /** the signal is aborted before submit */
   preAborted: boolean;
+  /** the model that drafts for a speculative request (the target itself, or another of the same vocabulary) */
+  draft?: Target;
 }
 
 interface Case {
@@ -199,7 +201,13 @@ async function makeCase(rng: Rng): Promise<Case> {
     if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
     else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
     else if (kind < 0.28) decoding = { kind: "speculative", promptLookup: int(rng, 1, 3), draftTokens: int(rng, 1, 6) };
-    else if (kind < 0.33) decoding = { kind: "speculative", draft: model.languageModel, draftTokens: int(rng, 1, 5) };
+    let draft: Target | undefined;
+    if (kind >= 0.28 && kind < 0.36) {
+      // the model itself, or another model of the same vocabulary (its own shape and cache types: a second draft pool)
+      const others = targets.filter((t) => t !== target && t.model.info.vocabSize === model.info.vocabSize);
+      draft = kind < 0.33 || others.length === 0 ? target : pick(rng, others);
+      decoding = { kind: "speculative", draft: draft.model.languageModel, draftTokens: int(rng, 1, 5) };
+    }
     const plain = decoding.kind === "sample";
     // a constraint on what the output may be (the grammar's parse state is per sequence: forks and beams copy it)
     const constraint = chance(rng, 0.15) ? pick(rng, CONSTRAINTS) : undefined;
@@ -219,7 +227,8 @@ async function makeCase(rng: Rng): Promise<Case> {
     }
     if (chance(rng, 0.5)) arrival += int(rng, 0, 6);
     const abort = rng.uniform();
-    jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98 });
+    const drafting = params.decoding.kind === "speculative" ? targets.find((t) => t.model.languageModel === (params.decoding as { draft?: LanguageModel }).draft) : undefined;
+    jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98, ...(drafting ? { draft: drafting } : {}) });
   }
   const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
   const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
@@ -263,7 +272,7 @@ async function stopAcrossTokens(rng: Rng, target: Target, job: Job): Promise<{ j
 
 /** a job's parameters as text (no model objects) */
 function describe(j: Job): string {
-  const d = j.params.decoding.kind === "speculative" ? { ...j.params.decoding, draft: j.params.decoding.draft ? "self" : undefined } : j.params.decoding;
+  const d = j.params.decoding.kind === "speculative" ? { ...j.params.decoding, draft: j.draft?.name } : j.params.decoding;
   return JSON.stringify({ ...j.params, decoding: d, arriveAt: j.arriveAt, abortAt: j.abortAt, preAborted: j.preAborted || undefined });
 }
 
@@ -306,7 +315,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   const submitDue = () => {
     while (submitted < c.jobs.length && c.jobs[submitted]!.arriveAt <= pass) {
       const i = submitted++;
-      const job = c.jobs[i]!;
+      const job = batchJobs[i]!;
       if (job.preAborted) controllers[i]!.abort();
       const request = engine.submit({ ...job.params, signal: controllers[i]!.signal });
       settled.push((async () => {
@@ -344,9 +353,8 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   // cacheReplies false: a chat turn through an earlier reply must then match its solo run bit for bit
   // (with the default, the reply's rows come from one-row passes and may differ in the last bits)
   engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0, cacheReplies: false });
-  c.jobs.forEach((j) => {
-    if (j.params.decoding.kind === "speculative" && j.params.decoding.draft) (j.params.decoding as { draft?: LanguageModel }).draft = hooked;
-  });
+  // the model drafting for itself drafts through the hooked object: its passes queue on the one model with the engine's
+  const batchJobs = c.jobs.map((j): Job => (j.draft === c.target && j.params.decoding.kind === "speculative" ? { ...j, params: { ...j.params, decoding: { ...j.params.decoding, draft: hooked } } } : j));
   submitDue();
   // arrivals past the last pass (nothing left running) come now, one pass's worth at a time
   const deadline = Date.now() + opts.timeoutS * 1000;
@@ -375,8 +383,8 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   evictions += pool?.stats.evictions ?? 0;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
-  const draftPool = draftPools.get(hooked);
-  if (draftPool) defects.push(`leak: the draft pool (${draftPool.stats.blocksInUse} blocks in use, ${draftPool.byteLength} bytes) is still held after every request settled`);
+  for (const [draft, p] of draftPools) defects.push(`leak: the draft pool of ${draft === hooked ? "the model itself" : "another model"} (${p.stats.blocksInUse} blocks in use, ${p.byteLength} bytes) is still held after every request settled`);
+  if (engine.stats.draftKvBytes !== 0) defects.push(`stats: draftKvBytes ${engine.stats.draftKvBytes} after every request settled`);
   engine.close();
   return got;
 }
@@ -393,7 +401,7 @@ function soloOf(t: Target, job: Job): Promise<{ outcome?: RequestOutcome; error?
 async function runSolo(t: Target, job: Job): Promise<{ outcome?: RequestOutcome; error?: unknown }> {
   const engine = new Engine(t.model.languageModel, t.model.tokenizer, { contextSize: CONTEXT, maxSequences: 16 });
   try {
-    const params = job.params.decoding.kind === "speculative" && job.params.decoding.draft ? { ...job.params, decoding: { ...job.params.decoding, draft: t.model.languageModel } } : job.params;
+    const params = job.params;
     return { outcome: await engine.submit(params).outcome };
   } catch (error) {
     return { error };
