@@ -322,3 +322,27 @@ test("Ministral 3's template gets a turn's reasoning_content as a {type: \"think
     await s.close();
   }
 });
+
+test("a prefilled last assistant message on Ministral 3's template ends the prompt as llama.cpp ends it: [THINK] and the reasoning, then [/THINK] and the content; reasoning alone goes on as reasoning (jinja2 judge)", { skip: skipStories || skipWithoutJinja2 || skipWithoutLlamaCppTemplates() }, async () => {
+  const { s, source } = await serveStoriesWithTemplate("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
+  try {
+    const user = { role: "user", content: "Lily went to the park" };
+    // what llama.cpp renders before its continuation: the messages before it (none of them system or assistant here), no generation prompt
+    const [before] = renderWithJinja2(source, [{ messages: [user], add_generation_prompt: false, bos_token: "<s>", eos_token: "</s>" }]) as { out: string }[];
+    const tokens = (text: string) => s.model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true }).length;
+    for (const [prefill, ending, inReasoning] of [
+      [{ content: "", reasoning_content: "She is happy" }, "[THINK]She is happy", true],
+      [{ content: "Once", reasoning_content: "She is happy" }, "[THINK]She is happy[/THINK]Once", false],
+      [{ content: "Once" }, "[THINK][/THINK]Once", false],
+    ] as const) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [user, { role: "assistant", ...prefill }], max_tokens: 3, temperature: 0 });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.usage.prompt_tokens, tokens(before!.out + ending), ending);
+      const m = r.json.choices[0].message;
+      if (inReasoning) assert.ok(m.reasoning_content && !m.content, JSON.stringify(m));
+      else assert.ok(m.content && m.reasoning_content === undefined, JSON.stringify(m));
+    }
+  } finally {
+    await s.close();
+  }
+});

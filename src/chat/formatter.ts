@@ -45,12 +45,14 @@ export interface EncodeChatOptions {
 
 const MARK = "\u0001tsllm-reply\u0001";
 
-/** the content with MARK after its text: after the string, or in its last text part (a text part of its own when it has none) */
+/**
+ * the content with MARK after its text: after the string, or in its last text (a text part's, or a
+ * reasoning block's when it ends the content), a text part of its own when it has none
+ */
 function withMark(content: ChatMessageInput["content"]): ChatMessageInput["content"] {
-  if (typeof content === "string") return content + MARK;
-  let last = content.length - 1;
-  while (last >= 0 && content[last]?.type !== "text") last--;
-  return last < 0 ? [...content, { type: "text", text: MARK }] : content.map((p, j) => (j === last ? { ...p, text: p.text + MARK } : p));
+  const texts = contentTexts(content).length;
+  if (typeof content !== "string" && texts === 0) return [...content, { type: "text", text: MARK }];
+  return mapContentText(content, (t, k) => (k === texts - 1 ? t + MARK : t));
 }
 
 /**

@@ -1,4 +1,4 @@
-import { strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
+import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
@@ -165,8 +165,10 @@ function isMinistral3(templateSource: string): boolean {
  * The messages as the template is to see them: a template without tool calls of its own (the
  * generic format) is told in a system message how to answer; a turn's reasoning_content is also
  * `thinking` for a template that reads only that; Ministral 3's gets system and assistant turns as
- * llama.cpp builds them for it: content blocks, the reasoning's first, then the content's (a
- * continued last message stays as given: its prompt ends inside its own text).
+ * llama.cpp builds them for it: content blocks, the reasoning's first, then the content's. A
+ * continued last message there ends as llama.cpp ends its prompt: "[THINK]" and the reasoning,
+ * then, continuing the content, "[/THINK]" and the content (a reasoning block even when empty; none
+ * after it when only the reasoning goes on).
  */
 export function messagesForTemplate(given: readonly ChatMessage[], templateSource: string, tools: Tools | undefined, continued = false): ChatMessageInput[] {
   // a template that reads a turn's reasoning as `thinking`, never as reasoning_content (gpt-oss's, LFM2's), gets it so, as llama.cpp copies it for them
@@ -175,9 +177,11 @@ export function messagesForTemplate(given: readonly ChatMessage[], templateSourc
   // (it reads a turn's reasoning only as a content block {type: "thinking", thinking})
   if (isMinistral3(templateSource)) {
     messages = messages.map((m, i) => {
-      if ((m.role !== "system" && m.role !== "assistant") || (continued && i === messages.length - 1)) return m;
+      if (m.role !== "system" && m.role !== "assistant") return m;
       const { reasoning_content, ...rest } = m;
-      const blocks: ChatContentPart[] = reasoning_content === undefined ? [] : [{ type: "thinking", thinking: reasoning_content }];
+      const last = continued && i === messages.length - 1;
+      if (last && continuesReasoning(m)) return { ...rest, content: [{ type: "thinking", thinking: reasoning_content }] };
+      const blocks: ChatContentPart[] = reasoning_content === undefined && !last ? [] : [{ type: "thinking", thinking: reasoning_content ?? "" }];
       return { ...rest, content: typeof m.content === "string" ? [...blocks, { type: "text", text: m.content }] : [...blocks, ...m.content] };
     });
   }
