@@ -71,8 +71,8 @@ export interface EngineStats {
   /** tokens the KV pool holds */
   readonly kvCapacityTokens: number;
   /**
-   * bytes the draft models' KV pools hold now: beside the pool, up to kvCacheBytes while
-   * speculative requests with a draft run or wait, 0 once none does
+   * bytes the draft models' KV pools hold, beside the pool: each at most kvCacheBytes, kept for
+   * the next speculative requests (see draftCache)
    */
   readonly draftKvBytes: number;
 }
@@ -96,11 +96,10 @@ export class Engine {
   private closed = false;
   private nextId = 1;
   private steps = 0;
-  /**
-   * per draft model, the KV pool its speculative requests' draft caches share, while any such
-   * request is queued or running (dropped when the last one leaves: see dropIdleDraftPools)
-   */
-  private readonly draftPools = new Map<LanguageModel, KVBlockPool>();
+  /** per draft model, the KV pool its speculative requests' draft caches share (it goes with the model) */
+  private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
+  /** the draft pools, for stats (weakly: a pool lives as long as its draft model) */
+  private readonly draftPoolRefs: WeakRef<KVBlockPool>[] = [];
   /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
@@ -179,7 +178,7 @@ export class Engine {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
       cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
-      draftKvBytes: [...this.draftPools.values()].reduce((sum, p) => sum + p.byteLength, 0),
+      draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
     };
   }
 
@@ -488,29 +487,17 @@ export class Engine {
     const pool = this.draftPools.get(draft);
     if (!pool) {
       const cache = draft.createCache(positions);
-      // admission keeps the draft rows in use within kvCacheBytes; the cap keeps the pool's growth there too (docs/engine.md)
+      // admission keeps the draft rows in use within kvCacheBytes; the cap keeps the pool's growth there too (docs/engine.md).
+      // It is kept, not dropped when idle: a dropped pool's memory comes back only when the garbage
+      // collector finalizes its arrays (the wasm arena's blocks), which requests one at a time outran
       cache.pool.limitBytes(this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
       this.draftPools.set(draft, cache.pool);
+      this.draftPoolRefs.push(new WeakRef(cache.pool));
+      for (let i = this.draftPoolRefs.length - 1; i >= 0; i--) if (!this.draftPoolRefs[i]!.deref()) this.draftPoolRefs.splice(i, 1);
       return cache;
     }
     const i = draft.info;
     return new KVCache(i.blockCount, i.headCountKv, i.headDim, positions, pool);
-  }
-
-  /**
-   * Forgets the draft pools no queued or running request drafts with: their memory goes back
-   * (to the garbage collector, or the backend's buffers with it) instead of staying at the
-   * burst's size beside the target's pool for as long as the engine lives. The next request
-   * drafting with that model makes a fresh pool of one context, as a lone generate() does.
-   */
-  private dropIdleDraftPools(): void {
-    if (this.draftPools.size === 0) return;
-    const s = this.scheduler!;
-    for (const [draft, pool] of this.draftPools) {
-      if (pool.stats.blocksInUse > 0) continue;
-      const used = (r: EngineRequest) => r.params.decoding.kind === "speculative" && r.params.decoding.draft === draft;
-      if (!s.running.some(used) && !s.waiting.some(used)) this.draftPools.delete(draft);
-    }
   }
 
   private endIds(p: RequestParams): ReadonlySet<number> {
@@ -521,7 +508,6 @@ export class Engine {
   private end(request: EngineRequest, error?: unknown): void {
     this.scheduler!.remove(request);
     request.strategy.release?.();
-    this.dropIdleDraftPools();
     if (error === undefined) request.complete();
     else request.fail(error);
   }
