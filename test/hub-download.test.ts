@@ -210,6 +210,20 @@ describe("integrity", () => {
     assert.deepEqual(gets.map((g) => g.headers.range), ["bytes=123457-"]);
   });
 
+  test("a damaged .incomplete (zeros where a power cut lost the bytes) fails its sha256 once resumed, so the file is fetched again whole", async () => {
+    const cache = tmp();
+    const f = file(ggufFiles, "tiny-Q8_0.gguf");
+    const blobs = join(cache, "models--acme--tiny-GGUF", "blobs");
+    mkdirSync(blobs, { recursive: true });
+    writeFileSync(join(blobs, `${sha256(f.content)}.incomplete`), Buffer.alloc(100_000));
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.equal(sha256(readFileSync(r.path)), sha256(f.content));
+    const gets = hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET");
+    assert.deepEqual(gets.map((g) => g.headers.range), ["bytes=100000-", undefined]);
+    assert.deepEqual(tree(blobs), [sha256(f.content)]);
+  });
+
   test("corrupted bytes of the right size are rejected and nothing is left in the cache", async () => {
     const cache = tmp();
     const f = file(ggufFiles, "tiny-Q8_0.gguf");

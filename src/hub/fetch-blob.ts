@@ -43,6 +43,13 @@ class Transient extends Error {
 }
 
 /**
+ * thrown when a resumed file fails its checksum: the bytes kept from before may be what is wrong
+ * (zeros where a power cut lost data the file system had not written yet), so it is fetched again
+ * whole, once, before the mismatch is the server's
+ */
+class ResumedMismatch extends Error {}
+
+/**
  * A failure writing the cache is the disk's, not the network's: retrying cannot help, so it is
  * reported at once (the partial file is kept, so the download resumes once there is room).
  */
@@ -65,7 +72,7 @@ async function freeBytes(dir: string): Promise<number | undefined> {
  * an earlier attempt or process left), checks the size and the checksum (an LFS file's sha256, a
  * git file's blob sha1), then renames it to the blob name. Only a verified file ever carries the blob name, so a killed
  * process or a full disk leaves at most an `.incomplete`. A checksum mismatch deletes the
- * partial file (it cannot be resumed from) and fails.
+ * partial file (it cannot be resumed from) and fails; one after a resume is fetched again whole first.
  */
 export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
   const { blobPath } = o;
@@ -73,13 +80,15 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
   await mkdir(dirname(blobPath), { recursive: true });
   let lastError = "";
   let wait = 0;
+  let restarted = false;
   for (let attempt = 0; attempt <= o.retries; attempt++) {
     if (attempt > 0) await sleep(Math.max(o.retryDelayMs * 2 ** (attempt - 1), wait), o.signal);
     try {
-      await attemptFetch(o, partial);
+      await attemptFetch(o, partial, !restarted);
       await rename(partial, blobPath);
       return;
     } catch (e) {
+      if (e instanceof ResumedMismatch) { restarted = true; attempt--; wait = 0; continue; } // not the network's failure: no retry spent
       if (!(e instanceof Transient)) throw e;
       lastError = e.message;
       wait = e.retryAfterMs ?? 0;
@@ -88,7 +97,7 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
   throw new HubError("network", `downloading ${o.what} failed after ${o.retries + 1} attempts: ${lastError} (the partial file ${partial} is kept; run again to resume)`);
 }
 
-async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void> {
+async function attemptFetch(o: FetchBlobOptions, partial: string, mayRestart: boolean): Promise<void> {
   const { location } = o;
   let start = existsSync(partial) ? statSync(partial).size : 0;
   if (start > location.size) { await rm(partial, { force: true }); start = 0; }
@@ -195,6 +204,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string): Promise<void>
     const got = hash.digest("hex");
     if (got !== location.checksum.hex) {
       await rm(partial, { force: true });
+      if (start > 0 && mayRestart) throw new ResumedMismatch();
       const { algorithm, hex } = location.checksum;
       const name = algorithm === "sha256" ? "sha256" : "git blob sha1 (the ETag of a file stored in git)";
       throw new HubError("checksum", `${o.what}: ${name} mismatch (expected ${hex}, got ${got}); the corrupt download was deleted`);
