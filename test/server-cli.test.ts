@@ -183,6 +183,20 @@ test("tsllm serve writes a line to stderr for each request when it ends (status,
     await new Promise((resolve) => socket.once("data", resolve));
     socket.resetAndDestroy();
     await until(() => s.stderr().includes("trace-log-4"), "the request that reset its connection to be written");
+    // malformed HTTP, answered by the server before any handler sees a request: logged too, its answer with an id
+    const raw = await new Promise<string>((resolve) => {
+      const bad = connect(Number(new URL(s.url).port), "127.0.0.1", () => bad.write("NOT HTTP AT ALL\r\n\r\n"));
+      let got = "";
+      bad.setEncoding("utf8");
+      bad.on("data", (d: string) => (got += d));
+      bad.on("error", () => {});
+      bad.on("close", () => resolve(got));
+    });
+    const rawId = /\r\nX-Request-Id: (req_[0-9a-f]{32})\r\n/.exec(raw)?.[1];
+    assert.ok(rawId, raw);
+    assert.match(raw, /^HTTP\/1\.1 400 /);
+    await until(() => s.stderr().includes(rawId), "the malformed request to be written");
+    assert.match(s.stderr(), new RegExp(`^tsllm serve: \\(no request read\\) 400 from 127\\.0\\.0\\.1 \\(X-Request-Id ${rawId}\\): the request is not valid HTTP: `, "m"));
     const lines = s.stderr().split("\n").filter((l) => / ms from /.test(l));
     assert.equal(lines.length, 4, s.stderr());
     assert.match(lines[3]!, /^tsllm serve: POST \/v1\/completions 499 \d+ ms from 127\.0\.0\.1 \(X-Request-Id trace-log-4\)$/);

@@ -103,6 +103,11 @@ const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/model
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/** an X-Request-Id of the server's own, for a request that brought none */
+function serverRequestId(): string {
+  return `req_${randomUUID().replaceAll("-", "")}`;
+}
+
 /**
  * A shutdown's answer to a generation that had not started: a 503 with Retry-After, which the
  * openai client and proxies retry, on a new connection (another replica, behind a load balancer).
@@ -289,8 +294,12 @@ export class OpenAIServer {
         ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (--read-timeout-ms)`, "invalid_request_error", null, "request_timeout")
         : status === 431 ? new ApiError(431, `the request's headers are larger than the ${maxHeaderSize} bytes this server reads`, "invalid_request_error", null, "headers_too_large")
         : new ApiError(status, `the request is not valid HTTP: ${e.message}`, "invalid_request_error", null, "invalid_http_request");
-      const body = JSON.stringify(err.body);
-      socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      const body = JSON.stringify(err.body), id = serverRequestId();
+      socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nX-Request-Id: ${id}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      // a request node gave up on before any handler saw it (a request of a handler is logged when its answer closes)
+      if (this.options.logRequests && ![...this.responses].some((r) => r.req.socket === socket)) {
+        this.options.log?.(`(no request read) ${status} from ${(socket as Socket).remoteAddress ?? "?"} (X-Request-Id ${id}): ${err.message}`);
+      }
     }
     socket.destroy();
   }
@@ -372,7 +381,7 @@ export class OpenAIServer {
     // the client's request id comes back with its answer (log correlation through proxies; the
     // openai client reports it as _request_id), or the server's own when it sent none
     const id = req.headers["x-request-id"];
-    res.setHeader("X-Request-Id", typeof id === "string" && REQUEST_ID.test(id) ? id : `req_${randomUUID().replaceAll("-", "")}`);
+    res.setHeader("X-Request-Id", typeof id === "string" && REQUEST_ID.test(id) ? id : serverRequestId());
     if (this.options.cors) {
       res.setHeader("Access-Control-Allow-Origin", this.options.cors);
       res.setHeader("Access-Control-Expose-Headers", "X-Request-Id");
