@@ -524,8 +524,12 @@ describe("webgpu backend conformance", { skip }, () => {
     // attention whose output a Q8_0 matmul reads: the attention kernel quantizes each head it wrote
     // (in one pass over 40 keys; split over 600, by the combine pass), through a row index the
     // caller changes right after the call
+    // (2 queries: a chunk of 2 or more takes the tiled kernel, which writes no quantized output, by
+    // default; the single and split kernels' fused output, a decode's, with tiledAttention false)
     const nH = 4, nKv = 2, hd = 64, d = nH * hd, projRows = 6;
     const wo = weights(GGMLType.Q8_0, d, projRows, r);
+    const untiled = await createWebGPUBackend({ tiledAttention: false, keepHostWeights: true });
+    after(() => untiled.dispose());
     for (const nAll of [40, 600]) {
       const kHost = normals(nAll * nKv * hd, r), vHost = normals(nAll * nKv * hd, r), qHost = normals(2 * d, r);
       const order = Int32Array.from({ length: nAll }, (_, i) => nAll - 1 - i);
@@ -535,17 +539,17 @@ describe("webgpu backend conformance", { skip }, () => {
         vRows.set(vHost.subarray(order[i]! * nKv * hd, (order[i]! + 1) * nKv * hd), i * nKv * hd);
       }
       async function attendThenProject(apart: boolean): Promise<Float32Array[]> {
-        const kc = device(b, kHost), vc = device(b, vHost), q = device(b, qHost);
-        const out = b.allocActivations(2 * d), proj = b.allocActivations(2 * projRows);
+        const kc = device(untiled, kHost), vc = device(untiled, vHost), q = device(untiled, qHost);
+        const out = untiled.allocActivations(2 * d), proj = untiled.allocActivations(2 * projRows);
         const rows = order.slice();
-        const before = b.counters().dispatches;
-        b.attention(out, q, kc, vc, 2, nAll - 2, nH, nKv, hd, 0.125, rows);
+        const before = untiled.counters().dispatches;
+        untiled.attention(out, q, kc, vc, 2, nAll - 2, nH, nKv, hd, 0.125, rows);
         rows.fill(0);
-        if (apart) await b.read(b.view(out, 0, 1));
-        b.matmul(proj, wo, out, 2);
-        const result = [await b.read(out), await b.read(proj)];
+        if (apart) await untiled.read(untiled.view(out, 0, 1));
+        untiled.matmul(proj, wo, out, 2);
+        const result = [await untiled.read(out), await untiled.read(proj)];
         // one pass: attention and the matmul; split: attention's two passes and the matmul (apart: a quantization more)
-        assert.equal(b.counters().dispatches - before, (nAll > 256 ? 3 : 2) + (apart ? 1 : 0), `dispatches over ${nAll} keys`);
+        assert.equal(untiled.counters().dispatches - before, (nAll > 256 ? 3 : 2) + (apart ? 1 : 0), `dispatches over ${nAll} keys`);
         return result;
       }
       const fused = await attendThenProject(false), apart = await attendThenProject(true);

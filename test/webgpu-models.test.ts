@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { Engine } from "../src/engine/index.js";
 import { loadModel } from "../src/index.js";
 import type { Backend, DeviceArray, MatmulEpilogue } from "../src/kernels/backend.js";
 import type { KVCacheTypes } from "../src/kernels/reference/index.js";
@@ -121,17 +122,20 @@ test("batched and concurrent requests on webgpu each equal their solo run; the s
 // The engine promises a request the same answer in a batch as alone. On webgpu a matmul of 16 or
 // more rows takes the tiled kernel, of fewer the one-row kernel: both must add a row's products in
 // the same order (32-column chunks folded in column order), or a prompt prefilled beside others,
-// or a token decoded beside 15 others, gets logits other than alone in the last bits.
+// or a token decoded beside 15 others, gets logits other than alone in the last bits. And a
+// prompt's chunks (cut by the batch's share of maxBatchTokens) must all take one attention kernel:
+// the tiled one from 2 queries, not the scores-buffer one for chunks of 2-7.
 for (const weightType of [GGMLType.F32, GGMLType.F16]) {
   test(`random llama ${typeName(weightType)} on webgpu: 18 requests batched get the logprobs of each one alone, bit for bit (prefill and decode of 16+ rows through the tiled matmul)`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
     const path = await ensureRandomModel({ ...tinyLlama, weightType, seed: 21 }, dir);
-    const model = await loadModel(path, { backend: "webgpu", contextSize: 64, warmup: false });
+    const model = await loadModel(path, { backend: "webgpu", contextSize: 128, warmup: false });
     try {
       const params = (promptTokens: number[]) => ({
         promptTokens, decoding: { kind: "sample", n: 1 } as const, sampling: { temperature: 0, seed: 0 }, maxTokens: 3, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: 3, promptLogprobs: undefined,
       });
-      // prompts of 3 to 9 tokens: alone each one stays on the one-row kernel
-      const prompts = Array.from({ length: 18 }, (_, i) => Array.from({ length: 3 + (i % 7) }, (_, j) => 1 + ((i * 37 + j * 101) % 500)));
+      // prompts of 3 to 9 tokens (alone each one stays on the one-row matmul) and of 19 to 51 (cut
+      // into other chunks in a batch than alone)
+      const prompts = Array.from({ length: 18 }, (_, i) => Array.from({ length: i % 2 === 0 ? 3 + (i % 7) : 12 + ((i * 7) % 40) }, (_, j) => 1 + ((i * 37 + j * 101) % 500)));
       const alone = [];
       const answer = (o: Awaited<ReturnType<typeof model.engine.submit>["outcome"]>) => ({ tokens: o.choices[0]!.completionTokens, logprobs: o.choices[0]!.logprobs });
       for (const p of prompts) alone.push(answer(await model.engine.submit(params(p)).outcome));
@@ -140,6 +144,17 @@ for (const weightType of [GGMLType.F32, GGMLType.F16]) {
       assert.ok(model.engine.stats.peakStepSequences >= 16, `${model.engine.stats.peakStepSequences} sequences in a step`);
       assert.ok(model.engine.stats.rowsComputed > rows);
       for (const [i, o] of batched.entries()) assert.deepEqual(answer(o), alone[i], `request ${i} (${prompts[i]!.length} prompt tokens): batched differs from alone`);
+      // request 1 alone (19 prompt tokens in one chunk), and in chunks of at most 16, 7, 4, 2 tokens
+      const whole = alone[1]!;
+      assert.equal(prompts[1]!.length, 19);
+      for (const maxBatchTokens of [16, 7, 4, 2]) {
+        const engine = new Engine(model.languageModel, model.tokenizer, { contextSize: 128, maxBatchTokens, storage: model.backend });
+        try {
+          assert.deepEqual(answer(await engine.submit(params(prompts[1]!)).outcome), whole, `maxBatchTokens ${maxBatchTokens}: chunked differs from whole`);
+        } finally {
+          engine.close();
+        }
+      }
     } finally {
       model.dispose();
     }

@@ -152,9 +152,9 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    */
   attentionKeysPerSplit?: number;
   /**
-   * Prompts of at least TILE_QUERIES tokens (and encoders) through the tiled attention kernel
-   * where the head size is at most TILE_MAX_HEAD_DIM (default true); false keeps the scores-buffer
-   * kernels (tests of both paths)
+   * Every chunk of 2 or more queries (and encoders) through the tiled attention kernel where the
+   * head size is at most TILE_MAX_HEAD_DIM (default true); false keeps the scores-buffer kernels
+   * (tests of both paths). Single queries (decode) keep the single-pass or split kernels.
    */
   tiledAttention?: boolean;
   /** reduce quantized matmul sums (the float types' fold in column order: see matmulDef), norm sums and the attention softmax's max and sum with subgroup operations where the adapter has the "subgroups" feature (default true; false: trees in workgroup memory) */
@@ -1133,9 +1133,16 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return copy;
   }
 
-  /** prompts of TILE_QUERIES tokens and more go through the tiled kernel where the head fits it */
+  /**
+   * Chunks of 2 queries and more go through the tiled kernel where the head fits it (partial
+   * query tiles too). A query's result is then the same however the engine cuts its prompt into
+   * chunks (another request's share of maxBatchTokens decides that): with the tiled kernel from
+   * TILE_QUERIES only, a chunk of 2-7 took the scores-buffer kernel, another summation order, and
+   * a prompt batched beside others got other logits than alone. (The engine never computes a
+   * prompt row alone: one query is a decode step, whose chunk is the same in a batch.)
+   */
   private tiledAttention(nTokens: number, headDim: number): boolean {
-    return this.tiled && nTokens >= TILE_QUERIES && headDim <= TILE_MAX_HEAD_DIM;
+    return this.tiled && nTokens >= 2 && headDim <= TILE_MAX_HEAD_DIM;
   }
 
   /** the attention kernels proper, on a query ready for the cache's keys */
