@@ -577,6 +577,23 @@ describe("file selection", () => {
     assert.deepEqual(onnx.files, ["onnx/model.onnx"]);
     await assert.rejects(downloadModel("acme/tiny", opts(tmp(), { include: ["*.xyz"] })), { code: "no-match" });
   });
+
+  test("a wider --include after a narrower one fetches the files it adds, on a branch and on a commit id", async () => {
+    // the hub's listing is the judge: every file of the repo matching the globs
+    const matching = (glob: RegExp) => hfFiles.map((f) => f.path).filter((p) => glob.test(p)).sort();
+    for (const revision of ["main", COMMIT]) {
+      const cache = tmp();
+      await downloadModel("acme/tiny", opts(cache, { revision, include: ["config.json"] }));
+      const r = await downloadModel("acme/tiny", opts(cache, { revision, include: ["*.json"] }));
+      assert.deepEqual([...r.files].sort(), matching(/\.json$/), revision);
+      for (const f of r.files) assert.deepEqual(readFileSync(join(r.snapshotDir, f)), file(hfFiles, f).content, `${f} at ${revision}`);
+      // and once all of them are cached, the same include transfers nothing
+      const before = hub.requests.length;
+      const again = await downloadModel("acme/tiny", opts(cache, { revision, include: ["*.json"] }));
+      assert.deepEqual([...again.files].sort(), matching(/\.json$/));
+      assert.deepEqual(hub.requests.slice(before).filter((q) => !q.url.startsWith("/api/")), [], `only the listing asked at ${revision}`);
+    }
+  });
 });
 
 describe("safety", () => {

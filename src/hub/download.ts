@@ -31,7 +31,8 @@ export interface DownloadOptions {
   /**
    * undefined (default), as huggingface_hub does: a branch or tag is asked of the hub (one
    * metadata request), so a moved branch gets its new commit; when the hub cannot answer, a
-   * complete cached snapshot serves. A full commit id that is cached makes no request.
+   * complete cached snapshot serves. A full commit id that is cached makes no request (with
+   * `include` globs one listing: only the hub knows every file they match).
    * true: also re-checks every file of the snapshot against the hub (HEAD each).
    * false: a complete cached snapshot is used without any request.
    */
@@ -156,7 +157,10 @@ export async function downloadModel(reference: string | HubReference, options: D
   // names no commit (its snapshots are named by revision), so asking it again cannot tell a move
   const pinned = /^[0-9a-f]{40}$/.test(revision) || ref.source === "modelscope";
   const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
-  if (cached && (offline || pinned || options.refresh === false)) return cached;
+  // --include globs are matched against what the cache holds, which may be what a narrower
+  // include fetched before: only the hub's listing can tell whether more files match
+  const explicit = (options.include?.length ?? 0) > 0;
+  if (cached && (offline || (pinned && !explicit) || options.refresh === false)) return cached;
   if (offline) {
     const refFile = cache.refPath(revision);
     const damaged = existsSync(refFile) && cache.refCommit(revision) === undefined ? ` (its ref file ${refFile} is damaged: it names no commit)` : "";
@@ -178,9 +182,9 @@ export async function downloadModel(reference: string | HubReference, options: D
     }
     throw e;
   }
-  // the branch still points at the cached commit: nothing to fetch or check
-  if (cached && cached.commit === listing.commit) return { ...cached, fromCache: false };
   const selection = selectFiles(listing.files.map((f) => f.path), { selector: ref.selector, include: options.include, exclude: options.exclude }, context);
+  // the branch still points at the cached commit and the cache holds every file selected: nothing to fetch or check
+  if (cached && cached.commit === listing.commit && selection.files.every((f) => cached.files.includes(f))) return result(ref, revision, cache, listing.commit, selection);
   // every name that becomes a path is checked before anything is written
   for (const f of selection.files) checkRelativePath(f, `file name listed by ${context}`);
   cache.snapshotDir(listing.commit);
@@ -200,10 +204,15 @@ export async function downloadModel(reference: string | HubReference, options: D
     if (cached && e instanceof HubError && (e.code === "network" || e.code === "disk") && !options.signal?.aborted) return cached;
     throw e;
   }
+  return result(ref, revision, cache, listing.commit, selection);
+}
+
+/** what the hub's listing selected, in the commit's snapshot */
+function result(ref: HubReference, revision: string, cache: RepoCache, commit: string, selection: FileSelection): DownloadResult {
   return {
-    source: ref.source, repo: ref.repo, revision, commit: listing.commit,
-    snapshotDir: cache.snapshotDir(listing.commit), files: selection.files,
-    path: selection.primary ? cache.snapshotPath(listing.commit, selection.primary) : cache.snapshotDir(listing.commit),
+    source: ref.source, repo: ref.repo, revision, commit,
+    snapshotDir: cache.snapshotDir(commit), files: selection.files,
+    path: selection.primary ? cache.snapshotPath(commit, selection.primary) : cache.snapshotDir(commit),
     fromCache: false,
   };
 }
