@@ -20,6 +20,11 @@ GGUF, or config + tokenizer files + one weight format.
   --offline        use the cache only (also HF_HUB_OFFLINE=1)
   --quiet          no progress on stderr
   --json           print {source, repo, revision, commit, snapshot, path, files, fromCache}
+
+Environment, read as huggingface_hub reads it: HF_HUB_CACHE / HF_HOME, HF_ENDPOINT, HF_TOKEN,
+HF_HUB_OFFLINE=1, and HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT: seconds a file / metadata
+request may go without data before it is abandoned and retried, a file resumed where it stopped
+(default 10; raise them on a slow or lossy link).
 `;
 
 export const DOWNLOAD_ARGS = {
