@@ -1136,7 +1136,7 @@ describe("webgpu backend: an Engine built directly over a KV pool larger than on
     const engine = new Engine(lm, opened.tokenizer, { contextSize: 4096, maxSequences: 256, storage: gpu });
     after(() => engine.close());
     assert.equal(engine.stats.kvCapacityTokens, limit / 512);
-    const o = await engine.submit({ promptTokens: [1, 2, 3], decoding: { kind: "sample", n: 1 }, sampling: { temperature: 0, seed: 0 }, maxTokens: 2, stop: [], stopTokens: [], ignoreEos: true }).outcome;
+    const o = await engine.submit({ promptTokens: [1, 2, 3], decoding: { kind: "sample", n: 1 }, sampling: { temperature: 0, seed: 0 }, maxTokens: 2, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined }).outcome;
     assert.equal(o.choices[0]!.completionTokens.length, 2);
   });
 });
