@@ -90,6 +90,26 @@ function validate(where: string, tj: JsonObject): void {
   for (const section of ["normalizer", "pre_tokenizer"] as const) checkRegexes(where, section, tj[section]);
 }
 
+/**
+ * The library's Unigram model hands a word's pieces on with one `push(...pieces)`, and a spread of
+ * more than ~100K arguments overflows the stack: 150K characters of Chinese with no space (one
+ * word to a Metaspace pre-tokenizer, a chapter of a novel) was refused. Not a bound on memory (the
+ * lattice is linear in the word), so the same pieces, in the same order, are pushed one at a time.
+ */
+function withUnigramPushes(lib: HFLibTokenizer): HFLibTokenizer {
+  const model = (lib as unknown as { model?: UnigramModel }).model;
+  // tokenize (the lattice's best pieces of one word) is the model's own; only the spread is replaced
+  if (model && typeof model.tokenize === "function" && typeof model.encode === "function") {
+    model.encode = (words) => {
+      const pieces: string[] = [];
+      for (const word of words) for (const piece of model.tokenize(word)) pieces.push(piece);
+      return pieces;
+    };
+  }
+  return lib;
+}
+interface UnigramModel { tokenize(word: string): string[]; encode(words: string[]): string[] }
+
 /** longest added token accepted (real ones are a few dozen characters; the library's matcher spends memory per character) */
 const MAX_ADDED_TOKEN_CHARS = 4096;
 const MODEL_TYPES = ["BPE", "WordPiece", "Unigram", "WordLevel"];
@@ -523,7 +543,8 @@ export class HFTokenizer implements Tokenizer {
     try {
       // absent sections mean "none" in tokenizer.json; the library wants them spelled out
       const sections = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
-      return new HFLib({ ...sections, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
+      const lib = new HFLib({ ...sections, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
+      return (this.source.tokenizerJson.model as JsonObject).type === "Unigram" ? withUnigramPushes(lib) : lib;
     } catch (e) {
       const message = String((e as Error).message).split("\n")[0];
       throw new Error(`${this.source.where}: ${this.culprit(addedTokens, config)}: cannot build the tokenizer: ${message}`);
