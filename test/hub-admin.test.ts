@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -8,6 +9,7 @@ import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.
 import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
+import { PROJECT_ROOT } from "./helpers/shared.js";
 import { documentedKeys } from "./helpers/documented-json.js";
 
 const C1 = "1111111111111111111111111111111111111111";
@@ -159,4 +161,36 @@ test("tsllm ls / rm on HF_HUB_CACHE", async () => {
   assert.match(again.stderr, /^tsllm: error: acme\/b is not in the cache .*\(cached: acme\/a\)\n$/);
   const usage = await tsllm(["rm"], env);
   assert.equal(usage.code, 2);
+});
+
+// root may delete anything, so as root the CLI runs as nobody (uid 65534) against a cache root owns
+const asRoot = process.getuid?.() === 0;
+test("tsllm rm on a cache it may not write is one line naming the cache and the path, not a bare EACCES", { skip: process.getuid === undefined ? "no POSIX users here" : false }, async () => {
+  const cache = join(dir, "not-mine");
+  hub.add({ repo: "acme/kept", commit: C1, files: [readme1] });
+  await downloadModel("acme/kept", opts(cache));
+  const repoDir = join(cache, "models--acme--kept");
+  // other users may read the cache, not change it (mkdtemp made its parent 0700)
+  for (const p of [dir, cache]) chmodSync(p, 0o755);
+  // every folder of the repo read-only, so no entry can be removed (nobody, who runs it as root, owns none of them)
+  const folders = (d: string): string[] => [d, ...readdirSync(d, { withFileTypes: true }).filter((e) => e.isDirectory()).flatMap((e) => folders(join(d, e.name)))];
+  const repoFolders = folders(repoDir);
+  if (!asRoot) for (const f of repoFolders) chmodSync(f, 0o555);
+  const literal = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  try {
+    const r = await new Promise<{ code: number | null; stderr: string }>((done) => {
+      const child = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "rm", "acme/kept"], {
+        cwd: PROJECT_ROOT, env: { ...process.env, HF_HUB_CACHE: cache, HOME: tmpdir() }, ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+      });
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      child.on("close", (code) => done({ code, stderr }));
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`^tsllm: error: cannot remove acme/kept from the cache ${literal(cache)}: permission denied \\(EACCES\\) at ${literal(repoDir)}.*; run as the cache's owner or make it writable \\(tsllm ls shows what is left\\)\\n$`));
+  } finally {
+    for (const f of repoFolders) chmodSync(f, 0o755);
+    chmodSync(dir, 0o700);
+  }
+  assert.deepEqual(listCachedRepos(cache).map((r) => r.repo), ["acme/kept"], "nothing was removed");
 });

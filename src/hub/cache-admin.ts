@@ -2,7 +2,7 @@ import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSyn
 import { rm } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { RepoCache, repoFolderName } from "./cache.js";
-import { HubError } from "./errors.js";
+import { describeIoError, HubError, isIoError } from "./errors.js";
 import { checkCacheName, checkRevision, parseHubReference } from "./reference.js";
 
 /**
@@ -153,6 +153,16 @@ function assertInside(root: string, dir: string, what: string): void {
  * uses. Removing the last snapshot removes the repo. `reference` is `org/name` or `org/name@revision`.
  */
 export async function removeCachedRepo(root: string, reference: string, revision?: string): Promise<RemoveResult> {
+  try {
+    return await removeFromCache(root, reference, revision);
+  } catch (e) {
+    // a cache owned by another user, or on a read-only volume: one line naming where it stopped
+    if (!isIoError(e)) throw e;
+    throw new HubError("disk", `cannot remove ${reference}${revision ? `@${revision}` : ""} from the cache ${root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; run as the cache's owner or make it writable (tsllm ls shows what is left)`);
+  }
+}
+
+async function removeFromCache(root: string, reference: string, revision?: string): Promise<RemoveResult> {
   const ref = parseCachedReference(reference);
   if (ref.selector) throw new HubError("bad-reference", `rm "${reference}": expected org/name or org/name@revision, not a file or quantization`);
   revision ??= ref.revision;
