@@ -23,13 +23,17 @@ const chance = (rng: Rng, p: number): boolean => rng.uniform() < p;
 const STRING_PIECES = ["", "a", "Z", "abc", "0", " ", "\u0000", "\u001f", "\n", "\t", '"', "\\", "/", "\u007f", "é", "日本", "😀", "\uD83D\uDE00x", "x y", "cat", "dog", "123-4567"];
 const PATTERNS = ["^[a-z]+$", "^\\d{3}-\\d{4}$", "ab", "^x", "y$", "^(cat|dog)$", "^[A-Z][a-z]{0,5}$", "^.{2,4}$", "é+", "^[^a]*$", "^\\w+$", "^(a|b)*c$"];
 const PATTERN_SAMPLES = ["abc", "123-4567", "xab", "ab", "x", "xy", "y", "cat", "dog", "Abc", "Q", "é", "éé", "日本", "😀😀", "zz", "bbc", "abac", "c", "q_1", "hello", "", "a\nb"];
-const FORMATS = ["date", "time", "date-time", "uuid", "email"];
+const FORMATS = ["date", "time", "date-time", "uuid", "email", "ipv4", "hostname", "duration", "uri"];
 const FORMAT_SAMPLES: Record<string, string[]> = {
   date: ["2024-02-29", "1999-12-31", "0000-01-01", "2023-11-30"],
   time: ["00:00:00Z", "23:59:59.123+05:30", "12:30:00-08:00"],
   "date-time": ["2024-01-15T10:20:30Z", "1970-01-01T00:00:00.000+00:00"],
   uuid: ["123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-ABCD-EF0123456789"],
-  email: ["a@b.co", "x.y@example.com"],
+  email: ["a@b.co", "x.y@example.com", "o'hara+tag@mail-1.example.org", "A/B=c@x--y.Z9"],
+  ipv4: ["0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.250.99"],
+  hostname: ["localhost", "example.com.", "a-b.c-d.e", "x".repeat(30) + ".y", "A1.b2.c3.d4.e5.f6.g7.h8"],
+  duration: ["P1Y", "PT0S", "P3Y6M4DT12H30M5S", "P2W", "P1DT2M", "PT36H"],
+  uri: ["https://example.com/a?b#c", "urn:isbn:0451450523"],
 };
 
 /** a random schema over the keywords tsllm claims; `defs` collects $defs (the root gets them) */
@@ -160,8 +164,13 @@ export function makeAjv(): Ajv2020 {
     return i > 0 && date(s.slice(0, i)) && time(s.slice(i + 1));
   });
   ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
-  // email (uri, ...) is an annotation to tsllm, as to llama.cpp: any string (zod writes a pattern beside it)
-  ajv.addFormat("email", () => true);
+  // ajv-formats' full mode's expressions for the formats OpenAI's strict mode names
+  ajv.addFormat("email", /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/i);
+  ajv.addFormat("hostname", /^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-0-9a-z]{0,61}[0-9a-z])?)*\.?$/i);
+  ajv.addFormat("ipv4", /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/);
+  ajv.addFormat("duration", /^P(?!$)((\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?|(\d+W)?)$/);
+  // uri is an annotation to tsllm, as to llama.cpp (and outside OpenAI's strict mode): any string
+  ajv.addFormat("uri", () => true);
   return ajv;
 }
 

@@ -431,7 +431,7 @@ test("schema keywords without a type shape the output; additionalProperties besi
     // OpenAPI's nullable, as ajv honours it
     [{ type: "string", nullable: true }, ['"x"', "null"], ["1"]],
     // a format that is only an annotation, and annotation keywords
-    [{ type: "string", format: "email", $comment: "c", readOnly: true, deprecated: false }, ['"a@b.c"', '"not an email"'], ["1"]],
+    [{ type: "string", format: "uri", $comment: "c", readOnly: true, deprecated: false }, ['"https://a.b/c"', '"not a uri"'], ["1"]],
   ];
   for (const [schema, good, bad] of cases) {
     const g = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
@@ -515,6 +515,25 @@ test("format date: each month's days, February 29 in leap years only, as RFC 333
   }
   // a length beside a format the grammar writes would be passed over (the date is 10 characters): refused
   assert.throws(() => jsonSchemaToGbnf({ type: "string", format: "date", maxLength: 5 }), /#\/maxLength: not supported together with format date/);
+});
+
+test("formats email, hostname, ipv4 and duration (OpenAI strict mode's) are written as ajv-formats' full mode checks them; random walks of each validate", () => {
+  const ajv = makeAjv();
+  const texts: Record<string, string[]> = {
+    email: ["a@b.co", "x.y@example.com", "o'hara+t@mail-1.x.org", "a@b", "a..b@c.d", ".a@b.c", "a@-b.c", "a@b-.c", "a@b.c-", "a b@c.d", "@b.c", "a@b..c", "A/B=c@x--y.Z9", "é@b.c"],
+    hostname: ["localhost", "example.com.", "a-b.c-d.e", "-a.b", "a-.b", "a..b", ".a", "a_b", "a.b.c.d.e.f.g.h", "x".repeat(30), "x".repeat(64), ""],
+    ipv4: ["0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "249.250.199.100", "1.2.3.-4"],
+    duration: ["P1Y", "PT0S", "P3Y6M4DT12H30M5S", "P2W", "P", "PT", "P1YT", "P1D2Y", "P1W2D", "PT1H2S", "P1M", "PT1M", "P1.5Y", "1Y"],
+  };
+  for (const [format, list] of Object.entries(texts)) {
+    const schema = { type: "string", format };
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = ajv.compile(schema);
+    for (const t of list) assert.equal(accepts(g, JSON.stringify(t)), validate(t), `${format} ${JSON.stringify(t)}`);
+    // a sentence the grammar writes validates (these formats were annotations: any string was written)
+    const r = checkSchema(schema, new Rng(format.length), ajv, 60, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], format);
+  }
 });
 
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {

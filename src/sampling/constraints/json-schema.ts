@@ -9,7 +9,8 @@ import { regexToGbnf } from "./regex.js";
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
  * structured output: type (one or a list), properties / required / additionalProperties, enum,
  * const, items with minItems / maxItems, tuples (prefixItems, or items as a list with
- * additionalItems), string minLength / maxLength and the formats date, time, date-time and uuid,
+ * additionalItems), string minLength / maxLength and the formats date, time, date-time, uuid,
+ * ipv4, hostname, email and duration,
  * pattern (a regular expression: regex.ts; a format beside it is left to it, as schema generators
  * such as zod write the format's own expression there), anyOf / oneOf, allOf of objects, $ref into
  * $defs / definitions, propertyNames of type string (what JSON keys are anyway), and {} or
@@ -45,11 +46,29 @@ const PRIMITIVES: Record<string, string> = {
  */
 const ESCAPE = `[\\\\] (["\\\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}))`;
 const CHAR = `char ::= [^"\\\\\\x00-\\x1F] | ${ESCAPE}`;
+const IPV4_PART = `("25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9])`;
+const HOST_LABEL = `[a-zA-Z0-9] ([a-zA-Z0-9-]{0,28} [a-zA-Z0-9])?`;
+const ATEXT = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]";
+// letters and digits, hyphens only between them (written so that each character has one reading)
+const DOMAIN_LABEL = `[a-zA-Z0-9]+ ("-"+ [a-zA-Z0-9]+)*`;
+const DURATION_DATE = `([0-9]+ "Y" ([0-9]+ "M")? ([0-9]+ "D")? | [0-9]+ "M" ([0-9]+ "D")? | [0-9]+ "D")`;
+const DURATION_TIME = `([0-9]+ "H" ([0-9]+ "M")? ([0-9]+ "S")? | [0-9]+ "M" ([0-9]+ "S")? | [0-9]+ "S")`;
 const FORMATS: Record<string, string> = {
   // RFC 3339's full-date: each month's days, February 29 only in leap years (every 4th, of centuries every 4th)
   date: `([0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [1-2] [0-9] | "3" [0-1]) | ("0" [469] | "11") "-" ("0" [1-9] | [1-2] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])) | ([0-9]{2} ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00") "-02-29")`,
   time: `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{3})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
   uuid: `[0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}`,
+  // the formats OpenAI's strict mode names beside those, as ajv-formats' full mode checks them
+  // (ipv6 is left an annotation: its compressed forms make a grammar of hundreds of alternatives).
+  // Dotted decimal, each part 0 to 255 without leading zeros
+  ipv4: `${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART}`,
+  // RFC 1123 labels of letters, digits and inner hyphens; the name is at most 253 characters,
+  // which a grammar cannot count across labels: at most 8 labels of at most 30 characters here
+  hostname: `${HOST_LABEL} ("." ${HOST_LABEL}){0,7} "."?`,
+  // dot-atoms before the @ (RFC 5322's atext), then a domain of two labels or more
+  email: `${ATEXT}+ ("." ${ATEXT}+)* "@" (${DOMAIN_LABEL} ".")+ ${DOMAIN_LABEL}`,
+  // ISO 8601 duration: P, then some of Y M D in order and T with some of H M S, or weeks alone
+  duration: `"P" (${DURATION_DATE} ("T" ${DURATION_TIME})? | "T" ${DURATION_TIME} | [0-9]+ "W")`,
 };
 const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
@@ -462,7 +481,7 @@ class Converter {
     }
     const format = s["format"];
     if (format !== undefined && typeof format !== "string") throw new GrammarError(`${path}/format: expected a string, got ${JSON.stringify(format)}`);
-    // other formats (email, uri, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
+    // other formats (uri, ipv6, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
     if (format !== undefined && (format === "date-time" || Object.hasOwn(FORMATS, format))) {
       // the format's grammar has its own length: a length beside it would be passed over
       for (const k of ["minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with format ${format}`);
