@@ -124,6 +124,44 @@ export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = 
   return new Converter(schema, limits.maxRules ?? 5000, limits.maxDepth ?? 64).convert();
 }
 
+/** keywords whose value is a schema, a list of schemas, or a map of names to schemas */
+const SUBSCHEMA_ONE = ["items", "additionalProperties", "additionalItems", "propertyNames", "not", "contains", "if", "then", "else"];
+const SUBSCHEMA_LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
+const SUBSCHEMA_MAP = ["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
+
+/**
+ * The schema path of the first place `keyword` is used as a keyword (not as a property's name),
+ * or undefined: OpenAI's strict mode refuses keywords (oneOf) that this converter reads loosely
+ */
+export function keywordPath(schema: unknown, keyword: string, path = "#", depth = 0): string | undefined {
+  // deeper than the converter goes: it refuses the schema itself
+  if (depth > 64 || typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+  const s = schema as Record<string, unknown>;
+  if (s[keyword] !== undefined) return `${path}/${keyword}`;
+  const found = (sub: unknown, at: string): string | undefined => keywordPath(sub, keyword, at, depth + 1);
+  for (const k of SUBSCHEMA_ONE) {
+    const at = found(s[k], `${path}/${k}`);
+    if (at !== undefined) return at;
+  }
+  for (const k of SUBSCHEMA_LIST) {
+    const list = s[k];
+    if (!Array.isArray(list)) continue;
+    for (let i = 0; i < list.length; i++) {
+      const at = found(list[i], `${path}/${k}/${i}`);
+      if (at !== undefined) return at;
+    }
+  }
+  for (const k of SUBSCHEMA_MAP) {
+    const map = s[k];
+    if (typeof map !== "object" || map === null || Array.isArray(map)) continue;
+    for (const [name, sub] of Object.entries(map)) {
+      const at = found(sub, `${path}/${k}/${name}`);
+      if (at !== undefined) return at;
+    }
+  }
+  return undefined;
+}
+
 /** "any JSON value" and "any JSON object" (response_format json_object) grammars */
 export function anyJsonGbnf(topLevel: "value" | "object" = "value"): string {
   return jsonSchemaToGbnf(topLevel === "object" ? { type: "object" } : {});
