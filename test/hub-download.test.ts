@@ -528,6 +528,20 @@ describe("stalled connections", () => {
     assert.ok(took >= 900 && took < 8_000, `took ${took} ms`);
   });
 
+  test("a timeout variable that is not a number of seconds is one error naming it, before any request", async () => {
+    const start = hub.requests.length;
+    for (const [name, value] of [["HF_HUB_DOWNLOAD_TIMEOUT", "30s"], ["HF_HUB_ETAG_TIMEOUT", "-1"]] as const) {
+      await assert.rejects(downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp(), { env: { [name]: value } })), (e: Error) => {
+        assert.equal(e.message, `${name}: "${value}" is not a number of seconds (expected e.g. 30; unset means 10)`);
+        return true;
+      });
+    }
+    assert.equal(hub.requests.length, start, "nothing asked");
+    // as huggingface_hub reads them, empty and 0 mean the default
+    const r = await downloadModel("acme/tiny-GGUF:Q4_K_S", opts(tmp(), { env: { HF_HUB_DOWNLOAD_TIMEOUT: "0", HF_HUB_ETAG_TIMEOUT: "" } }));
+    assert.deepEqual(r.files, ["tiny-Q4_K_S.gguf"]);
+  });
+
   test("a hub that never answers a metadata request is retried after HF_HUB_ETAG_TIMEOUT", { timeout: 20_000 }, async () => {
     hub.hang = 1;
     try {

@@ -147,6 +147,7 @@ export async function downloadModel(reference: string | HubReference, options: D
   const env = options.env ?? process.env;
   const ref = typeof reference === "string" ? parseHubReference(reference, options.source) : reference;
   const source = createSource(ref.source, { endpoint: options.endpoint, token: options.token, env, timeoutMs: options.timeoutMs });
+  const fileTimeoutMs = options.timeoutMs ?? timeoutFromEnv(env, "HF_HUB_DOWNLOAD_TIMEOUT"); // read before anything is asked
   const revision = options.revision ?? ref.revision ?? source.defaultRevision;
   checkRevision(revision, formatReference(ref));
   const context = formatReference(ref, revision);
@@ -191,7 +192,7 @@ export async function downloadModel(reference: string | HubReference, options: D
 
   try {
     try {
-      await writeSnapshot(cache, source, ref, revision, listing, selection.files, options, env);
+      await writeSnapshot(cache, source, ref, revision, listing, selection.files, { ...options, timeoutMs: fileTimeoutMs });
     } catch (e) {
       if (!isIoError(e)) throw e;
       const variable = ref.source === "modelscope" ? "MODELSCOPE_CACHE" : "HF_HUB_CACHE";
@@ -218,7 +219,7 @@ function result(ref: HubReference, revision: string, cache: RepoCache, commit: s
 }
 
 /** fetches what the cache lacks of `files`, links them into the commit's snapshot and records the revision's ref */
-async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], options: DownloadOptions, env: NodeJS.ProcessEnv): Promise<void> {
+async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], options: DownloadOptions & { timeoutMs: number }): Promise<void> {
   const byPath = new Map(listing.files.map((f) => [f.path, f]));
   await ensureDir(cache.dir);
   await pool(files, options.concurrency ?? 4, async (file) => {
@@ -248,7 +249,7 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
         await fetchBlob({
           location, auth: source.auth, blobPath: blob, what,
           retries: options.retries ?? 5, retryDelayMs: options.retryDelayMs ?? 500,
-          timeoutMs: options.timeoutMs ?? timeoutFromEnv(env, "HF_HUB_DOWNLOAD_TIMEOUT"),
+          timeoutMs: options.timeoutMs,
           onBytes: (n) => report("bytes", n), signal: options.signal,
         });
         report("done", location.size);

@@ -33,10 +33,17 @@ export interface HubResponse {
   stalled(): boolean;
 }
 
-/** default stall timeout in ms: huggingface_hub's HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT (seconds, default 10) */
+/**
+ * default stall timeout in ms: huggingface_hub's HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT
+ * (seconds; unset, empty or 0 means 10). A value that is not a number of seconds is an error, as
+ * Python's int() of it is: a typo silently meant 10 s on the slow link it was set for.
+ */
 export function timeoutFromEnv(env: NodeJS.ProcessEnv, name: "HF_HUB_ETAG_TIMEOUT" | "HF_HUB_DOWNLOAD_TIMEOUT"): number {
-  const v = Number(env[name]);
-  return env[name] && Number.isFinite(v) && v > 0 ? v * 1000 : 10_000;
+  const text = env[name]?.trim();
+  if (!text) return 10_000;
+  const v = Number(text);
+  if (!Number.isFinite(v) || v < 0) throw new Error(`${name}: "${env[name]}" is not a number of seconds (expected e.g. 30; unset means 10)`);
+  return v > 0 ? v * 1000 : 10_000;
 }
 
 /** `1.5 s` */
