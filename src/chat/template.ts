@@ -213,8 +213,9 @@ export class ChatTemplate {
     for (const m of messages) for (const t of m.content === null ? [] : contentTexts(m.content)) inputChars += t.length + PER_MESSAGE_CHARS;
     const interpreter = new Interpreter({
       deadline: performance.now() + this.limits.maxRenderMs,
-      maxOutputChars: this.limits.maxOutputChars + inputChars,
-      maxItems: this.limits.maxItems + messages.length,
+      maxOutputChars: this.limits.maxOutputChars,
+      maxItems: this.limits.maxItems,
+      input: { items: messages.length, chars: inputChars },
     });
     try {
       for (const [k, v] of Object.entries(vars)) globals.set(k, fromJS(v));

@@ -22,6 +22,8 @@ export interface RenderBudget {
   deadline: number;
   maxOutputChars: number;
   maxItems: number;
+  /** what the input brings past those bounds (a long chat's messages and their text are not a runaway template's) */
+  input?: { items: number; chars: number };
 }
 
 /** a render stopped by its budget (the message says which bound) */
@@ -117,7 +119,12 @@ export class Interpreter implements FilterContext {
   private steps = 0;
   private macroDepth = 0;
 
+  private readonly maxChars: number;
+  private readonly maxItems: number;
+
   constructor(private readonly budget: RenderBudget) {
+    this.maxChars = budget.maxOutputChars + (budget.input?.chars ?? 0);
+    this.maxItems = budget.maxItems + (budget.input?.items ?? 0);
     useEquals(equals);
     useAdd((a, b) => this.binary("+", a, b));
   }
@@ -132,11 +139,17 @@ export class Interpreter implements FilterContext {
   // ---- size and time ----
 
   check(chars: number): void {
-    if (chars > this.budget.maxOutputChars) throw new RenderLimitError(`rendering produced more than ${this.budget.maxOutputChars} characters; the template may be runaway`);
+    if (chars > this.maxChars) {
+      const beyond = this.budget.input?.chars ? ` beyond the ${this.budget.input.chars} its messages bring` : "";
+      throw new RenderLimitError(`rendering produced more than ${this.budget.maxOutputChars} characters${beyond}; the template may be runaway`);
+    }
   }
 
   private checkItems(n: number): void {
-    if (n > this.budget.maxItems) throw new RenderLimitError(`rendering produced a list of ${n} items, more than the ${this.budget.maxItems} allowed; the template may be runaway`);
+    if (n > this.maxItems) {
+      const beyond = this.budget.input?.items ? ` beyond the ${this.budget.input.items} messages it was given` : "";
+      throw new RenderLimitError(`rendering produced a list of ${n} items, more than the ${this.budget.maxItems} allowed${beyond}; the template may be runaway`);
+    }
   }
 
   private tick(): void {
@@ -651,9 +664,16 @@ const UNDEFINED_OK = new Set([
 /** Python's arithmetic on int, float and bool: // and % floor toward -inf, / is always float, int ** negative int is float, ints exact at any size */
 function arithmetic(op: string, a: number | bigint | Float | boolean, b: number | bigint | Float | boolean): Value {
   // two small ints (`messages|length - 1`, `loop.index0 + 1`): no BigInt made, which a long chat's render would make twice a message
-  if (typeof a === "number" && typeof b === "number" && (op === "+" || op === "-" || op === "*")) {
-    const v = op === "+" ? a + b : op === "-" ? a - b : a * b;
-    if (Number.isSafeInteger(v)) return v;
+  if (typeof a === "number" && typeof b === "number") {
+    if (op === "+" || op === "-" || op === "*") {
+      const v = op === "+" ? a + b : op === "-" ? a - b : a * b;
+      if (Number.isSafeInteger(v)) return v;
+    } else if ((op === "%" || op === "//") && b !== 0 && Math.abs(a) <= 2 ** 31 && Math.abs(b) <= 2 ** 31) {
+      // (`loop.index0 % 2`: exact in doubles at this size, floored toward -inf as Python floors)
+      if (op === "//") return Math.floor(a / b) + 0;
+      const r = a % b;
+      return r !== 0 && r < 0 !== b < 0 ? r + b : r + 0;
+    }
   }
   const i = exactInt(a), j = exactInt(b);
   if (i !== undefined && j !== undefined && op !== "/" && !(op === "**" && j < 0n)) return intArithmetic(op, a, b, i, j);
