@@ -207,7 +207,7 @@ test("load's AbortSignal stops a download mid-way: an AbortError, the connection
   assert.equal(r.error, `${base}/m/slow/stories260K.gguf: aborted`);
   assert.ok(r.progressEvents > 0);
   assert.equal(r.cachedModels, 0, "nothing of the aborted download is cached");
-  assert.equal(r.generate, "no model is loaded (send load first)");
+  assert.equal(r.generate, `no model is loaded (the last load failed: ${base}/m/slow/stories260K.gguf: aborted)`);
   assert.deepEqual(r.next, golden());
   // the server saw the download end before the file did
   for (let i = 0; i < 100 && closedAt.length === closedBefore; i++) await new Promise((resolve) => setTimeout(resolve, 20));

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -11,8 +11,9 @@ import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 // TsllmWorker (src/browser/client.ts) and the engine worker (src/browser/engine-worker.ts) driven
 // directly from a page of the browser example's server (cross-origin isolated), in headless chromium
 const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
 const CHROMIUM = "/usr/bin/chromium";
-const skip = skipWithoutShared(MODEL) || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED) || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
 
 const modelsDir = mkdtempSync(join(tmpdir(), "tsllm-browser-worker-"));
 let server: ChildProcess | undefined;
@@ -30,6 +31,23 @@ after(async () => {
   if (server) stopExampleServer(server);
   rmSync(modelsDir, { recursive: true, force: true });
 });
+
+/** llama.cpp's first 4 greedy tokens after "Once upon a time" */
+const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 4);
+
+/** runs `body` in a fresh page with TsllmWorker in scope; returns what it returns */
+async function inPage<T>(body: string): Promise<{ value: T; errors: string[] }> {
+  const { page, errors } = await openPage();
+  const value = await page.evaluate(async (code) => {
+    const lib = "/tsllm/tsllm.js";
+    const { TsllmWorker } = await import(lib);
+    return new Function("TsllmWorker", `return (async () => { ${code} })()`)(TsllmWorker);
+  }, body);
+  // a rejection nobody handled surfaces as a page error a moment later
+  await new Promise((r) => setTimeout(r, 200));
+  await page.close();
+  return { value: value as T, errors };
+}
 
 async function openPage(): Promise<{ page: Page; errors: string[] }> {
   const page = await browser!.newPage();
@@ -115,4 +133,54 @@ test("two loads at once leave one model: the one the first load built is dispose
   }
   assert.deepEqual(errors, []);
   await page.close();
+});
+
+test("calls sent while a load runs wait for it: generate right after an unawaited load gives llama.cpp's tokens; after a failed load the error says why", { skip }, async () => {
+  const { value, errors } = await inPage<{ tokens: number[]; afterFailed: string }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const loading = engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const r = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    await loading;
+    engine.load("/models/missing.gguf", { cache: false }).catch(() => undefined);
+    const afterFailed = await engine.tokenize("x").then(() => "tokenized", (e) => e.message);
+    engine.terminate();
+    return { tokens: r.completionTokens, afterFailed };`);
+  assert.deepEqual(value.tokens, golden());
+  assert.match(value.afterFailed, /^no model is loaded \(the last load failed: http:\/\/127\.0\.0\.1:\d+\/models\/missing\.gguf: HTTP 404 Not Found\)$/);
+  assert.deepEqual(errors, []);
+});
+
+test("a signal aborted before the call: generate and chat end at once with finishReason abort and no token (as Model.generate in Node); a load is an AbortError and keeps the model", { skip }, async () => {
+  const { value, errors } = await inPage<{ generate: [string, number]; chat: [string, number]; load: string; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const signal = AbortSignal.abort();
+    const g = await engine.generate("Once upon a time", { maxTokens: 50, signal });
+    const c = await engine.chat([{ role: "user", content: "Once upon a time" }], { chatTemplate: "{{ messages[0].content }}", maxTokens: 50, signal });
+    const load = await engine.load("/models/stories260K.gguf", { cache: false, signal }).then(() => "loaded", (e) => e.name);
+    const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { generate: [g.finishReason, g.completionTokens.length], chat: [c.finishReason, c.completionTokens.length], load, after: after.completionTokens };`);
+  assert.deepEqual(value.generate, ["abort", 0]);
+  assert.deepEqual(value.chat, ["abort", 0]);
+  assert.equal(value.load, "AbortError");
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});
+
+test("an option postMessage cannot copy (a function, a symbol) rejects that call naming where it is, instead of throwing; nothing is left pending", { skip }, async () => {
+  const { value, errors } = await inPage<{ generate: string; chat: string; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const outcome = (call) => { try { return call().then(() => "resolved", (e) => "rejected: " + e.message); } catch (e) { return "threw: " + e.message; } };
+    const generate = await outcome(() => engine.generate("x", { maxTokens: 2, onToken: () => true }));
+    const chat = await outcome(() => engine.chat([{ role: "user", content: [{ type: "text", text: Symbol("hi") }] }], { maxTokens: 2 }));
+    const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    // a call left pending would reject unhandled here
+    engine.terminate();
+    return { generate, chat, after: after.completionTokens };`);
+  assert.match(value.generate, /^rejected: tsllm generate: options\.onToken \(a function\) cannot be sent to the engine worker \(.*could not be cloned/);
+  assert.match(value.chat, /^rejected: tsllm chat: messages\[0\]\.content\[0\]\.text \(a symbol\) cannot be sent to the engine worker/);
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
 });

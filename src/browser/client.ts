@@ -21,6 +21,18 @@ export interface StreamOptions {
   onStep?: (step: Step) => void;
 }
 
+/** where in a request the first value postMessage cannot copy (a function or a symbol) lies, e.g. "options.onToken" */
+function uncopyable(value: unknown, path = "", seen = new Set<object>()): string | undefined {
+  if (typeof value === "function" || typeof value === "symbol") return `${path} (a ${typeof value})`;
+  if (value === null || typeof value !== "object" || seen.has(value) || value instanceof Blob) return undefined;
+  seen.add(value);
+  for (const [key, v] of Object.entries(value)) {
+    const found = uncopyable(v, Array.isArray(value) ? `${path}[${key}]` : path ? `${path}.${key}` : key, seen);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** a URL relative to the page, as the worker (and the cache) sees it */
 const absolute = (url: string | URL): string => new URL(url, baseHref()).href;
 
@@ -68,18 +80,25 @@ export class TsllmWorker {
     const id = this.nextId++;
     // a terminated (or never started) worker drops messages without a word: the call would wait forever
     if (this.dead) return { id, done: Promise.reject(this.dead) };
+    try {
+      this.worker.postMessage({ ...request, id });
+    } catch (e) {
+      // a value that cannot be copied to the worker (a function, a DOM node): this call rejects (it threw, and
+      // its entry stayed pending to reject unhandled at terminate), naming the value's place where it can be found
+      return { id, done: Promise.reject(new Error(`tsllm ${request.op}: ${uncopyable(request) ?? "the request"} cannot be sent to the engine worker (${e instanceof Error ? e.message : String(e)})`)) };
+    }
     const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep, onProgress }));
-    this.worker.postMessage({ ...request, id });
     return { id, done };
   }
 
-  private streamed<T>(request: Outgoing, options: StreamOptions & { onProgress?: (p: LoadProgress) => void }): Promise<T> {
-    const { id, done } = this.call<T>(request, options.onStep, options.onProgress);
+  private streamed<T>(request: Extract<Outgoing, { op: "load" | "generate" | "chat" }>, options: StreamOptions & { onProgress?: (p: LoadProgress) => void }): Promise<T> {
     const signal = options.signal;
+    // aborted before it was sent: the request says so (an abort message is read only after the generation's first token)
+    if (signal?.aborted) return this.call<T>({ ...request, aborted: true }, options.onStep, options.onProgress).done;
+    const { id, done } = this.call<T>(request, options.onStep, options.onProgress);
     if (!signal) return done;
     const abort = (): void => void this.call({ op: "abort", target: id }).done.catch(() => undefined);
-    if (signal.aborted) abort();
-    else signal.addEventListener("abort", abort, { once: true });
+    signal.addEventListener("abort", abort, { once: true });
     return done.finally(() => signal.removeEventListener("abort", abort));
   }
 

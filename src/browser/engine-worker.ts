@@ -17,6 +17,8 @@ import type { WorkerScope } from "../platform/web.js";
 const scope = globalThis as unknown as WorkerScope;
 let model: Model | undefined;
 let backendName = "wasm";
+/** why the last load failed (cleared by a load that works, or an unload): what a call that needs the model is told */
+let loadFailure: string | undefined;
 const running = new Map<number, AbortController>();
 
 const send = (reply: Reply): void => scope.postMessage(reply);
@@ -34,8 +36,26 @@ function changeModel<T>(change: () => Promise<T>): Promise<T> {
 }
 
 function loaded(): Model {
-  if (!model) throw new Error("no model is loaded (send load first)");
+  if (!model) throw new Error(`no model is loaded (${loadFailure ? `the last load failed: ${loadFailure}` : "send load first"})`);
   return model;
+}
+
+/**
+ * The model, once the loads and unloads sent before this request are done: messages are handled
+ * in the order the page sent them, so `load(url)` then `generate(...)` without awaiting the load
+ * generates with that model (it said "no model is loaded" while the load ran).
+ */
+async function current(): Promise<Model> {
+  await modelChanges;
+  return loaded();
+}
+
+/** a request that an abort message may end: registered at once (it may be aborted while it waits), aborted already when the page's signal was */
+function abortable(req: Extract<Request, { op: "load" | "generate" | "chat" }>): AbortController {
+  const controller = new AbortController();
+  running.set(req.id, controller);
+  if (req.aborted) controller.abort();
+  return controller;
 }
 
 async function streamTo(id: number, it: AsyncGenerator<ChoiceStep, unknown>): Promise<unknown> {
@@ -54,7 +74,11 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
   model = undefined;
   backendName = req.options?.backend ?? "wasm";
   const progress = req.progress ? (p: LoadProgress) => send({ id: req.id, kind: "progress", progress: p }) : undefined;
-  const loaded = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress, signal });
+  const loaded = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress, signal }).catch((e: unknown) => {
+    loadFailure = e instanceof Error ? e.message : String(e);
+    throw e;
+  });
+  loadFailure = undefined;
   model = loaded.model;
   const m = model;
   return {
@@ -69,35 +93,31 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
 async function handle(req: Request): Promise<unknown> {
   switch (req.op) {
     case "load": {
-      // registered at once: an abort may come while this load waits for the one before it
-      const controller = new AbortController();
-      running.set(req.id, controller);
+      const controller = abortable(req);
       return changeModel(() => load(req, controller.signal)).finally(() => running.delete(req.id));
     }
     case "tokenize":
-      return loaded().tokenizer.encode(req.text, { addSpecialTokens: req.addSpecialTokens ?? true });
+      return (await current()).tokenizer.encode(req.text, { addSpecialTokens: req.addSpecialTokens ?? true });
     case "detokenize":
-      return loaded().tokenizer.decode(req.tokens);
+      return (await current()).tokenizer.decode(req.tokens);
     case "generate": {
-      const controller = new AbortController();
-      running.set(req.id, controller);
+      const controller = abortable(req);
       try {
-        return await streamTo(req.id, loaded().stream(req.prompt, { ...req.options, signal: controller.signal }));
+        return await streamTo(req.id, (await current()).stream(req.prompt, { ...req.options, signal: controller.signal }));
       } finally {
         running.delete(req.id);
       }
     }
     case "chat": {
-      const controller = new AbortController();
-      running.set(req.id, controller);
+      const controller = abortable(req);
       try {
-        return await streamTo(req.id, loaded().streamChat(req.messages, { ...req.options, signal: controller.signal }));
+        return await streamTo(req.id, (await current()).streamChat(req.messages, { ...req.options, signal: controller.signal }));
       } finally {
         running.delete(req.id);
       }
     }
     case "timeForward":
-      return timeGreedyForward(loaded().languageModel, req.promptTokens, req.genTokens, req.contextSize);
+      return timeGreedyForward((await current()).languageModel, req.promptTokens, req.genTokens, req.contextSize);
     case "abort":
       running.get(req.target)?.abort();
       return undefined;
@@ -105,6 +125,7 @@ async function handle(req: Request): Promise<unknown> {
       return changeModel(async () => {
         model?.dispose();
         model = undefined;
+        loadFailure = undefined;
       });
     case "cachedModels":
       return listCachedModels();

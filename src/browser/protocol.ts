@@ -2,7 +2,9 @@
  * The messages between a page (client.ts) and the engine worker (engine-worker.ts). Every
  * request carries an id; the worker answers it with one `result` or `error`, and a generation
  * sends `step` messages before that. `abort` ends a generation early (its result then has
- * finishReason "abort"), or a load (its error is an AbortError).
+ * finishReason "abort"), or a load (its error is an AbortError); `aborted` on the request itself
+ * says the page's signal was aborted before it was sent (an abort message would come after the
+ * generation's first token).
  */
 import type { ChatMessageInput } from "../chat/index.js";
 import type { ChatOptions } from "../llm.js";
@@ -16,11 +18,11 @@ export type WorkerGenerateOptions = Omit<GenerateOptions, "signal" | "draftModel
 export type WorkerChatOptions = Omit<ChatOptions, "signal" | "draftModel">;
 
 export type Request =
-  | { id: number; op: "load"; source: string | Blob; options?: WorkerLoadOptions; progress?: boolean }
+  | { id: number; op: "load"; source: string | Blob; options?: WorkerLoadOptions; progress?: boolean; aborted?: boolean }
   | { id: number; op: "tokenize"; text: string; addSpecialTokens?: boolean }
   | { id: number; op: "detokenize"; tokens: number[] }
-  | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions }
-  | { id: number; op: "chat"; messages: ChatMessageInput[]; options?: WorkerChatOptions }
+  | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions; aborted?: boolean }
+  | { id: number; op: "chat"; messages: ChatMessageInput[]; options?: WorkerChatOptions; aborted?: boolean }
   | { id: number; op: "timeForward"; promptTokens: number[]; genTokens: number; contextSize: number }
   | { id: number; op: "abort"; target: number }
   | { id: number; op: "unload" }
