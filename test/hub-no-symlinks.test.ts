@@ -66,3 +66,43 @@ test("without symlinks two concurrent downloads of the same file transfer its by
   assert.equal(hub.bytesServed - served, files.reduce((n, f) => n + f.content.length, 0), "each file's bytes served once");
   assert.deepEqual(readdirSync(join(cache, "models--acme--nolinks", "blobs")), [], "no blob nor partial file left");
 });
+
+test("without symlinks a blob another download moves away while this one copies it is fetched again, not a failed download", async () => {
+  // two files with the same bytes share one blob: a.safetensors' download moves it into its
+  // snapshot while b.safetensors' download, which found it present, is about to copy it
+  const twin = randomBytes(30_000, 22);
+  hub.add({ repo: "acme/twins", commit: COMMIT, files: [{ path: "a.safetensors", content: twin }, { path: "b.safetensors", content: twin }] });
+  const cache = mkdtempSync(join(tmpdir(), "tsllm-hub-nolinks-"));
+  roots.push(cache);
+  const blob = join(cache, "models--acme--twins", "blobs", blobName({ path: "a.safetensors", content: twin }));
+  const realRename = fsp.rename;
+  const realCopy = fsp.copyFile;
+  let second: Promise<unknown> | undefined;
+  let atCopy!: () => void;
+  const bAtCopy = new Promise<void>((r) => (atCopy = r));
+  let moved!: () => void;
+  const aMoved = new Promise<void>((r) => (moved = r));
+  fsp.rename = async (from, to) => {
+    await realRename(from, to);
+    if (String(to) === blob && !second) {
+      // a.safetensors is fetched and about to be moved: b.safetensors' download starts now and finds the blob
+      second = downloadModel("acme/twins", opts(cache, { include: ["b.safetensors"] }));
+      await bAtCopy;
+    } else if (String(from) === blob) moved();
+  };
+  fsp.copyFile = async (from, to, mode) => {
+    if (String(from) === blob) { atCopy(); await aMoved; }
+    return realCopy(from, to, mode);
+  };
+  syncBuiltinESMExports();
+  try {
+    const a = await downloadModel("acme/twins", opts(cache, { include: ["a.safetensors"] }));
+    const b = (await second) as Awaited<ReturnType<typeof downloadModel>>;
+    assert.deepEqual(readFileSync(join(a.snapshotDir, "a.safetensors")), twin);
+    assert.deepEqual(readFileSync(join(b.snapshotDir, "b.safetensors")), twin);
+  } finally {
+    fsp.rename = realRename;
+    fsp.copyFile = realCopy;
+    syncBuiltinESMExports();
+  }
+});

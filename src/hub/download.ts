@@ -234,33 +234,39 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
       report("cached", location.size);
       return;
     }
-    if (have()) {
-      report("cached", location.size);
-    } else {
-      let linked = false; // the snapshot holds the file once the lock is let go
-      await withFileLock(cache.lockPath(location.etag), async () => {
-        // another download finished it meanwhile: its blob is there, or, without symlinks, was
-        // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
-        if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); linked = true; return; }
-        if (have()) { report("cached", location.size); return; }
-        await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
-        const partial = `${blob}.incomplete`;
-        report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
-        await fetchBlob({
-          location, auth: source.auth, blobPath: blob, what,
-          retries: options.retries ?? 5, retryDelayMs: options.retryDelayMs ?? 500,
-          timeoutMs: options.timeoutMs,
-          onBytes: (n) => report("bytes", n), signal: options.signal,
-        });
-        report("done", location.size);
-        // linked under the lock: where symlinks are refused the new blob is moved, and another
-        // download of it must not find it half gone
-        await cache.linkSnapshot(listing.commit, file, location.etag, true);
-        linked = true;
-      }, options.signal);
-      if (linked) return;
+    /** fetches the blob holding its lock; true when the snapshot holds the file once the lock is let go */
+    const fetchUnderLock = () => withFileLock(cache.lockPath(location.etag), async () => {
+      // another download finished it meanwhile: its blob is there, or, without symlinks, was
+      // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
+      if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); return true; }
+      if (have()) { report("cached", location.size); return false; }
+      await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
+      const partial = `${blob}.incomplete`;
+      report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
+      await fetchBlob({
+        location, auth: source.auth, blobPath: blob, what,
+        retries: options.retries ?? 5, retryDelayMs: options.retryDelayMs ?? 500,
+        timeoutMs: options.timeoutMs,
+        onBytes: (n) => report("bytes", n), signal: options.signal,
+      });
+      report("done", location.size);
+      // linked under the lock: where symlinks are refused the new blob is moved, and another
+      // download of it must not find it half gone
+      await cache.linkSnapshot(listing.commit, file, location.etag, true);
+      return true;
+    }, options.signal);
+    for (let attempt = 0; ; attempt++) {
+      if (have()) report("cached", location.size);
+      else if (await fetchUnderLock()) return;
+      try {
+        await cache.linkSnapshot(listing.commit, file, location.etag);
+        return;
+      } catch (e) {
+        // without symlinks the blob is copied, and another download of it may move it into its
+        // own snapshot between the check and the copy: then it is fetched as if never there
+        if (attempt > 0 || (e as NodeJS.ErrnoException).code !== "ENOENT" || existsSync(blob)) throw e;
+      }
     }
-    await cache.linkSnapshot(listing.commit, file, location.etag);
   });
   await cache.writeRef(revision, listing.commit);
 }
