@@ -7,7 +7,7 @@ import {
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
-import { checkCacheTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
+import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
@@ -425,6 +425,8 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
   });
   const { path, tokenizer, metadata } = opened;
   try {
+    // a matrix type the backend cannot multiply is refused now, before its weights are read
+    checkMatmulTypes(path, opened.tensors, options.quantize, backend);
     // the plan again where the backend caps one buffer (a GPU adapter's largest storage binding,
     // known once the backend has started): a layer's K or V array past it is refused here, with a
     // context that fits (contextSize "auto" picks one), not at the first request

@@ -6,7 +6,7 @@ import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader
 import { resolveModelReference } from "../hub/index.js";
 import { defaultContextSize, kvCacheTypesOf, loadPlanRequest, type LoadModelOptions } from "../llm.js";
 import { probeWebGPU, type KVCacheTypes } from "../kernels/index.js";
-import { checkCacheTypes, decoderShape, loadedType, openEncoder, openModel } from "../models/index.js";
+import { checkCacheTypes, decoderShape, matricesWithoutKernel, openEncoder, openModel } from "../models/index.js";
 import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../models/module-tree.js";
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
@@ -299,26 +299,17 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
 /**
  * The model against the webgpu adapter: its largest buffer, whether a layer's K or V array of the
  * planned KV pool fits in it, and the matrices whose type (after --quantize) its matmul lacks
- * (the embedding table of a model with its own output matrix is only looked up: not counted),
- * which fail at their first matmul; or why there is no adapter.
+ * (tables only looked up are not counted), which loadModel refuses before reading weights; or why
+ * there is no adapter.
  */
 function webgpuOf(o: Opened, gpu: Awaited<ReturnType<typeof probeWebGPU>> | { error: string }, plan: ReturnType<typeof planOf>, quantize: Quantization | undefined) {
   if ("error" in gpu) return { error: gpu.error };
   const q = quantize === undefined ? undefined : quantizationType(quantize);
-  const lookedUpOnly = o.tensors.has("output.weight") ? "token_embd.weight" : undefined;
-  const missing = new Map<string, { tensors: number; first: string }>();
-  for (const t of o.tensors.values()) {
-    if (t.dims.length !== 2 || t.name === lookedUpOnly) continue;
-    const type = typeName(loadedType(t, q));
-    if (gpu.matmulTypes.includes(type)) continue;
-    const e = missing.get(type) ?? { tensors: 0, first: t.name };
-    e.tensors++;
-    missing.set(type, e);
-  }
+  const missing = matricesWithoutKernel(o.tensors, q, (type) => gpu.matmulTypes.includes(typeName(type)));
   return {
     adapter: gpu.adapter, maxBufferBytes: gpu.maxBufferBytes,
     ...(plan ? { kvArrayBytes: plan.kvArrayBytes, kvArrayFits: plan.kvArrayBytes <= gpu.maxBufferBytes } : {}),
-    typesWithoutMatmul: Object.fromEntries(missing),
+    typesWithoutMatmul: Object.fromEntries([...missing].map(([type, e]) => [typeName(type), e])),
   };
 }
 

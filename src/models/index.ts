@@ -5,6 +5,6 @@ export { openModel, withEndOfGeneration, type OpenedModel, type OpenModelOptions
 export { buildModel, buildModelFrom, checkCacheTypes, decoderShape, SUPPORTED_ARCHITECTURES } from "./registry.js";
 export type { DecoderShape } from "./hyperparameters.js";
 export type { LoadQuantization, WeightStoreOptions } from "./weights.js";
-export { byteLengthAs, LOAD_QUANTIZATIONS, loadedType, loadedWeightBytes } from "./weights.js";
+export { byteLengthAs, checkMatmulTypes, LOAD_QUANTIZATIONS, loadedType, loadedWeightBytes, matricesWithoutKernel } from "./weights.js";
 export { EncoderModel, type EncoderInfo, type EncoderInput, type EncoderOutput, type EncodeOptions as EncoderEncodeOptions } from "./encoder.js";
 export { openEncoder, type OpenedEncoder } from "./open-encoder.js";

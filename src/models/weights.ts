@@ -1,6 +1,6 @@
 import { GGUFError, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { canMatmul, type Backend } from "../kernels/index.js";
-import { convertRows, dequantizeRow, elementCount, GGMLType, quantizationType, QUANTIZATIONS, rowByteLength, typeForRows, typeName, type Quantization, type Tensor } from "../tensor/index.js";
+import { convertRows, dequantizeRow, elementCount, FILE_QUANTIZATIONS, GGMLType, quantizationType, QUANTIZATIONS, rowByteLength, typeForRows, typeName, type Quantization, type Tensor } from "../tensor/index.js";
 import { canDequantize } from "../tensor/quant/index.js";
 
 /** weight formats a model can be quantized to while loading: every GGUF quantization tsllm writes, and the in-memory nf4 / int8 */
@@ -42,6 +42,48 @@ export function loadedWeightBytes(tensors: Iterable<SourceTensorInfo>, q: Quanti
   let n = 0;
   for (const t of tensors) n += byteLengthAs(t, loadedType(t, type));
   return n;
+}
+
+/** 2-D tensors a model only looks rows up in (getRows: position and token-type tables), never multiplies */
+const LOOKED_UP_ONLY = new Set(["position_embd.weight", "token_types.weight"]);
+
+/**
+ * The matrices of a model, loaded with quantization `q`, whose type `canMultiply` refuses: how many
+ * of each type and the first, in the model's order. Tables only looked up are not counted (the
+ * token embedding of a model with its own output matrix, position and token-type tables).
+ */
+export function matricesWithoutKernel(tensors: ReadonlyMap<string, Pick<SourceTensorInfo, "name" | "type" | "dims">>, q: GGMLType | undefined, canMultiply: (type: GGMLType) => boolean): Map<GGMLType, { tensors: number; first: string }> {
+  const lookedUpOnly = tensors.has("output.weight") ? "token_embd.weight" : undefined;
+  const missing = new Map<GGMLType, { tensors: number; first: string }>();
+  for (const t of tensors.values()) {
+    if (t.dims.length !== 2 || t.name === lookedUpOnly || LOOKED_UP_ONLY.has(t.name)) continue;
+    const type = loadedType(t, q);
+    if (canMultiply(type)) continue;
+    const e = missing.get(type) ?? { tensors: 0, first: t.name };
+    e.tensors++;
+    missing.set(type, e);
+  }
+  return missing;
+}
+
+/**
+ * Refuses, before any weight is read, a model with matrices the backend has no matmul kernel for
+ * (webgpu: IQ2_XXS and the other i-quants...), which would otherwise be read whole onto the device
+ * and fail only at the first forward pass. No fallback to the host for those matmuls: every
+ * forward would copy activations off the device and back for each such matrix (all of them, in
+ * such a model), slower than the wasm backend it would amount to.
+ */
+export function checkMatmulTypes(path: string, tensors: ReadonlyMap<string, Pick<SourceTensorInfo, "name" | "type" | "dims">>, quantize: Quantization | undefined, backend: Pick<Backend, "name" | "canMultiply">): void {
+  const can = backend.canMultiply;
+  if (!can) return;
+  const q = quantize === undefined ? undefined : quantizationType(quantize);
+  const missing = [...matricesWithoutKernel(tensors, q, can)];
+  if (missing.length === 0) return;
+  const what = missing.map(([type, e]) => `${e.tensors} ${e.tensors === 1 ? "matrix is" : "matrices are"} ${typeName(type)} (${e.first}${e.tensors > 1 ? ", ..." : ""})`).join(", ");
+  const from = q === undefined ? "" : ` after quantize ${JSON.stringify(quantize)}`;
+  const to = FILE_QUANTIZATIONS.filter((t) => can(quantizationType(t)));
+  const convert = to.length === 0 ? "" : `, or convert it to a type it multiplies: tsllm quantize IN OUT.gguf --type ${to.includes("q4_k") ? "q4_k" : to[0]} (or ${to.filter((t) => t !== "q4_k").join(", ")})`;
+  throw new GGUFError(path, "tensors", `${what}${from}, which the ${backend.name} backend has no matmul kernel for: load it with the wasm backend (--backend wasm)${convert}`);
 }
 
 /** read this many source bytes per chunk when converting */
@@ -155,7 +197,8 @@ export class WeightStore {
   /**
    * A load quantization to a type the backend does not multiply (webgpu has fewer kernels than
    * the reference ones) is refused here, at load, not at the first matmul. (Stored types are
-   * left to the backend: a table only looked up by getRows needs no matmul kernel.)
+   * left to checkMatmulTypes, which loadModel runs before any read: a table only looked up by
+   * getRows needs no matmul kernel.)
    */
   private checkBackendType(name: string, type: GGMLType): void {
     if (this.backend.canMultiply?.(type) !== false) return;
