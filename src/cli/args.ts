@@ -31,7 +31,78 @@ export function parseWithPositionals(argv: string[], options: OptionSpec): { val
   return parseStrict(argv, options, true);
 }
 
+/**
+ * llama.cpp's spellings (llama-cli, llama-completion, llama-perplexity, llama-bench) of options
+ * tsllm names otherwise: each maps to the first of its names that the command has; elsewhere it
+ * stays unknown.
+ */
+const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
+  "-m": ["model"],
+  "-p": ["text", "input", "prompt", "prompt-tokens"], // tokenize's and embed's text, generate's prompt, bench's prompt size
+  "-sys": ["system"],
+  "-f": ["file"],
+  "-n": ["max-tokens", "gen-tokens"],
+  "--n-predict": ["max-tokens"],
+  "--predict": ["max-tokens"],
+  "-c": ["ctx-size", "ctx"],
+  "-b": ["batch"],
+  "-t": ["threads"],
+  "--temp": ["temperature"],
+  "-s": ["seed"],
+  "-r": ["repetitions"],
+  "-ctk": ["cache-type-k"],
+  "-ctv": ["cache-type-v"],
+  "-fa": ["flash-attn"],
+};
+
+/** llama.cpp's GPU-offload options: a model here runs on the --backend chosen, so they are taken and ignored, with a note */
+const IGNORED_LLAMA_CPP_OPTIONS = new Set(["-ngl", "--gpu-layers", "--n-gpu-layers"]);
+
+/** `-m x` and `--temp=0.5` as this command's own `--model x` and `--temperature=0.5`; -ngl N dropped with a warning */
+function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--") {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const eq = a.startsWith("--") ? a.indexOf("=") : -1;
+    const name = eq > 0 ? a.slice(0, eq) : a;
+    if (IGNORED_LLAMA_CPP_OPTIONS.has(name) && Object.hasOwn(options, "model")) {
+      if (eq < 0) i++; // its value
+      printWarning(`${name} is llama.cpp's GPU offload and is ignored here; --backend picks where the model runs`);
+      continue;
+    }
+    const target = Object.hasOwn(LLAMA_CPP_ALIASES, name) ? LLAMA_CPP_ALIASES[name]!.find((o) => Object.hasOwn(options, o)) : undefined;
+    out.push(target === undefined ? a : `--${target}${eq > 0 ? a.slice(eq) : ""}`);
+  }
+  return out;
+}
+
+/** edit distance, for "did you mean" */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row.push(Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** the closest of `names` to a mistyped `name` (a third of its letters or fewer changed, or a prefix of one), if any */
+export function closest(name: string, names: Iterable<string>): string | undefined {
+  let best: string | undefined, bestD = Infinity;
+  for (const n of names) {
+    const d = n.startsWith(name) || name.startsWith(n) ? Math.abs(n.length - name.length) / 2 : distance(name, n);
+    if (d < bestD) [best, bestD] = [n, d];
+  }
+  return best !== undefined && bestD <= Math.max(1, Math.floor(name.length / 3)) ? best : undefined;
+}
+
 function parseStrict(argv: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {
+  argv = llamaCppSpellings(argv, options);
   const args: string[] = [];
   // what parseArgs would take for an option (or the end of options) rather than a value
   const isOption = (a: string) => a === "--" || a === "-h" || (a.startsWith("--") && (a === "--help" || Object.hasOwn(options, a.slice(2).split("=")[0]!)));
@@ -53,7 +124,10 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
   } catch (e) {
     // Node's own sentence for an unknown option goes on about positional arguments: the first clause says it
     const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
-    if (unknown) throw new UsageError(`unknown option ${unknown[1]} (--help lists the options)`);
+    if (unknown) {
+      const suggestion = unknown[1]!.startsWith("--") ? closest(unknown[1]!.slice(2), Object.keys(options)) : undefined;
+      throw new UsageError(`unknown option ${unknown[1]}${suggestion ? ` (did you mean --${suggestion}?)` : " (--help lists the options)"}`);
+    }
     // its advice to write --name=-XYZ is on a later line
     const ambiguous = /^Option '(--[^']+)' argument is ambiguous/.exec((e as Error).message);
     if (ambiguous) throw new UsageError(`${ambiguous[1]} is followed by an option, not its value (for a value that is also an option's name, write ${ambiguous[1]}=VALUE)`);
@@ -91,7 +165,8 @@ export function strings(values: ParsedValues, name: string): string[] | undefine
   return Array.isArray(v) ? v : undefined;
 }
 
-export function optionalNumber(values: ParsedValues, name: string, check?: { integer?: boolean; min?: number; max?: number }): number | undefined {
+/** check.above: an exclusive lower bound (a penalty divides by its value: 0 is out, any positive number in) */
+export function optionalNumber(values: ParsedValues, name: string, check?: { integer?: boolean; min?: number; above?: number; max?: number }): number | undefined {
   const v = values[name];
   if (v === undefined) return undefined;
   const n = Number(v);
@@ -99,6 +174,7 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
   // a safe one: 1e20 is an integer to JS, but no count or size, and past 2^53 two values are one
   if (check?.integer && !Number.isSafeInteger(n)) throw new UsageError(`--${name} expects an integer, got ${v}`);
   if (check?.min !== undefined && n < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${v}`);
+  if (check?.above !== undefined && !(n > check.above)) throw new UsageError(`--${name} must be > ${check.above}, got ${v}`);
   if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);
   return n;
 }

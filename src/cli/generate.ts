@@ -13,13 +13,15 @@ import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
-export const generateHelp = `Usage: tsllm generate --model MODEL --prompt TEXT [options]
+export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
 Streams a completion to stdout and the timings to stderr.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
-  --prompt TEXT         prompt text (required); BOS is added when the model's metadata says so
+  --prompt TEXT         prompt text; BOS is added when the model's metadata says so. Without --prompt or
+                        --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
+  --file FILE           read the prompt from this file (UTF-8; a leading BOM and one final line break are dropped, as llama.cpp's -f)
   --max-tokens N        most tokens to generate (default 256)
   --temperature T       0 = greedy (default 0.8)
   --top-k K             keep the K most likely tokens; 0 = off (default 40)
@@ -125,7 +127,33 @@ const CONSTRAINT_ARGS: OptionSpec = {
 };
 
 /** generate's options: GENERATE_ARGS, the search ones and the constraints */
-export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, ...SEARCH_ARGS, ...CONSTRAINT_ARGS };
+export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, file: { type: "string" }, ...SEARCH_ARGS, ...CONSTRAINT_ARGS };
+
+/**
+ * A prompt read from a file or a pipe: a leading BOM is an encoding mark, not text, and the one line
+ * break that ends a file (echo's, an editor's) is dropped as llama.cpp's -f drops it, so
+ * `echo Once | tsllm generate` and `--prompt Once` tokenize the same. A CRLF ending goes whole;
+ * line breaks inside stay as written.
+ */
+function promptFromText(text: string): string {
+  return text.replace(/^\uFEFF/, "").replace(/\r?\n$/, "");
+}
+
+/** --prompt, --file, or stdin when it is not a terminal: exactly one of them */
+async function promptFrom(values: ParsedValues): Promise<string> {
+  const prompt = optionalString(values, "prompt");
+  const file = optionalString(values, "file");
+  if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
+  if (prompt !== undefined) return prompt;
+  if (file !== undefined) return promptFromText(readTextFile(file, "--file"));
+  if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString("utf8");
+  // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
+  if (text === "") throw new UsageError("no prompt: stdin was empty (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
+  return promptFromText(text);
+}
 
 /** --grammar FILE, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
 function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" | "jsonSchema" | "json" | "choice" | "regex"> {
@@ -162,8 +190,6 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const values = parse(argv, GENERATE_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model");
-  const prompt = optionalString(values, "prompt");
-  if (prompt === undefined) throw new UsageError("--prompt is required");
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
   const draftPath = optionalString(values, "draft-model");
   const draftQuantize = optionalString(values, "draft-quantize");
@@ -190,6 +216,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
     promptLookup: flag(values, "prompt-lookup") || undefined,
     n: nChoices,
   };
+  // read last among the checks: a usage error must not wait for a pipe's end
+  const prompt = await promptFrom(values);
   // one request here: an engine wide enough for all its beams or choices, where the default is not
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
   // --ctx-size 0: the model's trained context; a draft model shares it
@@ -278,7 +306,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
     minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
     typicalP: optionalNumber(values, "typical-p", { min: 0, max: 1 }),
-    repeatPenalty: optionalNumber(values, "repeat-penalty", { min: Number.MIN_VALUE }),
+    repeatPenalty: optionalNumber(values, "repeat-penalty", { above: 0 }),
     repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: -1 }),
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),
     presencePenalty: optionalNumber(values, "presence-penalty"),

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { NoChatTemplateError } from "../chat/index.js";
 import { printable } from "../units/index.js";
-import { UsageError } from "./args.js";
+import { closest, UsageError } from "./args.js";
 import { COMMANDS } from "./commands.js";
 
 const usage = `Usage: tsllm <command> [options]   (tsllm --version)
@@ -10,7 +10,8 @@ const usage = `Usage: tsllm <command> [options]   (tsllm --version)
 Commands:
 ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`).join("\n")}
 
-Run "tsllm <command> --help" for a command's options.
+Run "tsllm <command> --help" for a command's options. llama.cpp's spellings of them work too
+(-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r, --temp, --n-predict); -ngl is taken and ignored.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -26,7 +27,10 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
-  if (!cmd) throw new UsageError(`unknown command "${command}" (commands: ${Object.keys(COMMANDS).join(", ")})`);
+  if (!cmd) {
+    const suggestion = closest(command, Object.keys(COMMANDS));
+    throw new UsageError(`unknown command "${command}"${suggestion ? ` (did you mean "${suggestion}"?)` : ` (commands: ${Object.keys(COMMANDS).join(", ")})`}`);
+  }
   const status = await cmd.run(rest);
   return typeof status === "number" ? status : 0;
 }

@@ -1,0 +1,97 @@
+// What users coming from llama.cpp's tools type: its short spellings (-m -p -n -c -t -s -f, --temp,
+// -ngl), a prompt piped in or read from a file (llama.cpp's -f drops the file's final line break),
+// and a mistyped option or command answered with the closest name. The facts come from llama.cpp's
+// common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const skip = skipWithoutShared(MODEL);
+const dir = mkdtempSync(join(tmpdir(), "tsllm-cli-habits-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function tsllm(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** a greedy 4-token completion's JSON, the model given */
+function greedy(args: string[], input?: string) {
+  const r = tsllm(["generate", "--model", sharedFile(MODEL)!, "--temperature", "0", "--max-tokens", "4", "--backend", "reference", "--json", ...args], input);
+  assert.equal(r.code, 0, r.stderr);
+  return { ...(JSON.parse(r.stdout) as { prompt: string; promptTokens: number[]; completionTokens: number[]; seed: number }), stderr: r.stderr };
+}
+
+test("llama.cpp's spellings -m -p -n -c -t -s and --temp=V mean tsllm's options; -ngl N is taken and ignored with a one-line note", { skip }, () => {
+  const ours = greedy(["--prompt", "Once", "--seed", "5"]);
+  const r = tsllm(["generate", "-m", sharedFile(MODEL)!, "-p", "Once", "-n", "4", "--temp=0", "-c", "64", "-t", "1", "-s", "5", "-ngl", "99", "--backend", "reference", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const theirs = JSON.parse(r.stdout) as typeof ours;
+  assert.deepEqual(theirs.promptTokens, ours.promptTokens);
+  assert.deepEqual(theirs.completionTokens, ours.completionTokens);
+  assert.equal(theirs.completionTokens.length, 4);
+  assert.equal(theirs.seed, 5);
+  assert.equal(r.stderr, "tsllm: warning: -ngl is llama.cpp's GPU offload and is ignored here; --backend picks where the model runs\n");
+  // llama-tokenize's -p is the text; a command without the option still refuses the spelling
+  const tok = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", "Once upon", "--json"]);
+  assert.equal(tok.code, 0, tok.stderr);
+  assert.equal((JSON.parse(tok.stdout) as { ids: number[] }).ids.length, 2);
+  const quant = tsllm(["quantize", "-m", "x.gguf"]);
+  assert.equal(quant.code, 2);
+  assert.match(quant.stderr, /^tsllm: error: unknown option -m /);
+});
+
+test("a mistyped option or command: one line naming the closest one; a name like none lists where to look", () => {
+  for (const [args, message] of [
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--seeds", "1"], "tsllm: error: unknown option --seeds (did you mean --seed?)\n"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-token=3"], "tsllm: error: unknown option --max-token (did you mean --max-tokens?)\n"],
+    [["perplexity", "--model", "x.gguf", "--fille", "x.txt"], "tsllm: error: unknown option --fille (did you mean --file?)\n"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--frobnicate"], "tsllm: error: unknown option --frobnicate (--help lists the options)\n"],
+    [["generat"], 'tsllm: error: unknown command "generat" (did you mean "generate"?)\n'],
+  ] as const) {
+    const r = tsllm([...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr, message);
+    assert.equal(r.stdout, "");
+  }
+});
+
+test("generate reads the prompt from a pipe or --file: a BOM and the final line break (LF or CRLF) dropped, as llama.cpp's -f", { skip }, () => {
+  const given = greedy(["--prompt", "Once"]);
+  const piped = greedy([], "Once\n");
+  assert.equal(piped.prompt, "Once");
+  assert.deepEqual(piped.promptTokens, given.promptTokens);
+  assert.deepEqual(piped.completionTokens, given.completionTokens);
+  const file = join(dir, "prompt.txt");
+  writeFileSync(file, "\uFEFFOnce\r\n");
+  const fromFile = greedy(["-f", file]);
+  assert.equal(fromFile.prompt, "Once");
+  assert.deepEqual(fromFile.completionTokens, given.completionTokens);
+  // a line break inside stays: only the one that ends the file goes
+  writeFileSync(file, "Once\nupon\n\n");
+  assert.equal(greedy(["--file", file]).prompt, "Once\nupon\n");
+});
+
+test("generate's prompt sources: nothing piped, both --prompt and --file, an unreadable --file, each one line and exit 2", () => {
+  for (const [args, message] of [
+    [["generate", "--model", "x.gguf"], /^tsllm: error: no prompt: stdin was empty \(give --prompt TEXT or --file FILE; --prompt "" for an empty prompt\)\n$/],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--file", "p.txt"], /^tsllm: error: give --prompt or --file, not both\n$/],
+    [["generate", "--model", "x.gguf", "--file", join(dir, "missing.txt")], /^tsllm: error: --file: cannot read .*missing\.txt: ENOENT\n$/],
+  ] as const) {
+    const r = tsllm([...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.equal(r.stdout, "");
+  }
+});
+
+test("--repeat-penalty 0 is refused as > 0, not as >= 5e-324", () => {
+  const r = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "0"]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stderr, "tsllm: error: --repeat-penalty must be > 0, got 0\n");
+});
