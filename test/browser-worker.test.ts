@@ -184,3 +184,31 @@ test("an option postMessage cannot copy (a function, a symbol) rejects that call
   assert.deepEqual(value.after, golden());
   assert.deepEqual(errors, []);
 });
+
+test("a model given as its bytes (ArrayBuffer, Uint8Array) or a blob: URL gives llama.cpp's tokens; undefined, a number, an ftp: URL are one error saying what a source may be, and the model stays", { skip }, async () => {
+  type Loaded = { source: string; cached: boolean; notCached?: string; tokens: number[] };
+  const { value, errors } = await inPage<{ buffer: Loaded; view: Loaded; blobUrl: Loaded; bad: string[]; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const bytes = await (await fetch("/models/stories260K.gguf")).arrayBuffer();
+    const run = async (source) => {
+      const m = await engine.load(source, { threads: 1 });
+      const r = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+      return { source: m.source, cached: m.cached, notCached: m.notCached, tokens: r.completionTokens };
+    };
+    const buffer = await run(bytes);
+    const view = await run(new Uint8Array(bytes));
+    const blobUrl = await run(URL.createObjectURL(new Blob([bytes])));
+    const bad = [];
+    for (const source of [undefined, 42, "ftp://example.com/m.gguf"]) bad.push(await engine.load(source).then(() => "loaded", (e) => e.message));
+    const after = (await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 })).completionTokens;
+    engine.terminate();
+    return { buffer, view, blobUrl, bad, after };`);
+  for (const loaded of [value.buffer, value.view]) assert.deepEqual(loaded, { source: "a Blob of 1185376 bytes", cached: false, notCached: undefined, tokens: golden() });
+  // a blob: URL is in memory already: not offered to the Cache API (which refuses its scheme with a TypeError)
+  assert.match(value.blobUrl.source, /^blob:/);
+  assert.deepEqual([value.blobUrl.cached, value.blobUrl.notCached, value.blobUrl.tokens], [false, undefined, golden()]);
+  const expected = "load: the model source must be a URL, a Blob or File, or an ArrayBuffer or typed array of the GGUF's bytes, not";
+  assert.deepEqual(value.bad, [`${expected} undefined`, `${expected} number`, "ftp://example.com/m.gguf: a model URL must be http:, https:, blob: or data:, not ftp:"]);
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});

@@ -5,7 +5,7 @@
  */
 import type { ChatMessageInput } from "../chat/index.js";
 import type { GenerationResult, GenerationStep } from "../generation/index.js";
-import type { BrowserLoadOptions } from "./engine.js";
+import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
 
@@ -103,13 +103,14 @@ export class TsllmWorker {
   }
 
   /**
-   * Loads a GGUF from a URL (relative to the page) or a Blob / user-picked File; replaces the
+   * Loads a GGUF from a URL (relative to the page), a Blob / user-picked File, or its bytes (an
+   * ArrayBuffer or typed array, copied to the worker); replaces the
    * model loaded before (loads called together run one after another; the last one's model stays). A URL's file is kept in the model cache (the Cache API) and read from
    * there next time, with no request (`cache: false`: no cache, Range reads; "revalidate": ask
    * the server whether it changed). `onProgress` gets the bytes downloaded, then read. `signal`
    * cancels it: the promise rejects with an AbortError and no model is loaded.
    */
-  load(source: string | URL | Blob, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
+  load(source: BrowserModelSource | URL, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
     const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
     const { onProgress, signal, ...rest } = options;
     return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress });

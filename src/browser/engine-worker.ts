@@ -8,7 +8,7 @@ import { timeGreedyForward } from "../generation/index.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { defaultWasmThreads } from "./backends.js";
-import { loadBrowserModelFrom, sourceName } from "./engine.js";
+import { loadBrowserModelFrom, modelSource, sourceName } from "./engine.js";
 import { abortError } from "./files.js";
 import { deleteCachedModels, listCachedModels } from "./model-cache.js";
 import type { LoadedModel, LoadProgress, Reply, Request } from "./protocol.js";
@@ -69,12 +69,14 @@ async function streamTo(id: number, it: AsyncGenerator<ChoiceStep, unknown>): Pr
 /** replaces the model with the one `req` names */
 async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal): Promise<LoadedModel> {
   // aborted while it waited for the load before it: the model loaded before stays
-  if (signal.aborted) throw abortError(sourceName(req.source));
+  // a source that is none (undefined, a Response) fails here, leaving the model loaded before
+  const source = modelSource(req.source);
+  if (signal.aborted) throw abortError(sourceName(source));
   model?.dispose();
   model = undefined;
   backendName = req.options?.backend ?? "wasm";
   const progress = req.progress ? (p: LoadProgress) => send({ id: req.id, kind: "progress", progress: p }) : undefined;
-  const loaded = await loadBrowserModelFrom(req.source, { ...req.options, onProgress: progress, signal }).catch((e: unknown) => {
+  const loaded = await loadBrowserModelFrom(source, { ...req.options, onProgress: progress, signal }).catch((e: unknown) => {
     loadFailure = e instanceof Error ? e.message : String(e);
     throw e;
   });

@@ -74,6 +74,34 @@ class DamagedCacheEntry extends Error {}
 /** what an allocation failure of the browser looks like (wasm memory growth, an ArrayBuffer) */
 const OUT_OF_MEMORY = /Memory\.grow|could not allocate memory|allocation failed|out of memory/i;
 
+/** what a model may be loaded from: a URL, a Blob (a File the user picked), or the GGUF's bytes in memory */
+export type BrowserModelSource = string | Blob | ArrayBuffer | ArrayBufferView;
+
+/** URL schemes a worker can fetch a model from (the model cache keeps http(s) ones) */
+const FETCHABLE = new Set(["http:", "https:", "blob:", "data:"]);
+
+/**
+ * The source as a URL or a Blob, or one error saying what a source may be: bytes in memory (an
+ * ArrayBuffer read the page's own way) were read as a Blob's fields ("Offset is outside the
+ * bounds of the DataView"), and an ftp: URL failed with a cross-origin hint.
+ */
+export function modelSource(source: unknown): string | Blob {
+  if (typeof source === "string") {
+    let url: URL | undefined;
+    try {
+      url = new URL(source);
+    } catch {
+      // a relative URL: the worker resolves it against its own script
+    }
+    if (url && !FETCHABLE.has(url.protocol)) throw new Error(`${source}: a model URL must be http:, https:, blob: or data:, not ${url.protocol}`);
+    return source;
+  }
+  if (source instanceof Blob) return source;
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return new Blob([source as ArrayBuffer]);
+  const what = source === null ? "null" : typeof source === "object" ? (source.constructor?.name ?? "an object") : typeof source;
+  throw new Error(`load: the model source must be a URL, a Blob or File, or an ArrayBuffer or typed array of the GGUF's bytes, not ${what}`);
+}
+
 /** the name a model source goes by in errors and Model.path */
 export function sourceName(source: string | Blob): string {
   if (typeof source === "string") return source;
@@ -82,13 +110,14 @@ export function sourceName(source: string | Blob): string {
 }
 
 /** Loads a GGUF model from a URL (kept in the model cache, see `cache`) or a Blob (a File the user picked) onto a browser backend. */
-export async function loadBrowserModel(source: string | Blob, options: BrowserLoadOptions = {}): Promise<Model> {
+export async function loadBrowserModel(source: BrowserModelSource, options: BrowserLoadOptions = {}): Promise<Model> {
   return (await loadBrowserModelFrom(source, options)).model;
 }
 
 /** loadBrowserModel, saying where the file came from */
-export async function loadBrowserModelFrom(source: string | Blob, options: BrowserLoadOptions = {}): Promise<BrowserLoad> {
+export async function loadBrowserModelFrom(from: BrowserModelSource, options: BrowserLoadOptions = {}): Promise<BrowserLoad> {
   const t0 = performance.now();
+  const source = modelSource(from);
   try {
     return await loadOnce(source, options, t0);
   } catch (e) {

@@ -7,7 +7,7 @@
  * which returns the library's Model. See docs/browser.md.
  */
 export { TsllmWorker, type StreamOptions } from "./client.js";
-export type { BrowserLoadOptions } from "./engine.js";
+export type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
 export type { CachedModel, LoadedModel, LoadProgress, WorkerChatOptions, WorkerGenerateOptions, WorkerLoadOptions } from "./protocol.js";
 export type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep, Timings } from "../generation/index.js";

@@ -355,7 +355,8 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
  * (or when storing fails, e.g. over quota), by HTTP Range reads as before.
  */
 export async function openModelUrl(url: string, options: UrlLoadOptions = {}): Promise<OpenedUrl> {
-  const mode = options.cache ?? true;
+  // a blob: or data: URL is already in memory (and the Cache API refuses its scheme)
+  const mode = /^https?:/i.test(url) ? (options.cache ?? true) : false;
   const cache = mode === false ? undefined : await openCache();
   const signal = options.signal;
   const uncached = async (notCached?: string): Promise<OpenedUrl> => {

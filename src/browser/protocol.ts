@@ -10,7 +10,7 @@ import type { ChatMessageInput } from "../chat/index.js";
 import type { ChatOptions } from "../llm.js";
 import type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { ModelInfo } from "../models/index.js";
-import type { BrowserLoadOptions } from "./engine.js";
+import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import type { CachedModel, LoadProgress } from "./model-cache.js";
 
 /** generation options that survive postMessage: everything but the signal (abort instead) and a draft model */
@@ -18,7 +18,7 @@ export type WorkerGenerateOptions = Omit<GenerateOptions, "signal" | "draftModel
 export type WorkerChatOptions = Omit<ChatOptions, "signal" | "draftModel">;
 
 export type Request =
-  | { id: number; op: "load"; source: string | Blob; options?: WorkerLoadOptions; progress?: boolean; aborted?: boolean }
+  | { id: number; op: "load"; source: BrowserModelSource; options?: WorkerLoadOptions; progress?: boolean; aborted?: boolean }
   | { id: number; op: "tokenize"; text: string; addSpecialTokens?: boolean }
   | { id: number; op: "detokenize"; tokens: number[] }
   | { id: number; op: "generate"; prompt: string | number[]; options?: WorkerGenerateOptions; aborted?: boolean }
