@@ -177,8 +177,11 @@ export interface WebGPUBackendOptions extends AdapterOptions {
    * TILED_MATMUL_MIN_TOKENS or more tokens (any of TILED_MATMUL_TYPES; default the float types,
    * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0, Q4_0, Q4_K and Q6_K
    * have a tiled kernel too, not the default until a GPU has timed it against their integer one-row kernel
-   * (nor batch-invariant: it rounds each product, so a request's logits in a batch of 16+ rows
-   * differ in the last bits from alone; the float types' tiled kernel adds in the one-row kernel's order)
+   * (nor batch-invariant: a request's logits in a batch of 16+ rows differ in the last bits from
+   * alone. The float types' fix does not carry over while the quantized one-row kernels stay as
+   * they are: they scale each 32-weight unit's integer sum once where the tiled kernel rounds every
+   * product, and they add the units strided over 64 invocations, then by a tree or, where the
+   * adapter has subgroups, by subgroupAdd, whose order WGSL leaves to the driver; see docs/webgpu.md)
    * (`bench-webgpu` times both kernels of every type that has both).
    */
   tiledMatmulTypes?: readonly string[];
