@@ -212,3 +212,30 @@ test("a model given as its bytes (ArrayBuffer, Uint8Array) or a blob: URL gives 
   assert.deepEqual(value.after, golden());
   assert.deepEqual(errors, []);
 });
+
+test("an onStep or onProgress callback that throws rejects that call with its error and stops the work in the worker, as a throw in a stream() loop does", { skip }, async () => {
+  const { value, errors } = await inPage<{ generate: string; steps: number; tokens: number; load: string; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    // the worker's own final answer to the generation, read beside the client's handler
+    const finished = [];
+    const handler = engine.worker.onmessage;
+    engine.worker.onmessage = (e) => {
+      if (e.data.kind === "result" && e.data.value?.finishReason !== undefined) finished.push(e.data.value.completionTokens.length);
+      handler(e);
+    };
+    let steps = 0;
+    const generate = await engine.generate("Once upon a time", { maxTokens: 400, ignoreEos: true, onStep: () => { if (++steps === 3) throw new Error("the page's step handler broke"); } })
+      .then((r) => "resolved: " + r.finishReason, (e) => "rejected: " + e.message);
+    while (finished.length === 0) await new Promise((r) => setTimeout(r, 10));
+    const load = await engine.load("/models/stories260K.gguf", { cache: false, onProgress: () => { throw new TypeError("progress bar gone"); } })
+      .then(() => "resolved", (e) => "rejected: " + e.name + ": " + e.message);
+    const after = await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 }).then(() => engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 }));
+    engine.terminate();
+    return { generate, steps, tokens: finished[0], load, after: after.completionTokens };`);
+  assert.equal(value.generate, "rejected: the page's step handler broke");
+  assert.ok(value.tokens < 400, `the worker generated ${value.tokens} tokens after the callback threw`);
+  assert.equal(value.load, "rejected: TypeError: progress bar gone");
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});

@@ -63,9 +63,18 @@ export class TsllmWorker {
   private receive(reply: Reply): void {
     const p = this.pending.get(reply.id);
     if (!p) return;
-    if (reply.kind === "step") p.onStep?.(reply.step);
-    else if (reply.kind === "progress") p.onProgress?.(reply.progress);
-    else {
+    if (reply.kind === "step" || reply.kind === "progress") {
+      try {
+        if (reply.kind === "step") p.onStep?.(reply.step);
+        else p.onProgress?.(reply.progress);
+      } catch (e) {
+        // the page's callback threw: the call rejects with that error and the worker stops it, as a throw in
+        // a stream() loop does (the error was lost and the generation or download ran on to its end)
+        this.pending.delete(reply.id);
+        void this.call({ op: "abort", target: reply.id }).done.catch(() => undefined);
+        p.reject(e instanceof Error ? e : new Error(String(e)));
+      }
+    } else {
       this.pending.delete(reply.id);
       if (reply.kind === "result") p.resolve(reply.value);
       else {
