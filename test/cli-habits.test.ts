@@ -4,7 +4,7 @@
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -94,4 +94,22 @@ test("--repeat-penalty 0 is refused as > 0, not as >= 5e-324", () => {
   const r = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "0"]);
   assert.equal(r.code, 2);
   assert.equal(r.stderr, "tsllm: error: --repeat-penalty must be > 0, got 0\n");
+});
+
+test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names; Q4_K_M (a mixture) is one line naming the type it is built on", { skip }, () => {
+  const positional = join(dir, "a.gguf"), flagged = join(dir, "b.gguf");
+  const a = tsllm(["quantize", sharedFile(MODEL)!, positional, "Q8_0"]);
+  assert.equal(a.code, 0, a.stderr);
+  const b = tsllm(["quantize", sharedFile(MODEL)!, flagged, "--type", "q8_0"]);
+  assert.equal(b.code, 0, b.stderr);
+  assert.ok(readFileSync(positional).equals(readFileSync(flagged)), "Q8_0 as the third argument writes what --type q8_0 writes");
+  for (const [args, message] of [
+    [[positional, "Q4_K_M"], "tsllm: error: the type Q4_K_M is llama.cpp's mixture of types; this writes one type: q4_k (and --tensor-type NAME=T for others)\n"],
+    [[positional, "q8_0", "--type", "q4_0"], 'tsllm: error: the type is given twice: "q8_0" and --type q4_0; give one\n'],
+    [[positional], "tsllm: error: --type is required (or the type as the third argument, as llama-quantize takes it)\n"],
+  ] as const) {
+    const r = tsllm(["quantize", sharedFile(MODEL)!, ...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr, message);
+  }
 });

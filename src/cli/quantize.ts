@@ -5,6 +5,7 @@ import { flag, optionalString, parseWithPositionals, strings, UsageError, type O
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--leave-output-tensor] [--tensor-type NAME=T]...
                       [--vocab FILE.gguf]
+       tsllm quantize IN OUT.gguf T [options]   (llama-quantize's order)
 
 Writes a GGUF whose weight matrices are quantized to T, as llama-quantize does for one type
 (every matrix T; no Q4_K_M-style mixture). IN is a GGUF file or a Hugging Face model folder.
@@ -14,7 +15,8 @@ then f16). Quantized inputs are dequantized and requantized. OUT is written to a
 beside it and renamed when complete (an interrupted run leaves no partial file); OUT may not be IN.
 
 Options:
-  --type T              ${QUANTIZE_TYPES.join(", ")} (required)
+  --type T              ${QUANTIZE_TYPES.join(", ")} (required, here or as the third
+                        argument; any case, as llama.cpp writes them: Q8_0)
   --leave-output-tensor keep output.weight in its stored type
   --tensor-type NAME=T  tensors whose name matches the regular expression NAME get type T
                         (repeatable; the first match wins), e.g. --tensor-type attn_v=q8_0
@@ -29,19 +31,32 @@ export const QUANTIZE_ARGS: OptionSpec = {
   vocab: { type: "string" },
 };
 
+/**
+ * A type as typed: llama.cpp writes them upper-case (Q8_0, Q4_K). Its Q4_K_M / Q5_K_S / IQ4_XS-style
+ * file types with a size suffix mix types per tensor: here the one type they are named after, with
+ * --tensor-type for a mixture, is said rather than guessed.
+ */
+function quantizeType(typed: string, what: string): string {
+  const type = typed.toLowerCase();
+  if (QUANTIZE_TYPES.includes(type)) return type;
+  const mix = /^(q[2-6]_k)_(xs|s|m|l)$/.exec(type);
+  if (mix) throw new UsageError(`${what} ${typed} is llama.cpp's mixture of types; this writes one type: ${mix[1]} (and --tensor-type NAME=T for others)`);
+  throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")}, got "${typed}"`);
+}
+
 export async function runQuantize(argv: string[]): Promise<void> {
   const { values, positionals } = parseWithPositionals(argv, QUANTIZE_ARGS);
   if (flag(values, "help")) { process.stdout.write(quantizeHelp); return; }
-  if (positionals.length !== 2) throw new UsageError(`expected IN and OUT.gguf, got ${positionals.length} argument(s) (--help shows the usage)`);
-  const [input, out] = positionals as [string, string];
-  const type = optionalString(values, "type");
-  if (type === undefined) throw new UsageError("--type is required");
-  if (!QUANTIZE_TYPES.includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got "${type}"`);
+  if (positionals.length !== 2 && positionals.length !== 3) throw new UsageError(`expected IN and OUT.gguf (then the type, or --type T), got ${positionals.length} argument(s) (--help shows the usage)`);
+  const [input, out, typeArgument] = positionals as [string, string, string | undefined];
+  if (typeArgument !== undefined && values.type !== undefined) throw new UsageError(`the type is given twice: "${typeArgument}" and --type ${String(values.type)}; give one`);
+  const typed = typeArgument ?? optionalString(values, "type");
+  if (typed === undefined) throw new UsageError("--type is required (or the type as the third argument, as llama-quantize takes it)");
+  const type = quantizeType(typed, typeArgument !== undefined ? "the type" : "--type");
   const tensorTypes = (strings(values, "tensor-type") ?? []).map((s) => {
     const eq = s.lastIndexOf("=");
     if (eq <= 0) throw new UsageError(`--tensor-type expects NAME=TYPE, got "${s}"`);
-    const t = s.slice(eq + 1);
-    if (!QUANTIZE_TYPES.includes(t)) throw new UsageError(`--tensor-type ${s}: the type must be one of ${QUANTIZE_TYPES.join(", ")}`);
+    const t = quantizeType(s.slice(eq + 1), `--tensor-type ${s}: the type`);
     // a bad pattern is the command line's mistake (exit 2), found before the input is read
     try {
       new RegExp(s.slice(0, eq));
