@@ -14,6 +14,9 @@ Run "tsllm <command> --help" for a command's options. llama.cpp's spellings of t
 (-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r, --temp, --n-predict); -ngl is taken and ignored.
 `;
 
+/** ollama's and llama.cpp's names for tsllm's commands (ollama run, ollama pull, llama-server, ...) */
+const OTHER_TOOLS_NAMES: Record<string, string> = { run: "chat", pull: "download", list: "ls", show: "inspect", server: "serve", completion: "generate", cli: "chat" };
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === "--help" || command === "-h" || command === "help") {
@@ -28,7 +31,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!cmd) {
-    const suggestion = closest(command, Object.keys(COMMANDS));
+    if (command.startsWith("-")) throw new UsageError(`tsllm takes a command first, then its options: tsllm generate ${command} ... (commands: ${Object.keys(COMMANDS).join(", ")})`);
+    const suggestion = Object.hasOwn(OTHER_TOOLS_NAMES, command) ? OTHER_TOOLS_NAMES[command] : closest(command, Object.keys(COMMANDS));
     throw new UsageError(`unknown command "${command}"${suggestion ? ` (did you mean "${suggestion}"?)` : ` (commands: ${Object.keys(COMMANDS).join(", ")})`}`);
   }
   const status = await cmd.run(rest);
