@@ -55,15 +55,19 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
       }
       case "integer": {
         const s: Schema = { type: "integer" };
-        const lo = int(rng, -1000, 1000);
+        // small ranges, and ranges as large as the safe integers (zod's .int())
+        const lo = chance(rng, 0.2) ? -int(rng, 0, 2 ** 40) * 4096 : int(rng, -1000, 1000);
         if (chance(rng, 0.5)) s[pick(rng, ["minimum", "exclusiveMinimum"])] = lo;
-        if (chance(rng, 0.5)) s[pick(rng, ["maximum", "exclusiveMaximum"])] = lo + int(rng, 2, 3000);
+        if (chance(rng, 0.5)) s[pick(rng, ["maximum", "exclusiveMaximum"])] = lo + (chance(rng, 0.2) ? int(rng, 0, 2 ** 40) * 4096 : int(rng, 2, 3000));
         return s;
       }
       case "number": {
         const s: Schema = { type: "number" };
-        if (chance(rng, 0.3)) s["minimum"] = int(rng, -50, 50) / 4;
-        if (chance(rng, 0.3)) s["maximum"] = ((s["minimum"] as number | undefined) ?? -50) + int(rng, 1, 400) / 4;
+        // bounds of a few scales: quarters, thousandths, large magnitudes; inclusive or exclusive
+        const scale = pick(rng, [4, 1000, 1 / 1e6]);
+        if (chance(rng, 0.4)) s[pick(rng, ["minimum", "minimum", "exclusiveMinimum"])] = int(rng, -50, 50) / scale;
+        const lo = (s["minimum"] ?? s["exclusiveMinimum"]) as number | undefined;
+        if (chance(rng, 0.4)) s[pick(rng, ["maximum", "maximum", "exclusiveMaximum"])] = (lo ?? -50 / scale) + int(rng, 1, 400) / scale;
         return s;
       }
       case "boolean":
@@ -240,6 +244,8 @@ const freeStrings = new Set<string>();
 const rawStrings = new Set<string>();
 /** numbers written as they are: bounded ones (no exponent, no -0: documented), enum and const values */
 const plainNumbers = new Set<number>();
+/** bounded numbers, and enum and const numbers (one literal each: no trailing zeros) */
+const boundedNumbers = new Set<number>(), literalNumbers = new Set<number>();
 
 /** the strings among a schema's const and enum values (written as literals: not to be escaped) */
 function literalStrings(s: unknown, out = new Set<string>()): Set<string> {
@@ -259,7 +265,10 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
   if (o["const"] !== undefined || Array.isArray(o["enum"])) {
     // ajv takes -0 for an enum's 0 (deep equality); the grammar writes the value as it is
     const v = o["const"] !== undefined ? o["const"] : pick(rng, o["enum"] as unknown[]);
-    if (typeof v === "number") plainNumbers.add(v);
+    if (typeof v === "number") {
+      plainNumbers.add(v);
+      literalNumbers.add(v);
+    }
     return v;
   }
   for (const k of ["anyOf", "oneOf"]) if (Array.isArray(o[k])) return randomInstance(root, pick(rng, o[k] as unknown[]), rng, depth + 1);
@@ -283,11 +292,17 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       return n;
     }
     case "number": {
-      const lo = typeof o["minimum"] === "number" ? o["minimum"] : -1e3, hi = typeof o["maximum"] === "number" ? o["maximum"] : 1e3;
-      const bounded = o["minimum"] !== undefined || o["maximum"] !== undefined;
-      // JSON.stringify writes 1e-7 with an exponent, which a bounded number's grammar does not take (documented)
-      const n = pick(rng, [lo, hi, Math.round((lo + (hi - lo) * rng.uniform()) * 1e6) / 1e6, 0, 1e5, ...(bounded ? [] : [1e-7]), -2.5, 0.1]);
-      if (bounded) plainNumbers.add(n);
+      const bound = (k: string, x: string): number | undefined => (typeof o[k] === "number" ? (o[k] as number) : typeof o[x] === "number" ? (o[x] as number) : undefined);
+      const lo = bound("minimum", "exclusiveMinimum") ?? -1e3, hi = bound("maximum", "exclusiveMaximum") ?? 1e3;
+      const bounded = RANGE_KEYS.some((k) => o[k] !== undefined);
+      // next to the bounds (an exclusive one's value itself is invalid: ajv leaves it out), and tiny
+      // ones; where bounded only those JSON.stringify writes without an exponent (documented) and with
+      // at most 16 fraction digits (llama.cpp's decimal-part; the double's 17th digit is noise)
+      const n = pick(rng, [lo, hi, lo + 1e-7, hi - 1e-7, lo + 0.001, Math.round((lo + (hi - lo) * rng.uniform()) * 1e6) / 1e6, 0, 1e5, 1e-7, -2.5e-5, -2.5, 0.1].filter((x) => !bounded || /^-?\d+(\.\d{1,16})?$/.test(JSON.stringify(x))));
+      if (bounded) {
+        plainNumbers.add(n);
+        boundedNumbers.add(n);
+      }
       return n;
     }
     case "string": {
@@ -346,6 +361,11 @@ function ws(rng: Rng): string {
   return `\n${Array.from({ length: int(rng, 0, 20) }, () => pick(rng, [" ", "\t"])).join("")}`;
 }
 
+/** the numbers' range keywords */
+const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+
+
+
 /**
  * `v` as JSON with random legal whitespace, numbers in other spellings, string values with \u
  * escapes (keys as JSON.stringify writes them: a named property is one literal in the grammar, as
@@ -356,6 +376,8 @@ export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new
     if (typeof x === "number") {
       if (Object.is(x, 0) && !plainNumbers.has(x) && chance(rng, 0.3)) return "-0";
       if (!Number.isInteger(x) && !plainNumbers.has(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
+      // a bounded number's fraction may end in zeros (an enum's or const's number is one literal)
+      if (boundedNumbers.has(x) && !literalNumbers.has(x) && !Number.isInteger(x) && chance(rng, 0.3)) return JSON.stringify(x) + "0".repeat(int(rng, 1, 3));
       return JSON.stringify(x);
     }
     if (typeof x === "string") {
@@ -415,12 +437,21 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
     // a schema ajv itself refuses (nullable without type, ...) is no test of the grammar
     return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [] };
   }
+  // ajv recurses without end on a schema that refers to itself first ({$defs: {d: {anyOf: [{$ref: d}, ...]}}}):
+  // the judge cannot judge it, which says nothing of the grammar
+  try {
+    validate(null);
+  } catch (e) {
+    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [] };
+  }
   const m = new GrammarMatcher(grammar);
   const findings: Finding[] = [];
   let walked = 0, fed = 0;
   freeStrings.clear();
   rawStrings.clear();
   plainNumbers.clear();
+  boundedNumbers.clear();
+  literalNumbers.clear();
   const literals = literalStrings(schema);
   for (let i = 0; i < walks; i++) {
     const text = randomWalk(m, rng);

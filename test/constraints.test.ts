@@ -166,6 +166,16 @@ test("number ranges (minimum, maximum, exclusive bounds, fractions, negatives) a
   }
 });
 
+test("bounded numbers take fractions of 16 digits, as llama.cpp's decimal-part; an integer bound past 15 digits with the other side open compiles (found by scripts/fuzz-json-schema.ts)", () => {
+  // llama.cpp's number: decimal-part [0-9]{1,16}; each text here validates under its schema (ajv)
+  // (not 5.0000000000000001 under maximum 5: above 5 as a decimal, which the grammar reads, though the double it parses to is 5)
+  agreesWithAjv({ type: "number", minimum: 3, maximum: 5 }, ["3.1234567890123456", "4.9999999999999991", "5.0000000000000000", "5.1", "2.9999999999999991"]);
+  agreesWithAjv({ type: "number", exclusiveMinimum: -1, maximum: 0.5 }, ["-0.9999999999999991", "0.4999999999999999", "0.5000000000000011"]);
+  // the open side was cut at 15 digits, below the given bound: a RangeError was thrown (no GrammarError naming the path), not a grammar
+  agreesWithAjv({ type: "integer", exclusiveMaximum: -3485500259171777 }, ["-3485500259171778", "-9007199254740991", "-3485500259171777", "-5"]);
+  agreesWithAjv({ type: "integer", minimum: 2000000000000000 }, ["2000000000000000", "9007199254740991", "1999999999999999", "7"]);
+});
+
 test("integer ranges (minimum, maximum, exclusive bounds) accept exactly the integers inside them, written as JSON writes them", () => {
   for (const schema of [{ type: "integer", minimum: 7, maximum: 123 }, { type: "integer", minimum: -50, exclusiveMaximum: 51 }, { type: "integer", exclusiveMinimum: 99.5 },
     { type: "integer", maximum: -3 }, { type: "integer", minimum: 0, maximum: 0 }]) {

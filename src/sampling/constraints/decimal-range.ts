@@ -6,11 +6,11 @@
  * between the bounds' take any fraction (int-range.ts writes those), the bounds' own integer
  * parts take the fractions on the right side of the bound's, compared digit by digit. Negative
  * values are "-" and a magnitude range with the bounds swapped. Fractions run to at most
- * FREE_DIGITS digits past the bound's own.
+ * FREE_DIGITS digits past the bound's own (16: as many as llama.cpp's decimal-part takes).
  */
 import { integerRangeRegex } from "./int-range.js";
 
-const FREE_DIGITS = 15;
+const FREE_DIGITS = 16;
 const ANY = `[0-9]{0,${FREE_DIGITS}}`;
 
 /** a bound: its value and whether it is included */

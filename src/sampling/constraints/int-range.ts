@@ -3,12 +3,15 @@
  * integers): the range is cut where a digit position stops running through 0-9, so each piece is
  * a fixed prefix, one class and free digits (the classic construction), e.g. 7..123 ->
  * [7-9] | [1-9][0-9] | 1[01][0-9] | 12[0-3]. Either bound may be absent (then up to 15 digits,
- * the most a double holds exactly). Leading zeros are never produced.
+ * the most a double holds exactly, or up to the safe integers beside a bound of more digits).
+ * Leading zeros are never produced.
  */
 const MAX_DIGITS = 15;
 
 export function integerRangeRegex(min: number | undefined, max: number | undefined): string {
-  const lo = min ?? -(10 ** MAX_DIGITS - 1), hi = max ?? 10 ** MAX_DIGITS - 1;
+  // an open side reaches 15 digits, or the safe integers where the other bound is already past them
+  const open = 10 ** MAX_DIGITS - 1;
+  const lo = min ?? -(max !== undefined && max < -open ? Number.MAX_SAFE_INTEGER : open), hi = max ?? (min !== undefined && min > open ? Number.MAX_SAFE_INTEGER : open);
   if (!Number.isSafeInteger(lo) || !Number.isSafeInteger(hi)) throw new RangeError("integer bounds must be safe integers");
   if (lo > hi) throw new RangeError(`minimum ${lo} is above maximum ${hi}`);
   const parts: string[] = [];
