@@ -21,8 +21,8 @@ const chance = (rng: Rng, p: number): boolean => rng.uniform() < p;
 
 /** strings worth trying: control characters, quotes, escapes, non-ASCII, astral characters */
 const STRING_PIECES = ["", "a", "Z", "abc", "0", " ", "\u0000", "\u001f", "\n", "\t", '"', "\\", "/", "\u007f", "é", "日本", "😀", "\uD83D\uDE00x", "x y", "cat", "dog", "123-4567"];
-const PATTERNS = ["^[a-z]+$", "^\\d{3}-\\d{4}$", "ab", "^x", "y$", "^(cat|dog)$", "^[A-Z][a-z]{0,5}$", "^.{2,4}$", "é+", "^[^a]*$", "^\\w+$", "^(a|b)*c$"];
-const PATTERN_SAMPLES = ["abc", "123-4567", "xab", "ab", "x", "xy", "y", "cat", "dog", "Abc", "Q", "é", "éé", "日本", "😀😀", "zz", "bbc", "abac", "c", "q_1", "hello", "", "a\nb"];
+const PATTERNS = ["^[a-z]+$", "^\\d{3}-\\d{4}$", "ab", "^x", "y$", "^(cat|dog)$", "^[A-Z][a-z]{0,5}$", "^.{2,4}$", "é+", "^[^a]*$", "^\\w+$", "^(a|b)*c$", "^[\\w.-]+@[a-z]+\\.[a-z]{2,3}$", "^[0-9a-fA-F]{2,4}$", "^\\S+$", "\\d", "^[^\\s\"]{1,3}$", "^(?:[a-z]|\\d)+$", "^[a-zé]+$", "^\\d+(\\.\\d{1,2})?$"];
+const PATTERN_SAMPLES = ["abc", "123-4567", "xab", "ab", "x", "xy", "y", "cat", "dog", "Abc", "Q", "é", "éé", "日本", "😀😀", "zz", "bbc", "abac", "c", "q_1", "hello", "", "a\nb", "a.b@cd.com", "x-1@q.io", "ff", "0aF", "a b", "x1", "É", "3.14", "42", "é1"];
 const FORMATS = ["date", "time", "date-time", "uuid", "email", "ipv4", "hostname", "duration", "uri"];
 const FORMAT_SAMPLES: Record<string, string[]> = {
   date: ["2024-02-29", "1999-12-31", "0000-01-01", "2023-11-30"],
@@ -96,12 +96,16 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         if (r < 0.25) s["additionalProperties"] = false;
         else if (r < 0.4) s["additionalProperties"] = true;
         else if (r < 0.55) s["additionalProperties"] = randomSchema(rng, depth + 2, defs);
+        // propertyNames: a string type is what keys are anyway; other key schemas are refused
+        if (chance(rng, 0.1)) s["propertyNames"] = pick(rng, [{ type: "string" }, { pattern: "^[a-z]+$" }, { maxLength: 3 }]);
         return s;
       }
       case "array": {
         const s: Schema = { type: "array", items: randomSchema(rng, depth + 1, defs) };
         if (chance(rng, 0.5)) s["minItems"] = int(rng, 0, 2);
         if (chance(rng, 0.5)) s["maxItems"] = int(rng, (s["minItems"] as number | undefined) ?? 0, 4);
+        // uniqueItems is no context-free language: refused naming the path
+        if (chance(rng, 0.05)) s["uniqueItems"] = true;
         return s;
       }
       case "tuple": {
