@@ -118,3 +118,12 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
     assert.equal(r.stderr, message);
   }
 });
+
+test("-n -1 (llama.cpp's no limit) generates until the context is full, and says so", { skip }, () => {
+  // after greedy()'s --max-tokens 4: a repeated option keeps its last value, as llama.cpp's parser
+  const r = greedy(["--prompt", "Once", "--max-tokens", "-1", "--ctx-size", "48", "--ignore-eos"]);
+  const result = r as unknown as { finishReason: string; finishDetail: string; completionTokens: number[] };
+  assert.equal(result.finishReason, "length");
+  assert.equal(result.finishDetail, "context full (48 tokens)");
+  assert.equal(result.completionTokens.length, 48 - r.promptTokens.length);
+});

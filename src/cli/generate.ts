@@ -22,7 +22,7 @@ Options:
   --prompt TEXT         prompt text; BOS is added when the model's metadata says so. Without --prompt or
                         --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
   --file FILE           read the prompt from this file (UTF-8; a leading BOM and one final line break are dropped, as llama.cpp's -f)
-  --max-tokens N        most tokens to generate (default 256)
+  --max-tokens N        most tokens to generate (default 256; -1: no limit but the context, as llama.cpp's -n -1)
   --temperature T       0 = greedy (default 0.8)
   --top-k K             keep the K most likely tokens; 0 = off (default 40)
   --top-p P             nucleus sampling; 1 = off (default 0.95)
@@ -294,13 +294,24 @@ function parseLogitBias(specs: string[] | undefined): Record<number, number> | u
 }
 
 /** Sampling and stopping options shared by generate and chat. */
+/**
+ * --max-tokens N; -1 is llama.cpp's -n -1, "no limit": on until an end of generation, a stop or
+ * the full context (finishDetail says which).
+ */
+function maxTokensFrom(values: ParsedValues): number | undefined {
+  if (values["max-tokens"] === "-1") return Number.MAX_SAFE_INTEGER;
+  const n = optionalNumber(values, "max-tokens", { integer: true });
+  if (n !== undefined && n < 0) throw new UsageError(`--max-tokens must be >= 0, or -1 for no limit; got ${String(values["max-tokens"])}`);
+  return n;
+}
+
 export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   const normalize = optionalString(values, "normalize");
   if (normalize !== undefined && !(PROMPT_NORMALIZATIONS as readonly string[]).includes(normalize)) {
     throw new UsageError(`--normalize must be one of ${PROMPT_NORMALIZATIONS.join(", ")}, got "${normalize}"`);
   }
   return {
-    maxTokens: optionalNumber(values, "max-tokens", { integer: true, min: 0 }),
+    maxTokens: maxTokensFrom(values),
     temperature: optionalNumber(values, "temperature", { min: 0 }),
     topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
     topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
