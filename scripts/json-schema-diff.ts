@@ -55,6 +55,8 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
       }
       case "integer": {
         const s: Schema = { type: "integer" };
+        // multiples (bounds beside them are refused)
+        if (chance(rng, 0.15)) return { type: pick(rng, ["integer", "number"]), multipleOf: pick(rng, [1, 2, 3, 7, 10, 25, 250, 0.5, 1000]) };
         // small ranges, and ranges as large as the safe integers (zod's .int())
         const lo = chance(rng, 0.2) ? -int(rng, 0, 2 ** 40) * 4096 : int(rng, -1000, 1000);
         if (chance(rng, 0.5)) s[pick(rng, ["minimum", "exclusiveMinimum"])] = lo;
@@ -287,6 +289,14 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       return null;
     case "boolean":
       return chance(rng, 0.5);
+    case "integer":
+    case "number": {
+      if (typeof o["multipleOf"] !== "number") break;
+      const k = o["multipleOf"];
+      return pick(rng, [0, k, -k, k * int(rng, -1e6, 1e6), k * 123456789012, Math.floor(999999999999999 / k) * k]);
+    }
+  }
+  switch (type) {
     case "integer": {
       const lo = typeof o["minimum"] === "number" ? o["minimum"] : typeof o["exclusiveMinimum"] === "number" ? o["exclusiveMinimum"] + 1 : -1e6;
       const hi = typeof o["maximum"] === "number" ? o["maximum"] : typeof o["exclusiveMaximum"] === "number" ? o["exclusiveMaximum"] - 1 : 1e6;

@@ -176,6 +176,23 @@ test("bounded numbers take fractions of 16 digits, as llama.cpp's decimal-part; 
   agreesWithAjv({ type: "integer", minimum: 2000000000000000 }, ["2000000000000000", "9007199254740991", "1999999999999999", "7"]);
 });
 
+test("multipleOf (an integer, as OpenAI's strict mode takes it) writes exactly the multiples of up to 15 digits; beside bounds or as a fraction it is refused naming the path", () => {
+  for (const [type, k] of [["integer", 7], ["integer", 25], ["number", 3], ["integer", 250], ["integer", 1]] as const) {
+    const schema = { type, multipleOf: k };
+    const texts = Array.from({ length: 801 }, (_, i) => String(i - 400));
+    agreesWithAjv(schema, [...texts, "-0", String(k * 123456789012), String(Math.floor(999999999999999 / k) * k)]);
+    // past 15 digits a double is not exact (9007199254740993 reads as ...992): not written
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    if (k > 1) assert.ok(!accepts(g, "9007199254740993") && !accepts(g, String(k) + "0".repeat(15)), JSON.stringify(schema));
+    // random walks validate
+    assert.deepEqual(checkSchema(schema, new Rng(k), makeAjv(), 40, 0).findings.map((f) => f.text), [], JSON.stringify(schema));
+  }
+  for (const [s, re] of [[{ type: "integer", multipleOf: 5, minimum: 0 }, /#\/multipleOf: not supported together with minimum/], [{ type: "number", multipleOf: 0.5 }, /#\/multipleOf: expected an integer from 1 to 250, got 0.5/],
+    [{ type: "integer", multipleOf: 1000 }, /#\/multipleOf: expected an integer from 1 to 250/]] as const) {
+    assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re, JSON.stringify(s));
+  }
+});
+
 test("integer ranges (minimum, maximum, exclusive bounds) accept exactly the integers inside them, written as JSON writes them", () => {
   for (const schema of [{ type: "integer", minimum: 7, maximum: 123 }, { type: "integer", minimum: -50, exclusiveMaximum: 51 }, { type: "integer", exclusiveMinimum: 99.5 },
     { type: "integer", maximum: -3 }, { type: "integer", minimum: 0, maximum: 0 }]) {

@@ -19,7 +19,7 @@ import { regexToGbnf } from "./regex.js";
  * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (at most
  * one newline and 20 spaces or tabs), so a model cannot spin on it forever. What the grammar
  * cannot express (ranges of non-integer numbers, uniqueItems, ...) is refused with the schema path;
- * integers take minimum / maximum (and the exclusive forms).
+ * integers take minimum / maximum (and the exclusive forms), or multipleOf.
  */
 export type JsonSchema = boolean | { readonly [key: string]: unknown };
 
@@ -73,7 +73,7 @@ const FORMATS: Record<string, string> = {
 const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
-  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "strict", "name", "nullable", "pattern",
+  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
   "prefixItems", "additionalItems", "propertyNames",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
@@ -87,7 +87,7 @@ const KNOWN_KEYS = new Set([
  */
 const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
-  ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]],
+  ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems"]],
   ["object", ["properties", "additionalProperties", "required", "propertyNames"]],
 ];
@@ -221,6 +221,9 @@ function rangeBound(s: Record<string, unknown>, k: string, path: string, limit: 
   if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) > limit) throw new GrammarError(`${path}/${k}: expected a number of at most ${limit} in size, got ${JSON.stringify(v)}`);
   return v;
 }
+
+/** the largest multipleOf written as a grammar (a rule per remainder and digit position) */
+const MAX_MULTIPLE = 250;
 
 /** the largest bound of a non-integer number (decimal-range.ts works on exact decimal digits below it) */
 const NUMBER_BOUND_LIMIT = 1e15 - 1;
@@ -472,6 +475,8 @@ class Converter {
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
   private number(s: Record<string, unknown>, name: string, path: string): string {
+    // a multiple of an integer is an integer: written as one (10.0 would validate too)
+    if (s["multipleOf"] !== undefined) return this.integer(s, name, path);
     const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, NUMBER_BOUND_LIMIT));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("number");
     // the tighter of each side's bounds (an exclusive one wins a tie)
@@ -489,6 +494,7 @@ class Converter {
 
   /** an integer, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (int-range.ts) */
   private integer(s: Record<string, unknown>, name: string, path: string): string {
+    if (s["multipleOf"] !== undefined) return this.multiple(s, name, path);
     const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, Number.MAX_SAFE_INTEGER));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
     const lows = [min === undefined ? undefined : Math.ceil(min), xmin === undefined ? undefined : Math.floor(xmin) + 1].filter((v): v is number => v !== undefined);
@@ -497,6 +503,43 @@ class Converter {
     if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}: no integer lies between the bounds (${lo} > ${hi})`);
     this.space();
     return this.add(name, `${regexToGbnf(integerRangeRegex(lo, hi))} space`);
+  }
+
+  /**
+   * The integers that are multiples of multipleOf (an integer up to MAX_MULTIPLE), of up to 15
+   * digits as an unbounded integer's (past them a double is no longer exact, and the value ajv
+   * reads need not be a multiple): the digits read left to right through the remainders modulo it
+   * (after r comes digit d to (10r + d) mod k), ending at remainder 0; "-" before a multiple is one too
+   */
+  private multiple(s: Record<string, unknown>, name: string, path: string): string {
+    const k = s["multipleOf"];
+    if (typeof k !== "number" || !Number.isInteger(k) || k < 1 || k > MAX_MULTIPLE) throw new GrammarError(`${path}/multipleOf: expected an integer from 1 to ${MAX_MULTIPLE}, got ${JSON.stringify(k)}`);
+    const bound = RANGE_KEYS.find((b) => s[b] !== undefined);
+    if (bound !== undefined) throw new GrammarError(`${path}/multipleOf: not supported together with ${bound}`);
+    if (k === 1) return this.primitive("integer");
+    this.space();
+    let base = `${name}-mod`;
+    for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${base}-`)); n++) base = `${name}-mod${n}`;
+    // rule for "remainder r, at most `left` more digits", or undefined where no multiple can follow
+    const made = new Map<string, string | undefined>();
+    const state = (r: number, left: number): string | undefined => {
+      const id = `${base}-${left}-${r}`;
+      if (made.has(id)) return made.get(id);
+      const alts = [...(r === 0 ? ['""'] : []), ...(left > 0 ? step(r, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], left - 1) : [])];
+      const rule = alts.length === 0 ? undefined : r === 0 && alts.length === 1 ? '""' : this.add(id, alts.join(" | "));
+      made.set(id, rule);
+      return rule;
+    };
+    // digits grouped by the state they lead to
+    const step = (r: number, digits: readonly number[], left: number): string[] => {
+      const to = new Map<string, number[]>();
+      for (const d of digits) {
+        const next = state((r * 10 + d) % k, left);
+        if (next !== undefined) to.set(next, [...(to.get(next) ?? []), d]);
+      }
+      return [...to].map(([next, ds]) => `[${ds.join("")}]${next === '""' ? "" : ` ${next}`}`);
+    };
+    return this.add(name, `"-"? ("0" | ${step(0, [1, 2, 3, 4, 5, 6, 7, 8, 9], 14).join(" | ")}) space`);
   }
 
   private string(s: Record<string, unknown>, name: string, path: string): string {
