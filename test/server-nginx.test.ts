@@ -1,41 +1,19 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
 import { test } from "node:test";
+import { freePort, metric, skipNginx, startNginx } from "./helpers/nginx.js";
 import { post, skipStories, spawnServe, until } from "./helpers/serve.js";
-import { PROJECT_ROOT } from "./helpers/shared.js";
 
-const NGINX = "/usr/sbin/nginx";
-const skip = skipStories || (existsSync(NGINX) ? false : `${NGINX} not found: this test needs Debian's nginx (apt-get install -y nginx; .ci/run installs it)`);
-
-const freePort = () => new Promise<number>((r) => {
-  const srv = createServer().listen(0, "127.0.0.1", () => {
-    const { port } = srv.address() as { port: number };
-    srv.close(() => r(port));
-  });
-});
+const skip = skipStories || skipNginx;
 
 /** how many completions a replica has answered 200 (its /metrics) */
-async function served(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return Number(/tsllm_http_requests_total\{endpoint="\/v1\/completions",status="200"\} (\d+)/.exec(text)?.[1] ?? 0);
-}
+const served = (url: string): Promise<number> => metric(url, "tsllm_http_requests_total", '{endpoint="/v1/completions",status="200"}');
 
 test("deploy/nginx.conf: two tsllm serve replicas behind Debian's nginx; 32 concurrent requests use both; stopping one mid-run loses no request", { skip }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsllm-nginx-"));
-  const a = await spawnServe(["--port", String(await freePort()), "--grace-ms", "20000"]).catch((e) => { throw e; });
+  const a = await spawnServe(["--port", String(await freePort()), "--grace-ms", "20000"]);
   const b = await spawnServe(["--port", String(await freePort()), "--grace-ms", "20000"]);
-  const port = await freePort();
-  const conf = readFileSync(resolve(PROJECT_ROOT, "deploy/nginx.conf"), "utf8")
-    .replace("127.0.0.1:8081", new URL(a.url).host).replace("127.0.0.1:8082", new URL(b.url).host).replace("listen 127.0.0.1:8080", `listen 127.0.0.1:${port}`);
-  writeFileSync(join(dir, "nginx.conf"), conf);
-  const nginx = spawn(NGINX, ["-p", dir, "-c", join(dir, "nginx.conf"), "-g", `daemon off; pid ${join(dir, "nginx.pid")}; error_log ${join(dir, "error.log")};`], { stdio: "ignore" });
-  const lb = `http://127.0.0.1:${port}`;
+  const nginx = await startNginx([a.url, b.url]);
+  const lb = nginx.url;
   try {
-    await until(async () => (await fetch(`${lb}/health`).then((r) => r.ok, () => false)), "nginx to start");
     const prompts = ["Once upon a time", "Lily and Ben", "The cat", "One day"];
     const ask = (i: number) => post(`${lb}/v1/completions`, { prompt: prompts[i % 4], max_tokens: 24, temperature: 0 });
     const solo = await Promise.all(prompts.map((_, i) => ask(i)));
@@ -62,10 +40,77 @@ test("deploy/nginx.conf: two tsllm serve replicas behind Debian's nginx; 32 conc
     const after = await Promise.all(Array.from({ length: 8 }, (_, i) => ask(i)));
     for (const r of after) assert.equal(r.status, 200);
   } finally {
-    nginx.kill("SIGTERM");
+    await nginx.stop();
     a.child.kill("SIGKILL");
     b.child.kill("SIGKILL");
-    await new Promise((r) => nginx.once("exit", r));
-    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("deploy/nginx.conf: a conversation's turns (X-Session-Id) stay on one replica and hit its prefix cache; a replica killed mid-stream ends the stream with an error, its sessions move and come back when it restarts; none up: a JSON 502", { skip }, async () => {
+  const ports = [await freePort(), await freePort()];
+  const replicas = [await spawnServe(["--port", String(ports[0])]), await spawnServe(["--port", String(ports[1])])];
+  const urls = replicas.map((r) => r.url) as [string, string];
+  const nginx = await startNginx(urls);
+  /** POSTs a completion of `prompt` through nginx in session `id`; which replica answered it (their /metrics, one request at a time) */
+  const ask = async (id: string, prompt: string): Promise<{ replica: number; text: string }> => {
+    // (a replica that is down answered none)
+    const count = () => Promise.all(replicas.map((r) => served(r.url).catch(() => Number.NaN)));
+    const before = await count();
+    const r = await post(`${nginx.url}/v1/completions`, { prompt, max_tokens: 40, temperature: 0 }, { "X-Session-Id": id });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const after = await count();
+    const replica = after.findIndex((n, i) => n === before[i]! + 1);
+    assert.notEqual(replica, -1, "one replica answered");
+    return { replica, text: r.json.choices[0].text };
+  };
+  try {
+    const home = new Map<string, number>();
+    for (const id of ["conversation-1", "conversation-2", "conversation-3", "conversation-4", "conversation-5", "conversation-6"]) {
+      const first = await ask(id, "Once upon a time");
+      const hits = await metric(urls[first.replica]!, "tsllm_prefix_cache_hit_tokens_total");
+      // the second turn: the first one's prompt and reply, and more
+      const second = await ask(id, `Once upon a time${first.text} Then`);
+      assert.equal(second.replica, first.replica, `${id}'s second turn on the replica of its first`);
+      assert.ok((await metric(urls[first.replica]!, "tsllm_prefix_cache_hit_tokens_total")) > hits, `${id}'s second turn hit the prefix cache`);
+      home.set(id, first.replica);
+    }
+    assert.deepEqual(new Set(home.values()), new Set([0, 1]), "the sessions spread over both replicas");
+
+    // a stream on replica 0, which is killed while it streams: the client's read fails (no hang, no stream that looks complete)
+    const id = [...home].find(([, r]) => r === 0)![0];
+    const res = await fetch(`${nginx.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json", "X-Session-Id": id }, body: JSON.stringify({ prompt: "Once", max_tokens: 400, ignore_eos: true, stream: true }) });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read();
+    replicas[0]!.child.kill("SIGKILL");
+    let text = "";
+    const decoder = new TextDecoder();
+    await assert.rejects(async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        text += decoder.decode(value, { stream: true });
+      }
+    }, /terminated/);
+    assert.doesNotMatch(text, /\[DONE\]/);
+    await replicas[0]!.exited;
+
+    // its sessions go to replica 1 while it is down (nginx retries a refused connection there)
+    assert.equal((await ask(id, "Lily and Ben")).replica, 1);
+    // restarted on its port: once nginx's fail_timeout (5 s) has passed, its sessions come back to it
+    replicas[0] = await spawnServe(["--port", String(ports[0])]);
+    await until(async () => (await ask(id, "Lily and Ben")).replica === 0, `${id} back on the restarted replica`);
+
+    // no replica up: one JSON error a client can show, not nginx's HTML page
+    for (const r of replicas) r.child.kill("SIGKILL");
+    await Promise.all(replicas.map((r) => r.exited));
+    const down = await post(`${nginx.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }] });
+    assert.equal(down.status, 502);
+    assert.match(down.headers.get("content-type")!, /^application\/json/);
+    assert.equal(down.json.error.code, "no_replica");
+    assert.match(down.json.error.message, /no tsllm replica answered/);
+  } finally {
+    await nginx.stop();
+    for (const r of replicas) r.child.kill("SIGKILL");
   }
 });
