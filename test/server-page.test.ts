@@ -4,6 +4,7 @@ import { after, before, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import type { PageDocument } from "./helpers/page-document.js";
 import { startServer } from "../src/server/index.js";
+import { metric, skipNginx, startNginx } from "./helpers/nginx.js";
 import { CHAT_TEMPLATE, serveStories, skipStories, until } from "./helpers/serve.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
@@ -540,4 +541,49 @@ test("a phone-sized viewport with a reply holding a long code line: the code blo
   assert.ok(pre.scroll > pre.client, "the code block scrolls sideways");
   assert.ok(pre.right <= 375, `the code block ends on screen (${pre.right})`);
   await page.close();
+});
+
+test("each conversation sends its own X-Session-Id (kept by its turns, Regenerate and a reload; New chat takes another): through deploy/nginx.conf all its turns reach one replica", { skip: skip || skipNginx }, async () => {
+  const other = await serveStories({ contextSize: 2048 });
+  const nginx = await startNginx([s.url, other.url]);
+  const replicas = [s.url, other.url];
+  const answered = () => Promise.all(replicas.map((u) => metric(u, "tsllm_http_requests_total", '{endpoint="/v1/chat/completions",status="200"}')));
+  try {
+    const { page, errors } = await openPage(nginx.url);
+    const ids: string[] = [];
+    page.on("request", (r) => { if (r.url().endsWith("/v1/chat/completions")) ids.push(r.headers()["x-session-id"]!); });
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    const before = await answered();
+    const turn = async (text: string, n: number) => {
+      await page.fill("#input", text);
+      await page.press("#input", "Enter");
+      await page.waitForSelector(`li.assistant:nth-of-type(${2 * n}) .stats`);
+    };
+    await page.fill("#max-tokens", "6");
+    await turn("Once upon a time", 1);
+    await turn("and then", 2);
+    await page.getByRole("button", { name: "Regenerate" }).click();
+    await page.waitForFunction(() => document.querySelector("li.assistant:nth-of-type(4) .stats") !== null);
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    await page.fill("#max-tokens", "6");
+    await turn("the end", 3);
+    assert.equal(ids.length, 4);
+    assert.match(ids[0]!, /^[0-9a-f]{32}$/);
+    assert.deepEqual(new Set(ids).size, 1, `one id for the conversation: ${ids}`);
+    const after = await answered();
+    const grew = after.map((n, i) => n - before[i]!).sort();
+    assert.deepEqual(grew, [0, 4], "the four requests on one replica");
+
+    await page.click("#clear");
+    await turn("a new story", 1);
+    assert.equal(ids.length, 5);
+    assert.match(ids[4]!, /^[0-9a-f]{32}$/);
+    assert.notEqual(ids[4], ids[0], "New chat: another conversation, another id");
+    assert.deepEqual(errors, []);
+    await page.close();
+  } finally {
+    await nginx.stop();
+    await other.close();
+  }
 });

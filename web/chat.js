@@ -3,7 +3,9 @@
 // the tab) drops them. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
 // text nodes, never as HTML: what a model writes cannot become markup. A thinking model's
 // reasoning (the stream's reasoning_content) shows as it streams, in a collapsible "Thinking"
-// block above the reply, and is not sent back with the conversation.
+// block above the reply, and is not sent back with the conversation. Each conversation sends an
+// id of its own in the X-Session-Id header: a load balancer in front of several replicas
+// (deploy/nginx.conf) sends its turns to one replica, whose prefix cache holds the turns before.
 "use strict";
 const $ = (id) => document.getElementById(id);
 /**
@@ -11,16 +13,23 @@ const $ = (id) => document.getElementById(id);
  * so that a reply still streaming into the old one stays out of the new one
  */
 let history = [];
+/** this conversation's id (X-Session-Id): kept with it over a reload, a new one for New chat */
+let session = newSession();
 let controller = null;
 let modelId;
 
 const list = $("messages");
 const STORED = "tsllm-chat";
 
-/** keeps the conversation and the system prompt for a reload of this tab */
+/** 128 random bits as hex (crypto.randomUUID exists only on https: and localhost pages, this works on plain http too) */
+function newSession() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** keeps the conversation, its id and the system prompt for a reload of this tab */
 function save() {
   try {
-    sessionStorage.setItem(STORED, JSON.stringify({ history, system: $("system").value }));
+    sessionStorage.setItem(STORED, JSON.stringify({ history, session, system: $("system").value }));
   } catch {} // storage full or disabled: the conversation just does not outlive the page
 }
 
@@ -32,6 +41,7 @@ function restore() {
   if (!stored || !Array.isArray(stored.history)) return;
   history = stored.history.filter((m) => m && (m.role === "user" || m.role === "assistant") && typeof m.content === "string");
   if (typeof stored.system === "string") $("system").value = stored.system;
+  if (typeof stored.session === "string" && /^[0-9a-f]{32}$/.test(stored.session)) session = stored.session;
   renderAll();
 }
 const keyInput = $("api-key");
@@ -253,7 +263,7 @@ async function send(text) {
   try {
     const post = async () => {
       try {
-        return await fetch("/v1/chat/completions", { method: "POST", headers: headers(), signal: controller.signal, body: JSON.stringify({ ...body, model: modelId }) });
+        return await fetch("/v1/chat/completions", { method: "POST", headers: { ...headers(), "X-Session-Id": session }, signal: controller.signal, body: JSON.stringify({ ...body, model: modelId }) });
       } catch (e) {
         if (e.name === "AbortError") throw e;
         throw new Error(`cannot reach the server (${e.message})`);
@@ -358,6 +368,7 @@ $("stop").addEventListener("click", () => controller?.abort());
 $("clear").addEventListener("click", () => {
   controller?.abort();
   history = [];
+  session = newSession();
   list.replaceChildren();
   $("error").textContent = "";
   save();
