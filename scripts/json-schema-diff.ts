@@ -9,9 +9,13 @@
 //    allows (none, one space, or a newline and up to 20 spaces or tabs, after every token but
 //    before the first), and with strings' characters written as \u escapes.
 import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
 import { GrammarError, GrammarMatcher, jsonSchemaToGbnf, parseGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import type { Stack } from "../src/sampling/constraints/matcher.js";
 import type { Rng } from "../src/testing/rng.js";
+
+// ajv-formats is CommonJS: under Node's ESM its plugin is the module's default export's default
+const addFormats = addFormatsModule.default;
 
 type Schema = Record<string, unknown>;
 
@@ -174,11 +178,8 @@ export function makeAjv(): Ajv2020 {
     return i > 0 && date(s.slice(0, i)) && time(s.slice(i + 1));
   });
   ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
-  // ajv-formats' full mode's expressions for the formats OpenAI's strict mode names
-  ajv.addFormat("email", /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/i);
-  ajv.addFormat("hostname", /^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-0-9a-z]{0,61}[0-9a-z])?)*\.?$/i);
-  ajv.addFormat("ipv4", /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/);
-  ajv.addFormat("duration", /^P(?!$)((\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?|(\d+W)?)$/);
+  // the formats OpenAI's strict mode names beyond those, as ajv-formats' full mode checks them
+  addFormats(ajv, { mode: "full", formats: ["email", "hostname", "ipv4", "duration"] });
   // uri is an annotation to tsllm, as to llama.cpp (and outside OpenAI's strict mode): any string
   ajv.addFormat("uri", () => true);
   return ajv;
