@@ -273,7 +273,7 @@ async function send(text) {
     if (res.status === 404 && (await modelGone(res))) res = await post();
     if (!res.ok) throw new Error(await errorOf(res));
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = "";
+    let buf = "", ended = false;
     for (;;) {
       let value, done;
       try {
@@ -291,6 +291,7 @@ async function send(text) {
         const lines = buf.slice(0, end.index).split(/\r?\n/);
         buf = buf.slice(end.index + end[0].length);
         const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+        if (data === "[DONE]") ended = true;
         if (data === "" || data === "[DONE]") continue;
         const chunk = JSON.parse(data);
         if (chunk.error) throw new Error(chunk.error.message);
@@ -307,6 +308,9 @@ async function send(text) {
         timings = chunk.timings ?? timings;
       }
     }
+    // a stream closed before its finish_reason and [DONE] (a proxy or a replica gone between two
+    // events, a connection closed without chunked encoding's end) is cut short, not a finished reply
+    if (!ended && finish === null) throw new Error("the reply was cut off: the stream ended before the server finished it");
     if (modelId === undefined) void loadInfo();
   } catch (e) {
     if (e.name === "AbortError") finish = "stopped";
