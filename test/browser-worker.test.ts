@@ -24,7 +24,8 @@ before(async () => {
   if (skip) return;
   symlinkSync(sharedFile(MODEL)!, join(modelsDir, "stories260K.gguf"));
   ({ base, child: server } = await startExampleServer(modelsDir));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  // insecure.test: the example server under a name that is not localhost, so its pages are no secure context
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--host-resolver-rules=MAP insecure.test 127.0.0.1"] });
 });
 after(async () => {
   await browser?.close();
@@ -36,8 +37,8 @@ after(async () => {
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 4);
 
 /** runs `body` in a fresh page with TsllmWorker in scope; returns what it returns */
-async function inPage<T>(body: string): Promise<{ value: T; errors: string[] }> {
-  const { page, errors } = await openPage();
+async function inPage<T>(body: string, origin?: string): Promise<{ value: T; errors: string[] }> {
+  const { page, errors } = await openPage(origin);
   const value = await page.evaluate(async (code) => {
     const lib = "/tsllm/tsllm.js";
     const { TsllmWorker } = await import(lib);
@@ -49,11 +50,11 @@ async function inPage<T>(body: string): Promise<{ value: T; errors: string[] }> 
   return { value: value as T, errors };
 }
 
-async function openPage(): Promise<{ page: Page; errors: string[] }> {
+async function openPage(origin = base): Promise<{ page: Page; errors: string[] }> {
   const page = await browser!.newPage();
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(`${base}/`);
+  await page.goto(`${origin}/`);
   return { page, errors };
 }
 
@@ -237,5 +238,22 @@ test("an onStep or onProgress callback that throws rejects that call with its er
   assert.ok(value.tokens < 400, `the worker generated ${value.tokens} tokens after the callback threw`);
   assert.equal(value.load, "rejected: TypeError: progress bar gone");
   assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});
+
+test("a page that is no secure context (http from a LAN name, COOP/COEP sent): the wasm error says https is needed, a load says why it is not cached", { skip }, async () => {
+  const origin = base.replace("127.0.0.1", "insecure.test");
+  const { value, errors } = await inPage<{ secure: boolean; wasm: string; cached: boolean; notCached: string; tokens: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const wasm = await engine.load("/models/stories260K.gguf").then(() => "loaded", (e) => e.message);
+    const m = await engine.load("/models/stories260K.gguf", { backend: "reference" });
+    const r = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { secure: isSecureContext, wasm, cached: m.cached, notCached: m.notCached, tokens: r.completionTokens };`, origin);
+  assert.equal(value.secure, false);
+  assert.match(value.wasm, /^wasm backend: the page is not a secure context \(http:\/\/ from a host other than localhost\), and browsers isolate .* only secure ones: serve it over https: .*or load with backend: "reference"/);
+  assert.equal(value.cached, false);
+  assert.equal(value.notCached, `the model cache could not keep ${origin}/models/stories260K.gguf: the Cache API exists only in secure contexts (https:, or http://localhost) and this page is not one`);
+  assert.deepEqual(value.tokens, golden());
   assert.deepEqual(errors, []);
 });

@@ -39,6 +39,10 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
       // navigator.gpu; an error naming what is missing where the browser has none
       return createWebGPUBackend();
     case "wasm": {
+      if (web.crossOriginIsolated === false && web.isSecureContext === false) {
+        // COOP/COEP isolate only a secure context: saying "send the headers" sent an author on a LAN address round in circles
+        throw new Error("wasm backend: the page is not a secure context (http:// from a host other than localhost), and browsers isolate (give SharedArrayBuffer to) only secure ones: serve it over https: (or from localhost) with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: \"reference\" (one thread, plain TypeScript, slower)");
+      }
       if (web.crossOriginIsolated === false) {
         throw new Error("wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: \"reference\" (one thread, plain TypeScript, slower)");
       }

@@ -104,12 +104,17 @@ function storeFailure(url: string, e: unknown): CacheStoreError {
 }
 
 /** the model cache, or undefined where the context has no Cache API (not a secure context) */
-async function openCache(): Promise<WebCache | undefined> {
-  if (!web.caches) return undefined;
+/** the model cache, or why there is none (said in notCached: a load that silently never cached left a page's author guessing) */
+async function openCache(): Promise<WebCache | string> {
+  if (!web.caches) {
+    return web.isSecureContext === false
+      ? "the Cache API exists only in secure contexts (https:, or http://localhost) and this page is not one"
+      : "this browser has no Cache API here";
+  }
   try {
     return await web.caches.open(CACHE_NAME);
-  } catch {
-    return undefined; // storage disabled (some private modes)
+  } catch (e) {
+    return `the Cache API is unavailable (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}; storage disabled, as in some private modes)`;
   }
 }
 
@@ -122,7 +127,7 @@ function describe(url: string, r: Response): CachedModel {
 /** the models in the cache */
 export async function listCachedModels(): Promise<CachedModel[]> {
   const cache = await openCache();
-  if (!cache) return [];
+  if (typeof cache === "string") return [];
   const out: CachedModel[] = [];
   for (const key of await cache.keys()) {
     if (!isModelKey(key.url)) continue;
@@ -135,7 +140,7 @@ export async function listCachedModels(): Promise<CachedModel[]> {
 /** removes one URL's model (true when it was there), or every cached model (url undefined: how many) */
 export async function deleteCachedModels(url?: string): Promise<number> {
   const cache = await openCache();
-  if (!cache) return 0;
+  if (typeof cache === "string") return 0;
   if (url !== undefined) return (await forget(cache, url)) ? 1 : 0;
   let n = 0;
   for (const key of await cache.keys()) if ((await cache.delete(key.url)) && isModelKey(key.url)) n++;
@@ -357,13 +362,14 @@ async function download(cache: WebCache, url: string, onProgress?: (p: LoadProgr
 export async function openModelUrl(url: string, options: UrlLoadOptions = {}): Promise<OpenedUrl> {
   // a blob: or data: URL is already in memory (and the Cache API refuses its scheme)
   const mode = /^https?:/i.test(url) ? (options.cache ?? true) : false;
-  const cache = mode === false ? undefined : await openCache();
+  const opened = mode === false ? undefined : await openCache();
+  const cache = typeof opened === "string" ? undefined : opened;
   const signal = options.signal;
   const uncached = async (notCached?: string): Promise<OpenedUrl> => {
     const file = await openUrl(url, { wholeFile: options.wholeFile, signal });
     return { file: counted(file, false, options.onProgress), size: file.size, fromCache: false, cached: false, ...(notCached ? { notCached } : {}), discard: async () => undefined };
   };
-  if (!cache) return uncached();
+  if (!cache) return uncached(typeof opened === "string" ? `the model cache could not keep ${url}: ${opened}` : undefined);
   let entry = await cache.match(url);
   if (entry && mode === "revalidate") {
     const known = describe(url, entry);

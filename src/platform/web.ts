@@ -46,6 +46,8 @@ interface WebGlobals {
   XMLHttpRequest?: new () => SyncXHR;
   FileReaderSync?: new () => { readAsArrayBuffer(blob: Blob): ArrayBuffer };
   crossOriginIsolated?: boolean;
+  /** false on http:// from a host other than localhost: no Cache API, and COOP/COEP give no isolation */
+  isSecureContext?: boolean;
   location?: { readonly href: string };
 }
 
