@@ -51,6 +51,11 @@ test("a mistyped option or command: one line naming the closest one; a name like
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--seeds", "1"], "tsllm: error: unknown option --seeds (did you mean --seed?)\n"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-token=3"], "tsllm: error: unknown option --max-token (did you mean --max-tokens?)\n"],
     [["perplexity", "--model", "x.gguf", "--fille", "x.txt"], "tsllm: error: unknown option --fille (did you mean --file?)\n"],
+    // a shortened name, the other command's name, llama.cpp's snake_case spellings
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--ctx", "64"], "tsllm: error: unknown option --ctx (did you mean --ctx-size?)\n"],
+    [["perplexity", "--model", "x.gguf", "--ctx-size", "64"], "tsllm: error: unknown option --ctx-size (did you mean --ctx?)\n"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--n_predict", "8"], "tsllm: error: unknown option --n_predict (did you mean --max-tokens?)\n"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat_penalty", "1.1"], "tsllm: error: unknown option --repeat_penalty (did you mean --repeat-penalty?)\n"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--frobnicate"], "tsllm: error: unknown option --frobnicate (--help lists the options)\n"],
     [["generat"], 'tsllm: error: unknown command "generat" (did you mean "generate"?)\n'],
     // ollama's verbs, and llama-cli's habit of options with no command

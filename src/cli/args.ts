@@ -95,7 +95,8 @@ function distance(a: string, b: string): number {
 export function closest(name: string, names: Iterable<string>): string | undefined {
   let best: string | undefined, bestD = Infinity;
   for (const n of names) {
-    const d = n.startsWith(name) || name.startsWith(n) ? Math.abs(n.length - name.length) / 2 : distance(name, n);
+    // a shortened name (--ctx for --ctx-size) is as near as one typo, from three letters on
+    const d = Math.min(n.startsWith(name) || name.startsWith(n) ? (Math.min(n.length, name.length) >= 3 ? 0.5 : Math.abs(n.length - name.length) / 2) : Infinity, distance(name, n));
     if (d < bestD) [best, bestD] = [n, d];
   }
   return best !== undefined && bestD <= Math.max(1, Math.floor(name.length / 3)) ? best : undefined;
@@ -125,7 +126,10 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
     // Node's own sentence for an unknown option goes on about positional arguments: the first clause says it
     const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
     if (unknown) {
-      const suggestion = unknown[1]!.startsWith("--") ? closest(unknown[1]!.slice(2), Object.keys(options)) : undefined;
+      // llama.cpp's older snake_case names (--n_predict, --repeat_penalty) are its dashed ones
+      const wanted = unknown[1]!.startsWith("--") ? unknown[1]!.slice(2).replaceAll("_", "-") : undefined;
+      const alias = wanted === undefined ? undefined : LLAMA_CPP_ALIASES[`--${wanted}`]?.find((o) => Object.hasOwn(options, o));
+      const suggestion = alias ?? (wanted === undefined ? undefined : closest(wanted, Object.keys(options)));
       throw new UsageError(`unknown option ${unknown[1]}${suggestion ? ` (did you mean --${suggestion}?)` : " (--help lists the options)"}`);
     }
     // its advice to write --name=-XYZ is on a later line
