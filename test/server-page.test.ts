@@ -232,6 +232,25 @@ test("a phone-sized viewport: nothing overflows sideways, the message box and bo
   await page.close();
 });
 
+test("a phone-sized viewport with a long reply and More sampling open: the message box and Send stay on screen, the conversation scrolls", { skip }, async () => {
+  const { page, errors } = await openPage(s.url, { width: 375, height: 667 });
+  await forceReply(page, Array.from({ length: 40 }, (_, i) => `line ${i}`).join("\n"));
+  await page.click("#more-sampling summary");
+  await page.fill("#max-tokens", "600");
+  await page.fill("#input", "a long one");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  const at = await page.evaluate<{ send: number; input: number; list: number; listScroll: number; page: number }>(
+    "(() => { const m = document.getElementById('messages'); return { send: document.getElementById('send').getBoundingClientRect().bottom, input: document.getElementById('input').getBoundingClientRect().bottom, list: m.clientHeight, listScroll: m.scrollHeight, page: document.documentElement.scrollHeight }; })()");
+  assert.ok(at.send <= 667 && at.input <= 667, `the composer ends at ${at.send}px, the screen at 667`);
+  assert.ok(at.page <= 667, `the page is ${at.page}px tall: it does not scroll, the conversation does`);
+  assert.ok(at.listScroll > at.list, "the conversation scrolls");
+  const fields = await Promise.all(["#top-p", "#top-k", "#min-p"].map(async (f) => (await page.locator(f).boundingBox())!.y));
+  assert.equal(new Set(fields).size, 1, `Top P, Top K and Min P side by side (at y ${fields})`);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("Enter that confirms an IME composition does not send; a plain Enter does", { skip }, async () => {
   const { page } = await openPage();
   await page.fill("#max-tokens", "3");
@@ -405,6 +424,51 @@ test("a stream that ends cleanly before its finish_reason and [DONE] (a proxy go
   assert.ok((await page.textContent("li.assistant .content"))!.length > 0, "what came is kept");
   assert.deepEqual(errors, []);
   await page.close();
+});
+
+test("sampling settings: Top P, Top K and Min P go with the request, every field is kept for the next visit (localStorage), a field that holds no number is named and nothing is sent", { skip }, async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  const bodies = chatBodies(page);
+  await page.goto(s.url);
+  await page.fill("#temperature", "0.3");
+  await page.fill("#max-tokens", "7");
+  await page.click("#more-sampling summary");
+  await page.fill("#top-p", "0.9");
+  await page.fill("#top-k", "40");
+  await page.fill("#min-p", "0.05");
+  await page.fill("#input", "hi");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.deepEqual([bodies[0].temperature, bodies[0].max_tokens, bodies[0].top_p, bodies[0].top_k, bodies[0].min_p], [0.3, 7, 0.9, 40, 0.05]);
+
+  // another tab of the same browser: the same settings; an emptied field is the server's default again
+  const tab = await context.newPage();
+  tab.on("pageerror", (e) => errors.push(e.message));
+  const tabBodies = chatBodies(tab);
+  await tab.goto(s.url);
+  assert.deepEqual(await Promise.all(["#temperature", "#max-tokens", "#top-p", "#top-k", "#min-p"].map((f) => tab.inputValue(f))), ["0.3", "7", "0.9", "40", "0.05"]);
+  await tab.click("#more-sampling summary");
+  await tab.fill("#top-k", "");
+  // a number field holding no number ("1e"): one error naming it, the message kept, no request
+  await tab.focus("#top-p");
+  await tab.keyboard.press("ControlOrMeta+a");
+  await tab.keyboard.type("1e");
+  await tab.fill("#input", "again");
+  await tab.press("#input", "Enter");
+  assert.equal(await tab.textContent("#error"), "Top P: enter a number, or nothing for the server's default");
+  assert.equal(await tab.inputValue("#input"), "again");
+  assert.equal(await count(tab, "#messages li"), 0);
+  await tab.fill("#top-p", "0.8");
+  await tab.press("#input", "Enter");
+  await tab.waitForSelector("li.assistant .stats");
+  assert.equal(tabBodies.length, 1);
+  assert.equal("top_k" in tabBodies[0], false);
+  assert.equal(tabBodies[0].top_p, 0.8);
+  assert.deepEqual(errors, []);
+  await context.close();
 });
 
 test("Regenerate asks again for the last reply with the same conversation; Edit takes the conversation back to a message, its text in the box", { skip }, async () => {

@@ -213,7 +213,7 @@ function edit(index) {
 /** the last reply dropped and asked for again */
 function regenerate() {
   const user = history.at(-2);
-  if (history.at(-1)?.role !== "assistant" || user?.role !== "user") return;
+  if (history.at(-1)?.role !== "assistant" || user?.role !== "user" || !sampling()) return;
   history = history.slice(0, -2);
   renderAll();
   void send(user.content);
@@ -224,16 +224,54 @@ function setBusy(busy) {
   $("stop").disabled = !busy;
 }
 
-/** a number field's value, or undefined when it is empty (the server's default then) */
-function numberOf(id) {
-  const v = $(id).value.trim();
-  return v === "" ? undefined : Number(v);
+/**
+ * the sampling fields (input id, request field): an empty one leaves its field to the server's
+ * default; their values are kept in localStorage, for every tab and the next visit (the
+ * conversation is this tab's alone)
+ */
+const SAMPLING = [["temperature", "temperature"], ["max-tokens", "max_tokens"], ["top-p", "top_p"], ["top-k", "top_k"], ["min-p", "min_p"]];
+const SETTINGS = "tsllm-settings";
+try {
+  const kept = JSON.parse(localStorage.getItem(SETTINGS) ?? "null");
+  for (const [id] of SAMPLING) if (typeof kept?.[id] === "string") $(id).value = kept[id];
+} catch {} // storage disabled or a bad entry: the page's defaults
+for (const [id] of SAMPLING) {
+  $(id).addEventListener("input", () => {
+    try {
+      localStorage.setItem(SETTINGS, JSON.stringify(Object.fromEntries(SAMPLING.map(([field]) => [field, $(field).value]))));
+    } catch {}
+  });
+}
+
+/**
+ * the request's sampling fields; undefined, with the error shown, when a field holds no number
+ * (a number input's value is then "", which would silently send the server's default instead)
+ */
+function sampling() {
+  const fields = {};
+  for (const [id, field] of SAMPLING) {
+    const input = $(id);
+    if (input.validity.badInput) {
+      $("error").textContent = `${input.labels[0].firstChild.textContent.trim()}: enter a number, or nothing for the server's default`;
+      input.closest("details")?.setAttribute("open", "");
+      input.focus();
+      return undefined;
+    }
+    const v = input.value.trim();
+    if (v !== "") fields[field] = Number(v);
+  }
+  return fields;
 }
 
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : "–");
 
 async function send(text) {
   $("error").textContent = "";
+  const params = sampling();
+  if (!params) {
+    if ($("input").value === "") $("input").value = text;
+    return;
+  }
   const turns = history;
   const user = { role: "user", content: text };
   const userLi = bubble("user", text);
@@ -252,10 +290,7 @@ async function send(text) {
   const system = $("system").value.trim();
   // (the page's own fields, such as a reply's stats, stay out of the request)
   const messages = [...(system ? [{ role: "system", content: system }] : []), ...turns.map(({ role, content }) => ({ role, content })), user];
-  const body = { messages, stream: true, stream_options: { include_usage: true } };
-  const temperature = numberOf("temperature"), maxTokens = numberOf("max-tokens");
-  if (temperature !== undefined) body.temperature = temperature;
-  if (maxTokens !== undefined) body.max_tokens = maxTokens;
+  const body = { messages, stream: true, stream_options: { include_usage: true }, ...params };
   controller = new AbortController();
   setBusy(true);
   const started = performance.now();
