@@ -13,6 +13,12 @@
 // after the batch settles: no block in use (cached prefixes idle), nothing queued or running,
 // every draft pool empty. A batch that has not settled after --timeout seconds is a hang.
 //
+// Most cases run under admission "preempt" (a quarter under "reserve"): with a pool just big enough
+// for the largest request, requests admitted on their prompts outgrow it and the newest are
+// preempted and recomputed. A preempted request must still give its solo tokens, text and finish
+// reason, and its events the outcome's tokens exactly once each; its logprobs only within 1e-3
+// (rows recomputed in a chunk differ in the last bits from rows decoded one at a time).
+//
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
 // greedy tokens must start with the engine's solo tokens.
@@ -24,7 +30,7 @@ import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
 import type { KVBlockPool } from "../src/cache/index.js";
-import { Engine, RequestError, type EngineRequest, type RequestEvent, type RequestOutcome, type RequestParams } from "../src/engine/index.js";
+import { Engine, RequestError, type Admission, type EngineRequest, type RequestEvent, type RequestOutcome, type RequestParams } from "../src/engine/index.js";
 import { loadModel, type LanguageModel, type Model } from "../src/index.js";
 import { ensureRandomModel, Rng, tinyLlama } from "../src/testing/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
@@ -135,6 +141,7 @@ interface Case {
   maxSequences: number;
   maxBatchTokens: number;
   kvBlocks: number;
+  admission: Admission;
   jobs: Job[];
 }
 
@@ -162,6 +169,7 @@ function worstBlocks(engine: Engine, p: RequestParams): number {
 async function makeCase(rng: Rng): Promise<Case> {
   const target = pick(rng, targets);
   const { model } = target;
+  const admission: Admission = chance(rng, 0.75) ? "preempt" : "reserve";
   const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
   const tok = () => int(rng, 3, vocab - 1);
   // prompts grow from a few stems (shared prefixes, often past a 16-token block)
@@ -196,7 +204,8 @@ async function makeCase(rng: Rng): Promise<Case> {
     const kind = rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
-    const maxTokens = size < 0.05 ? 0 : size < 0.1 ? CONTEXT : int(rng, 1, 40);
+    // (under "preempt" a third of them up to the context, as a server gives a request without max_tokens: they outgrow the pool)
+    const maxTokens = size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
     let decoding: RequestParams["decoding"] = { kind: "sample", n: 1 };
     if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
     else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
@@ -234,10 +243,11 @@ async function makeCase(rng: Rng): Promise<Case> {
   const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
   // a pool just big enough for the largest request, or a little more: admission waits, cached prefixes are evicted
   // (half the time at most one block spare: cached prefixes are evicted under pressure and recomputed by the next request needing them)
+  // under "preempt" 70% of the time exactly that: requests admitted on their prompts outgrow it, and the newest are preempted
   const spare = rng.uniform();
-  const kvBlocks = need + (spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
+  const kvBlocks = need + (admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
-  return { target, maxSequences: int(rng, widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, jobs };
+  return { target, maxSequences: int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, jobs };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -301,14 +311,14 @@ function auditRefs(engine: Engine): string {
   return bad.slice(0, 5).join("; ");
 }
 
-interface Got { outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean }
+interface Got { outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean; /** times the engine preempted it */ preemptions: number }
 
 /** the case's jobs through one engine, arrivals and aborts at their passes; defects found on the way go to `defects` */
 async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   const tokenizer = c.target.model.tokenizer;
   let pass = 0;
   let engine!: Engine;
-  const got: Got[] = c.jobs.map(() => ({ events: [], aborted: false }));
+  const got: Got[] = c.jobs.map(() => ({ events: [], aborted: false, preemptions: 0 }));
   const controllers = c.jobs.map(() => new AbortController());
   const settled: Promise<void>[] = [];
   let submitted = 0;
@@ -325,6 +335,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
         } catch (e) {
           got[i]!.error = e;
         }
+        got[i]!.preemptions = request.preemptions;
       })());
     }
   };
@@ -352,7 +363,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   });
   // cacheReplies false: a chat turn through an earlier reply must then match its solo run bit for bit
   // (with the default, the reply's rows come from one-row passes and may differ in the last bits)
-  engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0, cacheReplies: false });
+  engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0, cacheReplies: false, admission: c.admission });
   // the model drafting for itself drafts through the hooked object: its passes queue on the one model with the engine's
   const batchJobs = c.jobs.map((j): Job => (j.draft === c.target && j.params.decoding.kind === "speculative" ? { ...j, params: { ...j.params, decoding: { ...j.params.decoding, draft: hooked } } } : j));
   submitDue();
@@ -381,6 +392,8 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   // settled: nothing queued or running, no block in use, every draft pool empty
   const { pool, scheduler, draftPools } = internals(engine);
   evictions += pool?.stats.evictions ?? 0;
+  preemptions += engine.stats.preemptions;
+  preempted += got.filter((g) => g.preemptions > 0).length;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   for (const draft of new Set(batchJobs.map((j) => (j.params.decoding.kind === "speculative" ? j.params.decoding.draft : undefined)))) {
@@ -414,6 +427,16 @@ async function runSolo(t: Target, job: Job): Promise<{ outcome?: RequestOutcome;
 
 const isPrefix = (a: readonly number[], b: readonly number[]) => a.length <= b.length && a.every((x, i) => x === b[i]);
 
+/**
+ * whether a preempted request's logprobs are the solo ones up to the last bits: its recomputed
+ * rows (a chunk) differ in the last bits from the solo's decoded ones (one row a pass)
+ */
+function closeLogprobs(x: RequestOutcome["choices"][number]["logprobs"], y: typeof x): boolean {
+  if (!x || !y) return x === y;
+  const near = (a: number, b: number) => a === b || Math.abs(a - b) < 1e-3;
+  return x.length === y.length && x.every((l, i) => l.token === y[i]!.token && near(l.logprob, y[i]!.logprob) && l.top.length === y[i]!.top.length && l.top.every((t, j) => near(t.logprob, y[i]!.top[j]!.logprob)));
+}
+
 /** how the batched result differs from the solo one ("" when it does not) */
 function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: unknown }): string {
   if (solo.error !== undefined) {
@@ -430,13 +453,14 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
     if (aborted) {
       if (job.params.decoding.kind === "beam") continue; // beam search emits its best hypothesis so far: not a prefix of the solo one
       if (!isPrefix(x.completionTokens, y.completionTokens)) return `choice ${i} (aborted): tokens ${JSON.stringify(x.completionTokens)} are not a prefix of solo ${JSON.stringify(y.completionTokens)}`;
-      if (x.logprobs && y.logprobs && JSON.stringify(x.logprobs) !== JSON.stringify(y.logprobs.slice(0, x.logprobs.length))) return `choice ${i} (aborted): logprobs differ from solo's prefix`;
+      const soloPrefix = y.logprobs?.slice(0, x.logprobs?.length);
+      if (x.logprobs && soloPrefix && (got.preemptions > 0 ? !closeLogprobs(x.logprobs, soloPrefix) : JSON.stringify(x.logprobs) !== JSON.stringify(soloPrefix))) return `choice ${i} (aborted): logprobs differ from solo's prefix`;
       continue;
     }
     if (JSON.stringify(x.completionTokens) !== JSON.stringify(y.completionTokens)) return `choice ${i}: tokens ${JSON.stringify(x.completionTokens)}, solo ${JSON.stringify(y.completionTokens)}`;
     if (x.completion !== y.completion) return `choice ${i}: text ${JSON.stringify(x.completion)}, solo ${JSON.stringify(y.completion)}`;
     if (x.finishReason !== y.finishReason) return `choice ${i}: finish ${x.finishReason}, solo ${y.finishReason}`;
-    if (JSON.stringify(x.logprobs) !== JSON.stringify(y.logprobs)) return `choice ${i}: logprobs differ (${JSON.stringify(x.logprobs)?.slice(0, 300)} vs ${JSON.stringify(y.logprobs)?.slice(0, 300)})`;
+    if (got.preemptions > 0 ? !closeLogprobs(x.logprobs, y.logprobs) : JSON.stringify(x.logprobs) !== JSON.stringify(y.logprobs)) return `choice ${i}: logprobs differ${got.preemptions > 0 ? " by 1e-3 or more (preempted)" : ""} (${JSON.stringify(x.logprobs)?.slice(0, 300)} vs ${JSON.stringify(y.logprobs)?.slice(0, 300)})`;
   }
   if (!got.aborted) {
     if (JSON.stringify(a.promptLogprobs) !== JSON.stringify(b.promptLogprobs)) return `promptLogprobs differ`;
@@ -453,7 +477,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -466,7 +490,7 @@ for (let k = first; k <= last; k++) {
     if (got[i]!.aborted) aborted++;
     const solo = await soloOf(c.target, job);
     const diff = compare(job, got[i]!, solo);
-    if (diff) defects.push(`request ${i} ${describe(job)}: ${diff}`);
+    if (diff) defects.push(`request ${i}${got[i]!.preemptions > 0 ? ` (preempted ${got[i]!.preemptions}x)` : ""} ${describe(job)}: ${diff}`);
     const p = job.params, sp = p.sampling;
     const plainGreedy = sp.temperature === 0 && (sp.repeatPenalty ?? 1) === 1 && !sp.presencePenalty && !sp.frequencyPenalty && sp.logitBias === undefined && p.constraint === undefined && p.decoding.kind === "sample" && p.decoding.n === 1;
     if (llamaGreedy && c.target.name === "stories260K" && plainGreedy && solo.outcome) {
@@ -478,7 +502,7 @@ for (let k = first; k <= last; k++) {
     }
   }
   solos.clear();
-  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks)`;
+  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, admission ${c.admission})`;
   if (opts.verbose) console.log(`${head}\n${c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n")}`);
   if (defects.length > 0) {
     defectsTotal += defects.length;
@@ -487,5 +511,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

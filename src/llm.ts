@@ -1,5 +1,5 @@
 import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
@@ -87,6 +87,8 @@ export interface LoadModelOptions {
    * every answer bit-identical to the request run alone, each reply recomputed in the next turn
    */
   cacheReplies?: boolean;
+  /** how requests get KV room: "preempt" (default) or "reserve" (EngineOptions.admission) */
+  admission?: Admission;
   /** where load-time warnings go, one line each (default: process.emitWarning) */
   onWarning?: (message: string) => void;
   /**
@@ -101,7 +103,7 @@ export interface LoadModelOptions {
 /** every LoadModelOptions key (a record of them, so that a new option fails the type check until it is listed) */
 const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
-  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, onWarning: true, warmup: true,
+  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,
 } satisfies Record<keyof LoadModelOptions, true>);
 
 export interface ChatOptions extends GenerateOptions {
@@ -438,7 +440,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize), maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
-      cacheReplies: options.cacheReplies, storage: backend,
+      cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
       source: path,
     });
     if (options.warmup !== false) await warmUpForward(model);

@@ -532,7 +532,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     for (const name of ["tsllm_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"}", "tsllm_time_to_first_token_seconds_bucket", "tsllm_time_per_output_token_seconds_count",
       "tsllm_e2e_request_latency_seconds_sum", "tsllm_request_queue_time_seconds_count", "tsllm_prompt_tokens_total", "tsllm_generation_tokens_total", "tsllm_requests_running 0",
-      "tsllm_requests_waiting 0", "tsllm_kv_blocks_used 0", "tsllm_kv_blocks_total", "tsllm_prefix_cache_hit_tokens_total", "status=\"400\"", "status=\"413\""]) {
+      "tsllm_requests_waiting 0", "tsllm_kv_blocks_used 0", "tsllm_kv_blocks_total", "tsllm_prefix_cache_hit_tokens_total", "tsllm_preemptions_total 0", "status=\"400\"", "status=\"413\""]) {
       assert.ok(metrics.includes(name), `/metrics has ${name}`);
     }
     assert.match(metrics, /^tsllm_generation_tokens_total [1-9]\d*$/m);

@@ -9,7 +9,7 @@ import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
-import { Scheduler, type ScheduledChunk, type StepPlan } from "./scheduler.js";
+import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
 import type { SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
@@ -47,6 +47,15 @@ export interface EngineOptions {
    * alone on a fresh engine, at the cost of recomputing each reply in the next turn's prefill
    */
   readonly cacheReplies?: boolean;
+  /**
+   * how requests get KV room (default "preempt", see docs/engine.md "KV pool and admission"):
+   * "reserve" admits a request once its worst case (prompt + maxTokens) fits, so nothing is ever
+   * preempted but a request without maxTokens holds a whole context; "preempt" admits one
+   * sampled choice once its prompt fits and, when the pool runs out, preempts the most recently
+   * admitted such request, which is recomputed later (its stream goes on where it was). Requests
+   * with n choices, beams or speculative decoding keep the worst-case reservation either way
+   */
+  readonly admission?: Admission;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
   readonly storage?: KVStorage;
   /** the model's file or folder, named when the model computes something impossible (NaN logits) */
@@ -66,6 +75,8 @@ export interface EngineStats {
   readonly cachedPromptTokens: number;
   /** prompt tokens of the requests whose prefill ended (cached ones included; a request aborted before its prefill ended adds none) */
   readonly prefilledPromptTokens: number;
+  /** requests preempted (their blocks freed, to be recomputed; admission "preempt"), each time counted */
+  readonly preemptions: number;
   /** the KV pool; undefined until the first request allocates it */
   readonly kv: KVPoolStats | undefined;
   /** tokens the KV pool holds */
@@ -129,6 +140,9 @@ export class Engine {
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
       throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
     }
+    if (options.admission !== undefined && options.admission !== "reserve" && options.admission !== "preempt") {
+      throw new RangeError(`admission must be "reserve" or "preempt", got ${shownValue(options.admission)}`);
+    }
     this.slicer = new TimeSlicer(options.sliceMs ?? 5);
     // validates the budget now, so a bad kvCacheBytes (or a pool past the backend's largest
     // buffer) fails at load, not at the first request
@@ -177,7 +191,7 @@ export class Engine {
   get stats(): EngineStats {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
-      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, preemptions: this.scheduler?.preemptions ?? 0, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
     };
   }
@@ -519,7 +533,7 @@ export class Engine {
     this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken, this.model.kvCacheTypes);
     const pool = this.pool;
     this.scheduler = new Scheduler(
-      pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize, cacheReplies: this.options.cacheReplies ?? true },
+      pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize, cacheReplies: this.options.cacheReplies ?? true, admission: this.options.admission ?? "preempt" },
       () => new KVCache(i.blockCount, i.headCountKv, i.headDim, this.contextSize, pool),
     );
     return this.scheduler;

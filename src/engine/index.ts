@@ -1,4 +1,5 @@
 export { DEFAULT_MAX_SEQUENCES, Engine, type EngineOptions, type EngineStats } from "./engine.js";
+export type { Admission } from "./scheduler.js";
 export { exclusive } from "./runner.js";
 export { EngineRequest, type Decoding, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";
 export { RunningSequence } from "./running-sequence.js";

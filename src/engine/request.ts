@@ -78,6 +78,10 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   cachedPromptTokens = 0;
   /** KV blocks it may hold at once beyond its cached prefix (its worst case, reserved at admission) */
   reservedBlocks = 0;
+  /** preempted after its prefill and re-admitted: its tokens so far are being recomputed (as a prompt is) */
+  recomputing = false;
+  /** times it was preempted (its blocks freed, recomputed later) */
+  preemptions = 0;
   /** with params.promptLogprobs: the prompt tokens scored so far (the engine adds each chunk's) */
   readonly promptLogprobs: (TokenLogprob | null)[] | undefined;
   private readonly events: RequestEvent[] = [];

@@ -34,7 +34,19 @@ export interface SchedulerLimits {
   readonly contextSize: number;
   /** generated tokens' rows are cached as prefixes too, not only rows computed in chunks (EngineOptions.cacheReplies) */
   readonly cacheReplies: boolean;
+  /** how requests get KV room (EngineOptions.admission) */
+  readonly admission: Admission;
 }
+
+/**
+ * "reserve": a request is admitted once its worst case (prompt + maxTokens, plus its strategy's)
+ * fits beside what the running ones may still take; nothing is ever preempted. "preempt": a
+ * request whose strategy can be recomputed (one sampled choice) is admitted once its prompt fits
+ * (plus a watermark), and when a step finds no free block for it the most recently admitted such
+ * request is preempted (its blocks freed, recomputed later from prompt + tokens so far); other
+ * requests (n choices, beams, speculative decoding) keep the worst-case reservation
+ */
+export type Admission = "reserve" | "preempt";
 
 /**
  * Each step: every running sequence with chosen tokens decodes them (one row each; a
@@ -42,11 +54,15 @@ export interface SchedulerLimits {
  * being prefilled, oldest first, in chunks; then waiting requests are admitted in arrival order
  * while sequences, budget and KV blocks allow.
  *
- * KV admission is worst-case: a request is admitted only when the blocks it may hold at once
- * (its prompt and maxTokens, plus what its strategy adds: other choices, beams, a proposal) fit
- * beside what the running requests may still take, cached prefix blocks counting as room. So a
- * running request never finds the pool empty and nothing is ever preempted; a request that does
- * not fit waits for others to finish. It is also the StrategyHost: strategies fork and retire
+ * KV admission (limits.admission): a reserved request is admitted only when the blocks it may
+ * hold at once (its prompt and maxTokens, plus what its strategy adds: other choices, beams, a
+ * proposal) fit beside what the running reserved requests may still take, cached prefix blocks
+ * counting as room, so it never finds the pool empty. A preemptible request (admission "preempt",
+ * a strategy that can be recomputed) is admitted when its tokens fit beside the prompts already
+ * admitted, plus a watermark; when a step finds no room for its next rows, the most recently
+ * admitted preemptible request is preempted: its blocks go back (registered ones stay cached, idle)
+ * and it waits at the front of the queue, to be recomputed from its tokens so far. A request that
+ * does not fit waits for others to finish. It is also the StrategyHost: strategies fork and retire
  * their sequences through it.
  */
 export class Scheduler implements StrategyHost {
@@ -54,6 +70,10 @@ export class Scheduler implements StrategyHost {
   readonly running: EngineRequest[] = [];
   /** how many of each sequence's leading blocks are registered as cached prefixes, and the last one's id */
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
+  /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by request */
+  private readonly planned = new Map<EngineRequest, number>();
+  /** preemptions so far (EngineStats.preemptions) */
+  preemptions = 0;
 
   constructor(
     readonly pool: KVBlockPool,
@@ -86,36 +106,60 @@ export class Scheduler implements StrategyHost {
   schedule(): StepPlan {
     const chunks: ScheduledChunk[] = [];
     let budget = this.limits.maxBatchTokens;
-    // decodes first: each running sequence's chosen tokens, whole (a request whose reader lags far behind waits)
-    for (const request of this.running) {
-      if (!request.prefilled || request.backlog > MAX_BACKLOG) continue;
-      for (const sequence of request.sequences) {
-        if (sequence.finished || sequence.pending === 0) continue;
-        chunks.push(chunkOf(request, sequence, sequence.pending));
-        budget -= sequence.pending;
+    let preempted = false;
+    this.planned.clear();
+    /**
+     * Plans `k` tokens of the sequence: a preemptible request takes room for its new blocks first,
+     * preempting the most recently admitted preemptible requests (their planned chunks leave the
+     * plan) until it fits; false when it was preempted itself. The oldest one never waits on the
+     * newer, and a lone request always fits (its worst case fits the pool: admissible), so every
+     * step makes progress.
+     */
+    const plan = (request: EngineRequest, sequence: RunningSequence, k: number): boolean => {
+      if (this.preemptible(request)) {
+        const need = newBlocks(sequence, k);
+        while (this.room() < need) {
+          const victim = this.newestPreemptible()!;
+          for (let i = chunks.length - 1; i >= 0; i--) {
+            if (chunks[i]!.request === victim) budget += chunks.splice(i, 1)[0]!.tokens.length;
+          }
+          this.preempt(victim);
+          preempted = true;
+          if (victim === request) return false;
+        }
+        this.planned.set(request, (this.planned.get(request) ?? 0) + need);
       }
-    }
-    // then prompts already admitted, oldest first
-    for (const request of this.running) {
-      if (budget <= 0) break;
-      if (request.prefilled) continue;
-      const sequence = request.sequences[0]!;
-      const k = promptChunk(sequence.pending, budget);
       chunks.push(chunkOf(request, sequence, k));
       budget -= k;
+      return true;
+    };
+    // decodes first: each running sequence's chosen tokens, whole (a request whose reader lags far behind waits)
+    for (const request of [...this.running]) {
+      if (request.phase !== "running" || !request.prefilled || request.recomputing || request.backlog > MAX_BACKLOG) continue;
+      for (const sequence of request.sequences) {
+        if (sequence.finished || sequence.pending === 0) continue;
+        if (!plan(request, sequence, sequence.pending)) break;
+      }
     }
-    // then new requests, in arrival order (the first that does not fit holds the others back)
+    // then prompts already admitted (and preempted requests being recomputed), oldest first
+    for (const request of [...this.running]) {
+      if (budget <= 0) break;
+      if (request.phase !== "running" || (request.prefilled && !request.recomputing)) continue;
+      const sequence = request.sequences[0]!;
+      plan(request, sequence, promptChunk(sequence.pending, budget));
+    }
+    // then new requests, in arrival order (the first that does not fit holds the others back); none
+    // in a step that preempted (unless it plans nothing else), or the room just freed would admit
+    // what the next step preempts again
     const admitted: EngineRequest[] = [];
-    while (this.waiting.length > 0 && budget > 0) {
+    while ((!preempted || chunks.length === 0) && this.waiting.length > 0 && budget > 0) {
       const request = this.waiting[0]!;
       if (this.runningSequences + request.strategy.width > this.limits.maxSequences) break;
       const sequence = this.admit(request);
       if (!sequence) break;
       this.waiting.shift();
       admitted.push(request);
-      const k = promptChunk(sequence.pending, budget);
-      chunks.push(chunkOf(request, sequence, k));
-      budget -= k;
+      plan(request, sequence, promptChunk(sequence.pending, budget));
     }
     return { chunks, admitted };
   }
@@ -149,6 +193,8 @@ export class Scheduler implements StrategyHost {
   /** a step computed the chunk's rows: chunks of two or more extend the rows that may be cached (RunningSequence.chunkedRows) */
   computed(chunk: ScheduledChunk): void {
     const seq = chunk.sequence;
+    // a preempted request's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's)
+    if (chunk.start + chunk.tokens.length === seq.tokens.length) chunk.request.recomputing = false;
     if (chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows) seq.chunkedRows = chunk.start + chunk.tokens.length;
   }
 
@@ -178,39 +224,97 @@ export class Scheduler implements StrategyHost {
     }
   }
 
-  /** the admitted request's first sequence (on its cached prefix), or undefined when its KV worst case does not fit yet */
+  /**
+   * the admitted request's first sequence (on its cached prefix), or undefined when it does not fit
+   * yet: a reserved request's KV worst case, a preemptible one's tokens (a preempted one resumes
+   * with its sequence: prompt and tokens generated so far)
+   */
   private admit(request: EngineRequest): RunningSequence | undefined {
-    const { promptTokens } = request.params;
+    const resumed = request.sequences[0];
+    const tokens = resumed?.tokens ?? request.params.promptTokens;
     const bs = this.pool.blockSize;
-    // cached prefix blocks; at least the last two prompt tokens are computed: the last for its
+    // cached prefix blocks; at least the last two tokens are computed: the last for its
     // logits, and never alone (a one-row segment takes attention's one-query arithmetic, so the
     // same prompt gave other logits the second time, from its cache; see promptChunk). A prompt
     // being scored takes none: every position's logits are needed
     const hits: number[] = [];
     let previous = 0;
-    const reusable = request.params.promptLogprobs === undefined ? promptTokens.length - 2 : 0;
+    const reusable = request.promptLogprobs === undefined || request.prefilled ? tokens.length - 2 : 0;
     while ((hits.length + 1) * bs <= reusable) {
-      const found = this.pool.lookup(KVBlockPool.prefixKey(previous, promptTokens.slice(hits.length * bs, (hits.length + 1) * bs)));
+      const found = this.pool.lookup(KVBlockPool.prefixKey(previous, tokens.slice(hits.length * bs, (hits.length + 1) * bs)));
       if (!found) break;
       hits.push(found.block);
       previous = found.id;
     }
     const revived = hits.filter((b) => this.pool.isIdle(b)).length;
-    const need = this.worstBlocks(request, hits.length);
-    if (need + revived > this.pool.availableBlocks - this.outstanding()) return undefined;
+    const preemptible = this.preemptible(request);
+    const need = preemptible ? Math.ceil(tokens.length / bs) - hits.length : this.worstBlocks(request, hits.length);
+    // a watermark of free blocks for the running requests' next tokens (vLLM's 1%); none for a lone request, which always fits
+    const watermark = preemptible && this.running.length > 0 ? Math.ceil(this.pool.blockCount / 100) : 0;
+    if (need + revived + watermark > this.room() - this.promised()) return undefined;
 
-    const cache = this.newCache();
+    const cache = resumed?.cache ?? this.newCache();
     cache.adoptPrefix(hits);
-    const sequence = new RunningSequence([...promptTokens], cache);
+    const sequence = resumed ?? new RunningSequence([...tokens], cache);
     sequence.chunkedRows = hits.length * bs;
     this.registered.set(sequence, { blocks: hits.length, id: previous });
-    request.sequences.push(sequence);
-    request.cachedPromptTokens = hits.length * bs;
-    request.reservedBlocks = need + hits.length;
+    if (!resumed) request.sequences.push(sequence);
+    if (!request.prefilled) request.cachedPromptTokens = hits.length * bs;
+    request.recomputing = request.prefilled;
+    request.reservedBlocks = preemptible ? 0 : need + hits.length;
     request.phase = "running";
-    request.scheduledAt = performance.now();
+    if (!resumed) request.scheduledAt = performance.now();
     this.running.push(request);
     return sequence;
+  }
+
+  /** whether the request may be preempted (admission "preempt" and a strategy that can be recomputed from its tokens) */
+  private preemptible(request: EngineRequest): boolean {
+    return this.limits.admission === "preempt" && request.strategy.recomputable === true;
+  }
+
+  private newestPreemptible(): EngineRequest | undefined {
+    for (let i = this.running.length - 1; i >= 0; i--) if (this.preemptible(this.running[i]!)) return this.running[i];
+    return undefined;
+  }
+
+  /**
+   * Frees the request's blocks (registered ones stay cached, idle) and queues it first, to be
+   * recomputed from its tokens; its strategy keeps its state (sampler, stop matcher, the tokens it
+   * has emitted), so the reader's stream goes on where it was
+   */
+  private preempt(request: EngineRequest): void {
+    const sequence = request.sequences[0]!;
+    sequence.cache.free();
+    sequence.chunkedRows = 0;
+    this.registered.delete(sequence);
+    // a prompt being scored is scored again from its start
+    if (!request.prefilled && request.promptLogprobs) request.promptLogprobs.length = 1;
+    this.running.splice(this.running.indexOf(request), 1);
+    this.planned.delete(request);
+    request.phase = "waiting";
+    request.recomputing = false;
+    request.preemptions++;
+    this.preemptions++;
+    this.waiting.unshift(request);
+  }
+
+  /** blocks free for preemptible requests' rows now: available ones less what the reserved requests may still take and this step's planned chunks take */
+  private room(): number {
+    let planned = 0;
+    for (const n of this.planned.values()) planned += n;
+    return this.pool.availableBlocks - this.outstanding() - planned;
+  }
+
+  /** blocks the admitted preemptible requests' prompts (or recomputes) still need beyond this step's chunks */
+  private promised(): number {
+    let sum = 0;
+    for (const r of this.running) {
+      if (!this.preemptible(r) || (r.prefilled && !r.recomputing)) continue;
+      const seq = r.sequences[0]!;
+      sum += Math.max(0, Math.ceil(seq.tokens.length / this.pool.blockSize) - seq.cache.blockCount - (this.planned.get(r) ?? 0));
+    }
+    return sum;
   }
 
   /** blocks the running requests may still take: each one's reservation less the blocks its sequences hold now */
@@ -250,6 +354,11 @@ function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
 export function promptChunk(pending: number, budget: number): number {
   const k = Math.max(budget, 2);
   return pending - k <= 1 ? pending : k;
+}
+
+/** new blocks the sequence takes for its next `k` positions (a preemptible request's one sequence: its blocks start at multiples of the block size) */
+function newBlocks(sequence: RunningSequence, k: number): number {
+  return Math.max(0, Math.ceil((sequence.cache.length + k) / sequence.cache.pool.blockSize) - sequence.cache.blockCount);
 }
 
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {

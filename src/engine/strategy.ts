@@ -47,6 +47,13 @@ export interface SequenceLogits {
 export interface Strategy {
   /** sequences it runs at once at most (for the scheduler's limit) */
   readonly width: number;
+  /**
+   * its request may be preempted (admission "preempt"): its one sequence's blocks freed and
+   * recomputed later from the sequence's tokens, the strategy's state (sampler, stops, what it
+   * emitted) kept. Strategies that fork sequences or hold rows elsewhere keep the worst-case
+   * reservation instead
+   */
+  readonly recomputable?: boolean;
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
   extraBlocks(blockSize: number): number;
   /**

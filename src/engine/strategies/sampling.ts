@@ -27,6 +27,11 @@ export class SamplingStrategy implements Strategy {
     private readonly withLogprobs: boolean,
   ) {}
 
+  /** one choice is one sequence whose tokens say everything its KV holds; n choices share the prompt's rows, so they keep their reservation */
+  get recomputable(): boolean {
+    return this.width === 1;
+  }
+
   extraBlocks(blockSize: number): number {
     // each further choice extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first
     return this.width > 1 ? 1 + (this.width - 1) * (Math.ceil(this.maxTokens / blockSize) + 1) : 0;

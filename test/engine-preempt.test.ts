@@ -1,0 +1,167 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Engine } from "../src/engine/index.js";
+import { loadModel, type GenerateOptions, type GenerationResult, type GenerationStep, type Model } from "../src/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const skip = skipWithoutShared(MODEL);
+const PROMPTS = ["The little dog ran to the park and saw a big", "Once upon a time, there was a", "Lily and Ben went to the", "One day, a girl named Sue", "Tom had a big red ball", "The sun was hot and"];
+
+/** each job alone, one after another, on a fresh model with the default pool (nothing shared, never preempted) */
+async function solo(jobs: readonly { prompt: string; options: GenerateOptions }[]): Promise<GenerationResult[]> {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  try {
+    const out: GenerationResult[] = [];
+    for (const j of jobs) out.push(await model.generate(j.prompt, j.options));
+    return out;
+  } finally {
+    model.dispose();
+  }
+}
+
+/** a model whose KV pool holds `blocks` blocks of 16 positions */
+async function smallPool(blocks: number, admission: "reserve" | "preempt", contextSize = 512): Promise<Model> {
+  const probe = await loadModel(sharedFile(MODEL)!, { contextSize, warmup: false });
+  const perToken = probe.engine.bytesPerToken;
+  probe.dispose();
+  // a step's budget takes 6 short prompts at once
+  return loadModel(sharedFile(MODEL)!, { contextSize, kvCacheBytes: blocks * 16 * perToken, admission, maxBatchTokens: 128 });
+}
+
+/** streams the request to its end, keeping every step as the reader saw it */
+async function streamed(model: Model, prompt: string, options: GenerateOptions, onToken?: (count: number) => void): Promise<{ steps: GenerationStep[]; result: GenerationResult }> {
+  const steps: GenerationStep[] = [];
+  const it = model.stream(prompt, options);
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return { steps, result: r.value };
+    steps.push(r.value);
+    if (r.value.token !== undefined) onToken?.(steps.filter((s) => s.token !== undefined).length);
+  }
+}
+
+test("engine admission: a bad admission option is refused naming it", { skip }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 64, warmup: false });
+  try {
+    assert.throws(() => new Engine(model.engine.model, model.tokenizer, { contextSize: 64, admission: "lazy" as never }), /admission must be "reserve" or "preempt", got "lazy"/);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: with a pool of 2 contexts, 6 requests whose maxTokens is the whole context all run at once under admission preempt (2 at a time under reserve), each with its solo tokens", { skip }, async () => {
+  // replies end at their first "." (1 to 11 tokens), which the engine cannot foresee: it sees maxTokens 256
+  const options: GenerateOptions = { temperature: 0, maxTokens: 256, stop: ["."] };
+  const jobs = PROMPTS.map((prompt) => ({ prompt, options }));
+  const alone = await solo(jobs);
+  for (const admission of ["reserve", "preempt"] as const) {
+    const model = await smallPool(2 * 256 / 16, admission, 256);
+    try {
+      const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+      got.forEach((g, i) => {
+        assert.deepEqual(g.result.completionTokens, alone[i]!.completionTokens, `${admission}: request ${i}`);
+        assert.equal(g.result.finishReason, "stop");
+      });
+      // (the most sequences one step computed together)
+      const together = model.engine.stats.peakStepSequences;
+      if (admission === "reserve") assert.equal(together, 2, "each request reserves a whole context: two fit");
+      else assert.equal(together, 6, "every request runs at once");
+      assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    } finally {
+      model.dispose();
+    }
+  }
+});
+
+test("stories260K: a request preempted mid-decode streams on without a gap or a duplicate; greedy tokens are its solo tokens, seeded sampling keeps its stream; finish, logprobs, counts right", { skip }, async () => {
+  // 10 blocks of 16 positions; each request grows to 5 (12 prompt + 60 new): three cannot all hold theirs
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: PROMPTS[0]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
+    { prompt: PROMPTS[1]!, options: { temperature: 0.9, topK: 20, seed: 4321, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
+    { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
+  ];
+  const alone = await solo(jobs);
+  const model = await smallPool(10, "preempt");
+  try {
+    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+    assert.ok(model.engine.stats.preemptions > 0, "the pool forced a preemption");
+    got.forEach(({ steps, result }, i) => {
+      const tokens = steps.flatMap((s) => (s.token === undefined ? [] : [s.token]));
+      // the stream is the reply, once: no token repeated after the recompute, none missing
+      assert.deepEqual(tokens, result.completionTokens, `request ${i}: streamed tokens`);
+      assert.equal(steps.map((s) => s.text).join(""), result.completion, `request ${i}: streamed text`);
+      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `request ${i}: tokens`);
+      assert.equal(result.finishReason, "length");
+      assert.equal(result.completionTokens.length, 60);
+      assert.equal(result.logprobs!.length, 60);
+      // rows recomputed by a prefill differ in the last bits from rows decoded one at a time (docs/engine.md)
+      result.logprobs!.forEach((lp, t) => {
+        assert.equal(lp.token, alone[i]!.logprobs![t]!.token);
+        assert.ok(Math.abs(lp.logprob - alone[i]!.logprobs![t]!.logprob) < 1e-3, `request ${i} token ${t}: logprob ${lp.logprob} vs ${alone[i]!.logprobs![t]!.logprob}`);
+      });
+    });
+    const kv = model.engine.stats.kv!;
+    assert.ok(kv.peakBlocksInUse <= 10, `peak ${kv.peakBlocksInUse} blocks`);
+    assert.equal(kv.blocksInUse, 0);
+    assert.equal(kv.grows, 0, "the pool is never resized");
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: a request aborted while preempted ends at once with what it streamed (a prefix of its solo tokens); the others go on", { skip }, async () => {
+  const options: GenerateOptions = { temperature: 0, maxTokens: 60, ignoreEos: true };
+  const jobs = PROMPTS.slice(0, 3).map((prompt) => ({ prompt, options }));
+  const alone = await solo(jobs);
+  const model = await smallPool(10, "preempt");
+  try {
+    const aborter = new AbortController();
+    let abortedWaiting = -1;
+    const runs = jobs.map((j, i) => streamed(model, j.prompt, { ...j.options, ...(i === 2 ? { signal: aborter.signal } : {}) }, () => {
+      // the newest request is the one preempted: abort it while it waits to be recomputed
+      const s = model.engine.stats;
+      if (i === 0 && abortedWaiting < 0 && s.preemptions > 0 && s.waiting === 1) {
+        abortedWaiting = s.waiting;
+        aborter.abort();
+      }
+    }));
+    const got = await Promise.all(runs);
+    assert.equal(abortedWaiting, 1, "aborted while preempted");
+    const cut = got[2]!.result;
+    assert.equal(cut.finishReason, "abort");
+    assert.ok(cut.completionTokens.length < 60);
+    assert.deepEqual(cut.completionTokens, alone[2]!.completionTokens.slice(0, cut.completionTokens.length));
+    assert.deepEqual(got[2]!.steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), cut.completionTokens);
+    for (const i of [0, 1]) assert.deepEqual(got[i]!.result.completionTokens, alone[i]!.completionTokens);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    assert.equal(model.engine.stats.waiting + model.engine.stats.running, 0);
+  } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: under admission preempt, n choices and beams keep their worst-case reservation: never preempted, each as alone", { skip }, async () => {
+  // the sampled ones first: they are admitted on their prompts and grow into the room the reserved ones leave
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true } },
+    { prompt: PROMPTS[3]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true } },
+    { prompt: PROMPTS[0]!, options: { temperature: 0.8, seed: 5, n: 2, maxTokens: 40, ignoreEos: true } },
+    { prompt: PROMPTS[1]!, options: { numBeams: 2, maxTokens: 20 } },
+  ];
+  const alone = await solo(jobs);
+  const model = await smallPool(12, "preempt");
+  try {
+    const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
+    got.forEach((r, i) => {
+      assert.deepEqual(r.completionTokens, alone[i]!.completionTokens, `request ${i}`);
+      assert.deepEqual(r.choices?.map((c) => c.completionTokens), alone[i]!.choices?.map((c) => c.completionTokens), `request ${i}: choices`);
+      assert.deepEqual(r.beams, alone[i]!.beams, `request ${i}: beams`);
+    });
+    // the two sampled requests were preempted for the reserved ones' room, never the reserved ones
+    assert.ok(model.engine.stats.preemptions > 0);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+  } finally {
+    model.dispose();
+  }
+});
