@@ -62,6 +62,9 @@ test("the chat page in headless Chromium: model info, a streamed reply with its 
     await page.waitForSelector("li.assistant:nth-of-type(4) .stats");
     assert.match((await page.textContent("li.assistant:nth-of-type(4) .stats"))!, /^stopped · \d+ tokens · TTFT/);
     await until(() => s.model.engine.stats.running === 0, "the engine to drop the stopped reply");
+    // the server saw the client leave (499) and gave the reply's KV blocks back
+    assert.equal(await metric(s.url, "tsllm_http_requests_total", '{endpoint="/v1/chat/completions",status="499"}'), 1);
+    assert.equal(await metric(s.url, "tsllm_kv_blocks_used"), 0);
     assert.equal(await page.isDisabled("#send"), false);
   } finally {
     lm.passBatch = original;
@@ -471,6 +474,56 @@ test("sampling settings: Top P, Top K and Min P go with the request, every field
   await context.close();
 });
 
+test("Copy puts a reply's text as the model wrote it (its Markdown) on the clipboard, on every reply", { skip }, async () => {
+  const context = await browser.newContext();
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: s.url });
+  const page = await context.newPage();
+  await page.goto(s.url);
+  await forceReply(page, "Use **bold** and `code`");
+  await page.fill("#max-tokens", "100");
+  for (const [i, text] of ["one", "two"].entries()) {
+    await page.fill("#input", text);
+    await page.press("#input", "Enter");
+    await page.waitForSelector(`li.assistant:nth-of-type(${2 * i + 2}) .stats`);
+  }
+  assert.equal(await count(page, "li.assistant button.copy"), 2);
+  await page.locator("li.assistant").first().getByRole("button", { name: "Copy" }).click();
+  await page.waitForFunction(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText().then((t) => t !== ""));
+  const copied = await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText());
+  assert.equal(copied, "Use **bold** and `code`");
+  assert.equal(await page.textContent("li.assistant .content"), "Use bold and code", "shown rendered");
+  assert.equal(await page.textContent("#error"), "");
+  await context.close();
+});
+
+test("Copy on a page served over plain http from another machine (no Clipboard API there) still copies", { skip }, async () => {
+  // a LAN address is no secure context: chromium resolves tsllm.test to this server, and the page at it has no navigator.clipboard
+  const lan = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--host-resolver-rules=MAP tsllm.test 127.0.0.1"] });
+  try {
+    const context = await lan.newContext();
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: s.url });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(s.url.replace("127.0.0.1", "tsllm.test"));
+    assert.equal(await page.evaluate("typeof navigator.clipboard"), "undefined");
+    await forceReply(page, "Use **bold** and `code`");
+    await page.fill("#max-tokens", "100");
+    await page.fill("#input", "one");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant .stats");
+    await page.getByRole("button", { name: "Copy" }).click();
+    // what the clipboard holds, read by a page of a secure origin
+    const reader = await context.newPage();
+    await reader.goto(s.url);
+    assert.equal(await reader.evaluate("navigator.clipboard.readText()"), "Use **bold** and `code`");
+    assert.equal(await page.textContent("#error"), "");
+    assert.deepEqual(errors, []);
+  } finally {
+    await lan.close();
+  }
+});
+
 test("Regenerate asks again for the last reply with the same conversation; Edit takes the conversation back to a message, its text in the box", { skip }, async () => {
   const { page } = await openPage();
   const bodies = chatBodies(page);
@@ -483,7 +536,7 @@ test("Regenerate asks again for the last reply with the same conversation; Edit 
   await page.waitForSelector("li.assistant:nth-of-type(4) .stats");
   const firstReply = (await page.textContent("li.assistant:nth-of-type(2) .content"))!;
   // only the last reply can be regenerated
-  assert.equal(await count(page, "li.assistant button"), 1);
+  assert.equal(await count(page, "li.assistant button.regenerate"), 1);
   await page.getByRole("button", { name: "Regenerate" }).click();
   await page.waitForFunction(() => document.querySelectorAll("#messages li").length === 4 && document.querySelector("li.assistant:nth-of-type(4) .stats") !== null);
   assert.equal(bodies.length, 3);

@@ -169,7 +169,24 @@ function bubble(role, text, index) {
   return li;
 }
 
-/** a finished message's stats and buttons: Edit on a user's message, Regenerate on the last reply */
+/**
+ * `text` onto the clipboard: the Clipboard API exists only on https: and localhost pages, and a
+ * server on the LAN (http://192.168.1.5:8080) is neither, where a selected textarea and "copy" still work
+ */
+async function copyText(text) {
+  if (navigator.clipboard) return navigator.clipboard.writeText(text);
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.style.position = "fixed";
+  area.style.opacity = "0";
+  document.body.append(area);
+  area.select();
+  const copied = document.execCommand("copy");
+  area.remove();
+  if (!copied) throw new Error("the browser refused to copy");
+}
+
+/** a finished message's stats and buttons: Edit on a user's message, Copy on a reply, Regenerate on the last one */
 function decorate(li, index) {
   const m = history[index];
   if (m.stats) {
@@ -183,6 +200,7 @@ function decorate(li, index) {
   const button = (label, title, onClick) => {
     const b = document.createElement("button");
     b.type = "button";
+    b.className = label.toLowerCase();
     b.textContent = label;
     b.title = title;
     b.addEventListener("click", () => {
@@ -191,7 +209,13 @@ function decorate(li, index) {
     actions.append(b);
   };
   if (m.role === "user") button("Edit", "Edit this message: the conversation goes back to before it", () => edit(index));
-  else if (index === history.length - 1) button("Regenerate", "Ask for another reply to the same message", regenerate);
+  else {
+    // the reply as the model wrote it (its Markdown), without its reasoning
+    button("Copy", "Copy this reply", () => {
+      copyText(m.content).then(() => ($("error").textContent = ""), (e) => ($("error").textContent = `cannot copy: ${e.message}`));
+    });
+    if (index === history.length - 1) button("Regenerate", "Ask for another reply to the same message", regenerate);
+  }
   if (actions.childElementCount) li.append(actions);
 }
 
@@ -380,7 +404,7 @@ async function send(text) {
   if (turns !== history) return;
   const follow = atBottom();
   // the previous reply loses its Regenerate button: only the last one can be asked for again
-  for (const old of list.querySelectorAll("li.assistant .actions")) old.remove();
+  for (const old of list.querySelectorAll("li.assistant button.regenerate")) old.remove();
   decorate(userLi, history.length - 2);
   decorate(li, history.length - 1);
   save();
