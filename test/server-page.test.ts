@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import type { PageDocument } from "./helpers/page-document.js";
 import { startServer } from "../src/server/index.js";
 import { metric, skipNginx, startNginx } from "./helpers/nginx.js";
-import { CHAT_TEMPLATE, serveStories, skipStories, until } from "./helpers/serve.js";
+import { CHAT_TEMPLATE, serveStories, skipStories, spawnServe, until } from "./helpers/serve.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
@@ -723,5 +725,44 @@ test("each conversation sends its own X-Session-Id (kept by its turns, Regenerat
   } finally {
     await nginx.stop();
     await other.close();
+  }
+});
+
+test("behind deploy/nginx.conf, the replica streaming a reply is killed: the page says the connection was lost, keeps what came, and the next message is answered by the other replica", { skip: skip || skipNginx }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-page-"));
+  const template = join(dir, "template.jinja");
+  writeFileSync(template, CHAT_TEMPLATE);
+  const replicas = await Promise.all([0, 1].map(() => spawnServe(["--ctx-size", "2048", "--chat-template", template])));
+  const nginx = await startNginx([replicas[0]!.url, replicas[1]!.url]);
+  try {
+    const { page, errors } = await openPage(nginx.url);
+    // a long reply (no end of text), so that it still streams when its replica dies
+    await page.route("**/v1/chat/completions", (route) => route.continue({ postData: JSON.stringify({ ...JSON.parse(route.request().postData()!), ignore_eos: true }) }));
+    await page.fill("#max-tokens", "1900");
+    await page.fill("#input", "Once upon a time");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length > 20);
+    const running = await Promise.all(replicas.map((r) => metric(r.url, "tsllm_requests_running")));
+    const victim = running.indexOf(1);
+    assert.notEqual(victim, -1, `one replica streams (${running})`);
+    replicas[victim]!.child.kill("SIGKILL");
+    await page.waitForSelector("li.assistant .stats");
+    assert.match((await page.textContent("#error"))!, /^the connection to the server was lost/);
+    assert.match((await page.textContent("li.assistant .stats"))!, /^error · /);
+    assert.ok((await page.textContent("li.assistant .content"))!.length > 20, "what came is kept");
+    assert.equal(await page.isDisabled("#send"), false);
+
+    await page.fill("#max-tokens", "5");
+    await page.fill("#input", "again");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant:nth-of-type(4) .stats");
+    assert.equal(await page.textContent("#error"), "");
+    assert.match((await page.textContent("li.assistant:nth-of-type(4) .stats"))!, /^length · 5 tokens/);
+    assert.deepEqual(errors.filter((e) => !e.includes("ERR_INCOMPLETE_CHUNKED_ENCODING")), []);
+    await page.close();
+  } finally {
+    await nginx.stop();
+    for (const r of replicas) r.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
   }
 });
