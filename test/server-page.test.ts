@@ -609,6 +609,35 @@ test("a reload keeps the conversation and the system prompt (this tab's sessionS
   await page.close();
 });
 
+test("a reload while a reply streams keeps the conversation with the reply so far, marked stopped; the server drops the request; the next message goes on from it", { skip }, async () => {
+  const { page, errors } = await openPage();
+  const bodies = chatBodies(page);
+  const restore = slowEngine(15);
+  try {
+    await page.fill("#max-tokens", "1500");
+    await page.fill("#input", "Tell me a long story");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length > 10);
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    await until(() => s.model.engine.stats.running === 0, "the engine to drop the left reply");
+  } finally {
+    restore();
+  }
+  assert.equal(await count(page, "#messages li"), 2);
+  assert.equal(await page.textContent("li.user .content"), "Tell me a long story");
+  const kept = (await page.textContent("li.assistant .content"))!;
+  assert.ok(kept.length > 10, `the reply so far is kept (${JSON.stringify(kept)})`);
+  assert.match((await page.textContent("li.assistant .stats"))!, /^stopped · \d+ tokens · TTFT [\d.]+ ms/);
+  await page.fill("#max-tokens", "4");
+  await page.fill("#input", "more");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant:nth-of-type(4) .stats");
+  assert.deepEqual(bodies.at(-1).messages, [{ role: "user", content: "Tell me a long story" }, { role: "assistant", content: kept }, { role: "user", content: "more" }]);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("the server restarted on the same port with another model: the page takes the new model's name and the message goes through", { skip }, async () => {
   const first = await startServer(s.model, { port: 0, chatTemplate: CHAT_TEMPLATE, modelName: "first-name" });
   const port = Number(new URL(first.url).port);

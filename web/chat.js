@@ -1,6 +1,7 @@
 // tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation and the
-// system prompt are kept in sessionStorage: a reload of the tab keeps them, New chat (or closing
-// the tab) drops them. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
+// system prompt are kept in sessionStorage: a reload of the tab keeps them (a reply still
+// streaming with what came so far, marked stopped), New chat (or closing the tab) drops them;
+// the sampling settings are kept in localStorage. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
 // text nodes, never as HTML: what a model writes cannot become markup. A thinking model's
 // reasoning (the stream's reasoning_content) shows as it streams, in a collapsible "Thinking"
 // block above the reply, and is not sent back with the conversation. Each conversation sends an
@@ -16,6 +17,10 @@ let history = [];
 /** this conversation's id (X-Session-Id): kept with it over a reload, a new one for New chat */
 let session = newSession();
 let controller = null;
+/** while a reply streams: saves the conversation with the reply so far, marked stopped (the page is being left or reloaded) */
+let leaving = null;
+/** whether the page is being left (pagehide) */
+let pageLeft = false;
 let modelId;
 
 const list = $("messages");
@@ -26,10 +31,10 @@ function newSession() {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** keeps the conversation, its id and the system prompt for a reload of this tab */
-function save() {
+/** keeps the conversation (`messages`: history and a turn still streaming), its id and the system prompt for a reload of this tab */
+function save(messages = history) {
   try {
-    sessionStorage.setItem(STORED, JSON.stringify({ history, session, system: $("system").value }));
+    sessionStorage.setItem(STORED, JSON.stringify({ history: messages, session, system: $("system").value }));
   } catch {} // storage full or disabled: the conversation just does not outlive the page
 }
 
@@ -319,6 +324,22 @@ async function send(text) {
   setBusy(true);
   const started = performance.now();
   let firstAt = 0, tokens = 0, timings = null, finish = null, error = null;
+  /** the turn as it stands: what the conversation keeps when the reply ends, or when the page is left while it streams */
+  const turn = () => {
+    const end = performance.now();
+    const ttft = timings ? timings.ttft_ms : firstAt ? firstAt - started : NaN;
+    const tpot = timings ? timings.predicted_per_token_ms : tokens > 1 ? (end - firstAt) / (tokens - 1) : NaN;
+    const n = timings ? timings.predicted_n : tokens;
+    const stats = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
+    return [user, { role: "assistant", content: reply, ...(reasoning ? { reasoning } : {}), stats }];
+  };
+  // a reload mid-reply keeps what came (the browser aborts the request, the server frees it); a
+  // turn with nothing back yet is not kept: a conversation ending in a user's message could not go on
+  leaving = () => {
+    if (turns !== history || (reply === "" && reasoning === "")) return;
+    finish = "stopped";
+    save([...history, ...turn()]);
+  };
   try {
     const post = async () => {
       try {
@@ -372,6 +393,8 @@ async function send(text) {
     if (!ended && finish === null) throw new Error("the reply was cut off: the stream ended before the server finished it");
     if (modelId === undefined) void loadInfo();
   } catch (e) {
+    // leaving the page cut the connection: pagehide kept the turn already (`leaving`)
+    if (pageLeft) return;
     if (e.name === "AbortError") finish = "stopped";
     else {
       finish = "error";
@@ -379,6 +402,7 @@ async function send(text) {
     }
   } finally {
     controller = null;
+    leaving = null;
     setBusy(false);
     li.removeAttribute("aria-busy");
     if (rendering) cancelAnimationFrame(rendering);
@@ -394,12 +418,7 @@ async function send(text) {
     if ($("input").value === "") $("input").value = text;
     return;
   }
-  const end = performance.now();
-  const ttft = timings ? timings.ttft_ms : firstAt ? firstAt - started : NaN;
-  const tpot = timings ? timings.predicted_per_token_ms : tokens > 1 ? (end - firstAt) / (tokens - 1) : NaN;
-  const n = timings ? timings.predicted_n : tokens;
-  const stats = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
-  turns.push(user, { role: "assistant", content: reply, ...(reasoning ? { reasoning } : {}), stats });
+  turns.push(...turn());
   // a New chat or an edit while it streamed replaced the conversation: this turn is not on the page any more
   if (turns !== history) return;
   const follow = atBottom();
@@ -437,6 +456,12 @@ $("clear").addEventListener("click", () => {
   save();
   $("input").focus();
 });
-$("system").addEventListener("change", save);
+$("system").addEventListener("change", () => save());
+// pagehide, not beforeunload: it fires on a reload, a closed tab and a mobile browser putting the page away
+addEventListener("pagehide", () => {
+  pageLeft = true;
+  leaving?.();
+});
+addEventListener("pageshow", () => (pageLeft = false));
 restore();
 void loadInfo();
