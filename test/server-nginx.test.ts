@@ -114,3 +114,22 @@ test("deploy/nginx.conf: a conversation's turns (X-Session-Id) stay on one repli
     for (const r of replicas) r.child.kill("SIGKILL");
   }
 });
+
+test("deploy/nginx.conf: replicas that hang (SIGSTOP) give the client a JSON 504 after proxy_read_timeout, not a hung request; woken up they answer again", { skip }, async () => {
+  const replicas = await Promise.all([0, 1].map(() => spawnServe([])));
+  // the timeout shortened from 600 s for the test
+  const nginx = await startNginx([replicas[0]!.url, replicas[1]!.url], (conf) => conf.replace("proxy_read_timeout 600s", "proxy_read_timeout 1s"));
+  try {
+    for (const r of replicas) r.child.kill("SIGSTOP");
+    const hung = await post(`${nginx.url}/v1/completions`, { prompt: "Once", max_tokens: 4 });
+    assert.equal(hung.status, 504);
+    assert.match(hung.headers.get("content-type")!, /^application\/json/);
+    assert.equal(hung.json.error.code, "replica_timeout");
+    // woken up, they answer again
+    for (const r of replicas) r.child.kill("SIGCONT");
+    await until(async () => (await post(`${nginx.url}/v1/completions`, { prompt: "Once", max_tokens: 4 })).status === 200, "a replica to answer again");
+  } finally {
+    await nginx.stop();
+    for (const r of replicas) r.child.kill("SIGKILL");
+  }
+});

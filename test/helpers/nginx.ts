@@ -25,14 +25,14 @@ export async function metric(url: string, name: string, labels = ""): Promise<nu
   return Number(line?.split(" ")[1] ?? 0);
 }
 
-/** Debian's nginx running deploy/nginx.conf, its two replicas' addresses replaced by `replicas`' (it listens on a free port) */
-export async function startNginx(replicas: readonly [string, string]): Promise<{ url: string; stop(): Promise<void> }> {
+/** Debian's nginx running deploy/nginx.conf, its two replicas' addresses replaced by `replicas`' (it listens on a free port), `edit` applied */
+export async function startNginx(replicas: readonly [string, string], edit: (conf: string) => string = (c) => c): Promise<{ url: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-nginx-"));
   const port = await freePort();
   const conf = readFileSync(resolve(PROJECT_ROOT, "deploy/nginx.conf"), "utf8")
     .replaceAll("127.0.0.1:8081", new URL(replicas[0]).host).replaceAll("127.0.0.1:8082", new URL(replicas[1]).host)
     .replace("listen 127.0.0.1:8080", `listen 127.0.0.1:${port}`);
-  writeFileSync(join(dir, "nginx.conf"), conf);
+  writeFileSync(join(dir, "nginx.conf"), edit(conf));
   const nginx = spawn(NGINX, ["-p", dir, "-c", join(dir, "nginx.conf"), "-g", `daemon off; pid ${join(dir, "nginx.pid")}; error_log ${join(dir, "error.log")};`], { stdio: "ignore" });
   const exited = new Promise((r) => nginx.once("exit", r));
   const url = `http://127.0.0.1:${port}`;
