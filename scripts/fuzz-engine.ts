@@ -17,7 +17,9 @@
 // for the largest request, requests admitted on their prompts outgrow it and the newest are
 // preempted and recomputed. A preempted request must still give its solo tokens, text and finish
 // reason, and its events the outcome's tokens exactly once each; its logprobs only within 1e-3
-// (rows recomputed in a chunk differ in the last bits from rows decoded one at a time).
+// (rows recomputed in a chunk differ in the last bits from rows decoded one at a time). A third of
+// them are bursts: requests of one sampled choice arriving together, each 60 tokens to the
+// context long, end-of-text ignored, no constraint.
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -142,6 +144,7 @@ interface Case {
   maxBatchTokens: number;
   kvBlocks: number;
   admission: Admission;
+  burst: boolean;
   jobs: Job[];
 }
 
@@ -170,6 +173,8 @@ async function makeCase(rng: Rng): Promise<Case> {
   const target = pick(rng, targets);
   const { model } = target;
   const admission: Admission = chance(rng, 0.75) ? "preempt" : "reserve";
+  // a burst: every request long (60 tokens to the context, end-of-text ignored), so the pool runs out again and again
+  const burst = admission === "preempt" && chance(rng, 0.3);
   const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
   const tok = () => int(rng, 3, vocab - 1);
   // prompts grow from a few stems (shared prefixes, often past a 16-token block)
@@ -201,11 +206,12 @@ async function makeCase(rng: Rng): Promise<Case> {
     };
     // greedy with penalties or a bias too: they change the argmax, and the history they read is the sequence's own
     if (greedy && chance(rng, 0.2)) Object.assign(sampling, { repeatPenalty: 1.5, frequencyPenalty: 0.5, presencePenalty: 0.3, logitBias: { [tok()]: 3 } });
-    const kind = rng.uniform();
+    // (a burst's requests all sample one choice, the preemptible kind, and arrive together)
+    const kind = burst ? 1 : rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
     // (under "preempt" a third of them up to the context, as a server gives a request without max_tokens: they outgrow the pool)
-    const maxTokens = size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
+    const maxTokens = burst ? int(rng, 60, CONTEXT) : size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
     let decoding: RequestParams["decoding"] = { kind: "sample", n: 1 };
     if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
     else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
@@ -219,12 +225,12 @@ async function makeCase(rng: Rng): Promise<Case> {
     }
     const plain = decoding.kind === "sample";
     // a constraint on what the output may be (the grammar's parse state is per sequence: forks and beams copy it)
-    const constraint = chance(rng, 0.15) ? pick(rng, CONSTRAINTS) : undefined;
+    const constraint = !burst && chance(rng, 0.15) ? pick(rng, CONSTRAINTS) : undefined;
     const params: RequestParams = {
       promptTokens, decoding, sampling, maxTokens,
       stop: chance(rng, 0.3) && stopPieces.length > 0 ? [pick(rng, stopPieces)] : [],
       stopTokens: chance(rng, 0.15) ? [tok(), tok()] : [],
-      ignoreEos: chance(rng, 0.5),
+      ignoreEos: burst || chance(rng, 0.5),
       topLogprobs: plain && chance(rng, 0.3) ? pick(rng, [0, 1, 3]) : undefined,
       ...(plain && chance(rng, 0.15) ? { promptLogprobs: pick(rng, [0, 2]) } : {}),
       ...(constraint ? { constraint } : {}),
@@ -234,7 +240,7 @@ async function makeCase(rng: Rng): Promise<Case> {
     if (earlierStop) {
       Object.assign(params, { ...earlierStop.job.params, stop: [earlierStop.stop], ...(chance(rng, 0.5) ? { decoding } : {}) });
     }
-    if (chance(rng, 0.5)) arrival += int(rng, 0, 6);
+    if (!burst && chance(rng, 0.5)) arrival += int(rng, 0, 6);
     const abort = rng.uniform();
     const drafting = params.decoding.kind === "speculative" ? targets.find((t) => t.model.languageModel === (params.decoding as { draft?: LanguageModel }).draft) : undefined;
     jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98, ...(drafting ? { draft: drafting } : {}) });
@@ -247,7 +253,7 @@ async function makeCase(rng: Rng): Promise<Case> {
   const spare = rng.uniform();
   const kvBlocks = need + (admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
-  return { target, maxSequences: int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, jobs };
+  return { target, maxSequences: int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, burst, jobs };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -484,6 +490,7 @@ for (let k = first; k <= last; k++) {
   const rng = new Rng(opts.seed * 100003 + k);
   const c = await makeCase(rng);
   const defects: string[] = [];
+  const preemptedBefore = preemptions;
   const got = await runBatch(c, defects);
   for (const [i, job] of c.jobs.entries()) {
     requests++;
@@ -502,7 +509,7 @@ for (let k = first; k <= last; k++) {
     }
   }
   solos.clear();
-  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, admission ${c.admission})`;
+  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, admission ${c.admission}${c.burst ? ", a burst" : ""}; ${preemptions - preemptedBefore} preemptions)`;
   if (opts.verbose) console.log(`${head}\n${c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n")}`);
   if (defects.length > 0) {
     defectsTotal += defects.length;

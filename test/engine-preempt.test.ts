@@ -165,3 +165,22 @@ test("stories260K: under admission preempt, n choices and beams keep their worst
     model.dispose();
   }
 });
+
+test("stories260K: four requests that each alone fill a one-context pool all finish with their solo tokens (preempted again and again, never a livelock)", { skip }, async () => {
+  const options: GenerateOptions = { temperature: 0, maxTokens: 200, ignoreEos: true };
+  const jobs = PROMPTS.slice(0, 4).map((prompt) => ({ prompt, options }));
+  const alone = await solo(jobs);
+  // 16 blocks: one request's 212 positions take 14 of them
+  const model = await smallPool(16, "preempt", 256);
+  try {
+    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+    got.forEach(({ steps, result }, i) => {
+      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `request ${i}`);
+      assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `request ${i}: streamed`);
+    });
+    assert.ok(model.engine.stats.preemptions >= 3, `${model.engine.stats.preemptions} preemptions`);
+    assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+  } finally {
+    model.dispose();
+  }
+});

@@ -321,6 +321,8 @@ export class Scheduler implements StrategyHost {
   private outstanding(): number {
     let sum = 0;
     for (const r of this.running) {
+      // (a preemptible request reserves nothing: skipped before the set of its blocks is built, once per chunk planned)
+      if (r.reservedBlocks === 0) continue;
       const held = new Set<number>();
       for (const s of r.sequences) for (const b of s.cache.blockIds) held.add(b);
       sum += Math.max(0, r.reservedBlocks - held.size);
