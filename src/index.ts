@@ -1,11 +1,11 @@
 // The public surface of tsllm.
 export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions, type ChoiceStep, type GenerationRun } from "./llm.js";
 export type { GenerateOptions, GenerationResult, GenerationStep, FinishDetail, FinishReason, Timings } from "./generation/index.js";
-export type { Engine, EngineStats, RequestEvent } from "./engine/index.js";
+export { RequestError, type Engine, type EngineStats, type RequestEvent } from "./engine/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";
-export { ChatTemplate, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "./chat/index.js";
+export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";

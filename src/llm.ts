@@ -342,6 +342,11 @@ export class Model {
     return this.isDisposed;
   }
 
+  /** `using model = await loadModel(...)` (or `await using`) disposes it when the block ends */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
   private assertUsable(): void {
     if (this.isDisposed) throw new Error(`model ${this.path} has been disposed`);
   }
