@@ -315,6 +315,23 @@ test("a reply's HTML stays text (no element, no script runs); ``` blocks, `code`
   await page.close();
 });
 
+test("a reply's [text](https://...) links open in a new tab with the address in their title; javascript: and data: links stay text", { skip }, async () => {
+  const { page, errors } = await openPage();
+  await forceReply(page, "see [the docs](https://example.com/a?b=1) and [x](javascript:alert(1)) and [y](data:text/html,hi) and [z](http://h.test/p)");
+  await page.fill("#max-tokens", "400");
+  await page.fill("#input", "links");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  const links = await page.evaluate(() => Array.from((document as unknown as { querySelectorAll(s: string): ArrayLike<{ href: string; target: string; rel: string; title: string; textContent: string }> }).querySelectorAll("li.assistant .content a"), (a) => [a.textContent, a.href, a.target, a.rel, a.title]));
+  assert.deepEqual(links, [
+    ["the docs", "https://example.com/a?b=1", "_blank", "noopener noreferrer", "https://example.com/a?b=1"],
+    ["z", "http://h.test/p", "_blank", "noopener noreferrer", "http://h.test/p"],
+  ]);
+  assert.equal(await page.textContent("li.assistant .content"), "see the docs and [x](javascript:alert(1)) and [y](data:text/html,hi) and z");
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("a thinking model's reasoning shows as text in a Thinking block above the reply, survives a reload, is not sent back; a reply cut off while thinking keeps what it thought", { skip }, async () => {
   // a template that thinks (it names <think>): the server reads the reply's <think>...</think> into reasoning_content
   const thinking = await serveStories({ contextSize: 2048 }, { chatTemplate: `${CHAT_TEMPLATE}{# <think> #}` });

@@ -1,8 +1,9 @@
 // tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation and the
 // system prompt are kept in sessionStorage: a reload of the tab keeps them (a reply still
 // streaming with what came so far, marked stopped), New chat (or closing the tab) drops them;
-// the sampling settings are kept in localStorage. Replies render a little Markdown (code blocks, `code`, **bold**) as DOM
-// text nodes, never as HTML: what a model writes cannot become markup. A thinking model's
+// the sampling settings are kept in localStorage. Replies render a little Markdown (code blocks,
+// `code`, **bold**, http(s) links) as elements made one by one around text nodes, never as HTML:
+// what a model writes cannot become markup. A thinking model's
 // reasoning (the stream's reasoning_content) shows as it streams, in a collapsible "Thinking"
 // block above the reply, and is not sent back with the conversation. Each conversation sends an
 // id of its own in the X-Session-Id header: a load balancer in front of several replicas
@@ -102,13 +103,25 @@ async function loadInfo() {
 /** whether the messages list shows its end (then new text keeps it there; a reader who scrolled up is left alone) */
 const atBottom = () => list.scrollHeight - list.scrollTop - list.clientHeight < 30;
 
-/** `text` with `code` and **bold** spans, as nodes appended to `into` (text nodes only: nothing is parsed as HTML) */
+/** `text` with `code`, **bold** and [link](https://...) spans, as nodes appended to `into` (elements made one by one: nothing is parsed as HTML) */
 function inline(text, into) {
   let at = 0;
-  for (const m of text.matchAll(/`([^`\n]+)`|\*\*([^*\n]+)\*\*/g)) {
+  for (const m of text.matchAll(/`([^`\n]+)`|\*\*([^*\n]+)\*\*|\[([^\]\n]+)\]\((https?:\/\/[^\s()]+)\)/g)) {
     into.append(text.slice(at, m.index));
-    const el = document.createElement(m[1] !== undefined ? "code" : "strong");
-    el.textContent = m[1] ?? m[2];
+    let el;
+    if (m[3] !== undefined) {
+      // [text](http(s) URL) only (no javascript: or data: link), opened in a new tab, and the
+      // address in its title: a link's text can name another place than the one it leads to
+      el = document.createElement("a");
+      el.href = m[4];
+      el.target = "_blank";
+      el.rel = "noopener noreferrer";
+      el.title = m[4];
+      el.textContent = m[3];
+    } else {
+      el = document.createElement(m[1] !== undefined ? "code" : "strong");
+      el.textContent = m[1] ?? m[2];
+    }
     into.append(el);
     at = m.index + m[0].length;
   }
