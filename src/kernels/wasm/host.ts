@@ -8,7 +8,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import { workerExecArgv } from "./exec-argv.js";
 import type { KernelThread, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
 
 export type { KernelThread } from "./protocol.js";
@@ -63,17 +62,21 @@ export function compileKernels(variant: KernelsVariant): WebAssembly.Module {
 }
 
 /**
- * Under tsx (this file is .ts) the worker is TypeScript: Node 20 does not pass --import hooks
- * on to workers, so a small bootstrap registers tsx in the worker before importing it.
+ * The worker is a small evaluated bootstrap that imports the worker module, started with the
+ * parent's Node options as Node passes them on (no execArgv of ours): a worker started from the
+ * file refuses --input-type (`node --input-type=module -e ...`), and an execArgv list given to
+ * it refuses V8 and per-process flags (--max-old-space-size, --expose-gc, --stack-size, --title),
+ * either of which left loadModel on the slow reference kernels. Under tsx (this file is .ts) the
+ * worker is TypeScript: Node 20 does not pass --import hooks on to workers, so the bootstrap
+ * registers tsx first.
  */
 function spawnWorker(init: WorkerInit): Worker {
-  const options = { workerData: init, transferList: [init.port] };
+  const options = { workerData: init, transferList: [init.port], eval: true };
   if (import.meta.url.endsWith(".ts")) {
     const url = new URL("./worker.ts", import.meta.url).href;
-    const boot = `import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`;
-    return new Worker(boot, { ...options, eval: true });
+    return new Worker(`import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`, options);
   }
-  return new Worker(new URL("./worker.js", import.meta.url), { ...options, execArgv: workerExecArgv(process.execArgv) });
+  return new Worker(`import(${JSON.stringify(new URL("./worker.js", import.meta.url).href)});`, options);
 }
 
 /** starts a kernel worker (worker.ts) on a worker thread, linked by a MessagePort */
