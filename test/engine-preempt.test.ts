@@ -75,11 +75,12 @@ test("stories260K: with a pool of 2 contexts, 6 requests whose maxTokens is the 
 });
 
 test("stories260K: a request preempted mid-decode streams on without a gap or a duplicate; greedy tokens are its solo tokens, seeded sampling keeps its stream; finish, logprobs, counts right", { skip }, async () => {
-  // 10 blocks of 16 positions; each request grows to 5 (12 prompt + 60 new): three cannot all hold theirs
+  // 10 blocks of 16 positions; each request grows to 5 (12 prompt + 60 new): three cannot all hold
+  // theirs, and the first preempted is the newest, the seeded sampled one
   const jobs: { prompt: string; options: GenerateOptions }[] = [
     { prompt: PROMPTS[0]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
-    { prompt: PROMPTS[1]!, options: { temperature: 0.9, topK: 20, seed: 4321, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
     { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
+    { prompt: PROMPTS[1]!, options: { temperature: 0.9, topK: 20, seed: 4321, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
   ];
   const alone = await solo(jobs);
   const model = await smallPool(10, "preempt");
