@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { writeRandomBertFolder } from "../src/testing/random-bert.js";
+import { PROJECT_ROOT, SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const STORIES = "models/stories260K.gguf";
 const work = mkdtempSync(path.join(tmpdir(), "tsllm-package-"));
@@ -163,4 +164,32 @@ test("npm run build's prune-dist removes what tsc compiled from a source no long
   assert.equal(r.status, 0, r.out);
   assert.deepEqual(stale.filter((f) => existsSync(f)), []);
   for (const kept of ["chat/template.js", "chat/template.d.ts", "kernels/wasm/kernels.wasm"]) assert.ok(existsSync(path.join(PROJECT_ROOT, "dist", kept)), kept);
+});
+
+test("`using` disposes a pipeline and an embedding model from the packed package", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst") }, async () => {
+  const bert = path.join(work, "bert");
+  await writeRandomBertFolder(bert, { hidden: 16, layers: 1, heads: 2, ffn: 32, vocab: 30522, seed: 3 }, path.join(SHARED, "hf-oracle/bert-uncased-sst"));
+  writeFileSync(
+    path.join(app, "using.ts"),
+    `import { loadEmbeddingModel, pipeline, type EmbeddingModel, type FeatureExtractionPipeline } from "tsllm";
+let m: EmbeddingModel, p: FeatureExtractionPipeline;
+{
+  using model = await loadEmbeddingModel(${JSON.stringify(bert)}, { threads: 1 });
+  using features = await pipeline("feature-extraction", ${JSON.stringify(bert)}, { threads: 1 });
+  [m, p] = [model, features];
+  console.log((await model.embed(["a cat"]))[0]!.length, (await features("a cat")).length);
+}
+const outcome = (run: () => Promise<unknown>) => Promise.resolve().then(run).then(() => "still runs", (e: Error) => e.message);
+console.log("embed", await outcome(() => m.embed(["a cat"])));
+console.log("pipeline", await outcome(() => p("a cat")));
+`,
+  );
+  const built = run(process.execPath, [tsc, "-p", "tsconfig.json"], app);
+  assert.equal(built.status, 0, built.out);
+  const r = run(process.execPath, ["out/using.js"], app);
+  assert.equal(r.status, 0, r.out);
+  const [first, ...after] = r.out.trim().split("\n");
+  assert.equal(first, "16 1");
+  assert.equal(after.length, 2, r.out);
+  for (const line of after) assert.match(line, /^(embed|pipeline) .*has been disposed$/, r.out);
 });

@@ -257,6 +257,13 @@ export interface EmbeddingVectors {
   embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** frees the model */
   dispose(): void;
+  /** `using m = await loadEmbeddingModel(...)` disposes it when the block ends */
+  [Symbol.dispose](): void;
+}
+
+/** dispose() and the same as [Symbol.dispose], so that `using` frees a loaded model */
+export function disposer(dispose: () => void): { dispose(): void; [Symbol.dispose](): void } {
+  return { dispose, [Symbol.dispose]: dispose };
 }
 
 /**
@@ -338,6 +345,6 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       // each input's rows are its own in any pass, so a batch equals one by one
       return (await model.hiddenStates(sequences, DECODER_PASS_TOKENS, options.signal)).map((h, i) => pooled(h, d, p, dims, normalize, skips[i]!, where(i)));
     },
-    dispose: () => model.dispose(),
+    ...disposer(() => model.dispose()),
   };
 }

@@ -1,7 +1,7 @@
 import { isEncoderModel } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
+import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
 import { fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -41,6 +41,8 @@ interface PipelineBase {
   readonly path: string;
   /** stops the worker threads and frees the weights */
   dispose(): void;
+  /** `using clf = await pipeline(...)` disposes it when the block ends */
+  [Symbol.dispose](): void;
 }
 
 /** what an encoder task's pipeline tells of its inputs' length (a longer input is truncated) */
@@ -92,11 +94,11 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   if (task === "text-generation") {
     if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize });
-    return attach(textGeneration(m), { task, path, model: m, dispose: () => m.dispose() });
+    return attach(textGeneration(m), { task, path, model: m, ...disposer(() => m.dispose()) });
   }
   const runner = await EncoderRunner.open(path, options);
   try {
-    const base = { task, path, runner, maxTokens: runner.maxLength, countTokens: (text: string, pair?: string) => runner.tokenize(text, pair, Infinity).ids.length, dispose: () => runner.dispose() };
+    const base = { task, path, runner, maxTokens: runner.maxLength, countTokens: (text: string, pair?: string) => runner.tokenize(text, pair, Infinity).ids.length, ...disposer(() => runner.dispose()) };
     switch (task) {
       case "text-classification":
       case "sentiment-analysis":
@@ -138,7 +140,7 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
     countTokens: (inputs, o) => embeddingTokens(runner, inputs, o).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize: (inputs, o) => embeddingTokens(runner, inputs, o),
     embed: (inputs, o) => embedWith(runner, inputs, o),
-    dispose: () => runner.dispose(),
+    ...disposer(() => runner.dispose()),
   };
 }
 
