@@ -185,3 +185,33 @@ test("stories260K: four requests that each alone fill a one-context pool all fin
     model.dispose();
   }
 });
+
+test("stories260K: a request preempted while its prompt is being scored scores it once: prompt logprobs and tokens as alone", { skip }, async () => {
+  const long = [1, ...Array.from({ length: 70 }, (_, i) => 10 + ((i * 37) % 400))];
+  const first: GenerateOptions = { temperature: 0, maxTokens: 100, ignoreEos: true };
+  const scored: GenerateOptions = { temperature: 0, maxTokens: 20, ignoreEos: true, promptLogprobs: 2, logprobs: 1 };
+  const model0 = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+  const aloneFirst = await model0.generate(PROMPTS[0]!, first);
+  const aloneScored = await model0.generate(long, scored);
+  const perToken = model0.engine.bytesPerToken;
+  model0.dispose();
+  // 10 blocks: the first request holds 4 when the 71-token prompt (5 blocks) is admitted, scored 2
+  // tokens a step beside the first's decodes; the first takes its 5th and 6th blocks meanwhile, so
+  // the prompt's last block finds none and the scored request (the newest) is preempted mid-prefill
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512, kvCacheBytes: 10 * 16 * perToken, admission: "preempt", maxBatchTokens: 2 });
+  try {
+    let second: Promise<GenerationResult> | undefined;
+    const a = streamed(model, PROMPTS[0]!, first, (n) => {
+      if (n === 40) second = model.generate(long, scored);
+    });
+    const got = await a;
+    const b = await second!;
+    assert.ok(model.engine.stats.preemptions >= 1, "the scored request was preempted");
+    assert.deepEqual(got.result.completionTokens, aloneFirst.completionTokens);
+    assert.deepEqual(b.completionTokens, aloneScored.completionTokens);
+    assert.equal(b.promptLogprobs!.length, long.length);
+    assert.deepEqual(b.promptLogprobs, aloneScored.promptLogprobs);
+  } finally {
+    model.dispose();
+  }
+});
