@@ -121,3 +121,53 @@ test("deepseek-llm (GGUF): 400K spaces before a digit, CJK or emoji are the spac
   const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { timeout: 60_000, killSignal: "SIGKILL" });
   assert.deepEqual(JSON.parse(stdout), DEEPSEEK_TAILS.map(() => true));
 });
+
+/*
+ * The setup of a word no cut splits ran in one slice of the event loop before its merges paused:
+ * the look for a cut over the whole word, its byte-level spelling (or "▁" for spaces), its symbols
+ * read into the merge heap — a megabyte of digits held a server's loop for ~0.3-0.5 s, a megabyte
+ * of CJK for 2 s. So did the look for special tokens over the whole prompt (20-140 ms per 4 MiB).
+ * Each input here has (next to) no merges, so the turns of the loop come from those steps; before,
+ * encodeAsync resolved with at most one. The ids are llama.cpp's.
+ */
+const SETUP_CASES: Array<[vocab: string, text: () => string, parseSpecial: boolean, what: string]> = [
+  // \p{N}+ is one piece; no token joins two 7s, but the pair sits inside some token: no cut, no
+  // merge (llama.cpp's std::regex for this vocabulary crashes past ~30K characters)
+  ["deepseek-llm", () => "7".repeat(20_000), false, "20K of one digit (one byte-level word: its cut scan, spelling and symbols)"],
+  ["deepseek-llm", () => { const rng = new Rng(7); return Array.from({ length: 20_000 }, () => Math.floor(rng.uniform() * 10)).join(""); }, false, "20K random digits"],
+  // "11" is no token but sits in "<0x11>": one SentencePiece segment, one merge ("▁1")
+  ["llama-spm", () => "1".repeat(100_000), false, "100K of one digit (one SentencePiece segment: its scan, spelling and symbols)"],
+  // (llama.cpp's own split of special tokens is quadratic: 60K of them take it 70 s)
+  ["gpt-2", () => "<|endoftext|>".repeat(6000), true, "6000 special tokens (the special-token scan)"],
+];
+for (const [vocab, text, parseSpecial, what] of SETUP_CASES) {
+  const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
+  test(`${vocab} (GGUF): ${what} encodes as llama.cpp encodes it, the event loop turning before the encode resolves`, { skip: oracleMissing || skipWithoutShared(rel) }, async () => {
+    const path = sharedFile(rel)!;
+    const tok = loadGGUFTokenizer(path);
+    const model = await (await sharedLlama()).loadModel({ modelPath: path, vocabOnly: true });
+    try {
+      const t = text();
+      let turns = 0, done = false;
+      const turn = () => { turns++; if (!done) setImmediate(turn); };
+      setImmediate(turn);
+      const ids = await tok.encodeAsync(t, { addSpecialTokens: false, parseSpecial });
+      done = true;
+      assert.deepEqual(ids, model.tokenize(t, parseSpecial).map(Number));
+      // (before, 0 turns; 1 for llama-spm, whose long word ended a slice just before the end)
+      assert.ok(turns >= 2, `the event loop turned ${turns} times while ${t.length} characters were encoded`);
+    } finally {
+      await model.dispose();
+    }
+  });
+}
+
+test("gpt2-tiny (tokenizer.json): 6000 special tokens encode as the library encodes them, the event loop turning before the encode resolves", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  // the special-token scan of a tokenizer.json's own encoder is stepwise too (SpecialSplit)
+  const dir = join(SHARED, "hf-oracle", "gpt2-tiny");
+  const tok = tokenizerFromFolder(dir), library = tokenizerFromFolder(dir, { libraryOnly: true });
+  const text = "<|endoftext|>".repeat(6000);
+  const [ids, turns] = await asyncWithTurns(tok, text);
+  assert.deepEqual(ids, library.encode(text, { addSpecialTokens: false }));
+  assert.ok(turns >= 2, `the event loop turned ${turns} times while ${text.length} characters were encoded`);
+});

@@ -1,6 +1,7 @@
 import { NumberHeap } from "./heap.js";
 import { PairTable } from "./pair-table.js";
 import { WordCache } from "./word-cache.js";
+import { SpellingInSteps, type LongWordSteps } from "./word-run.js";
 
 export interface BPEOptions {
   /** when a whole word is already a token, emit it without merging (llama3's and HF's `ignore_merges`) */
@@ -80,17 +81,33 @@ export class BPE {
   }
 
   /**
-   * The ids of `word` made a step at a time: each call of the stepper does at most `budget` merges
-   * (a merge per character of the word, about) and gives the ids once the last is done, undefined
-   * before. encodeAsync hands the event loop back between steps inside a word no cut can split (a
-   * megabyte of one letter: every point between two letters sits in some token); the merges, and
-   * so the ids, are merge()'s. The word has buffers of its own, so other encodes may run between steps.
+   * The ids of `word` made a step at a time: each call of the stepper does about `budget`
+   * characters' work (spelling the word with `spell`, reading its symbols, a merge each, an id
+   * each into `out` once the merges are done) and says whether the word is done (LongWordSteps). encodeAsync hands the event loop back
+   * between steps inside a word no cut can split (a megabyte of one letter: every point between
+   * two letters sits in some token); the merges, and so the ids, are those of encodeWord(spell(word)).
+   * The word has buffers of its own, so other encodes may run between steps.
    */
-  mergeInSteps(word: string): (budget: number) => number[] | undefined {
-    const whole = this.wholeWord(word);
-    if (whole) return () => whole;
-    const state = this.begin(word, { ids: new Int32Array(word.length), next: new Int32Array(word.length), prev: new Int32Array(word.length), start: new Int32Array(word.length), heap: new NumberHeap() });
-    return (budget) => (this.steps(state, budget) ? this.collect(state) : undefined);
+  mergeInSteps(word: string, spell: (text: string) => string): LongWordSteps {
+    const spelling = new SpellingInSteps(word, spell);
+    let state: MergeState | undefined;
+    return (budget, out) => {
+      let left = budget;
+      if (!state) {
+        left -= spelling.step(left);
+        const text = spelling.text;
+        if (text === undefined) return false;
+        const whole = this.wholeWord(text);
+        if (whole) { for (const id of whole) out.push(id); return true; }
+        const n = text.length;
+        state = this.begin(text, { ids: new Int32Array(n), next: new Int32Array(n), prev: new Int32Array(n), start: new Int32Array(n), heap: new NumberHeap() });
+      }
+      const s = state;
+      left -= this.addSymbols(s, left);
+      if (s.at < s.word.length) return false;
+      // (the merges and the ids' collection each take up to a budget: a slice does at most twice its share)
+      return this.steps(s, left) && this.collect(s, out, budget);
+    };
   }
 
   /** the ids of a word that needs no merging (empty, or a token itself with ignore_merges) */
@@ -110,48 +127,65 @@ export class BPE {
       this.ids = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size); this.start = new Int32Array(size);
     }
     const state = this.begin(word, { ids: this.ids, next: this.next, prev: this.prev, start: this.start, heap: this.heap });
+    this.addSymbols(state, Infinity);
     this.steps(state, Infinity);
-    return this.collect(state);
+    const out: number[] = [];
+    this.collect(state, out, Infinity);
+    return out;
   }
 
-  /** the word's symbols (code points) in a linked list and its ranked pairs in the heap */
-  private begin(word: string, buffers: Omit<MergeState, "word" | "n">): MergeState {
-    const { ids, next, prev, start, heap } = buffers;
-    // symbols are code points; -1: a starting symbol outside the vocabulary (never merges); -2: merged away
-    let n = 0;
-    for (let at = 0; at < word.length; n++) {
+  /** a word to merge, no symbol read yet (addSymbols reads them) */
+  private begin(word: string, buffers: Omit<MergeState, "word" | "n" | "at" | "collected">): MergeState {
+    buffers.heap.clear();
+    return { word, n: 0, at: 0, collected: 0, ...buffers };
+  }
+
+  /**
+   * reads up to `budget` more symbols (code points) into the linked list, each one's pair with the
+   * symbol before it into the heap (the pairs go in left to right, as they would all at once); the
+   * number read
+   */
+  private addSymbols(s: MergeState, budget: number): number {
+    const { word, ids, next, prev, start } = s;
+    // -1: a starting symbol outside the vocabulary (never merges); -2: merged away
+    let n = s.n, at = s.at;
+    const last = n + Math.max(1, budget);
+    for (; at < word.length && n < last; n++) {
       const cp = word.codePointAt(at)!;
       const units = cp > 0xffff ? 2 : 1;
       start[n] = at;
       ids[n] = cp < SMALL_CHARS ? this.smallCharIds[cp]! : this.vocab.get(word.slice(at, at + units)) ?? -1;
       at += units;
+      next[n] = -1;
+      prev[n] = n - 1;
+      if (n > 0) {
+        next[n - 1] = n;
+        this.tryPush(s, n - 1, n);
+      }
     }
-    for (let i = 0; i < n; i++) {
-      next[i] = i + 1 < n ? i + 1 : -1;
-      prev[i] = i - 1;
-    }
-    heap.clear();
-    const state: MergeState = { word, n, ids, next, prev, start, heap };
-    for (let i = 0; i + 1 < n; i++) this.tryPush(state, i, i + 1);
-    return state;
+    const read = n - s.n;
+    s.n = n; s.at = at;
+    return read;
   }
 
-  // a candidate is one number, rank * n + left: the lowest rank first, the leftmost on ties; its
+  // a candidate is one number, rank * (the word's length) + left: the lowest rank first, the
+  // leftmost on ties (a symbol starts no later than its unit, so left < length); its
   // right symbol is whatever follows `left` when it comes out, so an entry whose pair has changed
   // since (one side merged away or grown) no longer has its rank and is dropped
   private tryPush(s: MergeState, left: number, right: number): void {
     if (left < 0 || right < 0) return;
     const rank = this.rankOf(s.ids[left]!, s.ids[right]!);
-    if (rank >= 0) s.heap.push(rank * s.n + left);
+    if (rank >= 0) s.heap.push(rank * s.word.length + left);
   }
 
   /** pops up to `budget` candidates; true once none is left */
   private steps(s: MergeState, budget: number): boolean {
-    const { ids, next, prev, heap, n } = s;
+    const { ids, next, prev, heap } = s;
+    const stride = s.word.length;
     for (let popped = 0; heap.size > 0; popped++) {
       if (popped >= budget) return false;
       const key = heap.pop();
-      const left = key % n, rank = (key - left) / n;
+      const left = key % stride, rank = (key - left) / stride;
       const right = next[left]!;
       if (right < 0 || this.rankOf(ids[left]!, ids[right]!) !== rank) continue;
       ids[left] = this.mergedId[rank]!;
@@ -165,22 +199,29 @@ export class BPE {
     return true;
   }
 
-  private collect(s: MergeState): number[] {
+  /** appends the ids of up to `budget` more of the merged word's symbols; true once all are in */
+  private collect(s: MergeState, out: number[], budget: number): boolean {
     const { ids, next, start, word } = s;
-    const out: number[] = [];
-    for (let i = 0; i >= 0; i = next[i]!) {
+    let i = s.collected;
+    for (let k = 0; i >= 0 && k < budget; i = next[i]!, k++) {
       const id = ids[i]!;
       if (id >= 0) out.push(id);
       else this.options.fallback?.(word.slice(start[i]!, word.codePointAt(start[i]!)! > 0xffff ? start[i]! + 2 : start[i]! + 1), out);
     }
-    return out;
+    s.collected = i;
+    return i < 0;
   }
 }
 
 /** one word being merged: its symbols' ids, neighbours and starts, and its candidate pairs */
 interface MergeState {
   readonly word: string;
-  readonly n: number;
+  /** symbols read so far */
+  n: number;
+  /** where the next symbol starts in the word */
+  at: number;
+  /** the next symbol whose ids collect() appends (-1: all are in) */
+  collected: number;
   readonly ids: Int32Array;
   readonly next: Int32Array;
   readonly prev: Int32Array;

@@ -4,6 +4,7 @@
  * bytes map to themselves; the rest map, in byte order, to U+0100 and up.
  */
 import { SpmSegmenter } from "./spm.js";
+import { SCAN_CHARS, type WordCursor } from "./word-run.js";
 
 const BYTE_TO_CHAR: string[] = new Array(256);
 const CHAR_TO_BYTE = new Map<number, number>();
@@ -96,30 +97,41 @@ function lastByteChar(text: string, i: number): number {
  * (ByteLevelCuts), no piece being a whole token
  * itself (with ignore_merges a word that is a token skips the merges; a word of LONG_WORD_CHARS
  * never is one). A multi-megabyte word of letters is then many words, and encodeAsync hands the
- * event loop back between them; the merges cost the same.
+ * event loop back between them; the merges cost the same. The look for a cut reports a number
+ * every SCAN_CHARS characters (WordCursor): a megabyte of one digit has none.
  */
-export class LongByteLevelWords {
+export class LongByteLevelWords implements WordCursor {
   private word?: string;
   private pos = 0;
-  constructor(private readonly inner: { next(): string | undefined }, private readonly cuts: ByteLevelCuts) {}
+  /** where the look for the current piece's end goes on (past `pos`), and the byte-level character before it */
+  private scan = 0;
+  private scanLast = 0;
+  constructor(private readonly inner: WordCursor, private readonly cuts: ByteLevelCuts) {}
 
-  next(): string | undefined {
+  next(): string | number | undefined {
     if (this.word === undefined) {
       const w = this.inner.next();
-      if (w === undefined || w.length <= LONG_WORD_CHARS) return w;
+      if (w === undefined || typeof w === "number" || w.length <= LONG_WORD_CHARS) return w;
       this.word = w;
-      this.pos = 0;
+      this.pos = this.scan = 0;
     }
     const w = this.word, cuts = this.cuts, start = this.pos;
-    let i = start;
-    let last = lastByteChar(w, i);
-    i += w.codePointAt(i)! > 0xffff ? 2 : 1;
+    let i = this.scan, last = this.scanLast;
+    if (i === start) {
+      last = lastByteChar(w, i);
+      i += w.codePointAt(i)! > 0xffff ? 2 : 1;
+    }
+    const from = i;
     for (; i < w.length; i += w.codePointAt(i)! > 0xffff ? 2 : 1) {
+      if (i - from >= SCAN_CHARS) {
+        this.scan = i; this.scanLast = last;
+        return i - from;
+      }
       // neither side of the cut a whole token: the last piece is the rest of the word
       if (!cuts.joined(last, firstByteChar(w, i)) && !cuts.isToken(w.slice(start, i)) && !cuts.isToken(w.slice(i))) break;
       last = lastByteChar(w, i);
     }
-    this.pos = i;
+    this.pos = this.scan = i;
     if (i >= w.length) this.word = undefined;
     return w.slice(start, i);
   }

@@ -1,5 +1,6 @@
 import { ScoreHeap } from "./heap.js";
 import { PairTable } from "./pair-table.js";
+import { SCAN_CHARS, SpellingInSteps, type LongWordSteps, type WordCursor } from "./word-run.js";
 
 const utf8 = new TextEncoder();
 
@@ -26,40 +27,66 @@ export class SpmMerger {
       this.start = new Int32Array(size); this.len = new Int32Array(size); this.next = new Int32Array(size); this.prev = new Int32Array(size);
     }
     const state = this.begin(text, { start: this.start, len: this.len, next: this.next, prev: this.prev, heap: this.heap });
+    this.addSymbols(state, Infinity);
     this.steps(state, Infinity);
-    this.collect(state, byteToken, out);
+    this.collect(state, byteToken, out, Infinity);
   }
 
   /**
-   * encode()'s ids made a step at a time: each call does at most `budget` merges and gives the ids
-   * once the last is done, undefined before (encodeAsync's long segments: a megabyte of one letter
-   * is one segment). The text has buffers of its own, so other encodes may run between steps.
+   * encode(spell(word))'s ids made a step at a time: each call does about `budget` characters'
+   * work (spelling the word, reading its symbols, a merge each, an id each into `out` once the
+   * merges are done) and says whether the word is done (LongWordSteps; encodeAsync's long segments: a megabyte of one letter is one
+   * segment). The text has buffers of its own, so other encodes may run between steps.
    */
-  encodeInSteps(text: string, byteToken: (byte: number, out: number[]) => void): (budget: number) => number[] | undefined {
-    const size = text.length;
-    const state = this.begin(text, { start: new Int32Array(size), len: new Int32Array(size), next: new Int32Array(size), prev: new Int32Array(size), heap: new ScoreHeap() });
-    return (budget) => {
-      if (!this.steps(state, budget)) return undefined;
-      const out: number[] = [];
-      this.collect(state, byteToken, out);
-      return out;
+  encodeInSteps(word: string, spell: (text: string) => string, byteToken: (byte: number, out: number[]) => void): LongWordSteps {
+    const spelling = new SpellingInSteps(word, spell);
+    let state: SpmState | undefined;
+    return (budget, out) => {
+      let left = budget;
+      if (!state) {
+        left -= spelling.step(left);
+        const text = spelling.text;
+        if (text === undefined) return false;
+        const size = text.length;
+        state = this.begin(text, { start: new Int32Array(size), len: new Int32Array(size), next: new Int32Array(size), prev: new Int32Array(size), heap: new ScoreHeap() });
+      }
+      left -= this.addSymbols(state, left);
+      if (state.at < state.text.length) return false;
+      // (the merges and the ids' collection each take up to a budget: a slice does at most twice its share)
+      return this.steps(state, left) && this.collect(state, byteToken, out, budget);
     };
   }
 
-  /** the text's symbols (code points, llama.cpp's way) in a linked list, its pairs that are tokens in the heap */
-  private begin(text: string, buffers: Omit<SpmState, "text" | "n">): SpmState {
-    const { start, len, next, prev, heap } = buffers;
-    let n = 0;
-    for (let i = 0; i < text.length; i += symbolLength(text, i)) start[n++] = i;
-    for (let i = 0; i < n; i++) {
-      len[i] = (i + 1 < n ? start[i + 1]! : text.length) - start[i]!;
-      next[i] = i + 1 < n ? i + 1 : -1;
-      prev[i] = i - 1;
+  /** a text to merge, no symbol read yet (addSymbols reads them) */
+  private begin(text: string, buffers: Omit<SpmState, "text" | "n" | "at" | "collected">): SpmState {
+    buffers.heap.clear();
+    return { text, n: 0, at: 0, collected: 0, ...buffers };
+  }
+
+  /**
+   * reads up to `budget` more symbols (code points, llama.cpp's way) into the linked list, each
+   * one's pair with the symbol before it into the heap if it is a token (left to right, as all at
+   * once); the number read
+   */
+  private addSymbols(s: SpmState, budget: number): number {
+    const { text, start, len, next, prev } = s;
+    let n = s.n, at = s.at;
+    const last = n + Math.max(1, budget);
+    for (; at < text.length && n < last; n++) {
+      const units = symbolLength(text, at);
+      start[n] = at;
+      len[n] = units;
+      at += units;
+      next[n] = -1;
+      prev[n] = n - 1;
+      if (n > 0) {
+        next[n - 1] = n;
+        this.tryAdd(s, n - 1, n);
+      }
     }
-    heap.clear();
-    const state: SpmState = { text, n, start, len, next, prev, heap };
-    for (let i = 1; i < n; i++) this.tryAdd(state, i - 1, i);
-    return state;
+    const read = n - s.n;
+    s.n = n; s.at = at;
+    return read;
   }
 
   private tryAdd(s: SpmState, left: number, right: number): void {
@@ -89,22 +116,30 @@ export class SpmMerger {
     return true;
   }
 
-  private collect(s: SpmState, byteToken: (byte: number, out: number[]) => void, out: number[]): void {
-    if (s.n === 0) return;
+  /** appends the ids of up to `budget` more of the merged text's symbols; true once all are in */
+  private collect(s: SpmState, byteToken: (byte: number, out: number[]) => void, out: number[], budget: number): boolean {
     const { text, start, len, next } = s;
-    for (let i = 0; i >= 0; i = next[i]!) {
+    let i = s.n === 0 ? -1 : s.collected;
+    for (let k = 0; i >= 0 && k < budget; i = next[i]!, k++) {
       const piece = text.substr(start[i]!, len[i]!);
       const id = this.vocab.get(piece);
       if (id !== undefined) out.push(id);
       else for (const byte of utf8.encode(piece)) byteToken(byte, out);
     }
+    s.collected = i;
+    return i < 0;
   }
 }
 
 /** one text being merged: its symbols' starts, lengths and neighbours, and its candidate pairs */
 interface SpmState {
   readonly text: string;
-  readonly n: number;
+  /** symbols read so far */
+  n: number;
+  /** where the next symbol starts in the text */
+  at: number;
+  /** the next symbol whose ids collect() appends (-1: all are in) */
+  collected: number;
   readonly start: Int32Array;
   readonly len: Int32Array;
   readonly next: Int32Array;
@@ -189,8 +224,12 @@ export class SpmSegmenter {
     return sa >= 0 && sb >= 0 ? this.smallJoins[sa * SMALL + sb] === 1 : this.joins.get(a, b) >= 0;
   }
 
-  /** The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or the text's end. */
-  segmentEnd(text: string, start: number): number {
+  /**
+   * The end of the segment of `text` that starts at `start` (a symbol boundary): the next cut, or
+   * the text's end. With a `limit`, a negative number -i where no cut was found within about
+   * `limit` units: the look goes on from the symbol at i (the pairs up to it are joined).
+   */
+  segmentEnd(text: string, start: number, limit = Infinity): number {
     if (start >= text.length) return text.length;
     const { llamaCpp, escapeSpaces } = this;
     let prev = escapeSpaces ? escapedCodePoint(text, start) : text.codePointAt(start)!;
@@ -200,6 +239,7 @@ export class SpmSegmenter {
       const keySmall = smallIndex(key);
       const joined = prevSmall >= 0 && keySmall >= 0 ? this.smallJoins[prevSmall * SMALL + keySmall] === 1 : this.joins.get(prev, key) >= 0;
       if (!joined) return i;
+      if (i - start >= limit) return -i;
       prev = key;
       prevSmall = keySmall;
     }
@@ -207,14 +247,25 @@ export class SpmSegmenter {
   }
 }
 
-/** the segments of a text one at a time (SpmSegmenter's cuts), its spaces not escaped yet */
-export class SegmentCursor {
+/**
+ * the segments of a text one at a time (SpmSegmenter's cuts), its spaces not escaped yet; a
+ * number when SCAN_CHARS more were read and the segment goes on (WordCursor)
+ */
+export class SegmentCursor implements WordCursor {
   private pos = 0;
+  /** where the look for the current segment's end goes on */
+  private scan = 0;
   constructor(private readonly text: string, private readonly segmenter: SpmSegmenter) {}
-  next(): string | undefined {
+  next(): string | number | undefined {
     if (this.pos >= this.text.length) return undefined;
+    const from = this.scan;
+    const end = this.segmenter.segmentEnd(this.text, from, SCAN_CHARS);
+    if (end < 0) {
+      this.scan = -end;
+      return -end - from;
+    }
     const start = this.pos;
-    this.pos = this.segmenter.segmentEnd(this.text, start);
-    return this.text.slice(start, this.pos);
+    this.pos = this.scan = end;
+    return this.text.slice(start, end);
   }
 }

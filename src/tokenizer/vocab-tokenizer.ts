@@ -50,6 +50,7 @@ export interface VocabSpec {
 const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
 const ESCAPED_SPACE = "\u2581"; // "▁"
+const escapeSpaces = (text: string): string => text.replaceAll(" ", ESCAPED_SPACE);
 
 
 /** an encode in progress, and whether to close it with EOS / SEP */
@@ -195,7 +196,8 @@ export class VocabTokenizer implements Tokenizer {
 
   private startRun(text: string, options: EncodeOptions): EncodeRun {
     const addSpecial = options.addSpecialTokens ?? true;
-    const fragments = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).split(wellFormed(text), options.literalRanges);
+    // the special tokens are looked for as the words go (SpecialSplit): a scan of megabytes at once holds the event loop
+    const split = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).splitter(wellFormed(text), options.literalRanges);
     const ids: number[] = [];
     if (addSpecial) {
       if (this.type === "bert") ids.push(this.required(this.clsId ?? this.bosId, "CLS"));
@@ -203,7 +205,7 @@ export class VocabTokenizer implements Tokenizer {
     }
     // WordPiece writes unk for a word it cannot spell: refused up front, whatever the text
     if (this.type === "bert") this.required(this.unkId, "UNK");
-    return { fragments, index: 0, addSpecial, ids };
+    return { fragments: split.fragments, split, index: 0, addSpecial, ids };
   }
 
   /** encodes words of `run` until about `budget` characters are done; true once it is complete */
@@ -233,8 +235,8 @@ export class VocabTokenizer implements Tokenizer {
     encodeWord: (word, out) => this.encodeWord(word, out),
     longWord: (word) => {
       switch (this.type) {
-        case "llama": return this.spm!.encodeInSteps(word.replaceAll(" ", ESCAPED_SPACE), this.pushByteToken);
-        case "gpt2": return this.bpe!.mergeInSteps(byteLevelEncode(word));
+        case "llama": return this.spm!.encodeInSteps(word, escapeSpaces, this.pushByteToken);
+        case "gpt2": return this.bpe!.mergeInSteps(word, byteLevelEncode);
         case "bert": return undefined;
       }
     },
@@ -244,7 +246,7 @@ export class VocabTokenizer implements Tokenizer {
   private encodeWord(word: string, out: number[]): void {
     switch (this.type) {
       case "llama":
-        this.spm!.encode(word.replaceAll(" ", ESCAPED_SPACE), this.pushByteToken, out);
+        this.spm!.encode(escapeSpaces(word), this.pushByteToken, out);
         break;
       case "gpt2":
         this.bpe!.encodeWord(byteLevelEncode(word), out);

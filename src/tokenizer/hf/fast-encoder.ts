@@ -5,7 +5,7 @@ import { SpecialMatcher, type SpecialToken } from "../special-split.js";
 import { SegmentCursor, SpmSegmenter } from "../spm.js";
 import { WordCache } from "../word-cache.js";
 import { wordPieceEncode, type WordPieceOptions } from "../wordpiece.js";
-import { advanceWords, type WordCursor, type WordEncoder, type WordRun } from "../word-run.js";
+import { advanceWords, type LongWordSteps, type WordCursor, type WordEncoder, type WordRun } from "../word-run.js";
 import { isObject, type JsonObject } from "./json-files.js";
 
 /*
@@ -162,12 +162,12 @@ function splitSpaceEscape(node: unknown): { rest: unknown; escapes: boolean } {
 class SegmentedPieces implements WordCursor {
   private current?: SegmentCursor;
   constructor(private readonly pieces: WordCursor, private readonly segmenter: SpmSegmenter) {}
-  next(): string | undefined {
+  next(): string | number | undefined {
     for (;;) {
       const s = this.current?.next();
       if (s !== undefined) return s;
       const piece = this.pieces.next();
-      if (piece === undefined) return undefined;
+      if (piece === undefined || typeof piece === "number") return piece;
       this.current = new SegmentCursor(piece, this.segmenter);
     }
   }
@@ -232,7 +232,8 @@ export class HFFastEncoder implements WordEncoder {
   }
 
   start(text: string): WordRun {
-    return { fragments: this.matcher.split(text), index: 0, ids: [] };
+    const split = this.matcher.splitter(text);
+    return { fragments: split.fragments, split, index: 0, ids: [] };
   }
 
   /** encodes words of `run` until about `budget` characters are done; true once it is complete */
@@ -270,9 +271,9 @@ export class HFFastEncoder implements WordEncoder {
     }
   }
 
-  longWord(word: string): ((budget: number) => number[] | undefined) | undefined {
+  longWord(word: string): LongWordSteps | undefined {
     const model = this.model;
-    return model.kind === "bpe" ? model.bpe.mergeInSteps(bpeSymbols(model, word)) : undefined;
+    return model.kind === "bpe" ? model.bpe.mergeInSteps(word, (text) => bpeSymbols(model, text)) : undefined;
   }
 
   encodeWord(word: string, out: number[]): void {
