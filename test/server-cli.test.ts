@@ -114,6 +114,29 @@ test("tsllm serve: a next turn through a reply takes the reply's rows from the p
   }
 });
 
+test("tsllm serve --admission: preempt (default) runs requests past what max_tokens would reserve and pauses one when the KV memory runs out; reserve never pauses; a bad value is one usage line", { skip }, async () => {
+  // stories260K's K/V is 1,280 bytes a position (5 layers x K and V x 4 heads x 8 dims x f32): 256 KiB holds
+  // 204 positions, under two requests of 120 tokens each
+  const preemptionsAfter = async (flags: string[]) => {
+    const s = await serve(["--ctx-size", "256", "--kv-memory", "256KiB", "--parallel", "4", ...flags]);
+    try {
+      const answers = await Promise.all([0, 1, 2].map(() => post(`${s.url}/v1/completions`, { prompt: "Once upon a time", temperature: 0, max_tokens: 110, ignore_eos: true })));
+      for (const a of answers) assert.equal(a.json.usage?.completion_tokens, 110, JSON.stringify(a.json));
+      // preempted and recomputed, a greedy answer is the same text
+      assert.ok(answers.every((a) => a.json.choices[0].text === answers[0]!.json.choices[0].text));
+      const metrics = await (await fetch(`${s.url}/metrics`)).text();
+      return Number(/^tsllm_preemptions_total (\d+)$/m.exec(metrics)?.[1]);
+    } finally {
+      s.child.kill("SIGKILL");
+    }
+  };
+  assert.ok((await preemptionsAfter([])) > 0, "the default pauses a request when the memory runs out");
+  assert.equal(await preemptionsAfter(["--admission", "reserve"]), 0);
+  const bad = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--model", sharedFile(STORIES)!, "--admission", "fast"], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(bad.status, 2);
+  assert.equal(bad.stderr.trim(), 'tsllm: error: --admission must be preempt or reserve, got "fast"');
+});
+
 test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, bodies arriving past the other 503 with Retry-After; a bad value is one usage line before the model loads", { skip }, async () => {
   const s = await serve(["--body-limit", "1MiB", "--bodies-limit", "1MiB"]);
   const port = Number(new URL(s.url).port);

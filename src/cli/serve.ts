@@ -63,6 +63,10 @@ Options:
   --flash-attn on|off|auto  llama.cpp's flash-attention order or its matrix-product one, as in generate
   --auto-truncate       embedding inputs past the model's tokens are cut (sentence-transformers' truncation)
                         instead of a 400, unless a request sends "truncate": false (TEI's --auto-truncate)
+  --admission preempt|reserve  preempt (default): a request starts once its prompt fits the KV memory; when
+                        the memory runs out the newest is paused and recomputed later, its stream going
+                        on unchanged (vLLM's way); reserve: a request starts only once prompt + max_tokens
+                        fits, so none is ever paused, at the cost of fewer requests at once
   --no-cache-replies    cache only prompts' K/V as prefixes, not replies': every answer bit-identical to the
                         request run alone, each reply recomputed in a chat's next turn (by default a next
                         turn reuses the reply's rows, as llama-server does; its logits may then differ
@@ -79,7 +83,7 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
-  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" },
+  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
 };
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -96,6 +100,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
+  const admission = admissionFrom(values);
   // every option is checked before the model starts loading: a usage error must not wait for the load
   const serverOptions = {
     host: optionalNonEmpty(values, "host", "an address such as 127.0.0.1 (0.0.0.0 for every interface)"),
@@ -110,7 +115,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
-    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true }));
+    isEncoderModel(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }));
   const server = await startServer(load, serverOptions);
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;
@@ -192,6 +197,13 @@ function bodyLimitsFrom(values: ParsedValues): { bodyLimit?: number; bodiesLimit
 }
 
 /** 512MiB, 2G, 1048576 ... (a whole number of bytes: at most 2^53) */
+/** --admission preempt|reserve: the engine's admission policy (unset: the engine's default) */
+function admissionFrom(values: ParsedValues): "preempt" | "reserve" | undefined {
+  const v = optionalString(values, "admission");
+  if (v === undefined || v === "preempt" || v === "reserve") return v;
+  throw new UsageError(`--admission must be preempt or reserve, got "${v}"`);
+}
+
 function parseBytes(text: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(text.trim());
   if (!m) throw new UsageError(`--${flag} expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
