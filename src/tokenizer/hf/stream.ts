@@ -15,8 +15,13 @@ const CONTEXT_TOKENS = 8;
 export function windowedStreamDecoder(decode: (ids: number[]) => string, check: (id: number) => void, context: readonly number[] = []): StreamDecoder {
   // the context's last tokens open the window, so the first streamed text is decoded after them
   // (a decoder's start-of-text rules then do not apply to it)
-  const ids: number[] = context.slice(-CONTEXT_TOKENS);
-  for (const id of ids) check(id);
+  for (const id of context) check(id);
+  // a window that decodes to nothing (special tokens skipped) would leave the first streamed token
+  // at the text's start, where a decoder drops its space (WordPiece): earlier tokens are taken in,
+  // twice as many each time, until the window shows text or holds the whole context
+  let width = CONTEXT_TOKENS;
+  while (width < context.length && decode(context.slice(-width)) === "") width *= 2;
+  const ids: number[] = context.slice(-width);
   let prefixStart = 0; // first token of the context window
   let readEnd = ids.length; // tokens before this index have been emitted
   const step = (final: boolean): string => {
