@@ -4,7 +4,7 @@
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -116,7 +116,7 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
   for (const [args, message] of [
     [[positional, "Q4_K_M"], "tsllm: error: the type Q4_K_M is llama.cpp's mixture of types; this writes one type: q4_k (and --tensor-type NAME=T for others)\n"],
     [[positional, "q8_0", "--type", "q4_0"], 'tsllm: error: the type is given twice: "q8_0" and --type q4_0; give one\n'],
-    [[positional], "tsllm: error: --type is required (or the type as the third argument, as llama-quantize takes it)\n"],
+    [[positional], "tsllm: error: --type is required (or the type after OUT, or after IN alone, as llama-quantize takes it)\n"],
   ] as const) {
     const r = tsllm(["quantize", sharedFile(MODEL)!, ...args]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
@@ -131,4 +131,85 @@ test("-n -1 (llama.cpp's no limit) generates until the context is full, and says
   assert.equal(result.finishReason, "length");
   assert.equal(result.finishDetail, "context full (48 tokens)");
   assert.equal(result.completionTokens.length, 48 - r.promptTokens.length);
+});
+
+test("-n -2 (llama.cpp's until the context is filled) generates until the context is full, as -n -1", { skip }, () => {
+  const r = greedy(["--prompt", "Once", "-n", "-2", "--ctx-size", "48", "--ignore-eos"]);
+  const result = r as unknown as { finishReason: string; finishDetail: string; completionTokens: number[] };
+  assert.equal(result.finishReason, "length");
+  assert.equal(result.finishDetail, "context full (48 tokens)");
+  assert.equal(result.completionTokens.length, 48 - r.promptTokens.length);
+  const three = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "-n", "-3"]);
+  assert.equal(three.code, 2);
+  assert.equal(three.stderr, "tsllm: error: --max-tokens must be >= 0, or -1 / -2 for no limit but the context; got -3\n");
+});
+
+// llama.cpp's sampler (src/llama-sampler.cpp) reads a value past a knob's end as that end: top-k
+// <= 0, top-p >= 1, min-p <= 0 and typical >= 1 are off, a temperature <= 0 (arg.cpp clamps it to
+// 0) is greedy, a top-p <= 0 keeps the one most likely token
+test("sampling values past their ends mean what llama.cpp reads them as: --temp -1 greedy, --top-k -1 off, --top-p 1.5 off, --top-p -1 the top token", { skip }, () => {
+  const base = ["--prompt", "Once", "--max-tokens", "8", "--ignore-eos"];
+  const greedyRun = greedy([...base]);
+  assert.deepEqual(greedy([...base, "--temp", "-1"]).completionTokens, greedyRun.completionTokens);
+  assert.deepEqual(greedy([...base, "--temperature", "2", "--seed", "7", "--top-p", "-1"]).completionTokens, greedyRun.completionTokens);
+  const off = greedy([...base, "--temperature", "2", "--seed", "7", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--typical-p", "1"]);
+  const past = greedy([...base, "--temperature", "2", "--seed", "7", "--top-k", "-1", "--top-p", "1.5", "--min-p", "-0.5", "--typical-p", "2"]);
+  assert.deepEqual(past.completionTokens, off.completionTokens);
+  // all filters off at temperature 2 draws from the whole vocabulary: not the greedy text
+  assert.notDeepEqual(off.completionTokens, greedyRun.completionTokens);
+});
+
+// llama-quantize (tools/quantize/quantize.cpp): IN [OUT] TYPE [NTHREADS]; without OUT it writes
+// ggml-model-<TYPE>.gguf in IN's folder; the same file as input and output is refused
+test("quantize takes llama-quantize's IN TYPE (output ggml-model-TYPE.gguf beside IN) and a trailing thread count; the input is never overwritten", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "quant-"));
+  const input = join(sub, "in.gguf");
+  copyFileSync(sharedFile(MODEL)!, input);
+  const original = readFileSync(input);
+  const unchanged = (what: string) => assert.ok(readFileSync(input).equals(original), `${what}: the input is byte-identical`);
+  const reference = join(sub, "ref.gguf");
+  assert.equal(tsllm(["quantize", input, reference, "--type", "q8_0"]).code, 0);
+  unchanged("IN OUT --type");
+
+  const derived = tsllm(["quantize", input, "Q8_0"]);
+  assert.equal(derived.code, 0, derived.stderr);
+  const named = join(sub, "ggml-model-Q8_0.gguf");
+  assert.ok(readFileSync(named).equals(readFileSync(reference)), "IN Q8_0 writes ggml-model-Q8_0.gguf beside IN, as IN OUT --type q8_0");
+  unchanged("IN TYPE");
+
+  const out = join(sub, "out.gguf");
+  const threaded = tsllm(["quantize", input, out, "Q8_0", "4"]);
+  assert.equal(threaded.code, 0, threaded.stderr);
+  assert.ok(readFileSync(out).equals(readFileSync(reference)));
+  assert.match(threaded.stderr, /^tsllm: warning: the thread count 4 is llama-quantize's and is ignored here; this quantizes on one thread\n/);
+  unchanged("IN OUT TYPE N");
+
+  const q4 = tsllm(["quantize", input, "q4_0", "2"]);
+  assert.equal(q4.code, 0, q4.stderr);
+  assert.ok(existsSync(join(sub, "ggml-model-Q4_0.gguf")));
+  unchanged("IN TYPE N");
+
+  // OUT the input itself, by its name or another spelling of it, or derived to be it: refused
+  for (const args of [[input, input, "q8_0"], [input, `${sub}/./in.gguf`, "--type", "q8_0"]]) {
+    const r = tsllm(["quantize", ...args]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /the output is the input; write it to another path\n$/);
+    unchanged(args.join(" "));
+  }
+  const self = readFileSync(named);
+  const again = tsllm(["quantize", named, "q8_0"]);
+  assert.equal(again.code, 1, again.stderr);
+  assert.match(again.stderr, /ggml-model-Q8_0\.gguf: the output is the input/);
+  assert.ok(readFileSync(named).equals(self), "a derived name that is the input: the input is untouched");
+
+  for (const [args, message] of [
+    [[input, out, "q8_0", "four"], 'tsllm: error: the thread count after the type must be an integer, as llama-quantize\'s nthreads; got "four"\n'],
+    [[input, out, "q8_0", "4", "extra"], /^tsllm: error: expected IN and OUT\.gguf .* got 5 argument\(s\)/],
+  ] as const) {
+    const r = tsllm(["quantize", ...args]);
+    assert.equal(r.code, 2, r.stderr);
+    if (typeof message === "string") assert.equal(r.stderr, message);
+    else assert.match(r.stderr, message);
+    unchanged(args.join(" "));
+  }
 });

@@ -29,7 +29,7 @@ test("--help works for the program and every command", () => {
 });
 
 test("usage errors print one line and exit 2", () => {
-  for (const args of [["frobnicate"], ["generate", "--prompt", "hi"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "hot"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--top-p", "1.5"], ["tokenize", "--model", "x.gguf", "--bogus"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-k", "q5_0"], ["serve", "--model", "x.gguf", "--cache-type-v", "int8"], ["quantize", "x.gguf", "y.gguf", "--type", "q8_0", "--tensor-type", "(=q4_0"],
+  for (const args of [["frobnicate"], ["generate", "--prompt", "hi"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "hot"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-last-n", "-2"], ["tokenize", "--model", "x.gguf", "--bogus"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-k", "q5_0"], ["serve", "--model", "x.gguf", "--cache-type-v", "int8"], ["quantize", "x.gguf", "y.gguf", "--type", "q8_0", "--tensor-type", "(=q4_0"],
     // past 2^53 (or any trained context): the library's memory plan hung on --ctx-size 9007199254740993, and --top-k 1e20 reached the sampler
     ["generate", "--model", "x.gguf", "--prompt", "hi", "--ctx-size", "9007199254740993"], ["inspect", "--model", "x.gguf", "--ctx-size", "16777217"], ["generate", "--model", "x.gguf", "--prompt", "hi", "--top-k", "1e20"], ["perplexity", "--model", "x.gguf", "--file", "x.txt", "--ctx", "4503599627370496"]]) {
     const r = tsllm(...args);

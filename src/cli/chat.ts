@@ -38,7 +38,7 @@ Options:
   --system TEXT         system prompt
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
-  --max-tokens N        most tokens per reply (default 256; -1: no limit but the context)
+  --max-tokens N        most tokens per reply (default 256; -1 or -2: no limit but the context)
   --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto|0,

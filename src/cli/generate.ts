@@ -22,14 +22,15 @@ Options:
   --prompt TEXT         prompt text; BOS is added when the model's metadata says so. Without --prompt or
                         --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
   --file FILE           read the prompt from this file (UTF-8; a leading BOM and one final line break are dropped, as llama.cpp's -f)
-  --max-tokens N        most tokens to generate (default 256; -1: no limit but the context, as llama.cpp's -n -1)
-  --temperature T       0 = greedy (default 0.8)
-  --top-k K             keep the K most likely tokens; 0 = off (default 40)
-  --top-p P             nucleus sampling; 1 = off (default 0.95)
-  --min-p P             drop tokens below P x the top probability; 0 = off (default 0.05)
-  --typical-p P         locally typical sampling; 1 = off (default 1)
-  --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off (default 1)
-  --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none; -1 = all, as llama.cpp)
+  --max-tokens N        most tokens to generate (default 256; -1 or -2: until the context is full, as
+                        llama.cpp's -n -1 / -2, which stop there when context shift is off, its default)
+  --temperature T       <= 0 = greedy (default 0.8)
+  --top-k K             keep the K most likely tokens; <= 0 = off (default 40)
+  --top-p P             nucleus sampling; >= 1 = off, <= 0 keeps only the top token (default 0.95)
+  --min-p P             drop tokens below P x the top probability; <= 0 = off, >= 1 keeps the top (default 0.05)
+  --typical-p P         locally typical sampling; >= 1 = off (default 1)
+  --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off, must be > 0 (default 1)
+  --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none; -1 = all, as older llama.cpp)
   --frequency-penalty F subtract F x a token's count in that window (default 0)
   --presence-penalty P  subtract P from every token in that window (default 0)
   --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
@@ -293,18 +294,30 @@ function parseLogitBias(specs: string[] | undefined): Record<number, number> | u
   return bias;
 }
 
-/** Sampling and stopping options shared by generate and chat. */
 /**
- * --max-tokens N; -1 is llama.cpp's -n -1, "no limit": on until an end of generation, a stop or
- * the full context (finishDetail says which).
+ * --max-tokens N; -1 and -2 are llama.cpp's -n -1 ("infinity") and -n -2 ("until the context is
+ * filled"): with context shift off, llama.cpp's default and the only mode here, both run until an
+ * end of generation, a stop or the full context (finishDetail says which). Other negatives are
+ * refused: llama.cpp documents only these two.
  */
 function maxTokensFrom(values: ParsedValues): number | undefined {
-  if (values["max-tokens"] === "-1") return Number.MAX_SAFE_INTEGER;
+  if (values["max-tokens"] === "-1" || values["max-tokens"] === "-2") return Number.MAX_SAFE_INTEGER;
   const n = optionalNumber(values, "max-tokens", { integer: true });
-  if (n !== undefined && n < 0) throw new UsageError(`--max-tokens must be >= 0, or -1 for no limit; got ${String(values["max-tokens"])}`);
+  if (n !== undefined && n < 0) throw new UsageError(`--max-tokens must be >= 0, or -1 / -2 for no limit but the context; got ${String(values["max-tokens"])}`);
   return n;
 }
 
+/**
+ * A sampling knob whose values past its ends mean what the end means, as llama.cpp's sampler
+ * reads them (a top-k <= 0 is off, a temperature <= 0 greedy, a top-p >= 1 off): clamped into the
+ * library's range rather than refused. Not a number is still refused.
+ */
+function clampedNumber(values: ParsedValues, name: string, lo: number, hi: number, integer = false): number | undefined {
+  const n = optionalNumber(values, name, { integer });
+  return n === undefined ? undefined : Math.min(hi, Math.max(lo, n));
+}
+
+/** Sampling and stopping options shared by generate and chat. */
 export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   const normalize = optionalString(values, "normalize");
   if (normalize !== undefined && !(PROMPT_NORMALIZATIONS as readonly string[]).includes(normalize)) {
@@ -312,11 +325,11 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   }
   return {
     maxTokens: maxTokensFrom(values),
-    temperature: optionalNumber(values, "temperature", { min: 0 }),
-    topK: optionalNumber(values, "top-k", { integer: true, min: 0 }),
-    topP: optionalNumber(values, "top-p", { min: 0, max: 1 }),
-    minP: optionalNumber(values, "min-p", { min: 0, max: 1 }),
-    typicalP: optionalNumber(values, "typical-p", { min: 0, max: 1 }),
+    temperature: clampedNumber(values, "temperature", 0, Infinity),
+    topK: clampedNumber(values, "top-k", 0, Infinity, true),
+    topP: clampedNumber(values, "top-p", 0, 1),
+    minP: clampedNumber(values, "min-p", 0, 1),
+    typicalP: clampedNumber(values, "typical-p", 0, 1),
     repeatPenalty: optionalNumber(values, "repeat-penalty", { above: 0 }),
     repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: -1 }),
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),
