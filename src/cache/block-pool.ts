@@ -128,6 +128,8 @@ export class KVBlockPool {
   private peak = 0;
   private assigned = 0;
   private grows = 0;
+  /** blocks the K and V arrays hold (the ids below it); refs.length or fewer */
+  private stored = 0;
   /** updated by KVCache.store */
   rowsWritten = 0;
   /** rows copied by KVCache.forkCopy (a partial block's rows, once per fork) */
@@ -153,6 +155,12 @@ export class KVBlockPool {
     private limit: number = MAX_BYTES,
     /** how K and V rows are stored (the backend must take them: Backend.kvCacheTypes) */
     readonly types: KVCacheTypes = F32_CACHE,
+    /**
+     * blocks the K and V arrays hold at first (default: all of initialBlocks). Fewer makes the
+     * pool's size a promise kept lazily: the arrays grow (doubling) when a block past them is
+     * first handed out, so an engine's pool of maxSequences contexts costs what its requests use
+     */
+    storedBlocks: number = initialBlocks,
   ) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`KV block size must be a positive integer, got ${blockSize}`);
     if (!Number.isInteger(initialBlocks) || initialBlocks < 1) throw new RangeError(`KV block pool needs at least one block, got ${initialBlocks}`);
@@ -171,6 +179,7 @@ export class KVBlockPool {
     }
     if (initialBlocks > this.maxBlocks) throw new RangeError(`KV block pool: ${initialBlocks} blocks need ${formatBytes(this.bytesFor(initialBlocks))}, over the ${formatBytes(limit)} limit`);
     this.resize(initialBlocks);
+    this.store(Math.min(initialBlocks, Math.max(1, Math.floor(storedBlocks))));
   }
 
   get blockCount(): number {
@@ -179,6 +188,11 @@ export class KVBlockPool {
 
   get byteLength(): number {
     return this.bytesFor(this.refs.length);
+  }
+
+  /** bytes the K and V arrays hold now (byteLength or less: see storedBlocks) */
+  get storedBytes(): number {
+    return this.bytesFor(this.stored);
   }
 
   get stats(): KVPoolStats {
@@ -237,6 +251,7 @@ export class KVBlockPool {
       this.resize(n);
       this.grows++;
     }
+    if (n > this.stored) this.store(n);
   }
 
   /** a fresh block holding one reference; evicts the least recently used cached prefix, or grows the storage (doubling), when none is free */
@@ -251,6 +266,8 @@ export class KVBlockPool {
       this.grows++;
     }
     const b = this.free.pop()!;
+    // ids are handed out lowest first, so the arrays need cover only the most ever in use at once
+    if (b >= this.stored) this.store(Math.min(this.refs.length, Math.max(b + 1, 2 * this.stored)));
     this.refs[b] = 1;
     this.filled[b] = 0;
     this.peak = Math.max(this.peak, ++this.inUse);
@@ -368,14 +385,14 @@ export class KVBlockPool {
       return;
     }
     // the source's n rows of all heads are n * nKvHeads head rows, token after token
-    const heads = this.nKvHeads, headRows = headRowIndex(rows, n, heads, this.blockCount * this.blockSize);
+    const heads = this.nKvHeads, headRows = headRowIndex(rows, n, heads, this.stored * this.blockSize);
     this.storage.scatterRows(this.keys[layer]!, headRows, k, this.headDim, n * heads, this.encoding.k);
     this.storage.scatterRows(this.values[layer]!, headRows, v, this.headDim, n * heads, this.encoding.v);
   }
 
   /** copies n consecutive rows of every layer from row `from` to row `to` (a fork's partial block) */
   copyRows(from: number, to: number, n: number): void {
-    const plane = this.blockCount * this.blockSize;
+    const plane = this.stored * this.blockSize;
     for (let l = 0; l < this.nLayers; l++) {
       this.copyHeadRows(this.keys[l]!, plane, to, this.keys[l]!, plane, from, n, this.keyRowFloats);
       this.copyHeadRows(this.values[l]!, plane, to, this.values[l]!, plane, from, n, this.valueRowFloats);
@@ -409,9 +426,24 @@ export class KVBlockPool {
     }
   }
 
-  /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
+  /** grows the pool to `blocks` blocks (ids), and its arrays with it where they held all of it */
   private resize(blocks: number): void {
     const have = this.refs.length;
+    if (this.stored === have && have > 0) this.store(blocks);
+    // the new ids go under the existing free ones (all lower), lowest on top
+    const added: number[] = [];
+    for (let b = have; b < blocks; b++) {
+      this.refs.push(0);
+      this.filled.push(0);
+      added.push(b);
+    }
+    added.reverse();
+    this.free = added.concat(this.free);
+  }
+
+  /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
+  private store(blocks: number): void {
+    const have = this.stored;
     const rows = blocks * this.blockSize, oldRows = have * this.blockSize;
     for (let l = 0; l < this.nLayers; l++) {
       const k = this.alloc(rows * this.keyRowFloats, blocks), v = this.alloc(rows * this.valueRowFloats, blocks);
@@ -423,15 +455,7 @@ export class KVBlockPool {
       this.values[l] = v;
     }
     if (this.planar) this.encoding = { ...this.encoding, headPlane: rows };
-    // the new ids go under the existing free ones (all lower), lowest on top
-    const added: number[] = [];
-    for (let b = have; b < blocks; b++) {
-      this.refs.push(0);
-      this.filled.push(0);
-      added.push(b);
-    }
-    added.reverse();
-    this.free = added.concat(this.free);
+    this.stored = blocks;
   }
 }
 

@@ -530,7 +530,10 @@ export class Engine {
     if (this.scheduler) return this.scheduler;
     const i = this.model.info;
     const blocks = this.capacityBlocks();
-    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken, this.model.kvCacheTypes);
+    // the pool admits as if all its blocks were there, but its arrays start at one block and grow
+    // (doubling) with the blocks in use: a 1 MB model at contextSize 2048 held 42 MB of K/V for
+    // 16 contexts it never used (docs/engine.md)
+    this.pool = new KVBlockPool(i.blockCount, i.headCountKv, i.headDim, blocks, this.options.storage, DEFAULT_BLOCK_SIZE, blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken, this.model.kvCacheTypes, 1);
     const pool = this.pool;
     this.scheduler = new Scheduler(
       pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize, cacheReplies: this.options.cacheReplies ?? true, admission: this.options.admission ?? "preempt" },
