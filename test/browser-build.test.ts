@@ -47,7 +47,8 @@ test("the GGUF header parses the same from memory (a browser's whole-file fetch)
 
 test("package.json exports the browser build as tsllm/browser (Node entry unchanged) and npm pack ships it", async () => {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
-  assert.deepEqual(pkg.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js" });
+  // "default" lets require("tsllm") load the ESM entry (Node 20.19+ / 22.12+)
+  assert.deepEqual(pkg.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js", default: "./dist/index.js" });
   assert.equal(pkg.main, "dist/index.js");
   assert.deepEqual(pkg.exports["./browser"], { types: "./dist/browser/index.d.ts", browser: "./dist-browser/tsllm.js", import: "./dist-browser/tsllm.js" });
   assert.equal(pkg.exports["./browser/*"], "./dist-browser/*");
