@@ -60,3 +60,17 @@ test("stories260K on wasm: the engine's KV pool growing under a decode (1, 2, 4,
     model.dispose();
   }
 });
+
+test("a lazily stored KV pool used to its last block leaves outgrown arrays of at most an eighth of its bytes behind (doubling to the whole pool would leave about as many again)", async () => {
+  const { KVBlockPool } = await import("../src/cache/index.js");
+  const { hostMemory } = await import("../src/kernels/index.js");
+  const host = hostMemory();
+  let allocated = 0;
+  const storage = { ...host, allocActivations: (length: number) => { allocated += 4 * length; return host.allocActivations(length); } };
+  const blocks = 4096, nLayers = 2;
+  const pool = new KVBlockPool(nLayers, 1, 4, blocks, storage, 16, undefined, undefined, 1);
+  for (let i = 0; i < blocks; i++) assert.equal(pool.take(), i);
+  assert.equal(pool.storedBytes, pool.byteLength, "every block's rows are stored");
+  const leftBehind = allocated - pool.byteLength;
+  assert.ok(leftBehind <= pool.byteLength / 8, `outgrown arrays: ${leftBehind} bytes of a ${pool.byteLength}-byte pool`);
+});

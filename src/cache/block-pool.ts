@@ -267,7 +267,7 @@ export class KVBlockPool {
     }
     const b = this.free.pop()!;
     // ids are handed out lowest first, so the arrays need cover only the most ever in use at once
-    if (b >= this.stored) this.store(Math.min(this.refs.length, Math.max(b + 1, 2 * this.stored)));
+    if (b >= this.stored) this.store(this.storedAfter(b));
     this.refs[b] = 1;
     this.filled[b] = 0;
     this.peak = Math.max(this.peak, ++this.inUse);
@@ -439,6 +439,18 @@ export class KVBlockPool {
     }
     added.reverse();
     this.free = added.concat(this.free);
+  }
+
+  /**
+   * How many blocks the arrays hold once block `b` needs room: twice as many while that stays a
+   * sixteenth of the pool, then all of it at once. An outgrown array is not given back to the
+   * system (a wasm memory never shrinks, and the wasm backend reuses a freed array only for one of
+   * the same size), so doubling up to the whole pool would hold about twice its bytes; this way
+   * the arrays left behind are at most an eighth of it.
+   */
+  private storedAfter(b: number): number {
+    const all = this.refs.length, doubled = Math.max(b + 1, 2 * this.stored);
+    return doubled <= all / 16 ? doubled : all;
   }
 
   /** reallocates every layer's arrays to `blocks` blocks, keeping the rows written so far (each plane moved to its new place) */
