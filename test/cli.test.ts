@@ -42,8 +42,9 @@ test("usage errors print one line and exit 2", () => {
 
 test("a negative number given to an option is checked like any value, in one line; --version; a command named like an Object member is unknown", () => {
   for (const [args, message] of [
-    [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-tokens", "-2"], /^tsllm: error: --max-tokens must be >= 0, or -1 for no limit; got -2$/],
-    [["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature", "-0.5"], /^tsllm: error: --temperature must be >= 0, got -0.5$/],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-tokens", "-3"], /^tsllm: error: --max-tokens must be >= 0, or -1 \/ -2 for no limit but the context; got -3$/],
+    // (a negative --temperature is llama.cpp's greedy: accepted, test/cli-habits.test.ts)
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "-0.5"], /^tsllm: error: --repeat-penalty must be > 0, got -0.5$/],
     [["generate", "--model"], /^tsllm: error: Option '--model <value>' argument missing$/],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-v", "q8_0", "--flash-attn", "off"], /^tsllm: error: --cache-type-v q8_0 needs flash attention \(llama.cpp's order for a block-format cache\): leave --flash-attn auto or on, or use f16 \/ f32$/],
     [["constructor"], /^tsllm: error: unknown command "constructor"/],
