@@ -36,7 +36,7 @@ export function parseWithPositionals(argv: string[], options: OptionSpec): { val
  * tsllm names otherwise: each maps to the first of its names that the command has; elsewhere it
  * stays unknown.
  */
-const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
+export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-m": ["model"],
   "-p": ["text", "input", "prompt", "prompt-tokens"], // tokenize's and embed's text, generate's prompt, bench's prompt size
   "-sys": ["system"],
