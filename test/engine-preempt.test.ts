@@ -3,22 +3,11 @@ import { test } from "node:test";
 import { Engine } from "../src/engine/index.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type GenerationStep, type Model } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { soloResults } from "./helpers/solo.js";
 
 const MODEL = "models/stories260K.gguf";
 const skip = skipWithoutShared(MODEL);
 const PROMPTS = ["The little dog ran to the park and saw a big", "Once upon a time, there was a", "Lily and Ben went to the", "One day, a girl named Sue", "Tom had a big red ball", "The sun was hot and"];
-
-/** each job alone, one after another, on a fresh model with the default pool (nothing shared, never preempted) */
-async function solo(jobs: readonly { prompt: string; options: GenerateOptions }[]): Promise<GenerationResult[]> {
-  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
-  try {
-    const out: GenerationResult[] = [];
-    for (const j of jobs) out.push(await model.generate(j.prompt, j.options));
-    return out;
-  } finally {
-    model.dispose();
-  }
-}
 
 /** a model whose KV pool holds `blocks` blocks of 16 positions */
 async function smallPool(blocks: number, admission: "reserve" | "preempt", contextSize = 512): Promise<Model> {
@@ -54,7 +43,7 @@ test("stories260K: with a pool of 2 contexts, 6 requests whose maxTokens is the 
   // replies end at their first "." (1 to 11 tokens), which the engine cannot foresee: it sees maxTokens 256
   const options: GenerateOptions = { temperature: 0, maxTokens: 256, stop: ["."] };
   const jobs = PROMPTS.map((prompt) => ({ prompt, options }));
-  const alone = await solo(jobs);
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
   for (const admission of ["reserve", "preempt"] as const) {
     const model = await smallPool(2 * 256 / 16, admission, 256);
     try {
@@ -82,7 +71,7 @@ test("stories260K: a request preempted mid-decode streams on without a gap or a 
     { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
     { prompt: PROMPTS[1]!, options: { temperature: 0.9, topK: 20, seed: 4321, maxTokens: 60, ignoreEos: true, logprobs: 2 } },
   ];
-  const alone = await solo(jobs);
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
   const model = await smallPool(10, "preempt");
   try {
     const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
@@ -114,7 +103,7 @@ test("stories260K: a request preempted mid-decode streams on without a gap or a 
 test("stories260K: a request aborted while preempted ends at once with what it streamed (a prefix of its solo tokens); the others go on", { skip }, async () => {
   const options: GenerateOptions = { temperature: 0, maxTokens: 60, ignoreEos: true };
   const jobs = PROMPTS.slice(0, 3).map((prompt) => ({ prompt, options }));
-  const alone = await solo(jobs);
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
   const model = await smallPool(10, "preempt");
   try {
     const aborter = new AbortController();
@@ -150,7 +139,7 @@ test("stories260K: under admission preempt, n choices and beams keep their worst
     { prompt: PROMPTS[0]!, options: { temperature: 0.8, seed: 5, n: 2, maxTokens: 40, ignoreEos: true } },
     { prompt: PROMPTS[1]!, options: { numBeams: 2, maxTokens: 20 } },
   ];
-  const alone = await solo(jobs);
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
   const model = await smallPool(12, "preempt");
   try {
     const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
@@ -170,7 +159,7 @@ test("stories260K: under admission preempt, n choices and beams keep their worst
 test("stories260K: four requests that each alone fill a one-context pool all finish with their solo tokens (preempted again and again, never a livelock)", { skip }, async () => {
   const options: GenerateOptions = { temperature: 0, maxTokens: 200, ignoreEos: true };
   const jobs = PROMPTS.slice(0, 4).map((prompt) => ({ prompt, options }));
-  const alone = await solo(jobs);
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
   // 16 blocks: one request's 212 positions take 14 of them
   const model = await smallPool(16, "preempt", 256);
   try {

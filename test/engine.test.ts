@@ -5,22 +5,11 @@ import { test } from "node:test";
 import { Engine } from "../src/engine/index.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type Model } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { soloResults } from "./helpers/solo.js";
 
 const MODEL = "models/stories260K.gguf";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared("models/stories260K.expected.json");
 const golden = () => JSON.parse(readFileSync(sharedFile("models/stories260K.expected.json")!, "utf8")).cases as { prompt: string; completionTokens: number[] }[];
-
-/** the results of generating each job alone, one after another, on a fresh model */
-async function soloResults(backend: "wasm" | "reference", jobs: readonly { prompt: string | number[]; options: GenerateOptions }[]): Promise<GenerationResult[]> {
-  const model = await loadModel(sharedFile(MODEL)!, { backend, contextSize: 512 });
-  try {
-    const out: GenerationResult[] = [];
-    for (const j of jobs) out.push(await model.generate(j.prompt, j.options));
-    return out;
-  } finally {
-    model.dispose();
-  }
-}
 
 /** resolves once the stream has produced `k` tokens (the stream is consumed to its end in the background) */
 function consume(model: Model, prompt: string | number[], options: GenerateOptions, onToken?: (count: number) => void): Promise<GenerationResult> {
@@ -46,7 +35,7 @@ for (const backend of ["reference", "wasm"] as const) {
       { prompt: [1, 403, 407, 261, 378], options: { temperature: 0.7, topP: 0.9, seed: 7, maxTokens: 30, repeatPenalty: 1.2 } },
       { prompt: "Once upon a time", options: { temperature: 1.1, seed: 99, maxTokens: 60 } },
     ];
-    const solo = await soloResults(backend, jobs);
+    const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend });
     // the golden cases alone are llama.cpp's greedy tokens
     assert.deepEqual(solo[0]!.completionTokens, cases[0]!.completionTokens);
     assert.deepEqual(solo[2]!.completionTokens, cases[1]!.completionTokens);
@@ -94,7 +83,7 @@ test("stories260K: a second request sharing a 256-token prefix computes only its
   const first = [...prefix, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309];
   const second = [...prefix, 410, 411, 412, 413, 414, 415, 416, 417, 418, 419, 420, 421];
   const options = { temperature: 0, maxTokens: 12, ignoreEos: true };
-  const [uncached] = await soloResults("wasm", [{ prompt: second, options }]);
+  const [uncached] = await soloResults(sharedFile(MODEL)!, [{ prompt: second, options }], { backend: "wasm" });
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
   try {
     await model.generate(first, options);
@@ -193,7 +182,7 @@ test("stories260K: a full KV pool queues requests instead of failing them; one t
     assert.equal(model.engine.stats.kvCapacityTokens, 160);
     const prompts = ["The little dog ran to the park and saw a big", "Once upon a time, there was a", "Lily and Ben went to the"];
     const options = { temperature: 0, maxTokens: 60, ignoreEos: true };
-    const solo = await soloResults("wasm", prompts.map((prompt) => ({ prompt, options })));
+    const solo = await soloResults(sharedFile(MODEL)!, prompts.map((prompt) => ({ prompt, options })), { backend: "wasm" });
     const waitingSeen: number[] = [];
     const runs = prompts.map((p) => consume(model, p, options, () => waitingSeen.push(model.engine.stats.waiting)));
     const got = await Promise.all(runs);
@@ -215,7 +204,7 @@ test("stories260K: a full KV pool queues requests instead of failing them; one t
 
 test("stories260K: an aborted request leaves at the next step and frees its blocks; the others continue untouched", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 200, ignoreEos: true };
-  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Lily and Ben", options }], { backend: "wasm" });
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
   try {
     const aborter = new AbortController();
@@ -293,7 +282,7 @@ test("stories260K: beam search and speculative decoding run as engine strategies
     { prompt: "Lily", options: { temperature: 0.9, seed: 3, maxTokens: 40 } },
   ];
   try {
-    const solo = await soloResults("wasm", jobs);
+    const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
     const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
     try {
       const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
@@ -317,7 +306,7 @@ test("stories260K: beam search and speculative decoding run as engine strategies
 
 test("stories260K: a reader that stops reading holds its request back (bounded backlog); reading again resumes it, tokens unchanged", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 400, ignoreEos: true };
-  const [solo] = await soloResults("wasm", [{ prompt: "Once upon a time", options }]);
+  const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Once upon a time", options }], { backend: "wasm" });
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
   try {
     const run = model.submit("Once upon a time", options);
@@ -339,7 +328,7 @@ test("stories260K: a reader that stops reading holds its request back (bounded b
 
 test("stories260K: a request whose rows fail the forward pass fails alone; the requests batched with it go on untouched", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 30, ignoreEos: true };
-  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Lily and Ben", options }], { backend: "wasm" });
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
   try {
     // a fault injected into the real pass: any batch holding token 499 throws
@@ -362,7 +351,7 @@ test("stories260K: a request whose rows fail the forward pass fails alone; the r
 
 test("stories260K: a request whose strategy fails (its draft model disposed mid-way) fails alone; the requests of its steps go on untouched", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 120, ignoreEos: true };
-  const [solo] = await soloResults("wasm", [{ prompt: "Lily and Ben", options }]);
+  const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Lily and Ben", options }], { backend: "wasm" });
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
   const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
   try {
