@@ -46,6 +46,10 @@ Options:
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
   --write-timeout-ms N  a response (streamed or not) whose client takes nothing for this long is cut off;
                         a stream's generation is cancelled (default 60000)
+  --sse-ping-interval SECONDS  a stream that has sent nothing for this long (waiting in the queue, in a long
+                        prefill) gets an SSE comment line, ": keep-alive", which clients skip, so a proxy's
+                        or client's idle read timeout does not cut it (default 15; 0 or -1: never, as llama-server's
+                        option of the same name)
   --read-timeout-ms N   a request whose headers and body have not all arrived this long after it began is
                         answered 408 and its connection closed (default 60000; llama-server's timeout
                         option sets its read and write timeouts together, in seconds)
@@ -81,7 +85,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
 };
@@ -108,7 +112,7 @@ export async function runServe(argv: string[]): Promise<void> {
     apiKey: optionalNonEmpty(values, "api-key", "the key clients must send") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
-    ...bodyLimitsFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
+    ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
     log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true,
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
@@ -198,6 +202,14 @@ function bodyLimitsFrom(values: ParsedValues): { bodyLimit?: number; bodiesLimit
 
 /** 512MiB, 2G, 1048576 ... (a whole number of bytes: at most 2^53) */
 /** --admission preempt|reserve: the engine's admission policy (unset: the engine's default) */
+/** --sse-ping-interval in seconds (fractions allowed), as milliseconds; 0 or llama-server's -1: no pings */
+function ssePingFrom(values: ParsedValues): number | undefined {
+  if (values["sse-ping-interval"] === "-1") return 0;
+  // (at most a day: node fires a timer past 2^31 - 1 ms at once)
+  const seconds = optionalNumber(values, "sse-ping-interval", { min: 0, max: 86_400 });
+  return seconds === undefined ? undefined : Math.round(seconds * 1000);
+}
+
 function admissionFrom(values: ParsedValues): "preempt" | "reserve" | undefined {
   const v = optionalString(values, "admission");
   if (v === undefined || v === "preempt" || v === "reserve") return v;

@@ -18,7 +18,7 @@ import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
 import { templateKwargsProblem } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
-import { SseWriter } from "./sse.js";
+import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
 
 export interface ServeOptions {
   /** default 127.0.0.1 */
@@ -45,6 +45,8 @@ export interface ServeOptions {
   autoTruncate?: boolean;
   /** a response whose client takes no bytes for this long while its bytes wait is cut off; a stream's cut frees its sequences (default 60000, as nginx's send_timeout) */
   writeTimeoutMs?: number;
+  /** a stream silent this long (waiting in the queue, in a long prefill) gets an SSE comment, `: keep-alive`, so proxies and clients with an idle read timeout do not cut it (default 15000; 0: never) */
+  ssePingMs?: number;
   /** a request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (default 60000) */
   readTimeoutMs?: number;
   /** a kept-alive connection idle this long after an answer is closed (default 65000: longer than the 60 s a load balancer keeps idle connections, AWS ALB's and nginx's keepalive_timeout, so the server is never the one closing a connection the balancer is about to reuse) */
@@ -157,6 +159,7 @@ export class OpenAIServer {
   constructor(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, private readonly options: ServeOptions = {}) {
     if (options.maxQueue !== undefined && !(Number.isInteger(options.maxQueue) && options.maxQueue >= 0)) throw new RangeError(`maxQueue must be an integer >= 0, got ${options.maxQueue}`);
     if (options.writeTimeoutMs !== undefined && !(Number.isFinite(options.writeTimeoutMs) && options.writeTimeoutMs > 0)) throw new RangeError(`writeTimeoutMs must be a number > 0, got ${options.writeTimeoutMs}`);
+    if (options.ssePingMs !== undefined && !(Number.isFinite(options.ssePingMs) && options.ssePingMs >= 0 && options.ssePingMs < 2 ** 31)) throw new RangeError(`ssePingMs must be a number in [0, 2^31), got ${options.ssePingMs}`);
     if (options.readTimeoutMs !== undefined && !(Number.isInteger(options.readTimeoutMs) && options.readTimeoutMs > 0)) throw new RangeError(`readTimeoutMs must be an integer > 0, got ${options.readTimeoutMs}`);
     if (options.bodyLimit !== undefined && !(Number.isInteger(options.bodyLimit) && options.bodyLimit >= 1 && options.bodyLimit <= MAX_BODY_LIMIT)) throw new RangeError(`bodyLimit must be an integer in [1, ${MAX_BODY_LIMIT}], got ${options.bodyLimit}`);
     if (options.bodiesLimit !== undefined && !(Number.isInteger(options.bodiesLimit) && options.bodiesLimit >= this.bodyLimit)) throw new RangeError(`bodiesLimit must be an integer >= bodyLimit, got ${options.bodiesLimit}`);
@@ -496,7 +499,7 @@ export class OpenAIServer {
         this.inFlight.set(controller, queued);
         return () => this.inFlight.delete(controller);
       },
-      sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs),
+      sse: (res) => new SseWriter(res, {}, this.writeTimeoutMs, this.options.ssePingMs ?? DEFAULT_SSE_PING_MS),
       send: (res, value) => this.reply(res, 200, value),
       failed: (res, e) => {
         this.metrics.streamFailed(e.status);
