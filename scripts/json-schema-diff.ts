@@ -49,8 +49,12 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
       case "string": {
         const s: Schema = { type: "string" };
         const r = rng.uniform();
-        if (r < 0.25) s["pattern"] = pick(rng, PATTERNS);
-        else if (r < 0.45) s["format"] = pick(rng, FORMATS);
+        if (r < 0.25) {
+          s["pattern"] = pick(rng, PATTERNS);
+          // a length beside a pattern: the pattern's automaton counted
+          if (chance(rng, 0.4)) s["minLength"] = int(rng, 0, 3);
+          if (chance(rng, 0.4)) s["maxLength"] = int(rng, (s["minLength"] as number | undefined) ?? 0, 6);
+        } else if (r < 0.45) s["format"] = pick(rng, FORMATS);
         else if (r < 0.75) {
           if (chance(rng, 0.6)) s["minLength"] = int(rng, 0, 3);
           if (chance(rng, 0.6)) s["maxLength"] = int(rng, (s["minLength"] as number | undefined) ?? 0, 5);
@@ -328,7 +332,8 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       }
       if (typeof o["pattern"] === "string") {
         const re = new RegExp(o["pattern"], "u");
-        const ok = PATTERN_SAMPLES.filter((x) => re.test(x));
+        const min = (o["minLength"] as number | undefined) ?? 0, max = (o["maxLength"] as number | undefined) ?? Infinity;
+        const ok = PATTERN_SAMPLES.filter((x) => re.test(x) && [...x].length >= min && [...x].length <= max);
         const v = ok.length > 0 ? pick(rng, ok) : undefined;
         // a pattern's grammar takes its characters raw (as llama.cpp's does; documented): not escaped
         if (v !== undefined) rawStrings.add(v);

@@ -393,7 +393,7 @@ test("schemas as zod 4 writes them (draft 7) and 2020-12 tuples compile, and the
     for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)) as boolean, `${JSON.stringify(schema).slice(0, 80)} on ${t}`);
   }
   // what a grammar cannot say is still refused, naming the path
-  for (const [s, re] of [[{ type: "object", propertyNames: { pattern: "^a" } }, /#\/propertyNames: only \{"type": "string"\}/], [{ type: "string", pattern: "a", minLength: 2 }, /#\/minLength: not supported together with pattern/],
+  for (const [s, re] of [[{ type: "object", propertyNames: { pattern: "^a" } }, /#\/propertyNames: only \{"type": "string"\}/], [{ type: "string", pattern: "^ab$", minLength: 3 }, /#\/pattern: no string of at least 3 characters matches it/],
     [{ type: "integer", maximum: SAFE + 2 }, /#\/maximum: expected a number of at most/], [{ type: "array", items: [{ type: "string" }], additionalItems: false, minItems: 2 }, /#\/minItems: 2 items, but additionalItems is false after 1/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -561,6 +561,44 @@ test("formats email, hostname, ipv4 and duration (OpenAI strict mode's) are writ
     const r = checkSchema(schema, new Rng(format.length), ajv, 60, 0);
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], format);
   }
+});
+
+/** every string of up to `n` characters over `alphabet` */
+function allStrings(alphabet: readonly string[], n: number): string[] {
+  const out = [""];
+  for (let len = 1, last = [""]; len <= n; len++) {
+    last = last.flatMap((p) => alphabet.map((c) => p + c));
+    out.push(...last);
+  }
+  return out;
+}
+
+test("pattern with minLength / maxLength: the grammar admits exactly the strings ajv validates, of every length up to 5 over a small alphabet", () => {
+  const ajv = makeAjv();
+  const strings = allStrings(["a", "b", "1", '"', "é", "😀"], 5);
+  const schemas = [
+    { type: "string", pattern: "^[a-z]+$", minLength: 2, maxLength: 4 },
+    { type: "string", pattern: "b", maxLength: 3 },
+    { type: "string", pattern: "b", minLength: 4 },
+    { type: "string", pattern: "^(ab)*$", minLength: 3 },
+    { type: "string", pattern: "^(a|b1?)+$", minLength: 1, maxLength: 3 },
+    { type: "string", pattern: "^[^a]*$", minLength: 2, maxLength: 2 },
+    { type: "string", pattern: '^.{1,}"$', maxLength: 4 },
+    { type: "string", pattern: "^\\S+$", minLength: 3 },
+    { type: "string", pattern: "a{2,3}", minLength: 0, maxLength: 5 },
+  ];
+  for (const schema of schemas) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = ajv.compile(schema);
+    for (const t of strings) assert.equal(accepts(g, JSON.stringify(t)), validate(t), `${JSON.stringify(schema)} on ${JSON.stringify(t)}`);
+    // and what a random walk of the grammar writes validates
+    const r = checkSchema(schema, new Rng(schema.pattern.length), ajv, 40, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+  }
+  // a pattern no string of the lengths matches, or whose lengths need too many rules, is refused naming the pattern
+  assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^a{2}$", maxLength: 1 }), /#\/pattern: no string of 0 to 1 characters matches it/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^[a-z]+$", maxLength: 9000 }), /#\/pattern: with minLength \/ maxLength the pattern needs more than \d+ grammar rules/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "string", minLength: 3, maxLength: 2 }), /#\/maxLength: 2 is below minLength 3/);
 });
 
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {

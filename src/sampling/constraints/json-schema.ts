@@ -3,7 +3,7 @@ import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
-import { regexToGbnf } from "./regex.js";
+import { regexLengthGbnf, regexToGbnf } from "./regex.js";
 
 /**
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
@@ -547,16 +547,25 @@ class Converter {
     if (pattern !== undefined) {
       if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
       // a format beside a pattern is left to the pattern (zod writes the format's own expression there)
-      for (const k of ["minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with pattern`);
+      const [min, max] = this.lengths(s, path);
       // a JSON Schema pattern matches anywhere in the string unless anchored
       const start = pattern.startsWith("^"), end = pattern.endsWith("$") && !pattern.endsWith("\\$");
       const core = pattern.slice(start ? 1 : 0, end ? -1 : undefined);
-      let body: string;
+      const whole = `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
+      let prefix = `${name}-len`;
+      for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
+      let body: string, rules: [string, string][] = [];
       try {
-        body = regexToGbnf(`${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`, true);
+        // with a length: the pattern's strings of those lengths, its automaton paired with a count of characters
+        if (min === 0 && max === undefined) body = regexToGbnf(whole, true);
+        else {
+          rules = regexLengthGbnf(whole, true, min, max, prefix, this.maxRules - this.rules.size);
+          body = `${prefix}-0`;
+        }
       } catch (e) {
         throw new GrammarError(`${path}/pattern: ${(e as Error).message}`);
       }
+      for (const [rule, text] of rules) this.add(rule, text);
       this.space();
       return this.add(name, `"\\"" ${body} "\\"" space`);
     }
@@ -569,13 +578,20 @@ class Converter {
       const inner = format === "date-time" ? `${FORMATS["date"]} "T" ${FORMATS["time"]}` : FORMATS[format]!;
       return this.add(name, `"\\"" ${inner} "\\"" space`);
     }
-    const min = s["minLength"] ?? 0, max = s["maxLength"];
+    const [min, max] = this.lengths(s, path);
     if (min === 0 && max === undefined) return this.primitive("string");
+    this.primitive("string");
+    return this.add(name, `"\\"" char{${min},${max ?? ""}} "\\"" space`);
+  }
+
+  /** a string's minLength and maxLength (undefined: none), checked */
+  private lengths(s: Record<string, unknown>, path: string): [number, number | undefined] {
+    const min = s["minLength"] ?? 0, max = s["maxLength"];
     for (const [k, v] of [["minLength", min], ["maxLength", max ?? 0]] as const) {
       if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
-    this.primitive("string");
-    return this.add(name, `"\\"" char{${min},${max ?? ""}} "\\"" space`);
+    if (max !== undefined && (max as number) < (min as number)) throw new GrammarError(`${path}/maxLength: ${max} is below minLength ${min}`);
+    return [min as number, max as number | undefined];
   }
 
   private array(s: Record<string, unknown>, name: string, path: string, depth: number): string {

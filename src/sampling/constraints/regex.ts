@@ -10,7 +10,20 @@ import { GrammarError, repetitionProblem } from "./grammar.js";
  * characters appear escaped as JSON writes them.
  */
 export function regexToGbnf(pattern: string, json = false): string {
-  return new RegexParser(pattern, json).parse();
+  return gbnfOf(new RegexParser(pattern, json).parse());
+}
+
+/**
+ * A regular expression's strings of `min` to `max` characters (max undefined: no upper bound), as
+ * GBNF rules named `${prefix}-N` (the first the start): JSON Schema's pattern beside minLength /
+ * maxLength. The expression becomes an automaton whose edges each read one character (one atom:
+ * a literal or a class, inside a JSON string an escape too), and a rule is one of its states paired
+ * with the characters read so far (up to max, or up to min where there is no max: past it every
+ * count is the same). Pairs that can no longer end within the bounds are left out, so the model
+ * cannot be led into a string it cannot finish. At most `maxRules` rules.
+ */
+export function regexLengthGbnf(pattern: string, json: boolean, min: number, max: number | undefined, prefix: string, maxRules: number): [string, string][] {
+  return lengthBounded(new RegexParser(pattern, json), min, max, prefix, maxRules);
 }
 
 type Ranges = [number, number][];
@@ -32,11 +45,142 @@ function subtract(ranges: Ranges, minus: Ranges): Ranges {
   return out;
 }
 
+/** a parsed expression; `char` is one character, its GBNF text (inside a JSON string an escape may be several code points) */
+type Node =
+  | { readonly kind: "char"; readonly text: string }
+  | { readonly kind: "seq"; readonly items: readonly Node[] }
+  | { readonly kind: "alt"; readonly alts: readonly Node[] }
+  | { readonly kind: "group"; readonly node: Node }
+  | { readonly kind: "repeat"; readonly node: Node; readonly text: string; readonly min: number; readonly max: number };
+
+/** the GBNF expression of a parsed expression */
+function gbnfOf(n: Node): string {
+  switch (n.kind) {
+    case "char": return n.text;
+    case "seq": return n.items.map(gbnfOf).join(" ");
+    case "alt": return `(${n.alts.map((a) => gbnfOf(a) || '""').join(" | ")})`;
+    case "group": return `(${gbnfOf(n.node) || '""'})`;
+    case "repeat": {
+      const atom = gbnfOf(n.node);
+      return `${atom.startsWith("(") || atom.startsWith("[") || atom.length <= 3 ? atom : `(${atom})`}${n.text}`;
+    }
+  }
+}
+
+/** the most automaton states a length-bounded pattern unrolls to (its repetitions copied out) */
+const MAX_NFA_STATES = 100_000;
+
+function lengthBounded(parser: RegexParser, min: number, max: number | undefined, prefix: string, maxRules: number): [string, string][] {
+  const tree = parser.parse();
+  // a Thompson automaton: per state its empty moves and its one-character moves
+  const empty: number[][] = [], reads: [string, number][][] = [];
+  const state = (): number => {
+    if (empty.length >= MAX_NFA_STATES) parser.fail(`with a length bound the pattern unrolls to more than ${MAX_NFA_STATES} states`);
+    empty.push([]);
+    reads.push([]);
+    return empty.length - 1;
+  };
+  /** `n` from state `from`: the state where it ends */
+  const build = (n: Node, from: number): number => {
+    switch (n.kind) {
+      case "char": {
+        const to = state();
+        reads[from]!.push([n.text, to]);
+        return to;
+      }
+      case "seq": return n.items.reduce((at, item) => build(item, at), from);
+      case "group": return build(n.node, from);
+      case "alt": {
+        const to = state();
+        for (const a of n.alts) {
+          const start = state();
+          empty[from]!.push(start);
+          empty[build(a, start)]!.push(to);
+        }
+        return to;
+      }
+      case "repeat": {
+        let at = from;
+        for (let k = 0; k < n.min; k++) at = build(n.node, at);
+        if (n.max === Infinity) {
+          // a loop: from a fresh state, the node back to it, or on
+          const loop = state();
+          empty[at]!.push(loop);
+          empty[build(n.node, loop)]!.push(loop);
+          return loop;
+        }
+        const to = state();
+        for (let k = n.min; k < n.max; k++) {
+          empty[at]!.push(to);
+          at = build(n.node, at);
+        }
+        empty[at]!.push(to);
+        return to;
+      }
+    }
+  };
+  const start = state();
+  const accept = build(tree, start);
+  // per state: the states its empty moves reach
+  const closure = (s: number): number[] => {
+    const seen = new Set([s]), todo = [s];
+    while (todo.length > 0) {
+      for (const t of empty[todo.pop()!]!) {
+        if (seen.has(t)) continue;
+        seen.add(t);
+        todo.push(t);
+      }
+    }
+    return [...seen];
+  };
+  const cap = max ?? min;
+  // product states (automaton state, characters read, up to cap), numbered in the order reached
+  const ids = new Map<number, number>(), pairs: [number, number][] = [];
+  const idOf = (s: number, k: number): number => {
+    const key = s * (cap + 1) + k;
+    let id = ids.get(key);
+    if (id === undefined) {
+      if (pairs.length >= maxRules) throw new GrammarError(`with minLength / maxLength the pattern needs more than ${maxRules} grammar rules`);
+      id = pairs.length;
+      ids.set(key, id);
+      pairs.push([s, k]);
+    }
+    return id;
+  };
+  idOf(start, 0);
+  const moves: [string, number][][] = [], ends: boolean[] = [];
+  for (let i = 0; i < pairs.length; i++) {
+    const [s, k] = pairs[i]!;
+    const reach = closure(s);
+    ends.push(reach.includes(accept) && k >= min);
+    const next = Math.min(k + 1, cap);
+    moves.push(max !== undefined && k === max ? [] : reach.flatMap((r) => reads[r]!.map(([text, to]): [string, number] => [text, idOf(to, next)])));
+  }
+  // the pairs that can still end within the bounds
+  const live = ends.slice();
+  for (let changed = true; changed;) {
+    changed = false;
+    for (let i = 0; i < pairs.length; i++) {
+      if (live[i] || !moves[i]!.some(([, to]) => live[to])) continue;
+      live[i] = true;
+      changed = true;
+    }
+  }
+  if (!live[0]) throw new GrammarError(`no string of ${max === undefined ? `at least ${min}` : `${min} to ${max}`} characters matches it`);
+  const rules: [string, string][] = [];
+  for (let i = 0; i < pairs.length; i++) {
+    if (!live[i]) continue;
+    const alts = [...new Set(moves[i]!.filter(([, to]) => live[to]).map(([text, to]) => `${text} ${prefix}-${to}`))];
+    rules.push([`${prefix}-${i}`, [...alts, ...(ends[i] ? ['""'] : [])].join(" | ")]);
+  }
+  return rules;
+}
+
 class RegexParser {
   private pos = 0;
   constructor(private readonly src: string, private readonly json: boolean) {}
 
-  parse(): string {
+  parse(): Node {
     if (this.src.startsWith("^")) this.pos++;
     const body = this.alternation();
     if (this.src[this.pos] === "$" && this.pos === this.src.length - 1) this.pos++;
@@ -44,39 +188,38 @@ class RegexParser {
     return body;
   }
 
-  private fail(message: string): never {
+  fail(message: string): never {
     throw new GrammarError(`regex ${JSON.stringify(this.src.length > 60 ? `${this.src.slice(0, 60)}...` : this.src)}, at ${this.pos}: ${message}`);
   }
 
-  private alternation(): string {
+  private alternation(): Node {
     const alts = [this.sequence()];
     while (this.src[this.pos] === "|") {
       this.pos++;
       alts.push(this.sequence());
     }
-    return alts.length === 1 ? alts[0]! : `(${alts.map((a) => a || '""').join(" | ")})`;
+    return alts.length === 1 ? alts[0]! : { kind: "alt", alts };
   }
 
-  private sequence(): string {
-    const parts: string[] = [];
+  private sequence(): Node {
+    const items: Node[] = [];
     for (;;) {
       const c = this.src[this.pos];
       if (c === undefined || c === "|" || c === ")") break;
       if (c === "$" && this.pos === this.src.length - 1) break;
-      let atom = this.atom();
+      const atom = this.atom();
       const q = this.quantifier();
-      if (q) atom = `${atom.startsWith("(") || atom.startsWith("[") || atom.length <= 3 ? atom : `(${atom})`}${q}`;
-      parts.push(atom);
+      items.push(q ? { kind: "repeat", node: atom, ...q } : atom);
     }
-    return parts.join(" ");
+    return { kind: "seq", items };
   }
 
-  private quantifier(): string | undefined {
+  private quantifier(): { text: string; min: number; max: number } | undefined {
     const c = this.src[this.pos];
-    let q: string | undefined;
+    let q: { text: string; min: number; max: number } | undefined;
     if (c === "*" || c === "+" || c === "?") {
       this.pos++;
-      q = c;
+      q = { text: c, min: c === "+" ? 1 : 0, max: c === "?" ? 1 : Infinity };
     } else if (c === "{") {
       const m = /^\{(\d+)(,(\d*))?\}/.exec(this.src.slice(this.pos));
       if (m) {
@@ -85,7 +228,7 @@ class RegexParser {
         const problem = repetitionProblem(min, max);
         if (problem !== undefined) this.fail(`${m[0]}: ${problem}`);
         this.pos += m[0].length;
-        q = m[2] === undefined ? `{${m[1]}}` : `{${m[1]},${m[3] ?? ""}}`;
+        q = { text: m[2] === undefined ? `{${m[1]}}` : `{${m[1]},${m[3] ?? ""}}`, min, max };
       }
     }
     // a lazy quantifier matches the same strings
@@ -93,7 +236,7 @@ class RegexParser {
     return q;
   }
 
-  private atom(): string {
+  private atom(): Node {
     const c = this.src[this.pos]!;
     if (c === "(") {
       this.pos++;
@@ -104,22 +247,22 @@ class RegexParser {
       const inner = this.alternation();
       if (this.src[this.pos] !== ")") this.fail("an unterminated group");
       this.pos++;
-      return `(${inner || '""'})`;
+      return { kind: "group", node: inner };
     }
-    if (c === "[") return this.charClass();
+    if (c === "[") return { kind: "char", text: this.charClass() };
     if (c === ".") {
       this.pos++;
-      return this.classText([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]], true);
+      return { kind: "char", text: this.classText([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]], true) };
     }
     if (c === "*" || c === "+" || c === "?" || c === "{") this.fail(`${c} has nothing to repeat`);
     if (c === "^" || c === "$") this.fail(`${c} is only supported at the start / end`);
     if (c === "\\") {
       const e = this.escape();
-      return typeof e === "number" ? this.literal(e) : this.classText(e.ranges, e.negated);
+      return { kind: "char", text: typeof e === "number" ? this.literal(e) : this.classText(e.ranges, e.negated) };
     }
     const cp = this.src.codePointAt(this.pos)!;
     this.pos += cp > 0xffff ? 2 : 1;
-    return this.literal(cp);
+    return { kind: "char", text: this.literal(cp) };
   }
 
   /** an escape at pos: a code point, or a class (\d \w \s and negations) */
