@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { freePort, metric, skipNginx, startNginx } from "./helpers/nginx.js";
 import { post, skipStories, spawnServe, until } from "./helpers/serve.js";
@@ -65,7 +68,10 @@ test("deploy/nginx.conf: a conversation's turns (X-Session-Id) stay on one repli
   };
   try {
     const home = new Map<string, number>();
-    for (const id of ["conversation-1", "conversation-2", "conversation-3", "conversation-4", "conversation-5", "conversation-6"]) {
+    // (the hash ring depends on the replicas' ports, which are free ports: six sessions may all
+    // land on one replica, so more are started, up to 24, until both replicas have some)
+    for (let i = 1; i <= 24 && (i <= 6 || new Set(home.values()).size < 2); i++) {
+      const id = `conversation-${i}`;
       const first = await ask(id, "Once upon a time");
       const hits = await metric(urls[first.replica]!, "tsllm_prefix_cache_hit_tokens_total");
       // the second turn: the first one's prompt and reply, and more
@@ -115,21 +121,32 @@ test("deploy/nginx.conf: a conversation's turns (X-Session-Id) stay on one repli
   }
 });
 
-test("deploy/nginx.conf: replicas that hang (SIGSTOP) give the client a JSON 504 after proxy_read_timeout, not a hung request; woken up they answer again", { skip }, async () => {
+test("deploy/nginx.conf: a request with no answer after proxy_read_timeout (replicas hung by SIGSTOP; a long non-streamed request) gets a JSON 504 from the one replica it was sent to, not a second run on the other; woken up they answer again", { skip }, async () => {
   const replicas = await Promise.all([0, 1].map(() => spawnServe([])));
-  // the timeout shortened from 600 s for the test
-  const nginx = await startNginx([replicas[0]!.url, replicas[1]!.url], (conf) => conf.replace("proxy_read_timeout 600s", "proxy_read_timeout 1s"));
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-nginx-log-"));
+  const log = join(dir, "upstreams.log");
+  // both timeouts shortened by the same factor for the test (600 s -> 1 s; 10 s -> 1/60 s), and
+  // each request's replica attempts logged ($upstream_addr lists every replica it was sent to)
+  const shipped = readFileSync(new URL("../deploy/nginx.conf", import.meta.url), "utf8");
+  const read = Number(/proxy_read_timeout (\d+)s;/.exec(shipped)![1]), next = Number(/proxy_next_upstream_timeout (\d+)s;/.exec(shipped)?.[1] ?? Infinity);
+  assert.ok(next < read, "proxy_next_upstream_timeout is shorter than proxy_read_timeout");
+  const nginx = await startNginx([replicas[0]!.url, replicas[1]!.url], (conf) => conf
+    .replace("proxy_read_timeout 600s", "proxy_read_timeout 1s").replace(`proxy_next_upstream_timeout ${next}s`, `proxy_next_upstream_timeout ${Math.ceil((next * 1000) / read)}ms`)
+    .replace("access_log off;", `log_format upstreams '$request_method $upstream_addr $status'; access_log ${log} upstreams;`));
   try {
     for (const r of replicas) r.child.kill("SIGSTOP");
     const hung = await post(`${nginx.url}/v1/completions`, { prompt: "Once", max_tokens: 4 });
     assert.equal(hung.status, 504);
     assert.match(hung.headers.get("content-type")!, /^application\/json/);
     assert.equal(hung.json.error.code, "replica_timeout");
+    const line = readFileSync(log, "utf8").trim().split("\n").find((l) => l.startsWith("POST "));
+    assert.match(line!, /^POST 127\.0\.0\.1:\d+ 504$/, "sent to one replica only");
     // woken up, they answer again
     for (const r of replicas) r.child.kill("SIGCONT");
     await until(async () => (await post(`${nginx.url}/v1/completions`, { prompt: "Once", max_tokens: 4 })).status === 200, "a replica to answer again");
   } finally {
     await nginx.stop();
     for (const r of replicas) r.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
   }
 });
