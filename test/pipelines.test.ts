@@ -164,15 +164,15 @@ test("options under transformers' names, or ones tsllm does not take, are refuse
   const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1 });
   const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1 });
   try {
-    await assert.rejects(clf("a fine film", { top_k: null } as never), /^RangeError: text-classification: unknown option "top_k" \(did you mean topK\?\); the options are topK, functionToApply$/);
+    await assert.rejects(clf("a fine film", { top_k: null } as never), /^OptionError: text-classification: unknown option "top_k" \(did you mean topK\?\); the options are topK, functionToApply, truncation$/);
     await assert.rejects(clf("a fine film", { function_to_apply: "none" } as never), /unknown option "function_to_apply" \(did you mean functionToApply\?\)/);
-    await assert.rejects(ner("John lives in Paris", { aggregation_strategy: "simple" } as never), /^RangeError: token-classification: unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
+    await assert.rejects(ner("John lives in Paris", { aggregation_strategy: "simple" } as never), /^OptionError: token-classification: unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
     await assert.rejects(ner("John lives in Paris", { stride: 16 } as never), /^RangeError: token-classification: stride \(transformers' overlapping windows over a text longer than the model\) is not supported: a text past the 512 tokens the model reads is truncated$/);
-    await assert.rejects(fill("paris is the [MASK] of france", { top_k: 2 } as never), /^RangeError: fill-mask: unknown option "top_k" \(did you mean topK\?\); the options are topK, targets$/);
-    await assert.rejects(fx("好", { pooling: "mean" } as never), /^RangeError: feature-extraction: unknown option "pooling"; the options are truncation$/);
+    await assert.rejects(fill("paris is the [MASK] of france", { top_k: 2 } as never), /^OptionError: fill-mask: unknown option "top_k" \(did you mean topK\?\); the options are topK, targets, truncation$/);
+    await assert.rejects(fx("好", { pooling: "mean" } as never), /^OptionError: feature-extraction: unknown option "pooling"; the options are truncation$/);
     await assert.rejects(clf("a fine film", "none" as never), /^TypeError: text-classification: options: expected an options object, got a string$/);
-    await assert.rejects(embed(`${O}/minilm-embed`, ["a"], { threads: 1, normalize_embeddings: true } as never), /^RangeError: embed: unknown option "normalize_embeddings"/);
-    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { device: "cpu" } as never), /^RangeError: pipeline: unknown option "device"/);
+    await assert.rejects(embed(`${O}/minilm-embed`, ["a"], { threads: 1, normalize_embeddings: true } as never), /^OptionError: embed: unknown option "normalize_embeddings"/);
+    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { device: "cpu" } as never), /^OptionError: pipeline: unknown option "device"/);
     // the options under their own names still work
     assert.equal(((await clf("a fine film", { topK: null })) as unknown[]).length, 2);
   } finally {
@@ -200,5 +200,68 @@ test("feature-extraction truncation: true cuts to the model's positions, false r
     await assert.rejects(fx("好", { truncation: "longest_first" } as never), /^TypeError: feature-extraction: truncation: expected true or false, got "longest_first"$/);
   } finally {
     fx.dispose();
+  }
+});
+
+/*
+ * transformers' text-classification passes `truncation` to its tokenizer (clf(text, truncation=True),
+ * the usual call for long texts), and fill-mask through tokenizer_kwargs: tsllm refused the option
+ * as unknown. Now true (or left out) cuts to the model's 512 positions, false refuses a longer input
+ * (transformers' model fails on it), naming it; a short input is the oracle's either way.
+ */
+test("text-classification and fill-mask take truncation: true cuts, false refuses a longer input; a short one is the oracle's either way", { skip: skipWithoutShared("hf-oracle/bert-uncased-mlm") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const sst = JSON.parse(readFileSync(`${O}/bert-uncased-sst.expected.json`, "utf8"));
+  const mlm = JSON.parse(readFileSync(`${O}/bert-uncased-mlm.expected.json`, "utf8"));
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1 });
+  const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1 });
+  const close = (got: { score: number }[], want: { score: number }[]) => {
+    assert.deepEqual(got.map((x) => ({ ...x, score: 0 })), want.map((x) => ({ ...x, score: 0 })));
+    got.forEach((x, i) => assert.ok(Math.abs(x.score - want[i]!.score) < 1e-4, `${x.score} vs ${want[i]!.score}`));
+  };
+  try {
+    const pair = sst.pairs[0];
+    for (const truncation of [true, false]) {
+      close([(await clf({ text: pair.text, text_pair: pair.text_pair }, { truncation })) as { score: number }], [pair.pipeline]);
+      close((await clf(sst.cases[0].text, { truncation })) as { score: number }[], sst.cases[0].pipeline);
+      close((await fill(mlm.cases[0].text, { truncation })) as { score: number }[], mlm.cases[0].pipeline_fill_mask_top_k_5);
+    }
+    // [CLS] + 300 + [SEP] + 300 + [SEP]: cut longest-first to 512 with truncation, refused without
+    const long = { text: "good ".repeat(300), text_pair: "bad ".repeat(300) };
+    assert.deepEqual(await clf(long, { truncation: true }), await clf(long));
+    await assert.rejects(clf(["fine", long], { truncation: false }), /^RangeError: text-classification: input 1 has 603 tokens, past the 512 the model reads \(truncation: false/);
+    await assert.rejects(fill(`[MASK] ${"a ".repeat(600)}`, { truncation: false }), /^RangeError: fill-mask: the input has 603 tokens, past the 512 the model reads \(truncation: false/);
+    await assert.rejects(clf("fine", { truncation: "longest_first" } as never), /^TypeError: text-classification: truncation: expected true or false, got "longest_first"$/);
+  } finally {
+    clf.dispose();
+    fill.dispose();
+  }
+});
+
+/*
+ * transformers takes a pair as {text, text_pair} and hands it to tokenizer(**input): another key
+ * fails there. tsllm read only `text` and left the rest out: {text, textPair} (the camelCase a
+ * tsllm user writes) was classified as the first text alone, a plausible answer to another question.
+ */
+test("text-classification: a pair's key other than text / text_pair is refused, not left out", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1 });
+  try {
+    await assert.rejects(clf({ text: "a fine film", textPair: "a dull one" } as never), /^TypeError: text-classification: unknown key "textPair": a pair is \{text, text_pair\}$/);
+    await assert.rejects(clf(["fine", { text: "a fine film", pair: "dull" }] as never), /^TypeError: text-classification: input 1: unknown key "pair": a pair is \{text, text_pair\}$/);
+  } finally {
+    clf.dispose();
+  }
+});
+
+/* fill-mask top_k=0: transformers' probs.topk(0), no proposal for each mask */
+test("fill-mask topK: 0 gives no proposals (one mask: [], two: [[], []]), as transformers' topk(0)", { skip: skipWithoutShared("hf-oracle/bert-uncased-mlm") }, async () => {
+  const fill = await pipeline("fill-mask", `${SHARED}/hf-oracle/bert-uncased-mlm`, { threads: 1 });
+  try {
+    assert.deepEqual(await fill("paris is the [MASK] of france.", { topK: 0 }), []);
+    assert.deepEqual(await fill("the [MASK] sat on the [MASK].", { topK: 0 }), [[], []]);
+    await assert.rejects(fill("paris is the [MASK].", { topK: -1 }), /^RangeError: topK must be a non-negative integer, got -1$/);
+  } finally {
+    fill.dispose();
   }
 });

@@ -62,6 +62,18 @@ export class EncoderRunner {
     return encodeModelInput(this.tokenizer, text, { pair, maxLength });
   }
 
+  /**
+   * truncation: false, as transformers: an input longer than the model reads fails there (in its
+   * position embeddings), so it is refused here, naming it, before any pass runs. `listed`: the
+   * call was given a list (inputs are named by their place in it)
+   */
+  refuseTooLong(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean): void {
+    inputs.forEach(({ text, pair }, i) => {
+      const n = this.tokenize(text, pair, Infinity).ids.length;
+      if (n > this.maxLength) throw new RangeError(`${task}: ${listed ? `input ${i}` : "the input"} has ${n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
+    });
+  }
+
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */
   async run(inputs: readonly Pick<ModelInput, "ids" | "typeIds">[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
     if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, textsOf } from "./inputs.js";
+import { knownOptions, textsOf, truncationOf } from "./inputs.js";
 
 export interface FeatureExtractionOptions {
   /**
@@ -20,14 +20,8 @@ export function featureExtraction(runner: EncoderRunner) {
   const d = runner.model.info.hiddenSize;
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
-    const { truncation } = knownOptions(TASK, given, ["truncation"]);
-    if (truncation !== undefined && typeof truncation !== "boolean") throw new TypeError(`${TASK}: truncation: expected true or false, got ${JSON.stringify(truncation)}`);
-    if (truncation === false) {
-      texts.forEach((t, i) => {
-        const n = runner.tokenize(t, undefined, Infinity).ids.length;
-        if (n > runner.maxLength) throw new RangeError(`${TASK}: ${typeof input === "string" ? "the input" : `input ${i}`} has ${n} tokens, past the ${runner.maxLength} the model reads (truncation: false; true or left out cuts it)`);
-      });
-    }
+    const options = knownOptions(TASK, given, ["truncation"]);
+    if (!truncationOf(TASK, options.truncation)) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
     const out = await runner.run(texts.map((t) => runner.tokenize(t)));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);
     return typeof input === "string" ? results[0]! : results;

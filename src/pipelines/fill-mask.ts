@@ -1,9 +1,9 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, knownOptions, textsOf } from "./inputs.js";
+import { inputError, knownOptions, textsOf, truncationOf } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
-  /** proposals per mask (default 5) */
+  /** proposals per mask (default 5; 0: none, as transformers' topk(0)) */
   readonly topK?: number;
   /**
    * score only these tokens, as transformers picks them: a vocabulary entry as written ("##s",
@@ -11,6 +11,12 @@ export interface FillMaskOptions {
    * a token named twice is scored once
    */
   readonly targets?: string | readonly string[];
+  /**
+   * transformers' `tokenizer_kwargs={"truncation": ...}`: true cuts an input to the tokens the
+   * model reads. Left out, tsllm cuts too, where transformers would fail in the model; false
+   * refuses a longer input, naming it.
+   */
+  readonly truncation?: boolean;
 }
 
 export interface FillMaskProposal {
@@ -59,11 +65,12 @@ export function fillMask(runner: EncoderRunner) {
   };
 
   return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
-    const options = knownOptions(TASK, given, ["topK", "targets"]);
+    const options = knownOptions(TASK, given, ["topK", "targets", "truncation"]);
     const k = options.topK ?? 5;
-    if (!Number.isInteger(k) || k < 1) throw new RangeError(`topK must be a positive integer, got ${k}`);
+    if (!Number.isInteger(k) || k < 0) throw new RangeError(`topK must be a non-negative integer, got ${k}`);
     const texts = textsOf(TASK, input);
     const targets = options.targets === undefined ? undefined : targetIds(options.targets);
+    if (!truncationOf(TASK, options.truncation)) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
     const encs = texts.map((t) => runner.tokenize(t));
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));

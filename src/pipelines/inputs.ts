@@ -44,3 +44,15 @@ export function textsOf(task: string, input: unknown): string[] {
   });
   return input as string[];
 }
+
+/**
+ * transformers' `truncation` (a tokenizer argument the encoder pipelines pass on): true cuts an
+ * input to the tokens the model reads; false keeps it whole, which the model cannot read
+ * (EncoderRunner.refuseTooLong). Left out: true, tsllm's default, where transformers' own
+ * (no truncation) fails in the model.
+ */
+export function truncationOf(task: string, value: unknown): boolean {
+  if (value === undefined) return true;
+  if (typeof value !== "boolean") throw new TypeError(`${task}: truncation: expected true or false, got ${JSON.stringify(value)}`);
+  return value;
+}

@@ -20,6 +20,7 @@ export function argmax(row: ArrayLike<number>): number {
 
 /** the k largest (value, index) pairs, largest first; ties keep index order */
 export function topK(row: ArrayLike<number>, k: number): { value: number; index: number }[] {
+  if (k <= 0) return [];
   const idx = Array.from({ length: row.length }, (_, i) => i);
   if (k >= row.length) return idx.sort((a, b) => row[b]! - row[a]! || a - b).map((i) => ({ value: row[i]!, index: i }));
   // partial selection: keep a small sorted list

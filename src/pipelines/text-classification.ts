@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, isObject, knownOptions } from "./inputs.js";
+import { inputError, isObject, knownOptions, truncationOf } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /** one input: a text, or a pair as transformers takes it */
@@ -8,11 +8,18 @@ export type TextClassificationInput = string | { readonly text: string; readonly
 export interface TextClassificationOptions {
   /**
    * labels per input, best first. Left out: transformers' legacy shape (the best label; a single
-   * string input gets a one-element list). A number k: the k best as a list. null: every label.
+   * string input gets a one-element list). A number k: the k best as a list (0: an empty list,
+   * as transformers' slice). null: every label.
    */
   readonly topK?: number | null;
   /** "softmax", "sigmoid" or "none"; default as transformers: sigmoid for multi-label or single-logit models, softmax otherwise, none for regression */
   readonly functionToApply?: "softmax" | "sigmoid" | "none";
+  /**
+   * transformers' `truncation` (a tokenizer argument it passes on): true cuts an input (a pair:
+   * the longer text first) to the tokens the model reads. Left out, tsllm cuts too, where
+   * transformers would fail in the model; false refuses a longer input, naming it.
+   */
+  readonly truncation?: boolean;
 }
 
 export interface LabelScore {
@@ -28,6 +35,9 @@ function checkInput(x: unknown, index: number | undefined): void {
   const where = index === undefined ? undefined : `input ${index}`;
   if (!isObject(x)) throw inputError(TASK, index === undefined ? "a string or {text, text_pair}, or a list of them" : "a string or {text, text_pair}", x, where);
   const field = (name: string) => (where === undefined ? name : `${where}: ${name}`);
+  // transformers' tokenizer(**input) fails on another key (textPair): the pair must not be left out unsaid
+  const other = Object.keys(x).find((k) => k !== "text" && k !== "text_pair");
+  if (other !== undefined) throw new TypeError(`${TASK}: ${where === undefined ? "" : `${where}: `}unknown key ${JSON.stringify(other)}: a pair is {text, text_pair}`);
   const { text, text_pair: pair } = x as Record<string, unknown>;
   if (typeof text !== "string") throw inputError(TASK, "a string", text, field("text"));
   if (pair !== undefined && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
@@ -64,11 +74,13 @@ export function textClassification(runner: EncoderRunner) {
   };
 
   return async (input: TextClassificationInput | readonly TextClassificationInput[], given?: TextClassificationOptions): Promise<unknown> => {
-    const options = knownOptions(TASK, given, ["topK", "functionToApply"]);
+    const options = knownOptions(TASK, given, ["topK", "functionToApply", "truncation"]);
     const { topK } = options;
-    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 1)) throw new RangeError(`topK must be a positive integer or null, got ${topK}`);
+    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new RangeError(`topK must be a non-negative integer or null, got ${topK}`);
+    const truncation = truncationOf(TASK, options.truncation);
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
+    if (!truncation) runner.refuseTooLong(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input));
     const results = (await classify(list, options)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers: a single string without top_k comes back as a one-element list
