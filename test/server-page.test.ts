@@ -108,6 +108,33 @@ interface Scroller { scrollTop: number; scrollHeight: number; clientHeight: numb
 
 const count = (page: Page, selector: string): Promise<number> => page.locator(selector).count();
 
+test("a reply stopped mid-way counts its tokens as the server made them (continuous usage), not its chunks: three byte tokens make one Chinese character", { skip }, async () => {
+  const { page, errors } = await openPage();
+  // stories260K has no token for 你: its three UTF-8 bytes are three byte tokens, and the
+  // server sends the character once all three are made (one chunk)
+  const perChar = s.model.tokenizer.encode("你你").length - s.model.tokenizer.encode("你").length;
+  assert.equal(perChar, 3, "你 is three byte tokens to stories260K's tokenizer");
+  await page.route("**/v1/chat/completions", (route) => route.continue({ postData: JSON.stringify({ ...JSON.parse(route.request().postData()!), grammar: `root ::= "${"你".repeat(400)}"` }) }));
+  const restore = slowEngine(20);
+  try {
+    await page.fill("#max-tokens", "1500");
+    await page.fill("#input", "hi");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length >= 4);
+    await page.click("#stop");
+    await page.waitForSelector("li.assistant .stats");
+  } finally {
+    restore();
+  }
+  const shown = (await page.textContent("li.assistant .content"))!;
+  assert.match(shown, /^你+$/);
+  const stats = (await page.textContent("li.assistant .stats"))!;
+  assert.match(stats, /^stopped · \d+ tokens · /);
+  assert.equal(Number(/ (\d+) tokens/.exec(stats)![1]), shown.length * perChar, stats);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("the chat page loads without a console error (no favicon 404) and its message box has an accessible name", { skip }, async () => {
   // a browser of its own: Chromium asks for /favicon.ico once per browser, on its first page
   const fresh = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });

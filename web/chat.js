@@ -332,15 +332,19 @@ async function send(text) {
   const system = $("system").value.trim();
   // (the page's own fields, such as a reply's stats, stay out of the request)
   const messages = [...(system ? [{ role: "system", content: system }] : []), ...turns.map(({ role, content }) => ({ role, content })), user];
-  const body = { messages, stream: true, stream_options: { include_usage: true }, ...params };
+  // continuous_usage_stats: every chunk says how many tokens the reply has so far, so a reply
+  // stopped mid-way shows its real count (a chunk may carry several tokens, or none)
+  const body = { messages, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true }, ...params };
   controller = new AbortController();
   setBusy(true);
   const started = performance.now();
-  let firstAt = 0, tokens = 0, timings = null, finish = null, error = null;
+  let firstAt = 0, chunks = 0, made = null, timings = null, finish = null, error = null;
   /** the turn as it stands: what the conversation keeps when the reply ends, or when the page is left while it streams */
   const turn = () => {
     const end = performance.now();
     const ttft = timings ? timings.ttft_ms : firstAt ? firstAt - started : NaN;
+    // the server's count of the tokens so far; the chunks, from a server that does not send it
+    const tokens = made ?? chunks;
     const tpot = timings ? timings.predicted_per_token_ms : tokens > 1 ? (end - firstAt) / (tokens - 1) : NaN;
     const n = timings ? timings.predicted_n : tokens;
     const stats = `${finish ?? "?"} · ${n} tokens · TTFT ${fmt(ttft)} ms · TPOT ${fmt(tpot)} ms · ${fmt(tpot > 0 ? 1000 / tpot : NaN)} tok/s`;
@@ -392,11 +396,12 @@ async function send(text) {
         const text = delta?.content, thought = delta?.reasoning_content;
         if (text || thought) {
           if (!firstAt) firstAt = performance.now();
-          tokens++;
+          chunks++;
           if (text) reply += text;
           if (thought) reasoning += thought;
           rendering ||= requestAnimationFrame(() => show());
         }
+        if (chunk.usage) made = chunk.usage.completion_tokens;
         finish = chunk.choices[0]?.finish_reason ?? finish;
         timings = chunk.timings ?? timings;
       }

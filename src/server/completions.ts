@@ -23,6 +23,8 @@ interface Job {
   bestOf: number;
   stream: boolean;
   includeUsage: boolean;
+  /** stream_options.continuous_usage_stats: every chunk carries its choice's usage so far */
+  continuousUsage: boolean;
   /** top alternatives to report per token, when logprobs are asked for */
   logprobs: number | undefined;
   /** text completions' echo: each prompt's text, returned before its completion (and its tokens' logprobs, with logprobs) */
@@ -74,7 +76,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     }
   }
   const options = generationOptionsOf(body, model.info.vocabSize, echo);
-  const { stream, includeUsage } = streamOf(body);
+  const { stream, includeUsage, continuousUsage } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
   let replySyntax: ReplySyntax | undefined;
@@ -156,7 +158,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   }
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? "response_format" : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, logprobs, model: ctx.modelId,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
@@ -300,17 +302,24 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
   const sse = ctx.sse(res);
   const head = header(job);
   head.object = job.kind === "chat" ? "chat.completion.chunk" : "text_completion";
-  const extra = job.includeUsage ? { usage: null } : {};
   const total = runs.length * job.n;
+  // each choice's tokens so far (continuous usage: vLLM's chunk usage is its choice's prompt and tokens)
+  const made = new Array<number>(total).fill(0);
+  const extra = (index: number) => {
+    if (!job.includeUsage) return {};
+    if (!job.continuousUsage) return { usage: null };
+    const prompt = job.prompts[Math.floor(index / job.n)]!.length;
+    return { usage: { prompt_tokens: prompt, completion_tokens: made[index]!, total_tokens: prompt + made[index]! } };
+  };
   const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | "tool_calls" | null, logprobs: unknown = null) => job.kind === "chat"
-    ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra }
-    : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra };
+    ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra(index) }
+    : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra(index) };
   /** whether the runs' results went into the metrics */
   let observed = false;
   try {
     if (job.kind === "chat") {
       for (let index = 0; index < total; index++) {
-        await sse.send({ ...head, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], ...extra });
+        await sse.send({ ...head, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], ...extra(index) });
       }
     }
     let ended = 0;
@@ -334,7 +343,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     const sendDeltas = async (index: number, deltas: readonly ReplyDelta[]): Promise<boolean> => {
       for (const d of deltas) {
         const delta = "call" in d ? { tool_calls: [d.call] } : d;
-        if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: takeUnsent(index), finish_reason: null }], ...extra }))) return false;
+        if (!(await sse.send({ ...head, choices: [{ index, delta, logprobs: takeUnsent(index), finish_reason: null }], ...extra(index) }))) return false;
       }
       return true;
     };
@@ -349,6 +358,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       }
       if (event.step) {
         const { token, text, logprob, endToken } = event.step;
+        if (token !== undefined) made[index]!++;
         const choice = logprobs?.[index];
         if (logprob) choice?.push(logprob);
         // a step without a token releases the text held back until the end

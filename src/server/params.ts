@@ -138,11 +138,19 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false)
 }
 
 /** `stream` and `stream_options.include_usage` */
-export function streamOf(body: Body): { stream: boolean; includeUsage: boolean } {
+/**
+ * `stream` and its `stream_options`: `include_usage` (OpenAI's: a last chunk with the usage) and
+ * vLLM's and SGLang's `continuous_usage_stats` (with include_usage, every chunk carries the usage
+ * so far: a client that stops reading mid-reply still knows how many tokens it got)
+ */
+export function streamOf(body: Body): { stream: boolean; includeUsage: boolean; continuousUsage: boolean } {
   const stream = optBoolean(body, "stream") ?? false;
   const so = optObject(body, "stream_options");
   if (so && !stream) throw invalid("stream_options", "'stream_options' is only allowed with 'stream': true");
-  return { stream, includeUsage: (so && optBoolean(so, "include_usage")) ?? false };
+  const includeUsage = (so && optBoolean(so, "include_usage")) ?? false;
+  // (as vLLM: without include_usage it asks for nothing)
+  const continuousUsage = ((so && optBoolean(so, "continuous_usage_stats")) ?? false) && includeUsage;
+  return { stream, includeUsage, continuousUsage };
 }
 
 /** the object without its undefined entries (so they cannot erase a default) */
