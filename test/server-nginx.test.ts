@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { freePort, metric, skipNginx, startNginx } from "./helpers/nginx.js";
-import { post, skipStories, spawnServe, until } from "./helpers/serve.js";
+import { post, serveStories, skipStories, spawnServe, until } from "./helpers/serve.js";
 
 const skip = skipStories || skipNginx;
 
@@ -148,5 +148,44 @@ test("deploy/nginx.conf: a request with no answer after proxy_read_timeout (repl
     await nginx.stop();
     for (const r of replicas) r.child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("deploy/nginx.conf: a stream that waits in the queue longer than proxy_read_timeout is kept open by the server's keep-alive comments and ends whole", { skip }, async () => {
+  // one in-process replica (listed twice) with one sequence, which a run holds (its reader stops
+  // after one event, so the engine pauses it); pings every 100 ms, nginx's read timeout 1 s
+  const s = await serveStories({ maxSequences: 1 }, { ssePingMs: 100 });
+  const nginx = await startNginx([s.url, s.url], (conf) => conf.replace("proxy_read_timeout 600s", "proxy_read_timeout 1s"));
+  const controller = new AbortController();
+  const held = s.model.submit(s.model.tokenizer.encode("Once upon a time", { addSpecialTokens: true }), { maxTokens: 400, ignoreEos: true, signal: controller.signal }).events();
+  await held.next();
+  try {
+    const body = { prompt: "Lily and Ben", max_tokens: 24, temperature: 0 };
+    const res = await fetch(`${nginx.url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
+    assert.equal(res.status, 200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let raw = "";
+    // 30 comments through nginx: three times its read timeout in the queue
+    while (raw.split(": keep-alive\n\n").length <= 30) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended while it waited: ${raw}`);
+      raw += value;
+    }
+    assert.match(raw, /^(: keep-alive\n\n)+$/);
+    controller.abort();
+    for await (const _ of held);
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      raw += value;
+    }
+    const events = raw.split("\n\n").filter((e) => e.startsWith("data: "));
+    assert.equal(events.at(-1), "data: [DONE]");
+    const text = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)).choices[0].text as string).join("");
+    assert.equal(text, (await post(`${s.url}/v1/completions`, body)).json.choices[0].text);
+  } finally {
+    controller.abort();
+    await nginx.stop();
+    await s.close();
   }
 });
