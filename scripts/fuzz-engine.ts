@@ -18,8 +18,10 @@
 // preempted and recomputed. A preempted request must still give its solo tokens, text and finish
 // reason, and its events the outcome's tokens exactly once each; its logprobs only within 1e-3
 // (rows recomputed in a chunk differ in the last bits from rows decoded one at a time). A third of
-// them are bursts: requests of one sampled choice arriving together, each 60 tokens to the
-// context long, end-of-text ignored, no constraint.
+// them are bursts: sampled requests (a third of them with n choices) arriving together, each 60
+// tokens to the context long, end-of-text ignored, no constraint. Under "preempt" a quarter of the
+// requests ask for n choices (up to 4), which are preempted and recomputed as a group (the prompt
+// once, the choices forking off it again): each choice must still be its solo one.
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -206,16 +208,17 @@ async function makeCase(rng: Rng): Promise<Case> {
     };
     // greedy with penalties or a bias too: they change the argmax, and the history they read is the sequence's own
     if (greedy && chance(rng, 0.2)) Object.assign(sampling, { repeatPenalty: 1.5, frequencyPenalty: 0.5, presencePenalty: 0.3, logitBias: { [tok()]: 3 } });
-    // (a burst's requests all sample one choice, the preemptible kind, and arrive together)
+    // (a burst's requests all sample, the preemptible kind: one choice, or n recomputed together, and arrive together)
     const kind = burst ? 1 : rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
     // (under "preempt" a third of them up to the context, as a server gives a request without max_tokens: they outgrow the pool)
     const maxTokens = burst ? int(rng, 60, CONTEXT) : size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
-    let decoding: RequestParams["decoding"] = { kind: "sample", n: 1 };
-    if (kind < 0.12) decoding = { kind: "sample", n: int(rng, 2, 3) };
-    else if (kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
-    else if (kind < 0.28) decoding = { kind: "speculative", promptLookup: int(rng, 1, 3), draftTokens: int(rng, 1, 6) };
+    // n choices (under "preempt" a quarter of the requests, bursts included: preempted and recomputed as a group)
+    const choices = admission === "preempt" ? (burst ? chance(rng, 0.35) : kind < 0.12 || (kind >= 0.36 && kind < 0.5)) : kind < 0.12;
+    let decoding: RequestParams["decoding"] = { kind: "sample", n: choices ? int(rng, 2, admission === "preempt" ? 4 : 3) : 1 };
+    if (kind >= 0.12 && kind < 0.22) decoding = { kind: "beam", numBeams: int(rng, 2, 3), ...(chance(rng, 0.3) ? { earlyStopping: true } : {}), ...(chance(rng, 0.3) ? { noRepeatNgramSize: 2 } : {}) };
+    else if (kind >= 0.22 && kind < 0.28) decoding = { kind: "speculative", promptLookup: int(rng, 1, 3), draftTokens: int(rng, 1, 6) };
     let draft: Target | undefined;
     if (kind >= 0.28 && kind < 0.36) {
       // the model itself, or another model of the same vocabulary (its own shape and cache types: a second draft pool)
@@ -239,6 +242,8 @@ async function makeCase(rng: Rng): Promise<Case> {
     const earlierStop = jobs.length > 0 && chance(rng, 0.2) ? await stopAcrossTokens(rng, target, pick(rng, jobs)) : undefined;
     if (earlierStop) {
       Object.assign(params, { ...earlierStop.job.params, stop: [earlierStop.stop], ...(chance(rng, 0.5) ? { decoding } : {}) });
+      // (the earlier request's logprobs go only with sampling, as Model.submit requires)
+      if (params.decoding.kind !== "sample") Object.assign(params, { topLogprobs: undefined });
     }
     if (!burst && chance(rng, 0.5)) arrival += int(rng, 0, 6);
     const abort = rng.uniform();
@@ -400,6 +405,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   evictions += pool?.stats.evictions ?? 0;
   preemptions += engine.stats.preemptions;
   preempted += got.filter((g) => g.preemptions > 0).length;
+  preemptedGroups += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "sample" && (c.jobs[i]!.params.decoding as { n: number }).n > 1).length;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   for (const draft of new Set(batchJobs.map((j) => (j.params.decoding.kind === "speculative" ? j.params.decoding.draft : undefined)))) {
@@ -483,7 +489,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -518,5 +524,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests, ${preemptedGroups} of them with n choices), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

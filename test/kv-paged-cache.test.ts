@@ -94,6 +94,48 @@ test("the child's later appends fill its fresh block in place; the grandchild of
   assert.equal(a.pool.stats.rowsWritten, 20 + 5 + 5 + 30 + 3);
 });
 
+test("blocksToExtend is the blocks ensureRoom takes for a sole holder, and at most one more where a fork shares the last block; share makes an emptied sequence a fork again", () => {
+  const pool = new KVBlockPool(1, 1, 4, 32, undefined, BS);
+  const a = new KVCache(1, 1, 4, 400, pool);
+  const taken = (c: KVCache, n: number) => {
+    const before = pool.stats.blocksInUse;
+    append(c, n);
+    return pool.stats.blocksInUse - before;
+  };
+  // a lone sequence: exact, across its partial last block's free slots and past them
+  for (const n of [1, 20, 11, 1, 16, 33]) {
+    const predicted = a.blocksToExtend(n);
+    assert.equal(taken(a, n), predicted, `append ${n} at ${a.length - n}`);
+  }
+  assert.equal(a.length, 82);
+  // a fork shares the partial last block (82 = 5 blocks + 2 rows): the first of the two to extend
+  // claims its free slots, the other starts a fresh block; each is counted as starting one
+  const b = a.fork();
+  assert.equal(a.blocksToExtend(3), 1);
+  assert.equal(b.blocksToExtend(3), 1);
+  assert.equal(taken(a, 3), 0);
+  assert.equal(taken(b, 3), 1);
+  // (a still shares the block with b's prefix: its free slots stay uncounted; b's fresh block is its own)
+  assert.equal(a.blocksToExtend(11), 1);
+  assert.equal(b.blocksToExtend(13), 0);
+  assert.equal(taken(b, 13), 0);
+  // preempted: both emptied; a's rows recomputed, b shares them again as a fork of a
+  b.free();
+  a.free();
+  assert.equal(pool.stats.blocksInUse, 0);
+  append(a, 82);
+  b.share(a);
+  assert.equal(b.length, 82);
+  assert.deepEqual(b.rows.subarray(0, 82), a.rows.subarray(0, 82));
+  for (let i = 0; i < 6; i++) assert.equal(pool.references(a.blockIds[i]!), 2, `block ${i}`);
+  assert.throws(() => b.share(a), /share: the sequence is not empty/);
+  append(b, 2);
+  assertReadsBack(b, "shared again");
+  a.free();
+  b.free();
+  assert.equal(pool.stats.blocksInUse, 0);
+});
+
 test("free and truncate drop references; a block returns to the pool with its last reference", () => {
   const a = new KVCache(1, 2, 2, 128);
   const pool = a.pool;

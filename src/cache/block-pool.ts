@@ -362,6 +362,15 @@ export class KVBlockPool {
   }
 
   /**
+   * Slots after `row` in its block that claimAfter would hand out to the block's sole holder; none
+   * where the block is shared (a fork sharing it may claim them first)
+   */
+  slotsAfter(row: number): number {
+    const b = Math.floor(row / this.blockSize), slot = row - b * this.blockSize;
+    return this.refs[b] === 1 && this.filled[b] === slot + 1 ? this.blockSize - slot - 1 : 0;
+  }
+
+  /**
    * Gives back the slots after `row` in its block; only the sole holder of a block may (a
    * sharer may be reading them). Lets a truncated sequence extend in place again.
    */

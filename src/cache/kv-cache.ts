@@ -114,6 +114,17 @@ export class KVCache {
     }
   }
 
+  /**
+   * Blocks ensureRoom(n) takes from the pool, at most: the free slots of its last block count only
+   * where it holds that block alone (a fork sharing it may claim them first)
+   */
+  blocksToExtend(n: number): number {
+    const positions = this.len + n - this.reserved;
+    if (positions <= 0) return 0;
+    const slots = this.reserved > 0 ? this.pool.slotsAfter(this.rows[this.reserved - 1]!) : 0;
+    return Math.ceil(Math.max(0, positions - slots) / this.pool.blockSize);
+  }
+
   /** writes rows for positions [pos, pos + nTokens) of layer `layer` (reserved by ensureRoom) */
   store(layer: number, pos: number, k: DeviceArray, v: DeviceArray, nTokens: number): void {
     if (pos < 0 || pos + nTokens > this.reserved) throw new Error(`KV cache: positions [${pos}, ${pos + nTokens}) have no rows (${this.reserved} reserved)`);
@@ -139,14 +150,24 @@ export class KVCache {
    */
   fork(): KVCache {
     const c = new KVCache(this.nLayers, this.nKvHeads, this.headDim, this.capacity, this.pool);
-    c.rows.set(this.rows.subarray(0, this.len));
-    for (let i = 0; i < this.blocks.length && this.blockStarts[i]! < this.len; i++) {
-      this.pool.retain(this.blocks[i]!);
-      c.blocks.push(this.blocks[i]!);
-      c.blockStarts.push(this.blockStarts[i]!);
-    }
-    c.len = c.reserved = this.len;
+    c.share(this);
     return c;
+  }
+
+  /**
+   * Makes this empty sequence a fork of `parent` (see fork): the choices of a preempted request
+   * share their prompt's recomputed rows again, as they shared them when it was first computed.
+   */
+  share(parent: KVCache): void {
+    if (this.len !== 0 || this.blocks.length !== 0) throw new Error("share: the sequence is not empty");
+    if (parent.pool !== this.pool) throw new Error("share: the sequences live in different pools");
+    this.rows.set(parent.rows.subarray(0, parent.len));
+    for (let i = 0; i < parent.blocks.length && parent.blockStarts[i]! < parent.len; i++) {
+      this.pool.retain(parent.blocks[i]!);
+      this.blocks.push(parent.blocks[i]!);
+      this.blockStarts.push(parent.blockStarts[i]!);
+    }
+    this.len = this.reserved = parent.len;
   }
 
   /**

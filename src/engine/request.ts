@@ -78,8 +78,6 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   cachedPromptTokens = 0;
   /** KV blocks it may hold at once beyond its cached prefix (its worst case, reserved at admission) */
   reservedBlocks = 0;
-  /** preempted after its prefill and re-admitted: its tokens so far are being recomputed (as a prompt is) */
-  recomputing = false;
   /** times it was preempted (its blocks freed, recomputed later) */
   preemptions = 0;
   /** with params.promptLogprobs: the prompt tokens scored so far (the engine adds each chunk's) */
@@ -112,6 +110,11 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
 
   get aborted(): boolean {
     return this.params.signal?.aborted === true;
+  }
+
+  /** preempted after its prefill: some of its sequences' tokens so far are still to be recomputed (RunningSequence.recomputing) */
+  get recomputing(): boolean {
+    return this.sequences.some((s) => s.recomputing);
   }
 
   /** whether the prompt has been computed (the strategy has started) */

@@ -4,6 +4,12 @@ import type { KVCache } from "../cache/index.js";
 export class RunningSequence {
   /** set by its strategy when it takes no more steps */
   finished = false;
+  /**
+   * its request was preempted after its prompt was computed: its rows are being recomputed from
+   * its tokens (as a prompt is, in chunks), the last chunk's logits going to its strategy as a
+   * decode's would; cleared by that chunk
+   */
+  recomputing = false;
   /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
   allLogits = false;
   /**

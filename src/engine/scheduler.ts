@@ -41,10 +41,10 @@ export interface SchedulerLimits {
 /**
  * "reserve": a request is admitted once its worst case (prompt + maxTokens, plus its strategy's)
  * fits beside what the running ones may still take; nothing is ever preempted. "preempt": a
- * request whose strategy can be recomputed (one sampled choice) is admitted once its prompt fits
- * (plus a watermark), and when a step finds no free block for it the most recently admitted such
- * request is preempted (its blocks freed, recomputed later from prompt + tokens so far); other
- * requests (n choices, beams, speculative decoding) keep the worst-case reservation
+ * request whose strategy can be recomputed (sampling: one choice or n) is admitted once its prompt
+ * fits (plus a watermark), and when a step finds no free block for it the most recently admitted
+ * such request is preempted (its blocks freed, recomputed later from prompt + tokens so far, all its
+ * choices together); other requests (beams, speculative decoding) keep the worst-case reservation
  */
 export type Admission = "reserve" | "preempt";
 
@@ -70,8 +70,8 @@ export class Scheduler implements StrategyHost {
   readonly running: EngineRequest[] = [];
   /** how many of each sequence's leading blocks are registered as cached prefixes, and the last one's id */
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
-  /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by request */
-  private readonly planned = new Map<EngineRequest, number>();
+  /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by sequence */
+  private readonly planned = new Map<RunningSequence, number>();
   /** preemptions so far (EngineStats.preemptions) */
   preemptions = 0;
 
@@ -117,7 +117,7 @@ export class Scheduler implements StrategyHost {
      */
     const plan = (request: EngineRequest, sequence: RunningSequence, k: number): boolean => {
       if (this.preemptible(request)) {
-        const need = newBlocks(sequence, k);
+        const need = sequence.cache.blocksToExtend(k);
         while (this.room() < need) {
           const victim = this.newestPreemptible()!;
           for (let i = chunks.length - 1; i >= 0; i--) {
@@ -127,7 +127,7 @@ export class Scheduler implements StrategyHost {
           preempted = true;
           if (victim === request) return false;
         }
-        this.planned.set(request, (this.planned.get(request) ?? 0) + need);
+        this.planned.set(sequence, (this.planned.get(sequence) ?? 0) + need);
       }
       chunks.push(chunkOf(request, sequence, k));
       budget -= k;
@@ -135,18 +135,29 @@ export class Scheduler implements StrategyHost {
     };
     // decodes first: each running sequence's chosen tokens, whole (a request whose reader lags far behind waits)
     for (const request of [...this.running]) {
-      if (request.phase !== "running" || !request.prefilled || request.recomputing || request.backlog > MAX_BACKLOG) continue;
+      if (request.phase !== "running" || !request.prefilled || request.backlog > MAX_BACKLOG) continue;
       for (const sequence of request.sequences) {
-        if (sequence.finished || sequence.pending === 0) continue;
+        // (a preempted request's sequence still being recomputed is planned with the prompts, below)
+        if (sequence.finished || sequence.recomputing || sequence.pending === 0) continue;
         if (!plan(request, sequence, sequence.pending)) break;
       }
     }
+    /** plans the next chunks of a prompt, or of a preempted request's recompute, within the budget */
+    const prefill = (request: EngineRequest): void => {
+      // the first sequence's tokens up to where the others fork off it (the prompt, computed once for all choices)
+      const root = request.sequences[0]!, forkAt = this.forkPoint(request);
+      if (root.cache.length < forkAt) return void plan(request, root, promptChunk(forkAt - root.cache.length, budget));
+      // then the others share those rows again and every sequence recomputes its own tokens
+      for (const sequence of request.sequences) if (sequence !== root && sequence.cache.length === 0) this.share(root, sequence);
+      for (const sequence of request.sequences) {
+        if (budget <= 0) return;
+        if (sequence.recomputing && !plan(request, sequence, promptChunk(sequence.pending, budget))) return;
+      }
+    };
     // then prompts already admitted (and preempted requests being recomputed), oldest first
     for (const request of [...this.running]) {
       if (budget <= 0) break;
-      if (request.phase !== "running" || (request.prefilled && !request.recomputing)) continue;
-      const sequence = request.sequences[0]!;
-      plan(request, sequence, promptChunk(sequence.pending, budget));
+      if (request.phase === "running" && (!request.prefilled || request.recomputing)) prefill(request);
     }
     // then new requests, in arrival order (the first that does not fit holds the others back); none
     // in a step that preempted (unless it plans nothing else), or the room just freed would admit
@@ -155,22 +166,32 @@ export class Scheduler implements StrategyHost {
     while ((!preempted || chunks.length === 0) && this.waiting.length > 0 && budget > 0) {
       const request = this.waiting[0]!;
       if (this.runningSequences + request.strategy.width > this.limits.maxSequences) break;
-      const sequence = this.admit(request);
-      if (!sequence) break;
+      if (!this.admit(request)) break;
       this.waiting.shift();
       admitted.push(request);
-      plan(request, sequence, promptChunk(sequence.pending, budget));
+      prefill(request);
     }
     return { chunks, admitted };
   }
 
   fork(request: StrategyRequest, parent: RunningSequence, tokens: number[], how: "share" | "copy"): RunningSequence {
     const seq = new RunningSequence(tokens, how === "share" ? parent.cache.fork() : parent.cache.forkCopy());
+    this.forked(parent, seq);
+    request.sequences.push(seq);
+    return seq;
+  }
+
+  /** a preempted request's sequence (its cache empty) shares the rows `parent` has recomputed, as a fork ("share") of it */
+  private share(parent: RunningSequence, seq: RunningSequence): void {
+    seq.cache.share(parent.cache);
+    this.forked(parent, seq);
+  }
+
+  /** a fork's rows that may be cached, and its registered prefix blocks, are its parent's so far */
+  private forked(parent: RunningSequence, seq: RunningSequence): void {
     seq.chunkedRows = Math.min(parent.chunkedRows, seq.cache.length);
     const state = this.registered.get(parent);
     if (state) this.registered.set(seq, { ...state });
-    request.sequences.push(seq);
-    return seq;
   }
 
   retire(request: StrategyRequest, seq: RunningSequence): void {
@@ -193,8 +214,8 @@ export class Scheduler implements StrategyHost {
   /** a step computed the chunk's rows: chunks of two or more extend the rows that may be cached (RunningSequence.chunkedRows) */
   computed(chunk: ScheduledChunk): void {
     const seq = chunk.sequence;
-    // a preempted request's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's)
-    if (chunk.start + chunk.tokens.length === seq.tokens.length) chunk.request.recomputing = false;
+    // a preempted sequence's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's)
+    if (chunk.start + chunk.tokens.length === seq.tokens.length) seq.recomputing = false;
     if (chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows) seq.chunkedRows = chunk.start + chunk.tokens.length;
   }
 
@@ -232,6 +253,8 @@ export class Scheduler implements StrategyHost {
   private admit(request: EngineRequest): RunningSequence | undefined {
     const resumed = request.sequences[0];
     const tokens = resumed?.tokens ?? request.params.promptTokens;
+    // a preempted request with several choices: the prefix is looked up for the prompt they share (computed once for all)
+    const forkAt = resumed ? this.forkPoint(request) : tokens.length;
     const bs = this.pool.blockSize;
     // cached prefix blocks; at least the last two tokens are computed: the last for its
     // logits, and never alone (a one-row segment takes attention's one-query arithmetic, so the
@@ -239,7 +262,7 @@ export class Scheduler implements StrategyHost {
     // being scored takes none: every position's logits are needed
     const hits: number[] = [];
     let previous = 0;
-    const reusable = request.promptLogprobs === undefined || request.prefilled ? tokens.length - 2 : 0;
+    const reusable = request.promptLogprobs === undefined || request.prefilled ? forkAt - 2 : 0;
     while ((hits.length + 1) * bs <= reusable) {
       const found = this.pool.lookup(KVBlockPool.prefixKey(previous, tokens.slice(hits.length * bs, (hits.length + 1) * bs)));
       if (!found) break;
@@ -248,7 +271,7 @@ export class Scheduler implements StrategyHost {
     }
     const revived = hits.filter((b) => this.pool.isIdle(b)).length;
     const preemptible = this.preemptible(request);
-    const need = preemptible ? Math.ceil(tokens.length / bs) - hits.length : this.worstBlocks(request, hits.length);
+    const need = preemptible ? this.recomputeBlocks(request, hits.length) : this.worstBlocks(request, hits.length);
     // a watermark of free blocks for the running requests' next tokens (vLLM's 1%); none for a lone request, which always fits
     const watermark = preemptible && this.running.length > 0 ? Math.ceil(this.pool.blockCount / 100) : 0;
     if (need + revived + watermark > this.room() - this.promised()) return undefined;
@@ -260,7 +283,6 @@ export class Scheduler implements StrategyHost {
     this.registered.set(sequence, { blocks: hits.length, id: previous });
     if (!resumed) request.sequences.push(sequence);
     if (!request.prefilled) request.cachedPromptTokens = hits.length * bs;
-    request.recomputing = request.prefilled;
     request.reservedBlocks = preemptible ? 0 : need + hits.length;
     request.phase = "running";
     if (!resumed) request.scheduledAt = performance.now();
@@ -281,19 +303,31 @@ export class Scheduler implements StrategyHost {
   /**
    * Frees the request's blocks (registered ones stay cached, idle) and queues it first, to be
    * recomputed from its tokens; its strategy keeps its state (sampler, stop matcher, the tokens it
-   * has emitted), so the reader's stream goes on where it was
+   * has emitted), so the reader's stream goes on where it was.
+   *
+   * A request with n choices is preempted and recomputed as a group, all its choices at once, not
+   * each choice on its own: its choices share the prompt's rows (forks of one sequence), so freeing
+   * one choice frees only the blocks past the prompt while the request keeps the prompt's; the
+   * group frees them all, and its recompute computes the prompt once and forks the choices off it
+   * again (forkPoint), as its first prefill did, so it never needs more blocks than its worst case
+   * (which fits the pool: admissible), the bound that keeps a lone request always runnable. Choices
+   * preempted one by one would each need a recompute of the prompt of their own once its cached
+   * blocks were evicted (n prompts' worth, which may exceed the pool), and a request part waiting
+   * and part running, which the queue's order (oldest first, preempted newest first) does not have.
    */
   private preempt(request: EngineRequest): void {
-    const sequence = request.sequences[0]!;
-    sequence.cache.free();
-    sequence.chunkedRows = 0;
-    this.registered.delete(sequence);
+    for (const sequence of request.sequences) {
+      sequence.cache.free();
+      sequence.chunkedRows = 0;
+      this.registered.delete(sequence);
+      this.planned.delete(sequence);
+      // (a prompt not computed yet is computed as a prompt still)
+      sequence.recomputing = request.prefilled;
+    }
     // a prompt being scored is scored again from its start
     if (!request.prefilled && request.promptLogprobs) request.promptLogprobs.length = 1;
     this.running.splice(this.running.indexOf(request), 1);
-    this.planned.delete(request);
     request.phase = "waiting";
-    request.recomputing = false;
     request.preemptions++;
     this.preemptions++;
     this.waiting.unshift(request);
@@ -311,8 +345,41 @@ export class Scheduler implements StrategyHost {
     let sum = 0;
     for (const r of this.running) {
       if (!this.preemptible(r) || (r.prefilled && !r.recomputing)) continue;
-      const seq = r.sequences[0]!;
-      sum += Math.max(0, Math.ceil(seq.tokens.length / this.pool.blockSize) - seq.cache.blockCount - (this.planned.get(r) ?? 0));
+      let planned = 0;
+      // (the chunks of its recomputed sequences only: one whose recompute has ended decodes as any other)
+      for (const s of r.sequences) if (!r.prefilled || s.recomputing) planned += this.planned.get(s) ?? 0;
+      sum += Math.max(0, this.recomputeBlocks(r) - planned);
+    }
+    return sum;
+  }
+
+  /**
+   * Where a preempted request's other sequences fork off its first one: the end of the prompt
+   * when it has several (choices recomputed as a group: see preempt), else the sequence's end
+   * (its prompt, before it was computed, or its tokens so far: one recompute, no fork)
+   */
+  private forkPoint(request: EngineRequest): number {
+    const seqs = request.sequences;
+    return request.prefilled && seqs.length > 1 ? request.params.promptTokens.length : seqs[0]!.tokens.length;
+  }
+
+  /**
+   * Blocks a preemptible request's prompt or recompute still takes, at most: its first sequence's
+   * tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a prefix lookup found,
+   * before it was admitted), and each sequence's tokens past that point from a fresh block (the
+   * first to extend may claim the prompt's partial block instead)
+   */
+  private recomputeBlocks(request: EngineRequest, cachedBlocks?: number): number {
+    const bs = this.pool.blockSize;
+    const root = request.sequences[0];
+    if (!root) return Math.ceil(request.params.promptTokens.length / bs) - (cachedBlocks ?? 0);
+    const forkAt = this.forkPoint(request);
+    let sum = 0;
+    for (const seq of request.sequences) {
+      if (seq === root && seq.cache.length < forkAt) sum += Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
+      else if (!seq.recomputing) continue;
+      else if (seq.cache.length === 0) sum += Math.ceil((seq.tokens.length - forkAt) / bs);
+      else sum += seq.cache.blocksToExtend(seq.pending);
     }
     return sum;
   }
@@ -356,11 +423,6 @@ function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
 export function promptChunk(pending: number, budget: number): number {
   const k = Math.max(budget, 2);
   return pending - k <= 1 ? pending : k;
-}
-
-/** new blocks the sequence takes for its next `k` positions (a preemptible request's one sequence: its blocks start at multiples of the block size) */
-function newBlocks(sequence: RunningSequence, k: number): number {
-  return Math.max(0, Math.ceil((sequence.cache.length + k) / sequence.cache.pool.blockSize) - sequence.cache.blockCount);
 }
 
 function chunkOf(request: EngineRequest, sequence: RunningSequence, k: number): ScheduledChunk {

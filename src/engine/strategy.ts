@@ -48,10 +48,11 @@ export interface Strategy {
   /** sequences it runs at once at most (for the scheduler's limit) */
   readonly width: number;
   /**
-   * its request may be preempted (admission "preempt"): its one sequence's blocks freed and
-   * recomputed later from the sequence's tokens, the strategy's state (sampler, stops, what it
-   * emitted) kept. Strategies that fork sequences or hold rows elsewhere keep the worst-case
-   * reservation instead
+   * its request may be preempted (admission "preempt"): its sequences' blocks freed and
+   * recomputed later from their tokens (the prompt once, the other sequences forking off the first
+   * at the prompt's end, "share"), the strategy's state (samplers, stops, what it emitted) kept.
+   * Strategies whose sequences fork elsewhere (beams) or that hold rows outside the pool (a draft
+   * model's cache) keep the worst-case reservation instead
    */
   readonly recomputable?: boolean;
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */

@@ -27,10 +27,12 @@ export class SamplingStrategy implements Strategy {
     private readonly withLogprobs: boolean,
   ) {}
 
-  /** one choice is one sequence whose tokens say everything its KV holds; n choices share the prompt's rows, so they keep their reservation */
-  get recomputable(): boolean {
-    return this.width === 1;
-  }
+  /**
+   * each choice is a sequence whose tokens say everything its KV holds (its sampler, stops and
+   * what it emitted are kept here): n choices are recomputed together, the prompt once and each
+   * choice's tokens on a fork of it (Scheduler.preempt)
+   */
+  readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
     // each further choice extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first
