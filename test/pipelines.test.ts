@@ -265,3 +265,51 @@ test("fill-mask topK: 0 gives no proposals (one mask: [], two: [[], []]), as tra
     fill.dispose();
   }
 });
+
+/*
+ * transformers takes a task's call options when the pipeline is made (pipeline("ner", model,
+ * aggregation_strategy="simple"), the form its documentation and model cards use) and merges each
+ * call's over them; tsllm refused them as unknown. Judge: the oracle's outputs for the same options,
+ * and transformers' __call__ rule for text-classification: a single string is wrapped in a list
+ * unless the call itself names top_k, so top_k=None given at creation answers [[...every label]].
+ */
+test("a task's call options given to pipeline() are the pipeline's own, a call's over them, as transformers' pipeline(task, model, **kwargs)", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const read = (name: string) => JSON.parse(readFileSync(`${O}/${name}.expected.json`, "utf8"));
+  const sst = read("bert-uncased-sst"), ner = read("bert-ner"), mlm = read("bert-uncased-mlm");
+  const close = (got: unknown, want: unknown, path = "$"): void => {
+    if (typeof want === "number") { assert.ok(typeof got === "number" && Math.abs(got - want) < 1e-4, `${path}: ${got} vs ${want}`); return; }
+    if (want === null || typeof want !== "object") { assert.equal(got, want, path); return; }
+    assert.deepEqual(Object.keys(got as object).sort(), Object.keys(want).sort(), path);
+    for (const [k, w] of Object.entries(want)) close((got as Record<string, unknown>)[k], w, `${path}.${k}`);
+  };
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, topK: null });
+  const tagger = await pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "first" });
+  const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, topK: 2 });
+  try {
+    const c = sst.cases[0];
+    close(await clf(c.text), [c.pipeline_top_k_None]);
+    close(await clf(c.text, { topK: null }), c.pipeline_top_k_None);
+    close(await clf([c.text]), [c.pipeline_top_k_None]);
+    for (const n of ner.cases) {
+      close(await tagger(n.text), n.pipeline_first);
+      close(await tagger(n.text, { aggregationStrategy: "none" }), n.pipeline_none);
+    }
+    const m = mlm.cases[0];
+    close(await fill(m.text), m.pipeline_fill_mask_top_k_5.slice(0, 2));
+    close(await fill(m.text, { topK: 5 }), m.pipeline_fill_mask_top_k_5);
+    // checked when the pipeline is made, naming the option
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregation_strategy: "simple" } as never), /unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^RangeError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16 } as never), /^RangeError: token-classification: stride .* is not supported/);
+    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, contextSize, quantize, topK, targets, truncation$/);
+    const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: false });
+    try {
+      await assert.rejects(fx("好".repeat(600)), /^RangeError: feature-extraction: the input has 602 tokens, past the 512 the model reads/);
+    } finally {
+      fx.dispose();
+    }
+  } finally {
+    for (const p of [clf, tagger, fill]) p.dispose();
+  }
+});

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, textsOf, truncationOf } from "./inputs.js";
+import { knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
 
 export interface FeatureExtractionOptions {
   /**
@@ -12,15 +12,20 @@ export interface FeatureExtractionOptions {
 
 const TASK = "feature-extraction";
 
+/** FeatureExtractionOptions' names */
+export const FEATURE_EXTRACTION_OPTIONS: readonly string[] = ["truncation"];
+
 /**
  * feature-extraction, as transformers: the last hidden state of every token, [1][tokens][hidden]
- * per input (a list of inputs: one such array each).
+ * per input (a list of inputs: one such array each). `defaults`: options given when the pipeline
+ * was made (transformers' pipeline("feature-extraction", truncation=True)), a call's over them.
  */
-export function featureExtraction(runner: EncoderRunner) {
+export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtractionOptions = {}) {
   const d = runner.model.info.hiddenSize;
+  truncationOf(TASK, defaults.truncation);
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
-    const options = knownOptions(TASK, given, ["truncation"]);
+    const options = withDefaults(defaults, knownOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
     if (!truncationOf(TASK, options.truncation)) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
     const out = await runner.run(texts.map((t) => runner.tokenize(t)));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, knownOptions, textsOf, truncationOf } from "./inputs.js";
+import { inputError, knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -28,14 +28,18 @@ export interface FillMaskProposal {
 
 const TASK = "fill-mask";
 
+/** FillMaskOptions' names */
+export const FILL_MASK_OPTIONS: readonly string[] = ["topK", "targets", "truncation"];
+
 /**
  * fill-mask, as transformers' FillMaskPipeline: softmax over the vocabulary at each mask token,
  * the topK proposals each with the sentence it makes (pads dropped; special tokens skipped when
  * there is one mask, kept when there are several so the other masks stay visible). One mask: a
  * list of proposals; several: one list per mask. A list of inputs: one result each (a list of one:
- * its result alone, as transformers returns it).
+ * its result alone, as transformers returns it). `defaults`: options given when the pipeline was
+ * made (transformers' pipeline("fill-mask", targets=[...])), a call's own options over them.
  */
-export function fillMask(runner: EncoderRunner) {
+export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions = {}) {
   const info = runner.model.info, tok = runner.tokenizer;
   if (info.head !== "masked-lm") throw new Error(`${runner.opened.path}: fill-mask needs a masked-LM head (…ForMaskedLM), found ${info.hfArchitecture}`);
   const maskId = tok.maskId;
@@ -64,13 +68,18 @@ export function fillMask(runner: EncoderRunner) {
     return [...ids];
   };
 
-  return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
-    const options = knownOptions(TASK, given, ["topK", "targets", "truncation"]);
+  /** the options' values checked, before any work */
+  const settings = (options: FillMaskOptions) => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 0) throw new RangeError(`topK must be a non-negative integer, got ${k}`);
+    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets), truncation: truncationOf(TASK, options.truncation) };
+  };
+  settings(defaults);
+
+  return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
+    const { k, targets, truncation } = settings(withDefaults(defaults, knownOptions(TASK, given, FILL_MASK_OPTIONS)));
     const texts = textsOf(TASK, input);
-    const targets = options.targets === undefined ? undefined : targetIds(options.targets);
-    if (!truncationOf(TASK, options.truncation)) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
+    if (!truncation) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
     const encs = texts.map((t) => runner.tokenize(t));
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));

@@ -56,3 +56,13 @@ export function truncationOf(task: string, value: unknown): boolean {
   if (typeof value !== "boolean") throw new TypeError(`${task}: truncation: expected true or false, got ${JSON.stringify(value)}`);
   return value;
 }
+
+/**
+ * A call's options over the pipeline's own (given when it was made), as transformers merges its
+ * __init__ parameters with a call's: an option the call leaves undefined keeps the pipeline's.
+ */
+export function withDefaults<T extends object>(defaults: T, call: T): T {
+  const out = { ...defaults } as Record<string, unknown>;
+  for (const [k, v] of Object.entries(call)) if (v !== undefined) out[k] = v;
+  return out as T;
+}

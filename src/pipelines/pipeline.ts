@@ -3,12 +3,12 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
-import { featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
-import { fillMask, type FillMaskOptions } from "./fill-mask.js";
+import { FEATURE_EXTRACTION_OPTIONS, featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
+import { FILL_MASK_OPTIONS, fillMask, type FillMaskOptions } from "./fill-mask.js";
 import { knownOptions, textsOf } from "./inputs.js";
-import { textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
+import { TEXT_CLASSIFICATION_OPTIONS, textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
 import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
-import { tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
+import { TOKEN_CLASSIFICATION_OPTIONS, tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
 import type { ChatMessageInput } from "../chat/index.js";
 import type { EncoderInfo } from "../models/index.js";
 
@@ -34,6 +34,25 @@ export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string
 export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
 
 export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize">;
+
+/**
+ * The options a task's calls take, also taken by pipeline() as the pipeline's own: each call uses
+ * them unless it gives its own, as transformers' pipeline(task, model, aggregation_strategy=...)
+ */
+const CALL_OPTIONS: Readonly<Record<PipelineTask, readonly string[]>> = {
+  "text-classification": TEXT_CLASSIFICATION_OPTIONS,
+  "sentiment-analysis": TEXT_CLASSIFICATION_OPTIONS,
+  "token-classification": TOKEN_CLASSIFICATION_OPTIONS,
+  ner: TOKEN_CLASSIFICATION_OPTIONS,
+  "fill-mask": FILL_MASK_OPTIONS,
+  "feature-extraction": FEATURE_EXTRACTION_OPTIONS,
+  "text-generation": [],
+};
+
+/** the options among `names` */
+function pick(options: object, names: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(options).filter(([k]) => names.includes(k)));
+}
 
 interface PipelineBase {
   readonly task: PipelineTask;
@@ -76,20 +95,27 @@ function attach<F extends (...a: never[]) => unknown, E extends object>(fn: F, e
   return Object.assign(fn, extra);
 }
 
-export async function pipeline(task: "text-classification" | "sentiment-analysis", model?: string, options?: PipelineOptions): Promise<TextClassificationPipeline>;
-export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions): Promise<TokenClassificationPipeline>;
-export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions): Promise<FillMaskPipeline>;
-export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions): Promise<FeatureExtractionPipeline>;
+export async function pipeline(task: "text-classification" | "sentiment-analysis", model?: string, options?: PipelineOptions & TextClassificationOptions): Promise<TextClassificationPipeline>;
+export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions & TokenClassificationOptions): Promise<TokenClassificationPipeline>;
+export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions & FillMaskOptions): Promise<FillMaskPipeline>;
+export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions & FeatureExtractionOptions): Promise<FeatureExtractionPipeline>;
 export async function pipeline(task: "text-generation", model?: string, options?: PipelineOptions): Promise<TextGenerationPipeline>;
-export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions): Promise<AnyPipeline>;
+export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions & (TextClassificationOptions | TokenClassificationOptions | FillMaskOptions | FeatureExtractionOptions)): Promise<AnyPipeline>;
 /**
  * A Hugging Face-style pipeline: `await pipeline("sentiment-analysis", "folder")` returns a
  * function that takes inputs and returns what transformers' pipeline returns for them. Without
- * a model, transformers' default for the task (from the local Hub cache, or downloaded).
+ * a model, transformers' default for the task (from the local Hub cache, or downloaded). An encoder
+ * task's call options given here (`{aggregationStrategy: "simple"}`) are the pipeline's own: each
+ * call uses them unless it gives its own.
  */
-export async function pipeline(task: PipelineTask, model?: string, given?: PipelineOptions): Promise<AnyPipeline> {
+export async function pipeline(task: PipelineTask, model?: string, given?: PipelineOptions & object): Promise<AnyPipeline> {
   if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
-  const options = knownOptions("pipeline", given, [...LOAD_OPTIONS, "contextSize", "quantize"]);
+  const callNames = [...CALL_OPTIONS[task]];
+  // let token-classification's own refusal of stride say what happens instead
+  if ((task === "ner" || task === "token-classification") && typeof given === "object" && given !== null && "stride" in given) callNames.push("stride");
+  const all = knownOptions("pipeline", given, [...LOAD_OPTIONS, "contextSize", "quantize", ...callNames]);
+  const options: PipelineOptions = pick(all, [...LOAD_OPTIONS, "contextSize", "quantize"]);
+  const calls = pick(all, callNames);
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
@@ -102,14 +128,14 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
     switch (task) {
       case "text-classification":
       case "sentiment-analysis":
-        return attach(textClassification(runner), base);
+        return attach(textClassification(runner, calls), base);
       case "token-classification":
       case "ner":
-        return attach(tokenClassification(runner), base);
+        return attach(tokenClassification(runner, calls), base);
       case "fill-mask":
-        return attach(fillMask(runner), base);
+        return attach(fillMask(runner, calls), base);
       case "feature-extraction":
-        return attach(featureExtraction(runner), base);
+        return attach(featureExtraction(runner, calls), base);
     }
   } catch (e) {
     runner.dispose();
@@ -167,11 +193,10 @@ export async function embed(model: string | EmbeddingModel | DecoderEmbeddingMod
 export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string | readonly string[], given?: EmbedOptions & EncoderLoadOptions): Promise<number[] | number[][]> {
   const list = textsOf("embed", texts); // before a model is loaded for nothing
   const options = knownOptions("embed", given, [...EMBED_OPTIONS, ...LOAD_OPTIONS]);
-  const part = (names: readonly string[]) => Object.fromEntries(Object.entries(options).filter(([k]) => names.includes(k)));
   const owned = typeof model !== "object";
-  const m = typeof model === "object" ? model : await openEmbeddingModel(model, part(LOAD_OPTIONS));
+  const m = typeof model === "object" ? model : await openEmbeddingModel(model, pick(options, LOAD_OPTIONS));
   try {
-    const out = (await m.embed(list, part(EMBED_OPTIONS))).map((v) => Array.from(v));
+    const out = (await m.embed(list, pick(options, EMBED_OPTIONS))).map((v) => Array.from(v));
     return typeof texts === "string" ? out[0]! : out;
   } finally {
     if (owned) m.dispose();

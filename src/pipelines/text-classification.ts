@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, isObject, knownOptions, truncationOf } from "./inputs.js";
+import { inputError, isObject, knownOptions, truncationOf, withDefaults } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /** one input: a text, or a pair as transformers takes it */
@@ -53,20 +53,31 @@ function functionNamed(name: unknown): (typeof FUNCTIONS)[number] | undefined {
   return fn;
 }
 
+/** TextClassificationOptions' names */
+export const TEXT_CLASSIFICATION_OPTIONS: readonly string[] = ["topK", "functionToApply", "truncation"];
+
 /**
  * text-classification / sentiment-analysis, shaped as transformers' TextClassificationPipeline:
  * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
- * every label sorted; clf({text, text_pair}) -> {label, score}.
+ * every label sorted; clf({text, text_pair}) -> {label, score}. `defaults`: options given when the
+ * pipeline was made (transformers' pipeline(task, top_k=None)), a call's own options over them.
  */
-export function textClassification(runner: EncoderRunner) {
+export function textClassification(runner: EncoderRunner, defaults: TextClassificationOptions = {}) {
   const info = runner.model.info;
   if (info.head !== "sequence-classification") throw new Error(`${runner.opened.path}: text-classification needs a sequence classifier (…ForSequenceClassification), found ${info.hfArchitecture}`);
   // transformers' order: a regression head is never squashed, even with its single output
   const defaultFn = info.problemType === "regression" ? "none" : info.problemType === "multi_label_classification" || info.labels.length === 1 ? "sigmoid" : "softmax";
 
-  const classify = async (inputs: readonly TextClassificationInput[], options: TextClassificationOptions): Promise<LabelScore[][]> => {
+  /** the options' values checked, before any work */
+  const settings = (options: TextClassificationOptions) => {
+    const { topK } = options;
+    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new RangeError(`topK must be a non-negative integer or null, got ${topK}`);
+    return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: truncationOf(TASK, options.truncation) };
+  };
+  settings(defaults);
+
+  const classify = async (inputs: readonly TextClassificationInput[], fn: (typeof FUNCTIONS)[number]): Promise<LabelScore[][]> => {
     const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
-    const fn = functionNamed(options.functionToApply) ?? defaultFn;
     return (await runner.run(enc)).logits!.map((row) => {
       const scores = fn === "softmax" ? softmax(row) : fn === "sigmoid" ? sigmoid(row) : Array.from(row);
       return scores.map((score, i) => ({ label: info.labels[i]!, score })).sort((a, b) => b.score - a.score);
@@ -74,16 +85,15 @@ export function textClassification(runner: EncoderRunner) {
   };
 
   return async (input: TextClassificationInput | readonly TextClassificationInput[], given?: TextClassificationOptions): Promise<unknown> => {
-    const options = knownOptions(TASK, given, ["topK", "functionToApply", "truncation"]);
-    const { topK } = options;
-    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new RangeError(`topK must be a non-negative integer or null, got ${topK}`);
-    const truncation = truncationOf(TASK, options.truncation);
+    const call = knownOptions(TASK, given, TEXT_CLASSIFICATION_OPTIONS);
+    const { topK, fn, truncation } = settings(withDefaults(defaults, call));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
     if (!truncation) runner.refuseTooLong(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input));
-    const results = (await classify(list, options)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
+    const results = (await classify(list, fn)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
-    // transformers: a single string without top_k comes back as a one-element list
-    return typeof input === "string" && topK === undefined ? [results[0]] : results[0];
+    // transformers' __call__ wraps a single string's result in a list unless this call names top_k:
+    // the best label alone, or (top_k given when the pipeline was made) the list of labels, [[...]]
+    return typeof input === "string" && call.topK === undefined ? [results[0]] : results[0];
   };
 }

@@ -1,7 +1,7 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, isObject, knownOptions, textsOf } from "./inputs.js";
+import { describe, isObject, knownOptions, textsOf, withDefaults } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -36,13 +36,26 @@ function slice(cps: readonly string[], s: number, e: number): string {
   return cps.slice(s, e).join("");
 }
 
+/** TokenClassificationOptions' names */
+export const TOKEN_CLASSIFICATION_OPTIONS: readonly string[] = ["aggregationStrategy", "ignoreLabels"];
+
+/**
+ * transformers' stride (overlapping windows over a long text): no recorded transformers output to
+ * judge the windows' merging by, so refused rather than guessed, saying what happens instead
+ */
+function refuseStride(options: unknown, maxLength: number): void {
+  if (isObject(options) && "stride" in options) throw new RangeError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${maxLength} tokens the model reads is truncated`);
+}
+
 /**
  * token-classification / ner, as transformers' TokenClassificationPipeline: per-token softmax,
  * special tokens dropped, words found from offsets (a WordPiece "##" piece, or a piece longer
  * than its span, continues the word; otherwise a piece not preceded by a space), then the
- * aggregation strategy and B-/I- grouping, labels in ignoreLabels left out.
+ * aggregation strategy and B-/I- grouping, labels in ignoreLabels left out. `defaults`: options
+ * given when the pipeline was made (transformers' pipeline("ner", aggregation_strategy="simple")),
+ * a call's own options over them.
  */
-export function tokenClassification(runner: EncoderRunner) {
+export function tokenClassification(runner: EncoderRunner, defaults: TokenClassificationOptions = {}) {
   const info = runner.model.info;
   if (info.head !== "token-classification") throw new Error(`${runner.opened.path}: token-classification needs a token classifier (…ForTokenClassification), found ${info.hfArchitecture}`);
   const tok = runner.tokenizer as HFTokenizer;
@@ -107,6 +120,8 @@ export function tokenClassification(runner: EncoderRunner) {
     if (!Array.isArray(ignoreLabels) || !ignoreLabels.every((l) => typeof l === "string")) throw new TypeError(`ignoreLabels: expected a list of label names, got ${describe(ignoreLabels)}`);
     return { strategy, ignore: new Set(ignoreLabels) };
   };
+  refuseStride(defaults, runner.maxLength);
+  settings(defaults);
 
   const one = (pre: PreEntity[], { strategy, ignore }: ReturnType<typeof settings>): (TokenEntity | EntityGroup)[] => {
     let entities: Tagged[];
@@ -132,9 +147,8 @@ export function tokenClassification(runner: EncoderRunner) {
 
   return async (input: string | readonly string[], options?: TokenClassificationOptions): Promise<unknown> => {
     const texts = textsOf("token-classification", input);
-    // no recorded transformers output to judge the windows' merging by: refused rather than guessed
-    if (isObject(options) && "stride" in options) throw new RangeError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${runner.maxLength} tokens the model reads is truncated`);
-    const checked = settings(knownOptions("token-classification", options, ["aggregationStrategy", "ignoreLabels"]));
+    refuseStride(options, runner.maxLength);
+    const checked = settings(withDefaults(defaults, knownOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS)));
     const encs = texts.map((t) => runner.tokenize(t));
     const logits = (await runner.run(encs)).logits!;
     const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), checked));
