@@ -50,10 +50,11 @@ export interface EngineOptions {
   /**
    * how requests get KV room (default "preempt", see docs/engine.md "KV pool and admission"):
    * "reserve" admits a request once its worst case (prompt + maxTokens) fits, so nothing is ever
-   * preempted but a request without maxTokens holds a whole context; "preempt" admits one
-   * sampled choice once its prompt fits and, when the pool runs out, preempts the most recently
-   * admitted such request, which is recomputed later (its stream goes on where it was). Requests
-   * with n choices, beams or speculative decoding keep the worst-case reservation either way
+   * preempted but a request without maxTokens holds a whole context; "preempt" admits a sampled
+   * request (one choice or n) once its prompt fits and, when the pool runs out, preempts the most
+   * recently admitted such request, all its choices together, which is recomputed later (its
+   * streams go on where they were). Requests with beams or speculative decoding keep the
+   * worst-case reservation either way
    */
   readonly admission?: Admission;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
