@@ -114,7 +114,7 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         const s: Schema = { type: "array", items: randomSchema(rng, depth + 1, defs) };
         if (chance(rng, 0.5)) s["minItems"] = int(rng, 0, 2);
         if (chance(rng, 0.5)) s["maxItems"] = int(rng, (s["minItems"] as number | undefined) ?? 0, 4);
-        // uniqueItems is no context-free language: refused naming the path
+        // uniqueItems: held over a finite set of item values (enum, const, boolean, null), else refused naming the path
         if (chance(rng, 0.05)) s["uniqueItems"] = true;
         return s;
       }

@@ -113,7 +113,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: this schema keyword is not supported/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: true is supported only for items of a finite set of values/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not point at a schema in this document/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -401,7 +401,7 @@ test("schemas as zod 4 writes them (draft 7) and 2020-12 tuples compile, and the
 
 test("llama.cpp's grammar integration cases: every GBNF grammar and JSON Schema accepts and refuses the strings llama.cpp's own test says", { skip: skipWithoutLlamaCppTemplates() }, () => {
   // where this library differs on purpose: {} is any JSON value (JSON Schema's and ajv's reading;
-  // llama.cpp takes an object), uniqueItems is refused (no grammar can hold it; llama.cpp drops it),
+  // llama.cpp takes an object), uniqueItems over strings is refused (no grammar can hold it; llama.cpp drops it),
   // and a one-sided integer bound writes at most 15 digits (llama.cpp 16)
   const differs: Record<string, RegExp> = { "empty schema (object)": /^("|\[|null|true)/, "min 2": /^"?1234567890000000$/ };
   const cases = llamaCppGrammarCases();
@@ -409,7 +409,7 @@ test("llama.cpp's grammar integration cases: every GBNF grammar and JSON Schema 
   let checked = 0;
   for (const c of cases) {
     if (c.kind === "schema" && /uniqueItems/.test(c.source)) {
-      assert.throws(() => jsonSchemaToGbnf(JSON.parse(c.source) as JsonSchema), /uniqueItems: this schema keyword is not supported/, c.description);
+      assert.throws(() => jsonSchemaToGbnf(JSON.parse(c.source) as JsonSchema), /uniqueItems: true is supported only for items of a finite set of values/, c.description);
       continue;
     }
     const g = parseGbnf(c.kind === "grammar" ? c.source : jsonSchemaToGbnf(JSON.parse(c.source) as JsonSchema));
@@ -599,6 +599,38 @@ test("pattern with minLength / maxLength: the grammar admits exactly the strings
   assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^a{2}$", maxLength: 1 }), /#\/pattern: no string of 0 to 1 characters matches it/);
   assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^[a-z]+$", maxLength: 9000 }), /#\/pattern: with minLength \/ maxLength the pattern needs more than \d+ grammar rules/);
   assert.throws(() => jsonSchemaToGbnf({ type: "string", minLength: 3, maxLength: 2 }), /#\/maxLength: 2 is below minLength 3/);
+});
+
+test("uniqueItems over a finite set of values (enum, const, boolean, null): the grammar admits exactly the arrays ajv validates, every array of up to 4 elements from the values and others", () => {
+  const ajv = newAjv2020();
+  // (an enum's number is written as JSON.stringify writes it: 1.0 for 1 is refused, with or without uniqueItems)
+  const pool = ['"cat"', '"dog"', "1", "true", "false", "null", '{"a":1,"b":2}', '{"b":2,"a":1}', '"x"', "[1]"];
+  const arrays = ["[]"];
+  for (let len = 1, last: string[][] = [[]]; len <= 4; len++) {
+    last = last.flatMap((p) => pool.map((v) => [...p, v]));
+    arrays.push(...last.map((a) => `[${a.join(",")}]`));
+  }
+  const schemas: JsonSchema[] = [
+    { type: "array", items: { enum: ["cat", "dog", 1] }, uniqueItems: true },
+    { type: "array", items: { enum: ["cat", "dog", 1, { a: 1, b: 2 }, { b: 2, a: 1 }, null] }, uniqueItems: true, minItems: 2, maxItems: 3 },
+    { type: "array", items: { type: "boolean" }, uniqueItems: true },
+    { type: "array", items: { type: ["boolean", "null"] }, uniqueItems: true, minItems: 3 },
+    { type: "array", items: { const: "x" }, uniqueItems: true },
+    { type: "array", items: { enum: ["cat", 1, "dog", [1]], type: "string" }, uniqueItems: true, maxItems: 1 },
+    { type: "array", items: { $ref: "#/$defs/pet" }, uniqueItems: true, $defs: { pet: { enum: ["cat", "dog"] } } },
+    { type: "array", items: { enum: ["cat", "dog"] }, uniqueItems: false, maxItems: 3 },
+  ];
+  for (const schema of schemas) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = ajv.compile(schema as object);
+    for (const t of arrays) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(schema)} on ${t}`);
+  }
+  // elsewhere no grammar can say that no two elements are equal: refused naming the keyword
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { type: "string" }, uniqueItems: true }), /#\/uniqueItems: true is supported only for items of a finite set of values/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", prefixItems: [{ const: 1 }], uniqueItems: true }), /#\/uniqueItems: true is supported only .* not beside tuple items/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: [1, 2] }, uniqueItems: true, minItems: 3 }), /#\/minItems: 3 distinct items, but the items take only 2 values/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: Array.from({ length: 20 }, (_, i) => i) }, uniqueItems: true }), /#\/uniqueItems: 20 distinct values need 1048576 grammar rules/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: [1] }, uniqueItems: "yes" }), /#\/uniqueItems: expected a boolean, got "yes"/);
 });
 
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {

@@ -74,7 +74,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
 const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
-  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems"]],
+  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"]],
   ["object", ["properties", "additionalProperties", "required", "propertyNames"]],
 ];
 
@@ -130,35 +130,33 @@ const SUBSCHEMA_LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
 const SUBSCHEMA_MAP = ["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
 
 /**
- * The schema path of the first place `keyword` is used as a keyword (not as a property's name),
- * or undefined: OpenAI's strict mode refuses keywords (oneOf) that this converter reads loosely
+ * Every schema object inside `schema`, itself first, with its schema path (depth first, in the
+ * order of the keywords that hold them): for checks of the schema's shape such as OpenAI's strict
+ * mode makes
  */
-export function keywordPath(schema: unknown, keyword: string, path = "#", depth = 0): string | undefined {
+export function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string, Record<string, unknown>]> {
   // deeper than the converter goes: it refuses the schema itself
-  if (depth > 64 || typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+  if (depth > 64 || typeof schema !== "object" || schema === null || Array.isArray(schema)) return;
   const s = schema as Record<string, unknown>;
-  if (s[keyword] !== undefined) return `${path}/${keyword}`;
-  const found = (sub: unknown, at: string): string | undefined => keywordPath(sub, keyword, at, depth + 1);
-  for (const k of SUBSCHEMA_ONE) {
-    const at = found(s[k], `${path}/${k}`);
-    if (at !== undefined) return at;
-  }
+  yield [path, s];
+  for (const k of SUBSCHEMA_ONE) yield* subschemas(s[k], `${path}/${k}`, depth + 1);
   for (const k of SUBSCHEMA_LIST) {
     const list = s[k];
-    if (!Array.isArray(list)) continue;
-    for (let i = 0; i < list.length; i++) {
-      const at = found(list[i], `${path}/${k}/${i}`);
-      if (at !== undefined) return at;
-    }
+    if (Array.isArray(list)) for (let i = 0; i < list.length; i++) yield* subschemas(list[i], `${path}/${k}/${i}`, depth + 1);
   }
   for (const k of SUBSCHEMA_MAP) {
     const map = s[k];
     if (typeof map !== "object" || map === null || Array.isArray(map)) continue;
-    for (const [name, sub] of Object.entries(map)) {
-      const at = found(sub, `${path}/${k}/${name}`);
-      if (at !== undefined) return at;
-    }
+    for (const [name, sub] of Object.entries(map)) yield* subschemas(sub, `${path}/${k}/${name}`, depth + 1);
   }
+}
+
+/**
+ * The schema path of the first place `keyword` is used as a keyword (not as a property's name),
+ * or undefined: OpenAI's strict mode refuses keywords (oneOf) that this converter reads loosely
+ */
+export function keywordPath(schema: unknown, keyword: string): string | undefined {
+  for (const [path, s] of subschemas(schema)) if (s[keyword] !== undefined) return `${path}/${keyword}`;
   return undefined;
 }
 
@@ -600,11 +598,71 @@ class Converter {
       if (!Number.isInteger(v) || v < 0 || v > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
+    const unique = s["uniqueItems"];
+    if (unique !== undefined && typeof unique !== "boolean") throw new GrammarError(`${path}/uniqueItems: expected a boolean, got ${JSON.stringify(unique)}`);
+    if (unique === true) return this.uniqueList(s, min, max, name, path, depth);
     // tuples: prefixItems (then items for the rest), or (draft 7) items as a list (then additionalItems)
     if (Array.isArray(s["prefixItems"])) return this.tuple(s["prefixItems"], "prefixItems", s["items"], "items", min, max, name, path, depth);
     if (Array.isArray(s["items"])) return this.tuple(s["items"], "items", s["additionalItems"], "additionalItems", min, max, name, path, depth);
     const item = s["items"] === undefined ? this.anyValue() : this.visit(s["items"], `${name}-item`, `${path}/items`, depth + 1);
     return this.list(item, min, max, name);
+  }
+
+  /**
+   * uniqueItems: an array of distinct values, for items of a finite set (enum, const, boolean,
+   * null): a rule per set of values written so far (values equal as JSON, as ajv compares them,
+   * are one), each going on with a value not in it, in any order. Elsewhere no grammar can say
+   * that no two elements are equal: refused.
+   */
+  private uniqueList(s: Record<string, unknown>, min: number, max: number | undefined, name: string, path: string, depth: number): string {
+    const values = s["prefixItems"] === undefined && !Array.isArray(s["items"]) ? this.finiteValues(s["items"], `${path}/items`, depth + 1) : undefined;
+    if (values === undefined) throw new GrammarError(`${path}/uniqueItems: true is supported only for items of a finite set of values (enum, const, boolean or null), not beside ${s["prefixItems"] !== undefined || Array.isArray(s["items"]) ? "tuple items" : "these items"}`);
+    // values equal as JSON (object keys in any order) are one
+    const canonical = (v: unknown): string => JSON.stringify(v, (_, x) => (x !== null && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+    const classes = new Map<string, unknown[]>();
+    for (const v of values) classes.set(canonical(v), [...(classes.get(canonical(v)) ?? []), v]);
+    const distinct = [...classes.values()];
+    const n = distinct.length, most = Math.min(max ?? n, n);
+    if (min > n) throw new GrammarError(`${path}/minItems: ${min} distinct items, but the items take only ${n} values`);
+    // the subsets of up to `most` values: 2^n of them at most
+    let subsets = 0;
+    for (let k = 0, c = 1; k <= most; k++, c = (c * (n - k + 1)) / k) subsets += c;
+    if (subsets > this.maxRules - this.rules.size) throw new GrammarError(`${path}/uniqueItems: ${n} distinct values need ${subsets} grammar rules (at most ${this.maxRules - this.rules.size} are left)`);
+    this.space();
+    // a value as any of its members is written (an object's keys in either order)
+    const item = distinct.map((same, i) => this.add(`${name}-unique-${i}`, `(${[...new Set(same.map(jsonLiteral))].join(" | ")}) space`));
+    // per set of values written so far (their indices, ascending): another value, or the end once there are min
+    const made = new Map<string, string>();
+    const after = (used: readonly number[]): string => {
+      const key = used.join("-");
+      const done = made.get(key);
+      if (done !== undefined) return done;
+      const alts: string[] = [];
+      if (used.length < most) for (let i = 0; i < n; i++) if (!used.includes(i)) alts.push(`"," space ${item[i]} ${after([...used, i].sort((a, b) => a - b))}`);
+      if (used.length >= min) alts.push(`"]" space`);
+      const rule = this.add(`${name}-used-${key}`, alts.join(" | "));
+      made.set(key, rule);
+      return rule;
+    };
+    const first = most === 0 ? [] : item.map((it, i) => `${it} ${after([i])}`);
+    return this.add(name, `"[" space (${[...first, ...(min === 0 ? [`"]" space`] : [])].join(" | ")})`);
+  }
+
+  /** the values a schema admits, where they are a finite set (enum, const, boolean, null, a $ref to one), else undefined */
+  private finiteValues(schema: unknown, path: string, depth: number): unknown[] | undefined {
+    if (depth > this.maxDepth || typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+    const s = schema as Record<string, unknown>;
+    if (typeof s["$ref"] === "string" && !constrains(Object.fromEntries(Object.entries(s).filter(([k]) => k !== "$ref")))) return this.finiteValues(this.resolve(s["$ref"], path), s["$ref"], depth + 1);
+    if (s["const"] !== undefined || Array.isArray(s["enum"])) {
+      const values = s["const"] !== undefined ? [s["const"]] : (s["enum"] as unknown[]);
+      const { const: _c, enum: _e, ...beside } = s;
+      return constrains(beside) ? this.admitted(beside, values, path, depth) : values;
+    }
+    const rest = Object.keys(s).filter((k) => k !== "type" && constrains({ [k]: s[k] }));
+    if (rest.length > 0 || s["nullable"] === true) return undefined;
+    const types = Array.isArray(s["type"]) ? s["type"] : [s["type"]];
+    if (types.length === 0 || !types.every((t) => t === "boolean" || t === "null")) return undefined;
+    return types.flatMap((t) => (t === "boolean" ? [true, false] : [null]));
   }
 
   /** an array of `item`s, from min to max of them */
