@@ -238,6 +238,8 @@ export class Engine {
     } catch (e) {
       throw new RequestError((e as Error).message, "logprobs");
     }
+    // (as Model.submit refuses them: a beam's or a speculative round's tokens are not sampled from one row of logits; a speculative request failed at its first token)
+    if (params.topLogprobs !== undefined && params.decoding.kind !== "sample") throw new RequestError("logprobs are not available with beam search or speculative decoding", "logprobs");
     try {
       validateLogprobs(params.promptLogprobs, "promptLogprobs");
     } catch (e) {
