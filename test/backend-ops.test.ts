@@ -46,7 +46,7 @@ before(async () => {
     console.log(`# webgpu left out of the table: ${(e as Error).message}`);
   }
 });
-/** the weight types the webgpu backend multiplies: the ggml types but the IQ grids of 1-3 bits (its matmul refuses the others by name) */
+/** the weight types of this table the webgpu backend multiplies: all but the in-memory NF4 and INT8 (its matmul refuses those by name) */
 const WEBGPU_TYPES = new Set([GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS]);
 after(() => {
   for (const b of backends) b.backend.dispose();

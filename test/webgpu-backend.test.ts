@@ -14,7 +14,7 @@ import { hadamardInPlace } from "../src/kernels/ops/hadamard.js";
 import { roundToF16 } from "../src/tensor/quant/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool } from "../src/cache/index.js";
 import { loadModel } from "../src/llm.js";
-import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
+import { ensureRandomModel, randomQuantizedRow, Rng, tinyLlama } from "../src/testing/index.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 import { Engine } from "../src/engine/index.js";
 import { openModel } from "../src/models/index.js";
@@ -41,8 +41,10 @@ try {
 }
 
 const ref = createReferenceBackend();
+/** the types with no quantizer here (ggml's need an importance matrix): random quant bits, as the random models hold them */
+const GGUF_ONLY = [GGMLType.MXFP4, GGMLType.TQ2_0, GGMLType.TQ1_0, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M];
 /** every weight type the webgpu matmul has a kernel for */
-const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+const MATMUL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS, ...GGUF_ONLY];
 /** float weights: activations kept (F32) or rounded to the weight's float type, so a tighter tolerance */
 const isFloat = (type: GGMLType): boolean => typeInfo(type).blockSize === 1;
 const measured: [string, number, number][] = [];
@@ -79,7 +81,8 @@ function device(b: Backend, host: Float32Array): DeviceArray {
 function weights(type: GGMLType, cols: number, rows: number, r: () => number): Tensor {
   const rb = rowByteLength(type, cols);
   const data = new Uint8Array(rows * rb + 5).subarray(3, 3 + rows * rb);
-  for (let row = 0; row < rows; row++) quantizeRow(type, normals(cols, r, 0.5), data.subarray(row * rb), cols);
+  if (GGUF_ONLY.includes(type)) randomQuantizedRow(type, data, new Rng(Math.floor(r() * 2 ** 32)), 0.5, rows * cols);
+  else for (let row = 0; row < rows; row++) quantizeRow(type, normals(cols, r, 0.5), data.subarray(row * rb), cols);
   return { name: `w.${typeName(type)}`, type, dims: [cols, rows], data };
 }
 
@@ -189,6 +192,27 @@ describe("webgpu backend conformance", { skip }, () => {
       const out = b.allocActivations(nTokens * rows);
       b.matmul(out, w, device(b, x), nTokens);
       close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+    }
+  });
+
+  test("matmul of the GGUF-only types (MXFP4, TQ2_0, TQ1_0, the grid i-quants): 65 rows, 11 tokens and 1, rows of fewer units than invocations and of more (units of 32 wrapping past 64)", async () => {
+    const r = rng(21);
+    for (const type of GGUF_ONLY) {
+      const block = typeInfo(type).blockSize;
+      // MXFP4: 3 and 70 blocks of 32; the others: 3 and 9 super-blocks (24 and 72 units)
+      for (const cols of block === 32 ? [96, 2240] : [768, 2304]) {
+        const rows = 65, nTokens = 11;
+        const w = weights(type, cols, rows, r);
+        const x = normals(nTokens * cols, r);
+        const expected = hostArray(nTokens * rows);
+        ref.matmul(expected, w, x, nTokens);
+        const out = b.allocActivations(nTokens * rows);
+        b.matmul(out, w, device(b, x), nTokens);
+        close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, 1e-4);
+        const out1 = b.allocActivations(rows);
+        b.matmul(out1, w, device(b, x.subarray(10 * cols)), 1);
+        close(`matmul ${typeName(type)} ${cols} cols, 1 token`, await b.read(out1), expected.subarray(10 * rows), 1e-4);
+      }
     }
   });
 
@@ -1021,9 +1045,10 @@ describe("webgpu backend conformance", { skip }, () => {
 
   test("errors name the op and the tensor", async () => {
     const r = rng(120);
-    const iq2 = { name: "blk.0.ffn_up.weight", type: GGMLType.IQ2_XXS, dims: [256, 2], data: new Uint8Array(2 * 66) };
+    // NF4 (in memory only, from quantize on load): the one block type without a webgpu matmul kernel
+    const nf4 = { name: "blk.0.ffn_up.weight", type: GGMLType.NF4, dims: [256, 2], data: new Uint8Array(2 * 4 * 34) };
     const x = b.allocActivations(256), out = b.allocActivations(2);
-    assert.throws(() => b.matmul(out, iq2, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type IQ2_XXS, which the webgpu backend cannot multiply \(it has F32, [A-Z0-9_, ]+\); run this model on the wasm backend$/);
+    assert.throws(() => b.matmul(out, nf4, x, 1), /^Error: matmul: tensor blk\.0\.ffn_up\.weight has type NF4, which the webgpu backend cannot multiply \(it has F32, [A-Z0-9_, ]+\); run this model on the wasm backend$/);
     const w = weights(GGMLType.Q8_0, 256, 4, r);
     assert.throws(() => b.matmul(out, w, x, 1), /matmul w\.Q8_0: out holds 2 floats, expected 1 x 4/);
     assert.throws(() => b.matmul(b.allocActivations(8), w, x, 2), /matmul w\.Q8_0: x holds 256 floats, expected 2 x 256/);
@@ -1167,13 +1192,15 @@ describe("tsllm inspect --backend webgpu", { skip }, () => {
     assert.match(await inspect(path, "--ctx-size", String(1 << 20)), new RegExp(`\\nwebgpu: +.*: largest buffer .* \\(${limit} bytes\\); one layer's K or V array 536.9 MB at 1048576 tokens: too large \\(see the load plan\\); its matmul takes every weight type\\n`));
     // auto: the largest context whose arrays fit
     assert.equal(JSON.parse(await inspect(path, "--ctx-size", "auto", "--json")).plan.contextSize, limit / 512);
-    // IQ2_XXS: no webgpu kernel; the 7 matrices of each of 2 layers and the output (the embedding is only looked up)
+    // every GGUF weight type has a kernel (IQ2_XXS since the thirty-fourth session); quantized on
+    // load to NF4, the 7 matrices of each of 2 layers and the output have none (the embedding is only looked up)
     const iq = await ensureRandomModel({ ...tinyLlama, weightType: GGMLType.IQ2_XXS });
-    const j = JSON.parse(await inspect(iq, "--json"));
-    assert.deepEqual(j.webgpu.typesWithoutMatmul, { IQ2_XXS: { tensors: 15, first: "blk.0.attn_q.weight" } });
-    assert.match(await inspect(iq), /no matmul kernel for IQ2_XXS x15 \(blk\.0\.attn_q\.weight, \.\.\.\): use the wasm backend \(--quantize converts only float matrices\)\n/);
-    // --quantize leaves quantized matrices as stored (loadModel would still meet IQ2_XXS)
-    assert.deepEqual(JSON.parse(await inspect(iq, "--quantize", "q4_k", "--json")).webgpu.typesWithoutMatmul, j.webgpu.typesWithoutMatmul);
+    assert.deepEqual(JSON.parse(await inspect(iq, "--json")).webgpu.typesWithoutMatmul, {});
+    const j = JSON.parse(await inspect(path, "--quantize", "nf4", "--json"));
+    assert.deepEqual(j.webgpu.typesWithoutMatmul, { NF4: { tensors: 15, first: "blk.0.attn_q.weight" } });
+    assert.match(await inspect(path, "--quantize", "nf4"), /no matmul kernel for NF4 x15 \(blk\.0\.attn_q\.weight, \.\.\.\): use the wasm backend \(--quantize converts only float matrices\)\n/);
+    // --quantize leaves quantized matrices as stored
+    assert.deepEqual(JSON.parse(await inspect(iq, "--quantize", "nf4", "--json")).webgpu.typesWithoutMatmul, {});
   });
 });
 

@@ -197,7 +197,8 @@ async function tracedLogitsOn(path: string, gpu: Backend, tokens: number[]): Pro
 // Q5_K 1e-3, Q2_K 1.3e-3, logits up to 1.6e-2 off). So every matmul of the pass is checked against
 // the reference kernel on the very input the GPU computed (1e-4: the per-op bound), and the logits
 // against the reference run within 1e-3 where nothing rounds (F32) and within 5e-2 elsewhere.
-const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+  GGMLType.MXFP4, GGMLType.TQ2_0, GGMLType.TQ1_0, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M];
 const CASES = [
   ...TYPES.map((weightType) => ({ name: `llama ${typeName(weightType)}`, spec: { ...tinyLlama, weightType, seed: 5 }, logitsTolerance: weightType === GGMLType.F32 ? 1e-3 : 5e-2 })),
   { name: "qwen3 F32 (per-head Q/K norms, neox RoPE)", spec: { ...tinyQwen3, seed: 6 }, logitsTolerance: 1e-3 },
@@ -205,7 +206,7 @@ const CASES = [
 ];
 
 for (const { name, spec, logitsTolerance } of CASES) {
-  test(`random ${name}: each matmul of the pass on webgpu equals the reference kernel on its input; the logits within ${logitsTolerance} of the reference backend's`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+  test(`random ${name}: each matmul of the pass on webgpu equals the reference kernel on its input; the logits within ${logitsTolerance} of the reference backend's`, { skip: noAdapter || skipWithoutShared(MODEL) }, async (t) => {
     const path = await ensureRandomModel(spec, dir);
     const tokens = [1, 17, 250, 3, 99, 400, 12, 5, 77, 300, 2, 64];
     // the reference kernel re-runs each traced matmul on the weights' host bytes: keep them
@@ -222,6 +223,7 @@ for (const { name, spec, logitsTolerance } of CASES) {
       }
       assert.equal(logits.length, expected.length);
       const err = maxRelative(logits, expected);
+      t.diagnostic(`${name}: logits ${err.toExponential(2)} from the reference backend's`);
       assert.ok(err <= logitsTolerance, `${name}: max |logit difference| ${err} (relative to max(1, max |logit|)) over ${logitsTolerance}`);
     } finally {
       reference.dispose();
@@ -229,3 +231,25 @@ for (const { name, spec, logitsTolerance } of CASES) {
     }
   });
 }
+
+// The types a GGUF file holds but no quantizer here makes (MXFP4 as gpt-oss ships it, the ternary
+// TQ1_0 / TQ2_0, the grid i-quants): a user's --backend webgpu run gives the wasm backend's greedy
+// tokens (random weights: 2 layers, the prompt prefilled through the 8-token matmul tiles, then
+// decoded a token at a time)
+test("random llamas of the GGUF-only types generate the wasm backend's greedy tokens on webgpu", { skip: noAdapter || skipWithoutShared(MODEL) }, async (t) => {
+  for (const weightType of [GGMLType.MXFP4, GGMLType.TQ2_0, GGMLType.TQ1_0, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M]) {
+    const path = await ensureRandomModel({ ...tinyLlama, weightType, seed: 5 }, dir);
+    const gpu = await loadModel(path, { backend: "webgpu", contextSize: 64, warmup: false });
+    const cpu = await loadModel(path, { backend: "wasm", threads: 1, contextSize: 64, warmup: false });
+    try {
+      const options = { temperature: 0, maxTokens: 8, ignoreEos: true };
+      const want = await cpu.generate("Once upon a time there was", options);
+      const got = await gpu.generate("Once upon a time there was", options);
+      t.diagnostic(`${typeName(weightType)}: ${JSON.stringify(got.completionTokens)}`);
+      assert.deepEqual(got.completionTokens, want.completionTokens, `${typeName(weightType)}: webgpu's tokens`);
+    } finally {
+      gpu.dispose();
+      cpu.dispose();
+    }
+  }
+});

@@ -68,7 +68,7 @@ export function matricesWithoutKernel(tensors: ReadonlyMap<string, Pick<SourceTe
 
 /**
  * Refuses, before any weight is read, a model with matrices the backend has no matmul kernel for
- * (webgpu: IQ2_XXS and the other i-quants...), which would otherwise be read whole onto the device
+ * (webgpu: the in-memory NF4 and INT8 of quantize on load), which would otherwise be read whole onto the device
  * and fail only at the first forward pass. No fallback to the host for those matmuls: every
  * forward would copy activations off the device and back for each such matrix (all of them, in
  * such a model), slower than the wasm backend it would amount to.
@@ -82,7 +82,10 @@ export function checkMatmulTypes(path: string, tensors: ReadonlyMap<string, Pick
   const what = missing.map(([type, e]) => `${e.tensors} ${e.tensors === 1 ? "matrix is" : "matrices are"} ${typeName(type)} (${e.first}${e.tensors > 1 ? ", ..." : ""})`).join(", ");
   const from = q === undefined ? "" : ` after quantize ${JSON.stringify(quantize)}`;
   const to = FILE_QUANTIZATIONS.filter((t) => can(quantizationType(t)));
-  const convert = to.length === 0 ? "" : `, or convert it to a type it multiplies: tsllm quantize IN OUT.gguf --type ${to.includes("q4_k") ? "q4_k" : to[0]} (or ${to.filter((t) => t !== "q4_k").join(", ")})`;
+  const first = to.includes("q4_k") ? "q4_k" : to[0];
+  const others = `(or ${to.filter((t) => t !== first).join(", ")})`;
+  // quantized on load (every type a GGUF file stores has a webgpu kernel; NF4 and INT8 do not): another --quantize
+  const convert = to.length === 0 ? "" : q === undefined ? `, or convert it to a type it multiplies: tsllm quantize IN OUT.gguf --type ${first} ${others}` : `, or quantize it on load to a type it multiplies: --quantize ${first} ${others}`;
   throw new GGUFError(path, "tensors", `${what}${from}, which the ${backend.name} backend has no matmul kernel for: load it with the wasm backend (--backend wasm)${convert}`);
 }
 

@@ -13,7 +13,7 @@ import {
   type GPUComputePipelineLike, type GPUDeviceLike, type GPUQueueLike,
 } from "./gpu-types.js";
 import {
-  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, TILED_MATMUL_TYPES, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
+  ADD, ADD_BIAS, ATTENTION_COMBINE, COPY_2D, GATHER_ROWS, MATMUL_GRIDS, MATMUL_TILE, MATMUL_TYPES, TILED_MATMUL, TILED_MATMUL_TYPES, tiledMatmulDef, MAX_ROTATION, NORMS, QUERY_Q8_0, QUANT_Q8_0, QUANT_Q8_K, ROPE, ROPE_SCATTER, ROPE_TWO, ROTATE_CHUNKS,
   SCATTER_ROWS, SCATTER_ROWS_F16, SCATTER_ROWS_TWO, SCATTER_ROWS_Q4_0, SCATTER_ROWS_Q8_0, SWIGLU, SWIGLU_Q8_0, UNARY, TILE_MAX_HEAD_DIM, TILE_QUERIES, attentionKernel, buildShader, matmulDef, paramLayout, tileKeys, type KVSide, type KernelDef, type ParamType,
 } from "./shaders.js";
 
@@ -322,7 +322,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private readonly bufferIds = new WeakMap<GPUBufferLike, number>();
   private nextBufferId = 0;
   private readonly weightBuffers = new WeakMap<object, Map<string, readonly WeightBlock[]>>();
-  private readonly constBuffers = new WeakMap<Float32Array, GPUBufferLike>();
+  private readonly constBuffers = new WeakMap<Float32Array | Uint32Array, GPUBufferLike>();
   private geluTable: GPUBufferLike | null = null;
   private errors: Promise<string | null>[] = [];
   private readonly finalizer: FinalizationRegistry<GPUBufferLike>;
@@ -645,8 +645,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.dispatchTotal++;
   }
 
-  /** a GPU copy of a small host array that never changes (norm weights, biases) */
-  private constBuffer(a: Float32Array): GPUBufferLike {
+  /** a GPU copy of a small host array that never changes (norm weights, biases, the i-quants' grids) */
+  private constBuffer(a: Float32Array | Uint32Array): GPUBufferLike {
     let b = this.constBuffers.get(a);
     if (!b) {
       b = this.createBuffer(a.byteLength, BufferUsage.STORAGE | BufferUsage.COPY_DST);
@@ -941,12 +941,14 @@ class WebGPUBackend implements WebGPUBackendInfo {
     }
     const tiles = Math.ceil(nTokens / MATMUL_TILE);
     const biasBuffer = bias ? this.constBuffer(bias) : this.dummy;
+    const grid = MATMUL_GRIDS[type];
+    const gridBuffer = grid ? [this.constBuffer(grid)] : [];
     // (its loads take four columns at a time: rows of at least four)
     const tiled = this.tiledMatmulTypes.has(type) && nTokens >= TILED_MATMUL_MIN_TOKENS && cols >= 4;
     for (const blk of blocks) {
       const params = [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0];
       if (tiled) this.dispatch(tiledMatmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, Math.ceil(blk.rows / TILED_MATMUL.rows) * Math.ceil(nTokens / TILED_MATMUL.tokens));
-      else this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, blk.rows * tiles);
+      else this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer, ...gridBuffer], params, blk.rows * tiles);
     }
   }
 

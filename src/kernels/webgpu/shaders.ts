@@ -1,4 +1,4 @@
-import { KVALUES_IQ4NL } from "../../tensor/quant/index.js";
+import { iqGrid, KVALUES_IQ4NL } from "../../tensor/quant/index.js";
 
 /**
  * WGSL kernels of the WebGPU backend, as templates: `$name` is a float array (an activation,
@@ -1100,6 +1100,20 @@ fn wbf(i: u32) -> f32 { return bitcast<f32>((wb(i) | (wb(i + 1u) << 8u)) << 16u)
 /** IQ4_NL's grid (ggml's kvalues_iq4nl) at four nibbles */
 var<private> IQ4_VALUES: array<i32, 16> = array<i32, 16>(${KVALUES_IQ4NL.join(", ")});
 fn iq4(n: vec4<i32>) -> vec4<i32> { return vec4<i32>(IQ4_VALUES[n.x], IQ4_VALUES[n.y], IQ4_VALUES[n.z], IQ4_VALUES[n.w]); }
+/** MXFP4's E2M1 values, doubled (ggml's kvalues_mxfp4), at four nibbles */
+var<private> MXFP4_VALUES: array<i32, 16> = array<i32, 16>(${iqGrid.KVALUES_MXFP4.join(", ")});
+fn mxfp4(n: vec4<i32>) -> vec4<i32> { return vec4<i32>(MXFP4_VALUES[n.x], MXFP4_VALUES[n.y], MXFP4_VALUES[n.z], MXFP4_VALUES[n.w]); }
+/** trit n (0..4) of each of w's four TQ1_0 bytes, less 1: ((u8)(byte * 3^n) * 3) >> 8 */
+fn trits4(w: u32, n: u32) -> vec4<i32> {
+  var p = 1u;
+  for (var i = 0u; i < n; i++) { p = p * 3u; }
+  let b = vec4<u32>(w & 255u, (w >> 8u) & 255u, (w >> 16u) & 255u, w >> 24u);
+  return vec4<i32>((((b * p) & vec4<u32>(255u)) * 3u) >> vec4<u32>(8u)) - vec4<i32>(1);
+}
+/** ggml's ksigns_iq2xs: 7 sign bits and their parity as the 8th */
+fn ksigns(v: u32) -> u32 { return v | ((countOneBits(v) & 1u) << 7u); }
+/** four unsigned grid bytes (one u32 of a grid) with sign bits s (bit i: byte i negative) */
+fn signed4(g: u32, s: u32) -> vec4<i32> { return field4(g, 0u, 255u) * (vec4<i32>(1) - 2 * bit4(s, 0u)); }
 fn xscale(i: u32) -> f32 { return bitcast<f32>(XQ[i]); }
 fn scale_min_k4(j: u32, o: u32) -> vec2<i32> {
   if (j < 4u) { return vec2<i32>(i32(wb(o + j) & 63u), i32(wb(o + j + 4u) & 63u)); }
@@ -1190,6 +1204,47 @@ function nibbles(at: string, weight: (n: string, bit: string) => string): string
 /** IQ4_NL / IQ4_XS: a nibble indexes the non-linear grid */
 const IQ4_GRID = (n: string): string => `iq4(${n})`;
 
+/** a unit's dot with Q8_K activations, the unit's integer sum times dw, d_x and `factor` (an integer scale) */
+const superBlockDot = (factor = ""): string => `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(${factor ? `${factor} * s` : "s"});`;
+
+/**
+ * A grid i-quant's unit: sub-block ib (= j) of a super-block, 4 groups of 8 weights l = 0..3, each
+ * from `entry(l)` (WGSL setting wv[2l] and wv[2l + 1]); its two 16-weight scales sc0 and sc1 and
+ * the super-block's factor dw as tensor/quant/iq-grid.ts decodes them (weight = dw * sc * value);
+ * the grid is the storage buffer G (MATMUL_GRIDS), uploaded once
+ */
+function gridUnit(bytes: number, setup: string, entry: string, dw: string): MatmulCode {
+  return {
+    decode: `${superBlockUnit(bytes)}
+    let ib = j;
+    ${setup}
+    for (var l = 0u; l < 4u; l++) {
+      ${entry}
+    }
+    let dw = ${dw};`,
+    dot: TWO_SCALES_DOT,
+  };
+}
+
+/** two 8-byte grid entries' words for index g with sign byte s (IQ2 grids: entry g at words 2g, 2g + 1) */
+const GRID8 = (g: string, s: string): string => `let gi = ${g};
+      let sg = ${s};
+      wv[2u * l] = signed4(G[2u * gi], sg & 15u);
+      wv[2u * l + 1u] = signed4(G[2u * gi + 1u], sg >> 4u);`;
+
+/** two 4-byte grid entries a and b with sign byte s (IQ3 grids: entry g at word g) */
+const GRID4 = (a: string, b: string, s: string): string => `let sg = ${s};
+      wv[2u * l] = signed4(G[${a}], sg & 15u);
+      wv[2u * l + 1u] = signed4(G[${b}], sg >> 4u);`;
+
+/** IQ1's 8 weights 8 grid + delta (iq1s_grid: int8 -1, 0, 1; entry g at words 2g, 2g + 1) */
+const GRID1 = (g: string, delta: string): string => `let gi = ${g};
+      let dl = vec4<i32>(${delta});
+      wv[2u * l] = 8 * s8x4(G[2u * gi]) + dl;
+      wv[2u * l + 1u] = 8 * s8x4(G[2u * gi + 1u]) + dl;`;
+
 /** the super-block b of a k-quant unit u (the super-block's weights 32 j .. 32 j + 31) and where b starts */
 const superBlockUnit = (bytes: number): string => `let b = u / 8u;
     let j = u % 8u;
@@ -1265,6 +1320,76 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
       ${INT_DOT}
       acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(ls * s);`,
   },
+  // MXFP4: an E8M0 exponent e, then Q4_0's nibble layout of doubled E2M1 values; d_w d_x is
+  // d_x 2^(e - 128), one ldexp (exact where d_w alone, 2^-128 or 2^-127, would be subnormal)
+  MXFP4: {
+    decode: `let bo = r * P.rowBytes + u * 17u;
+    let ew = i32(wb(bo)) - 128;
+    ${nibbles("bo + 1u", (n) => `mxfp4(${n})`)}`,
+    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+      ${INT_DOT}
+      acc[tt] += f32(s) * ldexp(xscale(P.nqw + t * (P.cols / 32u) + u), ew);`,
+  },
+  // TQ2_0: as Q2_K's bits (weight 128 h + 32 l + i is bits 2 l of byte 32 h + i), value less 1, f16 d at 64
+  TQ2_0: {
+    decode: `${superBlockUnit(66)}
+    let q = bo + 32u * (j >> 2u);
+    let sh = 2u * (j & 3u);
+    for (var k = 0u; k < 8u; k++) { wv[k] = field4(w32(q + 4u * k), sh, 3u) - vec4<i32>(1); }
+    let dw = wh(bo + 64u);`,
+    dot: superBlockDot(),
+  },
+  // TQ1_0: weights 0..159 are trit n of bytes 0..31 (unit n), 160..239 trit n of bytes 32..47 (16
+  // weights a trit: units 5, 6 and the first half of 7), 240..255 trit n of bytes 48..51 (4 a trit)
+  TQ1_0: {
+    decode: `${superBlockUnit(54)}
+    for (var k = 0u; k < 8u; k++) {
+      var at = bo + 4u * k;
+      var n = j;
+      if (j >= 5u) {
+        at = bo + 32u + 4u * (k & 3u);
+        n = 2u * (j - 5u) + (k >> 2u);
+        if (j == 7u && k >= 4u) {
+          at = bo + 48u;
+          n = k - 4u;
+        }
+      }
+      wv[k] = trits4(w32(at), n);
+    }
+    let dw = wh(bo + 52u);`,
+    dot: superBlockDot(),
+  },
+  IQ2_XXS: gridUnit(66, `let aux = w32(bo + 6u + 8u * ib);
+    let sc0 = i32(2u * (aux >> 28u) + 1u);
+    let sc1 = sc0;`, GRID8("wb(bo + 2u + 8u * ib + l)", "ksigns((aux >> (7u * l)) & 127u)"), "wh(bo) * 0.125"),
+  IQ2_XS: gridUnit(74, `let scb = wb(bo + 66u + ib);
+    let sc0 = i32(2u * (scb & 15u) + 1u);
+    let sc1 = i32(2u * (scb >> 4u) + 1u);`, `let qv = wb(bo + 2u + 8u * ib + 2u * l) | (wb(bo + 3u + 8u * ib + 2u * l) << 8u);
+      ${GRID8("qv & 511u", "ksigns(qv >> 9u)")}`, "wh(bo) * 0.125"),
+  IQ2_S: gridUnit(82, `let scb = wb(bo + 74u + ib);
+    let sc0 = i32(2u * (scb & 15u) + 1u);
+    let sc1 = i32(2u * (scb >> 4u) + 1u);
+    let qh = wb(bo + 66u + ib);`, GRID8("wb(bo + 2u + 4u * ib + l) | ((qh << (8u - 2u * l)) & 0x300u)", "wb(bo + 34u + 4u * ib + l)"), "wh(bo) * 0.125"),
+  IQ3_XXS: gridUnit(98, `let aux = w32(bo + 66u + 4u * ib);
+    let sc0 = i32(2u * (aux >> 28u) + 1u);
+    let sc1 = sc0;
+    let qs = bo + 2u + 8u * ib;`, GRID4("wb(qs + 2u * l)", "wb(qs + 2u * l + 1u)", "ksigns((aux >> (7u * l)) & 127u)"), "wh(bo) * 0.25"),
+  IQ3_S: gridUnit(110, `let scb = wb(bo + 106u + (ib >> 1u));
+    let sc0 = i32(1u + 2u * ((scb >> (4u * (ib & 1u))) & 15u));
+    let sc1 = sc0;
+    let qh = wb(bo + 66u + ib);
+    let qs = bo + 2u + 8u * ib;`, GRID4("wb(qs + 2u * l) | ((qh << (8u - 2u * l)) & 256u)", "wb(qs + 2u * l + 1u) | ((qh << (7u - 2u * l)) & 256u)", "wb(bo + 74u + 4u * ib + l)"), "wh(bo)"),
+  IQ1_S: gridUnit(50, `let qh = wb(bo + 34u + 2u * ib) | (wb(bo + 35u + 2u * ib) << 8u);
+    let sc0 = i32(2u * ((qh >> 12u) & 7u) + 1u);
+    let sc1 = sc0;
+    let delta = select(1, -1, (qh & 0x8000u) != 0u);`, GRID1("wb(bo + 2u + 4u * ib + l) | (((qh >> (3u * l)) & 7u) << 8u)", "delta"), "wh(bo) * 0.125"),
+  // IQ1_M: the f16 super-block scale in the top nibbles of the four u16 scale words at 48
+  IQ1_M: gridUnit(56, `let scw = wb(bo + 48u + 2u * (ib >> 1u)) | (wb(bo + 49u + 2u * (ib >> 1u)) << 8u);
+    let shift = 6u * (ib & 1u);
+    let sc0 = i32(2u * ((scw >> shift) & 7u) + 1u);
+    let sc1 = i32(2u * ((scw >> (shift + 3u)) & 7u) + 1u);`, `let hq = wb(bo + 32u + 2u * ib + (l >> 1u));
+      ${GRID1("wb(bo + 4u * ib + l) | ((hq << (8u - 4u * (l & 1u))) & 0x700u)", "select(1, -1, ((hq >> (3u + 4u * (l & 1u))) & 1u) != 0u)")}`,
+  `f16_val((wb(bo + 49u) >> 4u) | (wb(bo + 51u) & 0xf0u) | ((wb(bo + 53u) & 0xf0u) << 4u) | ((wb(bo + 55u) & 0xf0u) << 8u)) * 0.125`),
   // Q2_K: weight 128 h + 32 s + i (i < 32) is bits 2 s of byte 32 h + i; group 2 j + i / 16's scale (low nibble) and min (high)
   Q2_K: {
     decode: `${superBlockUnit(84)}
@@ -1341,6 +1466,16 @@ export const MATMUL_TYPES: Readonly<Record<string, ActivationType>> = {
   Q8_0: AS_Q8_0, Q4_0: AS_Q8_0, Q5_0: AS_Q8_0, Q4_1: AS_Q8_1, Q5_1: AS_Q8_1,
   Q2_K: AS_Q8_K, Q3_K: AS_Q8_K, Q4_K: AS_Q8_K, Q5_K: AS_Q8_K, Q6_K: AS_Q8_K,
   IQ4_NL: AS_Q8_0, IQ4_XS: AS_Q8_K,
+  MXFP4: AS_Q8_0, TQ1_0: AS_Q8_K, TQ2_0: AS_Q8_K,
+  IQ2_XXS: AS_Q8_K, IQ2_XS: AS_Q8_K, IQ2_S: AS_Q8_K, IQ3_XXS: AS_Q8_K, IQ3_S: AS_Q8_K, IQ1_S: AS_Q8_K, IQ1_M: AS_Q8_K,
+};
+
+const gridWords = (g: Uint8Array | Int8Array): Uint32Array => new Uint32Array(g.buffer, g.byteOffset, g.byteLength / 4);
+
+/** the grid i-quants' grids as u32 words (little-endian bytes, as tensor/quant/iq-grid.ts holds them): the matmul's storage buffer G */
+export const MATMUL_GRIDS: Readonly<Record<string, Uint32Array>> = {
+  IQ2_XXS: gridWords(iqGrid.IQ2XXS_GRID), IQ2_XS: gridWords(iqGrid.IQ2XS_GRID), IQ2_S: gridWords(iqGrid.IQ2S_GRID),
+  IQ3_XXS: gridWords(iqGrid.IQ3XXS_GRID), IQ3_S: gridWords(iqGrid.IQ3S_GRID), IQ1_S: gridWords(iqGrid.IQ1S_GRID), IQ1_M: gridWords(iqGrid.IQ1S_GRID),
 };
 
 /** tokens per workgroup */
@@ -1584,7 +1719,7 @@ export function matmulDef(type: string, subgroups = false): KernelDef {
       subgroups: subgroups && !fold,
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
+      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }, ...(MATMUL_GRIDS[type] ? [{ name: "G", type: "u32" } as const] : [])],
       params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
       helpers: MATMUL_HELPERS,
       body: fold ? foldBody(code) : `  let r = wgi / P.tiles;
