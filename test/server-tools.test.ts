@@ -7,10 +7,11 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { chatFormatterFor, type ChatMessage } from "../src/chat/index.js";
 import { messagesOf } from "../src/server/requests.js";
+import type { ApiError } from "../src/server/errors.js";
 import { finishReasonOf } from "../src/server/openai.js";
-import { parseReply } from "../src/server/reply-parser.js";
+import { CALL_MARKERS, parseReply } from "../src/server/reply-parser.js";
 import {
-  messagesForTemplate, readReply, reasoningFormatOf, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf,
+  messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallGrammar, toolCallsOf, toolFormatOf, toolsOf,
   type ReplyDelta, type ReplySyntax, type ToolFormat,
 } from "../src/server/tools.js";
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
@@ -50,6 +51,8 @@ const WEATHER = {
   },
 } as const;
 const TIME = { type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string", maxLength: 8 } }, required: ["zone"] } } } as const;
+/** WEATHER as OpenAI's strict mode wants it: closed, every property required */
+const STRICT_WEATHER = { type: "function", function: { ...WEATHER.function, strict: true, parameters: { ...WEATHER.function.parameters, additionalProperties: false } } } as const;
 
 describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style template", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
@@ -221,6 +224,20 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     });
     assert.equal(r.status, 400, JSON.stringify(r.json));
     assert.equal(r.json.error.param, "response_format");
+  });
+
+  test("function.strict over HTTP: parameters that break OpenAI's strict rules are a 400 naming the field, as OpenAI's; a strict function under auto is answered", async () => {
+    const open = { type: "function", function: { ...WEATHER.function, strict: true } };
+    const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], tools: [TIME, open], max_tokens: 4 });
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, "tools[1].function.parameters");
+    assert.equal(r.json.error.code, "invalid_function_parameters");
+    assert.match(r.json.error.message, /Invalid schema for function 'get_weather' .*#: 'additionalProperties' is required to be supplied and to be false/);
+    const ok = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [STRICT_WEATHER, TIME], max_tokens: 40, temperature: 0.8, seed: 1 });
+    for (const call of ok.choices[0]!.message.tool_calls ?? []) {
+      const f = (call as { function: { name: string; arguments: string } }).function;
+      if (f.name === "get_weather" && ok.choices[0]!.finish_reason === "tool_calls") assert.ok(validate(JSON.parse(f.arguments)), f.arguments);
+    }
   });
 
   test("llama-server's grammar with tools is a 400 naming grammar, as llama-server refuses it; with tool_choice none it shapes the text", async () => {
@@ -631,6 +648,72 @@ test("the generic format (a template without calls of its own): told how to answ
   assert.ok(!admits(toolCallGrammar(tools, "generic", { response: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }), answer));
   // after forced-open reasoning a required call closes it first
   assert.ok(admits(toolCallGrammar(required, "generic", { thinking: { ...THINK, forcedOpen: true } }), `</think>\n\n${call}`));
+});
+
+test("function.strict: a strict function's parameters must keep OpenAI's strict rules (400 naming the field and schema path); a strict that is no boolean is a 400", () => {
+  const refused = (parameters: object, re: RegExp) => {
+    const tool = { type: "function", function: { name: "f", strict: true, parameters } };
+    assert.throws(() => toolsOf({ tools: [TIME, tool] }), (e: ApiError) => e.param === "tools[1].function.parameters" && e.code === "invalid_function_parameters" && re.test(e.message), JSON.stringify(parameters));
+  };
+  const closed = { type: "object", properties: { a: { type: "string" } }, required: ["a"], additionalProperties: false };
+  refused({ ...closed, additionalProperties: undefined }, /Invalid schema for function 'f' .*#: 'additionalProperties' is required to be supplied and to be false/);
+  refused({ ...closed, required: [] }, /#: 'required' is required to be supplied and to be an array including every key in properties; missing "a"/);
+  refused({ ...closed, properties: { a: { type: "object", properties: { b: { type: "integer" } }, required: ["b"] } } }, /#\/properties\/a: 'additionalProperties' is required/);
+  refused({ ...closed, properties: { a: { type: "array", items: { type: "object", properties: { b: {} }, additionalProperties: false } } } }, /#\/properties\/a\/items: 'required' .* missing "b"/);
+  refused({ ...closed, properties: { a: { oneOf: [{ type: "string" }, { type: "null" }] } } }, /#\/properties\/a\/oneOf: oneOf is not supported with strict: true/);
+  refused({ type: "string" }, /#\/type: the parameters must be an object schema/);
+  refused({ ...closed, properties: { a: { type: "array", items: { enum: [1, 2] }, contains: { const: 1 } } } }, /cannot be enforced: #\/properties\/a\/contains: this schema keyword is not supported/);
+  // the same schemas without strict are taken as before (their arguments are not enforced under "auto")
+  assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { ...closed, required: [] } } }] }));
+  assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", strict: false, parameters: { ...closed, required: [] } } }] }));
+  assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", strict: null, parameters: { type: "string" } } }] }));
+  assert.equal(toolsOf({ tools: [STRICT_WEATHER] })!.functions[0]!.strict, true);
+  assert.throws(() => toolsOf({ tools: [{ ...TIME, function: { ...TIME.function, strict: "yes" } }] }), (e: ApiError) => e.param === "tools[0].function.strict" && /must be a boolean, got "yes"/.test(e.message));
+});
+
+test("function.strict under tool_choice auto: text, or text then calls whose arguments match the strict function's parameters (ajv judges each); without strict no grammar", () => {
+  const tools = toolsOf({ tools: [STRICT_WEATHER, TIME] })!;
+  assert.equal(replyGrammar({}, toolsOf({ tools: [WEATHER, TIME] })!, HERMES, undefined), undefined);
+  const shaped = replyGrammar({}, tools, HERMES, undefined)!;
+  assert.equal(shaped.param, "tools");
+  const m = new GrammarMatcher(parseGbnf(shaped.grammar));
+  const syntax = replySyntaxOf(HERMES, tools, undefined, "deepseek")!;
+  const validate = new Ajv().compile(STRICT_WEATHER.function.parameters);
+  // arguments in the schema's key order (the grammar writes properties in that order), valid and not
+  const argumentSets = [
+    { city: "Oslo", unit: "c" }, { city: "", unit: "f" }, { city: "Oslo" }, { city: "Oslo", unit: "k" }, { city: 3, unit: "c" }, { city: "Oslo", unit: "c", wind: 1 },
+    { city: "Ouagadougou-Bobo", unit: "c" }, { city: null, unit: "c" }, {}, { city: "a\"b", unit: "f" },
+  ];
+  for (const before of ["", "Let me look that up. "]) {
+    for (const args of argumentSets) {
+      const reply = `${before}<tool_call>\n${JSON.stringify({ name: "get_weather", arguments: args })}\n</tool_call>`;
+      // the reply reads as that call, and the grammar admits it exactly when ajv validates its arguments
+      assert.deepEqual(readReply(reply, syntax).calls.map((c) => JSON.parse(c.arguments)), [args]);
+      assert.equal(grammarAdmits(m, reply), validate(args), reply);
+    }
+  }
+  // text alone; a non-strict function's call keeps its schema; a marker that opens no valid call is refused
+  assert.ok(grammarAdmits(m, "It is sunny in Oslo."));
+  assert.ok(grammarAdmits(m, ""));
+  assert.ok(grammarAdmits(m, 'ok <tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>'));
+  assert.ok(!grammarAdmits(m, "I wrote <tool_call> in my text."));
+  assert.ok(!grammarAdmits(m, 'x <function=get_weather>{"city": 3}</function>'));
+  // every format whose calls open with a marker: text is free but for the markers, each of which must open a valid call
+  const sources: Record<string, string> = {
+    hermes: "<tool_call>", "qwen3-coder": "<tool_call><function=<parameter=", mistral: "[TOOL_CALLS]", "mistral-args": "[TOOL_CALLS][ARGS]", "firefunction-v2": " functools[",
+    "command-r7b": "<|END_THINKING|><|START_ACTION|>", "deepseek-r1": "<｜tool▁calls▁begin｜>", "functionary-v3.1": "<|start_header_id|><function=",
+  };
+  for (const [format, source] of Object.entries(sources)) {
+    assert.equal(toolFormatOf(source), format);
+    const g = new GrammarMatcher(parseGbnf(replyGrammar({}, tools, source, undefined)!.grammar));
+    assert.ok(grammarAdmits(g, "Sunny, [mostly] <b>warm</b> | 20-25°C ^_^ \\ {ok}"), format);
+    for (const marker of CALL_MARKERS[format as ToolFormat]!) assert.ok(!grammarAdmits(g, `a ${marker} b`), `${format} ${marker}`);
+  }
+  // formats whose calls have no marker cannot keep text from calls: refused naming tools
+  const llama3 = "<|start_header_id|>ipython<|end_header_id|>";
+  assert.throws(() => replyGrammar({}, tools, llama3, undefined), (e: ApiError) => e.param === "tools" && /strict: true is not enforced under tool_choice "auto" with this template, whose calls \(format llama3\)/.test(e.message));
+  // required, a response_format and the generic format shape calls already: as before
+  assert.equal(replyGrammar({}, toolsOf({ tools: [STRICT_WEATHER, TIME], tool_choice: "required" })!, HERMES, undefined)!.param, "tool_choice");
 });
 
 /** HERMES with a generation prompt that opens the reasoning, as DeepSeek R1's and QwQ's do */

@@ -564,13 +564,31 @@ function argsCall(out: Reply, i: number, calls: Calls): Found {
   return { kind: "calls", end: valueArguments(out, call, skipWs(s, j + "[ARGS]".length)) };
 }
 
+/** the ways DeepSeek R1 models open their calls (the Qwen distills vary it, llama.cpp takes these) */
+const DEEPSEEK_BEGIN = ["<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"];
+
+/**
+ * The formats whose calls may follow text, each opened by one of these markers: text that holds
+ * none of them is text whatever follows (what a grammar under tool_choice "auto" keeps calls out of)
+ */
+export const CALL_MARKERS: Partial<Record<ToolFormat, readonly string[]>> = {
+  hermes: ["<tool_call>", FUNCTION_TAG],
+  "qwen3-coder": ["<tool_call>", FUNCTION_TAG],
+  mistral: ["[TOOL_CALLS]"],
+  "mistral-args": ["[TOOL_CALLS]"],
+  "firefunction-v2": ["functools["],
+  "command-r7b": ["<|START_ACTION|>"],
+  "deepseek-r1": DEEPSEEK_BEGIN,
+  "functionary-v3.1": [FUNCTION_TAG, PYTHON_TAG],
+};
+
 const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => void> = {
-  hermes: (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
+  hermes: (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS.hermes!, (at, marker) => {
     if (marker === FUNCTION_TAG) return functionTag(out, at, calls);
     const f = objectCall(out, skipWs(out.s, at + marker.length), calls);
     return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
   }),
-  "qwen3-coder": (out, pos, calls) => markedCalls(out, pos, ["<tool_call>", FUNCTION_TAG], (at, marker) => {
+  "qwen3-coder": (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS["qwen3-coder"]!, (at, marker) => {
     if (marker === FUNCTION_TAG) return xmlFunction(out, at, calls);
     const i = skipWs(out.s, at + marker.length);
     if (i >= out.s.length - FUNCTION_TAG.length && FUNCTION_TAG.startsWith(out.s.slice(i))) return cut(out);
@@ -578,17 +596,17 @@ const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => voi
     const f = xmlFunction(out, i, calls);
     return f.kind === "calls" ? closer(out, f.end, "</tool_call>") : f;
   }),
-  mistral: (out, pos, calls) => markedCalls(out, pos, ["[TOOL_CALLS]"], (at, marker) => listCalls(out, skipWs(out.s, at + marker.length), calls)),
-  "mistral-args": (out, pos, calls) => markedCalls(out, pos, ["[TOOL_CALLS]"], (at, marker) => argsCall(out, skipWs(out.s, at + marker.length), calls)),
-  "firefunction-v2": (out, pos, calls) => markedCalls(out, pos, ["functools["], (at, marker) => listCalls(out, at + marker.length - 1, calls)),
+  mistral: (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS.mistral!, (at, marker) => listCalls(out, skipWs(out.s, at + marker.length), calls)),
+  "mistral-args": (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS["mistral-args"]!, (at, marker) => argsCall(out, skipWs(out.s, at + marker.length), calls)),
+  "firefunction-v2": (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS["firefunction-v2"]!, (at, marker) => listCalls(out, at + marker.length - 1, calls)),
   "command-r7b": (out, pos, calls) => markedCalls(out, pos, ["<|START_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"], (at, marker) => {
     // the response's markers frame the text: they go
     if (marker !== "<|START_ACTION|>") return { kind: "calls", end: at + marker.length };
     const f = listCalls(out, skipWs(out.s, at + marker.length), calls, { name: ["tool_name"], args: ["parameters"] });
     return f.kind === "calls" ? closer(out, f.end, "<|END_ACTION|>") : f;
   }),
-  "deepseek-r1": (out, pos, calls) => markedCalls(out, pos, DEEPSEEK_BEGIN, (at, marker) => deepseekCalls(out, at + marker.length, calls)),
-  "functionary-v3.1": (out, pos, calls) => markedCalls(out, pos, [FUNCTION_TAG, PYTHON_TAG], (at, marker) => {
+  "deepseek-r1": (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS["deepseek-r1"]!, (at, marker) => deepseekCalls(out, at + marker.length, calls)),
+  "functionary-v3.1": (out, pos, calls) => markedCalls(out, pos, CALL_MARKERS["functionary-v3.1"]!, (at, marker) => {
     if (marker === PYTHON_TAG) return rawPython(out, at + marker.length);
     return functionTag(out, at, calls);
   }),
@@ -596,9 +614,6 @@ const FORMATS: Record<ToolFormat, (out: Reply, pos: number, calls: Calls) => voi
   llama3: llama3,
   generic: generic,
 };
-
-/** the ways DeepSeek R1 models open their calls (the Qwen distills vary it, llama.cpp takes these) */
-const DEEPSEEK_BEGIN = ["<｜tool▁calls▁begin｜>", "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>"];
 
 /** <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜> ... <｜tool▁calls▁end｜> */
 function deepseekCalls(out: Reply, i: number, calls: Calls): Found {

@@ -1,9 +1,9 @@
 import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
-import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, type JsonSchema } from "../sampling/constraints/index.js";
+import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, subschemas, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
-import { callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -21,6 +21,8 @@ export interface ToolFunction {
   readonly name: string;
   readonly description?: string;
   readonly parameters: JsonSchema;
+  /** OpenAI's function.strict: the arguments must match the parameters, under tool_choice "auto" too */
+  readonly strict?: boolean;
 }
 
 export type ToolChoice = "none" | "auto" | "required" | { readonly name: string };
@@ -56,7 +58,10 @@ export function toolsOf(body: Body): Tools | undefined {
     if (typeof f["name"] !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(f["name"])) throw invalid(`${where}.function.name`, `'${where}.function.name' must be 1-64 letters, digits, _ or -`);
     const parameters = f["parameters"] ?? { type: "object", properties: {} };
     if (typeof parameters !== "object" || parameters === null || Array.isArray(parameters)) throw invalid(`${where}.function.parameters`, `'${where}.function.parameters' must be a JSON Schema object`);
-    return { name: f["name"], ...(typeof f["description"] === "string" ? { description: f["description"] } : {}), parameters: parameters as JsonSchema };
+    const strict = f["strict"];
+    if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid(`${where}.function.strict`, `'${where}.function.strict' must be a boolean, got ${JSON.stringify(strict)}`, "invalid_type");
+    if (strict === true) strictParameters(parameters as Body, f["name"], where);
+    return { name: f["name"], ...(typeof f["description"] === "string" ? { description: f["description"] } : {}), parameters: parameters as JsonSchema, ...(strict === true ? { strict } : {}) };
   });
   const names = new Set(functions.map((f) => f.name));
   if (names.size !== functions.length) throw invalid("tools", "'tools' names a function twice");
@@ -72,6 +77,35 @@ export function toolsOf(body: Body): Tools | undefined {
   // a named function is called once, whatever parallel_tool_calls says: OpenAI's forced function is "exactly one" call (vLLM's too)
   const parallel = parallelOf(body);
   return { functions, choice, parallel: typeof choice === "object" ? false : parallel, raw: v };
+}
+
+/**
+ * A strict function's parameters as OpenAI's strict mode takes them (its "Supported schemas"): an
+ * object at the top; every object closed (additionalProperties false) with every property
+ * required; no oneOf (read here as anyOf, which admits a value two alternatives both take). And
+ * a schema the grammar can enforce. Else a 400 naming the field and the schema path, as OpenAI's
+ * ("invalid_function_parameters").
+ */
+function strictParameters(parameters: Body, name: string, where: string): void {
+  const field = `${where}.function.parameters`;
+  const refuse = (message: string) => invalid(field, `Invalid schema for function '${name}' ('${field}', strict: true): ${message}`, "invalid_function_parameters");
+  if (parameters["type"] !== "object") throw refuse(`#/type: the parameters must be an object schema (type "object"), got ${JSON.stringify(parameters["type"])}`);
+  for (const [path, s] of subschemas(parameters)) {
+    if (s["oneOf"] !== undefined) throw refuse(`${path}/oneOf: oneOf is not supported with strict: true; use anyOf`);
+    const type = s["type"];
+    if (!(type === "object" || (Array.isArray(type) && type.includes("object")) || (type === undefined && s["properties"] !== undefined))) continue;
+    if (s["additionalProperties"] !== false) throw refuse(`${path}: 'additionalProperties' is required to be supplied and to be false`);
+    const properties = s["properties"] ?? {};
+    const required = Array.isArray(s["required"]) ? (s["required"] as unknown[]) : [];
+    const missing = typeof properties === "object" && properties !== null ? Object.keys(properties).filter((k) => !required.includes(k)) : [];
+    if (missing.length > 0) throw refuse(`${path}: 'required' is required to be supplied and to be an array including every key in properties; missing ${missing.map((k) => JSON.stringify(k)).join(", ")}`);
+  }
+  try {
+    jsonSchemaToGbnf(parameters);
+  } catch (e) {
+    if (e instanceof GrammarError) throw refuse(`cannot be enforced: ${e.message}`);
+    throw e;
+  }
 }
 
 /**
@@ -453,6 +487,34 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
 }
 
 /**
+ * Under tool_choice "auto" with a strict function (whose arguments must match its parameters, as
+ * OpenAI's strict mode guarantees): text that opens no call (none of the format's call markers),
+ * then, if the model calls, the calls as a required choice writes them — llama.cpp's lazy grammar
+ * (calls constrained from their trigger on), written as one grammar. The other functions keep their
+ * parameters' schemas where a grammar can hold them (else any object: only strict ones must compile).
+ * Formats whose calls have no marker (Llama 3.x's JSON at the reply's start, Functionary v3.2's
+ * recipients) cannot tell text from calls this way: a 400.
+ */
+function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: string): string {
+  const markers = CALL_MARKERS[format];
+  if (!markers) {
+    throw invalid("tools", `'tools': a function with strict: true is not enforced under tool_choice "auto" with this template, whose calls (format ${format}) are not opened by a marker the text can be kept from; send tool_choice "required" (or a named function), or strict: false`);
+  }
+  const enforceable = (schema: JsonSchema): boolean => {
+    try {
+      jsonSchemaToGbnf(schema);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const functions = tools.functions.map((f) => (f.strict || enforceable(f.parameters) ? f : { ...f, parameters: { type: "object" } }));
+  const calls = toolCallGrammar({ ...tools, functions, choice: "required" }, format, { templateSource });
+  return `${inner(calls)}${excludingGbnf("free-text", markers)}root ::= free-text g0-root?
+`;
+}
+
+/**
  * The grammar `g` after the reasoning of a template that thinks, as llama.cpp's grammars admit it
  * before calls and a response_format alike: a prompt that opened it goes on to its close, else it
  * may open the reply. `g` itself without one.
@@ -521,12 +583,13 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
     return { grammar: toolCallGrammar(tools, format, { thinking: think, templateSource }), param: "tool_choice" };
   }
   const param = formatted ? "response_format" : "tool_choice";
+  const strict = tools.functions.some((f) => f.strict);
   if (format === "generic") {
     // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
     const response = constraint.jsonSchema ?? (constraint.json === undefined ? undefined : constraint.json === "object" ? { type: "object" } : {});
     return { grammar: toolCallGrammar(tools, format, { thinking: think, ...(response ? { response } : {}) }), param };
   }
-  if (!formatted) return undefined;
+  if (!formatted) return strict ? { grammar: reasoningFirst(strictAutoGrammar(tools, format, templateSource), think), param: "tools" } : undefined;
   return { grammar: reasoningFirst(gbnfAlternatives([toolCallGrammar(tools, format, { templateSource }), responseFormatGbnf(constraint, templateSource)]), think), param };
 }
 
