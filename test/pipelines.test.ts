@@ -313,3 +313,28 @@ test("a task's call options given to pipeline() are the pipeline's own, a call's
     for (const p of [clf, tagger, fill]) p.dispose();
   }
 });
+
+/*
+ * text-generation did not check its options: transformers' max_new_tokens, do_sample or
+ * return_full_text were ignored without a word (256 new tokens, greedy, the prompt included), and
+ * pipeline("text-generation", m, {maxNewTokens}) was refused. Now an unknown option is an error
+ * naming it, and the call options given to pipeline() are the pipeline's own. Judge: the oracle's
+ * pipeline output ids (transformers 5's text-generation on gpt2-tiny).
+ */
+test("text-generation: transformers' snake_case options are refused, not ignored; options given to pipeline() are the pipeline's own", { skip }, async () => {
+  const t = JSON.parse(readFileSync(`${SHARED}/hf-oracle/gpt2-tiny.expected.json`, "utf8")).pipeline_text_generation;
+  const folder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const gen = await pipeline("text-generation", folder, { threads: 1, maxNewTokens: 5, returnFullText: false });
+  try {
+    const tail = (n: number) => gen.model.tokenizer.decode(t.output_ids.slice(t.input_ids.length, t.input_ids.length + n), { skipSpecialTokens: true });
+    assert.deepEqual(await gen(t.prompt), [{ generated_text: tail(5) }]);
+    assert.deepEqual(await gen(t.prompt, { maxNewTokens: 3 }), [{ generated_text: tail(3) }]);
+    assert.deepEqual(await gen(t.prompt, { returnFullText: true }), [{ generated_text: t.prompt + tail(5) }]);
+    await assert.rejects(gen(t.prompt, { max_new_tokens: 3 } as never), /text-generation: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
+    await assert.rejects(gen(t.prompt, { do_sample: true } as never), /text-generation: unknown option "do_sample" \(did you mean doSample\?\)/);
+    await assert.rejects(pipeline("text-generation", folder, { threads: 1, max_new_tokens: 3 } as never), /pipeline: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
+    await assert.rejects(pipeline("text-generation", folder, { threads: 1, maxNewTokens: -1 }), /^RangeError: maxNewTokens must be a non-negative integer, got -1$/);
+  } finally {
+    gen.dispose();
+  }
+});

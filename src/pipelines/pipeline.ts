@@ -7,7 +7,7 @@ import { FEATURE_EXTRACTION_OPTIONS, featureExtraction, type FeatureExtractionOp
 import { FILL_MASK_OPTIONS, fillMask, type FillMaskOptions } from "./fill-mask.js";
 import { knownOptions, textsOf } from "./inputs.js";
 import { TEXT_CLASSIFICATION_OPTIONS, textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
-import { textGeneration, type TextGenerationOptions } from "./text-generation.js";
+import { TEXT_GENERATION_OPTIONS, textGeneration, type TextGenerationOptions } from "./text-generation.js";
 import { TOKEN_CLASSIFICATION_OPTIONS, tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
 import type { ChatMessageInput } from "../chat/index.js";
 import type { EncoderInfo } from "../models/index.js";
@@ -46,8 +46,15 @@ const CALL_OPTIONS: Readonly<Record<PipelineTask, readonly string[]>> = {
   ner: TOKEN_CLASSIFICATION_OPTIONS,
   "fill-mask": FILL_MASK_OPTIONS,
   "feature-extraction": FEATURE_EXTRACTION_OPTIONS,
-  "text-generation": [],
+  "text-generation": TEXT_GENERATION_OPTIONS,
 };
+
+/** EncoderLoadOptions' names */
+const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
+
+/** what loading takes, by the kind of model a task loads (a decoder has no batchSize; maxLength is its calls') */
+const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
+const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize"];
 
 /** the options among `names` */
 function pick(options: object, names: readonly string[]): Record<string, unknown> {
@@ -99,28 +106,34 @@ export async function pipeline(task: "text-classification" | "sentiment-analysis
 export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions & TokenClassificationOptions): Promise<TokenClassificationPipeline>;
 export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions & FillMaskOptions): Promise<FillMaskPipeline>;
 export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions & FeatureExtractionOptions): Promise<FeatureExtractionPipeline>;
-export async function pipeline(task: "text-generation", model?: string, options?: PipelineOptions): Promise<TextGenerationPipeline>;
-export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions & (TextClassificationOptions | TokenClassificationOptions | FillMaskOptions | FeatureExtractionOptions)): Promise<AnyPipeline>;
+export async function pipeline(task: "text-generation", model?: string, options?: Pick<PipelineOptions, "backend" | "threads" | "contextSize" | "quantize"> & TextGenerationOptions): Promise<TextGenerationPipeline>;
+export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions & (TextClassificationOptions | TokenClassificationOptions | FillMaskOptions | FeatureExtractionOptions | TextGenerationOptions)): Promise<AnyPipeline>;
 /**
  * A Hugging Face-style pipeline: `await pipeline("sentiment-analysis", "folder")` returns a
  * function that takes inputs and returns what transformers' pipeline returns for them. Without
- * a model, transformers' default for the task (from the local Hub cache, or downloaded). An encoder
- * task's call options given here (`{aggregationStrategy: "simple"}`) are the pipeline's own: each
- * call uses them unless it gives its own.
+ * a model, transformers' default for the task (from the local Hub cache, or downloaded). A task's
+ * call options given here (`{aggregationStrategy: "simple"}`, `{maxNewTokens: 20}`) are the
+ * pipeline's own: each call uses them unless it gives its own.
  */
 export async function pipeline(task: PipelineTask, model?: string, given?: PipelineOptions & object): Promise<AnyPipeline> {
   if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
   const callNames = [...CALL_OPTIONS[task]];
   // let token-classification's own refusal of stride say what happens instead
   if ((task === "ner" || task === "token-classification") && typeof given === "object" && given !== null && "stride" in given) callNames.push("stride");
-  const all = knownOptions("pipeline", given, [...LOAD_OPTIONS, "contextSize", "quantize", ...callNames]);
-  const options: PipelineOptions = pick(all, [...LOAD_OPTIONS, "contextSize", "quantize"]);
+  const loadNames = task === "text-generation" ? DECODER_LOAD : ENCODER_LOAD;
+  const all = knownOptions("pipeline", given, [...loadNames, ...callNames]);
+  const options: PipelineOptions = pick(all, loadNames);
   const calls = pick(all, callNames);
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize });
-    return attach(textGeneration(m), { task, path, model: m, ...disposer(() => m.dispose()) });
+    try {
+      return attach(textGeneration(m, calls), { task, path, model: m, ...disposer(() => m.dispose()) });
+    } catch (e) {
+      m.dispose();
+      throw e;
+    }
   }
   const runner = await EncoderRunner.open(path, options);
   try {
@@ -143,8 +156,6 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   }
 }
 
-/** EncoderLoadOptions' names */
-const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
 
 /** A loaded embedding model (a sentence-transformers folder, or any encoder: mean pooling by default). */
 export interface EmbeddingModel extends EmbeddingVectors {

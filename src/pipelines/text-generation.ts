@@ -1,7 +1,7 @@
 import type { ChatMessage, ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
-import { inputError, isObject } from "./inputs.js";
+import { inputError, isObject, knownOptions, withDefaults } from "./inputs.js";
 
 export interface TextGenerationOptions {
   /** new tokens at most (transformers 5's pipeline default: 256) */
@@ -21,7 +21,18 @@ export interface TextGenerationOptions {
   readonly chatTemplate?: string;
 }
 
+/** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "seed", "returnFullText", "chatTemplate"];
+
 const DEFAULT_MAX_NEW_TOKENS = 256;
+
+/** the token budgets checked, before any work */
+function checkBudgets(o: TextGenerationOptions): void {
+  for (const k of ["maxNewTokens", "maxLength"] as const) {
+    const v = o[k];
+    if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
+  }
+}
 
 /** the token an empty prompt starts from: BOS, as generate()'s _maybe_initialize_input_ids_for_generation (it fails without one too) */
 function startTokenOf(model: Model): number {
@@ -33,9 +44,12 @@ function startTokenOf(model: Model): number {
 /**
  * text-generation (and chat: a list of messages in, the conversation with the assistant's reply
  * out), as transformers' TextGenerationPipeline returns it: [{generated_text}]. Greedy unless
- * doSample (transformers ignores temperature then, and so do we).
+ * doSample (transformers ignores temperature then, and so do we). `defaults`: options given when
+ * the pipeline was made (transformers' pipeline("text-generation", max_new_tokens=...)), a call's
+ * own options over them.
  */
-export function textGeneration(model: Model) {
+export function textGeneration(model: Model, defaults: TextGenerationOptions = {}) {
+  checkBudgets(defaults);
   const budget = (promptTokens: number, o: TextGenerationOptions): number => {
     if (o.maxNewTokens !== undefined) return o.maxNewTokens;
     if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
@@ -52,10 +66,6 @@ export function textGeneration(model: Model) {
   // a conversation's content may be a string or a list of parts, as transformers passes it to the
   // template; src/chat checks the parts (a part that is not text is refused, naming it)
   const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
-    for (const k of ["maxNewTokens", "maxLength"] as const) {
-      const v = o[k];
-      if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
-    }
     if (typeof input === "string") {
       const ids = model.tokenizer.encode(input);
       // transformers' "Allow empty prompts": no input_ids, so generate() starts from [bos_token_id]
@@ -74,7 +84,9 @@ export function textGeneration(model: Model) {
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
 
-  return async (input: string | readonly ChatMessageInput[] | readonly string[], options: TextGenerationOptions = {}): Promise<unknown> => {
+  return async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
+    const options = withDefaults(defaults, knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS));
+    checkBudgets(options);
     if (typeof input === "string") return one(input, options);
     if (!Array.isArray(input)) throw inputError("text-generation", "a string, a list of strings or a list of chat messages", input);
     // a list of prompts (none: no results), or one conversation (its messages' fields are the chat template's to check)
