@@ -57,15 +57,15 @@ test("tsllm pipeline warns of an input past the model's tokens (read cut, where 
 
 test("tsllm pipeline --function-to-apply, --ignore-labels and --target reach the pipeline (transformers' function_to_apply, ignore_labels, targets)", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
   const sst = exp("bert-uncased-sst").cases[0];
-  const raw = JSON.parse(tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", sst.text, "--function-to-apply", "none", "--top-k", "all", "--json", "--threads", "1").stdout);
-  // function_to_apply="none": the logits themselves, best first
+  const raw = JSON.parse(tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", sst.text, "--function-to-apply", "None", "--top-k", "all", "--json", "--threads", "1").stdout);
+  // function_to_apply="none" (in any case, as transformers reads it): the logits themselves, best first
   assert.ok(close(raw[0].map((x: { score: number }) => x.score), [...sst.logits].sort((a: number, b: number) => b - a), 1e-4), JSON.stringify(raw));
   const c = exp("bert-ner").cases[0];
   const all = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--ignore-labels", "", "--json", "--threads", "1");
   assert.equal(all.status, 0, all.stderr);
   // nothing ignored: every token with its argmax label, O included
   assert.deepEqual(JSON.parse(all.stdout)[0].map((e: { entity: string }) => e.entity), c.argmax_labels.slice(1, -1));
-  const noLoc = JSON.parse(tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--aggregation-strategy", "simple", "--ignore-labels", "O,LOC", "--json", "--threads", "1").stdout)[0];
+  const noLoc = JSON.parse(tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text, "--aggregation-strategy", "SIMPLE", "--ignore-labels", "O,LOC", "--json", "--threads", "1").stdout)[0];
   assert.deepEqual(noLoc.map((g: { word: string }) => g.word), c.pipeline_simple.filter((g: { entity_group: string }) => g.entity_group !== "LOC").map((g: { word: string }) => g.word));
   const m = exp("bert-uncased-mlm").cases.find((x: { text: string }) => x.text === "Paris is the [MASK] of France.").masks[0];
   const f = JSON.parse(tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", "Paris is the [MASK] of France.", "--target", "kramer", "--target", "shanghai", "--json", "--threads", "1").stdout)[0];

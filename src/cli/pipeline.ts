@@ -67,9 +67,10 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // fill-mask has no "every token" (transformers' top_k=None there is its default, 5)
   if (topKText === "all" && task === "fill-mask") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; fill-mask takes a number of proposals`);
   const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 1 });
-  const strategy = optionalString(values, "aggregation-strategy");
+  // in any case, as the library and transformers (AggregationStrategy[name.upper()]) read them
+  const strategy = optionalString(values, "aggregation-strategy")?.toLowerCase();
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
-  const functionToApply = optionalString(values, "function-to-apply");
+  const functionToApply = optionalString(values, "function-to-apply")?.toLowerCase();
   if (functionToApply !== undefined && !FUNCTIONS.includes(functionToApply)) throw new UsageError(`--function-to-apply must be one of ${FUNCTIONS.join(", ")}, got "${functionToApply}"`);
   const ignoreLabelsText = optionalString(values, "ignore-labels");
   const ignoreLabels = ignoreLabelsText === undefined ? undefined : ignoreLabelsText.split(",").map((l) => l.trim()).filter((l) => l !== "");
