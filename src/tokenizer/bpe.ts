@@ -1,5 +1,6 @@
 import { NumberHeap } from "./heap.js";
 import { PairTable } from "./pair-table.js";
+import type { TokenIds } from "./types.js";
 import { WordCache } from "./word-cache.js";
 import { SpellingInSteps, type LongWordSteps } from "./word-run.js";
 
@@ -28,11 +29,12 @@ const SMALL_CHARS = 0x400;
  * long word (a line of Chinese with no spaces) costs O(n log n).
  */
 export class BPE {
+  private readonly merges: MergeTable;
+  /** the merges' pair ranks (read at every candidate pair) */
   private readonly pairRank: PairTable;
-  private readonly mergedId: Int32Array;
   private readonly cache: WordCache;
   /** merges of a pair an earlier merge already ranks (they never fire: the first rank wins) */
-  readonly repeatedMerges: number = 0;
+  readonly repeatedMerges: number;
   /** candidate pairs of the word being merged, reused from word to word */
   private readonly heap = new NumberHeap();
   /** the ids of the one-unit symbols below U+0400 (all of the byte-level alphabet), -1 where none */
@@ -43,25 +45,18 @@ export class BPE {
   private prev = new Int32Array(64);
   private start = new Int32Array(64);
 
+  /**
+   * `merges`: the pairs of texts in rank order (each looked up in `vocab`), or a MergeTable made
+   * from their ids already (one shared by encoders over the same merges).
+   */
   constructor(
-    private readonly vocab: ReadonlyMap<string, number>,
-    merges: ReadonlyArray<readonly [string, string]>,
+    private readonly vocab: TokenIds,
+    merges: ReadonlyArray<readonly [string, string]> | MergeTable,
     private readonly options: BPEOptions = {},
   ) {
-    this.pairRank = new PairTable(merges.length);
-    this.mergedId = new Int32Array(merges.length).fill(-1);
-    for (let rank = 0; rank < merges.length; rank++) {
-      const [a, b] = merges[rank]!;
-      const merged = a + b;
-      const ia = vocab.get(a), ib = vocab.get(b), im = vocab.get(merged);
-      if (ia === undefined || ib === undefined || im === undefined) {
-        // refused where the loader names merges (as checkMerges does); one kept could never fire usefully
-        if (options.mergeName) throw mergeError(options.mergeName(rank), a, b, merged, ia === undefined ? "left" : ib === undefined ? "right" : "merged");
-        continue;
-      }
-      if (this.pairRank.add(ia, ib, rank)) this.mergedId[rank] = im;
-      else this.repeatedMerges++;
-    }
+    this.merges = merges instanceof MergeTable ? merges : MergeTable.fromTexts(vocab, merges, options.mergeName);
+    this.pairRank = this.merges.pairRank;
+    this.repeatedMerges = this.merges.repeatedMerges;
     for (let c = 0; c < SMALL_CHARS; c++) this.smallCharIds[c] = vocab.get(String.fromCharCode(c)) ?? -1;
     this.cache = new WordCache(options.cacheSize ?? 16_384);
   }
@@ -188,7 +183,7 @@ export class BPE {
       const left = key % stride, rank = (key - left) / stride;
       const right = next[left]!;
       if (right < 0 || this.rankOf(ids[left]!, ids[right]!) !== rank) continue;
-      ids[left] = this.mergedId[rank]!;
+      ids[left] = this.merges.mergedId[rank]!;
       ids[right] = -2;
       const after = next[right]!;
       next[left] = after;
@@ -238,20 +233,87 @@ export function parseMergeLines(lines: readonly string[], where: string): Array<
   });
 }
 
+/** merges as ids, in rank order: merge r joins left[r] and right[r] into merged[r] */
+export interface MergeIds {
+  readonly left: Int32Array;
+  readonly right: Int32Array;
+  readonly merged: Int32Array;
+}
+
 /**
- * Refuses a merge whose parts or result are not tokens, naming it (`field(i)`: the file and the
- * merge's index). Such a merge is a broken vocabulary: the library encoder turns its result into
- * no id at all, silently dropping text, and Hugging Face's Rust tokenizers refuse the file
- * (MergeTokenOutOfVocabulary). With a `continuingPrefix` (e.g. "##") the right part's prefix is not
- * part of the result, as in those tokenizers.
+ * What BPE needs of its merges: the rank of each pair of ids, and each rank's merged id. Made from
+ * the merges' texts (looked up in the vocabulary) or from their ids (MergeIds): Llama 3's 280K
+ * merges as texts cost a lookup of three strings each, two of them cut out of "a b" and one made
+ * by joining them, most of a tokenizer.json's first encode.
  */
-export function checkMerges(has: (token: string) => boolean, merges: ReadonlyArray<readonly [string, string]>, field: (index: number) => string, continuingPrefix = ""): void {
-  for (let i = 0; i < merges.length; i++) {
-    const [a, b] = merges[i]!;
-    const merged = a + (continuingPrefix !== "" && b.startsWith(continuingPrefix) ? b.slice(continuingPrefix.length) : b);
-    const missing = !has(a) ? "left" : !has(b) ? "right" : !has(merged) ? "merged" : undefined;
-    if (missing !== undefined) throw mergeError(field(i), a, b, merged, missing);
+export class MergeTable {
+  private constructor(
+    readonly pairRank: PairTable,
+    /** by rank, the merged token's id (-1: a merge that never fires) */
+    readonly mergedId: Int32Array,
+    /** merges of a pair an earlier merge already ranks (they never fire: the first rank wins) */
+    readonly repeatedMerges: number,
+  ) {}
+
+  /** merges whose parts and result are all tokens (ids >= 0); a merge with a -1 is skipped */
+  static fromIds(ids: MergeIds): MergeTable {
+    const count = ids.left.length;
+    const pairRank = new PairTable(count), mergedId = new Int32Array(count).fill(-1);
+    let repeated = 0;
+    for (let rank = 0; rank < count; rank++) {
+      const ia = ids.left[rank]!, ib = ids.right[rank]!, im = ids.merged[rank]!;
+      if (ia < 0 || ib < 0 || im < 0) continue;
+      if (pairRank.add(ia, ib, rank)) mergedId[rank] = im;
+      else repeated++;
+    }
+    return new MergeTable(pairRank, mergedId, repeated);
   }
+
+  /**
+   * merges by text; one outside the vocabulary is skipped, or refused where `mergeName` names
+   * merges (as mergeIdsOf's message, found by the lookups the table needs anyway): one kept could
+   * never fire usefully
+   */
+  static fromTexts(vocab: TokenIds, merges: ReadonlyArray<readonly [string, string]>, mergeName?: (index: number) => string): MergeTable {
+    const ids: MergeIds = { left: new Int32Array(merges.length), right: new Int32Array(merges.length), merged: new Int32Array(merges.length) };
+    for (let rank = 0; rank < merges.length; rank++) {
+      const [a, b] = merges[rank]!;
+      const merged = a + b;
+      const ia = vocab.get(a), ib = vocab.get(b), im = vocab.get(merged);
+      if ((ia === undefined || ib === undefined || im === undefined) && mergeName) {
+        throw mergeError(mergeName(rank), a, b, merged, ia === undefined ? "left" : ib === undefined ? "right" : "merged");
+      }
+      ids.left[rank] = ia ?? -1; ids.right[rank] = ib ?? -1; ids.merged[rank] = im ?? -1;
+    }
+    return MergeTable.fromIds(ids);
+  }
+}
+
+/**
+ * The ids of `count` merges (`pairAt(i)`: merge i's texts), refusing a merge whose parts or result
+ * are not tokens, naming it (`field(i)`: the file and the merge's index). Such a merge is a broken
+ * vocabulary: the library encoder turns its result into no id at all, silently dropping text, and
+ * Hugging Face's Rust tokenizers refuse the file (MergeTokenOutOfVocabulary). With a
+ * `continuingPrefix` (e.g. "##") the right part's prefix is not part of the result, as in those
+ * tokenizers. The merges' texts are not kept: a loader that checks its merges has their ids for
+ * BPE (MergeTable.fromIds) without looking them up again.
+ */
+export function mergeIdsOf(
+  count: number,
+  pairAt: (index: number) => readonly [string, string],
+  idOf: (token: string) => number | undefined,
+  field: (index: number) => string,
+  continuingPrefix = "",
+): MergeIds {
+  const ids: MergeIds = { left: new Int32Array(count), right: new Int32Array(count), merged: new Int32Array(count) };
+  for (let i = 0; i < count; i++) {
+    const [a, b] = pairAt(i);
+    const merged = a + (continuingPrefix !== "" && b.startsWith(continuingPrefix) ? b.slice(continuingPrefix.length) : b);
+    const ia = idOf(a), ib = idOf(b), im = idOf(merged);
+    if (ia === undefined || ib === undefined || im === undefined) throw mergeError(field(i), a, b, merged, ia === undefined ? "left" : ib === undefined ? "right" : "merged");
+    ids.left[i] = ia; ids.right[i] = ib; ids.merged[i] = im;
+  }
+  return ids;
 }
 
 /** merge `a b` (making `merged`) needs a token outside the vocabulary: its left part, its right part or the merged token */

@@ -4,6 +4,7 @@
  * bytes map to themselves; the rest map, in byte order, to U+0100 and up.
  */
 import { SpmSegmenter } from "./spm.js";
+import type { TokenIds } from "./types.js";
 import { SCAN_CHARS, type WordCursor } from "./word-run.js";
 
 const BYTE_TO_CHAR: string[] = new Array(256);
@@ -59,7 +60,7 @@ export function byteLevelDecode(piece: string): Uint8Array {
 export class ByteLevelCuts {
   private pairs?: SpmSegmenter;
   private longest = 0;
-  constructor(private readonly vocab: ReadonlyMap<string, number>) {}
+  constructor(private readonly vocab: TokenIds) {}
   /** whether byte-level characters `a` then `b` sit side by side in some token */
   joined(a: number, b: number): boolean {
     if (!this.pairs) {

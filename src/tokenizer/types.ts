@@ -79,3 +79,6 @@ export interface Tokenizer {
   /** incremental decoder for streaming; concatenating every push() and flush() equals decode() */
   createStreamDecoder(options?: StreamDecoderOptions): StreamDecoder;
 }
+
+/** what encoders read of a vocabulary: a Map from token text to id, or a view of one */
+export type TokenIds = Pick<ReadonlyMap<string, number>, "get" | "has" | "keys">;

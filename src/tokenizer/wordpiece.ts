@@ -1,3 +1,5 @@
+import type { TokenIds } from "./types.js";
+
 export interface WordPieceOptions {
   /** prepended to the first piece of a word: "" for tokenizer.json vocabularies, "▁" for llama.cpp's converted GGUF ones */
   wordPrefix: string;
@@ -14,7 +16,7 @@ export interface WordPieceOptions {
  * Greedy longest-match-first WordPiece over one pre-tokenized word: take the longest vocabulary
  * entry that starts the rest of the word; if at some point nothing matches, the whole word is unk.
  */
-export function wordPieceEncode(word: string, vocab: ReadonlyMap<string, number>, o: WordPieceOptions, out: number[]): void {
+export function wordPieceEncode(word: string, vocab: TokenIds, o: WordPieceOptions, out: number[]): void {
   if (word.length === 0) return;
   let chars = 0;
   for (const _ of word) if (++chars > o.maxInputChars) { out.push(o.unkId); return; }

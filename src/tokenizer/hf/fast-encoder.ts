@@ -1,8 +1,9 @@
-import { BPE } from "../bpe.js";
+import { BPE, type MergeTable } from "../bpe.js";
 import { byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "../byte-level.js";
 import { PieceCursor } from "../pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "../special-split.js";
 import { SegmentCursor, SpmSegmenter } from "../spm.js";
+import type { TokenIds } from "../types.js";
 import { WordCache } from "../word-cache.js";
 import { wordPieceEncode, type WordPieceOptions } from "../wordpiece.js";
 import { advanceWords, type LongWordSteps, type WordCursor, type WordEncoder, type WordRun } from "../word-run.js";
@@ -20,10 +21,22 @@ import { isObject, type JsonObject } from "./json-files.js";
  * in BertNormalizer, a whole Llama 2 text merged as one word), 0.07-0.6 MB/s.
  */
 
-/** the parts of the library's built Tokenizer used here: its normalizer and pre-tokenizer objects */
+/** the parts of the library's built Tokenizer used here: its normalizer and pre-tokenizer objects, its model's token -> id map */
 export interface LibraryPipeline {
   readonly normalizer: { normalize(text: string): string } | null;
   readonly pre_tokenizer: LibraryPreTokenizer | null;
+  /** (read where it is a Map: model.vocab with the added tokens it was built with set over it) */
+  readonly model?: { readonly tokens_to_ids?: unknown };
+}
+
+/**
+ * model.merges as the loader checked them: their rank table (made once, shared by the encoders
+ * with and without special tokens) and whether every "a b" string has exactly one space, inside
+ * it, as the library needs to split it where the loader did.
+ */
+export interface CheckedMerges {
+  readonly splitAsLibrary: boolean;
+  table(): MergeTable;
 }
 interface LibraryPreTokenizer {
   /** Split's and ByteLevel's compiled pattern (the tokenizer.json regex rewritten for JS) */
@@ -199,7 +212,7 @@ class WhitespaceChunks implements WordCursor {
 
 type Model =
   | { readonly kind: "bpe"; readonly bpe: BPE; readonly cuts?: ByteLevelCuts; readonly byteLevel: boolean; readonly segmenter?: SpmSegmenter; readonly escapeSpaces: boolean }
-  | { readonly kind: "wordpiece"; readonly vocab: ReadonlyMap<string, number>; readonly options: WordPieceOptions };
+  | { readonly kind: "wordpiece"; readonly vocab: TokenIds; readonly options: WordPieceOptions };
 
 /** how the pre-tokenizer cuts a normalized section */
 type Words =
@@ -350,7 +363,7 @@ const byteTokenText = (b: number) => `<0x${b.toString(16).toUpperCase().padStart
  * than Split / ByteLevel / Metaspace / BertPreTokenizer, added tokens that are normalized, ids
  * that two texts share, repeated merges, and options of tokenizer_config.json that change text.
  */
-export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[], config: JsonObject, library: LibraryPipeline): HFFastEncoder | undefined {
+export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[], config: JsonObject, library: LibraryPipeline, merges?: CheckedMerges): HFFastEncoder | undefined {
   const model = tj.model;
   if (!isObject(model) || !isObject(model.vocab) || Array.isArray(model.vocab)) return undefined;
   if (config.remove_space === true || config.do_lowercase_and_remove_accent) return undefined;
@@ -366,29 +379,16 @@ export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[
   const normalize = escapeSpaces && spaceEscape.escapes ? normalizerOf(spaceEscape.rest, null) : normalizerOf(tj.normalizer, library.normalizer);
   if (!normalize) return undefined;
 
-  // the library's token -> id map: model.vocab with the added tokens over it; one text per id, one id per text
-  const vocab = new Map<string, number>();
-  const idTaken = new Set<number>();
-  for (const [text, id] of Object.entries(model.vocab)) {
-    if (typeof id !== "number" || idTaken.has(id)) return undefined;
-    idTaken.add(id);
-    vocab.set(text, id);
-  }
+  const vocab = vocabOf(model.vocab, addedTokens, tj.added_tokens, library.model?.tokens_to_ids);
+  if (!vocab) return undefined;
   const specials: SpecialToken[] = [];
   const addedIds = new Map<string, number>();
   let strips = false, spaceEdged = false;
   for (const t of addedTokens) {
-    const text = t.content, id = t.id;
-    if (typeof text !== "string" || typeof id !== "number" || addedIds.has(text)) return undefined;
+    const text = t.content as string, id = t.id as number;
     const special = t.special === true;
     // a normalized added token is matched again in normalized text: left to the library
     if ((t.normalized ?? !special) === true && tj.normalizer !== null && tj.normalizer !== undefined) return undefined;
-    const known = vocab.get(text);
-    if (known === undefined) {
-      if (idTaken.has(id)) return undefined;
-      idTaken.add(id);
-      vocab.set(text, id);
-    } else if (known !== id) return undefined;
     addedIds.set(text, id);
     const lstrip = t.lstrip === true, rstrip = t.rstrip === true;
     strips ||= lstrip || rstrip;
@@ -422,8 +422,8 @@ export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[
   const byteIds = byteFallback ? Array.from({ length: 256 }, (_, b) => vocab.get(byteTokenText(b))) : [];
   const unkPossible = unkId !== undefined && !(byteFallback && byteIds.every((id) => id !== undefined));
   if (model.fuse_unk === true && unkPossible) return undefined;
-  const merges = parseLibraryMerges(model.merges);
-  if (!merges) return undefined;
+  // merges the library splits elsewhere than the loader did ("a b c", " a b") are left to it
+  if (!merges?.splitAsLibrary) return undefined;
   // a character without a token: its <0xNN> tokens when all exist, else the unknown token, else nothing
   const fallback = (symbol: string, out: number[]) => {
     if (byteFallback) {
@@ -432,7 +432,7 @@ export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[
     }
     if (unkId !== undefined) out.push(unkId);
   };
-  const bpe = new BPE(vocab, merges, { ignoreMerges, fallback, cacheSize: 0 });
+  const bpe = new BPE(vocab, merges.table(), { ignoreMerges, fallback, cacheSize: 0 });
   if (bpe.repeatedMerges > 0) return undefined; // the library ranks a repeated pair by its last merge
   // long words (a whole section without a pre-tokenizer) are cut where no merge can cross; a
   // whole word that is a token is one token with ignore_merges, so those words stay whole
@@ -442,22 +442,75 @@ export function fastEncoderFor(tj: JsonObject, addedTokens: readonly JsonObject[
   return new HFFastEncoder(matcher, addedIds, normalize, pre.words, { kind: "bpe", bpe, cuts: pre.byteLevel ? new ByteLevelCuts(vocab) : undefined, byteLevel: pre.byteLevel, segmenter, escapeSpaces });
 }
 
-/** model.merges as the library reads them: all "a b" strings (split at the one space) or all [a, b] pairs */
-function parseLibraryMerges(merges: unknown): [string, string][] | undefined {
-  if (!Array.isArray(merges)) return undefined;
-  const pairs: [string, string][] = new Array(merges.length);
-  const arrays = Array.isArray(merges[0]);
-  for (let i = 0; i < merges.length; i++) {
-    const m: unknown = merges[i];
-    if (arrays) {
-      if (!Array.isArray(m) || m.length !== 2 || typeof m[0] !== "string" || typeof m[1] !== "string") return undefined;
-      pairs[i] = [m[0], m[1]];
-    } else {
-      if (typeof m !== "string") return undefined;
-      const space = m.indexOf(" ");
-      if (space <= 0 || space === m.length - 1 || m.indexOf(" ", space + 1) >= 0) return undefined;
-      pairs[i] = [m.slice(0, space), m.slice(space + 1)];
-    }
+/**
+ * The library's token -> id map for a tokenizer built with `added` (all of `allAdded`, or its
+ * non-special ones): model.vocab with the added tokens over it, one text per id and one id per
+ * text; undefined where the file breaks that (the library then encodes).
+ *
+ * The library has this map already for all added tokens (`library`, built when the tokenizer
+ * loaded): where each added token is new to model.vocab or the same entry, and no id has two
+ * texts, it is read as it is, and without the added tokens `added` leaves out (a view); reading
+ * model.vocab again (Object.entries over Llama 3's 128K keys) was a third of the first encode.
+ */
+function vocabOf(modelVocab: JsonObject, added: readonly JsonObject[], allAdded: unknown, library: unknown): TokenIds | undefined {
+  const all = Array.isArray(allAdded) ? (allAdded as JsonObject[]) : [];
+  if (library instanceof Map && all.length >= added.length) {
+    const reused = libraryVocab(modelVocab, added, all, library as ReadonlyMap<string, unknown>);
+    if (reused) return reused;
   }
-  return pairs;
+  // built here: model.vocab, then the added tokens over it
+  const vocab = new Map<string, number>();
+  const idTaken = new Set<number>();
+  for (const [text, id] of Object.entries(modelVocab)) {
+    if (typeof id !== "number" || idTaken.has(id)) return undefined;
+    idTaken.add(id);
+    vocab.set(text, id);
+  }
+  const addedTexts = new Set<string>();
+  for (const t of added) {
+    const text = t.content, id = t.id;
+    if (typeof text !== "string" || typeof id !== "number" || addedTexts.has(text)) return undefined;
+    addedTexts.add(text);
+    const known = vocab.get(text);
+    if (known === undefined) {
+      if (idTaken.has(id)) return undefined;
+      idTaken.add(id);
+      vocab.set(text, id);
+    } else if (known !== id) return undefined;
+  }
+  return vocab;
+}
+
+const ID_LIMIT = 1 << 24;
+
+/** the library's map as vocabOf's, or undefined where it is not that map (vocabOf then builds one) */
+function libraryVocab(modelVocab: JsonObject, added: readonly JsonObject[], all: readonly JsonObject[], library: ReadonlyMap<string, unknown>): TokenIds | undefined {
+  const kept = new Set(added);
+  const texts = new Set<string>();
+  const leftOut = new Set<string>();
+  for (const t of all) {
+    const text = t.content, id = t.id;
+    if (typeof text !== "string" || typeof id !== "number" || texts.has(text) || library.get(text) !== id) return undefined;
+    texts.add(text);
+    const own = Object.hasOwn(modelVocab, text) ? modelVocab[text] : undefined;
+    if (own === undefined) { if (!kept.has(t)) leftOut.add(text); } else if (own !== id) return undefined;
+  }
+  if (kept.size !== added.length || added.some((t) => !texts.has(t.content as string))) return undefined;
+  // one text per id (a bit each; the loader refuses ids past 2^24)
+  const seen = new Uint32Array(ID_LIMIT >>> 5);
+  for (const id of library.values()) {
+    if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= ID_LIMIT) return undefined;
+    const bit = 1 << (id & 31);
+    if (seen[id >>> 5]! & bit) return undefined;
+    seen[id >>> 5]! |= bit;
+  }
+  return leftOut.size === 0 ? (library as ReadonlyMap<string, number>) : new TokenIdsWithout(library as ReadonlyMap<string, number>, leftOut);
+}
+
+/** a vocabulary less some texts (the special added tokens, for the encoder of literal text) */
+class TokenIdsWithout implements TokenIds {
+  constructor(private readonly all: ReadonlyMap<string, number>, private readonly without: ReadonlySet<string>) {}
+  get(text: string): number | undefined { return this.without.has(text) ? undefined : this.all.get(text); }
+  has(text: string): boolean { return !this.without.has(text) && this.all.has(text); }
+  *keys(): MapIterator<string> { for (const t of this.all.keys()) if (!this.without.has(t)) yield t; }
 }

@@ -1,12 +1,12 @@
 import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
-import { checkMerges } from "../bpe.js";
+import { mergeIdsOf, MergeTable, type MergeIds } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
 import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
-import { fastEncoderFor, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
+import { fastEncoderFor, type CheckedMerges, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
 import { ASYNC_SLICE_CHARS } from "../word-run.js";
 import { yieldToEventLoop } from "../../platform/host.js";
 import { byteLevelDecode } from "../byte-level.js";
@@ -42,8 +42,18 @@ export interface HFTokenizerSource {
   readonly libraryOnly?: boolean;
 }
 
-/** Checks the parts of tokenizer.json the library would otherwise crash on or turn into huge allocations. */
-function validate(where: string, tj: JsonObject): void {
+/**
+ * model.merges as validate() found them: each merge's ids in model.vocab (the right part's
+ * continuing_subword_prefix left out of the merged token), and whether every "a b" string has
+ * exactly one space, inside it (the library then splits each one where validate does).
+ */
+export interface ResolvedMerges {
+  readonly ids: MergeIds;
+  readonly splitAsLibrary: boolean;
+}
+
+/** Checks the parts of tokenizer.json the library would otherwise crash on or turn into huge allocations; a BPE model's merges as ids. */
+function validate(where: string, tj: JsonObject): ResolvedMerges | undefined {
   const model = tj.model;
   if (!isObject(model)) throw new Error(`${where}: "model": required section is missing (expected an object with "type" and "vocab")`);
   if (model.vocab === undefined || model.vocab === null || typeof model.vocab !== "object") {
@@ -54,24 +64,34 @@ function validate(where: string, tj: JsonObject): void {
     throw new Error(`${where}: "model.type": expected one of ${MODEL_TYPES.join(", ")}, found ${JSON.stringify(model.type)?.slice(0, 60)}`);
   }
   if (model.type === "BPE" && !Array.isArray(model.merges)) throw new Error(`${where}: "model.merges": a BPE model needs its merges array`);
-  const checkId = (id: unknown, field: string) => {
-    if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= MAX_TOKEN_ID) {
-      throw new Error(`${where}: ${field}: expected a token id in [0, ${MAX_TOKEN_ID}), found ${JSON.stringify(id)}`);
-    }
-  };
-  if (!Array.isArray(model.vocab)) for (const [t, id] of Object.entries(model.vocab)) checkId(id, `"model.vocab[${JSON.stringify(t)}]"`);
-  else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
+  const isId = (id: unknown) => typeof id === "number" && Number.isInteger(id) && id >= 0 && id < MAX_TOKEN_ID;
+  const badId = (field: string, id: unknown) => new Error(`${where}: ${field}: expected a token id in [0, ${MAX_TOKEN_ID}), found ${JSON.stringify(id)}`);
+  if (!Array.isArray(model.vocab)) {
+    const vocab = model.vocab as Record<string, unknown>;
+    // for-in rather than Object.entries (no [key, value] array per entry; a JSON object has no
+    // inherited enumerable keys), the field spelled only for an error
+    for (const t in vocab) if (!isId(vocab[t])) throw badId(`"model.vocab[${JSON.stringify(t)}]"`, vocab[t]);
+  } else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
+  let merges: ResolvedMerges | undefined;
   if (model.type === "BPE") {
-    const pairs = (model.merges as unknown[]).map((m, i): [string, string] => {
+    const list = model.merges as unknown[];
+    const vocab = model.vocab as Record<string, unknown>;
+    // (own properties only: an object's are all checked ids; "constructor" is no token)
+    const idOf = (t: string) => { const id = vocab[t]; return typeof id === "number" ? id : Object.hasOwn(vocab, t) ? -1 : undefined; };
+    const prefix = typeof model.continuing_subword_prefix === "string" ? model.continuing_subword_prefix : "";
+    let splitAsLibrary = true;
+    const ids = mergeIdsOf(list.length, (i): [string, string] => {
+      const m = list[i];
       // "a b" splits at the first space after position 0, as GGUF's merges and merges.txt do
       const space = typeof m === "string" ? m.indexOf(" ", 1) : -1;
-      if (typeof m === "string" && space > 0) return [m.slice(0, space), m.slice(space + 1)];
+      if (typeof m === "string" && space > 0) {
+        splitAsLibrary &&= space < m.length - 1 && m.indexOf(" ", space + 1) < 0;
+        return [m.slice(0, space), m.slice(space + 1)];
+      }
       if (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string")) return m as [string, string];
       throw new Error(`${where}: "model.merges[${i}]": expected "a b" or ["a", "b"], found ${JSON.stringify(m)?.slice(0, 60)}`);
-    });
-    const vocab = model.vocab as Record<string, unknown>;
-    const prefix = typeof model.continuing_subword_prefix === "string" ? model.continuing_subword_prefix : "";
-    checkMerges((t) => Object.hasOwn(vocab, t), pairs, (i) => `${where}: "model.merges[${i}]"`, prefix);
+    }, idOf, (i) => `${where}: "model.merges[${i}]"`, prefix);
+    merges = { ids, splitAsLibrary };
   }
   if (model.type === "Unigram") {
     if (!Array.isArray(model.vocab)) throw new Error(`${where}: "model.vocab": a Unigram model needs a list of [piece, score]`);
@@ -84,10 +104,11 @@ function validate(where: string, tj: JsonObject): void {
     tj.added_tokens.forEach((t, i) => {
       if (!isObject(t) || typeof t.content !== "string") throw new Error(`${where}: "added_tokens[${i}]": expected {"id", "content"}`);
       if (t.content.length > MAX_ADDED_TOKEN_CHARS) throw new Error(`${where}: "added_tokens[${i}].content": ${t.content.length} characters, more than the ${MAX_ADDED_TOKEN_CHARS} a token may have`);
-      checkId(t.id, `"added_tokens[${i}].id"`);
+      if (!isId(t.id)) throw badId(`"added_tokens[${i}].id"`, t.id);
     });
   }
   for (const section of ["normalizer", "pre_tokenizer"] as const) checkRegexes(where, section, tj[section]);
+  return merges;
 }
 
 /**
@@ -248,6 +269,8 @@ export class HFTokenizer implements Tokenizer {
   readonly cleanUpSpaces: boolean;
 
   private readonly lib: HFLibTokenizer;
+  /** a BPE model's merges as validate() resolved them, for tsllm's encoder */
+  private readonly merges?: CheckedMerges;
   private literalLib?: HFLibTokenizer;
   private readonly addedIds = new Set<number>();
   private readonly specialIds = new Set<number>();
@@ -258,7 +281,10 @@ export class HFTokenizer implements Tokenizer {
   constructor(private readonly source: HFTokenizerSource) {
     const { where, tokenizerJson: tj } = source;
     const config = source.config ?? {};
-    validate(where, tj);
+    const merges = validate(where, tj);
+    let table: MergeTable | undefined;
+    // one table for both of fastEncoder's encoders, made on first use
+    this.merges = merges && { splitAsLibrary: merges.splitAsLibrary, table: () => (table ??= MergeTable.fromIds(merges.ids)) };
     this.lib = this.build(tj.added_tokens as JsonObject[] | undefined, config);
     const model = tj.model as JsonObject;
 
@@ -446,7 +472,7 @@ export class HFTokenizer implements Tokenizer {
     if (this.fast[slot] === undefined) {
       const all = (this.source.tokenizerJson.added_tokens as JsonObject[] | undefined) ?? [];
       const added = literal ? all.filter((t) => t.special !== true) : all;
-      this.fast[slot] = fastEncoderFor(this.source.tokenizerJson, added, this.source.config ?? {}, this.lib as unknown as LibraryPipeline) ?? null;
+      this.fast[slot] = fastEncoderFor(this.source.tokenizerJson, added, this.source.config ?? {}, this.lib as unknown as LibraryPipeline, this.merges) ?? null;
     }
     return this.fast[slot] ?? undefined;
   }
