@@ -176,6 +176,37 @@ test("bounded numbers take fractions of 16 digits, as llama.cpp's decimal-part; 
   agreesWithAjv({ type: "integer", minimum: 2000000000000000 }, ["2000000000000000", "9007199254740991", "1999999999999999", "7"]);
 });
 
+/** the double next to v, up or down (its bits, which order a double's magnitude) */
+function nextDouble(v: number, up: boolean): number {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, v);
+  if (v === 0) return up ? Number.MIN_VALUE : -Number.MIN_VALUE;
+  view.setBigUint64(0, view.getBigUint64(0) + ((v > 0) === up ? 1n : -1n));
+  return view.getFloat64(0);
+}
+
+test("bounded numbers are read as a validator reads them, as doubles: no text just past an exclusive bound that reads as the bound, no 0 under a tiny minimum; the doubles next to a bound as JavaScript prints them agree with ajv", () => {
+  const ajv = makeAjv();
+  const bounds = [0.1, 2.5, 7, -3, 1e-25, -1.5e-7, 123456789.123, 0.3];
+  for (const b of bounds) {
+    for (const schema of [{ type: "number", exclusiveMinimum: b }, { type: "number", exclusiveMaximum: b }, { type: "number", minimum: b }, { type: "number", maximum: b }]) {
+      const g = parseGbnf(jsonSchemaToGbnf(schema));
+      const validate = ajv.compile(schema);
+      // the doubles around the bound, printed shortest: admitted exactly when valid (those below 1e-6 print an exponent, which bounded numbers are not written with)
+      const near = [b];
+      for (let k = 0, up = b, down = b; k < 3; k++) near.push((up = nextDouble(up, true)), (down = nextDouble(down, false)));
+      for (const d of near) if (!String(d).includes("e")) assert.equal(accepts(g, String(d)), validate(d), `${JSON.stringify(schema)} on ${String(d)}`);
+      // decimals a hair from the bound (past a double's precision): whatever is admitted validates
+      const text = b.toFixed(Math.max(0, 20 - Math.max(0, Math.floor(Math.log10(Math.abs(b))) + 1)));
+      const hair = [text, `${text}1`, text.replace(/0*$/, "").replace(/\.$/, "") + (text.includes(".") ? "000000000000000001" : ".000000000000000001"), "0", "-0", "0.0"];
+      for (const t of hair) if (accepts(g, t)) assert.ok(validate(JSON.parse(t)), `${JSON.stringify(schema)} admits ${t}`);
+    }
+  }
+  // the case that was admitted: 0.10000000000000001 is above 0.1 as a decimal, and reads as 0.1
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf({ type: "number", exclusiveMinimum: 0.1 })), "0.10000000000000001"), false);
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf({ type: "number", minimum: 1e-25 })), "0"), false);
+});
+
 test("multipleOf (an integer, as OpenAI's strict mode takes it) writes exactly the multiples of up to 15 digits; beside bounds or as a fraction it is refused naming the path", () => {
   for (const [type, k] of [["integer", 7], ["integer", 25], ["number", 3], ["integer", 250], ["integer", 1]] as const) {
     const schema = { type, multipleOf: k };

@@ -67,11 +67,32 @@ function between(a: string, b: string, lo: boolean, hi: boolean): Fraction {
   return { re: alt([then(a[0]!, atLeast(a.slice(1), lo)), a0 + 1 <= b0 - 1 && `${digitClass(a0 + 1, b0 - 1)}${ANY}`, then(b[0]!, atMost(b.slice(1), hi))]), empty: false };
 }
 
-/** a number's integer digits and fraction digits (trailing zeros dropped), exactly as JavaScript prints it */
+/**
+ * a number's integer digits and fraction digits (trailing zeros dropped), exactly as JavaScript
+ * prints it (its shortest decimal that reads back as it); below 1e-6 it prints an exponent, which
+ * is written out (toFixed would round 1e-25 to 0)
+ */
 function digits(v: number): { int: number; frac: string } {
-  const text = Math.abs(v) < 1e-6 && v !== 0 ? v.toFixed(20) : String(v);
-  const [i, f = ""] = text.replace("-", "").split(".");
+  const [mantissa, exp] = String(Math.abs(v)).split("e");
+  let [i, f = ""] = mantissa!.split(".");
+  if (exp !== undefined) {
+    // (only negative exponents: the bounds are below 1e15)
+    const shift = -Number(exp);
+    f = `${"0".repeat(shift - i!.length)}${i}${f}`;
+    i = "0";
+  }
   return { int: Number(i), frac: f.replace(/0+$/, "") };
+}
+
+/** the double next to v, up or down */
+function adjacent(v: number, up: boolean): number {
+  if (v === 0) return up ? Number.MIN_VALUE : -Number.MIN_VALUE;
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, v);
+  const bits = view.getBigUint64(0);
+  // the bits order the magnitude: +1 moves away from zero
+  view.setBigUint64(0, (v > 0) === up ? bits + 1n : bits - 1n);
+  return view.getFloat64(0);
 }
 
 /** an integer part followed by a fraction that keeps to `f` */
@@ -102,6 +123,13 @@ function magnitudes(lo: DecimalBound, hi: DecimalBound | undefined): string | nu
  */
 export function decimalRangeRegex(lo: DecimalBound | undefined, hi: DecimalBound | undefined): string {
   for (const b of [lo, hi]) if (b && (!Number.isFinite(b.value) || Math.abs(b.value) >= 1e15)) throw new RangeError(`bound ${b.value} must be a finite number below 1e15 in size`);
+  // The text is read as a double (a validator sees JSON.parse's number): a text just past an
+  // exclusive bound in decimal (0.10000000000000001 > 0.1) may read as the bound itself. Past it
+  // means at or past the next double, whose shortest decimal reads back as it: an inclusive bound
+  // there. (Inclusive bounds are safe as they are: reading rounds monotonically. An exclusive 0 too:
+  // at most 16 fraction digits never read as 0.)
+  if (lo && !lo.inclusive && lo.value !== 0) lo = { value: adjacent(lo.value, true), inclusive: true };
+  if (hi && !hi.inclusive && hi.value !== 0) hi = { value: adjacent(hi.value, false), inclusive: true };
   if (lo && hi && (lo.value > hi.value || (lo.value === hi.value && !(lo.inclusive && hi.inclusive)))) throw new RangeError(`no number lies between the bounds (${lo.value} and ${hi.value})`);
   const parts: (string | null)[] = [];
   const loV = lo?.value ?? -Infinity;
