@@ -338,3 +338,28 @@ test("text-generation: transformers' snake_case options are refused, not ignored
     gen.dispose();
   }
 });
+
+/*
+ * transformers' _sanitize_parameters passes on only the parameters that are not None: a call's
+ * aggregation_strategy=None, ignore_labels=None, top_k=None (fill-mask), targets=None keep the
+ * pipeline's own or the default. tsllm refused null ("expected one of ..., got null") or, for
+ * fill-mask's topK, replaced the pipeline's own with 5. text-classification's top_k=None is a value
+ * (every label) and stays one. Judge: the oracle's outputs.
+ */
+test("null at a call is an option not given (the pipeline's own or the default), except text-classification's topK: null", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const read = (name: string) => JSON.parse(readFileSync(`${O}/${name}.expected.json`, "utf8"));
+  const ner = read("bert-ner").cases[0], m = read("bert-uncased-mlm").cases[0], c = read("bert-uncased-sst").cases[0];
+  const words = (r: unknown) => (r as { word: string }[]).map((e) => e.word);
+  const tagger = await pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "first", ignoreLabels: null } as never);
+  const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, topK: 2, targets: null } as never);
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, functionToApply: null } as never);
+  try {
+    assert.deepEqual(words(await tagger(ner.text, { aggregationStrategy: null, ignoreLabels: null } as never)), words(ner.pipeline_first));
+    assert.deepEqual((await fill(m.text, { topK: null, targets: null } as never) as { token: number }[]).map((p) => p.token), m.pipeline_fill_mask_top_k_5.slice(0, 2).map((p: { token: number }) => p.token));
+    assert.deepEqual((await clf(c.text, { topK: null, functionToApply: null } as never) as { label: string }[]).map((x) => x.label), c.pipeline_top_k_None.map((x: { label: string }) => x.label));
+    assert.deepEqual((await clf(c.text, { functionToApply: null } as never) as { label: string }[]).map((x) => x.label), c.pipeline.map((x: { label: string }) => x.label));
+  } finally {
+    for (const p of [tagger, fill, clf]) p.dispose();
+  }
+});

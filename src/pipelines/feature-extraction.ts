@@ -22,7 +22,7 @@ export const FEATURE_EXTRACTION_OPTIONS: readonly string[] = ["truncation"];
  */
 export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtractionOptions = {}) {
   const d = runner.model.info.hiddenSize;
-  truncationOf(TASK, defaults.truncation);
+  truncationOf(TASK, withDefaults(defaults, {}).truncation);
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
     const options = withDefaults(defaults, knownOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));

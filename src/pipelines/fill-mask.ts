@@ -74,7 +74,7 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions = {}) 
     if (!Number.isInteger(k) || k < 0) throw new RangeError(`topK must be a non-negative integer, got ${k}`);
     return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets), truncation: truncationOf(TASK, options.truncation) };
   };
-  settings(defaults);
+  settings(withDefaults(defaults, {}));
 
   return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
     const { k, targets, truncation } = settings(withDefaults(defaults, knownOptions(TASK, given, FILL_MASK_OPTIONS)));

@@ -59,10 +59,14 @@ export function truncationOf(task: string, value: unknown): boolean {
 
 /**
  * A call's options over the pipeline's own (given when it was made), as transformers merges its
- * __init__ parameters with a call's: an option the call leaves undefined keeps the pipeline's.
+ * __init__ parameters with a call's: an option the call leaves undefined or null keeps the
+ * pipeline's (transformers' _sanitize_parameters passes on only what is not None), except those
+ * in `nullIsValue`, where null means something (text-classification's top_k=None: every label).
  */
-export function withDefaults<T extends object>(defaults: T, call: T): T {
-  const out = { ...defaults } as Record<string, unknown>;
-  for (const [k, v] of Object.entries(call)) if (v !== undefined) out[k] = v;
+export function withDefaults<T extends object>(defaults: T, call: T, nullIsValue: readonly string[] = []): T {
+  const out: Record<string, unknown> = {};
+  for (const options of [defaults, call]) {
+    for (const [k, v] of Object.entries(options)) if (v !== undefined && (v !== null || nullIsValue.includes(k))) out[k] = v;
+  }
   return out as T;
 }

@@ -55,6 +55,8 @@ function functionNamed(name: unknown): (typeof FUNCTIONS)[number] | undefined {
 
 /** TextClassificationOptions' names */
 export const TEXT_CLASSIFICATION_OPTIONS: readonly string[] = ["topK", "functionToApply", "truncation"];
+/** topK: null asks for every label; another option's null is left out, as transformers' None */
+const NULL_IS_VALUE = ["topK"];
 
 /**
  * text-classification / sentiment-analysis, shaped as transformers' TextClassificationPipeline:
@@ -74,7 +76,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new RangeError(`topK must be a non-negative integer or null, got ${topK}`);
     return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: truncationOf(TASK, options.truncation) };
   };
-  settings(defaults);
+  settings(withDefaults(defaults, {}, NULL_IS_VALUE));
 
   const classify = async (inputs: readonly TextClassificationInput[], fn: (typeof FUNCTIONS)[number]): Promise<LabelScore[][]> => {
     const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
@@ -86,7 +88,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
 
   return async (input: TextClassificationInput | readonly TextClassificationInput[], given?: TextClassificationOptions): Promise<unknown> => {
     const call = knownOptions(TASK, given, TEXT_CLASSIFICATION_OPTIONS);
-    const { topK, fn, truncation } = settings(withDefaults(defaults, call));
+    const { topK, fn, truncation } = settings(withDefaults(defaults, call, NULL_IS_VALUE));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
     if (!truncation) runner.refuseTooLong(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input));

@@ -121,7 +121,7 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     return { strategy, ignore: new Set(ignoreLabels) };
   };
   refuseStride(defaults, runner.maxLength);
-  settings(defaults);
+  settings(withDefaults(defaults, {}));
 
   const one = (pre: PreEntity[], { strategy, ignore }: ReturnType<typeof settings>): (TokenEntity | EntityGroup)[] => {
     let entities: Tagged[];
