@@ -1,14 +1,15 @@
 // The public surface of tsllm.
 export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions, type ChoiceStep, type GenerationRun } from "./llm.js";
-export type { GenerateOptions, GenerationResult, GenerationStep, FinishDetail, FinishReason, Timings } from "./generation/index.js";
+export type { GenerateOptions, GenerationResult, GenerationStep, TokenStep, EndStep, EndToken, Choice, FinishDetail, FinishReason, Timings, TokenLogprob, TopLogprob, PromptLogprobs } from "./generation/index.js";
 export { RequestError, type Engine, type EngineStats, type RequestEvent } from "./engine/index.js";
+export { OptionError } from "./units/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
-export type { Tokenizer } from "./tokenizer/index.js";
+export type { Tokenizer, EncodeOptions, DecodeOptions, StreamDecoder, StreamDecoderOptions } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";
-export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "./chat/index.js";
+export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentPart, type ChatMessage, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
-export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityResult, type KlDivergenceResult } from "./perplexity/index.js";
-export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type DownloadOptions, type DownloadResult } from "./hub/index.js";
+export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityProgress, type PerplexityResult, type KlDivergenceOptions, type KlDivergenceProgress, type KlDivergenceResult } from "./perplexity/index.js";
+export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type HubErrorCode, type DownloadOptions, type DownloadResult, type DownloadProgress, type CachedRepo, type RemoveResult } from "./hub/index.js";
 export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult, type QuantizeOptions, type QuantizeResult } from "./convert/index.js";
 export { planMemory, checkMemoryPlan, availableMemoryBytes, type MemoryPlan, type PlanRequest } from "./engine/index.js";
 export { loadPlanRequest } from "./llm.js";

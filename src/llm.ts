@@ -11,7 +11,7 @@ import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type Langua
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
-import { checkOptionKeys } from "./units/index.js";
+import { checkOptionKeys, OptionError } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
@@ -154,14 +154,14 @@ export class Model {
   }
 
   private async generateBatch(prompts: readonly Prompt[], given: GenerateOptions): Promise<GenerationResult[]> {
-    if (prompts.length === 0) throw new RangeError("generate: the batch of prompts is empty");
+    if (prompts.length === 0) throw new OptionError("generate: the batch of prompts is empty", "prompt");
     checkGenerateOptions(given);
     // the model's generation defaults, as one prompt's generate (stream) applies them
     const options = withDefaults(this.generationDefaults, given);
     for (const key of ["numBeams", "draftModel", "promptLookup"] as const) {
-      if (options[key] !== undefined && options[key] !== false) throw new RangeError(`generate: ${key} is not available for a batch of prompts`);
+      if (options[key] !== undefined && options[key] !== false) throw new OptionError(`generate: ${key} is not available for a batch of prompts`, key);
     }
-    if (options.n !== undefined && options.n !== 1) throw new RangeError("generate: n > 1 is not available for a batch of prompts");
+    if (options.n !== undefined && options.n !== 1) throw new OptionError("generate: n > 1 is not available for a batch of prompts", "n");
     // every prompt is validated and queued before any runs, so a bad one fails the batch with nothing computed
     const controller = new AbortController();
     const unlink = link(options.signal, controller);
@@ -206,7 +206,7 @@ export class Model {
     if (options.draftModel instanceof Model && options.draftModel.disposed) throw new Error(`draftModel: the draft model ${options.draftModel.path} has been disposed`);
     const t0 = performance.now();
     const n = validateChoices(options);
-    if (usesStrategy(options) && options.logprobs !== undefined) throw new RangeError("logprobs are not available with beam search or speculative decoding");
+    if (usesStrategy(options) && options.logprobs !== undefined) throw new OptionError("logprobs are not available with beam search or speculative decoding", "logprobs");
     const promptTokens = this.encode(prompt, options);
     const sampling = samplingOptionsOf(options);
     const constraint = constraintOf(options);
@@ -229,7 +229,7 @@ export class Model {
 
   private encode(prompt: Prompt, options: GenerateOptions): number[] {
     if (typeof prompt === "string") return this.tokenizer.encode(normalizePrompt(prompt, options.normalize), { addSpecialTokens: options.addSpecialTokens ?? true });
-    if (!Array.isArray(prompt)) throw new TypeError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`);
+    if (!Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
     return [...prompt];
   }
 
@@ -323,6 +323,7 @@ export class Model {
   streamChat(messages: readonly ChatMessageInput[], options: ChatOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     // a disposed model says so, not that its chat template is missing or bad
     this.assertUsable();
+    checkChatArguments(messages, options);
     const { system, chatTemplate, parseSpecialInContent, ...rest } = options;
     const formatter = this.chatFormatter(chatTemplate);
     const conversation = withSystem(messages, system).map((m) => ({ ...m, content: mapContentText(m.content, (t) => normalizePrompt(t, rest.normalize)) }));
@@ -350,6 +351,25 @@ export class Model {
   private assertUsable(): void {
     if (this.isDisposed) throw new Error(`model ${this.path} has been disposed`);
   }
+}
+
+/**
+ * chat's own arguments, checked as the typed signature would before they reach the template (a
+ * messages string, a system or chatTemplate that is not text, crashed inside it with "Cannot
+ * read properties of undefined"); the generation options are checked by stream
+ */
+function checkChatArguments(messages: unknown, options: unknown): void {
+  if (!Array.isArray(messages)) throw new OptionError(`messages: expected an array of { role, content } messages, got ${shownValue(messages)}`, "messages");
+  messages.forEach((m: unknown, i) => {
+    const role = typeof m === "object" && m !== null ? (m as { role?: unknown }).role : undefined;
+    if (typeof role !== "string") throw new OptionError(`messages[${i}]: expected a message { role: string, content }, got ${typeof m === "object" && m !== null ? `role ${shownValue(role)}` : shownValue(m)}`, "messages");
+  });
+  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`chat options: expected an object, got ${shownValue(options)}`, "options");
+  const { system, chatTemplate, parseSpecialInContent } = options as Record<string, unknown>;
+  if (system !== undefined && typeof system !== "string") throw new OptionError(`system: expected a string, got ${shownValue(system)}`, "system");
+  const templateLike = typeof chatTemplate === "string" || (typeof chatTemplate === "object" && chatTemplate !== null && typeof (chatTemplate as ChatTemplateSource).source === "string" && typeof (chatTemplate as ChatTemplateSource).where === "string");
+  if (chatTemplate !== undefined && !templateLike) throw new OptionError(`chatTemplate: expected a Jinja template's source (a string) or { source, where }, got ${shownValue(chatTemplate)}`, "chatTemplate");
+  if (parseSpecialInContent !== undefined && typeof parseSpecialInContent !== "boolean") throw new OptionError(`parseSpecialInContent: expected true or false, got ${shownValue(parseSpecialInContent)}`, "parseSpecialInContent");
 }
 
 /** a request's steps, choice 0's as they happen and each later choice's once the ones before it have ended */
@@ -418,8 +438,7 @@ export function defaultContextSize(trainedContextLength: number): number {
  */
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now();
-  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new TypeError(`loadModel: options must be an object, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`);
-  checkOptionKeys(options, LOAD_OPTION_NAMES, "loadModel");
+  checkLoadOptions(options);
   const resolved = await resolveModelReference(ref);
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   // the backend starts first, booting on the other cores while this thread parses the model
@@ -441,7 +460,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
-    if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
+    if (!Number.isInteger(contextSize) || contextSize < 1) throw new OptionError(`contextSize must be a positive integer, got ${contextSize}`, "contextSize");
     checkContextSize(path, contextSize, model.info, warn);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes: options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize), maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
@@ -455,6 +474,25 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
     backend.dispose();
     throw e;
   }
+}
+
+/**
+ * Refuses, with an OptionError naming it, a load option the typed signature would: options that
+ * are not an object, an unknown key, a flag that is not a boolean (`warmup: "no"` warmed up,
+ * `cacheReplies: "false"` cached), an onWarning that is not a function (it would throw at the
+ * first warning, mid-load) and an availableMemory that is not a number of bytes (the plan then refused every
+ * model with "x B free"). The other options' values are checked where they are used.
+ */
+function checkLoadOptions(options: unknown): asserts options is LoadModelOptions {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`loadModel: options must be an object, got ${shownValue(options)}`, "options");
+  checkOptionKeys(options, LOAD_OPTION_NAMES, "loadModel");
+  const o = options as Record<string, unknown>;
+  for (const flag of ["cacheReplies", "warmup", "flashAttention"] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new OptionError(`loadModel: ${flag}: expected true or false, got ${shownValue(o[flag])}`, flag);
+  }
+  if (o["onWarning"] !== undefined && typeof o["onWarning"] !== "function") throw new OptionError(`loadModel: onWarning: expected a function (message: string) => void, got ${shownValue(o["onWarning"])}`, "onWarning");
+  const memory = o["availableMemory"];
+  if (memory !== undefined && !(Number.isSafeInteger(memory) && (memory as number) >= 0)) throw new OptionError(`loadModel: availableMemory: expected a number of bytes (an integer >= 0), got ${shownValue(memory)}`, "availableMemory");
 }
 
 /** the KV cache types the options ask for (f32 where unset) */
@@ -485,7 +523,7 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
 function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"]): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number } {
   const c = options.contextSize;
   const auto = c === "auto";
-  if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new RangeError(`contextSize must be a positive integer or "auto", got ${String(c)}`);
+  if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new OptionError(`contextSize must be a positive integer or "auto", got ${shownValue(c)}`, "contextSize");
   const available = options.availableMemory ?? availableMemoryBytes();
   const shape = decoderShape(opened.metadata);
   const trained = shape?.contextLength ?? 4096;
@@ -529,9 +567,9 @@ function checkVocabulary(path: string, tokens: number, rows: number, warn: (mess
 
 /** the context size against what the model can compute (an error) and what it was trained with (a warning) */
 function checkContextSize(path: string, contextSize: number, info: ModelInfo, warn: (message: string) => void): void {
-  if (!Number.isInteger(contextSize) || contextSize < 1) throw new RangeError(`contextSize must be a positive integer, got ${contextSize}`);
+  if (!Number.isInteger(contextSize) || contextSize < 1) throw new OptionError(`contextSize must be a positive integer, got ${contextSize}`, "contextSize");
   if (info.maxPositions !== undefined && contextSize > info.maxPositions) {
-    throw new RangeError(`${path}: context size ${contextSize} is more than the ${info.maxPositions} positions the model has embeddings for (position_embd); use at most ${info.maxPositions}`);
+    throw new OptionError(`${path}: context size ${contextSize} is more than the ${info.maxPositions} positions the model has embeddings for (position_embd); use at most ${info.maxPositions}`, "contextSize");
   }
   if (contextSize > info.contextLength) {
     warn(`${path}: context size ${contextSize} is more than the ${info.contextLength} tokens the model was trained with; text past ${info.contextLength} tokens may degrade`);

@@ -10,18 +10,18 @@ test("stories260K: a generation option of the wrong kind is one error naming it,
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128 });
   try {
     const bad: [string, unknown, RegExp][] = [
-      ["a misspelled option", { maxToken: 5 }, /^RangeError: unknown option "maxToken" \(did you mean maxTokens\?\); the options are maxTokens, /],
+      ["a misspelled option", { maxToken: 5 }, /^OptionError: unknown option "maxToken" \(did you mean maxTokens\?\); the options are maxTokens, /],
       ["a Python-style name", { top_k: 5 }, /unknown option "top_k" \(did you mean topK\?\)/],
-      ["options that are null", null, /^TypeError: generation options: expected an object, got null$/],
-      ["a flag given as a string", { ignoreEos: "no" }, /^TypeError: ignoreEos: expected true or false, got "no"$/],
-      ["addSpecialTokens as a string", { addSpecialTokens: "false" }, /^TypeError: addSpecialTokens: expected true or false, got "false"$/],
-      ["stop as a number", { stop: 5 }, /^TypeError: stop: expected a string or an array of strings, got 5$/],
-      ["stopTokens as a string", { stopTokens: "x" }, /^TypeError: stopTokens: expected an array of token ids, got "x"$/],
-      ["a negative stop token", { stopTokens: [-1] }, /^RangeError: stopTokens\[0\]: expected a token id \(an integer >= 0\), got -1$/],
+      ["options that are null", null, /^OptionError: generation options: expected an object, got null$/],
+      ["a flag given as a string", { ignoreEos: "no" }, /^OptionError: ignoreEos: expected true or false, got "no"$/],
+      ["addSpecialTokens as a string", { addSpecialTokens: "false" }, /^OptionError: addSpecialTokens: expected true or false, got "false"$/],
+      ["stop as a number", { stop: 5 }, /^OptionError: stop: expected a string or an array of strings, got 5$/],
+      ["stopTokens as a string", { stopTokens: "x" }, /^OptionError: stopTokens: expected an array of token ids, got "x"$/],
+      ["a negative stop token", { stopTokens: [-1] }, /^OptionError: stopTokens\[0\]: expected a token id \(an integer >= 0\), got -1$/],
       ["a stop token past the vocabulary", { stopTokens: [13, 512] }, /^RequestError: stopTokens\[1\]: token id 512 is outside the vocabulary \[0, 512\)$/],
-      ["a signal that is not one", { signal: "x" }, /^TypeError: signal: expected an AbortSignal, got "x"$/],
-      ["promptLookup as a string", { promptLookup: "yes" }, /^TypeError: promptLookup: expected true, false or the longest n-gram to match/],
-      ["draftModel that is not a model", { draftModel: "small.gguf" }, /^TypeError: draftModel: expected a loaded model \(what loadModel returns\), got "small.gguf"$/],
+      ["a signal that is not one", { signal: "x" }, /^OptionError: signal: expected an AbortSignal, got "x"$/],
+      ["promptLookup as a string", { promptLookup: "yes" }, /^OptionError: promptLookup: expected true, false or the longest n-gram to match/],
+      ["draftModel that is not a model", { draftModel: "small.gguf" }, /^OptionError: draftModel: expected a loaded model \(what loadModel returns\), got "small.gguf"$/],
       ["maxTokens as a string", { maxTokens: "8" }, /^RequestError: maxTokens must be a non-negative integer, got "8"$/],
     ];
     for (const [what, options, expected] of bad) {
@@ -31,7 +31,7 @@ test("stories260K: a generation option of the wrong kind is one error naming it,
       await assert.rejects(model.generate(["Once", "Lily"], asOptions), (e: Error) => expected.test(`${e.name}: ${e.message}`), `a batch: ${what}`);
     }
     for (const prompt of [5, null, { text: "Once" }]) {
-      await assert.rejects(model.generate(prompt as unknown as string, { maxTokens: 2 }), /^TypeError: prompt: expected a string or an array of token ids, got /);
+      await assert.rejects(model.generate(prompt as unknown as string, { maxTokens: 2 }), /^OptionError: prompt: expected a string or an array of token ids, got /);
     }
     assert.equal(model.engine.stats.steps, 0, "nothing was computed");
     assert.equal(model.engine.stats.waiting + model.engine.stats.running, 0);
@@ -64,9 +64,9 @@ test("stories260K: a disposed model says so, for chat and as another model's dra
 
 test("stories260K: a misspelled or unknown loadModel option is one error naming it, not a silent default", { skip }, async () => {
   const path = sharedFile(MODEL)!;
-  await assert.rejects(loadModel(path, { contextsize: 5 } as never), /^RangeError: loadModel: unknown option "contextsize" \(did you mean contextSize\?\); the options are backend, threads, contextSize, /);
-  await assert.rejects(loadModel(path, { n_ctx: 64 } as never), /^RangeError: loadModel: unknown option "n_ctx"; the options are /);
-  await assert.rejects(loadModel(path, null as never), /^TypeError: loadModel: options must be an object, got null$/);
+  await assert.rejects(loadModel(path, { contextsize: 5 } as never), /^OptionError: loadModel: unknown option "contextsize" \(did you mean contextSize\?\); the options are backend, threads, contextSize, /);
+  await assert.rejects(loadModel(path, { n_ctx: 64 } as never), /^OptionError: loadModel: unknown option "n_ctx"; the options are /);
+  await assert.rejects(loadModel(path, null as never), /^OptionError: loadModel: options must be an object, got null$/);
   // every documented option, even left undefined, is taken
   const model = await loadModel(path, { contextSize: 64, threads: undefined, warmup: false, onWarning: () => {} });
   try {

@@ -140,6 +140,48 @@ console.log("disposed", kept.disposed);
   assert.equal(r.out.trim(), "tooLong true\ntypo true\nnoTemplate true\ndisposed true");
 });
 
+test("a user reads a bad option's name from an OptionError, and switches over stream steps and submit events by their `type` (strict TypeScript)", { skip: skipWithoutShared(STORIES) }, () => {
+  writeFileSync(
+    path.join(app, "typed.ts"),
+    `import { loadModel, OptionError, RequestError, type GenerationStep, type RequestEvent, type TokenLogprob, type EndToken } from "tsllm";
+const model = await loadModel(${JSON.stringify(sharedFile(STORIES))}, { threads: 1, contextSize: 64, warmup: false });
+const named = (e: unknown) => e instanceof OptionError ? \`\${e.name} \${e.option}\` : String(e);
+console.log("temperature", named(await model.generate("Once", { temperature: -1 }).catch((e: unknown) => e)));
+console.log("typo", named(await model.generate("Once", { maxToken: 4 } as never).catch((e: unknown) => e)));
+console.log("load", named(await loadModel(${JSON.stringify(sharedFile(STORIES))}, { warmup: "no" } as never).catch((e: unknown) => e)));
+const tooLong = await model.generate("Once upon a time ".repeat(40)).catch((e: unknown) => e);
+console.log("tooLong", tooLong instanceof OptionError && tooLong instanceof RequestError && tooLong.option === "prompt");
+const ids: number[] = [];
+let text = "", logprobs = 0, ends = 0;
+// (a callback typed with the exported step type; the switch narrows step.token to a number)
+const onStep = (step: GenerationStep): void => {
+  switch (step.type) {
+    case "token": { ids.push(step.token); const lp: TokenLogprob | undefined = step.logprob; if (lp) logprobs++; break; }
+    case "end": { const end: EndToken | undefined = step.endToken; if (end) ends++; break; }
+  }
+  text += step.text;
+};
+const it = model.stream("Once upon a time", { maxTokens: 6, temperature: 0, logprobs: 1 });
+let r = await it.next();
+for (; !r.done; r = await it.next()) onStep(r.value);
+console.log("stream", JSON.stringify(ids) === JSON.stringify(r.value.completionTokens), text === r.value.completion, logprobs === ids.length);
+const finishes: string[] = [];
+for await (const e of model.submit("Lily", { maxTokens: 3, n: 2, temperature: 0.7, seed: 3 }).events()) {
+  const event: RequestEvent = e;
+  if (event.type === "finish") finishes.push(\`\${event.choice}:\${event.finishReason}\`);
+  else if (event.step.type === "token" && event.step.token < 0) throw new Error("a token id below 0");
+}
+console.log("finish", finishes.sort().join(" "));
+model.dispose();
+`,
+  );
+  const built = run(process.execPath, [tsc, "-p", "tsconfig.json"], app);
+  assert.equal(built.status, 0, built.out);
+  const r = run(process.execPath, ["out/typed.js"], app);
+  assert.equal(r.status, 0, r.out);
+  assert.equal(r.out.trim(), "temperature OptionError temperature\ntypo OptionError maxToken\nload OptionError warmup\ntooLong true\nstream true true true\nfinish 0:length 1:length");
+});
+
 test("require(\"tsllm\") from CommonJS loads the package (Node's require of an ES module)", { skip: skipWithoutShared(STORIES) }, () => {
   writeFileSync(
     path.join(app, "main.cjs"),

@@ -55,7 +55,7 @@ describe("the end-of-generation token's logprob (stories260K)", { skip }, () => 
     assert.deepEqual((await model.generate(prompt, { temperature: 0, maxTokens: 4, logitBias: forced() })).endToken, { token: eos });
     const steps = [];
     for await (const step of model.stream(prompt, { temperature: 0, maxTokens: 4, logprobs: 2, logitBias: forced() })) steps.push(step);
-    assert.deepEqual(steps.at(-1), { token: undefined, text: "", endToken: r.endToken });
+    assert.deepEqual(steps.at(-1), { type: "end", token: undefined, text: "", endToken: r.endToken });
     // a completion cut by maxTokens has none
     assert.equal((await model.generate(prompt, { temperature: 0, maxTokens: 2, logprobs: 0 })).endToken, undefined);
   });

@@ -1,6 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { formatBytes } from "../units/index.js";
+import { formatBytes, OptionError } from "../units/index.js";
 import { createStopMatcher, Sequence, shownValue, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
@@ -133,16 +133,16 @@ export class Engine {
   ) {
     const int = (name: string, v: number | undefined, fallback: number, min: number) => {
       if (v === undefined) return fallback;
-      if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
+      if (!Number.isInteger(v) || v < min) throw new OptionError(`${name} must be an integer >= ${min}, got ${shownValue(v)}`, name);
       return v;
     };
     this.maxSequences = int("maxSequences", options.maxSequences, DEFAULT_MAX_SEQUENCES, 1);
     this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 64, 1);
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
-      throw new RangeError(`kvCacheBytes must be a positive integer, got ${options.kvCacheBytes}`);
+      throw new OptionError(`kvCacheBytes must be a positive integer, got ${shownValue(options.kvCacheBytes)}`, "kvCacheBytes");
     }
     if (options.admission !== undefined && options.admission !== "reserve" && options.admission !== "preempt") {
-      throw new RangeError(`admission must be "reserve" or "preempt", got ${shownValue(options.admission)}`);
+      throw new OptionError(`admission must be "reserve" or "preempt", got ${shownValue(options.admission)}`, "admission");
     }
     this.slicer = new TimeSlicer(options.sliceMs ?? 5);
     // validates the budget now, so a bad kvCacheBytes (or a pool past the backend's largest
@@ -166,8 +166,9 @@ export class Engine {
     const tries: string[] = fitting < 1 ? [] : [proposal];
     const types = this.model.kvCacheTypes;
     if (types.k === "f32" || types.v === "f32") tries.push("a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)");
-    throw new RangeError(
+    throw new OptionError(
       `${this.options.source ? `${this.options.source}: ` : ""}KV cache of ${positions} positions (${budget}): one layer's K or V array is ${formatBytes(bytes)} (${bytes} bytes), more than the ${limit} bytes (${formatBytes(limit!)}) the backend can allocate in one buffer${tries.length > 0 ? `: try ${tries.join(" or ")}` : ""}`,
+      this.options.kvCacheBytes !== undefined ? "kvCacheBytes" : "contextSize",
     );
   }
 
@@ -575,7 +576,7 @@ export class Engine {
     const perBlock = DEFAULT_BLOCK_SIZE * this.bytesPerToken;
     if (this.options.kvCacheBytes !== undefined) {
       const blocks = Math.floor(this.options.kvCacheBytes / perBlock);
-      if (blocks < 1) throw new RangeError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`);
+      if (blocks < 1) throw new OptionError(`kvCacheBytes ${this.options.kvCacheBytes} holds no block of ${DEFAULT_BLOCK_SIZE} tokens (${perBlock} bytes of K/V)`, "kvCacheBytes");
       return blocks;
     }
     // the default pool no larger than the backend's largest buffer holds (as the load plan sizes it), but one context

@@ -37,10 +37,10 @@ export interface RequestParams {
   readonly constraint?: ConstraintSpec;
 }
 
-/** what happened to one choice: a step (a token and its text), or its end */
+/** what happened to one choice, told apart by `type`: a step (a token and its text, or its end step), or its end */
 export type RequestEvent =
-  | { readonly choice: number; readonly step: GenerationStep; readonly finishReason?: undefined }
-  | { readonly choice: number; readonly step?: undefined; readonly finishReason: FinishReason };
+  | { readonly type: "step"; readonly choice: number; readonly step: GenerationStep; readonly finishReason?: undefined }
+  | { readonly type: "finish"; readonly choice: number; readonly step?: undefined; readonly finishReason: FinishReason };
 
 /** A finished request: every choice and when things happened (performance.now() times). */
 export interface RequestOutcome {
@@ -130,8 +130,8 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
 
   /** queues a choice's steps, and its end when `finished` says it ended */
   emit(choice: number, steps: readonly GenerationStep[], finished?: FinishReason): void {
-    for (const step of steps) this.events.push({ choice, step });
-    if (finished !== undefined) this.events.push({ choice, finishReason: finished });
+    for (const step of steps) this.events.push({ type: "step", choice, step });
+    if (finished !== undefined) this.events.push({ type: "finish", choice, finishReason: finished });
     this.wake();
   }
 

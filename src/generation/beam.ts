@@ -25,6 +25,7 @@
  */
 import type { KVCache, KVPoolStats } from "../cache/index.js";
 import type { LanguageModel } from "../models/index.js";
+import { OptionError } from "../units/index.js";
 
 export interface BeamSearchOptions {
   numBeams: number;
@@ -65,14 +66,14 @@ export interface BeamSearchStats {
 
 export function validateBeamOptions(o: Omit<BeamSearchOptions, "endIds" | "maxTokens">): void {
   const int = (name: string, v: unknown, min: number) => {
-    if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min)) throw new RangeError(`${name} must be an integer >= ${min}, got ${String(v)}`);
+    if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min)) throw new OptionError(`${name} must be an integer >= ${min}, got ${String(v)}`, name);
   };
   int("numBeams", o.numBeams, 1);
   int("numReturnSequences", o.numReturnSequences, 1);
   int("noRepeatNgramSize", o.noRepeatNgramSize, 0);
-  if ((o.numReturnSequences ?? 1) > o.numBeams) throw new RangeError(`numReturnSequences (${o.numReturnSequences}) must be <= numBeams (${o.numBeams})`);
-  if (o.lengthPenalty !== undefined && !Number.isFinite(o.lengthPenalty)) throw new RangeError(`lengthPenalty must be a finite number, got ${o.lengthPenalty}`);
-  if (o.earlyStopping !== undefined && typeof o.earlyStopping !== "boolean" && o.earlyStopping !== "never") throw new RangeError(`earlyStopping must be true, false or "never", got ${String(o.earlyStopping)}`);
+  if ((o.numReturnSequences ?? 1) > o.numBeams) throw new OptionError(`numReturnSequences (${o.numReturnSequences}) must be <= numBeams (${o.numBeams})`, "numReturnSequences");
+  if (o.lengthPenalty !== undefined && !Number.isFinite(o.lengthPenalty)) throw new OptionError(`lengthPenalty must be a finite number, got ${o.lengthPenalty}`, "lengthPenalty");
+  if (o.earlyStopping !== undefined && typeof o.earlyStopping !== "boolean" && o.earlyStopping !== "never") throw new OptionError(`earlyStopping must be true, false or "never", got ${String(o.earlyStopping)}`, "earlyStopping");
 }
 
 /** log-softmax of a logits row in float64 */

@@ -2,7 +2,7 @@ import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.j
 import type { LanguageModel } from "../models/index.js";
 import { SAMPLING_OPTION_NAMES, type SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
-import { checkOptionKeys } from "../units/index.js";
+import { checkOptionKeys, OptionError } from "../units/index.js";
 import type { PromptLogprobs, TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
@@ -10,11 +10,11 @@ import type { Timings } from "./timings.js";
 /** the constraint the options ask for (at most one of grammar, jsonSchema, json, choice, regex) */
 export function constraintOf(options: GenerateOptions): ConstraintSpec | undefined {
   const given = (["grammar", "jsonSchema", "json", "choice", "regex"] as const).filter((k) => options[k] !== undefined);
-  if (given.length > 1) throw new RangeError(`give one of grammar, jsonSchema, json, choice and regex, not ${given.join(" and ")}`);
+  if (given.length > 1) throw new OptionError(`give one of grammar, jsonSchema, json, choice and regex, not ${given.join(" and ")}`, given[1]!);
   if (options.grammar !== undefined) return { grammar: options.grammar };
   if (options.jsonSchema !== undefined) return { jsonSchema: options.jsonSchema };
   if (options.json !== undefined) {
-    if (options.json !== "value" && options.json !== "object") throw new RangeError(`json must be "value" or "object", got ${JSON.stringify(options.json)}`);
+    if (options.json !== "value" && options.json !== "object") throw new OptionError(`json must be "value" or "object", got ${shownValue(options.json)}`, "json");
     return { json: options.json };
   }
   if (options.choice !== undefined) return { choice: options.choice };
@@ -77,15 +77,34 @@ export interface GenerateOptions extends SamplingOptions {
 }
 
 /**
- * One generated token and the text it completed ("" while UTF-8 bytes or a possible stop
- * string are pending). A last step without a token releases text held back until the end.
+ * A streamed step, told apart by `type` (`switch (step.type)` narrows it): a generated token, or
+ * a completion's end. Every step's `text` is what to append to the completion so far.
  */
-export interface GenerationStep {
-  token: number | undefined;
+export type GenerationStep = TokenStep | EndStep;
+
+/** One generated token and the text it completed ("" while UTF-8 bytes or a possible stop string are pending). */
+export interface TokenStep {
+  type: "token";
+  token: number;
   text: string;
   /** with the `logprobs` option: the token's log-probability and the top alternatives */
   logprob?: TokenLogprob;
-  /** on a completion's last step (one without a token) when an end-of-generation token ended it: that token */
+  endToken?: undefined;
+}
+
+/**
+ * A completion's last step, without a token: the text held back until the end (bytes of an
+ * unfinished character, a possible stop string's start) and the end-of-generation token that
+ * ended it. It comes only when it carries one of the two (a completion cut by maxTokens on a
+ * whole character has none): the stream's return value (or, from Model.submit, a "finish"
+ * event) is what says the completion ended.
+ */
+export interface EndStep {
+  type: "end";
+  token: undefined;
+  text: string;
+  logprob?: undefined;
+  /** when an end-of-generation token ended the completion: that token */
   endToken?: EndToken;
 }
 
@@ -149,14 +168,14 @@ export interface Choice {
 /** the number of completions `n` asks for, checked against the options it cannot be combined with */
 export function validateChoices(options: GenerateOptions): number {
   const n = options.n ?? 1;
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be an integer >= 1 (the number of completions), got ${shownValue(options.n)}`);
+  if (!Number.isInteger(n) || n < 1) throw new OptionError(`n must be an integer >= 1 (the number of completions), got ${shownValue(options.n)}`, "n");
   if (n > 1 && usesStrategy(options)) {
-    throw new RangeError("n > 1 cannot be combined with beam search (use numReturnSequences) or speculative decoding");
+    throw new OptionError("n > 1 cannot be combined with beam search (use numReturnSequences) or speculative decoding", "n");
   }
   if (options.numBeams !== undefined && (options.draftModel !== undefined || options.promptLookup)) {
-    throw new RangeError("numBeams cannot be combined with speculative decoding (draftModel, promptLookup)");
+    throw new OptionError("numBeams cannot be combined with speculative decoding (draftModel, promptLookup)", "numBeams");
   }
-  if (options.draftModel !== undefined && options.promptLookup) throw new RangeError("draftModel and promptLookup are two ways of drafting: choose one");
+  if (options.draftModel !== undefined && options.promptLookup) throw new OptionError("draftModel and promptLookup are two ways of drafting: choose one", "promptLookup");
   return n;
 }
 
@@ -194,29 +213,29 @@ export function shownValue(value: unknown): string {
  * checked where they are used.
  */
 export function checkGenerateOptions(options: unknown): asserts options is GenerateOptions {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new TypeError(`generation options: expected an object, got ${shownValue(options)}`);
+  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`generation options: expected an object, got ${shownValue(options)}`, "options");
   const o = options as Record<string, unknown>;
   checkOptionKeys(o, OPTION_NAMES);
   for (const flag of ["addSpecialTokens", "ignoreEos"] as const) {
-    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new TypeError(`${flag}: expected true or false, got ${shownValue(o[flag])}`);
+    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new OptionError(`${flag}: expected true or false, got ${shownValue(o[flag])}`, flag);
   }
   const stop = o["stop"];
-  if (stop !== undefined && typeof stop !== "string" && !Array.isArray(stop)) throw new TypeError(`stop: expected a string or an array of strings, got ${shownValue(stop)}`);
+  if (stop !== undefined && typeof stop !== "string" && !Array.isArray(stop)) throw new OptionError(`stop: expected a string or an array of strings, got ${shownValue(stop)}`, "stop");
   const stopTokens = o["stopTokens"];
   if (stopTokens !== undefined) {
-    if (!Array.isArray(stopTokens)) throw new TypeError(`stopTokens: expected an array of token ids, got ${shownValue(stopTokens)}`);
+    if (!Array.isArray(stopTokens)) throw new OptionError(`stopTokens: expected an array of token ids, got ${shownValue(stopTokens)}`, "stopTokens");
     stopTokens.forEach((t, i) => {
-      if (!Number.isSafeInteger(t) || (t as number) < 0) throw new RangeError(`stopTokens[${i}]: expected a token id (an integer >= 0), got ${shownValue(t)}`);
+      if (!Number.isSafeInteger(t) || (t as number) < 0) throw new OptionError(`stopTokens[${i}]: expected a token id (an integer >= 0), got ${shownValue(t)}`, "stopTokens");
     });
   }
   const signal = o["signal"];
   // (by its shape: an AbortController polyfill's signal works as well)
   const signalLike = typeof signal === "object" && signal !== null && typeof (signal as AbortSignal).aborted === "boolean" && typeof (signal as AbortSignal).addEventListener === "function";
-  if (signal !== undefined && !signalLike) throw new TypeError(`signal: expected an AbortSignal, got ${shownValue(signal)}`);
+  if (signal !== undefined && !signalLike) throw new OptionError(`signal: expected an AbortSignal, got ${shownValue(signal)}`, "signal");
   const lookup = o["promptLookup"];
-  if (lookup !== undefined && typeof lookup !== "boolean" && typeof lookup !== "number") throw new TypeError(`promptLookup: expected true, false or the longest n-gram to match (an integer >= 1), got ${shownValue(lookup)}`);
+  if (lookup !== undefined && typeof lookup !== "boolean" && typeof lookup !== "number") throw new OptionError(`promptLookup: expected true, false or the longest n-gram to match (an integer >= 1), got ${shownValue(lookup)}`, "promptLookup");
   const draft = o["draftModel"] as { languageModel?: unknown } | undefined;
   if (draft !== undefined && (typeof draft !== "object" || draft === null || typeof draft.languageModel !== "object" || draft.languageModel === null)) {
-    throw new TypeError(`draftModel: expected a loaded model (what loadModel returns), got ${shownValue(draft)}`);
+    throw new OptionError(`draftModel: expected a loaded model (what loadModel returns), got ${shownValue(draft)}`, "draftModel");
   }
 }

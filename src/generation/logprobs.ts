@@ -1,3 +1,5 @@
+import { OptionError } from "../units/index.js";
+
 /**
  * Log-probabilities reported with generated tokens. They are the model's own distribution:
  * log-softmax of the raw logits row, before logit bias, penalties, temperature and truncation
@@ -50,6 +52,6 @@ function topK(row: Float32Array, k: number): number[] {
 
 export function validateLogprobs(k: unknown, option = "logprobs"): number | undefined {
   if (k === undefined) return undefined;
-  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new RangeError(`${option} must be an integer >= 0 (the number of top tokens to report), got ${String(k)}`);
+  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new OptionError(`${option} must be an integer >= 0 (the number of top tokens to report), got ${String(k)}`, option);
   return k;
 }

@@ -3,7 +3,7 @@ import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
 import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
-import type { EndToken, FinishDetail, FinishReason, GenerationStep } from "./generate.js";
+import type { EndToken, FinishDetail, FinishReason, GenerationStep, TokenStep } from "./generate.js";
 
 /** What ends a sequence, shared by every sequence of a request. */
 export interface StopRules {
@@ -97,7 +97,7 @@ export class Sequence {
     this.tokens.push(token);
     const { emit, stopped } = this.stopMatcher.push(this.decoder.push(token));
     this.completion += emit;
-    const step: GenerationStep = { token, text: emit };
+    const step: TokenStep = { type: "token", token, text: emit };
     if (this.logprobs) {
       step.logprob = this.scored(token, logits);
       this.logprobs.push(step.logprob);
@@ -132,7 +132,7 @@ export class Sequence {
     if (stopped) { this.finishReason = "stop"; this.finishDetail = undefined; }
     else tail += this.stopMatcher.flush();
     this.completion += tail;
-    if (this.endToken) return [{ token: undefined, text: tail, endToken: this.endToken }];
-    return tail ? [{ token: undefined, text: tail }] : [];
+    if (this.endToken) return [{ type: "end", token: undefined, text: tail, endToken: this.endToken }];
+    return tail ? [{ type: "end", token: undefined, text: tail }] : [];
   }
 }

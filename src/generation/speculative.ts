@@ -29,6 +29,7 @@
 import type { KVCache } from "../cache/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { TokenProbabilities, UniformSource } from "../sampling/index.js";
+import { OptionError } from "../units/index.js";
 
 /** the processed next-token distribution of a sampler for a logits row and history */
 export type DistributionFn = (logits: Float32Array, history: readonly number[]) => TokenProbabilities;
@@ -193,7 +194,7 @@ export function speculativePositions(promptLength: number, maxTokens: number, dr
 
 export function validateSpeculative(o: { draftTokens?: number; promptLookup?: number }): void {
   for (const [name, v] of [["draftTokens", o.draftTokens], ["promptLookup", o.promptLookup]] as const) {
-    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${v}`);
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new OptionError(`${name} must be an integer >= 1, got ${v}`, name);
   }
 }
 
@@ -225,7 +226,7 @@ export class SpeculativeDecoder {
     this.k = o.draftTokens ?? (o.draft ? 8 : 10);
     this.ngram = o.promptLookup ?? 3;
     if (o.draft && o.draft.info.vocabSize !== vocabSize) {
-      throw new RangeError(`draft model: its vocabulary has ${o.draft.info.vocabSize} tokens, the target's ${vocabSize}`);
+      throw new OptionError(`draft model: its vocabulary has ${o.draft.info.vocabSize} tokens, the target's ${vocabSize}`, "draftModel");
     }
     this.seq = [...promptTokens];
     this.dCache = o.draft && (o.draftCache ?? ((positions) => o.draft!.createCache(positions)))(this.capacity);

@@ -4,6 +4,7 @@ import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
 
 export { hostMemory, checkAttentionOrder, checkKVCacheType, F32_CACHE, headRowIndex, isPlainF32, KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
+import { OptionError } from "../units/index.js";
 
 export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js";
 export { whileBackendStarts } from "./backend.js";
@@ -28,10 +29,10 @@ let warnedFallback = false;
  */
 export async function createBackend(name: BackendName | undefined, options: { threads?: number; onWarning?: (message: string) => void } = {}): Promise<Backend> {
   if (name !== undefined && name !== "wasm" && name !== "reference" && name !== "webgpu") {
-    throw new Error(`unknown backend "${String(name)}" (expected "wasm", "reference" or "webgpu")`);
+    throw new OptionError(`unknown backend "${String(name)}" (expected "wasm", "reference" or "webgpu")`, "backend");
   }
   if (options.threads !== undefined && (!Number.isInteger(options.threads) || options.threads < 1)) {
-    throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
+    throw new OptionError(`threads must be a positive integer, got ${options.threads}`, "threads");
   }
   if (name === "reference") return createReferenceBackend();
   // loaded only when asked for: it loads the optional "webgpu" package (Dawn) in Node

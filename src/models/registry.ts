@@ -1,5 +1,6 @@
 import { GGUFError, GGUFMetadata, GGUFTensorSource, type GGUFHeader, type TensorSource } from "../formats/index.js";
 import { checkAttentionOrder, checkKVCacheType, F32_CACHE, type Backend, type KVCacheTypes } from "../kernels/index.js";
+import { OptionError } from "../units/index.js";
 import { Gpt2Model, readGpt2Config, readGpt2Shape } from "./gpt2.js";
 import type { DecoderShape } from "./hyperparameters.js";
 import { LlamaModel, readLlamaConfig, readLlamaShape } from "./llama.js";
@@ -81,7 +82,7 @@ export function checkCacheTypes(types: KVCacheTypes, headDim: number, backend?: 
   checkAttentionOrder(types);
   for (const [t, what] of [[types.k, "cacheTypeK"], [types.v, "cacheTypeV"]] as const) {
     checkKVCacheType(t, headDim, what);
-    if (backend?.kvCacheTypes && !backend.kvCacheTypes.includes(t)) throw new RangeError(`${what} ${t}: the ${backend.name} backend stores a KV cache as ${backend.kvCacheTypes.join(", ")} only`);
+    if (backend?.kvCacheTypes && !backend.kvCacheTypes.includes(t)) throw new OptionError(`${what} ${t}: the ${backend.name} backend stores a KV cache as ${backend.kvCacheTypes.join(", ")} only`, what);
   }
 }
 

@@ -1,4 +1,5 @@
 import type { LogitBias } from "./logit-processors.js";
+import { OptionError } from "../units/index.js";
 import { randomSeed } from "./rng.js";
 
 export interface SamplingOptions {
@@ -62,9 +63,9 @@ export const SAMPLING_OPTION_NAMES: readonly (keyof SamplingOptions)[] = [...(Ob
 
 const KNOWN = new Set<string>(SAMPLING_OPTION_NAMES);
 
-function fail(name: string, expected: string, value: unknown): never {
+function fail(name: string, expected: string, value: unknown, option = name): never {
   const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
-  throw new RangeError(`sampling option ${name} = ${shown}: expected ${expected}`);
+  throw new OptionError(`sampling option ${name} = ${shown}: expected ${expected}`, option);
 }
 
 function num(
@@ -91,24 +92,22 @@ function resolveLogitBias(bias: SamplingOptions["logitBias"]): LogitBias {
     // object keys arrive as strings: accept only the canonical decimal form of an id
     const id = typeof key === "string" && /^(0|[1-9]\d*)$/.test(key) ? Number(key) : key;
     if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) {
-      fail(`logitBias key`, "a token id (an integer >= 0)", key);
+      fail(`logitBias key`, "a token id (an integer >= 0)", key, "logitBias");
     }
     if (typeof value !== "number" || Number.isNaN(value) || value === Infinity) {
-      fail(`logitBias[${id}]`, "a finite number, or -Infinity to ban the token", value);
+      fail(`logitBias[${id}]`, "a finite number, or -Infinity to ban the token", value, "logitBias");
     }
     out.set(id, (out.get(id) ?? 0) + value);
   }
   return out;
 }
 
-/** validates options, fills in the defaults and picks a seed; throws a RangeError naming the option */
+/** validates options, fills in the defaults and picks a seed; throws an OptionError naming the option */
 export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedSamplingOptions {
   if (typeof options !== "object" || options === null) fail("options", "an object", options);
   for (const key of Object.keys(options)) {
     if (!KNOWN.has(key)) {
-      throw new RangeError(
-        `unknown sampling option ${JSON.stringify(key)}; expected one of ${[...KNOWN].join(", ")}`,
-      );
+      throw new OptionError(`unknown sampling option ${JSON.stringify(key)}; expected one of ${[...KNOWN].join(", ")}`, key);
     }
   }
   const d = DEFAULT_SAMPLING;

@@ -1,4 +1,5 @@
 import { RequestError } from "../engine/index.js";
+import { OptionError } from "../units/index.js";
 
 /** An error answered in OpenAI's shape: `{error: {message, type, param, code}}` with an HTTP status. */
 export class ApiError extends Error {
@@ -36,20 +37,17 @@ const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs
 
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's
- * RangeErrors become 400s naming the parameter (the prompt parameter is `promptParam`);
- * anything else is the server's fault.
+ * OptionErrors (RequestError among them) become 400s naming the parameter their `option` stands
+ * for (the prompt parameter is `promptParam`); other RangeErrors and TypeErrors 400s without
+ * one; anything else is the server's fault.
  */
 export function fromSubmitError(e: unknown, promptParam: string): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
-  if (e instanceof RequestError) {
-    const param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? e.option);
-    return new ApiError(400, message, "invalid_request_error", param, e.code ?? "invalid_value");
+  if (e instanceof OptionError) {
+    const param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
+    return new ApiError(400, message, "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
-  const sampling = /^sampling option (\w+)/.exec(message);
-  if (sampling) return invalid(PARAM_OF[sampling[1]!] ?? sampling[1]!, message);
-  if (/^n must be/.test(message)) return invalid("n", message);
-  if (/^logprobs/.test(message)) return invalid("logprobs", message);
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
   return internal(e);
 }

@@ -1,4 +1,5 @@
 import { GGMLType, typeInfo } from "./dtypes.js";
+import { OptionError } from "../units/index.js";
 
 /**
  * The weight formats a user can ask for by name (load-time `quantize`, `tsllm quantize --type`),
@@ -29,7 +30,7 @@ export function isFileQuantization(s: string): s is FileQuantization {
 
 /** the ggml type of a quantization name; throws with the valid names */
 export function quantizationType(name: string): GGMLType {
-  if (!isQuantization(name)) throw new Error(`quantize: expected one of ${QUANTIZATIONS.join(", ")}, found ${JSON.stringify(name)}`);
+  if (!isQuantization(name)) throw new OptionError(`quantize: expected one of ${QUANTIZATIONS.join(", ")}, found ${JSON.stringify(name)}`, "quantize");
   return TYPE_OF[name];
 }
 

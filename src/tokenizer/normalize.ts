@@ -1,3 +1,5 @@
+import { OptionError } from "../units/index.js";
+
 /** Unicode normalization applied to prompt text before tokenizing; "none" leaves it as typed. */
 export type PromptNormalization = "none" | "nfc" | "nfkc";
 
@@ -13,6 +15,6 @@ export function normalizePrompt(text: string, form: PromptNormalization = "none"
     case "none": return text;
     case "nfc": return text.normalize("NFC");
     case "nfkc": return text.normalize("NFKC");
-    default: throw new RangeError(`normalize: expected one of ${PROMPT_NORMALIZATIONS.join(", ")}, got ${JSON.stringify(form)}`);
+    default: throw new OptionError(`normalize: expected one of ${PROMPT_NORMALIZATIONS.join(", ")}, got ${JSON.stringify(form)}`, "normalize");
   }
 }

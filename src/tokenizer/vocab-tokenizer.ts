@@ -2,6 +2,7 @@ import { yieldToEventLoop } from "../platform/host.js";
 import { BPE } from "./bpe.js";
 import { BertChunkCursor, bertNormalize, bertSplit } from "./bert-pre.js";
 import { byteLevelDecode, byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "./byte-level.js";
+import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } from "./options.js";
 import { PieceCursor } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
@@ -195,6 +196,7 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   private startRun(text: string, options: EncodeOptions): EncodeRun {
+    checkEncodeOptions(options);
     const addSpecial = options.addSpecialTokens ?? true;
     // the special tokens are looked for as the words go (SpecialSplit): a scan of megabytes at once holds the event loop
     const split = (options.parseSpecial ?? true ? this.allSpecial : this.userDefinedOnly).splitter(wellFormed(text), options.literalRanges);
@@ -258,6 +260,7 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    checkDecodeOptions(options);
     const d = this.createStreamDecoder(options);
     let s = "";
     for (let i = 0; i < ids.length; i++) s += d.push(ids[i]!);
@@ -265,6 +268,7 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
+    checkStreamDecoderOptions(options);
     const skip = options.skipSpecialTokens ?? false;
     const td = new TextDecoder("utf-8");
     // SentencePiece and WordPiece mark word starts with a space; the text's first one is dropped

@@ -1,3 +1,5 @@
+import { OptionError } from "./option-error.js";
+
 /**
  * Refuses an options object's unknown key in one line that names it, suggests the option it
  * likely misspells and lists the known ones: a misspelled option (`contextsize`) would otherwise
@@ -7,7 +9,7 @@ export function checkOptionKeys(options: object, known: readonly string[], what?
   for (const key of Object.keys(options)) {
     if (known.includes(key)) continue;
     const near = known.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2);
-    throw new RangeError(`${what ? `${what}: ` : ""}unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ""}; the options are ${known.join(", ")}`);
+    throw new OptionError(`${what ? `${what}: ` : ""}unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ""}; the options are ${known.join(", ")}`, key);
   }
 }
 

@@ -2,6 +2,7 @@ import { f16BitsToF32, f32ToF16Bits } from "../../tensor/quant/half.js";
 import { dequantizeQ4_0, quantizeQ4_0 } from "../../tensor/quant/q4_0.js";
 import { dequantizeQ8_0 } from "../../tensor/quant/q8_0.js";
 import { checkRows, type HalfSides } from "../ops/attention.js";
+import { OptionError } from "../../units/index.js";
 import { quantizeActivationsQ8_0 } from "./activation-quant.js";
 
 /**
@@ -104,9 +105,9 @@ export function parseKVCacheType(value: string, what: string): KVCacheType {
 
 /** throws unless a model with this head dim can store K or V as `type` */
 export function checkKVCacheType(type: KVCacheType, headDim: number, what: string): void {
-  if (!(KV_CACHE_TYPES as readonly string[]).includes(type)) throw new RangeError(`${what} must be one of ${KV_CACHE_TYPES.join(", ")}, got "${String(type)}"`);
+  if (!(KV_CACHE_TYPES as readonly string[]).includes(type)) throw new OptionError(`${what} must be one of ${KV_CACHE_TYPES.join(", ")}, got "${String(type)}"`, what);
   if (isBlockFormat(type) && headDim % BLOCK !== 0) {
-    throw new RangeError(`${what} ${type} needs a head dim that is a multiple of ${BLOCK} (each head is stored in whole blocks); this model's is ${headDim}: use f16 or f32`);
+    throw new OptionError(`${what} ${type} needs a head dim that is a multiple of ${BLOCK} (each head is stored in whole blocks); this model's is ${headDim}: use f16 or f32`, what);
   }
 }
 
@@ -129,7 +130,7 @@ const LIBRARY_WORDS: CacheOptionWords = { k: "cacheTypeK", v: "cacheTypeV", flas
 export function checkAttentionOrder(types: KVCacheTypes, words: CacheOptionWords = LIBRARY_WORDS): void {
   if (types.flashAttention !== false) return;
   for (const [t, what] of [[types.k, words.k], [types.v, words.v]] as const) {
-    if (isBlockFormat(t)) throw new RangeError(`${what} ${t} needs flash attention (llama.cpp's order for a block-format cache): ${words.flashOn}, or use f16 / f32`);
+    if (isBlockFormat(t)) throw new OptionError(`${what} ${t} needs flash attention (llama.cpp's order for a block-format cache): ${words.flashOn}, or use f16 / f32`, what);
   }
 }
 

@@ -8,6 +8,7 @@ import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
 import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
 import { fastEncoderFor, type CheckedMerges, type HFFastEncoder, type LibraryPipeline } from "./fast-encoder.js";
 import { ASYNC_SLICE_CHARS } from "../word-run.js";
+import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } from "../options.js";
 import { yieldToEventLoop } from "../../platform/host.js";
 import { byteLevelDecode } from "../byte-level.js";
 import { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "../offsets.js";
@@ -360,6 +361,7 @@ export class HFTokenizer implements Tokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
+    checkEncodeOptions(options);
     const ids: number[] = [];
     for (const [piece, literal] of this.pieces(text, options)) {
       const fast = this.fastEncoder(literal);
@@ -381,6 +383,7 @@ export class HFTokenizer implements Tokenizer {
    * stop midway, is given the text cut where its ids are those of the whole (libraryChunks).
    */
   async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
+    checkEncodeOptions(options);
     const ids: number[] = [];
     for (const [piece, literal] of this.pieces(text, options)) {
       const fast = this.fastEncoder(literal);
@@ -484,6 +487,7 @@ export class HFTokenizer implements Tokenizer {
   private readonly fast: (HFFastEncoder | null | undefined)[] = [undefined, undefined];
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    checkDecodeOptions(options);
     const list = Array.from(ids);
     for (const id of list) this.checkId(id);
     const text = this.decodeChecked(list, options);
@@ -491,6 +495,7 @@ export class HFTokenizer implements Tokenizer {
   }
 
   createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
+    checkStreamDecoderOptions(options);
     const raw = windowedStreamDecoder((ids) => this.decodeChecked(ids, options), (id) => this.checkId(id), options.context);
     if (!this.cleanUpSpaces) return raw;
     // the clean-up joins across chunks: it needs the context's own text (its tail) before it

@@ -1,0 +1,40 @@
+// Stream steps and submit events carry a `type` that tells their kinds apart (as the AI SDK's
+// stream parts and OpenAI's stream events do), so a TypeScript user's `switch` narrows them:
+// before, a step's token was `number | undefined` everywhere and an event was told from an end by
+// which of `step` / `finishReason` was undefined.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { loadModel, type GenerationStep, type RequestEvent } from "../src/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+
+test("stories260K: every stream step is a token step or the end step, every submit event a step or a finish", { skip: skipWithoutShared(MODEL) }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, threads: 1 });
+  try {
+    const alone = await model.generate("Once upon a time", { temperature: 0, maxTokens: 8 });
+    // a stop token ends it at the 4th token: the last step is the end step carrying that token
+    const stopAt = alone.completionTokens[3]!;
+    const steps: GenerationStep[] = [];
+    const it = model.stream("Once upon a time", { temperature: 0, maxTokens: 8, stopTokens: [stopAt], logprobs: 1 });
+    let r = await it.next();
+    for (; !r.done; r = await it.next()) steps.push(r.value);
+    const tokens = steps.filter((s) => s.type === "token");
+    assert.deepEqual(tokens.map((s) => s.token), r.value.completionTokens);
+    assert.ok(tokens.every((s) => s.logprob !== undefined && s.endToken === undefined));
+    const last = steps.at(-1)!;
+    assert.equal(last.type, "end");
+    assert.equal(last.token, undefined);
+    assert.equal(last.endToken?.token, r.value.endToken?.token);
+    assert.equal(steps.filter((s) => s.type === "end").length, 1);
+    assert.equal(steps.map((s) => s.text).join(""), r.value.completion);
+
+    const events: RequestEvent[] = [];
+    for await (const e of model.submit("Lily", { maxTokens: 3, n: 2, temperature: 0.7, seed: 3 }).events()) events.push(e);
+    for (const e of events) assert.equal(e.type, e.step ? "step" : "finish");
+    assert.deepEqual(events.filter((e) => e.type === "finish").map((e) => e.choice).sort(), [0, 1]);
+    assert.ok(events.every((e) => e.type === "finish" ? e.finishReason === "length" : e.step.type === "token" ? Number.isInteger(e.step.token) : true));
+  } finally {
+    model.dispose();
+  }
+});
