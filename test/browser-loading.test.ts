@@ -440,17 +440,27 @@ test("out of wasm memory at load is an error naming the model and saying so, not
   }
 });
 
-test("a page without cross-origin isolation: the wasm backend's error says why and names the reference backend, which loads", { skip }, async () => {
-  const r = await inPage<{ wasm: string; reference: Loaded; isolated: boolean }>(`
+test("the same page with and without cross-origin isolation: the wasm backend gives llama.cpp's tokens on both, on 2 threads and on 1 (the console and threadsNote say why)", { skip }, async () => {
+  const body = `
     const engine = new TsllmWorker();
-    let wasm;
-    try { await engine.load("/m/range/stories260K.gguf"); } catch (e) { wasm = e.message; }
-    engine.terminate();
-    const reference = await (async () => { ${loadAndGenerate(`"/m/range/stories260K.gguf"`, `{ backend: "reference" }`)} })();
-    return { wasm, reference, isolated: crossOriginIsolated };`, { path: "/plain/" });
-  assert.equal(r.isolated, false);
-  assert.match(r.wasm, /^wasm backend: the page is not cross-origin isolated, so it has no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp, or load with backend: "reference"/, r.wasm);
-  assert.deepEqual(r.reference.tokens, golden(), r.reference.error);
+    try {
+      const info = await engine.load("/m/range/stories260K.gguf", { threads: 2 });
+      const r = await engine.generate("Once upon a time", { maxTokens: 8, temperature: 0 });
+      return { isolated: crossOriginIsolated, tokens: r.completionTokens, threads: info.threads, note: info.threadsNote };
+    } catch (e) {
+      return { isolated: crossOriginIsolated, error: e.message };
+    } finally {
+      engine.terminate();
+    }`;
+  type Run = { isolated: boolean; tokens?: number[]; threads?: number; note?: string; error?: string };
+  const isolated = await inPage<Run>(body);
+  const logged: string[] = [];
+  const plain = await inPage<Run>(body, { path: "/plain/", prepare: async (page) => void page.on("console", (m) => logged.push(m.text())) });
+  assert.deepEqual([isolated.isolated, isolated.tokens, isolated.threads, isolated.note], [true, golden(), 2, undefined], isolated.error);
+  assert.deepEqual([plain.isolated, plain.tokens, plain.threads], [false, golden(), 1], plain.error);
+  const note = "tsllm: the wasm backend runs on 1 thread, not 2: the page is not cross-origin isolated, so it has no SharedArrayBuffer; for 2 threads serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless)";
+  assert.equal(plain.note, note);
+  assert.ok(logged.includes(note), `the console says why: ${JSON.stringify(logged)}`);
 });
 
 test("two engines with a model each generate side by side; an unloaded or terminated one says so", { skip }, async () => {

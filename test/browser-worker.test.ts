@@ -186,9 +186,9 @@ test("an option postMessage cannot copy (a function, a symbol) rejects that call
   assert.deepEqual(errors, []);
 });
 
-test("a model given as its bytes (ArrayBuffer, Uint8Array) or a blob: URL gives llama.cpp's tokens; undefined, a number, an ftp: URL are one error saying what a source may be, and the model stays", { skip }, async () => {
+test("a model given as its bytes (ArrayBuffer, Uint8Array), a blob: URL or a fetch() Response gives llama.cpp's tokens; undefined, a number, an ftp: URL, a 404 or read Response are one error saying what is wrong, and the model stays", { skip }, async () => {
   type Loaded = { source: string; cached: boolean; notCached?: string; tokens: number[] };
-  const { value, errors } = await inPage<{ buffer: Loaded; view: Loaded; blobUrl: Loaded; bad: string[]; after: number[] }>(`
+  const { value, errors } = await inPage<{ buffer: Loaded; view: Loaded; blobUrl: Loaded; response: Loaded; bad: string[]; after: number[] }>(`
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
     const bytes = await (await fetch("/models/stories260K.gguf")).arrayBuffer();
     const run = async (source) => {
@@ -199,17 +199,23 @@ test("a model given as its bytes (ArrayBuffer, Uint8Array) or a blob: URL gives 
     const buffer = await run(bytes);
     const view = await run(new Uint8Array(bytes));
     const blobUrl = await run(URL.createObjectURL(new Blob([bytes])));
+    const response = await run(await fetch("/models/stories260K.gguf"));
+    const read = await fetch("/models/stories260K.gguf");
+    await read.arrayBuffer();
     const bad = [];
-    for (const source of [undefined, 42, "ftp://example.com/m.gguf"]) bad.push(await engine.load(source).then(() => "loaded", (e) => e.message));
+    for (const source of [undefined, 42, "ftp://example.com/m.gguf", await fetch("/models/none.gguf"), read]) bad.push(await engine.load(source).then(() => "loaded", (e) => e.message));
     const after = (await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 })).completionTokens;
     engine.terminate();
-    return { buffer, view, blobUrl, bad, after };`);
+    return { buffer, view, blobUrl, response, bad, after };`);
   for (const loaded of [value.buffer, value.view]) assert.deepEqual(loaded, { source: "a Blob of 1185376 bytes", cached: false, notCached: undefined, tokens: golden() });
   // a blob: URL is in memory already: not offered to the Cache API (which refuses its scheme with a TypeError)
   assert.match(value.blobUrl.source, /^blob:/);
   assert.deepEqual([value.blobUrl.cached, value.blobUrl.notCached, value.blobUrl.tokens], [false, undefined, golden()]);
   const expected = "load: the model source must be a URL, a Blob or File, or an ArrayBuffer or typed array of the GGUF's bytes, not";
-  assert.deepEqual(value.bad, [`${expected} undefined`, `${expected} number`, "ftp://example.com/m.gguf: a model URL must be http:, https:, blob: or data:, not ftp:"]);
+  // a Response: read into a File named by its URL (before: "Response object could not be cloned"), not cached
+  assert.deepEqual(value.response, { source: `${base}/models/stories260K.gguf`, cached: false, notCached: undefined, tokens: golden() });
+  assert.deepEqual(value.bad, [`${expected} undefined`, `${expected} number`, "ftp://example.com/m.gguf: a model URL must be http:, https:, blob: or data:, not ftp:",
+    `load: ${base}/models/none.gguf: HTTP 404 Not Found`, `load: the Response for ${base}/models/stories260K.gguf was read already (its body is gone): pass a fresh one, or its URL`]);
   assert.deepEqual(value.after, golden());
   assert.deepEqual(errors, []);
 });
@@ -241,17 +247,17 @@ test("an onStep or onProgress callback that throws rejects that call with its er
   assert.deepEqual(errors, []);
 });
 
-test("a page that is no secure context (http from a LAN name, COOP/COEP sent): the wasm error says https is needed, a load says why it is not cached", { skip }, async () => {
+test("a page that is no secure context (http from a LAN name, COOP/COEP sent): the wasm backend runs on one thread, its note says https is needed for more, a load says why it is not cached", { skip }, async () => {
   const origin = base.replace("127.0.0.1", "insecure.test");
-  const { value, errors } = await inPage<{ secure: boolean; wasm: string; cached: boolean; notCached: string; tokens: number[] }>(`
+  const { value, errors } = await inPage<{ secure: boolean; threads: number; note: string; cached: boolean; notCached: string; tokens: number[] }>(`
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
-    const wasm = await engine.load("/models/stories260K.gguf").then(() => "loaded", (e) => e.message);
-    const m = await engine.load("/models/stories260K.gguf", { backend: "reference" });
+    const m = await engine.load("/models/stories260K.gguf", { threads: 2 });
     const r = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
     engine.terminate();
-    return { secure: isSecureContext, wasm, cached: m.cached, notCached: m.notCached, tokens: r.completionTokens };`, origin);
+    return { secure: isSecureContext, threads: m.threads, note: m.threadsNote, cached: m.cached, notCached: m.notCached, tokens: r.completionTokens };`, origin);
   assert.equal(value.secure, false);
-  assert.match(value.wasm, /^wasm backend: the page is not a secure context \(http:\/\/ from a host other than localhost\), and browsers isolate .* only secure ones: serve it over https: .*or load with backend: "reference"/);
+  assert.equal(value.threads, 1);
+  assert.equal(value.note, "tsllm: the wasm backend runs on 1 thread, not 2: the page is not a secure context (http:// from a host other than localhost), and browsers give SharedArrayBuffer only to cross-origin isolated secure ones; for 2 threads serve it over https: (or from localhost) with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless)");
   assert.equal(value.cached, false);
   assert.equal(value.notCached, `the model cache could not keep ${origin}/models/stories260K.gguf: the Cache API exists only in secure contexts (https:, or http://localhost) and this page is not one`);
   assert.deepEqual(value.tokens, golden());

@@ -57,7 +57,7 @@ const status = (text) => ($("status").textContent = text);
 const fmt = (ms) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(1));
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 2 : 0)} MiB`;
 
-status(badParam ?? (crossOriginIsolated ? "ready" : "not cross-origin isolated: the wasm backend needs COOP/COEP headers (use the example server)"));
+status(badParam ?? (crossOriginIsolated ? "ready" : "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends)"));
 if (badParam) $("error").textContent = badParam;
 
 fetch("/models/").then((r) => (r.ok ? r.json() : [])).then((names) => {
@@ -148,7 +148,7 @@ async function run() {
     $("stats").textContent = `${result.finishReason} · ${t.promptTokens} prompt + ${t.completionTokens} tokens · TTFT ${fmt(t.ttftMs)} ms · TPOT ${fmt(t.tpotMs)} ms · ${t.decodeTokensPerSecond.toFixed(1)} tok/s`;
     $("result").textContent = JSON.stringify({ completionTokens: result.completionTokens, completion: result.completion, backend: info.backend, timings: t, finishReason: result.finishReason, promptTokens: result.promptTokens,
       load: { fromCache: info.fromCache, cached: info.cached, size: info.size, ...(info.refetched ? { refetched: info.refetched } : {}) },
-      ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories } } : {}),
+      ...(info.backend === "wasm" ? { wasm: { threads: info.threads, simd: info.simd, memories: info.memories, ...(info.threadsNote ? { threadsNote: info.threadsNote } : {}) } } : {}),
     });
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);

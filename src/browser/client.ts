@@ -36,6 +36,16 @@ function uncopyable(value: unknown, path = "", seen = new Set<object>()): string
 /** a URL relative to the page, as the worker (and the cache) sees it */
 const absolute = (url: string | URL): string => new URL(url, baseHref()).href;
 
+const isResponse = (v: unknown): v is Response => typeof Response === "function" && v instanceof Response;
+
+/** the body of a fetch() Response as a File named by its URL; one clear error for a failed or already read one */
+async function responseFile(response: Response): Promise<File> {
+  const name = response.url || "a Response";
+  if (!response.ok) throw new Error(`load: ${name}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  if (response.bodyUsed) throw new Error(`load: the Response for ${name} was read already (its body is gone): pass a fresh one, or its URL`);
+  return new File([await response.blob()], name);
+}
+
 export class TsllmWorker {
   private readonly worker: WebWorker;
   private nextId = 1;
@@ -119,7 +129,9 @@ export class TsllmWorker {
    * the server whether it changed). `onProgress` gets the bytes downloaded, then read. `signal`
    * cancels it: the promise rejects with an AbortError and no model is loaded.
    */
-  load(source: BrowserModelSource | URL, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
+  load(source: BrowserModelSource | URL | Response, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
+    // a fetch() Response cannot be posted to the worker (it was "Response object could not be cloned"): its body, as a File named by its URL
+    if (isResponse(source)) return responseFile(source).then((file) => this.load(file, options));
     const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
     const { onProgress, signal, ...rest } = options;
     return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress });

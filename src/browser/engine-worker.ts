@@ -7,7 +7,7 @@ import type { ChoiceStep, Model } from "../llm.js";
 import { timeGreedyForward } from "../generation/index.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
-import { defaultWasmThreads } from "./backends.js";
+import { wasmThreading } from "./backends.js";
 import { loadBrowserModelFrom, modelSource, sourceName } from "./engine.js";
 import { abortError } from "./files.js";
 import { deleteCachedModels, listCachedModels } from "./model-cache.js";
@@ -83,9 +83,12 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
   loadFailure = undefined;
   model = loaded.model;
   const m = model;
+  const wasm = backendName === "wasm" ? (m.backend as WasmBackend) : undefined;
+  const note = wasm ? wasmThreading(req.options?.threads).note : undefined;
   return {
-    source: m.path, info: m.info, backend: backendName, threads: backendName === "wasm" ? (req.options?.threads ?? defaultWasmThreads()) : 1,
-    ...(backendName === "wasm" ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: (m.backend as WasmBackend).memoryCount } : {}),
+    // the backend's own count: 1 on a page that is not cross-origin isolated, whatever was asked
+    source: m.path, info: m.info, backend: backendName, threads: wasm?.threads ?? 1, ...(note ? { threadsNote: note } : {}),
+    ...(wasm ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: wasm.memoryCount } : {}),
     contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
     ...(loaded.refetched ? { refetched: loaded.refetched } : {}),

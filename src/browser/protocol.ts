@@ -39,8 +39,10 @@ export interface LoadedModel {
   info: ModelInfo;
   /** the backend that runs it */
   backend: string;
-  /** threads of the wasm backend (1 for the others) */
+  /** threads the wasm backend computes on (1 for the others; 1 on a page that is not cross-origin isolated) */
   threads: number;
+  /** why the wasm backend runs on fewer threads than asked for (the page is not cross-origin isolated) and which headers give them; also logged to the console */
+  threadsNote?: string;
   /** the wasm backend's kernels build: "relaxed" where the browser has Relaxed SIMD, else "plain" (SIMD128) */
   simd?: "relaxed" | "plain";
   /** the wasm backend's WebAssembly memories holding the weights (1 unless they outgrow one) */

@@ -11,7 +11,7 @@ import { GGMLType, rowByteLength, typeName, rowCount, type Tensor } from "../../
 import * as C from "./control.js";
 import { Memories, type Placement } from "./memories.js";
 import { MAX_BYTES } from "./memory.js";
-import { kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
+import { kernelsMemory, kernelsModule, relaxedSimdSupported, type KernelExports, type KernelsVariant } from "./module.js";
 import { createThreadPool, type ThreadPool } from "./pool.js";
 
 /**
@@ -267,11 +267,16 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const threads = options.threads ?? cpuCount();
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createWasmBackend: threads must be a positive integer, got ${threads}`);
   const limit = memoryLimit(options.memoryLimitBytes);
+  const memoryKind = kernelsMemory();
+  if (memoryKind === "unshared" && threads > 1) {
+    // the browser entry asks for one thread there (src/browser/backends.ts); a direct caller is told why
+    throw new RangeError(`createWasmBackend: threads: ${threads} needs memory shared between threads, which this page lacks (it is not cross-origin isolated: no SharedArrayBuffer); use threads: 1, or serve the page with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp`);
+  }
 
   const variant = chooseVariant(options.simd);
   const module = kernelsModule(variant);
   // a small limit (tests) gets a smaller first scratch, leaving memory 0 room for weights
-  const memories = new Memories(module, limit, Math.min(INITIAL_SCRATCH, limit / 4));
+  const memories = new Memories(module, limit, Math.min(INITIAL_SCRATCH, limit / 4), memoryKind);
   const first = memories.first;
   const kernels = first.kernels;
   /*

@@ -3,12 +3,14 @@
  * The kernels are fetched and compiled with WebAssembly.compileStreaming by preloadKernels(),
  * which the browser entry awaits before it creates a backend (module.ts asks for them
  * synchronously); kernel threads are module Web Workers (src/browser/kernel-worker.ts) sharing
- * the backend's WebAssembly.Memory, which needs a cross-origin isolated page. A Web Worker
+ * the backend's WebAssembly.Memory, which needs a cross-origin isolated page (elsewhere the
+ * kernels are compiled for an unshared memory and run on the calling thread alone). A Web Worker
  * cannot read its messages without returning to its event loop, so a kernel error travels back
  * through a small shared mailbox that the main thread reads synchronously.
  */
 import { baseHref, need, wasmCompile } from "../../platform/web.js";
-import type { KernelThread, KernelsVariant, SpaceAnnouncement, WorkerStart } from "./protocol.js";
+import type { KernelThread, KernelsMemory, KernelsVariant, SpaceAnnouncement, WorkerStart } from "./protocol.js";
+import { unsharedMemoryImport } from "./unshared.js";
 
 export type { KernelThread } from "./protocol.js";
 
@@ -16,18 +18,20 @@ const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: 
 
 interface Loaded {
   workerUrl: URL;
+  memory: KernelsMemory;
   modules: Map<KernelsVariant, WebAssembly.Module>;
 }
 let loaded: Loaded | undefined;
 
-async function compileFrom(url: URL): Promise<WebAssembly.Module> {
+async function compileFrom(url: URL, memory: KernelsMemory): Promise<WebAssembly.Module> {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`wasm backend: ${url.href}: HTTP ${response.status} ${response.statusText}`);
   // compileStreaming needs Content-Type application/wasm; a server that sends another type still works, compiled from bytes
-  if (wasmCompile.compileStreaming && response.headers.get("content-type")?.split(";")[0]?.trim() === "application/wasm") {
+  if (memory === "shared" && wasmCompile.compileStreaming && response.headers.get("content-type")?.split(";")[0]?.trim() === "application/wasm") {
     return wasmCompile.compileStreaming(response);
   }
-  return wasmCompile.compile(await response.arrayBuffer());
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  return wasmCompile.compile((memory === "shared" ? bytes : unsharedMemoryImport(bytes)).buffer as ArrayBuffer);
 }
 
 export interface PreloadKernelsOptions {
@@ -35,6 +39,8 @@ export interface PreloadKernelsOptions {
   baseUrl: string | URL;
   /** the kernel worker's script (the build's kernel-worker.js) */
   workerUrl: string | URL;
+  /** the memory the kernels will run on (default "shared"; "unshared": one thread, a page without cross-origin isolation) */
+  memory?: KernelsMemory;
 }
 
 /**
@@ -43,18 +49,24 @@ export interface PreloadKernelsOptions {
  * SIMD128 build. Returns whether the relaxed build runs here.
  */
 export async function preloadKernels(options: PreloadKernelsOptions): Promise<{ relaxed: boolean }> {
-  if (loaded) return { relaxed: loaded.modules.has("relaxed") };
+  const memory = options.memory ?? "shared";
+  if (loaded?.memory === memory) return { relaxed: loaded.modules.has("relaxed") };
   const base = new URL(options.baseUrl, baseHref());
   const modules = new Map<KernelsVariant, WebAssembly.Module>();
-  const [plain, relaxed] = await Promise.allSettled([compileFrom(new URL(FILES.plain, base)), compileFrom(new URL(FILES.relaxed, base))]);
+  const [plain, relaxed] = await Promise.allSettled([compileFrom(new URL(FILES.plain, base), memory), compileFrom(new URL(FILES.relaxed, base), memory)]);
   if (plain.status === "rejected") {
     const e = plain.reason as Error;
     throw e.message.startsWith("wasm backend") ? e : new Error(`wasm backend: ${FILES.plain} does not compile in this browser (needs WebAssembly SIMD128 and threads): ${e.message}`);
   }
   modules.set("plain", plain.value);
   if (relaxed.status === "fulfilled") modules.set("relaxed", relaxed.value);
-  loaded = { workerUrl: new URL(options.workerUrl, baseHref()), modules };
+  loaded = { workerUrl: new URL(options.workerUrl, baseHref()), memory, modules };
   return { relaxed: modules.has("relaxed") };
+}
+
+/** the memory the loaded kernels import */
+export function hostKernelsMemory(): KernelsMemory {
+  return ready().memory;
 }
 
 function ready(): Loaded {

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import type { KernelThread, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
+import type { KernelThread, KernelsMemory, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
 
 export type { KernelThread } from "./protocol.js";
 
@@ -49,6 +49,11 @@ export function hostRunsRelaxedSimd(): boolean {
     }
   }
   return WebAssembly.validate(bytes);
+}
+
+/** Node always has shared memory (worker_threads share it without any isolation) */
+export function hostKernelsMemory(): KernelsMemory {
+  return "shared";
 }
 
 /** compiles a variant's kernels (module.ts caches the result) */

@@ -1,4 +1,5 @@
 import { MAX_BYTES } from "./memory.js";
+import type { KernelsMemory } from "./protocol.js";
 import { KernelSpace } from "./space.js";
 
 /** where an allocation landed: the memory's index and the byte offset in it */
@@ -33,8 +34,10 @@ export class Memories {
     /** bytes one memory may hold */
     readonly limit: number,
     initialScratch: number,
+    /** whether the memories are shared (the kernels' memory import says which, see host.ts) */
+    readonly kind: KernelsMemory = "shared",
   ) {
-    this.spaces = [new KernelSpace(module, limit, initialScratch)];
+    this.spaces = [new KernelSpace(module, limit, initialScratch, kind)];
   }
 
   /** memory 0, where the control block of every job's synchronisation lives */
@@ -76,7 +79,7 @@ export class Memories {
     if (space < 0) {
       // a new memory starts with what memory 0 started with, less the scratch
       if (Math.ceil(this.first.baseBytes / 64) * 64 + byteLength > cap) return undefined;
-      const fresh = new KernelSpace(this.module, this.limit, 0);
+      const fresh = new KernelSpace(this.module, this.limit, 0, this.kind);
       space = this.spaces.push(fresh) - 1;
       this.onOpen?.(fresh, space);
     }

@@ -1,7 +1,11 @@
+import type { KernelsMemory } from "./protocol.js";
+
 /**
- * One shared WebAssembly.Memory of a wasm backend, carved up by a bump allocator. Views
- * handed out stay valid when the memory grows: a shared memory's buffer is never detached,
- * growing only returns a new, longer SharedArrayBuffer over the same bytes.
+ * One WebAssembly.Memory of a wasm backend, carved up by a bump allocator. Views handed out
+ * stay valid when the memory grows: a shared memory's buffer is never detached, growing only
+ * returns a new, longer SharedArrayBuffer over the same bytes; an unshared memory (a page
+ * without cross-origin isolation, one thread) is made to behave the same by turning its buffer
+ * into a resizable ArrayBuffer, which grow() lengthens in place instead of detaching.
  */
 export const PAGE = 65536;
 /** wasm32 addresses 4 GiB at most */
@@ -17,11 +21,16 @@ export class SharedArena {
   /** every SharedArrayBuffer object this memory has shown, to recognise views into it */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
 
-  constructor(initialBytes: number, base: number, limitBytes = MAX_BYTES) {
+  constructor(initialBytes: number, base: number, limitBytes = MAX_BYTES, kind: KernelsMemory = "shared") {
     const maximum = Math.min(MAX_PAGES, Math.floor(limitBytes / PAGE));
     const initial = Math.ceil(initialBytes / PAGE);
     if (!(maximum >= initial)) throw new Error(`wasm backend: a memory limit of ${limitBytes} bytes is below the ${initial * PAGE} bytes a memory starts with`);
-    this.memory = new WebAssembly.Memory({ initial, maximum, shared: true });
+    this.memory = new WebAssembly.Memory({ initial, maximum, shared: kind === "shared" });
+    if (kind === "unshared") {
+      if (!this.memory.toResizableBuffer) throw new Error("wasm backend: an unshared memory needs WebAssembly.Memory.prototype.toResizableBuffer, which this runtime lacks");
+      // from now on memory.buffer is this one resizable buffer, never detached by grow()
+      this.memory.toResizableBuffer();
+    }
     this.limit = maximum * PAGE;
     this.top = base;
     this.buffers.add(this.memory.buffer);

@@ -1,7 +1,12 @@
-import { compileKernels, hostRunsRelaxedSimd } from "./host.js";
-import type { KernelsVariant } from "./protocol.js";
+import { compileKernels, hostKernelsMemory, hostRunsRelaxedSimd } from "./host.js";
+import type { KernelsMemory, KernelsVariant } from "./protocol.js";
 
-export type { KernelsVariant } from "./protocol.js";
+export type { KernelsMemory, KernelsVariant } from "./protocol.js";
+
+/** the memory the compiled kernels import: "shared" (Node, a cross-origin isolated page) or "unshared" (a page without isolation) */
+export function kernelsMemory(): KernelsMemory {
+  return hostKernelsMemory();
+}
 
 /** The functions assembly/index.ts exports (pointers are byte offsets into the shared memory). */
 export interface KernelExports {
@@ -55,15 +60,17 @@ export function relaxedSimdSupported(): boolean {
   return relaxedSupported;
 }
 
-const compiled = new Map<KernelsVariant, WebAssembly.Module>();
+/** per variant and memory kind (a module imports one kind of memory) */
+const compiled = new Map<string, WebAssembly.Module>();
 
 /** the compiled kernels module of a variant (compiled once per process, shared with the workers) */
 export function kernelsModule(variant: KernelsVariant = "plain"): WebAssembly.Module {
-  const cached = compiled.get(variant);
+  const key = `${variant} ${kernelsMemory()}`;
+  const cached = compiled.get(key);
   if (cached) return cached;
   if (variant === "relaxed" && !relaxedSimdSupported()) throw new Error("wasm backend: this runtime does not support WebAssembly Relaxed SIMD (the relaxed kernels build)");
   const module = compileKernels(variant);
-  compiled.set(variant, module);
+  compiled.set(key, module);
   return module;
 }
 

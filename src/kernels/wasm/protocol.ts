@@ -8,6 +8,14 @@ import type { MessagePort } from "node:worker_threads";
 /** "plain": SIMD128 only; "relaxed": the same kernels built with Relaxed SIMD (its int8 dot for Q8_0 decode, Q4_0, Q4_K, Q6_K) */
 export type KernelsVariant = "plain" | "relaxed";
 
+/**
+ * How the backend's memories are made, which the kernels' compiled memory import must match:
+ * "shared" (the threads' SharedArrayBuffer memory; a cross-origin isolated page, Node), or
+ * "unshared" (a page without cross-origin isolation: one thread, the memory's buffer made
+ * resizable so that views into it survive growth as a shared memory's do)
+ */
+export type KernelsMemory = "shared" | "unshared";
+
 /** what a kernel worker is started with */
 export interface WorkerStart {
   module: WebAssembly.Module;

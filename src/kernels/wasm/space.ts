@@ -1,6 +1,7 @@
 import { CONTROL_BYTES, PRIVATE_BASE, PRIVATE_BYTES, RECORD_BYTES, RECORDS } from "./control.js";
 import { SharedArena } from "./memory.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
+import type { KernelsMemory } from "./protocol.js";
 
 const F16_TABLE_BYTES = 65536 * 4;
 
@@ -35,8 +36,10 @@ export class KernelSpace {
     limitBytes: number,
     /** bytes of matmul scratch allocated up front (memory 0: the common case needs no growth) */
     initialScratch: number,
+    /** the memory the module imports: shared, or (one thread, no cross-origin isolation) not */
+    kind: KernelsMemory = "shared",
   ) {
-    this.arena = new SharedArena(1 << 20, 0, limitBytes);
+    this.arena = new SharedArena(1 << 20, 0, limitBytes, kind);
     this.kernels = instantiateKernels(module, this.arena.memory);
     // the module's static data (e.g. the tables of Mathf.exp) sits below its heap base: the
     // arena starts above it, or the first allocations would overwrite those tables

@@ -12,6 +12,8 @@ declare namespace WebAssembly {
     constructor(descriptor: MemoryDescriptor);
     readonly buffer: ArrayBuffer | SharedArrayBuffer;
     grow(delta: number): number;
+    /** a non-shared memory's buffer as a resizable ArrayBuffer that grow() no longer detaches (Chromium 136+); absent in older runtimes */
+    toResizableBuffer?(): ArrayBuffer;
   }
   class Module {
     constructor(bytes: BufferSource);
