@@ -289,8 +289,9 @@ test("a request that fails inside the server is reported to ServeOptions.log onc
     assert.equal(r.status, 500);
     failures = 1;
     const res = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json", "X-Request-Id": "trace-500-stream" }, body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 4, stream: true }) });
-    assert.equal(res.status, 200);
-    assert.match(await res.text(), /injected engine failure/);
+    // (it failed before its first event: a 500 of its own, not a 200 whose stream holds the error)
+    assert.equal(res.status, 500);
+    assert.match(await res.text(), /^\{"error":\{"message":"[^"]*injected engine failure/);
     assert.equal(reports.length, 2, reports.join("\n"));
     assert.match(reports[0]!, /^POST \/v1\/completions \(X-Request-Id trace-500-plain\) failed with a 500: Error: injected engine failure\n\s+at /);
     assert.match(reports[1]!, /^POST \/v1\/chat\/completions \(X-Request-Id trace-500-stream\) failed with a 500: Error: injected engine failure\n\s+at /);

@@ -316,12 +316,18 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra(index) };
   /** whether the runs' results went into the metrics */
   let observed = false;
-  try {
-    if (job.kind === "chat") {
-      for (let index = 0; index < total; index++) {
-        await sse.send({ ...head, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], ...extra(index) });
-      }
+  // a chat stream's first chunks give each choice its role: sent with the first event, so that a
+  // request refused while it waits for room has sent nothing (and is answered with its own status)
+  let opened = job.kind !== "chat";
+  const open = async (): Promise<boolean> => {
+    if (opened) return true;
+    opened = true;
+    for (let index = 0; index < total; index++) {
+      if (!(await sse.send({ ...head, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }], ...extra(index) }))) return false;
     }
+    return true;
+  };
+  try {
     let ended = 0;
     // each choice's text sent so far, and its logprobs: sent with the text they are part of
     const shown = new Array<number>(total).fill(0);
@@ -349,6 +355,8 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     };
     for await (const { run, event } of merged(runs)) {
       if (sse.gone) break;
+      // (a run cancelled before it began opens nothing: its answer is the cancellation's error)
+      if (event.finishReason !== "abort" && !(await open())) break;
       const index = run * job.n + event.choice;
       const echoed = job.echo?.[run];
       if (echoed !== undefined && !echoSent[index] && event.finishReason !== "abort") {
@@ -402,8 +410,13 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     const cancelled = cancellation(signal);
     if (cancelled && ended < total && !sse.gone) throw cancelled;
   } catch (e) {
-    // the status line is sent: the failure goes in the stream, in OpenAI's error shape
     const err = failure(job, e);
+    // nothing sent yet: the failure is the answer, with its status and headers (a shutdown's 503 and Retry-After)
+    if (!sse.begun) {
+      sse.release();
+      throw err;
+    }
+    // the status line is sent: the failure goes in the stream, in OpenAI's error shape
     ctx.failed(res, err);
     await sse.send(err.body);
   } finally {

@@ -20,15 +20,18 @@ export const DEFAULT_SSE_PING_MS = 15_000;
  */
 export class SseWriter {
   private closed = false;
+  /** the caller answers instead (release) */
+  private released = false;
   /** fires once the stream has been silent for the ping interval (re-armed by every write) */
   private readonly ping: NodeJS.Timeout | undefined;
 
-  /** `pingMs` 0: no keep-alive comments */
-  constructor(private readonly res: ServerResponse, headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS, pingMs = DEFAULT_SSE_PING_MS) {
-    // no Connection header of its own: node writes keep-alive, or close once the server drains
-    // (an explicit keep-alive would override that and invite a request onto a closing connection)
-    res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
-    res.flushHeaders();
+  /**
+   * The status line and headers wait for the first event or keep-alive comment: a request refused
+   * while it waits for room (a shutdown's 503) is then answered with its own status and
+   * Retry-After, which the openai clients retry and a proxy hands to another replica, instead of a
+   * 200 whose stream holds the error. `pingMs` 0: no keep-alive comments.
+   */
+  constructor(private readonly res: ServerResponse, private readonly headers: Readonly<Record<string, string>> = {}, private readonly writeTimeoutMs = DEFAULT_WRITE_TIMEOUT_MS, pingMs = DEFAULT_SSE_PING_MS) {
     res.on("close", () => {
       this.closed = true;
       clearTimeout(this.ping);
@@ -36,8 +39,21 @@ export class SseWriter {
     if (pingMs > 0) this.ping = setTimeout(() => this.keepAlive(), pingMs).unref();
   }
 
+  /** whether the status line and headers went out (with the first event or comment) */
+  get begun(): boolean {
+    return this.res.headersSent;
+  }
+
+  private begin(): void {
+    if (this.res.headersSent) return;
+    // no Connection header of its own: node writes keep-alive, or close once the server drains
+    // (an explicit keep-alive would override that and invite a request onto a closing connection)
+    this.res.writeHead(200, { ...this.headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
+  }
+
   private keepAlive(): void {
     if (this.gone) return;
+    this.begin();
     // a client that has bytes waiting unread is not idle for lack of them: the write timeout, not
     // a comment piled on top, decides about it
     if (!this.res.writableNeedDrain) this.res.write(": keep-alive\n\n");
@@ -45,20 +61,29 @@ export class SseWriter {
   }
 
   get gone(): boolean {
-    return this.closed || this.res.destroyed;
+    return this.closed || this.res.destroyed || this.released;
   }
 
   /** one `data:` event with the JSON value (or the literal text, for [DONE]) */
   send(value: unknown): Promise<boolean> {
     if (this.gone) return Promise.resolve(false);
+    this.begin();
     const text = typeof value === "string" ? value : JSON.stringify(value);
     this.res.write(`data: ${text}\n\n`);
     this.ping?.refresh();
     return drained(this.res, this.writeTimeoutMs);
   }
 
+  /** stops the writer before it began, leaving the answer to the caller (an error with its own status) */
+  release(): void {
+    clearTimeout(this.ping);
+    this.released = true;
+  }
+
   end(): void {
     clearTimeout(this.ping);
-    if (!this.gone) this.res.end();
+    if (this.gone) return;
+    this.begin();
+    this.res.end();
   }
 }
