@@ -27,7 +27,7 @@ const chance = (rng: Rng, p: number): boolean => rng.uniform() < p;
 const STRING_PIECES = ["", "a", "Z", "abc", "0", " ", "\u0000", "\u001f", "\n", "\t", '"', "\\", "/", "\u007f", "é", "日本", "😀", "\uD83D\uDE00x", "x y", "cat", "dog", "123-4567"];
 const PATTERNS = ["^[a-z]+$", "^\\d{3}-\\d{4}$", "ab", "^x", "y$", "^(cat|dog)$", "^[A-Z][a-z]{0,5}$", "^.{2,4}$", "é+", "^[^a]*$", "^\\w+$", "^(a|b)*c$", "^[\\w.-]+@[a-z]+\\.[a-z]{2,3}$", "^[0-9a-fA-F]{2,4}$", "^\\S+$", "\\d", "^[^\\s\"]{1,3}$", "^(?:[a-z]|\\d)+$", "^[a-zé]+$", "^\\d+(\\.\\d{1,2})?$"];
 const PATTERN_SAMPLES = ["abc", "123-4567", "xab", "ab", "x", "xy", "y", "cat", "dog", "Abc", "Q", "é", "éé", "日本", "😀😀", "zz", "bbc", "abac", "c", "q_1", "hello", "", "a\nb", "a.b@cd.com", "x-1@q.io", "ff", "0aF", "a b", "x1", "É", "3.14", "42", "é1"];
-const FORMATS = ["date", "time", "date-time", "uuid", "email", "ipv4", "hostname", "duration", "uri"];
+const FORMATS = ["date", "time", "date-time", "uuid", "email", "ipv4", "ipv6", "hostname", "duration", "uri"];
 const FORMAT_SAMPLES: Record<string, string[]> = {
   date: ["2024-02-29", "1999-12-31", "0000-01-01", "2023-11-30"],
   time: ["00:00:00Z", "23:59:59.123+05:30", "12:30:00-08:00"],
@@ -35,6 +35,7 @@ const FORMAT_SAMPLES: Record<string, string[]> = {
   uuid: ["123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-ABCD-EF0123456789"],
   email: ["a@b.co", "x.y@example.com", "o'hara+tag@mail-1.example.org", "A/B=c@x--y.Z9"],
   ipv4: ["0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.250.99"],
+  ipv6: ["::", "::1", "2001:DB8::8a2e:370:7334", "::ffff:192.0.2.1", "fe80::1:2:3:4:5:6", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4"],
   hostname: ["localhost", "example.com.", "a-b.c-d.e", "x".repeat(30) + ".y", "A1.b2.c3.d4.e5.f6.g7.h8"],
   duration: ["P1Y", "PT0S", "P3Y6M4DT12H30M5S", "P2W", "P1DT2M", "PT36H"],
   uri: ["https://example.com/a?b#c", "urn:isbn:0451450523"],
@@ -183,7 +184,7 @@ export function makeAjv(): Ajv2020 {
   });
   ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
   // the formats OpenAI's strict mode names beyond those, as ajv-formats' full mode checks them
-  addFormats(ajv, { mode: "full", formats: ["email", "hostname", "ipv4", "duration"] });
+  addFormats(ajv, { mode: "full", formats: ["email", "hostname", "ipv4", "ipv6", "duration"] });
   // uri is an annotation to tsllm, as to llama.cpp (and outside OpenAI's strict mode): any string
   ajv.addFormat("uri", () => true);
   return ajv;

@@ -664,6 +664,37 @@ test("uniqueItems over a finite set of values (enum, const, boolean, null): the 
   assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: [1] }, uniqueItems: "yes" }), /#\/uniqueItems: expected a boolean, got "yes"/);
 });
 
+test("format ipv6 is written as ajv-formats' full mode checks it (RFC 3986's forms, \"::\" anywhere, an IPv4 tail): every text of an enumerated set agrees, and random walks validate", () => {
+  const ajv = makeAjv();
+  const schema = { type: "string", format: "ipv6" };
+  const g = parseGbnf(jsonSchemaToGbnf(schema));
+  const validate = ajv.compile(schema);
+  // n pieces (good, too long, not hex), "::" at each place or none, an IPv4 tail or not; and each with a stray colon
+  const pieces = ["0", "ffff", "A1b"];
+  const texts = new Set<string>();
+  for (let n = 0; n <= 9; n++) {
+    for (let at = -1; at <= n; at++) {
+      for (const tail of ["", "1.2.3.4", "256.1.1.1", "01.2.3.4"]) {
+        for (const bad of [undefined, "12345", "g"]) {
+          const parts = Array.from({ length: n }, (_, i) => (i === 1 && bad) || pieces[(i * 7 + n + at) % 3]!);
+          if (tail) parts.push(tail);
+          const list = at < 0 ? parts.join(":") : `${parts.slice(0, at).join(":")}::${parts.slice(at).join(":")}`;
+          for (const t of [list, `${list}:`, `:${list}`, list.replace("::", ":::"), ` ${list}`]) texts.add(t);
+        }
+      }
+    }
+  }
+  let valid = 0;
+  for (const t of texts) {
+    const ok = validate(t);
+    if (ok) valid++;
+    assert.equal(accepts(g, JSON.stringify(t)), ok, JSON.stringify(t));
+  }
+  assert.ok(valid > 50 && valid < texts.size - 300, `${valid} of ${texts.size} valid`);
+  const r = checkSchema(schema, new Rng(6), ajv, 80, 0);
+  assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], "ipv6");
+});
+
 test("additionalProperties: an escaped key that spells a named property is refused (it would write the property twice, its value escaping the property's schema)", () => {
   const schema = { type: "object", properties: { a: { type: "integer" }, "a/b": { type: "null" } }, additionalProperties: { type: "string" } };
   agreesWithAjv(schema, ['{"a":1,"\\u0061":"x"}', '{"a":1,"a\\/b":"x"}', '{"a":1,"\\u0061\\/b":"x"}', '{"a":1,"b":"x"}', '{"a":1,"\\n":"x"}', '{"a":1,"ab":"x"}', '{"a":1,"a\\u002fc":"x"}']);

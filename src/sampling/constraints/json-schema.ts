@@ -10,7 +10,7 @@ import { regexLengthGbnf, regexToGbnf } from "./regex.js";
  * structured output: type (one or a list), properties / required / additionalProperties, enum,
  * const, items with minItems / maxItems, tuples (prefixItems, or items as a list with
  * additionalItems), string minLength / maxLength and the formats date, time, date-time, uuid,
- * ipv4, hostname, email and duration,
+ * ipv4, ipv6, hostname, email and duration,
  * pattern (a regular expression: regex.ts; a format beside it is left to it, as schema generators
  * such as zod write the format's own expression there), anyOf / oneOf, allOf of objects, $ref into
  * $defs / definitions, propertyNames of type string (what JSON keys are anyway), and {} or
@@ -53,15 +53,27 @@ const ATEXT = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]";
 const DOMAIN_LABEL = `[a-zA-Z0-9]+ ("-"+ [a-zA-Z0-9]+)*`;
 const DURATION_DATE = `([0-9]+ "Y" ([0-9]+ "M")? ([0-9]+ "D")? | [0-9]+ "M" ([0-9]+ "D")? | [0-9]+ "D")`;
 const DURATION_TIME = `([0-9]+ "H" ([0-9]+ "M")? ([0-9]+ "S")? | [0-9]+ "M" ([0-9]+ "S")? | [0-9]+ "S")`;
+// RFC 3986's IPv6address: eight 16-bit pieces (the last two may be an IPv4 address), a run of
+// them written "::" once; each alternative is one place of that run, the pieces before it at most
+// as many as the rest leaves
+const H16 = "[0-9a-fA-F]{1,4}";
+const LS32 = `(${H16} ":" ${H16} | ${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART})`;
+const IPV6 = `(${[
+  `(${H16} ":"){6} ${LS32}`,
+  `"::" (${H16} ":"){5} ${LS32}`,
+  ...[4, 3, 2, 1, 0].map((after, k) => `((${H16} ":"){0,${k}} ${H16})? "::" ${after > 0 ? `(${H16} ":"){${after}} ` : ""}${LS32}`),
+  `((${H16} ":"){0,5} ${H16})? "::" ${H16}`,
+  `((${H16} ":"){0,6} ${H16})? "::"`,
+].join(" | ")})`;
 const FORMATS: Record<string, string> = {
   // RFC 3339's full-date: each month's days, February 29 only in leap years (every 4th, of centuries every 4th)
   date: `([0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [1-2] [0-9] | "3" [0-1]) | ("0" [469] | "11") "-" ("0" [1-9] | [1-2] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])) | ([0-9]{2} ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00") "-02-29")`,
   time: `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{3})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
   uuid: `[0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}`,
   // the formats OpenAI's strict mode names beside those, as ajv-formats' full mode checks them
-  // (ipv6 is left an annotation: its compressed forms make a grammar of hundreds of alternatives).
   // Dotted decimal, each part 0 to 255 without leading zeros
   ipv4: `${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART} "." ${IPV4_PART}`,
+  ipv6: IPV6,
   // RFC 1123 labels of letters, digits and inner hyphens; the name is at most 253 characters,
   // which a grammar cannot count across labels: at most 8 labels of at most 30 characters here
   hostname: `${HOST_LABEL} ("." ${HOST_LABEL}){0,7} "."?`,
@@ -569,7 +581,7 @@ class Converter {
     }
     const format = s["format"];
     if (format !== undefined && typeof format !== "string") throw new GrammarError(`${path}/format: expected a string, got ${JSON.stringify(format)}`);
-    // other formats (uri, ipv6, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
+    // other formats (uri, ...) are annotations, as JSON Schema 2020-12 makes every format by default and llama.cpp treats them: a plain string
     if (format !== undefined && (format === "date-time" || Object.hasOwn(FORMATS, format))) {
       // the format's grammar has its own length: a length beside it would be passed over
       for (const k of ["minLength", "maxLength"]) if (s[k] !== undefined) throw new GrammarError(`${path}/${k}: not supported together with format ${format}`);
