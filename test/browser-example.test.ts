@@ -70,7 +70,10 @@ async function runPage(query: Record<string, string>, prepare?: (page: Page) => 
   try {
     await page.goto(`${base}/?${new URLSearchParams(query)}`);
     if (prepare) await prepare(page);
-    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 60_000 });
+    // a guard against a page that never answers, not a speed bound: WebGPU on the software adapter
+    // (SwiftShader) compiles every shader on the CPU and took 147 s for stories260K's 64 tokens
+    // with the machine's 2 cores shared by other work
+    await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 300_000 });
     return { result: JSON.parse((await page.textContent("#result"))!), errors };
   } finally {
     await page.close();
