@@ -124,6 +124,31 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
   }
 });
 
+// llama-quantize's try_parse_ftype: a name, or llama.h's llama_ftype number (its usage lists "7 or
+// Q8_0"); the derived output is named after the type's name; COPY copies tensors as stored
+test("quantize takes llama-quantize's numeric types (7 is Q8_0, also as IN TYPE); a number for a mixture, an unknown number and COPY are one line each", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "ftype-"));
+  const input = join(sub, "in.gguf");
+  copyFileSync(sharedFile(MODEL)!, input);
+  const reference = join(sub, "ref.gguf");
+  assert.equal(tsllm(["quantize", input, reference, "--type", "q8_0"]).code, 0);
+  const derived = tsllm(["quantize", input, "7"]);
+  assert.equal(derived.code, 0, derived.stderr);
+  assert.ok(readFileSync(join(sub, "ggml-model-Q8_0.gguf")).equals(readFileSync(reference)), "IN 7 writes ggml-model-Q8_0.gguf, as --type q8_0");
+  for (const [args, message] of [
+    [[input, "15"], "tsllm: error: the type 15 (llama-quantize's Q4_K_M) is llama.cpp's mixture of types; this writes one type: q4_k (and --tensor-type NAME=T for others)\n"],
+    [[input, join(sub, "o.gguf"), "--type", "19"], /^tsllm: error: --type must be one of q8_0, .* \(or llama-quantize's number for one\), got "19 \(llama-quantize's IQ2_XXS\)"\n$/],
+    [[input, join(sub, "o.gguf"), "5"], /^tsllm: error: the type must be one of q8_0, .*, got "5"\n$/],
+    [[input, "COPY"], "tsllm: error: the type COPY (llama-quantize's copy of every tensor as stored) is not done here: copy the file itself, or give a type\n"],
+  ] as const) {
+    const r = tsllm(["quantize", ...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    if (typeof message === "string") assert.equal(r.stderr, message);
+    else assert.match(r.stderr, message);
+  }
+  assert.ok(!existsSync(join(sub, "o.gguf")) && !existsSync(join(sub, "ggml-model-COPY.gguf")), "nothing written for a refused type");
+});
+
 test("-n -1 (llama.cpp's no limit) generates until the context is full, and says so", { skip }, () => {
   // after greedy()'s --max-tokens 4: a repeated option keeps its last value, as llama.cpp's parser
   const r = greedy(["--prompt", "Once", "--max-tokens", "-1", "--ctx-size", "48", "--ignore-eos"]);
@@ -157,6 +182,21 @@ test("sampling values past their ends mean what llama.cpp reads them as: --temp 
   assert.deepEqual(past.completionTokens, off.completionTokens);
   // all filters off at temperature 2 draws from the whole vocabulary: not the greedy text
   assert.notDeepEqual(off.completionTokens, greedyRun.completionTokens);
+});
+
+// llama.cpp's min-p (src/llama-sampler.cpp) keeps the candidates whose logit >= the top logit +
+// log(p), and always the first sorted one: above 1 that is the one top token, while a min-p of 1
+// keeps every token tied at the top. Two token ids given the same huge bias (1e30 absorbs the
+// model's logit in float32) are such a tie.
+test("--min-p above 1 keeps the one top token, as llama.cpp's sampler; --min-p 1 keeps tokens tied at the top", { skip }, () => {
+  const tie = ["--prompt", "Once", "--max-tokens", "1", "--logit-bias", "300=1e30", "--logit-bias", "400=1e30"];
+  const first = (args: string[]) => greedy([...tie, ...args]).completionTokens[0];
+  const top = first([]);
+  assert.ok(top === 300 || top === 400, `greedy picks one of the tied tokens, got ${top}`);
+  const seeds = [1, 2, 3, 4];
+  for (const seed of seeds) assert.equal(first(["--temperature", "2", "--seed", String(seed), "--min-p", "1.5"]), top, `--min-p 1.5 --seed ${seed}`);
+  const atOne = new Set(seeds.map((seed) => first(["--temperature", "2", "--seed", String(seed), "--min-p", "1"])));
+  assert.deepEqual([...atOne].sort(), [300, 400], "--min-p 1 draws from both tied tokens");
 });
 
 // llama-quantize (tools/quantize/quantize.cpp): IN [OUT] TYPE [NTHREADS]; without OUT it writes

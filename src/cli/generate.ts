@@ -27,7 +27,7 @@ Options:
   --temperature T       <= 0 = greedy (default 0.8)
   --top-k K             keep the K most likely tokens; <= 0 = off (default 40)
   --top-p P             nucleus sampling; >= 1 = off, <= 0 keeps only the top token (default 0.95)
-  --min-p P             drop tokens below P x the top probability; <= 0 = off, >= 1 keeps the top (default 0.05)
+  --min-p P             drop tokens below P x the top probability; <= 0 = off, > 1 keeps the one top token (default 0.05)
   --typical-p P         locally typical sampling; >= 1 = off (default 1)
   --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off, must be > 0 (default 1)
   --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none; -1 = all, as older llama.cpp)
@@ -317,6 +317,16 @@ function clampedNumber(values: ParsedValues, name: string, lo: number, hi: numbe
   return n === undefined ? undefined : Math.min(hi, Math.max(lo, n));
 }
 
+/**
+ * llama.cpp's min-p sampler keeps the tokens whose logit is at least the top one's plus log(p),
+ * and always the first of its sorted candidates: above 1 that is the one top token, where the
+ * library's min-p 1 keeps every token tied at the top. So a min-p above 1 is top-k 1.
+ */
+function minPAboveOne(values: ParsedValues): boolean {
+  const p = optionalNumber(values, "min-p");
+  return p !== undefined && p > 1;
+}
+
 /** Sampling and stopping options shared by generate and chat. */
 export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   const normalize = optionalString(values, "normalize");
@@ -326,7 +336,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   return {
     maxTokens: maxTokensFrom(values),
     temperature: clampedNumber(values, "temperature", 0, Infinity),
-    topK: clampedNumber(values, "top-k", 0, Infinity, true),
+    topK: minPAboveOne(values) ? 1 : clampedNumber(values, "top-k", 0, Infinity, true),
     topP: clampedNumber(values, "top-p", 0, 1),
     minP: clampedNumber(values, "min-p", 0, 1),
     typicalP: clampedNumber(values, "typical-p", 0, 1),

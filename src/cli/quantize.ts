@@ -20,7 +20,9 @@ beside it and renamed when complete (an interrupted run leaves no partial file);
 
 Options:
   --type T              ${QUANTIZE_TYPES.join(", ")} (required, here or as an
-                        argument after IN or OUT; any case, as llama.cpp writes them: Q8_0)
+                        argument after IN or OUT; any case, as llama.cpp writes them: Q8_0;
+                        or llama-quantize's number for one: 0 f32, 1 f16, 2 q4_0, 3 q4_1, 7 q8_0,
+                        8 q5_0, 9 q5_1, 10 q2_k, 18 q6_k, 25 iq4_nl, 30 iq4_xs, 32 bf16)
   --leave-output-tensor keep output.weight in its stored type
   --tensor-type NAME=T  tensors whose name matches the regular expression NAME get type T
                         (repeatable; the first match wins), e.g. --tensor-type attn_v=q8_0
@@ -39,22 +41,43 @@ export const QUANTIZE_ARGS: OptionSpec = {
 const MIXTURE = /^(q[2-6]_k)_(xs|s|m|l)$/;
 
 /**
- * A type as typed: llama.cpp writes them upper-case (Q8_0, Q4_K). Its Q4_K_M / Q5_K_S / IQ4_XS-style
- * file types with a size suffix mix types per tensor: here the one type they are named after, with
- * --tensor-type for a mixture, is said rather than guessed.
+ * llama-quantize's numeric file types (llama.h's llama_ftype, listed by its usage as "7 or Q8_0"):
+ * each number read as the name llama-quantize prints for it. 12, 15 and 17 are its Q3_K_M, Q4_K_M
+ * and Q5_K_M mixtures (its names Q3_K / Q4_K / Q5_K are aliases of those), so refused as mixtures.
  */
-function quantizeType(typed: string, what: string): string {
-  const type = typed.toLowerCase();
-  if (QUANTIZE_TYPES.includes(type)) return type;
-  const mix = MIXTURE.exec(type);
-  if (mix) throw new UsageError(`${what} ${typed} is llama.cpp's mixture of types; this writes one type: ${mix[1]} (and --tensor-type NAME=T for others)`);
-  throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")}, got "${typed}"`);
+const FTYPE_IDS: Readonly<Record<string, string>> = {
+  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
+  14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
+  23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+  36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+};
+
+/** a type typed as llama-quantize's number: its name, or undefined for anything else */
+function ftypeName(typed: string): string | undefined {
+  return /^\d+$/.test(typed) ? FTYPE_IDS[String(Number(typed))] : undefined;
 }
 
-/** whether llama-quantize would read this argument as a type (its mixtures too, refused later by name) rather than a file name */
+/**
+ * A type as typed: llama.cpp writes them upper-case (Q8_0, Q4_K), or as llama-quantize's number (7).
+ * Its Q4_K_M / Q5_K_S / IQ4_XS-style file types with a size suffix mix types per tensor: here the
+ * one type they are named after, with --tensor-type for a mixture, is said rather than guessed.
+ * COPY (llama-quantize's copy of every tensor as stored) is refused: nothing here to quantize.
+ */
+function quantizeType(typed: string, what: string): string {
+  const named = ftypeName(typed);
+  const shown = named === undefined ? typed : `${typed} (llama-quantize's ${named})`;
+  const type = (named ?? typed).toLowerCase();
+  if (QUANTIZE_TYPES.includes(type)) return type;
+  const mix = MIXTURE.exec(type);
+  if (mix) throw new UsageError(`${what} ${shown} is llama.cpp's mixture of types; this writes one type: ${mix[1]} (and --tensor-type NAME=T for others)`);
+  if (type === "copy") throw new UsageError(`${what} COPY (llama-quantize's copy of every tensor as stored) is not done here: copy the file itself, or give a type`);
+  throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")} (or llama-quantize's number for one), got "${shown}"`);
+}
+
+/** whether llama-quantize would read this argument as a type (its mixtures, numbers and COPY too, refused later by name) rather than a file name */
 function looksLikeType(arg: string): boolean {
   const t = arg.toLowerCase();
-  return QUANTIZE_TYPES.includes(t) || MIXTURE.test(t);
+  return QUANTIZE_TYPES.includes(t) || MIXTURE.test(t) || t === "copy" || ftypeName(arg) !== undefined;
 }
 
 /**
