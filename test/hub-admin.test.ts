@@ -75,8 +75,16 @@ test("removeCachedRepo: one revision keeps shared blobs; the last one or the who
   const cache = join(dir, "rm");
   await fillCache(cache);
   const blobs = join(cache, "models--acme--a", "blobs");
+  // huggingface_hub's markers of files a commit lacks (empty files under .no_exist/<commit>/)
+  const noExist = join(cache, "models--acme--a", ".no_exist");
+  for (const c of [C1, C2]) {
+    mkdirSync(join(noExist, c, "nested"), { recursive: true });
+    writeFileSync(join(noExist, c, "nested", "tokenizer.json"), "");
+  }
   const r1 = await removeCachedRepo(cache, "acme/a", "v1");
   assert.equal(r1.commit, C1);
+  assert.deepEqual(readdirSync(noExist), [C2], "the removed commit's .no_exist markers go with it; another commit's stay");
+  assert.ok(r1.removed.includes(join(noExist, C1)));
   assert.equal(r1.freedBytes, 3, "only README v1's blob was C1's alone");
   assert.deepEqual(readdirSync(blobs).sort(), [blobName(readme2), blobName(shared)].sort());
   assert.ok(!existsSync(join(cache, "models--acme--a", "snapshots", C1)));

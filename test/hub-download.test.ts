@@ -611,6 +611,23 @@ describe("file selection", () => {
 });
 
 describe("safety", () => {
+  // snapshot_download lists the repo even for a commit id and fetches what the snapshot lacks
+  // (hf_hub_download with a commit serves a cached file with no request): a snapshot an earlier
+  // --include left without its tokenizer looks complete (config + weights) but is not
+  test("a commit id's snapshot cached without the tokenizer (an earlier --include) is listed and completed; offline it serves what is cached", async () => {
+    const cache = tmp();
+    const narrow = await downloadModel(`acme/tiny@${COMMIT}`, opts(cache, { include: ["config.json", "*.safetensors"] }));
+    assert.deepEqual([...narrow.files].sort(), ["config.json", "model.safetensors"]);
+    const offline = await downloadModel(`acme/tiny@${COMMIT}`, opts(cache, { offline: true }));
+    assert.deepEqual([...offline.files].sort(), ["config.json", "model.safetensors"], "offline, as snapshot_download, the cached snapshot serves");
+    const before = hub.requests.length;
+    const r = await downloadModel(`acme/tiny@${COMMIT}`, opts(cache));
+    assert.deepEqual([...r.files].sort(), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    for (const f of r.files) assert.deepEqual(readFileSync(join(r.snapshotDir, f)), file(hfFiles, f).content, f);
+    const fetched = hub.requests.slice(before).map((q) => q.url).filter((u) => !u.startsWith("/api/"));
+    assert.ok(fetched.every((u) => /tokenizer/.test(u)), `only the tokenizer files are fetched: ${fetched.join(", ")}`);
+  });
+
   test("references that would escape the cache are refused", () => {
     for (const ref of ["../x", "/etc/passwd", "a\\..\\b", "acme/..", "acme/x@../../", "acme/x@..", "acme/x@/abs", "acme/x:../../evil.gguf", "acme/x@a\\b"]) {
       assert.throws(() => parseHubReference(ref), (e: HubError) => e.code === "bad-reference", ref);

@@ -8,7 +8,8 @@ import { FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.
 
 // A branch that moves on the hub, as huggingface_hub's hf_hub_download / snapshot_download see it:
 // a branch or tag is asked of the hub each time (a cached snapshot serves when the hub cannot
-// answer), a commit id is not.
+// answer), a commit id's snapshot is listed (nothing cached is transferred again), a commit id's
+// cached file is not asked.
 const OLD = "1111111111111111111111111111111111111111";
 const NEW = "2222222222222222222222222222222222222222";
 const weights = randomBytes(5_000, 11);
@@ -37,19 +38,25 @@ function fresh(): string {
 const opts = (cacheDir: string, more: DownloadOptions = {}): DownloadOptions => ({ cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, ...more });
 const config = (r: { snapshotDir: string }) => JSON.parse(readFileSync(join(r.snapshotDir, "config.json"), "utf8")).v;
 
-test("a branch that moved on the hub is followed by default; refresh: false and a commit id stay on the cache", async () => {
+test("a branch that moved on the hub is followed by default; refresh: false and a commit id stay on the cache (a commit's snapshot listed once)", async () => {
   hub.add({ repo: "acme/moving", commit: OLD, refs: ["main", "v1"], files: oldFiles });
   const cache = fresh();
   const first = await downloadModel("acme/moving", opts(cache));
   assert.equal(first.commit, OLD);
+  // a commit id's snapshot: one listing of that commit, as snapshot_download, and nothing transferred
+  // (asked while the hub still has it: the fake keeps one commit per repo)
+  const listed = hub.requests.length;
+  const cdnBefore = hub.count("cdn");
+  const pinned = await downloadModel(`acme/moving@${OLD}`, opts(cache));
+  assert.deepEqual(hub.requests.slice(listed).map((q) => `${q.method} ${q.url}`), [`GET /api/models/acme/moving/revision/${OLD}`]);
+  assert.equal(hub.count("cdn"), cdnBefore);
+  assert.equal(pinned.commit, OLD);
   hub.add({ repo: "acme/moving", commit: NEW, refs: ["main"], files: newFiles });
 
   const n = hub.requests.length;
   const stale = await downloadModel("acme/moving", opts(cache, { refresh: false }));
-  const pinned = await downloadModel(`acme/moving@${OLD}`, opts(cache));
   assert.equal(hub.requests.length, n, "no request");
   assert.equal(stale.commit, OLD);
-  assert.equal(pinned.commit, OLD);
 
   const cdn = hub.count("cdn");
   const moved = await downloadModel("acme/moving", opts(cache));

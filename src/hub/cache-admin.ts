@@ -202,6 +202,13 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   const snapshot = cache.snapshotDir(commit);
   await rm(snapshot, { recursive: true, force: true });
   removed.push(snapshot);
+  // huggingface_hub's markers of files the commit does not have (.no_exist/<commit>/<path>): facts
+  // about this commit only, so they go with it rather than stay behind as an empty folder tree
+  const missing = join(cache.dir, ".no_exist", commit);
+  if (existsSync(missing)) {
+    await rm(missing, { recursive: true, force: true });
+    removed.push(missing);
+  }
   for (const name of target.refs) {
     const p = cache.refPath(name);
     await rm(p, { force: true });

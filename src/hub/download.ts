@@ -31,8 +31,9 @@ export interface DownloadOptions {
   /**
    * undefined (default), as huggingface_hub does: a branch or tag is asked of the hub (one
    * metadata request), so a moved branch gets its new commit; when the hub cannot answer, a
-   * complete cached snapshot serves. A full commit id that is cached makes no request (with
-   * `include` globs one listing: only the hub knows every file they match).
+   * complete cached snapshot serves. A full commit id's cached file (a GGUF chosen by name or
+   * quantization) makes no request, as hf_hub_download; its snapshot, or `include` globs, one
+   * listing, as snapshot_download (only the hub knows every file; none cached is transferred again).
    * true: also re-checks every file of the snapshot against the hub (HEAD each).
    * false: a complete cached snapshot is used without any request.
    */
@@ -158,10 +159,16 @@ export async function downloadModel(reference: string | HubReference, options: D
   // names no commit (its snapshots are named by revision), so asking it again cannot tell a move
   const pinned = /^[0-9a-f]{40}$/.test(revision) || ref.source === "modelscope";
   const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
-  // --include globs are matched against what the cache holds, which may be what a narrower
-  // include fetched before: only the hub's listing can tell whether more files match
+  // a pinned file (a GGUF chosen by name or quantization) that is cached is served with no request,
+  // as hf_hub_download serves a commit's cached file. A whole snapshot, or --include globs, are
+  // matched against what the cache holds, which may be what a narrower include fetched before:
+  // only the hub's listing can tell whether more files belong, so it is asked, as snapshot_download
+  // lists the repo even for a commit id (ModelScope's snapshots stay served as before: its listing
+  // could not say the snapshot is the same)
   const explicit = (options.include?.length ?? 0) > 0;
-  if (cached && (offline || (pinned && !explicit) || options.refresh === false)) return cached;
+  const oneFile = cached !== undefined && cached.path !== cached.snapshotDir;
+  const asIs = pinned && !explicit && (oneFile || ref.source === "modelscope");
+  if (cached && (offline || asIs || options.refresh === false)) return cached;
   if (offline) {
     const refFile = cache.refPath(revision);
     const damaged = existsSync(refFile) && cache.refCommit(revision) === undefined ? ` (its ref file ${refFile} is damaged: it names no commit)` : "";
@@ -192,7 +199,10 @@ export async function downloadModel(reference: string | HubReference, options: D
 
   try {
     try {
-      await writeSnapshot(cache, source, ref, revision, listing, selection.files, { ...options, timeoutMs: fileTimeoutMs });
+      // files the cache already holds for this very commit are not asked again (hf_hub_download
+      // serves a commit's cached file with no request); refresh, which has no cached, checks all
+      const held = cached?.commit === listing.commit ? new Set(cached.files) : undefined;
+      await writeSnapshot(cache, source, ref, revision, listing, held ? selection.files.filter((f) => !held.has(f)) : selection.files, { ...options, timeoutMs: fileTimeoutMs });
     } catch (e) {
       if (!isIoError(e)) throw e;
       const variable = ref.source === "modelscope" ? "MODELSCOPE_CACHE" : "HF_HUB_CACHE";
