@@ -2,7 +2,7 @@
 export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOptions, type ChoiceStep, type GenerationRun } from "./llm.js";
 export type { GenerateOptions, GenerationResult, GenerationStep, TokenStep, EndStep, EndToken, Choice, FinishDetail, FinishReason, Timings, TokenLogprob, TopLogprob, PromptLogprobs } from "./generation/index.js";
 export { RequestError, type Engine, type EngineStats, type RequestEvent } from "./engine/index.js";
-export { OptionError } from "./units/index.js";
+export { DisposedError, OptionError } from "./units/index.js";
 export type { SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer, EncodeOptions, DecodeOptions, StreamDecoder, StreamDecoderOptions } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";

@@ -11,7 +11,7 @@ import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type Langua
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
-import { checkOptionKeys, OptionError } from "./units/index.js";
+import { checkOptionKeys, DisposedError, OptionError } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
@@ -203,7 +203,7 @@ export class Model {
   submit(prompt: Prompt, options: GenerateOptions = {}): GenerationRun {
     this.assertUsable();
     checkGenerateOptions(options);
-    if (options.draftModel instanceof Model && options.draftModel.disposed) throw new Error(`draftModel: the draft model ${options.draftModel.path} has been disposed`);
+    if (options.draftModel instanceof Model && options.draftModel.disposed) throw new DisposedError(`draftModel: the draft model ${options.draftModel.path} has been disposed`);
     const t0 = performance.now();
     const n = validateChoices(options);
     if (usesStrategy(options) && options.logprobs !== undefined) throw new OptionError("logprobs are not available with beam search or speculative decoding", "logprobs");
@@ -349,7 +349,7 @@ export class Model {
   }
 
   private assertUsable(): void {
-    if (this.isDisposed) throw new Error(`model ${this.path} has been disposed`);
+    if (this.isDisposed) throw new DisposedError(`model ${this.path} has been disposed`);
   }
 }
 

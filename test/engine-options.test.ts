@@ -53,7 +53,7 @@ test("stories260K: a disposed model says so, for chat and as another model's dra
   draft.dispose();
   try {
     assert.equal(draft.disposed, true);
-    await assert.rejects(model.generate("Once", { temperature: 0, maxTokens: 4, draftModel: draft }), /^Error: draftModel: the draft model .*stories260K\.gguf has been disposed$/);
+    await assert.rejects(model.generate("Once", { temperature: 0, maxTokens: 4, draftModel: draft }), /^DisposedError: draftModel: the draft model .*stories260K\.gguf has been disposed$/);
     // (stories260K has no chat template: before, that was the error a disposed model gave)
     await assert.rejects(draft.chat([{ role: "user", content: "Hi" }]), /stories260K\.gguf has been disposed$/);
     assert.equal(model.engine.stats.steps, 0);

@@ -4,7 +4,7 @@
 // which of `step` / `finishReason` was undefined.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { loadModel, type GenerationStep, type RequestEvent } from "../src/index.js";
+import { DisposedError, loadModel, type GenerationStep, type RequestEvent } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -37,4 +37,23 @@ test("stories260K: every stream step is a token step or the end step, every subm
   } finally {
     model.dispose();
   }
+});
+
+test("stories260K: every call after dispose, and a stream running at dispose, fail with a DisposedError; dispose twice is a no-op", { skip: skipWithoutShared(MODEL) }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, threads: 1 });
+  const running = model.stream("Once upon a time", { temperature: 0, maxTokens: 50 });
+  assert.equal((await running.next()).done, false);
+  model.dispose();
+  model.dispose();
+  const isDisposed = (what: string) => (e: unknown) => {
+    assert.ok(e instanceof DisposedError, `${what}: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+    assert.match(e.message, /disposed/);
+    return true;
+  };
+  await assert.rejects(running.next(), isDisposed("the running stream"));
+  await assert.rejects(model.generate("Once"), isDisposed("generate"));
+  await assert.rejects(model.stream("Once").next(), isDisposed("stream"));
+  await assert.rejects(model.chat([{ role: "user", content: "Hi" }], { chatTemplate: "{{ messages[0].content }}" }), isDisposed("chat"));
+  assert.throws(() => model.submit("Once"), isDisposed("submit"));
+  assert.throws(() => model.engine.submit({ promptTokens: [1], decoding: { kind: "sample", n: 1 }, sampling: { seed: 1 }, maxTokens: 1, stop: [], stopTokens: [], ignoreEos: false, topLogprobs: undefined }), isDisposed("the engine"));
 });

@@ -1,6 +1,6 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { formatBytes, OptionError } from "../units/index.js";
+import { DisposedError, formatBytes, OptionError } from "../units/index.js";
 import { createStopMatcher, Sequence, shownValue, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
@@ -222,7 +222,7 @@ export class Engine {
    * (nothing queued) for a request that is invalid or could never fit in the KV cache.
    */
   submit(params: RequestParams): EngineRequest {
-    if (this.closed) throw new Error("the engine has been closed (model disposed)");
+    if (this.closed) throw new DisposedError("the engine has been closed (model disposed)");
     const { promptTokens, maxTokens } = params;
     if (promptTokens.length === 0) throw new RequestError("the prompt is empty (no tokens): give some text or enable addSpecialTokens", "prompt");
     if (promptTokens.length >= this.contextSize) {
@@ -298,7 +298,7 @@ export class Engine {
     if (this.closed) return;
     this.closed = true;
     const s = this.scheduler;
-    if (s) for (const r of [...s.running, ...s.waiting]) this.end(r, new Error("the model was disposed while the request was running"));
+    if (s) for (const r of [...s.running, ...s.waiting]) this.end(r, new DisposedError("the model was disposed while the request was running"));
     this.wake();
   }
 

@@ -1,6 +1,7 @@
 import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
 import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
 import { encodeModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+import { DisposedError } from "../units/index.js";
 
 /** Options every encoder pipeline takes when it is created. */
 export interface EncoderLoadOptions {
@@ -76,7 +77,7 @@ export class EncoderRunner {
 
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */
   async run(inputs: readonly Pick<ModelInput, "ids" | "typeIds">[], positions?: readonly (readonly number[])[]): Promise<EncoderOutput> {
-    if (this.disposed) throw new Error(`${this.opened.path}: the pipeline has been disposed`);
+    if (this.disposed) throw new DisposedError(`${this.opened.path}: the pipeline has been disposed`);
     // no batch would reach the model below, and the outputs its head gives (logits) would be missing:
     // its own answer to no inputs has each of them, empty
     if (inputs.length === 0) return this.model.encodeAsync([]);

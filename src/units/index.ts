@@ -3,3 +3,4 @@ export { formatBytes } from "./bytes.js";
 export { printable } from "./printable.js";
 export { checkOptionKeys } from "./option-keys.js";
 export { OptionError } from "./option-error.js";
+export { DisposedError } from "./disposed-error.js";
