@@ -620,6 +620,10 @@ describe("safety", () => {
     assert.deepEqual([...narrow.files].sort(), ["config.json", "model.safetensors"]);
     const offline = await downloadModel(`acme/tiny@${COMMIT}`, opts(cache, { offline: true }));
     assert.deepEqual([...offline.files].sort(), ["config.json", "model.safetensors"], "offline, as snapshot_download, the cached snapshot serves");
+    // offline, an include naming a file the snapshot lacks is one error naming it (hf_hub_download raises), a glob serves what matches
+    const named = { offline: true, include: ["config.json", "tokenizer.json"] };
+    await assert.rejects(downloadModel(`acme/tiny@${COMMIT}`, opts(cache, named)), (e: HubError) => e.code === "offline-miss" && e.message.startsWith(`acme/tiny@${COMMIT}: tokenizer.json is not in the cache (`));
+    assert.deepEqual((await downloadModel(`acme/tiny@${COMMIT}`, opts(cache, { offline: true, include: ["*.json"] }))).files, ["config.json"]);
     const before = hub.requests.length;
     const r = await downloadModel(`acme/tiny@${COMMIT}`, opts(cache));
     assert.deepEqual([...r.files].sort(), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);

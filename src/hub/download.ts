@@ -168,6 +168,13 @@ export async function downloadModel(reference: string | HubReference, options: D
   const explicit = (options.include?.length ?? 0) > 0;
   const oneFile = cached !== undefined && cached.path !== cached.snapshotDir;
   const asIs = pinned && !explicit && (oneFile || ref.source === "modelscope");
+  // offline an include that names a file (no glob) the snapshot lacks is said, not silently left
+  // out: hf_hub_download offline raises for a file it cannot find in the cache
+  if (cached && offline && explicit) {
+    const present = new Set(cache.listSnapshot(cached.commit));
+    const absent = (options.include ?? []).filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !present.has(p));
+    if (absent.length > 0) throw new HubError("offline-miss", `${context}: ${absent.join(", ")} ${absent.length === 1 ? "is" : "are"} not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it while online, e.g. tsllm download ${context} ${absent.map((a) => `--include ${a}`).join(" ")}`);
+  }
   if (cached && (offline || asIs || options.refresh === false)) return cached;
   if (offline) {
     const refFile = cache.refPath(revision);
