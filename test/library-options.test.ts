@@ -57,6 +57,8 @@ test("stories260K: a bad generate / stream / submit / chat option is an OptionEr
       await assert.rejects(model.stream("Once", options as GenerateOptions).next(), (e) => isOptionError(e, option, `stream ${what}`));
       if (options !== null) await assert.rejects(model.chat([{ role: "user", content: "Hi" }], { ...options, chatTemplate: "{{ messages[0].content }}" } as ChatOptions), (e) => isOptionError(e, option, `chat ${what}`));
     }
+    // a constraint's own message names the option once ("choice: choice: ..." before)
+    await assert.rejects(model.generate("Once", { choice: [] }), { name: "RequestError", option: "choice", message: "choice: expected a non-empty list of strings" });
     // the engine's refusals are RequestErrors, which are OptionErrors too
     const tooLong = await model.generate("Once upon a time ".repeat(60)).catch((e: unknown) => e);
     assert.ok(tooLong instanceof RequestError && tooLong instanceof OptionError && tooLong.option === "prompt" && tooLong.code === "context_length_exceeded");

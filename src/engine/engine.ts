@@ -563,7 +563,9 @@ export class Engine {
         g = compileConstraint(spec);
       } catch (e) {
         const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "regex" in spec ? "regex" : "json";
-        throw new RequestError(`${option}: ${(e as Error).message}`, option);
+        // (a message that already names the option is not prefixed again: "choice: choice: ...")
+        const message = (e as Error).message;
+        throw new RequestError(message.startsWith(`${option}: `) ? message : `${option}: ${message}`, option);
       }
       if (this.grammars.size >= 32) this.grammars.delete(this.grammars.keys().next().value!);
       this.grammars.set(key, g);
