@@ -181,17 +181,23 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
+  /** a random 65-row weight of `type` times 11 random tokens on the GPU, checked against the reference backend */
+  async function matmul11Tokens(type: GGMLType, cols: number, r: () => number, tol: number) {
+    const rows = 65, nTokens = 11;
+    const w = weights(type, cols, rows, r);
+    const x = normals(nTokens * cols, r);
+    const expected = hostArray(nTokens * rows);
+    ref.matmul(expected, w, x, nTokens);
+    const out = b.allocActivations(nTokens * rows);
+    b.matmul(out, w, device(b, x), nTokens);
+    close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, tol);
+    return { w, x, expected, rows };
+  }
+
   test("matmul: 11 tokens (two token tiles of 8), F32 and F16 rows of 77 (not whole 32-weight units)", async () => {
     const r = rng(20);
     for (const [type, cols] of [[GGMLType.Q6_K, 512], [GGMLType.Q4_0, 96], [GGMLType.F32, 77], [GGMLType.F16, 77]] as const) {
-      const rows = 65, nTokens = 11;
-      const w = weights(type, cols, rows, r);
-      const x = normals(nTokens * cols, r);
-      const expected = hostArray(nTokens * rows);
-      ref.matmul(expected, w, x, nTokens);
-      const out = b.allocActivations(nTokens * rows);
-      b.matmul(out, w, device(b, x), nTokens);
-      close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
+      await matmul11Tokens(type, cols, r, type === GGMLType.F32 || type === GGMLType.F16 ? 1e-5 : 1e-4);
     }
   });
 
@@ -201,14 +207,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const block = typeInfo(type).blockSize;
       // MXFP4: 3 and 70 blocks of 32; the others: 3 and 9 super-blocks (24 and 72 units)
       for (const cols of block === 32 ? [96, 2240] : [768, 2304]) {
-        const rows = 65, nTokens = 11;
-        const w = weights(type, cols, rows, r);
-        const x = normals(nTokens * cols, r);
-        const expected = hostArray(nTokens * rows);
-        ref.matmul(expected, w, x, nTokens);
-        const out = b.allocActivations(nTokens * rows);
-        b.matmul(out, w, device(b, x), nTokens);
-        close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, 1e-4);
+        const { w, x, expected, rows } = await matmul11Tokens(type, cols, r, 1e-4);
         const out1 = b.allocActivations(rows);
         b.matmul(out1, w, device(b, x.subarray(10 * cols)), 1);
         close(`matmul ${typeName(type)} ${cols} cols, 1 token`, await b.read(out1), expected.subarray(10 * rows), 1e-4);
