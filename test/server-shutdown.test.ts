@@ -30,6 +30,8 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
       await until(() => asked.length > 0, "the download request");
       const health = await fetch(`${s.url}/health`);
       assert.equal(health.status, 503);
+      // as the API routes' loading 503: a client or probe that honours Retry-After waits before it asks again
+      assert.equal(health.headers.get("retry-after"), "1");
       assert.deepEqual(await health.json(), { status: "loading" });
       s.child.kill(signal);
       assert.equal(await s.exited, 0, s.stderr());
@@ -200,13 +202,15 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
     assert.equal(sampleValue(m, "llamacpp:requests_processing"), 0);
     assert.equal(sampleValue(m, "llamacpp:requests_deferred"), 0);
     assert.ok(Math.abs(sampleValue(m, "llamacpp:predicted_tokens_seconds") - sum(requests.map((r) => r.max_tokens)) / decodeSeconds) < 1e-6);
-    // the one that left is observed with what it did (nothing generated): in the end-to-end and queue times, not in TTFT / TPOT
+    // the one that left is observed with what it did (nothing generated): in the end-to-end time, not in TTFT / TPOT;
+    // and, as in vLLM's queue-time histogram, not in the queue time (it never left the queue to run): counted apart
     for (const [h, count, within] of [["tsllm_time_to_first_token_seconds", requests.length, wallSeconds], ["tsllm_time_per_output_token_seconds", requests.length, wallSeconds],
-      ["tsllm_e2e_request_latency_seconds", requests.length + 1, wallSeconds + leftSeconds], ["tsllm_request_queue_time_seconds", requests.length + 1, wallSeconds + leftSeconds]] as const) {
+      ["tsllm_e2e_request_latency_seconds", requests.length + 1, wallSeconds + leftSeconds], ["tsllm_request_queue_time_seconds", requests.length, wallSeconds]] as const) {
       assert.equal(sampleValue(m, `${h}_count`), count, h);
       assert.equal(sampleValue(m, `${h}_bucket`, { le: "+Inf" }), count, h);
       assert.ok(sampleValue(m, `${h}_sum`) <= within, h);
     }
+    assert.equal(sampleValue(m, "tsllm_requests_abandoned_in_queue_total"), 1, text);
   } finally {
     s.child.kill("SIGTERM");
     await s.exited;

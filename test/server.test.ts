@@ -433,6 +433,9 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [chatUrl, { messages: msgs, logprobs: true, top_logprobs: 50 }, 400, "top_logprobs", "invalid_value"],
       [chatUrl, { messages: msgs, stream_options: { include_usage: true } }, 400, "stream_options", "invalid_value"],
       [chatUrl, { messages: msgs, stream: "yes" }, 400, "stream", "invalid_type"],
+      // a nested field is named by its full path, as OpenAI names nested parameters
+      [chatUrl, { messages: msgs, stream: true, stream_options: { include_usage: "yes" } }, 400, "stream_options.include_usage", "invalid_type"],
+      [textUrl, { prompt: "x", stream: true, stream_options: { include_usage: true, continuous_usage_stats: 1 } }, 400, "stream_options.continuous_usage_stats", "invalid_type"],
       [chatUrl, { messages: msgs, functions: [{ name: "f" }] }, 400, "functions", "unsupported_parameter"],
       [chatUrl, {}, 400, "messages", "missing_required_parameter"],
       [chatUrl, { messages: [] }, 400, "messages", "invalid_type"],

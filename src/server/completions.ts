@@ -218,7 +218,8 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
 
 async function results(ctx: ServeContext, runs: readonly GenerationRun[]): Promise<GenerationResult[]> {
   const out = await Promise.all(runs.map((r) => r.result()));
-  for (const r of out) ctx.metrics.observe(r.timings);
+  // (after its end a run still queued never left the queue to run)
+  out.forEach((r, i) => ctx.metrics.observe(r.timings, !runs[i]!.queued()));
   return out;
 }
 

@@ -17,10 +17,11 @@ export function optNumber(body: Body, name: string, check: { min?: number; max?:
   return v;
 }
 
-export function optBoolean(body: Body, name: string): boolean | undefined {
+/** `param`: the name the 400 gives, the full path of a field of a nested object (`stream_options.include_usage`, as OpenAI names it) */
+export function optBoolean(body: Body, name: string, param = name): boolean | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "boolean") throw invalid(name, `'${name}' must be a boolean, got ${describe(v)}`, "invalid_type");
+  if (typeof v !== "boolean") throw invalid(param, `'${param}' must be a boolean, got ${describe(v)}`, "invalid_type");
   return v;
 }
 
@@ -147,9 +148,9 @@ export function streamOf(body: Body): { stream: boolean; includeUsage: boolean; 
   const stream = optBoolean(body, "stream") ?? false;
   const so = optObject(body, "stream_options");
   if (so && !stream) throw invalid("stream_options", "'stream_options' is only allowed with 'stream': true");
-  const includeUsage = (so && optBoolean(so, "include_usage")) ?? false;
+  const includeUsage = (so && optBoolean(so, "include_usage", "stream_options.include_usage")) ?? false;
   // (as vLLM: without include_usage it asks for nothing)
-  const continuousUsage = ((so && optBoolean(so, "continuous_usage_stats")) ?? false) && includeUsage;
+  const continuousUsage = ((so && optBoolean(so, "continuous_usage_stats", "stream_options.continuous_usage_stats")) ?? false) && includeUsage;
   return { stream, includeUsage, continuousUsage };
 }
 

@@ -607,7 +607,8 @@ export class OpenAIServer {
 
   private health(res: ServerResponse): Promise<void> {
     if (this.loadError) return this.reply(res, 500, { status: "error", error: this.loadError.message });
-    if (!this.model && !this.embedder) return this.reply(res, 503, { status: "loading" });
+    // Retry-After as the API routes' loading 503 (llama-server's /health answers 503 while loading too, without it)
+    if (!this.model && !this.embedder) return this.reply(res, 503, { status: "loading" }, { "Retry-After": "1" });
     if (this.draining) return this.reply(res, 503, { status: "draining" }, { Connection: "close" });
     if (!this.model) return this.reply(res, 200, { status: "ok" });
     const s = this.model.engine.stats;
