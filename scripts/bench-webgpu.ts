@@ -4,7 +4,8 @@
  *   node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]
  *   node --import tsx scripts/bench-webgpu.ts --model FILE.gguf [--prompt-tokens 128] [--steps 32] [--per-submit 256,64,32]
  *
- * matmul of a size x size weight of every type the backend multiplies for each token count (ms
+ * matmul of a size x size weight of every type the backend multiplies (asked of it; the GGUF-only
+ * types, which have no quantizer, with seeded random quant bits) for each token count (ms
  * per call, split into the host's recording and the GPU's time after it; weight GB/s = the
  * weight's bytes / GPU time, what decode is bound by; TFLOP/s on the same time; from 16 tokens
  * the types with two kernels (TILED_MATMUL_TYPES) on the other one too: one-row where the
@@ -12,7 +13,7 @@
  * attention of 32 heads (8 kv heads) of 128 over --keys cached positions for each KV cache type
  * (f32, f16, q8_0, q4_0). Whole models: `npm run bench -- --backend webgpu`. Each figure is the mean of
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
- * call (pipeline compilation, weight upload).
+ * call (pipeline compilation, weight upload); a last matmul line gives the section's wall time.
  *
  * With --model, instead: where a decode step of that model goes (after a --prompt-tokens prompt),
  * for each --per-submit (dispatches recorded per submitted batch): the host's recording (from the
@@ -32,7 +33,8 @@ import { openModel } from "../src/models/index.js";
 import { createWebGPUBackend, DEFAULT_TILED_MATMUL_TYPES, TILED_MATMUL_TYPES } from "../src/kernels/webgpu/index.js";
 import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/reference/index.js";
 import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
-import { quantizeRow } from "../src/tensor/quant/index.js";
+import { canQuantize, quantizeRow } from "../src/tensor/quant/index.js";
+import { randomQuantizedRow, Rng } from "../src/testing/index.js";
 
 // (packed as plain JavaScript over dist/ by scripts/pack-portable.mjs: imports from ../src only)
 const USAGE = "Usage: node --import tsx scripts/bench-webgpu.ts [--size 4096] [--tokens 1,128] [--keys 2048] [--repetitions 10]\n" +
@@ -88,13 +90,25 @@ async function time(run: () => void, sync: () => Promise<unknown>): Promise<{ ms
 const timing = (t: { ms: number; hostMs: number; gpuMs: number }) => `${t.ms.toFixed(3)} ms (host ${t.hostMs.toFixed(3)}, then GPU ${t.gpuMs.toFixed(3)})`;
 
 const row = Float32Array.from({ length: size }, (_, i) => Math.sin(i) * 0.5);
-const TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+// every weight type the backend multiplies (asked of the backend: a type that gains a kernel is timed
+// without an edit here). The types with a quantizer first, a quantized sine row repeated; then the
+// GGUF-only ones (MXFP4, TQ1_0/TQ2_0, the grid i-quants): random quant bits, a row each, from the
+// random models' own filler (seeded: the same bytes every run). All get the same --repetitions.
+const TYPES = Object.values(GGMLType)
+  .filter((t): t is GGMLType => typeof t === "number" && b.canMultiply?.(t) === true)
+  .sort((x, y) => Number(!canQuantize(x)) - Number(!canQuantize(y)));
+const rng = new Rng(0x6b75);
+const matmulStart = performance.now();
 for (const type of TYPES) {
   const rb = rowByteLength(type, size);
   const data = new Uint8Array(size * rb);
-  const one = new Uint8Array(rb);
-  quantizeRow(type, row, one, size);
-  for (let r = 0; r < size; r++) data.set(one, r * rb);
+  if (canQuantize(type)) {
+    const one = new Uint8Array(rb);
+    quantizeRow(type, row, one, size);
+    for (let r = 0; r < size; r++) data.set(one, r * rb);
+  } else {
+    for (let r = 0; r < size; r++) randomQuantizedRow(type, data.subarray(r * rb, (r + 1) * rb), rng, 0.5, size);
+  }
   const w = { name: `bench.${typeName(type)}`, type, dims: [size, size], data };
   const bytes = data.length;
   // the other kernel's own copy (the backend detaches a weight's host bytes once uploaded)
@@ -104,17 +118,19 @@ for (const type of TYPES) {
     b.write(x, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
     const t = await time(() => b.matmul(out, w, x, n), () => b.read(b.view(out, 0, 1)));
     // the weight's bytes per GPU time (its host copy is released once uploaded: counted before)
-    console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${timing(t)}, weights ${(bytes / t.gpuMs / 1e6).toFixed(1)} GB/s, ${(2 * size * size * n / t.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
+    console.log(`matmul ${typeName(type).padEnd(7)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${timing(t)}, weights ${(bytes / t.gpuMs / 1e6).toFixed(1)} GB/s, ${(2 * size * size * n / t.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
     if (n >= 16 && TILED_MATMUL_TYPES.includes(typeName(type))) {
       // the same on the type's other kernel, for comparison
       const xt = other.allocActivations(n * size), outT = other.allocActivations(n * size);
       other.write(xt, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
       const tt = await time(() => other.matmul(outT, wt, xt, n), () => other.read(other.view(outT, 0, 1)));
       const kernel = DEFAULT_TILED_MATMUL_TYPES.includes(typeName(type)) ? "one-row kernel" : "tiled kernel";
-      console.log(`matmul ${typeName(type).padEnd(5)} ${size}x${size} x ${String(n).padStart(4)} tokens, ${kernel}: ${timing(tt)}, ${(2 * size * size * n / tt.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
+      console.log(`matmul ${typeName(type).padEnd(7)} ${size}x${size} x ${String(n).padStart(4)} tokens, ${kernel}: ${timing(tt)}, ${(2 * size * size * n / tt.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
     }
   }
 }
+// what the section cost in all (weights made and uploaded, pipelines compiled, the timed calls)
+console.log(`matmul: ${TYPES.length} weight types in ${((performance.now() - matmulStart) / 1000).toFixed(1)} s (${TYPES.map((t) => typeName(t)).join(", ")})`);
 
 const nHeads = 32, nKv = 8, hd = 128, width = nKv * hd;
 const positions = Int32Array.from({ length: keys }, (_, i) => i);
