@@ -71,7 +71,7 @@ test("prompts: promptName, prompt and the folder's default_prompt_name put the p
     assert.deepEqual((await m.embed(TEXTS, { prompt: "query: " })).map((v) => Array.from(v)), joined);
     assert.deepEqual((await m.embed(TEXTS)).map((v) => Array.from(v)), await embed(plain, TEXTS, { threads: 1 }), "no default prompt: none");
     assert.deepEqual(m.tokenize(TEXTS, { promptName: "passage" }), m.tokenize(TEXTS.map((t) => `passage: ${t}`)));
-    await assert.rejects(m.embed(TEXTS, { promptName: "document" }), /^RangeError: promptName: expected one of this model's prompts \("query", "passage"\), got "document"$/);
+    await assert.rejects(m.embed(TEXTS, { promptName: "document" }), /^OptionError: promptName: expected one of this model's prompts \("query", "passage"\), got "document"$/);
   } finally {
     m.dispose();
   }
@@ -170,7 +170,7 @@ test("include_prompt: false leaves the prompt's tokens (and [CLS]) out of the po
     }
   }
   const cls = chineseFolder("exclude-cls", { pooling_mode_cls_token: true }, { city: "北京是" });
-  await assert.rejects(embed(cls, ["中华人民共和国的首都。"], { threads: 1, promptName: "city" }), /^RangeError: pooling: "cls" with a prompt on a Pooling that leaves the prompt out \(include_prompt: false\)/);
+  await assert.rejects(embed(cls, ["中华人民共和国的首都。"], { threads: 1, promptName: "city" }), /^OptionError: pooling: "cls" with a prompt on a Pooling that leaves the prompt out \(include_prompt: false\)/);
   assert.equal((await embed(cls, ["中华"], { threads: 1 }))[0]!.length, 64, "cls without a prompt: as include_prompt true");
   const short = chineseFolder("exclude-short", { pooling_mode_mean_tokens: true }, {});
   writeFileSync(join(short, "sentence_bert_config.json"), JSON.stringify({ max_seq_length: 4, do_lower_case: false }));

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
-import { DEFAULT_MODELS, embed, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { DEFAULT_MODELS, embed, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
@@ -167,7 +167,7 @@ test("options under transformers' names, or ones tsllm does not take, are refuse
     await assert.rejects(clf("a fine film", { top_k: null } as never), /^OptionError: text-classification: unknown option "top_k" \(did you mean topK\?\); the options are topK, functionToApply, truncation$/);
     await assert.rejects(clf("a fine film", { function_to_apply: "none" } as never), /unknown option "function_to_apply" \(did you mean functionToApply\?\)/);
     await assert.rejects(ner("John lives in Paris", { aggregation_strategy: "simple" } as never), /^OptionError: token-classification: unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
-    await assert.rejects(ner("John lives in Paris", { stride: 16 } as never), /^RangeError: token-classification: stride \(transformers' overlapping windows over a text longer than the model\) is not supported: a text past the 512 tokens the model reads is truncated$/);
+    await assert.rejects(ner("John lives in Paris", { stride: 16 } as never), /^OptionError: token-classification: stride \(transformers' overlapping windows over a text longer than the model\) is not supported: a text past the 512 tokens the model reads is truncated$/);
     await assert.rejects(fill("paris is the [MASK] of france", { top_k: 2 } as never), /^OptionError: fill-mask: unknown option "top_k" \(did you mean topK\?\); the options are topK, targets, truncation$/);
     await assert.rejects(fx("好", { pooling: "mean" } as never), /^OptionError: feature-extraction: unknown option "pooling"; the options are truncation$/);
     await assert.rejects(clf("a fine film", "none" as never), /^TypeError: text-classification: options: expected an options object, got a string$/);
@@ -197,7 +197,7 @@ test("feature-extraction truncation: true cuts to the model's positions, false r
     const long = "好".repeat(600);
     assert.equal(((await fx(long, { truncation: true })) as number[][][])[0]!.length, 512);
     await assert.rejects(fx(["好", long], { truncation: false }), /^RangeError: feature-extraction: input 1 has 602 tokens, past the 512 the model reads \(truncation: false/);
-    await assert.rejects(fx("好", { truncation: "longest_first" } as never), /^TypeError: feature-extraction: truncation: expected true or false, got "longest_first"$/);
+    await assert.rejects(fx("好", { truncation: "longest_first" } as never), /^OptionError: feature-extraction: truncation: expected true or false, got "longest_first"$/);
   } finally {
     fx.dispose();
   }
@@ -231,7 +231,7 @@ test("text-classification and fill-mask take truncation: true cuts, false refuse
     assert.deepEqual(await clf(long, { truncation: true }), await clf(long));
     await assert.rejects(clf(["fine", long], { truncation: false }), /^RangeError: text-classification: input 1 has 603 tokens, past the 512 the model reads \(truncation: false/);
     await assert.rejects(fill(`[MASK] ${"a ".repeat(600)}`, { truncation: false }), /^RangeError: fill-mask: the input has 603 tokens, past the 512 the model reads \(truncation: false/);
-    await assert.rejects(clf("fine", { truncation: "longest_first" } as never), /^TypeError: text-classification: truncation: expected true or false, got "longest_first"$/);
+    await assert.rejects(clf("fine", { truncation: "longest_first" } as never), /^OptionError: text-classification: truncation: expected true or false, got "longest_first"$/);
   } finally {
     clf.dispose();
     fill.dispose();
@@ -260,7 +260,7 @@ test("fill-mask topK: 0 gives no proposals (one mask: [], two: [[], []]), as tra
   try {
     assert.deepEqual(await fill("paris is the [MASK] of france.", { topK: 0 }), []);
     assert.deepEqual(await fill("the [MASK] sat on the [MASK].", { topK: 0 }), [[], []]);
-    await assert.rejects(fill("paris is the [MASK].", { topK: -1 }), /^RangeError: topK must be a non-negative integer, got -1$/);
+    await assert.rejects(fill("paris is the [MASK].", { topK: -1 }), /^OptionError: topK must be a non-negative integer, got -1$/);
   } finally {
     fill.dispose();
   }
@@ -300,8 +300,8 @@ test("a task's call options given to pipeline() are the pipeline's own, a call's
     close(await fill(m.text, { topK: 5 }), m.pipeline_fill_mask_top_k_5);
     // checked when the pipeline is made, naming the option
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregation_strategy: "simple" } as never), /unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
-    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^RangeError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
-    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16 } as never), /^RangeError: token-classification: stride .* is not supported/);
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^OptionError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16 } as never), /^OptionError: token-classification: stride .* is not supported/);
     await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, contextSize, quantize, topK, targets, truncation$/);
     const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: false });
     try {
@@ -333,7 +333,7 @@ test("text-generation: transformers' snake_case options are refused, not ignored
     await assert.rejects(gen(t.prompt, { max_new_tokens: 3 } as never), /text-generation: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
     await assert.rejects(gen(t.prompt, { do_sample: true } as never), /text-generation: unknown option "do_sample" \(did you mean doSample\?\)/);
     await assert.rejects(pipeline("text-generation", folder, { threads: 1, max_new_tokens: 3 } as never), /pipeline: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
-    await assert.rejects(pipeline("text-generation", folder, { threads: 1, maxNewTokens: -1 }), /^RangeError: maxNewTokens must be a non-negative integer, got -1$/);
+    await assert.rejects(pipeline("text-generation", folder, { threads: 1, maxNewTokens: -1 }), /^OptionError: maxNewTokens must be a non-negative integer, got -1$/);
   } finally {
     gen.dispose();
   }
@@ -362,4 +362,54 @@ test("null at a call is an option not given (the pipeline's own or the default),
   } finally {
     for (const p of [tagger, fill, clf]) p.dispose();
   }
+});
+
+/*
+ * A refused option VALUE (a topK of -1, a pooling tsllm does not know) was a plain RangeError or
+ * TypeError, where an unknown option key, loadModel and generate() give an OptionError naming the
+ * option: a caller (the server, a program of its own) had to read the message to know which.
+ * Now every refused pipeline option value is an OptionError whose `option` is the library's name.
+ */
+test("every refused pipeline option value is an OptionError naming the option, for every task, embed() and pipeline()", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const refused = async (what: Promise<unknown>, option: string, message: RegExp) => {
+    await assert.rejects(what, (e: unknown) => {
+      assert.ok(e instanceof OptionError, `${option}: ${String(e)}`);
+      assert.equal(e.option, option);
+      assert.ok(e instanceof RangeError, option);
+      assert.match(e.message, message, option);
+      assert.doesNotMatch(e.message, /\n/, option);
+      return true;
+    });
+  };
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1 });
+  const ner = await pipeline("ner", `${O}/bert-ner`, { threads: 1 });
+  const fill = await pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1 });
+  const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1 });
+  try {
+    await refused(clf("a fine film", { topK: -1 }), "topK", /^topK must be a non-negative integer or null, got -1$/);
+    await refused(clf("a fine film", { functionToApply: "relu" as never }), "functionToApply", /^functionToApply: expected "softmax", "sigmoid" or "none", got "relu"$/);
+    await refused(clf("a fine film", { truncation: "only_first" as never }), "truncation", /^text-classification: truncation: expected true or false/);
+    await refused(ner("John lives in Paris", { aggregationStrategy: "best" as never }), "aggregationStrategy", /^aggregationStrategy: expected one of /);
+    await refused(ner("John lives in Paris", { ignoreLabels: "O" as never }), "ignoreLabels", /^ignoreLabels: expected a list of label names, got a string$/);
+    await refused(ner("John lives in Paris", { stride: 16 } as never), "stride", /^token-classification: stride .* is not supported/);
+    await refused(fill("paris is the [MASK].", { topK: 1.5 }), "topK", /^topK must be a non-negative integer, got 1.5$/);
+    await refused(fill("paris is the [MASK].", { targets: [3] as never }), "targets", /^fill-mask: targets: expected a string or a list of strings, got an array$/);
+    await refused(fill("paris is the [MASK].", { targets: [] }), "targets", /^fill-mask: targets: at least one target must be a token/);
+    await refused(fx("好", { truncation: 1 as never }), "truncation", /^feature-extraction: truncation: expected true or false, got 1$/);
+  } finally {
+    for (const p of [clf, ner, fill, fx]) p.dispose();
+  }
+  // when the pipeline is made: the loader's options and the pipeline's own
+  await refused(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, batchSize: 0 }), "batchSize", /^batchSize must be a positive integer, got 0$/);
+  await refused(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, maxLength: 1 }), "maxLength", /^maxLength must be an integer >= 2, got 1$/);
+  await refused(pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, functionToApply: "relu" as never }), "functionToApply", /^functionToApply: /);
+  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxLength: -2 }), "maxLength", /^maxLength must be a non-negative integer, got -2$/);
+  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxNewTokens: 0.5 }), "maxNewTokens", /^maxNewTokens must be a non-negative integer, got 0.5$/);
+  // embed(): this MiniLM's embeddings have 48 dimensions (its hidden size); it names no prompts
+  const m = `${O}/minilm-embed`;
+  await refused(embed(m, ["a"], { threads: 1, pooling: "sum" as never }), "pooling", /^pooling: expected one of mean, /);
+  await refused(embed(m, ["a"], { threads: 1, dimensions: 49 }), "dimensions", /^dimensions: expected an integer in 1\.\.48 /);
+  await refused(embed(m, ["a"], { threads: 1, prompt: 5 as never }), "prompt", /^prompt: expected a string, got number 5$/);
+  await refused(embed(m, ["a"], { threads: 1, promptName: "query" }), "promptName", /^promptName: expected one of this model's prompts \(it has none/);
 });

@@ -3,6 +3,7 @@ import { readSentenceTransformerConfig, type Pooling, type SentenceTransformerCo
 import type { Model } from "../llm.js";
 import type { ModelInfo } from "../models/index.js";
 import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe, knownOptions } from "./inputs.js";
 
@@ -122,13 +123,13 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
 function promptOf(options: PromptOptions, prompts: Readonly<Record<string, string>>, defaultName: string | undefined): string | undefined {
   const { prompt, promptName } = options;
   if (prompt !== undefined) {
-    if (typeof prompt !== "string") throw new TypeError(`prompt: expected a string, got ${describe(prompt)}`);
+    if (typeof prompt !== "string") throw new OptionError(`prompt: expected a string, got ${describe(prompt)}`, "prompt");
     return prompt;
   }
   if (promptName !== undefined) {
     const names = Object.keys(prompts);
     if (typeof promptName !== "string" || !Object.hasOwn(prompts, promptName)) {
-      throw new RangeError(`promptName: expected one of this model's prompts (${names.length > 0 ? names.map((n) => JSON.stringify(n)).join(", ") : "it has none: config_sentence_transformers.json names none"}), got ${typeof promptName === "string" ? JSON.stringify(promptName) : describe(promptName)}`);
+      throw new OptionError(`promptName: expected one of this model's prompts (${names.length > 0 ? names.map((n) => JSON.stringify(n)).join(", ") : "it has none: config_sentence_transformers.json names none"}), got ${typeof promptName === "string" ? JSON.stringify(promptName) : describe(promptName)}`, "promptName");
     }
     return prompts[promptName];
   }
@@ -147,7 +148,7 @@ function excludedPromptTokens(inputs: readonly EmbeddingInput[], options: Prompt
   const prompt = st?.includePrompt === false ? (promptOf(options, st.prompts ?? {}, st.defaultPromptName) ?? "") : "";
   if (prompt === "") return inputs.map(() => 0);
   // sentence-transformers' releases disagree on the first token's vector once the prompt is masked (token 0, or the first after the prompt)
-  if (pooling === "cls") throw new RangeError(`pooling: "cls" with a prompt on a Pooling that leaves the prompt out (include_prompt: false) has no one answer in sentence-transformers (token 0, or the first token after the prompt); choose another pooling or no prompt`);
+  if (pooling === "cls") throw new OptionError(`pooling: "cls" with a prompt on a Pooling that leaves the prompt out (include_prompt: false) has no one answer in sentence-transformers (token 0, or the first token after the prompt); choose another pooling or no prompt`, "pooling");
   const ids = promptTokens(prompt), last = ids.at(-1);
   const special = last !== undefined && (t.isSpecial(last) || [t.clsId, t.sepId, t.bosId, t.eosId, t.padId, t.unkId, t.maskId].includes(last));
   const n = special ? ids.length - 1 : ids.length;
@@ -184,9 +185,9 @@ export async function embedWith(runner: EncoderRunner, inputs: readonly Embeddin
 /** the pooling and kept dimensions `options` ask for, checked (with the inputs' list) */
 function checkedOptions(inputs: readonly EmbeddingInput[], options: EmbedOptions, defaultPooling: Pooling, d: number): { pooling: Pooling; dims: number } {
   const pooling = options.pooling ?? defaultPooling;
-  if (!POOLINGS.includes(pooling)) throw new RangeError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`);
+  if (!POOLINGS.includes(pooling)) throw new OptionError(`pooling: expected one of ${POOLINGS.join(", ")}, got ${JSON.stringify(pooling)}`, "pooling");
   const dims = options.dimensions ?? d;
-  if (!Number.isInteger(dims) || dims < 1 || dims > d) throw new RangeError(`dimensions: expected an integer in 1..${d} (this model's embeddings have ${d}), got ${describe(options.dimensions)}`);
+  if (!Number.isInteger(dims) || dims < 1 || dims > d) throw new OptionError(`dimensions: expected an integer in 1..${d} (this model's embeddings have ${d}), got ${describe(options.dimensions)}`, "dimensions");
   if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
   return { pooling, dims };
 }

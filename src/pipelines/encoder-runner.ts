@@ -1,7 +1,7 @@
 import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
 import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
 import { encodeModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
-import { DisposedError } from "../units/index.js";
+import { DisposedError, OptionError } from "../units/index.js";
 
 /** Options every encoder pipeline takes when it is created. */
 export interface EncoderLoadOptions {
@@ -40,8 +40,8 @@ export class EncoderRunner {
 
   static async open(folder: string, options: EncoderLoadOptions = {}): Promise<EncoderRunner> {
     const batchSize = options.batchSize ?? 32;
-    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
-    if (options.maxLength !== undefined && (!Number.isInteger(options.maxLength) || options.maxLength < 2)) throw new RangeError(`maxLength must be an integer >= 2, got ${options.maxLength}`);
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new OptionError(`batchSize must be a positive integer, got ${batchSize}`, "batchSize");
+    if (options.maxLength !== undefined && (!Number.isInteger(options.maxLength) || options.maxLength < 2)) throw new OptionError(`maxLength must be an integer >= 2, got ${options.maxLength}`, "maxLength");
     const opened = openEncoder(folder);
     const backend = await createBackend(options.backend, { threads: options.threads });
     try {

@@ -1,5 +1,6 @@
+import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
+import { describe, knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -58,20 +59,20 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions = {}) 
   /** transformers' get_target_ids: each target's vocabulary entry or first token, once each */
   const targetIds = (targets: unknown): number[] => {
     const list = typeof targets === "string" ? [targets] : targets;
-    if (!Array.isArray(list) || !list.every((t) => typeof t === "string")) throw inputError(TASK, "a string or a list of strings", targets, "targets");
+    if (!Array.isArray(list) || !list.every((t) => typeof t === "string")) throw new OptionError(`${TASK}: targets: expected a string or a list of strings, got ${describe(targets)}`, "targets");
     const ids = new Set<number>();
     for (const t of list as string[]) {
       const id = idOfPiece(t) ?? tok.encode(t, { addSpecialTokens: false })[0];
       if (id !== undefined) ids.add(id);
     }
-    if (ids.size === 0) throw new RangeError(`${TASK}: targets: at least one target must be a token (given ${JSON.stringify(list).slice(0, 80)})`);
+    if (ids.size === 0) throw new OptionError(`${TASK}: targets: at least one target must be a token (given ${JSON.stringify(list).slice(0, 80)})`, "targets");
     return [...ids];
   };
 
   /** the options' values checked, before any work */
   const settings = (options: FillMaskOptions) => {
     const k = options.topK ?? 5;
-    if (!Number.isInteger(k) || k < 0) throw new RangeError(`topK must be a non-negative integer, got ${k}`);
+    if (!Number.isInteger(k) || k < 0) throw new OptionError(`topK must be a non-negative integer, got ${k}`, "topK");
     return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets), truncation: truncationOf(TASK, options.truncation) };
   };
   settings(withDefaults(defaults, {}));

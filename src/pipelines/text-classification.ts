@@ -1,3 +1,4 @@
+import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { inputError, isObject, knownOptions, truncationOf, withDefaults } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
@@ -49,7 +50,7 @@ const FUNCTIONS = ["softmax", "sigmoid", "none"] as const;
 function functionNamed(name: unknown): (typeof FUNCTIONS)[number] | undefined {
   if (name === undefined) return undefined;
   const fn = FUNCTIONS.find((f) => typeof name === "string" && f === name.toLowerCase());
-  if (fn === undefined) throw new RangeError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(name)}`);
+  if (fn === undefined) throw new OptionError(`functionToApply: expected "softmax", "sigmoid" or "none", got ${JSON.stringify(name)}`, "functionToApply");
   return fn;
 }
 
@@ -73,7 +74,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
   /** the options' values checked, before any work */
   const settings = (options: TextClassificationOptions) => {
     const { topK } = options;
-    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new RangeError(`topK must be a non-negative integer or null, got ${topK}`);
+    if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new OptionError(`topK must be a non-negative integer or null, got ${topK}`, "topK");
     return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: truncationOf(TASK, options.truncation) };
   };
   settings(withDefaults(defaults, {}, NULL_IS_VALUE));

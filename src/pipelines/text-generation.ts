@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
+import { OptionError } from "../units/index.js";
 import { inputError, isObject, knownOptions, withDefaults } from "./inputs.js";
 
 export interface TextGenerationOptions {
@@ -30,7 +31,7 @@ const DEFAULT_MAX_NEW_TOKENS = 256;
 function checkBudgets(o: TextGenerationOptions): void {
   for (const k of ["maxNewTokens", "maxLength"] as const) {
     const v = o[k];
-    if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
+    if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new OptionError(`${k} must be a non-negative integer, got ${v}`, k);
   }
 }
 

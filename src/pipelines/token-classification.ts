@@ -1,5 +1,6 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import type { ModelInput } from "../tokenizer/index.js";
+import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe, isObject, knownOptions, textsOf, withDefaults } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
@@ -27,7 +28,7 @@ const STRATEGIES: readonly AggregationStrategy[] = ["none", "simple", "first", "
 function strategyNamed(name: unknown): AggregationStrategy {
   if (name === undefined) return "none";
   const strategy = STRATEGIES.find((s) => typeof name === "string" && s === name.toLowerCase());
-  if (strategy === undefined) throw new RangeError(`aggregationStrategy: expected one of ${STRATEGIES.join(", ")}, got ${JSON.stringify(name)}`);
+  if (strategy === undefined) throw new OptionError(`aggregationStrategy: expected one of ${STRATEGIES.join(", ")}, got ${JSON.stringify(name)}`, "aggregationStrategy");
   return strategy;
 }
 
@@ -44,7 +45,7 @@ export const TOKEN_CLASSIFICATION_OPTIONS: readonly string[] = ["aggregationStra
  * judge the windows' merging by, so refused rather than guessed, saying what happens instead
  */
 function refuseStride(options: unknown, maxLength: number): void {
-  if (isObject(options) && "stride" in options) throw new RangeError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${maxLength} tokens the model reads is truncated`);
+  if (isObject(options) && "stride" in options) throw new OptionError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${maxLength} tokens the model reads is truncated`, "stride");
 }
 
 /**
@@ -114,10 +115,10 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
   const settings = (options: TokenClassificationOptions): { strategy: AggregationStrategy; ignore: ReadonlySet<string> } => {
     const strategy = strategyNamed(options.aggregationStrategy);
     if ((strategy === "first" || strategy === "average" || strategy === "max") && !tok.tokenOffsets) {
-      throw new RangeError(`aggregationStrategy "${strategy}" needs character offsets, which this tokenizer cannot give`);
+      throw new OptionError(`aggregationStrategy "${strategy}" needs character offsets, which this tokenizer cannot give`, "aggregationStrategy");
     }
     const ignoreLabels: unknown = options.ignoreLabels ?? ["O"];
-    if (!Array.isArray(ignoreLabels) || !ignoreLabels.every((l) => typeof l === "string")) throw new TypeError(`ignoreLabels: expected a list of label names, got ${describe(ignoreLabels)}`);
+    if (!Array.isArray(ignoreLabels) || !ignoreLabels.every((l) => typeof l === "string")) throw new OptionError(`ignoreLabels: expected a list of label names, got ${describe(ignoreLabels)}`, "ignoreLabels");
     return { strategy, ignore: new Set(ignoreLabels) };
   };
   refuseStride(defaults, runner.maxLength);
