@@ -181,16 +181,22 @@ describe("webgpu backend conformance", { skip }, () => {
     });
   }
 
-  /** a random 65-row weight of `type` times 11 random tokens on the GPU, checked against the reference backend */
-  async function matmul11Tokens(type: GGMLType, cols: number, r: () => number, tol: number) {
-    const rows = 65, nTokens = 11;
+  /** a random weight of `type` times random tokens on the GPU (`got`) and on the reference backend (`expected`) */
+  async function gpuMatmul(type: GGMLType, cols: number, rows: number, nTokens: number, r: () => number) {
     const w = weights(type, cols, rows, r);
     const x = normals(nTokens * cols, r);
     const expected = hostArray(nTokens * rows);
     ref.matmul(expected, w, x, nTokens);
     const out = b.allocActivations(nTokens * rows);
     b.matmul(out, w, device(b, x), nTokens);
-    close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, await b.read(out), expected, tol);
+    return { w, x, expected, got: await b.read(out) };
+  }
+
+  /** a random 65-row weight of `type` times 11 random tokens on the GPU, checked against the reference backend */
+  async function matmul11Tokens(type: GGMLType, cols: number, r: () => number, tol: number) {
+    const rows = 65;
+    const { w, x, expected, got } = await gpuMatmul(type, cols, rows, 11, r);
+    close(`matmul ${typeName(type)} ${cols} cols, 11 tokens`, got, expected, tol);
     return { w, x, expected, rows };
   }
 
@@ -960,13 +966,7 @@ describe("webgpu backend conformance", { skip }, () => {
       const type = MATMUL_TYPES[(seed * 7) % MATMUL_TYPES.length]!;
       const block = typeInfo(type).blockSize;
       const cols = block === 1 ? pick(1, 300) : block * pick(1, 3), rows = pick(1, 150), nTokens = pick(1, 20);
-      const w = weights(type, cols, rows, r);
-      const x = normals(nTokens * cols, r);
-      const expected = hostArray(nTokens * rows);
-      ref.matmul(expected, w, x, nTokens);
-      const out = b.allocActivations(nTokens * rows);
-      b.matmul(out, w, device(b, x), nTokens);
-      const got = await b.read(out);
+      const { expected, got } = await gpuMatmul(type, cols, rows, nTokens, r);
       let err = 0, mx = 0;
       for (let i = 0; i < got.length; i++) {
         err = Math.max(err, Math.abs(got[i]! - expected[i]!));
