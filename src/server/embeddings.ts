@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
+import { OptionError } from "../units/index.js";
 import { ApiError, invalid } from "./errors.js";
 import { sendJson } from "./http.js";
 import { optBoolean, optNumber, optString, type Body } from "./params.js";
@@ -56,7 +57,7 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   try {
     tokens = model.tokenize(inputs, prompts);
   } catch (e) {
-    if (e instanceof RangeError && /^(promptName|prompt):/.test(e.message)) throw invalid("prompt_name", e.message.replace(/^promptName: /, "'prompt_name': "));
+    if (e instanceof OptionError && (e.option === "promptName" || e.option === "prompt")) throw invalid("prompt_name", e.message.replace(/^promptName: /, "'prompt_name': "));
     throw e;
   }
   tokens.forEach((ids, i) => {
