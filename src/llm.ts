@@ -2,7 +2,7 @@ import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type 
 import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
+  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
@@ -11,7 +11,7 @@ import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type Langua
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
-import { checkOptionKeys, DisposedError, OptionError } from "./units/index.js";
+import { checkFlags, checkOptionKeys, DisposedError, OptionError, shownValue } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
@@ -369,7 +369,7 @@ function checkChatArguments(messages: unknown, options: unknown): void {
   if (system !== undefined && typeof system !== "string") throw new OptionError(`system: expected a string, got ${shownValue(system)}`, "system");
   const templateLike = typeof chatTemplate === "string" || (typeof chatTemplate === "object" && chatTemplate !== null && typeof (chatTemplate as ChatTemplateSource).source === "string" && typeof (chatTemplate as ChatTemplateSource).where === "string");
   if (chatTemplate !== undefined && !templateLike) throw new OptionError(`chatTemplate: expected a Jinja template's source (a string) or { source, where }, got ${shownValue(chatTemplate)}`, "chatTemplate");
-  if (parseSpecialInContent !== undefined && typeof parseSpecialInContent !== "boolean") throw new OptionError(`parseSpecialInContent: expected true or false, got ${shownValue(parseSpecialInContent)}`, "parseSpecialInContent");
+  checkFlags({ parseSpecialInContent }, ["parseSpecialInContent"]);
 }
 
 /** a request's steps, choice 0's as they happen and each later choice's once the ones before it have ended */
@@ -487,9 +487,7 @@ function checkLoadOptions(options: unknown): asserts options is LoadModelOptions
   if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`loadModel: options must be an object, got ${shownValue(options)}`, "options");
   checkOptionKeys(options, LOAD_OPTION_NAMES, "loadModel");
   const o = options as Record<string, unknown>;
-  for (const flag of ["cacheReplies", "warmup", "flashAttention"] as const) {
-    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new OptionError(`loadModel: ${flag}: expected true or false, got ${shownValue(o[flag])}`, flag);
-  }
+  checkFlags(o, ["cacheReplies", "warmup", "flashAttention"], "loadModel");
   if (o["onWarning"] !== undefined && typeof o["onWarning"] !== "function") throw new OptionError(`loadModel: onWarning: expected a function (message: string) => void, got ${shownValue(o["onWarning"])}`, "onWarning");
   const memory = o["availableMemory"];
   if (memory !== undefined && !(Number.isSafeInteger(memory) && (memory as number) >= 0)) throw new OptionError(`loadModel: availableMemory: expected a number of bytes (an integer >= 0), got ${shownValue(memory)}`, "availableMemory");

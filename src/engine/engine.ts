@@ -1,7 +1,7 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
-import { DisposedError, formatBytes, OptionError } from "../units/index.js";
-import { createStopMatcher, Sequence, shownValue, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
+import { createStopMatcher, Sequence, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";

@@ -2,7 +2,7 @@ import type { ConstraintSpec, JsonSchema } from "../sampling/constraints/index.j
 import type { LanguageModel } from "../models/index.js";
 import { SAMPLING_OPTION_NAMES, type SamplingOptions } from "../sampling/index.js";
 import type { PromptNormalization } from "../tokenizer/index.js";
-import { checkOptionKeys, OptionError } from "../units/index.js";
+import { checkFlags, checkOptionKeys, OptionError, shownValue } from "../units/index.js";
 import type { PromptLogprobs, TokenLogprob } from "./logprobs.js";
 import type { SpeculativeStats } from "./speculative.js";
 import type { Timings } from "./timings.js";
@@ -198,11 +198,6 @@ export function samplingOptionsOf(options: GenerateOptions): SamplingOptions {
   return Object.fromEntries(Object.entries(options).filter(([k]) => !Object.hasOwn(GENERATION_OPTIONS, k))) as SamplingOptions;
 }
 
-/** a value as an error message shows it: strings quoted, so "8" is not taken for 8 */
-export function shownValue(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : Array.isArray(value) ? `an array` : value === null ? "null" : typeof value === "object" ? "an object" : String(value);
-}
-
 /**
  * Refuses, with one error naming the option, what the typed signature would: options that are
  * not an object, an unknown key (with the option it likely misspells: the sampler's own refusal
@@ -216,9 +211,7 @@ export function checkGenerateOptions(options: unknown): asserts options is Gener
   if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`generation options: expected an object, got ${shownValue(options)}`, "options");
   const o = options as Record<string, unknown>;
   checkOptionKeys(o, OPTION_NAMES);
-  for (const flag of ["addSpecialTokens", "ignoreEos"] as const) {
-    if (o[flag] !== undefined && typeof o[flag] !== "boolean") throw new OptionError(`${flag}: expected true or false, got ${shownValue(o[flag])}`, flag);
-  }
+  checkFlags(o, ["addSpecialTokens", "ignoreEos"]);
   const stop = o["stop"];
   if (stop !== undefined && typeof stop !== "string" && !Array.isArray(stop)) throw new OptionError(`stop: expected a string or an array of strings, got ${shownValue(stop)}`, "stop");
   const stopTokens = o["stopTokens"];

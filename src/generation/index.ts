@@ -1,5 +1,5 @@
 export {
-  checkGenerateOptions, constraintOf, samplingOptionsOf, shownValue, usesStrategy, validateChoices, type Choice, type EndToken, type FinishDetail, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep, type TokenStep, type EndStep,
+  checkGenerateOptions, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type EndToken, type FinishDetail, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep, type TokenStep, type EndStep,
 } from "./generate.js";
 export { Sequence, type StopRules } from "./sequence.js";
 export { tokenLogprobs, validateLogprobs, type PromptLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";

@@ -1,4 +1,4 @@
-import { checkOptionKeys, OptionError } from "../units/index.js";
+import { checkFlags, checkOptionKeys } from "../units/index.js";
 
 /**
  * Checks of what a pipeline is called with, shared by every task: a value of the wrong kind is
@@ -53,8 +53,8 @@ export function textsOf(task: string, input: unknown): string[] {
  */
 export function truncationOf(task: string, value: unknown): boolean {
   if (value === undefined) return true;
-  if (typeof value !== "boolean") throw new OptionError(`${task}: truncation: expected true or false, got ${JSON.stringify(value)}`, "truncation");
-  return value;
+  checkFlags({ truncation: value }, ["truncation"], task);
+  return value as boolean;
 }
 
 /**

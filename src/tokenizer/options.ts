@@ -1,4 +1,4 @@
-import { checkOptionKeys, OptionError } from "../units/index.js";
+import { checkFlags, checkOptionKeys, OptionError, shownValue } from "../units/index.js";
 import type { DecodeOptions, EncodeOptions, StreamDecoderOptions } from "./types.js";
 
 // records of every option key, so that a new option fails the type check until it is listed
@@ -13,13 +13,10 @@ const STREAM: readonly string[] = Object.keys({ skipSpecialTokens: true, context
  */
 function check(options: unknown, known: readonly string[], what: string, flags: readonly string[]): void {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new OptionError(`${what}: options must be an object, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`, "options");
+    throw new OptionError(`${what}: options must be an object, got ${shownValue(options)}`, "options");
   }
   checkOptionKeys(options, known, what);
-  for (const flag of flags) {
-    const v = (options as Record<string, unknown>)[flag];
-    if (v !== undefined && typeof v !== "boolean") throw new OptionError(`${what}: ${flag}: expected true or false, got ${typeof v === "string" ? JSON.stringify(v) : String(v)}`, flag);
-  }
+  checkFlags(options as Record<string, unknown>, flags, what);
 }
 
 export function checkEncodeOptions(options: EncodeOptions): void {

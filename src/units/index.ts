@@ -3,4 +3,5 @@ export { formatBytes } from "./bytes.js";
 export { printable } from "./printable.js";
 export { checkOptionKeys } from "./option-keys.js";
 export { OptionError } from "./option-error.js";
+export { checkFlags, shownValue } from "./option-values.js";
 export { DisposedError } from "./disposed-error.js";
