@@ -11,6 +11,7 @@ import { TEXT_GENERATION_OPTIONS, textGeneration, type TextGenerationOptions } f
 import { TOKEN_CLASSIFICATION_OPTIONS, tokenClassification, type TokenClassificationOptions } from "./token-classification.js";
 import type { ChatMessageInput } from "../chat/index.js";
 import type { EncoderInfo } from "../models/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 
 export type PipelineTask =
   | "text-classification" | "sentiment-analysis"
@@ -116,7 +117,8 @@ export async function pipeline(task: PipelineTask, model?: string, options?: Pip
  * pipeline's own: each call uses them unless it gives its own.
  */
 export async function pipeline(task: PipelineTask, model?: string, given?: PipelineOptions & object): Promise<AnyPipeline> {
-  if (!PIPELINE_TASKS.includes(task)) throw new RangeError(`unknown pipeline task ${JSON.stringify(task)} (supported: ${PIPELINE_TASKS.join(", ")})`);
+  // an OptionError naming "task", as every other refused argument, so a caller can tell it without reading the message
+  if (!PIPELINE_TASKS.includes(task)) throw new OptionError(`task: unknown pipeline task ${shownValue(task)} (supported: ${PIPELINE_TASKS.join(", ")})`, "task");
   const callNames = [...CALL_OPTIONS[task]];
   // let token-classification's own refusal of stride say what happens instead
   if ((task === "ner" || task === "token-classification") && typeof given === "object" && given !== null && "stride" in given) callNames.push("stride");
