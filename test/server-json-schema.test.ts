@@ -1,10 +1,62 @@
 // response_format json_schema's strict flag against `tsllm serve`: real HTTP on loopback. OpenAI's
-// strict mode refuses oneOf ("'oneOf' is not permitted"); tsllm reads oneOf as anyOf (as llama.cpp
-// does), which admits a value two alternatives both take, so strict: true refuses it too.
+// strict mode ("Supported schemas" in its structured outputs guide) takes an object schema at the
+// root, every object with additionalProperties: false and every property in required, and refuses
+// oneOf ("'oneOf' is not permitted"; tsllm reads oneOf as anyOf, as llama.cpp does, which admits a
+// value two alternatives both take); strict: true refuses the rest with a 400 naming the schema path.
 import assert from "node:assert/strict";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { after, before, describe, test } from "node:test";
+import type { ApiError } from "../src/server/errors.js";
+import { generationOptionsOf } from "../src/server/params.js";
+import { jsonSchemaToGbnf } from "../src/sampling/constraints/index.js";
+import { grammarAdmits } from "./helpers/constraint-texts.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
+
+const closed = { type: "object", properties: { a: { type: "string", maxLength: 4 }, b: { type: ["integer", "null"] } }, required: ["a", "b"], additionalProperties: false };
+const strictFormat = (schema: object, strict: unknown) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema, ...(strict === undefined ? {} : { strict }) } } });
+
+test("strict: true keeps OpenAI's strict rules: an object root, every object closed with every property required (a 400 naming the schema path); without strict the same schemas are taken", () => {
+  const refused = (schema: object, re: RegExp) => {
+    assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema));
+    // strict false, null or left out: taken as before
+    for (const strict of [false, null, undefined]) assert.deepEqual(generationOptionsOf(strictFormat(schema, strict), 100).jsonSchema, schema);
+  };
+  refused({ ...closed, additionalProperties: undefined }, /#: 'additionalProperties' is required to be supplied and to be false$/);
+  refused({ ...closed, additionalProperties: true }, /#: 'additionalProperties' is required to be supplied and to be false$/);
+  refused({ ...closed, additionalProperties: { type: "string" } }, /#: 'additionalProperties' is required/);
+  refused({ ...closed, required: ["a"] }, /#: 'required' is required to be supplied and to be an array including every key in properties; missing "b"$/);
+  refused({ ...closed, required: undefined }, /missing "a", "b"$/);
+  refused({ ...closed, properties: { ...closed.properties, c: { type: "object", properties: { d: { type: "integer" } }, required: ["d"] } }, required: ["a", "b", "c"] }, /#\/properties\/c: 'additionalProperties' is required/);
+  refused({ ...closed, properties: { a: { type: "array", items: { properties: { d: {} }, additionalProperties: false } } }, required: ["a"] }, /#\/properties\/a\/items: 'required' .* missing "d"$/);
+  refused({ ...closed, properties: { a: { anyOf: [{ type: "null" }, { type: ["object", "null"], properties: {} }] } }, required: ["a"] }, /#\/properties\/a\/anyOf\/1: 'additionalProperties' is required/);
+  refused({ ...closed, $defs: { d: { type: "object", properties: { e: { type: "string" } }, additionalProperties: false } } }, /#\/\$defs\/d: 'required' .* missing "e"$/);
+  refused({ type: "array", items: closed }, /#\/type: the root must be an object schema \(type "object"\), got "array"$/);
+  refused({ anyOf: [closed] }, /#\/type: the root must be an object schema \(type "object"\), got null$/);
+  refused({ ...closed, anyOf: [closed] }, /#\/anyOf: the root must be an object schema, not anyOf$/);
+  refused({ ...closed, properties: { a: { oneOf: [{ type: "integer" }, { type: "number" }] } }, required: ["a"] }, /#\/properties\/a\/oneOf: oneOf is not supported with strict: true/);
+  // a property named like a keyword is no keyword; a closed object with no properties is one
+  for (const schema of [closed, { type: "object", properties: { oneOf: { type: "boolean" }, additionalProperties: { type: "string" } }, required: ["oneOf", "additionalProperties"], additionalProperties: false }, { type: "object", properties: {}, additionalProperties: false }]) {
+    assert.deepEqual(generationOptionsOf(strictFormat(schema, true), 100).jsonSchema, schema);
+  }
+});
+
+test("strict: true output is a closed object: the grammar of a schema strict takes admits a text exactly when ajv validates it, extra and missing keys refused", () => {
+  const nested = { type: "object", properties: { p: closed, q: { type: "array", items: closed, maxItems: 2 } }, required: ["p", "q"], additionalProperties: false };
+  for (const schema of [closed, nested]) {
+    assert.deepEqual(generationOptionsOf(strictFormat(schema, true), 100).jsonSchema, schema);
+    const gbnf = jsonSchemaToGbnf(schema);
+    const validate = new Ajv2020({ strict: false }).compile(schema);
+    const values = [{ a: "x", b: 1 }, { a: "x", b: null }, { a: "x" }, { b: 1 }, {}, { a: "x", b: 1, c: 2 }, { a: "toolong", b: 1 }, { a: "x", b: 1.5 }];
+    const texts = schema === closed ? values : values.flatMap((v) => [{ p: v, q: [] }, { p: { a: "", b: 0 }, q: [v] }, { p: { a: "", b: 0 }, q: [], r: v }, { q: [v] }]);
+    let taken = 0;
+    for (const v of texts) {
+      const text = JSON.stringify(v);
+      assert.equal(grammarAdmits(gbnf, text), validate(v), text);
+      taken += validate(v) ? 1 : 0;
+    }
+    assert.ok(taken >= 2 && taken < texts.length, `${taken} of ${texts.length} valid`);
+  }
+});
 
 describe("response_format json_schema: strict", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
@@ -22,9 +74,14 @@ describe("response_format json_schema: strict", { skip }, () => {
     assert.equal(r.status, 400, JSON.stringify(r.json));
     assert.equal(r.json.error.param, "response_format");
     assert.match(r.json.error.message, /#\/properties\/v\/oneOf: oneOf is not supported with strict: true/);
-    const nested = await ask({ type: "array", items: { $defs: { a: { oneOf: [{ type: "null" }] } }, $ref: "#/$defs/a" } }, true);
+    const nested = await ask({ type: "object", properties: { l: { type: "array", items: { $defs: { a: { oneOf: [{ type: "null" }] } }, $ref: "#/$defs/a" } } }, required: ["l"], additionalProperties: false }, true);
     assert.equal(nested.status, 400);
-    assert.match(nested.json.error.message, /#\/items\/\$defs\/a\/oneOf:/);
+    assert.match(nested.json.error.message, /#\/properties\/l\/items\/\$defs\/a\/oneOf:/);
+    // an object left open: refused naming its path, as OpenAI's strict mode refuses it
+    const open = await ask({ type: "object", properties: { v: { type: "object", properties: { w: { type: "integer" } }, required: ["w"] } }, required: ["v"], additionalProperties: false }, true);
+    assert.equal(open.status, 400, JSON.stringify(open.json));
+    assert.equal(open.json.error.param, "response_format");
+    assert.match(open.json.error.message, /#\/properties\/v: 'additionalProperties' is required to be supplied and to be false/);
     const named = { type: "object", properties: { oneOf: { type: "boolean" } }, required: ["oneOf"], additionalProperties: false };
     const ok = await ask(named, true);
     assert.equal(ok.status, 200, JSON.stringify(ok.json));

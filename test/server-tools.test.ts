@@ -17,6 +17,7 @@ import {
 import { gbnfAlternatives, GrammarMatcher, parseGbnf } from "../src/sampling/constraints/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
+import { grammarAdmits } from "./helpers/constraint-texts.js";
 import { llamaCppTemplate, skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
 import { rng } from "./helpers/rng.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
@@ -301,14 +302,6 @@ test("gbnfAlternatives: two grammars with the same rule names, renamed apart; st
 });
 
 
-/** the reply as the client sees it: what the stream's deltas add up to, chunk by chunk as the server sends them */
-/** whether a grammar (GBNF text or a matcher) takes the whole of `text` */
-function grammarAdmits(grammar: string | GrammarMatcher, text: string): boolean {
-  const m = typeof grammar === "string" ? new GrammarMatcher(parseGbnf(grammar)) : grammar;
-  let st = m.initial();
-  for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
-  return GrammarMatcher.complete(st);
-}
 
 function chunksOf(deltas: readonly ReplyDelta[], finish: string): unknown[] {
   const head = { id: "chatcmpl-x", object: "chat.completion.chunk", created: 0, model: "m" };
@@ -661,7 +654,7 @@ test("function.strict: a strict function's parameters must keep OpenAI's strict 
   refused({ ...closed, properties: { a: { type: "object", properties: { b: { type: "integer" } }, required: ["b"] } } }, /#\/properties\/a: 'additionalProperties' is required/);
   refused({ ...closed, properties: { a: { type: "array", items: { type: "object", properties: { b: {} }, additionalProperties: false } } } }, /#\/properties\/a\/items: 'required' .* missing "b"/);
   refused({ ...closed, properties: { a: { oneOf: [{ type: "string" }, { type: "null" }] } } }, /#\/properties\/a\/oneOf: oneOf is not supported with strict: true/);
-  refused({ type: "string" }, /#\/type: the parameters must be an object schema/);
+  refused({ type: "string" }, /#\/type: the root must be an object schema \(type "object"\), got "string"/);
   refused({ ...closed, properties: { a: { type: "array", items: { enum: [1, 2] }, contains: { const: 1 } } } }, /cannot be enforced: #\/properties\/a\/contains: this schema keyword is not supported/);
   // the same schemas without strict are taken as before (their arguments are not enforced under "auto")
   assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { ...closed, required: [] } } }] }));

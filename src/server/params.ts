@@ -1,5 +1,5 @@
 import type { GenerateOptions } from "../generation/index.js";
-import { keywordPath } from "../sampling/constraints/index.js";
+import { strictSchemaProblem } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 
 /** A parsed JSON request body. */
@@ -88,10 +88,9 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
     if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw invalid("response_format", `'response_format.json_schema.schema' must be a JSON Schema object, got ${describe(schema)}`);
     const strict = js["strict"];
     if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid("response_format", `'response_format.json_schema.strict' must be a boolean, got ${describe(strict)}`);
-    // oneOf is read as anyOf (as llama.cpp reads it): a grammar cannot refuse a value two
-    // alternatives both take. Strict mode promises the schema exactly and refuses it, as OpenAI's does
-    const oneOf = strict === true ? keywordPath(schema, "oneOf") : undefined;
-    if (oneOf !== undefined) throw invalid("response_format", `'response_format.json_schema.schema' ${oneOf}: oneOf is not supported with strict: true, as in OpenAI's strict mode (it would be read as anyOf, admitting a value two alternatives both take); use anyOf, or strict: false`);
+    // strict: OpenAI's strict mode's rules (closed objects, every property required, no oneOf), refused as its are
+    const problem = strict === true ? strictSchemaProblem(schema) : undefined;
+    if (problem !== undefined) throw invalid("response_format", `Invalid schema for response_format${typeof js["name"] === "string" ? ` '${js["name"]}'` : ""} ('response_format.json_schema.schema', strict: true): ${problem}`);
     return { jsonSchema: schema as Record<string, unknown> };
   }
   throw invalid("response_format", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);

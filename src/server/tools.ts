@@ -1,6 +1,6 @@
 import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
-import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, subschemas, type JsonSchema } from "../sampling/constraints/index.js";
+import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
 import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
@@ -89,17 +89,8 @@ export function toolsOf(body: Body): Tools | undefined {
 function strictParameters(parameters: Body, name: string, where: string): void {
   const field = `${where}.function.parameters`;
   const refuse = (message: string) => invalid(field, `Invalid schema for function '${name}' ('${field}', strict: true): ${message}`, "invalid_function_parameters");
-  if (parameters["type"] !== "object") throw refuse(`#/type: the parameters must be an object schema (type "object"), got ${JSON.stringify(parameters["type"])}`);
-  for (const [path, s] of subschemas(parameters)) {
-    if (s["oneOf"] !== undefined) throw refuse(`${path}/oneOf: oneOf is not supported with strict: true; use anyOf`);
-    const type = s["type"];
-    if (!(type === "object" || (Array.isArray(type) && type.includes("object")) || (type === undefined && s["properties"] !== undefined))) continue;
-    if (s["additionalProperties"] !== false) throw refuse(`${path}: 'additionalProperties' is required to be supplied and to be false`);
-    const properties = s["properties"] ?? {};
-    const required = Array.isArray(s["required"]) ? (s["required"] as unknown[]) : [];
-    const missing = typeof properties === "object" && properties !== null ? Object.keys(properties).filter((k) => !required.includes(k)) : [];
-    if (missing.length > 0) throw refuse(`${path}: 'required' is required to be supplied and to be an array including every key in properties; missing ${missing.map((k) => JSON.stringify(k)).join(", ")}`);
-  }
+  const problem = strictSchemaProblem(parameters);
+  if (problem !== undefined) throw refuse(problem);
   try {
     jsonSchemaToGbnf(parameters);
   } catch (e) {

@@ -1,6 +1,14 @@
-import { GrammarMatcher, type Grammar } from "../../src/sampling/constraints/index.js";
+import { GrammarMatcher, parseGbnf, type Grammar } from "../../src/sampling/constraints/index.js";
 import type { CharClass } from "../../src/sampling/constraints/grammar.js";
 import type { Tokenizer } from "../../src/tokenizer/index.js";
+
+/** whether a grammar (GBNF text or a matcher) takes the whole of `text`, and may end there */
+export function grammarAdmits(grammar: string | GrammarMatcher, text: string): boolean {
+  const m = typeof grammar === "string" ? new GrammarMatcher(parseGbnf(grammar)) : grammar;
+  let st = m.initial();
+  for (const ch of text) st = m.advance(st, ch.codePointAt(0)!);
+  return GrammarMatcher.complete(st);
+}
 
 /**
  * Each token's text as a constraint sees it, decoded independently of ConstraintVocabulary: the

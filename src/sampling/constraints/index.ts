@@ -2,7 +2,7 @@
 export { GrammarError, type Grammar } from "./grammar.js";
 export { gbnfAlternatives, parseGbnf, type GbnfLimits } from "./gbnf.js";
 export { GrammarMatcher } from "./matcher.js";
-export { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, keywordPath, subschemas, type JsonSchema } from "./json-schema.js";
+export { anyJsonGbnf, gbnfLiteral, jsonSchemaToGbnf, strictSchemaProblem, type JsonSchema } from "./json-schema.js";
 export { regexToGbnf } from "./regex.js";
 export { ConstraintVocabulary } from "./vocabulary.js";
 export { TokenConstraint } from "./token-constraint.js";

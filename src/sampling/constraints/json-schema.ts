@@ -146,7 +146,7 @@ const SUBSCHEMA_MAP = ["properties", "$defs", "definitions", "patternProperties"
  * order of the keywords that hold them): for checks of the schema's shape such as OpenAI's strict
  * mode makes
  */
-export function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string, Record<string, unknown>]> {
+function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string, Record<string, unknown>]> {
   // deeper than the converter goes: it refuses the schema itself
   if (depth > 64 || typeof schema !== "object" || schema === null || Array.isArray(schema)) return;
   const s = schema as Record<string, unknown>;
@@ -164,11 +164,27 @@ export function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[
 }
 
 /**
- * The schema path of the first place `keyword` is used as a keyword (not as a property's name),
- * or undefined: OpenAI's strict mode refuses keywords (oneOf) that this converter reads loosely
+ * Where `schema` breaks OpenAI's strict mode (its structured outputs' "Supported schemas"), as
+ * "path: what is wrong" in the words of OpenAI's refusals, or undefined. The root is an object
+ * schema (type "object", not an anyOf); every object schema is closed (additionalProperties
+ * false) and lists every property in required, so that the grammar writes each of them and no
+ * other key; no oneOf anywhere (read here as anyOf, which admits a value two alternatives both
+ * take). The first problem in schema order ($defs too) is told.
  */
-export function keywordPath(schema: unknown, keyword: string): string | undefined {
-  for (const [path, s] of subschemas(schema)) if (s[keyword] !== undefined) return `${path}/${keyword}`;
+export function strictSchemaProblem(schema: unknown): string | undefined {
+  const root = schema as Record<string, unknown>;
+  if (root["type"] !== "object") return `#/type: the root must be an object schema (type "object"), got ${JSON.stringify(root["type"] ?? null)}`;
+  if (root["anyOf"] !== undefined) return "#/anyOf: the root must be an object schema, not anyOf";
+  for (const [path, s] of subschemas(schema)) {
+    if (s["oneOf"] !== undefined) return `${path}/oneOf: oneOf is not supported with strict: true (it would be read as anyOf, admitting a value two alternatives both take); use anyOf`;
+    const type = s["type"];
+    if (!(type === "object" || (Array.isArray(type) && type.includes("object")) || (type === undefined && s["properties"] !== undefined))) continue;
+    if (s["additionalProperties"] !== false) return `${path}: 'additionalProperties' is required to be supplied and to be false`;
+    const properties = s["properties"] ?? {};
+    const required = Array.isArray(s["required"]) ? (s["required"] as unknown[]) : [];
+    const missing = typeof properties === "object" && properties !== null ? Object.keys(properties).filter((k) => !required.includes(k)) : [];
+    if (missing.length > 0) return `${path}: 'required' is required to be supplied and to be an array including every key in properties; missing ${missing.map((k) => JSON.stringify(k)).join(", ")}`;
+  }
   return undefined;
 }
 
