@@ -176,21 +176,50 @@ export class Model {
     }
   }
 
-  /** Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with `choice`); the iterator's return value is the full result. */
-  async *stream(prompt: Prompt, options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
+  /**
+   * Streams `{ token, text }` steps (with `n` > 1: choice 0's, then choice 1's, ..., each with
+   * `choice`); the iterator's return value is the full result. The generation is queued by this
+   * call, so a refused option or prompt, or a disposed model, throws here (nothing queued), not at
+   * the first next(); leaving the stream (return(), break), even before its first step, cancels it.
+   */
+  stream(prompt: Prompt, options: GenerateOptions = {}): AsyncGenerator<ChoiceStep, GenerationResult> {
     checkGenerateOptions(options);
     const merged = withDefaults(this.generationDefaults, options);
-    // the caller leaving the loop early cancels the request
     const controller = new AbortController();
     const unlink = link(merged.signal, controller);
-    try {
-      const run = this.submit(prompt, { ...merged, signal: controller.signal });
-      yield* run.steps();
-      return await run.result();
-    } finally {
+    const cancel = () => {
       unlink();
       controller.abort();
+    };
+    let run: GenerationRun;
+    try {
+      run = this.submit(prompt, { ...merged, signal: controller.signal });
+    } catch (e) {
+      unlink();
+      throw e;
     }
+    // a stream never read to its end lets go of the caller's signal once its request ends
+    void run.result().then(unlink, unlink);
+    const steps = async function* (): AsyncGenerator<ChoiceStep, GenerationResult> {
+      try {
+        yield* run.steps();
+        return await run.result();
+      } finally {
+        cancel();
+      }
+    };
+    const it = steps();
+    // return() or throw() on a generator not yet started skips its finally: the request would run on unread
+    const [end, fail] = [it.return.bind(it), it.throw.bind(it)];
+    it.return = (value) => {
+      cancel();
+      return end(value);
+    };
+    it.throw = (error) => {
+      cancel();
+      return fail(error);
+    };
+    return it;
   }
 
   /**

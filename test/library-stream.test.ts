@@ -3,8 +3,9 @@
 // before, a step's token was `number | undefined` everywhere and an event was told from an end by
 // which of `step` / `finishReason` was undefined.
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { test } from "node:test";
-import { DisposedError, loadModel, type GenerationStep, type RequestEvent } from "../src/index.js";
+import { DisposedError, loadModel, OptionError, type GenerationStep, type RequestEvent } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -52,8 +53,34 @@ test("stories260K: every call after dispose, and a stream running at dispose, fa
   };
   await assert.rejects(running.next(), isDisposed("the running stream"));
   await assert.rejects(model.generate("Once"), isDisposed("generate"));
-  await assert.rejects(model.stream("Once").next(), isDisposed("stream"));
+  assert.throws(() => model.stream("Once"), isDisposed("stream"));
   await assert.rejects(model.chat([{ role: "user", content: "Hi" }], { chatTemplate: "{{ messages[0].content }}" }), isDisposed("chat"));
   assert.throws(() => model.submit("Once"), isDisposed("submit"));
   assert.throws(() => model.engine.submit({ promptTokens: [1], decoding: { kind: "sample", n: 1 }, sampling: { seed: 1 }, maxTokens: 1, stop: [], stopTokens: [], ignoreEos: false, topLogprobs: undefined }), isDisposed("the engine"));
+});
+
+test("stories260K: stream() refuses a bad option at the call, nothing queued; a stream left before its first step cancels its request", { skip: skipWithoutShared(MODEL) }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 256, threads: 1 });
+  try {
+    // before, the generator's body (and its checks) ran at the first next(): a for-await loop's setup passed
+    assert.throws(() => model.stream("Once", { temperature: -1 }), (e: unknown) => e instanceof OptionError && e.option === "temperature");
+    assert.throws(() => model.stream("Once", { stopTokens: [1e9] }), (e: unknown) => e instanceof OptionError && e.option === "stopTokens");
+    assert.throws(() => model.streamChat([{ role: "user", content: "Hi" }], { chatTemplate: "{{ messages[0].content }}", topP: 2 }), (e: unknown) => e instanceof OptionError && e.option === "topP");
+    assert.deepEqual([model.engine.stats.waiting, model.engine.stats.running, model.engine.stats.steps], [0, 0, 0], "nothing queued");
+    // the request is queued by the call now: leaving before reading a step cancels it, and lets go of the caller's signal
+    const signal = new AbortController().signal;
+    const unread = model.stream("Once upon a time", { temperature: 0, maxTokens: 200, ignoreEos: true, signal });
+    await unread.return(undefined as never);
+    assert.equal((await unread.next()).done, true);
+    while (model.engine.stats.running + model.engine.stats.waiting > 0) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(model.engine.stats.steps < 200, `cancelled, not run to its 200 tokens (${model.engine.stats.steps} steps)`);
+    assert.equal(getEventListeners(signal, "abort").length, 0);
+    // a stream read to its end is what generate answers
+    const it = model.stream("Lily", { temperature: 0, maxTokens: 5 });
+    let r = await it.next();
+    while (!r.done) r = await it.next();
+    assert.deepEqual(r.value.completionTokens, (await model.generate("Lily", { temperature: 0, maxTokens: 5 })).completionTokens);
+  } finally {
+    model.dispose();
+  }
 });
