@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -394,5 +394,42 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
   test("embed(path, text) loads, embeds one text and frees the model", async () => {
     const v = await embed(folder("minilm-embed"), exp.cases[0].text, { normalize: true, threads: 1 });
     assert.ok(maxDiff(v, exp.cases[0].embedding) <= TOL);
+  });
+
+  test("the layout older sentence-transformers releases saved (the encoder in 0_Transformer/, modules.json pointing at it) embeds as encode()", async () => {
+    // SentenceTransformer loads each module from its modules.json path: the Transformer's model,
+    // tokenizer and sentence_bert_config.json (or an older name of it) from 0_Transformer/; the top
+    // config.json of those releases is {"__version__": ...}. Same module contents, so encode()'s recorded vectors
+    const old = mkdtempSync(join(tmpdir(), "tsllm-st-old-"));
+    try {
+      const src = folder("minilm-embed");
+      mkdirSync(join(old, "0_Transformer"));
+      mkdirSync(join(old, "1_Pooling"));
+      for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]) copyFileSync(join(src, f), join(old, "0_Transformer", f));
+      copyFileSync(join(src, "sentence_bert_config.json"), join(old, "0_Transformer", "sentence_distilbert_config.json"));
+      copyFileSync(join(src, "1_Pooling", "config.json"), join(old, "1_Pooling", "config.json"));
+      writeFileSync(join(old, "config.json"), JSON.stringify({ __version__: "0.3.9" }));
+      const modules = [{ idx: 0, name: "0", path: "0_Transformer", type: "sentence_transformers.models.Transformer" }, { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" }];
+      writeFileSync(join(old, "modules.json"), JSON.stringify(modules));
+      const texts: string[] = exp.cases.map((c: Json) => c.text);
+      // embed(path): told from a decoder by the Transformer's config.json, not the top one
+      const normed = await embed(old, texts, { normalize: true, threads: 1 });
+      exp.cases.forEach((c: Json, i: number) => assert.ok(maxDiff(normed[i], c.embedding) <= TOL, `${c.text.slice(0, 30)}: ${maxDiff(normed[i], c.embedding)}`));
+      const m = await loadEmbeddingModel(old, { threads: 1 });
+      try {
+        // max_seq_length 256 from 0_Transformer/'s config (the long case is cut there)
+        assert.equal(m.maxTokens, 256);
+        assert.deepEqual(m.countTokens(texts), exp.cases.map((c: Json) => c.n_tokens));
+        const raw = await m.embed(texts);
+        exp.cases.forEach((c: Json, i: number) => assert.ok(maxDiff(raw[i], c.embedding_unnormalized) <= TOL, `${c.text.slice(0, 30)}`));
+      } finally {
+        m.dispose();
+      }
+      // a Transformer path leaving the folder is refused, as the Pooling's
+      writeFileSync(join(old, "modules.json"), JSON.stringify([{ ...modules[0], path: "../elsewhere" }, modules[1]]));
+      await assert.rejects(loadEmbeddingModel(old, { threads: 1 }), /modules\.json.*\[0\]\.path.*leaves the model folder/);
+    } finally {
+      rmSync(old, { recursive: true, force: true });
+    }
   });
 });

@@ -2,6 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { readGGUFHeader } from "./gguf-reader.js";
 import { join } from "node:path";
 import { HFConfigError, LIMITS, openConfigJson, readJsonObject, type Fields } from "./hf-config.js";
+import { transformerFolder } from "./sentence-transformers.js";
 
 /**
  * config.json of an encoder (BERT, RoBERTa / XLM-RoBERTa, DistilBERT) read into what the
@@ -78,7 +79,14 @@ export function isEncoderModel(folder: string): boolean {
       return false;
     }
   }
-  const path = join(folder, "config.json");
+  // an older sentence-transformers folder keeps the encoder in 0_Transformer/ (its own config.json at the top is {"__version__": ...})
+  let own = folder;
+  try {
+    own = transformerFolder(folder);
+  } catch {
+    // a bad modules.json: the encoder loader reports it, naming the field
+  }
+  const path = join(own, "config.json");
   if (!existsSync(path)) return false;
   try {
     const o = readJsonObject(path);

@@ -9,4 +9,4 @@ export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec }
 export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";
 export { assertNotAnInput, writeOutputFile } from "./output-file.js";
 export { HF_ENCODER_ARCHITECTURES, isEncoderModel, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
-export { readSentenceTransformerConfig, type Pooling, type SentenceTransformerConfig } from "./sentence-transformers.js";
+export { readSentenceTransformerConfig, transformerFolder, type Pooling, type SentenceTransformerConfig } from "./sentence-transformers.js";

@@ -28,36 +28,75 @@ export interface SentenceTransformerConfig {
 
 const MODULE = "sentence_transformers.models.";
 
-/** Reads the folder's sentence-transformers files; undefined when it has no modules.json. */
-export function readSentenceTransformerConfig(folder: string): SentenceTransformerConfig | undefined {
+/**
+ * sentence_bert_config.json, or a name older releases saved the Transformer module's settings
+ * under: sentence-transformers' Transformer.load takes the first of these its folder has
+ */
+const TRANSFORMER_CONFIG_NAMES = [
+  "sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json", "sentence_camembert_config.json",
+  "sentence_albert_config.json", "sentence_xlm-roberta_config.json", "sentence_xlnet_config.json",
+];
+
+interface Module {
+  readonly name: string;
+  /** the module's folder, inside the model folder */
+  readonly folder: string;
+}
+
+/** modules.json's modules, their types and folders checked; undefined when the folder has none */
+function readModules(folder: string): { modulesPath: string; modules: Module[] } | undefined {
   const modulesPath = join(folder, "modules.json");
   if (!existsSync(modulesPath)) return undefined;
-  let modules: unknown;
+  let list: unknown;
   try {
-    modules = readSmallJson(modulesPath);
+    list = readSmallJson(modulesPath);
   } catch (e) {
     throw new HFConfigError(modulesPath, "file", `invalid JSON: ${(e as Error).message}`);
   }
-  if (!Array.isArray(modules)) throw new HFConfigError(modulesPath, "file", "expected a list of modules");
-  let pooling: Pooling = "mean", normalize = false, sawPooling = false, includePrompt = true;
-  for (const [i, m] of modules.entries()) {
+  if (!Array.isArray(list)) throw new HFConfigError(modulesPath, "file", "expected a list of modules");
+  const modules = list.map((m, i): Module => {
     const type = typeof m === "object" && m !== null ? (m as Record<string, unknown>).type : undefined;
     const path = typeof m === "object" && m !== null ? (m as Record<string, unknown>).path : undefined;
     if (typeof type !== "string") throw new HFConfigError(modulesPath, `[${i}].type`, "expected a module type string");
     const name = type.startsWith(MODULE) ? type.slice(MODULE.length) : type;
-    if (name === "Transformer") continue;
-    if (name === "Normalize") { normalize = true; continue; }
-    if (name === "Pooling") {
+    if (!["Transformer", "Pooling", "Normalize"].includes(name)) throw new HFConfigError(modulesPath, `[${i}].type`, `unsupported module ${JSON.stringify(type)} (supported: Transformer, Pooling, Normalize)`);
+    // a Pooling without a path: the folder every release saves it in; a Transformer's "" (today's layout) is the model folder itself
+    return { name, folder: moduleFolder(folder, modulesPath, i, type, path, name === "Pooling" ? "1_Pooling" : "") };
+  });
+  // a second one would be left out without a word: its model and tokenizer are not those tsllm reads
+  if (modules.filter((m) => m.name === "Transformer").length > 1) throw new HFConfigError(modulesPath, "file", "more than one Transformer module (supported: one)");
+  return { modulesPath, modules };
+}
+
+/**
+ * The folder holding the encoder itself (its config.json, weights and tokenizer): the
+ * sentence-transformers Transformer module's path, as SentenceTransformer loads each module from
+ * its own folder: `0_Transformer/` in the layout older releases saved, the model folder itself in
+ * today's (path "") and for a folder without modules.json.
+ */
+export function transformerFolder(folder: string): string {
+  return readModules(folder)?.modules.find((m) => m.name === "Transformer")?.folder ?? folder;
+}
+
+/** Reads the folder's sentence-transformers files; undefined when it has no modules.json. */
+export function readSentenceTransformerConfig(folder: string): SentenceTransformerConfig | undefined {
+  const found = readModules(folder);
+  if (!found) return undefined;
+  const { modulesPath, modules } = found;
+  let pooling: Pooling = "mean", normalize = false, sawPooling = false, includePrompt = true;
+  for (const m of modules) {
+    if (m.name === "Normalize") normalize = true;
+    if (m.name === "Pooling") {
       sawPooling = true;
-      ({ pooling, includePrompt } = readPooling(join(moduleFolder(folder, modulesPath, i, type, path), "config.json")));
-      continue;
+      ({ pooling, includePrompt } = readPooling(join(m.folder, "config.json")));
     }
-    throw new HFConfigError(modulesPath, `[${i}].type`, `unsupported module ${JSON.stringify(type)} (supported: Transformer, Pooling, Normalize)`);
   }
   if (!sawPooling) throw new HFConfigError(modulesPath, "file", "no Pooling module: cannot tell how token vectors become one");
   let maxSeqLength: number | undefined, doLowerCase = false;
-  const sbPath = join(folder, "sentence_bert_config.json");
-  if (existsSync(sbPath)) {
+  // the Transformer module's settings are in its own folder (0_Transformer/sentence_bert_config.json in the older layout)
+  const own = modules.find((m) => m.name === "Transformer")?.folder ?? folder;
+  const sbPath = TRANSFORMER_CONFIG_NAMES.map((name) => join(own, name)).find((path) => existsSync(path));
+  if (sbPath !== undefined) {
     const sb = readJsonObject(sbPath);
     const m = sb.max_seq_length;
     if (m !== undefined && m !== null) {
@@ -88,8 +127,8 @@ function readPrompts(path: string): Pick<SentenceTransformerConfig, "prompts" | 
  * the path string, resolved lexically, not on where symlinks lead: a Hub snapshot's files are
  * symlinks into ../../blobs, and those load.
  */
-function moduleFolder(folder: string, modulesPath: string, i: number, type: string, path: unknown): string {
-  if (path === undefined) return join(folder, "1_Pooling");
+function moduleFolder(folder: string, modulesPath: string, i: number, type: string, path: unknown, otherwise: string): string {
+  if (path === undefined) return join(folder, otherwise);
   if (typeof path !== "string") throw new HFConfigError(modulesPath, `[${i}].path`, `expected a folder path inside the model folder, found ${JSON.stringify(path)}`);
   const rel = relative(resolve(folder), resolve(folder, path));
   if (isAbsolute(path) || isAbsolute(rel) || rel === ".." || rel.startsWith(`..${sep}`)) {

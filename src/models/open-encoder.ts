@@ -1,6 +1,6 @@
 import { encoderLayout, HFTensorSource } from "../convert/index.js";
 import { statSync } from "node:fs";
-import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, type SentenceTransformerConfig, type SourceTensorInfo } from "../formats/index.js";
+import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, transformerFolder, type SentenceTransformerConfig, type SourceTensorInfo } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { BertModel } from "./bert.js";
@@ -27,16 +27,18 @@ export interface OpenedEncoder {
  */
 export function openEncoder(folder: string): OpenedEncoder {
   if (statSync(folder).isFile()) return openGGUFEncoder(folder);
-  const config = readHFEncoderConfig(folder);
-  const weights = SafetensorsModel.open(folder);
+  // the encoder's own files: a sentence-transformers folder's Transformer module (0_Transformer/ in the older layout)
+  const own = transformerFolder(folder);
+  const config = readHFEncoderConfig(own);
+  const weights = SafetensorsModel.open(own);
   const layout = (names: ReadonlySet<string>) => encoderLayout(config, names);
   const probe = new HFTensorSource(weights, layout);
   probe.close();
   let tokenizer: Tokenizer;
   try {
-    tokenizer = openTokenizer(folder);
+    tokenizer = openTokenizer(own);
   } catch (e) {
-    throw new Error(`${folder}: cannot load the model's tokenizer: ${(e as Error).message}`);
+    throw new Error(`${own}: cannot load the model's tokenizer: ${(e as Error).message}`);
   }
   const sentenceTransformers = readSentenceTransformerConfig(folder);
   return {
