@@ -3,6 +3,8 @@
 //   engine-worker.js  the dedicated Worker that loads and runs the model
 //   kernel-worker.js  one Web Worker per extra wasm kernel thread
 //   kernels.wasm, kernels-relaxed.wasm  the compiled kernels (from dist/kernels/wasm/)
+//   tsllm-isolate.js  a classic script (page and service worker in one) that isolates a page
+//                     whose host sends no COOP/COEP headers (src/browser/isolate.ts)
 // Run by `npm run build:browser`; examples/browser/server.ts calls ensureBrowserBuild() on start.
 //
 // The platform seams: an import of a `host.js` inside src/ resolves to the `host.browser.ts`
@@ -19,8 +21,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const src = path.join(root, "src");
 export const browserDir = path.join(root, "dist-browser");
 const ENTRIES = { tsllm: "src/browser/index.ts", "engine-worker": "src/browser/engine-worker.ts", "kernel-worker": "src/browser/kernel-worker.ts" };
+/** the classic scripts: no import/export in the output, which a service worker script must not have */
+const CLASSIC = { "tsllm-isolate": "src/browser/isolate.ts" };
 /** every file the build writes (the stamp is written last) */
-export const browserOutputs = [...Object.keys(ENTRIES).map((n) => `${n}.js`), "kernels.wasm", "kernels-relaxed.wasm"];
+export const browserOutputs = [...Object.keys({ ...ENTRIES, ...CLASSIC }).map((n) => `${n}.js`), "kernels.wasm", "kernels-relaxed.wasm"];
 const STAMP = path.join(browserDir, "engine-worker.js");
 
 const seams = {
@@ -62,7 +66,7 @@ export function browserBuildIsStale() {
  * Builds dist-browser/ (or `outdir`, from `entries`: name -> file, for tests); returns the
  * files' sizes in bytes.
  */
-export async function buildBrowser({ minify = false, outdir = browserDir, entries = ENTRIES } = {}) {
+export async function buildBrowser({ minify = false, outdir = browserDir, entries = ENTRIES, classic = entries === ENTRIES ? CLASSIC : {} } = {}) {
   await ensureWasm();
   const esbuild = await import("esbuild");
   rmSync(outdir, { recursive: true, force: true });
@@ -95,6 +99,9 @@ export async function buildBrowser({ minify = false, outdir = browserDir, entrie
   if (offenders.length > 0) {
     rmSync(outdir, { recursive: true, force: true });
     throw new Error(`build:browser: node-only imports reached from the browser entries; put them behind a host.ts seam:\n  ${offenders.join("\n  ")}`);
+  }
+  if (Object.keys(classic).length > 0) {
+    await esbuild.build({ absWorkingDir: root, entryPoints: classic, outdir, bundle: true, format: "iife", platform: "browser", target: "es2022", sourcemap: true, minify, logLevel: "warning" });
   }
   copyFileSync(wasmPath, path.join(outdir, "kernels.wasm"));
   copyFileSync(relaxedWasmPath, path.join(outdir, "kernels-relaxed.wasm"));

@@ -25,7 +25,9 @@ test("each host.ts seam has a browser side with (at least) the same exports", as
 test("the browser bundles import nothing from node: and hold the kernels", async () => {
   const out = join(tmp, "ok");
   const sizes: Record<string, number> = await buildBrowser({ outdir: out });
-  assert.deepEqual(Object.keys(sizes).sort(), ["engine-worker.js", "kernel-worker.js", "kernels-relaxed.wasm", "kernels.wasm", "tsllm.js"]);
+  assert.deepEqual(Object.keys(sizes).sort(), ["engine-worker.js", "kernel-worker.js", "kernels-relaxed.wasm", "kernels.wasm", "tsllm-isolate.js", "tsllm.js"]);
+  // a service worker script and a plain <script src> tag: no module syntax left in it
+  assert.doesNotMatch(readFileSync(join(out, "tsllm-isolate.js"), "utf8"), /^\s*(import|export)\b/m);
   for (const f of readdirSync(out).filter((f) => f.endsWith(".js"))) {
     const js = readFileSync(join(out, f), "utf8");
     assert.doesNotMatch(js, /from\s*["']node:|import\(\s*["']node:|require\(/, f);

@@ -81,7 +81,7 @@ async function runPage(query: Record<string, string>, prepare?: (page: Page) => 
 }
 
 test("the example server: COOP/COEP on every response, /models/ with Range requests", { skip }, async () => {
-  for (const path of ["/", "/page.js", "/tsllm/engine-worker.js", "/tsllm/kernels.wasm", "/models/", "/models/stories260K.gguf", "/nothing-here"]) {
+  for (const path of ["/", "/page.js", "/tsllm-isolate.js", "/tsllm/engine-worker.js", "/tsllm/kernels.wasm", "/models/", "/models/stories260K.gguf", "/nothing-here"]) {
     const r = await fetch(`${base}${path}`, { method: path.endsWith(".gguf") ? "HEAD" : "GET" });
     assert.equal(r.headers.get("cross-origin-opener-policy"), "same-origin", path);
     assert.equal(r.headers.get("cross-origin-embedder-policy"), "require-corp", path);
@@ -129,8 +129,13 @@ test("stories260K greedy in headless Chromium on the WebGPU backend (navigator.g
   }
 });
 
-/** the page served without COOP/COEP: no cross-origin isolation, no SharedArrayBuffer (the wasm backend on one thread) */
+/**
+ * the page served without COOP/COEP and without tsllm-isolate.js (whose service worker would add
+ * them: test/browser-isolation.test.ts): no cross-origin isolation, no SharedArrayBuffer (the wasm
+ * backend on one thread)
+ */
 async function noIsolation(context: BrowserContext): Promise<void> {
+  await context.route("**/tsllm-isolate.js", (route) => route.fulfill({ status: 404 }));
   await context.route(/\/\?/, async (route) => {
     const real = await route.fetch();
     const headers = { ...real.headers() };

@@ -46,6 +46,10 @@ if (!badParam) {
   }
 }
 
+// tsllm-isolate.js (a script before this one) settles this once the page is cross-origin isolated
+// or will not be, and never when it reloads the page to be: nothing starts on the page it throws away
+await globalThis.tsllmIsolation;
+
 const engine = new TsllmWorker("/tsllm/engine-worker.js");
 /** what is loaded: the source (URL string or File) and backend, and the worker's answer */
 let loaded;

@@ -2,7 +2,8 @@
  * The browser example's server: `npm run example:browser -- --port P [--models DIR]`.
  * Serves on 127.0.0.1, with the headers that make the page cross-origin isolated (shared wasm
  * memory needs them) on every response:
- *   /            the page (index.html, page.js, page.css beside this file)
+ *   /            the page (index.html, page.js, page.css beside this file; tsllm-isolate.js from
+ *                dist-browser/, which isolates the page where a host sends no such headers)
  *   /tsllm/      the browser build (dist-browser/), built first when missing or stale
  *   /models/     the files of DIR (default ../shared/models when present), with HTTP Range
  *                support; /models/ itself lists the .gguf files as JSON
@@ -108,6 +109,8 @@ const server = createServer((req, res) => {
   const p = decodeURIComponent(url.pathname);
   if (p === "/" || p === "/index.html") return sendFile(req, res, path.join(here, "index.html"));
   if (p === "/page.js" || p === "/page.css") return sendFile(req, res, path.join(here, p.slice(1)));
+  // beside the page: a service worker controls only its own folder and below (unused here, where the headers isolate the page)
+  if (p === "/tsllm-isolate.js") return sendFile(req, res, path.join(browserDir, "tsllm-isolate.js"));
   if (p.startsWith("/tsllm/")) return sendFile(req, res, inside(browserDir, p.slice("/tsllm/".length)));
   if (p === "/models/" || p === "/models") {
     const list = modelsDir ? readdirSync(modelsDir).filter((f) => f.endsWith(".gguf")).sort() : [];

@@ -1,0 +1,137 @@
+/**
+ * Cross-origin isolation for a page whose host sends no COOP/COEP headers (GitHub Pages, a plain
+ * static server), so that the wasm backend gets its Web Worker threads there too. Bundled to
+ * dist-browser/tsllm-isolate.js as a classic script, which is two things at once:
+ *
+ * - on the page (`<script src="tsllm-isolate.js"></script>` before the page's module script, the
+ *   file beside the page: a service worker controls only the folder its script is in and below),
+ *   it registers itself as the page's service worker and reloads the page once so that the worker
+ *   serves it; `globalThis.tsllmIsolation` is a promise of the outcome, settled once the page is
+ *   isolated or will not be (never, when the page is about to reload);
+ * - as that service worker, it answers every request of the pages and workers it controls with the
+ *   network's response plus `Cross-Origin-Opener-Policy: same-origin` and
+ *   `Cross-Origin-Embedder-Policy: require-corp`, which is what makes them cross-origin isolated.
+ *
+ * Where that cannot work (no service workers: a private window, http:// from another machine; a
+ * page still not isolated after its one reload) the page stays as it is and the wasm backend runs
+ * on one thread with its usual note: the reload happens at most once per tab session, never in a loop.
+ */
+
+/** what `globalThis.tsllmIsolation` resolves to */
+export interface IsolationOutcome {
+  isolated: boolean;
+  /** why the page is not isolated */
+  why?: string;
+}
+
+/** the Web APIs used here, which the project's compile (no DOM library) does not declare */
+interface ServiceWorkerLike {
+  readonly state: string;
+  addEventListener(type: "statechange", listener: () => void): void;
+}
+interface Registration {
+  readonly installing: ServiceWorkerLike | null;
+  readonly waiting: ServiceWorkerLike | null;
+  readonly active: ServiceWorkerLike | null;
+}
+interface PageGlobals {
+  crossOriginIsolated?: boolean;
+  isSecureContext?: boolean;
+  document: { currentScript: { src?: string } | null };
+  navigator: { serviceWorker?: { controller: unknown; register(url: string): Promise<Registration>; addEventListener(type: "controllerchange", listener: () => void): void } };
+  sessionStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem(key: string): void };
+  location: { reload(): void };
+  tsllmIsolation?: Promise<IsolationOutcome>;
+}
+interface FetchEvent {
+  readonly request: Request;
+  respondWith(response: Promise<Response>): void;
+}
+interface WaitEvent {
+  waitUntil(p: Promise<unknown>): void;
+}
+interface WorkerGlobals {
+  skipWaiting(): Promise<void>;
+  clients: { claim(): Promise<void> };
+  addEventListener(type: "install" | "activate", listener: (e: WaitEvent) => void): void;
+  addEventListener(type: "fetch", listener: (e: FetchEvent) => void): void;
+}
+
+/** set in the tab's sessionStorage just before the reload: a page that finds it is not isolated gives up */
+const RELOADED = "tsllm-isolate: reloaded";
+
+/** `response` with the two headers that isolate a page and its workers */
+export function isolatedResponse(response: Response): Response {
+  // an opaque response (a cross-origin no-cors request) can be neither read nor rebuilt: as it is
+  if (response.status === 0) return response;
+  const headers = new Headers(response.headers);
+  headers.set("Cross-Origin-Opener-Policy", "same-origin");
+  headers.set("Cross-Origin-Embedder-Policy", "require-corp");
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+function serveIsolated(scope: WorkerGlobals): void {
+  // the page waits for this worker to control it: take over at once, not on the next visit
+  scope.addEventListener("install", (e) => e.waitUntil(scope.skipWaiting()));
+  scope.addEventListener("activate", (e) => e.waitUntil(scope.clients.claim()));
+  scope.addEventListener("fetch", (e) => {
+    // fetch() refuses to replay this one (DevTools sends it): left to the browser
+    if (e.request.cache === "only-if-cached" && e.request.mode !== "same-origin") return;
+    e.respondWith(fetch(e.request).then(isolatedResponse));
+  });
+}
+
+/** the registration's worker once it is activated (true), or false when it fails to install */
+function activated(reg: Registration | undefined): Promise<boolean> {
+  // (a stubbed register(), as test tools and some extensions install, resolves to nothing)
+  const worker = reg ? (reg.installing ?? reg.waiting ?? reg.active) : null;
+  if (!worker) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const check = (): void => {
+      if (worker.state === "activated") resolve(true);
+      else if (worker.state === "redundant") resolve(false);
+    };
+    worker.addEventListener("statechange", check);
+    check();
+  });
+}
+
+async function isolatePage(page: PageGlobals, scriptURL: string | undefined): Promise<IsolationOutcome> {
+  let storage: PageGlobals["sessionStorage"] | undefined;
+  try {
+    storage = page.sessionStorage;
+  } catch {
+    // storage denied (some privacy settings throw on the property itself)
+  }
+  if (page.crossOriginIsolated === true) {
+    storage?.removeItem(RELOADED);
+    return { isolated: true };
+  }
+  if (page.isSecureContext === false) return { isolated: false, why: "the page is not a secure context (https:, or localhost), where service workers run" };
+  const sw = page.navigator.serviceWorker;
+  if (!sw) return { isolated: false, why: "this browser gives the page no service workers (a private window, or service workers turned off)" };
+  if (!scriptURL) return { isolated: false, why: "tsllm-isolate.js must be loaded by a classic <script src> tag (it registers its own URL)" };
+  // without a place to remember the reload, one more reload could be one in a loop
+  if (!storage) return { isolated: false, why: "the page has no sessionStorage, which guards against reloading it more than once" };
+  if (storage.getItem(RELOADED) !== null) return { isolated: false, why: "still not cross-origin isolated after reloading under the service worker" };
+  let reg: Registration | undefined;
+  try {
+    reg = await sw.register(scriptURL);
+  } catch (e) {
+    return { isolated: false, why: `the service worker did not register: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  if (!(await activated(reg))) return { isolated: false, why: "the service worker did not install" };
+  // a page not yet controlled becomes so when the worker claims it (clients.claim), or was
+  // loaded bypassing it (a hard reload): either way, loaded again it is served by the worker
+  storage.setItem(RELOADED, "1");
+  page.location.reload();
+  return new Promise<never>(() => undefined);
+}
+
+const here = globalThis as unknown as Partial<WorkerGlobals & PageGlobals> & { ServiceWorkerGlobalScope?: new () => unknown };
+if (here.ServiceWorkerGlobalScope !== undefined && globalThis instanceof here.ServiceWorkerGlobalScope) serveIsolated(here as WorkerGlobals);
+else if (here.document !== undefined) {
+  const page = here as PageGlobals;
+  // whatever goes wrong here, the page goes on without isolation rather than not at all
+  page.tsllmIsolation = isolatePage(page, page.document.currentScript?.src).catch((e: unknown) => ({ isolated: false, why: `tsllm-isolate.js: ${e instanceof Error ? e.message : String(e)}` }));
+}

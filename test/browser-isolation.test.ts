@@ -1,0 +1,181 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+// @ts-expect-error: a plain .mjs build script
+import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
+import type { PageDocument } from "./helpers/page-document.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
+declare const document: PageDocument;
+
+// The browser example's page on a plain static server that sends no COOP/COEP headers, as GitHub
+// Pages does: dist-browser/tsllm-isolate.js (served beside the page) isolates it through a service
+// worker and one reload, so that the wasm backend runs on Web Worker threads; where it cannot, the
+// page runs on one thread as before, with no second reload. llama.cpp's greedy tokens of
+// stories260K (the golden file in ../shared) judge both paths.
+const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
+const CHROMIUM = "/usr/bin/chromium";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
+  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+
+interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[] }
+const golden = (): GoldenCase => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0];
+
+const example = new URL("../examples/browser/", import.meta.url).pathname;
+/** what the server answers a browser's fetch of the service worker's script with (it sends `Service-Worker: script`) */
+let workerScript: "real" | "passthrough" = "real";
+/** a service worker that controls the page but adds no headers: one with which the page stays not isolated */
+const PASSTHROUGH = "self.addEventListener('install', () => self.skipWaiting()); self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));";
+/** requests for the page itself (/ with any query) */
+let pageRequests = 0;
+
+/** a static server: no COOP, COEP or CORP header on anything */
+function startStaticServer(model: Buffer): Promise<Server> {
+  const server = createServer((req, res) => {
+    const p = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
+    const send = (type: string, body: Buffer | string): void => void res.writeHead(200, { "content-type": type }).end(body);
+    if (p === "/") {
+      pageRequests++;
+      return send("text/html; charset=utf-8", readFileSync(join(example, "index.html")));
+    }
+    if (p === "/page.js" || p === "/page.css") return send(p.endsWith(".js") ? "text/javascript" : "text/css", readFileSync(join(example, p.slice(1))));
+    if (p === "/tsllm-isolate.js") {
+      const asWorker = req.headers["service-worker"] === "script";
+      return send("text/javascript", asWorker && workerScript === "passthrough" ? PASSTHROUGH : readFileSync(join(browserDir, "tsllm-isolate.js")));
+    }
+    if (p.startsWith("/tsllm/") && /^[\w.-]+$/.test(p.slice(7)) && existsSync(join(browserDir, p.slice(7)))) {
+      return send(p.endsWith(".wasm") ? "application/wasm" : "text/javascript", readFileSync(join(browserDir, p.slice(7))));
+    }
+    if (p === "/models/") return send("application/json", "[]");
+    if (p === "/models/stories260K.gguf") {
+      const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
+      if (!m) return void res.writeHead(200, { "content-type": "application/octet-stream", "content-length": model.length, "accept-ranges": "bytes" }).end(model);
+      const start = Number(m[1]), end = m[2] ? Math.min(Number(m[2]), model.length - 1) : model.length - 1;
+      return void res.writeHead(206, { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${model.length}`, "content-length": end - start + 1 }).end(model.subarray(start, end + 1));
+    }
+    res.writeHead(404).end();
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+let server: Server | undefined;
+let base = "";
+let browser: Browser | undefined;
+
+before(async () => {
+  if (skip) return;
+  await ensureBrowserBuild();
+  server = await startStaticServer(readFileSync(sharedFile(MODEL)!));
+  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+/** the page's status line once it is past "starting…" (on the page the one reload brings, if any) */
+async function settledStatus(page: Page): Promise<string> {
+  await page.waitForFunction(() => document.getElementById("status")!.textContent !== "starting…", null, { timeout: 60_000 });
+  return (await page.textContent("#status"))!;
+}
+
+/** opens the example page in `page` (greedy, the golden prompt), waits for it to settle, runs it, and returns #result and what the page said */
+async function visit(page: Page): Promise<{ status: string; isolated: boolean; controlled: boolean; loads: number; result: any }> {
+  const c = golden();
+  const before = pageRequests;
+  await page.goto(`${base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0" })}`);
+  const status = await settledStatus(page);
+  await page.click("#run");
+  await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 120_000 });
+  const result = JSON.parse((await page.textContent("#result"))!);
+  const isolated = await page.evaluate("crossOriginIsolated") as boolean;
+  const controlled = await page.evaluate("navigator.serviceWorker?.controller != null") as boolean;
+  return { status, isolated, controlled, loads: pageRequests - before, result };
+}
+
+/** a new tab of `context`, with a list of its uncaught errors */
+async function newTab(context: BrowserContext): Promise<{ page: Page; errors: string[] }> {
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  return { page, errors };
+}
+
+/** the example page's line for a page that is not cross-origin isolated (examples/browser/page.js, unchanged) */
+const NOT_ISOLATED = "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends)";
+
+test("on a server that sends no COOP/COEP, tsllm-isolate.js reloads the page once under its service worker: cross-origin isolated, the wasm backend on 2 threads, llama.cpp's golden tokens; the next visit needs no reload", { skip }, async () => {
+  workerScript = "real";
+  const plain = await fetch(`${base}/`);
+  assert.equal(plain.headers.get("cross-origin-opener-policy"), null);
+  assert.equal(plain.headers.get("cross-origin-embedder-policy"), null);
+  const c = golden();
+  const context = await browser!.newContext();
+  try {
+    const { page, errors } = await newTab(context);
+    const first = await visit(page);
+    assert.deepEqual(errors, []);
+    assert.equal(first.result.error, undefined, first.result.error);
+    assert.deepEqual([first.loads, first.isolated, first.controlled, first.status], [2, true, true, "ready"], "one reload, then isolated");
+    assert.equal(first.result.wasm.threads, 2, JSON.stringify(first.result.wasm));
+    assert.equal(first.result.wasm.threadsNote, undefined);
+    assert.deepEqual(first.result.promptTokens, c.promptTokens);
+    assert.deepEqual(first.result.completionTokens, c.completionTokens);
+    const again = await visit((await newTab(context)).page);
+    assert.deepEqual([again.loads, again.isolated, again.status], [1, true, "ready"], "the worker already serves the page: no reload");
+    assert.deepEqual([again.result.wasm.threads, again.result.completionTokens], [2, c.completionTokens]);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a browser without service workers (a private window) or whose registration fails: no reload, one thread with the page's usual line, the golden tokens", { skip }, async () => {
+  workerScript = "real";
+  const c = golden();
+  for (const script of [
+    // Firefox's private windows have no navigator.serviceWorker
+    "Object.defineProperty(Navigator.prototype, 'serviceWorker', { get: () => undefined })",
+    "ServiceWorkerContainer.prototype.register = () => Promise.reject(new DOMException('The operation is insecure.', 'SecurityError'))",
+  ]) {
+    const context = await browser!.newContext();
+    try {
+      await context.addInitScript(script);
+      const { page, errors } = await newTab(context);
+      const got = await visit(page);
+      assert.deepEqual(errors, [], script);
+      assert.equal(got.result.error, undefined, got.result.error);
+      assert.deepEqual([got.loads, got.isolated, got.status], [1, false, NOT_ISOLATED], script);
+      assert.deepEqual([got.result.wasm.threads, got.result.completionTokens], [1, c.completionTokens], script);
+    } finally {
+      await context.close();
+    }
+  }
+});
+
+test("a service worker that leaves the page not isolated: one reload, never a second (this visit nor the next), one thread, the golden tokens", { skip }, async () => {
+  workerScript = "passthrough";
+  const c = golden();
+  const context = await browser!.newContext();
+  try {
+    const { page, errors } = await newTab(context);
+    const first = await visit(page);
+    assert.deepEqual(errors, []);
+    assert.equal(first.result.error, undefined, first.result.error);
+    assert.deepEqual([first.loads, first.isolated, first.controlled, first.status], [2, false, true, NOT_ISOLATED]);
+    assert.deepEqual([first.result.wasm.threads, first.result.completionTokens], [1, c.completionTokens]);
+    // the tab remembers its reload (sessionStorage): opened again in it, the page gives up at once
+    const next = await visit(page);
+    assert.deepEqual([next.loads, next.isolated, next.status], [1, false, NOT_ISOLATED]);
+    assert.deepEqual([next.result.wasm.threads, next.result.completionTokens], [1, c.completionTokens]);
+    assert.deepEqual(errors, []);
+  } finally {
+    workerScript = "real";
+    await context.close();
+  }
+});
