@@ -106,7 +106,7 @@ test("--repeat-penalty 0 is refused as > 0, not as >= 5e-324", () => {
   assert.equal(r.stderr, "tsllm: error: --repeat-penalty must be > 0, got 0\n");
 });
 
-test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names; Q4_K_M (a mixture) is one line naming the type it is built on", { skip }, () => {
+test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names; Q2_K_S (it needs an importance matrix) is one line saying so", { skip }, () => {
   const positional = join(dir, "a.gguf"), flagged = join(dir, "b.gguf");
   const a = tsllm(["quantize", sharedFile(MODEL)!, positional, "Q8_0"]);
   assert.equal(a.code, 0, a.stderr);
@@ -114,7 +114,7 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
   assert.equal(b.code, 0, b.stderr);
   assert.ok(readFileSync(positional).equals(readFileSync(flagged)), "Q8_0 as the third argument writes what --type q8_0 writes");
   for (const [args, message] of [
-    [[positional, "Q4_K_M"], "tsllm: error: the type Q4_K_M is llama.cpp's mixture of types; this writes one type: q4_k (and --tensor-type NAME=T for others)\n"],
+    [[positional, "Q2_K_S"], "tsllm: error: the type Q2_K_S needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type\n"],
     [[positional, "q8_0", "--type", "q4_0"], 'tsllm: error: the type is given twice: "q8_0" and --type q4_0; give one\n'],
     [[positional], "tsllm: error: --type is required (or the type after OUT, or after IN alone, as llama-quantize takes it)\n"],
   ] as const) {
@@ -126,7 +126,7 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
 
 // llama-quantize's try_parse_ftype: a name, or llama.h's llama_ftype number (its usage lists "7 or
 // Q8_0"); the derived output is named after the type's name; COPY copies tensors as stored
-test("quantize takes llama-quantize's numeric types (7 is Q8_0, also as IN TYPE); a number for a mixture, an unknown number and COPY are one line each", { skip }, () => {
+test("quantize takes llama-quantize's numeric types (7 is Q8_0, also as IN TYPE); a number for a type it cannot write, an unknown number and COPY are one line each", { skip }, () => {
   const sub = mkdtempSync(join(dir, "ftype-"));
   const input = join(sub, "in.gguf");
   copyFileSync(sharedFile(MODEL)!, input);
@@ -136,9 +136,9 @@ test("quantize takes llama-quantize's numeric types (7 is Q8_0, also as IN TYPE)
   assert.equal(derived.code, 0, derived.stderr);
   assert.ok(readFileSync(join(sub, "ggml-model-Q8_0.gguf")).equals(readFileSync(reference)), "IN 7 writes ggml-model-Q8_0.gguf, as --type q8_0");
   for (const [args, message] of [
-    [[input, "15"], "tsllm: error: the type 15 (llama-quantize's Q4_K_M) is llama.cpp's mixture of types; this writes one type: q4_k (and --tensor-type NAME=T for others)\n"],
-    [[input, join(sub, "o.gguf"), "--type", "19"], /^tsllm: error: --type must be one of q8_0, .* \(or llama-quantize's number for one\), got "19 \(llama-quantize's IQ2_XXS\)"\n$/],
-    [[input, join(sub, "o.gguf"), "5"], /^tsllm: error: the type must be one of q8_0, .*, got "5"\n$/],
+    [[input, "21"], "tsllm: error: the type 21 (llama-quantize's Q2_K_S) needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type\n"],
+    [[input, join(sub, "o.gguf"), "--type", "26"], /^tsllm: error: --type 26 \(llama-quantize's IQ3_S\) is a llama\.cpp file type whose tensor types tsllm does not write; give one of f32, .*\n$/],
+    [[input, join(sub, "o.gguf"), "5"], /^tsllm: error: the type must be one of f32, .*, got "5"\n$/],
     [[input, "COPY"], "tsllm: error: the type COPY (llama-quantize's copy of every tensor as stored) is not done here: copy the file itself, or give a type\n"],
   ] as const) {
     const r = tsllm(["quantize", ...args]);

@@ -6,6 +6,7 @@ import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
 import { quantizeModel } from "../src/convert/index.js";
+import { planTensorTypes } from "../src/convert/quant-mixture.js";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
@@ -52,10 +53,10 @@ const F32 = join(dir, "f32.gguf");
 const ready = SKIP ? Promise.resolve() : writeRandomModel(F32, { ...tinyLlama, std: 0.05, seed: 51 });
 
 for (const [type, ggml] of [["q2_k", GGMLType.Q2_K], ["q3_k", GGMLType.Q3_K], ["q4_k", GGMLType.Q4_K], ["q5_k", GGMLType.Q5_K], ["q6_k", GGMLType.Q6_K]] as const) {
-  test(`tsllm quantize --type ${type}: llama.cpp loads the GGUF and its logprobs match tsllm's on it`, { skip: SKIP }, async (t) => {
+  test(`tsllm quantize --type ${type} --pure: llama.cpp loads the GGUF and its logprobs match tsllm's on it`, { skip: SKIP }, async (t) => {
     await ready;
     const out = join(dir, `${type}.gguf`);
-    await run(process.execPath, ["--import", "tsx", CLI, "quantize", F32, out, "--type", type], { cwd: PROJECT_ROOT });
+    await run(process.execPath, ["--import", "tsx", CLI, "quantize", F32, out, "--type", type, "--pure"], { cwd: PROJECT_ROOT });
     const h = readGGUFHeader(out);
     for (const x of h.tensors) assert.equal(x.type, x.dims.length === 2 ? ggml : GGMLType.F32, `${x.name} ${typeName(x.type)}`);
     const diffs = await compare(out);
@@ -65,6 +66,57 @@ for (const [type, ggml] of [["q2_k", GGMLType.Q2_K], ["q3_k", GGMLType.Q3_K], ["
     if (bound !== 1e-2) t.diagnostic(`${type} held to ${bound}: ${llamaCppRunsAvx2}`);
     assert.ok(Math.max(...diffs) < bound, diffs.join(", "));
   });
+}
+
+/*
+ * The judge of the mixtures: llama.cpp's own llama_model_quantize (the libllama node-llama-cpp
+ * ships, called by helpers/llama-quantize-types.py) on the same two F32 models, every file type
+ * tsllm writes: each tensor's type as llama.cpp wrote it. One model has 16 layers and grouped
+ * queries 4:1 (use_more_bits' layers, the GQA rules), the other rows of 160 and tied embeddings
+ * (the LM head's Q8_0 rule, the fallbacks).
+ */
+const MIXTURES = JSON.parse(readFileSync(join(PROJECT_ROOT, "test/helpers/llama-quantize-types.json"), "utf8")) as {
+  models: Record<string, { spec: Record<string, number | boolean | string>; tensors: string; types: Record<string, string> }>;
+};
+const mixtureModels = SKIP ? Promise.resolve(new Map<string, string>()) : (async () => {
+  const files = new Map<string, string>();
+  for (const [name, { spec }] of Object.entries(MIXTURES.models)) {
+    const { base: _, ...shape } = spec;
+    files.set(name, join(dir, `mix-${name}.gguf`));
+    await writeRandomModel(files.get(name)!, { ...tinyLlama, ...shape, weightType: GGMLType.F32 });
+  }
+  return files;
+})();
+
+test("tsllm quantize picks llama-quantize's type for every tensor: Q4_K is Q4_K_M (output Q6_K, some attn_v / ffn_down Q6_K), Q4_0's LM head Q6_K, --pure, --tensor-type", { skip: SKIP }, async () => {
+  const files = await mixtureModels;
+  for (const [model, { tensors, types }] of Object.entries(MIXTURES.models)) {
+    const header = readGGUFHeader(files.get(model)!);
+    const names = tensors.split(" ");
+    for (const [how, want] of Object.entries(types)) {
+      const [type, ...flags] = how.split(" ");
+      const overrides = flags.filter((f) => f.includes("=")).map((f) => f.split("=") as [string, string]).map(([p, t]) => [new RegExp(p), tensorTypeOf(t)] as const);
+      const plan = planTensorTypes(header.tensors, header.metadata, { fileType: type!, pure: flags.includes("--pure"), overrides }, []);
+      const got = names.map((n) => typeName(plan.get(n)!)).join(" ");
+      assert.equal(got, want, `${model} ${how}`);
+    }
+  }
+  // end to end, as a user types it: llama-quantize's alias Q4_K is Q4_K_M, and llama.cpp loads the file
+  const out = join(dir, "mix-q4_k.gguf");
+  await run(process.execPath, ["--import", "tsx", CLI, "quantize", files.get("gqa4")!, out, "Q4_K"], { cwd: PROJECT_ROOT });
+  const written = new Map(readGGUFHeader(out).tensors.map((x) => [x.name, typeName(x.type)]));
+  assert.equal(MIXTURES.models.gqa4!.tensors.split(" ").map((n) => written.get(n)).join(" "), MIXTURES.models.gqa4!.types.q4_k_m);
+  const header = readGGUFHeader(out);
+  assert.equal(header.metadata.get("general.file_type")?.value, 15, "general.file_type is LLAMA_FTYPE_MOSTLY_Q4_K_M");
+  const diffs = await compare(out);
+  assert.ok(Math.max(...diffs) < (llamaCppRunsAvx2 ? FLIPPED_ROUNDING_BOUND : 1e-2), diffs.join(", "));
+});
+
+/** a --tensor-type type name as the fixture spells it (ggml's) */
+function tensorTypeOf(name: string): GGMLType {
+  const t = Object.entries(GGMLType).find(([k]) => k.toLowerCase() === name);
+  if (t === undefined) throw new Error(name);
+  return t[1] as GGMLType;
 }
 
 test("tsllm quantize from a Hugging Face folder; --tensor-type and --leave-output-tensor; fallback to llama.cpp's types and F16; llama.cpp loads it", { skip: SKIP }, async (t) => {

@@ -39,6 +39,6 @@ export const COMMANDS: Record<string, Command> = {
   serve: { run: runServe, help: serveHelp, options: SERVE_ARGS, summary: "OpenAI-compatible HTTP server (streaming, metrics, a chat page) on the batching engine" },
   bench: { run: runBench, help: benchHelp, options: BENCH_ARGS, summary: "measure load, prefill, decode and peak RSS (optionally vs llama.cpp)" },
   convert: { run: runConvert, help: convertHelp, options: CONVERT_ARGS, summary: "convert a Hugging Face model folder (or a Hub repo holding one) to GGUF" },
-  quantize: { run: runQuantize, help: quantizeHelp, options: QUANTIZE_ARGS, summary: "quantize a GGUF or Hugging Face folder to a GGUF of one type (q4_k, q8_0, ...)" },
+  quantize: { run: runQuantize, help: quantizeHelp, options: QUANTIZE_ARGS, summary: "quantize a GGUF or Hugging Face folder as llama-quantize does (Q4_K_M, Q8_0, ...)" },
 };
 

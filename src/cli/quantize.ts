@@ -1,53 +1,61 @@
 import { existsSync } from "node:fs";
-import { quantizeModel, QUANTIZE_TYPES } from "../convert/index.js";
+import { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
-export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--leave-output-tensor] [--tensor-type NAME=T]...
+export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
                       [--vocab FILE.gguf]
        tsllm quantize IN [OUT.gguf] T [N] [options]   (llama-quantize's order)
 
 As llama-quantize: without OUT, the output is ggml-model-T.gguf (T upper-case, as ggml-model-Q8_0.gguf)
-in IN's folder (the text of IN up to its last /); a trailing N is llama-quantize's thread count,
-taken and ignored (this quantizes on one thread).
+in IN's folder (the text of IN up to its last / or \\, the separators llama-quantize looks for); a
+trailing N is llama-quantize's thread count, taken and ignored (this quantizes on one thread).
 
-Writes a GGUF whose weight matrices are quantized to T, as llama-quantize does for one type
-(every matrix T; no Q4_K_M-style mixture). IN is a GGUF file or a Hugging Face model folder.
-Vectors (norms, biases) stay F32; a matrix whose rows are not whole blocks of T falls back as
-llama.cpp's does (q2_k/q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl,
-then f16). Quantized inputs are dequantized and requantized. OUT is written to a temporary file
-beside it and renamed when complete (an interrupted run leaves no partial file); OUT may not be IN.
+Writes a GGUF of llama-quantize's file type T with the types it picks per tensor: Q4_K_M has
+output.weight Q6_K and some layers' attn_v / ffn_down Q6_K, the rest Q4_K; Q4_0 (and every other
+type but Q8_0 and Q6_K) has output.weight Q6_K; Q3_K, Q4_K and Q5_K are its aliases of Q3_K_M,
+Q4_K_M and Q5_K_M. --pure writes T's one type everywhere. IN is a GGUF file or a Hugging Face
+model folder. Vectors (norms, biases) stay F32; a matrix whose rows are not whole blocks of its
+type falls back as llama.cpp's does (q2_k/q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,
+iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
+a temporary file beside it and renamed when complete (an interrupted run leaves no partial file);
+OUT may not be IN.
 
 Options:
-  --type T              ${QUANTIZE_TYPES.join(", ")} (required, here or as an
-                        argument after IN or OUT; any case, as llama.cpp writes them: Q8_0;
-                        or llama-quantize's number for one: 0 f32, 1 f16, 2 q4_0, 3 q4_1, 7 q8_0,
-                        8 q5_0, 9 q5_1, 10 q2_k, 18 q6_k, 25 iq4_nl, 30 iq4_xs, 32 bf16)
+  --type T              ${QUANTIZE_TYPES.join(", ")}
+                        (required, here or as an argument after IN or OUT; any case, as
+                        llama.cpp writes them: Q4_K_M; or llama-quantize's number for one: 0 f32,
+                        1 f16, 2 q4_0, 3 q4_1, 7 q8_0, 8 q5_0, 9 q5_1, 10 q2_k, 11-13 q3_k_s/m/l,
+                        14-15 q4_k_s/m, 16-17 q5_k_s/m, 18 q6_k, 25 iq4_nl, 30 iq4_xs, 32 bf16)
+  --pure                no mixture: every quantized tensor T's type (llama-quantize --pure)
   --leave-output-tensor keep output.weight in its stored type
-  --tensor-type NAME=T  tensors whose name matches the regular expression NAME get type T
-                        (repeatable; the first match wins), e.g. --tensor-type attn_v=q8_0
+  --tensor-type NAME=T  tensors whose name matches the regular expression NAME get the tensor
+                        type T (${TENSOR_TYPES.join(", ")}; repeatable; the first match wins),
+                        e.g. --tensor-type attn_v=q8_0
   --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
   -h, --help            show this help
 `;
 
 export const QUANTIZE_ARGS: OptionSpec = {
   type: { type: "string" },
+  pure: { type: "boolean" },
   "leave-output-tensor": { type: "boolean" },
   "tensor-type": { type: "string", multiple: true },
   vocab: { type: "string" },
 };
 
-/** llama.cpp's file types that mix types per tensor (Q4_K_M): the one type they are built on, and the size suffix */
-const MIXTURE = /^(q[2-6]_k)_(xs|s|m|l)$/;
+/** llama-quantize's file types that need what tsllm does not have: an importance matrix, or tensor types it cannot write */
+const IMATRIX_TYPES = new Set(["q2_k_s", "iq2_xxs", "iq2_xs", "iq1_s", "iq1_m"]);
+const UNWRITABLE_TYPES = new Set(["iq2_s", "iq2_m", "iq3_xxs", "iq3_xs", "iq3_s", "iq3_m", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0", "q2_0"]);
 
 /**
  * llama-quantize's numeric file types (llama.h's llama_ftype, listed by its usage as "7 or Q8_0"):
- * each number read as the name llama-quantize prints for it. 12, 15 and 17 are its Q3_K_M, Q4_K_M
- * and Q5_K_M mixtures (its names Q3_K / Q4_K / Q5_K are aliases of those), so refused as mixtures.
+ * each number read as the name llama-quantize prints for it (its first entry with that number:
+ * 12, 15 and 17 are Q3_K, Q4_K and Q5_K, its aliases of the _M mixtures).
  */
 const FTYPE_IDS: Readonly<Record<string, string>> = {
-  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
-  14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
+  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K", 13: "Q3_K_L",
+  14: "Q4_K_S", 15: "Q4_K", 16: "Q5_K_S", 17: "Q5_K", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
   23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
   36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
 };
@@ -58,26 +66,33 @@ function ftypeName(typed: string): string | undefined {
 }
 
 /**
- * A type as typed: llama.cpp writes them upper-case (Q8_0, Q4_K), or as llama-quantize's number (7).
- * Its Q4_K_M / Q5_K_S / IQ4_XS-style file types with a size suffix mix types per tensor: here the
- * one type they are named after, with --tensor-type for a mixture, is said rather than guessed.
- * COPY (llama-quantize's copy of every tensor as stored) is refused: nothing here to quantize.
+ * A file type as typed: llama.cpp writes them upper-case (Q4_K_M), or as llama-quantize's number
+ * (15). The ones tsllm cannot write are refused by what they need; COPY (llama-quantize's copy of
+ * every tensor as stored) too: nothing here to quantize.
  */
 function quantizeType(typed: string, what: string): string {
   const named = ftypeName(typed);
   const shown = named === undefined ? typed : `${typed} (llama-quantize's ${named})`;
   const type = (named ?? typed).toLowerCase();
   if (QUANTIZE_TYPES.includes(type)) return type;
-  const mix = MIXTURE.exec(type);
-  if (mix) throw new UsageError(`${what} ${shown} is llama.cpp's mixture of types; this writes one type: ${mix[1]} (and --tensor-type NAME=T for others)`);
+  if (IMATRIX_TYPES.has(type)) throw new UsageError(`${what} ${shown} needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type`);
+  if (UNWRITABLE_TYPES.has(type)) throw new UsageError(`${what} ${shown} is a llama.cpp file type whose tensor types tsllm does not write; give one of ${QUANTIZE_TYPES.join(", ")}`);
   if (type === "copy") throw new UsageError(`${what} COPY (llama-quantize's copy of every tensor as stored) is not done here: copy the file itself, or give a type`);
   throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")} (or llama-quantize's number for one), got "${shown}"`);
+}
+
+/** a --tensor-type's type: a tensor type (ggml's name, any case), not a file type */
+function tensorType(typed: string, what: string): string {
+  const type = typed.toLowerCase();
+  if (TENSOR_TYPES.includes(type)) return type;
+  const mixture = QUANTIZE_TYPES.includes(type) ? ` (${typed} is a file type, a mixture of tensor types)` : "";
+  throw new UsageError(`${what} must be a tensor type, one of ${TENSOR_TYPES.join(", ")}, got "${typed}"${mixture}`);
 }
 
 /** whether llama-quantize would read this argument as a type (its mixtures, numbers and COPY too, refused later by name) rather than a file name */
 function looksLikeType(arg: string): boolean {
   const t = arg.toLowerCase();
-  return QUANTIZE_TYPES.includes(t) || MIXTURE.test(t) || t === "copy" || ftypeName(arg) !== undefined;
+  return QUANTIZE_TYPES.includes(t) || IMATRIX_TYPES.has(t) || UNWRITABLE_TYPES.has(t) || t === "copy" || ftypeName(arg) !== undefined;
 }
 
 /**
@@ -112,7 +127,7 @@ export async function runQuantize(argv: string[]): Promise<void> {
   const tensorTypes = (strings(values, "tensor-type") ?? []).map((s) => {
     const eq = s.lastIndexOf("=");
     if (eq <= 0) throw new UsageError(`--tensor-type expects NAME=TYPE, got "${s}"`);
-    const t = quantizeType(s.slice(eq + 1), `--tensor-type ${s}: the type`);
+    const t = tensorType(s.slice(eq + 1), `--tensor-type ${s}: the type`);
     // a bad pattern is the command line's mistake (exit 2), found before the input is read
     try {
       new RegExp(s.slice(0, eq));
@@ -123,8 +138,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
   });
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
   // derived from the type only now that it is known to be one
-  const output = out ?? `${input.slice(0, input.lastIndexOf("/") + 1)}ggml-model-${type.toUpperCase()}.gguf`;
-  const r = await quantizeModel(input, output, { type, leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
+  const output = out ?? `${input.slice(0, Math.max(input.lastIndexOf("/"), input.lastIndexOf("\\")) + 1)}ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`;
+  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
   for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f}\n`);
   const types = Object.entries(r.types).map(([t, n]) => `${t} x${n}`).join(", ");
   process.stderr.write(`wrote ${output}: ${r.tensors} tensors (${types}), ${formatBytes(r.bytes)}\n`);

@@ -42,8 +42,11 @@ export interface ConvertOptions {
   readonly vocab?: string;
   /** general.name of the output (default: the folder's name) */
   readonly name?: string;
-  /** per-tensor type instead of `type`'s rule (tsllm quantize); with `fileType` for general.file_type */
-  readonly tensorType?: (info: SourceTensorInfo) => GGMLType;
+  /**
+   * per-tensor types instead of `type`'s rule (tsllm quantize), given every tensor and the model's
+   * GGUF keys (a mixture reads the layer count and heads); with `fileType` for general.file_type
+   */
+  readonly tensorTypes?: (infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>) => (info: SourceTensorInfo) => GGMLType;
   readonly fileType?: number;
 }
 
@@ -115,12 +118,15 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
   const source = new HFTensorSource(SafetensorsModel.open(folder), cfg);
   try {
     const embd = source.tensors.get("token_embd.weight")!;
+    const model = hfModelMetadata(cfg, options.name ?? basename(folder));
     const metadata: [string, GGUFWriteEntry][] = [
-      ...(hfModelMetadata(cfg, options.name ?? basename(folder)) as [string, GGUFEntry][]),
+      ...(model as [string, GGUFEntry][]),
       ...fileTypeEntries(options.fileType ?? target.fileType),
       ...tokenizerEntries(folder, embd.dims[1]!, options),
     ];
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, [...source.tensors.values()], options.tensorType ?? ((info) => outputType(info, target.type))) }, inputsOf(folder, options));
+    const infos = [...source.tensors.values()];
+    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, target.type));
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
     return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey };
   } finally {
     source.close();
@@ -151,12 +157,14 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
   try {
     const infos = [...source.tensors.values()].filter((t) => /^(token_embd|token_types|position_embd|token_embd_norm)\.|^blk\./.test(t.name));
     const rows = source.tensors.get("token_embd.weight")!.dims[1]!;
+    const model = hfEncoderMetadata(cfg, pooling, options.name ?? basename(folder));
     const metadata: [string, GGUFWriteEntry][] = [
-      ...(hfEncoderMetadata(cfg, pooling, options.name ?? basename(folder)) as [string, GGUFEntry][]),
+      ...model,
       ...fileTypeEntries(options.fileType ?? CONVERT_TYPES[typeKey].fileType),
       ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
     ];
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, options.tensorType ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type))) }, inputsOf(folder, options));
+    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type));
+    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
     return { architecture: "bert", tensors: infos.length, type: typeKey };
   } finally {
     source.close();

@@ -85,7 +85,7 @@ export function checkMatmulTypes(path: string, tensors: ReadonlyMap<string, Pick
   const first = to.includes("q4_k") ? "q4_k" : to[0];
   const others = `(or ${to.filter((t) => t !== first).join(", ")})`;
   // quantized on load (every type a GGUF file stores has a webgpu kernel; NF4 and INT8 do not): another --quantize
-  const convert = to.length === 0 ? "" : q === undefined ? `, or convert it to a type it multiplies: tsllm quantize IN OUT.gguf --type ${first} ${others}` : `, or quantize it on load to a type it multiplies: --quantize ${first} ${others}`;
+  const convert = to.length === 0 ? "" : q === undefined ? `, or convert it to a type it multiplies: tsllm quantize IN OUT.gguf --type ${first} --pure ${others}` : `, or quantize it on load to a type it multiplies: --quantize ${first} ${others}`;
   throw new GGUFError(path, "tensors", `${what}${from}, which the ${backend.name} backend has no matmul kernel for: load it with the wasm backend (--backend wasm)${convert}`);
 }
 
