@@ -31,6 +31,13 @@ const hfFiles: FakeFile[] = [
   { path: "nested/deeper/notes.json", content: Buffer.from("[1,2,3]") },
 ];
 
+const shardedFiles: FakeFile[] = [
+  { path: "config.json", content: Buffer.from('{"model_type":"llama"}') },
+  { path: "model.safetensors.index.json", content: Buffer.from(JSON.stringify({ weight_map: { "a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors" } })) },
+  { path: "model-00001-of-00002.safetensors", content: randomBytes(3000, 9) },
+  { path: "model-00002-of-00002.safetensors", content: randomBytes(3000, 10) },
+];
+
 let hub: FakeHub;
 const roots: string[] = [];
 function tmp(): string {
@@ -45,6 +52,7 @@ before(async () => {
     .add({ repo: "acme/tiny", commit: COMMIT, refs: ["main", "v1"], files: hfFiles })
     .add({ repo: "acme/gated", commit: COMMIT, files: hfFiles, gatedToken: "hf_secret" })
     .add({ repo: "acme/ms-model", commit: COMMIT, refs: ["master"], files: hfFiles })
+    .add({ repo: "acme/sharded", commit: COMMIT, files: shardedFiles })
     .start();
 });
 after(async () => {
@@ -630,6 +638,26 @@ describe("safety", () => {
     for (const f of r.files) assert.deepEqual(readFileSync(join(r.snapshotDir, f)), file(hfFiles, f).content, f);
     const fetched = hub.requests.slice(before).map((q) => q.url).filter((u) => !u.startsWith("/api/"));
     assert.ok(fetched.every((u) => /tokenizer/.test(u)), `only the tokenizer files are fetched: ${fetched.join(", ")}`);
+  });
+
+  // snapshot_download offline returns the cached snapshot "but we can't check if all the files
+  // are actually there"; what the snapshot itself tells is checked: a glob it holds nothing for,
+  // the other parts of a split set, the shards a weight index names
+  test("offline --include globs over a partial snapshot: a missing shard or split part, or a glob matching nothing cached, is an error naming it", async () => {
+    const cache = tmp();
+    await downloadModel("acme/sharded", opts(cache, { include: ["config.json", "*.index.json", "model-00001-of-00002.safetensors"] }));
+    const offline = (include: string[], exclude: string[] = []) => downloadModel("acme/sharded", opts(cache, { offline: true, include, exclude }));
+    const missing = (what: RegExp) => (e: HubError) => e.code === "offline-miss" && what.test(e.message);
+    await assert.rejects(offline(["*.safetensors", "*.json"]), missing(/^acme\/sharded@main: model-00002-of-00002\.safetensors is not in the cache \(.*--include 'model-00002-of-00002\.safetensors'$/));
+    await assert.rejects(offline(["model-0000*"]), missing(/: model-00002-of-00002\.safetensors is not in the cache/), "the split name alone tells the set has 2 parts");
+    await assert.rejects(offline(["config.json", "*.onnx"]), missing(/^acme\/sharded@main: --include '\*\.onnx' matches no file of the cached snapshot \(/));
+    // what the globs do not ask for is not required: one shard by name, or the others excluded
+    assert.deepEqual((await offline(["model-00001-of-00002.safetensors"])).files, ["model-00001-of-00002.safetensors"]);
+    assert.deepEqual([...(await offline(["*"], ["model-00002-*"])).files].sort(), ["config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json"]);
+    // a split GGUF's other part, from its name alone
+    const gguf = tmp();
+    await downloadModel("acme/tiny-GGUF", opts(gguf, { include: ["tiny-Q4_K_M-00001-of-00002.gguf"] }));
+    await assert.rejects(downloadModel("acme/tiny-GGUF", opts(gguf, { offline: true, include: ["*Q4_K_M*"] })), missing(/: tiny-Q4_K_M-00002-of-00002\.gguf is not in the cache/));
   });
 
   test("references that would escape the cache are refused", () => {

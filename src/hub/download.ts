@@ -10,7 +10,7 @@ import { withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
 import type { ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
-import { selectFiles, type FileSelection } from "./select.js";
+import { matchesAny, selectFiles, type FileSelection } from "./select.js";
 import type { HubSource, RepoListing } from "./source.js";
 
 export interface DownloadOptions {
@@ -91,6 +91,45 @@ function snapshotComplete(snapshotDir: string, selection: FileSelection, explici
   return true;
 }
 
+/** `name-00001-of-00003.gguf` / `model-00001-of-00003.safetensors`: a part of a split set */
+const PART = /^(.*-)(\d{5})-of-(\d{5})(\.(?:gguf|safetensors|bin))$/i;
+
+/**
+ * What offline `include` globs ask for that a cached snapshot lacks, as far as the snapshot can
+ * tell without the hub's listing: names (no glob) it lacks; files its selection implies (every part
+ * of a split set one part of which is held, the shards a held weight index names) that the globs
+ * select and it lacks; and globs it holds no file for.
+ */
+function offlineGaps(snapshotDir: string, present: readonly string[], include: readonly string[], exclude: readonly string[]): { files: string[]; globs: string[] } {
+  const held = new Set(present);
+  const wanted = (f: string) => matchesAny(f, include) && !matchesAny(f, exclude);
+  const files = new Set(include.filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !held.has(p)));
+  for (const f of present) {
+    const part = PART.exec(f);
+    if (part && wanted(f)) {
+      const [, stem, , of, ext] = part;
+      for (let i = 1; i <= Number(of); i++) {
+        const sibling = `${stem}${String(i).padStart(5, "0")}-of-${of}${ext}`;
+        if (!held.has(sibling) && wanted(sibling)) files.add(sibling);
+      }
+    }
+    if (/(^|\/)[^/]*\.index\.json$/.test(f)) {
+      const dir = f.includes("/") ? f.slice(0, f.lastIndexOf("/") + 1) : "";
+      let map: Record<string, unknown> = {};
+      try {
+        map = (JSON.parse(readFileSync(join(snapshotDir, f), "utf8")) as { weight_map?: Record<string, unknown> }).weight_map ?? {};
+      } catch {
+        // not a weight index (or unreadable): it names nothing
+      }
+      for (const shard of new Set(Object.values(map))) {
+        if (typeof shard === "string" && !held.has(dir + shard) && wanted(dir + shard)) files.add(dir + shard);
+      }
+    }
+  }
+  const globs = include.filter((g) => /[*?[\]]/.test(g) || g.endsWith("/")).filter((g) => !present.some((f) => matchesAny(f, [g])));
+  return { files: [...files].sort(), globs };
+}
+
 function fromCache(cache: RepoCache, ref: HubReference, revision: string, options: DownloadOptions): DownloadResult | undefined {
   if (!existsSync(cache.dir)) return undefined;
   const commit = cache.cachedCommit(revision);
@@ -168,12 +207,16 @@ export async function downloadModel(reference: string | HubReference, options: D
   const explicit = (options.include?.length ?? 0) > 0;
   const oneFile = cached !== undefined && cached.path !== cached.snapshotDir;
   const asIs = pinned && !explicit && (oneFile || ref.source === "modelscope");
-  // offline an include that names a file (no glob) the snapshot lacks is said, not silently left
-  // out: hf_hub_download offline raises for a file it cannot find in the cache
+  // offline, what an include asks for that the snapshot lacks is said, not silently left out
+  // (hf_hub_download offline raises for a file it cannot find in the cache; snapshot_download
+  // serves the snapshot "but we can't check if all the files are actually there"): a name (no
+  // glob) it lacks, a glob it holds nothing for, and the files a glob selects that the snapshot
+  // itself says belong (the other parts of a split set, the shards a weight index names)
   if (cached && offline && explicit) {
-    const present = new Set(cache.listSnapshot(cached.commit));
-    const absent = (options.include ?? []).filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !present.has(p));
-    if (absent.length > 0) throw new HubError("offline-miss", `${context}: ${absent.join(", ")} ${absent.length === 1 ? "is" : "are"} not in the cache (${cache.dir}) and offline mode is on (HF_HUB_OFFLINE=1): download it while online, e.g. tsllm download ${context} ${absent.map((a) => `--include ${a}`).join(" ")}`);
+    const { files: absent, globs } = offlineGaps(cached.snapshotDir, cache.listSnapshot(cached.commit), options.include ?? [], options.exclude ?? []);
+    const advice = (names: string[]) => `offline mode is on (HF_HUB_OFFLINE=1): download ${names.length === 1 ? "it" : "them"} while online, e.g. tsllm download ${context} ${names.map((a) => `--include '${a}'`).join(" ")}`;
+    if (absent.length > 0) throw new HubError("offline-miss", `${context}: ${absent.join(", ")} ${absent.length === 1 ? "is" : "are"} not in the cache (${cache.dir}) and ${advice(absent)}`);
+    if (globs.length > 0) throw new HubError("offline-miss", `${context}: --include ${globs.map((g) => `'${g}'`).join(", ")} ${globs.length === 1 ? "matches" : "match"} no file of the cached snapshot (${cached.snapshotDir}) and ${advice(globs)}`);
   }
   if (cached && (offline || asIs || options.refresh === false)) return cached;
   if (offline) {
