@@ -558,6 +558,9 @@ describe("llama.cpp's templates: calls rendered by the template read back as the
         const close = syntax.thinking?.close;
         const callsOnly = (close && turn.includes(close) ? turn.slice(turn.indexOf(close) + close.length) : turn).trim();
         assert.ok(grammarAdmits(toolCallGrammar(tools, format, { templateSource: source }), callsOnly), `${name}: the grammar refuses ${JSON.stringify(callsOnly)}`);
+        // under auto with a strict function among the tools the same calls are admitted (Llama 3.x and Functionary v3.2 too)
+        const strictAuto = toolsOf({ tools: [STRICT_WEATHER, { ...TIME, function: { ...TIME.function, description: "the time in a zone" } }, WEB_SEARCH] })!;
+        assert.ok(grammarAdmits(replyGrammar({}, strictAuto, source, undefined, "none")!.grammar, callsOnly), `${name}: the strict auto grammar refuses ${JSON.stringify(callsOnly)}`);
       }
     });
   }
@@ -702,12 +705,86 @@ test("function.strict under tool_choice auto: text, or text then calls whose arg
     assert.ok(grammarAdmits(g, "Sunny, [mostly] <b>warm</b> | 20-25°C ^_^ \\ {ok}"), format);
     for (const marker of CALL_MARKERS[format as ToolFormat]!) assert.ok(!grammarAdmits(g, `a ${marker} b`), `${format} ${marker}`);
   }
-  // formats whose calls have no marker cannot keep text from calls: refused naming tools
-  const llama3 = "<|start_header_id|>ipython<|end_header_id|>";
-  assert.throws(() => replyGrammar({}, tools, llama3, undefined), (e: ApiError) => e.param === "tools" && /strict: true is not enforced under tool_choice "auto" with this template, whose calls \(format llama3\)/.test(e.message));
   // required, a response_format and the generic format shape calls already: as before
   assert.equal(replyGrammar({}, toolsOf({ tools: [STRICT_WEATHER, TIME], tool_choice: "required" })!, HERMES, undefined)!.param, "tool_choice");
 });
+
+test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, whose calls have no marker: calls where llama.cpp's parser reads them (ajv judges their arguments), or text that reads as none", () => {
+  const tools = toolsOf({ tools: [STRICT_WEATHER, TIME, WEB_SEARCH] })!;
+  const validate = new Ajv().compile(STRICT_WEATHER.function.parameters);
+  const argumentSets = [{ city: "Oslo", unit: "c" }, { city: "", unit: "f" }, { city: "Oslo" }, { city: "Oslo", unit: "k" }, { city: 3, unit: "c" }, { city: "Oslo", unit: "c", wind: 1 }, { city: "Ouagadougou-Bobo", unit: "c" }, {}];
+  /** every text the grammar admits reads as text alone, or as calls whose strict arguments validate */
+  const sound = (g: string, syntax: ReplySyntax, text: string) => {
+    if (!grammarAdmits(g, text)) return;
+    const calls = readReply(text, syntax).calls;
+    for (const c of calls) if (c.name === "get_weather") assert.ok(validate(JSON.parse(c.arguments)), `${JSON.stringify(text)} admitted, its arguments invalid`);
+  };
+  // Llama 3.x (the calls llama.cpp's lazy grammar triggers on: a reply opening with {"name": ...}; built-in tools' <|python_tag|>name.call(...))
+  for (const source of ["<|start_header_id|>ipython<|end_header_id|>", "<|start_header_id|>ipython<|end_header_id|><|python_tag|>"]) {
+    assert.equal(toolFormatOf(source), "llama3");
+    const shaped = replyGrammar({}, tools, source, undefined)!;
+    assert.equal(shaped.param, "tools");
+    const g = shaped.grammar, syntax = replySyntaxOf(source, tools, undefined, "deepseek")!;
+    for (const args of argumentSets) {
+      const reply = JSON.stringify({ name: "get_weather", parameters: args });
+      assert.deepEqual(readReply(reply, syntax).calls.map((c) => JSON.parse(c.arguments)), [args]);
+      assert.equal(grammarAdmits(g, reply), validate(args), reply);
+      // where the parser reads a call, the grammar holds its arguments: with whitespace before it, too
+      assert.ok(!grammarAdmits(g, ` \n${JSON.stringify({ name: "get_weather", parameters: { city: 3, unit: "c" } })}`));
+    }
+    for (const text of ["It is sunny in Oslo.", "", "  \n It is {sunny}", "Sunny <|python_tag|> {x}", "brave_search is down", "<b>hot</b>", "[1, 2]"]) assert.ok(grammarAdmits(g, text), `${source}: ${JSON.stringify(text)}`);
+    // a reply that opens like a call is a call: text may not (a restriction: a text reply opening with "{" is refused)
+    for (const text of ["{not json", ' {"name": "get_weather"} is what I would call', "\t{}"]) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
+    const builtin = source.includes("<|python_tag|>");
+    // a built-in tool's call without its tag: a call where the template has built-in tools (not one the grammar writes), else text
+    assert.equal(grammarAdmits(g, 'brave_search.call(query="oslo")'), !builtin);
+    assert.equal(grammarAdmits(g, '<|python_tag|>brave_search.call(query="oslo")'), builtin);
+    for (const text of ['brave_search.call(query=3)', '<|python_tag|>{"name": "get_weather", "parameters": {"city": 3, "unit": "c"}}', '<|python_tag|>get_weather.call(city=3)', "It is sunny.", "{}", 'web.call(x=1)']) sound(g, syntax, text);
+  }
+  // Functionary v3.2 (its prompt ends with ">>>"): calls at once, or "all\n" text then ">>>" calls, as llama.cpp's parser reads it
+  const v32 = "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n>>>' }}{{ '>>>all\n' + message['content'] }}";
+  assert.equal(toolFormatOf(v32), "functionary-v3.2");
+  const g = replyGrammar({}, tools, v32, undefined)!.grammar, syntax = replySyntaxOf(v32, tools, undefined, "deepseek")!;
+  for (const args of argumentSets) {
+    for (const reply of [`get_weather\n${JSON.stringify(args)}`, `all\nLet me look. >>>get_weather\n${JSON.stringify(args)}`, `get_time\n{"zone": "CET"}>>>get_weather\n${JSON.stringify(args)}`]) {
+      assert.deepEqual(readReply(reply, syntax).calls.filter((c) => c.name === "get_weather").map((c) => JSON.parse(c.arguments)), [args], reply);
+      assert.equal(grammarAdmits(g, reply), validate(args), reply);
+    }
+  }
+  for (const text of ["all\nIt is sunny in Oslo.", "all\n", "all\n{x} >> y > z"]) assert.ok(grammarAdmits(g, text), JSON.stringify(text));
+  // text not opened by "all\n" (what the model is taught), a ">>>" that opens no call, and text whose last ">" would be read with the ">>>" after it
+  for (const text of ["It is sunny.", "all\nx >>> y", 'all\nx>>>>get_weather\n{"city": "Oslo", "unit": "c"}']) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
+  for (const text of ["all\nx>>>get_weather\n{}", "python\nprint(1)", "all\n>>>all\nhi"]) sound(g, syntax, text);
+});
+
+for (const [name, opening] of [["meta-llama-Llama-3.1-8B-Instruct.jinja", "{"], ["meetkai-functionary-medium-v3.2.jinja", "g"]] as const) {
+  describe(`function.strict under auto over HTTP with llama.cpp's ${name} on stories260K`, { skip: skip || skipWithoutLlamaCppTemplates() }, () => {
+    let s: Awaited<ReturnType<typeof serveStories>>;
+    // (Llama 3.1's system prompt with a tool is ~950 tokens: past the 512 serveStories gives)
+    before(async () => { s = await serveStories({ contextSize: 1536, onWarning: () => {} }, { chatTemplate: { source: llamaCppTemplate(name), where: name } }); });
+    after(() => s?.close());
+
+    test("answered (no 400): text, or calls whose arguments ajv validates; pushed toward a call's first character, a call", async () => {
+      const validate = new Ajv().compile(STRICT_WEATHER.function.parameters);
+      // the tokens of the character a call opens with here ("{" of Llama's JSON, "g" of Functionary's get_weather)
+      const first = Array.from({ length: s.model.info.vocabSize }, (_, i) => i).filter((i) => s.model.tokenizer.decode([i]) === opening);
+      assert.ok(first.length > 0);
+      for (const [bias, seed] of [[0, 1], [0, 2], [100, 1]] as const) {
+        const r = await post(`${s.url}/v1/chat/completions`, {
+          messages: [{ role: "user", content: "Weather in Paris?" }], tools: [STRICT_WEATHER], parallel_tool_calls: false, max_tokens: 200, temperature: 0.8, seed,
+          logit_bias: Object.fromEntries(first.map((i) => [String(i), bias])),
+        });
+        assert.equal(r.status, 200, JSON.stringify(r.json));
+        const choice = r.json.choices[0];
+        if (bias > 0) assert.equal(choice.finish_reason, "tool_calls", JSON.stringify(choice));
+        for (const call of choice.message.tool_calls ?? []) {
+          assert.equal(call.function.name, "get_weather");
+          if (choice.finish_reason === "tool_calls") assert.ok(validate(JSON.parse(call.function.arguments)), call.function.arguments);
+        }
+      }
+    });
+  });
+}
 
 /** HERMES with a generation prompt that opens the reasoning, as DeepSeek R1's and QwQ's do */
 const THINKING = HERMES.replace('{% if add_generation_prompt %}assistant:{% endif %}', "{% if add_generation_prompt %}assistant:<think>\n{% endif %}");

@@ -463,7 +463,7 @@ function functionTag(out: Reply, at: number, calls: Calls): Found {
   return closer(out, end, "</function>");
 }
 
-const PYTHON_TAG = "<|python_tag|>";
+export const PYTHON_TAG = "<|python_tag|>";
 
 const PARAMETER_TAG = "<parameter=";
 /** what ends a Qwen3-Coder parameter's value (the grammar of its calls keeps it out of string values) */

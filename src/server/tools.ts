@@ -3,7 +3,7 @@ import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import type { Body } from "./params.js";
-import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -342,6 +342,12 @@ function xmlCallGbnf(f: ToolFunction): string {
   return `${rules.join("")}root ::= ${lit(`<function=${f.name}>\n`)} ${body} ${lit("</function>")}\n`;
 }
 
+/** a GBNF class of any character but `chars` */
+function noneOf(chars: readonly string[]): string {
+  const escaped: Record<string, string> = { "]": "\\]", "\\": "\\\\", "^": "\\^", "-": "\\-", "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+  return `[^${chars.map((c) => escaped[c] ?? c).join("")}]`;
+}
+
 /**
  * GBNF rule `name`: any text that holds none of `words` (its states: the longest ending of the text
  * that begins one of them; a character that would complete one has no way on)
@@ -357,7 +363,7 @@ function excludingGbnf(name: string, words: readonly string[]): string {
     prefixes.forEach((q, k) => { if (q.length > prefixes[best]!.length && t.endsWith(q)) best = k; });
     return best;
   };
-  const klass = `[^${chars.map((c) => (c === "]" || c === "\\" || c === "^" || c === "-" ? `\\${c}` : c)).join("")}]`;
+  const klass = noneOf(chars);
   const rules = prefixes.map((p, k) => {
     const ways = chars.flatMap((c) => {
       const n = step(p, c);
@@ -366,6 +372,24 @@ function excludingGbnf(name: string, words: readonly string[]): string {
     return `${name}-${k} ::= (${[...ways, `${klass} ${name}-0`].join(" | ")})?\n`;
   });
   return `${name} ::= ${name}-0\n${rules.join("")}`;
+}
+
+/**
+ * GBNF rule `name`: any text that, past the JSON whitespace it begins with (which Llama 3.x's parser
+ * skips), opens with none of `words` (its states: the proper prefixes of the words, each going on
+ * with a character that keeps to a word, or leaving them all with any other character)
+ */
+function notOpeningGbnf(name: string, words: readonly string[]): string {
+  const prefixes = [...new Set(words.flatMap((w) => [...Array(w.length).keys()].map((k) => w.slice(0, k))))];
+  const rules = prefixes.map((p, k) => {
+    const next = [...new Set(words.filter((w) => w.length > p.length && w.startsWith(p)).map((w) => w[p.length]!))];
+    // a character that completes a word has no way on
+    const ways = next.filter((c) => !words.includes(p + c)).map((c) => `${lit(c)} ${name}-${prefixes.indexOf(p + c)}`);
+    // at the start whitespace is what the parser skips: the text's first other character decides
+    const other = noneOf(p === "" ? [...next, " ", "\t", "\n", "\r"] : next);
+    return `${name}-${k} ::= (${[...ways, `${other} ${name}-rest`].join(" | ")})?\n`;
+  });
+  return `${name} ::= [ \\t\\n\\r]* ${name}-0\n${name}-rest ::= .*\n${rules.join("")}`;
 }
 
 /**
@@ -479,18 +503,17 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
 
 /**
  * Under tool_choice "auto" with a strict function (whose arguments must match its parameters, as
- * OpenAI's strict mode guarantees): text that opens no call (none of the format's call markers),
- * then, if the model calls, the calls as a required choice writes them — llama.cpp's lazy grammar
- * (calls constrained from their trigger on), written as one grammar. The other functions keep their
- * parameters' schemas where a grammar can hold them (else any object: only strict ones must compile).
- * Formats whose calls have no marker (Llama 3.x's JSON at the reply's start, Functionary v3.2's
- * recipients) cannot tell text from calls this way: a 400.
+ * OpenAI's strict mode guarantees): text, or calls as a required choice writes them, where the
+ * format's parser would read them (llama.cpp's lazy grammar, calls constrained from their trigger
+ * on, written as one grammar). Formats with call markers: text that holds none of them, then calls.
+ * Llama 3.x, whose calls are JSON at the reply's start (llama.cpp's trigger: a reply opening with
+ * {"name"...): calls, or text that opens with no "{", <|python_tag|> or built-in `name.call(`.
+ * Functionary v3.2, whose prompt ends with ">>>": calls (`name\n{...}`), or "all\n" then text up
+ * to a ">>>" that opens calls (llama.cpp's functionary v3.2 parser: content_and_tools). The other
+ * functions keep their parameters' schemas where a grammar can hold them (else any object: only
+ * strict ones must compile).
  */
 function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: string): string {
-  const markers = CALL_MARKERS[format];
-  if (!markers) {
-    throw invalid("tools", `'tools': a function with strict: true is not enforced under tool_choice "auto" with this template, whose calls (format ${format}) are not opened by a marker the text can be kept from; send tool_choice "required" (or a named function), or strict: false`);
-  }
   const enforceable = (schema: JsonSchema): boolean => {
     try {
       jsonSchemaToGbnf(schema);
@@ -500,9 +523,20 @@ function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: str
     }
   };
   const functions = tools.functions.map((f) => (f.strict || enforceable(f.parameters) ? f : { ...f, parameters: { type: "object" } }));
-  const calls = toolCallGrammar({ ...tools, functions, choice: "required" }, format, { templateSource });
-  return `${inner(calls)}${excludingGbnf("free-text", markers)}root ::= free-text g0-root?
-`;
+  const calls = inner(toolCallGrammar({ ...tools, functions, choice: "required" }, format, { templateSource }));
+  const markers = CALL_MARKERS[format];
+  if (markers) return `${calls}${excludingGbnf("free-text", markers)}root ::= free-text g0-root?\n`;
+  if (format === "llama3") {
+    const builtins = [...builtinToolsOf(templateSource, tools)].map((name) => `${name}.call(`);
+    return `${calls}${notOpeningGbnf("free-text", ["{", PYTHON_TAG, ...builtins])}root ::= g0-root | free-text\n`;
+  }
+  if (format === "functionary-v3.2") {
+    // text before calls ends in no ">" (its ">>>" would be read first, one character early)
+    const text = `${lit("all\n")} free-text`, before = `${lit("all\n")} (free-text [^>])? ${lit(">>>")}`;
+    return `${calls}${excludingGbnf("free-text", [">>>"])}root ::= g0-root | ${text} | ${before} g0-root\n`;
+  }
+  // (the generic format's grammar holds calls or an answer already: not asked here)
+  throw new Error(`no strict auto grammar for the format ${format}`);
 }
 
 /**
