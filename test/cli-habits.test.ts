@@ -4,7 +4,7 @@
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -201,6 +201,26 @@ test("--min-p above 1 keeps the one top token, as llama.cpp's sampler; --min-p 1
 
 // llama-quantize (tools/quantize/quantize.cpp): IN [OUT] TYPE [NTHREADS]; without OUT it writes
 // ggml-model-<TYPE>.gguf in IN's folder; the same file as input and output is refused
+// POSIX: only / separates folders; a backslash is a character of a file name (Node's path.posix
+// and path.win32 say the same). A Windows-style OUT would be one oddly named file in the working folder
+test("a Windows-style output path (out\\model.gguf) off Windows is one usage error naming the option, and nothing is written", { skip: skip || process.platform === "win32" }, () => {
+  const sub = mkdtempSync(join(dir, "backslash-"));
+  const input = join(sub, "in.gguf");
+  copyFileSync(sharedFile(MODEL)!, input);
+  // run in `sub`, so that relative names land there: tsx and the CLI by absolute location
+  const inSub = ["--import", import.meta.resolve("tsx"), resolve(PROJECT_ROOT, "src/cli/main.ts")];
+  for (const [args, what] of [[["quantize", input, "out\\model.gguf", "q8_0"], "OUT"], [["convert", "--model", sub, "--out", "out\\model.gguf"], "--out"]] as const) {
+    const r = spawnSync(process.execPath, [...inSub, ...args], { cwd: sub, encoding: "utf8" });
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: ${what} out\\model.gguf: contains a backslash, which is not a folder separator on this system (only / is); write the path with /\n`);
+  }
+  // IN's folder for the derived name is the folder this system reads in IN: a backslash in an existing IN is part of its name
+  copyFileSync(input, join(sub, "a\\in.gguf"));
+  const derived = spawnSync(process.execPath, [...inSub, "quantize", "a\\in.gguf", "q8_0"], { cwd: sub, encoding: "utf8" });
+  assert.equal(derived.status, 0, derived.stderr);
+  assert.deepEqual(readdirSync(sub).sort(), ["a\\in.gguf", "ggml-model-Q8_0.gguf", "in.gguf"]);
+});
+
 test("quantize takes llama-quantize's IN TYPE (output ggml-model-TYPE.gguf beside IN) and a trailing thread count; the input is never overwritten", { skip }, () => {
   const sub = mkdtempSync(join(dir, "quant-"));
   const input = join(sub, "in.gguf");

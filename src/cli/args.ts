@@ -145,6 +145,16 @@ export function requireString(values: ParsedValues, name: string): string {
   return v;
 }
 
+/**
+ * A file name to write, as typed. Off Windows a backslash is a character of a file name, not a
+ * folder separator: out\model.gguf (a Windows path) would become one file of that name in the
+ * working folder, so it is refused, naming the option, rather than guessed at.
+ */
+export function outputPath(path: string, what: string, platform: NodeJS.Platform = process.platform): string {
+  if (platform !== "win32" && path.includes("\\")) throw new UsageError(`${what} ${path}: contains a backslash, which is not a folder separator on this system (only / is); write the path with /`);
+  return path;
+}
+
 export function optionalString(values: ParsedValues, name: string): string | undefined {
   const v = values[name];
   return typeof v === "string" ? v : undefined;

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
-import { optionalString, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
+import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
 
@@ -15,7 +15,8 @@ Options:
                         one (config.json + tokenizer files + safetensors are downloaded into the cache,
                         as generate does; general.name is then the repo's name) (required)
   --out FILE            GGUF file to write (required): written to a temporary file beside it and renamed
-                        when complete; never one of the files read
+                        when complete; never one of the files read; off Windows a backslash in it is
+                        refused (it is no folder separator there: write the path with /)
   --type T              weight format of the matrices: f32, f16 (default), bf16, q8_0, q4_0, iq4_nl or iq4_xs;
                         norms and biases stay f32
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
@@ -36,7 +37,7 @@ export async function runConvert(argv: string[]): Promise<void> {
   const values = parse(argv, CONVERT_ARGS);
   if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
   const model = requireString(values, "model");
-  const out = requireString(values, "out");
+  const out = outputPath(requireString(values, "out"), "--out");
   const type = optionalString(values, "type") ?? "f16";
   if (!Object.hasOwn(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
   const fromHub = !existsSync(model);

@@ -1,15 +1,17 @@
 import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
-import { flag, optionalString, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
+import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
                       [--vocab FILE.gguf]
        tsllm quantize IN [OUT.gguf] T [N] [options]   (llama-quantize's order)
 
 As llama-quantize: without OUT, the output is ggml-model-T.gguf (T upper-case, as ggml-model-Q8_0.gguf)
-in IN's folder (the text of IN up to its last / or \\, the separators llama-quantize looks for); a
-trailing N is llama-quantize's thread count, taken and ignored (this quantizes on one thread).
+in IN's folder; a trailing N is llama-quantize's thread count, taken and ignored (this quantizes
+on one thread). Off Windows a backslash in OUT is refused: it would be part of the file's name
+(out\\model.gguf one file in the working folder), not a folder separator; write paths with /.
 
 Writes a GGUF of llama-quantize's file type T with the types it picks per tensor: Q4_K_M has
 output.weight Q6_K and some layers' attn_v / ffn_down Q6_K, the rest Q4_K; Q4_0 (and every other
@@ -138,7 +140,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
   });
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
   // derived from the type only now that it is known to be one
-  const output = out ?? `${input.slice(0, Math.max(input.lastIndexOf("/"), input.lastIndexOf("\\")) + 1)}ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`;
+  // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
+  const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
   const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
   for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f}\n`);
   const types = Object.entries(r.types).map(([t, n]) => `${t} x${n}`).join(", ");
