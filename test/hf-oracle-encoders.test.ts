@@ -201,6 +201,53 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
     await assert.rejects(ner(text, { aggregationStrategy: "longest" as "simple" }), /aggregationStrategy: expected one of none, simple, first, average, max, got "longest"/);
   });
 
+  // transformers' is_split_into_words: each word tokenized alone (WordPiece gives the text's own
+  // tokens, so the recorded logits), the spans in the words joined by the delimiter (word_to_chars_map)
+  test("isSplitIntoWords: pre-split words give the recorded entities, spans in the words joined by the delimiter", async () => {
+    const spacesBefore = (text: string, at: number) => [...text].slice(0, at).filter((ch) => ch === " ").length;
+    for (const s of ["none", "simple", "first", "average", "max"] as const) {
+      for (const c of exp.cases) {
+        const words: string[] = c.text.split(" ");
+        assertClose(await ner(words, { isSplitIntoWords: true, aggregationStrategy: s }), c[`pipeline_${s}`], TOL);
+        // another delimiter moves each span by the delimiters before it
+        const moved = c[`pipeline_${s}`].map((e: Json) => ({ ...e, start: e.start + 2 * spacesBefore(c.text, e.start), end: e.end + 2 * spacesBefore(c.text, e.end) }));
+        assertClose(await ner(words, { isSplitIntoWords: true, delimiter: " | ", aggregationStrategy: s }), moved, TOL);
+      }
+    }
+    // a list of lists of words is a batch
+    const batch = exp.cases.slice(0, 2);
+    assertClose(await ner(batch.map((c: Json) => c.text.split(" ")), { isSplitIntoWords: true, aggregationStrategy: "first" }), batch.map((c: Json) => c.pipeline_first), TOL);
+    await assert.rejects(ner([["a", 5]] as never, { isSplitIntoWords: true }), /^TypeError: token-classification: input 0, word 1: expected a word \(string\), got number 5$/);
+    await assert.rejects(ner("a text" as never, { isSplitIntoWords: true }), /^TypeError: token-classification: expected a list of words/);
+  });
+
+  // transformers' stride: windows of the model's tokens less its special tokens, each starting
+  // (window - stride) tokens after the last, aggregated alone, then overlapping entities merged. With
+  // a window of case 1's 13 tokens and stride 0, case 1 + " " + case 0 is read as the two recorded
+  // inputs: their recorded entities, case 0's moved past case 1's text
+  test("stride: a long text is read in windows, each as transformers reads it, the entities merged", async () => {
+    const [b, a] = exp.cases as Json[];
+    const text = `${a.text} ${b.text}`;
+    const small = await pipeline("ner", folder("bert-ner"), { threads: 1, maxLength: a.input_ids.length });
+    try {
+      for (const s of ["simple", "first", "average", "max"] as const) {
+        const shift = [...a.text].length + 1;
+        const want = [...a[`pipeline_${s}`], ...b[`pipeline_${s}`].map((e: Json) => ({ ...e, start: e.start + shift, end: e.end + shift }))];
+        assertClose(await small(text, { stride: 0, aggregationStrategy: s }), want, TOL);
+        // without a stride the text is cut to the first window: case 1's entities alone
+        assertClose(await small(text, { aggregationStrategy: s }), a[`pipeline_${s}`], TOL);
+        // overlapping windows: every entity inside the text, none starting inside another
+        const merged = (await small(text, { stride: 4, aggregationStrategy: s })) as { start: number; end: number; word: string }[];
+        merged.forEach((e, i) => assert.ok(e.end <= text.length && (i === 0 || merged[i - 1]!.end <= e.start), `${s}: ${JSON.stringify(merged)}`));
+      }
+      // a text within one window: as without a stride (the recorded outputs)
+      for (const c of exp.cases) assertClose(await ner(c.text, { stride: 100, aggregationStrategy: "average" }), c.pipeline_average, TOL);
+      await assert.rejects(small(text, { stride: 13, aggregationStrategy: "simple" }), /^OptionError: stride: expected an integer in 0\.\.12 /);
+    } finally {
+      small.dispose();
+    }
+  });
+
   test("padded batch = one by one", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
     const all = (await runner.run(texts.map((t) => runner.tokenize(t)))).logits!;

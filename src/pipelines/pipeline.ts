@@ -81,7 +81,8 @@ interface EncoderPipelineBase extends PipelineBase {
 }
 
 export type TextClassificationPipeline = EncoderPipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
-export type TokenClassificationPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: TokenClassificationOptions) => Promise<unknown>);
+/** input: a text, a list of texts, or with isSplitIntoWords a list of words (one pre-split text) or a list of such lists */
+export type TokenClassificationPipeline = EncoderPipelineBase & ((input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions) => Promise<unknown>);
 export type FillMaskPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
 export type FeatureExtractionPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
 export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
@@ -120,8 +121,6 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   // an OptionError naming "task", as every other refused argument, so a caller can tell it without reading the message
   if (!PIPELINE_TASKS.includes(task)) throw new OptionError(`task: unknown pipeline task ${shownValue(task)} (supported: ${PIPELINE_TASKS.join(", ")})`, "task");
   const callNames = [...CALL_OPTIONS[task]];
-  // let token-classification's own refusal of stride say what happens instead
-  if ((task === "ner" || task === "token-classification") && typeof given === "object" && given !== null && "stride" in given) callNames.push("stride");
   const loadNames = task === "text-generation" ? DECODER_LOAD : ENCODER_LOAD;
   const all = knownOptions("pipeline", given, [...loadNames, ...callNames]);
   const options: PipelineOptions = pick(all, loadNames);

@@ -1,8 +1,8 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
-import type { ModelInput } from "../tokenizer/index.js";
-import { OptionError } from "../units/index.js";
+import { inputTemplateOf, type ModelInput, type Offset } from "../tokenizer/index.js";
+import { checkFlags, OptionError, shownValue } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, isObject, knownOptions, textsOf, withDefaults } from "./inputs.js";
+import { describe, inputError, knownOptions, textsOf, withDefaults } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -12,6 +12,19 @@ export interface TokenClassificationOptions {
   readonly aggregationStrategy?: AggregationStrategy;
   /** labels left out of the result (default ["O"]) */
   readonly ignoreLabels?: readonly string[];
+  /**
+   * the input is pre-split words (transformers' is_split_into_words): a list of words is one
+   * input, a list of such lists a batch; the text the spans index is the words joined by `delimiter`
+   */
+  readonly isSplitIntoWords?: boolean;
+  /** what joins pre-split words into the text the spans index (default " "; only with isSplitIntoWords) */
+  readonly delimiter?: string;
+  /**
+   * read a text longer than the model in windows that overlap by this many tokens, as transformers'
+   * stride: each window is classified and aggregated alone, then of entities that overlap the
+   * longest (then the higher score) is kept. Needs an aggregationStrategy other than "none"
+   */
+  readonly stride?: number;
 }
 
 /** aggregation "none": one per token */
@@ -38,14 +51,28 @@ function slice(cps: readonly string[], s: number, e: number): string {
 }
 
 /** TokenClassificationOptions' names */
-export const TOKEN_CLASSIFICATION_OPTIONS: readonly string[] = ["aggregationStrategy", "ignoreLabels"];
+export const TOKEN_CLASSIFICATION_OPTIONS: readonly string[] = ["aggregationStrategy", "ignoreLabels", "isSplitIntoWords", "delimiter", "stride"];
 
 /**
- * transformers' stride (overlapping windows over a long text): no recorded transformers output to
- * judge the windows' merging by, so refused rather than guessed, saying what happens instead
+ * transformers' aggregate_overlapping_entities, for the entities of overlapping windows: by start,
+ * an entity starting inside the one kept replaces it when longer, or as long with a higher score
  */
-function refuseStride(options: unknown, maxLength: number): void {
-  if (isObject(options) && "stride" in options) throw new OptionError(`token-classification: stride (transformers' overlapping windows over a text longer than the model) is not supported: a text past the ${maxLength} tokens the model reads is truncated`, "stride");
+function mergeOverlapping(entities: EntityGroup[]): EntityGroup[] {
+  if (entities.length === 0) return entities;
+  const sorted = [...entities].sort((a, b) => a.start! - b.start!);
+  const out: EntityGroup[] = [];
+  let kept = sorted[0]!;
+  for (const e of sorted) {
+    if (kept.start! <= e.start! && e.start! < kept.end!) {
+      const length = e.end! - e.start!, keptLength = kept.end! - kept.start!;
+      if (length > keptLength || (length === keptLength && e.score > kept.score)) kept = e;
+    } else {
+      out.push(kept);
+      kept = e;
+    }
+  }
+  out.push(kept);
+  return out;
 }
 
 /**
@@ -111,18 +138,84 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     return groups;
   };
 
+  const template = inputTemplateOf(tok).single;
+  /** content tokens one window holds: the model's tokens less the special tokens around them */
+  const room = runner.maxLength - template.prefix.length - template.suffix.length;
+
+  interface Settings { strategy: AggregationStrategy; ignore: ReadonlySet<string>; words: boolean; delimiter: string; stride?: number }
+
   /** the options checked once per call, before any work */
-  const settings = (options: TokenClassificationOptions): { strategy: AggregationStrategy; ignore: ReadonlySet<string> } => {
+  const settings = (options: TokenClassificationOptions): Settings => {
     const strategy = strategyNamed(options.aggregationStrategy);
     if ((strategy === "first" || strategy === "average" || strategy === "max") && !tok.tokenOffsets) {
       throw new OptionError(`aggregationStrategy "${strategy}" needs character offsets, which this tokenizer cannot give`, "aggregationStrategy");
     }
     const ignoreLabels: unknown = options.ignoreLabels ?? ["O"];
     if (!Array.isArray(ignoreLabels) || !ignoreLabels.every((l) => typeof l === "string")) throw new OptionError(`ignoreLabels: expected a list of label names, got ${describe(ignoreLabels)}`, "ignoreLabels");
-    return { strategy, ignore: new Set(ignoreLabels) };
+    checkFlags(options as Record<string, unknown>, ["isSplitIntoWords"], "token-classification");
+    const words = options.isSplitIntoWords ?? false;
+    // pre-split words are tokenized one by one, which gives the whole text's tokens for WordPiece only (a byte-level BPE marks a word's start by its space)
+    if (words && !wordAware) throw new OptionError(`isSplitIntoWords: supported for WordPiece tokenizers (BERT, DistilBERT); this model's tokenizer is not one`, "isSplitIntoWords");
+    if (options.delimiter !== undefined && (typeof options.delimiter !== "string" || !words)) {
+      throw new OptionError(`delimiter: expected a string joining pre-split words, with isSplitIntoWords: true; got ${shownValue(options.delimiter)}${words ? "" : " without isSplitIntoWords"}`, "delimiter");
+    }
+    const stride = options.stride;
+    if (stride !== undefined) {
+      if (!Number.isInteger(stride) || stride < 0 || stride >= room) throw new OptionError(`stride: expected an integer in 0..${room - 1} (tokens shared by consecutive windows of ${room}, the model's ${runner.maxLength} less its special tokens), got ${shownValue(stride)}`, "stride");
+      // as transformers: token-by-token results of overlapping windows would repeat their shared tokens
+      if (strategy === "none") throw new OptionError(`stride: reading a text in windows needs an aggregationStrategy other than "none" (simple, first, average or max), as transformers`, "stride");
+      if (!tok.tokenOffsets) throw new OptionError("stride: merging windows needs character offsets, which this tokenizer cannot give", "stride");
+    }
+    return { strategy, ignore: new Set(ignoreLabels), words, delimiter: options.delimiter ?? " ", ...(stride === undefined ? {} : { stride }) };
   };
-  refuseStride(defaults, runner.maxLength);
   settings(withDefaults(defaults, {}));
+
+  /**
+   * the text the spans index, its content tokens and their offsets: a text's own, or pre-split
+   * words' (each tokenized alone, its offsets moved to where it starts in the words joined by the
+   * delimiter, as transformers' word_to_chars_map)
+   */
+  const contentOf = (input: string | readonly string[], delimiter: string): { text: string; ids: number[]; offsets?: Offset[] } => {
+    if (typeof input === "string") {
+      const ids = tok.encode(input, { addSpecialTokens: false });
+      return { text: input, ids, offsets: tok.tokenOffsets?.(input, ids) };
+    }
+    const ids: number[] = [], offsets: Offset[] = [];
+    let at = 0;
+    for (const word of input) {
+      const own = tok.encode(word, { addSpecialTokens: false });
+      ids.push(...own);
+      offsets.push(...(tok.tokenOffsets(word, own) ?? []).map(([s, e]): Offset => [s + at, e + at]));
+      at += [...word].length + [...delimiter].length;
+    }
+    return { text: input.join(delimiter), ids, offsets };
+  };
+
+  /** content tokens [from, to) with the template's special tokens around them, as the model reads them */
+  const windowInput = (ids: readonly number[], offsets: readonly Offset[] | undefined, from: number, to: number): ModelInput => {
+    const special = (ts: typeof template.prefix) => ts.map((t) => ({ id: t.id, typeId: t.typeId, special: true, offset: [0, 0] as Offset }));
+    const content = ids.slice(from, to).map((id, i) => ({ id, typeId: 0, special: false, offset: offsets?.[from + i] ?? ([0, 0] as Offset) }));
+    const all = [...special(template.prefix), ...content, ...special(template.suffix)];
+    return {
+      ids: all.map((t) => t.id), typeIds: all.map((t) => t.typeId), specialMask: all.map((t) => t.special),
+      ...(offsets ? { offsets: all.map((t) => t.offset) } : {}), sequenceIds: all.map((t) => (t.special ? null : 0)),
+    };
+  };
+
+  /**
+   * the windows an input is read in: one, truncated, without a stride; with one, as the fast
+   * tokenizers' overflowing tokens: windows of `room` content tokens, each starting `room - stride`
+   * after the last, until one reaches the end
+   */
+  const windowsOf = (ids: readonly number[], offsets: readonly Offset[] | undefined, stride: number | undefined): ModelInput[] => {
+    if (stride === undefined) return [windowInput(ids, offsets, 0, Math.min(room, ids.length))];
+    const out: ModelInput[] = [];
+    for (let from = 0; ; from += room - stride) {
+      const to = Math.min(from + room, ids.length);
+      out.push(windowInput(ids, offsets, from, to));
+      if (to === ids.length) return out;
+    }
+  };
 
   const one = (pre: PreEntity[], { strategy, ignore }: ReturnType<typeof settings>): (TokenEntity | EntityGroup)[] => {
     let entities: Tagged[];
@@ -146,13 +239,33 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     return groupEntities(entities).filter((g) => !ignore.has(g.entity_group));
   };
 
-  return async (input: string | readonly string[], options?: TokenClassificationOptions): Promise<unknown> => {
-    const texts = textsOf("token-classification", input);
-    refuseStride(options, runner.maxLength);
+  /** inputs as a list: texts, or pre-split texts (lists of words); `single`: one input was given (its result is not wrapped in a list) */
+  const inputsOf = (input: unknown, words: boolean): { inputs: (string | string[])[]; single: boolean } => {
+    if (!words) return { inputs: textsOf("token-classification", input), single: typeof input === "string" };
+    if (!Array.isArray(input)) throw inputError("token-classification", "a list of words, or a list of such lists (isSplitIntoWords)", input);
+    // a list of words is one input; a list of lists of words, a batch (transformers tells them apart so too)
+    const single = !input.every((x) => Array.isArray(x));
+    const inputs = single ? [input] : input;
+    inputs.forEach((words, i) => {
+      (words as unknown[]).forEach((w, j) => {
+        if (typeof w !== "string") throw inputError("token-classification", "a word (string)", w, single ? `word ${j}` : `input ${i}, word ${j}`);
+      });
+    });
+    return { inputs: inputs as string[][], single };
+  };
+
+  return async (input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions): Promise<unknown> => {
     const checked = settings(withDefaults(defaults, knownOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS)));
-    const encs = texts.map((t) => runner.tokenize(t));
-    const logits = (await runner.run(encs)).logits!;
-    const results = texts.map((t, i) => one(gather(t, encs[i]!, logits[i]!), checked));
-    return typeof input === "string" ? results[0] : results;
+    const { inputs, single } = inputsOf(input, checked.words);
+    const contents = inputs.map((x) => contentOf(x, checked.delimiter));
+    const windows = contents.map((c) => windowsOf(c.ids, c.offsets, checked.stride));
+    const logits = (await runner.run(windows.flat())).logits!;
+    let next = 0;
+    const results = contents.map((c, i) => {
+      const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!), checked));
+      // (transformers merges only when there are several windows: "none" never has them)
+      return found.length > 1 ? mergeOverlapping(found.flat() as EntityGroup[]) : found[0]!;
+    });
+    return single ? results[0] : results;
   };
 }
