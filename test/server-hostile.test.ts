@@ -78,7 +78,7 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     const schema = { $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } } };
     const r = await post(`${s.url}/v1/completions`, { prompt: "a", max_tokens: 4, response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format");
+    assert.equal(r.json.error.param, "response_format.json_schema.schema");
     await healthy();
   });
 

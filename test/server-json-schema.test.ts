@@ -8,6 +8,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { after, before, describe, test } from "node:test";
 import type { ApiError } from "../src/server/errors.js";
 import { generationOptionsOf } from "../src/server/params.js";
+import { replyGrammar, toolsOf } from "../src/server/tools.js";
 import { jsonSchemaToGbnf } from "../src/sampling/constraints/index.js";
 import { grammarAdmits } from "./helpers/constraint-texts.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
@@ -17,7 +18,7 @@ const strictFormat = (schema: object, strict: unknown) => ({ response_format: { 
 
 test("strict: true keeps OpenAI's strict rules: an object root, every object closed with every property required (a 400 naming the schema path); without strict the same schemas are taken", () => {
   const refused = (schema: object, re: RegExp) => {
-    assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema));
+    assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format.json_schema.schema" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema));
     // strict false, null or left out: taken as before
     for (const strict of [false, null, undefined]) assert.deepEqual(generationOptionsOf(strictFormat(schema, strict), 100).jsonSchema, schema);
   };
@@ -72,7 +73,7 @@ describe("response_format json_schema: strict", { skip }, () => {
   test("strict: true refuses oneOf, naming its schema path; a property named oneOf is no keyword", async () => {
     const r = await ask(overlapping, true);
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format");
+    assert.equal(r.json.error.param, "response_format.json_schema.schema");
     assert.match(r.json.error.message, /#\/properties\/v\/oneOf: oneOf is not supported with strict: true/);
     const nested = await ask({ type: "object", properties: { l: { type: "array", items: { $defs: { a: { oneOf: [{ type: "null" }] } }, $ref: "#/$defs/a" } } }, required: ["l"], additionalProperties: false }, true);
     assert.equal(nested.status, 400);
@@ -80,7 +81,7 @@ describe("response_format json_schema: strict", { skip }, () => {
     // an object left open: refused naming its path, as OpenAI's strict mode refuses it
     const open = await ask({ type: "object", properties: { v: { type: "object", properties: { w: { type: "integer" } }, required: ["w"] } }, required: ["v"], additionalProperties: false }, true);
     assert.equal(open.status, 400, JSON.stringify(open.json));
-    assert.equal(open.json.error.param, "response_format");
+    assert.equal(open.json.error.param, "response_format.json_schema.schema");
     assert.match(open.json.error.message, /#\/properties\/v: 'additionalProperties' is required to be supplied and to be false/);
     const named = { type: "object", properties: { oneOf: { type: "boolean" } }, required: ["oneOf"], additionalProperties: false };
     const ok = await ask(named, true);
@@ -96,5 +97,17 @@ describe("response_format json_schema: strict", { skip }, () => {
     const bad = await ask(overlapping, "yes");
     assert.equal(bad.status, 400);
     assert.match(bad.json.error.message, /'response_format\.json_schema\.strict' must be a boolean, got/);
+    assert.equal(bad.json.error.param, "response_format.json_schema.strict");
   });
+});
+
+// OpenAI names a nested parameter by its full path ("response_format.json_schema.schema" for a fault
+// of the schema), as this server names tools[i].function.parameters and stream_options.include_usage
+test("a response_format schema the grammar cannot hold is a 400 naming response_format.json_schema.schema, with tools on a template without calls of its own too", () => {
+  const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }] })!;
+  const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  // (the generic format's grammar holds the calls and the response in one schema: the response's fault was the tools')
+  assert.throws(() => replyGrammar({ jsonSchema: { type: "array", uniqueItems: true } }, tools, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema" && /#\/uniqueItems: true is supported only/.test(e.message));
+  assert.equal(replyGrammar({ jsonSchema: { type: "array", items: { enum: [1, 2] }, uniqueItems: true } }, tools, plain, undefined)?.param, "response_format.json_schema.schema");
+  assert.equal(replyGrammar({ json: "object" }, tools, plain, undefined)?.param, "response_format");
 });

@@ -112,7 +112,7 @@ test("a response_format on a template that thinks admits the reasoning first, wi
     const reasoning = forced ? "I am asked for a.\n</think>\n\n" : "<think>I am asked for a.</think>\n";
     for (const withTools of [undefined, tools]) {
       const shaped = replyGrammar(format, withTools, source, thinking);
-      assert.equal(shaped?.param, "response_format");
+      assert.equal(shaped?.param, "response_format.json_schema.schema");
       const grammar = shaped!.grammar;
       assert.ok(admits(grammar, `${reasoning}${json}`), `${name}, tools ${!!withTools}: reasoning, then the format`);
       // after a prompt that opened the reasoning, the format alone would be written inside it
@@ -139,7 +139,7 @@ test("Ministral 3 answers a response_format's JSON inside a ```json fence: its g
   const tools = toolsOf({ tools: [{ type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] } } }] })!;
   for (const withTools of [undefined, tools]) {
     const shaped = replyGrammar(format, withTools, source, thinking);
-    assert.equal(shaped?.param, "response_format");
+    assert.equal(shaped?.param, "response_format.json_schema.schema");
     const grammar = shaped!.grammar;
     assert.ok(admits(grammar, text), `tools ${!!withTools}`);
     assert.ok(admits(grammar, `\`\`\`json${json}\`\`\``));

@@ -219,12 +219,12 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(objectCall.choices[0]!.finish_reason, "tool_calls", JSON.stringify(objectCall.choices[0]!.message));
   });
 
-  test("response_format with tools auto: a schema the grammar cannot express is a 400 naming response_format", async () => {
+  test("response_format with tools auto: a schema the grammar cannot express is a 400 naming response_format.json_schema.schema", async () => {
     const r = await post(`${s.url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "x" }], tools: [WEATHER], response_format: { type: "json_schema", json_schema: { name: "r", schema: { type: "array", uniqueItems: true } } },
     });
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format");
+    assert.equal(r.json.error.param, "response_format.json_schema.schema");
   });
 
   test("function.strict over HTTP: parameters that break OpenAI's strict rules are a 400 naming the field, as OpenAI's; a strict function under auto is answered", async () => {

@@ -279,7 +279,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.ok(["yes", "no"].includes(g.json.choices[0].text), g.json.choices[0].text);
     const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } });
     assert.equal(bad.status, 400);
-    assert.equal(bad.json.error.param, "response_format");
+    assert.equal(bad.json.error.param, "response_format.json_schema.schema");
     assert.match(bad.json.error.message, /jsonSchema: #\/uniqueItems: true is supported only for items of a finite set of values/);
     const badType = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "xml" } });
     assert.equal(badType.status, 400);
@@ -436,6 +436,16 @@ describe("tsllm serve on stories260K", { skip }, () => {
       // a nested field is named by its full path, as OpenAI names nested parameters
       [chatUrl, { messages: msgs, stream: true, stream_options: { include_usage: "yes" } }, 400, "stream_options.include_usage", "invalid_type"],
       [textUrl, { prompt: "x", stream: true, stream_options: { include_usage: true, continuous_usage_stats: 1 } }, 400, "stream_options.continuous_usage_stats", "invalid_type"],
+      [chatUrl, { messages: msgs, response_format: "json" }, 400, "response_format", "invalid_type"],
+      [chatUrl, { messages: msgs, response_format: { type: "xml" } }, 400, "response_format.type", "invalid_value"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema" } }, 400, "response_format.json_schema", "missing_required_parameter"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: "x" } }, 400, "response_format.json_schema", "invalid_type"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: 5 } } }, 400, "response_format.json_schema.schema", "invalid_value"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: {}, strict: "yes" } } }, 400, "response_format.json_schema.strict", "invalid_type"],
+      // a schema the grammar cannot hold (refused where the engine compiles it), strict or not
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
+      [textUrl, { prompt: "x", response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "(" } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", strict: true, schema: { type: "object", properties: { a: { type: "string" } } } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
       [chatUrl, { messages: msgs, functions: [{ name: "f" }] }, 400, "functions", "unsupported_parameter"],
       [chatUrl, {}, 400, "messages", "missing_required_parameter"],
       [chatUrl, { messages: [] }, 400, "messages", "invalid_type"],

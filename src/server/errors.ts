@@ -32,8 +32,11 @@ const PARAM_OF: Record<string, string> = {
   repeatLastN: "repeat_last_n", frequencyPenalty: "frequency_penalty", presencePenalty: "presence_penalty", logitBias: "logit_bias", seed: "seed",
 };
 
+/** the request field that holds a JSON response_format's schema: what a fault of the schema names, as OpenAI names a nested parameter by its full path */
+export const SCHEMA_PARAM = "response_format.json_schema.schema";
+
 /** the engine's option names (RequestError.option) -> the request parameters that set them */
-const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: "response_format", json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
+const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: SCHEMA_PARAM, json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
 
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's

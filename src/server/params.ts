@@ -1,6 +1,6 @@
 import type { GenerateOptions } from "../generation/index.js";
 import { strictSchemaProblem } from "../sampling/constraints/index.js";
-import { invalid } from "./errors.js";
+import { invalid, SCHEMA_PARAM } from "./errors.js";
 
 /** A parsed JSON request body. */
 export type Body = Readonly<Record<string, unknown>>;
@@ -32,10 +32,10 @@ export function optString(body: Body, name: string): string | undefined {
   return v;
 }
 
-function optObject(body: Body, name: string): Body | undefined {
+function optObject(body: Body, name: string, param = name): Body | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "object" || Array.isArray(v)) throw invalid(name, `'${name}' must be an object, got ${describe(v)}`, "invalid_type");
+  if (typeof v !== "object" || Array.isArray(v)) throw invalid(param, `'${param}' must be an object, got ${describe(v)}`, "invalid_type");
   return v as Body;
 }
 
@@ -82,18 +82,27 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
   if (type === "text") return {};
   if (type === "json_object") return { json: "object" };
   if (type === "json_schema") {
-    const js = optObject(format!, "json_schema");
-    if (js === undefined) throw invalid("response_format", "'response_format' of type json_schema needs 'json_schema': {name, schema}");
+    const js = optObject(format!, "json_schema", "response_format.json_schema");
+    if (js === undefined) throw invalid("response_format.json_schema", "'response_format' of type json_schema needs 'json_schema': {name, schema}", "missing_required_parameter");
     const schema = js["schema"] ?? {};
-    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw invalid("response_format", `'response_format.json_schema.schema' must be a JSON Schema object, got ${describe(schema)}`);
+    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw invalid(SCHEMA_PARAM, `'${SCHEMA_PARAM}' must be a JSON Schema object, got ${describe(schema)}`);
     const strict = js["strict"];
-    if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid("response_format", `'response_format.json_schema.strict' must be a boolean, got ${describe(strict)}`);
+    if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid("response_format.json_schema.strict", `'response_format.json_schema.strict' must be a boolean, got ${describe(strict)}`, "invalid_type");
     // strict: OpenAI's strict mode's rules (closed objects, every property required, no oneOf), refused as its are
     const problem = strict === true ? strictSchemaProblem(schema) : undefined;
-    if (problem !== undefined) throw invalid("response_format", `Invalid schema for response_format${typeof js["name"] === "string" ? ` '${js["name"]}'` : ""} ('response_format.json_schema.schema', strict: true): ${problem}`);
+    if (problem !== undefined) throw invalid(SCHEMA_PARAM, `Invalid schema for response_format${typeof js["name"] === "string" ? ` '${js["name"]}'` : ""} ('${SCHEMA_PARAM}', strict: true): ${problem}`);
     return { jsonSchema: schema as Record<string, unknown> };
   }
-  throw invalid("response_format", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);
+  throw invalid("response_format.type", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);
+}
+
+/**
+ * The field a fault of the request's JSON response_format lies in, as OpenAI names a nested
+ * parameter by its full path: its schema (one the grammar cannot hold, or cannot follow), else the
+ * response_format itself (json_object)
+ */
+export function responseFormatParam(constraint: Pick<GenerateOptions, "jsonSchema">): string {
+  return constraint.jsonSchema !== undefined ? SCHEMA_PARAM : "response_format";
 }
 
 /**

@@ -2,7 +2,7 @@ import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, t
 import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
-import type { Body } from "./params.js";
+import { responseFormatParam, type Body } from "./params.js";
 import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
@@ -568,7 +568,10 @@ function responseFormatGbnf(constraint: ReplyConstraint, templateSource: string)
   try {
     g = constraint.jsonSchema !== undefined ? jsonSchemaToGbnf(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
   } catch (e) {
-    if (e instanceof GrammarError) throw invalid("response_format", `'response_format': ${e.message}`);
+    if (e instanceof GrammarError) {
+      const param = responseFormatParam(constraint);
+      throw invalid(param, `'${param}': ${e.message}`);
+    }
     throw e;
   }
   if (!fencesJson(templateSource)) return g;
@@ -595,7 +598,7 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
   // reasoning_format "none": the grammars admit no reasoning, as llama.cpp's parsers (and the grammars made from them) read none then
   const think = reasoning === "none" ? undefined : thinking;
   const formatted = constraint.jsonSchema !== undefined || constraint.json !== undefined;
-  if (!tools) return formatted && (think || fencesJson(templateSource)) ? { grammar: reasoningFirst(responseFormatGbnf(constraint, templateSource), think), param: "response_format" } : undefined;
+  if (!tools) return formatted && (think || fencesJson(templateSource)) ? { grammar: reasoningFirst(responseFormatGbnf(constraint, templateSource), think), param: responseFormatParam(constraint) } : undefined;
   if (constraint.grammar !== undefined) {
     throw invalid("grammar", "'grammar' cannot be used with 'tools' (unless tool_choice is \"none\"): it would shape the whole reply, tool calls included. " +
       "To shape a text reply while the tools stay callable, give a JSON 'response_format' instead; to apply the grammar, send tool_choice \"none\"");
@@ -607,11 +610,13 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
     }
     return { grammar: toolCallGrammar(tools, format, { thinking: think, templateSource }), param: "tool_choice" };
   }
-  const param = formatted ? "response_format" : "tool_choice";
+  const param = formatted ? responseFormatParam(constraint) : "tool_choice";
   const strict = tools.functions.some((f) => f.strict);
   if (format === "generic") {
     // a template without calls of its own answers in JSON, a call or a response (in the response_format when one is given), as llama.cpp's generic format
     const response = constraint.jsonSchema ?? (constraint.json === undefined ? undefined : constraint.json === "object" ? { type: "object" } : {});
+    // a response schema the grammar cannot hold is the response_format's fault, not the tools': found apart first
+    if (constraint.jsonSchema !== undefined) responseFormatGbnf(constraint, templateSource);
     return { grammar: toolCallGrammar(tools, format, { thinking: think, ...(response ? { response } : {}) }), param };
   }
   if (!formatted) return strict ? { grammar: reasoningFirst(strictAutoGrammar(tools, format, templateSource), think), param: "tools" } : undefined;
