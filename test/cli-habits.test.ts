@@ -201,6 +201,18 @@ test("--min-p above 1 keeps the one top token, as llama.cpp's sampler; --min-p 1
 
 // llama-quantize (tools/quantize/quantize.cpp): IN [OUT] TYPE [NTHREADS]; without OUT it writes
 // ggml-model-<TYPE>.gguf in IN's folder; the same file as input and output is refused
+// A disk that fills up mid-write, made as test/hub-disk-limit.test.ts makes it: a file size limit
+// (ulimit -f) on the child, whose write past it fails (EFBIG; ENOSPC on a full disk, measured on a
+// 200 kB tmpfs: the same line with "no space left on the device of DIR (ENOSPC)")
+test("quantize onto a disk that fills up: one line naming OUT and why, exit 1, no temporary file left", { skip: skip || process.platform === "win32" }, () => {
+  const sub = mkdtempSync(join(dir, "full-"));
+  const out = join(sub, "out.gguf");
+  const r = spawnSync("sh", ["-c", 'ulimit -f 200; exec "$0" --import tsx src/cli/main.ts quantize "$1" "$2" f32', process.execPath, sharedFile(MODEL)!, out], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, `tsllm: error: ${out}: cannot write the output: the file grew larger than this process or file system allows (EFBIG); nothing was left there\n`);
+  assert.deepEqual(readdirSync(sub), []);
+});
+
 // POSIX: only / separates folders; a backslash is a character of a file name (Node's path.posix
 // and path.win32 say the same). A Windows-style OUT would be one oddly named file in the working folder
 test("a Windows-style output path (out\\model.gguf) off Windows is one usage error naming the option, and nothing is written", { skip: skip || process.platform === "win32" }, () => {

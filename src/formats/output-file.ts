@@ -55,11 +55,17 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
   } catch (e) {
     if (!closed) await fh.close().catch(() => undefined);
     await rm(tmp, { force: true });
+    // a disk that fills up mid-write: said of `path`, not as a bare "ENOSPC: ..., write"
+    const io = e as NodeJS.ErrnoException;
+    if (e instanceof Error && typeof io.syscall === "string" && io.code !== undefined && WRITE_FAILURES.has(io.code)) throw outputError(path, io.code, e);
     throw e;
   } finally {
     stopCleanup();
   }
 }
+
+/** errors of the file system while the bytes are written (a full disk, a quota, a size limit, a failing device) */
+const WRITE_FAILURES = new Set(["ENOSPC", "EDQUOT", "EFBIG", "EIO"]);
 
 /**
  * Why `path` cannot be written, named by `path` and its folder: the system's own message names
@@ -73,6 +79,10 @@ function outputError(path: string, code: string | undefined, cause?: unknown): E
     : code === "EISDIR" ? "it is a folder, not a file"
     : code === "EACCES" || code === "EPERM" ? `no permission to create files in ${folder}`
     : code === "EROFS" ? `${folder} is on a read-only file system`
+    : code === "ENOSPC" ? `no space left on the device of ${folder} (ENOSPC); nothing was left there`
+    : code === "EDQUOT" ? `the disk quota for ${folder} is used up (EDQUOT); nothing was left there`
+    : code === "EFBIG" ? "the file grew larger than this process or file system allows (EFBIG); nothing was left there"
+    : code === "EIO" ? `an I/O error on the device of ${folder} (EIO); nothing was left there`
     : undefined;
   return new Error(`${path}: cannot write the output: ${why ?? (cause as Error).message}`, { cause });
 }
