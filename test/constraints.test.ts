@@ -632,7 +632,7 @@ test("pattern with minLength / maxLength: the grammar admits exactly the strings
   assert.throws(() => jsonSchemaToGbnf({ type: "string", minLength: 3, maxLength: 2 }), /#\/maxLength: 2 is below minLength 3/);
 });
 
-test("uniqueItems over a finite set of values (enum, const, boolean, null): the grammar admits exactly the arrays ajv validates, every array of up to 4 elements from the values and others", () => {
+test("uniqueItems over a finite set of values (enum, const, boolean, null, anyOf / oneOf of those) or at most one item: the grammar admits exactly the arrays ajv validates, every array of up to 4 elements from the values and others", () => {
   const ajv = newAjv2020();
   // (an enum's number is written as JSON.stringify writes it: 1.0 for 1 is refused, with or without uniqueItems)
   const pool = ['"cat"', '"dog"', "1", "true", "false", "null", '{"a":1,"b":2}', '{"b":2,"a":1}', '"x"', "[1]"];
@@ -650,14 +650,22 @@ test("uniqueItems over a finite set of values (enum, const, boolean, null): the 
     { type: "array", items: { enum: ["cat", 1, "dog", [1]], type: "string" }, uniqueItems: true, maxItems: 1 },
     { type: "array", items: { $ref: "#/$defs/pet" }, uniqueItems: true, $defs: { pet: { enum: ["cat", "dog"] } } },
     { type: "array", items: { enum: ["cat", "dog"] }, uniqueItems: false, maxItems: 3 },
+    // an anyOf / oneOf of finite sets (zod's union of literals), a oneOf whose alternatives overlap (a value in two is in none), type beside them
+    { type: "array", items: { anyOf: [{ type: "string", const: "cat" }, { type: "string", const: "dog" }, { type: "null" }] }, uniqueItems: true },
+    { type: "array", items: { oneOf: [{ enum: ["cat", "dog"] }, { enum: ["dog", 1] }, { type: "boolean" }] }, uniqueItems: true },
+    { type: "array", items: { type: "string", anyOf: [{ enum: ["cat", 1] }, { $ref: "#/$defs/pet" }] }, uniqueItems: true, $defs: { pet: { enum: ["dog", null] } } },
+    // at most one element is always distinct: any items
+    { type: "array", items: { type: "string", maxLength: 3 }, uniqueItems: true, maxItems: 1 },
+    { type: "array", items: {}, uniqueItems: true, maxItems: 0 },
   ];
   for (const schema of schemas) {
     const g = parseGbnf(jsonSchemaToGbnf(schema));
     const validate = ajv.compile(schema as object);
     for (const t of arrays) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(schema)} on ${t}`);
   }
-  // elsewhere no grammar can say that no two elements are equal: refused naming the keyword
-  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { type: "string" }, uniqueItems: true }), /#\/uniqueItems: true is supported only for items of a finite set of values/);
+  // elsewhere no grammar can say that no two elements are equal: refused naming the keyword, saying why
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { type: "string" }, uniqueItems: true }), /#\/uniqueItems: true is supported only for items of a finite set of values .* or with maxItems at most 1, not beside these items: a grammar keeps elements distinct by a rule per set of values written so far, and items of unboundedly many values .* would need infinitely many/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { anyOf: [{ enum: ["a"] }, { type: "string" }] }, uniqueItems: true, maxItems: 2 }), /#\/uniqueItems: true is supported only for items of a finite set of values/);
   assert.throws(() => jsonSchemaToGbnf({ type: "array", prefixItems: [{ const: 1 }], uniqueItems: true }), /#\/uniqueItems: true is supported only .* not beside tuple items/);
   assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: [1, 2] }, uniqueItems: true, minItems: 3 }), /#\/minItems: 3 distinct items, but the items take only 2 values/);
   assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { enum: Array.from({ length: 20 }, (_, i) => i) }, uniqueItems: true }), /#\/uniqueItems: 20 distinct values need 1048576 grammar rules/);

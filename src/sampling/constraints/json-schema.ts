@@ -117,6 +117,11 @@ function constrains(s: Record<string, unknown>): boolean {
   return VALUE_KEYWORDS.some((k) => s[k] !== undefined) || impliedTypes(s).length > 0 || s["nullable"] === true;
 }
 
+/** a JSON value's text with object keys sorted: equal for values equal as JSON (keys in any order) */
+function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_, x) => (x !== null && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+}
+
 /** a GBNF literal for a string (the grammar's own escapes) */
 export function gbnfLiteral(s: string): string {
   return `"${s.replace(/[\\"\n\r\t]/g, (c) => ({ "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t" })[c]!)}"`;
@@ -628,7 +633,8 @@ class Converter {
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
     const unique = s["uniqueItems"];
     if (unique !== undefined && typeof unique !== "boolean") throw new GrammarError(`${path}/uniqueItems: expected a boolean, got ${JSON.stringify(unique)}`);
-    if (unique === true) return this.uniqueList(s, min, max, name, path, depth);
+    // (at most one element is always distinct: a plain list)
+    if (unique === true && (max === undefined || max > 1)) return this.uniqueList(s, min, max, name, path, depth);
     // tuples: prefixItems (then items for the rest), or (draft 7) items as a list (then additionalItems)
     if (Array.isArray(s["prefixItems"])) return this.tuple(s["prefixItems"], "prefixItems", s["items"], "items", min, max, name, path, depth);
     if (Array.isArray(s["items"])) return this.tuple(s["items"], "items", s["additionalItems"], "additionalItems", min, max, name, path, depth);
@@ -644,11 +650,13 @@ class Converter {
    */
   private uniqueList(s: Record<string, unknown>, min: number, max: number | undefined, name: string, path: string, depth: number): string {
     const values = s["prefixItems"] === undefined && !Array.isArray(s["items"]) ? this.finiteValues(s["items"], `${path}/items`, depth + 1) : undefined;
-    if (values === undefined) throw new GrammarError(`${path}/uniqueItems: true is supported only for items of a finite set of values (enum, const, boolean or null), not beside ${s["prefixItems"] !== undefined || Array.isArray(s["items"]) ? "tuple items" : "these items"}`);
+    if (values === undefined) {
+      throw new GrammarError(`${path}/uniqueItems: true is supported only for items of a finite set of values (enum, const, boolean, null, or an anyOf / oneOf of those) or with maxItems at most 1, not beside ${s["prefixItems"] !== undefined || Array.isArray(s["items"]) ? "tuple items" : "these items"}: ` +
+        "a grammar keeps elements distinct by a rule per set of values written so far, and items of unboundedly many values (a string, a number, an object) would need infinitely many (no context-free grammar says that no two of them are equal)");
+    }
     // values equal as JSON (object keys in any order) are one
-    const canonical = (v: unknown): string => JSON.stringify(v, (_, x) => (x !== null && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
     const classes = new Map<string, unknown[]>();
-    for (const v of values) classes.set(canonical(v), [...(classes.get(canonical(v)) ?? []), v]);
+    for (const v of values) classes.set(canonicalJson(v), [...(classes.get(canonicalJson(v)) ?? []), v]);
     const distinct = [...classes.values()];
     const n = distinct.length, most = Math.min(max ?? n, n);
     if (min > n) throw new GrammarError(`${path}/minItems: ${min} distinct items, but the items take only ${n} values`);
@@ -684,6 +692,17 @@ class Converter {
     if (s["const"] !== undefined || Array.isArray(s["enum"])) {
       const values = s["const"] !== undefined ? [s["const"]] : (s["enum"] as unknown[]);
       const { const: _c, enum: _e, ...beside } = s;
+      return constrains(beside) ? this.admitted(beside, values, path, depth) : values;
+    }
+    for (const key of ["anyOf", "oneOf"] as const) {
+      const list = s[key];
+      if (!Array.isArray(list)) continue;
+      const parts = list.map((p, i) => this.finiteValues(p, `${path}/${key}/${i}`, depth + 1));
+      if (parts.some((p) => p === undefined)) return undefined;
+      // oneOf over finite sets is exact: a value in more than one alternative's set is in none
+      const taken = (v: unknown) => parts.filter((p) => p!.some((w) => canonicalJson(w) === canonicalJson(v))).length;
+      const values = key === "anyOf" ? parts.flat() : parts.flat().filter((v) => taken(v) === 1);
+      const { [key]: _, ...beside } = s;
       return constrains(beside) ? this.admitted(beside, values, path, depth) : values;
     }
     const rest = Object.keys(s).filter((k) => k !== "type" && constrains({ [k]: s[k] }));
