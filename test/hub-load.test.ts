@@ -113,6 +113,13 @@ test("progress: plain lines off a TTY, redrawn bars with speed and ETA on one", 
   t = 2000;
   plain({ repo: "a/b", file: "m.gguf", phase: "done", downloaded: 2_000_000, total: 2_000_000 });
   assert.deepEqual(lines, ["downloading a/b/m.gguf (2.0 MB)\n", "downloaded a/b/m.gguf (2.0 MB in 2.0s at 1.0 MB/s)\n"]);
+  // a small file's rate is a fraction of a byte: said whole (it printed "25.111979940212567 B/s")
+  lines.length = 0;
+  t = 0;
+  plain({ repo: "a/b", file: "config.json", phase: "start", downloaded: 0, total: 22 });
+  t = 876;
+  plain({ repo: "a/b", file: "config.json", phase: "done", downloaded: 22, total: 22 });
+  assert.equal(lines[1], "downloaded a/b/config.json (22 B in 0.9s at 25 B/s)\n");
   lines.length = 0;
   t = 0;
   const bar = progressReporter(sink(true), { now: () => t });

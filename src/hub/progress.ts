@@ -26,6 +26,11 @@ interface Active { file: string; downloaded: number; total: number; startedAt: n
  * (bytes, speed, ETA); otherwise plain lines when a file starts and ends. `now` is injectable
  * for tests.
  */
+/** bytes per second in words: a small file's rate is a fraction of a byte count, said whole (25 B/s, not 25.111979940212567 B/s) */
+function rate(bytesPerSecond: number): string {
+  return `${formatBytes(Math.round(bytesPerSecond))}/s`;
+}
+
 export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: boolean; now?: () => number } = {}): ProgressListener {
   const tty = options.tty ?? stream.isTTY === true;
   const now = options.now ?? (() => performance.now());
@@ -41,7 +46,7 @@ export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: bo
     const speed = secs > 0 ? (a.downloaded - a.startBytes) / secs : 0;
     const eta = speed > 0 ? (a.total - a.downloaded) / speed : Infinity;
     const name = a.file.length > 32 ? `…${a.file.slice(-31)}` : a.file.padEnd(32);
-    return `${name} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${(frac * 100).toFixed(0).padStart(3)}% ${formatBytes(a.downloaded)}/${formatBytes(a.total)} ${formatBytes(speed)}/s ETA ${formatSeconds(eta)}`;
+    return `${name} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${(frac * 100).toFixed(0).padStart(3)}% ${formatBytes(a.downloaded)}/${formatBytes(a.total)} ${rate(speed)} ETA ${formatSeconds(eta)}`;
   };
   /** rewrites the bar lines (the last `drawn` lines above the cursor), with `permanent` lines first */
   const paint = (permanent: string[]) => {
@@ -76,7 +81,7 @@ export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: bo
         const a = active.get(key);
         active.delete(key);
         const secs = a ? (now() - a.startedAt) / 1000 : 0;
-        const speed = a && secs > 0 ? ` at ${formatBytes((p.total - a.startBytes) / secs)}/s` : "";
+        const speed = a && secs > 0 ? ` at ${rate((p.total - a.startBytes) / secs)}` : "";
         println(`downloaded ${p.repo}/${p.file} (${formatBytes(p.total)} in ${secs.toFixed(1)}s${speed})`);
         break;
       }
