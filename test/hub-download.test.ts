@@ -410,6 +410,11 @@ describe("a cache that cannot be written", () => {
     const missing = JSON.parse(await withReadOnly(cache, run(["tokenizer.json"])));
     assert.equal(missing.code, "disk");
     assert.match(missing.message, /^cannot write the cache .*: read-only file system \(EROFS\) at .*; point HF_HUB_CACHE \(the cacheDir option\) at a writable folder$/);
+    // a cache folder yet to be made on the read-only volume: EROFS too (Node's recursive mkdir said ENOENT, "no such file or directory")
+    const fresh = join(cache, "new", "hub");
+    const made = JSON.parse(await withReadOnly(cache, run(["config.json"]).replace(JSON.stringify(cache), JSON.stringify(fresh))));
+    assert.equal(made.code, "disk");
+    assert.equal(made.message, `cannot write the cache ${fresh}: read-only file system (EROFS) at ${join(cache, "new")}; point HF_HUB_CACHE (the cacheDir option) at a writable folder`);
   });
 });
 

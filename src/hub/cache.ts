@@ -204,7 +204,18 @@ export class RepoCache {
 
 /** a cache root must exist for realpath checks; callers create it before writing */
 export async function ensureDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true });
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (e) {
+    // Node's recursive mkdir says ENOENT for a folder it could not create on a read-only file
+    // system (a plain mkdir says EROFS): the first missing folder is made alone, so that its
+    // failure gives the real reason (EROFS, EACCES); should it succeed, the rest is made after it
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    let first = dir;
+    while (!existsSync(dirname(first)) && dirname(first) !== first) first = dirname(first);
+    await mkdir(first).catch((inner: NodeJS.ErrnoException) => { throw inner.code === "EEXIST" ? e : inner; });
+    await mkdir(dir, { recursive: true });
+  }
 }
 
 /**
