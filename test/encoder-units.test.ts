@@ -181,6 +181,19 @@ test("a sentence-transformers repo downloads its module configs (1_Pooling/confi
   ]);
 });
 
+test("an older sentence-transformers repo downloads its encoder folder (0_Transformer/: config, tokenizer, weights)", () => {
+  // the layout those releases saved: the top config.json is {"__version__"}, the model is the Transformer module's folder
+  const repo = [
+    "0_Transformer/config.json", "0_Transformer/pytorch_model.bin", "0_Transformer/model.safetensors", "0_Transformer/sentence_distilbert_config.json",
+    "0_Transformer/special_tokens_map.json", "0_Transformer/tokenizer_config.json", "0_Transformer/vocab.txt", "0_Transformer/notes.txt",
+    "1_Pooling/config.json", "README.md", "config.json", "modules.json",
+  ];
+  assert.deepEqual(selectFiles(repo, {}, "old/st-model").files.sort(), [
+    "0_Transformer/config.json", "0_Transformer/model.safetensors", "0_Transformer/sentence_distilbert_config.json", "0_Transformer/special_tokens_map.json",
+    "0_Transformer/tokenizer_config.json", "0_Transformer/vocab.txt", "1_Pooling/config.json", "config.json", "modules.json",
+  ]);
+});
+
 test("old checkpoints' LayerNorm.gamma / beta names load as weight / bias", { skip }, async () => {
   const spec = { hidden: 16, layers: 1, heads: 2, ffn: 32, vocab: 30522, seed: 21 };
   const a = join(dir, "ln-new"), b = join(dir, "ln-old");

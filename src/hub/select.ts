@@ -103,12 +103,32 @@ const CONFIG_FILES = new Set([
 /** sentence-transformers modules' own configs, one folder down (1_Pooling/config.json, 2_Dense/config.json) */
 const MODULE_CONFIG = /^\d+_[A-Za-z]+\/config\.json$/;
 
-/** config + tokenizer files (and sentence-transformers' module configs) and one weight format (safetensors, else PyTorch .bin), top level only */
+/**
+ * the encoder's own folder in the layout older sentence-transformers releases saved (0_Transformer/
+ * holds config.json, the weights and the tokenizer; modules.json points at it)
+ */
+const TRANSFORMER_FOLDER = /^\d+_Transformer\//;
+
+/** a Transformer module's settings under the names older releases gave them (sentence_distilbert_config.json ...) */
+const OLD_TRANSFORMER_CONFIG = /^sentence_[a-z-]+_config\.json$/;
+
+/**
+ * config + tokenizer files (and sentence-transformers' module configs) and one weight format
+ * (safetensors, else PyTorch .bin): at the top, and in an older sentence-transformers layout's
+ * encoder folder (0_Transformer/), the model's own files there
+ */
 function defaultNonGgufFiles(paths: readonly string[]): string[] {
-  const top = paths.filter((p) => !p.includes("/"));
-  const safetensors = top.filter((p) => p.endsWith(".safetensors") || p === "model.safetensors.index.json");
-  const bins = top.filter((p) => /^pytorch_model.*\.bin$/.test(p) || p === "pytorch_model.bin.index.json");
-  return [...top.filter((p) => CONFIG_FILES.has(p)), ...paths.filter((p) => MODULE_CONFIG.test(p)), ...(safetensors.some((p) => p.endsWith(".safetensors")) ? safetensors : bins)];
+  const folders = ["", ...new Set(paths.filter((p) => TRANSFORMER_FOLDER.test(p)).map((p) => p.slice(0, p.indexOf("/") + 1)))];
+  return [...folders.flatMap((folder) => modelFilesIn(paths, folder)), ...paths.filter((p) => MODULE_CONFIG.test(p))];
+}
+
+/** the config, tokenizer and weight files directly in `folder` ("" or "0_Transformer/") */
+function modelFilesIn(paths: readonly string[], folder: string): string[] {
+  const here = paths.filter((p) => p.startsWith(folder) && !p.slice(folder.length).includes("/")).map((p) => p.slice(folder.length));
+  const safetensors = here.filter((p) => p.endsWith(".safetensors") || p === "model.safetensors.index.json");
+  const bins = here.filter((p) => /^pytorch_model.*\.bin$/.test(p) || p === "pytorch_model.bin.index.json");
+  const configs = here.filter((p) => CONFIG_FILES.has(p) || (folder !== "" && OLD_TRANSFORMER_CONFIG.test(p)));
+  return [...configs, ...(safetensors.some((p) => p.endsWith(".safetensors")) ? safetensors : bins)].map((p) => folder + p);
 }
 
 export interface FileSelection {
