@@ -9,7 +9,8 @@
  * per call, split into the host's recording and the GPU's time after it; weight GB/s = the
  * weight's bytes / GPU time, what decode is bound by; TFLOP/s on the same time; from 16 tokens
  * the types with two kernels (TILED_MATMUL_TYPES) on the other one too: one-row where the
- * default tiles through workgroup memory, tiled where it does not), then causal
+ * default tiles through workgroup memory, tiled where it does not; under 16 tokens a quantized
+ * type's one-row kernel as it runs when the type tiles, its units added in order), then causal
  * attention of 32 heads (8 kv heads) of 128 over --keys cached positions for each KV cache type
  * (f32, f16, q8_0, q4_0). Whole models: `npm run bench -- --backend webgpu`. Each figure is the mean of
  * --repetitions calls recorded back to back and synchronised once by a read, after one warm-up
@@ -32,7 +33,7 @@ import { loadModel } from "../src/index.js";
 import { openModel } from "../src/models/index.js";
 import { createWebGPUBackend, DEFAULT_TILED_MATMUL_TYPES, TILED_MATMUL_TYPES } from "../src/kernels/webgpu/index.js";
 import { KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats } from "../src/kernels/reference/index.js";
-import { GGMLType, rowByteLength, typeName } from "../src/tensor/dtypes.js";
+import { GGMLType, rowByteLength, typeInfo, typeName } from "../src/tensor/dtypes.js";
 import { canQuantize, quantizeRow } from "../src/tensor/quant/index.js";
 import { randomQuantizedRow, Rng } from "../src/testing/index.js";
 
@@ -119,12 +120,14 @@ for (const type of TYPES) {
     const t = await time(() => b.matmul(out, w, x, n), () => b.read(b.view(out, 0, 1)));
     // the weight's bytes per GPU time (its host copy is released once uploaded: counted before)
     console.log(`matmul ${typeName(type).padEnd(7)} ${size}x${size} x ${String(n).padStart(4)} tokens: ${timing(t)}, weights ${(bytes / t.gpuMs / 1e6).toFixed(1)} GB/s, ${(2 * size * size * n / t.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
-    if (n >= 16 && TILED_MATMUL_TYPES.includes(typeName(type))) {
-      // the same on the type's other kernel, for comparison
+    // the same on the type's other kernel, for comparison (under 16 tokens a quantized type that
+    // tiles takes its one-row kernel with units added in order, which batch invariance needs)
+    const quantized = typeInfo(type).blockSize > 1;
+    if ((n >= 16 || quantized) && TILED_MATMUL_TYPES.includes(typeName(type))) {
       const xt = other.allocActivations(n * size), outT = other.allocActivations(n * size);
       other.write(xt, Float32Array.from({ length: n * size }, (_, i) => Math.cos(i)));
       const tt = await time(() => other.matmul(outT, wt, xt, n), () => other.read(other.view(outT, 0, 1)));
-      const kernel = DEFAULT_TILED_MATMUL_TYPES.includes(typeName(type)) ? "one-row kernel" : "tiled kernel";
+      const kernel = n < 16 ? "one-row kernel, units in order" : DEFAULT_TILED_MATMUL_TYPES.includes(typeName(type)) ? "one-row kernel" : "tiled kernel";
       console.log(`matmul ${typeName(type).padEnd(7)} ${size}x${size} x ${String(n).padStart(4)} tokens, ${kernel}: ${timing(tt)}, ${(2 * size * size * n / tt.gpuMs / 1e9).toFixed(2)} TFLOP/s`);
     }
   }

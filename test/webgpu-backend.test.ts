@@ -264,17 +264,19 @@ describe("webgpu backend conformance", { skip }, () => {
     }
   });
 
-  test("matmul tiled through workgroup memory (from 16 tokens: F32, F16, BF16 by default, Q8_0, Q4_0, Q4_K, Q6_K when asked) at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
-    await assert.rejects(createWebGPUBackend({ tiledMatmulTypes: ["F32", "Q5_K"] }), /tiledMatmulTypes: "Q5_K" has no tiled matmul kernel \(expected some of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K\)/);
-    const tiledMatmulTypes = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"];
+  test("matmul tiled through workgroup memory (from 16 tokens: F32, F16, BF16 by default, the quantized types when asked) at edges of its 64 x 64 tile and 16-column steps, with the epilogue and in blocks of rows", async () => {
+    await assert.rejects(createWebGPUBackend({ tiledMatmulTypes: ["F32", "NF4"] }), /tiledMatmulTypes: "NF4" has no tiled matmul kernel \(expected some of F32, F16, BF16, Q8_0, Q4_0, .*, IQ1_M\)/);
+    const tiledMatmulTypes = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q4_1", "Q2_K", "MXFP4", "TQ1_0", "IQ2_S"];
     const tiled = await createWebGPUBackend({ keepHostWeights: true, tiledMatmulTypes });
     const blocks = await createWebGPUBackend({ keepHostWeights: true, maxWeightBytes: 40 * 1024, tiledMatmulTypes });
     try {
       const r = rng(36);
-      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K]) {
+      // the quantized ones: a type of each dot form (Q8_0, Q8_1's min, the k-quants' scales and mins,
+      // MXFP4's exponent, TQ1_0's trits, a grid i-quant)
+      for (const type of [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.Q4_1, GGMLType.Q2_K, GGMLType.MXFP4, GGMLType.TQ1_0, GGMLType.IQ2_S]) {
         // rows and tokens off the tile's edges, float columns off the step's and its four-column
         // loads' (blocks of 32 or 256 for the quantized); 3 tokens, or rows of 3, stay on the one-row kernel
-        const superBlocks = type === GGMLType.Q4_K || type === GGMLType.Q6_K;
+        const superBlocks = typeInfo(type).blockSize === 256;
         const shapes = isFloat(type) ? [[77, 515, 16], [20, 18, 17], [130, 40, 70], [64, 256, 129], [5, 33, 3], [7, 3, 20]] as const
           : superBlocks ? [[77, 768, 16], [130, 256, 70], [64, 512, 129], [5, 256, 3]] as const : [[77, 544, 16], [130, 96, 70], [64, 256, 129], [5, 64, 3]] as const;
         for (const [rows, cols, nTokens] of shapes) {
@@ -326,6 +328,40 @@ describe("webgpu backend conformance", { skip }, () => {
           assert.deepEqual(await backend!.read(out), alone.subarray(0, tokens * rows), `${typeName(type)} ${cols} columns: a batch of ${tokens} differs from its tokens alone`);
         }
       }
+    }
+  });
+
+  // the same promise with a quantized type in tiledMatmulTypes: the one-row kernel (under 16 tokens)
+  // then adds its units' values in order as the tiled kernel does, and both take a unit's value
+  // with the same WGSL (integer sum, scaled once, its products never fused into an add). Judges:
+  // the one-row kernel on each token alone (bits), the reference backend (ggml's numerics, 1e-4).
+  // 70 rows and 65 tokens: two row and two token tiles; 70 or 72 units a row: more than one pass
+  // of the one-row kernel's 64 invocations.
+  test("matmul of every quantized type with tiledMatmulTypes: a token's outputs have the same bits alone, in a batch of 15 (one-row kernel) and of 65 (tiled), within 1e-4 of the reference", async () => {
+    const quantized = MATMUL_TYPES.filter((t) => !isFloat(t));
+    const be = await createWebGPUBackend({ keepHostWeights: true, tiledMatmulTypes: quantized.map(typeName) });
+    try {
+      const r = rng(92);
+      for (const type of quantized) {
+        const rows = 70, n = 65, cols = typeInfo(type).blockSize === 256 ? 2304 : 2240;
+        const w = weights(type, cols, rows, r);
+        const x = normals(n * cols, r);
+        const expected = hostArray(n * rows);
+        ref.matmul(expected, w, x, n);
+        const run = async (from: number, tokens: number): Promise<Float32Array> => {
+          const out = be.allocActivations(tokens * rows);
+          be.matmul(out, w, device(be, x.subarray(from * cols, (from + tokens) * cols)), tokens);
+          return be.read(out);
+        };
+        const tiled = await run(0, n);
+        close(`tiled matmul ${typeName(type)} 70 x ${cols}, 65 tokens`, tiled, expected, 1e-4);
+        assert.deepEqual(await run(0, 15), tiled.subarray(0, 15 * rows), `${typeName(type)}: tokens 0-14 in a batch of 15 differ from a batch of 65`);
+        for (const t of [0, 14, 63, 64]) {
+          assert.deepEqual(await run(t, 1), tiled.subarray(t * rows, (t + 1) * rows), `${typeName(type)}: token ${t} alone differs from a batch of 65`);
+        }
+      }
+    } finally {
+      be.dispose();
     }
   });
 

@@ -175,14 +175,14 @@ export interface WebGPUBackendOptions extends AdapterOptions {
   /**
    * the weight types that go through the matmul kernel tiled in workgroup memory against
    * TILED_MATMUL_MIN_TOKENS or more tokens (any of TILED_MATMUL_TYPES; default the float types,
-   * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Q8_0, Q4_0, Q4_K and Q6_K
-   * have a tiled kernel too, not the default until a GPU has timed it against their integer one-row kernel
-   * (nor batch-invariant: a request's logits in a batch of 16+ rows differ in the last bits from
-   * alone. The float types' fix does not carry over while the quantized one-row kernels stay as
-   * they are: they scale each 32-weight unit's integer sum once where the tiled kernel rounds every
-   * product, and they add the units strided over 64 invocations, then by a tree or, where the
-   * adapter has subgroups, by subgroupAdd, whose order WGSL leaves to the driver; see docs/webgpu.md)
-   * (`bench-webgpu` times both kernels of every type that has both).
+   * DEFAULT_TILED_MATMUL_TYPES; [] keeps the one-row kernel everywhere). Every quantized type has
+   * a tiled kernel too, not the default until a GPU has timed it against its one-row kernel. A row
+   * gets the same bits in a batch of any size either way: a type named here has its one-row kernel
+   * add the 32-weight units' values in order, as the tiled kernel does, instead of strided
+   * partial sums reduced by a tree or subgroupAdd (whose order WGSL leaves to the driver); that
+   * changes the type's bits against the default (within the reference's tolerance) and its
+   * one-row speed, untimed on a GPU (see docs/webgpu.md; `bench-webgpu` times both kernels of
+   * every type).
    */
   tiledMatmulTypes?: readonly string[];
   /**
@@ -946,9 +946,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     // (its loads take four columns at a time: rows of at least four)
     const tiled = this.tiledMatmulTypes.has(type) && nTokens >= TILED_MATMUL_MIN_TOKENS && cols >= 4;
     for (const blk of blocks) {
-      const params = [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0];
-      if (tiled) this.dispatch(tiledMatmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer], params, Math.ceil(blk.rows / TILED_MATMUL.rows) * Math.ceil(nTokens / TILED_MATMUL.tokens));
-      else this.dispatch(matmulDef(type, this.subgroups), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer, ...gridBuffer], params, blk.rows * tiles);
+      const params = [blk.rows, rows, blk.row, cols, rowBytes, nqw, Math.ceil(cols / 32), tiles, nTokens, bias ? 1 : 0, activation ? 1 : 0, 0];
+      if (tiled) this.dispatch(tiledMatmulDef(type), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer, ...gridBuffer], params, Math.ceil(blk.rows / TILED_MATMUL.rows) * Math.ceil(nTokens / TILED_MATMUL.tokens));
+      // a type that tiles folds its units in order on the one-row kernel too: a row's bits do not depend on its batch's size
+      else this.dispatch(matmulDef(type, this.subgroups, this.tiledMatmulTypes.has(type)), [this.sub(o, blk.row), xa], [blk.buffer, xq, biasBuffer, ...gridBuffer], params, blk.rows * tiles);
     }
   }
 

@@ -1133,12 +1133,34 @@ fn scale_q3k(j: u32, o: u32) -> i32 {
 interface MatmulCode {
   /** decodes unit u of row r into registers (wv: 8 x vec4<i32>, or wf: 32 f32) */
   readonly decode: string;
-  /** adds token t's dot product with the unit to acc[tt] */
+  /**
+   * adds token t's dot product with the unit to acc[tt]; a quantized unit reads token t's int8
+   * activations of unit u as words x_word(x_words(t, u) + k), k < 8, which each kernel defines
+   * (ONE_ROW_X: XQ itself; the tiled kernel: its copy in workgroup memory), so both kernels run
+   * the same WGSL for a unit's value
+   */
   readonly dot: string;
 }
 
+/** the one-row kernel's x_words / x_word: token t's unit u straight from XQ */
+const ONE_ROW_X = /* wgsl */ `
+fn x_words(t: u32, u: u32) -> u32 { return (t * P.cols) / 4u + 8u * u; }
+fn x_word(i: u32) -> u32 { return XQ[i]; }`;
+
+/**
+ * rounded(v): v, a product the dots add to another. WGSL lets a compiler fuse a multiply and an
+ * add (fma, one rounding), and where it does depends on the code around (lavapipe fused Q4_K's
+ * d sc s - dmin m bs one way in the one-row kernel and the other way in the tiled one: 997 of
+ * 1400 outputs differed). The kernels that must agree bit for bit (the ordered one-row kernel and
+ * the tiled one) pass such products through an xor with P.zero (always 0, which the compiler
+ * cannot know), so each is rounded on its own; the strided one-row kernel keeps the compiler's choice.
+ */
+const ROUNDED = (fixed: boolean): string => fixed
+  ? "\nfn rounded(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) ^ P.zero); }"
+  : "\nfn rounded(v: f32) -> f32 { return v; }";
+
 const INT_DOT = `var s = 0;
-      for (var k = 0u; k < 8u; k++) { s += dot(wv[k], s8x4(XQ[xw + k])); }`;
+      for (var k = 0u; k < 8u; k++) { s += dot(wv[k], s8x4(x_word(xw + k))); }`;
 
 /** a unit's dot with f16-rounded (F16) or bf16-rounded (BF16) activations, kept as f32 bits in XQ */
 const ROUNDED_FLOAT_DOT = `let xo = t * P.cols + c0;
@@ -1147,34 +1169,34 @@ const ROUNDED_FLOAT_DOT = `let xo = t * P.cols + c0;
       acc[tt] += s;`;
 
 /** a 32-weight block against Q8_0 activations: d_w d_x sum(q_w q_x) */
-const Q8_0_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+const Q8_0_DOT = `let xw = x_words(t, u);
       ${INT_DOT}
       acc[tt] += f32(s) * (dw * xscale(P.nqw + t * (P.cols / 32u) + u));`;
 
 /** a 32-weight block with a min against Q8_1 activations: d_w d_x sum(q_w q_x) + m_w s_x */
-const Q8_1_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+const Q8_1_DOT = `let xw = x_words(t, u);
       ${INT_DOT}
       let xs = P.nqw + 2u * (t * (P.cols / 32u) + u);
-      acc[tt] += dw * xscale(xs) * f32(s) + mw * xscale(xs + 1u);`;
+      acc[tt] += rounded(dw * xscale(xs) * f32(s)) + rounded(mw * xscale(xs + 1u));`;
 
 /** a sub-block of 32 with a 6-bit scale and min (Q4_K, Q5_K) against Q8_K: d_x (d_w sc sum(q_w q_x) - dmin_w m sum(q_x)) */
-const SCALE_MIN_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+const SCALE_MIN_DOT = `let xw = x_words(t, u);
       var s = 0;
       var bs = 0;
       for (var k = 0u; k < 8u; k++) {
-        let xv = s8x4(XQ[xw + k]);
+        let xv = s8x4(x_word(xw + k));
         s += dot(wv[k], xv);
         bs += xv.x + xv.y + xv.z + xv.w;
       }
       let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
-      acc[tt] += dw * dx * f32(sm.x * s) - dmin * dx * f32(sm.y * bs);`;
+      acc[tt] += rounded(dw * dx * f32(sm.x * s)) - rounded(dmin * dx * f32(sm.y * bs));`;
 
 /** two groups of 16 with their own scales sc0, sc1 (Q3_K, Q6_K) against Q8_K: d_w d_x (sc0 s0 + sc1 s1) */
-const TWO_SCALES_DOT = `let xw = (t * P.cols) / 4u + 8u * u;
+const TWO_SCALES_DOT = `let xw = x_words(t, u);
       var s0 = 0;
       var s1 = 0;
-      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(XQ[xw + k])); }
-      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(XQ[xw + k])); }
+      for (var k = 0u; k < 4u; k++) { s0 += dot(wv[k], s8x4(x_word(xw + k))); }
+      for (var k = 4u; k < 8u; k++) { s1 += dot(wv[k], s8x4(x_word(xw + k))); }
       acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(sc0 * s0 + sc1 * s1);`;
 
 /**
@@ -1205,7 +1227,7 @@ function nibbles(at: string, weight: (n: string, bit: string) => string): string
 const IQ4_GRID = (n: string): string => `iq4(${n})`;
 
 /** a unit's dot with Q8_K activations, the unit's integer sum times dw, d_x and `factor` (an integer scale) */
-const superBlockDot = (factor = ""): string => `let xw = (t * P.cols) / 4u + 8u * u;
+const superBlockDot = (factor = ""): string => `let xw = x_words(t, u);
       ${INT_DOT}
       acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(${factor ? `${factor} * s` : "s"});`;
 
@@ -1316,7 +1338,7 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
     let sh = wb(bo + 2u) | (wb(bo + 3u) << 8u);
     let ls = i32(((wb(bo + 4u + (j >> 1u)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4u)) - 32;
     let dw = wh(bo);`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+    dot: `let xw = x_words(t, u);
       ${INT_DOT}
       acc[tt] += dw * xscale(P.nqw + t * (P.cols / 256u) + b) * f32(ls * s);`,
   },
@@ -1326,7 +1348,7 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
     decode: `let bo = r * P.rowBytes + u * 17u;
     let ew = i32(wb(bo)) - 128;
     ${nibbles("bo + 1u", (n) => `mxfp4(${n})`)}`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+    dot: `let xw = x_words(t, u);
       ${INT_DOT}
       acc[tt] += f32(s) * ldexp(xscale(P.nqw + t * (P.cols / 32u) + u), ew);`,
   },
@@ -1400,19 +1422,19 @@ const MATMUL_CODE: Readonly<Record<string, MatmulCode>> = {
     let g1 = wb(bo + 2u * j + 1u);
     let dw = wh(bo + 80u);
     let dmin = wh(bo + 82u);`,
-    dot: `let xw = (t * P.cols) / 4u + 8u * u;
+    dot: `let xw = x_words(t, u);
       var s0 = 0;
       var s1 = 0;
       var bs0 = 0;
       var bs1 = 0;
       for (var k = 0u; k < 8u; k++) {
-        let xv = s8x4(XQ[xw + k]);
+        let xv = s8x4(x_word(xw + k));
         let p = dot(wv[k], xv);
         let xs = xv.x + xv.y + xv.z + xv.w;
         if (k < 4u) { s0 += p; bs0 += xs; } else { s1 += p; bs1 += xs; }
       }
       let dx = xscale(P.nqw + t * (P.cols / 256u) + b);
-      acc[tt] += dw * dx * f32(i32(g0 & 15u) * s0 + i32(g1 & 15u) * s1) - dmin * dx * f32(i32(g0 >> 4u) * bs0 + i32(g1 >> 4u) * bs1);`,
+      acc[tt] += rounded(dw * dx * f32(i32(g0 & 15u) * s0 + i32(g1 & 15u) * s1)) - rounded(dmin * dx * f32(i32(g0 >> 4u) * bs0 + i32(g1 >> 4u) * bs1));`,
   },
   // Q3_K: as Q2_K's low bits (at byte 32 + 32 h + i), less 4 where bit 4 h + s of hmask byte i is clear
   Q3_K: {
@@ -1509,10 +1531,8 @@ const SUBGROUP_REDUCTION = `  for (var tt = 0u; tt < nt; tt++) {
 export const TILED_MATMUL = { rows: 64, tokens: 64, step: 16 } as const;
 
 /**
- * WGSL body of weight4_at(r, c): the weights at row r, columns c .. c + 3 (c a multiple of 4, all
- * four inside the row) as f32 (W holds the rows of this dispatch's block); Q8_0 / Q4_0 weights as
- * d * q, which f32 holds exactly (an f16 scale times an integer of at most 8 bits), the four in
- * one block (a step's 16 columns lie in one block of 32)
+ * WGSL body of the float tiled kernel's weight4_at(r, c): the weights at row r, columns c .. c + 3
+ * (c a multiple of 4, all four inside the row) as f32 (W holds the rows of this dispatch's block)
  */
 const TILED_WEIGHT: Readonly<Record<string, string>> = {
   F32: `let o = r * P.cols + c;
@@ -1525,42 +1545,18 @@ const TILED_WEIGHT: Readonly<Record<string, string>> = {
   let lo = w32(o);
   let hi = w32(o + 4u);
   return vec4<f32>(bitcast<f32>(lo << 16u), bitcast<f32>(lo & 0xffff0000u), bitcast<f32>(hi << 16u), bitcast<f32>(hi & 0xffff0000u));`,
-  Q8_0: `let bo = r * P.rowBytes + (c / 32u) * 34u;
-  return wh(bo) * vec4<f32>(s8x4(w32(bo + 2u + c % 32u)));`,
-  // byte j of a block's 16 holds weights j (low nibble) and j + 16 (high), less 8
-  Q4_0: `let bo = r * P.rowBytes + (c / 32u) * 18u;
-  let j = c % 32u;
-  return wh(bo) * vec4<f32>(field4(w32(bo + 2u + j % 16u), select(0u, 4u, j >= 16u), 15u) - vec4<i32>(8));`,
-  // sub-block j of a super-block (the one-row kernel's unit): d * scale_j * q - dmin * min_j
-  Q4_K: `let bo = r * P.rowBytes + (c / 256u) * 144u;
-  let j = (c % 256u) / 32u;
-  let q = field4(w32(bo + 16u + 32u * (j >> 1u) + c % 32u), (j & 1u) * 4u, 15u);
-  let sm = scale_min_k4(j, bo + 4u);
-  return wh(bo) * f32(sm.x) * vec4<f32>(q) - vec4<f32>(wh(bo + 2u) * f32(sm.y));`,
-  // unit j = 4h + k4 of a super-block, its 32 weights in two halves of 16 with a scale each
-  Q6_K: `let bo = r * P.rowBytes + (c / 256u) * 210u;
-  let j = (c % 256u) / 32u;
-  let h = j / 4u;
-  let k4 = j % 4u;
-  let l = c % 32u;
-  let q = field4(w32(bo + 64u * h + 32u * (k4 & 1u) + l), 4u * (k4 >> 1u), 15u) + 16 * field4(w32(bo + 128u + 32u * h + l), 2u * k4, 3u) - vec4<i32>(32);
-  return wh(bo + 208u) * f32(wi8(bo + 192u + 8u * h + 2u * k4 + l / 16u)) * vec4<f32>(q);`,
 };
 
-/** the weight types with a tiled matmul kernel */
-export const TILED_MATMUL_TYPES: readonly string[] = Object.keys(TILED_WEIGHT);
+/** the weight types with a tiled matmul kernel: every type (floats through TILED_WEIGHT, the quantized ones through their units) */
+export const TILED_MATMUL_TYPES: readonly string[] = Object.keys(MATMUL_TYPES);
 
 /** WGSL body of activation4_at(t, c): token t's activations at columns c .. c + 3 as the weight's vec_dot type holds them */
 function tiledActivation(type: string): string {
   if (type === "F32") return `let o = P.o_x + t * P.cols + c;
   return vec4<f32>($x[o], $x[o + 1u], $x[o + 2u], $x[o + 3u]);`;
   // F16 / BF16: rounded, kept as f32 bits
-  if (MATMUL_TYPES[type]?.block === 1) return `let o = t * P.cols + c;
+  return `let o = t * P.cols + c;
   return vec4<f32>(bitcast<f32>(XQ[o]), bitcast<f32>(XQ[o + 1u]), bitcast<f32>(XQ[o + 2u]), bitcast<f32>(XQ[o + 3u]));`;
-  // Q8_0 / Q8_K activations: int8 four to a word (rows of whole blocks: c's word holds c .. c + 3),
-  // then the blocks' (32) or super-blocks' (256) f32 scales from word nqw
-  const block = MATMUL_TYPES[type]?.block;
-  return `return xscale(P.nqw + t * (P.cols / ${block}u) + c / ${block}u) * vec4<f32>(s8x4(XQ[(t * P.cols + c) / 4u]));`;
 }
 
 /**
@@ -1577,33 +1573,48 @@ const edgeLoad = (v: string, load: string, at: string, inside: string): string =
 const tiledMatmulDefs = new Map<string, KernelDef>();
 
 /**
- * Float weights (F32, F16, BF16), and Q8_0 / Q4_0, against many tokens, tiled through workgroup memory: one
- * workgroup of 256 per 64 rows x 64 tokens of the output, each step loading 16 columns of the
- * tile's weights and activations once (each weight then serves 64 tokens and each activation 64
- * rows, where the one-row kernel re-reads a tile's activations for every row), each invocation
- * keeping 4 rows x 4 tokens of sums (rows lr + 16 i, tokens lt + 16 j: neighbours read neighbouring
- * words of workgroup memory). Activations as the one-row kernel takes them (F32: x; F16 and BF16:
- * rounded, as f32 bits in XQ; Q8_0's int8 and scales, multiplied out here). Float weights: each
- * output's products added from zero in column order per chunk of FOLD_CHUNK columns, the chunks'
- * sums then added in order: the one-row kernel's order, so a row has the same bits whether its
- * batch has 16 rows or fewer (not the reference's order: within its tolerance). Quantized weights
- * keep one sum in column order, each product rounded where the one-row kernel and the reference
- * round a block's integer sum times its scales once: another answer than a batch of under 16 rows.
+ * A weight type's matmul against many tokens, tiled: one workgroup of 256 per 64 rows x 64 tokens
+ * of the output, a row's result the bits of the one-row kernel in unit order (foldBody), so that a
+ * row has the same bits whether its batch has 16 rows or fewer (not the reference's order: within
+ * its tolerance). Float weights (F32, F16, BF16): each step loads 16 columns of the tile's weights
+ * and activations once into workgroup memory (each weight then serves 64 tokens and each
+ * activation 64 rows, where the one-row kernel re-reads a tile's activations for every row), each
+ * invocation keeping 4 rows x 4 tokens of sums (rows lr + 16 i, tokens lt + 16 j: neighbours read
+ * neighbouring words of workgroup memory); activations as the one-row kernel takes them (F32: x;
+ * F16 and BF16: rounded, as f32 bits in XQ); each output's products added from zero in column
+ * order per chunk of FOLD_CHUNK columns, the chunks' sums then added in order. Quantized weights:
+ * quantizedTiledBody.
  */
 export function tiledMatmulDef(type: string): KernelDef {
-  const weight = TILED_WEIGHT[type];
-  if (!weight) throw new Error(`webgpu backend: no tiled matmul kernel for ${type}`);
+  const code = MATMUL_CODE[type];
+  if (!code || !MATMUL_TYPES[type]) throw new Error(`webgpu backend: no tiled matmul kernel for ${type}`);
   let def = tiledMatmulDefs.get(type);
   if (def) return def;
+  const weight = TILED_WEIGHT[type];
+  if (!weight) {
+    def = {
+      name: `matmulTiled-${type}`,
+      workgroupSize: 256,
+      arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+      extras: matmulExtras(type),
+      params: MATMUL_PARAMS,
+      helpers: `${MATMUL_HELPERS}
+var<workgroup> TX: array<u32, ${8 * TILED_MATMUL.tokens}>;
+fn x_words(t: u32, u: u32) -> u32 { return 8u * (t % ${TILED_MATMUL.tokens}u); }
+fn x_word(i: u32) -> u32 { return TX[i]; }${ROUNDED(true)}`,
+      body: quantizedTiledBody(code),
+    };
+    tiledMatmulDefs.set(type, def);
+    return def;
+  }
   const { rows: R, tokens: T, step: K } = TILED_MATMUL;
-  const fold = MATMUL_TYPES[type]?.block === 1;
 
   def = {
     name: `matmulTiled-${type}`,
     workgroupSize: 256,
     arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-    extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }],
-    params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
+    extras: matmulExtras(type),
+    params: MATMUL_PARAMS,
     helpers: `${MATMUL_HELPERS}
 var<workgroup> tileW: array<f32, ${K * R}>;
 var<workgroup> tileX: array<f32, ${K * T}>;
@@ -1622,9 +1633,9 @@ fn activation4_at(t: u32, c: u32) -> vec4<f32> {
   let li = lid / 4u;
   let lk = (lid % 4u) * 4u;
   var acc: array<array<f32, 4>, 4>;
-${fold ? "  var sums: array<array<f32, 4>, 4>;\n" : ""}  for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
-    // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges: only float
-    // rows end inside a step, quantized ones are whole blocks of 32)
+  var sums: array<array<f32, 4>, 4>;
+  for (var c0 = 0u; c0 < P.cols; c0 += ${K}u) {
+    // the step's 16 columns of the tile's 64 rows and 64 tokens (zeros past the edges)
     let c = c0 + lk;
     let r = r0 + li;
 ${edgeLoad("w", "weight4_at", "r", "r < P.rows")}
@@ -1643,20 +1654,20 @@ ${edgeLoad("a", "activation4_at", "t", "t < P.nTokens")}
         for (var i = 0u; i < 4u; i++) { acc[i][j] += wr[i] * a; }
       }
     }
-${fold ? `    // a chunk's ${FOLD_CHUNK} columns done (or the row's last): into the sums, in chunk order
+    // a chunk's ${FOLD_CHUNK} columns done (or the row's last): into the sums, in chunk order
     if ((c0 + ${K}u) % ${FOLD_CHUNK}u == 0u || c0 + ${K}u >= P.cols) {
       for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) { sums[i][j] += acc[i][j]; acc[i][j] = 0.0; }
       }
     }
-` : ""}    workgroupBarrier();
+    workgroupBarrier();
   }
   for (var i = 0u; i < 4u; i++) {
     let r = r0 + lr + 16u * i;
     for (var j = 0u; j < 4u; j++) {
       let t = t0 + lt + 16u * j;
       if (r < P.rows && t < P.nTokens) {
-        var v = ${fold ? "sums" : "acc"}[i][j];
+        var v = sums[i][j];
         if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
         if (P.gelu != 0u) { v = gelu_erf(v); }
         $out[P.o_out + t * P.outStride + r] = v;
@@ -1669,16 +1680,63 @@ ${fold ? `    // a chunk's ${FOLD_CHUNK} columns done (or the row's last): into 
 }
 
 /**
- * The float types' one-row kernel, in the tiled kernel's order: each invocation sums one chunk
- * of FOLD_CHUNK columns (a unit) per token from zero in column order, 64 chunks at a time; then
- * invocation t adds token t's 64 in chunk order to its running sum. A row's result is then the
- * same bits whichever kernel the batch's row count picks (where a tree or subgroupAdd over
- * strided units would not be).
+ * The quantized types' tiled kernel: invocation lid takes row lid % 64 of the tile and 16 of its
+ * 64 tokens (lid / 64); unit by unit (32 columns), the workgroup copies the tile's tokens' int8
+ * activations of the unit into workgroup memory (TX, 8 words a token), each invocation decodes its
+ * row's unit once into registers (the one-row kernel's decode) and takes its value for each of its
+ * 16 tokens with the one-row kernel's dot (x_word reading TX), from zero, then adds it to that
+ * token's sum: the ordered one-row kernel's arithmetic, unit for unit, so the same bits.
  */
-const foldBody = (code: MatmulCode): string => `  let r = wgi / P.tiles;
+const quantizedTiledBody = (code: MatmulCode): string => `  let rowTiles = (P.rows + ${TILED_MATMUL.rows - 1}u) / ${TILED_MATMUL.rows}u;
+  let r = (wgi % rowTiles) * ${TILED_MATMUL.rows}u + lid % ${TILED_MATMUL.rows}u;
+  let t0 = (wgi / rowTiles) * ${TILED_MATMUL.tokens}u;
+  let tg = t0 + (lid / ${TILED_MATMUL.rows}u) * 16u;
+  let nt = min(16u, max(P.nTokens, tg) - tg);
+  var wv: array<vec4<i32>, 8>;
+  var acc: array<f32, 16>;
+  var sums: array<f32, 16>;
+  for (var tt = 0u; tt < 16u; tt++) { sums[tt] = 0.0; }
+  for (var u = 0u; u < P.units; u++) {
+    for (var i = lid; i < ${8 * TILED_MATMUL.tokens}u; i += 256u) {
+      let t = t0 + i / 8u;
+      var word = 0u;
+      if (t < P.nTokens) { word = XQ[(t * P.cols) / 4u + 8u * u + i % 8u]; }
+      TX[i] = word;
+    }
+    workgroupBarrier();
+    if (r < P.rows && nt > 0u) {
+      ${code.decode}
+      for (var tt = 0u; tt < nt; tt++) {
+        let t = tg + tt;
+        acc[tt] = 0.0;
+        ${code.dot}
+        // rounded: the value as the one-row kernel stores it, never fused into the sum
+        sums[tt] += rounded(acc[tt]);
+      }
+    }
+    workgroupBarrier();
+  }
+  if (r < P.rows) {
+    for (var tt = 0u; tt < nt; tt++) {
+      var v = sums[tt];
+      if (P.hasBias != 0u) { v = v + BIAS[P.rowBase + r]; }
+      if (P.gelu != 0u) { v = gelu_erf(v); }
+      $out[P.o_out + (tg + tt) * P.outStride + r] = v;
+    }
+  }`;
+
+/**
+ * The one-row kernel in the tiled kernels' order (the float types always, a quantized type where
+ * the backend tiles it): each invocation sums one unit of 32 columns per token from zero (a
+ * float chunk of FOLD_CHUNK columns in column order, a quantized unit's integer sum scaled once),
+ * 64 units at a time; then invocation t adds token t's 64 in unit order to its running sum. A
+ * row's result is then the same bits whichever kernel the batch's row count picks (where a tree
+ * or subgroupAdd over strided units would not be).
+ */
+const foldBody = (code: MatmulCode, float: boolean): string => `  let r = wgi / P.tiles;
   let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
   let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
-  var wf: array<f32, 32>;
+  ${float ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
   var total = 0.0;
   for (var u0 = 0u; u0 < P.units; u0 += 64u) {
     let u = u0 + lid;
@@ -1707,10 +1765,22 @@ const foldBody = (code: MatmulCode): string => `  let r = wgi / P.tiles;
     $out[P.o_out + (t0 + lid) * P.outStride + r] = v;
   }`;
 
-/** the matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the device feature; the float types fold in order instead) */
-export function matmulDef(type: string, subgroups = false): KernelDef {
-  const fold = MATMUL_TYPES[type]?.block === 1;
-  const key = `${type}${subgroups && !fold ? "-subgroups" : ""}`;
+/** the extra bindings of a type's matmul kernels: the grid i-quants' grid G */
+const matmulExtras = (type: string): KernelDef["extras"] => [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }, ...(MATMUL_GRIDS[type] ? [{ name: "G", type: "u32" } as const] : [])];
+
+/** the matmul kernels' parameters; `zero` is always 0 (see ROUNDED) */
+const MATMUL_PARAMS: KernelDef["params"] = [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"], ["zero", "u32"]];
+
+/**
+ * the one-row matmul kernel for a weight type; `subgroups`: reduce with subgroupAdd (needs the
+ * device feature); `ordered`: a quantized type's units folded in order as the float types' always
+ * are (foldBody), so that its tiled kernel gives a row the same bits (the backend asks for it where
+ * it tiles the type)
+ */
+export function matmulDef(type: string, subgroups = false, ordered = false): KernelDef {
+  const float = MATMUL_TYPES[type]?.block === 1;
+  const fold = float || ordered;
+  const key = `${type}${fold ? (float ? "" : "-ordered") : subgroups ? "-subgroups" : ""}`;
   let def = matmulDefs.get(key);
   const code = MATMUL_CODE[type];
   if (!def && code) {
@@ -1719,14 +1789,14 @@ export function matmulDef(type: string, subgroups = false): KernelDef {
       subgroups: subgroups && !fold,
       workgroupSize: 64,
       arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-      extras: [{ name: "W", type: "u32" }, { name: "XQ", type: "u32" }, { name: "BIAS", type: "f32" }, ...(MATMUL_GRIDS[type] ? [{ name: "G", type: "u32" } as const] : [])],
-      params: [["rows", "u32"], ["outStride", "u32"], ["rowBase", "u32"], ["cols", "u32"], ["rowBytes", "u32"], ["nqw", "u32"], ["units", "u32"], ["tiles", "u32"], ["nTokens", "u32"], ["hasBias", "u32"], ["gelu", "u32"]],
-      helpers: MATMUL_HELPERS,
-      body: fold ? foldBody(code) : `  let r = wgi / P.tiles;
+      extras: matmulExtras(type),
+      params: MATMUL_PARAMS,
+      helpers: MATMUL_HELPERS + ONE_ROW_X + ROUNDED(fold),
+      body: fold ? foldBody(code, float) : `  let r = wgi / P.tiles;
   let t0 = (wgi - r * P.tiles) * ${MATMUL_TILE}u;
   let nt = min(${MATMUL_TILE}u, P.nTokens - t0);
   var acc: array<f32, ${MATMUL_TILE}>;
-  ${MATMUL_TYPES[type]?.block === 1 ? "var wf: array<f32, 32>;" : "var wv: array<vec4<i32>, 8>;"}
+  var wv: array<vec4<i32>, 8>;
   for (var u = lid; u < P.units; u += 64u) {
     ${code.decode}
     for (var tt = 0u; tt < nt; tt++) {
