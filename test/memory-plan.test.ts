@@ -111,3 +111,36 @@ test("TSLLM_AVAILABLE_MEMORY: generate refuses in one line (exit 1); inspect --c
   assert.equal(j.plan.weightType, "Q4_K");
   assert.ok(j.plan.contextSize >= 2048, String(j.plan.contextSize));
 });
+
+test("a kvCacheBytes (--kv-memory) budget past free memory is refused with the largest budget that fits, sized by an independent reading of the GGUF", { skip: SKIP }, async () => {
+  await ready;
+  // the judge: node-llama-cpp's GGUF reader; F32 tensors are 4 bytes an element (GGUF spec), and
+  // f32 K and V are 2 x layers x KV heads x head size x 4 bytes a position
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const info = await readGgufFileInfo(FILE);
+  const weights = info.fullTensorInfo!.reduce((n, t) => {
+    assert.equal(t.ggmlType, 0, t.name);
+    return n + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1);
+  }, 0);
+  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const perBlock = 16 * perToken;
+  const asked = 1000 * perBlock;
+  const r = { ...request(2048), kvCacheBytes: asked };
+  const p = planMemory(r);
+  assert.equal(p.weightBytes, weights);
+  assert.equal(p.kvCacheBytes, asked);
+  // free memory for the weights, the plan's scratch and 100.5 blocks of K/V
+  const available = weights + p.scratchBytes + 100 * perBlock + perBlock / 2;
+  const message = await loadModel(FILE, { backend: "reference", contextSize: 2048, kvCacheBytes: asked, availableMemory: available }).then(() => "loaded", (e: Error) => e.message);
+  assert.doesNotMatch(message, /\n/);
+  assert.match(message, new RegExp(`KV [\\d.]+ MB for 16000 tokens \\(kvCacheBytes ${asked}, --kv-memory\\)`));
+  assert.match(message, new RegExp(`: try kvCacheBytes ${100 * perBlock} \\(--kv-memory; [\\d.]+ MB\\)`), message);
+  // the proposal loads, with a pool of that many positions
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 2048, kvCacheBytes: 100 * perBlock, availableMemory: available });
+  try {
+    assert.equal(m.engine.stats.kvCapacityTokens * perToken, 100 * perBlock);
+  } finally {
+    m.dispose();
+  }
+});

@@ -171,8 +171,12 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
   if (fits(p, available, wasm)) throw new Error(kvArrayRefusal(path, r, p, available));
   const smaller = PROPOSALS.filter((q) => planMemory({ ...r, quantize: q }).weightBytes < p.weightBytes);
   const byQuant = smaller.map((q) => [q, planMemory({ ...r, quantize: q })] as const).find(([, qp]) => fits(qp, available, wasm, r.maxBuffer));
-  const ctx = largestFittingContext(r, available, p.contextSize);
+  // a kvCacheBytes budget decides the pool whatever the context: a smaller context frees only
+  // scratch, so the proposal is the largest budget that fits beside the weights and scratch
+  const budget = r.kvCacheBytes === undefined ? undefined : fittingKvBudget(r, p, available);
+  const ctx = r.kvCacheBytes === undefined ? largestFittingContext(r, available, p.contextSize) : undefined;
   const tries: string[] = [];
+  if (budget !== undefined) tries.push(`kvCacheBytes ${budget} (--kv-memory; ${formatBytes(budget)})`);
   if (byQuant) tries.push(`--quantize ${byQuant[0]} (${formatBytes(byQuant[1].totalBytes)})`);
   // a q8_0 KV cache (3.8x smaller than f32) where K/V are what does not fit
   const q8Cache = { k: "q8_0", v: "q8_0" } as const;
@@ -186,11 +190,20 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
       if (c !== undefined) tries.push(`--quantize ${q} --ctx-size ${roundContext(c)}`);
     }
   }
-  const kv = p.kvTokens === roundUp(p.contextSize) ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes)`;
+  const kv = r.kvCacheBytes === undefined ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes ${r.kvCacheBytes}, --kv-memory)`;
   const needs = `needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + ${kv} + scratch ${formatBytes(p.scratchBytes)})`;
   const tooBig = wasm && p.largestTensor.bytes > WASM_MEMORY_BYTES ? `; tensor ${p.largestTensor.name} is ${formatBytes(p.largestTensor.bytes)}, more than the 4 GiB one wasm memory holds` : "";
   const advice = tries.length > 0 ? `: try ${tries.join(" or ")}` : ": no quantization or context size tsllm offers fits";
   throw new Error(`${path}: ${needs}, ${formatBytes(available)} free${tooBig}${advice}`);
+}
+
+/** the largest KV budget (whole blocks) that fits in `available` beside `p`'s weights and scratch and below the asked one, or undefined */
+function fittingKvBudget(r: PlanRequest, p: MemoryPlan, available: number): number | undefined {
+  const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+  const blocks = Math.min(Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock), maxBufferBlocks(r));
+  const bytes = blocks * perBlock;
+  if (blocks < 1 || bytes >= p.kvCacheBytes) return undefined;
+  return fits(planMemory({ ...r, kvCacheBytes: bytes }), available, r.wasm ?? false, r.maxBuffer) ? bytes : undefined;
 }
 
 /**
@@ -213,8 +226,4 @@ function kvArrayRefusal(path: string, r: PlanRequest, p: MemoryPlan, available: 
   if ((r.kvCacheTypes?.k ?? "f32") === "f32" || (r.kvCacheTypes?.v ?? "f32") === "f32") tries.push("a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)");
   const pool = r.kvCacheBytes !== undefined ? `${p.kvTokens} positions (kvCacheBytes ${r.kvCacheBytes})` : `${p.kvTokens} positions (contextSize ${p.contextSize})`;
   return `${path}: KV cache of ${pool}: one layer's K or V array is ${formatBytes(p.kvArrayBytes)} (${p.kvArrayBytes} bytes; ${formatBytes(p.kvCacheBytes)} for all layers), more than the ${limit.bytes} bytes (${formatBytes(limit.bytes)}) the ${limit.backend} backend can allocate in one buffer (its adapter's largest storage binding)${tries.length > 0 ? `: try ${tries.join(" or ")}` : ""}`;
-}
-
-function roundUp(ctx: number): number {
-  return Math.ceil(ctx / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
 }
