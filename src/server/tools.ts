@@ -1,8 +1,9 @@
 import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
-import { anyJsonGbnf, gbnfAlternatives, GrammarError, jsonSchemaToGbnf, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
+import { anyJsonGbnf, gbnfAlternatives, GrammarError, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid } from "./errors.js";
 import { responseFormatParam, type Body } from "./params.js";
+import { schemaGrammar, TextCache } from "./schema-grammar.js";
 import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
@@ -92,7 +93,7 @@ function strictParameters(parameters: Body, name: string, where: string): void {
   const problem = strictSchemaProblem(parameters);
   if (problem !== undefined) throw refuse(problem);
   try {
-    jsonSchemaToGbnf(parameters);
+    schemaGrammar(parameters as JsonSchema);
   } catch (e) {
     if (e instanceof GrammarError) throw refuse(`cannot be enforced: ${e.message}`);
     throw e;
@@ -407,7 +408,7 @@ function wrappedArgs(f: ToolFunction, before: string, after: string): string {
 
 function schemaGbnf(schema: JsonSchema): string {
   try {
-    return jsonSchemaToGbnf(schema);
+    return schemaGrammar(schema);
   } catch (e) {
     throw invalid("tools", `'tools': a function's parameters cannot be enforced: ${(e as Error).message}`);
   }
@@ -516,7 +517,7 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
 function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: string): string {
   const enforceable = (schema: JsonSchema): boolean => {
     try {
-      jsonSchemaToGbnf(schema);
+      schemaGrammar(schema);
       return true;
     } catch {
       return false;
@@ -566,7 +567,7 @@ export function fencesJson(templateSource: string): boolean {
 function responseFormatGbnf(constraint: ReplyConstraint, templateSource: string): string {
   let g: string;
   try {
-    g = constraint.jsonSchema !== undefined ? jsonSchemaToGbnf(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
+    g = constraint.jsonSchema !== undefined ? schemaGrammar(constraint.jsonSchema) : anyJsonGbnf(constraint.json);
   } catch (e) {
     if (e instanceof GrammarError) {
       const param = responseFormatParam(constraint);
@@ -594,7 +595,17 @@ export type ReplyConstraint = Pick<GenerateOptions, "json" | "jsonSchema" | "gra
  * from them admit none (the format or the call from the reply's first token). A request's own
  * grammar is its own: applied as given, and refused with tools (as llama-server refuses it).
  */
-export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat = "deepseek"): { grammar: string; param: string } | undefined {
+export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat = "deepseek"): ShapedReply | undefined {
+  // (all that the grammar is made of: an agent sends the same tools and format with every turn, and
+  // writing the grammar of many functions takes milliseconds; a refused request is refused anew)
+  const key = JSON.stringify([constraint.jsonSchema, constraint.json, constraint.grammar, tools && [tools.functions, tools.choice, tools.parallel], templateSource, thinking, reasoning]);
+  return shapedReplies.get(key, () => shapeReply(constraint, tools, templateSource, thinking, reasoning));
+}
+
+type ShapedReply = { readonly grammar: string; readonly param: string };
+const shapedReplies = new TextCache<ShapedReply | undefined>((v) => v?.grammar.length ?? 0, 64);
+
+function shapeReply(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat): ShapedReply | undefined {
   // reasoning_format "none": the grammars admit no reasoning, as llama.cpp's parsers (and the grammars made from them) read none then
   const think = reasoning === "none" ? undefined : thinking;
   const formatted = constraint.jsonSchema !== undefined || constraint.json !== undefined;
