@@ -169,6 +169,13 @@ test("tsllm ls / rm on HF_HUB_CACHE", async () => {
   assert.match(again.stderr, /^tsllm: error: acme\/b is not in the cache .*\(cached: acme\/a\)\n$/);
   const usage = await tsllm(["rm"], env);
   assert.equal(usage.code, 2);
+  // a --cache that is not there is said (huggingface_hub's scan_cache_dir raises CacheNotFound), not listed as empty
+  const typo = join(dir, "no-such-cache");
+  for (const args of [["ls", "--cache", typo], ["rm", "acme/a", "--cache", typo]]) {
+    const r = await tsllm(args, env);
+    assert.equal(r.code, 1, r.stdout);
+    assert.equal(r.stderr, `tsllm: error: --cache ${typo}: no such folder (the cache root: HF_HUB_CACHE's folder, e.g. ~/.cache/huggingface/hub)\n`);
+  }
 });
 
 // root may delete anything, so as root the CLI runs as nobody (uid 65534) against a cache root owns

@@ -1,3 +1,4 @@
+import { existsSync, statSync } from "node:fs";
 import { defaultCacheDir, listCachedRepos, type HubSourceName } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, parse, UsageError, type OptionSpec } from "./args.js";
@@ -18,7 +19,14 @@ size on disk (each blob counted once, however many snapshots share it).
 export function cacheRootFromOptions(values: ReturnType<typeof parse>): string {
   const source = optionalString(values, "source") ?? "hf";
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
-  return optionalString(values, "cache") ?? defaultCacheDir(source as HubSourceName);
+  const given = optionalString(values, "cache");
+  // a mistyped --cache read as an empty cache ("no models in /typo") would pass for the truth;
+  // huggingface_hub's scan_cache_dir refuses a folder that is not there (CacheNotFound). The
+  // default cache may be absent: nothing was downloaded yet
+  if (given !== undefined && !statSync(given, { throwIfNoEntry: false })?.isDirectory()) {
+    throw new Error(`--cache ${given}: ${existsSync(given) ? "is a file, not a folder" : "no such folder"} (the cache root: HF_HUB_CACHE's folder, e.g. ~/.cache/huggingface/hub)`);
+  }
+  return given ?? defaultCacheDir(source as HubSourceName);
 }
 
 export const LS_ARGS: OptionSpec = { json: { type: "boolean" }, source: { type: "string" }, cache: { type: "string" } };
