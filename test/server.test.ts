@@ -471,6 +471,13 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [textUrl, { prompt: "x", model: "gpt-4o" }, 404, "model", "model_not_found"],
       [`${s.url}/v1/embeddings`, { input: "" }, 400, "input", "invalid_value"],
       [`${s.url}/nowhere`, {}, 404, null, "not_found"],
+      // store and metadata as OpenAI's reference defines them (a boolean; up to 16 pairs, keys of up to 64 characters, string values of up to 512)
+      [chatUrl, { messages: msgs, store: "yes" }, 400, "store", "invalid_type"],
+      [chatUrl, { messages: msgs, metadata: "x" }, 400, "metadata", "invalid_type"],
+      [chatUrl, { messages: msgs, metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, 400, "metadata", "invalid_value"],
+      [chatUrl, { messages: msgs, metadata: { ["k".repeat(65)]: "v" } }, 400, "metadata", "invalid_value"],
+      [chatUrl, { messages: msgs, metadata: { run: 3 } }, 400, "metadata.run", "invalid_type"],
+      [chatUrl, { messages: msgs, metadata: { run: "v".repeat(513) } }, 400, "metadata.run", "invalid_value"],
     ];
     for (const [url, body, status, param, code] of cases) {
       const r = await post(url, body);
@@ -481,6 +488,9 @@ describe("tsllm serve on stories260K", { skip }, () => {
       assert.equal(typeof r.json.error.message, "string", what);
       assert.equal(typeof r.json.error.type, "string", what);
     }
+    // at the bounds: taken (nothing is stored, as with store false)
+    const stored = await post(chatUrl, { messages: msgs, max_tokens: 1, store: true, metadata: { ...Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`k${i}`, "v"])), ["k".repeat(64)]: "v".repeat(512) } });
+    assert.equal(stored.status, 200, JSON.stringify(stored.json));
     const tooLong = await post(textUrl, { prompt: "Once upon a time", max_tokens: 510 });
     assert.match(tooLong.json.error.message, /maximum context length is 512 tokens.*515 tokens \(5 in the prompt, 510 in the completion\)/);
     const wrongMethod = await fetch(chatUrl);

@@ -68,6 +68,20 @@ function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | un
 
 const UNSUPPORTED = ["functions", "audio", "prediction"] as const;
 
+/** `metadata`, as OpenAI's reference defines it: up to 16 pairs, keys of up to 64 characters, string values of up to 512 */
+function metadataOf(body: Body): void {
+  const v = optObject(body, "metadata");
+  if (v === undefined) return;
+  const entries = Object.entries(v);
+  if (entries.length > 16) throw invalid("metadata", `'metadata' may hold at most 16 pairs, got ${entries.length}`);
+  for (const [k, value] of entries) {
+    if ([...k].length > 64) throw invalid("metadata", `'metadata' keys may be at most 64 characters, got ${describe(k)} (${[...k].length})`);
+    const param = `metadata.${k}`;
+    if (typeof value !== "string") throw invalid(param, `'${param}' must be a string, got ${describe(value)}`, "invalid_type");
+    if ([...value].length > 512) throw invalid(param, `'${param}' may be at most 512 characters, got ${[...value].length}`);
+  }
+}
+
 /**
  * `response_format` ({type: "text"}, {type: "json_object"}, {type: "json_schema", json_schema:
  * {name, schema, strict}}) and llama-server's `grammar` (GBNF text) as the library's constraint
@@ -119,6 +133,9 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false)
     }
   }
   optString(body, "user");
+  // (fields OpenAI stores the completion with: nothing is stored here, but a malformed one is the request's 400, as OpenAI's)
+  optBoolean(body, "store");
+  metadataOf(body);
   // an empty suffix is no suffix (what comes after the completion: nothing)
   if (optString(body, "suffix")) throw invalid("suffix", "'suffix' is not supported by this server (only an empty one)", "unsupported_parameter");
   const fewest = echo ? 0 : 1;
