@@ -124,11 +124,16 @@ test("batched and concurrent requests on webgpu each equal their solo run; the s
 // the same order (32-column chunks folded in column order), or a prompt prefilled beside others,
 // or a token decoded beside 15 others, gets logits other than alone in the last bits. And a
 // prompt's chunks (cut by the batch's share of maxBatchTokens) must all take one attention kernel:
-// the tiled one from 2 queries, not the scores-buffer one for chunks of 2-7.
-for (const weightType of [GGMLType.F32, GGMLType.F16]) {
-  test(`random llama ${typeName(weightType)} on webgpu: 18 requests batched get the logprobs of each one alone, bit for bit (prefill and decode of 16+ rows through the tiled matmul)`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
+// the tiled one from 2 queries, not the scores-buffer one for chunks of 2-7. A quantized type
+// tiles only when tiledMatmulTypes names it: Q4_K so, on a backend of its own.
+for (const { weightType, tiledMatmulTypes } of [{ weightType: GGMLType.F32 }, { weightType: GGMLType.F16 }, { weightType: GGMLType.Q4_K, tiledMatmulTypes: ["F32", "Q4_K"] }]) {
+  test(`random llama ${typeName(weightType)} on webgpu${tiledMatmulTypes ? ` (tiledMatmulTypes ${tiledMatmulTypes.join(", ")})` : ""}: 18 requests batched get the logprobs of each one alone, bit for bit (prefill and decode of 16+ rows through the tiled matmul)`, { skip: noAdapter || skipWithoutShared(MODEL) }, async () => {
     const path = await ensureRandomModel({ ...tinyLlama, weightType, seed: 21 }, dir);
     const model = await loadModel(path, { backend: "webgpu", contextSize: 128, warmup: false });
+    const own = tiledMatmulTypes ? await createWebGPUBackend({ tiledMatmulTypes }) : null;
+    const languageModel = own ? openModel(path).build(own) : model.languageModel;
+    const storage = own ?? model.backend;
+    const main = own ? new Engine(languageModel, model.tokenizer, { contextSize: 128, storage }) : model.engine;
     try {
       const params = (promptTokens: number[]) => ({
         promptTokens, decoding: { kind: "sample", n: 1 } as const, sampling: { temperature: 0, seed: 0 }, maxTokens: 3, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: 3, promptLogprobs: undefined,
@@ -138,17 +143,17 @@ for (const weightType of [GGMLType.F32, GGMLType.F16]) {
       const prompts = Array.from({ length: 18 }, (_, i) => Array.from({ length: i % 2 === 0 ? 3 + (i % 7) : 12 + ((i * 7) % 40) }, (_, j) => 1 + ((i * 37 + j * 101) % 500)));
       const alone = [];
       const answer = (o: Awaited<ReturnType<typeof model.engine.submit>["outcome"]>) => ({ tokens: o.choices[0]!.completionTokens, logprobs: o.choices[0]!.logprobs });
-      for (const p of prompts) alone.push(answer(await model.engine.submit(params(p)).outcome));
-      const rows = model.engine.stats.rowsComputed;
-      const batched = await Promise.all(prompts.map((p) => model.engine.submit(params(p)).outcome));
-      assert.ok(model.engine.stats.peakStepSequences >= 16, `${model.engine.stats.peakStepSequences} sequences in a step`);
-      assert.ok(model.engine.stats.rowsComputed > rows);
+      for (const p of prompts) alone.push(answer(await main.submit(params(p)).outcome));
+      const rows = main.stats.rowsComputed;
+      const batched = await Promise.all(prompts.map((p) => main.submit(params(p)).outcome));
+      assert.ok(main.stats.peakStepSequences >= 16, `${main.stats.peakStepSequences} sequences in a step`);
+      assert.ok(main.stats.rowsComputed > rows);
       for (const [i, o] of batched.entries()) assert.deepEqual(answer(o), alone[i], `request ${i} (${prompts[i]!.length} prompt tokens): batched differs from alone`);
       // request 1 alone (19 prompt tokens in one chunk), and in chunks of at most 16, 7, 4, 2 tokens
       const whole = alone[1]!;
       assert.equal(prompts[1]!.length, 19);
       for (const maxBatchTokens of [16, 7, 4, 2]) {
-        const engine = new Engine(model.languageModel, model.tokenizer, { contextSize: 128, maxBatchTokens, storage: model.backend });
+        const engine = new Engine(languageModel, model.tokenizer, { contextSize: 128, maxBatchTokens, storage });
         try {
           assert.deepEqual(answer(await engine.submit(params(prompts[1]!)).outcome), whole, `maxBatchTokens ${maxBatchTokens}: chunked differs from whole`);
         } finally {
@@ -156,6 +161,10 @@ for (const weightType of [GGMLType.F32, GGMLType.F16]) {
         }
       }
     } finally {
+      if (own) {
+        main.close();
+        own.dispose();
+      }
       model.dispose();
     }
   });
