@@ -441,6 +441,10 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [chatUrl, { messages: msgs, response_format: { type: "json_schema" } }, 400, "response_format.json_schema", "missing_required_parameter"],
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: "x" } }, 400, "response_format.json_schema", "invalid_type"],
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: 5 } } }, 400, "response_format.json_schema.schema", "invalid_value"],
+      // a name is optional (as llama-server takes it); one given keeps OpenAI's rule, as a tool's function name does
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "bad name!", schema: {} } } }, 400, "response_format.json_schema.name", "invalid_value"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: 5, schema: {} } } }, 400, "response_format.json_schema.name", "invalid_type"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "n".repeat(65), schema: {} } } }, 400, "response_format.json_schema.name", "invalid_value"],
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: {}, strict: "yes" } } }, 400, "response_format.json_schema.strict", "invalid_type"],
       // a schema the grammar cannot hold (refused where the engine compiles it), strict or not
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } }, 400, "response_format.json_schema.schema", "invalid_value"],

@@ -98,6 +98,11 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
   if (type === "json_schema") {
     const js = optObject(format!, "json_schema", "response_format.json_schema");
     if (js === undefined) throw invalid("response_format.json_schema", "'response_format' of type json_schema needs 'json_schema': {name, schema}", "missing_required_parameter");
+    // a name is optional here (llama-server needs none); one given is held to OpenAI's rule, as tools' function names are
+    const name = js["name"];
+    if (name !== undefined && name !== null && (typeof name !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(name))) {
+      throw invalid("response_format.json_schema.name", `'response_format.json_schema.name' must be 1-64 letters, digits, _ or -, got ${describe(name)}`, typeof name === "string" ? "invalid_value" : "invalid_type");
+    }
     const schema = js["schema"] ?? {};
     if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw invalid(SCHEMA_PARAM, `'${SCHEMA_PARAM}' must be a JSON Schema object, got ${describe(schema)}`);
     const strict = js["strict"];
