@@ -18,16 +18,23 @@
 // preempted and recomputed. A preempted request must still give its solo tokens, text and finish
 // reason, and its events the outcome's tokens exactly once each; its logprobs only within 1e-3
 // (rows recomputed in a chunk differ in the last bits from rows decoded one at a time). A third of
-// them are bursts: sampled requests (a third of them with n choices) arriving together, each 60
-// tokens to the context long, end-of-text ignored, no constraint. Under "preempt" a quarter of the
-// requests ask for n choices (up to 4), which are preempted and recomputed as a group (the prompt
-// once, the choices forking off it again): each choice must still be its solo one.
+// them are bursts: requests arriving together, each 60 tokens to the context long (beam searches
+// 16-60), end-of-text ignored, no constraint: a fifth of them beam searches, a fifth speculative
+// decodings by prompt lookup, the others sampled (a third of those with n choices). Under
+// "preempt" a quarter of the requests ask for n choices (up to 4), which are preempted and
+// recomputed as a group (the prompt once, the choices forking off it again): each choice must
+// still be its solo one. Beam searches are preempted and recomputed as a unit too (their beams'
+// tokens, text and order as alone, scores within 1e-4), and prompt-lookup speculative requests
+// (the same rounds, proposals and acceptances as alone).
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
 // greedy tokens must start with the engine's solo tokens.
 //
-//   node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--verbose]
+//   node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--bursts] [--verbose]
+//
+// --bursts makes every case a burst of 4 or more requests under "preempt", 8 sequences at once
+// (the cases that preempt most).
 //
 // Case k of seed s is what new Rng(s * 100003 + k) makes, so `--seed s --case k` runs it again.
 import { existsSync } from "node:fs";
@@ -40,7 +47,7 @@ import { ensureRandomModel, Rng, tinyLlama } from "../src/testing/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
 
 const TARGETS = ["stories260K", "random", "random-q8kv"] as const;
-const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--verbose]\n" +
+const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cases N] [--case K] [--only NAMES] [--backend NAME] [--timeout SEC] [--llama] [--bursts] [--verbose]\n" +
   "  random batches of concurrent requests through one engine (small KV pool, prefix cache, aborts, late arrivals),\n" +
   "  each request's result compared with the same request run alone on a fresh engine; KV pool references checked every pass\n" +
   `  --only NAMES: models, comma-separated (default all present: ${TARGETS.join(", ")}; stories260K needs ../shared/models)\n` +
@@ -48,11 +55,12 @@ const USAGE = "Usage: node --import tsx scripts/fuzz-engine.ts [--seed S] [--cas
   "  --case K: run only case K of the seed (reproduces one failure)\n" +
   "  --backend NAME: wasm (default) or reference; --timeout SEC: a batch not settled by then is a hang (default 120)\n" +
   "  --llama: stories260K's greedy requests also against llama.cpp's greedy tokens (node-llama-cpp)\n" +
+  "  --bursts: every case a burst of long requests under admission preempt (the cases that preempt most)\n" +
   "  --verbose: print every case's requests\n" +
   "  each defect: the seed and case, the request and what differed; exit 1 if any";
 
 const opts = scriptOptions(USAGE, {
-  seed: { type: "string" }, cases: { type: "string" }, case: { type: "string" }, only: { type: "string" }, backend: { type: "string" }, timeout: { type: "string" }, llama: { type: "boolean" }, verbose: { type: "boolean" },
+  seed: { type: "string" }, cases: { type: "string" }, case: { type: "string" }, only: { type: "string" }, backend: { type: "string" }, timeout: { type: "string" }, llama: { type: "boolean" }, bursts: { type: "boolean" }, verbose: { type: "boolean" },
 }, (values, positionals) => {
   noPositionals(positionals);
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim()).filter(Boolean);
@@ -67,6 +75,7 @@ const opts = scriptOptions(USAGE, {
     timeoutS: optionalNumber(values, "timeout", { min: 1 }) ?? 120,
     verbose: values["verbose"] === true,
     llama: values["llama"] === true,
+    bursts: values["bursts"] === true,
   };
 });
 
@@ -174,15 +183,16 @@ function worstBlocks(engine: Engine, p: RequestParams): number {
 async function makeCase(rng: Rng): Promise<Case> {
   const target = pick(rng, targets);
   const { model } = target;
-  const admission: Admission = chance(rng, 0.75) ? "preempt" : "reserve";
+  const admission: Admission = chance(rng, 0.75) || opts.bursts ? "preempt" : "reserve";
   // a burst: every request long (60 tokens to the context, end-of-text ignored), so the pool runs out again and again
-  const burst = admission === "preempt" && chance(rng, 0.3);
+  const burst = (admission === "preempt" && chance(rng, 0.3)) || opts.bursts;
   const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
   const tok = () => int(rng, 3, vocab - 1);
   // prompts grow from a few stems (shared prefixes, often past a 16-token block)
   const stems = Array.from({ length: int(rng, 1, 4) }, () => Array.from({ length: int(rng, 0, 90) }, tok));
   const jobs: Job[] = [];
-  const count = int(rng, 1, 12);
+  // (--bursts: at least 4 requests, and below up to 8 sequences at once, so the pool runs out)
+  const count = Math.max(opts.bursts ? 4 : 1, int(rng, 1, 12));
   const stopPieces = Array.from({ length: 8 }, () => model.tokenizer.decode([tok()]).trim().slice(0, int(rng, 1, 2))).filter((s) => s.length > 0);
   let arrival = 0;
   for (let i = 0; i < count; i++) {
@@ -208,12 +218,14 @@ async function makeCase(rng: Rng): Promise<Case> {
     };
     // greedy with penalties or a bias too: they change the argmax, and the history they read is the sequence's own
     if (greedy && chance(rng, 0.2)) Object.assign(sampling, { repeatPenalty: 1.5, frequencyPenalty: 0.5, presencePenalty: 0.3, logitBias: { [tok()]: 3 } });
-    // (a burst's requests all sample, the preemptible kind: one choice, or n recomputed together, and arrive together)
-    const kind = burst ? 1 : rng.uniform();
+    // (a burst's requests are all of the preemptible kinds and arrive together: sampling, one choice
+    // or n recomputed together, beam search (kind 0.15) or prompt-lookup speculative decoding (0.25))
+    const kind = burst ? pick(rng, [1, 1, 1, 0.15, 0.25]) : rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
     // (under "preempt" a third of them up to the context, as a server gives a request without max_tokens: they outgrow the pool)
-    const maxTokens = burst ? int(rng, 60, CONTEXT) : size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
+    // (a burst's beam searches shorter: their worst case, which sizes the pool, is beams x maxTokens, so the others' run out too)
+    const maxTokens = burst ? (kind === 0.15 ? int(rng, 16, 60) : int(rng, 60, CONTEXT)) : size < 0.05 ? 0 : size < (admission === "preempt" ? 0.35 : 0.1) ? CONTEXT : int(rng, 1, 40);
     // n choices (under "preempt" a quarter of the requests, bursts included: preempted and recomputed as a group)
     const choices = admission === "preempt" ? (burst ? chance(rng, 0.35) : kind < 0.12 || (kind >= 0.36 && kind < 0.5)) : kind < 0.12;
     let decoding: RequestParams["decoding"] = { kind: "sample", n: choices ? int(rng, 2, admission === "preempt" ? 4 : 3) : 1 };
@@ -258,7 +270,8 @@ async function makeCase(rng: Rng): Promise<Case> {
   const spare = rng.uniform();
   const kvBlocks = need + (admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
-  return { target, maxSequences: int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8), maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, burst, jobs };
+  const maxSequences = int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8);
+  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, burst, jobs };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -406,6 +419,8 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   preemptions += engine.stats.preemptions;
   preempted += got.filter((g) => g.preemptions > 0).length;
   preemptedGroups += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "sample" && (c.jobs[i]!.params.decoding as { n: number }).n > 1).length;
+  preemptedBeams += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "beam").length;
+  preemptedSpeculative += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "speculative").length;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   for (const draft of new Set(batchJobs.map((j) => (j.params.decoding.kind === "speculative" ? j.params.decoding.draft : undefined)))) {
@@ -449,6 +464,16 @@ function closeLogprobs(x: RequestOutcome["choices"][number]["logprobs"], y: type
   return x.length === y.length && x.every((l, i) => l.token === y[i]!.token && near(l.logprob, y[i]!.logprob) && l.top.length === y[i]!.top.length && l.top.every((t, j) => near(t.logprob, y[i]!.top[j]!.logprob)));
 }
 
+/**
+ * whether a preempted beam search's beams are the solo ones: the same hypotheses in the same order
+ * (tokens, text, end), their scores up to the last bits (recomputed rows, as closeLogprobs)
+ */
+function closeBeams(x: RequestOutcome["extra"]["beams"], y: typeof x): boolean {
+  if (!x || !y) return x === y;
+  const near = (a: number, b: number, d: number) => a === b || Math.abs(a - b) < d;
+  return x.length === y.length && x.every((b, i) => JSON.stringify(b.tokens) === JSON.stringify(y[i]!.tokens) && b.text === y[i]!.text && b.finished === y[i]!.finished && near(b.score, y[i]!.score, 1e-4) && near(b.sumLogprobs, y[i]!.sumLogprobs, 1e-3));
+}
+
 /** how the batched result differs from the solo one ("" when it does not) */
 function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: unknown }): string {
   if (solo.error !== undefined) {
@@ -476,7 +501,11 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   }
   if (!got.aborted) {
     if (JSON.stringify(a.promptLogprobs) !== JSON.stringify(b.promptLogprobs)) return `promptLogprobs differ`;
-    if (JSON.stringify(a.extra.beams) !== JSON.stringify(b.extra.beams)) return `beams differ: ${JSON.stringify(a.extra.beams)?.slice(0, 300)} vs ${JSON.stringify(b.extra.beams)?.slice(0, 300)}`;
+    if (got.preemptions > 0 ? !closeBeams(a.extra.beams, b.extra.beams) : JSON.stringify(a.extra.beams) !== JSON.stringify(b.extra.beams)) {
+      return `beams differ${got.preemptions > 0 ? " (preempted: tokens, text, order, scores within 1e-4)" : ""}: ${JSON.stringify(a.extra.beams)?.slice(0, 300)} vs ${JSON.stringify(b.extra.beams)?.slice(0, 300)}`;
+    }
+    // the same rounds, proposals and acceptances: each proposal verified once, as alone
+    if (JSON.stringify(a.extra.speculative) !== JSON.stringify(b.extra.speculative)) return `speculative stats ${JSON.stringify(a.extra.speculative)}, solo ${JSON.stringify(b.extra.speculative)}`;
   }
   // the events say the same as the outcome: each choice's tokens in order, one end each
   for (let i = 0; i < a.choices.length; i++) {
@@ -489,7 +518,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -524,5 +553,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests, ${preemptedGroups} of them with n choices), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

@@ -18,5 +18,5 @@ const skip = skipWithoutShared("models/stories260K.gguf");
 test("the engine fuzzer: random batches through one engine give each request its solo answer and leak no KV block", { skip }, () => {
   const r = spawnSync(process.execPath, ["--import", "tsx", "scripts/fuzz-engine.ts", "--seed", "11", "--cases", "3", "--only", "stories260K"], { cwd: root, encoding: "utf8", timeout: 300_000 });
   assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-  assert.match(r.stdout, /3 cases, \d+ requests \(\d+ aborted\), \d+ cached prefix blocks evicted, \d+ preemptions \(\d+ requests, \d+ of them with n choices\), seed 11: 0 defects/);
+  assert.match(r.stdout, /3 cases, \d+ requests \(\d+ aborted\), \d+ cached prefix blocks evicted, \d+ preemptions \(\d+ requests: \d+ with n choices, \d+ beam searches, \d+ speculative\), seed 11: 0 defects/);
 });

@@ -10,12 +10,12 @@ const skip = skipWithoutShared(MODEL);
 const PROMPTS = ["The little dog ran to the park and saw a big", "Once upon a time, there was a", "Lily and Ben went to the", "One day, a girl named Sue", "Tom had a big red ball", "The sun was hot and"];
 
 /** a model whose KV pool holds `blocks` blocks of 16 positions */
-async function smallPool(blocks: number, admission: "reserve" | "preempt", contextSize = 512): Promise<Model> {
+async function smallPool(blocks: number, admission: "reserve" | "preempt", contextSize = 512, maxBatchTokens = 128): Promise<Model> {
   const probe = await loadModel(sharedFile(MODEL)!, { contextSize, warmup: false });
   const perToken = probe.engine.bytesPerToken;
   probe.dispose();
-  // a step's budget takes 6 short prompts at once
-  return loadModel(sharedFile(MODEL)!, { contextSize, kvCacheBytes: blocks * 16 * perToken, admission, maxBatchTokens: 128 });
+  // a step's budget (by default) takes 6 short prompts at once
+  return loadModel(sharedFile(MODEL)!, { contextSize, kvCacheBytes: blocks * 16 * perToken, admission, maxBatchTokens });
 }
 
 /** streams the request to its end, keeping every step as the reader saw it */
@@ -200,25 +200,81 @@ test("stories260K: under admission preempt, n choices are admitted on their prom
   }
 });
 
-test("stories260K: under admission preempt, beams keep their worst-case reservation (never preempted) beside preempted n-choice requests, each as alone", { skip }, async () => {
-  // the sampled ones first: they are admitted on their prompts and grow into the room the reserved one leaves
+/**
+ * beams as alone: the same hypotheses in the same order, each with its tokens, text and end; scores
+ * within 1e-4 where the request was preempted (recomputed rows are prefill rows: docs/engine.md)
+ */
+function sameBeams(got: GenerationResult["beams"], solo: GenerationResult["beams"], what: string): void {
+  assert.ok(got && solo, `${what}: beams`);
+  assert.deepEqual(got.map((b) => b.tokens), solo.map((b) => b.tokens), `${what}: beams' tokens, in order`);
+  got.forEach((b, k) => {
+    assert.equal(b.text, solo[k]!.text, `${what} beam ${k}: text`);
+    assert.equal(b.finished, solo[k]!.finished, `${what} beam ${k}: finished`);
+    assert.ok(Math.abs(b.score - solo[k]!.score) < 1e-4, `${what} beam ${k}: score ${b.score} vs ${solo[k]!.score}`);
+    assert.ok(Math.abs(b.sumLogprobs - solo[k]!.sumLogprobs) < 1e-3, `${what} beam ${k}: sumLogprobs ${b.sumLogprobs} vs ${solo[k]!.sumLogprobs}`);
+  });
+}
+
+test("stories260K: under admission preempt, beam searches are admitted on their prompt and preempted and recomputed as a unit: best tokens and every beam in its solo order, scores as alone", { skip }, async () => {
+  // 20 blocks of 16 positions. Reserved, each request (4 + 3 x 4, 4 + 2 x 4, 4 + 4 x 4 blocks)
+  // would run alone; admitted on their prompts, all nine beams start at once, and the beams' 48
+  // tokens each outgrow the pool: only beam searches run, so every preemption is of one
   const jobs: { prompt: string; options: GenerateOptions }[] = [
-    { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true } },
-    { prompt: PROMPTS[3]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true } },
-    { prompt: PROMPTS[0]!, options: { temperature: 0.8, seed: 5, n: 2, maxTokens: 40, ignoreEos: true } },
-    { prompt: PROMPTS[1]!, options: { numBeams: 2, maxTokens: 20 } },
+    { prompt: PROMPTS[1]!, options: { numBeams: 3, maxTokens: 48, ignoreEos: true, numReturnSequences: 3 } },
+    { prompt: PROMPTS[0]!, options: { numBeams: 2, maxTokens: 48, ignoreEos: true, numReturnSequences: 2 } },
+    { prompt: PROMPTS[4]!, options: { numBeams: 4, maxTokens: 48, ignoreEos: true, numReturnSequences: 4, noRepeatNgramSize: 3 } },
   ];
   const alone = await soloResults(sharedFile(MODEL)!, jobs);
-  const model = await smallPool(12, "preempt");
+  // a step of 8 tokens recomputes a preempted search's beams one after another: the first ones' logits wait for the last's
+  for (const maxBatchTokens of [128, 8]) {
+    const model = await smallPool(20, "preempt", 512, maxBatchTokens);
+    try {
+      const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+      assert.ok(model.engine.stats.preemptions > 0, "the pool forced a beam search's preemption");
+      assert.equal(model.engine.stats.peakStepSequences, 9, "every beam of every request ran in one step");
+      got.forEach(({ steps, result }, i) => {
+        const what = `maxBatchTokens ${maxBatchTokens}, request ${i}`;
+        assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${what}: tokens`);
+        assert.equal(result.completion, alone[i]!.completion, `${what}: text`);
+        assert.equal(result.finishReason, alone[i]!.finishReason);
+        // the best hypothesis streams once
+        assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${what}: streamed`);
+        sameBeams(result.beams, alone[i]!.beams, what);
+        assert.equal(result.timings.completionTokens, alone[i]!.timings.completionTokens, `${what}: completion tokens`);
+      });
+      const kv = model.engine.stats.kv!;
+      assert.ok(kv.peakBlocksInUse <= 20, `peak ${kv.peakBlocksInUse} blocks`);
+      assert.equal(kv.blocksInUse, 0);
+    } finally {
+      model.dispose();
+    }
+  }
+});
+
+test("stories260K: under admission preempt, speculative requests (prompt lookup) are admitted on their prompt and preempted and recomputed, their proposals verified as alone: tokens, stream, acceptance as alone", { skip }, async () => {
+  // 24 blocks: each request's worst case (14 + 2 blocks) leaves no room for a second one reserved;
+  // admitted on their prompts, all three start at once and their 200 tokens outgrow the pool
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: PROMPTS[0]!, options: { temperature: 0, maxTokens: 200, ignoreEos: true, promptLookup: 2 } },
+    { prompt: PROMPTS[1]!, options: { temperature: 0.8, topK: 20, seed: 11, maxTokens: 200, ignoreEos: true, promptLookup: true } },
+    { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 200, ignoreEos: true, promptLookup: true, draftTokens: 4 } },
+  ];
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
+  const model = await smallPool(24, "preempt", 256);
   try {
-    const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
-    got.forEach((r, i) => {
-      assert.deepEqual(r.completionTokens, alone[i]!.completionTokens, `request ${i}`);
-      assert.deepEqual(r.choices?.map((c) => c.completionTokens), alone[i]!.choices?.map((c) => c.completionTokens), `request ${i}: choices`);
-      assert.deepEqual(r.beams, alone[i]!.beams, `request ${i}: beams`);
+    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+    assert.ok(model.engine.stats.preemptions > 0, "the pool forced a speculative request's preemption");
+    assert.equal(model.engine.stats.peakStepSequences, 3, "the three ran in one step");
+    got.forEach(({ steps, result }, i) => {
+      const what = `request ${i}`;
+      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${what}: tokens`);
+      assert.equal(result.completion, alone[i]!.completion, `${what}: text`);
+      assert.equal(result.finishReason, "length");
+      assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${what}: streamed once`);
+      // the same rounds, proposals and acceptances: each proposal was verified once
+      assert.deepEqual(result.speculative, alone[i]!.speculative, `${what}: speculative stats`);
     });
-    // the sampled requests were preempted for the reserved one's room, never the reserved one
-    assert.ok(model.engine.stats.preemptions > 0);
+    assert.ok(alone.some((r) => r.speculative!.accepted > 0), "some proposals were accepted");
     assert.equal(model.engine.stats.kv!.blocksInUse, 0);
   } finally {
     model.dispose();

@@ -51,10 +51,10 @@ export interface EngineOptions {
    * how requests get KV room (default "preempt", see docs/engine.md "KV pool and admission"):
    * "reserve" admits a request once its worst case (prompt + maxTokens) fits, so nothing is ever
    * preempted but a request without maxTokens holds a whole context; "preempt" admits a sampled
-   * request (one choice or n) once its prompt fits and, when the pool runs out, preempts the most
-   * recently admitted such request, all its choices together, which is recomputed later (its
-   * streams go on where they were). Requests with beams or speculative decoding keep the
-   * worst-case reservation either way
+   * request (one choice or n), a beam search or a prompt-lookup speculative one once its prompt
+   * fits and, when the pool runs out, preempts the most recently admitted such request, all its
+   * choices or beams together, which is recomputed later (its streams go on where they were).
+   * Requests drafting with a draft model keep the worst-case reservation either way
    */
   readonly admission?: Admission;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */

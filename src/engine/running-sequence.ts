@@ -10,6 +10,12 @@ export class RunningSequence {
    * decode's would; cleared by that chunk
    */
   recomputing = false;
+  /**
+   * where its recompute ends: its tokens' end, the last chunk's logits going to the strategy; for a
+   * sequence that wants every row's logits, where its pending tokens start (they are computed after
+   * the recompute as before: a speculative proposal verified whole)
+   */
+  recomputeTo = 0;
   /** the strategy wants the logits of every computed token of its next chunk, not only the last (speculative verification) */
   allLogits = false;
   /**

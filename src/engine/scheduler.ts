@@ -41,10 +41,11 @@ export interface SchedulerLimits {
 /**
  * "reserve": a request is admitted once its worst case (prompt + maxTokens, plus its strategy's)
  * fits beside what the running ones may still take; nothing is ever preempted. "preempt": a
- * request whose strategy can be recomputed (sampling: one choice or n) is admitted once its prompt
- * fits (plus a watermark), and when a step finds no free block for it the most recently admitted
- * such request is preempted (its blocks freed, recomputed later from prompt + tokens so far, all its
- * choices together); other requests (beams, speculative decoding) keep the worst-case reservation
+ * request whose strategy can be recomputed (sampling, one choice or n; beam search; speculative
+ * decoding by prompt lookup) is admitted once its prompt fits (plus a watermark), and when a step
+ * finds no free block for it the most recently admitted such request is preempted (its blocks
+ * freed, recomputed later from prompt + tokens so far, all its sequences together); a request
+ * drafting with a draft model (whose cache lives outside the pool) keeps the worst-case reservation
  */
 export type Admission = "reserve" | "preempt";
 
@@ -59,7 +60,8 @@ export type Admission = "reserve" | "preempt";
  * proposal) fit beside what the running reserved requests may still take, cached prefix blocks
  * counting as room, so it never finds the pool empty. A preemptible request (admission "preempt",
  * a strategy that can be recomputed) is admitted when its tokens fit beside the prompts already
- * admitted, plus a watermark; when a step finds no room for its next rows, the most recently
+ * admitted, plus a watermark; when a step finds no room for its next rows (and for the blocks its
+ * strategy takes after the pass: beams' forks), the most recently
  * admitted preemptible request is preempted: its blocks go back (registered ones stay cached, idle)
  * and it waits at the front of the queue, to be recomputed from its tokens so far. A request that
  * does not fit waits for others to finish. It is also the StrategyHost: strategies fork and retire
@@ -72,6 +74,8 @@ export class Scheduler implements StrategyHost {
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
   /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by sequence */
   private readonly planned = new Map<RunningSequence, number>();
+  /** blocks the strategies of this step's preemptible requests may take after the pass (Strategy.stepBlocks), by request */
+  private readonly plannedSteps = new Map<EngineRequest, number>();
   /** preemptions so far (EngineStats.preemptions) */
   preemptions = 0;
 
@@ -108,6 +112,7 @@ export class Scheduler implements StrategyHost {
     let budget = this.limits.maxBatchTokens;
     let preempted = false;
     this.planned.clear();
+    this.plannedSteps.clear();
     /**
      * Plans `k` tokens of the sequence: a preemptible request takes room for its new blocks first,
      * preempting the most recently admitted preemptible requests (their planned chunks leave the
@@ -117,7 +122,10 @@ export class Scheduler implements StrategyHost {
      */
     const plan = (request: EngineRequest, sequence: RunningSequence, k: number): boolean => {
       if (this.preemptible(request)) {
-        const need = sequence.cache.blocksToExtend(k);
+        const rows = sequence.cache.blocksToExtend(k);
+        // a chunk whose logits go to the strategy: its start / step may then take blocks of its own (beams forking), once a step
+        const strategy = k === sequence.pending && !this.plannedSteps.has(request) ? (request.strategy.stepBlocks?.() ?? 0) : 0;
+        const need = rows + strategy;
         while (this.room() < need) {
           const victim = this.newestPreemptible()!;
           for (let i = chunks.length - 1; i >= 0; i--) {
@@ -127,7 +135,8 @@ export class Scheduler implements StrategyHost {
           preempted = true;
           if (victim === request) return false;
         }
-        this.planned.set(sequence, (this.planned.get(sequence) ?? 0) + need);
+        this.planned.set(sequence, (this.planned.get(sequence) ?? 0) + rows);
+        if (strategy > 0) this.plannedSteps.set(request, strategy);
       }
       chunks.push(chunkOf(request, sequence, k));
       budget -= k;
@@ -151,7 +160,7 @@ export class Scheduler implements StrategyHost {
       for (const sequence of request.sequences) if (sequence !== root && sequence.cache.length === 0) this.share(root, sequence);
       for (const sequence of request.sequences) {
         if (budget <= 0) return;
-        if (sequence.recomputing && !plan(request, sequence, promptChunk(sequence.pending, budget))) return;
+        if (sequence.recomputing && !plan(request, sequence, promptChunk(sequence.recomputeTo - sequence.cache.length, budget))) return;
       }
     };
     // then prompts already admitted (and preempted requests being recomputed), oldest first
@@ -214,8 +223,9 @@ export class Scheduler implements StrategyHost {
   /** a step computed the chunk's rows: chunks of two or more extend the rows that may be cached (RunningSequence.chunkedRows) */
   computed(chunk: ScheduledChunk): void {
     const seq = chunk.sequence;
-    // a preempted sequence's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's)
-    if (chunk.start + chunk.tokens.length === seq.tokens.length) seq.recomputing = false;
+    // a preempted sequence's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's),
+    // or the last before its pending proposal (computed next as before)
+    if (seq.recomputing && chunk.start + chunk.tokens.length >= seq.recomputeTo) seq.recomputing = false;
     if (chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows) seq.chunkedRows = chunk.start + chunk.tokens.length;
   }
 
@@ -317,13 +327,15 @@ export class Scheduler implements StrategyHost {
    */
   private preempt(request: EngineRequest): void {
     for (const sequence of request.sequences) {
+      // (a prompt not computed yet is computed as a prompt still; one preempted again mid-recompute keeps its end)
+      if (request.prefilled && !sequence.recomputing) sequence.recomputeTo = sequence.allLogits ? sequence.cache.length : sequence.tokens.length;
+      sequence.recomputing = request.prefilled;
       sequence.cache.free();
       sequence.chunkedRows = 0;
       this.registered.delete(sequence);
       this.planned.delete(sequence);
-      // (a prompt not computed yet is computed as a prompt still)
-      sequence.recomputing = request.prefilled;
     }
+    this.plannedSteps.delete(request);
     // a prompt being scored is scored again from its start
     if (!request.prefilled && request.promptLogprobs) request.promptLogprobs.length = 1;
     this.running.splice(this.running.indexOf(request), 1);
@@ -337,6 +349,7 @@ export class Scheduler implements StrategyHost {
   private room(): number {
     let planned = 0;
     for (const n of this.planned.values()) planned += n;
+    for (const n of this.plannedSteps.values()) planned += n;
     return this.pool.availableBlocks - this.outstanding() - planned;
   }
 
@@ -360,7 +373,9 @@ export class Scheduler implements StrategyHost {
    */
   private forkPoint(request: EngineRequest): number {
     const seqs = request.sequences;
-    return request.prefilled && seqs.length > 1 ? request.params.promptTokens.length : seqs[0]!.tokens.length;
+    if (request.prefilled && seqs.length > 1) return request.params.promptTokens.length;
+    const root = seqs[0]!;
+    return root.recomputing ? root.recomputeTo : root.tokens.length;
   }
 
   /**

@@ -50,13 +50,21 @@ export interface Strategy {
   /**
    * its request may be preempted (admission "preempt"): its sequences' blocks freed and
    * recomputed later from their tokens (the prompt once, the other sequences forking off the first
-   * at the prompt's end, "share"), the strategy's state (samplers, stops, what it emitted) kept.
-   * Strategies whose sequences fork elsewhere (beams) or that hold rows outside the pool (a draft
-   * model's cache) keep the worst-case reservation instead
+   * at the prompt's end, "share"), the strategy's state (samplers, stops, beams' scores, what it
+   * emitted) kept. A sequence that wants every row's logits (a speculative proposal) recomputes
+   * only the rows before its pending tokens, which are then computed as before. Its sequences'
+   * last recompute chunks may end in different steps: `step` then gets some of them at a time. A
+   * strategy that holds rows outside the pool (a draft model's cache) keeps the worst-case
+   * reservation instead
    */
   readonly recomputable?: boolean;
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
   extraBlocks(blockSize: number): number;
+  /**
+   * KV blocks its next start / step may take from the pool outside the pass, at most (beams forking
+   * with forkCopy copy a partial block each); a preemptible request's step is planned with them
+   */
+  stepBlocks?(): number;
   /**
    * the prompt is computed (`first` holds it): its last logits. start and step may return a
    * promise (speculative decoding awaits its draft model's passes, which a GPU reads

@@ -11,7 +11,8 @@ import { choiceOutcome } from "./sampling.js";
  * it with forkCopy (every block shared but a partial last one, which is copied), so the beams
  * never hold more than one partial block each and the request's blocks are bounded in advance.
  * The best hypothesis is emitted once the search ends; TTFT is when the first step ranked the
- * prompt's extensions, TPOT the time per step after it.
+ * prompt's extensions, TPOT the time per step after it. Under admission "preempt" the request is
+ * preempted as a unit (every beam's blocks freed) and recomputed (see `recomputable`).
  */
 export class BeamStrategy implements Strategy {
   private readonly search: BeamSearch;
@@ -38,8 +39,20 @@ export class BeamStrategy implements Strategy {
   /** each live beam's parse, in the order of `live` */
   private constraints: TokenConstraint[] | undefined;
 
+  /**
+   * each beam is a sequence whose tokens say everything its KV holds (the search's scores and
+   * hypotheses are kept here): the beams are recomputed together, the prompt once and each beam's
+   * tokens past it on a "share" fork of it (Scheduler.preempt); later forks copy from there
+   */
+  readonly recomputable = true;
+
   extraBlocks(blockSize: number): number {
     return this.options.numBeams * (Math.ceil(this.options.maxTokens / blockSize) + 1);
+  }
+
+  /** a step forks at most numBeams - 1 beams (the others continue their parents), each copying a partial block */
+  stepBlocks(): number {
+    return this.options.numBeams - 1;
   }
 
   get done(): boolean {
@@ -53,9 +66,19 @@ export class BeamStrategy implements Strategy {
   }
 
   step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
-    const byBeam = new Map(results.map((r) => [r.seq, r.logits]));
-    this.advance(request, this.live.map((b) => byBeam.get(b)!), host);
+    // the search ranks every live beam's extensions at once; after a preemption the beams'
+    // recomputes may end in different steps: the logits of those done first wait for the others
+    // (copied: a pass's outputs are only promised for its own step)
+    const held = this.held;
+    for (const r of results) held.set(r.seq, results.length === this.live.length ? r.logits : r.logits.slice());
+    if (!this.live.every((b) => held.has(b))) return;
+    const logits = this.live.map((b) => held.get(b)!);
+    held.clear();
+    this.advance(request, logits, host);
   }
+
+  /** each live beam's logits this step, until every one has them */
+  private readonly held = new Map<RunningSequence, Float32Array>();
 
   abort(request: StrategyRequest): void {
     if (this.done) return;

@@ -28,6 +28,17 @@ export class SpeculativeStrategy implements Strategy {
     private readonly draftCacheBlocks = 0,
   ) {}
 
+  /**
+   * prompt lookup: the sequence's tokens (accepted ones, then the pending proposal) say everything
+   * its KV holds, and the decoder's state (proposal, RNG, stops) is kept, so a preempted request
+   * recomputes the accepted rows and verifies its proposal as before. A draft model's cache lives
+   * outside the pool and is not recomputed: that request keeps its reservation (which counts the
+   * draft's blocks against the budget while it runs)
+   */
+  get recomputable(): boolean {
+    return this.draftCacheBlocks === 0;
+  }
+
   extraBlocks(blockSize: number): number {
     // one round's proposal beyond the accepted tokens, possibly over a block boundary
     return Math.ceil((this.draftTokens + 1) / blockSize) + 1 + this.draftCacheBlocks;
