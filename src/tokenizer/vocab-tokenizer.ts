@@ -261,7 +261,7 @@ export class VocabTokenizer implements Tokenizer {
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     checkDecodeOptions(options);
-    const d = this.createStreamDecoder(options);
+    const d = this.streamDecoder(options);
     let s = "";
     for (let i = 0; i < ids.length; i++) s += d.push(ids[i]!);
     return s + d.flush();
@@ -269,6 +269,11 @@ export class VocabTokenizer implements Tokenizer {
 
   createStreamDecoder(options: StreamDecoderOptions = {}): StreamDecoder {
     checkStreamDecoderOptions(options);
+    return this.streamDecoder(options);
+  }
+
+  /** createStreamDecoder for options already checked (decode checks its own, which have no context) */
+  private streamDecoder(options: StreamDecoderOptions): StreamDecoder {
     const skip = options.skipSpecialTokens ?? false;
     const td = new TextDecoder("utf-8");
     // SentencePiece and WordPiece mark word starts with a space; the text's first one is dropped

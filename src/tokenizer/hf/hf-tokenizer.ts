@@ -269,7 +269,16 @@ export class HFTokenizer implements Tokenizer {
    */
   readonly cleanUpSpaces: boolean;
 
+  /**
+   * The library for everything but encoding text: the vocabulary both ways, the post-processor,
+   * the decoder, the normalizer and pre-tokenizer objects. A BPE model's is built without its
+   * merges (tsllm's encoder has them as ids from validate()): the library's own ranks, a
+   * JSON.stringify and a Map entry per merge, were most of its build (Llama 3, CPU ms of one run:
+   * 993 whole, 188 without them), and none of these parts reads them.
+   */
   private readonly lib: HFLibTokenizer;
+  /** the library with model.merges, for encoding text (see encodingLib); lib itself where lib has them */
+  private fullLib?: HFLibTokenizer;
   /** a BPE model's merges as validate() resolved them, for tsllm's encoder */
   private readonly merges?: CheckedMerges;
   private literalLib?: HFLibTokenizer;
@@ -286,8 +295,10 @@ export class HFTokenizer implements Tokenizer {
     let table: MergeTable | undefined;
     // one table for both of fastEncoder's encoders, made on first use
     this.merges = merges && { splitAsLibrary: merges.splitAsLibrary, table: () => (table ??= MergeTable.fromIds(merges.ids)) };
-    this.lib = this.build(tj.added_tokens as JsonObject[] | undefined, config);
     const model = tj.model as JsonObject;
+    // libraryOnly is the reference: the library as it stands, built once
+    this.lib = this.build(tj.added_tokens as JsonObject[] | undefined, config, merges && !source.libraryOnly ? { ...model, merges: [] } : undefined);
+    if (!merges || source.libraryOnly) this.fullLib = this.lib;
 
     const vocab = this.lib.get_vocab(true);
     let maxId = -1;
@@ -453,7 +464,7 @@ export class HFTokenizer implements Tokenizer {
   private libraryEncode(text: string, literal: boolean, out: number[]): void {
     let ids: (number | undefined)[];
     try {
-      ids = (literal ? this.literal() : this.lib).encode(text, { add_special_tokens: false }).ids;
+      ids = (literal ? this.literal() : this.encodingLib()).encode(text, { add_special_tokens: false }).ids;
     } catch (e) {
       if (!(e instanceof RangeError)) throw e;
       throw new Error(`${this.source.where}: a text of ${text.length} characters with no place to cut it is too long for @huggingface/tokenizers to encode in one piece (${e.message}); split it at spaces`);
@@ -524,8 +535,9 @@ export class HFTokenizer implements Tokenizer {
     else if (this.type === "gpt2") bytes = byteLevelDecode(piece);
     else {
       // the decoder's pipeline (Metaspace, Replace, Strip, WordPiece's "##"...) decides the
-      // text, mid-text: after a plain token, whose own text is then taken off
-      const context = this.lib.encode("a", { add_special_tokens: false }).ids.slice(0, 1);
+      // text, mid-text: after a plain token, whose own text is then taken off (encode's ids are
+      // the library's; lib, without merges, could cut "▁a" where the library does not)
+      const context = this.encode("a", { addSpecialTokens: false }).slice(0, 1);
       bytes = utf8.encode(this.decodeChecked([...context, id], {}).slice(this.decodeChecked(context, {}).length));
     }
     this.bytesCache.set(id, bytes);
@@ -570,21 +582,31 @@ export class HFTokenizer implements Tokenizer {
     return this.ownDecoder() ? "tsllm" : "library";
   }
 
-  private build(addedTokens: JsonObject[] | undefined, config: JsonObject): HFLibTokenizer {
+  /** the library with model.merges, built on the first text it must encode (a layout tsllm's encoder leaves to it, libraryOnly) */
+  private encodingLib(): HFLibTokenizer {
+    return (this.fullLib ??= this.build(this.source.tokenizerJson.added_tokens as JsonObject[] | undefined, this.source.config ?? {}));
+  }
+
+  /** the library for `addedTokens`, from tokenizer.json with `model` in place of its own where given */
+  private build(addedTokens: JsonObject[] | undefined, config: JsonObject, model?: JsonObject): HFLibTokenizer {
     try {
-      // absent sections mean "none" in tokenizer.json; the library wants them spelled out
-      const sections = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
-      const lib = new HFLib({ ...sections, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] }, libraryConfig(config));
+      const lib = new HFLib(this.libraryJson(addedTokens, model), libraryConfig(config));
       return (this.source.tokenizerJson.model as JsonObject).type === "Unigram" ? withUnigramPushes(lib) : lib;
     } catch (e) {
       const message = String((e as Error).message).split("\n")[0];
-      throw new Error(`${this.source.where}: ${this.culprit(addedTokens, config)}: cannot build the tokenizer: ${message}`);
+      throw new Error(`${this.source.where}: ${this.culprit(addedTokens, config, model)}: cannot build the tokenizer: ${message}`);
     }
   }
 
-  /** which section the library failed on: the first one without which it builds ("model" when none) */
-  private culprit(addedTokens: JsonObject[] | undefined, config: JsonObject): string {
+  /** tokenizer.json as the library takes it: absent sections (meaning "none") spelled out as null */
+  private libraryJson(addedTokens: JsonObject[] | undefined, model: JsonObject | undefined): JsonObject {
     const json = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...this.source.tokenizerJson, added_tokens: addedTokens ?? [] };
+    return model ? { ...json, model } : json;
+  }
+
+  /** which section the library failed on: the first one without which it builds ("model" when none) */
+  private culprit(addedTokens: JsonObject[] | undefined, config: JsonObject, model: JsonObject | undefined): string {
+    const json = this.libraryJson(addedTokens, model);
     for (const section of SECTIONS) {
       try {
         new HFLib({ ...json, [section]: section === "added_tokens" ? [] : null }, libraryConfig(config));
