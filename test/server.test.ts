@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { generateText, streamText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { GenerateOptions, Model } from "../src/index.js";
+import { startServer } from "../src/server/index.js";
 import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
 
 /** the server's error body (OpenAI's shape), the part read here */
@@ -259,7 +260,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     for (const e of content) for (const t of e.top_logprobs) assert.ok(t.bytes!.length > 0);
   });
 
-  test("response_format json_schema / json_object and llama-server's grammar: the content follows them; a bad schema is a 400 naming response_format", async () => {
+  test("response_format json_schema / json_object and llama-server's grammar: the content follows them; a bad schema is a 400 naming response_format.json_schema.schema", async () => {
     const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, happy: { type: "boolean" } }, required: ["name", "happy"], additionalProperties: false };
     const validate = new Ajv().compile(schema);
     const r = await client.chat.completions.create({
@@ -584,6 +585,24 @@ describe("tsllm serve on stories260K", { skip }, () => {
       assert.ok(metrics.includes(name), `/metrics has ${name}`);
     }
     assert.match(metrics, /^tsllm_generation_tokens_total [1-9]\d*$/m);
+  });
+
+  test("a base URL without /v1 (llama-server serves /chat/completions and /models too): the openai client's chat and model list; an API key guards them", async () => {
+    const bare = new OpenAI({ baseURL: s.url, apiKey: "none", maxRetries: 0 });
+    const request = { model: "stories260K", messages: [{ role: "user" as const, content: "Once upon a time" }], max_tokens: 8, temperature: 0 };
+    const r = await bare.chat.completions.create(request);
+    assert.equal(r.choices[0]!.message.content, (await client.chat.completions.create(request)).choices[0]!.message.content);
+    assert.deepEqual((await bare.models.list()).data, (await client.models.list()).data);
+    const keyed = await startServer(model, { port: 0, chatTemplate: CHAT_TEMPLATE, apiKey: "sesame" });
+    try {
+      for (const [method, path] of [["POST", "/chat/completions"], ["GET", "/models"]] as const) {
+        const init = { method, ...(method === "POST" ? { headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) } : {}) };
+        assert.equal((await fetch(`${keyed.url}${path}`, init)).status, 401, path);
+        assert.equal((await fetch(`${keyed.url}${path}`, { ...init, headers: { ...init.headers, Authorization: "Bearer sesame" } })).status, 200, path);
+      }
+    } finally {
+      await keyed.close(1000);
+    }
   });
 
   test("a request that fails inside the engine fails alone with a 500 in OpenAI's shape; the server keeps serving", async () => {

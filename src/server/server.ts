@@ -100,7 +100,7 @@ function pathOf(req: IncomingMessage): string {
   return origin && path === "" ? "/" : path;
 }
 /** GET routes a request log leaves out: health probes, metric scrapes, model lists and the page are sent over and over */
-const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", MODEL_ROUTE, ...PAGE_PATHS]);
+const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", "/models", MODEL_ROUTE, ...PAGE_PATHS]);
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -190,13 +190,14 @@ export class OpenAIServer {
     this.http.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => void this.dispatch(req, res, true));
     const post = (path: string, h: Handler) => this.route("POST", path, h);
     const get = (path: string, h: Handler) => this.route("GET", path, h);
-    post("/v1/chat/completions", async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
+    // (and without /v1, as llama-server also serves them: a client whose base URL leaves out /v1 still reaches them)
+    for (const path of ["/v1/chat/completions", "/chat/completions"]) post(path, async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
     post("/v1/completions", async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res));
     post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res, "openai"));
     // llama-server's own routes ({content} -> [{index, embedding: [vector]}]), and its reranking ones answered, not "no route"
     for (const path of ["/embedding", "/embeddings"]) post(path, async (req, res) => this.embeddings(await this.json(req), res, "llama"));
     for (const path of ["/rerank", "/reranking", "/v1/rerank", "/v1/reranking"]) post(path, () => this.rerank());
-    get("/v1/models", (_req, res) => this.listModels(res));
+    for (const path of ["/v1/models", "/models"]) get(path, (_req, res) => this.listModels(res));
     get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
     get("/health", (_req, res) => this.health(res));
     get("/metrics", (_req, res) => this.renderMetrics(res));
@@ -412,8 +413,8 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
-      // every route under /v1/ and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
-      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || req.method === "POST") && !authorized(req, this.options.apiKey)) {
+      // every route under /v1/, /models and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
+      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
       // one request of a connection at a time (HTTP/1.1 answers them in order anyway): a request
