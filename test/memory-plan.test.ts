@@ -144,3 +144,30 @@ test("a kvCacheBytes (--kv-memory) budget past free memory is refused with the l
     m.dispose();
   }
 });
+
+test("inspect names the KV pool loadModel reserves (room for 16 sequences, shrunk to what is free), not only the one context the plan needs", { skip: SKIP }, async () => {
+  await ready;
+  // the judge: f32 K and V from node-llama-cpp's reading of the header, 2 x layers x KV heads x
+  // head size x 4 bytes a position, and the pool the loaded engine really holds
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const p = planMemory(request(1024));
+  // free: the plan (one context) and 2.5 contexts more, so the default pool (16) shrinks to 3
+  const available = p.totalBytes + 2.5 * 1024 * perToken;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
+  const out = (await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "1024", "--json"], { cwd: PROJECT_ROOT, env })).stdout;
+  const plan = (JSON.parse(out) as { plan: { kvCacheBytes: number; kvPool?: { bytes: number; tokens: number } } }).plan;
+  assert.equal(plan.kvCacheBytes, 1024 * perToken);
+  assert.ok(plan.kvPool, "plan.kvPool is missing");
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 1024, availableMemory: available });
+  try {
+    assert.equal(plan.kvPool.tokens, m.engine.stats.kvCapacityTokens);
+    assert.equal(plan.kvPool.bytes, m.engine.stats.kvCapacityTokens * perToken);
+    assert.equal(plan.kvPool.tokens, Math.floor(3.5 * 1024 / 16) * 16);
+  } finally {
+    m.dispose();
+  }
+  const text = (await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "1024"], { cwd: PROJECT_ROOT, env })).stdout;
+  assert.match(text, new RegExp(`\\nKV pool: +[\\d.]+ MB for ${plan.kvPool.tokens} tokens, reserved at load \\(room for up to 16 sequences of 1024 tokens, shrunk to what is free\\): about [\\d.]+ MB in all when every sequence is full\\n`));
+});

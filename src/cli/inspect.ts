@@ -11,7 +11,7 @@ import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../m
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
-import { availableMemoryBytes, checkMemoryPlan, largestFittingContext, planMemory, type PlanRequest } from "../engine/index.js";
+import { availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, largestFittingContext, planMemory, type PlanRequest } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
 import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
@@ -293,7 +293,11 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
   } catch (e) {
     refusal = (e as Error).message;
   }
-  return { ...p, quantize: options.quantize, availableBytes: available, fits: refusal === undefined, ...(refusal ? { refusal } : {}) };
+  // the pool loadModel allocates: the plan needs one context, but by default the engine reserves
+  // room for DEFAULT_MAX_SEQUENCES of them (shrunk to what is free), which a full server fills
+  const poolBytes = refusal === undefined ? kvPoolBytes(r, p, available) : undefined;
+  const kvPool = poolBytes === undefined ? {} : { kvPool: { bytes: poolBytes, tokens: Math.round(poolBytes / kvBytesPerToken(r.shape, r.kvCacheTypes)), maxSequences: DEFAULT_MAX_SEQUENCES } };
+  return { ...p, quantize: options.quantize, availableBytes: available, fits: refusal === undefined, ...(refusal ? { refusal } : {}), ...kvPool };
 }
 
 /**
@@ -362,6 +366,7 @@ function formatReport(r: Report): string[] {
   if (p) {
     lines.push(`load plan:       ${formatBytes(p.totalBytes)} = weights ${formatBytes(p.weightBytes)} ${p.weightType}${p.quantize ? ` (--quantize ${p.quantize})` : ""} + KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens + scratch ${formatBytes(p.scratchBytes)} (estimate); ${formatBytes(p.availableBytes)} free: ${p.fits ? "fits" : "does not fit"}`);
     if (p.refusal) lines.push(`                 ${p.refusal.slice(p.refusal.indexOf(": ") + 2)}`);
+    if (p.kvPool) lines.push(`KV pool:         ${formatBytes(p.kvPool.bytes)} for ${p.kvPool.tokens} tokens, reserved at load (room for up to ${p.kvPool.maxSequences} sequences of ${p.contextSize} tokens, shrunk to what is free): about ${formatBytes(p.weightBytes + p.kvPool.bytes + p.scratchBytes)} in all when every sequence is full`);
   }
   const g = r.webgpu;
   if (g && "error" in g) lines.push(`webgpu:          no adapter: ${g.error}`);
