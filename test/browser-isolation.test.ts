@@ -108,7 +108,7 @@ async function newTab(context: BrowserContext): Promise<{ page: Page; errors: st
 }
 
 /** the example page's line for a page that is not cross-origin isolated (examples/browser/page.js, unchanged) */
-const NOT_ISOLATED = "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends)";
+const NOT_ISOLATED = "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends, or tsllm-isolate.js where a host cannot send them)";
 
 test("on a server that sends no COOP/COEP, tsllm-isolate.js reloads the page once under its service worker: cross-origin isolated, the wasm backend on 2 threads, llama.cpp's golden tokens; the next visit needs no reload", { skip }, async () => {
   workerScript = "real";

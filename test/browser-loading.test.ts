@@ -458,7 +458,7 @@ test("the same page with and without cross-origin isolation: the wasm backend gi
   const plain = await inPage<Run>(body, { path: "/plain/", prepare: async (page) => void page.on("console", (m) => logged.push(m.text())) });
   assert.deepEqual([isolated.isolated, isolated.tokens, isolated.threads, isolated.note], [true, golden(), 2, undefined], isolated.error);
   assert.deepEqual([plain.isolated, plain.tokens, plain.threads], [false, golden(), 1], plain.error);
-  const note = "tsllm: the wasm backend runs on 1 thread, not 2: the page is not cross-origin isolated, so it has no SharedArrayBuffer; for 2 threads serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless)";
+  const note = "tsllm: the wasm backend runs on 1 thread, not 2: the page is not cross-origin isolated, so it has no SharedArrayBuffer; for 2 threads serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless), or, where the host cannot send headers, with tsllm-isolate.js loaded before the page's own scripts (a service worker that adds them)";
   assert.equal(plain.note, note);
   assert.ok(logged.includes(note), `the console says why: ${JSON.stringify(logged)}`);
 });

@@ -257,7 +257,7 @@ test("a page that is no secure context (http from a LAN name, COOP/COEP sent): t
     return { secure: isSecureContext, threads: m.threads, note: m.threadsNote, cached: m.cached, notCached: m.notCached, tokens: r.completionTokens };`, origin);
   assert.equal(value.secure, false);
   assert.equal(value.threads, 1);
-  assert.equal(value.note, "tsllm: the wasm backend runs on 1 thread, not 2: the page is not a secure context (http:// from a host other than localhost), and browsers give SharedArrayBuffer only to cross-origin isolated secure ones; for 2 threads serve it over https: (or from localhost) with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless)");
+  assert.equal(value.note, "tsllm: the wasm backend runs on 1 thread, not 2: the page is not a secure context (http:// from a host other than localhost), and browsers give SharedArrayBuffer only to cross-origin isolated secure ones; for 2 threads serve it over https: (or from localhost) with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless), or, where the host cannot send headers, with tsllm-isolate.js loaded before the page's own scripts (a service worker that adds them)");
   assert.equal(value.cached, false);
   assert.equal(value.notCached, `the model cache could not keep ${origin}/models/stories260K.gguf: the Cache API exists only in secure contexts (https:, or http://localhost) and this page is not one`);
   assert.deepEqual(value.tokens, golden());

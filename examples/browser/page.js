@@ -61,7 +61,7 @@ const status = (text) => ($("status").textContent = text);
 const fmt = (ms) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(1));
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 2 : 0)} MiB`;
 
-status(badParam ?? (crossOriginIsolated ? "ready" : "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends)"));
+status(badParam ?? (crossOriginIsolated ? "ready" : "ready (not cross-origin isolated: the wasm backend runs on one thread; COOP/COEP headers give it more, as the example server sends, or tsllm-isolate.js where a host cannot send them)"));
 if (badParam) $("error").textContent = badParam;
 
 fetch("/models/").then((r) => (r.ok ? r.json() : [])).then((names) => {

@@ -65,8 +65,8 @@ const notIsolated = (): string => web.isSecureContext === false
   ? "the page is not a secure context (http:// from a host other than localhost), and browsers give SharedArrayBuffer only to cross-origin isolated secure ones"
   : "the page is not cross-origin isolated, so it has no SharedArrayBuffer";
 
-/** what gets the page isolated */
-const isolate = (): string => `${web.isSecureContext === false ? "serve it over https: (or from localhost) " : "serve it "}with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless)`;
+/** what gets the page isolated: the headers, or on a host that cannot send them (GitHub Pages) the build's service worker */
+const isolate = (): string => `${web.isSecureContext === false ? "serve it over https: (or from localhost) " : "serve it "}with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless), or, where the host cannot send headers, with tsllm-isolate.js loaded before the page's own scripts (a service worker that adds them)`;
 
 export async function createBrowserBackend(name: BrowserBackendName = "wasm", options: BrowserBackendOptions = {}): Promise<Backend> {
   switch (name) {
