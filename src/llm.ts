@@ -2,7 +2,7 @@ import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type 
 import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
-  checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
+  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
@@ -208,18 +208,7 @@ export class Model {
         cancel();
       }
     };
-    const it = steps();
-    // return() or throw() on a generator not yet started skips its finally: the request would run on unread
-    const [end, fail] = [it.return.bind(it), it.throw.bind(it)];
-    it.return = (value) => {
-      cancel();
-      return end(value);
-    };
-    it.throw = (error) => {
-      cancel();
-      return fail(error);
-    };
-    return it;
+    return cancelOnEarlyExit(steps(), cancel);
   }
 
   /**

@@ -4,7 +4,8 @@
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
 import type { ChatMessageInput } from "../chat/index.js";
-import type { GenerationResult, GenerationStep } from "../generation/index.js";
+import { cancelOnEarlyExit, checkGenerateOptions, type GenerationResult, type GenerationStep } from "../generation/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
@@ -95,26 +96,37 @@ export class TsllmWorker {
     }
   }
 
-  private call<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
+  /** a request that cannot be sent throws here: a worker that is gone, a value postMessage cannot copy */
+  private post<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
     const id = this.nextId++;
     // a terminated (or never started) worker drops messages without a word: the call would wait forever
-    if (this.dead) return { id, done: Promise.reject(this.dead) };
+    if (this.dead) throw this.dead;
     try {
       this.worker.postMessage({ ...request, id });
     } catch (e) {
-      // a value that cannot be copied to the worker (a function, a DOM node): this call rejects (it threw, and
-      // its entry stayed pending to reject unhandled at terminate), naming the value's place where it can be found
-      return { id, done: Promise.reject(new Error(`tsllm ${request.op}: ${uncopyable(request) ?? "the request"} cannot be sent to the engine worker (${e instanceof Error ? e.message : String(e)})`)) };
+      // a value that cannot be copied to the worker (a function, a DOM node), named by its place where it can be found
+      throw new Error(`tsllm ${request.op}: ${uncopyable(request) ?? "the request"} cannot be sent to the engine worker (${e instanceof Error ? e.message : String(e)})`);
     }
     const done = new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onStep, onProgress }));
     return { id, done };
   }
 
-  private streamed<T>(request: Extract<Outgoing, { op: "load" | "generate" | "chat" }>, options: StreamOptions & { onProgress?: (p: LoadProgress) => void }): Promise<T> {
+  /** post(), with a request that cannot be sent rejecting its promise (the calls that return one) */
+  private call<T>(request: Outgoing, onStep?: (s: Step) => void, onProgress?: (p: LoadProgress) => void): { id: number; done: Promise<T> } {
+    try {
+      return this.post<T>(request, onStep, onProgress);
+    } catch (e) {
+      return { id: 0, done: Promise.reject(e) };
+    }
+  }
+
+  /** `sent`: post (a request that cannot be sent throws) or call (it rejects) */
+  private streamed<T>(request: Extract<Outgoing, { op: "load" | "generate" | "chat" }>, options: StreamOptions & { onProgress?: (p: LoadProgress) => void }, sent: "post" | "call" = "call"): Promise<T> {
+    const send = sent === "post" ? this.post.bind(this) : this.call.bind(this);
     const signal = options.signal;
     // aborted before it was sent: the request says so (an abort message is read only after the generation's first token)
-    if (signal?.aborted) return this.call<T>({ ...request, aborted: true }, options.onStep, options.onProgress).done;
-    const { id, done } = this.call<T>(request, options.onStep, options.onProgress);
+    if (signal?.aborted) return send<T>({ ...request, aborted: true }, options.onStep, options.onProgress).done;
+    const { id, done } = send<T>(request, options.onStep, options.onProgress);
     if (!signal) return done;
     const abort = (): void => void this.call({ op: "abort", target: id }).done.catch(() => undefined);
     signal.addEventListener("abort", abort, { once: true });
@@ -182,10 +194,18 @@ export class TsllmWorker {
   }
 
   /**
-   * Streams the steps of a generation; the iterator's return value is the result. Leaving the
-   * loop early (break, return, a throw) stops the generation in the worker, as Model.stream does.
+   * Streams the steps of a generation; the iterator's return value is the result. The request is
+   * sent by this call, so what the page can check (the options' names and kinds, the prompt's
+   * kind, a terminated worker, a value that cannot be sent) throws here with nothing sent, as
+   * Model.stream does; the worker's own refusals (a token id out of range, a bad temperature)
+   * reject the first next(). Leaving the loop (break, return, a throw), even before its first
+   * step, stops the generation in the worker.
    */
-  async *stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
+  stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
+    checkGenerateOptions(options);
+    // draftModel passes the library's check but is a Model of this page's, which has none (protocol.ts leaves it out)
+    if ((options as { draftModel?: unknown }).draftModel !== undefined) throw new OptionError("draftModel: not available through the engine worker (its model is the only one loaded)", "draftModel");
+    if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
     const queue: Step[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
@@ -194,19 +214,42 @@ export class TsllmWorker {
     const forward = () => controller.abort();
     if (outer?.aborted) controller.abort();
     else outer?.addEventListener("abort", forward, { once: true });
-    const result = this.generate(prompt, { ...options, signal: controller.signal, onStep: (s) => { queue.push(s); wake?.(); } }).finally(() => { finished = true; wake?.(); });
-    result.catch(() => undefined);
-    try {
-      for (;;) {
-        while (queue.length > 0) yield queue.shift()!;
-        if (finished) return await result;
-        await new Promise<void>((r) => (wake = r));
-        wake = undefined;
-      }
-    } finally {
+    const cancel = (): void => {
       outer?.removeEventListener("abort", forward);
       if (!finished) controller.abort();
+    };
+    const { signal: _, ...rest } = options;
+    let result: Promise<GenerationResult>;
+    try {
+      const onStep = (s: Step): void => {
+        queue.push(s);
+        wake?.();
+      };
+      result = this.streamed<GenerationResult>({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, { signal: controller.signal, onStep }, "post");
+    } catch (e) {
+      outer?.removeEventListener("abort", forward);
+      throw e;
     }
+    result = result.finally(() => {
+      finished = true;
+      // a stream never read to its end lets go of the caller's signal once its request ends
+      outer?.removeEventListener("abort", forward);
+      wake?.();
+    });
+    result.catch(() => undefined);
+    const steps = async function* (): AsyncGenerator<Step, GenerationResult> {
+      try {
+        for (;;) {
+          while (queue.length > 0) yield queue.shift()!;
+          if (finished) return await result;
+          await new Promise<void>((r) => (wake = r));
+          wake = undefined;
+        }
+      } finally {
+        cancel();
+      }
+    };
+    return cancelOnEarlyExit(steps(), cancel);
   }
 
   /** Frees the model (the worker stays). */
