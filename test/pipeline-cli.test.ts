@@ -12,6 +12,7 @@ function tsllm(...args: string[]) {
 }
 const O = `${SHARED}/hf-oracle`;
 const exp = (name: string) => JSON.parse(readFileSync(`${O}/${name}.expected.json`, "utf8"));
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const close = (a: number[], b: number[], tol: number) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]!) <= tol);
 
 test("tsllm pipeline sentiment-analysis --json: one element per input, as transformers returns it", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst.expected.json") }, () => {
@@ -77,6 +78,73 @@ test("tsllm pipeline --function-to-apply, --ignore-labels and --target reach the
   assert.equal(bad.stderr, 'tsllm: error: --function-to-apply must be one of softmax, sigmoid, none, got "tanh"\n');
 });
 
+// transformers' is_split_into_words: each word tokenized alone (for WordPiece the text's own tokens,
+// so the recorded logits), the spans in the words joined by the delimiter, here the --input as given
+test("tsllm pipeline ner --is-split-into-words [--delimiter]: pre-split words give transformers' recorded entities", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const e = exp("bert-ner");
+  const spacesBefore = (text: string, at: number) => [...text].slice(0, at).filter((ch) => ch === " ").length;
+  const rows = (r: Record<string, unknown>[]) => r.map((g) => [g.entity_group, g.word, g.start, g.end]);
+  for (const s of ["simple", "first"] as const) {
+    const cases = e.cases.slice(0, 3);
+    const plain = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, ...cases.flatMap((c: Json) => ["--input", c.text]), "--is-split-into-words", "--aggregation-strategy", s, "--json", "--threads", "1");
+    assert.equal(plain.status, 0, plain.stderr);
+    const got = JSON.parse(plain.stdout) as Json[][];
+    cases.forEach((c: Json, i: number) => {
+      assert.deepEqual(rows(got[i]!), rows(c[`pipeline_${s}`]));
+      assert.ok(close(got[i]!.map((g) => g.score), c[`pipeline_${s}`].map((g: Json) => g.score), 1e-4));
+    });
+    // another delimiter: each span moved by 2 per delimiter before it
+    const c = e.cases[1];
+    const piped = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", c.text.split(" ").join(" | "), "--is-split-into-words", "--delimiter", " | ", "--aggregation-strategy", s, "--json", "--threads", "1");
+    assert.equal(piped.status, 0, piped.stderr);
+    const moved = c[`pipeline_${s}`].map((g: Json) => ({ ...g, start: g.start + 2 * spacesBefore(c.text, g.start), end: g.end + 2 * spacesBefore(c.text, g.end) }));
+    assert.deepEqual(rows(JSON.parse(piped.stdout)[0]), rows(moved));
+  }
+});
+
+// transformers' stride: with a window of case 1's tokens (--max-length) and stride 0, case 1 + " " +
+// case 0 is read as the two recorded inputs: their recorded entities, case 0's moved past case 1's text
+test("tsllm pipeline ner --stride [--max-length]: a text past the window is read in windows, each as transformers reads it", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const [b, a] = exp("bert-ner").cases as Json[];
+  const text = `${a.text} ${b.text}`, shift = [...a.text].length + 1;
+  const rows = (r: Json[]) => r.map((g) => [g.entity_group, g.word, g.start, g.end]);
+  for (const s of ["simple", "average"] as const) {
+    const r = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", text, "--max-length", String(a.input_ids.length), "--stride", "0", "--aggregation-strategy", s, "--json", "--threads", "1");
+    assert.equal(r.status, 0, r.stderr);
+    // the whole text is read: no warning of a cut
+    assert.equal(r.stderr, "");
+    const want = [...a[`pipeline_${s}`], ...b[`pipeline_${s}`].map((g: Json) => ({ ...g, start: g.start + shift, end: g.end + shift }))];
+    const got = JSON.parse(r.stdout)[0] as Json[];
+    assert.deepEqual(rows(got), rows(want));
+    assert.ok(close(got.map((g) => g.score), want.map((g) => g.score), 1e-4));
+  }
+  // without a stride the window is the first: case 1's entities alone, with the cut said
+  const cut = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", text, "--max-length", String(a.input_ids.length), "--aggregation-strategy", "simple", "--json", "--threads", "1");
+  assert.equal(cut.stderr, `tsllm: warning: the input has ${a.input_ids.length + b.input_ids.length - 2} tokens; only ${a.input_ids.length} (--max-length) are read\n`);
+  assert.deepEqual(rows(JSON.parse(cut.stdout)[0]), rows(a.pipeline_simple));
+  // windows of 13 content tokens ([CLS] and [SEP] left out): stride 12 at most
+  const wide = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", text, "--max-length", String(a.input_ids.length), "--stride", "13", "--aggregation-strategy", "simple", "--threads", "1");
+  assert.equal(wide.status, 2);
+  assert.equal(wide.stderr, `tsllm: error: --stride must be <= 12 (windows of 13 tokens: 15 less 2 special), got 13\n`);
+});
+
+test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value or combination is one line naming the flag, exit 2", () => {
+  for (const [args, message] of [
+    [["--stride", "2.5", "--aggregation-strategy", "simple"], "--stride expects an integer, got 2.5"],
+    [["--stride", "-1", "--aggregation-strategy", "simple"], "--stride must be >= 0, got -1"],
+    [["--stride", "many", "--aggregation-strategy", "simple"], '--stride expects a number, got "many"'],
+    [["--stride", "16"], "--stride needs --aggregation-strategy simple, first, average or max (windows are merged by their entities), got none (the default)"],
+    [["--delimiter", "|"], "--delimiter joins the words of --is-split-into-words; give that too"],
+    [["--is-split-into-words", "--delimiter", ""], "--delimiter is empty; give the text joining the words of --is-split-into-words or leave the option out"],
+    [["--max-length", "1"], "--max-length must be >= 2, got 1"],
+  ] as const) {
+    const r = tsllm("pipeline", "ner", "--model", "m", "--input", "x", ...args);
+    assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+  }
+  assert.match(tsllm("pipeline", "--help").stdout, /--stride N[\s\S]*--is-split-into-words[\s\S]*--delimiter D/);
+});
+
 test("tsllm embed --normalize --json equals sentence-transformers' encode", { skip: skipWithoutShared("hf-oracle/minilm-embed.expected.json") }, () => {
   const e = exp("minilm-embed");
   const r = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--input", e.cases[1].text, "--normalize", "--json", "--threads", "1");
@@ -113,17 +181,19 @@ test("usage errors: one line, exit 2", () => {
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
     ...["token-classification", "ner", "fill-mask", "feature-extraction", "text-generation"].map((t) => [t, "pair", "second text", classification]),
     ["ner", "top-k", "2", `${classification}, fill-mask`], ["text-generation", "top-k", "all", `${classification}, fill-mask`],
     ["fill-mask", "aggregation-strategy", "simple", "token-classification, ner"],
-    ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation"],
+    ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation, token-classification, ner"],
+    ["sentiment-analysis", "stride", "8", "token-classification, ner"], ["fill-mask", "is-split-into-words", "", "token-classification, ner"], ["text-generation", "delimiter", ",", "token-classification, ner"],
     ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
   ] as const) {
-    const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, value);
+    // a boolean flag takes no value
+    const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));
     assert.equal(r.status, 2, `${task} --${option}: ${r.stderr}`);
     assert.equal(r.stderr, `tsllm: error: --${option} is for ${tasks}, not ${task}\n`);
   }

@@ -2,11 +2,12 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
-                      [--ignore-labels L,...] [--target WORD]... [--max-new-tokens N] [--max-length N]
+                      [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D]]
+                      [--target WORD]... [--max-new-tokens N] [--max-length N]
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
@@ -20,9 +21,17 @@ Options:
   --function-to-apply F         text-classification: softmax, sigmoid or none (default: the model's, as transformers)
   --aggregation-strategy S      token-classification: none (default), simple, first, average, max
   --ignore-labels L,...         token-classification: labels left out, comma-separated (default O; "" keeps all)
+  --stride N                    token-classification: read an input longer than the model in windows sharing N
+                                tokens, merging their entities (transformers' stride; needs an aggregation
+                                strategy other than none)
+  --is-split-into-words         token-classification: each --input is pre-split words joined by --delimiter, each
+                                word tokenized alone (transformers' is_split_into_words; WordPiece models)
+  --delimiter D                 token-classification: what joins the words of --is-split-into-words (default one
+                                space); the spans index the --input as given
   --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
   --max-new-tokens N            text-generation: new tokens at most (default 256)
-  --max-length N                text-generation: tokens in all, the prompt's included
+  --max-length N                text-generation: tokens in all, the prompt's included; token-classification:
+                                tokens the model reads at once, special tokens included (default the model's)
   --threads N                   worker threads
   --backend NAME                wasm (default), reference or webgpu
   --json                        one JSON array, one element per input: what transformers' pipeline returns for it
@@ -39,14 +48,18 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "function-to-apply": ["text-classification", "sentiment-analysis"],
   "aggregation-strategy": ["token-classification", "ner"],
   "ignore-labels": ["token-classification", "ner"],
+  stride: ["token-classification", "ner"],
+  "is-split-into-words": ["token-classification", "ner"],
+  delimiter: ["token-classification", "ner"],
   target: ["fill-mask"],
   "max-new-tokens": ["text-generation"],
-  "max-length": ["text-generation"],
+  "max-length": ["text-generation", "token-classification", "ner"],
 };
 
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
+  stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
@@ -75,19 +88,36 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const ignoreLabelsText = optionalString(values, "ignore-labels");
   const ignoreLabels = ignoreLabelsText === undefined ? undefined : ignoreLabelsText.split(",").map((l) => l.trim()).filter((l) => l !== "");
   const targets = strings(values, "target");
+  const stride = optionalNumber(values, "stride", { integer: true, min: 0 });
+  // as transformers: token by token, overlapping windows would repeat their shared tokens
+  if (stride !== undefined && (strategy ?? "none") === "none") throw new UsageError(`--stride needs --aggregation-strategy simple, first, average or max (windows are merged by their entities), got ${strategy ?? "none (the default)"}`);
+  const words = flag(values, "is-split-into-words");
+  // an --input is split at it, so an empty one would split it into characters
+  const delimiter = optionalNonEmpty(values, "delimiter", "the text joining the words of --is-split-into-words");
+  if (delimiter !== undefined && !words) throw new UsageError("--delimiter joins the words of --is-split-into-words; give that too");
   const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
-  const maxLength = optionalNumber(values, "max-length", { integer: true, min: 1 });
+  // an encoder's window holds its special tokens and at least one more
+  const encoder = task !== "text-generation";
+  const maxLength = optionalNumber(values, "max-length", { integer: true, min: encoder ? 2 : 1 });
   const threads = threadsOption(values);
   const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 
-  const p = await pipeline(task as PipelineTask, model, { threads, backend });
+  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder && maxLength !== undefined ? { maxLength } : {}) });
   try {
-    // an encoder reads its first tokens only (transformers would fail on a longer input): the command line says so
-    if ("countTokens" in p) {
+    /** an --input's pre-split words: the spans then index the --input as given, the words joined by the delimiter */
+    const wordsOf = (text: string) => text.split(delimiter ?? " ");
+    if (stride !== undefined && "countTokens" in p) {
+      // a window holds the model's tokens less its special tokens (those of an empty text), as the library counts them
+      const room = p.maxTokens - p.countTokens("");
+      if (stride >= room) throw new UsageError(`--stride must be <= ${room - 1} (windows of ${room} tokens: ${p.maxTokens} less ${p.maxTokens - room} special), got ${stride}`);
+    }
+    // an encoder reads its first tokens only (transformers would fail on a longer input): the command line says so; with --stride it reads them all
+    if ("countTokens" in p && stride === undefined) {
       inputs.forEach((text, i) => {
-        const n = p.countTokens(text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
-        if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (this model's limit) are read`);
+        // pre-split words are WordPiece's, whose tokens are those of the words joined by a space
+        const n = p.countTokens(words ? wordsOf(text).join(" ") : text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
+        if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
       });
     }
     const results: unknown[] = [];
@@ -101,7 +131,10 @@ export async function runPipeline(argv: string[]): Promise<void> {
         }
         case "token-classification":
         case "ner":
-          results.push(await (p as TokenClassificationPipeline)(text, { aggregationStrategy: (strategy ?? "none") as AggregationStrategy, ...(ignoreLabels ? { ignoreLabels } : {}) }));
+          results.push(await (p as TokenClassificationPipeline)(words ? wordsOf(text) : text, {
+            aggregationStrategy: (strategy ?? "none") as AggregationStrategy, ...(ignoreLabels ? { ignoreLabels } : {}), ...(stride === undefined ? {} : { stride }),
+            ...(words ? { isSplitIntoWords: true, ...(delimiter === undefined ? {} : { delimiter }) } : {}),
+          }));
           break;
         case "fill-mask":
           results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) }));
