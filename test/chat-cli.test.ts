@@ -236,3 +236,10 @@ test("generate: a prompt longer than the context is a usage error naming --ctx-s
   assert.equal(r.code, 2);
   assert.equal(r.stderr, "tsllm: error: --prompt: the prompt has 14 tokens but the context holds 8; use a larger --ctx-size or a shorter prompt\n");
 });
+
+test("tsllm chat: a value the engine refuses (checked when the reply's stream starts) is a usage error naming the flag", { skip }, () => {
+  const r = tsllm(["chat", ...common(), "--stop", ""], "Once upon a time\n");
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr, "tsllm: error: --stop: stop strings[0]: a stop string must not be empty\n");
+  assert.equal(r.stdout, "");
+});

@@ -4,7 +4,7 @@ import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -207,7 +207,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       let result;
       try {
         // the conversation as the template takes it; the system prompt already in it when merged
-        const it = model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal });
+        const it = startStream(() => model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal }));
         for (;;) {
           const r = await it.next().catch(asUsageError);
           if (r.done) { result = r.value; break; }

@@ -227,9 +227,9 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   try {
-    const it = flag(values, "chat")
+    const it = startStream(() => flag(values, "chat")
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
-      : model.stream(prompt, options);
+      : model.stream(prompt, options));
     let result;
     let header = -1;
     for (;;) {
@@ -271,6 +271,15 @@ export function asUsageError(e: unknown): never {
   const message = (e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message)
     .replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
   throw new UsageError(`--${flagName}: ${message}`);
+}
+
+/** starts a library stream: the library refuses a bad option at the call, before any step, so that refusal is a usage error too */
+export function startStream<T>(start: () => T): T {
+  try {
+    return start();
+  } catch (e) {
+    return asUsageError(e);
+  }
 }
 
 /** a one-line note on stderr when a completion (any of its choices) stopped because the context was full: the text is cut, not finished */
