@@ -16,12 +16,14 @@ import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 const closed = { type: "object", properties: { a: { type: "string", maxLength: 4 }, b: { type: ["integer", "null"] } }, required: ["a", "b"], additionalProperties: false };
 const strictFormat = (schema: object, strict: unknown) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema, ...(strict === undefined ? {} : { strict }) } } });
 
+/** `schema` refused under strict: true with a message matching `re`; without strict (false, null, left out) taken as before */
+const refused = (schema: object, re: RegExp) => {
+  assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format.json_schema.schema" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema).slice(0, 200));
+  for (const strict of [false, null, undefined]) assert.deepEqual(generationOptionsOf(strictFormat(schema, strict), 100).jsonSchema, schema);
+};
+const accepted = (schema: object) => assert.deepEqual(generationOptionsOf(strictFormat(schema, true), 100).jsonSchema, schema);
+
 test("strict: true keeps OpenAI's strict rules: an object root, every object closed with every property required (a 400 naming the schema path); without strict the same schemas are taken", () => {
-  const refused = (schema: object, re: RegExp) => {
-    assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format.json_schema.schema" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema));
-    // strict false, null or left out: taken as before
-    for (const strict of [false, null, undefined]) assert.deepEqual(generationOptionsOf(strictFormat(schema, strict), 100).jsonSchema, schema);
-  };
   refused({ ...closed, additionalProperties: undefined }, /#: 'additionalProperties' is required to be supplied and to be false$/);
   refused({ ...closed, additionalProperties: true }, /#: 'additionalProperties' is required to be supplied and to be false$/);
   refused({ ...closed, additionalProperties: { type: "string" } }, /#: 'additionalProperties' is required/);
@@ -39,6 +41,66 @@ test("strict: true keeps OpenAI's strict rules: an object root, every object clo
   for (const schema of [closed, { type: "object", properties: { oneOf: { type: "boolean" }, additionalProperties: { type: "string" } }, required: ["oneOf", "additionalProperties"], additionalProperties: false }, { type: "object", properties: {}, additionalProperties: false }]) {
     assert.deepEqual(generationOptionsOf(strictFormat(schema, true), 100).jsonSchema, schema);
   }
+});
+
+// The judge: OpenAI's structured outputs guide, "Supported schemas": "Some type-specific keywords
+// are not yet supported — Composition: allOf, not, dependentRequired, dependentSchemas, if, then,
+// else", and its limits: "up to 5000 object properties total, with up to 10 levels of nesting";
+// "total string length of all property names, definition names, enum values, and const values
+// cannot exceed 120,000 characters"; "up to 1000 enum values across all enum properties"; "For a
+// single enum property with string values, the total string length of all enum values cannot
+// exceed 15,000 characters when there are more than 250 enum values". A level of nesting is a
+// schema inside another, the root at 0, as OpenAI's Java SDK (JsonSchemaValidator) counts it.
+const obj = (properties: Record<string, object>, extra: object = {}) => ({ type: "object", properties, required: Object.keys(properties), additionalProperties: false, ...extra });
+
+test("strict: true refuses the composition keywords OpenAI's strict mode does not support, naming the schema path; without strict they are taken", () => {
+  const cases: [string, unknown][] = [
+    ["allOf", [{ type: "string" }, { maxLength: 3 }]],
+    ["not", { type: "null" }],
+    ["dependentRequired", { a: ["b"] }],
+    ["dependentSchemas", { a: obj({}) }],
+    ["if", { type: "string" }],
+    ["then", { maxLength: 3 }],
+    ["else", { type: "integer" }],
+  ];
+  for (const [k, v] of cases) {
+    refused(obj({ a: { type: "string" }, b: { type: ["integer", "string"], [k]: v } }), new RegExp(`#/properties/b/${k}: '${k}' is not supported with strict: true$`));
+    refused(obj({ a: { type: "string" } }, { [k]: v }), new RegExp(`#/${k}: '${k}' is not supported`));
+  }
+  // inside anyOf, items and $defs too
+  refused(obj({ a: { anyOf: [{ type: "null" }, { type: "string", not: { const: "x" } }] } }), /#\/properties\/a\/anyOf\/1\/not: 'not' is not supported/);
+  refused(obj({ a: { type: "array", items: { allOf: [{ type: "string" }] } } }), /#\/properties\/a\/items\/allOf: 'allOf' is not supported/);
+  refused(obj({ a: { $ref: "#/$defs/d" } }, { $defs: { d: { type: "string", if: { maxLength: 1 }, else: { pattern: "a" } } } }), /#\/\$defs\/d\/if: 'if' is not supported/);
+  // the keywords the page lists only for fine-tuned models stay taken, and a property named like a keyword is none
+  accepted(obj({ s: { type: "string", minLength: 1, maxLength: 4, pattern: "^a", format: "date" }, n: { type: "number", minimum: 0, maximum: 9, multipleOf: 0.5 }, l: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 }, allOf: { type: "string" }, not: { type: "boolean" } }));
+});
+
+test("strict: true holds OpenAI's documented size limits: a schema at each limit is taken, one past it refused naming the path and the limit", () => {
+  // nesting: 10 levels below the root taken, 11 refused at the schema past the limit
+  const nest = (levels: number): object => (levels === 0 ? { type: "string" } : obj({ p: nest(levels - 1) }));
+  accepted(nest(10));
+  accepted(obj({ l: { type: "array", items: { anyOf: [{ type: "null" }, nest(7)] } } })); // l 1, items 2, anyOf/1 3, + 7 = 10
+  refused(nest(11), new RegExp(`^.*: #${"/properties/p".repeat(11)}: 11 levels of nesting exceeds limit of 10$`));
+  refused(obj({ l: { type: "array", items: { anyOf: [{ type: "null" }, nest(8)] } } }), /#\/properties\/l\/items\/anyOf\/1(\/properties\/p){8}: 11 levels of nesting exceeds limit of 10$/);
+  // object properties: 5000 in all (across nested objects) taken, 5001 refused
+  const many = (n: number, from = 0) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${from + i}`, { type: "boolean" }]));
+  accepted(obj({ ...many(4998), inner: obj(many(1, 4998)) }));
+  refused(obj({ ...many(4999), inner: obj(many(1, 4999)) }), /: #: total number of object properties \(5001\) exceeds limit of 5000$/);
+  // enum values: 1000 across all enums taken, 1001 refused
+  const values = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
+  const enums = (last: number) => obj({ a: { enum: values(250) }, b: { enum: values(250) }, c: { type: "integer", enum: values(250) }, d: { type: ["integer", "null"], enum: values(last) } });
+  accepted(enums(250));
+  refused(enums(251), /: #: total number of enum values \(1001\) exceeds limit of 1000$/);
+  // one string enum of more than 250 values: 15,000 characters taken, 15,001 refused; 250 values may be longer
+  const strings = (n: number, width: number, last: number) => Array.from({ length: n }, (_, i) => (i === n - 1 ? String(i).padStart(last, "x") : String(i).padStart(width, "x")));
+  accepted(obj({ e: { type: "string", enum: strings(251, 59, 250) } })); // 250 * 59 + 250
+  refused(obj({ e: { type: "string", enum: strings(251, 59, 251) } }), /#\/properties\/e\/enum: total string length of enum values \(15001\) exceeds limit of 15000 for an enum of more than 250 values \(it has 251\)$/);
+  accepted(obj({ e: { type: "string", enum: strings(250, 61, 61) } })); // 15,250 characters in 250 values: no limit of its own
+  // total string length: property names + definition names + enum values + const values, 120,000 taken, 120,001 refused
+  const sized = (extra: number) => obj({ ["n".repeat(100_000)]: { type: "string", const: "c".repeat(5_000) }, e: { enum: ["v".repeat(4_999 + extra)] }, r: { $ref: "#/$defs/d" } }, { $defs: { ["d".repeat(9_997)]: { type: "string" } } });
+  // 100,000 + 1 ("e") + 1 ("r") + 5,000 + 4,999 + 9,997 = 119,998: two short of the limit
+  accepted(sized(2));
+  refused(sized(3), /: #: total string length of property names, definition names, enum values and const values \(120001\) exceeds limit of 120000$/);
 });
 
 test("strict: true output is a closed object: the grammar of a schema strict takes admits a text exactly when ajv validates it, extra and missing keys refused", () => {

@@ -658,6 +658,9 @@ test("function.strict: a strict function's parameters must keep OpenAI's strict 
   refused({ ...closed, properties: { a: { type: "array", items: { type: "object", properties: { b: {} }, additionalProperties: false } } } }, /#\/properties\/a\/items: 'required' .* missing "b"/);
   refused({ ...closed, properties: { a: { oneOf: [{ type: "string" }, { type: "null" }] } } }, /#\/properties\/a\/oneOf: oneOf is not supported with strict: true/);
   refused({ type: "string" }, /#\/type: the root must be an object schema \(type "object"\), got "string"/);
+  // OpenAI's "Supported schemas": composition keywords unsupported, and its size limits (test/server-json-schema.test.ts has each)
+  refused({ ...closed, properties: { a: { type: "string", allOf: [{ maxLength: 3 }] } } }, /#\/properties\/a\/allOf: 'allOf' is not supported with strict: true/);
+  refused({ ...closed, properties: { a: { type: "string", enum: Array.from({ length: 1001 }, (_, i) => String(i)) } } }, /#: total number of enum values \(1001\) exceeds limit of 1000/);
   refused({ ...closed, properties: { a: { type: "array", items: { enum: [1, 2] }, contains: { const: 1 } } } }, /cannot be enforced: #\/properties\/a\/contains: this schema keyword is not supported/);
   // the same schemas without strict are taken as before (their arguments are not enforced under "auto")
   assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { ...closed, required: [] } } }] }));

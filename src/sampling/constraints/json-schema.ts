@@ -147,15 +147,15 @@ const SUBSCHEMA_LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
 const SUBSCHEMA_MAP = ["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
 
 /**
- * Every schema object inside `schema`, itself first, with its schema path (depth first, in the
- * order of the keywords that hold them): for checks of the schema's shape such as OpenAI's strict
+ * Every schema object inside `schema`, itself first, with its schema path and how many schema
+ * levels below the root it lies (depth first, in the order of the keywords that hold them): for checks of the schema's shape such as OpenAI's strict
  * mode makes
  */
-function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string, Record<string, unknown>]> {
+function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string, Record<string, unknown>, number]> {
   // deeper than the converter goes: it refuses the schema itself
   if (depth > 64 || typeof schema !== "object" || schema === null || Array.isArray(schema)) return;
   const s = schema as Record<string, unknown>;
-  yield [path, s];
+  yield [path, s, depth];
   for (const k of SUBSCHEMA_ONE) yield* subschemas(s[k], `${path}/${k}`, depth + 1);
   for (const k of SUBSCHEMA_LIST) {
     const list = s[k];
@@ -169,27 +169,72 @@ function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string,
 }
 
 /**
+ * OpenAI's structured outputs guide, "Supported schemas"
+ * (https://developers.openai.com/api/docs/guides/structured-outputs#supported-schemas):
+ * "Some type-specific keywords are not yet supported — Composition: allOf, not, dependentRequired,
+ * dependentSchemas, if, then, else" (the further keywords it lists there hold for fine-tuned
+ * models only, so they stay allowed)
+ */
+const STRICT_UNSUPPORTED = ["allOf", "not", "dependentRequired", "dependentSchemas", "if", "then", "else"];
+
+/**
+ * The same page's size limits: "A schema may have up to 5000 object properties total, with up to 10
+ * levels of nesting"; "total string length of all property names, definition names, enum values,
+ * and const values cannot exceed 120,000 characters"; "up to 1000 enum values across all enum
+ * properties"; "For a single enum property with string values, the total string length of all enum
+ * values cannot exceed 15,000 characters when there are more than 250 enum values". The page does
+ * not say what a level of nesting is: as OpenAI's Java SDK counts (JsonSchemaValidator), each
+ * schema inside another (a property, items, an anyOf branch, a definition) is one level below it,
+ * the root at level 0. String length is counted in UTF-16 units, as that SDK counts it.
+ */
+const STRICT_LIMITS = { properties: 5000, depth: 10, stringLength: 120_000, enumValues: 1000, bigEnum: 250, bigEnumLength: 15_000 };
+
+/**
  * Where `schema` breaks OpenAI's strict mode (its structured outputs' "Supported schemas"), as
  * "path: what is wrong" in the words of OpenAI's refusals, or undefined. The root is an object
  * schema (type "object", not an anyOf); every object schema is closed (additionalProperties
  * false) and lists every property in required, so that the grammar writes each of them and no
  * other key; no oneOf anywhere (read here as anyOf, which admits a value two alternatives both
- * take). The first problem in schema order ($defs too) is told.
+ * take), nor a keyword the page lists as unsupported; and the schema within its size limits. The
+ * first problem in schema order ($defs too) is told; the totals last, at the root.
  */
 export function strictSchemaProblem(schema: unknown): string | undefined {
   const root = schema as Record<string, unknown>;
   if (root["type"] !== "object") return `#/type: the root must be an object schema (type "object"), got ${JSON.stringify(root["type"] ?? null)}`;
   if (root["anyOf"] !== undefined) return "#/anyOf: the root must be an object schema, not anyOf";
-  for (const [path, s] of subschemas(schema)) {
+  const L = STRICT_LIMITS;
+  let properties = 0, stringLength = 0, enumValues = 0;
+  for (const [path, s, depth] of subschemas(schema)) {
+    if (depth > L.depth) return `${path}: ${depth} levels of nesting exceeds limit of ${L.depth}`;
     if (s["oneOf"] !== undefined) return `${path}/oneOf: oneOf is not supported with strict: true (it would be read as anyOf, admitting a value two alternatives both take); use anyOf`;
+    const unsupported = STRICT_UNSUPPORTED.find((k) => s[k] !== undefined);
+    if (unsupported !== undefined) return `${path}/${unsupported}: '${unsupported}' is not supported with strict: true`;
+    const props = s["properties"];
+    const names = typeof props === "object" && props !== null && !Array.isArray(props) ? Object.keys(props) : [];
+    properties += names.length;
+    for (const n of names) stringLength += n.length;
+    for (const k of ["$defs", "definitions"]) {
+      const defs = s[k];
+      if (typeof defs === "object" && defs !== null && !Array.isArray(defs)) for (const n of Object.keys(defs)) stringLength += n.length;
+    }
+    if (typeof s["const"] === "string") stringLength += s["const"].length;
+    const values = Array.isArray(s["enum"]) ? (s["enum"] as unknown[]) : [];
+    enumValues += values.length;
+    const enumLength = values.reduce<number>((n, v) => n + (typeof v === "string" ? v.length : 0), 0);
+    stringLength += enumLength;
+    if (values.length > L.bigEnum && values.some((v) => typeof v === "string") && enumLength > L.bigEnumLength) {
+      return `${path}/enum: total string length of enum values (${enumLength}) exceeds limit of ${L.bigEnumLength} for an enum of more than ${L.bigEnum} values (it has ${values.length})`;
+    }
     const type = s["type"];
     if (!(type === "object" || (Array.isArray(type) && type.includes("object")) || (type === undefined && s["properties"] !== undefined))) continue;
     if (s["additionalProperties"] !== false) return `${path}: 'additionalProperties' is required to be supplied and to be false`;
-    const properties = s["properties"] ?? {};
     const required = Array.isArray(s["required"]) ? (s["required"] as unknown[]) : [];
-    const missing = typeof properties === "object" && properties !== null ? Object.keys(properties).filter((k) => !required.includes(k)) : [];
+    const missing = names.filter((k) => !required.includes(k));
     if (missing.length > 0) return `${path}: 'required' is required to be supplied and to be an array including every key in properties; missing ${missing.map((k) => JSON.stringify(k)).join(", ")}`;
   }
+  if (properties > L.properties) return `#: total number of object properties (${properties}) exceeds limit of ${L.properties}`;
+  if (enumValues > L.enumValues) return `#: total number of enum values (${enumValues}) exceeds limit of ${L.enumValues}`;
+  if (stringLength > L.stringLength) return `#: total string length of property names, definition names, enum values and const values (${stringLength}) exceeds limit of ${L.stringLength}`;
   return undefined;
 }
 
