@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -14,6 +14,7 @@ import { writeRandomModel } from "../src/testing/random-model.js";
 import { GGMLType } from "../src/tensor/index.js";
 import type { PageButton, PageDocument } from "./helpers/page-document.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
@@ -23,9 +24,8 @@ declare const document: PageDocument;
 // stories260K (the golden file in ../shared) is the judge
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
-const CHROMIUM = "/usr/bin/chromium";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
-  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+  || skipWithoutChromium();
 
 interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[]; completion: string }
 const cases = (): GoldenCase[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases;

@@ -8,6 +8,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from "playwrig
 import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
 import type { PageDocument } from "./helpers/page-document.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
@@ -19,9 +20,8 @@ declare const document: PageDocument;
 // stories260K (the golden file in ../shared) judge both paths.
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
-const CHROMIUM = "/usr/bin/chromium";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
-  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+  || skipWithoutChromium();
 
 interface GoldenCase { prompt: string; promptTokens: number[]; completionTokens: number[] }
 const golden = (): GoldenCase => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0];

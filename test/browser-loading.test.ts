@@ -7,6 +7,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from "playwrig
 // @ts-expect-error: a plain .mjs build script
 import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 // The browser build's model loading (TsllmWorker.load) against a loopback server that serves the
 // model every way a real one might: with and without Range support, cut off mid-way, slowly, from
@@ -15,9 +16,8 @@ import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 // of stories260K (../shared) judge that a load that should work gives the right model.
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
-const CHROMIUM = "/usr/bin/chromium";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED)
-  || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+  || skipWithoutChromium();
 
 /** llama.cpp's first 8 greedy tokens after "Once upon a time" */
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 8);

@@ -1,19 +1,19 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type CDPSession, type Page } from "playwright-core";
 import { startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 // TsllmWorker (src/browser/client.ts) and the engine worker (src/browser/engine-worker.ts) driven
 // directly from a page of the browser example's server (cross-origin isolated), in headless chromium
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
-const CHROMIUM = "/usr/bin/chromium";
-const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED) || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED) || skipWithoutChromium();
 
 const modelsDir = mkdtempSync(join(tmpdir(), "tsllm-browser-worker-"));
 let server: ChildProcess | undefined;

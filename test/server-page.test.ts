@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -8,12 +8,12 @@ import type { PageDocument } from "./helpers/page-document.js";
 import { startServer } from "../src/server/index.js";
 import { metric, skipNginx, startNginx } from "./helpers/nginx.js";
 import { CHAT_TEMPLATE, serveStories, skipStories, spawnServe, until } from "./helpers/serve.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
 
-const CHROMIUM = "/usr/bin/chromium";
-const skip = skipStories || (existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`);
+const skip = skipStories || skipWithoutChromium();
 
 let s: Awaited<ReturnType<typeof serveStories>>;
 let browser: Browser;

@@ -15,6 +15,7 @@ import type { MatmulReply, MatmulRequest } from "./helpers/wasm-backend-page.js"
 import { rng } from "./helpers/rng.js";
 // @ts-expect-error: plain JS build script
 import { buildBrowser } from "../scripts/build-browser.mjs";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 // The wasm backend in headless Chromium (the browser build's seams, Web Worker threads): its Q8_0
 // matmuls must give the reference kernel's bits, as in Node (wasm-exact.test.ts), and its Q4_0,
@@ -24,8 +25,7 @@ import { buildBrowser } from "../scripts/build-browser.mjs";
 // does, so this page is where those paths are checked. Which dot ran is printed, and asserted
 // from /proc/cpuinfo.
 
-const CHROMIUM = "/usr/bin/chromium";
-const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium; .ci/run installs it)`;
+const skip = skipWithoutChromium();
 const cpuHasAvxVnni = (() => {
   try {
     return /\bavx_vnni\b/.test(readFileSync("/proc/cpuinfo", "utf8"));

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -9,13 +8,13 @@ import { GGMLType, rowByteLength } from "../src/tensor/dtypes.js";
 import { quantizeRow } from "../src/tensor/quant/index.js";
 import { device, hostArray } from "./helpers/host-array.js";
 import { rng } from "./helpers/rng.js";
+import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
 // The WebGPU backend in a browser: src/kernels/webgpu bundled for the browser (esbuild, which
 // tsx brings) must not import node: modules at the top level, and must run on navigator.gpu.
 // Headless chromium with --enable-unsafe-webgpu gives a SwiftShader adapter. The page is served
 // through Playwright's routing at http://localhost (a secure context, as WebGPU needs).
 
-const CHROMIUM = "/usr/bin/chromium";
 const entry = fileURLToPath(new URL("../src/kernels/webgpu/index.ts", import.meta.url));
 
 let esbuild: typeof import("esbuild") | null = null;
@@ -24,7 +23,7 @@ try {
 } catch {
   esbuild = null;
 }
-const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} not found: this test needs Debian's chromium` : !esbuild ? "esbuild (a dependency of tsx) not found" : false;
+const skip = skipWithoutChromium() || (!esbuild ? "esbuild (a dependency of tsx) not found" : false);
 
 /** runs in the page: the ops on navigator.gpu, results as plain arrays */
 const IN_PAGE = `async (a) => {

@@ -1591,13 +1591,17 @@ export function tiledMatmulDef(type: string): KernelDef {
   let def = tiledMatmulDefs.get(type);
   if (def) return def;
   const weight = TILED_WEIGHT[type];
+  // what both forms share: the output, the activations, the weight's buffers and the matmul's parameters
+  const common = {
+    name: `matmulTiled-${type}`,
+    workgroupSize: 256,
+    arrays: [{ name: "out", write: true }, { name: "x", write: false }],
+    extras: matmulExtras(type),
+    params: MATMUL_PARAMS,
+  };
   if (!weight) {
     def = {
-      name: `matmulTiled-${type}`,
-      workgroupSize: 256,
-      arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-      extras: matmulExtras(type),
-      params: MATMUL_PARAMS,
+      ...common,
       helpers: `${MATMUL_HELPERS}
 var<workgroup> TX: array<u32, ${8 * TILED_MATMUL.tokens}>;
 fn x_words(t: u32, u: u32) -> u32 { return 8u * (t % ${TILED_MATMUL.tokens}u); }
@@ -1610,11 +1614,7 @@ fn x_word(i: u32) -> u32 { return TX[i]; }${ROUNDED(true)}`,
   const { rows: R, tokens: T, step: K } = TILED_MATMUL;
 
   def = {
-    name: `matmulTiled-${type}`,
-    workgroupSize: 256,
-    arrays: [{ name: "out", write: true }, { name: "x", write: false }],
-    extras: matmulExtras(type),
-    params: MATMUL_PARAMS,
+    ...common,
     helpers: `${MATMUL_HELPERS}
 var<workgroup> tileW: array<f32, ${K * R}>;
 var<workgroup> tileX: array<f32, ${K * T}>;
