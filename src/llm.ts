@@ -4,14 +4,14 @@ import type { GGUFMetadata } from "./formats/index.js";
 import {
   cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
-import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache } from "./cache/index.js";
+import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
 import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, type KVCacheTypes } from "./kernels/index.js";
 import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
-import { checkFlags, checkOptionKeys, DisposedError, OptionError, shownValue } from "./units/index.js";
+import { checkFlags, checkOptionKeys, DisposedError, formatBytes, OptionError, shownValue } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
@@ -485,6 +485,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
       cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
       source: path,
     });
+    if (options.maxSequences !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, options.maxSequences, kvBytesPerToken(model.info, model.kvCacheTypes), warn);
     if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
@@ -579,6 +580,25 @@ function checkVocabulary(path: string, tokens: number, rows: number, warn: (mess
     throw new Error(`${path}: the tokenizer has ${tokens} tokens but the model's embedding (token_embd) has only ${rows} rows; every token id needs a row (wrong tokenizer for this model?)`);
   }
   if (tokens < 0.9 * rows) warn(`${path}: the tokenizer has ${tokens} tokens but the model's embedding has ${rows} rows; the ${rows - tokens} ids past the tokenizer are never sampled (wrong tokenizer for this model?)`);
+}
+
+/**
+ * A warning when the asked maxSequences (--parallel) full contexts do not fit in the KV pool the
+ * load sized itself (no kvCacheBytes: room for maxSequences contexts, capped at 1/8 of RAM, 2 GiB,
+ * what is free and the backend's largest buffer). Not an error: the pool is paged and shared, so maxSequences requests still
+ * run at once while they fit and the rest wait or are preempted and recomputed, as llama-server's
+ * slots share (or split) its -c cells; but the user asked for maxSequences full contexts and is
+ * told at start which of them to change. An explicit kvCacheBytes is the user's own sizing, as
+ * llama-server's explicit -c with -np is: no warning.
+ */
+function checkParallelPool(path: string, poolTokens: number, contextSize: number, maxSequences: number, bytesPerToken: number, warn: (message: string) => void): void {
+  const perContext = Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
+  const full = Math.floor(poolTokens / perContext);
+  if (full >= maxSequences) return;
+  const wanted = maxSequences * perContext * bytesPerToken;
+  const ctx = Math.floor(poolTokens / maxSequences / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
+  const tries = [`kvCacheBytes ${wanted} (--kv-memory; ${formatBytes(wanted)}) where that memory is free`, ...(ctx >= DEFAULT_BLOCK_SIZE ? [`contextSize ${ctx} (--ctx-size)`] : []), `maxSequences ${full} (--parallel)`];
+  warn(`${path}: the KV pool holds ${poolTokens} tokens, ${full} full context${full === 1 ? "" : "s"} of ${contextSize}, not the ${maxSequences} x ${contextSize} = ${maxSequences * contextSize} that maxSequences ${maxSequences} (--parallel) asks for (the pool is sized to the free memory, at most 1/8 of RAM, 2 GiB and the backend's largest buffer): past ${poolTokens} tokens in all, requests wait or are preempted and recomputed; for ${maxSequences} full contexts try ${tries.join(" or ")}`);
 }
 
 /** the context size against what the model can compute (an error) and what it was trained with (a warning) */

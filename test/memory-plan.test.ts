@@ -10,6 +10,7 @@ import { loadModel, loadPlanRequest } from "../src/llm.js";
 import { openModel } from "../src/models/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { spawnServe } from "./helpers/serve.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -170,4 +171,36 @@ test("inspect names the KV pool loadModel reserves (room for 16 sequences, shrun
   }
   const text = (await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "1024"], { cwd: PROJECT_ROOT, env })).stdout;
   assert.match(text, new RegExp(`\\nKV pool: +[\\d.]+ MB for ${plan.kvPool.tokens} tokens, reserved at load \\(room for up to 16 sequences of 1024 tokens, shrunk to what is free\\): about [\\d.]+ MB in all when every sequence is full\\n`));
+});
+
+test("tsllm serve --parallel N past the KV pool free memory allows warns at start in one line naming pool tokens vs N x --ctx-size and what to change; no warning when N contexts fit, without --parallel, or with --kv-memory", { skip: SKIP, timeout: 120_000 }, async () => {
+  await ready;
+  // the judge: f32 K and V from node-llama-cpp's reading of the header (2 x layers x KV heads x
+  // head size x 4 bytes a position); free memory = the plan (weights, scratch, one context) and
+  // exactly two contexts more, so the pool holds 3 x 512 positions of the 16 x 512 asked for
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const available = planMemory(request(512)).totalBytes + 2 * 512 * perToken;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
+  const warningsOf = async (args: string[]) => {
+    const s = await spawnServe(["--model", FILE, "--ctx-size", "512", "--backend", "reference", ...args], { env });
+    try {
+      const lines = s.stderr().split("\n");
+      const ready = lines.findIndex((l) => l.includes("ready:"));
+      return { warnings: lines.slice(0, ready).filter((l) => l.startsWith("tsllm: warning:")), ready: lines[ready]! };
+    } finally {
+      s.child.kill("SIGTERM");
+      await s.exited;
+    }
+  };
+  const asked = await warningsOf(["--parallel", "16"]);
+  assert.match(asked.ready, /16 parallel sequences, 1536 KV tokens/);
+  assert.equal(asked.warnings.length, 1, asked.warnings.join("\n"));
+  const w = asked.warnings[0]!;
+  assert.ok(w.startsWith(`tsllm: warning: ${FILE}: the KV pool holds 1536 tokens, 3 full contexts of 512, not the 16 x 512 = 8192 that maxSequences 16 (--parallel) asks for `), w);
+  assert.match(w, new RegExp(`; for 16 full contexts try kvCacheBytes ${16 * 512 * perToken} \\(--kv-memory; [\\d.]+ MB\\) where that memory is free or contextSize 96 \\(--ctx-size\\) or maxSequences 3 \\(--parallel\\)$`));
+  for (const args of [["--parallel", "3"], [], ["--parallel", "16", "--kv-memory", String(1536 * perToken)]]) {
+    assert.deepEqual((await warningsOf(args)).warnings, [], args.join(" "));
+  }
 });
