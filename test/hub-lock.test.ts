@@ -5,6 +5,8 @@ import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, test } from "node:test";
+import { getEventListeners } from "node:events";
+import { sleep } from "../src/hub/http.js";
 import { withFileLock } from "../src/hub/lock.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
 
@@ -81,12 +83,15 @@ test("processes waiting on a lock whose owner died take it over one at a time", 
   assert.deepEqual(readdirSync(race), ["log"], "no takeover files left behind");
 });
 
-test("a lock held from another host (a shared cache volume, another container) is judged by its heartbeat, not by its pid", async () => {
+// a bounded test: a waiter that misses its signal's abort waits on the held lock for ever
+test("a lock held from another host (a shared cache volume, another container) is judged by its heartbeat, not by its pid", { timeout: 60_000 }, async () => {
   const lock = join(dir, "other-host.tsllm.lock");
   // a pid that does not exist here says nothing about a process on another machine
   const deadHere = spawnSync(process.execPath, ["-e", ""]).pid;
   writeFileSync(lock, `${deadHere} some-other-host 0123456789abcdef\n`);
   let ran = false;
+  // the waiter tries the lock before its first sleep, so it is judged however late the 300 ms
+  // timeout fires under load; it must reject then, whether the timeout fired in a sleep or between tries
   await assert.rejects(withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(300)), { name: "TimeoutError" });
   assert.equal(ran, false, "a live holder elsewhere keeps its lock");
   assert.match(readFileSync(lock, "utf8"), /some-other-host/);
@@ -96,6 +101,20 @@ test("a lock held from another host (a shared cache volume, another container) i
   await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
   assert.equal(ran, true);
   assert.ok(!existsSync(lock));
+});
+
+test("a wait on a held lock ends when its signal was aborted before or between its tries, and leaves no listeners behind", { timeout: 30_000 }, async () => {
+  const lock = join(dir, "aborted.tsllm.lock");
+  writeFileSync(lock, `1 some-other-host 0123456789abcdef\n`);
+  let ran = false;
+  // aborted before the call: its abort event has fired already, as one that fires while the waiter is between sleeps
+  await assert.rejects(withFileLock(lock, async () => { ran = true; }, AbortSignal.abort()), { name: "AbortError" });
+  assert.equal(ran, false);
+  // one signal over many sleeps (a long wait, a download's retries) holds no listener per ended sleep
+  const controller = new AbortController();
+  for (let i = 0; i < 20; i++) await sleep(1, controller.signal);
+  assert.equal(getEventListeners(controller.signal, "abort").length, 0);
+  rmSync(lock);
 });
 
 test("a lock left by an earlier process with this process's pid (a restarted container) is taken over at once", async () => {

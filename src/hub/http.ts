@@ -146,7 +146,12 @@ export function isRetryableStatus(status: number): boolean {
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+    // an abort that came while the caller was not sleeping (between a lock's attempts, a retry's
+    // requests) has fired its event already: listening for it would wait on as if never aborted
+    if (signal?.aborted) { reject(signal.reason); return; }
+    const onAbort = () => { clearTimeout(t); reject(signal!.reason); };
+    // a sleep that ends removes its listener: one long-lived signal over many waits must not pile them up
+    const t = setTimeout(() => { signal?.removeEventListener("abort", onAbort); resolve(); }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
