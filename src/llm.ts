@@ -1,5 +1,5 @@
 import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { availableMemoryBytes, checkMemoryPlan, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
@@ -455,6 +455,21 @@ export function defaultContextSize(trainedContextLength: number): number {
  * tokenizer, reading the weights straight into the backend's memory.
  */
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
+  return load(ref, options, options.maxSequences);
+}
+
+/**
+ * loadModel for a caller that runs one request of `width` sequences (the CLI's generate with
+ * --n or --num-beams): the engine is made that wide where the default is not, without the
+ * warning about maxSequences full contexts, which is about concurrent requests (serve's
+ * --parallel): n choices or beams of one request share its prompt's rows.
+ */
+export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number): Promise<Model> {
+  return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences);
+}
+
+/** loadModel, with the concurrent requests asked for (checked against the KV pool) apart from the engine's width */
+async function load(ref: string, options: LoadModelOptions, parallelRequests: number | undefined): Promise<Model> {
   const t0 = performance.now();
   checkLoadOptions(options);
   const resolved = await resolveModelReference(ref);
@@ -485,7 +500,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
       cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
       source: path,
     });
-    if (options.maxSequences !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, options.maxSequences, kvBytesPerToken(model.info, model.kvCacheTypes), warn);
+    if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn);
     if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);

@@ -204,3 +204,27 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
     assert.deepEqual((await warningsOf(args)).warnings, [], args.join(" "));
   }
 });
+
+test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one request without the --parallel warning (n choices share the prompt's rows, generate has no --parallel), where serve --parallel 20 gets it", { skip: SKIP, timeout: 180_000 }, async () => {
+  await ready;
+  // the same judge and free memory as above: f32 K and V from node-llama-cpp's reading of the
+  // header; free memory = the plan and two contexts more, so the pool holds 3 contexts of 512
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken) };
+  const common = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json"];
+  for (const width of [["--n", "20"], ["--num-beams", "20"]]) {
+    const r = await run(process.execPath, ["--import", "tsx", CLI, ...common, ...width], { cwd: PROJECT_ROOT, env });
+    assert.deepEqual(r.stderr.split("\n").filter((l) => /warning/i.test(l)), [], `${width.join(" ")}: ${r.stderr}`);
+    // it ran that wide: 20 choices, or the beam search's returned beam (one by default)
+    const out = JSON.parse(r.stdout) as { choices?: unknown[]; beams?: unknown[] };
+    assert.equal(width[0] === "--n" ? out.choices?.length : out.beams?.length, width[0] === "--n" ? 20 : 1, `${width.join(" ")}: ${r.stdout}`);
+  }
+  // the library's own maxSequences still warns: the caller asked for that many full contexts
+  const warnings: string[] = [];
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 512, maxSequences: 20, availableMemory: planMemory(request(512)).totalBytes + 2 * 512 * perToken, onWarning: (w) => warnings.push(w), warmup: false });
+  m.dispose();
+  assert.equal(warnings.length, 1, warnings.join("\n"));
+  assert.match(warnings[0]!, /not the 20 x 512 = 10240 that maxSequences 20 \(--parallel\) asks for/);
+});

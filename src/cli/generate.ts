@@ -3,13 +3,13 @@ import type { ChatTemplateSource } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
-import { loadModel, type LoadModelOptions } from "../llm.js";
+import { loadModel, loadModelForOneRequest, type LoadModelOptions } from "../llm.js";
 import { decoderShape, LOAD_QUANTIZATIONS, openModel, type LoadQuantization } from "../models/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
-import { DEFAULT_MAX_SEQUENCES, RequestError } from "../engine/index.js";
+import { RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
@@ -223,7 +223,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
   // --ctx-size 0: the model's trained context; a draft model shares it
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
-  const model = await loadModel(path, { ...loadOptions, ...(width > DEFAULT_MAX_SEQUENCES ? { maxSequences: width } : {}) });
+  const model = await loadModelForOneRequest(path, loadOptions, width);
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   try {
