@@ -10,7 +10,7 @@ export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentP
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityProgress, type PerplexityResult, type KlDivergenceOptions, type KlDivergenceProgress, type KlDivergenceResult } from "./perplexity/index.js";
 export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type HubErrorCode, type DownloadOptions, type DownloadResult, type DownloadProgress, type CachedRepo, type RemoveResult } from "./hub/index.js";
-export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult, type QuantizeOptions, type QuantizeResult } from "./convert/index.js";
+export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult, type QuantizeOptions, type QuantizeResult, type TypeFallback } from "./convert/index.js";
 export { planMemory, checkMemoryPlan, availableMemoryBytes, type MemoryPlan, type PlanRequest } from "./engine/index.js";
 export { loadPlanRequest } from "./llm.js";
 export { QUANTIZATIONS, type Quantization } from "./tensor/index.js";

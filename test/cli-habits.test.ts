@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
+import { readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -122,6 +123,33 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr, message);
   }
+});
+
+// ggml's k-quants pack rows in blocks of QK_K = 256 values; llama-quant.cpp's tensor_type_fallback
+// writes a matrix whose rows are not whole blocks in another type (Q4_K -> Q5_0), and its LM head rule
+// asks Q8_0 outright for such an output.weight. stories260K's rows are 64 or 172 wide: every matrix
+// but output.weight falls back under Q4_K_M.
+test("quantize sums up the tensors that fell back in one line; --verbose lists each", { skip }, () => {
+  const input = sharedFile(MODEL)!;
+  const judged = readGGUFHeader(input).tensors.filter((t) => t.dims.length > 1 && t.dims[0]! % 256 !== 0 && t.name !== "output.weight").map((t) => t.name);
+  const out = join(dir, "fallbacks.gguf");
+  const r = tsllm(["quantize", input, out, "--type", "q4_k_m"]);
+  assert.equal(r.code, 0, r.stderr);
+  const lines = r.stderr.trimEnd().split("\n");
+  assert.equal(lines.length, 2, r.stderr);
+  const m = /^tsllm: (\d+) tensors fell back to another type, their rows \(of 64 or 172\) not whole blocks of the asked type, as llama\.cpp's do: (.*); e\.g\. (.*), \.\.\. \(--verbose lists all (\d+)\)$/.exec(lines[0]!);
+  assert.ok(m, lines[0]);
+  assert.equal(Number(m[1]), judged.length);
+  assert.equal(Number(m[4]), judged.length);
+  const pairs = m[2]!.split(", ").map((p) => /^(\w+) -> (\w+) x(\d+)$/.exec(p)!);
+  assert.equal(pairs.reduce((s, p) => s + Number(p[3]), 0), judged.length, m[2]);
+  assert.ok(pairs.some((p) => p[1] === "Q4_K" && p[2] === "Q5_0"), m[2]);
+  for (const name of m[3]!.split(", ")) assert.ok(judged.includes(name), name);
+  assert.match(lines[1]!, /^wrote /);
+  const verbose = tsllm(["quantize", input, out, "--type", "q4_k_m", "--verbose"]);
+  assert.equal(verbose.code, 0, verbose.stderr);
+  const listed = verbose.stderr.split("\n").filter((l) => l.startsWith("tsllm: fallback: ")).map((l) => l.split(" ")[2]);
+  assert.deepEqual([...listed].sort(), [...judged].sort());
 });
 
 // llama-quantize's try_parse_ftype: a name, or llama.h's llama_ftype number (its usage lists "7 or

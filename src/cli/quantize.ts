@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES } from "../convert/index.js";
+import { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
-                      [--vocab FILE.gguf]
+                      [--vocab FILE.gguf] [--verbose]
        tsllm quantize IN [OUT.gguf] T [N] [options]   (llama-quantize's order)
 
 As llama-quantize: without OUT, the output is ggml-model-T.gguf (T upper-case, as ggml-model-Q8_0.gguf)
@@ -35,6 +35,7 @@ Options:
                         type T (${TENSOR_TYPES.join(", ")}; repeatable; the first match wins),
                         e.g. --tensor-type attn_v=q8_0
   --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
+  --verbose             list each tensor that fell back (by default one line sums them up)
   -h, --help            show this help
 `;
 
@@ -44,7 +45,26 @@ export const QUANTIZE_ARGS: OptionSpec = {
   "leave-output-tensor": { type: "boolean" },
   "tensor-type": { type: "string", multiple: true },
   vocab: { type: "string" },
+  verbose: { type: "boolean" },
 };
+
+/** how many tensor names the summary of fallbacks shows */
+const FALLBACK_EXAMPLES = 3;
+
+/**
+ * One line for all the matrices that fell back (a small or odd-shaped model has dozens): how many,
+ * each asked -> written pair with its count, the row lengths that caused them, and a few names.
+ */
+export function fallbackSummary(fallbacks: readonly TypeFallback[]): string {
+  const pairs = new Map<string, number>();
+  for (const f of fallbacks) pairs.set(`${f.asked} -> ${f.type}`, (pairs.get(`${f.asked} -> ${f.type}`) ?? 0) + 1);
+  const rows = [...new Set(fallbacks.map((f) => f.rowLength))].sort((a, b) => a - b);
+  const names = fallbacks.slice(0, FALLBACK_EXAMPLES).map((f) => f.tensor).join(", ");
+  const more = fallbacks.length > FALLBACK_EXAMPLES ? `, ... (--verbose lists all ${fallbacks.length})` : "";
+  const counted = [...pairs].map(([pair, n]) => `${pair} x${n}`).join(", ");
+  const one = fallbacks.length === 1;
+  return `${fallbacks.length} tensor${one ? "" : "s"} fell back to another type, ${one ? "its" : "their"} rows (of ${rows.join(" or ")}) not whole blocks of the asked type, as llama.cpp's do: ${counted}; e.g. ${names}${more}`;
+}
 
 /** llama-quantize's file types that need what tsllm does not have: an importance matrix, or tensor types it cannot write */
 const IMATRIX_TYPES = new Set(["q2_k_s", "iq2_xxs", "iq2_xs", "iq1_s", "iq1_m"]);
@@ -143,7 +163,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
   const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
   const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
-  for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f}\n`);
+  if (flag(values, "verbose")) for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f.tensor} (rows of ${f.rowLength}): ${f.asked} -> ${f.type}\n`);
+  else if (r.fallbacks.length > 0) process.stderr.write(`tsllm: ${fallbackSummary(r.fallbacks)}\n`);
   const types = Object.entries(r.types).map(([t, n]) => `${t} x${n}`).join(", ");
   process.stderr.write(`wrote ${output}: ${r.tensors} tensors (${types}), ${formatBytes(r.bytes)}\n`);
 }

@@ -3,3 +3,4 @@ export { HFTensorSource, hfNameMap, permuteHeadRows, transposeBytes } from "./hf
 export { hfModelMetadata } from "./hf-metadata.js";
 export { encoderLayout } from "./hf-encoder-tensors.js";
 export { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES, type QuantizeOptions, type QuantizeResult } from "./quantize.js";
+export type { TypeFallback } from "./quant-mixture.js";

@@ -125,13 +125,22 @@ export interface MixtureOptions {
   readonly overrides?: readonly (readonly [RegExp, GGMLType])[];
 }
 
+/** a matrix whose rows the asked type's blocks do not divide, and the type it was written in instead */
+export interface TypeFallback {
+  readonly tensor: string;
+  readonly rowLength: number;
+  /** ggml's type names, as llama.cpp prints them: Q4_K */
+  readonly asked: string;
+  readonly type: string;
+}
+
 /**
  * Each tensor's type as llama-quantize picks it: tensors visited in its order (by block number,
  * then name), so that its per-layer counters see the same sequence; then a row length the type's
  * blocks do not divide falls back (tensor_type_fallback; F16 when the fallback does not divide
- * either). Fallbacks are pushed to `fallbacks` as lines a user can read.
+ * either). Fallbacks are pushed to `fallbacks`.
  */
-export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>, options: MixtureOptions, fallbacks: string[]): Map<string, GGMLType> {
+export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>, options: MixtureOptions, fallbacks: TypeFallback[]): Map<string, GGMLType> {
   const fileType = fileTypeOf(options.fileType);
   if (fileType === undefined) throw new Error(`quantize: expected one of ${[...Object.keys(FILE_TYPES), ...Object.keys(FILE_TYPE_ALIASES)].join(", ")}, found ${JSON.stringify(options.fileType)}`);
   const { ftype, base } = fileType;
@@ -203,7 +212,7 @@ export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: Re
     const asked = manual ?? (quantized && !options.pure ? mixture(info, cat) : base);
     const cols = info.dims[0]!;
     const type = typeForRows(asked, cols) ?? GGMLType.F16;
-    if (type !== asked) fallbacks.push(`${info.name} (rows of ${cols}): ${typeName(asked)} -> ${typeName(type)}`);
+    if (type !== asked) fallbacks.push({ tensor: info.name, rowLength: cols, asked: typeName(asked), type: typeName(type) });
     plan.set(info.name, type);
   }
   return plan;

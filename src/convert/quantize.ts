@@ -2,7 +2,7 @@ import { realpathSync, statSync } from "node:fs";
 import { GGUFTensorSource, readGGUFHeader, splitCount, writeGGUF, ggufEntry, type GGUFEntry, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
 import { GGMLType, isFileQuantization, quantizationType, typeName, FILE_QUANTIZATIONS, type FileQuantization } from "../tensor/index.js";
 import { convertHFToGGUF, tensorSpecs } from "./convert.js";
-import { FILE_TYPE_ALIASES, FILE_TYPES, fileTypeOf, planTensorTypes } from "./quant-mixture.js";
+import { FILE_TYPE_ALIASES, FILE_TYPES, fileTypeOf, planTensorTypes, type TypeFallback } from "./quant-mixture.js";
 
 /**
  * `tsllm quantize`: a GGUF file or a Hugging Face folder -> a GGUF of one of llama-quantize's file
@@ -33,7 +33,7 @@ export interface QuantizeResult {
   /** tensors per written type */
   readonly types: Record<string, number>;
   /** matrices whose rows the asked type's blocks do not divide, and what they became */
-  readonly fallbacks: readonly string[];
+  readonly fallbacks: readonly TypeFallback[];
   readonly bytes: number;
 }
 
@@ -46,7 +46,7 @@ function tensorTypeOf(name: string, where: string): GGMLType {
 }
 
 /** the per-tensor rule, counting what it writes into `types` */
-function planner(options: QuantizeOptions, fallbacks: string[], types: Record<string, number>): (infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>) => (info: SourceTensorInfo) => GGMLType {
+function planner(options: QuantizeOptions, fallbacks: TypeFallback[], types: Record<string, number>): (infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>) => (info: SourceTensorInfo) => GGMLType {
   const overrides = (options.tensorTypes ?? []).map(([pattern, t]) => {
     let re: RegExp;
     try {
@@ -68,7 +68,7 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
   const fileType = fileTypeOf(options.type);
   if (fileType === undefined) throw new Error(`--type: expected one of ${QUANTIZE_TYPES.join(", ")}, found ${JSON.stringify(options.type)}`);
   if (same(input, out)) throw new Error(`${out}: the output is the input; write it to another path`);
-  const fallbacks: string[] = [];
+  const fallbacks: TypeFallback[] = [];
   const types: Record<string, number> = {};
   const plan = planner(options, fallbacks, types);
   let tensors: number;
