@@ -736,8 +736,8 @@ test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, 
       assert.ok(!grammarAdmits(g, ` \n${JSON.stringify({ name: "get_weather", parameters: { city: 3, unit: "c" } })}`));
     }
     for (const text of ["It is sunny in Oslo.", "", "  \n It is {sunny}", "Sunny <|python_tag|> {x}", "brave_search is down", "<b>hot</b>", "[1, 2]"]) assert.ok(grammarAdmits(g, text), `${source}: ${JSON.stringify(text)}`);
-    // a reply that opens like a call is a call: text may not (a restriction: a text reply opening with "{" is refused)
-    for (const text of ["{not json", ' {"name": "get_weather"} is what I would call', "\t{}"]) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
+    // a reply that opens a call as llama.cpp's trigger reads it is a call: text may not
+    for (const text of [' {"name": "get_weather"} is what I would call', '{"type": "function", "name": "x"}']) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
     const builtin = source.includes("<|python_tag|>");
     // a built-in tool's call without its tag: a call where the template has built-in tools (not one the grammar writes), else text
     assert.equal(grammarAdmits(g, 'brave_search.call(query="oslo")'), !builtin);
@@ -760,6 +760,50 @@ test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, 
   for (const text of ["all\nx>>>get_weather\n{}", "python\nprint(1)", "all\n>>>all\nhi"]) sound(g, syntax, text);
 });
 
+/**
+ * llama.cpp's Llama 3.x lazy grammar trigger (common/chat.cpp: a reply matching
+ * `\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"` from its start; its parser's function_regex
+ * takes leading whitespace too): the judge of which replies open a call
+ */
+const LLAMA_CPP_LLAMA3_TRIGGER = /^\s*\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"/;
+
+test("Llama 3.x under strict tool_choice auto: a reply opening with { is text unless it opens a call as llama.cpp's trigger reads it; one that does is a call whose arguments ajv validates", () => {
+  const tools = toolsOf({ tools: [STRICT_WEATHER, TIME] })!;
+  const source = "<|start_header_id|>ipython<|end_header_id|>";
+  const g = replyGrammar({}, tools, source, undefined)!.grammar, syntax = replySyntaxOf(source, tools, undefined, "deepseek")!;
+  const validate = new Ajv().compile(STRICT_WEATHER.function.parameters);
+  // text: admitted, and read as text alone, whole or streamed a character at a time (llama.cpp: content; a
+  // call object's keys in another order than its trigger's, too, whose arguments the grammar does not hold)
+  const texts = ["{not a call}", '{"a": 1}', "{}", "{{{{", '{"parameters": {"city": 3, "unit": "c"}, "name": "get_weather"}', '{"id": "1", "name": "get_weather", "parameters": {}}', ' \n{"names": 1}', '{"name" is a key}', '{"name": 3}', '{"type": "object"}', '{ "type": "function" }', '{"type": "function", "names": "x"}'];
+  for (const text of texts) {
+    assert.ok(!LLAMA_CPP_LLAMA3_TRIGGER.test(text), `judge: ${JSON.stringify(text)} opens a call`);
+    assert.ok(grammarAdmits(g, text), `refused: ${JSON.stringify(text)}`);
+    const read = readReply(text, syntax);
+    assert.deepEqual([read.content, read.calls.length], [text, 0], JSON.stringify(text));
+    const deltas = streamed(text, syntax, [...Array(text.length).keys()].slice(1));
+    assert.deepEqual(accumulated(deltas), { reasoning: "", content: text, calls: [] }, `streamed ${JSON.stringify(text)}`);
+  }
+  // a reply that ends before it is known whether it opens a call: admitted, read as no call (llama.cpp's final parse drops a partial match)
+  for (const text of ["{", '{"na', '{"type": "function", "na']) assert.deepEqual([grammarAdmits(g, text), readReply(text, syntax).calls.length], [true, 0], JSON.stringify(text));
+  // a call's opening (llama.cpp's trigger fires, any name): only a whole call, whose arguments validate, is admitted
+  const args = { city: "Oslo", unit: "c" }, bad = { city: "Oslo", unit: "k" };
+  const openings = [
+    [JSON.stringify({ name: "get_weather", parameters: args }), true],
+    [JSON.stringify({ name: "get_weather", parameters: bad }), false],
+    [` {"name": "get_weather", "parameters": ${JSON.stringify(bad)}}`, false],
+    [`{ "type" : "function", "name":"get_weather", "parameters": ${JSON.stringify(bad)}}`, false],
+    ['{"name": "nowhere", "parameters": {}}', false],
+    ['{"name": "get_weather"} is what I would call', false],
+    ['{\n  "name": "', false],
+  ] as const;
+  for (const [text, admitted] of openings) {
+    assert.ok(LLAMA_CPP_LLAMA3_TRIGGER.test(text), `judge: ${JSON.stringify(text)} opens no call`);
+    assert.equal(grammarAdmits(g, text), admitted, JSON.stringify(text));
+    if (admitted) assert.ok(readReply(text, syntax).calls.every((c) => validate(JSON.parse(c.arguments))));
+  }
+  assert.deepEqual(readReply(openings[0][0], syntax).calls.map((c) => JSON.parse(c.arguments)), [args]);
+});
+
 for (const [name, opening] of [["meta-llama-Llama-3.1-8B-Instruct.jinja", "{"], ["meetkai-functionary-medium-v3.2.jinja", "g"]] as const) {
   describe(`function.strict under auto over HTTP with llama.cpp's ${name} on stories260K`, { skip: skip || skipWithoutLlamaCppTemplates() }, () => {
     let s: Awaited<ReturnType<typeof serveStories>>;
@@ -767,7 +811,7 @@ for (const [name, opening] of [["meta-llama-Llama-3.1-8B-Instruct.jinja", "{"], 
     before(async () => { s = await serveStories({ contextSize: 1536, onWarning: () => {} }, { chatTemplate: { source: llamaCppTemplate(name), where: name } }); });
     after(() => s?.close());
 
-    test("answered (no 400): text, or calls whose arguments ajv validates; pushed toward a call's first character, a call", async () => {
+    test("answered (no 400): text, or calls whose arguments ajv validates; pushed toward a call's first character, a call (Llama: or text that opens none)", async () => {
       const validate = new Ajv().compile(STRICT_WEATHER.function.parameters);
       // the tokens of the character a call opens with here ("{" of Llama's JSON, "g" of Functionary's get_weather)
       const first = Array.from({ length: s.model.info.vocabSize }, (_, i) => i).filter((i) => s.model.tokenizer.decode([i]) === opening);
@@ -779,7 +823,9 @@ for (const [name, opening] of [["meta-llama-Llama-3.1-8B-Instruct.jinja", "{"], 
         });
         assert.equal(r.status, 200, JSON.stringify(r.json));
         const choice = r.json.choices[0];
-        if (bias > 0) assert.equal(choice.finish_reason, "tool_calls", JSON.stringify(choice));
+        // pushed toward Functionary's "g", a call; toward Llama's "{", a call or text that opens none as llama.cpp's trigger reads it
+        if (bias > 0 && opening === "{" && choice.finish_reason !== "tool_calls") assert.ok(choice.message.content.startsWith("{") && !LLAMA_CPP_LLAMA3_TRIGGER.test(choice.message.content), JSON.stringify(choice));
+        else if (bias > 0) assert.equal(choice.finish_reason, "tool_calls", JSON.stringify(choice));
         for (const call of choice.message.tool_calls ?? []) {
           assert.equal(call.function.name, "get_weather");
           if (choice.finish_reason === "tool_calls") assert.ok(validate(JSON.parse(call.function.arguments)), call.function.arguments);

@@ -684,7 +684,10 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
     if (out.partial && i < s.length && s.length - i < PYTHON_TAG.length && PYTHON_TAG.startsWith(s.slice(i))) return out.stop();
     let j = i;
     if (s.startsWith(PYTHON_TAG, j)) j = skipWs(s, j + PYTHON_TAG.length);
-    const f = s[j] === "{" || j >= s.length ? objectCall(out, j, calls) : builtinCall(out, j, calls);
+    // a "{" that opens no call as llama.cpp's trigger reads it is text; one that ends the reply
+    // before that is known is read as a call's start (dropped where it ends there, as llama.cpp's final parse drops it)
+    const opens = llama3Opens(s, j);
+    const f = opens !== false || j >= s.length ? objectCall(out, j, calls) : s[j] === "{" ? TEXT : builtinCall(out, j, calls);
     if (f.kind === "wait") return out.stop();
     // a call cut off before its name is dropped, as markedCalls drops one (llama.cpp's lenient parse cannot name it)
     if (f.kind === "cut") return out.drop();
@@ -696,6 +699,37 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
     if (i >= s.length) { if (out.partial) out.stop(); return; }
     if (s[i] !== "{" && !s.startsWith(PYTHON_TAG, i) && !(out.partial && PYTHON_TAG.startsWith(s.slice(i)))) { out.text(i, s.length, []); return; }
   }
+}
+
+/**
+ * How a Llama 3.x call opens, as llama.cpp's lazy grammar's trigger and its parser's function_regex
+ * read it: `{`, then `"type": "function",` or nothing, then `"name": "` (a " " here: any JSON
+ * whitespace). A reply opening otherwise is text, `{"a": 1}` and `{not a call}` included.
+ */
+export const LLAMA3_OPENING = { start: '{ "', type: 'type" : "function" , "', name: 'name" : "' } as const;
+
+/** s at i against a LLAMA3_OPENING piece: where it ends, false where it goes elsewhere, "more" where s ends first */
+function openingPiece(s: string, i: number, piece: string): number | false | "more" {
+  for (const c of piece) {
+    if (c === " ") { i = skipWs(s, i); continue; }
+    if (i >= s.length) return "more";
+    if (s[i] !== c) return false;
+    i++;
+  }
+  return i;
+}
+
+/** whether s at i opens a Llama 3.x call (LLAMA3_OPENING), or "more" where s ends before that is known */
+function llama3Opens(s: string, i: number): boolean | "more" {
+  const { start, type, name } = LLAMA3_OPENING;
+  const a = openingPiece(s, i, start);
+  if (typeof a !== "number") return a;
+  const direct = openingPiece(s, a, name);
+  if (typeof direct === "number") return true;
+  const typed = openingPiece(s, a, type);
+  const then = typeof typed === "number" ? openingPiece(s, typed, name) : typed;
+  if (typeof then === "number") return true;
+  return direct === "more" || then === "more" ? "more" : false;
 }
 
 /** `name.call(arg=value, ...)`, a Llama 3.1 built-in tool's call: arguments {"arg": value, ...} */

@@ -4,7 +4,7 @@ import { anyJsonGbnf, gbnfAlternatives, GrammarError, strictSchemaProblem, type 
 import { invalid } from "./errors.js";
 import { responseFormatParam, type Body } from "./params.js";
 import { schemaGrammar, TextCache } from "./schema-grammar.js";
-import { CALL_MARKERS, callIdOf, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
+import { CALL_MARKERS, callIdOf, LLAMA3_OPENING, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
 export { ReplyStream, type ReplyDelta, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
 
@@ -378,19 +378,57 @@ function excludingGbnf(name: string, words: readonly string[]): string {
 /**
  * GBNF rule `name`: any text that, past the JSON whitespace it begins with (which Llama 3.x's parser
  * skips), opens with none of `words` (its states: the proper prefixes of the words, each going on
- * with a character that keeps to a word, or leaving them all with any other character)
+ * with a character that keeps to a word, or leaving them all with any other character); the one
+ * word `onward.word` goes on into rule `onward.rule` instead
  */
-function notOpeningGbnf(name: string, words: readonly string[]): string {
+function notOpeningGbnf(name: string, words: readonly string[], onward?: { word: string; rule: string }): string {
   const prefixes = [...new Set(words.flatMap((w) => [...Array(w.length).keys()].map((k) => w.slice(0, k))))];
   const rules = prefixes.map((p, k) => {
     const next = [...new Set(words.filter((w) => w.length > p.length && w.startsWith(p)).map((w) => w[p.length]!))];
-    // a character that completes a word has no way on
-    const ways = next.filter((c) => !words.includes(p + c)).map((c) => `${lit(c)} ${name}-${prefixes.indexOf(p + c)}`);
+    // a character that completes a word has no way on (but onward's)
+    const ways = next.flatMap((c) => {
+      if (p + c === onward?.word) return [`${lit(c)} ${onward.rule}`];
+      return words.includes(p + c) ? [] : [`${lit(c)} ${name}-${prefixes.indexOf(p + c)}`];
+    });
     // at the start whitespace is what the parser skips: the text's first other character decides
-    const other = noneOf(p === "" ? [...next, " ", "\t", "\n", "\r"] : next);
+    const other = noneOf(p === "" ? [...next, ...JSON_WS] : next);
     return `${name}-${k} ::= (${[...ways, `${other} ${name}-rest`].join(" | ")})?\n`;
   });
   return `${name} ::= [ \\t\\n\\r]* ${name}-0\n${name}-rest ::= .*\n${rules.join("")}`;
+}
+
+const JSON_WS = [" ", "\t", "\n", "\r"];
+
+/**
+ * GBNF rules `${name}-0`...: text that leaves `piece` (its " ": any JSON whitespace) for any text
+ * (rule `rest`), or keeps to it into rule `then` (null: the piece completed has no way on)
+ */
+function pieceGbnf(name: string, piece: string, rest: string, then: string | null): string {
+  const steps: { c: string; ws: boolean }[] = [];
+  let ws = false;
+  for (const c of piece) {
+    if (c === " ") ws = true;
+    else { steps.push({ c, ws }); ws = false; }
+  }
+  return steps.map(({ c, ws }, k) => {
+    const next = k + 1 < steps.length ? `${name}-${k + 1}` : then;
+    const ways = [...(ws ? [`[ \\t\\n\\r] ${name}-${k}`] : []), ...(next ? [`${lit(c)} ${next}`] : []), `${noneOf(ws ? [c, ...JSON_WS] : [c])} ${rest}`];
+    return `${name}-${k} ::= (${ways.join(" | ")})?\n`;
+  }).join("");
+}
+
+/**
+ * GBNF rule `name`: Llama 3.x text, which past its leading whitespace opens with none of `words`
+ * and no call (LLAMA3_OPENING, llama.cpp's lazy grammar's trigger): `{"a": 1}` and `{x}` are text,
+ * `{"name": "` and `{"type": "function", "name": "` open calls
+ */
+function llama3TextGbnf(name: string, words: readonly string[]): string {
+  const { start, type, name: key } = LLAMA3_OPENING;
+  const rest = `${name}-rest`, n = key[0]!, t = type[0]!;
+  return `${notOpeningGbnf(name, [start[0]!, ...words], { word: start[0]!, rule: `${name}-o-0` })}${pieceGbnf(`${name}-o`, start.slice(1), rest, `${name}-key`)}`
+    + `${name}-key ::= (${lit(n)} ${name}-n-0 | ${lit(t)} ${name}-t-0 | ${noneOf([n, t])} ${rest})?\n`
+    + `${name}-key2 ::= (${lit(n)} ${name}-n-0 | ${noneOf([n])} ${rest})?\n`
+    + pieceGbnf(`${name}-n`, key.slice(1), rest, null) + pieceGbnf(`${name}-t`, type.slice(1), rest, `${name}-key2`);
 }
 
 /**
@@ -508,7 +546,8 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
  * format's parser would read them (llama.cpp's lazy grammar, calls constrained from their trigger
  * on, written as one grammar). Formats with call markers: text that holds none of them, then calls.
  * Llama 3.x, whose calls are JSON at the reply's start (llama.cpp's trigger: a reply opening with
- * {"name"...): calls, or text that opens with no "{", <|python_tag|> or built-in `name.call(`.
+ * {"name"...): calls, or text that opens with no call (LLAMA3_OPENING), <|python_tag|> or built-in
+ * `name.call(` — `{"a": 1}` is text.
  * Functionary v3.2, whose prompt ends with ">>>": calls (`name\n{...}`), or "all\n" then text up
  * to a ">>>" that opens calls (llama.cpp's functionary v3.2 parser: content_and_tools). The other
  * functions keep their parameters' schemas where a grammar can hold them (else any object: only
@@ -529,7 +568,7 @@ function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: str
   if (markers) return `${calls}${excludingGbnf("free-text", markers)}root ::= free-text g0-root?\n`;
   if (format === "llama3") {
     const builtins = [...builtinToolsOf(templateSource, tools)].map((name) => `${name}.call(`);
-    return `${calls}${notOpeningGbnf("free-text", ["{", PYTHON_TAG, ...builtins])}root ::= g0-root | free-text\n`;
+    return `${calls}${llama3TextGbnf("free-text", [PYTHON_TAG, ...builtins])}root ::= g0-root | free-text\n`;
   }
   if (format === "functionary-v3.2") {
     // text before calls ends in no ">" (its ">>>" would be read first, one character early)
