@@ -455,7 +455,8 @@ export function defaultContextSize(trainedContextLength: number): number {
  * tokenizer, reading the weights straight into the backend's memory.
  */
 export async function loadModel(ref: string, options: LoadModelOptions = {}): Promise<Model> {
-  return load(ref, options, options.maxSequences);
+  // load() checks options: one given as null (or no object) from JavaScript gets its OptionError there
+  return load(ref, options, typeof options === "object" && options !== null ? options.maxSequences : undefined);
 }
 
 /**
