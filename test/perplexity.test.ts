@@ -185,7 +185,8 @@ test("quality of a quantization: tsllm quantize's q4_k file has llama.cpp's perp
     const cli = (args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, maxBuffer: 1 << 24 });
     const modelPath = sharedFile(MODEL)!, textPath = sharedFile(TEXT)!;
     const q4 = join(dir, "q4_k.gguf");
-    await cli(["quantize", modelPath, q4, "--type", "q4_k"]);
+    // --pure: every matrix Q4_K, as --quantize q4_k on load (q4_k alone is llama-quantize's Q4_K_M mixture)
+    await cli(["quantize", modelPath, q4, "--type", "q4_k", "--pure"]);
     const common = ["--file", textPath, "--ctx", "256", "--chunks", "8", "--backend", "reference", "--json"];
     const file = JSON.parse((await cli(["perplexity", "--model", q4, ...common])).stdout);
     const kl = JSON.parse((await cli(["perplexity", "--model", modelPath, "--quantize", "q4_k", "--kl-divergence", ...common])).stdout);
