@@ -1246,7 +1246,7 @@ test("tsllm inspect --backend webgpu without an adapter says why, exit 0; anothe
   const env = { ...process.env, TSLLM_WEBGPU_VULKAN_ICD: "/nonexistent/icd.json" };
   const text = await runTsllm(["inspect", "--model", path, "--backend", "webgpu"], env);
   assert.equal(text.code, 0, text.stderr);
-  assert.match(text.stdout, /\nload plan: .*: fits\nwebgpu: +no adapter: webgpu backend: no WebGPU adapter found \(the Vulkan ICD \/nonexistent\/icd\.json does not exist\)\n$/);
+  assert.match(text.stdout, /\nload plan: .*: fits\nKV pool: .*\nwebgpu: +no adapter: webgpu backend: no WebGPU adapter found \(the Vulkan ICD \/nonexistent\/icd\.json does not exist\)\n$/);
   const json = await runTsllm(["inspect", "--model", path, "--backend", "webgpu", "--json"], env);
   assert.equal(json.code, 0, json.stderr);
   assert.match(JSON.parse(json.stdout).webgpu.error, /^webgpu backend: no WebGPU adapter found/);
