@@ -1,5 +1,5 @@
 import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
-import { inputTemplateOf, type ModelInput, type Offset } from "../tokenizer/index.js";
+import { assembleModelInput, inputTemplateOf, type ModelInput, type Offset } from "../tokenizer/index.js";
 import { checkFlags, OptionError, shownValue } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe, inputError, knownOptions, textsOf, withDefaults } from "./inputs.js";
@@ -138,9 +138,9 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     return groups;
   };
 
-  const template = inputTemplateOf(tok).single;
+  const template = inputTemplateOf(tok);
   /** content tokens one window holds: the model's tokens less the special tokens around them */
-  const room = runner.maxLength - template.prefix.length - template.suffix.length;
+  const room = runner.maxLength - template.single.prefix.length - template.single.suffix.length;
 
   interface Settings { strategy: AggregationStrategy; ignore: ReadonlySet<string>; words: boolean; delimiter: string; stride?: number }
 
@@ -192,15 +192,8 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
   };
 
   /** content tokens [from, to) with the template's special tokens around them, as the model reads them */
-  const windowInput = (ids: readonly number[], offsets: readonly Offset[] | undefined, from: number, to: number): ModelInput => {
-    const special = (ts: typeof template.prefix) => ts.map((t) => ({ id: t.id, typeId: t.typeId, special: true, offset: [0, 0] as Offset }));
-    const content = ids.slice(from, to).map((id, i) => ({ id, typeId: 0, special: false, offset: offsets?.[from + i] ?? ([0, 0] as Offset) }));
-    const all = [...special(template.prefix), ...content, ...special(template.suffix)];
-    return {
-      ids: all.map((t) => t.id), typeIds: all.map((t) => t.typeId), specialMask: all.map((t) => t.special),
-      ...(offsets ? { offsets: all.map((t) => t.offset) } : {}), sequenceIds: all.map((t) => (t.special ? null : 0)),
-    };
-  };
+  const windowInput = (ids: readonly number[], offsets: readonly Offset[] | undefined, from: number, to: number): ModelInput =>
+    assembleModelInput(template, ids.slice(from, to), offsets?.slice(from, to));
 
   /**
    * the windows an input is read in: one, truncated, without a stride; with one, as the fast

@@ -75,13 +75,22 @@ export function encodeModelInput(tok: Tokenizer, text: string, options: ModelInp
     offA = offA?.slice(0, na);
     if (b !== undefined) { b = b.slice(0, nb); offB = offB?.slice(0, nb); }
   }
+  return assembleModelInput(tpl, a, offA, addSpecial, b === undefined ? undefined : { ids: b, offsets: offB });
+}
+
+/**
+ * An encoder's input from its texts' tokens (and their offsets): the template's special tokens
+ * around them (unless `addSpecial` is false), type ids, the special-tokens mask, sequence ids.
+ */
+export function assembleModelInput(tpl: InputTemplate, a: readonly number[], offA: readonly Offset[] | undefined, addSpecial = true, pair?: { ids: readonly number[]; offsets: readonly Offset[] | undefined }): ModelInput {
+  const b = pair?.ids, offB = pair?.offsets;
   const ids: number[] = [], typeIds: number[] = [], specialMask: boolean[] = [], sequenceIds: (0 | 1 | null)[] = [];
   const offsets: Offset[] | undefined = offA && (b === undefined || offB) ? [] : undefined;
   const special = (ts: readonly TemplateToken[]) => {
     if (!addSpecial) return;
     for (const t of ts) { ids.push(t.id); typeIds.push(t.typeId); specialMask.push(true); sequenceIds.push(null); offsets?.push([0, 0]); }
   };
-  const content = (xs: number[], type: number, seq: 0 | 1, offs: Offset[] | undefined) => {
+  const content = (xs: readonly number[], type: number, seq: 0 | 1, offs: readonly Offset[] | undefined) => {
     xs.forEach((id, i) => { ids.push(id); typeIds.push(type); specialMask.push(false); sequenceIds.push(seq); if (offsets) offsets.push(offs![i]!); });
   };
   if (b === undefined) {
