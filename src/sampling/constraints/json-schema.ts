@@ -701,7 +701,10 @@ class Converter {
     }
     // values equal as JSON (object keys in any order) are one
     const classes = new Map<string, unknown[]>();
-    for (const v of values) classes.set(canonicalJson(v), [...(classes.get(canonicalJson(v)) ?? []), v]);
+    for (const v of values) {
+      const c = canonicalJson(v);
+      classes.set(c, [...(classes.get(c) ?? []), v]);
+    }
     const distinct = [...classes.values()];
     const n = distinct.length, most = Math.min(max ?? n, n);
     if (min > n) throw new GrammarError(`${path}/minItems: ${min} distinct items, but the items take only ${n} values`);
@@ -745,7 +748,11 @@ class Converter {
       const parts = list.map((p, i) => this.finiteValues(p, `${path}/${key}/${i}`, depth + 1));
       if (parts.some((p) => p === undefined)) return undefined;
       // oneOf over finite sets is exact: a value in more than one alternative's set is in none
-      const taken = (v: unknown) => parts.filter((p) => p!.some((w) => canonicalJson(w) === canonicalJson(v))).length;
+      const sets = parts.map((p) => new Set(p!.map(canonicalJson)));
+      const taken = (v: unknown) => {
+        const c = canonicalJson(v);
+        return sets.filter((set) => set.has(c)).length;
+      };
       const values = key === "anyOf" ? parts.flat() : parts.flat().filter((v) => taken(v) === 1);
       const { [key]: _, ...beside } = s;
       return constrains(beside) ? this.admitted(beside, values, path, depth) : values;
