@@ -10,7 +10,7 @@ import { withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
 import type { ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
-import { matchesAny, selectFiles, type FileSelection } from "./select.js";
+import { matchesAny, selectFiles, SPLIT_PART, type FileSelection } from "./select.js";
 import type { HubSource, RepoListing } from "./source.js";
 
 export interface DownloadOptions {
@@ -91,9 +91,6 @@ function snapshotComplete(snapshotDir: string, selection: FileSelection, explici
   return true;
 }
 
-/** `name-00001-of-00003.gguf` / `model-00001-of-00003.safetensors`: a part of a split set */
-const PART = /^(.*-)(\d{5})-of-(\d{5})(\.(?:gguf|safetensors|bin))$/i;
-
 /**
  * What offline `include` globs ask for that a cached snapshot lacks, as far as the snapshot can
  * tell without the hub's listing: names (no glob) it lacks; files its selection implies (every part
@@ -105,11 +102,11 @@ function offlineGaps(snapshotDir: string, present: readonly string[], include: r
   const wanted = (f: string) => matchesAny(f, include) && !matchesAny(f, exclude);
   const files = new Set(include.filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !held.has(p)));
   for (const f of present) {
-    const part = PART.exec(f);
+    const part = SPLIT_PART.exec(f);
     if (part && wanted(f)) {
       const [, stem, , of, ext] = part;
       for (let i = 1; i <= Number(of); i++) {
-        const sibling = `${stem}${String(i).padStart(5, "0")}-of-${of}${ext}`;
+        const sibling = `${stem}-${String(i).padStart(5, "0")}-of-${of}${ext}`;
         if (!held.has(sibling) && wanted(sibling)) files.add(sibling);
       }
     }

@@ -29,8 +29,8 @@ export function matchesAny(path: string, globs: readonly string[]): boolean {
   return globs.some((g) => globToRegExp(g).test(path));
 }
 
-/** `name-00001-of-00003.gguf` */
-const SPLIT = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i;
+/** a part of a split set: `name-00001-of-00003.gguf` (llama.cpp's gguf-split), `model-00001-of-00003.safetensors` / `.bin` (transformers' shards) */
+export const SPLIT_PART = /^(.*)-(\d{5})-of-(\d{5})(\.(?:gguf|safetensors|bin))$/i;
 
 /** One loadable GGUF: a single file or a complete split set, parts in order (the first is what loaders open). */
 export interface GgufGroup {
@@ -44,7 +44,7 @@ function ggufGroups(paths: readonly string[]): GgufGroup[] {
   for (const p of paths) {
     if (!p.toLowerCase().endsWith(".gguf")) continue;
     if (/(^|\/)[^/]*mmproj[^/]*$/i.test(p)) continue; // vision projectors are not language models
-    const m = SPLIT.exec(p);
+    const m = SPLIT_PART.exec(p);
     const key = m ? `${m[1]}.gguf` : p;
     const g = groups.get(key) ?? { parts: [], expectedParts: m ? Number(m[3]) : 1 };
     g.parts.push(p);
