@@ -605,6 +605,19 @@ describe("file selection", () => {
     await assert.rejects(downloadModel("acme/tiny", opts(tmp(), { include: ["*.xyz"] })), { code: "no-match" });
   });
 
+  // huggingface_hub's filter_repo_objects turns every backslash of a pattern (and of a path) into '/'
+  // before fnmatch, on every system: a pattern written as Windows writes paths selects the repo's files
+  test("a Windows-style --include / --exclude (backslashes) selects as huggingface_hub's filter_repo_objects: as with /", async () => {
+    const cache = tmp();
+    const inc = await downloadModel("acme/tiny", opts(cache, { include: ["onnx\\*", "nested\\deeper\\"] }));
+    assert.deepEqual([...inc.files].sort(), ["nested/deeper/notes.json", "onnx/model.onnx"]);
+    // offline, a file named with a backslash is the cached onnx/model.onnx, not a file the cache lacks
+    const offline = await downloadModel("acme/tiny", opts(cache, { include: ["onnx\\model.onnx"], offline: true }));
+    assert.deepEqual(offline.files, ["onnx/model.onnx"]);
+    const exc = await downloadModel("acme/tiny", opts(tmp(), { include: ["*.json"], exclude: ["nested\\", "tokenizer*"] }));
+    assert.deepEqual([...exc.files].sort(), ["config.json"]);
+  });
+
   test("a wider --include after a narrower one fetches the files it adds, on a branch and on a commit id", async () => {
     // the hub's listing is the judge: every file of the repo matching the globs
     const matching = (glob: RegExp) => hfFiles.map((f) => f.path).filter((p) => glob.test(p)).sort();

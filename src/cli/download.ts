@@ -13,8 +13,10 @@ included) or modelscope:org/name. Without --include only what a model needs is f
 GGUF, or config + tokenizer files + one weight format.
 
   --revision R     branch, tag or commit (default main; master on ModelScope)
-  --include GLOB   fetch the files matching GLOB instead (repeatable)
-  --exclude GLOB   skip files matching GLOB (repeatable)
+  --include GLOB   fetch the files matching GLOB instead (repeatable); read as huggingface_hub
+                   reads --include: * also crosses /, a trailing / means a folder's files, and a
+                   backslash is a / (sub\\*.json, as Windows writes it, is sub/*.json)
+  --exclude GLOB   skip files matching GLOB (repeatable; read as --include)
   --token T        access token (default $HF_TOKEN); sent only to the hub's own host
   --source S       hf (default; $HF_ENDPOINT selects a mirror) or modelscope
   --offline        use the cache only (also HF_HUB_OFFLINE=1)

@@ -100,7 +100,8 @@ function snapshotComplete(snapshotDir: string, selection: FileSelection, explici
 function offlineGaps(snapshotDir: string, present: readonly string[], include: readonly string[], exclude: readonly string[]): { files: string[]; globs: string[] } {
   const held = new Set(present);
   const wanted = (f: string) => matchesAny(f, include) && !matchesAny(f, exclude);
-  const files = new Set(include.filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !held.has(p)));
+  // a name written with backslashes is the repo's file with slashes, as the globs read it
+  const files = new Set(include.map((p) => p.replaceAll("\\", "/")).filter((p) => !/[*?[\]]/.test(p) && !p.endsWith("/") && !held.has(p)));
   for (const f of present) {
     const part = SPLIT_PART.exec(f);
     if (part && wanted(f)) {

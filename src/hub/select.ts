@@ -5,9 +5,15 @@ import { HubError } from "./errors.js";
  * quantization); a model needs its config, tokenizer and one set of weights.
  */
 
-/** fnmatch-style glob as huggingface_hub applies allow/ignore patterns: `*` also crosses '/', a trailing '/' means the folder's contents */
+/**
+ * fnmatch-style glob as huggingface_hub applies allow/ignore patterns: `*` also crosses '/', a
+ * trailing '/' means the folder's contents, and a backslash is a folder separator on every system
+ * (its filter_repo_objects turns each into '/' first, so that `sub\*.json`, as Windows writes
+ * paths, selects sub/a.json; repo paths never hold one, and fnmatch has no escape character)
+ */
 export function globToRegExp(glob: string): RegExp {
-  const g = glob.endsWith("/") ? `${glob}*` : glob;
+  const slashed = glob.replaceAll("\\", "/");
+  const g = slashed.endsWith("/") ? `${slashed}*` : slashed;
   let re = "";
   for (let i = 0; i < g.length; i++) {
     const c = g[i]!;
@@ -18,7 +24,7 @@ export function globToRegExp(glob: string): RegExp {
       if (end < 0) { re += "\\["; continue; }
       let body = g.slice(i + 1, end);
       if (body.startsWith("!")) body = `^${body.slice(1)}`;
-      re += `[${body.replace(/\\/g, "\\\\")}]`;
+      re += `[${body}]`;
       i = end;
     } else re += c.replace(/[.+^${}()|\\\]]/g, "\\$&");
   }
@@ -26,7 +32,8 @@ export function globToRegExp(glob: string): RegExp {
 }
 
 export function matchesAny(path: string, globs: readonly string[]): boolean {
-  return globs.some((g) => globToRegExp(g).test(path));
+  const slashed = path.replaceAll("\\", "/");
+  return globs.some((g) => globToRegExp(g).test(slashed));
 }
 
 /** a part of a split set: `name-00001-of-00003.gguf` (llama.cpp's gguf-split), `model-00001-of-00003.safetensors` / `.bin` (transformers' shards) */
