@@ -202,16 +202,18 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
   });
 
   // transformers' is_split_into_words: each word tokenized alone (WordPiece gives the text's own
-  // tokens, so the recorded logits), the spans in the words joined by the delimiter (word_to_chars_map)
-  test("isSplitIntoWords: pre-split words give the recorded entities, spans in the words joined by the delimiter", async () => {
+  // tokens, so the recorded logits), the spans in the words joined by the delimiter (word_to_chars_map).
+  // One list of words is answered as a batch of one, [[entities]]: TokenClassificationPipeline.__call__
+  // passes it on as `[inputs]` when not every input is a list, and the base __call__ answers a list with a list
+  test("isSplitIntoWords: pre-split words give the recorded entities, spans in the words joined by the delimiter; one list of words -> [[entities]]", async () => {
     const spacesBefore = (text: string, at: number) => [...text].slice(0, at).filter((ch) => ch === " ").length;
     for (const s of ["none", "simple", "first", "average", "max"] as const) {
       for (const c of exp.cases) {
         const words: string[] = c.text.split(" ");
-        assertClose(await ner(words, { isSplitIntoWords: true, aggregationStrategy: s }), c[`pipeline_${s}`], TOL);
+        assertClose(await ner(words, { isSplitIntoWords: true, aggregationStrategy: s }), [c[`pipeline_${s}`]], TOL);
         // another delimiter moves each span by the delimiters before it
         const moved = c[`pipeline_${s}`].map((e: Json) => ({ ...e, start: e.start + 2 * spacesBefore(c.text, e.start), end: e.end + 2 * spacesBefore(c.text, e.end) }));
-        assertClose(await ner(words, { isSplitIntoWords: true, delimiter: " | ", aggregationStrategy: s }), moved, TOL);
+        assertClose(await ner(words, { isSplitIntoWords: true, delimiter: " | ", aggregationStrategy: s }), [moved], TOL);
       }
     }
     // a list of lists of words is a batch
@@ -479,4 +481,31 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
       rmSync(old, { recursive: true, force: true });
     }
   });
+});
+
+// encode() runs the Transformer module's model, from its modules.json path: when that is a folder
+// of its own (0_Transformer/) holding a model the encoder loader does not follow (here GPT-2, a
+// decoder), the folder is refused naming that config.json, not answered by whatever the top holds
+test("a Transformer module in 0_Transformer/ holding a decoder is refused naming 0_Transformer/config.json, not the top folder's model embedded", { skip: skipFor("gpt2-tiny") || skipFor("minilm-embed") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-st-decoder-"));
+  try {
+    const gpt2 = folder("gpt2-tiny");
+    mkdirSync(join(dir, "0_Transformer"));
+    mkdirSync(join(dir, "1_Pooling"));
+    for (const f of readdirSync(gpt2)) {
+      copyFileSync(join(gpt2, f), join(dir, "0_Transformer", f));
+      copyFileSync(join(gpt2, f), join(dir, f)); // a model at the top too: not the one modules.json names
+    }
+    copyFileSync(join(folder("minilm-embed"), "1_Pooling", "config.json"), join(dir, "1_Pooling", "config.json"));
+    writeFileSync(join(dir, "modules.json"), JSON.stringify([
+      { idx: 0, name: "0", path: "0_Transformer", type: "sentence_transformers.models.Transformer" }, { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+    ]));
+    const refused = new RegExp(`^HFConfigError: ${join(dir, "0_Transformer", "config.json").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: architectures: unsupported encoder architecture "GPT2LMHeadModel" \\(supported: BertModel, `);
+    await assert.rejects(embed(dir, "hello", { threads: 1 }), refused);
+    // the older layout's top config.json is sentence-transformers' version, not a model: the same error
+    writeFileSync(join(dir, "config.json"), JSON.stringify({ __version__: { sentence_transformers: "0.4.1" } }));
+    await assert.rejects(embed(dir, "hello", { threads: 1 }), refused);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

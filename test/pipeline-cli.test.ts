@@ -128,6 +128,34 @@ test("tsllm pipeline ner --stride [--max-length]: a text past the window is read
   assert.equal(wide.stderr, `tsllm: error: --stride must be <= 12 (windows of 13 tokens: 15 less 2 special), got 13\n`);
 });
 
+// --input-json: the words as a JSON list, so a word may hold the delimiter. "New York" as one word:
+// each word is tokenized alone, and BERT's pre-tokenizer still splits it at its space, its offsets
+// moved to where it starts in the words joined by " " (transformers' word_ids + word_to_chars_map):
+// the text's own tokens and spans, so the recorded entities
+test("tsllm pipeline ner --is-split-into-words --input-json: a word holding the delimiter; the recorded entities", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const c = exp("bert-ner").cases[1];
+  const words: string[] = c.text.split(" ");
+  const at = words.indexOf("New");
+  words.splice(at, 2, `${words[at]} ${words[at + 1]}`);
+  assert.ok(words.includes("New York"));
+  for (const s of ["simple", "first"] as const) {
+    const r = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", JSON.stringify(words), "--is-split-into-words", "--input-json", "--aggregation-strategy", s, "--json", "--threads", "1");
+    assert.equal(r.status, 0, r.stderr);
+    const [got] = JSON.parse(r.stdout) as Json[][];
+    assert.deepEqual(got!.map((g) => [g.entity_group, g.word, g.start, g.end]), c[`pipeline_${s}`].map((g: Json) => [g.entity_group, g.word, g.start, g.end]));
+    assert.ok(close(got!.map((g) => g.score), c[`pipeline_${s}`].map((g: Json) => g.score), 1e-4));
+  }
+  assert.match(tsllm("pipeline", "--help").stdout, /--input-json +token-classification, with --is-split-into-words: each --input is a JSON list of\n/);
+});
+
+// past the model's positions the window cannot be read: refused naming the flag and the limit (it was quietly capped)
+test("tsllm pipeline ner --max-length past the model's positions: one line naming the flag and the limit, exit 2", { skip: skipWithoutShared("hf-oracle/bert-ner.expected.json") }, () => {
+  const r = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", "John lives in Paris", "--max-length", "513", "--threads", "1");
+  assert.equal(r.status, 2);
+  assert.equal(r.stderr, "tsllm: error: --max-length: expected at most 512, the tokens BertForTokenClassification reads (its position embeddings), got 513\n");
+  assert.equal(r.stdout, "");
+});
+
 test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value or combination is one line naming the flag, exit 2", () => {
   for (const [args, message] of [
     [["--stride", "2.5", "--aggregation-strategy", "simple"], "--stride expects an integer, got 2.5"],
@@ -137,12 +165,19 @@ test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value o
     [["--delimiter", "|"], "--delimiter joins the words of --is-split-into-words; give that too"],
     [["--is-split-into-words", "--delimiter", ""], "--delimiter is empty; give the text joining the words of --is-split-into-words or leave the option out"],
     [["--max-length", "1"], "--max-length must be >= 2, got 1"],
+    [["--input-json"], "--input-json reads each --input as the words of --is-split-into-words; give that too"],
+    [["--is-split-into-words", "--input-json"], '--input: expected a JSON list of words (--input-json), got "x"'],
   ] as const) {
     const r = tsllm("pipeline", "ner", "--model", "m", "--input", "x", ...args);
     assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr, `tsllm: error: ${message}\n`);
   }
   assert.match(tsllm("pipeline", "--help").stdout, /--stride N[\s\S]*--is-split-into-words[\s\S]*--delimiter D/);
+  for (const [input, message] of [['["New York", 5]', '--input 1: expected a non-empty JSON list of strings (--input-json), got ["New York",5]'], ["[]", "--input 1: expected a non-empty JSON list of strings (--input-json), got []"]]) {
+    const r = tsllm("pipeline", "ner", "--model", "m", "--input", '["a"]', "--input", input!, "--is-split-into-words", "--input-json");
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+  }
 });
 
 test("tsllm embed --normalize --json equals sentence-transformers' encode", { skip: skipWithoutShared("hf-oracle/minilm-embed.expected.json") }, () => {
@@ -181,7 +216,7 @@ test("usage errors: one line, exit 2", () => {
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -190,6 +225,7 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["fill-mask", "aggregation-strategy", "simple", "token-classification, ner"],
     ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation, token-classification, ner"],
     ["sentiment-analysis", "stride", "8", "token-classification, ner"], ["fill-mask", "is-split-into-words", "", "token-classification, ner"], ["text-generation", "delimiter", ",", "token-classification, ner"],
+    ["feature-extraction", "input-json", "", "token-classification, ner"],
     ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
   ] as const) {
     // a boolean flag takes no value

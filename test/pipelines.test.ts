@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
@@ -419,4 +419,33 @@ test("every refused pipeline option value is an OptionError naming the option, f
   await refused(embed(m, ["a"], { threads: 1, dimensions: 49 }), "dimensions", /^dimensions: expected an integer in 1\.\.48 /);
   await refused(embed(m, ["a"], { threads: 1, prompt: 5 as never }), "prompt", /^prompt: expected a string, got number 5$/);
   await refused(embed(m, ["a"], { threads: 1, promptName: "query" }), "promptName", /^promptName: expected one of this model's prompts \(it has none/);
+});
+
+// maxLength past the model's positions cannot be read (transformers' model fails in its position
+// embeddings): it was quietly capped to them, the caller reading less than asked. Above the
+// tokenizer's model_max_length (but within the positions) it is used, as tokenizer(max_length=...)
+// takes an explicit max_length over model_max_length
+test("maxLength past the model's positions is an OptionError naming it and the limit; above model_max_length it is used", { skip: skipWithoutShared("hf-oracle/bert-ner") || skipWithoutShared("hf-oracle/roberta-sst") }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const refused = (what: Promise<unknown>, message: RegExp) => assert.rejects(what, (e: unknown) => e instanceof OptionError && e.option === "maxLength" && message.test(e.message));
+  await refused(pipeline("ner", `${O}/bert-ner`, { threads: 1, maxLength: 513 }), /^maxLength: expected at most 512, the tokens BertForTokenClassification reads \(its position embeddings\), got 513$/);
+  // RoBERTa's 514 positions less its 2 padding offsets
+  await refused(pipeline("text-classification", `${O}/roberta-sst`, { threads: 1, maxLength: 513 }), /^maxLength: expected at most 512, the tokens RobertaForSequenceClassification reads/);
+  const full = await pipeline("ner", `${O}/bert-ner`, { threads: 1, maxLength: 512 });
+  assert.equal(full.maxTokens, 512);
+  full.dispose();
+  // a tokenizer whose model_max_length (16) is below the positions: the default, unless maxLength says more
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-maxlen-"));
+  try {
+    for (const f of ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"]) symlinkSync(`${O}/bert-ner/${f}`, join(dir, f));
+    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ ...JSON.parse(readFileSync(`${O}/bert-ner/tokenizer_config.json`, "utf8")), model_max_length: 16 }));
+    const short = await pipeline("ner", dir, { threads: 1 });
+    assert.equal(short.maxTokens, 16);
+    short.dispose();
+    const wide = await pipeline("ner", dir, { threads: 1, maxLength: 40 });
+    assert.equal(wide.maxTokens, 40);
+    wide.dispose();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -2,11 +2,12 @@ import {
   PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
+import { OptionError } from "../units/index.js";
 import { backendOption, flag, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
-                      [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D]]
+                      [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
                       [--target WORD]... [--max-new-tokens N] [--max-length N]
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
@@ -28,6 +29,9 @@ Options:
                                 word tokenized alone (transformers' is_split_into_words; WordPiece models)
   --delimiter D                 token-classification: what joins the words of --is-split-into-words (default one
                                 space); the spans index the --input as given
+  --input-json                  token-classification, with --is-split-into-words: each --input is a JSON list of
+                                words ('["New York", "is", "big"]'), so a word may hold the delimiter; the spans
+                                index the words joined by --delimiter
   --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
   --max-new-tokens N            text-generation: new tokens at most (default 256)
   --max-length N                text-generation: tokens in all, the prompt's included; token-classification:
@@ -51,6 +55,7 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   stride: ["token-classification", "ner"],
   "is-split-into-words": ["token-classification", "ner"],
   delimiter: ["token-classification", "ner"],
+  "input-json": ["token-classification", "ner"],
   target: ["fill-mask"],
   "max-new-tokens": ["text-generation"],
   "max-length": ["text-generation", "token-classification", "ner"],
@@ -59,7 +64,7 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
-  stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" },
+  stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
@@ -95,6 +100,10 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // an --input is split at it, so an empty one would split it into characters
   const delimiter = optionalNonEmpty(values, "delimiter", "the text joining the words of --is-split-into-words");
   if (delimiter !== undefined && !words) throw new UsageError("--delimiter joins the words of --is-split-into-words; give that too");
+  const json = flag(values, "input-json");
+  if (json && !words) throw new UsageError("--input-json reads each --input as the words of --is-split-into-words; give that too");
+  // each --input's words, checked before the model loads: split at the delimiter, or a JSON list (a word may then hold the delimiter)
+  const wordLists = !words ? undefined : inputs.map((text, i) => (json ? jsonWords(text, inputs.length === 1 ? "--input" : `--input ${i}`) : text.split(delimiter ?? " ")));
   const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
   // an encoder's window holds its special tokens and at least one more
   const encoder = task !== "text-generation";
@@ -103,10 +112,11 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 
-  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder && maxLength !== undefined ? { maxLength } : {}) });
+  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder && maxLength !== undefined ? { maxLength } : {}) }).catch((e: unknown) => {
+    // past the model's positions (known once it is open): the flag's own usage error
+    throw e instanceof OptionError && e.option === "maxLength" ? new UsageError(`--max-length${e.message.slice("maxLength".length)}`) : e;
+  });
   try {
-    /** an --input's pre-split words: the spans then index the --input as given, the words joined by the delimiter */
-    const wordsOf = (text: string) => text.split(delimiter ?? " ");
     if (stride !== undefined && "countTokens" in p) {
       // a window holds the model's tokens less its special tokens (those of an empty text), as the library counts them
       const room = p.maxTokens - p.countTokens("");
@@ -116,7 +126,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
     if ("countTokens" in p && stride === undefined) {
       inputs.forEach((text, i) => {
         // pre-split words are WordPiece's, whose tokens are those of the words joined by a space
-        const n = p.countTokens(words ? wordsOf(text).join(" ") : text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
+        const n = p.countTokens(wordLists ? wordLists[i]!.join(" ") : text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
         if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
       });
     }
@@ -130,12 +140,15 @@ export async function runPipeline(argv: string[]): Promise<void> {
           break;
         }
         case "token-classification":
-        case "ner":
-          results.push(await (p as TokenClassificationPipeline)(words ? wordsOf(text) : text, {
+        case "ner": {
+          const options = {
             aggregationStrategy: (strategy ?? "none") as AggregationStrategy, ...(ignoreLabels ? { ignoreLabels } : {}), ...(stride === undefined ? {} : { stride }),
             ...(words ? { isSplitIntoWords: true, ...(delimiter === undefined ? {} : { delimiter }) } : {}),
-          }));
+          };
+          // pre-split words go as a batch of one, whose one result is this input's (one list of words alone is answered [[...]], as transformers)
+          results.push(wordLists ? ((await (p as TokenClassificationPipeline)([wordLists[i]!], options)) as unknown[])[0] : await (p as TokenClassificationPipeline)(text, options));
           break;
+        }
         case "fill-mask":
           results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) }));
           break;
@@ -155,6 +168,20 @@ export async function runPipeline(argv: string[]): Promise<void> {
   } finally {
     p.dispose();
   }
+}
+
+/** an --input-json value: a non-empty JSON list of strings (the words), else a usage error naming the --input */
+function jsonWords(text: string, where: string): string[] {
+  let words: unknown;
+  try {
+    words = JSON.parse(text);
+  } catch {
+    throw new UsageError(`${where}: expected a JSON list of words (--input-json), got ${JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}...` : text)}`);
+  }
+  if (!Array.isArray(words) || words.length === 0 || !words.every((w) => typeof w === "string")) {
+    throw new UsageError(`${where}: expected a non-empty JSON list of strings (--input-json), got ${JSON.stringify(words).slice(0, 60)}`);
+  }
+  return words;
 }
 
 const num = (x: unknown) => (typeof x === "number" ? x.toFixed(4) : String(x));

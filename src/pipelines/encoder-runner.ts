@@ -11,7 +11,11 @@ export interface EncoderLoadOptions {
   readonly threads?: number;
   /** sequences per forward pass (default 32): a list of inputs runs in batches of this many */
   readonly batchSize?: number;
-  /** cap on tokens per input, special tokens included (default: the model's and tokenizer's maximum); longer inputs are truncated */
+  /**
+   * tokens per input, special tokens included (default: the smaller of the model's positions and the
+   * tokenizer's model_max_length); longer inputs are truncated. Past the model's positions it is refused
+   * (transformers' model would fail there); above model_max_length it is used, as tokenizer(max_length=...)
+   */
   readonly maxLength?: number;
 }
 
@@ -34,8 +38,10 @@ export class EncoderRunner {
     readonly batchSize: number,
     maxLength: number | undefined,
   ) {
-    const limits = [model.info.maxTokens, (opened.tokenizer as Tokenizer & TokenizerLimits).modelMaxLength, maxLength].filter((x): x is number => x !== undefined);
-    this.maxLength = Math.min(...limits);
+    const positions = model.info.maxTokens;
+    // a window past the position embeddings cannot be read: capping it quietly gave the caller less than asked
+    if (maxLength !== undefined && maxLength > positions) throw new OptionError(`maxLength: expected at most ${positions}, the tokens ${model.info.hfArchitecture} reads (its position embeddings), got ${maxLength}`, "maxLength");
+    this.maxLength = maxLength ?? Math.min(positions, (opened.tokenizer as Tokenizer & TokenizerLimits).modelMaxLength ?? Infinity);
   }
 
   static async open(folder: string, options: EncoderLoadOptions = {}): Promise<EncoderRunner> {

@@ -1,4 +1,4 @@
-import { isEncoderModel } from "../formats/index.js";
+import { isEncoderModel, transformerFolder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
@@ -81,7 +81,7 @@ interface EncoderPipelineBase extends PipelineBase {
 }
 
 export type TextClassificationPipeline = EncoderPipelineBase & ((input: TextClassificationInput | readonly TextClassificationInput[], options?: TextClassificationOptions) => Promise<unknown>);
-/** input: a text, a list of texts, or with isSplitIntoWords a list of words (one pre-split text) or a list of such lists */
+/** input: a text, a list of texts, or with isSplitIntoWords a list of words (one pre-split text, answered as a batch of one: [[entities]]) or a list of such lists */
 export type TokenClassificationPipeline = EncoderPipelineBase & ((input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions) => Promise<unknown>);
 export type FillMaskPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
 export type FeatureExtractionPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
@@ -190,7 +190,10 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
 export async function openEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel | DecoderEmbeddingModel> {
   const options = knownOptions("openEmbeddingModel", given, LOAD_OPTIONS);
   const path = await resolveFor("embeddings", model);
-  if (isEncoderModel(path)) return loadEmbeddingModel(path, options);
+  // a Transformer module in its own folder (0_Transformer/, the older layout) is what encode() runs: read
+  // as an encoder, so one the loader does not follow (a decoder, MPNet ...) is refused naming that folder's
+  // config.json, rather than the folder's top (another model, or sentence-transformers' version file) loaded
+  if (isEncoderModel(path) || transformerFolder(path) !== path) return loadEmbeddingModel(path, options);
   return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads }));
 }
 

@@ -14,7 +14,9 @@ export interface TokenClassificationOptions {
   readonly ignoreLabels?: readonly string[];
   /**
    * the input is pre-split words (transformers' is_split_into_words): a list of words is one
-   * input, a list of such lists a batch; the text the spans index is the words joined by `delimiter`
+   * input, a list of such lists a batch (either way one list of entities per input: transformers
+   * answers one list of words as a batch of one, `[[...]]`); the text the spans index is the words
+   * joined by `delimiter`
    */
   readonly isSplitIntoWords?: boolean;
   /** what joins pre-split words into the text the spans index (default " "; only with isSplitIntoWords) */
@@ -232,19 +234,23 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     return groupEntities(entities).filter((g) => !ignore.has(g.entity_group));
   };
 
-  /** inputs as a list: texts, or pre-split texts (lists of words); `single`: one input was given (its result is not wrapped in a list) */
+  /**
+   * inputs as a list: texts, or pre-split texts (lists of words); `single`: one text was given (its
+   * result is not wrapped in a list). One list of words is a batch of one, its result wrapped, as
+   * transformers' __call__ passes it on as `[inputs]` to the base pipeline's list path
+   */
   const inputsOf = (input: unknown, words: boolean): { inputs: (string | string[])[]; single: boolean } => {
     if (!words) return { inputs: textsOf("token-classification", input), single: typeof input === "string" };
     if (!Array.isArray(input)) throw inputError("token-classification", "a list of words, or a list of such lists (isSplitIntoWords)", input);
     // a list of words is one input; a list of lists of words, a batch (transformers tells them apart so too)
-    const single = !input.every((x) => Array.isArray(x));
-    const inputs = single ? [input] : input;
+    const one = !input.every((x) => Array.isArray(x));
+    const inputs = one ? [input] : input;
     inputs.forEach((words, i) => {
       (words as unknown[]).forEach((w, j) => {
-        if (typeof w !== "string") throw inputError("token-classification", "a word (string)", w, single ? `word ${j}` : `input ${i}, word ${j}`);
+        if (typeof w !== "string") throw inputError("token-classification", "a word (string)", w, one ? `word ${j}` : `input ${i}, word ${j}`);
       });
     });
-    return { inputs: inputs as string[][], single };
+    return { inputs: inputs as string[][], single: false };
   };
 
   return async (input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions): Promise<unknown> => {
