@@ -80,6 +80,24 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     else assert.equal(typeof args.zone, "string");
   });
 
+  test("a strict function whose parameters use $defs and $ref (as pydantic writes a nested model) is enforced: its call's arguments validate", async () => {
+    // the parameters' $refs point into their own $defs: inside the call object's grammar they once
+    // pointed at the call object's root, and every such request was a 400 ("does not point at a schema")
+    const parameters = {
+      type: "object", properties: { place: { $ref: "#/$defs/Place" }, unit: { $ref: "#/$defs/Unit" } }, required: ["place", "unit"], additionalProperties: false,
+      $defs: { Place: { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"], additionalProperties: false }, Unit: { enum: ["c", "f"] } },
+    };
+    const tool = { type: "function" as const, function: { name: "get_weather", strict: true, parameters } };
+    const valid = new Ajv().compile(parameters);
+    for (const tool_choice of ["required", { type: "function" as const, function: { name: "get_weather" } }] as const) {
+      const r = await client.chat.completions.create({ messages: [{ role: "user", content: "Weather?" }], tools: [tool, TIME], tool_choice, parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 5 });
+      const c = r.choices[0]!;
+      assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
+      const call = c.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+      if (call.function.name === "get_weather") assert.ok(valid(JSON.parse(call.function.arguments)), call.function.arguments);
+    }
+  });
+
   test("a named function, streamed as OpenAI streams calls: id and name first, then the arguments piece by piece; the same call as unstreamed", async () => {
     const request = {
       model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false,
@@ -224,7 +242,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
       messages: [{ role: "user", content: "x" }], tools: [WEATHER], response_format: { type: "json_schema", json_schema: { name: "r", schema: { type: "array", uniqueItems: true } } },
     });
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format.json_schema.schema");
+    assert.equal(r.json.error.param, "response_format.json_schema.schema.uniqueItems");
   });
 
   test("function.strict over HTTP: parameters that break OpenAI's strict rules are a 400 naming the field, as OpenAI's; a strict function under auto is answered", async () => {
@@ -382,6 +400,15 @@ const REPLIES: { format: ToolFormat; text: string; thinking?: ReplySyntax["think
   { format: "llama3", text: '<|python_tag|>brave_search.call(query="weather in Oslo")', want: { content: "", calls: [["brave_search", { query: "weather in Oslo" }]] } },
   { format: "llama3", text: "It is sunny.", want: { content: "It is sunny.", calls: [] } },
   { format: "llama3", text: '{"answer": 42}', want: { content: '{"answer": 42}', calls: [] } },
+  // llama.cpp's Llama 3.1 parser (common_chat_parse_llama_3_1): with built-in tools it finds <|python_tag|> anywhere
+  // (try_find_regex: the text before it is content; whitespace next to a call goes here), then wants `name.call(`;
+  // when that fails the whole reply is content; a JSON call it reads only at the reply's start (function_regex_start_only)
+  { format: "llama3", text: 'Let me search.\n<|python_tag|>brave_search.call(query="weather in Oslo")', want: { content: "Let me search.", calls: [["brave_search", { query: "weather in Oslo" }]] } },
+  { format: "llama3", text: 'Sure {x} <|python_tag|> brave_search.call(query="a;b", count=3)', want: { content: "Sure {x}", calls: [["brave_search", { query: "a;b", count: 3 }]] } },
+  { format: "llama3", text: 'I will look. <|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}', want: { content: 'I will look. <|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}', calls: [] } },
+  { format: "llama3", text: 'It says {"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}', want: { content: 'It says {"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}', calls: [] } },
+  { format: "llama3", text: "Searching <|python_tag|>web.call(x=1)", want: { content: "Searching <|python_tag|>web.call(x=1)", calls: [] } },
+  { format: "llama3", text: "Hi <|python_tag|>brave_se", want: { content: "Hi <|python_tag|>brave_se", calls: [] } },
   { format: "functionary-v3.1", text: 'Sure.<function=get_weather>{"city": "Oslo", "unit": "c"}</function><function=get_time>{"zone": "CET"}</function>', want: { content: "Sure.", calls: [["get_weather", { city: "Oslo", unit: "c" }], ["get_time", { zone: "CET" }]] } },
   { format: "functionary-v3.1", text: '<|python_tag|>print("hi")', want: { content: "", calls: [["python", { code: 'print("hi")' }]] } },
   { format: "functionary-v3.2", text: "all\nHello! How can I help?", want: { content: "Hello! How can I help?", calls: [] } },
@@ -623,6 +650,32 @@ test("reasoning: a template whose prompt ends inside <think> begins its reply in
   assert.equal(replySyntaxOf(r1, undefined, thinkingOf(r1, "<think>\n"), "none"), undefined);
 });
 
+test("parameters with $defs and $ref: every format that writes calls as JSON objects enforces them, each $ref read in the parameters' own document", () => {
+  const parameters = {
+    type: "object", properties: { place: { $ref: "#/$defs/Place" } }, required: ["place"], additionalProperties: false,
+    $defs: { Place: { type: "object", properties: { city: { enum: ["Oslo", "Rome"] } }, required: ["city"], additionalProperties: false } },
+  };
+  const args = (city: string) => `{"place": {"city": "${city}"}}`;
+  /** a call of f (with TIME beside it) in each format's words */
+  const calls: [ToolFormat, (a: string) => string][] = [
+    ["hermes", (a) => `<tool_call>\n{"name": "f", "arguments": ${a}}\n</tool_call>`],
+    ["mistral", (a) => `[TOOL_CALLS][{"name": "f", "arguments": ${a}, "id": "abcDEF123"}]`],
+    ["firefunction-v2", (a) => ` functools[{"name": "f", "arguments": ${a}}]`],
+    ["command-r7b", (a) => `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": ${a}}]<|END_ACTION|>`],
+    ["llama3", (a) => `{"name": "f", "parameters": ${a}}`],
+    ["generic", (a) => `{"tool_call": {"name": "f", "arguments": ${a}}}`],
+  ];
+  for (const strict of [true, false]) {
+    const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", strict, parameters } }, TIME], tool_choice: "required", parallel_tool_calls: false })!;
+    for (const [format, call] of calls) {
+      const g = toolCallGrammar(tools, format);
+      assert.ok(grammarAdmits(g, call(args("Oslo"))), `${format}: refuses ${call(args("Oslo"))}`);
+      assert.ok(!grammarAdmits(g, call(args("Paris"))), `${format}: admits a city outside the $ref's enum`);
+      assert.ok(!grammarAdmits(g, call('{"place": "Oslo"}')), `${format}: admits a place that is no object`);
+    }
+  }
+});
+
 test("the generic format (a template without calls of its own): told how to answer in a system message; its grammar admits calls or an answer under auto, calls only under required", () => {
   const tools = toolsOf({ tools: [WEATHER, TIME] })!;
   const plain = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
@@ -649,7 +702,7 @@ test("the generic format (a template without calls of its own): told how to answ
 test("function.strict: a strict function's parameters must keep OpenAI's strict rules (400 naming the field and schema path); a strict that is no boolean is a 400", () => {
   const refused = (parameters: object, re: RegExp) => {
     const tool = { type: "function", function: { name: "f", strict: true, parameters } };
-    assert.throws(() => toolsOf({ tools: [TIME, tool] }), (e: ApiError) => e.param === "tools[1].function.parameters" && e.code === "invalid_function_parameters" && re.test(e.message), JSON.stringify(parameters));
+    assert.throws(() => toolsOf({ tools: [TIME, tool] }), (e: ApiError) => /^tools\[1\]\.function\.parameters(\.|$)/.test(e.param ?? "") && e.code === "invalid_function_parameters" && re.test(e.message), JSON.stringify(parameters));
   };
   const closed = { type: "object", properties: { a: { type: "string" } }, required: ["a"], additionalProperties: false };
   refused({ ...closed, additionalProperties: undefined }, /Invalid schema for function 'f' .*#: 'additionalProperties' is required to be supplied and to be false/);
@@ -661,7 +714,8 @@ test("function.strict: a strict function's parameters must keep OpenAI's strict 
   // OpenAI's "Supported schemas": composition keywords unsupported, and its size limits (test/server-json-schema.test.ts has each)
   refused({ ...closed, properties: { a: { type: "string", allOf: [{ maxLength: 3 }] } } }, /#\/properties\/a\/allOf: 'allOf' is not supported with strict: true/);
   refused({ ...closed, properties: { a: { type: "string", enum: Array.from({ length: 1001 }, (_, i) => String(i)) } } }, /#: total number of enum values \(1001\) exceeds limit of 1000/);
-  refused({ ...closed, properties: { a: { type: "array", items: { enum: [1, 2] }, contains: { const: 1 } } } }, /cannot be enforced: #\/properties\/a\/contains: this schema keyword is not supported/);
+  // (contains: a keyword OpenAI's strict mode supports for no model, refused as such before the grammar is tried)
+  refused({ ...closed, properties: { a: { type: "array", items: { enum: [1, 2] }, contains: { const: 1 } } } }, /#\/properties\/a\/contains: 'contains' is not supported with strict: true/);
   // the same schemas without strict are taken as before (their arguments are not enforced under "auto")
   assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { ...closed, required: [] } } }] }));
   assert.ok(toolsOf({ tools: [{ type: "function", function: { name: "f", strict: false, parameters: { ...closed, required: [] } } }] }));

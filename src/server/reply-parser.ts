@@ -674,10 +674,18 @@ function functionaryV32(out: Reply, pos: number, calls: Calls): void {
 /**
  * Llama 3.x: a reply that begins with a call (a JSON object {"name", "parameters"}, after an
  * optional <|python_tag|>; or a built-in tool's `name.call(arg="...")`), then more calls
- * (parallel, separated by whitespace or ";"), then text.
+ * (parallel, separated by whitespace or ";"), then text. With built-in tools a
+ * `<|python_tag|>name.call(...)` is read wherever it occurs, the text before it content, as
+ * llama.cpp's Llama 3.1 parser finds the tag (try_find_regex) and its lazy grammar's word trigger
+ * fires anywhere; a JSON call is read only at the start (its function_regex is start-only there).
  */
 function llama3(out: Reply, pos: number, calls: Calls): void {
   const s = out.s;
+  /** the rest of the reply from `from`: text, with built-in calls after a <|python_tag|> anywhere in it */
+  const rest = (from: number): void => {
+    if (!calls.builtins) return out.text(from, s.length, []);
+    markedCalls(out, from, [PYTHON_TAG], (at, marker) => builtinCall(out, skipWs(s, at + marker.length), calls));
+  };
   let i = skipWs(s, pos);
   let any = false;
   for (;;) {
@@ -691,13 +699,13 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
     if (f.kind === "wait") return out.stop();
     // a call cut off before its name is dropped, as markedCalls drops one (llama.cpp's lenient parse cannot name it)
     if (f.kind === "cut") return out.drop();
-    if (f.kind === "text") { out.text(any ? i : pos, s.length, []); return; }
+    if (f.kind === "text") return rest(any ? i : pos);
     any = true;
     if (out.stopped) return;
     i = skipWs(s, f.end);
     if (s[i] === ";") i = skipWs(s, i + 1);
     if (i >= s.length) { if (out.partial) out.stop(); return; }
-    if (s[i] !== "{" && !s.startsWith(PYTHON_TAG, i) && !(out.partial && PYTHON_TAG.startsWith(s.slice(i)))) { out.text(i, s.length, []); return; }
+    if (s[i] !== "{" && !s.startsWith(PYTHON_TAG, i) && !(out.partial && PYTHON_TAG.startsWith(s.slice(i)))) return rest(i);
   }
 }
 
