@@ -6,7 +6,7 @@
 //  - completeness: random instances of the schema (inside what tsllm claims: properties in the
 //    schema's order, no others unless additionalProperties says so) that ajv validates must be
 //    accepted, written as JSON.stringify writes them and with the whitespace llama.cpp's grammar
-//    allows (none, one space, or a newline and up to 20 spaces or tabs, after every token but
+//    allows (none, one space, or one or two newlines and up to 20 spaces or tabs, after every token but
 //    before the first), and with strings' characters written as \u escapes.
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
@@ -379,7 +379,7 @@ function ws(rng: Rng): string {
   const r = rng.uniform();
   if (r < 0.4) return "";
   if (r < 0.7) return " ";
-  return `\n${Array.from({ length: int(rng, 0, 20) }, () => pick(rng, [" ", "\t"])).join("")}`;
+  return `${r < 0.85 ? "\n" : "\n\n"}${Array.from({ length: int(rng, 0, 20) }, () => pick(rng, [" ", "\t"])).join("")}`;
 }
 
 /** the numbers' range keywords */

@@ -8,7 +8,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { checkSchema, makeAjv, randomRootSchema } from "../scripts/json-schema-diff.js";
 import { Rng } from "../src/testing/rng.js";
 import { loadModel, type Model } from "../src/index.js";
-import { GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
+import { anyJsonGbnf, GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { matchesChar } from "../src/sampling/constraints/grammar.js";
 import { utf8Grammar } from "../src/sampling/constraints/utf8-grammar.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
@@ -725,4 +725,91 @@ test("scripts/fuzz-json-schema.ts: a short seeded run finds no sentence ajv refu
     assert.deepEqual(r.findings.map((f) => `${f.kind} ${JSON.stringify(f.schema)} ${JSON.stringify(f.text)} ${f.detail}`), [], `case ${k}`);
   }
   assert.ok(walks > 500 && instances > 400, `${walks} walks, ${instances} instances`);
+});
+
+test("JSON whitespace: between any two tokens one or two newlines then up to 20 spaces or tabs, as llama.cpp's SPACE_RULE; never \\f, \\v or other Unicode spaces (RFC 8259 allows only space, \\t, \\n, \\r)", () => {
+  const cases: [JsonSchema | "object", string][] = [
+    [{ type: "object", properties: { a: { type: "integer" }, b: { type: "array", items: { type: "string" } } }, required: ["a"] }, '{"a":1,"b":["x","y"]}'],
+    [{}, '{"k":[1,true,null,{"n":"s"}]}'],
+    ["object", '{"k":[1.5,{}],"m":"v"}'],
+    [{ enum: [{ p: [1, 2] }] }, '{"p":[1,2]}'],
+    [{ type: "array", uniqueItems: true, items: { enum: ["a", "b", "c"] } }, '["b","a"]'],
+    [{ type: "array", prefixItems: [{ type: "boolean" }, { type: "number" }], items: false }, "[false,2e3]"],
+  ];
+  const sp = (n: number) => " \t".repeat(n).slice(0, n);
+  for (const [schema, text] of cases) {
+    const g = parseGbnf(schema === "object" ? anyJsonGbnf("object") : jsonSchemaToGbnf(schema));
+    // the positions inside strings (the texts hold no escapes)
+    const inString: boolean[] = [];
+    let open = false;
+    for (const c of text) { if (c === '"') open = !open; inString.push(open); }
+    let gaps = 0;
+    for (let i = 1; i <= text.length; i++) {
+      const at = (w: string) => text.slice(0, i) + w + text.slice(i);
+      // where JSON and the grammar take one space outside a string: a token boundary
+      if (inString[i - 1] || !accepts(g, at(" "))) continue;
+      assert.doesNotThrow(() => JSON.parse(at(" ")));
+      gaps++;
+      for (const w of ["\n", "\n\n", `\n${sp(20)}`, `\n\n${sp(20)}`, "\n\t \t"]) {
+        JSON.parse(at(w));
+        assert.ok(accepts(g, at(w)), `${JSON.stringify(at(w))} refused`);
+      }
+      // past llama.cpp's bound: three newlines, 21 spaces after the newline, two spaces
+      for (const w of ["\n\n\n", `\n${sp(21)}`, "  ", "\r"]) assert.ok(!accepts(g, at(w)), `${JSON.stringify(at(w))} admitted`);
+      // not JSON whitespace at all: JSON.parse refuses these, and so must the grammar
+      for (const w of ["\f", "\v", "\u00a0", "\u2028", "\ufeff", " \f", "\n\v"]) {
+        assert.throws(() => JSON.parse(at(w)), SyntaxError);
+        assert.ok(!accepts(g, at(w)), `${JSON.stringify(at(w))} admitted`);
+      }
+    }
+    assert.ok(gaps >= 4, `${text}: ${gaps} token boundaries`);
+  }
+});
+
+test("uniqueItems beside a closed tuple (prefixItems / items as a list, nothing past it): the grammar admits exactly the arrays the spec's rules validate, judged by hand over every array of up to 3 elements", () => {
+  // JSON Schema 2020-12: prefixItems[i] validates element i; items: false admits no element past them;
+  // minItems / maxItems bound the length; uniqueItems: no two elements equal (objects by their members, numbers by value)
+  const same = (a: unknown, b: unknown): boolean => {
+    if (typeof a === "number" && typeof b === "number") return a === b;
+    if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+    if (a !== null && b !== null && typeof a === "object" && typeof b === "object") {
+      const ka = Object.keys(a), kb = Object.keys(b);
+      return ka.length === kb.length && ka.every((k) => k in b && same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+    }
+    return a === b;
+  };
+  type Position = { values?: unknown[]; type?: string };
+  const fits = (p: Position, v: unknown) => p.values ? p.values.some((x) => same(x, v)) : p.type === "string" ? typeof v === "string" : p.type === "integer" ? Number.isInteger(v) : p.type === "boolean" ? typeof v === "boolean" : v === null;
+  const cases: { positions: Position[]; min?: number; max?: number; listForm?: boolean }[] = [
+    { positions: [{ values: [1, 2] }, { values: [1, 2] }] },
+    { positions: [{ values: ["a", "b", "c"] }, { values: ["a", "b"] }, { values: ["b", "c"] }], min: 2 },
+    { positions: [{ values: [{ x: 1, y: 2 }, [1]] }, { values: [{ y: 2, x: 1 }, 1] }, { values: [1, 1.0, true] }] },
+    { positions: [{ values: [1, 2] }, { values: [2, 3] }, { values: [3, 1] }], max: 2, listForm: true },
+    { positions: [{ type: "string" }, { type: "integer" }, { type: "boolean" }], min: 1 },
+    { positions: [{ values: [true] }, { type: "boolean" }], max: 1 },
+  ];
+  const pool: unknown[] = [1, 2, 3, 1.5, "a", "b", "c", true, false, null, { x: 1, y: 2 }, [1]];
+  for (const c of cases) {
+    const schemas = c.positions.map((p) => (p.values ? { enum: p.values } : { type: p.type }));
+    const schema: JsonSchema = c.listForm
+      ? { type: "array", uniqueItems: true, items: schemas, additionalItems: false, ...(c.min !== undefined ? { minItems: c.min } : {}), ...(c.max !== undefined ? { maxItems: c.max } : {}) }
+      : { type: "array", uniqueItems: true, prefixItems: schemas, items: false, ...(c.min !== undefined ? { minItems: c.min } : {}), ...(c.max !== undefined ? { maxItems: c.max } : {}) };
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const valid = (arr: unknown[]) => arr.length >= (c.min ?? 0) && arr.length <= Math.min(c.max ?? Infinity, c.positions.length)
+      && arr.every((v, i) => fits(c.positions[i]!, v)) && arr.every((v, i) => arr.every((w, j) => j <= i || !same(v, w)));
+    let arrays: unknown[][] = [[]], admitted = 0;
+    for (let n = 0; n <= 3; n++) {
+      for (const arr of arrays) {
+        const text = JSON.stringify(arr);
+        assert.equal(accepts(g, text), valid(arr), `${JSON.stringify(schema)}: ${text}`);
+        if (valid(arr)) admitted++;
+      }
+      arrays = arrays.flatMap((a) => pool.map((v) => [...a, v]));
+    }
+    assert.ok(admitted > 0, JSON.stringify(schema));
+  }
+  // a tuple open past its positions (items a schema) keeps the refusal, naming the keyword
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", uniqueItems: true, prefixItems: [{ enum: [1, 2] }], items: { enum: [1, 2] } }), /#\/uniqueItems: true is supported only for/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", uniqueItems: true, prefixItems: [{ type: "string" }, { type: "string" }], items: false }), /#\/uniqueItems: .*closed tuple/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", uniqueItems: true, prefixItems: [{ const: 1 }, { const: 1 }], items: false, minItems: 2 }), /#\/uniqueItems: no array of 2 or more distinct elements/);
 });

@@ -18,7 +18,7 @@ const strictFormat = (schema: object, strict: unknown) => ({ response_format: { 
 
 /** `schema` refused under strict: true with a message matching `re`; without strict (false, null, left out) taken as before */
 const refused = (schema: object, re: RegExp) => {
-  assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => e.param === "response_format.json_schema.schema" && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema).slice(0, 200));
+  assert.throws(() => generationOptionsOf(strictFormat(schema, true), 100), (e: ApiError) => /^response_format\.json_schema\.schema(\.|$)/.test(e.param ?? "") && /^Invalid schema for response_format 'x' \('response_format\.json_schema\.schema', strict: true\): /.test(e.message) && re.test(e.message), JSON.stringify(schema).slice(0, 200));
   for (const strict of [false, null, undefined]) assert.deepEqual(generationOptionsOf(strictFormat(schema, strict), 100).jsonSchema, schema);
 };
 const accepted = (schema: object) => assert.deepEqual(generationOptionsOf(strictFormat(schema, true), 100).jsonSchema, schema);
@@ -73,6 +73,35 @@ test("strict: true refuses the composition keywords OpenAI's strict mode does no
   refused(obj({ a: { $ref: "#/$defs/d" } }, { $defs: { d: { type: "string", if: { maxLength: 1 }, else: { pattern: "a" } } } }), /#\/\$defs\/d\/if: 'if' is not supported/);
   // the keywords the page lists only for fine-tuned models stay taken, and a property named like a keyword is none
   accepted(obj({ s: { type: "string", minLength: 1, maxLength: 4, pattern: "^a", format: "date" }, n: { type: "number", minimum: 0, maximum: 9, multipleOf: 0.5 }, l: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 }, allOf: { type: "string" }, not: { type: "boolean" } }));
+});
+
+test("strict: true refuses the object and array keywords OpenAI's strict mode lists as supported for no model (patternProperties, propertyNames, uniqueItems, ...), naming the schema path; without strict they are taken as before", () => {
+  // "Supported properties" lists pattern / format, the numbers' bounds and multipleOf, minItems /
+  // maxItems; these the same page lists as unsupported (for fine-tuned models), and for no model as supported
+  const objects: [string, unknown][] = [
+    ["patternProperties", { "^x": { type: "integer" } }],
+    ["unevaluatedProperties", false],
+    ["propertyNames", { type: "string" }],
+    ["minProperties", 1],
+    ["maxProperties", 1],
+  ];
+  const arrays: [string, unknown][] = [
+    ["unevaluatedItems", false],
+    ["contains", { const: "a" }],
+    ["minContains", 1],
+    ["maxContains", 2],
+    ["uniqueItems", true],
+  ];
+  for (const [k, v] of objects) {
+    refused(obj({ a: { type: "string" } }, { [k]: v }), new RegExp(`: #/${k}: '${k}' is not supported with strict: true$`));
+    refused(obj({ o: obj({ a: { type: "string" } }, { [k]: v }) }), new RegExp(`: #/properties/o/${k}: '${k}' is not supported with strict: true$`));
+  }
+  for (const [k, v] of arrays) {
+    refused(obj({ l: { type: "array", items: { enum: ["a", "b"] }, [k]: v } }), new RegExp(`: #/properties/l/${k}: '${k}' is not supported with strict: true$`));
+    refused(obj({ l: { anyOf: [{ type: "null" }, { type: "array", items: { enum: ["a", "b"] }, [k]: v }] } }), new RegExp(`: #/properties/l/anyOf/1/${k}: '${k}' is not supported`));
+  }
+  // a property named like one of them is no keyword
+  accepted(obj({ patternProperties: { type: "string" }, uniqueItems: { type: "boolean" }, contains: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 3 } }));
 });
 
 test("strict: true holds OpenAI's documented size limits: a schema at each limit is taken, one past it refused naming the path and the limit", () => {
@@ -135,7 +164,7 @@ describe("response_format json_schema: strict", { skip }, () => {
   test("strict: true refuses oneOf, naming its schema path; a property named oneOf is no keyword", async () => {
     const r = await ask(overlapping, true);
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format.json_schema.schema");
+    assert.equal(r.json.error.param, "response_format.json_schema.schema.properties.v.oneOf");
     assert.match(r.json.error.message, /#\/properties\/v\/oneOf: oneOf is not supported with strict: true/);
     const nested = await ask({ type: "object", properties: { l: { type: "array", items: { $defs: { a: { oneOf: [{ type: "null" }] } }, $ref: "#/$defs/a" } } }, required: ["l"], additionalProperties: false }, true);
     assert.equal(nested.status, 400);
@@ -143,7 +172,7 @@ describe("response_format json_schema: strict", { skip }, () => {
     // an object left open: refused naming its path, as OpenAI's strict mode refuses it
     const open = await ask({ type: "object", properties: { v: { type: "object", properties: { w: { type: "integer" } }, required: ["w"] } }, required: ["v"], additionalProperties: false }, true);
     assert.equal(open.status, 400, JSON.stringify(open.json));
-    assert.equal(open.json.error.param, "response_format.json_schema.schema");
+    assert.equal(open.json.error.param, "response_format.json_schema.schema.properties.v");
     assert.match(open.json.error.message, /#\/properties\/v: 'additionalProperties' is required to be supplied and to be false/);
     const named = { type: "object", properties: { oneOf: { type: "boolean" } }, required: ["oneOf"], additionalProperties: false };
     const ok = await ask(named, true);
@@ -169,7 +198,7 @@ test("a response_format schema the grammar cannot hold is a 400 naming response_
   const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }] })!;
   const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
   // (the generic format's grammar holds the calls and the response in one schema: the response's fault was the tools')
-  assert.throws(() => replyGrammar({ jsonSchema: { type: "array", uniqueItems: true } }, tools, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema" && /#\/uniqueItems: true is supported only/.test(e.message));
+  assert.throws(() => replyGrammar({ jsonSchema: { type: "array", uniqueItems: true } }, tools, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema.uniqueItems" && /#\/uniqueItems: true is supported only/.test(e.message));
   assert.equal(replyGrammar({ jsonSchema: { type: "array", items: { enum: [1, 2] }, uniqueItems: true } }, tools, plain, undefined)?.param, "response_format.json_schema.schema");
   assert.equal(replyGrammar({ json: "object" }, tools, plain, undefined)?.param, "response_format");
 });

@@ -16,8 +16,9 @@ import { regexLengthGbnf, regexToGbnf } from "./regex.js";
  * $defs / definitions, propertyNames of type string (what JSON keys are anyway), and {} or
  * no type for any JSON value. Objects list their properties in the schema's order (required ones
  * always, optional ones where the model chooses) and take no others unless additionalProperties
- * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (at most
- * one newline and 20 spaces or tabs), so a model cannot spin on it forever. What the grammar
+ * says so (OpenAI's strict mode). Whitespace between tokens is bounded as llama.cpp's is (one
+ * space, or one or two newlines then up to 20 spaces or tabs: RFC 8259's whitespace, never \f or
+ * \v), so a model cannot spin on it forever. What the grammar
  * cannot express (ranges of non-integer numbers, uniqueItems, ...) is refused with the schema path;
  * integers take minimum / maximum (and the exclusive forms), or multipleOf.
  */
@@ -30,7 +31,8 @@ export interface JsonSchemaLimits {
   readonly maxDepth?: number;
 }
 
-const SPACE = `space ::= | " " | "\\n" [ \\t]{0,20}`;
+/** llama.cpp's SPACE_RULE (common/json-schema-to-grammar.cpp): a blank line between tokens is taken too */
+const SPACE = `space ::= | " " | "\\n"{1,2} [ \\t]{0,20}`;
 const PRIMITIVES: Record<string, string> = {
   boolean: `("true" | "false") space`,
   null: `"null" space`,
@@ -127,6 +129,19 @@ export function gbnfLiteral(s: string): string {
   return `"${s.replace(/[\\"\n\r\t]/g, (c) => ({ "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t" })[c]!)}"`;
 }
 
+/** the JSON types a schema's values can have, where its `type` or its values say (integer and number one), else undefined */
+function jsonTypesOf(schema: unknown): string[] | undefined {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+  const s = schema as Record<string, unknown>;
+  const of = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
+  let types: string[] | undefined;
+  if (typeof s["type"] === "string" || Array.isArray(s["type"])) types = [s["type"]].flat().map((t) => (t === "integer" ? "number" : String(t)));
+  else if (s["const"] !== undefined) types = [of(s["const"])];
+  else if (Array.isArray(s["enum"])) types = (s["enum"] as unknown[]).map(of);
+  if (types !== undefined && s["nullable"] === true) types.push("null");
+  return types === undefined ? undefined : [...new Set(types)];
+}
+
 /** a JSON value as GBNF: its tokens as JSON.stringify writes them, with whitespace between them where any value takes it */
 function jsonLiteral(v: unknown): string {
   if (Array.isArray(v)) return v.length === 0 ? `"[" space "]"` : `"[" space ${v.map((x) => `${jsonLiteral(x)} space`).join(` "," space `)} "]"`;
@@ -172,10 +187,19 @@ function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string,
  * OpenAI's structured outputs guide, "Supported schemas"
  * (https://developers.openai.com/api/docs/guides/structured-outputs#supported-schemas):
  * "Some type-specific keywords are not yet supported — Composition: allOf, not, dependentRequired,
- * dependentSchemas, if, then, else" (the further keywords it lists there hold for fine-tuned
- * models only, so they stay allowed)
+ * dependentSchemas, if, then, else"; then, for objects and arrays, the keywords its "Supported
+ * properties" does not list for any model (it lists, besides the structure, only pattern and
+ * format for strings, the numbers' bounds and multipleOf, and minItems / maxItems): the object
+ * keywords patternProperties, unevaluatedProperties, propertyNames, minProperties, maxProperties
+ * and the array keywords unevaluatedItems, contains, minContains, maxContains, uniqueItems, which
+ * the same page names as unsupported for fine-tuned models. Without strict they stay taken as
+ * before (best effort).
  */
-const STRICT_UNSUPPORTED = ["allOf", "not", "dependentRequired", "dependentSchemas", "if", "then", "else"];
+const STRICT_UNSUPPORTED = [
+  "allOf", "not", "dependentRequired", "dependentSchemas", "if", "then", "else",
+  "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",
+  "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems",
+];
 
 /**
  * The same page's size limits: "A schema may have up to 5000 object properties total, with up to 10
@@ -694,9 +718,16 @@ class Converter {
    * that no two elements are equal: refused.
    */
   private uniqueList(s: Record<string, unknown>, min: number, max: number | undefined, name: string, path: string, depth: number): string {
-    const values = s["prefixItems"] === undefined && !Array.isArray(s["items"]) ? this.finiteValues(s["items"], `${path}/items`, depth + 1) : undefined;
+    const tuple = Array.isArray(s["prefixItems"]) ? { prefix: s["prefixItems"] as unknown[], key: "prefixItems", rest: s["items"], restKey: "items" }
+      : Array.isArray(s["items"]) ? { prefix: s["items"] as unknown[], key: "items", rest: s["additionalItems"], restKey: "additionalItems" } : undefined;
+    if (tuple) {
+      const unique = this.uniqueTuple(tuple.prefix, tuple.key, tuple.rest, min, max, name, path, depth);
+      if (unique !== undefined) return unique;
+      if (s["prefixItems"] !== undefined && !Array.isArray(s["prefixItems"])) throw new GrammarError(`${path}/prefixItems: expected a list of schemas`);
+    }
+    const values = tuple === undefined && s["prefixItems"] === undefined ? this.finiteValues(s["items"], `${path}/items`, depth + 1) : undefined;
     if (values === undefined) {
-      throw new GrammarError(`${path}/uniqueItems: true is supported only for items of a finite set of values (enum, const, boolean, null, or an anyOf / oneOf of those) or with maxItems at most 1, not beside ${s["prefixItems"] !== undefined || Array.isArray(s["items"]) ? "tuple items" : "these items"}: ` +
+      throw new GrammarError(`${path}/uniqueItems: true is supported only for items of a finite set of values (enum, const, boolean, null, or an anyOf / oneOf of those), for a closed tuple (no elements past ${tuple ? tuple.key : "prefixItems"}) whose positions each take a finite set or take pairwise different types, or with maxItems at most 1, not beside ${tuple ? "tuple items like these" : "these items"}: ` +
         "a grammar keeps elements distinct by a rule per set of values written so far, and items of unboundedly many values (a string, a number, an object) would need infinitely many (no context-free grammar says that no two of them are equal)");
     }
     // values equal as JSON (object keys in any order) are one
@@ -730,6 +761,53 @@ class Converter {
     };
     const first = most === 0 ? [] : item.map((it, i) => `${it} ${after([i])}`);
     return this.add(name, `"[" space (${[...first, ...(min === 0 ? [`"]" space`] : [])].join(" | ")})`);
+  }
+
+  /**
+   * uniqueItems beside a tuple that no element passes (the rest false, or maxItems at most its
+   * length), exactly, or undefined where these cannot say: positions of pairwise different JSON
+   * types (their `type`, or their values' types; integer and number one type) can never hold
+   * equal values, so the tuple is the plain one; positions that each take a finite set are a rule
+   * per position and set of values written so far, each going on with a value not in it.
+   */
+  private uniqueTuple(prefix: unknown[], key: string, rest: unknown, min: number, max: number | undefined, name: string, path: string, depth: number): string | undefined {
+    const count = max === undefined ? prefix.length : Math.min(prefix.length, max);
+    if (rest !== false && (max === undefined || max > prefix.length)) return undefined;
+    if (min > count) throw new GrammarError(`${path}/minItems: ${min} items, but no element may follow the ${prefix.length} of ${key}`);
+    const types = prefix.slice(0, count).map((p) => jsonTypesOf(p));
+    const typed = types.every((t) => t !== undefined) ? (types as string[][]).flat() : undefined;
+    if (typed !== undefined && new Set(typed).size === typed.length) {
+      return this.tuple(prefix, key, false, key === "prefixItems" ? "items" : "additionalItems", min, max, name, path, depth);
+    }
+    const sets = prefix.slice(0, count).map((p, i) => this.finiteValues(p, `${path}/${key}/${i}`, depth + 1));
+    if (sets.some((v) => v === undefined)) return undefined;
+    this.space();
+    // the values of all positions, equal ones as JSON one class, each written as any of its members
+    const classes = new Map<string, unknown[]>();
+    for (const v of sets.flat()) classes.set(canonicalJson(v), [...(classes.get(canonicalJson(v)) ?? []), v]);
+    const literal = new Map([...classes].map(([c, same]) => [c, `(${[...new Set(same.map(jsonLiteral))].join(" | ")}) space`]));
+    // per position and set of values written so far: the rule, or null where no array can end from there
+    const made = new Map<string, string | null>();
+    const at = (k: number, used: readonly string[]): string | null => {
+      const id = `${k} ${JSON.stringify(used)}`;
+      const done = made.get(id);
+      if (done !== undefined) return done;
+      if (made.size >= this.maxRules - this.rules.size) throw new GrammarError(`${path}/uniqueItems: the tuple's distinct values need more than ${this.maxRules - this.rules.size} grammar rules`);
+      const alts: string[] = [];
+      if (k >= min) alts.push(`"]" space`);
+      if (k < count) {
+        for (const c of new Set(sets[k]!.map(canonicalJson))) {
+          const next = used.includes(c) ? null : at(k + 1, [...used, c].sort());
+          if (next !== null) alts.push(`${k > 0 ? `"," space ` : ""}${literal.get(c)!} ${next}`);
+        }
+      }
+      const rule = alts.length > 0 ? this.add(`${name}-u${made.size}`, alts.join(" | ")) : null;
+      made.set(id, rule);
+      return rule;
+    };
+    const first = at(0, []);
+    if (first === null) throw new GrammarError(`${path}/uniqueItems: no array of ${min} or more distinct elements fits these tuple items`);
+    return this.add(name, `"[" space ${first}`);
   }
 
   /** the values a schema admits, where they are a finite set (enum, const, boolean, null, a $ref to one), else undefined */
