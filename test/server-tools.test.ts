@@ -90,7 +90,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     const tool = { type: "function" as const, function: { name: "get_weather", strict: true, parameters } };
     const valid = new Ajv().compile(parameters);
     for (const tool_choice of ["required", { type: "function" as const, function: { name: "get_weather" } }] as const) {
-      const r = await client.chat.completions.create({ messages: [{ role: "user", content: "Weather?" }], tools: [tool, TIME], tool_choice, parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 5 });
+      const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Weather?" }], tools: [tool, TIME], tool_choice, parallel_tool_calls: false, max_tokens: 150, temperature: 0.8, seed: 5 });
       const c = r.choices[0]!;
       assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
       const call = c.message.tool_calls![0]! as { function: { name: string; arguments: string } };
@@ -466,6 +466,14 @@ test("each family's replies read as the format says, streamed or not", () => {
       if (calls.length === got.calls.length) assert.equal(finishReasonOf("stop", calls), "stop", `${what} cut at ${cut}`);
     }
   }
+});
+
+test("Llama 3.x without built-in tools: <|python_tag|> after text is plain text, as llama.cpp's LLAMA_3_X format (no tag search) reads it, and a stream sends it at once", () => {
+  const syntax: ReplySyntax = { calls: { format: "llama3", names: NAMES, parallel: true, builtins: new Set() } };
+  const text = 'Sure <|python_tag|>brave_search.call(query="x")';
+  assert.deepEqual(parseReply(text, syntax, false), { reasoning: "", content: text, calls: [] });
+  // nothing waits for a marker that cannot open a call: each prefix read so far is the whole prefix
+  for (const end of [6, 7, 12, text.length]) assert.equal(parseReply(text.slice(0, end), syntax, true).content, text.slice(0, end).trimEnd());
 });
 
 test("a stream adds up to the non-streamed message for every reply, every prefix of it (a reply cut off) and every way of cutting it into pieces", async () => {

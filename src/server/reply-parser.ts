@@ -683,7 +683,7 @@ function llama3(out: Reply, pos: number, calls: Calls): void {
   const s = out.s;
   /** the rest of the reply from `from`: text, with built-in calls after a <|python_tag|> anywhere in it */
   const rest = (from: number): void => {
-    if (!calls.builtins) return out.text(from, s.length, []);
+    if (!calls.builtins?.size) return out.text(from, s.length, []);
     markedCalls(out, from, [PYTHON_TAG], (at, marker) => builtinCall(out, skipWs(s, at + marker.length), calls));
   };
   let i = skipWs(s, pos);
@@ -743,7 +743,7 @@ function llama3Opens(s: string, i: number): boolean | "more" {
 /** `name.call(arg=value, ...)`, a Llama 3.1 built-in tool's call: arguments {"arg": value, ...} */
 function builtinCall(out: Reply, i: number, calls: Calls): Found {
   const s = out.s;
-  if (!calls.builtins) return TEXT;
+  if (!calls.builtins?.size) return TEXT;
   const name = nameBefore(out, i, ".call(", { ...calls, names: calls.builtins }, /^\w*/);
   if (name === "wait") return WAIT;
   if (name === undefined || name === "cut" || !calls.names.has(name)) return TEXT;
