@@ -1,4 +1,4 @@
-import { chatFormatterFor, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
+import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 import { availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
@@ -369,25 +369,6 @@ export class Model {
   private assertUsable(): void {
     if (this.isDisposed) throw new DisposedError(`model ${this.path} has been disposed`);
   }
-}
-
-/**
- * chat's own arguments, checked as the typed signature would before they reach the template (a
- * messages string, a system or chatTemplate that is not text, crashed inside it with "Cannot
- * read properties of undefined"); the generation options are checked by stream
- */
-function checkChatArguments(messages: unknown, options: unknown): void {
-  if (!Array.isArray(messages)) throw new OptionError(`messages: expected an array of { role, content } messages, got ${shownValue(messages)}`, "messages");
-  messages.forEach((m: unknown, i) => {
-    const role = typeof m === "object" && m !== null ? (m as { role?: unknown }).role : undefined;
-    if (typeof role !== "string") throw new OptionError(`messages[${i}]: expected a message { role: string, content }, got ${typeof m === "object" && m !== null ? `role ${shownValue(role)}` : shownValue(m)}`, "messages");
-  });
-  if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`chat options: expected an object, got ${shownValue(options)}`, "options");
-  const { system, chatTemplate, parseSpecialInContent } = options as Record<string, unknown>;
-  if (system !== undefined && typeof system !== "string") throw new OptionError(`system: expected a string, got ${shownValue(system)}`, "system");
-  const templateLike = typeof chatTemplate === "string" || (typeof chatTemplate === "object" && chatTemplate !== null && typeof (chatTemplate as ChatTemplateSource).source === "string" && typeof (chatTemplate as ChatTemplateSource).where === "string");
-  if (chatTemplate !== undefined && !templateLike) throw new OptionError(`chatTemplate: expected a Jinja template's source (a string) or { source, where }, got ${shownValue(chatTemplate)}`, "chatTemplate");
-  checkFlags({ parseSpecialInContent }, ["parseSpecialInContent"]);
 }
 
 /** a request's steps, choice 0's as they happen and each later choice's once the ones before it have ended */

@@ -50,7 +50,9 @@ test("stream(): a misspelt option, a flag that is no boolean, a prompt that is n
   assert.throws(() => client.stream("Lily", bad({ ignoreEos: "no" })), (e: unknown) => e instanceof OptionError && /^ignoreEos: /.test(e.message));
   assert.throws(() => client.stream("Lily", bad({ signal: "stop" })), (e: unknown) => e instanceof OptionError && /^signal: expected an AbortSignal/.test(e.message));
   assert.throws(() => client.stream({ text: "Lily" } as unknown as string), (e: unknown) => e instanceof OptionError && /^prompt: expected a string or an array of token ids, got /.test(e.message));
-  assert.throws(() => client.stream("Lily", { stop: [(() => "x") as unknown as string] }), /^Error: tsllm generate: options\.stop\[0\] \(a function\) cannot be sent to the engine worker/);
+  assert.throws(() => client.stream("Lily", { jsonSchema: { enum: [() => "x"] } as never }), /^Error: tsllm generate: options\.jsonSchema\.enum\[0\] \(a function\) cannot be sent to the engine worker/);
+  // a stop string that is no string is refused by the range checks first, with Node's message
+  assert.throws(() => client.stream("Lily", { stop: [(() => "x") as unknown as string] }), (e: unknown) => e instanceof OptionError && e.option === "stop" && e.message === "stop strings[0]: expected a string, got function");
   assert.equal(worker.posted.length, 0, "nothing reached the worker");
   client.terminate();
   assert.throws(() => client.stream("Lily"), /^Error: tsllm engine worker terminated$/);
@@ -94,5 +96,43 @@ test("stream(): read to its end, the worker's steps and then its result; a strea
   worker.reply({ id: worker.posted.at(-1)!.id, kind: "result", value: result } as Reply);
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(getEventListeners(unread.signal, "abort").length, 0);
+  client.terminate();
+});
+
+test("stream() and streamChat(): a value out of range (temperature, maxTokens, n, a stop string, beam numbers) throws at the call as Model.stream's checks do, with nothing sent; streamChat's own arguments too", () => {
+  const { client, worker } = engine();
+  const bad = (options: object) => options as Parameters<TsllmWorker["stream"]>[1];
+  const messages = [{ role: "user", content: "Lily" }];
+  for (const [options, option, message] of [
+    [{ temperature: -1 }, "temperature", /^sampling option temperature = -1: expected a finite number >= 0/],
+    [{ maxTokens: -1 }, "maxTokens", /^maxTokens must be a non-negative integer, got -1$/],
+    [{ n: 0 }, "n", /^n must be an integer >= 1/],
+    [{ stop: ["ok", ""] }, "stop", /^stop strings\[1\]: a stop string must not be empty$/],
+    [{ numBeams: 2, numReturnSequences: 3 }, "numReturnSequences", /^numReturnSequences \(3\) must be <= numBeams \(2\)$/],
+    [{ json: "yaml" }, "json", /^json must be "value" or "object"/],
+  ] as const) {
+    const refused = (e: unknown) => e instanceof OptionError && e.option === option && message.test(e.message);
+    assert.throws(() => client.stream("Lily", bad(options)), refused, JSON.stringify(options));
+    assert.throws(() => client.streamChat(messages, bad(options)), refused, JSON.stringify(options));
+  }
+  assert.throws(() => client.streamChat("Lily" as never), (e: unknown) => e instanceof OptionError && e.option === "messages");
+  assert.throws(() => client.streamChat(messages, { system: 5 as never }), (e: unknown) => e instanceof OptionError && e.option === "system");
+  assert.throws(() => client.streamChat(messages, bad({ chatTemplat: "x" })), (e: unknown) => e instanceof OptionError && /chatTemplat/.test(e.message));
+  assert.equal(worker.posted.length, 0, "nothing reached the worker");
+  client.terminate();
+});
+
+test("streamChat(): the chat request is sent at the call with the chat options; left before its first step, it is stopped in the worker and lets go of the caller's signal", async () => {
+  const { client, worker } = engine();
+  const caller = new AbortController();
+  const messages = [{ role: "user", content: "Lily" }];
+  const it = client.streamChat(messages, { system: "Be brief.", chatTemplate: "{{ messages[0].content }}", maxTokens: 3, signal: caller.signal });
+  assert.deepEqual(worker.posted.map((r) => r.op), ["chat"]);
+  const sent = worker.posted[0] as Extract<Request, { op: "chat" }>;
+  assert.deepEqual([sent.messages, sent.options], [messages, { system: "Be brief.", chatTemplate: "{{ messages[0].content }}", maxTokens: 3 }]);
+  assert.equal((await it.return(undefined as never)).done, true);
+  assert.deepEqual(worker.posted.map((r) => r.op), ["chat", "abort"]);
+  assert.equal((worker.posted[1] as Extract<Request, { op: "abort" }>).target, sent.id);
+  assert.equal(getEventListeners(caller.signal, "abort").length, 0);
   client.terminate();
 });

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type CDPSession, type Page } from "playwright-core";
 import { startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
+import { loadModel } from "../src/index.js";
+import { CHAT_TEMPLATE } from "./helpers/serve.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
 
@@ -107,6 +109,107 @@ test("leaving a stream() loop early stops the generation in the worker (finishRe
   assert.ok(got.tokens < 400, `${got.tokens} tokens generated after the loop was left`);
   assert.deepEqual(errors, []);
   await page.close();
+});
+
+/** options every generation refuses whatever the model, each with what it is wrong in (for stream and streamChat alike) */
+const BAD_OPTIONS: object[] = [
+  { maxTokns: 3 }, { temperature: -1 }, { topP: 2 }, { maxTokens: -1 }, { maxTokens: 1.5 }, { n: 0 }, { logprobs: -1 }, { promptLogprobs: 1.5 },
+  { json: "yaml" }, { grammar: "root ::= \"a\"", regex: "a" }, { stop: [""] }, { numBeams: 2, numReturnSequences: 3 }, { numBeams: 2, logprobs: 1 },
+  { promptLookup: true, draftTokens: 0 }, { seed: 0.5 }, { logitBias: { 1: "high" } },
+];
+
+/** what Node's model throws at each call (its message), or "no throw" */
+function thrownBy(calls: (() => unknown)[]): string[] {
+  return calls.map((call) => {
+    try {
+      call();
+      return "no throw";
+    } catch (e) {
+      return (e as Error).message;
+    }
+  });
+}
+
+test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary rejects the first next() with Node's message", { skip }, async () => {
+  const { value, errors } = await inPage<{ stream: string[]; chat: string[]; names: string[]; sent: number; vocab: string; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const worker = engine.worker, post = worker.postMessage.bind(worker);
+    let sent = 0;
+    worker.postMessage = (m) => { sent++; post(m); };
+    const names = [];
+    const thrown = (call) => { try { call(); return "no throw"; } catch (e) { names.push(e.name); return e.message; } };
+    const bad = ${JSON.stringify(BAD_OPTIONS)};
+    const stream = bad.map((o) => thrown(() => engine.stream("Once upon a time", o)));
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const chat = [...bad.map((o) => thrown(() => engine.streamChat(messages, { chatTemplate: ${JSON.stringify(CHAT_TEMPLATE)}, ...o }))),
+      thrown(() => engine.streamChat("Once upon a time")), thrown(() => engine.streamChat(messages, { system: 5 })), thrown(() => engine.streamChat(messages, { parseSpecialInContent: "yes" }))];
+    const refusedSent = sent;
+    const vocab = await engine.stream([1, 999999], { maxTokens: 2 }).next().then(() => "resolved", (e) => e.message);
+    const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { stream, chat, names: [...new Set(names)], sent: refusedSent, vocab, after: after.completionTokens };`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1 });
+  try {
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const node = thrownBy(BAD_OPTIONS.map((o) => () => model.stream("Once upon a time", o)));
+    assert.ok(!node.includes("no throw"), `Node refuses each at the call: ${JSON.stringify(node)}`);
+    assert.deepEqual(value.stream, node);
+    const nodeChat = thrownBy([...BAD_OPTIONS.map((o) => () => model.streamChat(messages, { chatTemplate: CHAT_TEMPLATE, ...o })),
+      () => model.streamChat("Once upon a time" as never), () => model.streamChat(messages, { system: 5 as never }), () => model.streamChat(messages, { parseSpecialInContent: "yes" as never })]);
+    assert.ok(!nodeChat.includes("no throw"), JSON.stringify(nodeChat));
+    assert.deepEqual(value.chat, nodeChat);
+    assert.equal(value.vocab, thrownBy([() => model.stream([1, 999999], { maxTokens: 2 })])[0]);
+  } finally {
+    model.dispose();
+  }
+  assert.deepEqual(value.names, ["OptionError"]);
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});
+
+test("streamChat(): the reply's steps and result are Node's Model.streamChat ones for the same conversation and template; leaving the loop early stops the reply in the worker (finishReason abort)", { skip }, async () => {
+  const messages = [{ role: "system", content: "Tell a story." }, { role: "user", content: "Once upon a time" }];
+  type Streamed = { steps: unknown[]; result: { completion: string; completionTokens: number[]; finishReason: string; promptTokens: number[] } };
+  const { value, errors } = await inPage<{ streamed: Streamed; early: { steps: number; finishReason: string; tokens: number } }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const messages = ${JSON.stringify(messages)}, chatTemplate = ${JSON.stringify(CHAT_TEMPLATE)};
+    const steps = [];
+    const it = engine.streamChat(messages, { chatTemplate, temperature: 0, maxTokens: 24 });
+    let r;
+    while (!(r = await it.next()).done) steps.push(r.value);
+    const { completion, completionTokens, finishReason, promptTokens } = r.value;
+    // the worker's own final answer to the early-left reply, read beside the client's handler
+    const finished = [];
+    const handler = engine.worker.onmessage;
+    engine.worker.onmessage = (e) => {
+      if (e.data.kind === "result" && e.data.value?.finishReason !== undefined) finished.push(e.data.value);
+      handler(e);
+    };
+    let n = 0;
+    for await (const _ of engine.streamChat(messages, { chatTemplate, maxTokens: 400, ignoreEos: true, temperature: 0.8 })) if (++n === 3) break;
+    while (finished.length === 0) await new Promise((r) => setTimeout(r, 10));
+    engine.terminate();
+    return { streamed: { steps, result: { completion, completionTokens, finishReason, promptTokens } }, early: { steps: n, finishReason: finished[0].finishReason, tokens: finished[0].completionTokens.length } };`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1 });
+  try {
+    const steps: unknown[] = [];
+    const it = model.streamChat(messages, { chatTemplate: CHAT_TEMPLATE, temperature: 0, maxTokens: 24 });
+    let r = await it.next();
+    for (; !r.done; r = await it.next()) steps.push(r.value);
+    assert.ok(steps.length > 0);
+    assert.deepEqual(value.streamed.steps, JSON.parse(JSON.stringify(steps)));
+    const { completion, completionTokens, finishReason, promptTokens } = r.value;
+    assert.deepEqual(value.streamed.result, { completion, completionTokens, finishReason, promptTokens });
+  } finally {
+    model.dispose();
+  }
+  assert.equal(value.early.steps, 3);
+  assert.equal(value.early.finishReason, "abort");
+  assert.ok(value.early.tokens < 400, `${value.early.tokens} tokens generated after the loop was left`);
+  assert.deepEqual(errors, []);
 });
 
 test("two loads at once leave one model: the one the first load built is disposed, its kernel threads end", { skip }, async () => {

@@ -3,8 +3,8 @@
  * generate/chat stream their steps to a callback or an async iterator, and an AbortSignal
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
-import type { ChatMessageInput } from "../chat/index.js";
-import { cancelOnEarlyExit, checkGenerateOptions, type GenerationResult, type GenerationStep } from "../generation/index.js";
+import { checkChatArguments, type ChatMessageInput } from "../chat/index.js";
+import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
@@ -32,6 +32,18 @@ function uncopyable(value: unknown, path = "", seen = new Set<object>()): string
     if (found) return found;
   }
   return undefined;
+}
+
+/**
+ * The generation options of stream() and streamChat(), checked on the page before anything is
+ * sent: names and kinds, then every range that needs no model (checkGenerateRanges), as
+ * Model.stream refuses them at its call; draftModel passes the library's check but is a Model of
+ * this page's, which has none (protocol.ts leaves it out)
+ */
+function checkStreamOptions(options: object): void {
+  checkGenerateOptions(options);
+  if ((options as { draftModel?: unknown }).draftModel !== undefined) throw new OptionError("draftModel: not available through the engine worker (its model is the only one loaded)", "draftModel");
+  checkGenerateRanges(options);
 }
 
 /** a URL relative to the page, as the worker (and the cache) sees it */
@@ -195,22 +207,39 @@ export class TsllmWorker {
 
   /**
    * Streams the steps of a generation; the iterator's return value is the result. The request is
-   * sent by this call, so what the page can check (the options' names and kinds, the prompt's
-   * kind, a terminated worker, a value that cannot be sent) throws here with nothing sent, as
-   * Model.stream does; the worker's own refusals (a token id out of range, a bad temperature)
-   * reject the first next(). Leaving the loop (break, return, a throw), even before its first
-   * step, stops the generation in the worker.
+   * sent by this call, so what the page can check (the options' names, kinds and ranges, the
+   * prompt's kind, a terminated worker, a value that cannot be sent) throws here with nothing
+   * sent, as Model.stream does; what needs the model (a token id outside its vocabulary, a prompt
+   * longer than its context) rejects the first next(). Leaving the loop (break, return, a throw),
+   * even before its first step, stops the generation in the worker.
    */
   stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
-    checkGenerateOptions(options);
-    // draftModel passes the library's check but is a Model of this page's, which has none (protocol.ts leaves it out)
-    if ((options as { draftModel?: unknown }).draftModel !== undefined) throw new OptionError("draftModel: not available through the engine worker (its model is the only one loaded)", "draftModel");
+    checkStreamOptions(options);
     if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
+    const { signal, ...rest } = options;
+    return this.steps({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, signal);
+  }
+
+  /**
+   * Streams the assistant's reply to a conversation, through the model's chat template (or
+   * `chatTemplate`), as Model.streamChat does: the same checks at the call as stream() (and the
+   * messages' and chat options' own), the template's end-of-turn token ends it, and leaving the
+   * loop early stops it in the worker. A model without a chat template rejects the first next().
+   */
+  streamChat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
+    checkChatArguments(messages, options);
+    const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
+    checkStreamOptions(generation);
+    const { signal, ...rest } = options;
+    return this.steps({ op: "chat", messages: [...messages], options: rest }, signal);
+  }
+
+  /** a request sent now, its steps read as they come; leaving early (even before the first step) aborts it in the worker */
+  private steps(request: Extract<Outgoing, { op: "generate" | "chat" }>, outer: AbortSignal | undefined): AsyncGenerator<Step, GenerationResult> {
     const queue: Step[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
     const controller = new AbortController();
-    const outer = options.signal;
     const forward = () => controller.abort();
     if (outer?.aborted) controller.abort();
     else outer?.addEventListener("abort", forward, { once: true });
@@ -218,14 +247,13 @@ export class TsllmWorker {
       outer?.removeEventListener("abort", forward);
       if (!finished) controller.abort();
     };
-    const { signal: _, ...rest } = options;
     let result: Promise<GenerationResult>;
     try {
       const onStep = (s: Step): void => {
         queue.push(s);
         wake?.();
       };
-      result = this.streamed<GenerationResult>({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, { signal: controller.signal, onStep }, "post");
+      result = this.streamed<GenerationResult>(request, { signal: controller.signal, onStep }, "post");
     } catch (e) {
       outer?.removeEventListener("abort", forward);
       throw e;

@@ -1,7 +1,7 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
-import { createStopMatcher, Sequence, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -230,7 +230,11 @@ export class Engine {
     }
     const vocab = this.tokenIds;
     for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`token id ${t} is outside the vocabulary [0, ${vocab})`, "prompt");
-    if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RequestError(`maxTokens must be a non-negative integer, got ${shownValue(maxTokens)}`, "maxTokens");
+    try {
+      validateMaxTokens(maxTokens);
+    } catch (e) {
+      throw new RequestError((e as Error).message, "maxTokens");
+    }
     params.stopTokens.forEach((t, i) => {
       if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`stopTokens[${i}]: token id ${shownValue(t)} is outside the vocabulary [0, ${vocab})`, "stopTokens");
     });
