@@ -156,6 +156,23 @@ test("tsllm pipeline ner --max-length past the model's positions: one line namin
   assert.equal(r.stdout, "");
 });
 
+// a generation asking for more tokens than the model's context stops at its end; transformers warns
+// there (MaxLengthCriteria's "friendly reminder" past max_position_embeddings) and GPT-2's model then
+// fails: the command line says so up front, once per input, and still answers
+test("tsllm pipeline text-generation --max-length / --max-new-tokens past the model's context: a one-line warning", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, () => {
+  const prompt = Array(509).fill("Hello").join(" "); // 509 GPT-2 tokens; gpt2-tiny has 512 positions
+  const past = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-length", "514", "--json", "--threads", "1");
+  assert.equal(past.status, 0, past.stderr);
+  assert.equal(past.stderr, "tsllm: warning: the input asks for up to 514 tokens in all (--max-length, the prompt's 509 included); the model's context holds 512: the generation stops there at the latest\n");
+  assert.ok(JSON.parse(past.stdout)[0][0].generated_text.startsWith(prompt));
+  const viaNew = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-new-tokens", "4", "--json", "--threads", "1");
+  assert.match(viaNew.stderr, /^tsllm: warning: the input asks for up to 513 tokens in all \(--max-new-tokens, the prompt's 509 included\)/);
+  // within the context: no warning
+  const within = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-length", "512", "--json", "--threads", "1");
+  assert.equal(within.status, 0, within.stderr);
+  assert.equal(within.stderr, "");
+});
+
 test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value or combination is one line naming the flag, exit 2", () => {
   for (const [args, message] of [
     [["--stride", "2.5", "--aggregation-strategy", "simple"], "--stride expects an integer, got 2.5"],

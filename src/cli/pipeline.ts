@@ -130,6 +130,17 @@ export async function runPipeline(argv: string[]): Promise<void> {
         if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
       });
     }
+    // a generation past the model's context stops at its end: transformers warns there (its "friendly
+    // reminder" past max_position_embeddings; GPT-2's model then fails), so the command line says so up front
+    if (p.task === "text-generation") {
+      const context = (p as TextGenerationPipeline).model.contextSize;
+      inputs.forEach((text, i) => {
+        const prompt = Math.max(1, (p as TextGenerationPipeline).model.tokenizer.encode(text).length);
+        const total = maxNewTokens !== undefined ? prompt + maxNewTokens : (maxLength ?? prompt + 256);
+        const flag = maxNewTokens !== undefined ? "--max-new-tokens" : maxLength !== undefined ? "--max-length" : "the default 256 new tokens";
+        if (total > context) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} asks for up to ${total} tokens in all (${flag}, the prompt's ${prompt} included); the model's context holds ${context}: the generation stops there at the latest`);
+      });
+    }
     const results: unknown[] = [];
     for (const [i, text] of inputs.entries()) {
       switch (p.task) {
