@@ -5,39 +5,45 @@
 // stream, as an end-of-text token would end it: the engine cannot foresee either). With --n, each
 // request asks for n choices (OpenAI's n) and the client leaves once every choice has --reply tokens.
 // With --prompt-lookup each request decodes speculatively (prompt lookup), the client leaving as
-// above. With --beams B each request is a beam search of B beams with maxTokens --reply (a search
+// above; with --draft-model FILE as well, each drafts with that model (its draft cache counts
+// against the same pool: a request's worst case is then about two contexts, so give --contexts 3 or
+// more). With --beams B each request is a beam search of B beams with maxTokens --reply (a search
 // streams its best hypothesis only when it ends, so a client cannot leave early; its worst case,
 // B beams of --reply tokens, is what "reserve" holds). Prints aggregate throughput, TTFT p50 / p99,
 // requests running at once (as seen at their tokens: a beam search's come at its end), the most
 // sequences one step ran and preemptions for each; the requests are the same in both runs
 // (sampled, seeded, ending at the end-of-text token or the context).
 //
-//   node --import tsx scripts/bench-admission.ts [--model FILE.gguf] [--requests 16] [--n 1 | --beams B | --prompt-lookup] [--contexts 2] [--context 512] [--reply 200] [--runs 1]
+//   node --import tsx scripts/bench-admission.ts [--model FILE.gguf] [--requests 16] [--n 1 | --beams B | --prompt-lookup | --draft-model FILE.gguf] [--contexts 2] [--context 512] [--reply 200] [--runs 1]
 //
 // Default model: ../shared/models/stories260K.gguf. Not a test: the numbers are the machine's.
 import { resolve } from "node:path";
 import { optionalNumber, optionalString, UsageError } from "../src/cli/args.js";
 import type { Admission } from "../src/engine/index.js";
-import { loadModel } from "../src/index.js";
+import { loadModel, type Model } from "../src/index.js";
 import { noPositionals, scriptOptions } from "./script-args.js";
 
-const USAGE = "Usage: node --import tsx scripts/bench-admission.ts [--model FILE.gguf] [--requests N] [--n N | --beams B | --prompt-lookup] [--contexts N] [--context N] [--reply N] [--runs N]\n" +
+const USAGE = "Usage: node --import tsx scripts/bench-admission.ts [--model FILE.gguf] [--requests N] [--n N | --beams B | --prompt-lookup | --draft-model FILE.gguf] [--contexts N] [--context N] [--reply N] [--runs N]\n" +
   "  N concurrent sampled requests without maxTokens on a KV pool of --contexts full contexts, under admission reserve and preempt\n" +
   "  --model: the GGUF (default ../shared/models/stories260K.gguf); --requests: concurrent requests (default 16); --n: choices per request (default 1)\n" +
   "  --beams B: beam searches of B beams, maxTokens --reply, instead; --prompt-lookup: speculative decoding by prompt lookup instead\n" +
+  "  --draft-model FILE.gguf: speculative decoding drafting with that model instead (its cache counts against the pool)\n" +
   "  --contexts: the KV pool in full contexts (default 2); --context: contextSize (default 512)\n" +
   "  --reply: tokens after which the client leaves each stream (default 200; 0: to the end of the context); --runs: alternating runs of each (default 1)";
 
 const opts = scriptOptions(USAGE, {
-  model: { type: "string" }, requests: { type: "string" }, n: { type: "string" }, beams: { type: "string" }, "prompt-lookup": { type: "boolean" }, contexts: { type: "string" }, context: { type: "string" }, reply: { type: "string" }, runs: { type: "string" },
+  model: { type: "string" }, requests: { type: "string" }, n: { type: "string" }, beams: { type: "string" }, "prompt-lookup": { type: "boolean" }, "draft-model": { type: "string" }, contexts: { type: "string" }, context: { type: "string" }, reply: { type: "string" }, runs: { type: "string" },
 }, (values, positionals) => {
   noPositionals(positionals);
   const beams = optionalNumber(values, "beams", { integer: true, min: 1, max: 16 });
   const promptLookup = values["prompt-lookup"] === true;
-  if ([values.n !== undefined, beams !== undefined, promptLookup].filter(Boolean).length > 1) throw new UsageError("--n, --beams and --prompt-lookup are three kinds of request: give one");
+  const draftModel = optionalString(values, "draft-model");
+  if ([values.n !== undefined, beams !== undefined, promptLookup, draftModel !== undefined].filter(Boolean).length > 1) {
+    throw new UsageError("--n, --beams, --prompt-lookup and --draft-model are four kinds of request: give one");
+  }
   if (beams !== undefined && optionalNumber(values, "reply", { integer: true, min: 0 }) === 0) throw new UsageError("--beams needs --reply > 0: it is the searches' maxTokens");
   return {
-    beams, promptLookup,
+    beams, promptLookup, draftModel: draftModel === undefined ? undefined : resolve(draftModel),
     model: resolve(optionalString(values, "model") ?? "../shared/models/stories260K.gguf"),
     requests: optionalNumber(values, "requests", { integer: true, min: 1 }) ?? 16,
     n: optionalNumber(values, "n", { integer: true, min: 1, max: 16 }) ?? 1,
@@ -47,6 +53,9 @@ const opts = scriptOptions(USAGE, {
     runs: optionalNumber(values, "runs", { integer: true, min: 1 }) ?? 1,
   };
 });
+
+/** the draft model (--draft-model), loaded once for both admissions' runs */
+const draft: Model | undefined = opts.draftModel === undefined ? undefined : await loadModel(opts.draftModel, { contextSize: opts.context, warmup: false });
 
 const STARTS = ["Once upon a time", "Lily and Ben", "The little dog", "One day, a girl named", "Tom had a big red", "The sun was", "A cat and a bird", "Mom said"];
 
@@ -69,7 +78,7 @@ async function run(admission: Admission): Promise<string> {
       const prompt = `${STARTS[i % STARTS.length]!}${i >= STARTS.length ? ` ${i}` : ""}`;
       const run = opts.beams !== undefined
         ? model.submit(prompt, { numBeams: opts.beams, maxTokens: opts.reply, signal: leave.signal })
-        : model.submit(prompt, { temperature: 0.8, seed: 1000 + i, maxTokens: opts.context, n: opts.n, ...(opts.promptLookup ? { promptLookup: true } : {}), signal: leave.signal });
+        : model.submit(prompt, { temperature: 0.8, seed: 1000 + i, maxTokens: opts.context, n: opts.n, ...(opts.promptLookup ? { promptLookup: true } : {}), ...(draft ? { draftModel: draft } : {}), signal: leave.signal });
       for await (const event of run.events()) {
         if (event.step?.token === undefined) continue;
         if (tokens++ === 0) first = performance.now() - t0;
@@ -92,6 +101,10 @@ async function run(admission: Admission): Promise<string> {
   }
 }
 
-const kind = opts.beams !== undefined ? `beam searches of ${opts.beams} beams` : opts.promptLookup ? "speculative decodings (prompt lookup)" : `${opts.n} choice${opts.n > 1 ? "s" : ""}`;
+const kind = opts.beams !== undefined ? `beam searches of ${opts.beams} beams` : opts.promptLookup ? "speculative decodings (prompt lookup)" : draft ? `speculative decodings (draft ${opts.draftModel})` : `${opts.n} choice${opts.n > 1 ? "s" : ""}`;
 console.log(`${opts.model}: ${opts.requests} requests of ${kind}, pool ${opts.contexts} x ${opts.context} positions, replies of ${opts.reply || "up to the context's"} tokens`);
-for (let r = 0; r < opts.runs; r++) for (const admission of ["reserve", "preempt"] as const) console.log(await run(admission));
+try {
+  for (let r = 0; r < opts.runs; r++) for (const admission of ["reserve", "preempt"] as const) console.log(await run(admission));
+} finally {
+  draft?.dispose();
+}

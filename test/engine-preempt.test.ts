@@ -281,6 +281,43 @@ test("stories260K: under admission preempt, speculative requests (prompt lookup)
   }
 });
 
+test("stories260K: under admission preempt, speculative requests drafting with a draft model are admitted on their prompt and preempted with their draft caches and recomputed: tokens, stream, acceptance as alone", { skip }, async () => {
+  const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 256, quantize: "q4_0", warmup: false });
+  // a draft of the target's shape: each of its blocks takes one of the pool's. 36 blocks: each
+  // request's worst case (14 + 2 blocks of its own, 14 of draft cache) leaves no room for a second
+  // one reserved; admitted on their prompts, all three start at once, their 200 tokens (and their
+  // drafts' rows) outgrow the pool
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: PROMPTS[0]!, options: { temperature: 0, maxTokens: 200, ignoreEos: true, draftModel: draft, draftTokens: 4 } },
+    { prompt: PROMPTS[1]!, options: { temperature: 0.8, topK: 20, seed: 11, maxTokens: 200, ignoreEos: true, draftModel: draft, draftTokens: 3 } },
+    { prompt: PROMPTS[2]!, options: { temperature: 0, maxTokens: 200, ignoreEos: true, draftModel: draft } },
+  ];
+  const alone = await soloResults(sharedFile(MODEL)!, jobs);
+  const model = await smallPool(36, "preempt", 256);
+  try {
+    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+    assert.ok(model.engine.stats.preemptions > 0, "the pool forced a draft-model speculative request's preemption");
+    assert.equal(model.engine.stats.peakStepSequences, 3, "the three ran in one step");
+    got.forEach(({ steps, result }, i) => {
+      const what = `request ${i}`;
+      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${what}: tokens`);
+      assert.equal(result.completion, alone[i]!.completion, `${what}: text`);
+      assert.equal(result.finishReason, "length");
+      assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${what}: streamed once`);
+      // the same rounds, proposals and acceptances: the draft caught up from the accepted tokens proposed as alone
+      assert.deepEqual(result.speculative, alone[i]!.speculative, `${what}: speculative stats`);
+    });
+    assert.ok(alone.every((r) => r.speculative!.accepted > 0), "the draft's proposals were accepted");
+    const kv = model.engine.stats.kv!;
+    assert.equal(kv.blocksInUse, 0);
+    // the target's rows stayed within the pool
+    assert.ok(kv.peakBlocksInUse <= 36, `peak ${kv.peakBlocksInUse} blocks`);
+  } finally {
+    model.dispose();
+    draft.dispose();
+  }
+});
+
 test("stories260K: an n-choice request aborted while preempted ends at once, every choice with what it streamed (a prefix of its solo tokens) and one abort; the others go on", { skip }, async () => {
   const jobs: { prompt: string; options: GenerateOptions }[] = [
     { prompt: PROMPTS[0]!, options: { temperature: 0, maxTokens: 60, ignoreEos: true } },

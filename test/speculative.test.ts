@@ -126,7 +126,9 @@ test("stories260K: a draft model whose own engine is mid-pass is waited for, not
 });
 
 test("stories260K: a draft model's KV cache counts against kvCacheBytes, and its rows go back to one pool the engine's requests share", { skip }, async () => {
-  const target = await loadModel(sharedFile(MODEL)!, { contextSize: 512, kvCacheBytes: 20 * 16 * 1280 });
+  // admission "reserve": each request's worst case (target and draft) is held from its admission
+  // (under "preempt" both start on their prompts: test/engine-preempt.test.ts)
+  const target = await loadModel(sharedFile(MODEL)!, { contextSize: 512, kvCacheBytes: 20 * 16 * 1280, admission: "reserve" });
   const draft = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
   // the draft as generate() takes it, noting the caches the engine asks it for
   const made: KVCache[] = [];

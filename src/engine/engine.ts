@@ -1,7 +1,7 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
-import { createStopMatcher, Sequence, speculativePositions, tokenLogprobs, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, tokenLogprobs, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -51,10 +51,9 @@ export interface EngineOptions {
    * how requests get KV room (default "preempt", see docs/engine.md "KV pool and admission"):
    * "reserve" admits a request once its worst case (prompt + maxTokens) fits, so nothing is ever
    * preempted but a request without maxTokens holds a whole context; "preempt" admits a sampled
-   * request (one choice or n), a beam search or a prompt-lookup speculative one once its prompt
-   * fits and, when the pool runs out, preempts the most recently admitted such request, all its
-   * choices or beams together, which is recomputed later (its streams go on where they were).
-   * Requests drafting with a draft model keep the worst-case reservation either way
+   * request (one choice or n), a beam search or a speculative one once its prompt fits and, when the pool runs out, preempts the most recently admitted such request, all its
+   * choices or beams together, which is recomputed later (its streams go on where they were); a
+   * request drafting with a draft model gives its draft cache back too and computes it again
    */
   readonly admission?: Admission;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
@@ -479,8 +478,9 @@ export class Engine {
         const draftTokens = d.draftTokens ?? (draft ? 8 : 10);
         // the draft's cache counts against kvCacheBytes as the request's own blocks do: without it
         // 16 concurrent requests with a draft held 25x the budget (see docs/engine.md)
-        const draftPositions = speculativePositions(params.promptTokens.length, room, draftTokens);
-        const draftCacheBlocks = draft ? Math.ceil(kvBytesForContext(draft.info, draftPositions, draft.kvCacheTypes) / (DEFAULT_BLOCK_SIZE * this.bytesPerToken)) : 0;
+        // (in whole blocks of the draft's pool, which is what its cache takes)
+        const draftBlockBytes = draft && kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
+        const draftPoolBlocks = draftBlockBytes ? (positions: number) => Math.ceil((Math.ceil(positions / DEFAULT_BLOCK_SIZE) * draftBlockBytes) / (DEFAULT_BLOCK_SIZE * this.bytesPerToken)) : undefined;
         return new SpeculativeStrategy(vocab, params.promptTokens, (out) => {
           const sampler = out.sampler;
           // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
@@ -494,7 +494,7 @@ export class Engine {
             maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
-        }, draftTokens, makeSequence, draftCacheBlocks);
+        }, draftTokens, room, makeSequence, draftPoolBlocks);
       }
     }
   }

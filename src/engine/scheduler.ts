@@ -42,10 +42,10 @@ export interface SchedulerLimits {
  * "reserve": a request is admitted once its worst case (prompt + maxTokens, plus its strategy's)
  * fits beside what the running ones may still take; nothing is ever preempted. "preempt": a
  * request whose strategy can be recomputed (sampling, one choice or n; beam search; speculative
- * decoding by prompt lookup) is admitted once its prompt fits (plus a watermark), and when a step
- * finds no free block for it the most recently admitted such request is preempted (its blocks
- * freed, recomputed later from prompt + tokens so far, all its sequences together); a request
- * drafting with a draft model (whose cache lives outside the pool) keeps the worst-case reservation
+ * decoding) is admitted once its prompt fits (plus a watermark), and when a step finds no free
+ * block for it the most recently admitted such request is preempted (its blocks freed, recomputed
+ * later from prompt + tokens so far, all its sequences together; a draft model's cache, which lives
+ * in the draft's own pool but counts against the same room, with them)
  */
 export type Admission = "reserve" | "preempt";
 
@@ -281,7 +281,8 @@ export class Scheduler implements StrategyHost {
     }
     const revived = hits.filter((b) => this.pool.isIdle(b)).length;
     const preemptible = this.preemptible(request);
-    const need = preemptible ? this.recomputeBlocks(request, hits.length) : this.worstBlocks(request, hits.length);
+    // (a preemptible one's first start takes its strategy's step blocks too: a draft model's cache of the prompt)
+    const need = preemptible ? this.recomputeBlocks(request, hits.length) + (request.strategy.stepBlocks?.() ?? 0) : this.worstBlocks(request, hits.length);
     // a watermark of free blocks for the running requests' next tokens (vLLM's 1%); none for a lone request, which always fits
     const watermark = preemptible && this.running.length > 0 ? Math.ceil(this.pool.blockCount / 100) : 0;
     if (need + revived + watermark > this.room() - this.promised()) return undefined;
@@ -326,6 +327,8 @@ export class Scheduler implements StrategyHost {
    * and part running, which the queue's order (oldest first, preempted newest first) does not have.
    */
   private preempt(request: EngineRequest): void {
+    // (a draft model's cache, outside the pool: computed again from the accepted tokens at its next proposal)
+    request.strategy.preempted?.();
     for (const sequence of request.sequences) {
       // (a prompt not computed yet is computed as a prompt still; one preempted again mid-recompute keeps its end)
       if (request.prefilled && !sequence.recomputing) sequence.recomputeTo = sequence.allLogits ? sequence.cache.length : sequence.tokens.length;
@@ -345,11 +348,16 @@ export class Scheduler implements StrategyHost {
     this.waiting.unshift(request);
   }
 
-  /** blocks free for preemptible requests' rows now: available ones less what the reserved requests may still take and this step's planned chunks take */
+  /**
+   * blocks free for preemptible requests' rows now: available ones less what the reserved requests
+   * may still take, what this step's planned chunks take, and what the preemptible ones hold outside
+   * the pool (a draft model's cache: the same budget)
+   */
   private room(): number {
     let planned = 0;
     for (const n of this.planned.values()) planned += n;
     for (const n of this.plannedSteps.values()) planned += n;
+    for (const r of this.running) if (this.preemptible(r)) planned += r.strategy.outsideBlocks?.() ?? 0;
     return this.pool.availableBlocks - this.outstanding() - planned;
   }
 

@@ -53,18 +53,24 @@ export interface Strategy {
    * at the prompt's end, "share"), the strategy's state (samplers, stops, beams' scores, what it
    * emitted) kept. A sequence that wants every row's logits (a speculative proposal) recomputes
    * only the rows before its pending tokens, which are then computed as before. Its sequences'
-   * last recompute chunks may end in different steps: `step` then gets some of them at a time. A
-   * strategy that holds rows outside the pool (a draft model's cache) keeps the worst-case
-   * reservation instead
+   * last recompute chunks may end in different steps: `step` then gets some of them at a time. Rows
+   * it holds outside the pool (a draft model's cache) are given back at the preemption (`preempted`)
+   * and computed again from its tokens; while it runs they count against the pool's room
+   * (`outsideBlocks`, and `stepBlocks` for their growth)
    */
   readonly recomputable?: boolean;
   /** KV blocks it may hold at once beyond its first sequence's own prompt + maxTokens positions */
   extraBlocks(blockSize: number): number;
   /**
-   * KV blocks its next start / step may take from the pool outside the pass, at most (beams forking
-   * with forkCopy copy a partial block each); a preemptible request's step is planned with them
+   * KV blocks its next start / step may take outside the pass, at most (beams forking with forkCopy
+   * copy a partial block each; a draft model's cache grows); a preemptible request's step is planned
+   * with them
    */
   stepBlocks?(): number;
+  /** the pool's blocks' worth of rows it holds outside the pool now (a draft model's cache, in the draft's pool) */
+  outsideBlocks?(): number;
+  /** its request was preempted: give back the rows it holds outside the pool (they are computed again from its tokens) */
+  preempted?(): void;
   /**
    * the prompt is computed (`first` holds it): its last logits. start and step may return a
    * promise (speculative decoding awaits its draft model's passes, which a GPU reads

@@ -238,9 +238,26 @@ export class SpeculativeDecoder {
     return speculativePositions(this.seq.length - this.out.length, this.o.maxTokens, this.k);
   }
 
-  /** gives the draft cache's rows back to its pool (the decoder drafts no more) */
+  /**
+   * gives the draft cache's rows back to its pool: when the decoder drafts no more, or when its
+   * request is preempted (the cache stays usable, and the next propose() computes the draft's rows
+   * again from the accepted tokens, in one chunk)
+   */
   release(): void {
     this.dCache?.free();
+  }
+
+  /** positions the draft cache holds now (0: prompt lookup, or its rows were given back) */
+  get draftLength(): number {
+    return this.dCache?.length ?? 0;
+  }
+
+  /**
+   * positions the draft cache may hold after the next verify and propose, at most: verify adds up
+   * to k + 1 tokens to seq, propose catches the draft up on seq and runs k - 1 proposed tokens
+   */
+  get draftLengthAfterRound(): number {
+    return Math.min(this.seq.length + 2 * this.k, this.capacity);
   }
 
   /** tokens proposed per round at most */

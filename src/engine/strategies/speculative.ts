@@ -1,4 +1,4 @@
-import { SpeculativeDecoder, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
+import { SpeculativeDecoder, speculativePositions, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
 import type { RunningSequence } from "../running-sequence.js";
 import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
@@ -23,25 +23,45 @@ export class SpeculativeStrategy implements Strategy {
     /** the decoder's options but the chooser and sampling, which come from the output sequence's sampler */
     private readonly options: (out: Sequence) => SpeculativeOptions,
     private readonly draftTokens: number,
+    /** tokens it may generate (the context's room) */
+    private readonly maxTokens: number,
     private readonly makeSequence: (choice: number) => Sequence,
-    /** the draft model's KV cache, in blocks of the engine's pool: it counts against the same budget (0: prompt lookup) */
-    private readonly draftCacheBlocks = 0,
+    /**
+     * blocks of the engine's pool that a draft model's cache of `positions` positions takes (its
+     * bytes, in whole blocks of its own pool); undefined: prompt lookup. The draft's cache lives in
+     * the draft model's pool, but it counts against the same budget
+     */
+    private readonly draftPoolBlocks?: (positions: number) => number,
   ) {}
 
   /**
-   * prompt lookup: the sequence's tokens (accepted ones, then the pending proposal) say everything
-   * its KV holds, and the decoder's state (proposal, RNG, stops) is kept, so a preempted request
-   * recomputes the accepted rows and verifies its proposal as before. A draft model's cache lives
-   * outside the pool and is not recomputed: that request keeps its reservation (which counts the
-   * draft's blocks against the budget while it runs)
+   * the sequence's tokens (accepted ones, then the pending proposal) say everything its KV holds,
+   * and the decoder's state (proposal, RNG, stops) is kept, so a preempted request recomputes the
+   * accepted rows and verifies its proposal as before. A draft model's cache is given back at the
+   * preemption (preempted) and computed again from the accepted tokens at the next proposal
    */
-  get recomputable(): boolean {
-    return this.draftCacheBlocks === 0;
-  }
+  readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
-    // one round's proposal beyond the accepted tokens, possibly over a block boundary
-    return Math.ceil((this.draftTokens + 1) / blockSize) + 1 + this.draftCacheBlocks;
+    // one round's proposal beyond the accepted tokens, possibly over a block boundary; the draft's whole cache
+    const draft = this.draftPoolBlocks?.(speculativePositions(this.promptTokens.length, this.maxTokens, this.draftTokens)) ?? 0;
+    return Math.ceil((this.draftTokens + 1) / blockSize) + 1 + draft;
+  }
+
+  /** the pool's blocks the draft's cache holds now (outside the pool, charged against its room) */
+  outsideBlocks(): number {
+    return this.draftPoolBlocks?.(this.decoder?.draftLength ?? 0) ?? 0;
+  }
+
+  /** the draft's cache grows after the pass: the next verify's accepted tokens caught up and the next proposal drafted */
+  stepBlocks(): number {
+    if (!this.draftPoolBlocks) return 0;
+    const after = this.decoder?.draftLengthAfterRound ?? this.promptTokens.length + 2 * this.draftTokens;
+    return Math.max(0, this.draftPoolBlocks(after) - this.outsideBlocks());
+  }
+
+  preempted(): void {
+    this.decoder?.release();
   }
 
   release(): void {
