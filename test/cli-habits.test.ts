@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -123,6 +124,29 @@ test("quantize takes llama-quantize's IN OUT TYPE order and its upper-case names
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr, message);
   }
+});
+
+// llama-quant.cpp's llama_tensor_get_type reads --tensor-type only when the file type's default type
+// is quantized: llama_model_quantize with F16 and BF16 and attn_v=q8_0 wrote every attn_v F16 / BF16
+// (recorded in helpers/llama-quantize-types.json), the override silently unused
+test("quantize --type f16/bf16/f32 with --tensor-type is one line saying llama-quantize leaves it unused, before IN is read; the library refuses it too", { skip }, async () => {
+  const { quantizeModel } = await import("../src/convert/index.js");
+  for (const type of ["f16", "BF16", "0"]) {
+    const out = join(dir, `tt-${type}.gguf`);
+    const r = tsllm(["quantize", join(dir, "no-such-input.gguf"), out, "--type", type, "--tensor-type", "attn_v=q8_0"]);
+    assert.equal(r.code, 2, r.stderr);
+    const named = type === "0" ? "f32" : type.toLowerCase();
+    assert.equal(r.stderr, `tsllm: error: --tensor-type with the file type ${named}: llama-quantize applies --tensor-type to quantized file types only (with f32, f16 or bf16 every matrix is written in that type, the overrides unused); give a quantized type (where --tensor-type NAME=f16 keeps those tensors F16), or leave --tensor-type out\n`);
+    assert.ok(!existsSync(out));
+  }
+  const out = join(dir, "tt-lib.gguf");
+  await assert.rejects(quantizeModel(sharedFile(MODEL)!, out, { type: "f16", tensorTypes: [["attn_v", "q8_0"]] }), /--tensor-type with the file type f16: llama-quantize applies --tensor-type to quantized file types only/);
+  assert.ok(!existsSync(out));
+  // with a quantized type an override naming f16 keeps those tensors F16
+  const kept = tsllm(["quantize", sharedFile(MODEL)!, out, "--type", "q8_0", "--tensor-type", "attn_v=f16"]);
+  assert.equal(kept.code, 0, kept.stderr);
+  const types = readGGUFHeader(out).tensors.filter((t) => t.name.includes("attn_v")).map((t) => t.type);
+  assert.ok(types.length > 0 && types.every((t) => t === GGMLType.F16), String(types));
 });
 
 // ggml's k-quants pack rows in blocks of QK_K = 256 values; llama-quant.cpp's tensor_type_fallback

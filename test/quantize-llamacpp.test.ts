@@ -6,8 +6,9 @@ import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
 import { quantizeModel } from "../src/convert/index.js";
+import { tensorSpecs } from "../src/convert/convert.js";
 import { planTensorTypes } from "../src/convert/quant-mixture.js";
-import { readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { GGUFTensorSource, readGGUFHeader } from "../src/formats/index.js";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { openModel } from "../src/models/open.js";
@@ -143,6 +144,32 @@ test("tsllm quantize from a Hugging Face folder; --tensor-type and --leave-outpu
   const matrices = readGGUFHeader(join(dir, "odd-q2.gguf")).tensors.filter((x) => x.dims.length === 2);
   assert.ok(matrices.every((x) => x.type === (x.dims[0]! % 32 === 0 ? GGMLType.Q4_0 : GGMLType.F16)), JSON.stringify(r2.types));
   assert.ok(r2.types.F16! > 0 && r2.types.Q4_0! > 0, JSON.stringify(r2.types));
+});
+
+// llama-quant.cpp's tensor_allows_quantization refuses 1-D tensors and llama_tensor_get_type then
+// keeps the stored type: llama_model_quantize (helpers/llama-quantize-types.py) on this F16-everywhere
+// file writes its norms F16 for q8_0, q4_k_m and f32 alike, and llama.cpp's CPU backend aborts on
+// such a file at the first norm (binary_op: unsupported types: dst: f32, src0: f32, src1: f16).
+// tsllm writes vectors F32, as llama.cpp's converter does, so that the file runs there.
+test("tsllm quantize writes a GGUF's F16 norms F32, as llama.cpp's converter writes vectors; llama.cpp loads it and its logprobs match tsllm's", { skip: SKIP }, async (t) => {
+  await ready;
+  const header = readGGUFHeader(F32);
+  const f16 = join(dir, "f16-vectors.gguf");
+  const source = new GGUFTensorSource(header);
+  try {
+    await writeGGUF(f16, { metadata: [...header.metadata], tensors: tensorSpecs(source, header.tensors, () => GGMLType.F16) }, [F32]);
+  } finally {
+    source.close();
+  }
+  const vectors = header.tensors.filter((x) => x.dims.length === 1).map((x) => x.name);
+  assert.ok(vectors.length > 0);
+  const out = join(dir, "f16-vectors-q8_0.gguf");
+  await run(process.execPath, ["--import", "tsx", CLI, "quantize", f16, out, "--type", "q8_0"], { cwd: PROJECT_ROOT });
+  const written = new Map(readGGUFHeader(out).tensors.map((x) => [x.name, x.type]));
+  for (const name of vectors) assert.equal(typeName(written.get(name)!), "F32", name);
+  const diffs = await compare(out);
+  t.diagnostic(`F16 norms written F32, q8_0 matrices: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
+  assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
 });
 
 test("tsllm quantize refuses OUT == IN (the file untouched), bad types and arguments; a failed run leaves no file behind", { skip: SKIP }, async () => {

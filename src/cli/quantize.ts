@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { quantizeModel, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
+import { quantizeModel, tensorTypesRefusal, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
@@ -17,9 +17,10 @@ Writes a GGUF of llama-quantize's file type T with the types it picks per tensor
 output.weight Q6_K and some layers' attn_v / ffn_down Q6_K, the rest Q4_K; Q4_0 (and every other
 type but Q8_0 and Q6_K) has output.weight Q6_K; Q3_K, Q4_K and Q5_K are its aliases of Q3_K_M,
 Q4_K_M and Q5_K_M. --pure writes T's one type everywhere. IN is a GGUF file or a Hugging Face
-model folder. Vectors (norms, biases) stay F32; a matrix whose rows are not whole blocks of its
-type falls back as llama.cpp's does (q2_k/q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,
-iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
+model folder. Vectors (norms, biases) are F32, as llama.cpp's converter writes them (a GGUF's F16
+norms too: llama-quantize keeps those F16, which llama.cpp's CPU backend cannot run); a matrix
+whose rows are not whole blocks of its type falls back as llama.cpp's does (q2_k/q3_k -> q4_0,
+q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
 a temporary file beside it and renamed when complete (an interrupted run leaves no partial file);
 OUT may not be IN.
 
@@ -33,7 +34,8 @@ Options:
   --leave-output-tensor keep output.weight in its stored type
   --tensor-type NAME=T  tensors whose name matches the regular expression NAME get the tensor
                         type T (${TENSOR_TYPES.join(", ")}; repeatable; the first match wins),
-                        e.g. --tensor-type attn_v=q8_0
+                        e.g. --tensor-type attn_v=q8_0; with a quantized type only (llama-quantize
+                        leaves it unused with f32, f16 and bf16, so it is refused there)
   --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
   --verbose             list each tensor that fell back (by default one line sums them up)
   -h, --help            show this help
@@ -158,6 +160,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
     }
     return [s.slice(0, eq), t] as const;
   });
+  const refused = tensorTypesRefusal(type, tensorTypes.length);
+  if (refused !== undefined) throw new UsageError(refused);
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
   // derived from the type only now that it is known to be one
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)

@@ -121,7 +121,7 @@ export interface MixtureOptions {
   /** every quantized tensor the file type's base type (llama-quantize --pure) */
   readonly pure?: boolean;
   readonly leaveOutputTensor?: boolean;
-  /** [regular expression, type]: the first match wins over the mixture (llama-quantize --tensor-type) */
+  /** [regular expression, type]: the first match wins over the mixture (llama-quantize --tensor-type; a float file type ignores them, as llama-quantize does) */
   readonly overrides?: readonly (readonly [RegExp, GGMLType])[];
 }
 
@@ -200,14 +200,16 @@ export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: Re
   const plan = new Map<string, GGMLType>();
   for (const info of ordered) {
     if (!allowsQuantization(info, options.leaveOutputTensor ?? false)) {
-      // vectors stay F32 (a Hugging Face folder's BF16 norms too, as llama.cpp's converter writes them)
+      // vectors are written F32, as llama.cpp's converter writes a folder's BF16 / F16 norms. From a
+      // GGUF with F16 norms llama-quantize keeps them F16, and llama.cpp's CPU backend then aborts on
+      // the first norm ("binary_op: unsupported types: dst: f32, src0: f32, src1: f16"): F32 loads
       const float = info.type === GGMLType.F32 || info.type === GGMLType.F16 || info.type === GGMLType.BF16;
       plan.set(info.name, info.dims.length < 2 && float ? GGMLType.F32 : info.type);
       continue;
     }
     const cat = category(info.name);
-    const manual = options.overrides?.find(([re]) => re.test(info.name))?.[1];
-    // llama.cpp leaves F32/F16/BF16 files' matrices alone; tsllm still honours --tensor-type there
+    // llama-quantize reads --tensor-type only for a quantized file type: F32/F16/BF16 write every matrix in theirs
+    const manual = quantized ? options.overrides?.find(([re]) => re.test(info.name))?.[1] : undefined;
     // a manual type skips the mixture, and so its per-layer counters (llama.cpp counts only the tensors it visits)
     const asked = manual ?? (quantized && !options.pure ? mixture(info, cat) : base);
     const cols = info.dims[0]!;

@@ -1,6 +1,6 @@
 import { realpathSync, statSync } from "node:fs";
 import { GGUFTensorSource, readGGUFHeader, splitCount, writeGGUF, ggufEntry, type GGUFEntry, type GGUFWriteEntry, type SourceTensorInfo } from "../formats/index.js";
-import { GGMLType, isFileQuantization, quantizationType, typeName, FILE_QUANTIZATIONS, type FileQuantization } from "../tensor/index.js";
+import { GGMLType, isFileQuantization, quantizationType, typeInfo, typeName, FILE_QUANTIZATIONS, type FileQuantization } from "../tensor/index.js";
 import { convertHFToGGUF, tensorSpecs } from "./convert.js";
 import { FILE_TYPE_ALIASES, FILE_TYPES, fileTypeOf, planTensorTypes, type TypeFallback } from "./quant-mixture.js";
 
@@ -68,6 +68,8 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
   const fileType = fileTypeOf(options.type);
   if (fileType === undefined) throw new Error(`--type: expected one of ${QUANTIZE_TYPES.join(", ")}, found ${JSON.stringify(options.type)}`);
   if (same(input, out)) throw new Error(`${out}: the output is the input; write it to another path`);
+  const refused = tensorTypesRefusal(options.type, options.tensorTypes?.length ?? 0);
+  if (refused !== undefined) throw new Error(refused);
   const fallbacks: TypeFallback[] = [];
   const types: Record<string, number> = {};
   const plan = planner(options, fallbacks, types);
@@ -90,6 +92,17 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
     tensors = header.tensors.length;
   }
   return { tensors, types, fallbacks, bytes: statSync(out).size };
+}
+
+/**
+ * Why `overrides` --tensor-type options are refused with the file type `type`, or undefined: with
+ * a float file type llama-quantize writes every matrix in that type and leaves the overrides unused
+ * (it reads them only for a quantized one), which a user would not notice.
+ */
+export function tensorTypesRefusal(type: string, overrides: number): string | undefined {
+  const fileType = fileTypeOf(type);
+  if (overrides === 0 || fileType === undefined || typeInfo(fileType.base).blockSize > 1) return undefined;
+  return `--tensor-type with the file type ${type}: llama-quantize applies --tensor-type to quantized file types only (with f32, f16 or bf16 every matrix is written in that type, the overrides unused); give a quantized type (where --tensor-type NAME=f16 keeps those tensors F16), or leave --tensor-type out`;
 }
 
 /** whether two paths name the same file (a path that does not exist yet names nothing) */
