@@ -33,8 +33,10 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     const deepSchema = '{"type":"array","items":'.repeat(5000) + '{"type":"string"}' + "}".repeat(5000);
     const a = await post(`${s.url}/v1/completions`, `{"prompt":"a","max_tokens":2,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${deepSchema}}}}`);
     assert.equal(a.status, 400);
-    assert.equal(a.json.error.param, "response_format");
-    assert.match(a.json.error.message, /nest/);
+    // named down to the schema that opens level 257: body 1, response_format 2, json_schema 3, the
+    // first schema 4, so the 255th schema, 254 "items" below the first
+    assert.equal(a.json.error.param, `response_format.json_schema.schema${".items".repeat(254)}`);
+    assert.match(a.json.error.message, /^'response_format' nests deeper than the 256 levels/);
     // the same depth inside a string: an assistant tool call's arguments
     const args = "[".repeat(100_000) + "]".repeat(100_000);
     const b = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: args } }] }, { role: "user", content: "a" }], max_tokens: 2 });
@@ -50,7 +52,8 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     const depth = 2 * 2 ** 20 - 64;
     const a = await post(`${s.url}/v1/completions`, `{"prompt":"a","max_tokens":2,"x\\"y":${"[".repeat(depth)}`);
     assert.equal(a.status, 400, JSON.stringify(a.json));
-    assert.equal(a.json.error.param, 'x"y');
+    // (the list at level 258, the body being level 1: 256 lists inside the first)
+    assert.equal(a.json.error.param, `x"y${"[0]".repeat(256)}`);
     assert.match(a.json.error.message, /nests deeper than the 256 levels/);
     // a body that is itself the deep array names no parameter
     const b = await post(`${s.url}/v1/completions`, "[".repeat(depth));

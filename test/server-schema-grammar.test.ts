@@ -26,7 +26,7 @@ test("a second request with the same tools gets the grammar made for the first; 
   // a refused request is refused again, the same way
   const bad = { jsonSchema: { type: "array", uniqueItems: true } };
   const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
-  for (let i = 0; i < 2; i++) assert.throws(() => replyGrammar(bad, toolsOf(body([tool("f", 4)]))!, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema");
+  for (let i = 0; i < 2; i++) assert.throws(() => replyGrammar(bad, toolsOf(body([tool("f", 4)]))!, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema.uniqueItems");
 });
 
 test("schemaGrammar answers what jsonSchemaToGbnf answers, the same text again from memory; a schema it refuses is refused each time", () => {

@@ -280,7 +280,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.ok(["yes", "no"].includes(g.json.choices[0].text), g.json.choices[0].text);
     const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } });
     assert.equal(bad.status, 400);
-    assert.equal(bad.json.error.param, "response_format.json_schema.schema");
+    assert.equal(bad.json.error.param, "response_format.json_schema.schema.uniqueItems");
     assert.match(bad.json.error.message, /jsonSchema: #\/uniqueItems: true is supported only for items of a finite set of values/);
     const badType = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], response_format: { type: "xml" } });
     assert.equal(badType.status, 400);
@@ -448,8 +448,8 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "n".repeat(65), schema: {} } } }, 400, "response_format.json_schema.name", "invalid_value"],
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: {}, strict: "yes" } } }, 400, "response_format.json_schema.strict", "invalid_type"],
       // a schema the grammar cannot hold (refused where the engine compiles it), strict or not
-      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
-      [textUrl, { prompt: "x", response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "(" } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
+      [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", uniqueItems: true } } } }, 400, "response_format.json_schema.schema.uniqueItems", "invalid_value"],
+      [textUrl, { prompt: "x", response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "(" } } } }, 400, "response_format.json_schema.schema.pattern", "invalid_value"],
       [chatUrl, { messages: msgs, response_format: { type: "json_schema", json_schema: { name: "x", strict: true, schema: { type: "object", properties: { a: { type: "string" } } } } } }, 400, "response_format.json_schema.schema", "invalid_value"],
       [chatUrl, { messages: msgs, functions: [{ name: "f" }] }, 400, "functions", "unsupported_parameter"],
       [chatUrl, {}, 400, "messages", "missing_required_parameter"],

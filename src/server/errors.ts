@@ -35,6 +35,30 @@ const PARAM_OF: Record<string, string> = {
 /** the request field that holds a JSON response_format's schema: what a fault of the schema names, as OpenAI names a nested parameter by its full path */
 export const SCHEMA_PARAM = "response_format.json_schema.schema";
 
+/**
+ * A request field's path as OpenAI names nested parameters (`messages[0].content`,
+ * `response_format.json_schema.schema.properties.a`): keys after a dot, list indexes in brackets
+ */
+export function paramPath(base: string, path: readonly (string | number)[]): string {
+  return path.reduce<string>((out, p) => (typeof p === "number" ? `${out}[${p}]` : out === "" ? p : `${out}.${p}`), base);
+}
+
+/** JSON Schema keywords whose value is a list: a number after one is an index */
+const SCHEMA_LISTS = new Set(["anyOf", "oneOf", "allOf", "prefixItems", "items", "enum", "type", "required"]);
+
+/**
+ * The field a schema fault lies in: `base` (the request field holding the schema) and the schema
+ * path the fault's message begins with, as the constraint checkers write it (`#/properties/a/type:
+ * ...`), so that `param` names the exact spot as OpenAI names a nested parameter; `base` alone when
+ * the message names no path
+ */
+export function schemaFaultParam(base: string, message: string): string {
+  const m = /^(?:\w+: )?#((?:\/[^/]*?)*): /.exec(message);
+  if (!m) return base;
+  const segments = m[1]!.split("/").slice(1);
+  return paramPath(base, segments.map((s, i) => (/^\d+$/.test(s) && i > 0 && SCHEMA_LISTS.has(segments[i - 1]!) ? Number(s) : s)));
+}
+
 /** the engine's option names (RequestError.option) -> the request parameters that set them */
 const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: SCHEMA_PARAM, json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
 
@@ -48,7 +72,9 @@ export function fromSubmitError(e: unknown, promptParam: string): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
   if (e instanceof OptionError) {
-    const param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
+    let param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
+    // (a schema the grammar cannot hold: the spot in it its message names)
+    if (e.option === "jsonSchema") param = schemaFaultParam(param, message);
     return new ApiError(400, message, "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);

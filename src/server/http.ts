@@ -2,7 +2,8 @@ import { timingSafeEqual, createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants } from "node:buffer";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
-import { ApiError, invalid } from "./errors.js";
+import { ApiError, invalid, paramPath } from "./errors.js";
+import { pathAt } from "./json-scan.js";
 
 /** the largest request body a server takes by default (ServeOptions.bodyLimit) */
 export const DEFAULT_BODY_LIMIT = 4 * 2 ** 20;
@@ -171,9 +172,10 @@ export function parseJsonObject(body: Buffer): Record<string, unknown> {
   // the body itself is depth 1: a parameter's value may nest MAX_JSON_DEPTH below it
   const deep = nestsPast(text, MAX_JSON_DEPTH + 1);
   if (deep !== undefined) {
-    const key = deep.key;
-    if (key === undefined) throw new ApiError(400, `the request body nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`, "invalid_request_error", null, "invalid_json");
-    throw invalid(key, `'${key}' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
+    if (typeof deep.path[0] !== "string") throw new ApiError(400, `the request body nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`, "invalid_request_error", null, "invalid_json");
+    // named down to the value that opens the level past the limit, as OpenAI names a nested parameter
+    const param = paramPath("", deep.path);
+    throw invalid(param, `'${deep.path[0]}' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts: the value at '${abbreviated(param)}' is ${MAX_JSON_DEPTH + 1} levels down`);
   }
   let value: unknown;
   try {
@@ -189,44 +191,33 @@ export function parseJsonObject(body: Buffer): Record<string, unknown> {
  * Whether JSON text nests deeper than `limit` levels of objects and arrays, read from its
  * characters before anything parses it: JSON.parse of a body nested two million deep (4 MiB of
  * brackets) held the event loop 1.8 s and built as many arrays before a depth check on the
- * parsed value could refuse it. A text nested too deep gives the last string met at depth 1 (the
- * key of the top-level value too deep, the text being an object), undefined where it has none.
- * Text that is not JSON is scanned as far as it goes; JSON.parse judges it afterwards.
+ * parsed value could refuse it. A text nested too deep gives the path (keys and indexes) to the
+ * value that opens the level past the limit. Text that is not JSON is scanned as far as it goes;
+ * JSON.parse judges it afterwards.
  */
-export function nestsPast(text: string, limit: number): { key: string | undefined } | undefined {
+export function nestsPast(text: string, limit: number): { path: (string | number)[] } | undefined {
   // a native search from one character that matters to the next: a loop over every character
   // took five times as long as the parse it guards
   const marks = /[\\"[\]{}]/g;
   let depth = 0;
   let inString = false;
-  let start = 0;
-  let key: [number, number] | undefined;
   for (let m = marks.exec(text); m !== null; m = marks.exec(text)) {
     const c = text.charCodeAt(m.index);
     if (inString) {
       if (c === 0x5c) marks.lastIndex = m.index + 2; // an escape: the next character is never the string's end
-      else if (c === 0x22) {
-        inString = false;
-        if (depth === 1) key = [start, m.index + 1];
-      }
-    } else if (c === 0x22) {
-      inString = true;
-      start = m.index;
-    } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > limit) return { key: key && stringAt(text, key) };
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      // (the path is read again from the start only here: the keys and commas on the way cost nothing otherwise)
+      if (++depth > limit) return { path: pathAt(text, m.index) };
     } else if (c === 0x7d || c === 0x5d) depth--;
   }
   return undefined;
 }
 
-/** the JSON string literal text[from, to) decoded, or its raw characters where it is not one */
-function stringAt(text: string, [from, to]: [number, number]): string {
-  const literal = text.slice(from, to);
-  try {
-    return JSON.parse(literal) as string;
-  } catch {
-    return literal.slice(1, -1);
-  }
+/** a parameter's path shortened for a message (a path 256 levels deep is most of a kilobyte): its start and its end */
+function abbreviated(path: string): string {
+  return path.length <= 120 ? path : `${path.slice(0, 80)}...${path.slice(-30)}`;
 }
 
 /** how long a client may take no bytes while a response's bytes wait for it, unless the server says otherwise (nginx's send_timeout) */

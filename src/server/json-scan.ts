@@ -206,3 +206,44 @@ export function scanValue(s: string, i: number, memo?: ScanMemo): Scan {
     }
   }
 }
+
+/**
+ * Where in JSON text the value that starts at `at` lies: the keys and list indexes leading to it
+ * from the outermost value (`["messages", 0, "content"]`). Read from the characters up to `at`, so
+ * it serves text no parse may take (nested too deep, cut off); a key that is no valid JSON string
+ * keeps its raw characters.
+ */
+export function pathAt(text: string, at: number): (string | number)[] {
+  type Frame = { list: true; index: number } | { list: false; key: string; wantKey: boolean };
+  const frames: Frame[] = [];
+  const marks = /[\\"[\]{},]/g;
+  let start = -1;
+  for (let m = marks.exec(text); m !== null && m.index < at; m = marks.exec(text)) {
+    const c = text[m.index]!;
+    const top = frames[frames.length - 1];
+    if (start >= 0) {
+      if (c === "\\") marks.lastIndex = m.index + 2; // an escape: the next character is never the string's end
+      else if (c === "\"") {
+        if (top && !top.list && top.wantKey) {
+          top.key = keyText(text.slice(start, m.index + 1));
+          top.wantKey = false;
+        }
+        start = -1;
+      }
+    } else if (c === "\"") start = m.index;
+    else if (c === "{") frames.push({ list: false, key: "", wantKey: true });
+    else if (c === "[") frames.push({ list: true, index: 0 });
+    else if (c === "}" || c === "]") frames.pop();
+    else if (top?.list) top.index++;
+    else if (top) top.wantKey = true;
+  }
+  return frames.map((f) => (f.list ? f.index : f.key));
+}
+
+function keyText(literal: string): string {
+  try {
+    return JSON.parse(literal) as string;
+  } catch {
+    return literal.slice(1, -1);
+  }
+}

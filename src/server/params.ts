@@ -1,6 +1,6 @@
 import type { GenerateOptions } from "../generation/index.js";
 import { strictSchemaProblem } from "../sampling/constraints/index.js";
-import { invalid, SCHEMA_PARAM } from "./errors.js";
+import { invalid, SCHEMA_PARAM, schemaFaultParam } from "./errors.js";
 
 /** A parsed JSON request body. */
 export type Body = Readonly<Record<string, unknown>>;
@@ -109,7 +109,7 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
     if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid("response_format.json_schema.strict", `'response_format.json_schema.strict' must be a boolean, got ${describe(strict)}`, "invalid_type");
     // strict: OpenAI's strict mode's rules (closed objects, every property required, no oneOf), refused as its are
     const problem = strict === true ? strictSchemaProblem(schema) : undefined;
-    if (problem !== undefined) throw invalid(SCHEMA_PARAM, `Invalid schema for response_format${typeof js["name"] === "string" ? ` '${js["name"]}'` : ""} ('${SCHEMA_PARAM}', strict: true): ${problem}`);
+    if (problem !== undefined) throw invalid(schemaFaultParam(SCHEMA_PARAM, problem), `Invalid schema for response_format${typeof js["name"] === "string" ? ` '${js["name"]}'` : ""} ('${SCHEMA_PARAM}', strict: true): ${problem}`);
     return { jsonSchema: schema as Record<string, unknown> };
   }
   throw invalid("response_format.type", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);
@@ -122,6 +122,20 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
  */
 export function responseFormatParam(constraint: Pick<GenerateOptions, "jsonSchema">): string {
   return constraint.jsonSchema !== undefined ? SCHEMA_PARAM : "response_format";
+}
+
+/**
+ * `max_completion_tokens` or its older name `max_tokens` (OpenAI deprecates max_tokens for it);
+ * both in one request is a 400 naming max_tokens, as OpenAI's API answers it
+ * (invalid_parameter_combination), even where they agree: which one counts would otherwise be
+ * this server's guess (llama-server and vLLM take max_completion_tokens silently)
+ */
+function maxTokensOf(body: Body, fewest: number): number | undefined {
+  const given = (name: string) => body[name] !== undefined && body[name] !== null;
+  if (given("max_tokens") && given("max_completion_tokens")) {
+    throw invalid("max_tokens", "'max_tokens' and 'max_completion_tokens' cannot both be set: they are two names of one limit, so give one (max_completion_tokens, the name OpenAI keeps)", "invalid_parameter_combination");
+  }
+  return optNumber(body, "max_completion_tokens", { integer: true, min: fewest }) ?? optNumber(body, "max_tokens", { integer: true, min: fewest });
 }
 
 /**
@@ -144,7 +158,7 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false)
   // an empty suffix is no suffix (what comes after the completion: nothing)
   if (optString(body, "suffix")) throw invalid("suffix", "'suffix' is not supported by this server (only an empty one)", "unsupported_parameter");
   const fewest = echo ? 0 : 1;
-  const maxTokens = optNumber(body, "max_completion_tokens", { integer: true, min: fewest }) ?? optNumber(body, "max_tokens", { integer: true, min: fewest });
+  const maxTokens = maxTokensOf(body, fewest);
   const topK = optNumber(body, "top_k", { integer: true, min: -1 });
   const seed = optNumber(body, "seed", { integer: true, min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
   const options: GenerateOptions = {

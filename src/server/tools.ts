@@ -1,7 +1,7 @@
 import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import { anyJsonGbnf, gbnfAlternatives, GrammarError, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
-import { invalid } from "./errors.js";
+import { invalid, schemaFaultParam } from "./errors.js";
 import { responseFormatParam, type Body } from "./params.js";
 import { schemaGrammar, TextCache } from "./schema-grammar.js";
 import { CALL_MARKERS, callIdOf, LLAMA3_OPENING, PARAMETER_END, parseReply, PYTHON_TAG, type ParsedReply, type ReplySyntax, type ToolFormat } from "./reply-parser.js";
@@ -89,13 +89,14 @@ export function toolsOf(body: Body): Tools | undefined {
  */
 function strictParameters(parameters: Body, name: string, where: string): void {
   const field = `${where}.function.parameters`;
-  const refuse = (message: string) => invalid(field, `Invalid schema for function '${name}' ('${field}', strict: true): ${message}`, "invalid_function_parameters");
+  // (param: the spot in the schema the fault's message names, as OpenAI names a nested parameter)
+  const refuse = (fault: string, prefix = "") => invalid(schemaFaultParam(field, fault), `Invalid schema for function '${name}' ('${field}', strict: true): ${prefix}${fault}`, "invalid_function_parameters");
   const problem = strictSchemaProblem(parameters);
   if (problem !== undefined) throw refuse(problem);
   try {
     schemaGrammar(parameters as JsonSchema);
   } catch (e) {
-    if (e instanceof GrammarError) throw refuse(`cannot be enforced: ${e.message}`);
+    if (e instanceof GrammarError) throw refuse(e.message, "cannot be enforced: ");
     throw e;
   }
 }
@@ -610,7 +611,7 @@ function responseFormatGbnf(constraint: ReplyConstraint, templateSource: string)
   } catch (e) {
     if (e instanceof GrammarError) {
       const param = responseFormatParam(constraint);
-      throw invalid(param, `'${param}': ${e.message}`);
+      throw invalid(schemaFaultParam(param, e.message), `'${param}': ${e.message}`);
     }
     throw e;
   }

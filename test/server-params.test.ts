@@ -1,0 +1,108 @@
+// Request parameters the server reads and the field its 400s name, against `tsllm serve` on real
+// HTTP on loopback with the `openai` client. The judge: OpenAI's API (its error shape
+// {message, type, param, code}; nested parameters named by their path, `messages[0].content`).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import OpenAI from "openai";
+import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
+
+describe("request parameters on stories260K", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  let client: OpenAI;
+  before(async () => {
+    s = await serveStories();
+    client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+  });
+  after(() => s?.close());
+  const base = { model: "stories260K", messages: [{ role: "user" as const, content: "Once upon a time" }] };
+
+  /** the 400 a call of the openai client ends in */
+  const refusal = async (call: Promise<unknown>): Promise<{ param: unknown; code: unknown; message: string }> => {
+    const e = await call.then(() => assert.fail("expected a 400"), (e: unknown) => e);
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    return { param: e.param, code: e.code, message: e.message };
+  };
+
+  test("max_tokens and max_completion_tokens both set: a 400 naming both, as OpenAI's API answers it; either alone limits the reply", async () => {
+    // OpenAI: "Setting 'max_tokens' and 'max_completion_tokens' at the same time is not supported"
+    // (param max_tokens, code invalid_parameter_combination), even where they agree
+    for (const [a, b] of [[3, 5], [4, 4]] as const) {
+      const r = await refusal(client.chat.completions.create({ ...base, max_tokens: a, max_completion_tokens: b, temperature: 0 }));
+      assert.equal(r.param, "max_tokens");
+      assert.equal(r.code, "invalid_parameter_combination");
+      assert.match(r.message, /'max_tokens' and 'max_completion_tokens' cannot both be set/);
+    }
+    const text = await post(`${s.url}/v1/completions`, { prompt: "Once", max_tokens: 3, max_completion_tokens: 3 });
+    assert.equal(text.status, 400);
+    assert.equal(text.json.error.param, "max_tokens");
+    // one of them (the other absent or null) is the limit
+    for (const limits of [{ max_completion_tokens: 3 }, { max_tokens: 3 }, { max_tokens: 3, max_completion_tokens: null }, { max_tokens: null, max_completion_tokens: 3 }]) {
+      const r = await client.chat.completions.create({ ...base, temperature: 0, ignore_eos: true, ...limits } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      assert.equal(r.usage?.completion_tokens, 3, JSON.stringify(limits));
+      assert.equal(r.choices[0]!.finish_reason, "length");
+    }
+  });
+
+  test("response_format json_schema without a name is answered, as llama-server answers it; a name given keeps OpenAI's rule", async () => {
+    const schema = { type: "object", properties: { a: { type: "boolean" } }, required: ["a"], additionalProperties: false };
+    const r = await client.chat.completions.create({
+      ...base, max_completion_tokens: 40, temperature: 0,
+      response_format: { type: "json_schema", json_schema: { schema, strict: true } } as unknown as OpenAI.ResponseFormatJSONSchema,
+    });
+    assert.equal(r.choices[0]!.finish_reason, "stop", r.choices[0]!.message.content!);
+    assert.equal(typeof (JSON.parse(r.choices[0]!.message.content!) as { a: unknown }).a, "boolean");
+    const bad = await refusal(client.chat.completions.create({ ...base, response_format: { type: "json_schema", json_schema: { name: "no spaces", schema } } }));
+    assert.equal(bad.param, "response_format.json_schema.name");
+  });
+
+  test("a schema fault names its exact spot in param: response_format's schema and a strict function's parameters", async () => {
+    const obj = (properties: Record<string, object>) => ({ type: "object", properties, required: Object.keys(properties), additionalProperties: false });
+    const format = (schema: object, strict?: boolean) => ({ type: "json_schema", json_schema: { name: "x", schema, ...(strict ? { strict } : {}) } }) as OpenAI.ResponseFormatJSONSchema;
+    const cases: [OpenAI.ResponseFormatJSONSchema, string, RegExp][] = [
+      // strict: OpenAI's strict rules
+      [format(obj({ a: { type: "object", properties: { b: { type: "string" } } } }), true), "response_format.json_schema.schema.properties.a", /#\/properties\/a: 'additionalProperties' is required/],
+      [format(obj({ a: { anyOf: [{ type: "null" }, { type: "string", not: { const: "x" } }] } }), true), "response_format.json_schema.schema.properties.a.anyOf[1].not", /'not' is not supported/],
+      [format(obj({ a: { oneOf: [{ type: "integer" }] } }), true), "response_format.json_schema.schema.properties.a.oneOf", /oneOf is not supported/],
+      // a schema the grammar cannot hold, strict or not
+      [format({ type: "object", properties: { a: { type: "wizard" } } }), "response_format.json_schema.schema.properties.a.type", /#\/properties\/a\/type: expected one of/],
+      [format({ type: "array", items: [{ type: "string" }, { type: "string", pattern: "(" }] }), "response_format.json_schema.schema.items[1].pattern", /#\/items\/1\/pattern/],
+    ];
+    for (const [response_format, param, message] of cases) {
+      const r = await refusal(client.chat.completions.create({ ...base, max_completion_tokens: 4, response_format }));
+      assert.equal(r.param, param, r.message);
+      assert.match(r.message, message);
+    }
+    // a text completion's response_format, refused where the engine compiles it
+    const text = await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 2, response_format: format({ type: "object", properties: { a: { type: "array", uniqueItems: true } } }) });
+    assert.equal(text.status, 400, JSON.stringify(text.json));
+    assert.equal(text.json.error.param, "response_format.json_schema.schema.properties.a.uniqueItems");
+    // a strict function's parameters, named under tools[i].function.parameters
+    const strictTool = (parameters: object): OpenAI.ChatCompletionTool => ({ type: "function", function: { name: "f", strict: true, parameters: parameters as OpenAI.FunctionParameters } });
+    const f = await refusal(client.chat.completions.create({ ...base, tools: [strictTool(obj({})), strictTool(obj({ a: { type: "object", properties: {} } }))] }));
+    assert.equal(f.param, "tools[1].function.parameters.properties.a");
+    assert.equal(f.code, "invalid_function_parameters");
+    const g = await refusal(client.chat.completions.create({ ...base, tools: [strictTool(obj({ a: { type: "string", pattern: "(" } }))] }));
+    assert.equal(g.param, "tools[0].function.parameters.properties.a.pattern", g.message);
+    // a fault of the whole schema names the schema
+    const whole = await refusal(client.chat.completions.create({ ...base, response_format: format({ type: "array" }, true) }));
+    assert.equal(whole.param, "response_format.json_schema.schema.type");
+  });
+
+  test("a body nested past 256 levels names the path to where the depth ran out, not only its top key", async () => {
+    // body 1, messages 2, messages[0] 3, content 4, content[0] 5, then 253 levels of lists: the last of them opens level 257
+    const deep = `{"max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"a","x":${"[".repeat(253)}1${"]".repeat(253)}}]}]}`;
+    const r = await post(`${s.url}/v1/chat/completions`, deep);
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, `messages[0].content[0].x${"[0]".repeat(252)}`);
+    assert.match(r.json.error.message, /^'messages' nests deeper than the 256 levels of objects and arrays this server accepts: the value at 'messages\[0\]\.content\[0\]\.x\[0\]\[0\].*\.\.\..*\[0\]' is 257 levels down$/);
+    // one level less is taken (the message is read, its unknown field ignored)
+    const fits = deep.replace("[".repeat(253), "[".repeat(252)).replace("]".repeat(253), "]".repeat(252));
+    const ok = await post(`${s.url}/v1/chat/completions`, fits);
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
+    // keys and list indexes on the way: the second message, a key with a quote in it, its list's third
+    // element (level 5), then objects in "a": the one at level 258 is 253 "a"s below it
+    const second = `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b","k\\"]":[0,[1],${"{\"a\":".repeat(256)}`;
+    const q = await post(`${s.url}/v1/chat/completions`, second);
+    assert.equal(q.json.error.param, `messages[1].k"][2]${".a".repeat(253)}`);
+  });
+});
