@@ -33,6 +33,12 @@ let workerScript: "real" | "passthrough" = "real";
 const PASSTHROUGH = "self.addEventListener('install', () => self.skipWaiting()); self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));";
 /** requests for the page itself (/ with any query) */
 let pageRequests = 0;
+/** the query the page's <script src="tsllm-isolate.js"> tag gets ("?coep=credentialless") */
+let isolateQuery = "";
+/** a 1x1 PNG, served without Cross-Origin-Resource-Policy: what an image from another site (a CDN that sends no CORP) is */
+const PIXEL = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", "base64");
+/** the same server under another origin (chromium maps the name to 127.0.0.1) */
+const OTHER_SITE = "cross-site.test";
 
 /** a static server: no COOP, COEP or CORP header on anything */
 function startStaticServer(model: Buffer): Promise<Server> {
@@ -41,7 +47,7 @@ function startStaticServer(model: Buffer): Promise<Server> {
     const send = (type: string, body: Buffer | string): void => void res.writeHead(200, { "content-type": type }).end(body);
     if (p === "/") {
       pageRequests++;
-      return send("text/html; charset=utf-8", readFileSync(join(example, "index.html")));
+      return send("text/html; charset=utf-8", readFileSync(join(example, "index.html"), "utf8").replace('src="/tsllm-isolate.js"', `src="/tsllm-isolate.js${isolateQuery}"`));
     }
     if (p === "/page.js" || p === "/page.css") return send(p.endsWith(".js") ? "text/javascript" : "text/css", readFileSync(join(example, p.slice(1))));
     if (p === "/tsllm-isolate.js") {
@@ -51,6 +57,7 @@ function startStaticServer(model: Buffer): Promise<Server> {
     if (p.startsWith("/tsllm/") && /^[\w.-]+$/.test(p.slice(7)) && existsSync(join(browserDir, p.slice(7)))) {
       return send(p.endsWith(".wasm") ? "application/wasm" : "text/javascript", readFileSync(join(browserDir, p.slice(7))));
     }
+    if (p === "/pixel.png") return send("image/png", PIXEL);
     if (p === "/models/") return send("application/json", "[]");
     if (p === "/models/stories260K.gguf") {
       const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
@@ -72,7 +79,7 @@ before(async () => {
   await ensureBrowserBuild();
   server = await startStaticServer(readFileSync(sharedFile(MODEL)!));
   base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", `--host-resolver-rules=MAP ${OTHER_SITE} 127.0.0.1`] });
 });
 after(async () => {
   await browser?.close();
@@ -176,6 +183,114 @@ test("a service worker that leaves the page not isolated: one reload, never a se
     assert.deepEqual(errors, []);
   } finally {
     workerScript = "real";
+    await context.close();
+  }
+});
+
+/** whether an <img> of another site that sends no Cross-Origin-Resource-Policy loads on the page ("loaded") or is blocked */
+async function otherSiteImage(page: Page): Promise<string> {
+  const src = `${base.replace("127.0.0.1", OTHER_SITE)}/pixel.png?${Math.random()}`;
+  return page.evaluate((url) => new Promise<string>((resolve) => {
+    const img = new (globalThis as unknown as { Image: new () => { onload: () => void; onerror: () => void; src: string } }).Image();
+    img.onload = () => resolve("loaded");
+    img.onerror = () => resolve("blocked");
+    img.src = url;
+  }), src);
+}
+
+/** the Cross-Origin-Embedder-Policy the page's own URL is served with now (through its service worker) */
+const servedPolicy = (page: Page): Promise<string | null> => page.evaluate(async () => (await fetch(location.href)).headers.get("cross-origin-embedder-policy"));
+declare const location: { href: string };
+
+test("tsllm-isolate.js?coep=credentialless: the page is isolated with COEP credentialless, so an image of another site without CORP loads (require-corp blocks it); the wasm backend on 2 threads, llama.cpp's golden tokens; a page isolated under require-corp switches at its next load", { skip }, async () => {
+  workerScript = "real";
+  const c = golden();
+  const seen: Record<string, [boolean, string | null, string]> = {};
+  for (const query of ["", "?coep=credentialless"]) {
+    isolateQuery = query;
+    const context = await browser!.newContext();
+    try {
+      const { page, errors } = await newTab(context);
+      const got = await visit(page);
+      assert.deepEqual(errors, [], query);
+      assert.equal(got.result.error, undefined, got.result.error);
+      assert.deepEqual([got.loads, got.isolated, got.controlled, got.status], [2, true, true, "ready"], query);
+      assert.deepEqual([got.result.wasm.threads, got.result.completionTokens], [2, c.completionTokens], query);
+      seen[query || "default"] = [got.isolated, await servedPolicy(page), await otherSiteImage(page)];
+    } finally {
+      isolateQuery = "";
+      await context.close();
+    }
+  }
+  assert.deepEqual(seen, { default: [true, "require-corp", "blocked"], "?coep=credentialless": [true, "credentialless", "loaded"] });
+
+  // a page the require-corp worker isolates, now loading ?coep=credentialless: that worker still
+  // serves this load (no second reload), the new one takes over for the next
+  const context = await browser!.newContext();
+  try {
+    const { page, errors } = await newTab(context);
+    assert.deepEqual((await visit(page)).loads, 2);
+    isolateQuery = "?coep=credentialless";
+    const switched = await visit(page);
+    assert.deepEqual([switched.loads, switched.isolated, switched.result.completionTokens], [1, true, c.completionTokens]);
+    await page.waitForFunction("navigator.serviceWorker.controller?.scriptURL.endsWith('?coep=credentialless')", null, { timeout: 30_000 });
+    const next = await visit(page);
+    assert.deepEqual([next.loads, next.isolated, next.result.wasm.threads], [1, true, 2]);
+    assert.deepEqual([await servedPolicy(page), await otherSiteImage(page)], ["credentialless", "loaded"]);
+    assert.deepEqual(errors, []);
+  } finally {
+    isolateQuery = "";
+    await context.close();
+  }
+});
+
+test("tsllm-isolate.js?coep= with another value: no service worker, the page not isolated, tsllmIsolation says what the parameter takes", { skip }, async () => {
+  isolateQuery = "?coep=corp";
+  const context = await browser!.newContext();
+  try {
+    const { page, errors } = await newTab(context);
+    const before = pageRequests;
+    await page.goto(`${base}/`);
+    assert.deepEqual(await page.evaluate("globalThis.tsllmIsolation"), { isolated: false, why: "tsllm-isolate.js?coep=corp: expected require-corp or credentialless" });
+    assert.deepEqual([pageRequests - before, await page.evaluate("crossOriginIsolated"), await page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)")], [1, false, 0]);
+    assert.deepEqual(errors, []);
+  } finally {
+    isolateQuery = "";
+    await context.close();
+  }
+});
+
+test("tsllmUnregisterIsolation() unregisters the service worker; tsllm-isolate.js?unregister does it at load and reloads the page once, no longer cross-origin isolated (nor on its next load)", { skip }, async () => {
+  workerScript = "real";
+  const registrations = (page: Page): Promise<number> => page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") as Promise<number>;
+  const context = await browser!.newContext();
+  try {
+    const { page, errors } = await newTab(context);
+    const first = await visit(page);
+    assert.deepEqual([first.loads, first.isolated, first.controlled], [2, true, true]);
+    assert.equal(await page.evaluate("globalThis.tsllmUnregisterIsolation()"), true);
+    assert.equal(await registrations(page), 0);
+    assert.equal(await page.evaluate("globalThis.tsllmUnregisterIsolation()"), false, "nothing left to unregister");
+    assert.deepEqual(errors, []);
+
+    // a page that loads the script as before registers the worker again (a new tab: this one remembers its reload)
+    const tab = await newTab(context);
+    const again = await visit(tab.page);
+    assert.deepEqual([again.loads, again.isolated, again.controlled], [2, true, true]);
+    // the site takes it back: the page, still served by the worker, unregisters it and reloads once without it
+    isolateQuery = "?unregister";
+    const off = await visit(tab.page);
+    assert.deepEqual(tab.errors, []);
+    assert.equal(off.result.error, undefined, off.result.error);
+    assert.deepEqual([off.loads, off.isolated, off.controlled, off.status], [2, false, false, NOT_ISOLATED]);
+    assert.deepEqual([off.result.wasm.threads, off.result.completionTokens], [1, golden().completionTokens]);
+    assert.deepEqual(await tab.page.evaluate("globalThis.tsllmIsolation"), { isolated: false, why: "tsllm-isolate.js?unregister: its service worker is not registered" });
+    assert.equal(await registrations(tab.page), 0);
+    const next = await visit(tab.page);
+    assert.deepEqual([next.loads, next.isolated, next.controlled], [1, false, false], "no worker, no reload");
+    assert.deepEqual(tab.errors, []);
+  } finally {
+    isolateQuery = "";
     await context.close();
   }
 });
