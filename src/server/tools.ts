@@ -1,6 +1,6 @@
 import { continuesReasoning, strftime, type ChatContentPart, type ChatMessage, type ChatMessageInput } from "../chat/index.js";
 import type { GenerateOptions } from "../generation/index.js";
-import { anyJsonGbnf, gbnfAlternatives, GrammarError, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
+import { anyJsonGbnf, gbnfAlternatives, gbnfLiteral, GrammarError, strictSchemaProblem, type JsonSchema } from "../sampling/constraints/index.js";
 import { invalid, schemaFaultParam } from "./errors.js";
 import { responseFormatParam, type Body } from "./params.js";
 import { schemaGrammar, TextCache } from "./schema-grammar.js";
@@ -453,6 +453,31 @@ function schemaGbnf(schema: JsonSchema): string {
   }
 }
 
+/** where the arguments of the `i`th function go in a schema of call objects (slottedGbnf): a value no call writes */
+const argumentsSlot = (i: number): JsonSchema => ({ const: `\u0000arguments-${i}` });
+
+/**
+ * The GBNF of a schema of call objects whose arguments are slots (argumentsSlot): the schema
+ * compiled with the slots in place, then each slot's rule made the root of its function's
+ * parameters' own grammar. The parameters are compiled alone, as a document of their own: once
+ * (schemaGrammar remembers them: a strict function's were compiled when the tools were read, to
+ * refuse what no grammar holds), and with their `$ref`s pointing into their own `$defs` (inside
+ * the call object they pointed at the call object's root, which holds none).
+ */
+function slottedGbnf(schema: JsonSchema, functions: readonly ToolFunction[]): string {
+  const all = gbnfAlternatives([schemaGbnf(schema), ...functions.map((f) => schemaGbnf(f.parameters))]);
+  // (gbnfAlternatives names the call objects' rules g0-..., function i's g{i+1}-...; its own root is dropped)
+  const lines = all.slice(all.indexOf("\n") + 1).split("\n");
+  functions.forEach((_, i) => {
+    // a const compiles to its literal then JSON whitespace, as a parameters grammar's root ends
+    const slot = ` ::= (${gbnfLiteral(JSON.stringify((argumentsSlot(i) as { const: string }).const))}) g0-space`;
+    const at = lines.findIndex((l) => l.startsWith("g0-") && l.endsWith(slot));
+    if (at < 0) throw new Error(`the call objects' grammar has no rule for function ${i}'s arguments`);
+    lines[at] = `${lines[at]!.slice(0, -slot.length)} ::= g${i + 1}-root`;
+  });
+  return `${lines.join("\n")}root ::= g0-root\n`;
+}
+
 /** `one` once, or (parallel) one or more times with `sep` between; each time inside `each`, all of them inside `around` */
 function repeated(one: string, parallel: boolean, sep: string, each: readonly [string, string] = ["", ""], around: readonly [string, string] = ["", ""]): string {
   const wrap = ([before, after]: readonly [string, string], x: string) => `${before ? `${lit(before)} ` : ""}${x}${after ? ` ${lit(after)}` : ""}`;
@@ -469,11 +494,13 @@ function repeated(one: string, parallel: boolean, sep: string, each: readonly [s
  */
 export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { response?: JsonSchema; thinking?: ReplySyntax["thinking"]; templateSource?: string } = {}): string {
   const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
+  /** the GBNF of a schema of call objects, each function's arguments in its slot */
+  const callsGbnf = (schema: JsonSchema) => slottedGbnf(schema, allowed);
   /** call objects, with the model's own id where its template writes one (Command R7B's first, Mistral's last) */
   const objects = (keys: { name: string; args: string; firstId?: JsonSchema; lastId?: JsonSchema }): JsonSchema => ({
-    anyOf: allowed.map((f) => ({
+    anyOf: allowed.map((f, i) => ({
       type: "object",
-      properties: { ...(keys.firstId ? { tool_call_id: keys.firstId } : {}), [keys.name]: { const: f.name }, [keys.args]: f.parameters, ...(keys.lastId ? { id: keys.lastId } : {}) },
+      properties: { ...(keys.firstId ? { tool_call_id: keys.firstId } : {}), [keys.name]: { const: f.name }, [keys.args]: argumentsSlot(i), ...(keys.lastId ? { id: keys.lastId } : {}) },
       required: [...(keys.firstId ? ["tool_call_id"] : []), keys.name, keys.args, ...(keys.lastId ? ["id"] : [])],
     })),
   });
@@ -482,13 +509,13 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
   const p = tools.parallel;
   /** a JSON list of calls (one without parallel_tool_calls) after `before` */
   const list = (items: JsonSchema, before: string, after = "") => {
-    const g = schemaGbnf({ type: "array", items, minItems: 1, ...(p ? {} : { maxItems: 1 }) });
+    const g = callsGbnf({ type: "array", items, minItems: 1, ...(p ? {} : { maxItems: 1 }) });
     return `${inner(g)}root ::= ${before} g0-root${after ? ` ${lit(after)}` : ""}\n`;
   };
   let g: string;
   switch (format) {
     case "hermes":
-      g = repeated(schemaGbnf(nameArgs), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
+      g = repeated(callsGbnf(nameArgs), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
       break;
     case "qwen3-coder":
       g = repeated(gbnfAlternatives(allowed.map(xmlCallGbnf)), p, "\"\\n\"", ["<tool_call>\n", "\n</tool_call>"]);
@@ -511,7 +538,7 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       break;
     case "llama3": {
       const builtins = builtinToolsOf(options.templateSource ?? "", tools);
-      const calls = [schemaGbnf(objects({ name: "name", args: "parameters" })), ...allowed.filter((f) => builtins.has(f.name)).map((f) => {
+      const calls = [callsGbnf(objects({ name: "name", args: "parameters" })), ...allowed.filter((f) => builtins.has(f.name)).map((f) => {
         const key = Object.keys((f.parameters as { properties: object }).properties)[0]!;
         const value = schemaGbnf((f.parameters as { properties: Record<string, JsonSchema> }).properties[key]!);
         return `${inner(value)}root ::= ${lit(`<|python_tag|>${f.name}.call(${key}=`)} g0-root ")"\n`;
@@ -529,12 +556,12 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       g = repeated(alternatives((f) => `<｜tool▁call▁begin｜>function<｜tool▁sep｜>${f.name}\n\`\`\`json\n`, "\n```<｜tool▁call▁end｜>"), p, "\"\\n\"", ["", ""], ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"]);
       break;
     case "generic": {
-      const call = { anyOf: allowed.map((f) => ({ type: "object", properties: { name: { const: f.name }, arguments: f.parameters }, required: ["name", "arguments"] })) };
+      const call = { anyOf: allowed.map((f, i) => ({ type: "object", properties: { name: { const: f.name }, arguments: argumentsSlot(i) }, required: ["name", "arguments"] })) };
       const calls: JsonSchema = p
         ? { type: "object", properties: { tool_calls: { type: "array", items: call, minItems: 1 } }, required: ["tool_calls"] }
         : { type: "object", properties: { tool_call: call }, required: ["tool_call"] };
       const answer: JsonSchema = { type: "object", properties: { response: options.response ?? { type: "string" } }, required: ["response"] };
-      g = schemaGbnf(tools.choice === "auto" ? { anyOf: [calls, answer] } : calls);
+      g = callsGbnf(tools.choice === "auto" ? { anyOf: [calls, answer] } : calls);
       break;
     }
   }
