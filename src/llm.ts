@@ -1,5 +1,5 @@
 import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, largestFittingContext, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planFits, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import {
   cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
@@ -72,6 +72,14 @@ export interface LoadModelOptions {
    */
   availableMemory?: number;
   /**
+   * bytes the automatic sizes leave free: contextSize "auto" (down to 4096 tokens, or the trained
+   * context) and the default KV pool (down to one context) are sized to the free memory less this,
+   * as llama.cpp's --fit keeps its --fit-target free (default: the environment variable
+   * TSLLM_MEMORY_MARGIN, else 1 GiB, llama.cpp's default). Explicit sizes are checked against
+   * all of the free memory
+   */
+  memoryMargin?: number;
+  /**
    * bytes of KV cache shared by all running generations (a speculative request's draft-model cache counts too), allocated once at the first one
    * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)
    */
@@ -103,7 +111,7 @@ export interface LoadModelOptions {
 /** every LoadModelOptions key (a record of them, so that a new option fails the type check until it is listed) */
 const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
-  availableMemory: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,
+  availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,
 } satisfies Record<keyof LoadModelOptions, true>);
 
 export interface ChatOptions extends GenerateOptions {
@@ -482,7 +490,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
       cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
       source: path,
     });
-    if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn);
+    if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn, planned.budgetFits);
     if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
     return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
@@ -507,6 +515,8 @@ function checkLoadOptions(options: unknown): asserts options is LoadModelOptions
   if (o["onWarning"] !== undefined && typeof o["onWarning"] !== "function") throw new OptionError(`loadModel: onWarning: expected a function (message: string) => void, got ${shownValue(o["onWarning"])}`, "onWarning");
   const memory = o["availableMemory"];
   if (memory !== undefined && !(Number.isSafeInteger(memory) && (memory as number) >= 0)) throw new OptionError(`loadModel: availableMemory: expected a number of bytes (an integer >= 0), got ${shownValue(memory)}`, "availableMemory");
+  const margin = o["memoryMargin"];
+  if (margin !== undefined && !(Number.isSafeInteger(margin) && (margin as number) >= 0)) throw new OptionError(`loadModel: memoryMargin: expected a number of bytes (an integer >= 0), got ${shownValue(margin)}`, "memoryMargin");
 }
 
 /** the KV cache types the options ask for (f32 where unset) */
@@ -534,11 +544,12 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
  * With `maxBuffer` (the backend's largest buffer) one layer's K or V array of the KV pool must
  * fit in it too, and the default pool shrinks to it (at least one context).
  */
-function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"]): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number } {
+function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"]): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
   const c = options.contextSize;
   const auto = c === "auto";
   if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new OptionError(`contextSize must be a positive integer or "auto", got ${shownValue(c)}`, "contextSize");
   const available = options.availableMemory ?? availableMemoryBytes();
+  const margin = options.memoryMargin ?? memoryMarginBytes();
   const shape = decoderShape(opened.metadata);
   const trained = shape?.contextLength ?? 4096;
   const asked = c === undefined || c === "auto" ? (auto ? trained : defaultContextSize(trained)) : c;
@@ -548,21 +559,23 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
     if (auto) throw new Error(`${opened.path}: contextSize "auto" needs a decoder whose KV cache shape tsllm knows`);
     return {};
   }
-  // the default KV pool shrinks to what is free (at least one context)
+  // the default KV pool shrinks to what is free less the margin (at least one context)
   const pool = (contextSize: number) => {
     const at = { ...r, contextSize };
-    return kvPoolBytes(at, planMemory(at), available);
+    return kvPoolBytes(at, planMemory(at), available, margin);
   };
+  // whether a load with that --kv-memory would pass the plan (a warning proposes only such a budget)
+  const budgetFits = (contextSize: number, kvCacheBytes: number) => planFits({ ...r, contextSize, kvCacheBytes }, available);
   if (auto) {
     const maxPositions = opened.tensors.get("position_embd.weight")?.dims[1];
-    const ctx = largestFittingContext(r, available, Math.min(trained, maxPositions ?? trained));
-    if (ctx !== undefined) return { contextSize: ctx, kvCacheBytes: pool };
+    const ctx = autoContextSize(r, available, Math.min(trained, maxPositions ?? trained), margin);
+    if (ctx !== undefined) return { contextSize: ctx, kvCacheBytes: pool, budgetFits };
     const min = { ...r, contextSize: Math.min(trained, 16) };
     checkMemoryPlan(opened.path, min, planMemory(min), available);
     throw new Error(`${opened.path}: contextSize "auto": no context fits in ${available} bytes`);
   }
   checkMemoryPlan(opened.path, r, planMemory(r), available);
-  return { kvCacheBytes: pool };
+  return { kvCacheBytes: pool, budgetFits };
 }
 
 /**
@@ -588,14 +601,16 @@ function checkVocabulary(path: string, tokens: number, rows: number, warn: (mess
  * told at start which of them to change. An explicit kvCacheBytes is the user's own sizing, as
  * llama-server's explicit -c with -np is: no warning.
  */
-function checkParallelPool(path: string, poolTokens: number, contextSize: number, maxSequences: number, bytesPerToken: number, warn: (message: string) => void): void {
+function checkParallelPool(path: string, poolTokens: number, contextSize: number, maxSequences: number, bytesPerToken: number, warn: (message: string) => void, budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean): void {
   const perContext = Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
   const full = Math.floor(poolTokens / perContext);
   if (full >= maxSequences) return;
   const wanted = maxSequences * perContext * bytesPerToken;
   const ctx = Math.floor(poolTokens / maxSequences / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
-  const tries = [`kvCacheBytes ${wanted} (--kv-memory; ${formatBytes(wanted)}) where that memory is free`, ...(ctx >= DEFAULT_BLOCK_SIZE ? [`contextSize ${ctx} (--ctx-size)`] : []), `maxSequences ${full} (--parallel)`];
-  warn(`${path}: the KV pool holds ${poolTokens} tokens, ${full} full context${full === 1 ? "" : "s"} of ${contextSize}, not the ${maxSequences} x ${contextSize} = ${maxSequences * contextSize} that maxSequences ${maxSequences} (--parallel) asks for (the pool is sized to the free memory, at most 1/8 of RAM, 2 GiB and the backend's largest buffer): past ${poolTokens} tokens in all, requests wait or are preempted and recomputed; for ${maxSequences} full contexts try ${tries.join(" or ")}`);
+  // the budget for all of them only where a load with it passes the plan: past the free memory it is refused
+  const budget = budgetFits?.(contextSize, wanted) ? [`kvCacheBytes ${wanted} (--kv-memory; ${formatBytes(wanted)}, which fits in the free memory)`] : [];
+  const tries = [...budget, ...(ctx >= DEFAULT_BLOCK_SIZE ? [`contextSize ${ctx} (--ctx-size)`] : []), `maxSequences ${full} (--parallel)`];
+  warn(`${path}: the KV pool holds ${poolTokens} tokens, ${full} full context${full === 1 ? "" : "s"} of ${contextSize}, not the ${maxSequences} x ${contextSize} = ${maxSequences * contextSize} that maxSequences ${maxSequences} (--parallel) asks for (the pool is sized to the free memory less the memory margin, at most 1/8 of RAM, 2 GiB and the backend's largest buffer): past ${poolTokens} tokens in all, requests wait or are preempted and recomputed; for ${maxSequences} full contexts try ${tries.join(" or ")}`);
 }
 
 /** the context size against what the model can compute (an error) and what it was trained with (a warning) */

@@ -5,7 +5,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
-import { checkMemoryPlan, largestFittingContext, planMemory, type PlanRequest } from "../src/engine/index.js";
+import { KVBlockPool, type KVStorage } from "../src/cache/index.js";
+import { checkMemoryPlan, largestFittingContext, outgrownKvBlocks, planMemory, type PlanRequest } from "../src/engine/index.js";
+import { createWasmBackend } from "../src/kernels/wasm/index.js";
 import { loadModel, loadPlanRequest } from "../src/llm.js";
 import { openModel } from "../src/models/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
@@ -84,6 +86,77 @@ test('contextSize "auto" picks the largest context that fits (at most the traine
   big.dispose();
 });
 
+test('contextSize "auto" and the default KV pool leave memoryMargin free (llama.cpp --fit-target, 1 GiB by default); auto gives up the margin before going below 4096 tokens (--fit-ctx)', { skip: SKIP, timeout: 120_000 }, async () => {
+  await ready;
+  // the judge: llama.cpp's fit (common.h: fit_params_target 1024 MiB a device, fit_params_min_ctx
+  // 4096) adjusts only what the user left unset so that the margin stays free. K/V bytes a
+  // position from node-llama-cpp's reading of the header
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const full = planMemory(request(8192));
+  // room for the trained 8192 tokens, but not beside a margin of 2048 tokens' K/V and more
+  const margin = 2500 * perToken;
+  const available = full.totalBytes + 1000;
+  const m = await loadModel(FILE, { backend: "reference", contextSize: "auto", availableMemory: available, memoryMargin: margin, warmup: false });
+  try {
+    assert.ok(m.contextSize >= 4096 && m.contextSize < 8192, String(m.contextSize));
+    // what it keeps free: at least the margin at this context, less than it one block further
+    assert.ok(available - planMemory(request(m.contextSize)).totalBytes >= margin);
+    assert.ok(available - planMemory(request(m.contextSize + 16)).totalBytes < margin);
+    // the default pool is one context here: 16 would eat the margin
+    assert.equal(m.engine.stats.kvCapacityTokens, m.contextSize);
+  } finally {
+    m.dispose();
+  }
+  // without a margin it fills the free memory (the old behaviour): the trained context
+  const none = await loadModel(FILE, { backend: "reference", contextSize: "auto", availableMemory: available, memoryMargin: 0, warmup: false });
+  assert.equal(none.contextSize, 8192);
+  none.dispose();
+  // a margin that would take the context below 4096 tokens is given up first: 4096
+  const floor = await loadModel(FILE, { backend: "reference", contextSize: "auto", availableMemory: available, memoryMargin: 6000 * perToken, warmup: false });
+  assert.equal(floor.contextSize, 4096);
+  floor.dispose();
+  // the default pool keeps the margin beside an explicit context: free = the plan, 4 contexts more and the margin
+  const p512 = planMemory(request(512));
+  const pool = await loadModel(FILE, { backend: "reference", contextSize: 512, availableMemory: p512.totalBytes + 4 * 512 * perToken + margin, memoryMargin: margin, warmup: false });
+  assert.equal(pool.engine.stats.kvCapacityTokens, 5 * 512);
+  pool.dispose();
+  // the CLI's margin is TSLLM_MEMORY_MARGIN; inspect picks the context loadModel does
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available), TSLLM_MEMORY_MARGIN: String(margin) };
+  const j = JSON.parse((await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "auto", "--json"], { cwd: PROJECT_ROOT, env })).stdout) as { plan: { contextSize: number; marginBytes: number } };
+  assert.equal(j.plan.marginBytes, margin);
+  const wasm = await loadModel(FILE, { contextSize: "auto", availableMemory: available, memoryMargin: margin, warmup: false });
+  assert.equal(j.plan.contextSize, wasm.contextSize);
+  wasm.dispose();
+  const bad = await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "auto"], { cwd: PROJECT_ROOT, env: { ...env, TSLLM_MEMORY_MARGIN: "1G" } }).then(() => "", (e: { stderr: string }) => e.stderr);
+  assert.match(bad, /TSLLM_MEMORY_MARGIN must be a number of bytes, got "1G"/);
+  await assert.rejects(loadModel(FILE, { memoryMargin: -1 }), /loadModel: memoryMargin: expected a number of bytes \(an integer >= 0\), got -1/);
+});
+
+test("on wasm the default KV pool is sized with the arrays it outgrows while filling: the plan's count is the pool's own allocations", async () => {
+  // the real pool, as the engine makes it (arrays of one block at first), on the wasm backend,
+  // its allocations counted: everything allocated past the final arrays was outgrown
+  const backend = await createWasmBackend({ threads: 1 });
+  try {
+    for (const blocks of [1, 2, 15, 16, 40, 224, 513]) {
+      let floats = 0;
+      const allocActivations = (n: number) => {
+        floats += n;
+        return backend.allocActivations(n);
+      };
+      const storage = { ...backend, allocActivations } as unknown as KVStorage;
+      const pool = new KVBlockPool(1, 1, 8, blocks, storage, 16, blocks * 16 * 2 * 8 * 4, undefined, 1);
+      for (let b = 0; b < blocks; b++) pool.take();
+      const final = 2 * blocks * 16 * 8; // one layer's K and V at 8 floats a row
+      assert.equal((floats - final) / (2 * 16 * 8), outgrownKvBlocks(blocks), `${blocks} blocks`);
+      assert.ok(outgrownKvBlocks(blocks) <= Math.max(1, blocks / 8), `${blocks} blocks`);
+    }
+  } finally {
+    backend.dispose();
+  }
+});
+
 test("the wasm backend's 4 GiB per memory: a tensor larger than one memory is refused with a quantization that fits", () => {
   // a 7B-like embedding: 4096 x 600000 F16 = 4.9 GB in one tensor
   const shape = { blockCount: 32, headCountKv: 8, headDim: 128, headCount: 32, embeddingLength: 4096, feedForwardLength: 14336, contextLength: 8192, vocabSize: 600000 };
@@ -154,23 +227,30 @@ test("inspect names the KV pool loadModel reserves (room for 16 sequences, shrun
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
   const p = planMemory(request(1024));
-  // free: the plan (one context) and 2.5 contexts more, so the default pool (16) shrinks to 3
-  const available = p.totalBytes + 2.5 * 1024 * perToken;
-  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
+  // free: the plan (one context), 2.5 contexts more and the default 1 GiB margin (llama.cpp's
+  // --fit-target), so the default pool (16 contexts) shrinks to 3.5 contexts: 224 blocks of 16
+  const available = p.totalBytes + 2.5 * 1024 * perToken + 2 ** 30;
+  const env: NodeJS.ProcessEnv = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
+  delete env["TSLLM_MEMORY_MARGIN"];
   const out = (await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "1024", "--json"], { cwd: PROJECT_ROOT, env })).stdout;
   const plan = (JSON.parse(out) as { plan: { kvCacheBytes: number; kvPool?: { bytes: number; tokens: number } } }).plan;
   assert.equal(plan.kvCacheBytes, 1024 * perToken);
   assert.ok(plan.kvPool, "plan.kvPool is missing");
-  const m = await loadModel(FILE, { backend: "reference", contextSize: 1024, availableMemory: available });
+  // inspect plans the default (wasm) backend: its pool also leaves room for the arrays it outgrows
+  // (1, 2, 4, 8 blocks, then all: 15), so 209 + 15 = 224 blocks; reference frees them: all 224
+  const m = await loadModel(FILE, { contextSize: 1024, availableMemory: available, warmup: false });
+  const ref = await loadModel(FILE, { backend: "reference", contextSize: 1024, availableMemory: available, warmup: false });
   try {
     assert.equal(plan.kvPool.tokens, m.engine.stats.kvCapacityTokens);
     assert.equal(plan.kvPool.bytes, m.engine.stats.kvCapacityTokens * perToken);
-    assert.equal(plan.kvPool.tokens, Math.floor(3.5 * 1024 / 16) * 16);
+    assert.equal(plan.kvPool.tokens, 209 * 16);
+    assert.equal(ref.engine.stats.kvCapacityTokens, Math.floor(3.5 * 1024 / 16) * 16);
   } finally {
     m.dispose();
+    ref.dispose();
   }
   const text = (await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "1024"], { cwd: PROJECT_ROOT, env })).stdout;
-  assert.match(text, new RegExp(`\\nKV pool: +[\\d.]+ MB for ${plan.kvPool.tokens} tokens, reserved at load \\(room for up to 16 sequences of 1024 tokens, shrunk to what is free\\): about [\\d.]+ MB in all when every sequence is full\\n`));
+  assert.match(text, new RegExp(`\\nKV pool: +[\\d.]+ MB for ${plan.kvPool.tokens} tokens, reserved at load \\(room for up to 16 sequences of 1024 tokens, shrunk to what is free less a 1\\.07 GB margin\\): about [\\d.]+ MB in all when every sequence is full \\(with [\\d.]+ [kMG]?B of K/V arrays the pool outgrows on the way, which wasm memory keeps\\)\\n`));
 });
 
 test("tsllm serve --parallel N past the KV pool free memory allows warns at start in one line naming pool tokens vs N x --ctx-size and what to change; no warning when N contexts fit, without --parallel, or with --kv-memory", { skip: SKIP, timeout: 120_000 }, async () => {
@@ -182,8 +262,7 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
   const available = planMemory(request(512)).totalBytes + 2 * 512 * perToken;
-  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
-  const warningsOf = async (args: string[]) => {
+  const warningsOf = async (args: string[], env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available), TSLLM_MEMORY_MARGIN: "0" }) => {
     const s = await spawnServe(["--model", FILE, "--ctx-size", "512", "--backend", "reference", ...args], { env });
     try {
       const lines = s.stderr().split("\n");
@@ -199,20 +278,32 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
   assert.equal(asked.warnings.length, 1, asked.warnings.join("\n"));
   const w = asked.warnings[0]!;
   assert.ok(w.startsWith(`tsllm: warning: ${FILE}: the KV pool holds 1536 tokens, 3 full contexts of 512, not the 16 x 512 = 8192 that maxSequences 16 (--parallel) asks for `), w);
-  assert.match(w, new RegExp(`; for 16 full contexts try kvCacheBytes ${16 * 512 * perToken} \\(--kv-memory; [\\d.]+ MB\\) where that memory is free or contextSize 96 \\(--ctx-size\\) or maxSequences 3 \\(--parallel\\)$`));
+  // 16 x 512 positions of K/V are more than is free: no --kv-memory to try (a load with it is refused)
+  assert.match(w, /; for 16 full contexts try contextSize 96 \(--ctx-size\) or maxSequences 3 \(--parallel\)$/);
   for (const args of [["--parallel", "3"], [], ["--parallel", "16", "--kv-memory", String(1536 * perToken)]]) {
     assert.deepEqual((await warningsOf(args)).warnings, [], args.join(" "));
   }
+  // 16 contexts fit in the free memory, but the margin shrank the pool to 3: the budget for all of
+  // them is proposed, and a serve with it starts with that pool
+  // (free: the plan, one context, and 15.5 more; margin 13.5 contexts: the pool holds 3)
+  const margin = 13.5 * 512 * perToken;
+  const roomy = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 15.5 * 512 * perToken), TSLLM_MEMORY_MARGIN: String(margin) };
+  const fits = await warningsOf(["--parallel", "16"], roomy);
+  assert.match(fits.ready, /16 parallel sequences, 1536 KV tokens/);
+  assert.match(fits.warnings[0] ?? "", new RegExp(`; for 16 full contexts try kvCacheBytes ${16 * 512 * perToken} \\(--kv-memory; [\\d.]+ MB, which fits in the free memory\\) or contextSize 96 \\(--ctx-size\\) or maxSequences 3 \\(--parallel\\)$`));
+  const taken = await warningsOf(["--parallel", "16", "--kv-memory", String(16 * 512 * perToken)], roomy);
+  assert.deepEqual(taken.warnings, []);
+  assert.match(taken.ready, /16 parallel sequences, 8192 KV tokens/);
 });
 
 test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one request without the --parallel warning (n choices share the prompt's rows, generate has no --parallel), where serve --parallel 20 gets it", { skip: SKIP, timeout: 180_000 }, async () => {
   await ready;
   // the same judge and free memory as above: f32 K and V from node-llama-cpp's reading of the
-  // header; free memory = the plan and two contexts more, so the pool holds 3 contexts of 512
+  // header; free memory = the plan and two contexts more, no margin, so the pool holds 3 contexts of 512
   const { readGgufFileInfo } = await import("node-llama-cpp");
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
-  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken) };
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken), TSLLM_MEMORY_MARGIN: "0" };
   const common = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json"];
   for (const width of [["--n", "20"], ["--num-beams", "20"]]) {
     const r = await run(process.execPath, ["--import", "tsx", CLI, ...common, ...width], { cwd: PROJECT_ROOT, env });
@@ -223,7 +314,7 @@ test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one reque
   }
   // the library's own maxSequences still warns: the caller asked for that many full contexts
   const warnings: string[] = [];
-  const m = await loadModel(FILE, { backend: "reference", contextSize: 512, maxSequences: 20, availableMemory: planMemory(request(512)).totalBytes + 2 * 512 * perToken, onWarning: (w) => warnings.push(w), warmup: false });
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 512, maxSequences: 20, availableMemory: planMemory(request(512)).totalBytes + 2 * 512 * perToken, memoryMargin: 0, onWarning: (w) => warnings.push(w), warmup: false });
   m.dispose();
   assert.equal(warnings.length, 1, warnings.join("\n"));
   assert.match(warnings[0]!, /not the 20 x 512 = 10240 that maxSequences 20 \(--parallel\) asks for/);

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from "node:fs";
-import { kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
+import { DEFAULT_BLOCK_SIZE, kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
 import { findChatTemplate } from "../chat/index.js";
 import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
@@ -11,7 +11,7 @@ import { hfModuleTree, moduleRepr, type ModuleNode, type ModuleTree } from "../m
 import { elementCount, typeName } from "../tensor/index.js";
 import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
-import { availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, largestFittingContext, planMemory, type PlanRequest } from "../engine/index.js";
+import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, memoryMarginBytes, outgrownKvBlocks, planMemory, type PlanRequest } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
 import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
@@ -103,6 +103,7 @@ export async function runInspect(argv: string[]): Promise<void> {
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
   const available = availableMemoryBytes();
+  const margin = memoryMarginBytes();
   const gpu = backend === "webgpu" ? await probeWebGPU().catch((e: unknown) => ({ error: (e as Error).message })) : undefined;
   const maxBuffer = gpu && "maxBufferBytes" in gpu ? { bytes: gpu.maxBufferBytes, backend: "webgpu" } : undefined;
   const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values), ...(backend ? { backend: "webgpu" as const } : {}) };
@@ -113,9 +114,9 @@ export async function runInspect(argv: string[]): Promise<void> {
     const trained = opened.shape?.contextLength ?? 4096;
     const request = opened.metadata ? loadPlanRequest({ tensors: opened.tensors, metadata: opened.metadata }, planOptions, trained) : undefined;
     const r = request && maxBuffer ? { ...request, maxBuffer } : request;
-    ctxSize = r ? largestFittingContext(r, available, trained) ?? 16 : undefined;
+    ctxSize = r ? autoContextSize(r, available, trained, margin) ?? 16 : undefined;
   }
-  const plan = planOf(opened, planOptions, ctxSize, available, maxBuffer);
+  const plan = planOf(opened, planOptions, ctxSize, available, margin, maxBuffer);
   const report = { ...describe(model, opened, ctxSize, kvCacheTypesOf(planOptions)), plan, ...(gpu ? { webgpu: webgpuOf(opened, gpu, plan, quantize as Quantization | undefined) } : {}), ...(flag(values, "modules") ? modulesOf(opened) : {}) };
   const trained = opened.shape?.contextLength;
   if (ctxSize !== undefined && trained !== undefined && ctxSize > trained) {
@@ -280,7 +281,7 @@ function describe(model: string, o: Opened, ctxSize: number | undefined, cacheTy
 type Report = ReturnType<typeof describe> & { plan?: ReturnType<typeof planOf>; webgpu?: ReturnType<typeof webgpuOf> };
 
 /** the plan loadModel checks before reading weights: weights after quantization + KV + scratch vs free memory */
-function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefined, available: number, maxBuffer: PlanRequest["maxBuffer"]) {
+function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefined, available: number, margin: number, maxBuffer: PlanRequest["maxBuffer"]) {
   if (o.kind !== "decoder" || !o.metadata || !o.shape) return undefined;
   const request = loadPlanRequest({ tensors: o.tensors, metadata: o.metadata }, options, ctxSize ?? defaultContextSize(o.shape.contextLength));
   if (!request) return undefined;
@@ -295,9 +296,12 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
   }
   // the pool loadModel allocates: the plan needs one context, but by default the engine reserves
   // room for DEFAULT_MAX_SEQUENCES of them (shrunk to what is free), which a full server fills
-  const poolBytes = refusal === undefined ? kvPoolBytes(r, p, available) : undefined;
-  const kvPool = poolBytes === undefined ? {} : { kvPool: { bytes: poolBytes, tokens: Math.round(poolBytes / kvBytesPerToken(r.shape, r.kvCacheTypes)), maxSequences: DEFAULT_MAX_SEQUENCES } };
-  return { ...p, quantize: options.quantize, availableBytes: available, fits: refusal === undefined, ...(refusal ? { refusal } : {}), ...kvPool };
+  const poolBytes = refusal === undefined ? kvPoolBytes(r, p, available, margin) : undefined;
+  const perToken = kvBytesPerToken(r.shape, r.kvCacheTypes);
+  // on wasm a full pool also holds the K/V arrays it outgrew on the way (a wasm memory never shrinks)
+  const outgrownBytes = poolBytes === undefined || !r.wasm ? 0 : outgrownKvBlocks(poolBytes / (DEFAULT_BLOCK_SIZE * perToken)) * DEFAULT_BLOCK_SIZE * perToken;
+  const kvPool = poolBytes === undefined ? {} : { kvPool: { bytes: poolBytes, tokens: Math.round(poolBytes / perToken), maxSequences: DEFAULT_MAX_SEQUENCES, outgrownBytes, fullBytes: p.weightBytes + poolBytes + outgrownBytes + p.scratchBytes } };
+  return { ...p, quantize: options.quantize, availableBytes: available, marginBytes: margin, fits: refusal === undefined, ...(refusal ? { refusal } : {}), ...kvPool };
 }
 
 /**
@@ -366,7 +370,7 @@ function formatReport(r: Report): string[] {
   if (p) {
     lines.push(`load plan:       ${formatBytes(p.totalBytes)} = weights ${formatBytes(p.weightBytes)} ${p.weightType}${p.quantize ? ` (--quantize ${p.quantize})` : ""} + KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens + scratch ${formatBytes(p.scratchBytes)} (estimate); ${formatBytes(p.availableBytes)} free: ${p.fits ? "fits" : "does not fit"}`);
     if (p.refusal) lines.push(`                 ${p.refusal.slice(p.refusal.indexOf(": ") + 2)}`);
-    if (p.kvPool) lines.push(`KV pool:         ${formatBytes(p.kvPool.bytes)} for ${p.kvPool.tokens} tokens, reserved at load (room for up to ${p.kvPool.maxSequences} sequences of ${p.contextSize} tokens, shrunk to what is free): about ${formatBytes(p.weightBytes + p.kvPool.bytes + p.scratchBytes)} in all when every sequence is full`);
+    if (p.kvPool) lines.push(`KV pool:         ${formatBytes(p.kvPool.bytes)} for ${p.kvPool.tokens} tokens, reserved at load (room for up to ${p.kvPool.maxSequences} sequences of ${p.contextSize} tokens, shrunk to what is free less a ${formatBytes(p.marginBytes)} margin): about ${formatBytes(p.kvPool.fullBytes)} in all when every sequence is full${p.kvPool.outgrownBytes > 0 ? ` (with ${formatBytes(p.kvPool.outgrownBytes)} of K/V arrays the pool outgrows on the way, which wasm memory keeps)` : ""}`);
   }
   const g = r.webgpu;
   if (g && "error" in g) lines.push(`webgpu:          no adapter: ${g.error}`);

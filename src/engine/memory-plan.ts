@@ -69,6 +69,21 @@ export const WASM_MEMORY_BYTES = 4 * 2 ** 30;
 const RUNTIME_BYTES = 32 * 2 ** 20;
 
 /**
+ * Free memory the automatic sizes (contextSize "auto", the default KV pool) leave unused: llama.cpp's
+ * `--fit` keeps 1024 MiB free per device by default (`--fit-target`), since what a process
+ * allocates drifts above any estimate and the rest of the machine needs room too. Explicit sizes
+ * (a context, kvCacheBytes) are the user's and are checked against all of the free memory.
+ */
+export const DEFAULT_MEMORY_MARGIN = 2 ** 30;
+/** the margin as bytes from the environment (TSLLM_MEMORY_MARGIN), as --fit-target sets llama.cpp's */
+export const MEMORY_MARGIN_ENV = "TSLLM_MEMORY_MARGIN";
+/**
+ * The context "auto" keeps even where that eats into the margin (as llama.cpp's fit lowers an unset
+ * context to keep its margin, but not below `--fit-ctx`, 4096), or the trained one where smaller.
+ */
+export const AUTO_CONTEXT_FLOOR = 4096;
+
+/**
  * The environment variable that overrides the free memory the planner sees, in bytes (for tests
  * and for experiments: "what would it propose on a machine with 6 GB free").
  */
@@ -80,6 +95,15 @@ export function availableMemoryBytes(): number {
   if (v === undefined || v === "") return freeMemoryBytes();
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${AVAILABLE_MEMORY_ENV} must be a number of bytes, got "${v}"`);
+  return n;
+}
+
+/** the margin automatic sizes leave free: TSLLM_MEMORY_MARGIN when set, else DEFAULT_MEMORY_MARGIN */
+export function memoryMarginBytes(): number {
+  const v = envVar(MEMORY_MARGIN_ENV);
+  if (v === undefined || v === "") return DEFAULT_MEMORY_MARGIN;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${MEMORY_MARGIN_ENV} must be a number of bytes, got "${v}"`);
   return n;
 }
 
@@ -118,11 +142,39 @@ export function planMemory(r: PlanRequest): MemoryPlan {
  * scratch, nor than one buffer of the backend's holds per layer's K or V array (r.maxBuffer), and
  * at least one context.
  */
-export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number): number {
+export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, margin = 0): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
   const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES);
-  const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
-  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), Math.min(byDefault, free, maxBufferBlocks(r))) * perBlock;
+  const free = Math.floor((available - margin - p.weightBytes - p.scratchBytes) / perBlock);
+  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), largestPool(r, Math.min(byDefault, maxBufferBlocks(r)), free)) * perBlock;
+}
+
+/** the most blocks, at most `cap`, whose pool (and on wasm the arrays it outgrows on the way) fits in `free` blocks */
+function largestPool(r: PlanRequest, cap: number, free: number): number {
+  const cost = (n: number) => n + (r.wasm ? outgrownKvBlocks(n) : 0);
+  if (free <= 0) return 0;
+  if (cost(cap) <= free) return cap;
+  let lo = 0, hi = Math.min(cap, free); // lo fits; hi may not (cost grows with n)
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (cost(mid) <= free) lo = mid;
+    else hi = mid;
+  }
+  return cost(hi) <= free ? hi : lo;
+}
+
+/**
+ * Blocks of K/V arrays a pool of `blocks` blocks leaves behind as it fills, on the wasm backend:
+ * the engine's pool starts its arrays at one block, doubles them (2, 4, ... blocks) while that
+ * stays within a sixteenth of the pool, then makes them hold all of it (KVBlockPool's
+ * storedAfter), and a wasm memory never gives the outgrown ones back: 2p - 1 blocks, p the
+ * largest power of two within blocks / 16, at least 1 (at most an eighth of the pool past 16 blocks).
+ */
+export function outgrownKvBlocks(blocks: number): number {
+  if (blocks <= 1) return 0;
+  let p = 1;
+  while (2 * p <= blocks / 16) p *= 2;
+  return 2 * p - 1;
 }
 
 /** KV blocks whose one layer's K or V array fits in one buffer of the backend's (Infinity without a cap) */
@@ -135,6 +187,11 @@ const PROPOSALS: readonly Quantization[] = ["q8_0", "q6_k", "q5_k", "q4_k", "q3_
 
 function fits(p: MemoryPlan, available: number, wasm: boolean, maxBuffer?: PlanRequest["maxBuffer"]): boolean {
   return p.totalBytes <= available && (!wasm || p.largestTensor.bytes <= WASM_MEMORY_BYTES) && (maxBuffer === undefined || p.kvArrayBytes <= maxBuffer.bytes);
+}
+
+/** whether `r` fits in `available` bytes as loadModel checks it (checkMemoryPlan would pass) */
+export function planFits(r: PlanRequest, available: number): boolean {
+  return fits(planMemory(r), available, r.wasm ?? false, r.maxBuffer);
 }
 
 /** the largest context (whole KV blocks, at most `max`) for which `r` fits, or undefined */
@@ -151,6 +208,18 @@ export function largestFittingContext(r: PlanRequest, available: number, max: nu
     else hi = mid;
   }
   return lo * DEFAULT_BLOCK_SIZE;
+}
+
+/**
+ * contextSize "auto": the largest context (at most `max`) that fits leaving `margin` bytes free; where
+ * that is below AUTO_CONTEXT_FLOOR (or the trained context, if smaller), the largest up to that
+ * floor that fits in all of the free memory, the margin given up before the context. Undefined
+ * when no context fits at all.
+ */
+export function autoContextSize(r: PlanRequest, available: number, max: number, margin: number): number | undefined {
+  const kept = largestFittingContext(r, available - margin, max);
+  const floor = Math.min(AUTO_CONTEXT_FLOOR, max);
+  return kept !== undefined && kept >= floor ? kept : largestFittingContext(r, available, floor);
 }
 
 /** a friendlier number for a proposal: the largest power of two, or multiple of 1024, not above n */
