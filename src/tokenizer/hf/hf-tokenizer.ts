@@ -22,7 +22,8 @@ interface HFLibTokenizer {
   encode(text: string, options: { add_special_tokens: boolean; text_pair?: string; return_token_type_ids?: boolean }): { ids: number[]; token_type_ids?: number[] };
   decode(ids: number[], options: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
   id_to_token(id: number): string | undefined;
-  get_vocab(withAddedTokens: boolean): Map<string, number>;
+  /** its model's id -> text list (added tokens set over it), which get_vocab reads */
+  readonly model: { readonly vocab: readonly (string | undefined)[] };
 }
 const utf8 = new TextEncoder();
 const HFLib = LibTokenizerClass as unknown as new (tokenizerJson: object, config: object) => HFLibTokenizer;
@@ -67,11 +68,18 @@ function validate(where: string, tj: JsonObject): ResolvedMerges | undefined {
   if (model.type === "BPE" && !Array.isArray(model.merges)) throw new Error(`${where}: "model.merges": a BPE model needs its merges array`);
   const isId = (id: unknown) => typeof id === "number" && Number.isInteger(id) && id >= 0 && id < MAX_TOKEN_ID;
   const badId = (field: string, id: unknown) => new Error(`${where}: ${field}: expected a token id in [0, ${MAX_TOKEN_ID}), found ${JSON.stringify(id)}`);
+  // a BPE model's texts by id (the last of a shared id's), for its merge check
+  let texts: string[] | undefined;
   if (!Array.isArray(model.vocab)) {
     const vocab = model.vocab as Record<string, unknown>;
     // for-in rather than Object.entries (no [key, value] array per entry; a JSON object has no
     // inherited enumerable keys), the field spelled only for an error
-    for (const t in vocab) if (!isId(vocab[t])) throw badId(`"model.vocab[${JSON.stringify(t)}]"`, vocab[t]);
+    if (model.type === "BPE") texts = [];
+    for (const t in vocab) {
+      const id = vocab[t];
+      if (!isId(id)) throw badId(`"model.vocab[${JSON.stringify(t)}]"`, id);
+      if (texts) texts[id as number] = t;
+    }
   } else if (model.vocab.length >= MAX_TOKEN_ID) throw new Error(`${where}: "model.vocab": ${model.vocab.length} entries is more than ${MAX_TOKEN_ID}`);
   let merges: ResolvedMerges | undefined;
   if (model.type === "BPE") {
@@ -91,7 +99,7 @@ function validate(where: string, tj: JsonObject): ResolvedMerges | undefined {
       }
       if (Array.isArray(m) && m.length === 2 && m.every((x) => typeof x === "string")) return m as [string, string];
       throw new Error(`${where}: "model.merges[${i}]": expected "a b" or ["a", "b"], found ${JSON.stringify(m)?.slice(0, 60)}`);
-    }, idOf, (i) => `${where}: "model.merges[${i}]"`, prefix);
+    }, idOf, (i) => `${where}: "model.merges[${i}]"`, prefix, texts && ((id) => texts[id]));
     merges = { ids, splitAsLibrary };
   }
   if (model.type === "Unigram") {
@@ -223,10 +231,12 @@ function libraryCutsText(tj: JsonObject): boolean {
   return !pieces.some((p) => marks.some((m) => p.indexOf(m, 1) > 0 && spansCut(p, m)));
 }
 
+const SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"] as const;
+
 /** tokenizer_config.json with special-token entries flattened to strings, as the library expects. */
 function libraryConfig(config: JsonObject): JsonObject {
   const out: JsonObject = { ...config, clean_up_tokenization_spaces: false };
-  for (const k of ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"]) {
+  for (const k of SPECIAL_KEYS) {
     const t = tokenText(config[k]);
     if (t === undefined) delete out[k];
     else out[k] = t;
@@ -300,10 +310,6 @@ export class HFTokenizer implements Tokenizer {
     this.lib = this.build(tj.added_tokens as JsonObject[] | undefined, config, merges && !source.libraryOnly ? { ...model, merges: [] } : undefined);
     if (!merges || source.libraryOnly) this.fullLib = this.lib;
 
-    const vocab = this.lib.get_vocab(true);
-    let maxId = -1;
-    for (const id of vocab.values()) if (id > maxId) maxId = id;
-    this.vocabSize = maxId + 1;
     for (const t of (tj.added_tokens as JsonObject[] | undefined) ?? []) {
       this.addedIds.add(t.id as number);
       if (t.special === true) this.specialIds.add(t.id as number);
@@ -315,22 +321,33 @@ export class HFTokenizer implements Tokenizer {
     const bpe = model.type === "BPE" || (model.type === undefined && Array.isArray(model.merges));
     this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && (!bpe || config.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output === true);
 
-    const idOf = (key: string, fallbacks: string[] = []): number | undefined => {
-      for (const text of [tokenText(config[key]), ...fallbacks]) {
-        if (text === undefined) continue;
+    // each special token's texts in order: tokenizer_config.json's, then BERT's or the model's own
+    const bert = (text: string) => (this.type === "bert" ? [text] : []);
+    const unk = typeof model.unk_token === "string" ? [model.unk_token] : typeof model.unk_id === "number" ? [this.lib.id_to_token(model.unk_id) ?? ""] : [];
+    const fallbacks = { bos_token: bert("[CLS]"), eos_token: bert("[SEP]"), unk_token: unk, pad_token: bert("[PAD]"), sep_token: bert("[SEP]"), cls_token: bert("[CLS]"), mask_token: bert("[MASK]") };
+    const textsOf = (key: keyof typeof fallbacks) => [tokenText(config[key]), ...fallbacks[key]].filter((t) => t !== undefined);
+    // get_vocab(true)'s size (its largest id + 1) and its ids of those texts, without its Map of
+    // every token (a second pass over a 128K+ vocabulary at load): get_vocab sets text -> id for
+    // each id in turn, so a text's id is the last one with it
+    const list = this.lib.model.vocab;
+    this.vocabSize = list.length;
+    const wanted = new Set((Object.keys(fallbacks) as (keyof typeof fallbacks)[]).flatMap(textsOf));
+    const vocab = new Map<string, number>();
+    for (let id = 0; id < list.length; id++) { const t = list[id]; if (t !== undefined && wanted.has(t)) vocab.set(t, id); }
+    const idOf = (key: keyof typeof fallbacks): number | undefined => {
+      for (const text of textsOf(key)) {
         const id = vocab.get(text);
         if (id !== undefined) return id;
       }
       return undefined;
     };
-    const isBert = this.type === "bert";
-    this.bosId = idOf("bos_token", isBert ? ["[CLS]"] : []);
-    this.eosId = idOf("eos_token", isBert ? ["[SEP]"] : []);
-    this.unkId = idOf("unk_token", typeof model.unk_token === "string" ? [model.unk_token] : typeof model.unk_id === "number" ? [this.lib.id_to_token(model.unk_id) ?? ""] : []);
-    this.padId = idOf("pad_token", isBert ? ["[PAD]"] : []);
-    this.sepId = idOf("sep_token", isBert ? ["[SEP]"] : []);
-    this.clsId = idOf("cls_token", isBert ? ["[CLS]"] : []);
-    this.maskId = idOf("mask_token", isBert ? ["[MASK]"] : []);
+    this.bosId = idOf("bos_token");
+    this.eosId = idOf("eos_token");
+    this.unkId = idOf("unk_token");
+    this.padId = idOf("pad_token");
+    this.sepId = idOf("sep_token");
+    this.clsId = idOf("cls_token");
+    this.maskId = idOf("mask_token");
     this.specialTokenTexts = {
       bos: tokenText(config.bos_token), eos: tokenText(config.eos_token), unk: tokenText(config.unk_token), pad: tokenText(config.pad_token),
     };
