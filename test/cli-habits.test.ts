@@ -4,12 +4,12 @@
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
-import { GGMLType } from "../src/tensor/dtypes.js";
+import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -174,6 +174,29 @@ test("quantize sums up the tensors that fell back in one line; --verbose lists e
   assert.equal(verbose.code, 0, verbose.stderr);
   const listed = verbose.stderr.split("\n").filter((l) => l.startsWith("tsllm: fallback: ")).map((l) => l.split(" ")[2]);
   assert.deepEqual([...listed].sort(), [...judged].sort());
+});
+
+test("quantize --json prints {input, output, type, tensors, types, fallbacks, bytes} on stdout, nothing on stderr; the written file agrees", { skip }, () => {
+  const input = sharedFile(MODEL)!;
+  const out = join(dir, "json.gguf");
+  const r = tsllm(["quantize", input, out, "Q4_K_M", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, "");
+  const j = JSON.parse(r.stdout) as { input: string; output: string; type: string; tensors: number; types: Record<string, number>; fallbacks: { tensor: string; rowLength: number; asked: string; type: string }[]; bytes: number };
+  assert.deepEqual(Object.keys(j), ["input", "output", "type", "tensors", "types", "fallbacks", "bytes"]);
+  assert.equal(j.input, input);
+  assert.equal(j.output, out);
+  assert.equal(j.type, "q4_k_m");
+  const written = readGGUFHeader(out).tensors;
+  assert.equal(j.tensors, written.length);
+  const counted: Record<string, number> = {};
+  for (const t of written) counted[typeName(t.type)] = (counted[typeName(t.type)] ?? 0) + 1;
+  assert.deepEqual(j.types, counted);
+  assert.equal(j.bytes, statSync(out).size);
+  // every matrix whose rows are not whole 256-blocks, as the summary line counts them
+  const judged = written.filter((t) => t.dims.length > 1 && t.dims[0]! % 256 !== 0 && t.name !== "output.weight");
+  assert.deepEqual(j.fallbacks.map((f) => f.tensor).sort(), judged.map((t) => t.name).sort());
+  for (const f of j.fallbacks) assert.equal(f.type, typeName(judged.find((t) => t.name === f.tensor)!.type), f.tensor);
 });
 
 // llama-quantize's try_parse_ftype: a name, or llama.h's llama_ftype number (its usage lists "7 or

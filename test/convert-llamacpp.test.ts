@@ -95,3 +95,33 @@ test("convert Llama --type q8_0: llama.cpp on the GGUF = tsllm on the folder wit
 test("convert Llama --type iq4_xs: llama.cpp on the GGUF = tsllm on the folder with quantize iq4_xs", { skip: skipStories }, async () => {
   await check({ name: "llama-iq4_xs", spec: { ...tinyLlama, std: STD, seed: 36 }, type: "iq4_xs", tolerance: 1e-3, maxFlipped: 2 });
 });
+
+/*
+ * IQ4_XS packs rows in blocks of 256; llama-quant.cpp's tensor_type_fallback writes a matrix whose
+ * rows are not whole blocks as IQ4_NL (blocks of 32). convert reports them as quantize does.
+ */
+test("convert --type iq4_xs sums up the matrices that fell back (rows of 160: IQ4_XS -> IQ4_NL) in one line, as quantize; --verbose lists each; llama.cpp runs the file", { skip: skipStories }, async () => {
+  const spec = { ...tinyLlama, embeddingLength: 160, std: STD, seed: 37 };
+  const folder = join(dir, "rows160");
+  await writeRandomHFModel(folder, spec, { dtype: "F32" });
+  const out = join(dir, "rows160.gguf");
+  const convert = (...more: string[]) => run(process.execPath, ["--import", "tsx", CLI, "convert", "--model", folder, "--out", out, "--type", "iq4_xs", "--vocab", spec.tokenizerFrom, ...more], { cwd: PROJECT_ROOT });
+  const { stderr } = await convert();
+  const matrices = readGGUFHeader(out).tensors.filter((t) => t.dims.length === 2);
+  const judged = matrices.filter((t) => t.dims[0]! % 256 !== 0).map((t) => t.name);
+  assert.ok(judged.length > 0 && judged.length < matrices.length, judged.join(" "));
+  for (const t of matrices) assert.equal(typeName(t.type), judged.includes(t.name) ? "IQ4_NL" : "IQ4_XS", t.name);
+  const lines = stderr.trimEnd().split("\n");
+  assert.equal(lines.length, 2, stderr);
+  const m = /^tsllm: (\d+) tensors fell back to another type, their rows \(of 160\) not whole blocks of the asked type, as llama\.cpp's do: IQ4_XS -> IQ4_NL x(\d+); e\.g\. (.*), \.\.\. \(--verbose lists all (\d+)\)$/.exec(lines[0]!);
+  assert.ok(m, lines[0]);
+  assert.deepEqual([Number(m[1]), Number(m[2]), Number(m[4])], [judged.length, judged.length, judged.length]);
+  for (const name of m[3]!.split(", ")) assert.ok(judged.includes(name), name);
+  assert.match(lines[1]!, /^wrote /);
+  const verbose = await convert("--verbose");
+  const listed = verbose.stderr.split("\n").filter((l) => l.startsWith("tsllm: fallback: "));
+  assert.deepEqual(listed.map((l) => l.split(" ")[2]).sort(), [...judged].sort());
+  assert.ok(listed.every((l) => l.endsWith("(rows of 160): IQ4_XS -> IQ4_NL")), listed.join("\n"));
+  const ref = await llamaCppRun(out, [1, 2, 3, 4], { decodeSteps: 1 });
+  assert.equal(ref.greedyTokens.length, 1);
+});

@@ -2,8 +2,10 @@ import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
 import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
+import { reportFallbacks } from "./quantize.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
+                     [--verbose]
 
 Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
 A BERT folder (BertModel, a sentence-transformers folder, or a BERT with a head) becomes
@@ -18,11 +20,14 @@ Options:
                         when complete; never one of the files read; off Windows a backslash in it is
                         refused (it is no folder separator there: write the path with /)
   --type T              weight format of the matrices: f32, f16 (default), bf16, q8_0, q4_0, iq4_nl or iq4_xs;
-                        norms and biases stay f32
+                        norms and biases stay f32; a matrix whose rows are not whole blocks of the
+                        type falls back as llama.cpp's does (iq4_xs -> iq4_nl, then f16), summed up
+                        in one line on stderr, as quantize sums them up
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
                         without it the folder's tokenizer files are converted (byte-level BPE such as
                         GPT-2 / Llama 3 / Qwen, SentencePiece-style BPE tokenizer.json such as Llama 2,
                         or BERT's WordPiece)
+  --verbose             list each tensor that fell back (by default one line sums them up)
   -h, --help            show this help
 `;
 
@@ -31,6 +36,7 @@ export const CONVERT_ARGS: OptionSpec = {
   out: { type: "string" },
   type: { type: "string" },
   vocab: { type: "string" },
+  verbose: { type: "boolean" },
 };
 
 export async function runConvert(argv: string[]): Promise<void> {
@@ -49,5 +55,6 @@ export async function runConvert(argv: string[]): Promise<void> {
   }
   const name = fromHub ? parseHubReference(model).repo.split("/")[1] : undefined;
   const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab: optionalString(values, "vocab"), ...(name !== undefined ? { name } : {}) });
+  reportFallbacks(r.fallbacks, flag(values, "verbose"));
   process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
 }

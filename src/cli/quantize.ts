@@ -5,7 +5,7 @@ import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
-                      [--vocab FILE.gguf] [--verbose]
+                      [--vocab FILE.gguf] [--verbose] [--json]
        tsllm quantize IN [OUT.gguf] T [N] [options]   (llama-quantize's order)
 
 As llama-quantize: without OUT, the output is ggml-model-T.gguf (T upper-case, as ggml-model-Q8_0.gguf)
@@ -38,6 +38,9 @@ Options:
                         leaves it unused with f32, f16 and bf16, so it is refused there)
   --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
   --verbose             list each tensor that fell back (by default one line sums them up)
+  --json                print {input, output, type, tensors, types, fallbacks, bytes} on stdout
+                        instead of the lines on stderr (fallbacks: every tensor that fell back,
+                        {tensor, rowLength, asked, type})
   -h, --help            show this help
 `;
 
@@ -48,6 +51,7 @@ export const QUANTIZE_ARGS: OptionSpec = {
   "tensor-type": { type: "string", multiple: true },
   vocab: { type: "string" },
   verbose: { type: "boolean" },
+  json: { type: "boolean" },
 };
 
 /** how many tensor names the summary of fallbacks shows */
@@ -66,6 +70,12 @@ export function fallbackSummary(fallbacks: readonly TypeFallback[]): string {
   const counted = [...pairs].map(([pair, n]) => `${pair} x${n}`).join(", ");
   const one = fallbacks.length === 1;
   return `${fallbacks.length} tensor${one ? "" : "s"} fell back to another type, ${one ? "its" : "their"} rows (of ${rows.join(" or ")}) not whole blocks of the asked type, as llama.cpp's do: ${counted}; e.g. ${names}${more}`;
+}
+
+/** the tensors that fell back, on stderr: each one (`verbose`), or one line summing them up (quantize and convert alike) */
+export function reportFallbacks(fallbacks: readonly TypeFallback[], verbose: boolean): void {
+  if (verbose) for (const f of fallbacks) process.stderr.write(`tsllm: fallback: ${f.tensor} (rows of ${f.rowLength}): ${f.asked} -> ${f.type}\n`);
+  else if (fallbacks.length > 0) process.stderr.write(`tsllm: ${fallbackSummary(fallbacks)}\n`);
 }
 
 /** llama-quantize's file types that need what tsllm does not have: an importance matrix, or tensor types it cannot write */
@@ -167,8 +177,11 @@ export async function runQuantize(argv: string[]): Promise<void> {
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
   const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
   const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
-  if (flag(values, "verbose")) for (const f of r.fallbacks) process.stderr.write(`tsllm: fallback: ${f.tensor} (rows of ${f.rowLength}): ${f.asked} -> ${f.type}\n`);
-  else if (r.fallbacks.length > 0) process.stderr.write(`tsllm: ${fallbackSummary(r.fallbacks)}\n`);
+  if (flag(values, "json")) {
+    process.stdout.write(JSON.stringify({ input, output, type, tensors: r.tensors, types: r.types, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
+    return;
+  }
+  reportFallbacks(r.fallbacks, flag(values, "verbose"));
   const types = Object.entries(r.types).map(([t, n]) => `${t} x${n}`).join(", ");
   process.stderr.write(`wrote ${output}: ${r.tensors} tensors (${types}), ${formatBytes(r.bytes)}\n`);
 }

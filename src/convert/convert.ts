@@ -2,11 +2,12 @@ import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { isEncoderModel, readHFEncoderConfig, readSentenceTransformerConfig } from "../formats/index.js";
 import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
-import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo } from "../tensor/index.js";
+import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo, typeName } from "../tensor/index.js";
 import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
 import { folderTokenizerEntries, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
+import type { TypeFallback } from "./quant-mixture.js";
 
 /**
  * Hugging Face folder -> GGUF that llama.cpp loads: the hyperparameters as llama.cpp's keys,
@@ -54,18 +55,25 @@ export interface ConvertResult {
   readonly architecture: string;
   readonly tensors: number;
   readonly type: ConvertType;
+  /** matrices whose rows the type's blocks do not divide, and what they became (empty with `tensorTypes`, whose caller keeps its own) */
+  readonly fallbacks: readonly TypeFallback[];
 }
 
-/** the type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks (or its fallback's), else F16 */
-function outputType(info: SourceTensorInfo, want: GGMLType): GGMLType {
+/**
+ * The type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks
+ * (or its fallback's), else F16; a matrix that fell back is pushed to `fallbacks`.
+ */
+function outputType(info: SourceTensorInfo, want: GGMLType, fallbacks: TypeFallback[]): GGMLType {
   if (info.dims.length < 2) return GGMLType.F32;
   if (typeInfo(want).blockSize === 1) return want;
   // GPT-2's position table stays unquantized, as quantize-on-load leaves it
   if (info.name === "position_embd.weight") return GGMLType.F16;
-  for (let type: GGMLType | undefined = want; type !== undefined; type = ROW_FALLBACK.get(type)) {
-    if (info.dims[0]! % typeInfo(type).blockSize === 0) return type;
-  }
-  return GGMLType.F16;
+  const cols = info.dims[0]!;
+  let type: GGMLType | undefined = want;
+  while (type !== undefined && cols % typeInfo(type).blockSize !== 0) type = ROW_FALLBACK.get(type);
+  const written = type ?? GGMLType.F16;
+  if (written !== want) fallbacks.push({ tensor: info.name, rowLength: cols, asked: typeName(want), type: typeName(written) });
+  return written;
 }
 
 /** tokenizer.* keys of a GGUF, padded to the model's embedding rows as llama.cpp's converter pads a short vocabulary */
@@ -125,9 +133,10 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
       ...tokenizerEntries(folder, embd.dims[1]!, options),
     ];
     const infos = [...source.tensors.values()];
-    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, target.type));
+    const fallbacks: TypeFallback[] = [];
+    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, target.type, fallbacks));
     await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
-    return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey };
+    return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey, fallbacks };
   } finally {
     source.close();
   }
@@ -163,9 +172,10 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
       ...fileTypeEntries(options.fileType ?? CONVERT_TYPES[typeKey].fileType),
       ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
     ];
-    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type));
+    const fallbacks: TypeFallback[] = [];
+    const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type, fallbacks));
     await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
-    return { architecture: "bert", tensors: infos.length, type: typeKey };
+    return { architecture: "bert", tensors: infos.length, type: typeKey, fallbacks };
   } finally {
     source.close();
   }
