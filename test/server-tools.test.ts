@@ -682,6 +682,14 @@ test("parameters with $defs and $ref: every format that writes calls as JSON obj
       assert.ok(!grammarAdmits(g, call('{"place": "Oslo"}')), `${format}: admits a place that is no object`);
     }
   }
+  // the generic format's answer in a response_format whose schema has $defs of its own: the schema's fault no longer, nor the tools'
+  const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", parameters } }] })!;
+  const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  const shaped = replyGrammar({ jsonSchema: parameters }, tools, plain, undefined)!;
+  assert.equal(shaped.param, "response_format.json_schema.schema");
+  assert.ok(grammarAdmits(shaped.grammar, `{"response": ${args("Rome")}}`));
+  assert.ok(grammarAdmits(shaped.grammar, `{"tool_call": {"name": "f", "arguments": ${args("Rome")}}}`) || grammarAdmits(shaped.grammar, `{"tool_calls": [{"name": "f", "arguments": ${args("Rome")}}]}`));
+  assert.ok(!grammarAdmits(shaped.grammar, `{"response": ${args("Paris")}}`));
 });
 
 test("the generic format (a template without calls of its own): told how to answer in a system message; its grammar admits calls or an answer under auto, calls only under required", () => {

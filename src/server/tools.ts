@@ -453,27 +453,27 @@ function schemaGbnf(schema: JsonSchema): string {
   }
 }
 
-/** where the arguments of the `i`th function go in a schema of call objects (slottedGbnf): a value no call writes */
-const argumentsSlot = (i: number): JsonSchema => ({ const: `\u0000arguments-${i}` });
+/** the `i`th slot of a schema of call objects (slottedGbnf): a value no call writes */
+const slot = (i: number): JsonSchema => ({ const: `\u0000slot-${i}` });
 
 /**
- * The GBNF of a schema of call objects whose arguments are slots (argumentsSlot): the schema
- * compiled with the slots in place, then each slot's rule made the root of its function's
- * parameters' own grammar. The parameters are compiled alone, as a document of their own: once
- * (schemaGrammar remembers them: a strict function's were compiled when the tools were read, to
- * refuse what no grammar holds), and with their `$ref`s pointing into their own `$defs` (inside
- * the call object they pointed at the call object's root, which holds none).
+ * The GBNF of a schema of call objects holding slots (slot(i): a function's arguments, the
+ * generic format's response): the schema compiled with the slots in place, then slot i's rule
+ * made the root of `slots[i]`'s own grammar. Each is compiled alone, as a document of its own:
+ * once (schemaGrammar remembers it: a strict function's parameters were compiled when the tools
+ * were read, to refuse what no grammar holds), and with its `$ref`s pointing into its own `$defs`
+ * (inside the call object they pointed at the call object's root, which holds none).
  */
-function slottedGbnf(schema: JsonSchema, functions: readonly ToolFunction[]): string {
-  const all = gbnfAlternatives([schemaGbnf(schema), ...functions.map((f) => schemaGbnf(f.parameters))]);
-  // (gbnfAlternatives names the call objects' rules g0-..., function i's g{i+1}-...; its own root is dropped)
+function slottedGbnf(schema: JsonSchema, slots: readonly JsonSchema[]): string {
+  const all = gbnfAlternatives([schemaGbnf(schema), ...slots.map(schemaGbnf)]);
+  // (gbnfAlternatives names the call objects' rules g0-..., slot i's g{i+1}-...; its own root is dropped)
   const lines = all.slice(all.indexOf("\n") + 1).split("\n");
-  functions.forEach((_, i) => {
-    // a const compiles to its literal then JSON whitespace, as a parameters grammar's root ends
-    const slot = ` ::= (${gbnfLiteral(JSON.stringify((argumentsSlot(i) as { const: string }).const))}) g0-space`;
-    const at = lines.findIndex((l) => l.startsWith("g0-") && l.endsWith(slot));
-    if (at < 0) throw new Error(`the call objects' grammar has no rule for function ${i}'s arguments`);
-    lines[at] = `${lines[at]!.slice(0, -slot.length)} ::= g${i + 1}-root`;
+  slots.forEach((_, i) => {
+    // a const compiles to its literal then JSON whitespace, as a grammar's root ends
+    const rule = ` ::= (${gbnfLiteral(JSON.stringify((slot(i) as { const: string }).const))}) g0-space`;
+    const at = lines.findIndex((l) => l.startsWith("g0-") && l.endsWith(rule));
+    if (at < 0) throw new Error(`the call objects' grammar has no rule for slot ${i}`);
+    lines[at] = `${lines[at]!.slice(0, -rule.length)} ::= g${i + 1}-root`;
   });
   return `${lines.join("\n")}root ::= g0-root\n`;
 }
@@ -494,13 +494,13 @@ function repeated(one: string, parallel: boolean, sep: string, each: readonly [s
  */
 export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { response?: JsonSchema; thinking?: ReplySyntax["thinking"]; templateSource?: string } = {}): string {
   const allowed = typeof tools.choice === "object" ? tools.functions.filter((f) => f.name === (tools.choice as { name: string }).name) : tools.functions;
-  /** the GBNF of a schema of call objects, each function's arguments in its slot */
-  const callsGbnf = (schema: JsonSchema) => slottedGbnf(schema, allowed);
+  /** the GBNF of a schema of call objects, each function's arguments in its slot (then the `more` slots' schemas) */
+  const callsGbnf = (schema: JsonSchema, more: readonly JsonSchema[] = []) => slottedGbnf(schema, [...allowed.map((f) => f.parameters), ...more]);
   /** call objects, with the model's own id where its template writes one (Command R7B's first, Mistral's last) */
   const objects = (keys: { name: string; args: string; firstId?: JsonSchema; lastId?: JsonSchema }): JsonSchema => ({
     anyOf: allowed.map((f, i) => ({
       type: "object",
-      properties: { ...(keys.firstId ? { tool_call_id: keys.firstId } : {}), [keys.name]: { const: f.name }, [keys.args]: argumentsSlot(i), ...(keys.lastId ? { id: keys.lastId } : {}) },
+      properties: { ...(keys.firstId ? { tool_call_id: keys.firstId } : {}), [keys.name]: { const: f.name }, [keys.args]: slot(i), ...(keys.lastId ? { id: keys.lastId } : {}) },
       required: [...(keys.firstId ? ["tool_call_id"] : []), keys.name, keys.args, ...(keys.lastId ? ["id"] : [])],
     })),
   });
@@ -556,12 +556,13 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       g = repeated(alternatives((f) => `<｜tool▁call▁begin｜>function<｜tool▁sep｜>${f.name}\n\`\`\`json\n`, "\n```<｜tool▁call▁end｜>"), p, "\"\\n\"", ["", ""], ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"]);
       break;
     case "generic": {
-      const call = { anyOf: allowed.map((f, i) => ({ type: "object", properties: { name: { const: f.name }, arguments: argumentsSlot(i) }, required: ["name", "arguments"] })) };
+      const call = { anyOf: allowed.map((f, i) => ({ type: "object", properties: { name: { const: f.name }, arguments: slot(i) }, required: ["name", "arguments"] })) };
       const calls: JsonSchema = p
         ? { type: "object", properties: { tool_calls: { type: "array", items: call, minItems: 1 } }, required: ["tool_calls"] }
         : { type: "object", properties: { tool_call: call }, required: ["tool_call"] };
-      const answer: JsonSchema = { type: "object", properties: { response: options.response ?? { type: "string" } }, required: ["response"] };
-      g = callsGbnf(tools.choice === "auto" ? { anyOf: [calls, answer] } : calls);
+      // (the response_format's schema a slot too: its $refs point into its own $defs)
+      const answer: JsonSchema = { type: "object", properties: { response: options.response ? slot(allowed.length) : { type: "string" } }, required: ["response"] };
+      g = tools.choice === "auto" ? callsGbnf({ anyOf: [calls, answer] }, options.response ? [options.response] : []) : callsGbnf(calls);
       break;
     }
   }
