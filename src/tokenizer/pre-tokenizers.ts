@@ -150,7 +150,7 @@ export class PieceCursor {
         if (from > piece.length) { this.depth--; continue; }
         const re = this.patterns[d]!;
         re.lastIndex = from;
-        let m = re.exec(piece);
+        let m = execOrRefuse(re, piece);
         // an empty match is skipped (the search moves one code point on; the gap keeps growing)
         // or, with emptyMatchCuts, ends a gap that has begun
         let cut = -1;
@@ -159,7 +159,7 @@ export class PieceCursor {
           if (this.emptyMatchCuts && m.index > start) { cut = m.index; this.searchFrom[d] = at; break; }
           if (at > piece.length) { m = null; break; }
           re.lastIndex = at;
-          m = re.exec(piece);
+          m = execOrRefuse(re, piece);
         }
         if (cut >= 0) {
           child = piece.slice(start, cut);
@@ -181,6 +181,21 @@ export class PieceCursor {
       this.enter(d + 1, child);
       this.depth = d + 1;
     }
+  }
+}
+
+/**
+ * `re.exec(text)` from re.lastIndex, or one clear line where V8's backtracking stack runs out: a
+ * single match of millions of characters (10M "中" with no space under GPT-2's ` ?\p{L}+`; 3M
+ * pass) threw a bare "RangeError: Maximum call stack size exceeded".
+ */
+function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
+  const from = re.lastIndex;
+  try {
+    return re.exec(text);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new Error(`a pre-tokenizer match from character ${from} of a ${text.length}-character piece of the text is too long for the JS regex engine (${e.message}); put spaces or newlines in it`);
   }
 }
 
