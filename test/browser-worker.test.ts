@@ -130,8 +130,9 @@ function thrownBy(calls: (() => unknown)[]): string[] {
   });
 }
 
-test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary rejects the first next() with Node's message", { skip }, async () => {
-  const { value, errors } = await inPage<{ stream: string[]; chat: string[]; names: string[]; sent: number; vocab: string; after: number[] }>(`
+test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary rejects the first next() (and generate) with Node's error: message, name and option", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string };
+  const { value, errors } = await inPage<{ stream: string[]; chat: string[]; names: string[]; sent: number; vocab: Refusal[]; after: number[] }>(`
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
     await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
     const worker = engine.worker, post = worker.postMessage.bind(worker);
@@ -145,7 +146,8 @@ test("stream() and streamChat() refuse a value that is wrong whatever the model 
     const chat = [...bad.map((o) => thrown(() => engine.streamChat(messages, { chatTemplate: ${JSON.stringify(CHAT_TEMPLATE)}, ...o }))),
       thrown(() => engine.streamChat("Once upon a time")), thrown(() => engine.streamChat(messages, { system: 5 })), thrown(() => engine.streamChat(messages, { parseSpecialInContent: "yes" }))];
     const refusedSent = sent;
-    const vocab = await engine.stream([1, 999999], { maxTokens: 2 }).next().then(() => "resolved", (e) => e.message);
+    const refusal = (e) => ({ name: e.name, message: e.message, option: e.option });
+    const vocab = [await engine.stream([1, 999999], { maxTokens: 2 }).next().then(() => "resolved", refusal), await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", refusal)];
     const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
     engine.terminate();
     return { stream, chat, names: [...new Set(names)], sent: refusedSent, vocab, after: after.completionTokens };`);
@@ -159,7 +161,15 @@ test("stream() and streamChat() refuse a value that is wrong whatever the model 
       () => model.streamChat("Once upon a time" as never), () => model.streamChat(messages, { system: 5 as never }), () => model.streamChat(messages, { parseSpecialInContent: "yes" as never })]);
     assert.ok(!nodeChat.includes("no throw"), JSON.stringify(nodeChat));
     assert.deepEqual(value.chat, nodeChat);
-    assert.equal(value.vocab, thrownBy([() => model.stream([1, 999999], { maxTokens: 2 })])[0]);
+    let outOfVocab: Refusal | undefined;
+    try {
+      model.stream([1, 999999], { maxTokens: 2 });
+    } catch (e) {
+      outOfVocab = { name: (e as Error).name, message: (e as Error).message, option: (e as { option?: string }).option };
+    }
+    assert.equal(outOfVocab?.option, "prompt");
+    // (before, the option did not cross from the worker: the page's error had no way to say which argument was refused)
+    assert.deepEqual(value.vocab, [outOfVocab, outOfVocab]);
   } finally {
     model.dispose();
   }

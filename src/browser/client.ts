@@ -101,8 +101,10 @@ export class TsllmWorker {
       this.pending.delete(reply.id);
       if (reply.kind === "result") p.resolve(reply.value);
       else {
-        const error = new Error(reply.message);
+        // a refused option keeps the name of the option it refused, as the library's OptionError does (it was lost)
+        const error: Error & { option?: string } = new Error(reply.message);
         if (reply.name) error.name = reply.name;
+        if (reply.option !== undefined) error.option = reply.option;
         p.reject(error);
       }
     }

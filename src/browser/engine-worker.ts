@@ -141,10 +141,17 @@ async function handle(req: Request): Promise<unknown> {
   }
 }
 
+/** what the page needs of an error to rebuild it: its message, name and, for a refused option, which one */
+function errorReply(id: number, err: unknown): Reply {
+  if (!(err instanceof Error)) return { id, kind: "error", message: String(err) };
+  const option = (err as { option?: unknown }).option;
+  return { id, kind: "error", message: err.message, name: err.name, ...(typeof option === "string" ? { option } : {}) };
+}
+
 scope.onmessage = (e) => {
   const req = e.data as Request;
   handle(req).then(
     (value) => send({ id: req.id, kind: "result", value }),
-    (err: unknown) => send({ id: req.id, kind: "error", message: err instanceof Error ? err.message : String(err), ...(err instanceof Error ? { name: err.name } : {}) }),
+    (err: unknown) => send(errorReply(req.id, err)),
   );
 };

@@ -65,7 +65,7 @@ export interface LoadedModel {
 
 export type Reply =
   | { id: number; kind: "result"; value: unknown }
-  | { id: number; kind: "error"; message: string; /** the Error's name ("AbortError" for an aborted load) */ name?: string }
+  | { id: number; kind: "error"; message: string; /** the Error's name ("AbortError" for an aborted load) */ name?: string; /** an OptionError's option ("prompt", "temperature", ...), as Node's error carries it */ option?: string }
   | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }
   | { id: number; kind: "progress"; progress: LoadProgress };
 
