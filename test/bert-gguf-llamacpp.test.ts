@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { convertHFToGGUF, embed, loadEmbeddingModel } from "../src/index.js";
+import { readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { GGMLType } from "../src/tensor/dtypes.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
 import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
@@ -33,6 +35,11 @@ test("convert a BERT folder to GGUF: tsllm (folder, GGUF) and llama.cpp embeddin
   const r = await convertHFToGGUF(folder, gguf, { type: "f32" });
   assert.equal(r.architecture, "bert");
   assert.equal(r.tensors, 5 + 2 * 16);
+  // the position and token-type tables stay F32 at any type, as llama.cpp's converter writes them
+  const f16 = join(dir, "bert-f16.gguf");
+  await convertHFToGGUF(folder, f16, { type: "f16" });
+  const f16Types = new Map(readGGUFHeader(f16).tensors.map((x) => [x.name, x.type]));
+  assert.deepEqual([f16Types.get("position_embd.weight"), f16Types.get("token_types.weight"), f16Types.get("token_embd.weight")], [GGMLType.F32, GGMLType.F32, GGMLType.F16]);
 
   const fromFolder = await embed(folder, TEXTS, { threads: 1 });
   const m = await loadEmbeddingModel(gguf, { threads: 1 });

@@ -97,6 +97,21 @@ test("convert Llama --type iq4_xs: llama.cpp on the GGUF = tsllm on the folder w
 });
 
 /*
+ * llama.cpp's converter writes the position and token-type tables F32 whatever --outtype (POS_EMBD
+ * and TOKEN_TYPES are among its tensors "always in float32"); quantize-on-load keeps them as stored,
+ * so the Q8_0 file and tsllm on the folder hold the same table.
+ */
+test("convert GPT-2 --type q8_0 and f16: the position table is F32, as llama.cpp's converter writes it; llama.cpp on the q8_0 GGUF = tsllm on the folder with quantize q8_0", { skip: skipGpt2 }, async () => {
+  await check({ name: "gpt2-q8_0", spec: { ...tinyGpt2, std: STD, seed: 38 }, type: "q8_0", tolerance: 1e-3, maxFlipped: 2 });
+  const typeOf = (file: string, name: string) => typeName(readGGUFHeader(file).tensors.find((t) => t.name === name)!.type);
+  assert.equal(typeOf(join(dir, "gpt2-q8_0.gguf"), "position_embd.weight"), "F32");
+  const f16 = join(dir, "gpt2-f16.gguf");
+  await run(process.execPath, ["--import", "tsx", CLI, "convert", "--model", join(dir, "gpt2-q8_0"), "--out", f16, "--type", "f16", "--vocab", tinyGpt2.tokenizerFrom], { cwd: PROJECT_ROOT });
+  assert.equal(typeOf(f16, "position_embd.weight"), "F32");
+  assert.equal(typeOf(f16, "token_embd.weight"), "F16");
+});
+
+/*
  * IQ4_XS packs rows in blocks of 256; llama-quant.cpp's tensor_type_fallback writes a matrix whose
  * rows are not whole blocks as IQ4_NL (blocks of 32). convert reports them as quantize does.
  */

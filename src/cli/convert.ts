@@ -20,7 +20,8 @@ Options:
                         when complete; never one of the files read; off Windows a backslash in it is
                         refused (it is no folder separator there: write the path with /)
   --type T              weight format of the matrices: f32, f16 (default), bf16, q8_0, q4_0, iq4_nl or iq4_xs;
-                        norms and biases stay f32; a matrix whose rows are not whole blocks of the
+                        norms, biases and the position / token-type tables stay f32, as llama.cpp's
+                        converter writes them; a matrix whose rows are not whole blocks of the
                         type falls back as llama.cpp's does (iq4_xs -> iq4_nl, then f16), summed up
                         in one line on stderr, as quantize sums them up
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);

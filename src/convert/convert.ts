@@ -33,7 +33,7 @@ export const CONVERT_TYPES: Readonly<Record<ConvertType, { type: GGMLType; fileT
 const ROW_FALLBACK = new Map<GGMLType, GGMLType>([[GGMLType.IQ4_XS, GGMLType.IQ4_NL]]);
 
 export interface ConvertOptions {
-  /** weight format of the matrices (default f16); vectors stay F32 */
+  /** weight format of the matrices (default f16); vectors and the position / token-type tables stay F32 */
   readonly type?: ConvertType;
   /**
    * a GGUF whose tokenizer.* keys are copied (e.g. a vocab-only GGUF of the same tokenizer),
@@ -60,14 +60,16 @@ export interface ConvertResult {
 }
 
 /**
- * The type a tensor is written in: vectors F32, matrices `want` when their rows are whole blocks
- * (or its fallback's), else F16; a matrix that fell back is pushed to `fallbacks`.
+ * The type a tensor is written in: vectors and the position / token-type tables F32, matrices
+ * `want` when their rows are whole blocks (or its fallback's), else F16; a matrix that fell back
+ * is pushed to `fallbacks`.
  */
 function outputType(info: SourceTensorInfo, want: GGMLType, fallbacks: TypeFallback[]): GGMLType {
   if (info.dims.length < 2) return GGMLType.F32;
+  // the position and token-type tables (GPT-2, BERT): F32 whatever the type, as llama.cpp's
+  // converter writes them (its tensors "always in float32"); quantize-on-load leaves them as stored
+  if (info.name === "position_embd.weight" || info.name === "token_types.weight") return GGMLType.F32;
   if (typeInfo(want).blockSize === 1) return want;
-  // GPT-2's position table stays unquantized, as quantize-on-load leaves it
-  if (info.name === "position_embd.weight") return GGMLType.F16;
   const cols = info.dims[0]!;
   let type: GGMLType | undefined = want;
   while (type !== undefined && cols % typeInfo(type).blockSize !== 0) type = ROW_FALLBACK.get(type);
