@@ -106,3 +106,26 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(q.json.error.param, `messages[1].k"][2]${".a".repeat(253)}`);
   });
 });
+
+describe("a token limit the KV cache cannot hold, on stories260K with a 48-token KV cache", { skip }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => {
+    s = await serveStories({ kvCacheBytes: 64 * 1024 });
+  });
+  after(() => s?.close());
+
+  test("the 400 names the limit by the name the request gave it: max_completion_tokens or max_tokens", async () => {
+    const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "hi" }];
+    for (const name of ["max_completion_tokens", "max_tokens"] as const) {
+      const e = await client.chat.completions.create({ model: "stories260K", messages, [name]: 400 }).then(() => assert.fail("expected a 400"), (e: unknown) => e);
+      assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+      assert.equal(e.param, name);
+      assert.equal(e.code, "context_length_exceeded");
+      assert.match(e.message, /needs room for up to \d+ tokens of KV cache/);
+    }
+    const text = await post(`${s.url}/v1/completions`, { prompt: "Once", max_completion_tokens: 400 });
+    assert.equal(text.status, 400);
+    assert.equal(text.json.error.param, "max_completion_tokens");
+  });
+});

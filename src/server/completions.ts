@@ -6,7 +6,7 @@ import type { GenerationRun } from "../llm.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
-import { generationOptionsOf, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
+import { generationOptionsOf, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
@@ -34,6 +34,8 @@ interface Job {
   reply?: ReplySyntax;
   /** the parameter whose grammar shapes the reply (what a grammar failing mid-generation names) */
   constraintParam?: string;
+  /** the name the request gave its token limit by */
+  maxTokensParam: string;
 }
 
 const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
@@ -158,7 +160,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   }
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body),
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
@@ -211,7 +213,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
     for (const p of job.prompts) runs.push(ctx.model.submit(p, { ...job.options, signal: controller.signal }));
   } catch (e) {
     controller.abort();
-    throw fromSubmitError(e, PROMPT_PARAM[job.kind]);
+    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam });
   }
   return runs;
 }

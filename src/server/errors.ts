@@ -60,19 +60,20 @@ export function schemaFaultParam(base: string, message: string): string {
 }
 
 /** the engine's option names (RequestError.option) -> the request parameters that set them */
-const OPTION_PARAM: Record<string, string> = { maxTokens: "max_tokens", logprobs: "logprobs", n: "n", jsonSchema: SCHEMA_PARAM, json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
+const OPTION_PARAM: Record<string, string> = { logprobs: "logprobs", n: "n", jsonSchema: SCHEMA_PARAM, json: "response_format", grammar: "grammar", logitBias: "logit_bias" };
 
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's
  * OptionErrors (RequestError among them) become 400s naming the parameter their `option` stands
- * for (the prompt parameter is `promptParam`); other RangeErrors and TypeErrors 400s without
- * one; anything else is the server's fault.
+ * for (the prompt's and the token limit's as the request named them: `named.prompt`,
+ * `named.maxTokens`); other RangeErrors and TypeErrors 400s without one; anything else is the
+ * server's fault.
  */
-export function fromSubmitError(e: unknown, promptParam: string): ApiError {
+export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string }): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
   if (e instanceof OptionError) {
-    let param = e.option === "prompt" ? promptParam : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
+    let param = e.option === "prompt" ? named.prompt : e.option === "maxTokens" ? named.maxTokens : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
     // (a schema the grammar cannot hold: the spot in it its message names)
     if (e.option === "jsonSchema") param = schemaFaultParam(param, message);
     return new ApiError(400, message, "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");

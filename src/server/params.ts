@@ -138,6 +138,11 @@ function maxTokensOf(body: Body, fewest: number): number | undefined {
   return optNumber(body, "max_completion_tokens", { integer: true, min: fewest }) ?? optNumber(body, "max_tokens", { integer: true, min: fewest });
 }
 
+/** the name the request gave its token limit by (what a refusal of the limit names) */
+export function maxTokensParam(body: Body): "max_tokens" | "max_completion_tokens" {
+  return body["max_completion_tokens"] !== undefined && body["max_completion_tokens"] !== null ? "max_completion_tokens" : "max_tokens";
+}
+
 /**
  * The generation options every completion request shares (sampling, stopping, n, seed), in the
  * library's terms. Only parameters the request sets appear, so the model's defaults and then the
