@@ -1,6 +1,7 @@
 import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planFits, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
+import { cpuCount } from "./platform/host.js";
 import {
   cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
 } from "./generation/index.js";
@@ -533,6 +534,8 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
   return {
     tensors: [...opened.tensors.values()], contextSize, quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options), kvCacheBytes: options.kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
     wasm: options.backend === undefined || options.backend === "wasm",
+    // the backend's own default; a bad value is its refusal to make (createBackend), not the plan's
+    threads: Number.isInteger(options.threads) && options.threads! >= 1 ? options.threads : cpuCount(),
     shape: { ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim, vocabSize: embd.dims[1] ?? 0 },
   };
 }

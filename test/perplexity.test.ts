@@ -216,8 +216,9 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", PROJECT_ROOT]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}: it is a folder, not a text file\n` && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", `${PROJECT_ROOT}/no-such.txt`]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}/no-such.txt: no such file\n` && e.code === 1);
-  // a window too large for memory (the text holds two): the advice names this command's flag (it said generate's --ctx-size)
-  const withMemory = (ctx: string, bytes: number) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", ctx], {
+  // a window too large for memory (the text holds two): the advice names this command's flag (it said generate's --ctx-size);
+  // one thread, so that the plan has no wasm worker's 34 MiB whatever the machine's cores
+  const withMemory = (ctx: string, bytes: number) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", ctx, "--threads", "1"], {
     cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(bytes) },
   }).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
   const tooLarge = await withMemory("1000", 36e6);

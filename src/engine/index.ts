@@ -5,4 +5,4 @@ export { EngineRequest, type Decoding, type RequestEvent, type RequestOutcome, t
 export { RunningSequence } from "./running-sequence.js";
 export type { ChoiceOutcome, Strategy, StrategyHost, StrategyRequest } from "./strategy.js";
 export { RequestError } from "./errors.js";
-export { AUTO_CONTEXT_FLOOR, autoContextSize, AVAILABLE_MEMORY_ENV, availableMemoryBytes, checkMemoryPlan, DEFAULT_MEMORY_MARGIN, kvPoolBytes, largestFittingContext, MEMORY_MARGIN_ENV, memoryMarginBytes, outgrownKvBlocks, planFits, planMemory, WASM_MEMORY_BYTES, type MemoryPlan, type PlanRequest, type PlanShape } from "./memory-plan.js";
+export { AUTO_CONTEXT_FLOOR, autoContextSize, AVAILABLE_MEMORY_ENV, availableMemoryBytes, checkMemoryPlan, DEFAULT_MEMORY_MARGIN, kvPoolBytes, largestFittingContext, MEMORY_MARGIN_ENV, memoryMarginBytes, outgrownKvBlocks, planFits, planMemory, WASM_MEMORY_BYTES, WORKER_BYTES, type MemoryPlan, type PlanRequest, type PlanShape } from "./memory-plan.js";

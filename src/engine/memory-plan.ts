@@ -39,6 +39,8 @@ export interface PlanRequest {
   readonly maxBatchTokens?: number;
   /** one wasm32 memory holds at most 4 GiB: no single tensor may be larger (the wasm backend) */
   readonly wasm?: boolean;
+  /** the wasm backend's threads, the calling one included: each other one is a worker (WORKER_BYTES) */
+  readonly threads?: number;
   /**
    * the most bytes the backend allocates in one buffer (Backend.maxBufferBytes: a GPU adapter's
    * largest storage binding), which one layer's K or V array of the KV pool must fit in; with the
@@ -65,8 +67,14 @@ export interface MemoryPlan {
 
 /** one wasm32 memory: 65536 pages of 64 KiB */
 export const WASM_MEMORY_BYTES = 4 * 2 ** 30;
-/** workers, the wasm module and its stacks, the tokenizer, the JS heap: a fixed allowance */
+/** the wasm module and its stacks, the tokenizer, the JS heap: a fixed allowance */
 const RUNTIME_BYTES = 32 * 2 ** 20;
+/**
+ * Each worker thread of the wasm backend (its own isolate, heap and compiled module): rss after
+ * loading the same model grew by 32.5-36.6 MB a worker, whatever the model (scripts/measure-memory-
+ * plan.ts --sequences 0 --threads 1/2/3/4/8: 44 MB and 230 MB F32 llamas, docs/hardening.md)
+ */
+export const WORKER_BYTES = 34 * 2 ** 20;
 
 /**
  * Free memory the automatic sizes (contextSize "auto", the default KV pool) leave unused: llama.cpp's
@@ -129,7 +137,8 @@ export function planMemory(r: PlanRequest): MemoryPlan {
   // per batch token: residual, norm, Q/K/V, attention out (~6 x embedding), gate/up/act (3 x ffn),
   // logits (vocab), attention scores over the context (heads x context); f32
   const batch = Math.min(r.maxBatchTokens ?? 64, r.contextSize);
-  const scratchBytes = RUNTIME_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
+  const workers = r.wasm ? Math.max(0, (r.threads ?? 1) - 1) : 0;
+  const scratchBytes = RUNTIME_BYTES + workers * WORKER_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
   return {
     contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes,
     totalBytes: weightBytes + kvCacheBytes + scratchBytes, largestTensor,
