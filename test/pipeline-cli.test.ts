@@ -163,10 +163,10 @@ test("tsllm pipeline text-generation --max-length / --max-new-tokens past the mo
   const prompt = Array(509).fill("Hello").join(" "); // 509 GPT-2 tokens; gpt2-tiny has 512 positions
   const past = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-length", "514", "--json", "--threads", "1");
   assert.equal(past.status, 0, past.stderr);
-  assert.equal(past.stderr, "tsllm: warning: the input asks for up to 514 tokens in all (--max-length, the prompt's 509 included); the model's context holds 512: the generation stops there at the latest\n");
+  assert.equal(past.stderr, "tsllm: warning: text-generation: the input asks for up to 514 tokens in all, the prompt's 509 included (maxLength, --max-length); the model's context holds 512: the generation stops there at the latest\n");
   assert.ok(JSON.parse(past.stdout)[0][0].generated_text.startsWith(prompt));
   const viaNew = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-new-tokens", "4", "--json", "--threads", "1");
-  assert.match(viaNew.stderr, /^tsllm: warning: the input asks for up to 513 tokens in all \(--max-new-tokens, the prompt's 509 included\)/);
+  assert.equal(viaNew.stderr, "tsllm: warning: text-generation: the input asks for up to 513 tokens in all, the prompt's 509 included (maxNewTokens, --max-new-tokens); the model's context holds 512: the generation stops there at the latest\n");
   // within the context: no warning
   const within = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", prompt, "--max-length", "512", "--json", "--threads", "1");
   assert.equal(within.status, 0, within.stderr);

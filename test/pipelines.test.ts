@@ -449,3 +449,51 @@ test("maxLength past the model's positions is an OptionError naming it and the l
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/*
+ * text-generation stops at the end of the model's context at the latest, and its answer
+ * ([{generated_text}]) carries no finish reason: a generation asking for more went short without a
+ * sign. transformers warns there (MaxLengthCriteria's reminder once a generation passes
+ * max_position_embeddings, through its logger). Now one line per input asking for more, through
+ * onWarning (default process.emitWarning), before it runs; none within the context.
+ */
+test("text-generation asking for more tokens than the model's context: one warning per such input through onWarning (default process.emitWarning), none within it", { skip }, async () => {
+  const folder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const positions = JSON.parse(readFileSync(`${folder}/config.json`, "utf8")).n_positions as number; // 512
+  // GPT-2's BPE: "Hello" and each " Hello" are one token each
+  const prompt = Array(positions - 3).fill("Hello").join(" ");
+  const warnings: string[] = [];
+  const gen = await pipeline("text-generation", folder, { threads: 1, onWarning: (w) => warnings.push(w) });
+  try {
+    assert.equal(gen.model.contextSize, positions);
+    const past = (await gen(prompt, { maxLength: positions + 2 })) as { generated_text: string }[];
+    assert.ok(past[0]!.generated_text.startsWith(prompt)); // still answered
+    assert.deepEqual(warnings, [`text-generation: the input asks for up to ${positions + 2} tokens in all, the prompt's ${positions - 3} included (maxLength, --max-length); the model's context holds ${positions}: the generation stops there at the latest`]);
+    warnings.length = 0;
+    await gen(["Hello", prompt], { maxNewTokens: 4, returnFullText: false });
+    assert.deepEqual(warnings, [`text-generation: input 1 asks for up to ${positions + 1} tokens in all, the prompt's ${positions - 3} included (maxNewTokens, --max-new-tokens); the model's context holds ${positions}: the generation stops there at the latest`]);
+    warnings.length = 0;
+    // the default 256 new tokens, and within the context (maxLength = the context; nothing new asked) no warning
+    await gen(prompt, { returnFullText: false });
+    assert.deepEqual(warnings, [`text-generation: the input asks for up to ${positions - 3 + 256} tokens in all, the prompt's ${positions - 3} included (the default 256 new tokens); the model's context holds ${positions}: the generation stops there at the latest`]);
+    warnings.length = 0;
+    await gen(prompt, { maxLength: positions });
+    await gen(prompt, { maxLength: positions - 10 });
+    assert.deepEqual(warnings, []);
+  } finally {
+    gen.dispose();
+  }
+  // no onWarning: process.emitWarning, as loadModel's warnings
+  const seen: string[] = [];
+  const listener = (w: Error) => seen.push(w.message);
+  process.on("warning", listener);
+  const plain = await pipeline("text-generation", folder, { threads: 1 });
+  try {
+    await plain(prompt, { maxNewTokens: 4 });
+    await new Promise((r) => setImmediate(r)); // emitWarning's event comes on the next tick
+    assert.deepEqual(seen.filter((m) => m.startsWith("text-generation:")).length, 1);
+  } finally {
+    process.off("warning", listener);
+    plain.dispose();
+  }
+});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -224,5 +224,38 @@ test("tsllm serve --model on an embedding folder answers /v1/embeddings; --auto-
   } finally {
     s.child.kill("SIGTERM");
     assert.equal(await s.exited, 0);
+  }
+});
+
+// serve decides encoder or decoder by the library's rule: a sentence-transformers folder whose Transformer
+// module sits in 0_Transformer/ is read as an encoder, so a decoder there (GPT-2) is refused naming that
+// config.json; before, serve loaded the GPT-2 at the folder's top and served it as a generator
+test("tsllm serve on a sentence-transformers folder whose 0_Transformer/ holds a decoder: one error line naming 0_Transformer/config.json, exit 1, the top's model not served", { skip: skip || skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-serve-st-decoder-"));
+  try {
+    const gpt2 = `${SHARED}/hf-oracle/gpt2-tiny`;
+    mkdirSync(join(dir, "0_Transformer"));
+    mkdirSync(join(dir, "1_Pooling"));
+    for (const f of readdirSync(gpt2)) {
+      copyFileSync(join(gpt2, f), join(dir, "0_Transformer", f));
+      copyFileSync(join(gpt2, f), join(dir, f)); // a model at the top too: not the one modules.json names
+    }
+    copyFileSync(join(folder, "1_Pooling", "config.json"), join(dir, "1_Pooling", "config.json"));
+    writeFileSync(join(dir, "modules.json"), JSON.stringify([
+      { idx: 0, name: "0", path: "0_Transformer", type: "sentence_transformers.models.Transformer" }, { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+    ]));
+    const outcome = await spawnServe(["--model", dir]).then(async (s) => {
+      s.child.kill("SIGTERM");
+      await s.exited;
+      return `served: ${s.stderr()}`;
+    }, (e: Error) => e.message);
+    const m = /^tsllm serve exited with (\d+): (.*)$/s.exec(outcome);
+    assert.ok(m, outcome);
+    assert.equal(m[1], "1");
+    const lines = m[2]!.trim().split("\n").filter((l) => !/^tsllm serve: listening on /.test(l));
+    assert.equal(lines.length, 1, m[2]);
+    assert.ok(lines[0]!.startsWith(`tsllm: error: ${join(dir, "0_Transformer", "config.json")}: architectures: unsupported encoder architecture "GPT2LMHeadModel" (supported: BertModel, `), lines[0]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -112,7 +112,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 
-  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder && maxLength !== undefined ? { maxLength } : {}) }).catch((e: unknown) => {
+  // a decoder's warnings (the load's; a generation asking for more than the context holds) are the library's, one line each
+  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder ? (maxLength !== undefined ? { maxLength } : {}) : { onWarning: printWarning }) }).catch((e: unknown) => {
     // past the model's positions (known once it is open): the flag's own usage error
     throw e instanceof OptionError && e.option === "maxLength" ? new UsageError(`--max-length${e.message.slice("maxLength".length)}`) : e;
   });
@@ -128,17 +129,6 @@ export async function runPipeline(argv: string[]): Promise<void> {
         // pre-split words are WordPiece's, whose tokens are those of the words joined by a space
         const n = p.countTokens(wordLists ? wordLists[i]!.join(" ") : text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
         if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
-      });
-    }
-    // a generation past the model's context stops at its end: transformers warns there (its "friendly
-    // reminder" past max_position_embeddings; GPT-2's model then fails), so the command line says so up front
-    if (p.task === "text-generation") {
-      const context = (p as TextGenerationPipeline).model.contextSize;
-      inputs.forEach((text, i) => {
-        const prompt = Math.max(1, (p as TextGenerationPipeline).model.tokenizer.encode(text).length);
-        const total = maxNewTokens !== undefined ? prompt + maxNewTokens : (maxLength ?? prompt + 256);
-        const flag = maxNewTokens !== undefined ? "--max-new-tokens" : maxLength !== undefined ? "--max-length" : "the default 256 new tokens";
-        if (total > context) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} asks for up to ${total} tokens in all (${flag}, the prompt's ${prompt} included); the model's context holds ${context}: the generation stops there at the latest`);
       });
     }
     const results: unknown[] = [];

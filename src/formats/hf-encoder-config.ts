@@ -98,6 +98,18 @@ export function isEncoderModel(folder: string): boolean {
   }
 }
 
+/**
+ * true where a model is loaded as an encoder rather than a decoder (the library's embeddings and
+ * `tsllm serve` decide so, one rule): isEncoderModel, or a sentence-transformers folder whose
+ * Transformer module sits in a folder of its own (0_Transformer/, the older layout). encode() runs
+ * that module, so one the encoder loader does not follow (a decoder, MPNet ...) is refused naming
+ * its config.json, rather than the folder's top (another model, or sentence-transformers' version
+ * file) loaded. A modules.json that cannot be read throws, naming the field.
+ */
+export function loadsAsEncoder(path: string): boolean {
+  return isEncoderModel(path) || transformerFolder(path) !== path;
+}
+
 function labelsOf(f: Fields, count: number | undefined): string[] {
   const raw = f.o["id2label"];
   if (raw === undefined || raw === null) return Array.from({ length: count ?? 2 }, (_, i) => `LABEL_${i}`);

@@ -8,5 +8,5 @@ export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type Safeten
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";
 export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";
 export { assertNotAnInput, writeOutputFile } from "./output-file.js";
-export { HF_ENCODER_ARCHITECTURES, isEncoderModel, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
+export { HF_ENCODER_ARCHITECTURES, isEncoderModel, loadsAsEncoder, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
 export { readSentenceTransformerConfig, transformerFolder, type Pooling, type SentenceTransformerConfig } from "./sentence-transformers.js";

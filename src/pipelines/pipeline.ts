@@ -1,4 +1,4 @@
-import { isEncoderModel, transformerFolder } from "../formats/index.js";
+import { isEncoderModel, loadsAsEncoder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
@@ -34,7 +34,8 @@ export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string
 
 export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
 
-export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize">;
+/** onWarning (text-generation only): where its warnings go, one line each, the load's and the calls' (default process.emitWarning) */
+export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning">;
 
 /**
  * The options a task's calls take, also taken by pipeline() as the pipeline's own: each call uses
@@ -55,7 +56,7 @@ const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
 
 /** what loading takes, by the kind of model a task loads (a decoder has no batchSize; maxLength is its calls') */
 const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
-const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize"];
+const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning"];
 
 /** the options among `names` */
 function pick(options: object, names: readonly string[]): Record<string, unknown> {
@@ -108,7 +109,7 @@ export async function pipeline(task: "text-classification" | "sentiment-analysis
 export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions & TokenClassificationOptions): Promise<TokenClassificationPipeline>;
 export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions & FillMaskOptions): Promise<FillMaskPipeline>;
 export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions & FeatureExtractionOptions): Promise<FeatureExtractionPipeline>;
-export async function pipeline(task: "text-generation", model?: string, options?: Pick<PipelineOptions, "backend" | "threads" | "contextSize" | "quantize"> & TextGenerationOptions): Promise<TextGenerationPipeline>;
+export async function pipeline(task: "text-generation", model?: string, options?: Pick<PipelineOptions, "backend" | "threads" | "contextSize" | "quantize" | "onWarning"> & TextGenerationOptions): Promise<TextGenerationPipeline>;
 export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions & (TextClassificationOptions | TokenClassificationOptions | FillMaskOptions | FeatureExtractionOptions | TextGenerationOptions)): Promise<AnyPipeline>;
 /**
  * A Hugging Face-style pipeline: `await pipeline("sentiment-analysis", "folder")` returns a
@@ -128,9 +129,10 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
-    const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize });
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
+    const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, onWarning: warn });
     try {
-      return attach(textGeneration(m, calls), { task, path, model: m, ...disposer(() => m.dispose()) });
+      return attach(textGeneration(m, calls, warn), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {
       m.dispose();
       throw e;
@@ -190,10 +192,8 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
 export async function openEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel | DecoderEmbeddingModel> {
   const options = knownOptions("openEmbeddingModel", given, LOAD_OPTIONS);
   const path = await resolveFor("embeddings", model);
-  // a Transformer module in its own folder (0_Transformer/, the older layout) is what encode() runs: read
-  // as an encoder, so one the loader does not follow (a decoder, MPNet ...) is refused naming that folder's
-  // config.json, rather than the folder's top (another model, or sentence-transformers' version file) loaded
-  if (isEncoderModel(path) || transformerFolder(path) !== path) return loadEmbeddingModel(path, options);
+  // (a Transformer module in 0_Transformer/ is read as an encoder: one holding a decoder is refused naming it)
+  if (loadsAsEncoder(path)) return loadEmbeddingModel(path, options);
   return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads }));
 }
 

@@ -42,19 +42,36 @@ function startTokenOf(model: Model): number {
   return bos;
 }
 
+/** which option set a generation's length, as a warning names it (the command line's flag beside it) */
+function budgetName(o: TextGenerationOptions): string {
+  if (o.maxNewTokens !== undefined) return "maxNewTokens, --max-new-tokens";
+  if (o.maxLength !== undefined) return "maxLength, --max-length";
+  return `the default ${DEFAULT_MAX_NEW_TOKENS} new tokens`;
+}
+
 /**
  * text-generation (and chat: a list of messages in, the conversation with the assistant's reply
  * out), as transformers' TextGenerationPipeline returns it: [{generated_text}]. Greedy unless
  * doSample (transformers ignores temperature then, and so do we). `defaults`: options given when
  * the pipeline was made (transformers' pipeline("text-generation", max_new_tokens=...)), a call's
- * own options over them.
+ * own options over them. `warn`: where a generation asking for more tokens than the context holds
+ * is told, one line per input, before it runs.
  */
-export function textGeneration(model: Model, defaults: TextGenerationOptions = {}) {
+export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void) {
   checkBudgets(defaults);
   const budget = (promptTokens: number, o: TextGenerationOptions): number => {
     if (o.maxNewTokens !== undefined) return o.maxNewTokens;
     if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
     return DEFAULT_MAX_NEW_TOKENS;
+  };
+  // the answer has no finish reason, and the generation stops at the end of the context at the latest:
+  // transformers warns there (MaxLengthCriteria's "friendly reminder" once past max_position_embeddings;
+  // GPT-2's model then fails), so the caller is told when a generation asks for more
+  const checkRoom = (promptTokens: number, maxTokens: number, o: TextGenerationOptions, label: string): void => {
+    const total = promptTokens + maxTokens;
+    if (maxTokens > 0 && total > model.contextSize) {
+      warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${budgetName(o)}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
+    }
   };
   const generateOptions = (maxTokens: number, o: TextGenerationOptions): GenerateOptions => ({
     maxTokens,
@@ -66,20 +83,23 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions = {
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the
   // template; src/chat checks the parts (a part that is not text is refused, naming it)
-  const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
+  const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions, label: string): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
     if (typeof input === "string") {
       const ids = model.tokenizer.encode(input);
       // transformers' "Allow empty prompts": no input_ids, so generate() starts from [bos_token_id]
       // (which max_length counts); the decoded text skips it as a special token, and the prompt
       // text prefixed is "" (TextGenerationPipeline._forward / postprocess)
       const prompt = ids.length > 0 ? input : [startTokenOf(model)];
-      const maxTokens = budget(ids.length > 0 ? ids.length : 1, o);
+      const promptTokens = ids.length > 0 ? ids.length : 1;
+      const maxTokens = budget(promptTokens, o);
+      checkRoom(promptTokens, maxTokens, o, label);
       const completion = maxTokens === 0 ? "" : (await model.generate(prompt, generateOptions(maxTokens, o))).completion;
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
     const formatter = model.chatFormatter(o.chatTemplate);
     const promptTokens = formatter.encode([...input]).length;
     const maxTokens = budget(promptTokens, o);
+    checkRoom(promptTokens, maxTokens, o, label);
     const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o), chatTemplate: o.chatTemplate })).completion;
     const assistant: ChatMessage = { role: "assistant", content: reply };
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
@@ -88,7 +108,7 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions = {
   return async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
     const options = withDefaults(defaults, knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS));
     checkBudgets(options);
-    if (typeof input === "string") return one(input, options);
+    if (typeof input === "string") return one(input, options, "the input");
     if (!Array.isArray(input)) throw inputError("text-generation", "a string, a list of strings or a list of chat messages", input);
     // a list of prompts (none: no results), or one conversation (its messages' fields are the chat template's to check)
     const prompts = input.length === 0 || typeof input[0] === "string";
@@ -97,6 +117,6 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions = {
       const expected = i === 0 ? "a string or a chat message {role, content}" : prompts ? "a string, as input 0" : "a chat message {role, content}, as input 0";
       throw inputError("text-generation", expected, x, `input ${i}`);
     });
-    return prompts ? Promise.all((input as string[]).map((p) => one(p, options))) : one(input as readonly ChatMessageInput[], options);
+    return prompts ? Promise.all((input as string[]).map((p, i) => one(p, options, `input ${i}`))) : one(input as readonly ChatMessageInput[], options, "the conversation");
   };
 }
