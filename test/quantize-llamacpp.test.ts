@@ -13,7 +13,7 @@ import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { openModel } from "../src/models/open.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
-import { Rng, tinyLlama, writeRandomModel } from "../src/testing/index.js";
+import { Rng, tinyGpt2, tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { disposeSharedLlama, FLIPPED_ROUNDING_BOUND, llamaCppRun, llamaCppRunsAvx2 } from "./helpers/llama-cpp-oracle.js";
 import { stepAlongLlamaCpp } from "./helpers/logprobs.js";
@@ -169,6 +169,21 @@ test("tsllm quantize writes a GGUF's F16 norms F32, as llama.cpp's converter wri
   for (const name of vectors) assert.equal(typeName(written.get(name)!), "F32", name);
   const diffs = await compare(out);
   t.diagnostic(`F16 norms written F32, q8_0 matrices: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
+  assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
+});
+
+// quantizing a folder is llama.cpp's convert then llama-quantize: the converter writes the position
+// table F32 whatever the folder's dtype (POS_EMBD is among its tensors "always in float32") and
+// llama-quantize keeps it
+test("tsllm quantize of a BF16 GPT-2 folder writes its position table F32, as llama.cpp's converter; llama.cpp loads it and its logprobs match tsllm's", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf") }, async (t) => {
+  const folder = join(dir, "gpt2-bf16");
+  await writeRandomHFModel(folder, { ...tinyGpt2, std: 0.05, seed: 54 }, { dtype: "BF16" });
+  const out = join(dir, "gpt2-bf16-q8_0.gguf");
+  await quantizeModel(folder, out, { type: "q8_0", vocab: tinyGpt2.tokenizerFrom });
+  const written = readGGUFHeader(out).tensors.find((x) => x.name === "position_embd.weight")!;
+  assert.equal(typeName(written.type), "F32");
+  const diffs = await compare(out);
+  t.diagnostic(`GPT-2 BF16 folder -> q8_0: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
   assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
 });
 

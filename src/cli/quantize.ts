@@ -17,8 +17,9 @@ Writes a GGUF of llama-quantize's file type T with the types it picks per tensor
 output.weight Q6_K and some layers' attn_v / ffn_down Q6_K, the rest Q4_K; Q4_0 (and every other
 type but Q8_0 and Q6_K) has output.weight Q6_K; Q3_K, Q4_K and Q5_K are its aliases of Q3_K_M,
 Q4_K_M and Q5_K_M. --pure writes T's one type everywhere. IN is a GGUF file or a Hugging Face
-model folder. Vectors (norms, biases) are F32, as llama.cpp's converter writes them (a GGUF's F16
-norms too: llama-quantize keeps those F16, which llama.cpp's CPU backend cannot run); a matrix
+model folder. Vectors (norms, biases), and a folder's position / token-type tables, are F32, as
+llama.cpp's converter writes them (a GGUF's F16 norms too: llama-quantize keeps those F16, which
+llama.cpp's CPU backend cannot run); a matrix
 whose rows are not whole blocks of its type falls back as llama.cpp's does (q2_k/q3_k -> q4_0,
 q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
 a temporary file beside it and renamed when complete (an interrupted run leaves no partial file);

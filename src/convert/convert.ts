@@ -7,7 +7,7 @@ import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
 import { folderTokenizerEntries, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
-import type { TypeFallback } from "./quant-mixture.js";
+import { FLOAT32_TABLES, type TypeFallback } from "./quant-mixture.js";
 
 /**
  * Hugging Face folder -> GGUF that llama.cpp loads: the hyperparameters as llama.cpp's keys,
@@ -68,7 +68,7 @@ function outputType(info: SourceTensorInfo, want: GGMLType, fallbacks: TypeFallb
   if (info.dims.length < 2) return GGMLType.F32;
   // the position and token-type tables (GPT-2, BERT): F32 whatever the type, as llama.cpp's
   // converter writes them (its tensors "always in float32"); quantize-on-load leaves them as stored
-  if (info.name === "position_embd.weight" || info.name === "token_types.weight") return GGMLType.F32;
+  if (FLOAT32_TABLES.has(info.name)) return GGMLType.F32;
   if (typeInfo(want).blockSize === 1) return want;
   const cols = info.dims[0]!;
   let type: GGMLType | undefined = want;

@@ -72,6 +72,9 @@ function modelShape(metadata: ReadonlyMap<string, GGUFEntry>): ModelShape {
   return { arch, layers, gqa: kv === 0 ? 0 : Math.floor(heads / kv), experts: numberKey(metadata, `${arch}.expert_count`) ?? 0, is70B: arch === "llama" && layers === 80 && heads !== kv };
 }
 
+/** the position and token-type tables, which llama.cpp's converter writes F32 at every --outtype (its tensors "always in float32") */
+export const FLOAT32_TABLES: ReadonlySet<string> = new Set(["position_embd.weight", "token_types.weight"]);
+
 /** llama-quant.cpp's tensor_allows_quantization: the 2-D+ weights it quantizes (others keep their type) */
 const NEVER_QUANTIZED = [
   "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight",
@@ -123,6 +126,8 @@ export interface MixtureOptions {
   readonly leaveOutputTensor?: boolean;
   /** [regular expression, type]: the first match wins over the mixture (llama-quantize --tensor-type; a float file type ignores them, as llama-quantize does) */
   readonly overrides?: readonly (readonly [RegExp, GGMLType])[];
+  /** the tensors are a Hugging Face folder's: its position / token-type tables are written F32, as llama.cpp's converter writes them before llama-quantize keeps them */
+  readonly fromFolder?: boolean;
 }
 
 /** a matrix whose rows the asked type's blocks do not divide, and the type it was written in instead */
@@ -204,7 +209,8 @@ export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: Re
       // GGUF with F16 norms llama-quantize keeps them F16, and llama.cpp's CPU backend then aborts on
       // the first norm ("binary_op: unsupported types: dst: f32, src0: f32, src1: f16"): F32 loads
       const float = info.type === GGMLType.F32 || info.type === GGMLType.F16 || info.type === GGMLType.BF16;
-      plan.set(info.name, info.dims.length < 2 && float ? GGMLType.F32 : info.type);
+      const f32 = info.dims.length < 2 || (options.fromFolder === true && FLOAT32_TABLES.has(info.name));
+      plan.set(info.name, f32 && float ? GGMLType.F32 : info.type);
       continue;
     }
     const cat = category(info.name);

@@ -46,7 +46,7 @@ function tensorTypeOf(name: string, where: string): GGMLType {
 }
 
 /** the per-tensor rule, counting what it writes into `types` */
-function planner(options: QuantizeOptions, fallbacks: TypeFallback[], types: Record<string, number>): (infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>) => (info: SourceTensorInfo) => GGMLType {
+function planner(options: QuantizeOptions, fromFolder: boolean, fallbacks: TypeFallback[], types: Record<string, number>): (infos: readonly SourceTensorInfo[], metadata: ReadonlyMap<string, GGUFEntry>) => (info: SourceTensorInfo) => GGMLType {
   const overrides = (options.tensorTypes ?? []).map(([pattern, t]) => {
     let re: RegExp;
     try {
@@ -57,7 +57,7 @@ function planner(options: QuantizeOptions, fallbacks: TypeFallback[], types: Rec
     return [re, tensorTypeOf(t, `--tensor-type ${pattern}=${t}`)] as const;
   });
   return (infos, metadata) => {
-    const plan = planTensorTypes(infos, metadata, { fileType: options.type, pure: options.pure ?? false, leaveOutputTensor: options.leaveOutputTensor ?? false, overrides }, fallbacks);
+    const plan = planTensorTypes(infos, metadata, { fileType: options.type, pure: options.pure ?? false, leaveOutputTensor: options.leaveOutputTensor ?? false, overrides, fromFolder }, fallbacks);
     for (const t of plan.values()) types[typeName(t)] = (types[typeName(t)] ?? 0) + 1;
     return (info) => plan.get(info.name)!;
   };
@@ -72,9 +72,10 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
   if (refused !== undefined) throw new Error(refused);
   const fallbacks: TypeFallback[] = [];
   const types: Record<string, number> = {};
-  const plan = planner(options, fallbacks, types);
+  const fromFolder = statSync(input).isDirectory();
+  const plan = planner(options, fromFolder, fallbacks, types);
   let tensors: number;
-  if (statSync(input).isDirectory()) {
+  if (fromFolder) {
     tensors = (await convertHFToGGUF(input, out, { tensorTypes: plan, fileType: fileType.ftype, ...(options.vocab !== undefined ? { vocab: options.vocab } : {}) })).tensors;
   } else {
     // a GGUF keeps its own tokenizer: a --vocab given for it would be silently ignored
