@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -137,6 +137,13 @@ test("convert --type iq4_xs sums up the matrices that fell back (rows of 160: IQ
   const listed = verbose.stderr.split("\n").filter((l) => l.startsWith("tsllm: fallback: "));
   assert.deepEqual(listed.map((l) => l.split(" ")[2]).sort(), [...judged].sort());
   assert.ok(listed.every((l) => l.endsWith("(rows of 160): IQ4_XS -> IQ4_NL")), listed.join("\n"));
+  // --json: the same facts as one object on stdout, nothing on stderr
+  const json = await convert("--json");
+  assert.equal(json.stderr, "");
+  const j = JSON.parse(json.stdout) as { model: string; output: string; architecture: string; tensors: number; type: string; fallbacks: { tensor: string; rowLength: number; asked: string; type: string }[]; bytes: number };
+  assert.deepEqual([j.model, j.output, j.architecture, j.tensors, j.type, j.bytes], [folder, out, "llama", readGGUFHeader(out).tensors.length, "iq4_xs", statSync(out).size]);
+  assert.deepEqual(j.fallbacks.map((f) => f.tensor).sort(), [...judged].sort());
+  assert.ok(j.fallbacks.every((f) => f.rowLength === 160 && f.asked === "IQ4_XS" && f.type === "IQ4_NL"), JSON.stringify(j.fallbacks));
   const ref = await llamaCppRun(out, [1, 2, 3, 4], { decodeSteps: 1 });
   assert.equal(ref.greedyTokens.length, 1);
 });

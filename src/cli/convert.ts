@@ -5,7 +5,7 @@ import { optionalString, outputPath, parse, requireString, flag, UsageError, typ
 import { reportFallbacks } from "./quantize.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
-                     [--verbose]
+                     [--verbose] [--json]
 
 Converts a Hugging Face model folder (config.json + safetensors) to a GGUF file llama.cpp loads.
 A BERT folder (BertModel, a sentence-transformers folder, or a BERT with a head) becomes
@@ -29,6 +29,8 @@ Options:
                         GPT-2 / Llama 3 / Qwen, SentencePiece-style BPE tokenizer.json such as Llama 2,
                         or BERT's WordPiece)
   --verbose             list each tensor that fell back (by default one line sums them up)
+  --json                print {model, output, architecture, tensors, type, fallbacks, bytes} on stdout
+                        instead of the lines on stderr (as quantize --json)
   -h, --help            show this help
 `;
 
@@ -38,6 +40,7 @@ export const CONVERT_ARGS: OptionSpec = {
   type: { type: "string" },
   vocab: { type: "string" },
   verbose: { type: "boolean" },
+  json: { type: "boolean" },
 };
 
 export async function runConvert(argv: string[]): Promise<void> {
@@ -56,6 +59,10 @@ export async function runConvert(argv: string[]): Promise<void> {
   }
   const name = fromHub ? parseHubReference(model).repo.split("/")[1] : undefined;
   const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab: optionalString(values, "vocab"), ...(name !== undefined ? { name } : {}) });
+  if (flag(values, "json")) {
+    process.stdout.write(JSON.stringify({ model, output: out, architecture: r.architecture, tensors: r.tensors, type: r.type, fallbacks: r.fallbacks, bytes: statSync(out).size }, null, 2) + "\n");
+    return;
+  }
   reportFallbacks(r.fallbacks, flag(values, "verbose"));
   process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
 }
