@@ -805,13 +805,15 @@ test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, 
       // where the parser reads a call, the grammar holds its arguments: with whitespace before it, too
       assert.ok(!grammarAdmits(g, ` \n${JSON.stringify({ name: "get_weather", parameters: { city: 3, unit: "c" } })}`));
     }
-    for (const text of ["It is sunny in Oslo.", "", "  \n It is {sunny}", "Sunny <|python_tag|> {x}", "brave_search is down", "<b>hot</b>", "[1, 2]"]) assert.ok(grammarAdmits(g, text), `${source}: ${JSON.stringify(text)}`);
+    for (const text of ["It is sunny in Oslo.", "", "  \n It is {sunny}", "brave_search is down", "<b>hot</b>", "[1, 2]", "a <|pyth <| b"]) assert.ok(grammarAdmits(g, text), `${source}: ${JSON.stringify(text)}`);
     // a reply that opens a call as llama.cpp's trigger reads it is a call: text may not
     for (const text of [' {"name": "get_weather"} is what I would call', '{"type": "function", "name": "x"}']) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
     const builtin = source.includes("<|python_tag|>");
     // a built-in tool's call without its tag: a call where the template has built-in tools (not one the grammar writes), else text
     assert.equal(grammarAdmits(g, 'brave_search.call(query="oslo")'), !builtin);
     assert.equal(grammarAdmits(g, '<|python_tag|>brave_search.call(query="oslo")'), builtin);
+    // <|python_tag|> in text: text without built-in tools (llama.cpp's LLAMA_3_X format reads no tag), else it opens a built-in call
+    assert.equal(grammarAdmits(g, "Sunny <|python_tag|> {x}"), !builtin);
     for (const text of ['brave_search.call(query=3)', '<|python_tag|>{"name": "get_weather", "parameters": {"city": 3, "unit": "c"}}', '<|python_tag|>get_weather.call(city=3)', "It is sunny.", "{}", 'web.call(x=1)']) sound(g, syntax, text);
   }
   // Functionary v3.2 (its prompt ends with ">>>"): calls at once, or "all\n" text then ">>>" calls, as llama.cpp's parser reads it
@@ -828,6 +830,34 @@ test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, 
   // text not opened by "all\n" (what the model is taught), a ">>>" that opens no call, and text whose last ">" would be read with the ">>>" after it
   for (const text of ["It is sunny.", "all\nx >>> y", 'all\nx>>>>get_weather\n{"city": "Oslo", "unit": "c"}']) assert.ok(!grammarAdmits(g, text), JSON.stringify(text));
   for (const text of ["all\nx>>>get_weather\n{}", "python\nprint(1)", "all\n>>>all\nhi"]) sound(g, syntax, text);
+});
+
+test("Llama 3.1 with a strict built-in tool under tool_choice auto: its call after text is held to its schema (ajv judges), as llama.cpp's word trigger <|python_tag|> holds it anywhere", () => {
+  const search = { type: "function", function: { name: "brave_search", strict: true, parameters: { type: "object", properties: { query: { type: "string", maxLength: 8 } }, required: ["query"], additionalProperties: false } } } as const;
+  const source = "<|start_header_id|>ipython<|end_header_id|><|python_tag|>";
+  const validate = new Ajv().compile(search.function.parameters);
+  for (const parallel of [true, false]) {
+    const tools = toolsOf({ tools: [search, TIME], parallel_tool_calls: parallel })!;
+    const m = new GrammarMatcher(parseGbnf(replyGrammar({}, tools, source, undefined)!.grammar));
+    const syntax = replySyntaxOf(source, tools, undefined, "deepseek")!;
+    for (const before of ["", "Let me search.\n", "Sure {x} ", "<|pyth", "{", "a <| b "]) {
+      for (const query of ["oslo", "", "weather in oslo", 'a"b', "12345678", "123456789"]) {
+        const reply = `${before}<|python_tag|>brave_search.call(query=${JSON.stringify(query)})`;
+        // the reply reads as that call after its text, and the grammar admits it exactly when ajv validates its arguments
+        const read = readReply(reply, syntax);
+        assert.deepEqual([read.content, read.calls.map((c) => JSON.parse(c.arguments))], [before.trim(), [{ query }]], reply);
+        assert.equal(grammarAdmits(m, reply), validate({ query }), reply);
+      }
+    }
+    // the tag in text opens a call: text that goes on otherwise, or a JSON call after it (read as text), is refused; nothing follows a call but (parallel) another
+    for (const text of ["Sunny <|python_tag|> {x}", "Hi <|python_tag|>", "<|<|python_tag|>x", 'I look. <|python_tag|>{"name": "get_time", "parameters": {"zone": "CET"}}', 'a <|python_tag|>brave_search.call(query="x") then text']) {
+      assert.ok(!grammarAdmits(m, text), JSON.stringify(text));
+    }
+    const two = 'a <|python_tag|>brave_search.call(query="x")<|python_tag|>brave_search.call(query="y")';
+    if (parallel) assert.deepEqual(readReply(two, syntax).calls.map((c) => JSON.parse(c.arguments)), [{ query: "x" }, { query: "y" }]);
+    assert.equal(grammarAdmits(m, two), parallel);
+    for (const text of ["It is sunny.", "a <|pyth <| b", "<b>|</b>", ""]) assert.ok(grammarAdmits(m, text), JSON.stringify(text));
+  }
 });
 
 /**

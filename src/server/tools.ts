@@ -376,13 +376,17 @@ function excludingGbnf(name: string, words: readonly string[]): string {
   return `${name} ::= ${name}-0\n${rules.join("")}`;
 }
 
+/** how text leaves a word it was keeping to, on any character but `except`: the GBNF alternatives */
+type Leave = (except: readonly string[]) => string;
+
 /**
  * GBNF rule `name`: any text that, past the JSON whitespace it begins with (which Llama 3.x's parser
  * skips), opens with none of `words` (its states: the proper prefixes of the words, each going on
- * with a character that keeps to a word, or leaving them all with any other character); the one
- * word `onward.word` goes on into rule `onward.rule` instead
+ * with a character that keeps to a word, or leaving them all with any other character, into rule
+ * `${name}-rest`: any text, unless `leave` says otherwise); the one word `onward.word` goes on into
+ * rule `onward.rule` instead
  */
-function notOpeningGbnf(name: string, words: readonly string[], onward?: { word: string; rule: string }): string {
+function notOpeningGbnf(name: string, words: readonly string[], onward?: { word: string; rule: string }, leave?: Leave): string {
   const prefixes = [...new Set(words.flatMap((w) => [...Array(w.length).keys()].map((k) => w.slice(0, k))))];
   const rules = prefixes.map((p, k) => {
     const next = [...new Set(words.filter((w) => w.length > p.length && w.startsWith(p)).map((w) => w[p.length]!))];
@@ -392,10 +396,10 @@ function notOpeningGbnf(name: string, words: readonly string[], onward?: { word:
       return words.includes(p + c) ? [] : [`${lit(c)} ${name}-${prefixes.indexOf(p + c)}`];
     });
     // at the start whitespace is what the parser skips: the text's first other character decides
-    const other = noneOf(p === "" ? [...next, ...JSON_WS] : next);
-    return `${name}-${k} ::= (${[...ways, `${other} ${name}-rest`].join(" | ")})?\n`;
+    const except = p === "" ? [...next, ...JSON_WS] : next;
+    return `${name}-${k} ::= (${[...ways, leave ? leave(except) : `${noneOf(except)} ${name}-rest`].join(" | ")})?\n`;
   });
-  return `${name} ::= [ \\t\\n\\r]* ${name}-0\n${name}-rest ::= .*\n${rules.join("")}`;
+  return `${name} ::= [ \\t\\n\\r]* ${name}-0\n${leave ? "" : `${name}-rest ::= .*\n`}${rules.join("")}`;
 }
 
 const JSON_WS = [" ", "\t", "\n", "\r"];
@@ -404,7 +408,7 @@ const JSON_WS = [" ", "\t", "\n", "\r"];
  * GBNF rules `${name}-0`...: text that leaves `piece` (its " ": any JSON whitespace) for any text
  * (rule `rest`), or keeps to it into rule `then` (null: the piece completed has no way on)
  */
-function pieceGbnf(name: string, piece: string, rest: string, then: string | null): string {
+function pieceGbnf(name: string, piece: string, rest: string, then: string | null, leave: Leave = (except) => `${noneOf(except)} ${rest}`): string {
   const steps: { c: string; ws: boolean }[] = [];
   let ws = false;
   for (const c of piece) {
@@ -413,7 +417,7 @@ function pieceGbnf(name: string, piece: string, rest: string, then: string | nul
   }
   return steps.map(({ c, ws }, k) => {
     const next = k + 1 < steps.length ? `${name}-${k + 1}` : then;
-    const ways = [...(ws ? [`[ \\t\\n\\r] ${name}-${k}`] : []), ...(next ? [`${lit(c)} ${next}`] : []), `${noneOf(ws ? [c, ...JSON_WS] : [c])} ${rest}`];
+    const ways = [...(ws ? [`[ \\t\\n\\r] ${name}-${k}`] : []), ...(next ? [`${lit(c)} ${next}`] : []), leave(ws ? [c, ...JSON_WS] : [c])];
     return `${name}-${k} ::= (${ways.join(" | ")})?\n`;
   }).join("");
 }
@@ -421,15 +425,26 @@ function pieceGbnf(name: string, piece: string, rest: string, then: string | nul
 /**
  * GBNF rule `name`: Llama 3.x text, which past its leading whitespace opens with none of `words`
  * and no call (LLAMA3_OPENING, llama.cpp's lazy grammar's trigger): `{"a": 1}` and `{x}` are text,
- * `{"name": "` and `{"type": "function", "name": "` open calls
+ * `{"name": "` and `{"type": "function", "name": "` open calls. With `nowhere`, text that holds
+ * that word nowhere either (a word trigger fires anywhere).
  */
-function llama3TextGbnf(name: string, words: readonly string[]): string {
+function llama3TextGbnf(name: string, words: readonly string[], nowhere?: string): string {
   const { start, type, name: key } = LLAMA3_OPENING;
   const rest = `${name}-rest`, n = key[0]!, t = type[0]!;
-  return `${notOpeningGbnf(name, [start[0]!, ...words], { word: start[0]!, rule: `${name}-o-0` })}${pieceGbnf(`${name}-o`, start.slice(1), rest, `${name}-key`)}`
-    + `${name}-key ::= (${lit(n)} ${name}-n-0 | ${lit(t)} ${name}-t-0 | ${noneOf([n, t])} ${rest})?\n`
-    + `${name}-key2 ::= (${lit(n)} ${name}-n-0 | ${noneOf([n])} ${rest})?\n`
-    + pieceGbnf(`${name}-n`, key.slice(1), rest, null) + pieceGbnf(`${name}-t`, type.slice(1), rest, `${name}-key2`);
+  let leave: Leave = (except) => `${noneOf(except)} ${rest}`;
+  let restGbnf = `${rest} ::= .*\n`;
+  if (nowhere) {
+    // the rest holds no `nowhere`; text leaves the opening words on a character that may begin it
+    // (none of the words or the opening's pieces holds its first character past their start, so
+    // no longer beginning of it can end there): then the rest goes on from that beginning
+    const first = nowhere[0]!;
+    leave = (except) => `${noneOf([...except, first])} ${rest}${except.includes(first) ? "" : ` | ${lit(first)} ${name}-x-1`}`;
+    restGbnf = `${rest} ::= ${name}-x\n${excludingGbnf(`${name}-x`, [nowhere])}`;
+  }
+  return `${notOpeningGbnf(name, [start[0]!, ...words], { word: start[0]!, rule: `${name}-o-0` }, leave)}${restGbnf}${pieceGbnf(`${name}-o`, start.slice(1), rest, `${name}-key`, leave)}`
+    + `${name}-key ::= (${lit(n)} ${name}-n-0 | ${lit(t)} ${name}-t-0 | ${leave([n, t])})?\n`
+    + `${name}-key2 ::= (${lit(n)} ${name}-n-0 | ${leave([n])})?\n`
+    + pieceGbnf(`${name}-n`, key.slice(1), rest, null, leave) + pieceGbnf(`${name}-t`, type.slice(1), rest, `${name}-key2`, leave);
 }
 
 /**
@@ -437,7 +452,13 @@ function llama3TextGbnf(name: string, words: readonly string[]): string {
  * included), its start rule `g0-root`: to be wrapped by a new root
  */
 function inner(g: string): string {
-  return gbnfAlternatives([g]).replace(/^root ::= g0-root\n/, "");
+  return rulesApart([g]);
+}
+
+/** the grammars' rules renamed apart, as gbnfAlternatives names them (the `i`th's start rule `g${i}-root`), without a root */
+function rulesApart(grammars: readonly string[]): string {
+  const g = gbnfAlternatives(grammars);
+  return g.slice(g.indexOf("\n") + 1);
 }
 
 /** a function's arguments grammar wrapped as `before args after` */
@@ -483,6 +504,15 @@ function repeated(one: string, parallel: boolean, sep: string, each: readonly [s
   const wrap = ([before, after]: readonly [string, string], x: string) => `${before ? `${lit(before)} ` : ""}${x}${after ? ` ${lit(after)}` : ""}`;
   const element = wrap(each, "g0-root");
   return `${inner(one)}root ::= ${wrap(around, parallel ? `${element} (${sep} ${element})*` : element)}\n`;
+}
+
+/** the GBNF of each of the built-in tools' calls (`<|python_tag|>name.call(key=value)`) among `functions` */
+function builtinCallsGbnf(functions: readonly ToolFunction[], builtins: ReadonlySet<string>): string[] {
+  return functions.filter((f) => builtins.has(f.name)).map((f) => {
+    const key = Object.keys((f.parameters as { properties: object }).properties)[0]!;
+    const value = schemaGbnf((f.parameters as { properties: Record<string, JsonSchema> }).properties[key]!);
+    return `${inner(value)}root ::= ${lit(`${PYTHON_TAG}${f.name}.call(${key}=`)} g0-root ")"\n`;
+  });
 }
 
 /**
@@ -537,12 +567,7 @@ export function toolCallGrammar(tools: Tools, format: ToolFormat, options: { res
       g = list(objects({ name: "tool_name", args: "parameters", firstId: { type: "string", pattern: "^[0-9]{1,10}$" } }), lit("<|START_ACTION|>"), "<|END_ACTION|>");
       break;
     case "llama3": {
-      const builtins = builtinToolsOf(options.templateSource ?? "", tools);
-      const calls = [callsGbnf(objects({ name: "name", args: "parameters" })), ...allowed.filter((f) => builtins.has(f.name)).map((f) => {
-        const key = Object.keys((f.parameters as { properties: object }).properties)[0]!;
-        const value = schemaGbnf((f.parameters as { properties: Record<string, JsonSchema> }).properties[key]!);
-        return `${inner(value)}root ::= ${lit(`<|python_tag|>${f.name}.call(${key}=`)} g0-root ")"\n`;
-      })];
+      const calls = [callsGbnf(objects({ name: "name", args: "parameters" })), ...builtinCallsGbnf(allowed, builtinToolsOf(options.templateSource ?? "", tools))];
       g = repeated(calls.length === 1 ? calls[0]! : gbnfAlternatives(calls), p, "\";\" \" \"?");
       break;
     }
@@ -592,12 +617,21 @@ function strictAutoGrammar(tools: Tools, format: ToolFormat, templateSource: str
     }
   };
   const functions = tools.functions.map((f) => (f.strict || enforceable(f.parameters) ? f : { ...f, parameters: { type: "object" } }));
-  const calls = inner(toolCallGrammar({ ...tools, functions, choice: "required" }, format, { templateSource }));
+  const required = toolCallGrammar({ ...tools, functions, choice: "required" }, format, { templateSource });
+  const calls = inner(required);
   const markers = CALL_MARKERS[format];
   if (markers) return `${calls}${excludingGbnf("free-text", markers)}root ::= free-text g0-root?\n`;
   if (format === "llama3") {
-    const builtins = [...builtinToolsOf(templateSource, tools)].map((name) => `${name}.call(`);
-    return `${calls}${llama3TextGbnf("free-text", [PYTHON_TAG, ...builtins])}root ::= g0-root | free-text\n`;
+    const builtins = builtinToolsOf(templateSource, { ...tools, functions });
+    const opening = [PYTHON_TAG, ...[...builtins].map((name) => `${name}.call(`)];
+    if (builtins.size === 0) return `${calls}${llama3TextGbnf("free-text", opening)}root ::= g0-root | free-text\n`;
+    // with built-in tools llama.cpp's lazy grammar also fires on the word <|python_tag|> anywhere,
+    // and holds what follows to its call grammar, where only a built-in call opens with the tag
+    // (the parser reads such calls after text): text holds no tag, and from one on come built-in
+    // calls (g1-root: one, or with parallel_tool_calls one after another), nothing after them,
+    // as llama.cpp's grammar ends there
+    const after = repeated(gbnfAlternatives(builtinCallsGbnf(functions, builtins)), tools.parallel, "\"\"");
+    return `${rulesApart([required, after])}${llama3TextGbnf("free-text", opening, PYTHON_TAG)}root ::= g0-root | free-text g1-root?\n`;
   }
   if (format === "functionary-v3.2") {
     // text before calls ends in no ">" (its ">>>" would be read first, one character early)
