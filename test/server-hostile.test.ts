@@ -41,8 +41,9 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     const args = "[".repeat(100_000) + "]".repeat(100_000);
     const b = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: args } }] }, { role: "user", content: "a" }], max_tokens: 2 });
     assert.equal(b.status, 400);
-    assert.equal(b.json.error.param, "messages[0].tool_calls[0].function.arguments");
-    assert.match(b.json.error.message, /nest/);
+    // named down to the list inside the string's JSON that opens level 257 (the arguments' value being level 1)
+    assert.equal(b.json.error.param, `messages[0].tool_calls[0].function.arguments${"[0]".repeat(256)}`);
+    assert.match(b.json.error.message, /^'messages\[0\]\.tool_calls\[0\]\.function\.arguments' nests deeper than the 256 levels/);
     await healthy();
   });
 
@@ -66,7 +67,7 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     // the same inside a tool call's arguments (a string the server parses)
     const d = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: "[".repeat(depth / 2) } }] }, { role: "user", content: "a" }], max_tokens: 2 });
     assert.equal(d.status, 400, JSON.stringify(d.json));
-    assert.equal(d.json.error.param, "messages[0].tool_calls[0].function.arguments");
+    assert.equal(d.json.error.param, `messages[0].tool_calls[0].function.arguments${"[0]".repeat(256)}`);
     assert.match(d.json.error.message, /nests deeper/);
     await healthy();
   });

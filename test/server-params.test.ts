@@ -95,6 +95,17 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(r.status, 400, JSON.stringify(r.json));
     assert.equal(r.json.error.param, `messages[0].content[0].x${"[0]".repeat(252)}`);
     assert.match(r.json.error.message, /^'messages' nests deeper than the 256 levels of objects and arrays this server accepts: the value at 'messages\[0\]\.content\[0\]\.x\[0\]\[0\].*\.\.\..*\[0\]' is 257 levels down$/);
+    // the same inside a tool call's arguments (a JSON string): named down to the spot inside it
+    const args = `{"a":{"b c":${"[".repeat(255)}1${"]".repeat(255)}}}`;
+    const messages = [{ role: "user", content: "a" }, { role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "f", arguments: args } }] }, { role: "user", content: "b" }];
+    const a = await post(`${s.url}/v1/chat/completions`, { max_tokens: 2, messages });
+    assert.equal(a.status, 400, JSON.stringify(a.json));
+    // (the arguments' object 1, a 2, "b c" 3: the list there and 254 inside it, the last opening level 257)
+    assert.equal(a.json.error.param, `messages[1].tool_calls[0].function.arguments.a.b c${"[0]".repeat(254)}`);
+    assert.match(a.json.error.message, /^'messages\[1\]\.tool_calls\[0\]\.function\.arguments' nests deeper than the 256 levels of objects and arrays this server accepts: the value at 'messages\[1\]\.tool_calls\[0\]\.function\.arguments\.a\.b c\[0\].*\.\.\..*\[0\]' is 257 levels down$/);
+    const fitting = args.replace("[".repeat(255), "[".repeat(254)).replace("]".repeat(255), "]".repeat(254));
+    const taken = await post(`${s.url}/v1/chat/completions`, { max_tokens: 2, messages: [messages[0], { ...messages[1], tool_calls: [{ type: "function", function: { name: "f", arguments: fitting } }] }, messages[2]] });
+    assert.equal(taken.status, 200, JSON.stringify(taken.json));
     // one level less is taken (the message is read, its unknown field ignored)
     const fits = deep.replace("[".repeat(253), "[".repeat(252)).replace("]".repeat(253), "]".repeat(252));
     const ok = await post(`${s.url}/v1/chat/completions`, fits);
@@ -127,5 +138,22 @@ describe("a token limit the KV cache cannot hold, on stories260K with a 48-token
     const text = await post(`${s.url}/v1/completions`, { prompt: "Once", max_completion_tokens: 400 });
     assert.equal(text.status, 400);
     assert.equal(text.json.error.param, "max_completion_tokens");
+  });
+
+  test("the engine's refusals speak the server's words: the request's field, serve's --kv-memory and --ctx-size, never the library's maxTokens, kvCacheBytes or contextSize", async () => {
+    const library = /maxTokens|kvCacheBytes|contextSize/;
+    for (const name of ["max_completion_tokens", "max_tokens"]) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], [name]: 400 });
+      assert.equal(r.status, 400);
+      const message: string = r.json.error.message;
+      assert.doesNotMatch(message, library);
+      assert.match(message, new RegExp(`\\+ ${name} 400\\b.*; lower ${name}, or start the server with a larger --kv-memory$`));
+    }
+    // a prompt past the context with no token limit (the limit the server picks leaves it to the engine's check)
+    const long = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time ".repeat(200) });
+    assert.equal(long.status, 400);
+    assert.equal(long.json.error.param, "prompt");
+    assert.doesNotMatch(long.json.error.message, library);
+    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger --ctx-size$/);
   });
 });

@@ -76,10 +76,22 @@ export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: 
     let param = e.option === "prompt" ? named.prompt : e.option === "maxTokens" ? named.maxTokens : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
     // (a schema the grammar cannot hold: the spot in it its message names)
     if (e.option === "jsonSchema") param = schemaFaultParam(param, message);
-    return new ApiError(400, message, "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
+    return new ApiError(400, inServerTerms(message, named.maxTokens), "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
   return internal(e);
+}
+
+/**
+ * An engine refusal in the server's words: what the client sets by its request's fields (the
+ * token limit as it named it), what the server's operator sets by `tsllm serve`'s flags, in place
+ * of the library's options (maxTokens, kvCacheBytes, contextSize), which neither sets
+ */
+function inServerTerms(message: string, maxTokens: string): string {
+  return message
+    .replace(/\+ maxTokens (\d+)/, `+ ${maxTokens} $1`)
+    .replace("lower maxTokens or raise kvCacheBytes", `lower ${maxTokens}, or start the server with a larger --kv-memory`)
+    .replace("use a larger contextSize or a shorter prompt", "send a shorter prompt, or start the server with a larger --ctx-size");
 }
 
 /** a 500 for an error inside the server or the engine */

@@ -173,9 +173,7 @@ export function parseJsonObject(body: Buffer): Record<string, unknown> {
   const deep = nestsPast(text, MAX_JSON_DEPTH + 1);
   if (deep !== undefined) {
     if (typeof deep.path[0] !== "string") throw new ApiError(400, `the request body nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`, "invalid_request_error", null, "invalid_json");
-    // named down to the value that opens the level past the limit, as OpenAI names a nested parameter
-    const param = paramPath("", deep.path);
-    throw invalid(param, `'${deep.path[0]}' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts: the value at '${abbreviated(param)}' is ${MAX_JSON_DEPTH + 1} levels down`);
+    throw nestedTooDeep(String(deep.path[0]), paramPath("", deep.path));
   }
   let value: unknown;
   try {
@@ -213,6 +211,15 @@ export function nestsPast(text: string, limit: number): { path: (string | number
     } else if (c === 0x7d || c === 0x5d) depth--;
   }
   return undefined;
+}
+
+/**
+ * The 400 for the value of request field `field` nested deeper than MAX_JSON_DEPTH: named down to
+ * the value that opens the level past the limit (`param`, the path from the body's root, as OpenAI
+ * names a nested parameter), the field's value itself being level 1
+ */
+export function nestedTooDeep(field: string, param: string): ApiError {
+  return invalid(param, `'${field}' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts: the value at '${abbreviated(param)}' is ${MAX_JSON_DEPTH + 1} levels down`);
 }
 
 /** a parameter's path shortened for a message (a path 256 levels deep is most of a kilobyte): its start and its end */

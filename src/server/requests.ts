@@ -1,6 +1,6 @@
 import type { ChatMessage, EncodeChatOptions } from "../chat/index.js";
-import { invalid } from "./errors.js";
-import { MAX_JSON_DEPTH, nestsPast } from "./http.js";
+import { invalid, paramPath } from "./errors.js";
+import { MAX_JSON_DEPTH, nestedTooDeep, nestsPast } from "./http.js";
 import { optBoolean, type Body } from "./params.js";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
@@ -59,7 +59,9 @@ function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
     if (typeof args === "string") {
       // the template walks them (tojson): no deeper than the body itself may nest, read before
       // the parse (which of a string nested millions deep would hold the event loop for seconds)
-      if (nestsPast(args, MAX_JSON_DEPTH)) throw invalid(`${where}[${j}].function.arguments`, `'${where}[${j}].function.arguments' nests deeper than the ${MAX_JSON_DEPTH} levels of objects and arrays this server accepts`);
+      // (named down to the spot inside the string's JSON where the depth ran out, as a body nested too deep is)
+      const deep = nestsPast(args, MAX_JSON_DEPTH);
+      if (deep) throw nestedTooDeep(`${where}[${j}].function.arguments`, paramPath(`${where}[${j}].function.arguments`, deep.path));
       try {
         args = JSON.parse(args);
       } catch {
