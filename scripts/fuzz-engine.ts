@@ -17,15 +17,16 @@
 // for the largest request, requests admitted on their prompts outgrow it and the newest are
 // preempted and recomputed. A preempted request must still give its solo tokens, text and finish
 // reason, and its events the outcome's tokens exactly once each; its logprobs only within 1e-3
-// (rows recomputed in a chunk differ in the last bits from rows decoded one at a time). A third of
+// (rows recomputed in a chunk differ in the last bits from rows decoded one at a time). Half of
 // them are bursts: requests arriving together, each 60 tokens to the context long (beam searches
-// 16-60), end-of-text ignored, no constraint: a fifth of them beam searches, a fifth speculative
-// decodings by prompt lookup, the others sampled (a third of those with n choices). Under
+// 16-60), end-of-text ignored, no constraint, few stops or aborts, a step's budget seldom tiny:
+// 2 in 9 beam searches, 1 in 9 speculative decodings by prompt lookup, 2 in 9 drafting with a
+// model (itself or another), the others sampled (a third of those with n choices). Under
 // "preempt" a quarter of the requests ask for n choices (up to 4), which are preempted and
 // recomputed as a group (the prompt once, the choices forking off it again): each choice must
 // still be its solo one. Beam searches are preempted and recomputed as a unit too (their beams'
-// tokens, text and order as alone, scores within 1e-4), and prompt-lookup speculative requests
-// (the same rounds, proposals and acceptances as alone).
+// tokens, text and order as alone, scores within 1e-4), and speculative requests, a draft model's
+// cache with them (the same rounds, proposals and acceptances as alone).
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -184,8 +185,10 @@ async function makeCase(rng: Rng): Promise<Case> {
   const target = pick(rng, targets);
   const { model } = target;
   const admission: Admission = chance(rng, 0.75) || opts.bursts ? "preempt" : "reserve";
-  // a burst: every request long (60 tokens to the context, end-of-text ignored), so the pool runs out again and again
-  const burst = (admission === "preempt" && chance(rng, 0.3)) || opts.bursts;
+  // a burst: every request long (60 tokens to the context, end-of-text ignored, few stop strings and
+  // late aborts), so the pool runs out again and again (half the "preempt" cases: with a third, and
+  // stop strings and aborts as often as elsewhere, 7 preemptions in 30 cases of seeds 1-3)
+  const burst = (admission === "preempt" && chance(rng, 0.5)) || opts.bursts;
   const vocab = Math.min(model.info.vocabSize, model.tokenizer.vocabSize);
   const tok = () => int(rng, 3, vocab - 1);
   // prompts grow from a few stems (shared prefixes, often past a 16-token block)
@@ -219,8 +222,9 @@ async function makeCase(rng: Rng): Promise<Case> {
     // greedy with penalties or a bias too: they change the argmax, and the history they read is the sequence's own
     if (greedy && chance(rng, 0.2)) Object.assign(sampling, { repeatPenalty: 1.5, frequencyPenalty: 0.5, presencePenalty: 0.3, logitBias: { [tok()]: 3 } });
     // (a burst's requests are all of the preemptible kinds and arrive together: sampling, one choice
-    // or n recomputed together, beam search (kind 0.15) or prompt-lookup speculative decoding (0.25))
-    const kind = burst ? pick(rng, [1, 1, 1, 0.15, 0.25]) : rng.uniform();
+    // or n recomputed together, beam search (kind 0.15), speculative decoding by prompt lookup (0.25)
+    // or drafting with the model itself (0.3) or another (0.34))
+    const kind = burst ? pick(rng, [1, 1, 1, 1, 0.15, 0.15, 0.25, 0.3, 0.34]) : rng.uniform();
     // no tokens, a few, or past the context (a sequence that fills it ends with "length")
     const size = rng.uniform();
     // (under "preempt" a third of them up to the context, as a server gives a request without max_tokens: they outgrow the pool)
@@ -243,15 +247,17 @@ async function makeCase(rng: Rng): Promise<Case> {
     const constraint = !burst && chance(rng, 0.15) ? pick(rng, CONSTRAINTS) : undefined;
     const params: RequestParams = {
       promptTokens, decoding, sampling, maxTokens,
-      stop: chance(rng, 0.3) && stopPieces.length > 0 ? [pick(rng, stopPieces)] : [],
-      stopTokens: chance(rng, 0.15) ? [tok(), tok()] : [],
+      // (a burst's rarely: a stop string of one or two characters ends most replies within a few tokens, before the pool runs out)
+      stop: chance(rng, burst ? 0.1 : 0.3) && stopPieces.length > 0 ? [pick(rng, stopPieces)] : [],
+      // (two random stop tokens end about half of 200-token replies: a burst's rarely have them)
+      stopTokens: chance(rng, burst ? 0.05 : 0.15) ? [tok(), tok()] : [],
       ignoreEos: burst || chance(rng, 0.5),
       topLogprobs: plain && chance(rng, 0.3) ? pick(rng, [0, 1, 3]) : undefined,
       ...(plain && chance(rng, 0.15) ? { promptLogprobs: pick(rng, [0, 2]) } : {}),
       ...(constraint ? { constraint } : {}),
     };
     // a stop string across a token boundary of what an earlier request says alone: its end of one token and the start of the next
-    const earlierStop = jobs.length > 0 && chance(rng, 0.2) ? await stopAcrossTokens(rng, target, pick(rng, jobs)) : undefined;
+    const earlierStop = jobs.length > 0 && chance(rng, burst ? 0.05 : 0.2) ? await stopAcrossTokens(rng, target, pick(rng, jobs)) : undefined;
     if (earlierStop) {
       Object.assign(params, { ...earlierStop.job.params, stop: [earlierStop.stop], ...(chance(rng, 0.5) ? { decoding } : {}) });
       // (the earlier request's logprobs go only with sampling, as Model.submit requires)
@@ -260,7 +266,9 @@ async function makeCase(rng: Rng): Promise<Case> {
     if (!burst && chance(rng, 0.5)) arrival += int(rng, 0, 6);
     const abort = rng.uniform();
     const drafting = params.decoding.kind === "speculative" ? targets.find((t) => t.model.languageModel === (params.decoding as { draft?: LanguageModel }).draft) : undefined;
-    jobs.push({ params, arriveAt: arrival, abortAt: abort < 0.2 ? arrival + int(rng, 0, 25) : -1, preAborted: abort > 0.98, ...(drafting ? { draft: drafting } : {}) });
+    // (a burst's aborts fewer and later: most while it decodes, some while it is preempted)
+    const abortAt = abort < (burst ? 0.1 : 0.2) ? arrival + int(rng, 0, burst ? 150 : 25) : -1;
+    jobs.push({ params, arriveAt: arrival, abortAt, preAborted: abort > 0.98, ...(drafting ? { draft: drafting } : {}) });
   }
   const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
   const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
@@ -271,7 +279,9 @@ async function makeCase(rng: Rng): Promise<Case> {
   const kvBlocks = need + (admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
   const maxSequences = int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8);
-  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens: pick(rng, [1, 2, 5, 16, 33, 64, 128]), kvBlocks, admission, burst, jobs };
+  // (a burst's budget seldom tiny: decodes take it first, so with 1 or 2 tokens a step the others' prompts wait for them to end)
+  const maxBatchTokens = pick(rng, burst ? [2, 16, 33, 64, 128] : [1, 2, 5, 16, 33, 64, 128]);
+  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -421,6 +431,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   preemptedGroups += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "sample" && (c.jobs[i]!.params.decoding as { n: number }).n > 1).length;
   preemptedBeams += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "beam").length;
   preemptedSpeculative += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "speculative").length;
+  preemptedDrafting += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.draft !== undefined).length;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   for (const draft of new Set(batchJobs.map((j) => (j.params.decoding.kind === "speculative" ? j.params.decoding.draft : undefined)))) {
@@ -518,7 +529,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0, preemptedDrafting = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -553,5 +564,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

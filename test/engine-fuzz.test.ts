@@ -15,8 +15,9 @@ import { skipWithoutShared } from "./helpers/shared.js";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const skip = skipWithoutShared("models/stories260K.gguf");
 
-test("the engine fuzzer: random batches through one engine give each request its solo answer and leak no KV block", { skip }, () => {
-  const r = spawnSync(process.execPath, ["--import", "tsx", "scripts/fuzz-engine.ts", "--seed", "11", "--cases", "3", "--only", "stories260K"], { cwd: root, encoding: "utf8", timeout: 300_000 });
+test("the engine fuzzer: random batches through one engine give each request its solo answer and leak no KV block; its default mix preempts, draft-model requests too", { skip }, () => {
+  const r = spawnSync(process.execPath, ["--import", "tsx", "scripts/fuzz-engine.ts", "--seed", "13", "--cases", "3", "--only", "stories260K"], { cwd: root, encoding: "utf8", timeout: 300_000 });
   assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-  assert.match(r.stdout, /3 cases, \d+ requests \(\d+ aborted\), \d+ cached prefix blocks evicted, \d+ preemptions \(\d+ requests: \d+ with n choices, \d+ beam searches, \d+ speculative\), seed 11: 0 defects/);
+  // (seed 13's three cases include a burst whose draft-model requests outgrow the pool)
+  assert.match(r.stdout, /3 cases, \d+ requests \(\d+ aborted\), \d+ cached prefix blocks evicted, [1-9]\d* preemptions \(\d+ requests: \d+ with n choices, \d+ beam searches, \d+ speculative, [1-9]\d* of them with a draft model\), seed 13: 0 defects/);
 });
