@@ -251,6 +251,28 @@ test("stories260K: under admission preempt, beam searches are admitted on their 
   }
 });
 
+/** Runs the three speculative jobs at once on `model` and checks each against its solo run: the pool
+ * forced a preemption, the three shared steps, and tokens, text, stream and speculative stats
+ * (the same rounds, proposals and acceptances: each proposal verified once) are the solo ones. */
+async function speculativeAsAlone(
+  model: Model,
+  jobs: { prompt: string; options: GenerateOptions }[],
+  alone: Awaited<ReturnType<typeof soloResults>>,
+  what: string,
+): Promise<void> {
+  const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
+  assert.ok(model.engine.stats.preemptions > 0, `the pool forced ${what}'s preemption`);
+  assert.equal(model.engine.stats.peakStepSequences, 3, "the three ran in one step");
+  got.forEach(({ steps, result }, i) => {
+    const request = `request ${i}`;
+    assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${request}: tokens`);
+    assert.equal(result.completion, alone[i]!.completion, `${request}: text`);
+    assert.equal(result.finishReason, "length");
+    assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${request}: streamed once`);
+    assert.deepEqual(result.speculative, alone[i]!.speculative, `${request}: speculative stats`);
+  });
+}
+
 test("stories260K: under admission preempt, speculative requests (prompt lookup) are admitted on their prompt and preempted and recomputed, their proposals verified as alone: tokens, stream, acceptance as alone", { skip }, async () => {
   // 24 blocks: each request's worst case (14 + 2 blocks) leaves no room for a second one reserved;
   // admitted on their prompts, all three start at once and their 200 tokens outgrow the pool
@@ -262,18 +284,7 @@ test("stories260K: under admission preempt, speculative requests (prompt lookup)
   const alone = await soloResults(sharedFile(MODEL)!, jobs);
   const model = await smallPool(24, "preempt", 256);
   try {
-    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
-    assert.ok(model.engine.stats.preemptions > 0, "the pool forced a speculative request's preemption");
-    assert.equal(model.engine.stats.peakStepSequences, 3, "the three ran in one step");
-    got.forEach(({ steps, result }, i) => {
-      const what = `request ${i}`;
-      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${what}: tokens`);
-      assert.equal(result.completion, alone[i]!.completion, `${what}: text`);
-      assert.equal(result.finishReason, "length");
-      assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${what}: streamed once`);
-      // the same rounds, proposals and acceptances: each proposal was verified once
-      assert.deepEqual(result.speculative, alone[i]!.speculative, `${what}: speculative stats`);
-    });
+    await speculativeAsAlone(model, jobs, alone, "a speculative request");
     assert.ok(alone.some((r) => r.speculative!.accepted > 0), "some proposals were accepted");
     assert.equal(model.engine.stats.kv!.blocksInUse, 0);
   } finally {
@@ -295,18 +306,8 @@ test("stories260K: under admission preempt, speculative requests drafting with a
   const alone = await soloResults(sharedFile(MODEL)!, jobs);
   const model = await smallPool(36, "preempt", 256);
   try {
-    const got = await Promise.all(jobs.map((j) => streamed(model, j.prompt, j.options)));
-    assert.ok(model.engine.stats.preemptions > 0, "the pool forced a draft-model speculative request's preemption");
-    assert.equal(model.engine.stats.peakStepSequences, 3, "the three ran in one step");
-    got.forEach(({ steps, result }, i) => {
-      const what = `request ${i}`;
-      assert.deepEqual(result.completionTokens, alone[i]!.completionTokens, `${what}: tokens`);
-      assert.equal(result.completion, alone[i]!.completion, `${what}: text`);
-      assert.equal(result.finishReason, "length");
-      assert.deepEqual(steps.flatMap((s) => (s.token === undefined ? [] : [s.token])), result.completionTokens, `${what}: streamed once`);
-      // the same rounds, proposals and acceptances: the draft caught up from the accepted tokens proposed as alone
-      assert.deepEqual(result.speculative, alone[i]!.speculative, `${what}: speculative stats`);
-    });
+    // the draft caught up from the accepted tokens and proposed as alone
+    await speculativeAsAlone(model, jobs, alone, "a draft-model speculative request");
     assert.ok(alone.every((r) => r.speculative!.accepted > 0), "the draft's proposals were accepted");
     const kv = model.engine.stats.kv!;
     assert.equal(kv.blocksInUse, 0);
