@@ -338,3 +338,94 @@ test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one reque
   assert.equal(warnings.length, 1, warnings.join("\n"));
   assert.match(warnings[0]!, /not the 20 x 512 = 10240 that maxSequences 20 \(--parallel\) asks for/);
 });
+
+test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  // generate --n 20 at 512 tokens needs 640 KV tokens: free = the plan and two contexts more, so
+  // the default 1 GiB margin (the environment's here) leaves a pool of one context, a 0 margin three
+  const twoMore = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
+  const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--n", "20", "--json"];
+  const narrow = await cli(gen, twoMore);
+  assert.equal(narrow.code, 2, narrow.stderr);
+  assert.match(narrow.stderr, /needs room for up to 640 tokens of KV cache .* but the KV cache holds 512 tokens/);
+  const wide = await cli([...gen, "--memory-margin", "0"], twoMore);
+  assert.equal(wide.code, 0, wide.stderr);
+  assert.equal((JSON.parse(wide.stdout) as { choices: unknown[] }).choices.length, 20);
+  // serve: free = the plan and 15.5 contexts more; a 13.5-context margin (as 1024ths: K) leaves a
+  // pool of 3 contexts, whichever of the flag and the environment gives it; the flag wins
+  const margin = 13.5 * 512 * perToken;
+  assert.ok(Number.isInteger(margin / 1024));
+  const roomy = (envMargin: string) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 15.5 * 512 * perToken), TSLLM_MEMORY_MARGIN: envMargin });
+  const readyLine = async (args: string[], env: NodeJS.ProcessEnv) => {
+    const s = await spawnServe(["--model", FILE, "--ctx-size", "512", "--backend", "reference", "--parallel", "16", ...args], { env });
+    try {
+      return s.stderr().split("\n").find((l) => l.includes("ready:"))!;
+    } finally {
+      s.child.kill("SIGTERM");
+      await s.exited;
+    }
+  };
+  assert.match(await readyLine(["--memory-margin", `${margin / 1024}K`], roomy("0")), /16 parallel sequences, 1536 KV tokens/);
+  assert.match(await readyLine(["--memory-margin", "0"], roomy(String(margin))), /16 parallel sequences, 8192 KV tokens/);
+  // inspect plans with the flag's margin, the context loadModel picks with it
+  const free = planMemory(request(8192)).totalBytes + 1000;
+  const autoMargin = 2500 * perToken;
+  const j = JSON.parse((await cli(["inspect", "--model", FILE, "--ctx-size", "auto", "--memory-margin", String(autoMargin), "--json"], { ...process.env, TSLLM_AVAILABLE_MEMORY: String(free), TSLLM_MEMORY_MARGIN: "0" })).stdout) as { plan: { contextSize: number; marginBytes: number } };
+  assert.equal(j.plan.marginBytes, autoMargin);
+  const m = await loadModel(FILE, { contextSize: "auto", availableMemory: free, memoryMargin: autoMargin, warmup: false });
+  assert.equal(j.plan.contextSize, m.contextSize);
+  assert.ok(m.contextSize < 8192, String(m.contextSize));
+  m.dispose();
+  // bad values: one line, exit 2, before anything loads
+  for (const command of [["generate", "--prompt", "x"], ["chat"], ["serve"], ["inspect"], ["perplexity", "--file", FILE]]) {
+    for (const [value, expected] of [["lots", `expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "lots"`], ["1.5X", `expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "1.5X"`], ["99999999T", `expects at most ${Number.MAX_SAFE_INTEGER} bytes, got "99999999T"`]] as const) {
+      const r = await cli([command[0]!, "--model", FILE, ...command.slice(1), "--memory-margin", value], process.env);
+      assert.equal(r.code, 2, `${command[0]} ${value}: ${r.stderr}`);
+      assert.equal(r.stderr, `tsllm: error: --memory-margin ${expected}\n`, `${command[0]} ${value}`);
+    }
+  }
+});
+
+test("inspect --threads N plans N compute threads as generate --threads does (each wasm worker counted): its plan fits where loadModel with those threads loads", { skip: SKIP, timeout: 120_000 }, async () => {
+  await ready;
+  const inspect = async (threads: string, available: number) => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--ctx-size", "512", "--threads", threads, "--json"], { cwd: PROJECT_ROOT, env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available), TSLLM_MEMORY_MARGIN: "0" } });
+    return (JSON.parse(stdout) as { plan: { totalBytes: number; fits: boolean } }).plan;
+  };
+  // inspect's one-thread plan, exactly: loadModel with one thread loads there, with two it does not
+  const one = await inspect("1", 2 ** 40);
+  const two = await inspect("2", one.totalBytes);
+  assert.equal((await inspect("1", one.totalBytes)).fits, true);
+  assert.equal(two.fits, false);
+  (await loadModel(FILE, { threads: 1, contextSize: 512, availableMemory: one.totalBytes, memoryMargin: 0, warmup: false })).dispose();
+  await assert.rejects(loadModel(FILE, { threads: 2, contextSize: 512, availableMemory: one.totalBytes, memoryMargin: 0, warmup: false }), /m\.gguf: needs/);
+  // two threads' plan is loadModel's: it loads with exactly that much free
+  (await loadModel(FILE, { threads: 2, contextSize: 512, availableMemory: two.totalBytes, memoryMargin: 0, warmup: false })).dispose();
+  const bad = await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--threads", "0"], { cwd: PROJECT_ROOT }).then(() => "", (e: { stderr: string }) => e.stderr);
+  assert.equal(bad, "tsllm: error: --threads must be >= 1, got 0\n");
+});
+
+test("an explicit kvCacheBytes (--kv-memory) on wasm is checked with the K/V arrays its pool outgrows while filling (which the pool's own allocations show)", { skip: SKIP, timeout: 120_000 }, async () => {
+  await ready;
+  const perBlock = planMemory(request(512)).kvCacheBytes / 32;
+  // 224 blocks outgrow 1 + 2 + 4 + 8 = 15 blocks on the way (the test of the default pool above
+  // counts the real pool's allocations); one thread: no worker, so the wasm plan is the
+  // reference backend's and those arrays
+  const budget = 224 * perBlock;
+  const without = planMemory({ ...request(512), kvCacheBytes: budget }).totalBytes;
+  const options = { threads: 1, contextSize: 512, kvCacheBytes: budget, memoryMargin: 0, warmup: false } as const;
+  const message = await loadModel(FILE, { ...options, availableMemory: without + 14 * perBlock }).then((m) => { m.dispose(); return "loaded"; }, (e: Error) => e.message);
+  assert.match(message, new RegExp(`KV [\\d.]+ MB for 3584 tokens \\(kvCacheBytes ${budget}, --kv-memory\\) \\+ [\\d.]+ [kMG]?B of K/V arrays it outgrows`), message);
+  // the proposed budget loads in that memory, and all 224 blocks with the 15 outgrown ones free
+  const proposed = Number(/try kvCacheBytes (\d+)/.exec(message)![1]);
+  assert.ok(proposed < budget && proposed >= 200 * perBlock, String(proposed / perBlock));
+  (await loadModel(FILE, { ...options, kvCacheBytes: proposed, availableMemory: without + 14 * perBlock })).dispose();
+  const m = await loadModel(FILE, { ...options, availableMemory: without + 15 * perBlock });
+  assert.equal(m.engine.stats.kvCapacityTokens, 224 * 16);
+  m.dispose();
+});

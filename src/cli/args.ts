@@ -207,6 +207,30 @@ export function threadsOption(values: ParsedValues): number | undefined {
   return cores;
 }
 
+/**
+ * A size in bytes as typed: 268435456, 512M, 256MiB, 1G (K/M/G/T are powers of 1024, as
+ * llama.cpp's sizes); `zero` allows 0 (a margin may be none, a pool may not).
+ */
+export function parseBytes(text: string, flag: string, check?: { zero?: boolean }): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(text.trim());
+  if (!m) throw new UsageError(`--${flag} expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
+  const power = { "": 0, k: 1, m: 2, g: 3, t: 4 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g" | "t"];
+  const base = m[3]!.toLowerCase().startsWith("i") || m[2] !== "" ? 1024 : 1;
+  const bytes = Math.floor(Number(m[1]) * base ** power);
+  if (!(bytes > 0) && !(check?.zero && bytes === 0)) throw new UsageError(`--${flag} must be ${check?.zero ? "0 or more" : "positive"}, got "${text}"`);
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`--${flag} expects at most ${Number.MAX_SAFE_INTEGER} bytes, got "${text}"`);
+  return bytes;
+}
+
+/**
+ * --memory-margin SIZE: the free memory automatic sizes (--ctx-size auto, the default KV pool) leave
+ * unused, as llama.cpp's --fit-target; absent, loadModel reads TSLLM_MEMORY_MARGIN, else 1 GiB.
+ */
+export function memoryMarginOption(values: ParsedValues): number | undefined {
+  const v = optionalString(values, "memory-margin");
+  return v === undefined ? undefined : parseBytes(v, "memory-margin", { zero: true });
+}
+
 /** --backend: wasm, reference or webgpu (undefined: the default, wasm) */
 export function backendOption(values: ParsedValues): BackendName | undefined {
   const backend = optionalString(values, "backend");

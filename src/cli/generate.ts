@@ -11,7 +11,7 @@ import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
 import { RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -42,6 +42,8 @@ Options:
                         the trained context); 0: the model's trained context (the KV cache is then
                         sized for all of it, 128K tokens on some models). Before loading, a model whose weights + KV cache +
                         scratch do not fit in free memory is refused with what would fit
+  --memory-margin SIZE  free memory that auto and the default KV pool leave unused, e.g. 512M, 0
+                        (default: TSLLM_MEMORY_MARGIN, else 1G; llama.cpp's --fit-target)
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),
@@ -103,6 +105,7 @@ export const GENERATE_ARGS: OptionSpec = {
   threads: { type: "string" },
   backend: { type: "string" },
   "ctx-size": { type: "string" },
+  "memory-margin": { type: "string" },
   quantize: { type: "string" },
   "cache-type-k": { type: "string" },
   "cache-type-v": { type: "string" },
@@ -387,10 +390,13 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  const memoryMargin = memoryMarginOption(values);
   return {
     backend: backendOption(values),
     threads: threadsOption(values),
     contextSize: ctxSizeFrom(values),
+    // absent: loadModel reads TSLLM_MEMORY_MARGIN
+    ...(memoryMargin !== undefined ? { memoryMargin } : {}),
     quantize: quantizeFrom(values),
     ...cacheTypes,
     ...flash,

@@ -13,10 +13,10 @@ import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
 import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, memoryMarginBytes, outgrownKvBlocks, planMemory, type PlanRequest } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
-import { flag, optionalString, parse, printWarning, requireString, UsageError, type OptionSpec } from "./args.js";
+import { flag, memoryMarginOption, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
 
-export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
+export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--memory-margin SIZE] [--threads N] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
 
 Describes a model without loading its weights: architecture, parameter count, tensor types
 (count and bytes per type), trained context length, layers and heads, vocabulary size and
@@ -36,6 +36,10 @@ Options:
   --ctx-size N|auto|0   context size for the memory estimate (default: the trained context, at most
                         4096, as generate uses; auto: the largest that fits in free memory;
                         0: the trained context)
+  --memory-margin SIZE  free memory auto and the default KV pool leave unused, as generate (e.g. 512M, 0;
+                        default: TSLLM_MEMORY_MARGIN, else 1G)
+  --threads N           plan for N compute threads, as generate --threads (default -1: all cores);
+                        each wasm worker thread past the first is counted in the scratch
   --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
   --cache-type-k T      plan the KV cache's keys as T: f32, f16, q8_0, q4_0 (as generate)
   --cache-type-v T      plan the KV cache's values as T (as generate)
@@ -89,7 +93,7 @@ interface Opened {
   readonly metadata?: GGUFMetadata;
 }
 
-export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, quantize: { type: "string" }, "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, backend: { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
+export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size": { type: "string" }, "memory-margin": { type: "string" }, threads: { type: "string" }, quantize: { type: "string" }, "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, backend: { type: "string" }, modules: { type: "boolean" }, json: { type: "boolean" } };
 
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
@@ -100,13 +104,15 @@ export async function runInspect(argv: string[]): Promise<void> {
   if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
   const backend = optionalString(values, "backend");
   if (backend !== undefined && backend !== "webgpu") throw new UsageError(`--backend must be webgpu (the CPU backends have no limit beyond memory, which the load plan checks), got "${backend}"`);
+  // every flag is checked before a Hub reference is downloaded
+  const marginArg = memoryMarginOption(values), threads = threadsOption(values);
   const path = await resolveModelReference(model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
   const available = availableMemoryBytes();
-  const margin = memoryMarginBytes();
+  const margin = marginArg ?? memoryMarginBytes();
   const gpu = backend === "webgpu" ? await probeWebGPU().catch((e: unknown) => ({ error: (e as Error).message })) : undefined;
   const maxBuffer = gpu && "maxBufferBytes" in gpu ? { bytes: gpu.maxBufferBytes, backend: "webgpu" } : undefined;
-  const planOptions = { quantize: quantize as Quantization | undefined, ...cacheTypesFrom(values), ...(backend ? { backend: "webgpu" as const } : {}) };
+  const planOptions = { quantize: quantize as Quantization | undefined, ...(threads !== undefined ? { threads } : {}), ...cacheTypesFrom(values), ...(backend ? { backend: "webgpu" as const } : {}) };
   if (opened.shape?.headDim !== undefined) checkCacheTypes(kvCacheTypesOf(planOptions), opened.shape.headDim);
   // 0: the trained context itself (as generate's --ctx-size 0)
   let ctxSize = ctxArg === "auto" ? undefined : ctxArg === TRAINED_CONTEXT ? opened.shape?.contextLength : ctxArg;

@@ -3,7 +3,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
@@ -27,6 +27,8 @@ Options:
                         --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
   --threads N           compute threads (default -1: all cores)
+  --memory-margin SIZE  free memory the default KV pool leaves unused, as generate (e.g. 512M, 0;
+                        default: TSLLM_MEMORY_MARGIN, else 1G)
   --backend NAME        wasm (default), reference or webgpu
   --json                print one JSON object instead of the progress lines
   -h, --help            show this help
@@ -44,6 +46,7 @@ export const PERPLEXITY_ARGS: OptionSpec = {
   "kl-divergence": { type: "boolean" },
   base: { type: "string" },
   threads: { type: "string" },
+  "memory-margin": { type: "string" },
   backend: { type: "string" },
   json: { type: "boolean" },
 };
@@ -59,6 +62,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
   const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
   const kl = flag(values, "kl-divergence");
+  const memoryMargin = memoryMarginOption(values);
   const quantize = optionalString(values, "quantize");
   if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
   // --quantize without --base: the base is the same model, unquantized
@@ -90,7 +94,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     throw new Error(`--file ${file}: ${(e as Error).message}; ${most >= 4 ? `use --ctx ${most} or less, or a longer text` : "use a longer text"}`);
   }
   const bosId = tok.addBos ? tok.bosId : undefined;
-  const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx, onWarning: printWarning } as const;
+  const loadOptions = { backend, threads: threadsOption(values), contextSize: ctx, ...(memoryMargin !== undefined ? { memoryMargin } : {}), onWarning: printWarning } as const;
   const models: Model[] = [];
   try {
     const model = await loadModel(modelFile, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);

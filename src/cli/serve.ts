@@ -4,7 +4,7 @@ import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
-import { optionalNonEmpty, optionalNumber, optionalString, parse, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -26,6 +26,8 @@ Options:
                         auto: the largest that fits in free memory; 0: the trained context, and
                         the KV pool sized for it, 128K tokens on some models)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
+  --memory-margin SIZE  free memory that auto and the default KV pool leave unused, e.g. 512M, 0
+                        (default: TSLLM_MEMORY_MARGIN, else 1G; llama.cpp's --fit-target)
   --body-limit BYTES    largest request body, as sent or once unpacked (gzip, deflate, br); a larger one is
                         answered 413 (default 4MiB; at most about 512MiB, the longest text JavaScript holds,
                         which a body is read into; a proxy in front must allow as much: nginx's
@@ -84,7 +86,7 @@ Options:
 
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
-  "kv-memory": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
+  "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
@@ -217,13 +219,3 @@ function admissionFrom(values: ParsedValues): "preempt" | "reserve" | undefined 
   throw new UsageError(`--admission must be preempt or reserve, got "${v}"`);
 }
 
-function parseBytes(text: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(text.trim());
-  if (!m) throw new UsageError(`--${flag} expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "${text}"`);
-  const power = { "": 0, k: 1, m: 2, g: 3, t: 4 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g" | "t"];
-  const base = m[3]!.toLowerCase().startsWith("i") || m[2] !== "" ? 1024 : 1;
-  const bytes = Math.floor(Number(m[1]) * base ** power);
-  if (!(bytes > 0)) throw new UsageError(`--${flag} must be positive, got "${text}"`);
-  if (!Number.isSafeInteger(bytes)) throw new UsageError(`--${flag} expects at most ${Number.MAX_SAFE_INTEGER} bytes, got "${text}"`);
-  return bytes;
-}

@@ -55,6 +55,11 @@ export interface MemoryPlan {
   /** the main weight type after quantization (the most bytes) */
   readonly weightType: string;
   readonly kvCacheBytes: number;
+  /**
+   * on wasm with an explicit kvCacheBytes: the K/V arrays that pool outgrows as it fills, which a
+   * wasm memory keeps (outgrownKvBlocks; the default pool is sized with them by kvPoolBytes)
+   */
+  readonly outgrownKvBytes: number;
   /** tokens the KV pool holds (all sequences together) */
   readonly kvTokens: number;
   /** bytes of one layer's K or V array (the larger) of that pool: one buffer of the backend's */
@@ -134,14 +139,15 @@ export function planMemory(r: PlanRequest): MemoryPlan {
   // (kvPoolBytes), down to one context: the plan needs one
   const kvBlocks = r.kvCacheBytes !== undefined ? Math.floor(r.kvCacheBytes / (DEFAULT_BLOCK_SIZE * perToken)) : Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
   const kvCacheBytes = kvBlocks * DEFAULT_BLOCK_SIZE * perToken;
+  const outgrownKvBytes = r.kvCacheBytes !== undefined && r.wasm ? outgrownKvBlocks(kvBlocks) * DEFAULT_BLOCK_SIZE * perToken : 0;
   // per batch token: residual, norm, Q/K/V, attention out (~6 x embedding), gate/up/act (3 x ffn),
   // logits (vocab), attention scores over the context (heads x context); f32
   const batch = Math.min(r.maxBatchTokens ?? 64, r.contextSize);
   const workers = r.wasm ? Math.max(0, (r.threads ?? 1) - 1) : 0;
   const scratchBytes = RUNTIME_BYTES + workers * WORKER_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
   return {
-    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes,
-    totalBytes: weightBytes + kvCacheBytes + scratchBytes, largestTensor,
+    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, outgrownKvBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes,
+    totalBytes: weightBytes + kvCacheBytes + outgrownKvBytes + scratchBytes, largestTensor,
   };
 }
 
@@ -268,7 +274,7 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
       if (c !== undefined) tries.push(`--quantize ${q} --ctx-size ${roundContext(c)}`);
     }
   }
-  const kv = r.kvCacheBytes === undefined ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes ${r.kvCacheBytes}, --kv-memory)`;
+  const kv = r.kvCacheBytes === undefined ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes ${r.kvCacheBytes}, --kv-memory)${p.outgrownKvBytes > 0 ? ` + ${formatBytes(p.outgrownKvBytes)} of K/V arrays it outgrows` : ""}`;
   const needs = `needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + ${kv} + scratch ${formatBytes(p.scratchBytes)})`;
   const tooBig = wasm && p.largestTensor.bytes > WASM_MEMORY_BYTES ? `; tensor ${p.largestTensor.name} is ${formatBytes(p.largestTensor.bytes)}, more than the 4 GiB one wasm memory holds` : "";
   const advice = tries.length > 0 ? `: try ${tries.join(" or ")}` : ": no quantization or context size tsllm offers fits";
@@ -278,7 +284,9 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
 /** the largest KV budget (whole blocks) that fits in `available` beside `p`'s weights and scratch and below the asked one, or undefined */
 function fittingKvBudget(r: PlanRequest, p: MemoryPlan, available: number): number | undefined {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-  const blocks = Math.min(Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock), maxBufferBlocks(r));
+  // on wasm the budget's pool outgrows arrays on the way (planMemory counts them): the largest whose pool and those fit
+  const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
+  const blocks = largestPool(r, Math.min(maxBufferBlocks(r), Math.max(0, free)), free);
   const bytes = blocks * perBlock;
   if (blocks < 1 || bytes >= p.kvCacheBytes) return undefined;
   return fits(planMemory({ ...r, kvCacheBytes: bytes }), available, r.wasm ?? false, r.maxBuffer) ? bytes : undefined;
