@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
@@ -94,6 +94,52 @@ test("pipeline(): a task without a model, offline, names the default id and the 
 test("pipeline(): the wrong head for the task is a clear error", { skip: skipWithoutShared("hf-oracle/bert-ner") }, async () => {
   await assert.rejects(pipeline("fill-mask", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /fill-mask needs a masked-LM head .*BertForTokenClassification/);
   await assert.rejects(pipeline("text-generation", `${SHARED}/hf-oracle/bert-ner`, { threads: 1 }), /text-generation needs a decoder/);
+});
+
+// transformers' pipeline("text-generation", folder) loads the folder's own config.json
+// (AutoConfig.from_pretrained) whatever modules.json says; sentence-transformers' modules.json names
+// where its Transformer module is, which only a folder with no model of its own needs
+test("text-generation on sentence-transformers folders: a top generator generates as transformers' pipeline (whatever 0_Transformer/ or modules.json hold); with no model at the top, one line naming the Transformer module's folder to pass (or that it is an encoder)", { skip: skip || skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  const exp = JSON.parse(readFileSync(`${SHARED}/hf-oracle/gpt2-tiny.expected.json`, "utf8"));
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-st-"));
+  const copy = (from: string, to: string) => {
+    mkdirSync(to, { recursive: true });
+    for (const f of readdirSync(from)) copyFileSync(join(from, f), join(to, f));
+  };
+  const modules = (folder: string, extra: object[] = []) => writeFileSync(join(folder, "modules.json"), JSON.stringify([
+    { idx: 0, name: "0", path: "0_Transformer", type: "sentence_transformers.models.Transformer" }, { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" }, ...extra,
+  ]));
+  try {
+    // GPT-2 at the top, an encoder in 0_Transformer/ and a module tsllm does not run: the top generates
+    const top = join(dir, "top");
+    copy(`${SHARED}/hf-oracle/gpt2-tiny`, top);
+    copy(`${SHARED}/hf-oracle/bert-ner`, join(top, "0_Transformer"));
+    modules(top, [{ idx: 2, name: "2", path: "2_Dense", type: "sentence_transformers.models.Dense" }]);
+    const gen = await pipeline("text-generation", top, { threads: 1 });
+    try {
+      const [out] = (await gen(exp.seed_procedure.prompt, { maxLength: 50 })) as { generated_text: string }[];
+      assert.equal(out!.generated_text, exp.seed_procedure.decoded);
+    } finally {
+      gen.dispose();
+    }
+    // only modules: GPT-2 in 0_Transformer/ is named, and generates when passed
+    const decoder = join(dir, "decoder");
+    copy(`${SHARED}/hf-oracle/gpt2-tiny`, join(decoder, "0_Transformer"));
+    modules(decoder);
+    await assert.rejects(pipeline("text-generation", decoder, { threads: 1 }), (e: Error) => {
+      assert.equal(e.message, `${decoder}: no config.json of its own: a sentence-transformers folder whose Transformer module is ${join(decoder, "0_Transformer")} (modules.json); text-generation loads a folder's own model, as transformers' pipeline does: pass ${join(decoder, "0_Transformer")} to generate with it`);
+      return true;
+    });
+    const inner = await pipeline("text-generation", join(decoder, "0_Transformer"), { threads: 1 });
+    inner.dispose();
+    // only modules, an encoder in 0_Transformer/ (the older embedding layout)
+    const encoder = join(dir, "encoder");
+    copy(`${SHARED}/hf-oracle/bert-ner`, join(encoder, "0_Transformer"));
+    modules(encoder);
+    await assert.rejects(pipeline("text-generation", encoder, { threads: 1 }), (e: Error) => e.message === `${encoder}: text-generation needs a decoder (causal LM); this is an encoder`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("an empty list of inputs is an empty list of results for every task, as transformers' pipelines iterate it", { skip: skipWithoutShared("hf-oracle/distilbert-sst") }, async () => {

@@ -1,4 +1,6 @@
-import { isEncoderModel, loadsAsEncoder } from "../formats/index.js";
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { isEncoderModel, loadsAsEncoder, transformerFolder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
@@ -90,6 +92,21 @@ export type TextGenerationPipeline = PipelineBase & ((input: string | readonly s
 
 export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
 
+/**
+ * text-generation loads the folder's own model (its config.json), as transformers' pipeline does,
+ * so a decoder folder that also carries sentence-transformers modules generates with its top model.
+ * Not loadsAsEncoder, which reads modules.json first: only a folder with no model of its own is
+ * told apart by it, a sentence-transformers folder whose Transformer module sits in a subfolder
+ * (0_Transformer/): refused naming that folder to pass (isEncoderModel already tells an encoder there).
+ */
+function checkGenerator(path: string): void {
+  if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
+  if (!statSync(path).isDirectory() || existsSync(join(path, "config.json"))) return;
+  const module = transformerFolder(path);
+  if (module === path) return;
+  throw new Error(`${path}: no config.json of its own: a sentence-transformers folder whose Transformer module is ${module} (modules.json); text-generation loads a folder's own model, as transformers' pipeline does: pass ${module} to generate with it`);
+}
+
 /** The local path of `model`, or of the task's default model (with a clear error when it cannot be had). */
 async function resolveFor(task: string, model: string | undefined): Promise<string> {
   if (model !== undefined) return resolveModelReference(model);
@@ -128,7 +145,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   const calls = pick(all, callNames);
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
-    if (isEncoderModel(path)) throw new Error(`${path}: text-generation needs a decoder (causal LM); this is an encoder`);
+    checkGenerator(path);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, onWarning: warn });
     try {
