@@ -244,6 +244,7 @@ export class Model {
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
       ...(options.promptLogprobs !== undefined ? { promptLogprobs: options.promptLogprobs } : {}),
       ...(constraint ? { constraint } : {}),
+      ...(options.preservedTokens?.length ? { preservedTokens: options.preservedTokens } : {}),
     });
     return {
       events: () => request[Symbol.asyncIterator](),

@@ -5,7 +5,7 @@ import { createStopMatcher, Sequence, tokenLogprobs, validateBeamOptions, valida
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
-import type { Tokenizer } from "../tokenizer/index.js";
+import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
@@ -468,7 +468,7 @@ export class Engine {
       case "beam": {
         const options = { ...d, maxTokens: room, endIds };
         validateBeamOptions(options);
-        const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), endIds) : undefined;
+        const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), endIds) : undefined;
         return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => this.tokenizer.decode(t, { skipSpecialTokens: true }), constraint);
       }
       case "speculative": {
@@ -489,7 +489,7 @@ export class Engine {
             target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
           } : undefined;
           // a constraint: the decoder keeps its own parse (the output sequence's is not used)
-          const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), params.ignoreEos ? new Set<number>() : endIds) : undefined;
+          const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
             maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
@@ -554,8 +554,28 @@ export class Engine {
   private newSequence(p: RequestParams, choice: number, grammar: Grammar | undefined): Sequence {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
-    const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer), p.ignoreEos ? new Set() : rules.endIds) : undefined;
-    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens }), rules, constraint);
+    const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.outputDecoder(p), rules, constraint);
+  }
+
+  /**
+   * The completion's text: special tokens dropped, save the preserved ones, whose text stays (a
+   * tool call's marker the reply parser reads, as llama-server renders a preserved token). Bytes
+   * of a character left open before one end there, as decoding the whole output would end them.
+   */
+  private outputDecoder(p: RequestParams): StreamDecoder {
+    const decoder = this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens });
+    if (!p.preservedTokens?.length) return decoder;
+    const utf8 = new TextDecoder();
+    const kept = new Map([...ConstraintVocabulary.of(this.tokenizer, p.preservedTokens).markers.keys()].map((id) => [id, utf8.decode(this.tokenizer.tokenBytes(id))]));
+    return {
+      push: (id) => {
+        const text = kept.get(id);
+        // (not pushed: a special token the decoder would drop, or write itself were it not one it skips)
+        return text === undefined ? decoder.push(id) : decoder.flush() + text;
+      },
+      flush: () => decoder.flush(),
+    };
   }
 
   /** a constraint's grammar, compiled once per distinct spec (the last few kept); a bad one is a RequestError naming where */

@@ -35,6 +35,12 @@ export interface RequestParams {
   readonly signal?: AbortSignal;
   /** what the output must be (a grammar, a JSON Schema, JSON, a choice): only tokens that keep it so are sampled */
   readonly constraint?: ConstraintSpec;
+  /**
+   * special tokens, by text, that the constraint may take where its grammar writes that text as a
+   * literal (a tool format's call markers), and whose text the completion keeps (llama.cpp's
+   * preserved tokens); other special tokens stay out of constrained output and its text
+   */
+  readonly preservedTokens?: readonly string[];
 }
 
 /** what happened to one choice, told apart by `type`: a step (a token and its text, or its end step), or its end */

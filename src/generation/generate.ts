@@ -9,6 +9,10 @@ import type { Timings } from "./timings.js";
 
 /** the constraint the options ask for (at most one of grammar, jsonSchema, json, choice, regex) */
 export function constraintOf(options: GenerateOptions): ConstraintSpec | undefined {
+  const preserved = options.preservedTokens;
+  if (preserved !== undefined && (!Array.isArray(preserved) || preserved.some((t) => typeof t !== "string" || t === ""))) {
+    throw new OptionError(`preservedTokens must be a list of special tokens' texts (non-empty strings), got ${shownValue(preserved)}`, "preservedTokens");
+  }
   const given = (["grammar", "jsonSchema", "json", "choice", "regex"] as const).filter((k) => options[k] !== undefined);
   if (given.length > 1) throw new OptionError(`give one of grammar, jsonSchema, json, choice and regex, not ${given.join(" and ")}`, given[1]!);
   if (options.grammar !== undefined) return { grammar: options.grammar };
@@ -72,6 +76,12 @@ export interface GenerateOptions extends SamplingOptions {
   choice?: readonly string[];
   /** the whole completion matches this regular expression (ECMAScript syntax; see constraints/regex.ts) */
   regex?: string;
+  /**
+   * special tokens, by their text (e.g. "<|python_tag|>", "[TOOL_CALLS]"), that a constraint may
+   * take as one token where its grammar writes that text as a literal, and whose text the
+   * completion keeps (llama.cpp's preserved tokens); other special tokens stay excluded
+   */
+  preservedTokens?: readonly string[];
   /** independent completions sharing one prefill (default 1); choice i samples with seed + i (see choices.ts) */
   n?: number;
 }
@@ -188,7 +198,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, promptLogprobs: true,
   numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, draftModel: true, draftTokens: true,
-  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, n: true,
+  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
 };
 
 const OPTION_NAMES: readonly string[] = [...Object.keys(GENERATION_OPTIONS), ...SAMPLING_OPTION_NAMES];

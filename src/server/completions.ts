@@ -116,6 +116,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const shaped = replyGrammar(options, tools, source, thinking, reasoning);
     if (shaped) {
       options.grammar = shaped.grammar;
+      // (a format's markers its vocabulary holds as special tokens: taken whole, kept in the text)
+      if (shaped.preserved) options.preservedTokens = shaped.preserved;
       // (the format is in the grammar now)
       delete options.jsonSchema;
       delete options.json;

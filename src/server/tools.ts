@@ -701,10 +701,36 @@ export function replyGrammar(constraint: ReplyConstraint, tools: Tools | undefin
   // (all that the grammar is made of: an agent sends the same tools and format with every turn, and
   // writing the grammar of many functions takes milliseconds; a refused request is refused anew)
   const key = JSON.stringify([constraint.jsonSchema, constraint.json, constraint.grammar, tools && [tools.functions, tools.choice, tools.parallel], templateSource, thinking, reasoning]);
-  return shapedReplies.get(key, () => shapeReply(constraint, tools, templateSource, thinking, reasoning));
+  return shapedReplies.get(key, () => {
+    const shaped = shapeReply(constraint, tools, templateSource, thinking, reasoning);
+    // the reasoning's markers too where the grammar writes them (Qwen3's <think> is an added token), as llama.cpp's formats preserve them
+    const think = reasoning === "none" ? undefined : thinking;
+    const preserved = [...((tools && PRESERVED_TOKENS[toolFormatOf(templateSource)]) || []), ...(think ? [think.open, think.close] : [])];
+    return shaped && preserved.length > 0 ? { ...shaped, preserved } : shaped;
+  });
 }
 
-type ShapedReply = { readonly grammar: string; readonly param: string };
+/**
+ * The markers each format's grammar writes as literals, which a vocabulary may hold as one special
+ * token (Llama 3.1's <|python_tag|>, Mistral's [TOOL_CALLS] are control tokens): the grammar takes
+ * that token where it writes the marker, and the reply keeps its text for the parser, as
+ * llama.cpp's chat formats list them as preserved tokens. Formats without: none of their markers
+ * is a special token anywhere.
+ */
+const PRESERVED_TOKENS: Partial<Record<ToolFormat, readonly string[]>> = {
+  hermes: ["<tool_call>", "</tool_call>"],
+  "qwen3-coder": ["<tool_call>", "</tool_call>"],
+  mistral: ["[TOOL_CALLS]"],
+  "mistral-args": ["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
+  "firefunction-v2": [" functools["],
+  "command-r7b": ["<|START_ACTION|>", "<|END_ACTION|>"],
+  llama3: [PYTHON_TAG],
+  "functionary-v3.1": [PYTHON_TAG],
+  "deepseek-r1": ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"],
+};
+
+/** the reply's grammar, the parameter it stands for, and the special tokens it may take as its markers (its format's, its reasoning's) */
+type ShapedReply = { readonly grammar: string; readonly param: string; readonly preserved?: readonly string[] };
 const shapedReplies = new TextCache<ShapedReply | undefined>((v) => v?.grammar.length ?? 0, 64);
 
 function shapeReply(constraint: ReplyConstraint, tools: Tools | undefined, templateSource: string, thinking: ReplySyntax["thinking"], reasoning: ReasoningFormat): ShapedReply | undefined {

@@ -29,6 +29,8 @@ export class ParseStates {
   private readonly bySubset: Map<string, number>[] = [];
   private readonly numbers = new Map<StackSet, number>();
   private start = -1;
+  /** per state, the preserved special tokens asked for: the state after each (REFUSED: not taken there) */
+  private readonly markerSteps = new Map<number, Map<number, number>>();
 
   constructor(grammar: Grammar, readonly vocab: ConstraintVocabulary) {
     this.matcher = new GrammarMatcher(grammar);
@@ -85,11 +87,45 @@ export class ParseStates {
   /** the state after token `id`'s text from `from` (REFUSED: refused somewhere in it, or a token never allowed) */
   afterToken(from: number, id: number): number {
     const v = this.vocab;
+    const marker = v.markers.get(id);
+    if (marker) return this.afterMarker(from, id, marker);
     if (!v.usable(id)) return REFUSED;
     const classOf = this.partition.classOf;
     let s = from;
     for (let i = v.charStart[id]!, end = v.charStart[id + 1]!; i < end && s !== REFUSED; i++) s = this.step(s, classOf[v.chars[i]!]!);
     return s;
+  }
+
+  /**
+   * The state after preserved special token `id` (its text's bytes `chars`): REFUSED unless some
+   * stack at `from` spells the text out, each byte matched by a class of that byte alone (a
+   * literal of the grammar, as a call format's marker is written), so a JSON string or free text
+   * that merely may hold the same characters never takes the one token. Known once per state.
+   */
+  private afterMarker(from: number, id: number, chars: Int32Array): number {
+    let known = this.markerSteps.get(from);
+    if (!known) this.markerSteps.set(from, (known = new Map()));
+    let to = known.get(id);
+    if (to === undefined) {
+      const alphabet = this.vocab.alphabet;
+      let stacks = this.sets[from]!.stacks;
+      for (let i = 0; i < chars.length && stacks.length > 0; i++) {
+        const b = alphabet[chars[i]!]!;
+        const literal = stacks.filter((s) => {
+          const top = this.matcher.top(s);
+          return top !== undefined && !top.negated && top.ranges.length > 0 && top.ranges.every(([lo, hi]) => lo === b && hi === b);
+        });
+        stacks = literal.length === 0 ? literal : this.matcher.advance(literal, b);
+      }
+      to = REFUSED;
+      if (stacks.length > 0) {
+        const classOf = this.partition.classOf;
+        to = from;
+        for (let i = 0; i < chars.length && to !== REFUSED; i++) to = this.step(to, classOf[chars[i]!]!);
+      }
+      known.set(id, to);
+    }
+    return to;
   }
 
   private of(set: StackSet): number {

@@ -86,6 +86,8 @@ export class TokenMasks {
       rows[d + 1] = to * classes;
       i++;
     }
+    // the preserved special tokens (a few call markers): each where the grammar spells its text out
+    for (const id of this.vocab.markers.keys()) if (states.afterToken(state, id) !== REFUSED) bits[id >>> 5]! |= 1 << (id & 31);
     return bits;
   }
 }

@@ -11,7 +11,8 @@ interface BuildNode {
  * characters: a byte-fallback piece (<0xE6>) or a byte-level piece may hold part of a character,
  * and the grammar runs over UTF-8 bytes (utf8-grammar.ts), so such pieces spell the characters a
  * vocabulary has no whole piece for. Special tokens and tokens that add nothing are left out: a
- * constraint never allows them. Built once per tokenizer.
+ * constraint never allows them, save the special tokens a caller names as preserved (markers,
+ * below). Built once per tokenizer.
  *
  * Bytes are numbered by the vocabulary's alphabet (its distinct byte values, ascending), so a
  * grammar can map each to a class of bytes it cannot tell apart (char-partition.ts). The trie is
@@ -35,6 +36,13 @@ export class ConstraintVocabulary {
   readonly chars: Int32Array;
   /** the most bytes of one token (the deepest node) */
   readonly maxLength: number;
+  /**
+   * Special tokens a caller named as preserved (a tool format's call markers, as llama.cpp's chat
+   * code lists them), by id: their text's bytes as numbers. They are not in the trie: a parse state
+   * takes one only where the grammar spells its text out as literal characters (parse-states.ts),
+   * never where a class such as a JSON string's character happens to match it.
+   */
+  readonly markers: ReadonlyMap<number, Int32Array> = new Map();
 
   private constructor(readonly size: number, texts: readonly (readonly number[] | undefined)[]) {
     const values = new Set<number>();
@@ -98,14 +106,55 @@ export class ConstraintVocabulary {
   }
 
   private static cache = new WeakMap<Tokenizer, ConstraintVocabulary>();
+  /** per tokenizer, the variants with preserved special tokens, by their sorted texts */
+  private static variants = new WeakMap<Tokenizer, Map<string, ConstraintVocabulary>>();
 
-  static of(tokenizer: Tokenizer): ConstraintVocabulary {
+  /**
+   * The vocabulary of a tokenizer, built once; with `preserved`, the special tokens whose text is
+   * one of them join it as markers (end-of-generation tokens never: they keep their own handling).
+   * The variant shares the trie: one per distinct preserved set, a scan of the ids when first made.
+   */
+  static of(tokenizer: Tokenizer, preserved: readonly string[] = []): ConstraintVocabulary {
     let v = ConstraintVocabulary.cache.get(tokenizer);
     if (!v) {
       v = ConstraintVocabulary.build(tokenizer);
       ConstraintVocabulary.cache.set(tokenizer, v);
     }
-    return v;
+    if (preserved.length === 0) return v;
+    const texts = [...new Set(preserved)].sort();
+    const key = JSON.stringify(texts);
+    let byKey = ConstraintVocabulary.variants.get(tokenizer);
+    if (!byKey) ConstraintVocabulary.variants.set(tokenizer, (byKey = new Map()));
+    let variant = byKey.get(key);
+    if (!variant) {
+      const wanted = new Set(texts);
+      const utf8 = new TextDecoder();
+      const markers = new Map<number, Uint8Array>();
+      for (let id = 0; id < tokenizer.vocabSize; id++) {
+        if (!tokenizer.isSpecial(id) || tokenizer.endOfGenerationIds.has(id)) continue;
+        const bytes = tokenizer.tokenBytes(id);
+        if (wanted.has(utf8.decode(bytes))) markers.set(id, bytes);
+      }
+      byKey.set(key, (variant = v.withMarkers(markers)));
+    }
+    return variant;
+  }
+
+  /**
+   * This vocabulary with `markers` (id: its text's bytes) as preserved special tokens; the trie is
+   * shared. A marker with a byte no token of the trie has is left out: the grammar's character
+   * classes are told apart over the trie's bytes only (char-partition.ts), and no call format's
+   * marker has such a byte in a real vocabulary.
+   */
+  withMarkers(markers: ReadonlyMap<number, Uint8Array>): ConstraintVocabulary {
+    const number = new Map<number, number>();
+    this.alphabet.forEach((c, i) => number.set(c, i));
+    const numbered = new Map<number, Int32Array>();
+    for (const [id, bytes] of markers) {
+      if (id < 0 || id >= this.size || bytes.length === 0 || bytes.some((b) => !number.has(b))) continue;
+      numbered.set(id, Int32Array.from(bytes, (b) => number.get(b)!));
+    }
+    return Object.assign(Object.create(ConstraintVocabulary.prototype) as ConstraintVocabulary, this, { markers: numbered });
   }
 
   /** a vocabulary of the given token texts, as UTF-8 (undefined: a token that is never allowed) */
