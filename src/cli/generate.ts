@@ -43,7 +43,7 @@ Options:
                         sized for all of it, 128K tokens on some models). Before loading, a model whose weights + KV cache +
                         scratch do not fit in free memory is refused with what would fit
   --memory-margin SIZE  free memory that auto and the default KV pool leave unused, e.g. 512M, 0
-                        (default: TSLLM_MEMORY_MARGIN, else 1G; llama.cpp's --fit-target)
+                        (default: TSLLM_MEMORY_MARGIN, else 1G; as llama.cpp's fit target)
   --quantize Q          quantize F32/F16/BF16 weights while loading: q8_0, q6_k, q5_k, q4_k, q3_k, q2_k,
                         q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, or the in-memory nf4 / int8
   --cache-type-k T      KV cache type of keys: f32 (default), f16, q8_0 (3.8x smaller) or q4_0 (7.1x),

@@ -27,7 +27,7 @@ Options:
                         the KV pool sized for it, 128K tokens on some models)
   --kv-memory BYTES     bytes of KV cache shared by all sequences (default: --parallel full contexts, capped)
   --memory-margin SIZE  free memory that auto and the default KV pool leave unused, e.g. 512M, 0
-                        (default: TSLLM_MEMORY_MARGIN, else 1G; llama.cpp's --fit-target)
+                        (default: TSLLM_MEMORY_MARGIN, else 1G; as llama.cpp's fit target)
   --body-limit BYTES    largest request body, as sent or once unpacked (gzip, deflate, br); a larger one is
                         answered 413 (default 4MiB; at most about 512MiB, the longest text JavaScript holds,
                         which a body is read into; a proxy in front must allow as much: nginx's
