@@ -135,9 +135,9 @@ test("the server's Llama 3.1 format under tool_choice required: a built-in call 
     });
     assert.equal(status, 200, JSON.stringify(json));
     const choice = json.choices[0];
-    // the marker was one token: the logprobs list the tokens taken, a special one without its text
-    // (as llama-server shows it without --special); spelled out, the first would be "<"
-    assert.deepEqual([choice.logprobs.content[0].token, choice.logprobs.content[1].token], ["", "python"], JSON.stringify(choice.logprobs.content.slice(0, 3)));
+    // the marker was one token: the logprobs list the tokens taken, the preserved one with the text
+    // the completion holds (llama-server's text_to_send); spelled out, the first would be "<"
+    assert.deepEqual([choice.logprobs.content[0].token, choice.logprobs.content[1].token], ["<|python_tag|>", "python"], JSON.stringify(choice.logprobs.content.slice(0, 3)));
     assert.equal(choice.message.tool_calls?.length, 1, JSON.stringify(choice.message));
     assert.equal(choice.message.tool_calls[0].function.name, "python");
   } finally {

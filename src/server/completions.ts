@@ -257,7 +257,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
     // (best_of's ranking asks for logprobs the client may not have)
-    const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion);
+    const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
     if (job.kind === "chat") {
       const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
       const reply = readReply(c.completion, job.reply);
@@ -336,7 +336,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     let ended = 0;
     // each choice's text sent so far, and its logprobs: sent with the text they are part of
     const shown = new Array<number>(total).fill(0);
-    const logprobs = job.logprobs === undefined ? undefined : Array.from({ length: total }, (_, i) => ctx.texts.choice(job.prompts[Math.floor(i / job.n)]!));
+    const logprobs = job.logprobs === undefined ? undefined : Array.from({ length: total }, (_, i) => ctx.texts.choice(job.prompts[Math.floor(i / job.n)]!, job.options.preservedTokens));
     // with tools or reasoning, each choice's text goes through a parser that streams reasoning, content and calls apart
     const syntax = job.reply;
     const parsers = syntax ? Array.from({ length: total }, () => new ReplyStream(syntax)) : undefined;

@@ -1,4 +1,5 @@
 import type { FinishReason, GenerationResult, PromptLogprobs, TokenLogprob } from "../generation/index.js";
+import { ConstraintVocabulary } from "../sampling/constraints/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
 /** The wire shapes of OpenAI's chat and text completions, built from the library's results. */
@@ -78,7 +79,9 @@ export interface PlacedLogprob {
  * split across tokens shows with the token that completes it). Its `bytes` are the token's own
  * (Tokenizer.tokenBytes), so the bytes of split characters can be rejoined, as OpenAI documents
  * and llama-server sends them. Alternatives in top_logprobs are not in the text: their text is
- * their own bytes decoded.
+ * their own bytes decoded. A preserved special token (a tool format's marker taken under the
+ * reply's grammar) adds its own text to the completion, as the engine writes it: its entry shows
+ * that text, as llama-server's shows the token's text_to_send.
  */
 /** one token of a chat answer's logprobs.content, as OpenAI's */
 export interface ChatLogprobEntry {
@@ -93,14 +96,32 @@ export class TokenTexts {
 
   constructor(private readonly tokenizer: Tokenizer) {}
 
-  /** one choice's tokens, generated after `promptTokens` */
-  choice(promptTokens: readonly number[]): ChoiceLogprobs {
-    return new ChoiceLogprobs(this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: promptTokens }));
+  /** one choice's tokens, generated after `promptTokens` (`preserved`: the request's preserved special tokens, whose text the completion holds) */
+  choice(promptTokens: readonly number[], preserved?: readonly string[]): ChoiceLogprobs {
+    return new ChoiceLogprobs(this.completionDecoder(promptTokens, preserved));
+  }
+
+  /**
+   * The completion's text token by token, as the engine decodes it (Engine.outputDecoder): special
+   * tokens add nothing, save the preserved ones, which add their text (the bytes of a character
+   * left open before one end there); otherwise a marker the completion holds would show as ""
+   */
+  private completionDecoder(promptTokens: readonly number[], preserved: readonly string[] | undefined): StreamDecoder {
+    const decoder = this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: promptTokens });
+    if (!preserved?.length) return decoder;
+    const kept = new Map([...ConstraintVocabulary.of(this.tokenizer, preserved).markers.keys()].map((id) => [id, this.own(id).token]));
+    return {
+      push: (id) => {
+        const text = kept.get(id);
+        return text === undefined ? decoder.push(id) : decoder.flush() + text;
+      },
+      flush: () => decoder.flush(),
+    };
   }
 
   /** a finished choice's logprobs within its completion */
-  placed(promptTokens: readonly number[], logprobs: readonly TokenLogprob[], completion: string): PlacedLogprob[] {
-    const choice = this.choice(promptTokens);
+  placed(promptTokens: readonly number[], logprobs: readonly TokenLogprob[], completion: string, preserved?: readonly string[]): PlacedLogprob[] {
+    const choice = this.choice(promptTokens, preserved);
     for (const lp of logprobs) choice.push(lp);
     choice.end();
     return choice.take(completion.length);
