@@ -11,6 +11,8 @@ import { getEventListeners } from "node:events";
 import { after, test } from "node:test";
 import { TsllmWorker } from "../src/browser/client.js";
 import type { Reply, Request } from "../src/browser/protocol.js";
+import { ChatTemplateError, NoChatTemplateError } from "../src/chat/index.js";
+import { RequestError } from "../src/engine/index.js";
 import { OptionError } from "../src/units/index.js";
 
 class StandInWorker {
@@ -134,5 +136,61 @@ test("streamChat(): the chat request is sent at the call with the chat options; 
   assert.deepEqual(worker.posted.map((r) => r.op), ["chat", "abort"]);
   assert.equal((worker.posted[1] as Extract<Request, { op: "abort" }>).target, sent.id);
   assert.equal(getEventListeners(caller.signal, "abort").length, 0);
+  client.terminate();
+});
+
+test("a refusal the worker sends is rebuilt as the library's class of that name with its fields (instanceof OptionError, RequestError, NoChatTemplateError); another name stays an Error with that name", async () => {
+  const { client, worker } = engine();
+  const sent = (name: string, message: string, fields?: Record<string, string>) => {
+    const done = client.generate("Lily");
+    worker.reply({ id: worker.posted.at(-1)!.id, kind: "error", name, message, ...(fields ? { fields } : {}) });
+    return done.then(() => undefined, (e: unknown) => e);
+  };
+  const option = await sent("OptionError", "sampling option temperature = -1: expected a finite number >= 0 (0 = greedy)", { option: "temperature" });
+  assert.ok(option instanceof OptionError && option instanceof RangeError && !(option instanceof RequestError));
+  assert.deepEqual([option.name, option.option], ["OptionError", "temperature"]);
+  const request = await sent("RequestError", "the prompt has 300 tokens but the context holds 256; use a larger contextSize or a shorter prompt", { option: "prompt", code: "context_length_exceeded" });
+  assert.ok(request instanceof RequestError && request instanceof OptionError);
+  assert.deepEqual([request.name, request.option, request.code], ["RequestError", "prompt", "context_length_exceeded"]);
+  const template = new NoChatTemplateError();
+  const noTemplate = await sent("NoChatTemplateError", template.message, { reason: template.reason });
+  assert.ok(noTemplate instanceof NoChatTemplateError && noTemplate instanceof ChatTemplateError);
+  assert.deepEqual([noTemplate.message, noTemplate.reason], [template.message, template.reason]);
+  const other = await sent("AbortError", "x.gguf: aborted");
+  assert.ok(other instanceof Error && !(other instanceof OptionError));
+  assert.deepEqual([other.name, other.message], ["AbortError", "x.gguf: aborted"]);
+  client.terminate();
+});
+
+test("stream(): once a load has answered with the model's limits, a request they refuse throws at the call with nothing sent; while a load or unload sent since is unanswered, it goes to the worker", async () => {
+  const { client, worker } = engine();
+  const limits = { contextSize: 256, tokenIds: 512, rows: 512, maxSequences: 4 };
+  const load = (hasChatTemplate: boolean) => {
+    const done = client.load("http://localhost/m.gguf");
+    worker.reply({ id: worker.posted.at(-1)!.id, kind: "result", value: { limits, hasChatTemplate } });
+    return done;
+  };
+  await load(false);
+  const posted = worker.posted.length;
+  const messages = [{ role: "user", content: "Lily" }];
+  const refused = (option: string) => (e: unknown) => e instanceof RequestError && e.option === option;
+  assert.throws(() => client.stream([1, 512]), refused("prompt"));
+  assert.throws(() => client.stream(new Array(256).fill(1)), (e: unknown) => refused("prompt")(e) && (e as RequestError).code === "context_length_exceeded");
+  assert.throws(() => client.stream("Lily", { stopTokens: [512] }), refused("stopTokens"));
+  assert.throws(() => client.stream("Lily", { logitBias: { 512: 1 } }), refused("logitBias"));
+  assert.throws(() => client.stream("Lily", { n: 5 }), refused("n"));
+  assert.throws(() => client.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", numBeams: 5 }), refused("numBeams"));
+  assert.throws(() => client.streamChat(messages), (e: unknown) => e instanceof NoChatTemplateError);
+  assert.equal(worker.posted.length, posted, "nothing reached the worker");
+  // a second load not answered yet: the model may change, the worker decides
+  void client.load("http://localhost/other.gguf").catch(() => undefined);
+  client.stream([1, 512]).return(undefined as never).catch(() => undefined);
+  assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["load", "generate", "abort"]);
+  await load(true);
+  client.streamChat(messages).return(undefined as never).catch(() => undefined);
+  assert.equal(worker.posted.at(-2)!.op, "chat", "a model with a chat template");
+  void client.unload().catch(() => undefined);
+  client.stream([1, 512]).return(undefined as never).catch(() => undefined);
+  assert.deepEqual(worker.posted.slice(-3).map((r) => r.op), ["unload", "generate", "abort"]);
   client.terminate();
 });

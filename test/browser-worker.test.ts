@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type CDPSession, type Page } from "playwright-core";
 import { startExampleServer, stopExampleServer } from "../src/bench/chromium-engine.js";
-import { loadModel } from "../src/index.js";
+import { ChatTemplateError, DisposedError, GGUFError, loadModel, NoChatTemplateError, OptionError, readGGUFHeader, RequestError } from "../src/index.js";
 import { CHAT_TEMPLATE } from "./helpers/serve.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
@@ -38,13 +38,13 @@ after(async () => {
 /** llama.cpp's first 4 greedy tokens after "Once upon a time" */
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 4);
 
-/** runs `body` in a fresh page with TsllmWorker in scope; returns what it returns */
+/** runs `body` in a fresh page with TsllmWorker and `lib` (the whole tsllm.js module) in scope; returns what it returns */
 async function inPage<T>(body: string, origin?: string): Promise<{ value: T; errors: string[] }> {
   const { page, errors } = await openPage(origin);
   const value = await page.evaluate(async (code) => {
     const lib = "/tsllm/tsllm.js";
-    const { TsllmWorker } = await import(lib);
-    return new Function("TsllmWorker", `return (async () => { ${code} })()`)(TsllmWorker);
+    const module = await import(lib);
+    return new Function("TsllmWorker", "lib", `return (async () => { ${code} })()`)(module.TsllmWorker, module);
   }, body);
   // a rejection nobody handled surfaces as a page error a moment later
   await new Promise((r) => setTimeout(r, 200));
@@ -130,7 +130,7 @@ function thrownBy(calls: (() => unknown)[]): string[] {
   });
 }
 
-test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary rejects the first next() (and generate) with Node's error: message, name and option", { skip }, async () => {
+test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary throws at stream()'s call (with the model's limits from its load) and rejects generate with Node's error: message, name and option", { skip }, async () => {
   type Refusal = { name: string; message: string; option?: string };
   const { value, errors } = await inPage<{ stream: string[]; chat: string[]; names: string[]; sent: number; vocab: Refusal[]; after: number[] }>(`
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
@@ -147,7 +147,8 @@ test("stream() and streamChat() refuse a value that is wrong whatever the model 
       thrown(() => engine.streamChat("Once upon a time")), thrown(() => engine.streamChat(messages, { system: 5 })), thrown(() => engine.streamChat(messages, { parseSpecialInContent: "yes" }))];
     const refusedSent = sent;
     const refusal = (e) => ({ name: e.name, message: e.message, option: e.option });
-    const vocab = [await engine.stream([1, 999999], { maxTokens: 2 }).next().then(() => "resolved", refusal), await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", refusal)];
+    const atCall = (call) => { try { call(); return "no throw"; } catch (e) { return refusal(e); } };
+    const vocab = [atCall(() => engine.stream([1, 999999], { maxTokens: 2 })), await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", refusal)];
     const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
     engine.terminate();
     return { stream, chat, names: [...new Set(names)], sent: refusedSent, vocab, after: after.completionTokens };`);
@@ -176,6 +177,120 @@ test("stream() and streamChat() refuse a value that is wrong whatever the model 
   assert.deepEqual(value.names, ["OptionError"]);
   assert.equal(value.sent, 0, "nothing was posted for a refused call");
   assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});
+
+test("a refusal from the worker is the library's exported error class on the page (instanceof OptionError, RequestError, NoChatTemplateError, GGUFError), with Node's message, name and fields", { skip }, async () => {
+  type Caught = { classes: string[]; name: string; message: string; option?: string; code?: string };
+  const { value, errors } = await inPage<Caught[]>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    const classes = ["OptionError", "RequestError", "ChatTemplateError", "NoChatTemplateError", "DisposedError", "GGUFError", "RangeError"];
+    const caught = (e) => ({ classes: classes.filter((c) => e instanceof (lib[c] ?? globalThis[c])), name: e.name, message: e.message, option: e.option, code: e.code });
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const got = [
+      await engine.generate("Once upon a time", { temperature: -1 }).then(() => "resolved", caught),
+      await engine.chat(messages, { maxTokens: -1, chatTemplate: "{{ messages[0].content }}" }).then(() => "resolved", caught),
+      await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", caught),
+      await engine.chat(messages, { maxTokens: 2 }).then(() => "resolved", caught),
+    ];
+    got.push(await engine.load(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), { cache: false }).then(() => "resolved", caught));
+    engine.terminate();
+    return got;`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1 });
+  const classes = { OptionError, RequestError, ChatTemplateError, NoChatTemplateError, DisposedError, GGUFError, RangeError };
+  const caught = (e: unknown): Caught => {
+    const { name, message, option, code } = e as Error & { option?: string; code?: string };
+    return { classes: Object.entries(classes).filter(([, c]) => e instanceof c).map(([n]) => n), name, message, option, code };
+  };
+  const messages = [{ role: "user", content: "Once upon a time" }];
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-browser-errors-"));
+  try {
+    const node = [
+      await model.generate("Once upon a time", { temperature: -1 }).then(() => "resolved", caught),
+      await model.chat(messages, { maxTokens: -1, chatTemplate: "{{ messages[0].content }}" }).then(() => "resolved", caught),
+      await model.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", caught),
+      await model.chat(messages, { maxTokens: 2 }).then(() => "resolved", caught),
+    ];
+    const bad = join(dir, "bad.gguf");
+    writeFileSync(bad, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]));
+    let gguf: Caught | string = "loaded";
+    try {
+      readGGUFHeader(bad);
+    } catch (e) {
+      gguf = caught(e);
+    }
+    assert.deepEqual(node.map((c) => (typeof c === "string" ? c : c.classes)), [["OptionError", "RangeError"], ["OptionError", "RequestError", "RangeError"], ["OptionError", "RequestError", "RangeError"], ["ChatTemplateError", "NoChatTemplateError"]]);
+    // (before, each was a plain Error on the page: none of these classes, whatever its name said)
+    assert.deepEqual(value.slice(0, 4), node);
+    const page = value[4] as Caught, file = gguf as Caught;
+    assert.deepEqual(page.classes, file.classes);
+    assert.deepEqual([page.name, page.message.replace(/^a Blob of 8 bytes: /, "")], [file.name, file.message.replace(`${bad}: `, "")]);
+  } finally {
+    model.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  assert.deepEqual(errors, []);
+});
+
+/** requests that only the model's limits refuse (context 256, 4 sequences at once): [prompt or messages, options] */
+const OVER_LIMITS: [string | number[], object][] = [
+  [[1, 999999], { maxTokens: 2 }], [[], {}], [new Array(256).fill(1), {}], ["Once upon a time", { stopTokens: [999999] }],
+  ["Once upon a time", { logitBias: { 999999: 1 } }], ["Once upon a time", { n: 5 }], ["Once upon a time", { numBeams: 5 }],
+];
+
+test("stream() and streamChat() refuse at the call what the loaded model's limits refuse (token ids outside the vocabulary, a token prompt filling the context, n or numBeams past maxSequences, no chat template), as Node's Model.stream does, nothing sent; a load sent since leaves it to the worker", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string; classes: string[] } | "no throw";
+  const { value, errors } = await inPage<{ stream: Refusal[]; chat: Refusal[]; sent: number; whileLoading: string; afterLoad: Refusal }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const options = { cache: false, threads: 1, contextSize: 256, maxSequences: 4 };
+    await engine.load("/models/stories260K.gguf", options);
+    const worker = engine.worker, post = worker.postMessage.bind(worker);
+    let sent = 0;
+    worker.postMessage = (m) => { sent++; post(m); };
+    const thrown = (call) => {
+      try { call(); return "no throw"; } catch (e) {
+        return { name: e.name, message: e.message, option: e.option, classes: ["OptionError", "RequestError", "NoChatTemplateError"].filter((c) => e instanceof lib[c]) };
+      }
+    };
+    const stream = ${JSON.stringify(OVER_LIMITS)}.map(([prompt, o]) => thrown(() => engine.stream(prompt, o)));
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const chat = [thrown(() => engine.streamChat(messages, { maxTokens: 2 })), thrown(() => engine.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", n: 5 })),
+      thrown(() => engine.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", logitBias: { 999999: 1 } }))];
+    const refusedSent = sent;
+    // a load sent and not answered yet may change the model: the worker checks, the first next() rejects
+    const loading = engine.load("/models/stories260K.gguf", options);
+    const whileLoading = await engine.stream([1, 999999], { maxTokens: 2 }).next().then(() => "resolved", (e) => e.option + ": " + e.message);
+    await loading;
+    const afterLoad = thrown(() => engine.stream([1, 999999], { maxTokens: 2 }));
+    engine.terminate();
+    return { stream, chat, sent: refusedSent, whileLoading, afterLoad };`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, contextSize: 256, maxSequences: 4 });
+  try {
+    const thrown = (call: () => unknown): Refusal => {
+      try {
+        call();
+        return "no throw";
+      } catch (e) {
+        const { name, message, option } = e as Error & { option?: string };
+        return { name, message, option, classes: Object.entries({ OptionError, RequestError, NoChatTemplateError }).filter(([, c]) => e instanceof c).map(([n]) => n) };
+      }
+    };
+    const node = OVER_LIMITS.map(([prompt, o]) => thrown(() => model.stream(prompt, o)));
+    assert.ok(!node.includes("no throw"), `Node refuses each at the call: ${JSON.stringify(node)}`);
+    // (before, each went to the worker and rejected the stream's first next())
+    assert.deepEqual(value.stream, node);
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const nodeChat = [thrown(() => model.streamChat(messages, { maxTokens: 2 })), thrown(() => model.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", n: 5 })),
+      thrown(() => model.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", logitBias: { 999999: 1 } }))];
+    assert.ok(!nodeChat.includes("no throw"), JSON.stringify(nodeChat));
+    assert.deepEqual(value.chat, nodeChat);
+    assert.deepEqual(value.afterLoad, node[0]);
+    assert.equal(value.whileLoading, `prompt: ${(node[0] as Exclude<Refusal, string>).message}`);
+  } finally {
+    model.dispose();
+  }
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
   assert.deepEqual(errors, []);
 });
 

@@ -3,10 +3,13 @@
  * generate/chat stream their steps to a callback or an async iterator, and an AbortSignal
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
-import { checkChatArguments, type ChatMessageInput } from "../chat/index.js";
-import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, type GenerationResult, type GenerationStep } from "../generation/index.js";
+import { checkChatArguments, NoChatTemplateError, type ChatMessageInput } from "../chat/index.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, type RequestLimits } from "../engine/request-checks.js";
+import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
+import { resolveSamplingOptions } from "../sampling/index.js";
 import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
+import { rebuiltError } from "./errors.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
 
@@ -46,6 +49,20 @@ function checkStreamOptions(options: object): void {
   checkGenerateRanges(options);
 }
 
+/**
+ * The engine's checks that need only the model's limits (request-checks.ts), as Engine.submit
+ * runs them at Model.stream's call: a token prompt against the vocabulary and the context, stop
+ * tokens and logitBias ids against the vocabulary, choices or beams against the sequences run at
+ * once. Not streamChat's stopTokens: they come after the template's end-of-turn ids, which
+ * Node's message counts in their index (the worker refuses them, at the first next()).
+ */
+function checkAgainstModel(limits: RequestLimits, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: "check" | "leave"): void {
+  if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
+  if (stopTokens === "check" && Array.isArray(options.stopTokens)) checkStopTokens(options.stopTokens, limits.tokenIds);
+  checkLogitBiasIds(resolveSamplingOptions(samplingOptionsOf(options)).logitBias.keys(), limits.rows);
+  checkWidth(options.numBeams ?? options.n ?? 1, options.numBeams !== undefined, limits.maxSequences);
+}
+
 /** a URL relative to the page, as the worker (and the cache) sees it */
 const absolute = (url: string | URL): string => new URL(url, baseHref()).href;
 
@@ -65,6 +82,10 @@ export class TsllmWorker {
   private readonly pending = new Map<number, Pending>();
   /** why the worker cannot answer any more (terminated, or its script failed to load): later calls reject with it */
   private dead: Error | undefined;
+  /** the loaded model's limits and whether it has a chat template, from its load's answer; undefined while a load or unload sent since may change the model (the worker checks then) */
+  private model: Pick<LoadedModel, "limits" | "hasChatTemplate"> | undefined;
+  /** loads and unloads sent: a load's answer is the model only when none was sent after it */
+  private modelChanges = 0;
 
   /**
    * Starts an engine worker. `workerUrl` is the build's engine-worker.js (default: beside this
@@ -100,13 +121,8 @@ export class TsllmWorker {
     } else {
       this.pending.delete(reply.id);
       if (reply.kind === "result") p.resolve(reply.value);
-      else {
-        // a refused option keeps the name of the option it refused, as the library's OptionError does (it was lost)
-        const error: Error & { option?: string } = new Error(reply.message);
-        if (reply.name) error.name = reply.name;
-        if (reply.option !== undefined) error.option = reply.option;
-        p.reject(error);
-      }
+      // the library's error class again (an OptionError was a plain Error on the page), with its option
+      else p.reject(rebuiltError(reply));
     }
   }
 
@@ -160,7 +176,12 @@ export class TsllmWorker {
     if (isResponse(source)) return responseFile(source).then((file) => this.load(file, options));
     const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
     const { onProgress, signal, ...rest } = options;
-    return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress });
+    const change = ++this.modelChanges;
+    this.model = undefined;
+    return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress }).then((loaded) => {
+      if (change === this.modelChanges) this.model = { limits: loaded.limits, hasChatTemplate: loaded.hasChatTemplate };
+      return loaded;
+    });
   }
 
   /** The models in the model cache (URL, size, validators, when stored). */
@@ -211,13 +232,17 @@ export class TsllmWorker {
    * Streams the steps of a generation; the iterator's return value is the result. The request is
    * sent by this call, so what the page can check (the options' names, kinds and ranges, the
    * prompt's kind, a terminated worker, a value that cannot be sent) throws here with nothing
-   * sent, as Model.stream does; what needs the model (a token id outside its vocabulary, a prompt
-   * longer than its context) rejects the first next(). Leaving the loop (break, return, a throw),
+   * sent, as Model.stream does; so does what the loaded model's limits tell (a token id outside
+   * its vocabulary in the prompt, stopTokens or logitBias, a token prompt that fills its context,
+   * n or numBeams past its sequences at once), once its load has answered. What needs its
+   * tokenizer (a text prompt longer than the context) or its KV cache rejects the first next().
+   * Leaving the loop (break, return, a throw),
    * even before its first step, stops the generation in the worker.
    */
   stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
     checkStreamOptions(options);
     if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
+    if (this.model) checkAgainstModel(this.model.limits, prompt, options, "check");
     const { signal, ...rest } = options;
     return this.steps({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, signal);
   }
@@ -226,12 +251,16 @@ export class TsllmWorker {
    * Streams the assistant's reply to a conversation, through the model's chat template (or
    * `chatTemplate`), as Model.streamChat does: the same checks at the call as stream() (and the
    * messages' and chat options' own), the template's end-of-turn token ends it, and leaving the
-   * loop early stops it in the worker. A model without a chat template rejects the first next().
+   * loop early stops it in the worker. A model without a chat template (once its load has
+   * answered) throws a NoChatTemplateError here, as Model.streamChat does.
    */
   streamChat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
     checkChatArguments(messages, options);
+    // (as Model.streamChat finds no template before it checks the generation options)
+    if (this.model && !this.model.hasChatTemplate && options.chatTemplate === undefined) throw new NoChatTemplateError();
     const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
     checkStreamOptions(generation);
+    if (this.model) checkAgainstModel(this.model.limits, undefined, generation, "leave");
     const { signal, ...rest } = options;
     return this.steps({ op: "chat", messages: [...messages], options: rest }, signal);
   }
@@ -284,6 +313,8 @@ export class TsllmWorker {
 
   /** Frees the model (the worker stays). */
   unload(): Promise<void> {
+    this.modelChanges++;
+    this.model = undefined;
     return this.call<void>({ op: "unload" }).done;
   }
 

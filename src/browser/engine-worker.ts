@@ -9,6 +9,7 @@ import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
 import { wasmThreading } from "./backends.js";
 import { loadBrowserModelFrom, modelSource, sourceName } from "./engine.js";
+import { sentError } from "./errors.js";
 import { abortError } from "./files.js";
 import { deleteCachedModels, listCachedModels } from "./model-cache.js";
 import type { LoadedModel, LoadProgress, Reply, Request } from "./protocol.js";
@@ -89,7 +90,7 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
     // the backend's own count: 1 on a page that is not cross-origin isolated, whatever was asked
     source: m.path, info: m.info, backend: backendName, threads: wasm?.threads ?? 1, ...(note ? { threadsNote: note } : {}),
     ...(wasm ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: wasm.memoryCount } : {}),
-    contextSize: m.contextSize, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
+    contextSize: m.contextSize, limits: m.engine.limits, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
     ...(loaded.refetched ? { refetched: loaded.refetched } : {}),
   };
@@ -141,17 +142,10 @@ async function handle(req: Request): Promise<unknown> {
   }
 }
 
-/** what the page needs of an error to rebuild it: its message, name and, for a refused option, which one */
-function errorReply(id: number, err: unknown): Reply {
-  if (!(err instanceof Error)) return { id, kind: "error", message: String(err) };
-  const option = (err as { option?: unknown }).option;
-  return { id, kind: "error", message: err.message, name: err.name, ...(typeof option === "string" ? { option } : {}) };
-}
-
 scope.onmessage = (e) => {
   const req = e.data as Request;
   handle(req).then(
     (value) => send({ id: req.id, kind: "result", value }),
-    (err: unknown) => send(errorReply(req.id, err)),
+    (err: unknown) => send({ id: req.id, kind: "error", ...sentError(err) }),
   );
 };

@@ -7,6 +7,11 @@
  * which returns the library's Model. See docs/browser.md.
  */
 export { TsllmWorker, type StreamOptions } from "./client.js";
+// the library's error classes, as a worker's refusal is rebuilt on the page (errors.ts): `e instanceof OptionError` as in Node
+export { ChatTemplateError, NoChatTemplateError } from "../chat/index.js";
+export { RequestError } from "../engine/errors.js";
+export { GGUFError } from "../formats/gguf-reader.js";
+export { DisposedError, OptionError } from "../units/index.js";
 export type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
 export type { CachedModel, LoadedModel, LoadProgress, WorkerChatOptions, WorkerGenerateOptions, WorkerLoadOptions } from "./protocol.js";

@@ -7,10 +7,12 @@
  * generation's first token).
  */
 import type { ChatMessageInput } from "../chat/index.js";
+import type { RequestLimits } from "../engine/request-checks.js";
 import type { ChatOptions } from "../llm.js";
 import type { ForwardTiming, GenerateOptions, GenerationResult, GenerationStep } from "../generation/index.js";
 import type { ModelInfo } from "../models/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
+import type { SentError } from "./errors.js";
 import type { CachedModel, LoadProgress } from "./model-cache.js";
 
 /** generation options that survive postMessage: everything but the signal (abort instead) and a draft model */
@@ -48,6 +50,8 @@ export interface LoadedModel {
   /** the wasm backend's WebAssembly memories holding the weights (1 unless they outgrow one) */
   memories?: number;
   contextSize: number;
+  /** what the engine checks a request against (the vocabulary, the context, the sequences at once): the page checks stream() with them at its call */
+  limits: RequestLimits;
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
   hasChatTemplate: boolean;
@@ -65,7 +69,7 @@ export interface LoadedModel {
 
 export type Reply =
   | { id: number; kind: "result"; value: unknown }
-  | { id: number; kind: "error"; message: string; /** the Error's name ("AbortError" for an aborted load) */ name?: string; /** an OptionError's option ("prompt", "temperature", ...), as Node's error carries it */ option?: string }
+  | ({ id: number; kind: "error" } & SentError)
   | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }
   | { id: number; kind: "progress"; progress: LoadProgress };
 

@@ -7,6 +7,7 @@ import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/inde
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "./errors.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
@@ -184,6 +185,11 @@ export class Engine {
     return Math.min(this.model.info.vocabSize, this.tokenizer.vocabSize);
   }
 
+  /** what a request is checked against (request-checks.ts; the browser build's page gets them at load) */
+  get limits(): RequestLimits {
+    return { contextSize: this.contextSize, tokenIds: this.tokenIds, rows: this.model.info.vocabSize, maxSequences: this.maxSequences };
+  }
+
   /** bytes of K and V one token takes, all layers together */
   get bytesPerToken(): number {
     return kvBytesPerToken(this.model.info, this.model.kvCacheTypes);
@@ -223,20 +229,14 @@ export class Engine {
   submit(params: RequestParams): EngineRequest {
     if (this.closed) throw new DisposedError("the engine has been closed (model disposed)");
     const { promptTokens, maxTokens } = params;
-    if (promptTokens.length === 0) throw new RequestError("the prompt is empty (no tokens): give some text or enable addSpecialTokens", "prompt");
-    if (promptTokens.length >= this.contextSize) {
-      throw new RequestError(`the prompt has ${promptTokens.length} tokens but the context holds ${this.contextSize}; use a larger contextSize or a shorter prompt`, "prompt", "context_length_exceeded");
-    }
-    const vocab = this.tokenIds;
-    for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`token id ${t} is outside the vocabulary [0, ${vocab})`, "prompt");
+    const limits = this.limits;
+    checkPromptTokens(promptTokens, limits);
     try {
       validateMaxTokens(maxTokens);
     } catch (e) {
       throw new RequestError((e as Error).message, "maxTokens");
     }
-    params.stopTokens.forEach((t, i) => {
-      if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`stopTokens[${i}]: token id ${shownValue(t)} is outside the vocabulary [0, ${vocab})`, "stopTokens");
-    });
+    checkStopTokens(params.stopTokens, limits.tokenIds);
     try {
       validateLogprobs(params.topLogprobs);
     } catch (e) {
@@ -253,18 +253,14 @@ export class Engine {
     const { logitBias } = resolveSamplingOptions(params.sampling);
     // checked here, not where the first token is sampled: a request fails before its prefill
     // (against the logits' rows, as the sampler applies it: an embedding may be padded past the tokenizer)
-    const rows = this.model.info.vocabSize;
-    for (const id of logitBias.keys()) if (id >= rows) throw new RequestError(`logitBias: token id ${id} is outside the vocabulary [0, ${rows})`, "logitBias");
+    checkLogitBiasIds(logitBias.keys(), limits.rows);
     try {
       validateStopStrings(params.stop);
     } catch (e) {
       throw new RequestError((e as Error).message, "stop");
     }
     const strategy = this.strategyFor(params);
-    if (strategy.width > this.maxSequences) {
-      const beams = params.decoding.kind === "beam";
-      throw new RequestError(`${beams ? "numBeams" : "n"} = ${strategy.width} ${beams ? "beams" : "completions"} exceed the ${this.maxSequences} sequences the engine runs at once (maxSequences)`, beams ? "numBeams" : "n");
-    }
+    checkWidth(strategy.width, params.decoding.kind === "beam", limits.maxSequences);
     const scheduler = this.ensureScheduler();
     const request = new EngineRequest(this.nextId++, params, strategy);
     scheduler.admissible(request);
