@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { KVBlockPool, KVCache } from "../src/cache/index.js";
 import { Engine } from "../src/engine/index.js";
+import { EngineRequest, type RequestParams } from "../src/engine/request.js";
+import { Scheduler } from "../src/engine/scheduler.js";
+import type { Strategy } from "../src/engine/strategy.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type GenerationStep, type Model } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 import { soloResults } from "./helpers/solo.js";
@@ -425,4 +429,71 @@ test("stories260K: a request preempted while its prompt is being scored scores i
   } finally {
     model.dispose();
   }
+});
+
+test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, no more blocks held than before the preemption", () => {
+  // the scheduler, the pool and the caches are the engine's own; the passes only reserve and count
+  // rows (what a row holds is the model's business: the stories260K beam case above checks that)
+  const pool = new KVBlockPool(1, 1, 4, 64, undefined, 16);
+  const s = new Scheduler(pool, { maxBatchTokens: 512, maxSequences: 8, contextSize: 256, cacheReplies: false, admission: "preempt" }, () => new KVCache(1, 1, 4, 256, pool));
+  // a beam strategy's sizes: the scheduler calls nothing else before the logits (the test plays the search)
+  const strategy = { width: 3, recomputable: true, extraBlocks: () => 3 * 3, stepBlocks: () => 2 } as unknown as Strategy;
+  const prompt = Array.from({ length: 20 }, (_, i) => i + 1);
+  const params = { promptTokens: prompt, decoding: { kind: "beam", numBeams: 3 }, sampling: { seed: 0 }, maxTokens: 40, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined } as RequestParams;
+  const request = new EngineRequest(1, params, strategy);
+  let rows = 0;
+  /** one step: what the scheduler plans is computed (rows reserved and counted), as the runner does */
+  const step = (): void => {
+    for (const chunk of s.schedule().chunks) {
+      chunk.sequence.cache.ensureRoom(chunk.tokens.length);
+      chunk.sequence.cache.length += chunk.tokens.length;
+      rows += chunk.tokens.length;
+      s.computed(chunk);
+      s.cacheFullBlocks(chunk.sequence);
+    }
+  };
+  s.waiting.push(request);
+  step();
+  request.markPrefilled();
+  // the search: one beam chooses 30 tokens; then it forks beam 1 (at 50 tokens), which forks beam 2
+  // (at 52); each new beam copies its parent's partial block (forkCopy), as BeamStrategy's forks do
+  const root = request.sequences[0]!;
+  for (let t = 0; t < 30; t++) {
+    root.tokens.push(100 + t);
+    step();
+  }
+  const common = root.tokens.slice();
+  root.tokens.push(200);
+  const beam1 = s.fork(request, root, [...common, 201], "copy");
+  step();
+  root.tokens.push(210);
+  beam1.tokens.push(211);
+  step();
+  const before1 = beam1.tokens.slice();
+  root.tokens.push(220);
+  beam1.tokens.push(221);
+  const beam2 = s.fork(request, beam1, [...before1, 222], "copy");
+  // preempted after the search's step: each beam's last token chosen, not computed yet
+  // prompt + common prefix: 3 full blocks shared by all, one partial block each
+  assert.equal(pool.stats.blocksInUse, 6);
+  const held = pool.stats.blocksInUse;
+  (s as unknown as { preempt(r: EngineRequest): void }).preempt(request);
+  assert.equal(pool.stats.blocksInUse, 0);
+  rows = 0;
+  for (let i = 0; i < 10 && request.recomputing; i++) step();
+  assert.equal(request.recomputing, false, "recomputed");
+  for (const b of [root, beam1, beam2]) assert.equal(b.cache.length, 53);
+  // beam 1 shares root's rows of the prompt and the 30 common tokens; beam 2 those and beam 1's first own row
+  assert.deepEqual(beam1.cache.rows.subarray(0, 50), root.cache.rows.subarray(0, 50));
+  assert.deepEqual(beam2.cache.rows.subarray(0, 51), beam1.cache.rows.subarray(0, 51));
+  // the prefix tree's rows once: the prompt's 4 past its cached first block, the 30 common tokens,
+  // root's 3 own, beam 1's 3 own, beam 2's 1 own plus the one before it (a beam computes 2 rows or
+  // more: a lone row would be computed as a decode is, in other bits than the recompute's chunks)
+  // (each beam recomputing its own tokens past the prompt: 4 + 3 x 33 = 103)
+  assert.equal(rows, 4 + 30 + 3 + 3 + 1 + 1);
+  // prompt + common prefix: 4 blocks shared, one of each forked beam's own (each beam recomputing
+  // past the prompt on its own: 10)
+  assert.ok(pool.stats.blocksInUse <= held, `${pool.stats.blocksInUse} blocks held after the recompute, ${held} before the preemption`);
+  for (const b of [...request.sequences]) s.retire(request, b);
+  assert.equal(pool.stats.blocksInUse, 0);
 });

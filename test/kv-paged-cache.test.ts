@@ -136,6 +136,46 @@ test("blocksToExtend is the blocks ensureRoom takes for a sole holder, and at mo
   assert.equal(pool.stats.blocksInUse, 0);
 });
 
+test("fork and share at a position before the parent's end share only the rows before it: mid-block, the fork's next rows go to a block of its own; at a block's end, the parent's later blocks stay its own", () => {
+  const pool = new KVBlockPool(1, 1, 4, 32, undefined, BS);
+  const a = new KVCache(1, 1, 4, 400, pool);
+  append(a, 53); // blocks of positions 0-15, 16-31, 32-47, 48-52 (partial)
+  // at 50, mid-way through a's last block, whose later slots a has taken: the fork shares all four
+  // blocks (its positions 48 and 49 are in the fourth) and writes position 50 on to a fresh block
+  const b = a.fork(50);
+  assert.equal(b.length, 50);
+  assert.deepEqual(b.rows.subarray(0, 50), a.rows.subarray(0, 50));
+  assert.deepEqual(b.blockIds, a.blockIds);
+  for (let i = 0; i < 4; i++) assert.equal(pool.references(a.blockIds[i]!), 2, `block ${i}`);
+  assert.equal(b.blocksToExtend(3), 1);
+  append(b, 3);
+  assert.equal(pool.stats.blocksInUse, 5);
+  assert.equal(b.rows[50], 4 * BS, "the fork's own rows start a fresh block");
+  assert.deepEqual(b.rows.subarray(0, 50), a.rows.subarray(0, 50), "the shared rows stay where they are");
+  assertReadsBack(a, "parent");
+  assertReadsBack(b, "fork at 50");
+  // a fork of the fork at 51: its position 50 is b's own row, in b's block
+  const c = new KVCache(1, 1, 4, 400, pool);
+  c.share(b, 51);
+  assert.deepEqual(c.rows.subarray(0, 51), b.rows.subarray(0, 51));
+  append(c, 2);
+  assertReadsBack(c, "fork of the fork at 51");
+  // at 32, a block's end: the fork holds the first two blocks only
+  const refs = a.blockIds.map((blk) => pool.references(blk));
+  const d = a.fork(32);
+  assert.deepEqual(d.blockIds, a.blockIds.slice(0, 2));
+  assert.deepEqual(a.blockIds.map((blk) => pool.references(blk)), refs.map((r, i) => (i < 2 ? r + 1 : r)));
+  // at 0: an empty fork holding nothing
+  assert.equal(a.fork(0).blockCount, 0);
+  // freed in any order, every block goes back with its last reference
+  for (const s of [a, c, d, b]) s.free();
+  assert.equal(pool.stats.blocksInUse, 0);
+  assert.throws(() => a.fork(1), /share: position 1 is outside the parent's 0 positions/);
+  append(a, 5);
+  assert.throws(() => a.fork(6), /share: position 6 is outside the parent's 5 positions/);
+  assert.throws(() => a.fork(2.5), /share: position 2.5 is outside the parent's 5 positions/);
+});
+
 test("free and truncate drop references; a block returns to the pool with its last reference", () => {
   const a = new KVCache(1, 2, 2, 128);
   const pool = a.pool;

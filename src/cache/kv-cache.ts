@@ -7,8 +7,8 @@ import { DEFAULT_BLOCK_SIZE, KVBlockPool, kvBytesForContext, type KVStorage } fr
  * models store through it and attention kernels read K/V through it, in position order, so
  * the arithmetic is the same wherever the rows lie. A lone sequence on a fresh pool gets rows
  * 0, 1, 2, ... (row = position, contiguous as before). `fork()` makes a sequence that shares
- * every row written so far (a prompt prefilled once for several beams or completions): blocks
- * are reference-counted and nothing is copied.
+ * every row written so far, or those before a position (a prompt prefilled once for several
+ * beams or completions): blocks are reference-counted and nothing is copied.
  */
 export class KVCache {
   readonly pool: KVBlockPool;
@@ -145,29 +145,34 @@ export class KVCache {
   }
 
   /**
-   * A new sequence holding this one's positions: it shares their rows (one more reference to
-   * each block, nothing copied) and from then on both extend independently.
+   * A new sequence holding this one's positions up to `at` (all of them by default): it shares
+   * their rows (one more reference to each block, nothing copied) and from then on both extend
+   * independently.
    */
-  fork(): KVCache {
+  fork(at = this.len): KVCache {
     const c = new KVCache(this.nLayers, this.nKvHeads, this.headDim, this.capacity, this.pool);
-    c.share(this);
+    c.share(this, at);
     return c;
   }
 
   /**
-   * Makes this empty sequence a fork of `parent` (see fork): the choices of a preempted request
-   * share their prompt's recomputed rows again, as they shared them when it was first computed.
+   * Makes this empty sequence a fork of `parent` at position `at` (see fork): it shares the
+   * parent's rows of positions [0, at), whatever the parent holds past them. A preempted request's
+   * choices or beams share their recomputed common prefix again (the prompt, and the tokens beams
+   * had in common), as they shared it before. Forked mid-block, where the parent has taken the
+   * block's later slots, the fork's next rows go to a block of its own (KVBlockPool.claimAfter).
    */
-  share(parent: KVCache): void {
+  share(parent: KVCache, at = parent.len): void {
     if (this.len !== 0 || this.blocks.length !== 0) throw new Error("share: the sequence is not empty");
     if (parent.pool !== this.pool) throw new Error("share: the sequences live in different pools");
-    this.rows.set(parent.rows.subarray(0, parent.len));
-    for (let i = 0; i < parent.blocks.length && parent.blockStarts[i]! < parent.len; i++) {
+    if (!Number.isInteger(at) || at < 0 || at > parent.len) throw new Error(`share: position ${at} is outside the parent's ${parent.len} positions`);
+    this.rows.set(parent.rows.subarray(0, at));
+    for (let i = 0; i < parent.blocks.length && parent.blockStarts[i]! < at; i++) {
       this.pool.retain(parent.blocks[i]!);
       this.blocks.push(parent.blocks[i]!);
       this.blockStarts.push(parent.blockStarts[i]!);
     }
-    this.len = this.reserved = parent.len;
+    this.len = this.reserved = at;
   }
 
   /**

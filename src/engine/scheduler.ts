@@ -156,11 +156,17 @@ export class Scheduler implements StrategyHost {
       // the first sequence's tokens up to where the others fork off it (the prompt, computed once for all choices)
       const root = request.sequences[0]!, forkAt = this.forkPoint(request);
       if (root.cache.length < forkAt) return void plan(request, root, promptChunk(forkAt - root.cache.length, budget));
-      // then the others share those rows again and every sequence recomputes its own tokens
-      for (const sequence of request.sequences) if (sequence !== root && sequence.cache.length === 0) this.share(root, sequence);
+      // then every sequence recomputes its own tokens, each other one on a fork of the earlier one it
+      // has most tokens in common with, once that one has computed them (recomputeFork)
       for (const sequence of request.sequences) {
         if (budget <= 0) return;
-        if (sequence.recomputing && !plan(request, sequence, promptChunk(sequence.recomputeTo - sequence.cache.length, budget))) return;
+        if (!sequence.recomputing) continue;
+        if (sequence !== root && sequence.cache.length === 0) {
+          const { parent, at } = this.recomputeFork(request, sequence);
+          if (parent.cache.length < at) continue;
+          this.share(parent, sequence, at);
+        }
+        if (!plan(request, sequence, promptChunk(sequence.recomputeTo - sequence.cache.length, budget))) return;
       }
     };
     // then prompts already admitted (and preempted requests being recomputed), oldest first
@@ -190,17 +196,21 @@ export class Scheduler implements StrategyHost {
     return seq;
   }
 
-  /** a preempted request's sequence (its cache empty) shares the rows `parent` has recomputed, as a fork ("share") of it */
-  private share(parent: RunningSequence, seq: RunningSequence): void {
-    seq.cache.share(parent.cache);
+  /** a preempted request's sequence (its cache empty) shares the rows `parent` has recomputed before position `at`, as a fork ("share") of it */
+  private share(parent: RunningSequence, seq: RunningSequence, at: number): void {
+    seq.cache.share(parent.cache, at);
     this.forked(parent, seq);
   }
 
-  /** a fork's rows that may be cached, and its registered prefix blocks, are its parent's so far */
+  /**
+   * a fork's rows that may be cached, and its registered prefix blocks, are its parent's so far
+   * (up to the fork: blocks the parent registered past it hold other tokens, and the fork's own rows
+   * start mid-way in what would be the next, so none of its blocks is registered then)
+   */
   private forked(parent: RunningSequence, seq: RunningSequence): void {
     seq.chunkedRows = Math.min(parent.chunkedRows, seq.cache.length);
     const state = this.registered.get(parent);
-    if (state) this.registered.set(seq, { ...state });
+    if (state && state.blocks * this.pool.blockSize <= seq.cache.length) this.registered.set(seq, { ...state });
   }
 
   retire(request: StrategyRequest, seq: RunningSequence): void {
@@ -320,7 +330,8 @@ export class Scheduler implements StrategyHost {
    * each choice on its own: its choices share the prompt's rows (forks of one sequence), so freeing
    * one choice frees only the blocks past the prompt while the request keeps the prompt's; the
    * group frees them all, and its recompute computes the prompt once and forks the choices off it
-   * again (forkPoint), as its first prefill did, so it never needs more blocks than its worst case
+   * again (forkPoint), as its first prefill did, each off the earlier choice or beam it has the most
+   * tokens in common with (recomputeFork), so it never needs more blocks than its worst case
    * (which fits the pool: admissible), the bound that keeps a lone request always runnable. Choices
    * preempted one by one would each need a recompute of the prompt of their own once its cached
    * blocks were evicted (n prompts' worth, which may exceed the pool), and a request part waiting
@@ -387,10 +398,35 @@ export class Scheduler implements StrategyHost {
   }
 
   /**
+   * Where a preempted request's sequence other than its first forks off to recompute its tokens:
+   * off the earlier sequence it has the most tokens in common with, at the end of what they have
+   * in common (the tokens of beams forked from one beam, of choices that chose alike), so they
+   * share those rows again as beams shared them before the preemption (vLLM's block manager shares
+   * blocks by prefix); at least the prompt, off the first sequence. The fork leaves the sequence
+   * two tokens or more of its own to compute, and takes only rows its parent computed in chunks of
+   * two or more: the rows are bit for bit those the sequence's own recompute from the prompt's end
+   * computes (a lone row is computed as a decode: see promptChunk).
+   */
+  private recomputeFork(request: EngineRequest, seq: RunningSequence): { parent: RunningSequence; at: number } {
+    const seqs = request.sequences, prompt = request.params.promptTokens.length;
+    let parent = seqs[0]!, at = prompt;
+    for (const other of seqs) {
+      if (other === seq) break;
+      // (a sequence forked after the preemption has recomputed nothing: recomputeTo 0)
+      if (other.recomputeTo - prompt < 2) continue;
+      const end = Math.min(seq.recomputeTo - 2, other.recomputeTo);
+      let n = prompt;
+      while (n < end && other.tokens[n] === seq.tokens[n]) n++;
+      if (n > at) ({ parent, at } = { parent: other, at: n });
+    }
+    return { parent, at };
+  }
+
+  /**
    * Blocks a preemptible request's prompt or recompute still takes, at most: its first sequence's
    * tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a prefix lookup found,
-   * before it was admitted), and each sequence's tokens past that point from a fresh block (the
-   * first to extend may claim the prompt's partial block instead)
+   * before it was admitted), and each sequence's tokens past where it forks (recomputeFork) from a
+   * fresh block (the first to extend may claim its parent's partial block instead)
    */
   private recomputeBlocks(request: EngineRequest, cachedBlocks?: number): number {
     const bs = this.pool.blockSize;
@@ -401,7 +437,7 @@ export class Scheduler implements StrategyHost {
     for (const seq of request.sequences) {
       if (seq === root && seq.cache.length < forkAt) sum += Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
       else if (!seq.recomputing) continue;
-      else if (seq.cache.length === 0) sum += Math.ceil((seq.tokens.length - forkAt) / bs);
+      else if (seq.cache.length === 0) sum += Math.ceil((seq.tokens.length - this.recomputeFork(request, seq).at) / bs);
       else sum += seq.cache.blocksToExtend(seq.pending);
     }
     return sum;

@@ -42,7 +42,8 @@ export class BeamStrategy implements Strategy {
   /**
    * each beam is a sequence whose tokens say everything its KV holds (the search's scores and
    * hypotheses are kept here): the beams are recomputed together, the prompt once and each beam's
-   * tokens past it on a "share" fork of it (Scheduler.preempt); later forks copy from there
+   * tokens past what it has in common with an earlier beam on a "share" fork of that beam's rows
+   * (Scheduler.preempt, recomputeFork); later forks copy from there
    */
   readonly recomputable = true;
 
