@@ -21,7 +21,8 @@
  *
  * Where that cannot work (no service workers: a private window, http:// from another machine; a
  * page still not isolated after its one reload) the page stays as it is and the wasm backend runs
- * on one thread with its usual note: the reload happens at most once per tab session, never in a loop.
+ * on one thread with its usual note: the reload happens at most once per tab session while the
+ * worker serves the tab, never in a loop.
  */
 
 /** what `globalThis.tsllmIsolation` resolves to */
@@ -55,6 +56,7 @@ interface PageGlobals {
   navigator: { serviceWorker?: ServiceWorkerContainer };
   sessionStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem(key: string): void };
   location: { reload(): void };
+  performance?: { timeOrigin: number; getEntriesByType?(type: "navigation"): readonly { type?: string }[] };
   tsllmIsolation?: Promise<IsolationOutcome>;
   tsllmUnregisterIsolation?: () => Promise<boolean>;
 }
@@ -73,8 +75,29 @@ interface WorkerGlobals {
   addEventListener(type: "fetch", listener: (e: FetchEvent) => void): void;
 }
 
-/** set in the tab's sessionStorage just before the reload: a page that finds it is not isolated gives up */
+/** set in the tab's sessionStorage just before the reload (to Date.now()): a page that finds it in force and is not isolated gives up */
 const RELOADED = "tsllm-isolate: reloaded";
+
+/** ms between setting the guard and the start of the reload's navigation (performance.timeOrigin) that make this load that reload */
+const RELOAD_WINDOW_MS = 10_000;
+
+/**
+ * Whether the reload guard `value` holds for this load: the page is served by this script's
+ * worker (reloaded under it, and still not isolated: this tab gives up for good), or this load is
+ * the reload the guard was set for (a reload whose navigation began just after). A guard that is
+ * neither is left over: in Chromium a tab that leaves its isolated (COOP) page gets back the
+ * sessionStorage from before the isolating reload, guard included, which the isolated page had
+ * removed from its own; a page there after the worker was unregistered (or a hard reload that
+ * bypassed it) gave up without trying ("still not cross-origin isolated") until the tab was closed.
+ */
+function guardHolds(value: string, servedByThis: boolean, performance: PageGlobals["performance"]): boolean {
+  if (servedByThis) return true;
+  // (a browser that cannot tell: held, as before, rather than risk a second reload)
+  const navigation = performance?.getEntriesByType?.("navigation")[0]?.type;
+  if (performance === undefined || navigation === undefined) return true;
+  const since = performance.timeOrigin - Number(value);
+  return navigation === "reload" && (Number.isNaN(since) || Math.abs(since) <= RELOAD_WINDOW_MS);
+}
 
 /**
  * The Cross-Origin-Embedder-Policy the worker sends: `require-corp` (the default) loads a
@@ -174,7 +197,9 @@ async function isolatePage(page: PageGlobals, scriptURL: string | undefined): Pr
   if (!scriptURL) return { isolated: false, why: "tsllm-isolate.js must be loaded by a classic <script src> tag (it registers its own URL)" };
   // without a place to remember the reload, one more reload could be one in a loop
   if (!storage) return { isolated: false, why: "the page has no sessionStorage, which guards against reloading it more than once" };
-  if (storage.getItem(RELOADED) !== null) return { isolated: false, why: "still not cross-origin isolated after reloading under the service worker" };
+  const guard = storage.getItem(RELOADED);
+  const servedByThis = sw.controller != null && scriptPath(sw.controller.scriptURL) === scriptPath(scriptURL);
+  if (guard !== null && guardHolds(guard, servedByThis, page.performance)) return { isolated: false, why: "still not cross-origin isolated after reloading under the service worker" };
   let reg: Registration | undefined;
   try {
     reg = await sw.register(scriptURL);
@@ -184,7 +209,7 @@ async function isolatePage(page: PageGlobals, scriptURL: string | undefined): Pr
   if (!(await activated(reg))) return { isolated: false, why: "the service worker did not install" };
   // a page not yet controlled becomes so when the worker claims it (clients.claim), or was
   // loaded bypassing it (a hard reload): either way, loaded again it is served by the worker
-  storage.setItem(RELOADED, "1");
+  storage.setItem(RELOADED, String(Date.now()));
   page.location.reload();
   return new Promise<never>(() => undefined);
 }
