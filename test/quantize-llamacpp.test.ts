@@ -187,6 +187,71 @@ test("tsllm quantize of a BF16 GPT-2 folder writes its position table F32, as ll
   assert.ok(Math.max(...diffs) < 1e-2, diffs.join(", "));
 });
 
+/*
+ * --output-tensor-type / --token-embedding-type, judged by llama.cpp's llama_model_quantize (the
+ * libllama node-llama-cpp 3.21.1 ships, through helpers/llama-quantize-types.py with its params'
+ * output_tensor_type / token_embedding_type / quantize_output_tensor set) on these tinyLlama F32
+ * files: the tensors whose type llama.cpp wrote differently from the same run without the two
+ * flags. Rows its blocks do not divide made llama.cpp abort (GGML_ASSERT "tensor row size not
+ * divisible by block size of new type"): refused here before anything is written.
+ */
+const GIVEN_TYPE_CASES: readonly { model: "untied" | "tied" | "tied160"; type: string; flags: string; want: Record<string, string> }[] = [
+  { model: "untied", type: "q4_k_m", flags: "out=q8_0", want: { "output.weight": "Q8_0" } },
+  { model: "untied", type: "q4_k_m", flags: "emb=q8_0", want: { "token_embd.weight": "Q8_0" } },
+  { model: "tied", type: "q4_k_m", flags: "out=q8_0", want: { "token_embd.weight": "Q8_0" } },
+  { model: "tied", type: "q4_k_m", flags: "out=q8_0 emb=q4_0", want: { "token_embd.weight": "Q4_0" } },
+  { model: "untied", type: "f16", flags: "out=q8_0", want: { "output.weight": "Q8_0" } },
+  { model: "untied", type: "f16", flags: "emb=q4_k", want: { "token_embd.weight": "Q4_K" } },
+  { model: "tied", type: "f16", flags: "out=q8_0", want: {} },
+  { model: "tied", type: "q4_k_m", flags: "out=q8_0 --pure", want: {} },
+  { model: "untied", type: "q4_k_m", flags: "out=q8_0 --pure", want: { "output.weight": "Q8_0" } },
+  { model: "untied", type: "q4_k_m", flags: "out=q8_0 --leave-output-tensor", want: {} },
+  { model: "tied", type: "q4_k_m", flags: "out=q8_0 --leave-output-tensor", want: { "token_embd.weight": "Q8_0" } },
+  { model: "tied", type: "q4_k_m", flags: "out=q8_0 token_embd=q6_k", want: {} },
+  { model: "untied", type: "q4_k_m", flags: "emb=q8_0 token_embd=q6_k", want: { "token_embd.weight": "Q8_0" } },
+  { model: "untied", type: "q4_k_m", flags: "out=q8_0 output=q6_k", want: { "output.weight": "Q8_0" } },
+  { model: "untied", type: "q4_0", flags: "out=f16 emb=bf16", want: { "output.weight": "F16", "token_embd.weight": "BF16" } },
+  // the tied LM head's type from the mixture's branch falls back as the mixture's does
+  { model: "tied160", type: "q4_k_m", flags: "out=q4_k", want: { "token_embd.weight": "Q5_0" } },
+];
+
+test("--output-tensor-type and --token-embedding-type pick llama-quantize's types (over --pure and --tensor-type, with f16 too, a tied LM head's token_embd, --leave-output-tensor first); rows their blocks do not divide are refused", { skip: SKIP }, async (t) => {
+  const files = { untied: join(dir, "given-untied.gguf"), tied: join(dir, "given-tied.gguf"), tied160: join(dir, "given-tied160.gguf"), untied160: join(dir, "given-untied160.gguf") };
+  await writeRandomModel(files.untied, { ...tinyLlama, std: 0.05, seed: 51 });
+  await writeRandomModel(files.tied, { ...tinyLlama, std: 0.05, seed: 51, tiedEmbeddings: true });
+  await writeRandomModel(files.tied160, { ...tinyLlama, seed: 51, tiedEmbeddings: true, embeddingLength: 160 });
+  await writeRandomModel(files.untied160, { ...tinyLlama, seed: 51, embeddingLength: 160 });
+  for (const { model, type, flags, want } of GIVEN_TYPE_CASES) {
+    const header = readGGUFHeader(files[model]);
+    const words = flags.split(" ");
+    const given = (key: string) => words.find((w) => w.startsWith(`${key}=`))?.slice(key.length + 1);
+    const overrides = words.filter((w) => /^(token_embd|output)=/.test(w)).map((w) => w.split("=") as [string, string]).map(([p, x]) => [new RegExp(p), tensorTypeOf(x)] as const);
+    const options = { fileType: type, pure: words.includes("--pure"), leaveOutputTensor: words.includes("--leave-output-tensor"), overrides };
+    const without = planTensorTypes(header.tensors, header.metadata, options, []);
+    const out = given("out"), emb = given("emb");
+    const plan = planTensorTypes(header.tensors, header.metadata, { ...options, ...(out ? { outputTensorType: tensorTypeOf(out) } : {}), ...(emb ? { tokenEmbeddingType: tensorTypeOf(emb) } : {}) }, []);
+    for (const x of header.tensors) assert.equal(typeName(plan.get(x.name)!), want[x.name] ?? typeName(without.get(x.name)!), `${model} ${type} ${flags}: ${x.name}`);
+  }
+  // end to end, as a user types it; llama.cpp loads the file and its logprobs match tsllm's
+  const out = join(dir, "given.gguf");
+  await run(process.execPath, ["--import", "tsx", CLI, "quantize", files.untied, out, "Q4_K_M", "--output-tensor-type", "Q8_0", "--token-embedding-type", "q4_0"], { cwd: PROJECT_ROOT });
+  const written = new Map(readGGUFHeader(out).tensors.map((x) => [x.name, typeName(x.type)]));
+  assert.equal(written.get("output.weight"), "Q8_0");
+  assert.equal(written.get("token_embd.weight"), "Q4_0");
+  const diffs = await compare(out);
+  t.diagnostic(`Q4_K_M with output Q8_0, token_embd Q4_0: per-step max |Δ logprob| vs llama.cpp ${diffs.map((d) => d.toExponential(1)).join(", ")}`);
+  assert.ok(Math.max(...diffs) < (llamaCppRunsAvx2 ? FLIPPED_ROUNDING_BOUND : 1e-2), diffs.join(", "));
+  // where llama.cpp aborts: one line naming the flag, the tensor and its rows; no file
+  const cli = (args: string[]) => run(process.execPath, ["--import", "tsx", CLI, "quantize", ...args], { cwd: PROJECT_ROOT }).then(() => "", (e: { stderr: string; code: number }) => `${e.code} ${e.stderr}`);
+  const refused = join(dir, "given-refused.gguf");
+  assert.equal(await cli([files.untied160, refused, "q4_k_m", "--output-tensor-type", "q4_k"]),
+    "1 tsllm: error: --output-tensor-type q4_k: output.weight has rows of 160 values, not whole blocks of 256 (llama-quantize aborts on it); give a type whose blocks divide 160, or leave --output-tensor-type out\n");
+  await assert.rejects(quantizeModel(files.untied160, refused, { type: "q8_0", tokenEmbeddingType: "q6_k" }), /^Error: --token-embedding-type q6_k: token_embd\.weight has rows of 160 values, not whole blocks of 256/);
+  assert.ok(!existsSync(refused));
+  // a file type is no tensor type: exit 2 before the input is read
+  assert.match(await cli([files.untied, refused, "q4_k_m", "--token-embedding-type", "Q4_K_M"]), /^2 tsllm: error: --token-embedding-type must be a tensor type, one of .*, got "Q4_K_M" \(Q4_K_M is a file type, a mixture of tensor types\)\n/);
+});
+
 test("tsllm quantize refuses OUT == IN (the file untouched), bad types and arguments; a failed run leaves no file behind", { skip: SKIP }, async () => {
   await ready;
   const copy = join(dir, "in.gguf");

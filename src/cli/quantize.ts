@@ -5,7 +5,7 @@ import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
-                      [--vocab FILE.gguf] [--verbose] [--json]
+                      [--output-tensor-type T] [--token-embedding-type T] [--vocab FILE.gguf] [--verbose] [--json]
        tsllm quantize IN [OUT.gguf] T [N] [options]   (llama-quantize's order)
 
 As llama-quantize: without OUT, the output is ggml-model-T.gguf (T upper-case, as ggml-model-Q8_0.gguf)
@@ -37,6 +37,14 @@ Options:
                         type T (${TENSOR_TYPES.join(", ")}; repeatable; the first match wins),
                         e.g. --tensor-type attn_v=q8_0; with a quantized type only (llama-quantize
                         leaves it unused with f32, f16 and bf16, so it is refused there)
+  --output-tensor-type T
+                        output.weight's tensor type (as --tensor-type's T), over the mixture, --pure and
+                        --tensor-type, with every file type; a model without output.weight (tied
+                        embeddings) writes token_embd.weight in it where the mixture would give it the
+                        LM head's type; --leave-output-tensor still keeps output.weight as stored
+  --token-embedding-type T
+                        token_embd.weight's tensor type, over everything else; neither falls back: a
+                        type whose blocks do not divide the tensor's rows is refused (llama-quantize aborts)
   --vocab FILE          for a Hugging Face folder: copy the tokenizer.* keys from this GGUF, as convert --vocab
   --verbose             list each tensor that fell back (by default one line sums them up)
   --json                print {input, output, type, tensors, types, fallbacks, bytes} on stdout
@@ -50,6 +58,8 @@ export const QUANTIZE_ARGS: OptionSpec = {
   pure: { type: "boolean" },
   "leave-output-tensor": { type: "boolean" },
   "tensor-type": { type: "string", multiple: true },
+  "output-tensor-type": { type: "string" },
+  "token-embedding-type": { type: "string" },
   vocab: { type: "string" },
   verbose: { type: "boolean" },
   json: { type: "boolean" },
@@ -173,11 +183,16 @@ export async function runQuantize(argv: string[]): Promise<void> {
   });
   const refused = tensorTypesRefusal(type, tensorTypes.length);
   if (refused !== undefined) throw new UsageError(refused);
+  const given: { outputTensorType?: string; tokenEmbeddingType?: string } = {};
+  const outputType = optionalString(values, "output-tensor-type");
+  if (outputType !== undefined) given.outputTensorType = tensorType(outputType, "--output-tensor-type");
+  const embeddingType = optionalString(values, "token-embedding-type");
+  if (embeddingType !== undefined) given.tokenEmbeddingType = tensorType(embeddingType, "--token-embedding-type");
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
   // derived from the type only now that it is known to be one
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
   const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
-  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
+  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...given, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
   if (flag(values, "json")) {
     process.stdout.write(JSON.stringify({ input, output, type, tensors: r.tensors, types: r.types, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
     return;

@@ -126,6 +126,14 @@ export interface MixtureOptions {
   readonly leaveOutputTensor?: boolean;
   /** [regular expression, type]: the first match wins over the mixture (llama-quantize --tensor-type; a float file type ignores them, as llama-quantize does) */
   readonly overrides?: readonly (readonly [RegExp, GGMLType])[];
+  /**
+   * output.weight's type (llama-quantize --output-tensor-type): over the mixture, --pure and
+   * --tensor-type, with any file type; a tied model's token_embd.weight takes it too where the
+   * mixture would give it the LM head's type. --leave-output-tensor keeps output.weight as stored.
+   */
+  readonly outputTensorType?: GGMLType;
+  /** token_embd.weight's type (llama-quantize --token-embedding-type): over everything else, with any file type */
+  readonly tokenEmbeddingType?: GGMLType;
   /** the tensors are a Hugging Face folder's: its position / token-type tables are written F32, as llama.cpp's converter writes them before llama-quantize keeps them */
   readonly fromFolder?: boolean;
 }
@@ -161,6 +169,7 @@ export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: Re
   const mixture = (info: SourceTensorInfo, cat: Category): GGMLType => {
     const n = shape.layers;
     if (cat === "output" || (tied && cat === "token_embd")) {
+      if (options.outputTensorType !== undefined) return options.outputTensorType;
       if (falcon || info.dims[0]! % typeInfo(base).blockSize !== 0) return GGMLType.Q8_0;
       return base !== GGMLType.Q8_0 ? GGMLType.Q6_K : base;
     }
@@ -214,6 +223,18 @@ export function planTensorTypes(infos: readonly SourceTensorInfo[], metadata: Re
       continue;
     }
     const cat = category(info.name);
+    // --token-embedding-type / --output-tensor-type: taken as given, before --tensor-type and the
+    // mixture, with no fallback (llama-quantize then aborts on rows its blocks do not divide: refused here)
+    const given = cat === "token_embd" ? options.tokenEmbeddingType : cat === "output" ? options.outputTensorType : undefined;
+    if (given !== undefined) {
+      const cols = info.dims[0]!;
+      if (cols % typeInfo(given).blockSize !== 0) {
+        const flag = cat === "output" ? "--output-tensor-type" : "--token-embedding-type";
+        throw new Error(`${flag} ${typeName(given).toLowerCase()}: ${info.name} has rows of ${cols} values, not whole blocks of ${typeInfo(given).blockSize} (llama-quantize aborts on it); give a type whose blocks divide ${cols}, or leave ${flag} out`);
+      }
+      plan.set(info.name, given);
+      continue;
+    }
     // llama-quantize reads --tensor-type only for a quantized file type: F32/F16/BF16 write every matrix in theirs
     const manual = quantized ? options.overrides?.find(([re]) => re.test(info.name))?.[1] : undefined;
     // a manual type skips the mixture, and so its per-layer counters (llama.cpp counts only the tensors it visits)

@@ -24,6 +24,10 @@ export interface QuantizeOptions {
   readonly leaveOutputTensor?: boolean;
   /** [pattern, type]: tensors whose name the regular expression matches get `type` (TENSOR_TYPES; the first match wins; llama-quantize --tensor-type) */
   readonly tensorTypes?: readonly (readonly [string, string])[];
+  /** output.weight's tensor type (TENSOR_TYPES; llama-quantize --output-tensor-type) */
+  readonly outputTensorType?: string;
+  /** token_embd.weight's tensor type (TENSOR_TYPES; llama-quantize --token-embedding-type) */
+  readonly tokenEmbeddingType?: string;
   /** a Hugging Face folder's tokenizer from this GGUF's tokenizer.* keys (as tsllm convert --vocab) */
   readonly vocab?: string;
 }
@@ -56,8 +60,11 @@ function planner(options: QuantizeOptions, fromFolder: boolean, fallbacks: TypeF
     }
     return [re, tensorTypeOf(t, `--tensor-type ${pattern}=${t}`)] as const;
   });
+  const explicit: { outputTensorType?: GGMLType; tokenEmbeddingType?: GGMLType } = {};
+  if (options.outputTensorType !== undefined) explicit.outputTensorType = tensorTypeOf(options.outputTensorType, `--output-tensor-type ${options.outputTensorType}`);
+  if (options.tokenEmbeddingType !== undefined) explicit.tokenEmbeddingType = tensorTypeOf(options.tokenEmbeddingType, `--token-embedding-type ${options.tokenEmbeddingType}`);
   return (infos, metadata) => {
-    const plan = planTensorTypes(infos, metadata, { fileType: options.type, pure: options.pure ?? false, leaveOutputTensor: options.leaveOutputTensor ?? false, overrides, fromFolder }, fallbacks);
+    const plan = planTensorTypes(infos, metadata, { fileType: options.type, pure: options.pure ?? false, leaveOutputTensor: options.leaveOutputTensor ?? false, overrides, fromFolder, ...explicit }, fallbacks);
     for (const t of plan.values()) types[typeName(t)] = (types[typeName(t)] ?? 0) + 1;
     return (info) => plan.get(info.name)!;
   };
