@@ -137,6 +137,24 @@ test("tsllm serve --admission: preempt (default) runs requests past what max_tok
   assert.equal(bad.stderr.trim(), 'tsllm: error: --admission must be preempt or reserve, got "fast"');
 });
 
+test("tsllm serve's refusals name its flags (--kv-memory, --ctx-size, --parallel), where a server started from the library names its options", { skip }, async () => {
+  // stories260K's K/V is 1,280 bytes a position: 64 KiB holds 51 positions, 3 blocks of 16
+  const s = await serve(["--ctx-size", "256", "--kv-memory", "64KiB", "--parallel", "2"]);
+  try {
+    const kv = await post(`${s.url}/v1/completions`, { prompt: "Once", max_tokens: 200 });
+    assert.equal(kv.status, 400, JSON.stringify(kv.json));
+    assert.match(kv.json.error.message, /; lower max_tokens, or start the server with a larger --kv-memory$/);
+    const long = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time ".repeat(200) });
+    assert.equal(long.status, 400, JSON.stringify(long.json));
+    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger --ctx-size$/);
+    const wide = await post(`${s.url}/v1/completions`, { prompt: "Once", n: 3, max_tokens: 1 });
+    assert.equal(wide.status, 400, JSON.stringify(wide.json));
+    assert.match(wide.json.error.message, /sequences this server runs at once \(--parallel\)$/);
+  } finally {
+    s.child.kill("SIGKILL");
+  }
+});
+
 test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, bodies arriving past the other 503 with Retry-After; a bad value is one usage line before the model loads", { skip }, async () => {
   const s = await serve(["--body-limit", "1MiB", "--bodies-limit", "1MiB"]);
   const port = Number(new URL(s.url).port);

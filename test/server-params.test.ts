@@ -140,20 +140,24 @@ describe("a token limit the KV cache cannot hold, on stories260K with a 48-token
     assert.equal(text.json.error.param, "max_completion_tokens");
   });
 
-  test("the engine's refusals speak the server's words: the request's field, serve's --kv-memory and --ctx-size, never the library's maxTokens, kvCacheBytes or contextSize", async () => {
-    const library = /maxTokens|kvCacheBytes|contextSize/;
+  test("the engine's refusals speak the server's words: the request's field, and the options this server was started with from the library (kvCacheBytes, contextSize), never the library's maxTokens nor serve's flags", async () => {
+    const wrong = /maxTokens|--kv-memory|--ctx-size/;
     for (const name of ["max_completion_tokens", "max_tokens"]) {
       const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], [name]: 400 });
       assert.equal(r.status, 400);
       const message: string = r.json.error.message;
-      assert.doesNotMatch(message, library);
-      assert.match(message, new RegExp(`\\+ ${name} 400\\b.*; lower ${name}, or start the server with a larger --kv-memory$`));
+      assert.doesNotMatch(message, wrong);
+      assert.match(message, new RegExp(`\\+ ${name} 400\\b.*; lower ${name}, or start the server with a larger kvCacheBytes$`));
     }
     // a prompt past the context with no token limit (the limit the server picks leaves it to the engine's check)
     const long = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time ".repeat(200) });
     assert.equal(long.status, 400);
     assert.equal(long.json.error.param, "prompt");
-    assert.doesNotMatch(long.json.error.message, library);
-    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger --ctx-size$/);
+    assert.doesNotMatch(long.json.error.message, wrong);
+    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger contextSize$/);
+    // n past the sequences run at once: the library's maxSequences
+    const wide = await post(`${s.url}/v1/completions`, { prompt: "Once", n: 99, max_tokens: 1 });
+    assert.equal(wide.status, 400);
+    assert.match(wide.json.error.message, /sequences this server runs at once \(maxSequences\)$/);
   });
 });

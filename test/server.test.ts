@@ -794,7 +794,7 @@ describe("tsllm serve limits", { skip }, () => {
     }
   });
 
-  test("queue full: 429 with Retry-After at once; --api-key: 401 without the bearer key", async () => {
+  test("queue full: 429 with Retry-After at once, naming maxQueue as the library set it; --api-key: 401 without the bearer key", async () => {
     const s = await serveStories({ maxSequences: 1 }, { maxQueue: 1, apiKey: "sekret" });
     try {
       const auth = { Authorization: "Bearer sekret" };
@@ -813,7 +813,7 @@ describe("tsllm serve limits", { skip }, () => {
       assert.equal(full.status, 429);
       assert.equal(full.headers.get("retry-after"), "1");
       assert.equal(full.json.error.code, "queue_full");
-      assert.equal(full.json.error.message, "the server is busy: 1 request is waiting for a free sequence (at most 1 may wait: --max-queue); retry later");
+      assert.equal(full.json.error.message, "the server is busy: 1 request is waiting for a free sequence (at most 1 may wait: maxQueue); retry later");
       controller.abort();
       await waiting;
       await until(() => s.model.engine.stats.running === 0 && s.model.engine.stats.waiting === 0, "the engine to drop both");

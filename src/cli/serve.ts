@@ -2,7 +2,7 @@ import { loadsAsEncoder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem } from "../server/index.js";
+import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
@@ -92,6 +92,11 @@ export const SERVE_ARGS: OptionSpec = {
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
 };
 
+/** the flags that set what the server's refusals name (the library's option names otherwise) */
+const SETTING_FLAGS: SettingNames = {
+  kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE",
+};
+
 export async function runServe(argv: string[]): Promise<void> {
   const values = parse(argv, SERVE_ARGS);
   if (values.help === true) { process.stdout.write(serveHelp); return; }
@@ -115,7 +120,7 @@ export async function runServe(argv: string[]): Promise<void> {
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
-    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true,
+    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS,
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)

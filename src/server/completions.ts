@@ -215,7 +215,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
     for (const p of job.prompts) runs.push(ctx.model.submit(p, { ...job.options, signal: controller.signal }));
   } catch (e) {
     controller.abort();
-    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam });
+    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings });
   }
   return runs;
 }

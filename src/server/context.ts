@@ -6,6 +6,31 @@ import type { Metrics } from "./metrics.js";
 import type { TokenTexts } from "./openai.js";
 import type { SseWriter } from "./sse.js";
 
+/**
+ * What the server's refusals call the settings its operator chose, in the operator's words:
+ * `tsllm serve` passes its flags (--kv-memory, --ctx-size, ...); a server started from the
+ * library names the options of loadModel and startServer, which its operator set
+ */
+export interface SettingNames {
+  /** the KV cache's size (loadModel's kvCacheBytes) */
+  readonly kvCacheBytes: string;
+  /** the context (loadModel's contextSize) */
+  readonly contextSize: string;
+  /** the sequences run at once (loadModel's maxSequences) */
+  readonly maxSequences: string;
+  /** the requests that may wait (ServeOptions.maxQueue) */
+  readonly maxQueue: string;
+  /** ServeOptions.readTimeoutMs */
+  readonly readTimeoutMs: string;
+  /** a chat template given to the server, after "start the server with" (ServeOptions.chatTemplate) */
+  readonly chatTemplate: string;
+}
+
+/** the library's option names, for a server started from the library */
+export const OPTION_NAMES: SettingNames = {
+  kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate",
+};
+
 /** What a request handler needs from the running server. */
 export interface ServeContext {
   readonly model: Model;
@@ -15,6 +40,8 @@ export interface ServeContext {
   readonly modelNames: ReadonlySet<string>;
   readonly metrics: Metrics;
   readonly texts: TokenTexts;
+  /** what refusals call the operator's settings */
+  readonly settings: SettingNames;
   /** chat templates' extra variables for every request (ServeOptions.chatTemplateKwargs), under each request's chat_template_kwargs */
   readonly templateKwargs: Readonly<Record<string, unknown>>;
   /** the chat template (throws a 400 when the model has none) */

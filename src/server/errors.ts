@@ -1,5 +1,6 @@
 import { RequestError } from "../engine/index.js";
 import { OptionError } from "../units/index.js";
+import type { SettingNames } from "./context.js";
 
 /** An error answered in OpenAI's shape: `{error: {message, type, param, code}}` with an HTTP status. */
 export class ApiError extends Error {
@@ -69,14 +70,14 @@ const OPTION_PARAM: Record<string, string> = { logprobs: "logprobs", n: "n", jso
  * `named.maxTokens`); other RangeErrors and TypeErrors 400s without one; anything else is the
  * server's fault.
  */
-export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string }): ApiError {
+export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string; settings: SettingNames }): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
   if (e instanceof OptionError) {
     let param = e.option === "prompt" ? named.prompt : e.option === "maxTokens" ? named.maxTokens : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
     // (a schema the grammar cannot hold: the spot in it its message names)
     if (e.option === "jsonSchema") param = schemaFaultParam(param, message);
-    return new ApiError(400, inServerTerms(message, named.maxTokens), "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
+    return new ApiError(400, inServerTerms(message, named.maxTokens, named.settings), "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
   return internal(e);
@@ -84,14 +85,15 @@ export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: 
 
 /**
  * An engine refusal in the server's words: what the client sets by its request's fields (the
- * token limit as it named it), what the server's operator sets by `tsllm serve`'s flags, in place
- * of the library's options (maxTokens, kvCacheBytes, contextSize), which neither sets
+ * token limit as it named it) in place of the library's maxTokens, and what the server's operator
+ * set as the operator set it (`tsllm serve`'s --kv-memory and --ctx-size, or, from the library,
+ * kvCacheBytes and contextSize)
  */
-function inServerTerms(message: string, maxTokens: string): string {
+function inServerTerms(message: string, maxTokens: string, settings: SettingNames): string {
   return message
     .replace(/\+ maxTokens (\d+)/, `+ ${maxTokens} $1`)
-    .replace("lower maxTokens or raise kvCacheBytes", `lower ${maxTokens}, or start the server with a larger --kv-memory`)
-    .replace("use a larger contextSize or a shorter prompt", "send a shorter prompt, or start the server with a larger --ctx-size");
+    .replace("lower maxTokens or raise kvCacheBytes", `lower ${maxTokens}, or start the server with a larger ${settings.kvCacheBytes}`)
+    .replace("use a larger contextSize or a shorter prompt", `send a shorter prompt, or start the server with a larger ${settings.contextSize}`);
 }
 
 /** a 500 for an error inside the server or the engine */

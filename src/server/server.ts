@@ -10,7 +10,7 @@ import { printable } from "../units/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
-import type { ServeContext } from "./context.js";
+import { OPTION_NAMES, type ServeContext, type SettingNames } from "./context.js";
 import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
@@ -65,6 +65,12 @@ export interface ServeOptions {
    * log), as llama-server leaves them out of its request log
    */
   logRequests?: boolean;
+  /**
+   * what refusals call the settings the operator chose, where the defaults (the library's option
+   * names: kvCacheBytes, contextSize, maxSequences, maxQueue, ...) are not how they were set;
+   * `tsllm serve` gives its flags (--kv-memory, --ctx-size, --parallel, --max-queue, ...)
+   */
+  settingNames?: Partial<SettingNames>;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -149,6 +155,7 @@ export class OpenAIServer {
   private readonly waitingForSocket = new WeakMap<Duplex, Set<ServerResponse>>();
   private readonly writeTimeoutMs: number;
   private readonly readTimeoutMs: number;
+  private readonly settings: SettingNames;
   private readonly bodies: BodyBudget;
   /** the models' `created` (Unix seconds): when the server started, the same in every answer */
   private readonly created = Math.floor(Date.now() / 1000);
@@ -168,6 +175,7 @@ export class OpenAIServer {
     if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
+    this.settings = { ...OPTION_NAMES, ...options.settingNames };
     this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
     Promise.resolve(model).then((m) => {
       if ("embed" in m) this.embedder = m;
@@ -295,7 +303,7 @@ export class OpenAIServer {
     this.clientErrors.set(socket, status);
     if (socket.writable && (socket as Socket).bytesWritten === 0) {
       const err = status === 408
-        ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (--read-timeout-ms)`, "invalid_request_error", null, "request_timeout")
+        ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (${this.settings.readTimeoutMs})`, "invalid_request_error", null, "request_timeout")
         : status === 431 ? new ApiError(431, `the request's headers are larger than the ${maxHeaderSize} bytes this server reads`, "invalid_request_error", null, "headers_too_large")
         : new ApiError(status, `the request is not valid HTTP: ${e.message}`, "invalid_request_error", null, "invalid_http_request");
       const body = JSON.stringify(err.body), id = serverRequestId();
@@ -466,20 +474,20 @@ export class OpenAIServer {
     const id = this.modelId(model);
     let formatter: ChatFormatter | undefined;
     this.context = {
-      model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer),
+      model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer), settings: this.settings,
       templateKwargs: { ...this.options.chatTemplateKwargs },
       formatter: () => {
         try {
           return (formatter ??= model.chatFormatter(this.options.chatTemplate));
         } catch (e) {
-          if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: start the server with --chat-template FILE, or use /v1/completions`, "no_chat_template");
+          if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: start the server with ${this.settings.chatTemplate}, or use /v1/completions`, "no_chat_template");
           throw e;
         }
       },
       admissible: (prompts, n, param) => {
         const max = this.options.maxQueue ?? 256, parallel = model.engine.maxSequences;
         // an idle server runs floor(parallel / n) prompts at once and lets max more wait
-        if (n > parallel) throw invalid("n", `n = ${n} completions exceed the ${parallel} sequences this server runs at once (--parallel)`);
+        if (n > parallel) throw invalid("n", `n = ${n} completions exceed the ${parallel} sequences this server runs at once (${this.settings.maxSequences})`);
         const most = Math.floor(parallel / n) + max;
         if (prompts > most) {
           throw invalid(param, `'${param}' holds ${prompts} prompts of ${n} choice${n === 1 ? "" : "s"} each, but this server runs ${parallel} sequences at once and lets ${max} requests wait: ` +
@@ -492,7 +500,7 @@ export class OpenAIServer {
         const max = this.options.maxQueue ?? 256;
         if (model.engine.waitingForRoom(widths) > max) {
           const waiting = model.engine.waitingForRoom();
-          throw new ApiError(429, `the server is busy: ${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence (at most ${max} may wait: --max-queue); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
+          throw new ApiError(429, `the server is busy: ${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence (at most ${max} may wait: ${this.settings.maxQueue}); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
       bodyRead: (res) => this.bodies.release(res.req),
