@@ -501,7 +501,7 @@ test("schema keywords without a type shape the output; additionalProperties besi
     for (const t of bad) assert.ok(!accepts(g, t), `${JSON.stringify(schema)} should refuse ${t}`);
   }
   for (const [s, re] of [[{ type: "string", format: 5 }, /#\/format: expected a string/], [{ type: "object", properties: { 'a"': {} }, additionalProperties: true }, /#\/additionalProperties: not supported beside a property whose name JSON escapes/],
-    [{ allOf: [{ enum: ["a"] }, { enum: ["b"] }] }, /#\/allOf: no value is in every enum/], [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /#\/allOf\/1: only objects/], [{ $ref: "#/nope/x" }, /does not point at a schema/]] as const) {
+    [{ allOf: [{ enum: ["a"] }, { enum: ["b"] }] }, /#\/allOf: no value is in every enum/], [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /#\/allOf\/1\/type: no value is of type "object" and of type "string"/], [{ $ref: "#/nope/x" }, /does not point at a schema/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re, JSON.stringify(s));
   }
 });
@@ -549,6 +549,53 @@ test("allOf of objects: a part's additionalProperties holds for the others' prop
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "null" } }, additionalProperties: false }, { type: "object", properties: { b: { type: "null" } }, additionalProperties: false }] }, ["{}", '{"a":null}', '{"x":1}']);
   agreesWithAjv({ allOf: [{ type: "integer", minimum: 2 }, { type: "integer", maximum: 4 }] }, ["1", "2", "4", "5"]);
   assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "object", properties: { a: {} }, required: ["a"] }, { type: "object", properties: { b: {} }, additionalProperties: false }] }), /#\/allOf\/1\/additionalProperties: false, but another part requires "a"/);
+});
+
+test("allOf of array parts: a fault of a part's keyword (uniqueItems, prefixItems, items) names that part's path; agreeing or tighter parts merge as ajv reads them", () => {
+  // a keyword's fault names the part that wrote it (it named the allOf's holder: #/properties/x/uniqueItems, no such spot)
+  const inX = (x: object) => ({ type: "object", properties: { x } });
+  const faults: [object, RegExp][] = [
+    [inX({ allOf: [{ type: "array", items: { type: "string" } }, { uniqueItems: true }] }), /^#\/properties\/x\/allOf\/1\/uniqueItems: true is supported only for items of a finite set/],
+    [inX({ allOf: [{ type: "array", items: { type: "string" } }, { uniqueItems: "yes" }] }), /^#\/properties\/x\/allOf\/1\/uniqueItems: expected a boolean, got "yes"$/],
+    [inX({ allOf: [{ type: "array" }, { prefixItems: [{ type: "string", pattern: "(" }] }] }), /^#\/properties\/x\/allOf\/1\/prefixItems\/0\/pattern: /],
+    // one part alone is that part, named as itself
+    [inX({ allOf: [{ type: "string", minLength: -1 }] }), /^#\/properties\/x\/allOf\/0\/minLength: /],
+    [inX({ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { type: "object", properties: { b: { type: "string", format: "date", maxLength: 3 } } }] }), /^#\/properties\/x\/allOf\/1\/properties\/b\/maxLength: not supported together with format date$/],
+    // items in one part say every element, beside another part's tuple they cannot be merged: both named
+    [inX({ allOf: [{ type: "array", items: { type: "string" } }, { prefixItems: [{ type: "integer" }] }] }), /^#\/properties\/x\/allOf\/0\/items: items without the tuple prefixItems \(at #\/properties\/x\/allOf\/1\/prefixItems\) in another part of allOf cannot be one grammar/],
+    [{ allOf: [{ type: "array", minItems: 1, maxItems: 2 }, { type: "array", prefixItems: [{ type: "integer" }], maxItems: 1 }, { prefixItems: [{ type: "string" }] }] }, /^#\/allOf\/2\/prefixItems: prefixItems is in two parts of allOf with different values \(also at #\/allOf\/1\/prefixItems\)/],
+    [{ allOf: [{ type: "string" }, { type: "object", properties: {} }] }, /^#\/allOf\/1\/type: no value is of type "object" and of type "string" \(at #\/allOf\/0\/type\), which both apply$/],
+  ];
+  for (const [schema, re] of faults) assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), (e: Error) => e.name === "GrammarError" && re.test(e.message), JSON.stringify(schema));
+  // parts that agree (uniqueItems twice, or false and true: true holds), a tuple beside another part's
+  // bounds (it was refused: "items and prefixItems in different parts"), items in two parts (each element takes both)
+  agreesWithAjv({ allOf: [{ type: "array", items: { enum: [1, 2] }, uniqueItems: true }, { uniqueItems: true }] }, ["[]", "[1,2]", "[1,1]", "[2,1]"]);
+  agreesWithAjv({ allOf: [{ type: "array", items: { enum: [1, 2] }, uniqueItems: false }, { uniqueItems: true }] }, ["[1,2]", "[1,1]", "[2,2]"]);
+  agreesWithAjv({ allOf: [{ type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], items: false }, { minItems: 1 }] }, ["[]", "[1]", '[1,"a"]', '[1,"a",2]', '["a"]']);
+  agreesWithAjv({ allOf: [{ type: "array", items: { type: "integer" } }, { items: { minimum: 0 } }, { maxItems: 2 }] }, ["[]", "[1,2]", "[-1]", "[1.5]", "[1,2,3]"]);
+  agreesWithAjv({ allOf: [{ type: "array", prefixItems: [{ type: "integer" }] }, { type: "array", prefixItems: [{ type: "integer" }], maxItems: 1 }] }, ["[]", "[1]", "[1,2]", '["a"]']);
+});
+
+test("allOf with a type in two parts takes the types both admit (integer within number), as ajv reads them; a $ref or anyOf with keywords beside it names each keyword where it was written", () => {
+  // each was refused: "type is in two parts"
+  agreesWithAjv({ allOf: [{ type: "integer" }, { type: "number", minimum: 0 }] }, ["1", "-1", "1.5", "0", '"a"']);
+  agreesWithAjv({ allOf: [{ type: ["string", "null"] }, { type: "string", maxLength: 2 }] }, ['"a"', "null", '"abc"', "1"]);
+  agreesWithAjv({ allOf: [{ type: ["number", "string"] }, { type: ["integer", "string", "boolean"] }] }, ['"a"', "1", "1.5", "true"]);
+  // a nullable type beside a $ref to a non-null schema: null is not valid (both apply)
+  agreesWithAjv({ type: "object", $defs: { A: { type: "integer" } }, properties: { x: { type: ["integer", "null"], $ref: "#/$defs/A" } }, required: ["x"] }, ['{"x":1}', '{"x":null}', '{"x":"a"}']);
+  assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "string" }, { type: ["integer", "null"] }] }), /^GrammarError: #\/allOf\/1\/type: no value is of type \["integer","null"\] and of type "string" \(at #\/allOf\/0\/type\), which both apply$/);
+  // (the allOf these are read as is the converter's own: its paths named no spot of the schema)
+  const faults: [object, string][] = [
+    [{ type: "object", properties: { x: { $ref: "#/$defs/A", type: "string" } }, $defs: { A: { type: "string", minLength: -1 } } }, "#/$defs/A/minLength"],
+    [{ type: "object", properties: { x: { $ref: "#/$defs/A", minLength: -1 } }, $defs: { A: { type: "string" } } }, "#/properties/x/minLength"],
+    [{ type: "object", properties: { x: { maxLength: -2, anyOf: [{ type: "string" }, { type: "null" }] } } }, "#/properties/x/maxLength"],
+    [{ type: "object", properties: { x: { type: "string", anyOf: [{ maxLength: 5 }, { minLength: -3 }] } } }, "#/properties/x/anyOf/1/minLength"],
+    [{ allOf: [{ type: "object", properties: { a: { type: "string" } } }, { type: "object", properties: { a: { type: "string" } } }, { type: "object", properties: { a: { maxLength: -1 } } }] }, "#/allOf/2/properties/a/maxLength"],
+    [{ allOf: [{ type: "object", properties: { a: { type: "string" } } }, { type: "object", additionalProperties: { maxLength: -1 } }] }, "#/allOf/1/additionalProperties/maxLength"],
+    // (a part before it that constrains nothing, and the keywords beside allOf, once shifted the index)
+    [{ type: "object", allOf: [{ properties: { a: {} }, required: ["a"] }, { properties: { b: {} }, additionalProperties: false }] }, "#/allOf/1/additionalProperties"],
+  ];
+  for (const [schema, at] of faults) assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), (e: Error) => e.name === "GrammarError" && e.message.startsWith(`${at}: `), `${JSON.stringify(schema)} -> ${at}`);
 });
 
 test("a string's length counts an escaped surrogate pair once, as ajv counts code points; DEL is taken raw, as JSON.stringify writes it (found by scripts/fuzz-json-schema.ts)", () => {

@@ -13,7 +13,7 @@ import { jsonSchemaToGbnf } from "../src/sampling/constraints/index.js";
 import { grammarAdmits } from "./helpers/constraint-texts.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
-const closed = { type: "object", properties: { a: { type: "string", maxLength: 4 }, b: { type: ["integer", "null"] } }, required: ["a", "b"], additionalProperties: false };
+const closed = { type: "object", properties: { a: { type: "string", pattern: "^[a-z]{0,4}$" }, b: { type: ["integer", "null"] } }, required: ["a", "b"], additionalProperties: false };
 const strictFormat = (schema: object, strict: unknown) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema, ...(strict === undefined ? {} : { strict }) } } });
 
 /** `schema` refused under strict: true with a message matching `re`; without strict (false, null, left out) taken as before */
@@ -71,13 +71,19 @@ test("strict: true refuses the composition keywords OpenAI's strict mode does no
   refused(obj({ a: { anyOf: [{ type: "null" }, { type: "string", not: { const: "x" } }] } }), /#\/properties\/a\/anyOf\/1\/not: 'not' is not supported/);
   refused(obj({ a: { type: "array", items: { allOf: [{ type: "string" }] } } }), /#\/properties\/a\/items\/allOf: 'allOf' is not supported/);
   refused(obj({ a: { $ref: "#/$defs/d" } }, { $defs: { d: { type: "string", if: { maxLength: 1 }, else: { pattern: "a" } } } }), /#\/\$defs\/d\/if: 'if' is not supported/);
-  // the keywords the page lists only for fine-tuned models stay taken, and a property named like a keyword is none
-  accepted(obj({ s: { type: "string", minLength: 1, maxLength: 4, pattern: "^a", format: "date" }, n: { type: "number", minimum: 0, maximum: 9, multipleOf: 0.5 }, l: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 }, allOf: { type: "string" }, not: { type: "boolean" } }));
+  // the keywords "Supported properties" lists stay taken, and a property named like a keyword is none
+  accepted(obj({ s: { type: "string", pattern: "^a", format: "date" }, n: { type: "number", minimum: 0, maximum: 9, multipleOf: 0.5 }, l: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 }, allOf: { type: "string" }, not: { type: "boolean" } }));
 });
 
-test("strict: true refuses the object and array keywords OpenAI's strict mode lists as supported for no model (patternProperties, propertyNames, uniqueItems, ...), naming the schema path; without strict they are taken as before", () => {
+test("strict: true refuses the string, object and array keywords OpenAI's strict mode lists as supported for no model (minLength, maxLength, patternProperties, propertyNames, uniqueItems, ...), naming the schema path; without strict they are taken as before", () => {
   // "Supported properties" lists pattern / format, the numbers' bounds and multipleOf, minItems /
-  // maxItems; these the same page lists as unsupported (for fine-tuned models), and for no model as supported
+  // maxItems; these the same page lists as unsupported (for fine-tuned models), and for no model as
+  // supported (OpenAI's Java SDK's JsonSchemaValidator refuses them in a string schema too)
+  for (const [k, v] of [["minLength", 1], ["maxLength", 4]] as const) {
+    refused(obj({ s: { type: "string", [k]: v } }), new RegExp(`: #/properties/s/${k}: '${k}' is not supported with strict: true$`));
+    refused(obj({ s: { anyOf: [{ type: "null" }, { type: "string", pattern: "^a", [k]: v }] } }), new RegExp(`: #/properties/s/anyOf/1/${k}: '${k}' is not supported`));
+    refused(obj({ l: { type: "array", items: { type: "string", [k]: v } } }), new RegExp(`: #/properties/l/items/${k}: '${k}' is not supported`));
+  }
   const objects: [string, unknown][] = [
     ["patternProperties", { "^x": { type: "integer" } }],
     ["unevaluatedProperties", false],
@@ -101,7 +107,7 @@ test("strict: true refuses the object and array keywords OpenAI's strict mode li
     refused(obj({ l: { anyOf: [{ type: "null" }, { type: "array", items: { enum: ["a", "b"] }, [k]: v }] } }), new RegExp(`: #/properties/l/anyOf/1/${k}: '${k}' is not supported`));
   }
   // a property named like one of them is no keyword
-  accepted(obj({ patternProperties: { type: "string" }, uniqueItems: { type: "boolean" }, contains: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 3 } }));
+  accepted(obj({ minLength: { type: "integer" }, patternProperties: { type: "string" }, uniqueItems: { type: "boolean" }, contains: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 3 } }));
 });
 
 test("strict: true holds OpenAI's documented size limits: a schema at each limit is taken, one past it refused naming the path and the limit", () => {
@@ -201,4 +207,18 @@ test("a response_format schema the grammar cannot hold is a 400 naming response_
   assert.throws(() => replyGrammar({ jsonSchema: { type: "array", uniqueItems: true } }, tools, plain, undefined), (e: ApiError) => e.param === "response_format.json_schema.schema.uniqueItems" && /#\/uniqueItems: true is supported only/.test(e.message));
   assert.equal(replyGrammar({ jsonSchema: { type: "array", items: { enum: [1, 2] }, uniqueItems: true } }, tools, plain, undefined)?.param, "response_format.json_schema.schema");
   assert.equal(replyGrammar({ json: "object" }, tools, plain, undefined)?.param, "response_format");
+});
+
+test("a fault of a keyword in a part of allOf is a 400 whose param and message name that part's keyword (response_format.json_schema.schema.properties.x.allOf[1].uniqueItems), not the allOf's holder", () => {
+  const tools = toolsOf({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }] })!;
+  const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  const cases: [object, string, RegExp][] = [
+    [{ allOf: [{ type: "array", items: { type: "string" } }, { uniqueItems: true }] }, "response_format.json_schema.schema.properties.x.allOf[1].uniqueItems", /#\/properties\/x\/allOf\/1\/uniqueItems: true is supported only/],
+    [{ allOf: [{ type: "array", items: { type: "string" } }, { prefixItems: [{ type: "integer" }] }] }, "response_format.json_schema.schema.properties.x.allOf[0].items", /#\/properties\/x\/allOf\/0\/items: items without the tuple prefixItems \(at #\/properties\/x\/allOf\/1\/prefixItems\)/],
+    [{ allOf: [{ type: "array" }, { prefixItems: [{ type: "string", minLength: 3, maxLength: 1 }] }] }, "response_format.json_schema.schema.properties.x.allOf[1].prefixItems[0].maxLength", /#\/properties\/x\/allOf\/1\/prefixItems\/0\/maxLength: 1 is below minLength 3/],
+  ];
+  for (const [x, param, re] of cases) {
+    const jsonSchema = { type: "object", properties: { x }, required: ["x"] };
+    assert.throws(() => replyGrammar({ jsonSchema }, tools, plain, undefined), (e: ApiError) => e.param === param && re.test(e.message), JSON.stringify(x));
+  }
 });

@@ -9,7 +9,7 @@ import { replyGrammar, toolsOf } from "../src/server/tools.js";
 import { jsonSchemaToGbnf } from "../src/sampling/constraints/index.js";
 
 const HERMES = "{% for m in messages %}{{ m.content }}{% endfor %}{% if false %}<tool_call>{% endif %}";
-const tool = (name: string, maxLength: number) => ({ type: "function", function: { name, strict: true, parameters: { type: "object", properties: { a: { type: "string", maxLength } }, required: ["a"], additionalProperties: false } } });
+const tool = (name: string, maxLength: number) => ({ type: "function", function: { name, strict: true, parameters: { type: "object", properties: { a: { type: "string", pattern: `^.{0,${maxLength}}$` } }, required: ["a"], additionalProperties: false } } });
 /** a request body as the server parses one: new objects every time */
 const body = (tools: unknown[], choice = "auto") => JSON.parse(JSON.stringify({ tools, tool_choice: choice }));
 

@@ -52,8 +52,8 @@ const WEATHER = {
   },
 } as const;
 const TIME = { type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string", maxLength: 8 } }, required: ["zone"] } } } as const;
-/** WEATHER as OpenAI's strict mode wants it: closed, every property required */
-const STRICT_WEATHER = { type: "function", function: { ...WEATHER.function, strict: true, parameters: { ...WEATHER.function.parameters, additionalProperties: false } } } as const;
+/** WEATHER as OpenAI's strict mode wants it: closed, every property required, the city's length a pattern (strict mode has no maxLength) */
+const STRICT_WEATHER = { type: "function", function: { ...WEATHER.function, strict: true, parameters: { ...WEATHER.function.parameters, properties: { ...WEATHER.function.parameters.properties, city: { type: "string", pattern: "^.{0,12}$" } }, additionalProperties: false } } } as const;
 
 describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style template", { skip }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
@@ -85,7 +85,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     // pointed at the call object's root, and every such request was a 400 ("does not point at a schema")
     const parameters = {
       type: "object", properties: { place: { $ref: "#/$defs/Place" }, unit: { $ref: "#/$defs/Unit" } }, required: ["place", "unit"], additionalProperties: false,
-      $defs: { Place: { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"], additionalProperties: false }, Unit: { enum: ["c", "f"] } },
+      $defs: { Place: { type: "object", properties: { city: { type: "string", pattern: "^.{0,8}$" } }, required: ["city"], additionalProperties: false }, Unit: { enum: ["c", "f"] } },
     };
     const tool = { type: "function" as const, function: { name: "get_weather", strict: true, parameters } };
     const valid = new Ajv().compile(parameters);
@@ -198,7 +198,7 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
 
   test("response_format with tools auto: the reply is a call (finish_reason tool_calls) or text under the schema, as OpenAI's response_format governs only the text", async () => {
     // the AI SDK's generateText({tools, output: Output.object(...)}) sends both on every step
-    const schema = { type: "object", properties: { answer: { type: "string", maxLength: 10 } }, required: ["answer"], additionalProperties: false };
+    const schema = { type: "object", properties: { answer: { type: "string", pattern: "^.{0,10}$" } }, required: ["answer"], additionalProperties: false };
     const request = {
       model: "stories260K", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [WEATHER, TIME], tool_choice: "auto" as const, parallel_tool_calls: false,
       response_format: { type: "json_schema" as const, json_schema: { name: "reply", schema, strict: true } }, max_tokens: 150, temperature: 0,
@@ -833,7 +833,7 @@ test("function.strict under tool_choice auto on Llama 3.x and Functionary v3.2, 
 });
 
 test("Llama 3.1 with a strict built-in tool under tool_choice auto: its call after text is held to its schema (ajv judges), as llama.cpp's word trigger <|python_tag|> holds it anywhere", () => {
-  const search = { type: "function", function: { name: "brave_search", strict: true, parameters: { type: "object", properties: { query: { type: "string", maxLength: 8 } }, required: ["query"], additionalProperties: false } } } as const;
+  const search = { type: "function", function: { name: "brave_search", strict: true, parameters: { type: "object", properties: { query: { type: "string", pattern: "^.{0,8}$" } }, required: ["query"], additionalProperties: false } } } as const;
   const source = "<|start_header_id|>ipython<|end_header_id|><|python_tag|>";
   const validate = new Ajv().compile(search.function.parameters);
   for (const parallel of [true, false]) {

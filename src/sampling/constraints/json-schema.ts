@@ -124,6 +124,36 @@ function canonicalJson(v: unknown): string {
   return JSON.stringify(v, (_, x) => (x !== null && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
 }
 
+/** where the parts of an allOf the converter makes (of keywords written apart: beside a $ref, an anyOf, in two parts) lie in the schema */
+const partPaths = new WeakMap<object, readonly string[]>();
+
+/** an allOf of `parts`, each with the path it was written at (what a fault in it names) */
+function allOfAt(parts: readonly (readonly [unknown, string])[]): Record<string, unknown> {
+  const s = { allOf: parts.map(([p]) => p) };
+  partPaths.set(s, parts.map(([, at]) => at));
+  return s;
+}
+
+/** the JSON Schema types two `type` values both admit, integer where one says number and the other integer */
+function commonTypes(a: unknown, b: unknown): string[] {
+  const as = [a].flat().map(String), bs = [b].flat().map(String);
+  const both = as.flatMap((t) => (bs.includes(t) ? [t] : (t === "integer" && bs.includes("number")) || (t === "number" && bs.includes("integer")) ? ["integer"] : []));
+  return [...new Set(both)];
+}
+
+/**
+ * A fault met in a schema merged from allOf's parts (at `path`), named at the spot in the schema
+ * the keyword it lies in was written (`from`: keyword, or properties/name, -> that spot)
+ */
+function relocated(e: unknown, path: string, from: ReadonlyMap<string, string>): unknown {
+  if (!(e instanceof GrammarError)) return e;
+  for (const [sub, to] of from) {
+    const at = `${path}/${sub}`;
+    if (e.message.startsWith(at) && /^[:/]/.test(e.message.slice(at.length))) return new GrammarError(to + e.message.slice(at.length));
+  }
+  return e;
+}
+
 /** a GBNF literal for a string (the grammar's own escapes) */
 export function gbnfLiteral(s: string): string {
   return `"${s.replace(/[\\"\n\r\t]/g, (c) => ({ "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t" })[c]!)}"`;
@@ -187,16 +217,18 @@ function* subschemas(schema: unknown, path = "#", depth = 0): Generator<[string,
  * OpenAI's structured outputs guide, "Supported schemas"
  * (https://developers.openai.com/api/docs/guides/structured-outputs#supported-schemas):
  * "Some type-specific keywords are not yet supported — Composition: allOf, not, dependentRequired,
- * dependentSchemas, if, then, else"; then, for objects and arrays, the keywords its "Supported
- * properties" does not list for any model (it lists, besides the structure, only pattern and
- * format for strings, the numbers' bounds and multipleOf, and minItems / maxItems): the object
- * keywords patternProperties, unevaluatedProperties, propertyNames, minProperties, maxProperties
- * and the array keywords unevaluatedItems, contains, minContains, maxContains, uniqueItems, which
- * the same page names as unsupported for fine-tuned models. Without strict they stay taken as
- * before (best effort).
+ * dependentSchemas, if, then, else"; then the type keywords its "Supported properties" does not
+ * list for any model (it lists, besides the structure, only pattern and format for strings, the
+ * numbers' bounds and multipleOf, and minItems / maxItems) among those the same page names as
+ * unsupported for fine-tuned models: the string keywords minLength, maxLength, the object keywords
+ * patternProperties, unevaluatedProperties, propertyNames, minProperties, maxProperties and the
+ * array keywords unevaluatedItems, contains, minContains, maxContains, uniqueItems (OpenAI's Java
+ * SDK's JsonSchemaValidator allows a string schema only type, title, description, enum, const,
+ * pattern and format). Without strict they stay taken as before (best effort).
  */
 const STRICT_UNSUPPORTED = [
   "allOf", "not", "dependentRequired", "dependentSchemas", "if", "then", "else",
+  "minLength", "maxLength",
   "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",
   "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems",
 ];
@@ -376,7 +408,7 @@ class Converter {
     // keywords beside $ref apply too (draft 2019-09 on): the two as an allOf
     if (typeof s["$ref"] === "string") {
       const { $ref, ...beside } = s;
-      if (constrains(beside)) return this.visit({ allOf: [{ $ref }, beside] }, name, path, depth + 1);
+      if (constrains(beside)) return this.visit(allOfAt([[{ $ref }, path], [beside, path]]), name, path, depth + 1);
       return this.ref($ref as string, path, depth);
     }
     if (s["const"] !== undefined || Array.isArray(s["enum"])) {
@@ -395,11 +427,18 @@ class Converter {
         if (alts.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
         // keywords beside the list apply to every alternative
         const { [key]: _, ...beside } = s;
-        const each = constrains(beside) ? alts.map((a) => ({ allOf: [beside, a] })) : alts;
+        const each = constrains(beside) ? alts.map((a, i) => allOfAt([[beside, path], [a, `${path}/${key}/${i}`]])) : alts;
         return this.add(name, each.map((a, i) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
       }
     }
-    if (Array.isArray(s["allOf"])) return this.visit(this.mergeAllOf(s, path, depth), name, path, depth + 1);
+    if (Array.isArray(s["allOf"])) {
+      const { merged, at, from } = this.mergeAllOf(s, path, depth);
+      try {
+        return this.visit(merged, name, at, depth + 1);
+      } catch (e) {
+        throw relocated(e, at, from);
+      }
+    }
     const implied = impliedTypes(s);
     const type: unknown = s["type"] ?? (implied.length === 1 ? implied[0] : implied);
     if (Array.isArray(type)) return this.add(name, type.map((t, i) => this.visit({ ...s, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
@@ -494,11 +533,17 @@ class Converter {
   /**
    * allOf as one schema: its parts ($refs followed) and the keywords beside it. One part that
    * constrains anything is that part; parts that are all objects are merged (their properties
-   * and required lists joined, as llama.cpp does); anything else cannot be one grammar.
+   * and required lists joined, as llama.cpp does); anything else cannot be one grammar. `at`: the
+   * path to name the merged schema's faults at (the one part's own, where one part is all);
+   * `from`: where in the schema a merged keyword (or property) was written, where that was a part
+   * (a fault of it names that spot, not the allOf's holder).
    */
-  private mergeAllOf(s: Record<string, unknown>, path: string, depth: number): Record<string, unknown> {
+  private mergeAllOf(s: Record<string, unknown>, path: string, depth: number): { merged: Record<string, unknown>; at: string; from: Map<string, string> } {
     const { allOf, ...beside } = s;
     const parts: Record<string, unknown>[] = [];
+    const wheres: string[] = [];
+    const from = new Map<string, string>();
+    const done = (merged: Record<string, unknown>, at = path) => ({ merged, at, from });
     const take = (p: unknown, where: string, hops: number): void => {
       if (p === true || (typeof p === "object" && p !== null && !Array.isArray(p) && !constrains(p as Record<string, unknown>))) return;
       if (typeof p !== "object" || p === null || Array.isArray(p)) throw new GrammarError(`${where}: expected a schema object, got ${JSON.stringify(p)}`);
@@ -510,14 +555,17 @@ class Converter {
       } else if (Array.isArray(o["allOf"]) && hops <= this.maxDepth) {
         const { allOf: inner, ...rest } = o;
         take(rest, where, hops + 1);
-        (inner as unknown[]).forEach((q, i) => take(q, `${where}/allOf/${i}`, hops + 1));
-      } else parts.push(o);
+        (inner as unknown[]).forEach((q, i) => take(q, partPaths.get(o)?.[i] ?? `${where}/allOf/${i}`, hops + 1));
+      } else {
+        parts.push(o);
+        wheres.push(where);
+      }
     };
     if (depth > this.maxDepth) throw new GrammarError(`${path}: schemas nest more than ${this.maxDepth} deep`);
     take(beside, path, 0);
-    (allOf as unknown[]).forEach((p, i) => take(p, `${path}/allOf/${i}`, 0));
-    if (parts.length === 0) return {};
-    if (parts.length === 1) return parts[0]!;
+    (allOf as unknown[]).forEach((p, i) => take(p, partPaths.get(s)?.[i] ?? `${path}/allOf/${i}`, 0));
+    if (parts.length === 0) return done({});
+    if (parts.length === 1) return done(parts[0]!, wheres[0]);
     // enums (and consts): the values every part takes
     if (parts.some((o) => o["enum"] !== undefined || o["const"] !== undefined)) {
       const valuesOf = (o: Record<string, unknown>): unknown[] | undefined => (o["const"] !== undefined ? [o["const"]] : Array.isArray(o["enum"]) ? o["enum"] : undefined);
@@ -527,34 +575,76 @@ class Converter {
       const typeOk = (v: unknown, t: unknown): boolean => t === undefined || (Array.isArray(t) ? t : [t]).some((x) => x === (v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "number" && Number.isInteger(v) && x === "integer" ? "integer" : typeof v));
       const keep = lists.find((l) => l !== undefined)!.filter((v) => lists.every((l, i) => (l === undefined || l.some((w) => JSON.stringify(w) === JSON.stringify(v))) && typeOk(v, parts[i]!["type"])));
       if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
-      return { enum: keep };
+      return done({ enum: keep });
     }
     const objectPart = (o: Record<string, unknown>): boolean => !((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined));
     if (!parts.every(objectPart)) {
       // parts of one type whose keywords do not meet (minimum in one, maximum in another): one schema
       const merged: Record<string, unknown> = {};
       for (const [i, o] of parts.entries()) {
+        const where = wheres[i]!;
         for (const [k, v] of Object.entries(o)) {
           if (!constrains({ [k]: v }) && k !== "type") continue;
-          // a bound in two parts: the tighter one
-          const tighter = k in merged && typeof v === "number" && typeof merged[k] === "number" ? (LOWER_BOUNDS.has(k) ? Math.max : UPPER_BOUNDS.has(k) ? Math.min : undefined) : undefined;
-          if (tighter) {
-            merged[k] = tighter(merged[k] as number, v as number);
-            continue;
+          const had = k in merged, before = merged[k];
+          if (!had) merged[k] = v;
+          else if (typeof v === "number" && typeof before === "number" && (LOWER_BOUNDS.has(k) || UPPER_BOUNDS.has(k))) {
+            // a bound in two parts: the tighter one
+            merged[k] = LOWER_BOUNDS.has(k) ? Math.max(before, v) : Math.min(before, v);
+          } else if (k === "uniqueItems" && typeof v === "boolean" && typeof before === "boolean") merged[k] = v || before;
+          else if (k === "type" && canonicalJson(v) !== canonicalJson(before)) {
+            // the types every part takes (an integer is a number)
+            const types = commonTypes(before, v);
+            if (types.length === 0) throw new GrammarError(`${where}/type: no value is of type ${JSON.stringify(v)} and of type ${JSON.stringify(before)} (at ${from.get(k) ?? `${path}/${k}`}), which both apply`);
+            merged[k] = types.length === 1 ? types[0] : types;
           }
-          if (k in merged && !(k === "type" && JSON.stringify(merged[k]) === JSON.stringify(v))) throw new GrammarError(`${path}/allOf/${i}: only objects (properties, required), or schemas whose keywords differ, can be combined with allOf; ${k} is in two parts`);
-          merged[k] = v;
+          else if (k === "items" && !Array.isArray(v) && !Array.isArray(before) && canonicalJson(v) !== canonicalJson(before)) {
+            // every element takes both schemas (a new allOf: its faults name that)
+            merged[k] = allOfAt([[before, from.get(k) ?? `${path}/${k}`], [v, `${where}/${k}`]]);
+            from.delete(k);
+            continue;
+          } else if (canonicalJson(v) !== canonicalJson(before)) {
+            throw new GrammarError(`${where}/${k}: ${k} is in two parts of allOf with different values (also at ${from.get(k) ?? `${path}/${k}`}): only objects (properties, required), or parts whose keywords differ or agree, can be combined into one grammar`);
+          }
+          // (the value kept is the one a fault names)
+          if (!had || merged[k] !== before) {
+            if (where !== path) from.set(k, `${where}/${k}`);
+            else from.delete(k);
+          }
         }
       }
-      if (merged["items"] !== undefined && merged["prefixItems"] !== undefined) throw new GrammarError(`${path}/allOf: items and prefixItems in different parts cannot be one grammar`);
-      return merged;
+      // a tuple's items (or additionalItems) are the elements past its positions; a part without the
+      // tuple says them of every element: read together, the merged schema would say otherwise
+      const tupleKey = Array.isArray(merged["prefixItems"]) ? "prefixItems" : Array.isArray(merged["items"]) ? "items" : undefined;
+      if (tupleKey !== undefined) {
+        for (const [i, o] of parts.entries()) {
+          const rest = ["items", "additionalItems"].find((k) => o[k] !== undefined && !Array.isArray(o[k]));
+          if (rest !== undefined && !Array.isArray(o[tupleKey]) && !(rest === "items" && tupleKey === "items")) {
+            throw new GrammarError(`${wheres[i]}/${rest}: ${rest} without the tuple ${tupleKey} (at ${from.get(tupleKey) ?? `${path}/${tupleKey}`}) in another part of allOf cannot be one grammar: put them in one part`);
+          }
+        }
+      }
+      return done(merged);
     }
     // objects: every part's properties (a property named in several parts takes all their schemas),
     // their required lists joined; a part's additionalProperties applies to the others' properties
     const properties: Record<string, unknown> = {};
+    // where each property's schema was written (the merged object's own path for one made here)
+    const propertyAt = new Map<string, string>();
     const required: string[] = [];
-    for (const o of parts) {
-      for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) properties[k] = Object.hasOwn(properties, k) ? { allOf: [properties[k], v] } : v;
+    const combine = (k: string, v: unknown, at: string) => {
+      if (Object.hasOwn(properties, k)) {
+        // a property of several parts: a new allOf of their schemas, whose parts name their own spots
+        properties[k] = allOfAt([[properties[k], propertyAt.get(k)!], [v, at]]);
+        propertyAt.set(k, `${path}/properties/${k}`);
+        from.delete(`properties/${k}`);
+      } else {
+        properties[k] = v;
+        propertyAt.set(k, at);
+        if (at !== `${path}/properties/${k}`) from.set(`properties/${k}`, at);
+      }
+    };
+    for (const [i, o] of parts.entries()) {
+      for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) combine(k, v, `${wheres[i]}/properties/${k}`);
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
     for (const [i, o] of parts.entries()) {
@@ -563,14 +653,14 @@ class Converter {
       if (additional === undefined || additional === true) continue;
       for (const k of Object.keys(properties)) {
         if (Object.hasOwn(own, k)) continue;
-        if (additional !== false) properties[k] = { allOf: [properties[k], additional] };
-        else if (required.includes(k)) throw new GrammarError(`${path}/allOf/${i}/additionalProperties: false, but another part requires "${k}"`);
+        if (additional !== false) combine(k, additional, `${wheres[i]}/additionalProperties`);
+        else if (required.includes(k)) throw new GrammarError(`${wheres[i]}/additionalProperties: false, but another part requires "${k}"`);
         else delete properties[k];
       }
     }
     // the merged object takes no other keys (as an object with properties does here) where a part said so or named any
     const closed = parts.some((o) => o["additionalProperties"] === false || Object.keys((o["properties"] ?? {}) as object).length > 0);
-    return closed ? { type: "object", properties, required, additionalProperties: false } : { type: "object", properties, required };
+    return done(closed ? { type: "object", properties, required, additionalProperties: false } : { type: "object", properties, required });
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
