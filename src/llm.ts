@@ -1,5 +1,5 @@
 import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planFits, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planFits, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
@@ -457,11 +457,15 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
  * --parallel): n choices or beams of one request share its prompt's rows.
  */
 export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number): Promise<Model> {
-  return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences);
+  return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences, width);
 }
 
-/** loadModel, with the concurrent requests asked for (checked against the KV pool) apart from the engine's width */
-async function load(ref: string, options: LoadModelOptions, parallelRequests: number | undefined): Promise<Model> {
+/**
+ * loadModel, with the concurrent requests asked for (checked against the KV pool) apart from the
+ * engine's width, and the sequences of the one request it is loaded for (`width`: the default
+ * pool holds that many contexts where the free memory does, past the margin: kvPoolBytes)
+ */
+async function load(ref: string, options: LoadModelOptions, parallelRequests: number | undefined, width = 1): Promise<Model> {
   const t0 = performance.now();
   checkLoadOptions(options);
   const resolved = await resolveModelReference(ref);
@@ -472,7 +476,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     const opened = openModel(resolved);
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
-    return { opened, planned: planContextSize(opened, options) };
+    return { opened, planned: planContextSize(opened, options, undefined, width, warn) };
   });
   const { path, tokenizer, metadata } = opened;
   try {
@@ -481,7 +485,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     // the plan again where the backend caps one buffer (a GPU adapter's largest storage binding,
     // known once the backend has started): a layer's K or V array past it is refused here, with a
     // context that fits (contextSize "auto" picks one), not at the first request
-    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name });
+    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name }, width, warn);
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
@@ -548,7 +552,7 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
  * With `maxBuffer` (the backend's largest buffer) one layer's K or V array of the KV pool must
  * fit in it too, and the default pool shrinks to it (at least one context).
  */
-function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"]): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
+function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"], width = 1, warn?: (message: string) => void): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
   const c = options.contextSize;
   const auto = c === "auto";
   if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new OptionError(`contextSize must be a positive integer or "auto", got ${shownValue(c)}`, "contextSize");
@@ -563,10 +567,14 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
     if (auto) throw new Error(`${opened.path}: contextSize "auto" needs a decoder whose KV cache shape tsllm knows`);
     return {};
   }
-  // the default KV pool shrinks to what is free less the margin (at least one context)
+  // the default KV pool shrinks to what is free less the margin (at least one context; for one
+  // wide request, its width of contexts where all of the free memory holds them, with a warning)
   const pool = (contextSize: number) => {
     const at = { ...r, contextSize };
-    return kvPoolBytes(at, planMemory(at), available, margin);
+    const plan = planMemory(at);
+    const bytes = kvPoolBytes(at, plan, available, margin, width);
+    if (bytes > kvPoolBytes(at, plan, available, margin)) warnMarginGivenUp(opened.path, bytes / (DEFAULT_BLOCK_SIZE * kvBytesPerToken(at.shape, at.kvCacheTypes)) * DEFAULT_BLOCK_SIZE, contextSize, width, available - bytesWithPool(at, plan, bytes), margin, warn);
+    return bytes;
   };
   // whether a load with that --kv-memory would pass the plan (a warning proposes only such a budget)
   const budgetFits = (contextSize: number, kvCacheBytes: number) => planFits({ ...r, contextSize, kvCacheBytes }, available);
@@ -580,6 +588,12 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   }
   checkMemoryPlan(opened.path, r, planMemory(r), available);
   return { kvCacheBytes: pool, budgetFits };
+}
+
+/** the warning of a default KV pool sized for one request's `width` sequences into the memory margin (kvPoolBytes) */
+function warnMarginGivenUp(path: string, poolTokens: number, contextSize: number, width: number, left: number, margin: number, warn: ((message: string) => void) | undefined): void {
+  const contexts = Math.floor(poolTokens / (Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE));
+  warn?.(`${path}: the KV pool for one request of ${width} sequences (n / numBeams) holds ${poolTokens} tokens (${contexts} full context${contexts === 1 ? "" : "s"} of ${contextSize}), which leaves ${formatBytes(Math.max(0, left))} free, less than the ${formatBytes(margin)} memory margin (memoryMargin, --memory-margin): the margin is given up for the request's sequences, as llama.cpp's fit keeps a context per sequence and loads when its target cannot be met`);
 }
 
 /**

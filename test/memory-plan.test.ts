@@ -339,22 +339,65 @@ test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one reque
   assert.match(warnings[0]!, /not the 20 x 512 = 10240 that maxSequences 20 \(--parallel\) asks for/);
 });
 
-test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 240_000 }, async () => {
+test("generate --n / --num-beams below the memory margin: the pool holds the request's contexts where all of the free memory does (a warning names the margin given up), else one line in generate's flags", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above
   const { readGgufFileInfo } = await import("node-llama-cpp");
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
-  // generate --n 20 at 512 tokens needs 640 KV tokens: free = the plan and two contexts more, so
-  // the default 1 GiB margin (the environment's here) leaves a pool of one context, a 0 margin three
+  const freeWith = (contextsMore: number) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + contextsMore * 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) });
+  const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json"];
+  // free = the plan and two contexts more, a 1 GiB margin: 20 choices (and 20 beams) run, in a pool
+  // of the three contexts all of the free memory holds, which was one context (refused) before
+  for (const width of [["--n", "20"], ["--num-beams", "20"]]) {
+    const r = await cli([...gen, ...width], freeWith(2));
+    assert.equal(r.code, 0, `${width.join(" ")}: ${r.stderr}`);
+    const out = JSON.parse(r.stdout) as { choices?: unknown[]; beams?: unknown[] };
+    assert.equal(width[0] === "--n" ? out.choices?.length : out.beams?.length, width[0] === "--n" ? 20 : 1, r.stdout);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(lines[0]!, new RegExp(`^tsllm: warning: .*m\\.gguf: the KV pool for one request of 20 sequences \\(n / numBeams\\) holds ${3 * 512} tokens \\(3 full contexts of 512\\), which leaves 0 B free, less than the 1\\.07 GB memory margin \\(memoryMargin, --memory-margin\\)`));
+  }
+  // one context of width: no warning (the pool keeps the margin as before)
+  const one = await cli([...gen, "--n", "1"], freeWith(2));
+  assert.equal(one.code, 0, one.stderr);
+  assert.equal(one.stderr, "");
+  // no memory for more than the one context: one line in generate's words (its flags, not the
+  // library's maxTokens / kvCacheBytes, which generate has no flag for), exit 2
+  const refused = await cli([...gen, "--n", "20"], freeWith(0));
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.equal(refused.stderr.split("\n").length, 2, refused.stderr);
+  assert.match(refused.stderr, new RegExp(`^tsllm: error: --max-tokens: the request needs room for up to \\d+ tokens of KV cache \\(prompt 2 \\+ --max-tokens 2, 20 choices\\) but the KV cache holds 512 tokens \\(${512 * perToken} bytes\\); lower --max-tokens or --n, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0\n$`));
+  const beams = await cli([...gen, "--num-beams", "20"], freeWith(0));
+  assert.match(beams.stderr, /20 beams\) but the KV cache holds 512 tokens .*; lower --max-tokens or --num-beams, or /);
+  // the library keeps its own options' names
+  const m = await loadModel(FILE, { backend: "reference", contextSize: 512, availableMemory: planMemory(request(512)).totalBytes, memoryMargin: 0, warmup: false });
+  try {
+    assert.throws(() => m.stream("Once", { n: 4, maxTokens: 500 }), /\(prompt 2 \+ maxTokens 500, 4 choices\) .*; lower maxTokens or raise kvCacheBytes$/);
+  } finally {
+    m.dispose();
+  }
+});
+
+test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {
+  await ready;
+  // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  // generate --n 20 at 512 tokens: free = the plan and two contexts more, so the default 1 GiB
+  // margin (the environment's here) is given up for the request's contexts, with a warning; a 0
+  // margin (the flag, over the environment) has none to give up
   const twoMore = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
   const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--n", "20", "--json"];
   const narrow = await cli(gen, twoMore);
-  assert.equal(narrow.code, 2, narrow.stderr);
-  assert.match(narrow.stderr, /needs room for up to 640 tokens of KV cache .* but the KV cache holds 512 tokens/);
+  assert.equal(narrow.code, 0, narrow.stderr);
+  assert.match(narrow.stderr, /less than the 1\.07 GB memory margin \(memoryMargin, --memory-margin\)/);
   const wide = await cli([...gen, "--memory-margin", "0"], twoMore);
   assert.equal(wide.code, 0, wide.stderr);
+  assert.equal(wide.stderr, "");
   assert.equal((JSON.parse(wide.stdout) as { choices: unknown[] }).choices.length, 20);
   // serve: free = the plan and 15.5 contexts more; a 13.5-context margin (as 1024ths: K) leaves a
   // pool of 3 contexts, whichever of the flag and the environment gives it; the flag wins

@@ -9,7 +9,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
-import { RequestError } from "../engine/index.js";
+import { refusalInTerms, RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
@@ -224,6 +224,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const prompt = await promptFrom(values);
   // one request here: an engine wide enough for all its beams or choices, where the default is not
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
+  const widthFlag = (options.numBeams ?? 1) > 1 ? "--num-beams" : (options.n ?? 1) > 1 ? "--n" : undefined;
   // --ctx-size 0: the model's trained context; a draft model shares it
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
   const model = await loadModelForOneRequest(path, loadOptions, width);
@@ -232,11 +233,11 @@ export async function runGenerate(argv: string[]): Promise<void> {
   try {
     const it = startStream(() => flag(values, "chat")
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
-      : model.stream(prompt, options));
+      : model.stream(prompt, options), widthFlag);
     let result;
     let header = -1;
     for (;;) {
-      const r = await it.next().catch(asUsageError);
+      const r = await it.next().catch((e: unknown) => asUsageError(e, widthFlag));
       if (r.done) { result = r.value; break; }
       if (flag(values, "json")) continue;
       // with --n the choices stream one after another: a header line before each
@@ -266,22 +267,29 @@ export async function runGenerate(argv: string[]): Promise<void> {
 /**
  * The engine refuses a request at submit with a RequestError naming the library's option
  * (stop, logitBias, numBeams, regex, ...): from the command line that is a bad flag, so a usage
- * error (exit 2) naming the flag. Other errors pass through.
+ * error (exit 2) naming the flag, in the flags' words (refusalInTerms, as serve words them in
+ * its own): a KV cache too small names what the command line sizes it by. `widthFlag`: the
+ * flag that made the request wide (--n, --num-beams), which a smaller value of also fits.
+ * Other errors pass through.
  */
-export function asUsageError(e: unknown): never {
+export function asUsageError(e: unknown, widthFlag?: string): never {
   if (!(e instanceof RequestError)) throw e;
   const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-  const message = (e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message)
-    .replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
+  const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
+    maxTokens: "--max-tokens",
+    // the CLI's pool: what is free less the margin, at least a context per sequence (loadModelForOneRequest)
+    kvCacheTooSmall: `lower --max-tokens${widthFlag ? ` or ${widthFlag}` : ""}, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0`,
+    contextTooSmall: "use a larger --ctx-size or a shorter prompt",
+  }).replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
   throw new UsageError(`--${flagName}: ${message}`);
 }
 
 /** starts a library stream: the library refuses a bad option at the call, before any step, so that refusal is a usage error too */
-export function startStream<T>(start: () => T): T {
+export function startStream<T>(start: () => T, widthFlag?: string): T {
   try {
     return start();
   } catch (e) {
-    return asUsageError(e);
+    return asUsageError(e, widthFlag);
   }
 }
 

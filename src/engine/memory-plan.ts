@@ -154,14 +154,26 @@ export function planMemory(r: PlanRequest): MemoryPlan {
 /**
  * The KV pool to allocate when no budget was given: the engine's default (room for maxSequences
  * contexts, at most 1/8 of RAM and 2 GiB), but no more than what is free beside the weights and
- * scratch, nor than one buffer of the backend's holds per layer's K or V array (r.maxBuffer), and
- * at least one context.
+ * scratch less `margin`, nor than one buffer of the backend's holds per layer's K or V array
+ * (r.maxBuffer), and at least one context. `width`: the sequences of the one request the engine
+ * is loaded for (generate's --n / --num-beams): room for that many contexts (within the default)
+ * where all of the free memory holds them, the margin given up for them (as llama.cpp's fit keeps
+ * --fit-ctx per sequence, n_ctx_min x n_seq_max, and loads with a warning when its target cannot be
+ * met; bytesWithPool says what is then left free).
  */
-export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, margin = 0): number {
+export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, margin = 0, width = 1): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-  const byDefault = defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES);
-  const free = Math.floor((available - margin - p.weightBytes - p.scratchBytes) / perBlock);
-  return Math.max(Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE), largestPool(r, Math.min(byDefault, maxBufferBlocks(r)), free)) * perBlock;
+  const oneContext = Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
+  const cap = Math.min(defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES), maxBufferBlocks(r));
+  const free = (keep: number) => Math.floor((available - keep - p.weightBytes - p.scratchBytes) / perBlock);
+  const wide = width > 1 ? largestPool(r, Math.min(cap, width * oneContext), free(0)) : 0;
+  return Math.max(oneContext, largestPool(r, cap, free(margin)), wide) * perBlock;
+}
+
+/** the bytes a load of plan `p` with a default KV pool of `poolBytes` (kvPoolBytes) takes: weights, scratch, the pool and, on wasm, the arrays it outgrows */
+export function bytesWithPool(r: PlanRequest, p: MemoryPlan, poolBytes: number): number {
+  const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+  return p.weightBytes + p.scratchBytes + poolBytes + (r.wasm ? outgrownKvBlocks(Math.round(poolBytes / perBlock)) * perBlock : 0);
 }
 
 /** the most blocks, at most `cap`, whose pool (and on wasm the arrays it outgrows on the way) fits in `free` blocks */

@@ -1,4 +1,4 @@
-import { RequestError } from "../engine/index.js";
+import { refusalInTerms, RequestError } from "../engine/index.js";
 import { OptionError } from "../units/index.js";
 import type { SettingNames } from "./context.js";
 
@@ -90,10 +90,11 @@ export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: 
  * kvCacheBytes and contextSize)
  */
 function inServerTerms(message: string, maxTokens: string, settings: SettingNames): string {
-  return message
-    .replace(/\+ maxTokens (\d+)/, `+ ${maxTokens} $1`)
-    .replace("lower maxTokens or raise kvCacheBytes", `lower ${maxTokens}, or start the server with a larger ${settings.kvCacheBytes}`)
-    .replace("use a larger contextSize or a shorter prompt", `send a shorter prompt, or start the server with a larger ${settings.contextSize}`);
+  return refusalInTerms(message, {
+    maxTokens,
+    kvCacheTooSmall: `lower ${maxTokens}, or start the server with a larger ${settings.kvCacheBytes}`,
+    contextTooSmall: `send a shorter prompt, or start the server with a larger ${settings.contextSize}`,
+  });
 }
 
 /** a 500 for an error inside the server or the engine */
