@@ -50,7 +50,7 @@ test("tsllm pipeline warns of an input past the model's tokens (read cut, where 
   const r = tsllm("pipeline", "feature-extraction", "--model", `${O}/bert-chinese-base`, "--input", "好", "--input", "好".repeat(600), "--json", "--threads", "1");
   assert.equal(r.status, 0, r.stderr);
   // 600 characters, one token each, and [CLS] [SEP]; the model's 512 positions
-  assert.equal(r.stderr, "tsllm: warning: input 1 has 602 tokens; only 512 (this model's limit) are read\n");
+  assert.equal(r.stderr, `tsllm: warning: input 1 ("${"好".repeat(24)}...") has 602 tokens; only 512 (this model's limit) are read\n`);
   assert.deepEqual((JSON.parse(r.stdout) as number[][][][]).map((x) => x[0]!.length), [3, 512]);
   const short = tsllm("pipeline", "sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", "fine", "--pair", "good", "--json", "--threads", "1");
   assert.equal(short.stderr, "");
@@ -212,7 +212,10 @@ test("tsllm embed warns of an input past max_seq_length (embedded cut, as encode
   const long = e.cases.find((c: { n_tokens: number }) => c.n_tokens === e.config.max_seq_length);
   const r = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--input", long.text, "--json", "--threads", "1");
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stderr, new RegExp(`^tsllm: warning: input 1 has \\d+ tokens; only its first ${e.config.max_seq_length} \\(this model's limit\\) are embedded\\n$`));
+  // named by its place and first words, as tsllm pipeline's
+  const start = JSON.stringify(`${[...(long.text as string)].slice(0, 24).join("")}...`);
+  assert.ok(r.stderr.startsWith(`tsllm: warning: input 1 (${start}) has `), r.stderr);
+  assert.match(r.stderr, new RegExp(`\\) has \\d+ tokens; only its first ${e.config.max_seq_length} \\(this model's limit\\) are embedded\\n$`));
   const v = JSON.parse(r.stdout) as number[][];
   assert.ok(close(v[0]!, e.cases[0].embedding_unnormalized, 1e-4) && close(v[1]!, long.embedding_unnormalized, 1e-4));
   const cut = tsllm("embed", "--model", `${O}/minilm-embed`, "--input", e.cases[0].text, "--dimensions", "16", "--json", "--threads", "1");
@@ -233,7 +236,7 @@ test("usage errors: one line, exit 2", () => {
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -244,10 +247,55 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["sentiment-analysis", "stride", "8", "token-classification, ner"], ["fill-mask", "is-split-into-words", "", "token-classification, ner"], ["text-generation", "delimiter", ",", "token-classification, ner"],
     ["feature-extraction", "input-json", "", "token-classification, ner"],
     ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
+    ["fill-mask", "memory-margin", "0", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));
     assert.equal(r.status, 2, `${task} --${option}: ${r.stderr}`);
     assert.equal(r.stderr, `tsllm: error: --${option} is for ${tasks}, not ${task}\n`);
   }
+});
+
+// with several --input, every warning read "the input" (text-generation's, the library's, one per
+// input) or "input 1" without its text: which of them was it about had to be guessed
+test("tsllm pipeline with several --input: a warning or an error about one names it, its place and first words (one --input alone: the input); an option's refusal names none", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") || skipWithoutShared("hf-oracle/bert-uncased-mlm") }, () => {
+  const texts = ["Hello there", "Once upon a time, in a land far away"];
+  const generate = (...inputs: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, ...inputs.flatMap((t) => ["--input", t]), "--max-new-tokens", "600", "--json", "--threads", "1");
+  // each input's warning as it reads run alone (its text is the test's above)
+  const alone = texts.map((t) => generate(t));
+  for (const r of alone) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /^tsllm: warning: text-generation: the input asks for up to \d+ tokens in all[^\n]*\n$/);
+  }
+  const own = alone.map((r) => r.stderr.slice("tsllm: warning: ".length));
+  const both = generate(...texts);
+  assert.equal(both.status, 0, both.stderr);
+  assert.equal(both.stderr, `tsllm: warning: input 0 ("Hello there"): ${own[0]}tsllm: warning: input 1 ("Once upon a time, in a l..."): ${own[1]}`);
+  assert.deepEqual(JSON.parse(both.stdout), alone.map((r) => JSON.parse(r.stdout)[0]));
+  // an error during one input's run names it
+  const fill = (...args: string[]) => tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", "paris is the [MASK] of france.", "--input", "no mask here", ...args, "--threads", "1");
+  const noMask = fill();
+  assert.equal(noMask.status, 1);
+  assert.equal(noMask.stderr, 'tsllm: error: input 1 ("no mask here"): fill-mask: the input has no mask token ([MASK]): "no mask here"\n');
+  // an option's refusal is about the option, not the input it came with
+  const target = fill("--target", "");
+  assert.equal(target.status, 1);
+  assert.equal(target.stderr, 'tsllm: error: fill-mask: targets: at least one target must be a token (given [""])\n');
+});
+
+// generate, serve, chat, inspect and perplexity take --memory-margin; pipeline text-generation loads a
+// decoder too and had none (an unknown flag). The pool it sizes: test/pipelines.test.ts
+test("tsllm pipeline text-generation --memory-margin SIZE: generate's flag, read by the same rule", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, () => {
+  const run = (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", "Hello", "--max-new-tokens", "3", "--json", "--threads", "1", ...args);
+  const plain = run();
+  for (const size of ["0", "512M"]) {
+    const r = run("--memory-margin", size);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, plain.stdout, size);
+  }
+  assert.match(tsllm("pipeline", "--help").stdout, /\n {2}--memory-margin SIZE {10}text-generation: free memory the default KV pool leaves unused/);
+  // generate's rule and words (test/memory-plan.test.ts), before the model loads; another task's refusal: the test above
+  const bad = tsllm("pipeline", "text-generation", "--model", "m", "--input", "x", "--memory-margin", "lots");
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.equal(bad.stderr, 'tsllm: error: --memory-margin expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "lots"\n');
 });

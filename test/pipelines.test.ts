@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
-import { DEFAULT_MODELS, embed, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { DEFAULT_MODELS, embed, loadModel, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
@@ -142,17 +142,28 @@ test("text-generation on sentence-transformers folders: a top generator generate
   }
 });
 
-test("an empty list of inputs is an empty list of results for every task, as transformers' pipelines iterate it", { skip: skipWithoutShared("hf-oracle/distilbert-sst") }, async () => {
+test("an empty list of inputs is an empty list of results where transformers' pipelines iterate it; token-classification refuses it, as transformers' argument handler", { skip: skipWithoutShared("hf-oracle/distilbert-sst") }, async () => {
   const o = `${SHARED}/hf-oracle`;
   for (const [task, folder, options] of [
     ["text-classification", "distilbert-sst", {}], ["text-classification", "distilbert-sst", { topK: null }],
-    ["ner", "bert-ner", {}], ["fill-mask", "bert-uncased-mlm", {}], ["feature-extraction", "bert-chinese-base", {}], ["text-generation", "gpt2-tiny", {}],
+    ["fill-mask", "bert-uncased-mlm", {}], ["feature-extraction", "bert-chinese-base", {}], ["text-generation", "gpt2-tiny", {}],
   ] as const) {
     const p = await pipeline(task, `${o}/${folder}`, { threads: 1 });
     try {
       assert.deepEqual(await (p as (input: string[], options: object) => Promise<unknown>)([], options), [], `${task} ${JSON.stringify(options)}`);
     } finally {
       p.dispose();
+    }
+  }
+  // transformers' TokenClassificationArgumentHandler: ValueError("At least one input is required."),
+  // pre-split words or not (it runs before is_split_into_words is looked at)
+  for (const task of ["ner", "token-classification"] as const) {
+    const ner = await pipeline(task, `${o}/bert-ner`, { threads: 1 });
+    try {
+      await assert.rejects(ner([]), /^TypeError: token-classification: expected a string or a non-empty list of strings, got an empty list$/, task);
+      await assert.rejects(ner([], { isSplitIntoWords: true, aggregationStrategy: "first" }), /^TypeError: token-classification: expected a list of words, or a non-empty list of such lists \(isSplitIntoWords\), got an empty list$/, task);
+    } finally {
+      ner.dispose();
     }
   }
 });
@@ -542,4 +553,40 @@ test("text-generation asking for more tokens than the model's context: one warni
     process.off("warning", listener);
     plain.dispose();
   }
+});
+
+/*
+ * `tsllm generate` and `serve` take --memory-margin (loadModel's memoryMargin: the free memory the
+ * default KV pool leaves unused); pipeline("text-generation") loads a model too but had no way to
+ * pass it (an unknown option; only TSLLM_MEMORY_MARGIN reached the load).
+ */
+test("pipeline(\"text-generation\", m, { memoryMargin }) sizes the default KV pool as loadModel with that margin, over TSLLM_MEMORY_MARGIN; encoder tasks refuse it", { skip }, async () => {
+  const folder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const free = 2 ** 30;
+  const saved = { available: process.env["TSLLM_AVAILABLE_MEMORY"], margin: process.env["TSLLM_MEMORY_MARGIN"] };
+  const restore = (name: string, value: string | undefined) => (value === undefined ? delete process.env[name] : (process.env[name] = value));
+  try {
+    // the pipeline reads the free memory from the environment (it has no availableMemory option)
+    process.env["TSLLM_AVAILABLE_MEMORY"] = String(free);
+    const pools: number[] = [];
+    for (const [margin, envMargin] of [[0, String(free)], [free, "0"]] as const) {
+      process.env["TSLLM_MEMORY_MARGIN"] = envMargin;
+      const judge = await loadModel(folder, { threads: 1, availableMemory: free, memoryMargin: margin, warmup: false });
+      const want = judge.engine.stats.kvCapacityTokens;
+      judge.dispose();
+      const gen = await pipeline("text-generation", folder, { threads: 1, memoryMargin: margin });
+      try {
+        assert.equal(gen.model.engine.stats.kvCapacityTokens, want, `memoryMargin ${margin} (TSLLM_MEMORY_MARGIN ${envMargin})`);
+        pools.push(want);
+      } finally {
+        gen.dispose();
+      }
+    }
+    // the margin matters here: none leaves room for the default 16 contexts, all of the free memory one
+    assert.ok(pools[0]! > pools[1]!, String(pools));
+  } finally {
+    restore("TSLLM_AVAILABLE_MEMORY", saved.available);
+    restore("TSLLM_MEMORY_MARGIN", saved.margin);
+  }
+  await assert.rejects(pipeline("fill-mask", `${SHARED}/hf-oracle/bert-uncased-mlm`, { threads: 1, memoryMargin: 0 } as never), (e: Error) => e instanceof OptionError && /memoryMargin/.test(e.message));
 });

@@ -179,6 +179,17 @@ export function strings(values: ParsedValues, name: string): string[] | undefine
   return Array.isArray(v) ? v : undefined;
 }
 
+/**
+ * Which of a command's repeatable --input values a message is about: "the input" when there is one,
+ * else its place (0-based, as the library names a list's inputs) and the start of its text, so that
+ * messages about several inputs can be told apart (JSON-quoted: a control character stays escaped)
+ */
+export function inputLabel(inputs: readonly string[], i: number): string {
+  if (inputs.length === 1) return "the input";
+  const chars = [...inputs[i]!];
+  return `input ${i} (${JSON.stringify(chars.length > 24 ? `${chars.slice(0, 24).join("")}...` : inputs[i])})`;
+}
+
 /** check.above: an exclusive lower bound (a penalty divides by its value: 0 is out, any positive number in) */
 export function optionalNumber(values: ParsedValues, name: string, check?: { integer?: boolean; min?: number; above?: number; max?: number }): number | undefined {
   const v = values[name];

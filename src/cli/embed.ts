@@ -1,6 +1,6 @@
 import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, inputLabel, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL --input TEXT [--input TEXT]... [--normalize | --no-normalize]
                    [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME] [--threads N]
@@ -49,7 +49,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so
     m.tokenize(inputs, prompts).forEach((ids, i) => {
-      if (ids.length > m.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${ids.length} tokens; only its first ${m.maxTokens} (this model's limit) are embedded`);
+      if (ids.length > m.maxTokens) printWarning(`${inputLabel(inputs, i)} has ${ids.length} tokens; only its first ${m.maxTokens} (this model's limit) are embedded`);
     });
     // unset: each kind's default (an encoder's folder decides, a decoder normalizes as llama.cpp)
     const normalize = flag(values, "normalize") ? true : flag(values, "no-normalize") ? false : undefined;

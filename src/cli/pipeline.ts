@@ -3,16 +3,17 @@ import {
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
-import { backendOption, flag, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
-                      [--target WORD]... [--max-new-tokens N] [--max-length N]
+                      [--target WORD]... [--max-new-tokens N] [--max-length N] [--memory-margin SIZE]
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
 An option meant for other tasks (as its text below says) is a usage error, not ignored.
+With several inputs, a warning or error about one names it: input 1 ("its first words...").
 
 Options:
   --model MODEL                 HF folder or Hub id (default: transformers' default model for TASK)
@@ -36,6 +37,8 @@ Options:
   --max-new-tokens N            text-generation: new tokens at most (default 256)
   --max-length N                text-generation: tokens in all, the prompt's included; token-classification:
                                 tokens the model reads at once, special tokens included (default the model's)
+  --memory-margin SIZE          text-generation: free memory the default KV pool leaves unused, e.g. 512M, 0
+                                (default: TSLLM_MEMORY_MARGIN, else 1G; as generate and llama.cpp's fit target)
   --threads N                   worker threads
   --backend NAME                wasm (default), reference or webgpu
   --json                        one JSON array, one element per input: what transformers' pipeline returns for it
@@ -59,13 +62,14 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   target: ["fill-mask"],
   "max-new-tokens": ["text-generation"],
   "max-length": ["text-generation", "token-classification", "ner"],
+  "memory-margin": ["text-generation"],
 };
 
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
-  "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -108,12 +112,17 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // an encoder's window holds its special tokens and at least one more
   const encoder = task !== "text-generation";
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: encoder ? 2 : 1 });
+  const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);
   const model = values.model === undefined ? undefined : requireString(values, "model");
 
+  // the input being run, while one is: what the library says during its call (a warning, an error) names it
+  let running: number | undefined;
+  const about = (message: string) => (running === undefined || inputs.length === 1 ? message : `${inputLabel(inputs, running)}: ${message}`);
   // a decoder's warnings (the load's; a generation asking for more than the context holds) are the library's, one line each
-  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder ? (maxLength !== undefined ? { maxLength } : {}) : { onWarning: printWarning }) }).catch((e: unknown) => {
+  const decoder = { onWarning: (message: string) => printWarning(about(message)), ...(memoryMargin !== undefined ? { memoryMargin } : {}) };
+  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder ? (maxLength !== undefined ? { maxLength } : {}) : decoder) }).catch((e: unknown) => {
     // past the model's positions (known once it is open): the flag's own usage error
     throw e instanceof OptionError && e.option === "maxLength" ? new UsageError(`--max-length${e.message.slice("maxLength".length)}`) : e;
   });
@@ -128,17 +137,16 @@ export async function runPipeline(argv: string[]): Promise<void> {
       inputs.forEach((text, i) => {
         // pre-split words are WordPiece's, whose tokens are those of the words joined by a space
         const n = p.countTokens(wordLists ? wordLists[i]!.join(" ") : text, p.task === "text-classification" || p.task === "sentiment-analysis" ? pairs[i] : undefined);
-        if (n > p.maxTokens) printWarning(`${inputs.length === 1 ? "the input" : `input ${i}`} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
+        if (n > p.maxTokens) printWarning(`${inputLabel(inputs, i)} has ${n} tokens; only ${p.maxTokens} (${maxLength === p.maxTokens ? "--max-length" : "this model's limit"}) are read`);
       });
     }
-    const results: unknown[] = [];
-    for (const [i, text] of inputs.entries()) {
+    /** one --input's result, as transformers' pipeline returns it for that input */
+    const runOne = async (text: string, i: number): Promise<unknown> => {
       switch (p.task) {
         case "text-classification":
         case "sentiment-analysis": {
           const input = pairs[i] !== undefined ? { text, text_pair: pairs[i] } : text;
-          results.push(await (p as TextClassificationPipeline)(input, { ...(topK === undefined ? {} : { topK }), ...(functionToApply === undefined ? {} : { functionToApply: functionToApply as "softmax" }) }));
-          break;
+          return (p as TextClassificationPipeline)(input, { ...(topK === undefined ? {} : { topK }), ...(functionToApply === undefined ? {} : { functionToApply: functionToApply as "softmax" }) });
         }
         case "token-classification":
         case "ner": {
@@ -147,20 +155,28 @@ export async function runPipeline(argv: string[]): Promise<void> {
             ...(words ? { isSplitIntoWords: true, ...(delimiter === undefined ? {} : { delimiter }) } : {}),
           };
           // pre-split words go as a batch of one, whose one result is this input's (one list of words alone is answered [[...]], as transformers)
-          results.push(wordLists ? ((await (p as TokenClassificationPipeline)([wordLists[i]!], options)) as unknown[])[0] : await (p as TokenClassificationPipeline)(text, options));
-          break;
+          return wordLists ? ((await (p as TokenClassificationPipeline)([wordLists[i]!], options)) as unknown[])[0] : (p as TokenClassificationPipeline)(text, options);
         }
         case "fill-mask":
-          results.push(await (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) }));
-          break;
+          return (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) });
         case "feature-extraction":
-          results.push(await (p as FeatureExtractionPipeline)(text));
-          break;
+          return (p as FeatureExtractionPipeline)(text);
         case "text-generation":
-          results.push(await (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength }));
-          break;
+          return (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength });
+      }
+    };
+    const results: unknown[] = [];
+    for (const [i, text] of inputs.entries()) {
+      running = i;
+      try {
+        results.push(await runOne(text, i));
+      } catch (e) {
+        // an option's refusal is about the option, whichever input it came with
+        if (e instanceof Error && !(e instanceof OptionError)) e.message = about(e.message);
+        throw e;
       }
     }
+    running = undefined;
     if (flag(values, "json")) {
       process.stdout.write(JSON.stringify(results) + "\n");
       return;

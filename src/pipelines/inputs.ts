@@ -6,10 +6,10 @@ import { checkFlags, checkOptionKeys } from "../units/index.js";
  * text belongs would otherwise surface as "input is not iterable" or a missing field).
  */
 
-/** what a value is, for an error message: "number 5", "undefined", "an array", "an object" */
+/** what a value is, for an error message: "number 5", "undefined", "an empty list", "an array", "an object" */
 export function describe(x: unknown): string {
   if (x === null || x === undefined) return String(x);
-  if (Array.isArray(x)) return "an array";
+  if (Array.isArray(x)) return x.length === 0 ? "an empty list" : "an array";
   if (typeof x === "object") return "an object";
   if (typeof x === "function") return "a function";
   if (typeof x === "string") return "a string";

@@ -36,8 +36,12 @@ export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string
 
 export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
 
-/** onWarning (text-generation only): where its warnings go, one line each, the load's and the calls' (default process.emitWarning) */
-export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning">;
+/**
+ * onWarning (text-generation only): where its warnings go, one line each, the load's and the calls'
+ * (default process.emitWarning); memoryMargin (text-generation only): the free memory its default KV
+ * pool leaves unused, as loadModel's
+ */
+export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning" | "memoryMargin">;
 
 /**
  * The options a task's calls take, also taken by pipeline() as the pipeline's own: each call uses
@@ -58,7 +62,7 @@ const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
 
 /** what loading takes, by the kind of model a task loads (a decoder has no batchSize; maxLength is its calls') */
 const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
-const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning"];
+const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning", "memoryMargin"];
 
 /** the options among `names` */
 function pick(options: object, names: readonly string[]): Record<string, unknown> {
@@ -126,7 +130,7 @@ export async function pipeline(task: "text-classification" | "sentiment-analysis
 export async function pipeline(task: "token-classification" | "ner", model?: string, options?: PipelineOptions & TokenClassificationOptions): Promise<TokenClassificationPipeline>;
 export async function pipeline(task: "fill-mask", model?: string, options?: PipelineOptions & FillMaskOptions): Promise<FillMaskPipeline>;
 export async function pipeline(task: "feature-extraction", model?: string, options?: PipelineOptions & FeatureExtractionOptions): Promise<FeatureExtractionPipeline>;
-export async function pipeline(task: "text-generation", model?: string, options?: Pick<PipelineOptions, "backend" | "threads" | "contextSize" | "quantize" | "onWarning"> & TextGenerationOptions): Promise<TextGenerationPipeline>;
+export async function pipeline(task: "text-generation", model?: string, options?: Pick<PipelineOptions, "backend" | "threads" | "contextSize" | "quantize" | "onWarning" | "memoryMargin"> & TextGenerationOptions): Promise<TextGenerationPipeline>;
 export async function pipeline(task: PipelineTask, model?: string, options?: PipelineOptions & (TextClassificationOptions | TokenClassificationOptions | FillMaskOptions | FeatureExtractionOptions | TextGenerationOptions)): Promise<AnyPipeline>;
 /**
  * A Hugging Face-style pipeline: `await pipeline("sentiment-analysis", "folder")` returns a
@@ -147,7 +151,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   if (task === "text-generation") {
     checkGenerator(path);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
-    const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, onWarning: warn });
+    const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
       return attach(textGeneration(m, calls, warn), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {

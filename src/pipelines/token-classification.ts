@@ -240,6 +240,9 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
    * transformers' __call__ passes it on as `[inputs]` to the base pipeline's list path
    */
   const inputsOf = (input: unknown, words: boolean): { inputs: (string | string[])[]; single: boolean } => {
+    // transformers' TokenClassificationArgumentHandler refuses an empty list ("At least one input is
+    // required"), where its other encoder pipelines answer one with an empty list
+    if (Array.isArray(input) && input.length === 0) throw inputError("token-classification", words ? "a list of words, or a non-empty list of such lists (isSplitIntoWords)" : "a string or a non-empty list of strings", input);
     if (!words) return { inputs: textsOf("token-classification", input), single: typeof input === "string" };
     if (!Array.isArray(input)) throw inputError("token-classification", "a list of words, or a list of such lists (isSplitIntoWords)", input);
     // a list of words is one input; a list of lists of words, a batch (transformers tells them apart so too)
