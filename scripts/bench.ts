@@ -5,7 +5,7 @@
  *
  *   npm run bench -- [--only smollm-q8_0,tinyllama-q4_0] [--all] [--threads 2] [--prompt-tokens 128[,1536,...]]
  *                    [--gen-tokens 128] [--repetitions 3] [--backend wasm|reference|webgpu] [--no-llama-cpp]
- *                    [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH]
+ *                    [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--runtime node|chromium] [--chromium PATH] [--memory-margin SIZE]
  *
  * With --parallel 1,4,8,16 it measures concurrent requests instead: for each number N, N
  * different prompts (default 32 tokens, 64 generated) started at once on each engine; the
@@ -28,7 +28,7 @@
 import { basename } from "node:path";
 import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { benchCacheTypes, llamaCppGpuOption, seconds } from "../src/cli/bench.js";
-import { flag, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
+import { flag, memoryMarginOption, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel } from "../src/testing/index.js";
 
@@ -57,9 +57,10 @@ async function main(argv: string[]): Promise<void> {
     "cache-type-v": { type: "string" },
     runtime: { type: "string" },
     chromium: { type: "string" },
+    "memory-margin": { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH] [--memory-margin SIZE]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n--memory-margin SIZE: with --parallel, the free memory tsllm's KV pool leaves unused, as generate's (default TSLLM_MEMORY_MARGIN, else 1G)\n`);
     return;
   }
   const concurrency = concurrencyList(optionalString(values, "parallel"));
@@ -79,6 +80,9 @@ async function main(argv: string[]): Promise<void> {
   if (runtime === "chromium" && (concurrency || backend !== undefined || optionalString(values, "cache-type-k") !== undefined || optionalString(values, "cache-type-v") !== undefined)) {
     throw new UsageError("--runtime chromium measures the single-stream run on the wasm backend with an f32 KV cache: drop --parallel, --backend and --cache-type-k/-v");
   }
+  const memoryMargin = memoryMarginOption(values);
+  // a single-stream run's context is explicit (prompt + decode steps), checked against all of the free memory as generate --ctx-size N is: no margin to size
+  if (memoryMargin !== undefined && !concurrency) throw new UsageError("--memory-margin sizes the KV pool of --parallel runs; a single-stream run's context (--prompt-tokens + --gen-tokens) is checked against all of the free memory");
   const json = flag(values, "json");
   const log = (s: string) => { if (!json) process.stderr.write(s); };
 
@@ -95,6 +99,7 @@ async function main(argv: string[]): Promise<void> {
     runtime,
     chromiumPath: optionalString(values, "chromium"),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
+    memoryMargin,
   };
 
   /** each selected model's report; one model failing (a generator limit, a crashed or hung engine) does not stop the others */

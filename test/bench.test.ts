@@ -6,6 +6,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { formatParallelSummary, formatServeReport, formatSummary, runParallelBenchmark, runServeBenchmark, SERVE_METRICS } from "../src/bench/index.js";
 import { PARALLEL_METRICS } from "../src/bench/types.js";
+import { planMemory } from "../src/engine/index.js";
+import { loadPlanRequest } from "../src/llm.js";
+import { openModel } from "../src/models/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
@@ -48,6 +51,38 @@ test("tsllm bench --vs-llama-cpp runs both engines on the same file and reports 
   assertEngine(report.tsllm, 2, 4, "tsllm");
   assertEngine(report.llamaCpp, 2, 4, "llama.cpp");
   for (const m of METRICS) assert.ok(report.ratio[m] > 0, `ratio ${m}`);
+});
+
+test("tsllm bench plans its run as generate --ctx-size plans the same context (prompt + decode steps + 1): refused where generate is, with the same plan", { skip, timeout: 120_000 }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  // 64 + 64 + 1 = 129 tokens, 9 blocks of K/V: the plan at one position (what bench planned) holds 1
+  const context = 129;
+  const need = planMemory(loadPlanRequest(openModel(model), { backend: "reference", threads: 1 }, context)!).totalBytes;
+  const cli = (args: string[], free: number) => spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", env: { ...process.env, TSLLM_AVAILABLE_MEMORY: String(free) } });
+  const generate = (free: number) => cli(["generate", "--model", model, "--ctx-size", String(context), "--backend", "reference", "--threads", "1", "--prompt", "Once", "--max-tokens", "1", "--no-warmup"], free);
+  const benchAt = (free: number) => cli(["bench", "--model", model, "--prompt-tokens", "64", "--gen-tokens", "64", "--repetitions", "1", "--threads", "1", "--backend", "reference", "--json"], free);
+  // the judge: generate's own decision on each side of the plan
+  const refused = generate(need - 1);
+  assert.equal(refused.status, 1, refused.stderr);
+  const needs = /needs [^,]+, [^,]+ free/.exec(refused.stderr)?.[0];
+  assert.ok(needs, refused.stderr);
+  const b = benchAt(need - 1);
+  assert.equal(b.status, 1, b.stderr);
+  assert.ok(b.stderr.includes(needs), `bench: ${b.stderr}\ngenerate: ${refused.stderr}`);
+  assert.equal(generate(need).status, 0);
+  const ran = benchAt(need);
+  assert.equal(ran.status, 0, ran.stderr);
+  assert.equal(JSON.parse(ran.stdout).contextSize, context);
+});
+
+test("npm run bench -- --memory-margin takes a size for --parallel runs' KV pool; without --parallel, or a bad size, one line naming the flag", () => {
+  const script = (args: string[]) => spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  const bad = script(["--parallel", "1", "--memory-margin", "lots"]);
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, /--memory-margin expects a size in bytes \(e\.g\. 268435456, 256MiB, 1G\), got "lots"/);
+  const single = script(["--memory-margin", "0"]);
+  assert.equal(single.status, 2, single.stderr);
+  assert.match(single.stderr, /--memory-margin sizes the KV pool of --parallel runs; a single-stream run's context \(--prompt-tokens \+ --gen-tokens\) is checked against all of the free memory/);
 });
 
 test("tsllm bench rejects bad options with a usage error naming the option", () => {

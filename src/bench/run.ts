@@ -40,6 +40,8 @@ export interface BenchOptions {
   readonly chromiumPath?: string;
   /** limit for each child run (default DEFAULT_WORKER_TIMEOUT_MS, 10 minutes) */
   readonly timeoutMs?: number;
+  /** tsllm's memory margin (EngineJob.memoryMargin) */
+  readonly memoryMargin?: number;
   /** called after each child finishes (progress output) */
   readonly onSample?: (engine: string, repetition: number, sample: EngineSample) => void;
 }
@@ -51,7 +53,7 @@ export async function runBenchmark(o: BenchOptions): Promise<BenchReport> {
   // prompt + first token + decode steps, all in the cache
   const contextSize = o.promptTokens + o.genTokens + 1;
   const base = { modelPath: o.modelPath, threads: o.threads, promptTokens: prompt, genTokens: o.genTokens, contextSize, cacheTypes: o.cacheTypes };
-  const tsJob: WorkerJob = { ...base, engine: "tsllm", backend: o.backend };
+  const tsJob: WorkerJob = { ...base, engine: "tsllm", backend: o.backend, memoryMargin: o.memoryMargin };
   const lcJob: WorkerJob = { ...base, engine: "llama.cpp", llamaCppGpu: o.llamaCppGpu };
 
   const browser = o.runtime === "chromium" ? await startChromiumRunner(dirname(o.modelPath), o.chromiumPath, o.timeoutMs) : undefined;
@@ -103,7 +105,7 @@ export async function runParallelBenchmark(o: ParallelBenchOptions): Promise<Par
   const measured: Omit<ParallelLevelReport, "scaling">[] = [];
   for (const n of o.concurrency) {
     const base = { modelPath: o.modelPath, threads: o.threads, prompts: prompts.slice(0, n), genTokens: o.genTokens, sequenceContextSize };
-    const tsJob: ParallelWorkerJob = { ...base, engine: "tsllm", backend: o.backend };
+    const tsJob: ParallelWorkerJob = { ...base, engine: "tsllm", backend: o.backend, memoryMargin: o.memoryMargin };
     const lcJob: ParallelWorkerJob = { ...base, engine: "llama.cpp", llamaCppGpu: o.llamaCppGpu };
     const runs = await alternate(o.repetitions, tsJob, o.vsLlamaCpp ? lcJob : undefined, (job) => runWorker(job, o.timeoutMs), (engine, r, s) => o.onSample?.(engine, n, r, s));
     const tsllm = engineReport("tsllm", runs.tsllm, PARALLEL_METRICS);

@@ -10,9 +10,10 @@ import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from 
  */
 export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peakRssBytes">> {
   const t0 = performance.now();
-  // the Model's own cache is not used (generate() would add sampling and detokenizing), so it
-  // gets one position; timeGreedyForward makes the benchmark's own before its clock starts
-  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v });
+  // loaded at the benchmark's context, so the memory plan counts the K/V timeGreedyForward
+  // allocates for it (a cache of its own, made before its clock starts) and refuses what generate
+  // --ctx-size would; the Model's own pool runs no request: one sequence, stored lazily
+  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) });
   try {
     const loadMs = performance.now() - t0;
     const { prefillMs, decodeMs, tokens } = await timeGreedyForward(model.languageModel, job.promptTokens, job.genTokens, job.contextSize);
@@ -32,7 +33,7 @@ export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<Par
   const t0 = performance.now();
   // each request's context as llama.cpp's sequences get; the engine's KV pool holds them all at once
   const model = await loadModel(job.modelPath, {
-    backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: Math.max(16, job.prompts.length),
+    backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: Math.max(16, job.prompts.length), ...marginOf(job),
   });
   try {
     const loadMs = performance.now() - t0;
@@ -47,6 +48,11 @@ export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<Par
 /** the token ids of a streamed generation (its last step may carry only held-back text) */
 async function* generatedTokens(model: Model, prompt: readonly number[], options: Parameters<Model["stream"]>[1]): AsyncGenerator<number> {
   for await (const step of model.stream(prompt, options)) if (step.token !== undefined) yield step.token;
+}
+
+/** the job's memory margin as a load option (absent: loadModel reads TSLLM_MEMORY_MARGIN, as generate does) */
+function marginOf(job: WorkerJob | ParallelWorkerJob): { memoryMargin?: number } {
+  return job.memoryMargin === undefined ? {} : { memoryMargin: job.memoryMargin };
 }
 
 /** what actually ran, e.g. "wasm, 2 threads" (a backend may fall back) */

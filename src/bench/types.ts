@@ -19,6 +19,8 @@ export interface EngineJob {
   readonly cacheTypes?: KVCacheTypes;
   /** llama.cpp only: the GPU build to offload every layer to (absent: its CPU build, no offload) */
   readonly llamaCppGpu?: LlamaCppGpu;
+  /** tsllm only: the free memory its KV pool leaves unused (loadModel's memoryMargin; absent: TSLLM_MEMORY_MARGIN, else 1 GiB) */
+  readonly memoryMargin?: number;
 }
 
 /** node-llama-cpp's prebuilt GPU builds the benchmarks can run llama.cpp on */
