@@ -252,6 +252,21 @@ test("--output-tensor-type and --token-embedding-type pick llama-quantize's type
   assert.match(await cli([files.untied, refused, "q4_k_m", "--token-embedding-type", "Q4_K_M"]), /^2 tsllm: error: --token-embedding-type must be a tensor type, one of .*, got "Q4_K_M" \(Q4_K_M is a file type, a mixture of tensor types\)\n/);
 });
 
+// llama.cpp's llama_model_quantize (helpers/llama-quantize-types.py, no importance matrix) on an F32
+// tinyLlama: these file types fail with "this quantization requires an importance matrix!", while
+// IQ3_S and IQ3_M (26, 27) are written without one
+test("quantize names the importance matrix for every file type llama.cpp refuses without one (IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS too), not for IQ3_S / IQ3_M", { skip: SKIP }, async () => {
+  await ready;
+  const cli = (args: string[]) => run(process.execPath, ["--import", "tsx", CLI, "quantize", ...args], { cwd: PROJECT_ROOT }).then(() => "", (e: { stderr: string; code: number }) => `${e.code} ${e.stderr}`);
+  const imatrix = [["IQ2_XXS", 19], ["IQ2_XS", 20], ["Q2_K_S", 21], ["IQ3_XS", 22], ["IQ3_XXS", 23], ["IQ1_S", 24], ["IQ2_S", 28], ["IQ2_M", 29], ["IQ1_M", 31]] as const;
+  for (const [name, id] of imatrix) {
+    assert.equal(await cli([F32, name]), `2 tsllm: error: the type ${name} needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type\n`);
+    assert.equal(await cli([F32, join(dir, "no.gguf"), "--type", String(id)]), `2 tsllm: error: --type ${id} (llama-quantize's ${name}) needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type\n`);
+  }
+  for (const name of ["IQ3_S", "IQ3_M"]) assert.match(await cli([F32, name]), new RegExp(`^2 tsllm: error: the type ${name} is a llama\\.cpp file type whose tensor types tsllm does not write; `));
+  assert.ok(!existsSync(join(dir, "no.gguf")));
+});
+
 test("tsllm quantize refuses OUT == IN (the file untouched), bad types and arguments; a failed run leaves no file behind", { skip: SKIP }, async () => {
   await ready;
   const copy = join(dir, "in.gguf");

@@ -89,9 +89,13 @@ export function reportFallbacks(fallbacks: readonly TypeFallback[], verbose: boo
   else if (fallbacks.length > 0) process.stderr.write(`tsllm: ${fallbackSummary(fallbacks)}\n`);
 }
 
-/** llama-quantize's file types that need what tsllm does not have: an importance matrix, or tensor types it cannot write */
-const IMATRIX_TYPES = new Set(["q2_k_s", "iq2_xxs", "iq2_xs", "iq1_s", "iq1_m"]);
-const UNWRITABLE_TYPES = new Set(["iq2_s", "iq2_m", "iq3_xxs", "iq3_xs", "iq3_s", "iq3_m", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0", "q2_0"]);
+/**
+ * llama-quantize's file types that need what tsllm does not have: an importance matrix (those that
+ * llama_model_quantize refuses without one, "this quantization requires an importance matrix!",
+ * IQ2_S, IQ2_M, IQ3_XXS and IQ3_XS among them), or tensor types it cannot write
+ */
+const IMATRIX_TYPES = new Set(["q2_k_s", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq3_xxs", "iq3_xs", "iq1_s", "iq1_m"]);
+const UNWRITABLE_TYPES = new Set(["iq3_s", "iq3_m", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0", "q2_0"]);
 
 /**
  * llama-quantize's numeric file types (llama.h's llama_ftype, listed by its usage as "7 or Q8_0"):
