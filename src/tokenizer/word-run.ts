@@ -13,7 +13,14 @@ export const ASYNC_SLICE_CHARS = 1 << 15;
  * (a cursor that looks for cuts in a long word stops every SCAN_CHARS, so that the looking does
  * not hold the event loop: a megabyte of one digit is one word)
  */
-export interface WordCursor { next(): string | number | undefined }
+export interface WordCursor {
+  next(): string | number | undefined;
+  /**
+   * set once next() has answered undefined: the token id the whole fragment stands for, found only
+   * at its end (a long section normalized a chunk at a time into an added token's text)
+   */
+  readonly id?: number;
+}
 
 /** how far a cursor reads looking for the end of a word before it reports a number (WordCursor) */
 export const SCAN_CHARS = 1 << 14;
@@ -93,6 +100,7 @@ export function advanceWords(run: WordRun, budget: number, cache: WordCache, enc
         done += word.length;
         if (done >= budget) return false;
       }
+      if (run.words.id !== undefined) ids.push(run.words.id);
       run.words = undefined;
     }
     if (run.index === fragments.length) {

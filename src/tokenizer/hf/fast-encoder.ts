@@ -121,36 +121,98 @@ function bertNormalizer(config: JsonObject): Normalize {
 }
 
 /**
- * The normalizer as a function: BertNormalizer's own replica (the library tests a regex per
- * character), the usual small ones natively, anything else the library's object itself.
+ * A normalizer applied to one chunk of a section, cut before a NORMALIZE_CUT character, knowing
+ * whether the chunk is the section's first: the chunks' results joined are the whole section's.
  */
-function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): Normalize | undefined {
-  if (node === null || node === undefined) return (s) => s;
-  const simple = (n: unknown): Normalize | undefined => {
+type ChunkNormalize = (text: string, first: boolean) => string;
+
+/**
+ * Where a long section may be cut for its normalizer (encodeAsync normalizes a chunk per slice):
+ * before " " or "\n". Each step normalizerOf gives a chunked form gives the same text applied to
+ * the chunks as to the whole when every chunk after the first starts with one of them, and leaves
+ * it one of them: both are starters (combining class 0) with no decomposition that are the second
+ * part of no composition, so NFC / NFD / NFKC / NFKD neither reorder nor compose across them;
+ * they are neither cased nor case-ignorable, so Lowercase's one context rule (Final_Sigma) stops
+ * at them; BertNormalizer's clean_text, CJK spacing and accent stripping go character by
+ * character (clean_text turns "\n" into " "); a plain-string Replace without either can match
+ * across neither; Prepend belongs to the first chunk alone.
+ */
+const NORMALIZE_CUT = /[ \n]/g;
+
+/** the characters a long section is normalized in per chunk (encodeAsync); tests set it small so that cuts are many */
+export const normalizeChunk = { chars: 1 << 15 };
+
+/**
+ * The normalizer as a function: BertNormalizer's own replica (the library tests a regex per
+ * character), the usual small ones natively, anything else the library's object itself; with a
+ * chunked form where every step is one NORMALIZE_CUT proves exact for (none for the library's).
+ */
+function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): { whole: Normalize; chunk?: ChunkNormalize } | undefined {
+  if (node === null || node === undefined) return { whole: (s) => s };
+  const simple = (n: unknown): { f: ChunkNormalize; chunks: boolean } | undefined => {
     if (!isObject(n)) return undefined;
     switch (n.type) {
-      case "BertNormalizer": return bertNormalizer(n);
-      case "NFC": case "NFD": case "NFKC": case "NFKD": { const form = n.type; return (s) => s.normalize(form); }
-      case "Lowercase": return (s) => s.toLowerCase();
-      case "Prepend": { const p = n.prepend; return typeof p === "string" ? (s) => p + s : undefined; }
+      case "BertNormalizer": { const f = bertNormalizer(n); return { f, chunks: true }; }
+      case "NFC": case "NFD": case "NFKC": case "NFKD": { const form = n.type; return { f: (s) => s.normalize(form), chunks: true }; }
+      case "Lowercase": return { f: (s) => s.toLowerCase(), chunks: true };
+      case "Prepend": { const p = n.prepend; return typeof p === "string" ? { f: (s, first) => first ? p + s : s, chunks: true } : undefined; }
       case "Replace": {
         // a plain string replaced by text without $ patterns, neither with surrogates (the library's regex has the u flag)
         const from = isObject(n.pattern) ? n.pattern.String : undefined, to = n.content;
         if (typeof from !== "string" || from === "" || typeof to !== "string" || to.includes("$") || /[\ud800-\udfff]/.test(from)) return undefined;
-        return (s) => s.replaceAll(from, to);
+        return { f: (s) => s.replaceAll(from, to), chunks: !/[ \n]/.test(from) };
       }
       case "Sequence": {
         if (!Array.isArray(n.normalizers)) return undefined;
         const parts = n.normalizers.map(simple);
         if (parts.some((p) => p === undefined)) return undefined;
-        return (s) => parts.reduce((t, f) => f!(t), s);
+        return { f: (s, first) => parts.reduce((t, p) => p!.f(t, first), s), chunks: parts.every((p) => p!.chunks) };
       }
       default: return undefined;
     }
   };
   const own = simple(node);
-  if (own) return own;
-  return library ? (s) => library.normalize(s) : undefined;
+  if (own) return { whole: (s) => own.f(s, true), chunk: own.chunks ? own.f : undefined };
+  return library ? { whole: (s) => library.normalize(s) } : undefined;
+}
+
+/**
+ * A section longer than a chunk normalized a chunk per next() (the number of characters done, so
+ * that encodeAsync's slices end between chunks), then the words of the whole normalized text.
+ */
+class NormalizingCursor implements WordCursor {
+  private readonly parts: string[] = [];
+  private at = 0;
+  private words?: WordCursor;
+  id?: number;
+  constructor(
+    private readonly raw: string,
+    private readonly normalize: ChunkNormalize,
+    private readonly chunkChars: number,
+    /** the words of the normalized section, or the id of the added token it is */
+    private readonly wordsOf: (text: string) => WordCursor | number,
+  ) {}
+  next(): string | number | undefined {
+    if (this.words) return this.words.next();
+    const { raw } = this;
+    const from = this.at;
+    if (from < raw.length) {
+      NORMALIZE_CUT.lastIndex = from + Math.max(1, this.chunkChars);
+      const end = NORMALIZE_CUT.exec(raw)?.index ?? raw.length;
+      this.parts.push(this.normalize(raw.slice(from, end), from === 0));
+      this.at = end;
+      return end - from;
+    }
+    const words = this.wordsOf(this.parts.join(""));
+    this.parts.length = 0;
+    if (typeof words === "number") {
+      this.id = words;
+      this.words = NO_WORDS;
+      return undefined;
+    }
+    this.words = words;
+    return words.next();
+  }
 }
 
 /** Replace " " with "▁" */
@@ -235,7 +297,7 @@ export class HFFastEncoder implements WordEncoder {
     private readonly matcher: SpecialMatcher,
     /** added tokens by text: a whole section that normalizes to one is that token (the library's rule) */
     private readonly addedIds: ReadonlyMap<string, number>,
-    private readonly normalize: Normalize,
+    private readonly normalizer: { readonly whole: Normalize; readonly chunk?: ChunkNormalize },
     private readonly pre: Words,
     private readonly model: Model,
   ) {
@@ -251,11 +313,21 @@ export class HFFastEncoder implements WordEncoder {
 
   /** encodes words of `run` until about `budget` characters are done; true once it is complete */
   advance(run: WordRun, budget: number): boolean {
+    // encode() (no budget) normalizes a section whole; encodeAsync a chunk per slice where that is exact
+    this.chunkChars = Number.isFinite(budget) ? normalizeChunk.chars : Infinity;
     return advanceWords(run, budget, this.cache, this);
   }
+  /** how long a section words() normalizes whole, set by the advance() it is called from */
+  private chunkChars = Infinity;
 
   words(fragments: readonly (string | number)[], index: number): WordCursor | number {
-    const text = this.normalize(fragments[index] as string);
+    const raw = fragments[index] as string, { chunk } = this.normalizer;
+    if (chunk && raw.length > this.chunkChars) return new NormalizingCursor(raw, chunk, this.chunkChars, (text) => this.sectionWords(text, index));
+    return this.sectionWords(this.normalizer.whole(raw), index);
+  }
+
+  /** the words of normalized text fragment `index`, or the id of the added token it is as a whole */
+  private sectionWords(text: string, index: number): WordCursor | number {
     // a section the normalizer empties (controls dropped, a Strip, a Replace with "") is no text
     // at all to the library: no Metaspace "▁" is put before it
     if (text === "") return NO_WORDS;
