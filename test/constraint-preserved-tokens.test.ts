@@ -122,6 +122,26 @@ test("a model under a grammar takes Llama 3's <|python_tag|> as its one special 
   }
 });
 
+test("beam search under a grammar with preserved tokens keeps Llama 3's <|python_tag|> text in every beam's text, as sampling keeps it in the completion", async () => {
+  const model = await llama3Model();
+  try {
+    const tag = specialId(model, "<|python_tag|>");
+    const grammar = 'root ::= "<|python_tag|>" "{\\"code\\": \\"" [^"\\\\]{3,6} "\\"}"';
+    const r = await model.generate("Call:", { grammar, numBeams: 3, numReturnSequences: 3, maxTokens: 16, logitBias: { [tag]: 30 }, preservedTokens: ["<|python_tag|>"] });
+    assert.equal(r.beams!.length, 3);
+    for (const b of r.beams!) {
+      assert.equal(b.tokens[0], tag, "each beam opens with the marker's one token");
+      // the judge: the tokenizer's own decoding with special tokens kept (only the marker is special here)
+      assert.equal(b.text, model.tokenizer.decode(b.tokens.filter((t) => !model.tokenizer.endOfGenerationIds.has(t))), "the beam's text");
+      assert.ok(b.text.startsWith("<|python_tag|>"), b.text);
+      assert.equal(typeof JSON.parse(b.text.slice("<|python_tag|>".length)).code, "string");
+    }
+    assert.equal(r.completion, r.beams![0]!.text, "the best beam is the completion");
+  } finally {
+    model.dispose();
+  }
+});
+
 test("the server's Llama 3.1 format under tool_choice required: a built-in call opens with the <|python_tag|> token, and is read back as the call", { skip: skipWithoutLlamaCppTemplates() }, async () => {
   const model = await llama3Model();
   const name = "meta-llama-Llama-3.1-8B-Instruct.jinja";

@@ -5,7 +5,8 @@ import { createStopMatcher, Sequence, tokenLogprobs, validateBeamOptions, valida
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
-import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
+import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
 import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
@@ -465,7 +466,7 @@ export class Engine {
         const options = { ...d, maxTokens: room, endIds };
         validateBeamOptions(options);
         const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), endIds) : undefined;
-        return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => this.tokenizer.decode(t, { skipSpecialTokens: true }), constraint);
+        return new BeamStrategy(params.promptTokens, options, vocab, makeSequence, (t) => completionText(this.tokenizer, params.promptTokens, t, params.preservedTokens), constraint);
       }
       case "speculative": {
         validateSpeculative(d);
@@ -551,27 +552,7 @@ export class Engine {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
     const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
-    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), this.outputDecoder(p), rules, constraint);
-  }
-
-  /**
-   * The completion's text: special tokens dropped, save the preserved ones, whose text stays (a
-   * tool call's marker the reply parser reads, as llama-server renders a preserved token). Bytes
-   * of a character left open before one end there, as decoding the whole output would end them.
-   */
-  private outputDecoder(p: RequestParams): StreamDecoder {
-    const decoder = this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: p.promptTokens });
-    if (!p.preservedTokens?.length) return decoder;
-    const utf8 = new TextDecoder();
-    const kept = new Map([...ConstraintVocabulary.of(this.tokenizer, p.preservedTokens).markers.keys()].map((id) => [id, utf8.decode(this.tokenizer.tokenBytes(id))]));
-    return {
-      push: (id) => {
-        const text = kept.get(id);
-        // (not pushed: a special token the decoder would drop, or write itself were it not one it skips)
-        return text === undefined ? decoder.push(id) : decoder.flush() + text;
-      },
-      flush: () => decoder.flush(),
-    };
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint);
   }
 
   /** a constraint's grammar, compiled once per distinct spec (the last few kept); a bad one is a RequestError naming where */

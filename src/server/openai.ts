@@ -1,5 +1,5 @@
 import type { FinishReason, GenerationResult, PromptLogprobs, TokenLogprob } from "../generation/index.js";
-import { ConstraintVocabulary } from "../sampling/constraints/index.js";
+import { completionDecoder } from "../engine/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
 /** The wire shapes of OpenAI's chat and text completions, built from the library's results. */
@@ -96,27 +96,9 @@ export class TokenTexts {
 
   constructor(private readonly tokenizer: Tokenizer) {}
 
-  /** one choice's tokens, generated after `promptTokens` (`preserved`: the request's preserved special tokens, whose text the completion holds) */
+  /** one choice's tokens, generated after `promptTokens`, decoded as the engine writes the completion (`preserved`: the request's preserved special tokens, whose text it holds) */
   choice(promptTokens: readonly number[], preserved?: readonly string[]): ChoiceLogprobs {
-    return new ChoiceLogprobs(this.completionDecoder(promptTokens, preserved));
-  }
-
-  /**
-   * The completion's text token by token, as the engine decodes it (Engine.outputDecoder): special
-   * tokens add nothing, save the preserved ones, which add their text (the bytes of a character
-   * left open before one end there); otherwise a marker the completion holds would show as ""
-   */
-  private completionDecoder(promptTokens: readonly number[], preserved: readonly string[] | undefined): StreamDecoder {
-    const decoder = this.tokenizer.createStreamDecoder({ skipSpecialTokens: true, context: promptTokens });
-    if (!preserved?.length) return decoder;
-    const kept = new Map([...ConstraintVocabulary.of(this.tokenizer, preserved).markers.keys()].map((id) => [id, this.own(id).token]));
-    return {
-      push: (id) => {
-        const text = kept.get(id);
-        return text === undefined ? decoder.push(id) : decoder.flush() + text;
-      },
-      flush: () => decoder.flush(),
-    };
+    return new ChoiceLogprobs(completionDecoder(this.tokenizer, promptTokens, preserved));
   }
 
   /** a finished choice's logprobs within its completion */
