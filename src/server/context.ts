@@ -4,32 +4,8 @@ import type { Model } from "../llm.js";
 import type { ApiError } from "./errors.js";
 import type { Metrics } from "./metrics.js";
 import type { TokenTexts } from "./openai.js";
+import type { SettingNames } from "./setting-names.js";
 import type { SseWriter } from "./sse.js";
-
-/**
- * What the server's refusals call the settings its operator chose, in the operator's words:
- * `tsllm serve` passes its flags (--kv-memory, --ctx-size, ...); a server started from the
- * library names the options of loadModel and startServer, which its operator set
- */
-export interface SettingNames {
-  /** the KV cache's size (loadModel's kvCacheBytes) */
-  readonly kvCacheBytes: string;
-  /** the context (loadModel's contextSize) */
-  readonly contextSize: string;
-  /** the sequences run at once (loadModel's maxSequences) */
-  readonly maxSequences: string;
-  /** the requests that may wait (ServeOptions.maxQueue) */
-  readonly maxQueue: string;
-  /** ServeOptions.readTimeoutMs */
-  readonly readTimeoutMs: string;
-  /** a chat template given to the server, after "start the server with" (ServeOptions.chatTemplate) */
-  readonly chatTemplate: string;
-}
-
-/** the library's option names, for a server started from the library */
-export const OPTION_NAMES: SettingNames = {
-  kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate",
-};
 
 /** What a request handler needs from the running server. */
 export interface ServeContext {

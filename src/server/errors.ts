@@ -1,6 +1,6 @@
 import { refusalInTerms, RequestError } from "../engine/index.js";
 import { OptionError } from "../units/index.js";
-import type { SettingNames } from "./context.js";
+import type { SettingNames } from "./setting-names.js";
 
 /** An error answered in OpenAI's shape: `{error: {message, type, param, code}}` with an HTTP status. */
 export class ApiError extends Error {

@@ -10,7 +10,8 @@ import { printable } from "../units/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
-import { OPTION_NAMES, type ServeContext, type SettingNames } from "./context.js";
+import type { ServeContext } from "./context.js";
+import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
 import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
@@ -175,7 +176,7 @@ export class OpenAIServer {
     if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
-    this.settings = { ...OPTION_NAMES, ...options.settingNames };
+    this.settings = { ...LIBRARY_SETTING_NAMES, ...options.settingNames };
     this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
     Promise.resolve(model).then((m) => {
       if ("embed" in m) this.embedder = m;
