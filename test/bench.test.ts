@@ -53,7 +53,7 @@ test("tsllm bench --vs-llama-cpp runs both engines on the same file and reports 
   for (const m of METRICS) assert.ok(report.ratio[m] > 0, `ratio ${m}`);
 });
 
-test("tsllm bench plans its run as generate --ctx-size plans the same context (prompt + decode steps + 1): refused where generate is, with the same plan", { skip, timeout: 120_000 }, async () => {
+test("tsllm bench plans its run as generate --ctx-size plans the same context (prompt + decode steps + 1): refused where generate is, with the same plan, its proposals in bench's flags", { skip, timeout: 120_000 }, async () => {
   const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
   // 64 + 64 + 1 = 129 tokens, 9 blocks of K/V: the plan at one position (what bench planned) holds 1
   const context = 129;
@@ -69,6 +69,15 @@ test("tsllm bench plans its run as generate --ctx-size plans the same context (p
   const b = benchAt(need - 1);
   assert.equal(b.status, 1, b.stderr);
   assert.ok(b.stderr.includes(needs), `bench: ${b.stderr}\ngenerate: ${refused.stderr}`);
+  // the same proposals in bench's flags: it has no --ctx-size (its context is --prompt-tokens +
+  // --gen-tokens + 1) and no --quantize (it measures a file, which tsllm quantize makes)
+  const tries = /: try (.*)$/m.exec(refused.stderr)?.[1];
+  const quant = /--quantize (\S+) \(([^)]+)\)/.exec(tries ?? "");
+  const ctx = /--ctx-size (\d+)$/.exec(tries ?? "");
+  assert.ok(quant && ctx, refused.stderr);
+  const inBench = tries!.replace(quant[0], `a file quantized to ${quant[1]} by tsllm quantize IN OUT.gguf --type ${quant[1]} (${quant[2]})`).replace(ctx[0], `--prompt-tokens + --gen-tokens at most ${Number(ctx[1]) - 1}`);
+  assert.ok(b.stderr.trimEnd().endsWith(`: try ${inBench}`), `bench: ${b.stderr}\ngenerate: ${refused.stderr}`);
+  assert.doesNotMatch(b.stderr, /--ctx-size|--quantize/);
   assert.equal(generate(need).status, 0);
   const ran = benchAt(need);
   assert.equal(ran.status, 0, ran.stderr);

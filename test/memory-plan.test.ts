@@ -368,9 +368,22 @@ test("generate --n / --num-beams below the memory margin: the pool holds the req
   const refused = await cli([...gen, "--n", "20"], freeWith(0));
   assert.equal(refused.code, 2, refused.stderr);
   assert.equal(refused.stderr.split("\n").length, 2, refused.stderr);
-  assert.match(refused.stderr, new RegExp(`^tsllm: error: --max-tokens: the request needs room for up to \\d+ tokens of KV cache \\(prompt 2 \\+ --max-tokens 2, 20 choices\\) but the KV cache holds 512 tokens \\(${512 * perToken} bytes\\); lower --max-tokens or --n, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0\n$`));
+  assert.match(refused.stderr, new RegExp(`^tsllm: error: --max-tokens: the request needs room for up to \\d+ tokens of KV cache \\(prompt 2 \\+ --max-tokens 2, 20 choices\\) but the KV cache holds 512 tokens \\(${512 * perToken} bytes\\); lower --max-tokens or --n, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0\n$`));
   const beams = await cli([...gen, "--num-beams", "20"], freeWith(0));
-  assert.match(beams.stderr, /20 beams\) but the KV cache holds 512 tokens .*; lower --max-tokens or --num-beams, or /);
+  assert.match(beams.stderr, /20 beams\) but the KV cache holds 512 tokens .*; lower --max-tokens or --num-beams, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0\n$/);
+  // the pool already gave up the margin for the request's contexts (the warning) and still holds
+  // too few: a smaller --memory-margin frees nothing more, so the refusal does not propose it
+  const pastArgs = [...gen.map((a) => (a === "2" ? "500" : a)), "--n", "20"];
+  const past = await cli(pastArgs, freeWith(2));
+  assert.equal(past.code, 2, past.stderr);
+  const [warning, error, ...rest] = past.stderr.split("\n");
+  assert.deepEqual(rest, [""], past.stderr);
+  assert.match(warning!, /^tsllm: warning: .*the KV pool for one request of 20 sequences \(n \/ numBeams\) holds 1536 tokens \(3 full contexts of 512\), .*the margin is given up/);
+  assert.match(error!, new RegExp(`^tsllm: error: --max-tokens: the request needs room for up to \\d+ tokens of KV cache \\(prompt 2 \\+ --max-tokens 500, 20 choices\\) but the KV cache holds 1536 tokens \\(${1536 * perToken} bytes\\); lower --max-tokens or --n, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0$`));
+  // the judge: with no margin at all (--memory-margin 0) the pool is the same 1536 tokens
+  const noMargin = await cli([...pastArgs, "--memory-margin", "0"], freeWith(2));
+  assert.equal(noMargin.code, 2, noMargin.stderr);
+  assert.match(noMargin.stderr, /but the KV cache holds 1536 tokens /);
   // the library keeps its own options' names
   const m = await loadModel(FILE, { backend: "reference", contextSize: 512, availableMemory: planMemory(request(512)).totalBytes, memoryMargin: 0, warmup: false });
   try {

@@ -1,4 +1,5 @@
 import { loadModel, type Model } from "../llm.js";
+import { refusalInTerms, type RefusalTerms } from "../engine/index.js";
 import { timeConcurrentRequests } from "./concurrent.js";
 import { timeGreedyForward } from "../generation/index.js";
 import { rates } from "./stats.js";
@@ -13,7 +14,8 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
   // loaded at the benchmark's context, so the memory plan counts the K/V timeGreedyForward
   // allocates for it (a cache of its own, made before its clock starts) and refuses what generate
   // --ctx-size would; the Model's own pool runs no request: one sequence, stored lazily
-  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) });
+  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) })
+    .catch((e: unknown) => { throw e instanceof Error ? new Error(refusalInTerms(e.message, BENCH_TERMS)) : e; });
   try {
     const loadMs = performance.now() - t0;
     const { prefillMs, decodeMs, tokens } = await timeGreedyForward(model.languageModel, job.promptTokens, job.genTokens, job.contextSize);
@@ -49,6 +51,16 @@ export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<Par
 async function* generatedTokens(model: Model, prompt: readonly number[], options: Parameters<Model["stream"]>[1]): AsyncGenerator<number> {
   for await (const step of model.stream(prompt, options)) if (step.token !== undefined) yield step.token;
 }
+
+/**
+ * The load plan's proposals in the benchmark's flags (tsllm bench, npm run bench): it has no
+ * --ctx-size (its context is --prompt-tokens + --gen-tokens + 1) and no --quantize (a quantized
+ * file, made by tsllm quantize, is what it measures); its --cache-type-k / -v are generate's.
+ */
+const BENCH_TERMS: RefusalTerms = {
+  contextSize: (tokens) => `--prompt-tokens + --gen-tokens at most ${tokens - 1}`,
+  quantize: (type) => `a file quantized to ${type} by tsllm quantize IN OUT.gguf --type ${type}`,
+};
 
 /** the job's memory margin as a load option (absent: loadModel reads TSLLM_MEMORY_MARGIN, as generate does) */
 function marginOf(job: WorkerJob | ParallelWorkerJob): { memoryMargin?: number } {

@@ -277,8 +277,12 @@ export function asUsageError(e: unknown, widthFlag?: string): never {
   const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
     maxTokens: "--max-tokens",
-    // the CLI's pool: what is free less the margin, at least a context per sequence (loadModelForOneRequest)
-    kvCacheTooSmall: `lower --max-tokens${widthFlag ? ` or ${widthFlag}` : ""}, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0`,
+    // the CLI's pool: what is free less the margin, at least one context. A wide request's pool
+    // (loadModelForOneRequest) is already what all of the free memory holds, its width at most
+    // (kvPoolBytes): the margin is given up, so a smaller --memory-margin adds nothing to it
+    kvCacheTooSmall: widthFlag
+      ? `lower --max-tokens or ${widthFlag}, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0`
+      : "lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0",
     contextTooSmall: "use a larger --ctx-size or a shorter prompt",
   }).replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
   throw new UsageError(`--${flagName}: ${message}`);

@@ -21,25 +21,38 @@ export class RequestError extends OptionError {
  * What a caller of the library (the server, the command line) calls the library's remedies that
  * the engine's refusals name: the token limit as that caller names it (`max_tokens`,
  * `--max-tokens`), and what it offers where the library says "raise kvCacheBytes" or "use a
- * larger contextSize", which its users cannot set by those names.
+ * larger contextSize", which its users cannot set by those names. A command that sizes its load
+ * by other flags than generate's (tsllm bench: its context is --prompt-tokens + --gen-tokens)
+ * words the load plan's proposals (checkMemoryPlan's "--ctx-size N", "--quantize Q") too. A
+ * term left out keeps the library's words.
  */
 export interface RefusalTerms {
   /** the token limit (the library's maxTokens) */
-  readonly maxTokens: string;
+  readonly maxTokens?: string;
   /** in place of "lower maxTokens or raise kvCacheBytes": a KV cache too small for the request */
-  readonly kvCacheTooSmall: string;
+  readonly kvCacheTooSmall?: string;
   /** in place of "use a larger contextSize or a shorter prompt": a prompt past the context */
-  readonly contextTooSmall: string;
+  readonly contextTooSmall?: string;
+  /** in place of the load plan's "--ctx-size N": what loads a context of at most `tokens` */
+  readonly contextSize?: (tokens: number) => string;
+  /** in place of the load plan's "--quantize Q": what loads the weights as `type` */
+  readonly quantize?: (type: string) => string;
 }
 
 /** the remedies as the engine's refusals word them (engine.ts, scheduler.ts) */
 const KV_CACHE_REMEDY = "lower maxTokens or raise kvCacheBytes";
 const CONTEXT_REMEDY = "use a larger contextSize or a shorter prompt";
 
-/** an engine refusal's message in a caller's terms: the library's option names replaced by what that caller's users set */
+/** an engine refusal's (or the load plan's) message in a caller's terms: the library's option names replaced by what that caller's users set */
 export function refusalInTerms(message: string, terms: RefusalTerms): string {
-  return message
-    .replace(/\+ maxTokens (\d+)/, (_, n: string) => `+ ${terms.maxTokens} ${n}`)
-    .replace(KV_CACHE_REMEDY, () => terms.kvCacheTooSmall)
-    .replace(CONTEXT_REMEDY, () => terms.contextTooSmall);
+  const { maxTokens, kvCacheTooSmall, contextTooSmall, contextSize, quantize } = terms;
+  let out = message;
+  if (maxTokens !== undefined) out = out.replace(/\+ maxTokens (\d+)/, (_, n: string) => `+ ${maxTokens} ${n}`);
+  if (kvCacheTooSmall !== undefined) out = out.replace(KV_CACHE_REMEDY, () => kvCacheTooSmall);
+  if (contextTooSmall !== undefined) out = out.replace(CONTEXT_REMEDY, () => contextTooSmall);
+  // checkMemoryPlan's proposals: "--quantize Q --ctx-size N" (both), "--quantize Q (size)", "--ctx-size N"
+  if (quantize !== undefined && contextSize !== undefined) out = out.replace(/--quantize (\S+) --ctx-size (\d+)/g, (_, q: string, n: string) => `${quantize(q)} with ${contextSize(Number(n))}`);
+  if (quantize !== undefined) out = out.replace(/--quantize (\S+)/g, (_, q: string) => quantize(q));
+  if (contextSize !== undefined) out = out.replace(/--ctx-size (\d+)/g, (_, n: string) => contextSize(Number(n)));
+  return out;
 }
