@@ -73,6 +73,11 @@ test("tsllm pipeline --function-to-apply, --ignore-labels and --target reach the
   const want = ["shanghai", "kramer"].map((t) => m.top20_softmax[m.top20_tokens.indexOf(t)]);
   assert.deepEqual(f.map((x: { token_str: string }) => x.token_str), ["shanghai", "kramer"]);
   assert.ok(close(f.map((x: { score: number }) => x.score), want, 1e-4));
+  // a --target that is no vocabulary entry (vocab.txt holds "paris", not "Paris"): its first token is scored, as transformers, with one warning naming both, once for all inputs
+  const cased = tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", "Paris is the [MASK] of France.", "--input", "[MASK] is big.", "--target", "Paris", "--target", "shanghai", "--json", "--threads", "1");
+  assert.equal(cased.status, 0, cased.stderr);
+  assert.deepEqual(JSON.parse(cased.stdout)[0].map((x: { token_str: string }) => x.token_str).sort(), ["paris", "shanghai"]);
+  assert.equal(cased.stderr, `tsllm: warning: fill-mask: targets: "Paris" is not in the model's vocabulary; scoring its first token "paris" instead\n`);
   const bad = tsllm("pipeline", "sentiment-analysis", "--model", "m", "--input", "x", "--function-to-apply", "tanh");
   assert.equal(bad.status, 2);
   assert.equal(bad.stderr, 'tsllm: error: --function-to-apply must be one of softmax, sigmoid, none, got "tanh"\n');

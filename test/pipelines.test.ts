@@ -363,7 +363,7 @@ test("a task's call options given to pipeline() are the pipeline's own, a call's
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregation_strategy: "simple" } as never), /unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^OptionError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16 }), /^OptionError: stride: reading a text in windows needs an aggregationStrategy other than "none"/);
-    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, contextSize, quantize, topK, targets, truncation$/);
+    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, contextSize, quantize, onWarning, topK, targets, truncation$/);
     const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: false });
     try {
       await assert.rejects(fx("好".repeat(600)), /^RangeError: feature-extraction: the input has 602 tokens, past the 512 the model reads/);
@@ -589,4 +589,32 @@ test("pipeline(\"text-generation\", m, { memoryMargin }) sizes the default KV po
     restore("TSLLM_MEMORY_MARGIN", saved.margin);
   }
   await assert.rejects(pipeline("fill-mask", `${SHARED}/hf-oracle/bert-uncased-mlm`, { threads: 1, memoryMargin: 0 } as never), (e: Error) => e instanceof OptionError && /memoryMargin/.test(e.message));
+});
+
+/*
+ * fill-mask targets that are not vocabulary entries: transformers' get_target_ids scores the
+ * target's first token instead, or drops a target of no token, with a logger warning naming the
+ * target (and the token used); tsllm did both silently, so `targets: ["Paris"]` on an uncased model
+ * scored "paris" without a sign. Now one line per such target through onWarning: the pipeline's own
+ * targets once when it is made, a call's at that call (as transformers' _sanitize_parameters).
+ */
+test("fill-mask targets that are not vocabulary entries: one warning each through onWarning, naming the target and the token scored (or that it is left out), as transformers' get_target_ids", { skip: skipWithoutShared("hf-oracle/bert-uncased-mlm") }, async () => {
+  const folder = `${SHARED}/hf-oracle/bert-uncased-mlm`;
+  // the judge: the tokenizer's own vocabulary (vocab.txt) holds "paris" and "capital", not "Paris"
+  const vocab = readFileSync(`${folder}/vocab.txt`, "utf8").split("\n");
+  assert.ok(vocab.includes("paris") && vocab.includes("capital") && !vocab.includes("Paris"));
+  const warnings: string[] = [];
+  const fill = await pipeline("fill-mask", folder, { threads: 1, targets: ["Paris", "capital"], onWarning: (w) => warnings.push(w) });
+  try {
+    const notEntry = `fill-mask: targets: "Paris" is not in the model's vocabulary; scoring its first token "paris" instead`;
+    assert.deepEqual(warnings, [notEntry]); // the pipeline's own targets, when it is made
+    const scored = (await fill("paris is the [MASK] of france.")) as { token_str: string }[];
+    assert.deepEqual(scored.map((p) => p.token_str).sort(), ["capital", "paris"]);
+    assert.deepEqual(warnings, [notEntry]); // not again at each call
+    await fill("paris is the [MASK] of france.", { targets: ["Paris", " ", "capital"] });
+    assert.deepEqual(warnings, [notEntry, notEntry, `fill-mask: targets: " " is not in the model's vocabulary; it has no token, left out`]);
+  } finally {
+    fill.dispose();
+  }
+  await assert.rejects(pipeline("fill-mask", folder, { threads: 1, onWarning: "log" as never }), /^OptionError: pipeline: onWarning: expected a function \(message: string\) => void, got "log"$/);
 });

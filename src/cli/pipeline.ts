@@ -120,9 +120,12 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // the input being run, while one is: what the library says during its call (a warning, an error) names it
   let running: number | undefined;
   const about = (message: string) => (running === undefined || inputs.length === 1 ? message : `${inputLabel(inputs, running)}: ${message}`);
-  // a decoder's warnings (the load's; a generation asking for more than the context holds) are the library's, one line each
-  const decoder = { onWarning: (message: string) => printWarning(about(message)), ...(memoryMargin !== undefined ? { memoryMargin } : {}) };
-  const p = await pipeline(task as PipelineTask, model, { threads, backend, ...(encoder ? (maxLength !== undefined ? { maxLength } : {}) : decoder) }).catch((e: unknown) => {
+  // the library's warnings (a decoder's load's; a generation asking for more than the context holds; a --target that is no vocabulary entry), one line each
+  const onWarning = (message: string) => printWarning(about(message));
+  const decoder = memoryMargin !== undefined ? { memoryMargin } : {};
+  // --target is the pipeline's own (transformers' pipeline(..., targets=)): told of once, not once per --input
+  const own = targets ? { targets } : {};
+  const p = await pipeline(task as PipelineTask, model, { threads, backend, onWarning, ...(encoder ? { ...(maxLength !== undefined ? { maxLength } : {}), ...own } : decoder) }).catch((e: unknown) => {
     // past the model's positions (known once it is open): the flag's own usage error
     throw e instanceof OptionError && e.option === "maxLength" ? new UsageError(`--max-length${e.message.slice("maxLength".length)}`) : e;
   });
@@ -158,7 +161,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
           return wordLists ? ((await (p as TokenClassificationPipeline)([wordLists[i]!], options)) as unknown[])[0] : (p as TokenClassificationPipeline)(text, options);
         }
         case "fill-mask":
-          return (p as FillMaskPipeline)(text, { topK: topK ?? 5, ...(targets ? { targets } : {}) });
+          return (p as FillMaskPipeline)(text, { topK: topK ?? 5 });
         case "feature-extraction":
           return (p as FeatureExtractionPipeline)(text);
         case "text-generation":

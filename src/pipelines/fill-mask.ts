@@ -9,7 +9,8 @@ export interface FillMaskOptions {
   /**
    * score only these tokens, as transformers picks them: a vocabulary entry as written ("##s",
    * "Ġgood"), else the first token the text tokenizes to; texts of no token are left out, and
-   * a token named twice is scored once
+   * a token named twice is scored once. A target that is not a vocabulary entry, or left out, is
+   * one warning through pipeline()'s onWarning, as transformers' logger warns
    */
   readonly targets?: string | readonly string[];
   /**
@@ -39,8 +40,10 @@ export const FILL_MASK_OPTIONS: readonly string[] = ["topK", "targets", "truncat
  * list of proposals; several: one list per mask. A list of inputs: one result each (a list of one:
  * its result alone, as transformers returns it). `defaults`: options given when the pipeline was
  * made (transformers' pipeline("fill-mask", targets=[...])), a call's own options over them.
+ * `warn`: where a target that is not a vocabulary entry is told, once when it is given (the
+ * pipeline's own at its making, a call's at that call), as transformers' get_target_ids.
  */
-export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions = {}) {
+export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn: (message: string) => void) {
   const info = runner.model.info, tok = runner.tokenizer;
   if (info.head !== "masked-lm") throw new Error(`${runner.opened.path}: fill-mask needs a masked-LM head (…ForMaskedLM), found ${info.hfArchitecture}`);
   const maskId = tok.maskId;
@@ -56,29 +59,37 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions = {}) 
     return vocabulary.get(piece);
   };
 
-  /** transformers' get_target_ids: each target's vocabulary entry or first token, once each */
-  const targetIds = (targets: unknown): number[] => {
+  /** transformers' get_target_ids: each target's vocabulary entry or first token, once each; `told`: warn of those that are not entries */
+  const targetIds = (targets: unknown, told: boolean): number[] => {
     const list = typeof targets === "string" ? [targets] : targets;
     if (!Array.isArray(list) || !list.every((t) => typeof t === "string")) throw new OptionError(`${TASK}: targets: expected a string or a list of strings, got ${describe(targets)}`, "targets");
     const ids = new Set<number>();
+    const warnings: string[] = [];
     for (const t of list as string[]) {
-      const id = idOfPiece(t) ?? tok.encode(t, { addSpecialTokens: false })[0];
+      const entry = idOfPiece(t);
+      // a text that is no entry scores another token than the one named, or none: the caller should know which
+      const id = entry ?? tok.encode(t, { addSpecialTokens: false })[0];
+      if (entry === undefined) warnings.push(`${TASK}: targets: ${JSON.stringify(t)} is not in the model's vocabulary; ${id === undefined ? "it has no token, left out" : `scoring its first token ${JSON.stringify(tok.piece(id))} instead`}`);
       if (id !== undefined) ids.add(id);
     }
+    // refused: the one line is the refusal, not warnings before it
     if (ids.size === 0) throw new OptionError(`${TASK}: targets: at least one target must be a token (given ${JSON.stringify(list).slice(0, 80)})`, "targets");
+    if (told) warnings.forEach((w) => warn(w));
     return [...ids];
   };
 
-  /** the options' values checked, before any work */
-  const settings = (options: FillMaskOptions) => {
+  /** the options' values checked, before any work; `told`: whether their targets are newly given (warned of) */
+  const settings = (options: FillMaskOptions, told: boolean) => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 0) throw new OptionError(`topK must be a non-negative integer, got ${k}`, "topK");
-    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets), truncation: truncationOf(TASK, options.truncation) };
+    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets, told), truncation: truncationOf(TASK, options.truncation) };
   };
-  settings(withDefaults(defaults, {}));
+  settings(withDefaults(defaults, {}), true);
 
   return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
-    const { k, targets, truncation } = settings(withDefaults(defaults, knownOptions(TASK, given, FILL_MASK_OPTIONS)));
+    const own = knownOptions(TASK, given, FILL_MASK_OPTIONS);
+    // the pipeline's own targets were warned of when it was made, a call's are at each call (transformers' _sanitize_parameters)
+    const { k, targets, truncation } = settings(withDefaults(defaults, own), own.targets !== undefined && own.targets !== null);
     const texts = textsOf(TASK, input);
     if (!truncation) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
     const encs = texts.map((t) => runner.tokenize(t));

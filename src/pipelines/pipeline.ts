@@ -37,8 +37,9 @@ export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string
 export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
 
 /**
- * onWarning (text-generation only): where its warnings go, one line each, the load's and the calls'
- * (default process.emitWarning); memoryMargin (text-generation only): the free memory its default KV
+ * onWarning (text-generation and fill-mask): where their warnings go, one line each (default
+ * process.emitWarning): text-generation's load's and calls', fill-mask's targets that are not
+ * vocabulary entries (transformers' logger warnings); memoryMargin (text-generation only): the free memory its default KV
  * pool leaves unused, as loadModel's
  */
 export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning" | "memoryMargin">;
@@ -61,7 +62,7 @@ const CALL_OPTIONS: Readonly<Record<PipelineTask, readonly string[]>> = {
 const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
 
 /** what loading takes, by the kind of model a task loads (a decoder has no batchSize; maxLength is its calls') */
-const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
+const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize", "onWarning"];
 const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning", "memoryMargin"];
 
 /** the options among `names` */
@@ -147,10 +148,12 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   const all = knownOptions("pipeline", given, [...loadNames, ...callNames]);
   const options: PipelineOptions = pick(all, loadNames);
   const calls = pick(all, callNames);
+  // a handler that is not a function would throw at the first warning, mid-call
+  if (options.onWarning !== undefined && typeof options.onWarning !== "function") throw new OptionError(`pipeline: onWarning: expected a function (message: string) => void, got ${shownValue(options.onWarning)}`, "onWarning");
+  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     checkGenerator(path);
-    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
       return attach(textGeneration(m, calls, warn), { task, path, model: m, ...disposer(() => m.dispose()) });
@@ -170,7 +173,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
       case "ner":
         return attach(tokenClassification(runner, calls), base);
       case "fill-mask":
-        return attach(fillMask(runner, calls), base);
+        return attach(fillMask(runner, calls, warn), base);
       case "feature-extraction":
         return attach(featureExtraction(runner, calls), base);
     }
