@@ -113,7 +113,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: true is supported only for items of a finite set of values/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /no integer lies between the bounds/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: true is supported only for items of a finite set of values/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#\/exclusiveMaximum: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /#\/maximum: no integer lies between minimum 5 and maximum 4/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not point at a schema in this document/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -574,6 +574,55 @@ test("allOf of array parts: a fault of a part's keyword (uniqueItems, prefixItem
   agreesWithAjv({ allOf: [{ type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], items: false }, { minItems: 1 }] }, ["[]", "[1]", '[1,"a"]', '[1,"a",2]', '["a"]']);
   agreesWithAjv({ allOf: [{ type: "array", items: { type: "integer" } }, { items: { minimum: 0 } }, { maxItems: 2 }] }, ["[]", "[1,2]", "[-1]", "[1.5]", "[1,2,3]"]);
   agreesWithAjv({ allOf: [{ type: "array", prefixItems: [{ type: "integer" }] }, { type: "array", prefixItems: [{ type: "integer" }], maxItems: 1 }] }, ["[]", "[1]", "[1,2]", '["a"]']);
+});
+
+test("a keyword of the wrong shape (anyOf, enum or type not a list, required a string, $ref a number) is refused naming its path, where ajv refuses to compile the schema; prefixItems as one schema is every element's, as llama.cpp reads it", () => {
+  // each was taken silently: the keyword passed over (required: "a" made a optional), or an empty grammar that admits no JSON at all
+  const bad: [object, string][] = [
+    [{ type: "object", properties: { a: { type: "integer" } }, required: "a" }, "#/required: expected a list of property names"],
+    [{ type: "object", properties: { x: { enum: "a" } } }, "#/properties/x/enum: expected a list of values"],
+    [{ anyOf: { type: "string" } }, "#/anyOf: expected a list of schemas"],
+    [{ oneOf: "x" }, "#/oneOf: expected a list of schemas"],
+    [{ allOf: {} }, "#/allOf: expected a list of schemas"],
+    [{ type: [] }, "#/type: expected a type name or a non-empty list of them"],
+    [{ $ref: 3 }, "#/$ref: expected a URI reference string"],
+    [{ type: "string", $defs: 3 }, "#/$defs: expected an object of names to schemas"],
+    [{ type: "string", nullable: "yes" }, "#/nullable: expected a boolean"],
+    [{ allOf: [{ type: "object", properties: { a: {} } }, { required: "a" }] }, "#/allOf/1/required: expected a list of property names"],
+  ];
+  for (const [schema, message] of bad) {
+    assert.throws(() => newAjv2020().compile(schema), /schema is invalid|must be/, `ajv compiles ${JSON.stringify(schema)}`);
+    assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), (e: Error) => e.name === "GrammarError" && e.message.startsWith(`${message}, got `), `${JSON.stringify(schema)}: ${message}`);
+  }
+  // prefixItems given one schema, not a list (ajv refuses it; llama.cpp's converter, and its own test
+  // "string array", read it as items): every element of that schema, as ajv validates items of it; beside items both
+  const same = (schema: Record<string, unknown>, asItems: Record<string, unknown>, texts: readonly string[]) => {
+    const g = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
+    const validate = newAjv2020().compile(asItems);
+    for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}`);
+  };
+  const texts = ['["a", "b"]', "[]", "[1]", '["a", 1]', '["abc"]', '[["a"]]'];
+  same({ type: "array", prefixItems: { type: "string" } }, { type: "array", items: { type: "string" } }, texts);
+  same({ type: ["array", "null"], prefixItems: { type: "string" } }, { type: ["array", "null"], items: { type: "string" } }, [...texts, "null"]);
+  same({ type: "array", items: { maxLength: 2 }, prefixItems: { type: "string" } }, { type: "array", items: { type: "string", maxLength: 2 } }, texts);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", prefixItems: 3 }), /^GrammarError: #\/prefixItems: expected a schema object, got 3$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: { type: "integer" }, prefixItems: { type: "string" } }), /^GrammarError: #\/prefixItems\/type: no value is of type "string" and of type "integer" \(at #\/items\/type\)/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: [{}], prefixItems: { type: "string" } }), /^GrammarError: #\/prefixItems: expected a list of schemas \(one schema is read as every element's, but not beside items as a list\)$/);
+});
+
+test("bounds that leave no number name the upper bound's keyword where it was written, also merged from a part of allOf (the merged items' fault named #/items, no spot of the schema)", () => {
+  const faults: [object, string][] = [
+    [{ allOf: [{ type: "array", items: { type: "integer", minimum: 5 } }, { items: { type: "integer", maximum: 2 } }] }, "#/allOf/1/items/maximum: no integer lies between minimum 5 and maximum 2"],
+    [{ type: "object", properties: { x: { allOf: [{ type: "array", items: { type: "integer", minimum: 5 } }, { type: "array", items: { exclusiveMaximum: 3 } }] } } }, "#/properties/x/allOf/1/items/exclusiveMaximum: no integer lies between minimum 5 and exclusiveMaximum 3"],
+    [{ allOf: [{ type: "integer", minimum: 2.5 }, { maximum: 2.75 }] }, "#/allOf/1/maximum: no integer lies between minimum 2.5 and maximum 2.75"],
+    [{ allOf: [{ type: "array", items: { type: "number", minimum: 5 } }, { items: { maximum: 2 } }] }, "#/allOf/1/items/maximum: no number lies between the bounds"],
+    [{ type: "object", properties: { x: { $ref: "#/$defs/A", maximum: 1 } }, $defs: { A: { type: "number", exclusiveMinimum: 1 } } }, "#/properties/x/maximum: no number lies between the bounds"],
+  ];
+  for (const [schema, message] of faults) {
+    // ajv compiles each: no value validates
+    assert.equal(newAjv2020().compile(schema)([7]) || newAjv2020().compile(schema)(7) || newAjv2020().compile(schema)({ x: 1 }), false);
+    assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), (e: Error) => e.name === "GrammarError" && e.message.startsWith(message), `${JSON.stringify(schema)}: ${message}`);
+  }
 });
 
 test("allOf with a type in two parts takes the types both admit (integer within number), as ajv reads them; a $ref or anyOf with keywords beside it names each keyword where it was written", () => {

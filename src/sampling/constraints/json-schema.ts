@@ -106,6 +106,27 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["object", ["properties", "additionalProperties", "required", "propertyNames"]],
 ];
 
+const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
+/**
+ * The shapes JSON Schema's meta-schema gives the keywords read here as lists, maps, strings or
+ * flags (ajv refuses to compile a schema that breaks them): a keyword of another shape was passed
+ * over (prefixItems as an object gave any array, required as a string no required property), or
+ * an anyOf, enum or type of no list made an empty grammar
+ */
+const KEYWORD_SHAPES: Record<string, readonly [(v: unknown) => boolean, string]> = {
+  type: [(v) => typeof v === "string" || (Array.isArray(v) && v.length > 0), "a type name or a non-empty list of them"],
+  enum: [Array.isArray, "a list of values"],
+  anyOf: [Array.isArray, "a list of schemas"],
+  oneOf: [Array.isArray, "a list of schemas"],
+  allOf: [Array.isArray, "a list of schemas"],
+  required: [(v) => Array.isArray(v) && v.every((x) => typeof x === "string"), "a list of property names"],
+  properties: [isMap, "an object of property names to schemas"],
+  $defs: [isMap, "an object of names to schemas"],
+  definitions: [isMap, "an object of names to schemas"],
+  $ref: [(v) => typeof v === "string", "a URI reference string"],
+  nullable: [(v) => typeof v === "boolean", "a boolean"],
+};
+
 /** keywords that say which values are valid apart from the type ones (a schema with none of them and no type is any value) */
 const VALUE_KEYWORDS = ["type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"];
 
@@ -187,7 +208,7 @@ export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = 
 }
 
 /** keywords whose value is a schema, a list of schemas, or a map of names to schemas */
-const SUBSCHEMA_ONE = ["items", "additionalProperties", "additionalItems", "propertyNames", "not", "contains", "if", "then", "else"];
+const SUBSCHEMA_ONE = ["items", "prefixItems", "additionalProperties", "additionalItems", "propertyNames", "not", "contains", "if", "then", "else"];
 const SUBSCHEMA_LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
 const SUBSCHEMA_MAP = ["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
 
@@ -479,6 +500,8 @@ class Converter {
   private checkKeys(s: Record<string, unknown>, path: string): void {
     for (const k of Object.keys(s)) {
       if (!KNOWN_KEYS.has(k)) throw new GrammarError(`${path}/${k}: this schema keyword is not supported in a grammar (supported: ${[...KNOWN_KEYS].slice(0, 16).join(", ")}, ...)`);
+      const shape = KEYWORD_SHAPES[k];
+      if (shape !== undefined && s[k] !== undefined && !shape[0](s[k])) throw new GrammarError(`${path}/${k}: expected ${shape[1]}, got ${JSON.stringify(s[k])}`);
     }
   }
 
@@ -676,7 +699,9 @@ class Converter {
     try {
       re = decimalRangeRegex(lower, upper);
     } catch (e) {
-      throw new GrammarError(`${path}: ${(e as Error).message}`);
+      // named at the upper bound's keyword (else the lower's), as integer() names its bounds
+      const at = upper === undefined ? (lower!.inclusive ? "minimum" : "exclusiveMinimum") : upper.inclusive ? "maximum" : "exclusiveMaximum";
+      throw new GrammarError(`${path}/${at}: ${(e as Error).message}`);
     }
     this.space();
     return this.add(name, `${regexToGbnf(re)} space`);
@@ -687,10 +712,13 @@ class Converter {
     if (s["multipleOf"] !== undefined) return this.multiple(s, name, path);
     const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, Number.MAX_SAFE_INTEGER));
     if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
-    const lows = [min === undefined ? undefined : Math.ceil(min), xmin === undefined ? undefined : Math.floor(xmin) + 1].filter((v): v is number => v !== undefined);
-    const highs = [max === undefined ? undefined : Math.floor(max), xmax === undefined ? undefined : Math.ceil(xmax) - 1].filter((v): v is number => v !== undefined);
-    const lo = lows.length > 0 ? Math.max(...lows) : undefined, hi = highs.length > 0 ? Math.min(...highs) : undefined;
-    if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}: no integer lies between the bounds (${lo} > ${hi})`);
+    // each side's tightest bound, with the keyword that set it
+    const bounds = (pairs: [string, number | undefined][]): [string, number][] => pairs.filter((b): b is [string, number] => b[1] !== undefined);
+    const lows = bounds([["minimum", min === undefined ? undefined : Math.ceil(min)], ["exclusiveMinimum", xmin === undefined ? undefined : Math.floor(xmin) + 1]]).sort((a, b) => b[1] - a[1]);
+    const highs = bounds([["maximum", max === undefined ? undefined : Math.floor(max)], ["exclusiveMaximum", xmax === undefined ? undefined : Math.ceil(xmax) - 1]]).sort((a, b) => a[1] - b[1]);
+    const lo = lows[0]?.[1], hi = highs[0]?.[1];
+    // named at the upper bound's keyword, which a bound merged from a part of allOf names where it was written
+    if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}/${highs[0]![0]}: no integer lies between ${lows[0]![0]} ${s[lows[0]![0]]} and ${highs[0]![0]} ${s[highs[0]![0]]}`);
     this.space();
     return this.add(name, `${regexToGbnf(integerRangeRegex(lo, hi))} space`);
   }
@@ -790,6 +818,15 @@ class Converter {
       if (!Number.isInteger(v) || v < 0 || v > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
+    const one = s["prefixItems"];
+    if (one !== undefined && !Array.isArray(one)) {
+      // prefixItems as one schema (not a list, which JSON Schema asks for): the schema of every
+      // element, as llama.cpp's converter reads it; beside items each element takes both
+      if (Array.isArray(s["items"])) throw new GrammarError(`${path}/prefixItems: expected a list of schemas (one schema is read as every element's, but not beside items as a list)`);
+      const { prefixItems: _, ...rest } = s;
+      const items = allOfAt([...(s["items"] === undefined ? [] : [[s["items"], `${path}/items`] as const]), [one, `${path}/prefixItems`]]);
+      return this.array({ ...rest, items }, name, path, depth);
+    }
     const unique = s["uniqueItems"];
     if (unique !== undefined && typeof unique !== "boolean") throw new GrammarError(`${path}/uniqueItems: expected a boolean, got ${JSON.stringify(unique)}`);
     // (at most one element is always distinct: a plain list)
@@ -813,7 +850,6 @@ class Converter {
     if (tuple) {
       const unique = this.uniqueTuple(tuple.prefix, tuple.key, tuple.rest, min, max, name, path, depth);
       if (unique !== undefined) return unique;
-      if (s["prefixItems"] !== undefined && !Array.isArray(s["prefixItems"])) throw new GrammarError(`${path}/prefixItems: expected a list of schemas`);
     }
     const values = tuple === undefined && s["prefixItems"] === undefined ? this.finiteValues(s["items"], `${path}/items`, depth + 1) : undefined;
     if (values === undefined) {
