@@ -130,7 +130,7 @@ async function main(argv: string[]): Promise<void> {
 
   if (concurrency) {
     const onSample = (engine: string, n: number, r: number, s: ParallelSample) =>
-      log(`  ${n} request${n === 1 ? "" : "s"}, run ${r + 1} ${engine}: ${s.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate, TTFT ${s.ttftMs.toFixed(0)} ms, TPOT ${s.tpotMs.toFixed(1)} ms, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`);
+      log(`  ${n} request${n === 1 ? "" : "s"}, run ${r + 1} ${engine}: ${s.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate, TTFT ${s.ttftMs.toFixed(0)} ms, TPOT ${s.tpotMs.toFixed(1)} ms, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${(s.warnings ?? []).map((w) => `  warning: ${w}\n`).join("")}`);
     // the summary table at the end is the report; per model only the progress lines
     finish(await benchEach((modelPath) => runParallelBenchmark({ ...settings, modelPath, concurrency, onSample })), formatParallelSummary);
     return;

@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { formatParallelSummary, formatServeReport, formatSummary, runParallelBenchmark, runServeBenchmark, SERVE_METRICS } from "../src/bench/index.js";
 import { PARALLEL_METRICS } from "../src/bench/types.js";
 import { planMemory } from "../src/engine/index.js";
-import { loadPlanRequest } from "../src/llm.js";
+import { loadModel, loadPlanRequest } from "../src/llm.js";
 import { openModel } from "../src/models/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
@@ -147,6 +147,90 @@ test("the concurrent-requests bench runs every request to its 64 tokens on both 
   assert.match(lines[0]!, /^model\s+type\s+requests\s+aggregate tok\/s tsllm/);
   assert.match(lines[2]!, /^tiny\s+F32\s+1\s/);
   assert.match(lines[3]!, /^tiny\s+F32\s+2\s/);
+});
+
+test("npm run bench --parallel: the KV pool's warning and the plan's refusal name the benchmark's flags (--parallel N requests, --prompt-tokens + --gen-tokens, --memory-margin), judged by the library's own words at the same memory", { skip, timeout: 180_000 }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(model)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  // 64 + 64 tokens and the 32 of slack a request gets: contexts of 160, 4 requests at once
+  const context = 64 + 64 + 32;
+  const plan = planMemory(loadPlanRequest(openModel(model), { backend: "reference", threads: 1 }, context)!);
+  const oneContext = context * perToken;
+  const benchAt = async (available: number, memoryMargin: number) => {
+    const saved = process.env["TSLLM_AVAILABLE_MEMORY"];
+    process.env["TSLLM_AVAILABLE_MEMORY"] = String(available);
+    try {
+      return await runParallelBenchmark({ modelPath: model, threads: 1, promptTokens: 64, genTokens: 64, repetitions: 1, concurrency: [4], backend: "reference", memoryMargin });
+    } finally {
+      if (saved === undefined) delete process.env["TSLLM_AVAILABLE_MEMORY"];
+      else process.env["TSLLM_AVAILABLE_MEMORY"] = saved;
+    }
+  };
+  const libraryWarnings = async (available: number, memoryMargin: number) => {
+    const warnings: string[] = [];
+    const m = await loadModel(model, { backend: "reference", threads: 1, contextSize: context, maxSequences: 4, availableMemory: available, memoryMargin, onWarning: (w) => warnings.push(w), warmup: false });
+    m.dispose();
+    return warnings;
+  };
+  // free: the plan and 3.5 contexts more; a margin of 2.5 contexts leaves the pool 2 of the 4
+  const available = plan.totalBytes + 3.5 * oneContext;
+  const margin = 2.5 * oneContext;
+  const [lib] = await libraryWarnings(available, margin);
+  const proposal = /try kvCacheBytes (\d+) \(--kv-memory; ([^,]+), which fits in the free memory\) or contextSize (\d+) \(--ctx-size\) or maxSequences (\d+) \(--parallel\)$/.exec(lib ?? "");
+  assert.ok(proposal && lib!.includes("that maxSequences 4 (--parallel) asks for"), lib);
+  const [, , size, ctx, fewer] = proposal;
+  const expected = lib!.replace("that maxSequences 4 (--parallel) asks for", "that --parallel 4 asks for")
+    .replace(proposal[0], `try a smaller --memory-margin (K/V for all of them, ${size}, fits in the free memory) or --prompt-tokens + --gen-tokens at most ${Number(ctx) - 32} or --parallel ${fewer}`);
+  const warned = await benchAt(available, margin);
+  assert.deepEqual(warned.levels[0]!.tsllm.samples[0]!.warnings, [expected]);
+  // no margin to give up, and free memory for the four: no warning
+  const roomy = await benchAt(plan.totalBytes + 3 * oneContext, 0);
+  assert.equal(roomy.levels[0]!.tsllm.samples[0]!.warnings, undefined);
+  // below the plan: the load's refusal, its context proposal in the benchmark's flags
+  await assert.rejects(benchAt(plan.totalBytes - 1, 0), (e: Error) => {
+    const ctxProposal = /--prompt-tokens \+ --gen-tokens at most (\d+)/.exec(e.message);
+    assert.ok(ctxProposal && Number(ctxProposal[1]) + 32 < context, e.message);
+    assert.doesNotMatch(e.message, /--ctx-size|contextSize|maxSequences|--quantize/);
+    return true;
+  });
+});
+
+test("tsllm bench passes its run a prompt longer than one command-line argument holds (40000 ids): the child reads the job, here to refuse it by the memory plan", { skip, timeout: 120_000 }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  // 1 byte free: the run's own refusal, which only a child that got its job can make (it was spawn E2BIG)
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "bench", "--model", model, "--prompt-tokens", "40000", "--gen-tokens", "0", "--repetitions", "1", "--threads", "1", "--backend", "reference"], { cwd: PROJECT_ROOT, encoding: "utf8", env: { ...process.env, TSLLM_AVAILABLE_MEMORY: "1" } });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /tsllm bench worker on .* exited with code 1: .*: needs [\d.]+ [kMG]?B \(weights .* KV [\d.]+ [kMG]?B at 40001 tokens .*\), 1 B free/);
+  assert.doesNotMatch(r.stderr, /E2BIG/);
+});
+
+test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in the benchmark's flags, judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
+  const { createWebGPUBackend } = await import("../src/kernels/webgpu/index.js");
+  let limit: number | undefined;
+  try {
+    const gpu = await createWebGPUBackend();
+    limit = gpu.maxBufferBytes;
+    gpu.dispose();
+  } catch (e) {
+    if (!(e as Error).message.includes("no WebGPU adapter found")) throw e;
+  }
+  if (limit === undefined) return t.skip("no WebGPU adapter (or one without a stated largest buffer)");
+  // tinyLlama's K row: 2 KV heads x 64 f32 = 512 bytes a position; one position past the binding
+  const model = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 22 }, dir);
+  const context = limit / 512 + 1;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(2 ** 40) };
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "bench", "--model", model, "--prompt-tokens", String(context - 1), "--gen-tokens", "0", "--repetitions", "1", "--threads", "1", "--backend", "webgpu"], { cwd: PROJECT_ROOT, encoding: "utf8", env });
+  assert.equal(r.status, 1, r.stderr);
+  // the judge: the library's refusal at the same context and memory, its proposals mapped to bench's flags
+  const { loadModel } = await import("../src/llm.js");
+  const refusal = await loadModel(model, { backend: "webgpu", contextSize: context, availableMemory: 2 ** 40, warmup: false }).then((m) => { m.dispose(); return ""; }, (e: Error) => e.message);
+  const tries = /: try contextSize (\d+) \(--ctx-size\) or a smaller cache type \(cacheTypeK \/ cacheTypeV f16 or q8_0\)$/.exec(refusal);
+  assert.ok(tries, refusal);
+  const inBench = refusal.replace(tries[0], `: try --prompt-tokens + --gen-tokens at most ${Number(tries[1]) - 1} or a smaller cache type (--cache-type-k / --cache-type-v f16 or q8_0)`);
+  assert.ok(r.stderr.trimEnd().endsWith(inBench), `bench: ${r.stderr}\nlibrary: ${refusal}`);
 });
 
 test("npm run bench -- --parallel rejects a list that is not request counts >= 1", () => {

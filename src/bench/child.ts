@@ -31,7 +31,10 @@ export function runWorker(job: ParallelWorkerJob, timeoutMs?: number): Promise<P
 export function runWorker(job: WorkerJob | ParallelWorkerJob, timeoutMs = DEFAULT_WORKER_TIMEOUT_MS): Promise<EngineSample | ParallelSample> {
   const { command, args } = nodeScriptCommand("./worker");
   return new Promise((resolve, reject) => {
-    const child = spawn(command, [...args, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
+    // the job on stdin: a long prompt's ids pass what one argument may hold (E2BIG)
+    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
+    child.stdin.on("error", () => undefined); // a child that dies at start: its exit says why
+    child.stdin.end(JSON.stringify(job));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;

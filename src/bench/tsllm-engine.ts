@@ -3,6 +3,7 @@ import { refusalInTerms, type RefusalTerms } from "../engine/index.js";
 import { timeConcurrentRequests } from "./concurrent.js";
 import { timeGreedyForward } from "../generation/index.js";
 import { rates } from "./stats.js";
+import { formatBytes } from "../units/index.js";
 import type { EngineSample, ParallelSample, ParallelWorkerJob, WorkerJob } from "./types.js";
 
 /**
@@ -15,7 +16,7 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
   // allocates for it (a cache of its own, made before its clock starts) and refuses what generate
   // --ctx-size would; the Model's own pool runs no request: one sequence, stored lazily
   const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) })
-    .catch((e: unknown) => { throw e instanceof Error ? new Error(refusalInTerms(e.message, BENCH_TERMS)) : e; });
+    .catch(inBenchTerms(job.contextSize - job.promptTokens.length - job.genTokens, 1));
   try {
     const loadMs = performance.now() - t0;
     const { prefillMs, decodeMs, tokens } = await timeGreedyForward(model.languageModel, job.promptTokens, job.genTokens, job.contextSize);
@@ -33,15 +34,19 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
  */
 export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<ParallelSample, "peakRssBytes">> {
   const t0 = performance.now();
-  // each request's context as llama.cpp's sequences get; the engine's KV pool holds them all at once
+  // each request's context as llama.cpp's sequences get (as many as requests); the engine's KV pool
+  // holds them all at once, and where it cannot the load warns, in the benchmark's flags
+  const slack = job.sequenceContextSize - (job.prompts[0]?.length ?? 0) - job.genTokens;
+  const warnings: string[] = [];
   const model = await loadModel(job.modelPath, {
-    backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: Math.max(16, job.prompts.length), ...marginOf(job),
-  });
+    backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: job.prompts.length, ...marginOf(job),
+    onWarning: (w) => warnings.push(refusalInTerms(w, benchTerms(slack, PARALLEL_LEAST))),
+  }).catch(inBenchTerms(slack, PARALLEL_LEAST));
   try {
     const loadMs = performance.now() - t0;
     const options = { maxTokens: job.genTokens, temperature: 0, ignoreEos: true };
     const times = await timeConcurrentRequests(job.prompts.map((prompt) => () => generatedTokens(model, prompt, options)), job.genTokens);
-    return { detail: backendDetail(model), loadMs, ...times };
+    return { detail: backendDetail(model), loadMs, ...times, ...(warnings.length > 0 ? { warnings } : {}) };
   } finally {
     model.dispose();
   }
@@ -53,14 +58,32 @@ async function* generatedTokens(model: Model, prompt: readonly number[], options
 }
 
 /**
- * The load plan's proposals in the benchmark's flags (tsllm bench, npm run bench): it has no
- * --ctx-size (its context is --prompt-tokens + --gen-tokens + 1) and no --quantize (a quantized
- * file, made by tsllm quantize, is what it measures); its --cache-type-k / -v are generate's.
+ * The load plan's proposals and the KV pool's warning in the benchmark's flags (tsllm bench, npm
+ * run bench): it has no --ctx-size (its context is --prompt-tokens + --gen-tokens + `slack`: 1 for
+ * a single stream, 32 a request with --parallel), no --quantize (a quantized file, made by tsllm
+ * quantize, is what it measures; `least`: its smallest --prompt-tokens + --gen-tokens) and no --kv-memory (its pool is sized less --memory-margin); its
+ * --parallel is the requests run at once, its --cache-type-k / -v are generate's.
  */
-const BENCH_TERMS: RefusalTerms = {
-  contextSize: (tokens) => `--prompt-tokens + --gen-tokens at most ${tokens - 1}`,
-  quantize: (type) => `a file quantized to ${type} by tsllm quantize IN OUT.gguf --type ${type}`,
-};
+function benchTerms(slack: number, least: number): RefusalTerms {
+  return {
+    // a context that holds no run of the benchmark's (at least `least` tokens past the slack): no proposal
+    contextSize: (tokens) => (tokens - slack >= least ? `--prompt-tokens + --gen-tokens at most ${tokens - slack}` : undefined),
+    quantize: (type) => `a file quantized to ${type} by tsllm quantize IN OUT.gguf --type ${type}`,
+    maxSequences: (n) => `--parallel ${n}`,
+    kvCacheBytes: (bytes) => `a smaller --memory-margin (K/V for all of them, ${formatBytes(bytes)}, fits in the free memory)`,
+    cacheTypes: "--cache-type-k / --cache-type-v",
+  };
+}
+
+/** a concurrent run's shortest request: a prompt token and the two generated ones its time per output token needs */
+const PARALLEL_LEAST = 3;
+
+/** a load's refusal rethrown in the benchmark's flags (benchTerms) */
+function inBenchTerms(slack: number, least: number): (e: unknown) => never {
+  return (e) => {
+    throw e instanceof Error ? new Error(refusalInTerms(e.message, benchTerms(slack, least))) : e;
+  };
+}
 
 /** the job's memory margin as a load option (absent: loadModel reads TSLLM_MEMORY_MARGIN, as generate does) */
 function marginOf(job: WorkerJob | ParallelWorkerJob): { memoryMargin?: number } {

@@ -92,6 +92,8 @@ export interface ParallelSample {
   readonly peakRssBytes: number;
   readonly detail: string;
   readonly requests: readonly RequestSample[];
+  /** the engine's load warnings (tsllm: a KV pool that holds fewer full contexts than requests), in the benchmark's flags */
+  readonly warnings?: readonly string[];
 }
 
 /** The metrics a report summarizes, in table order. */

@@ -2,7 +2,8 @@
  * Benchmark child process: runs one engine once and prints its sample as one line
  * `BENCH_RESULT {json}` on stdout (the engines may print their own lines too). Run by
  * `child.ts`, one process per engine per repetition, so the peak RSS is that engine's alone.
- * The job is a JSON WorkerJob (or ParallelWorkerJob, which has `prompts`) in argv[2].
+ * The job is a JSON WorkerJob (or ParallelWorkerJob, which has `prompts`) on stdin: a long
+ * prompt's ids passed the 128 KiB one argument may hold (spawn E2BIG at ~30K tokens).
  */
 import { runLlamaCpp, runLlamaCppParallel } from "./llama-cpp-engine.js";
 import { runTsllm, runTsllmParallel } from "./tsllm-engine.js";
@@ -10,8 +11,9 @@ import { RESULT_PREFIX } from "./child.js";
 import type { ParallelWorkerJob, WorkerJob } from "./types.js";
 
 async function main(): Promise<void> {
-  const arg = process.argv[2];
-  if (arg === undefined) throw new Error("bench worker: expected a JSON job as the first argument");
+  let arg = "";
+  for await (const chunk of process.stdin.setEncoding("utf8")) arg += chunk as string;
+  if (arg === "") throw new Error("bench worker: expected a JSON job on stdin");
   const job = JSON.parse(arg) as WorkerJob | ParallelWorkerJob;
   if (job.engine !== "tsllm" && job.engine !== "llama.cpp") throw new Error(`bench worker: unknown engine "${String(job.engine)}" (expected tsllm or llama.cpp)`);
   const tsllm = job.engine === "tsllm";

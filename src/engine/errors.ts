@@ -33,26 +33,45 @@ export interface RefusalTerms {
   readonly kvCacheTooSmall?: string;
   /** in place of "use a larger contextSize or a shorter prompt": a prompt past the context */
   readonly contextTooSmall?: string;
-  /** in place of the load plan's "--ctx-size N": what loads a context of at most `tokens` */
-  readonly contextSize?: (tokens: number) => string;
+  /**
+   * in place of the load plan's "--ctx-size N" (and the pool's "contextSize N (--ctx-size)"): what
+   * loads a context of at most `tokens`; undefined where nothing the caller sets does (that
+   * proposal is left out)
+   */
+  readonly contextSize?: (tokens: number) => string | undefined;
   /** in place of the load plan's "--quantize Q": what loads the weights as `type` */
   readonly quantize?: (type: string) => string;
+  /** in place of the KV pool's "maxSequences N (--parallel)": what runs `n` requests at once */
+  readonly maxSequences?: (n: number) => string;
+  /** in place of the KV pool's "kvCacheBytes N (--kv-memory; ...)": what gives the KV pool `bytes` */
+  readonly kvCacheBytes?: (bytes: number) => string;
+  /** in place of the K/V-array refusal's "cacheTypeK / cacheTypeV": the cache types' names */
+  readonly cacheTypes?: string;
 }
 
 /** the remedies as the engine's refusals word them (engine.ts, scheduler.ts) */
 const KV_CACHE_REMEDY = "lower maxTokens or raise kvCacheBytes";
 const CONTEXT_REMEDY = "use a larger contextSize or a shorter prompt";
+/** marks a proposal the caller has no words for, taken out of its "try A or B" list at the end */
+const DROPPED = "\u0000";
 
 /** an engine refusal's (or the load plan's) message in a caller's terms: the library's option names replaced by what that caller's users set */
 export function refusalInTerms(message: string, terms: RefusalTerms): string {
-  const { maxTokens, kvCacheTooSmall, contextTooSmall, contextSize, quantize } = terms;
+  const { maxTokens, kvCacheTooSmall, contextTooSmall, quantize, maxSequences, kvCacheBytes, cacheTypes } = terms;
+  const contextSize = terms.contextSize && ((tokens: number) => terms.contextSize!(tokens) ?? DROPPED);
   let out = message;
   if (maxTokens !== undefined) out = out.replace(/\+ maxTokens (\d+)/, (_, n: string) => `+ ${maxTokens} ${n}`);
   if (kvCacheTooSmall !== undefined) out = out.replace(KV_CACHE_REMEDY, () => kvCacheTooSmall);
   if (contextTooSmall !== undefined) out = out.replace(CONTEXT_REMEDY, () => contextTooSmall);
   // checkMemoryPlan's proposals: "--quantize Q --ctx-size N" (both), "--quantize Q (size)", "--ctx-size N"
-  if (quantize !== undefined && contextSize !== undefined) out = out.replace(/--quantize (\S+) --ctx-size (\d+)/g, (_, q: string, n: string) => `${quantize(q)} with ${contextSize(Number(n))}`);
+  if (quantize !== undefined && contextSize !== undefined) out = out.replace(/--quantize (\S+) --ctx-size (\d+)/g, (_, q: string, n: string) => (contextSize(Number(n)) === DROPPED ? DROPPED : `${quantize(q)} with ${contextSize(Number(n))}`));
   if (quantize !== undefined) out = out.replace(/--quantize (\S+)/g, (_, q: string) => quantize(q));
   if (contextSize !== undefined) out = out.replace(/--ctx-size (\d+)/g, (_, n: string) => contextSize(Number(n)));
-  return out;
+  // the KV pool's words (checkParallelPool's warning, the K/V-array refusal): "contextSize N (--ctx-size)",
+  // "maxSequences N (--parallel)", "kvCacheBytes N (--kv-memory; ...)", "cacheTypeK / cacheTypeV"
+  if (contextSize !== undefined) out = out.replace(/contextSize (\d+) \(--ctx-size\)/g, (_, n: string) => contextSize(Number(n)));
+  if (maxSequences !== undefined) out = out.replace(/maxSequences (\d+) \(--parallel\)/g, (_, n: string) => maxSequences(Number(n)));
+  if (kvCacheBytes !== undefined) out = out.replace(/kvCacheBytes (\d+) \(--kv-memory[^)]*\)/g, (_, n: string) => kvCacheBytes(Number(n)));
+  if (cacheTypes !== undefined) out = out.replace(/cacheTypeK \/ cacheTypeV/g, () => cacheTypes);
+  return out.replace(/ or \u0000|\u0000 or /g, "").replace(/: try \u0000/g, "").replaceAll(DROPPED, "");
 }
