@@ -88,6 +88,25 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(whole.param, "response_format.json_schema.schema.type");
   });
 
+  test("/v1/completions takes logprobs: true as llama-server reads it, 1 alternative per token; false as no logprobs", async () => {
+    // OpenAI's completions API takes a count; llama-server converts a boolean to its count (true: n_probs 1, false: 0, none)
+    const request = { model: "stories260K", prompt: "Once upon a time", max_tokens: 6, temperature: 0 };
+    const one = await client.completions.create({ ...request, logprobs: 1 });
+    const flag = await client.completions.create({ ...request, logprobs: true as unknown as number });
+    const lp = flag.choices[0]!.logprobs!;
+    assert.equal(lp.tokens!.length, 6);
+    for (const top of lp.top_logprobs!) assert.equal(Object.keys(top).length, 1);
+    assert.deepEqual(lp, one.choices[0]!.logprobs);
+    const off = await client.completions.create({ ...request, logprobs: false as unknown as number });
+    assert.equal(off.choices[0]!.logprobs, null);
+    assert.equal(off.choices[0]!.text, one.choices[0]!.text);
+    // streamed: each chunk's tokens with their one alternative
+    const stream = await client.completions.create({ ...request, logprobs: true as unknown as number, stream: true });
+    const tokens: string[] = [];
+    for await (const chunk of stream) for (const c of chunk.choices) tokens.push(...(c.logprobs?.tokens ?? []));
+    assert.deepEqual(tokens, lp.tokens);
+  });
+
   test("a body nested past 256 levels names the path to where the depth ran out, not only its top key", async () => {
     // body 1, messages 2, messages[0] 3, content 4, content[0] 5, then 253 levels of lists: the last of them opens level 257
     const deep = `{"max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"a","x":${"[".repeat(253)}1${"]".repeat(253)}}]}]}`;

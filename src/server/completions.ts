@@ -126,7 +126,9 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     prompts = [await rendered(() => formatter.encodeAsync(shown, variables, ending))];
     options.stopTokens = [...formatter.endOfTurnIds];
   } else {
-    logprobs = optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
+    // OpenAI's completions take a count of alternatives; llama-server also reads the chat API's flag
+    // here, as the count it converts to: true is 1 alternative, false none (no logprobs)
+    logprobs = typeof body.logprobs === "boolean" ? (body.logprobs ? 1 : undefined) : optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
     // the echoed prompt's tokens come with their logprobs: the prompt is scored in its prefill
     if (echo && logprobs !== undefined) options.promptLogprobs = logprobs;
     bestOf = bestOfOf(body, answered, stream);
