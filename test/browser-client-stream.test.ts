@@ -52,7 +52,8 @@ test("stream(): a misspelt option, a flag that is no boolean, a prompt that is n
   assert.throws(() => client.stream("Lily", bad({ ignoreEos: "no" })), (e: unknown) => e instanceof OptionError && /^ignoreEos: /.test(e.message));
   assert.throws(() => client.stream("Lily", bad({ signal: "stop" })), (e: unknown) => e instanceof OptionError && /^signal: expected an AbortSignal/.test(e.message));
   assert.throws(() => client.stream({ text: "Lily" } as unknown as string), (e: unknown) => e instanceof OptionError && /^prompt: expected a string or an array of token ids, got /.test(e.message));
-  assert.throws(() => client.stream("Lily", { jsonSchema: { enum: [() => "x"] } as never }), /^Error: tsllm generate: options\.jsonSchema\.enum\[0\] \(a function\) cannot be sent to the engine worker/);
+  // (a schema that compiles: its description is no part of the grammar)
+  assert.throws(() => client.stream("Lily", { jsonSchema: { type: "string", description: () => "x" } as never }), /^Error: tsllm generate: options\.jsonSchema\.description \(a function\) cannot be sent to the engine worker/);
   // a stop string that is no string is refused by the range checks first, with Node's message
   assert.throws(() => client.stream("Lily", { stop: [(() => "x") as unknown as string] }), (e: unknown) => e instanceof OptionError && e.option === "stop" && e.message === "stop strings[0]: expected a string, got function");
   assert.equal(worker.posted.length, 0, "nothing reached the worker");
@@ -121,6 +122,29 @@ test("stream() and streamChat(): a value out of range (temperature, maxTokens, n
   assert.throws(() => client.streamChat(messages, { system: 5 as never }), (e: unknown) => e instanceof OptionError && e.option === "system");
   assert.throws(() => client.streamChat(messages, bad({ chatTemplat: "x" })), (e: unknown) => e instanceof OptionError && /chatTemplat/.test(e.message));
   assert.equal(worker.posted.length, 0, "nothing reached the worker");
+  client.terminate();
+});
+
+test("stream(), streamChat(), generate(), chat(): a grammar, JSON schema, regex or choice list that does not compile is refused at the call (generate and chat: their promise rejects) as Engine.submit refuses it, with no model loaded and nothing sent", async () => {
+  const { client, worker } = engine();
+  const messages = [{ role: "user", content: "Lily" }];
+  const chatTemplate = "{{ messages[0].content }}";
+  for (const [options, option] of [
+    [{ jsonSchema: { type: "foo" } }, "jsonSchema"], [{ grammar: "root ::= foo" }, "grammar"], [{ regex: "(" }, "regex"], [{ choice: [] }, "choice"],
+  ] as const) {
+    const refused = (e: unknown) => e instanceof RequestError && e.option === option && e.message.startsWith(`${option}: `);
+    assert.throws(() => client.stream("Lily", options as never), refused, JSON.stringify(options));
+    assert.throws(() => client.streamChat(messages, { chatTemplate, ...(options as object) }), refused, JSON.stringify(options));
+    await assert.rejects(client.generate("Lily", options as never), refused, JSON.stringify(options));
+    await assert.rejects(client.chat(messages, { chatTemplate, ...(options as object) }), refused, JSON.stringify(options));
+  }
+  // generate() and chat() refuse what stream() does, the same way
+  await assert.rejects(client.generate("Lily", { temperature: -1 }), (e: unknown) => e instanceof OptionError && e.option === "temperature");
+  await assert.rejects(client.chat(messages, { system: 5 as never }), (e: unknown) => e instanceof OptionError && e.option === "system");
+  assert.equal(worker.posted.length, 0, "nothing reached the worker");
+  // a schema that compiles is sent, and sent again (compiled once on the page)
+  for (let i = 0; i < 2; i++) client.stream("Lily", { jsonSchema: { type: "string" } }).return(undefined as never).catch(() => undefined);
+  assert.deepEqual(worker.posted.map((r) => r.op), ["generate", "abort", "generate", "abort"]);
   client.terminate();
 });
 

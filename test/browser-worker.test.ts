@@ -180,6 +180,10 @@ test("stream() and streamChat() refuse a value that is wrong whatever the model 
   assert.deepEqual(errors, []);
 });
 
+/** a text prompt past stories260K's context (2048 tokens), which only the worker's tokenizer can tell */
+const LONG_TEXT = "Once upon a time ".repeat(600);
+const RAISING_TEMPLATE = "{{ raise_exception('no chat here') }}";
+
 test("a refusal from the worker is the library's exported error class on the page (instanceof OptionError, RequestError, NoChatTemplateError, GGUFError), with Node's message, name and fields", { skip }, async () => {
   type Caught = { classes: string[]; name: string; message: string; option?: string; code?: string };
   const { value, errors } = await inPage<Caught[]>(`
@@ -188,12 +192,15 @@ test("a refusal from the worker is the library's exported error class on the pag
     const classes = ["OptionError", "RequestError", "ChatTemplateError", "NoChatTemplateError", "DisposedError", "GGUFError", "RangeError"];
     const caught = (e) => ({ classes: classes.filter((c) => e instanceof (lib[c] ?? globalThis[c])), name: e.name, message: e.message, option: e.option, code: e.code });
     const messages = [{ role: "user", content: "Once upon a time" }];
+    // what the page cannot decide: a text prompt past the context (the tokenizer's), a template that raises, and
+    // while a second load is unanswered (the model may change) what the model's limits refuse
     const got = [
-      await engine.generate("Once upon a time", { temperature: -1 }).then(() => "resolved", caught),
-      await engine.chat(messages, { maxTokens: -1, chatTemplate: "{{ messages[0].content }}" }).then(() => "resolved", caught),
-      await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", caught),
-      await engine.chat(messages, { maxTokens: 2 }).then(() => "resolved", caught),
+      await engine.generate(${JSON.stringify(LONG_TEXT)}, { maxTokens: 2 }).then(() => "resolved", caught),
+      await engine.chat(messages, { maxTokens: 2, chatTemplate: ${JSON.stringify(RAISING_TEMPLATE)} }).then(() => "resolved", caught),
     ];
+    const loading = engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
+    got.push(await engine.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", caught), await engine.chat(messages, { maxTokens: 2 }).then(() => "resolved", caught));
+    await loading;
     got.push(await engine.load(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), { cache: false }).then(() => "resolved", caught));
     engine.terminate();
     return got;`);
@@ -207,8 +214,8 @@ test("a refusal from the worker is the library's exported error class on the pag
   const dir = mkdtempSync(join(tmpdir(), "tsllm-browser-errors-"));
   try {
     const node = [
-      await model.generate("Once upon a time", { temperature: -1 }).then(() => "resolved", caught),
-      await model.chat(messages, { maxTokens: -1, chatTemplate: "{{ messages[0].content }}" }).then(() => "resolved", caught),
+      await model.generate(LONG_TEXT, { maxTokens: 2 }).then(() => "resolved", caught),
+      await model.chat(messages, { maxTokens: 2, chatTemplate: RAISING_TEMPLATE }).then(() => "resolved", caught),
       await model.generate([1, 999999], { maxTokens: 2 }).then(() => "resolved", caught),
       await model.chat(messages, { maxTokens: 2 }).then(() => "resolved", caught),
     ];
@@ -220,7 +227,7 @@ test("a refusal from the worker is the library's exported error class on the pag
     } catch (e) {
       gguf = caught(e);
     }
-    assert.deepEqual(node.map((c) => (typeof c === "string" ? c : c.classes)), [["OptionError", "RangeError"], ["OptionError", "RequestError", "RangeError"], ["OptionError", "RequestError", "RangeError"], ["ChatTemplateError", "NoChatTemplateError"]]);
+    assert.deepEqual(node.map((c) => (typeof c === "string" ? c : c.classes)), [["OptionError", "RequestError", "RangeError"], ["ChatTemplateError"], ["OptionError", "RequestError", "RangeError"], ["ChatTemplateError", "NoChatTemplateError"]]);
     // (before, each was a plain Error on the page: none of these classes, whatever its name said)
     assert.deepEqual(value.slice(0, 4), node);
     const page = value[4] as Caught, file = gguf as Caught;
@@ -230,6 +237,75 @@ test("a refusal from the worker is the library's exported error class on the pag
     model.dispose();
     rmSync(dir, { recursive: true, force: true });
   }
+  assert.deepEqual(errors, []);
+});
+
+/** constraints that do not compile, alone and beside what Engine.submit checks before or after them: [prompt, options] */
+const BAD_CONSTRAINTS: [string | number[], object][] = [
+  ["Once upon a time", { jsonSchema: { type: "foo" } }], ["Once upon a time", { grammar: "root ::= foo" }], ["Once upon a time", { regex: "(" }],
+  ["Once upon a time", { choice: [] }], ["Once upon a time", { jsonSchema: { type: "object", properties: { a: { minimum: "x" } } } }],
+  [[1, 999999], { jsonSchema: { type: "foo" } }], ["Once upon a time", { logitBias: { 999999: 1 }, regex: "(" }], ["Once upon a time", { n: 5, regex: "(" }],
+];
+
+test("a grammar, JSON schema, regex or choice list that does not compile: stream() and streamChat() throw at the call, generate() and chat() reject, with Node's class, message and option and nothing sent (in Engine.submit's order beside the model's limits; while a load is unanswered too)", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string; classes: string[] } | "no throw" | "resolved";
+  const { value, errors } = await inPage<{ stream: Refusal[]; generate: Refusal[]; chat: Refusal[]; sent: number; whileLoading: Refusal; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const options = { cache: false, threads: 1, contextSize: 256, maxSequences: 4 };
+    await engine.load("/models/stories260K.gguf", options);
+    const worker = engine.worker, post = worker.postMessage.bind(worker);
+    let sent = 0;
+    worker.postMessage = (m) => { sent++; post(m); };
+    const refusal = (e) => ({ name: e.name, message: e.message, option: e.option, classes: ["OptionError", "RequestError"].filter((c) => e instanceof lib[c]) });
+    const thrown = (call) => { try { call(); return "no throw"; } catch (e) { return refusal(e); } };
+    const cases = ${JSON.stringify(BAD_CONSTRAINTS)};
+    const stream = cases.map(([prompt, o]) => thrown(() => engine.stream(prompt, o)));
+    const generate = [];
+    for (const [prompt, o] of cases) generate.push(await engine.generate(prompt, o).then(() => "resolved", refusal));
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const chatOptions = [{ jsonSchema: { type: "foo" } }, { regex: "(", numBeams: 5 }].map((o) => ({ chatTemplate: "{{ messages[0].content }}", ...o }));
+    const chat = [...chatOptions.map((o) => thrown(() => engine.streamChat(messages, o)))];
+    for (const o of chatOptions) chat.push(await engine.chat(messages, o).then(() => "resolved", refusal));
+    const refusedSent = sent;
+    const loading = engine.load("/models/stories260K.gguf", options);
+    const whileLoading = thrown(() => engine.stream("Once upon a time", { jsonSchema: { type: "foo" } }));
+    await loading;
+    const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { stream, generate, chat, sent: refusedSent, whileLoading, after: after.completionTokens };`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, contextSize: 256, maxSequences: 4 });
+  try {
+    const refusal = (e: unknown): Refusal => {
+      const { name, message, option } = e as Error & { option?: string };
+      return { name, message, option, classes: Object.entries({ OptionError, RequestError }).filter(([, c]) => e instanceof c).map(([n]) => n) };
+    };
+    const thrown = (call: () => unknown): Refusal => {
+      try {
+        call();
+        return "no throw";
+      } catch (e) {
+        return refusal(e);
+      }
+    };
+    const node = BAD_CONSTRAINTS.map(([prompt, o]) => thrown(() => model.stream(prompt, o)));
+    assert.ok(!node.includes("no throw"), `Node refuses each at the call: ${JSON.stringify(node)}`);
+    // (before, each went to the worker: the stream's first next() rejected)
+    assert.deepEqual(value.stream, node);
+    const nodeGenerate: Refusal[] = [];
+    for (const [prompt, o] of BAD_CONSTRAINTS) nodeGenerate.push(await model.generate(prompt, o).then(() => "resolved" as const, refusal));
+    assert.deepEqual(value.generate, nodeGenerate);
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    const chatOptions = [{ jsonSchema: { type: "foo" } }, { regex: "(", numBeams: 5 }].map((o) => ({ chatTemplate: "{{ messages[0].content }}", ...o }));
+    const nodeChat = chatOptions.map((o) => thrown(() => model.streamChat(messages, o)));
+    for (const o of chatOptions) nodeChat.push(await model.chat(messages, o).then(() => "resolved" as const, refusal));
+    assert.ok(!nodeChat.includes("no throw") && !nodeChat.includes("resolved"), JSON.stringify(nodeChat));
+    assert.deepEqual(value.chat, nodeChat);
+    assert.deepEqual(value.whileLoading, node[0]);
+  } finally {
+    model.dispose();
+  }
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
+  assert.deepEqual(value.after, golden());
   assert.deepEqual(errors, []);
 });
 
@@ -402,13 +478,15 @@ test("an option postMessage cannot copy (a function, a symbol) rejects that call
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
     await engine.load("/models/stories260K.gguf", { cache: false, threads: 1 });
     const outcome = (call) => { try { return call().then(() => "resolved", (e) => "rejected: " + e.message); } catch (e) { return "threw: " + e.message; } };
-    const generate = await outcome(() => engine.generate("x", { maxTokens: 2, onToken: () => true }));
-    const chat = await outcome(() => engine.chat([{ role: "user", content: [{ type: "text", text: Symbol("hi") }] }], { maxTokens: 2 }));
+    // (a function where the library takes none, onToken, is an unknown option, refused first as Node refuses it)
+    const generate = await outcome(() => engine.generate("x", { maxTokens: 2, jsonSchema: { type: "string", description: () => "x" } }));
+    // (with a template: stories260K has none, which the page now says first, as Node does)
+    const chat = await outcome(() => engine.chat([{ role: "user", content: [{ type: "text", text: Symbol("hi") }] }], { maxTokens: 2, chatTemplate: "{{ messages[0].content }}" }));
     const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
     // a call left pending would reject unhandled here
     engine.terminate();
     return { generate, chat, after: after.completionTokens };`);
-  assert.match(value.generate, /^rejected: tsllm generate: options\.onToken \(a function\) cannot be sent to the engine worker \(.*could not be cloned/);
+  assert.match(value.generate, /^rejected: tsllm generate: options\.jsonSchema\.description \(a function\) cannot be sent to the engine worker \(.*could not be cloned/);
   assert.match(value.chat, /^rejected: tsllm chat: messages\[0\]\.content\[0\]\.text \(a symbol\) cannot be sent to the engine worker/);
   assert.deepEqual(value.after, golden());
   assert.deepEqual(errors, []);

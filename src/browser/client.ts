@@ -4,8 +4,8 @@
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
 import { checkChatArguments, NoChatTemplateError, type ChatMessageInput } from "../chat/index.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, type RequestLimits } from "../engine/request-checks.js";
-import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "../engine/request-checks.js";
+import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, constraintOf, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
 import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
@@ -49,18 +49,37 @@ function checkStreamOptions(options: object): void {
   checkGenerateRanges(options);
 }
 
+/** the constraints this page compiled (by spec), the last few: a repeated request's grammar is not compiled again on the main thread */
+const compiled = new Set<string>();
+
+/** a grammar, JSON schema, choice list or regex that does not compile: Engine.submit's RequestError, naming the option */
+function checkConstraint(options: WorkerGenerateOptions): void {
+  const spec = constraintOf(options);
+  if (spec === undefined) return;
+  const key = JSON.stringify(spec);
+  if (compiled.has(key)) return;
+  compileRequestConstraint(spec);
+  if (compiled.size >= 32) compiled.delete(compiled.values().next().value!);
+  compiled.add(key);
+}
+
 /**
- * The engine's checks that need only the model's limits (request-checks.ts), as Engine.submit
- * runs them at Model.stream's call: a token prompt against the vocabulary and the context, stop
- * tokens and logitBias ids against the vocabulary, choices or beams against the sequences run at
- * once. Not streamChat's stopTokens: they come after the template's end-of-turn ids, which
- * Node's message counts in their index (the worker refuses them, at the first next()).
+ * The engine's checks that need neither the model's tokenizer nor its KV cache
+ * (request-checks.ts), in Engine.submit's order, as it runs them at Model.stream's call: with
+ * the model's limits (once its load has answered) a token prompt against the vocabulary and the
+ * context, stop tokens and logitBias ids against the vocabulary; the constraint's grammar, which
+ * needs no model; then choices or beams against the sequences run at once. Not streamChat's
+ * stopTokens: they come after the template's end-of-turn ids, which Node's message counts in
+ * their index (the worker refuses them, at the first next()).
  */
-function checkAgainstModel(limits: RequestLimits, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: "check" | "leave"): void {
-  if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
-  if (stopTokens === "check" && Array.isArray(options.stopTokens)) checkStopTokens(options.stopTokens, limits.tokenIds);
-  checkLogitBiasIds(resolveSamplingOptions(samplingOptionsOf(options)).logitBias.keys(), limits.rows);
-  checkWidth(options.numBeams ?? options.n ?? 1, options.numBeams !== undefined, limits.maxSequences);
+function checkRequest(limits: RequestLimits | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: "check" | "leave"): void {
+  if (limits) {
+    if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
+    if (stopTokens === "check" && Array.isArray(options.stopTokens)) checkStopTokens(options.stopTokens, limits.tokenIds);
+    checkLogitBiasIds(resolveSamplingOptions(samplingOptionsOf(options)).logitBias.keys(), limits.rows);
+  }
+  checkConstraint(options);
+  if (limits) checkWidth(options.numBeams ?? options.n ?? 1, options.numBeams !== undefined, limits.maxSequences);
 }
 
 /** a URL relative to the page, as the worker (and the cache) sees it */
@@ -207,16 +226,49 @@ export class TsllmWorker {
     return this.call<string>({ op: "detokenize", tokens: [...tokens] }).done;
   }
 
-  /** Generates a completion of a text or token prompt, with the library's generation and sampling options. */
+  /**
+   * Generates a completion of a text or token prompt, with the library's generation and sampling
+   * options. What stream() refuses at its call rejects the promise here, with nothing sent.
+   */
   generate(prompt: string | readonly number[], options: WorkerGenerateOptions & StreamOptions = {}): Promise<GenerationResult> {
     const { signal, onStep, ...rest } = options;
+    try {
+      this.checkGeneration(prompt, signal === undefined ? rest : { ...rest, signal });
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.streamed({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, { signal, onStep });
   }
 
-  /** The assistant's reply to a conversation, through the model's chat template. */
+  /**
+   * The assistant's reply to a conversation, through the model's chat template. What
+   * streamChat() refuses at its call rejects the promise here, with nothing sent.
+   */
   chat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & StreamOptions = {}): Promise<GenerationResult> {
     const { signal, onStep, ...rest } = options;
+    try {
+      this.checkChat(messages, signal === undefined ? rest : { ...rest, signal });
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.streamed({ op: "chat", messages: [...messages], options: rest }, { signal, onStep });
+  }
+
+  /** what the page can tell of a generation request before it is sent (stream() and generate()) */
+  private checkGeneration(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal }): void {
+    checkStreamOptions(options);
+    if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
+    checkRequest(this.model?.limits, prompt, options, "check");
+  }
+
+  /** what the page can tell of a chat request before it is sent (streamChat() and chat()) */
+  private checkChat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & { signal?: AbortSignal }): void {
+    checkChatArguments(messages, options);
+    // (as Model.streamChat finds no template before it checks the generation options)
+    if (this.model && !this.model.hasChatTemplate && options.chatTemplate === undefined) throw new NoChatTemplateError();
+    const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
+    checkStreamOptions(generation);
+    checkRequest(this.model?.limits, undefined, generation, "leave");
   }
 
   /**
@@ -234,15 +286,14 @@ export class TsllmWorker {
    * prompt's kind, a terminated worker, a value that cannot be sent) throws here with nothing
    * sent, as Model.stream does; so does what the loaded model's limits tell (a token id outside
    * its vocabulary in the prompt, stopTokens or logitBias, a token prompt that fills its context,
-   * n or numBeams past its sequences at once), once its load has answered. What needs its
-   * tokenizer (a text prompt longer than the context) or its KV cache rejects the first next().
+   * n or numBeams past its sequences at once), once its load has answered, and a grammar, JSON
+   * schema, choice list or regex that does not compile (the engine's RequestError). What needs
+   * its tokenizer (a text prompt longer than the context) or its KV cache rejects the first next().
    * Leaving the loop (break, return, a throw),
    * even before its first step, stops the generation in the worker.
    */
   stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
-    checkStreamOptions(options);
-    if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
-    if (this.model) checkAgainstModel(this.model.limits, prompt, options, "check");
+    this.checkGeneration(prompt, options);
     const { signal, ...rest } = options;
     return this.steps({ op: "generate", prompt: typeof prompt === "string" ? prompt : [...prompt], options: rest }, signal);
   }
@@ -255,12 +306,7 @@ export class TsllmWorker {
    * answered) throws a NoChatTemplateError here, as Model.streamChat does.
    */
   streamChat(messages: readonly ChatMessageInput[], options: WorkerChatOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
-    checkChatArguments(messages, options);
-    // (as Model.streamChat finds no template before it checks the generation options)
-    if (this.model && !this.model.hasChatTemplate && options.chatTemplate === undefined) throw new NoChatTemplateError();
-    const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
-    checkStreamOptions(generation);
-    if (this.model) checkAgainstModel(this.model.limits, undefined, generation, "leave");
+    this.checkChat(messages, options);
     const { signal, ...rest } = options;
     return this.steps({ op: "chat", messages: [...messages], options: rest }, signal);
   }

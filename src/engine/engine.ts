@@ -4,11 +4,11 @@ import { DisposedError, formatBytes, OptionError, shownValue } from "../units/in
 import { createStopMatcher, Sequence, tokenLogprobs, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
-import { compileConstraint, ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
+import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, type RequestLimits } from "./request-checks.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
@@ -560,14 +560,7 @@ export class Engine {
     const key = JSON.stringify(spec);
     let g = this.grammars.get(key);
     if (!g) {
-      try {
-        g = compileConstraint(spec);
-      } catch (e) {
-        const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "regex" in spec ? "regex" : "json";
-        // (a message that already names the option is not prefixed again: "choice: choice: ...")
-        const message = (e as Error).message;
-        throw new RequestError(message.startsWith(`${option}: `) ? message : `${option}: ${message}`, option);
-      }
+      g = compileRequestConstraint(spec);
       if (this.grammars.size >= 32) this.grammars.delete(this.grammars.keys().next().value!);
       this.grammars.set(key, g);
     }

@@ -1,10 +1,12 @@
 /**
- * The engine's checks of a request against the loaded model's limits that need neither its
- * tokenizer nor its KV cache: token ids against the vocabulary, a token prompt against the
- * context, a request's width against the sequences run at once. Engine.submit runs them; the
- * browser build's page runs them too, with the limits the worker sent at load, so that such a
- * request throws at the call of stream() as Model.stream does, not at its first step.
+ * The engine's checks of a request that need neither the model's tokenizer nor its KV cache:
+ * token ids against the vocabulary, a token prompt against the context, a request's width
+ * against the sequences run at once (the model's limits), and a constraint's grammar, which needs
+ * no model at all. Engine.submit runs them; the browser build's page runs them too, with the
+ * limits the worker sent at load, so that such a request throws at the call of stream() as
+ * Model.stream does, not at its first step.
  */
+import { compileConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import { shownValue } from "../units/index.js";
 import { RequestError } from "./errors.js";
 
@@ -45,5 +47,17 @@ export function checkLogitBiasIds(ids: Iterable<number>, rows: number): void {
 export function checkWidth(width: number, beams: boolean, maxSequences: number): void {
   if (width > maxSequences) {
     throw new RequestError(`${beams ? "numBeams" : "n"} = ${width} ${beams ? "beams" : "completions"} exceed the ${maxSequences} sequences the engine runs at once (maxSequences)`, beams ? "numBeams" : "n");
+  }
+}
+
+/** a constraint compiled (the engine's grammar), or a RequestError naming the option whose grammar, schema, choices or regex does not compile, and where */
+export function compileRequestConstraint(spec: ConstraintSpec): Grammar {
+  try {
+    return compileConstraint(spec);
+  } catch (e) {
+    const option = "grammar" in spec ? "grammar" : "jsonSchema" in spec ? "jsonSchema" : "choice" in spec ? "choice" : "regex" in spec ? "regex" : "json";
+    // (a message that already names the option is not prefixed again: "choice: choice: ...")
+    const message = (e as Error).message;
+    throw new RequestError(message.startsWith(`${option}: `) ? message : `${option}: ${message}`, option);
   }
 }
