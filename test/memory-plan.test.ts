@@ -393,6 +393,27 @@ test("generate --n / --num-beams below the memory margin: the pool holds the req
   }
 });
 
+test("generate's KV refusal proposes only a cache type that stores fewer bytes a token: q4_0 past q8_0, none past q4_0 (the cache it has refuses the same; the proposal runs)", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  // free = the plan at 512 tokens of the cache asked for, a 1 GiB margin: the pool holds one context and 20 choices are refused
+  const envAt = (type: "q8_0" | "q4_0") => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(loadPlanRequest(openModel(FILE), { backend: "reference", cacheTypeK: type, cacheTypeV: type }, 512)!).totalBytes), TSLLM_MEMORY_MARGIN: String(2 ** 30) });
+  const gen = (type: string) => ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json", "--n", "20", "--cache-type-k", type, "--cache-type-v", type];
+  const refused = await cli(gen("q8_0"), envAt("q8_0"));
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /but the KV cache holds 512 tokens .*; lower --max-tokens or --n, or make the KV cache smaller per token: --cache-type-k q4_0 --cache-type-v q4_0\n$/);
+  // the judge: the CLI itself. The cache it already has (the old proposal) refuses the same; the proposal runs the 20 choices
+  assert.equal((await cli(gen("q8_0"), envAt("q8_0"))).stderr, refused.stderr);
+  const proposed = await cli(gen("q4_0"), envAt("q8_0"));
+  assert.equal(proposed.code, 0, proposed.stderr);
+  assert.equal((JSON.parse(proposed.stdout) as { choices: unknown[] }).choices.length, 20);
+  // q4_0 is the smallest cache type: refused at its own plan, no cache flags are proposed
+  const smallest = await cli(gen("q4_0"), envAt("q4_0"));
+  assert.equal(smallest.code, 2, smallest.stderr);
+  assert.match(smallest.stderr, /but the KV cache holds 512 tokens .*; lower --max-tokens or --n\n$/);
+  assert.doesNotMatch(smallest.stderr, /--cache-type/);
+});
+
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above

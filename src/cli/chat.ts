@@ -4,7 +4,7 @@ import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -98,6 +98,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const chatTemplate = chatTemplateFrom(values);
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
   const model = await loadModel(path, loadOptions);
+  const remedies = { smallerCache: smallerCacheFlags(model) };
   const interactive = process.stdin.isTTY === true;
   let rl: Interface | undefined;
   let input: Input | undefined;
@@ -207,9 +208,9 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       let result;
       try {
         // the conversation as the template takes it; the system prompt already in it when merged
-        const it = startStream(() => model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal }));
+        const it = startStream(() => model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal }), remedies);
         for (;;) {
-          const r = await it.next().catch(asUsageError);
+          const r = await it.next().catch((e: unknown) => asUsageError(e, remedies));
           if (r.done) { result = r.value; break; }
           process.stdout.write(r.value.text);
         }

@@ -1,17 +1,17 @@
-import { readFileSync } from "node:fs";
 import type { ChatTemplateSource } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
-import { loadModel, loadModelForOneRequest, type LoadModelOptions } from "../llm.js";
-import { decoderShape, LOAD_QUANTIZATIONS, openModel, type LoadQuantization } from "../models/index.js";
+import { loadModel, loadModelForOneRequest, type LoadModelOptions, type Model } from "../llm.js";
+import { checkCacheTypes, decoderShape, LOAD_QUANTIZATIONS, openModel, type LoadQuantization } from "../models/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
-import { checkAttentionOrder, parseKVCacheType } from "../kernels/index.js";
+import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
 import { refusalInTerms, RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -21,7 +21,8 @@ Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
   --prompt TEXT         prompt text; BOS is added when the model's metadata says so. Without --prompt or
                         --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
-  --file FILE           read the prompt from this file (UTF-8; a leading BOM and one final line break are dropped, as llama.cpp's -f)
+  --file FILE           read the prompt from this file (UTF-8, else refused; a leading BOM and one final line break
+                        are dropped, as llama.cpp's -f; - reads stdin)
   --max-tokens N        most tokens to generate (default 256; -1 or -2: until the context is full, as
                         llama.cpp's -n -1 / -2, which stop there when context shift is off, its default)
   --temperature T       <= 0 = greedy (default 0.8)
@@ -149,11 +150,9 @@ async function promptFrom(values: ParsedValues): Promise<string> {
   const file = optionalString(values, "file");
   if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
   if (prompt !== undefined) return prompt;
-  if (file !== undefined) return promptFromText(readTextFile(file, "--file"));
+  if (file !== undefined) return promptFromText(await readTextInput(file, "--file"));
   if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString("utf8");
+  const text = await readStdinText("the prompt on stdin");
   // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
   if (text === "") throw new UsageError("no prompt: stdin was empty (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
   return promptFromText(text);
@@ -180,14 +179,6 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   if (choice) return { choice };
   const regex = optionalString(values, "regex");
   return regex !== undefined ? { regex } : {};
-}
-
-function readTextFile(path: string, option: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    throw new UsageError(`${option}: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
 }
 
 export async function runGenerate(argv: string[]): Promise<void> {
@@ -230,14 +221,15 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const model = await loadModelForOneRequest(path, loadOptions, width);
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
+  const remedies = { widthFlag, smallerCache: smallerCacheFlags(model) };
   try {
     const it = startStream(() => flag(values, "chat")
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
-      : model.stream(prompt, options), widthFlag);
+      : model.stream(prompt, options), remedies);
     let result;
     let header = -1;
     for (;;) {
-      const r = await it.next().catch((e: unknown) => asUsageError(e, widthFlag));
+      const r = await it.next().catch((e: unknown) => asUsageError(e, remedies));
       if (r.done) { result = r.value; break; }
       if (flag(values, "json")) continue;
       // with --n the choices stream one after another: a header line before each
@@ -269,10 +261,11 @@ export async function runGenerate(argv: string[]): Promise<void> {
  * (stop, logitBias, numBeams, regex, ...): from the command line that is a bad flag, so a usage
  * error (exit 2) naming the flag, in the flags' words (refusalInTerms, as serve words them in
  * its own): a KV cache too small names what the command line sizes it by. `widthFlag`: the
- * flag that made the request wide (--n, --num-beams), which a smaller value of also fits.
- * Other errors pass through.
+ * flag that made the request wide (--n, --num-beams), which a smaller value of also fits;
+ * `smallerCache`: the cache types that store the loaded cache in fewer bytes a token
+ * (smallerCacheFlags), none where it is already as small as it goes. Other errors pass through.
  */
-export function asUsageError(e: unknown, widthFlag?: string): never {
+export function asUsageError(e: unknown, { widthFlag, smallerCache }: StreamRemedies = {}): never {
   if (!(e instanceof RequestError)) throw e;
   const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
@@ -281,20 +274,50 @@ export function asUsageError(e: unknown, widthFlag?: string): never {
     // (loadModelForOneRequest) is already what all of the free memory holds, its width at most
     // (kvPoolBytes): the margin is given up, so a smaller --memory-margin adds nothing to it
     kvCacheTooSmall: widthFlag
-      ? `lower --max-tokens or ${widthFlag}, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0`
-      : "lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin, or --cache-type-k q8_0 --cache-type-v q8_0",
+      ? `lower --max-tokens or ${widthFlag}${smallerCache ? `, or make the KV cache smaller per token: ${smallerCache}` : ""}`
+      : `lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin${smallerCache ? `, or ${smallerCache}` : ""}`,
     contextTooSmall: "use a larger --ctx-size or a shorter prompt",
   }).replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
   throw new UsageError(`--${flagName}: ${message}`);
 }
 
+/** what a refused request's usage error may propose (asUsageError) */
+export interface StreamRemedies {
+  readonly widthFlag?: string;
+  readonly smallerCache?: string;
+}
+
 /** starts a library stream: the library refuses a bad option at the call, before any step, so that refusal is a usage error too */
-export function startStream<T>(start: () => T, widthFlag?: string): T {
+export function startStream<T>(start: () => T, remedies?: StreamRemedies): T {
   try {
     return start();
   } catch (e) {
-    return asUsageError(e, widthFlag);
+    return asUsageError(e, remedies);
   }
+}
+
+/** how far each side of a KV cache can shrink, q8_0 first (3.8x smaller than f32), f16 where a block format is refused */
+const SMALLER_CACHE_TYPES: Readonly<Record<KVCacheType, readonly KVCacheType[]>> = { f32: ["q8_0", "f16"], f16: ["q8_0"], q8_0: ["q4_0"], q4_0: [] };
+
+/**
+ * The --cache-type-k / --cache-type-v that store `model`'s KV cache in fewer bytes a token, as
+ * its load would take them (its head dim, attention order and backend): undefined where none
+ * does (both sides q4_0), so that a refusal does not propose the cache the model already has.
+ */
+export function smallerCacheFlags(model: Model): string | undefined {
+  const types = model.languageModel.kvCacheTypes;
+  for (const k of [...SMALLER_CACHE_TYPES[types.k], types.k]) {
+    for (const v of [...SMALLER_CACHE_TYPES[types.v], types.v]) {
+      if (k === types.k && v === types.v) continue;
+      try {
+        checkCacheTypes({ ...types, k, v }, model.info.headDim, model.backend);
+      } catch {
+        continue;
+      }
+      return `--cache-type-k ${k} --cache-type-v ${v}`;
+    }
+  }
+  return undefined;
 }
 
 /** a one-line note on stderr when a completion (any of its choices) stopped because the context was full: the text is cut, not finished */
@@ -492,9 +515,5 @@ function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
 export function chatTemplateFrom(values: ParsedValues): ChatTemplateSource | undefined {
   const file = optionalString(values, "chat-template");
   if (file === undefined) return undefined;
-  try {
-    return { source: readFileSync(file, "utf8"), where: `--chat-template ${file}` };
-  } catch (e) {
-    throw new Error(`--chat-template ${file}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-  }
+  return { source: readTextFile(file, "--chat-template"), where: `--chat-template ${file}` };
 }
