@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { test } from "node:test";
+import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* `tsllm pipeline` and `tsllm embed` against the transformers oracles; usage errors exit 2. */
@@ -303,4 +304,20 @@ test("tsllm pipeline text-generation --memory-margin SIZE: generate's flag, read
   const bad = tsllm("pipeline", "text-generation", "--model", "m", "--input", "x", "--memory-margin", "lots");
   assert.equal(bad.status, 2, bad.stderr);
   assert.equal(bad.stderr, 'tsllm: error: --memory-margin expects a size in bytes (e.g. 268435456, 256MiB, 1G), got "lots"\n');
+});
+
+// first / average / max on a tokenizer that marks no continuing token guess words from spaces, as
+// transformers' fallback heuristic, which warns; the command line printed nothing of it
+test("tsllm pipeline ner --aggregation-strategy first on a byte-level BPE tokenizer: one warning line, transformers' fallback heuristic; none with simple", { skip: skipWithoutShared("hf-oracle/roberta-sst") }, async () => {
+  const folder = await robertaTokenClassifier();
+  try {
+    const r = tsllm("pipeline", "ner", "--model", folder, "--input", "Hugging Face is in New York", "--input", "Paris", "--aggregation-strategy", "first", "--json", "--threads", "1");
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /^tsllm: warning: input 0 \("Hugging Face is in New Y\.\.\."\): token-classification: aggregationStrategy "first": [^\n]*\(transformers: "Tokenizer does not support real words, using fallback heuristic"\)\n$/);
+    const simple = tsllm("pipeline", "ner", "--model", folder, "--input", "Hugging Face is in New York", "--aggregation-strategy", "simple", "--json", "--threads", "1");
+    assert.equal(simple.status, 0, simple.stderr);
+    assert.equal(simple.stderr, "");
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 });

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
 import { DEFAULT_MODELS, embed, loadModel, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
@@ -617,4 +618,43 @@ test("fill-mask targets that are not vocabulary entries: one warning each throug
     fill.dispose();
   }
   await assert.rejects(pipeline("fill-mask", folder, { threads: 1, onWarning: "log" as never }), /^OptionError: pipeline: onWarning: expected a function \(message: string\) => void, got "log"$/);
+});
+
+/*
+ * token-classification's first / average / max with a tokenizer that marks no continuing token
+ * (a byte-level BPE, RoBERTa's): transformers' gather_pre_entities then finds words by a space
+ * guess and warns "Tokenizer does not support real words, using fallback heuristic" (warnings.warn,
+ * shown once by Python's default filter); "none" and "simple" never read the guess and say nothing.
+ * tsllm guessed silently. Now one line through onWarning, at the first call that guesses.
+ */
+test("token-classification first/average/max with a tokenizer marking no continuing token: one warning through onWarning (transformers' fallback heuristic); none for none/simple or WordPiece", { skip: skipWithoutShared("hf-oracle/roberta-sst") || skipWithoutShared("hf-oracle/bert-ner") }, async () => {
+  // the judge for which tokenizer guesses: transformers' test is the tokenizer.json model's continuing_subword_prefix (truthy: WordPiece's "##")
+  const prefixOf = (name: string) => JSON.parse(readFileSync(`${SHARED}/hf-oracle/${name}/tokenizer.json`, "utf8")).model.continuing_subword_prefix;
+  assert.ok(!prefixOf("roberta-sst"));
+  assert.equal(prefixOf("bert-ner"), "##");
+  const folder = await robertaTokenClassifier();
+  const warnings: string[] = [];
+  const ner = await pipeline("ner", folder, { threads: 1, onWarning: (w) => warnings.push(w) });
+  try {
+    await ner("Hugging Face is in New York", { aggregationStrategy: "simple" });
+    await ner(["Hugging Face is in New York"]);
+    assert.deepEqual(warnings, []);
+    await ner("Hugging Face is in New York", { aggregationStrategy: "average" });
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0]!, /^token-classification: aggregationStrategy "average": [^\n]*\(transformers: "Tokenizer does not support real words, using fallback heuristic"\)$/);
+    // once, as Python shows a warnings.warn once
+    await ner(["Hugging Face", "is in New York"], { aggregationStrategy: "max" });
+    assert.equal(warnings.length, 1);
+  } finally {
+    ner.dispose();
+    rmSync(folder, { recursive: true, force: true });
+  }
+  const wordPiece: string[] = [];
+  const bert = await pipeline("ner", `${SHARED}/hf-oracle/bert-ner`, { threads: 1, aggregationStrategy: "first", onWarning: (w) => wordPiece.push(w) });
+  try {
+    await bert("Hugging Face is in New York");
+    assert.equal(wordPiece.length, 0); // WordPiece's "##" tells a word's continuing tokens: nothing guessed
+  } finally {
+    bert.dispose();
+  }
 });

@@ -120,7 +120,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // the input being run, while one is: what the library says during its call (a warning, an error) names it
   let running: number | undefined;
   const about = (message: string) => (running === undefined || inputs.length === 1 ? message : `${inputLabel(inputs, running)}: ${message}`);
-  // the library's warnings (a decoder's load's; a generation asking for more than the context holds; a --target that is no vocabulary entry), one line each
+  // the library's warnings (a decoder's load's; a generation asking for more than the context holds; a --target that is no vocabulary entry; words guessed from spaces by --aggregation-strategy first, average or max), one line each
   const onWarning = (message: string) => printWarning(about(message));
   const decoder = memoryMargin !== undefined ? { memoryMargin } : {};
   // --target is the pipeline's own (transformers' pipeline(..., targets=)): told of once, not once per --input

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { isEncoderModel, loadsAsEncoder, transformerFolder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
-import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
+import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embeddingTokensAsync, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { FEATURE_EXTRACTION_OPTIONS, featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
 import { FILL_MASK_OPTIONS, fillMask, type FillMaskOptions } from "./fill-mask.js";
@@ -37,10 +37,11 @@ export const DEFAULT_MODELS: Readonly<Record<PipelineTask | "embeddings", string
 export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "embeddings") as PipelineTask[];
 
 /**
- * onWarning (text-generation and fill-mask): where their warnings go, one line each (default
- * process.emitWarning): text-generation's load's and calls', fill-mask's targets that are not
- * vocabulary entries (transformers' logger warnings); memoryMargin (text-generation only): the free memory its default KV
- * pool leaves unused, as loadModel's
+ * onWarning (text-generation, fill-mask, token-classification): where their warnings go, one line
+ * each (default process.emitWarning): text-generation's load's and calls', fill-mask's targets that
+ * are not vocabulary entries, token-classification's words guessed from spaces (first, average, max
+ * with a tokenizer that marks no continuing token) (transformers' warnings); memoryMargin
+ * (text-generation only): the free memory its default KV pool leaves unused, as loadModel's
  */
 export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning" | "memoryMargin">;
 
@@ -171,7 +172,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
         return attach(textClassification(runner, calls), base);
       case "token-classification":
       case "ner":
-        return attach(tokenClassification(runner, calls), base);
+        return attach(tokenClassification(runner, calls, warn), base);
       case "fill-mask":
         return attach(fillMask(runner, calls, warn), base);
       case "feature-extraction":
@@ -203,6 +204,7 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
     maxTokens,
     countTokens: (inputs, o) => embeddingTokens(runner, inputs, o).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize: (inputs, o) => embeddingTokens(runner, inputs, o),
+    tokenizeAsync: (inputs, o) => embeddingTokensAsync(runner, inputs, o),
     embed: (inputs, o) => embedWith(runner, inputs, o),
     ...disposer(() => runner.dispose()),
   };

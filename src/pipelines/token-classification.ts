@@ -83,16 +83,30 @@ function mergeOverlapping(entities: EntityGroup[]): EntityGroup[] {
  * than its span, continues the word; otherwise a piece not preceded by a space), then the
  * aggregation strategy and B-/I- grouping, labels in ignoreLabels left out. `defaults`: options
  * given when the pipeline was made (transformers' pipeline("ner", aggregation_strategy="simple")),
- * a call's own options over them.
+ * a call's own options over them. `warn`: where the first call that groups words (first, average,
+ * max) by the space guess, the tokenizer marking no continuing token, is told of that, once.
  */
-export function tokenClassification(runner: EncoderRunner, defaults: TokenClassificationOptions = {}) {
+export function tokenClassification(runner: EncoderRunner, defaults: TokenClassificationOptions, warn: (message: string) => void) {
   const info = runner.model.info;
   if (info.head !== "token-classification") throw new Error(`${runner.opened.path}: token-classification needs a token classifier (…ForTokenClassification), found ${info.hfArchitecture}`);
   const tok = runner.tokenizer as HFTokenizer;
   const wordAware = typeof tok.continuingSubwordPrefix === "string";
   const joinTokens = (tokens: string[]) => (typeof tok.tokensToString === "function" ? tok.tokensToString(tokens) : tokens.join(" "));
 
-  const gather = (text: string, enc: ModelInput, logits: Float32Array): PreEntity[] => {
+  /**
+   * transformers warns (warnings.warn, which Python's default filter shows once per process) when
+   * first/average/max find words by the space guess: told once per pipeline, at the first call
+   * that does
+   */
+  let guessTold = false;
+  const tellGuess = (strategy: AggregationStrategy) => {
+    if (guessTold) return;
+    guessTold = true;
+    warn(`token-classification: aggregationStrategy "${strategy}": this tokenizer marks no token as continuing a word (it has no continuing-subword prefix, as WordPiece's "##"), so words are guessed from spaces: a token not preceded by a space joins the word before it (transformers: "Tokenizer does not support real words, using fallback heuristic")`);
+  };
+
+  /** the tokens' entries; `guessed`: set when a token's word start came from the space guess */
+  const gather = (text: string, enc: ModelInput, logits: Float32Array, guessed: { used: boolean }): PreEntity[] => {
     const n = info.labels.length, cps = [...text];
     const out: PreEntity[] = [];
     enc.ids.forEach((id, idx) => {
@@ -104,6 +118,7 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
       const [start, end] = off;
       const ref = slice(cps, start, end);
       let isSubword = wordAware ? [...word].length !== [...ref].length : start > 0 && !slice(cps, start - 1, start + 1).includes(" ");
+      if (!wordAware) guessed.used = true;
       if (id === tok.unkId) { word = ref; isSubword = false; }
       out.push({ word, scores, start, end, index: idx, isSubword });
     });
@@ -263,11 +278,14 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     const windows = contents.map((c) => windowsOf(c.ids, c.offsets, checked.stride));
     const logits = (await runner.run(windows.flat())).logits!;
     let next = 0;
+    const guessed = { used: false };
     const results = contents.map((c, i) => {
-      const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!), checked));
+      const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!, guessed), checked));
       // (transformers merges only when there are several windows: "none" never has them)
       return found.length > 1 ? mergeOverlapping(found.flat() as EntityGroup[]) : found[0]!;
     });
+    // (as transformers: "none" and "simple" never read the guess)
+    if (guessed.used && (checked.strategy === "first" || checked.strategy === "average" || checked.strategy === "max")) tellGuess(checked.strategy);
     return single ? results[0] : results;
   };
 }
