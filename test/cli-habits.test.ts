@@ -87,17 +87,47 @@ test("generate reads the prompt from a pipe or --file: a BOM and the final line 
   // a line break inside stays: only the one that ends the file goes
   writeFileSync(file, "Once\nupon\n\n");
   assert.equal(greedy(["--file", file]).prompt, "Once\nupon\n");
+  // - is stdin, as the GNU tools take it (it was a file named "-": ENOENT)
+  const dash = greedy(["--file", "-"], "Once\n");
+  assert.equal(dash.prompt, "Once");
+  assert.deepEqual(dash.completionTokens, given.completionTokens);
 });
 
-test("generate's prompt sources: nothing piped, both --prompt and --file, an unreadable --file, each one line and exit 2", () => {
+test("generate's prompt sources: nothing piped, both --prompt and --file, each one line and exit 2", () => {
   for (const [args, message] of [
     [["generate", "--model", "x.gguf"], /^tsllm: error: no prompt: stdin was empty \(give --prompt TEXT or --file FILE; --prompt "" for an empty prompt\)\n$/],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--file", "p.txt"], /^tsllm: error: give --prompt or --file, not both\n$/],
-    [["generate", "--model", "x.gguf", "--file", join(dir, "missing.txt")], /^tsllm: error: --file: cannot read .*missing\.txt: ENOENT\n$/],
   ] as const) {
     const r = tsllm([...args]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, message);
+    assert.equal(r.stdout, "");
+  }
+});
+
+// 0xE9 is Latin-1's é; in UTF-8 it opens a three-byte character, which " " cannot continue (RFC 3629).
+// Read leniently it became U+FFFD, three bytes llama.cpp never saw (it tokenizes the file's bytes).
+const LATIN1 = Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x20, 0x6f, 0x6b]); // "café ok" in Latin-1
+test("text files a flag names, and the prompt on stdin: missing, a folder, not UTF-8 — one line naming the flag and the file, exit 1, nothing run", () => {
+  const latin1 = join(dir, "latin1.txt");
+  writeFileSync(latin1, LATIN1);
+  // the valid part before the bad byte may hold a U+FFFD of its own: the offset is still the bad byte's
+  const replaced = join(dir, "replacement-then-latin1.txt");
+  writeFileSync(replaced, Buffer.concat([Buffer.from("\uFFFD"), LATIN1]));
+  const notUtf8 = (at: number) => `not UTF-8 text (byte ${at}, 0xE9, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`;
+  for (const [args, message, input] of [
+    [["generate", "--model", "x.gguf", "--file", join(dir, "missing.txt")], `--file ${join(dir, "missing.txt")}: no such file`],
+    [["generate", "--model", "x.gguf", "--file", dir], `--file ${dir}: it is a folder, not a text file`],
+    [["generate", "--model", "x.gguf", "--file", latin1], `--file ${latin1}: ${notUtf8(3)}`],
+    [["generate", "--model", "x.gguf", "--file", replaced], `--file ${replaced}: ${notUtf8(6)}`],
+    [["generate", "--model", "x.gguf", "--file", "-"], `--file - (stdin): ${notUtf8(3)}`, LATIN1],
+    [["generate", "--model", "x.gguf"], `the prompt on stdin: ${notUtf8(3)}`, LATIN1],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--grammar", latin1], `--grammar ${latin1}: ${notUtf8(3)}`],
+    [["perplexity", "--model", "x.gguf", "--file", latin1], `--file ${latin1}: ${notUtf8(3)}`],
+  ] as const) {
+    const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
+    assert.equal(r.stderr, `tsllm: error: ${message}\n`, args.join(" "));
+    assert.equal(r.status, 1, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stdout, "");
   }
 });
@@ -358,5 +388,22 @@ test("quantize takes llama-quantize's IN TYPE (output ggml-model-TYPE.gguf besid
     if (typeof message === "string") assert.equal(r.stderr, message);
     else assert.match(r.stderr, message);
     unchanged(args.join(" "));
+  }
+});
+
+const HF_FOLDER = "hf-oracle/gpt2-tiny";
+test("convert / quantize --vocab naming no file, or a folder: one line naming --vocab, exit 1, nothing written", { skip: skipWithoutShared(HF_FOLDER) }, () => {
+  const folder = sharedFile(HF_FOLDER)!;
+  const out = join(dir, "vocab-refused.gguf");
+  const missing = join(dir, "no-such-vocab.gguf");
+  for (const command of [["convert", "--model", folder, "--out", out], ["quantize", folder, out, "q8_0"]]) {
+    // Node's own "ENOENT: no such file or directory, open '...'" named no option; a folder was "DIR: file: is a folder, not a file"
+    for (const [vocab, message] of [[missing, `--vocab ${missing}: no such file`], [dir, `--vocab ${dir}: it is a folder, not a file`]] as const) {
+      const r = tsllm([...command, "--vocab", vocab]);
+      assert.equal(r.stderr, `tsllm: error: ${message}\n`, command[0]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stdout, "");
+      assert.ok(!existsSync(out));
+    }
   }
 });

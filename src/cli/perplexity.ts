@@ -1,9 +1,9 @@
-import { readFileSync } from "node:fs";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
@@ -15,7 +15,7 @@ with its standard error.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
-  --file TEXT           text file to evaluate (required)
+  --file TEXT           UTF-8 text file to evaluate (required; - reads stdin)
   --ctx N               window size in tokens (default 512); 0: the model's trained context (the
                         KV cache is then sized for it, 128K tokens on some models)
   --batch N             tokens per forward pass (default: the whole window)
@@ -71,13 +71,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
   const backend = backendOption(values);
   const json = flag(values, "json");
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new Error(`--file ${file}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a folder, not a text file" : (e as Error).message}`);
-  }
+  const text = await readTextInput(file, "--file");
   // the text against the window before the model is loaded at that context: a text too short
   // for one window of --ctx 100000 was found only after weights and a 100000-token KV cache were
   // allocated (or after the memory plan refused a context the text never needed)
@@ -100,7 +94,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const model = await loadModel(modelFile, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);
     models.push(model);
     const common = { ctx, batch, chunks, bosId };
-    if (!json) process.stderr.write(`${file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
+    if (!json) process.stderr.write(`${file === "-" ? "stdin" : file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
     if (kl) {
       const base = await loadModel(basePath!, loadOptions).catch(namingCtx);
       models.push(base);

@@ -1,8 +1,9 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { quantizeModel, tensorTypesRefusal, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
+import { vocabOption } from "./input-files.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
                       [--output-tensor-type T] [--token-embedding-type T] [--vocab FILE.gguf] [--verbose] [--json]
@@ -193,10 +194,12 @@ export async function runQuantize(argv: string[]): Promise<void> {
   const embeddingType = optionalString(values, "token-embedding-type");
   if (embeddingType !== undefined) given.tokenEmbeddingType = tensorType(embeddingType, "--token-embedding-type");
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
+  // with a GGUF IN, quantizeModel refuses any --vocab as one for a folder only, there or not
+  const vocab = statSync(input).isDirectory() ? vocabOption(values) : optionalString(values, "vocab");
   // derived from the type only now that it is known to be one
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
   const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
-  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...given, ...(optionalString(values, "vocab") !== undefined ? { vocab: optionalString(values, "vocab")! } : {}) });
+  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...given, ...(vocab !== undefined ? { vocab } : {}) });
   if (flag(values, "json")) {
     process.stdout.write(JSON.stringify({ input, output, type, tensors: r.tensors, types: r.types, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
     return;
