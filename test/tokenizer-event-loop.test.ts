@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { GGUFMetadata, readGGUFHeader } from "../src/formats/index.js";
+import { loadEmbeddingModel, startServer, type EmbeddingModel, type OpenAIServer } from "../src/index.js";
 import { loadGGUFTokenizer, SpmMerger, type Tokenizer } from "../src/tokenizer/index.js";
 import { serveStories, skipStories } from "./helpers/serve.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -81,46 +82,87 @@ for (const vocab of ["llama-spm", "phi-3"]) {
   });
 }
 
+/**
+ * Watches (does not replace) a served model's tokenizer: the promise `started(nth)` gives resolves
+ * at the nth call since with a text of more than a megabyte, when the server starts tokenizing it
+ */
+function watchBigTexts(tokenizer: Tokenizer): (nth: number) => Promise<void> {
+  const tok = tokenizer as unknown as Record<"encode" | "encodeAsync", (text: string, options?: object) => unknown>;
+  let signal = () => {};
+  for (const name of ["encode", "encodeAsync"] as const) {
+    const real = tok[name].bind(tok);
+    tok[name] = (text: string, options?: object) => {
+      if (text.length > 1_000_000) signal();
+      return real(text, options);
+    };
+  }
+  return (nth) => new Promise<void>((resolve) => { signal = () => { if (--nth === 0) resolve(); }; });
+}
+
+/**
+ * POSTs `body` to `path` and, once the server tokenizes its big text (the `nth` time), GETs
+ * /health: the big request's answer, once /health was answered before it (before encodeAsync, the
+ * event loop stayed with the tokenizer until it was done)
+ */
+async function healthFirst(url: string, started: (nth: number) => Promise<void>, path: string, body: unknown, nth = 1): Promise<{ status: number; text: string }> {
+  const order: string[] = [];
+  const tokenizing = started(nth);
+  const request = fetch(`${url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
+    .then(async (r) => { order.push("big request"); return { status: r.status, text: await r.text() }; });
+  const health = tokenizing.then(() => fetch(`${url}/health`)).then((r) => { order.push("health"); return r.status; });
+  const [answer, healthStatus] = await Promise.all([request, health]);
+  assert.equal(healthStatus, 200);
+  assert.deepEqual(order, ["health", "big request"]);
+  return answer;
+}
+
+const big = () => readFileSync(sharedFile(TEXTS[2]!)!, "utf8").repeat(80); // 2.4 MB
+
 describe("tsllm serve answers /health while it tokenizes a multi-megabyte prompt", { skip: skipStories || skipWithoutShared(TEXTS[2]!) }, () => {
   let s: Awaited<ReturnType<typeof serveStories>>;
-  /** resolves when the server starts tokenizing a text of more than a megabyte */
-  let started: () => Promise<void>;
+  let started: (nth: number) => Promise<void>;
   before(async () => {
     s = await serveStories();
-    // watch (not replace) the tokenizer: the first call with the big text signals the start
-    const tok = s.model.tokenizer as unknown as Record<"encode" | "encodeAsync", (text: string, options?: object) => unknown>;
-    let signal = () => {};
-    started = () => new Promise<void>((resolve) => { signal = resolve; });
-    for (const name of ["encode", "encodeAsync"] as const) {
-      const real = tok[name].bind(tok);
-      tok[name] = (text: string, options?: object) => {
-        if (text.length > 1_000_000) signal();
-        return real(text, options);
-      };
-    }
+    started = watchBigTexts(s.model.tokenizer);
   });
   after(() => s?.close());
-
-  const big = () => readFileSync(sharedFile(TEXTS[2]!)!, "utf8").repeat(80); // 2.4 MB
 
   for (const [path, body] of [
     ["/tokenize", () => ({ content: big() })],
     ["/v1/completions", () => ({ prompt: big(), max_tokens: 1 })],
     ["/v1/chat/completions", () => ({ messages: [{ role: "user", content: big() }], max_tokens: 1 })],
+    // the model's embeddings (llama-server --embeddings): refused once tokenized, or, truncated, tokenized again to be embedded
+    ["/v1/embeddings", () => ({ input: big() })],
+    ["/v1/embeddings", () => ({ input: big(), truncate: true })],
   ] as const) {
-    test(`${path}: /health is answered before the big request's response`, async () => {
-      const order: string[] = [];
-      const tokenizing = started();
-      const request = fetch(`${s.url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body()) })
-        .then(async (r) => { order.push("big request"); return { status: r.status, text: await r.text() }; });
-      // sent once the server is tokenizing: before encodeAsync, the event loop stayed with the tokenizer until it was done
-      const health = tokenizing.then(() => fetch(`${s.url}/health`)).then((r) => { order.push("health"); return r.status; });
-      const [answer, healthStatus] = await Promise.all([request, health]);
-      assert.equal(healthStatus, 200);
-      assert.deepEqual(order, ["health", "big request"]);
+    const truncated = "truncate" in body();
+    test(`${path}${truncated ? " (truncate)" : ""}: /health is answered before the big request's response`, async () => {
+      // a truncated input is tokenized twice (its length checked, then embedded): /health is sent during the second
+      const answer = await healthFirst(s.url, started, path, body(), truncated ? 2 : 1);
       // the prompt is far past stories260K's 512-token context: refused once tokenized, or tokenized
       if (path === "/tokenize") assert.equal(answer.status, 200);
-      else assert.match(answer.text, /maximum context length/);
+      else if (path !== "/v1/embeddings") assert.match(answer.text, /maximum context length/);
+      else if (truncated) assert.equal(JSON.parse(answer.text).data[0].embedding.length, s.model.info.embeddingLength);
+      else assert.match(answer.text, /more than the \d+ this model takes per input/);
     });
   }
+});
+
+describe("tsllm serve on an encoder answers /health while it tokenizes a multi-megabyte input", { skip: skipWithoutShared("hf-oracle/minilm-embed") || skipWithoutShared(TEXTS[2]!) }, () => {
+  let m: EmbeddingModel;
+  let server: OpenAIServer;
+  let started: (nth: number) => Promise<void>;
+  before(async () => {
+    m = await loadEmbeddingModel(sharedFile("hf-oracle/minilm-embed")!, { threads: 1 });
+    started = watchBigTexts(m.tokenizer);
+    server = await startServer(m, { port: 0 });
+  });
+  after(async () => { await server?.close(1000); m?.dispose(); });
+
+  test("/v1/embeddings: refused once tokenized, or (truncate) tokenized again and embedded", async () => {
+    const refused = await healthFirst(server.url, started, "/v1/embeddings", { input: big() });
+    assert.match(refused.text, /more than the \d+ this model takes per input/);
+    const cut = await healthFirst(server.url, started, "/v1/embeddings", { input: big(), truncate: true, encoding_format: "float" }, 2);
+    assert.equal(JSON.parse(cut.text).data[0].embedding.length, m.dimensions);
+  });
 });

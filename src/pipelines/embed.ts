@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import { readSentenceTransformerConfig, type Pooling, type SentenceTransformerConfig } from "../formats/index.js";
 import type { Model } from "../llm.js";
 import type { ModelInfo } from "../models/index.js";
-import { inputTemplateOf, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+import { inputTemplateOf, type EncodeOptions, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe, knownOptions } from "./inputs.js";
@@ -90,10 +90,41 @@ export function tokenIdsProblem(ids: readonly unknown[], tokenizer: Tokenizer, v
 }
 
 /**
+ * One input's tokens before its text is encoded: token ids as they are, or a text to encode
+ * (with `options`) and the ids around it. Kept apart from the encoding so that the same inputs give
+ * the same tokens encoded whole (tokenize) or a slice at a time (tokenizeAsync: a multi-megabyte
+ * input must not hold the event loop, a server's /health and its other requests, for seconds).
+ */
+type PlannedTokens = { readonly ids: number[] } | { readonly text: string; readonly options: EncodeOptions; readonly before: readonly number[]; readonly after: readonly number[] };
+
+function encodedNow(tokenizer: Tokenizer, plans: readonly PlannedTokens[]): number[][] {
+  return plans.map((p) => ("ids" in p ? p.ids : joined(p.before, tokenizer.encode(p.text, p.options), p.after)));
+}
+
+async function encodedInSlices(tokenizer: Tokenizer, plans: readonly PlannedTokens[]): Promise<number[][]> {
+  const out: number[][] = [];
+  for (const p of plans) out.push("ids" in p ? p.ids : joined(p.before, await tokenizer.encodeAsync(p.text, p.options), p.after));
+  return out;
+}
+
+function joined(before: readonly number[], ids: number[], after: readonly number[]): number[] {
+  return before.length === 0 && after.length === 0 ? ids : [...before, ...ids, ...after];
+}
+
+/**
  * The tokens of each input as the model takes them, special tokens included, not truncated
  * (texts stripped, and lower-cased when the sentence-transformers folder says so, as encode()).
  */
 export function embeddingTokens(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: PromptOptions = {}): number[][] {
+  return encodedNow(runner.tokenizer, encoderPlans(runner, inputs, options));
+}
+
+/** embeddingTokens, each text encoded a slice at a time (the event loop turning between slices) */
+export function embeddingTokensAsync(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: PromptOptions = {}): Promise<number[][]> {
+  return encodedInSlices(runner.tokenizer, encoderPlans(runner, inputs, options));
+}
+
+function encoderPlans(runner: EncoderRunner, inputs: readonly EmbeddingInput[], options: PromptOptions): PlannedTokens[] {
   const st = runner.opened.sentenceTransformers;
   const lower = st?.doLowerCase ?? false;
   const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
@@ -104,7 +135,7 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
     if (typeof input === "string") {
       // as encode(): the prompt joins the text before Transformer.tokenize strips it
       const text = stripLikePython(prompt + input);
-      return [...prefix.map((t) => t.id), ...runner.tokenizer.encode(lower ? text.toLowerCase() : text, { addSpecialTokens: false }), ...suffix.map((t) => t.id)];
+      return { text: lower ? text.toLowerCase() : text, options: { addSpecialTokens: false }, before: prefix.map((t) => t.id), after: suffix.map((t) => t.id) };
     }
     if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
     const bad = tokenIdsProblem(input, runner.tokenizer, vocabSize);
@@ -112,7 +143,7 @@ export function embeddingTokens(runner: EncoderRunner, inputs: readonly Embeddin
     const starts = prefix.length > 0 && prefix.every((t, j) => input[j] === t.id);
     // a token counts as the prefix or the suffix, not both ([SEP] alone becomes [CLS] [SEP])
     const ends = suffix.length > 0 && input.length >= (starts ? prefix.length : 0) + suffix.length && suffix.every((t, j) => input[input.length - suffix.length + j] === t.id);
-    return [...(starts ? [] : prefix.map((t) => t.id)), ...input, ...(ends ? [] : suffix.map((t) => t.id))];
+    return { ids: [...(starts ? [] : prefix.map((t) => t.id)), ...input, ...(ends ? [] : suffix.map((t) => t.id))] };
   });
 }
 
@@ -176,7 +207,7 @@ export async function embedWith(runner: EncoderRunner, inputs: readonly Embeddin
   const { pooling, dims } = checkedOptions(inputs, options, st?.pooling ?? "mean", d);
   const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
   const maxLength = embeddingMaxTokens(runner);
-  const tokens = embeddingTokens(runner, inputs, options).map((ids) => modelInputOf(runner, ids, maxLength));
+  const tokens = (await embeddingTokensAsync(runner, inputs, options)).map((ids) => modelInputOf(runner, ids, maxLength));
   const skips = excludedPromptTokens(inputs, options, st, pooling, runner.tokenizer, (text) => embeddingTokens(runner, [text], { prompt: "" })[0]!);
   const hidden = (await runner.run(tokens)).hidden;
   return hidden.map((h, i) => pooled(h, d, pooling, dims, normalize, skips[i]!, inputs.length === 1 ? "the input" : `input ${i}`));
@@ -254,6 +285,8 @@ export interface EmbeddingVectors {
   countTokens(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[];
   /** the tokens of each input as the model takes them (special tokens, BOS / EOS as the tokenizer adds them, a text after its prompt), before truncation: embed() takes them back as they are */
   tokenize(inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][];
+  /** tokenize, each text encoded a slice at a time: the event loop turns between slices (a server keeps answering while it tokenizes a multi-megabyte input) */
+  tokenizeAsync(inputs: readonly EmbeddingInput[], options?: PromptOptions): Promise<number[][]>;
   /** one vector per input (a decoder's normalized unless `normalize: false`, llama.cpp's embd_normalize 2; an encoder's as its folder says); on any backend */
   embed(inputs: readonly EmbeddingInput[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** frees the model */
@@ -305,7 +338,7 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
   const pooling = st?.pooling ?? (code === undefined ? undefined : GGUF_POOLINGS[code]) ?? "lasttoken";
   const t = model.tokenizer, vocabSize = model.info.vocabSize, d = model.info.embeddingLength;
   const maxTokens = Math.min(model.contextSize, model.info.maxPositions ?? Infinity, st?.maxSeqLength ?? Infinity);
-  const tokenize = (inputs: readonly EmbeddingInput[], options: PromptOptions = {}): number[][] => {
+  const plans = (inputs: readonly EmbeddingInput[], options: PromptOptions = {}): PlannedTokens[] => {
     if (!Array.isArray(inputs)) throw new TypeError(`embed: expected a list of inputs, got ${describe(inputs)}`);
     // a GGUF names no prompts; a prompt given as text goes before each text, as a sentence-transformers folder's
     const prompt = promptOf(options, st?.prompts ?? {}, st?.defaultPromptName) ?? "";
@@ -314,7 +347,7 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       if (typeof input === "string") {
         // a sentence-transformers folder's Transformer strips (and maybe lower-cases) the text, as for an encoder; llama.cpp takes it as it is
         const text = st ? stripLikePython(prompt + input) : prompt + input;
-        return t.encode(st?.doLowerCase ? text.toLowerCase() : text, { addSpecialTokens: true });
+        return { text: st?.doLowerCase ? text.toLowerCase() : text, options: { addSpecialTokens: true }, before: [], after: [] };
       }
       if (!Array.isArray(input)) throw new TypeError(`embed: ${where}: expected a string or an array of token ids, got ${describe(input)}`);
       if (input.length === 0) throw new RangeError(`embed: ${where}: an empty list of token ids`);
@@ -323,23 +356,26 @@ export function embeddingsOf(model: Model): DecoderEmbeddingModel {
       // as node-llama-cpp's getEmbeddingFor: BOS / EOS added where the tokenizer adds them and the ids lack them
       const bos = t.addBos && t.bosId !== undefined && input[0] !== t.bosId ? [t.bosId] : [];
       const eos = t.addEos && t.eosId !== undefined && input[input.length - 1] !== t.eosId ? [t.eosId] : [];
-      return [...bos, ...input, ...eos];
+      return { ids: [...bos, ...input, ...eos] };
     });
   };
+  const tokenize = (inputs: readonly EmbeddingInput[], options?: PromptOptions): number[][] => encodedNow(t, plans(inputs, options));
+  const tokenizeAsync = (inputs: readonly EmbeddingInput[], options?: PromptOptions): Promise<number[][]> => encodedInSlices(t, plans(inputs, options));
   // a long input keeps its first tokens, and its EOS where it ends with one (last-token pooling reads it)
   const cut = (ids: number[]): number[] => (ids.length <= maxTokens ? ids : t.addEos && ids[ids.length - 1] === t.eosId ? [...ids.slice(0, maxTokens - 1), ids[ids.length - 1]!] : ids.slice(0, maxTokens));
   return {
     path: model.path, tokenizer: t, info: model.info, model, dimensions: d, maxTokens, pooling, poolingNone: st === undefined && (code === undefined || code === 0),
     tokenEmbeddings: async (inputs, options = {}) =>
-      (await model.hiddenStates(tokenize(inputs, options).map(cut), DECODER_PASS_TOKENS, options.signal)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
+      (await model.hiddenStates((await tokenizeAsync(inputs, options)).map(cut), DECODER_PASS_TOKENS, options.signal)).map((h) => Array.from({ length: h.length / d }, (_, i) => h.slice(i * d, (i + 1) * d))),
     countTokens: (inputs, options) => tokenize(inputs, options).map((ids) => Math.min(ids.length, maxTokens)),
     tokenize,
+    tokenizeAsync,
     embed: async (inputs, given) => {
       const options = knownOptions("embed", given, EMBED_OPTIONS);
       const { pooling: p, dims } = checkedOptions(inputs, options, pooling, d);
       // a sentence-transformers folder normalizes when it has a Normalize module (as encode()); a GGUF as llama.cpp's tools (embd_normalize 2)
       const normalize = options.normalize ?? st?.normalize ?? true;
-      const sequences = tokenize(inputs, options).map(cut);
+      const sequences = (await tokenizeAsync(inputs, options)).map(cut);
       const where = (i: number) => (inputs.length === 1 ? "the input" : `input ${i}`);
       for (const [i, ids] of sequences.entries()) if (ids.length === 0) throw new RangeError(`embed: ${where(i)} has no tokens (an empty text, and a tokenizer that adds no BOS / EOS)`);
       const skips = excludedPromptTokens(inputs, options, st, p, t, (text) => tokenize([text], { prompt: "" })[0]!);

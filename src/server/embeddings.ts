@@ -55,7 +55,8 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   const prompts = promptName === undefined ? {} : { promptName };
   let tokens: number[][];
   try {
-    tokens = model.tokenize(inputs, prompts);
+    // a slice at a time: a multi-megabyte input must not stop /health and the other requests
+    tokens = await model.tokenizeAsync(inputs, prompts);
   } catch (e) {
     if (e instanceof OptionError && (e.option === "promptName" || e.option === "prompt")) throw invalid("prompt_name", e.message.replace(/^promptName: /, "'prompt_name': "));
     throw e;
