@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { after, test } from "node:test";
@@ -246,4 +246,26 @@ test("tsllm perplexity --ctx above the trained context warns in one tsllm line b
   assert.match(lines[0]!, /^tsllm: warning: .*stories260K\.gguf: context size 4096 is more than the 2048 tokens the model was trained with/);
   assert.doesNotMatch(stderr, /\(node:\d+\)|--trace-warnings/);
   assert.match(stdout, /Final estimate: PPL = /);
+});
+
+// the progress line counted every window of the text while --chunks scored fewer (243 said, 2
+// scored); llama.cpp's "calculating perplexity over N chunks" counts those it scores. --file -
+// is stdin: the same text piped in gives the same value (it was ENOENT for a file named "-").
+test("tsllm perplexity: the progress line says how many windows --chunks scores; --file - reads the text from stdin", { skip }, () => {
+  const cli = (args: string[], input?: string) => spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--ctx", "64", "--chunks", "2", "--backend", "reference", ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
+  const text = sharedFile(TEXT)!;
+  const fromFile = cli(["--file", text]);
+  assert.equal(fromFile.status, 0, fromFile.stderr);
+  const final = /\((\d+) tokens in (\d+) windows of 64\)\n$/.exec(fromFile.stdout);
+  assert.ok(final, fromFile.stdout);
+  assert.equal(final[2], "2");
+  const progress = /^(\S+): (\d+) tokens, (\d+) windows of 64, the first (\d+) scored \(--chunks\)\n$/.exec(fromFile.stderr);
+  assert.ok(progress, fromFile.stderr);
+  assert.equal(progress[1], text);
+  assert.equal(progress[4], final[2]);
+  assert.equal(Number(progress[3]), Math.floor(Number(progress[2]) / 64));
+  const piped = cli(["--file", "-"], readFileSync(text, "utf8"));
+  assert.equal(piped.status, 0, piped.stderr);
+  assert.equal(piped.stdout, fromFile.stdout);
+  assert.equal(piped.stderr, fromFile.stderr.replace(text, "stdin"));
 });

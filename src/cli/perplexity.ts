@@ -81,8 +81,9 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const tok = await loadTokenizer(modelFile);
   // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
   const tokens = tok.encode(text, { addSpecialTokens: true, parseSpecial: false });
+  let plan: ReturnType<typeof planWindows>;
   try {
-    planWindows(tokens.length, ctx, chunks);
+    plan = planWindows(tokens.length, ctx, chunks);
   } catch (e) {
     const most = Math.floor(tokens.length / 2);
     throw new Error(`--file ${file}: ${(e as Error).message}; ${most >= 4 ? `use --ctx ${most} or less, or a longer text` : "use a longer text"}`);
@@ -94,7 +95,10 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const model = await loadModel(modelFile, { ...loadOptions, ...cacheTypesFrom(values), ...(quantize !== undefined ? { quantize: quantize as Quantization } : {}) }).catch(namingCtx);
     models.push(model);
     const common = { ctx, batch, chunks, bosId };
-    if (!json) process.stderr.write(`${file === "-" ? "stdin" : file}: ${tokens.length} tokens, ${Math.floor(tokens.length / ctx)} windows of ${ctx}\n`);
+    // the windows scored, as llama.cpp's "calculating perplexity over N chunks" counts them: it
+    // said 243 windows where --chunks 1 scored one
+    const all = Math.floor(tokens.length / ctx);
+    if (!json) process.stderr.write(`${file === "-" ? "stdin" : file}: ${tokens.length} tokens, ${all} windows of ${ctx}${plan.chunks < all ? `, the first ${plan.chunks} scored (--chunks)` : ""}\n`);
     if (kl) {
       const base = await loadModel(basePath!, loadOptions).catch(namingCtx);
       models.push(base);
