@@ -107,6 +107,27 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.deepEqual(tokens, lp.tokens);
   });
 
+  test("logit_bias in llama-server's list form ([token id, bias] pairs; false bans) biases as OpenAI's object form does", async () => {
+    // llama-server's documented form: "logit_bias": [[15043, 1.0]], and [[15043, false]] so that a token never appears
+    const request = { prompt: "Once upon a time", max_tokens: 4, temperature: 0, logprobs: 1 };
+    const greedy = await post(`${s.url}/v1/completions`, request);
+    const first = greedy.json.choices[0].logprobs.tokens[0] as string;
+    const id = (await post(`${s.url}/tokenize`, { content: first, add_special: false })).json.tokens.at(-1) as number;
+    const object = await post(`${s.url}/v1/completions`, { ...request, logit_bias: { [id]: -100 } });
+    assert.notEqual(object.json.choices[0].logprobs.tokens[0], first);
+    for (const bias of [[[id, -100]], [[id, false]]]) {
+      const list = await post(`${s.url}/v1/completions`, { ...request, logit_bias: bias });
+      assert.equal(list.status, 200, JSON.stringify(list.json));
+      assert.equal(list.json.choices[0].text, object.json.choices[0].text, JSON.stringify(bias));
+    }
+    // false in the object form too
+    assert.equal((await post(`${s.url}/v1/completions`, { ...request, logit_bias: { [id]: false } })).json.choices[0].text, object.json.choices[0].text);
+    const bad = await post(`${s.url}/v1/completions`, { ...request, logit_bias: [[id]] });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "logit_bias");
+    assert.match(bad.json.error.message, /\[token id, bias\] pairs/);
+  });
+
   test("a body nested past 256 levels names the path to where the depth ran out, not only its top key", async () => {
     // body 1, messages 2, messages[0] 3, content 4, content[0] 5, then 253 levels of lists: the last of them opens level 257
     const deep = `{"max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"a","x":${"[".repeat(253)}1${"]".repeat(253)}}]}]}`;

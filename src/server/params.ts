@@ -52,16 +52,24 @@ function stopOf(body: Body): string[] | undefined {
   return stops.length > 0 ? stops : undefined;
 }
 
-/** `logit_bias`: {"token id": bias in -100..100} */
+/**
+ * `logit_bias`: OpenAI's {"token id": bias in -100..100}, or llama-server's list of [token id, bias]
+ * pairs; as llama-server, a bias of `false` bans the token (-Infinity) in either form
+ */
 function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | undefined {
-  const v = optObject(body, "logit_bias");
-  if (v === undefined) return undefined;
+  const v = body.logit_bias;
+  if (v === undefined || v === null) return undefined;
+  const pairs = Array.isArray(v) ? v.map((pair: unknown, i) => {
+    if (!Array.isArray(pair) || pair.length !== 2) throw invalid("logit_bias", `'logit_bias' as a list holds [token id, bias] pairs, got ${describe(pair)} at ${i}`);
+    return [typeof pair[0] === "number" ? String(pair[0]) : pair[0], pair[1]] as [unknown, unknown];
+  }) : Object.entries(optObject(body, "logit_bias")!);
   const out: Record<number, number> = {};
-  for (const [k, bias] of Object.entries(v)) {
+  for (const [k, bias] of pairs) {
     const id = Number(k);
-    if (!/^\d+$/.test(k) || id >= vocabSize) throw invalid("logit_bias", `'logit_bias' keys must be token ids in [0, ${vocabSize}), got ${JSON.stringify(k)}`);
-    if (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100) throw invalid("logit_bias", `'logit_bias' values must be numbers in -100..100, got ${describe(bias)} for token ${k}`);
-    out[id] = bias;
+    if (typeof k !== "string" || !/^\d+$/.test(k) || id >= vocabSize) throw invalid("logit_bias", `'logit_bias' keys must be token ids in [0, ${vocabSize}), got ${JSON.stringify(k)}`);
+    if (bias === false) out[id] = -Infinity;
+    else if (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100) throw invalid("logit_bias", `'logit_bias' values must be numbers in -100..100 (or false: banned), got ${describe(bias)} for token ${k}`);
+    else out[id] = bias;
   }
   return out;
 }
