@@ -456,8 +456,18 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
  * warning about maxSequences full contexts, which is about concurrent requests (serve's
  * --parallel): n choices or beams of one request share its prompt's rows.
  */
-export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number): Promise<Model> {
-  return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences, width);
+export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number, draft?: string): Promise<Model> {
+  return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences, { width, draft });
+}
+
+/**
+ * The one request a load is made for (loadModelForOneRequest): its sequences, and the draft model
+ * (a file or Hub reference) a speculative request drafts with, whose KV cache the engine counts
+ * in the pool beside the request's own (Engine: the draft's blocks in the target's)
+ */
+interface OneRequest {
+  readonly width: number;
+  readonly draft?: string;
 }
 
 /**
@@ -465,7 +475,7 @@ export async function loadModelForOneRequest(ref: string, options: LoadModelOpti
  * engine's width, and the sequences of the one request it is loaded for (`width`: the default
  * pool holds that many contexts where the free memory does, past the margin: kvPoolBytes)
  */
-async function load(ref: string, options: LoadModelOptions, parallelRequests: number | undefined, width = 1): Promise<Model> {
+async function load(ref: string, options: LoadModelOptions, parallelRequests: number | undefined, oneRequest: OneRequest = { width: 1 }): Promise<Model> {
   const t0 = performance.now();
   checkLoadOptions(options);
   const resolved = await resolveModelReference(ref);
@@ -476,7 +486,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     const opened = openModel(resolved);
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
-    return { opened, planned: planContextSize(opened, options, undefined, width, warn) };
+    return { opened, planned: planContextSize(opened, options, undefined, contextsOf(opened, options, oneRequest), warn) };
   });
   const { path, tokenizer, metadata } = opened;
   try {
@@ -485,7 +495,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     // the plan again where the backend caps one buffer (a GPU adapter's largest storage binding,
     // known once the backend has started): a layer's K or V array past it is refused here, with a
     // context that fits (contextSize "auto" picks one), not at the first request
-    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name }, width, warn);
+    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name }, contextsOf(opened, options, oneRequest), warn);
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
@@ -552,7 +562,7 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
  * With `maxBuffer` (the backend's largest buffer) one layer's K or V array of the KV pool must
  * fit in it too, and the default pool shrinks to it (at least one context).
  */
-function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"], width = 1, warn?: (message: string) => void): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
+function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"], request = { contexts: 1, speculative: false }, warn?: (message: string) => void): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
   const c = options.contextSize;
   const auto = c === "auto";
   if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new OptionError(`contextSize must be a positive integer or "auto", got ${shownValue(c)}`, "contextSize");
@@ -572,8 +582,8 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   const pool = (contextSize: number) => {
     const at = { ...r, contextSize };
     const plan = planMemory(at);
-    const bytes = kvPoolBytes(at, plan, available, margin, width);
-    if (bytes > kvPoolBytes(at, plan, available, margin)) warnMarginGivenUp(opened.path, bytes / (DEFAULT_BLOCK_SIZE * kvBytesPerToken(at.shape, at.kvCacheTypes)) * DEFAULT_BLOCK_SIZE, contextSize, width, available - bytesWithPool(at, plan, bytes), margin, warn);
+    const bytes = kvPoolBytes(at, plan, available, margin, request.contexts);
+    if (bytes > kvPoolBytes(at, plan, available, margin)) warnMarginGivenUp(opened.path, bytes / (DEFAULT_BLOCK_SIZE * kvBytesPerToken(at.shape, at.kvCacheTypes)) * DEFAULT_BLOCK_SIZE, contextSize, request, available - bytesWithPool(at, plan, bytes), margin, warn);
     return bytes;
   };
   // whether a load with that --kv-memory would pass the plan (a warning proposes only such a budget)
@@ -590,10 +600,27 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   return { kvCacheBytes: pool, budgetFits };
 }
 
-/** the warning of a default KV pool sized for one request's `width` sequences into the memory margin (kvPoolBytes) */
-function warnMarginGivenUp(path: string, poolTokens: number, contextSize: number, width: number, left: number, margin: number, warn: ((message: string) => void) | undefined): void {
+/**
+ * The contexts the default pool holds for one request where all of the free memory does: its
+ * width, and with a draft model the draft's KV cache of a context in the target's bytes (a draft
+ * whose header gives no KV shape counts as a context of the target's)
+ */
+function contextsOf(opened: OpenedModel, options: LoadModelOptions, { width, draft }: OneRequest): { contexts: number; speculative: boolean } {
+  if (draft === undefined) return { contexts: width, speculative: false };
+  const perToken = (metadata: GGUFMetadata) => {
+    const shape = decoderShape(metadata);
+    return shape?.headCountKv === undefined || shape.headDim === undefined ? undefined : kvBytesPerToken({ ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim }, kvCacheTypesOf(options));
+  };
+  const target = perToken(opened.metadata);
+  const drafted = perToken(openModel(draft).metadata);
+  return { contexts: width + (target === undefined || drafted === undefined ? 1 : drafted / target), speculative: true };
+}
+
+/** the warning of a default KV pool sized for one request's contexts into the memory margin (kvPoolBytes) */
+function warnMarginGivenUp(path: string, poolTokens: number, contextSize: number, request: { contexts: number; speculative: boolean }, left: number, margin: number, warn: ((message: string) => void) | undefined): void {
   const contexts = Math.floor(poolTokens / (Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE));
-  warn?.(`${path}: the KV pool for one request of ${width} sequences (n / numBeams) holds ${poolTokens} tokens (${contexts} full context${contexts === 1 ? "" : "s"} of ${contextSize}), which leaves ${formatBytes(Math.max(0, left))} free, less than the ${formatBytes(margin)} memory margin (memoryMargin, --memory-margin): the margin is given up for the request's sequences, as llama.cpp's fit keeps a context per sequence and loads when its target cannot be met`);
+  const what = request.speculative ? "one speculative request (its context and the draft model's KV cache, which counts in the pool)" : `one request of ${request.contexts} sequences (n / numBeams)`;
+  warn?.(`${path}: the KV pool for ${what} holds ${poolTokens} tokens (${contexts} full context${contexts === 1 ? "" : "s"} of ${contextSize}), which leaves ${formatBytes(Math.max(0, left))} free, less than the ${formatBytes(margin)} memory margin (memoryMargin, --memory-margin): the margin is given up for the request's sequences, as llama.cpp's fit keeps a context per sequence and loads when its target cannot be met`);
 }
 
 /**

@@ -414,6 +414,31 @@ test("generate's KV refusal proposes only a cache type that stores fewer bytes a
   assert.doesNotMatch(smallest.stderr, /--cache-type/);
 });
 
+test("generate --draft-model below the memory margin: the pool holds the draft model's cache beside the request's context where all of the free memory does (a warning), as generate without a draft runs", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  // free = the plan at 512 and one context more, a 1 GiB margin: the default pool keeps one context
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
+  const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "300", "--ignore-eos", "--temperature", "0", "--seed", "1", "--json", "--no-warmup"];
+  // the judge: the same request without a draft runs in that one context (and llama.cpp gives a draft its own context)
+  const plain = await cli(gen, env);
+  assert.equal(plain.code, 0, plain.stderr);
+  // the draft (the same file: a context of the same bytes) counts in the pool: 300 tokens and the
+  // draft's cache of them are more than one context, which refused it before
+  const drafted = await cli([...gen, "--draft-model", FILE], env);
+  assert.equal(drafted.code, 0, drafted.stderr);
+  const out = JSON.parse(drafted.stdout) as { completion: string; speculative?: unknown };
+  assert.ok(out.speculative, drafted.stdout);
+  assert.equal(out.completion, (JSON.parse(plain.stdout) as { completion: string }).completion, "greedy: the draft changes no token");
+  const lines = drafted.stderr.trim().split("\n");
+  assert.equal(lines.length, 1, drafted.stderr);
+  assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves 0 B free, less than the 1\.07 GB memory margin/);
+});
+
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above

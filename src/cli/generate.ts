@@ -218,7 +218,8 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const widthFlag = (options.numBeams ?? 1) > 1 ? "--num-beams" : (options.n ?? 1) > 1 ? "--n" : undefined;
   // --ctx-size 0: the model's trained context; a draft model shares it
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
-  const model = await loadModelForOneRequest(path, loadOptions, width);
+  // a speculative request's draft cache counts in the target's pool: room for it as for a width
+  const model = await loadModelForOneRequest(path, loadOptions, width, draftPath === undefined ? undefined : await resolveModelReference(draftPath));
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, smallerCache: smallerCacheFlags(model) };
