@@ -431,33 +431,59 @@ test("stories260K: a request preempted while its prompt is being scored scores i
   }
 });
 
-test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, no more blocks held than before the preemption", () => {
-  // the scheduler, the pool and the caches are the engine's own; the passes only reserve and count
-  // rows (what a row holds is the model's business: the stories260K beam case above checks that)
+/**
+ * The engine's Scheduler, pool (blocks of 16 positions) and caches, running a 3-beam search over a
+ * 20-token prompt whose tokens the test chooses (it plays the search: the scheduler calls nothing of
+ * the strategy but its sizes before the logits); the passes only reserve and count rows (what a
+ * row holds is the model's business: the stories260K beam case above checks that).
+ */
+function beamScheduler(cacheReplies: boolean) {
   const pool = new KVBlockPool(1, 1, 4, 64, undefined, 16);
-  const s = new Scheduler(pool, { maxBatchTokens: 512, maxSequences: 8, contextSize: 256, cacheReplies: false, admission: "preempt" }, () => new KVCache(1, 1, 4, 256, pool));
-  // a beam strategy's sizes: the scheduler calls nothing else before the logits (the test plays the search)
+  const scheduler = new Scheduler(pool, { maxBatchTokens: 512, maxSequences: 8, contextSize: 256, cacheReplies, admission: "preempt" }, () => new KVCache(1, 1, 4, 256, pool));
   const strategy = { width: 3, recomputable: true, extraBlocks: () => 3 * 3, stepBlocks: () => 2 } as unknown as Strategy;
   const prompt = Array.from({ length: 20 }, (_, i) => i + 1);
   const params = { promptTokens: prompt, decoding: { kind: "beam", numBeams: 3 }, sampling: { seed: 0 }, maxTokens: 40, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined } as RequestParams;
   const request = new EngineRequest(1, params, strategy);
-  let rows = 0;
+  const counted = { rows: 0 };
   /** one step: what the scheduler plans is computed (rows reserved and counted), as the runner does */
   const step = (): void => {
-    for (const chunk of s.schedule().chunks) {
+    for (const chunk of scheduler.schedule().chunks) {
       chunk.sequence.cache.ensureRoom(chunk.tokens.length);
       chunk.sequence.cache.length += chunk.tokens.length;
-      rows += chunk.tokens.length;
-      s.computed(chunk);
-      s.cacheFullBlocks(chunk.sequence);
+      counted.rows += chunk.tokens.length;
+      scheduler.computed(chunk);
+      scheduler.cacheFullBlocks(chunk.sequence);
     }
   };
-  s.waiting.push(request);
-  step();
-  request.markPrefilled();
+  /** the prompt computed: the search's first beam */
+  const start = () => {
+    scheduler.waiting.push(request);
+    step();
+    request.markPrefilled();
+    return request.sequences[0]!;
+  };
+  /** preempted (every block back, registered ones cached) and recomputed to the end: the rows that took */
+  const preemptAndRecompute = (): number => {
+    (scheduler as unknown as { preempt(r: EngineRequest): void }).preempt(request);
+    assert.equal(pool.stats.blocksInUse, 0);
+    counted.rows = 0;
+    for (let i = 0; i < 10 && request.recomputing; i++) step();
+    assert.equal(request.recomputing, false, "recomputed");
+    return counted.rows;
+  };
+  /** every beam retired: no block left in use */
+  const end = (): void => {
+    for (const b of [...request.sequences]) scheduler.retire(request, b);
+    assert.equal(pool.stats.blocksInUse, 0);
+  };
+  return { pool, scheduler, request, step, start, preemptAndRecompute, end };
+}
+
+test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, no more blocks held than before the preemption", () => {
+  const { pool, scheduler: s, request, step, start, preemptAndRecompute, end } = beamScheduler(false);
   // the search: one beam chooses 30 tokens; then it forks beam 1 (at 50 tokens), which forks beam 2
   // (at 52); each new beam copies its parent's partial block (forkCopy), as BeamStrategy's forks do
-  const root = request.sequences[0]!;
+  const root = start();
   for (let t = 0; t < 30; t++) {
     root.tokens.push(100 + t);
     step();
@@ -477,11 +503,7 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   // prompt + common prefix: 3 full blocks shared by all, one partial block each
   assert.equal(pool.stats.blocksInUse, 6);
   const held = pool.stats.blocksInUse;
-  (s as unknown as { preempt(r: EngineRequest): void }).preempt(request);
-  assert.equal(pool.stats.blocksInUse, 0);
-  rows = 0;
-  for (let i = 0; i < 10 && request.recomputing; i++) step();
-  assert.equal(request.recomputing, false, "recomputed");
+  const rows = preemptAndRecompute();
   for (const b of [root, beam1, beam2]) assert.equal(b.cache.length, 53);
   // beam 1 shares root's rows of the prompt and the 30 common tokens; beam 2 those and beam 1's first own row
   assert.deepEqual(beam1.cache.rows.subarray(0, 50), root.cache.rows.subarray(0, 50));
@@ -494,6 +516,54 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   // prompt + common prefix: 4 blocks shared, one of each forked beam's own (each beam recomputing
   // past the prompt on its own: 10)
   assert.ok(pool.stats.blocksInUse <= held, `${pool.stats.blocksInUse} blocks held after the recompute, ${held} before the preemption`);
-  for (const b of [...request.sequences]) s.retire(request, b);
-  assert.equal(pool.stats.blocksInUse, 0);
+
+  // preempted again once each beam has chosen its next token: the first beam's rows that its
+  // recompute computed in chunks are cached prefixes now, past the prompt (its blocks of positions
+  // 16-31 and 32-47), and its lookup finds them as a lone sequence's would
+  const cached = root.cache.blockIds.slice(0, 3);
+  for (const [b, t] of [[root, 230], [beam1, 231], [beam2, 232]] as const) b.tokens.push(t);
+  const again = preemptAndRecompute();
+  for (const b of [root, beam1, beam2]) assert.equal(b.cache.length, 54);
+  assert.deepEqual(root.cache.blockIds.slice(0, 3), cached, "the first beam starts on its cached blocks");
+  // root's 6 past its 3 cached blocks, beam 1's 4 past the 50 it shares, beam 2's 2 past the 52 it
+  // shares with beam 1 (the prompt's blocks only: 4 + 34 + 4 + 2 = 44)
+  assert.equal(again, 6 + 4 + 2);
+  end();
+});
+
+test("a preempted beam search's resumed beams each start on the cached blocks of their own tokens: with cacheReplies, a beam's replies past where it forks off the first are not computed again", () => {
+  const { pool, scheduler: s, request, step, start, preemptAndRecompute, end } = beamScheduler(true);
+  // the first beam chooses 10 tokens, then forks beam 1 (at 30 tokens: beam 1 copies the partial
+  // block of positions 16-29, as BeamStrategy's forks do); each chooses 30 tokens of its own
+  const root = start();
+  for (let t = 0; t < 10; t++) {
+    root.tokens.push(100 + t);
+    step();
+  }
+  const common = root.tokens.slice();
+  root.tokens.push(300);
+  const beam1 = s.fork(request, root, [...common, 400], "copy");
+  for (let t = 1; t < 30; t++) {
+    step();
+    root.tokens.push(300 + t);
+    beam1.tokens.push(400 + t);
+  }
+  step();
+  root.tokens.push(330);
+  beam1.tokens.push(430);
+  // with cacheReplies each beam's full blocks are cached prefixes: the prompt's block (shared), and
+  // of positions 16-31 and 32-47 each beam's own (beam 1's tokens differ from position 30 on)
+  const own = [root, beam1].map((b) => b.cache.blockIds.slice(0, 3));
+  assert.equal(own[0]![0], own[1]![0]);
+  assert.notEqual(own[0]![1], own[1]![1]);
+  const held = pool.stats.blocksInUse;
+  const rows = preemptAndRecompute();
+  for (const b of [root, beam1]) assert.equal(b.cache.length, 61);
+  // each beam starts on its own 3 cached blocks (the first block, the prompt's, shared) and computes
+  // its 13 rows past them (looking up the prompt's blocks only, and beam 1 forking off the first
+  // beam where their tokens part: 4 + 41 + 31 = 76)
+  assert.deepEqual([root, beam1].map((b) => b.cache.blockIds.slice(0, 3)), own);
+  assert.equal(rows, 13 + 13);
+  assert.ok(pool.stats.blocksInUse <= held, `${pool.stats.blocksInUse} blocks held after the recompute, ${held} before the preemption`);
+  end();
 });

@@ -268,40 +268,51 @@ export class Scheduler implements StrategyHost {
   /**
    * the admitted request's first sequence (on its cached prefix), or undefined when it does not fit
    * yet: a reserved request's KV worst case, a preemptible one's tokens (a preempted one resumes
-   * with its sequence: prompt and tokens generated so far)
+   * with its sequences: prompt and tokens generated so far)
    */
   private admit(request: EngineRequest): RunningSequence | undefined {
     const resumed = request.sequences[0];
     const tokens = resumed?.tokens ?? request.params.promptTokens;
-    // a preempted request with several choices: the prefix is looked up for the prompt they share (computed once for all)
-    const forkAt = resumed ? this.forkPoint(request) : tokens.length;
     const bs = this.pool.blockSize;
-    // cached prefix blocks; at least the last two tokens are computed: the last for its
-    // logits, and never alone (a one-row segment takes attention's one-query arithmetic, so the
-    // same prompt gave other logits the second time, from its cache; see promptChunk). A prompt
-    // being scored takes none: every position's logits are needed
-    const hits: number[] = [];
-    let previous = 0;
-    const reusable = request.promptLogprobs === undefined || request.prefilled ? forkAt - 2 : 0;
-    while ((hits.length + 1) * bs <= reusable) {
-      const found = this.pool.lookup(KVBlockPool.prefixKey(previous, tokens.slice(hits.length * bs, (hits.length + 1) * bs)));
-      if (!found) break;
-      hits.push(found.block);
-      previous = found.id;
+    // cached prefix blocks of the tokens it computes (a preempted request's: every sequence's tokens
+    // so far); at least the last two tokens are computed: the last for its logits, and never alone
+    // (a one-row segment takes attention's one-query arithmetic, so the same prompt gave other
+    // logits the second time, from its cache; see promptChunk). A prompt being scored takes none:
+    // every position's logits are needed
+    const scored = request.promptLogprobs !== undefined && !request.prefilled;
+    let first = this.cachedPrefix(tokens, scored ? 0 : (resumed ? recomputeEnd(resumed) : tokens.length) - 2);
+    // (a preempted request's first sequence computes the prompt, to where the others fork off it,
+    // apart from its own tokens: when the blocks found end short of the prompt's end, two of its rows
+    // or more are left to compute there too)
+    const forkAt = resumed ? this.forkPoint(request) : tokens.length;
+    if (first.blocks.length * bs < forkAt && first.blocks.length * bs > forkAt - 2) first = this.cachedPrefix(tokens, forkAt - 2);
+    const hits = first.blocks;
+    // a preempted request's other sequences each look up their own tokens too, and start on what is
+    // found where it reaches past where they would fork off an earlier one (recomputeFork), as the
+    // first one does: the blocks a sequence registered (its rows computed in chunks before, or with
+    // cacheReplies its replies) are not computed again
+    const adopting = new Map<RunningSequence, CachedPrefix>();
+    if (resumed && request.prefilled) {
+      for (const seq of request.sequences) {
+        if (seq === resumed || !seq.recomputing) continue;
+        const own = this.cachedPrefix(seq.tokens, recomputeEnd(seq) - 2);
+        if (own.blocks.length * bs > this.recomputeFork(request, seq).at) adopting.set(seq, own);
+      }
     }
-    const revived = hits.filter((b) => this.pool.isIdle(b)).length;
+    const adopted = new Set(hits);
+    for (const p of adopting.values()) for (const b of p.blocks) adopted.add(b);
+    let revived = 0;
+    for (const b of adopted) if (this.pool.isIdle(b)) revived++;
     const preemptible = this.preemptible(request);
     // (a preemptible one's first start takes its strategy's step blocks too: a draft model's cache of the prompt)
-    const need = preemptible ? this.recomputeBlocks(request, hits.length) + (request.strategy.stepBlocks?.() ?? 0) : this.worstBlocks(request, hits.length);
+    const need = preemptible ? this.recomputeBlocks(request, hits.length, adopting) + (request.strategy.stepBlocks?.() ?? 0) : this.worstBlocks(request, hits.length);
     // a watermark of free blocks for the running requests' next tokens (vLLM's 1%); none for a lone request, which always fits
     const watermark = preemptible && this.running.length > 0 ? Math.ceil(this.pool.blockCount / 100) : 0;
     if (need + revived + watermark > this.room() - this.promised()) return undefined;
 
-    const cache = resumed?.cache ?? this.newCache();
-    cache.adoptPrefix(hits);
-    const sequence = resumed ?? new RunningSequence([...tokens], cache);
-    sequence.chunkedRows = hits.length * bs;
-    this.registered.set(sequence, { blocks: hits.length, id: previous });
+    const sequence = resumed ?? new RunningSequence([...tokens], this.newCache());
+    this.startOn(sequence, first);
+    for (const [seq, prefix] of adopting) this.startOn(seq, prefix);
     if (!resumed) request.sequences.push(sequence);
     if (!request.prefilled) request.cachedPromptTokens = hits.length * bs;
     request.reservedBlocks = preemptible ? 0 : need + hits.length;
@@ -309,6 +320,27 @@ export class Scheduler implements StrategyHost {
     if (!resumed) request.scheduledAt = performance.now();
     this.running.push(request);
     return sequence;
+  }
+
+  /** the full blocks of `tokens` before position `end` that the prefix cache holds, leading ones in a row, and the last one's registration id */
+  private cachedPrefix(tokens: readonly number[], end: number): CachedPrefix {
+    const bs = this.pool.blockSize;
+    const blocks: number[] = [];
+    let id = 0;
+    while ((blocks.length + 1) * bs <= end) {
+      const found = this.pool.lookup(KVBlockPool.prefixKey(id, tokens.slice(blocks.length * bs, (blocks.length + 1) * bs)));
+      if (!found) break;
+      blocks.push(found.block);
+      id = found.id;
+    }
+    return { blocks, id };
+  }
+
+  /** an empty sequence starts on cached prefix blocks: rows that may be cached, and registered, so far */
+  private startOn(sequence: RunningSequence, prefix: CachedPrefix): void {
+    sequence.cache.adoptPrefix(prefix.blocks);
+    sequence.chunkedRows = prefix.blocks.length * this.pool.blockSize;
+    this.registered.set(sequence, { blocks: prefix.blocks.length, id: prefix.id });
   }
 
   /** whether the request may be preempted (admission "preempt" and a strategy that can be recomputed from its tokens) */
@@ -393,8 +425,7 @@ export class Scheduler implements StrategyHost {
   private forkPoint(request: EngineRequest): number {
     const seqs = request.sequences;
     if (request.prefilled && seqs.length > 1) return request.params.promptTokens.length;
-    const root = seqs[0]!;
-    return root.recomputing ? root.recomputeTo : root.tokens.length;
+    return recomputeEnd(seqs[0]!);
   }
 
   /**
@@ -426,9 +457,10 @@ export class Scheduler implements StrategyHost {
    * Blocks a preemptible request's prompt or recompute still takes, at most: its first sequence's
    * tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a prefix lookup found,
    * before it was admitted), and each sequence's tokens past where it forks (recomputeFork) from a
-   * fresh block (the first to extend may claim its parent's partial block instead)
+   * fresh block (the first to extend may claim its parent's partial block instead), or past the
+   * cached blocks it starts on (`adopting`: found by its own lookup, before it was admitted)
    */
-  private recomputeBlocks(request: EngineRequest, cachedBlocks?: number): number {
+  private recomputeBlocks(request: EngineRequest, cachedBlocks?: number, adopting?: ReadonlyMap<RunningSequence, CachedPrefix>): number {
     const bs = this.pool.blockSize;
     const root = request.sequences[0];
     if (!root) return Math.ceil(request.params.promptTokens.length / bs) - (cachedBlocks ?? 0);
@@ -437,7 +469,11 @@ export class Scheduler implements StrategyHost {
     for (const seq of request.sequences) {
       if (seq === root && seq.cache.length < forkAt) sum += Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
       else if (!seq.recomputing) continue;
-      else if (seq.cache.length === 0) sum += Math.ceil((seq.tokens.length - this.recomputeFork(request, seq).at) / bs);
+      else if (seq.cache.length === 0) {
+        // (on its cached blocks, from their end; else from its fork)
+        const cached = adopting?.get(seq)?.blocks.length;
+        sum += Math.ceil((seq.tokens.length - (cached === undefined ? this.recomputeFork(request, seq).at : cached * bs)) / bs);
+      }
       else sum += seq.cache.blocksToExtend(seq.pending);
     }
     return sum;
@@ -462,6 +498,17 @@ export class Scheduler implements StrategyHost {
     const length = Math.min(promptTokens.length + maxTokens, this.limits.contextSize);
     return Math.ceil(length / this.pool.blockSize) - cachedBlocks + request.strategy.extraBlocks(this.pool.blockSize);
   }
+}
+
+/** cached prefix blocks found for a sequence's tokens, and the registration id of the last (0: none) */
+interface CachedPrefix {
+  readonly blocks: readonly number[];
+  readonly id: number;
+}
+
+/** where a sequence's rows are computed to: a preempted one's recompute end, else its tokens' (a prompt) */
+function recomputeEnd(sequence: RunningSequence): number {
+  return sequence.recomputing ? sequence.recomputeTo : sequence.tokens.length;
 }
 
 /** what a speculative request's worst case holds besides its own positions */
