@@ -216,6 +216,9 @@ test("tsllm perplexity: usage errors name the flag", { skip }, async () => {
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "100000"]), (e: { stderr: string; code: number }) => /needs at least 200000 tokens/.test(e.stderr) && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", PROJECT_ROOT]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}: it is a folder, not a text file\n` && e.code === 1);
   await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", `${PROJECT_ROOT}/no-such.txt`]), (e: { stderr: string; code: number }) => e.stderr === `tsllm: error: --file ${PROJECT_ROOT}/no-such.txt: no such file\n` && e.code === 1);
+  // a --base not found is named by its flag, before anything loads (it came after --model's load and the progress line, as "model not found: ...")
+  const noBase = `${PROJECT_ROOT}/no-such-base.gguf`;
+  await assert.rejects(run(["--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", "64", "--kl-divergence", "--base", noBase]), (e: { stderr: string; code: number }) => e.stderr.startsWith(`tsllm: error: --base: model not found: ${noBase} (`) && e.stderr.split("\n").length === 2 && e.code === 1);
   // a window too large for memory (the text holds two): the advice names this command's flag (it said generate's --ctx-size);
   // one thread, so that the plan has no wasm worker's 34 MiB whatever the machine's cores
   const withMemory = (ctx: string, bytes: number) => promisify(execFile)(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", sharedFile(TEXT)!, "--ctx", ctx, "--threads", "1"], {

@@ -77,6 +77,10 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // allocated (or after the memory plan refused a context the text never needed)
   // resolved once: a hub reference is not looked up again for the model
   const modelFile = await resolveModelReference(modelPath);
+  // --base found before either model loads, named by its flag: a missing one was "model not
+  // found: ..." after the text was tokenized and --model loaded, with no word of which model
+  const baseFile = basePath === undefined ? undefined : basePath === modelPath ? modelFile
+    : await resolveModelReference(basePath).catch((e: unknown) => { throw new Error(`--base: ${e instanceof Error ? e.message : String(e)}`); });
   const ctx = ctxArg === TRAINED_CONTEXT ? trainedContextOf(modelFile, "--ctx") : ctxArg;
   const tok = await loadTokenizer(modelFile);
   // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
@@ -100,7 +104,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const all = Math.floor(tokens.length / ctx);
     if (!json) process.stderr.write(`${file === "-" ? "stdin" : file}: ${tokens.length} tokens, ${all} windows of ${ctx}${plan.chunks < all ? `, the first ${plan.chunks} scored (--chunks)` : ""}\n`);
     if (kl) {
-      const base = await loadModel(basePath!, loadOptions).catch(namingCtx);
+      const base = await loadModel(baseFile!, loadOptions).catch(namingCtx);
       models.push(base);
       if (base.tokenizer.vocabSize !== tok.vocabSize) throw new Error(`--base ${basePath}: its vocabulary has ${base.tokenizer.vocabSize} tokens, the model's ${tok.vocabSize}`);
       const r = await computeKlDivergence(model.languageModel, base.languageModel, tokens, {
