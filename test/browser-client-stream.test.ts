@@ -218,3 +218,19 @@ test("stream(): once a load has answered with the model's limits, a request they
   assert.deepEqual(worker.posted.slice(-3).map((r) => r.op), ["unload", "generate", "abort"]);
   client.terminate();
 });
+
+test("streamChat() and chat(): with the end-of-turn ids of the model's own template (the load's answer), stopTokens outside the vocabulary are refused at the call, indexed after them as Model.streamChat indexes them; with a chatTemplate option they go to the worker", async () => {
+  const { client, worker } = engine();
+  const done = client.load("http://localhost/m.gguf");
+  worker.reply({ id: worker.posted.at(-1)!.id, kind: "result", value: { limits: { contextSize: 256, tokenIds: 512, rows: 512, maxSequences: 4 }, hasChatTemplate: true, endOfTurnIds: [2] } });
+  await done;
+  const posted = worker.posted.length;
+  const messages = [{ role: "user", content: "Lily" }];
+  const refused = (e: unknown) => e instanceof RequestError && e.option === "stopTokens" && e.message.startsWith("stopTokens[2]: token id 512 ");
+  assert.throws(() => client.streamChat(messages, { stopTokens: [5, 512] }), refused);
+  await assert.rejects(client.chat(messages, { stopTokens: [5, 512] }), refused);
+  assert.equal(worker.posted.length, posted, "nothing reached the worker");
+  client.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", stopTokens: [512] }).return(undefined as never).catch(() => undefined);
+  assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["chat", "abort"]);
+  client.terminate();
+});

@@ -370,6 +370,87 @@ test("stream() and streamChat() refuse at the call what the loaded model's limit
   assert.deepEqual(errors, []);
 });
 
+/** a template that ends each turn with the end-of-sequence token (stories260K's </s>), as a model's own in its GGUF */
+const EOS_TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+/**
+ * `from` with `template` as its tokenizer.chat_template: the entry goes first, the rest of the
+ * file as it was, padded (a Jinja comment) to whole alignment blocks so the tensor data keeps its
+ * alignment and its offsets (relative to the data section)
+ */
+function withChatTemplate(from: string, to: string, template: string): void {
+  const bytes = readFileSync(from);
+  const { alignment, version } = readGGUFHeader(from);
+  assert.equal(version, 3, "a GGUF v3 (64-bit counts)");
+  const key = Buffer.from("tokenizer.chat_template");
+  const size = (t: string) => 8 + key.length + 4 + 8 + Buffer.byteLength(t);
+  const padded = `${template}{#${"x".repeat((alignment - (size(template) + 4) % alignment) % alignment)}#}`;
+  const value = Buffer.from(padded);
+  const entry = Buffer.alloc(size(padded));
+  entry.writeBigUInt64LE(BigInt(key.length), 0);
+  key.copy(entry, 8);
+  entry.writeUInt32LE(8, 8 + key.length); // a string
+  entry.writeBigUInt64LE(BigInt(value.length), 12 + key.length);
+  value.copy(entry, 20 + key.length);
+  const head = Buffer.from(bytes.subarray(0, 24));
+  head.writeBigUInt64LE(head.readBigUInt64LE(16) + 1n, 16); // one more metadata entry
+  writeFileSync(to, Buffer.concat([head, entry, bytes.subarray(24)]));
+}
+
+test("streamChat() and chat() on a model whose GGUF has a chat template: stopTokens outside the vocabulary are refused at the call with Node's message (its index counting the template's end-of-turn ids, which the load's answer carries); with a chatTemplate option the worker decides", { skip }, async () => {
+  withChatTemplate(sharedFile(MODEL)!, join(modelsDir, "stories260K-chat.gguf"), EOS_TEMPLATE);
+  type Refusal = { name: string; message: string; option?: string } | "no throw" | "resolved";
+  const { value, errors } = await inPage<{ endOfTurnIds: number[]; stream: Refusal; chat: Refusal; sent: number; other: Refusal; after: number[] }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    const info = await engine.load("/models/stories260K-chat.gguf", { cache: false, threads: 1 });
+    const worker = engine.worker, post = worker.postMessage.bind(worker);
+    let sent = 0;
+    worker.postMessage = (m) => { sent++; post(m); };
+    const refusal = (e) => ({ name: e.name, message: e.message, option: e.option });
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    let stream = "no throw";
+    try { engine.streamChat(messages, { stopTokens: [5, 999999] }); } catch (e) { stream = refusal(e); }
+    const chat = await engine.chat(messages, { stopTokens: [5, 999999] }).then(() => "resolved", refusal);
+    const refusedSent = sent;
+    const other = await engine.streamChat(messages, { chatTemplate: ${JSON.stringify(CHAT_TEMPLATE)}, stopTokens: [999999] }).next().then(() => "resolved", refusal);
+    const after = await engine.chat(messages, { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { endOfTurnIds: info.endOfTurnIds, stream, chat, sent: refusedSent, other, after: after.completionTokens };`);
+  const model = await loadModel(join(modelsDir, "stories260K-chat.gguf"), { backend: "wasm", threads: 1 });
+  try {
+    const refusal = (e: unknown): Refusal => {
+      const { name, message, option } = e as Error & { option?: string };
+      return { name, message, option };
+    };
+    const messages = [{ role: "user", content: "Once upon a time" }];
+    assert.deepEqual(value.endOfTurnIds, model.chatFormatter().endOfTurnIds);
+    assert.ok(value.endOfTurnIds.length > 0, "the template ends its turns with a token");
+    let node: Refusal = "no throw";
+    try {
+      model.streamChat(messages, { stopTokens: [5, 999999] });
+    } catch (e) {
+      node = refusal(e);
+    }
+    assert.equal((node as Exclude<Refusal, string>).option, "stopTokens");
+    // (before, the stream's first next() rejected)
+    assert.deepEqual(value.stream, node);
+    assert.deepEqual(value.chat, await model.chat(messages, { stopTokens: [5, 999999] }).then(() => "resolved", refusal));
+    // (Node throws it at the call; the page, which cannot know that template's end-of-turn ids, at the first next())
+    let nodeOther: Refusal = "resolved";
+    try {
+      await model.streamChat(messages, { chatTemplate: CHAT_TEMPLATE, stopTokens: [999999] }).next();
+    } catch (e) {
+      nodeOther = refusal(e);
+    }
+    assert.deepEqual(value.other, nodeOther);
+    assert.deepEqual(value.after, (await model.chat(messages, { maxTokens: 4, temperature: 0 })).completionTokens);
+  } finally {
+    model.dispose();
+  }
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
+  assert.deepEqual(errors, []);
+});
+
 test("streamChat(): the reply's steps and result are Node's Model.streamChat ones for the same conversation and template; leaving the loop early stops the reply in the worker (finishReason abort)", { skip }, async () => {
   const messages = [{ role: "system", content: "Tell a story." }, { role: "user", content: "Once upon a time" }];
   type Streamed = { steps: unknown[]; result: { completion: string; completionTokens: number[]; finishReason: string; promptTokens: number[] } };

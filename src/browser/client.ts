@@ -68,14 +68,15 @@ function checkConstraint(options: WorkerGenerateOptions): void {
  * (request-checks.ts), in Engine.submit's order, as it runs them at Model.stream's call: with
  * the model's limits (once its load has answered) a token prompt against the vocabulary and the
  * context, stop tokens and logitBias ids against the vocabulary; the constraint's grammar, which
- * needs no model; then choices or beams against the sequences run at once. Not streamChat's
- * stopTokens: they come after the template's end-of-turn ids, which Node's message counts in
- * their index (the worker refuses them, at the first next()).
+ * needs no model; then choices or beams against the sequences run at once. `stopTokens`: the
+ * request's, as the engine gets them (streamChat's after the template's end-of-turn ids, which
+ * Node's message counts in their index); undefined where the page cannot know them (a chat with
+ * a chatTemplate option: the worker refuses them, at the first next()).
  */
-function checkRequest(limits: RequestLimits | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: "check" | "leave"): void {
+function checkRequest(limits: RequestLimits | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: readonly number[] | undefined): void {
   if (limits) {
     if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
-    if (stopTokens === "check" && Array.isArray(options.stopTokens)) checkStopTokens(options.stopTokens, limits.tokenIds);
+    if (stopTokens) checkStopTokens(stopTokens, limits.tokenIds);
     checkLogitBiasIds(resolveSamplingOptions(samplingOptionsOf(options)).logitBias.keys(), limits.rows);
   }
   checkConstraint(options);
@@ -102,7 +103,7 @@ export class TsllmWorker {
   /** why the worker cannot answer any more (terminated, or its script failed to load): later calls reject with it */
   private dead: Error | undefined;
   /** the loaded model's limits and whether it has a chat template, from its load's answer; undefined while a load or unload sent since may change the model (the worker checks then) */
-  private model: Pick<LoadedModel, "limits" | "hasChatTemplate"> | undefined;
+  private model: Pick<LoadedModel, "limits" | "hasChatTemplate" | "endOfTurnIds"> | undefined;
   /** loads and unloads sent: a load's answer is the model only when none was sent after it */
   private modelChanges = 0;
 
@@ -198,7 +199,7 @@ export class TsllmWorker {
     const change = ++this.modelChanges;
     this.model = undefined;
     return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress }).then((loaded) => {
-      if (change === this.modelChanges) this.model = { limits: loaded.limits, hasChatTemplate: loaded.hasChatTemplate };
+      if (change === this.modelChanges) this.model = { limits: loaded.limits, hasChatTemplate: loaded.hasChatTemplate, endOfTurnIds: loaded.endOfTurnIds };
       return loaded;
     });
   }
@@ -258,7 +259,7 @@ export class TsllmWorker {
   private checkGeneration(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal }): void {
     checkStreamOptions(options);
     if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
-    checkRequest(this.model?.limits, prompt, options, "check");
+    checkRequest(this.model?.limits, prompt, options, Array.isArray(options.stopTokens) ? options.stopTokens : undefined);
   }
 
   /** what the page can tell of a chat request before it is sent (streamChat() and chat()) */
@@ -268,7 +269,9 @@ export class TsllmWorker {
     if (this.model && !this.model.hasChatTemplate && options.chatTemplate === undefined) throw new NoChatTemplateError();
     const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
     checkStreamOptions(generation);
-    checkRequest(this.model?.limits, undefined, generation, "leave");
+    // (the model's own template's end-of-turn ids, from its load; another template's need the worker's tokenizer)
+    const endOfTurn = options.chatTemplate === undefined ? this.model?.endOfTurnIds : undefined;
+    checkRequest(this.model?.limits, undefined, generation, endOfTurn ? [...endOfTurn, ...(Array.isArray(generation.stopTokens) ? generation.stopTokens : [])] : undefined);
   }
 
   /**

@@ -86,11 +86,19 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
   const m = model;
   const wasm = backendName === "wasm" ? (m.backend as WasmBackend) : undefined;
   const note = wasm ? wasmThreading(req.options?.threads).note : undefined;
+  const hasChatTemplate = m.metadata.has("tokenizer.chat_template");
+  let endOfTurnIds: number[] | undefined;
+  try {
+    // (a template that does not parse is the chat's own refusal, at its call in the worker)
+    if (hasChatTemplate) endOfTurnIds = [...m.chatFormatter().endOfTurnIds];
+  } catch {
+    endOfTurnIds = undefined;
+  }
   return {
     // the backend's own count: 1 on a page that is not cross-origin isolated, whatever was asked
     source: m.path, info: m.info, backend: backendName, threads: wasm?.threads ?? 1, ...(note ? { threadsNote: note } : {}),
     ...(wasm ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: wasm.memoryCount } : {}),
-    contextSize: m.contextSize, limits: m.engine.limits, loadMs: m.loadMs, hasChatTemplate: m.metadata.has("tokenizer.chat_template"),
+    contextSize: m.contextSize, limits: m.engine.limits, loadMs: m.loadMs, hasChatTemplate, ...(endOfTurnIds ? { endOfTurnIds } : {}),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
     ...(loaded.refetched ? { refetched: loaded.refetched } : {}),
   };

@@ -55,6 +55,8 @@ export interface LoadedModel {
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
   hasChatTemplate: boolean;
+  /** the end-of-turn ids of the GGUF's chat template (a chat ends at them; streamChat's stopTokens come after them): the page checks streamChat's stopTokens with them at its call; absent without a template or where it does not parse */
+  endOfTurnIds?: number[];
   /** bytes of the GGUF file */
   size: number;
   /** the file came from the model cache: nothing was downloaded */
