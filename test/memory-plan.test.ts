@@ -437,6 +437,14 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   const lines = drafted.stderr.trim().split("\n");
   assert.equal(lines.length, 1, drafted.stderr);
   assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves 0 B free, less than the 1\.07 GB memory margin/);
+  // free = the plan alone: no room for the draft's cache beside the context, refused in one line
+  // that does not propose a smaller --memory-margin: the judge, --memory-margin 0, is refused the same
+  const tight = { ...env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes) };
+  const refused = await cli([...gen, "--draft-model", FILE], tight);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /^tsllm: error: --max-tokens: .* but the KV cache holds 512 tokens \(\d+ bytes\); lower --max-tokens, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0\n$/);
+  const noMargin = await cli([...gen, "--draft-model", FILE, "--memory-margin", "0"], tight);
+  assert.equal(noMargin.stderr, refused.stderr);
 });
 
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {

@@ -222,7 +222,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const model = await loadModelForOneRequest(path, loadOptions, width, draftPath === undefined ? undefined : await resolveModelReference(draftPath));
   const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
-  const remedies = { widthFlag, smallerCache: smallerCacheFlags(model) };
+  const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
   try {
     const it = startStream(() => flag(values, "chat")
       ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
@@ -263,19 +263,21 @@ export async function runGenerate(argv: string[]): Promise<void> {
  * error (exit 2) naming the flag, in the flags' words (refusalInTerms, as serve words them in
  * its own): a KV cache too small names what the command line sizes it by. `widthFlag`: the
  * flag that made the request wide (--n, --num-beams), which a smaller value of also fits;
+ * `speculative`: a request drafting with --draft-model, whose pool holds the draft's cache too;
  * `smallerCache`: the cache types that store the loaded cache in fewer bytes a token
  * (smallerCacheFlags), none where it is already as small as it goes. Other errors pass through.
  */
-export function asUsageError(e: unknown, { widthFlag, smallerCache }: StreamRemedies = {}): never {
+export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache }: StreamRemedies = {}): never {
   if (!(e instanceof RequestError)) throw e;
   const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
     maxTokens: "--max-tokens",
     // the CLI's pool: what is free less the margin, at least one context. A wide request's pool
     // (loadModelForOneRequest) is already what all of the free memory holds, its width at most
-    // (kvPoolBytes): the margin is given up, so a smaller --memory-margin adds nothing to it
-    kvCacheTooSmall: widthFlag
-      ? `lower --max-tokens or ${widthFlag}${smallerCache ? `, or make the KV cache smaller per token: ${smallerCache}` : ""}`
+    // (kvPoolBytes): the margin is given up, so a smaller --memory-margin adds nothing to it; so is
+    // a speculative request's (its context and the draft's cache)
+    kvCacheTooSmall: widthFlag !== undefined || speculative
+      ? `lower --max-tokens${widthFlag ? ` or ${widthFlag}` : ""}${smallerCache ? `, or make the KV cache smaller per token: ${smallerCache}` : ""}`
       : `lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin${smallerCache ? `, or ${smallerCache}` : ""}`,
     contextTooSmall: "use a larger --ctx-size or a shorter prompt",
   }).replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
@@ -285,6 +287,7 @@ export function asUsageError(e: unknown, { widthFlag, smallerCache }: StreamReme
 /** what a refused request's usage error may propose (asUsageError) */
 export interface StreamRemedies {
   readonly widthFlag?: string;
+  readonly speculative?: boolean;
   readonly smallerCache?: string;
 }
 
