@@ -207,7 +207,7 @@ test("bounded numbers are read as a validator reads them, as doubles: no text ju
   assert.equal(accepts(parseGbnf(jsonSchemaToGbnf({ type: "number", minimum: 1e-25 })), "0"), false);
 });
 
-test("multipleOf (an integer, as OpenAI's strict mode takes it) writes exactly the multiples of up to 15 digits; beside bounds or as a fraction it is refused naming the path", () => {
+test("multipleOf (an integer, as OpenAI's strict mode takes it) writes exactly the multiples of up to 15 digits; as a fraction it is refused naming the path", () => {
   for (const [type, k] of [["integer", 7], ["integer", 25], ["number", 3], ["integer", 250], ["integer", 1]] as const) {
     const schema = { type, multipleOf: k };
     const texts = Array.from({ length: 801 }, (_, i) => String(i - 400));
@@ -218,10 +218,32 @@ test("multipleOf (an integer, as OpenAI's strict mode takes it) writes exactly t
     // random walks validate
     assert.deepEqual(checkSchema(schema, new Rng(k), makeAjv(), 40, 0).findings.map((f) => f.text), [], JSON.stringify(schema));
   }
-  for (const [s, re] of [[{ type: "integer", multipleOf: 5, minimum: 0 }, /#\/multipleOf: not supported together with minimum/], [{ type: "number", multipleOf: 0.5 }, /#\/multipleOf: expected an integer from 1 to 250, got 0.5/],
+  for (const [s, re] of [[{ type: "number", multipleOf: 0.5 }, /#\/multipleOf: expected an integer from 1 to 250, got 0.5/],
     [{ type: "integer", multipleOf: 1000 }, /#\/multipleOf: expected an integer from 1 to 250/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re, JSON.stringify(s));
   }
+});
+
+test("multipleOf beside bounds (OpenAI's strict mode takes both) writes exactly the multiples within them, never -0 or a leading zero (it was refused: not supported together with minimum)", () => {
+  const texts = [...Array.from({ length: 1201 }, (_, i) => String(i - 600)), "999999999999990", "-999999999999990", "999999999999750"];
+  const schemas: object[] = [
+    { type: "integer", multipleOf: 5, minimum: 0 },
+    { type: "integer", multipleOf: 5, minimum: 0, maximum: 100 },
+    { type: "integer", multipleOf: 7, exclusiveMinimum: -50, exclusiveMaximum: 500 },
+    { type: "integer", multipleOf: 25, minimum: -575, maximum: -30 },
+    { type: "integer", multipleOf: 3, maximum: 10 },
+    { type: "number", multipleOf: 10, minimum: 9.5, maximum: 101 },
+    { type: "integer", multipleOf: 250, minimum: 9 },
+    { type: "integer", multipleOf: 1, minimum: -3, maximum: 3 },
+    { type: "object", properties: { q: { type: "integer", multipleOf: 12, minimum: 1, maximum: 400 } }, required: ["q"], additionalProperties: false },
+  ];
+  for (const schema of schemas) {
+    const inner = (schema as { properties?: { q: object } }).properties?.q;
+    agreesWithAjv(schema as JsonSchema, inner ? texts.map((t) => `{"q":${t}}`) : texts);
+  }
+  const g = parseGbnf(jsonSchemaToGbnf({ type: "integer", multipleOf: 5, minimum: -10, maximum: 10 }));
+  for (const t of ["-0", "00", "05", "-05"]) assert.ok(!accepts(g, t), t);
+  assert.throws(() => jsonSchemaToGbnf({ type: "integer", multipleOf: 50, minimum: 1, maximum: 49 }), /^GrammarError: #\/multipleOf: no multiple of 50 lies within the bounds \(from 1 to 49, up to 15 digits\)$/);
 });
 
 test("integer ranges (minimum, maximum, exclusive bounds) accept exactly the integers inside them, written as JSON writes them", () => {

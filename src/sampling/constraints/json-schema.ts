@@ -375,6 +375,22 @@ function rangeBound(s: Record<string, unknown>, k: string, path: string, limit: 
   return v;
 }
 
+/**
+ * An integer schema's bounds as the integers they leave (undefined: open), refused where they leave
+ * none, named at the upper bound's keyword (which a bound merged from a part of allOf names where it
+ * was written)
+ */
+function integerBounds(s: Record<string, unknown>, path: string): { lo: number | undefined; hi: number | undefined } {
+  const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, Number.MAX_SAFE_INTEGER));
+  // each side's tightest bound, with the keyword that set it
+  const bounds = (pairs: [string, number | undefined][]): [string, number][] => pairs.filter((b): b is [string, number] => b[1] !== undefined);
+  const lows = bounds([["minimum", min === undefined ? undefined : Math.ceil(min)], ["exclusiveMinimum", xmin === undefined ? undefined : Math.floor(xmin) + 1]]).sort((a, b) => b[1] - a[1]);
+  const highs = bounds([["maximum", max === undefined ? undefined : Math.floor(max)], ["exclusiveMaximum", xmax === undefined ? undefined : Math.ceil(xmax) - 1]]).sort((a, b) => a[1] - b[1]);
+  const lo = lows[0]?.[1], hi = highs[0]?.[1];
+  if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}/${highs[0]![0]}: no integer lies between ${lows[0]![0]} ${s[lows[0]![0]]} and ${highs[0]![0]} ${s[highs[0]![0]]}`);
+  return { lo, hi };
+}
+
 /** the largest multipleOf written as a grammar (a rule per remainder and digit position) */
 const MAX_MULTIPLE = 250;
 
@@ -710,17 +726,69 @@ class Converter {
   /** an integer, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (int-range.ts) */
   private integer(s: Record<string, unknown>, name: string, path: string): string {
     if (s["multipleOf"] !== undefined) return this.multiple(s, name, path);
-    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(s, k, path, Number.MAX_SAFE_INTEGER));
-    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return this.primitive("integer");
-    // each side's tightest bound, with the keyword that set it
-    const bounds = (pairs: [string, number | undefined][]): [string, number][] => pairs.filter((b): b is [string, number] => b[1] !== undefined);
-    const lows = bounds([["minimum", min === undefined ? undefined : Math.ceil(min)], ["exclusiveMinimum", xmin === undefined ? undefined : Math.floor(xmin) + 1]]).sort((a, b) => b[1] - a[1]);
-    const highs = bounds([["maximum", max === undefined ? undefined : Math.floor(max)], ["exclusiveMaximum", xmax === undefined ? undefined : Math.ceil(xmax) - 1]]).sort((a, b) => a[1] - b[1]);
-    const lo = lows[0]?.[1], hi = highs[0]?.[1];
-    // named at the upper bound's keyword, which a bound merged from a part of allOf names where it was written
-    if (lo !== undefined && hi !== undefined && lo > hi) throw new GrammarError(`${path}/${highs[0]![0]}: no integer lies between ${lows[0]![0]} ${s[lows[0]![0]]} and ${highs[0]![0]} ${s[highs[0]![0]]}`);
+    if (!RANGE_KEYS.some((k) => s[k] !== undefined)) return this.primitive("integer");
+    const { lo, hi } = integerBounds(s, path);
     this.space();
     return this.add(name, `${regexToGbnf(integerRangeRegex(lo, hi))} space`);
+  }
+
+  /**
+   * The multiples of k within the bounds (of up to 15 digits where a side is open, as unbounded
+   * multiples): per sign, the magnitudes from a to b, each length of digits apart, read left to
+   * right through the remainders modulo k while the digits written so far equal a's or b's (then
+   * the next digit is held to theirs); never -0
+   */
+  private boundedMultiple(s: Record<string, unknown>, k: number, base: string, name: string, path: string): string {
+    const { lo, hi } = integerBounds(s, path);
+    const TOP = 999_999_999_999_999;
+    const alts: string[] = [];
+    if ((lo ?? -1) <= 0 && (hi ?? 1) >= 0) alts.push('"0"');
+    // rule for "`left` more digits from remainder r, to remainder 0", or undefined where none can follow
+    const made = new Map<string, string | undefined>();
+    const exact = (r: number, left: number): string | undefined => {
+      if (left === 0) return r === 0 ? '""' : undefined;
+      const id = `${base}-e${left}-${r}`;
+      if (!made.has(id)) made.set(id, this.digits(id, [0, 9], (d) => exact((r * 10 + d) % k, left - 1)));
+      return made.get(id);
+    };
+    const magnitudes = (a: number, b: number, id: string): string | undefined => {
+      const lens: string[] = [];
+      for (let len = String(a).length; len <= String(b).length; len++) {
+        const low = len > String(a).length ? undefined : String(a), high = len < String(b).length ? undefined : String(b);
+        // position i with remainder r, the digits so far equal to low's (tl) or high's (th)
+        const tight = (i: number, r: number, tl: boolean, th: boolean): string | undefined => {
+          // (the first digit is never 0, so it is written here even where no bound holds it)
+          if (!tl && !th && i > 0) return exact(r, len - i);
+          if (i === len) return r === 0 ? '""' : undefined;
+          const from = tl ? Number(low![i]) : i === 0 ? 1 : 0, to = th ? Number(high![i]) : 9;
+          return this.digits(`${base}-${id}${len}-${i}-${r}${tl ? "l" : ""}${th ? "h" : ""}`, [from, to], (d) => tight(i + 1, (r * 10 + d) % k, tl && d === from, th && d === to));
+        };
+        const first = tight(0, 0, low !== undefined, high !== undefined);
+        if (first !== undefined) lens.push(first);
+      }
+      return lens.length === 0 ? undefined : lens.length === 1 ? lens[0] : `(${lens.join(" | ")})`;
+    };
+    if ((hi ?? 1) >= 1) {
+      const pos = magnitudes(Math.max(1, lo ?? 1), Math.min(TOP, hi ?? TOP), "p");
+      if (pos !== undefined && Math.max(1, lo ?? 1) <= Math.min(TOP, hi ?? TOP)) alts.push(pos);
+    }
+    if ((lo ?? -1) <= -1) {
+      const neg = magnitudes(Math.max(1, -(hi ?? -1)), Math.min(TOP, -(lo ?? -TOP)), "n");
+      if (neg !== undefined && Math.max(1, -(hi ?? -1)) <= Math.min(TOP, -(lo ?? -TOP))) alts.push(`"-" ${neg}`);
+    }
+    if (alts.length === 0) throw new GrammarError(`${path}/multipleOf: no multiple of ${k} lies within the bounds (from ${lo ?? "any"} to ${hi ?? "any"}, up to 15 digits)`);
+    return this.add(name, `(${alts.join(" | ")}) space`);
+  }
+
+  /** a rule of digits from..to, each going on with `next(d)` (grouped by it); undefined where none goes on */
+  private digits(id: string, [from, to]: readonly [number, number], next: (d: number) => string | undefined): string | undefined {
+    const by = new Map<string, number[]>();
+    for (let d = from; d <= to; d++) {
+      const n = next(d);
+      if (n !== undefined) by.set(n, [...(by.get(n) ?? []), d]);
+    }
+    if (by.size === 0) return undefined;
+    return this.add(id, [...by].map(([n, ds]) => `[${ds.join("")}]${n === '""' ? "" : ` ${n}`}`).join(" | "));
   }
 
   /**
@@ -732,12 +800,12 @@ class Converter {
   private multiple(s: Record<string, unknown>, name: string, path: string): string {
     const k = s["multipleOf"];
     if (typeof k !== "number" || !Number.isInteger(k) || k < 1 || k > MAX_MULTIPLE) throw new GrammarError(`${path}/multipleOf: expected an integer from 1 to ${MAX_MULTIPLE}, got ${JSON.stringify(k)}`);
-    const bound = RANGE_KEYS.find((b) => s[b] !== undefined);
-    if (bound !== undefined) throw new GrammarError(`${path}/multipleOf: not supported together with ${bound}`);
-    if (k === 1) return this.primitive("integer");
+    const bounded = RANGE_KEYS.some((b) => s[b] !== undefined);
+    if (k === 1) return this.integer({ ...s, multipleOf: undefined }, name, path);
     this.space();
     let base = `${name}-mod`;
     for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${base}-`)); n++) base = `${name}-mod${n}`;
+    if (bounded) return this.boundedMultiple(s, k, base, name, path);
     // rule for "remainder r, at most `left` more digits", or undefined where no multiple can follow
     const made = new Map<string, string | undefined>();
     const state = (r: number, left: number): string | undefined => {
