@@ -658,3 +658,56 @@ test("token-classification first/average/max with a tokenizer marking no continu
     bert.dispose();
   }
 });
+
+/*
+ * text-classification, fill-mask and feature-extraction cut an input longer than the model when
+ * `truncation` is left out, where transformers' tokenizer does not cut (it logs "Token indices
+ * sequence length is longer than the specified maximum sequence length for this model", then the
+ * model reads it whole or fails past its positions): the library's answer on the cut input passed
+ * for the whole one's without a word. Now one warning per input cut, through onWarning.
+ */
+test("text-classification, fill-mask and feature-extraction with truncation left out: one warning per input cut, naming it (transformers' tokenizer does not cut); none with truncation: true or a short input", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst") }, async () => {
+  const folder = `${SHARED}/hf-oracle/bert-uncased-sst`;
+  // the judge for the counts: "good" is one vocabulary entry, and the model reads model_max_length 512 tokens
+  assert.ok(readFileSync(`${folder}/vocab.txt`, "utf8").split("\n").includes("good"));
+  assert.equal(JSON.parse(readFileSync(`${folder}/tokenizer_config.json`, "utf8")).model_max_length, 512);
+  const long = "good ".repeat(600).trim(); // 600 tokens, 602 with [CLS] and [SEP]
+  const why = "(truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)";
+  const warnings: string[] = [];
+  const onWarning = (w: string) => warnings.push(w);
+  const clf = await pipeline("text-classification", folder, { threads: 1, onWarning });
+  try {
+    await clf(["short", long]);
+    assert.deepEqual(warnings, [`text-classification: input 1 has 602 tokens; only its first 512 are read ${why}`]);
+    await clf({ text: long, text_pair: "short" }, { truncation: true });
+    await clf("short");
+    assert.equal(warnings.length, 1);
+  } finally {
+    clf.dispose();
+  }
+  const features = await pipeline("feature-extraction", folder, { threads: 1, onWarning });
+  try {
+    assert.equal((await features(long))[0]!.length, 512);
+    assert.equal(warnings[1], `feature-extraction: the input has 602 tokens; only its first 512 are read ${why}`);
+  } finally {
+    features.dispose();
+  }
+  const mlm = `${SHARED}/hf-oracle/bert-uncased-mlm`;
+  if (!skipWithoutShared("hf-oracle/bert-uncased-mlm")) {
+    const fill = await pipeline("fill-mask", mlm, { threads: 1, onWarning });
+    try {
+      await fill(`[MASK] ${long}`, { topK: 1 });
+      assert.equal(warnings[2], `fill-mask: the input has 603 tokens; only its first 512 are read ${why}`);
+    } finally {
+      fill.dispose();
+    }
+    // the pipeline's own truncation: true, as transformers' pipeline(..., truncation=True): cut without a word
+    const quiet = await pipeline("fill-mask", mlm, { threads: 1, onWarning, truncation: true });
+    try {
+      await quiet(`[MASK] ${long}`, { topK: 1 });
+    } finally {
+      quiet.dispose();
+    }
+  }
+  assert.equal(warnings.length, skipWithoutShared("hf-oracle/bert-uncased-mlm") ? 2 : 3);
+});

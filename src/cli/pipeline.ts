@@ -124,7 +124,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const onWarning = (message: string) => printWarning(about(message));
   const decoder = memoryMargin !== undefined ? { memoryMargin } : {};
   // --target is the pipeline's own (transformers' pipeline(..., targets=)): told of once, not once per --input
-  const own = targets ? { targets } : {};
+  // truncation: true where the library takes it: the command line tells of each input it cuts itself (below), in its own words
+  const own = { ...(targets ? { targets } : {}), ...(["text-classification", "sentiment-analysis", "fill-mask", "feature-extraction"].includes(task) ? { truncation: true } : {}) };
   const p = await pipeline(task as PipelineTask, model, { threads, backend, onWarning, ...(encoder ? { ...(maxLength !== undefined ? { maxLength } : {}), ...own } : decoder) }).catch((e: unknown) => {
     // past the model's positions (known once it is open): the flag's own usage error
     throw e instanceof OptionError && e.option === "maxLength" ? new UsageError(`--max-length${e.message.slice("maxLength".length)}`) : e;

@@ -75,10 +75,29 @@ export class EncoderRunner {
    * call was given a list (inputs are named by their place in it)
    */
   refuseTooLong(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean): void {
-    inputs.forEach(({ text, pair }, i) => {
+    const [past] = this.pastMax(inputs);
+    if (past) throw new RangeError(`${task}: ${listed ? `input ${past.i}` : "the input"} has ${past.n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
+  }
+
+  /** the inputs longer than the model reads: each one's place and its tokens before any cut */
+  private pastMax(inputs: readonly { readonly text: string; readonly pair?: string }[]): { i: number; n: number }[] {
+    return inputs.flatMap(({ text, pair }, i) => {
       const n = this.tokenize(text, pair, Infinity).ids.length;
-      if (n > this.maxLength) throw new RangeError(`${task}: ${listed ? `input ${i}` : "the input"} has ${n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
+      return n > this.maxLength ? [{ i, n }] : [];
     });
+  }
+
+  /**
+   * What a call's `truncation` asks of inputs longer than the model reads: false refuses them
+   * (refuseTooLong); true cuts them; left out, each is cut with one warning, since transformers'
+   * tokenizer does not cut there (it warns "Token indices sequence length is longer than the
+   * specified maximum sequence length for this model", then its model reads the whole input or
+   * fails past its positions): an answer on a cut input must not pass for the whole one's.
+   */
+  checkLength(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void): void {
+    if (truncation === false) return this.refuseTooLong(task, inputs, listed);
+    if (truncation === true) return;
+    for (const { i, n } of this.pastMax(inputs)) warn(`${task}: ${listed ? `input ${i}` : "the input"} has ${n} tokens; only its first ${this.maxLength} are read (truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)`);
   }
 
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */

@@ -5,7 +5,8 @@ export interface FeatureExtractionOptions {
   /**
    * transformers' truncation: true cuts an input to the tokens the model reads (its end goes, the
    * special tokens stay). Left out, tsllm truncates too, where transformers would fail on the
-   * model's positions; false refuses an input past them, naming it.
+   * model's positions, with one warning per input cut (onWarning); false refuses an input past
+   * them, naming it.
    */
   readonly truncation?: boolean;
 }
@@ -19,14 +20,16 @@ export const FEATURE_EXTRACTION_OPTIONS: readonly string[] = ["truncation"];
  * feature-extraction, as transformers: the last hidden state of every token, [1][tokens][hidden]
  * per input (a list of inputs: one such array each). `defaults`: options given when the pipeline
  * was made (transformers' pipeline("feature-extraction", truncation=True)), a call's over them.
+ * `warn`: where an input cut with truncation left out is told (EncoderRunner.checkLength).
  */
-export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtractionOptions = {}) {
+export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtractionOptions, warn: (message: string) => void) {
   const d = runner.model.info.hiddenSize;
   truncationOf(TASK, withDefaults(defaults, {}).truncation);
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
     const options = withDefaults(defaults, knownOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
-    if (!truncationOf(TASK, options.truncation)) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
+    truncationOf(TASK, options.truncation);
+    runner.checkLength(TASK, texts.map((text) => ({ text })), typeof input !== "string", options.truncation, warn);
     const out = await runner.run(texts.map((t) => runner.tokenize(t)));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);
     return typeof input === "string" ? results[0]! : results;

@@ -15,8 +15,8 @@ export interface FillMaskOptions {
   readonly targets?: string | readonly string[];
   /**
    * transformers' `tokenizer_kwargs={"truncation": ...}`: true cuts an input to the tokens the
-   * model reads. Left out, tsllm cuts too, where transformers would fail in the model; false
-   * refuses a longer input, naming it.
+   * model reads. Left out, tsllm cuts too, where transformers would fail in the model, with one
+   * warning per input cut (onWarning); false refuses a longer input, naming it.
    */
   readonly truncation?: boolean;
 }
@@ -41,7 +41,8 @@ export const FILL_MASK_OPTIONS: readonly string[] = ["topK", "targets", "truncat
  * its result alone, as transformers returns it). `defaults`: options given when the pipeline was
  * made (transformers' pipeline("fill-mask", targets=[...])), a call's own options over them.
  * `warn`: where a target that is not a vocabulary entry is told, once when it is given (the
- * pipeline's own at its making, a call's at that call), as transformers' get_target_ids.
+ * pipeline's own at its making, a call's at that call), as transformers' get_target_ids; and an
+ * input cut with truncation left out (EncoderRunner.checkLength).
  */
 export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn: (message: string) => void) {
   const info = runner.model.info, tok = runner.tokenizer;
@@ -82,7 +83,8 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
   const settings = (options: FillMaskOptions, told: boolean) => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 0) throw new OptionError(`topK must be a non-negative integer, got ${k}`, "topK");
-    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets, told), truncation: truncationOf(TASK, options.truncation) };
+    truncationOf(TASK, options.truncation);
+    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets, told), truncation: options.truncation };
   };
   settings(withDefaults(defaults, {}), true);
 
@@ -91,7 +93,7 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
     // the pipeline's own targets were warned of when it was made, a call's are at each call (transformers' _sanitize_parameters)
     const { k, targets, truncation } = settings(withDefaults(defaults, own), own.targets !== undefined && own.targets !== null);
     const texts = textsOf(TASK, input);
-    if (!truncation) runner.refuseTooLong(TASK, texts.map((text) => ({ text })), typeof input !== "string");
+    runner.checkLength(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn);
     const encs = texts.map((t) => runner.tokenize(t));
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));

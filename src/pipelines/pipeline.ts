@@ -40,7 +40,8 @@ export const PIPELINE_TASKS = Object.keys(DEFAULT_MODELS).filter((t) => t !== "e
  * onWarning (text-generation, fill-mask, token-classification): where their warnings go, one line
  * each (default process.emitWarning): text-generation's load's and calls', fill-mask's targets that
  * are not vocabulary entries, token-classification's words guessed from spaces (first, average, max
- * with a tokenizer that marks no continuing token) (transformers' warnings); memoryMargin
+ * with a tokenizer that marks no continuing token), text-classification's, fill-mask's and
+ * feature-extraction's inputs cut with truncation left out (transformers' warnings); memoryMargin
  * (text-generation only): the free memory its default KV pool leaves unused, as loadModel's
  */
 export type PipelineOptions = EncoderLoadOptions & Pick<LoadModelOptions, "contextSize" | "quantize" | "onWarning" | "memoryMargin">;
@@ -169,14 +170,14 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
     switch (task) {
       case "text-classification":
       case "sentiment-analysis":
-        return attach(textClassification(runner, calls), base);
+        return attach(textClassification(runner, calls, warn), base);
       case "token-classification":
       case "ner":
         return attach(tokenClassification(runner, calls, warn), base);
       case "fill-mask":
         return attach(fillMask(runner, calls, warn), base);
       case "feature-extraction":
-        return attach(featureExtraction(runner, calls), base);
+        return attach(featureExtraction(runner, calls, warn), base);
     }
   } catch (e) {
     runner.dispose();

@@ -18,7 +18,8 @@ export interface TextClassificationOptions {
   /**
    * transformers' `truncation` (a tokenizer argument it passes on): true cuts an input (a pair:
    * the longer text first) to the tokens the model reads. Left out, tsllm cuts too, where
-   * transformers would fail in the model; false refuses a longer input, naming it.
+   * transformers would fail in the model, with one warning per input cut (onWarning); false
+   * refuses a longer input, naming it.
    */
   readonly truncation?: boolean;
 }
@@ -64,8 +65,9 @@ const NULL_IS_VALUE = ["topK"];
  * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
  * every label sorted; clf({text, text_pair}) -> {label, score}. `defaults`: options given when the
  * pipeline was made (transformers' pipeline(task, top_k=None)), a call's own options over them.
+ * `warn`: where an input cut with truncation left out is told (EncoderRunner.checkLength).
  */
-export function textClassification(runner: EncoderRunner, defaults: TextClassificationOptions = {}) {
+export function textClassification(runner: EncoderRunner, defaults: TextClassificationOptions, warn: (message: string) => void) {
   const info = runner.model.info;
   if (info.head !== "sequence-classification") throw new Error(`${runner.opened.path}: text-classification needs a sequence classifier (…ForSequenceClassification), found ${info.hfArchitecture}`);
   // transformers' order: a regression head is never squashed, even with its single output
@@ -75,7 +77,8 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
   const settings = (options: TextClassificationOptions) => {
     const { topK } = options;
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new OptionError(`topK must be a non-negative integer or null, got ${topK}`, "topK");
-    return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: truncationOf(TASK, options.truncation) };
+    truncationOf(TASK, options.truncation);
+    return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: options.truncation };
   };
   settings(withDefaults(defaults, {}, NULL_IS_VALUE));
 
@@ -92,7 +95,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
     const { topK, fn, truncation } = settings(withDefaults(defaults, call, NULL_IS_VALUE));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
-    if (!truncation) runner.refuseTooLong(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input));
+    runner.checkLength(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input), truncation, warn);
     const results = (await classify(list, fn)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers' __call__ wraps a single string's result in a list unless this call names top_k:
