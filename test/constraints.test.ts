@@ -632,6 +632,24 @@ test("a keyword of the wrong shape (anyOf, enum or type not a list, required a s
   assert.throws(() => jsonSchemaToGbnf({ type: "array", items: [{}], prefixItems: { type: "string" } }), /^GrammarError: #\/prefixItems: expected a list of schemas \(one schema is read as every element's, but not beside items as a list\)$/);
 });
 
+test("a property whose schema is false may not be present, and an anyOf / oneOf alternative false is left out, as ajv reads them (each was refused: the schema false admits no value)", () => {
+  const texts = ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":1}', '{"b":1,"c":2}', '{"b":"x"}', '{"c":1}', '"s"', "1", "null"];
+  for (const schema of [
+    { type: "object", properties: { a: false, b: { type: "integer" } }, additionalProperties: false },
+    { type: "object", properties: { a: false, b: { type: "integer" } }, additionalProperties: true },
+    { type: "object", properties: { a: false }, additionalProperties: { type: "integer" } },
+    { type: "object", properties: { a: false }, additionalProperties: false },
+    { type: "object", properties: { b: { type: "integer" }, a: false }, required: ["b"], additionalProperties: { type: "integer" } },
+    { anyOf: [false, { type: "string" }, false, { type: "integer" }] },
+    { oneOf: [{ type: "string" }, false] },
+    { type: "object", properties: { b: { anyOf: [false, { type: "integer" }] } }, required: ["b"], additionalProperties: false },
+  ]) agreesWithAjv(schema, texts);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: false }, required: ["a"] }), /^GrammarError: #\/properties\/a: false admits no value, but "a" is required$/);
+  assert.throws(() => jsonSchemaToGbnf({ anyOf: [false, false] }), /^GrammarError: #\/anyOf: every alternative is false, which admits no value$/);
+  // a kept alternative's fault names its own index
+  assert.throws(() => jsonSchemaToGbnf({ anyOf: [false, { type: "string", minLength: -1 }] }), /^GrammarError: #\/anyOf\/1\/minLength: /);
+});
+
 test("bounds that leave no number name the upper bound's keyword where it was written, also merged from a part of allOf (the merged items' fault named #/items, no spot of the schema)", () => {
   const faults: [object, string][] = [
     [{ allOf: [{ type: "array", items: { type: "integer", minimum: 5 } }, { items: { type: "integer", maximum: 2 } }] }, "#/allOf/1/items/maximum: no integer lies between minimum 5 and maximum 2"],

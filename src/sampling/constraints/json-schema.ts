@@ -462,10 +462,12 @@ class Converter {
       const alts = s[key];
       if (Array.isArray(alts)) {
         if (alts.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
+        // an alternative false admits nothing: left out (each kept one named at its own index)
+        const kept = alts.flatMap((a, i) => (a === false ? [] : [[a, i] as const]));
+        if (kept.length === 0) throw new GrammarError(`${path}/${key}: every alternative is false, which admits no value`);
         // keywords beside the list apply to every alternative
         const { [key]: _, ...beside } = s;
-        const each = constrains(beside) ? alts.map((a, i) => allOfAt([[beside, path], [a, `${path}/${key}/${i}`]])) : alts;
-        return this.add(name, each.map((a, i) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
+        return this.add(name, kept.map(([a, i]) => this.visit(constrains(beside) ? allOfAt([[beside, path], [a, `${path}/${key}/${i}`]]) : a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
       }
     }
     if (Array.isArray(s["allOf"])) {
@@ -1078,9 +1080,12 @@ class Converter {
     if (typeof props !== "object" || Array.isArray(props)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
     for (const r of required) if (!Object.hasOwn(props, r)) throw new GrammarError(`${path}/required: "${r}" is not among the properties`);
-    const keys = Object.keys(props);
+    // a property whose schema is false may not be present: not written (nor taken as another key)
+    for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
+    const keys = Object.keys(props).filter((k) => props[k] !== false);
+    const named = Object.keys(props);
     const additional = s["additionalProperties"];
-    if (keys.length === 0) {
+    if (named.length === 0) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
       if (additional === false) return this.add(name, `"{" space "}" space`);
       if (additional === undefined || additional === true) {
@@ -1097,7 +1102,7 @@ class Converter {
     const tail = (i: number): string => keys.slice(i).map((k, j) => (required.has(k) ? `"," space ${kv[i + j]}` : `("," space ${kv[i + j]})?`)).join(" ");
     const firstRequired = keys.findIndex((k) => required.has(k));
     // additionalProperties true or a schema: any number of other keys after the named ones
-    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(keys, additional, name, path, depth);
+    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
     const more = extra === undefined ? "" : ` ("," space ${extra})*`;
     let body: string;
     if (firstRequired >= 0) {
@@ -1108,7 +1113,7 @@ class Converter {
       // all optional: none, or a first one then any of the later ones (then other keys), or only other keys
       const starts = keys.map((_, i) => `${kv[i]}${tail(i + 1) ? ` ${tail(i + 1)}` : ""}${more}`);
       if (extra !== undefined) starts.push(`${extra}${more}`);
-      body = `(${starts.join(" | ")})?`;
+      body = starts.length === 0 ? "" : `(${starts.join(" | ")})?`;
     }
     return this.add(name, `"{" space ${body} "}" space`);
   }
