@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { after, before, test } from "node:test";
 import { Ajv } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -597,6 +598,43 @@ test("allOf of array parts: a fault of a part's keyword (uniqueItems, prefixItem
   agreesWithAjv({ allOf: [{ type: "array", items: { type: "integer" } }, { items: { minimum: 0 } }, { maxItems: 2 }] }, ["[]", "[1,2]", "[-1]", "[1.5]", "[1,2,3]"]);
   agreesWithAjv({ allOf: [{ type: "array", prefixItems: [{ type: "integer" }] }, { type: "array", prefixItems: [{ type: "integer" }], maxItems: 1 }] }, ["[]", "[1]", "[1,2]", '["a"]']);
 });
+
+test("a const or enum value that JSON cannot write (a function, symbol, bigint, NaN, a Date, a cycle) is refused naming its path, not written as null, {} or a crash", () => {
+  // a library caller's schema can hold any JavaScript value; each of these was a TypeError from the
+  // literal writer, or a different constraint (NaN and Infinity as null, a Date or Map as {})
+  const cycle: Record<string, unknown> = { a: 1 };
+  cycle["self"] = cycle;
+  // [the value JSON cannot carry, the schema that holds it, its path, what the refusal calls it]
+  const bad: [unknown, (v: unknown) => object, string, string][] = [
+    [() => "x", (v) => ({ enum: ["x", v] }), "#/enum/1", "a function"],
+    [Symbol("s"), (v) => ({ const: v }), "#/const", "a symbol"],
+    [1n, (v) => ({ enum: [v] }), "#/enum/0", "a bigint"],
+    [undefined, (v) => ({ enum: [v] }), "#/enum/0", "undefined"],
+    [Number.NaN, (v) => ({ enum: [v] }), "#/enum/0", "NaN"],
+    [Number.POSITIVE_INFINITY, (v) => ({ type: "object", properties: { x: { const: v } } }), "#/properties/x/const", "Infinity"],
+    [new Date(0), (v) => ({ enum: [{ when: v }] }), "#/enum/0/when", "a Date object"],
+    [new Map(), (v) => ({ const: [1, v] }), "#/const/1", "a Map object"],
+    [cycle, (v) => ({ const: v }), "#/const/self", "an object that contains itself"],
+  ];
+  for (const [value, schema, path, what] of bad) {
+    // the judge: JSON (RFC 8259) cannot carry the value: JSON.stringify refuses it or gives back something else
+    assert.ok(!isDeepStrictEqual(safeRoundTrip(value), value), `${path}: JSON carries it`);
+    assert.throws(() => jsonSchemaToGbnf(schema(value) as JsonSchema), (e: Error) => e.name === "GrammarError" && e.message === `${path}: expected a JSON value, got ${what}`, path);
+  }
+  // JSON values themselves still pass, nested
+  const g = parseGbnf(jsonSchemaToGbnf({ enum: [{ a: [1, null, "x", true] }, -0.5] } as JsonSchema));
+  assert.ok(accepts(g, '{"a": [1, null, "x", true]}') && accepts(g, "-0.5"));
+});
+
+/** JSON.stringify then parse; a fresh symbol (equal to nothing) where JSON.stringify throws or writes nothing */
+function safeRoundTrip(v: unknown): unknown {
+  try {
+    const text = JSON.stringify(v);
+    return text === undefined ? Symbol("no JSON text") : JSON.parse(text);
+  } catch {
+    return Symbol("no JSON text");
+  }
+}
 
 test("a keyword of the wrong shape (anyOf, enum or type not a list, required a string, $ref a number) is refused naming its path, where ajv refuses to compile the schema; prefixItems as one schema is every element's, as llama.cpp reads it", () => {
   // each was taken silently: the keyword passed over (required: "a" made a optional), or an empty grammar that admits no JSON at all

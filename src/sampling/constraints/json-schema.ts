@@ -194,6 +194,27 @@ function jsonTypesOf(schema: unknown): string[] | undefined {
 }
 
 /** a JSON value as GBNF: its tokens as JSON.stringify writes them, with whitespace between them where any value takes it */
+/**
+ * Where a const or enum value holds something JSON cannot write, and what (a library caller's
+ * schema can hold any JavaScript value: a function or symbol broke the literal writer, NaN and
+ * Infinity became null and a Date or Map an empty object, each a silently different constraint)
+ */
+function notJson(v: unknown, path: string, seen: Set<object> = new Set()): string | undefined {
+  if (v === null || typeof v === "string" || typeof v === "boolean") return undefined;
+  if (typeof v === "number") return Number.isFinite(v) ? undefined : `${path}: expected a JSON value, got ${v}`;
+  if (typeof v !== "object") return `${path}: expected a JSON value, got ${v === undefined ? "undefined" : `a ${typeof v}`}`;
+  const proto = Object.getPrototypeOf(v);
+  if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) return `${path}: expected a JSON value, got a ${proto?.constructor?.name ?? "non-plain"} object`;
+  if (seen.has(v)) return `${path}: expected a JSON value, got an object that contains itself`;
+  seen.add(v);
+  for (const [k, x] of Object.entries(v)) {
+    const fault = notJson(x, `${path}/${k}`, seen);
+    if (fault) return fault;
+  }
+  seen.delete(v);
+  return undefined;
+}
+
 function jsonLiteral(v: unknown): string {
   if (Array.isArray(v)) return v.length === 0 ? `"[" space "]"` : `"[" space ${v.map((x) => `${jsonLiteral(x)} space`).join(` "," space `)} "]"`;
   if (v !== null && typeof v === "object") {
@@ -452,6 +473,10 @@ class Converter {
       const key = s["const"] !== undefined ? "const" : "enum";
       const values = key === "const" ? [s["const"]] : (s["enum"] as unknown[]);
       if (values.length === 0) throw new GrammarError(`${path}/enum: an empty enum admits no value`);
+      for (const [i, v] of values.entries()) {
+        const fault = notJson(v, key === "const" ? `${path}/const` : `${path}/enum/${i}`);
+        if (fault) throw new GrammarError(fault);
+      }
       // the keywords beside (type, maxLength, ...) keep the values they admit, as a validator reads them together
       const { const: _c, enum: _e, ...beside } = s;
       const keep = constrains(beside) ? this.admitted(beside, values, path, depth) : values;
