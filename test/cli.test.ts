@@ -73,6 +73,15 @@ test("a missing or corrupt model file is one clear error line naming the file", 
   }
 });
 
+test("a --draft-model not found is named by its flag, before the target loads", { skip }, () => {
+  // it was "model not found: ..." after the target model had loaded, naming no flag
+  const noDraft = join(dir, "no-draft.gguf");
+  const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--draft-model", noDraft, "--prompt", "hi", "--max-tokens", "2");
+  assert.equal(r.code, 1, r.stderr);
+  assert.ok(r.stderr.startsWith(`tsllm: error: --draft-model: model not found: ${noDraft} (`), r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+});
+
 test("a truncated model fails at load with the file and field named", { skip }, () => {
   const truncated = join(dir, "truncated.gguf");
   writeFileSync(truncated, readFileSync(sharedFile(MODEL)!).subarray(0, 200_000));

@@ -11,7 +11,7 @@ import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kern
 import { refusalInTerms, RequestError } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
-import { readStdinText, readTextFile, readTextInput } from "./input-files.js";
+import { modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -218,9 +218,10 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const widthFlag = (options.numBeams ?? 1) > 1 ? "--num-beams" : (options.n ?? 1) > 1 ? "--n" : undefined;
   // --ctx-size 0: the model's trained context; a draft model shares it
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
+  const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width
-  const model = await loadModelForOneRequest(path, loadOptions, width, draftPath === undefined ? undefined : await resolveModelReference(draftPath));
-  const draft = draftPath === undefined ? undefined : await loadModel(draftPath, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
+  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile);
+  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
   try {

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from "node:fs";
+import { resolveModelReference } from "../hub/index.js";
 import { printable } from "../units/index.js";
 import { optionalNonEmpty, type ParsedValues } from "./args.js";
 
@@ -85,4 +86,14 @@ export function existingFile(path: string, flag: string): string {
 export function vocabOption(values: ParsedValues): string | undefined {
   const vocab = optionalNonEmpty(values, "vocab", "a GGUF file holding the tokenizer");
   return vocab === undefined ? undefined : existingFile(vocab, "--vocab");
+}
+
+/**
+ * A second model a flag names (--draft-model, --base), found before any model loads: a missing
+ * one was "model not found: ..." after the first model had loaded, naming no flag.
+ */
+export function modelNamedBy(flag: string, ref: string): Promise<string> {
+  return resolveModelReference(ref).catch((e: unknown) => {
+    throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
+  });
 }

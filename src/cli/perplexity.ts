@@ -3,7 +3,7 @@ import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
-import { readTextInput } from "./input-files.js";
+import { modelNamedBy, readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
@@ -80,7 +80,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // --base found before either model loads, named by its flag: a missing one was "model not
   // found: ..." after the text was tokenized and --model loaded, with no word of which model
   const baseFile = basePath === undefined ? undefined : basePath === modelPath ? modelFile
-    : await resolveModelReference(basePath).catch((e: unknown) => { throw new Error(`--base: ${e instanceof Error ? e.message : String(e)}`); });
+    : await modelNamedBy("--base", basePath);
   const ctx = ctxArg === TRAINED_CONTEXT ? trainedContextOf(modelFile, "--ctx") : ctxArg;
   const tok = await loadTokenizer(modelFile);
   // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text
