@@ -125,7 +125,48 @@ describe("request parameters on stories260K", { skip }, () => {
     const bad = await post(`${s.url}/v1/completions`, { ...request, logit_bias: [[id]] });
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.param, "logit_bias");
-    assert.match(bad.json.error.message, /\[token id, bias\] pairs/);
+    assert.match(bad.json.error.message, /\[token id or text, bias\] pairs/);
+  });
+
+  test("logit_bias keyed by token text, as llama-server takes it: each of the text's tokens biased, in the list and the object form", async () => {
+    // llama-server's README: "logit_bias": [["Hello, World!", -0.5]] biases every token of the string; its
+    // params_from_json_cmpl tokenizes a list entry's string and an object key that is not a number (no BOS)
+    const request = { prompt: "Once upon a time", max_tokens: 4, temperature: 0, logprobs: 1 };
+    const greedy = await post(`${s.url}/v1/completions`, request);
+    // the first two tokens' text: more than one token, so each must be biased
+    const text = (greedy.json.choices[0].logprobs.tokens as string[]).slice(0, 2).join("");
+    const ids = (await post(`${s.url}/tokenize`, { content: text, add_special: false })).json.tokens as number[];
+    assert.ok(ids.length >= 2, JSON.stringify(ids));
+    const byIds = await post(`${s.url}/v1/completions`, { ...request, logit_bias: Object.fromEntries(ids.map((id) => [id, -100])) });
+    assert.equal(byIds.status, 200, JSON.stringify(byIds.json));
+    assert.notEqual(byIds.json.choices[0].text, greedy.json.choices[0].text);
+    for (const bias of [[[text, -100]], { [text]: -100 }]) {
+      const r = await post(`${s.url}/v1/completions`, { ...request, logit_bias: bias });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.choices[0].text, byIds.json.choices[0].text, JSON.stringify(bias));
+    }
+    // false bans each of them, as with ids
+    const banned = await post(`${s.url}/v1/completions`, { ...request, logit_bias: Object.fromEntries(ids.map((id) => [id, false])) });
+    assert.equal((await post(`${s.url}/v1/completions`, { ...request, logit_bias: [[text, false]] })).json.choices[0].text, banned.json.choices[0].text);
+    // with the openai client's object form
+    const c = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 4, temperature: 0, logit_bias: { [text]: -100 } });
+    assert.equal(c.choices[0]!.text, byIds.json.choices[0].text);
+  });
+
+  test("/v1/completions reads llama-server's n_probs as the number of alternatives per token, over logprobs", async () => {
+    // llama-server's params_from_json_cmpl: n_probs is the count; logprobs is read only while n_probs is 0
+    const request = { model: "stories260K", prompt: "Once upon a time", max_tokens: 5, temperature: 0 };
+    const three = await client.completions.create({ ...request, logprobs: 3 });
+    for (const extra of [{ n_probs: 3 }, { n_probs: 3, logprobs: 1 }, { n_probs: 0, logprobs: 3 }]) {
+      const r = await client.completions.create({ ...request, ...extra } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+      assert.deepEqual(r.choices[0]!.logprobs, three.choices[0]!.logprobs, JSON.stringify(extra));
+      for (const top of r.choices[0]!.logprobs!.top_logprobs!) assert.equal(Object.keys(top).length, 3);
+    }
+    const none = await client.completions.create({ ...request, n_probs: 0 } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(none.choices[0]!.logprobs, null);
+    const bad = await post(`${s.url}/v1/completions`, { ...request, n_probs: 21 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "n_probs");
   });
 
   test("a body nested past 256 levels names the path to where the depth ran out, not only its top key", async () => {

@@ -427,7 +427,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
       [chatUrl, { messages: msgs, repetition_penalty: 0 }, 400, "repetition_penalty", "invalid_value"],
       [chatUrl, { messages: msgs, seed: 1.5 }, 400, "seed", "invalid_type"],
       [chatUrl, { messages: msgs, stop: 5 }, 400, "stop", "invalid_type"],
-      [chatUrl, { messages: msgs, logit_bias: { abc: 1 } }, 400, "logit_bias", "invalid_value"],
+      [chatUrl, { messages: msgs, logit_bias: { "-1": 1 } }, 400, "logit_bias", "invalid_value"],
       [chatUrl, { messages: msgs, logit_bias: { 1: 500 } }, 400, "logit_bias", "invalid_value"],
       [chatUrl, { messages: msgs, logit_bias: { 99999: 1 } }, 400, "logit_bias", "invalid_value"],
       [chatUrl, { messages: msgs, top_logprobs: 2 }, 400, "top_logprobs", "invalid_value"],

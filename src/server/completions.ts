@@ -77,7 +77,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
       if (body[name] === 0) throw invalid(name, `'${name}' 0 generates nothing: it is allowed only with 'echo': true (the prompt returned, and scored with 'logprobs')`);
     }
   }
-  const options = generationOptionsOf(body, model.info.vocabSize, echo);
+  // (logit_bias text as llama-server's common_tokenize reads it: no BOS/EOS, special-token text as plain text)
+  const options = generationOptionsOf(body, model.info.vocabSize, echo, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
   const { stream, includeUsage, continuousUsage } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
@@ -129,6 +130,10 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     // OpenAI's completions take a count of alternatives; llama-server also reads the chat API's flag
     // here, as the count it converts to: true is 1 alternative, false none (no logprobs)
     logprobs = typeof body.logprobs === "boolean" ? (body.logprobs ? 1 : undefined) : optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
+    // llama-server's own name for the count, n_probs, wins over logprobs where it is above 0 (its
+    // params_from_json_cmpl reads logprobs only while n_probs is left at its default, 0)
+    const nProbs = optNumber(body, "n_probs", { integer: true, min: 0, max: 20 });
+    if (nProbs !== undefined && nProbs > 0) logprobs = nProbs;
     // the echoed prompt's tokens come with their logprobs: the prompt is scored in its prefill
     if (echo && logprobs !== undefined) options.promptLogprobs = logprobs;
     bestOf = bestOfOf(body, answered, stream);

@@ -52,24 +52,37 @@ function stopOf(body: Body): string[] | undefined {
   return stops.length > 0 ? stops : undefined;
 }
 
+/** a text's tokens as llama-server tokenizes a logit_bias key: no BOS/EOS, special-token text as plain text */
+export type BiasTextEncoder = (text: string) => readonly number[];
+
 /**
- * `logit_bias`: OpenAI's {"token id": bias in -100..100}, or llama-server's list of [token id, bias]
- * pairs; as llama-server, a bias of `false` bans the token (-Infinity) in either form
+ * `logit_bias`: OpenAI's {"token id": bias in -100..100}, or llama-server's list of [token, bias]
+ * pairs; as llama-server, a bias of `false` bans the token (-Infinity) in either form, and a token
+ * given as text (a list entry's string, an object key that is not all digits) biases each of the
+ * text's tokens (its README: `[["Hello, World!", -0.5]]`)
  */
-function logitBiasOf(body: Body, vocabSize: number): Record<number, number> | undefined {
+function logitBiasOf(body: Body, vocabSize: number, encodeText: BiasTextEncoder | undefined): Record<number, number> | undefined {
   const v = body.logit_bias;
   if (v === undefined || v === null) return undefined;
+  // (a list names an id by a number, text by a string; an object's keys are strings, ids where a number: "-1" is a bad id, not text)
   const pairs = Array.isArray(v) ? v.map((pair: unknown, i) => {
-    if (!Array.isArray(pair) || pair.length !== 2) throw invalid("logit_bias", `'logit_bias' as a list holds [token id, bias] pairs, got ${describe(pair)} at ${i}`);
-    return [typeof pair[0] === "number" ? String(pair[0]) : pair[0], pair[1]] as [unknown, unknown];
-  }) : Object.entries(optObject(body, "logit_bias")!);
+    if (!Array.isArray(pair) || pair.length !== 2) throw invalid("logit_bias", `'logit_bias' as a list holds [token id or text, bias] pairs, got ${describe(pair)} at ${i}`);
+    return [typeof pair[0] === "number" ? String(pair[0]) : typeof pair[0] === "string" ? { text: pair[0] } : pair[0], pair[1]] as [unknown, unknown];
+  }) : Object.entries(optObject(body, "logit_bias")!).map(([k, bias]) => [/^-?\d+$/.test(k) ? k : { text: k }, bias] as [unknown, unknown]);
   const out: Record<number, number> = {};
   for (const [k, bias] of pairs) {
+    const named = typeof k === "object" && k !== null ? JSON.stringify((k as { text: string }).text) : String(k);
+    if (bias !== false && (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100)) throw invalid("logit_bias", `'logit_bias' values must be numbers in -100..100 (or false: banned), got ${describe(bias)} for token ${named}`);
+    const value = bias === false ? -Infinity : bias;
+    if (typeof k === "object" && k !== null && encodeText !== undefined) {
+      const ids = encodeText((k as { text: string }).text);
+      if (ids.length === 0) throw invalid("logit_bias", `'logit_bias' text ${named} has no tokens`);
+      for (const id of ids) out[id] = value;
+      continue;
+    }
     const id = Number(k);
-    if (typeof k !== "string" || !/^\d+$/.test(k) || id >= vocabSize) throw invalid("logit_bias", `'logit_bias' keys must be token ids in [0, ${vocabSize}), got ${JSON.stringify(k)}`);
-    if (bias === false) out[id] = -Infinity;
-    else if (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100) throw invalid("logit_bias", `'logit_bias' values must be numbers in -100..100 (or false: banned), got ${describe(bias)} for token ${k}`);
-    else out[id] = bias;
+    if (typeof k !== "string" || !/^\d+$/.test(k) || id >= vocabSize) throw invalid("logit_bias", `'logit_bias' keys must be token ids in [0, ${vocabSize}) or token text, got ${named}`);
+    out[id] = value;
   }
   return out;
 }
@@ -155,9 +168,10 @@ export function maxTokensParam(body: Body): "max_tokens" | "max_completion_token
  * The generation options every completion request shares (sampling, stopping, n, seed), in the
  * library's terms. Only parameters the request sets appear, so the model's defaults and then the
  * library's fill the rest, exactly as Model.generate does. `echo`: a text completion that returns
- * its prompt, where max_tokens 0 (the prompt alone, scored) is allowed.
+ * its prompt, where max_tokens 0 (the prompt alone, scored) is allowed. `encodeText`: what reads
+ * logit_bias tokens given as text (without it, only ids are taken).
  */
-export function generationOptionsOf(body: Body, vocabSize: number, echo = false): GenerateOptions {
+export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
   for (const name of UNSUPPORTED) {
     const v = body[name];
     if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) {
@@ -185,7 +199,7 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false)
     frequencyPenalty: optNumber(body, "frequency_penalty", { min: -2, max: 2 }),
     repeatPenalty: optNumber(body, "repetition_penalty", { min: Number.MIN_VALUE, max: 10 }) ?? optNumber(body, "repeat_penalty", { min: Number.MIN_VALUE, max: 10 }),
     repeatLastN: optNumber(body, "repeat_last_n", { integer: true, min: -1 }),
-    logitBias: logitBiasOf(body, vocabSize),
+    logitBias: logitBiasOf(body, vocabSize, encodeText),
     seed,
     stop: stopOf(body),
     n: optNumber(body, "n", { integer: true, min: 1, max: 128 }),
