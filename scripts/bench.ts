@@ -26,7 +26,7 @@
  * Not a test: run it on a quiet machine; the numbers are only as steady as the machine.
  */
 import { basename } from "node:path";
-import { BENCH_MODELS, formatParallelSummary, formatReport, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
+import { BENCH_MODELS, formatParallelSummary, formatReport, formatSampleWarnings, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { benchCacheTypes, llamaCppGpuOption, seconds } from "../src/cli/bench.js";
 import { flag, memoryMarginOption, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
@@ -130,13 +130,13 @@ async function main(argv: string[]): Promise<void> {
 
   if (concurrency) {
     const onSample = (engine: string, n: number, r: number, s: ParallelSample) =>
-      log(`  ${n} request${n === 1 ? "" : "s"}, run ${r + 1} ${engine}: ${s.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate, TTFT ${s.ttftMs.toFixed(0)} ms, TPOT ${s.tpotMs.toFixed(1)} ms, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${(s.warnings ?? []).map((w) => `  warning: ${w}\n`).join("")}`);
+      log(`  ${n} request${n === 1 ? "" : "s"}, run ${r + 1} ${engine}: ${s.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate, TTFT ${s.ttftMs.toFixed(0)} ms, TPOT ${s.tpotMs.toFixed(1)} ms, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`);
     // the summary table at the end is the report; per model only the progress lines
     finish(await benchEach((modelPath) => runParallelBenchmark({ ...settings, modelPath, concurrency, onSample })), formatParallelSummary);
     return;
   }
   const onSample = (engine: string, r: number, s: EngineSample) =>
-    log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s${Number.isFinite(s.peakRssBytes) ? `, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB` : ""}\n`);
+    log(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s${Number.isFinite(s.peakRssBytes) ? `, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB` : ""}\n${formatSampleWarnings(s)}`);
   // each model at each prompt length (decode after a long prompt: "decode at depth" in the summary)
   const lengths = promptLengths.length > 0 ? promptLengths : [settings.promptTokens];
   const runs: { results: Result<BenchReport>[]; failures: { name: string; error: string }[] } = { results: [], failures: [] };

@@ -198,6 +198,22 @@ test("npm run bench --parallel: the KV pool's warning and the plan's refusal nam
   });
 });
 
+test("tsllm bench: a single-stream run's load warnings (a context past the trained length) come back in the sample and under its progress line, judged by loadModel's own warnings for the same load", { skip, timeout: 120_000 }, async () => {
+  const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
+  // 256 + 8 tokens and the one of slack: a context of 265, past the 256 the model was trained with
+  const args = ["--model", model, "--prompt-tokens", String(tinyLlama.contextLength), "--gen-tokens", "8", "--repetitions", "1", "--threads", "1", "--backend", "reference"];
+  const library: string[] = [];
+  const m = await loadModel(model, { backend: "reference", threads: 1, contextSize: tinyLlama.contextLength + 9, maxSequences: 1, onWarning: (w) => library.push(w), warmup: false });
+  m.dispose();
+  assert.ok(library.some((w) => w.includes(`more than the ${tinyLlama.contextLength} tokens the model was trained with`)), library.join("\n"));
+  const json = bench([...args, "--json"]);
+  assert.equal(json.status, 0, json.stderr);
+  assert.deepEqual(JSON.parse(json.stdout).tsllm.samples[0].warnings, library);
+  const shown = bench(args);
+  assert.equal(shown.status, 0, shown.stderr);
+  for (const w of library) assert.ok(shown.stderr.includes(`  warning: ${w}\n`), shown.stderr);
+});
+
 test("tsllm bench passes its run a prompt longer than one command-line argument holds (40000 ids): the child reads the job, here to refuse it by the memory plan", { skip, timeout: 120_000 }, async () => {
   const model = await ensureRandomModel({ ...tinyLlama, seed: 5 }, dir);
   // 1 byte free: the run's own refusal, which only a child that got its job can make (it was spawn E2BIG)

@@ -1,6 +1,6 @@
 /** Side-by-side benchmarks (one stream, concurrent requests): tsllm vs llama.cpp (node-llama-cpp), one child process per engine run. */
 export { runBenchmark, runParallelBenchmark, type BenchOptions, type ParallelBenchOptions } from "./run.js";
-export { formatParallelSummary, formatReport, formatServeReport, formatSummary, renderTable } from "./format.js";
+export { formatParallelSummary, formatReport, formatSampleWarnings, formatServeReport, formatSummary, renderTable } from "./format.js";
 export { BENCH_MODELS, type BenchModel } from "./models.js";
 export { runServeBenchmark, defaultRequests, type ServeBenchOptions } from "./serve.js";
 export { completionBody, runLoad, streamCompletion, summarizeLoad, type CompletionRequest, type LoadResult } from "./load.js";

@@ -1,4 +1,4 @@
-import { loadModel, type Model } from "../llm.js";
+import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { refusalInTerms, type RefusalTerms } from "../engine/index.js";
 import { timeConcurrentRequests } from "./concurrent.js";
 import { timeGreedyForward } from "../generation/index.js";
@@ -15,12 +15,12 @@ export async function runTsllm(job: WorkerJob): Promise<Omit<EngineSample, "peak
   // loaded at the benchmark's context, so the memory plan counts the K/V timeGreedyForward
   // allocates for it (a cache of its own, made before its clock starts) and refuses what generate
   // --ctx-size would; the Model's own pool runs no request: one sequence, stored lazily
-  const model = await loadModel(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) })
-    .catch(inBenchTerms(job.contextSize - job.promptTokens.length - job.genTokens, 1));
+  const { model, warned } = await loadInBenchTerms(job.modelPath, { backend: job.backend, threads: job.threads, contextSize: job.contextSize, maxSequences: 1, cacheTypeK: job.cacheTypes?.k, cacheTypeV: job.cacheTypes?.v, ...marginOf(job) },
+    job.contextSize - job.promptTokens.length - job.genTokens, 1);
   try {
     const loadMs = performance.now() - t0;
     const { prefillMs, decodeMs, tokens } = await timeGreedyForward(model.languageModel, job.promptTokens, job.genTokens, job.contextSize);
-    return { detail: backendDetail(model), loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens: [...tokens] };
+    return { detail: backendDetail(model), loadMs, prefillMs, decodeMs, ...rates(job.promptTokens.length, prefillMs, job.genTokens, decodeMs), tokens: [...tokens], ...warned };
   } finally {
     model.dispose();
   }
@@ -36,17 +36,14 @@ export async function runTsllmParallel(job: ParallelWorkerJob): Promise<Omit<Par
   const t0 = performance.now();
   // each request's context as llama.cpp's sequences get (as many as requests); the engine's KV pool
   // holds them all at once, and where it cannot the load warns, in the benchmark's flags
-  const slack = job.sequenceContextSize - (job.prompts[0]?.length ?? 0) - job.genTokens;
-  const warnings: string[] = [];
-  const model = await loadModel(job.modelPath, {
+  const { model, warned } = await loadInBenchTerms(job.modelPath, {
     backend: job.backend, threads: job.threads, contextSize: job.sequenceContextSize, maxSequences: job.prompts.length, ...marginOf(job),
-    onWarning: (w) => warnings.push(refusalInTerms(w, benchTerms(slack, PARALLEL_LEAST))),
-  }).catch(inBenchTerms(slack, PARALLEL_LEAST));
+  }, job.sequenceContextSize - (job.prompts[0]?.length ?? 0) - job.genTokens, PARALLEL_LEAST);
   try {
     const loadMs = performance.now() - t0;
     const options = { maxTokens: job.genTokens, temperature: 0, ignoreEos: true };
     const times = await timeConcurrentRequests(job.prompts.map((prompt) => () => generatedTokens(model, prompt, options)), job.genTokens);
-    return { detail: backendDetail(model), loadMs, ...times, ...(warnings.length > 0 ? { warnings } : {}) };
+    return { detail: backendDetail(model), loadMs, ...times, ...warned };
   } finally {
     model.dispose();
   }
@@ -77,6 +74,18 @@ function benchTerms(slack: number, least: number): RefusalTerms {
 
 /** a concurrent run's shortest request: a prompt token and the two generated ones its time per output token needs */
 const PARALLEL_LEAST = 3;
+
+/**
+ * loadModel for a run, its warnings (a context past the trained length, the memory margin given
+ * up, a KV pool short of the requests) and its refusal in the benchmark's flags (benchTerms): the
+ * child's stderr is dropped when the run succeeds, so the warnings travel in the sample
+ */
+async function loadInBenchTerms(modelPath: string, options: Omit<LoadModelOptions, "onWarning">, slack: number, least: number): Promise<{ model: Model; warned: { warnings?: string[] } }> {
+  const warnings: string[] = [];
+  const model = await loadModel(modelPath, { ...options, onWarning: (w) => warnings.push(refusalInTerms(w, benchTerms(slack, least))) })
+    .catch(inBenchTerms(slack, least));
+  return { model, warned: warnings.length > 0 ? { warnings } : {} };
+}
 
 /** a load's refusal rethrown in the benchmark's flags (benchTerms) */
 function inBenchTerms(slack: number, least: number): (e: unknown) => never {

@@ -66,6 +66,8 @@ export interface EngineSample {
   readonly detail: string;
   /** greedy tokens produced (first from prefill, then one per decode step); not compared, just reported */
   readonly tokens: readonly number[];
+  /** the engine's load warnings (tsllm: a context past the trained length, the memory margin given up), in the benchmark's flags */
+  readonly warnings?: readonly string[];
 }
 
 /** One request of a concurrent run. */

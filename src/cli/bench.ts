@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import { formatReport, LLAMA_CPP_GPUS, runBenchmark, type LlamaCppGpu } from "../bench/index.js";
+import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type LlamaCppGpu } from "../bench/index.js";
 import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 import type { KVCacheTypes } from "../kernels/index.js";
@@ -62,7 +62,7 @@ export async function runBench(argv: string[]): Promise<void> {
     llamaCppGpu: llamaCppGpuOption(values),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
     onSample: json ? undefined : (engine, r, s) =>
-      process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`),
+      process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`),
   });
   process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
 }
