@@ -247,15 +247,22 @@ const BAD_CONSTRAINTS: [string | number[], object][] = [
   [[1, 999999], { jsonSchema: { type: "foo" } }], ["Once upon a time", { logitBias: { 999999: 1 }, regex: "(" }], ["Once upon a time", { n: 5, regex: "(" }],
 ];
 
-test("a grammar, JSON schema, regex or choice list that does not compile: stream() and streamChat() throw at the call, generate() and chat() reject, with Node's class, message and option and nothing sent (in Engine.submit's order beside the model's limits; while a load is unanswered too)", { skip }, async () => {
-  type Refusal = { name: string; message: string; option?: string; classes: string[] } | "no throw" | "resolved";
-  const { value, errors } = await inPage<{ stream: Refusal[]; generate: Refusal[]; chat: Refusal[]; sent: number; whileLoading: Refusal; after: number[] }>(`
+/**
+ * Page code: stories260K loaded in a worker (256-token context, 4 sequences) whose messages to
+ * the worker are counted in `sent`, for the tests of what the page refuses without sending
+ */
+const LOADED_ENGINE_COUNTING_SENDS = `
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
     const options = { cache: false, threads: 1, contextSize: 256, maxSequences: 4 };
     await engine.load("/models/stories260K.gguf", options);
     const worker = engine.worker, post = worker.postMessage.bind(worker);
     let sent = 0;
-    worker.postMessage = (m) => { sent++; post(m); };
+    worker.postMessage = (m) => { sent++; post(m); };`;
+
+test("a grammar, JSON schema, regex or choice list that does not compile: stream() and streamChat() throw at the call, generate() and chat() reject, with Node's class, message and option and nothing sent (in Engine.submit's order beside the model's limits; while a load is unanswered too)", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string; classes: string[] } | "no throw" | "resolved";
+  const { value, errors } = await inPage<{ stream: Refusal[]; generate: Refusal[]; chat: Refusal[]; sent: number; whileLoading: Refusal; after: number[] }>(`
+${LOADED_ENGINE_COUNTING_SENDS}
     const refusal = (e) => ({ name: e.name, message: e.message, option: e.option, classes: ["OptionError", "RequestError"].filter((c) => e instanceof lib[c]) });
     const thrown = (call) => { try { call(); return "no throw"; } catch (e) { return refusal(e); } };
     const cases = ${JSON.stringify(BAD_CONSTRAINTS)};
@@ -318,12 +325,7 @@ const OVER_LIMITS: [string | number[], object][] = [
 test("stream() and streamChat() refuse at the call what the loaded model's limits refuse (token ids outside the vocabulary, a token prompt filling the context, n or numBeams past maxSequences, no chat template), as Node's Model.stream does, nothing sent; a load sent since leaves it to the worker", { skip }, async () => {
   type Refusal = { name: string; message: string; option?: string; classes: string[] } | "no throw";
   const { value, errors } = await inPage<{ stream: Refusal[]; chat: Refusal[]; sent: number; whileLoading: string; afterLoad: Refusal }>(`
-    const engine = new TsllmWorker("/tsllm/engine-worker.js");
-    const options = { cache: false, threads: 1, contextSize: 256, maxSequences: 4 };
-    await engine.load("/models/stories260K.gguf", options);
-    const worker = engine.worker, post = worker.postMessage.bind(worker);
-    let sent = 0;
-    worker.postMessage = (m) => { sent++; post(m); };
+${LOADED_ENGINE_COUNTING_SENDS}
     const thrown = (call) => {
       try { call(); return "no throw"; } catch (e) {
         return { name: e.name, message: e.message, option: e.option, classes: ["OptionError", "RequestError", "NoChatTemplateError"].filter((c) => e instanceof lib[c]) };
