@@ -482,11 +482,13 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   // the backend starts first, booting on the other cores while this thread parses the model
   // (~80 ms off a SmolLM-sized load here); a model's error is still the one reported
-  const [{ opened, planned: hostPlan }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads, onWarning: warn }), () => {
+  const [{ opened, planned: hostPlan, request }, backend] = await whileBackendStarts(createBackend(options.backend, { threads: options.threads, onWarning: warn }), () => {
     const opened = openModel(resolved);
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
-    return { opened, planned: planContextSize(opened, options, undefined, contextsOf(opened, options, oneRequest), warn) };
+    // (the draft's header read once, for both plans)
+    const request = contextsOf(opened, options, oneRequest);
+    return { opened, planned: planContextSize(opened, options, undefined, request, warn), request };
   });
   const { path, tokenizer, metadata } = opened;
   try {
@@ -495,7 +497,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     // the plan again where the backend caps one buffer (a GPU adapter's largest storage binding,
     // known once the backend has started): a layer's K or V array past it is refused here, with a
     // context that fits (contextSize "auto" picks one), not at the first request
-    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name }, contextsOf(opened, options, oneRequest), warn);
+    const planned = backend.maxBufferBytes === undefined ? hostPlan : planContextSize(opened, options, { bytes: backend.maxBufferBytes, backend: backend.name }, request, warn);
     const model = opened.build(backend, { quantize: options.quantize, kvCacheTypes: kvCacheTypesOf(options) });
     checkVocabulary(path, tokenizer.vocabSize, model.info.vocabSize, warn);
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);

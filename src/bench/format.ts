@@ -32,12 +32,12 @@ export function renderTable(header: readonly string[], rows: readonly (readonly 
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n") + "\n";
 }
 
-/** One model's report: medians per metric for each engine and the ratio tsllm / llama.cpp. */
 /** a sample's load warnings under its progress line, one "  warning: ..." line each */
 export function formatSampleWarnings(s: { readonly warnings?: readonly string[] }): string {
   return (s.warnings ?? []).map((w) => `  warning: ${w}\n`).join("");
 }
 
+/** One model's report: medians per metric for each engine and the ratio tsllm / llama.cpp. */
 export function formatReport(r: BenchReport): string {
   const head = `${r.model}\n${r.threads} threads, ${r.promptTokens} prompt tokens, ${r.genTokens} decode steps, context ${r.contextSize}, ` +
     `median of ${r.repetitions} run${r.repetitions === 1 ? "" : "s"} (one process each)\n` +
