@@ -212,6 +212,10 @@ test("tsllm bench: a single-stream run's load warnings (a context past the train
   const shown = bench(args);
   assert.equal(shown.status, 0, shown.stderr);
   for (const w of library) assert.ok(shown.stderr.includes(`  warning: ${w}\n`), shown.stderr);
+  // --help says where they go: the line's prefix and the samples' key, as the two runs above show them
+  const help = bench(["--help"]).stdout;
+  const sampleKey = Object.keys(JSON.parse(json.stdout).tsllm.samples[0]).find((k) => k.startsWith("warn"));
+  assert.ok(help.replaceAll("\n", " ").includes(`printed under that run's line as "  warning: ...", and kept in --json's samples as "${sampleKey}"`), help);
 });
 
 test("tsllm bench passes its run a prompt longer than one command-line argument holds (40000 ids): the child reads the job, here to refuse it by the memory plan", { skip, timeout: 120_000 }, async () => {

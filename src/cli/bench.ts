@@ -8,7 +8,9 @@ export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
 
 Measures load time, prefill tokens/s (the prompt in one batched forward), decode tokens/s
 (greedy single-token steps through the KV cache) and peak RSS. Every run is a fresh child
-process, so the RSS is that engine's own; the table shows medians.
+process, so the RSS is that engine's own; the table shows medians. A tsllm run's load warnings
+(a context past the trained length) are printed under that run's line as "  warning: ...", and
+kept in --json's samples as "warnings".
 
 Options:
   --model FILE          GGUF model file (required)
