@@ -169,6 +169,56 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(bad.json.error.param, "n_probs");
   });
 
+  test("/v1/chat/completions reads llama-server's n_probs: logprobs.content with n_probs alternatives per token, top_logprobs over it", async () => {
+    // llama-server's oaicompat_chat_params_parse: logprobs true sets n_probs to top_logprobs; else the body's own n_probs
+    // is copied through, and its params_from_json_cmpl reports that many alternatives per token (0: none)
+    const request = { ...base, max_tokens: 5, temperature: 0 };
+    const three = await client.chat.completions.create({ ...request, logprobs: true, top_logprobs: 3 });
+    assert.equal(three.choices[0]!.logprobs!.content!.length, 5);
+    const asked = (extra: object) => client.chat.completions.create({ ...request, ...extra } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    // (logprobs true without top_logprobs: n_probs stands in for it; llama-server's own default there is 20, OpenAI's 0)
+    for (const extra of [{ n_probs: 3 }, { n_probs: 3, logprobs: false }, { n_probs: 3, logprobs: true }]) {
+      const r = await asked(extra);
+      assert.deepEqual(r.choices[0]!.logprobs, three.choices[0]!.logprobs, JSON.stringify(extra));
+      for (const e of r.choices[0]!.logprobs!.content!) assert.equal(e.top_logprobs.length, 3);
+    }
+    // top_logprobs, where given, is the count
+    const one = await asked({ logprobs: true, top_logprobs: 1, n_probs: 3 });
+    for (const e of one.choices[0]!.logprobs!.content!) assert.equal(e.top_logprobs.length, 1);
+    assert.equal((await asked({ n_probs: 0 })).choices[0]!.logprobs, null);
+    // streamed: each delta's tokens come with it
+    const chunks = await client.chat.completions.create({ ...request, stream: true, n_probs: 3 } as unknown as OpenAI.ChatCompletionCreateParamsStreaming);
+    const streamed: unknown[] = [];
+    for await (const c of chunks) streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
+    assert.deepEqual(streamed, three.choices[0]!.logprobs!.content);
+    const bad = await post(`${s.url}/v1/chat/completions`, { ...request, n_probs: 21 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "n_probs");
+  });
+
+  test("max_tokens -1 is llama-server's no limit: the reply runs as one given no limit, to the end of the context", async () => {
+    // llama-server: n_predict (max_tokens, max_completion_tokens) -1 is its default, "-1 is infinity" (server_slot::has_budget)
+    const chat = { ...base, temperature: 0, ignore_eos: true };
+    const text = { model: "stories260K", prompt: "Once upon a time", temperature: 0, ignore_eos: true };
+    const unlimitedChat = await client.chat.completions.create(chat as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const unlimitedText = await client.completions.create(text as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(unlimitedChat.choices[0]!.finish_reason, "length");
+    // (stories260K's context is 512 here: the reply is hundreds of tokens)
+    assert.ok(unlimitedChat.usage!.completion_tokens > 400, String(unlimitedChat.usage!.completion_tokens));
+    for (const limit of [{ max_tokens: -1 }, { max_completion_tokens: -1 }]) {
+      const c = await client.chat.completions.create({ ...chat, ...limit } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      assert.equal(c.choices[0]!.message.content, unlimitedChat.choices[0]!.message.content, JSON.stringify(limit));
+      assert.deepEqual(c.usage, unlimitedChat.usage);
+      const t = await client.completions.create({ ...text, ...limit } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+      assert.equal(t.choices[0]!.text, unlimitedText.choices[0]!.text, JSON.stringify(limit));
+      assert.deepEqual(t.usage, unlimitedText.usage);
+    }
+    // another negative is no limit llama-server knows (its has_budget stops at once): still the request's 400
+    const bad = await post(`${s.url}/v1/chat/completions`, { ...chat, max_tokens: -2 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "max_tokens");
+  });
+
   test("a body nested past 256 levels names the path to where the depth ran out, not only its top key", async () => {
     // body 1, messages 2, messages[0] 3, content 4, content[0] 5, then 253 levels of lists: the last of them opens level 257
     const deep = `{"max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"a","x":${"[".repeat(253)}1${"]".repeat(253)}}]}]}`;

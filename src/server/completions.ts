@@ -93,7 +93,12 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const top = optNumber(body, "top_logprobs", { integer: true, min: 0, max: 20 });
     const want = optBoolean(body, "logprobs") ?? false;
     if (top !== undefined && !want) throw invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    logprobs = want ? top ?? 0 : undefined;
+    // llama-server's oaicompat_chat_params_parse: logprobs true sets n_probs to top_logprobs; without
+    // logprobs, the request's own n_probs above 0 asks for them (OpenAI's logprobs.content, with n_probs
+    // alternatives). n_probs also stands in for a top_logprobs not given (llama-server's default there, 20,
+    // is not OpenAI's, 0)
+    const nProbs = nProbsOf(body);
+    logprobs = want ? top ?? nProbs ?? 0 : nProbs;
     ctx.admissible(1, options.n ?? 1, "messages");
     const messages = messagesOf(body);
     const formatter = ctx.formatter();
@@ -132,8 +137,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     logprobs = typeof body.logprobs === "boolean" ? (body.logprobs ? 1 : undefined) : optNumber(body, "logprobs", { integer: true, min: 0, max: 20 });
     // llama-server's own name for the count, n_probs, wins over logprobs where it is above 0 (its
     // params_from_json_cmpl reads logprobs only while n_probs is left at its default, 0)
-    const nProbs = optNumber(body, "n_probs", { integer: true, min: 0, max: 20 });
-    if (nProbs !== undefined && nProbs > 0) logprobs = nProbs;
+    const nProbs = nProbsOf(body);
+    if (nProbs !== undefined) logprobs = nProbs;
     // the echoed prompt's tokens come with their logprobs: the prompt is scored in its prefill
     if (echo && logprobs !== undefined) options.promptLogprobs = logprobs;
     bestOf = bestOfOf(body, answered, stream);
@@ -172,6 +177,12 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body),
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */
+function nProbsOf(body: Body): number | undefined {
+  const n = optNumber(body, "n_probs", { integer: true, min: 0, max: 20 });
+  return n !== undefined && n > 0 ? n : undefined;
 }
 
 /**

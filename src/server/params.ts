@@ -146,8 +146,8 @@ export function responseFormatParam(constraint: Pick<GenerateOptions, "jsonSchem
 }
 
 /**
- * `max_completion_tokens` or its older name `max_tokens` (OpenAI deprecates max_tokens for it);
- * both in one request is a 400 naming max_tokens, as OpenAI's API answers it
+ * `max_completion_tokens` or its older name `max_tokens` (OpenAI deprecates max_tokens for it), or
+ * -1: no limit; both in one request is a 400 naming max_tokens, as OpenAI's API answers it
  * (invalid_parameter_combination), even where they agree: which one counts would otherwise be
  * this server's guess (llama-server and vLLM take max_completion_tokens silently)
  */
@@ -156,7 +156,11 @@ function maxTokensOf(body: Body, fewest: number): number | undefined {
   if (given("max_tokens") && given("max_completion_tokens")) {
     throw invalid("max_tokens", "'max_tokens' and 'max_completion_tokens' cannot both be set: they are two names of one limit, so give one (max_completion_tokens, the name OpenAI keeps)", "invalid_parameter_combination");
   }
-  return optNumber(body, "max_completion_tokens", { integer: true, min: fewest }) ?? optNumber(body, "max_tokens", { integer: true, min: fewest });
+  const name = maxTokensParam(body);
+  // -1 is llama-server's "no limit" (its n_predict's default; has_budget: limitless): as a limit not
+  // given, the reply may run to the end of the context
+  if (body[name] === -1) return undefined;
+  return optNumber(body, name, { integer: true, min: fewest });
 }
 
 /** the name the request gave its token limit by (what a refusal of the limit names) */
