@@ -166,3 +166,31 @@ describe("tsllm serve on an encoder answers /health while it tokenizes a multi-m
     assert.equal(JSON.parse(cut.text).data[0].embedding.length, m.dimensions);
   });
 });
+
+describe("tsllm serve answers /health while it detokenizes a million ids", { skip: skipStories }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => { s = await serveStories(); });
+  after(() => s?.close());
+
+  test("POST /detokenize of 1M ids: /health is answered before it, and the text is decode()'s", async () => {
+    // watched, not replaced: the signal comes when the server starts decoding (decode() in one piece, or a stream decoder)
+    const tok = s.model.tokenizer as unknown as Record<"decode" | "createStreamDecoder", (...args: unknown[]) => unknown>;
+    let signal = () => {};
+    const decoding = new Promise<void>((resolve) => { signal = resolve; });
+    for (const name of ["decode", "createStreamDecoder"] as const) {
+      const real = tok[name].bind(tok);
+      tok[name] = (...args: unknown[]) => { signal(); return real(...args); };
+    }
+    const ids = Array.from({ length: 1_000_000 }, (_, i) => 1 + (i * 7919) % (s.model.info.vocabSize - 1));
+    const order: string[] = [];
+    const request = fetch(`${s.url}/detokenize`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tokens: ids }) })
+      .then(async (r) => { order.push("detokenize"); return { status: r.status, json: await r.json() as { content: string } }; });
+    const health = decoding.then(() => fetch(`${s.url}/health`)).then((r) => { order.push("health"); return r.status; });
+    const [answer, healthStatus] = await Promise.all([request, health]);
+    assert.equal(healthStatus, 200);
+    assert.deepEqual(order, ["health", "detokenize"]);
+    assert.equal(answer.status, 200);
+    // (the library's decode(), the one the server answered with in one piece before)
+    assert.equal(answer.json.content, s.model.tokenizer.decode(ids));
+  });
+});
