@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
 import { DEFAULT_MODELS, embed, loadModel, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { HFTokenizer } from "../src/tokenizer/hf/hf-tokenizer.js";
 import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -710,4 +711,56 @@ test("text-classification, fill-mask and feature-extraction with truncation left
     }
   }
   assert.equal(warnings.length, skipWithoutShared("hf-oracle/bert-uncased-mlm") ? 2 : 3);
+});
+
+/*
+ * With truncation left out, text-classification, fill-mask and feature-extraction tokenized each
+ * input twice: whole, to count it and warn, then again cut, to run it. Now the whole encoding is
+ * counted and cut (truncateModelInput): one tokenizer call per text, the same answers.
+ */
+test("text-classification, fill-mask and feature-extraction tokenize each text once (truncation left out too); an input cut is answered as the text of its first tokens", { skip: skipWithoutShared("hf-oracle/bert-uncased-mlm") }, async () => {
+  const sst = `${SHARED}/hf-oracle/bert-uncased-sst`, mlm = `${SHARED}/hf-oracle/bert-uncased-mlm`;
+  // the judge for the cuts: "good" and "short" are one vocabulary entry each, and the model reads 512 tokens
+  const vocab = readFileSync(`${sst}/vocab.txt`, "utf8").split("\n");
+  assert.ok(vocab.includes("good") && vocab.includes("short"));
+  assert.equal(JSON.parse(readFileSync(`${sst}/tokenizer_config.json`, "utf8")).model_max_length, 512);
+  const goods = (n: number) => "good ".repeat(n).trim();
+  // a spy on the real tokenizer: every text it tokenizes
+  const texts: string[] = [];
+  const encode = HFTokenizer.prototype.encode;
+  HFTokenizer.prototype.encode = function (this: HFTokenizer, text, options) {
+    texts.push(text);
+    return encode.call(this, text, options);
+  };
+  const warnings: string[] = [];
+  const clf = await pipeline("text-classification", sst, { threads: 1, onWarning: (w) => warnings.push(w) });
+  const fx = await pipeline("feature-extraction", sst, { threads: 1, onWarning: (w) => warnings.push(w) });
+  const fill = await pipeline("fill-mask", mlm, { threads: 1, onWarning: (w) => warnings.push(w) });
+  try {
+    texts.length = 0;
+    const cut = await clf(["short", goods(600)]);
+    assert.deepEqual(texts, ["short", goods(600)]);
+    assert.equal(warnings.length, 1);
+    // [CLS] + 510 + [SEP]
+    assert.deepEqual(cut, await clf(["short", goods(510)]));
+    // longest first: [CLS] 600 [SEP] 1 [SEP] keeps 508 of the first text
+    texts.length = 0;
+    const pair = await clf({ text: goods(600), text_pair: "short" });
+    assert.deepEqual(texts, [goods(600), "short"]);
+    assert.deepEqual(pair, await clf({ text: goods(508), text_pair: "short" }));
+    texts.length = 0;
+    const features = await fx(goods(600));
+    assert.deepEqual(texts, [goods(600)]);
+    assert.deepEqual(features, await fx(goods(510)));
+    texts.length = 0;
+    const filled = await fill(`[MASK] ${goods(600)}`, { topK: 2 });
+    assert.deepEqual(texts, [`[MASK] ${goods(600)}`]);
+    assert.deepEqual(filled, await fill(`[MASK] ${goods(509)}`, { topK: 2 }));
+    assert.equal(warnings.length, 4);
+  } finally {
+    HFTokenizer.prototype.encode = encode;
+    clf.dispose();
+    fx.dispose();
+    fill.dispose();
+  }
 });

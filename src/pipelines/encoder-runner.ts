@@ -1,6 +1,6 @@
 import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
 import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
-import { encodeModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+import { encodeModelInput, truncateModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
 import { DisposedError, OptionError } from "../units/index.js";
 
 /** Options every encoder pipeline takes when it is created. */
@@ -70,34 +70,24 @@ export class EncoderRunner {
   }
 
   /**
-   * truncation: false, as transformers: an input longer than the model reads fails there (in its
-   * position embeddings), so it is refused here, naming it, before any pass runs. `listed`: the
-   * call was given a list (inputs are named by their place in it)
+   * The inputs tokenized for a pass, each once, and what a call's `truncation` asks of those longer
+   * than the model reads: false refuses them, as transformers (its model fails there, in its
+   * position embeddings), naming the first before any pass runs; true cuts them; left out, each is
+   * cut with one warning, since transformers' tokenizer does not cut there (it warns "Token indices
+   * sequence length is longer than the specified maximum sequence length for this model", then its
+   * model reads the whole input or fails past its positions): an answer on a cut input must not
+   * pass for the whole one's. Each input's whole encoding is counted, then cut (truncateModelInput),
+   * not tokenized again. `listed`: the call was given a list (inputs are named by their place in it)
    */
-  refuseTooLong(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean): void {
-    const [past] = this.pastMax(inputs);
-    if (past) throw new RangeError(`${task}: ${listed ? `input ${past.i}` : "the input"} has ${past.n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
-  }
-
-  /** the inputs longer than the model reads: each one's place and its tokens before any cut */
-  private pastMax(inputs: readonly { readonly text: string; readonly pair?: string }[]): { i: number; n: number }[] {
-    return inputs.flatMap(({ text, pair }, i) => {
-      const n = this.tokenize(text, pair, Infinity).ids.length;
-      return n > this.maxLength ? [{ i, n }] : [];
+  encode(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void): ModelInput[] {
+    return inputs.map(({ text, pair }, i) => {
+      const whole = this.tokenize(text, pair, Infinity), n = whole.ids.length;
+      if (n <= this.maxLength) return whole;
+      const which = listed ? `input ${i}` : "the input";
+      if (truncation === false) throw new RangeError(`${task}: ${which} has ${n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
+      if (truncation === undefined) warn(`${task}: ${which} has ${n} tokens; only its first ${this.maxLength} are read (truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)`);
+      return truncateModelInput(this.tokenizer, whole, this.maxLength);
     });
-  }
-
-  /**
-   * What a call's `truncation` asks of inputs longer than the model reads: false refuses them
-   * (refuseTooLong); true cuts them; left out, each is cut with one warning, since transformers'
-   * tokenizer does not cut there (it warns "Token indices sequence length is longer than the
-   * specified maximum sequence length for this model", then its model reads the whole input or
-   * fails past its positions): an answer on a cut input must not pass for the whole one's.
-   */
-  checkLength(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void): void {
-    if (truncation === false) return this.refuseTooLong(task, inputs, listed);
-    if (truncation === true) return;
-    for (const { i, n } of this.pastMax(inputs)) warn(`${task}: ${listed ? `input ${i}` : "the input"} has ${n} tokens; only its first ${this.maxLength} are read (truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)`);
   }
 
   /** runs the inputs in batches of batchSize on any backend (the reads are awaited); outputs in input order */

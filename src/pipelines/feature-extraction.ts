@@ -20,7 +20,7 @@ export const FEATURE_EXTRACTION_OPTIONS: readonly string[] = ["truncation"];
  * feature-extraction, as transformers: the last hidden state of every token, [1][tokens][hidden]
  * per input (a list of inputs: one such array each). `defaults`: options given when the pipeline
  * was made (transformers' pipeline("feature-extraction", truncation=True)), a call's over them.
- * `warn`: where an input cut with truncation left out is told (EncoderRunner.checkLength).
+ * `warn`: where an input cut with truncation left out is told (EncoderRunner.encode).
  */
 export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtractionOptions, warn: (message: string) => void) {
   const d = runner.model.info.hiddenSize;
@@ -29,8 +29,7 @@ export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtrac
     const texts = textsOf(TASK, input);
     const options = withDefaults(defaults, knownOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
     truncationOf(TASK, options.truncation);
-    runner.checkLength(TASK, texts.map((text) => ({ text })), typeof input !== "string", options.truncation, warn);
-    const out = await runner.run(texts.map((t) => runner.tokenize(t)));
+    const out = await runner.run(runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", options.truncation, warn));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);
     return typeof input === "string" ? results[0]! : results;
   };

@@ -42,7 +42,7 @@ export const FILL_MASK_OPTIONS: readonly string[] = ["topK", "targets", "truncat
  * made (transformers' pipeline("fill-mask", targets=[...])), a call's own options over them.
  * `warn`: where a target that is not a vocabulary entry is told, once when it is given (the
  * pipeline's own at its making, a call's at that call), as transformers' get_target_ids; and an
- * input cut with truncation left out (EncoderRunner.checkLength).
+ * input cut with truncation left out (EncoderRunner.encode).
  */
 export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn: (message: string) => void) {
   const info = runner.model.info, tok = runner.tokenizer;
@@ -93,8 +93,7 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
     // the pipeline's own targets were warned of when it was made, a call's are at each call (transformers' _sanitize_parameters)
     const { k, targets, truncation } = settings(withDefaults(defaults, own), own.targets !== undefined && own.targets !== null);
     const texts = textsOf(TASK, input);
-    runner.checkLength(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn);
-    const encs = texts.map((t) => runner.tokenize(t));
+    const encs = runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn);
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));
       if (ps.length === 0) {

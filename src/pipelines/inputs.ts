@@ -48,9 +48,9 @@ export function textsOf(task: string, input: unknown): string[] {
 /**
  * transformers' `truncation` (a tokenizer argument the encoder pipelines pass on): true cuts an
  * input to the tokens the model reads; false keeps it whole, which the model cannot read
- * (EncoderRunner.refuseTooLong). Left out: cut as true, tsllm's default, where transformers' own
+ * (EncoderRunner.encode). Left out: cut as true, tsllm's default, where transformers' own
  * (no truncation) fails in the model; the pipeline warns of each input it cuts then
- * (EncoderRunner.checkLength).
+ * (EncoderRunner.encode).
  */
 export function truncationOf(task: string, value: unknown): boolean {
   if (value === undefined) return true;

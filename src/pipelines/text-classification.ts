@@ -1,3 +1,4 @@
+import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { inputError, isObject, knownOptions, truncationOf, withDefaults } from "./inputs.js";
@@ -65,7 +66,7 @@ const NULL_IS_VALUE = ["topK"];
  * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
  * every label sorted; clf({text, text_pair}) -> {label, score}. `defaults`: options given when the
  * pipeline was made (transformers' pipeline(task, top_k=None)), a call's own options over them.
- * `warn`: where an input cut with truncation left out is told (EncoderRunner.checkLength).
+ * `warn`: where an input cut with truncation left out is told (EncoderRunner.encode).
  */
 export function textClassification(runner: EncoderRunner, defaults: TextClassificationOptions, warn: (message: string) => void) {
   const info = runner.model.info;
@@ -82,8 +83,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
   };
   settings(withDefaults(defaults, {}, NULL_IS_VALUE));
 
-  const classify = async (inputs: readonly TextClassificationInput[], fn: (typeof FUNCTIONS)[number]): Promise<LabelScore[][]> => {
-    const enc = inputs.map((x) => (typeof x === "string" ? runner.tokenize(x) : runner.tokenize(x.text, x.text_pair)));
+  const classify = async (enc: readonly ModelInput[], fn: (typeof FUNCTIONS)[number]): Promise<LabelScore[][]> => {
     return (await runner.run(enc)).logits!.map((row) => {
       const scores = fn === "softmax" ? softmax(row) : fn === "sigmoid" ? sigmoid(row) : Array.from(row);
       return scores.map((score, i) => ({ label: info.labels[i]!, score })).sort((a, b) => b.score - a.score);
@@ -95,8 +95,8 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
     const { topK, fn, truncation } = settings(withDefaults(defaults, call, NULL_IS_VALUE));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
-    runner.checkLength(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input), truncation, warn);
-    const results = (await classify(list, fn)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
+    const enc = runner.encode(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input), truncation, warn);
+    const results = (await classify(enc, fn)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers' __call__ wraps a single string's result in a list unless this call names top_k:
     // the best label alone, or (top_k given when the pipeline was made) the list of labels, [[...]]

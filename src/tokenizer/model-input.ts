@@ -55,27 +55,38 @@ export function inputTemplateOf(tok: Tokenizer): InputTemplate {
 /** Tokenizes one input (a text or a pair) for an encoder. */
 export function encodeModelInput(tok: Tokenizer, text: string, options: ModelInputOptions = {}): ModelInput {
   const aware = tok as Tokenizer & InputAware;
-  const addSpecial = options.addSpecialTokens ?? true;
-  const tpl = inputTemplateOf(tok);
-  let a = tok.encode(text, { addSpecialTokens: false });
-  let b = options.pair === undefined ? undefined : tok.encode(options.pair, { addSpecialTokens: false });
-  let offA = aware.tokenOffsets?.(text, a);
-  let offB = b === undefined || options.pair === undefined ? undefined : aware.tokenOffsets?.(options.pair, b);
-  const added = !addSpecial ? 0 : b === undefined ? tpl.single.prefix.length + tpl.single.suffix.length : tpl.pair.prefix.length + tpl.pair.middle.length + tpl.pair.suffix.length;
-  if (options.maxLength !== undefined) {
-    const room = options.maxLength - added;
-    if (room < 0) throw new RangeError(`maxLength ${options.maxLength} leaves no room for the ${added} special tokens`);
-    // longest first: one token at a time from the longer text (the pair on a tie)
-    let na = a.length, nb = b?.length ?? 0;
-    while (na + nb > room) {
-      if (b !== undefined && nb >= na) nb--;
-      else na--;
-    }
-    a = a.slice(0, na);
-    offA = offA?.slice(0, na);
-    if (b !== undefined) { b = b.slice(0, nb); offB = offB?.slice(0, nb); }
+  const a = tok.encode(text, { addSpecialTokens: false });
+  const b = options.pair === undefined ? undefined : tok.encode(options.pair, { addSpecialTokens: false });
+  const offA = aware.tokenOffsets?.(text, a);
+  const offB = b === undefined || options.pair === undefined ? undefined : aware.tokenOffsets?.(options.pair, b);
+  const whole = assembleModelInput(inputTemplateOf(tok), a, offA, options.addSpecialTokens ?? true, b === undefined ? undefined : { ids: b, offsets: offB });
+  return options.maxLength === undefined ? whole : truncateModelInput(tok, whole, options.maxLength);
+}
+
+/**
+ * An input (encodeModelInput's, uncut) cut to `maxLength` tokens in all as the tokenizer's
+ * truncation=True cuts it: longest first, one token at a time from the longer text (the pair on a
+ * tie), the special tokens kept. The input itself when it fits; no text is tokenized again.
+ */
+export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength: number): ModelInput {
+  const added = input.specialMask.filter(Boolean).length;
+  const room = maxLength - added;
+  if (room < 0) throw new RangeError(`maxLength ${maxLength} leaves no room for the ${added} special tokens`);
+  if (input.ids.length <= maxLength) return input;
+  const of = (seq: 0 | 1) => {
+    const at = input.sequenceIds.flatMap((s, i) => (s === seq ? [i] : []));
+    return { ids: at.map((i) => input.ids[i]!), offsets: input.offsets && at.map((i) => input.offsets![i]!) };
+  };
+  const tpl = inputTemplateOf(tok), single = tpl.single.prefix.length + tpl.single.suffix.length;
+  // a pair whose second text has no tokens ("") is told by its template's special tokens
+  const a = of(0), pair = input.sequenceIds.includes(1) || (added > 0 && added !== single) ? of(1) : undefined;
+  let na = a.ids.length, nb = pair?.ids.length ?? 0;
+  while (na + nb > room) {
+    if (pair !== undefined && nb >= na) nb--;
+    else na--;
   }
-  return assembleModelInput(tpl, a, offA, addSpecial, b === undefined ? undefined : { ids: b, offsets: offB });
+  const cut = pair === undefined ? undefined : { ids: pair.ids.slice(0, nb), offsets: pair.offsets?.slice(0, nb) };
+  return assembleModelInput(tpl, a.ids.slice(0, na), a.offsets?.slice(0, na), added > 0, cut);
 }
 
 /**
