@@ -114,7 +114,7 @@ test("JSON Schema to GBNF: what validates is accepted and what does not is refus
   const rg = parseGbnf(jsonSchemaToGbnf(defs));
   assert.ok(accepts(rg, '{"v": 1, "next": {"v": 2, "next": null}}'));
   assert.ok(!accepts(rg, '{"v": 1, "next": {"v": 2}}'));
-  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: true is supported only for items of a finite set of values/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex .* lookarounds/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#\/exclusiveMaximum: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /#\/maximum: no integer lies between minimum 5 and maximum 4/],
+  for (const [s, re] of [[{ type: "array", uniqueItems: true }, /#\/uniqueItems: true is supported only for items of a finite set of values/], [{ type: "string", pattern: "(?=a)" }, /#\/pattern: regex "\(\?=a\)", at 0: a lookahead \(\?=\.\.\.\) is not supported/], [{ type: "number", minimum: 3, exclusiveMaximum: 3 }, /#\/exclusiveMaximum: no number lies between the bounds/], [{ type: "integer", minimum: 5, maximum: 4 }, /#\/maximum: no integer lies between minimum 5 and maximum 4/],
     [{ $ref: "#/$defs/missing" }, /#\/\$ref: "#\/\$defs\/missing" does not point at a schema in this document/], [{ type: "thing" }, /#\/type: expected one of object/], [{ enum: [] }, /#\/enum: an empty enum/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -686,6 +686,50 @@ test("a property whose schema is false may not be present, and an anyOf / oneOf 
   assert.throws(() => jsonSchemaToGbnf({ anyOf: [false, false] }), /^GrammarError: #\/anyOf: every alternative is false, which admits no value$/);
   // a kept alternative's fault names its own index
   assert.throws(() => jsonSchemaToGbnf({ anyOf: [false, { type: "string", minLength: -1 }] }), /^GrammarError: #\/anyOf\/1\/minLength: /);
+});
+
+test("items false and false at a tuple's position end the array there, as ajv reads them (each was refused: the schema false admits no value); nullable without a type, a name twice in required and a lookaround are refused as ajv refuses them, naming the keyword", () => {
+  const texts = ["[]", "[1]", '["a"]', "[1,2]", '[1,"a"]', '[1,"a","b"]', '[1,"a",2]', "{}"];
+  for (const schema of [
+    { type: "array", items: false },
+    { type: "array", prefixItems: [{ type: "integer" }, false] },
+    { type: "array", prefixItems: [{ type: "integer" }, false, { type: "string" }], items: { type: "string" } },
+    { type: "array", prefixItems: [false], items: { type: "integer" } },
+    { type: "array", prefixItems: [{ enum: [1, 2] }, { enum: [1, 2] }, false], uniqueItems: true },
+    { type: "array", prefixItems: [{ type: "integer" }, false], minItems: 1 },
+    { allOf: [{ type: "array", items: { type: "integer" } }, { items: false }] },
+  ]) agreesWithAjv(schema, texts);
+  // draft 7's tuple (items as a list, then additionalItems), as ajv's draft 7 reads it
+  const d7 = { type: "array", items: [{ type: "integer" }, false], additionalItems: { type: "string" } };
+  const g = parseGbnf(jsonSchemaToGbnf(d7));
+  const validate = new Ajv({ strict: false }).compile(d7);
+  for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(d7)} ${t}`);
+  // no array fits: refused naming the bound
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", items: false, minItems: 1 }), /^GrammarError: #\/minItems: 1 items, but items is false: no element may stand in the array$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "array", prefixItems: [{ type: "integer" }, false], minItems: 2 }), /^GrammarError: #\/minItems: 2 items, but prefixItems\/1 is false: no element may stand there$/);
+  assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "string" }, false] }), /^GrammarError: #\/allOf\/1: the schema false admits no value, so the allOf it is part of admits none$/);
+  // schemas ajv refuses to compile (nullable was read as "or null", a required name twice passed over, a lookaround named the expression the converter wraps the pattern in)
+  const refused: [object, RegExp, RegExp][] = [
+    [{ nullable: true }, /"nullable" cannot be used without "type"/, /^GrammarError: #\/nullable: only taken beside a type /],
+    [{ type: "object", properties: { a: { nullable: true, enum: ["x", null] } } }, /"nullable" cannot be used without "type"/, /^GrammarError: #\/properties\/a\/nullable: only taken beside a type /],
+    [{ nullable: false, minimum: 3 }, /"nullable" cannot be used without "type"/, /^GrammarError: #\/nullable: only taken beside a type /],
+    [{ type: ["string", "null"], nullable: false }, /type: null contradicts nullable: false/, /^GrammarError: #\/nullable: false, but type \["string","null"\] admits null$/],
+    [{ type: "object", properties: { a: { type: "string" }, b: {} }, required: ["a", "b", "a"] }, /required must NOT have duplicate items/, /^GrammarError: #\/required: "a" is listed twice \(the names in required must be unique\)$/],
+    [{ allOf: [{ type: "object", properties: { a: {} } }, { required: ["a", "a"] }] }, /required must NOT have duplicate items/, /^GrammarError: #\/allOf\/1\/required: "a" is listed twice/],
+  ];
+  for (const [schema, ajvSays, message] of refused) {
+    assert.throws(() => newAjv2020().compile(schema), ajvSays, JSON.stringify(schema));
+    assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), message, JSON.stringify(schema));
+  }
+  // a name two allOf parts both require is required once
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "string" } }, required: ["a"] }, { required: ["a"] }] }, ['{"a":"x"}', "{}", '{"a":1}']);
+  // lookarounds: llama.cpp's converter drops them with a warning ("Unsupported pattern syntax"), admitting strings ajv refuses; refused here naming the user's pattern at the group
+  for (const [pattern, at, what] of [["^(?=a)\\w+$", 1, "a lookahead \\(\\?="], ["(?<=a)b", 0, "a lookbehind \\(\\?<="], ["^[a-z]+(?!x)$", 7, "a negative lookahead \\(\\?!"], ["a(?<!b)c", 1, "a negative lookbehind \\(\\?<!"]] as const) {
+    newAjv2020().compile({ type: "string", pattern });
+    assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), new RegExp(`^GrammarError: #/pattern: regex ${JSON.stringify(pattern).replace(/[\\^$()?[\]+]/g, "\\$&")}, at ${at}: ${what}`), pattern);
+  }
+  // a named group matches what a plain group does
+  agreesWithAjv({ type: "string", pattern: "^(?<y>\\d{2})-(?<m>[a-z]+)$" }, ['"12-ab"', '"1-ab"', '"12-"', '"12-AB"', '"x12-ab"']);
 });
 
 test("bounds that leave no number name the upper bound's keyword where it was written, also merged from a part of allOf (the merged items' fault named #/items, no spot of the schema)", () => {

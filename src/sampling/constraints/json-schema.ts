@@ -546,6 +546,15 @@ class Converter {
       const shape = KEYWORD_SHAPES[k];
       if (shape !== undefined && s[k] !== undefined && !shape[0](s[k])) throw new GrammarError(`${path}/${k}: expected ${shape[1]}, got ${JSON.stringify(s[k])}`);
     }
+    // what JSON Schema's meta-schema and OpenAPI's nullable also ask (ajv refuses to compile a schema that breaks it)
+    const required = s["required"] as readonly string[] | undefined;
+    const twice = required?.find((r, i) => required.indexOf(r) !== i);
+    if (twice !== undefined) throw new GrammarError(`${path}/required: ${JSON.stringify(twice)} is listed twice (the names in required must be unique)`);
+    if (s["nullable"] !== undefined) {
+      const types = s["type"] === undefined ? [] : [s["type"]].flat();
+      if (types.length === 0) throw new GrammarError(`${path}/nullable: only taken beside a type (OpenAPI 3.0.3: it adds null to the type only where type is given in the same schema; ajv refuses it without one); write type with "null" in it, or anyOf with {"type": "null"}`);
+      if (s["nullable"] === false && types.includes("null")) throw new GrammarError(`${path}/nullable: false, but type ${JSON.stringify(s["type"])} admits null`);
+    }
   }
 
   private space(): void {
@@ -612,6 +621,7 @@ class Converter {
     const done = (merged: Record<string, unknown>, at = path) => ({ merged, at, from });
     const take = (p: unknown, where: string, hops: number): void => {
       if (p === true || (typeof p === "object" && p !== null && !Array.isArray(p) && !constrains(p as Record<string, unknown>))) return;
+      if (p === false) throw new GrammarError(`${where}: the schema false admits no value, so the allOf it is part of admits none`);
       if (typeof p !== "object" || p === null || Array.isArray(p)) throw new GrammarError(`${where}: expected a schema object, got ${JSON.stringify(p)}`);
       const o = p as Record<string, unknown>;
       this.checkKeys(o, where);
@@ -664,8 +674,8 @@ class Converter {
             merged[k] = types.length === 1 ? types[0] : types;
           }
           else if (k === "items" && !Array.isArray(v) && !Array.isArray(before) && canonicalJson(v) !== canonicalJson(before)) {
-            // every element takes both schemas (a new allOf: its faults name that)
-            merged[k] = allOfAt([[before, from.get(k) ?? `${path}/${k}`], [v, `${where}/${k}`]]);
+            // every element takes both schemas (a new allOf: its faults name that); false in either: no element
+            merged[k] = v === false || before === false ? false : allOfAt([[before, from.get(k) ?? `${path}/${k}`], [v, `${where}/${k}`]]);
             from.delete(k);
             continue;
           } else if (canonicalJson(v) !== canonicalJson(before)) {
@@ -726,7 +736,9 @@ class Converter {
     }
     // the merged object takes no other keys (as an object with properties does here) where a part said so or named any
     const closed = parts.some((o) => o["additionalProperties"] === false || Object.keys((o["properties"] ?? {}) as object).length > 0);
-    return done(closed ? { type: "object", properties, required, additionalProperties: false } : { type: "object", properties, required });
+    // (a name several parts require is required once)
+    const names = [...new Set(required)];
+    return done(closed ? { type: "object", properties, required: names, additionalProperties: false } : { type: "object", properties, required: names });
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
@@ -869,6 +881,8 @@ class Converter {
       for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
       let body: string, rules: [string, string][] = [];
       try {
+        // the pattern read alone first: a fault in it is named at its own position, not the wrapped expression's
+        regexToGbnf(pattern, true);
         // with a length: the pattern's strings of those lengths, its automaton paired with a count of characters
         if (min === 0 && max === undefined) body = regexToGbnf(whole, true);
         else {
@@ -921,6 +935,20 @@ class Converter {
       const { prefixItems: _, ...rest } = s;
       const items = allOfAt([...(s["items"] === undefined ? [] : [[s["items"], `${path}/items`] as const]), [one, `${path}/prefixItems`]]);
       return this.array({ ...rest, items }, name, path, depth);
+    }
+    // false for a tuple's position: no element may stand there, so the array ends before it
+    const tupleKey = Array.isArray(s["prefixItems"]) ? "prefixItems" : Array.isArray(s["items"]) ? "items" : undefined;
+    const closedAt = tupleKey === undefined ? -1 : (s[tupleKey] as unknown[]).indexOf(false);
+    if (tupleKey !== undefined && closedAt >= 0) {
+      if (min > closedAt) throw new GrammarError(`${path}/minItems: ${min} items, but ${tupleKey}/${closedAt} is false: no element may stand there`);
+      const restKey = tupleKey === "prefixItems" ? "items" : "additionalItems";
+      return this.array({ ...s, [tupleKey]: (s[tupleKey] as unknown[]).slice(0, closedAt), [restKey]: false }, name, path, depth);
+    }
+    // items false without a tuple: no element at all
+    if (tupleKey === undefined && s["items"] === false) {
+      if (min > 0) throw new GrammarError(`${path}/minItems: ${min} items, but items is false: no element may stand in the array`);
+      this.space();
+      return this.add(name, `"[" space "]" space`);
     }
     const unique = s["uniqueItems"];
     if (unique !== undefined && typeof unique !== "boolean") throw new GrammarError(`${path}/uniqueItems: expected a boolean, got ${JSON.stringify(unique)}`);

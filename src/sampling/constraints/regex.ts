@@ -3,7 +3,7 @@ import { GrammarError, repetitionProblem } from "./grammar.js";
 /**
  * A regular expression (the ECMAScript syntax most patterns use) as a GBNF expression: literals
  * and escapes, `.`, classes `[a-z]` / `[^...]` with `\d \w \s` (and their negations), groups
- * `( )` / `(?: )`, `|`, and the quantifiers `* + ? {m} {m,} {m,n}` (lazy ones match the same
+ * `( )` / `(?: )` / `(?<name> )`, `|`, and the quantifiers `* + ? {m} {m,} {m,n}` (lazy ones match the same
  * strings). The whole text must match, so `^` and `$` are accepted only at the ends. Back
  * references and lookarounds describe no regular language a grammar can hold: refused.
  * `json`: the expression describes the inside of a JSON string, so `"`, `\` and control
@@ -241,8 +241,16 @@ class RegexParser {
     if (c === "(") {
       this.pos++;
       if (this.src[this.pos] === "?") {
-        if (this.src[this.pos + 1] !== ":") this.fail("lookarounds and named groups are not supported");
-        this.pos += 2;
+        const look = [["?=", "a lookahead"], ["?!", "a negative lookahead"], ["?<=", "a lookbehind"], ["?<!", "a negative lookbehind"]].find(([open]) => this.src.startsWith(open!, this.pos));
+        if (look) {
+          this.pos--;
+          this.fail(`${look[1]} (${look[0]}...) is not supported (lookarounds): a grammar reads each character once, without looking around it`);
+        }
+        // a named group matches what a plain one does
+        const named = /^\?<[A-Za-z_$][\w$]*>/.exec(this.src.slice(this.pos));
+        if (named) this.pos += named[0].length;
+        else if (this.src[this.pos + 1] === ":") this.pos += 2;
+        else this.fail(`(${this.src.slice(this.pos, this.pos + 2)} is not a group this reads (groups: ( ), (?: ), (?<name> ))`);
       }
       const inner = this.alternation();
       if (this.src[this.pos] !== ")") this.fail("an unterminated group");
