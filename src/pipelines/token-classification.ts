@@ -105,8 +105,8 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     warn(`token-classification: aggregationStrategy "${strategy}": this tokenizer marks no token as continuing a word (it has no continuing-subword prefix, as WordPiece's "##"), so words are guessed from spaces: a token not preceded by a space joins the word before it (transformers: "Tokenizer does not support real words, using fallback heuristic")`);
   };
 
-  /** the tokens' entries; `guessed`: set when a token's word start came from the space guess */
-  const gather = (text: string, enc: ModelInput, logits: Float32Array, guessed: { used: boolean }): PreEntity[] => {
+  /** the tokens' entries (a token's word start is the space guess when the tokenizer is not wordAware and gives offsets) */
+  const gather = (text: string, enc: ModelInput, logits: Float32Array): PreEntity[] => {
     const n = info.labels.length, cps = [...text];
     const out: PreEntity[] = [];
     enc.ids.forEach((id, idx) => {
@@ -118,7 +118,6 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
       const [start, end] = off;
       const ref = slice(cps, start, end);
       let isSubword = wordAware ? [...word].length !== [...ref].length : start > 0 && !slice(cps, start - 1, start + 1).includes(" ");
-      if (!wordAware) guessed.used = true;
       if (id === tok.unkId) { word = ref; isSubword = false; }
       out.push({ word, scores, start, end, index: idx, isSubword });
     });
@@ -278,14 +277,15 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     const windows = contents.map((c) => windowsOf(c.ids, c.offsets, checked.stride));
     const logits = (await runner.run(windows.flat())).logits!;
     let next = 0;
-    const guessed = { used: false };
     const results = contents.map((c, i) => {
-      const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!, guessed), checked));
+      const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!), checked));
       // (transformers merges only when there are several windows: "none" never has them)
       return found.length > 1 ? mergeOverlapping(found.flat() as EntityGroup[]) : found[0]!;
     });
-    // (as transformers: "none" and "simple" never read the guess)
-    if (guessed.used && (checked.strategy === "first" || checked.strategy === "average" || checked.strategy === "max")) tellGuess(checked.strategy);
+    // the guess is read for each content token with offsets (transformers' gather_pre_entities warns
+    // there); "none" and "simple" never read it
+    const guessed = !wordAware && windows.flat().some((w) => w.offsets !== undefined && w.specialMask.includes(false));
+    if (guessed && (checked.strategy === "first" || checked.strategy === "average" || checked.strategy === "max")) tellGuess(checked.strategy);
     return single ? results[0] : results;
   };
 }
