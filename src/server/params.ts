@@ -159,7 +159,9 @@ function maxTokensOf(body: Body, fewest: number): number | undefined {
   const name = maxTokensParam(body);
   // -1 is llama-server's "no limit" (its n_predict's default; has_budget: limitless): as a limit not
   // given, the reply may run to the end of the context
-  if (body[name] === -1) return undefined;
+  const v = body[name];
+  if (v === -1) return undefined;
+  if (typeof v === "number" && Number.isInteger(v) && v < fewest) throw invalid(name, `'${name}' must be -1 (no limit: up to the end of the context) or an integer in ${fewest}..inf, got ${v}`);
   return optNumber(body, name, { integer: true, min: fewest });
 }
 
