@@ -407,3 +407,20 @@ test("convert / quantize --vocab naming no file, or a folder: one line naming --
     }
   }
 });
+
+test("convert --vocab of another model (fewer tokens than the embedding rows, not the folder's own count): one line naming both numbers and files, exit 1", { skip: skipWithoutShared(HF_FOLDER) }, () => {
+  const folder = sharedFile(HF_FOLDER)!;
+  const out = join(dir, "vocab-mismatch.gguf");
+  // llama.cpp's LLaMA SentencePiece vocabulary holds 32000 tokens; GPT-2's 50257 (the folder's config.json vocab_size
+  // and its vocab.json): the 32000 were padded to 50257 rows silently, every id another token than GPT-2's
+  const llama = sharedFile("tokenizer-tests/ggml-vocab-llama-spm.gguf")!;
+  const r = tsllm(["convert", "--model", folder, "--out", out, "--vocab", llama]);
+  assert.equal(r.stderr, `tsllm: error: --vocab ${llama}: 32000 tokens, but the embedding of ${folder} (token_embd.weight) has 50257 rows and ${join(folder, "tokenizer.json")} has 50257 tokens; the vocabulary is not this model's (give the GGUF of the same tokenizer)\n`);
+  assert.equal(r.code, 1);
+  assert.ok(!existsSync(out));
+  // the folder's own vocabulary (llama.cpp's GPT-2 vocab GGUF, 50257 tokens) still converts
+  const gpt2 = sharedFile("tokenizer-tests/ggml-vocab-gpt-2.gguf")!;
+  const ok = tsllm(["convert", "--model", folder, "--out", out, "--vocab", gpt2, "--type", "f32"]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal((readGGUFHeader(out).metadata.get("tokenizer.ggml.tokens")!.value as string[]).length, 50257);
+});

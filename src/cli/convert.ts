@@ -25,7 +25,9 @@ Options:
                         converter writes them; a matrix whose rows are not whole blocks of the
                         type falls back as llama.cpp's does (iq4_xs -> iq4_nl, then f16), summed up
                         in one line on stderr, as quantize sums them up
-  --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer);
+  --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer:
+                        as many tokens as the embedding has rows, or as the folder's own tokenizer files
+                        hold, padded to the rows as llama.cpp's converter pads; another count is refused);
                         without it the folder's tokenizer files are converted (byte-level BPE such as
                         GPT-2 / Llama 3 / Qwen, SentencePiece-style BPE tokenizer.json such as Llama 2,
                         or BERT's WordPiece)

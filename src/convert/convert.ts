@@ -6,7 +6,7 @@ import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo, typeName 
 import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
-import { folderTokenizerEntries, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
+import { folderTokenizerEntries, folderVocabularySize, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
 import { FLOAT32_TABLES, type TypeFallback } from "./quant-mixture.js";
 
 /**
@@ -78,13 +78,26 @@ function outputType(info: SourceTensorInfo, want: GGMLType, fallbacks: TypeFallb
   return written;
 }
 
-/** tokenizer.* keys of a GGUF, padded to the model's embedding rows as llama.cpp's converter pads a short vocabulary */
-function vocabEntries(path: string, rows: number): [string, GGUFWriteEntry][] {
+/**
+ * tokenizer.* keys of a GGUF, padded to the model's embedding rows as llama.cpp's converter pads a
+ * short vocabulary. The vocabulary must be the folder's: as many tokens as the embedding has rows,
+ * or, fewer (an embedding rounded up), as many as the folder's own tokenizer files hold (llama.cpp
+ * pads only a model's own tokenizer). Another model's vocabulary was padded silently, and every id
+ * past it, and every id it spells otherwise, was another token than the one the model learned.
+ */
+function vocabEntries(path: string, folder: string, rows: number): [string, GGUFWriteEntry][] {
   const h = readGGUFHeader(path);
   const entries = [...h.metadata].filter(([k]) => k.startsWith("tokenizer."));
   const tokens = h.metadata.get("tokenizer.ggml.tokens")?.value;
   if (!Array.isArray(tokens)) throw new Error(`${path}: tokenizer.ggml.tokens: expected an array of strings (--vocab must be a GGUF with a vocabulary)`);
-  if (tokens.length > rows) throw new Error(`${path}: tokenizer.ggml.tokens: ${tokens.length} tokens, but the model's embedding has only ${rows} rows`);
+  const mismatch = (why: string) => new Error(`--vocab ${path}: ${tokens.length} tokens, but ${why}; the vocabulary is not this model's (give the GGUF of the same tokenizer)`);
+  const embedding = `the embedding of ${folder} (token_embd.weight) has ${rows} rows`;
+  if (tokens.length > rows) throw mismatch(embedding);
+  if (tokens.length < rows) {
+    const own = folderVocabularySize(folder);
+    if (own === undefined) throw mismatch(`${embedding} (and the folder has no tokenizer files that say a shorter vocabulary is its own)`);
+    if (own.tokens !== tokens.length) throw mismatch(`${embedding} and ${own.where} has ${own.tokens} tokens`);
+  }
   if (tokens.length === rows) return entries;
   const pad = rows - tokens.length;
   return entries.map(([k, e]): [string, GGUFWriteEntry] => {
@@ -111,7 +124,7 @@ function chatTemplate(folder: string): string | undefined {
 
 function tokenizerEntries(folder: string, rows: number, options: ConvertOptions): [string, GGUFWriteEntry][] {
   if (options.vocab === undefined) return folderTokenizerEntries(folder, rows);
-  const entries = vocabEntries(options.vocab, rows);
+  const entries = vocabEntries(options.vocab, folder, rows);
   const template = chatTemplate(folder);
   const out = entries.filter(([k]) => !(template !== undefined && k === "tokenizer.chat_template"));
   if (template !== undefined) out.push(["tokenizer.chat_template", ggufEntry.string(template)]);
@@ -172,7 +185,7 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
     const metadata: [string, GGUFWriteEntry][] = [
       ...model,
       ...fileTypeEntries(options.fileType ?? CONVERT_TYPES[typeKey].fileType),
-      ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, rows)),
+      ...(options.vocab === undefined ? wordPieceTokenizerEntries(folder, rows) : vocabEntries(options.vocab, folder, rows)),
     ];
     const fallbacks: TypeFallback[] = [];
     const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type, fallbacks));

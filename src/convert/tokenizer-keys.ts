@@ -82,6 +82,21 @@ function folderTokenizerJson(folder: string): { where: string; tj: JsonObject } 
   throw new Error(`${folder}: no tokenizer files found (expected tokenizer.json or vocab.json + merges.txt); ${SUGGEST}`);
 }
 
+/**
+ * How many tokens the folder's own tokenizer files hold (and which file says so), or undefined
+ * when it has none this reader takes: what a --vocab shorter than the embedding must match.
+ */
+export function folderVocabularySize(folder: string): { where: string; tokens: number } | undefined {
+  const kind = tokenizerFilesIn(folder);
+  if (kind === undefined) return undefined;
+  try {
+    const hf = tokenizerFromFolder(folder);
+    return { where: join(folder, kind === "gpt2" ? "vocab.json" : kind === "bert" ? "vocab.txt" : "tokenizer.json"), tokens: hf.vocabSize };
+  } catch {
+    return undefined; // files this reader cannot read say nothing about the size
+  }
+}
+
 /** a merge as GGUF's "left right" line (tokenizer.json holds either that string or a pair) */
 function mergeLine(where: string, m: unknown, i: number): string {
   if (typeof m === "string") return m;
