@@ -437,11 +437,11 @@ test("stories260K: a request preempted while its prompt is being scored scores i
  * the strategy but its sizes before the logits); the passes only reserve and count rows (what a
  * row holds is the model's business: the stories260K beam case above checks that).
  */
-function beamScheduler(cacheReplies: boolean) {
+function beamScheduler(cacheReplies: boolean, promptLength = 20) {
   const pool = new KVBlockPool(1, 1, 4, 64, undefined, 16);
   const scheduler = new Scheduler(pool, { maxBatchTokens: 512, maxSequences: 8, contextSize: 256, cacheReplies, admission: "preempt" }, () => new KVCache(1, 1, 4, 256, pool));
   const strategy = { width: 3, recomputable: true, extraBlocks: () => 3 * 3, stepBlocks: () => 2 } as unknown as Strategy;
-  const prompt = Array.from({ length: 20 }, (_, i) => i + 1);
+  const prompt = Array.from({ length: promptLength }, (_, i) => i + 1);
   const params = { promptTokens: prompt, decoding: { kind: "beam", numBeams: 3 }, sampling: { seed: 0 }, maxTokens: 40, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined } as RequestParams;
   const request = new EngineRequest(1, params, strategy);
   const counted = { rows: 0 };
@@ -462,21 +462,30 @@ function beamScheduler(cacheReplies: boolean) {
     request.markPrefilled();
     return request.sequences[0]!;
   };
-  /** preempted (every block back, registered ones cached) and recomputed to the end: the rows that took */
-  const preemptAndRecompute = (): number => {
+  /** preempted (every block back, registered ones cached) */
+  const preempt = (): void => {
     (scheduler as unknown as { preempt(r: EngineRequest): void }).preempt(request);
     assert.equal(pool.stats.blocksInUse, 0);
+  };
+  /** recomputed to the end: the rows that took, and the steps */
+  const recompute = (): { rows: number; steps: number } => {
     counted.rows = 0;
-    for (let i = 0; i < 10 && request.recomputing; i++) step();
+    let steps = 0;
+    for (; steps < 10 && (steps === 0 || request.recomputing); steps++) step();
     assert.equal(request.recomputing, false, "recomputed");
-    return counted.rows;
+    return { rows: counted.rows, steps };
+  };
+  /** preempted and recomputed to the end: the rows that took */
+  const preemptAndRecompute = (): number => {
+    preempt();
+    return recompute().rows;
   };
   /** every beam retired: no block left in use */
   const end = (): void => {
     for (const b of [...request.sequences]) scheduler.retire(request, b);
     assert.equal(pool.stats.blocksInUse, 0);
   };
-  return { pool, scheduler, request, step, start, preemptAndRecompute, end };
+  return { pool, scheduler, request, step, start, preempt, recompute, preemptAndRecompute, end };
 }
 
 test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, no more blocks held than before the preemption", () => {
@@ -565,5 +574,40 @@ test("a preempted beam search's resumed beams each start on the cached blocks of
   assert.deepEqual([root, beam1].map((b) => b.cache.blockIds.slice(0, 3)), own);
   assert.equal(rows, 13 + 13);
   assert.ok(pool.stats.blocksInUse <= held, `${pool.stats.blocksInUse} blocks held after the recompute, ${held} before the preemption`);
+  end();
+});
+
+test("a preempted beam search whose first beam's own cached blocks were evicted recomputes every beam in the same step: a beam on its own cached blocks does not wait for the first beam's prompt, and the first computes prompt and tokens in one chunk", () => {
+  const { pool, scheduler: s, request, step, start, preempt, recompute, end } = beamScheduler(true, 17);
+  // the search forks beam 1 off the first at the prompt's end (copying the prompt's partial block,
+  // as BeamStrategy's start does); each chooses 40 tokens of its own
+  const root = start();
+  root.tokens.push(300);
+  const beam1 = s.fork(request, root, [...root.tokens.slice(0, 17), 400], "copy");
+  for (let t = 1; t < 40; t++) {
+    step();
+    root.tokens.push(300 + t);
+    beam1.tokens.push(400 + t);
+  }
+  // with cacheReplies each beam's blocks of positions 16-31 and 32-47 are its own cached prefixes, and
+  // the prompt's first block is shared
+  const own1 = beam1.cache.blockIds.slice(0, 3);
+  const rootOwn = root.cache.blockIds.slice(1, 3);
+  preempt();
+  // other requests take every free block and two more: the least recently used cached prefixes
+  // are evicted, the first beam's own (it freed its blocks first; the shared one went idle last)
+  const taken: number[] = [];
+  while (pool.stats.evictions < 2) taken.push(pool.take());
+  assert.ok(rootOwn.every((b) => taken.includes(b)), "the first beam's own blocks were evicted");
+  assert.ok(own1.every((b) => pool.isIdle(b)), "beam 1's are cached still");
+  for (const b of taken) pool.release(b);
+  const { rows, steps } = recompute();
+  for (const b of [root, beam1]) assert.equal(b.cache.length, 57);
+  assert.deepEqual(beam1.cache.blockIds.slice(0, 3), own1, "beam 1 starts on its own cached blocks");
+  // the first beam computes positions 16-56 past the prompt's cached block, beam 1 its 9 past its
+  // cached blocks, in one step (before: the first beam computed the prompt (all 17 rows: its block
+  // ended one row short of the prompt's end) while beam 1 waited, then its tokens beside beam 1's:
+  // 17 + 40 + 9 rows in 2 steps)
+  assert.deepEqual({ rows, steps }, { rows: 41 + 9, steps: 1 });
   end();
 });

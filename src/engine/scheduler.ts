@@ -153,11 +153,15 @@ export class Scheduler implements StrategyHost {
     }
     /** plans the next chunks of a prompt, or of a preempted request's recompute, within the budget */
     const prefill = (request: EngineRequest): void => {
-      // the first sequence's tokens up to where the others fork off it (the prompt, computed once for all choices)
-      const root = request.sequences[0]!, forkAt = this.forkPoint(request);
-      if (root.cache.length < forkAt) return void plan(request, root, promptChunk(forkAt - root.cache.length, budget));
-      // then every sequence recomputes its own tokens, each other one on a fork of the earlier one it
-      // has most tokens in common with, once that one has computed them (recomputeFork)
+      // a prompt: its one sequence's (computed once for all choices, which fork off it at its end)
+      const root = request.sequences[0]!;
+      if (!request.prefilled) return void (root.cache.length < root.tokens.length && plan(request, root, promptChunk(root.tokens.length - root.cache.length, budget)));
+      // a preempted request: every sequence recomputes its tokens in the same steps, the first from
+      // its cached blocks (the prompt's, or more) through its own tokens in one chunk, another on
+      // the cached blocks of its own tokens it started on (admit), or else on a fork of the earlier
+      // one it has most tokens in common with once that one has computed them (recomputeFork).
+      // (Before, the first stopped at the prompt's end and the others waited for it: a step more
+      // per recompute, and one more for every sequence forking off the first's generated tokens)
       for (const sequence of request.sequences) {
         if (budget <= 0) return;
         if (!sequence.recomputing) continue;
@@ -280,12 +284,9 @@ export class Scheduler implements StrategyHost {
     // logits the second time, from its cache; see promptChunk). A prompt being scored takes none:
     // every position's logits are needed
     const scored = request.promptLogprobs !== undefined && !request.prefilled;
-    let first = this.cachedPrefix(tokens, scored ? 0 : (resumed ? recomputeEnd(resumed) : tokens.length) - 2);
-    // (a preempted request's first sequence computes the prompt, to where the others fork off it,
-    // apart from its own tokens: when the blocks found end short of the prompt's end, two of its rows
-    // or more are left to compute there too)
-    const forkAt = resumed ? this.forkPoint(request) : tokens.length;
-    if (first.blocks.length * bs < forkAt && first.blocks.length * bs > forkAt - 2) first = this.cachedPrefix(tokens, forkAt - 2);
+    // (a preempted request's first sequence computes the rest of its prompt and its own tokens in
+    // one chunk: the prompt's last row is never computed alone, wherever the blocks found end)
+    const first = this.cachedPrefix(tokens, scored ? 0 : (resumed ? recomputeEnd(resumed) : tokens.length) - 2);
     const hits = first.blocks;
     // a preempted request's other sequences each look up their own tokens too, and start on what is
     // found where it reaches past where they would fork off an earlier one (recomputeFork), as the
