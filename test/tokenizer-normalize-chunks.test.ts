@@ -9,11 +9,13 @@ import { tokenizerFromFolder, type HFTokenizer } from "../src/tokenizer/hf/index
 import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
- * encodeAsync normalizes a long tokenizer.json section a chunk per slice, cut before " " or "\n"
- * (fast-encoder.ts, NORMALIZE_CUT), where the normalizer is one whose chunks' results join into
- * the whole's. Judge: encode(), which normalizes each section whole (and is judged against
- * @huggingface/tokenizers in tokenizer-hf-fast.test.ts). The chunk size is set to a few
- * characters here so that nearly every space and newline is a cut.
+ * encodeAsync normalizes a long tokenizer.json section a chunk per slice, cut before a character
+ * each normalizer step allows a cut before (fast-encoder.ts, CutBefore: a space, a newline, an
+ * ideograph, a digit, a letter where no step lowercases...), where the normalizer is one whose
+ * chunks' results join into the whole's. Judge: encode(), which normalizes each section whole (and
+ * is judged against @huggingface/tokenizers in tokenizer-hf-fast.test.ts), and the library itself
+ * on long unbroken text. The chunk size is set to a few characters here so that nearly every place
+ * allowed is a cut.
  */
 const work = mkdtempSync(join(tmpdir(), "tsllm-normalize-chunks-"));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -38,6 +40,8 @@ const extra = [
   withNormalizer("gpt2-nfkc-lowercase-replace", gpt2, { type: "Sequence", normalizers: [{ type: "NFKC" }, { type: "Lowercase" }, { type: "Replace", pattern: { String: "x" }, content: "\u0301" }] }),
   withNormalizer("gpt2-prepend-nfc", gpt2, { type: "Sequence", normalizers: [{ type: "Prepend", prepend: "\u0301" }, { type: "NFC" }] }),
   withNormalizer("gpt2-bert-all", gpt2, { type: "BertNormalizer", clean_text: true, handle_chinese_chars: true, strip_accents: true, lowercase: true }),
+  withNormalizer("gpt2-nfkc", gpt2, { type: "NFKC" }),
+  withNormalizer("gpt2-nfd-replace-pair", gpt2, { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "Replace", pattern: { String: "ab" }, content: "\u0301" }, { type: "NFC" }] }),
 ].filter((e) => e !== undefined);
 const tokenizers = [...folders, ...hfVariantFolders(work, folders), ...extra];
 
@@ -55,6 +59,10 @@ const ADVERSARIAL = [
   "\u0391\u03a3'\u0391 \u0391\u03a3.\u0391 \u03a3 \u0391\u03a3 \u0391\u03a3\n\u03a3\u0391 \u0391\u03a3' \u03a3 \u0391\u03a3. \u0391\u03a3\u0301 x \u0130 \u0130\u0307 \u1e9e",
   // BERT: accents to strip, CJK to space, controls to drop, white space to turn into spaces
   "Caf\u00e9 NA\u00cfVE \u00c9cole \u4e2d\u6587 \u5b57\n\u6f22\u5b57\u3400 \uf900 \u0001 \u0000x\u00ad\u200b \ufffd\u000b\u000c 😀 \ud83d\ude00\u0301 \ud800 \udc00",
+  // no space or newline at all: half-width kana and its voiced mark (NFKC: one kana), compatibility
+  // jamo (NFKC: conjoining, which compose), the lunate sigma (NFKC: Σ), Indic vowel signs that
+  // compose with the letter before, Σ between letters, digits and ideographs
+  "\uff76\uff9e\uff8a\uff9f\u3131\u314f\u3131\u314f\u11a8\u0b47\u0b3e\u09c7\u09be\u0dd9\u0dcf\u1025\u102e\u0391\u03f9\u0391\u03a3\u0031\u03a3\u4e2d\u03a3'\u0301\u0391\u03a3\u0301\u4e2dab\u0301aab\u00e9\u0301\u1100\u1161\u11a8",
 ];
 
 /** encodeAsync's ids with a chunk size of `chars` */
@@ -72,6 +80,8 @@ test("encodeAsync normalizing in chunks gives encode()'s ids on the HF tokenizer
   const vectors = VECTORS.flatMap((v) => readFileSync(sharedFile(v)!, "utf8").split("\n__ggml_vocab_test__\n"));
   // every adversarial piece with each amount of padding, so that a cut lands at every spot of it
   const shifted = ADVERSARIAL.flatMap((t) => [0, 1, 2, 3].map((pad) => "\u00e9 ".repeat(pad) + t + t.toUpperCase()));
+  // and with every space and newline taken out: cuts only where no space is near
+  shifted.push(...shifted.map((t) => t.replace(/[ \n]/g, "")));
   const whole = [vectors.join("\n"), ADVERSARIAL.join(" "), shifted.join("\n")];
   let compared = 0;
   for (const [name, dir] of tokenizers) {
@@ -125,4 +135,47 @@ test("encodeAsync lets the event loop turn while it normalizes a long section (B
   assert.deepEqual(ids, tok.encode(text));
   assert.deepEqual(wholeIds, ids);
   assert.ok(turns >= wholeTurns + 10, `${turns} turns normalizing in chunks, ${wholeTurns} normalizing whole`);
+});
+
+/** a Chinese novel's paragraphs with their white space taken out, repeated to `chars` characters */
+function unbrokenChinese(chars: number): string {
+  const zh = readFileSync(sharedFile("text/hongloumeng-300k.txt")!, "utf8").slice(0, 40_000).replace(/\s+/g, "");
+  return zh.repeat(Math.ceil(chars / zh.length)).slice(0, chars);
+}
+
+test("encodeAsync lets the event loop turn while it normalizes a long section with no space or newline (BertNormalizer: Chinese, letters)", { skip: skipWithoutShared("hf-oracle/bert-chinese-base") || skipWithoutShared("text/hongloumeng-300k.txt") }, async () => {
+  // bert-base-chinese on a megabyte of a novel without white space, and a megabyte-long "word" of
+  // letters and digits: before, each was normalized in one go (no " " or "\n" to cut before)
+  const tok = await tokenizerFromFolder(folders.get("bert-chinese-base")!);
+  for (const text of [unbrokenChinese(1_000_000), "a1b2c3d4".repeat(125_000)]) {
+    const turnsWith = async (chars: number): Promise<[number[], number]> => {
+      let turns = 0, done = false;
+      const turn = () => { turns++; if (!done) setImmediate(turn); };
+      setImmediate(turn);
+      const ids = await chunked(tok, text, chars);
+      done = true;
+      return [ids, turns];
+    };
+    const [wholeIds, wholeTurns] = await turnsWith(Infinity);
+    const [ids, turns] = await turnsWith(normalizeChunk.chars);
+    assert.deepEqual(ids, tok.encode(text));
+    assert.deepEqual(wholeIds, ids);
+    assert.ok(turns >= wholeTurns + 10, `${JSON.stringify(text.slice(0, 8))}: ${turns} turns normalizing in chunks, ${wholeTurns} normalizing whole`);
+  }
+});
+
+test("long sections with no space or newline normalized in chunks give @huggingface/tokenizers' ids", { skip: skipWithoutShared("text/hongloumeng-300k.txt") }, async () => {
+  // the library (libraryOnly) encodes each text whole; tsllm a chunk of 64 characters at a time
+  const texts = [unbrokenChinese(20_000), ADVERSARIAL.map((t) => t.replace(/[ \n]/g, "")).join("").repeat(40), "Ab1\u00e9\u0301\u03a3".repeat(3000)];
+  const names = ["bert-chinese-base", "bert-uncased-sst", "gpt2-nfkc", "gpt2-bert-all", "gpt2-nfd-replace-pair", "gpt2-nfkc-lowercase-replace"];
+  let compared = 0;
+  for (const [name, dir] of tokenizers.filter(([n]) => names.includes(n))) {
+    const tok = await tokenizerFromFolder(dir), ref = await tokenizerFromFolder(dir, { libraryOnly: true });
+    assert.notEqual(tok.encoder, "library", name);
+    for (const text of texts) {
+      assert.deepEqual(await chunked(tok, text, 64), ref.encode(text), `${name}: ${JSON.stringify(text.slice(0, 40))}`);
+      compared++;
+    }
+  }
+  assert.equal(compared, names.length * texts.length);
 });

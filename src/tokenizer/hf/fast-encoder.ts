@@ -78,6 +78,9 @@ function cleanTextClasses(): Uint8Array {
   return (cleanTextClass = t);
 }
 
+/** the UTF-16 units the library's BertNormalizer puts spaces around (handle_chinese_chars) */
+const isBertCjk = (u: number): boolean => (u >= 0x4e00 && u <= 0x9fff) || (u >= 0x3400 && u <= 0x4dbf) || (u >= 0xf900 && u <= 0xfaff);
+
 /** the library's BertNormalizer, each step as it does it (clean_text by code point, CJK spacing by UTF-16 unit) */
 function bertNormalizer(config: JsonObject): Normalize {
   const clean = Boolean(config.clean_text), chinese = Boolean(config.handle_chinese_chars), lower = Boolean(config.lowercase);
@@ -106,8 +109,7 @@ function bertNormalizer(config: JsonObject): Normalize {
     if (chinese) {
       let out = "", runStart = 0;
       for (let i = 0; i < s.length; i++) {
-        const u = s.charCodeAt(i);
-        if ((u >= 0x4e00 && u <= 0x9fff) || (u >= 0x3400 && u <= 0x4dbf) || (u >= 0xf900 && u <= 0xfaff)) {
+        if (isBertCjk(s.charCodeAt(i))) {
           out += `${s.slice(runStart, i)} ${s[i]} `;
           runStart = i + 1;
         }
@@ -121,23 +123,41 @@ function bertNormalizer(config: JsonObject): Normalize {
 }
 
 /**
- * A normalizer applied to one chunk of a section, cut before a NORMALIZE_CUT character, knowing
- * whether the chunk is the section's first: the chunks' results joined are the whole section's.
+ * A normalizer applied to one chunk of a section, cut before a character its `cut` accepts,
+ * knowing whether the chunk is the section's first: the chunks' results joined are the whole
+ * section's.
  */
 type ChunkNormalize = (text: string, first: boolean) => string;
 
 /**
- * Where a long section may be cut for its normalizer (encodeAsync normalizes a chunk per slice):
- * before " " or "\n". Each step normalizerOf gives a chunked form gives the same text applied to
- * the chunks as to the whole when every chunk after the first starts with one of them, and leaves
- * it one of them: both are starters (combining class 0) with no decomposition that are the second
- * part of no composition, so NFC / NFD / NFKC / NFKD neither reorder nor compose across them;
- * they are neither cased nor case-ignorable, so Lowercase's one context rule (Final_Sigma) stops
- * at them; BertNormalizer's clean_text, CJK spacing and accent stripping go character by
- * character (clean_text turns "\n" into " "); a plain-string Replace without either can match
- * across neither; Prepend belongs to the first chunk alone.
+ * Where a long section may be cut for a normalizer step (encodeAsync normalizes a chunk per
+ * slice): given the character a chunk after the first starts with, the character the step leaves
+ * it starting with, or undefined where a cut before it could change the step's result. A cut is
+ * exact for a step when no rule of the step reaches across it:
+ * - NFC / NFD / NFKC / NFKD: before a starter that has no decomposition at all (canonical or
+ *   compatibility, so not U+FF9E, which NFKC makes a combining mark) and is the second part of no
+ *   composition. Every character of a nonzero combining class, and every one that composes with
+ *   the character before it, is a mark (\p{M}) or a Hangul vowel or final jamo; so a character
+ *   that is neither begins a new combining sequence in every form, on both sides of the cut.
+ * - Lowercase: before a character neither cased nor case-ignorable. Its one context rule
+ *   (Final_Sigma) looks across case-ignorable characters to the nearest cased one on each side of
+ *   a "Σ", and such a character stops that look, whole or cut, with the same answer (not cased).
+ * - BertNormalizer: clean_text, the CJK spacing and accent stripping go character by character
+ *   (clean_text keeps the character, or turns white space into " "; an ideograph becomes " x ")
+ *   and its lowercasing and NFD are the two above.
+ * - Replace (a plain string): before a character that is no character of the pattern, so that no
+ *   match spans the cut.
+ * - Prepend belongs to the first chunk alone.
+ * In a Sequence each step is asked about the character the steps before it left first.
+ * Spaces, newlines and ideographs pass every step but a Replace of them: a text of words or of
+ * Chinese is cut near where the chunk size says.
  */
-const NORMALIZE_CUT = /[ \n]/g;
+type CutBefore = (ch: string) => string | undefined;
+
+const MARK_OR_JAMO = /^(?:\p{M}|[\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff])$/u;
+/** a starter no normalization form changes, combines with what comes before, or reorders past */
+const stableStarter = (ch: string): boolean => !MARK_OR_JAMO.test(ch) && ch.normalize("NFKD") === ch;
+const CASE_CONTEXT = /^(?:\p{Cased}|\p{Case_Ignorable})$/u;
 
 /** the characters a long section is normalized in per chunk (encodeAsync); tests set it small so that cuts are many */
 export const normalizeChunk = { chars: 1 << 15 };
@@ -145,49 +165,88 @@ export const normalizeChunk = { chars: 1 << 15 };
 /**
  * The normalizer as a function: BertNormalizer's own replica (the library tests a regex per
  * character), the usual small ones natively, anything else the library's object itself; with a
- * chunked form where every step is one NORMALIZE_CUT proves exact for (none for the library's).
+ * chunked form and where it may be cut (CutBefore) where every step is one this knows (none for
+ * the library's).
  */
-function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): { whole: Normalize; chunk?: ChunkNormalize } | undefined {
+function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): { whole: Normalize; chunk?: ChunkNormalize; cut?: CutBefore } | undefined {
   if (node === null || node === undefined) return { whole: (s) => s };
-  const simple = (n: unknown): { f: ChunkNormalize; chunks: boolean } | undefined => {
+  const simple = (n: unknown): { f: ChunkNormalize; cut: CutBefore } | undefined => {
     if (!isObject(n)) return undefined;
     switch (n.type) {
-      case "BertNormalizer": { const f = bertNormalizer(n); return { f, chunks: true }; }
-      case "NFC": case "NFD": case "NFKC": case "NFKD": { const form = n.type; return { f: (s) => s.normalize(form), chunks: true }; }
-      case "Lowercase": return { f: (s) => s.toLowerCase(), chunks: true };
-      case "Prepend": { const p = n.prepend; return typeof p === "string" ? { f: (s, first) => first ? p + s : s, chunks: true } : undefined; }
+      case "BertNormalizer": {
+        const clean = Boolean(n.clean_text), chinese = Boolean(n.handle_chinese_chars), lower = Boolean(n.lowercase);
+        const strip = lower ? n.strip_accents !== false : Boolean(n.strip_accents);
+        const cut: CutBefore = (ch) => {
+          const u = ch.charCodeAt(0);
+          let c = 0;
+          if (clean) c = ch.length === 2 ? (ASTRAL_CONTROL.test(ch) ? 1 : 0) : cleanTextClasses()[u]!;
+          if (c === 1) return undefined;
+          if (c === 2) return " ";
+          if (chinese && ch.length === 1 && isBertCjk(u)) return " ";
+          return (lower && CASE_CONTEXT.test(ch)) || (strip && !stableStarter(ch)) ? undefined : ch;
+        };
+        return { f: bertNormalizer(n), cut };
+      }
+      case "NFC": case "NFD": case "NFKC": case "NFKD": {
+        const form = n.type;
+        return { f: (s) => s.normalize(form), cut: (ch) => stableStarter(ch) ? ch : undefined };
+      }
+      case "Lowercase": return { f: (s) => s.toLowerCase(), cut: (ch) => CASE_CONTEXT.test(ch) ? undefined : ch };
+      case "Prepend": { const p = n.prepend; return typeof p === "string" ? { f: (s, first) => first ? p + s : s, cut: (ch) => ch } : undefined; }
       case "Replace": {
         // a plain string replaced by text without $ patterns, neither with surrogates (the library's regex has the u flag)
         const from = isObject(n.pattern) ? n.pattern.String : undefined, to = n.content;
         if (typeof from !== "string" || from === "" || typeof to !== "string" || to.includes("$") || /[\ud800-\udfff]/.test(from)) return undefined;
-        return { f: (s) => s.replaceAll(from, to), chunks: !/[ \n]/.test(from) };
+        return { f: (s) => s.replaceAll(from, to), cut: (ch) => from.includes(ch) ? undefined : ch };
       }
       case "Sequence": {
         if (!Array.isArray(n.normalizers)) return undefined;
         const parts = n.normalizers.map(simple);
         if (parts.some((p) => p === undefined)) return undefined;
-        return { f: (s, first) => parts.reduce((t, p) => p!.f(t, first), s), chunks: parts.every((p) => p!.chunks) };
+        return {
+          f: (s, first) => parts.reduce((t, p) => p!.f(t, first), s),
+          cut: (ch) => parts.reduce<string | undefined>((c, p) => c === undefined ? undefined : p!.cut(c), ch),
+        };
       }
       default: return undefined;
     }
   };
   const own = simple(node);
-  if (own) return { whole: (s) => own.f(s, true), chunk: own.chunks ? own.f : undefined };
+  if (own) return { whole: (s) => own.f(s, true), chunk: own.f, cut: own.cut };
   return library ? { whole: (s) => library.normalize(s) } : undefined;
+}
+
+/** where a long section may be cut (CutBefore) as a test per UTF-16 unit, answered once per BMP unit */
+function cutTest(cut: CutBefore): (text: string, i: number) => boolean {
+  const known = new Uint8Array(0x10000); // 0 not asked yet, 1 a cut, 2 none
+  return (text, i) => {
+    const u = text.charCodeAt(i);
+    if (u >= 0xdc00 && u <= 0xdfff) return false; // never between a surrogate pair's halves
+    if (u >= 0xd800 && u <= 0xdbff) return cut(String.fromCodePoint(text.codePointAt(i)!)) !== undefined;
+    let k = known[u]!;
+    if (k === 0) known[u] = k = cut(String.fromCharCode(u)) === undefined ? 2 : 1;
+    return k === 1;
+  };
 }
 
 /**
  * A section longer than a chunk normalized a chunk per next() (the number of characters done, so
- * that encodeAsync's slices end between chunks), then the words of the whole normalized text.
+ * that encodeAsync's slices end between chunks), then the words of the whole normalized text. A
+ * chunk ends at the first place past the chunk size where `cuts` allows a cut; the looking goes a
+ * chunk's worth of characters per next() too (a megabyte of "a" under Lowercase has no such place:
+ * it is normalized in one go at its end).
  */
 class NormalizingCursor implements WordCursor {
   private readonly parts: string[] = [];
   private at = 0;
+  /** where the looking for the current chunk's end goes on */
+  private look = 0;
   private words?: WordCursor;
   id?: number;
   constructor(
     private readonly raw: string,
     private readonly normalize: ChunkNormalize,
+    private readonly cuts: (text: string, i: number) => boolean,
     private readonly chunkChars: number,
     /** the words of the normalized section, or the id of the added token it is */
     private readonly wordsOf: (text: string) => WordCursor | number,
@@ -197,10 +256,17 @@ class NormalizingCursor implements WordCursor {
     const { raw } = this;
     const from = this.at;
     if (from < raw.length) {
-      NORMALIZE_CUT.lastIndex = from + Math.max(1, this.chunkChars);
-      const end = NORMALIZE_CUT.exec(raw)?.index ?? raw.length;
+      const chunk = Math.max(1, this.chunkChars);
+      const start = Math.max(this.look, from + chunk);
+      const stop = Math.min(raw.length, start + chunk);
+      let end = start;
+      while (end < stop && !this.cuts(raw, end)) end++;
+      if (end === stop && stop < raw.length) {
+        this.look = stop;
+        return stop - start;
+      }
       this.parts.push(this.normalize(raw.slice(from, end), from === 0));
-      this.at = end;
+      this.at = this.look = end;
       return end - from;
     }
     const words = this.wordsOf(this.parts.join(""));
@@ -297,7 +363,7 @@ export class HFFastEncoder implements WordEncoder {
     private readonly matcher: SpecialMatcher,
     /** added tokens by text: a whole section that normalizes to one is that token (the library's rule) */
     private readonly addedIds: ReadonlyMap<string, number>,
-    private readonly normalizer: { readonly whole: Normalize; readonly chunk?: ChunkNormalize },
+    private readonly normalizer: { readonly whole: Normalize; readonly chunk?: ChunkNormalize; readonly cut?: CutBefore },
     private readonly pre: Words,
     private readonly model: Model,
   ) {
@@ -317,12 +383,16 @@ export class HFFastEncoder implements WordEncoder {
     this.chunkChars = Number.isFinite(budget) ? normalizeChunk.chars : Infinity;
     return advanceWords(run, budget, this.cache, this);
   }
+  /** where a long section may be cut for the normalizer (made on first use) */
+  private cuts?: (text: string, i: number) => boolean;
   /** how long a section words() normalizes whole, set by the advance() it is called from */
   private chunkChars = Infinity;
 
   words(fragments: readonly (string | number)[], index: number): WordCursor | number {
-    const raw = fragments[index] as string, { chunk } = this.normalizer;
-    if (chunk && raw.length > this.chunkChars) return new NormalizingCursor(raw, chunk, this.chunkChars, (text) => this.sectionWords(text, index));
+    const raw = fragments[index] as string, { chunk, cut } = this.normalizer;
+    if (chunk && cut && raw.length > this.chunkChars) {
+      return new NormalizingCursor(raw, chunk, (this.cuts ??= cutTest(cut)), this.chunkChars, (text) => this.sectionWords(text, index));
+    }
     return this.sectionWords(this.normalizer.whole(raw), index);
   }
 
