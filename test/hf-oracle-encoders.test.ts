@@ -440,6 +440,39 @@ describe("minilm-embed: a sentence-transformers folder", { skip: skipFor("minilm
     await assert.rejects(model.embed(["a"], { dimensions: 49 }), /^OptionError: dimensions: expected an integer in 1\.\.48 \(this model's embeddings have 48\), got number 49$/);
   });
 
+  /*
+   * sentence-transformers' Transformer makes max_seq_length the tokenizer's model_max_length
+   * (tokenizer_args["model_max_length"] = max_seq_length) and tokenizes with max_length=max_seq_length:
+   * a tokenizer_config.json whose model_max_length is smaller does not cut there. tsllm took the
+   * smaller of the two, and embedded a long text's first 128 tokens where encode() embeds 256.
+   */
+  test("max_seq_length wins over a smaller model_max_length in tokenizer_config.json, as encode()", async () => {
+    const copy = mkdtempSync(join(tmpdir(), "tsllm-st-maxlen-"));
+    try {
+      const src = folder("minilm-embed");
+      for (const f of readdirSync(src)) if (f !== "1_Pooling") copyFileSync(join(src, f), join(copy, f));
+      mkdirSync(join(copy, "1_Pooling"));
+      copyFileSync(join(src, "1_Pooling", "config.json"), join(copy, "1_Pooling", "config.json"));
+      const config = JSON.parse(readFileSync(join(src, "tokenizer_config.json"), "utf8"));
+      writeFileSync(join(copy, "tokenizer_config.json"), JSON.stringify({ ...config, model_max_length: 128 }));
+      const m = await loadEmbeddingModel(copy, { threads: 1 });
+      try {
+        assert.equal(m.maxTokens, 256);
+        const long = exp.cases.find((c: Json) => c.n_tokens === 256);
+        const [v] = await m.embed([long.text], { normalize: true });
+        assert.ok(maxDiff(v, long.embedding) <= TOL, `${maxDiff(v, long.embedding)}`);
+      } finally {
+        m.dispose();
+      }
+      // a maxLength given still cuts
+      const short = await loadEmbeddingModel(copy, { threads: 1, maxLength: 100 });
+      assert.equal(short.maxTokens, 100);
+      short.dispose();
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
   test("embed(path, text) loads, embeds one text and frees the model", async () => {
     const v = await embed(folder("minilm-embed"), exp.cases[0].text, { normalize: true, threads: 1 });
     assert.ok(maxDiff(v, exp.cases[0].embedding) <= TOL);

@@ -258,9 +258,15 @@ function pooled(h: Float32Array, d: number, pooling: Pooling, dims: number, norm
   return Float32Array.from(out);
 }
 
-/** tokens one input keeps: max_seq_length, or the model's and tokenizer's maximum */
+/**
+ * tokens one input keeps: max_seq_length (within the model's positions and a maxLength given), or
+ * without one the model's and tokenizer's maximum. sentence-transformers' Transformer makes
+ * max_seq_length the tokenizer's model_max_length and cuts to it, so tokenizer_config.json's own
+ * model_max_length does not cut where max_seq_length is given, even when it is smaller
+ */
 export function embeddingMaxTokens(runner: EncoderRunner): number {
-  return Math.min(runner.maxLength, runner.opened.sentenceTransformers?.maxSeqLength ?? Infinity);
+  const seq = runner.opened.sentenceTransformers?.maxSeqLength;
+  return seq === undefined ? runner.maxLength : Math.min(seq, runner.givenMaxLength ?? runner.model.info.maxTokens);
 }
 
 const isDirectory = (path: string): boolean => statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;

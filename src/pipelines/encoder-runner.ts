@@ -29,6 +29,8 @@ interface TokenizerLimits {
  */
 export class EncoderRunner {
   readonly maxLength: number;
+  /** the maxLength the runner was opened with, if any (maxLength is otherwise the model's and tokenizer's) */
+  readonly givenMaxLength: number | undefined;
   private disposed = false;
 
   private constructor(
@@ -41,6 +43,7 @@ export class EncoderRunner {
     const positions = model.info.maxTokens;
     // a window past the position embeddings cannot be read: capping it quietly gave the caller less than asked
     if (maxLength !== undefined && maxLength > positions) throw new OptionError(`maxLength: expected at most ${positions}, the tokens ${model.info.hfArchitecture} reads (its position embeddings), got ${maxLength}`, "maxLength");
+    this.givenMaxLength = maxLength;
     this.maxLength = maxLength ?? Math.min(positions, (opened.tokenizer as Tokenizer & TokenizerLimits).modelMaxLength ?? Infinity);
   }
 
