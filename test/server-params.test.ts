@@ -202,9 +202,14 @@ describe("request parameters on stories260K", { skip }, () => {
     const text = { model: "stories260K", prompt: "Once upon a time", temperature: 0, ignore_eos: true };
     const unlimitedChat = await client.chat.completions.create(chat as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
     const unlimitedText = await client.completions.create(text as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    // to the end of the context (512 here; vLLM's default max_tokens is max_model_len less the prompt), each of n choices
     assert.equal(unlimitedChat.choices[0]!.finish_reason, "length");
-    // (stories260K's context is 512 here: the reply is hundreds of tokens)
-    assert.ok(unlimitedChat.usage!.completion_tokens > 400, String(unlimitedChat.usage!.completion_tokens));
+    assert.equal(unlimitedChat.usage!.total_tokens, s.model.contextSize);
+    assert.equal(unlimitedText.usage!.total_tokens, s.model.contextSize);
+    const long = Array.from({ length: 470 }, (_, i) => 1 + (i % 400));
+    const two = await post(`${s.url}/v1/completions`, { prompt: long, max_tokens: -1, n: 2, temperature: 0, ignore_eos: true });
+    assert.deepEqual(two.json.choices.map((c: { finish_reason: string }) => c.finish_reason), ["length", "length"]);
+    assert.equal(two.json.usage.completion_tokens, 2 * (s.model.contextSize - 470));
     for (const limit of [{ max_tokens: -1 }, { max_completion_tokens: -1 }]) {
       const c = await client.chat.completions.create({ ...chat, ...limit } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
       assert.equal(c.choices[0]!.message.content, unlimitedChat.choices[0]!.message.content, JSON.stringify(limit));

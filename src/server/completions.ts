@@ -159,7 +159,6 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;
   const context = model.contextSize;
-  const room = Math.min(context, model.engine.stats.kvCapacityTokens);
   for (const p of prompts) {
     if (options.maxTokens !== undefined && p.length + options.maxTokens > context) {
       throw new ApiError(400, `This model's maximum context length is ${context} tokens. However, you requested ${p.length + options.maxTokens} tokens ` +
@@ -168,9 +167,12 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     }
   }
   if (options.maxTokens === undefined) {
-    // as vLLM: up to the end of the context (and what the KV cache can hold for n choices)
+    // as vLLM (max_model_len less the prompt) and llama-server (n_predict -1): up to the end of the
+    // context, which each of the n choices has to itself; bounded by what the KV cache holds for the
+    // n of them together (the prompt shared, a margin for their partial blocks)
     const longest = Math.max(...prompts.map((p) => p.length));
-    options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((room - longest) / n) - 32));
+    const kv = model.engine.stats.kvCapacityTokens;
+    options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((kv - longest) / n) - 32));
   }
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
