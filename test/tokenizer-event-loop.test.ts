@@ -55,6 +55,24 @@ for (const vocab of VOCABS) {
   });
 }
 
+test("bert-bge: a megabyte with no white space is normalized, split and spelled a slice at a time, with encode()'s ids", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-bert-bge.gguf") }, async () => {
+  // one BERT chunk each (no white space, no ideograph): before, one synchronous step (the event
+  // loop turned once, after it); a run of marks after one letter is the one text no cut fits
+  const tok = loadGGUFTokenizer(sharedFile("tokenizer-tests/ggml-vocab-bert-bge.gguf")!);
+  for (const text of ["a".repeat(1_000_000), "Ab,c\u0301\u00e9-x".repeat(125_000), `${"q".repeat(600_000)}\u0001${"\u00dcb".repeat(200_000)}`]) {
+    const options = { parseSpecial: false };
+    const want = tok.encode(text, options);
+    let turns = 0, done = false;
+    const turn = () => { turns++; if (!done) setImmediate(turn); };
+    setImmediate(turn);
+    const got = await loadGGUFTokenizer(sharedFile("tokenizer-tests/ggml-vocab-bert-bge.gguf")!).encodeAsync(text, options);
+    done = true;
+    assert.equal(got.length, want.length);
+    assert.ok(got.every((id, i) => id === want[i]), "the same ids");
+    assert.ok(turns >= 10, `${JSON.stringify(text.slice(0, 8))}: the event loop turned ${turns} times`);
+  }
+});
+
 for (const vocab of ["llama-spm", "phi-3"]) {
   const rel = `tokenizer-tests/ggml-vocab-${vocab}.gguf`;
   test(`${vocab}: SentencePiece text cut where no token spans encodes as the whole text merged at once`, { skip: skipWithoutShared(rel) || skipTexts }, () => {
@@ -193,4 +211,19 @@ describe("tsllm serve answers /health while it detokenizes a million ids", { ski
     // (the library's decode(), the one the server answered with in one piece before)
     assert.equal(answer.json.content, s.model.tokenizer.decode(ids));
   });
+});
+
+test("POST /detokenize on a tokenizer.json's model, past one slice of ids: decode()'s text", { skip: skipWithoutShared("hf-oracle/minilm-embed") }, async () => {
+  // the slices go through the tokenizer's stream decoder (WordPiece's joined words, its clean-up of spaces): joined, decode()'s text
+  const m = await loadEmbeddingModel(sharedFile("hf-oracle/minilm-embed")!, { threads: 1 });
+  const server = await startServer(m, { port: 0 });
+  try {
+    const ids = Array.from({ length: 40_000 }, (_, i) => 999 + (i * 7919) % (m.tokenizer.vocabSize - 999));
+    const r = await fetch(`${server.url}/detokenize`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tokens: ids }) });
+    assert.equal(r.status, 200);
+    assert.equal(((await r.json()) as { content: string }).content, m.tokenizer.decode(ids));
+  } finally {
+    await server.close(1000);
+    m.dispose();
+  }
 });

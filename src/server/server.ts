@@ -662,16 +662,22 @@ export class OpenAIServer {
     if (!Array.isArray(tokens) || tokens.some((t) => typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) {
       throw invalid("tokens", `'tokens' must be an array of token ids in [0, ${vocabSize})`);
     }
+    const ids = tokens as number[];
+    // a slice's worth in one piece (a tokenizer.json's stream decoder is 2-4x slower than its decode)
+    if (ids.length <= DETOKENIZE_SLICE) {
+      void this.reply(res, 200, { content: tokenizer.decode(ids) });
+      return;
+    }
     // (a stream decoder's pieces, joined, are decode()'s text)
     const decoder = tokenizer.createStreamDecoder();
     let content = "";
-    for (let i = 0; i < tokens.length; i++) {
+    for (let i = 0; i < ids.length; i++) {
       if (i > 0 && i % DETOKENIZE_SLICE === 0) {
         await yieldToEventLoop();
         // (a client gone meanwhile is owed nothing)
         if (res.destroyed) return;
       }
-      content += decoder.push(tokens[i] as number);
+      content += decoder.push(ids[i]!);
     }
     void this.reply(res, 200, { content: content + decoder.flush() });
   }
