@@ -107,12 +107,14 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         if (r < 0.25) s["additionalProperties"] = false;
         else if (r < 0.4) s["additionalProperties"] = true;
         else if (r < 0.55) s["additionalProperties"] = randomSchema(rng, depth + 2, defs);
+        // a required name that is no property: a key of additionalProperties' schema
+        if (s["additionalProperties"] !== false && chance(rng, 0.1)) s["required"] = [...((s["required"] as string[] | undefined) ?? []), "zz"];
         // propertyNames: a string type is what keys are anyway; other key schemas are refused
         if (chance(rng, 0.1)) s["propertyNames"] = pick(rng, [{ type: "string" }, { pattern: "^[a-z]+$" }, { maxLength: 3 }]);
         return s;
       }
       case "array": {
-        const s: Schema = { type: "array", items: randomSchema(rng, depth + 1, defs) };
+        const s: Schema = { type: "array", items: chance(rng, 0.03) ? false : randomSchema(rng, depth + 1, defs) };
         if (chance(rng, 0.5)) s["minItems"] = int(rng, 0, 2);
         if (chance(rng, 0.5)) s["maxItems"] = int(rng, (s["minItems"] as number | undefined) ?? 0, 4);
         // uniqueItems: held over a finite set of item values (enum, const, boolean, null), else refused naming the path
@@ -120,7 +122,8 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         return s;
       }
       case "tuple": {
-        const s: Schema = { type: "array", prefixItems: Array.from({ length: int(rng, 1, 3) }, () => randomSchema(rng, depth + 1, defs)) };
+        // (false at a position: the array ends before it)
+        const s: Schema = { type: "array", prefixItems: Array.from({ length: int(rng, 1, 3) }, (_, i) => (i > 0 && chance(rng, 0.1) ? false : randomSchema(rng, depth + 1, defs))) };
         const r = rng.uniform();
         if (r < 0.4) s["items"] = false;
         else if (r < 0.7) s["items"] = randomSchema(rng, depth + 1, defs);
@@ -353,7 +356,8 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     case "array": {
       const prefix = (o["prefixItems"] as unknown[] | undefined) ?? [];
       const min = (o["minItems"] as number | undefined) ?? 0;
-      const max = o["items"] === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
+      const closedAt = prefix.indexOf(false);
+      const max = closedAt >= 0 ? closedAt : o["items"] === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
       const n = int(rng, Math.min(min, max), max);
       const out: unknown[] = [];
       for (let i = 0; i < n; i++) out.push(randomInstance(root, i < prefix.length ? prefix[i] : (o["items"] ?? true), rng, depth + 1));
@@ -365,8 +369,9 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       const out: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(props)) if (required.has(k) || chance(rng, 0.5)) out[k] = randomInstance(root, v, rng, depth + 1);
       const extra = o["additionalProperties"];
+      for (const k of required) if (!Object.hasOwn(props, k)) out[k] = randomInstance(root, extra ?? true, rng, depth + 1);
       if (extra !== undefined && extra !== false && chance(rng, 0.5)) {
-        for (const k of ["zz", "\u0000k", "é", "a\"b"]) if (!Object.hasOwn(props, k) && chance(rng, 0.5)) out[k] = randomInstance(root, extra, rng, depth + 1);
+        for (const k of ["zz", "\u0000k", "é", "a\"b"]) if (!Object.hasOwn(props, k) && !Object.hasOwn(out, k) && chance(rng, 0.5)) out[k] = randomInstance(root, extra, rng, depth + 1);
       }
       return out;
     }

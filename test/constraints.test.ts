@@ -721,6 +721,10 @@ test("items false and false at a tuple's position end the array there, as ajv re
     assert.throws(() => newAjv2020().compile(schema), ajvSays, JSON.stringify(schema));
     assert.throws(() => jsonSchemaToGbnf(schema as JsonSchema), message, JSON.stringify(schema));
   }
+  // nullable is its own part's: in allOf it added null beside another part's type too (found by scripts/fuzz-json-schema.ts)
+  agreesWithAjv({ allOf: [{ type: "object", properties: { b: { type: ["string", "number", "null"], nullable: true } } }, { type: "object", properties: { b: { type: "integer", multipleOf: 7 } } }] }, ['{"b":null}', '{"b":7}', '{"b":8}']);
+  agreesWithAjv({ allOf: [{ type: "integer", nullable: true }, { type: "number", minimum: 1 }] }, ["null", "1", "0"]);
+  agreesWithAjv({ allOf: [{ type: "string", nullable: true }, { maxLength: 2 }] }, ["null", '"ab"', '"abc"', "1"]);
   // a name two allOf parts both require is required once
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "string" } }, required: ["a"] }, { required: ["a"] }] }, ['{"a":"x"}', "{}", '{"a":1}']);
   // lookarounds: llama.cpp's converter drops them with a warning ("Unsupported pattern syntax"), admitting strings ajv refuses; refused here naming the user's pattern at the group
@@ -730,6 +734,46 @@ test("items false and false at a tuple's position end the array there, as ajv re
   }
   // a named group matches what a plain group does
   agreesWithAjv({ type: "string", pattern: "^(?<y>\\d{2})-(?<m>[a-z]+)$" }, ['"12-ab"', '"1-ab"', '"12-"', '"12-AB"', '"x12-ab"']);
+});
+
+test("patterns are read as ajv compiles them (the u flag): \\s is ECMAScript's (every Zs space), each top-level alternative has its own anchors, \\cJ, \\u{...}, surrogate pairs, [^] and [\\b]; a control character is also taken as JSON's short escape", () => {
+  // each string once raw (as JSON.stringify writes it) and each control character also as \u00XX in either case
+  const strings = ["", "a", "b", "ab", "axx", "xxb", "xx", "\n", "\t", "\b", "cJ", "😀", "x😀", "]", "$", "a$", "^a", "\n\n", "a\u3000b", "\u00a0", "\u2003", "\u202f", "\u205f", "\u1680", "\u3000", " ", "x y"];
+  for (const pattern of ["^\\s+$", "^\\S+$", "^[^\\s]+$", "^\\S\\s\\S$", "^a|b$", "^a$|^b$", "a$|b", "^(a|b)$", "\\$$", "^\\n$", "^[\\t\\n]+$", "^\\cJ$", "^\\u{1F600}$", "^\\uD83D\\uDE00$", "^x[^]$", "^[\\b]$"]) {
+    for (const lengths of [{}, { minLength: 1, maxLength: 3 }]) {
+      const schema = { type: "string", pattern, ...lengths };
+      const g = parseGbnf(jsonSchemaToGbnf(schema));
+      const validate = newAjv2020().compile(schema);
+      for (const v of strings) {
+        const texts = [JSON.stringify(v), JSON.stringify(v).replace(/\\([nt])/g, (_, c: string) => (c === "n" ? "\\u000A" : "\\u0009"))];
+        for (const t of texts) assert.equal(accepts(g, t), validate(v) as boolean, `${JSON.stringify(schema)} on ${t}`);
+      }
+    }
+  }
+  // refused naming the escape (it read as "{ has nothing to repeat")
+  assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^\\p{L}+$" }), /^GrammarError: #\/pattern: regex "\^\\\\p\{L\}\+\$", at 1: \\p\{\.\.\.\} \(Unicode property escapes\) is not supported$/);
+});
+
+test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
+  const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
+  // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)
+  // (and an object with properties no others unless additionalProperties says so: closed)
+  const aFirst = texts.filter((t) => !t.startsWith('{"b"')), bFirst = texts.filter((t) => !(t.startsWith('{"a"') && t.includes('"b"'))), closed = bFirst.filter((t) => !t.includes('"c"'));
+  for (const [schema, inOrder] of [
+    [{ type: "object", required: ["a"] }, aFirst],
+    [{ type: "object", properties: { b: { type: "integer" } }, required: ["a"] }, closed],
+    [{ type: "object", properties: { b: { type: "integer" } }, required: ["a", "b"], additionalProperties: { type: "string" } }, bFirst],
+    [{ type: "object", required: ["a"], additionalProperties: { type: "integer" } }, aFirst],
+    // required in an anyOf alternative beside the properties (either key present)
+    [{ type: "object", properties: { b: { type: "integer" } }, anyOf: [{ required: ["a"] }, { required: ["b"] }] }, closed],
+    [{ allOf: [{ type: "object" }, { required: ["a"] }] }, aFirst],
+  ] as const) agreesWithAjv(schema, inOrder);
+  // allOf of objects without properties: other keys' values take every part's additionalProperties (they took any value)
+  agreesWithAjv({ allOf: [{ type: "object", additionalProperties: { type: "integer" } }, { type: "object" }] }, ['{"a":"x"}', '{"a":1}', "{}", '{"a":1,"b":"y"}', '{"a":1,"b":2}']);
+  agreesWithAjv({ allOf: [{ type: "object", additionalProperties: { type: "integer" } }, { additionalProperties: { maximum: 3 } }] }, ['{"a":2}', '{"a":5}', '{"a":"x"}', '{"a":2.5}']);
+  assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "object", additionalProperties: { type: "integer", minimum: 5 } }, { type: "object", additionalProperties: { maximum: 2 } }] }), /^GrammarError: #\/allOf\/1\/additionalProperties\/maximum: no integer lies between minimum 5 and maximum 2$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { b: {} }, required: ["a"], additionalProperties: false }), /^GrammarError: #\/required: "a" is not among the properties, and additionalProperties is false: no object has it$/);
+  assert.throws(() => jsonSchemaToGbnf({ allOf: [{ type: "object", properties: { b: {} }, additionalProperties: false }, { required: ["a"] }] }), /^GrammarError: #\/allOf\/0\/additionalProperties: false, but another part requires "a"$/);
 });
 
 test("bounds that leave no number name the upper bound's keyword where it was written, also merged from a part of allOf (the merged items' fault named #/items, no spot of the schema)", () => {

@@ -3,7 +3,7 @@ import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
-import { regexLengthGbnf, regexToGbnf } from "./regex.js";
+import { checkPattern, regexLengthGbnf, regexToGbnf, topAlternatives } from "./regex.js";
 
 /**
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
@@ -633,7 +633,10 @@ class Converter {
         take(rest, where, hops + 1);
         (inner as unknown[]).forEach((q, i) => take(q, partPaths.get(o)?.[i] ?? `${where}/allOf/${i}`, hops + 1));
       } else {
-        parts.push(o);
+        // nullable is of its own part's type: null joins that type (else beside another part's type it added null to both)
+        const { nullable, ...rest } = o;
+        const types = [rest["type"]].flat();
+        parts.push(nullable === undefined ? o : nullable === true && !types.includes("null") ? { ...rest, type: [...types, "null"] } : rest);
         wheres.push(where);
       }
     };
@@ -723,6 +726,8 @@ class Converter {
       for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) combine(k, v, `${wheres[i]}/properties/${k}`);
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
+    // a required name no part has as a property: any value, as far as these parts say (each part's additionalProperties below)
+    for (const r of required) if (!Object.hasOwn(properties, r)) combine(r, true, `${path}/properties/${r}`);
     for (const [i, o] of parts.entries()) {
       const own = (o["properties"] ?? {}) as Record<string, unknown>;
       const additional = o["additionalProperties"];
@@ -738,7 +743,12 @@ class Converter {
     const closed = parts.some((o) => o["additionalProperties"] === false || Object.keys((o["properties"] ?? {}) as object).length > 0);
     // (a name several parts require is required once)
     const names = [...new Set(required)];
-    return done(closed ? { type: "object", properties, required: names, additionalProperties: false } : { type: "object", properties, required: names });
+    if (closed) return done({ type: "object", properties, required: names, additionalProperties: false });
+    // other keys: their values take every part's additionalProperties schema (it was passed over: any value)
+    const others = parts.flatMap((o, i) => (o["additionalProperties"] === undefined || o["additionalProperties"] === true ? [] : [[o["additionalProperties"], `${wheres[i]}/additionalProperties`] as const]));
+    if (others.length === 1 && others[0]![1] !== `${path}/additionalProperties`) from.set("additionalProperties", others[0]![1]);
+    const additionalProperties = others.length === 0 ? true : others.length === 1 ? others[0]![0] : allOfAt(others);
+    return done({ type: "object", properties, required: names, additionalProperties });
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
@@ -873,16 +883,21 @@ class Converter {
       if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
       // a format beside a pattern is left to the pattern (zod writes the format's own expression there)
       const [min, max] = this.lengths(s, path);
-      // a JSON Schema pattern matches anywhere in the string unless anchored
-      const start = pattern.startsWith("^"), end = pattern.endsWith("$") && !pattern.endsWith("\\$");
-      const core = pattern.slice(start ? 1 : 0, end ? -1 : undefined);
-      const whole = `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
+      // a JSON Schema pattern matches anywhere in the string unless anchored; each alternative of
+      // its top level has its own anchors (^a|b$: a at the start, or b at the end)
+      const alts = topAlternatives(pattern).map((alt) => {
+        const start = alt.startsWith("^"), end = /(^|[^\\])(\\\\)*\$$/.test(alt);
+        return { start, end, core: alt.slice(start ? 1 : 0, end ? -1 : undefined) };
+      });
+      const anchored = (start: boolean, end: boolean, core: string) => `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
+      const same = alts.every((a) => a.start === alts[0]!.start && a.end === alts[0]!.end);
+      const whole = same ? anchored(alts[0]!.start, alts[0]!.end, alts.map((a) => a.core).join("|")) : alts.map((a) => anchored(a.start, a.end, a.core)).join("|");
       let prefix = `${name}-len`;
       for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
       let body: string, rules: [string, string][] = [];
       try {
         // the pattern read alone first: a fault in it is named at its own position, not the wrapped expression's
-        regexToGbnf(pattern, true);
+        checkPattern(pattern);
         // with a length: the pattern's strings of those lengths, its automaton paired with a count of characters
         if (min === 0 && max === undefined) body = regexToGbnf(whole, true);
         else {
@@ -1129,15 +1144,23 @@ class Converter {
     if (names !== undefined && names !== true && !(typeof names === "object" && names !== null && Object.keys(names).every((k) => k === "type" ? (names as Record<string, unknown>)[k] === "string" : ["title", "description"].includes(k)))) {
       throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported`);
     }
-    const props = (s["properties"] ?? {}) as Record<string, unknown>;
-    if (typeof props !== "object" || Array.isArray(props)) throw new GrammarError(`${path}/properties: expected an object`);
+    const written = (s["properties"] ?? {}) as Record<string, unknown>;
+    if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
-    for (const r of required) if (!Object.hasOwn(props, r)) throw new GrammarError(`${path}/required: "${r}" is not among the properties`);
+    // an object without properties takes other keys unless additionalProperties says not (one with them does not)
+    const additional = s["additionalProperties"] ?? (Object.keys(written).length === 0 ? true : undefined);
+    // a required name that is no property is another key, of additionalProperties' schema (any value
+    // where it says nothing): written after the properties, as ajv takes it
+    const props: Record<string, unknown> = { ...written };
+    for (const r of required) {
+      if (Object.hasOwn(written, r)) continue;
+      if (additional === false) throw new GrammarError(`${path}/required: "${r}" is not among the properties, and additionalProperties is false: no object has it`);
+      props[r] = additional ?? true;
+    }
     // a property whose schema is false may not be present: not written (nor taken as another key)
     for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
     const keys = Object.keys(props).filter((k) => props[k] !== false);
     const named = Object.keys(props);
-    const additional = s["additionalProperties"];
     if (named.length === 0) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
       if (additional === false) return this.add(name, `"{" space "}" space`);
@@ -1149,7 +1172,7 @@ class Converter {
       this.primitive("string");
       return this.add(name, `"{" space (string ":" space ${v} ("," space string ":" space ${v})*)? "}" space`);
     }
-    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, `${path}/properties/${k}`, depth + 1)}`));
+    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, Object.hasOwn(written, k) ? `${path}/properties/${k}` : `${path}/additionalProperties`, depth + 1)}`));
     // required properties in order, each optional one where it stands: a chain whose commas
     // come before every property but the first one present
     const tail = (i: number): string => keys.slice(i).map((k, j) => (required.has(k) ? `"," space ${kv[i + j]}` : `("," space ${kv[i + j]})?`)).join(" ");

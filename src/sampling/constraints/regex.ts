@@ -26,11 +26,43 @@ export function regexLengthGbnf(pattern: string, json: boolean, min: number, max
   return lengthBounded(new RegexParser(pattern, json), min, max, prefix, maxRules);
 }
 
+/** a regular expression's alternatives at its top level (outside groups and classes), as written */
+export function topAlternatives(pattern: string): string[] {
+  const alts: string[] = [];
+  let depth = 0, inClass = false, from = 0;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === "\\") i++;
+    else if (inClass) inClass = c !== "]";
+    else if (c === "[") inClass = true;
+    else if (c === "(") depth++;
+    else if (c === ")") depth--;
+    else if (c === "|" && depth === 0) {
+      alts.push(pattern.slice(from, i));
+      from = i + 1;
+    }
+  }
+  return [...alts, pattern.slice(from)];
+}
+
+/**
+ * Throws where a JSON Schema pattern is not read here (a lookaround, a back reference, ...),
+ * naming the pattern and the position in it: each top-level alternative may have its own ^ and $
+ */
+export function checkPattern(pattern: string): void {
+  let offset = 0;
+  for (const alt of topAlternatives(pattern)) {
+    new RegexParser(alt, true, { src: pattern, offset }).parse();
+    offset += alt.length + 1;
+  }
+}
+
 type Ranges = [number, number][];
 
 const DIGIT: Ranges = [[0x30, 0x39]];
 const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
-const SPACE: Ranges = [[0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x2028, 0x2029], [0xfeff, 0xfeff]];
+/** ECMAScript's \s: WhiteSpace (tab, VT, FF, BOM and every Zs space) and LineTerminator (LF, CR, U+2028, U+2029) */
+const SPACE: Ranges = [[0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x1680, 0x1680], [0x2000, 0x200a], [0x2028, 0x2029], [0x202f, 0x202f], [0x205f, 0x205f], [0x3000, 0x3000], [0xfeff, 0xfeff]];
 /** what a JSON string holds unescaped: not `"`, `\` or a control character */
 const JSON_FORBIDDEN: Ranges = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
 
@@ -178,7 +210,8 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
 
 class RegexParser {
   private pos = 0;
-  constructor(private readonly src: string, private readonly json: boolean) {}
+  /** `whole`: the expression `src` is part of, at `offset` in it (what a fault names) */
+  constructor(private readonly src: string, private readonly json: boolean, private readonly whole = { src, offset: 0 }) {}
 
   parse(): Node {
     if (this.src.startsWith("^")) this.pos++;
@@ -189,7 +222,8 @@ class RegexParser {
   }
 
   fail(message: string): never {
-    throw new GrammarError(`regex ${JSON.stringify(this.src.length > 60 ? `${this.src.slice(0, 60)}...` : this.src)}, at ${this.pos}: ${message}`);
+    const { src, offset } = this.whole;
+    throw new GrammarError(`regex ${JSON.stringify(src.length > 60 ? `${src.slice(0, 60)}...` : src)}, at ${this.pos + offset}: ${message}`);
   }
 
   private alternation(): Node {
@@ -274,20 +308,47 @@ class RegexParser {
   }
 
   /** an escape at pos: a code point, or a class (\d \w \s and negations) */
-  private escape(): number | { ranges: Ranges; negated: boolean } {
+  private escape(inClass = false): number | { ranges: Ranges; negated: boolean } {
     const e = this.src[this.pos + 1];
     if (e === undefined) this.fail("a trailing backslash");
+    // (in a class \b is a backspace)
+    if (inClass && e === "b") {
+      this.pos += 2;
+      return 8;
+    }
+    if (e === "p" || e === "P") this.fail(`\\${e}{...} (Unicode property escapes) is not supported`);
     this.pos += 2;
     const classes: Record<string, Ranges> = { d: DIGIT, w: WORD, s: SPACE };
     if (Object.hasOwn(classes, e.toLowerCase()) && "dwsDWS".includes(e)) return { ranges: classes[e.toLowerCase()]!, negated: e === e.toUpperCase() };
     const simple: Record<string, number> = { n: 10, r: 13, t: 9, f: 12, v: 11, "0": 0 };
     if (Object.hasOwn(simple, e)) return simple[e]!;
+    // \cJ: the control character of a letter (its code modulo 32)
+    if (e === "c") {
+      const letter = this.src[this.pos];
+      if (letter === undefined || !/[A-Za-z]/.test(letter)) this.fail("\\c needs a letter after it");
+      this.pos++;
+      return letter.charCodeAt(0) % 32;
+    }
+    // \u{1F600}: a code point (JSON Schema patterns are read with the u flag, as ajv compiles them)
+    if (e === "u" && this.src[this.pos] === "{") {
+      const m = /^\{([0-9a-fA-F]{1,6})\}/.exec(this.src.slice(this.pos));
+      if (!m || parseInt(m[1]!, 16) > 0x10ffff) this.fail("\\u{...} needs a code point of 1 to 6 hex digits, at most 10FFFF");
+      this.pos += m[0].length;
+      return parseInt(m[1]!, 16);
+    }
     if (e === "x" || e === "u") {
       const n = e === "x" ? 2 : 4;
       const h = this.src.slice(this.pos, this.pos + n);
       if (!new RegExp(`^[0-9a-fA-F]{${n}}$`).test(h)) this.fail(`\\${e} needs ${n} hex digits`);
       this.pos += n;
-      return parseInt(h, 16);
+      const unit = parseInt(h, 16);
+      // a surrogate pair written as two \u escapes is one character (the u flag)
+      const low = /^\\u([dD][c-fC-F][0-9a-fA-F]{2})/.exec(this.src.slice(this.pos));
+      if (e === "u" && unit >= 0xd800 && unit <= 0xdbff && low) {
+        this.pos += low[0].length;
+        return 0x10000 + ((unit - 0xd800) << 10) + (parseInt(low[1]!, 16) - 0xdc00);
+      }
+      return unit;
     }
     if (/[1-9bBk]/.test(e)) this.fail(`\\${e} (back references, word boundaries) is not supported`);
     // any other escaped character stands for itself
@@ -300,13 +361,12 @@ class RegexParser {
     if (negated) this.pos++;
     let ranges: Ranges = [];
     let negatedParts: Ranges = [];
-    let first = true;
-    while (this.src[this.pos] !== "]" || first) {
+    // (as in JavaScript, a ] first closes the class: [] matches nothing, [^] any character)
+    while (this.src[this.pos] !== "]") {
       if (this.pos >= this.src.length) this.fail("an unterminated character class");
-      first = false;
       let lo: number;
       if (this.src[this.pos] === "\\") {
-        const e = this.escape();
+        const e = this.escape(true);
         if (typeof e !== "number") {
           if (e.negated) negatedParts = [...negatedParts, ...e.ranges];
           else ranges = [...ranges, ...e.ranges];
@@ -321,7 +381,7 @@ class RegexParser {
         this.pos++;
         let hi: number;
         if (this.src[this.pos] === "\\") {
-          const e = this.escape();
+          const e = this.escape(true);
           if (typeof e !== "number") this.fail("a class escape cannot end a range");
           hi = e;
         } else {
@@ -361,7 +421,9 @@ class RegexParser {
       const short: Record<number, string> = { 8: "b", 12: "f", 10: "n", 13: "r", 9: "t" };
       for (let c = 0; c < 0x20; c++) {
         if (!has(c)) continue;
-        alts.push(`"\\\\u${c.toString(16).padStart(4, "0")}"`);
+        // \u00XX in either case, as JSON takes it
+        const last = (c % 16).toString(16);
+        alts.push(`"\\\\u00${c >> 4}" ${/[a-f]/.test(last) ? `[${last}${last.toUpperCase()}]` : `"${last}"`}`);
         if (short[c]) alts.push(`"\\\\${short[c]}"`);
       }
     }
@@ -372,7 +434,8 @@ class RegexParser {
   /** a GBNF string for one character (inside a JSON string: as JSON writes it) */
   private literal(cp: number): string {
     if (this.json && (cp === 0x22 || cp === 0x5c)) return `"\\\\${cp === 0x22 ? '\\"' : "\\\\"}"`;
-    if (this.json && cp < 0x20) return `"\\\\u${cp.toString(16).padStart(4, "0")}"`;
+    // a control character as JSON may write it: \u00XX or its short escape (\n, \t, ...)
+    if (this.json && cp < 0x20) return this.classText([[cp, cp]], false);
     return `"${hex(cp)}"`;
   }
 }
