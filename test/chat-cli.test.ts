@@ -4,7 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
+import { Readable } from "node:stream";
 import { setImmediate as tick } from "node:timers/promises";
+import { utf8Lines } from "../src/cli/input-files.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -156,6 +158,32 @@ test("tsllm chat, stdin a pipe: SIGINT while it waits for the next line quits wi
   } finally {
     c.kill();
   }
+});
+
+test("tsllm chat from a pipe that is not UTF-8: the lines before the bad byte are answered, then one line naming stdin and the byte, exit 1", { skip }, () => {
+  // 0xE9 (Latin-1's é) before " ": Python's b"...".decode("utf-8") fails at 21, "invalid continuation byte".
+  // Read leniently it became U+FFFD and the message was sent as another text, silently.
+  const input = Buffer.concat([Buffer.from("Once upon a time\nLily"), Buffer.from([0xe9]), Buffer.from(" had a dog\nnever sent\n")]);
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "chat", ...common()], { cwd: PROJECT_ROOT, encoding: "utf8", input, timeout: 120_000 });
+  assert.equal(r.stderr, "tsllm: error: stdin: not UTF-8 text (byte 21, 0xE9, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8\n");
+  assert.equal(r.status, 1);
+  // the first message's reply, and only it: generate --chat's for the same message
+  const first = tsllm(["generate", ...common(), "--chat", "--prompt", "Once upon a time"]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(r.stdout, first.stdout.trimEnd() + "\n");
+});
+
+test("utf8Lines: a character split across chunks decodes; a bad byte or an input ending inside a character is found at its offset in the whole input", async () => {
+  const read = async (chunks: Buffer[]) => {
+    const { text, failure } = utf8Lines(Readable.from(chunks), "stdin");
+    let out = "";
+    for await (const s of text) out += s as string;
+    return { out, failure: failure()?.message };
+  };
+  // offsets as Python's UnicodeDecodeError.start gives them for the joined bytes: 4 (invalid start byte), 3 (unexpected end of data)
+  assert.deepEqual(await read([Buffer.from([0xc3]), Buffer.from([0xa9, 0x0a, 0x41, 0xff, 0x0a])]), { out: "\u00e9\n", failure: "stdin: not UTF-8 text (byte 4, 0xFF, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
+  assert.deepEqual(await read([Buffer.from("ok\n"), Buffer.from([0xe2, 0x82])]), { out: "ok\n", failure: "stdin: not UTF-8 text (byte 3, 0xE2, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
+  assert.deepEqual(await read([Buffer.from([0xef, 0xbb]), Buffer.from([0xbf, 0x68, 0x69, 0xe2, 0x82]), Buffer.from([0xac, 0x0a])]), { out: "\ufeffhi\u20ac\n", failure: undefined });
 });
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;

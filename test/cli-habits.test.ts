@@ -3,7 +3,7 @@
 // and a mistyped option or command answered with the closest name. The facts come from llama.cpp's
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -43,6 +43,10 @@ test("llama.cpp's spellings -m -p -n -c -t -s and --temp=V mean tsllm's options;
   const tok = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", "Once upon", "--json"]);
   assert.equal(tok.code, 0, tok.stderr);
   assert.equal((JSON.parse(tok.stdout) as { ids: number[] }).ids.length, 2);
+  // and so is its long spelling --prompt (llama-tokenize's usage: --prompt, -f, --stdin, --ids); it was "unknown option --prompt"
+  const long = tsllm(["tokenize", "--model", sharedFile(MODEL)!, "--prompt", "Once upon", "--json"]);
+  assert.equal(long.code, 0, long.stderr);
+  assert.equal(long.stdout, tok.stdout);
   const quant = tsllm(["quantize", "-m", "x.gguf"]);
   assert.equal(quant.code, 2);
   assert.match(quant.stderr, /^tsllm: error: unknown option -m /);
@@ -97,12 +101,46 @@ test("generate's prompt sources: nothing piped, both --prompt and --file, each o
   for (const [args, message] of [
     [["generate", "--model", "x.gguf"], /^tsllm: error: no prompt: stdin was empty \(give --prompt TEXT or --file FILE; --prompt "" for an empty prompt\)\n$/],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--file", "p.txt"], /^tsllm: error: give --prompt or --file, not both\n$/],
+    // --file - with an empty pipe ran an empty prompt silently; llama.cpp's -f takes no "-" (a file named "-")
+    [["generate", "--model", "x.gguf", "--file", "-"], /^tsllm: error: no prompt: --file - read an empty stdin \(give --prompt TEXT or --file FILE; --prompt "" for an empty prompt\)\n$/],
   ] as const) {
     const r = tsllm([...args]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.equal(r.stdout, "");
   }
+});
+
+const hasScript = spawnSync("script", ["--version"]).status === 0;
+test("--file - on a terminal (nothing piped) is one line and exit 2, not a silent wait for Ctrl-D; an empty FILE stays an empty prompt, as llama.cpp's -f", { skip: skip || (!hasScript && "script(1) (util-linux) is not installed") }, () => {
+  const cli = `${process.execPath} --import tsx ${resolve(PROJECT_ROOT, "src/cli/main.ts")}`;
+  for (const [command, message] of [
+    ["generate --model x.gguf --file -", "--file -: stdin is a terminal, not a pipe or a file (pipe the text in, e.g. cat FILE | tsllm ... --file -, or give --file FILE)"],
+    ["perplexity --model x.gguf --file -", "--file -: stdin is a terminal, not a pipe or a file (pipe the text in, e.g. cat FILE | tsllm ... --file -, or give --file FILE)"],
+  ] as const) {
+    // script(1) gives the command a pseudo-terminal as stdin; </dev/null ends script's own input at once
+    const r = spawnSync("script", ["-qec", `${cli} ${command}; echo "status $?"`, "/dev/null"], { cwd: PROJECT_ROOT, encoding: "utf8", input: "", timeout: 60_000 });
+    assert.equal(r.stdout.replace(/\r\n/g, "\n"), `tsllm: error: ${message}\nstatus 2\n`, command);
+  }
+  // an empty file: llama.cpp's -f reads "" and starts from BOS alone (main.cpp: "Should not run without any tokens")
+  const empty = join(dir, "empty.txt");
+  writeFileSync(empty, "");
+  assert.equal(greedy(["--file", empty]).prompt, "");
+});
+
+test("generate: Ctrl-C (SIGINT) mid-completion ends the line, prints the timings and the seed, and exits 130, as llama.cpp's sigint_handler", { skip }, async () => {
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "generate", "--model", sharedFile(MODEL)!, "--prompt", "Once", "--max-tokens", "-1", "--seed", "7", "--backend", "reference"], { cwd: PROJECT_ROOT });
+  let out = "", err = "";
+  child.stdout.on("data", (d: Buffer) => { out += d.toString(); });
+  child.stderr.on("data", (d: Buffer) => { err += d.toString(); });
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  // the completion has started: text on stdout (the handler is set before the first token)
+  while (out === "") await new Promise((r) => setTimeout(r, 50));
+  child.kill("SIGINT");
+  // killed by the signal (signal SIGINT, no status) the text ended mid-line and the seed was never printed
+  assert.deepEqual(await exited, { code: 130, signal: null }, err);
+  assert.ok(out.endsWith("\n"), JSON.stringify(out.slice(-20)));
+  assert.match(err, /^\[abort\] load .* \| completion \d+ tok, .* \| seed 7\n$/);
 });
 
 // 0xE9 is Latin-1's é; in UTF-8 it opens a three-byte character, which " " cannot continue (RFC 3629).

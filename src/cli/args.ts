@@ -39,6 +39,7 @@ export function parseWithPositionals(argv: string[], options: OptionSpec): { val
 export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-m": ["model"],
   "-p": ["text", "input", "prompt", "prompt-tokens"], // tokenize's and embed's text, generate's prompt, bench's prompt size
+  "--prompt": ["prompt", "text", "input"], // llama-tokenize's long spelling of -p (a command with its own --prompt keeps it)
   "-sys": ["system"],
   "-f": ["file"],
   "-n": ["max-tokens", "gen-tokens"],

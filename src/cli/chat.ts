@@ -4,13 +4,15 @@ import { formatTimings } from "../generation/index.js";
 import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
-import { asUsageError, chatTemplateFrom, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { utf8Lines } from "./input-files.js";
+import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
 Talks with a model through its chat template. Each line you type is a user message; the reply
 streams back and the conversation is kept for the next turn. Reads from a pipe too, one message
-per line. A line that ends with a backslash (\\) goes on to the next line: the message keeps the
+per line, as UTF-8 (at a byte that is not, the lines before it are answered, then chat stops with
+an error naming the byte, exit 1). A line that ends with a backslash (\\) goes on to the next line: the message keeps the
 line break, not the backslash.
 
 Commands (typed as a message):
@@ -57,9 +59,6 @@ const CHAT_ARGS: OptionSpec = Object.fromEntries(
 /** chat's options: generate's conversation-worthy ones and --timings */
 export const CHAT_OPTIONS: OptionSpec = { ...CHAT_ARGS, timings: { type: "boolean" } };
 
-/** the status of a chat that Ctrl-C ended: 128 + SIGINT, as llama.cpp's interactive mode exits */
-const EXIT_INTERRUPTED = 130;
-
 type InputEvent = { kind: "line"; text: string } | { kind: "end" } | { kind: "interrupt" };
 
 /**
@@ -102,6 +101,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const interactive = process.stdin.isTTY === true;
   let rl: Interface | undefined;
   let input: Input | undefined;
+  let piped: ReturnType<typeof utf8Lines> | undefined;
   /** the reply streaming now */
   let reply: AbortController | undefined;
   let pending: string[] = []; // the lines of a message that goes on (a trailing backslash)
@@ -148,7 +148,9 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
     const promptTokens = (history: readonly ChatMessage[]) =>
       formatter.encode(conversation(history).map((m) => ({ ...m, content: normalizePrompt(m.content, options.normalize) }))).length;
 
-    rl = createInterface({ input: process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
+    // a terminal's keys go to readline as they are; a pipe's bytes must be UTF-8, as --file's
+    piped = interactive ? undefined : utf8Lines(process.stdin, "stdin");
+    rl = createInterface({ input: piped?.text ?? process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
     input = new Input(rl);
     // a terminal's Ctrl-C reaches readline as a key (raw mode); a pipe's SIGINT is a signal
     rl.on("SIGINT", onInterrupt);
@@ -166,6 +168,9 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       }
       let line: string;
       if (e.kind === "end") {
+        // the pipe held a byte that is not UTF-8: the lines before it were answered, the rest is refused
+        const failure = piped?.failure();
+        if (failure) throw failure;
         if (interactive) process.stdout.write("\n");
         if (pending.length === 0) return;
         line = pending.join("\n"); // the input ended inside a continued message: send what there is
@@ -229,6 +234,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   } finally {
     process.off("SIGINT", onInterrupt);
     rl?.close();
+    piped?.stop();
     model.dispose();
   }
 }

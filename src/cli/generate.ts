@@ -15,7 +15,8 @@ import { modelNamedBy, readStdinText, readTextFile, readTextInput } from "./inpu
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
-Streams a completion to stdout and the timings to stderr.
+Streams a completion to stdout and the timings to stderr. Ctrl-C stops it where it is: the line
+ends, the timings and the seed are printed as at any end, and the status is 130 (as llama.cpp's).
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
@@ -150,7 +151,12 @@ async function promptFrom(values: ParsedValues): Promise<string> {
   const file = optionalString(values, "file");
   if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
   if (prompt !== undefined) return prompt;
-  if (file !== undefined) return promptFromText(await readTextInput(file, "--file"));
+  // an empty FILE is an empty prompt, as llama.cpp's -f (which then starts from BOS alone); an empty pipe is not
+  if (file !== undefined) {
+    const text = await readTextInput(file, "--file");
+    if (file === "-" && text === "") throw new UsageError("no prompt: --file - read an empty stdin (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
+    return promptFromText(text);
+  }
   if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
   const text = await readStdinText("the prompt on stdin");
   // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
@@ -181,7 +187,10 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   return regex !== undefined ? { regex } : {};
 }
 
-export async function runGenerate(argv: string[]): Promise<void> {
+/** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
+export const EXIT_INTERRUPTED = 130;
+
+export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, GENERATE_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model");
@@ -224,10 +233,22 @@ export async function runGenerate(argv: string[]): Promise<void> {
   const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
+  // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
+  // (to repeat the run) as at any end, status 130: llama.cpp's sigint_handler prints its
+  // timings and exits 130 too. Killed by the signal, the text ended mid-line and the seed of a
+  // random run was lost. A second Ctrl-C (a long prompt pass still running) quits at once.
+  const interrupt = new AbortController();
+  const onInterrupt = () => {
+    if (!interrupt.signal.aborted) { interrupt.abort(); return; }
+    process.stdout.write("\n");
+    process.exit(EXIT_INTERRUPTED);
+  };
+  process.on("SIGINT", onInterrupt);
   try {
+    const streamOptions = { ...options, signal: interrupt.signal };
     const it = startStream(() => flag(values, "chat")
-      ? model.streamChat([{ role: "user", content: prompt }], { ...options, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
-      : model.stream(prompt, options), remedies);
+      ? model.streamChat([{ role: "user", content: prompt }], { ...streamOptions, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
+      : model.stream(prompt, streamOptions), remedies);
     let result;
     let header = -1;
     for (;;) {
@@ -252,7 +273,9 @@ export async function runGenerate(argv: string[]): Promise<void> {
       const sp = result.speculative;
       if (sp) process.stderr.write(`speculative: ${sp.accepted}/${sp.drafted} drafted tokens accepted (${(100 * sp.acceptanceRate).toFixed(1)}%), ${sp.tokensPerTargetPass.toFixed(2)} tokens per target pass\n`);
     }
+    return interrupt.signal.aborted ? EXIT_INTERRUPTED : undefined;
   } finally {
+    process.off("SIGINT", onInterrupt);
     model.dispose();
     draft?.dispose();
   }

@@ -1,7 +1,8 @@
 import { readFileSync, statSync } from "node:fs";
+import { PassThrough, type Readable } from "node:stream";
 import { resolveModelReference } from "../hub/index.js";
 import { printable } from "../units/index.js";
-import { optionalNonEmpty, type ParsedValues } from "./args.js";
+import { optionalNonEmpty, UsageError, type ParsedValues } from "./args.js";
 
 // ignoreBOM keeps a leading BOM in the text, as Buffer's utf8 reading did: perplexity scores it
 // as llama.cpp does; generate's --file drops it itself, as llama.cpp's -f
@@ -30,9 +31,65 @@ export function decodeUtf8(bytes: Uint8Array, where: string): string {
   try {
     return strictUtf8.decode(bytes);
   } catch {
-    const at = firstInvalidByte(bytes);
-    throw new Error(`${where}: not UTF-8 text (byte ${at}, 0x${bytes[at]!.toString(16).padStart(2, "0").toUpperCase()}, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`);
+    throw notUtf8(where, bytes, 0);
   }
+}
+
+/** the error for `bytes` (the input from byte `base` on), which hold an invalid sequence */
+function notUtf8(where: string, bytes: Uint8Array, base: number): Error {
+  const at = firstInvalidByte(bytes);
+  return new Error(`${where}: not UTF-8 text (byte ${base + at}, 0x${bytes[at]!.toString(16).padStart(2, "0").toUpperCase()}, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`);
+}
+
+/**
+ * A byte stream (chat's piped stdin) as UTF-8 text for a line reader, decoded as it comes and as
+ * strictly as decodeUtf8: at the first byte no UTF-8 character holds, the lines before it go on,
+ * the line holding it and the rest do not, the text ends, and `failure()` is the error naming
+ * `where` and the byte's offset in the whole input. Read leniently, such bytes became U+FFFD
+ * characters silently, as a text file once did.
+ */
+export function utf8Lines(input: Readable, where: string): { text: PassThrough; failure: () => Error | undefined; stop: () => void } {
+  const text = new PassThrough({ encoding: "utf8" });
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  let decoded = 0; // bytes of the input decoded into text so far
+  let held: Buffer = Buffer.alloc(0); // the bytes after those: a character's first bytes, which the decoder holds
+  let failure: Error | undefined;
+  const fail = (bytes: Buffer) => {
+    failure = notUtf8(where, bytes, decoded);
+    // the lines before the invalid byte; the one holding it is cut off, not sent in part
+    const before = lenientUtf8.decode(bytes.subarray(0, firstInvalidByte(bytes)));
+    const end = Math.max(before.lastIndexOf("\n"), before.lastIndexOf("\r")) + 1;
+    text.end(before.slice(0, end));
+    input.removeListener("data", onData);
+    input.destroy(); // nothing more of it is read
+  };
+  const onData = (chunk: Buffer | string) => {
+    const bytes = Buffer.concat([held, typeof chunk === "string" ? Buffer.from(chunk) : chunk]);
+    let out: string;
+    try {
+      out = decoder.decode(typeof chunk === "string" ? Buffer.from(chunk) : chunk, { stream: true });
+    } catch {
+      fail(bytes);
+      return;
+    }
+    const used = Buffer.byteLength(out);
+    decoded += used;
+    held = bytes.subarray(used);
+    if (out !== "") text.write(out);
+  };
+  input.on("data", onData);
+  input.on("end", () => {
+    if (failure) return;
+    try {
+      text.end(decoder.decode());
+    } catch {
+      fail(held); // the input ended inside a character
+    }
+  });
+  input.on("error", (e: Error) => text.destroy(e));
+  // reading no more: a flowing input (stdin) kept the process alive after the command's end
+  const stop = () => { input.removeListener("data", onData); input.pause(); };
+  return { text, failure: () => failure, stop };
 }
 
 /**
@@ -59,9 +116,14 @@ export async function readStdinText(where: string): Promise<string> {
   return decodeUtf8(Buffer.concat(chunks), where);
 }
 
-/** readTextFile, with `-` for stdin, as the GNU tools take it */
+/**
+ * readTextFile, with `-` for stdin, as the GNU tools take it; a terminal there is refused (it
+ * waited, with no prompt, for text typed up to Ctrl-D: the command looked hung)
+ */
 export async function readTextInput(path: string, flag: string): Promise<string> {
-  return path === "-" ? readStdinText(`${flag} - (stdin)`) : readTextFile(path, flag);
+  if (path !== "-") return readTextFile(path, flag);
+  if (process.stdin.isTTY) throw new UsageError(`${flag} -: stdin is a terminal, not a pipe or a file (pipe the text in, e.g. cat FILE | tsllm ... ${flag} -, or give ${flag} FILE)`);
+  return readStdinText(`${flag} - (stdin)`);
 }
 
 /**
