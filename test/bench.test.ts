@@ -227,7 +227,7 @@ test("tsllm bench passes its run a prompt longer than one command-line argument 
   assert.doesNotMatch(r.stderr, /E2BIG/);
 });
 
-test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in the benchmark's flags, judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
+test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in the benchmark's flags (its pool's context too), judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
   const { createWebGPUBackend } = await import("../src/kernels/webgpu/index.js");
   let limit: number | undefined;
   try {
@@ -249,7 +249,10 @@ test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter
   const refusal = await loadModel(model, { backend: "webgpu", contextSize: context, availableMemory: 2 ** 40, warmup: false }).then((m) => { m.dispose(); return ""; }, (e: Error) => e.message);
   const tries = /: try contextSize (\d+) \(--ctx-size\) or a smaller cache type \(cacheTypeK \/ cacheTypeV f16 or q8_0\)$/.exec(refusal);
   assert.ok(tries, refusal);
-  const inBench = refusal.replace(tries[0], `: try --prompt-tokens + --gen-tokens at most ${Number(tries[1]) - 1} or a smaller cache type (--cache-type-k / --cache-type-v f16 or q8_0)`);
+  // the pool's context too: bench's prompt and generated tokens and the one of slack
+  assert.ok(refusal.includes(`positions (contextSize ${context}):`), refusal);
+  const inBench = refusal.replace(`positions (contextSize ${context}):`, `positions (--prompt-tokens + --gen-tokens + 1 = ${context} tokens):`)
+    .replace(tries[0], `: try --prompt-tokens + --gen-tokens at most ${Number(tries[1]) - 1} or a smaller cache type (--cache-type-k / --cache-type-v f16 or q8_0)`);
   assert.ok(r.stderr.trimEnd().endsWith(inBench), `bench: ${r.stderr}\nlibrary: ${refusal}`);
 });
 

@@ -240,6 +240,40 @@ test("a kvCacheBytes (--kv-memory) budget past free memory is refused with the l
   }
 });
 
+test("a kvCacheBytes (--kv-memory) budget at a context whose scratch leaves no room for any budget is refused with a smaller --ctx-size and the budget that fits with it (it was: no context size fits)", { skip: SKIP }, async () => {
+  await ready;
+  // the judge: f32 K and V from node-llama-cpp's reading of the header, 2 x layers x KV heads x
+  // head size x 4 bytes a position, and a load with the proposal at the same free memory
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const perBlock = 16 * perToken;
+  const asked = 1000 * perBlock;
+  // free: the weights, the scratch at 2048 tokens and 40.5 blocks, less than the scratch at 8192 needs beside one block
+  const at2048 = planMemory(request(2048)), at8192 = planMemory(request(8192));
+  const available = at2048.weightBytes + at2048.scratchBytes + 40 * perBlock + perBlock / 2;
+  assert.ok(at8192.weightBytes + at8192.scratchBytes + perBlock > available, "no budget fits beside the scratch at 8192");
+  const message = await loadModel(FILE, { backend: "reference", contextSize: 8192, kvCacheBytes: asked, availableMemory: available }).then((m) => { m.dispose(); return "loaded"; }, (e: Error) => e.message);
+  assert.doesNotMatch(message, /\n/);
+  const proposal = /: try kvCacheBytes (\d+) \(--kv-memory; [\d.]+ [kMG]?B\) with --ctx-size (\d+)$/.exec(message);
+  assert.ok(proposal, message);
+  const [budget, context] = [Number(proposal[1]), Number(proposal[2])];
+  assert.ok(context < 8192, message);
+  assert.equal(budget % perBlock, 0, "whole blocks of K/V");
+  // tsllm serve at the same free memory: the same line in its flags (--kv-memory, --ctx-size)
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available) };
+  const served = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--model", FILE, "--backend", "reference", "--ctx-size", "8192", "--kv-memory", String(asked), "--port", "0"], { cwd: PROJECT_ROOT, env }).then(() => "started", (e: { stderr: string }) => e.stderr);
+  const inFlags = message.replace(`(kvCacheBytes ${asked}, --kv-memory)`, `(--kv-memory ${asked})`).replace(`try kvCacheBytes ${budget} (--kv-memory; `, `try --kv-memory ${budget} (`);
+  assert.ok(served.includes(`\ntsllm: error: ${inFlags}\n`), `serve: ${served}\nlibrary: ${message}`);
+  // the proposal loads at the same free memory, with a pool of that many positions
+  const m = await loadModel(FILE, { backend: "reference", contextSize: context, kvCacheBytes: budget, availableMemory: available, warmup: false });
+  try {
+    assert.equal(m.engine.stats.kvCapacityTokens * perToken, budget);
+  } finally {
+    m.dispose();
+  }
+});
+
 test("inspect names the KV pool loadModel reserves (room for 16 sequences, shrunk to what is free), not only the one context the plan needs", { skip: SKIP }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, 2 x layers x KV heads x
@@ -296,9 +330,9 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
   assert.match(asked.ready, /16 parallel sequences, 1536 KV tokens/);
   assert.equal(asked.warnings.length, 1, asked.warnings.join("\n"));
   const w = asked.warnings[0]!;
-  assert.ok(w.startsWith(`tsllm: warning: ${FILE}: the KV pool holds 1536 tokens, 3 full contexts of 512, not the 16 x 512 = 8192 that maxSequences 16 (--parallel) asks for `), w);
+  assert.ok(w.startsWith(`tsllm: warning: ${FILE}: the KV pool holds 1536 tokens, 3 full contexts of 512, not the 16 x 512 = 8192 that --parallel 16 asks for `), w);
   // 16 x 512 positions of K/V are more than is free: no --kv-memory to try (a load with it is refused)
-  assert.match(w, /; for 16 full contexts try contextSize 96 \(--ctx-size\) or maxSequences 3 \(--parallel\)$/);
+  assert.match(w, /; for 16 full contexts try --ctx-size 96 or --parallel 3$/);
   for (const args of [["--parallel", "3"], [], ["--parallel", "16", "--kv-memory", String(1536 * perToken)]]) {
     assert.deepEqual((await warningsOf(args)).warnings, [], args.join(" "));
   }
@@ -309,7 +343,7 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
   const roomy = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 15.5 * 512 * perToken), TSLLM_MEMORY_MARGIN: String(margin) };
   const fits = await warningsOf(["--parallel", "16"], roomy);
   assert.match(fits.ready, /16 parallel sequences, 1536 KV tokens/);
-  assert.match(fits.warnings[0] ?? "", new RegExp(`; for 16 full contexts try kvCacheBytes ${16 * 512 * perToken} \\(--kv-memory; [\\d.]+ MB, which fits in the free memory\\) or contextSize 96 \\(--ctx-size\\) or maxSequences 3 \\(--parallel\\)$`));
+  assert.match(fits.warnings[0] ?? "", new RegExp(`; for 16 full contexts try --kv-memory ${16 * 512 * perToken} \\([\\d.]+ MB, which fits in the free memory\\) or --ctx-size 96 or --parallel 3$`));
   const taken = await warningsOf(["--parallel", "16", "--kv-memory", String(16 * 512 * perToken)], roomy);
   assert.deepEqual(taken.warnings, []);
   assert.match(taken.ready, /16 parallel sequences, 8192 KV tokens/);
@@ -357,7 +391,7 @@ test("generate --n / --num-beams below the memory margin: the pool holds the req
     assert.equal(width[0] === "--n" ? out.choices?.length : out.beams?.length, width[0] === "--n" ? 20 : 1, r.stdout);
     const lines = r.stderr.trim().split("\n");
     assert.equal(lines.length, 1, r.stderr);
-    assert.match(lines[0]!, new RegExp(`^tsllm: warning: .*m\\.gguf: the KV pool for one request of 20 sequences \\(n / numBeams\\) holds ${3 * 512} tokens \\(3 full contexts of 512\\), which leaves 0 B free, less than the 1\\.07 GB memory margin \\(memoryMargin, --memory-margin\\)`));
+    assert.match(lines[0]!, new RegExp(`^tsllm: warning: .*m\\.gguf: the KV pool for one request of 20 sequences \\(--n / --num-beams\\) holds ${3 * 512} tokens \\(3 full contexts of 512\\), which leaves 0 B free, less than the 1\\.07 GB memory margin \\(--memory-margin\\)`));
   }
   // one context of width: no warning (the pool keeps the margin as before)
   const one = await cli([...gen, "--n", "1"], freeWith(2));
@@ -378,7 +412,7 @@ test("generate --n / --num-beams below the memory margin: the pool holds the req
   assert.equal(past.code, 2, past.stderr);
   const [warning, error, ...rest] = past.stderr.split("\n");
   assert.deepEqual(rest, [""], past.stderr);
-  assert.match(warning!, /^tsllm: warning: .*the KV pool for one request of 20 sequences \(n \/ numBeams\) holds 1536 tokens \(3 full contexts of 512\), .*the margin is given up/);
+  assert.match(warning!, /^tsllm: warning: .*the KV pool for one request of 20 sequences \(--n \/ --num-beams\) holds 1536 tokens \(3 full contexts of 512\), .*the margin is given up/);
   assert.match(error!, new RegExp(`^tsllm: error: --max-tokens: the request needs room for up to \\d+ tokens of KV cache \\(prompt 2 \\+ --max-tokens 500, 20 choices\\) but the KV cache holds 1536 tokens \\(${1536 * perToken} bytes\\); lower --max-tokens or --n, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0$`));
   // the judge: with no margin at all (--memory-margin 0) the pool is the same 1536 tokens
   const noMargin = await cli([...pastArgs, "--memory-margin", "0"], freeWith(2));
@@ -461,7 +495,7 @@ test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic 
   const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--n", "20", "--json"];
   const narrow = await cli(gen, twoMore);
   assert.equal(narrow.code, 0, narrow.stderr);
-  assert.match(narrow.stderr, /less than the 1\.07 GB memory margin \(memoryMargin, --memory-margin\)/);
+  assert.match(narrow.stderr, /less than the 1\.07 GB memory margin \(--memory-margin\)/);
   const wide = await cli([...gen, "--memory-margin", "0"], twoMore);
   assert.equal(wide.code, 0, wide.stderr);
   assert.equal(wide.stderr, "");

@@ -1158,7 +1158,7 @@ describe("webgpu backend: a KV cache larger than one storage binding", { skip },
     // 2 layers x (K + V) x 512 bytes a position: a budget of 4 bindings' worth of positions per array
     const kvCacheBytes = 4 * limit * 4;
     await assert.rejects(loadModel(path, { backend: "webgpu", contextSize: 256, kvCacheBytes, availableMemory: 2 ** 40, warmup: false }), (e: Error) => {
-      assert.match(e.message, new RegExp(`: KV cache of ${(4 * limit) / 512} positions \\(kvCacheBytes ${kvCacheBytes}\\): .* try kvCacheBytes ${limit * 4} or `));
+      assert.match(e.message, new RegExp(`: KV cache of ${(4 * limit) / 512} positions \\(kvCacheBytes ${kvCacheBytes}, --kv-memory\\): .* try kvCacheBytes ${limit * 4} \\(--kv-memory\\) or `));
       return true;
     });
   });
@@ -1223,7 +1223,9 @@ describe("tsllm inspect --backend webgpu", { skip }, () => {
     assert.equal(big.webgpu.kvArrayBytes, (1 << 20) * 512);
     assert.equal(big.webgpu.kvArrayFits, false);
     assert.equal(big.plan.fits, false);
-    assert.match(big.plan.refusal, new RegExp(`more than the ${limit} bytes .* the webgpu backend can allocate in one buffer .*: try contextSize ${limit / 512} \\(--ctx-size\\)`));
+    assert.match(big.plan.refusal, new RegExp(`more than the ${limit} bytes .* the webgpu backend can allocate in one buffer .*: try --ctx-size ${limit / 512} or a smaller cache type \\(--cache-type-k \\/ --cache-type-v f16 or q8_0\\)$`));
+    // the pool it describes by the flag that asked for it, as generate and serve refuse it
+    assert.match(big.plan.refusal, new RegExp(`: KV cache of ${1 << 20} positions \\(--ctx-size ${1 << 20}\\): `));
     assert.match(await inspect(path, "--ctx-size", String(1 << 20)), new RegExp(`\\nwebgpu: +.*: largest buffer .* \\(${limit} bytes\\); one layer's K or V array 536.9 MB at 1048576 tokens: too large \\(see the load plan\\); its matmul takes every weight type\\n`));
     // auto: the largest context whose arrays fit
     assert.equal(JSON.parse(await inspect(path, "--ctx-size", "auto", "--json")).plan.contextSize, limit / 512);

@@ -69,6 +69,8 @@ function benchTerms(slack: number, least: number): RefusalTerms {
     maxSequences: (n) => `--parallel ${n}`,
     kvCacheBytes: (bytes) => `a smaller --memory-margin (K/V for all of them, ${formatBytes(bytes)}, fits in the free memory)`,
     cacheTypes: "--cache-type-k / --cache-type-v",
+    // the context a refusal describes (the K/V-array refusal's pool): the run's, as bench makes it
+    context: (tokens) => `--prompt-tokens + --gen-tokens + ${slack} = ${tokens} tokens`,
   };
 }
 

@@ -8,7 +8,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
-import { refusalInTerms, RequestError } from "../engine/index.js";
+import { refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
@@ -229,8 +229,8 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width
-  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile);
-  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); throw e; });
+  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile).catch(loadRefusalInFlagWords);
+  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); loadRefusalInFlagWords(e); });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
@@ -464,8 +464,34 @@ export function loadOptionsFrom(values: ParsedValues): LoadModelOptions {
     ...cacheTypes,
     ...flash,
     ...(values["no-warmup"] === true ? { warmup: false } : {}),
-    onWarning: printWarning,
+    onWarning: (message) => printWarning(inFlagWords(message)),
   };
+}
+
+/**
+ * The flags that set what the load's refusals and warnings (the memory plan's, the KV pool's, the
+ * margin given up) name by the library's options: --ctx-size, --parallel, --kv-memory,
+ * --cache-type-k / --cache-type-v, --memory-margin (bench words its own: src/bench/tsllm-engine.ts)
+ */
+const LOAD_FLAG_TERMS: RefusalTerms = {
+  contextSize: (tokens) => `--ctx-size ${tokens}`,
+  maxSequences: (n) => `--parallel ${n}`,
+  kvCacheBytes: (bytes, note) => `--kv-memory ${bytes}${note === "" ? "" : ` (${note})`}`,
+  cacheTypes: "--cache-type-k / --cache-type-v",
+  context: (tokens) => `--ctx-size ${tokens}`,
+  kvBudget: (bytes) => `--kv-memory ${bytes}`,
+  memoryMargin: "--memory-margin",
+};
+
+/** a load's refusal or warning in the command line's flags (LOAD_FLAG_TERMS; a wide request's n / numBeams as --n / --num-beams) */
+export function inFlagWords(message: string): string {
+  return refusalInTerms(message, LOAD_FLAG_TERMS).replace("(n / numBeams)", "(--n / --num-beams)");
+}
+
+/** a load's refusal rethrown in the command line's flags (inFlagWords), its class kept */
+export function loadRefusalInFlagWords(e: unknown): never {
+  if (e instanceof Error) e.message = inFlagWords(e.message);
+  throw e;
 }
 
 /** the largest trained context the loaders accept (src/models/hyperparameters.ts, src/formats/hf-config.ts) */

@@ -14,7 +14,7 @@ import { formatBytes, printable } from "../units/index.js";
 import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, memoryMarginBytes, outgrownKvBlocks, planMemory, type PlanRequest } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
 import { flag, memoryMarginOption, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
-import { cacheTypesFrom, ctxSizeFrom, TRAINED_CONTEXT } from "./generate.js";
+import { cacheTypesFrom, ctxSizeFrom, inFlagWords, TRAINED_CONTEXT } from "./generate.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--memory-margin SIZE] [--threads N] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
 
@@ -298,7 +298,8 @@ function planOf(o: Opened, options: LoadModelOptions, ctxSize: number | undefine
   try {
     checkMemoryPlan(o.path, r, p, available);
   } catch (e) {
-    refusal = (e as Error).message;
+    // in the flags' words, as generate and serve refuse the same load
+    refusal = inFlagWords((e as Error).message);
   }
   // the pool loadModel allocates: the plan needs one context, but by default the engine reserves
   // room for DEFAULT_MAX_SEQUENCES of them (shrunk to what is free), which a full server fills

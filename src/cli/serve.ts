@@ -3,7 +3,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
@@ -127,7 +127,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const stopped = stopSignals();
   const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
-    loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }));
+    loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
   const server = await startServer(load, serverOptions);
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;

@@ -43,10 +43,19 @@ export interface RefusalTerms {
   readonly quantize?: (type: string) => string;
   /** in place of the KV pool's "maxSequences N (--parallel)": what runs `n` requests at once */
   readonly maxSequences?: (n: number) => string;
-  /** in place of the KV pool's "kvCacheBytes N (--kv-memory; ...)": what gives the KV pool `bytes` */
-  readonly kvCacheBytes?: (bytes: number) => string;
+  /** in place of the KV pool's "kvCacheBytes N (--kv-memory; ...)": what gives the KV pool `bytes` (`note`: what the parentheses say past the flag, e.g. "655.4 kB, which fits in the free memory"; "" for none) */
+  readonly kvCacheBytes?: (bytes: number, note: string) => string;
   /** in place of the K/V-array refusal's "cacheTypeK / cacheTypeV": the cache types' names */
   readonly cacheTypes?: string;
+  /**
+   * in place of the K/V-array refusal's pool "(contextSize N)" and the plan's "(kvCacheBytes N,
+   * --kv-memory)": how the caller's user set the context of `tokens` (tsllm bench: its --prompt-tokens
+   * + --gen-tokens) and the KV budget of `bytes`, described, not proposed
+   */
+  readonly context?: (tokens: number) => string;
+  readonly kvBudget?: (bytes: number) => string;
+  /** in place of the margin-given-up warning's "(memoryMargin, --memory-margin)": what sets the margin */
+  readonly memoryMargin?: string;
 }
 
 /** the remedies as the engine's refusals word them (engine.ts, scheduler.ts) */
@@ -57,7 +66,7 @@ const DROPPED = "\u0000";
 
 /** an engine refusal's (or the load plan's) message in a caller's terms: the library's option names replaced by what that caller's users set */
 export function refusalInTerms(message: string, terms: RefusalTerms): string {
-  const { maxTokens, kvCacheTooSmall, contextTooSmall, quantize, maxSequences, kvCacheBytes, cacheTypes } = terms;
+  const { maxTokens, kvCacheTooSmall, contextTooSmall, quantize, maxSequences, kvCacheBytes, cacheTypes, context, kvBudget, memoryMargin } = terms;
   const contextSize = terms.contextSize && ((tokens: number) => terms.contextSize!(tokens) ?? DROPPED);
   let out = message;
   if (maxTokens !== undefined) out = out.replace(/\+ maxTokens (\d+)/, (_, n: string) => `+ ${maxTokens} ${n}`);
@@ -71,7 +80,11 @@ export function refusalInTerms(message: string, terms: RefusalTerms): string {
   // "maxSequences N (--parallel)", "kvCacheBytes N (--kv-memory; ...)", "cacheTypeK / cacheTypeV"
   if (contextSize !== undefined) out = out.replace(/contextSize (\d+) \(--ctx-size\)/g, (_, n: string) => contextSize(Number(n)));
   if (maxSequences !== undefined) out = out.replace(/maxSequences (\d+) \(--parallel\)/g, (_, n: string) => maxSequences(Number(n)));
-  if (kvCacheBytes !== undefined) out = out.replace(/kvCacheBytes (\d+) \(--kv-memory[^)]*\)/g, (_, n: string) => kvCacheBytes(Number(n)));
+  if (kvCacheBytes !== undefined) out = out.replace(/kvCacheBytes (\d+) \(--kv-memory(?:; )?([^)]*)\)/g, (_, n: string, note: string) => kvCacheBytes(Number(n), note));
   if (cacheTypes !== undefined) out = out.replace(/cacheTypeK \/ cacheTypeV/g, () => cacheTypes);
+  // what the load was asked for, as the caller set it: "positions (contextSize N)", "(kvCacheBytes N, --kv-memory)", the margin's "(memoryMargin, --memory-margin)"
+  if (context !== undefined) out = out.replace(/positions \(contextSize (\d+)\)/g, (_, n: string) => `positions (${context(Number(n))})`);
+  if (kvBudget !== undefined) out = out.replace(/\(kvCacheBytes (\d+), --kv-memory\)/g, (_, n: string) => `(${kvBudget(Number(n))})`);
+  if (memoryMargin !== undefined) out = out.replace(/\(memoryMargin, --memory-margin\)/g, () => `(${memoryMargin})`);
   return out.replace(/ or \u0000|\u0000 or /g, "").replace(/: try \u0000/g, "").replaceAll(DROPPED, "");
 }

@@ -274,6 +274,9 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
   const ctx = r.kvCacheBytes === undefined ? largestFittingContext(r, available, p.contextSize) : undefined;
   const tries: string[] = [];
   if (budget !== undefined) tries.push(`kvCacheBytes ${budget} (--kv-memory; ${formatBytes(budget)})`);
+  // a budget with no room at this context (its scratch, over the context, leaves none): a smaller context and the budget that then fits
+  const narrower = r.kvCacheBytes !== undefined && budget === undefined ? budgetAtSmallerContext(r, available) : undefined;
+  if (narrower) tries.push(`kvCacheBytes ${narrower.bytes} (--kv-memory; ${formatBytes(narrower.bytes)}) with --ctx-size ${narrower.contextSize}`);
   if (byQuant) tries.push(`--quantize ${byQuant[0]} (${formatBytes(byQuant[1].totalBytes)})`);
   // a q8_0 KV cache (3.8x smaller than f32) where K/V are what does not fit
   const q8Cache = { k: "q8_0", v: "q8_0" } as const;
@@ -306,6 +309,19 @@ function fittingKvBudget(r: PlanRequest, p: MemoryPlan, available: number): numb
 }
 
 /**
+ * With a kvCacheBytes budget that fits at no budget beside the asked context's scratch (attention
+ * scores grow with the context): the largest context whose one-context pool fits, rounded, and the
+ * largest budget below the asked one that fits with it; undefined where none does
+ */
+function budgetAtSmallerContext(r: PlanRequest, available: number): { contextSize: number; bytes: number } | undefined {
+  const ctx = largestFittingContext({ ...r, kvCacheBytes: undefined }, available, r.contextSize);
+  if (ctx === undefined || ctx >= r.contextSize) return undefined;
+  const at = { ...r, contextSize: roundContext(ctx) };
+  const bytes = fittingKvBudget(at, planMemory(at), available);
+  return bytes === undefined ? undefined : { contextSize: at.contextSize, bytes };
+}
+
+/**
  * The refusal of a plan that fits in memory but whose KV pool has a layer's K or V array larger
  * than one buffer of the backend's (a GPU adapter's largest storage binding), with what fits:
  * the context (and, where a budget was given, the kvCacheBytes) whose arrays do.
@@ -317,12 +333,12 @@ function kvArrayRefusal(path: string, r: PlanRequest, p: MemoryPlan, available: 
   if (r.kvCacheBytes !== undefined) {
     // the budget decides the pool: a smaller one (and the context it still holds)
     const budget = blocks * DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-    if (blocks >= 1) tries.push(`kvCacheBytes ${budget}${p.contextSize > blocks * DEFAULT_BLOCK_SIZE ? ` with contextSize ${roundContext(blocks * DEFAULT_BLOCK_SIZE)} (--ctx-size)` : ""}`);
+    if (blocks >= 1) tries.push(`kvCacheBytes ${budget} (--kv-memory)${p.contextSize > blocks * DEFAULT_BLOCK_SIZE ? ` with contextSize ${roundContext(blocks * DEFAULT_BLOCK_SIZE)} (--ctx-size)` : ""}`);
   } else {
     const ctx = largestFittingContext(r, available, p.contextSize);
     if (ctx !== undefined && ctx < p.contextSize) tries.push(`contextSize ${roundContext(ctx)} (--ctx-size)`);
   }
   if ((r.kvCacheTypes?.k ?? "f32") === "f32" || (r.kvCacheTypes?.v ?? "f32") === "f32") tries.push("a smaller cache type (cacheTypeK / cacheTypeV f16 or q8_0)");
-  const pool = r.kvCacheBytes !== undefined ? `${p.kvTokens} positions (kvCacheBytes ${r.kvCacheBytes})` : `${p.kvTokens} positions (contextSize ${p.contextSize})`;
+  const pool = r.kvCacheBytes !== undefined ? `${p.kvTokens} positions (kvCacheBytes ${r.kvCacheBytes}, --kv-memory)` : `${p.kvTokens} positions (contextSize ${p.contextSize})`;
   return `${path}: KV cache of ${pool}: one layer's K or V array is ${formatBytes(p.kvArrayBytes)} (${p.kvArrayBytes} bytes; ${formatBytes(p.kvCacheBytes)} for all layers), more than the ${limit.bytes} bytes (${formatBytes(limit.bytes)}) the ${limit.backend} backend can allocate in one buffer (its adapter's largest storage binding)${tries.length > 0 ? `: try ${tries.join(" or ")}` : ""}`;
 }
