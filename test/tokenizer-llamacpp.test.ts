@@ -54,6 +54,26 @@ for (const [vocab, texts] of Object.entries(CASES)) {
   });
 }
 
+test("bert-bge: a chunk of more than 16K characters with no white space (normalized and split a step at a time) encodes as llama.cpp encodes it", { skip: oracleMissing || skipWithoutShared("tokenizer-tests/ggml-vocab-bert-bge.gguf") }, async () => {
+  // words of up to 100 characters between punctuation (past 100, llama.cpp spells a word where
+  // tsllm, as Hugging Face, writes [UNK]); accents, stacked marks and controls across the cuts
+  const path = sharedFile("tokenizer-tests/ggml-vocab-bert-bge.gguf")!;
+  const tok = loadGGUFTokenizer(path);
+  const llama = await sharedLlama();
+  const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+  try {
+    const texts = ["Ab,c\u0301\u00e9-x".repeat(5000), "a\u0301\u0327b\u0308!\u00c5\u212b.".repeat(3000), `${"x\u0001Y\u00ad,".repeat(4000)}${"q".repeat(99)}/${"\u00dc".repeat(100)}`,
+      `${"word".repeat(25)};`.repeat(200), "\u0391\u03a3\u0391\u03a3,\ufb01\uff21\uff22?".repeat(2500)];
+    for (const text of texts) {
+      assert.ok(text.length > 16_384 && !/\s/.test(text));
+      const want = model.tokenize(text, false).map(Number);
+      assert.deepEqual(tok.encode(text, { addSpecialTokens: false, parseSpecial: false }), want, `${JSON.stringify(text.slice(0, 20))} (${text.length})`);
+    }
+  } finally {
+    await model.dispose();
+  }
+});
+
 /**
  * Whole texts, not sentences: the wiki (1.29 MB, CRLF lines), 300 KB of Chinese and TinyStories,
  * each as one string, against llama.cpp. The encoder cuts text into words it caches and into

@@ -1,3 +1,5 @@
+import { SCAN_CHARS, type LongWordSteps } from "./word-run.js";
+
 /**
  * BERT text normalization and word splitting with the semantics of HF tokenizers' BertNormalizer
  * (clean_text, handle_chinese_chars, strip_accents, lowercase) followed by BertPreTokenizer
@@ -80,30 +82,38 @@ export function bertSplit(text: string): string[] {
  */
 export class BertChunkCursor {
   private pos = 0;
+  /** where the chunk being looked through started (-1: none) */
+  private start = -1;
 
   constructor(private readonly text: string) {}
 
-  next(): string | undefined {
+  /** the next chunk, or the number of characters looked through for the end of a long one (SCAN_CHARS) */
+  next(): string | number | undefined {
     const text = this.text;
     let i = this.pos;
-    // past whitespace
-    while (i < text.length) {
-      const cp = text.codePointAt(i)!;
-      if (!isWhitespace(cp)) break;
-      i += cp > 0xffff ? 2 : 1;
-    }
-    if (i >= text.length) { this.pos = i; return undefined; }
-    const start = i;
-    const first = text.codePointAt(i)!;
-    i += first > 0xffff ? 2 : 1;
-    if (!isChineseChar(first)) {
+    if (this.start < 0) {
+      // past whitespace
       while (i < text.length) {
         const cp = text.codePointAt(i)!;
-        if (isWhitespace(cp) || isChineseChar(cp)) break;
+        if (!isWhitespace(cp)) break;
         i += cp > 0xffff ? 2 : 1;
       }
+      if (i >= text.length) { this.pos = i; return undefined; }
+      this.start = i;
+      const first = text.codePointAt(i)!;
+      i += first > 0xffff ? 2 : 1;
+      if (isChineseChar(first)) { this.pos = i; this.start = -1; return text.slice(i - (first > 0xffff ? 2 : 1), i); }
     }
+    const from = i, stop = Math.min(text.length, from + SCAN_CHARS);
+    while (i < text.length) {
+      const cp = text.codePointAt(i)!;
+      if (isWhitespace(cp) || isChineseChar(cp)) break;
+      if (i >= stop) { this.pos = i; return i - from; }
+      i += cp > 0xffff ? 2 : 1;
+    }
+    const start = this.start;
     this.pos = i;
+    this.start = -1;
     return text.slice(start, i);
   }
 }
@@ -113,3 +123,54 @@ function isWhitespace(cp: number): boolean {
   if (cp < 0x80) return cp === 0x20 || (cp >= 0x09 && cp <= 0x0d);
   return WHITESPACE.test(String.fromCodePoint(cp));
 }
+
+/**
+ * One long chunk (BertChunkCursor's: a megabyte of letters with no white space) normalized and
+ * split into words a step of about `budget` characters at a time (LongWordSteps), each word's ids
+ * appended by `encode` as it is found (encodeAsync: before, the chunk was normalized, split and
+ * encoded in one go; a word is cheap to encode, WordPiece making [UNK] of one past 100
+ * characters). The chunk is normalized in pieces cut before a character that is no mark (\p{M}):
+ * bertNormalize maps character by character but for NFD, which reorders and decomposes only
+ * within a run of marks after a starter, and every character of a nonzero combining class is a
+ * mark; the pieces' results joined are the whole's. The split then goes on where the last step
+ * stopped.
+ */
+export function bertLongChunk(chunk: string, o: BertNormalizeOptions, encode: (word: string, out: number[]) => void): LongWordSteps {
+  const parts: string[] = [];
+  let at = 0;
+  let text: string | undefined;
+  /** where the split goes on, and where the word it is in started (-1: none) */
+  let pos = 0, wordStart = -1;
+  return (budget, out) => {
+    let done = 0;
+    while (text === undefined) {
+      let end = Math.min(chunk.length, at + Math.max(1, budget - done));
+      while (end < chunk.length) {
+        const cp = chunk.codePointAt(end)!;
+        if ((cp < 0xdc00 || cp > 0xdfff) && !MARK_ONE.test(String.fromCodePoint(cp))) break;
+        end++;
+      }
+      parts.push(bertNormalize(chunk.slice(at, end), o));
+      done += end - at;
+      at = end;
+      if (at === chunk.length) { text = parts.join(""); parts.length = 0; }
+      if (done >= budget) return false;
+    }
+    while (pos < text.length) {
+      if (done >= budget) return false;
+      const cp = text.codePointAt(pos)!;
+      const width = cp > 0xffff ? 2 : 1;
+      const ch = width === 1 ? text[pos]! : text.slice(pos, pos + 2);
+      if (isWhitespace(cp) || isBertPunctuation(ch, cp)) {
+        if (wordStart >= 0) { encode(text.slice(wordStart, pos), out); wordStart = -1; }
+        if (!isWhitespace(cp)) encode(ch, out);
+      } else if (wordStart < 0) wordStart = pos;
+      pos += width;
+      done++;
+    }
+    if (wordStart >= 0) { encode(text.slice(wordStart), out); wordStart = -1; }
+    return true;
+  };
+}
+
+const MARK_ONE = /^\p{M}$/u;

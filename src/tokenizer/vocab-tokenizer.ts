@@ -1,6 +1,6 @@
 import { yieldToEventLoop } from "../platform/host.js";
 import { BPE } from "./bpe.js";
-import { BertChunkCursor, bertNormalize, bertSplit } from "./bert-pre.js";
+import { BertChunkCursor, bertLongChunk, bertNormalize, bertSplit, type BertNormalizeOptions } from "./bert-pre.js";
 import { byteLevelDecode, byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "./byte-level.js";
 import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } from "./options.js";
 import { PieceCursor } from "./pre-tokenizers.js";
@@ -52,6 +52,8 @@ const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
 const ESCAPED_SPACE = "\u2581"; // "▁"
 const escapeSpaces = (text: string): string => text.replaceAll(" ", ESCAPED_SPACE);
+/** llama.cpp's BERT (WPM) normalization: lowercased, accents stripped, ideographs apart */
+const BERT_NORMALIZE: BertNormalizeOptions = { lowercase: true, stripAccents: true, chineseChars: true };
 
 
 /** an encode in progress, and whether to close it with EOS / SEP */
@@ -239,7 +241,7 @@ export class VocabTokenizer implements Tokenizer {
       switch (this.type) {
         case "llama": return this.spm!.encodeInSteps(word, escapeSpaces, this.pushByteToken);
         case "gpt2": return this.bpe!.mergeInSteps(word, byteLevelEncode);
-        case "bert": return undefined;
+        case "bert": return bertLongChunk(word, BERT_NORMALIZE, (w, out) => wordPieceEncode(w, this.textToId, this.wordPiece!, out));
       }
     },
   };
@@ -254,7 +256,7 @@ export class VocabTokenizer implements Tokenizer {
         this.bpe!.encodeWord(byteLevelEncode(word), out);
         break;
       case "bert":
-        for (const w of bertSplit(bertNormalize(word, { lowercase: true, stripAccents: true, chineseChars: true }))) wordPieceEncode(w, this.textToId, this.wordPiece!, out);
+        for (const w of bertSplit(bertNormalize(word, BERT_NORMALIZE))) wordPieceEncode(w, this.textToId, this.wordPiece!, out);
         break;
     }
   }
