@@ -652,3 +652,171 @@ test("a page that is no secure context (http from a LAN name, COOP/COEP sent): t
   assert.deepEqual(value.tokens, golden());
   assert.deepEqual(errors, []);
 });
+
+test("a text prompt past the context or past the KV cache: stream() cannot know it at the call (the tokenizer is the worker's), its first next() rejects with Node's RequestError and no step, generate() rejects with it; tokenize() first and the token prompt is refused at the call", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string; code?: string } | "no throw" | "resolved";
+  const long = "Once upon a time ".repeat(80);
+  const { value, errors } = await inPage<{ call: Refusal; first: Refusal; steps: number; generate: Refusal; tokenized: Refusal; kvCall: Refusal; kvFirst: Refusal }>(`
+    const refusal = (e) => ({ name: e.name, message: e.message, option: e.option, code: e.code });
+    const thrown = (call) => { try { call(); return "no throw"; } catch (e) { return refusal(e); } };
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1, contextSize: 256 });
+    const text = ${JSON.stringify(long)};
+    let it;
+    const call = thrown(() => { it = engine.stream(text, { maxTokens: 2 }); });
+    let steps = 0;
+    const first = await it.next().then((r) => { if (!r.done) steps++; return "resolved"; }, refusal);
+    const generate = await engine.generate(text, { maxTokens: 2 }).then(() => "resolved", refusal);
+    const tokens = await engine.tokenize(text);
+    const tokenized = thrown(() => engine.stream(tokens, { maxTokens: 2 }));
+    // a KV cache of a few blocks: a request that could never fit in it
+    await engine.load("/models/stories260K.gguf", { cache: false, threads: 1, kvCacheBytes: 65536 });
+    let kv;
+    const kvCall = thrown(() => { kv = engine.stream("Once upon a time", { maxTokens: 2000 }); });
+    const kvFirst = await kv.next().then(() => "resolved", refusal);
+    engine.terminate();
+    return { call, first, steps, generate, tokenized, kvCall, kvFirst };`);
+  const refusal = (e: unknown): Refusal => {
+    const { name, message, option, code } = e as RequestError;
+    return { name, message, option, code };
+  };
+  const thrown = (call: () => unknown): Refusal => {
+    try {
+      call();
+      return "no throw";
+    } catch (e) {
+      return refusal(e);
+    }
+  };
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, contextSize: 256 });
+  const small = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, kvCacheBytes: 65536 });
+  try {
+    const node = thrown(() => model.stream(long, { maxTokens: 2 }));
+    assert.equal((node as RequestError).code, "context_length_exceeded", JSON.stringify(node));
+    assert.equal(value.call, "no throw");
+    assert.deepEqual(value.first, node);
+    assert.equal(value.steps, 0);
+    assert.deepEqual(value.generate, node);
+    assert.deepEqual(value.tokenized, node);
+    const nodeKv = thrown(() => small.stream("Once upon a time", { maxTokens: 2000 }));
+    assert.equal((nodeKv as RequestError).option, "maxTokens", JSON.stringify(nodeKv));
+    assert.equal(value.kvCall, "no throw");
+    assert.deepEqual(value.kvFirst, nodeKv);
+  } finally {
+    model.dispose();
+    small.dispose();
+  }
+  assert.deepEqual(errors, []);
+});
+
+test("streamChat() with a chatTemplate option ends at that template's end-of-turn token (not the model's own template's), as Model.streamChat does", { skip }, async () => {
+  // the turn ends with <s> (stories260K's BOS, a special token the model's eos does not cover); a logitBias makes it the first token
+  const template = "{% for m in messages %}{{ m.role }}: {{ m.content }}{{ bos_token }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  withChatTemplate(sharedFile(MODEL)!, join(modelsDir, "stories260K-chat-eot.gguf"), EOS_TEMPLATE);
+  const bos = Number(readGGUFHeader(sharedFile(MODEL)!).metadata.get("tokenizer.ggml.bos_token_id")?.value);
+  assert.ok(Number.isInteger(bos), "the GGUF names its BOS token");
+  const messages = [{ role: "user", content: "Once upon a time" }];
+  type Result = { finishReason: string; completionTokens: number[]; steps: unknown[] };
+  const { value, errors } = await inPage<{ chat: Result; own: Result; generate: Result }>(`
+    const engine = new TsllmWorker("/tsllm/engine-worker.js");
+    await engine.load("/models/stories260K-chat-eot.gguf", { cache: false, threads: 1 });
+    const run = async (it) => {
+      let r;
+      const steps = [];
+      while (!(r = await it.next()).done) steps.push(r.value);
+      return { finishReason: r.value.finishReason, completionTokens: r.value.completionTokens, steps };
+    };
+    const options = { logitBias: { ${bos}: 100 }, maxTokens: 5 };
+    const chat = await run(engine.streamChat(${JSON.stringify(messages)}, { ...options, chatTemplate: ${JSON.stringify(template)} }));
+    const own = await run(engine.streamChat(${JSON.stringify(messages)}, options));
+    const generate = await run(engine.stream("Once upon a time", options));
+    engine.terminate();
+    return { chat, own, generate };`);
+  // without the template's end-of-turn, the biased token runs to maxTokens: it is what ends the chat
+  assert.deepEqual([value.generate.finishReason, value.generate.completionTokens], ["length", [bos, bos, bos, bos, bos]]);
+  assert.deepEqual([value.own.finishReason, value.own.completionTokens], ["length", [bos, bos, bos, bos, bos]]);
+  assert.deepEqual([value.chat.finishReason, value.chat.completionTokens], ["stop", []]);
+  const model = await loadModel(join(modelsDir, "stories260K-chat-eot.gguf"), { backend: "wasm", threads: 1 });
+  try {
+    const it = model.streamChat(messages, { logitBias: { [bos]: 100 }, maxTokens: 5, chatTemplate: template });
+    const steps: unknown[] = [];
+    let r = await it.next();
+    for (; !r.done; r = await it.next()) steps.push(r.value);
+    // (compared as JSON: a step's undefined field is kept by postMessage, left out by Node)
+    assert.deepEqual(JSON.parse(JSON.stringify(value.chat)), JSON.parse(JSON.stringify({ finishReason: r.value.finishReason, completionTokens: r.value.completionTokens, steps })));
+  } finally {
+    model.dispose();
+  }
+  assert.deepEqual(errors, []);
+});
+
+test("tokenize() and detokenize() given a value of the wrong kind reject naming it, nothing sent; an empty file by URL (Range reads) is the GGUF reader's error naming the URL, as for a File, not HTTP 416", { skip }, async () => {
+  writeFileSync(join(modelsDir, "empty.gguf"), "");
+  type Refusal = { name: string; message: string; option?: string };
+  const { value, errors } = await inPage<{ refused: Refusal[]; sent: number; url: Refusal; file: Refusal; whole: Refusal }>(`
+${LOADED_ENGINE_COUNTING_SENDS}
+    const refusal = (e) => ({ name: e.name, message: e.message, ...(e.option ? { option: e.option } : {}) });
+    const refused = [];
+    for (const call of [() => engine.tokenize(123), () => engine.tokenize("hi", "no"), () => engine.detokenize("abc"), () => engine.detokenize(undefined)]) {
+      refused.push(await call().then(() => ({ name: "resolved" }), refusal));
+    }
+    const refusedSent = sent;
+    const url = await engine.load("/models/empty.gguf", { cache: false, threads: 1 }).then(() => ({ name: "resolved" }), refusal);
+    const whole = await engine.load("/models/empty.gguf", { cache: false, wholeFile: true, threads: 1 }).then(() => ({ name: "resolved" }), refusal);
+    const file = await engine.load(new File([], "empty.gguf"), { threads: 1 }).then(() => ({ name: "resolved" }), refusal);
+    engine.terminate();
+    return { refused, sent: refusedSent, url, file, whole };`);
+  assert.deepEqual(value.refused, [
+    { name: "OptionError", message: "tokenize: text: expected a string, got 123", option: "text" },
+    { name: "OptionError", message: 'tokenize: addSpecialTokens: expected a boolean, got "no"', option: "addSpecialTokens" },
+    { name: "OptionError", message: "detokenize: tokens: expected an array of token ids, got \"abc\"", option: "tokens" },
+    { name: "OptionError", message: "detokenize: tokens: expected an array of token ids, got undefined", option: "tokens" },
+  ]);
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
+  // Node's reader on the same empty file, its path in the URL's place
+  let node = "";
+  try {
+    await loadModel(join(modelsDir, "empty.gguf"));
+  } catch (e) {
+    node = (e as Error).message;
+  }
+  const said = node.slice(join(modelsDir, "empty.gguf").length);
+  assert.match(said, /^: magic: /);
+  assert.deepEqual(value.file, { name: "GGUFError", message: `empty.gguf${said}` });
+  assert.deepEqual(value.url, { name: "GGUFError", message: `${base}/models/empty.gguf${said}` });
+  assert.deepEqual(value.whole, value.url);
+  assert.deepEqual(errors, []);
+});
+
+test("load(): an option of the wrong name or kind (a misspelt threads, contextSize -5, cache \"yes\", warmup \"no\") rejects naming it, as loadModel refuses it in Node, nothing sent; the model loaded before stays", { skip }, async () => {
+  const BAD_LOADS: object[] = [{ threds: 1 }, { contextSize: -5 }, { contextSize: 1.5 }, { threads: "4" }, { warmup: "no" }, { cache: "yes" }, { simd: "fast" }, { onProgress: 1 }];
+  type Refusal = { name: string; message: string; option?: string };
+  const { value, errors } = await inPage<{ refused: Refusal[]; sent: number; after: number[] }>(`
+${LOADED_ENGINE_COUNTING_SENDS}
+    const refused = [];
+    for (const o of ${JSON.stringify(BAD_LOADS)}) {
+      refused.push(await engine.load("/models/stories260K.gguf", { ...o }).then(() => ({ name: "resolved" }), (e) => ({ name: e.name, message: e.message, option: e.option })));
+    }
+    const refusedSent = sent;
+    const after = await engine.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+    engine.terminate();
+    return { refused, sent: refusedSent, after: after.completionTokens };`);
+  assert.deepEqual(value.refused.map((r) => r.message), [
+    "load: unknown option \"threds\" (did you mean threads?); the options are backend, threads, simd, memoryLimitBytes, assetsUrl, contextSize, kvCacheBytes, maxSequences, wholeFile, cache, warmup, onProgress, signal",
+    "load: contextSize: expected a positive integer, got -5",
+    "load: contextSize: expected a positive integer, got 1.5",
+    "load: threads: expected a positive integer, got \"4\"",
+    "load: warmup: expected true or false, got \"no\"",
+    "load: cache: expected true, false or \"revalidate\", got \"yes\"",
+    "load: simd: expected \"auto\", \"plain\" or \"relaxed\", got \"fast\"",
+    "load: onProgress: expected a function (progress) => void, got 1",
+  ]);
+  assert.deepEqual(value.refused.map((r) => [r.name, r.option]), ["threds", "contextSize", "contextSize", "threads", "warmup", "cache", "simd", "onProgress"].map((o) => ["OptionError", o]));
+  // Node's loadModel refuses the options the two share, naming the same option
+  for (const o of BAD_LOADS.slice(0, 5)) {
+    await assert.rejects(loadModel(sharedFile(MODEL)!, o as never), (e: unknown) => e instanceof OptionError && e.option === Object.keys(o)[0], JSON.stringify(o));
+  }
+  assert.equal(value.sent, 0, "nothing was posted for a refused load");
+  assert.deepEqual(value.after, golden());
+  assert.deepEqual(errors, []);
+});

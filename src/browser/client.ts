@@ -10,6 +10,7 @@ import { resolveSamplingOptions } from "../sampling/index.js";
 import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import { rebuiltError } from "./errors.js";
+import { checkBrowserLoadOptions } from "./load-options.js";
 import type { CachedModel, ForwardTiming, LoadedModel, LoadProgress, Reply, Request, WorkerChatOptions, WorkerGenerateOptions } from "./protocol.js";
 import { baseHref, need, type WebWorker } from "../platform/web.js";
 
@@ -192,6 +193,12 @@ export class TsllmWorker {
    * cancels it: the promise rejects with an AbortError and no model is loaded.
    */
   load(source: BrowserModelSource | URL | Response, options: BrowserLoadOptions = {}): Promise<LoadedModel> {
+    // an option of the wrong name or kind rejects here, with nothing sent and the model loaded before kept
+    try {
+      checkBrowserLoadOptions(options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     // a fetch() Response cannot be posted to the worker (it was "Response object could not be cloned"): its body, as a File named by its URL
     if (isResponse(source)) return responseFile(source).then((file) => this.load(file, options));
     const s = typeof source === "string" || source instanceof URL ? absolute(source) : source;
@@ -219,11 +226,18 @@ export class TsllmWorker {
     return this.call<number>({ op: "deleteCachedModels" }).done;
   }
 
+  /** The model's token ids for `text`; text that is no string rejects naming it, with nothing sent (it was the worker's "text.replace is not a function"). */
   tokenize(text: string, addSpecialTokens = true): Promise<number[]> {
+    if (typeof text !== "string") return Promise.reject(new OptionError(`tokenize: text: expected a string, got ${shownValue(text)}`, "text"));
+    if (typeof addSpecialTokens !== "boolean") return Promise.reject(new OptionError(`tokenize: addSpecialTokens: expected a boolean, got ${shownValue(addSpecialTokens)}`, "addSpecialTokens"));
     return this.call<number[]>({ op: "tokenize", text, addSpecialTokens }).done;
   }
 
+  /** The text of token ids; a value that is no array rejects naming it, with nothing sent (a string was spread into its characters: "token id a is outside the vocabulary"). */
   detokenize(tokens: readonly number[]): Promise<string> {
+    if (!Array.isArray(tokens) && !(ArrayBuffer.isView(tokens) && !(tokens instanceof DataView))) {
+      return Promise.reject(new OptionError(`detokenize: tokens: expected an array of token ids, got ${shownValue(tokens)}`, "tokens"));
+    }
     return this.call<string>({ op: "detokenize", tokens: [...tokens] }).done;
   }
 

@@ -15,6 +15,7 @@ import type { RandomAccessFile } from "../platform/host.js";
 import { tokenizerFromGGUF } from "../tokenizer/gguf.js";
 import { createBrowserBackend, type BrowserBackendName, type BrowserBackendOptions } from "./backends.js";
 import { abortError, blobFile } from "./files.js";
+import { checkBrowserLoadOptions } from "./load-options.js";
 import { openModelUrl, type LoadProgress } from "./model-cache.js";
 
 export interface BrowserLoadOptions extends BrowserBackendOptions {
@@ -117,6 +118,7 @@ export async function loadBrowserModel(source: BrowserModelSource, options: Brow
 /** loadBrowserModel, saying where the file came from */
 export async function loadBrowserModelFrom(from: BrowserModelSource, options: BrowserLoadOptions = {}): Promise<BrowserLoad> {
   const t0 = performance.now();
+  checkBrowserLoadOptions(options);
   const source = modelSource(from);
   try {
     return await loadOnce(source, options, t0);

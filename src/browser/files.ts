@@ -112,6 +112,12 @@ export interface UrlFileOptions {
 export async function openUrl(url: string, options: UrlFileOptions = {}): Promise<RandomAccessFile> {
   const signal = options.signal;
   const response = await fetchNamed(url, options.wholeFile ? { signal } : { headers: { Range: "bytes=0-0" }, signal });
+  // an empty file has no byte 0: its server answers 416 with "Content-Range: bytes */0" (RFC 9110 14.4, 15.5.17); read as
+  // the empty file it is, so that the GGUF reader names it as for a cached copy or a Blob (it was "HTTP 416 Range Not Satisfiable")
+  if (response.status === 416 && !options.wholeFile && /^(bytes\s*\*\/0)?$/i.test(response.headers.get("content-range")?.trim() ?? "")) {
+    await response.body?.cancel();
+    return memoryFile(new Uint8Array(0));
+  }
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status} ${response.statusText}`.trimEnd());
   const size = response.status === 206 ? totalOf(response.headers.get("content-range")) : undefined;
   if (size === undefined) {
