@@ -304,6 +304,49 @@ test("stories260K: beam search and speculative decoding run as engine strategies
   }
 });
 
+test("stories260K: the draft passes of concurrent speculative requests drafting with one model run batched, each request's tokens and acceptance as alone", { skip }, async () => {
+  const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
+  // the draft model's passes counted as the engine calls them
+  const lm = draftModel.languageModel;
+  let passes = 0;
+  const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
+  lm.forwardAsync = (tokens, cache, options) => {
+    passes++;
+    return forwardAsync(tokens, cache, options);
+  };
+  lm.forwardBatchAsync = (seqs) => {
+    passes++;
+    return forwardBatchAsync(seqs);
+  };
+  const jobs: { prompt: string; options: GenerateOptions }[] = [
+    { prompt: "Once upon a time", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 4 } },
+    { prompt: "Lily and Ben", options: { temperature: 0.8, seed: 5, maxTokens: 40, draftModel, draftTokens: 3 } },
+    { prompt: "The little dog", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 5 } },
+    { prompt: "One day", options: { temperature: 0.9, seed: 2, maxTokens: 40, draftModel, draftTokens: 4 } },
+  ];
+  try {
+    const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
+    const alone = passes;
+    passes = 0;
+    const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+    try {
+      const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
+      got.forEach((r, i) => {
+        assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);
+        assert.deepEqual(r.speculative, solo[i]!.speculative, `job ${i}: the same rounds, proposals and acceptance`);
+      });
+      // each request alone made its own passes; together, a step's proposals share them (one per
+      // draft position of the longest): fewer than half (before: every request's own, as alone)
+      assert.ok(passes * 2 < alone, `${passes} draft passes together, ${alone} alone`);
+      assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    draftModel.dispose();
+  }
+});
+
 test("stories260K: a reader that stops reading holds its request back (bounded backlog); reading again resumes it, tokens unchanged", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 400, ignoreEos: true };
   const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Once upon a time", options }], { backend: "wasm" });

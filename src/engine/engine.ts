@@ -1,7 +1,7 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
-import { createStopMatcher, Sequence, tokenLogprobs, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -10,9 +10,9 @@ import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
 import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
-import { executeStep, queuedPasses, TimeSlicer } from "./runner.js";
+import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
-import type { SequenceLogits, Strategy } from "./strategy.js";
+import type { DraftRound, SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
 import { SpeculativeStrategy } from "./strategies/speculative.js";
@@ -394,28 +394,89 @@ export class Engine {
       const vocab = this.model.info.vocabSize;
       if (chunk.start + chunk.tokens.length === chunk.request.params.promptTokens.length) list.push({ seq: chunk.sequence, logits: rows.subarray(rows.length - vocab) });
     });
+    const rounds = new Map<EngineRequest, DraftRound>();
+    const failed = new Map<EngineRequest, unknown>();
     for (const [request, got] of results) {
-      if (got.length > 0) {
-        try {
-          let pending: void | Promise<void>;
-          if (!request.prefilled) {
-            request.markPrefilled();
-            this.cachedPromptTokens += request.cachedPromptTokens;
-            this.prefilledPromptTokens += request.params.promptTokens.length;
-            pending = request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
-          } else {
-            pending = request.strategy.step(request, got, s);
-          }
-          // only a strategy that runs passes of its own (a draft model) returns a promise
-          if (pending) await pending;
-        } catch (e) {
-          // a strategy that throws (a non-finite logit, a draft model that failed) fails its own request, not the others of the step
-          this.end(request, explainStepError(e, this.options.source));
-          continue;
+      if (got.length === 0) continue;
+      try {
+        if (!request.prefilled) {
+          request.markPrefilled();
+          this.cachedPromptTokens += request.cachedPromptTokens;
+          this.prefilledPromptTokens += request.params.promptTokens.length;
+          request.strategy.start(request, got[0]!.seq, got[0]!.logits, s);
+        } else {
+          request.strategy.step(request, got, s);
         }
+        // (a strategy drafting with a draft model leaves passes to run)
+        const round = request.strategy.drafting?.();
+        if (round) rounds.set(request, round);
+      } catch (e) {
+        failed.set(request, e);
+      }
+    }
+    if (rounds.size > 0) await this.draft(rounds, failed);
+    for (const request of results.keys()) {
+      // a strategy that throws (a non-finite logit, a draft model that failed) fails its own request, not the others of the step
+      if (failed.has(request)) {
+        this.end(request, explainStepError(failed.get(request), this.options.source));
+        continue;
       }
       for (const seq of request.sequences) s.cacheFullBlocks(seq);
       if (request.strategy.done) this.end(request);
+    }
+  }
+
+  /**
+   * Runs the step's draft rounds in lockstep: each time, the next pass of every round drafting
+   * with the same model as ONE batched pass (each sequence's rows computed as in a pass of its
+   * own), then the next, until every proposal is drafted. A batched pass that fails is run again
+   * one round at a time, so only the rounds whose own pass fails fail (into `failed`).
+   */
+  private async draft(rounds: ReadonlyMap<EngineRequest, DraftRound>, failed: Map<EngineRequest, unknown>): Promise<void> {
+    type Live = { request: EngineRequest; round: DraftRound; pass: DraftPass };
+    let live: Live[] = [];
+    /** the round's next pass, or its end (finished); false when it threw */
+    const advance = (request: EngineRequest, round: DraftRound, logits?: Float32Array): void => {
+      try {
+        const r = logits === undefined ? round.passes.next() : round.passes.next(logits);
+        if (!r.done) return void live.push({ request, round, pass: r.value });
+        round.finish();
+      } catch (e) {
+        failed.set(request, e);
+      }
+    };
+    for (const [request, round] of rounds) advance(request, round);
+    while (live.length > 0) {
+      const groups = new Map<LanguageModel, Live[]>();
+      for (const l of live) {
+        const group = groups.get(l.round.model);
+        if (group) group.push(l);
+        else groups.set(l.round.model, [l]);
+      }
+      live = [];
+      for (const [model, group] of groups) {
+        let logits: (Float32Array | undefined)[];
+        try {
+          logits = await exclusive(model, () => model.forwardBatchAsync(group.map((l) => ({ tokens: l.pass.tokens, cache: l.pass.cache }))));
+        } catch (e) {
+          if (group.length === 1) {
+            failed.set(group[0]!.request, e);
+            continue;
+          }
+          logits = [];
+          for (const l of group) {
+            try {
+              logits.push(await exclusive(model, () => model.forwardAsync(l.pass.tokens, l.pass.cache)));
+            } catch (e) {
+              logits.push(undefined);
+              failed.set(l.request, e);
+            }
+          }
+        }
+        group.forEach((l, i) => {
+          if (logits[i]) advance(l.request, l.round, logits[i]);
+        });
+      }
     }
   }
 
@@ -491,7 +552,7 @@ export class Engine {
             maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
-        }, draftTokens, room, makeSequence, draftPoolBlocks);
+        }, draftTokens, room, makeSequence, draftPoolBlocks, draft);
       }
     }
   }

@@ -1,4 +1,5 @@
-import type { EndToken, FinishDetail, FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { DraftPass, EndToken, FinishDetail, FinishReason, GenerationResult, GenerationStep, TokenLogprob } from "../generation/index.js";
+import type { LanguageModel } from "../models/index.js";
 import type { RunningSequence } from "./running-sequence.js";
 
 export interface ChoiceOutcome {
@@ -71,14 +72,15 @@ export interface Strategy {
   outsideBlocks?(): number;
   /** its request was preempted: give back the rows it holds outside the pool (they are computed again from its tokens) */
   preempted?(): void;
-  /**
-   * the prompt is computed (`first` holds it): its last logits. start and step may return a
-   * promise (speculative decoding awaits its draft model's passes, which a GPU reads
-   * asynchronously); the engine awaits it before it schedules the next step
-   */
-  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void | Promise<void>;
+  /** the prompt is computed (`first` holds it): its last logits */
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void;
   /** this step's logits for every sequence of the request that had pending tokens */
-  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void | Promise<void>;
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void;
+  /**
+   * the draft-model passes its last start or step left to run (speculative decoding's proposal),
+   * once: the engine runs them before it schedules the next step
+   */
+  drafting?(): DraftRound | undefined;
   /** the request was aborted: end every choice, emitting what is held back */
   abort(request: StrategyRequest): void;
   /** the request has left the engine, however it ended: give back what the strategy holds outside the pool (a draft model's cache) */
@@ -87,4 +89,19 @@ export interface Strategy {
   readonly done: boolean;
   /** the choices (choice 0 first) and the strategy's extras, for the outcome */
   outcome(now: number): { choices: ChoiceOutcome[]; extra: Pick<GenerationResult, "beams" | "speculative"> };
+}
+
+/**
+ * The passes of a draft model a request's start or step needs before its next step (a speculative
+ * proposal). The engine runs them in lockstep with the other requests' rounds of the step: the
+ * passes of every request drafting with the same model as one batched pass (each sequence's rows
+ * computed as alone), then `finish`.
+ */
+export interface DraftRound {
+  /** the model the passes run on: requests drafting with the same one batch their passes */
+  readonly model: LanguageModel;
+  /** yields each pass and takes its last logits; returns once the proposal is drafted */
+  readonly passes: Generator<DraftPass, void, Float32Array>;
+  /** the proposal is drafted: the request's sequence takes the tokens to verify next */
+  finish(): void;
 }

@@ -9,4 +9,4 @@ export { createStopMatcher, validateStopStrings, type StopMatcher } from "./stop
 export { computeTimings, formatTimings, type Timings } from "./timings.js";
 export { timeGreedyForward, warmUpForward, type ForwardTiming } from "./forward-timing.js";
 export { BeamSearch, beamSearch, validateBeamOptions, type BeamExtension, type BeamSearchOptions, type BeamSequence } from "./beam.js";
-export { SpeculativeDecoder, speculativeGreedy, speculativePositions, validateSpeculative, type SpeculativeOptions, type SpeculativeSampling, type SpeculativeStats } from "./speculative.js";
+export { SpeculativeDecoder, speculativeGreedy, speculativePositions, validateSpeculative, type DraftPass, type SpeculativeOptions, type SpeculativeSampling, type SpeculativeStats } from "./speculative.js";

@@ -55,6 +55,12 @@ export interface TokenMask {
   fork(): TokenMask;
 }
 
+/** one pass of a draft model a proposal needs: `tokens` through `cache`, the last one's logits wanted */
+export interface DraftPass {
+  readonly tokens: number[];
+  readonly cache: KVCache;
+}
+
 export interface SpeculativeOptions {
   maxTokens: number;
   /** tokens proposed per round (default 8 with a draft model, 10 with prompt lookup) */
@@ -275,6 +281,16 @@ export class SpeculativeDecoder {
 
   /** drafts this round's proposal (a draft model's passes are awaited: any backend) */
   async propose(): Promise<void> {
+    const drafting = this.drafting();
+    for (let r = drafting.next(); !r.done; ) r = drafting.next(await this.o.draft!.forwardAsync(r.value.tokens, r.value.cache));
+  }
+
+  /**
+   * drafts this round's proposal, yielding each pass of the draft model it needs (tokens through
+   * the draft's cache) and taking that pass's last logits back: whoever runs it may run the passes
+   * of several decoders as one batch (the engine does). Prompt lookup yields none
+   */
+  *drafting(): Generator<DraftPass, void, Float32Array> {
     const sp = this.o.sampling, V = this.vocabSize, seq = this.seq;
     const room = Math.min(this.k, this.o.maxTokens - this.out.length);
     this.qs = [];
@@ -282,7 +298,7 @@ export class SpeculativeDecoder {
     const parse = this.o.constraint?.fork();
     if (this.o.draft && this.dCache) {
       const proposal: number[] = [];
-      let dl = await this.o.draft.forwardAsync(seq.slice(this.dCache.length), this.dCache);
+      let dl = yield { tokens: seq.slice(this.dCache.length), cache: this.dCache };
       for (let i = 0; i < room; i++) {
         if (parse && !parse.mask(dl)) break;
         let t: number;
@@ -297,7 +313,7 @@ export class SpeculativeDecoder {
         // past an end token nothing more is worth proposing
         if (this.o.endIds.has(t)) break;
         parse?.accept(t);
-        if (i + 1 < room) dl = await this.o.draft.forwardAsync([t], this.dCache);
+        if (i + 1 < room) dl = yield { tokens: [t], cache: this.dCache };
       }
       this.proposal = proposal;
     } else {

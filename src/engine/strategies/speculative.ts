@@ -1,6 +1,7 @@
 import { SpeculativeDecoder, speculativePositions, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
 import type { RunningSequence } from "../running-sequence.js";
-import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
+import type { LanguageModel } from "../../models/index.js";
+import type { DraftRound, SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
 
 /**
@@ -16,6 +17,8 @@ export class SpeculativeStrategy implements Strategy {
   private output: Sequence | undefined;
   private seq: RunningSequence | undefined;
   private pending: GenerationStep[] = [];
+  /** the draft model's passes the last round left for the engine to run */
+  private next: DraftRound | undefined;
 
   constructor(
     private readonly vocabSize: number,
@@ -32,6 +35,8 @@ export class SpeculativeStrategy implements Strategy {
      * the draft model's pool, but it counts against the same budget
      */
     private readonly draftPoolBlocks?: (positions: number) => number,
+    /** the draft model its proposals' passes run on (the engine batches them with other requests'); undefined: prompt lookup */
+    private readonly draftModel?: LanguageModel,
   ) {}
 
   /**
@@ -72,7 +77,7 @@ export class SpeculativeStrategy implements Strategy {
     return this.output?.done ?? false;
   }
 
-  async start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): Promise<void> {
+  start(request: StrategyRequest, first: RunningSequence, logits: Float32Array, host: StrategyHost): void {
     const out = (this.output = this.makeSequence(0));
     this.seq = first;
     this.decoder = new SpeculativeDecoder(this.vocabSize, this.promptTokens, {
@@ -84,14 +89,20 @@ export class SpeculativeStrategy implements Strategy {
       },
     });
     this.decoder.first(logits);
-    await this.round(request, host);
+    this.round(request, host);
   }
 
-  async step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): Promise<void> {
+  step(request: StrategyRequest, results: readonly SequenceLogits[], host: StrategyHost): void {
     const decoder = this.decoder!, seq = this.seq!;
     decoder.verify(results[0]!.logits);
     seq.cache.truncate(decoder.keptPositions());
-    await this.round(request, host);
+    this.round(request, host);
+  }
+
+  drafting(): DraftRound | undefined {
+    const round = this.next;
+    this.next = undefined;
+    return round;
   }
 
   abort(request: StrategyRequest): void {
@@ -104,8 +115,11 @@ export class SpeculativeStrategy implements Strategy {
     return { choices: [choiceOutcome(this.output, now, false)], extra: this.decoder ? { speculative: this.decoder.result().stats } : {} };
   }
 
-  /** emits what the last round accepted; ends, or drafts the next round for the engine to verify */
-  private async round(request: StrategyRequest, host: StrategyHost): Promise<void> {
+  /**
+   * emits what the last round accepted; ends, or drafts the next round for the engine to verify:
+   * by prompt lookup at once, with a draft model in passes the engine runs (drafting)
+   */
+  private round(request: StrategyRequest, host: StrategyHost): void {
     const decoder = this.decoder!, out = this.output!, seq = this.seq!;
     if (decoder.ended && !out.done) this.pending.push(...out.finish(decoder.finishReason));
     request.emit(0, this.pending, out.finishReason);
@@ -115,8 +129,14 @@ export class SpeculativeStrategy implements Strategy {
       host.retire(request, seq);
       return;
     }
-    await decoder.propose();
-    seq.tokens = [...decoder.seq.slice(0, -1), ...decoder.verifyTokens()];
-    seq.allLogits = true;
+    const passes = decoder.drafting();
+    const finish = () => {
+      seq.tokens = [...decoder.seq.slice(0, -1), ...decoder.verifyTokens()];
+      seq.allLogits = true;
+    };
+    if (this.draftModel) return void (this.next = { model: this.draftModel, passes, finish });
+    // (prompt lookup: no pass)
+    if (!passes.next().done) throw new Error("prompt lookup drafted with a model pass");
+    finish();
   }
 }
