@@ -166,7 +166,7 @@ test("encodeAsync lets the event loop turn while it normalizes a long section wi
 
 test("long sections with no space or newline normalized in chunks give @huggingface/tokenizers' ids", { skip: skipWithoutShared("text/hongloumeng-300k.txt") }, async () => {
   // the library (libraryOnly) encodes each text whole; tsllm a chunk of 64 characters at a time
-  const texts = [unbrokenChinese(20_000), ADVERSARIAL.map((t) => t.replace(/[ \n]/g, "")).join("").repeat(40), "Ab1\u00e9\u0301\u03a3".repeat(3000)];
+  const texts = [unbrokenChinese(20_000), ADVERSARIAL.map((t) => t.replace(/[ \n]/g, "")).join("").repeat(40), "Ab1\u00e9\u0301\u03a3".repeat(3000), "Ab,c\u0301\u00e9-x".repeat(3000)];
   const names = ["bert-chinese-base", "bert-uncased-sst", "gpt2-nfkc", "gpt2-bert-all", "gpt2-nfd-replace-pair", "gpt2-nfkc-lowercase-replace"];
   let compared = 0;
   for (const [name, dir] of tokenizers.filter(([n]) => names.includes(n))) {
@@ -178,4 +178,19 @@ test("long sections with no space or newline normalized in chunks give @huggingf
     }
   }
   assert.equal(compared, names.length * texts.length);
+});
+
+test("encodeAsync splits and encodes a megabyte-long run between white space across slices (BertPreTokenizer + WordPiece)", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst") }, async () => {
+  // normalized whole (chunk size Infinity), so that the turns counted are the word's: before, the
+  // run's punctuation split and WordPiece went in one step (the event loop turned once or twice)
+  const tok = await tokenizerFromFolder(folders.get("bert-uncased-sst")!);
+  for (const text of ["Ab,c\u0301\u00e9-x".repeat(125_000), "a1-".repeat(300_000)]) {
+    let turns = 0, done = false;
+    const turn = () => { turns++; if (!done) setImmediate(turn); };
+    setImmediate(turn);
+    const ids = await chunked(tok, text, Infinity, { parseSpecial: false });
+    done = true;
+    assert.deepEqual(ids, tok.encode(text, { parseSpecial: false }));
+    assert.ok(turns >= 10, `${JSON.stringify(text.slice(0, 8))}: the event loop turned ${turns} times`);
+  }
 });

@@ -428,7 +428,14 @@ export class HFFastEncoder implements WordEncoder {
 
   longWord(word: string): LongWordSteps | undefined {
     const model = this.model;
-    return model.kind === "bpe" ? model.bpe.mergeInSteps(word, (text) => bpeSymbols(model, text)) : undefined;
+    if (model.kind === "bpe") return model.bpe.mergeInSteps(word, (text) => bpeSymbols(model, text));
+    // a megabyte between white space (a run of words and punctuation): split and encoded across slices
+    let at = 0, start = 0;
+    return (budget, out) => {
+      at = bertPunctSplit(word, at, start, Math.min(word.length, at + Math.max(1, budget)), model, out);
+      if (at < 0) { start = ~at; at = start; return false; }
+      return true;
+    };
   }
 
   encodeWord(word: string, out: number[]): void {
@@ -437,20 +444,30 @@ export class HFFastEncoder implements WordEncoder {
       model.bpe.encodeWord(bpeSymbols(model, word), out);
       return;
     }
-    // BertPreTokenizer: each punctuation character alone, the runs between them WordPiece words
-    let start = 0;
-    for (let i = 0; i < word.length;) {
-      const cp = word.codePointAt(i)!;
-      const width = cp > 0xffff ? 2 : 1;
-      if (isBertPunct(cp, cp < 0x80 ? "" : word.slice(i, i + width))) {
-        if (i > start) wordPieceEncode(word.slice(start, i), model.vocab, model.options, out);
-        wordPieceEncode(word.slice(i, i + width), model.vocab, model.options, out);
-        start = i + width;
-      }
-      i += width;
-    }
-    if (start < word.length) wordPieceEncode(start === 0 ? word : word.slice(start), model.vocab, model.options, out);
+    bertPunctSplit(word, 0, 0, word.length, model, out);
   }
+}
+
+/**
+ * BertPreTokenizer over a word between white space, from `at` (the run being read started at
+ * `start`) to about `stop`: each punctuation character alone, the runs between them WordPiece
+ * words. Reaching the end: the word's length; stopping first (after a punctuation character past
+ * `stop`): ~ the start of the run it stopped in.
+ */
+function bertPunctSplit(word: string, at: number, start: number, stop: number, model: { readonly vocab: TokenIds; readonly options: WordPieceOptions }, out: number[]): number {
+  for (let i = at; i < word.length;) {
+    const cp = word.codePointAt(i)!;
+    const width = cp > 0xffff ? 2 : 1;
+    if (isBertPunct(cp, cp < 0x80 ? "" : word.slice(i, i + width))) {
+      if (i > start) wordPieceEncode(word.slice(start, i), model.vocab, model.options, out);
+      wordPieceEncode(word.slice(i, i + width), model.vocab, model.options, out);
+      start = i + width;
+      if (start >= stop && start < word.length) return ~start;
+    }
+    i += width;
+  }
+  if (start < word.length) wordPieceEncode(start === 0 ? word : word.slice(start), model.vocab, model.options, out);
+  return word.length;
 }
 
 /** a word as its BPE model's symbols: the byte-level alphabet, or "▁" for spaces */
