@@ -13,38 +13,12 @@ import { defaultContextSize, Model } from "../llm.js";
 import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
 import { tokenizerFromGGUF } from "../tokenizer/gguf.js";
-import { createBrowserBackend, type BrowserBackendName, type BrowserBackendOptions } from "./backends.js";
+import { createBrowserBackend } from "./backends.js";
 import { abortError, blobFile } from "./files.js";
-import { checkBrowserLoadOptions } from "./load-options.js";
-import { openModelUrl, type LoadProgress } from "./model-cache.js";
+import { checkBrowserLoadOptions, type BrowserLoadOptions } from "./load-options.js";
+import { openModelUrl } from "./model-cache.js";
 
-export interface BrowserLoadOptions extends BrowserBackendOptions {
-  /** compute backend (default "wasm") */
-  backend?: BrowserBackendName;
-  /** tokens the KV cache holds (default: the trained context, at most 4096) */
-  contextSize?: number;
-  /** bytes of KV cache for all generations (default: as the library's, from navigator.deviceMemory) */
-  kvCacheBytes?: number;
-  /** generations decoded together at most (default 4) */
-  maxSequences?: number;
-  /** without the cache: fetch a URL's whole file instead of reading it with Range requests */
-  wholeFile?: boolean;
-  /**
-   * a URL's file is kept in the Cache API and read from there on the next load, with no request
-   * (default true); "revalidate": ask the server first (one Range request for byte 0) and download
-   * again when the ETag, Last-Modified or size changed; false: no cache, HTTP Range reads
-   */
-  cache?: boolean | "revalidate";
-  /**
-   * a throwaway two-token prompt and decode step at load, so that the kernels and the JavaScript
-   * around them are compiled before the first prompt (default true; false: that prompt pays it)
-   */
-  warmup?: boolean;
-  /** called as the file downloads (into the cache) and as the weights are read: bytes so far and in all */
-  onProgress?: (progress: LoadProgress) => void;
-  /** cancels the load (a download stops at once; reading the weights is synchronous, so it stops after them): an AbortError */
-  signal?: AbortSignal;
-}
+export type { BrowserLoadOptions } from "./load-options.js";
 
 /** a loaded model and where its file came from */
 export interface BrowserLoad {

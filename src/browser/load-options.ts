@@ -7,7 +7,36 @@
  * `backend`, `kvCacheBytes` and `maxSequences` are refused where they are used, as in Node.
  */
 import { checkFlags, checkOptionKeys, OptionError, shownValue } from "../units/index.js";
-import type { BrowserLoadOptions } from "./engine.js";
+import type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";
+import type { LoadProgress } from "./model-cache.js";
+
+export interface BrowserLoadOptions extends BrowserBackendOptions {
+  /** compute backend (default "wasm") */
+  backend?: BrowserBackendName;
+  /** tokens the KV cache holds (default: the trained context, at most 4096) */
+  contextSize?: number;
+  /** bytes of KV cache for all generations (default: as the library's, from navigator.deviceMemory) */
+  kvCacheBytes?: number;
+  /** generations decoded together at most (default 4) */
+  maxSequences?: number;
+  /** without the cache: fetch a URL's whole file instead of reading it with Range requests */
+  wholeFile?: boolean;
+  /**
+   * a URL's file is kept in the Cache API and read from there on the next load, with no request
+   * (default true); "revalidate": ask the server first (one Range request for byte 0) and download
+   * again when the ETag, Last-Modified or size changed; false: no cache, HTTP Range reads
+   */
+  cache?: boolean | "revalidate";
+  /**
+   * a throwaway two-token prompt and decode step at load, so that the kernels and the JavaScript
+   * around them are compiled before the first prompt (default true; false: that prompt pays it)
+   */
+  warmup?: boolean;
+  /** called as the file downloads (into the cache) and as the weights are read: bytes so far and in all */
+  onProgress?: (progress: LoadProgress) => void;
+  /** cancels the load (a download stops at once; reading the weights is synchronous, so it stops after them): an AbortError */
+  signal?: AbortSignal;
+}
 
 /** every BrowserLoadOptions key (a record of them, so that a new option fails the type check until it is listed) */
 const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
