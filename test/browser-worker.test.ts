@@ -35,6 +35,16 @@ after(async () => {
   rmSync(modelsDir, { recursive: true, force: true });
 });
 
+/** "no throw" when `call` returns, else what `refusal` reads from the error it throws */
+function refusalOf<R>(call: () => unknown, refusal: (e: unknown) => R): R | "no throw" {
+  try {
+    call();
+    return "no throw";
+  } catch (e) {
+    return refusal(e);
+  }
+}
+
 /** llama.cpp's first 4 greedy tokens after "Once upon a time" */
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 4);
 
@@ -120,14 +130,7 @@ const BAD_OPTIONS: object[] = [
 
 /** what Node's model throws at each call (its message), or "no throw" */
 function thrownBy(calls: (() => unknown)[]): string[] {
-  return calls.map((call) => {
-    try {
-      call();
-      return "no throw";
-    } catch (e) {
-      return (e as Error).message;
-    }
-  });
+  return calls.map((call) => refusalOf(call, (e) => (e as Error).message));
 }
 
 test("stream() and streamChat() refuse a value that is wrong whatever the model at the call with Node's message, nothing sent to the worker; a token id outside the vocabulary throws at stream()'s call (with the model's limits from its load) and rejects generate with Node's error: message, name and option", { skip }, async () => {
@@ -286,14 +289,7 @@ ${LOADED_ENGINE_COUNTING_SENDS}
       const { name, message, option } = e as Error & { option?: string };
       return { name, message, option, classes: Object.entries({ OptionError, RequestError }).filter(([, c]) => e instanceof c).map(([n]) => n) };
     };
-    const thrown = (call: () => unknown): Refusal => {
-      try {
-        call();
-        return "no throw";
-      } catch (e) {
-        return refusal(e);
-      }
-    };
+    const thrown = (call: () => unknown): Refusal => refusalOf(call, refusal);
     const node = BAD_CONSTRAINTS.map(([prompt, o]) => thrown(() => model.stream(prompt, o)));
     assert.ok(!node.includes("no throw"), `Node refuses each at the call: ${JSON.stringify(node)}`);
     // (before, each went to the worker: the stream's first next() rejected)
@@ -345,15 +341,10 @@ ${LOADED_ENGINE_COUNTING_SENDS}
     return { stream, chat, sent: refusedSent, whileLoading, afterLoad };`);
   const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, contextSize: 256, maxSequences: 4 });
   try {
-    const thrown = (call: () => unknown): Refusal => {
-      try {
-        call();
-        return "no throw";
-      } catch (e) {
-        const { name, message, option } = e as Error & { option?: string };
-        return { name, message, option, classes: Object.entries({ OptionError, RequestError, NoChatTemplateError }).filter(([, c]) => e instanceof c).map(([n]) => n) };
-      }
-    };
+    const thrown = (call: () => unknown): Refusal => refusalOf(call, (e) => {
+      const { name, message, option } = e as Error & { option?: string };
+      return { name, message, option, classes: Object.entries({ OptionError, RequestError, NoChatTemplateError }).filter(([, c]) => e instanceof c).map(([n]) => n) };
+    });
     const node = OVER_LIMITS.map(([prompt, o]) => thrown(() => model.stream(prompt, o)));
     assert.ok(!node.includes("no throw"), `Node refuses each at the call: ${JSON.stringify(node)}`);
     // (before, each went to the worker and rejected the stream's first next())
@@ -680,14 +671,7 @@ test("a text prompt past the context or past the KV cache: stream() cannot know 
     const { name, message, option, code } = e as RequestError;
     return { name, message, option, code };
   };
-  const thrown = (call: () => unknown): Refusal => {
-    try {
-      call();
-      return "no throw";
-    } catch (e) {
-      return refusal(e);
-    }
-  };
+  const thrown = (call: () => unknown): Refusal => refusalOf(call, refusal);
   const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, contextSize: 256 });
   const small = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1, kvCacheBytes: 65536 });
   try {

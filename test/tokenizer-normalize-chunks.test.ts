@@ -118,20 +118,22 @@ test("a long section that normalizes to an added token is that token, normalized
   }
 });
 
+/** the ids of `text` encoded `chars` characters at a time, and how often the event loop turned meanwhile */
+async function idsAndTurns(tok: HFTokenizer, text: string, chars: number): Promise<[number[], number]> {
+  let turns = 0, done = false;
+  const turn = () => { turns++; if (!done) setImmediate(turn); };
+  setImmediate(turn);
+  const ids = await chunked(tok, text, chars);
+  done = true;
+  return [ids, turns];
+}
+
 test("encodeAsync lets the event loop turn while it normalizes a long section (BertNormalizer)", { skip: skipWithoutShared("hf-oracle/bert-uncased-sst") }, async () => {
   // 1M characters that clean_text turns into 1000 spaces: no words, the normalizing is the work
   const text = `${"\u0001".repeat(999)} `.repeat(1000);
   const tok = await tokenizerFromFolder(folders.get("bert-uncased-sst")!);
-  const turnsWith = async (chars: number): Promise<[number[], number]> => {
-    let turns = 0, done = false;
-    const turn = () => { turns++; if (!done) setImmediate(turn); };
-    setImmediate(turn);
-    const ids = await chunked(tok, text, chars);
-    done = true;
-    return [ids, turns];
-  };
-  const [wholeIds, wholeTurns] = await turnsWith(Infinity); // the section normalized in one go: only the special-token scan turns
-  const [ids, turns] = await turnsWith(normalizeChunk.chars);
+  const [wholeIds, wholeTurns] = await idsAndTurns(tok, text, Infinity); // the section normalized in one go: only the special-token scan turns
+  const [ids, turns] = await idsAndTurns(tok, text, normalizeChunk.chars);
   assert.deepEqual(ids, tok.encode(text));
   assert.deepEqual(wholeIds, ids);
   assert.ok(turns >= wholeTurns + 10, `${turns} turns normalizing in chunks, ${wholeTurns} normalizing whole`);
@@ -148,16 +150,8 @@ test("encodeAsync lets the event loop turn while it normalizes a long section wi
   // letters and digits: before, each was normalized in one go (no " " or "\n" to cut before)
   const tok = await tokenizerFromFolder(folders.get("bert-chinese-base")!);
   for (const text of [unbrokenChinese(1_000_000), "a1b2c3d4".repeat(125_000)]) {
-    const turnsWith = async (chars: number): Promise<[number[], number]> => {
-      let turns = 0, done = false;
-      const turn = () => { turns++; if (!done) setImmediate(turn); };
-      setImmediate(turn);
-      const ids = await chunked(tok, text, chars);
-      done = true;
-      return [ids, turns];
-    };
-    const [wholeIds, wholeTurns] = await turnsWith(Infinity);
-    const [ids, turns] = await turnsWith(normalizeChunk.chars);
+    const [wholeIds, wholeTurns] = await idsAndTurns(tok, text, Infinity);
+    const [ids, turns] = await idsAndTurns(tok, text, normalizeChunk.chars);
     assert.deepEqual(ids, tok.encode(text));
     assert.deepEqual(wholeIds, ids);
     assert.ok(turns >= wholeTurns + 10, `${JSON.stringify(text.slice(0, 8))}: ${turns} turns normalizing in chunks, ${wholeTurns} normalizing whole`);
