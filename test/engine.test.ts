@@ -304,6 +304,16 @@ test("stories260K: beam search and speculative decoding run as engine strategies
   }
 });
 
+/** four speculative requests drafting with `draftModel`, greedy and sampled, of different draft lengths */
+function draftingJobs(draftModel: Model): { prompt: string; options: GenerateOptions }[] {
+  return [
+    { prompt: "Once upon a time", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 4 } },
+    { prompt: "Lily and Ben", options: { temperature: 0.8, seed: 5, maxTokens: 40, draftModel, draftTokens: 3 } },
+    { prompt: "The little dog", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 5 } },
+    { prompt: "One day", options: { temperature: 0.9, seed: 2, maxTokens: 40, draftModel, draftTokens: 4 } },
+  ];
+}
+
 test("stories260K: the draft passes of concurrent speculative requests drafting with one model run batched, each request's tokens and acceptance as alone", { skip }, async () => {
   const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
   // the draft model's passes counted as the engine calls them
@@ -318,12 +328,7 @@ test("stories260K: the draft passes of concurrent speculative requests drafting 
     passes++;
     return forwardBatchAsync(seqs);
   };
-  const jobs: { prompt: string; options: GenerateOptions }[] = [
-    { prompt: "Once upon a time", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 4 } },
-    { prompt: "Lily and Ben", options: { temperature: 0.8, seed: 5, maxTokens: 40, draftModel, draftTokens: 3 } },
-    { prompt: "The little dog", options: { temperature: 0, maxTokens: 40, draftModel, draftTokens: 5 } },
-    { prompt: "One day", options: { temperature: 0.9, seed: 2, maxTokens: 40, draftModel, draftTokens: 4 } },
-  ];
+  const jobs = draftingJobs(draftModel);
   try {
     const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
     const alone = passes;
@@ -338,6 +343,41 @@ test("stories260K: the draft passes of concurrent speculative requests drafting 
       // each request alone made its own passes; together, a step's proposals share them (one per
       // draft position of the longest): fewer than half (before: every request's own, as alone)
       assert.ok(passes * 2 < alone, `${passes} draft passes together, ${alone} alone`);
+      assert.equal(model.engine.stats.kv!.blocksInUse, 0);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    draftModel.dispose();
+  }
+});
+
+test("stories260K: a batched draft pass that fails after storing its rows (its logits not read back) is run again one request at a time from where each cache was: tokens and acceptance as alone", { skip }, async () => {
+  const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
+  // every batched pass of more than one sequence computes and stores its rows, then fails, as a
+  // GPU read-back that fails does; the engine's one-at-a-time passes run untouched
+  const lm = draftModel.languageModel;
+  const forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
+  let failedBatches = 0;
+  lm.forwardBatchAsync = async (seqs) => {
+    const logits = await forwardBatchAsync(seqs);
+    if (seqs.length < 2) return logits;
+    failedBatches++;
+    throw new Error("reading the logits back failed");
+  };
+  const jobs = draftingJobs(draftModel);
+  try {
+    const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
+    const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
+    try {
+      const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
+      assert.ok(failedBatches > 0, "no batched draft pass ran");
+      got.forEach((r, i) => {
+        assert.equal(r.finishReason, solo[i]!.finishReason, `job ${i}: ${r.finishReason}`);
+        assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);
+        // the draft's cache as alone: its proposals, and so what the target accepted, unchanged
+        assert.deepEqual(r.speculative, solo[i]!.speculative, `job ${i}: the same rounds, proposals and acceptance`);
+      });
       assert.equal(model.engine.stats.kv!.blocksInUse, 0);
     } finally {
       model.dispose();

@@ -456,6 +456,7 @@ export class Engine {
       live = [];
       for (const [model, group] of groups) {
         let logits: (Float32Array | undefined)[];
+        const lengths = group.map((l) => l.pass.cache.length);
         try {
           logits = await exclusive(model, () => model.forwardBatchAsync(group.map((l) => ({ tokens: l.pass.tokens, cache: l.pass.cache }))));
         } catch (e) {
@@ -463,6 +464,9 @@ export class Engine {
             failed.set(group[0]!.request, e);
             continue;
           }
+          // a pass that failed after it stored its rows (reading the logits back) left the caches
+          // longer: each is cut back, so that its pass alone writes its rows where they belong
+          group.forEach((l, i) => { if (l.pass.cache.length > lengths[i]!) l.pass.cache.truncate(lengths[i]!); });
           logits = [];
           for (const l of group) {
             try {
