@@ -554,6 +554,23 @@ function agreesWithAjv(schema: JsonSchema, texts: readonly string[]): void {
   for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}`);
 }
 
+test("a $ref cycle with no way to end is refused naming the $ref's schema path, which ajv compiles but validates no value of", () => {
+  const cases: [JsonSchema, string, string, unknown[]][] = [
+    [{ type: "object", properties: { a: { $ref: "#" } }, required: ["a"] }, "#/properties/a", "#", [{}, { a: {} }, { a: { a: {} } }, { a: null }, null, { b: 1 }]],
+    [{ $defs: { n: { type: "object", properties: { x: { type: "integer" }, next: { $ref: "#/$defs/n" } }, required: ["x", "next"] } }, $ref: "#/$defs/n" }, "#/$defs/n/properties/next", "#/$defs/n", [{ x: 1 }, { x: 1, next: { x: 2 } }, { x: 1, next: null }]],
+    [{ type: "array", items: { $ref: "#" }, minItems: 1 }, "#/items", "#", [[], [[]], [[[]]], [1]]],
+  ];
+  for (const [schema, at, ref, candidates] of cases) {
+    const validate = newAjv2020().compile(schema as object);
+    for (const v of candidates) assert.equal(validate(v), false, `${JSON.stringify(schema)} ${JSON.stringify(v)}`);
+    const escaped = (x: string) => x.replace(/[$/]/g, "\\$&");
+    assert.throws(() => jsonSchemaToGbnf(schema), new RegExp(`^GrammarError: ${escaped(at)}: \\$ref ${escaped(JSON.stringify(ref))} recurs without end \\(each value of ${escaped(JSON.stringify(ref))} needs another one here\\), so no finite JSON value satisfies it \\(a validator compiles such a schema, but no instance is valid\\)$`), JSON.stringify(schema));
+  }
+  // with a way to end (the recursion optional, or behind an anyOf with null) it compiles
+  agreesWithAjv({ type: "object", properties: { a: { $ref: "#" } } }, ["{}", '{"a":{}}', '{"a":{"a":{}}}', '{"a":1}']);
+  agreesWithAjv({ $defs: { n: { type: "object", properties: { next: { anyOf: [{ type: "null" }, { $ref: "#/$defs/n" }] } }, required: ["next"] } }, $ref: "#/$defs/n" }, ['{"next":null}', '{"next":{"next":null}}', "{}"]);
+});
+
 test("keywords beside enum, const, $ref, anyOf and nullable apply, as a validator reads them together (found by scripts/fuzz-json-schema.ts)", () => {
   agreesWithAjv({ type: "string", enum: ["a", 1, "abc", null], maxLength: 2 }, ['"a"', "1", '"abc"', "null"]);
   agreesWithAjv({ const: 7, type: "integer", maximum: 9 }, ["7"]);

@@ -82,7 +82,9 @@ describe("tsllm serve against hostile requests", { skip }, () => {
     const schema = { $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } } };
     const r = await post(`${s.url}/v1/completions`, { prompt: "a", max_tokens: 4, response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
     assert.equal(r.status, 400, JSON.stringify(r.json));
-    assert.equal(r.json.error.param, "response_format.json_schema.schema");
+    // the $ref that closes the cycle, by its schema path
+    assert.equal(r.json.error.param, "response_format.json_schema.schema.$defs.b");
+    assert.match(r.json.error.message, /#\/\$defs\/b: \$ref "#\/\$defs\/a" recurs without end .* no finite JSON value satisfies it/);
     await healthy();
   });
 

@@ -1,4 +1,4 @@
-import { checkLeftRecursion, GrammarError, MAX_REPETITION, repetitionProblem, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
+import { checkLeftRecursion, GrammarError, unmatchableRules, MAX_REPETITION, repetitionProblem, type Alternative, type CharClass, type Element, type Grammar } from "./grammar.js";
 
 /**
  * llama.cpp's GBNF (grammars/README.md in its source): `name ::= alternatives`, with "strings",
@@ -25,6 +25,16 @@ export function parseGbnf(source: string, limits: GbnfLimits = {}): Grammar {
   const lim = { ...DEFAULTS, ...limits };
   if (source.length > lim.maxChars) throw new GrammarError(`the grammar has ${source.length} characters, more than the ${lim.maxChars} allowed`);
   return new Parser(source, lim).parse();
+}
+
+/**
+ * The names of the rules of `source` that no string can match (each needs itself again, directly
+ * or through other rules): parseGbnf refuses such a grammar naming the first; a writer of
+ * grammars uses this to tell which of its own parts cannot end
+ */
+export function unmatchableRuleNames(source: string, limits: GbnfLimits = {}): string[] {
+  const g = new Parser(source, { ...DEFAULTS, ...limits }, false).parse();
+  return unmatchableRules(g).map((r) => g.names[r]!);
 }
 
 const isWordChar = (c: string | undefined): boolean => c !== undefined && /[A-Za-z0-9_-]/.test(c);
@@ -76,7 +86,7 @@ class Parser {
   /** where each rule was first referenced (for "undefined rule" errors) */
   private readonly referencedAt = new Map<number, number>();
 
-  constructor(private readonly src: string, private readonly lim: Required<GbnfLimits>) {}
+  constructor(private readonly src: string, private readonly lim: Required<GbnfLimits>, private readonly check = true) {}
 
   parse(): Grammar {
     this.skip(true);
@@ -99,7 +109,7 @@ class Parser {
       if (this.rules[id] === undefined) this.fail(`rule ${this.names[id]} is used but never defined`, at);
     }
     const grammar = { names: this.names, rules: this.rules as Alternative[][], root };
-    checkLeftRecursion(grammar);
+    if (this.check) checkLeftRecursion(grammar);
     return grammar;
   }
 

@@ -71,8 +71,7 @@ export function checkLeftRecursion(g: Grammar): void {
   const nullable = rulesDeriving(g, false);
   // a rule no string can match (its every alternative needs the rule itself, as `a ::= b`,
   // `b ::= a`): the recognizer would expand it forever, and nothing could be generated
-  const matchable = rulesDeriving(g, true);
-  const unmatchable = matchable.indexOf(0);
+  const unmatchable = unmatchableRules(g)[0] ?? -1;
   if (unmatchable >= 0) throw new GrammarError(`rule ${g.names[unmatchable]} can never be matched: each of its alternatives needs itself again (directly or through other rules), so no string ends it`);
   // the rules each rule may begin with (its alternatives' references up to the first that must
   // consume a character), and whether each such reference leaves more of its alternative to match
@@ -147,6 +146,16 @@ export function checkLeftRecursion(g: Grammar): void {
       throw new GrammarError(`left recursion: rule ${g.names[r]} reaches itself without a character in between (${[g.names[r], ...cycle].join(" -> ")}), so it could never be matched`);
     }
   }
+}
+
+/** the rules no string can match (every alternative needs the rule itself again, directly or through others), in rule order */
+export function unmatchableRules(g: Grammar): number[] {
+  const matchable = rulesDeriving(g, true);
+  const out: number[] = [];
+  matchable.forEach((m, r) => {
+    if (m === 0) out.push(r);
+  });
+  return out;
 }
 
 /**

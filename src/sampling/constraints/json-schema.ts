@@ -1,4 +1,4 @@
-import { parseGbnf } from "./gbnf.js";
+import { parseGbnf, unmatchableRuleNames } from "./gbnf.js";
 import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
@@ -421,13 +421,23 @@ const NUMBER_BOUND_LIMIT = 1e15 - 1;
 class Converter {
   private readonly rules = new Map<string, string>();
   private readonly refs = new Map<string, string>();
+  /** the $refs met while their own schema was being converted: [the $ref's schema path, the pointer, its rule] */
+  private readonly recursions: [string, string, string][] = [];
 
   constructor(private readonly schema: JsonSchema, private readonly maxRules: number, private readonly maxDepth: number) {}
 
   convert(): string {
     const root = this.visit(this.schema, "root", "#", 0);
     if (root !== "root") this.add("root", root);
-    return [...this.rules].map(([name, body]) => `${name} ::= ${body}`).join("\n") + "\n";
+    const text = [...this.rules].map(([name, body]) => `${name} ::= ${body}`).join("\n") + "\n";
+    // a $ref whose schema holds itself in every value ({properties: {a: {$ref: "#"}}, required:
+    // ["a"]}) makes rules no string ends: ajv compiles such a schema, but no finite value is valid
+    if (this.recursions.length > 0) {
+      const never = new Set(unmatchableRuleNames(text));
+      const cycle = this.recursions.find(([, , rule]) => never.has(rule));
+      if (cycle !== undefined) throw new GrammarError(`${cycle[0]}: $ref ${JSON.stringify(cycle[1])} recurs without end (each value of ${JSON.stringify(cycle[1])} needs another one here), so no finite JSON value satisfies it (a validator compiles such a schema, but no instance is valid)`);
+    }
+    return text;
   }
 
   private add(name: string, body: string): string {
@@ -573,7 +583,11 @@ class Converter {
 
   private ref(ref: string, path: string, depth: number): string {
     const done = this.refs.get(ref);
-    if (done) return done;
+    if (done) {
+      // still being converted: the schema refers to itself
+      if (!this.rules.has(done)) this.recursions.push([path, ref, done]);
+      return done;
+    }
     const target = this.resolve(ref, path);
     const last = ref.slice(ref.lastIndexOf("/") + 1);
     const name = `ref-${(ref === "#" ? "root" : last).replace(/[^A-Za-z0-9-]/g, "-") || "x"}`;
