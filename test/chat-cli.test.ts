@@ -7,6 +7,8 @@ import { after, test } from "node:test";
 import { Readable } from "node:stream";
 import { setImmediate as tick } from "node:timers/promises";
 import { utf8Lines } from "../src/cli/input-files.js";
+import { loadModel } from "../src/llm.js";
+import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -182,7 +184,7 @@ test("utf8Lines: a character split across chunks decodes; a bad byte or an input
   };
   // offsets as Python's UnicodeDecodeError.start gives them for the joined bytes: 4 (invalid start byte), 3 (unexpected end of data)
   assert.deepEqual(await read([Buffer.from([0xc3]), Buffer.from([0xa9, 0x0a, 0x41, 0xff, 0x0a])]), { out: "\u00e9\n", failure: "stdin: not UTF-8 text (byte 4, 0xFF, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
-  assert.deepEqual(await read([Buffer.from("ok\n"), Buffer.from([0xe2, 0x82])]), { out: "ok\n", failure: "stdin: not UTF-8 text (byte 3, 0xE2, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
+  assert.deepEqual(await read([Buffer.from("ok\n"), Buffer.from([0xe2, 0x82])]), { out: "ok\n", failure: "stdin: not UTF-8 text: it ends inside a character (byte 3, 0xE2, starts a 3-byte character and the input ends after 2 of its bytes); was it cut off?" });
   assert.deepEqual(await read([Buffer.from([0xef, 0xbb]), Buffer.from([0xbf, 0x68, 0x69, 0xe2, 0x82]), Buffer.from([0xac, 0x0a])]), { out: "\ufeffhi\u20ac\n", failure: undefined });
 });
 
@@ -269,5 +271,32 @@ test("tsllm chat: a value the engine refuses (checked when the reply's stream st
   const r = tsllm(["chat", ...common(), "--stop", ""], "Once upon a time\n");
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr, "tsllm: error: --stop: stop strings[0]: a stop string must not be empty\n");
+  assert.equal(r.stdout, "");
+});
+
+test("tsllm chat --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in chat's flags (--ctx-size, --cache-type-k / --cache-type-v), as generate and serve word it, judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
+  const { createWebGPUBackend } = await import("../src/kernels/webgpu/index.js");
+  let limit: number | undefined;
+  try {
+    const gpu = await createWebGPUBackend();
+    limit = gpu.maxBufferBytes;
+    gpu.dispose();
+  } catch (e) {
+    if (!(e as Error).message.includes("no WebGPU adapter found")) throw e;
+  }
+  if (limit === undefined) return t.skip("no WebGPU adapter (or one without a stated largest buffer)");
+  // tinyLlama's K row: 2 KV heads x 64 f32 = 512 bytes a position; one position past the binding
+  const model = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 22 }, dir);
+  const context = limit / 512 + 1;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(2 ** 40) };
+  const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "chat", "--model", model, "--chat-template", template, "--ctx-size", String(context), "--backend", "webgpu"], { cwd: PROJECT_ROOT, encoding: "utf8", env, input: "hi\n" });
+  assert.equal(r.status, 1, r.stderr);
+  // the judge: the library's refusal at the same context and memory, its option words mapped to chat's flags by hand
+  const refusal = await loadModel(model, { backend: "webgpu", contextSize: context, availableMemory: 2 ** 40, warmup: false }).then((m) => { m.dispose(); return ""; }, (e: Error) => e.message);
+  const tries = /: try contextSize (\d+) \(--ctx-size\) or a smaller cache type \(cacheTypeK \/ cacheTypeV f16 or q8_0\)$/.exec(refusal);
+  assert.ok(tries && refusal.includes(`positions (contextSize ${context}):`), refusal);
+  const inFlags = refusal.replace(`positions (contextSize ${context}):`, `positions (--ctx-size ${context}):`)
+    .replace(tries[0], `: try --ctx-size ${tries[1]} or a smaller cache type (--cache-type-k / --cache-type-v f16 or q8_0)`);
+  assert.equal(r.stderr.trimEnd().split("\n").at(-1), `tsllm: error: ${inFlags}`, `chat: ${r.stderr}\nlibrary: ${refusal}`);
   assert.equal(r.stdout, "");
 });

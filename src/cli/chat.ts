@@ -5,7 +5,7 @@ import { loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
-import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -96,7 +96,8 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const system = optionalString(values, "system");
   const chatTemplate = chatTemplateFrom(values);
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
-  const model = await loadModel(path, loadOptions);
+  // its refusals in chat's flags (--ctx-size, --cache-type-k / --cache-type-v), as generate and serve word them
+  const model = await loadModel(path, loadOptions).catch(loadRefusalInFlagWords);
   const remedies = { smallerCache: smallerCacheFlags(model) };
   const interactive = process.stdin.isTTY === true;
   let rl: Interface | undefined;
