@@ -170,6 +170,25 @@ test("text files a flag names, and the prompt on stdin: missing, a folder, not U
   }
 });
 
+test("a text file or stdin that ends inside a UTF-8 character: one line saying it is cut off there, naming the byte the character starts at, not a byte that starts no character", () => {
+  // offsets and reasons as Python's b"...".decode("utf-8") gives them: "caf\xc3" start 3 and
+  // "ab\xf0\x9f\x98" start 2, both "unexpected end of data" (the bytes are a character's first ones)
+  const cut = join(dir, "cut.txt");
+  writeFileSync(cut, Buffer.from([0x63, 0x61, 0x66, 0xc3])); // "café" in UTF-8, its last byte cut off
+  const emoji = Buffer.from([0x61, 0x62, 0xf0, 0x9f, 0x98]); // "ab😀" (F0 9F 98 80), its last byte cut off
+  for (const [args, message, input] of [
+    [["generate", "--model", "x.gguf", "--file", cut], `--file ${cut}: not UTF-8 text: it ends inside a character (byte 3, 0xC3, starts a 2-byte character and the input ends after 1 of its bytes); was it cut off?`],
+    [["perplexity", "--model", "x.gguf", "--file", cut], `--file ${cut}: not UTF-8 text: it ends inside a character (byte 3, 0xC3, starts a 2-byte character and the input ends after 1 of its bytes); was it cut off?`],
+    [["generate", "--model", "x.gguf", "--file", "-"], "--file - (stdin): not UTF-8 text: it ends inside a character (byte 2, 0xF0, starts a 4-byte character and the input ends after 3 of its bytes); was it cut off?", emoji],
+    [["generate", "--model", "x.gguf"], "the prompt on stdin: not UTF-8 text: it ends inside a character (byte 2, 0xF0, starts a 4-byte character and the input ends after 3 of its bytes); was it cut off?", emoji],
+  ] as const) {
+    const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
+    assert.equal(r.stderr, `tsllm: error: ${message}\n`, args.join(" "));
+    assert.equal(r.status, 1, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stdout, "");
+  }
+});
+
 test("--repeat-penalty 0 is refused as > 0, not as >= 5e-324", () => {
   const r = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "0"]);
   assert.equal(r.code, 2);

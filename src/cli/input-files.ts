@@ -35,10 +35,30 @@ export function decodeUtf8(bytes: Uint8Array, where: string): string {
   }
 }
 
-/** the error for `bytes` (the input from byte `base` on), which hold an invalid sequence */
+/** the bytes a UTF-8 character whose first byte is `lead` holds (RFC 3629; the lead of a valid prefix) */
+function utf8Length(lead: number): number {
+  return lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+}
+
+/**
+ * the error for `bytes` (the input from byte `base` on), which hold an invalid sequence: a byte
+ * that starts no character, or (the bytes from it to the end the first bytes of one character,
+ * Python's "unexpected end of data") an input cut off inside a character, which no conversion
+ * from another encoding mends
+ */
 function notUtf8(where: string, bytes: Uint8Array, base: number): Error {
   const at = firstInvalidByte(bytes);
-  return new Error(`${where}: not UTF-8 text (byte ${base + at}, 0x${bytes[at]!.toString(16).padStart(2, "0").toUpperCase()}, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`);
+  const hex = `0x${bytes[at]!.toString(16).padStart(2, "0").toUpperCase()}`;
+  let cutOff = false;
+  try {
+    // a streaming strict decoder holds a character's first bytes without a word; anything else throws
+    cutOff = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(at), { stream: true }) === "";
+  } catch { /* not a character's first bytes */ }
+  if (cutOff) {
+    const given = bytes.length - at;
+    return new Error(`${where}: not UTF-8 text: it ends inside a character (byte ${base + at}, ${hex}, starts a ${utf8Length(bytes[at]!)}-byte character and the input ends after ${given} of its bytes); was it cut off?`);
+  }
+  return new Error(`${where}: not UTF-8 text (byte ${base + at}, ${hex}, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`);
 }
 
 /**
