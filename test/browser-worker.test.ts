@@ -772,6 +772,36 @@ ${LOADED_ENGINE_COUNTING_SENDS}
   assert.deepEqual(errors, []);
 });
 
+test("detokenize() with an id outside the loaded model's vocabulary (its size, -1, 1.5) rejects at the call with an OptionError naming tokens, with Node's tokenizer's message, nothing sent; ids inside it give Node's text", { skip }, async () => {
+  type Refusal = { name: string; message: string; option?: string } | "resolved";
+  const { value, errors } = await inPage<{ refused: Refusal[]; sent: number; text: string }>(`
+${LOADED_ENGINE_COUNTING_SENDS}
+    const refusal = (e) => ({ name: e.name, message: e.message, ...(e.option ? { option: e.option } : {}) });
+    const refused = [];
+    for (const tokens of [[1, 512], [-1], [5, 6, 1.5]]) refused.push(await engine.detokenize(tokens).then(() => "resolved", refusal));
+    const refusedSent = sent;
+    const text = await engine.detokenize([1, 100, 200, 511]);
+    engine.terminate();
+    return { refused, sent: refusedSent, text };`);
+  const model = await loadModel(sharedFile(MODEL)!, { backend: "wasm", threads: 1 });
+  try {
+    assert.equal(model.tokenizer.vocabSize, 512);
+    // Node's tokenizer on the same ids: its message, after the id's place in tokens
+    const node = (ids: number[]): string => refusalOf(() => model.tokenizer.decode(ids), (e) => (e as Error).message) as string;
+    assert.deepEqual(value.refused, [
+      { name: "OptionError", message: `detokenize: tokens[1]: ${node([512])}`, option: "tokens" },
+      { name: "OptionError", message: `detokenize: tokens[0]: ${node([-1])}`, option: "tokens" },
+      { name: "OptionError", message: `detokenize: tokens[2]: ${node([1.5])}`, option: "tokens" },
+    ]);
+    assert.match(node([512]), /^token id 512 is outside the vocabulary \(expected an integer in \[0, 512\)\)$/);
+    assert.equal(value.text, model.tokenizer.decode([1, 100, 200, 511]));
+  } finally {
+    model.dispose();
+  }
+  assert.equal(value.sent, 0, "nothing was posted for a refused call");
+  assert.deepEqual(errors, []);
+});
+
 test("load(): an option of the wrong name or kind (a misspelt threads, contextSize -5, cache \"yes\", warmup \"no\") rejects naming it, as loadModel refuses it in Node, nothing sent; the model loaded before stays", { skip }, async () => {
   const BAD_LOADS: object[] = [{ threds: 1 }, { contextSize: -5 }, { contextSize: 1.5 }, { threads: "4" }, { warmup: "no" }, { cache: "yes" }, { simd: "fast" }, { onProgress: 1 }];
   type Refusal = { name: string; message: string; option?: string };

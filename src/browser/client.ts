@@ -7,6 +7,7 @@ import { checkChatArguments, NoChatTemplateError, type ChatMessageInput } from "
 import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "../engine/request-checks.js";
 import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, constraintOf, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
+import { tokenIdRefusal } from "../tokenizer/index.js";
 import { OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import { rebuiltError } from "./errors.js";
@@ -233,10 +234,22 @@ export class TsllmWorker {
     return this.call<number[]>({ op: "tokenize", text, addSpecialTokens }).done;
   }
 
-  /** The text of token ids; a value that is no array rejects naming it, with nothing sent (a string was spread into its characters: "token id a is outside the vocabulary"). */
+  /**
+   * The text of token ids; a value that is no array rejects naming it, with nothing sent (a string
+   * was spread into its characters: "token id a is outside the vocabulary"), and so does an id
+   * outside the loaded model's vocabulary once its load has answered (Node's tokenizer's message,
+   * after `detokenize: tokens[i]: `; it was the worker's RangeError, naming no option).
+   */
   detokenize(tokens: readonly number[]): Promise<string> {
     if (!Array.isArray(tokens) && !(ArrayBuffer.isView(tokens) && !(tokens instanceof DataView))) {
       return Promise.reject(new OptionError(`detokenize: tokens: expected an array of token ids, got ${shownValue(tokens)}`, "tokens"));
+    }
+    const vocabSize = this.model?.limits.tokenIds;
+    if (vocabSize !== undefined) {
+      for (let i = 0; i < tokens.length; i++) {
+        const refusal = tokenIdRefusal(tokens[i]!, vocabSize);
+        if (refusal) return Promise.reject(new OptionError(`detokenize: tokens[${i}]: ${refusal}`, "tokens"));
+      }
     }
     return this.call<string>({ op: "detokenize", tokens: [...tokens] }).done;
   }

@@ -9,6 +9,15 @@ export enum TokenType {
   Byte = 6,
 }
 
+/**
+ * Why `id` is no token of a `vocabSize`-token vocabulary (not an integer, or outside [0,
+ * vocabSize)), or undefined: the tokenizers' refusal of it (decode, idToToken), and the browser
+ * page's at detokenize()'s call.
+ */
+export function tokenIdRefusal(id: number, vocabSize: number): string | undefined {
+  return Number.isInteger(id) && id >= 0 && id < vocabSize ? undefined : `token id ${id} is outside the vocabulary (expected an integer in [0, ${vocabSize}))`;
+}
+
 export interface EncodeOptions {
   /** add BOS/EOS (CLS/SEP for bert) as the vocabulary says; default true */
   addSpecialTokens?: boolean;

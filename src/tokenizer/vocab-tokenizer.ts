@@ -6,7 +6,7 @@ import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } fro
 import { PieceCursor } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
-import { TokenType, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
+import { TokenType, tokenIdRefusal, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 import { WordCache } from "./word-cache.js";
 import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from "./word-run.js";
@@ -368,8 +368,7 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   private checkId(id: number): void {
-    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new RangeError(`token id ${id} is outside the vocabulary (expected an integer in [0, ${this.vocabSize}))`);
-    }
+    const refusal = tokenIdRefusal(id, this.vocabSize);
+    if (refusal) throw new RangeError(refusal);
   }
 }

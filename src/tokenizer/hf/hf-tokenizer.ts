@@ -2,7 +2,7 @@ import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { mergeIdsOf, MergeTable, type MergeIds } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
-import type { DecodeOptions, EncodeOptions, StreamDecoder, StreamDecoderOptions, Tokenizer } from "../types.js";
+import { tokenIdRefusal, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
 import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
@@ -716,9 +716,8 @@ export class HFTokenizer implements Tokenizer {
   }
 
   private checkId(id: number): void {
-    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new RangeError(`token id ${id} is outside the vocabulary (expected an integer in [0, ${this.vocabSize}))`);
-    }
+    const refusal = tokenIdRefusal(id, this.vocabSize);
+    if (refusal) throw new RangeError(refusal);
   }
 }
 
