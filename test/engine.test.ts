@@ -314,18 +314,20 @@ function draftingJobs(draftModel: Model): { prompt: string; options: GenerateOpt
   ];
 }
 
-test("stories260K: the draft passes of concurrent speculative requests drafting with one model run batched, each request's tokens and acceptance as alone", { skip }, async () => {
+test("stories260K: the draft passes of concurrent speculative requests drafting with one model run batched, each request's tokens and acceptance as alone; EngineStats counts them and their rows", { skip }, async () => {
   const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
-  // the draft model's passes counted as the engine calls them
+  // the draft model's passes (and the token rows given them) counted as the engine calls them
   const lm = draftModel.languageModel;
-  let passes = 0;
+  let passes = 0, rows = 0;
   const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
   lm.forwardAsync = (tokens, cache, options) => {
     passes++;
+    rows += tokens.length;
     return forwardAsync(tokens, cache, options);
   };
   lm.forwardBatchAsync = (seqs) => {
     passes++;
+    for (const q of seqs) rows += q.tokens.length;
     return forwardBatchAsync(seqs);
   };
   const jobs = draftingJobs(draftModel);
@@ -333,9 +335,14 @@ test("stories260K: the draft passes of concurrent speculative requests drafting 
     const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
     const alone = passes;
     passes = 0;
+    rows = 0;
     const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
     try {
+      assert.equal(model.engine.stats.draftPasses, 0);
       const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
+      // what the draft model was called for, as the engine's stats say (before: no such counters)
+      assert.equal(model.engine.stats.draftPasses, passes);
+      assert.equal(model.engine.stats.draftRowsComputed, rows);
       got.forEach((r, i) => {
         assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);
         assert.deepEqual(r.speculative, solo[i]!.speculative, `job ${i}: the same rounds, proposals and acceptance`);
@@ -352,14 +359,21 @@ test("stories260K: the draft passes of concurrent speculative requests drafting 
   }
 });
 
-test("stories260K: a batched draft pass that fails after storing its rows (its logits not read back) is run again one request at a time from where each cache was: tokens and acceptance as alone", { skip }, async () => {
+test("stories260K: a batched draft pass that fails after storing its rows (its logits not read back) is run again one request at a time from where each cache was: tokens and acceptance as alone; EngineStats counts the failed passes and those run again", { skip }, async () => {
   const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
   // every batched pass of more than one sequence computes and stores its rows, then fails, as a
   // GPU read-back that fails does; the engine's one-at-a-time passes run untouched
   const lm = draftModel.languageModel;
-  const forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
-  let failedBatches = 0;
+  const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
+  let failedBatches = 0, passes = 0, rows = 0;
+  lm.forwardAsync = (tokens, cache, options) => {
+    passes++;
+    rows += tokens.length;
+    return forwardAsync(tokens, cache, options);
+  };
   lm.forwardBatchAsync = async (seqs) => {
+    passes++;
+    for (const q of seqs) rows += q.tokens.length;
     const logits = await forwardBatchAsync(seqs);
     if (seqs.length < 2) return logits;
     failedBatches++;
@@ -368,10 +382,15 @@ test("stories260K: a batched draft pass that fails after storing its rows (its l
   const jobs = draftingJobs(draftModel);
   try {
     const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
+    passes = 0;
+    rows = 0;
     const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
     try {
       const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
       assert.ok(failedBatches > 0, "no batched draft pass ran");
+      // the failed batched passes and the passes run again alone, each counted with its rows
+      assert.equal(model.engine.stats.draftPasses, passes);
+      assert.equal(model.engine.stats.draftRowsComputed, rows);
       got.forEach((r, i) => {
         assert.equal(r.finishReason, solo[i]!.finishReason, `job ${i}: ${r.finishReason}`);
         assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);

@@ -6,9 +6,10 @@ import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { generateText, streamText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import type { GenerateOptions, Model } from "../src/index.js";
+import { loadModel, type GenerateOptions, type Model } from "../src/index.js";
 import { startServer } from "../src/server/index.js";
-import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
+import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, STORIES, until } from "./helpers/serve.js";
+import { sharedFile } from "./helpers/shared.js";
 
 /** the server's error body (OpenAI's shape), the part read here */
 interface ErrorBody {
@@ -585,6 +586,39 @@ describe("tsllm serve on stories260K", { skip }, () => {
       assert.ok(metrics.includes(name), `/metrics has ${name}`);
     }
     assert.match(metrics, /^tsllm_generation_tokens_total [1-9]\d*$/m);
+  });
+
+  test("metrics: the draft passes of speculative requests on the served model (tsllm_draft_passes_total, tsllm_draft_rows_total) as the draft model was called", async () => {
+    // (the HTTP API takes no draft model: the requests run on the served model's engine, in process)
+    const draftModel = await loadModel(sharedFile(STORIES)!, { threads: 1, contextSize: 512, quantize: "q4_0" });
+    const lm = draftModel.languageModel;
+    let passes = 0, rows = 0;
+    const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
+    lm.forwardAsync = (tokens, cache, options) => {
+      passes++;
+      rows += tokens.length;
+      return forwardAsync(tokens, cache, options);
+    };
+    lm.forwardBatchAsync = (seqs) => {
+      passes++;
+      for (const q of seqs) rows += q.tokens.length;
+      return forwardBatchAsync(seqs);
+    };
+    const scrape = async () => {
+      const text = await (await fetch(`${s.url}/metrics`)).text();
+      assert.match(text, /^# TYPE tsllm_draft_passes_total counter$/m);
+      assert.match(text, /^# TYPE tsllm_draft_rows_total counter$/m);
+      return [Number(/^tsllm_draft_passes_total (\d+)$/m.exec(text)![1]), Number(/^tsllm_draft_rows_total (\d+)$/m.exec(text)![1])];
+    };
+    try {
+      const before = await scrape();
+      await Promise.all(["Once upon a time", "Lily and Ben", "The little dog"].map((prompt, i) => model.generate(prompt, { temperature: 0, maxTokens: 24, draftModel, draftTokens: 3 + i })));
+      assert.ok(passes > 0);
+      const after = await scrape();
+      assert.deepEqual([after[0]! - before[0]!, after[1]! - before[1]!], [passes, rows]);
+    } finally {
+      draftModel.dispose();
+    }
   });
 
   test("a base URL without /v1 (llama-server serves /chat/completions and /models too): the openai client's chat and model list; an API key guards them", async () => {

@@ -79,6 +79,14 @@ export interface EngineStats {
   readonly prefilledPromptTokens: number;
   /** requests preempted (their blocks freed, to be recomputed; admission "preempt"), each time counted */
   readonly preemptions: number;
+  /**
+   * passes of draft models run for speculative requests: one per draft position for all the
+   * requests of a step drafting with the same model (batched), or one per request where a batched
+   * pass failed and each request's pass was run again alone; a pass that failed counted too
+   */
+  readonly draftPasses: number;
+  /** token rows the draft passes were given, all requests together (a failed pass's included) */
+  readonly draftRowsComputed: number;
   /** the KV pool; undefined until the first request allocates it */
   readonly kv: KVPoolStats | undefined;
   /** tokens the KV pool holds */
@@ -116,6 +124,8 @@ export class Engine {
   /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
+  private draftPasses = 0;
+  private draftRowsComputed = 0;
   private peakStepSequences = 0;
   private cachedPromptTokens = 0;
   private prefilledPromptTokens = 0;
@@ -199,7 +209,8 @@ export class Engine {
   get stats(): EngineStats {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
-      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, preemptions: this.scheduler?.preemptions ?? 0, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, preemptions: this.scheduler?.preemptions ?? 0,
+      draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
     };
   }
@@ -457,6 +468,8 @@ export class Engine {
       for (const [model, group] of groups) {
         let logits: (Float32Array | undefined)[];
         const lengths = group.map((l) => l.pass.cache.length);
+        this.draftPasses++;
+        for (const l of group) this.draftRowsComputed += l.pass.tokens.length;
         try {
           logits = await exclusive(model, () => model.forwardBatchAsync(group.map((l) => ({ tokens: l.pass.tokens, cache: l.pass.cache }))));
         } catch (e) {
@@ -469,6 +482,8 @@ export class Engine {
           group.forEach((l, i) => { if (l.pass.cache.length > lengths[i]!) l.pass.cache.truncate(lengths[i]!); });
           logits = [];
           for (const l of group) {
+            this.draftPasses++;
+            this.draftRowsComputed += l.pass.tokens.length;
             try {
               logits.push(await exclusive(model, () => model.forwardAsync(l.pass.tokens, l.pass.cache)));
             } catch (e) {

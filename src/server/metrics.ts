@@ -99,6 +99,10 @@ export class Metrics {
     metric("tsllm_preemptions_total", "counter", "Requests preempted when the KV cache ran out (their blocks freed; each recomputed later from its prompt and tokens so far, its stream going on where it was), each time counted.", [["", engine.preemptions]]);
     metric("tsllm_requests_abandoned_in_queue_total", "counter", "Generations that ended while waiting for room in the engine, never run (their client left, or the server refused them at shutdown); not in tsllm_request_queue_time_seconds.", [["", this.abandonedInQueue]]);
     metric("tsllm_engine_steps_total", "counter", "Engine steps (one forward pass over every scheduled sequence each).", [["", engine.steps]]);
+    // (llama-server has no counterpart: its server_metrics' n_draft_tokens_total / n_draft_accepted_total /
+    // n_draft_verif_steps_total count tokens proposed and accepted and the target's verifying steps, not the draft model's passes)
+    metric("tsllm_draft_passes_total", "counter", "Forward passes of draft models for speculative requests (one per draft position for all the requests of a step drafting with the same model, batched; one per request where a batched pass failed and each was run again alone).", [["", engine.draftPasses]]);
+    metric("tsllm_draft_rows_total", "counter", "Token rows the draft models' passes computed, all requests together.", [["", engine.draftRowsComputed]]);
     metric("tsllm_requests_running", "gauge", "Requests the engine is running.", [["", engine.running]]);
     metric("tsllm_requests_waiting", "gauge", "Requests waiting for room in the engine.", [["", engine.waiting]]);
     // a request's blocks are given back when the engine ends it, before its answer's last bytes are
