@@ -43,6 +43,43 @@ describe("request parameters on stories260K", { skip }, () => {
     }
   });
 
+  test("n_predict, llama-server's token limit, limits the reply on both OpenAI routes (-1: no limit); beside max_tokens / max_completion_tokens it must agree", async () => {
+    // llama-server (tools/server/server-common.cpp, oaicompat_completion_params_parse and
+    // oaicompat_chat_params_parse) copies n_predict into its params ("if n_predict is present, we
+    // overwrite the value specified earlier by max_tokens"), and params_from_json_cmpl takes
+    // n_predict, else max_completion_tokens, else max_tokens: it was ignored here, the reply unlimited
+    const chat = { ...base, temperature: 0, ignore_eos: true };
+    const text = { model: "stories260K", prompt: "Once upon a time", temperature: 0, ignore_eos: true };
+    const byMaxTokens = await client.chat.completions.create({ ...chat, max_tokens: 3 });
+    const byNPredict = await client.chat.completions.create({ ...chat, n_predict: 3 } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    assert.equal(byNPredict.usage!.completion_tokens, 3);
+    assert.equal(byNPredict.choices[0]!.finish_reason, "length");
+    assert.equal(byNPredict.choices[0]!.message.content, byMaxTokens.choices[0]!.message.content);
+    const t = await client.completions.create({ ...text, n_predict: 4 } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(t.usage!.completion_tokens, 4);
+    // -1: no limit, to the end of the context (512), as max_tokens -1
+    const unlimited = await client.completions.create({ ...text, n_predict: -1 } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(unlimited.usage!.total_tokens, s.model.contextSize);
+    // beside the OpenAI names: taken where they agree, the request's 400 naming n_predict where they do not
+    // (llama-server takes n_predict silently: the client's max_tokens went unheeded)
+    for (const limits of [{ max_tokens: 3 }, { max_completion_tokens: 3 }]) {
+      const same = await client.chat.completions.create({ ...chat, ...limits, n_predict: 3 } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      assert.equal(same.usage!.completion_tokens, 3, JSON.stringify(limits));
+      const r = await refusal(client.chat.completions.create({ ...chat, ...limits, n_predict: 5 } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming));
+      assert.equal(r.param, "n_predict");
+      assert.equal(r.code, "invalid_parameter_combination");
+      assert.match(r.message, new RegExp(`'n_predict' \\(5\\) and '${Object.keys(limits)[0]}' \\(3\\) are two names of one limit and disagree`));
+    }
+    // its own faults name it: another negative, and 0 on a text completion without echo
+    const negative = await post(`${s.url}/v1/chat/completions`, { ...chat, n_predict: -2 });
+    assert.equal(negative.status, 400);
+    assert.equal(negative.json.error.param, "n_predict");
+    assert.equal(negative.json.error.message, "'n_predict' must be -1 (no limit: up to the end of the context) or an integer in 1..inf, got -2");
+    const zero = await post(`${s.url}/v1/completions`, { ...text, n_predict: 0 });
+    assert.equal(zero.status, 400);
+    assert.equal(zero.json.error.param, "n_predict");
+  });
+
   test("response_format json_schema without a name is answered, as llama-server answers it; a name given keeps OpenAI's rule", async () => {
     const schema = { type: "object", properties: { a: { type: "boolean" } }, required: ["a"], additionalProperties: false };
     const r = await client.chat.completions.create({

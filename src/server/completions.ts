@@ -6,7 +6,7 @@ import type { GenerationRun } from "../llm.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
-import { generationOptionsOf, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
+import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
@@ -73,7 +73,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   }
   const echo = kind === "text" && (optBoolean(body, "echo") ?? false);
   if (kind === "text" && !echo) {
-    for (const name of ["max_tokens", "max_completion_tokens"]) {
+    for (const name of MAX_TOKENS_PARAMS) {
       if (body[name] === 0) throw invalid(name, `'${name}' 0 generates nothing: it is allowed only with 'echo': true (the prompt returned, and scored with 'logprobs')`);
     }
   }

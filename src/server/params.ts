@@ -147,9 +147,12 @@ export function responseFormatParam(constraint: Pick<GenerateOptions, "jsonSchem
 
 /**
  * `max_completion_tokens` or its older name `max_tokens` (OpenAI deprecates max_tokens for it), or
- * -1: no limit; both in one request is a 400 naming max_tokens, as OpenAI's API answers it
+ * llama-server's `n_predict` (which its OpenAI routes take too), or -1: no limit; max_tokens and
+ * max_completion_tokens both in one request is a 400 naming max_tokens, as OpenAI's API answers it
  * (invalid_parameter_combination), even where they agree: which one counts would otherwise be
- * this server's guess (llama-server and vLLM take max_completion_tokens silently)
+ * this server's guess (llama-server and vLLM take max_completion_tokens silently). n_predict beside
+ * either is taken where it agrees, a 400 naming n_predict where it does not (llama-server takes
+ * n_predict over both silently: a client's max_tokens went unheeded)
  */
 function maxTokensOf(body: Body, fewest: number): number | undefined {
   const given = (name: string) => body[name] !== undefined && body[name] !== null;
@@ -157,6 +160,9 @@ function maxTokensOf(body: Body, fewest: number): number | undefined {
     throw invalid("max_tokens", "'max_tokens' and 'max_completion_tokens' cannot both be set: they are two names of one limit, so give one (max_completion_tokens, the name OpenAI keeps)", "invalid_parameter_combination");
   }
   const name = maxTokensParam(body);
+  if (name !== "n_predict" && given("n_predict") && body["n_predict"] !== body[name]) {
+    throw invalid("n_predict", `'n_predict' (${JSON.stringify(body["n_predict"])}) and '${name}' (${JSON.stringify(body[name])}) are two names of one limit and disagree: give one`, "invalid_parameter_combination");
+  }
   // -1 is llama-server's "no limit" (its n_predict's default; has_budget: limitless): as a limit not
   // given, the reply may run to the end of the context
   const v = body[name];
@@ -165,9 +171,13 @@ function maxTokensOf(body: Body, fewest: number): number | undefined {
   return optNumber(body, name, { integer: true, min: fewest });
 }
 
-/** the name the request gave its token limit by (what a refusal of the limit names) */
-export function maxTokensParam(body: Body): "max_tokens" | "max_completion_tokens" {
-  return body["max_completion_tokens"] !== undefined && body["max_completion_tokens"] !== null ? "max_completion_tokens" : "max_tokens";
+/** the names a request may give its token limit by: OpenAI's two, and llama-server's n_predict */
+export const MAX_TOKENS_PARAMS = ["max_tokens", "max_completion_tokens", "n_predict"] as const;
+
+/** the name the request gave its token limit by (what a refusal of the limit names): OpenAI's where given, else n_predict where given */
+export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
+  const given = (name: string) => body[name] !== undefined && body[name] !== null;
+  return given("max_completion_tokens") ? "max_completion_tokens" : given("max_tokens") || !given("n_predict") ? "max_tokens" : "n_predict";
 }
 
 /**
