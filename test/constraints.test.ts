@@ -582,6 +582,15 @@ test("keywords beside enum, const, $ref, anyOf and nullable apply, as a validato
   agreesWithAjv({ type: "string", nullable: true }, ['"a"', "null"]);
 });
 
+test("allOf of an object with properties and an additionalProperties schema (or true) beside a part without properties takes other keys by that schema, as ajv (found by scripts/fuzz-json-schema.ts)", () => {
+  const o = { type: "object", properties: { name: { type: "null" } }, additionalProperties: { type: "integer" } };
+  const texts = ["{}", '{"é":1}', '{"name":null,"é":1}', '{"é":"x"}', '{"name":1}', '{"name":null}'];
+  agreesWithAjv({ allOf: [o, { type: "object" }] }, texts);
+  // a type beside an anyOf is an allOf of the two
+  agreesWithAjv({ anyOf: [o], type: "object" }, texts);
+  agreesWithAjv({ allOf: [{ ...o, additionalProperties: true }, { type: "object" }] }, ['{"é":"x"}', '{"name":null,"z":[1]}', '{"name":1}']);
+});
+
 test("allOf of objects: a part's additionalProperties holds for the others' properties, a property in two parts takes both schemas (found by scripts/fuzz-json-schema.ts)", () => {
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: false }, { type: "object", properties: { b: { type: "integer" } } }] }, ['{"a":1}', '{"b":1}', '{"a":1,"b":2}', "{}"]);
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { type: "object", properties: { a: { minimum: 5 } } }] }, ['{"a":6}', '{"a":5.5}', '{"a":4}']);
@@ -1004,6 +1013,26 @@ test("scripts/fuzz-json-schema.ts: a short seeded run finds no sentence ajv refu
     assert.deepEqual(r.findings.map((f) => `${f.kind} ${JSON.stringify(f.schema)} ${JSON.stringify(f.text)} ${f.detail}`), [], `case ${k}`);
   }
   assert.ok(walks > 500 && instances > 400, `${walks} walks, ${instances} instances`);
+});
+
+test("scripts/fuzz-json-schema.ts: the documented differences (a bounded number written with an exponent, a key beyond the properties where additionalProperties is unset) are counted as known, not as findings", () => {
+  const ajv = makeAjv();
+  // ajv validates what the grammar refuses on purpose: the judge's side of each known difference
+  assert.equal(ajv.validate({ type: "number", minimum: 0, maximum: 1 }, JSON.parse("1e-7")), true);
+  const allOf = { allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { type: "object", properties: { b: { type: "boolean" } } }] };
+  assert.equal(ajv.validate(allOf, { a: 1, b: true, zx: 1 }), true);
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf({ type: "number", minimum: 0, maximum: 1 })), "1e-7"), false);
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf({ type: "number", minimum: 0, maximum: 1 })), "0.0000001"), true);
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf(allOf)), '{"a":1,"b":true,"zx":1}'), false);
+  const known = { exponent: 0, "extra key": 0 };
+  for (const [schema, seed] of [[{ type: "number", exclusiveMinimum: 0, maximum: 0.25 }, 1], [allOf, 2], [{ type: "object", properties: { a: { type: "null" } } }, 3]] as const) {
+    const rng = new Rng(seed);
+    const r = checkSchema(schema, rng, ajv, 4, 80);
+    assert.deepEqual(r.findings, [], JSON.stringify(schema));
+    known.exponent += r.known.exponent;
+    known["extra key"] += r.known["extra key"];
+  }
+  assert.ok(known.exponent > 0 && known["extra key"] > 0, JSON.stringify(known));
 });
 
 test("JSON whitespace: between any two tokens one or two newlines then up to 20 spaces or tabs, as llama.cpp's SPACE_RULE; never \\f, \\v or other Unicode spaces (RFC 8259 allows only space, \\t, \\n, \\r)", () => {

@@ -753,8 +753,10 @@ class Converter {
         else delete properties[k];
       }
     }
-    // the merged object takes no other keys (as an object with properties does here) where a part said so or named any
-    const closed = parts.some((o) => o["additionalProperties"] === false || Object.keys((o["properties"] ?? {}) as object).length > 0);
+    // the merged object takes no other keys where a part said so, or named properties and left
+    // additionalProperties unset (as such an object takes none here); a part with properties and an
+    // additionalProperties schema (or true) leaves other keys to that schema
+    const closed = parts.some((o) => o["additionalProperties"] === false || (o["additionalProperties"] === undefined && Object.keys((o["properties"] ?? {}) as object).length > 0));
     // (a name several parts require is required once)
     const names = [...new Set(required)];
     if (closed) return done({ type: "object", properties, required: names, additionalProperties: false });
