@@ -7,6 +7,8 @@
  * Each pattern splits every piece left by the previous one; matches and the text between
  * matches both become pieces (HF's Split with behavior "Isolated").
  */
+import { SCAN_CHARS } from "./word-run.js";
+
 const S = "\\p{White_Space}";
 const NS = "\\P{White_Space}";
 
@@ -106,6 +108,12 @@ export class PieceCursor {
   private readonly pending: (string | undefined)[];
   /** the pattern whose piece is being split; -1 when done */
   private depth: number;
+  /** per pattern: whether it is GPT-2's (LongRuns), found a window at a time */
+  private readonly longRuns: (LongRuns | undefined)[];
+  /** per pattern: the end of a long match being looked for from here (-1: none), and the test for it */
+  private readonly runScan: Int32Array;
+  private readonly runEnd: (RegExp | undefined)[];
+  private readonly runSpaces: boolean[];
 
   /**
    * `emptyMatchCuts`: an empty match ends the gap before it (Hugging Face's JS tokenizers split
@@ -118,6 +126,10 @@ export class PieceCursor {
     this.searchFrom = new Int32Array(n);
     this.pending = new Array<string | undefined>(n);
     this.depth = text === "" ? -1 : 0;
+    this.longRuns = patterns.map(longRunsOf);
+    this.runScan = new Int32Array(n).fill(-1);
+    this.runEnd = new Array<RegExp | undefined>(n);
+    this.runSpaces = new Array<boolean>(n).fill(false);
     // no patterns: the text is the one piece
     if (n === 0) this.piece[0] = text;
     else this.enter(0, text);
@@ -130,8 +142,12 @@ export class PieceCursor {
     this.pending[level] = undefined;
   }
 
-  /** the next piece, or undefined after the last */
-  next(): string | undefined {
+  /**
+   * the next piece, or undefined after the last; a number: that many characters of a long match
+   * of GPT-2's pattern were read, its end not found yet (a megabyte of one letter is one match,
+   * and one regex search over it held the event loop for a fifth of a second)
+   */
+  next(): string | number | undefined {
     const n = this.patterns.length;
     if (n === 0) {
       if (this.depth < 0) return undefined;
@@ -149,8 +165,16 @@ export class PieceCursor {
         const start = this.gapStart[d]!;
         if (from > piece.length) { this.depth--; continue; }
         const re = this.patterns[d]!;
-        re.lastIndex = from;
-        let m = execOrRefuse(re, piece);
+        let m: RegExpExecArray | null;
+        const runs = this.longRuns[d];
+        if (runs && piece.length - from > longMatchWindow.chars) {
+          const found = this.windowed(d, runs, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
+        } else {
+          re.lastIndex = from;
+          m = execOrRefuse(re, piece);
+        }
         // an empty match is skipped (the search moves one code point on; the gap keeps growing)
         // or, with emptyMatchCuts, ends a gap that has begun
         let cut = -1;
@@ -182,12 +206,96 @@ export class PieceCursor {
       this.depth = d + 1;
     }
   }
+
+  /**
+   * GPT-2's pattern searched from `from` in a window of the piece: its match there where it ends
+   * inside the window (LongRuns: then it is the whole piece's); one reaching the window's end is
+   * a run, whose end is looked for a window per call (a number: characters read).
+   */
+  private windowed(d: number, runs: LongRuns, piece: string, from: number): RegExpExecArray | null | number {
+    const scan = this.runScan[d]!;
+    if (scan < 0) {
+      const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars));
+      const re = this.patterns[d]!;
+      re.lastIndex = from;
+      const m = re.exec(piece.slice(0, x));
+      if (m === null || m.index !== from) { re.lastIndex = from; return execOrRefuse(re, piece); } // (never: every character starts a match)
+      if (m.index + m[0].length < x) return m;
+      // a run of one class up to the window's end: of its last character's class
+      const last = piece.codePointAt(piece.charCodeAt(x - 1) >= 0xdc00 && piece.charCodeAt(x - 1) <= 0xdfff ? x - 2 : x - 1)!;
+      const ch = String.fromCodePoint(last);
+      const kind = LETTER.test(ch) ? 0 : NUMBER.test(ch) ? 1 : runs.space.test(ch) ? 2 : 3;
+      this.runEnd[d] = runs.ends[kind]!;
+      this.runSpaces[d] = kind === 2;
+      this.runScan[d] = x;
+      return x - from;
+    }
+    // the first character past the run: the first in the window is the first in the piece (one character, no look around)
+    const endRe = this.runEnd[d]!;
+    const stop = windowEnd(piece, scan + Math.max(4, longMatchWindow.chars));
+    endRe.lastIndex = scan;
+    const f = endRe.exec(stop < piece.length ? piece.slice(0, stop) : piece);
+    if (f === null && stop < piece.length) {
+      this.runScan[d] = stop;
+      return stop - scan;
+    }
+    const q = f === null ? piece.length : f.index;
+    // S+(?!NS): a run of white space before a non-space leaves its last space (one unit: all are BMP)
+    const end = this.runSpaces[d] && q < piece.length ? q - 1 : q;
+    this.runScan[d] = -1;
+    const m = [piece.slice(from, end)] as unknown as RegExpExecArray;
+    m.index = from;
+    return m;
+  }
+}
+
+/** the characters GPT-2's pattern is searched in at a time from where a piece goes on (PieceCursor); tests set it small */
+export const longMatchWindow = { chars: SCAN_CHARS };
+
+/** `end`, or one more where it would split a surrogate pair, at most the piece's length */
+function windowEnd(piece: string, end: number): number {
+  if (end >= piece.length) return piece.length;
+  const c = piece.charCodeAt(end - 1);
+  return c >= 0xd800 && c <= 0xdbff ? end + 1 : end;
+}
+
+const LETTER = /^\p{L}$/u;
+const NUMBER = /^\p{N}$/u;
+
+/**
+ * GPT-2's pattern (the tokenizers library's ByteLevel one with JS \s, or tsllm's with
+ * \p{White_Space}): `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^S\p{L}\p{N}]+|S+(?!NS)|S+`.
+ * Every character starts a match, and which alternative matches at a position and where a match
+ * ends are decided by what lies at most three characters past the position or one past the match
+ * (a run of letters, of digits, of white space or of the other characters; white space before
+ * a non-space leaves its last one): a match found in a window of the text that ends before the
+ * window's end is the text's, and one reaching it is a run of its last character's class, going
+ * on to the first character of another class. `ends`: that first character, per class (letter,
+ * digit, white space, other); `space`: white space.
+ */
+interface LongRuns {
+  readonly space: RegExp;
+  readonly ends: readonly RegExp[];
+}
+const GPT2_SOURCES = new Map<string, [string, string]>([
+  ["'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", ["\\s", "\\S"]],
+  [GPT2, [S, NS]],
+]);
+function longRunsOf(re: RegExp): LongRuns | undefined {
+  const spelling = re.flags === "gu" ? GPT2_SOURCES.get(re.source) : undefined;
+  if (!spelling) return undefined;
+  const [space, nonSpace] = spelling;
+  return {
+    space: new RegExp(`^${space}$`, "u"),
+    ends: ["\\P{L}", "\\P{N}", nonSpace, `[${space}\\p{L}\\p{N}]`].map((e) => new RegExp(e, "gu")),
+  };
 }
 
 /**
  * `re.exec(text)` from re.lastIndex, or one clear line where V8's backtracking stack runs out: a
- * single match of millions of characters (10M "中" with no space under GPT-2's ` ?\p{L}+`; 3M
- * pass) threw a bare "RangeError: Maximum call stack size exceeded".
+ * single match of millions of characters (10M "中" with no space under deepseek-llm's CJK class; 3M
+ * pass; GPT-2's pattern is searched a window at a time, LongRuns) threw a bare "RangeError:
+ * Maximum call stack size exceeded".
  */
 function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
   const from = re.lastIndex;
@@ -203,6 +311,6 @@ function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
 export function regexSplit(text: string, patterns: readonly RegExp[]): string[] {
   const pieces: string[] = [];
   const cursor = new PieceCursor(text, patterns);
-  for (let p = cursor.next(); p !== undefined; p = cursor.next()) pieces.push(p);
+  for (let p = cursor.next(); p !== undefined; p = cursor.next()) if (typeof p === "string") pieces.push(p);
   return pieces;
 }

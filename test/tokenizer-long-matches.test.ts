@@ -1,0 +1,125 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { hfFolders } from "../scripts/tokenizer-diff.js";
+import { tokenizerFromFolder, type HFTokenizer } from "../src/tokenizer/hf/index.js";
+import { longMatchWindow, PieceCursor, preTokenizerPatterns } from "../src/tokenizer/pre-tokenizers.js";
+import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * GPT-2's pre-tokenizer pattern is searched a window at a time (pre-tokenizers.ts, LongRuns): a
+ * match reaching the window's end is a run whose end is looked for a window per call, so that a
+ * megabyte of one letter, of combining marks or of spaces is no longer one regex search holding
+ * the event loop (1M U+0301: 0.2-0.5 s). Judges: String.prototype.match over the whole text (what
+ * the tokenizers library's ByteLevel pre-tokenizer does), and the library's ids (libraryOnly).
+ * The window is set to a few characters here so that runs cross many window ends.
+ */
+const LIBRARY_GPT2 = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+
+/** runs of every class, ending at the text's end or before each other class, around window ends */
+function runTexts(): string[] {
+  const runs = ["a", "\u4e2d", "\u{1d400}", "7", "\u0661", ",", "\u0301", "\ud83d\ude00", " ", "\u3000", "\ufeff", "\n", "'", "'s"];
+  const ends = ["", "x", "9", " ", " x", "  x", ".", "\u0301", "'re", "\u{1d401}", "\ud800", "\n\n"];
+  const texts: string[] = [];
+  for (const r of runs) {
+    for (const n of [1, 3, 4, 5, 6, 9, 17]) {
+      for (const e of ends) {
+        texts.push(r.repeat(n) + e, ` ${r.repeat(n)}${e}`, `b${r.repeat(n)}${e}${r.repeat(n)}`);
+      }
+    }
+  }
+  texts.push("e" + "\u0301".repeat(40), "'s's's'''''''''ve'", " \t \t  \u00a0\u00a0x", "ab12 ,,\u0301 \u3000\u3000\u0300\u4e2d\u4e2d");
+  return texts;
+}
+
+function withWindow<T>(chars: number, f: () => T): T {
+  const before = longMatchWindow.chars;
+  longMatchWindow.chars = chars;
+  try {
+    return f();
+  } finally {
+    longMatchWindow.chars = before;
+  }
+}
+
+/** the pieces of a cursor, and how many times it reported characters read instead */
+function piecesOf(text: string, patterns: RegExp[]): { pieces: string[]; reports: number } {
+  const cursor = new PieceCursor(text, patterns, true);
+  const pieces: string[] = [];
+  let reports = 0;
+  for (let p = cursor.next(); p !== undefined; p = cursor.next()) {
+    if (typeof p === "number") reports++;
+    else pieces.push(p);
+  }
+  return { pieces, reports };
+}
+
+test("GPT-2's pattern searched a window at a time splits as one search over the whole text", () => {
+  const tsllm = preTokenizerPatterns("gpt-2")!;
+  const starcoder = preTokenizerPatterns("starcoder")!;
+  let compared = 0;
+  for (const text of runTexts()) {
+    for (const chars of [4, 5, 7, 16]) {
+      for (const patterns of [[new RegExp(LIBRARY_GPT2.source, LIBRARY_GPT2.flags)], tsllm, starcoder]) {
+        // the whole text split by each pattern in turn, matches and what lies between kept (String.prototype.split with the match captured)
+        let want = [text];
+        for (const re of patterns) want = want.flatMap((p) => p.split(new RegExp(`(${re.source})`, re.flags)).filter((x) => x !== ""));
+        const got = withWindow(chars, () => piecesOf(text, patterns).pieces);
+        assert.deepEqual(got, want, `window ${chars}, /${patterns.at(-1)!.source.slice(-12)}/: ${JSON.stringify(text)}`);
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared > 10_000, `${compared} splits compared`);
+});
+
+test("a long run under GPT-2's pattern is reported a window at a time before it is handed out", () => {
+  // before: one regex search found each run whole (no report)
+  for (const run of ["a", "\u0301", " ", "7"]) {
+    const text = `${run.repeat(200_000)}x`;
+    for (const patterns of [[new RegExp(LIBRARY_GPT2.source, LIBRARY_GPT2.flags)], preTokenizerPatterns("gpt-2")!]) {
+      const { pieces, reports } = piecesOf(text, patterns);
+      assert.deepEqual(pieces, text.match(patterns[0]!), JSON.stringify(run));
+      assert.ok(reports >= 200_000 / longMatchWindow.chars - 1, `${JSON.stringify(run)}: ${reports} reports`);
+    }
+  }
+});
+
+const gpt2 = hfFolders(SHARED).get("gpt2-tiny");
+
+/** encodeAsync's ids and how often the event loop turned meanwhile */
+async function idsAndTurns(tok: HFTokenizer, text: string): Promise<[number[], number]> {
+  let turns = 0, done = false;
+  const turn = () => { turns++; if (!done) setImmediate(turn); };
+  setImmediate(turn);
+  const ids = await tok.encodeAsync(text, { parseSpecial: false });
+  done = true;
+  return [ids, turns];
+}
+
+test("gpt2-tiny: long runs searched a window at a time give encode()'s and @huggingface/tokenizers' ids", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  const tok = await tokenizerFromFolder(gpt2!), ref = await tokenizerFromFolder(gpt2!, { libraryOnly: true });
+  assert.notEqual(tok.encoder, "library");
+  const texts = [
+    `e${"\u0301".repeat(20_000)}`, "\u4e2d\u6587".repeat(10_000), `${" ".repeat(20_000)}x${" ".repeat(300)}`, `${"7".repeat(20_000)}a`,
+    `${",".repeat(5_000)}'s${"\u3000".repeat(3_000)}${"\ud83d\ude00".repeat(3_000)}`, runTexts().join(""),
+  ];
+  for (const text of texts) {
+    const want = ref.encode(text, { addSpecialTokens: false });
+    for (const chars of [5, longMatchWindow.chars]) {
+      const got = await withWindow(chars, () => idsAndTurns(tok, text));
+      assert.deepEqual(got[0], want, `window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
+      assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
+    }
+  }
+});
+
+test("gpt2-tiny: encodeAsync lets the event loop turn while it searches a long run of combining marks", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  // one match of 600K U+0301 (its BPE is cut at every mark and cached): searched whole before
+  const tok = await tokenizerFromFolder(gpt2!);
+  const text = "\u0301".repeat(600_000);
+  const [wholeIds, wholeTurns] = await withWindow(Infinity, () => idsAndTurns(tok, text));
+  const [ids, turns] = await idsAndTurns(tok, text);
+  assert.deepEqual(ids, wholeIds);
+  assert.deepEqual(ids, tok.encode(text, { addSpecialTokens: false, parseSpecial: false }));
+  assert.ok(turns >= wholeTurns + 10, `${turns} turns searching a window at a time, ${wholeTurns} searching whole`);
+});
