@@ -8,6 +8,17 @@
 //    accepted, written as JSON.stringify writes them and with the whitespace llama.cpp's grammar
 //    allows (none, one space, or one or two newlines and up to 20 spaces or tabs, after every token but
 //    before the first), and with strings' characters written as \u escapes.
+//  - known differences, on purpose and documented (docs/structured-output.md), are counted apart
+//    from findings (CaseResult.known), each only where the same instance without it is accepted:
+//    "exponent": a bounded number is written without an exponent (1e-7 as 0.0000001), so the
+//    instance as JSON.stringify writes it (1e-7) is refused; "extra key": an object whose schema
+//    leaves additionalProperties unset (an allOf of such objects merged too) takes no key beyond
+//    its properties (as llama.cpp's converter reads it), so the instance with a key "zx" more,
+//    which ajv validates, is refused; an instance ajv validates only through such an object's
+//    other keys (through another anyOf alternative: closedSchema) counts so too. "format beside
+//    pattern": a format beside a pattern (an allOf's parts merged) is left to the pattern (as zod
+//    writes the format's own expression there: README), so a walk's string the format's own grammar
+//    refuses is no finding. A run's findings are then only real disagreements.
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { GrammarError, GrammarMatcher, jsonSchemaToGbnf, parseGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
@@ -261,6 +272,17 @@ const rawStrings = new Set<string>();
 const plainNumbers = new Set<number>();
 /** bounded numbers, and enum and const numbers (one literal each: no trailing zeros) */
 const boundedNumbers = new Set<number>(), literalNumbers = new Set<number>();
+/** objects made for a schema that leaves additionalProperties unset (no key beyond the properties is written: a known difference) */
+const openObjects = new WeakSet<object>();
+
+/** `x` as JSON.stringify writes it, but without an exponent (1e-7 as 0.0000001), as a bounded number's grammar writes it */
+export function plainDecimal(x: number): string {
+  const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(String(x));
+  if (!m) return JSON.stringify(x);
+  const digits = m[2]! + (m[3] ?? ""), e = Number(m[4]);
+  if (e < 0) return `${m[1]}0.${"0".repeat(-e - 1)}${digits}`;
+  return digits.length > e + 1 ? `${m[1]}${digits.slice(0, e + 1)}.${digits.slice(e + 1)}` : `${m[1]}${digits.padEnd(e + 1, "0")}`;
+}
 
 /** the strings among a schema's const and enum values (written as literals: not to be escaped) */
 function literalStrings(s: unknown, out = new Set<string>()): Set<string> {
@@ -289,8 +311,11 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
   for (const k of ["anyOf", "oneOf"]) if (Array.isArray(o[k])) return randomInstance(root, pick(rng, o[k] as unknown[]), rng, depth + 1);
   if (Array.isArray(o["allOf"])) {
     const properties: Schema = {};
-    for (const p of o["allOf"] as Schema[]) Object.assign(properties, p["properties"]);
-    return randomInstance(root, { type: "object", properties }, rng, depth + 1);
+    // a property in several parts: their keywords together (bounds beside a type; ajv judges the value)
+    for (const p of o["allOf"] as Schema[]) for (const [k, v] of Object.entries((p["properties"] ?? {}) as Schema)) properties[k] = typeof properties[k] === "object" && typeof v === "object" ? { ...(properties[k] as Schema), ...(v as Schema) } : v;
+    const v = randomInstance(root, { type: "object", properties, additionalProperties: false }, rng, depth + 1);
+    if (v !== undefined && (o["allOf"] as Schema[]).every((p) => p["additionalProperties"] === undefined)) openObjects.add(v as object);
+    return v;
   }
   const type = Array.isArray(o["type"]) ? pick(rng, o["type"] as string[]) : (o["type"] as string);
   switch (type) {
@@ -319,9 +344,10 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       const lo = bound("minimum", "exclusiveMinimum") ?? -1e3, hi = bound("maximum", "exclusiveMaximum") ?? 1e3;
       const bounded = RANGE_KEYS.some((k) => o[k] !== undefined);
       // next to the bounds (an exclusive one's value itself is invalid: ajv leaves it out), and tiny
-      // ones; where bounded only those JSON.stringify writes without an exponent (documented) and with
-      // at most 16 fraction digits (llama.cpp's decimal-part; the double's 17th digit is noise)
-      const n = pick(rng, [lo, hi, lo + 1e-7, hi - 1e-7, lo + 0.001, Math.round((lo + (hi - lo) * rng.uniform()) * 1e6) / 1e6, 0, 1e5, 1e-7, -2.5e-5, -2.5, 0.1].filter((x) => !bounded || /^-?\d+(\.\d{1,16})?$/.test(JSON.stringify(x))));
+      // ones; where bounded only those with at most 16 fraction digits written out (llama.cpp's
+      // decimal-part; the double's 17th digit is noise); one JSON.stringify writes with an exponent
+      // is written out (1e-7 as 0.0000001), and with its exponent is a known difference
+      const n = pick(rng, [lo, hi, lo + 1e-7, hi - 1e-7, lo + 0.001, Math.round((lo + (hi - lo) * rng.uniform()) * 1e6) / 1e6, 0, 1e5, 1e-7, -2.5e-5, -2.5, 0.1].filter((x) => !bounded || /^-?\d+(\.\d{1,16})?$/.test(plainDecimal(x))));
       if (bounded) {
         plainNumbers.add(n);
         boundedNumbers.add(n);
@@ -373,6 +399,7 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       if (extra !== undefined && extra !== false && chance(rng, 0.5)) {
         for (const k of ["zz", "\u0000k", "é", "a\"b"]) if (!Object.hasOwn(props, k) && !Object.hasOwn(out, k) && chance(rng, 0.5)) out[k] = randomInstance(root, extra, rng, depth + 1);
       }
+      if (extra === undefined) openObjects.add(out);
       return out;
     }
   }
@@ -380,7 +407,7 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
 }
 
 /** whitespace llama.cpp's grammar takes between tokens */
-function ws(rng: Rng): string {
+function space(rng: Rng): string {
   const r = rng.uniform();
   if (r < 0.4) return "";
   if (r < 0.7) return " ";
@@ -397,14 +424,16 @@ const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
  * escapes (keys as JSON.stringify writes them: a named property is one literal in the grammar, as
  * in llama.cpp's)
  */
-export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new Set<string>()): string {
+export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new Set<string>(), spaced = true): string {
+  const ws = (r: Rng): string => (spaced ? space(r) : "");
   const w = (x: unknown, key = false): string => {
     if (typeof x === "number") {
       if (Object.is(x, 0) && !plainNumbers.has(x) && chance(rng, 0.3)) return "-0";
       if (!Number.isInteger(x) && !plainNumbers.has(x) && chance(rng, 0.5)) return x.toExponential().replace("e", pick(rng, ["e", "E"]));
-      // a bounded number's fraction may end in zeros (an enum's or const's number is one literal)
-      if (boundedNumbers.has(x) && !literalNumbers.has(x) && !Number.isInteger(x) && chance(rng, 0.3)) return JSON.stringify(x) + "0".repeat(int(rng, 1, 3));
-      return JSON.stringify(x);
+      // a bounded number is written without an exponent; its fraction may end in zeros (an enum's
+      // or const's number is one literal)
+      if (boundedNumbers.has(x) && !literalNumbers.has(x) && !Number.isInteger(x) && chance(rng, 0.3)) return plainDecimal(x) + "0".repeat(int(rng, 1, 3));
+      return plainNumbers.has(x) ? plainDecimal(x) : JSON.stringify(x);
     }
     if (typeof x === "string") {
       if (!escapes || key || !freeStrings.has(x) || rawStrings.has(x) || literals.has(x)) return JSON.stringify(x);
@@ -421,6 +450,15 @@ export function writeJson(v: unknown, rng: Rng, escapes: boolean, literals = new
     return JSON.stringify(x);
   };
   return w(v) + ws(rng);
+}
+
+/** whether the grammar of {type: "string", format} takes `s` (written as JSON) */
+function formatAccepts(format: string, s: string): boolean {
+  try {
+    return accepts(new GrammarMatcher(parseGbnf(jsonSchemaToGbnf({ type: "string", format }))), JSON.stringify(s));
+  } catch {
+    return false;
+  }
 }
 
 /** whether the grammar takes `text` whole */
@@ -440,11 +478,74 @@ export interface Finding {
   readonly detail: string;
 }
 
+/** the differences from ajv tsllm makes on purpose (documented): see the header */
+export type KnownKind = "exponent" | "extra key" | "format beside pattern";
+
 export interface CaseResult {
   readonly refused?: string;
   readonly walks: number;
   readonly instances: number;
   readonly findings: Finding[];
+  /** instances the grammar refused only for a known difference, by kind (not findings) */
+  readonly known: Record<KnownKind, number>;
+}
+
+const noKnown = (): Record<KnownKind, number> => ({ exponent: 0, "extra key": 0, "format beside pattern": 0 });
+
+/**
+ * `schema` as the grammar reads objects: one with properties and additionalProperties unset takes no
+ * other key, nor does an allOf of objects where a part has such properties (or additionalProperties
+ * false); other keys are refused through propertyNames (names in required stay taken)
+ */
+export function closedSchema(schema: unknown, allOfPart = false): unknown {
+  if (Array.isArray(schema)) return schema.map((x) => closedSchema(x));
+  if (typeof schema !== "object" || schema === null) return schema;
+  const o = schema as Schema;
+  const out: Schema = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (k === "enum" || k === "const") out[k] = v;
+    else if (k === "properties" || k === "$defs") out[k] = Object.fromEntries(Object.entries(v as Schema).map(([n, x]) => [n, closedSchema(x)]));
+    else if (k === "allOf" && Array.isArray(v)) out[k] = v.map((x) => closedSchema(x, true));
+    else out[k] = typeof v === "object" ? closedSchema(v) : v;
+  }
+  const named = (x: Schema): string[] => [...Object.keys((x["properties"] ?? {}) as Schema), ...((x["required"] as string[] | undefined) ?? [])];
+  const closes = (x: Schema): boolean => x["additionalProperties"] === undefined && Object.keys((x["properties"] ?? {}) as Schema).length > 0;
+  let names: string[] | undefined;
+  if (!allOfPart && closes(o)) names = named(o);
+  const parts = Array.isArray(o["allOf"]) ? (o["allOf"] as unknown[]).filter((p): p is Schema => typeof p === "object" && p !== null) : [];
+  if (parts.some(closes)) names = [...named(o), ...parts.flatMap(named)];
+  if (names !== undefined) out["allOf"] = [...((out["allOf"] as unknown[] | undefined) ?? []), { propertyNames: { enum: [...new Set(names)] } }];
+  return out;
+}
+
+/** the value at a JSON pointer (ajv's instancePath) */
+function at(v: unknown, pointer: string): unknown {
+  for (const raw of pointer.split("/").slice(1)) v = (v as Record<string, unknown>)[raw.replaceAll("~1", "/").replaceAll("~0", "~")];
+  return v;
+}
+
+/** whether `v` holds a bounded number JSON.stringify writes with an exponent */
+function holdsExponent(v: unknown): boolean {
+  if (typeof v === "number") return boundedNumbers.has(v) && !literalNumbers.has(v) && plainDecimal(v) !== JSON.stringify(v);
+  if (typeof v === "object" && v !== null) return Object.values(v).some(holdsExponent);
+  return false;
+}
+
+/** `v` with a key "zx" more in each object whose schema leaves additionalProperties unset (undefined: none is) */
+function withExtraKeys(v: unknown): unknown {
+  let added = false;
+  const copy = (x: unknown): unknown => {
+    if (Array.isArray(x)) return x.map(copy);
+    if (typeof x !== "object" || x === null) return x;
+    const out = Object.fromEntries(Object.entries(x).map(([k, e]) => [k, copy(e)]));
+    if (openObjects.has(x) && !Object.hasOwn(out, "zx")) {
+      out["zx"] = 1;
+      added = true;
+    }
+    return out;
+  };
+  const out = copy(v);
+  return added ? out : undefined;
 }
 
 /** one schema: compiled (or refused with a GrammarError), walked, and fed instances */
@@ -453,25 +554,27 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
   try {
     grammar = parseGbnf(jsonSchemaToGbnf(schema as JsonSchema));
   } catch (e) {
-    if (e instanceof GrammarError) return { refused: e.message, walks: 0, instances: 0, findings: [] };
-    return { walks: 0, instances: 0, findings: [{ kind: "crash", schema, text: "", detail: String((e as Error).stack) }] };
+    if (e instanceof GrammarError) return { refused: e.message, walks: 0, instances: 0, findings: [], known: noKnown() };
+    return { walks: 0, instances: 0, findings: [{ kind: "crash", schema, text: "", detail: String((e as Error).stack) }], known: noKnown() };
   }
   let validate: ReturnType<Ajv2020["compile"]>;
   try {
     validate = ajv.compile(schema);
   } catch (e) {
     // a schema ajv itself refuses (nullable without type, ...) is no test of the grammar
-    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [] };
+    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [], known: noKnown() };
   }
   // ajv recurses without end on a schema that refers to itself first ({$defs: {d: {anyOf: [{$ref: d}, ...]}}}):
   // the judge cannot judge it, which says nothing of the grammar
   try {
     validate(null);
   } catch (e) {
-    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [] };
+    return { refused: `ajv: ${(e as Error).message}`, walks: 0, instances: 0, findings: [], known: noKnown() };
   }
   const m = new GrammarMatcher(grammar);
+  const closed = ajv.compile(closedSchema(schema) as Schema);
   const findings: Finding[] = [];
+  const known = noKnown();
   let walked = 0, fed = 0;
   freeStrings.clear();
   rawStrings.clear();
@@ -490,15 +593,39 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
       findings.push({ kind: "unsound", schema, text, detail: `not JSON: ${(e as Error).message}` });
       continue;
     }
-    if (!validate(value)) findings.push({ kind: "unsound", schema, text, detail: `ajv: ${ajv.errorsText(validate.errors)}` });
+    if (validate(value)) continue;
+    const errors = validate.errors ?? [];
+    // a format the pattern beside it decided (when the format's own grammar refuses the string too)
+    if (JSON.stringify(schema).includes('"pattern"') && errors.length > 0 && errors.every((e) => e.keyword === "format" && typeof at(value, e.instancePath) === "string" && !formatAccepts(String(e.params["format"]), at(value, e.instancePath) as string))) {
+      known["format beside pattern"]++;
+      continue;
+    }
+    findings.push({ kind: "unsound", schema, text, detail: `ajv: ${ajv.errorsText(errors)}` });
   }
   for (let i = 0; i < instances; i++) {
     const v = randomInstance(schema, schema, rng);
     if (v === undefined || !validate(v)) continue;
     fed++;
-    for (const text of [JSON.stringify(v), writeJson(v, rng, false), writeJson(v, rng, true, literals)]) {
-      if (!accepts(m, text)) findings.push({ kind: "incomplete", schema, text, detail: "refused by the grammar" });
+    const exponent = holdsExponent(v);
+    let refused = false;
+    for (const text of [exponent ? writeJson(v, rng, false, new Set(), false) : JSON.stringify(v), writeJson(v, rng, false), writeJson(v, rng, true, literals)]) {
+      if (accepts(m, text)) continue;
+      refused = true;
+      // valid only through a key the grammar's objects do not take (another alternative's open object)
+      if (!closed(v)) {
+        known["extra key"]++;
+        break;
+      }
+      findings.push({ kind: "incomplete", schema, text, detail: "refused by the grammar" });
+    }
+    // the known differences, where the instance itself was accepted
+    if (refused) continue;
+    if (exponent && !accepts(m, JSON.stringify(v))) known.exponent++;
+    const extra = withExtraKeys(v);
+    if (extra !== undefined && validate(extra) && !accepts(m, JSON.stringify(extra))) {
+      if (closed(extra)) findings.push({ kind: "incomplete", schema, text: JSON.stringify(extra), detail: "refused by the grammar" });
+      else known["extra key"]++;
     }
   }
-  return { walks: walked, instances: fed, findings };
+  return { walks: walked, instances: fed, findings, known };
 }
