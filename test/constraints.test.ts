@@ -591,6 +591,21 @@ test("allOf of an object with properties and an additionalProperties schema (or 
   agreesWithAjv({ allOf: [{ ...o, additionalProperties: true }, { type: "object" }] }, ['{"é":"x"}', '{"name":null,"z":[1]}', '{"name":1}']);
 });
 
+test("allOf of an enum with a keyword beside it (maxLength) and another part keeps only the values that keyword admits, as ajv (found by scripts/fuzz-json-schema.ts)", () => {
+  const texts = ['"x\\ny"', '"a"', "0", '"b"', "null"];
+  agreesWithAjv({ allOf: [{ type: "string" }, { enum: [0, "a", "x\ny"], maxLength: 1 }] }, texts);
+  agreesWithAjv({ allOf: [{ type: ["string", "number"] }, { enum: [0, "a", "x\ny"], maxLength: 1 }] }, texts);
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: ["string", "number"] } } }, { type: "object", properties: { a: { enum: [0, "a", "x\ny"], maxLength: 1 } } }] }, ['{"a":"x\\ny"}', '{"a":"a"}', '{"a":0}', "{}"]);
+});
+
+test("a part of allOf with propertyNames other than a string type is refused naming it, as an object's own is; it took keys the pattern refuses (found by scripts/fuzz-json-schema.ts)", () => {
+  const schema = { allOf: [{ type: "object", properties: { "é": { type: "null" } } }, { type: "object", properties: { b: { type: "null" } }, propertyNames: { pattern: "^[a-z]+$" } }] };
+  // ajv: the key é breaks the second part's propertyNames, so the object the grammar wrote was invalid
+  assert.equal(newAjv2020().validate(schema, { "é": null }), false);
+  assert.throws(() => jsonSchemaToGbnf(schema), /^GrammarError: #\/allOf\/1\/propertyNames: only \{"type": "string"\} is supported$/);
+  agreesWithAjv({ allOf: [schema.allOf[0]!, { ...schema.allOf[1]!, propertyNames: { type: "string" } }] }, ['{"é":null}', '{"b":null}', '{"é":null,"b":null}', '{"é":1}']);
+});
+
 test("allOf of objects: a part's additionalProperties holds for the others' properties, a property in two parts takes both schemas (found by scripts/fuzz-json-schema.ts)", () => {
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: false }, { type: "object", properties: { b: { type: "integer" } } }] }, ['{"a":1}', '{"b":1}', '{"a":1,"b":2}', "{}"]);
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { type: "object", properties: { a: { minimum: 5 } } }] }, ['{"a":6}', '{"a":5.5}', '{"a":4}']);

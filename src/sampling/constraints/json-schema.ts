@@ -228,6 +228,14 @@ export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = 
   return new Converter(schema, limits.maxRules ?? 5000, limits.maxDepth ?? 64).convert();
 }
 
+/** an object schema's propertyNames: keys are strings anyway, so only a string type (or any) says nothing more; others are refused */
+function checkPropertyNames(s: Record<string, unknown>, path: string): void {
+  const names = s["propertyNames"];
+  if (names !== undefined && names !== true && !(typeof names === "object" && names !== null && Object.keys(names).every((k) => k === "type" ? (names as Record<string, unknown>)[k] === "string" : ["title", "description"].includes(k)))) {
+    throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported`);
+  }
+}
+
 /** keywords whose value is a schema, a list of schemas, or a map of names to schemas */
 const SUBSCHEMA_ONE = ["items", "prefixItems", "additionalProperties", "additionalItems", "propertyNames", "not", "contains", "if", "then", "else"];
 const SUBSCHEMA_LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
@@ -666,7 +674,12 @@ class Converter {
       const odd = parts.findIndex((o, i) => lists[i] === undefined && Object.keys(o).some((k) => k !== "type" && constrains({ [k]: o[k] })));
       if (odd >= 0) throw new GrammarError(`${path}/allOf/${odd}: only enums (and their types) can be combined with an enum in allOf`);
       const typeOk = (v: unknown, t: unknown): boolean => t === undefined || (Array.isArray(t) ? t : [t]).some((x) => x === (v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "number" && Number.isInteger(v) && x === "integer" ? "integer" : typeof v));
-      const keep = lists.find((l) => l !== undefined)!.filter((v) => lists.every((l, i) => (l === undefined || l.some((w) => JSON.stringify(w) === JSON.stringify(v))) && typeOk(v, parts[i]!["type"])));
+      let keep = lists.find((l) => l !== undefined)!.filter((v) => lists.every((l, i) => (l === undefined || l.some((w) => JSON.stringify(w) === JSON.stringify(v))) && typeOk(v, parts[i]!["type"])));
+      // the keywords beside a part's enum (maxLength, ...) keep the values they admit, as beside an enum alone
+      for (const [i, o] of parts.entries()) {
+        const { const: _c, enum: _e, type: _t, ...beside } = o;
+        if (lists[i] !== undefined && constrains(beside)) keep = this.admitted(beside, keep, wheres[i]!, depth);
+      }
       if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
       return done({ enum: keep });
     }
@@ -737,6 +750,8 @@ class Converter {
       }
     };
     for (const [i, o] of parts.entries()) {
+      // (a part's propertyNames as an object's own: the merged object has none)
+      checkPropertyNames(o, wheres[i]!);
       for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) combine(k, v, `${wheres[i]}/properties/${k}`);
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
@@ -1155,11 +1170,7 @@ class Converter {
   }
 
   private object(s: Record<string, unknown>, name: string, path: string, depth: number): string {
-    const names = s["propertyNames"];
-    // keys are strings anyway: only a string type (or any) says nothing more
-    if (names !== undefined && names !== true && !(typeof names === "object" && names !== null && Object.keys(names).every((k) => k === "type" ? (names as Record<string, unknown>)[k] === "string" : ["title", "description"].includes(k)))) {
-      throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported`);
-    }
+    checkPropertyNames(s, path);
     const written = (s["properties"] ?? {}) as Record<string, unknown>;
     if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
