@@ -308,7 +308,13 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     }
     return v;
   }
-  for (const k of ["anyOf", "oneOf"]) if (Array.isArray(o[k])) return randomInstance(root, pick(rng, o[k] as unknown[]), rng, depth + 1);
+  for (const k of ["anyOf", "oneOf"]) {
+    if (!Array.isArray(o[k])) continue;
+    // the keywords beside (an allOf's parts merged: bounds beside an anyOf) apply to the alternative too
+    const { [k]: alts, ...beside } = o;
+    const alt = pick(rng, alts as unknown[]);
+    return randomInstance(root, typeof alt === "object" && alt !== null && Object.keys(beside).length > 0 ? { ...beside, ...alt } : alt, rng, depth + 1);
+  }
   if (Array.isArray(o["allOf"])) {
     const properties: Schema = {};
     // a property in several parts: their keywords together (bounds beside a type; ajv judges the value)
@@ -327,7 +333,10 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     case "number": {
       if (typeof o["multipleOf"] !== "number") break;
       const k = o["multipleOf"];
-      return pick(rng, [0, k, -k, k * int(rng, -1e6, 1e6), k * 123456789012, Math.floor(999999999999999 / k) * k]);
+      const n = pick(rng, [0, k, -k, k * int(rng, -1e6, 1e6), k * 123456789012, Math.floor(999999999999999 / k) * k]);
+      // bounded multiples are never written as -0 (documented)
+      if (RANGE_KEYS.some((r) => o[r] !== undefined)) plainNumbers.add(n);
+      return n;
     }
   }
   switch (type) {
@@ -622,8 +631,10 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
     if (refused) continue;
     if (exponent && !accepts(m, JSON.stringify(v))) known.exponent++;
     const extra = withExtraKeys(v);
-    if (extra !== undefined && validate(extra) && !accepts(m, JSON.stringify(extra))) {
-      if (closed(extra)) findings.push({ kind: "incomplete", schema, text: JSON.stringify(extra), detail: "refused by the grammar" });
+    // (written as the instance's own texts are: bounded numbers without an exponent)
+    const extraText = extra === undefined ? "" : writeJson(extra, rng, false, new Set(), false);
+    if (extra !== undefined && validate(extra) && !accepts(m, extraText)) {
+      if (closed(extra)) findings.push({ kind: "incomplete", schema, text: extraText, detail: "refused by the grammar" });
       else known["extra key"]++;
     }
   }
