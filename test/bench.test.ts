@@ -11,6 +11,7 @@ import { loadModel, loadPlanRequest } from "../src/llm.js";
 import { openModel } from "../src/models/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
+import { largestGpuBuffer } from "./helpers/webgpu-limit.js";
 
 // the tiny model borrows stories260K's vocabulary
 const skip = skipWithoutShared("models/stories260K.gguf");
@@ -228,15 +229,7 @@ test("tsllm bench passes its run a prompt longer than one command-line argument 
 });
 
 test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in the benchmark's flags (its pool's context too), judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
-  const { createWebGPUBackend } = await import("../src/kernels/webgpu/index.js");
-  let limit: number | undefined;
-  try {
-    const gpu = await createWebGPUBackend();
-    limit = gpu.maxBufferBytes;
-    gpu.dispose();
-  } catch (e) {
-    if (!(e as Error).message.includes("no WebGPU adapter found")) throw e;
-  }
+  const limit = await largestGpuBuffer();
   if (limit === undefined) return t.skip("no WebGPU adapter (or one without a stated largest buffer)");
   // tinyLlama's K row: 2 KV heads x 64 f32 = 512 bytes a position; one position past the binding
   const model = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 22 }, dir);

@@ -10,6 +10,7 @@ import { utf8Lines } from "../src/cli/input-files.js";
 import { loadModel } from "../src/llm.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { largestGpuBuffer } from "./helpers/webgpu-limit.js";
 
 const MODEL = "models/stories260K.gguf";
 const skip = skipWithoutShared(MODEL);
@@ -275,15 +276,7 @@ test("tsllm chat: a value the engine refuses (checked when the reply's stream st
 });
 
 test("tsllm chat --backend webgpu: a context whose K/V array passes the adapter's largest binding is refused in chat's flags (--ctx-size, --cache-type-k / --cache-type-v), as generate and serve word it, judged by loadModel's own refusal", { skip, timeout: 180_000 }, async (t) => {
-  const { createWebGPUBackend } = await import("../src/kernels/webgpu/index.js");
-  let limit: number | undefined;
-  try {
-    const gpu = await createWebGPUBackend();
-    limit = gpu.maxBufferBytes;
-    gpu.dispose();
-  } catch (e) {
-    if (!(e as Error).message.includes("no WebGPU adapter found")) throw e;
-  }
+  const limit = await largestGpuBuffer();
   if (limit === undefined) return t.skip("no WebGPU adapter (or one without a stated largest buffer)");
   // tinyLlama's K row: 2 KV heads x 64 f32 = 512 bytes a position; one position past the binding
   const model = await ensureRandomModel({ ...tinyLlama, contextLength: 1 << 22 }, dir);

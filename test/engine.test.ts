@@ -5,6 +5,7 @@ import { test } from "node:test";
 import { Engine } from "../src/engine/index.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type Model } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { countPasses } from "./helpers/draft-passes.js";
 import { soloResults } from "./helpers/solo.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -317,39 +318,27 @@ function draftingJobs(draftModel: Model): { prompt: string; options: GenerateOpt
 test("stories260K: the draft passes of concurrent speculative requests drafting with one model run batched, each request's tokens and acceptance as alone; EngineStats counts them and their rows", { skip }, async () => {
   const draftModel = await loadModel(sharedFile(MODEL)!, { contextSize: 512, quantize: "q4_0" });
   // the draft model's passes (and the token rows given them) counted as the engine calls them
-  const lm = draftModel.languageModel;
-  let passes = 0, rows = 0;
-  const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
-  lm.forwardAsync = (tokens, cache, options) => {
-    passes++;
-    rows += tokens.length;
-    return forwardAsync(tokens, cache, options);
-  };
-  lm.forwardBatchAsync = (seqs) => {
-    passes++;
-    for (const q of seqs) rows += q.tokens.length;
-    return forwardBatchAsync(seqs);
-  };
+  const count = countPasses(draftModel.languageModel);
   const jobs = draftingJobs(draftModel);
   try {
     const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
-    const alone = passes;
-    passes = 0;
-    rows = 0;
+    const alone = count.passes;
+    count.passes = 0;
+    count.rows = 0;
     const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
     try {
       assert.equal(model.engine.stats.draftPasses, 0);
       const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
       // what the draft model was called for, as the engine's stats say (before: no such counters)
-      assert.equal(model.engine.stats.draftPasses, passes);
-      assert.equal(model.engine.stats.draftRowsComputed, rows);
+      assert.equal(model.engine.stats.draftPasses, count.passes);
+      assert.equal(model.engine.stats.draftRowsComputed, count.rows);
       got.forEach((r, i) => {
         assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);
         assert.deepEqual(r.speculative, solo[i]!.speculative, `job ${i}: the same rounds, proposals and acceptance`);
       });
       // each request alone made its own passes; together, a step's proposals share them (one per
       // draft position of the longest): fewer than half (before: every request's own, as alone)
-      assert.ok(passes * 2 < alone, `${passes} draft passes together, ${alone} alone`);
+      assert.ok(count.passes * 2 < alone, `${count.passes} draft passes together, ${alone} alone`);
       assert.equal(model.engine.stats.kv!.blocksInUse, 0);
     } finally {
       model.dispose();
@@ -364,16 +353,10 @@ test("stories260K: a batched draft pass that fails after storing its rows (its l
   // every batched pass of more than one sequence computes and stores its rows, then fails, as a
   // GPU read-back that fails does; the engine's one-at-a-time passes run untouched
   const lm = draftModel.languageModel;
-  const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
-  let failedBatches = 0, passes = 0, rows = 0;
-  lm.forwardAsync = (tokens, cache, options) => {
-    passes++;
-    rows += tokens.length;
-    return forwardAsync(tokens, cache, options);
-  };
+  const count = countPasses(lm);
+  const forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
+  let failedBatches = 0;
   lm.forwardBatchAsync = async (seqs) => {
-    passes++;
-    for (const q of seqs) rows += q.tokens.length;
     const logits = await forwardBatchAsync(seqs);
     if (seqs.length < 2) return logits;
     failedBatches++;
@@ -382,15 +365,15 @@ test("stories260K: a batched draft pass that fails after storing its rows (its l
   const jobs = draftingJobs(draftModel);
   try {
     const solo = await soloResults(sharedFile(MODEL)!, jobs, { backend: "wasm" });
-    passes = 0;
-    rows = 0;
+    count.passes = 0;
+    count.rows = 0;
     const model = await loadModel(sharedFile(MODEL)!, { contextSize: 512 });
     try {
       const got = await Promise.all(jobs.map((j) => model.generate(j.prompt, j.options)));
       assert.ok(failedBatches > 0, "no batched draft pass ran");
       // the failed batched passes and the passes run again alone, each counted with its rows
-      assert.equal(model.engine.stats.draftPasses, passes);
-      assert.equal(model.engine.stats.draftRowsComputed, rows);
+      assert.equal(model.engine.stats.draftPasses, count.passes);
+      assert.equal(model.engine.stats.draftRowsComputed, count.rows);
       got.forEach((r, i) => {
         assert.equal(r.finishReason, solo[i]!.finishReason, `job ${i}: ${r.finishReason}`);
         assert.deepEqual(r.completionTokens, solo[i]!.completionTokens, `job ${i}: tokens`);

@@ -8,6 +8,7 @@ import { generateText, streamText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { loadModel, type GenerateOptions, type Model } from "../src/index.js";
 import { startServer } from "../src/server/index.js";
+import { countPasses } from "./helpers/draft-passes.js";
 import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, STORIES, until } from "./helpers/serve.js";
 import { sharedFile } from "./helpers/shared.js";
 
@@ -591,19 +592,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
   test("metrics: the draft passes of speculative requests on the served model (tsllm_draft_passes_total, tsllm_draft_rows_total) as the draft model was called", async () => {
     // (the HTTP API takes no draft model: the requests run on the served model's engine, in process)
     const draftModel = await loadModel(sharedFile(STORIES)!, { threads: 1, contextSize: 512, quantize: "q4_0" });
-    const lm = draftModel.languageModel;
-    let passes = 0, rows = 0;
-    const forwardAsync = lm.forwardAsync.bind(lm), forwardBatchAsync = lm.forwardBatchAsync.bind(lm);
-    lm.forwardAsync = (tokens, cache, options) => {
-      passes++;
-      rows += tokens.length;
-      return forwardAsync(tokens, cache, options);
-    };
-    lm.forwardBatchAsync = (seqs) => {
-      passes++;
-      for (const q of seqs) rows += q.tokens.length;
-      return forwardBatchAsync(seqs);
-    };
+    const count = countPasses(draftModel.languageModel);
     const scrape = async () => {
       const text = await (await fetch(`${s.url}/metrics`)).text();
       assert.match(text, /^# TYPE tsllm_draft_passes_total counter$/m);
@@ -613,9 +602,9 @@ describe("tsllm serve on stories260K", { skip }, () => {
     try {
       const before = await scrape();
       await Promise.all(["Once upon a time", "Lily and Ben", "The little dog"].map((prompt, i) => model.generate(prompt, { temperature: 0, maxTokens: 24, draftModel, draftTokens: 3 + i })));
-      assert.ok(passes > 0);
+      assert.ok(count.passes > 0);
       const after = await scrape();
-      assert.deepEqual([after[0]! - before[0]!, after[1]! - before[1]!], [passes, rows]);
+      assert.deepEqual([after[0]! - before[0]!, after[1]! - before[1]!], [count.passes, count.rows]);
     } finally {
       draftModel.dispose();
     }
