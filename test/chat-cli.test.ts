@@ -168,7 +168,7 @@ test("tsllm chat from a pipe that is not UTF-8: the lines before the bad byte ar
   // Read leniently it became U+FFFD and the message was sent as another text, silently.
   const input = Buffer.concat([Buffer.from("Once upon a time\nLily"), Buffer.from([0xe9]), Buffer.from(" had a dog\nnever sent\n")]);
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "chat", ...common()], { cwd: PROJECT_ROOT, encoding: "utf8", input, timeout: 120_000 });
-  assert.equal(r.stderr, "tsllm: error: stdin: not UTF-8 text (byte 21, 0xE9, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8\n");
+  assert.equal(r.stderr, "tsllm: error: stdin: not UTF-8 text (byte 21, 0xE9, starts a 3-byte character, but byte 22, 0x20, cannot continue it: invalid continuation byte); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8\n");
   assert.equal(r.status, 1);
   // the first message's reply, and only it: generate --chat's for the same message
   const first = tsllm(["generate", ...common(), "--chat", "--prompt", "Once upon a time"]);

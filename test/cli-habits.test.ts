@@ -152,7 +152,7 @@ test("text files a flag names, and the prompt on stdin: missing, a folder, not U
   // the valid part before the bad byte may hold a U+FFFD of its own: the offset is still the bad byte's
   const replaced = join(dir, "replacement-then-latin1.txt");
   writeFileSync(replaced, Buffer.concat([Buffer.from("\uFFFD"), LATIN1]));
-  const notUtf8 = (at: number) => `not UTF-8 text (byte ${at}, 0xE9, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`;
+  const notUtf8 = (at: number) => `not UTF-8 text (byte ${at}, 0xE9, starts a 3-byte character, but byte ${at + 1}, 0x20, cannot continue it: invalid continuation byte); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`;
   for (const [args, message, input] of [
     [["generate", "--model", "x.gguf", "--file", join(dir, "missing.txt")], `--file ${join(dir, "missing.txt")}: no such file`],
     [["generate", "--model", "x.gguf", "--file", dir], `--file ${dir}: it is a folder, not a text file`],
@@ -165,6 +165,28 @@ test("text files a flag names, and the prompt on stdin: missing, a folder, not U
   ] as const) {
     const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
     assert.equal(r.stderr, `tsllm: error: ${message}\n`, args.join(" "));
+    assert.equal(r.status, 1, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stdout, "");
+  }
+});
+
+test("a text file or stdin with a UTF-8 character's first bytes followed by a byte that cannot continue it: one line naming both bytes, invalid continuation byte, not a byte that starts no character", () => {
+  // offsets and reasons as Python's b"...".decode("utf-8") gives them, "invalid continuation byte"
+  // from UnicodeDecodeError.start to .end (the byte that cannot continue): b"x\xe2Ay" 1..2,
+  // b"ab\xf0\x9f\x98A" 2..5, b"\xe0\x80\x80" 0..1 (overlong), b"o\xed\xa0\x80" 1..2 (a surrogate)
+  const file = join(dir, "continuation.txt");
+  writeFileSync(file, Buffer.from([0x78, 0xe2, 0x41, 0x79])); // "xâ" in Windows-1252 would be E2: here E2 then "A"
+  const message = (at: number, lead: string, length: number, bad: number, byte: string) =>
+    `not UTF-8 text (byte ${at}, ${lead}, starts a ${length}-byte character, but byte ${bad}, ${byte}, cannot continue it: invalid continuation byte); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`;
+  for (const [args, expected, input] of [
+    [["generate", "--model", "x.gguf", "--file", file], `--file ${file}: ${message(1, "0xE2", 3, 2, "0x41")}`],
+    [["perplexity", "--model", "x.gguf", "--file", file], `--file ${file}: ${message(1, "0xE2", 3, 2, "0x41")}`],
+    [["generate", "--model", "x.gguf", "--file", "-"], `--file - (stdin): ${message(2, "0xF0", 4, 5, "0x41")}`, Buffer.from([0x61, 0x62, 0xf0, 0x9f, 0x98, 0x41])],
+    [["generate", "--model", "x.gguf"], `the prompt on stdin: ${message(0, "0xE0", 3, 1, "0x80")}`, Buffer.from([0xe0, 0x80, 0x80])],
+    [["perplexity", "--model", "x.gguf", "--file", "-"], `--file - (stdin): ${message(1, "0xED", 3, 2, "0xA0")}`, Buffer.from([0x6f, 0xed, 0xa0, 0x80])],
+  ] as const) {
+    const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
+    assert.equal(r.stderr, `tsllm: error: ${expected}\n`, args.join(" "));
     assert.equal(r.status, 1, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stdout, "");
   }

@@ -41,24 +41,34 @@ function utf8Length(lead: number): number {
 }
 
 /**
- * the error for `bytes` (the input from byte `base` on), which hold an invalid sequence: a byte
- * that starts no character, or (the bytes from it to the end the first bytes of one character,
- * Python's "unexpected end of data") an input cut off inside a character, which no conversion
- * from another encoding mends
+ * the error for `bytes` (the input from byte `base` on), which hold an invalid sequence, told apart
+ * as Python's bytes.decode("utf-8") tells them: a byte that starts no character ("invalid start
+ * byte"), a character's first bytes followed by a byte that cannot continue it ("invalid
+ * continuation byte": Latin-1's "é " is E9 20), or an input cut off inside a character
+ * ("unexpected end of data"), which no conversion from another encoding mends
  */
 function notUtf8(where: string, bytes: Uint8Array, base: number): Error {
   const at = firstInvalidByte(bytes);
-  const hex = `0x${bytes[at]!.toString(16).padStart(2, "0").toUpperCase()}`;
-  let cutOff = false;
-  try {
-    // a streaming strict decoder holds a character's first bytes without a word; anything else throws
-    cutOff = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(at), { stream: true }) === "";
-  } catch { /* not a character's first bytes */ }
-  if (cutOff) {
-    const given = bytes.length - at;
-    return new Error(`${where}: not UTF-8 text: it ends inside a character (byte ${base + at}, ${hex}, starts a ${utf8Length(bytes[at]!)}-byte character and the input ends after ${given} of its bytes); was it cut off?`);
+  const hex = (i: number) => `0x${bytes[i]!.toString(16).padStart(2, "0").toUpperCase()}`;
+  // a streaming strict decoder holds a character's first bytes without a word and throws at the
+  // first byte that no character can hold there: the bytes it held from `at` on are a character's start
+  const holds = (end: number) => {
+    try {
+      return new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(at, end), { stream: true }) === "";
+    } catch {
+      return false;
+    }
+  };
+  let end = at + 1; // the first byte after those the decoder holds from `at` on
+  while (end <= bytes.length && end - at <= 4 && holds(end)) end++;
+  const held = end - 1 - at;
+  if (at + held === bytes.length) {
+    return new Error(`${where}: not UTF-8 text: it ends inside a character (byte ${base + at}, ${hex(at)}, starts a ${utf8Length(bytes[at]!)}-byte character and the input ends after ${held} of its bytes); was it cut off?`);
   }
-  return new Error(`${where}: not UTF-8 text (byte ${base + at}, ${hex}, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8`);
+  const convert = "convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8";
+  if (held === 0) return new Error(`${where}: not UTF-8 text (byte ${base + at}, ${hex(at)}, starts no UTF-8 character); ${convert}`);
+  const bad = at + held;
+  return new Error(`${where}: not UTF-8 text (byte ${base + at}, ${hex(at)}, starts a ${utf8Length(bytes[at]!)}-byte character, but byte ${base + bad}, ${hex(bad)}, cannot continue it: invalid continuation byte); ${convert}`);
 }
 
 /**
