@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, createServer, request, type IncomingMessage } from "node:http";
-import { connect, type AddressInfo } from "node:net";
+import { connect, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -351,4 +351,42 @@ test("deploy/kubernetes.yaml: the pod serves through a preStop sleep before its 
   const probes = [...manifest.matchAll(/(\w+Probe):\n((?: {12}.*\n)+)/g)];
   assert.deepEqual(probes.map((p) => p[1]), ["readinessProbe", "livenessProbe", "startupProbe"]);
   for (const [, name, body] of probes) assert.ok(Number(/timeoutSeconds: (\d+)/.exec(body!)?.[1]) >= 5, `${name}: ${body}`);
+});
+
+test("a shutdown lets a long /tokenize or /detokenize answer reach its slow client whole, as it does a completion's", { skip }, async () => {
+  const s = await serveStories({}, { bodyLimit: 32 * 2 ** 20 });
+  const tokenizer = s.model.tokenizer;
+  // the vocabulary's longest token, so that /detokenize's answer is megabytes: more than loopback's socket buffers hold
+  let longest = 0;
+  for (let id = 1; id < s.model.info.vocabSize; id++) if (tokenizer.tokenBytes(id).length > tokenizer.tokenBytes(longest).length) longest = id;
+  const bodies = [
+    { path: "/tokenize", body: { content: "Once upon a time there was a little girl. ".repeat(40_000), with_pieces: true } },
+    { path: "/detokenize", body: { tokens: new Array<number>(1_500_000).fill(longest) } },
+  ];
+  const port = Number(new URL(s.url).port);
+  // each client takes its answer's first bytes, then reads nothing more until the shutdown has had time to cut it
+  const sockets = await Promise.all(bodies.map(({ path, body }) => new Promise<{ socket: Socket; head: Buffer }>((resolve) => {
+    const text = JSON.stringify(body);
+    const socket = connect(port, "127.0.0.1", () => socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`));
+    socket.once("data", (head: Buffer) => {
+      socket.pause();
+      resolve({ socket, head });
+    });
+  })));
+  const closed = s.server.close(60_000);
+  await Promise.race([closed, new Promise((r) => setTimeout(r, 500))]);
+  const answers = await Promise.all(sockets.map(({ socket, head }) => new Promise<string>((resolve) => {
+    const parts = [head];
+    socket.on("data", (d: Buffer) => parts.push(d));
+    socket.on("close", () => resolve(Buffer.concat(parts).toString()));
+    socket.resume();
+  })));
+  await closed;
+  s.model.dispose();
+  for (const [i, answer] of answers.entries()) {
+    const body = answer.slice(answer.indexOf("\r\n\r\n") + 4);
+    assert.match(answer, /^HTTP\/1\.1 200 /, bodies[i]!.path);
+    assert.equal(Buffer.byteLength(body), Number(/content-length: (\d+)/i.exec(answer)?.[1]), `${bodies[i]!.path}: the whole answer`);
+    assert.doesNotThrow(() => JSON.parse(body), bodies[i]!.path);
+  }
 });

@@ -73,6 +73,15 @@ export interface ServeOptions {
    * `tsllm serve` gives its flags (--kv-memory, --ctx-size, --parallel, --max-queue, ...)
    */
   settingNames?: Partial<SettingNames>;
+  /**
+   * speculative decoding for the completion requests that can take it (one choice, no logprobs):
+   * a loaded draft model with the model's vocabulary (or one still loading: the server is loading
+   * until both are), as llama-server's --model-draft. Greedy answers are the model's own, token for
+   * token; sampled ones follow the rejection rule, so their distribution is the model's
+   */
+  draftModel?: Model | Promise<Model>;
+  /** tokens the draft proposes a round (default 8); a request's `speculative.n_max` sets its own, 0 none */
+  draftTokens?: number;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -164,6 +173,8 @@ export class OpenAIServer {
   /** the models' `created` (Unix seconds): when the server started, the same in every answer */
   private readonly created = Math.floor(Date.now() / 1000);
   private context: ServeContext | undefined;
+  /** the loaded draft model (ServeOptions.draftModel) */
+  private draft: Model | undefined;
   private draining = false;
   private idle: (() => void) | undefined;
 
@@ -181,10 +192,16 @@ export class OpenAIServer {
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
     this.settings = { ...LIBRARY_SETTING_NAMES, ...options.settingNames };
     this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
-    Promise.resolve(model).then((m) => {
+    if (options.draftTokens !== undefined && !(Number.isInteger(options.draftTokens) && options.draftTokens >= 1)) throw new RangeError(`draftTokens must be an integer >= 1, got ${options.draftTokens}`);
+    Promise.all([model, options.draftModel]).then(([m, draft]) => {
+      if (draft !== undefined) {
+        if ("embed" in m) throw new RangeError(`draftModel: ${m.path} is an embedding model, which generates nothing to draft for`);
+        if (draft.info.vocabSize !== m.info.vocabSize) throw new RangeError(`draftModel: ${draft.path}'s vocabulary has ${draft.info.vocabSize} tokens, the model ${m.path}'s ${m.info.vocabSize}: a draft must share the model's vocabulary`);
+        this.draft = draft;
+      }
       if ("embed" in m) this.embedder = m;
       else this.model = m;
-    }, (e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
+    }).catch((e: unknown) => { this.loadError = e instanceof Error ? e : new Error(String(e)); });
     // node:http answers 408 to a request whose headers and body have not arrived within the
     // timeout (a client trickling bytes would otherwise hold its connection for node's 300 s),
     // checked as often as the timeout is short. The read timeout runs from a request's first byte:
@@ -479,6 +496,7 @@ export class OpenAIServer {
     let formatter: ChatFormatter | undefined;
     this.context = {
       model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer), settings: this.settings,
+      ...(this.draft ? { draft: { model: this.draft, tokens: this.options.draftTokens } } : {}),
       templateKwargs: { ...this.options.chatTemplateKwargs },
       formatter: () => {
         try {
@@ -629,7 +647,7 @@ export class OpenAIServer {
   }
 
   private renderMetrics(res: ServerResponse): Promise<void> {
-    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0 };
+    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, draftTokensProposed: 0, draftTokensAccepted: 0, draftRounds: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0 };
     return sendText(res, 200, this.metrics.render(stats, { draining: this.draining, bodyBytesHeld: this.bodies.held }), "text/plain; version=0.0.4; charset=utf-8", this.writeTimeoutMs);
   }
 
@@ -648,7 +666,9 @@ export class OpenAIServer {
         return [...bytes];
       }
     };
-    void this.reply(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
+    // awaited, as every answer is: a shutdown waits for the requests being handled, and an answer
+    // still being written when its handler returned was cut off by it (a long /tokenize, mid-JSON)
+    await this.reply(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
   }
 
   /**
@@ -665,7 +685,7 @@ export class OpenAIServer {
     const ids = tokens as number[];
     // a slice's worth in one piece (a tokenizer.json's stream decoder is 2-4x slower than its decode)
     if (ids.length <= DETOKENIZE_SLICE) {
-      void this.reply(res, 200, { content: tokenizer.decode(ids) });
+      await this.reply(res, 200, { content: tokenizer.decode(ids) });
       return;
     }
     // (a stream decoder's pieces, joined, are decode()'s text)
@@ -679,7 +699,7 @@ export class OpenAIServer {
       }
       content += decoder.push(ids[i]!);
     }
-    void this.reply(res, 200, { content: content + decoder.flush() });
+    await this.reply(res, 200, { content: content + decoder.flush() });
   }
 }
 
