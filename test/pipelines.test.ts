@@ -725,13 +725,7 @@ test("text-classification, fill-mask and feature-extraction tokenize each text o
   assert.ok(vocab.includes("good") && vocab.includes("short"));
   assert.equal(JSON.parse(readFileSync(`${sst}/tokenizer_config.json`, "utf8")).model_max_length, 512);
   const goods = (n: number) => "good ".repeat(n).trim();
-  // a spy on the real tokenizer: every text it tokenizes
-  const texts: string[] = [];
-  const encode = HFTokenizer.prototype.encode;
-  HFTokenizer.prototype.encode = function (this: HFTokenizer, text, options) {
-    texts.push(text);
-    return encode.call(this, text, options);
-  };
+  const { texts, restore } = spyOnEncode();
   const warnings: string[] = [];
   const clf = await pipeline("text-classification", sst, { threads: 1, onWarning: (w) => warnings.push(w) });
   const fx = await pipeline("feature-extraction", sst, { threads: 1, onWarning: (w) => warnings.push(w) });
@@ -758,9 +752,44 @@ test("text-classification, fill-mask and feature-extraction tokenize each text o
     assert.deepEqual(filled, await fill(`[MASK] ${goods(509)}`, { topK: 2 }));
     assert.equal(warnings.length, 4);
   } finally {
-    HFTokenizer.prototype.encode = encode;
+    restore();
     clf.dispose();
     fx.dispose();
+    fill.dispose();
+  }
+});
+
+/** a spy on the real tokenizer: `texts` gets every text it tokenizes until restore() */
+function spyOnEncode(): { texts: string[]; restore: () => void } {
+  const texts: string[] = [];
+  const encode = HFTokenizer.prototype.encode;
+  HFTokenizer.prototype.encode = function (this: HFTokenizer, text, options) {
+    texts.push(text);
+    return encode.call(this, text, options);
+  };
+  return { texts, restore: () => { HFTokenizer.prototype.encode = encode; } };
+}
+
+/*
+ * fill-mask refused a text with no mask, or one whose mask a cut dropped, only after tokenizing
+ * it a second time to tell the two apart. Now its one whole encoding tells them apart.
+ */
+test("fill-mask tokenizes a text once when it refuses it: no mask token, or one past the tokens the model reads", { skip: skipWithoutShared("hf-oracle/bert-uncased-mlm") }, async () => {
+  const fill = await pipeline("fill-mask", `${SHARED}/hf-oracle/bert-uncased-mlm`, { threads: 1, onWarning: () => {} });
+  const { texts, restore } = spyOnEncode();
+  try {
+    const past = `${"good ".repeat(600)}[MASK].`;
+    for (const [input, message] of [
+      ["no mask here", /^RangeError: fill-mask: the input has no mask token \(\[MASK\]\): "no mask here"$/],
+      [["a [MASK].", "no mask here"], /^RangeError: fill-mask: input 1 has no mask token \(\[MASK\]\): "no mask here"$/],
+      [past, /^RangeError: fill-mask: the input: its mask token \(\[MASK\]\) is past the 512 tokens the model reads: "good good /],
+    ] as const) {
+      texts.length = 0;
+      await assert.rejects(fill(input), message);
+      assert.deepEqual(texts, typeof input === "string" ? [input] : input, JSON.stringify(input).slice(0, 40));
+    }
+  } finally {
+    restore();
     fill.dispose();
   }
 });

@@ -80,13 +80,16 @@ export class EncoderRunner {
    * sequence length is longer than the specified maximum sequence length for this model", then its
    * model reads the whole input or fails past its positions): an answer on a cut input must not
    * pass for the whole one's. Each input's whole encoding is counted, then cut (truncateModelInput),
-   * not tokenized again. `listed`: the call was given a list (inputs are named by their place in it)
+   * not tokenized again. `listed`: the call was given a list (inputs are named by their place in it).
+   * `check`: a task's own check of each whole encoding, before it is counted or cut (fill-mask's mask
+   * token, which a cut may drop: told apart from one never in the text without tokenizing it again)
    */
-  encode(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void): ModelInput[] {
+  encode(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void, check?: (whole: ModelInput, i: number, which: string) => void): ModelInput[] {
     return inputs.map(({ text, pair }, i) => {
       const whole = this.tokenize(text, pair, Infinity), n = whole.ids.length;
-      if (n <= this.maxLength) return whole;
       const which = listed ? `input ${i}` : "the input";
+      check?.(whole, i, which);
+      if (n <= this.maxLength) return whole;
       if (truncation === false) throw new RangeError(`${task}: ${which} has ${n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
       if (truncation === undefined) warn(`${task}: ${which} has ${n} tokens; only its first ${this.maxLength} are read (truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)`);
       return truncateModelInput(this.tokenizer, whole, this.maxLength);

@@ -1,3 +1,4 @@
+import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
 import { describe, knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
@@ -93,15 +94,17 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
     // the pipeline's own targets were warned of when it was made, a call's are at each call (transformers' _sanitize_parameters)
     const { k, targets, truncation } = settings(withDefaults(defaults, own), own.targets !== undefined && own.targets !== null);
     const texts = textsOf(TASK, input);
-    const encs = runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn);
+    const shown = (i: number) => JSON.stringify(texts[i]!.slice(0, 60));
+    // a text with no mask at all is told apart from one whose mask a cut dropped on its whole encoding,
+    // the one tokenization each text has (transformers' preprocess: "No mask_token ... found on the input")
+    const noMask = (whole: ModelInput, i: number, which: string) => {
+      if (!whole.ids.includes(maskId)) throw new RangeError(`${TASK}: ${which} has no mask token (${maskText}): ${shown(i)}`);
+    };
+    const encs = runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn, noMask);
     const positions = encs.map((e, i) => {
       const ps = e.ids.flatMap((id, p) => (id === maskId ? [p] : []));
-      if (ps.length === 0) {
-        // the mask may be in the text, past what the model reads
-        const why = tok.encode(texts[i]!, { addSpecialTokens: false }).includes(maskId) ? `: its mask token (${maskText}) is past the ${runner.maxLength} tokens the model reads` : ` has no mask token (${maskText})`;
-        const which = typeof input === "string" ? "the input" : `input ${i}`;
-        throw new RangeError(`${TASK}: ${which}${why}: ${JSON.stringify(texts[i]!.slice(0, 60))}`);
-      }
+      // its whole encoding had one (noMask): the cut dropped it
+      if (ps.length === 0) throw new RangeError(`${TASK}: ${typeof input === "string" ? "the input" : `input ${i}`}: its mask token (${maskText}) is past the ${runner.maxLength} tokens the model reads: ${shown(i)}`);
       return ps;
     });
     const logits = (await runner.run(encs, positions)).logits!;
