@@ -13,7 +13,9 @@ import { TsllmWorker } from "../src/browser/client.js";
 import type { Reply, Request } from "../src/browser/protocol.js";
 import { ChatTemplateError, NoChatTemplateError } from "../src/chat/index.js";
 import { RequestError } from "../src/engine/index.js";
+import { loadModel, type GenerateOptions } from "../src/index.js";
 import { OptionError } from "../src/units/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 class StandInWorker {
   static last: StandInWorker | undefined;
@@ -233,4 +235,41 @@ test("streamChat() and chat(): with the end-of-turn ids of the model's own templ
   client.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", stopTokens: [512] }).return(undefined as never).catch(() => undefined);
   assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["chat", "abort"]);
   client.terminate();
+});
+
+test("stories260K: a token prompt whose KV worst case the loaded model's pool can never hold is refused at stream()'s call with nothing sent, in the Node engine's words (n choices, beams, prompt lookup too); one that fits is sent", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const probe = await loadModel(sharedFile("models/stories260K.gguf")!, { contextSize: 512 });
+  const perToken = probe.engine.bytesPerToken;
+  probe.dispose();
+  // 10 blocks of 16 tokens: the judge is Model.stream's refusal of the same request (the engine's scheduler's rule)
+  const model = await loadModel(sharedFile("models/stories260K.gguf")!, { contextSize: 512, kvCacheBytes: 10 * 16 * perToken });
+  const { client, worker } = engine();
+  try {
+    const done = client.load("http://localhost/m.gguf");
+    worker.reply({ id: worker.posted.at(-1)!.id, kind: "result", value: { limits: model.engine.limits, hasChatTemplate: false } });
+    await done;
+    const posted = worker.posted.length;
+    const prompt = Array.from({ length: 40 }, (_, i) => 10 + i);
+    const cases: GenerateOptions[] = [{ maxTokens: 150 }, { maxTokens: 60, n: 3 }, { maxTokens: 30, numBeams: 3 }, { maxTokens: 100, promptLookup: true, draftTokens: 30 }];
+    for (const options of cases) {
+      let expected: RequestError | undefined;
+      try {
+        model.stream(prompt, options);
+      } catch (e) {
+        expected = e as RequestError;
+      }
+      assert.ok(expected instanceof RequestError && expected.code === "context_length_exceeded", `${JSON.stringify(options)}: the engine refuses it`);
+      assert.throws(() => client.stream(prompt, options), (e: unknown) => e instanceof RequestError && e.message === expected.message && e.option === "maxTokens" && e.code === expected.code, JSON.stringify(options));
+      await assert.rejects(client.generate(prompt, options), (e: unknown) => e instanceof RequestError && e.message === expected.message);
+    }
+    assert.equal(worker.posted.length, posted, "nothing reached the worker");
+    // one that fits (as the engine admits it) goes to the worker
+    const fits = { maxTokens: 40 };
+    await model.generate(prompt, fits);
+    client.stream(prompt, fits).return(undefined as never).catch(() => undefined);
+    assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["generate", "abort"]);
+  } finally {
+    client.terminate();
+    model.dispose();
+  }
 });

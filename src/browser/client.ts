@@ -4,7 +4,7 @@
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
 import { checkChatArguments, NoChatTemplateError, type ChatMessageInput } from "../chat/index.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "../engine/request-checks.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkTokenPromptKv, checkWidth, compileRequestConstraint, type RequestLimits } from "../engine/request-checks.js";
 import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, constraintOf, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
 import { tokenIdRefusal } from "../tokenizer/index.js";
@@ -83,6 +83,7 @@ function checkRequest(limits: RequestLimits | undefined, prompt: string | readon
   }
   checkConstraint(options);
   if (limits) checkWidth(options.numBeams ?? options.n ?? 1, options.numBeams !== undefined, limits.maxSequences);
+  if (limits && Array.isArray(prompt)) checkTokenPromptKv(prompt.length, options, limits);
 }
 
 /** a URL relative to the page, as the worker (and the cache) sees it */

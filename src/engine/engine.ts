@@ -8,7 +8,7 @@ import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Gramma
 import type { Tokenizer } from "../tokenizer/index.js";
 import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, type RequestLimits } from "./request-checks.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, defaultDraftTokens, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
@@ -198,7 +198,9 @@ export class Engine {
 
   /** what a request is checked against (request-checks.ts; the browser build's page gets them at load) */
   get limits(): RequestLimits {
-    return { contextSize: this.contextSize, tokenIds: this.tokenIds, rows: this.model.info.vocabSize, maxSequences: this.maxSequences };
+    const blocks = this.capacityBlocks();
+    const kv = { blocks, blockSize: DEFAULT_BLOCK_SIZE, bytes: blocks * DEFAULT_BLOCK_SIZE * this.bytesPerToken };
+    return { contextSize: this.contextSize, tokenIds: this.tokenIds, rows: this.model.info.vocabSize, maxSequences: this.maxSequences, kv };
   }
 
   /** bytes of K and V one token takes, all layers together */
@@ -552,7 +554,7 @@ export class Engine {
         validateSpeculative(d);
         const draft = d.draft;
         if (draft && draft.info.vocabSize !== vocab) throw new RequestError(`draft model: its vocabulary has ${draft.info.vocabSize} tokens, the target's ${vocab}`, "draftModel");
-        const draftTokens = d.draftTokens ?? (draft ? 8 : 10);
+        const draftTokens = d.draftTokens ?? defaultDraftTokens(draft !== undefined);
         // the draft's cache counts against kvCacheBytes as the request's own blocks do: without it
         // 16 concurrent requests with a draft held 25x the budget (see docs/engine.md)
         // (in whole blocks of the draft's pool, which is what its cache takes)

@@ -1,11 +1,13 @@
 /**
- * The engine's checks of a request that need neither the model's tokenizer nor its KV cache:
- * token ids against the vocabulary, a token prompt against the context, a request's width
- * against the sequences run at once (the model's limits), and a constraint's grammar, which needs
- * no model at all. Engine.submit runs them; the browser build's page runs them too, with the
- * limits the worker sent at load, so that such a request throws at the call of stream() as
- * Model.stream does, not at its first step.
+ * The engine's checks of a request that need neither the model's tokenizer nor its KV cache's
+ * contents: token ids against the vocabulary, a token prompt against the context, a request's
+ * width against the sequences run at once (the model's limits), its KV worst case against the
+ * pool's size, and a constraint's grammar, which needs no model at all. Engine.submit runs them
+ * (the scheduler's admission uses the same worst case); the browser build's page runs them too,
+ * with the limits the worker sent at load, so that such a request throws at the call of stream()
+ * as Model.stream does, not at its first step.
  */
+import { speculativePositions } from "../generation/index.js";
 import { compileConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import { shownValue } from "../units/index.js";
 import { RequestError } from "./errors.js";
@@ -20,6 +22,25 @@ export interface RequestLimits {
   rows: number;
   /** sequences run at once (a request's choices or beams count each) */
   maxSequences: number;
+  /** the KV pool every request's worst case must fit (absent: not checked) */
+  kv?: KvPoolLimits;
+}
+
+/** the engine's KV pool, as a request's worst case is checked against it */
+export interface KvPoolLimits {
+  /** blocks of the pool */
+  blocks: number;
+  /** positions one block holds */
+  blockSize: number;
+  /** bytes of the whole pool */
+  bytes: number;
+}
+
+/** what a request's KV worst case depends on: its prompt, maxTokens and how it decodes */
+export interface KvRequest {
+  promptTokens: number;
+  maxTokens: number;
+  decoding: { kind: "sample"; n: number } | { kind: "beam"; numBeams: number } | { kind: "speculative"; draftTokens: number; draft: boolean };
 }
 
 /** an empty prompt, one that fills the context, a token id outside the vocabulary */
@@ -48,6 +69,75 @@ export function checkWidth(width: number, beams: boolean, maxSequences: number):
   if (width > maxSequences) {
     throw new RequestError(`${beams ? "numBeams" : "n"} = ${width} ${beams ? "beams" : "completions"} exceed the ${maxSequences} sequences the engine runs at once (maxSequences)`, beams ? "numBeams" : "n");
   }
+}
+
+/** draft tokens a speculative round proposes when the request does not say: 8 with a draft model, 10 by prompt lookup */
+export function defaultDraftTokens(draft: boolean): number {
+  return draft ? 8 : 10;
+}
+
+/** the blocks n choices add beyond the first choice's: each further one extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first */
+export function choicesExtraBlocks(n: number, maxTokens: number, blockSize: number): number {
+  return n > 1 ? 1 + (n - 1) * (Math.ceil(maxTokens / blockSize) + 1) : 0;
+}
+
+/** the blocks a beam search's beams add: each beam's `room` tokens and one partial block it copies at a fork (forkCopy) */
+export function beamExtraBlocks(numBeams: number, room: number, blockSize: number): number {
+  return numBeams * (Math.ceil(room / blockSize) + 1);
+}
+
+/** the blocks a speculative request adds: one round's proposal past the accepted tokens (maybe over a block boundary), and a draft model's whole cache (`draftBlocks` of its positions) */
+export function speculativeExtraBlocks(promptTokens: number, room: number, draftTokens: number, blockSize: number, draftBlocks?: (positions: number) => number): number {
+  return Math.ceil((draftTokens + 1) / blockSize) + 1 + (draftBlocks?.(speculativePositions(promptTokens, room, draftTokens)) ?? 0);
+}
+
+/**
+ * The KV blocks a request may hold at once, at worst: its first sequence's prompt + maxTokens
+ * (within the context) less `cachedBlocks` found in the prefix cache, plus `extra`, what its
+ * strategy adds (Strategy.extraBlocks: the *ExtraBlocks above)
+ */
+export function worstKvBlocks(request: Pick<KvRequest, "promptTokens" | "maxTokens">, contextSize: number, blockSize: number, extra: number, cachedBlocks = 0): number {
+  const length = Math.min(request.promptTokens + request.maxTokens, contextSize);
+  return Math.ceil(length / blockSize) - cachedBlocks + extra;
+}
+
+/**
+ * A request whose worst case (worstKvBlocks) exceeds the whole KV pool could never run: refused in
+ * one line naming both sizes. Engine.submit runs it (the scheduler gives its strategy's `extra`);
+ * the browser build's page runs it for a token prompt with `extra` computed from its options (no
+ * draft model there), so both refuse it at the call, with the same message.
+ */
+export function checkKvWorstCase(request: KvRequest, limits: Pick<RequestLimits, "contextSize"> & { kv: KvPoolLimits }, extra?: number): void {
+  const { blocks, blockSize: bs, bytes } = limits.kv;
+  const d = request.decoding;
+  const room = Math.min(request.maxTokens, limits.contextSize - request.promptTokens);
+  extra ??= d.kind === "beam" ? beamExtraBlocks(d.numBeams, room, bs) : d.kind === "sample" ? choicesExtraBlocks(d.n, request.maxTokens, bs) : speculativeExtraBlocks(request.promptTokens, room, d.draftTokens, bs);
+  const need = worstKvBlocks(request, limits.contextSize, bs, extra);
+  if (need <= blocks) return;
+  const what = d.kind === "beam" ? `, ${d.numBeams} beams` : d.kind === "sample" ? (d.n > 1 ? `, ${d.n} choices` : "") : d.draft ? ", a speculative proposal and the draft model's KV cache" : ", a speculative proposal";
+  throw new RequestError(
+    `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${request.promptTokens} + maxTokens ${request.maxTokens}${what}) ` +
+      `but the KV cache holds ${blocks * bs} tokens (${bytes} bytes); lower maxTokens or raise kvCacheBytes`,
+    "maxTokens", "context_length_exceeded",
+  );
+}
+
+/**
+ * The page's KV check of a token prompt (the browser build), from the options as stream() takes
+ * them: beam search with numBeams, speculative decoding by prompt lookup, else n choices (as
+ * Model.submit reads them). Only with maxTokens given: the model's own default (its generation
+ * config, else 256) is the worker's to apply.
+ */
+export function checkTokenPromptKv(
+  promptTokens: number,
+  options: { maxTokens?: number; n?: number; numBeams?: number; promptLookup?: boolean | number; draftTokens?: number },
+  limits: RequestLimits,
+): void {
+  if (!limits.kv || options.maxTokens === undefined) return;
+  const decoding: KvRequest["decoding"] = options.numBeams !== undefined ? { kind: "beam", numBeams: options.numBeams }
+    : options.promptLookup ? { kind: "speculative", draftTokens: options.draftTokens ?? defaultDraftTokens(false), draft: false }
+    : { kind: "sample", n: options.n ?? 1 };
+  checkKvWorstCase({ promptTokens, maxTokens: options.maxTokens, decoding }, { contextSize: limits.contextSize, kv: limits.kv });
 }
 
 /** a constraint compiled (the engine's grammar), or a RequestError naming the option whose grammar, schema, choices or regex does not compile, and where */

@@ -1,5 +1,5 @@
 import { KVBlockPool, type KVCache } from "../cache/index.js";
-import { RequestError } from "./errors.js";
+import { checkKvWorstCase, defaultDraftTokens, type KvRequest, worstKvBlocks } from "./request-checks.js";
 import type { EngineRequest } from "./request.js";
 import { RunningSequence } from "./running-sequence.js";
 import type { StrategyHost, StrategyRequest } from "./strategy.js";
@@ -86,19 +86,10 @@ export class Scheduler implements StrategyHost {
     private readonly newCache: () => KVCache,
   ) {}
 
-  /** throws when the request's worst case exceeds the whole pool (it could never run) */
+  /** throws when the request's worst case exceeds the whole pool (it could never run): request-checks.ts, with its strategy's extra blocks */
   admissible(request: EngineRequest): void {
-    const need = this.worstBlocks(request, 0);
-    if (need > this.pool.blockCount) {
-      const { promptTokens, maxTokens } = request.params;
-      const bs = this.pool.blockSize, width = request.strategy.width;
-      const what = request.params.decoding.kind === "beam" ? `, ${width} beams` : width > 1 ? `, ${width} choices` : speculativeExtra(request.params.decoding);
-      throw new RequestError(
-        `the request needs room for up to ${need * bs} tokens of KV cache (prompt ${promptTokens.length} + maxTokens ${maxTokens}${what}) ` +
-          `but the KV cache holds ${this.pool.blockCount * bs} tokens (${this.pool.byteLength} bytes); lower maxTokens or raise kvCacheBytes`,
-        "maxTokens", "context_length_exceeded",
-      );
-    }
+    const pool = this.pool;
+    checkKvWorstCase(kvRequestOf(request), { contextSize: this.limits.contextSize, kv: { blocks: pool.blockCount, blockSize: pool.blockSize, bytes: pool.byteLength } }, request.strategy.extraBlocks(pool.blockSize));
   }
 
   get runningSequences(): number {
@@ -495,9 +486,8 @@ export class Scheduler implements StrategyHost {
 
   /** new blocks the request may hold at once: its first sequence's whole length less the cached prefix, plus its strategy's */
   private worstBlocks(request: EngineRequest, cachedBlocks: number): number {
-    const { promptTokens, maxTokens } = request.params;
-    const length = Math.min(promptTokens.length + maxTokens, this.limits.contextSize);
-    return Math.ceil(length / this.pool.blockSize) - cachedBlocks + request.strategy.extraBlocks(this.pool.blockSize);
+    const bs = this.pool.blockSize;
+    return worstKvBlocks(kvRequestOf(request), this.limits.contextSize, bs, request.strategy.extraBlocks(bs), cachedBlocks);
   }
 }
 
@@ -512,10 +502,12 @@ function recomputeEnd(sequence: RunningSequence): number {
   return sequence.recomputing ? sequence.recomputeTo : sequence.tokens.length;
 }
 
-/** what a speculative request's worst case holds besides its own positions */
-function speculativeExtra(d: EngineRequest["params"]["decoding"]): string {
-  if (d.kind !== "speculative") return "";
-  return d.draft ? ", a speculative proposal and the draft model's KV cache" : ", a speculative proposal";
+/** what the request's KV worst case depends on (request-checks.ts) */
+function kvRequestOf(request: EngineRequest): KvRequest {
+  const { promptTokens, maxTokens, decoding: d } = request.params;
+  const width = request.strategy.width;
+  const decoding: KvRequest["decoding"] = d.kind === "beam" ? { kind: "beam", numBeams: width } : d.kind === "speculative" ? { kind: "speculative", draftTokens: d.draftTokens ?? defaultDraftTokens(d.draft !== undefined), draft: d.draft !== undefined } : { kind: "sample", n: width };
+  return { promptTokens: promptTokens.length, maxTokens, decoding };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { BeamSearch, type BeamSearchOptions, type GenerationResult, type Sequence } from "../../generation/index.js";
 import type { TokenConstraint } from "../../sampling/constraints/index.js";
+import { beamExtraBlocks } from "../request-checks.js";
 import type { RunningSequence } from "../running-sequence.js";
 import type { SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 import { choiceOutcome } from "./sampling.js";
@@ -48,7 +49,7 @@ export class BeamStrategy implements Strategy {
   readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
-    return this.options.numBeams * (Math.ceil(this.options.maxTokens / blockSize) + 1);
+    return beamExtraBlocks(this.options.numBeams, this.options.maxTokens, blockSize);
   }
 
   /** a step forks at most numBeams - 1 beams (the others continue their parents), each copying a partial block */

@@ -1,4 +1,5 @@
 import type { Sequence } from "../../generation/index.js";
+import { choicesExtraBlocks } from "../request-checks.js";
 import type { RunningSequence } from "../running-sequence.js";
 import type { ChoiceOutcome, SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
 
@@ -35,8 +36,7 @@ export class SamplingStrategy implements Strategy {
   readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
-    // each further choice extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first
-    return this.width > 1 ? 1 + (this.width - 1) * (Math.ceil(this.maxTokens / blockSize) + 1) : 0;
+    return choicesExtraBlocks(this.width, this.maxTokens, blockSize);
   }
 
   get done(): boolean {

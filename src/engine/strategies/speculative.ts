@@ -1,4 +1,5 @@
-import { SpeculativeDecoder, speculativePositions, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
+import { SpeculativeDecoder, type GenerationStep, type Sequence, type SpeculativeOptions } from "../../generation/index.js";
+import { speculativeExtraBlocks } from "../request-checks.js";
 import type { RunningSequence } from "../running-sequence.js";
 import type { LanguageModel } from "../../models/index.js";
 import type { DraftRound, SequenceLogits, Strategy, StrategyHost, StrategyRequest } from "../strategy.js";
@@ -48,9 +49,7 @@ export class SpeculativeStrategy implements Strategy {
   readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
-    // one round's proposal beyond the accepted tokens, possibly over a block boundary; the draft's whole cache
-    const draft = this.draftPoolBlocks?.(speculativePositions(this.promptTokens.length, this.maxTokens, this.draftTokens)) ?? 0;
-    return Math.ceil((this.draftTokens + 1) / blockSize) + 1 + draft;
+    return speculativeExtraBlocks(this.promptTokens.length, this.maxTokens, this.draftTokens, blockSize, this.draftPoolBlocks);
   }
 
   /** the pool's blocks the draft's cache holds now (outside the pool, charged against its room) */
