@@ -169,15 +169,18 @@ test("a reader that goes away (| head) stops every command quietly with 141, the
   }
 });
 
-test("--threads above the machine's cores is capped with a one-line warning; -1 is the default", { skip }, () => {
+test("--threads above the machine's cores is capped with a one-line warning; 0 or less (-1 documented) is the default, as llama.cpp's -t", { skip }, () => {
   const r = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "3", "--temperature", "0", "--threads", "1000");
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, new RegExp(`^tsllm: warning: --threads 1000 is more than the ${availableParallelism()} cores of this machine; using ${availableParallelism()}$`, "m"));
-  // -1 is the default, as llama.cpp's -t -1; other values below 1 are refused
-  const dflt = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "3", "--temperature", "0", "--threads", "-1");
-  assert.equal(dflt.code, 0, dflt.stderr);
-  assert.doesNotMatch(dflt.stderr, /warning|error/);
-  for (const t of ["0", "-2"]) assert.equal(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--threads", t).stderr, `tsllm: error: --threads must be >= 1, got ${t}\n`);
+  // -1 is the default, as llama.cpp's -t -1; so are 0 and any other N <= 0, which llama.cpp's -t
+  // (common/arg.cpp: n_threads <= 0 -> hardware_concurrency()) and llama-bench's -t take for all cores
+  for (const t of ["-1", "0", "-2"]) {
+    const dflt = tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--max-tokens", "3", "--temperature", "0", "--threads", t);
+    assert.equal(dflt.code, 0, `${t}: ${dflt.stderr}`);
+    assert.doesNotMatch(dflt.stderr, /warning|error/);
+  }
+  assert.equal(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--threads", "1.5").stderr, "tsllm: error: --threads expects an integer, got 1.5\n");
   // the encoder commands too (they started a worker per asked thread)
   const bert = sharedFile("hf-oracle/bert-ner");
   if (bert === undefined) return;

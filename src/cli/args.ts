@@ -206,15 +206,16 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
 }
 
 /**
- * --threads: -1 or absent for the default (all cores); at most the machine's cores (more only oversubscribe them: a worker per thread, each
- * polling), with a warning on stderr when capped.
+ * --threads: 0 or less (-1 is the documented one), or absent, for the default (all cores), as
+ * llama.cpp's -t (and llama-bench's) take any N <= 0 for the hardware's thread count; at most the
+ * machine's cores (more only oversubscribe them: a worker per thread, each polling), with a
+ * warning on stderr when capped.
  */
 export function threadsOption(values: ParsedValues): number | undefined {
-  // -1 is the default, as llama.cpp's -t -1 (its default too)
-  if (values["threads"] === "-1") return undefined;
-  const n = optionalNumber(values, "threads", { integer: true, min: 1 });
+  const n = optionalNumber(values, "threads", { integer: true });
+  if (n === undefined || n <= 0) return undefined;
   const cores = availableParallelism();
-  if (n === undefined || n <= cores) return n;
+  if (n <= cores) return n;
   printWarning(`--threads ${n} is more than the ${cores} cores of this machine; using ${cores}`);
   return cores;
 }

@@ -14,7 +14,7 @@ kept in --json's samples as "warnings".
 
 Options:
   --model FILE          GGUF model file (required)
-  --threads N           compute threads (default -1: all cores)
+  --threads N           compute threads (default -1; 0 or less: all cores)
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
   --gen-tokens N        decode steps (default 128)
   --repetitions N       runs per engine (default 3)

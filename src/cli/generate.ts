@@ -38,7 +38,7 @@ Options:
   --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
                         The seed used is printed (stderr, or "seed" with --json): give it back to repeat a run
   --stop STR            stop at this text (repeatable)
-  --threads N           compute threads (default -1: all cores)
+  --threads N           compute threads (default -1; 0 or less: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --ctx-size N|auto|0   KV cache size in tokens; auto: the largest that fits in free memory (at most
                         the trained context); 0: the model's trained context (the KV cache is then

@@ -38,7 +38,7 @@ Options:
                         0: the trained context)
   --memory-margin SIZE  free memory auto and the default KV pool leave unused, as generate (e.g. 512M, 0;
                         default: TSLLM_MEMORY_MARGIN, else 1G)
-  --threads N           plan for N compute threads, as generate --threads (default -1: all cores);
+  --threads N           plan for N compute threads, as generate --threads (default -1; 0 or less: all cores);
                         each wasm worker thread past the first is counted in the scratch
   --quantize Q          plan the weights as quantized on load to Q (as generate --quantize)
   --cache-type-k T      plan the KV cache's keys as T: f32, f16, q8_0, q4_0 (as generate)

@@ -26,7 +26,7 @@ Options:
   --kl-divergence       compare --model against --base: mean KL divergence, top-1 agreement; with
                         --quantize and no --base, the base is --model itself unquantized
   --base FILE           the full-precision base model for --kl-divergence
-  --threads N           compute threads (default -1: all cores)
+  --threads N           compute threads (default -1; 0 or less: all cores)
   --memory-margin SIZE  free memory the default KV pool leaves unused, as generate (e.g. 512M, 0;
                         default: TSLLM_MEMORY_MARGIN, else 1G)
   --backend NAME        wasm (default), reference or webgpu
