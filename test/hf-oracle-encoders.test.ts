@@ -97,6 +97,23 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
         assertClose(await clf({ text: p.text, text_pair: p.text_pair }), p.pipeline, TOL);
       }
     });
+
+    /*
+     * transformers' TextClassificationPipeline.preprocess reads an input of a list that is [[text,
+     * text_pair]] as that pair (its older form, kept "for BC") and refuses any other list there
+     * ("if you are trying to send text pairs, ... send a dictionary"). tsllm refused the older form.
+     */
+    test("a list's [[text, text_pair]] is the pair, as transformers' preprocess reads it; a list's [text, text_pair] is refused, as there", async () => {
+      for (const p of exp.pairs) {
+        assertClose(await clf([[[p.text, p.text_pair]], { text: p.text, text_pair: p.text_pair }]), [p.pipeline, p.pipeline], TOL);
+        assertClose(await clf([[[p.text, p.text_pair]]], { topK: 1 }), [[p.pipeline]], TOL);
+        const forms = /^TypeError: text-classification: input 0: expected a string, \{text, text_pair\} or \[\[text, text_pair\]\], got an array$/;
+        await assert.rejects(clf([[p.text, p.text_pair]] as never), forms);
+        await assert.rejects(clf([[[p.text]]] as never), forms);
+        await assert.rejects(clf([[[p.text, p.text_pair], [p.text, p.text_pair]]] as never), forms);
+        await assert.rejects(clf([[[p.text, 5]]] as never), /^TypeError: text-classification: input 0: text_pair: expected a string, got number 5$/);
+      }
+    });
   });
 }
 

@@ -4,8 +4,12 @@ import type { EncoderRunner } from "./encoder-runner.js";
 import { inputError, isObject, knownOptions, truncationOf, withDefaults } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
-/** one input: a text, or a pair as transformers takes it */
-export type TextClassificationInput = string | { readonly text: string; readonly text_pair?: string };
+/**
+ * one input: a text, or a pair as transformers takes it: {text, text_pair}, or in a list of inputs
+ * its older form [[text, text_pair]] (transformers' preprocess still reads it; anywhere else a list
+ * is refused, as transformers refuses it)
+ */
+export type TextClassificationInput = string | { readonly text: string; readonly text_pair?: string } | readonly [readonly [string, string]];
 
 export interface TextClassificationOptions {
   /**
@@ -32,18 +36,32 @@ export interface LabelScore {
 
 const TASK = "text-classification";
 
-/** a text, or {text, text_pair?} of texts; `index`: its place in a list */
-function checkInput(x: unknown, index: number | undefined): void {
-  if (typeof x === "string") return;
+/**
+ * a text, {text, text_pair?} of texts, or in a list [[text, text_pair]], as the text (and pair) it
+ * is; `index`: its place in a list
+ */
+function inputOf(x: unknown, index: number | undefined): { text: string; pair?: string } {
+  if (typeof x === "string") return { text: x };
   const where = index === undefined ? undefined : `input ${index}`;
-  if (!isObject(x)) throw inputError(TASK, index === undefined ? "a string or {text, text_pair}, or a list of them" : "a string or {text, text_pair}", x, where);
   const field = (name: string) => (where === undefined ? name : `${where}: ${name}`);
+  // transformers' preprocess reads a list of inputs' [[text, text_pair]] as a pair (its older form) and
+  // refuses any other list there ("if you are trying to send text pairs, ... send a dictionary")
+  if (index !== undefined && Array.isArray(x)) {
+    const [pair] = x as unknown[];
+    if (x.length !== 1 || !Array.isArray(pair) || pair.length !== 2) throw inputError(TASK, "a string, {text, text_pair} or [[text, text_pair]]", x, where);
+    pair.forEach((t, i) => {
+      if (typeof t !== "string") throw inputError(TASK, "a string", t, field(i === 0 ? "text" : "text_pair"));
+    });
+    return { text: pair[0] as string, pair: pair[1] as string };
+  }
+  if (!isObject(x)) throw inputError(TASK, index === undefined ? "a string or {text, text_pair}, or a list of them" : "a string, {text, text_pair} or [[text, text_pair]]", x, where);
   // transformers' tokenizer(**input) fails on another key (textPair): the pair must not be left out unsaid
   const other = Object.keys(x).find((k) => k !== "text" && k !== "text_pair");
   if (other !== undefined) throw new TypeError(`${TASK}: ${where === undefined ? "" : `${where}: `}unknown key ${JSON.stringify(other)}: a pair is {text, text_pair}`);
   const { text, text_pair: pair } = x as Record<string, unknown>;
   if (typeof text !== "string") throw inputError(TASK, "a string", text, field("text"));
   if (pair !== undefined && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
+  return { text, pair };
 }
 
 const FUNCTIONS = ["softmax", "sigmoid", "none"] as const;
@@ -64,7 +82,8 @@ const NULL_IS_VALUE = ["topK"];
 /**
  * text-classification / sentiment-analysis, shaped as transformers' TextClassificationPipeline:
  * clf("text") -> [{label, score}]; clf(["a", "b"]) -> [{...}, {...}]; clf("text", {topK: null}) ->
- * every label sorted; clf({text, text_pair}) -> {label, score}. `defaults`: options given when the
+ * every label sorted; clf({text, text_pair}) -> {label, score}; clf([[[text, text_pair]]]) -> [{label, score}]
+ * (a list's older pair form; clf([[text, text_pair]]) is refused, as transformers). `defaults`: options given when the
  * pipeline was made (transformers' pipeline(task, top_k=None)), a call's own options over them.
  * `warn`: where an input cut with truncation left out is told (EncoderRunner.encode).
  */
@@ -94,8 +113,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
     const call = knownOptions(TASK, given, TEXT_CLASSIFICATION_OPTIONS);
     const { topK, fn, truncation } = settings(withDefaults(defaults, call, NULL_IS_VALUE));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
-    list.forEach((x, i) => checkInput(x, Array.isArray(input) ? i : undefined));
-    const enc = runner.encode(TASK, list.map((x) => (typeof x === "string" ? { text: x } : { text: x.text, pair: x.text_pair })), Array.isArray(input), truncation, warn);
+    const enc = runner.encode(TASK, list.map((x, i) => inputOf(x, Array.isArray(input) ? i : undefined)), Array.isArray(input), truncation, warn);
     const results = (await classify(enc, fn)).map((sorted) => (topK === undefined ? sorted[0]! : topK === null ? sorted : sorted.slice(0, topK)));
     if (Array.isArray(input)) return results;
     // transformers' __call__ wraps a single string's result in a list unless this call names top_k:
