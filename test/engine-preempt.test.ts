@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { KVBlockPool, KVCache } from "../src/cache/index.js";
 import { Engine } from "../src/engine/index.js";
 import { EngineRequest, type RequestParams } from "../src/engine/request.js";
+import type { RunningSequence } from "../src/engine/running-sequence.js";
 import { Scheduler } from "../src/engine/scheduler.js";
 import type { Strategy } from "../src/engine/strategy.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type GenerationStep, type Model } from "../src/index.js";
@@ -488,8 +489,18 @@ function beamScheduler(cacheReplies: boolean, promptLength = 20) {
   return { pool, scheduler, request, step, start, preempt, recompute, preemptAndRecompute, end };
 }
 
-test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, no more blocks held than before the preemption", () => {
-  const { pool, scheduler: s, request, step, start, preemptAndRecompute, end } = beamScheduler(false);
+/**
+ * The judge of a recompute's least work: each row of the beams' prefix tree (a distinct prefix of
+ * their tokens) past the first `cached` positions (found in the prefix cache), once.
+ */
+function prefixTreeRows(beams: readonly RunningSequence[], cached: number): number {
+  const rows = new Set<string>();
+  for (const b of beams) for (let p = cached; p < b.tokens.length; p++) rows.add(b.tokens.slice(0, p + 1).join(","));
+  return rows.size;
+}
+
+test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, all in one step (a beam forking off another's generated tokens, or differing from it only in its last token, included), no more blocks held than before the preemption", () => {
+  const { pool, scheduler: s, request, step, start, preempt, recompute, end } = beamScheduler(false);
   // the search: one beam chooses 30 tokens; then it forks beam 1 (at 50 tokens), which forks beam 2
   // (at 52); each new beam copies its parent's partial block (forkCopy), as BeamStrategy's forks do
   const root = start();
@@ -512,16 +523,20 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   // prompt + common prefix: 3 full blocks shared by all, one partial block each
   assert.equal(pool.stats.blocksInUse, 6);
   const held = pool.stats.blocksInUse;
-  const rows = preemptAndRecompute();
+  preempt();
+  const { rows, steps } = recompute();
   for (const b of [root, beam1, beam2]) assert.equal(b.cache.length, 53);
-  // beam 1 shares root's rows of the prompt and the 30 common tokens; beam 2 those and beam 1's first own row
+  // beam 1 shares root's rows of the prompt and the 30 common tokens; beam 2 those and beam 1's two own rows
   assert.deepEqual(beam1.cache.rows.subarray(0, 50), root.cache.rows.subarray(0, 50));
-  assert.deepEqual(beam2.cache.rows.subarray(0, 51), beam1.cache.rows.subarray(0, 51));
-  // the prefix tree's rows once: the prompt's 4 past its cached first block, the 30 common tokens,
-  // root's 3 own, beam 1's 3 own, beam 2's 1 own plus the one before it (a beam computes 2 rows or
-  // more: a lone row would be computed as a decode is, in other bits than the recompute's chunks)
-  // (each beam recomputing its own tokens past the prompt: 4 + 3 x 33 = 103)
-  assert.equal(rows, 4 + 30 + 3 + 3 + 1 + 1);
+  assert.deepEqual(beam2.cache.rows.subarray(0, 52), beam1.cache.rows.subarray(0, 52));
+  // the prefix tree's rows once, in one step: the prompt's 4 past its cached first block, the 30
+  // common tokens, root's 3 own, beam 1's 3 own, beam 2's 1 own (its last token, computed alone as
+  // the unpreempted search's next step computes it: a decode); beam 1 and beam 2 sharing rows their
+  // parents compute in the same pass. (Before: beam 2 recomputed beam 1's row before its last too,
+  // and beam 1 waited a step for root, beam 2 a step for beam 1: 42 rows in 3 steps; each beam
+  // recomputing its own tokens past the prompt: 4 + 3 x 33 = 103)
+  assert.equal(prefixTreeRows([root, beam1, beam2], 16), 4 + 30 + 3 + 3 + 1);
+  assert.deepEqual({ rows, steps }, { rows: prefixTreeRows([root, beam1, beam2], 16), steps: 1 });
   // prompt + common prefix: 4 blocks shared, one of each forked beam's own (each beam recomputing
   // past the prompt on its own: 10)
   assert.ok(pool.stats.blocksInUse <= held, `${pool.stats.blocksInUse} blocks held after the recompute, ${held} before the preemption`);
@@ -531,12 +546,14 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   // 16-31 and 32-47), and its lookup finds them as a lone sequence's would
   const cached = root.cache.blockIds.slice(0, 3);
   for (const [b, t] of [[root, 230], [beam1, 231], [beam2, 232]] as const) b.tokens.push(t);
-  const again = preemptAndRecompute();
+  preempt();
+  const again = recompute();
   for (const b of [root, beam1, beam2]) assert.equal(b.cache.length, 54);
   assert.deepEqual(root.cache.blockIds.slice(0, 3), cached, "the first beam starts on its cached blocks");
   // root's 6 past its 3 cached blocks, beam 1's 4 past the 50 it shares, beam 2's 2 past the 52 it
-  // shares with beam 1 (the prompt's blocks only: 4 + 34 + 4 + 2 = 44)
-  assert.equal(again, 6 + 4 + 2);
+  // shares with beam 1, in one step (the prompt's blocks only: 4 + 34 + 4 + 2 = 44)
+  assert.equal(prefixTreeRows([root, beam1, beam2], 48), 6 + 4 + 2);
+  assert.deepEqual(again, { rows: prefixTreeRows([root, beam1, beam2], 48), steps: 1 });
   end();
 });
 

@@ -161,11 +161,16 @@ export class KVCache {
    * choices or beams share their recomputed common prefix again (the prompt, and the tokens beams
    * had in common), as they shared it before. Forked mid-block, where the parent has taken the
    * block's later slots, the fork's next rows go to a block of its own (KVBlockPool.claimAfter).
+   * `reserved`: positions up to `at` may be rows the parent has reserved (ensureRoom) but not
+   * written yet, which a pass writes before this sequence's rows read them: the parent's segment
+   * comes first in the same pass, and every layer stores a segment's K/V before the next
+   * segment's attention (models/llama.ts, gpt2.ts)
    */
-  share(parent: KVCache, at = parent.len): void {
+  share(parent: KVCache, at = parent.len, reserved = false): void {
     if (this.len !== 0 || this.blocks.length !== 0) throw new Error("share: the sequence is not empty");
     if (parent.pool !== this.pool) throw new Error("share: the sequences live in different pools");
-    if (!Number.isInteger(at) || at < 0 || at > parent.len) throw new Error(`share: position ${at} is outside the parent's ${parent.len} positions`);
+    const end = reserved ? parent.reserved : parent.len;
+    if (!Number.isInteger(at) || at < 0 || at > end) throw new Error(`share: position ${at} is outside the parent's ${end} positions`);
     this.rows.set(parent.rows.subarray(0, at));
     for (let i = 0; i < parent.blocks.length && parent.blockStarts[i]! < at; i++) {
       this.pool.retain(parent.blocks[i]!);

@@ -150,7 +150,8 @@ export class Scheduler implements StrategyHost {
       // a preempted request: every sequence recomputes its tokens in the same steps, the first from
       // its cached blocks (the prompt's, or more) through its own tokens in one chunk, another on
       // the cached blocks of its own tokens it started on (admit), or else on a fork of the earlier
-      // one it has most tokens in common with once that one has computed them (recomputeFork).
+      // one it has most tokens in common with once that one has computed them or planned them in
+      // this step (recomputeFork; the pass computes the earlier one's chunk first).
       // (Before, the first stopped at the prompt's end and the others waited for it: a step more
       // per recompute, and one more for every sequence forking off the first's generated tokens)
       for (const sequence of request.sequences) {
@@ -158,8 +159,12 @@ export class Scheduler implements StrategyHost {
         if (!sequence.recomputing) continue;
         if (sequence !== root && sequence.cache.length === 0) {
           const { parent, at } = this.recomputeFork(request, sequence);
-          if (parent.cache.length < at) continue;
-          this.share(parent, sequence, at);
+          // (the parent's rows before `at` computed, or planned earlier in this step: shared at
+          // once, the pass computing the parent's chunk before this one's; before, a sequence
+          // forking off another's generated tokens waited a step for each sequence it forked off)
+          const pending = parent.cache.length < at ? chunks.find((c) => c.sequence === parent) : undefined;
+          if (parent.cache.length < at && !(pending && pending.start + pending.tokens.length >= at)) continue;
+          this.share(parent, sequence, at, pending);
         }
         if (!plan(request, sequence, promptChunk(sequence.recomputeTo - sequence.cache.length, budget))) return;
       }
@@ -191,10 +196,20 @@ export class Scheduler implements StrategyHost {
     return seq;
   }
 
-  /** a preempted request's sequence (its cache empty) shares the rows `parent` has recomputed before position `at`, as a fork ("share") of it */
-  private share(parent: RunningSequence, seq: RunningSequence, at: number): void {
-    seq.cache.share(parent.cache, at);
-    this.forked(parent, seq);
+  /**
+   * a preempted request's sequence (its cache empty) shares the rows `parent` has recomputed before
+   * position `at`, as a fork ("share") of it, or will have once this step's `pending` chunk of it is
+   * computed: its rows are reserved now (their blocks taken, no longer planned) and shared, the
+   * pass writing them before it reads them
+   */
+  private share(parent: RunningSequence, seq: RunningSequence, at: number, pending?: ScheduledChunk): void {
+    if (pending) {
+      // (the pass's own ensureRoom finds them reserved)
+      parent.cache.ensureRoom(pending.tokens.length);
+      this.planned.set(parent, 0);
+    }
+    seq.cache.share(parent.cache, at, pending !== undefined);
+    this.forked(parent, seq, pending && chunkedAfter(parent, pending));
   }
 
   /**
@@ -202,8 +217,8 @@ export class Scheduler implements StrategyHost {
    * (up to the fork: blocks the parent registered past it hold other tokens, and the fork's own rows
    * start mid-way in what would be the next, so none of its blocks is registered then)
    */
-  private forked(parent: RunningSequence, seq: RunningSequence): void {
-    seq.chunkedRows = Math.min(parent.chunkedRows, seq.cache.length);
+  private forked(parent: RunningSequence, seq: RunningSequence, parentChunkedRows = parent.chunkedRows): void {
+    seq.chunkedRows = Math.min(parentChunkedRows, seq.cache.length);
     const state = this.registered.get(parent);
     if (state && state.blocks * this.pool.blockSize <= seq.cache.length) this.registered.set(seq, { ...state });
   }
@@ -231,7 +246,7 @@ export class Scheduler implements StrategyHost {
     // a preempted sequence's recompute ends with the chunk that computes its last token (its logits go to the strategy as a decode's),
     // or the last before its pending proposal (computed next as before)
     if (seq.recomputing && chunk.start + chunk.tokens.length >= seq.recomputeTo) seq.recomputing = false;
-    if (chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows) seq.chunkedRows = chunk.start + chunk.tokens.length;
+    seq.chunkedRows = chunkedAfter(seq, chunk);
   }
 
   /**
@@ -426,9 +441,10 @@ export class Scheduler implements StrategyHost {
    * in common (the tokens of beams forked from one beam, of choices that chose alike), so they
    * share those rows again as beams shared them before the preemption (vLLM's block manager shares
    * blocks by prefix); at least the prompt, off the first sequence. The fork leaves the sequence
-   * two tokens or more of its own to compute, and takes only rows its parent computed in chunks of
-   * two or more: the rows are bit for bit those the sequence's own recompute from the prompt's end
-   * computes (a lone row is computed as a decode: see promptChunk).
+   * one token or more of its own to compute (a beam that differs from its parent only in its last
+   * token computes that one row, as a decode, as the unpreempted search's next step does; before,
+   * it computed the row before it again, which its parent holds), and takes only rows its parent
+   * computed in chunks of two or more (a lone row is computed as a decode: see promptChunk).
    */
   private recomputeFork(request: EngineRequest, seq: RunningSequence): { parent: RunningSequence; at: number } {
     const seqs = request.sequences, prompt = request.params.promptTokens.length;
@@ -437,7 +453,7 @@ export class Scheduler implements StrategyHost {
       if (other === seq) break;
       // (a sequence forked after the preemption has recomputed nothing: recomputeTo 0)
       if (other.recomputeTo - prompt < 2) continue;
-      const end = Math.min(seq.recomputeTo - 2, other.recomputeTo);
+      const end = Math.min(seq.recomputeTo - 1, other.recomputeTo);
       let n = prompt;
       while (n < end && other.tokens[n] === seq.tokens[n]) n++;
       if (n > at) ({ parent, at } = { parent: other, at: n });
@@ -495,6 +511,11 @@ export class Scheduler implements StrategyHost {
 interface CachedPrefix {
   readonly blocks: readonly number[];
   readonly id: number;
+}
+
+/** the sequence's rows that may be cached once the chunk is computed: chunks of two or more extend them (RunningSequence.chunkedRows) */
+function chunkedAfter(seq: RunningSequence, chunk: ScheduledChunk): number {
+  return chunk.tokens.length >= 2 && chunk.start <= seq.chunkedRows ? chunk.start + chunk.tokens.length : seq.chunkedRows;
 }
 
 /** where a sequence's rows are computed to: a preempted one's recompute end, else its tokens' (a prompt) */
