@@ -34,8 +34,10 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
       parts.push(chunk);
     });
     req.on("end", () => resolve(Buffer.concat(parts)));
-    req.on("error", reject);
-    req.on("close", () => reject(new Error("the request ended before its body was complete")));
+    // (node's own error is a bare "aborted", which read as the server's failure)
+    const cut = () => reject(new BodyCutOff());
+    req.on("error", cut);
+    req.on("close", cut);
   });
   let raw: Buffer;
   try {
@@ -47,6 +49,20 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
   // a whole body stays counted until the server is done with it (BodyBudget.release)
   budget?.keep(req, size);
   return decode(raw);
+}
+
+/**
+ * A request whose body stopped arriving: its client left (closed or reset its connection), or node
+ * gave up on the connection (the read timeout's 408, malformed HTTP's 400, answered by the
+ * server's clientError handler). No answer can reach it, and nothing failed inside the server: the
+ * request is counted as its connection ended (499, 408, 400), not reported as a 500.
+ */
+export class BodyCutOff extends Error {
+  override name = "BodyCutOff";
+
+  constructor() {
+    super("the request ended before its body was complete");
+  }
 }
 
 /**

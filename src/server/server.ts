@@ -14,7 +14,7 @@ import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./em
 import type { ServeContext } from "./context.js";
 import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, BodyBudget, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, BodyBudget, BodyCutOff, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, optString, type Body } from "./params.js";
@@ -460,6 +460,11 @@ export class OpenAIServer {
       }
       await handler(req, res);
     } catch (e) {
+      // (its connection is gone, or going with node's own answer: nothing to answer or report)
+      if (e instanceof BodyCutOff) {
+        res.destroy();
+        return;
+      }
       const err = e instanceof ApiError ? e : internal(e);
       // a body refused unread (too large, or never sent: its client still waits for "100 Continue") leaves the connection unusable
       if (err.status === 413 || (expectsContinue && !req.complete)) res.setHeader("Connection", "close");
