@@ -211,6 +211,24 @@ test("a text file or stdin that ends inside a UTF-8 character: one line saying i
   }
 });
 
+test("perplexity --chunks -1 (llama-perplexity's default) scores all the windows, as no --chunks; --chunks 0 is one line", { skip }, () => {
+  // llama-perplexity: n_chunk = params.n_chunks < 0 ? n_chunk_max : min(params.n_chunks, n_chunk_max)
+  const text = join(dir, "ppl.txt");
+  writeFileSync(text, readFileSync(sharedFile("text/tinystories-valid-30k.txt")!, "utf8").slice(0, 1500));
+  const ppl = (args: string[]) => {
+    const r = tsllm(["perplexity", "--model", sharedFile(MODEL)!, "--file", text, "--ctx", "64", "--backend", "reference", "--json", ...args]);
+    assert.equal(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout) as { chunks: number; perplexity: number };
+  };
+  const all = ppl([]);
+  assert.ok(all.chunks > 1, String(all.chunks));
+  assert.deepEqual(ppl(["--chunks", "-1"]), all);
+  assert.deepEqual(ppl(["--chunks", "-5"]), all);
+  assert.equal(ppl(["--chunks", "1"]).chunks, 1);
+  const zero = tsllm(["perplexity", "--model", "x.gguf", "--file", text, "--chunks", "0"]);
+  assert.deepEqual(zero, { code: 2, stdout: "", stderr: "tsllm: error: --chunks must be >= 1, or -1 for all the windows (the default); got 0\n" });
+});
+
 test("--repeat-penalty 0 is refused as > 0, not as >= 5e-324", () => {
   const r = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "0"]);
   assert.equal(r.code, 2);

@@ -19,7 +19,7 @@ Options:
   --ctx N               window size in tokens (default 512); 0: the model's trained context (the
                         KV cache is then sized for it, 128K tokens on some models)
   --batch N             tokens per forward pass (default: the whole window)
-  --chunks N            evaluate at most N windows
+  --chunks N            evaluate at most N windows (default -1: all, as llama-perplexity)
   --quantize Q          quantize --model while loading (as generate --quantize), to measure that quantization
   --cache-type-k T      KV cache type of keys (f32, f16, q8_0, q4_0; as generate), to measure that cache
   --cache-type-v T      KV cache type of values (as --cache-type-k)
@@ -60,7 +60,10 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // a window needs BOS and a scored half: 0 (the trained context, read once the model is resolved) or 4 and up
   if (ctxArg !== TRAINED_CONTEXT && ctxArg < 4) throw new UsageError(`--ctx must be >= 4, or 0 for the model's trained context; got ${ctxArg}`);
   const batch = optionalNumber(values, "batch", { integer: true, min: 1 });
-  const chunks = optionalNumber(values, "chunks", { integer: true, min: 1 });
+  // any negative N is all the windows, as llama-perplexity's --chunks (its default -1); 0 would score none
+  const chunksArg = optionalNumber(values, "chunks", { integer: true });
+  if (chunksArg === 0) throw new UsageError("--chunks must be >= 1, or -1 for all the windows (the default); got 0");
+  const chunks = chunksArg === undefined || chunksArg < 0 ? undefined : chunksArg;
   const kl = flag(values, "kl-divergence");
   const memoryMargin = memoryMarginOption(values);
   const quantize = optionalString(values, "quantize");
