@@ -114,6 +114,15 @@ for (const name of ["bert-uncased-sst", "distilbert-sst", "roberta-sst"]) {
         await assert.rejects(clf([[[p.text, 5]]] as never), /^TypeError: text-classification: input 0: text_pair: expected a string, got number 5$/);
       }
     });
+
+    /* transformers hands {text, text_pair: None} to tokenizer(text, text_pair=None): one text. tsllm refused a null text_pair */
+    test("a null text_pair is no pair, as transformers' tokenizer(text, text_pair=None): the text's own answer", async () => {
+      for (const c of exp.cases) {
+        // a dict's answer is not wrapped in a list (only a string's is): the recorded clf(text)'s one element
+        assertClose(await clf({ text: c.text, text_pair: null }), c.pipeline[0], TOL);
+        assertClose(await clf([[[c.text, null]], { text: c.text, text_pair: null }]), [c.pipeline[0], c.pipeline[0]], TOL);
+      }
+    });
   });
 }
 

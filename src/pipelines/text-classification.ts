@@ -7,9 +7,9 @@ import { sigmoid, softmax } from "./math.js";
 /**
  * one input: a text, or a pair as transformers takes it: {text, text_pair}, or in a list of inputs
  * its older form [[text, text_pair]] (transformers' preprocess still reads it; anywhere else a list
- * is refused, as transformers refuses it)
+ * is refused, as transformers refuses it). A null text_pair is no pair, as Python's None
  */
-export type TextClassificationInput = string | { readonly text: string; readonly text_pair?: string } | readonly [readonly [string, string]];
+export type TextClassificationInput = string | { readonly text: string; readonly text_pair?: string | null } | readonly [readonly [string, string | null]];
 
 export interface TextClassificationOptions {
   /**
@@ -44,24 +44,25 @@ function inputOf(x: unknown, index: number | undefined): { text: string; pair?: 
   if (typeof x === "string") return { text: x };
   const where = index === undefined ? undefined : `input ${index}`;
   const field = (name: string) => (where === undefined ? name : `${where}: ${name}`);
+  /** the text and its pair, checked; a null pair is none, as transformers' tokenizer(text, text_pair=None) */
+  const checked = (text: unknown, pair: unknown) => {
+    if (typeof text !== "string") throw inputError(TASK, "a string", text, field("text"));
+    if (pair !== undefined && pair !== null && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
+    return pair === undefined || pair === null ? { text } : { text, pair };
+  };
   // transformers' preprocess reads a list of inputs' [[text, text_pair]] as a pair (its older form) and
   // refuses any other list there ("if you are trying to send text pairs, ... send a dictionary")
   if (index !== undefined && Array.isArray(x)) {
     const [pair] = x as unknown[];
     if (x.length !== 1 || !Array.isArray(pair) || pair.length !== 2) throw inputError(TASK, "a string, {text, text_pair} or [[text, text_pair]]", x, where);
-    pair.forEach((t, i) => {
-      if (typeof t !== "string") throw inputError(TASK, "a string", t, field(i === 0 ? "text" : "text_pair"));
-    });
-    return { text: pair[0] as string, pair: pair[1] as string };
+    return checked(pair[0], pair[1]);
   }
   if (!isObject(x)) throw inputError(TASK, index === undefined ? "a string or {text, text_pair}, or a list of them" : "a string, {text, text_pair} or [[text, text_pair]]", x, where);
   // transformers' tokenizer(**input) fails on another key (textPair): the pair must not be left out unsaid
   const other = Object.keys(x).find((k) => k !== "text" && k !== "text_pair");
   if (other !== undefined) throw new TypeError(`${TASK}: ${where === undefined ? "" : `${where}: `}unknown key ${JSON.stringify(other)}: a pair is {text, text_pair}`);
   const { text, text_pair: pair } = x as Record<string, unknown>;
-  if (typeof text !== "string") throw inputError(TASK, "a string", text, field("text"));
-  if (pair !== undefined && typeof pair !== "string") throw inputError(TASK, "a string", pair, field("text_pair"));
-  return { text, pair };
+  return checked(text, pair);
 }
 
 const FUNCTIONS = ["softmax", "sigmoid", "none"] as const;
