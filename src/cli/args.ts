@@ -59,9 +59,32 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
 /** llama.cpp's GPU-offload options: a model here runs on the --backend chosen, so they are taken and ignored, with a note */
 const IGNORED_LLAMA_CPP_OPTIONS = new Set(["-ngl", "--gpu-layers", "--n-gpu-layers"]);
 
+/** the one of `options` that llama.cpp's spelling `name` (-n, --temp) means here, if any */
+function aliasTarget(name: string, options: OptionSpec): string | undefined {
+  return Object.hasOwn(LLAMA_CPP_ALIASES, name) ? LLAMA_CPP_ALIASES[name]!.find((o) => Object.hasOwn(options, o)) : undefined;
+}
+
+/**
+ * `-n5`, `-n=5`, `-c512`: a short spelling with its value run into it. Node's parser read `-n5`
+ * as generate's one-letter --n (5 completions, not 5 tokens, silently) and `-c512` as an unknown
+ * -c; llama.cpp's tools refuse both ("invalid argument"). The longest alias `a` starts with wins
+ * (-ctkq8_0 is -ctk's).
+ */
+function runTogether(a: string, options: OptionSpec): string | undefined {
+  if (a.startsWith("--") || a.length < 3) return undefined;
+  // the longest of all the short spellings (-sys is not -s with "ys", -ngl99 not -n with "gl99")
+  const short = [...Object.keys(LLAMA_CPP_ALIASES), ...IGNORED_LLAMA_CPP_OPTIONS]
+    .filter((k) => !k.startsWith("--") && a.startsWith(k))
+    .sort((x, y) => y.length - x.length)[0];
+  if (short === undefined || (aliasTarget(short, options) === undefined && !(IGNORED_LLAMA_CPP_OPTIONS.has(short) && Object.hasOwn(options, "model")))) return undefined;
+  const value = a.slice(short.length).replace(/^=/, "");
+  return `${a}: an option and its value run together; write ${short} ${value === "" ? "VALUE" : value} (the value as the next argument, as llama.cpp's tools take it)`;
+}
+
 /** `-m x` and `--temp=0.5` as this command's own `--model x` and `--temperature=0.5`; -ngl N dropped with a warning */
 function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string[] {
   const out: string[] = [];
+  let isValue = false; // the argument is the value of the option before it (`--prompt -n5`), as parseStrict takes it
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--") {
@@ -73,10 +96,18 @@ function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string
     if (IGNORED_LLAMA_CPP_OPTIONS.has(name) && Object.hasOwn(options, "model")) {
       if (eq < 0) i++; // its value
       printWarning(`${name} is llama.cpp's GPU offload and is ignored here; --backend picks where the model runs`);
+      isValue = false;
       continue;
     }
-    const target = Object.hasOwn(LLAMA_CPP_ALIASES, name) ? LLAMA_CPP_ALIASES[name]!.find((o) => Object.hasOwn(options, o)) : undefined;
-    out.push(target === undefined ? a : `--${target}${eq > 0 ? a.slice(eq) : ""}`);
+    const target = aliasTarget(name, options);
+    if (target === undefined && !isValue) {
+      const together = runTogether(a, options);
+      if (together !== undefined) throw new UsageError(together);
+    }
+    const arg = target === undefined ? a : `--${target}${eq > 0 ? a.slice(eq) : ""}`;
+    out.push(arg);
+    const option = arg.startsWith("--") && !arg.includes("=") ? options[arg.slice(2)] : undefined;
+    isValue = !isValue && option?.type === "string";
   }
   return out;
 }
