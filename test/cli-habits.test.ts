@@ -65,6 +65,17 @@ test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -
   assert.equal(asValue.completionTokens.length, 4);
 });
 
+test("a stray argument (tsllm inspect model.gguf, convert DIR as llama.cpp's convert script takes it) is one line saying how the model is given, or that the command takes options only", () => {
+  for (const [args, expected] of [
+    [["inspect", "model.gguf"], "unexpected argument 'model.gguf' (the model is given as --model model.gguf)"],
+    [["convert", "some/folder", "--out", "x.gguf"], "unexpected argument 'some/folder' (the model is given as --model some/folder)"],
+    [["generate", "-m", "x.gguf", "hello"], "unexpected argument 'hello' (this command takes options only; --help lists them)"],
+    [["ls", "extra"], "unexpected argument 'extra' (this command takes options only; --help lists them)"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
 test("a mistyped option or command: one line naming the closest one; a name like none lists where to look", () => {
   for (const [args, message] of [
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--seeds", "1"], "tsllm: error: unknown option --seeds (did you mean --seed?)\n"],

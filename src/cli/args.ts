@@ -164,6 +164,13 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
       const suggestion = alias ?? (wanted === undefined ? undefined : closest(wanted, Object.keys(options)));
       throw new UsageError(`unknown option ${unknown[1]}${suggestion ? ` (did you mean --${suggestion}?)` : " (--help lists the options)"}`);
     }
+    // Node's "Unexpected argument 'X'. This command does not take positional arguments" named no
+    // way on: `tsllm inspect model.gguf` (llama.cpp's convert script takes its folder so) wants --model
+    const positional = /^Unexpected argument '([\s\S]*)'\. This command does not take positional arguments/.exec((e as Error).message);
+    if (positional) {
+      const model = Object.hasOwn(options, "model") && !args.some((a) => a === "--model" || a.startsWith("--model="));
+      throw new UsageError(`unexpected argument '${positional[1]}' (${model ? `the model is given as --model ${positional[1]}` : "this command takes options only; --help lists them"})`);
+    }
     // its advice to write --name=-XYZ is on a later line
     const ambiguous = /^Option '(--[^']+)' argument is ambiguous/.exec((e as Error).message);
     if (ambiguous) throw new UsageError(`${ambiguous[1]} is followed by an option, not its value (for a value that is also an option's name, write ${ambiguous[1]}=VALUE)`);
