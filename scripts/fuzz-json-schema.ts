@@ -3,7 +3,8 @@
 // completes must validate, and every valid random instance (compact, with llama.cpp's whitespace,
 // with \u escapes) must be accepted. Unsupported keywords must be refused with a GrammarError.
 // The differences tsllm makes on purpose (a bounded number written with an exponent, a key beyond
-// the properties where additionalProperties is unset, a format beside a pattern: see
+// the properties where additionalProperties is unset, a format beside a pattern, a lone surrogate
+// in a string's own characters: see
 // scripts/json-schema-diff.ts) are counted apart as known, not as findings.
 //
 //   node --import tsx scripts/fuzz-json-schema.ts [--seed S] [--cases N] [--seconds T] [--case K]
@@ -21,7 +22,7 @@ const USAGE = "Usage: node --import tsx scripts/fuzz-json-schema.ts [--seed S] [
   "  --seconds T: stop after T seconds (default 60)\n" +
   "  --case K: run only case K of the seed, printing its schema and outcome\n" +
   "  each finding: the seed and case, the schema, the text and why; exit 1 if any\n" +
-  "  known differences (a bounded number with an exponent, a key beyond the properties where additionalProperties is unset, a format beside a pattern) are counted apart, not findings";
+  "  known differences (a bounded number with an exponent, a key beyond the properties where additionalProperties is unset, a format beside a pattern, a lone surrogate in a string's own characters) are counted apart, not findings";
 
 const { seed, cases, seconds, onlyCase } = scriptOptions(USAGE, { seed: { type: "string" }, cases: { type: "string" }, seconds: { type: "string" }, case: { type: "string" } }, (values, positionals) => {
   noPositionals(positionals);

@@ -571,6 +571,26 @@ test("a $ref cycle with no way to end is refused naming the $ref's schema path, 
   agreesWithAjv({ $defs: { n: { type: "object", properties: { next: { anyOf: [{ type: "null" }, { $ref: "#/$defs/n" }] } }, required: ["next"] } }, $ref: "#/$defs/n" }, ['{"next":null}', '{"next":{"next":null}}', "{}"]);
 });
 
+test("a $ref cycle with no way to end reached only where the value may do without it (an optional property, an array that may be empty, another anyOf alternative) is left out there, as ajv validates only values without it; random walks of the grammar all validate", () => {
+  const endless = { type: "object", properties: { x: { type: "integer" }, next: { $ref: "#/$defs/n" } }, required: ["x", "next"] };
+  const cases: [JsonSchema, string[]][] = [
+    [{ $defs: { n: endless }, type: "object", properties: { head: { $ref: "#/$defs/n" }, k: { type: "boolean" } } }, ["{}", '{"k":true}', '{"head":{"x":1}}', '{"head":{"x":1,"next":{"x":2}}}', '{"head":null}']],
+    [{ $defs: { n: endless }, type: "array", items: { $ref: "#/$defs/n" } }, ["[]", '[{"x":1}]', "[null]"]],
+    [{ $defs: { n: endless }, anyOf: [{ $ref: "#/$defs/n" }, { type: "string", maxLength: 2 }] }, ['"ab"', '"abc"', '{"x":1}', "null"]],
+    // the cycle beside other recursion that can end: a tree whose nodes may have children
+    [{ $defs: { n: endless }, type: "object", properties: { kids: { type: "array", items: { $ref: "#" } }, bad: { $ref: "#/$defs/n" } }, required: ["kids"] }, ['{"kids":[]}', '{"kids":[{"kids":[]}]}', '{"kids":[{"kids":[],"bad":{"x":1}}]}', '{"kids":[{}]}']],
+  ];
+  const ajv = makeAjv();
+  for (const [schema, texts] of cases) {
+    agreesWithAjv(schema, texts);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(7), ajv, 60, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks >= 30, `${r.walks} walks ended: ${JSON.stringify(schema)}`);
+  }
+  // a tree whose child is optional: deep values are taken and written
+  agreesWithAjv({ type: "object", properties: { child: { $ref: "#" }, v: { type: "integer" } }, required: ["v"] }, ['{"child":{"child":{"v":3},"v":2},"v":1}', '{"child":{},"v":1}', '{"child":{"v":1}}']);
+});
+
 test("keywords beside enum, const, $ref, anyOf and nullable apply, as a validator reads them together (found by scripts/fuzz-json-schema.ts)", () => {
   agreesWithAjv({ type: "string", enum: ["a", 1, "abc", null], maxLength: 2 }, ['"a"', "1", '"abc"', "null"]);
   agreesWithAjv({ const: 7, type: "integer", maximum: 9 }, ["7"]);
@@ -791,8 +811,63 @@ test("patterns are read as ajv compiles them (the u flag): \\s is ECMAScript's (
       }
     }
   }
-  // refused naming the escape (it read as "{ has nothing to repeat")
-  assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: "^\\p{L}+$" }), /^GrammarError: #\/pattern: regex "\^\\\\p\{L\}\+\$", at 1: \\p\{\.\.\.\} \(Unicode property escapes\) is not supported$/);
+});
+
+test("pattern: Unicode property escapes \\p{...} / \\P{...} (General_Category, Script=, binary properties) take the characters ajv's u-flag RegExp takes, in and out of classes; one RegExp does not know is refused naming the pattern, as ajv refuses to compile it", () => {
+  // letters of several cases and scripts, digits of other scripts, a letter number, punctuation, symbols, spaces, a combining mark, astral letters and symbols
+  const chars = ["a", "Z", "é", "É", "ǅ", "日", "α", "Ω", "Ж", "ж", "0", "٣", "Ⅻ", "½", "!", "«", "_", "-", "€", "+", "©", " ", "\u00a0", "\u2028", "\u0301", "😀", "𝔸", "𐐷", "\u0007", '"', "\\", "\uE000"];
+  const strings = [...chars, "ab", "Ab", "aB", "Αβγ", "Жж", "12", "٣٣", "a1_", "é!"];
+  const patterns = ["^\\p{L}$", "^\\p{Lu}\\p{Ll}*$", "^\\p{Ll}+$", "^\\p{Lt}$", "^\\p{N}+$", "^\\p{Nd}{1,2}$", "^\\p{Nl}$", "^\\p{P}$", "^\\p{S}$", "^\\p{Sc}$", "^\\p{Z}$", "^\\p{Zs}$", "^\\p{M}$", "^\\p{Cc}$", "^\\p{Co}$",
+    "^\\P{L}$", "^[\\p{L}\\d_]+$", "^[^\\p{P}\\p{Z}]+$", "^[\\P{L}a]$", "^\\p{Script=Greek}+$", "^\\p{sc=Cyrl}+$", "^\\p{Script_Extensions=Latin}$", "^\\p{General_Category=Decimal_Number}$", "^\\p{Alphabetic}+$", "^\\p{Uppercase}$", "\\p{Emoji_Presentation}"];
+  for (const pattern of patterns) {
+    for (const lengths of [{}, { maxLength: 2 }]) {
+      const schema = { type: "string", pattern, ...lengths };
+      const g = parseGbnf(jsonSchemaToGbnf(schema));
+      const validate = newAjv2020().compile(schema);
+      let taken = 0;
+      for (const v of strings) {
+        const ok = validate(v) as boolean;
+        taken += ok ? 1 : 0;
+        assert.equal(accepts(g, JSON.stringify(v)), ok, `${JSON.stringify(schema)} on ${JSON.stringify(v)}`);
+      }
+      assert.ok(taken > 0, `${pattern}: no string of the test is valid`);
+    }
+  }
+  // random walks of the grammar (each character from a class's ranges) all validate
+  const ajv = makeAjv();
+  for (const pattern of ["^\\p{Lu}\\p{Ll}+$", "^[^\\p{L}\\p{N}]{1,3}$", "^\\p{Script=Han}+$"]) {
+    const r = checkSchema({ type: "string", pattern }, new Rng(3), ajv, 40, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], pattern);
+    assert.ok(r.walks >= 20, pattern);
+  }
+  // what RegExp does not know (ajv compiles the pattern with the u flag and refuses the schema): one line naming the pattern
+  for (const [pattern, at, what] of [["^\\p{Foo}$", 1, "\\p{Foo}: not a Unicode property JavaScript's RegExp knows"], ["\\P{Script=Nope}", 0, "\\P{Script=Nope}: not a Unicode property"], ["^\\p{RGI_Emoji}$", 1, "\\p{RGI_Emoji}: not a Unicode property"], ["^\\pL$", 1, "\\p needs a Unicode property in braces"]] as const) {
+    assert.throws(() => newAjv2020().compile({ type: "string", pattern }), /pattern|Invalid/, pattern);
+    assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), (e: Error) => e.message.startsWith(`#/pattern: regex ${JSON.stringify(pattern)}, at ${at}: ${what}`) && !e.message.includes("\n"), pattern);
+  }
+});
+
+test("lone surrogates: a pattern only a lone surrogate matches is refused naming it (ajv takes such a string, but no UTF-8 output holds one); an enum or const string with one is written as JSON's \\u escape and counted as one character beside maxLength or a pattern, as ajv counts it", () => {
+  const lone = ["\uD800", "\uDC00x", "a\uDBFF"];
+  for (const [pattern, at] of [["^\\uD800$", 1], ["^a[\\uD800-\\uDFFF]$", 2], ["^\\p{Cs}$", 1], ["^x|\\u{DC00}", 3], [`^${"\uD800"}$`, 1]] as const) {
+    const validate = newAjv2020().compile({ type: "string", pattern });
+    assert.ok(lone.some((v) => validate(v)) || validate("a\uD800") || validate("\uDC00"), pattern);
+    assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), (e: Error) => e.message === `#/pattern: regex ${JSON.stringify(pattern)}, at ${at}: only a lone surrogate (\\uD800 to \\uDFFF, half of a UTF-16 pair) matches here: a validator takes a string holding one, but it is not Unicode text, which a model writes (as UTF-8), so no string written can match`, pattern);
+  }
+  // a class that holds surrogates among other characters: the others
+  agreesWithAjv({ type: "string", pattern: "^[a\\uD800-\\uDFFF]$" }, ['"a"', '"b"']);
+  // enum and const values: their JSON (JSON.stringify escapes a lone surrogate) is valid JSON text whose value ajv validates
+  const texts = ['"\\ud800"', '"\\udc00x"', '"a\\udbff"', '"ab"', '"\\\\ud800"', '"a"'];
+  agreesWithAjv({ enum: [...lone, "ab", "\\ud800"] }, texts);
+  agreesWithAjv({ enum: [...lone, "ab", "a"], maxLength: 1 }, texts);
+  agreesWithAjv({ type: "string", enum: [...lone, "ab"], pattern: "^.$" }, texts);
+  agreesWithAjv({ const: "\uDC00x", minLength: 2 }, texts);
+  const ajv = makeAjv();
+  for (const schema of [{ enum: [...lone, "ab"], maxLength: 1 }, { type: "array", items: { const: "a\uDBFF" }, maxItems: 2 }]) {
+    const r = checkSchema(schema, new Rng(5), ajv, 30, 30);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks > 0 && r.instances > 0, JSON.stringify(schema));
+  }
 });
 
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {

@@ -39,6 +39,144 @@ export function unmatchableRuleNames(source: string, limits: GbnfLimits = {}): s
 
 const isWordChar = (c: string | undefined): boolean => c !== undefined && /[A-Za-z0-9_-]/.test(c);
 
+/** a GBNF expression as written, for rewriting: alternatives of sequences of repeated atoms */
+type Atom = { readonly text: string } | { readonly ref: string } | { readonly group: Sequence[] };
+interface Item { readonly atom: Atom; readonly repeat: string; readonly optional: boolean }
+type Sequence = Item[];
+
+/**
+ * `source` without what no string can match: the rules every alternative of which needs itself
+ * again (`dead`, by name, as unmatchableRuleNames tells them) are left out, and so is every
+ * alternative that needs one of them; a repetition that may be left out (`?`, `*`, `{0,n}`) of one is
+ * dropped from its sequence. The language is the same (what was left out matched nothing), but a
+ * recognizer no longer enters a part it could never leave. `text` is `source` itself where nothing
+ * is dead; the root among `dead` means the grammar matches nothing at all.
+ */
+export function withoutUnmatchable(source: string, limits: GbnfLimits = {}): { text: string; dead: string[] } {
+  const unmatchable = new Set(unmatchableRuleNames(source, limits));
+  if (unmatchable.size === 0) return { text: source, dead: [] };
+  const rules = new ExpressionReader(source).rules();
+  const dead = new Set([...rules.keys()].filter((n) => unmatchable.has(n)));
+  // an expression with its dead parts left out, or undefined where it needs one
+  const alternatives = (alts: readonly Sequence[]): Sequence[] | undefined => {
+    const kept = alts.flatMap((seq) => sequence(seq) ?? []);
+    return kept.length === 0 ? undefined : kept;
+  };
+  const sequence = (seq: Sequence): [Sequence] | undefined => {
+    const out: Sequence = [];
+    for (const item of seq) {
+      const atom = "ref" in item.atom ? (dead.has(item.atom.ref) ? undefined : item.atom) : "group" in item.atom ? mapGroup(item.atom.group) : item.atom;
+      if (atom !== undefined) out.push({ ...item, atom });
+      else if (!item.optional) return undefined;
+    }
+    return [out];
+  };
+  const mapGroup = (alts: readonly Sequence[]): Atom | undefined => {
+    const kept = alternatives(alts);
+    return kept === undefined ? undefined : { group: kept };
+  };
+  const write = (alts: readonly Sequence[]): string => alts.map((seq) => (seq.length === 0 ? '""' : seq.map((i) => `${"text" in i.atom ? i.atom.text : "ref" in i.atom ? i.atom.ref : `(${write(i.atom.group)})`}${i.repeat}`).join(" "))).join(" | ");
+  const lines: string[] = [];
+  for (const [name, body] of rules) {
+    if (dead.has(name)) continue;
+    lines.push(`${name} ::= ${write(alternatives(body)!)}`);
+  }
+  return { text: `${lines.join("\n")}\n`, dead: [...dead] };
+}
+
+/**
+ * GBNF read as written (strings, classes and repetitions kept as their text), for rewriting a
+ * grammar that parseGbnf has read without fault: the same reading of where rules, groups and
+ * sequences end
+ */
+class ExpressionReader {
+  private pos = 0;
+  constructor(private readonly src: string) {}
+
+  rules(): Map<string, Sequence[]> {
+    const out = new Map<string, Sequence[]>();
+    this.skip(true);
+    while (this.pos < this.src.length) {
+      const name = this.word();
+      this.skip(false);
+      this.pos += 3; // ::=
+      this.skip(true);
+      out.set(name, this.alternates(false));
+      this.skip(true);
+    }
+    return out;
+  }
+
+  private skip(newlines: boolean): void {
+    const s = this.src;
+    while (this.pos < s.length) {
+      const c = s[this.pos]!;
+      if (c === "#") while (this.pos < s.length && s[this.pos] !== "\n") this.pos++;
+      else if (c === " " || c === "\t" || (newlines && (c === "\n" || c === "\r"))) this.pos++;
+      else break;
+    }
+  }
+
+  private word(): string {
+    const start = this.pos;
+    while (isWordChar(this.src[this.pos])) this.pos++;
+    return this.src.slice(start, this.pos);
+  }
+
+  private alternates(nested: boolean): Sequence[] {
+    const alts = [this.sequence(nested)];
+    while (this.src[this.pos] === "|") {
+      this.pos++;
+      this.skip(true);
+      alts.push(this.sequence(nested));
+    }
+    return alts;
+  }
+
+  /** to the end of a string or class opened at the current position, escapes skipped */
+  private quoted(close: string): string {
+    const start = this.pos;
+    this.pos++;
+    while (this.src[this.pos] !== close) this.pos += this.src[this.pos] === "\\" ? 2 : 1;
+    this.pos++;
+    return this.src.slice(start, this.pos);
+  }
+
+  private sequence(nested: boolean): Sequence {
+    const out: Sequence = [];
+    const s = this.src;
+    for (;;) {
+      const c = s[this.pos];
+      if (c === undefined) break;
+      let atom: Atom | undefined;
+      if (c === '"') atom = { text: this.quoted('"') };
+      else if (c === "[") atom = { text: this.quoted("]") };
+      else if (c === ".") {
+        this.pos++;
+        atom = { text: "." };
+      } else if (isWordChar(c)) atom = { ref: this.word() };
+      else if (c === "(") {
+        this.pos++;
+        this.skip(true);
+        const group = this.alternates(true);
+        this.pos++; // )
+        atom = { group };
+      } else if (c === "*" || c === "+" || c === "?" || c === "{") {
+        const start = this.pos;
+        if (c === "{") while (s[this.pos] !== "}") this.pos++;
+        this.pos++;
+        const repeat = s.slice(start, this.pos);
+        const optional = c === "*" || c === "?" || (c === "{" && /^\{\s*0\s*[,}]/.test(repeat));
+        // (parseGbnf takes one repetition of an element, never two)
+        out.push({ atom: out.pop()!.atom, repeat, optional });
+      } else break;
+      if (atom !== undefined) out.push({ atom, repeat: "", optional: false });
+      this.skip(nested);
+    }
+    return out;
+  }
+}
+
 /**
  * A grammar that admits what any of `sources` admits (GBNF texts, each with its own root):
  * each one's rules are renamed apart (`g0-`, `g1-`, ... before every rule name, strings,

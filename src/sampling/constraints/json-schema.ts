@@ -1,4 +1,4 @@
-import { parseGbnf, unmatchableRuleNames } from "./gbnf.js";
+import { parseGbnf, withoutUnmatchable } from "./gbnf.js";
 import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
@@ -437,15 +437,26 @@ class Converter {
   convert(): string {
     const root = this.visit(this.schema, "root", "#", 0);
     if (root !== "root") this.add("root", root);
-    const text = [...this.rules].map(([name, body]) => `${name} ::= ${body}`).join("\n") + "\n";
-    // a $ref whose schema holds itself in every value ({properties: {a: {$ref: "#"}}, required:
-    // ["a"]}) makes rules no string ends: ajv compiles such a schema, but no finite value is valid
-    if (this.recursions.length > 0) {
-      const never = new Set(unmatchableRuleNames(text));
-      const cycle = this.recursions.find(([, , rule]) => never.has(rule));
-      if (cycle !== undefined) throw new GrammarError(`${cycle[0]}: $ref ${JSON.stringify(cycle[1])} recurs without end (each value of ${JSON.stringify(cycle[1])} needs another one here), so no finite JSON value satisfies it (a validator compiles such a schema, but no instance is valid)`);
-    }
+    const { text, endless } = this.text();
+    if (endless !== undefined) throw new GrammarError(`${endless[0]}: $ref ${JSON.stringify(endless[1])} recurs without end (each value of ${JSON.stringify(endless[1])} needs another one here), so no finite JSON value satisfies it (a validator compiles such a schema, but no instance is valid)`);
     return text;
+  }
+
+  /**
+   * The rules as GBNF. A $ref whose schema holds itself in every value ({properties: {a: {$ref:
+   * "#"}}, required: ["a"]}) makes rules no string ends: where the value may do without them (an
+   * optional property, an array that may be empty, another alternative of an anyOf) they are left
+   * out, as no finite value (none a validator takes) goes through them, so a model is never led
+   * into a value it cannot end; where the root needs them, no value is valid: `endless` names the
+   * $ref that recurs (its schema path, and the pointer)
+   */
+  private text(): { text: string; endless?: readonly [string, string] } {
+    const source = [...this.rules].map(([name, body]) => `${name} ::= ${body}`).join("\n") + "\n";
+    if (this.recursions.length === 0) return { text: source };
+    const { text, dead } = withoutUnmatchable(source);
+    if (!dead.includes("root")) return { text };
+    const cycle = this.recursions.find(([, , rule]) => dead.includes(rule)) ?? this.recursions[0]!;
+    return { text, endless: [cycle[0], cycle[1]] };
   }
 
   private add(name: string, body: string): string {
@@ -547,10 +558,17 @@ class Converter {
     const alone = beside["type"] === undefined && impliedTypes(beside).length > 0 && !["anyOf", "oneOf", "allOf", "$ref"].some((k) => beside[k] !== undefined);
     const root = sub.visit(alone ? { ...beside, type: ["string", "number", "boolean", "null", "object", "array"] } : beside, "root", path, depth + 1);
     if (root !== "root") sub.add("root", root);
-    const matcher = new GrammarMatcher(parseGbnf([...sub.rules].map(([n, body]) => `${n} ::= ${body}`).join("\n") + "\n"));
+    // (keywords beside that recur without end admit no value)
+    const { text, endless } = sub.text();
+    if (endless !== undefined) return [];
+    const matcher = new GrammarMatcher(parseGbnf(text));
     return values.filter((v) => {
       let stacks = matcher.initial();
-      for (const ch of JSON.stringify(v)) {
+      // a lone surrogate, which JSON.stringify escapes (\ud800), read as the one character it is to a
+      // validator (maxLength counts it once, a pattern's class takes it): the grammar beside writes no
+      // such escape, and the value itself is written as its literal
+      const text = JSON.stringify(v).replace(/(?<!\\)((?:\\\\)*)\\u(d[89a-f][0-9a-f]{2})/g, (_, slashes: string, unit: string) => slashes + String.fromCharCode(parseInt(unit, 16)));
+      for (const ch of text) {
         stacks = matcher.advance(stacks, ch.codePointAt(0)!);
         if (stacks.length === 0) return false;
       }

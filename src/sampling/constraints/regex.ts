@@ -2,7 +2,8 @@ import { GrammarError, repetitionProblem } from "./grammar.js";
 
 /**
  * A regular expression (the ECMAScript syntax most patterns use) as a GBNF expression: literals
- * and escapes, `.`, classes `[a-z]` / `[^...]` with `\d \w \s` (and their negations), groups
+ * and escapes, `.`, classes `[a-z]` / `[^...]` with `\d \w \s` (and their negations) and Unicode
+ * property escapes `\p{...}` / `\P{...}` (as this engine's RegExp reads them), groups
  * `( )` / `(?: )` / `(?<name> )`, `|`, and the quantifiers `* + ? {m} {m,} {m,n}` (lazy ones match the same
  * strings). The whole text must match, so `^` and `$` are accepted only at the ends. Back
  * references and lookarounds describe no regular language a grammar can hold: refused.
@@ -63,8 +64,57 @@ const DIGIT: Ranges = [[0x30, 0x39]];
 const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
 /** ECMAScript's \s: WhiteSpace (tab, VT, FF, BOM and every Zs space) and LineTerminator (LF, CR, U+2028, U+2029) */
 const SPACE: Ranges = [[0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x1680, 0x1680], [0x2000, 0x200a], [0x2028, 0x2029], [0x202f, 0x202f], [0x205f, 0x205f], [0x3000, 0x3000], [0xfeff, 0xfeff]];
+/** UTF-16's surrogates: half a character each, which no Unicode text (UTF-8 output) holds alone */
+const SURROGATES: [number, number] = [0xd800, 0xdfff];
+const LONE_SURROGATE = "only a lone surrogate (\\uD800 to \\uDFFF, half of a UTF-16 pair) matches here: a validator takes a string holding one, but it is not Unicode text, which a model writes (as UTF-8), so no string written can match";
 /** what a JSON string holds unescaped: not `"`, `\` or a control character */
 const JSON_FORBIDDEN: Ranges = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
+
+/** every code point but the surrogates, in order: BMP ones one unit each, the others two */
+let allCodePoints: string | undefined;
+const BMP_UNITS = 0x10000 - 0x800;
+/** the code point at a unit index of allCodePoints */
+const codePointAt = (i: number): number => (i < 0xd800 ? i : i < BMP_UNITS ? i + 0x800 : 0x10000 + (i - BMP_UNITS) / 2);
+const propertyCache = new Map<string, Ranges | undefined>();
+
+/**
+ * The code points of a Unicode property escape's
+ * body (`L`, `Script=Greek`), as this JavaScript engine's RegExp reads \p{...} with the u flag,
+ * which is how ajv compiles a pattern, so both take the same characters; undefined where the
+ * engine knows no such property
+ */
+function propertyRanges(body: string): Ranges | undefined {
+  if (propertyCache.has(body)) return propertyCache.get(body);
+  let re: RegExp | undefined;
+  try {
+    re = new RegExp(`\\p{${body}}+`, "gu");
+  } catch {
+    re = undefined;
+  }
+  let ranges: Ranges | undefined;
+  if (re !== undefined) {
+    if (allCodePoints === undefined) {
+      const parts: string[] = [];
+      for (let lo = 0; lo <= 0x10ffff; lo += 0x1000) {
+        const chunk: number[] = [];
+        for (let c = lo; c < lo + 0x1000; c++) if (c < 0xd800 || c > 0xdfff) chunk.push(c);
+        parts.push(String.fromCodePoint(...chunk));
+      }
+      allCodePoints = parts.join("");
+    }
+    ranges = [];
+    // each run of matching code points is one range (the string holds them in order)
+    for (const m of allCodePoints.matchAll(re)) {
+      const end = m.index + m[0].length;
+      ranges.push([codePointAt(m.index), codePointAt(end - (end > BMP_UNITS ? 2 : 1))]);
+    }
+    // the surrogates, each alone (\p{Cs} holds them): a string of them in order would pair them up
+    const one = new RegExp(`^\\p{${body}}$`, "u");
+    for (let c = SURROGATES[0]; c <= SURROGATES[1]; c++) if (one.test(String.fromCharCode(c))) ranges.push([c, c]);
+  }
+  propertyCache.set(body, ranges);
+  return ranges;
+}
 
 const hex = (c: number): string => (c <= 0xffff ? `\\u${c.toString(16).padStart(4, "0")}` : `\\U${c.toString(16).padStart(8, "0")}`);
 
@@ -210,6 +260,8 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
 
 class RegexParser {
   private pos = 0;
+  /** where the atom being read starts (what a fault of its characters names) */
+  private atomAt = 0;
   /** `whole`: the expression `src` is part of, at `offset` in it (what a fault names) */
   constructor(private readonly src: string, private readonly json: boolean, private readonly whole = { src, offset: 0 }) {}
 
@@ -224,6 +276,11 @@ class RegexParser {
   fail(message: string): never {
     const { src, offset } = this.whole;
     throw new GrammarError(`regex ${JSON.stringify(src.length > 60 ? `${src.slice(0, 60)}...` : src)}, at ${this.pos + offset}: ${message}`);
+  }
+
+  private failAtAtom(message: string): never {
+    this.pos = this.atomAt;
+    this.fail(message);
   }
 
   private alternation(): Node {
@@ -271,6 +328,7 @@ class RegexParser {
   }
 
   private atom(): Node {
+    this.atomAt = this.pos;
     const c = this.src[this.pos]!;
     if (c === "(") {
       this.pos++;
@@ -316,7 +374,14 @@ class RegexParser {
       this.pos += 2;
       return 8;
     }
-    if (e === "p" || e === "P") this.fail(`\\${e}{...} (Unicode property escapes) is not supported`);
+    if (e === "p" || e === "P") {
+      const m = /^\{([A-Za-z0-9_]+(?:=[A-Za-z0-9_]+)?)\}/.exec(this.src.slice(this.pos + 2));
+      if (!m) this.fail(`\\${e} needs a Unicode property in braces, such as \\${e}{L}, \\${e}{Nd} or \\${e}{Script=Greek}`);
+      const ranges = propertyRanges(m[1]!);
+      if (ranges === undefined) this.fail(`\\${e}{${m[1]}}: not a Unicode property JavaScript's RegExp knows (with the u flag, as ajv compiles patterns): a General_Category (L, Lu, Nd, P, ...), Script= or Script_Extensions= a script, or a binary property (Alphabetic, ...)`);
+      this.pos += 2 + m[0].length;
+      return { ranges, negated: e === "P" };
+    }
     this.pos += 2;
     const classes: Record<string, Ranges> = { d: DIGIT, w: WORD, s: SPACE };
     if (Object.hasOwn(classes, e.toLowerCase()) && "dwsDWS".includes(e)) return { ranges: classes[e.toLowerCase()]!, negated: e === e.toUpperCase() };
@@ -409,6 +474,7 @@ class RegexParser {
     const text = (r: Ranges, neg: boolean) => `[${neg ? "^" : ""}${r.map(([a, b]) => (a === b ? hex(a) : `${hex(a)}-${hex(b)}`)).join("")}]`;
     if (!this.json) return text(ranges, negated);
     const full = negated ? subtract([[0, 0x10ffff]], ranges) : ranges;
+    if (full.length > 0 && subtract(full, [SURROGATES]).length === 0) this.failAtAtom(LONE_SURROGATE);
     const plain = subtract(full, JSON_FORBIDDEN);
     const escaped = JSON_FORBIDDEN.flatMap(([lo, hi]) => full.flatMap(([a, b]): Ranges => (b < lo || a > hi ? [] : [[Math.max(a, lo), Math.min(b, hi)]])));
     const alts: string[] = plain.length > 0 ? [text(plain, false)] : [];
@@ -433,6 +499,7 @@ class RegexParser {
 
   /** a GBNF string for one character (inside a JSON string: as JSON writes it) */
   private literal(cp: number): string {
+    if (this.json && cp >= SURROGATES[0] && cp <= SURROGATES[1]) this.failAtAtom(LONE_SURROGATE);
     if (this.json && (cp === 0x22 || cp === 0x5c)) return `"\\\\${cp === 0x22 ? '\\"' : "\\\\"}"`;
     // a control character as JSON may write it: \u00XX or its short escape (\n, \t, ...)
     if (this.json && cp < 0x20) return this.classText([[cp, cp]], false);
