@@ -331,3 +331,44 @@ test("a body cut off (its client left, the read timeout's 408, a malformed chunk
     await s.close();
   }
 });
+
+test("with no queue (maxQueue 0) the 429 says the request cannot start and none may wait, not that 0 requests are waiting", { skip }, async () => {
+  const s = await serveStories({ maxSequences: 1 }, { maxQueue: 0 });
+  const controller = new AbortController();
+  try {
+    const running = await fetch(`${s.url}/v1/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, stream: true }) });
+    await running.body!.getReader().read();
+    const refused = await post(`${s.url}/v1/completions`, { prompt: "x", max_tokens: 1 });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get("retry-after"), "1");
+    assert.equal(refused.json.error.message, "the server is busy: this request cannot start now (the server runs 1 sequence at once) and no request may wait for a free one (at most 0 may wait: maxQueue); retry later");
+  } finally {
+    controller.abort();
+    await s.close();
+  }
+});
+
+test("close() and the model's dispose() right after a stream's client left: the run's failure is no unhandled rejection (fatal to the process)", { skip }, async () => {
+  const rejections: unknown[] = [];
+  const onRejection = (e: unknown) => rejections.push(e);
+  process.on("unhandledRejection", onRejection);
+  try {
+    // (whether the engine has dropped the cancelled run when the dispose fails it depends on where
+    // its loop is: a few rounds of what a shutdown does)
+    for (let round = 0; round < 3; round++) {
+      const s = await serveStories({ maxSequences: 1 });
+      const controller = new AbortController();
+      const res = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 400, ignore_eos: true, stream: true }) });
+      await res.body!.getReader().read();
+      // the client leaves, and the server is closed and its model disposed at once (close() waits
+      // for the requests being handled, which this one no longer is once its client is gone)
+      controller.abort();
+      await s.close();
+    }
+    // (a rejection nobody handles is reported once the microtasks of its turn have run)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual(rejections.map(String), []);
+  } finally {
+    process.off("unhandledRejection", onRejection);
+  }
+});

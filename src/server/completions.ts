@@ -315,11 +315,18 @@ async function* merged(runs: readonly GenerationRun[]) {
   const its = runs.map((r) => r.events());
   const next = (i: number) => its[i]!.next().then((r) => ({ i, r }));
   const pending = new Map(its.map((_, i) => [i, next(i)] as const));
-  while (pending.size > 0) {
-    const { i, r } = await Promise.race(pending.values());
-    if (r.done) { pending.delete(i); continue; }
-    pending.set(i, next(i));
-    yield { run: i, event: r.value };
+  try {
+    while (pending.size > 0) {
+      const { i, r } = await Promise.race(pending.values());
+      if (r.done) { pending.delete(i); continue; }
+      pending.set(i, next(i));
+      yield { run: i, event: r.value };
+    }
+  } finally {
+    // a stream that stops reading (its client left) leaves an event asked of each run: how the run
+    // ends is no one's to hear, a failure too (the model disposed right after a shutdown), which
+    // unheard would be an unhandled rejection, fatal to the process
+    for (const p of pending.values()) p.catch(() => {});
   }
 }
 

@@ -527,7 +527,10 @@ export class OpenAIServer {
         const max = this.options.maxQueue ?? 256;
         if (model.engine.waitingForRoom(widths) > max) {
           const waiting = model.engine.waitingForRoom();
-          throw new ApiError(429, `the server is busy: ${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence (at most ${max} may wait: ${this.settings.maxQueue}); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
+          // (with no queue, "0 requests are waiting" would say nothing of why this one was refused)
+          const parallel = model.engine.maxSequences;
+          const why = max === 0 ? `this request cannot start now (the server runs ${parallel} sequence${parallel === 1 ? "" : "s"} at once) and no request may wait for a free one` : `${waiting === 1 ? "1 request is" : `${waiting} requests are`} waiting for a free sequence`;
+          throw new ApiError(429, `the server is busy: ${why} (at most ${max} may wait: ${this.settings.maxQueue}); retry later`, "rate_limit_error", null, "queue_full", { "Retry-After": "1" });
         }
       },
       bodyRead: (res) => this.bodies.release(res.req),
