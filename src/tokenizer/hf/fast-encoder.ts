@@ -372,9 +372,10 @@ export class HFFastEncoder implements WordEncoder {
     this.longestAdded = longest;
   }
 
-  start(text: string): WordRun {
+  /** a run over `text` whose ids are appended to `ids` */
+  start(text: string, ids: number[] = []): WordRun {
     const split = this.matcher.splitter(text);
-    return { fragments: split.fragments, split, index: 0, ids: [] };
+    return { fragments: split.fragments, split, index: 0, ids };
   }
 
   /** encodes words of `run` until about `budget` characters are done; true once it is complete */
