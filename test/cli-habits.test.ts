@@ -52,6 +52,21 @@ test("llama.cpp's spellings -m -p -n -c -t -s and --temp=V mean tsllm's options;
   assert.match(quant.stderr, /^tsllm: error: unknown option -m /);
 });
 
+test("tokenize -f FILE / --file - (llama-tokenize's -f and stdin flag) tokenizes the file's text as it is, final line break included; with --text too, or neither, one line", { skip }, () => {
+  // llama-tokenize's read_prompt_from_file: the file's bytes whole, nothing stripped (unlike llama-cli's -f)
+  const text = "Once upon a time\nthere was\n";
+  const file = join(dir, "tokenize.txt");
+  writeFileSync(file, text);
+  const asText = tsllm(["tokenize", "--model", sharedFile(MODEL)!, "--text", text, "--json"]);
+  assert.equal(asText.code, 0, asText.stderr);
+  for (const [args, input] of [[["-f", file]], [["--file", "-"], text]] as const) {
+    const r = tsllm(["tokenize", "-m", sharedFile(MODEL)!, ...args, "--json"], input);
+    assert.deepEqual(r, asText, args.join(" "));
+  }
+  assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf", "--text", "a", "--file", file]), { code: 2, stdout: "", stderr: "tsllm: error: --text and --file both give the text; give one\n" });
+  assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --text is required (or --file FILE; --file - reads stdin)\n" });
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")
