@@ -214,3 +214,48 @@ test("tsllm rm on a cache it may not write is one line naming the cache and the 
   }
   assert.deepEqual(listCachedRepos(cache).map((r) => r.repo), ["acme/kept"], "nothing was removed");
 });
+
+test("tsllm ls on a damaged cache lists what it can and names each damage on stderr, as huggingface_hub's scan_cache_dir warns", async () => {
+  const cache = join(dir, "damaged");
+  await fillCache(cache);
+  const a = join(cache, "models--acme--a"), b = join(cache, "models--acme--b");
+  rmSync(join(a, "blobs", blobName(readme1))); // C1's README now a broken link
+  writeFileSync(join(a, "refs", "v2"), "9".repeat(40)); // a ref to a commit never cached
+  rmSync(join(b, "refs"), { recursive: true });
+  writeFileSync(join(b, "refs"), "main"); // refs/ a file: its scan used to throw ENOTDIR for the whole listing
+  const repos = listCachedRepos(cache);
+  assert.deepEqual(repos.map((r) => [r.repo, r.revisions.map((v) => v.files)]), [["acme/a", [["model-Q8_0.gguf"], ["README.md", "model-Q8_0.gguf"]]], ["acme/b", [["model-Q8_0.gguf"]]]]);
+  assert.deepEqual(repos.map((r) => r.problems), [
+    [`refs/v2: names commit ${"9".repeat(40)}, which has no snapshot`, `snapshots/${C1}/README.md: its blob is missing (a broken link)`],
+    ["refs: is a file, not a folder"],
+  ]);
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache };
+  const table = await tsllm(["ls"], env);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /\nacme\/a +v1 \(11111111\) main \(22222222\) +2 +40\.0 kB\nacme\/b +33333333 +1 +7\.0 kB\n/);
+  assert.equal(table.stderr, [
+    `warning: acme/a: ${join(a, "refs", "v2")}: names commit ${"9".repeat(40)}, which has no snapshot`,
+    `warning: acme/a: ${join(a, "snapshots", C1, "README.md")}: its blob is missing (a broken link)`,
+    `warning: acme/b: ${join(b, "refs")}: is a file, not a folder`,
+  ].map((l) => `${l}\n`).join(""));
+  const json = await tsllm(["ls", "--json"], env);
+  assert.equal(json.code, 0, json.stderr);
+  const listed = JSON.parse(json.stdout) as { repo: string; problems: string[] }[];
+  assert.deepEqual(listed.map((r) => r.problems), repos.map((r) => r.problems));
+  for (const r of listed) assert.deepEqual(Object.keys(r).sort(), documentedKeys(COMMANDS.ls!.help, "--json").sort(), "the keys --help documents for --json");
+});
+
+test("rm of one revision beside a snapshot folder it cannot read is refused, so no blob that folder uses is deleted", async () => {
+  const cache = join(dir, "rm-unknown");
+  await fillCache(cache);
+  const a = join(cache, "models--acme--a");
+  // a user's copy of C1's snapshot (relative links into blobs/, under a name that is not a commit)
+  const copy = join(a, "snapshots", `${C1} (copy)`);
+  mkdirSync(copy);
+  symlinkSync(join("..", "..", "blobs", blobName(readme1)), join(copy, "README.md"));
+  await assert.rejects(removeCachedRepo(cache, "acme/a@v1"), (e: unknown) => e instanceof HubError && e.code === "disk"
+    && e.message === `cannot remove acme/a@v1 alone: the snapshot ${copy} could not be read, so which blobs it uses is unknown; repair or remove it first (tsllm ls names what is damaged), or remove the whole repo (tsllm rm acme/a)`);
+  assert.ok(existsSync(join(a, "blobs", blobName(readme1))), "README v1's blob, which the copy links to, is kept");
+  assert.ok(existsSync(join(a, "snapshots", C1)), "nothing was removed");
+  assert.deepEqual(listCachedRepos(cache)[0]!.problems, [`snapshots/${C1} (copy): is not named by a commit`]);
+});

@@ -1,4 +1,5 @@
 import { existsSync, statSync } from "node:fs";
+import { sep } from "node:path";
 import { defaultCacheDir, listCachedRepos, type HubSourceName } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, parse, UsageError, type OptionSpec } from "./args.js";
@@ -9,8 +10,12 @@ Lists the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
 ~/.cache/huggingface/hub): repo, cached revisions (refs and commits), snapshot count and
 size on disk (each blob counted once, however many snapshots share it).
 
-  --json          print [{repo, dir, sizeOnDisk, snapshots, refs, revisions: [...], unreferencedBytes}]
-                  (unreferencedBytes: blobs no snapshot points at, such as an interrupted download's)
+  --json          print [{repo, dir, sizeOnDisk, snapshots, refs, revisions: [...], unreferencedBytes,
+                  problems}] (unreferencedBytes: blobs no snapshot points at, such as an interrupted
+                  download's; problems: what is damaged, e.g. a snapshot file whose blob is gone)
+
+A damaged repo is listed with what can be read; each damage is named on stderr
+("warning: REPO: PATH: what is wrong"), as huggingface_hub's cache scan warns.
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
   --cache DIR     another cache root
 `;
@@ -36,11 +41,12 @@ export async function runLs(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(lsHelp); return; }
   const root = cacheRootFromOptions(values);
   const repos = listCachedRepos(root);
+  for (const r of repos) for (const p of r.problems) process.stderr.write(`warning: ${r.repo}: ${r.dir}${sep}${p}\n`); // not join(): it would normalize a path quoted in the message
   if (flag(values, "json")) {
     const out = repos.map((r) => ({
       repo: r.repo, dir: r.dir, sizeOnDisk: r.sizeOnDisk, snapshots: r.revisions.length, refs: r.refs,
       revisions: r.revisions.map((v) => ({ commit: v.commit, refs: v.refs, files: v.files, sizeOnDisk: v.sizeOnDisk })),
-      unreferencedBytes: r.unreferencedBytes,
+      unreferencedBytes: r.unreferencedBytes, problems: r.problems,
     }));
     process.stdout.write(JSON.stringify(out, null, 2) + "\n");
     return;

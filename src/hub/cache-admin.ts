@@ -1,9 +1,9 @@
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { type Dirent, existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { RepoCache, repoFolderName } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
-import { checkCacheName, checkRevision, parseHubReference } from "./reference.js";
+import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
 
 /**
  * Listing and removing cached models, as huggingface_hub's scan_cache_dir / delete_revisions
@@ -34,6 +34,12 @@ export interface CachedRepo {
   /** files in blobs/ that no snapshot points at (e.g. `.incomplete` downloads), and their bytes */
   readonly unreferencedBlobs: number;
   readonly unreferencedBytes: number;
+  /**
+   * what is damaged, each "path (in the repo folder): what is wrong": a snapshot file whose blob is
+   * gone, a ref naming a commit with no snapshot, a folder that is a file or cannot be read. As
+   * huggingface_hub's scan_cache_dir collects its warnings, the rest of the repo is still listed.
+   */
+  readonly problems: string[];
 }
 
 export interface RemoveResult {
@@ -70,15 +76,31 @@ function parseCachedReference(reference: string): { repo: string; revision?: str
   return { repo: name, revision };
 }
 
+/** the entries of a folder of the repo, or none with a problem said when it is not a readable folder */
+function entries(dir: string, rel: string, problems: string[]): Dirent[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code !== "ENOENT") problems.push(`${rel}: ${err.code === "ENOTDIR" ? "is a file, not a folder" : `cannot be read: ${describeIoError(e)}`}`);
+    return [];
+  }
+}
+
 /** every ref file under refs/, as name -> commit */
-function readRefs(refsDir: string): Record<string, string> {
+function readRefs(refsDir: string, problems: string[]): Record<string, string> {
   const refs: Record<string, string> = {};
   const walk = (dir: string, prefix: string) => {
-    if (!existsSync(dir)) return;
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
+    for (const e of entries(dir, prefix ? `refs/${prefix}` : "refs", problems)) {
       const rel = prefix ? `${prefix}/${e.name}` : e.name;
       if (e.isDirectory()) walk(join(dir, e.name), rel);
-      else if (e.isFile() && !e.name.endsWith(".tmp")) refs[rel] = readFileSync(join(dir, e.name), "utf8").trim();
+      else if (e.isFile() && !e.name.endsWith(".tmp")) {
+        try {
+          refs[rel] = readFileSync(join(dir, e.name), "utf8").trim();
+        } catch (err) {
+          problems.push(`refs/${rel}: cannot be read: ${describeIoError(err)}`);
+        }
+      }
     }
   };
   walk(refsDir, "");
@@ -86,8 +108,8 @@ function readRefs(refsDir: string): Record<string, string> {
 }
 
 /** the real path of each snapshot file (a blob, or the file itself when symlinks were refused) */
-function snapshotTargets(cache: RepoCache, commit: string): { files: string[]; targets: Map<string, number> } {
-  const files = cache.listSnapshot(commit);
+function snapshotTargets(cache: RepoCache, commit: string, skipped?: (file: string, why: string) => void): { files: string[]; targets: Map<string, number> } {
+  const files = cache.listSnapshot(commit, skipped);
   const targets = new Map<string, number>();
   for (const f of files) {
     const real = realpathSync(cache.snapshotPath(commit, f));
@@ -98,32 +120,54 @@ function snapshotTargets(cache: RepoCache, commit: string): { files: string[]; t
 
 const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 0);
 
-/** the repo folder's scan; `undefined` when it is not a real folder inside the cache */
-function scanRepo(root: string, repo: string): CachedRepo | undefined {
+interface Scan {
+  readonly repo: CachedRepo;
+  /** snapshot folders that could not be read whole: the blobs they use are unknown */
+  readonly unreadable: string[];
+}
+
+/**
+ * the repo folder's scan; `undefined` when it is not a real folder inside the cache. Damage is
+ * collected in `problems`, never thrown: one broken repo (or snapshot) must not hide the others.
+ */
+function scanRepo(root: string, repo: string): Scan | undefined {
   const cache = new RepoCache(root, repo);
   if (!existsSync(cache.dir) || !lstatSync(cache.dir).isDirectory()) return undefined;
-  const refs = readRefs(join(cache.dir, "refs"));
-  const snapshotsDir = join(cache.dir, "snapshots");
-  const commits = existsSync(snapshotsDir) ? readdirSync(snapshotsDir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort() : [];
+  const problems: string[] = [];
+  const unreadable: string[] = [];
+  const refs = readRefs(join(cache.dir, "refs"), problems);
+  const commits: string[] = [];
+  for (const e of entries(join(cache.dir, "snapshots"), "snapshots", problems)) {
+    if (!e.isDirectory()) { problems.push(`snapshots/${e.name}: is not a snapshot folder`); continue; }
+    if (isCacheName(e.name)) commits.push(e.name);
+    else { problems.push(`snapshots/${e.name}: is not named by a commit`); unreadable.push(e.name); }
+  }
+  commits.sort();
   const all = new Map<string, number>();
   const revisions: CachedRevision[] = [];
   for (const commit of commits) {
-    try { checkCacheName(commit, `snapshot of ${repo}`); } catch { continue; }
-    const { files, targets } = snapshotTargets(cache, commit);
-    for (const [k, v] of targets) all.set(k, v);
-    revisions.push({ commit, refs: Object.keys(refs).filter((r) => refs[r] === commit).sort(), files, sizeOnDisk: sum(targets) });
-  }
-  const blobsDir = join(cache.dir, "blobs");
-  let unreferencedBlobs = 0, unreferencedBytes = 0;
-  if (existsSync(blobsDir)) {
-    for (const e of readdirSync(blobsDir, { withFileTypes: true })) {
-      const p = join(blobsDir, e.name);
-      if (!e.isFile() || all.has(realpathSync(p))) continue;
-      unreferencedBlobs++;
-      unreferencedBytes += statSync(p).size;
+    let scanned;
+    try {
+      scanned = snapshotTargets(cache, commit, (file, why) => problems.push(`snapshots/${commit}/${file}: ${why}`));
+    } catch (e) {
+      problems.push(`snapshots/${commit}: cannot be read: ${describeIoError(e)}`);
+      unreadable.push(commit);
+      continue;
     }
+    for (const [k, v] of scanned.targets) all.set(k, v);
+    revisions.push({ commit, refs: Object.keys(refs).filter((r) => refs[r] === commit).sort(), files: scanned.files, sizeOnDisk: sum(scanned.targets) });
   }
-  return { repo, dir: cache.dir, revisions, refs, sizeOnDisk: sum(all), unreferencedBlobs, unreferencedBytes };
+  for (const [name, commit] of Object.entries(refs)) {
+    if (!commits.includes(commit)) problems.push(`refs/${name}: names ${isCacheName(commit) ? `commit ${commit}, which has no snapshot` : `no commit (${JSON.stringify(commit.slice(0, 60))})`}`);
+  }
+  let unreferencedBlobs = 0, unreferencedBytes = 0;
+  for (const e of entries(join(cache.dir, "blobs"), "blobs", problems)) {
+    const p = join(cache.dir, "blobs", e.name);
+    if (!e.isFile() || all.has(realpathSync(p))) continue;
+    unreferencedBlobs++;
+    unreferencedBytes += statSync(p).size;
+  }
+  return { repo: { repo, dir: cache.dir, revisions, refs, sizeOnDisk: sum(all), unreferencedBlobs, unreferencedBytes, problems: problems.sort() }, unreadable };
 }
 
 /** Every model repo in a cache root (none when the root does not exist), sorted by name. */
@@ -134,7 +178,7 @@ export function listCachedRepos(root: string): CachedRepo[] {
     const repo = e.isDirectory() ? repoFromFolder(e.name) : undefined;
     if (!repo) continue;
     const scanned = scanRepo(root, repo);
-    if (scanned) out.push(scanned);
+    if (scanned) out.push(scanned.repo);
   }
   return out.sort((a, b) => a.repo.localeCompare(b.repo));
 }
@@ -170,8 +214,9 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   if (revision !== undefined) checkRevision(revision, repo); // before anything is looked at
   const dir = join(root, repoFolderName(repo));
   if (existsSync(dir)) assertInside(root, dir, `cache folder of ${repo}`);
-  const scanned = scanRepo(root, repo);
-  if (!scanned) {
+  const scan = scanRepo(root, repo);
+  const scanned = scan?.repo;
+  if (!scan || !scanned) {
     const cached = listCachedRepos(root).map((r) => r.repo);
     throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
   }
@@ -190,6 +235,11 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   if (!commit || !target) {
     const known = scanned.revisions.map((r) => [...r.refs, r.commit.slice(0, 12)].join("/"));
     throw new HubError("revision-not-found", `${repo}@${revision} is not in the cache ${root} (cached revisions: ${known.join(", ") || "none"})`);
+  }
+  // a snapshot that could not be read may use any blob: removing blobs now could take its data
+  const unknown = scan.unreadable.filter((c) => c !== commit);
+  if (unknown.length > 0) {
+    throw new HubError("disk", `cannot remove ${repo}@${revision} alone: the snapshot${unknown.length === 1 ? "" : "s"} ${unknown.map((c) => join(cache.dir, "snapshots", c)).join(", ")} could not be read, so which blobs ${unknown.length === 1 ? "it uses" : "they use"} is unknown; repair or remove ${unknown.length === 1 ? "it" : "them"} first (tsllm ls names what is damaged), or remove the whole repo (tsllm rm ${repo})`);
   }
   if (scanned.revisions.length === 1) return { ...(await removeRepo()), commit };
 

@@ -177,9 +177,10 @@ export class RepoCache {
 
   /**
    * Every regular file of a cached snapshot (repo-relative, '/'-separated). A symlink whose
-   * target leaves the repo folder, or dangles, is not listed: it is not ours to serve.
+   * target leaves the repo folder, or dangles, is not listed: it is not ours to serve; `skipped`
+   * hears of each such link, so that a scan of the cache can name it.
    */
-  listSnapshot(commit: string): string[] {
+  listSnapshot(commit: string, skipped?: (file: string, why: string) => void): string[] {
     const root = this.snapshotDir(commit);
     const repoReal = realpathSync(this.dir);
     const out: string[] = [];
@@ -191,8 +192,9 @@ export class RepoCache {
         if (entry.isDirectory()) { walk(full, rel); continue; }
         if (entry.isSymbolicLink()) {
           let real: string;
-          try { real = realpathSync(full); } catch { continue; }
-          if (!real.startsWith(repoReal + sep) || !lstatSync(real).isFile()) continue;
+          try { real = realpathSync(full); } catch { skipped?.(rel, "its blob is missing (a broken link)"); continue; }
+          if (!real.startsWith(repoReal + sep)) { skipped?.(rel, `it links outside the repo folder (${real})`); continue; }
+          if (!lstatSync(real).isFile()) { skipped?.(rel, `it links to ${real}, which is not a file`); continue; }
         } else if (!entry.isFile()) continue;
         out.push(rel);
       }
