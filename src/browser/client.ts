@@ -116,18 +116,35 @@ export class TsllmWorker {
    */
   constructor(workerUrl: string | URL = new URL("./engine-worker.js", import.meta.url)) {
     const Worker = need("Worker", "tsllm");
+    // (as the page named it)
+    const script = String(workerUrl);
     this.worker = new Worker(workerUrl, { type: "module", name: "tsllm engine" });
-    this.worker.onmessage = (e) => this.receive(e.data as Reply);
-    this.worker.onerror = (e) => {
-      const error = new Error(`tsllm engine worker: ${e.message || `${String(workerUrl)} failed to load`}`);
-      // an error event without a message is a script that did not load (404, a syntax error): no worker runs
-      if (!e.message) this.dead = error;
-      for (const p of this.pending.values()) p.reject(error);
-      this.pending.clear();
+    /** the worker's module ran to its end (its "ready"): an error before is a worker that will never answer */
+    let started = false;
+    this.worker.onmessage = (e) => {
+      const reply = e.data as Reply;
+      if (reply.kind === "ready") started = true;
+      else if (reply.kind === "lost") this.rejectPending(new Error(`tsllm engine worker: ${reply.message}`));
+      else this.receive(reply);
     };
+    this.worker.onerror = (e) => {
+      // no message: the script did not load (404, not JavaScript); before "ready": it threw at its top level and
+      // set no handler. Either way no worker answers: this call and every later one reject (a later one waited forever)
+      const error = new Error(`tsllm engine worker: ${!e.message ? `${script} failed to load` : started ? e.message : `${script} failed to start: ${e.message}`}`);
+      if (!e.message || !started) this.dead = error;
+      this.rejectPending(error);
+    };
+    // a reply that could not be read on the page: which call it answered is unknown, and that call would wait forever
+    this.worker.onmessageerror = () => this.rejectPending(new Error("tsllm engine worker: a reply could not be read on the page (messageerror)"));
   }
 
-  private receive(reply: Reply): void {
+  /** every call waiting for an answer rejects with `error` */
+  private rejectPending(error: Error): void {
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
+  }
+
+  private receive(reply: Exclude<Reply, { id: 0 }>): void {
     const p = this.pending.get(reply.id);
     if (!p) return;
     if (reply.kind === "step" || reply.kind === "progress") {
@@ -400,7 +417,6 @@ export class TsllmWorker {
     const error = new Error("tsllm engine worker terminated");
     this.dead = error;
     this.worker.terminate();
-    for (const p of this.pending.values()) p.reject(error);
-    this.pending.clear();
+    this.rejectPending(error);
   }
 }

@@ -157,3 +157,7 @@ scope.onmessage = (e) => {
     (err: unknown) => send({ id: req.id, kind: "error", ...sentError(err) }),
   );
 };
+// a request that could not be read here carries no id: the page is told, or its call would wait forever
+scope.onmessageerror = () => send({ id: 0, kind: "lost", message: "a request could not be read by the engine worker (messageerror)" });
+// last: the module ran to its end (an error event before this is a script that never started)
+send({ id: 0, kind: "ready" });

@@ -8,7 +8,7 @@ import { Engine } from "../engine/index.js";
 import { GGUFMetadata, parseGGUFHeader } from "../formats/gguf-reader.js";
 import { GGUFTensorSource } from "../formats/tensor-source.js";
 import { warmUpForward } from "../generation/index.js";
-import { whileBackendStarts } from "../kernels/backend.js";
+import { whileBackendStarts, type Backend } from "../kernels/backend.js";
 import { defaultContextSize, Model } from "../llm.js";
 import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
@@ -136,8 +136,9 @@ async function loadOnce(source: string | Blob, options: BrowserLoadOptions, t0: 
 async function buildFrom(name: string, file: RandomAccessFile, options: BrowserLoadOptions, t0: number): Promise<Model> {
   let closeFile = true;
   try {
-    // the backend starts first (its workers boot, its kernels compile) while the header is parsed
-    const starting = createBrowserBackend(options.backend ?? "wasm", options).catch((e: unknown) => { throw notTheFileFault(e); });
+    // the backend starts first (its workers boot, its kernels compile) while the header is parsed;
+    // the load's signal ends the wait for it (a kernel worker that never answers its start held the load, Stop included, forever)
+    const starting = untilAborted(createBrowserBackend(options.backend ?? "wasm", options).catch((e: unknown) => { throw notTheFileFault(e); }), options.signal, name);
     const [{ header, metadata, tokenizer }, backend] = await whileBackendStarts(starting, () => {
       const header = parseGGUFHeader(file, name);
       const metadata = new GGUFMetadata(name, header.metadata);
@@ -167,6 +168,28 @@ async function buildFrom(name: string, file: RandomAccessFile, options: BrowserL
   } finally {
     if (closeFile) file.close();
   }
+}
+
+/** `starting`, or an AbortError as soon as `signal` aborts; a backend that starts after that is disposed */
+function untilAborted(starting: Promise<Backend>, signal: AbortSignal | undefined, name: string): Promise<Backend> {
+  if (!signal) return starting;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(notTheFileFault(abortError(name)));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  return Promise.race([starting, aborted]).then(
+    (backend) => {
+      signal.removeEventListener("abort", onAbort!);
+      return backend;
+    },
+    (e: unknown) => {
+      signal.removeEventListener("abort", onAbort!);
+      if (signal.aborted) starting.then((late) => late.dispose(), () => undefined);
+      throw e;
+    },
+  );
 }
 
 /** a browser's allocation failure as the model's error, saying what ran out (its own words: "Unable to grow instance memory") */

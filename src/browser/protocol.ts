@@ -70,6 +70,10 @@ export interface LoadedModel {
 }
 
 export type Reply =
+  // the worker's module ran (its first message): an error event before it is a worker that never started
+  | { id: 0; kind: "ready" }
+  // a request the worker could not read (messageerror): which one is unknown, so every pending call rejects with this
+  | { id: 0; kind: "lost"; message: string }
   | { id: number; kind: "result"; value: unknown }
   | ({ id: number; kind: "error" } & SentError)
   | { id: number; kind: "step"; step: GenerationStep & { choice?: number } }

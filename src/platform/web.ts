@@ -9,6 +9,8 @@ export interface WebWorker {
   terminate(): void;
   onmessage: ((e: { data: unknown }) => void) | null;
   onerror: ((e: { message?: string; preventDefault?(): void }) => void) | null;
+  /** a message from the worker that could not be read here (deserialized): it is lost */
+  onmessageerror: (() => void) | null;
 }
 
 export type WorkerConstructor = new (url: string | URL, options?: { type?: "module" | "classic"; name?: string }) => WebWorker;
@@ -17,6 +19,8 @@ export type WorkerConstructor = new (url: string | URL, options?: { type?: "modu
 export interface WorkerScope {
   postMessage(message: unknown, transfer?: unknown[]): void;
   onmessage: ((e: { data: unknown }) => void) | null;
+  /** a message from the page that could not be read in the worker: it is lost */
+  onmessageerror: (() => void) | null;
   close(): void;
 }
 

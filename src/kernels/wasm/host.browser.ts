@@ -17,6 +17,8 @@ export type { KernelThread } from "./protocol.js";
 const FILES: Record<KernelsVariant, string> = { plain: "kernels.wasm", relaxed: "kernels-relaxed.wasm" };
 
 interface Loaded {
+  /** the folder the kernels were fetched from */
+  baseUrl: string;
   workerUrl: URL;
   memory: KernelsMemory;
   modules: Map<KernelsVariant, WebAssembly.Module>;
@@ -44,14 +46,16 @@ export interface PreloadKernelsOptions {
 }
 
 /**
- * Fetches and compiles both kernel builds (once; later calls return the first result). The
- * relaxed one is optional: a browser without Relaxed SIMD fails to compile it and runs the
- * SIMD128 build. Returns whether the relaxed build runs here.
+ * Fetches and compiles both kernel builds (once per folder and worker script: later calls with
+ * the same ones return the first result). The relaxed one is optional: a browser without Relaxed
+ * SIMD fails to compile it and runs the SIMD128 build. Returns whether the relaxed build runs here.
  */
 export async function preloadKernels(options: PreloadKernelsOptions): Promise<{ relaxed: boolean }> {
   const memory = options.memory ?? "shared";
-  if (loaded?.memory === memory) return { relaxed: loaded.modules.has("relaxed") };
   const base = new URL(options.baseUrl, baseHref());
+  const workerUrl = new URL(options.workerUrl, baseHref());
+  // the same files only: a load that named another folder (assetsUrl) after one whose kernel worker failed kept that worker's URL
+  if (loaded?.memory === memory && loaded.baseUrl === base.href && loaded.workerUrl.href === workerUrl.href) return { relaxed: loaded.modules.has("relaxed") };
   const modules = new Map<KernelsVariant, WebAssembly.Module>();
   const [plain, relaxed] = await Promise.allSettled([compileFrom(new URL(FILES.plain, base), memory), compileFrom(new URL(FILES.relaxed, base), memory)]);
   if (plain.status === "rejected") {
@@ -60,7 +64,7 @@ export async function preloadKernels(options: PreloadKernelsOptions): Promise<{ 
   }
   modules.set("plain", plain.value);
   if (relaxed.status === "fulfilled") modules.set("relaxed", relaxed.value);
-  loaded = { workerUrl: new URL(options.workerUrl, baseHref()), memory, modules };
+  loaded = { baseUrl: base.href, workerUrl, memory, modules };
   return { relaxed: modules.has("relaxed") };
 }
 
@@ -113,16 +117,21 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
   const Worker = need("Worker", "wasm backend threads");
   const mailbox = new SharedArrayBuffer(MAILBOX_BYTES);
   const worker = new Worker(workerUrl, { type: "module", name: `tsllm kernels ${start.thread}` });
+  // every way the worker can fail to start rejects this, naming its script (the pool awaits it)
+  const script = `kernel worker ${workerUrl.href}`;
   const started = new Promise<void>((resolve, reject) => {
     worker.onmessage = (e) => {
       const m = e.data as { ready?: boolean; error?: string };
       if (m.ready) resolve();
-      else reject(new Error(String(m.error)));
+      else reject(new Error(`${script}: ${String(m.error)}`));
     };
     worker.onerror = (e) => {
       e.preventDefault?.();
-      reject(new Error(e.message || `${workerUrl.href} failed to load`));
+      // no message: the script did not load (404, not JavaScript, blocked); else it threw at its top level
+      reject(new Error(e.message ? `${script}: ${e.message}` : `${script} failed to load`));
     };
+    // its answer could not be read here: it never arrives
+    worker.onmessageerror = () => reject(new Error(`${script}: its answer to the start message could not be read (messageerror)`));
   });
   const init: KernelWorkerInit = { start, mailbox };
   worker.postMessage(init);
@@ -135,6 +144,7 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
     },
     detach: () => {
       worker.onmessage = null;
+      worker.onmessageerror = null;
       worker.onerror = (e) => e.preventDefault?.();
     },
     // the worker leaves its loop on STOP and closes itself
