@@ -67,6 +67,20 @@ test("tokenize -f FILE / --file - (llama-tokenize's -f and stdin flag) tokenizes
   assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --text is required (or --file FILE; --file - reads stdin)\n" });
 });
 
+test("generate --grammar takes the grammar's text as llama.cpp's --grammar does, or a file; --grammar-file (llama.cpp's file option) is --grammar; an empty one is one line", { skip }, () => {
+  // llama.cpp's common/arg.cpp: --grammar GRAMMAR is the BNF text, --grammar-file FNAME reads a file;
+  // "root ::= ..." was "--grammar root ::= ...: no such file"
+  const gbnf = 'root ::= " yes" | " no"';
+  const file = join(dir, "yes-no.gbnf");
+  writeFileSync(file, gbnf);
+  const fromFile = greedy(["--prompt", "Once", "--grammar", file]);
+  assert.ok(fromFile.completionTokens.length > 0);
+  for (const args of [["--grammar", gbnf], ["--grammar-file", file], [`--grammar-file=${file}`]]) {
+    assert.deepEqual(greedy(["--prompt", "Once", ...args]).completionTokens, fromFile.completionTokens, args.join(" "));
+  }
+  assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--grammar", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --grammar is empty; give a GBNF grammar file or the grammar's text or leave the option out\n" });
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")

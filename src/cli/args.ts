@@ -54,6 +54,7 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-ctk": ["cache-type-k"],
   "-ctv": ["cache-type-v"],
   "-fa": ["flash-attn"],
+  "--grammar-file": ["grammar"], // llama.cpp's --grammar is the grammar's text, --grammar-file a file: tsllm's --grammar takes both
 };
 
 /** llama.cpp's GPU-offload options: a model here runs on the --backend chosen, so they are taken and ignored, with a note */

@@ -10,7 +10,7 @@ import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
 import { refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
-import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
@@ -67,7 +67,8 @@ Options:
   --draft-tokens N      tokens the draft proposes per round (default 8; 10 with --prompt-lookup)
   --prompt-lookup       speculative decoding that drafts from earlier n-grams of the text
   --n N                 N independent completions sharing one prefill; completion i uses seed S + i
-  --grammar FILE        the completion follows this GBNF grammar (llama.cpp's syntax, start rule root)
+  --grammar G           the completion follows this GBNF grammar (llama.cpp's syntax, start rule root):
+                        a file, or the grammar itself (text holding ::=, as llama.cpp's own option takes it)
   --json-schema S       the completion is JSON valid under this JSON Schema (a file, or the JSON itself)
   --json-object         the completion is a JSON object
   --choice TEXT         the completion is one of these texts (repeatable)
@@ -164,12 +165,14 @@ async function promptFrom(values: ParsedValues): Promise<string> {
   return promptFromText(text);
 }
 
-/** --grammar FILE, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
+/** --grammar FILE|GBNF, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
 function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" | "jsonSchema" | "json" | "choice" | "regex"> {
   const given = ["grammar", "json-schema", "json-object", "choice", "regex"].filter((k) => values[k] !== undefined && values[k] !== false);
   if (given.length > 1) throw new UsageError(`give one of --grammar, --json-schema, --json-object, --choice and --regex, not ${given.map((g) => `--${g}`).join(" and ")}`);
-  const grammar = optionalString(values, "grammar");
-  if (grammar !== undefined) return { grammar: readTextFile(grammar, "--grammar") };
+  const grammar = optionalNonEmpty(values, "grammar", "a GBNF grammar file or the grammar's text");
+  // the grammar's text, as llama.cpp's --grammar takes it (its --grammar-file, an alias here, a
+  // file): every GBNF grammar defines a rule, "::=", which a file's path does not hold
+  if (grammar !== undefined) return { grammar: grammar.includes("::=") ? grammar : readTextFile(grammar, "--grammar") };
   const schema = optionalString(values, "json-schema");
   if (schema !== undefined) {
     // inline JSON, or a file holding it
