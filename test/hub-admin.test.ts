@@ -259,3 +259,21 @@ test("rm of one revision beside a snapshot folder it cannot read is refused, so 
   assert.ok(existsSync(join(a, "snapshots", C1)), "nothing was removed");
   assert.deepEqual(listCachedRepos(cache)[0]!.problems, [`snapshots/${C1} (copy): is not named by a commit`]);
 });
+
+test("rm takes a commit by the short id ls prints (a unique prefix, as git does); a prefix two commits share is refused naming both", async () => {
+  const cache = join(dir, "rm-short");
+  await fillCache(cache);
+  const C1b = `11111111${"a".repeat(32)}`;
+  hub.add({ repo: "acme/a", commit: C1b, refs: ["v1b"], files: [readme2] });
+  await downloadModel("acme/a@v1b", opts(cache));
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache };
+  const table = await tsllm(["ls"], env);
+  assert.match(table.stdout, /\nacme\/a +v1 \(11111111\) v1b \(11111111\) main \(22222222\) +3 /);
+  const ambiguous = await tsllm(["rm", "acme/a@11111111"], env);
+  assert.equal(ambiguous.code, 1);
+  assert.equal(ambiguous.stderr, `tsllm: error: acme/a@11111111 names 2 cached commits (${C1}, ${C1b}); give more of the commit id\n`);
+  const removed = await tsllm(["rm", "acme/a", "--revision", "111111111111"], env);
+  assert.equal(removed.code, 0, removed.stderr);
+  assert.equal(removed.stdout, `removed acme/a@${C1} (3 B freed)\n`);
+  assert.deepEqual(listCachedRepos(cache)[0]!.revisions.map((r) => r.commit), [C1b, C2]);
+});

@@ -8,7 +8,7 @@ export const rmHelp = `Usage: tsllm rm REPO [--revision R] [--source hf|modelsco
 Removes a model from the Hugging Face cache: the whole repo folder, or with --revision (or
 REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses.
 
-  --revision R    a branch, tag or commit of the repo
+  --revision R    a branch, tag or commit of the repo (a commit's short id, as tsllm ls prints it, will do)
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
   --cache DIR     another cache root
 `;

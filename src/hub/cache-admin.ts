@@ -230,7 +230,13 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   };
   if (revision === undefined) return removeRepo();
 
-  const commit = cache.cachedCommit(revision);
+  // a commit may be given by the short id ls prints (8 digits) or this error names (12), as git
+  // takes a unique prefix: refusing the ids we print sent users to copy 40 digits by hand
+  const prefixed = /^[0-9a-f]{7,39}$/.test(revision) && !existsSync(cache.refPath(revision)) ? scanned.revisions.filter((r) => r.commit.startsWith(revision)) : [];
+  if (prefixed.length > 1) {
+    throw new HubError("revision-not-found", `${repo}@${revision} names ${prefixed.length} cached commits (${prefixed.map((r) => r.commit).join(", ")}); give more of the commit id`);
+  }
+  const commit = cache.cachedCommit(revision) ?? prefixed[0]?.commit;
   const target = scanned.revisions.find((r) => r.commit === commit);
   if (!commit || !target) {
     const known = scanned.revisions.map((r) => [...r.refs, r.commit.slice(0, 12)].join("/"));
