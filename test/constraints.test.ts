@@ -845,6 +845,12 @@ test("pattern: Unicode property escapes \\p{...} / \\P{...} (General_Category, S
     assert.throws(() => newAjv2020().compile({ type: "string", pattern }), /pattern|Invalid/, pattern);
     assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), (e: Error) => e.message.startsWith(`#/pattern: regex ${JSON.stringify(pattern)}, at ${at}: ${what}`) && !e.message.includes("\n"), pattern);
   }
+  // a class escape that starts a range is no class with the u flag (ajv refuses the schema); it was read as the escape, "-" and the end
+  for (const pattern of ["^[\\p{L}-z]$", "^[\\d-z]$", "^[a\\s-\\d]$"]) {
+    assert.throws(() => newAjv2020().compile({ type: "string", pattern }), /Invalid/, pattern);
+    assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), /^GrammarError: #\/pattern: regex .*: a class escape cannot start a range/, pattern);
+  }
+  agreesWithAjv({ type: "string", pattern: "^[\\p{Lu}-]+$" }, ['"A-B"', '"-"', '"a"']);
 });
 
 test("lone surrogates: a pattern only a lone surrogate matches is refused naming it (ajv takes such a string, but no UTF-8 output holds one); an enum or const string with one is written as JSON's \\u escape and counted as one character beside maxLength or a pattern, as ajv counts it", () => {

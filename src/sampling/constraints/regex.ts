@@ -433,6 +433,8 @@ class RegexParser {
       if (this.src[this.pos] === "\\") {
         const e = this.escape(true);
         if (typeof e !== "number") {
+          // ([\d-z] is \d, "-" and z without the u flag; with it, as ajv compiles a pattern, no class)
+          if (this.json && this.src[this.pos] === "-" && this.src[this.pos + 1] !== "]" && this.pos + 1 < this.src.length) this.fail("a class escape cannot start a range (the u flag, with which a validator compiles a pattern, refuses it)");
           if (e.negated) negatedParts = [...negatedParts, ...e.ranges];
           else ranges = [...ranges, ...e.ranges];
           continue;
