@@ -269,9 +269,10 @@ test("generate: a prompt longer than the context is a usage error naming --ctx-s
 });
 
 test("tsllm chat: a value the engine refuses (checked when the reply's stream starts) is a usage error naming the flag", { skip }, () => {
-  const r = tsllm(["chat", ...common(), "--stop", ""], "Once upon a time\n");
+  // a token id past the vocabulary (stories260K's 512 ids): only the loaded model knows it is out
+  const r = tsllm(["chat", ...common(), "--logit-bias", "99999=1"], "Once upon a time\n");
   assert.equal(r.code, 2, r.stderr);
-  assert.equal(r.stderr, "tsllm: error: --stop: stop strings[0]: a stop string must not be empty\n");
+  assert.equal(r.stderr, "tsllm: error: --logit-bias: token id 99999 is outside the vocabulary [0, 512)\n");
   assert.equal(r.stdout, "");
 });
 

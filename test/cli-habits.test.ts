@@ -81,6 +81,12 @@ test("generate --grammar takes the grammar's text as llama.cpp's --grammar does,
   assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--grammar", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --grammar is empty; give a GBNF grammar file or the grammar's text or leave the option out\n" });
 });
 
+test("an empty --stop (generate, chat) is one line naming the flag before any model loads, not the library's \"stop strings[0]\" after the load", () => {
+  for (const args of [["generate", "--model", "x.gguf", "--prompt", "hi", "--stop", ""], ["generate", "--model", "x.gguf", "--prompt", "hi", "--stop", "a", "--stop", ""], ["chat", "--model", "x.gguf", "--stop", ""]]) {
+    assert.deepEqual(tsllm(args), { code: 2, stdout: "", stderr: "tsllm: error: --stop is empty; give the text to stop at, or leave the option out\n" }, args.join(" "));
+  }
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")

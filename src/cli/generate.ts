@@ -405,6 +405,16 @@ function minPAboveOne(values: ParsedValues): boolean {
   return p !== undefined && p > 1;
 }
 
+/**
+ * --stop STR (repeatable): an empty one (--stop "$VAR" with VAR unset) is refused before the model
+ * loads, naming the flag; the library's refusal came after the load, as "stop strings[0]: ..."
+ */
+function stopsFrom(values: ParsedValues): string[] | undefined {
+  const stop = strings(values, "stop");
+  if (stop?.includes("")) throw new UsageError("--stop is empty; give the text to stop at, or leave the option out");
+  return stop;
+}
+
 /** Sampling and stopping options shared by generate and chat. */
 export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   const normalize = optionalString(values, "normalize");
@@ -423,7 +433,7 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),
     presencePenalty: optionalNumber(values, "presence-penalty"),
     seed: seedFrom(values),
-    stop: strings(values, "stop"),
+    stop: stopsFrom(values),
     ignoreEos: flag(values, "ignore-eos"),
     logprobs: optionalNumber(values, "logprobs", { integer: true, min: 0 }),
     logitBias: parseLogitBias(strings(values, "logit-bias")),
